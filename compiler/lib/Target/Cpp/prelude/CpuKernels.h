@@ -1,0 +1,651 @@
+//===- CpuKernels.h - CPU kernel prelude for generated models ---*- C++ -*-===//
+//
+// Part of the modc project.
+//
+//===----------------------------------------------------------------------===//
+///
+/// \file
+/// The CPU kernel library of modc. The C++ emitter pastes this header verbatim
+/// at the top of every generated `model.cpp` and then writes specialised
+/// functions that call these templates with the plan's static shapes. The
+/// result is built with `-O3 -march=native -fopenmp` and linked to OpenBLAS.
+///
+/// Conventions (see docs/internals.md and SPEC.md section 3):
+///  - All tensors are row-major f32 unless stated otherwise.
+///  - `rows` is a runtime row count.
+///  - Segments: rows [seg[s], seg[s+1]) are sequence s, in ascending original
+///    position; pos[i] is the original position of row i.
+///  - cblas is only ever called outside OpenMP parallel regions, because the
+///    default Debian OpenBLAS is the pthreads build and does not nest.
+///
+/// The header is self-contained: only standard headers, <cblas.h> and <omp.h>.
+///
+//===----------------------------------------------------------------------===//
+
+#ifndef MODC_TARGET_CPP_PRELUDE_CPUKERNELS_H
+#define MODC_TARGET_CPP_PRELUDE_CPUKERNELS_H
+
+#include <algorithm>
+#include <cblas.h>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <omp.h>
+#include <vector>
+
+namespace modk_cpu {
+
+//===----------------------------------------------------------------------===//
+// Portable SIMD helpers (GCC/Clang vector extensions)
+//===----------------------------------------------------------------------===//
+
+namespace detail {
+
+// The vector width follows the target so that one VecF is one register;
+// the compiler lowers the generic operations to the native instructions.
+#if defined(__AVX512F__)
+#define MODK_CPU_VW 16
+constexpr int kNumVecRegs = 32;
+#elif defined(__AVX__)
+#define MODK_CPU_VW 8
+constexpr int kNumVecRegs = 16;
+#else
+#define MODK_CPU_VW 4
+constexpr int kNumVecRegs = 16;
+#endif
+
+/// Number of f32 lanes in one VecF.
+constexpr int kVW = MODK_CPU_VW;
+typedef float VecF __attribute__((vector_size(MODK_CPU_VW * 4)));
+typedef int32_t VecI __attribute__((vector_size(MODK_CPU_VW * 4)));
+#undef MODK_CPU_VW
+
+/// Unaligned load/store; memcpy compiles to a single vector move.
+inline VecF loadu(const float *p) {
+  VecF v;
+  std::memcpy(&v, p, sizeof(v));
+  return v;
+}
+inline void storeu(float *p, VecF v) { std::memcpy(p, &v, sizeof(v)); }
+inline VecF splat(float x) { return VecF{} + x; }
+
+/// Lane-wise `mask ? a : b`, where mask lanes are all-ones or zero. Bit
+/// operations instead of `?:` keep this valid for both GCC and Clang.
+inline VecF select(VecI mask, VecF a, VecF b) {
+  return (VecF)(((VecI)a & mask) | ((VecI)b & ~mask));
+}
+inline VecF vmax(VecF a, VecF b) { return select(a > b, a, b); }
+
+inline float hmax(VecF v) {
+  float r = v[0];
+  for (int i = 1; i < kVW; ++i)
+    r = std::max(r, v[i]);
+  return r;
+}
+inline float hsum(VecF v) {
+  float r = 0.0f;
+  for (int i = 0; i < kVW; ++i)
+    r += v[i];
+  return r;
+}
+
+/// Vectorised exp(x) with about 2 ulp relative error (Cephes expf scheme).
+/// Lanes below -87.33 (including -inf) give exactly 0 so masked attention
+/// scores vanish; lanes above 88.37 are clamped to a large finite value.
+inline VecF vexp(VecF x) {
+  const VecF lo = splat(-87.3365447f), hi = splat(88.3762626647949f);
+  VecI under = x < lo;
+  x = select(x < lo, lo, x);
+  x = select(x > hi, hi, x);
+  // n = round(x / ln 2) by the 1.5 * 2^23 trick; exact for |n| < 2^22.
+  const VecF magic = splat(12582912.0f);
+  VecF n = (x * 1.44269504088896341f + magic) - magic;
+  // r = x - n ln 2, Cody-Waite split so r is exact.
+  VecF r = x - n * 0.693359375f;
+  r = r - n * -2.12194440e-4f;
+  VecF p = splat(1.9875691500e-4f);
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * (r * r) + r + 1.0f;
+  VecI e = (__builtin_convertvector(n, VecI) + 127) << 23;
+  return select(under, VecF{}, p * (VecF)e);
+}
+
+inline float silu(float z) { return z / (1.0f + std::exp(-z)); }
+
+/// Segment index of row j: the s with seg[s] <= j < seg[s+1].
+inline int64_t segmentOf(const int64_t *seg, int64_t nseg, int64_t j) {
+  return static_cast<int64_t>(std::upper_bound(seg, seg + nseg + 1, j) - seg) -
+         1;
+}
+
+/// Rows below this run serially: OpenMP start-up would cost more than it saves.
+constexpr int64_t kMinParallelWork = 1 << 15;
+
+} // namespace detail
+
+//===----------------------------------------------------------------------===//
+// Elementwise and row kernels
+//===----------------------------------------------------------------------===//
+
+/// out[i] = table[tokens[i]] for i < rows; table is [V, D]. Tokens must be in
+/// [0, V): the vocabulary size is not known here, the caller validates.
+template <int D>
+inline void embed(const int32_t *tokens, int64_t rows, const float *table,
+                  float *out) {
+#pragma omp parallel for if (rows * D > detail::kMinParallelWork)
+  for (int64_t i = 0; i < rows; ++i)
+    std::memcpy(out + i * D, table + static_cast<int64_t>(tokens[i]) * D,
+                sizeof(float) * D);
+}
+
+namespace detail {
+/// One row of RMSNorm: out = x / sqrt(mean(x^2) + eps) * w.
+template <int D>
+inline void rmsnormRow(const float *x, const float *w, float eps, float *out) {
+  float ss = 0.0f;
+#pragma omp simd reduction(+ : ss)
+  for (int d = 0; d < D; ++d)
+    ss += x[d] * x[d];
+  const float inv = 1.0f / std::sqrt(ss / static_cast<float>(D) + eps);
+#pragma omp simd
+  for (int d = 0; d < D; ++d)
+    out[d] = x[d] * inv * w[d];
+}
+} // namespace detail
+
+/// out = x / sqrt(mean(x^2) + eps) * w, row by row; x, out are [rows, D].
+template <int D>
+inline void rmsnorm(const float *x, int64_t rows, const float *w, float eps,
+                    float *out) {
+#pragma omp parallel for if (rows * D > detail::kMinParallelWork)
+  for (int64_t i = 0; i < rows; ++i)
+    detail::rmsnormRow<D>(x + i * D, w, eps, out + i * D);
+}
+
+/// y[M, N] = a[M, K] * w^T with w in nn.Linear layout [N, K]. M may be 0.
+/// Must not be called from inside an OpenMP parallel region.
+template <int N, int K>
+inline void linear(const float *a, int64_t M, const float *w, float *y) {
+  if (M <= 0)
+    return;
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(M), N,
+              K, 1.0f, a, K, w, K, 0.0f, y, N);
+}
+
+/// Rotary embedding in place on x[rows, H * HD], rotate-half within each
+/// head, at position pos[i]. Angles are formed in double and only the
+/// cos/sin are rounded, so long positions keep full f32 accuracy.
+template <int H, int HD>
+inline void rope(float *x, int64_t rows, const int32_t *pos, float theta) {
+  static_assert(HD % 2 == 0, "rope needs an even head dimension");
+  constexpr int Half = HD / 2;
+  double invFreq[Half];
+  for (int j = 0; j < Half; ++j)
+    invFreq[j] = std::pow(static_cast<double>(theta), -2.0 * j / HD);
+#pragma omp parallel for if (rows * H * HD > detail::kMinParallelWork)
+  for (int64_t i = 0; i < rows; ++i) {
+    // The angles depend only on the row, so they are shared by all heads.
+    float c[Half], s[Half];
+    const double p = static_cast<double>(pos[i]);
+    for (int j = 0; j < Half; ++j) {
+      const double a = p * invFreq[j];
+      c[j] = static_cast<float>(std::cos(a));
+      s[j] = static_cast<float>(std::sin(a));
+    }
+    for (int h = 0; h < H; ++h) {
+      float *xh = x + (i * H + h) * HD;
+#pragma omp simd
+      for (int j = 0; j < Half; ++j) {
+        const float x0 = xh[j], x1 = xh[j + Half];
+        xh[j] = x0 * c[j] - x1 * s[j];
+        xh[j + Half] = x1 * c[j] + x0 * s[j];
+      }
+    }
+  }
+}
+
+/// up = silu(gate) * up on [rows, N], silu(z) = z / (1 + e^-z).
+template <int N>
+inline void swiglu(const float *gate, float *up, int64_t rows) {
+  using namespace detail;
+  const int64_t total = rows * N;
+  const int64_t nvec = total / kVW * kVW;
+#pragma omp parallel for if (total > kMinParallelWork)
+  for (int64_t i = 0; i < nvec; i += kVW) {
+    const VecF g = loadu(gate + i);
+    const VecF sg = g / (vexp(-g) + 1.0f);
+    storeu(up + i, sg * loadu(up + i));
+  }
+  for (int64_t i = nvec; i < total; ++i)
+    up[i] = silu(gate[i]) * up[i];
+}
+
+/// Exact GELU in place on [rows, N]: 0.5 x (1 + erf(x / sqrt 2)).
+template <int N>
+inline void gelu(float *x, int64_t rows) {
+  const int64_t total = rows * N;
+#pragma omp parallel for if (total > detail::kMinParallelWork)
+  for (int64_t i = 0; i < total; ++i)
+    x[i] = 0.5f * x[i] * (1.0f + std::erf(x[i] * 0.70710678118654752f));
+}
+
+/// x += y on [rows, D].
+template <int D>
+inline void add_inplace(float *x, const float *y, int64_t rows) {
+  const int64_t total = rows * D;
+#pragma omp parallel for simd if (total > detail::kMinParallelWork)
+  for (int64_t i = 0; i < total; ++i)
+    x[i] += y[i];
+}
+
+//===----------------------------------------------------------------------===//
+// Causal attention (flash-style, blocked over queries and keys)
+//===----------------------------------------------------------------------===//
+
+namespace detail {
+
+/// Attention tiling: BQ query rows per work item, BK keys per tile. BK is a
+/// few vectors wide so one query row's scores sit in registers.
+constexpr int kAttnBK = 4 * kVW;
+constexpr int kAttnBQ = 64;
+
+/// One work item of causal_attention: query rows [i0, i0 + BQ) of one
+/// (segment, head).
+struct AttnItem {
+  int64_t seg;
+  int32_t head;
+  int32_t qblock;
+};
+
+/// Processes one work item; all scratch is on the stack and sized by HD.
+template <int H, int HD>
+inline void attentionBlock(const float *q, const float *k, const float *v,
+                           const int64_t *seg, const int32_t *pos, float *out,
+                           const AttnItem &item) {
+  constexpr int BQ = kAttnBQ, BK = kAttnBK;
+  constexpr int NB = BK / kVW;                // vectors per score row
+  constexpr int DV = (HD + kVW - 1) / kVW;    // vectors per value row
+  constexpr int HDP = DV * kVW;               // padded head dim
+  constexpr int64_t LD = static_cast<int64_t>(H) * HD; // row stride
+  // Register blocking: R query rows share each loaded K vector, RP query
+  // rows share each loaded V row; both sized to keep accumulators in regs.
+  constexpr int R = kNumVecRegs >= 32 ? 4 : 2;
+  // RP is a power of two <= 8 so it divides BQ.
+  constexpr int RPraw = (kNumVecRegs - 4) / DV;
+  constexpr int RP = RPraw >= 8 ? 8 : RPraw >= 4 ? 4 : RPraw >= 2 ? 2 : 1;
+  static_assert(BQ % R == 0 && BQ % RP == 0, "query block tiling");
+
+  alignas(64) float Qp[BQ * HD];   // scaled queries
+  alignas(64) float Kt[HD * BK];   // key tile, transposed
+  alignas(64) float Vp[BK * HDP];  // value tile, padded
+  alignas(64) float Sb[BQ * BK];   // scores, then probabilities
+  alignas(64) float Oacc[BQ * HDP];
+  float mrow[BQ], lrow[BQ], alpha[BQ];
+  int64_t lim[BQ];
+
+  const int64_t base = seg[item.seg];
+  const int64_t n = seg[item.seg + 1] - base;
+  const int32_t *ps = pos + base;
+  const int64_t i0 = static_cast<int64_t>(item.qblock) * BQ;
+  const int qn = static_cast<int>(std::min<int64_t>(BQ, n - i0));
+  if (qn <= 0)
+    return;
+  const int qnR = (qn + R - 1) / R * R;
+  const int qnP = (qn + RP - 1) / RP * RP;
+  const int64_t hoff = static_cast<int64_t>(item.head) * HD;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(HD));
+
+  // lim[r]: keys [0, lim[r]) have pos <= pos of query r. Positions ascend, so
+  // the valid keys form a prefix and lim is non-decreasing in r.
+  int64_t prev = 0;
+  for (int r = 0; r < qn; ++r) {
+    const int64_t i = i0 + r;
+    int64_t l = std::max(i + 1, prev);
+    while (l < n && ps[l] <= ps[i])
+      ++l;
+    lim[r] = prev = l;
+  }
+  const int64_t kend = lim[qn - 1];
+  const int64_t kfull = lim[0];
+
+  for (int r = 0; r < qnR; ++r) {
+    if (r < qn) {
+      const float *src = q + (base + i0 + r) * LD + hoff;
+      for (int d = 0; d < HD; ++d)
+        Qp[r * HD + d] = src[d] * scale;
+    } else {
+      for (int d = 0; d < HD; ++d)
+        Qp[r * HD + d] = 0.0f;
+    }
+  }
+  for (int r = 0; r < BQ; ++r) {
+    mrow[r] = -std::numeric_limits<float>::infinity();
+    lrow[r] = 0.0f;
+    alpha[r] = 1.0f;
+  }
+  std::memset(Oacc, 0, sizeof(float) * qnP * HDP);
+  std::memset(Vp, 0, sizeof(Vp));
+
+  for (int64_t k0 = 0; k0 < kend; k0 += BK) {
+    const int kc = static_cast<int>(std::min<int64_t>(BK, kend - k0));
+    // Pack the key tile transposed (so scores vectorise over keys) and the
+    // value tile contiguous. Missing keys are zero and masked below.
+    for (int c = 0; c < kc; ++c) {
+      const float *ks = k + (base + k0 + c) * LD + hoff;
+      const float *vs = v + (base + k0 + c) * LD + hoff;
+      for (int d = 0; d < HD; ++d)
+        Kt[d * BK + c] = ks[d];
+      std::memcpy(Vp + c * HDP, vs, sizeof(float) * HD);
+    }
+    for (int c = kc; c < BK; ++c)
+      for (int d = 0; d < HD; ++d)
+        Kt[d * BK + c] = 0.0f;
+
+    // S = Qp Kt: R rows x BK keys per step, accumulators in registers.
+    for (int rg = 0; rg < qnR; rg += R) {
+      VecF acc[R][NB];
+      for (int r = 0; r < R; ++r)
+        for (int b = 0; b < NB; ++b)
+          acc[r][b] = VecF{};
+      for (int d = 0; d < HD; ++d) {
+        VecF kv[NB];
+        for (int b = 0; b < NB; ++b)
+          kv[b] = loadu(Kt + d * BK + b * kVW);
+        for (int r = 0; r < R; ++r) {
+          const VecF qb = splat(Qp[(rg + r) * HD + d]);
+          for (int b = 0; b < NB; ++b)
+            acc[r][b] += qb * kv[b];
+        }
+      }
+      for (int r = 0; r < R; ++r)
+        for (int b = 0; b < NB; ++b)
+          storeu(Sb + (rg + r) * BK + b * kVW, acc[r][b]);
+    }
+
+    // Online softmax update per query row.
+    const bool needMask = k0 + BK > kfull;
+    for (int r = 0; r < qn; ++r) {
+      float *sr = Sb + r * BK;
+      if (needMask) {
+        const int64_t valid = std::max<int64_t>(0, lim[r] - k0);
+        for (int64_t c = valid; c < BK; ++c)
+          sr[c] = -std::numeric_limits<float>::infinity();
+      }
+      VecF mx = loadu(sr);
+      for (int b = 1; b < NB; ++b)
+        mx = vmax(mx, loadu(sr + b * kVW));
+      const float mnew = std::max(mrow[r], hmax(mx));
+      // mrow starts at -inf; the first tile always holds key 0, which every
+      // query may see, so mnew is finite here.
+      alpha[r] = std::exp(mrow[r] - mnew);
+      mrow[r] = mnew;
+      VecF sum = VecF{};
+      for (int b = 0; b < NB; ++b) {
+        const VecF p = vexp(loadu(sr + b * kVW) - mnew);
+        storeu(sr + b * kVW, p);
+        sum += p;
+      }
+      lrow[r] = lrow[r] * alpha[r] + hsum(sum);
+    }
+    for (int r = qn; r < qnP; ++r) {
+      alpha[r] = 1.0f;
+      std::memset(Sb + r * BK, 0, sizeof(float) * BK);
+    }
+
+    // O = alpha * O + P V: RP rows share each loaded value row.
+    for (int rg = 0; rg < qnP; rg += RP) {
+      VecF acc[RP][DV];
+      for (int r = 0; r < RP; ++r) {
+        const VecF a = splat(alpha[rg + r]);
+        for (int b = 0; b < DV; ++b)
+          acc[r][b] = loadu(Oacc + (rg + r) * HDP + b * kVW) * a;
+      }
+      for (int c = 0; c < kc; ++c) {
+        VecF vv[DV];
+        for (int b = 0; b < DV; ++b)
+          vv[b] = loadu(Vp + c * HDP + b * kVW);
+        for (int r = 0; r < RP; ++r) {
+          const VecF pb = splat(Sb[(rg + r) * BK + c]);
+          for (int b = 0; b < DV; ++b)
+            acc[r][b] += pb * vv[b];
+        }
+      }
+      for (int r = 0; r < RP; ++r)
+        for (int b = 0; b < DV; ++b)
+          storeu(Oacc + (rg + r) * HDP + b * kVW, acc[r][b]);
+    }
+  }
+
+  for (int r = 0; r < qn; ++r) {
+    const float inv = 1.0f / lrow[r];
+    float *dst = out + (base + i0 + r) * LD + hoff;
+    for (int d = 0; d < HD; ++d)
+      dst[d] = Oacc[r * HDP + d] * inv;
+  }
+}
+
+} // namespace detail
+
+/// Causal multi-head attention over segments. q, k, v, out are
+/// [rows, H * HD] with rows = seg[nseg]. For row i in segment s and head h,
+/// out = softmax_j(q_i . k_j / sqrt(HD)) v_j over the rows j of segment s
+/// with pos[j] <= pos[i]. Flash-style: each (segment, head, block of 64
+/// queries) is one OpenMP work item that streams key tiles with an online,
+/// max-subtracted softmax, so no score matrix is ever materialised.
+template <int H, int HD>
+inline void causal_attention(const float *q, const float *k, const float *v,
+                             int64_t nseg, const int64_t *seg,
+                             const int32_t *pos, float *out) {
+  constexpr int BQ = detail::kAttnBQ;
+  std::vector<detail::AttnItem> items;
+  for (int64_t s = 0; s < nseg; ++s) {
+    const int64_t n = seg[s + 1] - seg[s];
+    const int32_t nb = static_cast<int32_t>((n + BQ - 1) / BQ);
+    for (int32_t b = 0; b < nb; ++b)
+      for (int32_t h = 0; h < H; ++h)
+        items.push_back({s, h, b});
+  }
+  // Later query blocks see more keys: schedule the biggest first.
+  std::stable_sort(items.begin(), items.end(),
+                   [](const detail::AttnItem &a, const detail::AttnItem &b) {
+                     return a.qblock > b.qblock;
+                   });
+  const int64_t nitems = static_cast<int64_t>(items.size());
+#pragma omp parallel for schedule(dynamic, 1) if (nitems > 1)
+  for (int64_t t = 0; t < nitems; ++t)
+    detail::attentionBlock<H, HD>(q, k, v, seg, pos, out, items[t]);
+}
+
+//===----------------------------------------------------------------------===//
+// Routing
+//===----------------------------------------------------------------------===//
+
+/// Dense layout: pos[b*S + i] = i, seg[b] = b*S, seg[B] = B*S.
+template <int S>
+inline void identity_segments(int64_t B, int32_t *pos, int64_t *seg) {
+  for (int64_t b = 0; b < B; ++b) {
+    seg[b] = b * S;
+    for (int i = 0; i < S; ++i)
+      pos[b * S + i] = i;
+  }
+  seg[B] = B * S;
+}
+
+/// r[t] = w . x[t] for the B*S rows of x[B*S, D]; w is [1, D].
+template <int S, int D>
+inline void router_logits(const float *x, int64_t B, const float *w,
+                          float *r) {
+  const int64_t rows = B * S;
+#pragma omp parallel for if (rows * D > detail::kMinParallelWork)
+  for (int64_t t = 0; t < rows; ++t) {
+    const float *xt = x + t * D;
+    float acc = 0.0f;
+#pragma omp simd reduction(+ : acc)
+    for (int d = 0; d < D; ++d)
+      acc += w[d] * xt[d];
+    r[t] = acc;
+  }
+}
+
+namespace detail {
+/// Maps a router value to a key whose unsigned order is the selection order:
+/// larger value first, equal values by lower position. -0.0 and +0.0 are
+/// equal (they tie), and every NaN ranks below every number, -inf included.
+inline uint64_t topkKey(float r, int32_t i) {
+  uint32_t u;
+  if (std::isnan(r)) {
+    u = 0;
+  } else {
+    if (r == 0.0f)
+      r = 0.0f; // fold -0.0 into +0.0
+    std::memcpy(&u, &r, sizeof(u));
+    // Order-preserving float -> uint transform. Non-NaN values land in
+    // [0x007FFFFF (-inf), 0xFF800000 (+inf)], so 0 is free for NaN.
+    u = (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+  }
+  return (static_cast<uint64_t>(u) << 32) |
+         (0xFFFFFFFFu - static_cast<uint32_t>(i));
+}
+} // namespace detail
+
+/// Top-k routing: for each sequence b, the K largest r[b*S + i] (ties go to
+/// the lower position; NaN ranks below every number, NaNs among themselves by
+/// lower position) are written in ascending position order to
+/// pos[b*K .. b*K + K); seg[b] = b*K, seg[B] = B*K; mask[b*S + i] = 1 if
+/// selected else 0. Each (value, position) pair gets a distinct 64-bit key
+/// and nth_element partitions on it: expected O(S) per sequence.
+template <int S, int K>
+inline void select_topk(const float *r, int64_t B, int32_t *pos, int64_t *seg,
+                        int32_t *mask) {
+  static_assert(K >= 1 && K <= S, "capacity must be in [1, S]");
+#pragma omp parallel if (B > 1 && B * S > 4096)
+  {
+    std::vector<uint64_t> keys(K < S ? S : 0); // per-thread scratch
+#pragma omp for
+    for (int64_t b = 0; b < B; ++b) {
+      const float *rb = r + b * S;
+      int32_t *mb = mask + b * S;
+      if (K == S) {
+        for (int i = 0; i < S; ++i)
+          mb[i] = 1;
+      } else {
+        for (int i = 0; i < S; ++i)
+          keys[i] = detail::topkKey(rb[i], i);
+        std::nth_element(keys.begin(), keys.begin() + (K - 1), keys.end(),
+                         [](uint64_t a, uint64_t c) { return a > c; });
+        for (int i = 0; i < S; ++i)
+          mb[i] = 0;
+        for (int j = 0; j < K; ++j)
+          mb[0xFFFFFFFFu - static_cast<uint32_t>(keys[j])] = 1;
+      }
+      // Scanning the mask emits the selection in ascending position order.
+      int32_t *pb = pos + b * K;
+      int c = 0;
+      for (int i = 0; i < S; ++i)
+        if (mb[i])
+          pb[c++] = i;
+      seg[b] = b * K;
+    }
+  }
+  seg[B] = B * K;
+}
+
+/// Causal routing: row b*S+i is routed iff logit[b*S + i] > 0 (a NaN logit is
+/// not routed). Routed rows of all sequences are packed in order: pos holds
+/// their positions, seg the cumulative offsets, mask the 0/1 decision per
+/// token. Returns the total number of routed rows.
+template <int S>
+inline int64_t select_causal(const float *logit, int64_t B, int32_t *pos,
+                             int64_t *seg, int32_t *mask) {
+  int64_t c = 0;
+  for (int64_t b = 0; b < B; ++b) {
+    seg[b] = c;
+    for (int i = 0; i < S; ++i) {
+      const bool routed = logit[b * S + i] > 0.0f;
+      mask[b * S + i] = routed ? 1 : 0;
+      if (routed)
+        pos[c++] = i;
+    }
+  }
+  seg[B] = c;
+  return c;
+}
+
+/// For row j of segment s: xs[j] = x[s*S + pos[j]], n[j] = rmsnorm(xs[j]; w).
+template <int S, int D>
+inline void gather_rmsnorm(const float *x, int64_t nseg, const int64_t *seg,
+                           const int32_t *pos, const float *w, float eps,
+                           float *xs, float *n) {
+  const int64_t rows = seg[nseg];
+#pragma omp parallel for if (rows * D > detail::kMinParallelWork)
+  for (int64_t j = 0; j < rows; ++j) {
+    const int64_t s = detail::segmentOf(seg, nseg, j);
+    const float *src = x + (s * S + pos[j]) * D;
+    std::memcpy(xs + j * D, src, sizeof(float) * D);
+    detail::rmsnormRow<D>(src, w, eps, n + j * D);
+  }
+}
+
+/// Causal-routing predictor: p[i] = fc2_w . silu(fc1_w x_i + fc1_b) + fc2_b,
+/// with fc1_w [HID, D], fc2_w [1, HID]; hidden is scratch [rows, HID].
+template <int D, int HID>
+inline void predictor(const float *x, int64_t rows, const float *fc1_w,
+                      const float *fc1_b, const float *fc2_w,
+                      const float *fc2_b, float *hidden, float *p) {
+  if (rows <= 0)
+    return;
+  linear<HID, D>(x, rows, fc1_w, hidden); // outside any parallel region
+#pragma omp parallel for if (rows * HID > detail::kMinParallelWork)
+  for (int64_t i = 0; i < rows; ++i) {
+    float *hi = hidden + i * HID;
+    float acc = 0.0f;
+    for (int j = 0; j < HID; ++j) {
+      hi[j] = detail::silu(hi[j] + fc1_b[j]);
+      acc += fc2_w[j] * hi[j];
+    }
+    p[i] = acc + fc2_b[0];
+  }
+}
+
+/// Router gate g(r): GateLinear g = r (the paper), GateSigmoid g = sigmoid(r),
+/// GateOne g = 1 (turns a capacity-1 routed layer into a dense one).
+enum Gate { GateLinear = 0, GateSigmoid = 1, GateOne = 2 };
+
+/// For row j of segment s with t = s*S + pos[j]:
+/// x[t] += g(r[t]) * (a[j] + m[j]). Rows of x that are not selected are not
+/// read or written, so they stay bit-identical.
+template <int S, int D, int G>
+inline void gate_scale_scatter(float *x, int64_t nseg, const int64_t *seg,
+                               const int32_t *pos, const float *r,
+                               const float *a, const float *m) {
+  static_assert(G == GateLinear || G == GateSigmoid || G == GateOne,
+                "unknown gate");
+  const int64_t rows = seg[nseg];
+#pragma omp parallel for if (rows * D > detail::kMinParallelWork)
+  for (int64_t j = 0; j < rows; ++j) {
+    const int64_t s = detail::segmentOf(seg, nseg, j);
+    const int64_t t = s * S + pos[j];
+    float g = 1.0f;
+    if (G == GateLinear)
+      g = r[t];
+    else if (G == GateSigmoid)
+      g = 1.0f / (1.0f + std::exp(-r[t]));
+    float *xt = x + t * D;
+    const float *aj = a + j * D;
+    const float *mj = m + j * D;
+#pragma omp simd
+    for (int d = 0; d < D; ++d) {
+      const float f = aj[d] + mj[d];
+      xt[d] += g * f;
+    }
+  }
+}
+
+} // namespace modk_cpu
+
+#endif // MODC_TARGET_CPP_PRELUDE_CPUKERNELS_H
