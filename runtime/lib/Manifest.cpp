@@ -1,0 +1,244 @@
+//===- Manifest.cpp - Parsing and validating manifest.json ---------------===//
+//
+// Validation is key by key so that a wrong manifest yields a message naming
+// the exact key path ("layers[1].capacity") and what was expected.
+//
+//===----------------------------------------------------------------------===//
+#include "modrt/Error.h"
+#include "modrt/Package.h"
+#include "modrt/abi.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <set>
+
+using namespace modrt;
+using nlohmann::json;
+
+namespace {
+/// Typed access to JSON fields with errors that name the key path.
+class Reader {
+public:
+  explicit Reader(const std::string &where) : where(where) {}
+
+  [[noreturn]] void fail(const std::string &key, const std::string &what) const {
+    throw Error(fmt::format("{}: manifest key '{}': {}", where, key, what));
+  }
+
+  const json &field(const json &obj, const std::string &objPath,
+                    const std::string &name) const {
+    std::string key = join(objPath, name);
+    auto it = obj.find(name);
+    if (it == obj.end())
+      fail(key, "missing");
+    return *it;
+  }
+
+  const json &object(const json &obj, const std::string &objPath,
+                     const std::string &name) const {
+    const json &v = field(obj, objPath, name);
+    if (!v.is_object())
+      fail(join(objPath, name),
+           fmt::format("expected an object, got {}", v.type_name()));
+    return v;
+  }
+
+  const json &array(const json &obj, const std::string &objPath,
+                    const std::string &name) const {
+    const json &v = field(obj, objPath, name);
+    if (!v.is_array())
+      fail(join(objPath, name),
+           fmt::format("expected an array, got {}", v.type_name()));
+    return v;
+  }
+
+  std::string string(const json &obj, const std::string &objPath,
+                     const std::string &name) const {
+    const json &v = field(obj, objPath, name);
+    if (!v.is_string())
+      fail(join(objPath, name),
+           fmt::format("expected a string, got {}", v.type_name()));
+    return v.get<std::string>();
+  }
+
+  bool boolean(const json &obj, const std::string &objPath,
+               const std::string &name) const {
+    const json &v = field(obj, objPath, name);
+    if (!v.is_boolean())
+      fail(join(objPath, name),
+           fmt::format("expected true or false, got {}", v.type_name()));
+    return v.get<bool>();
+  }
+
+  /// An integer in [lo, hi].
+  int64_t integer(const json &v, const std::string &key, int64_t lo,
+                  int64_t hi) const {
+    if (!v.is_number_integer())
+      fail(key, fmt::format("expected an integer, got {}", describe(v)));
+    if (v.is_number_unsigned() &&
+        v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX))
+      fail(key, fmt::format("{} is out of range [{}, {}]", v.dump(), lo, hi));
+    int64_t x = v.get<int64_t>();
+    if (x < lo || x > hi)
+      fail(key, fmt::format("{} is out of range [{}, {}]", x, lo, hi));
+    return x;
+  }
+
+  int64_t integer(const json &obj, const std::string &objPath,
+                  const std::string &name, int64_t lo, int64_t hi) const {
+    return integer(field(obj, objPath, name), join(objPath, name), lo, hi);
+  }
+
+  static std::string join(const std::string &objPath,
+                          const std::string &name) {
+    return objPath.empty() ? name : objPath + "." + name;
+  }
+
+  static std::string describe(const json &v) {
+    return v.is_number() ? fmt::format("{} {}", v.type_name(), v.dump())
+                         : std::string(v.type_name());
+  }
+
+private:
+  std::string where;
+};
+} // namespace
+
+Manifest Manifest::parse(const std::string &jsonText,
+                         const std::string &where) {
+  json root;
+  try {
+    root = json::parse(jsonText);
+  } catch (const json::exception &e) {
+    throw Error(fmt::format("{}: manifest is not valid JSON: {}", where,
+                            e.what()));
+  }
+  if (!root.is_object())
+    throw Error(fmt::format("{}: manifest must be a JSON object, got {}",
+                            where, root.type_name()));
+  Reader r(where);
+  Manifest m;
+
+  std::string format = r.string(root, "", "format");
+  if (format != "modc-package")
+    r.fail("format", fmt::format("expected \"modc-package\", got \"{}\"",
+                                 format));
+  m.abiVersion = static_cast<uint32_t>(
+      r.integer(root, "", "abi_version", 0, UINT32_MAX));
+  m.compilerVersion = r.string(root, "", "compiler_version");
+  m.target = r.string(root, "", "target");
+
+  // model: only the keys the runtime needs are checked; the rest is the
+  // compiler's business and is kept verbatim.
+  m.model = r.object(root, "", "model");
+  constexpr int64_t kBig = int64_t(1) << 40;
+  m.seqLen = r.integer(m.model, "model", "seq_len", 1, kBig);
+  m.vocabSize = r.integer(m.model, "model", "vocab_size", 1, INT32_MAX);
+  m.dModel = r.integer(m.model, "model", "d_model", 1, kBig);
+  std::string causalRouter = "none";
+  if (m.model.contains("mod")) {
+    const json &mod = r.object(m.model, "model", "mod");
+    causalRouter = r.string(mod, "model.mod", "causal_router");
+    if (causalRouter != "aux_loss" && causalRouter != "predictor" &&
+        causalRouter != "none")
+      r.fail("model.mod.causal_router",
+             fmt::format("expected \"aux_loss\", \"predictor\" or \"none\", "
+                         "got \"{}\"",
+                         causalRouter));
+  }
+
+  const json &layers = r.array(root, "", "layers");
+  for (size_t i = 0; i < layers.size(); ++i) {
+    std::string path = fmt::format("layers[{}]", i);
+    const json &l = layers[i];
+    if (!l.is_object())
+      r.fail(path, fmt::format("expected an object, got {}", l.type_name()));
+    LayerInfo info;
+    info.index = static_cast<int>(r.integer(l, path, "index", 0, INT32_MAX));
+    if (info.index != static_cast<int>(i))
+      r.fail(path + ".index", fmt::format("expected {} (layers are listed in "
+                                          "order), got {}",
+                                          i, info.index));
+    info.routed = r.boolean(l, path, "routed");
+    if (info.routed || l.contains("capacity"))
+      info.capacity = r.integer(l, path, "capacity", 1, m.seqLen);
+    else
+      info.capacity = m.seqLen;
+    if (info.routed)
+      m.routedLayers.push_back(info.index);
+    m.layers.push_back(info);
+  }
+
+  const json &params = r.array(root, "", "params");
+  std::set<std::string> seen;
+  for (size_t i = 0; i < params.size(); ++i) {
+    std::string path = fmt::format("params[{}]", i);
+    const json &p = params[i];
+    if (!p.is_object())
+      r.fail(path, fmt::format("expected an object, got {}", p.type_name()));
+    ParamInfo info;
+    info.name = r.string(p, path, "name");
+    if (info.name.empty() || info.name == "__metadata__")
+      r.fail(path + ".name", fmt::format("invalid name \"{}\"", info.name));
+    if (!seen.insert(info.name).second)
+      r.fail(path + ".name", fmt::format("duplicate param \"{}\"", info.name));
+    const json &shape = r.array(p, path, "shape");
+    for (size_t d = 0; d < shape.size(); ++d)
+      info.shape.push_back(r.integer(
+          shape[d], fmt::format("{}.shape[{}]", path, d), 0, kBig));
+    if (p.contains("dtype")) {
+      std::string dtype = r.string(p, path, "dtype");
+      if (dtype != "F32")
+        r.fail(path + ".dtype",
+               fmt::format("expected \"F32\", got \"{}\"", dtype));
+    }
+    // Unknown init names are accepted here and refused by initWeights, so a
+    // package stays usable with weights loaded from a checkpoint.
+    info.init = r.string(p, path, "init");
+    if (info.init == "normal" || p.contains("std")) {
+      const json &s = r.field(p, path, "std");
+      if (!s.is_number() || !std::isfinite(s.get<double>()) ||
+          s.get<double>() < 0)
+        r.fail(path + ".std",
+               fmt::format("expected a finite number >= 0, got {}",
+                           Reader::describe(s)));
+      info.std = s.get<double>();
+    }
+    m.params.push_back(std::move(info));
+  }
+
+  const json &entries = r.object(root, "", "entries");
+  const json &fwd = r.object(entries, "entries", "forward");
+  const json &ws = r.field(fwd, "entries.forward",
+                           "workspace_bytes_per_sequence");
+  if (!ws.is_number_unsigned())
+    r.fail("entries.forward.workspace_bytes_per_sequence",
+           fmt::format("expected a non-negative integer, got {}",
+                       Reader::describe(ws)));
+  m.workspaceBytesPerSequence = ws.get<uint64_t>();
+  const json &modes = r.array(fwd, "entries.forward", "modes");
+  bool topk = false;
+  for (size_t i = 0; i < modes.size(); ++i) {
+    std::string key = fmt::format("entries.forward.modes[{}]", i);
+    if (!modes[i].is_string())
+      r.fail(key, fmt::format("expected a string, got {}",
+                              modes[i].type_name()));
+    std::string mode = modes[i].get<std::string>();
+    if (mode == "topk")
+      topk = true;
+    else if (mode == "causal")
+      m.supportsCausal = true;
+    else
+      r.fail(key, fmt::format("expected \"topk\" or \"causal\", got \"{}\"",
+                              mode));
+  }
+  if (!topk)
+    r.fail("entries.forward.modes", "must list \"topk\"");
+  if (m.supportsCausal != (causalRouter != "none"))
+    r.fail("entries.forward.modes",
+           fmt::format("lists causal = {} but model.mod.causal_router is "
+                       "\"{}\"",
+                       m.supportsCausal, causalRouter));
+  return m;
+}
