@@ -1,0 +1,174 @@
+//===- ModkOps.td - Operations of the modk dialect ---------*- tablegen -*-===//
+
+#ifndef MODC_DIALECT_MODK_OPS
+#define MODC_DIALECT_MODK_OPS
+
+include "modc/Dialect/Modk/ModkDialect.td"
+include "mlir/IR/SymbolInterfaces.td"
+
+//===----------------------------------------------------------------------===//
+// Entry functions and buffers
+//===----------------------------------------------------------------------===//
+
+def Modk_EntryOp : Modk_Op<"entry", [Symbol, SingleBlock, NoTerminator,
+                                     IsolatedFromAbove]> {
+  let summary = "An entry point of the package: its launch plan";
+  let description = [{
+    The body is the launch plan: kernels in execution order. `params` lists
+    every parameter of the model in ABI order (name, shape, init).
+    `workspace_bytes_per_sequence` is set by `modk-plan-memory`.
+  }];
+  let arguments = (ins SymbolNameAttr:$sym_name, I64Attr:$seq_len,
+                   I64Attr:$vocab_size, ArrayAttr:$params,
+                   ArrayAttr:$modes,
+                   OptionalAttr<I64Attr>:$workspace_bytes_per_sequence);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = "$sym_name attr-dict-with-keyword $body";
+  let hasVerifier = 1;
+}
+
+def Modk_ParamOp : Modk_Op<"param", [HasParent<"EntryOp">]> {
+  let summary = "A model parameter, passed by the runtime";
+  let arguments = (ins StrAttr:$name);
+  let results = (outs AnyStaticShapeMemRef:$buffer);
+  let assemblyFormat = "$name attr-dict `:` type($buffer)";
+  let hasVerifier = 1;
+}
+
+def Modk_InputOp : Modk_Op<"input", [HasParent<"EntryOp">]> {
+  let summary = "An input of the entry point ([B, ...])";
+  let arguments = (ins StrAttr:$name);
+  let results = (outs AnyMemRef:$buffer);
+  let assemblyFormat = "$name attr-dict `:` type($buffer)";
+}
+
+def Modk_OutputOp : Modk_Op<"output", [HasParent<"EntryOp">]> {
+  let summary = "An output of the entry point ([B, ...]), written by kernels";
+  let arguments = (ins StrAttr:$name);
+  let results = (outs AnyMemRef:$buffer);
+  let assemblyFormat = "$name attr-dict `:` type($buffer)";
+}
+
+def Modk_AllocOp : Modk_Op<"alloc", [HasParent<"EntryOp">]> {
+  let summary = "A workspace buffer of [B, static dims...]";
+  let description = [{
+    `offset` (bytes per sequence) is assigned by `modk-plan-memory`: the
+    buffer lives at workspace + B * offset.
+  }];
+  let arguments = (ins OptionalAttr<I64Attr>:$offset);
+  let results = (outs AnyMemRef:$buffer);
+  let assemblyFormat = "attr-dict `:` type($buffer)";
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// Bytes one sequence of this buffer needs, padded so that B sequences
+    /// also hold the one extra element segment buffers carry, aligned to 64.
+    int64_t getBytesPerSequence();
+  }];
+}
+
+//===----------------------------------------------------------------------===//
+// Kernels (destination style: outputs are operands)
+//===----------------------------------------------------------------------===//
+
+def Modk_IdentityRowsOp : Modk_Op<"identity_rows"> {
+  let summary = "Row set of a dense layer: every position, in order";
+  let arguments = (ins AnyMemRef:$positions, AnyMemRef:$segments);
+  let assemblyFormat = "`->` $positions `,` $segments attr-dict `:` type(operands)";
+}
+
+def Modk_EmbedOp : Modk_Op<"embed"> {
+  let summary = "out[b, i] = table[tokens[b, i]]";
+  let arguments = (ins AnyMemRef:$tokens, AnyMemRef:$table, AnyMemRef:$output);
+  let assemblyFormat = "$tokens `,` $table `->` $output attr-dict `:` type(operands)";
+}
+
+def Modk_RMSNormOp : Modk_Op<"rmsnorm"> {
+  let summary = "RMSNorm of the rows of a row set";
+  let arguments = (ins AnyMemRef:$input, AnyMemRef:$weight,
+                   AnyMemRef:$segments, AnyMemRef:$output, F64Attr:$eps);
+  let assemblyFormat = "$input `,` $weight `rows` $segments `->` $output attr-dict `:` type(operands)";
+}
+
+def Modk_GemmOp : Modk_Op<"gemm", [AttrSizedOperandSegments]> {
+  let summary = "y = a . W^T on the rows of a row set, with a fused epilogue";
+  let description = [{
+    Epilogues:
+    - `none`: y = a W^T.
+    - `rope`: then RoPE at the row's original position (extra: positions).
+    - `residual_add`: y = a W^T + residual (extra: residual; may be y).
+    - `swiglu`: weights (W_gate, W_up): y = silu(a W_gate^T) * (a W_up^T).
+    - `gelu`: y = gelu(a W^T).
+    - `gate_scale_scatter`: the routed block's last GEMM; y is the residual
+      stream, written in place at the selected rows only:
+      y[seq, pos_j] += g(r[seq, pos_j]) * (attn_j + (a W^T)_j)
+      (extra: scratch rows, router scores, attention rows, positions).
+  }];
+  let arguments = (ins AnyMemRef:$input, Variadic<AnyMemRef>:$weights,
+                   AnyMemRef:$segments, Variadic<AnyMemRef>:$extra,
+                   AnyMemRef:$output, StrAttr:$epilogue,
+                   OptionalAttr<StrAttr>:$gate, OptionalAttr<I64Attr>:$n_heads,
+                   OptionalAttr<F64Attr>:$rope_theta);
+  let assemblyFormat = [{
+    $input `,` `[` $weights `]` `rows` $segments
+    (`extra` `(` $extra^ `)`)? `->` $output attr-dict `:` type(operands)
+  }];
+  let hasVerifier = 1;
+}
+
+def Modk_AttentionOp : Modk_Op<"attention"> {
+  let summary = "Causal attention within each sequence of a row set";
+  let arguments = (ins AnyMemRef:$q, AnyMemRef:$k, AnyMemRef:$v,
+                   AnyMemRef:$positions, AnyMemRef:$segments,
+                   AnyMemRef:$output, I64Attr:$n_heads);
+  let assemblyFormat = [{
+    $q `,` $k `,` $v `rows` $positions `,` $segments `->` $output attr-dict
+    `:` type(operands)
+  }];
+  let hasVerifier = 1;
+}
+
+def Modk_AddOp : Modk_Op<"add"> {
+  let summary = "y = a + b on the rows of a row set (y may be a)";
+  let arguments = (ins AnyMemRef:$lhs, AnyMemRef:$rhs, AnyMemRef:$segments,
+                   AnyMemRef:$output);
+  let assemblyFormat = "$lhs `,` $rhs `rows` $segments `->` $output attr-dict `:` type(operands)";
+}
+
+def Modk_PredictorOp : Modk_Op<"predictor"> {
+  let summary = "Causal predictor logits p = fc2(silu(fc1 x + b1)) + b2";
+  let description = [{
+    Only the `causal` mode reads the predictor, so the kernel runs only then.
+  }];
+  let arguments = (ins AnyMemRef:$input, AnyMemRef:$fc1_weight,
+                   AnyMemRef:$fc1_bias, AnyMemRef:$fc2_weight,
+                   AnyMemRef:$fc2_bias, AnyMemRef:$hidden, AnyMemRef:$output);
+  let assemblyFormat = [{
+    $input `,` `[` $fc1_weight `,` $fc1_bias `,` $fc2_weight `,` $fc2_bias `]`
+    `scratch` $hidden `->` $output attr-dict `:` type(operands)
+  }];
+}
+
+def Modk_RouteSelectGatherOp : Modk_Op<"route_select_gather"> {
+  let summary = "Fused router + selection + ordered compaction + gather + RMSNorm";
+  let description = [{
+    Per sequence: router scores r = w . x, the selection (top-k in `topk`
+    mode; causal decision in `causal` mode), positions in ascending order,
+    segment offsets, the gathered rows and their attention-norm, and the
+    routing mask output.
+  }];
+  let arguments = (ins AnyMemRef:$input, AnyMemRef:$router_weight,
+                   AnyMemRef:$norm_weight, Optional<AnyMemRef>:$causal_scores,
+                   AnyMemRef:$scores, AnyMemRef:$positions,
+                   AnyMemRef:$segments, AnyMemRef:$gathered,
+                   AnyMemRef:$normed, AnyMemRef:$mask, I64Attr:$k,
+                   StrAttr:$causal_router, F64Attr:$eps);
+  let assemblyFormat = [{
+    $input `,` $router_weight `,` $norm_weight
+    (`causal` `(` $causal_scores^ `)`)?
+    `->` $scores `,` $positions `,` $segments `,` $gathered `,` $normed `,` $mask
+    attr-dict `:` type(operands)
+  }];
+  let hasVerifier = 1;
+}
+
+#endif // MODC_DIALECT_MODK_OPS

@@ -1,0 +1,286 @@
+//===- ModDialect.cpp - The model-level MoD dialect -------------*- C++ -*-===//
+//
+// Verifiers reject what SPEC.md forbids: inconsistent shapes, capacities
+// outside [1, seq_len], head dimensions that RoPE cannot rotate, unknown
+// gates and causal routers.
+//
+//===----------------------------------------------------------------------===//
+
+#include "modc/Dialect/Mod/ModDialect.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/OpImplementation.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+using namespace mlir;
+using namespace modc::mod;
+
+#include "modc/Dialect/Mod/ModDialect.cpp.inc"
+
+void ModDialect::initialize() {
+  addOperations<
+#define GET_OP_LIST
+#include "modc/Dialect/Mod/ModOps.cpp.inc"
+      >();
+}
+
+std::string modc::mod::blockParam(int64_t layer, llvm::StringRef suffix) {
+  return ("blocks." + llvm::Twine(layer) + "." + suffix).str();
+}
+
+//===----------------------------------------------------------------------===//
+// Helpers
+//===----------------------------------------------------------------------===//
+
+static ModelOp parentModel(Operation *op) {
+  return op->getParentOfType<ModelOp>();
+}
+
+/// Checks that `type` is a ranked tensor [?, dims...] with the given static
+/// dims (a dim of ShapedType::kDynamic in `dims` matches anything).
+static LogicalResult checkShape(Operation *op, Type type, StringRef what,
+                                ArrayRef<int64_t> dims) {
+  auto tensor = dyn_cast<RankedTensorType>(type);
+  if (!tensor || tensor.getRank() != (int64_t)dims.size() + 1)
+    return op->emitOpError() << what << " must be a tensor of rank "
+                             << dims.size() + 1 << ", got " << type;
+  for (auto [i, want] : llvm::enumerate(dims)) {
+    int64_t got = tensor.getDimSize(i + 1);
+    if (want != ShapedType::kDynamic && got != want)
+      return op->emitOpError() << what << " dimension " << i + 1 << " must be "
+                               << want << ", got " << got;
+  }
+  return success();
+}
+
+static bool isOneOf(StringRef value, ArrayRef<StringRef> allowed) {
+  return llvm::is_contained(allowed, value);
+}
+
+static constexpr StringRef kGates[] = {"linear", "sigmoid", "one"};
+static constexpr StringRef kCausalRouters[] = {"aux_loss", "predictor", "none"};
+
+//===----------------------------------------------------------------------===//
+// ModelOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult ModelOp::verify() {
+  auto positive = [&](int64_t v, StringRef key) -> LogicalResult {
+    if (v <= 0)
+      return emitOpError() << key << " must be positive, got " << v;
+    return success();
+  };
+  if (failed(positive(getVocabSize(), "vocab_size")) ||
+      failed(positive(getDModel(), "d_model")) ||
+      failed(positive(getNHeads(), "n_heads")) ||
+      failed(positive(getDFf(), "d_ff")) ||
+      failed(positive(getSeqLen(), "seq_len")))
+    return failure();
+  if (getNLayers() < 0)
+    return emitOpError() << "n_layers must be >= 0, got " << getNLayers();
+  if (getDModel() % getNHeads() != 0)
+    return emitOpError() << "d_model (" << getDModel()
+                         << ") must be divisible by n_heads (" << getNHeads()
+                         << ")";
+  if (getHeadDim() % 2 != 0)
+    return emitOpError() << "head dimension d_model / n_heads = "
+                         << getHeadDim() << " must be even for RoPE";
+  if (!isOneOf(getMlp(), {"swiglu", "gelu"}))
+    return emitOpError() << "mlp must be 'swiglu' or 'gelu', got '" << getMlp()
+                         << "'";
+  if (!isOneOf(getDtype(), {"f32", "bf16"}))
+    return emitOpError() << "dtype must be 'f32' or 'bf16', got '"
+                         << getDtype() << "'";
+  if (!(getNormEps().convertToDouble() > 0))
+    return emitOpError() << "norm_eps must be positive";
+  if (!(getRopeTheta().convertToDouble() > 0))
+    return emitOpError() << "rope_theta must be positive";
+  if (FloatAttr c = getCapacityAttr()) {
+    double value = c.getValueAsDouble();
+    if (!(value > 0 && value <= 1))
+      return emitOpError() << "capacity must be in (0, 1], got " << value;
+  }
+  if (std::optional<int64_t> k = getCapacityTokens())
+    if (*k < 1 || *k > getSeqLen())
+      return emitOpError() << "capacity_tokens must be in [1, seq_len = "
+                           << getSeqLen() << "], got " << *k;
+  if (getCapacity() && getCapacityTokens())
+    return emitOpError("capacity and capacity_tokens are exclusive");
+  if (std::optional<StringRef> g = getGate())
+    if (!isOneOf(*g, kGates))
+      return emitOpError() << "gate must be linear, sigmoid or one, got '"
+                           << *g << "'";
+  if (std::optional<StringRef> c = getCausalRouter())
+    if (!isOneOf(*c, kCausalRouters))
+      return emitOpError()
+             << "causal_router must be aux_loss, predictor or none, got '" << *c
+             << "'";
+  if (Attribute schedule = getScheduleAttr()) {
+    if (auto name = dyn_cast<StringAttr>(schedule)) {
+      if (!isOneOf(name.getValue(), {"every_other", "all", "none"}))
+        return emitOpError() << "schedule must be every_other, all, none or a "
+                                "list of layer indices, got '"
+                             << name.getValue() << "'";
+    } else if (auto list = dyn_cast<ArrayAttr>(schedule)) {
+      for (Attribute a : list) {
+        auto index = dyn_cast<IntegerAttr>(a);
+        if (!index)
+          return emitOpError("schedule list must hold integers");
+        if (index.getInt() < 0 || index.getInt() >= getNLayers())
+          return emitOpError() << "schedule layer index " << index.getInt()
+                               << " is out of range [0, " << getNLayers()
+                               << ")";
+      }
+    } else {
+      return emitOpError("schedule must be a string or a list of integers");
+    }
+  }
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Component ops
+//===----------------------------------------------------------------------===//
+
+LogicalResult TokensOp::verify() {
+  ModelOp model = parentModel(*this);
+  if (!model)
+    return success();
+  return checkShape(*this, getType(), "tokens", {model.getSeqLen()});
+}
+
+LogicalResult EmbedOp::verify() {
+  ModelOp model = parentModel(*this);
+  if (!model)
+    return success();
+  return checkShape(*this, getType(), "result",
+                    {model.getSeqLen(), model.getDModel()});
+}
+
+LogicalResult BlockOp::verify() {
+  if (failed(checkShape(*this, getInput().getType(), "input",
+                        {ShapedType::kDynamic, ShapedType::kDynamic})))
+    return failure();
+  ModelOp model = parentModel(*this);
+  if (!model)
+    return success();
+  if (getLayer() < 0 || getLayer() >= model.getNLayers())
+    return emitOpError() << "layer " << getLayer() << " is out of range [0, "
+                         << model.getNLayers() << ")";
+  if (std::optional<int64_t> k = getCapacity()) {
+    if (*k < 1 || *k > model.getSeqLen())
+      return emitOpError() << "capacity " << *k << " must be in [1, seq_len = "
+                           << model.getSeqLen() << "]";
+    if (!getGate() || !getCausalRouter())
+      return emitOpError("a routed block needs a gate and a causal_router");
+  }
+  if (std::optional<StringRef> g = getGate())
+    if (!isOneOf(*g, kGates))
+      return emitOpError() << "unknown gate '" << *g << "'";
+  if (std::optional<StringRef> c = getCausalRouter())
+    if (!isOneOf(*c, kCausalRouters))
+      return emitOpError() << "unknown causal_router '" << *c << "'";
+  return success();
+}
+
+LogicalResult RouterOp::verify() {
+  auto in = cast<RankedTensorType>(getInput().getType());
+  if (in.getRank() != 3)
+    return emitOpError("input must be [B, S, D]");
+  return checkShape(*this, getType(), "scores", {in.getDimSize(1)});
+}
+
+LogicalResult PredictorOp::verify() {
+  if (getHidden() <= 0)
+    return emitOpError("hidden must be positive");
+  auto in = cast<RankedTensorType>(getInput().getType());
+  if (in.getRank() != 3)
+    return emitOpError("input must be [B, S, D]");
+  return checkShape(*this, getType(), "scores", {in.getDimSize(1)});
+}
+
+static LogicalResult verifySelection(Operation *op, int64_t k,
+                                     StringRef causalRouter, Value scores,
+                                     Value causalScores, Type indicesType) {
+  auto s = dyn_cast<RankedTensorType>(scores.getType());
+  if (!s || s.getRank() != 2)
+    return op->emitOpError("scores must be [B, S]");
+  int64_t seqLen = s.getDimSize(1);
+  if (k < 1 || k > seqLen)
+    return op->emitOpError() << "k = " << k << " must be in [1, " << seqLen
+                             << "]";
+  if (!isOneOf(causalRouter, kCausalRouters))
+    return op->emitOpError() << "unknown causal_router '" << causalRouter
+                             << "'";
+  if ((causalRouter == "predictor") != (causalScores != nullptr))
+    return op->emitOpError(
+        "causal scores are given exactly when causal_router is predictor");
+  if (causalScores && causalScores.getType() != scores.getType())
+    return op->emitOpError("causal scores must have the type of the scores");
+  return checkShape(op, indicesType, "indices", {k});
+}
+
+LogicalResult TopKOp::verify() {
+  return verifySelection(*this, getK(), getCausalRouter(), getScores(),
+                         getCausalScores(), getType());
+}
+
+LogicalResult GatherOp::verify() {
+  auto in = cast<RankedTensorType>(getInput().getType());
+  auto idx = cast<RankedTensorType>(getIndices().getType());
+  if (in.getRank() != 3 || idx.getRank() != 2)
+    return emitOpError("expects input [B, S, D] and indices [B, K]");
+  return checkShape(*this, getType(), "result",
+                    {idx.getDimSize(1), in.getDimSize(2)});
+}
+
+LogicalResult AttentionOp::verify() {
+  auto in = cast<RankedTensorType>(getInput().getType());
+  if (in.getRank() != 3)
+    return emitOpError("input must be [B, rows, D]");
+  if (getPositions() &&
+      failed(checkShape(*this, getPositions().getType(), "positions",
+                        {in.getDimSize(1)})))
+    return failure();
+  return success();
+}
+
+LogicalResult GatedResidualOp::verify() {
+  if (!isOneOf(getGate(), kGates))
+    return emitOpError() << "unknown gate '" << getGate() << "'";
+  auto in = cast<RankedTensorType>(getInput().getType());
+  auto idx = cast<RankedTensorType>(getIndices().getType());
+  if (in.getRank() != 3 || idx.getRank() != 2)
+    return emitOpError("expects input [B, S, D] and indices [B, K]");
+  if (failed(checkShape(*this, getUpdate().getType(), "update",
+                        {idx.getDimSize(1), in.getDimSize(2)})) ||
+      failed(checkShape(*this, getScores().getType(), "scores",
+                        {in.getDimSize(1)})))
+    return failure();
+  if (getType() != getInput().getType())
+    return emitOpError("result must have the type of the input");
+  return success();
+}
+
+LogicalResult LMHeadOp::verify() {
+  ModelOp model = parentModel(*this);
+  if (!model)
+    return success();
+  return checkShape(*this, getType(), "logits",
+                    {model.getSeqLen(), model.getVocabSize()});
+}
+
+LogicalResult RouteOp::verify() {
+  if (failed(verifySelection(*this, getK(), getCausalRouter(), getScores(),
+                             getCausalScores(), getIndices().getType())))
+    return failure();
+  auto in = cast<RankedTensorType>(getInput().getType());
+  if (getGathered().getType() != getNormed().getType())
+    return emitOpError("gathered and normed rows must have one type");
+  return checkShape(*this, getGathered().getType(), "gathered",
+                    {getK(), in.getDimSize(2)});
+}
+
+#define GET_OP_CLASSES
+#include "modc/Dialect/Mod/ModOps.cpp.inc"
