@@ -1,0 +1,550 @@
+//===- CpuKernelsTest.cpp - Tests of the CPU kernel prelude --------------===//
+//
+// Part of the modc project.
+//
+//===----------------------------------------------------------------------===//
+///
+/// \file
+/// Checks every modk_cpu kernel against a naive fp64 implementation written
+/// here straight from SPEC.md section 3 (sharing no code with the header), on
+/// random normal inputs with fixed seeds. Float outputs must agree to a
+/// relative error of 1e-5 (max abs error / max abs reference); integer outputs
+/// must agree exactly.
+///
+//===----------------------------------------------------------------------===//
+
+#include "CpuKernels.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+#include <random>
+#include <vector>
+
+namespace {
+
+constexpr double kTol = 1e-5;
+
+std::vector<float> randn(size_t n, unsigned seed, float scale = 1.0f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> nd(0.0f, scale);
+  std::vector<float> v(n);
+  for (float &x : v)
+    x = nd(rng);
+  return v;
+}
+
+/// max |got - ref| / max |ref|; the reference must not be all zeros.
+double relErr(const std::vector<float> &got, const std::vector<double> &ref) {
+  EXPECT_EQ(got.size(), ref.size());
+  double maxErr = 0.0, maxRef = 0.0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    if (std::isnan(got[i]))
+      return INFINITY;
+    maxErr = std::max(maxErr, std::fabs(double(got[i]) - ref[i]));
+    maxRef = std::max(maxRef, std::fabs(ref[i]));
+  }
+  EXPECT_GT(maxRef, 0.0) << "degenerate reference";
+  return maxErr / maxRef;
+}
+
+double silu64(double z) { return z / (1.0 + std::exp(-z)); }
+
+void rmsnormRef(const float *x, int D, const float *w, double eps,
+                double *out) {
+  double ss = 0.0;
+  for (int d = 0; d < D; ++d)
+    ss += double(x[d]) * x[d];
+  double inv = 1.0 / std::sqrt(ss / D + eps);
+  for (int d = 0; d < D; ++d)
+    out[d] = x[d] * inv * w[d];
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise and row kernels
+//===----------------------------------------------------------------------===//
+
+TEST(CpuKernels, Embed) {
+  constexpr int D = 24, V = 50;
+  auto table = randn(V * D, 1);
+  std::mt19937 rng(2);
+  std::vector<int32_t> tok(37);
+  for (auto &t : tok)
+    t = int32_t(rng() % V);
+  std::vector<float> out(tok.size() * D);
+  modk_cpu::embed<D>(tok.data(), int64_t(tok.size()), table.data(),
+                     out.data());
+  for (size_t i = 0; i < tok.size(); ++i)
+    for (int d = 0; d < D; ++d)
+      ASSERT_EQ(out[i * D + d], table[tok[i] * D + d]);
+}
+
+TEST(CpuKernels, RmsNorm) {
+  constexpr int D = 96;
+  const int64_t rows = 37;
+  auto x = randn(rows * D, 3, 2.0f), w = randn(D, 4);
+  std::vector<float> out(rows * D);
+  modk_cpu::rmsnorm<D>(x.data(), rows, w.data(), 1e-5f, out.data());
+  std::vector<double> ref(rows * D);
+  for (int64_t i = 0; i < rows; ++i)
+    rmsnormRef(&x[i * D], D, w.data(), 1e-5, &ref[i * D]);
+  EXPECT_LE(relErr(out, ref), kTol);
+}
+
+template <int N, int K> void checkLinear(int64_t M, unsigned seed) {
+  auto a = randn(std::max<int64_t>(M, 1) * K, seed);
+  auto w = randn(N * K, seed + 1);
+  std::vector<float> y(std::max<int64_t>(M, 1) * N, 12345.0f);
+  modk_cpu::linear<N, K>(a.data(), M, w.data(), y.data());
+  if (M == 0) {
+    for (float v : y)
+      ASSERT_EQ(v, 12345.0f) << "M = 0 must not write";
+    return;
+  }
+  std::vector<double> ref(M * N);
+  for (int64_t i = 0; i < M; ++i)
+    for (int n = 0; n < N; ++n) {
+      double acc = 0.0;
+      for (int k = 0; k < K; ++k)
+        acc += double(a[i * K + k]) * w[n * K + k];
+      ref[i * N + n] = acc;
+    }
+  EXPECT_LE(relErr(y, ref), kTol) << "M = " << M;
+}
+
+TEST(CpuKernels, Linear) {
+  checkLinear<48, 80>(0, 5);
+  checkLinear<48, 80>(1, 6);
+  checkLinear<48, 80>(13, 7);
+  checkLinear<33, 17>(129, 8);
+}
+
+template <int H, int HD>
+void checkRope(const std::vector<int32_t> &pos, float theta, unsigned seed) {
+  const int64_t rows = int64_t(pos.size());
+  auto x = randn(rows * H * HD, seed);
+  auto orig = x;
+  modk_cpu::rope<H, HD>(x.data(), rows, pos.data(), theta);
+  std::vector<double> ref(x.size());
+  for (int64_t i = 0; i < rows; ++i)
+    for (int h = 0; h < H; ++h) {
+      const float *xi = &orig[(i * H + h) * HD];
+      double *ri = &ref[(i * H + h) * HD];
+      for (int j = 0; j < HD / 2; ++j) {
+        double th = std::pow(double(theta), -2.0 * j / HD);
+        double a = double(pos[i]) * th;
+        ri[j] = xi[j] * std::cos(a) - xi[j + HD / 2] * std::sin(a);
+        ri[j + HD / 2] = xi[j + HD / 2] * std::cos(a) + xi[j] * std::sin(a);
+      }
+    }
+  EXPECT_LE(relErr(x, ref), kTol);
+}
+
+TEST(CpuKernels, Rope) {
+  checkRope<4, 32>({0, 1, 2, 17, 255, 1000, 4000, 4095, 8191}, 10000.0f, 9);
+  checkRope<2, 128>({3, 4000, 4001, 32767, 100000}, 500000.0f, 10);
+  checkRope<3, 24>({0, 5, 4000}, 10000.0f, 11);
+}
+
+TEST(CpuKernels, SwiGlu) {
+  constexpr int N = 100;
+  const int64_t rows = 9; // 900 elements: not a multiple of the vector width
+  auto gate = randn(rows * N, 12, 4.0f), up = randn(rows * N, 13);
+  gate[0] = 40.0f;
+  gate[1] = -40.0f;
+  gate[2] = -100.0f;
+  gate[3] = 95.0f;
+  std::vector<double> ref(rows * N);
+  for (size_t i = 0; i < ref.size(); ++i)
+    ref[i] = silu64(gate[i]) * up[i];
+  modk_cpu::swiglu<N>(gate.data(), up.data(), rows);
+  EXPECT_LE(relErr(up, ref), kTol);
+  // Also a per-element check so small outputs are not hidden by large ones.
+  for (size_t i = 0; i < ref.size(); ++i)
+    ASSERT_NEAR(up[i], ref[i], 1e-5 * std::fabs(ref[i]) + 1e-30) << i;
+}
+
+TEST(CpuKernels, Gelu) {
+  constexpr int N = 70;
+  const int64_t rows = 11;
+  auto x = randn(rows * N, 14, 3.0f);
+  std::vector<double> ref(x.size());
+  for (size_t i = 0; i < x.size(); ++i)
+    ref[i] = 0.5 * x[i] * (1.0 + std::erf(x[i] / std::sqrt(2.0)));
+  modk_cpu::gelu<N>(x.data(), rows);
+  EXPECT_LE(relErr(x, ref), kTol);
+}
+
+TEST(CpuKernels, AddInplace) {
+  constexpr int D = 40;
+  const int64_t rows = 7;
+  auto x = randn(rows * D, 15), y = randn(rows * D, 16);
+  std::vector<double> ref(x.size());
+  for (size_t i = 0; i < x.size(); ++i)
+    ref[i] = double(x[i]) + y[i];
+  modk_cpu::add_inplace<D>(x.data(), y.data(), rows);
+  EXPECT_LE(relErr(x, ref), kTol);
+}
+
+//===----------------------------------------------------------------------===//
+// Attention
+//===----------------------------------------------------------------------===//
+
+/// fp64 causal attention straight from the spec.
+std::vector<double> attentionRef(int H, int HD, const std::vector<float> &q,
+                                 const std::vector<float> &k,
+                                 const std::vector<float> &v,
+                                 const std::vector<int64_t> &seg,
+                                 const std::vector<int32_t> &pos) {
+  const int64_t LD = int64_t(H) * HD;
+  std::vector<double> out(q.size(), 0.0);
+  for (size_t s = 0; s + 1 < seg.size(); ++s)
+    for (int64_t i = seg[s]; i < seg[s + 1]; ++i)
+      for (int h = 0; h < H; ++h) {
+        std::vector<double> sc;
+        std::vector<int64_t> js;
+        for (int64_t j = seg[s]; j < seg[s + 1]; ++j) {
+          if (pos[j] > pos[i])
+            continue;
+          double dot = 0.0;
+          for (int d = 0; d < HD; ++d)
+            dot += double(q[i * LD + h * HD + d]) * k[j * LD + h * HD + d];
+          sc.push_back(dot / std::sqrt(double(HD)));
+          js.push_back(j);
+        }
+        double mx = *std::max_element(sc.begin(), sc.end());
+        double sum = 0.0;
+        for (double &x : sc)
+          sum += (x = std::exp(x - mx));
+        for (size_t t = 0; t < js.size(); ++t)
+          for (int d = 0; d < HD; ++d)
+            out[i * LD + h * HD + d] +=
+                sc[t] / sum * v[js[t] * LD + h * HD + d];
+      }
+  return out;
+}
+
+/// Segments of the given lengths with strictly increasing, non-contiguous
+/// positions drawn from [0, S), as top-k or causal routing would produce.
+void gatheredLayout(const std::vector<int64_t> &lens, int S, unsigned seed,
+                    std::vector<int64_t> &seg, std::vector<int32_t> &pos) {
+  std::mt19937 rng(seed);
+  seg.assign(1, 0);
+  pos.clear();
+  for (int64_t n : lens) {
+    std::vector<int32_t> all(S);
+    std::iota(all.begin(), all.end(), 0);
+    std::shuffle(all.begin(), all.end(), rng);
+    all.resize(n);
+    std::sort(all.begin(), all.end());
+    pos.insert(pos.end(), all.begin(), all.end());
+    seg.push_back(seg.back() + n);
+  }
+}
+
+template <int H, int HD>
+void checkAttention(const std::vector<int64_t> &seg,
+                    const std::vector<int32_t> &pos, unsigned seed,
+                    float scale = 1.0f) {
+  const int64_t rows = seg.back();
+  const size_t n = size_t(rows) * H * HD;
+  auto q = randn(n, seed, scale), k = randn(n, seed + 1, scale),
+       v = randn(n, seed + 2);
+  std::vector<float> out(n, NAN);
+  modk_cpu::causal_attention<H, HD>(q.data(), k.data(), v.data(),
+                                    int64_t(seg.size()) - 1, seg.data(),
+                                    pos.data(), out.data());
+  auto ref = attentionRef(H, HD, q, k, v, seg, pos);
+  EXPECT_LE(relErr(out, ref), kTol) << "H=" << H << " HD=" << HD;
+}
+
+TEST(CpuKernels, AttentionGatheredSegments) {
+  std::vector<int64_t> seg;
+  std::vector<int32_t> pos;
+  gatheredLayout({1, 7, 64, 300}, 2048, 20, seg, pos);
+  checkAttention<4, 32>(seg, pos, 21);
+  checkAttention<8, 64>(seg, pos, 22);
+  // Large logits exercise the max subtraction.
+  checkAttention<4, 32>(seg, pos, 23, 4.0f);
+}
+
+TEST(CpuKernels, AttentionOddShapes) {
+  std::vector<int64_t> seg;
+  std::vector<int32_t> pos;
+  gatheredLayout({65, 2, 129, 63}, 500, 24, seg, pos);
+  checkAttention<2, 128>(seg, pos, 25);
+  checkAttention<3, 24>(seg, pos, 26); // head dim not a vector multiple
+  checkAttention<1, 2>(seg, pos, 27);
+}
+
+TEST(CpuKernels, AttentionDense) {
+  constexpr int S = 200;
+  const int64_t B = 2;
+  std::vector<int32_t> pos(B * S);
+  std::vector<int64_t> seg(B + 1);
+  modk_cpu::identity_segments<S>(B, pos.data(), seg.data());
+  checkAttention<4, 32>(seg, pos, 28);
+}
+
+TEST(CpuKernels, AttentionEqualPositionsSeeEachOther) {
+  // Positions are non-decreasing; equal positions are mutually visible.
+  std::vector<int64_t> seg = {0, 6, 9};
+  std::vector<int32_t> pos = {0, 2, 2, 5, 5, 5, 1, 1, 3};
+  checkAttention<2, 32>(seg, pos, 29);
+}
+
+//===----------------------------------------------------------------------===//
+// Routing
+//===----------------------------------------------------------------------===//
+
+TEST(CpuKernels, IdentitySegments) {
+  constexpr int S = 5;
+  std::vector<int32_t> pos(3 * S, -1);
+  std::vector<int64_t> seg(4, -1);
+  modk_cpu::identity_segments<S>(3, pos.data(), seg.data());
+  for (int b = 0; b < 3; ++b)
+    for (int i = 0; i < S; ++i)
+      ASSERT_EQ(pos[b * S + i], i);
+  EXPECT_EQ(seg, (std::vector<int64_t>{0, 5, 10, 15}));
+}
+
+TEST(CpuKernels, RouterLogits) {
+  constexpr int S = 16, D = 40;
+  const int64_t B = 3;
+  auto x = randn(B * S * D, 30), w = randn(D, 31);
+  std::vector<float> r(B * S);
+  modk_cpu::router_logits<S, D>(x.data(), B, w.data(), r.data());
+  std::vector<double> ref(B * S);
+  for (int64_t t = 0; t < B * S; ++t) {
+    double acc = 0.0;
+    for (int d = 0; d < D; ++d)
+      acc += double(w[d]) * x[t * D + d];
+    ref[t] = acc;
+  }
+  EXPECT_LE(relErr(r, ref), kTol);
+}
+
+/// Reference top-k: sort indices by (value desc, position asc) and keep the
+/// first K, in ascending position.
+std::vector<int32_t> topkRef(const float *r, int S, int K) {
+  std::vector<int32_t> idx(S);
+  std::iota(idx.begin(), idx.end(), 0);
+  std::stable_sort(idx.begin(), idx.end(),
+                   [&](int32_t a, int32_t b) { return r[a] > r[b]; });
+  idx.resize(K);
+  std::sort(idx.begin(), idx.end());
+  return idx;
+}
+
+template <int S, int K>
+void checkTopk(const std::vector<float> &r, int64_t B) {
+  std::vector<int32_t> pos(B * K, -1), mask(B * S, -1);
+  std::vector<int64_t> seg(B + 1, -1);
+  modk_cpu::select_topk<S, K>(r.data(), B, pos.data(), seg.data(),
+                              mask.data());
+  for (int64_t b = 0; b < B; ++b) {
+    auto ref = topkRef(r.data() + b * S, S, K);
+    std::vector<int32_t> got(pos.begin() + b * K, pos.begin() + (b + 1) * K);
+    ASSERT_EQ(got, ref) << "S=" << S << " K=" << K << " b=" << b;
+    std::vector<int32_t> refMask(S, 0);
+    for (int32_t i : ref)
+      refMask[i] = 1;
+    ASSERT_EQ(std::vector<int32_t>(mask.begin() + b * S,
+                                   mask.begin() + (b + 1) * S),
+              refMask);
+    ASSERT_EQ(seg[b], b * K);
+  }
+  ASSERT_EQ(seg[B], B * K);
+}
+
+TEST(CpuKernels, TopkRandom) {
+  const int64_t B = 3;
+  auto r = randn(B * 256, 40);
+  checkTopk<256, 32>(r, B);
+  checkTopk<256, 1>(r, B);
+  checkTopk<256, 255>(r, B);
+  checkTopk<256, 256>(r, B);
+}
+
+TEST(CpuKernels, TopkTiesGoToLowerPosition) {
+  const int64_t B = 4;
+  std::mt19937 rng(41);
+  std::vector<float> r(B * 64);
+  for (float &x : r)
+    x = float(int(rng() % 4)) - 1.0f; // only -1, 0, 1, 2: many ties
+  checkTopk<64, 1>(r, B);
+  checkTopk<64, 5>(r, B);
+  checkTopk<64, 17>(r, B);
+  checkTopk<64, 64>(r, B);
+  // All equal: the first K positions win.
+  std::vector<float> flat(2 * 64, 0.5f);
+  checkTopk<64, 9>(flat, 2);
+  // Explicit: r = {1, 3, 3, 0, 3}, K = 2 -> positions 1, 2.
+  std::vector<float> small = {1, 3, 3, 0, 3};
+  std::vector<int32_t> pos(2), mask(5);
+  std::vector<int64_t> seg(2);
+  modk_cpu::select_topk<5, 2>(small.data(), 1, pos.data(), seg.data(),
+                              mask.data());
+  EXPECT_EQ(pos, (std::vector<int32_t>{1, 2}));
+  EXPECT_EQ(mask, (std::vector<int32_t>{0, 1, 1, 0, 0}));
+}
+
+TEST(CpuKernels, TopkSignedZeroTiesAndNaNRanksLast) {
+  // -0.0 and +0.0 tie (lower position wins); NaN ranks below -inf.
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  std::vector<float> r = {nan, -0.0f, 0.0f, -inf, nan, -0.0f, 1.0f, -2.0f};
+  auto run = [&](auto kTag) {
+    constexpr int K = decltype(kTag)::value;
+    std::vector<int32_t> pos(K), mask(8);
+    std::vector<int64_t> seg(2);
+    modk_cpu::select_topk<8, K>(r.data(), 1, pos.data(), seg.data(),
+                                mask.data());
+    return pos;
+  };
+  EXPECT_EQ(run(std::integral_constant<int, 1>{}), (std::vector<int32_t>{6}));
+  EXPECT_EQ(run(std::integral_constant<int, 2>{}), (std::vector<int32_t>{1, 6}));
+  EXPECT_EQ(run(std::integral_constant<int, 3>{}),
+            (std::vector<int32_t>{1, 2, 6}));
+  EXPECT_EQ(run(std::integral_constant<int, 5>{}),
+            (std::vector<int32_t>{1, 2, 5, 6, 7}));
+  EXPECT_EQ(run(std::integral_constant<int, 6>{}),
+            (std::vector<int32_t>{1, 2, 3, 5, 6, 7}));
+  EXPECT_EQ(run(std::integral_constant<int, 7>{}),
+            (std::vector<int32_t>{0, 1, 2, 3, 5, 6, 7}));
+}
+
+TEST(CpuKernels, SelectCausal) {
+  constexpr int S = 50;
+  const int64_t B = 4;
+  auto logit = randn(B * S, 42);
+  logit[3] = 0.0f; // exactly zero is not routed
+  logit[4] = std::numeric_limits<float>::quiet_NaN();
+  for (int i = 0; i < S; ++i)
+    logit[2 * S + i] = -1.0f - i; // a sequence with nothing routed
+  std::vector<int32_t> pos(B * S, -1), mask(B * S, -1);
+  std::vector<int64_t> seg(B + 1, -1);
+  int64_t total = modk_cpu::select_causal<S>(logit.data(), B, pos.data(),
+                                             seg.data(), mask.data());
+  std::vector<int32_t> refPos, refMask(B * S, 0);
+  std::vector<int64_t> refSeg = {0};
+  for (int64_t b = 0; b < B; ++b) {
+    for (int i = 0; i < S; ++i)
+      if (logit[b * S + i] > 0.0f) {
+        refPos.push_back(i);
+        refMask[b * S + i] = 1;
+      }
+    refSeg.push_back(int64_t(refPos.size()));
+  }
+  ASSERT_GT(total, 0);
+  ASSERT_EQ(total, int64_t(refPos.size()));
+  EXPECT_EQ(std::vector<int32_t>(pos.begin(), pos.begin() + total), refPos);
+  EXPECT_EQ(seg, refSeg);
+  EXPECT_EQ(mask, refMask);
+  EXPECT_EQ(mask[3], 0);
+  EXPECT_EQ(mask[4], 0);
+  EXPECT_EQ(seg[3], seg[2]);
+}
+
+/// A gathered layout over B sequences of length S: sequence b keeps lens[b]
+/// positions.
+void routedLayout(int S, const std::vector<int64_t> &lens, unsigned seed,
+                  std::vector<int64_t> &seg, std::vector<int32_t> &pos) {
+  gatheredLayout(lens, S, seed, seg, pos);
+}
+
+TEST(CpuKernels, GatherRmsNorm) {
+  constexpr int S = 32, D = 48;
+  std::vector<int64_t> seg;
+  std::vector<int32_t> pos;
+  routedLayout(S, {5, 0, 32, 1}, 50, seg, pos);
+  const int64_t B = 4, rows = seg.back();
+  auto x = randn(B * S * D, 51), w = randn(D, 52);
+  std::vector<float> xs(rows * D), n(rows * D);
+  modk_cpu::gather_rmsnorm<S, D>(x.data(), B, seg.data(), pos.data(),
+                                 w.data(), 1e-5f, xs.data(), n.data());
+  std::vector<double> refN(rows * D);
+  for (int64_t s = 0; s < B; ++s)
+    for (int64_t j = seg[s]; j < seg[s + 1]; ++j) {
+      const float *src = &x[(s * S + pos[j]) * D];
+      ASSERT_EQ(0, std::memcmp(&xs[j * D], src, sizeof(float) * D)) << j;
+      rmsnormRef(src, D, w.data(), 1e-5, &refN[j * D]);
+    }
+  EXPECT_LE(relErr(n, refN), kTol);
+}
+
+TEST(CpuKernels, Predictor) {
+  constexpr int D = 40, HID = 24;
+  for (int64_t rows : {0, 1, 11}) {
+    auto x = randn(std::max<int64_t>(rows, 1) * D, 60);
+    auto w1 = randn(HID * D, 61, 0.3f), b1 = randn(HID, 62),
+         w2 = randn(HID, 63), b2 = randn(1, 64);
+    std::vector<float> hidden(std::max<int64_t>(rows, 1) * HID),
+        p(std::max<int64_t>(rows, 1), 777.0f);
+    modk_cpu::predictor<D, HID>(x.data(), rows, w1.data(), b1.data(),
+                                w2.data(), b2.data(), hidden.data(), p.data());
+    if (rows == 0) {
+      EXPECT_EQ(p[0], 777.0f);
+      continue;
+    }
+    std::vector<double> ref(rows);
+    for (int64_t i = 0; i < rows; ++i) {
+      double acc = b2[0];
+      for (int j = 0; j < HID; ++j) {
+        double h = b1[j];
+        for (int d = 0; d < D; ++d)
+          h += double(w1[j * D + d]) * x[i * D + d];
+        acc += double(w2[j]) * silu64(h);
+      }
+      ref[i] = acc;
+    }
+    EXPECT_LE(relErr(p, ref), kTol) << "rows = " << rows;
+  }
+}
+
+template <int G> void checkGateScaleScatter(unsigned seed) {
+  constexpr int S = 40, D = 32;
+  std::vector<int64_t> seg;
+  std::vector<int32_t> pos;
+  routedLayout(S, {10, 1, 0, 40, 3}, seed, seg, pos);
+  const int64_t B = 5, rows = seg.back();
+  auto x = randn(B * S * D, seed + 1), r = randn(B * S, seed + 2);
+  auto a = randn(rows * D, seed + 3), m = randn(rows * D, seed + 4);
+  auto orig = x;
+  modk_cpu::gate_scale_scatter<S, D, G>(x.data(), B, seg.data(), pos.data(),
+                                        r.data(), a.data(), m.data());
+  std::vector<char> selected(B * S, 0);
+  std::vector<float> got;
+  std::vector<double> ref;
+  for (int64_t s = 0; s < B; ++s)
+    for (int64_t j = seg[s]; j < seg[s + 1]; ++j) {
+      const int64_t t = s * S + pos[j];
+      selected[t] = 1;
+      double g = G == modk_cpu::GateLinear    ? double(r[t])
+                 : G == modk_cpu::GateSigmoid ? 1.0 / (1.0 + std::exp(-r[t]))
+                                              : 1.0;
+      for (int d = 0; d < D; ++d) {
+        got.push_back(x[t * D + d]);
+        ref.push_back(orig[t * D + d] +
+                      g * (double(a[j * D + d]) + m[j * D + d]));
+      }
+    }
+  EXPECT_LE(relErr(got, ref), kTol) << "gate " << G;
+  for (int64_t t = 0; t < B * S; ++t) {
+    if (!selected[t]) {
+      ASSERT_EQ(0, std::memcmp(&x[t * D], &orig[t * D], sizeof(float) * D))
+          << "unselected row " << t << " changed";
+    }
+  }
+}
+
+TEST(CpuKernels, GateScaleScatter) {
+  checkGateScaleScatter<modk_cpu::GateLinear>(70);
+  checkGateScaleScatter<modk_cpu::GateSigmoid>(80);
+  checkGateScaleScatter<modk_cpu::GateOne>(90);
+}
+
+} // namespace
