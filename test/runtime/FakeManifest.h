@@ -1,0 +1,58 @@
+//===- FakeManifest.h - Manifest of the hand-written test package -*- C++ -*-===//
+//
+// The fake package (FakeModel.cpp) stands in for a compiled one so the
+// runtime's loading, checking and marshalling can be tested without the
+// compiler. FAKE_VARIANT selects a defect:
+//   0 good, 1 library reports ABI 2, 2 no modc_forward symbol,
+//   3 target "cuda", 4 causal_router "none" (no causal mode).
+//
+//===----------------------------------------------------------------------===//
+#ifndef MODRT_TEST_FAKEMANIFEST_H
+#define MODRT_TEST_FAKEMANIFEST_H
+
+#ifndef FAKE_VARIANT
+#define FAKE_VARIANT 0
+#endif
+
+#if FAKE_VARIANT == 3
+#define FAKE_TARGET "cuda"
+#else
+#define FAKE_TARGET "cpu"
+#endif
+
+#if FAKE_VARIANT == 4
+#define FAKE_ROUTER "none"
+#define FAKE_MODES "[\"topk\"]"
+#else
+#define FAKE_ROUTER "aux_loss"
+#define FAKE_MODES "[\"topk\", \"causal\"]"
+#endif
+
+/// Fake model: vocab 8, d_model 4, seq_len 4; layer 1 routed with k = 2.
+/// logits[b,i,v] = sum_j E[t][j] * final_norm[j] * E[v][j];
+/// router score r_i = router . E[t_i]; topk picks 2 per row (ties to the
+/// lower position), causal routes iff r_i > 0.
+static const char kFakeManifest[] =
+    R"({
+  "format": "modc-package",
+  "abi_version": 1,
+  "compiler_version": "0.1.0",
+  "target": ")" FAKE_TARGET R"(",
+  "model": {"name": "fake", "vocab_size": 8, "d_model": 4, "n_layers": 2,
+            "seq_len": 4,
+            "mod": {"capacity": 0.5, "causal_router": ")" FAKE_ROUTER R"("}},
+  "layers": [{"index": 0, "routed": false},
+             {"index": 1, "routed": true, "capacity": 2}],
+  "params": [
+    {"name": "embed.weight", "shape": [8, 4], "dtype": "F32",
+     "init": "normal", "std": 0.5},
+    {"name": "blocks.1.router.weight", "shape": [1, 4], "dtype": "F32",
+     "init": "normal", "std": 1.0},
+    {"name": "final_norm.weight", "shape": [4], "dtype": "F32",
+     "init": "ones"}
+  ],
+  "entries": {"forward": {"workspace_bytes_per_sequence": 256,
+                          "modes": )" FAKE_MODES R"(}}
+})";
+
+#endif // MODRT_TEST_FAKEMANIFEST_H

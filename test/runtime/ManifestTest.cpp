@@ -1,0 +1,159 @@
+//===- ManifestTest.cpp - Manifest::parse validation ---------------------===//
+//
+// Starts from a valid manifest and breaks one key at a time; each error must
+// name the key.
+//
+//===----------------------------------------------------------------------===//
+#include "FakeManifest.h"
+#include "TestUtil.h"
+#include "modrt/Package.h"
+
+#include <gtest/gtest.h>
+
+using namespace modrt;
+using namespace modrt_test;
+using nlohmann::json;
+
+namespace {
+json base() { return json::parse(kFakeManifest); }
+
+::testing::AssertionResult parseFails(const json &j,
+                                      std::vector<std::string> pieces) {
+  pieces.push_back("m.json");
+  return throwsError([&] { Manifest::parse(j.dump(), "m.json"); }, pieces);
+}
+} // namespace
+
+TEST(ManifestTest, ParsesValidManifest) {
+  Manifest m = Manifest::parse(kFakeManifest, "m.json");
+  EXPECT_EQ(m.target, "cpu");
+  EXPECT_EQ(m.abiVersion, 1u);
+  EXPECT_EQ(m.compilerVersion, "0.1.0");
+  EXPECT_EQ(m.seqLen, 4);
+  EXPECT_EQ(m.vocabSize, 8);
+  EXPECT_EQ(m.dModel, 4);
+  ASSERT_EQ(m.layers.size(), 2u);
+  EXPECT_FALSE(m.layers[0].routed);
+  EXPECT_EQ(m.layers[0].capacity, 4); // dense: every token
+  EXPECT_TRUE(m.layers[1].routed);
+  EXPECT_EQ(m.layers[1].capacity, 2);
+  EXPECT_EQ(m.routedLayers, std::vector<int>{1});
+  ASSERT_EQ(m.params.size(), 3u);
+  EXPECT_EQ(m.params[0].name, "embed.weight");
+  EXPECT_EQ(m.params[0].shape, (std::vector<int64_t>{8, 4}));
+  EXPECT_EQ(m.params[0].init, "normal");
+  EXPECT_DOUBLE_EQ(m.params[0].std, 0.5);
+  EXPECT_EQ(m.params[2].init, "ones");
+  EXPECT_EQ(m.workspaceBytesPerSequence, 256u);
+  EXPECT_TRUE(m.supportsCausal);
+  EXPECT_EQ(m.model["name"], "fake");
+}
+
+TEST(ManifestTest, NotJson) {
+  EXPECT_TRUE(throwsError([] { Manifest::parse("{\"format\":", "m.json"); },
+                          {"m.json", "not valid JSON"}));
+  EXPECT_TRUE(throwsError([] { Manifest::parse("[]", "m.json"); },
+                          {"m.json", "object"}));
+}
+
+TEST(ManifestTest, MissingKeysAreNamed) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"/format", "format"},
+      {"/abi_version", "abi_version"},
+      {"/compiler_version", "compiler_version"},
+      {"/target", "target"},
+      {"/model", "model"},
+      {"/model/seq_len", "model.seq_len"},
+      {"/model/vocab_size", "model.vocab_size"},
+      {"/model/d_model", "model.d_model"},
+      {"/model/mod/causal_router", "model.mod.causal_router"},
+      {"/layers", "layers"},
+      {"/layers/1/routed", "layers[1].routed"},
+      {"/layers/1/capacity", "layers[1].capacity"},
+      {"/layers/0/index", "layers[0].index"},
+      {"/params", "params"},
+      {"/params/1/name", "params[1].name"},
+      {"/params/1/shape", "params[1].shape"},
+      {"/params/2/init", "params[2].init"},
+      {"/params/0/std", "params[0].std"},
+      {"/entries", "entries"},
+      {"/entries/forward", "entries.forward"},
+      {"/entries/forward/workspace_bytes_per_sequence",
+       "entries.forward.workspace_bytes_per_sequence"},
+      {"/entries/forward/modes", "entries.forward.modes"},
+  };
+  for (const auto &[pointer, key] : cases) {
+    json j = base();
+    json::json_pointer p(pointer);
+    j[p.parent_pointer()].erase(p.back());
+    EXPECT_TRUE(parseFails(j, {"'" + key + "'", "missing"})) << pointer;
+  }
+}
+
+TEST(ManifestTest, WrongTypesAreNamed) {
+  const std::vector<std::tuple<std::string, json, std::string>> cases = {
+      {"/format", "other", "format"},
+      {"/format", 3, "format"},
+      {"/abi_version", "1", "abi_version"},
+      {"/abi_version", -1, "abi_version"},
+      {"/compiler_version", 1, "compiler_version"},
+      {"/target", json::array(), "target"},
+      {"/model", "tiny", "model"},
+      {"/model/seq_len", 0, "model.seq_len"},
+      {"/model/seq_len", 2.5, "model.seq_len"},
+      {"/model/vocab_size", "8", "model.vocab_size"},
+      {"/model/d_model", -4, "model.d_model"},
+      {"/model/mod", 1, "model.mod"},
+      {"/model/mod/causal_router", "sometimes", "model.mod.causal_router"},
+      {"/layers", json::object(), "layers"},
+      {"/layers/0", 0, "layers[0]"},
+      {"/layers/0/index", 5, "layers[0].index"},
+      {"/layers/1/routed", "yes", "layers[1].routed"},
+      {"/layers/1/capacity", 5, "layers[1].capacity"},
+      {"/layers/1/capacity", 0, "layers[1].capacity"},
+      {"/params/0/name", "", "params[0].name"},
+      {"/params/1/name", "embed.weight", "params[1].name"},
+      {"/params/0/shape", json::array({8, -4}), "params[0].shape[1]"},
+      {"/params/0/shape", 8, "params[0].shape"},
+      {"/params/0/dtype", "BF16", "params[0].dtype"},
+      {"/params/0/init", 1, "params[0].init"},
+      {"/params/0/std", -0.1, "params[0].std"},
+      {"/params/0/std", "0.02", "params[0].std"},
+      {"/entries/forward/workspace_bytes_per_sequence", -1,
+       "entries.forward.workspace_bytes_per_sequence"},
+      {"/entries/forward/modes", json::array({"topk", "beam"}),
+       "entries.forward.modes[1]"},
+      {"/entries/forward/modes", json::array({"causal"}),
+       "entries.forward.modes"},
+      // causal listed although the model has no causal router.
+      {"/model/mod/causal_router", "none", "entries.forward.modes"},
+  };
+  for (const auto &[pointer, value, key] : cases) {
+    json j = base();
+    j[json::json_pointer(pointer)] = value;
+    EXPECT_TRUE(parseFails(j, {"'" + key + "'"}))
+        << pointer << " = " << value.dump();
+  }
+}
+
+TEST(ManifestTest, DenseModelWithoutMod) {
+  json j = base();
+  j["model"].erase("mod");
+  j["layers"][1] = {{"index", 1}, {"routed", false}};
+  j["params"].erase(1);
+  j["entries"]["forward"]["modes"] = {"topk"};
+  Manifest m = Manifest::parse(j.dump(), "m.json");
+  EXPECT_TRUE(m.routedLayers.empty());
+  EXPECT_FALSE(m.supportsCausal);
+  EXPECT_EQ(m.params.size(), 2u);
+}
+
+TEST(ManifestTest, UnknownInitIsAcceptedUntilInit) {
+  // A package whose init the runtime does not know still runs with loaded
+  // weights; only initParam refuses it.
+  json j = base();
+  j["params"][2]["init"] = "orthogonal";
+  Manifest m = Manifest::parse(j.dump(), "m.json");
+  EXPECT_TRUE(throwsError([&] { initParam(m.params[2], 1); },
+                          {"final_norm.weight", "orthogonal"}));
+}

@@ -1,0 +1,87 @@
+//===- TestUtil.h - Helpers shared by the runtime tests ---------*- C++ -*-===//
+//
+// A self-deleting temporary directory and an assertion that a call throws
+// modrt::Error whose message contains given pieces.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MODRT_TEST_TESTUTIL_H
+#define MODRT_TEST_TESTUTIL_H
+
+#include "modrt/Error.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+namespace modrt_test {
+
+/// A fresh directory under the system temp dir, removed with its contents.
+class TempDir {
+public:
+  TempDir() {
+    std::string tmpl =
+        (std::filesystem::temp_directory_path() / "modrt-test-XXXXXX")
+            .string();
+    if (!::mkdtemp(tmpl.data()))
+      throw std::runtime_error("mkdtemp failed");
+    dir = tmpl;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(dir, ec);
+  }
+  std::string path(const std::string &name) const { return dir + "/" + name; }
+  const std::string &str() const { return dir; }
+  /// Names of the entries of the directory, sorted.
+  std::vector<std::string> list() const {
+    std::vector<std::string> names;
+    for (const auto &e : std::filesystem::directory_iterator(dir))
+      names.push_back(e.path().filename().string());
+    std::sort(names.begin(), names.end());
+    return names;
+  }
+
+private:
+  std::string dir;
+};
+
+inline void writeFile(const std::string &path, const std::string &bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  if (!out)
+    throw std::runtime_error("cannot write " + path);
+}
+
+inline std::string readFile(const std::string &path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in),
+                     std::istreambuf_iterator<char>());
+}
+
+/// Runs `fn`, requiring a modrt::Error whose message contains every piece.
+template <typename Fn>
+::testing::AssertionResult throwsError(Fn &&fn,
+                                       const std::vector<std::string> &pieces) {
+  try {
+    fn();
+  } catch (const modrt::Error &e) {
+    std::string msg = e.what();
+    for (const std::string &p : pieces)
+      if (msg.find(p) == std::string::npos)
+        return ::testing::AssertionFailure()
+               << "message \"" << msg << "\" lacks \"" << p << "\"";
+    return ::testing::AssertionSuccess() << msg;
+  } catch (const std::exception &e) {
+    return ::testing::AssertionFailure()
+           << "threw a non-modrt exception: " << e.what();
+  }
+  return ::testing::AssertionFailure() << "did not throw";
+}
+
+} // namespace modrt_test
+
+#endif // MODRT_TEST_TESTUTIL_H
