@@ -32,6 +32,7 @@
 #include <cstring>
 #include <limits>
 #include <omp.h>
+#include <utility>
 #include <vector>
 
 namespace modk_cpu {
@@ -68,7 +69,15 @@ inline VecF loadu(const float *p) {
   return v;
 }
 inline void storeu(float *p, VecF v) { std::memcpy(p, &v, sizeof(v)); }
-inline VecF splat(float x) { return VecF{} + x; }
+template <size_t... I>
+inline VecF splatImpl(float x, std::index_sequence<I...>) {
+  return VecF{((void)I, x)...};
+}
+/// Broadcast. An element-wise initialiser becomes one vbroadcastss; `VecF{}
+/// + x` would keep a real add (0 + -0 is +0) and a lane loop gets masked.
+inline VecF splat(float x) {
+  return splatImpl(x, std::make_index_sequence<kVW>{});
+}
 
 /// Lane-wise `mask ? a : b`, where mask lanes are all-ones or zero. Bit
 /// operations instead of `?:` keep this valid for both GCC and Clang.
@@ -262,15 +271,51 @@ struct AttnItem {
   int32_t qblock;
 };
 
-/// Processes one work item; all scratch is on the stack and sized by HD.
+/// Sizes of the packed key/value tiles of one (tile, head).
+template <int HD> struct AttnTile {
+  static constexpr int BK = kAttnBK;
+  static constexpr int DV = (HD + kVW - 1) / kVW; // vectors per value row
+  static constexpr int HDP = DV * kVW;            // padded head dim
+  static constexpr int64_t KSize = int64_t(HD) * BK;
+  static constexpr int64_t VSize = int64_t(BK) * HDP;
+};
+
+/// Packs key tile `tile` (global tile index, first row `r0`, `kc` valid rows)
+/// for every head: keys transposed to [HD][BK] so scores vectorise over keys,
+/// values to [BK][HDP]; missing keys and padding are zero.
 template <int H, int HD>
-inline void attentionBlock(const float *q, const float *k, const float *v,
-                           const int64_t *seg, const int32_t *pos, float *out,
+inline void packKVTile(const float *k, const float *v, int64_t r0, int kc,
+                       int64_t tile, float *pk, float *pv) {
+  using T = AttnTile<HD>;
+  constexpr int64_t LD = int64_t(H) * HD;
+  for (int h = 0; h < H; ++h) {
+    float *kt = pk + (tile * H + h) * T::KSize;
+    float *vt = pv + (tile * H + h) * T::VSize;
+    std::memset(kt, 0, sizeof(float) * T::KSize);
+    std::memset(vt, 0, sizeof(float) * T::VSize);
+    for (int c = 0; c < kc; ++c) {
+      const float *ks = k + (r0 + c) * LD + h * HD;
+      for (int d = 0; d < HD; ++d)
+        kt[d * T::BK + c] = ks[d];
+      std::memcpy(vt + c * T::HDP, v + (r0 + c) * LD + h * HD,
+                  sizeof(float) * HD);
+    }
+  }
+}
+
+/// Processes one work item. `pk`/`pv` are this (segment, head)'s packed
+/// tiles, consecutive tiles `tileStride` floats apart. Scratch is on the
+/// stack and sized by HD.
+template <int H, int HD>
+inline void attentionBlock(const float *q, const int64_t *seg,
+                           const int32_t *pos, const float *pk,
+                           const float *pv, int64_t tileStrideK,
+                           int64_t tileStrideV, float *out,
                            const AttnItem &item) {
+  using T = AttnTile<HD>;
   constexpr int BQ = kAttnBQ, BK = kAttnBK;
-  constexpr int NB = BK / kVW;                // vectors per score row
-  constexpr int DV = (HD + kVW - 1) / kVW;    // vectors per value row
-  constexpr int HDP = DV * kVW;               // padded head dim
+  constexpr int NB = BK / kVW; // vectors per score row
+  constexpr int DV = T::DV, HDP = T::HDP;
   constexpr int64_t LD = static_cast<int64_t>(H) * HD; // row stride
   // Register blocking: R query rows share each loaded K vector, RP query
   // rows share each loaded V row; both sized to keep accumulators in regs.
@@ -280,10 +325,8 @@ inline void attentionBlock(const float *q, const float *k, const float *v,
   constexpr int RP = RPraw >= 8 ? 8 : RPraw >= 4 ? 4 : RPraw >= 2 ? 2 : 1;
   static_assert(BQ % R == 0 && BQ % RP == 0, "query block tiling");
 
-  alignas(64) float Qp[BQ * HD];   // scaled queries
-  alignas(64) float Kt[HD * BK];   // key tile, transposed
-  alignas(64) float Vp[BK * HDP];  // value tile, padded
-  alignas(64) float Sb[BQ * BK];   // scores, then probabilities
+  alignas(64) float Qp[BQ * HD]; // scaled queries
+  alignas(64) float Sb[BQ * BK]; // scores, then probabilities
   alignas(64) float Oacc[BQ * HDP];
   float mrow[BQ], lrow[BQ], alpha[BQ];
   int64_t lim[BQ];
@@ -329,22 +372,11 @@ inline void attentionBlock(const float *q, const float *k, const float *v,
     alpha[r] = 1.0f;
   }
   std::memset(Oacc, 0, sizeof(float) * qnP * HDP);
-  std::memset(Vp, 0, sizeof(Vp));
 
   for (int64_t k0 = 0; k0 < kend; k0 += BK) {
     const int kc = static_cast<int>(std::min<int64_t>(BK, kend - k0));
-    // Pack the key tile transposed (so scores vectorise over keys) and the
-    // value tile contiguous. Missing keys are zero and masked below.
-    for (int c = 0; c < kc; ++c) {
-      const float *ks = k + (base + k0 + c) * LD + hoff;
-      const float *vs = v + (base + k0 + c) * LD + hoff;
-      for (int d = 0; d < HD; ++d)
-        Kt[d * BK + c] = ks[d];
-      std::memcpy(Vp + c * HDP, vs, sizeof(float) * HD);
-    }
-    for (int c = kc; c < BK; ++c)
-      for (int d = 0; d < HD; ++d)
-        Kt[d * BK + c] = 0.0f;
+    const float *Kt = pk + (k0 / BK) * tileStrideK;
+    const float *Vp = pv + (k0 / BK) * tileStrideV;
 
     // S = Qp Kt: R rows x BK keys per step, accumulators in registers.
     for (int rg = 0; rg < qnR; rg += R) {
@@ -434,31 +466,70 @@ inline void attentionBlock(const float *q, const float *k, const float *v,
 /// Causal multi-head attention over segments. q, k, v, out are
 /// [rows, H * HD] with rows = seg[nseg]. For row i in segment s and head h,
 /// out = softmax_j(q_i . k_j / sqrt(HD)) v_j over the rows j of segment s
-/// with pos[j] <= pos[i]. Flash-style: each (segment, head, block of 64
-/// queries) is one OpenMP work item that streams key tiles with an online,
-/// max-subtracted softmax, so no score matrix is ever materialised.
+/// with pos[j] <= pos[i].
+///
+/// Flash-style: keys and values are first packed once into per-(tile, head)
+/// blocks (keys transposed); then each (segment, head, block of 64 queries)
+/// is one OpenMP work item that streams those tiles with an online,
+/// max-subtracted softmax, so no score matrix is ever materialised. The
+/// packing buffer is cached per calling thread and only grows.
 template <int H, int HD>
 inline void causal_attention(const float *q, const float *k, const float *v,
                              int64_t nseg, const int64_t *seg,
                              const int32_t *pos, float *out) {
-  constexpr int BQ = detail::kAttnBQ;
-  std::vector<detail::AttnItem> items;
+  using T = detail::AttnTile<HD>;
+  constexpr int BQ = detail::kAttnBQ, BK = detail::kAttnBK;
+  static thread_local std::vector<float> packK, packV;
+  static thread_local std::vector<int64_t> tileOff;
+  static thread_local std::vector<detail::AttnItem> items;
+
+  tileOff.assign(nseg + 1, 0);
+  items.clear();
   for (int64_t s = 0; s < nseg; ++s) {
     const int64_t n = seg[s + 1] - seg[s];
+    tileOff[s + 1] = tileOff[s] + (n + BK - 1) / BK;
     const int32_t nb = static_cast<int32_t>((n + BQ - 1) / BQ);
     for (int32_t b = 0; b < nb; ++b)
       for (int32_t h = 0; h < H; ++h)
         items.push_back({s, h, b});
   }
+  const int64_t ntiles = tileOff[nseg];
+  if (ntiles == 0)
+    return;
+  if (int64_t(packK.size()) < ntiles * H * T::KSize) {
+    packK.resize(ntiles * H * T::KSize);
+    packV.resize(ntiles * H * T::VSize);
+  }
+  float *pk = packK.data(), *pv = packV.data();
+  const int64_t *toff = tileOff.data();
+
   // Later query blocks see more keys: schedule the biggest first.
   std::stable_sort(items.begin(), items.end(),
                    [](const detail::AttnItem &a, const detail::AttnItem &b) {
                      return a.qblock > b.qblock;
                    });
   const int64_t nitems = static_cast<int64_t>(items.size());
-#pragma omp parallel for schedule(dynamic, 1) if (nitems > 1)
-  for (int64_t t = 0; t < nitems; ++t)
-    detail::attentionBlock<H, HD>(q, k, v, seg, pos, out, items[t]);
+  const detail::AttnItem *it = items.data();
+  const int64_t rows = seg[nseg];
+#pragma omp parallel if (rows * H * HD > detail::kMinParallelWork)
+  {
+#pragma omp for schedule(static)
+    for (int64_t t = 0; t < ntiles; ++t) {
+      const int64_t s = detail::segmentOf(toff, nseg, t);
+      const int64_t r0 = seg[s] + (t - toff[s]) * BK;
+      const int kc = static_cast<int>(std::min<int64_t>(BK, seg[s + 1] - r0));
+      detail::packKVTile<H, HD>(k, v, r0, kc, t, pk, pv);
+    }
+    // The implicit barrier above publishes the packed tiles.
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t t = 0; t < nitems; ++t) {
+      const detail::AttnItem &w = it[t];
+      const int64_t first = toff[w.seg] * H + w.head;
+      detail::attentionBlock<H, HD>(q, seg, pos, pk + first * T::KSize,
+                                    pv + first * T::VSize, H * T::KSize,
+                                    H * T::VSize, out, w);
+    }
+  }
 }
 
 //===----------------------------------------------------------------------===//
