@@ -22,7 +22,8 @@ class Reader {
 public:
   explicit Reader(const std::string &where) : where(where) {}
 
-  [[noreturn]] void fail(const std::string &key, const std::string &what) const {
+  [[noreturn]] void fail(const std::string &key,
+                         const std::string &what) const {
     throw Error(fmt::format("{}: manifest key '{}': {}", where, key, what));
   }
 
@@ -90,8 +91,7 @@ public:
     return integer(field(obj, objPath, name), join(objPath, name), lo, hi);
   }
 
-  static std::string join(const std::string &objPath,
-                          const std::string &name) {
+  static std::string join(const std::string &objPath, const std::string &name) {
     return objPath.empty() ? name : objPath + "." + name;
   }
 
@@ -111,21 +111,21 @@ Manifest Manifest::parse(const std::string &jsonText,
   try {
     root = json::parse(jsonText);
   } catch (const json::exception &e) {
-    throw Error(fmt::format("{}: manifest is not valid JSON: {}", where,
-                            e.what()));
+    throw Error(
+        fmt::format("{}: manifest is not valid JSON: {}", where, e.what()));
   }
   if (!root.is_object())
-    throw Error(fmt::format("{}: manifest must be a JSON object, got {}",
-                            where, root.type_name()));
+    throw Error(fmt::format("{}: manifest must be a JSON object, got {}", where,
+                            root.type_name()));
   Reader r(where);
   Manifest m;
 
   std::string format = r.string(root, "", "format");
   if (format != "modc-package")
-    r.fail("format", fmt::format("expected \"modc-package\", got \"{}\"",
-                                 format));
-  m.abiVersion = static_cast<uint32_t>(
-      r.integer(root, "", "abi_version", 0, UINT32_MAX));
+    r.fail("format",
+           fmt::format("expected \"modc-package\", got \"{}\"", format));
+  m.abiVersion =
+      static_cast<uint32_t>(r.integer(root, "", "abi_version", 0, UINT32_MAX));
   m.compilerVersion = r.string(root, "", "compiler_version");
   m.target = r.string(root, "", "target");
 
@@ -185,8 +185,8 @@ Manifest Manifest::parse(const std::string &jsonText,
       r.fail(path + ".name", fmt::format("duplicate param \"{}\"", info.name));
     const json &shape = r.array(p, path, "shape");
     for (size_t d = 0; d < shape.size(); ++d)
-      info.shape.push_back(r.integer(
-          shape[d], fmt::format("{}.shape[{}]", path, d), 0, kBig));
+      info.shape.push_back(
+          r.integer(shape[d], fmt::format("{}.shape[{}]", path, d), 0, kBig));
     if (p.contains("dtype")) {
       std::string dtype = r.string(p, path, "dtype");
       if (dtype != "F32")
@@ -210,8 +210,8 @@ Manifest Manifest::parse(const std::string &jsonText,
 
   const json &entries = r.object(root, "", "entries");
   const json &fwd = r.object(entries, "entries", "forward");
-  const json &ws = r.field(fwd, "entries.forward",
-                           "workspace_bytes_per_sequence");
+  const json &ws =
+      r.field(fwd, "entries.forward", "workspace_bytes_per_sequence");
   if (!ws.is_number_unsigned())
     r.fail("entries.forward.workspace_bytes_per_sequence",
            fmt::format("expected a non-negative integer, got {}",
@@ -222,16 +222,16 @@ Manifest Manifest::parse(const std::string &jsonText,
   for (size_t i = 0; i < modes.size(); ++i) {
     std::string key = fmt::format("entries.forward.modes[{}]", i);
     if (!modes[i].is_string())
-      r.fail(key, fmt::format("expected a string, got {}",
-                              modes[i].type_name()));
+      r.fail(key,
+             fmt::format("expected a string, got {}", modes[i].type_name()));
     std::string mode = modes[i].get<std::string>();
     if (mode == "topk")
       topk = true;
     else if (mode == "causal")
       m.supportsCausal = true;
     else
-      r.fail(key, fmt::format("expected \"topk\" or \"causal\", got \"{}\"",
-                              mode));
+      r.fail(key,
+             fmt::format("expected \"topk\" or \"causal\", got \"{}\"", mode));
   }
   if (!topk)
     r.fail("entries.forward.modes", "must list \"topk\"");

@@ -269,8 +269,7 @@ ForwardResult Package::forward(const TensorMap &weights,
       throw Error(fmt::format("forward: token {} at batch row {}, position {} "
                               "is out of range [0, {})",
                               tokens[i], static_cast<int64_t>(i) / m.seqLen,
-                              static_cast<int64_t>(i) % m.seqLen,
-                              m.vocabSize));
+                              static_cast<int64_t>(i) % m.seqLen, m.vocabSize));
   if (mode == RouteMode::Causal && !m.supportsCausal)
     throw Error("causal mode needs mod.causal_router aux_loss or predictor; "
                 "this model has none");

@@ -226,8 +226,8 @@ TensorMap TensorMap::load(const std::string &path) {
   try {
     header = nlohmann::json::parse(headerText);
   } catch (const nlohmann::json::exception &e) {
-    throw Error(fmt::format("{}: header is not valid JSON: {}", path,
-                            e.what()));
+    throw Error(
+        fmt::format("{}: header is not valid JSON: {}", path, e.what()));
   }
   if (!header.is_object())
     throw Error(fmt::format("{}: header must be a JSON object, got {}", path,
@@ -259,8 +259,8 @@ TensorMap TensorMap::load(const std::string &path) {
       return Error(fmt::format("{}: tensor '{}': {}", path, name, what));
     };
     if (name.empty())
-      throw Error(fmt::format("{}: header has a tensor with an empty name",
-                              path));
+      throw Error(
+          fmt::format("{}: header has a tensor with an empty name", path));
     if (!e.is_object())
       throw bad(fmt::format("entry must be an object, got {}", e.type_name()));
     for (const char *key : {"dtype", "shape", "data_offsets"})
@@ -271,8 +271,8 @@ TensorMap TensorMap::load(const std::string &path) {
     s.name = name;
     const nlohmann::json &dt = e["dtype"];
     if (!dt.is_string())
-      throw bad(fmt::format("'dtype' must be a string, got {}",
-                            dt.type_name()));
+      throw bad(
+          fmt::format("'dtype' must be a string, got {}", dt.type_name()));
     std::string dts = dt.get<std::string>();
     if (dts == "F32")
       s.dtype = DType::F32;
@@ -285,26 +285,26 @@ TensorMap TensorMap::load(const std::string &path) {
 
     const nlohmann::json &sh = e["shape"];
     if (!sh.is_array())
-      throw bad(fmt::format("'shape' must be an array, got {}",
-                            sh.type_name()));
+      throw bad(
+          fmt::format("'shape' must be an array, got {}", sh.type_name()));
     for (const nlohmann::json &d : sh) {
       if (!d.is_number_integer())
-        throw bad(fmt::format("'shape' {} has a non-integer dimension",
-                              sh.dump()));
+        throw bad(
+            fmt::format("'shape' {} has a non-integer dimension", sh.dump()));
       if (d.is_number_unsigned() &&
           d.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX))
-        throw bad(fmt::format("'shape' {} has a dimension too large",
-                              sh.dump()));
+        throw bad(
+            fmt::format("'shape' {} has a dimension too large", sh.dump()));
       int64_t v = d.get<int64_t>();
       if (v < 0)
-        throw bad(fmt::format("'shape' {} has a negative dimension",
-                              sh.dump()));
+        throw bad(
+            fmt::format("'shape' {} has a negative dimension", sh.dump()));
       s.shape.push_back(v);
     }
 
     const nlohmann::json &off = e["data_offsets"];
-    if (!off.is_array() || off.size() != 2 ||
-        !off[0].is_number_unsigned() || !off[1].is_number_unsigned())
+    if (!off.is_array() || off.size() != 2 || !off[0].is_number_unsigned() ||
+        !off[1].is_number_unsigned())
       throw bad(fmt::format("'data_offsets' must be two non-negative "
                             "integers [begin, end], got {}",
                             off.dump()));
@@ -332,11 +332,10 @@ TensorMap TensorMap::load(const std::string &path) {
 
   // The data section must be covered exactly: no overlap, no hole, nothing
   // after the last tensor (the rules of the reference implementation).
-  std::stable_sort(slots.begin(), slots.end(),
-                   [](const Slot &a, const Slot &b) {
-                     return a.begin != b.begin ? a.begin < b.begin
-                                               : a.end < b.end;
-                   });
+  std::stable_sort(
+      slots.begin(), slots.end(), [](const Slot &a, const Slot &b) {
+        return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
+      });
   uint64_t cursor = 0;
   const Slot *prev = nullptr;
   for (const Slot &s : slots) {
@@ -349,18 +348,16 @@ TensorMap TensorMap::load(const std::string &path) {
       throw Error(fmt::format("{}: tensor '{}' starts at byte {} but the "
                               "previous data ends at byte {}: a hole of {} "
                               "unused bytes",
-                              path, s.name, s.begin, cursor,
-                              s.begin - cursor));
+                              path, s.name, s.begin, cursor, s.begin - cursor));
     cursor = s.end;
     prev = &s;
   }
   if (cursor != dataSize)
-    throw Error(fmt::format("{}: extra data past the end of the last tensor"
-                            "{}: {} bytes of data, tensors cover {}",
-                            path,
-                            prev ? fmt::format(" ('{}')", prev->name)
-                                 : std::string(),
-                            dataSize, cursor));
+    throw Error(fmt::format(
+        "{}: extra data past the end of the last tensor"
+        "{}: {} bytes of data, tensors cover {}",
+        path, prev ? fmt::format(" ('{}')", prev->name) : std::string(),
+        dataSize, cursor));
 
   for (Slot &s : slots) {
     Tensor t;
@@ -382,8 +379,8 @@ void writeAll(int fd, const void *buf, size_t size, const std::string &path) {
     if (n < 0 && errno == EINTR)
       continue;
     if (n < 0)
-      throw Error(fmt::format("{}: write failed: {}", path,
-                              std::strerror(errno)));
+      throw Error(
+          fmt::format("{}: write failed: {}", path, std::strerror(errno)));
     p += n;
     size -= static_cast<size_t>(n);
   }
@@ -402,8 +399,7 @@ void TensorMap::save(const std::string &path) const {
   uint64_t offset = 0;
   for (const auto &[name, t] : entries) {
     int64_t n = checkedNumel(t.shape);
-    if (n < 0 || static_cast<uint64_t>(n) * dtypeSize(t.dtype) !=
-                     t.data.size())
+    if (n < 0 || static_cast<uint64_t>(n) * dtypeSize(t.dtype) != t.data.size())
       throw Error(fmt::format("{}: tensor '{}' has shape {} but {} bytes of "
                               "{} data",
                               path, name, shapeString(t.shape), t.data.size(),
@@ -433,13 +429,13 @@ void TensorMap::save(const std::string &path) const {
       if (!entry.second.data.empty())
         writeAll(fd, entry.second.data.data(), entry.second.data.size(), tmp);
     if (::fsync(fd) != 0)
-      throw Error(fmt::format("{}: fsync failed: {}", tmp,
-                              std::strerror(errno)));
+      throw Error(
+          fmt::format("{}: fsync failed: {}", tmp, std::strerror(errno)));
     int rc = ::close(fd);
     fd = -1;
     if (rc != 0)
-      throw Error(fmt::format("{}: close failed: {}", tmp,
-                              std::strerror(errno)));
+      throw Error(
+          fmt::format("{}: close failed: {}", tmp, std::strerror(errno)));
     if (::rename(tmp.c_str(), path.c_str()) != 0)
       throw Error(fmt::format("{}: cannot rename '{}' into place: {}", path,
                               tmp, std::strerror(errno)));

@@ -196,7 +196,8 @@ int runForward(int argc, char **argv) {
   }
 
   TensorMap outMap;
-  outMap.metadata["modrun.mode"] = mode == RouteMode::Causal ? "causal" : "topk";
+  outMap.metadata["modrun.mode"] =
+      mode == RouteMode::Causal ? "causal" : "topk";
   Tensor logits = Tensor::zeros(DType::F32, {r.batch, r.seqLen, r.vocab});
   std::memcpy(logits.data.data(), r.logits.data(), logits.byteSize());
   outMap.insert("logits", std::move(logits));
@@ -239,8 +240,7 @@ int runInfo(int argc, char **argv) {
   }
   fmt::print("params:    {} tensors, {} values, {} bytes (F32)\n",
              m.params.size(), elems, elems * 4);
-  fmt::print("workspace: {} bytes per sequence\n",
-             m.workspaceBytesPerSequence);
+  fmt::print("workspace: {} bytes per sequence\n", m.workspaceBytesPerSequence);
   fmt::print("modes:     topk{}\n", m.supportsCausal ? ", causal" : "");
   return 0;
 }

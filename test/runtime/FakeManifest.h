@@ -1,4 +1,4 @@
-//===- FakeManifest.h - Manifest of the hand-written test package -*- C++ -*-===//
+//===- FakeManifest.h - Manifest of the fake test package -------*- C++ -*-===//
 //
 // The fake package (FakeModel.cpp) stands in for a compiled one so the
 // runtime's loading, checking and marshalling can be tested without the

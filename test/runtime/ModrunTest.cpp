@@ -9,8 +9,8 @@
 
 #include <gtest/gtest.h>
 
-#include <dlfcn.h>
 #include <cstring>
+#include <dlfcn.h>
 #include <sys/wait.h>
 
 using namespace modrt;

@@ -4,8 +4,8 @@
 // runtime checks before trusting a package and how it calls modc_forward.
 //
 //===----------------------------------------------------------------------===//
-#include "TestUtil.h"
 #include "modrt/Package.h"
+#include "TestUtil.h"
 
 #include <gtest/gtest.h>
 
@@ -25,7 +25,8 @@ std::string embeddedManifest(const std::string &lib) {
   void *h = ::dlopen(lib.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!h)
     throw std::runtime_error(::dlerror());
-  auto fn = reinterpret_cast<const char *(*)()>(::dlsym(h, "modc_manifest_json"));
+  auto fn =
+      reinterpret_cast<const char *(*)()>(::dlsym(h, "modc_manifest_json"));
   std::string text = fn();
   ::dlclose(h);
   return text;
@@ -72,9 +73,8 @@ ForwardResult expected(const TensorMap &w, const std::vector<int32_t> &tok,
     // Top-k by sorting indices: largest score first, ties to lower index.
     std::vector<int64_t> order(S);
     std::iota(order.begin(), order.end(), 0);
-    std::stable_sort(order.begin(), order.end(), [&](int64_t x, int64_t y) {
-      return score[x] > score[y];
-    });
+    std::stable_sort(order.begin(), order.end(),
+                     [&](int64_t x, int64_t y) { return score[x] > score[y]; });
     for (int64_t i = 0; i < S; ++i) {
       if (mode == RouteMode::Causal)
         r.routed[0][b * S + i] = score[i] > 0;
@@ -139,22 +139,20 @@ TEST_F(PackageTest, MissingSymbol) {
 
 TEST_F(PackageTest, LibraryAbiMismatch) {
   std::string dir = makePackage(tmp, FAKE_MODEL_V1);
-  EXPECT_TRUE(throwsError(
-      [&] { Package::open(dir); },
-      {"package ABI 2", "runtime expects 1", "recompile"}));
+  EXPECT_TRUE(throwsError([&] { Package::open(dir); },
+                          {"package ABI 2", "runtime expects 1", "recompile"}));
 }
 
 TEST_F(PackageTest, ManifestAbiMismatch) {
-  std::string dir = makePackage(tmp, FAKE_MODEL_V0,
-                                [](json &m) { m["abi_version"] = 7; });
+  std::string dir =
+      makePackage(tmp, FAKE_MODEL_V0, [](json &m) { m["abi_version"] = 7; });
   EXPECT_TRUE(throwsError([&] { Package::open(dir); },
                           {"package ABI 7", "runtime expects 1"}));
 }
 
 TEST_F(PackageTest, ManifestDoesNotMatchLibrary) {
-  std::string dir = makePackage(tmp, FAKE_MODEL_V0, [](json &m) {
-    m["layers"][1]["capacity"] = 3;
-  });
+  std::string dir = makePackage(
+      tmp, FAKE_MODEL_V0, [](json &m) { m["layers"][1]["capacity"] = 3; });
   EXPECT_TRUE(throwsError([&] { Package::open(dir); },
                           {dir, "manifest.json does not match the library"}));
 }
@@ -255,9 +253,8 @@ TEST_F(PackageTest, CheckWeights) {
   {
     TensorMap w;
     for (auto &[name, t] : pkg.initWeights(1))
-      w.insert(name, name == "embed.weight"
-                         ? Tensor::zeros(DType::F32, {4, 8})
-                         : t);
+      w.insert(name,
+               name == "embed.weight" ? Tensor::zeros(DType::F32, {4, 8}) : t);
     EXPECT_TRUE(throwsError([&] { pkg.checkWeights(w); },
                             {"'embed.weight'", "[4, 8]", "expected [8, 4]"}));
   }
@@ -306,19 +303,27 @@ TEST_F(PackageTest, ForwardValidatesTokens) {
   Package pkg = Package::open(makePackage(tmp, FAKE_MODEL_V0));
   TensorMap w = pkg.initWeights(3);
   EXPECT_TRUE(throwsError(
-      [&] { pkg.forward(w, {1, 2, 3, 4, 5}, 2, RouteMode::TopK); },
+      [&] {
+        pkg.forward(w, {1, 2, 3, 4, 5}, 2, RouteMode::TopK);
+      },
       {"[B, seq_len] = [2, 4]", "8 values", "got 5"}));
   EXPECT_TRUE(throwsError(
-      [&] { pkg.forward(w, {1, 2, 3, 4, 5, 6, 8, 0}, 2, RouteMode::TopK); },
+      [&] {
+        pkg.forward(w, {1, 2, 3, 4, 5, 6, 8, 0}, 2, RouteMode::TopK);
+      },
       {"token 8", "batch row 1", "position 2", "[0, 8)"}));
   EXPECT_TRUE(throwsError(
-      [&] { pkg.forward(w, {-1, 2, 3, 4}, 1, RouteMode::TopK); },
+      [&] {
+        pkg.forward(w, {-1, 2, 3, 4}, 1, RouteMode::TopK);
+      },
       {"token -1", "batch row 0", "position 0"}));
   EXPECT_TRUE(throwsError([&] { pkg.forward(w, {}, 0, RouteMode::TopK); },
                           {"batch must be >= 1"}));
   TensorMap bad;
   EXPECT_TRUE(throwsError(
-      [&] { pkg.forward(bad, {1, 2, 3, 4}, 1, RouteMode::TopK); },
+      [&] {
+        pkg.forward(bad, {1, 2, 3, 4}, 1, RouteMode::TopK);
+      },
       {"missing", "'embed.weight'"}));
 }
 
@@ -326,7 +331,9 @@ TEST_F(PackageTest, ForwardReportsLibraryError) {
   Package pkg = Package::open(makePackage(tmp, FAKE_MODEL_V0));
   TensorMap w = pkg.initWeights(3);
   EXPECT_TRUE(throwsError(
-      [&] { pkg.forward(w, {7, 1, 1, 1}, 1, RouteMode::TopK); },
+      [&] {
+        pkg.forward(w, {7, 1, 1, 1}, 1, RouteMode::TopK);
+      },
       {"forward failed (status 1)", "fake: token 7 at [0, 0] is refused"}));
   // The package still works after an error.
   EXPECT_NO_THROW(pkg.forward(w, {1, 7, 1, 1}, 1, RouteMode::TopK));
@@ -337,7 +344,9 @@ TEST_F(PackageTest, CausalRefusedWithoutCausalRouter) {
   EXPECT_FALSE(pkg.manifest().supportsCausal);
   TensorMap w = pkg.initWeights(3);
   EXPECT_TRUE(throwsError(
-      [&] { pkg.forward(w, {1, 2, 3, 4}, 1, RouteMode::Causal); },
+      [&] {
+        pkg.forward(w, {1, 2, 3, 4}, 1, RouteMode::Causal);
+      },
       {"causal mode needs mod.causal_router aux_loss or predictor; this "
        "model has none"}));
   EXPECT_NO_THROW(pkg.forward(w, {1, 2, 3, 4}, 1, RouteMode::TopK));

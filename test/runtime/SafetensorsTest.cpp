@@ -83,8 +83,8 @@ TEST_F(SafetensorsTest, RoundTripRandomData) {
     EXPECT_EQ(it->second.dtype, t.dtype) << name;
     EXPECT_EQ(it->second.shape, t.shape) << name;
     ASSERT_EQ(it->second.data.size(), t.data.size()) << name;
-    EXPECT_EQ(0, std::memcmp(it->second.data.data(), t.data.data(),
-                             t.data.size()))
+    EXPECT_EQ(0,
+              std::memcmp(it->second.data.data(), t.data.data(), t.data.size()))
         << name;
     ++it;
   }
@@ -116,8 +116,9 @@ TEST_F(SafetensorsTest, LoadsFilesWrittenByOthers) {
   int32_t i = 42;
   std::memcpy(&data[4], f, 8);
   std::memcpy(&data[0], &i, 4);
-  std::string header = R"({"b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]},)"
-                       R"("a":{"dtype":"I32","shape":[],"data_offsets":[0,4]}})";
+  std::string header =
+      R"({"b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]},)"
+      R"("a":{"dtype":"I32","shape":[],"data_offsets":[0,4]}})";
   writeFile(file, rawFile(header, data));
   TensorMap m = TensorMap::load(file);
   ASSERT_EQ(m.size(), 2u);
@@ -152,14 +153,15 @@ TEST_F(SafetensorsTest, TruncatedFile) {
 }
 
 TEST_F(SafetensorsTest, CorruptHeaderLength) {
-  std::string header = R"({"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})";
+  std::string header =
+      R"({"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})";
   std::string data(4, '\0');
   // Flipped high byte: an absurd length far past the end of the file.
   EXPECT_TRUE(loadFails(rawFile(header, data, int64_t(1) << 56),
                         {"header length", "past the end of the file"}));
   // Length one short: the JSON is cut.
-  EXPECT_TRUE(loadFails(rawFile(header, data, header.size() - 1),
-                        {"not valid JSON"}));
+  EXPECT_TRUE(
+      loadFails(rawFile(header, data, header.size() - 1), {"not valid JSON"}));
 }
 
 TEST_F(SafetensorsTest, BadJson) {
@@ -188,7 +190,8 @@ TEST_F(SafetensorsTest, WrongDtype) {
 }
 
 TEST_F(SafetensorsTest, NegativeOrBadDims) {
-  std::string h = R"({"q":{"dtype":"F32","shape":[-1, 2],"data_offsets":[0,0]}})";
+  std::string h =
+      R"({"q":{"dtype":"F32","shape":[-1, 2],"data_offsets":[0,0]}})";
   EXPECT_TRUE(loadFails(rawFile(h, ""), {"'q'", "negative dimension"}));
   h = R"({"q":{"dtype":"F32","shape":[1.5],"data_offsets":[0,0]}})";
   EXPECT_TRUE(loadFails(rawFile(h, ""), {"'q'", "non-integer"}));
@@ -205,11 +208,11 @@ TEST_F(SafetensorsTest, OffsetsOutOfBounds) {
   EXPECT_TRUE(loadFails(rawFile(h, std::string(8, '\0')),
                         {"'k'", "end is before begin"}));
   h = R"({"k":{"dtype":"F32","shape":[1],"data_offsets":[-4,0]}})";
-  EXPECT_TRUE(loadFails(rawFile(h, std::string(8, '\0')),
-                        {"'k'", "data_offsets"}));
+  EXPECT_TRUE(
+      loadFails(rawFile(h, std::string(8, '\0')), {"'k'", "data_offsets"}));
   h = R"({"k":{"dtype":"F32","shape":[1],"data_offsets":[0]}})";
-  EXPECT_TRUE(loadFails(rawFile(h, std::string(4, '\0')),
-                        {"'k'", "data_offsets"}));
+  EXPECT_TRUE(
+      loadFails(rawFile(h, std::string(4, '\0')), {"'k'", "data_offsets"}));
 }
 
 TEST_F(SafetensorsTest, SizeMismatch) {

@@ -24,8 +24,7 @@ class TempDir {
 public:
   TempDir() {
     std::string tmpl =
-        (std::filesystem::temp_directory_path() / "modrt-test-XXXXXX")
-            .string();
+        (std::filesystem::temp_directory_path() / "modrt-test-XXXXXX").string();
     if (!::mkdtemp(tmpl.data()))
       throw std::runtime_error("mkdtemp failed");
     dir = tmpl;

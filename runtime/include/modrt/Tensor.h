@@ -45,10 +45,12 @@ template <typename T, size_t Align> struct AlignedAllocator {
   void deallocate(T *p, size_t) noexcept {
     ::operator delete(p, std::align_val_t(Align));
   }
-  template <typename U> bool operator==(const AlignedAllocator<U, Align> &) const {
+  template <typename U>
+  bool operator==(const AlignedAllocator<U, Align> &) const {
     return true;
   }
-  template <typename U> bool operator!=(const AlignedAllocator<U, Align> &) const {
+  template <typename U>
+  bool operator!=(const AlignedAllocator<U, Align> &) const {
     return false;
   }
 };
