@@ -56,9 +56,9 @@ struct Options {
 /// One benchmarked model.
 struct Result {
   std::string name;
-  std::optional<double> ms;   ///< median forward time
-  double gflop = 0.0;         ///< useful FLOPs per forward, 1e9
-  std::string note;           ///< why there is no time
+  std::optional<double> ms; ///< median forward time
+  double gflop = 0.0;       ///< useful FLOPs per forward, 1e9
+  std::string note;         ///< why there is no time
   std::optional<double> torchEager, torchCompiled;
 };
 
@@ -122,9 +122,9 @@ Result benchOne(const Options &opt, const std::string &name) {
         c = ' ';
     return r;
   }
-  double compileS = std::chrono::duration<double>(
-                        std::chrono::steady_clock::now() - t0)
-                        .count();
+  double compileS =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+          .count();
   try {
     modrt::Package pkg = modrt::Package::open(dir);
     const modrt::Manifest &m = pkg.manifest();
@@ -228,8 +228,8 @@ int main(int argc, char **argv) {
   Options opt;
   parseArgs(argc, argv, opt);
   fs::create_directories(opt.work);
-  std::vector<std::string> names = {"layer_dense", "layer_routed",
-                                    "layer_none", "model_dense", "model_mod"};
+  std::vector<std::string> names = {"layer_dense", "layer_routed", "layer_none",
+                                    "model_dense", "model_mod"};
   if (!opt.only.empty())
     names = opt.only;
 
@@ -248,11 +248,10 @@ int main(int argc, char **argv) {
   for (const Result &r : results) {
     byName[r.name] = &r;
     std::string gflops = r.ms ? fmtMs(r.gflop / (*r.ms * 1e-3)) : "n/a";
-    std::string vsEager = r.ms && r.torchEager ? fmtMs(*r.torchEager / *r.ms)
-                                               : "n/a";
-    std::string vsComp = r.ms && r.torchCompiled
-                             ? fmtMs(*r.torchCompiled / *r.ms)
-                             : "n/a";
+    std::string vsEager =
+        r.ms && r.torchEager ? fmtMs(*r.torchEager / *r.ms) : "n/a";
+    std::string vsComp =
+        r.ms && r.torchCompiled ? fmtMs(*r.torchCompiled / *r.ms) : "n/a";
     std::printf("%-14s %10s %9s %12.2f %12s %12s %9s %9s\n", r.name.c_str(),
                 fmtMs(r.ms).c_str(), gflops.c_str(), r.gflop,
                 fmtMs(r.torchEager).c_str(), fmtMs(r.torchCompiled).c_str(),

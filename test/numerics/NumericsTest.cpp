@@ -66,11 +66,9 @@ std::string readFile(const fs::path &p) {
 std::string compiledPackageDir(const json &desc) {
   std::error_code ec;
   fs::path modc(MODC_BINARY);
-  std::string stamp = desc.dump() + "|" +
-                      std::to_string(fs::file_size(modc, ec)) + "|" +
-                      std::to_string(fs::last_write_time(modc, ec)
-                                         .time_since_epoch()
-                                         .count());
+  std::string stamp =
+      desc.dump() + "|" + std::to_string(fs::file_size(modc, ec)) + "|" +
+      std::to_string(fs::last_write_time(modc, ec).time_since_epoch().count());
   char key[32];
   std::snprintf(key, sizeof(key), "%016llx",
                 static_cast<unsigned long long>(fnv1a(stamp)));
@@ -82,8 +80,8 @@ std::string compiledPackageDir(const json &desc) {
 
   // Compile into a private directory, then move it into place; a concurrent
   // test process that wins the race leaves us its identical result.
-  std::string tmpName = dir.filename().string() + ".tmp." +
-                        std::to_string(::getpid());
+  std::string tmpName =
+      dir.filename().string() + ".tmp." + std::to_string(::getpid());
   fs::path tmp = cache / tmpName;
   fs::remove_all(tmp, ec);
   fs::path jsonPath = cache / (tmpName + ".json");
@@ -123,8 +121,7 @@ const modrt::Package *package(const json &desc) {
   if (dir.empty())
     return nullptr;
   try {
-    auto pkg =
-        std::make_unique<modrt::Package>(modrt::Package::open(dir));
+    auto pkg = std::make_unique<modrt::Package>(modrt::Package::open(dir));
     return cache.emplace(key, std::move(pkg)).first->second.get();
   } catch (const modrt::Error &e) {
     ADD_FAILURE() << "cannot open package " << dir << ": " << e.what();
@@ -200,10 +197,9 @@ json everyOtherSwigluTied() {
 }
 /// Every layer routed with a capacity of one token, sigmoid gate, predictor.
 json allOneToken() {
-  json m = withMod(
-      denseModel("all_gelu_untied_k1_sigmoid_pred", 32, 2, 2, 32, "gelu",
-                 false),
-      modDesc(0.0, "all", "sigmoid", "predictor", 16));
+  json m = withMod(denseModel("all_gelu_untied_k1_sigmoid_pred", 32, 2, 2, 32,
+                              "gelu", false),
+                   modDesc(0.0, "all", "sigmoid", "predictor", 16));
   m["mod"].erase("capacity");
   m["mod"]["capacity_tokens"] = 1;
   return m;
@@ -217,9 +213,8 @@ json listFullCapacity() {
 }
 /// A `mod` object that routes nothing.
 json scheduleNone() {
-  return withMod(
-      denseModel("none_gelu_tied", 32, 4, 2, 16, "gelu", true),
-      modDesc(0.5, "none", "linear", "none"));
+  return withMod(denseModel("none_gelu_tied", 32, 4, 2, 16, "gelu", true),
+                 modDesc(0.5, "none", "linear", "none"));
 }
 /// All layers at 12.5 % of a length that does not divide (k = 5 of 40),
 /// linear gate, predictor.
@@ -230,8 +225,8 @@ json allGeluUntiedPredictor() {
 }
 /// Every other layer at 12.5 %, sigmoid gate, aux loss, SwiGLU untied.
 json everyOtherSigmoidAux() {
-  return withMod(denseModel("eo_swiglu_untied_c125_sigmoid_aux", 32, 2, 2,
-                            48, "swiglu", false),
+  return withMod(denseModel("eo_swiglu_untied_c125_sigmoid_aux", 32, 2, 2, 48,
+                            "swiglu", false),
                  modDesc(0.125, "every_other", "sigmoid", "aux_loss"));
 }
 /// denseGeluUntied with every layer routed at capacity 1.0 and g = 1.
@@ -257,8 +252,8 @@ std::vector<Case> allCases() {
       cases.push_back({name + "_B" + std::to_string(b) + "_topk", desc, b,
                        RouteMode::TopK, seed++});
       if (causal)
-        cases.push_back({name + "_B" + std::to_string(b) + "_causal", desc,
-                         b, RouteMode::Causal, seed++});
+        cases.push_back({name + "_B" + std::to_string(b) + "_causal", desc, b,
+                         RouteMode::Causal, seed++});
     }
   };
   add("DenseSwigluTied", denseSwigluTied(), false);
@@ -309,8 +304,7 @@ TEST_P(CompiledVsReference, LogitsAndRouting) {
   const modrt::Package *pkg = package(c.desc);
   ASSERT_NE(pkg, nullptr);
   Instance inst = makeInstance(config, c.batch, c.mode, c.seed);
-  modrt::TensorMap weights =
-      toTensorMap(inst.weights, config, pkg->manifest());
+  modrt::TensorMap weights = toTensorMap(inst.weights, config, pkg->manifest());
   ASSERT_FALSE(HasFailure());
 
   modrt::ForwardResult got;
@@ -386,9 +380,8 @@ TEST_P(ManifestMatchesSpec, ParamsAndLayers) {
 
 INSTANTIATE_TEST_SUITE_P(
     Matrix, ManifestMatchesSpec,
-    ::testing::Values(denseSwigluTied(), everyOtherSwigluTied(),
-                      allOneToken(), listFullCapacity(),
-                      allGeluUntiedPredictor()),
+    ::testing::Values(denseSwigluTied(), everyOtherSwigluTied(), allOneToken(),
+                      listFullCapacity(), allGeluUntiedPredictor()),
     [](const ::testing::TestParamInfo<json> &info) {
       std::string n = info.param.at("name").get<std::string>();
       for (char &ch : n)
@@ -417,8 +410,8 @@ TEST(CompiledEquivalence, FullCapacityGateOneEqualsDense) {
       routed->forward(toTensorMap(w, routedCfg, routed->manifest()), tokens,
                       batch, modrt::RouteMode::TopK);
   modrt::ForwardResult d =
-      dense->forward(toTensorMap(w, denseCfg, dense->manifest()), tokens,
-                     batch, modrt::RouteMode::TopK);
+      dense->forward(toTensorMap(w, denseCfg, dense->manifest()), tokens, batch,
+                     modrt::RouteMode::TopK);
   ASSERT_EQ(r.routed.size(), static_cast<size_t>(denseCfg.nLayers));
   for (const auto &mask : r.routed)
     for (int32_t m : mask)

@@ -70,9 +70,9 @@ TEST(ReferenceConfig, RejectsBadDescriptions) {
   EXPECT_THROW(ModelConfig::fromJson(heads), modref::ReferenceError);
   EXPECT_THROW(ModelConfig::fromJson(withMod(base, {{"capacity", 1.5}})),
                modref::ReferenceError);
-  EXPECT_THROW(ModelConfig::fromJson(
-                   withMod(base, {{"schedule", json::array({0, 2})}})),
-               modref::ReferenceError);
+  EXPECT_THROW(
+      ModelConfig::fromJson(withMod(base, {{"schedule", json::array({0, 2})}})),
+      modref::ReferenceError);
   try {
     ModelConfig::fromJson(withMod(base, {{"gate", "relu"}}));
     FAIL() << "expected an error";
@@ -82,17 +82,17 @@ TEST(ReferenceConfig, RejectsBadDescriptions) {
 }
 
 TEST(ReferenceConfig, ParameterShapes) {
-  ModelConfig tied = ModelConfig::fromJson(withMod(
-      denseModel("m", 32, 2, 2, 16, "swiglu", true),
-      {{"schedule", "every_other"}, {"causal_router", "predictor"},
-       {"predictor_hidden", 8}}));
+  ModelConfig tied = ModelConfig::fromJson(
+      withMod(denseModel("m", 32, 2, 2, 16, "swiglu", true),
+              {{"schedule", "every_other"},
+               {"causal_router", "predictor"},
+               {"predictor_hidden", 8}}));
   auto shapes = modref::parameterShapes(tied);
   std::map<std::string, std::vector<int64_t>> byName(shapes.begin(),
                                                      shapes.end());
   EXPECT_EQ(byName.count("lm_head.weight"), 0u);
   EXPECT_EQ(byName.count("blocks.0.router.weight"), 0u);
-  EXPECT_EQ(byName.at("blocks.1.router.weight"),
-            (std::vector<int64_t>{1, 32}));
+  EXPECT_EQ(byName.at("blocks.1.router.weight"), (std::vector<int64_t>{1, 32}));
   EXPECT_EQ(byName.at("blocks.1.predictor.fc1.weight"),
             (std::vector<int64_t>{8, 32}));
   EXPECT_EQ(byName.at("blocks.1.predictor.fc2.bias"),
@@ -102,8 +102,8 @@ TEST(ReferenceConfig, ParameterShapes) {
   EXPECT_EQ(byName.at("blocks.0.mlp.w_down.weight"),
             (std::vector<int64_t>{32, 64}));
 
-  ModelConfig untied = ModelConfig::fromJson(
-      denseModel("m", 32, 2, 1, 16, "gelu", false));
+  ModelConfig untied =
+      ModelConfig::fromJson(denseModel("m", 32, 2, 1, 16, "gelu", false));
   auto u = modref::parameterShapes(untied);
   std::map<std::string, std::vector<int64_t>> uByName(u.begin(), u.end());
   EXPECT_EQ(uByName.at("lm_head.weight"), (std::vector<int64_t>{256, 32}));
@@ -267,8 +267,8 @@ TEST(ReferenceForward, CausalDecisions) {
     for (size_t l = 0; l < 2; ++l) {
       int64_t count = 0;
       for (int64_t i = 0; i < 3 * 32; ++i) {
-        double s = predictor ? out.predictorLogits[l][i]
-                             : out.routerLogits[l][i];
+        double s =
+            predictor ? out.predictorLogits[l][i] : out.routerLogits[l][i];
         EXPECT_EQ(out.routed[l][i], s > 0.0 ? 1 : 0);
         count += out.routed[l][i];
       }
@@ -280,8 +280,8 @@ TEST(ReferenceForward, CausalDecisions) {
       withMod(denseModel("m", 32, 2, 2, 16, "gelu", true),
               {{"schedule", "all"}, {"causal_router", "none"}}));
   auto w = modtest::randomWeights(none, 12);
-  EXPECT_THROW(modref::forward(none, w, modtest::randomTokens(1, 16, 256, 1),
-                               1, RouteMode::Causal),
+  EXPECT_THROW(modref::forward(none, w, modtest::randomTokens(1, 16, 256, 1), 1,
+                               RouteMode::Causal),
                modref::ReferenceError);
 }
 

@@ -1,4 +1,5 @@
-//===- TestModels.h - Model descriptions and random inputs for tests -*- C++ -*-===//
+//===- TestModels.h - Model descriptions and random inputs for tests -*- C++
+//-*-===//
 //
 // Helpers shared by the reference self-tests and the compiled-vs-reference
 // tests: a builder for SPEC.md model descriptions, deterministic random
@@ -29,18 +30,12 @@ inline nlohmann::json denseModel(const std::string &name, int64_t dModel,
                                  int64_t seqLen, const std::string &mlp,
                                  bool tied, int64_t vocab = 256,
                                  int64_t dFF = 0) {
-  return {{"name", name},
-          {"vocab_size", vocab},
-          {"d_model", dModel},
-          {"n_layers", nLayers},
-          {"n_heads", nHeads},
-          {"d_ff", dFF ? dFF : 2 * dModel},
-          {"seq_len", seqLen},
-          {"mlp", mlp},
-          {"norm_eps", 1e-5},
-          {"rope_theta", 10000.0},
-          {"tie_embeddings", tied},
-          {"dtype", "f32"}};
+  return {{"name", name},           {"vocab_size", vocab},
+          {"d_model", dModel},      {"n_layers", nLayers},
+          {"n_heads", nHeads},      {"d_ff", dFF ? dFF : 2 * dModel},
+          {"seq_len", seqLen},      {"mlp", mlp},
+          {"norm_eps", 1e-5},       {"rope_theta", 10000.0},
+          {"tie_embeddings", tied}, {"dtype", "f32"}};
 }
 
 /// `base` with a `mod` object added.
@@ -97,8 +92,8 @@ inline modref::Weights randomWeights(const modref::ModelConfig &config,
     int64_t fanIn = shape.back();
     auto endsWith = [&](const std::string &suffix) {
       return name.size() >= suffix.size() &&
-             name.compare(name.size() - suffix.size(), suffix.size(),
-                          suffix) == 0;
+             name.compare(name.size() - suffix.size(), suffix.size(), suffix) ==
+                 0;
     };
     double mean = 0.0, std = 1.0 / std::sqrt(static_cast<double>(fanIn));
     if (name == "embed.weight") {

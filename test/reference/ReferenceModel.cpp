@@ -175,7 +175,8 @@ void blockBody(const ModelConfig &c, const Weights &w, int64_t layer,
       }
       for (int64_t j = 0; j < n; ++j)
         for (int64_t t = 0; t < hd; ++t)
-          o[i * d + head * hd + t] += scores[j] / sum * v[j * d + head * hd + t];
+          o[i * d + head * hd + t] +=
+              scores[j] / sum * v[j * d + head * hd + t];
     }
   a = linear(o, n, d, W("attn.wo.weight", d * d), d);
 
@@ -285,7 +286,8 @@ ModelConfig ModelConfig::fromJson(const json &j) {
     double cap = getNumber(mod, "capacity", "mod.", 0.125);
     if (!(cap > 0.0 && cap <= 1.0))
       fail("mod.capacity", "must be in (0, 1]");
-    int64_t k = static_cast<int64_t>(std::ceil(cap * static_cast<double>(c.seqLen)));
+    int64_t k =
+        static_cast<int64_t>(std::ceil(cap * static_cast<double>(c.seqLen)));
     c.capacity = std::clamp<int64_t>(k, 1, c.seqLen);
   }
 
@@ -296,8 +298,8 @@ ModelConfig ModelConfig::fromJson(const json &j) {
         fail("mod.schedule", "layer indices must be integers");
       int64_t l = e.get<int64_t>();
       if (l < 0 || l >= c.nLayers)
-        fail("mod.schedule", "layer index " + std::to_string(l) +
-                                 " out of range");
+        fail("mod.schedule",
+             "layer index " + std::to_string(l) + " out of range");
       c.routed[l] = true;
     }
   } else {
@@ -433,8 +435,7 @@ ReferenceOutput forward(const ModelConfig &c, const Weights &w,
     std::vector<int32_t> mask(batch * S, 0);
     std::vector<double> rAll(batch * S, 0.0);
     std::vector<double> pAll;
-    if (mode == RouteMode::Causal &&
-        c.causalRouter == CausalRouter::Predictor)
+    if (mode == RouteMode::Causal && c.causalRouter == CausalRouter::Predictor)
       pAll.assign(batch * S, 0.0);
     for (int64_t b = 0; b < batch; ++b) {
       // 1. Router logits on the raw residual stream.
@@ -452,12 +453,11 @@ ReferenceOutput forward(const ModelConfig &c, const Weights &w,
       if (mode == RouteMode::TopK) {
         std::vector<int64_t> order(S);
         std::iota(order.begin(), order.end(), 0);
-        std::stable_sort(order.begin(), order.end(),
-                         [&](int64_t i, int64_t j) {
-                           if (r[i] != r[j])
-                             return r[i] > r[j];
-                           return i < j;
-                         });
+        std::stable_sort(order.begin(), order.end(), [&](int64_t i, int64_t j) {
+          if (r[i] != r[j])
+            return r[i] > r[j];
+          return i < j;
+        });
         sel.assign(order.begin(), order.begin() + c.capacity);
         std::sort(sel.begin(), sel.end());
       } else if (c.causalRouter == CausalRouter::AuxLoss) {

@@ -1,4 +1,5 @@
-//===- ReferenceModel.h - Naive fp64 reference of the MoD forward -*- C++ -*-===//
+//===- ReferenceModel.h - Naive fp64 reference of the MoD forward -*- C++
+//-*-===//
 //
 // An independent oracle for SPEC.md: the forward pass of a Mixture-of-Depths
 // transformer written with straight loops in double precision. It shares no
