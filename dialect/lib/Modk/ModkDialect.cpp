@@ -91,7 +91,7 @@ LogicalResult GemmOp::verify() {
       e == "none" || e == "gelu" ? expect(1, 0)
       : e == "rope"              ? expect(1, 1)
       : e == "residual_add"      ? expect(1, 1)
-      : e == "swiglu"            ? expect(2, 0)
+      : e == "swiglu"            ? expect(2, 1)
       : e == "gate_scale_scatter"
           ? expect(1, 4)
           : emitOpError() << "unknown epilogue '" << e << "'";

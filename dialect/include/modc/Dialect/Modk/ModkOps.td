@@ -16,10 +16,11 @@ def Modk_EntryOp : Modk_Op<"entry", [Symbol, SingleBlock, NoTerminator,
   let description = [{
     The body is the launch plan: kernels in execution order. `params` lists
     every parameter of the model in ABI order (name, shape, init).
-    `workspace_bytes_per_sequence` is set by `modk-plan-memory`.
+    `model` is the normalised model description (JSON) the plan was made
+    from. `workspace_bytes_per_sequence` is set by `modk-plan-memory`.
   }];
-  let arguments = (ins SymbolNameAttr:$sym_name, I64Attr:$seq_len,
-                   I64Attr:$vocab_size, ArrayAttr:$params,
+  let arguments = (ins SymbolNameAttr:$sym_name, StrAttr:$model,
+                   I64Attr:$seq_len, I64Attr:$vocab_size, ArrayAttr:$params,
                    ArrayAttr:$modes,
                    OptionalAttr<I64Attr>:$workspace_bytes_per_sequence);
   let regions = (region SizedRegion<1>:$body);
@@ -96,7 +97,8 @@ def Modk_GemmOp : Modk_Op<"gemm", [AttrSizedOperandSegments]> {
     - `none`: y = a W^T.
     - `rope`: then RoPE at the row's original position (extra: positions).
     - `residual_add`: y = a W^T + residual (extra: residual; may be y).
-    - `swiglu`: weights (W_gate, W_up): y = silu(a W_gate^T) * (a W_up^T).
+    - `swiglu`: weights (W_gate, W_up): y = silu(a W_gate^T) * (a W_up^T)
+      (extra: scratch rows for a W_gate^T).
     - `gelu`: y = gelu(a W^T).
     - `gate_scale_scatter`: the routed block's last GEMM; y is the residual
       stream, written in place at the selected rows only:
@@ -160,7 +162,8 @@ def Modk_RouteSelectGatherOp : Modk_Op<"route_select_gather"> {
                    AnyMemRef:$norm_weight, Optional<AnyMemRef>:$causal_scores,
                    AnyMemRef:$scores, AnyMemRef:$positions,
                    AnyMemRef:$segments, AnyMemRef:$gathered,
-                   AnyMemRef:$normed, AnyMemRef:$mask, I64Attr:$k,
+                   AnyMemRef:$normed, AnyMemRef:$mask, I64Attr:$layer,
+                   I64Attr:$k,
                    StrAttr:$causal_router, F64Attr:$eps);
   let assemblyFormat = [{
     $input `,` $router_weight `,` $norm_weight

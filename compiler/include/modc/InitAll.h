@@ -1,0 +1,20 @@
+//===- InitAll.h - One registration point for every modc tool ----*- C++ -*-===//
+#ifndef MODC_INITALL_H
+#define MODC_INITALL_H
+
+#include "modc/Dialect/Mod/ModDialect.h"
+#include "modc/Dialect/Modk/ModkDialect.h"
+#include "modc/Transforms/Passes.h"
+
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/IR/DialectRegistry.h"
+
+namespace modc {
+/// The dialects every modc tool understands.
+inline void registerAllDialects(mlir::DialectRegistry &registry) {
+  registry.insert<mod::ModDialect, modk::ModkDialect,
+                  mlir::memref::MemRefDialect>();
+}
+} // namespace modc
+
+#endif // MODC_INITALL_H

@@ -1,0 +1,75 @@
+//===- Passes.td - Passes of the modc compiler --------------*- tablegen -*-===//
+
+#ifndef MODC_TRANSFORMS_PASSES
+#define MODC_TRANSFORMS_PASSES
+
+include "mlir/Pass/PassBase.td"
+
+def ExpandSchedule : Pass<"mod-expand-schedule", "::modc::mod::ModelOp"> {
+  let summary = "Decide which blocks are routed and give each its capacity";
+  let description = [{
+    Reads the model's `schedule` (`every_other`: layers 1, 3, 5, ...; `all`;
+    `none`; or a list of layer indices) and its capacity, and annotates every
+    routed `mod.block` with k = clamp(ceil(capacity * seq_len), 1, seq_len)
+    (or `capacity_tokens`), its gate and its causal router.
+
+    Before: `%1 = mod.block %0 {layer = 1 : i64} : ...`
+    After:  `%1 = mod.block %0 {capacity = 2 : i64, causal_router = "predictor",
+              gate = "linear", layer = 1 : i64} : ...`
+  }];
+  let dependentDialects = ["::modc::mod::ModDialect"];
+}
+
+def ExpandBlocks : Pass<"mod-expand-blocks", "::modc::mod::ModelOp"> {
+  let summary = "Replace each mod.block by its components";
+  let description = [{
+    A dense block becomes rmsnorm, attention, add, rmsnorm, mlp, add. A routed
+    block becomes router, (predictor,) topk, gather, rmsnorm, attention at the
+    selected positions, add, rmsnorm, mlp, add and gated_residual.
+  }];
+  let dependentDialects = ["::modc::mod::ModDialect"];
+}
+
+def FuseRouting : Pass<"mod-fuse-routing", "::modc::mod::ModelOp"> {
+  let summary = "Fuse router + top-k + gather + RMSNorm into mod.route";
+  let description = [{
+    rmsnorm(gather(x, topk(router(x)))) becomes one `mod.route` op: a single
+    pass over the residual stream computes the router scores, selects k
+    tokens per sequence, gathers them in position order and normalises them.
+  }];
+  let dependentDialects = ["::modc::mod::ModDialect"];
+}
+
+def FuseResidual : Pass<"mod-fuse-residual", "::modc::mod::ModelOp"> {
+  let summary = "Fuse the gate scale and scatter into the MLP's last GEMM";
+  let description = [{
+    gated_residual(x, add(a, mlp(n)), r, idx) becomes `mod.mlp_scatter`: the
+    down projection's epilogue writes x[idx] + g(r) * (a + m) into the
+    residual stream in place; skipped tokens are never read or written.
+  }];
+  let dependentDialects = ["::modc::mod::ModDialect"];
+}
+
+def ConvertModToModk : Pass<"convert-mod-to-modk", "::mlir::ModuleOp"> {
+  let summary = "Lower each mod.model to a modk.entry launch plan";
+  let description = [{
+    Tensors become workspace buffers ([B, static dims]); each mod op becomes
+    the fused modk kernels that compute it, in execution order; parameters
+    become `modk.param`; logits and routing masks become `modk.output`. The
+    residual stream is updated in place where the tensor is dead afterwards.
+    Requires mod-fuse-routing and mod-fuse-residual to have run.
+  }];
+  let dependentDialects = ["::modc::modk::ModkDialect",
+                           "::mlir::memref::MemRefDialect"];
+}
+
+def PlanMemory : Pass<"modk-plan-memory", "::modc::modk::EntryOp"> {
+  let summary = "Place every workspace buffer, reusing memory by liveness";
+  let description = [{
+    Buffers whose live ranges (first to last kernel that touches them) do not
+    overlap share memory. Sets `offset` (bytes per sequence) on each
+    `modk.alloc` and `workspace_bytes_per_sequence` on the entry.
+  }];
+}
+
+#endif // MODC_TRANSFORMS_PASSES

@@ -1,0 +1,397 @@
+//===- ModelImporter.cpp - Model description (JSON) to mod IR ---*- C++ -*-===//
+
+#include "modc/Frontend/ModelImporter.h"
+#include "modc/Dialect/Mod/ModDialect.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/Verifier.h"
+#include "llvm/ADT/SmallSet.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringSet.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/JSON.h"
+
+#include <cmath>
+
+using namespace mlir;
+using namespace modc;
+namespace json = llvm::json;
+
+namespace {
+/// Reads typed fields out of one JSON object, prefixing every error with the
+/// file and the full key path.
+class FieldReader {
+public:
+  FieldReader(const json::Object &object, std::string prefix,
+              std::string filename)
+      : object(object), prefix(std::move(prefix)),
+        filename(std::move(filename)) {}
+
+  llvm::Error error(llvm::StringRef key, const llvm::Twine &message) const {
+    return llvm::createStringError(
+        llvm::inconvertibleErrorCode(),
+        llvm::formatv("{0}: key '{1}{2}': {3}", filename, prefix, key,
+                      message.str()));
+  }
+
+  /// Rejects keys outside `allowed`: a misspelt key must not be ignored.
+  llvm::Error checkKeys(llvm::ArrayRef<llvm::StringRef> allowed) const {
+    for (const auto &entry : object)
+      if (!llvm::is_contained(allowed, entry.first.str()))
+        return error(entry.first.str(), "unknown key");
+    return llvm::Error::success();
+  }
+
+  bool has(llvm::StringRef key) const { return object.get(key) != nullptr; }
+
+  llvm::Expected<int64_t> integer(llvm::StringRef key,
+                                  std::optional<int64_t> fallback) const {
+    const json::Value *v = object.get(key);
+    if (!v) {
+      if (fallback)
+        return *fallback;
+      return error(key, "missing (an integer is required)");
+    }
+    std::optional<int64_t> i = v->getAsInteger();
+    if (!i)
+      return error(key, "expected an integer, got " + describe(*v));
+    return *i;
+  }
+
+  llvm::Expected<double> number(llvm::StringRef key,
+                                std::optional<double> fallback) const {
+    const json::Value *v = object.get(key);
+    if (!v) {
+      if (fallback)
+        return *fallback;
+      return error(key, "missing (a number is required)");
+    }
+    std::optional<double> d = v->getAsNumber();
+    if (!d)
+      return error(key, "expected a number, got " + describe(*v));
+    return *d;
+  }
+
+  llvm::Expected<bool> boolean(llvm::StringRef key, bool fallback) const {
+    const json::Value *v = object.get(key);
+    if (!v)
+      return fallback;
+    std::optional<bool> b = v->getAsBoolean();
+    if (!b)
+      return error(key, "expected true or false, got " + describe(*v));
+    return *b;
+  }
+
+  llvm::Expected<std::string>
+  choice(llvm::StringRef key, llvm::ArrayRef<llvm::StringRef> allowed,
+         llvm::StringRef fallback) const {
+    const json::Value *v = object.get(key);
+    if (!v)
+      return fallback.str();
+    std::optional<llvm::StringRef> s = v->getAsString();
+    std::string options = llvm::join(allowed, ", ");
+    if (!s)
+      return error(key, "expected one of " + options + ", got " + describe(*v));
+    if (!llvm::is_contained(allowed, *s))
+      return error(key, "expected one of " + options + ", got '" + *s + "'");
+    return s->str();
+  }
+
+  static std::string describe(const json::Value &v) {
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    os << v;
+    return text;
+  }
+
+  const json::Object &object;
+  std::string prefix;
+  std::string filename;
+};
+
+/// Everything SPEC.md section 1 allows, validated and with defaults filled in.
+struct ModelDescription {
+  std::string name = "model";
+  int64_t vocabSize, dModel, nLayers, nHeads, dFf, seqLen;
+  std::string mlp, dtype;
+  double normEps, ropeTheta;
+  bool tieEmbeddings;
+  bool mixtureOfDepths = false;
+  std::optional<double> capacity;
+  std::optional<int64_t> capacityTokens;
+  std::string scheduleName;          // every_other | all | none | "" (list)
+  std::vector<int64_t> scheduleList; // when scheduleName is empty
+  std::string gate, causalRouter;
+  double auxLossWeight = 0;
+  int64_t predictorHidden = 0;
+};
+} // namespace
+
+#define ASSIGN_OR_RETURN(lhs, expr)                                            \
+  {                                                                            \
+    auto valueOrError = (expr);                                                \
+    if (!valueOrError)                                                         \
+      return valueOrError.takeError();                                         \
+    lhs = *valueOrError;                                                       \
+  }
+
+static llvm::Expected<ModelDescription> parseDescription(llvm::StringRef text,
+                                                         llvm::StringRef file) {
+  llvm::Expected<json::Value> root = json::parse(text);
+  if (!root)
+    return llvm::createStringError(
+        llvm::inconvertibleErrorCode(),
+        llvm::formatv("{0}: invalid JSON: {1}", file,
+                      llvm::toString(root.takeError())));
+  const json::Object *object = root->getAsObject();
+  if (!object)
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   file + ": the model must be a JSON object");
+  FieldReader top(*object, "", file.str());
+  if (llvm::Error e = top.checkKeys(
+          {"name", "vocab_size", "d_model", "n_layers", "n_heads", "d_ff",
+           "seq_len", "mlp", "norm_eps", "rope_theta", "tie_embeddings",
+           "dtype", "mod"}))
+    return std::move(e);
+
+  ModelDescription m;
+  if (const json::Value *name = object->get("name")) {
+    std::optional<llvm::StringRef> s = name->getAsString();
+    if (!s || s->empty())
+      return top.error("name", "expected a non-empty string");
+    for (char c : *s)
+      if (!(std::isalnum((unsigned char)c) || c == '-' || c == '_' || c == '.'))
+        return top.error("name", "may hold only letters, digits, '-', '_' "
+                                 "and '.', got '" + *s + "'");
+    m.name = s->str();
+  }
+  auto positive = [&](llvm::StringRef key, std::optional<int64_t> fallback,
+                      int64_t &out, int64_t minimum = 1) -> llvm::Error {
+    ASSIGN_OR_RETURN(out, top.integer(key, fallback));
+    if (out < minimum)
+      return top.error(key, llvm::formatv("must be >= {0}, got {1}", minimum,
+                                          out).str());
+    return llvm::Error::success();
+  };
+  if (llvm::Error e = positive("vocab_size", 256, m.vocabSize))
+    return std::move(e);
+  if (llvm::Error e = positive("d_model", std::nullopt, m.dModel))
+    return std::move(e);
+  if (llvm::Error e = positive("n_layers", std::nullopt, m.nLayers, 0))
+    return std::move(e);
+  if (llvm::Error e = positive("n_heads", std::nullopt, m.nHeads))
+    return std::move(e);
+  if (llvm::Error e = positive("d_ff", std::nullopt, m.dFf))
+    return std::move(e);
+  if (llvm::Error e = positive("seq_len", std::nullopt, m.seqLen))
+    return std::move(e);
+  if (m.dModel % m.nHeads != 0)
+    return top.error("n_heads", llvm::formatv("d_model ({0}) is not divisible "
+                                              "by n_heads ({1})",
+                                              m.dModel, m.nHeads)
+                                    .str());
+  if ((m.dModel / m.nHeads) % 2 != 0)
+    return top.error("n_heads",
+                     llvm::formatv("head_dim = d_model / n_heads = {0} is odd; "
+                                   "RoPE needs an even head_dim",
+                                   m.dModel / m.nHeads)
+                         .str());
+  ASSIGN_OR_RETURN(m.mlp, top.choice("mlp", {"swiglu", "gelu"}, "swiglu"));
+  ASSIGN_OR_RETURN(m.dtype, top.choice("dtype", {"f32", "bf16"}, "f32"));
+  ASSIGN_OR_RETURN(m.normEps, top.number("norm_eps", 1e-5));
+  if (!(m.normEps > 0))
+    return top.error("norm_eps", "must be positive");
+  ASSIGN_OR_RETURN(m.ropeTheta, top.number("rope_theta", 10000.0));
+  if (!(m.ropeTheta > 0))
+    return top.error("rope_theta", "must be positive");
+  ASSIGN_OR_RETURN(m.tieEmbeddings, top.boolean("tie_embeddings", true));
+
+  const json::Value *modValue = object->get("mod");
+  if (!modValue)
+    return m;
+  const json::Object *modObject = modValue->getAsObject();
+  if (!modObject)
+    return top.error("mod", "expected an object");
+  FieldReader mod(*modObject, "mod.", file.str());
+  if (llvm::Error e = mod.checkKeys({"capacity", "capacity_tokens", "schedule",
+                                     "gate", "causal_router", "aux_loss_weight",
+                                     "predictor_hidden"}))
+    return std::move(e);
+  m.mixtureOfDepths = true;
+  if (mod.has("capacity") && mod.has("capacity_tokens"))
+    return mod.error("capacity_tokens",
+                     "give either capacity or capacity_tokens, not both");
+  if (mod.has("capacity")) {
+    double c;
+    ASSIGN_OR_RETURN(c, mod.number("capacity", std::nullopt));
+    if (!(c > 0 && c <= 1))
+      return mod.error("capacity",
+                       llvm::formatv("must be in (0, 1], got {0}", c).str());
+    m.capacity = c;
+  } else if (mod.has("capacity_tokens")) {
+    int64_t k;
+    ASSIGN_OR_RETURN(k, mod.integer("capacity_tokens", std::nullopt));
+    if (k < 1 || k > m.seqLen)
+      return mod.error("capacity_tokens",
+                       llvm::formatv("must be in [1, seq_len = {0}], got {1}",
+                                     m.seqLen, k)
+                           .str());
+    m.capacityTokens = k;
+  } else {
+    return mod.error("capacity",
+                     "missing (give capacity in (0, 1] or capacity_tokens)");
+  }
+  if (const json::Value *schedule = modObject->get("schedule")) {
+    if (const json::Array *list = schedule->getAsArray()) {
+      llvm::SmallSet<int64_t, 8> seen;
+      for (const json::Value &v : *list) {
+        std::optional<int64_t> i = v.getAsInteger();
+        if (!i)
+          return mod.error("schedule", "layer indices must be integers, got " +
+                                           FieldReader::describe(v));
+        if (*i < 0 || *i >= m.nLayers)
+          return mod.error("schedule",
+                           llvm::formatv("layer index {0} is out of range "
+                                         "[0, n_layers = {1})",
+                                         *i, m.nLayers)
+                               .str());
+        if (!seen.insert(*i).second)
+          return mod.error("schedule",
+                           llvm::formatv("layer index {0} is listed twice", *i)
+                               .str());
+        m.scheduleList.push_back(*i);
+      }
+      llvm::sort(m.scheduleList);
+    } else {
+      ASSIGN_OR_RETURN(m.scheduleName,
+                       mod.choice("schedule", {"every_other", "all", "none"},
+                                  "every_other"));
+    }
+  } else {
+    m.scheduleName = "every_other";
+  }
+  ASSIGN_OR_RETURN(m.gate,
+                   mod.choice("gate", {"linear", "sigmoid", "one"}, "linear"));
+  ASSIGN_OR_RETURN(m.causalRouter,
+                   mod.choice("causal_router",
+                              {"aux_loss", "predictor", "none"}, "predictor"));
+  ASSIGN_OR_RETURN(m.auxLossWeight, mod.number("aux_loss_weight", 0.01));
+  if (!(m.auxLossWeight >= 0))
+    return mod.error("aux_loss_weight", "must be >= 0");
+  ASSIGN_OR_RETURN(m.predictorHidden,
+                   mod.integer("predictor_hidden", m.dModel));
+  if (m.predictorHidden < 1)
+    return mod.error("predictor_hidden", "must be >= 1");
+  return m;
+}
+
+llvm::Expected<OwningOpRef<ModuleOp>>
+modc::importModelJson(llvm::StringRef text, llvm::StringRef filename,
+                      MLIRContext *context) {
+  llvm::Expected<ModelDescription> parsed = parseDescription(text, filename);
+  if (!parsed)
+    return parsed.takeError();
+  const ModelDescription &m = *parsed;
+
+  context->loadDialect<mod::ModDialect>();
+  OpBuilder b(context);
+  Location loc = FileLineColLoc::get(b.getStringAttr(filename), 1, 1);
+  OwningOpRef<ModuleOp> module = ModuleOp::create(loc);
+  b.setInsertionPointToEnd(module->getBody());
+
+  auto model = mod::ModelOp::create(
+      b, loc, b.getStringAttr(m.name), b.getI64IntegerAttr(m.vocabSize),
+      b.getI64IntegerAttr(m.dModel), b.getI64IntegerAttr(m.nLayers),
+      b.getI64IntegerAttr(m.nHeads), b.getI64IntegerAttr(m.dFf),
+      b.getI64IntegerAttr(m.seqLen), b.getStringAttr(m.mlp),
+      b.getF64FloatAttr(m.normEps), b.getF64FloatAttr(m.ropeTheta),
+      b.getBoolAttr(m.tieEmbeddings), b.getStringAttr(m.dtype),
+      /*capacity=*/nullptr, /*capacity_tokens=*/nullptr, /*schedule=*/nullptr,
+      /*gate=*/nullptr, /*causal_router=*/nullptr,
+      /*aux_loss_weight=*/nullptr, /*predictor_hidden=*/nullptr);
+  if (m.mixtureOfDepths) {
+    if (m.capacity)
+      model.setCapacityAttr(b.getF64FloatAttr(*m.capacity));
+    else
+      model.setCapacityTokensAttr(b.getI64IntegerAttr(*m.capacityTokens));
+    if (m.scheduleName.empty())
+      model.setScheduleAttr(b.getI64ArrayAttr(m.scheduleList));
+    else
+      model.setScheduleAttr(b.getStringAttr(m.scheduleName));
+    model.setGateAttr(b.getStringAttr(m.gate));
+    model.setCausalRouterAttr(b.getStringAttr(m.causalRouter));
+    model.setAuxLossWeightAttr(b.getF64FloatAttr(m.auxLossWeight));
+    model.setPredictorHiddenAttr(b.getI64IntegerAttr(m.predictorHidden));
+  }
+
+  Block *body = new Block();
+  model.getBody().push_back(body);
+  b.setInsertionPointToEnd(body);
+  Type f32 = b.getF32Type();
+  int64_t dyn = ShapedType::kDynamic;
+  auto tokensType = RankedTensorType::get({dyn, m.seqLen}, b.getI32Type());
+  auto streamType = RankedTensorType::get({dyn, m.seqLen, m.dModel}, f32);
+  auto logitsType = RankedTensorType::get({dyn, m.seqLen, m.vocabSize}, f32);
+
+  Value tokens = mod::TokensOp::create(b, loc, tokensType);
+  Value x = mod::EmbedOp::create(b, loc, streamType, tokens);
+  for (int64_t layer = 0; layer < m.nLayers; ++layer)
+    x = mod::BlockOp::create(b, loc, x, b.getI64IntegerAttr(layer),
+                             /*capacity=*/nullptr, /*gate=*/nullptr,
+                             /*causal_router=*/nullptr);
+  x = mod::RMSNormOp::create(b, loc, x, b.getStringAttr("final_norm.weight"),
+                             b.getF64FloatAttr(m.normEps));
+  Value logits = mod::LMHeadOp::create(
+      b, loc, logitsType, x,
+      b.getStringAttr(m.tieEmbeddings ? "embed.weight" : "lm_head.weight"));
+  mod::ReturnOp::create(b, loc, logits);
+
+  if (failed(mlir::verify(*module)))
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   filename + ": the model does not verify");
+  return std::move(module);
+}
+
+std::string modc::modelDescriptionJson(mod::ModelOp model) {
+  json::Object o{
+      {"name", model.getSymName().str()},
+      {"vocab_size", model.getVocabSize()},
+      {"d_model", model.getDModel()},
+      {"n_layers", model.getNLayers()},
+      {"n_heads", model.getNHeads()},
+      {"d_ff", model.getDFf()},
+      {"seq_len", model.getSeqLen()},
+      {"mlp", model.getMlp().str()},
+      {"norm_eps", model.getNormEps().convertToDouble()},
+      {"rope_theta", model.getRopeTheta().convertToDouble()},
+      {"tie_embeddings", model.getTieEmbeddings()},
+      {"dtype", model.getDtype().str()},
+  };
+  if (model.isMixtureOfDepths()) {
+    json::Object modObject{
+        {"gate", model.getGate()->str()},
+        {"causal_router", model.getCausalRouter()->str()},
+        {"aux_loss_weight", model.getAuxLossWeight()->convertToDouble()},
+        {"predictor_hidden", *model.getPredictorHidden()},
+    };
+    if (FloatAttr c = model.getCapacityAttr())
+      modObject["capacity"] = c.getValueAsDouble();
+    if (std::optional<int64_t> k = model.getCapacityTokens())
+      modObject["capacity_tokens"] = *k;
+    if (Attribute schedule = model.getScheduleAttr()) {
+      if (auto name = dyn_cast<StringAttr>(schedule)) {
+        modObject["schedule"] = name.getValue().str();
+      } else {
+        json::Array list;
+        for (Attribute a : cast<ArrayAttr>(schedule))
+          list.push_back(cast<IntegerAttr>(a).getInt());
+        modObject["schedule"] = std::move(list);
+      }
+    }
+    o["mod"] = std::move(modObject);
+  }
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << json::Value(std::move(o));
+  return text;
+}

@@ -1,0 +1,163 @@
+//===- CpuPackage.cpp - Build a CPU package directory -----------*- C++ -*-===//
+//
+// Everything is written into a temporary sibling directory first and renamed
+// into place only when the shared library has been built: a failed compile
+// never leaves a partial package behind.
+//
+//===----------------------------------------------------------------------===//
+
+#include "modc/Target/Package.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/Process.h"
+#include "llvm/Support/Program.h"
+#include "llvm/Support/ToolOutputFile.h"
+
+#include <fmt/format.h>
+
+using namespace mlir;
+using namespace modc;
+namespace fs = llvm::sys::fs;
+
+static llvm::Error makeError(const llvm::Twine &message) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
+}
+
+static llvm::Error writeFile(llvm::StringRef path,
+                             llvm::function_ref<void(llvm::raw_ostream &)> fn) {
+  std::error_code ec;
+  llvm::raw_fd_ostream os(path, ec, fs::OF_Text);
+  if (ec)
+    return makeError("cannot write " + path + ": " + ec.message());
+  fn(os);
+  os.close();
+  if (os.has_error())
+    return makeError("cannot write " + path + ": " + os.error().message());
+  return llvm::Error::success();
+}
+
+/// Removes a directory tree when it goes out of scope unless released.
+struct TempDir {
+  std::string path;
+  bool keep = false;
+  ~TempDir() {
+    if (!keep && !path.empty())
+      fs::remove_directories(path, /*IgnoreErrors=*/true);
+  }
+};
+
+static llvm::Error compileSource(const PackageOptions &opts,
+                                 llvm::StringRef dir) {
+  llvm::ErrorOr<std::string> cxx = llvm::sys::findProgramByName(opts.cxx);
+  if (!cxx)
+    return makeError("C++ compiler '" + opts.cxx +
+                     "' not found (set --cxx or the CXX environment variable)");
+  llvm::SmallString<256> source(dir), library(dir), log(dir);
+  llvm::sys::path::append(source, "model.cpp");
+  llvm::sys::path::append(library, "libmodel.so");
+  llvm::sys::path::append(log, "build.log");
+  std::string march = "-march=" + opts.cpuArch;
+  llvm::SmallVector<llvm::StringRef> args = {
+      *cxx,       "-std=c++17", "-O3",     march,        "-fopenmp",
+      "-fPIC",    "-shared",    "-fvisibility=hidden",   "-o",
+      library,    source,       "-lopenblas"};
+  if (opts.verbose) {
+    llvm::errs() << "modc: running";
+    for (llvm::StringRef a : args)
+      llvm::errs() << " " << a;
+    llvm::errs() << "\n";
+  }
+  std::optional<llvm::StringRef> redirects[] = {std::nullopt,
+                                                llvm::StringRef(log),
+                                                llvm::StringRef(log)};
+  std::string message;
+  int rc = llvm::sys::ExecuteAndWait(*cxx, args, std::nullopt, redirects, 0, 0,
+                                     &message);
+  if (rc != 0) {
+    std::string output;
+    if (auto buffer = llvm::MemoryBuffer::getFile(log))
+      output = (*buffer)->getBuffer().take_back(4000).str();
+    return makeError("compiling the generated C++ failed (" +
+                     (message.empty() ? "exit " + std::to_string(rc) : message) +
+                     "):\n" + output);
+  }
+  fs::remove(log);
+  return llvm::Error::success();
+}
+
+llvm::Error modc::writeCpuPackage(ModuleOp module, const PackageOptions &opts) {
+  auto entries = llvm::to_vector(module.getOps<modk::EntryOp>());
+  if (entries.size() != 1)
+    return makeError("expected exactly one modk.entry to package");
+  modk::EntryOp entry = entries.front();
+
+  llvm::SmallString<256> out(opts.outputDir);
+  fs::make_absolute(out);
+  llvm::sys::path::remove_dots(out, /*remove_dot_dot=*/true);
+  if (fs::exists(out)) {
+    if (!fs::is_directory(out))
+      return makeError(out + " exists and is not a directory");
+    llvm::SmallString<256> manifest(out);
+    llvm::sys::path::append(manifest, "manifest.json");
+    std::error_code ec;
+    bool empty = fs::directory_iterator(out, ec) == fs::directory_iterator();
+    if (!empty && !fs::exists(manifest))
+      return makeError(out + " exists and is not a modc package; refusing to "
+                             "replace it");
+  }
+  llvm::StringRef parent = llvm::sys::path::parent_path(out);
+  if (!parent.empty() && !fs::is_directory(parent))
+    return makeError("output directory's parent " + parent + " does not exist");
+
+  TempDir temp;
+  temp.path = fmt::format("{}.tmp-{}", out.str().str(),
+                          (int)llvm::sys::Process::getProcessId());
+  fs::remove_directories(temp.path, true);
+  if (std::error_code ec = fs::create_directory(temp.path))
+    return makeError("cannot create " + temp.path + ": " + ec.message());
+  temp.keep = opts.keepTemp;
+
+  auto inTemp = [&](llvm::StringRef file) {
+    llvm::SmallString<256> p(temp.path);
+    llvm::sys::path::append(p, file);
+    return std::string(p);
+  };
+  if (llvm::Error e = writeFile(inTemp("model.modk.mlir"),
+                                [&](llvm::raw_ostream &os) { module.print(os); }))
+    return e;
+  bool emitted = true;
+  if (llvm::Error e = writeFile(inTemp("model.cpp"), [&](llvm::raw_ostream &os) {
+        emitted = succeeded(emitCpp(module, os));
+      }))
+    return e;
+  if (!emitted)
+    return makeError("C++ emission failed");
+  if (llvm::Error e = writeFile(inTemp("manifest.json"), [&](llvm::raw_ostream &os) {
+        os << buildManifest(entry, "cpu");
+      }))
+    return e;
+  llvm::errs() << "modc: compiling the generated kernels (" << inTemp("model.cpp")
+               << ")...\n";
+  if (llvm::Error e = compileSource(opts, temp.path))
+    return e;
+
+  // Swap the finished package into place.
+  std::string old = fmt::format("{}.old-{}", out.str().str(),
+                                (int)llvm::sys::Process::getProcessId());
+  bool hadOld = fs::exists(out);
+  if (hadOld)
+    if (std::error_code ec = fs::rename(out, old))
+      return makeError("cannot move the old package aside: " + ec.message());
+  if (std::error_code ec = fs::rename(temp.path, out)) {
+    if (hadOld)
+      fs::rename(old, out);
+    return makeError("cannot move the package into place: " + ec.message());
+  }
+  temp.path.clear();
+  if (hadOld)
+    fs::remove_directories(old, true);
+  return llvm::Error::success();
+}

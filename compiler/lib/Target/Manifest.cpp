@@ -1,0 +1,67 @@
+//===- Manifest.cpp - The manifest.json of a package ------------*- C++ -*-===//
+
+#include "modc/Target/Package.h"
+
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/JSON.h"
+
+#include <map>
+
+using namespace mlir;
+using namespace modc;
+namespace json = llvm::json;
+
+std::string modc::buildManifest(modk::EntryOp entry, llvm::StringRef target) {
+  json::Value model = cantFail(json::parse(entry.getModel()));
+  int64_t nLayers = *model.getAsObject()->getInteger("n_layers");
+
+  std::map<int64_t, int64_t> capacities;
+  entry.walk([&](modk::RouteSelectGatherOp route) {
+    capacities[route.getLayer()] = route.getK();
+  });
+  json::Array layers;
+  for (int64_t i = 0; i < nLayers; ++i) {
+    json::Object layer{{"index", i}, {"routed", capacities.count(i) > 0}};
+    if (capacities.count(i))
+      layer["capacity"] = capacities[i];
+    layers.push_back(std::move(layer));
+  }
+
+  json::Array params;
+  for (Attribute p : entry.getParams()) {
+    auto dict = cast<DictionaryAttr>(p);
+    json::Array shape;
+    for (Attribute d : dict.getAs<ArrayAttr>("shape"))
+      shape.push_back(cast<IntegerAttr>(d).getInt());
+    json::Object param{{"name", dict.getAs<StringAttr>("name").str()},
+                       {"shape", std::move(shape)},
+                       {"dtype", "F32"},
+                       {"init", dict.getAs<StringAttr>("init").str()}};
+    if (auto std = dict.getAs<FloatAttr>("std"))
+      param["std"] = std.getValueAsDouble();
+    params.push_back(std::move(param));
+  }
+
+  json::Array modes;
+  for (Attribute m : entry.getModes())
+    modes.push_back(cast<StringAttr>(m).str());
+  json::Object forward{
+      {"workspace_bytes_per_sequence",
+       entry.getWorkspaceBytesPerSequence().value_or(0)},
+      {"modes", std::move(modes)}};
+
+  json::Object manifest{
+      {"format", "modc-package"},
+      {"abi_version", (int64_t)kPackageAbiVersion},
+      {"compiler_version", MODC_VERSION},
+      {"target", target.str()},
+      {"model", std::move(model)},
+      {"layers", std::move(layers)},
+      {"params", std::move(params)},
+      {"entries", json::Object{{"forward", std::move(forward)}}},
+  };
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << llvm::formatv("{0:2}", json::Value(std::move(manifest))) << "\n";
+  return text;
+}

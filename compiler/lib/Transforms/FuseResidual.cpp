@@ -1,0 +1,56 @@
+//===- FuseResidual.cpp - gate scale + scatter into the MLP -----*- C++ -*-===//
+
+#include "modc/Transforms/Passes.h"
+
+#include "mlir/IR/PatternMatch.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+
+namespace modc {
+#define GEN_PASS_DEF_FUSERESIDUAL
+#include "modc/Transforms/Passes.h.inc"
+} // namespace modc
+
+using namespace mlir;
+using namespace modc;
+
+namespace {
+/// Matches gated_residual(x, add(a, mlp(n)), r, idx) where the add and the
+/// MLP have no other users, and replaces it by mod.mlp_scatter.
+struct FuseGatedResidual : public OpRewritePattern<mod::GatedResidualOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(mod::GatedResidualOp residual,
+                                PatternRewriter &rewriter) const override {
+    auto add = residual.getUpdate().getDefiningOp<mod::AddOp>();
+    if (!add || !add->hasOneUse())
+      return rewriter.notifyMatchFailure(residual, "update is not a lone add");
+    auto mlp = add.getRhs().getDefiningOp<mod::MlpOp>();
+    Value attn = add.getLhs();
+    if (!mlp) {
+      mlp = add.getLhs().getDefiningOp<mod::MlpOp>();
+      attn = add.getRhs();
+    }
+    if (!mlp || !mlp->hasOneUse())
+      return rewriter.notifyMatchFailure(residual, "no lone MLP in the update");
+
+    Value fused = mod::MlpScatterOp::create(
+        rewriter, residual.getLoc(), residual.getType(), mlp.getInput(), attn,
+        residual.getInput(), residual.getScores(), residual.getIndices(),
+        mlp.getLayer(), residual.getGate());
+    rewriter.replaceOp(residual, fused);
+    rewriter.eraseOp(add);
+    rewriter.eraseOp(mlp);
+    return success();
+  }
+};
+
+struct FuseResidualPass
+    : public modc::impl::FuseResidualBase<FuseResidualPass> {
+  void runOnOperation() override {
+    RewritePatternSet patterns(&getContext());
+    patterns.add<FuseGatedResidual>(&getContext());
+    if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
+      return signalPassFailure();
+  }
+};
+} // namespace

@@ -1,0 +1,23 @@
+//===- Pipelines.cpp - The mod-to-modk pipeline and registration -*- C++ -*-===//
+
+#include "modc/Transforms/Passes.h"
+
+using namespace mlir;
+
+void modc::buildModToModkPipeline(OpPassManager &pm) {
+  OpPassManager &model = pm.nest<mod::ModelOp>();
+  model.addPass(createExpandSchedule());
+  model.addPass(createExpandBlocks());
+  model.addPass(createFuseRouting());
+  model.addPass(createFuseResidual());
+  pm.addPass(createConvertModToModk());
+  pm.nest<modk::EntryOp>().addPass(createPlanMemory());
+}
+
+void modc::registerModcPassesAndPipelines() {
+  registerModcPasses();
+  PassPipelineRegistration<>(
+      "mod-to-modk",
+      "Lower a mod.model to a memory-planned modk.entry (what modc runs)",
+      buildModToModkPipeline);
+}

@@ -1,0 +1,138 @@
+//===- modc.cpp - The user's compiler driver ---------------------*- C++ -*-===//
+//
+//   modc compile MODEL.json --target cpu -o PKG [--emit=mlir|modk|source]
+//
+// Reads a model description (or a .mlir file holding a mod.model), runs the
+// mod-to-modk pipeline and writes a package directory, or stops early and
+// prints the requested stage.
+//
+//===----------------------------------------------------------------------===//
+
+#include "modc/Frontend/ModelImporter.h"
+#include "modc/InitAll.h"
+#include "modc/Target/Package.h"
+
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/Verifier.h"
+#include "mlir/Parser/Parser.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Support/FileUtilities.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/WithColor.h"
+
+using namespace mlir;
+namespace cl = llvm::cl;
+
+static cl::SubCommand compileCommand("compile",
+                                     "Compile a model description to a package");
+
+static cl::opt<std::string> inputFile(cl::Positional, cl::desc("MODEL.json"),
+                                      cl::Required, cl::sub(compileCommand));
+static cl::opt<std::string> outputDir("o", cl::desc("Package directory to write"),
+                                      cl::value_desc("PKG"),
+                                      cl::sub(compileCommand));
+static cl::opt<std::string> target("target", cl::desc("cpu (default) or cuda"),
+                                   cl::init("cpu"), cl::sub(compileCommand));
+enum class EmitStage { Mlir, Modk, Source, Package };
+static cl::opt<EmitStage> emitStage(
+    "emit", cl::desc("Stop after this stage and print it"),
+    cl::values(clEnumValN(EmitStage::Mlir, "mlir", "the mod dialect"),
+               clEnumValN(EmitStage::Modk, "modk", "the planned modk dialect"),
+               clEnumValN(EmitStage::Source, "source", "the generated C++"),
+               clEnumValN(EmitStage::Package, "package",
+                          "a package directory (default)")),
+    cl::init(EmitStage::Package), cl::sub(compileCommand));
+static cl::opt<std::string> cxx("cxx", cl::desc("Host C++ compiler"),
+                                cl::init(""), cl::sub(compileCommand));
+static cl::opt<std::string> cpuArch("march",
+                                    cl::desc("CPU architecture for -march"),
+                                    cl::init("native"), cl::sub(compileCommand));
+static cl::opt<bool> verbose("v", cl::desc("Show the commands run"),
+                             cl::sub(compileCommand));
+
+static int fail(const llvm::Twine &message) {
+  llvm::WithColor::error(llvm::errs(), "modc") << message << "\n";
+  return 1;
+}
+
+static int runCompile() {
+  MLIRContext context;
+  DialectRegistry registry;
+  modc::registerAllDialects(registry);
+  context.appendDialectRegistry(registry);
+  context.loadAllAvailableDialects();
+
+  if (target != "cpu" && target != "cuda")
+    return fail("--target must be cpu or cuda, got '" + target + "'");
+  if (target == "cuda")
+    return fail("--target cuda is not available in this version of modc; use "
+                "--target cpu");
+  if (emitStage == EmitStage::Package && outputDir.empty())
+    return fail("missing -o PKG (the package directory to write)");
+
+  std::string error;
+  std::unique_ptr<llvm::MemoryBuffer> input =
+      mlir::openInputFile(inputFile, &error);
+  if (!input)
+    return fail(error);
+
+  OwningOpRef<ModuleOp> module;
+  if (llvm::StringRef(inputFile).ends_with(".mlir")) {
+    llvm::SourceMgr sourceMgr;
+    sourceMgr.AddNewSourceBuffer(std::move(input), llvm::SMLoc());
+    module = parseSourceFile<ModuleOp>(sourceMgr, &context);
+    if (!module)
+      return fail("cannot parse " + inputFile);
+  } else {
+    auto imported = modc::importModelJson(input->getBuffer(), inputFile,
+                                          &context);
+    if (!imported)
+      return fail(llvm::toString(imported.takeError()));
+    module = std::move(*imported);
+  }
+  for (auto model : module->getOps<modc::mod::ModelOp>())
+    if (model.getDtype() == "bf16" && target == "cpu")
+      return fail(inputFile + ": key 'dtype': bf16 needs --target cuda; the "
+                              "CPU backend computes in f32 (set \"dtype\": "
+                              "\"f32\")");
+
+  if (emitStage == EmitStage::Mlir) {
+    module->print(llvm::outs());
+    return 0;
+  }
+  PassManager pm(&context);
+  modc::buildModToModkPipeline(pm);
+  if (failed(pm.run(*module)))
+    return fail("lowering " + inputFile + " failed");
+  if (emitStage == EmitStage::Modk) {
+    module->print(llvm::outs());
+    return 0;
+  }
+  if (emitStage == EmitStage::Source)
+    return failed(modc::emitCpp(*module, llvm::outs())) ? 1 : 0;
+
+  modc::PackageOptions options;
+  options.outputDir = outputDir;
+  options.cxx = !cxx.empty()          ? cxx.getValue()
+                : std::getenv("CXX") ? std::string(std::getenv("CXX"))
+                                      : std::string("c++");
+  options.cpuArch = cpuArch;
+  options.verbose = verbose;
+  if (llvm::Error e = modc::writeCpuPackage(*module, options))
+    return fail(llvm::toString(std::move(e)));
+  llvm::errs() << "modc: wrote package " << outputDir << "\n";
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  llvm::InitLLVM init(argc, argv);
+  cl::ParseCommandLineOptions(argc, argv,
+                              "modc: the Mixture-of-Depths compiler\n\n"
+                              "  modc compile MODEL.json --target cpu -o PKG\n");
+  if (compileCommand)
+    return runCompile();
+  return fail("missing command; try 'modc compile --help'");
+}
