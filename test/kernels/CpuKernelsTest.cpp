@@ -547,4 +547,59 @@ TEST(CpuKernels, GateScaleScatter) {
   checkGateScaleScatter<modk_cpu::GateOne>(90);
 }
 
+TEST(CpuKernels, LargeShapesTakeTheParallelPaths) {
+  // Sizes above the serial cut-off, so the OpenMP loops are exercised.
+  constexpr int S = 512, D = 128, K = 96;
+  const int64_t B = 16;
+  auto x = randn(B * S * D, 100), w = randn(D, 101), r = randn(B * S, 102);
+  checkTopk<S, K>(r, B);
+
+  std::vector<float> n(B * S * D);
+  modk_cpu::rmsnorm<D>(x.data(), B * S, w.data(), 1e-6f, n.data());
+  std::vector<double> refN(n.size());
+  for (int64_t i = 0; i < B * S; ++i)
+    rmsnormRef(&x[i * D], D, w.data(), 1e-6, &refN[i * D]);
+  EXPECT_LE(relErr(n, refN), kTol);
+
+  std::vector<int32_t> pos(B * K), mask(B * S);
+  std::vector<int64_t> seg(B + 1);
+  modk_cpu::select_topk<S, K>(r.data(), B, pos.data(), seg.data(),
+                              mask.data());
+  std::vector<float> xs(B * K * D), ns(B * K * D);
+  modk_cpu::gather_rmsnorm<S, D>(x.data(), B, seg.data(), pos.data(),
+                                 w.data(), 1e-6f, xs.data(), ns.data());
+  std::vector<double> refNs(ns.size());
+  for (int64_t s = 0; s < B; ++s)
+    for (int64_t j = seg[s]; j < seg[s + 1]; ++j) {
+      const float *src = &x[(s * S + pos[j]) * D];
+      ASSERT_EQ(0, std::memcmp(&xs[j * D], src, sizeof(float) * D)) << j;
+      rmsnormRef(src, D, w.data(), 1e-6, &refNs[j * D]);
+    }
+  EXPECT_LE(relErr(ns, refNs), kTol);
+
+  auto a = randn(B * K * D, 103), m = randn(B * K * D, 104);
+  auto y = x;
+  modk_cpu::gate_scale_scatter<S, D, modk_cpu::GateSigmoid>(
+      y.data(), B, seg.data(), pos.data(), r.data(), a.data(), m.data());
+  std::vector<float> got;
+  std::vector<double> ref;
+  for (int64_t s = 0; s < B; ++s)
+    for (int64_t j = seg[s]; j < seg[s + 1]; ++j) {
+      const int64_t t = s * S + pos[j];
+      const double g = 1.0 / (1.0 + std::exp(-double(r[t])));
+      for (int d = 0; d < D; ++d) {
+        got.push_back(y[t * D + d]);
+        ref.push_back(x[t * D + d] +
+                      g * (double(a[j * D + d]) + m[j * D + d]));
+      }
+    }
+  EXPECT_LE(relErr(got, ref), kTol);
+  for (int64_t t = 0; t < B * S; ++t) {
+    if (!mask[t]) {
+      ASSERT_EQ(0, std::memcmp(&y[t * D], &x[t * D], sizeof(float) * D))
+          << "unselected row " << t << " changed";
+    }
+  }
+}
+
 } // namespace
