@@ -322,7 +322,7 @@ inline void packKVTile(const float *k, const float *v, int64_t r0, int kc,
 }
 
 /// Processes one work item. `pk`/`pv` are this (segment, head)'s packed
-/// tiles, consecutive tiles `tileStride` floats apart. Scratch is on the
+/// tiles, consecutive tiles tileStrideK/V floats apart. Scratch is on the
 /// stack and sized by HD.
 template <int H, int HD>
 inline void attentionBlock(const float *q, const int64_t *seg,
@@ -484,7 +484,8 @@ inline void attentionBlock(const float *q, const int64_t *seg,
 /// Causal multi-head attention over segments. q, k, v, out are
 /// [rows, H * HD] with rows = seg[nseg]. For row i in segment s and head h,
 /// out = softmax_j(q_i . k_j / sqrt(HD)) v_j over the rows j of segment s
-/// with pos[j] <= pos[i].
+/// with pos[j] <= pos[i] (positions must be non-decreasing in a segment;
+/// equal positions see each other).
 ///
 /// Flash-style: keys and values are first packed once into per-(tile, head)
 /// blocks (keys transposed); then each (segment, head, block of 64 queries)
