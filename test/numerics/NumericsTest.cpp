@@ -244,6 +244,9 @@ struct Case {
   uint64_t seed;
 };
 
+/// Prints a case by name in gtest messages (instead of its bytes).
+void PrintTo(const Case &c, std::ostream *os) { *os << c.name; }
+
 std::vector<Case> allCases() {
   std::vector<Case> cases;
   uint64_t seed = 100;
@@ -323,7 +326,11 @@ TEST_P(CompiledVsReference, LogitsAndRouting) {
     for (int64_t i = 0; i < c.batch * S; ++i)
       ASSERT_EQ(got.routed[l][i], inst.ref.routed[l][i])
           << "routed layer #" << l << ", sequence " << i / S << ", position "
-          << i % S << ", reference r = " << inst.ref.routerLogits[l][i];
+          << i % S << ", reference r = " << inst.ref.routerLogits[l][i]
+          << (inst.ref.predictorLogits.empty()
+                  ? std::string()
+                  : ", reference p = " +
+                        std::to_string(inst.ref.predictorLogits[l][i]));
   }
   if (c.mode == RouteMode::TopK)
     for (size_t l = 0; l < got.routed.size(); ++l)
