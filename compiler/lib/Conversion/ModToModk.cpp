@@ -68,8 +68,10 @@ private:
       return user == op || user->isBeforeInBlock(op);
     });
   }
+  /// Rows a sequence of `tensor`'s buffer holds: k for top-k selections,
+  /// but seq_len when causal routing may select every token.
   int64_t rowsOf(Value tensor) {
-    return cast<RankedTensorType>(tensor.getType()).getDimSize(1);
+    return cast<MemRefType>(buffers.lookup(tensor).getType()).getDimSize(1);
   }
   int64_t widthOf(Value tensor) {
     return cast<RankedTensorType>(tensor.getType()).getShape().back();
@@ -295,7 +297,7 @@ LogicalResult ModelLowering::lower(Operation *op) {
   }
   if (auto norm = dyn_cast<mod::RMSNormOp>(op)) {
     RowSet rows = rowSets[norm.getInput()];
-    Value out = alloc({rowsOf(norm), widthOf(norm)}, f32);
+    Value out = alloc({rowsOf(norm.getInput()), widthOf(norm)}, f32);
     modk::RMSNormOp::create(b, loc, buffers[norm.getInput()],
                             param(norm.getParam(), {d}, "ones"), rows.segments,
                             out, norm.getEps());
@@ -313,7 +315,7 @@ LogicalResult ModelLowering::lower(Operation *op) {
     RowSet rows = rowSets[add.getLhs()];
     Value out = deadAfter(add.getLhs(), add)
                     ? buffers[add.getLhs()]
-                    : alloc({rowsOf(add), widthOf(add)}, f32);
+                    : alloc({rowsOf(add.getLhs()), widthOf(add)}, f32);
     modk::AddOp::create(b, loc, buffers[add.getLhs()], buffers[add.getRhs()],
                         rows.segments, out);
     buffers[add] = out;
@@ -321,7 +323,7 @@ LogicalResult ModelLowering::lower(Operation *op) {
     return success();
   }
   if (auto mlp = dyn_cast<mod::MlpOp>(op)) {
-    int64_t layer = mlp.getLayer(), ff = model.getDFf(), r = rowsOf(mlp);
+    int64_t layer = mlp.getLayer(), ff = model.getDFf(), r = rowsOf(mlp.getInput());
     RowSet rows = rowSets[mlp.getInput()];
     Value hidden = alloc({r, ff}, f32);
     Value gate = model.getMlp() == "swiglu"
