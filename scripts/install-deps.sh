@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Installs what modc needs on Debian 12 (run as root): LLVM/MLIR 22, fmt,
+# nlohmann-json, GoogleTest, OpenBLAS, a C++ toolchain, and the fortunes corpus
+# used by the demo.
+set -euo pipefail
+packages=(
+  build-essential cmake ninja-build git python3
+  libmlir-22-dev mlir-22-tools llvm-22-dev llvm-22-tools
+  libfmt-dev nlohmann-json3-dev libgtest-dev libopenblas-dev
+  fortunes fortunes-min
+)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "install-deps: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -q
+  apt-get install -y -q "${missing[@]}"
+else
+  echo "install-deps: all packages present"
+fi

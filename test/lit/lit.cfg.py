@@ -1,0 +1,15 @@
+# lit configuration of the modc compiler tests.
+import os
+import lit.formats
+
+config.name = "modc"
+config.test_format = lit.formats.ShTest(execute_external=False)
+config.suffixes = [".mlir", ".test"]
+config.test_source_root = os.path.dirname(__file__)
+config.test_exec_root = os.path.join(os.path.dirname(config.modc_tools_dir), "test", "lit")
+config.excludes = ["CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py.in", "Inputs"]
+
+path = [config.modc_tools_dir, config.modrun_dir, config.llvm_tools_dir]
+config.environment["PATH"] = os.pathsep.join(path + [config.environment.get("PATH", os.environ.get("PATH", ""))])
+config.substitutions.append(("%inputs", os.path.join(config.test_source_root, "Inputs")))
+config.substitutions.append(("%examples", os.path.join(config.modc_src_root, "examples")))
