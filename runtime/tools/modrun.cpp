@@ -1,9 +1,11 @@
 //===- modrun.cpp - Command-line front end of the modc runtime -----------===//
 //
 // modrun init | forward | info: thin wrappers over modrt::Package so that a
-// compiled package can be used from the shell. Usage errors exit 2, runtime
-// errors (modrt::Error) print "modrun: error: <msg>" and exit 1. Outputs are
-// written atomically, so a failed run leaves no file behind.
+// compiled package can be used from the shell; modrun tokenize | show: the
+// byte-level tokenizer of SPEC.md section 6 and a safetensors summary. Usage
+// errors exit 2, runtime errors (modrt::Error) print "modrun: error: <msg>"
+// and exit 1. Outputs are written atomically, so a failed run leaves no file
+// behind.
 //
 //===----------------------------------------------------------------------===//
 #include "modrt/Error.h"
@@ -17,6 +19,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <string>
 #include <vector>
@@ -32,6 +36,8 @@ const char *kMainUsage =
     "  init     write freshly initialised weights for a package\n"
     "  forward  run the forward pass on a batch of tokens\n"
     "  info     print a summary of a package\n"
+    "  tokenize turn text files into a batch of byte-level tokens\n"
+    "  show     list the tensors of a safetensors file\n"
     "\n"
     "Run 'modrun <command> --help' for the options of a command.\n";
 
@@ -55,15 +61,32 @@ const char *kInfoUsage = "usage: modrun info PKG\n"
                          "Prints the package's layers, parameters and "
                          "workspace size.\n";
 
+const char *kTokenizeUsage =
+    "usage: modrun tokenize FILE... --seq-len S [--batch B] [--offset N]\n"
+    "                       --out T.safetensors\n"
+    "\n"
+    "Byte-level tokenizer (token = byte value, vocab 256): reads the FILEs'\n"
+    "bytes concatenated in the order given and writes one I32 tensor 'tokens'\n"
+    "of shape [B, S]: B consecutive windows of S bytes starting at byte\n"
+    "offset N. Defaults: B = 1, N = 0. The corpus must hold N + B*S bytes.\n";
+
+const char *kShowUsage =
+    "usage: modrun show FILE.safetensors\n"
+    "\n"
+    "Lists the file's metadata and, one line per tensor: name, dtype, shape\n"
+    "and the mean of its values (with min and max for I32 tensors; the mean\n"
+    "of a 'routed.<l>' mask is the fraction of tokens routed).\n";
+
 /// A mistake in the command line: exit 2 with the command's usage.
 struct UsageError {
   std::string message;
   const char *usage;
 };
 
-/// PKG plus --key value options of one subcommand.
+/// Positional arguments plus --key value options of one subcommand.
 struct Args {
-  std::string pkg;
+  std::string pkg; ///< the first positional argument
+  std::vector<std::string> positional;
   std::map<std::string, std::string> options;
   bool help = false;
 
@@ -75,8 +98,11 @@ struct Args {
   }
 };
 
+/// Parses `argv`. `maxPositional` bounds the positional arguments (0: any
+/// number); `missing` is the message when there is none.
 Args parseArgs(int argc, char **argv, const std::vector<std::string> &known,
-               const char *usage) {
+               const char *usage, size_t maxPositional = 1,
+               const char *missing = "missing package directory PKG") {
   Args args;
   for (int i = 0; i < argc; ++i) {
     std::string a = argv[i];
@@ -103,30 +129,39 @@ Args parseArgs(int argc, char **argv, const std::vector<std::string> &known,
       args.options[key] = value;
       continue;
     }
-    if (!args.pkg.empty())
+    if (maxPositional && args.positional.size() >= maxPositional)
       throw UsageError{fmt::format("unexpected argument '{}'", a), usage};
-    args.pkg = a;
+    args.positional.push_back(a);
   }
-  if (args.pkg.empty())
-    throw UsageError{"missing package directory PKG", usage};
+  if (args.positional.empty())
+    throw UsageError{missing, usage};
+  args.pkg = args.positional.front();
   return args;
 }
 
-uint64_t parseSeed(const std::string &text) {
+/// Parses the value of option --`key` as a decimal integer >= `minimum`.
+uint64_t parseUnsigned(const std::string &key, const std::string &text,
+                       const char *usage, uint64_t minimum = 0) {
+  const char *what =
+      minimum == 0 ? "a non-negative integer" : "a positive integer";
   if (text.empty() || text[0] == '-' || text[0] == '+')
-    throw UsageError{fmt::format("--seed must be a non-negative integer, got "
-                                 "'{}'",
-                                 text),
-                     kInitUsage};
+    throw UsageError{fmt::format("--{} must be {}, got '{}'", key, what, text),
+                     usage};
   errno = 0;
   char *end = nullptr;
   unsigned long long v = std::strtoull(text.c_str(), &end, 10);
   if (errno != 0 || *end != '\0')
-    throw UsageError{fmt::format("--seed must be a non-negative integer below "
-                                 "2^64, got '{}'",
-                                 text),
-                     kInitUsage};
+    throw UsageError{
+        fmt::format("--{} must be {} below 2^64, got '{}'", key, what, text),
+        usage};
+  if (v < minimum)
+    throw UsageError{fmt::format("--{} must be {}, got '{}'", key, what, text),
+                     usage};
   return v;
+}
+
+uint64_t parseSeed(const std::string &text) {
+  return parseUnsigned("seed", text, kInitUsage);
 }
 
 int runInit(int argc, char **argv) {
@@ -245,6 +280,144 @@ int runInfo(int argc, char **argv) {
   return 0;
 }
 
+/// Appends up to `limit - corpus.size()` bytes of `path` to `corpus` and
+/// returns the file's size in bytes. Throws Error naming the file when it
+/// cannot be read or is empty.
+uint64_t readCorpusFile(const std::string &path, std::string &corpus,
+                        uint64_t limit) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw Error(fmt::format("{}: is a directory, not a text file", path));
+  errno = 0;
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    throw Error(fmt::format("{}: cannot open: {}", path,
+                            errno ? std::strerror(errno) : "unknown error"));
+  uint64_t size = 0;
+  std::vector<char> buffer(1 << 16);
+  while (true) {
+    in.read(buffer.data(), static_cast<std::streamsize>(buffer.size()));
+    std::streamsize got = in.gcount();
+    if (got > 0) {
+      uint64_t room = limit > corpus.size() ? limit - corpus.size() : 0;
+      corpus.append(buffer.data(), static_cast<size_t>(std::min<uint64_t>(
+                                       room, static_cast<uint64_t>(got))));
+      size += static_cast<uint64_t>(got);
+    }
+    if (in.eof())
+      break;
+    if (!in)
+      throw Error(fmt::format("{}: read failed after {} bytes: {}", path, size,
+                              errno ? std::strerror(errno) : "I/O error"));
+  }
+  if (size == 0)
+    throw Error(fmt::format("{}: file is empty (no bytes to tokenize)", path));
+  return size;
+}
+
+int runTokenize(int argc, char **argv) {
+  Args args = parseArgs(argc, argv, {"seq-len", "batch", "offset", "out"},
+                        kTokenizeUsage, /*maxPositional=*/0,
+                        "missing input FILE (one or more text files)");
+  if (args.help) {
+    std::fputs(kTokenizeUsage, stdout);
+    return 0;
+  }
+  uint64_t seqLen = parseUnsigned(
+      "seq-len", args.require("seq-len", kTokenizeUsage), kTokenizeUsage, 1);
+  uint64_t batch = 1, offset = 0;
+  if (args.options.count("batch"))
+    batch = parseUnsigned("batch", args.options["batch"], kTokenizeUsage, 1);
+  if (args.options.count("offset"))
+    offset = parseUnsigned("offset", args.options["offset"], kTokenizeUsage);
+  std::string out = args.require("out", kTokenizeUsage);
+
+  uint64_t windowBytes = 0, needed = 0;
+  if (__builtin_mul_overflow(batch, seqLen, &windowBytes) ||
+      __builtin_add_overflow(offset, windowBytes, &needed) ||
+      windowBytes > (uint64_t(1) << 40))
+    throw UsageError{fmt::format("--batch {} times --seq-len {} is too large",
+                                 batch, seqLen),
+                     kTokenizeUsage};
+
+  std::string corpus;
+  uint64_t total = 0;
+  for (const std::string &file : args.positional)
+    total += readCorpusFile(file, corpus, needed);
+  if (total < needed) {
+    std::string files =
+        args.positional.size() == 1
+            ? args.positional.front()
+            : fmt::format("the {} input files", args.positional.size());
+    throw Error(fmt::format(
+        "{} hold{} {} bytes; --batch {} x --seq-len {}{} needs {} bytes", files,
+        args.positional.size() == 1 ? "s" : "", total, batch, seqLen,
+        offset ? fmt::format(" from --offset {}", offset) : std::string(),
+        needed));
+  }
+
+  Tensor tok = Tensor::zeros(
+      DType::I32, {static_cast<int64_t>(batch), static_cast<int64_t>(seqLen)});
+  int32_t *dst = tok.i32();
+  for (uint64_t i = 0; i < windowBytes; ++i)
+    dst[i] = static_cast<unsigned char>(corpus[offset + i]);
+  TensorMap map;
+  map.insert("tokens", std::move(tok));
+  map.metadata["modrun.tokenizer"] = "bytes";
+  map.metadata["modrun.offset"] = std::to_string(offset);
+  std::string sources;
+  for (const std::string &file : args.positional)
+    sources += (sources.empty() ? "" : " ") + file;
+  map.metadata["modrun.sources"] = sources;
+  map.save(out);
+  return 0;
+}
+
+int runShow(int argc, char **argv) {
+  Args args = parseArgs(argc, argv, {}, kShowUsage, /*maxPositional=*/1,
+                        "missing safetensors FILE");
+  if (args.help) {
+    std::fputs(kShowUsage, stdout);
+    return 0;
+  }
+  TensorMap map = TensorMap::load(args.pkg);
+  fmt::print("{}: {} tensor{}\n", args.pkg, map.size(),
+             map.size() == 1 ? "" : "s");
+  for (const auto &[key, value] : map.metadata)
+    fmt::print("  metadata {} = {}\n", key, value);
+  size_t nameWidth = 0, shapeWidth = 0;
+  for (const auto &[name, t] : map) {
+    nameWidth = std::max(nameWidth, name.size());
+    shapeWidth = std::max(shapeWidth, shapeString(t.shape).size());
+  }
+  for (const auto &[name, t] : map) {
+    int64_t n = t.numel();
+    std::string stats;
+    if (n == 0) {
+      stats = "(empty)";
+    } else if (t.dtype == DType::I32) {
+      const int32_t *v = t.i32();
+      double sum = 0;
+      int32_t lo = v[0], hi = v[0];
+      for (int64_t i = 0; i < n; ++i) {
+        sum += v[i];
+        lo = std::min(lo, v[i]);
+        hi = std::max(hi, v[i]);
+      }
+      stats = fmt::format("mean {:.6g}  min {}  max {}", sum / n, lo, hi);
+    } else {
+      const float *v = t.f32();
+      double sum = 0;
+      for (int64_t i = 0; i < n; ++i)
+        sum += v[i];
+      stats = fmt::format("mean {:.6g}", sum / n);
+    }
+    fmt::print("  {:<{}}  {}  {:<{}}  {}\n", name, nameWidth,
+               dtypeName(t.dtype), shapeString(t.shape), shapeWidth, stats);
+  }
+  return 0;
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -264,6 +437,10 @@ int main(int argc, char **argv) {
       return runForward(argc - 2, argv + 2);
     if (cmd == "info")
       return runInfo(argc - 2, argv + 2);
+    if (cmd == "tokenize")
+      return runTokenize(argc - 2, argv + 2);
+    if (cmd == "show")
+      return runShow(argc - 2, argv + 2);
     fmt::print(stderr, "modrun: unknown command '{}'\n\n{}", cmd, kMainUsage);
     return 2;
   } catch (const UsageError &e) {

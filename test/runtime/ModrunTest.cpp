@@ -12,6 +12,7 @@
 #include <cstring>
 #include <dlfcn.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 using namespace modrt;
 using namespace modrt_test;
@@ -70,7 +71,7 @@ TEST_F(ModrunTest, HelpAndUsageErrors) {
   RunResult r = run("--help");
   EXPECT_EQ(r.code, 0);
   EXPECT_NE(r.out.find("forward"), std::string::npos);
-  for (const char *cmd : {"init", "forward", "info"}) {
+  for (const char *cmd : {"init", "forward", "info", "tokenize", "show"}) {
     r = run(std::string(cmd) + " --help");
     EXPECT_EQ(r.code, 0) << cmd;
     EXPECT_NE(r.out.find(std::string("usage: modrun ") + cmd),
@@ -170,4 +171,169 @@ TEST_F(ModrunTest, ErrorsLeaveNoOutput) {
   auto after = tmp.list();
   EXPECT_EQ(after, (std::vector<std::string>{"pkg", "t.safetensors",
                                              "w.safetensors"}));
+}
+
+TEST_F(ModrunTest, TokenizeBytes) {
+  // Two files, read concatenated; bytes above 127 stay non-negative tokens.
+  std::string a = tmp.path("a.txt"), b = tmp.path("b.txt"),
+              t = tmp.path("t.safetensors");
+  std::string bytesA = "Hello, world!\n";
+  std::string bytesB = std::string("caf\xc3\xa9 \x01\xff end\n");
+  writeFile(a, bytesA);
+  writeFile(b, bytesB);
+  std::string corpus = bytesA + bytesB; // 14 + 11 = 25 bytes
+  RunResult r = run("tokenize '" + a + "' '" + b +
+                    "' --seq-len 6 --batch 3 --offset 5 --out '" + t + "'");
+  ASSERT_EQ(r.code, 0) << r.err;
+  TensorMap m = TensorMap::load(t);
+  ASSERT_EQ(m.size(), 1u);
+  const Tensor &tok = m.get("tokens");
+  EXPECT_EQ(tok.dtype, DType::I32);
+  EXPECT_EQ(tok.shape, (std::vector<int64_t>{3, 6}));
+  for (int i = 0; i < 18; ++i)
+    EXPECT_EQ(tok.i32()[i], static_cast<unsigned char>(corpus[5 + i])) << i;
+  EXPECT_EQ(m.metadata["modrun.tokenizer"], "bytes");
+
+  // Defaults: one window from byte 0; the whole corpus exactly.
+  r = run("tokenize '" + a + "' '" + b + "' --seq-len 25 --out '" + t + "'");
+  ASSERT_EQ(r.code, 0) << r.err;
+  m = TensorMap::load(t);
+  EXPECT_EQ(m.get("tokens").shape, (std::vector<int64_t>{1, 25}));
+  for (int i = 0; i < 25; ++i)
+    EXPECT_EQ(m.get("tokens").i32()[i], static_cast<unsigned char>(corpus[i]));
+
+  // The file feeds modrun forward (vocab 8 in the fake package: bytes 0..7).
+  writeFile(a, std::string("\x01\x02\x03\x04\x05\x06\x07\x00", 8));
+  std::string w = tmp.path("w.safetensors"), o = tmp.path("o.safetensors");
+  ASSERT_EQ(run("init '" + pkg + "' --seed 3 --out '" + w + "'").code, 0);
+  r = run("tokenize '" + a + "' --seq-len 4 --batch 2 --out '" + t + "'");
+  ASSERT_EQ(r.code, 0) << r.err;
+  r = run("forward '" + pkg + "' --weights '" + w + "' --tokens '" + t +
+          "' --out '" + o + "'");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(TensorMap::load(o).get("logits").shape,
+            (std::vector<int64_t>{2, 4, 8}));
+}
+
+TEST_F(ModrunTest, TokenizeErrors) {
+  std::string a = tmp.path("a.txt"), e = tmp.path("empty.txt"),
+              t = tmp.path("t.safetensors");
+  writeFile(a, "0123456789");
+  writeFile(e, "");
+
+  RunResult r = run("tokenize '" + tmp.path("nope.txt") +
+                    "' --seq-len 4 --out '" + t + "'");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_EQ(r.err.rfind("modrun: error: ", 0), 0u) << r.err;
+  EXPECT_NE(r.err.find("nope.txt: cannot open: No such file"),
+            std::string::npos)
+      << r.err;
+
+  r = run("tokenize '" + tmp.str() + "' --seq-len 4 --out '" + t + "'");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find(tmp.str() + ": is a directory"), std::string::npos)
+      << r.err;
+
+  if (::geteuid() != 0) { // root reads anything
+    std::string locked = tmp.path("locked.txt");
+    writeFile(locked, "abcd");
+    std::filesystem::permissions(locked, std::filesystem::perms::none);
+    r = run("tokenize '" + locked + "' --seq-len 4 --out '" + t + "'");
+    EXPECT_EQ(r.code, 1);
+    EXPECT_NE(r.err.find("locked.txt: cannot open: Permission denied"),
+              std::string::npos)
+        << r.err;
+    std::filesystem::remove(locked);
+  }
+
+  r = run("tokenize '" + a + "' '" + e + "' --seq-len 4 --out '" + t + "'");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("empty.txt: file is empty"), std::string::npos) << r.err;
+
+  r = run("tokenize '" + a + "' --seq-len 4 --batch 3 --out '" + t + "'");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("a.txt holds 10 bytes; --batch 3 x --seq-len 4 needs "
+                       "12 bytes"),
+            std::string::npos)
+      << r.err;
+  r = run("tokenize '" + a + "' '" + a +
+          "' --seq-len 4 --batch 4 --offset 5 --out '" + t + "'");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("the 2 input files hold 20 bytes; --batch 4 x "
+                       "--seq-len 4 from --offset 5 needs 21 bytes"),
+            std::string::npos)
+      << r.err;
+
+  // Usage errors exit 2.
+  r = run("tokenize --seq-len 4 --out '" + t + "'");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("missing input FILE"), std::string::npos) << r.err;
+  r = run("tokenize '" + a + "' --out '" + t + "'");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("missing --seq-len"), std::string::npos) << r.err;
+  r = run("tokenize '" + a + "' --seq-len 4");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("missing --out"), std::string::npos) << r.err;
+  r = run("tokenize '" + a + "' --seq-len 0 --out '" + t + "'");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("--seq-len must be a positive integer, got '0'"),
+            std::string::npos)
+      << r.err;
+  r = run("tokenize '" + a + "' --seq-len 4 --batch -1 --out '" + t + "'");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("--batch must be a positive integer"), std::string::npos)
+      << r.err;
+  r = run("tokenize '" + a + "' --seq-len 4 --offset x --out '" + t + "'");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("--offset must be a non-negative integer"),
+            std::string::npos)
+      << r.err;
+  r = run("tokenize '" + a +
+          "' --seq-len 4294967296 --batch 4294967296 "
+          "--out '" +
+          t + "'");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("is too large"), std::string::npos) << r.err;
+
+  // No output and no temporary file after any of these.
+  EXPECT_EQ(tmp.list(),
+            (std::vector<std::string>{"a.txt", "empty.txt", "pkg"}));
+}
+
+TEST_F(ModrunTest, Show) {
+  std::string f = tmp.path("f.safetensors");
+  TensorMap m;
+  Tensor mask = Tensor::zeros(DType::I32, {2, 4});
+  for (int i : {0, 5, 6})
+    mask.i32()[i] = 1;
+  m.insert("routed.1", std::move(mask));
+  Tensor x = Tensor::zeros(DType::F32, {3});
+  x.f32()[0] = 1.5f;
+  x.f32()[1] = -0.5f;
+  x.f32()[2] = 2.0f;
+  m.insert("x", std::move(x));
+  m.metadata["modrun.mode"] = "topk";
+  m.save(f);
+
+  RunResult r = run("show '" + f + "'");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("2 tensors"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("metadata modrun.mode = topk"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("routed.1  I32  [2, 4]  mean 0.375  min 0  max 1"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("x         F32  [3]     mean 1"), std::string::npos)
+      << r.out;
+
+  writeFile(tmp.path("bad"), "xy");
+  r = run("show '" + tmp.path("bad") + "'");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("not a safetensors file"), std::string::npos) << r.err;
+  r = run("show");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("missing safetensors FILE"), std::string::npos) << r.err;
+  r = run("show '" + f + "' '" + f + "'");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("unexpected argument"), std::string::npos) << r.err;
 }
