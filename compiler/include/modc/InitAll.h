@@ -6,14 +6,16 @@
 #include "modc/Dialect/Modk/ModkDialect.h"
 #include "modc/Transforms/Passes.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/IR/DialectRegistry.h"
 
 namespace modc {
-/// The dialects every modc tool understands.
+/// The dialects every modc tool understands (func hosts ops in op-level
+/// tests).
 inline void registerAllDialects(mlir::DialectRegistry &registry) {
   registry.insert<mod::ModDialect, modk::ModkDialect,
-                  mlir::memref::MemRefDialect>();
+                  mlir::memref::MemRefDialect, mlir::func::FuncDialect>();
 }
 } // namespace modc
 

@@ -1,0 +1,106 @@
+// The modk verifiers: epilogue operand counts, shapes, buffer rules.
+// RUN: mod-opt %s -split-input-file -verify-diagnostics
+
+func.func @swiglu_needs_two_weights(%a: memref<?x16x32xf32>, %w: memref<64x32xf32>, %seg: memref<?x1xi64>, %s: memref<?x16x64xf32>, %y: memref<?x16x64xf32>) {
+  // expected-error @+1 {{epilogue 'swiglu' takes 2 weight(s) and 1 extra operand(s)}}
+  modk.gemm %a, [%w] rows %seg extra(%s) -> %y {epilogue = "swiglu"} : memref<?x16x32xf32>, memref<64x32xf32>, memref<?x1xi64>, memref<?x16x64xf32>, memref<?x16x64xf32>
+  return
+}
+
+// -----
+
+func.func @unknown_epilogue(%a: memref<?x16x32xf32>, %w: memref<64x32xf32>, %seg: memref<?x1xi64>, %y: memref<?x16x64xf32>) {
+  // expected-error @+1 {{unknown epilogue 'relu'}}
+  modk.gemm %a, [%w] rows %seg -> %y {epilogue = "relu"} : memref<?x16x32xf32>, memref<64x32xf32>, memref<?x1xi64>, memref<?x16x64xf32>
+  return
+}
+
+// -----
+
+func.func @rope_needs_heads(%a: memref<?x16x32xf32>, %w: memref<32x32xf32>, %seg: memref<?x1xi64>, %pos: memref<?x16xi32>, %y: memref<?x16x32xf32>) {
+  // expected-error @+1 {{the rope epilogue needs n_heads and rope_theta}}
+  modk.gemm %a, [%w] rows %seg extra(%pos) -> %y {epilogue = "rope"} : memref<?x16x32xf32>, memref<32x32xf32>, memref<?x1xi64>, memref<?x16xi32>, memref<?x16x32xf32>
+  return
+}
+
+// -----
+
+func.func @weight_width(%a: memref<?x16x32xf32>, %w: memref<64x16xf32>, %seg: memref<?x1xi64>, %y: memref<?x16x64xf32>) {
+  // expected-error @+1 {{weights must be [N, K] with K the input width}}
+  modk.gemm %a, [%w] rows %seg -> %y {epilogue = "none"} : memref<?x16x32xf32>, memref<64x16xf32>, memref<?x1xi64>, memref<?x16x64xf32>
+  return
+}
+
+// -----
+
+func.func @output_width(%a: memref<?x16x32xf32>, %w: memref<64x32xf32>, %seg: memref<?x1xi64>, %y: memref<?x16x32xf32>) {
+  // expected-error @+1 {{output width 32 differs from the weight's N = 64}}
+  modk.gemm %a, [%w] rows %seg -> %y {epilogue = "none"} : memref<?x16x32xf32>, memref<64x32xf32>, memref<?x1xi64>, memref<?x16x32xf32>
+  return
+}
+
+// -----
+
+func.func @scatter_needs_gate(%a: memref<?x4x64xf32>, %w: memref<32x64xf32>, %seg: memref<?x1xi64>, %m: memref<?x4x32xf32>, %r: memref<?x16xf32>, %at: memref<?x4x32xf32>, %pos: memref<?x4xi32>, %x: memref<?x16x32xf32>) {
+  // expected-error @+1 {{the gate_scale_scatter epilogue needs a gate}}
+  modk.gemm %a, [%w] rows %seg extra(%m, %r, %at, %pos) -> %x {epilogue = "gate_scale_scatter"} : memref<?x4x64xf32>, memref<32x64xf32>, memref<?x1xi64>, memref<?x4x32xf32>, memref<?x16xf32>, memref<?x4x32xf32>, memref<?x4xi32>, memref<?x16x32xf32>
+  return
+}
+
+// -----
+
+func.func @attention_heads(%q: memref<?x16x32xf32>, %pos: memref<?x16xi32>, %seg: memref<?x1xi64>) {
+  // expected-error @+1 {{width must split into n_heads even head dimensions}}
+  modk.attention %q, %q, %q rows %pos, %seg -> %q {n_heads = 32 : i64} : memref<?x16x32xf32>, memref<?x16x32xf32>, memref<?x16x32xf32>, memref<?x16xi32>, memref<?x1xi64>, memref<?x16x32xf32>
+  return
+}
+
+// -----
+
+func.func @causal_needs_room(%x: memref<?x16x32xf32>, %rw: memref<1x32xf32>, %nw: memref<32xf32>, %r: memref<?x16xf32>, %pos: memref<?x4xi32>, %seg: memref<?x1xi64>, %xs: memref<?x4x32xf32>, %mask: memref<?x16xi32>) {
+  // expected-error @+1 {{gathered buffer holds 4 rows a sequence, needs 16}}
+  modk.route_select_gather %x, %rw, %nw -> %r, %pos, %seg, %xs, %xs, %mask {causal_router = "aux_loss", eps = 1.0e-05 : f64, k = 4 : i64, layer = 1 : i64} : memref<?x16x32xf32>, memref<1x32xf32>, memref<32xf32>, memref<?x16xf32>, memref<?x4xi32>, memref<?x1xi64>, memref<?x4x32xf32>, memref<?x4x32xf32>, memref<?x16xi32>
+  return
+}
+
+// -----
+
+func.func @k_out_of_range(%x: memref<?x16x32xf32>, %rw: memref<1x32xf32>, %nw: memref<32xf32>, %r: memref<?x16xf32>, %pos: memref<?x20xi32>, %seg: memref<?x1xi64>, %xs: memref<?x20x32xf32>, %mask: memref<?x16xi32>) {
+  // expected-error @+1 {{k = 20 must be in [1, 16]}}
+  modk.route_select_gather %x, %rw, %nw -> %r, %pos, %seg, %xs, %xs, %mask {causal_router = "none", eps = 1.0e-05 : f64, k = 20 : i64, layer = 1 : i64} : memref<?x16x32xf32>, memref<1x32xf32>, memref<32xf32>, memref<?x16xf32>, memref<?x20xi32>, memref<?x1xi64>, memref<?x20x32xf32>, memref<?x20x32xf32>, memref<?x16xi32>
+  return
+}
+
+// -----
+
+modk.entry @forward attributes {model = "{}", modes = ["topk"], params = [{init = "ones", name = "w", shape = [4]}], seq_len = 16 : i64, vocab_size = 64 : i64} {
+  // expected-error @+1 {{buffers are [B, ...] with a dynamic batch dimension}}
+  %0 = modk.alloc : memref<4x16xf32>
+}
+
+// -----
+
+modk.entry @forward attributes {model = "{}", modes = ["topk"], params = [{init = "ones", name = "w", shape = [4]}], seq_len = 16 : i64, vocab_size = 64 : i64} {
+  // expected-error @+1 {{offset must be a non-negative multiple of 64}}
+  %0 = modk.alloc {offset = 8 : i64} : memref<?x16xf32>
+}
+
+// -----
+
+modk.entry @forward attributes {model = "{}", modes = ["topk"], params = [{init = "ones", name = "w", shape = [4]}], seq_len = 16 : i64, vocab_size = 64 : i64} {
+  // expected-error @+1 {{'v' is not in the entry's params list}}
+  %0 = modk.param "v" : memref<4xf32>
+}
+
+// -----
+
+modk.entry @forward attributes {model = "{}", modes = ["topk"], params = [{init = "ones", name = "w", shape = [4]}], seq_len = 16 : i64, vocab_size = 64 : i64} {
+  // expected-error @+1 {{shape of 'w' differs from the entry's params list}}
+  %0 = modk.param "w" : memref<8xf32>
+}
+
+// -----
+
+// expected-error @+1 {{modes must be 'topk' or 'causal'}}
+modk.entry @forward attributes {model = "{}", modes = ["greedy"], params = [], seq_len = 16 : i64, vocab_size = 64 : i64} {
+}
