@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# The main demo. On a fresh Debian 12 machine, as root:
+#
+#   scripts/demo.sh             installs the dependencies, builds, then runs
+#   scripts/demo.sh --no-build  uses the tools already built in build/
+#
+# It compiles examples/tiny-mod.json into a CPU package, initialises weights,
+# turns real text (Debian's fortunes corpus) into byte-level tokens, runs the
+# forward pass in both routing modes and prints what the routers did. Every
+# file it writes goes to out/.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+build=1
+for arg in "$@"; do
+  case "$arg" in
+  --no-build) build=0 ;;
+  -h | --help)
+    sed -n '2,10s/^# \{0,1\}//p' "$0"
+    exit 0
+    ;;
+  *)
+    echo "demo: unknown argument '$arg' (try --help)" >&2
+    exit 2
+    ;;
+  esac
+done
+
+modc=build/bin/modc
+modrun=build/runtime/modrun
+model=examples/tiny-mod.json
+corpus=/usr/share/games/fortunes/fortunes
+batch=4
+out=out
+
+step() { printf '\n==> %s\n' "$*"; }
+show_run() {
+  printf '$ %s\n' "$*"
+  "$@"
+}
+die() {
+  echo "demo: error: $*" >&2
+  exit 1
+}
+
+if ((build)); then
+  step "Installing dependencies and building (scripts/install-deps.sh, scripts/build.sh)"
+  scripts/install-deps.sh
+  scripts/build.sh
+fi
+[[ -x $modc && -x $modrun ]] ||
+  die "$modc or $modrun is missing; run scripts/demo.sh without --no-build"
+[[ -r $corpus ]] ||
+  die "$corpus is missing; install the 'fortunes' package (scripts/install-deps.sh)"
+mkdir -p "$out"
+
+step "Compiling $model into a CPU package"
+show_run "$modc" compile "$model" --target cpu -o "$out/tiny-mod"
+show_run "$modrun" info "$out/tiny-mod" | tee "$out/info.txt"
+seq_len=$(sed -n 's/^shape: *seq_len \([0-9]*\),.*/\1/p' "$out/info.txt")
+[[ -n $seq_len ]] || die "cannot read seq_len from 'modrun info'"
+
+step "Initialising weights (seed 1)"
+show_run "$modrun" init "$out/tiny-mod" --seed 1 --out "$out/weights.safetensors"
+
+step "Tokenizing $batch x $seq_len bytes of $corpus"
+show_run "$modrun" tokenize "$corpus" --seq-len "$seq_len" --batch "$batch" \
+  --out "$out/tokens.safetensors"
+echo "first sequence begins:"
+head -c "$seq_len" "$corpus" | head -n 3 | sed 's/^/  | /'
+
+for mode in topk causal; do
+  step "Forward pass, mode $mode"
+  show_run "$modrun" forward "$out/tiny-mod" --weights "$out/weights.safetensors" \
+    --tokens "$out/tokens.safetensors" --mode "$mode" \
+    --out "$out/forward-$mode.safetensors"
+  show_run "$modrun" show "$out/forward-$mode.safetensors" |
+    tee "$out/forward-$mode.txt"
+done
+
+step "Summary"
+# Shape of one tensor from a 'modrun show' listing.
+shape_of() { sed -n "s/^  $2 *[A-Z0-9]* *\(\[[0-9, ]*\]\).*/\1/p" "$1"; }
+echo "tokens:  I32 $(shape_of <("$modrun" show "$out/tokens.safetensors") tokens)" \
+  "(bytes of $corpus)"
+echo "logits:  F32 $(shape_of "$out/forward-topk.txt" logits)"
+total=$((batch * seq_len))
+status=0
+echo "routed tokens per routed layer ($batch sequences x $seq_len tokens):"
+printf '  %-6s %-9s %-17s %s\n' layer capacity 'mode topk' 'mode causal'
+while read -r layer k; do
+  row=$(printf '  %-6s %-9s' "$layer" "$k/$seq_len")
+  for mode in topk causal; do
+    mean=$(sed -n "s/^  routed\.$layer .* mean \([^ ]*\) .*/\1/p" "$out/forward-$mode.txt")
+    [[ -n $mean ]] || die "no routed.$layer in $out/forward-$mode.safetensors"
+    routed=$(awk -v m="$mean" -v n="$total" 'BEGIN { printf "%d", m * n + 0.5 }')
+    pct=$(awk -v m="$mean" 'BEGIN { printf "%.1f%%", 100 * m }')
+    row+=$(printf ' %-17s' "$routed/$total = $pct")
+    if [[ $mode == topk && $routed -ne $((batch * k)) ]]; then
+      echo "demo: error: layer $layer routed $routed tokens in topk mode;" \
+        "expected $batch x $k = $((batch * k))" >&2
+      status=1
+    fi
+  done
+  echo "$row" | sed 's/ *$//'
+done < <(sed -n 's/^  layer *\([0-9]*\) *routed *capacity \([0-9]*\)\/.*/\1 \2/p' "$out/info.txt")
+echo "topk routes k = ceil(capacity * seq_len) tokens of each sequence, so the"
+echo "fraction is k/seq_len exactly; causal routes each token on its own by the"
+echo "sign of the (untrained) predictor, so its fraction is not fixed."
+echo
+echo "Training (modrun train) and sampling (modrun sample) do not exist yet; this demo will train on the same text and sample once they land."
+exit $status
