@@ -1,0 +1,99 @@
+// RUN: mod-opt %s -split-input-file -verify-diagnostics --convert-mod-to-modk | FileCheck %s
+
+// The launch plan of a dense block followed by a routed one (k = 4 of 16,
+// predictor router: gathered buffers hold all 16 rows for causal mode).
+// CHECK-LABEL: modk.entry @forward
+// CHECK-SAME: modes = ["topk", "causal"]
+// CHECK-SAME: params = [{init = "normal", name = "embed.weight", shape = [64, 32], std = 2.000000e-02 : f64}, {init = "ones", name = "blocks.0.attn_norm.weight", shape = [32]}
+// CHECK-SAME: {init = "zeros", name = "blocks.1.predictor.fc1.bias", shape = [8]}
+// CHECK-SAME: {init = "normal", name = "blocks.1.router.weight", shape = [1, 32], std = 2.000000e-02 : f64}
+// CHECK-NOT: lm_head.weight
+// CHECK: %[[EMB:.*]] = modk.param "embed.weight"
+// CHECK: %[[TOK:.*]] = modk.input "tokens" : memref<?x16xi32>
+// CHECK: %[[X:.*]] = modk.alloc : memref<?x16x32xf32>
+// CHECK: modk.embed %[[TOK]], %[[EMB]] -> %[[X]]
+// CHECK: modk.identity_rows -> %[[POS:.*]], %[[SEG:.*]] :
+// Dense block: QKV with RoPE in the epilogue, attention, O-projection and
+// down projection accumulate into the stream in place.
+// CHECK: modk.rmsnorm %[[X]], %{{.*}} rows %[[SEG]] -> %[[N:.*]] {eps
+// CHECK: modk.gemm %[[N]], [%{{.*}}] rows %[[SEG]] extra(%[[POS]]) -> %[[Q:.*]] {epilogue = "rope", n_heads = 2 : i64
+// CHECK: modk.gemm %[[N]], [%{{.*}}] rows %[[SEG]] extra(%[[POS]]) -> %[[K:.*]] {epilogue = "rope"
+// CHECK: modk.gemm %[[N]], [%{{.*}}] rows %[[SEG]] -> %[[V:.*]] {epilogue = "none"}
+// CHECK: modk.attention %[[Q]], %[[K]], %[[V]] rows %[[POS]], %[[SEG]] -> %[[O:.*]] {n_heads = 2 : i64}
+// CHECK: modk.gemm %[[O]], [%{{.*}}] rows %[[SEG]] extra(%[[X]]) -> %[[X]] {epilogue = "residual_add"}
+// CHECK: modk.gemm %{{.*}}, [%{{.*}}, %{{.*}}] rows %[[SEG]] extra(%{{.*}}) -> %[[U:.*]] {epilogue = "swiglu"}
+// CHECK: modk.gemm %[[U]], [%{{.*}}] rows %[[SEG]] extra(%[[X]]) -> %[[X]] {epilogue = "residual_add"}
+// Routed block.
+// CHECK: modk.predictor %[[X]], [{{.*}}] scratch %{{.*}} -> %[[P:.*]] :
+// CHECK: %[[MASK:.*]] = modk.output "routed.1" : memref<?x16xi32>
+// CHECK: modk.route_select_gather %[[X]], %{{.*}}, %{{.*}} causal(%[[P]]) -> %[[R:.*]], %[[RPOS:.*]], %[[RSEG:.*]], %[[XS:.*]], %[[RN:.*]], %[[MASK]] {causal_router = "predictor", eps = 1.000000e-05 : f64, k = 4 : i64, layer = 1 : i64} : memref<?x16x32xf32>, memref<1x32xf32>, memref<32xf32>, memref<?x16xf32>, memref<?x16xf32>, memref<?x16xi32>, memref<?x1xi64>, memref<?x16x32xf32>, memref<?x16x32xf32>, memref<?x16xi32>
+// CHECK: modk.gemm %[[RN]], [%{{.*}}] rows %[[RSEG]] extra(%[[RPOS]]) -> %{{.*}} {epilogue = "rope"
+// CHECK: modk.attention {{.*}} rows %[[RPOS]], %[[RSEG]] -> %[[RO:.*]] {n_heads = 2 : i64}
+// CHECK: modk.gemm %[[RO]], [%{{.*}}] rows %[[RSEG]] -> %[[A:.*]] {epilogue = "none"}
+// CHECK: modk.add %[[XS]], %[[A]] rows %[[RSEG]] -> %[[XS]]
+// CHECK: modk.gemm %{{.*}}, [%{{.*}}, %{{.*}}] rows %[[RSEG]] extra(%{{.*}}) -> %[[RU:.*]] {epilogue = "swiglu"}
+// CHECK: modk.gemm %[[RU]], [%{{.*}}] rows %[[RSEG]] extra(%{{.*}}, %[[R]], %[[A]], %[[RPOS]]) -> %[[X]] {epilogue = "gate_scale_scatter", gate = "sigmoid"}
+// CHECK: modk.rmsnorm %[[X]]
+// CHECK: %[[LOGITS:.*]] = modk.output "logits" : memref<?x16x64xf32>
+// CHECK: modk.gemm %{{.*}}, [%[[EMB]]] rows %[[SEG]] -> %[[LOGITS]] {epilogue = "none"}
+// CHECK-NOT: mod.
+module {
+  mod.model @small attributes {aux_loss_weight = 1.000000e-02 : f64, capacity = 2.500000e-01 : f64, causal_router = "predictor", d_ff = 64 : i64, d_model = 32 : i64, dtype = "f32", gate = "sigmoid", mlp = "swiglu", n_heads = 2 : i64, n_layers = 2 : i64, norm_eps = 1.000000e-05 : f64, predictor_hidden = 8 : i64, rope_theta = 1.000000e+04 : f64, schedule = "every_other", seq_len = 16 : i64, tie_embeddings = true, vocab_size = 64 : i64} {
+    %0 = mod.tokens : tensor<?x16xi32>
+    %1 = mod.embed %0 : (tensor<?x16xi32>) -> tensor<?x16x32xf32>
+    %2 = mod.rmsnorm %1 {eps = 1.000000e-05 : f64, param = "blocks.0.attn_norm.weight"} : tensor<?x16x32xf32>
+    %3 = mod.attention %2 {layer = 0 : i64} : tensor<?x16x32xf32>
+    %4 = mod.add %1, %3 : tensor<?x16x32xf32>
+    %5 = mod.rmsnorm %4 {eps = 1.000000e-05 : f64, param = "blocks.0.mlp_norm.weight"} : tensor<?x16x32xf32>
+    %6 = mod.mlp %5 {layer = 0 : i64} : tensor<?x16x32xf32>
+    %7 = mod.add %4, %6 : tensor<?x16x32xf32>
+    %8 = mod.predictor %7 {hidden = 8 : i64, layer = 1 : i64} : (tensor<?x16x32xf32>) -> tensor<?x16xf32>
+    %scores, %indices, %gathered, %normed = mod.route %7 causal(%8 : tensor<?x16xf32>) {causal_router = "predictor", eps = 1.000000e-05 : f64, k = 4 : i64, layer = 1 : i64, norm_param = "blocks.1.attn_norm.weight"} : tensor<?x16x32xf32> -> tensor<?x16xf32>, tensor<?x4xi32>, tensor<?x4x32xf32>, tensor<?x4x32xf32>
+    %9 = mod.attention %normed positions(%indices : tensor<?x4xi32>) {layer = 1 : i64} : tensor<?x4x32xf32>
+    %10 = mod.add %gathered, %9 : tensor<?x4x32xf32>
+    %11 = mod.rmsnorm %10 {eps = 1.000000e-05 : f64, param = "blocks.1.mlp_norm.weight"} : tensor<?x4x32xf32>
+    %12 = mod.mlp_scatter %11, %9, %7, %scores, %indices {gate = "sigmoid", layer = 1 : i64} : (tensor<?x4x32xf32>, tensor<?x4x32xf32>, tensor<?x16x32xf32>, tensor<?x16xf32>, tensor<?x4xi32>) -> tensor<?x16x32xf32>
+    %13 = mod.rmsnorm %12 {eps = 1.000000e-05 : f64, param = "final_norm.weight"} : tensor<?x16x32xf32>
+    %14 = mod.lm_head %13 {param = "embed.weight"} : (tensor<?x16x32xf32>) -> tensor<?x16x64xf32>
+    mod.return %14 : tensor<?x16x64xf32>
+  }
+}
+
+// -----
+
+// Top-k only (causal_router none): gathered buffers hold k rows.
+// CHECK-LABEL: modk.entry @forward
+// CHECK-SAME: modes = ["topk"]
+// CHECK: modk.route_select_gather {{.*}}k = 4 : i64{{.*}} : memref<?x16x32xf32>, memref<1x32xf32>, memref<32xf32>, memref<?x16xf32>, memref<?x4xi32>, memref<?x1xi64>, memref<?x4x32xf32>, memref<?x4x32xf32>, memref<?x16xi32>
+module {
+  mod.model @small attributes {aux_loss_weight = 1.000000e-02 : f64, capacity = 2.500000e-01 : f64, causal_router = "none", d_ff = 64 : i64, d_model = 32 : i64, dtype = "f32", gate = "sigmoid", mlp = "swiglu", n_heads = 2 : i64, n_layers = 2 : i64, norm_eps = 1.000000e-05 : f64, predictor_hidden = 32 : i64, rope_theta = 1.000000e+04 : f64, schedule = "every_other", seq_len = 16 : i64, tie_embeddings = true, vocab_size = 64 : i64} {
+    %0 = mod.tokens : tensor<?x16xi32>
+    %1 = mod.embed %0 : (tensor<?x16xi32>) -> tensor<?x16x32xf32>
+    %2 = mod.rmsnorm %1 {eps = 1.000000e-05 : f64, param = "blocks.0.attn_norm.weight"} : tensor<?x16x32xf32>
+    %3 = mod.attention %2 {layer = 0 : i64} : tensor<?x16x32xf32>
+    %4 = mod.add %1, %3 : tensor<?x16x32xf32>
+    %5 = mod.rmsnorm %4 {eps = 1.000000e-05 : f64, param = "blocks.0.mlp_norm.weight"} : tensor<?x16x32xf32>
+    %6 = mod.mlp %5 {layer = 0 : i64} : tensor<?x16x32xf32>
+    %7 = mod.add %4, %6 : tensor<?x16x32xf32>
+    %scores, %indices, %gathered, %normed = mod.route %7 {causal_router = "none", eps = 1.000000e-05 : f64, k = 4 : i64, layer = 1 : i64, norm_param = "blocks.1.attn_norm.weight"} : tensor<?x16x32xf32> -> tensor<?x16xf32>, tensor<?x4xi32>, tensor<?x4x32xf32>, tensor<?x4x32xf32>
+    %8 = mod.attention %normed positions(%indices : tensor<?x4xi32>) {layer = 1 : i64} : tensor<?x4x32xf32>
+    %9 = mod.add %gathered, %8 : tensor<?x4x32xf32>
+    %10 = mod.rmsnorm %9 {eps = 1.000000e-05 : f64, param = "blocks.1.mlp_norm.weight"} : tensor<?x4x32xf32>
+    %11 = mod.mlp_scatter %10, %8, %7, %scores, %indices {gate = "sigmoid", layer = 1 : i64} : (tensor<?x4x32xf32>, tensor<?x4x32xf32>, tensor<?x16x32xf32>, tensor<?x16xf32>, tensor<?x4xi32>) -> tensor<?x16x32xf32>
+    %12 = mod.rmsnorm %11 {eps = 1.000000e-05 : f64, param = "final_norm.weight"} : tensor<?x16x32xf32>
+    %13 = mod.lm_head %12 {param = "embed.weight"} : (tensor<?x16x32xf32>) -> tensor<?x16x64xf32>
+    mod.return %13 : tensor<?x16x64xf32>
+  }
+}
+
+// -----
+
+// Routing ops that were not fused have no kernel of their own.
+module {
+mod.model @unfused attributes {d_ff = 64 : i64, d_model = 32 : i64, dtype = "f32", mlp = "swiglu", n_heads = 2 : i64, n_layers = 2 : i64, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, seq_len = 16 : i64, tie_embeddings = true, vocab_size = 64 : i64} {
+  %0 = mod.tokens : tensor<?x16xi32>
+  %x = mod.embed %0 : (tensor<?x16xi32>) -> tensor<?x16x32xf32>
+  // expected-error @+1 {{has no kernel of its own; run mod-fuse-routing and mod-fuse-residual before convert-mod-to-modk}}
+  %r = mod.router %x {layer = 1 : i64} : (tensor<?x16x32xf32>) -> tensor<?x16xf32>
+}
+}

@@ -1,0 +1,39 @@
+// RUN: mod-opt %s -split-input-file --pass-pipeline='builtin.module(modk.entry(modk-plan-memory))' | FileCheck %s
+
+// A dies at the first add; C, born at the second, takes its place. Each
+// [B, 16] f32 buffer needs 64 bytes a sequence, padded to 128; the segment
+// buffer likewise.
+// CHECK-LABEL: modk.entry @forward
+// CHECK-SAME: workspace_bytes_per_sequence = 384 : i64
+// CHECK: %[[A:.*]] = modk.alloc {offset = 0 : i64} : memref<?x16xf32>
+// CHECK: %[[B:.*]] = modk.alloc {offset = 128 : i64} : memref<?x16xf32>
+// CHECK: %[[S:.*]] = modk.alloc {offset = 256 : i64} : memref<?x1xi64>
+// CHECK: %[[C:.*]] = modk.alloc {offset = 0 : i64} : memref<?x16xf32>
+modk.entry @forward attributes {model = "{}", modes = ["topk"], params = [], seq_len = 16 : i64, vocab_size = 64 : i64} {
+  %a = modk.alloc : memref<?x16xf32>
+  %b = modk.alloc : memref<?x16xf32>
+  %seg = modk.alloc : memref<?x1xi64>
+  modk.add %a, %a rows %seg -> %b : memref<?x16xf32>, memref<?x16xf32>, memref<?x1xi64>, memref<?x16xf32>
+  %c = modk.alloc : memref<?x16xf32>
+  modk.add %b, %b rows %seg -> %c : memref<?x16xf32>, memref<?x16xf32>, memref<?x1xi64>, memref<?x16xf32>
+}
+
+// -----
+
+// Buffers live at the same time never overlap. Placement follows first use:
+// the row set (written first) goes first, then x and y (1024 bytes + 64).
+// CHECK-LABEL: modk.entry @forward
+// CHECK-SAME: workspace_bytes_per_sequence = 2432 : i64
+// CHECK: modk.alloc {offset = 256 : i64} : memref<?x16x16xf32>
+// CHECK: modk.alloc {offset = 1344 : i64} : memref<?x16x16xf32>
+// CHECK: modk.alloc {offset = 0 : i64} : memref<?x1xi64>
+// CHECK: modk.alloc {offset = 128 : i64} : memref<?x16xi32>
+modk.entry @forward attributes {model = "{}", modes = ["topk"], params = [], seq_len = 16 : i64, vocab_size = 64 : i64} {
+  %x = modk.alloc : memref<?x16x16xf32>
+  %y = modk.alloc : memref<?x16x16xf32>
+  %seg = modk.alloc : memref<?x1xi64>
+  %pos = modk.alloc : memref<?x16xi32>
+  modk.identity_rows -> %pos, %seg : memref<?x16xi32>, memref<?x1xi64>
+  modk.add %x, %x rows %seg -> %y : memref<?x16x16xf32>, memref<?x16x16xf32>, memref<?x1xi64>, memref<?x16x16xf32>
+  modk.attention %x, %y, %y rows %pos, %seg -> %x {n_heads = 2 : i64} : memref<?x16x16xf32>, memref<?x16x16xf32>, memref<?x16x16xf32>, memref<?x16xi32>, memref<?x1xi64>, memref<?x16x16xf32>
+}
