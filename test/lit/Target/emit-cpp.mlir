@@ -1,5 +1,5 @@
 // RUN: mod-translate --modk-to-cpp %s | FileCheck %s
-// RUN: not mod-translate --modk-to-cpp %S/Inputs/unplanned.mlir 2>&1 | FileCheck %s --check-prefix=UNPLANNED
+// RUN: not mod-translate --modk-to-cpp %inputs/unplanned.mlir 2>&1 | FileCheck %s --check-prefix=UNPLANNED
 
 // The planned launch plan of a 2-layer model (layer 1 routed, k = 4 of 16,
 // sigmoid gate, predictor router), emitted as C++ specialised on its shapes.
