@@ -11,6 +11,8 @@
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
 
+#include <fmt/format.h>
+
 #include <cmath>
 
 using namespace mlir;
@@ -135,6 +137,76 @@ struct ModelDescription {
     lhs = *valueOrError;                                                       \
   }
 
+namespace {
+/// llvm::json keeps one of two equal keys silently, so a description that
+/// says two different things would compile. This scans the already parsed
+/// (hence well-formed) text for an object with a repeated key.
+class DuplicateKeyFinder {
+public:
+  explicit DuplicateKeyFinder(llvm::StringRef text) : text(text) {}
+
+  /// The dotted path of the first repeated key, if any.
+  std::optional<std::string> find() { return value(""); }
+
+private:
+  void skipSpace() {
+    while (pos < text.size() && std::isspace((unsigned char)text[pos]))
+      ++pos;
+  }
+  std::string string() {
+    size_t start = ++pos; // past the opening quote
+    while (pos < text.size() && text[pos] != '"')
+      pos += text[pos] == '\\' ? 2 : 1;
+    return text.slice(start, pos++).str();
+  }
+  std::optional<std::string> value(const std::string &path) {
+    skipSpace();
+    if (pos >= text.size())
+      return std::nullopt;
+    char c = text[pos];
+    if (c == '"') {
+      string();
+      return std::nullopt;
+    }
+    if (c == '{' || c == '[') {
+      bool object = c == '{';
+      llvm::StringSet<> keys;
+      ++pos;
+      while (true) {
+        skipSpace();
+        if (pos >= text.size())
+          return std::nullopt;
+        if (text[pos] == (object ? '}' : ']')) {
+          ++pos;
+          return std::nullopt;
+        }
+        if (text[pos] == ',') {
+          ++pos;
+          continue;
+        }
+        std::string child = path;
+        if (object) {
+          std::string key = string();
+          child = path.empty() ? key : path + "." + key;
+          if (!keys.insert(key).second)
+            return child;
+          skipSpace();
+          ++pos; // the colon
+        }
+        if (std::optional<std::string> dup = value(child))
+          return dup;
+      }
+    }
+    while (pos < text.size() && !llvm::StringRef(",]} \t\r\n").contains(text[pos]))
+      ++pos;
+    return std::nullopt;
+  }
+
+  llvm::StringRef text;
+  size_t pos = 0;
+};
+} // namespace
+
 static llvm::Expected<ModelDescription> parseDescription(llvm::StringRef text,
                                                          llvm::StringRef file) {
   llvm::Expected<json::Value> root = json::parse(text);
@@ -143,6 +215,11 @@ static llvm::Expected<ModelDescription> parseDescription(llvm::StringRef text,
         llvm::inconvertibleErrorCode(),
         llvm::formatv("{0}: invalid JSON: {1}", file,
                       llvm::toString(root.takeError())));
+  if (std::optional<std::string> key = DuplicateKeyFinder(text).find())
+    return llvm::createStringError(
+        llvm::inconvertibleErrorCode(),
+        llvm::formatv("{0}: key '{1}': given twice (duplicate key)", file,
+                      *key));
   const json::Object *object = root->getAsObject();
   if (!object)
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
@@ -165,19 +242,24 @@ static llvm::Expected<ModelDescription> parseDescription(llvm::StringRef text,
                                  "and '.', got '" + *s + "'");
     m.name = s->str();
   }
+  // Upper bounds keep every buffer size far from int64 overflow; they are
+  // well above any model a CPU or a single GPU can hold.
   auto positive = [&](llvm::StringRef key, std::optional<int64_t> fallback,
-                      int64_t &out, int64_t minimum = 1) -> llvm::Error {
+                      int64_t &out, int64_t minimum = 1,
+                      int64_t maximum = int64_t(1) << 20) -> llvm::Error {
     ASSIGN_OR_RETURN(out, top.integer(key, fallback));
     if (out < minimum)
-      return top.error(key, llvm::formatv("must be >= {0}, got {1}", minimum,
-                                          out).str());
+      return top.error(key, fmt::format("must be >= {}, got {}", minimum, out));
+    if (out > maximum)
+      return top.error(key, fmt::format("must be <= {}, got {}", maximum, out));
     return llvm::Error::success();
   };
-  if (llvm::Error e = positive("vocab_size", 256, m.vocabSize))
+  if (llvm::Error e =
+          positive("vocab_size", 256, m.vocabSize, 1, int64_t(1) << 24))
     return std::move(e);
   if (llvm::Error e = positive("d_model", std::nullopt, m.dModel))
     return std::move(e);
-  if (llvm::Error e = positive("n_layers", std::nullopt, m.nLayers, 0))
+  if (llvm::Error e = positive("n_layers", std::nullopt, m.nLayers, 0, 4096))
     return std::move(e);
   if (llvm::Error e = positive("n_heads", std::nullopt, m.nHeads))
     return std::move(e);
@@ -226,7 +308,7 @@ static llvm::Expected<ModelDescription> parseDescription(llvm::StringRef text,
     ASSIGN_OR_RETURN(c, mod.number("capacity", std::nullopt));
     if (!(c > 0 && c <= 1))
       return mod.error("capacity",
-                       llvm::formatv("must be in (0, 1], got {0}", c).str());
+                       fmt::format("must be in (0, 1], got {}", c));
     m.capacity = c;
   } else if (mod.has("capacity_tokens")) {
     int64_t k;
@@ -281,7 +363,12 @@ static llvm::Expected<ModelDescription> parseDescription(llvm::StringRef text,
   ASSIGN_OR_RETURN(m.predictorHidden,
                    mod.integer("predictor_hidden", m.dModel));
   if (m.predictorHidden < 1)
-    return mod.error("predictor_hidden", "must be >= 1");
+    return mod.error("predictor_hidden",
+                     fmt::format("must be >= 1, got {}", m.predictorHidden));
+  if (m.predictorHidden > (int64_t(1) << 20))
+    return mod.error("predictor_hidden",
+                     fmt::format("must be <= {}, got {}", int64_t(1) << 20,
+                                 m.predictorHidden));
   return m;
 }
 

@@ -295,6 +295,11 @@ modc_forward(const modc_forward_args *args) {
      << (routedIndex.empty() ? "" : " || !args->routed")
      << ")\n    return fail(1, \"modc_forward: a required pointer is "
         "null\");\n";
+  // BLAS takes row counts as int: refuse batches whose rows would not fit.
+  os << fmt::format("  if (args->batch > {0} / {1})\n    return fail(1, "
+                    "\"modc_forward: batch \" + std::to_string(args->batch) + "
+                    "\" is too large (at most {2})\");\n",
+                    INT32_MAX, seqLen, INT32_MAX / seqLen);
   os << "  const int64_t B = args->batch;\n";
   os << "  const bool causal = args->mode == 1;\n  (void)causal;\n";
   os << fmt::format(
