@@ -6,7 +6,7 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build git python3
   libmlir-22-dev mlir-22-tools llvm-22-dev llvm-22-tools
-  libfmt-dev nlohmann-json3-dev libgtest-dev libopenblas-dev
+  libfmt-dev nlohmann-json3-dev libgtest-dev libopenblas-dev libopenblas-openmp-dev
   fortunes fortunes-min
 )
 missing=()

@@ -10,6 +10,7 @@
 
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Process.h"
@@ -49,10 +50,26 @@ struct TempDir {
   }
 };
 
+/// True when `path` is the manifest of a package this compiler wrote: only
+/// such a directory may be replaced wholesale.
+static bool isPackageManifest(llvm::StringRef path) {
+  auto buffer = llvm::MemoryBuffer::getFile(path);
+  if (!buffer)
+    return false;
+  llvm::Expected<llvm::json::Value> manifest =
+      llvm::json::parse((*buffer)->getBuffer());
+  if (!manifest) {
+    llvm::consumeError(manifest.takeError());
+    return false;
+  }
+  const llvm::json::Object *object = manifest->getAsObject();
+  return object && object->getString("format") == "modc-package";
+}
+
 static llvm::Error compileSource(const PackageOptions &opts,
                                  llvm::StringRef dir) {
   llvm::ErrorOr<std::string> cxx = llvm::sys::findProgramByName(opts.cxx);
-  if (!cxx)
+  if (!cxx || !fs::can_execute(*cxx))
     return makeError("C++ compiler '" + opts.cxx +
                      "' not found (set --cxx or the CXX environment variable)");
   llvm::SmallString<256> source(dir), library(dir), log(dir);
@@ -60,13 +77,22 @@ static llvm::Error compileSource(const PackageOptions &opts,
   llvm::sys::path::append(library, "libmodel.so");
   llvm::sys::path::append(log, "build.log");
   std::string march = "-march=" + opts.cpuArch;
-  llvm::SmallVector<llvm::StringRef> args = {
-      *cxx,       "-std=c++17", "-O3",     march,        "-fopenmp",
-      "-fPIC",    "-shared",    "-fvisibility=hidden",   "-o",
-      library,    source,       "-lopenblas"};
+  llvm::SmallVector<std::string> args = {*cxx,      "-std=c++17", "-O3",
+                                         march,     "-fopenmp",   "-fPIC",
+                                         "-shared", "-fvisibility=hidden"};
+  // The OpenMP build of OpenBLAS shares the kernels' OpenMP threads; with the
+  // pthreads build, idle OpenMP threads spin against BLAS threads and both
+  // slow down by 2x or more. The run path makes dlopen pick that build.
+  if (!llvm::StringRef(MODC_OPENMP_BLAS_DIR).empty()) {
+    args.push_back("-I" MODC_OPENMP_BLAS_INCLUDE_DIR);
+    args.push_back("-L" MODC_OPENMP_BLAS_DIR);
+    args.push_back("-Wl,-rpath," MODC_OPENMP_BLAS_DIR);
+  }
+  args.append({"-o", std::string(library), std::string(source), "-lopenblas"});
+  llvm::SmallVector<llvm::StringRef> argRefs(args.begin(), args.end());
   if (opts.verbose) {
     llvm::errs() << "modc: running";
-    for (llvm::StringRef a : args)
+    for (llvm::StringRef a : argRefs)
       llvm::errs() << " " << a;
     llvm::errs() << "\n";
   }
@@ -74,8 +100,8 @@ static llvm::Error compileSource(const PackageOptions &opts,
                                                 llvm::StringRef(log),
                                                 llvm::StringRef(log)};
   std::string message;
-  int rc = llvm::sys::ExecuteAndWait(*cxx, args, std::nullopt, redirects, 0, 0,
-                                     &message);
+  int rc = llvm::sys::ExecuteAndWait(*cxx, argRefs, std::nullopt, redirects,
+                                     0, 0, &message);
   if (rc != 0) {
     std::string output;
     if (auto buffer = llvm::MemoryBuffer::getFile(log))
@@ -104,7 +130,7 @@ llvm::Error modc::writeCpuPackage(ModuleOp module, const PackageOptions &opts) {
     llvm::sys::path::append(manifest, "manifest.json");
     std::error_code ec;
     bool empty = fs::directory_iterator(out, ec) == fs::directory_iterator();
-    if (!empty && !fs::exists(manifest))
+    if (!empty && !isPackageManifest(manifest))
       return makeError(out + " exists and is not a modc package; refusing to "
                              "replace it");
   }
