@@ -17,6 +17,7 @@
 #include <dlfcn.h>
 #include <fstream>
 #include <random>
+#include <mutex>
 #include <set>
 #include <sstream>
 #include <sys/stat.h>
@@ -85,6 +86,10 @@ struct Package::Impl {
   Manifest manifest;
   std::unique_ptr<DlHandle> lib;
   Abi abi;
+  /// Kept across calls: a fresh workspace costs page faults on every call.
+  /// The mutex serialises calls sharing it.
+  std::mutex workspaceMutex;
+  AlignedBytes workspace;
 };
 
 Package::Package(std::unique_ptr<Impl> impl) : impl(std::move(impl)) {}
@@ -300,11 +305,13 @@ ForwardResult Package::forward(const TensorMap &weights,
   result.seqLen = m.seqLen;
   result.vocab = m.vocabSize;
   std::vector<int32_t> routed;
-  AlignedBytes workspace;
+  std::lock_guard<std::mutex> lock(impl->workspaceMutex);
+  AlignedBytes &workspace = impl->workspace;
   try {
     result.logits.assign(logitsCount, 0.0f);
     routed.assign(std::max<uint64_t>(routedCount, 1), 0);
-    workspace.assign(std::max<uint64_t>(wsBytes, 64), std::byte{0});
+    if (workspace.size() < std::max<uint64_t>(wsBytes, 64))
+      workspace.resize(std::max<uint64_t>(wsBytes, 64));
   } catch (const std::bad_alloc &) {
     throw Error(fmt::format("forward: out of memory for batch {} ({} bytes "
                             "of workspace, {} logits)",

@@ -229,6 +229,9 @@ LogicalResult CppEmitter::emit() {
      << "'. Do not edit.\n";
   os << kPrelude << "\n";
   os << R"cpp(
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 
@@ -250,6 +253,14 @@ thread_local std::string lastError;
 int32_t fail(int32_t status, std::string message) {
   lastError = std::move(message);
   return status;
+}
+/// Prints the time since `tick` for kernel `index` and restarts the clock.
+void modcProfile(int index, const char *what,
+                 std::chrono::steady_clock::time_point &tick) {
+  auto now = std::chrono::steady_clock::now();
+  std::fprintf(stderr, "modc profile: kernel %3d %-32s %9.3f ms\n", index, what,
+               std::chrono::duration<double, std::milli>(now - tick).count());
+  tick = now;
 }
 } // namespace
 
@@ -345,11 +356,20 @@ modc_forward(const modc_forward_args *args) {
                         type, var, alloc.getOffset().value_or(0));
     }
   }
+  // MODC_PROFILE=1 in the environment times every kernel of the plan.
+  os << "  static const bool profile = std::getenv(\"MODC_PROFILE\") != nullptr;\n";
+  os << "  auto tick = std::chrono::steady_clock::now();\n";
+  int kernel = 0;
   for (Operation &op : entry.getBody().front()) {
     if (isa<modk::ParamOp, modk::InputOp, modk::OutputOp, modk::AllocOp>(op))
       continue;
     if (failed(emitKernel(&op)))
       return failure();
+    std::string what = op.getName().getStringRef().str();
+    if (auto gemm = dyn_cast<modk::GemmOp>(op))
+      what += " " + gemm.getEpilogue().str();
+    os << fmt::format("  if (profile) modcProfile({}, \"{}\", tick);\n",
+                      kernel++, what);
   }
   os << "  return 0;\n}\n} // extern \"C\"\n";
   return success();
