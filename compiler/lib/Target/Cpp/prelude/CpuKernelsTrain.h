@@ -1,0 +1,773 @@
+//===- CpuKernelsTrain.h - CPU training kernels for generated models -*- C++ -*-===//
+//
+// Part of the modc project.
+//
+//===----------------------------------------------------------------------===//
+///
+/// \file
+/// The backward (training) kernels of modc's CPU target: loss functions, the
+/// gradient of every forward kernel in CpuKernels.h, and the AdamW step. The
+/// C++ emitter pastes CpuKernels.h and then this header verbatim into every
+/// generated `model.cpp`; the same conventions hold (SPEC.md sections 3-5):
+///  - row-major f32, `rows` a runtime row count, segments and positions as in
+///    CpuKernels.h;
+///  - "accumulate" means the kernel adds into its output, which the caller
+///    zeroed first; "overwrite" means it does not read the output;
+///  - cblas is only called outside OpenMP parallel regions;
+///  - every reduction over rows is deterministic: rows are cut into chunks
+///    whose size depends only on the row count, each chunk is reduced
+///    serially, and the chunk results are added in chunk order. Results are
+///    therefore bit-identical for any thread count.
+///
+/// Scatter-style gradients (gather_grad, gate_scale_scatter_grad) assume that
+/// no two gathered rows map to the same stream row, which top-k and causal
+/// routing guarantee (positions within a segment are distinct).
+///
+//===----------------------------------------------------------------------===//
+
+#ifndef MODC_TARGET_CPP_PRELUDE_CPUKERNELSTRAIN_H
+#define MODC_TARGET_CPP_PRELUDE_CPUKERNELSTRAIN_H
+
+// When the emitter pastes both headers, CpuKernels.h is already in and the
+// include (which would not resolve next to model.cpp) is skipped.
+#ifndef MODC_TARGET_CPP_PRELUDE_CPUKERNELS_H
+#include "CpuKernels.h"
+#endif
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+namespace modk_cpu {
+
+//===----------------------------------------------------------------------===//
+// Deterministic reductions
+//===----------------------------------------------------------------------===//
+
+namespace detail {
+
+/// Row chunk size of deterministic reductions over n rows: at most about 64
+/// chunks, so the partial buffers stay small, and never fewer than 16 rows.
+/// Depends only on n, never on the thread count.
+inline int64_t reduceChunk(int64_t n) {
+  return std::max<int64_t>(16, (n + 63) / 64);
+}
+
+/// out[0:W] += sum over rows i < n of the per-row contributions that
+/// `body(i0, i1, partial)` adds into its zeroed `partial[0:W]` for the rows
+/// [i0, i1). Chunks run in parallel when `parallel`; the partials are then
+/// summed in chunk order, so the result is independent of the thread count.
+template <typename T, typename F>
+inline void chunkedReduce(int64_t n, int64_t W, T *out, bool parallel,
+                          F body) {
+  if (n <= 0)
+    return;
+  const int64_t chunk = reduceChunk(n);
+  const int64_t nchunks = (n + chunk - 1) / chunk;
+  static thread_local std::vector<T> partial;
+  if (int64_t(partial.size()) < nchunks * W)
+    partial.resize(nchunks * W);
+  T *pp = partial.data();
+#pragma omp parallel for schedule(static) if (parallel && nchunks > 1)
+  for (int64_t c = 0; c < nchunks; ++c) {
+    T *pc = pp + c * W;
+    std::fill(pc, pc + W, T(0));
+    body(c * chunk, std::min(n, (c + 1) * chunk), pc);
+  }
+#pragma omp parallel for schedule(static) if (parallel && nchunks * W >      \
+                                                  kMinParallelWork)
+  for (int64_t w = 0; w < W; ++w) {
+    T acc = T(0);
+    for (int64_t c = 0; c < nchunks; ++c)
+      acc += pp[c * W + w];
+    out[w] += acc;
+  }
+}
+
+inline float sigmoid(float z) { return 1.0f / (1.0f + std::exp(-z)); }
+
+/// d silu(z) / dz = s (1 + z (1 - s)) with s = sigmoid(z).
+inline float siluGrad(float z) {
+  const float s = sigmoid(z);
+  return s * (1.0f + z * (1.0f - s));
+}
+
+} // namespace detail
+
+//===----------------------------------------------------------------------===//
+// Losses
+//===----------------------------------------------------------------------===//
+
+/// Softmax cross-entropy over logits[rows, V] with targets in [0, V). Returns
+/// the SUM over rows of -log softmax(logits_i)[t_i] (max-subtracted, summed in
+/// double) and writes dlogits_i = scale * (softmax(logits_i) - onehot(t_i))
+/// (overwrite). dlogits may alias logits.
+template <int V>
+inline double cross_entropy(const float *logits, const int32_t *targets,
+                            int64_t rows, float scale, float *dlogits) {
+  using namespace detail;
+  constexpr int64_t NV = V / kVW * kVW;
+  double loss = 0.0;
+  chunkedReduce<double>(
+      rows, 1, &loss, rows * V > kMinParallelWork,
+      [&](int64_t i0, int64_t i1, double *part) {
+        for (int64_t i = i0; i < i1; ++i) {
+          const float *z = logits + i * V;
+          float *dz = dlogits + i * V;
+          // Target logit first: dlogits may alias logits.
+          const float zt = z[targets[i]];
+          float mx = -std::numeric_limits<float>::infinity();
+          if (NV > 0) {
+            VecF m = loadu(z);
+            for (int64_t c = kVW; c < NV; c += kVW)
+              m = vmax(m, loadu(z + c));
+            mx = hmax(m);
+          }
+          for (int64_t c = NV; c < V; ++c)
+            mx = std::max(mx, z[c]);
+          // Exponentials go to dz; lanes are summed in f32 over short runs
+          // and the runs in double.
+          double sum = 0.0;
+          for (int64_t c0 = 0; c0 < NV; c0 += 64 * kVW) {
+            VecF acc = VecF{};
+            const int64_t c1 = std::min<int64_t>(NV, c0 + 64 * kVW);
+            for (int64_t c = c0; c < c1; c += kVW) {
+              const VecF e = vexp(loadu(z + c) - mx);
+              storeu(dz + c, e);
+              acc += e;
+            }
+            sum += hsum(acc);
+          }
+          for (int64_t c = NV; c < V; ++c) {
+            dz[c] = std::exp(z[c] - mx);
+            sum += dz[c];
+          }
+          part[0] += double(mx) + std::log(sum) - double(zt);
+          const float f = static_cast<float>(scale / sum);
+#pragma omp simd
+          for (int64_t c = 0; c < V; ++c)
+            dz[c] *= f;
+          dz[targets[i]] -= scale;
+        }
+      });
+  return loss;
+}
+
+/// Binary cross-entropy with logits over the B*S entries of z: returns the SUM
+/// of max(z,0) - z t + log(1 + e^-|z|) (in double) and accumulates
+/// dz += scale * (sigmoid(z) - t). t is 0 or 1.
+template <int S>
+inline double bce_with_logits(const float *z, const int32_t *target, int64_t B,
+                              float scale, float *dz) {
+  const int64_t n = B * S;
+  double loss = 0.0;
+  detail::chunkedReduce<double>(
+      n, 1, &loss, n > detail::kMinParallelWork / 8,
+      [&](int64_t i0, int64_t i1, double *part) {
+        for (int64_t i = i0; i < i1; ++i) {
+          const double zi = z[i], ti = target[i] ? 1.0 : 0.0;
+          part[0] += std::max(zi, 0.0) - zi * ti +
+                     std::log1p(std::exp(-std::fabs(zi)));
+          // Stable sigmoid: exp of a non-positive argument only.
+          const double e = std::exp(-std::fabs(zi));
+          const double sg = zi >= 0.0 ? 1.0 / (1.0 + e) : e / (1.0 + e);
+          dz[i] += static_cast<float>(scale * (sg - ti));
+        }
+      });
+  return loss;
+}
+
+//===----------------------------------------------------------------------===//
+// Linear, norm and elementwise gradients
+//===----------------------------------------------------------------------===//
+
+/// da[M, K] (+)= dy[M, N] * w[N, K] (w in nn.Linear layout). M may be 0.
+/// Must not be called from inside an OpenMP parallel region.
+template <int N, int K>
+inline void linear_dgrad(const float *dy, int64_t M, const float *w, float *da,
+                         bool accumulate) {
+  if (M <= 0)
+    return;
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(M),
+              K, N, 1.0f, dy, N, w, K, accumulate ? 1.0f : 0.0f, da, K);
+}
+
+/// dw[N, K] (+)= dy[M, N]^T * a[M, K]. M may be 0 (then dw is zeroed unless
+/// accumulating). Must not be called from inside an OpenMP parallel region.
+template <int N, int K>
+inline void linear_wgrad(const float *dy, int64_t M, const float *a, float *dw,
+                         bool accumulate) {
+  if (M <= 0) {
+    if (!accumulate)
+      std::memset(dw, 0, sizeof(float) * N * K);
+    return;
+  }
+  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, N, K,
+              static_cast<int>(M), 1.0f, dy, N, a, K,
+              accumulate ? 1.0f : 0.0f, dw, K);
+}
+
+/// Gradient of y = x / sqrt(mean(x^2) + eps) * w on [rows, D]:
+/// dx (+)= inv * (dy w - xhat * mean(dy w xhat)) with xhat = x * inv, and
+/// dw += sum over rows of dy * xhat (always accumulates).
+template <int D>
+inline void rmsnorm_grad(const float *x, int64_t rows, const float *w,
+                         float eps, const float *dy, float *dx, float *dw,
+                         bool accumulate_dx) {
+  detail::chunkedReduce<float>(
+      rows, D, dw, rows * D > detail::kMinParallelWork,
+      [&](int64_t i0, int64_t i1, float *pdw) {
+        for (int64_t i = i0; i < i1; ++i) {
+          const float *xi = x + i * D, *gi = dy + i * D;
+          float *dxi = dx + i * D;
+          float ss = 0.0f, dot = 0.0f;
+#pragma omp simd reduction(+ : ss, dot)
+          for (int d = 0; d < D; ++d) {
+            ss += xi[d] * xi[d];
+            dot += gi[d] * w[d] * xi[d];
+          }
+          const float inv = 1.0f / std::sqrt(ss / static_cast<float>(D) + eps);
+          // mean(dy w xhat) * inv, folded so xhat is never stored.
+          const float c = dot * inv * inv / static_cast<float>(D);
+          if (accumulate_dx) {
+#pragma omp simd
+            for (int d = 0; d < D; ++d)
+              dxi[d] += inv * (gi[d] * w[d] - xi[d] * c);
+          } else {
+#pragma omp simd
+            for (int d = 0; d < D; ++d)
+              dxi[d] = inv * (gi[d] * w[d] - xi[d] * c);
+          }
+#pragma omp simd
+          for (int d = 0; d < D; ++d)
+            pdw[d] += gi[d] * xi[d] * inv;
+        }
+      });
+}
+
+/// Transpose of `rope` in place on dx[rows, H * HD]: rotation by -angle, with
+/// the angles formed exactly as `rope` forms them.
+template <int H, int HD>
+inline void rope_grad(float *dx, int64_t rows, const int32_t *pos,
+                      float theta) {
+  static_assert(HD % 2 == 0, "rope needs an even head dimension");
+  constexpr int Half = HD / 2;
+  double invFreq[Half];
+  for (int j = 0; j < Half; ++j)
+    invFreq[j] = std::pow(static_cast<double>(theta), -2.0 * j / HD);
+#pragma omp parallel for if (rows * H * HD > detail::kMinParallelWork)
+  for (int64_t i = 0; i < rows; ++i) {
+    float c[Half], s[Half];
+    const double p = static_cast<double>(pos[i]);
+    for (int j = 0; j < Half; ++j) {
+      const double a = p * invFreq[j];
+      c[j] = static_cast<float>(std::cos(a));
+      s[j] = static_cast<float>(std::sin(a));
+    }
+    for (int h = 0; h < H; ++h) {
+      float *xh = dx + (i * H + h) * HD;
+#pragma omp simd
+      for (int j = 0; j < Half; ++j) {
+        const float g0 = xh[j], g1 = xh[j + Half];
+        xh[j] = g0 * c[j] + g1 * s[j];
+        xh[j + Half] = g1 * c[j] - g0 * s[j];
+      }
+    }
+  }
+}
+
+/// Gradient of u = silu(gate) * up on [rows, N] (gate, up pre-activation):
+/// dgate = du * up * silu'(gate), dup = du * silu(gate) (overwrite).
+template <int N>
+inline void swiglu_grad(const float *gate, const float *up, const float *du,
+                        int64_t rows, float *dgate, float *dup) {
+  using namespace detail;
+  const int64_t total = rows * N;
+  const int64_t nvec = total / kVW * kVW;
+#pragma omp parallel for if (total > kMinParallelWork)
+  for (int64_t i = 0; i < nvec; i += kVW) {
+    const VecF g = loadu(gate + i), u = loadu(up + i), d = loadu(du + i);
+    const VecF s = 1.0f / (vexp(-g) + 1.0f);
+    storeu(dgate + i, d * u * (s * (1.0f + g * (1.0f - s))));
+    storeu(dup + i, d * (g * s));
+  }
+  for (int64_t i = nvec; i < total; ++i) {
+    const float g = gate[i], u = up[i], d = du[i];
+    const float sg = detail::silu(g);
+    dgate[i] = d * u * siluGrad(g);
+    dup[i] = d * sg;
+  }
+}
+
+/// Gradient of the exact GELU: dpre = du * (Phi(x) + x phi(x)) (overwrite).
+template <int N>
+inline void gelu_grad(const float *pre, const float *du, int64_t rows,
+                      float *dpre) {
+  const int64_t total = rows * N;
+#pragma omp parallel for if (total > detail::kMinParallelWork / 4)
+  for (int64_t i = 0; i < total; ++i) {
+    const float x = pre[i];
+    const float cdf = 0.5f * (1.0f + std::erf(x * 0.70710678118654752f));
+    const float pdf = 0.39894228040143268f * std::exp(-0.5f * x * x);
+    dpre[i] = du[i] * (cdf + x * pdf);
+  }
+}
+
+/// dtable[tokens[i]] += dx[i] for i < rows; dtable is [V, D]. Threads own
+/// disjoint column blocks and visit rows in order, so repeated tokens need no
+/// atomics and the sum order is fixed.
+template <int D>
+inline void embed_grad(const int32_t *tokens, int64_t rows, const float *dx,
+                       float *dtable) {
+  constexpr int CB = 16; // one cache line of columns per block
+  constexpr int NBlk = (D + CB - 1) / CB;
+#pragma omp parallel for schedule(static) if (rows * D >                      \
+                                                  detail::kMinParallelWork)
+  for (int b = 0; b < NBlk; ++b) {
+    const int d0 = b * CB, d1 = std::min(D, d0 + CB);
+    for (int64_t i = 0; i < rows; ++i) {
+      float *dst = dtable + static_cast<int64_t>(tokens[i]) * D;
+      const float *src = dx + i * D;
+      for (int d = d0; d < d1; ++d)
+        dst[d] += src[d];
+    }
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Routing gradients
+//===----------------------------------------------------------------------===//
+
+/// Gradient of gate_scale_scatter (x[t] += g(r[t]) f[j], t = s*S + pos[j]):
+/// df[j] = g(r[t]) dy[t] (overwrite, [rows, D]) and
+/// dr[t] += g'(r[t]) <dy[t], f[j]> (accumulate). dy passes through unchanged.
+template <int S, int D, int G>
+inline void gate_scale_scatter_grad(const float *dy, int64_t nseg,
+                                    const int64_t *seg, const int32_t *pos,
+                                    const float *r, const float *f, float *df,
+                                    float *dr) {
+  static_assert(G == GateLinear || G == GateSigmoid || G == GateOne,
+                "unknown gate");
+  const int64_t rows = seg[nseg];
+#pragma omp parallel for if (rows * D > detail::kMinParallelWork)
+  for (int64_t j = 0; j < rows; ++j) {
+    const int64_t s = detail::segmentOf(seg, nseg, j);
+    const int64_t t = s * S + pos[j];
+    float g = 1.0f, gp = 0.0f;
+    if (G == GateLinear) {
+      g = r[t];
+      gp = 1.0f;
+    } else if (G == GateSigmoid) {
+      g = detail::sigmoid(r[t]);
+      gp = g * (1.0f - g);
+    }
+    const float *dyt = dy + t * D, *fj = f + j * D;
+    float *dfj = df + j * D;
+    float dot = 0.0f;
+#pragma omp simd reduction(+ : dot)
+    for (int d = 0; d < D; ++d) {
+      dfj[d] = g * dyt[d];
+      dot += dyt[d] * fj[d];
+    }
+    if (G != GateOne)
+      dr[t] += gp * dot;
+  }
+}
+
+/// Gradient of the gather x[s*S + pos[j]] -> xs[j]: dx[s*S + pos[j]] += dxs[j].
+template <int S, int D>
+inline void gather_grad(const float *dxs, int64_t nseg, const int64_t *seg,
+                        const int32_t *pos, float *dx) {
+  const int64_t rows = seg[nseg];
+#pragma omp parallel for if (rows * D > detail::kMinParallelWork)
+  for (int64_t j = 0; j < rows; ++j) {
+    const int64_t s = detail::segmentOf(seg, nseg, j);
+    float *dst = dx + (s * S + pos[j]) * D;
+    const float *src = dxs + j * D;
+#pragma omp simd
+    for (int d = 0; d < D; ++d)
+      dst[d] += src[d];
+  }
+}
+
+/// Gradient of r[t] = w . x[t] over the B*S rows: dx[t] += dr[t] w and
+/// dw += sum_t dr[t] x[t] (both accumulate).
+template <int S, int D>
+inline void router_grad(const float *x, int64_t B, const float *w,
+                        const float *dr, float *dx, float *dw) {
+  const int64_t rows = B * S;
+  detail::chunkedReduce<float>(
+      rows, D, dw, rows * D > detail::kMinParallelWork,
+      [&](int64_t i0, int64_t i1, float *pdw) {
+        for (int64_t t = i0; t < i1; ++t) {
+          const float g = dr[t];
+          const float *xt = x + t * D;
+          float *dxt = dx + t * D;
+#pragma omp simd
+          for (int d = 0; d < D; ++d) {
+            dxt[d] += g * w[d];
+            pdw[d] += g * xt[d];
+          }
+        }
+      });
+}
+
+/// Gradient of the causal-routing predictor p = fc2_w . silu(fc1_w x + fc1_b)
+/// + fc2_b for the parameters only (x is behind a stop-gradient). Accumulates
+/// into dfc1_w [HID, D], dfc1_b [HID], dfc2_w [1, HID], dfc2_b [1]. `hidden`
+/// [rows, HID] is scratch; on return it holds dp * fc2_w * silu'(pre).
+/// Must not be called from inside an OpenMP parallel region.
+template <int D, int HID>
+inline void predictor_grad(const float *x, int64_t rows, const float *fc1_w,
+                           const float *fc1_b, const float *fc2_w,
+                           const float *dp, float *hidden, float *dfc1_w,
+                           float *dfc1_b, float *dfc2_w, float *dfc2_b) {
+  if (rows <= 0)
+    return;
+  linear<HID, D>(x, rows, fc1_w, hidden); // recompute fc1 (outside parallel)
+  // One reduction for [dfc1_b | dfc2_w | dfc2_b]; hidden becomes dpre.
+  static thread_local std::vector<float> red;
+  red.assign(2 * HID + 1, 0.0f);
+  detail::chunkedReduce<float>(
+      rows, 2 * HID + 1, red.data(), rows * HID > detail::kMinParallelWork,
+      [&](int64_t i0, int64_t i1, float *part) {
+        for (int64_t i = i0; i < i1; ++i) {
+          float *hi = hidden + i * HID;
+          const float g = dp[i];
+          for (int j = 0; j < HID; ++j) {
+            const float z = hi[j] + fc1_b[j];
+            const float s = detail::sigmoid(z);
+            const float dpre = g * fc2_w[j] * (s * (1.0f + z * (1.0f - s)));
+            part[HID + j] += g * (z * s); // dfc2_w: dp * silu(z)
+            part[j] += dpre;              // dfc1_b
+            hi[j] = dpre;
+          }
+          part[2 * HID] += g;
+        }
+      });
+  for (int j = 0; j < HID; ++j) {
+    dfc1_b[j] += red[j];
+    dfc2_w[j] += red[HID + j];
+  }
+  dfc2_b[0] += red[2 * HID];
+  // dfc1_w += dpre^T x.
+  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, HID, D,
+              static_cast<int>(rows), 1.0f, hidden, HID, x, D, 1.0f, dfc1_w,
+              D);
+}
+
+//===----------------------------------------------------------------------===//
+// Causal attention backward
+//===----------------------------------------------------------------------===//
+
+namespace detail {
+
+/// Query and key block sizes of the attention backward; multiples of kVW.
+constexpr int kAgBQ = 64;
+constexpr int kAgBK = 64;
+
+/// C[r][0 : NV*kVW] (+)= sum_k A[r*ars + k*aks] * B[k*bks + (0 : NV*kVW)] for
+/// r < R: the register-blocked core of every product in the backward. A is
+/// read as broadcast scalars, so any strides (transposes) are free.
+template <int R, int NV, bool Acc>
+inline void mmTile(const float *A, int64_t ars, int64_t aks, const float *B,
+                   int64_t bks, int K, float *C, int64_t crs) {
+  VecF acc[R][NV];
+  for (int r = 0; r < R; ++r)
+    for (int v = 0; v < NV; ++v)
+      acc[r][v] = Acc ? loadu(C + r * crs + v * kVW) : VecF{};
+  for (int k = 0; k < K; ++k) {
+    VecF b[NV];
+    for (int v = 0; v < NV; ++v)
+      b[v] = loadu(B + k * bks + v * kVW);
+    for (int r = 0; r < R; ++r) {
+      const VecF a = splat(A[r * ars + k * aks]);
+      for (int v = 0; v < NV; ++v)
+        acc[r][v] += a * b[v];
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int v = 0; v < NV; ++v)
+      storeu(C + r * crs + v * kVW, acc[r][v]);
+}
+
+/// The leftover rows < RR of an R-row blocked product, dispatched to a tile
+/// of exactly that height.
+template <int RR, int NV, bool Acc>
+inline void mmTail(int rem, const float *A, int64_t ars, int64_t aks,
+                   const float *B, int64_t bks, int K, float *C, int64_t crs) {
+  if constexpr (RR > 0) {
+    if (rem == RR)
+      mmTile<RR, NV, Acc>(A, ars, aks, B, bks, K, C, crs);
+    else
+      mmTail<RR - 1, NV, Acc>(rem, A, ars, aks, B, bks, K, C, crs);
+  }
+}
+
+/// `rows` x (NVT vectors) product: column chunks of at most 4 vectors, each
+/// with as many rows per register tile as the register file allows.
+template <int NVT, bool Acc>
+inline void mm(int rows, const float *A, int64_t ars, int64_t aks,
+               const float *B, int64_t bks, int K, float *C, int64_t crs) {
+  if constexpr (NVT > 0) {
+    constexpr int NV = NVT < 4 ? NVT : 4;
+    constexpr int Rraw = (kNumVecRegs - NV - 1) / NV;
+    constexpr int R = Rraw > 8 ? 8 : Rraw < 1 ? 1 : Rraw;
+    int r = 0;
+    for (; r + R <= rows; r += R)
+      mmTile<R, NV, Acc>(A + r * ars, ars, aks, B, bks, K, C + r * crs, crs);
+    mmTail<R - 1, NV, Acc>(rows - r, A + r * ars, ars, aks, B, bks, K,
+                           C + r * crs, crs);
+    mm<NVT - NV, Acc>(rows, A, ars, aks, B + NV * kVW, bks, K, C + NV * kVW,
+                      crs);
+  }
+}
+
+/// Backward of one (segment, head) of causal_attention, entirely on this
+/// thread (so dK and dV need no cross-thread reduction). Flash-attention-2
+/// order: an outer loop over key blocks keeps that block's dK, dV in cache
+/// while the query blocks that see it stream past; dQ accumulates in a
+/// per-segment buffer. The softmax statistics are recomputed first.
+template <int H, int HD>
+inline void attentionGradItem(const float *q, const float *k, const float *v,
+                              const float *o, const float *dout,
+                              const int64_t *seg, const int32_t *pos,
+                              int64_t s, int h, float *dq, float *dk,
+                              float *dv) {
+  constexpr int BQ = kAgBQ, BK = kAgBK;
+  constexpr int NB = BK / kVW;                 // vectors per score row
+  constexpr int DV = (HD + kVW - 1) / kVW;     // vectors per head row
+  constexpr int HDP = DV * kVW;                // padded head dim
+  constexpr int64_t LD = int64_t(H) * HD;
+  static_assert(BK % kVW == 0, "key block must be whole vectors");
+
+  const int64_t base = seg[s];
+  const int64_t n = seg[s + 1] - base;
+  if (n <= 0)
+    return;
+  const int32_t *ps = pos + base;
+  const int64_t hoff = int64_t(h) * HD;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(HD));
+  const int64_t ntile = (n + BK - 1) / BK;
+  const int64_t np = ntile * BK; // padded row count
+
+  // Per-thread scratch, grown on demand and kept across calls.
+  static thread_local std::vector<float> buf;
+  static thread_local std::vector<int64_t> limBuf;
+  const int64_t need = 4 * np * HDP + 2 * HD * np + 2 * np + 2 * BK * HDP +
+                       2 * BQ * BK;
+  if (int64_t(buf.size()) < need)
+    buf.resize(need);
+  if (int64_t(limBuf.size()) < n)
+    limBuf.resize(n);
+  float *Qs = buf.data();     // [np][HDP] q * scale
+  float *Ks = Qs + np * HDP;  // [np][HDP] k rows
+  float *dOs = Ks + np * HDP; // [np][HDP] dout rows
+  float *dQ = dOs + np * HDP; // [np][HDP] dQ / scale accumulator
+  float *Kt = dQ + np * HDP;  // [ntile][HD][BK] keys transposed
+  float *Vt = Kt + HD * np;   // [ntile][HD][BK] values transposed
+  float *lse = Vt + HD * np;  // [np] log-sum-exp of the scaled scores
+  float *Dd = lse + np;       // [np] rowsum(dout * o)
+  float *dKb = Dd + np;       // [BK][HDP]
+  float *dVb = dKb + BK * HDP;
+  float *Sb = dVb + BK * HDP; // [BQ][BK] scores, then P
+  float *dPb = Sb + BQ * BK;  // [BQ][BK] dP, then dS
+  int64_t *lim = limBuf.data();
+
+  // Pack this head: zero padding keeps padded lanes finite and inert.
+  std::memset(Qs, 0, sizeof(float) * 4 * np * HDP);
+  std::memset(Kt, 0, sizeof(float) * 2 * HD * np);
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t row = (base + i) * LD + hoff;
+    float dd = 0.0f;
+    for (int d = 0; d < HD; ++d) {
+      Qs[i * HDP + d] = q[row + d] * scale;
+      Ks[i * HDP + d] = k[row + d];
+      dOs[i * HDP + d] = dout[row + d];
+      dd += dout[row + d] * o[row + d];
+    }
+    Dd[i] = dd;
+    float *kt = Kt + (i / BK) * HD * BK + i % BK;
+    float *vt = Vt + (i / BK) * HD * BK + i % BK;
+    for (int d = 0; d < HD; ++d) {
+      kt[d * BK] = k[row + d];
+      vt[d * BK] = v[row + d];
+    }
+  }
+  // lim[r]: keys [0, lim[r]) are visible to query r (as in the forward).
+  int64_t prev = 0;
+  for (int64_t r = 0; r < n; ++r) {
+    int64_t l = std::max(r + 1, prev);
+    while (l < n && ps[l] <= ps[r])
+      ++l;
+    lim[r] = prev = l;
+  }
+
+  VecI lane;
+  for (int c = 0; c < kVW; ++c)
+    lane[c] = c;
+  const float ninf = -std::numeric_limits<float>::infinity();
+
+  // Pass 1: log-sum-exp of every query row (online max and sum).
+  for (int64_t i0 = 0; i0 < n; i0 += BQ) {
+    const int qn = static_cast<int>(std::min<int64_t>(BQ, n - i0));
+    float mrow[BQ], lrow[BQ];
+    for (int r = 0; r < qn; ++r) {
+      mrow[r] = ninf;
+      lrow[r] = 0.0f;
+    }
+    for (int64_t k0 = 0; k0 < lim[i0 + qn - 1]; k0 += BK) {
+      mm<NB, false>(qn, Qs + i0 * HDP, HDP, 1, Kt + k0 * HD, BK, HD, Sb, BK);
+      for (int r = 0; r < qn; ++r) {
+        const int64_t valid = lim[i0 + r] - k0;
+        if (valid <= 0)
+          continue;
+        float *sr = Sb + r * BK;
+        const VecI vl = lane - static_cast<int32_t>(std::min<int64_t>(valid, BK));
+        VecF mx = splat(ninf);
+        for (int b = 0; b < NB; ++b)
+          mx = vmax(mx, select(vl + b * kVW < 0, loadu(sr + b * kVW),
+                               splat(ninf)));
+        const float mnew = std::max(mrow[r], hmax(mx));
+        VecF sum = VecF{};
+        for (int b = 0; b < NB; ++b)
+          sum += vexp(select(vl + b * kVW < 0, loadu(sr + b * kVW),
+                             splat(ninf)) -
+                      mnew);
+        lrow[r] = lrow[r] * std::exp(mrow[r] - mnew) + hsum(sum);
+        mrow[r] = mnew;
+      }
+    }
+    for (int r = 0; r < qn; ++r)
+      lse[i0 + r] = mrow[r] + std::log(lrow[r]);
+  }
+
+  // Pass 2: per key block, every query block that sees it.
+  for (int64_t k0 = 0; k0 < n; k0 += BK) {
+    const int kc = static_cast<int>(std::min<int64_t>(BK, n - k0));
+    std::memset(dKb, 0, sizeof(float) * 2 * BK * HDP);
+    const float *Ktj = Kt + k0 * HD, *Vtj = Vt + k0 * HD;
+    // First query that sees key k0; lim is non-decreasing.
+    const int64_t rs = std::upper_bound(lim, lim + n, k0) - lim;
+    for (int64_t i0 = rs; i0 < n; i0 += BQ) {
+      const int qn = static_cast<int>(std::min<int64_t>(BQ, n - i0));
+      // S = Qs K^T, dP = dO V^T.
+      mm<NB, false>(qn, Qs + i0 * HDP, HDP, 1, Ktj, BK, HD, Sb, BK);
+      mm<NB, false>(qn, dOs + i0 * HDP, HDP, 1, Vtj, BK, HD, dPb, BK);
+      // P = exp(S - lse) on visible keys, dS = P (dP - D).
+      for (int r = 0; r < qn; ++r) {
+        const int64_t valid = std::min<int64_t>(lim[i0 + r] - k0, BK);
+        const VecI vl = lane - static_cast<int32_t>(valid);
+        const VecF l = splat(lse[i0 + r]), dd = splat(Dd[i0 + r]);
+        float *sr = Sb + r * BK, *dr = dPb + r * BK;
+        for (int b = 0; b < NB; ++b) {
+          const VecF p =
+              select(vl + b * kVW < 0, vexp(loadu(sr + b * kVW) - l), VecF{});
+          storeu(sr + b * kVW, p);
+          storeu(dr + b * kVW, p * (loadu(dr + b * kVW) - dd));
+        }
+      }
+      // dV += P^T dO, dK += dS^T Qs, dQ += dS K.
+      mm<DV, true>(kc, Sb, 1, BK, dOs + i0 * HDP, HDP, qn, dVb, HDP);
+      mm<DV, true>(kc, dPb, 1, BK, Qs + i0 * HDP, HDP, qn, dKb, HDP);
+      mm<DV, true>(qn, dPb, BK, 1, Ks + k0 * HDP, HDP, kc, dQ + i0 * HDP,
+                   HDP);
+    }
+    for (int c = 0; c < kc; ++c) {
+      const int64_t row = (base + k0 + c) * LD + hoff;
+      std::memcpy(dk + row, dKb + c * HDP, sizeof(float) * HD);
+      std::memcpy(dv + row, dVb + c * HDP, sizeof(float) * HD);
+    }
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    float *dst = dq + (base + i) * LD + hoff;
+    for (int d = 0; d < HD; ++d)
+      dst[d] = dQ[i * HDP + d] * scale;
+  }
+}
+
+} // namespace detail
+
+/// Backward of causal_attention. q, k are after RoPE, v, o (the forward
+/// output before the O projection) and dout are [rows, H * HD] with
+/// rows = seg[nseg]; writes dq, dk, dv (overwrite). The probabilities are
+/// recomputed (flash-attention-2 style): lse from a first pass over the
+/// scores, then D_i = rowsum(dout_i o_i), dP = dout V^T, dS = P (dP - D),
+/// dq = dS K / sqrt(HD), dk = dS^T q / sqrt(HD), dv = P^T dout.
+/// One OpenMP work item per (segment, head), so the result is deterministic.
+template <int H, int HD>
+inline void causal_attention_grad(const float *q, const float *k,
+                                  const float *v, const float *o,
+                                  const float *dout, int64_t nseg,
+                                  const int64_t *seg, const int32_t *pos,
+                                  float *dq, float *dk, float *dv) {
+  struct Item {
+    int64_t seg, len;
+  };
+  static thread_local std::vector<Item> items;
+  items.clear();
+  for (int64_t s = 0; s < nseg; ++s)
+    if (seg[s + 1] > seg[s])
+      items.push_back({s, seg[s + 1] - seg[s]});
+  // Longest segments first (cost is quadratic in the length).
+  std::stable_sort(items.begin(), items.end(),
+                   [](const Item &a, const Item &b) { return a.len > b.len; });
+  const int64_t nitems = static_cast<int64_t>(items.size()) * H;
+  const Item *it = items.data();
+  const int64_t rows = seg[nseg];
+#pragma omp parallel for schedule(dynamic, 1) if (rows * H * HD >             \
+                                                  detail::kMinParallelWork)
+  for (int64_t t = 0; t < nitems; ++t)
+    detail::attentionGradItem<H, HD>(q, k, v, o, dout, seg, pos, it[t / H].seg,
+                                     static_cast<int>(t % H), dq, dk, dv);
+}
+
+//===----------------------------------------------------------------------===//
+// Optimiser
+//===----------------------------------------------------------------------===//
+
+/// sum of x[i]^2 in double over fixed chunks (deterministic).
+inline double sum_squares(const float *x, int64_t n) {
+  double total = 0.0;
+  detail::chunkedReduce<double>(
+      n, 1, &total, n > detail::kMinParallelWork,
+      [&](int64_t i0, int64_t i1, double *part) {
+        double acc = 0.0;
+#pragma omp simd reduction(+ : acc)
+        for (int64_t i = i0; i < i1; ++i)
+          acc += double(x[i]) * double(x[i]);
+        part[0] += acc;
+      });
+  return total;
+}
+
+/// One decoupled AdamW step (torch.optim.AdamW) on n parameters, step >= 1:
+/// g' = g * grad_scale, m = b1 m + (1-b1) g', v = b2 v + (1-b2) g'^2,
+/// p -= lr * weight_decay * p, then p -= lr/(1-b1^step) * m /
+/// (sqrt(v)/sqrt(1-b2^step) + eps).
+inline void adamw(float *p, const float *g, float *m, float *v, int64_t n,
+                  float lr, float beta1, float beta2, float eps,
+                  float weight_decay, float grad_scale, int64_t step) {
+  const double bc1 = 1.0 - std::pow(double(beta1), double(step));
+  const double bc2 = 1.0 - std::pow(double(beta2), double(step));
+  const float stepSize = static_cast<float>(lr / bc1);
+  const float invSqrtBc2 = static_cast<float>(1.0 / std::sqrt(bc2));
+  const float decay = 1.0f - lr * weight_decay;
+#pragma omp parallel for simd if (n > detail::kMinParallelWork)
+  for (int64_t i = 0; i < n; ++i) {
+    const float gi = g[i] * grad_scale;
+    const float mi = beta1 * m[i] + (1.0f - beta1) * gi;
+    const float vi = beta2 * v[i] + (1.0f - beta2) * gi * gi;
+    m[i] = mi;
+    v[i] = vi;
+    const float pi = p[i] * decay;
+    p[i] = pi - stepSize * mi / (std::sqrt(vi) * invSqrtBc2 + eps);
+  }
+}
+
+} // namespace modk_cpu
+
+#endif // MODC_TARGET_CPP_PRELUDE_CPUKERNELSTRAIN_H
