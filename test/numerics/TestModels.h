@@ -177,6 +177,61 @@ inline double routingMargin(const modref::ModelConfig &config,
   return margin;
 }
 
+/// A tiny model for finite-difference gradients (a few thousand
+/// parameters): d_model 16, 2 heads, d_ff 32, vocab 32.
+inline nlohmann::json tinyModel(const std::string &name, int64_t nLayers,
+                                int64_t seqLen, const std::string &mlp,
+                                bool tied) {
+  return denseModel(name, 16, 2, nLayers, seqLen, mlp, tied, 32, 32);
+}
+
+/// Training tokens: uniform in [0, vocab), [batch, seqLen + 1] (inputs
+/// t[:, :S], targets t[:, 1:]).
+inline std::vector<int32_t> randomTrainingTokens(int64_t batch, int64_t seqLen,
+                                                 int64_t vocab, uint64_t seed) {
+  return randomTokens(batch, seqLen + 1, vocab, seed);
+}
+
+/// One tensor of a gradient comparison: max|ours - ref| / max|ref| over the
+/// evaluated coordinates, and the worst coordinate.
+struct TensorGradError {
+  double relative = 0.0;
+  double maxRef = 0.0;
+  int64_t worstIndex = -1;
+  double worstOurs = 0.0, worstRef = 0.0;
+};
+
+/// Compares `ours` with the reference `ref` at `coords` (every coordinate
+/// when empty). A non-finite value of ours counts as an infinite error.
+template <typename A>
+TensorGradError compareGradient(const A *ours, const std::vector<double> &ref,
+                                const std::vector<int64_t> &coords) {
+  TensorGradError e;
+  double worstAbs = -1.0;
+  auto visit = [&](int64_t i) {
+    double o = static_cast<double>(ours[i]);
+    double diff = std::isfinite(o) ? std::abs(o - ref[i])
+                                   : std::numeric_limits<double>::infinity();
+    e.maxRef = std::max(e.maxRef, std::abs(ref[i]));
+    if (diff > worstAbs) {
+      worstAbs = diff;
+      e.worstIndex = i;
+      e.worstOurs = o;
+      e.worstRef = ref[i];
+    }
+  };
+  if (coords.empty())
+    for (size_t i = 0; i < ref.size(); ++i)
+      visit(static_cast<int64_t>(i));
+  else
+    for (int64_t i : coords)
+      visit(i);
+  if (worstAbs < 0.0)
+    return e;
+  e.relative = e.maxRef > 0.0 ? worstAbs / e.maxRef : worstAbs;
+  return e;
+}
+
 } // namespace modtest
 
 #endif // MODC_TEST_NUMERICS_TESTMODELS_H

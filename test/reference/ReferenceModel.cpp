@@ -8,9 +8,15 @@
 #include "ReferenceModel.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <exception>
+#include <limits>
+#include <mutex>
 #include <numeric>
+#include <random>
 #include <set>
+#include <thread>
 
 using nlohmann::json;
 
@@ -337,7 +343,7 @@ ModelConfig ModelConfig::fromJson(const json &j) {
   else
     fail("mod.causal_router", "expected 'aux_loss', 'predictor' or 'none'");
 
-  getNumber(mod, "aux_loss_weight", "mod.", 0.01);
+  c.auxLossWeight = getNumber(mod, "aux_loss_weight", "mod.", 0.01);
   c.predictorHidden = mod.contains("predictor_hidden")
                           ? getInt(mod, "predictor_hidden", "mod.")
                           : c.dModel;
@@ -386,9 +392,15 @@ parameterShapes(const ModelConfig &c) {
 // Forward pass
 //===----------------------------------------------------------------------===//
 
-ReferenceOutput forward(const ModelConfig &c, const Weights &w,
-                        const std::vector<int32_t> &tokens, int64_t batch,
-                        RouteMode mode) {
+namespace {
+
+/// The forward pass proper. With `fixed` (top-k mode only) routed layers use
+/// that selection instead of their own top-k, which is still computed:
+/// `*naturalDiffers` tells whether any layer's top-k differed from `fixed`.
+ReferenceOutput forwardImpl(const ModelConfig &c, const Weights &w,
+                            const std::vector<int32_t> &tokens, int64_t batch,
+                            RouteMode mode, const Selection *fixed,
+                            bool *naturalDiffers) {
   const int64_t S = c.seqLen, d = c.dModel, V = c.vocabSize;
   if (batch < 1)
     throw ReferenceError("batch must be at least 1");
@@ -435,8 +447,13 @@ ReferenceOutput forward(const ModelConfig &c, const Weights &w,
     std::vector<int32_t> mask(batch * S, 0);
     std::vector<double> rAll(batch * S, 0.0);
     std::vector<double> pAll;
-    if (mode == RouteMode::Causal && c.causalRouter == CausalRouter::Predictor)
+    if (c.causalRouter == CausalRouter::Predictor)
       pAll.assign(batch * S, 0.0);
+    const size_t routedIndex = out.routed.size();
+    if (fixed &&
+        (routedIndex >= fixed->size() ||
+         static_cast<int64_t>((*fixed)[routedIndex].size()) != batch * S))
+      throw ReferenceError("fixed selection does not match the model");
     for (int64_t b = 0; b < batch; ++b) {
       // 1. Router logits on the raw residual stream.
       std::vector<double> r(S);
@@ -448,23 +465,9 @@ ReferenceOutput forward(const ModelConfig &c, const Weights &w,
         rAll[b * S + i] = acc;
       }
 
-      // 2. Selection.
-      std::vector<int64_t> sel;
-      if (mode == RouteMode::TopK) {
-        std::vector<int64_t> order(S);
-        std::iota(order.begin(), order.end(), 0);
-        std::stable_sort(order.begin(), order.end(), [&](int64_t i, int64_t j) {
-          if (r[i] != r[j])
-            return r[i] > r[j];
-          return i < j;
-        });
-        sel.assign(order.begin(), order.begin() + c.capacity);
-        std::sort(sel.begin(), sel.end());
-      } else if (c.causalRouter == CausalRouter::AuxLoss) {
-        for (int64_t i = 0; i < S; ++i)
-          if (r[i] > 0.0)
-            sel.push_back(i);
-      } else {
+      // Predictor logits p on the same residual stream (they never change
+      // the forward in top-k mode; the training loss of section 4 uses them).
+      if (c.causalRouter == CausalRouter::Predictor) {
         const int64_t H = c.predictorHidden;
         const auto &fc1 = weight(w, p + "predictor.fc1.weight", H * d);
         const auto &b1 = weight(w, p + "predictor.fc1.bias", H);
@@ -479,9 +482,38 @@ ReferenceOutput forward(const ModelConfig &c, const Weights &w,
             pr += fc2[hI] * silu(z);
           }
           pAll[b * S + i] = pr;
-          if (pr > 0.0)
-            sel.push_back(i);
         }
+      }
+
+      // 2. Selection.
+      std::vector<int64_t> sel;
+      if (mode == RouteMode::TopK) {
+        std::vector<int64_t> order(S);
+        std::iota(order.begin(), order.end(), 0);
+        std::stable_sort(order.begin(), order.end(), [&](int64_t i, int64_t j) {
+          if (r[i] != r[j])
+            return r[i] > r[j];
+          return i < j;
+        });
+        sel.assign(order.begin(), order.begin() + c.capacity);
+        std::sort(sel.begin(), sel.end());
+        if (fixed) {
+          std::vector<int64_t> given;
+          for (int64_t i = 0; i < S; ++i)
+            if ((*fixed)[routedIndex][b * S + i])
+              given.push_back(i);
+          if (given != sel && naturalDiffers)
+            *naturalDiffers = true;
+          sel = std::move(given);
+        }
+      } else if (c.causalRouter == CausalRouter::AuxLoss) {
+        for (int64_t i = 0; i < S; ++i)
+          if (r[i] > 0.0)
+            sel.push_back(i);
+      } else {
+        for (int64_t i = 0; i < S; ++i)
+          if (pAll[b * S + i] > 0.0)
+            sel.push_back(i);
       }
       for (int64_t i : sel)
         mask[b * S + i] = 1;
@@ -522,6 +554,210 @@ ReferenceOutput forward(const ModelConfig &c, const Weights &w,
       c.tieEmbeddings ? embed : weight(w, "lm_head.weight", V * d);
   out.logits = linear(nf, batch * S, d, head, V);
   return out;
+}
+
+} // namespace
+
+ReferenceOutput forward(const ModelConfig &c, const Weights &w,
+                        const std::vector<int32_t> &tokens, int64_t batch,
+                        RouteMode mode) {
+  return forwardImpl(c, w, tokens, batch, mode, nullptr, nullptr);
+}
+
+//===----------------------------------------------------------------------===//
+// Training loss
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// BCEWithLogits(z, y) = max(z, 0) - z y + log(1 + exp(-|z|)).
+double bceWithLogits(double z, double y) {
+  return std::max(z, 0.0) - z * y + std::log1p(std::exp(-std::abs(z)));
+}
+
+/// Mean over layers of mean over (b, i) of BCEWithLogits(logit, mask).
+double meanBce(const std::vector<std::vector<double>> &logits,
+               const Selection &masks) {
+  if (logits.empty())
+    return 0.0;
+  double layersSum = 0.0;
+  for (size_t l = 0; l < logits.size(); ++l) {
+    double sum = 0.0;
+    for (size_t i = 0; i < logits[l].size(); ++i)
+      sum += bceWithLogits(logits[l][i], masks[l][i] ? 1.0 : 0.0);
+    layersSum += sum / static_cast<double>(logits[l].size());
+  }
+  return layersSum / static_cast<double>(logits.size());
+}
+
+} // namespace
+
+LossBreakdown referenceLoss(const ModelConfig &c, const Weights &w,
+                            const std::vector<int32_t> &tokens, int64_t batch,
+                            const Selection *fixed) {
+  const int64_t S = c.seqLen, V = c.vocabSize, T = S + 1;
+  if (batch < 1)
+    throw ReferenceError("batch must be at least 1");
+  if (static_cast<int64_t>(tokens.size()) != batch * T)
+    throw ReferenceError("expected " + std::to_string(batch * T) +
+                         " tokens ([batch, seq_len + 1]), got " +
+                         std::to_string(tokens.size()));
+  std::vector<int32_t> inputs(batch * S);
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t i = 0; i < S; ++i) {
+      inputs[b * S + i] = tokens[b * T + i];
+      int32_t target = tokens[b * T + i + 1];
+      if (target < 0 || target >= V)
+        throw ReferenceError("token " + std::to_string(target) +
+                             " out of range");
+    }
+
+  LossBreakdown loss;
+  ReferenceOutput out = forwardImpl(c, w, inputs, batch, RouteMode::TopK, fixed,
+                                    &loss.topkDiffersFromFixed);
+
+  // Cross-entropy: mean over B * S of logsumexp(z) - z[target].
+  double ceSum = 0.0;
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t i = 0; i < S; ++i) {
+      const double *z = &out.logits[(b * S + i) * V];
+      double mx = -INFINITY;
+      for (int64_t v = 0; v < V; ++v)
+        mx = std::max(mx, z[v]);
+      double sum = 0.0;
+      for (int64_t v = 0; v < V; ++v)
+        sum += std::exp(z[v] - mx);
+      ceSum += mx + std::log(sum) - z[tokens[b * T + i + 1]];
+    }
+  loss.ce = ceSum / static_cast<double>(batch * S);
+
+  loss.routerBce = meanBce(out.routerLogits, out.routed);
+  loss.predictorBce = meanBce(out.predictorLogits, out.routed);
+  loss.aux = c.causalRouter == CausalRouter::AuxLoss     ? loss.routerBce
+             : c.causalRouter == CausalRouter::Predictor ? loss.predictorBce
+                                                         : 0.0;
+  loss.total = loss.ce + c.auxLossWeight * loss.aux;
+  loss.selection = std::move(out.routed);
+  return loss;
+}
+
+//===----------------------------------------------------------------------===//
+// Finite-difference gradients
+//===----------------------------------------------------------------------===//
+
+bool isPredictorParameter(const std::string &name) {
+  return name.rfind("blocks.", 0) == 0 &&
+         name.find(".predictor.") != std::string::npos;
+}
+
+double gradientObjective(const ModelConfig &c, const LossBreakdown &loss,
+                         const std::string &name) {
+  if (isPredictorParameter(name))
+    return c.auxLossWeight * loss.predictorBce;
+  double obj = loss.ce;
+  if (c.causalRouter == CausalRouter::AuxLoss)
+    obj += c.auxLossWeight * loss.routerBce;
+  return obj;
+}
+
+FdGradient referenceGradient(const ModelConfig &c, const Weights &weights,
+                             const std::vector<int32_t> &tokens, int64_t batch,
+                             const FdOptions &opt) {
+  FdGradient fd;
+  fd.base = referenceLoss(c, weights, tokens, batch);
+  const Selection &held = fd.base.selection;
+
+  // The work list: (tensor, coordinate, step).
+  struct Item {
+    std::string name;
+    int64_t index;
+    double step;
+  };
+  std::vector<Item> items;
+  std::mt19937_64 gen(opt.seed * 0x9E3779B97F4A7C15ull + 99);
+  for (const auto &entry : parameterShapes(c)) {
+    const std::string &name = entry.first;
+    auto it = weights.find(name);
+    if (it == weights.end())
+      throw ReferenceError("missing weight '" + name + "'");
+    const std::vector<double> &t = it->second;
+    const int64_t n = static_cast<int64_t>(t.size());
+    double ss = 0.0;
+    for (double e : t)
+      ss += e * e;
+    const double rms = n ? std::sqrt(ss / static_cast<double>(n)) : 0.0;
+
+    std::vector<int64_t> idx(n);
+    std::iota(idx.begin(), idx.end(), 0);
+    if (opt.coordsPerTensor > 0 && n > opt.coordsPerTensor) {
+      // Partial Fisher-Yates: the first coordsPerTensor entries.
+      for (int64_t i = 0; i < opt.coordsPerTensor; ++i) {
+        std::uniform_int_distribution<int64_t> pick(i, n - 1);
+        std::swap(idx[i], idx[pick(gen)]);
+      }
+      idx.resize(opt.coordsPerTensor);
+      std::sort(idx.begin(), idx.end());
+    }
+    fd.grad[name].assign(n, std::numeric_limits<double>::quiet_NaN());
+    for (int64_t i : idx) {
+      double scale = std::max(std::abs(t[i]), rms);
+      if (scale == 0.0)
+        scale = 1.0;
+      items.push_back({name, i, opt.relStep * scale});
+    }
+    fd.coords[name] = std::move(idx);
+  }
+
+  // Workers, each on its own copy of the weights.
+  int threads = opt.threads > 0
+                    ? opt.threads
+                    : static_cast<int>(std::thread::hardware_concurrency());
+  threads = std::max(1, std::min<int>(threads, static_cast<int>(items.size())));
+  std::atomic<size_t> next{0};
+  std::mutex mu;
+  std::exception_ptr error;
+  auto work = [&]() {
+    try {
+      Weights w = weights;
+      for (size_t k = next++; k < items.size(); k = next++) {
+        const Item &item = items[k];
+        double &slot = w.at(item.name)[item.index];
+        const double theta = slot;
+        const double plus = theta + item.step, minus = theta - item.step;
+        slot = plus;
+        LossBreakdown lp = referenceLoss(c, w, tokens, batch, &held);
+        slot = minus;
+        LossBreakdown lm = referenceLoss(c, w, tokens, batch, &held);
+        slot = theta;
+        // Divide by the representable step, not the nominal one.
+        double g = (gradientObjective(c, lp, item.name) -
+                    gradientObjective(c, lm, item.name)) /
+                   (plus - minus);
+        int changes = static_cast<int>(lp.topkDiffersFromFixed) +
+                      static_cast<int>(lm.topkDiffersFromFixed);
+        std::lock_guard<std::mutex> lock(mu);
+        fd.grad[item.name][item.index] = g;
+        if (changes && fd.selectionChanges == 0)
+          fd.firstSelectionChange =
+              item.name + "[" + std::to_string(item.index) + "]";
+        fd.selectionChanges += changes;
+      }
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(mu);
+      if (!error)
+        error = std::current_exception();
+      next = items.size();
+    }
+  };
+  std::vector<std::thread> pool;
+  for (int i = 1; i < threads; ++i)
+    pool.emplace_back(work);
+  work();
+  for (std::thread &t : pool)
+    t.join();
+  if (error)
+    std::rethrow_exception(error);
+  return fd;
 }
 
 } // namespace modref

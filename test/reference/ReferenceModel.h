@@ -61,6 +61,8 @@ struct ModelConfig {
   Gate gate = Gate::Linear;
   CausalRouter causalRouter = CausalRouter::None;
   int64_t predictorHidden = 0;
+  /// mod.aux_loss_weight: total loss = ce + auxLossWeight * L_aux.
+  double auxLossWeight = 0.01;
   /// routed[l] is true when layer l is a routed (MoD) layer.
   std::vector<bool> routed;
 
@@ -88,8 +90,9 @@ struct ReferenceOutput {
   std::vector<std::vector<int32_t>> routed;
   /// One [B, S] router logit r per routed layer (for diagnosing near-ties).
   std::vector<std::vector<double>> routerLogits;
-  /// One [B, S] predictor logit p per routed layer in causal mode with the
-  /// predictor router; empty otherwise.
+  /// One [B, S] predictor logit p per routed layer with the predictor
+  /// router (either mode; in top-k mode p does not affect the forward);
+  /// empty otherwise.
   std::vector<std::vector<double>> predictorLogits;
 };
 
@@ -100,6 +103,94 @@ struct ReferenceOutput {
 ReferenceOutput forward(const ModelConfig &config, const Weights &weights,
                         const std::vector<int32_t> &tokens, int64_t batch,
                         RouteMode mode);
+
+//===----------------------------------------------------------------------===//
+// Training loss and gradients (SPEC.md sections 4 and 5)
+//===----------------------------------------------------------------------===//
+
+/// A top-k selection: one [B, S] mask (1 = selected) per routed layer, in
+/// ascending layer index, as in ReferenceOutput::routed.
+using Selection = std::vector<std::vector<int32_t>>;
+
+/// The training loss of SPEC.md section 4 and its parts.
+struct LossBreakdown {
+  /// ce + auxLossWeight * aux.
+  double total = 0.0;
+  /// Mean over B * S of -log softmax(logits)[target].
+  double ce = 0.0;
+  /// L_aux of the model's causal router: routerBce (aux_loss), predictorBce
+  /// (predictor), 0 (none, or no routed layer).
+  double aux = 0.0;
+  /// Mean over routed layers of mean over (b, i) of BCEWithLogits(r_i,
+  /// 1[i in I]), computed whatever the causal router (0 without routed
+  /// layers).
+  double routerBce = 0.0;
+  /// The same with the predictor logits p_i (0 unless causal_router is
+  /// predictor).
+  double predictorBce = 0.0;
+  /// The selection the forward used (the top-k at these weights unless a
+  /// fixed one was given).
+  Selection selection;
+  /// With a fixed selection: whether the top-k of these weights differs
+  /// from it in any routed layer and sequence.
+  bool topkDiffersFromFixed = false;
+};
+
+/// The training loss of SPEC.md section 4 on `tokens` ([batch, seq_len + 1]):
+/// the forward in top-k mode on tokens[:, :S], cross-entropy against
+/// tokens[:, 1:S+1], and the causal-router BCE. With `fixed`, routed layers
+/// use that selection instead of their own top-k (top-k as a constant, the
+/// way section 5 differentiates). Throws ReferenceError like forward().
+LossBreakdown referenceLoss(const ModelConfig &config, const Weights &weights,
+                            const std::vector<int32_t> &tokens, int64_t batch,
+                            const Selection *fixed = nullptr);
+
+/// Whether `name` is a predictor parameter (blocks.{l}.predictor.*).
+bool isPredictorParameter(const std::string &name);
+
+/// The scalar whose gradient a parameter receives under the stop-gradient
+/// semantics of SPEC.md sections 4 and 5: predictor parameters see only
+/// auxLossWeight * predictorBce (the predictor does not affect the forward);
+/// every other parameter sees ce + auxLossWeight * routerBce with the
+/// aux_loss router, and ce alone otherwise (the predictor's loss stops at
+/// stopgrad(x)). Both sum to the total loss's gradient.
+double gradientObjective(const ModelConfig &config, const LossBreakdown &loss,
+                         const std::string &name);
+
+/// Options of the finite-difference gradient.
+struct FdOptions {
+  /// Step for coordinate theta of tensor T: h = relStep * scale, scale =
+  /// max(|theta|, rms(T)), or 1 when both are zero.
+  double relStep = 1e-6;
+  /// 0: every coordinate. Otherwise this many distinct random coordinates
+  /// per tensor (every coordinate of a smaller tensor).
+  int64_t coordsPerTensor = 0;
+  /// Seed of the coordinate subset.
+  uint64_t seed = 1;
+  /// Worker threads (0: hardware concurrency).
+  int threads = 0;
+};
+
+/// Central finite differences, in double, of gradientObjective() for every
+/// parameter, with top-k held at the selection of the unperturbed weights.
+struct FdGradient {
+  /// Full-size tensors keyed like the weights; NaN where not evaluated.
+  Weights grad;
+  /// The evaluated coordinates of each tensor, ascending.
+  std::map<std::string, std::vector<int64_t>> coords;
+  /// The loss at the unperturbed weights (its selection is the one held).
+  LossBreakdown base;
+  /// Evaluations at theta +- h whose own top-k differed from the held
+  /// selection: a routing margin within the perturbation; redraw the
+  /// instance when nonzero.
+  int64_t selectionChanges = 0;
+  /// The first such evaluation, "tensor[index]", for messages.
+  std::string firstSelectionChange;
+};
+
+FdGradient referenceGradient(const ModelConfig &config, const Weights &weights,
+                             const std::vector<int32_t> &tokens, int64_t batch,
+                             const FdOptions &options = {});
 
 } // namespace modref
 
