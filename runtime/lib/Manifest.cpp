@@ -140,6 +140,15 @@ Manifest Manifest::parse(const std::string &jsonText,
   if (m.model.contains("mod")) {
     const json &mod = r.object(m.model, "model", "mod");
     causalRouter = r.string(mod, "model.mod", "causal_router");
+    if (mod.contains("aux_loss_weight")) {
+      const json &w = mod["aux_loss_weight"];
+      if (!w.is_number() || !std::isfinite(w.get<double>()) ||
+          w.get<double>() < 0)
+        r.fail("model.mod.aux_loss_weight",
+               fmt::format("expected a finite number >= 0, got {}",
+                           Reader::describe(w)));
+      m.auxLossWeight = w.get<double>();
+    }
     if (causalRouter != "aux_loss" && causalRouter != "predictor" &&
         causalRouter != "none")
       r.fail("model.mod.causal_router",
@@ -205,6 +214,8 @@ Manifest Manifest::parse(const std::string &jsonText,
                            Reader::describe(s)));
       info.std = s.get<double>();
     }
+    if (p.contains("decay"))
+      info.decay = r.boolean(p, path, "decay");
     m.params.push_back(std::move(info));
   }
 
@@ -235,6 +246,42 @@ Manifest Manifest::parse(const std::string &jsonText,
   }
   if (!topk)
     r.fail("entries.forward.modes", "must list \"topk\"");
+
+  // Training entry points come as a pair: modc_grad without modc_adamw (or
+  // the reverse) is a broken package, not an inference-only one.
+  bool hasGrad = entries.contains("grad"), hasAdamw = entries.contains("adamw");
+  if (hasGrad != hasAdamw)
+    r.fail(hasGrad ? "entries.adamw" : "entries.grad",
+           fmt::format("missing, but entries.{} is present (training needs "
+                       "both)",
+                       hasGrad ? "grad" : "adamw"));
+  if (hasGrad) {
+    const json &grad = r.object(entries, "entries", "grad");
+    r.object(entries, "entries", "adamw");
+    const json &gws =
+        r.field(grad, "entries.grad", "workspace_bytes_per_sequence");
+    if (!gws.is_number_unsigned())
+      r.fail("entries.grad.workspace_bytes_per_sequence",
+             fmt::format("expected a non-negative integer, got {}",
+                         Reader::describe(gws)));
+    m.gradWorkspaceBytesPerSequence = gws.get<uint64_t>();
+    m.supportsTraining = true;
+  }
+
+  // The model description and the params' names and shapes say which
+  // weights fit and what they mean; compiler version, workspace sizes and
+  // init hints do not. nlohmann::json keeps object keys sorted, so dump() is
+  // canonical.
+  json shapes = json::array();
+  for (const ParamInfo &p : m.params)
+    shapes.push_back(json{{"name", p.name}, {"shape", p.shape}});
+  std::string identity = json{{"model", m.model}, {"params", shapes}}.dump();
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char c : identity) {
+    h ^= c;
+    h *= 0x100000001b3ull;
+  }
+  m.modelHash = h;
   if (m.supportsCausal != (causalRouter != "none"))
     r.fail("entries.forward.modes",
            fmt::format("lists causal = {} but model.mod.causal_router is "

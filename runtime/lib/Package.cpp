@@ -16,8 +16,8 @@
 #include <cmath>
 #include <dlfcn.h>
 #include <fstream>
-#include <random>
 #include <mutex>
+#include <random>
 #include <set>
 #include <sstream>
 #include <sys/stat.h>
@@ -32,6 +32,10 @@ struct Abi {
   decltype(&::modc_forward_workspace_bytes) workspaceBytes = nullptr;
   decltype(&::modc_forward) forward = nullptr;
   decltype(&::modc_last_error) lastError = nullptr;
+  /// Training entry points: resolved only when the manifest lists them.
+  decltype(&::modc_grad_workspace_bytes) gradWorkspaceBytes = nullptr;
+  decltype(&::modc_grad) grad = nullptr;
+  decltype(&::modc_adamw) adamw = nullptr;
 };
 
 /// dlclose on destruction.
@@ -187,6 +191,11 @@ Package Package::open(const std::string &dir) {
     throw Error(fmt::format("{}: package target is \"{}\"; this runtime "
                             "runs \"cpu\" packages",
                             dir, impl->manifest.target));
+  if (impl->manifest.supportsTraining) {
+    resolve(abi.gradWorkspaceBytes, "modc_grad_workspace_bytes");
+    resolve(abi.grad, "modc_grad");
+    resolve(abi.adamw, "modc_adamw");
+  }
   return Package(std::move(impl));
 }
 
@@ -231,30 +240,58 @@ TensorMap Package::initWeights(uint64_t seed) const {
   return weights;
 }
 
-void Package::checkWeights(const TensorMap &weights) const {
-  const Manifest &m = impl->manifest;
+namespace {
+/// Throws Error unless `map` holds exactly the params of `m`, each F32 with
+/// its manifest shape. `what` names the map in messages ("weights").
+void checkParamTensors(const Manifest &m, const TensorMap &map,
+                       const std::string &what) {
   std::set<std::string> known;
   for (const ParamInfo &param : m.params) {
     known.insert(param.name);
-    const Tensor *t = weights.find(param.name);
+    const Tensor *t = map.find(param.name);
     if (!t)
-      throw Error(fmt::format("weights: missing tensor '{}' (shape {}) that "
+      throw Error(fmt::format("{}: missing tensor '{}' (shape {}) that "
                               "the package needs",
-                              param.name, shapeString(param.shape)));
+                              what, param.name, shapeString(param.shape)));
     if (t->dtype != DType::F32)
-      throw Error(fmt::format("weights: tensor '{}' is {}, expected F32",
+      throw Error(fmt::format("{}: tensor '{}' is {}, expected F32", what,
                               param.name, dtypeName(t->dtype)));
     if (t->shape != param.shape)
-      throw Error(fmt::format("weights: tensor '{}' has shape {}, expected {}",
+      throw Error(fmt::format("{}: tensor '{}' has shape {}, expected {}", what,
                               param.name, shapeString(t->shape),
                               shapeString(param.shape)));
   }
-  for (const auto &entry : weights)
-    if (!known.count(entry.first))
-      throw Error(fmt::format("weights: tensor '{}' is not a parameter of "
-                              "this package (model \"{}\")",
-                              entry.first,
-                              m.model.value("name", std::string("?"))));
+  if (map.size() != known.size())
+    for (const auto &entry : map)
+      if (!known.count(entry.first))
+        throw Error(fmt::format("{}: tensor '{}' is not a parameter of "
+                                "this package (model \"{}\")",
+                                what, entry.first,
+                                m.model.value("name", std::string("?"))));
+}
+
+/// Data pointers of `map`'s params in manifest order.
+template <typename Map> auto paramPointers(const Manifest &m, Map &map) {
+  using Ptr = decltype(map.get("").f32());
+  std::vector<Ptr> ptrs;
+  ptrs.reserve(m.params.size());
+  for (const ParamInfo &param : m.params)
+    ptrs.push_back(map.get(param.name).f32());
+  return ptrs;
+}
+} // namespace
+
+void Package::checkWeights(const TensorMap &weights) const {
+  checkParamTensors(impl->manifest, weights, "weights");
+}
+
+OptimizerState OptimizerState::zeros(const Manifest &manifest) {
+  OptimizerState state;
+  for (const ParamInfo &param : manifest.params) {
+    state.m.insert(param.name, Tensor::zeros(DType::F32, param.shape));
+    state.v.insert(param.name, Tensor::zeros(DType::F32, param.shape));
+  }
+  return state;
 }
 
 ForwardResult Package::forward(const TensorMap &weights,
@@ -339,4 +376,149 @@ ForwardResult Package::forward(const TensorMap &weights,
     result.routed.emplace_back(routed.begin() + l * plane,
                                routed.begin() + (l + 1) * plane);
   return result;
+}
+
+GradResult Package::grad(const TensorMap &weights,
+                         const std::vector<int32_t> &tokens,
+                         int64_t batch) const {
+  GradResult result;
+  result.losses = grad(weights, tokens, batch, result.grads);
+  return result;
+}
+
+Losses Package::grad(const TensorMap &weights,
+                     const std::vector<int32_t> &tokens, int64_t batch,
+                     TensorMap &grads) const {
+  const Manifest &m = impl->manifest;
+  if (!m.supportsTraining)
+    throw Error(fmt::format("{}: this package has no training entry points "
+                            "(modc_grad, modc_adamw); recompile with this "
+                            "modc",
+                            impl->dir));
+  if (batch < 1)
+    throw Error(fmt::format("grad: batch must be >= 1, got {}", batch));
+  const int64_t row = m.seqLen + 1;
+  int64_t want;
+  if (__builtin_mul_overflow(batch, row, &want) ||
+      static_cast<uint64_t>(want) != tokens.size())
+    throw Error(fmt::format("grad: tokens must be [B, seq_len + 1] = [{}, {}] "
+                            "({} values: inputs t[:, :{}], targets t[:, 1:]), "
+                            "got {} values",
+                            batch, row, batch * row, m.seqLen, tokens.size()));
+  for (size_t i = 0; i < tokens.size(); ++i)
+    if (tokens[i] < 0 || tokens[i] >= m.vocabSize)
+      throw Error(fmt::format("grad: token {} at batch row {}, position {} "
+                              "is out of range [0, {})",
+                              tokens[i], static_cast<int64_t>(i) / row,
+                              static_cast<int64_t>(i) % row, m.vocabSize));
+  checkWeights(weights);
+  bool reuse = true;
+  try {
+    checkParamTensors(m, grads, "grads");
+  } catch (const Error &) {
+    reuse = false;
+  }
+  if (!reuse) {
+    grads = TensorMap();
+    for (const ParamInfo &param : m.params)
+      grads.insert(param.name, Tensor::zeros(DType::F32, param.shape));
+  }
+  std::vector<const float *> params = paramPointers(m, weights);
+  std::vector<float *> gradPtrs = paramPointers(m, grads);
+
+  uint64_t wsManifest;
+  if (__builtin_mul_overflow(m.gradWorkspaceBytesPerSequence,
+                             static_cast<uint64_t>(batch), &wsManifest))
+    throw Error(fmt::format("grad: batch {} is too large", batch));
+  uint64_t wsBytes = std::max(wsManifest, impl->abi.gradWorkspaceBytes(batch));
+  std::lock_guard<std::mutex> lock(impl->workspaceMutex);
+  AlignedBytes &workspace = impl->workspace;
+  try {
+    if (workspace.size() < std::max<uint64_t>(wsBytes, 64))
+      workspace.resize(std::max<uint64_t>(wsBytes, 64));
+  } catch (const std::bad_alloc &) {
+    throw Error(fmt::format("grad: out of memory for batch {} ({} bytes of "
+                            "workspace)",
+                            batch, wsBytes));
+  }
+
+  float losses[3] = {0, 0, 0};
+  modc_grad_args args;
+  args.batch = batch;
+  args.seq_len = m.seqLen;
+  args.tokens = tokens.data();
+  args.params = params.data();
+  args.grads = gradPtrs.data();
+  args.losses = losses;
+  args.workspace = workspace.data();
+  int32_t status = impl->abi.grad(&args);
+  if (status != MODC_OK) {
+    const char *msg = impl->abi.lastError();
+    throw Error(fmt::format("{}: grad failed (status {}): {}", impl->dir,
+                            status, msg && *msg ? msg : "no message"));
+  }
+  return Losses{losses[0], losses[1], losses[2]};
+}
+
+double Package::adamwStep(TensorMap &weights, const TensorMap &grads,
+                          OptimizerState &state, double lr,
+                          const AdamWConfig &config) const {
+  const Manifest &m = impl->manifest;
+  if (!m.supportsTraining)
+    throw Error(fmt::format("{}: this package has no training entry points "
+                            "(modc_grad, modc_adamw); recompile with this "
+                            "modc",
+                            impl->dir));
+  auto require = [](bool ok, const char *name, double value,
+                    const char *range) {
+    if (!ok)
+      throw Error(
+          fmt::format("adamw: {} must be {}, got {}", name, range, value));
+  };
+  require(std::isfinite(lr) && lr >= 0, "learning rate", lr, "finite and >= 0");
+  require(config.beta1 >= 0 && config.beta1 < 1, "beta1", config.beta1,
+          "in [0, 1)");
+  require(config.beta2 >= 0 && config.beta2 < 1, "beta2", config.beta2,
+          "in [0, 1)");
+  require(std::isfinite(config.eps) && config.eps > 0, "eps", config.eps,
+          "finite and > 0");
+  require(std::isfinite(config.weightDecay) && config.weightDecay >= 0,
+          "weight decay", config.weightDecay, "finite and >= 0");
+  require(!std::isnan(config.clipNorm), "clip norm", config.clipNorm,
+          "a number (<= 0 disables clipping)");
+  if (state.step < 0 || state.step == INT64_MAX)
+    throw Error(
+        fmt::format("adamw: optimizer step {} is out of range", state.step));
+  checkWeights(weights);
+  checkParamTensors(m, grads, "grads");
+  checkParamTensors(m, state.m, "optimizer state m");
+  checkParamTensors(m, state.v, "optimizer state v");
+
+  std::vector<float *> params = paramPointers(m, weights);
+  std::vector<const float *> gradPtrs = paramPointers(m, grads);
+  std::vector<float *> mPtrs = paramPointers(m, state.m);
+  std::vector<float *> vPtrs = paramPointers(m, state.v);
+  float gradNorm = 0;
+  modc_adamw_args args;
+  args.params = params.data();
+  args.grads = gradPtrs.data();
+  args.m = mPtrs.data();
+  args.v = vPtrs.data();
+  args.step = state.step + 1;
+  args.lr = static_cast<float>(lr);
+  args.beta1 = static_cast<float>(config.beta1);
+  args.beta2 = static_cast<float>(config.beta2);
+  args.eps = static_cast<float>(config.eps);
+  args.weight_decay = static_cast<float>(config.weightDecay);
+  args.clip_norm =
+      std::isinf(config.clipNorm) ? 0.0f : static_cast<float>(config.clipNorm);
+  args.grad_norm = &gradNorm;
+  int32_t status = impl->abi.adamw(&args);
+  if (status != MODC_OK) {
+    const char *msg = impl->abi.lastError();
+    throw Error(fmt::format("{}: adamw failed (status {}): {}", impl->dir,
+                            status, msg && *msg ? msg : "no message"));
+  }
+  state.step += 1;
+  return gradNorm;
 }

@@ -3,8 +3,11 @@
 // The fake package (FakeModel.cpp) stands in for a compiled one so the
 // runtime's loading, checking and marshalling can be tested without the
 // compiler. FAKE_VARIANT selects a defect:
-//   0 good, 1 library reports ABI 2, 2 no modc_forward symbol,
-//   3 target "cuda", 4 causal_router "none" (no causal mode).
+//   0 good, 1 library reports a foreign ABI (MODC_ABI_VERSION + 1),
+//   2 no modc_forward symbol, 3 target "cuda", 4 causal_router "none" (no
+//   causal mode), 5 no training entry points (no entries.grad/adamw, no
+//   modc_grad/modc_adamw symbols), 6 byte-level vocabulary (256) for the
+//   trainer tests.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MODRT_TEST_FAKEMANIFEST_H
@@ -20,6 +23,23 @@
 #define FAKE_TARGET "cpu"
 #endif
 
+#if FAKE_VARIANT == 6
+#define FAKE_VOCAB 256
+#define FAKE_VOCAB_STR "256"
+#else
+#define FAKE_VOCAB 8
+#define FAKE_VOCAB_STR "8"
+#endif
+
+#if FAKE_VARIANT == 5
+#define FAKE_TRAINING 0
+#define FAKE_TRAINING_ENTRIES ""
+#else
+#define FAKE_TRAINING 1
+#define FAKE_TRAINING_ENTRIES                                                  \
+  ",\n  \"grad\": {\"workspace_bytes_per_sequence\": 128}, \"adamw\": {}"
+#endif
+
 #if FAKE_VARIANT == 4
 #define FAKE_ROUTER "none"
 #define FAKE_MODES "[\"topk\"]"
@@ -28,31 +48,40 @@
 #define FAKE_MODES "[\"topk\", \"causal\"]"
 #endif
 
-/// Fake model: vocab 8, d_model 4, seq_len 4; layer 1 routed with k = 2.
+/// Fake model: vocab 8 (256 in variant 6), d_model 4, seq_len 4; layer 1
+/// routed with k = 2.
 /// logits[b,i,v] = sum_j E[t][j] * final_norm[j] * E[v][j];
 /// router score r_i = router . E[t_i]; topk picks 2 per row (ties to the
 /// lower position), causal routes iff r_i > 0.
+/// Training test doubles (not a real gradient; see FakeModel.cpp):
+/// ce = mean of the target tokens t[:, 1:], aux = 0.5 * sum of every weight
+/// squared, total = ce + aux, grads = the weights (d aux / d w); adamw is
+/// momentum SGD with decoupled weight decay on the "decay" params.
 static const char kFakeManifest[] =
     R"({
   "format": "modc-package",
-  "abi_version": 1,
+  "abi_version": 2,
   "compiler_version": "0.1.0",
   "target": ")" FAKE_TARGET R"(",
-  "model": {"name": "fake", "vocab_size": 8, "d_model": 4, "n_layers": 2,
+  "model": {"name": "fake", "vocab_size": )" FAKE_VOCAB_STR
+    R"(, "d_model": 4, "n_layers": 2,
             "seq_len": 4,
-            "mod": {"capacity": 0.5, "causal_router": ")" FAKE_ROUTER R"("}},
+            "mod": {"capacity": 0.5, "causal_router": ")" FAKE_ROUTER R"(",
+                    "aux_loss_weight": 0.01}},
   "layers": [{"index": 0, "routed": false},
              {"index": 1, "routed": true, "capacity": 2}],
   "params": [
-    {"name": "embed.weight", "shape": [8, 4], "dtype": "F32",
-     "init": "normal", "std": 0.5},
+    {"name": "embed.weight", "shape": [)" FAKE_VOCAB_STR
+    R"(, 4], "dtype": "F32",
+     "init": "normal", "std": 0.5, "decay": true},
     {"name": "blocks.1.router.weight", "shape": [1, 4], "dtype": "F32",
      "init": "normal", "std": 1.0},
     {"name": "final_norm.weight", "shape": [4], "dtype": "F32",
-     "init": "ones"}
+     "init": "ones", "decay": false}
   ],
   "entries": {"forward": {"workspace_bytes_per_sequence": 256,
-                          "modes": )" FAKE_MODES R"(}}
+                          "modes": )" FAKE_MODES R"(})" FAKE_TRAINING_ENTRIES
+    R"(}
 })";
 
 #endif // MODRT_TEST_FAKEMANIFEST_H

@@ -4,17 +4,31 @@
 // FakeManifest.h. It checks what the runtime hands it (seq_len, workspace
 // alignment and size) so marshalling mistakes show up as test failures.
 //
+// modc_grad and modc_adamw are test doubles of the ABI, not real model math:
+// simple closed forms a test can recompute (FakeManifest.h says which), plus
+// triggers for the runtime's failure paths: a target token 0xFE makes the
+// losses NaN, a target token 0xFD makes the gradients infinite (variant 6
+// only; smaller vocabularies cannot hold these tokens).
+//
 //===----------------------------------------------------------------------===//
 #include "FakeManifest.h"
 #include "modrt/abi.h"
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <string>
+
+static_assert(MODC_ABI_VERSION == 2u,
+              "FakeManifest.h writes abi_version 2; update it with abi.h");
 
 namespace {
 thread_local std::string lastError;
-constexpr int64_t S = 4, D = 4, V = 8, K = 2;
+constexpr int64_t S = 4, D = 4, V = FAKE_VOCAB, K = 2;
+/// Element counts of the params, in manifest order, and their "decay" flags.
+constexpr int64_t kParamSize[3] = {V * D, D, D};
+constexpr bool kDecay[3] = {true, true, false};
 
 int32_t fail(const char *msg) {
   lastError = msg;
@@ -24,7 +38,9 @@ int32_t fail(const char *msg) {
 
 extern "C" {
 
-uint32_t modc_abi_version(void) { return FAKE_VARIANT == 1 ? 2u : 1u; }
+uint32_t modc_abi_version(void) {
+  return FAKE_VARIANT == 1 ? MODC_ABI_VERSION + 1 : MODC_ABI_VERSION;
+}
 
 const char *modc_manifest_json(void) { return kFakeManifest; }
 
@@ -72,6 +88,73 @@ int32_t modc_forward(const modc_forward_args *a) {
       a->routed[b * S + i] = sel;
     }
   }
+  return MODC_OK;
+}
+#endif
+
+#if FAKE_TRAINING
+uint64_t modc_grad_workspace_bytes(int64_t batch) {
+  return 128u * static_cast<uint64_t>(batch);
+}
+
+int32_t modc_grad(const modc_grad_args *a) {
+  lastError.clear();
+  if (a->seq_len != S)
+    return fail("fake: wrong seq_len");
+  if (a->batch < 1)
+    return fail("fake: batch < 1");
+  if (reinterpret_cast<uintptr_t>(a->workspace) % 64 != 0)
+    return fail("fake: workspace not 64-byte aligned");
+  std::memset(a->workspace, 0xab, modc_grad_workspace_bytes(a->batch));
+  double ce = 0;
+  bool nanLoss = false, infGrad = false;
+  for (int64_t b = 0; b < a->batch; ++b)
+    for (int64_t i = 1; i <= S; ++i) {
+      int32_t t = a->tokens[b * (S + 1) + i];
+      if (t < 0 || t >= V)
+        return fail("fake: token out of range");
+      nanLoss |= t == 0xFE;
+      infGrad |= t == 0xFD;
+      ce += t;
+    }
+  ce /= static_cast<double>(a->batch * S);
+  double aux = 0;
+  for (int p = 0; p < 3; ++p)
+    for (int64_t j = 0; j < kParamSize[p]; ++j) {
+      float w = a->params[p][j];
+      aux += 0.5 * static_cast<double>(w) * w;
+      a->grads[p][j] = infGrad ? std::numeric_limits<float>::infinity() : w;
+    }
+  float nan = std::numeric_limits<float>::quiet_NaN();
+  a->losses[0] = nanLoss ? nan : static_cast<float>(ce + aux);
+  a->losses[1] = nanLoss ? nan : static_cast<float>(ce);
+  a->losses[2] = static_cast<float>(aux);
+  return MODC_OK;
+}
+
+int32_t modc_adamw(const modc_adamw_args *a) {
+  lastError.clear();
+  if (a->step < 1)
+    return fail("fake: adamw step must be >= 1");
+  double sq = 0;
+  for (int p = 0; p < 3; ++p)
+    for (int64_t j = 0; j < kParamSize[p]; ++j)
+      sq += static_cast<double>(a->grads[p][j]) * a->grads[p][j];
+  float norm = static_cast<float>(std::sqrt(sq));
+  *a->grad_norm = norm;
+  float scale =
+      a->clip_norm > 0 && norm > a->clip_norm ? a->clip_norm / norm : 1.0f;
+  // m: momentum of the clipped gradient; v counts the steps (checkable).
+  for (int p = 0; p < 3; ++p)
+    for (int64_t j = 0; j < kParamSize[p]; ++j) {
+      float g = a->grads[p][j] * scale;
+      float &w = a->params[p][j];
+      a->m[p][j] = a->beta1 * a->m[p][j] + g;
+      a->v[p][j] = static_cast<float>(a->step);
+      if (kDecay[p])
+        w -= a->lr * a->weight_decay * w;
+      w -= a->lr * a->m[p][j];
+    }
   return MODC_OK;
 }
 #endif

@@ -27,7 +27,7 @@ json base() { return json::parse(kFakeManifest); }
 TEST(ManifestTest, ParsesValidManifest) {
   Manifest m = Manifest::parse(kFakeManifest, "m.json");
   EXPECT_EQ(m.target, "cpu");
-  EXPECT_EQ(m.abiVersion, 1u);
+  EXPECT_EQ(m.abiVersion, 2u);
   EXPECT_EQ(m.compilerVersion, "0.1.0");
   EXPECT_EQ(m.seqLen, 4);
   EXPECT_EQ(m.vocabSize, 8);
@@ -47,6 +47,39 @@ TEST(ManifestTest, ParsesValidManifest) {
   EXPECT_EQ(m.workspaceBytesPerSequence, 256u);
   EXPECT_TRUE(m.supportsCausal);
   EXPECT_EQ(m.model["name"], "fake");
+  // Training additions.
+  EXPECT_TRUE(m.params[0].decay);
+  EXPECT_TRUE(m.params[1].decay); // "decay" absent: true
+  EXPECT_FALSE(m.params[2].decay);
+  EXPECT_TRUE(m.supportsTraining);
+  EXPECT_EQ(m.gradWorkspaceBytesPerSequence, 128u);
+  EXPECT_DOUBLE_EQ(m.auxLossWeight, 0.01);
+  EXPECT_NE(m.modelHash, 0u);
+}
+
+TEST(ManifestTest, InferenceOnlyPackage) {
+  json j = base();
+  j["entries"].erase("grad");
+  j["entries"].erase("adamw");
+  Manifest m = Manifest::parse(j.dump(), "m.json");
+  EXPECT_FALSE(m.supportsTraining);
+  EXPECT_EQ(m.gradWorkspaceBytesPerSequence, 0u);
+}
+
+TEST(ManifestTest, ModelHashIdentifiesWeights) {
+  uint64_t h = Manifest::parse(base().dump(), "m.json").modelHash;
+  // Formatting, compiler version and workspace sizes do not matter.
+  json j = base();
+  j["compiler_version"] = "9.9.9";
+  j["entries"]["forward"]["workspace_bytes_per_sequence"] = 1u << 20;
+  EXPECT_EQ(Manifest::parse(j.dump(4), "m.json").modelHash, h);
+  // The model and the params' shapes do.
+  j = base();
+  j["model"]["name"] = "other";
+  EXPECT_NE(Manifest::parse(j.dump(), "m.json").modelHash, h);
+  j = base();
+  j["params"][2]["shape"] = {5};
+  EXPECT_NE(Manifest::parse(j.dump(), "m.json").modelHash, h);
 }
 
 TEST(ManifestTest, NotJson) {
@@ -81,6 +114,11 @@ TEST(ManifestTest, MissingKeysAreNamed) {
       {"/entries/forward/workspace_bytes_per_sequence",
        "entries.forward.workspace_bytes_per_sequence"},
       {"/entries/forward/modes", "entries.forward.modes"},
+      {"/entries/grad/workspace_bytes_per_sequence",
+       "entries.grad.workspace_bytes_per_sequence"},
+      // The training entries come as a pair; the missing one is named.
+      {"/entries/grad", "entries.grad"},
+      {"/entries/adamw", "entries.adamw"},
   };
   for (const auto &[pointer, key] : cases) {
     json j = base();
@@ -125,6 +163,13 @@ TEST(ManifestTest, WrongTypesAreNamed) {
        "entries.forward.modes[1]"},
       {"/entries/forward/modes", json::array({"causal"}),
        "entries.forward.modes"},
+      {"/params/2/decay", "no", "params[2].decay"},
+      {"/model/mod/aux_loss_weight", "0.01", "model.mod.aux_loss_weight"},
+      {"/model/mod/aux_loss_weight", -1, "model.mod.aux_loss_weight"},
+      {"/entries/grad", 5, "entries.grad"},
+      {"/entries/adamw", json::array(), "entries.adamw"},
+      {"/entries/grad/workspace_bytes_per_sequence", 1.5,
+       "entries.grad.workspace_bytes_per_sequence"},
       // causal listed although the model has no causal router.
       {"/model/mod/causal_router", "none", "entries.forward.modes"},
   };

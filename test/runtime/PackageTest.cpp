@@ -6,6 +6,9 @@
 //===----------------------------------------------------------------------===//
 #include "modrt/Package.h"
 #include "TestUtil.h"
+#include "modrt/abi.h"
+
+#include <fmt/format.h>
 
 #include <gtest/gtest.h>
 
@@ -140,14 +143,17 @@ TEST_F(PackageTest, MissingSymbol) {
 TEST_F(PackageTest, LibraryAbiMismatch) {
   std::string dir = makePackage(tmp, FAKE_MODEL_V1);
   EXPECT_TRUE(throwsError([&] { Package::open(dir); },
-                          {"package ABI 2", "runtime expects 1", "recompile"}));
+                          {fmt::format("package ABI {}", MODC_ABI_VERSION + 1),
+                           fmt::format("runtime expects {}", MODC_ABI_VERSION),
+                           "recompile"}));
 }
 
 TEST_F(PackageTest, ManifestAbiMismatch) {
   std::string dir =
       makePackage(tmp, FAKE_MODEL_V0, [](json &m) { m["abi_version"] = 7; });
-  EXPECT_TRUE(throwsError([&] { Package::open(dir); },
-                          {"package ABI 7", "runtime expects 1"}));
+  EXPECT_TRUE(throwsError(
+      [&] { Package::open(dir); },
+      {"package ABI 7", fmt::format("runtime expects {}", MODC_ABI_VERSION)}));
 }
 
 TEST_F(PackageTest, ManifestDoesNotMatchLibrary) {

@@ -26,6 +26,9 @@ struct ParamInfo {
   std::vector<int64_t> shape;
   std::string init; ///< "normal", "ones" or "zeros"
   double std = 0.0; ///< standard deviation for "normal" (0 otherwise)
+  /// Whether AdamW applies weight decay to it ("decay"; false for norm
+  /// weights and biases). Informational: modc_adamw reads its own copy.
+  bool decay = true;
 };
 
 /// One entry of the manifest's "layers" list.
@@ -49,6 +52,19 @@ struct Manifest {
   std::vector<int> routedLayers; ///< indices of routed layers, ascending
   uint64_t workspaceBytesPerSequence = 0;
   bool supportsCausal = false;
+  /// Whether the package exports modc_grad and modc_adamw (the manifest has
+  /// both entries.grad and entries.adamw).
+  bool supportsTraining = false;
+  /// entries.grad.workspace_bytes_per_sequence (0 without training).
+  uint64_t gradWorkspaceBytesPerSequence = 0;
+  /// model.mod.aux_loss_weight when present (informational: the compiler
+  /// bakes it into modc_grad), else 0.
+  double auxLossWeight = 0.0;
+  /// FNV-1a 64 of the canonical JSON of "model" and the params' names and
+  /// shapes: equal exactly when two packages take the same weights with the
+  /// same meaning (a recompile with another modc keeps it). Stored in
+  /// checkpoints to refuse one written for another model.
+  uint64_t modelHash = 0;
 
   /// Parses and validates manifest text key by key. `where` names the source
   /// (a file path) in error messages, which also name the offending key.
@@ -65,6 +81,35 @@ struct ForwardResult {
   /// One [batch * seqLen] mask (1 = routed) per routed layer, in ascending
   /// layer index (Manifest::routedLayers order).
   std::vector<std::vector<int32_t>> routed;
+};
+
+/// The three losses of SPEC.md section 4 for one batch: total = ce +
+/// aux_loss_weight * aux.
+struct Losses {
+  double total = 0, ce = 0, aux = 0;
+};
+
+/// Outputs of Package::grad.
+struct GradResult {
+  Losses losses;
+  /// d total / d param, under the params' names and shapes.
+  TensorMap grads;
+};
+
+/// Hyperparameters of Package::adamwStep besides the learning rate.
+struct AdamWConfig {
+  double beta1 = 0.9, beta2 = 0.95, eps = 1e-8, weightDecay = 0.1;
+  /// Global gradient-norm clipping threshold; <= 0 disables clipping.
+  double clipNorm = 1.0;
+};
+
+/// AdamW moments, one tensor per param under the param's name, and the
+/// number of updates done so far.
+struct OptimizerState {
+  TensorMap m, v;
+  int64_t step = 0;
+  /// Zero moments shaped like the manifest's params, at step 0.
+  static OptimizerState zeros(const Manifest &manifest);
 };
 
 /// A loaded, verified package. Move-only: it owns the dlopen handle.
@@ -98,6 +143,27 @@ public:
   ForwardResult forward(const TensorMap &weights,
                         const std::vector<int32_t> &tokens, int64_t batch,
                         RouteMode mode) const;
+
+  /// Losses and gradients of the total loss for one batch (modc_grad):
+  /// `tokens` is [batch, seqLen + 1] row-major; inputs are tokens[:, :S],
+  /// targets tokens[:, 1:]. Throws Error naming the problem for a wrong
+  /// shape, a token out of range, wrong weights, or a package without
+  /// training entry points.
+  GradResult grad(const TensorMap &weights, const std::vector<int32_t> &tokens,
+                  int64_t batch) const;
+  /// As above, writing the gradients into `grads`, which is reused when it
+  /// already holds the params' names and shapes (else rebuilt): a training
+  /// loop allocates them once.
+  Losses grad(const TensorMap &weights, const std::vector<int32_t> &tokens,
+              int64_t batch, TensorMap &grads) const;
+
+  /// One AdamW update of `weights` in place (modc_adamw): increments
+  /// state.step, updates the moments, and returns the global gradient norm
+  /// before clipping. The caller checks that norm: when it is not finite the
+  /// updated weights are not finite either and must be discarded.
+  double adamwStep(TensorMap &weights, const TensorMap &grads,
+                   OptimizerState &state, double lr,
+                   const AdamWConfig &config) const;
 
 private:
   struct Impl;
