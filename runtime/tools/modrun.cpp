@@ -1,7 +1,8 @@
 //===- modrun.cpp - Command-line front end of the modc runtime -----------===//
 //
-// modrun init | forward | info: thin wrappers over modrt::Package so that a
-// compiled package can be used from the shell; modrun tokenize | show: the
+// modrun init | forward | grad | train | info: thin wrappers over
+// modrt::Package and modrt::train so that a compiled package can be used and
+// trained from the shell; modrun tokenize | show: the
 // byte-level tokenizer of SPEC.md section 6 and a safetensors summary. Usage
 // errors exit 2, runtime errors (modrt::Error) print "modrun: error: <msg>"
 // and exit 1. Outputs are written atomically, so a failed run leaves no file
@@ -11,11 +12,14 @@
 #include "modrt/Error.h"
 #include "modrt/Package.h"
 #include "modrt/Tensor.h"
+#include "modrt/Training.h"
 
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -23,6 +27,7 @@
 #include <fstream>
 #include <map>
 #include <string>
+#include <unistd.h>
 #include <vector>
 
 using namespace modrt;
@@ -35,6 +40,8 @@ const char *kMainUsage =
     "commands:\n"
     "  init     write freshly initialised weights for a package\n"
     "  forward  run the forward pass on a batch of tokens\n"
+    "  grad     losses and gradients of one batch of tokens\n"
+    "  train    train a package on text files (AdamW, checkpoints)\n"
     "  info     print a summary of a package\n"
     "  tokenize turn text files into a batch of byte-level tokens\n"
     "  show     list the tensors of a safetensors file\n"
@@ -55,6 +62,32 @@ const char *kForwardUsage =
     "(F32 [B, seq_len, vocab]) and 'routed.<l>' (I32 [B, seq_len], 1 = the\n"
     "token went through the block) for each routed layer l. Default mode:\n"
     "topk.\n";
+
+const char *kGradUsage =
+    "usage: modrun grad PKG --weights W.safetensors --tokens T.safetensors\n"
+    "                       --out G.safetensors\n"
+    "\n"
+    "T holds one I32 tensor 'tokens' of shape [B, seq_len + 1]: inputs\n"
+    "t[:, :seq_len], targets t[:, 1:]. G gets 'loss.total', 'loss.ce' and\n"
+    "'loss.aux' (F32 [1]) and 'grad.<name>' for every parameter. W may be a\n"
+    "checkpoint of modrun train.\n";
+
+const char *kTrainUsage =
+    "usage: modrun train PKG --data FILE... --out CKPT.safetensors\n"
+    "                    --steps N --batch B --lr LR (--seed S | --weights W)\n"
+    "                    [--resume CKPT] [--warmup W] [--weight-decay WD]\n"
+    "                    [--clip C] [--eval-every K] [--save-every K]\n"
+    "                    [--stop-after K] [--log run.csv]\n"
+    "\n"
+    "Trains on the bytes of the FILEs (concatenated; the last 10% held out)\n"
+    "with AdamW and a learning rate warmed up linearly over W steps (default\n"
+    "N/10, at most 100) then decayed by a cosine to LR/10 at step N.\n"
+    "Defaults: --weight-decay 0.1, --clip 1.0 (0 disables), --save-every: the\n"
+    "eval interval, else 100. The checkpoint (weights, AdamW moments, step,\n"
+    "data position) is written at every save and at the end. --eval-every K\n"
+    "reports the mean held-out cross-entropy every K steps. --stop-after K\n"
+    "ends after step K of the N-step schedule. --resume CKPT continues a run\n"
+    "exactly; the settings default to the checkpoint's.\n";
 
 const char *kInfoUsage = "usage: modrun info PKG\n"
                          "\n"
@@ -88,6 +121,8 @@ struct Args {
   std::string pkg; ///< the first positional argument
   std::vector<std::string> positional;
   std::map<std::string, std::string> options;
+  /// Values of the list options (`lists` of parseArgs), in order.
+  std::map<std::string, std::vector<std::string>> listValues;
   bool help = false;
 
   std::string require(const std::string &key, const char *usage) const {
@@ -100,9 +135,12 @@ struct Args {
 
 /// Parses `argv`. `maxPositional` bounds the positional arguments (0: any
 /// number); `missing` is the message when there is none.
+/// Options named in `lists` take every following argument up to the next
+/// option ("--data a.txt b.txt") and may repeat.
 Args parseArgs(int argc, char **argv, const std::vector<std::string> &known,
                const char *usage, size_t maxPositional = 1,
-               const char *missing = "missing package directory PKG") {
+               const char *missing = "missing package directory PKG",
+               const std::vector<std::string> &lists = {}) {
   Args args;
   for (int i = 0; i < argc; ++i) {
     std::string a = argv[i];
@@ -122,8 +160,24 @@ Args parseArgs(int argc, char **argv, const std::vector<std::string> &known,
                            usage};
         value = argv[++i];
       }
-      if (std::find(known.begin(), known.end(), key) == known.end())
+      if (std::find(known.begin(), known.end(), key) == known.end() &&
+          std::find(lists.begin(), lists.end(), key) == lists.end())
         throw UsageError{fmt::format("unknown option --{}", key), usage};
+      if (std::find(lists.begin(), lists.end(), key) != lists.end()) {
+        std::vector<std::string> &values = args.listValues[key];
+        if (eq != std::string::npos) {
+          values.push_back(value);
+          continue;
+        }
+        --i; // the value was taken above; collect it again with the rest
+        size_t before = values.size();
+        while (i + 1 < argc && std::string(argv[i + 1]).rfind("--", 0) != 0)
+          values.push_back(argv[++i]);
+        if (values.size() == before)
+          throw UsageError{fmt::format("option --{} needs a value", key),
+                           usage};
+        continue;
+      }
       if (args.options.count(key))
         throw UsageError{fmt::format("option --{} given twice", key), usage};
       args.options[key] = value;
@@ -204,7 +258,7 @@ int runForward(int argc, char **argv) {
 
   Package pkg = Package::open(args.pkg);
   const Manifest &man = pkg.manifest();
-  TensorMap weights = TensorMap::load(weightsPath);
+  TensorMap weights = loadWeights(weightsPath);
   try {
     pkg.checkWeights(weights);
   } catch (const Error &e) {
@@ -246,6 +300,310 @@ int runForward(int argc, char **argv) {
   return 0;
 }
 
+int runGrad(int argc, char **argv) {
+  Args args = parseArgs(argc, argv, {"weights", "tokens", "out"}, kGradUsage);
+  if (args.help) {
+    std::fputs(kGradUsage, stdout);
+    return 0;
+  }
+  std::string weightsPath = args.require("weights", kGradUsage);
+  std::string tokensPath = args.require("tokens", kGradUsage);
+  std::string out = args.require("out", kGradUsage);
+
+  Package pkg = Package::open(args.pkg);
+  const Manifest &man = pkg.manifest();
+  if (!man.supportsTraining)
+    throw Error(fmt::format("{}: this package has no training entry points "
+                            "(modc_grad, modc_adamw); recompile with this "
+                            "modc",
+                            args.pkg));
+  TensorMap weights = loadWeights(weightsPath);
+  try {
+    pkg.checkWeights(weights);
+  } catch (const Error &e) {
+    throw Error(fmt::format("{}: {}", weightsPath, e.what()));
+  }
+  TensorMap tokenFile = TensorMap::load(tokensPath);
+  const Tensor *tok = tokenFile.find("tokens");
+  int64_t row = man.seqLen + 1;
+  if (!tok)
+    throw Error(fmt::format("{}: no tensor 'tokens' (expected I32 [B, "
+                            "seq_len + 1] = [B, {}])",
+                            tokensPath, row));
+  if (tok->dtype != DType::I32 || tok->shape.size() != 2 ||
+      tok->shape[1] != row || tok->shape[0] < 1)
+    throw Error(fmt::format("{}: tensor 'tokens' must be I32 [B, seq_len + "
+                            "1] = [B, {}] with B >= 1 (inputs t[:, :{}], "
+                            "targets t[:, 1:]), got {} {}",
+                            tokensPath, row, man.seqLen, dtypeName(tok->dtype),
+                            shapeString(tok->shape)));
+  std::vector<int32_t> tokens(tok->i32(), tok->i32() + tok->numel());
+  GradResult r;
+  try {
+    r = pkg.grad(weights, tokens, tok->shape[0]);
+  } catch (const Error &e) {
+    throw Error(fmt::format("{}: {}", tokensPath, e.what()));
+  }
+  TensorMap outMap;
+  auto scalar = [&](const char *name, double value) {
+    Tensor t = Tensor::zeros(DType::F32, {1});
+    t.f32()[0] = static_cast<float>(value);
+    outMap.insert(name, std::move(t));
+  };
+  scalar("loss.total", r.losses.total);
+  scalar("loss.ce", r.losses.ce);
+  scalar("loss.aux", r.losses.aux);
+  for (auto &[name, g] : r.grads)
+    outMap.insert("grad." + name, std::move(g));
+  outMap.save(out);
+  return 0;
+}
+
+/// Parses --`key` as a finite number >= `minimum`.
+double parseNumber(const std::string &key, const std::string &text,
+                   const char *usage, double minimum, bool strict = false) {
+  errno = 0;
+  char *end = nullptr;
+  double v = std::strtod(text.c_str(), &end);
+  if (text.empty() || errno || *end || !std::isfinite(v) || v < minimum ||
+      (strict && v == minimum))
+    throw UsageError{fmt::format("--{} must be a number {} {}, got '{}'", key,
+                                 strict ? ">" : ">=", minimum, text),
+                     usage};
+  return v;
+}
+
+/// "1h02m", "3m07s", "12s".
+std::string formatDuration(double seconds) {
+  if (!std::isfinite(seconds) || seconds < 0)
+    return "?";
+  auto s = static_cast<int64_t>(seconds + 0.5);
+  if (s >= 3600)
+    return fmt::format("{}h{:02}m", s / 3600, s / 60 % 60);
+  if (s >= 60)
+    return fmt::format("{}m{:02}s", s / 60, s % 60);
+  return fmt::format("{}s", s);
+}
+
+int runTrain(int argc, char **argv) {
+  Args args = parseArgs(
+      argc, argv,
+      {"weights", "steps", "batch", "lr", "seed", "out", "eval-every", "log",
+       "resume", "warmup", "weight-decay", "clip", "save-every", "stop-after"},
+      kTrainUsage, /*maxPositional=*/1, "missing package directory PKG",
+      /*lists=*/{"data"});
+  if (args.help) {
+    std::fputs(kTrainUsage, stdout);
+    return 0;
+  }
+  const char *usage = kTrainUsage;
+  auto has = [&](const char *key) { return args.options.count(key) > 0; };
+  if (!args.listValues.count("data"))
+    throw UsageError{"missing --data FILE...", usage};
+  const std::vector<std::string> &dataFiles = args.listValues["data"];
+  std::string out = args.require("out", usage);
+  bool resume = has("resume");
+  if (resume && has("weights"))
+    throw UsageError{"--resume and --weights exclude each other (a "
+                     "checkpoint holds its weights)",
+                     usage};
+  if (!resume) {
+    for (const char *key : {"steps", "batch", "lr"})
+      args.require(key, usage);
+    if (!has("seed") && !has("weights"))
+      throw UsageError{"missing --seed (or --weights) to initialise the "
+                       "weights",
+                       usage};
+  }
+  auto positive = [&](const char *key) {
+    return static_cast<int64_t>(std::min<uint64_t>(
+        parseUnsigned(key, args.options[key], usage, 1), uint64_t(1) << 62));
+  };
+
+  Package pkg = Package::open(args.pkg);
+  const Manifest &man = pkg.manifest();
+  if (!man.supportsTraining)
+    throw Error(fmt::format("{}: this package has no training entry points "
+                            "(modc_grad, modc_adamw); recompile with this "
+                            "modc",
+                            args.pkg));
+  if (man.vocabSize < 256)
+    throw Error(fmt::format("{}: modrun train reads byte-level text (tokens "
+                            "0..255), but the model's vocab_size is {}",
+                            args.pkg, man.vocabSize));
+
+  TrainConfig config;
+  TrainState state;
+  int64_t batch = 0;
+  std::optional<Checkpoint> ckpt;
+  if (resume) {
+    ckpt = loadCheckpoint(args.options["resume"], pkg);
+    const CheckpointInfo &info = ckpt->info;
+    config.steps = info.totalSteps;
+    batch = info.batch;
+    config.lr = info.lr;
+    config.warmup = info.warmup;
+    config.adamw = info.adamw;
+    config.seed = info.seed;
+  }
+  // Explicit settings override the checkpoint's, with a note: the run then
+  // no longer matches an uninterrupted one.
+  std::vector<std::string> changed;
+  auto note = [&](const char *key, const std::string &was) {
+    if (ckpt)
+      changed.push_back(
+          fmt::format("--{} {} (checkpoint: {})", key, args.options[key], was));
+  };
+  if (has("steps")) {
+    int64_t v = positive("steps");
+    if (v != config.steps)
+      note("steps", std::to_string(config.steps));
+    config.steps = v;
+  }
+  if (has("batch")) {
+    int64_t v = positive("batch");
+    if (v != batch)
+      note("batch", std::to_string(batch));
+    batch = v;
+  }
+  if (has("lr")) {
+    double v = parseNumber("lr", args.options["lr"], usage, 0, true);
+    if (v != config.lr)
+      note("lr", fmt::format("{}", config.lr));
+    config.lr = v;
+  }
+  if (has("seed")) {
+    uint64_t v = parseUnsigned("seed", args.options["seed"], usage);
+    if (v != config.seed)
+      note("seed", std::to_string(config.seed));
+    config.seed = v;
+  }
+  if (has("warmup")) {
+    auto v = static_cast<int64_t>(std::min<uint64_t>(
+        parseUnsigned("warmup", args.options["warmup"], usage), 1ull << 62));
+    if (v != config.warmup)
+      note("warmup", std::to_string(config.warmup));
+    config.warmup = v;
+  } else if (!ckpt) {
+    config.warmup = std::min<int64_t>(100, config.steps / 10);
+  }
+  if (has("weight-decay")) {
+    double v =
+        parseNumber("weight-decay", args.options["weight-decay"], usage, 0);
+    if (v != config.adamw.weightDecay)
+      note("weight-decay", fmt::format("{}", config.adamw.weightDecay));
+    config.adamw.weightDecay = v;
+  }
+  if (has("clip")) {
+    double v = parseNumber("clip", args.options["clip"], usage, 0);
+    if (v != config.adamw.clipNorm)
+      note("clip", fmt::format("{}", config.adamw.clipNorm));
+    config.adamw.clipNorm = v;
+  }
+  if (has("eval-every"))
+    config.evalEvery = positive("eval-every");
+  if (has("save-every"))
+    config.saveEvery = positive("save-every");
+  if (has("stop-after"))
+    config.stopAfter = positive("stop-after");
+  config.outPath = out;
+  if (has("log"))
+    config.logPath = args.options["log"];
+
+  Corpus corpus = Corpus::load(dataFiles, man.seqLen, batch);
+  if (ckpt) {
+    const CheckpointInfo &info = ckpt->info;
+    if (info.dataBytes != corpus.size() || info.dataHash != corpus.hash())
+      changed.push_back(fmt::format(
+          "the data ({} bytes; checkpoint: {} "
+          "bytes{})",
+          corpus.size(), info.dataBytes,
+          info.dataBytes == corpus.size() ? ", other content" : ""));
+    if (info.dataPosition >= corpus.trainBytes())
+      throw Error(fmt::format("{}: data position {} is past the end of the "
+                              "training split ({} bytes); resume with the "
+                              "data it was trained on",
+                              args.options["resume"], info.dataPosition,
+                              corpus.trainBytes()));
+    if (info.step >= config.steps)
+      throw Error(fmt::format("{}: checkpoint is at step {}, so --steps {} "
+                              "leaves nothing to do",
+                              args.options["resume"], info.step, config.steps));
+    for (const std::string &c : changed)
+      fmt::print(stderr,
+                 "modrun: note: resuming with {}; the run will not "
+                 "repeat an uninterrupted one\n",
+                 c);
+    state.weights = std::move(ckpt->weights);
+    state.optimizer = std::move(ckpt->optimizer);
+    state.dataPosition = info.dataPosition;
+  } else {
+    if (has("weights")) {
+      state.weights = loadWeights(args.options["weights"]);
+      try {
+        pkg.checkWeights(state.weights);
+      } catch (const Error &e) {
+        throw Error(fmt::format("{}: {}", args.options["weights"], e.what()));
+      }
+      state.weights.metadata.clear();
+    } else {
+      state.weights = pkg.initWeights(config.seed);
+    }
+    state.optimizer = OptimizerState::zeros(man);
+  }
+
+  int64_t last = config.stopAfter > 0 ? std::min(config.stopAfter, config.steps)
+                                      : config.steps;
+  fmt::print(stderr,
+             "modrun: training {} (seq_len {}) on {} bytes ({} held out), "
+             "batch {}, steps {}..{} of {}\n",
+             man.model.value("name", std::string("?")), man.seqLen,
+             corpus.size(), corpus.heldOutBytes(), batch,
+             state.optimizer.step + 1, last, config.steps);
+
+  // Progress: one line rewritten in place on a terminal, otherwise a line
+  // every ~5% of the run.
+  bool tty = ::isatty(STDERR_FILENO) == 1;
+  int64_t firstStep = state.optimizer.step + 1;
+  int64_t every = std::max<int64_t>(1, (last - firstStep + 1) / 20);
+  double elapsed = 0;
+  size_t lastWidth = 0;
+  auto onStep = [&](const StepRecord &r) {
+    elapsed += r.seconds;
+    double perStep = elapsed / static_cast<double>(r.step - firstStep + 1);
+    std::string line = fmt::format(
+        "step {}/{}  loss {:.4f}  lr {:.3g}  {:.0f} tok/s  ETA {}", r.step,
+        r.totalSteps, r.losses.total, r.lr,
+        static_cast<double>(batch * man.seqLen) / std::max(perStep, 1e-9),
+        formatDuration(perStep * static_cast<double>(r.lastStep - r.step)));
+    if (r.evalLoss)
+      line += fmt::format("  eval {:.4f}", *r.evalLoss);
+    bool show =
+        r.evalLoss || r.step == r.lastStep || (r.step - firstStep) % every == 0;
+    if (tty) {
+      std::string pad(lastWidth > line.size() ? lastWidth - line.size() : 0,
+                      ' ');
+      fmt::print(stderr, "\r{}{}{}", line, pad, r.evalLoss ? "\n" : "");
+      lastWidth = r.evalLoss ? 0 : line.size();
+    } else if (show) {
+      fmt::print(stderr, "{}\n", line);
+    }
+    std::fflush(stderr);
+  };
+  try {
+    train(pkg, corpus, config, state, onStep);
+  } catch (...) {
+    if (tty && lastWidth)
+      std::fputc('\n', stderr);
+    throw;
+  }
+  if (tty && lastWidth)
+    std::fputc('\n', stderr);
+  fmt::print(stderr, "modrun: step {} checkpoint written to {} in {}\n", last,
+             out, formatDuration(elapsed));
+  return 0;
+}
+
 int runInfo(int argc, char **argv) {
   Args args = parseArgs(argc, argv, {}, kInfoUsage);
   if (args.help) {
@@ -277,6 +635,11 @@ int runInfo(int argc, char **argv) {
              m.params.size(), elems, elems * 4);
   fmt::print("workspace: {} bytes per sequence\n", m.workspaceBytesPerSequence);
   fmt::print("modes:     topk{}\n", m.supportsCausal ? ", causal" : "");
+  if (m.supportsTraining)
+    fmt::print("training:  grad + adamw, {} bytes of workspace per sequence\n",
+               m.gradWorkspaceBytesPerSequence);
+  else
+    fmt::print("training:  no (inference-only package)\n");
   return 0;
 }
 
@@ -435,6 +798,10 @@ int main(int argc, char **argv) {
       return runInit(argc - 2, argv + 2);
     if (cmd == "forward")
       return runForward(argc - 2, argv + 2);
+    if (cmd == "grad")
+      return runGrad(argc - 2, argv + 2);
+    if (cmd == "train")
+      return runTrain(argc - 2, argv + 2);
     if (cmd == "info")
       return runInfo(argc - 2, argv + 2);
     if (cmd == "tokenize")

@@ -1,0 +1,178 @@
+//===- Training.h - Data, schedule, checkpoints and the training loop -*- C++
+//-*-===//
+//
+// The training side of the runtime. Every FLOP of the model, the loss, the
+// gradient and the AdamW update runs in the package (Package::grad and
+// Package::adamwStep); this file only reads text into byte-level batches,
+// schedules the learning rate, writes and reads checkpoints, and drives the
+// loop. Everything here is deterministic, so a run resumed from a checkpoint
+// reproduces the uninterrupted run bit for bit.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MODRT_TRAINING_H
+#define MODRT_TRAINING_H
+
+#include "modrt/Package.h"
+#include "modrt/Tensor.h"
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace modrt {
+
+/// Learning rate of update `step` (1-based) of a `totalSteps` run: linear
+/// warmup from peak / warmup at step 1 to `peak` at step `warmup`, then a
+/// cosine from `peak` down to peak * minRatio at step `totalSteps` (held
+/// there after). warmup 0 starts the cosine at once. Throws Error on
+/// arguments out of range (step < 1, totalSteps < 1, warmup < 0, peak not
+/// finite or < 0, minRatio outside [0, 1]).
+double learningRate(int64_t step, int64_t totalSteps, double peak,
+                    int64_t warmup, double minRatio = 0.1);
+
+/// FNV-1a 64 of `size` bytes, continuing from `hash`.
+uint64_t fnv1a64(const void *data, size_t size,
+                 uint64_t hash = 0xcbf29ce484222325ull);
+
+/// Byte-level training text (SPEC.md section 6: token = byte value), split
+/// into a training part and a held-out part.
+///
+/// The last 10% of the bytes (rounded up, and at least one batch of
+/// batch * (seqLen + 1) bytes) are held out. Training windows are runs of
+/// seqLen + 1 bytes (inputs t[:S], targets t[1:]), consecutive and
+/// non-overlapping, read cyclically through the training part: a window that
+/// passes its end continues at its start. The data position is the byte
+/// offset in the training part where the next window begins.
+class Corpus {
+public:
+  /// Reads `files` and concatenates them in order. Throws Error naming a
+  /// file that is missing, unreadable or empty, or saying the sizes when a
+  /// part is shorter than one batch.
+  static Corpus load(const std::vector<std::string> &files, int64_t seqLen,
+                     int64_t batch);
+  /// The same from bytes in memory; `what` names them in errors.
+  static Corpus fromBytes(std::string bytes, int64_t seqLen, int64_t batch,
+                          const std::string &what = "corpus");
+
+  int64_t seqLen() const { return seqLen_; }
+  int64_t batch() const { return batch_; }
+  /// Bytes of one batch: batch * (seqLen + 1).
+  uint64_t batchBytes() const;
+  uint64_t size() const { return bytes.size(); }
+  uint64_t trainBytes() const { return trainSize; }
+  uint64_t heldOutBytes() const { return bytes.size() - trainSize; }
+  /// FNV-1a 64 of all bytes (stored in checkpoints to notice other data).
+  uint64_t hash() const { return hash_; }
+
+  /// Writes the training batch starting at data position `position` into
+  /// `tokens` ([batch, seqLen + 1], resized) and returns the position of the
+  /// next batch. Throws Error if position >= trainBytes().
+  uint64_t trainBatch(uint64_t position, std::vector<int32_t> &tokens) const;
+
+  /// The fixed held-out batches: consecutive windows from the start of the
+  /// held-out part, grouped into at most `maxBatches` full batches (at least
+  /// one, since the held-out part holds one batch).
+  std::vector<std::vector<int32_t>> heldOutBatches(size_t maxBatches = 8) const;
+
+private:
+  std::string bytes;
+  uint64_t trainSize = 0, hash_ = 0;
+  int64_t seqLen_ = 0, batch_ = 0;
+};
+
+/// What a checkpoint records besides tensors (its "__metadata__").
+struct CheckpointInfo {
+  int64_t step = 0;          ///< updates done
+  uint64_t dataPosition = 0; ///< Corpus position of the next batch
+  uint64_t seed = 0;         ///< seed the weights were initialised from
+  int64_t totalSteps = 0;    ///< length of the learning-rate schedule
+  int64_t batch = 0;
+  double lr = 0; ///< peak learning rate
+  int64_t warmup = 0;
+  AdamWConfig adamw;
+  std::string model;                    ///< model name (for messages)
+  uint64_t modelHash = 0;               ///< Manifest::modelHash of the package
+  uint64_t dataBytes = 0, dataHash = 0; ///< Corpus size and hash
+};
+
+/// A checkpoint read back.
+struct Checkpoint {
+  TensorMap weights;
+  OptimizerState optimizer;
+  CheckpointInfo info;
+};
+
+/// Writes one safetensors file atomically (TensorMap::save): the weights
+/// under their names, the moments as "adam.m.<name>" and "adam.v.<name>",
+/// and `info` in "__metadata__" with format "modc-checkpoint".
+void saveCheckpoint(const std::string &path, const TensorMap &weights,
+                    const OptimizerState &optimizer,
+                    const CheckpointInfo &info);
+
+/// Reads a checkpoint written by saveCheckpoint for `package`. Throws Error
+/// if it is not a modc checkpoint, if it was written for another model
+/// (manifest hash differs), or if a tensor is missing or misshapen.
+Checkpoint loadCheckpoint(const std::string &path, const Package &package);
+
+/// Loads weights from a safetensors file; a checkpoint gives its weights
+/// without the optimizer moments.
+TensorMap loadWeights(const std::string &path);
+
+/// Settings of a training run.
+struct TrainConfig {
+  int64_t steps = 0;     ///< total updates (the schedule's length)
+  int64_t stopAfter = 0; ///< stop after this step; 0: run to `steps`
+  double lr = 1e-3;      ///< peak learning rate
+  int64_t warmup = 0;
+  double minLrRatio = 0.1;
+  AdamWConfig adamw;
+  uint64_t seed = 0;      ///< recorded in checkpoints
+  int64_t evalEvery = 0;  ///< 0: never evaluate
+  size_t evalBatches = 8; ///< held-out batches per evaluation (at most)
+  /// Checkpoint every this many steps; 0: every evaluation, or every 100
+  /// steps without evaluation. The last step is always saved.
+  int64_t saveEvery = 0;
+  std::string outPath; ///< checkpoint file (required)
+  std::string logPath; ///< CSV log; empty: none
+};
+
+/// Weights, moments and data position: everything a step changes.
+struct TrainState {
+  TensorMap weights;
+  OptimizerState optimizer; ///< optimizer.step = updates done
+  uint64_t dataPosition = 0;
+};
+
+/// What one step did, for progress reports.
+struct StepRecord {
+  int64_t step = 0, totalSteps = 0, lastStep = 0;
+  Losses losses; ///< of this step's batch, before the update
+  double lr = 0, gradNorm = 0;
+  double seconds = 0; ///< wall time of grad + update
+  double tokensPerSecond = 0;
+  std::optional<double> evalLoss; ///< mean held-out cross-entropy
+  bool saved = false;             ///< a checkpoint was written after this step
+};
+
+/// Mean cross-entropy of `weights` over `batches` (each [corpusBatch,
+/// seqLen + 1]), computed with Package::grad.
+double evaluate(const Package &package, const TensorMap &weights,
+                const std::vector<std::vector<int32_t>> &batches,
+                int64_t batch);
+
+/// Runs steps state.optimizer.step + 1 .. (stopAfter or steps): batch, grad,
+/// finite check of the losses, AdamW update with the scheduled learning
+/// rate, finite check of the gradient norm, then evaluation, log row and
+/// checkpoint as configured. `onStep` sees every step. A non-finite loss or
+/// gradient norm throws Error naming the step; the checkpoint file then
+/// keeps the last good state written before it. The CSV log is started
+/// afresh at step 0 and appended to when resuming.
+void train(const Package &package, const Corpus &corpus,
+           const TrainConfig &config, TrainState &state,
+           const std::function<void(const StepRecord &)> &onStep = nullptr);
+
+} // namespace modrt
+
+#endif // MODRT_TRAINING_H

@@ -1,0 +1,519 @@
+//===- Trainer.cpp - Data, schedule, checkpoints and the training loop ---===//
+//
+// No model math lives here: the loop moves bytes between the corpus, the
+// package's modc_grad and modc_adamw, the CSV log and checkpoint files. All
+// choices (windows, held-out batches, the schedule) depend on the step and
+// the data position alone, so a resumed run repeats the uninterrupted one.
+//
+//===----------------------------------------------------------------------===//
+#include "modrt/Error.h"
+#include "modrt/Training.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+
+using namespace modrt;
+
+//===----------------------------------------------------------------------===//
+// Learning rate
+//===----------------------------------------------------------------------===//
+
+double modrt::learningRate(int64_t step, int64_t totalSteps, double peak,
+                           int64_t warmup, double minRatio) {
+  if (totalSteps < 1)
+    throw Error(fmt::format("learning rate: total steps must be >= 1, got {}",
+                            totalSteps));
+  if (step < 1)
+    throw Error(fmt::format("learning rate: step must be >= 1, got {}", step));
+  if (warmup < 0)
+    throw Error(
+        fmt::format("learning rate: warmup must be >= 0, got {}", warmup));
+  if (!std::isfinite(peak) || peak < 0)
+    throw Error(fmt::format(
+        "learning rate: peak must be finite and >= 0, got {}", peak));
+  if (!(minRatio >= 0 && minRatio <= 1))
+    throw Error(fmt::format(
+        "learning rate: minimum ratio must be in [0, 1], got {}", minRatio));
+  if (step <= warmup)
+    return peak * (static_cast<double>(step) / static_cast<double>(warmup));
+  if (step >= totalSteps)
+    return peak * minRatio;
+  double progress = static_cast<double>(step - warmup) /
+                    static_cast<double>(totalSteps - warmup);
+  constexpr double kPi = 3.141592653589793238462643383279502884;
+  double cosine = 0.5 * (1.0 + std::cos(kPi * progress));
+  return peak * (minRatio + (1.0 - minRatio) * cosine);
+}
+
+uint64_t modrt::fnv1a64(const void *data, size_t size, uint64_t hash) {
+  const unsigned char *p = static_cast<const unsigned char *>(data);
+  for (size_t i = 0; i < size; ++i) {
+    hash ^= p[i];
+    hash *= 0x100000001b3ull;
+  }
+  return hash;
+}
+
+//===----------------------------------------------------------------------===//
+// Corpus
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// Appends the bytes of `path` to `out`; throws Error naming the file when
+/// it is missing, unreadable or empty.
+void appendFile(const std::string &path, std::string &out) {
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec))
+    throw Error(fmt::format("{}: no such file", path));
+  if (std::filesystem::is_directory(path, ec))
+    throw Error(fmt::format("{}: is a directory, not a text file", path));
+  errno = 0;
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    throw Error(fmt::format("{}: cannot open: {}", path,
+                            errno ? std::strerror(errno) : "unknown error"));
+  size_t before = out.size();
+  std::vector<char> buffer(1 << 16);
+  while (true) {
+    in.read(buffer.data(), static_cast<std::streamsize>(buffer.size()));
+    std::streamsize got = in.gcount();
+    if (got > 0)
+      out.append(buffer.data(), static_cast<size_t>(got));
+    if (in.eof())
+      break;
+    if (!in)
+      throw Error(fmt::format("{}: read failed after {} bytes: {}", path,
+                              out.size() - before,
+                              errno ? std::strerror(errno) : "I/O error"));
+  }
+  if (out.size() == before)
+    throw Error(fmt::format("{}: file is empty (no bytes to train on)", path));
+}
+} // namespace
+
+Corpus Corpus::load(const std::vector<std::string> &files, int64_t seqLen,
+                    int64_t batch) {
+  if (files.empty())
+    throw Error("no training data files given");
+  std::string bytes;
+  for (const std::string &file : files)
+    appendFile(file, bytes);
+  std::string what = files.size() == 1
+                         ? files.front()
+                         : fmt::format("the {} data files", files.size());
+  return fromBytes(std::move(bytes), seqLen, batch, what);
+}
+
+uint64_t Corpus::batchBytes() const {
+  return static_cast<uint64_t>(batch_) * static_cast<uint64_t>(seqLen_ + 1);
+}
+
+Corpus Corpus::fromBytes(std::string bytes, int64_t seqLen, int64_t batch,
+                         const std::string &what) {
+  if (seqLen < 1 || batch < 1)
+    throw Error(fmt::format("corpus: seq_len and batch must be >= 1, got {} "
+                            "and {}",
+                            seqLen, batch));
+  uint64_t window = static_cast<uint64_t>(seqLen) + 1, batchBytes;
+  if (__builtin_mul_overflow(window, static_cast<uint64_t>(batch), &batchBytes))
+    throw Error(fmt::format("corpus: batch {} is too large", batch));
+  uint64_t total = bytes.size();
+  if (total == 0)
+    throw Error(fmt::format("{}: no bytes to train on", what));
+  uint64_t held = std::max<uint64_t>((total + 9) / 10, batchBytes);
+  std::string shape =
+      fmt::format("one batch of {} x (seq_len {} + 1) = {} bytes", batch,
+                  seqLen, batchBytes);
+  if (total < batchBytes)
+    throw Error(fmt::format("{}: {} bytes; the held-out split (the last 10%) "
+                            "needs at least {}",
+                            what, total, shape));
+  if (total - held < batchBytes)
+    throw Error(fmt::format("{}: {} bytes; after holding out the last {} "
+                            "bytes the training split has {} bytes, less than "
+                            "{} (need at least {} bytes in all)",
+                            what, total, held, total - held, shape,
+                            std::max<uint64_t>(batchBytes + batchBytes,
+                                               (batchBytes * 10 + 8) / 9)));
+  Corpus c;
+  c.hash_ = fnv1a64(bytes.data(), bytes.size());
+  c.bytes = std::move(bytes);
+  c.trainSize = total - held;
+  c.seqLen_ = seqLen;
+  c.batch_ = batch;
+  return c;
+}
+
+uint64_t Corpus::trainBatch(uint64_t position,
+                            std::vector<int32_t> &tokens) const {
+  if (position >= trainSize)
+    throw Error(fmt::format("data position {} is outside the training split "
+                            "of {} bytes",
+                            position, trainSize));
+  uint64_t n = batchBytes();
+  tokens.resize(n);
+  uint64_t p = position;
+  for (uint64_t i = 0; i < n; ++i) {
+    tokens[i] = static_cast<unsigned char>(bytes[p]);
+    if (++p == trainSize)
+      p = 0;
+  }
+  return p;
+}
+
+std::vector<std::vector<int32_t>>
+Corpus::heldOutBatches(size_t maxBatches) const {
+  uint64_t n = batchBytes();
+  uint64_t count =
+      std::min<uint64_t>(std::max<size_t>(maxBatches, 1), heldOutBytes() / n);
+  std::vector<std::vector<int32_t>> batches(count);
+  for (uint64_t b = 0; b < count; ++b) {
+    const char *src = bytes.data() + trainSize + b * n;
+    batches[b].resize(n);
+    for (uint64_t i = 0; i < n; ++i)
+      batches[b][i] = static_cast<unsigned char>(src[i]);
+  }
+  return batches;
+}
+
+//===----------------------------------------------------------------------===//
+// Checkpoints
+//===----------------------------------------------------------------------===//
+
+namespace {
+constexpr const char *kCheckpointFormat = "modc-checkpoint";
+
+/// Shortest text that reads back as the same double.
+std::string exact(double x) { return fmt::format("{}", x); }
+
+std::string hex(uint64_t x) { return fmt::format("{:016x}", x); }
+
+/// Metadata accessors that name the checkpoint and key on failure.
+struct MetaReader {
+  const std::string &path;
+  const std::map<std::string, std::string> &meta;
+
+  const std::string &text(const std::string &key) const {
+    auto it = meta.find(key);
+    if (it == meta.end())
+      throw Error(fmt::format("{}: checkpoint metadata lacks '{}'", path, key));
+    return it->second;
+  }
+  [[noreturn]] void bad(const std::string &key, const char *what) const {
+    throw Error(fmt::format("{}: checkpoint metadata '{}' = \"{}\" is not {}",
+                            path, key, text(key), what));
+  }
+  uint64_t unsignedValue(const std::string &key, int base = 10) const {
+    const std::string &t = text(key);
+    errno = 0;
+    char *end = nullptr;
+    unsigned long long v = std::strtoull(t.c_str(), &end, base);
+    if (t.empty() || t[0] == '-' || t[0] == '+' || errno || *end)
+      bad(key, base == 16 ? "a hexadecimal integer" : "an integer >= 0");
+    return v;
+  }
+  int64_t signedValue(const std::string &key) const {
+    uint64_t v = unsignedValue(key);
+    if (v > static_cast<uint64_t>(INT64_MAX))
+      bad(key, "an integer in range");
+    return static_cast<int64_t>(v);
+  }
+  double number(const std::string &key) const {
+    const std::string &t = text(key);
+    errno = 0;
+    char *end = nullptr;
+    double v = std::strtod(t.c_str(), &end);
+    if (t.empty() || errno || *end || !std::isfinite(v))
+      bad(key, "a finite number");
+    return v;
+  }
+};
+} // namespace
+
+void modrt::saveCheckpoint(const std::string &path, const TensorMap &weights,
+                           const OptimizerState &optimizer,
+                           const CheckpointInfo &info) {
+  TensorMap out;
+  auto copyAll = [&](const TensorMap &from, const std::string &prefix) {
+    for (const auto &[name, tensor] : from)
+      out.insert(prefix + name, tensor);
+  };
+  copyAll(weights, "");
+  copyAll(optimizer.m, "adam.m.");
+  copyAll(optimizer.v, "adam.v.");
+  auto &md = out.metadata;
+  md["format"] = kCheckpointFormat;
+  md["step"] = std::to_string(info.step);
+  md["data_position"] = std::to_string(info.dataPosition);
+  md["seed"] = std::to_string(info.seed);
+  md["total_steps"] = std::to_string(info.totalSteps);
+  md["batch"] = std::to_string(info.batch);
+  md["lr"] = exact(info.lr);
+  md["warmup"] = std::to_string(info.warmup);
+  md["beta1"] = exact(info.adamw.beta1);
+  md["beta2"] = exact(info.adamw.beta2);
+  md["eps"] = exact(info.adamw.eps);
+  md["weight_decay"] = exact(info.adamw.weightDecay);
+  md["clip"] = exact(info.adamw.clipNorm);
+  md["model"] = info.model;
+  md["manifest_hash"] = hex(info.modelHash);
+  md["data_bytes"] = std::to_string(info.dataBytes);
+  md["data_hash"] = hex(info.dataHash);
+  out.save(path);
+}
+
+Checkpoint modrt::loadCheckpoint(const std::string &path,
+                                 const Package &package) {
+  TensorMap file = TensorMap::load(path);
+  const Manifest &m = package.manifest();
+  auto format = file.metadata.find("format");
+  if (format == file.metadata.end() || format->second != kCheckpointFormat)
+    throw Error(fmt::format("{}: not a modc checkpoint (its __metadata__ has "
+                            "no format \"{}\"; modrun train writes them)",
+                            path, kCheckpointFormat));
+  MetaReader r{path, file.metadata};
+  Checkpoint c;
+  CheckpointInfo &info = c.info;
+  info.model = r.text("model");
+  info.modelHash = r.unsignedValue("manifest_hash", 16);
+  std::string name = m.model.value("name", std::string("?"));
+  if (info.modelHash != m.modelHash)
+    throw Error(fmt::format("{}: checkpoint is for model \"{}\" (manifest hash "
+                            "{}), but package {} is model \"{}\" (manifest "
+                            "hash {}); resume with the package it was "
+                            "trained with",
+                            path, info.model, hex(info.modelHash),
+                            package.directory(), name, hex(m.modelHash)));
+  info.step = r.signedValue("step");
+  info.dataPosition = r.unsignedValue("data_position");
+  info.seed = r.unsignedValue("seed");
+  info.totalSteps = r.signedValue("total_steps");
+  info.batch = r.signedValue("batch");
+  info.lr = r.number("lr");
+  info.warmup = r.signedValue("warmup");
+  info.adamw.beta1 = r.number("beta1");
+  info.adamw.beta2 = r.number("beta2");
+  info.adamw.eps = r.number("eps");
+  info.adamw.weightDecay = r.number("weight_decay");
+  info.adamw.clipNorm = r.number("clip");
+  info.dataBytes = r.unsignedValue("data_bytes");
+  info.dataHash = r.unsignedValue("data_hash", 16);
+
+  // Split the tensors by prefix; the package checks names and shapes.
+  for (auto &[tname, tensor] : file) {
+    if (tname.rfind("adam.m.", 0) == 0)
+      c.optimizer.m.insert(tname.substr(7), std::move(tensor));
+    else if (tname.rfind("adam.v.", 0) == 0)
+      c.optimizer.v.insert(tname.substr(7), std::move(tensor));
+    else
+      c.weights.insert(tname, std::move(tensor));
+  }
+  c.optimizer.step = info.step;
+  try {
+    package.checkWeights(c.weights);
+  } catch (const Error &e) {
+    throw Error(fmt::format("{}: {}", path, e.what()));
+  }
+  for (auto *moments : {&c.optimizer.m, &c.optimizer.v}) {
+    const char *prefix = moments == &c.optimizer.m ? "adam.m." : "adam.v.";
+    for (const ParamInfo &p : m.params) {
+      const Tensor *t = moments->find(p.name);
+      if (!t || t->dtype != DType::F32 || t->shape != p.shape)
+        throw Error(fmt::format(
+            "{}: optimizer moment '{}{}' is {}, expected "
+            "F32 {}",
+            path, prefix, p.name,
+            t ? fmt::format("{} {}", dtypeName(t->dtype), shapeString(t->shape))
+              : std::string("missing"),
+            shapeString(p.shape)));
+    }
+    if (moments->size() != m.params.size())
+      throw Error(fmt::format("{}: optimizer moments {}* name tensors that "
+                              "are not parameters of this package",
+                              path, prefix));
+  }
+  return c;
+}
+
+TensorMap modrt::loadWeights(const std::string &path) {
+  TensorMap file = TensorMap::load(path);
+  auto format = file.metadata.find("format");
+  if (format == file.metadata.end() || format->second != kCheckpointFormat)
+    return file;
+  TensorMap weights;
+  for (auto &[name, tensor] : file)
+    if (name.rfind("adam.", 0) != 0)
+      weights.insert(name, std::move(tensor));
+  weights.metadata = file.metadata;
+  return weights;
+}
+
+//===----------------------------------------------------------------------===//
+// The training loop
+//===----------------------------------------------------------------------===//
+
+double modrt::evaluate(const Package &package, const TensorMap &weights,
+                       const std::vector<std::vector<int32_t>> &batches,
+                       int64_t batch) {
+  if (batches.empty())
+    throw Error("evaluate: no held-out batches");
+  TensorMap grads;
+  double sum = 0;
+  for (const std::vector<int32_t> &tokens : batches)
+    sum += package.grad(weights, tokens, batch, grads).ce;
+  return sum / static_cast<double>(batches.size());
+}
+
+namespace {
+struct FileCloser {
+  void operator()(std::FILE *f) const {
+    if (f)
+      std::fclose(f);
+  }
+};
+using FilePtr = std::unique_ptr<std::FILE, FileCloser>;
+
+const char *kLogHeader =
+    "step,loss,ce,aux,lr,grad_norm,tokens_per_s,eval_loss\n";
+
+/// Opens the CSV log: fresh with a header, or appended to when resuming
+/// into a log that exists.
+FilePtr openLog(const std::string &path, bool resuming) {
+  std::error_code ec;
+  bool append = resuming && std::filesystem::exists(path, ec) &&
+                std::filesystem::file_size(path, ec) > 0;
+  errno = 0;
+  FilePtr f(std::fopen(path.c_str(), append ? "a" : "w"));
+  if (!f)
+    throw Error(fmt::format("{}: cannot open log for writing: {}", path,
+                            errno ? std::strerror(errno) : "unknown error"));
+  if (!append)
+    std::fputs(kLogHeader, f.get());
+  return f;
+}
+
+std::string lossText(const Losses &l) {
+  return fmt::format("total {}, ce {}, aux {}", l.total, l.ce, l.aux);
+}
+} // namespace
+
+void modrt::train(const Package &package, const Corpus &corpus,
+                  const TrainConfig &config, TrainState &state,
+                  const std::function<void(const StepRecord &)> &onStep) {
+  const Manifest &m = package.manifest();
+  if (config.steps < 1)
+    throw Error(fmt::format("train: steps must be >= 1, got {}", config.steps));
+  if (config.outPath.empty())
+    throw Error("train: no checkpoint path given");
+  if (corpus.seqLen() != m.seqLen)
+    throw Error(fmt::format("train: corpus windows are for seq_len {}, the "
+                            "model's seq_len is {}",
+                            corpus.seqLen(), m.seqLen));
+  int64_t last = config.stopAfter > 0 ? std::min(config.stopAfter, config.steps)
+                                      : config.steps;
+  int64_t first = state.optimizer.step + 1;
+  if (first > last)
+    throw Error(fmt::format("train: already at step {}; nothing to do up to "
+                            "step {}",
+                            state.optimizer.step, last));
+  int64_t saveEvery = config.saveEvery > 0   ? config.saveEvery
+                      : config.evalEvery > 0 ? config.evalEvery
+                                             : 100;
+  // Validated once up front so a bad setting fails before any work.
+  learningRate(last, config.steps, config.lr, config.warmup, config.minLrRatio);
+
+  std::vector<std::vector<int32_t>> heldOut;
+  if (config.evalEvery > 0)
+    heldOut = corpus.heldOutBatches(config.evalBatches);
+  FilePtr log;
+  if (!config.logPath.empty())
+    log = openLog(config.logPath, first > 1);
+
+  CheckpointInfo info;
+  info.seed = config.seed;
+  info.totalSteps = config.steps;
+  info.batch = corpus.batch();
+  info.lr = config.lr;
+  info.warmup = config.warmup;
+  info.adamw = config.adamw;
+  info.model = m.model.value("name", std::string("?"));
+  info.modelHash = m.modelHash;
+  info.dataBytes = corpus.size();
+  info.dataHash = corpus.hash();
+  int64_t lastSaved = -1;
+
+  auto fail = [&](int64_t step, const std::string &what) {
+    std::string kept =
+        lastSaved >= 0
+            ? fmt::format("the last good checkpoint is {} (step {})",
+                          config.outPath, lastSaved)
+            : fmt::format("no checkpoint was written in this run (the first "
+                          "was due at step {}); {} is unchanged",
+                          std::min(last, (first - 1) / saveEvery * saveEvery +
+                                             saveEvery),
+                          config.outPath);
+    throw Error(
+        fmt::format("step {}: {}; training stopped, {}", step, what, kept));
+  };
+
+  const int64_t tokensPerStep = corpus.batch() * m.seqLen;
+  std::vector<int32_t> tokens;
+  TensorMap grads;
+  for (int64_t step = first; step <= last; ++step) {
+    StepRecord rec;
+    rec.step = step;
+    rec.totalSteps = config.steps;
+    rec.lastStep = last;
+    auto start = std::chrono::steady_clock::now();
+    uint64_t next = corpus.trainBatch(state.dataPosition, tokens);
+    rec.losses = package.grad(state.weights, tokens, corpus.batch(), grads);
+    if (!std::isfinite(rec.losses.total) || !std::isfinite(rec.losses.ce) ||
+        !std::isfinite(rec.losses.aux))
+      fail(step, fmt::format("loss is not finite ({})", lossText(rec.losses)));
+    rec.lr = learningRate(step, config.steps, config.lr, config.warmup,
+                          config.minLrRatio);
+    rec.gradNorm = package.adamwStep(state.weights, grads, state.optimizer,
+                                     rec.lr, config.adamw);
+    if (!std::isfinite(rec.gradNorm))
+      fail(step, fmt::format("gradient norm is not finite ({}; loss {})",
+                             rec.gradNorm, lossText(rec.losses)));
+    state.dataPosition = next;
+    rec.seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+            .count();
+    rec.tokensPerSecond =
+        rec.seconds > 0 ? static_cast<double>(tokensPerStep) / rec.seconds : 0;
+
+    if (config.evalEvery > 0 && (step % config.evalEvery == 0 || step == last))
+      rec.evalLoss = evaluate(package, state.weights, heldOut, corpus.batch());
+    if (log) {
+      std::fputs(fmt::format("{},{},{},{},{},{},{:.1f},{}\n", step,
+                             rec.losses.total, rec.losses.ce, rec.losses.aux,
+                             rec.lr, rec.gradNorm, rec.tokensPerSecond,
+                             rec.evalLoss ? exact(*rec.evalLoss) : "")
+                     .c_str(),
+                 log.get());
+      if (std::fflush(log.get()) != 0 || std::ferror(log.get()))
+        throw Error(fmt::format("{}: write failed: {}", config.logPath,
+                                std::strerror(errno)));
+    }
+    if (step % saveEvery == 0 || step == last) {
+      info.step = state.optimizer.step;
+      info.dataPosition = state.dataPosition;
+      saveCheckpoint(config.outPath, state.weights, state.optimizer, info);
+      lastSaved = step;
+      rec.saved = true;
+    }
+    if (onStep)
+      onStep(rec);
+  }
+}
