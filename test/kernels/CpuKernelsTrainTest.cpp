@@ -51,8 +51,7 @@ std::vector<float> randn(size_t n, unsigned seed, float scale = 1.0f) {
 Vec toD(const std::vector<float> &v) { return Vec(v.begin(), v.end()); }
 
 /// max |got - ref| / max |ref|; the reference must not be all zeros.
-template <typename T>
-double relErr(const std::vector<T> &got, const Vec &ref) {
+template <typename T> double relErr(const std::vector<T> &got, const Vec &ref) {
   EXPECT_EQ(got.size(), ref.size());
   double maxErr = 0.0, maxRef = 0.0;
   for (size_t i = 0; i < ref.size(); ++i) {
@@ -116,7 +115,8 @@ void gatheredLayout(const std::vector<int64_t> &lens, int S, unsigned seed,
 // Losses
 //===----------------------------------------------------------------------===//
 
-template <int V> void checkCrossEntropy(int64_t rows, unsigned seed, bool alias) {
+template <int V>
+void checkCrossEntropy(int64_t rows, unsigned seed, bool alias) {
   auto z = randn(rows * V, seed, 3.0f);
   std::mt19937 rng(seed + 1);
   std::vector<int32_t> t(rows);
@@ -158,7 +158,7 @@ template <int V> void checkCrossEntropy(int64_t rows, unsigned seed, bool alias)
 }
 
 TEST(CpuKernelsTrain, CrossEntropy) {
-  checkCrossEntropy<50>(13, 1, false); // vocab not a vector multiple
+  checkCrossEntropy<50>(13, 1, false);   // vocab not a vector multiple
   checkCrossEntropy<256>(300, 2, false); // parallel path
   checkCrossEntropy<256>(7, 3, true);    // dlogits aliases logits
   checkCrossEntropy<3>(5, 4, false);     // shorter than one vector
@@ -171,8 +171,8 @@ TEST(CpuKernelsTrain, CrossEntropyLargeLogitsStayFinite) {
   z[V + 7] = -1000.0f;
   std::vector<int32_t> t = {5, 7};
   std::vector<float> dz(2 * V);
-  const double L = modk_cpu::cross_entropy<V>(z.data(), t.data(), 2, 1.0f,
-                                              dz.data());
+  const double L =
+      modk_cpu::cross_entropy<V>(z.data(), t.data(), 2, 1.0f, dz.data());
   // Row 0: lse = 1000, loss 1000; row 1: lse = log(63 + e^-1000), loss
   // log(63) + 1000.
   EXPECT_NEAR(L, 1000.0 + std::log(63.0) + 1000.0, 1e-3);
@@ -238,11 +238,13 @@ template <int N, int K> void checkLinearGrads(int64_t M, unsigned seed) {
       }
     if (M == 0) {
       // Nothing to write for da; dw is the empty sum (zero) or unchanged.
-      for (size_t i = 0; i < da.size(); ++i)
-        if (acc)
+      for (size_t i = 0; i < da.size(); ++i) {
+        if (acc) {
           ASSERT_EQ(da[i], preA[i]);
-        else
+        } else {
           ASSERT_TRUE(std::isnan(da[i]));
+        }
+      }
       for (size_t i = 0; i < dw.size(); ++i)
         ASSERT_EQ(double(dw[i]), refW[i]) << "M = 0, acc " << acc;
       continue;
@@ -302,8 +304,7 @@ void rmsnormGradRef(const Vec &x, const Vec &w, const Vec &dy, int D,
     }
     const double inv = 1.0 / std::sqrt(ss / D + eps);
     for (int d = 0; d < D; ++d) {
-      dx[i * D + d] =
-          gi[d] * w[d] * inv - xi[d] * gwx * inv * inv * inv / D;
+      dx[i * D + d] = gi[d] * w[d] * inv - xi[d] * gwx * inv * inv * inv / D;
       dw[d] += gi[d] * xi[d] * inv;
     }
   }
@@ -316,8 +317,10 @@ TEST(CpuKernelsTrain, RmsNormGradFiniteDifferences) {
        dy = toD(randn(rows * D, 22));
   Vec dx, dw;
   rmsnormGradRef(x, w, dy, D, eps, dx, dw);
-  auto fdx = fdGrad([&](const Vec &xx) { return rmsnormLoss(xx, w, dy, D, eps); }, x);
-  auto fdw = fdGrad([&](const Vec &ww) { return rmsnormLoss(x, ww, dy, D, eps); }, w);
+  auto fdx =
+      fdGrad([&](const Vec &xx) { return rmsnormLoss(xx, w, dy, D, eps); }, x);
+  auto fdw =
+      fdGrad([&](const Vec &ww) { return rmsnormLoss(x, ww, dy, D, eps); }, w);
   EXPECT_LE(relErr(dx, fdx), kFdTol);
   EXPECT_LE(relErr(dw, fdw), kFdTol);
 }
@@ -354,8 +357,7 @@ TEST(CpuKernelsTrain, RmsNormGradDeterministicAcrossThreadCounts) {
   constexpr int D = 128;
   const int64_t rows = 3001;
   auto x = randn(rows * D, 26), w = randn(D, 27), dy = randn(rows * D, 28);
-  std::vector<float> dx1(rows * D), dw1(D, 0.0f), dx2(rows * D),
-      dw2(D, 0.0f);
+  std::vector<float> dx1(rows * D), dw1(D, 0.0f), dx2(rows * D), dw2(D, 0.0f);
   const int saved = omp_get_max_threads();
   omp_set_num_threads(1);
   modk_cpu::rmsnorm_grad<D>(x.data(), rows, w.data(), 1e-5f, dy.data(),
@@ -414,8 +416,8 @@ TEST(CpuKernelsTrain, RopeGrad) {
   const double theta = 10000.0;
   auto x = toD(randn(rows * H * HD, 30)), dy = toD(randn(rows * H * HD, 31));
   auto ref = ropeGradRef(dy, H, HD, pos, theta);
-  auto fd = fdGrad([&](const Vec &xx) { return ropeLoss(xx, dy, H, HD, pos, theta); },
-                   x);
+  auto fd = fdGrad(
+      [&](const Vec &xx) { return ropeLoss(xx, dy, H, HD, pos, theta); }, x);
   EXPECT_LE(relErr(ref, fd), kFdTol);
   std::vector<float> g(dy.begin(), dy.end());
   modk_cpu::rope_grad<H, HD>(g.data(), rows, pos.data(), float(theta));
@@ -468,15 +470,19 @@ TEST(CpuKernelsTrain, SwiGluGrad) {
           L += dud[i] * silu64(gg[i]) * uu[i];
         return L;
       };
-      EXPECT_LE(relErr(rg, fdGrad([&](const Vec &gg) { return loss(gg, ud); }, gd)),
-                kFdTol);
-      EXPECT_LE(relErr(ru, fdGrad([&](const Vec &uu) { return loss(gd, uu); }, ud)),
-                kFdTol);
+      EXPECT_LE(
+          relErr(rg, fdGrad([&](const Vec &gg) { return loss(gg, ud); }, gd)),
+          kFdTol);
+      EXPECT_LE(
+          relErr(ru, fdGrad([&](const Vec &uu) { return loss(gd, uu); }, ud)),
+          kFdTol);
     }
   }
 }
 
-double gelu64(double x) { return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0))); }
+double gelu64(double x) {
+  return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0)));
+}
 
 TEST(CpuKernelsTrain, GeluGrad) {
   constexpr int N = 33;
@@ -537,7 +543,8 @@ Vec attnForward(int H, int HD, const Vec &q, const Vec &k, const Vec &v,
           sum += (x = std::exp(x - mx));
         for (size_t t = 0; t < js.size(); ++t)
           for (int e = 0; e < HD; ++e)
-            out[i * LD + h * HD + e] += sc[t] / sum * v[js[t] * LD + h * HD + e];
+            out[i * LD + h * HD + e] +=
+                sc[t] / sum * v[js[t] * LD + h * HD + e];
       }
   return out;
 }
@@ -611,9 +618,12 @@ TEST(CpuKernelsTrain, AttentionGradFiniteDifferences) {
   auto L = [&](const Vec &qq, const Vec &kk, const Vec &vv) {
     return dot(dout, attnForward(H, HD, qq, kk, vv, seg, pos));
   };
-  EXPECT_LE(relErr(dq, fdGrad([&](const Vec &x) { return L(x, k, v); }, q)), kFdTol);
-  EXPECT_LE(relErr(dk, fdGrad([&](const Vec &x) { return L(q, x, v); }, k)), kFdTol);
-  EXPECT_LE(relErr(dv, fdGrad([&](const Vec &x) { return L(q, k, x); }, v)), kFdTol);
+  EXPECT_LE(relErr(dq, fdGrad([&](const Vec &x) { return L(x, k, v); }, q)),
+            kFdTol);
+  EXPECT_LE(relErr(dk, fdGrad([&](const Vec &x) { return L(q, x, v); }, k)),
+            kFdTol);
+  EXPECT_LE(relErr(dv, fdGrad([&](const Vec &x) { return L(q, k, x); }, v)),
+            kFdTol);
 }
 
 template <int H, int HD>
@@ -628,10 +638,9 @@ void checkAttentionGrad(const std::vector<int64_t> &seg,
   modk_cpu::causal_attention<H, HD>(q.data(), k.data(), v.data(), nseg,
                                     seg.data(), pos.data(), o.data());
   std::vector<float> dq(n, NAN), dk(n, NAN), dv(n, NAN);
-  modk_cpu::causal_attention_grad<H, HD>(q.data(), k.data(), v.data(),
-                                         o.data(), dout.data(), nseg,
-                                         seg.data(), pos.data(), dq.data(),
-                                         dk.data(), dv.data());
+  modk_cpu::causal_attention_grad<H, HD>(
+      q.data(), k.data(), v.data(), o.data(), dout.data(), nseg, seg.data(),
+      pos.data(), dq.data(), dk.data(), dv.data());
   Vec rq, rk, rv;
   attnGradRef(H, HD, toD(q), toD(k), toD(v), toD(dout), seg, pos, rq, rk, rv);
   EXPECT_LE(relErr(dq, rq), kTol) << "dq H=" << H << " HD=" << HD;
@@ -698,10 +707,9 @@ TEST(CpuKernelsTrain, DISABLED_AttentionGradBenchmark) {
                                       seg.data(), pos.data(), o.data());
   });
   const double tb = time([&] {
-    modk_cpu::causal_attention_grad<H, HD>(q.data(), k.data(), v.data(),
-                                           o.data(), dout.data(), B,
-                                           seg.data(), pos.data(), dq.data(),
-                                           dk.data(), dv.data());
+    modk_cpu::causal_attention_grad<H, HD>(
+        q.data(), k.data(), v.data(), o.data(), dout.data(), B, seg.data(),
+        pos.data(), dq.data(), dk.data(), dv.data());
   });
   // Causal flops: forward 2 matmuls, backward 5 matmuls of S*S/2*HD each.
   const double mm = double(B) * H * S * double(S) / 2 * HD * 2;
@@ -717,7 +725,7 @@ TEST(CpuKernelsTrain, DISABLED_AttentionGradBenchmark) {
 //===----------------------------------------------------------------------===//
 
 template <int G> double gate64(double r) {
-  return G == modk_cpu::GateLinear ? r
+  return G == modk_cpu::GateLinear    ? r
          : G == modk_cpu::GateSigmoid ? sigmoid64(r)
                                       : 1.0;
 }
@@ -731,17 +739,17 @@ void checkGateScaleScatterGrad(const std::vector<int64_t> &seg,
        f = randn(rows * D, seed + 2), pre = randn(nseg * S, seed + 3);
   std::vector<float> df(rows * D, NAN), dr = pre;
   modk_cpu::gate_scale_scatter_grad<S, D, G>(dy.data(), nseg, seg.data(),
-                                              pos.data(), r.data(), f.data(),
-                                              df.data(), dr.data());
+                                             pos.data(), r.data(), f.data(),
+                                             df.data(), dr.data());
   Vec rdf(rows * D), rdr(pre.begin(), pre.end()), rdrOnly(nseg * S, 0.0);
   for (int64_t s = 0; s < nseg; ++s)
     for (int64_t j = seg[s]; j < seg[s + 1]; ++j) {
       const int64_t t = s * S + pos[j];
       const double rt = r[t];
-      const double gp = G == modk_cpu::GateLinear    ? 1.0
-                        : G == modk_cpu::GateSigmoid ? sigmoid64(rt) *
-                                                           (1 - sigmoid64(rt))
-                                                     : 0.0;
+      const double gp = G == modk_cpu::GateLinear ? 1.0
+                        : G == modk_cpu::GateSigmoid
+                            ? sigmoid64(rt) * (1 - sigmoid64(rt))
+                            : 0.0;
       double d = 0.0;
       for (int e = 0; e < D; ++e) {
         rdf[j * D + e] = gate64<G>(rt) * dy[t * D + e];
@@ -752,9 +760,10 @@ void checkGateScaleScatterGrad(const std::vector<int64_t> &seg,
     }
   EXPECT_LE(relErr(df, rdf), kTol) << "G=" << G;
   EXPECT_LE(relErr(dr, rdr), kTol) << "G=" << G;
-  if (G == modk_cpu::GateOne)
+  if (G == modk_cpu::GateOne) {
     for (size_t i = 0; i < dr.size(); ++i)
-      ASSERT_EQ(dr[i], pre[i]);
+      ASSERT_EQ(dr[i], pre[i]) << "GateOne has no router gradient";
+  }
   if (!fd)
     return;
   // L = sum(dy * y), y = x + scatter(g(r) f): FD in f and r.
@@ -772,9 +781,11 @@ void checkGateScaleScatterGrad(const std::vector<int64_t> &seg,
   auto rd = toD(r), fdv = toD(f);
   EXPECT_LE(relErr(rdf, fdGrad([&](const Vec &x) { return L(rd, x); }, fdv)),
             kFdTol);
-  if (G != modk_cpu::GateOne)
-    EXPECT_LE(relErr(rdrOnly, fdGrad([&](const Vec &x) { return L(x, fdv); }, rd)),
-              kFdTol);
+  if (G != modk_cpu::GateOne) {
+    EXPECT_LE(
+        relErr(rdrOnly, fdGrad([&](const Vec &x) { return L(x, fdv); }, rd)),
+        kFdTol);
+  }
 }
 
 TEST(CpuKernelsTrain, GateScaleScatterGrad) {
@@ -830,9 +841,9 @@ TEST(CpuKernelsTrain, RouterGrad) {
 }
 
 /// fp64 predictor forward, L = sum(dp * p).
-double predictorLoss(const Vec &x, int64_t rows, int D, int HID,
-                     const Vec &w1, const Vec &b1, const Vec &w2,
-                     const Vec &b2, const Vec &dp) {
+double predictorLoss(const Vec &x, int64_t rows, int D, int HID, const Vec &w1,
+                     const Vec &b1, const Vec &w2, const Vec &b2,
+                     const Vec &dp) {
   double L = 0.0;
   for (int64_t i = 0; i < rows; ++i) {
     double p = b2[0];
@@ -856,10 +867,9 @@ void checkPredictorGrad(int64_t rows, unsigned seed, bool fd) {
        p2w = randn(HID, seed + 8), p2b = randn(1, seed + 9);
   std::vector<float> hidden(rows * HID, NAN), g1w = p1w, g1b = p1b, g2w = p2w,
                                               g2b = p2b;
-  modk_cpu::predictor_grad<D, HID>(x.data(), rows, w1.data(), b1.data(),
-                                   w2.data(), dp.data(), hidden.data(),
-                                   g1w.data(), g1b.data(), g2w.data(),
-                                   g2b.data());
+  modk_cpu::predictor_grad<D, HID>(
+      x.data(), rows, w1.data(), b1.data(), w2.data(), dp.data(), hidden.data(),
+      g1w.data(), g1b.data(), g2w.data(), g2b.data());
   // Analytic fp64.
   Vec r1w(HID * D, 0.0), r1b(HID, 0.0), r2w(HID, 0.0), r2b(1, 0.0);
   for (int64_t i = 0; i < rows; ++i) {
@@ -887,27 +897,35 @@ void checkPredictorGrad(int64_t rows, unsigned seed, bool fd) {
   EXPECT_LE(relErr(g2b, plus(r2b, p2b)), kTol);
   if (!fd)
     return;
-  auto xd = toD(x), w1d = toD(w1), b1d = toD(b1), w2d = toD(w2),
-       b2d = toD(b2), dpd = toD(dp);
-  EXPECT_LE(relErr(r1w, fdGrad([&](const Vec &a) {
-                       return predictorLoss(xd, rows, D, HID, a, b1d, w2d, b2d,
-                                            dpd);
-                     }, w1d)),
+  auto xd = toD(x), w1d = toD(w1), b1d = toD(b1), w2d = toD(w2), b2d = toD(b2),
+       dpd = toD(dp);
+  EXPECT_LE(relErr(r1w, fdGrad(
+                            [&](const Vec &a) {
+                              return predictorLoss(xd, rows, D, HID, a, b1d,
+                                                   w2d, b2d, dpd);
+                            },
+                            w1d)),
             kFdTol);
-  EXPECT_LE(relErr(r1b, fdGrad([&](const Vec &a) {
-                       return predictorLoss(xd, rows, D, HID, w1d, a, w2d, b2d,
-                                            dpd);
-                     }, b1d)),
+  EXPECT_LE(relErr(r1b, fdGrad(
+                            [&](const Vec &a) {
+                              return predictorLoss(xd, rows, D, HID, w1d, a,
+                                                   w2d, b2d, dpd);
+                            },
+                            b1d)),
             kFdTol);
-  EXPECT_LE(relErr(r2w, fdGrad([&](const Vec &a) {
-                       return predictorLoss(xd, rows, D, HID, w1d, b1d, a, b2d,
-                                            dpd);
-                     }, w2d)),
+  EXPECT_LE(relErr(r2w, fdGrad(
+                            [&](const Vec &a) {
+                              return predictorLoss(xd, rows, D, HID, w1d, b1d,
+                                                   a, b2d, dpd);
+                            },
+                            w2d)),
             kFdTol);
-  EXPECT_LE(relErr(r2b, fdGrad([&](const Vec &a) {
-                       return predictorLoss(xd, rows, D, HID, w1d, b1d, w2d, a,
-                                            dpd);
-                     }, b2d)),
+  EXPECT_LE(relErr(r2b, fdGrad(
+                            [&](const Vec &a) {
+                              return predictorLoss(xd, rows, D, HID, w1d, b1d,
+                                                   w2d, a, dpd);
+                            },
+                            b2d)),
             kFdTol);
 }
 
@@ -958,8 +976,7 @@ TEST(CpuKernelsTrain, AdamW) {
   for (int64_t i = 0; i < n; ++i)
     v[i] = v0[i] * v0[i];
   Vec pr(p.begin(), p.end()), mr(m.begin(), m.end()), vr(v.begin(), v.end());
-  const double lr = 1e-2, b1 = 0.9, b2 = 0.95, eps = 1e-8, wd = 0.1,
-               gs = 0.5;
+  const double lr = 1e-2, b1 = 0.9, b2 = 0.95, eps = 1e-8, wd = 0.1, gs = 0.5;
   for (int64_t step = 1; step <= 3; ++step) {
     auto g = randn(n, 160 + unsigned(step));
     modk_cpu::adamw(p.data(), g.data(), m.data(), v.data(), n, float(lr),

@@ -1,4 +1,4 @@
-//===- CpuKernelsTrain.h - CPU training kernels for generated models -*- C++ -*-===//
+//===- CpuKernelsTrain.h - CPU training kernels for models ------*- C++ -*-===//
 //
 // Part of the modc project.
 //
@@ -61,8 +61,7 @@ inline int64_t reduceChunk(int64_t n) {
 /// [i0, i1). Chunks run in parallel when `parallel`; the partials are then
 /// summed in chunk order, so the result is independent of the thread count.
 template <typename T, typename F>
-inline void chunkedReduce(int64_t n, int64_t W, T *out, bool parallel,
-                          F body) {
+inline void chunkedReduce(int64_t n, int64_t W, T *out, bool parallel, F body) {
   if (n <= 0)
     return;
   const int64_t chunk = reduceChunk(n);
@@ -77,8 +76,8 @@ inline void chunkedReduce(int64_t n, int64_t W, T *out, bool parallel,
     std::fill(pc, pc + W, T(0));
     body(c * chunk, std::min(n, (c + 1) * chunk), pc);
   }
-#pragma omp parallel for schedule(static) if (parallel && nchunks * W >      \
-                                                  kMinParallelWork)
+#pragma omp parallel for schedule(static) if (parallel &&                      \
+                                              nchunks * W > kMinParallelWork)
   for (int64_t w = 0; w < W; ++w) {
     T acc = T(0);
     for (int64_t c = 0; c < nchunks; ++c)
@@ -111,48 +110,48 @@ inline double cross_entropy(const float *logits, const int32_t *targets,
   using namespace detail;
   constexpr int64_t NV = V / kVW * kVW;
   double loss = 0.0;
-  chunkedReduce<double>(
-      rows, 1, &loss, rows * V > kMinParallelWork,
-      [&](int64_t i0, int64_t i1, double *part) {
-        for (int64_t i = i0; i < i1; ++i) {
-          const float *z = logits + i * V;
-          float *dz = dlogits + i * V;
-          // Target logit first: dlogits may alias logits.
-          const float zt = z[targets[i]];
-          float mx = -std::numeric_limits<float>::infinity();
-          if (NV > 0) {
-            VecF m = loadu(z);
-            for (int64_t c = kVW; c < NV; c += kVW)
-              m = vmax(m, loadu(z + c));
-            mx = hmax(m);
-          }
-          for (int64_t c = NV; c < V; ++c)
-            mx = std::max(mx, z[c]);
-          // Exponentials go to dz; lanes are summed in f32 over short runs
-          // and the runs in double.
-          double sum = 0.0;
-          for (int64_t c0 = 0; c0 < NV; c0 += 64 * kVW) {
-            VecF acc = VecF{};
-            const int64_t c1 = std::min<int64_t>(NV, c0 + 64 * kVW);
-            for (int64_t c = c0; c < c1; c += kVW) {
-              const VecF e = vexp(loadu(z + c) - mx);
-              storeu(dz + c, e);
-              acc += e;
-            }
-            sum += hsum(acc);
-          }
-          for (int64_t c = NV; c < V; ++c) {
-            dz[c] = std::exp(z[c] - mx);
-            sum += dz[c];
-          }
-          part[0] += double(mx) + std::log(sum) - double(zt);
-          const float f = static_cast<float>(scale / sum);
+  chunkedReduce<double>(rows, 1, &loss, rows * V > kMinParallelWork,
+                        [&](int64_t i0, int64_t i1, double *part) {
+                          for (int64_t i = i0; i < i1; ++i) {
+                            const float *z = logits + i * V;
+                            float *dz = dlogits + i * V;
+                            // Target logit first: dlogits may alias logits.
+                            const float zt = z[targets[i]];
+                            float mx = -std::numeric_limits<float>::infinity();
+                            if (NV > 0) {
+                              VecF m = loadu(z);
+                              for (int64_t c = kVW; c < NV; c += kVW)
+                                m = vmax(m, loadu(z + c));
+                              mx = hmax(m);
+                            }
+                            for (int64_t c = NV; c < V; ++c)
+                              mx = std::max(mx, z[c]);
+                            // Exponentials go to dz; lanes are summed in f32
+                            // over short runs and the runs in double.
+                            double sum = 0.0;
+                            for (int64_t c0 = 0; c0 < NV; c0 += 64 * kVW) {
+                              VecF acc = VecF{};
+                              const int64_t c1 =
+                                  std::min<int64_t>(NV, c0 + 64 * kVW);
+                              for (int64_t c = c0; c < c1; c += kVW) {
+                                const VecF e = vexp(loadu(z + c) - mx);
+                                storeu(dz + c, e);
+                                acc += e;
+                              }
+                              sum += hsum(acc);
+                            }
+                            for (int64_t c = NV; c < V; ++c) {
+                              dz[c] = std::exp(z[c] - mx);
+                              sum += dz[c];
+                            }
+                            part[0] += double(mx) + std::log(sum) - double(zt);
+                            const float f = static_cast<float>(scale / sum);
 #pragma omp simd
-          for (int64_t c = 0; c < V; ++c)
-            dz[c] *= f;
-          dz[targets[i]] -= scale;
-        }
-      });
+                            for (int64_t c = 0; c < V; ++c)
+                              dz[c] *= f;
+                            dz[targets[i]] -= scale;
+                          }
+                        });
   return loss;
 }
 
@@ -191,8 +190,8 @@ inline void linear_dgrad(const float *dy, int64_t M, const float *w, float *da,
                          bool accumulate) {
   if (M <= 0)
     return;
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(M),
-              K, N, 1.0f, dy, N, w, K, accumulate ? 1.0f : 0.0f, da, K);
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(M), K,
+              N, 1.0f, dy, N, w, K, accumulate ? 1.0f : 0.0f, da, K);
 }
 
 /// dw[N, K] (+)= dy[M, N]^T * a[M, K]. M may be 0 (then dw is zeroed unless
@@ -206,8 +205,8 @@ inline void linear_wgrad(const float *dy, int64_t M, const float *a, float *dw,
     return;
   }
   cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, N, K,
-              static_cast<int>(M), 1.0f, dy, N, a, K,
-              accumulate ? 1.0f : 0.0f, dw, K);
+              static_cast<int>(M), 1.0f, dy, N, a, K, accumulate ? 1.0f : 0.0f,
+              dw, K);
 }
 
 /// Gradient of y = x / sqrt(mean(x^2) + eps) * w on [rows, D]:
@@ -324,8 +323,8 @@ inline void embed_grad(const int32_t *tokens, int64_t rows, const float *dx,
                        float *dtable) {
   constexpr int CB = 16; // one cache line of columns per block
   constexpr int NBlk = (D + CB - 1) / CB;
-#pragma omp parallel for schedule(static) if (rows * D >                      \
-                                                  detail::kMinParallelWork)
+#pragma omp parallel for schedule(static) if (rows * D >                       \
+                                              detail::kMinParallelWork)
   for (int b = 0; b < NBlk; ++b) {
     const int d0 = b * CB, d1 = std::min(D, d0 + CB);
     for (int64_t i = 0; i < rows; ++i) {
@@ -399,20 +398,19 @@ template <int S, int D>
 inline void router_grad(const float *x, int64_t B, const float *w,
                         const float *dr, float *dx, float *dw) {
   const int64_t rows = B * S;
-  detail::chunkedReduce<float>(
-      rows, D, dw, rows * D > detail::kMinParallelWork,
-      [&](int64_t i0, int64_t i1, float *pdw) {
-        for (int64_t t = i0; t < i1; ++t) {
-          const float g = dr[t];
-          const float *xt = x + t * D;
-          float *dxt = dx + t * D;
+  detail::chunkedReduce<float>(rows, D, dw, rows * D > detail::kMinParallelWork,
+                               [&](int64_t i0, int64_t i1, float *pdw) {
+                                 for (int64_t t = i0; t < i1; ++t) {
+                                   const float g = dr[t];
+                                   const float *xt = x + t * D;
+                                   float *dxt = dx + t * D;
 #pragma omp simd
-          for (int d = 0; d < D; ++d) {
-            dxt[d] += g * w[d];
-            pdw[d] += g * xt[d];
-          }
-        }
-      });
+                                   for (int d = 0; d < D; ++d) {
+                                     dxt[d] += g * w[d];
+                                     pdw[d] += g * xt[d];
+                                   }
+                                 }
+                               });
 }
 
 /// Gradient of the causal-routing predictor p = fc2_w . silu(fc1_w x + fc1_b)
@@ -455,8 +453,7 @@ inline void predictor_grad(const float *x, int64_t rows, const float *fc1_w,
   dfc2_b[0] += red[2 * HID];
   // dfc1_w += dpre^T x.
   cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, HID, D,
-              static_cast<int>(rows), 1.0f, hidden, HID, x, D, 1.0f, dfc1_w,
-              D);
+              static_cast<int>(rows), 1.0f, hidden, HID, x, D, 1.0f, dfc1_w, D);
 }
 
 //===----------------------------------------------------------------------===//
@@ -465,9 +462,26 @@ inline void predictor_grad(const float *x, int64_t rows, const float *fc1_w,
 
 namespace detail {
 
-/// Query and key block sizes of the attention backward; multiples of kVW.
-constexpr int kAgBQ = 64;
-constexpr int kAgBK = 64;
+/// Attention backward tiling; each can be overridden with -D for
+/// experiments:
+///  - MODK_CPU_ATTNG_BQ: query rows per block (64);
+///  - MODK_CPU_ATTNG_BK: keys per block, a multiple of kVW (64);
+///  - MODK_CPU_ATTNG_R: maximum rows per register tile (8; the register file
+///    usually limits it first).
+#ifndef MODK_CPU_ATTNG_BQ
+#define MODK_CPU_ATTNG_BQ 64
+#endif
+#ifndef MODK_CPU_ATTNG_BK
+#define MODK_CPU_ATTNG_BK 64
+#endif
+#ifndef MODK_CPU_ATTNG_R
+#define MODK_CPU_ATTNG_R 8
+#endif
+#ifndef MODK_CPU_ATTNG_SPARE
+#define MODK_CPU_ATTNG_SPARE 1
+#endif
+constexpr int kAgBQ = MODK_CPU_ATTNG_BQ;
+constexpr int kAgBK = MODK_CPU_ATTNG_BK;
 
 /// C[r][0 : NV*kVW] (+)= sum_k A[r*ars + k*aks] * B[k*bks + (0 : NV*kVW)] for
 /// r < R: the register-blocked core of every product in the backward. A is
@@ -514,8 +528,10 @@ inline void mm(int rows, const float *A, int64_t ars, int64_t aks,
                const float *B, int64_t bks, int K, float *C, int64_t crs) {
   if constexpr (NVT > 0) {
     constexpr int NV = NVT < 4 ? NVT : 4;
-    constexpr int Rraw = (kNumVecRegs - NV - 1) / NV;
-    constexpr int R = Rraw > 8 ? 8 : Rraw < 1 ? 1 : Rraw;
+    constexpr int Rraw = (kNumVecRegs - NV - MODK_CPU_ATTNG_SPARE) / NV;
+    constexpr int R = Rraw > MODK_CPU_ATTNG_R ? MODK_CPU_ATTNG_R
+                      : Rraw < 1              ? 1
+                                              : Rraw;
     int r = 0;
     for (; r + R <= rows; r += R)
       mmTile<R, NV, Acc>(A + r * ars, ars, aks, B, bks, K, C + r * crs, crs);
@@ -534,13 +550,12 @@ inline void mm(int rows, const float *A, int64_t ars, int64_t aks,
 template <int H, int HD>
 inline void attentionGradItem(const float *q, const float *k, const float *v,
                               const float *o, const float *dout,
-                              const int64_t *seg, const int32_t *pos,
-                              int64_t s, int h, float *dq, float *dk,
-                              float *dv) {
+                              const int64_t *seg, const int32_t *pos, int64_t s,
+                              int h, float *dq, float *dk, float *dv) {
   constexpr int BQ = kAgBQ, BK = kAgBK;
-  constexpr int NB = BK / kVW;                 // vectors per score row
-  constexpr int DV = (HD + kVW - 1) / kVW;     // vectors per head row
-  constexpr int HDP = DV * kVW;                // padded head dim
+  constexpr int NB = BK / kVW;             // vectors per score row
+  constexpr int DV = (HD + kVW - 1) / kVW; // vectors per head row
+  constexpr int HDP = DV * kVW;            // padded head dim
   constexpr int64_t LD = int64_t(H) * HD;
   static_assert(BK % kVW == 0, "key block must be whole vectors");
 
@@ -557,8 +572,8 @@ inline void attentionGradItem(const float *q, const float *k, const float *v,
   // Per-thread scratch, grown on demand and kept across calls.
   static thread_local std::vector<float> buf;
   static thread_local std::vector<int64_t> limBuf;
-  const int64_t need = 4 * np * HDP + 2 * HD * np + 2 * np + 2 * BK * HDP +
-                       2 * BQ * BK;
+  const int64_t need =
+      4 * np * HDP + 2 * HD * np + 2 * np + 2 * BK * HDP + 2 * BQ * BK;
   if (int64_t(buf.size()) < need)
     buf.resize(need);
   if (int64_t(limBuf.size()) < n)
@@ -626,17 +641,18 @@ inline void attentionGradItem(const float *q, const float *k, const float *v,
         if (valid <= 0)
           continue;
         float *sr = Sb + r * BK;
-        const VecI vl = lane - static_cast<int32_t>(std::min<int64_t>(valid, BK));
+        const VecI vl =
+            lane - static_cast<int32_t>(std::min<int64_t>(valid, BK));
         VecF mx = splat(ninf);
         for (int b = 0; b < NB; ++b)
-          mx = vmax(mx, select(vl + b * kVW < 0, loadu(sr + b * kVW),
-                               splat(ninf)));
+          mx = vmax(mx,
+                    select(vl + b * kVW < 0, loadu(sr + b * kVW), splat(ninf)));
         const float mnew = std::max(mrow[r], hmax(mx));
         VecF sum = VecF{};
         for (int b = 0; b < NB; ++b)
-          sum += vexp(select(vl + b * kVW < 0, loadu(sr + b * kVW),
-                             splat(ninf)) -
-                      mnew);
+          sum +=
+              vexp(select(vl + b * kVW < 0, loadu(sr + b * kVW), splat(ninf)) -
+                   mnew);
         lrow[r] = lrow[r] * std::exp(mrow[r] - mnew) + hsum(sum);
         mrow[r] = mnew;
       }
@@ -673,8 +689,7 @@ inline void attentionGradItem(const float *q, const float *k, const float *v,
       // dV += P^T dO, dK += dS^T Qs, dQ += dS K.
       mm<DV, true>(kc, Sb, 1, BK, dOs + i0 * HDP, HDP, qn, dVb, HDP);
       mm<DV, true>(kc, dPb, 1, BK, Qs + i0 * HDP, HDP, qn, dKb, HDP);
-      mm<DV, true>(qn, dPb, BK, 1, Ks + k0 * HDP, HDP, kc, dQ + i0 * HDP,
-                   HDP);
+      mm<DV, true>(qn, dPb, BK, 1, Ks + k0 * HDP, HDP, kc, dQ + i0 * HDP, HDP);
     }
     for (int c = 0; c < kc; ++c) {
       const int64_t row = (base + k0 + c) * LD + hoff;
@@ -718,7 +733,7 @@ inline void causal_attention_grad(const float *q, const float *k,
   const int64_t nitems = static_cast<int64_t>(items.size()) * H;
   const Item *it = items.data();
   const int64_t rows = seg[nseg];
-#pragma omp parallel for schedule(dynamic, 1) if (rows * H * HD >             \
+#pragma omp parallel for schedule(dynamic, 1) if (rows * H * HD >              \
                                                   detail::kMinParallelWork)
   for (int64_t t = 0; t < nitems; ++t)
     detail::attentionGradItem<H, HD>(q, k, v, o, dout, seg, pos, it[t / H].seg,
@@ -732,15 +747,14 @@ inline void causal_attention_grad(const float *q, const float *k,
 /// sum of x[i]^2 in double over fixed chunks (deterministic).
 inline double sum_squares(const float *x, int64_t n) {
   double total = 0.0;
-  detail::chunkedReduce<double>(
-      n, 1, &total, n > detail::kMinParallelWork,
-      [&](int64_t i0, int64_t i1, double *part) {
-        double acc = 0.0;
+  detail::chunkedReduce<double>(n, 1, &total, n > detail::kMinParallelWork,
+                                [&](int64_t i0, int64_t i1, double *part) {
+                                  double acc = 0.0;
 #pragma omp simd reduction(+ : acc)
-        for (int64_t i = i0; i < i1; ++i)
-          acc += double(x[i]) * double(x[i]);
-        part[0] += acc;
-      });
+                                  for (int64_t i = i0; i < i1; ++i)
+                                    acc += double(x[i]) * double(x[i]);
+                                  part[0] += acc;
+                                });
   return total;
 }
 
