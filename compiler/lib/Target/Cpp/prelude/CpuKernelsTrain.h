@@ -343,6 +343,7 @@ inline void embed_grad(const int32_t *tokens, int64_t rows, const float *dx,
 /// Gradient of gate_scale_scatter (x[t] += g(r[t]) f[j], t = s*S + pos[j]):
 /// df[j] = g(r[t]) dy[t] (overwrite, [rows, D]) and
 /// dr[t] += g'(r[t]) <dy[t], f[j]> (accumulate). dy passes through unchanged.
+/// With GateOne, r and dr are neither read nor written (may be null).
 template <int S, int D, int G>
 inline void gate_scale_scatter_grad(const float *dy, int64_t nseg,
                                     const int64_t *seg, const int32_t *pos,
