@@ -116,9 +116,8 @@ static llvm::Error compileSource(const PackageOptions &opts,
 
 llvm::Error modc::writeCpuPackage(ModuleOp module, const PackageOptions &opts) {
   auto entries = llvm::to_vector(module.getOps<modk::EntryOp>());
-  if (entries.size() != 1)
-    return makeError("expected exactly one modk.entry to package");
-  modk::EntryOp entry = entries.front();
+  if (entries.empty())
+    return makeError("expected a modk.entry to package");
 
   llvm::SmallString<256> out(opts.outputDir);
   fs::make_absolute(out);
@@ -162,7 +161,7 @@ llvm::Error modc::writeCpuPackage(ModuleOp module, const PackageOptions &opts) {
   if (!emitted)
     return makeError("C++ emission failed");
   if (llvm::Error e = writeFile(inTemp("manifest.json"), [&](llvm::raw_ostream &os) {
-        os << buildManifest(entry, "cpu");
+        os << buildManifest(entries, "cpu");
       }))
     return e;
   llvm::errs() << "modc: compiling the generated kernels (" << inTemp("model.cpp")

@@ -11,7 +11,11 @@ using namespace mlir;
 using namespace modc;
 namespace json = llvm::json;
 
-std::string modc::buildManifest(modk::EntryOp entry, llvm::StringRef target) {
+std::string modc::buildManifest(llvm::ArrayRef<modk::EntryOp> entryOps,
+                                llvm::StringRef target) {
+  modk::EntryOp entry, grad;
+  for (modk::EntryOp e : entryOps)
+    (e.getSymName() == "grad" ? grad : entry) = e;
   json::Value model = cantFail(json::parse(entry.getModel()));
   int64_t nLayers = *model.getAsObject()->getInteger("n_layers");
 
@@ -39,6 +43,8 @@ std::string modc::buildManifest(modk::EntryOp entry, llvm::StringRef target) {
                        {"init", dict.getAs<StringAttr>("init").str()}};
     if (auto std = dict.getAs<FloatAttr>("std"))
       param["std"] = std.getValueAsDouble();
+    if (auto decay = dict.getAs<BoolAttr>("decay"))
+      param["decay"] = decay.getValue();
     params.push_back(std::move(param));
   }
 
@@ -50,6 +56,13 @@ std::string modc::buildManifest(modk::EntryOp entry, llvm::StringRef target) {
        entry.getWorkspaceBytesPerSequence().value_or(0)},
       {"modes", std::move(modes)}};
 
+  json::Object entries{{"forward", std::move(forward)}};
+  if (grad) {
+    entries["grad"] = json::Object{
+        {"workspace_bytes_per_sequence",
+         grad.getWorkspaceBytesPerSequence().value_or(0)}};
+    entries["adamw"] = json::Object{};
+  }
   json::Object manifest{
       {"format", "modc-package"},
       {"abi_version", (int64_t)kPackageAbiVersion},
@@ -58,7 +71,7 @@ std::string modc::buildManifest(modk::EntryOp entry, llvm::StringRef target) {
       {"model", std::move(model)},
       {"layers", std::move(layers)},
       {"params", std::move(params)},
-      {"entries", json::Object{{"forward", std::move(forward)}}},
+      {"entries", std::move(entries)},
   };
   std::string text;
   llvm::raw_string_ostream os(text);

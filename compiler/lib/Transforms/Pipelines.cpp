@@ -10,6 +10,7 @@ void modc::buildModToModkPipeline(OpPassManager &pm) {
   model.addPass(createExpandBlocks());
   model.addPass(createFuseRouting());
   model.addPass(createFuseResidual());
+  pm.addPass(createGenerateGrad());
   pm.addPass(createConvertModToModk());
   pm.nest<modk::EntryOp>().addPass(createPlanMemory());
 }

@@ -144,5 +144,15 @@ LogicalResult RouteSelectGatherOp::verify() {
   return success();
 }
 
+LogicalResult ActivationGradOp::verify() {
+  StringRef kind = getKind();
+  if (kind != "swiglu" && kind != "gelu")
+    return emitOpError() << "kind must be swiglu or gelu, got '" << kind << "'";
+  bool swiglu = kind == "swiglu";
+  if (swiglu != (getGate() != nullptr) || swiglu != (getDgate() != nullptr))
+    return emitOpError("gate and dgate are given exactly for swiglu");
+  return success();
+}
+
 #define GET_OP_CLASSES
 #include "modc/Dialect/Modk/ModkOps.cpp.inc"

@@ -16,7 +16,7 @@
 extern "C" {
 #endif
 
-#define MODC_ABI_VERSION 1u
+#define MODC_ABI_VERSION 2u
 
 /// Selection rule of routed layers (SPEC.md section 3 and 4).
 enum modc_route_mode { MODC_MODE_TOPK = 0, MODC_MODE_CAUSAL = 1 };
@@ -40,6 +40,32 @@ typedef struct modc_forward_args {
   void *workspace;             ///< modc_forward_workspace_bytes(B), 64-aligned
 } modc_forward_args;
 
+/// Arguments of the training gradient: forward in top-k mode on
+/// tokens[:, :S], cross-entropy against tokens[:, 1:], the causal-router loss
+/// (SPEC.md section 4), and the gradient of the total loss for every
+/// parameter.
+typedef struct modc_grad_args {
+  int64_t batch;               ///< number of sequences B (>= 1)
+  int64_t seq_len;             ///< must equal the compiled seq_len S
+  const int32_t *tokens;       ///< [B, S + 1], each in [0, vocab_size)
+  const float *const *params;  ///< one pointer per manifest "params" entry
+  float *const *grads;         ///< out: same shapes as params (overwritten)
+  float *losses;               ///< out: [3] = total, cross-entropy, aux
+  void *workspace;             ///< modc_grad_workspace_bytes(B), 64-aligned
+} modc_grad_args;
+
+/// Arguments of one AdamW step over every parameter, in place.
+typedef struct modc_adamw_args {
+  float *const *params;        ///< updated in place
+  const float *const *grads;   ///< gradients (read only)
+  float *const *m;             ///< first moments, same shapes (updated)
+  float *const *v;             ///< second moments, same shapes (updated)
+  int64_t step;                ///< 1 for the first update
+  float lr, beta1, beta2, eps, weight_decay;
+  float clip_norm;             ///< global-norm clipping; <= 0 disables it
+  float *grad_norm;            ///< out: global gradient norm before clipping
+} modc_adamw_args;
+
 /// MODC_ABI_VERSION of the compiler that wrote the package.
 uint32_t modc_abi_version(void);
 /// The manifest JSON embedded at compile time (same text as manifest.json).
@@ -48,6 +74,13 @@ const char *modc_manifest_json(void);
 uint64_t modc_forward_workspace_bytes(int64_t batch);
 /// Runs the forward pass. Returns a modc_status.
 int32_t modc_forward(const modc_forward_args *args);
+/// Workspace bytes the gradient needs for `batch` sequences.
+uint64_t modc_grad_workspace_bytes(int64_t batch);
+/// Computes losses and gradients. Returns a modc_status.
+int32_t modc_grad(const modc_grad_args *args);
+/// One AdamW update (weight decay skipped for norm weights and biases, as the
+/// manifest's "decay" flags say). Returns a modc_status.
+int32_t modc_adamw(const modc_adamw_args *args);
 /// Text of the last error on this thread ("" if none).
 const char *modc_last_error(void);
 

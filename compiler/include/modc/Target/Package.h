@@ -13,8 +13,10 @@ namespace modc {
 /// Version of the package ABI this compiler writes (runtime/include/modrt/abi.h).
 constexpr unsigned kPackageAbiVersion = 1;
 
-/// The manifest.json text of a package built from `entry` (docs/internals.md).
-std::string buildManifest(modk::EntryOp entry, llvm::StringRef target);
+/// The manifest.json text of a package built from its entries: @forward and,
+/// when present, @grad (docs/internals.md).
+std::string buildManifest(llvm::ArrayRef<modk::EntryOp> entries,
+                          llvm::StringRef target);
 
 /// Writes the C++ source of the package for the single modk.entry in
 /// `module`: the kernel prelude, then one specialised function per kernel.

@@ -63,6 +63,22 @@ def ConvertModToModk : Pass<"convert-mod-to-modk", "::mlir::ModuleOp"> {
                            "::mlir::memref::MemRefDialect"];
 }
 
+def GenerateGrad : Pass<"mod-generate-grad", "::mlir::ModuleOp"> {
+  let summary = "Derive the training entry (loss and gradients) of each model";
+  let description = [{
+    Builds `modk.entry @grad` beside each fused mod.model: the forward pass in
+    top-k mode that keeps every activation the backward pass reads (no
+    in-place stream updates), the cross-entropy and causal-router losses, and
+    the gradient kernels of every op in reverse order: dgrad/wgrad GEMMs on
+    the gathered rows only, attention backward, the gate gradient
+    dr = g'(r) <dy, f>, and scatter-add of the gathered rows' gradient; the
+    gradient of skipped tokens passes through unchanged. Parameter gradients
+    are the entry's `grad.<name>` outputs.
+  }];
+  let dependentDialects = ["::modc::modk::ModkDialect",
+                           "::mlir::memref::MemRefDialect"];
+}
+
 def PlanMemory : Pass<"modk-plan-memory", "::modc::modk::EntryOp"> {
   let summary = "Place every workspace buffer, reusing memory by liveness";
   let description = [{

@@ -25,12 +25,16 @@ using namespace modc;
 static const char kPrelude[] =
 #include "CpuKernelsPrelude.inc"
     ;
+static const char kTrainPrelude[] =
+#include "CpuKernelsTrainPrelude.inc"
+    ;
 
 namespace {
 class CppEmitter {
 public:
-  CppEmitter(modk::EntryOp entry, llvm::raw_ostream &os)
-      : entry(entry), os(os), seqLen(entry.getSeqLen()) {}
+  CppEmitter(ArrayRef<modk::EntryOp> entries, llvm::raw_ostream &os)
+      : entries(entries), os(os),
+        seqLen(modk::EntryOp(entries.front()).getSeqLen()) {}
 
   LogicalResult emit();
 
@@ -49,7 +53,20 @@ private:
   std::string rows(Value segments) { return name(segments) + "[B]"; }
   LogicalResult emitKernel(Operation *op);
   void emitGemm(modk::GemmOp op);
+  LogicalResult emitEntry(modk::EntryOp entry);
+  void emitAdamW(modk::EntryOp grad);
+  /// Elements of a whole buffer: B times the per-sequence elements when the
+  /// leading dimension is the batch.
+  static std::string elements(Value v) {
+    auto type = cast<MemRefType>(v.getType());
+    int64_t n = 1;
+    for (int64_t i = type.isDynamicDim(0) ? 1 : 0; i < type.getRank(); ++i)
+      n *= type.getDimSize(i);
+    return type.isDynamicDim(0) ? fmt::format("B * {}", n)
+                                : fmt::format("{}", n);
+  }
 
+  ArrayRef<modk::EntryOp> entries;
   modk::EntryOp entry;
   llvm::raw_ostream &os;
   int64_t seqLen;
@@ -159,7 +176,8 @@ LogicalResult CppEmitter::emitKernel(Operation *op) {
   }
   if (auto predictor = dyn_cast<modk::PredictorOp>(op)) {
     auto fc1 = cast<MemRefType>(predictor.getFc1Weight().getType()).getShape();
-    os << "  if (causal) // only the causal decision reads the predictor\n";
+    if (predictor.getCausalOnly())
+      os << "  if (causal) // only the causal decision reads the predictor\n";
     os << fmt::format("    modk_cpu::predictor<{}, {}>({}, B * {}, {}, {}, {}, "
                       "{}, {}, {});\n",
                       fc1[1], fc1[0], name(predictor.getInput()), seqLen,
@@ -198,38 +216,204 @@ LogicalResult CppEmitter::emitKernel(Operation *op) {
     os << "  }\n";
     return success();
   }
+  if (auto zero = dyn_cast<modk::ZeroOp>(op)) {
+    Value out = zero.getOutput();
+    os << fmt::format("  std::memset({}, 0, sizeof(*{}) * {});\n", name(out),
+                      name(out), elements(out));
+    return success();
+  }
+  if (auto copy = dyn_cast<modk::CopyOp>(op)) {
+    Value out = copy.getOutput();
+    os << fmt::format("  std::memcpy({}, {}, sizeof(*{}) * {});\n", name(out),
+                      name(copy.getInput()), name(out), elements(out));
+    return success();
+  }
+  if (auto split = dyn_cast<modk::SplitTokensOp>(op)) {
+    os << fmt::format("  for (int64_t b = 0; b < B; ++b)\n"
+                      "    for (int64_t i = 0; i < {0}; ++i) {{\n"
+                      "      {1}[b * {0} + i] = {3}[b * {4} + i];\n"
+                      "      {2}[b * {0} + i] = {3}[b * {4} + i + 1];\n"
+                      "    }}\n",
+                      seqLen, name(split.getInputs()), name(split.getTargets()),
+                      name(split.getTokens()), seqLen + 1);
+    return success();
+  }
+  if (auto act = dyn_cast<modk::ActivationOp>(op)) {
+    int64_t n = width(act.getOutput());
+    std::string out = name(act.getOutput()), r = rows(act.getSegments());
+    os << fmt::format("  std::memcpy({}, {}, sizeof(float) * {} * {});\n", out,
+                      name(act.getUp()), r, n);
+    if (act.getKind() == "swiglu")
+      os << fmt::format("  modk_cpu::swiglu<{}>({}, {}, {});\n", n,
+                        name(act.getGate()), out, r);
+    else
+      os << fmt::format("  modk_cpu::gelu<{}>({}, {});\n", n, out, r);
+    return success();
+  }
+  if (auto ce = dyn_cast<modk::CrossEntropyOp>(op)) {
+    int64_t vocab = width(ce.getLogits());
+    std::string l = name(ce.getLosses());
+    os << fmt::format(
+        "  {{ // mean next-token cross-entropy\n"
+        "    const int64_t rows = B * {0};\n"
+        "    const double sum = modk_cpu::cross_entropy<{1}>({2}, {3}, rows, "
+        "1.0f / (float)rows, {4});\n"
+        "    {5}[1] = (float)(sum / (double)rows);\n"
+        "    {5}[0] = {5}[1];\n    {5}[2] = 0.0f;\n  }}\n",
+        seqLen, vocab, name(ce.getLogits()), name(ce.getTargets()),
+        name(ce.getDlogits()), l);
+    return success();
+  }
+  if (auto bce = dyn_cast<modk::BCELossOp>(op)) {
+    std::string l = name(bce.getLosses());
+    double weight = bce.getWeight().convertToDouble();
+    os << fmt::format(
+        "  {{ // causal-router loss, mean over [B, S] and routed layers\n"
+        "    const double scale = 1.0 / ((double)B * {0} * {1});\n"
+        "    const double sum = modk_cpu::bce_with_logits<{0}>({2}, {3}, B, "
+        "(float)({4:.17g} * scale), {5});\n"
+        "    {6}[2] += (float)(sum * scale);\n"
+        "    {6}[0] += (float)({4:.17g} * sum * scale);\n  }}\n",
+        seqLen, bce.getNRouted(), name(bce.getLogits()), name(bce.getMask()),
+        weight, name(bce.getDlogits()), l);
+    return success();
+  }
+  if (auto dgrad = dyn_cast<modk::GemmDgradOp>(op)) {
+    auto w = cast<MemRefType>(dgrad.getWeight().getType()).getShape();
+    os << fmt::format("  modk_cpu::linear_dgrad<{}, {}>({}, {}, {}, {}, {});\n",
+                      w[0], w[1], name(dgrad.getDy()), rows(dgrad.getSegments()),
+                      name(dgrad.getWeight()), name(dgrad.getDa()),
+                      dgrad.getAccumulate() ? "true" : "false");
+    return success();
+  }
+  if (auto wgrad = dyn_cast<modk::GemmWgradOp>(op)) {
+    auto w = cast<MemRefType>(wgrad.getDw().getType()).getShape();
+    os << fmt::format("  modk_cpu::linear_wgrad<{}, {}>({}, {}, {}, {}, true);\n",
+                      w[0], w[1], name(wgrad.getDy()), rows(wgrad.getSegments()),
+                      name(wgrad.getInput()), name(wgrad.getDw()));
+    return success();
+  }
+  if (auto norm = dyn_cast<modk::RMSNormGradOp>(op)) {
+    os << fmt::format(
+        "  modk_cpu::rmsnorm_grad<{}>({}, {}, {}, {}, {}, {}, {}, {});\n",
+        width(norm.getInput()), name(norm.getInput()), rows(norm.getSegments()),
+        name(norm.getWeight()), floatLiteral(norm.getEps().convertToDouble()),
+        name(norm.getDy()), name(norm.getDx()), name(norm.getDw()),
+        norm.getAccumulate() ? "true" : "false");
+    return success();
+  }
+  if (auto rope = dyn_cast<modk::RopeGradOp>(op)) {
+    int64_t heads = rope.getNHeads();
+    os << fmt::format("  modk_cpu::rope_grad<{}, {}>({}, {}, {}, {});\n", heads,
+                      width(rope.getGrad()) / heads, name(rope.getGrad()),
+                      rows(rope.getSegments()), name(rope.getPositions()),
+                      floatLiteral(rope.getRopeTheta().convertToDouble()));
+    return success();
+  }
+  if (auto attn = dyn_cast<modk::AttentionGradOp>(op)) {
+    int64_t heads = attn.getNHeads();
+    os << fmt::format("  modk_cpu::causal_attention_grad<{}, {}>({}, {}, {}, {}, "
+                      "{}, B, {}, {}, {}, {}, {});\n",
+                      heads, width(attn.getQ()) / heads, name(attn.getQ()),
+                      name(attn.getK()), name(attn.getV()), name(attn.getO()),
+                      name(attn.getDout()), name(attn.getSegments()),
+                      name(attn.getPositions()), name(attn.getDq()),
+                      name(attn.getDk()), name(attn.getDv()));
+    return success();
+  }
+  if (auto act = dyn_cast<modk::ActivationGradOp>(op)) {
+    int64_t n = width(act.getUp());
+    if (act.getKind() == "swiglu")
+      os << fmt::format("  modk_cpu::swiglu_grad<{}>({}, {}, {}, {}, {}, {});\n",
+                        n, name(act.getGate()), name(act.getUp()),
+                        name(act.getDu()), rows(act.getSegments()),
+                        name(act.getDgate()), name(act.getDup()));
+    else
+      os << fmt::format("  modk_cpu::gelu_grad<{}>({}, {}, {}, {});\n", n,
+                        name(act.getUp()), name(act.getDu()),
+                        rows(act.getSegments()), name(act.getDup()));
+    return success();
+  }
+  if (auto scatter = dyn_cast<modk::ScatterGradOp>(op)) {
+    StringRef gate = scatter.getGate();
+    int gateKind = gate == "linear" ? 0 : gate == "sigmoid" ? 1 : 2;
+    os << fmt::format("  modk_cpu::gate_scale_scatter_grad<{}, {}, {}>({}, B, {}, "
+                      "{}, {}, {}, {}, {});\n",
+                      seqLen, width(scatter.getDy()), gateKind,
+                      name(scatter.getDy()), name(scatter.getSegments()),
+                      name(scatter.getPositions()), name(scatter.getScores()),
+                      name(scatter.getUpdate()), name(scatter.getDf()),
+                      name(scatter.getDscores()));
+    return success();
+  }
+  if (auto gather = dyn_cast<modk::GatherGradOp>(op)) {
+    os << fmt::format("  modk_cpu::gather_grad<{}, {}>({}, B, {}, {}, {});\n",
+                      seqLen, width(gather.getDx()), name(gather.getDgathered()),
+                      name(gather.getSegments()), name(gather.getPositions()),
+                      name(gather.getDx()));
+    return success();
+  }
+  if (auto router = dyn_cast<modk::RouterGradOp>(op)) {
+    os << fmt::format("  modk_cpu::router_grad<{}, {}>({}, B, {}, {}, {}, {});\n",
+                      seqLen, width(router.getInput()), name(router.getInput()),
+                      name(router.getWeight()), name(router.getDscores()),
+                      name(router.getDx()), name(router.getDw()));
+    return success();
+  }
+  if (auto pred = dyn_cast<modk::PredictorGradOp>(op)) {
+    auto fc1 = cast<MemRefType>(pred.getFc1Weight().getType()).getShape();
+    os << fmt::format("  modk_cpu::predictor_grad<{}, {}>({}, B * {}, {}, {}, {}, "
+                      "{}, {}, {}, {}, {}, {});\n",
+                      fc1[1], fc1[0], name(pred.getInput()), seqLen,
+                      name(pred.getFc1Weight()), name(pred.getFc1Bias()),
+                      name(pred.getFc2Weight()), name(pred.getDp()),
+                      name(pred.getHidden()), name(pred.getDfc1Weight()),
+                      name(pred.getDfc1Bias()), name(pred.getDfc2Weight()),
+                      name(pred.getDfc2Bias()));
+    return success();
+  }
+  if (auto embed = dyn_cast<modk::EmbedGradOp>(op)) {
+    os << fmt::format("  modk_cpu::embed_grad<{}>({}, B * {}, {}, {});\n",
+                      width(embed.getDtable()), name(embed.getTokens()), seqLen,
+                      name(embed.getDx()), name(embed.getDtable()));
+    return success();
+  }
   return op->emitOpError("has no C++ emitter");
 }
 
 LogicalResult CppEmitter::emit() {
-  if (!entry.getWorkspaceBytesPerSequence())
-    return entry.emitOpError("has no memory plan; run modk-plan-memory first");
-  for (Attribute m : entry.getModes())
-    causalCapable |= cast<StringAttr>(m).getValue() == "causal";
+  modk::EntryOp forward, grad;
+  for (modk::EntryOp e : entries) {
+    if (!e.getWorkspaceBytesPerSequence())
+      return e.emitOpError("has no memory plan; run modk-plan-memory first");
+    if (e.getSymName() == "forward")
+      forward = e;
+    else if (e.getSymName() == "grad")
+      grad = e;
+    else
+      return e.emitOpError("unknown entry; expected @forward or @grad");
+  }
+  if (!forward)
+    return modk::EntryOp(entries.front())
+        .emitOpError("a package needs a @forward entry");
+  // Both entries index parameters by the manifest's order.
+  if (grad && grad.getParams() != forward.getParams())
+    return grad.emitOpError("parameters differ from the @forward entry's");
 
-  // Routed outputs are laid out [n_routed, B, S] in ascending layer order.
-  std::map<int64_t, int> routedIndex;
-  entry.walk([&](modk::OutputOp out) {
-    StringRef n = out.getName();
-    int64_t layer;
-    if (n.consume_front("routed.") && !n.getAsInteger(10, layer))
-      routedIndex[layer] = 0;
-  });
-  int next = 0;
-  for (auto &[layer, index] : routedIndex)
-    index = next++;
-
-  std::string manifest = buildManifest(entry, "cpu");
+  std::string manifest = buildManifest(entries, "cpu");
   os << "// Generated by modc " MODC_VERSION " from model '"
-     << fmt::format("{}", llvm::json::parse(entry.getModel())
+     << fmt::format("{}", llvm::json::parse(forward.getModel())
                               ->getAsObject()
                               ->getString("name")
                               .value_or("model")
                               .str())
      << "'. Do not edit.\n";
   os << kPrelude << "\n";
+  if (grad)
+    os << kTrainPrelude << "\n";
   os << R"cpp(
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -246,6 +430,25 @@ typedef struct modc_forward_args {
   int32_t *routed;
   void *workspace;
 } modc_forward_args;
+typedef struct modc_grad_args {
+  int64_t batch;
+  int64_t seq_len;
+  const int32_t *tokens;
+  const float *const *params;
+  float *const *grads;
+  float *losses;
+  void *workspace;
+} modc_grad_args;
+typedef struct modc_adamw_args {
+  float *const *params;
+  const float *const *grads;
+  float *const *m;
+  float *const *v;
+  int64_t step;
+  float lr, beta1, beta2, eps, weight_decay;
+  float clip_norm;
+  float *grad_norm;
+} modc_adamw_args;
 }
 
 namespace {
@@ -275,59 +478,100 @@ __attribute__((visibility("default"))) const char *modc_last_error(void) {
   os << "__attribute__((visibility(\"default\"))) const char "
         "*modc_manifest_json(void) {\n  return R\"modcmanifest("
      << manifest << ")modcmanifest\";\n}\n";
-  int64_t perSequence = *entry.getWorkspaceBytesPerSequence();
-  os << fmt::format("__attribute__((visibility(\"default\"))) uint64_t "
-                    "modc_forward_workspace_bytes(int64_t batch) {{\n  return "
-                    "batch < 1 ? 0 : (uint64_t)batch * {}u;\n}}\n",
-                    perSequence);
+  if (failed(emitEntry(forward)))
+    return failure();
+  if (grad) {
+    if (failed(emitEntry(grad)))
+      return failure();
+    emitAdamW(grad);
+  }
+  os << "} // extern \"C\"\n";
+  return success();
+}
 
-  os << R"cpp(
-__attribute__((visibility("default"))) int32_t
-modc_forward(const modc_forward_args *args) {
-  if (!args)
-    return fail(1, "modc_forward: arguments are null");
-  if (args->batch < 1)
-    return fail(1, "modc_forward: batch must be >= 1, got " +
-                       std::to_string(args->batch));
-)cpp";
+LogicalResult CppEmitter::emitEntry(modk::EntryOp e) {
+  entry = e;
+  names.clear();
+  bool isGrad = e.getSymName() == "grad";
+  std::string fn = isGrad ? "modc_grad" : "modc_forward";
+  std::string argsType = isGrad ? "modc_grad_args" : "modc_forward_args";
+  causalCapable = false;
+  for (Attribute m : e.getModes())
+    causalCapable |= cast<StringAttr>(m).getValue() == "causal";
+
+  // Routed outputs are laid out [n_routed, B, S] in ascending layer order.
+  std::map<int64_t, int> routedIndex;
+  e.walk([&](modk::OutputOp out) {
+    StringRef n = out.getName();
+    int64_t layer;
+    if (n.consume_front("routed.") && !n.getAsInteger(10, layer))
+      routedIndex[layer] = 0;
+  });
+  int next = 0;
+  for (auto &[layer, index] : routedIndex)
+    index = next++;
+
+  int64_t perSequence = *e.getWorkspaceBytesPerSequence();
+  os << fmt::format("__attribute__((visibility(\"default\"))) uint64_t "
+                    "{}_workspace_bytes(int64_t batch) {{\n  return "
+                    "batch < 1 ? 0 : (uint64_t)batch * {}u;\n}}\n",
+                    fn, perSequence);
+  os << fmt::format("__attribute__((visibility(\"default\"))) int32_t\n{}(const "
+                    "{} *args) {{\n",
+                    fn, argsType);
+  os << fmt::format("  if (!args)\n    return fail(1, \"{}: arguments are "
+                    "null\");\n",
+                    fn);
+  os << fmt::format("  if (args->batch < 1)\n    return fail(1, \"{}: batch must "
+                    "be >= 1, got \" + std::to_string(args->batch));\n",
+                    fn);
   os << fmt::format(
-      "  if (args->seq_len != {0})\n    return fail(1, \"modc_forward: this "
+      "  if (args->seq_len != {0})\n    return fail(1, \"{1}: this "
       "package was compiled for seq_len {0}, got \" + "
       "std::to_string(args->seq_len));\n",
-      seqLen);
-  os << "  if (args->mode != 0 && args->mode != 1)\n    return fail(1, "
-        "\"modc_forward: mode must be 0 (topk) or 1 (causal)\");\n";
-  if (!causalCapable)
-    os << "  if (args->mode == 1)\n    return fail(2, \"modc_forward: causal "
-          "mode needs mod.causal_router aux_loss or predictor; this model has "
-          "none\");\n";
-  os << "  if (!args->tokens || !args->params || !args->logits || "
-        "!args->workspace"
-     << (routedIndex.empty() ? "" : " || !args->routed")
-     << ")\n    return fail(1, \"modc_forward: a required pointer is "
-        "null\");\n";
+      seqLen, fn);
   // BLAS takes row counts as int: refuse batches whose rows would not fit.
   os << fmt::format("  if (args->batch > {0} / {1})\n    return fail(1, "
-                    "\"modc_forward: batch \" + std::to_string(args->batch) + "
+                    "\"{3}: batch \" + std::to_string(args->batch) + "
                     "\" is too large (at most {2})\");\n",
-                    INT32_MAX, seqLen, INT32_MAX / seqLen);
+                    INT32_MAX, seqLen + 1, INT32_MAX / (seqLen + 1), fn);
+  if (!isGrad) {
+    os << "  if (args->mode != 0 && args->mode != 1)\n    return fail(1, "
+          "\"modc_forward: mode must be 0 (topk) or 1 (causal)\");\n";
+    if (!causalCapable)
+      os << "  if (args->mode == 1)\n    return fail(2, \"modc_forward: causal "
+            "mode needs mod.causal_router aux_loss or predictor; this model "
+            "has none\");\n";
+    os << "  if (!args->tokens || !args->params || !args->logits || "
+          "!args->workspace"
+       << (routedIndex.empty() ? "" : " || !args->routed")
+       << ")\n    return fail(1, \"modc_forward: a required pointer is "
+          "null\");\n";
+  } else {
+    os << "  if (!args->tokens || !args->params || !args->grads || "
+          "!args->losses || !args->workspace)\n    return fail(1, \"modc_grad: "
+          "a required pointer is null\");\n";
+  }
   os << "  const int64_t B = args->batch;\n";
-  os << "  const bool causal = args->mode == 1;\n  (void)causal;\n";
+  os << (isGrad ? "  const bool causal = false; // training selects by top-k\n"
+                : "  const bool causal = args->mode == 1;\n");
+  os << "  (void)causal;\n";
+  int64_t tokensPerSequence = isGrad ? seqLen + 1 : seqLen;
   os << fmt::format(
       "  for (int64_t i = 0; i < B * {0}; ++i)\n    if (args->tokens[i] < 0 || "
-      "args->tokens[i] >= {1})\n      return fail(1, \"modc_forward: token \" "
+      "args->tokens[i] >= {1})\n      return fail(1, \"{2}: token \" "
       "+ std::to_string(args->tokens[i]) + \" at sequence \" + "
       "std::to_string(i / {0}) + \" position \" + std::to_string(i % {0}) + "
       "\" is outside the vocabulary [0, {1})\");\n",
-      seqLen, entry.getVocabSize());
+      tokensPerSequence, e.getVocabSize(), fn);
   os << "  char *ws = static_cast<char *>(args->workspace);\n  (void)ws;\n";
 
   // Name every buffer.
   llvm::StringMap<int> paramIndex;
-  for (auto [i, p] : llvm::enumerate(entry.getParams()))
+  for (auto [i, p] : llvm::enumerate(e.getParams()))
     paramIndex[cast<DictionaryAttr>(p).getAs<StringAttr>("name")] = i;
   int counter = 0;
-  for (Operation &op : entry.getBody().front()) {
+  for (Operation &op : e.getBody().front()) {
     if (auto param = dyn_cast<modk::ParamOp>(op)) {
       std::string n = fmt::format("w{}", paramIndex[param.getName()]);
       names[param] = n;
@@ -339,6 +583,13 @@ modc_forward(const modc_forward_args *args) {
       StringRef n = out.getName();
       if (n == "logits") {
         names[out] = "args->logits";
+      } else if (n == "losses") {
+        names[out] = "args->losses";
+      } else if (n.consume_front("grad.")) {
+        std::string var = fmt::format("g{}", paramIndex[n]);
+        os << fmt::format("  float *{} = args->grads[{}]; // {}\n", var,
+                          paramIndex[n], n.str());
+        names[out] = var;
       } else {
         int64_t layer;
         n.drop_front(strlen("routed.")).getAsInteger(10, layer);
@@ -360,7 +611,7 @@ modc_forward(const modc_forward_args *args) {
   os << "  static const bool profile = std::getenv(\"MODC_PROFILE\") != nullptr;\n";
   os << "  auto tick = std::chrono::steady_clock::now();\n";
   int kernel = 0;
-  for (Operation &op : entry.getBody().front()) {
+  for (Operation &op : e.getBody().front()) {
     if (isa<modk::ParamOp, modk::InputOp, modk::OutputOp, modk::AllocOp>(op))
       continue;
     if (failed(emitKernel(&op)))
@@ -371,16 +622,56 @@ modc_forward(const modc_forward_args *args) {
     os << fmt::format("  if (profile) modcProfile({}, \"{}\", tick);\n",
                       kernel++, what);
   }
-  os << "  return 0;\n}\n} // extern \"C\"\n";
+  os << "  return 0;\n}\n";
   return success();
+}
+
+void CppEmitter::emitAdamW(modk::EntryOp grad) {
+  std::string sizes, decay;
+  for (Attribute p : grad.getParams()) {
+    auto dict = cast<DictionaryAttr>(p);
+    int64_t n = 1;
+    for (Attribute d : dict.getAs<ArrayAttr>("shape"))
+      n *= cast<IntegerAttr>(d).getInt();
+    auto flag = dict.getAs<BoolAttr>("decay");
+    sizes += fmt::format("{}, ", n);
+    decay += flag && flag.getValue() ? "true, " : "false, ";
+  }
+  os << fmt::format(R"cpp(__attribute__((visibility("default"))) int32_t
+modc_adamw(const modc_adamw_args *args) {{
+  static const int64_t kSizes[] = {{{0}}};
+  static const bool kDecay[] = {{{1}}};
+  constexpr int kParams = {2};
+  if (!args || !args->params || !args->grads || !args->m || !args->v)
+    return fail(1, "modc_adamw: a required pointer is null");
+  if (args->step < 1)
+    return fail(1, "modc_adamw: step must be >= 1, got " + std::to_string(args->step));
+  double squares = 0.0;
+  for (int i = 0; i < kParams; ++i)
+    squares += modk_cpu::sum_squares(args->grads[i], kSizes[i]);
+  const double norm = std::sqrt(squares);
+  if (args->grad_norm)
+    *args->grad_norm = (float)norm;
+  // A non-finite gradient must not reach the weights.
+  if (!std::isfinite(norm))
+    return fail(1, "modc_adamw: the gradient norm is not finite");
+  const float scale = args->clip_norm > 0 && norm > args->clip_norm
+                          ? (float)(args->clip_norm / norm) : 1.0f;
+  for (int i = 0; i < kParams; ++i)
+    modk_cpu::adamw(args->params[i], args->grads[i], args->m[i], args->v[i],
+                    kSizes[i], args->lr, args->beta1, args->beta2, args->eps,
+                    kDecay[i] ? args->weight_decay : 0.0f, scale, args->step);
+  return 0;
+}}
+)cpp",
+                    sizes, decay, grad.getParams().size());
 }
 
 LogicalResult modc::emitCpp(ModuleOp module, llvm::raw_ostream &os) {
   auto entries = llvm::to_vector(module.getOps<modk::EntryOp>());
-  if (entries.size() != 1)
-    return module.emitError("expected exactly one modk.entry, found ")
-           << entries.size();
-  return CppEmitter(entries.front(), os).emit();
+  if (entries.empty())
+    return module.emitError("expected a modk.entry to emit");
+  return CppEmitter(entries, os).emit();
 }
 
 void modc::registerModkToCppTranslation() {

@@ -139,11 +139,13 @@ def Modk_AddOp : Modk_Op<"add"> {
 def Modk_PredictorOp : Modk_Op<"predictor"> {
   let summary = "Causal predictor logits p = fc2(silu(fc1 x + b1)) + b2";
   let description = [{
-    Only the `causal` mode reads the predictor, so the kernel runs only then.
+    With `causal_only` (the forward entry) the kernel runs only in `causal`
+    mode, the only reader of its output there; training always runs it.
   }];
   let arguments = (ins AnyMemRef:$input, AnyMemRef:$fc1_weight,
                    AnyMemRef:$fc1_bias, AnyMemRef:$fc2_weight,
-                   AnyMemRef:$fc2_bias, AnyMemRef:$hidden, AnyMemRef:$output);
+                   AnyMemRef:$fc2_bias, AnyMemRef:$hidden, AnyMemRef:$output,
+                   UnitAttr:$causal_only);
   let assemblyFormat = [{
     $input `,` `[` $fc1_weight `,` $fc1_bias `,` $fc2_weight `,` $fc2_bias `]`
     `scratch` $hidden `->` $output attr-dict `:` type(operands)
@@ -172,6 +174,139 @@ def Modk_RouteSelectGatherOp : Modk_Op<"route_select_gather"> {
     attr-dict `:` type(operands)
   }];
   let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Training kernels (the `grad` entry). Outputs come last among the operands;
+// `accumulate` kernels add into their outputs.
+//===----------------------------------------------------------------------===//
+
+class Modk_GenericOp<string mnemonic, list<Trait> traits = []>
+    : Modk_Op<mnemonic, traits> {
+  let assemblyFormat = "`(` operands `)` attr-dict `:` type(operands)";
+}
+
+def Modk_ZeroOp : Modk_GenericOp<"zero"> {
+  let summary = "Fills a whole buffer with zeros";
+  let arguments = (ins AnyMemRef:$output);
+}
+
+def Modk_CopyOp : Modk_GenericOp<"copy"> {
+  let summary = "Copies a whole [B, ...] buffer";
+  let arguments = (ins AnyMemRef:$input, AnyMemRef:$output);
+}
+
+def Modk_SplitTokensOp : Modk_GenericOp<"split_tokens"> {
+  let summary = "tokens [B, S+1] -> inputs t[:, :S] and targets t[:, 1:]";
+  let arguments = (ins AnyMemRef:$tokens, AnyMemRef:$inputs,
+                   AnyMemRef:$targets);
+}
+
+def Modk_ActivationOp : Modk_GenericOp<"activation"> {
+  let summary = "u = silu(gate) * up (swiglu) or u = gelu(pre), out of place";
+  let description = [{
+    Training keeps the pre-activations for the backward pass, so the
+    activation is not fused into the GEMM epilogue there. `gate` is absent
+    for gelu.
+  }];
+  let arguments = (ins Optional<AnyMemRef>:$gate, AnyMemRef:$up,
+                   AnyMemRef:$segments, AnyMemRef:$output, StrAttr:$kind);
+}
+
+def Modk_CrossEntropyOp : Modk_GenericOp<"cross_entropy"> {
+  let summary = "Mean next-token cross-entropy and its gradient";
+  let description = [{
+    losses = [total, ce, aux]: sets total = ce = mean(-log softmax[target])
+    and aux = 0; dlogits = (softmax - onehot) / rows.
+  }];
+  let arguments = (ins AnyMemRef:$logits, AnyMemRef:$targets,
+                   AnyMemRef:$dlogits, AnyMemRef:$losses);
+}
+
+def Modk_BCELossOp : Modk_GenericOp<"bce_loss"> {
+  let summary = "Causal-router loss of one routed layer and its gradient";
+  let description = [{
+    BCEWithLogits(z, mask) summed over [B, S] and scaled by 1 / (B S n_routed):
+    added to losses[2] (aux) and, times `weight`, to losses[0] (total);
+    dz += weight * (sigmoid(z) - mask) / (B S n_routed).
+  }];
+  let arguments = (ins AnyMemRef:$logits, AnyMemRef:$mask, AnyMemRef:$dlogits,
+                   AnyMemRef:$losses, F64Attr:$weight, I64Attr:$n_routed);
+}
+
+def Modk_GemmDgradOp : Modk_GenericOp<"gemm_dgrad"> {
+  let summary = "dA (+)= dY . W on the rows of a row set";
+  let arguments = (ins AnyMemRef:$dy, AnyMemRef:$weight, AnyMemRef:$segments,
+                   AnyMemRef:$da, BoolAttr:$accumulate);
+}
+
+def Modk_GemmWgradOp : Modk_GenericOp<"gemm_wgrad"> {
+  let summary = "dW += dY^T . A over the rows of a row set";
+  let arguments = (ins AnyMemRef:$dy, AnyMemRef:$input, AnyMemRef:$segments,
+                   AnyMemRef:$dw);
+}
+
+def Modk_RMSNormGradOp : Modk_GenericOp<"rmsnorm_grad"> {
+  let summary = "dx (+)= and dw += the gradient of RMSNorm";
+  let arguments = (ins AnyMemRef:$input, AnyMemRef:$weight, AnyMemRef:$dy,
+                   AnyMemRef:$segments, AnyMemRef:$dx, AnyMemRef:$dw,
+                   F64Attr:$eps, BoolAttr:$accumulate);
+}
+
+def Modk_RopeGradOp : Modk_GenericOp<"rope_grad"> {
+  let summary = "In place: the transpose of RoPE (rotation by -angle)";
+  let arguments = (ins AnyMemRef:$grad, AnyMemRef:$positions,
+                   AnyMemRef:$segments, I64Attr:$n_heads, F64Attr:$rope_theta);
+}
+
+def Modk_AttentionGradOp : Modk_GenericOp<"attention_grad"> {
+  let summary = "dq, dk, dv of causal attention within each sequence";
+  let arguments = (ins AnyMemRef:$q, AnyMemRef:$k, AnyMemRef:$v,
+                   AnyMemRef:$o, AnyMemRef:$dout, AnyMemRef:$positions,
+                   AnyMemRef:$segments, AnyMemRef:$dq, AnyMemRef:$dk,
+                   AnyMemRef:$dv, I64Attr:$n_heads);
+}
+
+def Modk_ActivationGradOp : Modk_GenericOp<"activation_grad",
+                                          [AttrSizedOperandSegments]> {
+  let summary = "Gradients of the pre-activations of swiglu or gelu";
+  let arguments = (ins Optional<AnyMemRef>:$gate, AnyMemRef:$up,
+                   AnyMemRef:$du, AnyMemRef:$segments,
+                   Optional<AnyMemRef>:$dgate, AnyMemRef:$dup, StrAttr:$kind);
+  let hasVerifier = 1;
+}
+
+def Modk_ScatterGradOp : Modk_GenericOp<"scatter_grad"> {
+  let summary = "Gradient of the gated scatter: df = g(r) dy, dr += g'(r)<dy, f>";
+  let arguments = (ins AnyMemRef:$dy, AnyMemRef:$scores, AnyMemRef:$update,
+                   AnyMemRef:$positions, AnyMemRef:$segments, AnyMemRef:$df,
+                   AnyMemRef:$dscores, StrAttr:$gate);
+}
+
+def Modk_GatherGradOp : Modk_GenericOp<"gather_grad"> {
+  let summary = "dx[seq, pos_j] += dxs_j";
+  let arguments = (ins AnyMemRef:$dgathered, AnyMemRef:$positions,
+                   AnyMemRef:$segments, AnyMemRef:$dx);
+}
+
+def Modk_RouterGradOp : Modk_GenericOp<"router_grad"> {
+  let summary = "dx += dr w and dw += sum dr x for r = w . x";
+  let arguments = (ins AnyMemRef:$input, AnyMemRef:$weight,
+                   AnyMemRef:$dscores, AnyMemRef:$dx, AnyMemRef:$dw);
+}
+
+def Modk_PredictorGradOp : Modk_GenericOp<"predictor_grad"> {
+  let summary = "Gradients of the predictor's parameters (input stop-gradient)";
+  let arguments = (ins AnyMemRef:$input, AnyMemRef:$fc1_weight,
+                   AnyMemRef:$fc1_bias, AnyMemRef:$fc2_weight, AnyMemRef:$dp,
+                   AnyMemRef:$hidden, AnyMemRef:$dfc1_weight,
+                   AnyMemRef:$dfc1_bias, AnyMemRef:$dfc2_weight,
+                   AnyMemRef:$dfc2_bias);
+}
+
+def Modk_EmbedGradOp : Modk_GenericOp<"embed_grad"> {
+  let summary = "dtable[token] += dx";
+  let arguments = (ins AnyMemRef:$tokens, AnyMemRef:$dx, AnyMemRef:$dtable);
 }
 
 #endif // MODC_DIALECT_MODK_OPS

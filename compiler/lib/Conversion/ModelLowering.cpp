@@ -1,0 +1,390 @@
+//===- ModelLowering.cpp - The forward half of the lowering -----*- C++ -*-===//
+
+#include "ModelLowering.h"
+
+#include "modc/Frontend/ModelImporter.h"
+
+#include <cmath>
+
+using namespace mlir;
+using namespace modc;
+using namespace modc::lowering;
+
+/// A GEMM without epilogue attributes; callers set the ones they need.
+modk::GemmOp modc::lowering::createGemm(OpBuilder &b, Location loc, Value input,
+                               ValueRange weights, Value segments,
+                               ValueRange extra, Value output,
+                               StringRef epilogue) {
+  return modk::GemmOp::create(b, loc, input, weights, segments, extra, output,
+                              epilogue, /*gate=*/nullptr, /*n_heads=*/nullptr,
+                              /*rope_theta=*/nullptr);
+}
+
+Value ModelLowering::param(StringRef name, ArrayRef<int64_t> shape,
+                           StringRef init, double std) {
+  if (Value existing = paramValues.lookup(name))
+    return existing;
+  SmallVector<NamedAttribute> fields = {
+      b.getNamedAttr("name", b.getStringAttr(name)),
+      b.getNamedAttr("shape", b.getI64ArrayAttr(shape)),
+      b.getNamedAttr("init", b.getStringAttr(init))};
+  if (init == "normal")
+    fields.push_back(b.getNamedAttr("std", b.getF64FloatAttr(std)));
+  // AdamW decays matrices only, not norm weights and biases.
+  fields.push_back(b.getNamedAttr("decay", b.getBoolAttr(init == "normal")));
+  params.push_back(b.getDictionaryAttr(fields));
+  OpBuilder::InsertionGuard guard(b);
+  if (lastParam)
+    b.setInsertionPointAfter(lastParam);
+  else
+    b.setInsertionPointToStart(body);
+  auto op = modk::ParamOp::create(
+      b, model.getLoc(), MemRefType::get(shape, b.getF32Type()), name);
+  lastParam = op;
+  paramValues[name] = op;
+  return op;
+}
+
+Value ModelLowering::alloc(ArrayRef<int64_t> perSequence, Type element) {
+  SmallVector<int64_t> shape = {ShapedType::kDynamic};
+  shape.append(perSequence.begin(), perSequence.end());
+  return modk::AllocOp::create(b, model.getLoc(),
+                               MemRefType::get(shape, element), nullptr);
+}
+
+Value ModelLowering::output(StringRef name, ArrayRef<int64_t> perSequence,
+                            Type element) {
+  SmallVector<int64_t> shape = {ShapedType::kDynamic};
+  shape.append(perSequence.begin(), perSequence.end());
+  return modk::OutputOp::create(b, model.getLoc(),
+                                MemRefType::get(shape, element), name);
+}
+
+RowSet ModelLowering::identityRows() {
+  if (identity)
+    return *identity;
+  int64_t seqLen = model.getSeqLen();
+  RowSet rows{alloc({seqLen}, b.getI32Type()), alloc({1}, b.getI64Type())};
+  modk::IdentityRowsOp::create(b, model.getLoc(), rows.positions,
+                               rows.segments);
+  identity = rows;
+  return rows;
+}
+
+void ModelLowering::lowerAttention(mod::AttentionOp op) {
+  Location loc = op.getLoc();
+  int64_t layer = op.getLayer(), d = model.getDModel();
+  Value n = buffers[op.getInput()];
+  RowSet rows = rowSets[op.getInput()];
+  int64_t r = rowsOf(op.getInput());
+  Type f32 = b.getF32Type();
+  Value q = alloc({r, d}, f32), k = alloc({r, d}, f32), v = alloc({r, d}, f32);
+  auto rope = [&](Value w, Value out) {
+    auto gemm = createGemm(b, loc, n, ValueRange{w}, rows.segments,
+                                     ValueRange{rows.positions}, out, "rope");
+    gemm.setNHeadsAttr(b.getI64IntegerAttr(model.getNHeads()));
+    gemm.setRopeThetaAttr(model.getRopeThetaAttr());
+  };
+  rope(blockParam(layer, "attn.wq.weight", {d, d}), q);
+  rope(blockParam(layer, "attn.wk.weight", {d, d}), k);
+  createGemm(b, loc, n,
+                       ValueRange{blockParam(layer, "attn.wv.weight", {d, d})},
+                       rows.segments, ValueRange{}, v, "none");
+  Value o = alloc({r, d}, f32);
+  modk::AttentionOp::create(b, loc, q, k, v, rows.positions, rows.segments, o,
+                            model.getNHeads());
+  Value wo = blockParam(layer, "attn.wo.weight", {d, d});
+
+  // Fuse the residual add of a dense block into the O-projection when the
+  // stream is dead after the add: x += o Wo^T in place.
+  if (op->hasOneUse()) {
+    auto add = dyn_cast<mod::AddOp>(*op->user_begin());
+    if (add && add.getRhs() == op.getResult() &&
+        deadAfter(add.getLhs(), add) && rowSets[add.getLhs()].segments ==
+                                            rows.segments) {
+      Value stream = buffers[add.getLhs()];
+      createGemm(b, loc, o, ValueRange{wo}, rows.segments,
+                           ValueRange{stream}, stream, "residual_add");
+      buffers[add.getResult()] = stream;
+      rowSets[add.getResult()] = rows;
+      buffers[op.getResult()] = nullptr; // consumed by the fused add
+      return;
+    }
+  }
+  Value a = alloc({r, d}, f32);
+  createGemm(b, loc, o, ValueRange{wo}, rows.segments, ValueRange{},
+                       a, "none");
+  buffers[op.getResult()] = a;
+  rowSets[op.getResult()] = rows;
+  saved[op] = {{"q", q}, {"k", k}, {"v", v}, {"o", o}};
+}
+
+/// Emits the MLP's up projection with its activation and returns the
+/// activated rows; the caller emits the down projection with its epilogue.
+/// Training keeps the pre-activations (saved under "gate", "up") instead of
+/// fusing the activation into the GEMM.
+Value ModelLowering::lowerMlpUp(Operation *op, Value input, RowSet rows,
+                                int64_t layer) {
+  Location loc = op->getLoc();
+  int64_t d = model.getDModel(), ff = model.getDFf();
+  int64_t r = cast<MemRefType>(input.getType()).getDimSize(1);
+  bool swiglu = model.getMlp() == "swiglu";
+  Value gate = swiglu ? blockParam(layer, "mlp.w_gate.weight", {ff, d}) : Value();
+  Value up = blockParam(layer, "mlp.w_up.weight", {ff, d});
+  Type f32 = b.getF32Type();
+  Value hidden = alloc({r, ff}, f32);
+  if (training()) {
+    Value upPre = alloc({r, ff}, f32);
+    Value gatePre = swiglu ? alloc({r, ff}, f32) : Value();
+    if (swiglu)
+      createGemm(b, loc, input, ValueRange{gate}, rows.segments, ValueRange{},
+                 gatePre, "none");
+    createGemm(b, loc, input, ValueRange{up}, rows.segments, ValueRange{},
+               upPre, "none");
+    modk::ActivationOp::create(b, loc, gatePre, upPre, rows.segments, hidden,
+                               model.getMlp());
+    saved[op]["gate"] = gatePre;
+    saved[op]["up"] = upPre;
+    saved[op]["hidden"] = hidden;
+    return hidden;
+  }
+  if (swiglu) {
+    Value gated = alloc({r, ff}, f32);
+    createGemm(b, loc, input, ValueRange{gate, up}, rows.segments,
+               ValueRange{gated}, hidden, "swiglu");
+  } else {
+    createGemm(b, loc, input, ValueRange{up}, rows.segments, ValueRange{},
+               hidden, "gelu");
+  }
+  return hidden;
+}
+
+void ModelLowering::lowerRoute(mod::RouteOp op) {
+  Location loc = op.getLoc();
+  int64_t seqLen = model.getSeqLen(), d = model.getDModel();
+  int64_t layer = op.getLayer();
+  // Causal mode routes a varying number of tokens: room for all of them.
+  // Training selects by top-k only.
+  bool causal = op.getCausalRouter() != "none" && !training();
+  StringRef causalRouter = causal ? op.getCausalRouter() : "none";
+  int64_t maxRows = causal ? seqLen : op.getK();
+  Type f32 = b.getF32Type();
+  Value r = alloc({seqLen}, f32);
+  RowSet rows{alloc({maxRows}, b.getI32Type()), alloc({1}, b.getI64Type())};
+  Value xs = alloc({maxRows, d}, f32), n = alloc({maxRows, d}, f32);
+  Value mask = training() ? alloc({seqLen}, b.getI32Type())
+                          : output(("routed." + Twine(layer)).str(), {seqLen},
+                                   b.getI32Type());
+  Value causalScores = op.getCausalScores() && causal
+                           ? buffers[op.getCausalScores()]
+                           : Value();
+  Value routerWeight = blockParam(layer, "router.weight", {1, d});
+  Value normWeight = param(op.getNormParam(), {d}, "ones");
+  modk::RouteSelectGatherOp::create(
+      b, loc, buffers[op.getInput()], routerWeight, normWeight, causalScores,
+      r, rows.positions,
+      rows.segments, xs, n, mask, layer, op.getK(), causalRouter, op.getEps());
+  buffers[op.getScores()] = r;
+  buffers[op.getIndices()] = rows.positions;
+  buffers[op.getGathered()] = xs;
+  buffers[op.getNormed()] = n;
+  rowSets[op.getIndices()] = rows;
+  rowSets[op.getGathered()] = rows;
+  rowSets[op.getNormed()] = rows;
+  saved[op] = {{"mask", mask}};
+}
+
+void ModelLowering::lowerMlpScatter(mod::MlpScatterOp op) {
+  Location loc = op.getLoc();
+  int64_t layer = op.getLayer(), d = model.getDModel(), ff = model.getDFf();
+  RowSet rows = rowSets[op.getNormed()];
+  int64_t r = rowsOf(op.getNormed());
+  Type f32 = b.getF32Type();
+  Value hidden = lowerMlpUp(op, buffers[op.getNormed()], rows, layer);
+  Value scratch = alloc({r, d}, f32);
+  Value stream = buffers[op.getInput()];
+  if (training()) {
+    // Keep the block's input for the backward pass; scatter into a copy.
+    Value copy = like(stream);
+    modk::CopyOp::create(b, loc, stream, copy);
+    stream = copy;
+    saved[op]["m"] = scratch;
+  }
+  Value down = blockParam(layer, "mlp.w_down.weight", {d, ff});
+  auto gemm = createGemm(
+      b, loc, hidden, ValueRange{down},
+      rows.segments,
+      ValueRange{scratch, buffers[op.getScores()], buffers[op.getAttn()],
+                 rows.positions},
+      stream, "gate_scale_scatter");
+  gemm.setGateAttr(op.getGateAttr());
+  buffers[op.getResult()] = stream;
+  rowSets[op.getResult()] = rowSets[op.getInput()];
+}
+
+LogicalResult ModelLowering::lower(Operation *op) {
+  Location loc = op->getLoc();
+  Type f32 = b.getF32Type();
+  int64_t seqLen = model.getSeqLen(), d = model.getDModel();
+  if (auto tokens = dyn_cast<mod::TokensOp>(op)) {
+    if (!training()) {
+      buffers[tokens] = modk::InputOp::create(
+          b, loc,
+          MemRefType::get({ShapedType::kDynamic, seqLen}, b.getI32Type()),
+          "tokens");
+      return success();
+    }
+    // Training reads [B, S + 1]: inputs t[:, :S] and next-token targets.
+    Value all = modk::InputOp::create(
+        b, loc,
+        MemRefType::get({ShapedType::kDynamic, seqLen + 1}, b.getI32Type()),
+        "tokens");
+    Value inputs = alloc({seqLen}, b.getI32Type());
+    targets = alloc({seqLen}, b.getI32Type());
+    modk::SplitTokensOp::create(b, loc, all, inputs, targets);
+    buffers[tokens] = inputs;
+    return success();
+  }
+  if (auto embed = dyn_cast<mod::EmbedOp>(op)) {
+    Value x = alloc({seqLen, d}, f32);
+    modk::EmbedOp::create(
+        b, loc, buffers[embed.getTokens()],
+        param("embed.weight", {model.getVocabSize(), d}, "normal", 0.02), x);
+    buffers[embed] = x;
+    rowSets[embed] = identityRows();
+    return success();
+  }
+  if (auto norm = dyn_cast<mod::RMSNormOp>(op)) {
+    RowSet rows = rowSets[norm.getInput()];
+    Value out = alloc({rowsOf(norm.getInput()), widthOf(norm)}, f32);
+    modk::RMSNormOp::create(b, loc, buffers[norm.getInput()],
+                            param(norm.getParam(), {d}, "ones"), rows.segments,
+                            out, norm.getEps());
+    buffers[norm] = out;
+    rowSets[norm] = rows;
+    return success();
+  }
+  if (auto attention = dyn_cast<mod::AttentionOp>(op)) {
+    lowerAttention(attention);
+    return success();
+  }
+  if (auto add = dyn_cast<mod::AddOp>(op)) {
+    if (buffers.count(add.getResult()))
+      return success(); // fused into the producer's epilogue
+    RowSet rows = rowSets[add.getLhs()];
+    Value out = deadAfter(add.getLhs(), add)
+                    ? buffers[add.getLhs()]
+                    : alloc({rowsOf(add.getLhs()), widthOf(add)}, f32);
+    modk::AddOp::create(b, loc, buffers[add.getLhs()], buffers[add.getRhs()],
+                        rows.segments, out);
+    buffers[add] = out;
+    rowSets[add] = rows;
+    return success();
+  }
+  if (auto mlp = dyn_cast<mod::MlpOp>(op)) {
+    int64_t layer = mlp.getLayer(), ff = model.getDFf(),
+            r = rowsOf(mlp.getInput());
+    RowSet rows = rowSets[mlp.getInput()];
+    Value hidden = lowerMlpUp(mlp, buffers[mlp.getInput()], rows, layer);
+    Value down = blockParam(layer, "mlp.w_down.weight", {d, ff});
+    // Dense block: y = h + MLP(...) in place on the stream when h is dead.
+    if (mlp->hasOneUse()) {
+      auto add = dyn_cast<mod::AddOp>(*mlp->user_begin());
+      if (add && add.getRhs() == mlp.getResult() &&
+          deadAfter(add.getLhs(), add) &&
+          rowSets[add.getLhs()].segments == rows.segments) {
+        Value stream = buffers[add.getLhs()];
+        createGemm(b, loc, hidden, ValueRange{down}, rows.segments,
+                             ValueRange{stream}, stream, "residual_add");
+        buffers[add.getResult()] = stream;
+        rowSets[add.getResult()] = rows;
+        return success();
+      }
+    }
+    Value out = alloc({r, d}, f32);
+    createGemm(b, loc, hidden, ValueRange{down}, rows.segments,
+                         ValueRange{}, out, "none");
+    buffers[mlp] = out;
+    rowSets[mlp] = rows;
+    return success();
+  }
+  if (auto predictor = dyn_cast<mod::PredictorOp>(op)) {
+    int64_t layer = predictor.getLayer(), h = predictor.getHidden();
+    Value hidden = alloc({seqLen, h}, f32), p = alloc({seqLen}, f32);
+    // Separate statements: parameter order must not depend on the order in
+    // which the compiler evaluates call arguments.
+    Value fc1w = blockParam(layer, "predictor.fc1.weight", {h, d});
+    Value fc1b = blockParam(layer, "predictor.fc1.bias", {h});
+    Value fc2w = blockParam(layer, "predictor.fc2.weight", {1, h});
+    Value fc2b = blockParam(layer, "predictor.fc2.bias", {1});
+    auto kernel = modk::PredictorOp::create(b, loc, buffers[predictor.getInput()],
+                                            fc1w, fc1b, fc2w, fc2b, hidden, p);
+    // Forward: only the causal decision reads it. Training: its loss does.
+    if (!training())
+      kernel.setCausalOnly(true);
+    buffers[predictor] = p;
+    return success();
+  }
+  if (auto route = dyn_cast<mod::RouteOp>(op)) {
+    lowerRoute(route);
+    return success();
+  }
+  if (auto scatter = dyn_cast<mod::MlpScatterOp>(op)) {
+    if (!training() && !deadAfter(scatter.getInput(), op))
+      return op->emitOpError("the residual stream is read after the routed "
+                             "block's scatter; it cannot be updated in place");
+    lowerMlpScatter(scatter);
+    return success();
+  }
+  if (auto head = dyn_cast<mod::LMHeadOp>(op)) {
+    int64_t v = model.getVocabSize();
+    Value w = param(head.getParam(), {v, d}, "normal", 0.02);
+    Value logits = training() ? alloc({seqLen, v}, f32)
+                              : output("logits", {seqLen, v}, f32);
+    createGemm(b, loc, buffers[head.getInput()], ValueRange{w},
+                         rowSets[head.getInput()].segments, ValueRange{},
+                         logits, "none");
+    buffers[head] = logits;
+    rowSets[head] = rowSets[head.getInput()];
+    return success();
+  }
+  if (isa<mod::ReturnOp>(op))
+    return success();
+  if (isa<mod::RouterOp, mod::TopKOp, mod::GatherOp, mod::GatedResidualOp>(op))
+    return op->emitOpError("has no kernel of its own; run mod-fuse-routing and "
+                           "mod-fuse-residual before convert-mod-to-modk");
+  if (isa<mod::BlockOp>(op))
+    return op->emitOpError("run mod-expand-schedule and mod-expand-blocks "
+                           "before convert-mod-to-modk");
+  return op->emitOpError("cannot be lowered to modk");
+}
+
+FailureOr<modk::EntryOp> ModelLowering::run() {
+  b.setInsertionPoint(model);
+  modes.push_back("topk");
+  if (!training() && model.isMixtureOfDepths() &&
+      *model.getCausalRouter() != "none")
+    modes.push_back("causal");
+  SmallVector<Attribute> modeAttrs;
+  for (const std::string &m : modes)
+    modeAttrs.push_back(b.getStringAttr(m));
+  entry = modk::EntryOp::create(
+      b, model.getLoc(), b.getStringAttr(training() ? "grad" : "forward"),
+      b.getStringAttr(modelDescriptionJson(model)),
+      b.getI64IntegerAttr(model.getSeqLen()),
+      b.getI64IntegerAttr(model.getVocabSize()), b.getArrayAttr({}),
+      b.getArrayAttr(modeAttrs), nullptr);
+  body = new Block();
+  entry.getBody().push_back(body);
+  b.setInsertionPointToEnd(body);
+  for (Operation &op : model.getBody().front()) {
+    if (failed(lower(&op)))
+      return failure();
+    forwardOps.push_back(&op);
+  }
+  if (training() && failed(emitBackward()))
+    return failure();
+  entry.setParamsAttr(b.getArrayAttr(params));
+  return entry;
+}
+

@@ -1,0 +1,132 @@
+//===- ModelLowering.h - mod.model to modk entries (internal) ---*- C++ -*-===//
+//
+// The model body is a single block of tensor ops in execution order, so the
+// lowering walks it once, giving every tensor a buffer and emitting the
+// kernels that compute it. The forward entry updates the residual stream in
+// place where the old value is dead afterwards, which is what makes the
+// routed block's scatter touch only the selected rows. The training entry
+// keeps every activation the backward pass reads, then walks the same ops in
+// reverse and emits their gradient kernels.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MODC_LIB_CONVERSION_MODELLOWERING_H
+#define MODC_LIB_CONVERSION_MODELLOWERING_H
+
+#include "modc/Dialect/Mod/ModDialect.h"
+#include "modc/Dialect/Modk/ModkDialect.h"
+
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/StringMap.h"
+
+namespace modc::lowering {
+using namespace mlir;
+
+/// A GEMM without epilogue attributes; callers set the ones they need.
+modk::GemmOp createGemm(OpBuilder &b, Location loc, Value input,
+                        ValueRange weights, Value segments, ValueRange extra,
+                        Value output, StringRef epilogue);
+
+/// The rows a buffer holds: positions [B, rows] and segment offsets [B(+1)].
+struct RowSet {
+  Value positions, segments;
+};
+
+/// Which entry point a lowering builds.
+enum class EntryKind { Forward, Grad };
+
+class ModelLowering {
+public:
+  ModelLowering(mod::ModelOp model, EntryKind kind)
+      : model(model), b(model.getContext()), kind(kind) {}
+
+  /// Builds the entry before the model op.
+  FailureOr<modk::EntryOp> run();
+
+private:
+  // Entry-level objects.
+  Value param(StringRef name, ArrayRef<int64_t> shape, StringRef init,
+              double std = 0);
+  Value alloc(ArrayRef<int64_t> perSequence, Type element);
+  Value output(StringRef name, ArrayRef<int64_t> perSequence, Type element);
+  RowSet identityRows();
+
+  // One method per mod op.
+  LogicalResult lower(Operation *op);
+  void lowerAttention(mod::AttentionOp op);
+  void lowerRoute(mod::RouteOp op);
+  void lowerMlpScatter(mod::MlpScatterOp op);
+  Value lowerMlpUp(Operation *op, Value input, RowSet rows, int64_t layer);
+
+  /// True when no op after `op` reads `v`: its buffer may be overwritten.
+  /// Training keeps every value for the backward pass.
+  bool deadAfter(Value v, Operation *op) {
+    return !training() && llvm::all_of(v.getUsers(), [&](Operation *user) {
+      return user == op || user->isBeforeInBlock(op);
+    });
+  }
+  bool training() const { return kind == EntryKind::Grad; }
+
+  // The backward half (ModelLoweringGrad.cpp).
+  LogicalResult emitBackward();
+  LogicalResult backward(Operation *op);
+  void backwardAttention(mod::AttentionOp op);
+  void backwardMlp(Operation *op, Value input, Value dm, int64_t layer);
+  void backwardRoute(mod::RouteOp op);
+  /// Adds `grad` into the gradient of `tensor`; the first contribution is
+  /// taken as the gradient buffer itself when `owned`, copied otherwise.
+  void contribute(Value tensor, Value grad, bool owned);
+  /// The gradient buffer of `tensor`, zero-filled if nothing reached it yet.
+  Value gradOf(Value tensor);
+  /// The gradient output of parameter `name` (zeroed at the start).
+  Value paramGrad(StringRef name);
+  Value paramValue(StringRef name) { return paramValues.lookup(name); }
+  Value like(Value buffer) {
+    return modk::AllocOp::create(b, model.getLoc(),
+                                 cast<MemRefType>(buffer.getType()), nullptr);
+  }
+  /// Rows a sequence of `tensor`'s buffer holds: k for top-k selections,
+  /// but seq_len when causal routing may select every token.
+  int64_t rowsOf(Value tensor) {
+    return cast<MemRefType>(buffers.lookup(tensor).getType()).getDimSize(1);
+  }
+  int64_t widthOf(Value tensor) {
+    return cast<RankedTensorType>(tensor.getType()).getShape().back();
+  }
+  double linearStd(StringRef which) {
+    // Output projections are scaled down with depth (GPT-2), the rest 0.02.
+    if (which == "attn.wo.weight" || which == "mlp.w_down.weight")
+      return 0.02 / std::sqrt(2.0 * std::max<int64_t>(1, model.getNLayers()));
+    return 0.02;
+  }
+  Value blockParam(int64_t layer, StringRef which, ArrayRef<int64_t> shape) {
+    StringRef init = which.ends_with("norm.weight") ? "ones"
+                     : which.ends_with("bias")      ? "zeros"
+                                                    : "normal";
+    return param(mod::blockParam(layer, which), shape, init,
+                 init == "normal" ? linearStd(which) : 0);
+  }
+
+  mod::ModelOp model;
+  OpBuilder b;
+  modk::EntryOp entry;
+  Block *body = nullptr;
+  Operation *lastParam = nullptr;
+  SmallVector<Attribute> params;
+  llvm::StringMap<Value> paramValues;
+  std::optional<RowSet> identity;
+  DenseMap<Value, Value> buffers;   // tensor -> buffer
+  DenseMap<Value, RowSet> rowSets;  // tensor -> the rows its buffer holds
+  SmallVector<std::string> modes;
+
+  EntryKind kind;
+  /// Buffers the backward pass reads, by forward op and role.
+  DenseMap<Operation *, llvm::StringMap<Value>> saved;
+  DenseMap<Value, Value> grads;     // tensor -> its gradient buffer
+  llvm::StringMap<Value> paramGrads;
+  Value losses, targets;            // training only
+  SmallVector<Operation *> forwardOps;
+};
+} // namespace modc::lowering
+
+#endif // MODC_LIB_CONVERSION_MODELLOWERING_H

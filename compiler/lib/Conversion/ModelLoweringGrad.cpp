@@ -1,0 +1,291 @@
+//===- ModelLoweringGrad.cpp - The backward half of the lowering -*- C++ -*-===//
+//
+// Reverse-mode differentiation of the forward plan, op by op in reverse
+// order: each mod op's backward reads the activations its forward saved and
+// the gradient of its result, and contributes to the gradients of its
+// operands. Parameter gradients are entry outputs, zeroed first and then
+// accumulated into by every kernel that reaches them. Top-k is a constant
+// selection (SPEC.md section 5).
+//
+//===----------------------------------------------------------------------===//
+
+#include "ModelLowering.h"
+
+using namespace mlir;
+using namespace modc;
+using namespace modc::lowering;
+
+Value ModelLowering::paramGrad(StringRef name) {
+  if (Value grad = paramGrads.lookup(name))
+    return grad;
+  Value param = paramValues.lookup(name);
+  Value grad = modk::OutputOp::create(b, model.getLoc(), param.getType(),
+                                      ("grad." + name).str());
+  modk::ZeroOp::create(b, model.getLoc(), grad);
+  paramGrads[name] = grad;
+  return grad;
+}
+
+Value ModelLowering::gradOf(Value tensor) {
+  if (Value grad = grads.lookup(tensor))
+    return grad;
+  Value grad = like(buffers[tensor]);
+  modk::ZeroOp::create(b, model.getLoc(), grad);
+  grads[tensor] = grad;
+  return grad;
+}
+
+void ModelLowering::contribute(Value tensor, Value grad, bool owned) {
+  Value &existing = grads[tensor];
+  if (!existing) {
+    if (owned) {
+      existing = grad;
+    } else {
+      existing = like(grad);
+      modk::CopyOp::create(b, model.getLoc(), grad, existing);
+    }
+    return;
+  }
+  modk::AddOp::create(b, model.getLoc(), existing, grad,
+                      rowSets[tensor].segments, existing);
+}
+
+/// Name of the parameter behind a `modk.param` value.
+static StringRef paramName(Value param) {
+  return cast<modk::ParamOp>(param.getDefiningOp()).getName();
+}
+
+void ModelLowering::backwardAttention(mod::AttentionOp op) {
+  Location loc = op.getLoc();
+  int64_t layer = op.getLayer();
+  Value da = grads.lookup(op.getResult());
+  if (!da)
+    return;
+  llvm::StringMap<Value> &s = saved[op];
+  RowSet rows = rowSets[op.getInput()];
+  Value n = buffers[op.getInput()];
+  auto weight = [&](StringRef which) {
+    return paramValue(mod::blockParam(layer, which));
+  };
+  Value wq = weight("attn.wq.weight"), wk = weight("attn.wk.weight"),
+        wv = weight("attn.wv.weight"), wo = weight("attn.wo.weight");
+
+  // O projection.
+  Value dout = like(s["o"]);
+  modk::GemmDgradOp::create(b, loc, da, wo, rows.segments, dout, false);
+  modk::GemmWgradOp::create(b, loc, da, s["o"], rows.segments,
+                            paramGrad(paramName(wo)));
+  // Softmax attention, then the transpose of RoPE on dq and dk.
+  Value dq = like(s["q"]), dk = like(s["k"]), dv = like(s["v"]);
+  modk::AttentionGradOp::create(b, loc, s["q"], s["k"], s["v"], s["o"], dout,
+                                rows.positions, rows.segments, dq, dk, dv,
+                                model.getNHeads());
+  for (Value g : {dq, dk})
+    modk::RopeGradOp::create(b, loc, g, rows.positions, rows.segments,
+                             model.getNHeads(), model.getRopeTheta());
+  // Q, K, V projections.
+  Value dn = like(n);
+  bool first = true;
+  for (auto [g, w] : {std::pair{dq, wq}, {dk, wk}, {dv, wv}}) {
+    modk::GemmDgradOp::create(b, loc, g, w, rows.segments, dn, !first);
+    modk::GemmWgradOp::create(b, loc, g, n, rows.segments,
+                              paramGrad(paramName(w)));
+    first = false;
+  }
+  contribute(op.getInput(), dn, /*owned=*/true);
+}
+
+void ModelLowering::backwardMlp(Operation *op, Value input, Value dm,
+                                int64_t layer) {
+  Location loc = op->getLoc();
+  llvm::StringMap<Value> &s = saved[op];
+  RowSet rows = rowSets[input];
+  Value n = buffers[input];
+  bool swiglu = model.getMlp() == "swiglu";
+  auto weight = [&](StringRef which) {
+    return paramValue(mod::blockParam(layer, which));
+  };
+  Value down = weight("mlp.w_down.weight"), up = weight("mlp.w_up.weight");
+  Value gate = swiglu ? weight("mlp.w_gate.weight") : Value();
+
+  Value du = like(s["hidden"]);
+  modk::GemmDgradOp::create(b, loc, dm, down, rows.segments, du, false);
+  modk::GemmWgradOp::create(b, loc, dm, s["hidden"], rows.segments,
+                            paramGrad(paramName(down)));
+  Value dup = like(s["up"]);
+  Value dgate = swiglu ? like(s["gate"]) : Value();
+  modk::ActivationGradOp::create(b, loc, swiglu ? s["gate"] : Value(), s["up"],
+                                 du, rows.segments, dgate, dup,
+                                 model.getMlp());
+  Value dn = like(n);
+  modk::GemmDgradOp::create(b, loc, dup, up, rows.segments, dn, false);
+  modk::GemmWgradOp::create(b, loc, dup, n, rows.segments,
+                            paramGrad(paramName(up)));
+  if (swiglu) {
+    modk::GemmDgradOp::create(b, loc, dgate, gate, rows.segments, dn, true);
+    modk::GemmWgradOp::create(b, loc, dgate, n, rows.segments,
+                              paramGrad(paramName(gate)));
+  }
+  contribute(input, dn, /*owned=*/true);
+}
+
+void ModelLowering::backwardRoute(mod::RouteOp op) {
+  Location loc = op.getLoc();
+  int64_t layer = op.getLayer();
+  RowSet rows = rowSets[op.getIndices()];
+  Value x = buffers[op.getInput()];
+  Value xs = buffers[op.getGathered()];
+
+  // Attention norm of the gathered rows.
+  if (Value dn = grads.lookup(op.getNormed())) {
+    Value normWeight = paramValue(op.getNormParam());
+    bool accumulate = grads.count(op.getGathered());
+    Value dxs = accumulate ? grads[op.getGathered()] : like(xs);
+    modk::RMSNormGradOp::create(b, loc, xs, normWeight, dn, rows.segments, dxs,
+                                paramGrad(op.getNormParam()), op.getEps(),
+                                accumulate);
+    grads[op.getGathered()] = dxs;
+  }
+  // Gathered rows back to their positions in the stream.
+  if (Value dxs = grads.lookup(op.getGathered()))
+    modk::GatherGradOp::create(b, loc, dxs, rows.positions, rows.segments,
+                               gradOf(op.getInput()));
+  // The aux_loss router learns the top-k membership as well.
+  int64_t nRouted = 0;
+  model.walk([&](mod::RouteOp) { ++nRouted; });
+  if (op.getCausalRouter() == "aux_loss")
+    modk::BCELossOp::create(b, loc, buffers[op.getScores()], saved[op]["mask"],
+                            gradOf(op.getScores()), losses,
+                            *model.getAuxLossWeight(), nRouted);
+  // Router scores r = w . x.
+  if (Value dr = grads.lookup(op.getScores())) {
+    Value router = paramValue(mod::blockParam(layer, "router.weight"));
+    modk::RouterGradOp::create(b, loc, x, router, dr, gradOf(op.getInput()),
+                               paramGrad(paramName(router)));
+  }
+}
+
+LogicalResult ModelLowering::backward(Operation *op) {
+  Location loc = op->getLoc();
+  if (isa<mod::ReturnOp, mod::TokensOp>(op))
+    return success();
+  if (auto head = dyn_cast<mod::LMHeadOp>(op)) {
+    Value logits = buffers[head];
+    Value dlogits = like(logits);
+    modk::CrossEntropyOp::create(b, loc, logits, targets, dlogits, losses);
+    RowSet rows = rowSets[head.getInput()];
+    Value w = paramValue(head.getParam());
+    Value dn = like(buffers[head.getInput()]);
+    modk::GemmDgradOp::create(b, loc, dlogits, w, rows.segments, dn, false);
+    modk::GemmWgradOp::create(b, loc, dlogits, buffers[head.getInput()],
+                              rows.segments, paramGrad(head.getParam()));
+    contribute(head.getInput(), dn, /*owned=*/true);
+    return success();
+  }
+  if (auto norm = dyn_cast<mod::RMSNormOp>(op)) {
+    Value dy = grads.lookup(norm.getResult());
+    if (!dy)
+      return success();
+    Value x = norm.getInput();
+    bool accumulate = grads.count(x);
+    Value dx = accumulate ? grads[x] : like(buffers[x]);
+    modk::RMSNormGradOp::create(b, loc, buffers[x], paramValue(norm.getParam()),
+                                dy, rowSets[x].segments, dx,
+                                paramGrad(norm.getParam()), norm.getEps(),
+                                accumulate);
+    grads[x] = dx;
+    return success();
+  }
+  if (auto add = dyn_cast<mod::AddOp>(op)) {
+    Value dc = grads.lookup(add.getResult());
+    if (!dc)
+      return success();
+    // The result's gradient is not read again: the lhs may take it over once
+    // the rhs has its copy.
+    contribute(add.getRhs(), dc, /*owned=*/false);
+    contribute(add.getLhs(), dc, /*owned=*/true);
+    return success();
+  }
+  if (auto attention = dyn_cast<mod::AttentionOp>(op)) {
+    backwardAttention(attention);
+    return success();
+  }
+  if (auto mlp = dyn_cast<mod::MlpOp>(op)) {
+    if (Value dm = grads.lookup(mlp.getResult()))
+      backwardMlp(mlp, mlp.getInput(), dm, mlp.getLayer());
+    return success();
+  }
+  if (auto scatter = dyn_cast<mod::MlpScatterOp>(op)) {
+    Value dy = grads.lookup(scatter.getResult());
+    if (!dy)
+      return success();
+    RowSet rows = rowSets[scatter.getNormed()];
+    Value a = buffers[scatter.getAttn()];
+    Value f = like(a);
+    modk::AddOp::create(b, loc, a, saved[op]["m"], rows.segments, f);
+    Value df = like(a);
+    modk::ScatterGradOp::create(b, loc, dy, buffers[scatter.getScores()], f,
+                                rows.positions, rows.segments, df,
+                                gradOf(scatter.getScores()),
+                                scatter.getGate());
+    backwardMlp(op, scatter.getNormed(), df, scatter.getLayer());
+    contribute(scatter.getAttn(), df, /*owned=*/true);
+    // Every token's gradient passes through the residual unchanged.
+    contribute(scatter.getInput(), dy, /*owned=*/true);
+    return success();
+  }
+  if (auto route = dyn_cast<mod::RouteOp>(op)) {
+    backwardRoute(route);
+    return success();
+  }
+  if (auto predictor = dyn_cast<mod::PredictorOp>(op)) {
+    // Its loss teaches it the top-k membership of the route that reads it.
+    mod::RouteOp route;
+    for (Operation *user : predictor->getUsers())
+      if (auto r = dyn_cast<mod::RouteOp>(user))
+        route = r;
+    if (!route)
+      return op->emitOpError("is not read by a mod.route");
+    int64_t nRouted = 0;
+    model.walk([&](mod::RouteOp) { ++nRouted; });
+    int64_t layer = predictor.getLayer(), h = predictor.getHidden();
+    Value p = buffers[predictor];
+    Value dp = like(p);
+    modk::ZeroOp::create(b, loc, dp);
+    modk::BCELossOp::create(b, loc, p, saved[route]["mask"], dp, losses,
+                            *model.getAuxLossWeight(), nRouted);
+    Value hidden = alloc({model.getSeqLen(), h}, b.getF32Type());
+    auto weight = [&](StringRef which) {
+      return paramValue(mod::blockParam(layer, which));
+    };
+    Value fc1w = weight("predictor.fc1.weight"),
+          fc1b = weight("predictor.fc1.bias"),
+          fc2w = weight("predictor.fc2.weight"),
+          fc2b = weight("predictor.fc2.bias");
+    modk::PredictorGradOp::create(
+        b, loc, buffers[predictor.getInput()], fc1w, fc1b, fc2w, dp, hidden,
+        paramGrad(paramName(fc1w)), paramGrad(paramName(fc1b)),
+        paramGrad(paramName(fc2w)), paramGrad(paramName(fc2b)));
+    return success();
+  }
+  if (auto embed = dyn_cast<mod::EmbedOp>(op)) {
+    if (Value dx = grads.lookup(embed.getResult()))
+      modk::EmbedGradOp::create(b, loc, buffers[embed.getTokens()], dx,
+                                paramGrad("embed.weight"));
+    return success();
+  }
+  return op->emitOpError("has no backward rule");
+}
+
+LogicalResult ModelLowering::emitBackward() {
+  Location loc = model.getLoc();
+  losses = modk::OutputOp::create(
+      b, loc, MemRefType::get({3}, b.getF32Type()), "losses");
+  // Every parameter has a gradient output, zero where nothing reaches it.
+  for (Attribute p : params)
+    paramGrad(cast<DictionaryAttr>(p).getAs<StringAttr>("name").getValue());
+  for (Operation *op : llvm::reverse(forwardOps))
+    if (failed(backward(op)))
+      return failure();
+  return success();
+}
