@@ -142,8 +142,7 @@ Corpus Corpus::fromBytes(std::string bytes, int64_t seqLen, int64_t batch,
                             "bytes the training split has {} bytes, less than "
                             "{} (need at least {} bytes in all)",
                             what, total, held, total - held, shape,
-                            std::max<uint64_t>(batchBytes + batchBytes,
-                                               (batchBytes * 10 + 8) / 9)));
+                            2 * batchBytes));
   Corpus c;
   c.hash_ = fnv1a64(bytes.data(), bytes.size());
   c.bytes = std::move(bytes);

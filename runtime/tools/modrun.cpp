@@ -415,10 +415,32 @@ int runTrain(int argc, char **argv) {
                        "weights",
                        usage};
   }
-  auto positive = [&](const char *key) {
+  // Every value is checked before any file is opened.
+  auto positive = [&](const char *key) -> std::optional<int64_t> {
+    if (!has(key))
+      return std::nullopt;
     return static_cast<int64_t>(std::min<uint64_t>(
         parseUnsigned(key, args.options[key], usage, 1), uint64_t(1) << 62));
   };
+  auto number = [&](const char *key, bool strict) -> std::optional<double> {
+    if (!has(key))
+      return std::nullopt;
+    return parseNumber(key, args.options[key], usage, 0, strict);
+  };
+  std::optional<int64_t> steps = positive("steps"),
+                         batchOpt = positive("batch"),
+                         evalEvery = positive("eval-every"),
+                         saveEvery = positive("save-every"),
+                         stopAfter = positive("stop-after"), warmup;
+  std::optional<double> lr = number("lr", true),
+                        weightDecay = number("weight-decay", false),
+                        clip = number("clip", false);
+  std::optional<uint64_t> seed;
+  if (has("seed"))
+    seed = parseUnsigned("seed", args.options["seed"], usage);
+  if (has("warmup"))
+    warmup = static_cast<int64_t>(std::min<uint64_t>(
+        parseUnsigned("warmup", args.options["warmup"], usage), 1ull << 62));
 
   Package pkg = Package::open(args.pkg);
   const Manifest &man = pkg.manifest();
@@ -449,63 +471,26 @@ int runTrain(int argc, char **argv) {
   // Explicit settings override the checkpoint's, with a note: the run then
   // no longer matches an uninterrupted one.
   std::vector<std::string> changed;
-  auto note = [&](const char *key, const std::string &was) {
-    if (ckpt)
-      changed.push_back(
-          fmt::format("--{} {} (checkpoint: {})", key, args.options[key], was));
+  auto apply = [&](const char *key, const auto &given, auto &setting) {
+    if (!given)
+      return;
+    if (ckpt && *given != setting)
+      changed.push_back(fmt::format("--{} {} (checkpoint: {})", key,
+                                    args.options[key], setting));
+    setting = *given;
   };
-  if (has("steps")) {
-    int64_t v = positive("steps");
-    if (v != config.steps)
-      note("steps", std::to_string(config.steps));
-    config.steps = v;
-  }
-  if (has("batch")) {
-    int64_t v = positive("batch");
-    if (v != batch)
-      note("batch", std::to_string(batch));
-    batch = v;
-  }
-  if (has("lr")) {
-    double v = parseNumber("lr", args.options["lr"], usage, 0, true);
-    if (v != config.lr)
-      note("lr", fmt::format("{}", config.lr));
-    config.lr = v;
-  }
-  if (has("seed")) {
-    uint64_t v = parseUnsigned("seed", args.options["seed"], usage);
-    if (v != config.seed)
-      note("seed", std::to_string(config.seed));
-    config.seed = v;
-  }
-  if (has("warmup")) {
-    auto v = static_cast<int64_t>(std::min<uint64_t>(
-        parseUnsigned("warmup", args.options["warmup"], usage), 1ull << 62));
-    if (v != config.warmup)
-      note("warmup", std::to_string(config.warmup));
-    config.warmup = v;
-  } else if (!ckpt) {
+  apply("steps", steps, config.steps);
+  apply("batch", batchOpt, batch);
+  apply("lr", lr, config.lr);
+  apply("seed", seed, config.seed);
+  apply("weight-decay", weightDecay, config.adamw.weightDecay);
+  apply("clip", clip, config.adamw.clipNorm);
+  if (!ckpt)
     config.warmup = std::min<int64_t>(100, config.steps / 10);
-  }
-  if (has("weight-decay")) {
-    double v =
-        parseNumber("weight-decay", args.options["weight-decay"], usage, 0);
-    if (v != config.adamw.weightDecay)
-      note("weight-decay", fmt::format("{}", config.adamw.weightDecay));
-    config.adamw.weightDecay = v;
-  }
-  if (has("clip")) {
-    double v = parseNumber("clip", args.options["clip"], usage, 0);
-    if (v != config.adamw.clipNorm)
-      note("clip", fmt::format("{}", config.adamw.clipNorm));
-    config.adamw.clipNorm = v;
-  }
-  if (has("eval-every"))
-    config.evalEvery = positive("eval-every");
-  if (has("save-every"))
-    config.saveEvery = positive("save-every");
-  if (has("stop-after"))
-    config.stopAfter = positive("stop-after");
+  apply("warmup", warmup, config.warmup);
+  config.evalEvery = evalEvery.value_or(0);
+  config.saveEvery = saveEvery.value_or(0);
+  config.stopAfter = stopAfter.value_or(0);
   config.outPath = out;
   if (has("log"))
     config.logPath = args.options["log"];
@@ -519,16 +504,16 @@ int runTrain(int argc, char **argv) {
           "bytes{})",
           corpus.size(), info.dataBytes,
           info.dataBytes == corpus.size() ? ", other content" : ""));
+    if (info.step >= config.steps)
+      throw Error(fmt::format("{}: checkpoint is at step {}, so --steps {} "
+                              "leaves nothing to do",
+                              args.options["resume"], info.step, config.steps));
     if (info.dataPosition >= corpus.trainBytes())
       throw Error(fmt::format("{}: data position {} is past the end of the "
                               "training split ({} bytes); resume with the "
                               "data it was trained on",
                               args.options["resume"], info.dataPosition,
                               corpus.trainBytes()));
-    if (info.step >= config.steps)
-      throw Error(fmt::format("{}: checkpoint is at step {}, so --steps {} "
-                              "leaves nothing to do",
-                              args.options["resume"], info.step, config.steps));
     for (const std::string &c : changed)
       fmt::print(stderr,
                  "modrun: note: resuming with {}; the run will not "

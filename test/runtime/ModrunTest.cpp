@@ -71,7 +71,8 @@ TEST_F(ModrunTest, HelpAndUsageErrors) {
   RunResult r = run("--help");
   EXPECT_EQ(r.code, 0);
   EXPECT_NE(r.out.find("forward"), std::string::npos);
-  for (const char *cmd : {"init", "forward", "info", "tokenize", "show"}) {
+  for (const char *cmd :
+       {"init", "forward", "grad", "train", "info", "tokenize", "show"}) {
     r = run(std::string(cmd) + " --help");
     EXPECT_EQ(r.code, 0) << cmd;
     EXPECT_NE(r.out.find(std::string("usage: modrun ") + cmd),
@@ -336,4 +337,141 @@ TEST_F(ModrunTest, Show) {
   r = run("show '" + f + "' '" + f + "'");
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("unexpected argument"), std::string::npos) << r.err;
+}
+
+TEST_F(ModrunTest, Grad) {
+  std::string w = tmp.path("w.safetensors"), t = tmp.path("t.safetensors"),
+              g = tmp.path("g.safetensors");
+  ASSERT_EQ(run("init '" + pkg + "' --seed 2 --out '" + w + "'").code, 0);
+  std::vector<int32_t> tok = {1, 2, 3, 4, 5, 6, 7, 0, 1, 2};
+  writeTokens(t, {2, 5}, tok);
+  RunResult r = run("grad '" + pkg + "' --weights '" + w + "' --tokens '" + t +
+                    "' --out '" + g + "'");
+  ASSERT_EQ(r.code, 0) << r.err;
+  Package p = Package::open(pkg);
+  GradResult e = p.grad(TensorMap::load(w), tok, 2);
+  TensorMap out = TensorMap::load(g);
+  EXPECT_EQ(out.size(), 3u + p.manifest().params.size());
+  EXPECT_EQ(out.get("loss.total").shape, (std::vector<int64_t>{1}));
+  EXPECT_EQ(out.get("loss.total").f32()[0], static_cast<float>(e.losses.total));
+  EXPECT_EQ(out.get("loss.ce").f32()[0], static_cast<float>(e.losses.ce));
+  EXPECT_EQ(out.get("loss.aux").f32()[0], static_cast<float>(e.losses.aux));
+  for (const auto &[name, grad] : e.grads)
+    EXPECT_EQ(out.get("grad." + name).data, grad.data) << name;
+
+  // Tokens must be [B, seq_len + 1].
+  writeTokens(t, {2, 4}, {1, 2, 3, 4, 5, 6, 7, 0});
+  std::filesystem::remove(g);
+  r = run("grad '" + pkg + "' --weights '" + w + "' --tokens '" + t +
+          "' --out '" + g + "'");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("[B, seq_len + 1] = [B, 5]"), std::string::npos)
+      << r.err;
+  EXPECT_FALSE(std::filesystem::exists(g));
+}
+
+TEST_F(ModrunTest, TrainUsageAndRefusals) {
+  writeFile(tmp.path("a.txt"), std::string(400, 'a'));
+  std::string data = " --data '" + tmp.path("a.txt") + "'";
+  std::string ck = " --out '" + tmp.path("ck.safetensors") + "'";
+  RunResult r = run("train --help");
+  EXPECT_EQ(r.code, 0);
+  EXPECT_NE(r.out.find("usage: modrun train"), std::string::npos);
+  r = run("train '" + pkg + "'" + ck + " --steps 2 --batch 1 --lr 1");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("missing --data"), std::string::npos) << r.err;
+  r = run("train '" + pkg + "'" + data + ck + " --batch 1 --lr 1 --seed 1");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("missing --steps"), std::string::npos) << r.err;
+  r = run("train '" + pkg + "'" + data + ck + " --steps 2 --batch 1 --lr 1");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("missing --seed"), std::string::npos) << r.err;
+  r = run("train '" + pkg + "'" + data + ck +
+          " --steps 2 --batch 1 --lr -1 --seed 1");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("--lr must be a number > 0"), std::string::npos)
+      << r.err;
+  r = run("train '" + pkg + "'" + data + ck +
+          " --steps 2 --batch 1 --lr 1 --seed 1 --resume x --weights y");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("exclude each other"), std::string::npos) << r.err;
+  // The default fake package has vocab 8: byte-level text does not fit.
+  r = run("train '" + pkg + "'" + data + ck +
+          " --steps 2 --batch 1 --lr 1 --seed 1");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("vocab_size is 8"), std::string::npos) << r.err;
+  // An inference-only package.
+  std::string v5 = makeFakePackage(tmp.path("v5"), FAKE_MODEL_V5);
+  r = run("train '" + v5 + "'" + data + ck +
+          " --steps 2 --batch 1 --lr 1 --seed 1");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("no training entry points"), std::string::npos) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(tmp.path("ck.safetensors")));
+}
+
+TEST_F(ModrunTest, TrainAndResume) {
+  std::string v6 = makeFakePackage(tmp.path("v6"), FAKE_MODEL_V6);
+  std::string text;
+  for (int i = 0; i < 300; ++i)
+    text += static_cast<char>('a' + i * 7 % 26);
+  writeFile(tmp.path("a.txt"), text.substr(0, 120));
+  writeFile(tmp.path("b.txt"), text.substr(120));
+  std::string common = " --data '" + tmp.path("a.txt") + "' '" +
+                       tmp.path("b.txt") +
+                       "' --steps 12 --batch 2 --lr 0.05 --seed 3 "
+                       "--eval-every 4";
+  RunResult r =
+      run("train '" + v6 + "'" + common + " --out '" + tmp.path("full.st") +
+          "' --log '" + tmp.path("full.csv") + "'");
+  ASSERT_EQ(r.code, 0) << r.err;
+  // Not a terminal: plain lines, with the eval results.
+  EXPECT_NE(r.err.find("step 12/12"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("eval "), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find('\r'), std::string::npos);
+  r = run("train '" + v6 + "'" + common + " --stop-after 5 --out '" +
+          tmp.path("part.st") + "' --log '" + tmp.path("part.csv") + "'");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(TensorMap::load(tmp.path("part.st")).metadata.at("step"), "5");
+  // Settings come from the checkpoint.
+  r = run("train '" + v6 + "' --data '" + tmp.path("a.txt") + "' '" +
+          tmp.path("b.txt") + "' --resume '" + tmp.path("part.st") +
+          "' --eval-every 4 --out '" + tmp.path("part.st") + "' --log '" +
+          tmp.path("part.csv") + "'");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.err.find("note:"), std::string::npos) << r.err;
+  EXPECT_EQ(readFile(tmp.path("full.st")), readFile(tmp.path("part.st")));
+  std::string log = readFile(tmp.path("part.csv"));
+  EXPECT_EQ(std::count(log.begin(), log.end(), '\n'), 13); // header + 12
+
+  // Changed settings are allowed, with a note; other data too.
+  r = run("train '" + v6 + "' --data '" + tmp.path("a.txt") + "' '" +
+          tmp.path("a.txt") + "' --resume '" + tmp.path("full.st") +
+          "' --steps 14 --lr 0.01 --out '" + tmp.path("more.st") + "'");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("note: resuming with --lr 0.01 (checkpoint: 0.05)"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("note: resuming with the data (240 bytes; checkpoint: "
+                       "300 bytes)"),
+            std::string::npos)
+      << r.err;
+  // Nothing left to do.
+  r = run("train '" + v6 + "' --data '" + tmp.path("a.txt") + "' --resume '" +
+          tmp.path("full.st") + "' --out '" + tmp.path("x.st") + "'");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("at step 12, so --steps 12 leaves nothing to do"),
+            std::string::npos)
+      << r.err;
+  // A checkpoint of another model.
+  r = run("train '" + pkg + "' --data '" + tmp.path("a.txt") + "' --resume '" +
+          tmp.path("full.st") + "' --out '" + tmp.path("x.st") + "'");
+  EXPECT_EQ(r.code, 1);
+  // (pkg has vocab 8, refused before the checkpoint is read.)
+  EXPECT_NE(r.err.find("vocab_size is 8"), std::string::npos) << r.err;
+  // A checkpoint serves as weights for forward.
+  writeTokens(tmp.path("t.st"), {1, 4}, {97, 98, 99, 100});
+  r = run("forward '" + v6 + "' --weights '" + tmp.path("full.st") +
+          "' --tokens '" + tmp.path("t.st") + "' --out '" + tmp.path("o.st") +
+          "'");
+  EXPECT_EQ(r.code, 0) << r.err;
 }

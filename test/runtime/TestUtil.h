@@ -11,7 +11,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <dlfcn.h>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -79,6 +81,23 @@ template <typename Fn>
            << "threw a non-modrt exception: " << e.what();
   }
   return ::testing::AssertionFailure() << "did not throw";
+}
+
+/// Makes `dir` a package of the fake library `lib` (FakeModel.cpp): the
+/// library plus the manifest it embeds.
+inline std::string makeFakePackage(const std::string &dir,
+                                   const std::string &lib) {
+  std::filesystem::create_directories(dir);
+  std::filesystem::copy_file(lib, dir + "/libmodel.so",
+                             std::filesystem::copy_options::overwrite_existing);
+  void *h = ::dlopen(lib.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!h)
+    throw std::runtime_error(::dlerror());
+  auto fn =
+      reinterpret_cast<const char *(*)()>(::dlsym(h, "modc_manifest_json"));
+  writeFile(dir + "/manifest.json", fn());
+  ::dlclose(h);
+  return dir;
 }
 
 } // namespace modrt_test
