@@ -11,7 +11,7 @@
 namespace modc {
 
 /// Version of the package ABI this compiler writes (runtime/include/modrt/abi.h).
-constexpr unsigned kPackageAbiVersion = 1;
+constexpr unsigned kPackageAbiVersion = 2;
 
 /// The manifest.json text of a package built from its entries: @forward and,
 /// when present, @grad (docs/internals.md).
