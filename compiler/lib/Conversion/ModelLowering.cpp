@@ -360,7 +360,11 @@ LogicalResult ModelLowering::lower(Operation *op) {
 }
 
 FailureOr<modk::EntryOp> ModelLowering::run() {
-  b.setInsertionPoint(model);
+  // The forward entry goes before the model, the training entry after it.
+  if (training())
+    b.setInsertionPointAfter(model);
+  else
+    b.setInsertionPoint(model);
   modes.push_back("topk");
   if (!training() && model.isMixtureOfDepths() &&
       *model.getCausalRouter() != "none")

@@ -4,9 +4,9 @@
 // predictor router: gathered buffers hold all 16 rows for causal mode).
 // CHECK-LABEL: modk.entry @forward
 // CHECK-SAME: modes = ["topk", "causal"]
-// CHECK-SAME: params = [{init = "normal", name = "embed.weight", shape = [64, 32], std = 2.000000e-02 : f64}, {init = "ones", name = "blocks.0.attn_norm.weight", shape = [32]}
-// CHECK-SAME: {init = "zeros", name = "blocks.1.predictor.fc1.bias", shape = [8]}
-// CHECK-SAME: {init = "normal", name = "blocks.1.router.weight", shape = [1, 32], std = 2.000000e-02 : f64}
+// CHECK-SAME: params = [{decay = true, init = "normal", name = "embed.weight", shape = [64, 32], std = 2.000000e-02 : f64}, {decay = false, init = "ones", name = "blocks.0.attn_norm.weight", shape = [32]}
+// CHECK-SAME: {decay = false, init = "zeros", name = "blocks.1.predictor.fc1.bias", shape = [8]}
+// CHECK-SAME: {decay = true, init = "normal", name = "blocks.1.router.weight", shape = [1, 32], std = 2.000000e-02 : f64}
 // CHECK-NOT: lm_head.weight
 // CHECK: %[[EMB:.*]] = modk.param "embed.weight"
 // CHECK: %[[TOK:.*]] = modk.input "tokens" : memref<?x16xi32>
@@ -24,7 +24,7 @@
 // CHECK: modk.gemm %{{.*}}, [%{{.*}}, %{{.*}}] rows %[[SEG]] extra(%{{.*}}) -> %[[U:.*]] {epilogue = "swiglu"}
 // CHECK: modk.gemm %[[U]], [%{{.*}}] rows %[[SEG]] extra(%[[X]]) -> %[[X]] {epilogue = "residual_add"}
 // Routed block.
-// CHECK: modk.predictor %[[X]], [{{.*}}] scratch %{{.*}} -> %[[P:.*]] :
+// CHECK: modk.predictor %[[X]], [{{.*}}] scratch %{{.*}} -> %[[P:[0-9]+]] {causal_only} :
 // CHECK: %[[MASK:.*]] = modk.output "routed.1" : memref<?x16xi32>
 // CHECK: modk.route_select_gather %[[X]], %{{.*}}, %{{.*}} causal(%[[P]]) -> %[[R:.*]], %[[RPOS:.*]], %[[RSEG:.*]], %[[XS:.*]], %[[RN:.*]], %[[MASK]] {causal_router = "predictor", eps = 1.000000e-05 : f64, k = 4 : i64, layer = 1 : i64} : memref<?x16x32xf32>, memref<1x32xf32>, memref<32xf32>, memref<?x16xf32>, memref<?x16xf32>, memref<?x16xi32>, memref<?x1xi64>, memref<?x16x32xf32>, memref<?x16x32xf32>, memref<?x16xi32>
 // CHECK: modk.gemm %[[RN]], [%{{.*}}] rows %[[RSEG]] extra(%[[RPOS]]) -> %{{.*}} {epilogue = "rope"

@@ -4,7 +4,7 @@
 // The planned launch plan of a 2-layer model (layer 1 routed, k = 4 of 16,
 // sigmoid gate, predictor router), emitted as C++ specialised on its shapes.
 // CHECK: namespace modk_cpu
-// CHECK: modc_abi_version(void) { return 1u; }
+// CHECK: modc_abi_version(void) { return 2u; }
 // CHECK: modc_manifest_json(void)
 // CHECK: "workspace_bytes_per_sequence": [[WS:[0-9]+]]
 // CHECK: "capacity": 4,
@@ -38,11 +38,31 @@
 // CHECK: modk.gemm [32 x 64] epilogue=gate_scale_scatter
 // CHECK: modk_cpu::gate_scale_scatter<16, 32, 1>([[X]], B, [[SEG]], [[POS]], [[R]],
 // CHECK: return 0;
+// The training entry: losses, then gradients in reverse order.
+// CHECK: modc_grad_workspace_bytes(int64_t batch)
+// CHECK: modc_grad(const modc_grad_args *args)
+// CHECK: float *g0 = args->grads[0]; // embed.weight
+// CHECK: modk_cpu::cross_entropy<64>(
+// CHECK: modk_cpu::gate_scale_scatter_grad<16, 32, 1>(
+// CHECK: modk_cpu::swiglu_grad<64>(
+// CHECK: modk_cpu::causal_attention_grad<2, 16>(
+// CHECK: modk_cpu::rope_grad<2, 16>(
+// CHECK: modk_cpu::gather_grad<16, 32>(
+// CHECK: modk_cpu::router_grad<16, 32>(
+// The predictor learns the top-k membership; its input gets no gradient.
+// CHECK: modk_cpu::bce_with_logits<16>(
+// CHECK: modk_cpu::predictor_grad<32, 8>(
+// CHECK: modk_cpu::embed_grad<32>({{buf[0-9]+}}, B * 16,
+// CHECK-NOT: modk_cpu::embed_grad
+// CHECK: return 0;
+// AdamW over every parameter; norms and biases are not decayed.
+// CHECK: modc_adamw(const modc_adamw_args *args)
+// CHECK: static const bool kDecay[] = {true, false, true,
 
 // UNPLANNED: error: 'modk.entry' op has no memory plan; run modk-plan-memory first
 
 module {
-  modk.entry @forward attributes {model = "{\22d_ff\22:64,\22d_model\22:32,\22dtype\22:\22f32\22,\22mlp\22:\22swiglu\22,\22mod\22:{\22aux_loss_weight\22:0.01,\22capacity\22:0.25,\22causal_router\22:\22predictor\22,\22gate\22:\22sigmoid\22,\22predictor_hidden\22:8,\22schedule\22:\22every_other\22},\22n_heads\22:2,\22n_layers\22:2,\22name\22:\22small\22,\22norm_eps\22:1.0000000000000001e-05,\22rope_theta\22:10000,\22seq_len\22:16,\22tie_embeddings\22:true,\22vocab_size\22:64}", modes = ["topk", "causal"], params = [{init = "normal", name = "embed.weight", shape = [64, 32], std = 2.000000e-02 : f64}, {init = "ones", name = "blocks.0.attn_norm.weight", shape = [32]}, {init = "normal", name = "blocks.0.attn.wq.weight", shape = [32, 32], std = 2.000000e-02 : f64}, {init = "normal", name = "blocks.0.attn.wk.weight", shape = [32, 32], std = 2.000000e-02 : f64}, {init = "normal", name = "blocks.0.attn.wv.weight", shape = [32, 32], std = 2.000000e-02 : f64}, {init = "normal", name = "blocks.0.attn.wo.weight", shape = [32, 32], std = 1.000000e-02 : f64}, {init = "ones", name = "blocks.0.mlp_norm.weight", shape = [32]}, {init = "normal", name = "blocks.0.mlp.w_gate.weight", shape = [64, 32], std = 2.000000e-02 : f64}, {init = "normal", name = "blocks.0.mlp.w_up.weight", shape = [64, 32], std = 2.000000e-02 : f64}, {init = "normal", name = "blocks.0.mlp.w_down.weight", shape = [32, 64], std = 1.000000e-02 : f64}, {init = "normal", name = "blocks.1.predictor.fc1.weight", shape = [8, 32], std = 2.000000e-02 : f64}, {init = "zeros", name = "blocks.1.predictor.fc1.bias", shape = [8]}, {init = "normal", name = "blocks.1.predictor.fc2.weight", shape = [1, 8], std = 2.000000e-02 : f64}, {init = "zeros", name = "blocks.1.predictor.fc2.bias", shape = [1]}, {init = "normal", name = "blocks.1.router.weight", shape = [1, 32], std = 2.000000e-02 : f64}, {init = "ones", name = "blocks.1.attn_norm.weight", shape = [32]}, {init = "normal", name = "blocks.1.attn.wq.weight", shape = [32, 32], std = 2.000000e-02 : f64}, {init = "normal", name = "blocks.1.attn.wk.weight", shape = [32, 32], std = 2.000000e-02 : f64}, {init = "normal", name = "blocks.1.attn.wv.weight", shape = [32, 32], std = 2.000000e-02 : f64}, {init = "normal", name = "blocks.1.attn.wo.weight", shape = [32, 32], std = 1.000000e-02 : f64}, {init = "ones", name = "blocks.1.mlp_norm.weight", shape = [32]}, {init = "normal", name = "blocks.1.mlp.w_gate.weight", shape = [64, 32], std = 2.000000e-02 : f64}, {init = "normal", name = "blocks.1.mlp.w_up.weight", shape = [64, 32], std = 2.000000e-02 : f64}, {init = "normal", name = "blocks.1.mlp.w_down.weight", shape = [32, 64], std = 1.000000e-02 : f64}, {init = "ones", name = "final_norm.weight", shape = [32]}], seq_len = 16 : i64, vocab_size = 64 : i64, workspace_bytes_per_sequence = 17408 : i64} {
+  modk.entry @forward attributes {model = "{\22d_ff\22:64,\22d_model\22:32,\22dtype\22:\22f32\22,\22mlp\22:\22swiglu\22,\22mod\22:{\22aux_loss_weight\22:0.01,\22capacity\22:0.25,\22causal_router\22:\22predictor\22,\22gate\22:\22sigmoid\22,\22predictor_hidden\22:8,\22schedule\22:\22every_other\22},\22n_heads\22:2,\22n_layers\22:2,\22name\22:\22small\22,\22norm_eps\22:1.0000000000000001e-05,\22rope_theta\22:10000,\22seq_len\22:16,\22tie_embeddings\22:true,\22vocab_size\22:64}", modes = ["topk", "causal"], params = [{decay = true, init = "normal", name = "embed.weight", shape = [64, 32], std = 2.000000e-02 : f64}, {decay = false, init = "ones", name = "blocks.0.attn_norm.weight", shape = [32]}, {decay = true, init = "normal", name = "blocks.0.attn.wq.weight", shape = [32, 32], std = 2.000000e-02 : f64}, {decay = true, init = "normal", name = "blocks.0.attn.wk.weight", shape = [32, 32], std = 2.000000e-02 : f64}, {decay = true, init = "normal", name = "blocks.0.attn.wv.weight", shape = [32, 32], std = 2.000000e-02 : f64}, {decay = true, init = "normal", name = "blocks.0.attn.wo.weight", shape = [32, 32], std = 1.000000e-02 : f64}, {decay = false, init = "ones", name = "blocks.0.mlp_norm.weight", shape = [32]}, {decay = true, init = "normal", name = "blocks.0.mlp.w_gate.weight", shape = [64, 32], std = 2.000000e-02 : f64}, {decay = true, init = "normal", name = "blocks.0.mlp.w_up.weight", shape = [64, 32], std = 2.000000e-02 : f64}, {decay = true, init = "normal", name = "blocks.0.mlp.w_down.weight", shape = [32, 64], std = 1.000000e-02 : f64}, {decay = true, init = "normal", name = "blocks.1.predictor.fc1.weight", shape = [8, 32], std = 2.000000e-02 : f64}, {decay = false, init = "zeros", name = "blocks.1.predictor.fc1.bias", shape = [8]}, {decay = true, init = "normal", name = "blocks.1.predictor.fc2.weight", shape = [1, 8], std = 2.000000e-02 : f64}, {decay = false, init = "zeros", name = "blocks.1.predictor.fc2.bias", shape = [1]}, {decay = true, init = "normal", name = "blocks.1.router.weight", shape = [1, 32], std = 2.000000e-02 : f64}, {decay = false, init = "ones", name = "blocks.1.attn_norm.weight", shape = [32]}, {decay = true, init = "normal", name = "blocks.1.attn.wq.weight", shape = [32, 32], std = 2.000000e-02 : f64}, {decay = true, init = "normal", name = "blocks.1.attn.wk.weight", shape = [32, 32], std = 2.000000e-02 : f64}, {decay = true, init = "normal", name = "blocks.1.attn.wv.weight", shape = [32, 32], std = 2.000000e-02 : f64}, {decay = true, init = "normal", name = "blocks.1.attn.wo.weight", shape = [32, 32], std = 1.000000e-02 : f64}, {decay = false, init = "ones", name = "blocks.1.mlp_norm.weight", shape = [32]}, {decay = true, init = "normal", name = "blocks.1.mlp.w_gate.weight", shape = [64, 32], std = 2.000000e-02 : f64}, {decay = true, init = "normal", name = "blocks.1.mlp.w_up.weight", shape = [64, 32], std = 2.000000e-02 : f64}, {decay = true, init = "normal", name = "blocks.1.mlp.w_down.weight", shape = [32, 64], std = 1.000000e-02 : f64}, {decay = false, init = "ones", name = "final_norm.weight", shape = [32]}], seq_len = 16 : i64, vocab_size = 64 : i64, workspace_bytes_per_sequence = 17408 : i64} {
     %0 = modk.param "embed.weight" : memref<64x32xf32>
     %1 = modk.param "blocks.0.attn_norm.weight" : memref<32xf32>
     %2 = modk.param "blocks.0.attn.wq.weight" : memref<32x32xf32>
@@ -93,7 +113,7 @@ module {
     modk.gemm %35, [%9] rows %28 extra(%26) -> %26 {epilogue = "residual_add"} : memref<?x16x64xf32>, memref<32x64xf32>, memref<?x1xi64>, memref<?x16x32xf32>, memref<?x16x32xf32>
     %37 = modk.alloc {offset = 2368 : i64} : memref<?x16x8xf32>
     %38 = modk.alloc {offset = 2112 : i64} : memref<?x16xf32>
-    modk.predictor %26, [%10, %11, %12, %13] scratch %37 -> %38 : memref<?x16x32xf32>, memref<8x32xf32>, memref<8xf32>, memref<1x8xf32>, memref<1xf32>, memref<?x16x8xf32>, memref<?x16xf32>
+    modk.predictor %26, [%10, %11, %12, %13] scratch %37 -> %38 {causal_only} : memref<?x16x32xf32>, memref<8x32xf32>, memref<8xf32>, memref<1x8xf32>, memref<1xf32>, memref<?x16x8xf32>, memref<?x16xf32>
     %39 = modk.alloc {offset = 2368 : i64} : memref<?x16xf32>
     %40 = modk.alloc {offset = 2496 : i64} : memref<?x16xi32>
     %41 = modk.alloc {offset = 2624 : i64} : memref<?x1xi64>
@@ -123,5 +143,241 @@ module {
     modk.rmsnorm %26, %24 rows %28 -> %54 {eps = 1.000000e-05 : f64} : memref<?x16x32xf32>, memref<32xf32>, memref<?x1xi64>, memref<?x16x32xf32>
     %55 = modk.output "logits" : memref<?x16x64xf32>
     modk.gemm %54, [%0] rows %28 -> %55 {epilogue = "none"} : memref<?x16x32xf32>, memref<64x32xf32>, memref<?x1xi64>, memref<?x16x64xf32>
+  }
+  modk.entry @grad attributes {model = "{\22d_ff\22:64,\22d_model\22:32,\22dtype\22:\22f32\22,\22mlp\22:\22swiglu\22,\22mod\22:{\22aux_loss_weight\22:0.01,\22capacity\22:0.25,\22causal_router\22:\22predictor\22,\22gate\22:\22sigmoid\22,\22predictor_hidden\22:8,\22schedule\22:\22every_other\22},\22n_heads\22:2,\22n_layers\22:2,\22name\22:\22small\22,\22norm_eps\22:1.0000000000000001e-05,\22rope_theta\22:10000,\22seq_len\22:16,\22tie_embeddings\22:true,\22vocab_size\22:64}", modes = ["topk"], params = [{decay = true, init = "normal", name = "embed.weight", shape = [64, 32], std = 2.000000e-02 : f64}, {decay = false, init = "ones", name = "blocks.0.attn_norm.weight", shape = [32]}, {decay = true, init = "normal", name = "blocks.0.attn.wq.weight", shape = [32, 32], std = 2.000000e-02 : f64}, {decay = true, init = "normal", name = "blocks.0.attn.wk.weight", shape = [32, 32], std = 2.000000e-02 : f64}, {decay = true, init = "normal", name = "blocks.0.attn.wv.weight", shape = [32, 32], std = 2.000000e-02 : f64}, {decay = true, init = "normal", name = "blocks.0.attn.wo.weight", shape = [32, 32], std = 1.000000e-02 : f64}, {decay = false, init = "ones", name = "blocks.0.mlp_norm.weight", shape = [32]}, {decay = true, init = "normal", name = "blocks.0.mlp.w_gate.weight", shape = [64, 32], std = 2.000000e-02 : f64}, {decay = true, init = "normal", name = "blocks.0.mlp.w_up.weight", shape = [64, 32], std = 2.000000e-02 : f64}, {decay = true, init = "normal", name = "blocks.0.mlp.w_down.weight", shape = [32, 64], std = 1.000000e-02 : f64}, {decay = true, init = "normal", name = "blocks.1.predictor.fc1.weight", shape = [8, 32], std = 2.000000e-02 : f64}, {decay = false, init = "zeros", name = "blocks.1.predictor.fc1.bias", shape = [8]}, {decay = true, init = "normal", name = "blocks.1.predictor.fc2.weight", shape = [1, 8], std = 2.000000e-02 : f64}, {decay = false, init = "zeros", name = "blocks.1.predictor.fc2.bias", shape = [1]}, {decay = true, init = "normal", name = "blocks.1.router.weight", shape = [1, 32], std = 2.000000e-02 : f64}, {decay = false, init = "ones", name = "blocks.1.attn_norm.weight", shape = [32]}, {decay = true, init = "normal", name = "blocks.1.attn.wq.weight", shape = [32, 32], std = 2.000000e-02 : f64}, {decay = true, init = "normal", name = "blocks.1.attn.wk.weight", shape = [32, 32], std = 2.000000e-02 : f64}, {decay = true, init = "normal", name = "blocks.1.attn.wv.weight", shape = [32, 32], std = 2.000000e-02 : f64}, {decay = true, init = "normal", name = "blocks.1.attn.wo.weight", shape = [32, 32], std = 1.000000e-02 : f64}, {decay = false, init = "ones", name = "blocks.1.mlp_norm.weight", shape = [32]}, {decay = true, init = "normal", name = "blocks.1.mlp.w_gate.weight", shape = [64, 32], std = 2.000000e-02 : f64}, {decay = true, init = "normal", name = "blocks.1.mlp.w_up.weight", shape = [64, 32], std = 2.000000e-02 : f64}, {decay = true, init = "normal", name = "blocks.1.mlp.w_down.weight", shape = [32, 64], std = 1.000000e-02 : f64}, {decay = false, init = "ones", name = "final_norm.weight", shape = [32]}], seq_len = 16 : i64, vocab_size = 64 : i64, workspace_bytes_per_sequence = 54528 : i64} {
+    %0 = modk.param "embed.weight" : memref<64x32xf32>
+    %1 = modk.param "blocks.0.attn_norm.weight" : memref<32xf32>
+    %2 = modk.param "blocks.0.attn.wq.weight" : memref<32x32xf32>
+    %3 = modk.param "blocks.0.attn.wk.weight" : memref<32x32xf32>
+    %4 = modk.param "blocks.0.attn.wv.weight" : memref<32x32xf32>
+    %5 = modk.param "blocks.0.attn.wo.weight" : memref<32x32xf32>
+    %6 = modk.param "blocks.0.mlp_norm.weight" : memref<32xf32>
+    %7 = modk.param "blocks.0.mlp.w_gate.weight" : memref<64x32xf32>
+    %8 = modk.param "blocks.0.mlp.w_up.weight" : memref<64x32xf32>
+    %9 = modk.param "blocks.0.mlp.w_down.weight" : memref<32x64xf32>
+    %10 = modk.param "blocks.1.predictor.fc1.weight" : memref<8x32xf32>
+    %11 = modk.param "blocks.1.predictor.fc1.bias" : memref<8xf32>
+    %12 = modk.param "blocks.1.predictor.fc2.weight" : memref<1x8xf32>
+    %13 = modk.param "blocks.1.predictor.fc2.bias" : memref<1xf32>
+    %14 = modk.param "blocks.1.router.weight" : memref<1x32xf32>
+    %15 = modk.param "blocks.1.attn_norm.weight" : memref<32xf32>
+    %16 = modk.param "blocks.1.attn.wq.weight" : memref<32x32xf32>
+    %17 = modk.param "blocks.1.attn.wk.weight" : memref<32x32xf32>
+    %18 = modk.param "blocks.1.attn.wv.weight" : memref<32x32xf32>
+    %19 = modk.param "blocks.1.attn.wo.weight" : memref<32x32xf32>
+    %20 = modk.param "blocks.1.mlp_norm.weight" : memref<32xf32>
+    %21 = modk.param "blocks.1.mlp.w_gate.weight" : memref<64x32xf32>
+    %22 = modk.param "blocks.1.mlp.w_up.weight" : memref<64x32xf32>
+    %23 = modk.param "blocks.1.mlp.w_down.weight" : memref<32x64xf32>
+    %24 = modk.param "final_norm.weight" : memref<32xf32>
+    %25 = modk.input "tokens" : memref<?x17xi32>
+    %26 = modk.alloc {offset = 0 : i64} : memref<?x16xi32>
+    %27 = modk.alloc {offset = 128 : i64} : memref<?x16xi32>
+    modk.split_tokens(%25, %26, %27) : memref<?x17xi32>, memref<?x16xi32>, memref<?x16xi32>
+    %28 = modk.alloc {offset = 256 : i64} : memref<?x16x32xf32>
+    modk.embed %26, %0 -> %28 : memref<?x16xi32>, memref<64x32xf32>, memref<?x16x32xf32>
+    %29 = modk.alloc {offset = 2368 : i64} : memref<?x16xi32>
+    %30 = modk.alloc {offset = 2496 : i64} : memref<?x1xi64>
+    modk.identity_rows -> %29, %30 : memref<?x16xi32>, memref<?x1xi64>
+    %31 = modk.alloc {offset = 2624 : i64} : memref<?x16x32xf32>
+    modk.rmsnorm %28, %1 rows %30 -> %31 {eps = 1.000000e-05 : f64} : memref<?x16x32xf32>, memref<32xf32>, memref<?x1xi64>, memref<?x16x32xf32>
+    %32 = modk.alloc {offset = 4736 : i64} : memref<?x16x32xf32>
+    %33 = modk.alloc {offset = 6848 : i64} : memref<?x16x32xf32>
+    %34 = modk.alloc {offset = 8960 : i64} : memref<?x16x32xf32>
+    modk.gemm %31, [%2] rows %30 extra(%29) -> %32 {epilogue = "rope", n_heads = 2 : i64, rope_theta = 1.000000e+04 : f64} : memref<?x16x32xf32>, memref<32x32xf32>, memref<?x1xi64>, memref<?x16xi32>, memref<?x16x32xf32>
+    modk.gemm %31, [%3] rows %30 extra(%29) -> %33 {epilogue = "rope", n_heads = 2 : i64, rope_theta = 1.000000e+04 : f64} : memref<?x16x32xf32>, memref<32x32xf32>, memref<?x1xi64>, memref<?x16xi32>, memref<?x16x32xf32>
+    modk.gemm %31, [%4] rows %30 -> %34 {epilogue = "none"} : memref<?x16x32xf32>, memref<32x32xf32>, memref<?x1xi64>, memref<?x16x32xf32>
+    %35 = modk.alloc {offset = 11072 : i64} : memref<?x16x32xf32>
+    modk.attention %32, %33, %34 rows %29, %30 -> %35 {n_heads = 2 : i64} : memref<?x16x32xf32>, memref<?x16x32xf32>, memref<?x16x32xf32>, memref<?x16xi32>, memref<?x1xi64>, memref<?x16x32xf32>
+    %36 = modk.alloc {offset = 13184 : i64} : memref<?x16x32xf32>
+    modk.gemm %35, [%5] rows %30 -> %36 {epilogue = "none"} : memref<?x16x32xf32>, memref<32x32xf32>, memref<?x1xi64>, memref<?x16x32xf32>
+    %37 = modk.alloc {offset = 15296 : i64} : memref<?x16x32xf32>
+    modk.add %28, %36 rows %30 -> %37 : memref<?x16x32xf32>, memref<?x16x32xf32>, memref<?x1xi64>, memref<?x16x32xf32>
+    %38 = modk.alloc {offset = 13184 : i64} : memref<?x16x32xf32>
+    modk.rmsnorm %37, %6 rows %30 -> %38 {eps = 1.000000e-05 : f64} : memref<?x16x32xf32>, memref<32xf32>, memref<?x1xi64>, memref<?x16x32xf32>
+    %39 = modk.alloc {offset = 25728 : i64} : memref<?x16x64xf32>
+    %40 = modk.alloc {offset = 21568 : i64} : memref<?x16x64xf32>
+    %41 = modk.alloc {offset = 17408 : i64} : memref<?x16x64xf32>
+    modk.gemm %38, [%7] rows %30 -> %41 {epilogue = "none"} : memref<?x16x32xf32>, memref<64x32xf32>, memref<?x1xi64>, memref<?x16x64xf32>
+    modk.gemm %38, [%8] rows %30 -> %40 {epilogue = "none"} : memref<?x16x32xf32>, memref<64x32xf32>, memref<?x1xi64>, memref<?x16x64xf32>
+    modk.activation(%41, %40, %30, %39) {kind = "swiglu"} : memref<?x16x64xf32>, memref<?x16x64xf32>, memref<?x1xi64>, memref<?x16x64xf32>
+    %42 = modk.alloc {offset = 29888 : i64} : memref<?x16x32xf32>
+    modk.gemm %39, [%9] rows %30 -> %42 {epilogue = "none"} : memref<?x16x64xf32>, memref<32x64xf32>, memref<?x1xi64>, memref<?x16x32xf32>
+    %43 = modk.alloc {offset = 32000 : i64} : memref<?x16x32xf32>
+    modk.add %37, %42 rows %30 -> %43 : memref<?x16x32xf32>, memref<?x16x32xf32>, memref<?x1xi64>, memref<?x16x32xf32>
+    %44 = modk.alloc {offset = 29888 : i64} : memref<?x16x8xf32>
+    %45 = modk.alloc {offset = 30464 : i64} : memref<?x16xf32>
+    modk.predictor %43, [%10, %11, %12, %13] scratch %44 -> %45 : memref<?x16x32xf32>, memref<8x32xf32>, memref<8xf32>, memref<1x8xf32>, memref<1xf32>, memref<?x16x8xf32>, memref<?x16xf32>
+    %46 = modk.alloc {offset = 29888 : i64} : memref<?x16xf32>
+    %47 = modk.alloc {offset = 30016 : i64} : memref<?x4xi32>
+    %48 = modk.alloc {offset = 30144 : i64} : memref<?x1xi64>
+    %49 = modk.alloc {offset = 30592 : i64} : memref<?x4x32xf32>
+    %50 = modk.alloc {offset = 31168 : i64} : memref<?x4x32xf32>
+    %51 = modk.alloc {offset = 30272 : i64} : memref<?x16xi32>
+    modk.route_select_gather %43, %14, %15 -> %46, %47, %48, %49, %50, %51 {causal_router = "none", eps = 1.000000e-05 : f64, k = 4 : i64, layer = 1 : i64} : memref<?x16x32xf32>, memref<1x32xf32>, memref<32xf32>, memref<?x16xf32>, memref<?x4xi32>, memref<?x1xi64>, memref<?x4x32xf32>, memref<?x4x32xf32>, memref<?x16xi32>
+    %52 = modk.alloc {offset = 34112 : i64} : memref<?x4x32xf32>
+    %53 = modk.alloc {offset = 34688 : i64} : memref<?x4x32xf32>
+    %54 = modk.alloc {offset = 35264 : i64} : memref<?x4x32xf32>
+    modk.gemm %50, [%16] rows %48 extra(%47) -> %52 {epilogue = "rope", n_heads = 2 : i64, rope_theta = 1.000000e+04 : f64} : memref<?x4x32xf32>, memref<32x32xf32>, memref<?x1xi64>, memref<?x4xi32>, memref<?x4x32xf32>
+    modk.gemm %50, [%17] rows %48 extra(%47) -> %53 {epilogue = "rope", n_heads = 2 : i64, rope_theta = 1.000000e+04 : f64} : memref<?x4x32xf32>, memref<32x32xf32>, memref<?x1xi64>, memref<?x4xi32>, memref<?x4x32xf32>
+    modk.gemm %50, [%18] rows %48 -> %54 {epilogue = "none"} : memref<?x4x32xf32>, memref<32x32xf32>, memref<?x1xi64>, memref<?x4x32xf32>
+    %55 = modk.alloc {offset = 35840 : i64} : memref<?x4x32xf32>
+    modk.attention %52, %53, %54 rows %47, %48 -> %55 {n_heads = 2 : i64} : memref<?x4x32xf32>, memref<?x4x32xf32>, memref<?x4x32xf32>, memref<?x4xi32>, memref<?x1xi64>, memref<?x4x32xf32>
+    %56 = modk.alloc {offset = 36416 : i64} : memref<?x4x32xf32>
+    modk.gemm %55, [%19] rows %48 -> %56 {epilogue = "none"} : memref<?x4x32xf32>, memref<32x32xf32>, memref<?x1xi64>, memref<?x4x32xf32>
+    %57 = modk.alloc {offset = 36992 : i64} : memref<?x4x32xf32>
+    modk.add %49, %56 rows %48 -> %57 : memref<?x4x32xf32>, memref<?x4x32xf32>, memref<?x1xi64>, memref<?x4x32xf32>
+    %58 = modk.alloc {offset = 37568 : i64} : memref<?x4x32xf32>
+    modk.rmsnorm %57, %20 rows %48 -> %58 {eps = 1.000000e-05 : f64} : memref<?x4x32xf32>, memref<32xf32>, memref<?x1xi64>, memref<?x4x32xf32>
+    %59 = modk.alloc {offset = 40320 : i64} : memref<?x4x64xf32>
+    %60 = modk.alloc {offset = 39232 : i64} : memref<?x4x64xf32>
+    %61 = modk.alloc {offset = 38144 : i64} : memref<?x4x64xf32>
+    modk.gemm %58, [%21] rows %48 -> %61 {epilogue = "none"} : memref<?x4x32xf32>, memref<64x32xf32>, memref<?x1xi64>, memref<?x4x64xf32>
+    modk.gemm %58, [%22] rows %48 -> %60 {epilogue = "none"} : memref<?x4x32xf32>, memref<64x32xf32>, memref<?x1xi64>, memref<?x4x64xf32>
+    modk.activation(%61, %60, %48, %59) {kind = "swiglu"} : memref<?x4x64xf32>, memref<?x4x64xf32>, memref<?x1xi64>, memref<?x4x64xf32>
+    %62 = modk.alloc {offset = 43520 : i64} : memref<?x4x32xf32>
+    %63 = modk.alloc {offset = 41408 : i64} : memref<?x16x32xf32>
+    modk.copy(%43, %63) : memref<?x16x32xf32>, memref<?x16x32xf32>
+    modk.gemm %59, [%23] rows %48 extra(%62, %46, %56, %47) -> %63 {epilogue = "gate_scale_scatter", gate = "sigmoid"} : memref<?x4x64xf32>, memref<32x64xf32>, memref<?x1xi64>, memref<?x4x32xf32>, memref<?x16xf32>, memref<?x4x32xf32>, memref<?x4xi32>, memref<?x16x32xf32>
+    %64 = modk.alloc {offset = 44096 : i64} : memref<?x16x32xf32>
+    modk.rmsnorm %63, %24 rows %30 -> %64 {eps = 1.000000e-05 : f64} : memref<?x16x32xf32>, memref<32xf32>, memref<?x1xi64>, memref<?x16x32xf32>
+    %65 = modk.alloc {offset = 46208 : i64} : memref<?x16x64xf32>
+    modk.gemm %64, [%0] rows %30 -> %65 {epilogue = "none"} : memref<?x16x32xf32>, memref<64x32xf32>, memref<?x1xi64>, memref<?x16x64xf32>
+    %66 = modk.output "losses" : memref<3xf32>
+    %67 = modk.output "grad.embed.weight" : memref<64x32xf32>
+    modk.zero(%67) : memref<64x32xf32>
+    %68 = modk.output "grad.blocks.0.attn_norm.weight" : memref<32xf32>
+    modk.zero(%68) : memref<32xf32>
+    %69 = modk.output "grad.blocks.0.attn.wq.weight" : memref<32x32xf32>
+    modk.zero(%69) : memref<32x32xf32>
+    %70 = modk.output "grad.blocks.0.attn.wk.weight" : memref<32x32xf32>
+    modk.zero(%70) : memref<32x32xf32>
+    %71 = modk.output "grad.blocks.0.attn.wv.weight" : memref<32x32xf32>
+    modk.zero(%71) : memref<32x32xf32>
+    %72 = modk.output "grad.blocks.0.attn.wo.weight" : memref<32x32xf32>
+    modk.zero(%72) : memref<32x32xf32>
+    %73 = modk.output "grad.blocks.0.mlp_norm.weight" : memref<32xf32>
+    modk.zero(%73) : memref<32xf32>
+    %74 = modk.output "grad.blocks.0.mlp.w_gate.weight" : memref<64x32xf32>
+    modk.zero(%74) : memref<64x32xf32>
+    %75 = modk.output "grad.blocks.0.mlp.w_up.weight" : memref<64x32xf32>
+    modk.zero(%75) : memref<64x32xf32>
+    %76 = modk.output "grad.blocks.0.mlp.w_down.weight" : memref<32x64xf32>
+    modk.zero(%76) : memref<32x64xf32>
+    %77 = modk.output "grad.blocks.1.predictor.fc1.weight" : memref<8x32xf32>
+    modk.zero(%77) : memref<8x32xf32>
+    %78 = modk.output "grad.blocks.1.predictor.fc1.bias" : memref<8xf32>
+    modk.zero(%78) : memref<8xf32>
+    %79 = modk.output "grad.blocks.1.predictor.fc2.weight" : memref<1x8xf32>
+    modk.zero(%79) : memref<1x8xf32>
+    %80 = modk.output "grad.blocks.1.predictor.fc2.bias" : memref<1xf32>
+    modk.zero(%80) : memref<1xf32>
+    %81 = modk.output "grad.blocks.1.router.weight" : memref<1x32xf32>
+    modk.zero(%81) : memref<1x32xf32>
+    %82 = modk.output "grad.blocks.1.attn_norm.weight" : memref<32xf32>
+    modk.zero(%82) : memref<32xf32>
+    %83 = modk.output "grad.blocks.1.attn.wq.weight" : memref<32x32xf32>
+    modk.zero(%83) : memref<32x32xf32>
+    %84 = modk.output "grad.blocks.1.attn.wk.weight" : memref<32x32xf32>
+    modk.zero(%84) : memref<32x32xf32>
+    %85 = modk.output "grad.blocks.1.attn.wv.weight" : memref<32x32xf32>
+    modk.zero(%85) : memref<32x32xf32>
+    %86 = modk.output "grad.blocks.1.attn.wo.weight" : memref<32x32xf32>
+    modk.zero(%86) : memref<32x32xf32>
+    %87 = modk.output "grad.blocks.1.mlp_norm.weight" : memref<32xf32>
+    modk.zero(%87) : memref<32xf32>
+    %88 = modk.output "grad.blocks.1.mlp.w_gate.weight" : memref<64x32xf32>
+    modk.zero(%88) : memref<64x32xf32>
+    %89 = modk.output "grad.blocks.1.mlp.w_up.weight" : memref<64x32xf32>
+    modk.zero(%89) : memref<64x32xf32>
+    %90 = modk.output "grad.blocks.1.mlp.w_down.weight" : memref<32x64xf32>
+    modk.zero(%90) : memref<32x64xf32>
+    %91 = modk.output "grad.final_norm.weight" : memref<32xf32>
+    modk.zero(%91) : memref<32xf32>
+    %92 = modk.alloc {offset = 50368 : i64} : memref<?x16x64xf32>
+    modk.cross_entropy(%65, %27, %92, %66) : memref<?x16x64xf32>, memref<?x16xi32>, memref<?x16x64xf32>, memref<3xf32>
+    %93 = modk.alloc {offset = 46208 : i64} : memref<?x16x32xf32>
+    modk.gemm_dgrad(%92, %0, %30, %93) {accumulate = false} : memref<?x16x64xf32>, memref<64x32xf32>, memref<?x1xi64>, memref<?x16x32xf32>
+    modk.gemm_wgrad(%92, %64, %30, %67) : memref<?x16x64xf32>, memref<?x16x32xf32>, memref<?x1xi64>, memref<64x32xf32>
+    %94 = modk.alloc {offset = 44096 : i64} : memref<?x16x32xf32>
+    modk.rmsnorm_grad(%63, %24, %93, %30, %94, %91) {accumulate = false, eps = 1.000000e-05 : f64} : memref<?x16x32xf32>, memref<32xf32>, memref<?x16x32xf32>, memref<?x1xi64>, memref<?x16x32xf32>, memref<32xf32>
+    %95 = modk.alloc {offset = 41408 : i64} : memref<?x4x32xf32>
+    modk.add %56, %62 rows %48 -> %95 : memref<?x4x32xf32>, memref<?x4x32xf32>, memref<?x1xi64>, memref<?x4x32xf32>
+    %96 = modk.alloc {offset = 36416 : i64} : memref<?x4x32xf32>
+    %97 = modk.alloc {offset = 128 : i64} : memref<?x16xf32>
+    modk.zero(%97) : memref<?x16xf32>
+    modk.scatter_grad(%94, %46, %95, %47, %48, %96, %97) {gate = "sigmoid"} : memref<?x16x32xf32>, memref<?x16xf32>, memref<?x4x32xf32>, memref<?x4xi32>, memref<?x1xi64>, memref<?x4x32xf32>, memref<?x16xf32>
+    %98 = modk.alloc {offset = 41408 : i64} : memref<?x4x64xf32>
+    modk.gemm_dgrad(%96, %23, %48, %98) {accumulate = false} : memref<?x4x32xf32>, memref<32x64xf32>, memref<?x1xi64>, memref<?x4x64xf32>
+    modk.gemm_wgrad(%96, %59, %48, %90) : memref<?x4x32xf32>, memref<?x4x64xf32>, memref<?x1xi64>, memref<32x64xf32>
+    %99 = modk.alloc {offset = 40320 : i64} : memref<?x4x64xf32>
+    %100 = modk.alloc {offset = 42496 : i64} : memref<?x4x64xf32>
+    modk.activation_grad(%61, %60, %98, %48, %100, %99) {kind = "swiglu", operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1>} : memref<?x4x64xf32>, memref<?x4x64xf32>, memref<?x4x64xf32>, memref<?x1xi64>, memref<?x4x64xf32>, memref<?x4x64xf32>
+    %101 = modk.alloc {offset = 38144 : i64} : memref<?x4x32xf32>
+    modk.gemm_dgrad(%99, %22, %48, %101) {accumulate = false} : memref<?x4x64xf32>, memref<64x32xf32>, memref<?x1xi64>, memref<?x4x32xf32>
+    modk.gemm_wgrad(%99, %58, %48, %89) : memref<?x4x64xf32>, memref<?x4x32xf32>, memref<?x1xi64>, memref<64x32xf32>
+    modk.gemm_dgrad(%100, %21, %48, %101) {accumulate = true} : memref<?x4x64xf32>, memref<64x32xf32>, memref<?x1xi64>, memref<?x4x32xf32>
+    modk.gemm_wgrad(%100, %58, %48, %88) : memref<?x4x64xf32>, memref<?x4x32xf32>, memref<?x1xi64>, memref<64x32xf32>
+    %102 = modk.alloc {offset = 37568 : i64} : memref<?x4x32xf32>
+    modk.rmsnorm_grad(%57, %20, %101, %48, %102, %87) {accumulate = false, eps = 1.000000e-05 : f64} : memref<?x4x32xf32>, memref<32xf32>, memref<?x4x32xf32>, memref<?x1xi64>, memref<?x4x32xf32>, memref<32xf32>
+    modk.add %96, %102 rows %48 -> %96 : memref<?x4x32xf32>, memref<?x4x32xf32>, memref<?x1xi64>, memref<?x4x32xf32>
+    %103 = modk.alloc {offset = 36992 : i64} : memref<?x4x32xf32>
+    modk.gemm_dgrad(%96, %19, %48, %103) {accumulate = false} : memref<?x4x32xf32>, memref<32x32xf32>, memref<?x1xi64>, memref<?x4x32xf32>
+    modk.gemm_wgrad(%96, %55, %48, %86) : memref<?x4x32xf32>, memref<?x4x32xf32>, memref<?x1xi64>, memref<32x32xf32>
+    %104 = modk.alloc {offset = 36416 : i64} : memref<?x4x32xf32>
+    %105 = modk.alloc {offset = 38144 : i64} : memref<?x4x32xf32>
+    %106 = modk.alloc {offset = 38720 : i64} : memref<?x4x32xf32>
+    modk.attention_grad(%52, %53, %54, %55, %103, %47, %48, %104, %105, %106) {n_heads = 2 : i64} : memref<?x4x32xf32>, memref<?x4x32xf32>, memref<?x4x32xf32>, memref<?x4x32xf32>, memref<?x4x32xf32>, memref<?x4xi32>, memref<?x1xi64>, memref<?x4x32xf32>, memref<?x4x32xf32>, memref<?x4x32xf32>
+    modk.rope_grad(%104, %47, %48) {n_heads = 2 : i64, rope_theta = 1.000000e+04 : f64} : memref<?x4x32xf32>, memref<?x4xi32>, memref<?x1xi64>
+    modk.rope_grad(%105, %47, %48) {n_heads = 2 : i64, rope_theta = 1.000000e+04 : f64} : memref<?x4x32xf32>, memref<?x4xi32>, memref<?x1xi64>
+    %107 = modk.alloc {offset = 34112 : i64} : memref<?x4x32xf32>
+    modk.gemm_dgrad(%104, %16, %48, %107) {accumulate = false} : memref<?x4x32xf32>, memref<32x32xf32>, memref<?x1xi64>, memref<?x4x32xf32>
+    modk.gemm_wgrad(%104, %50, %48, %83) : memref<?x4x32xf32>, memref<?x4x32xf32>, memref<?x1xi64>, memref<32x32xf32>
+    modk.gemm_dgrad(%105, %17, %48, %107) {accumulate = true} : memref<?x4x32xf32>, memref<32x32xf32>, memref<?x1xi64>, memref<?x4x32xf32>
+    modk.gemm_wgrad(%105, %50, %48, %84) : memref<?x4x32xf32>, memref<?x4x32xf32>, memref<?x1xi64>, memref<32x32xf32>
+    modk.gemm_dgrad(%106, %18, %48, %107) {accumulate = true} : memref<?x4x32xf32>, memref<32x32xf32>, memref<?x1xi64>, memref<?x4x32xf32>
+    modk.gemm_wgrad(%106, %50, %48, %85) : memref<?x4x32xf32>, memref<?x4x32xf32>, memref<?x1xi64>, memref<32x32xf32>
+    modk.rmsnorm_grad(%49, %15, %107, %48, %102, %82) {accumulate = true, eps = 1.000000e-05 : f64} : memref<?x4x32xf32>, memref<32xf32>, memref<?x4x32xf32>, memref<?x1xi64>, memref<?x4x32xf32>, memref<32xf32>
+    modk.gather_grad(%102, %47, %48, %94) : memref<?x4x32xf32>, memref<?x4xi32>, memref<?x1xi64>, memref<?x16x32xf32>
+    modk.router_grad(%43, %14, %97, %94, %81) : memref<?x16x32xf32>, memref<1x32xf32>, memref<?x16xf32>, memref<?x16x32xf32>, memref<1x32xf32>
+    %108 = modk.alloc {offset = 128 : i64} : memref<?x16xf32>
+    modk.zero(%108) : memref<?x16xf32>
+    modk.bce_loss(%45, %51, %108, %66) {n_routed = 1 : i64, weight = 1.000000e-02 : f64} : memref<?x16xf32>, memref<?x16xi32>, memref<?x16xf32>, memref<3xf32>
+    %109 = modk.alloc {offset = 29888 : i64} : memref<?x16x8xf32>
+    modk.predictor_grad(%43, %10, %11, %12, %108, %109, %77, %78, %79, %80) : memref<?x16x32xf32>, memref<8x32xf32>, memref<8xf32>, memref<1x8xf32>, memref<?x16xf32>, memref<?x16x8xf32>, memref<8x32xf32>, memref<8xf32>, memref<1x8xf32>, memref<1xf32>
+    %110 = modk.alloc {offset = 29888 : i64} : memref<?x16x32xf32>
+    modk.copy(%94, %110) : memref<?x16x32xf32>, memref<?x16x32xf32>
+    %111 = modk.alloc {offset = 32000 : i64} : memref<?x16x64xf32>
+    modk.gemm_dgrad(%110, %9, %30, %111) {accumulate = false} : memref<?x16x32xf32>, memref<32x64xf32>, memref<?x1xi64>, memref<?x16x64xf32>
+    modk.gemm_wgrad(%110, %39, %30, %76) : memref<?x16x32xf32>, memref<?x16x64xf32>, memref<?x1xi64>, memref<32x64xf32>
+    %112 = modk.alloc {offset = 25728 : i64} : memref<?x16x64xf32>
+    %113 = modk.alloc {offset = 36160 : i64} : memref<?x16x64xf32>
+    modk.activation_grad(%41, %40, %111, %30, %113, %112) {kind = "swiglu", operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1>} : memref<?x16x64xf32>, memref<?x16x64xf32>, memref<?x16x64xf32>, memref<?x1xi64>, memref<?x16x64xf32>, memref<?x16x64xf32>
+    %114 = modk.alloc {offset = 17408 : i64} : memref<?x16x32xf32>
+    modk.gemm_dgrad(%112, %8, %30, %114) {accumulate = false} : memref<?x16x64xf32>, memref<64x32xf32>, memref<?x1xi64>, memref<?x16x32xf32>
+    modk.gemm_wgrad(%112, %38, %30, %75) : memref<?x16x64xf32>, memref<?x16x32xf32>, memref<?x1xi64>, memref<64x32xf32>
+    modk.gemm_dgrad(%113, %7, %30, %114) {accumulate = true} : memref<?x16x64xf32>, memref<64x32xf32>, memref<?x1xi64>, memref<?x16x32xf32>
+    modk.gemm_wgrad(%113, %38, %30, %74) : memref<?x16x64xf32>, memref<?x16x32xf32>, memref<?x1xi64>, memref<64x32xf32>
+    modk.rmsnorm_grad(%37, %6, %114, %30, %94, %73) {accumulate = true, eps = 1.000000e-05 : f64} : memref<?x16x32xf32>, memref<32xf32>, memref<?x16x32xf32>, memref<?x1xi64>, memref<?x16x32xf32>, memref<32xf32>
+    %115 = modk.alloc {offset = 13184 : i64} : memref<?x16x32xf32>
+    modk.copy(%94, %115) : memref<?x16x32xf32>, memref<?x16x32xf32>
+    %116 = modk.alloc {offset = 15296 : i64} : memref<?x16x32xf32>
+    modk.gemm_dgrad(%115, %5, %30, %116) {accumulate = false} : memref<?x16x32xf32>, memref<32x32xf32>, memref<?x1xi64>, memref<?x16x32xf32>
+    modk.gemm_wgrad(%115, %35, %30, %72) : memref<?x16x32xf32>, memref<?x16x32xf32>, memref<?x1xi64>, memref<32x32xf32>
+    %117 = modk.alloc {offset = 13184 : i64} : memref<?x16x32xf32>
+    %118 = modk.alloc {offset = 17408 : i64} : memref<?x16x32xf32>
+    %119 = modk.alloc {offset = 19520 : i64} : memref<?x16x32xf32>
+    modk.attention_grad(%32, %33, %34, %35, %116, %29, %30, %117, %118, %119) {n_heads = 2 : i64} : memref<?x16x32xf32>, memref<?x16x32xf32>, memref<?x16x32xf32>, memref<?x16x32xf32>, memref<?x16x32xf32>, memref<?x16xi32>, memref<?x1xi64>, memref<?x16x32xf32>, memref<?x16x32xf32>, memref<?x16x32xf32>
+    modk.rope_grad(%117, %29, %30) {n_heads = 2 : i64, rope_theta = 1.000000e+04 : f64} : memref<?x16x32xf32>, memref<?x16xi32>, memref<?x1xi64>
+    modk.rope_grad(%118, %29, %30) {n_heads = 2 : i64, rope_theta = 1.000000e+04 : f64} : memref<?x16x32xf32>, memref<?x16xi32>, memref<?x1xi64>
+    %120 = modk.alloc {offset = 4736 : i64} : memref<?x16x32xf32>
+    modk.gemm_dgrad(%117, %2, %30, %120) {accumulate = false} : memref<?x16x32xf32>, memref<32x32xf32>, memref<?x1xi64>, memref<?x16x32xf32>
+    modk.gemm_wgrad(%117, %31, %30, %69) : memref<?x16x32xf32>, memref<?x16x32xf32>, memref<?x1xi64>, memref<32x32xf32>
+    modk.gemm_dgrad(%118, %3, %30, %120) {accumulate = true} : memref<?x16x32xf32>, memref<32x32xf32>, memref<?x1xi64>, memref<?x16x32xf32>
+    modk.gemm_wgrad(%118, %31, %30, %70) : memref<?x16x32xf32>, memref<?x16x32xf32>, memref<?x1xi64>, memref<32x32xf32>
+    modk.gemm_dgrad(%119, %4, %30, %120) {accumulate = true} : memref<?x16x32xf32>, memref<32x32xf32>, memref<?x1xi64>, memref<?x16x32xf32>
+    modk.gemm_wgrad(%119, %31, %30, %71) : memref<?x16x32xf32>, memref<?x16x32xf32>, memref<?x1xi64>, memref<32x32xf32>
+    modk.rmsnorm_grad(%28, %1, %120, %30, %94, %68) {accumulate = true, eps = 1.000000e-05 : f64} : memref<?x16x32xf32>, memref<32xf32>, memref<?x16x32xf32>, memref<?x1xi64>, memref<?x16x32xf32>, memref<32xf32>
+    modk.embed_grad(%26, %94, %67) : memref<?x16xi32>, memref<?x16x32xf32>, memref<64x32xf32>
   }
 }
