@@ -11,8 +11,7 @@
 // Top-k is a constant of the gradient: instances whose routing margin is
 // within float rounding, or within the finite-difference step, are redrawn.
 //
-// Packages without training entries (Manifest::supportsTraining false: no
-// entries.grad) make these tests SKIP.
+// Every package must carry the training entries (entries.grad, adamw).
 //
 //===----------------------------------------------------------------------===//
 
