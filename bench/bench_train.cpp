@@ -1,0 +1,362 @@
+//===- bench_train.cpp - Training-step benchmark of modc packages ---------===//
+//
+// Compiles the benchmark models of bench/models with the real `modc` binary
+// and times one training step through the runtime: Package::grad (forward in
+// top-k mode, cross-entropy, aux/predictor loss, backward) followed by
+// Package::adamwStep (clipping + AdamW), with the gradient buffers allocated
+// once, as `modrun train` does. Prints medians side by side:
+//
+//   layer_dense   1 dense layer      (d 512, 8 heads, d_ff 2048, S 1024)
+//   layer_routed  1 routed layer at 12.5 % (schedule all)
+//   layer_none    0 layers (embedding + LM head only, subtracted from both)
+//   model_dense   4 dense layers
+//   model_mod     4 layers, every other one routed at 12.5 % (predictor)
+//
+// Ratios: routed layer / dense layer (each minus the 0-layer model), whole
+// MoD model / dense model (target <= 0.6), and ours against the PyTorch
+// train step of `torch_mod.py --train --json` when given with --torch FILE
+// (target >= 1.5x against eager for the whole MoD model).
+//
+// Training FLOPs are 3x the useful forward FLOPs of bench_forward (forward +
+// backward of every matmul, the backward costing two matmuls per forward
+// one); torch_mod.py --train uses the same formula.
+//
+// Usage: bench_train [--models DIR] [--work DIR] [--batch N] [--iters N]
+//                    [--warmup N] [--torch FILE] [--only NAME,...]
+//
+//===----------------------------------------------------------------------===//
+
+#include "modrt/Error.h"
+#include "modrt/Package.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+struct Options {
+  std::string models = BENCH_MODELS_DIR;
+  std::string work = "bench-train-packages";
+  std::string torch;
+  std::vector<std::string> only;
+  int64_t batch = 4;
+  int iters = 5;
+  int warmup = 2;
+};
+
+/// One benchmarked model.
+struct Result {
+  std::string name;
+  std::optional<double> stepMs;  ///< median grad + adamw
+  std::optional<double> gradMs;  ///< median grad alone (same steps)
+  std::optional<double> adamwMs; ///< median adamw alone (same steps)
+  double loss = 0.0;             ///< total loss of the last timed step
+  double gflop = 0.0;            ///< training FLOPs per step, 1e9
+  std::string note;              ///< why there is no time
+  std::optional<double> torchEager, torchCompiled;
+};
+
+/// Useful FLOPs of one top-k forward from the manifest (2 per multiply-add),
+/// the formula of bench_forward.cpp and torch_mod.py.
+double forwardFlops(const modrt::Manifest &m, int64_t batch) {
+  const json &model = m.model;
+  double d = static_cast<double>(m.dModel), S = static_cast<double>(m.seqLen),
+         V = static_cast<double>(m.vocabSize);
+  double ff = model.at("d_ff").get<double>();
+  bool swiglu = model.value("mlp", std::string("swiglu")) == "swiglu";
+  double total = 0.0;
+  for (const modrt::LayerInfo &l : m.layers) {
+    double n = l.routed ? static_cast<double>(l.capacity) : S;
+    total += 2 * 4 * n * d * d;
+    total += 2 * 2 * (n * (n + 1) / 2) * d;
+    total += 2 * (swiglu ? 3 : 2) * n * d * ff;
+    if (l.routed)
+      total += 2 * S * d;
+  }
+  total += 2 * S * d * V;
+  return total * static_cast<double>(batch);
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/// Compiles `jsonPath` into `out` with modc; returns modc's output on failure.
+std::optional<std::string> compile(const std::string &jsonPath,
+                                   const std::string &out) {
+  fs::remove_all(out);
+  std::string log = out + ".log";
+  std::string cmd = std::string("'") + MODC_BINARY + "' compile '" + jsonPath +
+                    "' --target cpu -o '" + out + "' > '" + log + "' 2>&1";
+  int rc = std::system(cmd.c_str());
+  if (rc == 0)
+    return std::nullopt;
+  std::ifstream in(log);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::string text = ss.str();
+  if (text.size() > 400)
+    text = text.substr(0, 400) + "...";
+  return "modc failed: " + text;
+}
+
+using Clock = std::chrono::steady_clock;
+double msSince(Clock::time_point t) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
+}
+
+Result benchOne(const Options &opt, const std::string &name) {
+  Result r;
+  r.name = name;
+  std::string jsonPath = opt.models + "/" + name + ".json";
+  std::string dir = opt.work + "/" + name;
+  auto t0 = Clock::now();
+  if (auto err = compile(jsonPath, dir)) {
+    r.note = *err;
+    for (char &c : r.note)
+      if (c == '\n')
+        c = ' ';
+    return r;
+  }
+  double compileS = msSince(t0) * 1e-3;
+  try {
+    modrt::Package pkg = modrt::Package::open(dir);
+    const modrt::Manifest &m = pkg.manifest();
+    if (!m.supportsTraining) {
+      r.note = "package has no training entry points";
+      return r;
+    }
+    r.gflop = 3.0 * forwardFlops(m, opt.batch) / 1e9;
+    modrt::TensorMap weights = pkg.initWeights(1);
+    modrt::OptimizerState state = modrt::OptimizerState::zeros(m);
+    modrt::AdamWConfig cfg; // beta 0.9/0.95, wd 0.1, clip 1.0 (modrun train)
+    std::mt19937 gen(7);
+    std::vector<int32_t> tokens(opt.batch * (m.seqLen + 1));
+    for (int32_t &t : tokens)
+      t = static_cast<int32_t>(gen() % m.vocabSize);
+    modrt::TensorMap grads;
+    // A small learning rate keeps the weights near their initial values
+    // over the timed steps, so every step does the same work.
+    const double lr = 1e-4;
+    auto step = [&](double *gradMs, double *adamwMs) {
+      auto s = Clock::now();
+      modrt::Losses loss = pkg.grad(weights, tokens, opt.batch, grads);
+      *gradMs = msSince(s);
+      auto a = Clock::now();
+      pkg.adamwStep(weights, grads, state, lr, cfg);
+      *adamwMs = msSince(a);
+      r.loss = loss.total;
+    };
+    double g, a;
+    for (int i = 0; i < opt.warmup; ++i)
+      step(&g, &a);
+    std::vector<double> steps, gs, as;
+    for (int i = 0; i < opt.iters; ++i) {
+      auto s = Clock::now();
+      step(&g, &a);
+      steps.push_back(msSince(s));
+      gs.push_back(g);
+      as.push_back(a);
+    }
+    r.stepMs = median(steps);
+    r.gradMs = median(gs);
+    r.adamwMs = median(as);
+    std::fprintf(stderr,
+                 "  %-14s compiled in %.1f s, median step %.2f ms "
+                 "(grad %.2f, adamw %.2f), loss %.4f\n",
+                 name.c_str(), compileS, *r.stepMs, *r.gradMs, *r.adamwMs,
+                 r.loss);
+  } catch (const modrt::Error &e) {
+    r.note = std::string("runtime: ") + e.what();
+  }
+  return r;
+}
+
+/// Reads `torch_mod.py --train --json` lines into the results.
+void readTorch(const std::string &path, std::vector<Result> &results) {
+  std::ifstream in(path);
+  if (!in) {
+    std::fprintf(stderr, "warning: cannot read %s\n", path.c_str());
+    return;
+  }
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] != '{')
+      continue;
+    json j = json::parse(line, nullptr, false);
+    if (j.is_discarded())
+      continue;
+    for (Result &r : results)
+      if (r.name == j.value("model", std::string())) {
+        if (j.contains("train_eager_ms"))
+          r.torchEager = j["train_eager_ms"].get<double>();
+        if (j.contains("train_compiled_ms"))
+          r.torchCompiled = j["train_compiled_ms"].get<double>();
+      }
+  }
+}
+
+std::string fmt(const std::optional<double> &v, const char *f = "%.2f") {
+  if (!v)
+    return "n/a";
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), f, *v);
+  return buf;
+}
+
+void parseArgs(int argc, char **argv, Options &opt) {
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto next = [&]() -> std::string {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "error: %s needs a value\n", a.c_str());
+        std::exit(2);
+      }
+      return argv[++i];
+    };
+    if (a == "--models")
+      opt.models = next();
+    else if (a == "--work")
+      opt.work = next();
+    else if (a == "--torch")
+      opt.torch = next();
+    else if (a == "--batch")
+      opt.batch = std::stoll(next());
+    else if (a == "--iters")
+      opt.iters = std::stoi(next());
+    else if (a == "--warmup")
+      opt.warmup = std::stoi(next());
+    else if (a == "--only") {
+      std::stringstream ss(next());
+      std::string n;
+      while (std::getline(ss, n, ','))
+        opt.only.push_back(n);
+    } else {
+      std::fprintf(stderr,
+                   "usage: bench_train [--models DIR] [--work DIR] "
+                   "[--batch N] [--iters N] [--warmup N] [--torch FILE] "
+                   "[--only NAME,...]\n");
+      std::exit(a == "--help" ? 0 : 2);
+    }
+  }
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  Options opt;
+  parseArgs(argc, argv, opt);
+  fs::create_directories(opt.work);
+  std::vector<std::string> names = {"layer_dense", "layer_routed", "layer_none",
+                                    "model_dense", "model_mod"};
+  if (!opt.only.empty())
+    names = opt.only;
+
+  std::fprintf(stderr,
+               "bench_train: batch %lld, %d warm-up, %d timed steps "
+               "(grad + adamw)\n",
+               static_cast<long long>(opt.batch), opt.warmup, opt.iters);
+  std::vector<Result> results;
+  for (const std::string &n : names)
+    results.push_back(benchOne(opt, n));
+  if (!opt.torch.empty())
+    readTorch(opt.torch, results);
+
+  std::printf("\n%-14s %10s %9s %9s %9s %9s %12s %12s %8s %8s\n", "model",
+              "step ms", "grad ms", "adamw ms", "GFLOP", "GFLOP/s",
+              "torch eager", "torch comp", "x eager", "x comp");
+  std::map<std::string, const Result *> byName;
+  for (const Result &r : results) {
+    byName[r.name] = &r;
+    std::optional<double> rate, vsE, vsC;
+    if (r.stepMs) {
+      rate = r.gflop / (*r.stepMs * 1e-3);
+      if (r.torchEager)
+        vsE = *r.torchEager / *r.stepMs;
+      if (r.torchCompiled)
+        vsC = *r.torchCompiled / *r.stepMs;
+    }
+    std::printf("%-14s %10s %9s %9s %9.2f %9s %12s %12s %8s %8s\n",
+                r.name.c_str(), fmt(r.stepMs).c_str(), fmt(r.gradMs).c_str(),
+                fmt(r.adamwMs).c_str(), r.gflop, fmt(rate, "%.1f").c_str(),
+                fmt(r.torchEager).c_str(), fmt(r.torchCompiled).c_str(),
+                fmt(vsE).c_str(), fmt(vsC).c_str());
+    if (!r.note.empty())
+      std::printf("  %s: %s\n", r.name.c_str(), r.note.c_str());
+  }
+  std::printf("(step = grad + adamw; GFLOP = 3 x useful forward FLOPs; "
+              "x eager / x comp: PyTorch step time divided by ours, > 1 means "
+              "we are faster)\n\n");
+
+  auto get = [&](const char *n, bool torch,
+                 bool compiled = false) -> std::optional<double> {
+    auto it = byName.find(n);
+    if (it == byName.end())
+      return std::nullopt;
+    if (!torch)
+      return it->second->stepMs;
+    return compiled ? it->second->torchCompiled : it->second->torchEager;
+  };
+  auto layerRatio = [&](bool torch, bool compiled, const char *who) {
+    auto d = get("layer_dense", torch, compiled),
+         r = get("layer_routed", torch, compiled),
+         z = get("layer_none", torch, compiled);
+    if (!d || !r)
+      return;
+    double base = z ? *z : 0.0;
+    std::printf("%-14s routed layer / dense layer%s: %.3f\n", who,
+                z ? " (minus 0-layer model)" : " (whole 1-layer models)",
+                (*r - base) / (*d - base));
+  };
+  layerRatio(false, false, "ours");
+  layerRatio(true, false, "torch eager");
+  layerRatio(true, true, "torch.compile");
+  auto modelRatio = [&](bool torch, bool compiled, const char *who,
+                        bool target) {
+    auto d = get("model_dense", torch, compiled),
+         mo = get("model_mod", torch, compiled);
+    if (!d || !mo)
+      return;
+    double ratio = *mo / *d;
+    std::printf("%-14s MoD model step / dense model step: %.3f", who, ratio);
+    if (target)
+      std::printf("   target <= 0.6: %s", ratio <= 0.6 ? "MET" : "NOT MET");
+    std::printf("\n");
+  };
+  modelRatio(false, false, "ours", true);
+  modelRatio(true, false, "torch eager", false);
+  modelRatio(true, true, "torch.compile", false);
+  for (const char *n : {"model_mod", "model_dense"}) {
+    auto ours = get(n, false), eager = get(n, true),
+         comp = get(n, true, true);
+    if (ours && eager) {
+      double s = *eager / *ours;
+      std::printf("%-11s step, ours vs PyTorch eager: %.2fx faster", n, s);
+      if (std::string(n) == "model_mod")
+        std::printf("   target >= 1.5x: %s", s >= 1.5 ? "MET" : "NOT MET");
+      std::printf("\n");
+    }
+    if (ours && comp)
+      std::printf("%-11s step, ours vs torch.compile: %.2fx faster\n", n,
+                  *comp / *ours);
+  }
+  return 0;
+}
