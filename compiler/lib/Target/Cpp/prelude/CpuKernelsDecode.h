@@ -1,0 +1,320 @@
+//===- CpuKernelsDecode.h - CPU decode-step kernels for models --*- C++ -*-===//
+//
+// Part of the modc project.
+//
+//===----------------------------------------------------------------------===//
+///
+/// \file
+/// The decode-step (sampling) kernels of modc's CPU target: one new token per
+/// active sequence, attention against a per-layer KV cache, and causal
+/// routing of that token (SPEC.md sections 3-4, runtime/include/modrt/abi.h
+/// `modc_decode_args`). The C++ emitter pastes CpuKernels.h,
+/// CpuKernelsTrain.h and then this header verbatim into every generated
+/// `model.cpp`; the conventions of CpuKernels.h hold:
+///  - row-major f32;
+///  - the residual stream of a step is [B, D], row b = sequence b;
+///  - a row set of a step has `seg` with B + 1 entries: rows
+///    [seg[b], seg[b+1]) (0 or 1 of them in a decode step) belong to
+///    sequence b, and pos[j] is the ORIGINAL position of row j, so the
+///    existing `rope<H, HD>` rotates compacted rows unchanged;
+///  - the KV cache of one layer is K and V, each [B, S, H * HD]; counts[b]
+///    is the number of tokens of sequence b that layer holds. A routed
+///    layer's cache holds only the routed tokens, in position order, with
+///    RoPE applied at their original positions, so every cached token of a
+///    sequence is earlier than its new token and causal attention needs no
+///    positions;
+///  - cblas is never called here (and never inside a parallel region).
+///
+/// The kernels that have a full-sequence twin in CpuKernels.h (router
+/// logits, RMSNorm, the gate scatter) use the same arithmetic in the same
+/// order, so that a decode step reproduces the forward pass's routing
+/// decisions as closely as the compiler allows.
+///
+//===----------------------------------------------------------------------===//
+
+#ifndef MODC_TARGET_CPP_PRELUDE_CPUKERNELSDECODE_H
+#define MODC_TARGET_CPP_PRELUDE_CPUKERNELSDECODE_H
+
+// When the emitter pastes the headers in sequence, CpuKernels.h is already in
+// and the include (which would not resolve next to model.cpp) is skipped.
+#ifndef MODC_TARGET_CPP_PRELUDE_CPUKERNELS_H
+#include "CpuKernels.h"
+#endif
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+namespace modk_cpu {
+
+//===----------------------------------------------------------------------===//
+// Row sets of a step
+//===----------------------------------------------------------------------===//
+
+/// Row set of a dense layer in a decode step. Every sequence gets its row,
+/// active or not, so buffers indexed by b stay aligned with the row index:
+/// seg[b] = b, seg[B] = B, pos[b] = positions[b]. An inactive sequence's
+/// position is not validated by the caller, so it is clamped to [0, S) to
+/// keep RoPE and any position-indexed table in range.
+template <int S>
+inline void decode_rows(const int32_t *positions, const uint8_t *active,
+                        int64_t B, int32_t *pos, int64_t *seg) {
+  static_assert(S >= 1, "decode needs at least one position");
+  for (int64_t b = 0; b < B; ++b) {
+    seg[b] = b;
+    int32_t p = positions[b];
+    if (!active[b])
+      p = std::min<int32_t>(std::max<int32_t>(p, 0), S - 1);
+    pos[b] = p;
+  }
+  seg[B] = B;
+}
+
+/// Causal routing of one decode step. r[b] = router_w . x[b] for every b
+/// (x is [B, D], router_w [1, D]), then sequence b is routed iff active[b]
+/// and decision[b] > 0 (a NaN or a zero of either sign is not routed).
+/// `decision` is either r itself (the aux_loss router; r is complete before
+/// any decision is read, so aliasing is fine) or the predictor logits [B].
+/// Routed sequences are compacted in b order: seg[b] is the number of routed
+/// sequences before b, seg[B] the total, pos[j] = positions[b] for the row j
+/// of sequence b, and mask[b] = 1 if routed else 0.
+template <int D>
+inline void decode_route(const float *x, int64_t B, const float *router_w,
+                         const float *decision, const int32_t *positions,
+                         const uint8_t *active, float *r, int32_t *pos,
+                         int64_t *seg, int32_t *mask) {
+  // Same loop as router_logits, so r matches the full-sequence forward.
+#pragma omp parallel for if (B * D > detail::kMinParallelWork)
+  for (int64_t b = 0; b < B; ++b) {
+    const float *xb = x + b * D;
+    float acc = 0.0f;
+#pragma omp simd reduction(+ : acc)
+    for (int d = 0; d < D; ++d)
+      acc += router_w[d] * xb[d];
+    r[b] = acc;
+  }
+  int64_t c = 0;
+  for (int64_t b = 0; b < B; ++b) {
+    seg[b] = c;
+    const bool routed = active[b] && decision[b] > 0.0f;
+    mask[b] = routed ? 1 : 0;
+    if (routed)
+      pos[c++] = positions[b];
+  }
+  seg[B] = c;
+}
+
+/// For row j of sequence b (rows [seg[b], seg[b+1])): xs[j] = x[b] (a bit
+/// copy) and n[j] = rmsnorm(x[b]; w). x is [B, D]; xs and n are
+/// [seg[B], D].
+template <int D>
+inline void decode_gather_rmsnorm(const float *x, int64_t B, const int64_t *seg,
+                                  const float *w, float eps, float *xs,
+                                  float *n) {
+#pragma omp parallel for if (seg[B] * D > detail::kMinParallelWork)
+  for (int64_t b = 0; b < B; ++b) {
+    const float *src = x + b * D;
+    for (int64_t j = seg[b]; j < seg[b + 1]; ++j) {
+      std::memcpy(xs + j * D, src, sizeof(float) * D);
+      detail::rmsnormRow<D>(src, w, eps, n + j * D);
+    }
+  }
+}
+
+/// x[b] += g(r[b]) * (a[j] + m[j]) for each row j of sequence b, with the
+/// gate G of CpuKernels.h (GateLinear g = r, GateSigmoid g = sigmoid(r),
+/// GateOne g = 1). x is [B, D], r [B], a and m [seg[B], D]. Sequences
+/// without a row are neither read nor written, so they stay bit-identical.
+template <int D, int G>
+inline void decode_gate_scale_scatter(float *x, int64_t B, const int64_t *seg,
+                                      const float *r, const float *a,
+                                      const float *m) {
+  static_assert(G == GateLinear || G == GateSigmoid || G == GateOne,
+                "unknown gate");
+#pragma omp parallel for if (seg[B] * D > detail::kMinParallelWork)
+  for (int64_t b = 0; b < B; ++b) {
+    if (seg[b] == seg[b + 1])
+      continue;
+    // Same arithmetic as gate_scale_scatter.
+    float g = 1.0f;
+    if (G == GateLinear)
+      g = r[b];
+    else if (G == GateSigmoid)
+      g = 1.0f / (1.0f + std::exp(-r[b]));
+    float *xb = x + b * D;
+    for (int64_t j = seg[b]; j < seg[b + 1]; ++j) {
+      const float *aj = a + j * D;
+      const float *mj = m + j * D;
+#pragma omp simd
+      for (int d = 0; d < D; ++d) {
+        const float f = aj[d] + mj[d];
+        xb[d] += g * f;
+      }
+    }
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Attention against the KV cache
+//===----------------------------------------------------------------------===//
+
+namespace detail {
+
+/// Keys per block of the decode attention's online softmax (a multiple of
+/// every vector width).
+constexpr int kDecodeBK = 64;
+
+/// out[0:HD] = softmax_t(q . k_t / sqrt(HD)) v_t over the n >= 1 cached keys
+/// t of one head; key t is at kc + t * LD and value t at vc + t * LD, with
+/// LD = H * HD. Streams blocks of kDecodeBK keys with a max-subtracted online
+/// softmax, so no S-sized buffer is needed. As in causal_attention, q is
+/// scaled before the dot products.
+template <int H, int HD>
+inline void decodeAttendHead(const float *q, const float *kc, const float *vc,
+                             int64_t n, float *out) {
+  constexpr int64_t LD = static_cast<int64_t>(H) * HD;
+  constexpr int BK = kDecodeBK;
+  static_assert(BK % kVW == 0, "key block must be whole vectors");
+  const float scale = 1.0f / std::sqrt(static_cast<float>(HD));
+  alignas(64) float qs[HD];
+  alignas(64) float acc[HD];
+  alignas(64) float sc[BK];
+  for (int d = 0; d < HD; ++d) {
+    qs[d] = q[d] * scale;
+    acc[d] = 0.0f;
+  }
+  float mrun = -std::numeric_limits<float>::infinity();
+  float lrun = 0.0f;
+  for (int64_t t0 = 0; t0 < n; t0 += BK) {
+    const int kn = static_cast<int>(std::min<int64_t>(BK, n - t0));
+    float bmax = -std::numeric_limits<float>::infinity();
+    for (int t = 0; t < kn; ++t) {
+      const float *kt = kc + (t0 + t) * LD;
+      float s = 0.0f;
+#pragma omp simd reduction(+ : s)
+      for (int d = 0; d < HD; ++d)
+        s += qs[d] * kt[d];
+      sc[t] = s;
+      bmax = std::max(bmax, s);
+    }
+    // Padding lanes are -inf, which vexp maps to exactly 0.
+    for (int t = kn; t < BK; ++t)
+      sc[t] = -std::numeric_limits<float>::infinity();
+    const float mnew = std::max(mrun, bmax);
+    // mrun is -inf on the first block, whose key 0 makes mnew finite for
+    // finite inputs, so alpha is 0 there and acc (zero) stays zero.
+    const float alpha = std::exp(mrun - mnew);
+    VecF sum = VecF{};
+    const int kv = (kn + kVW - 1) / kVW * kVW;
+    for (int t = 0; t < kv; t += kVW) {
+      const VecF p = vexp(loadu(sc + t) - mnew);
+      storeu(sc + t, p);
+      sum += p;
+    }
+    lrun = lrun * alpha + hsum(sum);
+#pragma omp simd
+    for (int d = 0; d < HD; ++d)
+      acc[d] *= alpha;
+    for (int t = 0; t < kn; ++t) {
+      const float p = sc[t];
+      const float *vt = vc + (t0 + t) * LD;
+#pragma omp simd
+      for (int d = 0; d < HD; ++d)
+        acc[d] += p * vt[d];
+    }
+    mrun = mnew;
+  }
+  const float inv = 1.0f / lrun;
+  for (int d = 0; d < HD; ++d)
+    out[d] = acc[d] * inv;
+}
+
+} // namespace detail
+
+/// Attention of one decode step against one layer's KV cache. q, k, v, out
+/// are [seg[B], H * HD] (q and k already RoPE'd at the rows' original
+/// positions); cache_k and cache_v are [B, S, H * HD]; counts is [B].
+///
+/// For each row j of sequence b with active[b], in row order:
+///  - k[j] and v[j] are appended at cache[b][counts[b]] and counts[b] grows
+///    by one;
+///  - out[j] = softmax(q_j . k_t / sqrt(HD)) v_t per head over the cached
+///    tokens t < counts[b] (the new count): every earlier cached token plus
+///    the row itself. A decode step has at most one row per sequence; with
+///    several (a prefill chunk in position order) each row also sees the
+///    rows of its sequence before it, which is causal attention again.
+/// A full cache is refused: when counts[b] is already S (or out of [0, S)),
+/// nothing is appended, counts[b] stays, and out[j] is all NaN; the caller
+/// checks positions beforehand, this only keeps memory safe.
+/// Rows of an inactive sequence get a zero out row and append nothing.
+///
+/// `pos` is not read: every cached token is earlier than the new one by
+/// construction. It is taken so that the call mirrors causal_attention.
+/// Appends run serially (they are B row copies); the (row, head) pairs run in
+/// parallel when the step reads enough of the cache.
+template <int S, int H, int HD>
+inline void decode_attention(const float *q, const float *k, const float *v,
+                             int64_t B, const int64_t *seg, const int32_t *pos,
+                             const uint8_t *active, float *cache_k,
+                             float *cache_v, int32_t *counts, float *out) {
+  static_assert(S >= 1, "decode needs at least one position");
+  (void)pos;
+  constexpr int64_t LD = static_cast<int64_t>(H) * HD;
+  const int64_t rows = seg[B];
+  if (rows <= 0)
+    return;
+
+  // Per row: its sequence and the number of keys it attends to; 0 marks an
+  // inactive row, -1 a refused (overflowing) one.
+  static thread_local std::vector<int64_t> rowSeq, rowKeys;
+  rowSeq.resize(rows);
+  rowKeys.resize(rows);
+  int64_t work = 0;
+  for (int64_t b = 0; b < B; ++b) {
+    for (int64_t j = seg[b]; j < seg[b + 1]; ++j) {
+      rowSeq[j] = b;
+      if (!active[b]) {
+        rowKeys[j] = 0;
+        continue;
+      }
+      const int32_t c = counts[b];
+      if (c < 0 || c >= S) {
+        rowKeys[j] = -1;
+        continue;
+      }
+      const int64_t slot = (b * S + c) * LD;
+      std::memcpy(cache_k + slot, k + j * LD, sizeof(float) * LD);
+      std::memcpy(cache_v + slot, v + j * LD, sizeof(float) * LD);
+      counts[b] = c + 1;
+      rowKeys[j] = c + 1;
+      work += c + 1;
+    }
+  }
+
+  const int64_t *rs = rowSeq.data(), *rk = rowKeys.data();
+  const int64_t items = rows * H;
+#pragma omp parallel for schedule(dynamic,                                     \
+                                  1) if (work * LD > detail::kMinParallelWork)
+  for (int64_t it = 0; it < items; ++it) {
+    const int64_t j = it / H;
+    const int64_t h = it % H;
+    float *o = out + j * LD + h * HD;
+    const int64_t n = rk[j];
+    if (n == 0) {
+      std::memset(o, 0, sizeof(float) * HD);
+    } else if (n < 0) {
+      std::fill(o, o + HD, std::numeric_limits<float>::quiet_NaN());
+    } else {
+      const int64_t base = rs[j] * S * LD + h * HD;
+      detail::decodeAttendHead<H, HD>(q + j * LD + h * HD, cache_k + base,
+                                      cache_v + base, n, o);
+    }
+  }
+}
+
+} // namespace modk_cpu
+
+#endif // MODC_TARGET_CPP_PRELUDE_CPUKERNELSDECODE_H
