@@ -296,8 +296,8 @@ inline void decode_attention(const float *q, const float *k, const float *v,
 
   const int64_t *rs = rowSeq.data(), *rk = rowKeys.data();
   const int64_t items = rows * H;
-#pragma omp parallel for schedule(dynamic,                                     \
-                                  1) if (work * LD > detail::kMinParallelWork)
+  const bool parallel = work * LD > detail::kMinParallelWork;
+#pragma omp parallel for schedule(dynamic, 1) if (parallel)
   for (int64_t it = 0; it < items; ++it) {
     const int64_t j = it / H;
     const int64_t h = it % H;
