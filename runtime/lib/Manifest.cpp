@@ -267,6 +267,21 @@ Manifest Manifest::parse(const std::string &jsonText,
     m.gradWorkspaceBytesPerSequence = gws.get<uint64_t>();
     m.supportsTraining = true;
   }
+  m.causalRouter = causalRouter;
+  if (entries.contains("decode")) {
+    const json &dec = r.object(entries, "entries", "decode");
+    auto size = [&](const char *name) {
+      const json &v = r.field(dec, "entries.decode", name);
+      if (!v.is_number_unsigned())
+        r.fail(std::string("entries.decode.") + name,
+               fmt::format("expected a non-negative integer, got {}",
+                           Reader::describe(v)));
+      return v.get<uint64_t>();
+    };
+    m.decodeWorkspaceBytesPerSequence = size("workspace_bytes_per_sequence");
+    m.kvCacheBytesPerSequence = size("kv_cache_bytes_per_sequence");
+    m.supportsDecode = true;
+  }
 
   // The model description and the params' names and shapes say which
   // weights fit and what they mean; compiler version, workspace sizes and
@@ -287,5 +302,9 @@ Manifest Manifest::parse(const std::string &jsonText,
            fmt::format("lists causal = {} but model.mod.causal_router is "
                        "\"{}\"",
                        m.supportsCausal, causalRouter));
+  if (m.supportsDecode && !m.routedLayers.empty() && causalRouter == "none")
+    r.fail("entries.decode",
+           "present, but routed layers with causal_router \"none\" cannot "
+           "decode");
   return m;
 }

@@ -36,6 +36,10 @@ struct Abi {
   decltype(&::modc_grad_workspace_bytes) gradWorkspaceBytes = nullptr;
   decltype(&::modc_grad) grad = nullptr;
   decltype(&::modc_adamw) adamw = nullptr;
+  /// Decode entry points: resolved only when the manifest lists them.
+  decltype(&::modc_kv_cache_bytes) kvCacheBytes = nullptr;
+  decltype(&::modc_decode_workspace_bytes) decodeWorkspaceBytes = nullptr;
+  decltype(&::modc_decode) decode = nullptr;
 };
 
 /// dlclose on destruction.
@@ -196,6 +200,11 @@ Package Package::open(const std::string &dir) {
     resolve(abi.grad, "modc_grad");
     resolve(abi.adamw, "modc_adamw");
   }
+  if (impl->manifest.supportsDecode) {
+    resolve(abi.kvCacheBytes, "modc_kv_cache_bytes");
+    resolve(abi.decodeWorkspaceBytes, "modc_decode_workspace_bytes");
+    resolve(abi.decode, "modc_decode");
+  }
   return Package(std::move(impl));
 }
 
@@ -294,9 +303,10 @@ OptimizerState OptimizerState::zeros(const Manifest &manifest) {
   return state;
 }
 
-ForwardResult Package::forward(const TensorMap &weights,
-                               const std::vector<int32_t> &tokens,
-                               int64_t batch, RouteMode mode) const {
+ForwardResult
+Package::forward(const TensorMap &weights, const std::vector<int32_t> &tokens,
+                 int64_t batch, RouteMode mode,
+                 std::vector<std::vector<int32_t>> *causalDecisions) const {
   const Manifest &m = impl->manifest;
   if (batch < 1)
     throw Error(fmt::format("forward: batch must be >= 1, got {}", batch));
@@ -341,12 +351,19 @@ ForwardResult Package::forward(const TensorMap &weights,
   result.batch = batch;
   result.seqLen = m.seqLen;
   result.vocab = m.vocabSize;
-  std::vector<int32_t> routed;
+  std::vector<int32_t> routed, decisions;
+  // The package fills causal_decisions only with a causal router.
+  bool wantDecisions = causalDecisions && m.supportsCausal &&
+                       !m.routedLayers.empty();
+  if (causalDecisions)
+    causalDecisions->clear();
   std::lock_guard<std::mutex> lock(impl->workspaceMutex);
   AlignedBytes &workspace = impl->workspace;
   try {
     result.logits.assign(logitsCount, 0.0f);
     routed.assign(std::max<uint64_t>(routedCount, 1), 0);
+    if (wantDecisions)
+      decisions.assign(routedCount, 0);
     if (workspace.size() < std::max<uint64_t>(wsBytes, 64))
       workspace.resize(std::max<uint64_t>(wsBytes, 64));
   } catch (const std::bad_alloc &) {
@@ -364,6 +381,7 @@ ForwardResult Package::forward(const TensorMap &weights,
   args.logits = result.logits.data();
   args.routed = routed.data();
   args.workspace = workspace.data();
+  args.causal_decisions = wantDecisions ? decisions.data() : nullptr;
   int32_t status = impl->abi.forward(&args);
   if (status != MODC_OK) {
     const char *msg = impl->abi.lastError();
@@ -375,7 +393,56 @@ ForwardResult Package::forward(const TensorMap &weights,
   for (size_t l = 0; l < m.routedLayers.size(); ++l)
     result.routed.emplace_back(routed.begin() + l * plane,
                                routed.begin() + (l + 1) * plane);
+  if (wantDecisions)
+    for (size_t l = 0; l < m.routedLayers.size(); ++l)
+      causalDecisions->emplace_back(decisions.begin() + l * plane,
+                                    decisions.begin() + (l + 1) * plane);
   return result;
+}
+
+void Package::requireDecode() const {
+  const Manifest &m = impl->manifest;
+  if (m.supportsDecode)
+    return;
+  if (!m.routedLayers.empty() && m.causalRouter == "none")
+    throw Error(fmt::format("{}: routed layers with causal_router none cannot "
+                            "decode; compile with aux_loss or predictor",
+                            impl->dir));
+  throw Error(fmt::format("{}: this package has no decode entry point "
+                          "(modc_decode); recompile it with this modc",
+                          impl->dir));
+}
+
+uint64_t Package::kvCacheBytes(int64_t batch) const {
+  requireDecode();
+  if (batch < 1)
+    throw Error(fmt::format("decode: batch must be >= 1, got {}", batch));
+  uint64_t fromManifest;
+  if (__builtin_mul_overflow(impl->manifest.kvCacheBytesPerSequence,
+                             static_cast<uint64_t>(batch), &fromManifest))
+    throw Error(fmt::format("decode: batch {} is too large", batch));
+  return std::max(fromManifest, impl->abi.kvCacheBytes(batch));
+}
+
+uint64_t Package::decodeWorkspaceBytes(int64_t batch) const {
+  requireDecode();
+  if (batch < 1)
+    throw Error(fmt::format("decode: batch must be >= 1, got {}", batch));
+  uint64_t fromManifest;
+  if (__builtin_mul_overflow(impl->manifest.decodeWorkspaceBytesPerSequence,
+                             static_cast<uint64_t>(batch), &fromManifest))
+    throw Error(fmt::format("decode: batch {} is too large", batch));
+  return std::max(fromManifest, impl->abi.decodeWorkspaceBytes(batch));
+}
+
+void Package::decodeRaw(const modc_decode_args &args) const {
+  requireDecode();
+  int32_t status = impl->abi.decode(&args);
+  if (status != MODC_OK) {
+    const char *msg = impl->abi.lastError();
+    throw Error(fmt::format("{}: decode failed (status {}): {}", impl->dir,
+                            status, msg && *msg ? msg : "no message"));
+  }
 }
 
 GradResult Package::grad(const TensorMap &weights,

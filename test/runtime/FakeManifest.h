@@ -8,6 +8,8 @@
 //   causal mode), 5 no training entry points (no entries.grad/adamw, no
 //   modc_grad/modc_adamw symbols), 6 byte-level vocabulary (256) for the
 //   trainer tests.
+// Every variant but 4 has a decode entry (entries.decode, modc_decode and
+// friends: a test double, see FakeModel.cpp).
 //
 //===----------------------------------------------------------------------===//
 #ifndef MODRT_TEST_FAKEMANIFEST_H
@@ -43,9 +45,16 @@
 #if FAKE_VARIANT == 4
 #define FAKE_ROUTER "none"
 #define FAKE_MODES "[\"topk\"]"
+#define FAKE_DECODE 0
+#define FAKE_DECODE_ENTRY ""
 #else
 #define FAKE_ROUTER "aux_loss"
 #define FAKE_MODES "[\"topk\", \"causal\"]"
+#define FAKE_DECODE 1
+/// kv_cache_bytes_per_sequence = n_layers * seq_len * 2 * d_model * 4 = 256.
+#define FAKE_DECODE_ENTRY                                                      \
+  ",\n  \"decode\": {\"workspace_bytes_per_sequence\": 64, "                  \
+  "\"kv_cache_bytes_per_sequence\": 256}"
 #endif
 
 /// Fake model: vocab 8 (256 in variant 6), d_model 4, seq_len 4; layer 1
@@ -57,10 +66,16 @@
 /// ce = mean of the target tokens t[:, 1:], aux = 0.5 * sum of every weight
 /// squared, total = ce + aux, grads = the weights (d aux / d w); adamw is
 /// momentum SGD with decoupled weight decay on the "decay" params.
+/// Decode test double (not a transformer; see FakeModel.cpp): a step of
+/// token t at position p in sequence b caches (t, p) in layer 0 (dense) and,
+/// when r_t = router . E[t] > 0, in layer 1 (routed); its logits are
+/// logits[v] = (the forward's logits of t)[v] + 100 * p, plus, for v == 0
+/// only, the sum of the tokens read back from sequence b's layer-0 cache
+/// (this one included). routed = [r_t > 0].
 static const char kFakeManifest[] =
     R"({
   "format": "modc-package",
-  "abi_version": 2,
+  "abi_version": 3,
   "compiler_version": "0.1.0",
   "target": ")" FAKE_TARGET R"(",
   "model": {"name": "fake", "vocab_size": )" FAKE_VOCAB_STR
@@ -81,7 +96,7 @@ static const char kFakeManifest[] =
   ],
   "entries": {"forward": {"workspace_bytes_per_sequence": 256,
                           "modes": )" FAKE_MODES R"(})" FAKE_TRAINING_ENTRIES
-    R"(}
+        FAKE_DECODE_ENTRY R"(}
 })";
 
 #endif // MODRT_TEST_FAKEMANIFEST_H

@@ -10,6 +10,13 @@
 // losses NaN, a target token 0xFD makes the gradients infinite (variant 6
 // only; smaller vocabularies cannot hold these tokens).
 //
+// modc_decode is a test double too (FakeManifest.h has its closed form): it
+// checks the runtime's bookkeeping (positions equal the dense layer's cache
+// count, counts within seq_len, alignment), writes (token, position) into
+// the cache and reads the cache back, so a lost or clobbered cache shows.
+// Inactive sequences are left strictly alone. A token 6 at position 0 is
+// refused, to test the error path.
+//
 //===----------------------------------------------------------------------===//
 #include "FakeManifest.h"
 #include "modrt/abi.h"
@@ -20,12 +27,12 @@
 #include <limits>
 #include <string>
 
-static_assert(MODC_ABI_VERSION == 2u,
-              "FakeManifest.h writes abi_version 2; update it with abi.h");
+static_assert(MODC_ABI_VERSION == 3u,
+              "FakeManifest.h writes abi_version 3; update it with abi.h");
 
 namespace {
 thread_local std::string lastError;
-constexpr int64_t S = 4, D = 4, V = FAKE_VOCAB, K = 2;
+constexpr int64_t S = 4, D = 4, V = FAKE_VOCAB, K = 2, L = 2;
 /// Element counts of the params, in manifest order, and their "decay" flags.
 constexpr int64_t kParamSize[3] = {V * D, D, D};
 constexpr bool kDecay[3] = {true, true, false};
@@ -86,6 +93,8 @@ int32_t modc_forward(const modc_forward_args *a) {
         sel = rank < K;
       }
       a->routed[b * S + i] = sel;
+      if (a->causal_decisions)
+        a->causal_decisions[b * S + i] = r[i] > 0;
     }
   }
   return MODC_OK;
@@ -158,6 +167,82 @@ int32_t modc_adamw(const modc_adamw_args *a) {
   return MODC_OK;
 }
 #endif
+
+uint64_t modc_kv_cache_bytes(int64_t batch) {
+  return static_cast<uint64_t>(L * batch * S * 2 * D) * sizeof(float);
+}
+
+uint64_t modc_decode_workspace_bytes(int64_t batch) {
+  return 64u * static_cast<uint64_t>(batch);
+}
+
+int32_t modc_decode(const modc_decode_args *a) {
+  lastError.clear();
+  if (!FAKE_DECODE) {
+    lastError = "fake: causal_router none cannot decode";
+    return MODC_ERR_UNSUPPORTED;
+  }
+  if (a->batch < 1)
+    return fail("fake: batch < 1");
+  if (reinterpret_cast<uintptr_t>(a->workspace) % 64 != 0 ||
+      reinterpret_cast<uintptr_t>(a->kv_cache) % 64 != 0)
+    return fail("fake: workspace or cache not 64-byte aligned");
+  std::memset(a->workspace, 0xab, modc_decode_workspace_bytes(a->batch));
+  const int64_t B = a->batch;
+  const float *E = a->params[0], *R = a->params[1], *N = a->params[2];
+  // Validate everything before touching any state.
+  for (int64_t b = 0; b < B; ++b) {
+    if (!a->active[b])
+      continue;
+    int32_t t = a->tokens[b], p = a->positions[b];
+    if (t < 0 || t >= V)
+      return fail("fake: token out of range");
+    if (p < 0 || p >= S)
+      return fail("fake: position out of range");
+    if (p != a->kv_counts[0 * B + b])
+      return fail("fake: position differs from the dense layer's count");
+    if (a->kv_counts[1 * B + b] < 0 || a->kv_counts[1 * B + b] > p)
+      return fail("fake: routed layer's count out of range");
+    if (t == 6 && p == 0)
+      return fail("fake: token 6 at position 0 is refused");
+  }
+  // Cache slot (layer l, sequence b, entry i): 2 * D floats; K[0] = token,
+  // K[1] = position.
+  auto slot = [&](int64_t l, int64_t b, int64_t i) {
+    return a->kv_cache + ((l * B + b) * S + i) * 2 * D;
+  };
+  for (int64_t b = 0; b < B; ++b) {
+    if (!a->active[b])
+      continue;
+    int32_t t = a->tokens[b], p = a->positions[b];
+    const float *e = E + t * D;
+    float r = 0;
+    for (int64_t j = 0; j < D; ++j)
+      r += R[j] * e[j];
+    int32_t routed = r > 0;
+    float *s0 = slot(0, b, a->kv_counts[b]);
+    s0[0] = static_cast<float>(t);
+    s0[1] = static_cast<float>(p);
+    ++a->kv_counts[b];
+    if (routed) {
+      float *s1 = slot(1, b, a->kv_counts[B + b]);
+      s1[0] = static_cast<float>(t);
+      s1[1] = static_cast<float>(p);
+      ++a->kv_counts[B + b];
+    }
+    a->routed[b] = routed;
+    float history = 0;
+    for (int64_t i = 0; i < a->kv_counts[b]; ++i)
+      history += slot(0, b, i)[0];
+    for (int64_t v = 0; v < V; ++v) {
+      float acc = 0;
+      for (int64_t j = 0; j < D; ++j)
+        acc += e[j] * N[j] * E[v * D + j];
+      a->logits[b * V + v] = acc + 100.0f * p + (v == 0 ? history : 0.0f);
+    }
+  }
+  return MODC_OK;
+}
 
 const char *modc_last_error(void) { return lastError.c_str(); }
 }

@@ -27,7 +27,7 @@ json base() { return json::parse(kFakeManifest); }
 TEST(ManifestTest, ParsesValidManifest) {
   Manifest m = Manifest::parse(kFakeManifest, "m.json");
   EXPECT_EQ(m.target, "cpu");
-  EXPECT_EQ(m.abiVersion, 2u);
+  EXPECT_EQ(m.abiVersion, 3u);
   EXPECT_EQ(m.compilerVersion, "0.1.0");
   EXPECT_EQ(m.seqLen, 4);
   EXPECT_EQ(m.vocabSize, 8);
@@ -55,6 +55,46 @@ TEST(ManifestTest, ParsesValidManifest) {
   EXPECT_EQ(m.gradWorkspaceBytesPerSequence, 128u);
   EXPECT_DOUBLE_EQ(m.auxLossWeight, 0.01);
   EXPECT_NE(m.modelHash, 0u);
+  // Decode additions.
+  EXPECT_EQ(m.causalRouter, "aux_loss");
+  EXPECT_TRUE(m.supportsDecode);
+  EXPECT_EQ(m.decodeWorkspaceBytesPerSequence, 64u);
+  EXPECT_EQ(m.kvCacheBytesPerSequence, 256u);
+}
+
+TEST(ManifestTest, DecodeEntry) {
+  json j = base();
+  j["entries"].erase("decode");
+  Manifest m = Manifest::parse(j.dump(), "m.json");
+  EXPECT_FALSE(m.supportsDecode);
+  EXPECT_EQ(m.kvCacheBytesPerSequence, 0u);
+
+  for (const char *key :
+       {"workspace_bytes_per_sequence", "kv_cache_bytes_per_sequence"}) {
+    json missing = base();
+    missing["entries"]["decode"].erase(key);
+    EXPECT_TRUE(parseFails(missing, {std::string("'entries.decode.") + key +
+                                         "'",
+                                     "missing"}));
+    json negative = base();
+    negative["entries"]["decode"][key] = -1;
+    EXPECT_TRUE(parseFails(negative, {std::string("'entries.decode.") + key +
+                                          "'",
+                                      "non-negative integer"}));
+  }
+  json notObject = base();
+  notObject["entries"]["decode"] = 3;
+  EXPECT_TRUE(parseFails(notObject, {"'entries.decode'", "object"}));
+
+  // A routed model with causal_router none cannot have a decode entry.
+  json none = base();
+  none["model"]["mod"]["causal_router"] = "none";
+  none["entries"]["forward"]["modes"] = {"topk"};
+  EXPECT_TRUE(parseFails(none, {"'entries.decode'", "causal_router"}));
+  none["entries"].erase("decode");
+  Manifest n = Manifest::parse(none.dump(), "m.json");
+  EXPECT_EQ(n.causalRouter, "none");
+  EXPECT_FALSE(n.supportsDecode);
 }
 
 TEST(ManifestTest, InferenceOnlyPackage) {

@@ -18,6 +18,9 @@
 #include <string>
 #include <vector>
 
+/// The argument block of modc_decode (modrt/abi.h), for Package::decodeRaw.
+struct modc_decode_args;
+
 namespace modrt {
 
 /// One entry of the manifest's ordered "params" list.
@@ -57,6 +60,17 @@ struct Manifest {
   bool supportsTraining = false;
   /// entries.grad.workspace_bytes_per_sequence (0 without training).
   uint64_t gradWorkspaceBytesPerSequence = 0;
+  /// model.mod.causal_router: "aux_loss", "predictor" or "none" (also
+  /// "none" for a dense model).
+  std::string causalRouter = "none";
+  /// Whether the package exports the decode entry points (modc_decode,
+  /// modc_kv_cache_bytes, modc_decode_workspace_bytes): the manifest has
+  /// entries.decode. Routed models with causal_router none have none.
+  bool supportsDecode = false;
+  /// entries.decode.workspace_bytes_per_sequence (0 without decode).
+  uint64_t decodeWorkspaceBytesPerSequence = 0;
+  /// entries.decode.kv_cache_bytes_per_sequence (0 without decode).
+  uint64_t kvCacheBytesPerSequence = 0;
   /// model.mod.aux_loss_weight when present (informational: the compiler
   /// bakes it into modc_grad), else 0.
   double auxLossWeight = 0.0;
@@ -140,9 +154,36 @@ public:
 
   /// Runs the full-sequence forward pass on `tokens` ([batch, seqLen],
   /// row-major). Validates weights and tokens first.
-  ForwardResult forward(const TensorMap &weights,
-                        const std::vector<int32_t> &tokens, int64_t batch,
-                        RouteMode mode) const;
+  ///
+  /// With `causalDecisions`, it also receives the causal decision of every
+  /// token in every routed layer (router r > 0 for aux_loss, predictor
+  /// p > 0 for predictor) on this pass's own residual stream: one
+  /// [batch * seqLen] mask per routed layer, in Manifest::routedLayers
+  /// order. In topk mode, comparing it with ForwardResult::routed measures
+  /// how well the causal router agrees with top-k membership. It is left
+  /// empty when the model has no causal router (dense, or causal_router
+  /// none).
+  ForwardResult
+  forward(const TensorMap &weights, const std::vector<int32_t> &tokens,
+          int64_t batch, RouteMode mode,
+          std::vector<std::vector<int32_t>> *causalDecisions = nullptr) const;
+
+  /// Bytes of KV cache for `batch` decoding sequences: the larger of the
+  /// library's modc_kv_cache_bytes and the manifest's per-sequence size
+  /// times `batch`. Throws Error without decode entry points (see
+  /// requireDecode) or when the size overflows.
+  uint64_t kvCacheBytes(int64_t batch) const;
+  /// Workspace bytes of one decode step for `batch` sequences (likewise).
+  uint64_t decodeWorkspaceBytes(int64_t batch) const;
+  /// Throws Error unless the package can decode: for a routed model with
+  /// causal_router none, "routed layers with causal_router none cannot
+  /// decode; compile with aux_loss or predictor".
+  void requireDecode() const;
+  /// One raw modc_decode call on caller-owned buffers; throws Error with the
+  /// package's message on a non-OK status. Checks nothing else: use
+  /// DecodeSession (modrt/Generate.h), which validates and keeps the
+  /// bookkeeping.
+  void decodeRaw(const modc_decode_args &args) const;
 
   /// Losses and gradients of the total loss for one batch (modc_grad):
   /// `tokens` is [batch, seqLen + 1] row-major; inputs are tokens[:, :S],
