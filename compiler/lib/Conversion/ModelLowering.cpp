@@ -63,10 +63,13 @@ Value ModelLowering::output(StringRef name, ArrayRef<int64_t> perSequence,
 RowSet ModelLowering::identityRows() {
   if (identity)
     return *identity;
-  int64_t seqLen = model.getSeqLen();
-  RowSet rows{alloc({seqLen}, b.getI32Type()), alloc({1}, b.getI64Type())};
-  modk::IdentityRowsOp::create(b, model.getLoc(), rows.positions,
-                               rows.segments);
+  RowSet rows{alloc({stepRows()}, b.getI32Type()), alloc({1}, b.getI64Type())};
+  if (decoding())
+    modk::DecodeRowsOp::create(b, model.getLoc(), stepPositions, active,
+                               rows.positions, rows.segments);
+  else
+    modk::IdentityRowsOp::create(b, model.getLoc(), rows.positions,
+                                 rows.segments);
   identity = rows;
   return rows;
 }
@@ -91,8 +94,13 @@ void ModelLowering::lowerAttention(mod::AttentionOp op) {
                        ValueRange{blockParam(layer, "attn.wv.weight", {d, d})},
                        rows.segments, ValueRange{}, v, "none");
   Value o = alloc({r, d}, f32);
-  modk::AttentionOp::create(b, loc, q, k, v, rows.positions, rows.segments, o,
-                            model.getNHeads());
+  if (decoding())
+    modk::DecodeAttentionOp::create(b, loc, q, k, v, rows.positions,
+                                    rows.segments, active, o, layer,
+                                    model.getNHeads());
+  else
+    modk::AttentionOp::create(b, loc, q, k, v, rows.positions, rows.segments,
+                              o, model.getNHeads());
   Value wo = blockParam(layer, "attn.wo.weight", {d, d});
 
   // Fuse the residual add of a dense block into the O-projection when the
@@ -167,7 +175,8 @@ void ModelLowering::lowerRoute(mod::RouteOp op) {
   // Training selects by top-k only.
   bool causal = op.getCausalRouter() != "none" && !training();
   StringRef causalRouter = causal ? op.getCausalRouter() : "none";
-  int64_t maxRows = causal ? seqLen : op.getK();
+  int64_t maxRows = decoding() ? 1 : causal ? seqLen : op.getK();
+  seqLen = stepRows();
   Type f32 = b.getF32Type();
   Value r = alloc({seqLen}, f32);
   RowSet rows{alloc({maxRows}, b.getI32Type()), alloc({1}, b.getI64Type())};
@@ -180,7 +189,13 @@ void ModelLowering::lowerRoute(mod::RouteOp op) {
                            : Value();
   Value routerWeight = blockParam(layer, "router.weight", {1, d});
   Value normWeight = param(op.getNormParam(), {d}, "ones");
-  modk::RouteSelectGatherOp::create(
+  if (decoding())
+    modk::DecodeRouteOp::create(b, loc, buffers[op.getInput()], routerWeight,
+                                normWeight, stepPositions, active, r,
+                                rows.positions, rows.segments, xs, n, mask,
+                                causalScores, layer, causalRouter, op.getEps());
+  else
+    modk::RouteSelectGatherOp::create(
       b, loc, buffers[op.getInput()], routerWeight, normWeight, causalScores,
       r, rows.positions,
       rows.segments, xs, n, mask, layer, op.getK(), causalRouter, op.getEps());
@@ -225,8 +240,21 @@ void ModelLowering::lowerMlpScatter(mod::MlpScatterOp op) {
 LogicalResult ModelLowering::lower(Operation *op) {
   Location loc = op->getLoc();
   Type f32 = b.getF32Type();
-  int64_t seqLen = model.getSeqLen(), d = model.getDModel();
+  // Rows a sequence has here: seq_len, or the one new token of a decode step.
+  int64_t seqLen = stepRows(), d = model.getDModel();
   if (auto tokens = dyn_cast<mod::TokensOp>(op)) {
+    if (decoding()) {
+      auto column = [&](Type element) {
+        return MemRefType::get({ShapedType::kDynamic, 1}, element);
+      };
+      buffers[tokens] = modk::InputOp::create(b, loc, column(b.getI32Type()),
+                                              "tokens");
+      stepPositions = modk::InputOp::create(b, loc, column(b.getI32Type()),
+                                            "positions");
+      active = modk::InputOp::create(b, loc, column(b.getIntegerType(8)),
+                                     "active");
+      return success();
+    }
     if (!training()) {
       buffers[tokens] = modk::InputOp::create(
           b, loc,
@@ -319,8 +347,9 @@ LogicalResult ModelLowering::lower(Operation *op) {
     Value fc2b = blockParam(layer, "predictor.fc2.bias", {1});
     auto kernel = modk::PredictorOp::create(b, loc, buffers[predictor.getInput()],
                                             fc1w, fc1b, fc2w, fc2b, hidden, p);
-    // Forward: only the causal decision reads it. Training: its loss does.
-    if (!training())
+    // Forward: only the causal decision reads it. Training: its loss does;
+    // decoding: every step's decision does.
+    if (kind == EntryKind::Forward)
       kernel.setCausalOnly(true);
     buffers[predictor] = p;
     return success();
@@ -360,20 +389,23 @@ LogicalResult ModelLowering::lower(Operation *op) {
 }
 
 FailureOr<modk::EntryOp> ModelLowering::run() {
-  // The forward entry goes before the model, the training entry after it.
-  if (training())
-    b.setInsertionPointAfter(model);
-  else
+  // The forward entry goes before the model, the others after it.
+  if (kind == EntryKind::Forward)
     b.setInsertionPoint(model);
-  modes.push_back("topk");
-  if (!training() && model.isMixtureOfDepths() &&
-      *model.getCausalRouter() != "none")
+  else
+    b.setInsertionPointAfter(model);
+  bool causalRouter =
+      model.isMixtureOfDepths() && *model.getCausalRouter() != "none";
+  if (!decoding())
+    modes.push_back("topk");
+  if (decoding() || (!training() && causalRouter))
     modes.push_back("causal");
   SmallVector<Attribute> modeAttrs;
   for (const std::string &m : modes)
     modeAttrs.push_back(b.getStringAttr(m));
   entry = modk::EntryOp::create(
-      b, model.getLoc(), b.getStringAttr(training() ? "grad" : "forward"),
+      b, model.getLoc(),
+      b.getStringAttr(training() ? "grad" : decoding() ? "decode" : "forward"),
       b.getStringAttr(modelDescriptionJson(model)),
       b.getI64IntegerAttr(model.getSeqLen()),
       b.getI64IntegerAttr(model.getVocabSize()), b.getArrayAttr({}),

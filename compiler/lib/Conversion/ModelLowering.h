@@ -33,7 +33,7 @@ struct RowSet {
 };
 
 /// Which entry point a lowering builds.
-enum class EntryKind { Forward, Grad };
+enum class EntryKind { Forward, Grad, Decode };
 
 class ModelLowering {
 public:
@@ -66,6 +66,9 @@ private:
     });
   }
   bool training() const { return kind == EntryKind::Grad; }
+  bool decoding() const { return kind == EntryKind::Decode; }
+  /// Rows a sequence has in this entry: seq_len, or one in a decode step.
+  int64_t stepRows() { return decoding() ? 1 : model.getSeqLen(); }
 
   // The backward half (ModelLoweringGrad.cpp).
   LogicalResult emitBackward();
@@ -125,6 +128,7 @@ private:
   DenseMap<Value, Value> grads;     // tensor -> its gradient buffer
   llvm::StringMap<Value> paramGrads;
   Value losses, targets;            // training only
+  Value stepPositions, active;      // decoding only
   SmallVector<Operation *> forwardOps;
 };
 } // namespace modc::lowering

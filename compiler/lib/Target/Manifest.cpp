@@ -13,9 +13,11 @@ namespace json = llvm::json;
 
 std::string modc::buildManifest(llvm::ArrayRef<modk::EntryOp> entryOps,
                                 llvm::StringRef target) {
-  modk::EntryOp entry, grad;
+  modk::EntryOp entry, grad, decode;
   for (modk::EntryOp e : entryOps)
-    (e.getSymName() == "grad" ? grad : entry) = e;
+    (e.getSymName() == "grad"     ? grad
+     : e.getSymName() == "decode" ? decode
+                                  : entry) = e;
   json::Value model = cantFail(json::parse(entry.getModel()));
   int64_t nLayers = *model.getAsObject()->getInteger("n_layers");
 
@@ -62,6 +64,15 @@ std::string modc::buildManifest(llvm::ArrayRef<modk::EntryOp> entryOps,
         {"workspace_bytes_per_sequence",
          grad.getWorkspaceBytesPerSequence().value_or(0)}};
     entries["adamw"] = json::Object{};
+  }
+  if (decode) {
+    const json::Object *m = model.getAsObject();
+    entries["decode"] = json::Object{
+        {"workspace_bytes_per_sequence",
+         decode.getWorkspaceBytesPerSequence().value_or(0)},
+        {"kv_cache_bytes_per_sequence",
+         kvCacheBytesPerSequence(nLayers, *m->getInteger("seq_len"),
+                                 *m->getInteger("d_model"))}};
   }
   json::Object manifest{
       {"format", "modc-package"},

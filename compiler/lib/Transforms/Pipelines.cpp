@@ -11,6 +11,7 @@ void modc::buildModToModkPipeline(OpPassManager &pm) {
   model.addPass(createFuseRouting());
   model.addPass(createFuseResidual());
   pm.addPass(createGenerateGrad());
+  pm.addPass(createGenerateDecode());
   pm.addPass(createConvertModToModk());
   pm.nest<modk::EntryOp>().addPass(createPlanMemory());
 }

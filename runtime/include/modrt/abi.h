@@ -16,7 +16,7 @@
 extern "C" {
 #endif
 
-#define MODC_ABI_VERSION 2u
+#define MODC_ABI_VERSION 3u
 
 /// Selection rule of routed layers (SPEC.md section 3 and 4).
 enum modc_route_mode { MODC_MODE_TOPK = 0, MODC_MODE_CAUSAL = 1 };
@@ -38,7 +38,31 @@ typedef struct modc_forward_args {
   float *logits;               ///< out: [B, S, vocab_size]
   int32_t *routed;             ///< out: [n_routed_layers, B, S], 1 = routed
   void *workspace;             ///< modc_forward_workspace_bytes(B), 64-aligned
+  /// Optional out (may be null): [n_routed_layers, B, S], the causal decision
+  /// (router r > 0 for aux_loss, predictor p > 0 for predictor) of every token
+  /// on this pass's own residual stream; with mode topk it measures how well
+  /// the causal router agrees with top-k membership. Null without a causal
+  /// router.
+  int32_t *causal_decisions;
 } modc_forward_args;
+
+/// Arguments of one decode step: one new token for each active sequence.
+/// Sequence b's token sits at position positions[b] (the number of tokens
+/// the sequence already holds); each layer appends K and V of the token to
+/// its cache only where the token goes through the layer (always in dense
+/// layers; by the causal decision in routed layers).
+typedef struct modc_decode_args {
+  int64_t batch;               ///< sequences B held by the cache
+  const int32_t *tokens;       ///< [B]
+  const int32_t *positions;    ///< [B], each in [0, seq_len)
+  const uint8_t *active;       ///< [B], 0 = leave sequence b untouched
+  const float *const *params;  ///< one pointer per manifest "params" entry
+  float *logits;               ///< out: [B, vocab_size] (active rows only)
+  int32_t *routed;             ///< out: [n_routed_layers, B], 1 = routed
+  float *kv_cache;             ///< modc_kv_cache_bytes(B) bytes, 64-aligned
+  int32_t *kv_counts;          ///< [n_layers, B] tokens cached; zero to reset
+  void *workspace;             ///< modc_decode_workspace_bytes(B), 64-aligned
+} modc_decode_args;
 
 /// Arguments of the training gradient: forward in top-k mode on
 /// tokens[:, :S], cross-entropy against tokens[:, 1:], the causal-router loss
@@ -81,6 +105,14 @@ int32_t modc_grad(const modc_grad_args *args);
 /// One AdamW update (weight decay skipped for norm weights and biases, as the
 /// manifest's "decay" flags say). Returns a modc_status.
 int32_t modc_adamw(const modc_adamw_args *args);
+/// Bytes of the KV cache for `batch` sequences: per layer, K and V for up to
+/// seq_len tokens of each sequence.
+uint64_t modc_kv_cache_bytes(int64_t batch);
+/// Workspace bytes of one decode step for `batch` sequences.
+uint64_t modc_decode_workspace_bytes(int64_t batch);
+/// One decode step. Refused (MODC_ERR_UNSUPPORTED) when routed layers have no
+/// causal router (mod.causal_router none); dense models decode.
+int32_t modc_decode(const modc_decode_args *args);
 /// Text of the last error on this thread ("" if none).
 const char *modc_last_error(void);
 

@@ -11,7 +11,14 @@
 namespace modc {
 
 /// Version of the package ABI this compiler writes (runtime/include/modrt/abi.h).
-constexpr unsigned kPackageAbiVersion = 2;
+constexpr unsigned kPackageAbiVersion = 3;
+
+/// KV-cache bytes a decode step keeps per sequence: K and V of up to seq_len
+/// tokens in every layer.
+inline int64_t kvCacheBytesPerSequence(int64_t layers, int64_t seqLen,
+                                       int64_t dModel) {
+  return layers * 2 * seqLen * dModel * int64_t(sizeof(float));
+}
 
 /// The manifest.json text of a package built from its entries: @forward and,
 /// when present, @grad (docs/internals.md).

@@ -79,6 +79,22 @@ def GenerateGrad : Pass<"mod-generate-grad", "::mlir::ModuleOp"> {
                            "::mlir::memref::MemRefDialect"];
 }
 
+def GenerateDecode : Pass<"mod-generate-decode", "::mlir::ModuleOp"> {
+  let summary = "Derive the decode-step entry (sampling with KV caches)";
+  let description = [{
+    Builds `modk.entry @decode` beside each fused mod.model that can decode
+    (dense, or MoD with a causal router): one token per sequence at its own
+    position. Dense layers append every token's K and V to the layer's cache
+    (`modk.decode_attention`); routed layers decide per sequence
+    (`modk.decode_route`: router r > 0 for aux_loss, predictor p > 0 for
+    predictor), compact the routed rows, run attention and MLP on those rows
+    only and append only their K and V, so a routed layer's cache holds only
+    routed tokens; the gated residual scatters back into the routed rows.
+  }];
+  let dependentDialects = ["::modc::modk::ModkDialect",
+                           "::mlir::memref::MemRefDialect"];
+}
+
 def PlanMemory : Pass<"modk-plan-memory", "::modc::modk::EntryOp"> {
   let summary = "Place every workspace buffer, reusing memory by liveness";
   let description = [{

@@ -28,6 +28,9 @@ static const char kPrelude[] =
 static const char kTrainPrelude[] =
 #include "CpuKernelsTrainPrelude.inc"
     ;
+static const char kDecodePrelude[] =
+#include "CpuKernelsDecodePrelude.inc"
+    ;
 
 namespace {
 class CppEmitter {
@@ -45,6 +48,8 @@ private:
       return "float";
     if (element.isInteger(32))
       return "int32_t";
+    if (element.isInteger(8))
+      return "uint8_t";
     return "int64_t";
   }
   static int64_t width(Value v) {
@@ -68,6 +73,8 @@ private:
 
   ArrayRef<modk::EntryOp> entries;
   modk::EntryOp entry;
+  /// Index of each routed layer in the [n_routed, ...] outputs.
+  std::map<int64_t, int> routedIndex;
   llvm::raw_ostream &os;
   int64_t seqLen;
   llvm::DenseMap<Value, std::string> names;
@@ -122,11 +129,17 @@ void CppEmitter::emitGemm(modk::GemmOp op) {
     int gateKind = gate == "linear" ? 0 : gate == "sigmoid" ? 1 : 2;
     os << fmt::format("    modk_cpu::linear<{}, {}>({}, rows, {}, {});\n", n, k,
                       a, w, name(extra[0]));
-    os << fmt::format("    modk_cpu::gate_scale_scatter<{}, {}, {}>({}, B, {}, "
-                      "{}, {}, {}, {});\n",
-                      seqLen, n, gateKind, y, name(op.getSegments()),
-                      name(extra[3]), name(extra[1]), name(extra[2]),
-                      name(extra[0]));
+    if (entry.getSymName() == "decode")
+      os << fmt::format("    modk_cpu::decode_gate_scale_scatter<{}, {}>({}, B, "
+                        "{}, {}, {}, {});\n",
+                        n, gateKind, y, name(op.getSegments()), name(extra[1]),
+                        name(extra[2]), name(extra[0]));
+    else
+      os << fmt::format("    modk_cpu::gate_scale_scatter<{}, {}, {}>({}, B, {}, "
+                        "{}, {}, {}, {});\n",
+                        seqLen, n, gateKind, y, name(op.getSegments()),
+                        name(extra[3]), name(extra[1]), name(extra[2]),
+                        name(extra[0]));
   }
   os << "  }\n";
 }
@@ -143,8 +156,9 @@ LogicalResult CppEmitter::emitKernel(Operation *op) {
   }
   if (auto embed = dyn_cast<modk::EmbedOp>(op)) {
     os << fmt::format("  modk_cpu::embed<{}>({}, B * {}, {}, {});\n",
-                      width(embed.getOutput()), name(embed.getTokens()), seqLen,
-                      name(embed.getTable()), name(embed.getOutput()));
+                      width(embed.getOutput()), name(embed.getTokens()),
+                      width(embed.getTokens()), name(embed.getTable()),
+                      name(embed.getOutput()));
     return success();
   }
   if (auto norm = dyn_cast<modk::RMSNormOp>(op)) {
@@ -177,10 +191,12 @@ LogicalResult CppEmitter::emitKernel(Operation *op) {
   if (auto predictor = dyn_cast<modk::PredictorOp>(op)) {
     auto fc1 = cast<MemRefType>(predictor.getFc1Weight().getType()).getShape();
     if (predictor.getCausalOnly())
-      os << "  if (causal) // only the causal decision reads the predictor\n";
+      os << "  if (causal || args->causal_decisions) // only causal decisions "
+            "read it\n";
     os << fmt::format("    modk_cpu::predictor<{}, {}>({}, B * {}, {}, {}, {}, "
                       "{}, {}, {});\n",
-                      fc1[1], fc1[0], name(predictor.getInput()), seqLen,
+                      fc1[1], fc1[0], name(predictor.getInput()),
+                      cast<MemRefType>(predictor.getInput().getType()).getDimSize(1),
                       name(predictor.getFc1Weight()),
                       name(predictor.getFc1Bias()),
                       name(predictor.getFc2Weight()),
@@ -207,6 +223,15 @@ LogicalResult CppEmitter::emitKernel(Operation *op) {
     }
     os << fmt::format("    modk_cpu::select_topk<{}, {}>({}, B, {}, {}, {});\n",
                       seqLen, route.getK(), r, pos, seg, mask);
+    if (causal != "none") {
+      // The causal decision of every token on this pass's stream, on request.
+      std::string logits =
+          causal == "predictor" ? name(route.getCausalScores()) : r;
+      os << fmt::format("    if (args->causal_decisions)\n      for (int64_t i = "
+                        "0; i < B * {0}; ++i)\n        args->causal_decisions"
+                        "[(int64_t){1} * B * {0} + i] = {2}[i] > 0.0f;\n",
+                        seqLen, routedIndex[route.getLayer()], logits);
+    }
     os << fmt::format("    modk_cpu::gather_rmsnorm<{}, {}>({}, B, {}, {}, {}, "
                       "{}, {}, {});\n",
                       seqLen, d, name(route.getInput()), seg, pos,
@@ -378,11 +403,55 @@ LogicalResult CppEmitter::emitKernel(Operation *op) {
                       name(embed.getDx()), name(embed.getDtable()));
     return success();
   }
+  if (auto rowsOp = dyn_cast<modk::DecodeRowsOp>(op)) {
+    os << fmt::format("  modk_cpu::decode_rows<{}>({}, {}, B, {}, {});\n",
+                      seqLen, name(rowsOp.getStepPositions()),
+                      name(rowsOp.getActive()), name(rowsOp.getPositions()),
+                      name(rowsOp.getSegments()));
+    return success();
+  }
+  if (auto attn = dyn_cast<modk::DecodeAttentionOp>(op)) {
+    int64_t heads = attn.getNHeads(), d = width(attn.getQ());
+    // Layer l's cache: K then V, each [B, seq_len, d_model].
+    os << fmt::format(
+        "  {{ // layer {0} KV cache\n"
+        "    float *cacheK = args->kv_cache + (int64_t){1} * B * {2} * {3};\n"
+        "    float *cacheV = cacheK + B * {2} * {3};\n"
+        "    modk_cpu::decode_attention<{2}, {4}, {5}>({6}, {7}, {8}, B, {9}, "
+        "{10}, {11}, cacheK, cacheV, args->kv_counts + (int64_t){0} * B, "
+        "{12});\n  }}\n",
+        attn.getLayer(), 2 * attn.getLayer(), seqLen, d, heads, d / heads,
+        name(attn.getQ()), name(attn.getK()), name(attn.getV()),
+        name(attn.getSegments()), name(attn.getPositions()),
+        name(attn.getActive()), name(attn.getOutput()));
+    return success();
+  }
+  if (auto route = dyn_cast<modk::DecodeRouteOp>(op)) {
+    int64_t d = width(route.getGathered());
+    std::string r = name(route.getScores());
+    std::string decision = route.getCausalRouter() == "predictor"
+                               ? name(route.getCausalScores())
+                               : r;
+    os << fmt::format("  {{ // modk.decode_route layer {}\n", route.getLayer());
+    os << fmt::format("    modk_cpu::decode_route<{}>({}, B, {}, {}, {}, {}, {}, "
+                      "{}, {}, {});\n",
+                      d, name(route.getInput()), name(route.getRouterWeight()),
+                      decision, name(route.getStepPositions()),
+                      name(route.getActive()), r, name(route.getPositions()),
+                      name(route.getSegments()), name(route.getMask()));
+    os << fmt::format("    modk_cpu::decode_gather_rmsnorm<{}>({}, B, {}, {}, {}, "
+                      "{}, {});\n  }}\n",
+                      d, name(route.getInput()), name(route.getSegments()),
+                      name(route.getNormWeight()),
+                      floatLiteral(route.getEps().convertToDouble()),
+                      name(route.getGathered()), name(route.getNormed()));
+    return success();
+  }
   return op->emitOpError("has no C++ emitter");
 }
 
 LogicalResult CppEmitter::emit() {
-  modk::EntryOp forward, grad;
+  modk::EntryOp forward, grad, decode;
   for (modk::EntryOp e : entries) {
     if (!e.getWorkspaceBytesPerSequence())
       return e.emitOpError("has no memory plan; run modk-plan-memory first");
@@ -390,15 +459,18 @@ LogicalResult CppEmitter::emit() {
       forward = e;
     else if (e.getSymName() == "grad")
       grad = e;
+    else if (e.getSymName() == "decode")
+      decode = e;
     else
-      return e.emitOpError("unknown entry; expected @forward or @grad");
+      return e.emitOpError("unknown entry; expected @forward, @grad or @decode");
   }
   if (!forward)
     return modk::EntryOp(entries.front())
         .emitOpError("a package needs a @forward entry");
   // Both entries index parameters by the manifest's order.
-  if (grad && grad.getParams() != forward.getParams())
-    return grad.emitOpError("parameters differ from the @forward entry's");
+  for (modk::EntryOp other : {grad, decode})
+    if (other && other.getParams() != forward.getParams())
+      return other.emitOpError("parameters differ from the @forward entry's");
 
   std::string manifest = buildManifest(entries, "cpu");
   os << "// Generated by modc " MODC_VERSION " from model '"
@@ -411,6 +483,8 @@ LogicalResult CppEmitter::emit() {
   os << kPrelude << "\n";
   if (grad)
     os << kTrainPrelude << "\n";
+  if (decode)
+    os << kDecodePrelude << "\n";
   os << R"cpp(
 #include <chrono>
 #include <cmath>
@@ -429,6 +503,7 @@ typedef struct modc_forward_args {
   float *logits;
   int32_t *routed;
   void *workspace;
+  int32_t *causal_decisions;
 } modc_forward_args;
 typedef struct modc_grad_args {
   int64_t batch;
@@ -449,6 +524,18 @@ typedef struct modc_adamw_args {
   float clip_norm;
   float *grad_norm;
 } modc_adamw_args;
+typedef struct modc_decode_args {
+  int64_t batch;
+  const int32_t *tokens;
+  const int32_t *positions;
+  const uint8_t *active;
+  const float *const *params;
+  float *logits;
+  int32_t *routed;
+  float *kv_cache;
+  int32_t *kv_counts;
+  void *workspace;
+} modc_decode_args;
 }
 
 namespace {
@@ -485,6 +572,19 @@ __attribute__((visibility("default"))) const char *modc_last_error(void) {
       return failure();
     emitAdamW(grad);
   }
+  if (decode) {
+    if (failed(emitEntry(decode)))
+      return failure();
+    int64_t layers = 0, dModel = 0;
+    if (auto model = llvm::json::parse(decode.getModel())) {
+      layers = model->getAsObject()->getInteger("n_layers").value_or(0);
+      dModel = model->getAsObject()->getInteger("d_model").value_or(0);
+    }
+    os << fmt::format("__attribute__((visibility(\"default\"))) uint64_t "
+                      "modc_kv_cache_bytes(int64_t batch) {{\n  return batch < 1 "
+                      "? 0 : (uint64_t)batch * {}u;\n}}\n",
+                      kvCacheBytesPerSequence(layers, seqLen, dModel));
+  }
   os << "} // extern \"C\"\n";
   return success();
 }
@@ -493,14 +593,15 @@ LogicalResult CppEmitter::emitEntry(modk::EntryOp e) {
   entry = e;
   names.clear();
   bool isGrad = e.getSymName() == "grad";
-  std::string fn = isGrad ? "modc_grad" : "modc_forward";
-  std::string argsType = isGrad ? "modc_grad_args" : "modc_forward_args";
+  bool isDecode = e.getSymName() == "decode";
+  std::string fn = isGrad ? "modc_grad" : isDecode ? "modc_decode" : "modc_forward";
+  std::string argsType = fn + "_args";
   causalCapable = false;
   for (Attribute m : e.getModes())
     causalCapable |= cast<StringAttr>(m).getValue() == "causal";
 
   // Routed outputs are laid out [n_routed, B, S] in ascending layer order.
-  std::map<int64_t, int> routedIndex;
+  routedIndex.clear();
   e.walk([&](modk::OutputOp out) {
     StringRef n = out.getName();
     int64_t layer;
@@ -525,17 +626,25 @@ LogicalResult CppEmitter::emitEntry(modk::EntryOp e) {
   os << fmt::format("  if (args->batch < 1)\n    return fail(1, \"{}: batch must "
                     "be >= 1, got \" + std::to_string(args->batch));\n",
                     fn);
-  os << fmt::format(
-      "  if (args->seq_len != {0})\n    return fail(1, \"{1}: this "
-      "package was compiled for seq_len {0}, got \" + "
-      "std::to_string(args->seq_len));\n",
-      seqLen, fn);
+  if (!isDecode)
+    os << fmt::format(
+        "  if (args->seq_len != {0})\n    return fail(1, \"{1}: this "
+        "package was compiled for seq_len {0}, got \" + "
+        "std::to_string(args->seq_len));\n",
+        seqLen, fn);
   // BLAS takes row counts as int: refuse batches whose rows would not fit.
   os << fmt::format("  if (args->batch > {0} / {1})\n    return fail(1, "
                     "\"{3}: batch \" + std::to_string(args->batch) + "
                     "\" is too large (at most {2})\");\n",
                     INT32_MAX, seqLen + 1, INT32_MAX / (seqLen + 1), fn);
-  if (!isGrad) {
+  if (isDecode) {
+    os << "  if (!args->tokens || !args->positions || !args->active || "
+          "!args->params || !args->logits || !args->kv_cache || "
+          "!args->kv_counts || !args->workspace"
+       << (routedIndex.empty() ? "" : " || !args->routed")
+       << ")\n    return fail(1, \"modc_decode: a required pointer is "
+          "null\");\n";
+  } else if (!isGrad) {
     os << "  if (args->mode != 0 && args->mode != 1)\n    return fail(1, "
           "\"modc_forward: mode must be 0 (topk) or 1 (causal)\");\n";
     if (!causalCapable)
@@ -553,11 +662,26 @@ LogicalResult CppEmitter::emitEntry(modk::EntryOp e) {
           "a required pointer is null\");\n";
   }
   os << "  const int64_t B = args->batch;\n";
-  os << (isGrad ? "  const bool causal = false; // training selects by top-k\n"
-                : "  const bool causal = args->mode == 1;\n");
+  os << (isGrad     ? "  const bool causal = false; // training selects by top-k\n"
+         : isDecode ? "  const bool causal = true; // decoding cannot see ahead\n"
+                    : "  const bool causal = args->mode == 1;\n");
   os << "  (void)causal;\n";
   int64_t tokensPerSequence = isGrad ? seqLen + 1 : seqLen;
-  os << fmt::format(
+  if (isDecode)
+    os << fmt::format(
+        "  for (int64_t b = 0; b < B; ++b) {{\n"
+        "    if (!args->active[b])\n      continue;\n"
+        "    if (args->tokens[b] < 0 || args->tokens[b] >= {1})\n"
+        "      return fail(1, \"modc_decode: token \" + "
+        "std::to_string(args->tokens[b]) + \" of sequence \" + "
+        "std::to_string(b) + \" is outside the vocabulary [0, {1})\");\n"
+        "    if (args->positions[b] < 0 || args->positions[b] >= {0})\n"
+        "      return fail(1, \"modc_decode: position \" + "
+        "std::to_string(args->positions[b]) + \" of sequence \" + "
+        "std::to_string(b) + \" is outside the context [0, {0})\");\n  }}\n",
+        seqLen, e.getVocabSize());
+  else
+    os << fmt::format(
       "  for (int64_t i = 0; i < B * {0}; ++i)\n    if (args->tokens[i] < 0 || "
       "args->tokens[i] >= {1})\n      return fail(1, \"{2}: token \" "
       "+ std::to_string(args->tokens[i]) + \" at sequence \" + "
@@ -578,7 +702,7 @@ LogicalResult CppEmitter::emitEntry(modk::EntryOp e) {
       os << fmt::format("  const float *{} = args->params[{}]; // {}\n", n,
                         paramIndex[param.getName()], param.getName().str());
     } else if (auto input = dyn_cast<modk::InputOp>(op)) {
-      names[input] = "args->tokens";
+      names[input] = ("args->" + input.getName()).str();
     } else if (auto out = dyn_cast<modk::OutputOp>(op)) {
       StringRef n = out.getName();
       if (n == "logits") {
@@ -596,7 +720,8 @@ LogicalResult CppEmitter::emitEntry(modk::EntryOp e) {
         std::string var = fmt::format("routed{}", layer);
         os << fmt::format("  int32_t *{} = args->routed + (int64_t){} * B * "
                           "{};\n",
-                          var, routedIndex[layer], seqLen);
+                          var, routedIndex[layer],
+                          cast<MemRefType>(out.getType()).getDimSize(1));
         names[out] = var;
       }
     } else if (auto alloc = dyn_cast<modk::AllocOp>(op)) {

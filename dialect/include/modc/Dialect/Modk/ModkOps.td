@@ -309,4 +309,47 @@ def Modk_EmbedGradOp : Modk_GenericOp<"embed_grad"> {
   let arguments = (ins AnyMemRef:$tokens, AnyMemRef:$dx, AnyMemRef:$dtable);
 }
 
+//===----------------------------------------------------------------------===//
+// Decode-step kernels (the `decode` entry): one row per sequence, per-layer
+// KV caches that hold only the tokens that went through the layer.
+//===----------------------------------------------------------------------===//
+
+def Modk_DecodeRowsOp : Modk_GenericOp<"decode_rows"> {
+  let summary = "Row set of a dense layer in a decode step: one row a sequence";
+  let arguments = (ins AnyMemRef:$step_positions, AnyMemRef:$active,
+                   AnyMemRef:$positions, AnyMemRef:$segments);
+}
+
+def Modk_DecodeAttentionOp : Modk_GenericOp<"decode_attention"> {
+  let summary = "Append K, V of each row to its layer cache; attend over it";
+  let description = [{
+    For each row of an active sequence: K and V (RoPE'd at the row's original
+    position) are appended to the sequence's cache of layer `layer`, then the
+    row's query attends over every cached token of that sequence and layer.
+    Routed layers pass only their routed rows, so their caches hold only
+    routed tokens.
+  }];
+  let arguments = (ins AnyMemRef:$q, AnyMemRef:$k, AnyMemRef:$v,
+                   AnyMemRef:$positions, AnyMemRef:$segments,
+                   AnyMemRef:$active, AnyMemRef:$output, I64Attr:$layer,
+                   I64Attr:$n_heads);
+}
+
+def Modk_DecodeRouteOp : Modk_GenericOp<"decode_route"> {
+  let summary = "Causal decision per sequence, compaction, gather and RMSNorm";
+  let description = [{
+    r = w . x for every sequence; a sequence's token goes through the layer
+    iff it is active and its causal decision (r > 0 for aux_loss; the
+    predictor's logit, the optional last operand, > 0 for predictor) holds.
+    Routed rows are compacted in sequence order; with none routed, every
+    kernel of the layer runs on zero rows.
+  }];
+  let arguments = (ins AnyMemRef:$input, AnyMemRef:$router_weight,
+                   AnyMemRef:$norm_weight, AnyMemRef:$step_positions,
+                   AnyMemRef:$active, AnyMemRef:$scores, AnyMemRef:$positions,
+                   AnyMemRef:$segments, AnyMemRef:$gathered, AnyMemRef:$normed,
+                   AnyMemRef:$mask, Optional<AnyMemRef>:$causal_scores,
+                   I64Attr:$layer, StrAttr:$causal_router, F64Attr:$eps);
+}
+
 #endif // MODC_DIALECT_MODK_OPS
