@@ -1,8 +1,9 @@
 //===- modrun.cpp - Command-line front end of the modc runtime -----------===//
 //
-// modrun init | forward | grad | train | info: thin wrappers over
-// modrt::Package and modrt::train so that a compiled package can be used and
-// trained from the shell; modrun tokenize | show: the
+// modrun init | forward | grad | train | sample | eval | info: thin wrappers
+// over modrt::Package, modrt::train and modrt::generate so that a compiled
+// package can be used, trained and sampled from the shell; modrun
+// tokenize | show: the
 // byte-level tokenizer of SPEC.md section 6 and a safetensors summary. Usage
 // errors exit 2, runtime errors (modrt::Error) print "modrun: error: <msg>"
 // and exit 1. Outputs are written atomically, so a failed run leaves no file
@@ -10,6 +11,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "modrt/Error.h"
+#include "modrt/Generate.h"
 #include "modrt/Package.h"
 #include "modrt/Tensor.h"
 #include "modrt/Training.h"
@@ -19,6 +21,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <climits>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -42,6 +45,8 @@ const char *kMainUsage =
     "  forward  run the forward pass on a batch of tokens\n"
     "  grad     losses and gradients of one batch of tokens\n"
     "  train    train a package on text files (AdamW, checkpoints)\n"
+    "  sample   generate text from a prompt (causal routing, KV cache)\n"
+    "  eval     held-out loss in topk and causal mode, router agreement\n"
     "  info     print a summary of a package\n"
     "  tokenize turn text files into a batch of byte-level tokens\n"
     "  show     list the tensors of a safetensors file\n"
@@ -88,6 +93,33 @@ const char *kTrainUsage =
     "reports the mean held-out cross-entropy every K steps. --stop-after K\n"
     "ends after step K of the N-step schedule. --resume CKPT continues a run\n"
     "exactly; the settings default to the checkpoint's.\n";
+
+const char *kSampleUsage =
+    "usage: modrun sample PKG --weights W (--prompt TEXT | --prompt-file F |\n"
+    "                     --batch-file F) --max-new N [--temperature T]\n"
+    "                     [--top-k K] [--top-p P] [--seed S]\n"
+    "\n"
+    "Generates up to N bytes after the prompt (byte-level tokens), one token\n"
+    "at a time with the package's KV cache and causal routing, and streams\n"
+    "them to stdout (then a newline). --prompt-file takes the file's bytes\n"
+    "as they are. --batch-file runs one prompt per line (the line without\n"
+    "its newline) as one batch and prints each output at the end under a\n"
+    "'=== F line L ===' label. Prompt plus generated text must fit the\n"
+    "model's context (seq_len): a larger N is clamped, with a note. Defaults:\n"
+    "--temperature 1 (0 = greedy), --top-k 0 (all tokens), --top-p 1 (all),\n"
+    "--seed 0. W may be a checkpoint of modrun train.\n";
+
+const char *kEvalUsage =
+    "usage: modrun eval PKG --weights W --data FILE... [--batch B]\n"
+    "                   [--batches N]\n"
+    "\n"
+    "Evaluates on the held-out part of the FILEs, split as modrun train\n"
+    "splits it with the same --batch (last 10%, at least one batch): up to N\n"
+    "batches of B windows of seq_len + 1 bytes. Prints the mean next-token\n"
+    "cross-entropy with top-k routing (training) and with causal routing\n"
+    "(sampling), and for each routed layer how often the causal router's\n"
+    "decision agrees with top-k membership on the top-k pass. Defaults:\n"
+    "--batch 8, --batches 8. W may be a checkpoint of modrun train.\n";
 
 const char *kInfoUsage = "usage: modrun info PKG\n"
                          "\n"
@@ -589,6 +621,290 @@ int runTrain(int argc, char **argv) {
   return 0;
 }
 
+/// Bytes of a prompt file (exactly as stored). Throws Error naming it.
+std::string readPromptFile(const std::string &path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw Error(fmt::format("{}: is a directory, not a prompt file", path));
+  errno = 0;
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    throw Error(fmt::format("{}: cannot open: {}", path,
+                            errno ? std::strerror(errno) : "unknown error"));
+  std::string text((std::istreambuf_iterator<char>(in)),
+                   std::istreambuf_iterator<char>());
+  if (in.bad())
+    throw Error(fmt::format("{}: read failed", path));
+  return text;
+}
+
+/// Loads weights (or a checkpoint's) and checks them against the package,
+/// naming the file in errors.
+TensorMap loadCheckedWeights(const Package &pkg, const std::string &path) {
+  TensorMap weights = loadWeights(path);
+  try {
+    pkg.checkWeights(weights);
+  } catch (const Error &e) {
+    throw Error(fmt::format("{}: {}", path, e.what()));
+  }
+  return weights;
+}
+
+int runSample(int argc, char **argv) {
+  const char *usage = kSampleUsage;
+  Args args = parseArgs(argc, argv,
+                        {"weights", "prompt", "prompt-file", "batch-file",
+                         "max-new", "temperature", "top-k", "top-p", "seed"},
+                        usage);
+  if (args.help) {
+    std::fputs(usage, stdout);
+    return 0;
+  }
+  auto has = [&](const char *key) { return args.options.count(key) > 0; };
+  std::string weightsPath = args.require("weights", usage);
+  int sources = has("prompt") + has("prompt-file") + has("batch-file");
+  if (sources != 1)
+    throw UsageError{sources == 0 ? "missing --prompt, --prompt-file or "
+                                    "--batch-file"
+                                  : "give one of --prompt, --prompt-file and "
+                                    "--batch-file",
+                     usage};
+  uint64_t maxNew64 =
+      parseUnsigned("max-new", args.require("max-new", usage), usage);
+  int maxNew = static_cast<int>(std::min<uint64_t>(maxNew64, INT_MAX));
+  SamplingConfig config;
+  if (has("temperature"))
+    config.temperature =
+        parseNumber("temperature", args.options["temperature"], usage, 0);
+  if (has("top-k"))
+    config.topK = static_cast<int>(std::min<uint64_t>(
+        parseUnsigned("top-k", args.options["top-k"], usage), INT_MAX));
+  if (has("top-p")) {
+    config.topP = parseNumber("top-p", args.options["top-p"], usage, 0,
+                              /*strict=*/true);
+    if (config.topP > 1)
+      throw UsageError{fmt::format("--top-p must be in (0, 1], got '{}'",
+                                   args.options["top-p"]),
+                       usage};
+  }
+  if (has("seed"))
+    config.seed = parseUnsigned("seed", args.options["seed"], usage);
+
+  // Prompts and their names for messages.
+  std::vector<std::string> prompts, labels;
+  bool batchMode = has("batch-file");
+  if (has("prompt")) {
+    prompts.push_back(args.options["prompt"]);
+    labels.push_back("--prompt");
+  } else if (has("prompt-file")) {
+    prompts.push_back(readPromptFile(args.options["prompt-file"]));
+    labels.push_back(args.options["prompt-file"]);
+  } else {
+    const std::string &path = args.options["batch-file"];
+    std::string text = readPromptFile(path);
+    size_t start = 0, line = 1;
+    while (start < text.size()) {
+      size_t end = text.find('\n', start);
+      std::string p = text.substr(
+          start, end == std::string::npos ? std::string::npos : end - start);
+      if (!p.empty() && p.back() == '\r')
+        p.pop_back();
+      prompts.push_back(p);
+      labels.push_back(fmt::format("{} line {}", path, line));
+      if (end == std::string::npos)
+        break;
+      start = end + 1;
+      ++line;
+    }
+    if (prompts.empty())
+      throw Error(fmt::format("{}: file is empty (one prompt per line)", path));
+  }
+
+  Package pkg = Package::open(args.pkg);
+  const Manifest &man = pkg.manifest();
+  pkg.requireDecode();
+  // Validate every prompt before loading weights or generating anything.
+  for (size_t b = 0; b < prompts.size(); ++b) {
+    tokenizePrompt(man, prompts[b], labels[b]);
+    int64_t len = static_cast<int64_t>(prompts[b].size());
+    if (maxNew > 0 && len >= man.seqLen)
+      throw Error(fmt::format("{} is {} bytes and fills the model's context "
+                              "of {} tokens (seq_len): no room to generate; "
+                              "use at most {} bytes",
+                              labels[b], len, man.seqLen, man.seqLen - 1));
+  }
+  for (size_t b = 0; b < prompts.size(); ++b) {
+    int64_t room = man.seqLen - static_cast<int64_t>(prompts[b].size());
+    if (maxNew > room)
+      fmt::print(stderr,
+                 "modrun: note: --max-new {} clamped to {} for {}: prompt "
+                 "({} bytes) plus generated bytes must fit the model's "
+                 "context (seq_len {})\n",
+                 maxNew, room, labels[b], prompts[b].size(), man.seqLen);
+  }
+  TensorMap weights = loadCheckedWeights(pkg, weightsPath);
+
+  auto start = std::chrono::steady_clock::now();
+  uint64_t produced = 0;
+  std::vector<std::string> out = generate(
+      pkg, weights, prompts, maxNew, config,
+      [&](size_t, const std::string &piece) {
+        ++produced;
+        if (!batchMode) {
+          std::fwrite(piece.data(), 1, piece.size(), stdout);
+          std::fflush(stdout);
+        }
+      });
+  double seconds = std::chrono::duration<double>(
+                       std::chrono::steady_clock::now() - start)
+                       .count();
+  if (batchMode) {
+    for (size_t b = 0; b < out.size(); ++b) {
+      fmt::print("=== {} ===\n", labels[b]);
+      std::fwrite(out[b].data(), 1, out[b].size(), stdout);
+      std::fputc('\n', stdout);
+    }
+  } else {
+    std::fputc('\n', stdout);
+  }
+  std::fflush(stdout);
+  fmt::print(stderr,
+             "modrun: {} byte{} generated for {} prompt{} in {:.2f}s "
+             "({:.0f} bytes/s)\n",
+             produced, produced == 1 ? "" : "s", prompts.size(),
+             prompts.size() == 1 ? "" : "s", seconds,
+             static_cast<double>(produced) / std::max(seconds, 1e-9));
+  return 0;
+}
+
+/// Sum over the rows of -log softmax(logits)[target] for `tokens` [B, S+1]
+/// (targets tokens[:, 1:]) given logits [B, S, V].
+double crossEntropySum(const std::vector<float> &logits,
+                       const std::vector<int32_t> &tokens, int64_t batch,
+                       int64_t seqLen, int64_t vocab) {
+  double sum = 0;
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t i = 0; i < seqLen; ++i) {
+      const float *row = logits.data() + (b * seqLen + i) * vocab;
+      float top = *std::max_element(row, row + vocab);
+      double z = 0;
+      for (int64_t v = 0; v < vocab; ++v)
+        z += std::exp(static_cast<double>(row[v]) - top);
+      int32_t target = tokens[b * (seqLen + 1) + i + 1];
+      sum += std::log(z) + top - static_cast<double>(row[target]);
+    }
+  return sum;
+}
+
+int runEval(int argc, char **argv) {
+  const char *usage = kEvalUsage;
+  Args args = parseArgs(argc, argv, {"weights", "batch", "batches"}, usage,
+                        /*maxPositional=*/1, "missing package directory PKG",
+                        /*lists=*/{"data"});
+  if (args.help) {
+    std::fputs(usage, stdout);
+    return 0;
+  }
+  std::string weightsPath = args.require("weights", usage);
+  if (!args.listValues.count("data"))
+    throw UsageError{"missing --data FILE...", usage};
+  int64_t batch = 8;
+  uint64_t maxBatches = 8;
+  if (args.options.count("batch"))
+    batch = static_cast<int64_t>(std::min<uint64_t>(
+        parseUnsigned("batch", args.options["batch"], usage, 1), 1u << 20));
+  if (args.options.count("batches"))
+    maxBatches = parseUnsigned("batches", args.options["batches"], usage, 1);
+
+  Package pkg = Package::open(args.pkg);
+  const Manifest &man = pkg.manifest();
+  if (man.vocabSize < 256)
+    throw Error(fmt::format("{}: modrun eval reads byte-level text (tokens "
+                            "0..255), but the model's vocab_size is {}",
+                            args.pkg, man.vocabSize));
+  TensorMap weights = loadCheckedWeights(pkg, weightsPath);
+  Corpus corpus = Corpus::load(args.listValues["data"], man.seqLen, batch);
+  std::vector<std::vector<int32_t>> batches =
+      corpus.heldOutBatches(static_cast<size_t>(maxBatches));
+
+  const int64_t S = man.seqLen, V = man.vocabSize;
+  const size_t nRouted = man.routedLayers.size();
+  const bool dense = nRouted == 0;
+  double ceTopk = 0, ceCausal = 0;
+  std::vector<uint64_t> agree(nRouted, 0), decided(nRouted, 0),
+      topkRouted(nRouted, 0), causalRouted(nRouted, 0);
+  std::vector<int32_t> inputs(static_cast<size_t>(batch * S));
+  for (const std::vector<int32_t> &tokens : batches) {
+    for (int64_t b = 0; b < batch; ++b)
+      std::copy(tokens.begin() + b * (S + 1),
+                tokens.begin() + b * (S + 1) + S, inputs.begin() + b * S);
+    std::vector<std::vector<int32_t>> decisions;
+    ForwardResult topk =
+        pkg.forward(weights, inputs, batch, RouteMode::TopK, &decisions);
+    ceTopk += crossEntropySum(topk.logits, tokens, batch, S, V);
+    for (size_t l = 0; l < nRouted; ++l)
+      for (size_t i = 0; i < topk.routed[l].size(); ++i) {
+        topkRouted[l] += topk.routed[l][i] != 0;
+        if (!decisions.empty()) {
+          decided[l] += decisions[l][i] != 0;
+          agree[l] += (decisions[l][i] != 0) == (topk.routed[l][i] != 0);
+        }
+      }
+    if (man.supportsCausal) {
+      ForwardResult causal =
+          pkg.forward(weights, inputs, batch, RouteMode::Causal);
+      ceCausal += crossEntropySum(causal.logits, tokens, batch, S, V);
+      for (size_t l = 0; l < nRouted; ++l)
+        for (int32_t r : causal.routed[l])
+          causalRouted[l] += r != 0;
+    }
+  }
+  const double n = static_cast<double>(batches.size()) *
+                   static_cast<double>(batch) * static_cast<double>(S);
+  fmt::print("model:     {} (seq_len {}, {} routed layer{}, causal router "
+             "{})\n",
+             man.model.value("name", std::string("?")), S, nRouted,
+             nRouted == 1 ? "" : "s", dense ? "-" : man.causalRouter);
+  fmt::print("held out:  {} batch{} x {} x {} tokens ({:.0f} predictions) "
+             "from {} held-out bytes\n",
+             batches.size(), batches.size() == 1 ? "" : "es", batch, S, n,
+             corpus.heldOutBytes());
+  fmt::print("loss topk:   {:.4f}  (perplexity {:.3f})\n", ceTopk / n,
+             std::exp(ceTopk / n));
+  if (man.supportsCausal)
+    fmt::print("loss causal: {:.4f}  (perplexity {:.3f})\n", ceCausal / n,
+               std::exp(ceCausal / n));
+  else if (dense)
+    fmt::print("loss causal: {:.4f}  (dense model: same as topk)\n",
+               ceTopk / n);
+  else
+    fmt::print("loss causal: n/a (causal_router none: no causal mode)\n");
+  if (!dense) {
+    fmt::print("\n{:>5}  {:>8}  {:>12}  {:>12}  {:>9}  {:>13}\n", "layer",
+               "capacity", "topk routed", "causal says", "agreement",
+               "causal routed");
+    for (size_t l = 0; l < nRouted; ++l) {
+      const LayerInfo &info = man.layers[man.routedLayers[l]];
+      auto frac = [&](uint64_t c) { return static_cast<double>(c) / n; };
+      std::string says = "n/a", agreement = "n/a", causal = "n/a";
+      if (man.supportsCausal) {
+        says = fmt::format("{:.4f}", frac(decided[l]));
+        agreement = fmt::format("{:.4f}", frac(agree[l]));
+        causal = fmt::format("{:.4f}", frac(causalRouted[l]));
+      }
+      fmt::print("{:>5}  {:>8.4f}  {:>12.4f}  {:>12}  {:>9}  {:>13}\n",
+                 info.index,
+                 static_cast<double>(info.capacity) / static_cast<double>(S),
+                 frac(topkRouted[l]), says, agreement, causal);
+    }
+    fmt::print("\ntopk routed: fraction of tokens in the top-k; causal says: "
+               "fraction the causal\nrouter would route, on the topk pass; "
+               "agreement: fraction where the two agree;\ncausal routed: "
+               "fraction routed in causal mode (its own residual stream).\n");
+  }
+  return 0;
+}
+
 int runInfo(int argc, char **argv) {
   Args args = parseArgs(argc, argv, {}, kInfoUsage);
   if (args.help) {
@@ -625,6 +941,14 @@ int runInfo(int argc, char **argv) {
                m.gradWorkspaceBytesPerSequence);
   else
     fmt::print("training:  no (inference-only package)\n");
+  if (m.supportsDecode)
+    fmt::print("decode:    yes, {} bytes of KV cache and {} bytes of "
+               "workspace per sequence\n",
+               m.kvCacheBytesPerSequence, m.decodeWorkspaceBytesPerSequence);
+  else if (!m.routedLayers.empty() && m.causalRouter == "none")
+    fmt::print("decode:    no (routed layers with causal_router none)\n");
+  else
+    fmt::print("decode:    no (compiled without a decode entry)\n");
   return 0;
 }
 
@@ -787,6 +1111,10 @@ int main(int argc, char **argv) {
       return runGrad(argc - 2, argv + 2);
     if (cmd == "train")
       return runTrain(argc - 2, argv + 2);
+    if (cmd == "sample")
+      return runSample(argc - 2, argv + 2);
+    if (cmd == "eval")
+      return runEval(argc - 2, argv + 2);
     if (cmd == "info")
       return runInfo(argc - 2, argv + 2);
     if (cmd == "tokenize")

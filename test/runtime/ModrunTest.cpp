@@ -72,7 +72,8 @@ TEST_F(ModrunTest, HelpAndUsageErrors) {
   EXPECT_EQ(r.code, 0);
   EXPECT_NE(r.out.find("forward"), std::string::npos);
   for (const char *cmd :
-       {"init", "forward", "grad", "train", "info", "tokenize", "show"}) {
+       {"init", "forward", "grad", "train", "sample", "eval", "info", "tokenize",
+        "show"}) {
     r = run(std::string(cmd) + " --help");
     EXPECT_EQ(r.code, 0) << cmd;
     EXPECT_NE(r.out.find(std::string("usage: modrun ") + cmd),
