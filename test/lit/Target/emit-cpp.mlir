@@ -4,7 +4,7 @@
 // The planned launch plan of a 2-layer model (layer 1 routed, k = 4 of 16,
 // sigmoid gate, predictor router), emitted as C++ specialised on its shapes.
 // CHECK: namespace modk_cpu
-// CHECK: modc_abi_version(void) { return 2u; }
+// CHECK: modc_abi_version(void) { return 3u; }
 // CHECK: modc_manifest_json(void)
 // CHECK: "workspace_bytes_per_sequence": [[WS:[0-9]+]]
 // CHECK: "capacity": 4,
@@ -22,14 +22,18 @@
 // The O-projection accumulates into the stream: the fused residual add.
 // CHECK: cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)rows, 32, 32, 1.0f, {{buf[0-9]+}}, 32, w5, 32, 1.0f, [[X]], 32);
 // CHECK: modk_cpu::swiglu<64>(
-// CHECK: if (causal) // only the causal decision reads the predictor
-// CHECK-NEXT: modk_cpu::predictor<32, 8>([[X]], B * 16,
+// CHECK: if (causal || args->causal_decisions) // only causal decisions read it
+// CHECK-NEXT: modk_cpu::predictor<32, 8>([[X]], B * 16, {{.*}}, [[P:buf[0-9]+]]);
 // CHECK: modk.route_select_gather layer 1 k=4
 // CHECK-NEXT: modk_cpu::router_logits<16, 32>([[X]], B, w{{[0-9]+}}, [[R:buf[0-9]+]]);
 // CHECK-NEXT: if (causal)
 // CHECK-NEXT: modk_cpu::select_causal<16>(
 // CHECK-NEXT: else
 // CHECK-NEXT: modk_cpu::select_topk<16, 4>([[R]], B, [[POS:buf[0-9]+]], [[SEG:buf[0-9]+]], routed1);
+// On request, the causal decision (predictor p > 0) of every token.
+// CHECK-NEXT: if (args->causal_decisions)
+// CHECK-NEXT: for (int64_t i = 0; i < B * 16; ++i)
+// CHECK-NEXT: args->causal_decisions[(int64_t)0 * B * 16 + i] = [[P]][i] > 0.0f;
 // CHECK-NEXT: modk_cpu::gather_rmsnorm<16, 32>([[X]], B, [[SEG]], [[POS]],
 // Gathered GEMMs run on the rows the selection made.
 // CHECK: const int64_t rows = [[SEG]][B];
