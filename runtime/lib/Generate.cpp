@@ -121,23 +121,47 @@ StepResult DecodeSession::step(const std::vector<int32_t> &tokens,
   const size_t nRouted = manifest_->routedLayers.size();
   std::vector<int32_t> routed(std::max<size_t>(nRouted * B, 1), 0);
   if (any) {
-    // Inactive rows stay as they are in logits_ (the package writes only
-    // active rows), and a failed call leaves positions unchanged.
+    // The package's logits go to a scratch buffer and only active rows are
+    // kept: whatever it does with inactive rows, logits_ keeps each
+    // sequence's last logits. A failed call leaves positions unchanged.
+    std::vector<int32_t> countsBefore = kvCounts_;
+    stepLogits_.resize(logits_.size());
     modc_decode_args args;
     args.batch = batch_;
     args.tokens = stepTokens.data();
     args.positions = positions_.data();
     args.active = active.data();
     args.params = params_.data();
-    args.logits = logits_.data();
+    args.logits = stepLogits_.data();
     args.routed = routed.data();
     args.kv_cache = reinterpret_cast<float *>(kvCache_.data());
     args.kv_counts = kvCounts_.data();
     args.workspace = workspace_.data();
     package_->decodeRaw(args);
-    for (size_t b = 0; b < B; ++b)
-      if (active[b])
+    const size_t V = static_cast<size_t>(vocab_);
+    for (size_t b = 0; b < B; ++b) {
+      if (active[b]) {
         ++positions_[b];
+        std::copy(stepLogits_.begin() + b * V, stepLogits_.begin() + (b + 1) * V,
+                  logits_.begin() + b * V);
+      }
+      // Each layer's count grows by one in a dense layer, by zero or one in
+      // a routed one, and not at all for an inactive sequence.
+      for (int64_t l = 0; l < nLayers_; ++l) {
+        size_t i = static_cast<size_t>(l) * B + b;
+        int32_t grew = kvCounts_[i] - countsBefore[i];
+        bool routedLayer = manifest_->layers[static_cast<size_t>(l)].routed;
+        bool ok = !active[b] ? grew == 0
+                  : routedLayer ? (grew == 0 || grew == 1)
+                                : grew == 1;
+        if (!ok)
+          throw Error(fmt::format("decode: the package changed layer {}'s "
+                                  "cache count of sequence {} from {} to {} "
+                                  "({}); the package is broken",
+                                  l, b, countsBefore[i], kvCounts_[i],
+                                  active[b] ? "active" : "inactive"));
+      }
+    }
   }
 
   StepResult result;

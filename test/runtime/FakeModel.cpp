@@ -14,8 +14,10 @@
 // checks the runtime's bookkeeping (positions equal the dense layer's cache
 // count, counts within seq_len, alignment), writes (token, position) into
 // the cache and reads the cache back, so a lost or clobbered cache shows.
-// Inactive sequences are left strictly alone. A token 6 at position 0 is
-// refused, to test the error path.
+// Inactive sequences keep their cache and counts; their logits rows are
+// overwritten with NaN (compiled packages write those rows too, so the
+// runtime must keep each sequence's last logits itself). A token 6 at
+// position 0 is refused, to test the error path.
 //
 //===----------------------------------------------------------------------===//
 #include "FakeManifest.h"
@@ -212,8 +214,13 @@ int32_t modc_decode(const modc_decode_args *a) {
     return a->kv_cache + ((l * B + b) * S + i) * 2 * D;
   };
   for (int64_t b = 0; b < B; ++b) {
-    if (!a->active[b])
+    if (!a->active[b]) {
+      // Compiled packages write logits rows of inactive sequences too; the
+      // runtime must not read them. Scribble NaN over them to make sure.
+      for (int64_t v = 0; v < V; ++v)
+        a->logits[b * V + v] = std::numeric_limits<float>::quiet_NaN();
       continue;
+    }
     int32_t t = a->tokens[b], p = a->positions[b];
     const float *e = E + t * D;
     float r = 0;

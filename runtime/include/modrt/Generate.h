@@ -65,7 +65,8 @@ public:
   /// ignored, and nothing of that sequence changes. Throws Error on a wrong
   /// size, a token outside [0, vocab) in an active sequence, or when an
   /// active sequence already holds seq_len tokens ("sequence b is full: the
-  /// model's context is seq_len tokens"); nothing changes then.
+  /// model's context is seq_len tokens"); nothing changes then. Also throws
+  /// when the package's error status or cache counts say it misbehaved.
   StepResult step(const std::vector<int32_t> &tokens,
                   const std::vector<uint8_t> &active);
 
@@ -104,7 +105,7 @@ private:
   int64_t batch_, vocab_, seqLen_, nLayers_, dModel_;
   AlignedBytes kvCache_, workspace_;
   std::vector<int32_t> kvCounts_, positions_;
-  std::vector<float> logits_;
+  std::vector<float> logits_, stepLogits_;
 };
 
 /// Decoding policy of sampleToken and generate.
