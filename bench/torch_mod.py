@@ -9,8 +9,18 @@
 # causal attention among them, and scatter y = x + g(r) * (a + m) back, as
 # public MoD implementations do.
 #
+# With --train it times one training step instead: the forward in top-k
+# mode on t[:, :S], the cross-entropy against t[:, 1:], the aux/predictor
+# loss of SPEC.md section 4 (aux_loss_weight times the mean over routed
+# layers of BCEWithLogits against the top-k mask; the predictor reads
+# stopgrad(x)), backward, global-norm clipping at 1.0 and a
+# torch.optim.AdamW step (betas 0.9/0.95, eps 1e-8, weight decay 0.1 except
+# on norm weights and biases), as modrun train does. torch.compile then
+# compiles the loss (forward + backward through AOTAutograd); the clipping
+# and the optimizer step stay eager.
+#
 # Usage: torch_mod.py MODEL.json [--batch 4] [--iters 5] [--warmup 2]
-#                     [--no-compile] [--json] [--selftest]
+#                     [--no-compile] [--json] [--selftest] [--train]
 #
 # ===-----------------------------------------------------------------------===#
 
@@ -105,6 +115,7 @@ class ModModel(torch.nn.Module):
         ang = torch.arange(c["seq_len"], dtype=torch.float64)[:, None] * inv
         self.cos = ang.cos().float()  # [S, hd/2]
         self.sin = ang.sin().float()
+        self.aux = None  # a list while computing the training loss
 
     def rms(self, x, w):
         return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.c["norm_eps"]) * w
@@ -160,6 +171,19 @@ class ModModel(torch.nn.Module):
             a, m = self.block(l, xs, idx)
             g = self.gate(torch.gather(r, 1, idx))[..., None]
             ys = xs + g * (a + m)
+            if self.aux is not None and c["causal_router"] != "none":
+                target = torch.zeros_like(r).scatter(
+                    1, idx, torch.ones_like(idx, dtype=r.dtype))
+                if c["causal_router"] == "aux_loss":
+                    logit = r
+                else:
+                    xd = x.detach()
+                    hid = F.silu(F.linear(xd, w[p + "predictor.fc1.weight"],
+                                          w[p + "predictor.fc1.bias"]))
+                    logit = F.linear(hid, w[p + "predictor.fc2.weight"],
+                                     w[p + "predictor.fc2.bias"]).squeeze(-1)
+                self.aux.append(
+                    F.binary_cross_entropy_with_logits(logit, target))
             return x.scatter(1, idx[..., None].expand_as(ys), ys)
         # Causal mode: per-token decision, a ragged count per sequence.
         if c["causal_router"] == "aux_loss":
@@ -209,6 +233,67 @@ def forward_flops(c, batch):
             total += 2 * S * d
     total += 2 * S * d * V
     return total * batch
+
+
+class TrainLoss(torch.nn.Module):
+    """Total training loss of SPEC.md section 4 on tokens [B, S + 1]."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+        mod = model.c.get("mod") or {}
+        self.aux_weight = float(mod.get("aux_loss_weight", 0.01))
+
+    def forward(self, tokens):
+        c = self.model.c
+        self.model.aux = []
+        logits = self.model(tokens[:, :-1])
+        ce = F.cross_entropy(logits.reshape(-1, c["vocab_size"]),
+                             tokens[:, 1:].reshape(-1))
+        aux = self.model.aux
+        self.model.aux = None
+        if aux:
+            return ce + self.aux_weight * (sum(aux) / len(aux))
+        return ce
+
+
+def make_train_step(c, weights, compile_loss):
+    """One training step: loss, backward, clip, AdamW (as modrun train)."""
+    params = {n: t.clone().requires_grad_(True) for n, t in weights.items()}
+    model = ModModel(c, params).train()
+    loss_fn = TrainLoss(model)
+    if compile_loss:
+        loss_fn = torch.compile(loss_fn)
+    no_decay = [t for n, t in params.items()
+                if n.endswith("norm.weight") or n.endswith(".bias")]
+    decay = [t for n, t in params.items()
+             if not (n.endswith("norm.weight") or n.endswith(".bias"))]
+    opt = torch.optim.AdamW(
+        [{"params": decay, "weight_decay": 0.1},
+         {"params": no_decay, "weight_decay": 0.0}],
+        lr=1e-4, betas=(0.9, 0.95), eps=1e-8)
+    plist = list(params.values())
+
+    def step(tokens):
+        opt.zero_grad(set_to_none=False)
+        loss = loss_fn(tokens)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(plist, 1.0)
+        opt.step()
+        return loss.detach()
+
+    return step
+
+
+def time_train(step, tokens, warmup, iters):
+    for _ in range(warmup):
+        step(tokens)
+    times = []
+    for _ in range(iters):
+        t0 = time.perf_counter()
+        step(tokens)
+        times.append((time.perf_counter() - t0) * 1e3)
+    return statistics.median(times)
 
 
 def time_it(fn, tokens, warmup, iters):
@@ -263,6 +348,8 @@ def main():
     ap.add_argument("--json", action="store_true",
                     help="print one JSON object instead of text")
     ap.add_argument("--selftest", action="store_true")
+    ap.add_argument("--train", action="store_true",
+                    help="time a training step instead of the forward")
     args = ap.parse_args()
     if args.selftest:
         selftest()
@@ -271,6 +358,8 @@ def main():
         ap.error("a model JSON is required")
     with open(args.model) as f:
         c = parse_config(json.load(f))
+    if args.train:
+        return main_train(args, c)
     model = ModModel(c, make_weights(c)).eval()
     tokens = torch.randint(0, c["vocab_size"], (args.batch, c["seq_len"]))
     flops = forward_flops(c, args.batch)
@@ -297,6 +386,37 @@ def main():
     else:
         for k, v in res.items():
             print(f"{k:>16}: {v:.3f}" if isinstance(v, float) else f"{k:>16}: {v}")
+
+
+def main_train(args, c):
+    """--train: medians of one training step, eager and torch.compile."""
+    weights = make_weights(c)
+    tokens = torch.randint(0, c["vocab_size"], (args.batch, c["seq_len"] + 1))
+    flops = 3.0 * forward_flops(c, args.batch)
+    res = {"model": c.get("name", args.model), "batch": args.batch,
+           "threads": torch.get_num_threads(), "train_gflop": flops / 1e9,
+           "torch": torch.__version__}
+    res["train_eager_ms"] = time_train(make_train_step(c, weights, False),
+                                       tokens, args.warmup, args.iters)
+    if not args.no_compile:
+        try:
+            step = make_train_step(c, weights, True)
+            t0 = time.perf_counter()
+            step(tokens)
+            res["train_compile_s"] = time.perf_counter() - t0
+            res["train_compiled_ms"] = time_train(step, tokens, args.warmup,
+                                                  args.iters)
+        except Exception as e:  # inductor needs a working C++ toolchain
+            res["train_compile_error"] = f"{type(e).__name__}: {e}"[:300]
+    for key in ("eager", "compiled"):
+        if f"train_{key}_ms" in res:
+            res[f"train_{key}_gflops"] = flops / (res[f"train_{key}_ms"] * 1e-3) / 1e9
+    if args.json:
+        print(json.dumps(res))
+    else:
+        for k, v in res.items():
+            print(f"{k:>20}: {v:.3f}" if isinstance(v, float) else f"{k:>20}: {v}")
+    return 0
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Plots the runs of run.sh: training and held-out loss against step and
 against training FLOPs, from OUT/<run>.csv (modrun train --log) and
-OUT/summary.jsonl. Writes OUT/loss.png and prints a Markdown table.
+OUT/<run>.json (summarize.py). Writes OUT/loss.png and prints a Markdown table.
 
 Usage: plot.py OUT_DIR        (needs matplotlib: pip install matplotlib)
 """
@@ -32,8 +32,8 @@ def smooth(values, window=50):
 
 
 def main(out_dir):
-    runs = [json.loads(l) for l in open(os.path.join(out_dir, "summary.jsonl"))
-            if l.strip()]
+    runs = [json.load(open(os.path.join(out_dir, r + ".json")))
+            for r in LABELS if os.path.exists(os.path.join(out_dir, r + ".json"))]
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.5), sharey=True)
     for r in runs:
         rows = list(csv.DictReader(open(os.path.join(out_dir,

@@ -12,9 +12,9 @@
 #   mod-flops   as many steps as have the dense run's training FLOPs
 #               (flops.py --iso), the paper's isoFLOP comparison
 #
-# and writes out/<run>.csv (modrun's per-step log), out/summary.json (final
-# held-out loss, steps, tokens, FLOPs, wall time per run) and out/loss.png
-# (plot.py).
+# and writes out/<run>.csv (modrun's per-step log), out/<run>.json
+# (summarize.py: final held-out loss, steps, tokens, FLOPs, wall time, load)
+# and out/loss.png (plot.py, from the runs present in out/).
 #
 # Usage: examples/mod_vs_dense/run.sh [BUILD_DIR]     (default: build)
 # Environment: STEPS (1200), BATCH (8), LR (3e-3), SEED (1), EVAL_EVERY (100),
@@ -52,12 +52,14 @@ fi
 
 mkdir -p "$work" "$out"
 for m in dense mod; do
-  "$modc" compile "$here/$m.json" --target cpu -o "$work/$m"
+  # Compile only when missing or older than its description, so that
+  # several runs (RUNS=...) can be started side by side on one package.
+  if [[ ! -f "$work/$m/manifest.json" || "$here/$m.json" -nt "$work/$m/manifest.json" ]]; then
+    "$modc" compile "$here/$m.json" --target cpu -o "$work/$m"
+  fi
 done
 
 iso_steps="$(python3 "$here/flops.py" --iso "$here/dense.json" "$here/mod.json" "$steps")"
-summary="$out/summary.jsonl"
-: > "$summary.new"
 for run in $runs; do
   case "$run" in
     dense)     pkg=dense; n="$steps" ;;
@@ -74,27 +76,8 @@ for run in $runs; do
     --out "$work/$run.ckpt.safetensors" --log "$out/$run.csv"
   t1="$(date +%s.%N)"
   load_after="$(cut -d' ' -f1-3 /proc/loadavg)"
-  python3 - "$run" "$pkg" "$here/$pkg.json" "$n" "$batch" "$t0" "$t1" \
-    "$load_before" "$load_after" "$out/$run.csv" >> "$summary.new" <<'EOF'
-import csv, json, sys
-sys.path.insert(0, __import__("os").path.dirname(sys.argv[3]))
-from flops import train_flops_per_step
-run, pkg, model, n, batch, t0, t1, lb, la, log = sys.argv[1:]
-n, batch = int(n), int(batch)
-with open(model) as f:
-    seq = json.load(f)["seq_len"]
-rows = list(csv.DictReader(open(log)))
-evals = [float(r["eval_loss"]) for r in rows if r["eval_loss"]]
-print(json.dumps({
-    "run": run, "model": pkg, "steps": n, "batch": batch,
-    "tokens": n * batch * seq,
-    "train_flops": n * train_flops_per_step(model, batch),
-    "flops_per_step": train_flops_per_step(model, batch),
-    "wall_s": float(t1) - float(t0),
-    "final_eval_loss": evals[-1], "best_eval_loss": min(evals),
-    "final_train_ce_last50": sum(float(r["ce"]) for r in rows[-50:]) / len(rows[-50:]),
-    "load_before": lb, "load_after": la}))
-EOF
+  python3 "$here/summarize.py" "$run" "$here/$pkg.json" "$n" "$batch" \
+    "$(echo "$t1 - $t0" | bc)" "$load_before" "$load_after" "$out/$run.csv" \
+    > "$out/$run.json"
 done
-mv "$summary.new" "$summary"
 python3 "$here/plot.py" "$out"
