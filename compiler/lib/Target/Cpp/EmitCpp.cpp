@@ -82,6 +82,11 @@ private:
 };
 } // namespace
 
+/// The prelude's `Gate` enum value of a gate name.
+static int gateKind(StringRef gate) {
+  return gate == "linear" ? 0 : gate == "sigmoid" ? 1 : 2;
+}
+
 static std::string floatLiteral(double v) {
   return fmt::format("static_cast<float>({:.17g})", v);
 }
@@ -125,19 +130,18 @@ void CppEmitter::emitGemm(modk::GemmOp op) {
     os << fmt::format("    modk_cpu::swiglu<{}>({}, {}, rows);\n", n, gated, y);
   } else if (e == "gate_scale_scatter") {
     auto extra = op.getExtra();
-    StringRef gate = *op.getGate();
-    int gateKind = gate == "linear" ? 0 : gate == "sigmoid" ? 1 : 2;
+    int gate = gateKind(*op.getGate());
     os << fmt::format("    modk_cpu::linear<{}, {}>({}, rows, {}, {});\n", n, k,
                       a, w, name(extra[0]));
     if (entry.getSymName() == "decode")
       os << fmt::format("    modk_cpu::decode_gate_scale_scatter<{}, {}>({}, B, "
                         "{}, {}, {}, {});\n",
-                        n, gateKind, y, name(op.getSegments()), name(extra[1]),
+                        n, gate, y, name(op.getSegments()), name(extra[1]),
                         name(extra[2]), name(extra[0]));
     else
       os << fmt::format("    modk_cpu::gate_scale_scatter<{}, {}, {}>({}, B, {}, "
                         "{}, {}, {}, {});\n",
-                        seqLen, n, gateKind, y, name(op.getSegments()),
+                        seqLen, n, gate, y, name(op.getSegments()),
                         name(extra[3]), name(extra[1]), name(extra[2]),
                         name(extra[0]));
   }
@@ -360,11 +364,10 @@ LogicalResult CppEmitter::emitKernel(Operation *op) {
     return success();
   }
   if (auto scatter = dyn_cast<modk::ScatterGradOp>(op)) {
-    StringRef gate = scatter.getGate();
-    int gateKind = gate == "linear" ? 0 : gate == "sigmoid" ? 1 : 2;
+    int gate = gateKind(scatter.getGate());
     os << fmt::format("  modk_cpu::gate_scale_scatter_grad<{}, {}, {}>({}, B, {}, "
                       "{}, {}, {}, {}, {});\n",
-                      seqLen, width(scatter.getDy()), gateKind,
+                      seqLen, width(scatter.getDy()), gate,
                       name(scatter.getDy()), name(scatter.getSegments()),
                       name(scatter.getPositions()), name(scatter.getScores()),
                       name(scatter.getUpdate()), name(scatter.getDf()),
