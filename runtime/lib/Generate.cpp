@@ -126,7 +126,7 @@ StepResult DecodeSession::step(const std::vector<int32_t> &tokens,
     // sequence's last logits. A failed call leaves positions unchanged.
     std::vector<int32_t> countsBefore = kvCounts_;
     stepLogits_.resize(logits_.size());
-    modc_decode_args args;
+    modc_decode_args args{}; // fields a newer ABI adds stay null
     args.batch = batch_;
     args.tokens = stepTokens.data();
     args.positions = positions_.data();

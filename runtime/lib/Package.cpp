@@ -372,7 +372,8 @@ Package::forward(const TensorMap &weights, const std::vector<int32_t> &tokens,
                             batch, wsBytes, logitsCount));
   }
 
-  modc_forward_args args;
+  // Value-initialised: optional fields this runtime does not set stay null.
+  modc_forward_args args{};
   args.batch = batch;
   args.seq_len = m.seqLen;
   args.mode = mode == RouteMode::Causal ? MODC_MODE_CAUSAL : MODC_MODE_TOPK;
@@ -510,7 +511,7 @@ Losses Package::grad(const TensorMap &weights,
   }
 
   float losses[3] = {0, 0, 0};
-  modc_grad_args args;
+  modc_grad_args args{};
   args.batch = batch;
   args.seq_len = m.seqLen;
   args.tokens = tokens.data();
@@ -566,7 +567,7 @@ double Package::adamwStep(TensorMap &weights, const TensorMap &grads,
   std::vector<float *> mPtrs = paramPointers(m, state.m);
   std::vector<float *> vPtrs = paramPointers(m, state.v);
   float gradNorm = 0;
-  modc_adamw_args args;
+  modc_adamw_args args{};
   args.params = params.data();
   args.grads = gradPtrs.data();
   args.m = mPtrs.data();
