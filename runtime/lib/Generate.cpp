@@ -201,6 +201,15 @@ void DecodeSession::prefill(const std::vector<std::vector<int32_t>> &prompts) {
                                 p[i], i, b, vocab_));
     longest = std::max(longest, p.size());
   }
+  // A fresh session prefills in one causal forward pass over the padded
+  // prompts, which fills every layer's cache (ABI 4); a session that already
+  // holds tokens appends them step by step.
+  bool fresh = std::all_of(positions_.begin(), positions_.end(),
+                           [](int32_t p) { return p == 0; });
+  if (fresh && longest > 1 && manifest_->supportsPrefill) {
+    prefillForward(prompts);
+    return;
+  }
   std::vector<int32_t> tokens(B, 0);
   std::vector<uint8_t> active(B, 0);
   for (size_t t = 0; t < longest; ++t) {
@@ -210,6 +219,54 @@ void DecodeSession::prefill(const std::vector<std::vector<int32_t>> &prompts) {
     }
     step(tokens, active);
   }
+}
+
+void DecodeSession::prefillForward(
+    const std::vector<std::vector<int32_t>> &prompts) {
+  const int64_t B = batch_, S = seqLen_, V = vocab_;
+  const Manifest &m = *manifest_;
+  std::vector<int32_t> tokens(static_cast<size_t>(B * S), 0), lengths(B, 0);
+  for (int64_t b = 0; b < B; ++b) {
+    std::copy(prompts[b].begin(), prompts[b].end(), tokens.begin() + b * S);
+    lengths[b] = static_cast<int32_t>(prompts[b].size());
+  }
+  std::vector<float> logits(static_cast<size_t>(B * S * V));
+  std::vector<int32_t> routed(
+      static_cast<size_t>(std::max<size_t>(m.routedLayers.size(), 1) * B * S));
+  AlignedBytes workspace(
+      std::max<uint64_t>(package_->forwardWorkspaceBytes(B), 64));
+  modc_forward_args args{};
+  args.batch = B;
+  args.seq_len = S;
+  // Causal routing, as decoding does; a dense model has only top-k mode.
+  args.mode = m.supportsCausal ? MODC_MODE_CAUSAL : MODC_MODE_TOPK;
+  args.tokens = tokens.data();
+  args.params = params_.data();
+  args.logits = logits.data();
+  args.routed = routed.data();
+  args.workspace = workspace.data();
+  args.prefill_lengths = lengths.data();
+  args.kv_cache = reinterpret_cast<float *>(kvCache_.data());
+  args.kv_counts = kvCounts_.data();
+  package_->forwardRaw(args);
+  for (int64_t b = 0; b < B; ++b) {
+    if (lengths[b] == 0)
+      continue;
+    positions_[b] = lengths[b];
+    std::copy_n(logits.begin() + (b * S + lengths[b] - 1) * V, V,
+                logits_.begin() + b * V);
+  }
+  // Dense layers hold every prompt token; routed ones at most that many.
+  for (int64_t l = 0; l < nLayers_; ++l)
+    for (int64_t b = 0; b < B; ++b) {
+      int32_t count = kvCounts_[l * B + b];
+      bool routedLayer = m.layers[l].routed;
+      if (routedLayer ? (count < 0 || count > lengths[b]) : count != lengths[b])
+        throw Error(fmt::format("prefill: the package left layer {} of "
+                                "sequence {} with {} cached tokens for a "
+                                "prompt of {}",
+                                l, b, count, lengths[b]));
+    }
 }
 
 //===----------------------------------------------------------------------===//

@@ -246,6 +246,14 @@ Manifest Manifest::parse(const std::string &jsonText,
   }
   if (!topk)
     r.fail("entries.forward.modes", "must list \"topk\"");
+  // ABI 4 forward entries of decoding packages can fill the KV cache.
+  if (fwd.contains("prefill")) {
+    if (!fwd["prefill"].is_boolean())
+      r.fail("entries.forward.prefill",
+             fmt::format("expected true or false, got {}",
+                         Reader::describe(fwd["prefill"])));
+    m.supportsPrefill = fwd["prefill"].get<bool>();
+  }
 
   // Training entry points come as a pair: modc_grad without modc_adamw (or
   // the reverse) is a broken package, not an inference-only one.

@@ -436,6 +436,24 @@ uint64_t Package::decodeWorkspaceBytes(int64_t batch) const {
   return std::max(fromManifest, impl->abi.decodeWorkspaceBytes(batch));
 }
 
+uint64_t Package::forwardWorkspaceBytes(int64_t batch) const {
+  uint64_t fromManifest;
+  if (batch < 1 ||
+      __builtin_mul_overflow(impl->manifest.workspaceBytesPerSequence,
+                             static_cast<uint64_t>(batch), &fromManifest))
+    throw Error(fmt::format("forward: batch {} is out of range", batch));
+  return std::max(fromManifest, impl->abi.workspaceBytes(batch));
+}
+
+void Package::forwardRaw(const modc_forward_args &args) const {
+  int32_t status = impl->abi.forward(&args);
+  if (status != MODC_OK) {
+    const char *msg = impl->abi.lastError();
+    throw Error(fmt::format("{}: forward failed (status {}): {}", impl->dir,
+                            status, msg && *msg ? msg : "no message"));
+  }
+}
+
 void Package::decodeRaw(const modc_decode_args &args) const {
   requireDecode();
   int32_t status = impl->abi.decode(&args);

@@ -75,7 +75,7 @@
 static const char kFakeManifest[] =
     R"({
   "format": "modc-package",
-  "abi_version": 3,
+  "abi_version": 4,
   "compiler_version": "0.1.0",
   "target": ")" FAKE_TARGET R"(",
   "model": {"name": "fake", "vocab_size": )" FAKE_VOCAB_STR

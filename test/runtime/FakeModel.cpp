@@ -29,7 +29,7 @@
 #include <limits>
 #include <string>
 
-static_assert(MODC_ABI_VERSION == 3u,
+static_assert(MODC_ABI_VERSION == 4u,
               "FakeManifest.h writes abi_version 3; update it with abi.h");
 
 namespace {

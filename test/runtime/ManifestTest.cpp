@@ -7,6 +7,7 @@
 #include "FakeManifest.h"
 #include "TestUtil.h"
 #include "modrt/Package.h"
+#include "modrt/abi.h"
 
 #include <gtest/gtest.h>
 
@@ -27,7 +28,7 @@ json base() { return json::parse(kFakeManifest); }
 TEST(ManifestTest, ParsesValidManifest) {
   Manifest m = Manifest::parse(kFakeManifest, "m.json");
   EXPECT_EQ(m.target, "cpu");
-  EXPECT_EQ(m.abiVersion, 3u);
+  EXPECT_EQ(m.abiVersion, MODC_ABI_VERSION);
   EXPECT_EQ(m.compilerVersion, "0.1.0");
   EXPECT_EQ(m.seqLen, 4);
   EXPECT_EQ(m.vocabSize, 8);

@@ -100,7 +100,8 @@ void ModelLowering::lowerAttention(mod::AttentionOp op) {
                                     model.getNHeads());
   else
     modk::AttentionOp::create(b, loc, q, k, v, rows.positions, rows.segments,
-                              o, model.getNHeads());
+                              o, model.getNHeads(),
+                              b.getI64IntegerAttr(layer));
   Value wo = blockParam(layer, "attn.wo.weight", {d, d});
 
   // Fuse the residual add of a dense block into the O-projection when the

@@ -66,6 +66,8 @@ std::string modc::buildManifest(llvm::ArrayRef<modk::EntryOp> entryOps,
     entries["adamw"] = json::Object{};
   }
   if (decode) {
+    // The forward entry fills the decode cache in a causal prefill.
+    entries.getObject("forward")->try_emplace("prefill", true);
     const json::Object *m = model.getAsObject();
     entries["decode"] = json::Object{
         {"workspace_bytes_per_sequence",

@@ -99,6 +99,9 @@ public:
   uint64_t kvBytesReserved() const { return kvCache_.size(); }
 
 private:
+  /// prefill of a fresh session through the forward entry's causal prefill.
+  void prefillForward(const std::vector<std::vector<int32_t>> &prompts);
+
   const Package *package_;
   const Manifest *manifest_;
   std::vector<const float *> params_;

@@ -18,8 +18,10 @@
 #include <string>
 #include <vector>
 
-/// The argument block of modc_decode (modrt/abi.h), for Package::decodeRaw.
+/// Argument blocks of modc_decode and modc_forward (modrt/abi.h), for
+/// Package::decodeRaw and Package::forwardRaw.
 struct modc_decode_args;
+struct modc_forward_args;
 
 namespace modrt {
 
@@ -55,6 +57,9 @@ struct Manifest {
   std::vector<int> routedLayers; ///< indices of routed layers, ascending
   uint64_t workspaceBytesPerSequence = 0;
   bool supportsCausal = false;
+  /// The forward entry can prefill the decode KV cache in one causal pass
+  /// (manifest entries.forward.prefill).
+  bool supportsPrefill = false;
   /// Whether the package exports modc_grad and modc_adamw (the manifest has
   /// both entries.grad and entries.adamw).
   bool supportsTraining = false;
@@ -184,6 +189,12 @@ public:
   /// DecodeSession (modrt/Generate.h), which validates and keeps the
   /// bookkeeping.
   void decodeRaw(const modc_decode_args &args) const;
+  /// Workspace bytes of the forward pass for `batch` sequences (the larger of
+  /// the library's and the manifest's figure).
+  uint64_t forwardWorkspaceBytes(int64_t batch) const;
+  /// One raw modc_forward call on caller-owned buffers (DecodeSession's
+  /// causal prefill); throws Error with the package's message on failure.
+  void forwardRaw(const modc_forward_args &args) const;
 
   /// Losses and gradients of the total loss for one batch (modc_grad):
   /// `tokens` is [batch, seqLen + 1] row-major; inputs are tokens[:, :S],

@@ -16,7 +16,7 @@
 extern "C" {
 #endif
 
-#define MODC_ABI_VERSION 3u
+#define MODC_ABI_VERSION 4u
 
 /// Selection rule of routed layers (SPEC.md section 3 and 4).
 enum modc_route_mode { MODC_MODE_TOPK = 0, MODC_MODE_CAUSAL = 1 };
@@ -44,6 +44,15 @@ typedef struct modc_forward_args {
   /// the causal router agrees with top-k membership. Null without a causal
   /// router.
   int32_t *causal_decisions;
+  /// Optional causal prefill of the decode KV cache (packages with a decode
+  /// entry, mode causal): when kv_cache is not null, every layer appends K and
+  /// V of the tokens of sequence b at positions < prefill_lengths[b] that go
+  /// through it, and kv_counts ([n_layers, B], zero on entry) ends with the
+  /// number each layer holds; decoding then continues at position
+  /// prefill_lengths[b]. Tokens past a prompt are padding.
+  const int32_t *prefill_lengths;
+  float *kv_cache;
+  int32_t *kv_counts;
 } modc_forward_args;
 
 /// Arguments of one decode step: one new token for each active sequence.

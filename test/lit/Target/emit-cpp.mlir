@@ -4,7 +4,7 @@
 // The planned launch plan of a 2-layer model (layer 1 routed, k = 4 of 16,
 // sigmoid gate, predictor router), emitted as C++ specialised on its shapes.
 // CHECK: namespace modk_cpu
-// CHECK: modc_abi_version(void) { return 3u; }
+// CHECK: modc_abi_version(void) { return 4u; }
 // CHECK: modc_manifest_json(void)
 // CHECK: "workspace_bytes_per_sequence": [[WS:[0-9]+]]
 // CHECK: "capacity": 4,

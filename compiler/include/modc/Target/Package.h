@@ -11,7 +11,7 @@
 namespace modc {
 
 /// Version of the package ABI this compiler writes (runtime/include/modrt/abi.h).
-constexpr unsigned kPackageAbiVersion = 3;
+constexpr unsigned kPackageAbiVersion = 4;
 
 /// KV-cache bytes a decode step keeps per sequence: K and V of up to seq_len
 /// tokens in every layer.

@@ -75,6 +75,8 @@ private:
   modk::EntryOp entry;
   /// Index of each routed layer in the [n_routed, ...] outputs.
   std::map<int64_t, int> routedIndex;
+  /// The package has a decode entry: its forward can prefill the KV cache.
+  bool hasDecode = false;
   llvm::raw_ostream &os;
   int64_t seqLen;
   llvm::DenseMap<Value, std::string> names;
@@ -180,6 +182,18 @@ LogicalResult CppEmitter::emitKernel(Operation *op) {
         heads, width(attn.getQ()) / heads, name(attn.getQ()),
         name(attn.getK()), name(attn.getV()), name(attn.getSegments()),
         name(attn.getPositions()), name(attn.getOutput()));
+    if (hasDecode && attn.getLayer() && entry.getSymName() == "forward") {
+      // Causal prefill: the same keys and values fill the decode cache.
+      int64_t layer = *attn.getLayer(), d = width(attn.getK());
+      os << fmt::format(
+          "  if (args->kv_cache)\n    modk_cpu::cache_append<{0}, {1}>({2}, {3}, "
+          "B, {4}, {5}, args->prefill_lengths, args->kv_cache + (int64_t){6} * "
+          "B * {0} * {1}, args->kv_cache + (int64_t){7} * B * {0} * {1}, "
+          "args->kv_counts + (int64_t){8} * B);\n",
+          seqLen, d, name(attn.getK()), name(attn.getV()),
+          name(attn.getSegments()), name(attn.getPositions()), 2 * layer,
+          2 * layer + 1, layer);
+    }
     return success();
   }
   if (auto add = dyn_cast<modk::AddOp>(op)) {
@@ -471,6 +485,7 @@ LogicalResult CppEmitter::emit() {
     return modk::EntryOp(entries.front())
         .emitOpError("a package needs a @forward entry");
   // Both entries index parameters by the manifest's order.
+  hasDecode = bool(decode);
   for (modk::EntryOp other : {grad, decode})
     if (other && other.getParams() != forward.getParams())
       return other.emitOpError("parameters differ from the @forward entry's");
@@ -507,6 +522,9 @@ typedef struct modc_forward_args {
   int32_t *routed;
   void *workspace;
   int32_t *causal_decisions;
+  const int32_t *prefill_lengths;
+  float *kv_cache;
+  int32_t *kv_counts;
 } modc_forward_args;
 typedef struct modc_grad_args {
   int64_t batch;
@@ -654,6 +672,20 @@ LogicalResult CppEmitter::emitEntry(modk::EntryOp e) {
       os << "  if (args->mode == 1)\n    return fail(2, \"modc_forward: causal "
             "mode needs mod.causal_router aux_loss or predictor; this model "
             "has none\");\n";
+    if (hasDecode)
+      os << fmt::format(
+          "  if (args->kv_cache && ({1}args->mode != 1 || !args->kv_counts || "
+          "!args->prefill_lengths))\n    return fail(1, \"modc_forward: a KV-cache "
+          "prefill needs mode causal, kv_counts and prefill_lengths\");\n"
+          "  if (args->kv_cache)\n    for (int64_t b = 0; b < args->batch; ++b)\n"
+          "      if (args->prefill_lengths[b] < 0 || args->prefill_lengths[b] > "
+          "{0})\n        return fail(1, \"modc_forward: prefill length \" + "
+          "std::to_string(args->prefill_lengths[b]) + \" of sequence \" + "
+          "std::to_string(b) + \" is outside [0, {0}]\");\n",
+          seqLen, causalCapable ? "" : "false && ");
+    else
+      os << "  if (args->kv_cache)\n    return fail(2, \"modc_forward: this "
+            "package has no decode entry, so no KV cache to prefill\");\n";
     os << "  if (!args->tokens || !args->params || !args->logits || "
           "!args->workspace"
        << (routedIndex.empty() ? "" : " || !args->routed")

@@ -315,6 +315,27 @@ inline void decode_attention(const float *q, const float *k, const float *v,
   }
 }
 
+/// Prefill: appends K and V of the rows of a full-sequence (causal) forward
+/// pass to a layer's cache, row j of sequence s when pos[j] < lengths[s]
+/// (prompts of different lengths share one padded pass). Rows of a sequence
+/// come in ascending position, so the cache keeps position order; counts[s]
+/// must be 0 on entry (an empty sequence) and ends as the number appended.
+template <int S, int D>
+inline void cache_append(const float *k, const float *v, int64_t nseg,
+                         const int64_t *seg, const int32_t *pos,
+                         const int32_t *lengths, float *cache_k,
+                         float *cache_v, int32_t *counts) {
+#pragma omp parallel for if (nseg > 1)
+  for (int64_t s = 0; s < nseg; ++s) {
+    int32_t n = 0;
+    for (int64_t j = seg[s]; j < seg[s + 1] && pos[j] < lengths[s]; ++j, ++n) {
+      std::memcpy(cache_k + (s * S + n) * D, k + j * D, sizeof(float) * D);
+      std::memcpy(cache_v + (s * S + n) * D, v + j * D, sizeof(float) * D);
+    }
+    counts[s] = n;
+  }
+}
+
 } // namespace modk_cpu
 
 #endif // MODC_TARGET_CPP_PRELUDE_CPUKERNELSDECODE_H

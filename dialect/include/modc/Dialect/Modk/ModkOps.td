@@ -119,9 +119,14 @@ def Modk_GemmOp : Modk_Op<"gemm", [AttrSizedOperandSegments]> {
 
 def Modk_AttentionOp : Modk_Op<"attention"> {
   let summary = "Causal attention within each sequence of a row set";
+  let description = [{
+    `layer` names the KV cache a causal prefill fills with the keys and
+    values (forward entry of packages that decode).
+  }];
   let arguments = (ins AnyMemRef:$q, AnyMemRef:$k, AnyMemRef:$v,
                    AnyMemRef:$positions, AnyMemRef:$segments,
-                   AnyMemRef:$output, I64Attr:$n_heads);
+                   AnyMemRef:$output, I64Attr:$n_heads,
+                   OptionalAttr<I64Attr>:$layer);
   let assemblyFormat = [{
     $q `,` $k `,` $v `rows` $positions `,` $segments `->` $output attr-dict
     `:` type(operands)
