@@ -33,6 +33,7 @@ corpus=/usr/share/games/fortunes/fortunes
 batch=4
 train_batch=8
 train_steps=200
+sample_prompt="A fool and his "
 out=out
 
 step() { printf '\n==> %s\n' "$*"; }
@@ -127,7 +128,10 @@ show_run "$modrun" forward "$out/tiny-mod" --weights "$out/tiny-mod.ckpt.safeten
   --out "$out/forward-trained-causal.safetensors"
 show_run "$modrun" show "$out/forward-trained-causal.safetensors"
 echo "(the trained predictor routes about capacity x seq_len tokens causally)"
-echo
-echo "Sampling (modrun sample) does not exist yet; this demo will sample from the"
-echo "trained checkpoint once it lands."
+
+step "Sampling from the trained model (KV cache, causal routing, seed 1)"
+show_run "$modrun" sample "$out/tiny-mod" --weights "$out/tiny-mod.ckpt.safetensors" \
+  --prompt "$sample_prompt" --max-new 120 --temperature 0.8 --top-k 40 --seed 1 |
+  tee "$out/sample.txt"
+[[ -s $out/sample.txt ]] || die "modrun sample printed nothing"
 exit $status
