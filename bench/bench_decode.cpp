@@ -9,9 +9,9 @@
 // Weights are random, so an untrained predictor would route about half of the
 // tokens. A trained one routes about the capacity (the demo's trained
 // tiny-mod routes 12-15 %), so before timing, each routed layer's
-// predictor bias (fc2.bias) is set by bisection so that the causal forward
-// over the prompt routes 12.5 % of its tokens there. The routed fraction
-// actually seen while decoding is printed beside the times.
+// predictor bias (fc2.bias) is set by bisection so that greedy decoding
+// after the first prompt routes 12.5 % of the generated tokens there. The
+// routed fraction actually seen in the timed runs is printed beside them.
 //
 // Usage: bench_decode [--models DIR] [--work DIR] [--prompt N] [--new N]
 //                     [--repeats N] [--corpus FILE]
@@ -57,30 +57,43 @@ std::string compile(const Options &opts, const std::string &name) {
   return dir.string();
 }
 
-/// Routed fraction of the causal forward over `tokens` in routed layer
-/// `index` (Manifest::routedLayers order).
-double routedFraction(const modrt::Package &pkg, const modrt::TensorMap &w,
-                      const std::vector<int32_t> &tokens, size_t index) {
-  modrt::ForwardResult r =
-      pkg.forward(w, tokens, 1, modrt::RouteMode::Causal);
-  const std::vector<int32_t> &mask = r.routed.at(index);
-  return std::count(mask.begin(), mask.end(), 1) / double(mask.size());
+/// Fraction of decode steps that route through routed layer `index`
+/// (Manifest::routedLayers order) while greedily generating `steps` tokens
+/// after `prompt`, batch 1.
+double decodeRoutedFraction(const modrt::Package &pkg,
+                            const modrt::TensorMap &w,
+                            const std::vector<int32_t> &prompt, int64_t steps,
+                            size_t index) {
+  modrt::DecodeSession session(pkg, w, 1);
+  session.prefill({prompt});
+  int64_t routed = 0;
+  std::vector<uint8_t> active{1};
+  for (int64_t s = 0; s < steps; ++s) {
+    const std::vector<float> &logits = session.logits();
+    int32_t next = int32_t(std::max_element(logits.begin(), logits.end()) -
+                           logits.begin());
+    routed += session.step({next}, active).routed.at(index)[0];
+  }
+  return double(routed) / double(steps);
 }
 
-/// Sets each routed layer's predictor output bias so that the causal pass
-/// over `tokens` routes `target` of them there, layer by layer (a layer's
-/// routing changes the stream the next one sees).
+/// Sets each routed layer's predictor output bias so that greedy decoding
+/// routes `target` of the generated tokens there, layer by layer (a layer's
+/// routing changes the stream the next one sees). Random weights route about
+/// half; a trained predictor routes about the capacity.
 void calibrate(const modrt::Package &pkg, modrt::TensorMap &w,
-               const std::vector<int32_t> &tokens, double target) {
+               const std::vector<int32_t> &prompt, int64_t steps,
+               double target) {
   const modrt::Manifest &m = pkg.manifest();
   for (size_t i = 0; i < m.routedLayers.size(); ++i) {
     std::string bias = "blocks." + std::to_string(m.routedLayers[i]) +
                        ".predictor.fc2.bias";
     float *b = w.get(bias).f32();
     double lo = -20, hi = 20;
-    for (int iter = 0; iter < 30; ++iter) {
+    for (int iter = 0; iter < 24; ++iter) {
       b[0] = float((lo + hi) / 2);
-      (routedFraction(pkg, w, tokens, i) > target ? hi : lo) = b[0];
+      (decodeRoutedFraction(pkg, w, prompt, steps, i) > target ? hi : lo) =
+          b[0];
     }
     b[0] = float(lo);
   }
@@ -158,11 +171,10 @@ int run(const Options &opts) {
     modrt::Package pkg = modrt::Package::open(compile(opts, name));
     modrt::TensorMap w = pkg.initWeights(1);
     if (!pkg.manifest().routedLayers.empty()) {
-      std::vector<int32_t> tokens(text.begin(),
-                                  text.begin() + pkg.manifest().seqLen);
-      for (int32_t &tok : tokens)
+      std::vector<int32_t> prompt(text.begin(), text.begin() + opts.prompt);
+      for (int32_t &tok : prompt)
         tok = uint8_t(tok);
-      calibrate(pkg, w, tokens, 0.125);
+      calibrate(pkg, w, prompt, opts.newTokens, 0.125);
     }
     for (int64_t batch : {1, 8})
       rows.push_back({name, batch, timeDecode(pkg, w, text, batch, opts)});
