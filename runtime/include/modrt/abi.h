@@ -66,7 +66,8 @@ typedef struct modc_decode_args {
   const int32_t *positions;    ///< [B], each in [0, seq_len)
   const uint8_t *active;       ///< [B], 0 = leave sequence b untouched
   const float *const *params;  ///< one pointer per manifest "params" entry
-  float *logits;               ///< out: [B, vocab_size] (active rows only)
+  float *logits;               ///< out: [B, vocab_size]; rows of inactive
+                               ///< sequences hold unspecified values
   int32_t *routed;             ///< out: [n_routed_layers, B], 1 = routed
   float *kv_cache;             ///< modc_kv_cache_bytes(B) bytes, 64-aligned
   int32_t *kv_counts;          ///< [n_layers, B] tokens cached; zero to reset
