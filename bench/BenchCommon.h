@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -69,6 +70,57 @@ inline std::optional<std::string> compile(const std::string &jsonPath,
   if (text.size() > 400)
     text = text.substr(0, 400) + "...";
   return "modc failed: " + text;
+}
+
+/// Options shared by bench_forward and bench_train.
+struct Options {
+  std::string models = BENCH_MODELS_DIR;
+  std::string work;
+  std::string torch;
+  std::vector<std::string> only;
+  int64_t batch = 4;
+  int iters = 5;
+  int warmup = 2;
+};
+
+/// Parses the options of `program` into `opt`; exits on a usage error.
+inline void parseArgs(int argc, char **argv, const char *program,
+                      Options &opt) {
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto next = [&]() -> std::string {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "error: %s needs a value\n", a.c_str());
+        std::exit(2);
+      }
+      return argv[++i];
+    };
+    if (a == "--models")
+      opt.models = next();
+    else if (a == "--work")
+      opt.work = next();
+    else if (a == "--torch")
+      opt.torch = next();
+    else if (a == "--batch")
+      opt.batch = std::stoll(next());
+    else if (a == "--iters")
+      opt.iters = std::stoi(next());
+    else if (a == "--warmup")
+      opt.warmup = std::stoi(next());
+    else if (a == "--only") {
+      std::stringstream ss(next());
+      std::string n;
+      while (std::getline(ss, n, ','))
+        opt.only.push_back(n);
+    } else {
+      std::fprintf(stderr,
+                   "usage: %s [--models DIR] [--work DIR] [--batch N] "
+                   "[--iters N] [--warmup N] [--torch FILE] "
+                   "[--only NAME,...]\n",
+                   program);
+      std::exit(a == "--help" ? 0 : 2);
+    }
+  }
 }
 
 } // namespace bench

@@ -52,16 +52,6 @@ using nlohmann::json;
 
 namespace {
 
-struct Options {
-  std::string models = BENCH_MODELS_DIR;
-  std::string work = "bench-train-packages";
-  std::string torch;
-  std::vector<std::string> only;
-  int64_t batch = 4;
-  int iters = 5;
-  int warmup = 2;
-};
-
 /// One benchmarked model.
 struct Result {
   std::string name;
@@ -75,6 +65,8 @@ struct Result {
 };
 
 using bench::compile;
+using bench::Options;
+using bench::parseArgs;
 using bench::forwardFlops;
 using bench::median;
 
@@ -183,48 +175,12 @@ std::string fmt(const std::optional<double> &v, const char *f = "%.2f") {
   return buf;
 }
 
-void parseArgs(int argc, char **argv, Options &opt) {
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    auto next = [&]() -> std::string {
-      if (i + 1 >= argc) {
-        std::fprintf(stderr, "error: %s needs a value\n", a.c_str());
-        std::exit(2);
-      }
-      return argv[++i];
-    };
-    if (a == "--models")
-      opt.models = next();
-    else if (a == "--work")
-      opt.work = next();
-    else if (a == "--torch")
-      opt.torch = next();
-    else if (a == "--batch")
-      opt.batch = std::stoll(next());
-    else if (a == "--iters")
-      opt.iters = std::stoi(next());
-    else if (a == "--warmup")
-      opt.warmup = std::stoi(next());
-    else if (a == "--only") {
-      std::stringstream ss(next());
-      std::string n;
-      while (std::getline(ss, n, ','))
-        opt.only.push_back(n);
-    } else {
-      std::fprintf(stderr,
-                   "usage: bench_train [--models DIR] [--work DIR] "
-                   "[--batch N] [--iters N] [--warmup N] [--torch FILE] "
-                   "[--only NAME,...]\n");
-      std::exit(a == "--help" ? 0 : 2);
-    }
-  }
-}
-
 } // namespace
 
 int main(int argc, char **argv) {
   Options opt;
-  parseArgs(argc, argv, opt);
+  opt.work = "bench-train-packages";
+  parseArgs(argc, argv, "bench_train", opt);
   fs::create_directories(opt.work);
   std::vector<std::string> names = {"layer_dense", "layer_routed", "layer_none",
                                     "model_dense", "model_mod"};
