@@ -186,17 +186,20 @@ inline void linear(const float *a, int64_t M, const float *w, float *y) {
               K, 1.0f, a, K, w, K, 0.0f, y, N);
 }
 
-/// Rotary embedding in place on x[rows, H * HD], rotate-half within each
-/// head, at position pos[i]. Angles are formed in double and only the
-/// cos/sin are rounded, so long positions keep full f32 accuracy.
-template <int H, int HD>
-inline void rope(float *x, int64_t rows, const int32_t *pos, float theta) {
+namespace detail {
+/// Rotates x[rows, H * HD] in place, rotate-half within each head, by the
+/// angle of position pos[i] (by minus that angle when `Inverse`: the
+/// transpose, for the backward pass). Angles are formed in double and only
+/// the cos/sin are rounded, so long positions keep full f32 accuracy.
+template <int H, int HD, bool Inverse>
+inline void ropeRotate(float *x, int64_t rows, const int32_t *pos,
+                       float theta) {
   static_assert(HD % 2 == 0, "rope needs an even head dimension");
   constexpr int Half = HD / 2;
   double invFreq[Half];
   for (int j = 0; j < Half; ++j)
     invFreq[j] = std::pow(static_cast<double>(theta), -2.0 * j / HD);
-#pragma omp parallel for if (rows * H * HD > detail::kMinParallelWork)
+#pragma omp parallel for if (rows * H * HD > kMinParallelWork)
   for (int64_t i = 0; i < rows; ++i) {
     // The angles depend only on the row, so they are shared by all heads.
     float c[Half], s[Half];
@@ -204,7 +207,7 @@ inline void rope(float *x, int64_t rows, const int32_t *pos, float theta) {
     for (int j = 0; j < Half; ++j) {
       const double a = p * invFreq[j];
       c[j] = static_cast<float>(std::cos(a));
-      s[j] = static_cast<float>(std::sin(a));
+      s[j] = static_cast<float>(Inverse ? -std::sin(a) : std::sin(a));
     }
     for (int h = 0; h < H; ++h) {
       float *xh = x + (i * H + h) * HD;
@@ -216,6 +219,14 @@ inline void rope(float *x, int64_t rows, const int32_t *pos, float theta) {
       }
     }
   }
+}
+} // namespace detail
+
+/// Rotary embedding in place on x[rows, H * HD], rotate-half within each
+/// head, at position pos[i].
+template <int H, int HD>
+inline void rope(float *x, int64_t rows, const int32_t *pos, float theta) {
+  detail::ropeRotate<H, HD, false>(x, rows, pos, theta);
 }
 
 /// up = silu(gate) * up on [rows, N], silu(z) = z / (1 + e^-z).

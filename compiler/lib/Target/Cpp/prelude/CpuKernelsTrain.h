@@ -252,30 +252,7 @@ inline void rmsnorm_grad(const float *x, int64_t rows, const float *w,
 template <int H, int HD>
 inline void rope_grad(float *dx, int64_t rows, const int32_t *pos,
                       float theta) {
-  static_assert(HD % 2 == 0, "rope needs an even head dimension");
-  constexpr int Half = HD / 2;
-  double invFreq[Half];
-  for (int j = 0; j < Half; ++j)
-    invFreq[j] = std::pow(static_cast<double>(theta), -2.0 * j / HD);
-#pragma omp parallel for if (rows * H * HD > detail::kMinParallelWork)
-  for (int64_t i = 0; i < rows; ++i) {
-    float c[Half], s[Half];
-    const double p = static_cast<double>(pos[i]);
-    for (int j = 0; j < Half; ++j) {
-      const double a = p * invFreq[j];
-      c[j] = static_cast<float>(std::cos(a));
-      s[j] = static_cast<float>(std::sin(a));
-    }
-    for (int h = 0; h < H; ++h) {
-      float *xh = dx + (i * H + h) * HD;
-#pragma omp simd
-      for (int j = 0; j < Half; ++j) {
-        const float g0 = xh[j], g1 = xh[j + Half];
-        xh[j] = g0 * c[j] + g1 * s[j];
-        xh[j + Half] = g1 * c[j] - g0 * s[j];
-      }
-    }
-  }
+  detail::ropeRotate<H, HD, true>(dx, rows, pos, theta);
 }
 
 /// Gradient of u = silu(gate) * up on [rows, N] (gate, up pre-activation):
