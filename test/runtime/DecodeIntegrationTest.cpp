@@ -20,6 +20,8 @@
 #include "modrt/Generate.h"
 #include "modrt/Package.h"
 
+#include "ModcPackages.h"
+
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -81,54 +83,10 @@ json modelFor(const std::string &name) {
   throw std::runtime_error("unknown model " + name);
 }
 
-int shell(const std::string &cmd, const std::string &log) {
-  int status = std::system((cmd + " >'" + log + "' 2>&1").c_str());
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
 /// Compiles `m` once per modc binary (cached on disk across test processes)
 /// and returns the package directory, or "" after recording a failure.
 std::string packageDir(const json &m) {
-  std::error_code ec;
-  fs::path modc(MODC_BINARY);
-  std::string stamp =
-      m.dump() + "|" + std::to_string(fs::file_size(modc, ec)) + "|" +
-      std::to_string(fs::last_write_time(modc, ec).time_since_epoch().count());
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (unsigned char c : stamp) {
-    h ^= c;
-    h *= 0x100000001b3ull;
-  }
-  char key[32];
-  std::snprintf(key, sizeof(key), "%016llx",
-                static_cast<unsigned long long>(h));
-  fs::path cache(DECODE_CACHE_DIR);
-  fs::create_directories(cache, ec);
-  fs::path dir = cache / (m["name"].get<std::string>() + "-" + key);
-  if (fs::exists(dir / "manifest.json") && fs::exists(dir / "libmodel.so"))
-    return dir.string();
-  std::string tmpName =
-      dir.filename().string() + ".tmp." + std::to_string(::getpid());
-  fs::path tmp = cache / tmpName, jsonPath = cache / (tmpName + ".json"),
-           log = cache / (tmpName + ".log");
-  fs::remove_all(tmp, ec);
-  writeFile(jsonPath.string(), m.dump(2) + "\n");
-  int rc = shell(std::string("'") + MODC_BINARY + "' compile '" +
-                     jsonPath.string() + "' --target cpu -o '" + tmp.string() +
-                     "'",
-                 log.string());
-  std::string out = readFile(log.string());
-  fs::remove(jsonPath, ec);
-  fs::remove(log, ec);
-  if (rc != 0) {
-    fs::remove_all(tmp, ec);
-    ADD_FAILURE() << "modc compile failed (" << rc << "):\n" << out;
-    return "";
-  }
-  fs::rename(tmp, dir, ec);
-  if (ec)
-    fs::remove_all(tmp, ec); // another process won the race
-  return dir.string();
+  return modtest::compiledPackageDir(m, DECODE_CACHE_DIR);
 }
 
 /// max |a - b| / max |b| over one row of `n` values.

@@ -14,6 +14,8 @@
 //===----------------------------------------------------------------------===//
 #include "TestUtil.h"
 
+#include "ModcPackages.h"
+
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -60,45 +62,7 @@ int shell(const std::string &cmd, const std::string &log) {
 /// processes ctest starts) and returns the package directory, or "" after
 /// recording a failure.
 std::string packageDir() {
-  std::error_code ec;
-  fs::path modc(MODC_BINARY);
-  std::string stamp =
-      kModel.dump() + "|" + std::to_string(fs::file_size(modc, ec)) + "|" +
-      std::to_string(fs::last_write_time(modc, ec).time_since_epoch().count());
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (unsigned char c : stamp) {
-    h ^= c;
-    h *= 0x100000001b3ull;
-  }
-  char key[32];
-  std::snprintf(key, sizeof(key), "%016llx",
-                static_cast<unsigned long long>(h));
-  fs::path cache(TRAIN_CACHE_DIR);
-  fs::create_directories(cache, ec);
-  fs::path dir = cache / (std::string("train-tiny-") + key);
-  if (fs::exists(dir / "manifest.json") && fs::exists(dir / "libmodel.so"))
-    return dir.string();
-  std::string tmpName =
-      dir.filename().string() + ".tmp." + std::to_string(::getpid());
-  fs::path tmp = cache / tmpName, json = cache / (tmpName + ".json"),
-           log = cache / (tmpName + ".log");
-  fs::remove_all(tmp, ec);
-  writeFile(json.string(), kModel.dump(2) + "\n");
-  int rc = shell(std::string("'") + MODC_BINARY + "' compile '" +
-                     json.string() + "' --target cpu -o '" + tmp.string() + "'",
-                 log.string());
-  std::string out = readFile(log.string());
-  fs::remove(json, ec);
-  fs::remove(log, ec);
-  if (rc != 0) {
-    fs::remove_all(tmp, ec);
-    ADD_FAILURE() << "modc compile failed (" << rc << "):\n" << out;
-    return "";
-  }
-  fs::rename(tmp, dir, ec);
-  if (ec)
-    fs::remove_all(tmp, ec); // another process won the race
-  return dir.string();
+  return modtest::compiledPackageDir(kModel, TRAIN_CACHE_DIR);
 }
 
 /// One row of the CSV log of modrun train.
