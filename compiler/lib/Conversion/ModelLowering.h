@@ -128,6 +128,7 @@ private:
   DenseMap<Value, Value> grads;     // tensor -> its gradient buffer
   llvm::StringMap<Value> paramGrads;
   Value losses, targets;            // training only
+  int64_t nRouted = 0;              // training only: routed layers
   Value stepPositions, active;      // decoding only
   SmallVector<Operation *> forwardOps;
 };

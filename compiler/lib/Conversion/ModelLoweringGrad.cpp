@@ -151,8 +151,6 @@ void ModelLowering::backwardRoute(mod::RouteOp op) {
     modk::GatherGradOp::create(b, loc, dxs, rows.positions, rows.segments,
                                gradOf(op.getInput()));
   // The aux_loss router learns the top-k membership as well.
-  int64_t nRouted = 0;
-  model.walk([&](mod::RouteOp) { ++nRouted; });
   if (op.getCausalRouter() == "aux_loss")
     modk::BCELossOp::create(b, loc, buffers[op.getScores()], saved[op]["mask"],
                             gradOf(op.getScores()), losses,
@@ -246,8 +244,6 @@ LogicalResult ModelLowering::backward(Operation *op) {
         route = r;
     if (!route)
       return op->emitOpError("is not read by a mod.route");
-    int64_t nRouted = 0;
-    model.walk([&](mod::RouteOp) { ++nRouted; });
     int64_t layer = predictor.getLayer(), h = predictor.getHidden();
     Value p = buffers[predictor];
     Value dp = like(p);
@@ -281,6 +277,8 @@ LogicalResult ModelLowering::emitBackward() {
   Location loc = model.getLoc();
   losses = modk::OutputOp::create(
       b, loc, MemRefType::get({3}, b.getF32Type()), "losses");
+  // L_aux is the mean over routed layers: each layer's loss is scaled by it.
+  model.walk([&](mod::RouteOp) { ++nRouted; });
   // Every parameter has a gradient output, zero where nothing reaches it.
   for (Attribute p : params)
     paramGrad(cast<DictionaryAttr>(p).getAs<StringAttr>("name").getValue());
