@@ -170,14 +170,14 @@ Value ModelLowering::lowerMlpUp(Operation *op, Value input, RowSet rows,
 
 void ModelLowering::lowerRoute(mod::RouteOp op) {
   Location loc = op.getLoc();
-  int64_t seqLen = model.getSeqLen(), d = model.getDModel();
+  // Rows a sequence has here: seq_len, or one in a decode step.
+  int64_t seqLen = stepRows(), d = model.getDModel();
   int64_t layer = op.getLayer();
   // Causal mode routes a varying number of tokens: room for all of them.
   // Training selects by top-k only.
   bool causal = op.getCausalRouter() != "none" && !training();
   StringRef causalRouter = causal ? op.getCausalRouter() : "none";
-  int64_t maxRows = decoding() ? 1 : causal ? seqLen : op.getK();
-  seqLen = stepRows();
+  int64_t maxRows = causal ? seqLen : op.getK();
   Type f32 = b.getF32Type();
   Value r = alloc({seqLen}, f32);
   RowSet rows{alloc({maxRows}, b.getI32Type()), alloc({1}, b.getI64Type())};
