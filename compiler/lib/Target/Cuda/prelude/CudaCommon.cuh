@@ -1,0 +1,98 @@
+//===- CudaCommon.cuh - Conventions shared by the CUDA preludes -*- CUDA -*-===//
+//
+// Part of the modc project.
+//
+//===----------------------------------------------------------------------===//
+///
+/// \file
+/// The CUDA emitter pastes this header first, then CudaKernels.cuh and, when
+/// the package has those entries, CudaKernelsTrain.cuh and
+/// CudaKernelsDecode.cuh, at the top of every generated `model.cu`.
+///
+/// Conventions (the CPU prelude's, with device pointers):
+///  - Every tensor pointer is a device pointer; row-major f32.
+///  - Row counts are not known on the host: the routing kernels write them on
+///    the device. Where a CPU kernel takes `int64_t rows`, the CUDA one takes
+///    `const int64_t *rows` (a device pointer, always `seg + nseg`) and a
+///    static bound `max_rows` that sizes the grid; blocks past `*rows` exit.
+///    No kernel plan ever waits on the device to learn a count, so a plan is
+///    one stream of launches (and a decode step can be one CUDA graph).
+///  - Every host wrapper takes the stream last and only enqueues work.
+///
+/// The same sources compile as plain C++ against test/cuda_emu/CudaEmulation.h,
+/// which runs each block's threads on CPU threads, so the kernels' logic is
+/// tested on machines without a GPU.
+///
+//===----------------------------------------------------------------------===//
+
+#ifndef MODC_CUDA_COMMON_INCLUDED
+#define MODC_CUDA_COMMON_INCLUDED
+
+#include <cstdint>
+
+#if defined(__CUDACC__)
+#include <cuda_runtime.h>
+#define MODC_LAUNCH(kernel, grid, block, shmem, stream, ...)                   \
+  kernel<<<(grid), (block), (shmem), (stream)>>>(__VA_ARGS__)
+/// Dynamic shared memory of the running kernel, as `type *name`.
+#define MODC_DYNAMIC_SHARED(type, name)                                        \
+  extern __shared__ __align__(16) unsigned char modc_dynamic_smem[];           \
+  type *name = reinterpret_cast<type *>(modc_dynamic_smem)
+#else
+#include "CudaEmulation.h"
+#endif
+
+namespace modk_cuda {
+
+constexpr int kWarp = 32;
+
+/// Blocks needed to cover n items with `per` items a block.
+inline int64_t ceilDiv(int64_t n, int64_t per) { return (n + per - 1) / per; }
+
+__device__ __forceinline__ float warpSum(float v) {
+  for (int o = kWarp / 2; o > 0; o /= 2)
+    v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+__device__ __forceinline__ float warpMax(float v) {
+  for (int o = kWarp / 2; o > 0; o /= 2)
+    v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+
+/// Sum over the block (blockDim.x a multiple of 32, at most 1024); every
+/// thread gets the result. `scratch` is 32 floats of shared memory.
+__device__ __forceinline__ float blockSum(float v, float *scratch) {
+  const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
+  const int warps = (blockDim.x + kWarp - 1) / kWarp;
+  v = warpSum(v);
+  __syncthreads(); // scratch may still be read by a previous call
+  if (lane == 0)
+    scratch[warp] = v;
+  __syncthreads();
+  float total = 0.0f;
+  for (int w = 0; w < warps; ++w)
+    total += scratch[w];
+  return total;
+}
+
+__device__ __forceinline__ float siluf(float z) { return z / (1.0f + expf(-z)); }
+
+/// Segment of row j: the s with seg[s] <= j < seg[s+1] (binary search).
+__device__ __forceinline__ int64_t segmentOf(const int64_t *seg, int64_t nseg,
+                                             int64_t j) {
+  int64_t lo = 0, hi = nseg; // seg[lo] <= j < seg[hi]
+  while (hi - lo > 1) {
+    int64_t mid = (lo + hi) / 2;
+    if (seg[mid] <= j)
+      lo = mid;
+    else
+      hi = mid;
+  }
+  return lo;
+}
+
+} // namespace modk_cuda
+
+#endif // MODC_CUDA_COMMON_INCLUDED
