@@ -1,0 +1,1142 @@
+//===- CudaKernels.cuh - CUDA forward kernel prelude ------------*- CUDA -*-===//
+//
+// Part of the modc project.
+//
+//===----------------------------------------------------------------------===//
+///
+/// \file
+/// The forward kernels of modc's CUDA target: the CUDA twins of CpuKernels.h
+/// (and of cache_append in CpuKernelsDecode.h), with the conventions of
+/// CudaCommon.cuh:
+///  - device pointers, row-major f32;
+///  - where the CPU kernel takes `int64_t rows`, these take
+///    `const int64_t *rows, int64_t max_rows` (a device count, always
+///    `seg + nseg`, and a static bound that sizes the grid; blocks past
+///    `*rows` exit);
+///  - the stream comes last; the wrappers only enqueue work.
+///
+/// Every kernel computes in f32 with the CPU kernel's semantics (selection
+/// order and tie-breaking of the routers exactly; sums up to rounding).
+/// The GEMMs are one tiled SIMT kernel template (shared-memory tiles,
+/// register micro-tiles, a register prefetch of the next tile) with an index
+/// map per operand layout and an epilogue parameter; the weight gradient
+/// reduces over the rows in one CTA per output tile, so it is deterministic.
+///
+//===----------------------------------------------------------------------===//
+
+#ifndef MODC_CUDA_KERNELS_INCLUDED
+#define MODC_CUDA_KERNELS_INCLUDED
+
+#ifndef MODC_CUDA_COMMON_INCLUDED
+#include "CudaCommon.cuh"
+#endif
+
+#include <cmath>
+#include <cstdint>
+
+namespace modk_cuda {
+
+/// Router gate g(r), as the CPU prelude's `Gate`.
+enum Gate { GateLinear = 0, GateSigmoid = 1, GateOne = 2 };
+
+namespace detail {
+
+constexpr int kThreads = 256;    ///< threads of most blocks
+constexpr int kRowWarps = 8;     ///< rows per block of the warp-per-row kernels
+constexpr int kMaxGrid = 1 << 16; ///< elementwise grids are capped (grid-stride)
+
+__device__ __forceinline__ int64_t minI64(int64_t a, int64_t b) {
+  return a < b ? a : b;
+}
+
+__device__ __forceinline__ float geluf(float x) {
+  return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
+}
+
+/// Exclusive prefix sum over the block of one int per thread (blockDim a
+/// multiple of 32, at most 1024); `*total` gets the block's sum. `scratch`
+/// is 32 ints of shared memory. Every thread of the block must call it.
+__device__ __forceinline__ int blockExclusiveScan(int v, int *scratch,
+                                                  int *total) {
+  const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
+  const int warps = (blockDim.x + kWarp - 1) / kWarp;
+  int inc = v;
+  for (int o = 1; o < kWarp; o *= 2) {
+    const int t = __shfl_up_sync(0xffffffffu, inc, o);
+    if (lane >= o)
+      inc += t;
+  }
+  __syncthreads(); // scratch may still be read by a previous call
+  if (lane == kWarp - 1)
+    scratch[warp] = inc;
+  __syncthreads();
+  int before = 0, sum = 0;
+  for (int w = 0; w < warps; ++w) {
+    const int s = scratch[w];
+    before += w < warp ? s : 0;
+    sum += s;
+  }
+  *total = sum;
+  return before + inc - v;
+}
+
+/// Minimum over the block (same contract as blockExclusiveScan).
+__device__ __forceinline__ int64_t blockMinI64(int64_t v, int64_t *scratch) {
+  const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
+  const int warps = (blockDim.x + kWarp - 1) / kWarp;
+  for (int o = kWarp / 2; o > 0; o /= 2) {
+    const int64_t t = __shfl_xor_sync(0xffffffffu, v, o);
+    v = t < v ? t : v;
+  }
+  __syncthreads();
+  if (lane == 0)
+    scratch[warp] = v;
+  __syncthreads();
+  int64_t m = scratch[0];
+  for (int w = 1; w < warps; ++w)
+    m = scratch[w] < m ? scratch[w] : m;
+  return m;
+}
+
+//===----------------------------------------------------------------------===//
+// GEMM: C[m, n] = epilogue(sum_l A(m, l) B(l, n))
+//===----------------------------------------------------------------------===//
+
+/// Epilogues of the GEMM (idx = m * ldc + n):
+enum Epilogue {
+  EpiStore = 0,    ///< C = acc
+  EpiAdd = 1,      ///< C = aux[idx] + acc (aux may be C: accumulate)
+  EpiGelu = 2,     ///< C = gelu(acc)
+  EpiSwiglu = 3,   ///< C = silu(aux[idx]) * acc
+  EpiBiasSilu = 4, ///< C = silu(acc + aux[n])
+};
+
+/// Tile shapes: BM x BN outputs per CTA of 256 threads, BK reduction steps
+/// per shared tile, TM x TN outputs per thread (in groups of 4 rows/columns
+/// spread over the tile, so that a warp's float4 shared reads do not conflict).
+template <int BM_, int BN_, int BK_, int TM_, int TN_> struct GemmTile {
+  static constexpr int BM = BM_, BN = BN_, BK = BK_, TM = TM_, TN = TN_;
+  static constexpr int TX = BN / TN, TY = BM / TM;
+  static_assert(TX * TY == kThreads, "one output micro-tile per thread");
+  static_assert(TM % 4 == 0 && TN % 4 == 0, "micro-tiles in groups of 4");
+  static_assert(BM * BK % kThreads == 0 && BN * BK % kThreads == 0,
+                "tile loads split evenly over the threads");
+  static constexpr int LA = BM * BK / kThreads, LB = BN * BK / kThreads;
+  static constexpr int PAD = 4; // keeps float4 alignment of the rows
+};
+using GemmSmall = GemmTile<64, 64, 16, 4, 4>;
+using GemmLarge = GemmTile<128, 128, 8, 8, 8>;
+
+/// The GEMM kernel. A(m, l) is A[m * lda + l] when AK (reduction dimension
+/// contiguous) and A[l * lda + m] otherwise; B(l, n) is B[n * ldb + l] when BK
+/// and B[l * ldb + n] otherwise. M = *dynRows when DYN == 1 (else M is the
+/// argument), and the reduction length L = *dynRows when DYN == 2.
+template <typename T, bool AK, bool BKc, int DYN, int EPI>
+__global__ __launch_bounds__(kThreads) void gemmKernel(
+    const float *__restrict__ A, int64_t lda, const float *__restrict__ B,
+    int64_t ldb, float *C, int64_t ldc, const float *aux, int64_t M,
+    int64_t Ncols, int64_t L, const int64_t *dynRows) {
+  constexpr int BM = T::BM, BN = T::BN, BK = T::BK, TM = T::TM, TN = T::TN;
+  constexpr int PAD = T::PAD, LA = T::LA, LB = T::LB;
+  if (DYN == 1)
+    M = *dynRows;
+  if (DYN == 2)
+    L = *dynRows;
+  const int64_t m0 = int64_t(blockIdx.y) * BM, n0 = int64_t(blockIdx.x) * BN;
+  if (m0 >= M || n0 >= Ncols)
+    return;
+
+  __shared__ __align__(16) float As[2][BK][BM + PAD];
+  __shared__ __align__(16) float Bs[2][BK][BN + PAD];
+
+  const int tid = threadIdx.x;
+  const int tx = tid % T::TX, ty = tid / T::TX;
+  const int mValid = int(minI64(BM, M - m0));
+  const int nValid = int(minI64(BN, Ncols - n0));
+
+  float ra[LA], rb[LB];
+  // Loads tile k0 of A and B into registers (zero outside the matrices).
+  auto loadTile = [&](int64_t k0) {
+    const int kValid = int(minI64(BK, L - k0));
+#pragma unroll
+    for (int i = 0; i < LA; ++i) {
+      const int idx = tid + i * kThreads;
+      const int r = AK ? idx / BK : idx % BM, c = AK ? idx % BK : idx / BM;
+      ra[i] = (r < mValid && c < kValid)
+                  ? (AK ? A[(m0 + r) * lda + k0 + c] : A[(k0 + c) * lda + m0 + r])
+                  : 0.0f;
+    }
+#pragma unroll
+    for (int i = 0; i < LB; ++i) {
+      const int idx = tid + i * kThreads;
+      const int r = BKc ? idx / BK : idx % BN, c = BKc ? idx % BK : idx / BN;
+      rb[i] = (r < nValid && c < kValid)
+                  ? (BKc ? B[(n0 + r) * ldb + k0 + c] : B[(k0 + c) * ldb + n0 + r])
+                  : 0.0f;
+    }
+  };
+  auto storeTile = [&](int buf) {
+#pragma unroll
+    for (int i = 0; i < LA; ++i) {
+      const int idx = tid + i * kThreads;
+      const int r = AK ? idx / BK : idx % BM, c = AK ? idx % BK : idx / BM;
+      As[buf][c][r] = ra[i];
+    }
+#pragma unroll
+    for (int i = 0; i < LB; ++i) {
+      const int idx = tid + i * kThreads;
+      const int r = BKc ? idx / BK : idx % BN, c = BKc ? idx % BK : idx / BN;
+      Bs[buf][c][r] = rb[i];
+    }
+  };
+
+  float acc[TM][TN];
+#pragma unroll
+  for (int i = 0; i < TM; ++i)
+#pragma unroll
+    for (int j = 0; j < TN; ++j)
+      acc[i][j] = 0.0f;
+
+  constexpr int GM = TM / 4, GN = TN / 4;          // groups of 4
+  constexpr int SM = BM / GM, SN = BN / GN;        // group strides
+  const int64_t ntiles = (L + BK - 1) / BK;
+  if (ntiles > 0) {
+    loadTile(0);
+    storeTile(0);
+    __syncthreads();
+  }
+  for (int64_t t = 0; t < ntiles; ++t) {
+    const int buf = int(t & 1);
+    if (t + 1 < ntiles)
+      loadTile((t + 1) * BK); // global loads in flight during the math
+#pragma unroll
+    for (int kk = 0; kk < BK; ++kk) {
+      float a[TM], b[TN];
+#pragma unroll
+      for (int g = 0; g < GM; ++g) {
+        const float4 v =
+            *reinterpret_cast<const float4 *>(&As[buf][kk][g * SM + ty * 4]);
+        a[g * 4 + 0] = v.x;
+        a[g * 4 + 1] = v.y;
+        a[g * 4 + 2] = v.z;
+        a[g * 4 + 3] = v.w;
+      }
+#pragma unroll
+      for (int g = 0; g < GN; ++g) {
+        const float4 v =
+            *reinterpret_cast<const float4 *>(&Bs[buf][kk][g * SN + tx * 4]);
+        b[g * 4 + 0] = v.x;
+        b[g * 4 + 1] = v.y;
+        b[g * 4 + 2] = v.z;
+        b[g * 4 + 3] = v.w;
+      }
+#pragma unroll
+      for (int i = 0; i < TM; ++i)
+#pragma unroll
+        for (int j = 0; j < TN; ++j)
+          acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
+    }
+    if (t + 1 < ntiles) {
+      // The other buffer was last read in iteration t - 1, before the
+      // barrier that ended it, so it can be filled now.
+      storeTile(buf ^ 1);
+      __syncthreads();
+    }
+  }
+
+#pragma unroll
+  for (int i = 0; i < TM; ++i) {
+    const int r = (i / 4) * SM + ty * 4 + i % 4;
+    if (r >= mValid)
+      continue;
+    const int64_t row = (m0 + r) * ldc;
+#pragma unroll
+    for (int j = 0; j < TN; ++j) {
+      const int c = (j / 4) * SN + tx * 4 + j % 4;
+      if (c >= nValid)
+        continue;
+      const int64_t idx = row + n0 + c;
+      const float v = acc[i][j];
+      float out;
+      if (EPI == EpiStore)
+        out = v;
+      else if (EPI == EpiAdd)
+        out = aux[idx] + v;
+      else if (EPI == EpiGelu)
+        out = geluf(v);
+      else if (EPI == EpiSwiglu)
+        out = siluf(aux[idx]) * v;
+      else
+        out = siluf(v + aux[n0 + c]);
+      C[idx] = out;
+    }
+  }
+}
+
+/// Test hook: 0 picks the tile by problem size, 1 forces GemmSmall, 2
+/// GemmLarge.
+inline int &gemmTileOverride() {
+  static int choice = 0;
+  return choice;
+}
+
+template <bool AK, bool BKc, int DYN, int EPI>
+inline void launchGemm(const float *A, int64_t lda, const float *B,
+                       int64_t ldb, float *C, int64_t ldc, const float *aux,
+                       int64_t M, int64_t Ncols, int64_t L,
+                       const int64_t *dynRows, cudaStream_t stream) {
+  if (M <= 0 || Ncols <= 0)
+    return;
+  // The large tile only where it still gives a few waves of CTAs.
+  const int64_t largeCtas = ceilDiv(M, 128) * ceilDiv(Ncols, 128);
+  int choice = gemmTileOverride();
+  if (choice == 0)
+    choice = largeCtas >= 264 ? 2 : 1;
+  if (choice == 2) {
+    auto k = gemmKernel<GemmLarge, AK, BKc, DYN, EPI>;
+    MODC_LAUNCH(k, dim3(unsigned(ceilDiv(Ncols, 128)), unsigned(ceilDiv(M, 128))),
+                kThreads, 0, stream, A, lda, B, ldb, C, ldc, aux, M, Ncols, L,
+                dynRows);
+  } else {
+    auto k = gemmKernel<GemmSmall, AK, BKc, DYN, EPI>;
+    MODC_LAUNCH(k, dim3(unsigned(ceilDiv(Ncols, 64)), unsigned(ceilDiv(M, 64))),
+                kThreads, 0, stream, A, lda, B, ldb, C, ldc, aux, M, Ncols, L,
+                dynRows);
+  }
+}
+
+/// y[M, N] = epilogue(a[M, K] w[N, K]^T), M = *rows (or n when rows is null).
+template <int N, int K, int EPI>
+inline void linearEpi(const float *a, const int64_t *rows, int64_t max_rows,
+                      const float *w, const float *aux, float *y,
+                      cudaStream_t stream) {
+  if (rows)
+    launchGemm<true, true, 1, EPI>(a, K, w, K, y, N, aux, max_rows, N, K, rows,
+                                   stream);
+  else
+    launchGemm<true, true, 0, EPI>(a, K, w, K, y, N, aux, max_rows, N, K,
+                                   nullptr, stream);
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise and row kernels
+//===----------------------------------------------------------------------===//
+
+/// Grid for a grid-stride loop over n items.
+inline unsigned strideGrid(int64_t n) {
+  const int64_t blocks = ceilDiv(n, kThreads);
+  return unsigned(blocks < 1 ? 1 : blocks > kMaxGrid ? kMaxGrid : blocks);
+}
+
+__device__ __forceinline__ int64_t rowsOr(const int64_t *rows, int64_t n) {
+  return rows ? *rows : n;
+}
+
+template <int D>
+__global__ __launch_bounds__(kThreads) void embedKernel(
+    const int32_t *tokens, int64_t n, const float *table, float *out) {
+  const int64_t total = n * D;
+  for (int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; e < total;
+       e += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t i = e / D, d = e % D;
+    out[e] = table[int64_t(tokens[i]) * D + d];
+  }
+}
+
+/// One warp per row: y = x / sqrt(mean(x^2) + eps) * w.
+template <int D>
+__device__ __forceinline__ void rmsnormWarp(const float *x, const float *w,
+                                            float eps, float *y, int lane) {
+  float ss = 0.0f;
+  for (int d = lane; d < D; d += kWarp)
+    ss = fmaf(x[d], x[d], ss);
+  ss = warpSum(ss);
+  const float inv = 1.0f / sqrtf(ss / static_cast<float>(D) + eps);
+  for (int d = lane; d < D; d += kWarp)
+    y[d] = x[d] * inv * w[d];
+}
+
+template <int D>
+__global__ __launch_bounds__(kThreads) void rmsnormKernel(
+    const float *x, const int64_t *rows, const float *w, float eps, float *y) {
+  const int64_t i = int64_t(blockIdx.x) * kRowWarps + threadIdx.x / kWarp;
+  if (i >= *rows)
+    return;
+  rmsnormWarp<D>(x + i * D, w, eps, y + i * D, threadIdx.x % kWarp);
+}
+
+__global__ __launch_bounds__(kThreads) void addKernel(float *x, const float *y,
+                                                     const int64_t *rows,
+                                                     int64_t width) {
+  const int64_t total = *rows * width;
+  for (int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; e < total;
+       e += int64_t(gridDim.x) * blockDim.x)
+    x[e] += y[e];
+}
+
+template <int N>
+__global__ __launch_bounds__(kThreads) void geluKernel(float *x,
+                                                      const int64_t *rows) {
+  const int64_t total = *rows * N;
+  for (int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; e < total;
+       e += int64_t(gridDim.x) * blockDim.x)
+    x[e] = geluf(x[e]);
+}
+
+template <int N>
+__global__ __launch_bounds__(kThreads) void swigluKernel(const float *gate,
+                                                        float *up,
+                                                        const int64_t *rows) {
+  const int64_t total = *rows * N;
+  for (int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; e < total;
+       e += int64_t(gridDim.x) * blockDim.x)
+    up[e] = siluf(gate[e]) * up[e];
+}
+
+/// RoPE: one CTA of 64 threads per row; the angles (formed in double, as
+/// the CPU's ropeRotate) are shared by the row's heads.
+template <int H, int HD>
+__global__ __launch_bounds__(64) void ropeKernel(float *x, const int64_t *rows,
+                                                 const int32_t *pos,
+                                                 float theta) {
+  static_assert(HD % 2 == 0, "rope needs an even head dimension");
+  constexpr int Half = HD / 2;
+  const int64_t i = blockIdx.x;
+  if (i >= *rows)
+    return;
+  const double p = static_cast<double>(pos[i]);
+  for (int j = threadIdx.x; j < Half; j += blockDim.x) {
+    const double invFreq = pow(static_cast<double>(theta), -2.0 * j / HD);
+    const double a = p * invFreq;
+    const float c = static_cast<float>(cos(a)), s = static_cast<float>(sin(a));
+    for (int h = 0; h < H; ++h) {
+      float *xh = x + (i * H + h) * HD;
+      const float x0 = xh[j], x1 = xh[j + Half];
+      xh[j] = x0 * c - x1 * s;
+      xh[j + Half] = x1 * c + x0 * s;
+    }
+  }
+}
+
+template <int S>
+__global__ __launch_bounds__(kThreads) void identityKernel(int64_t B,
+                                                          int32_t *pos,
+                                                          int64_t *seg) {
+  const int64_t total = B * S;
+  for (int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+       e <= total + B; e += int64_t(gridDim.x) * blockDim.x) {
+    if (e < total)
+      pos[e] = int32_t(e % S);
+    else
+      seg[e - total] = (e - total) * S;
+  }
+}
+
+/// r[t] = w . x[t], one warp per row.
+template <int D>
+__global__ __launch_bounds__(kThreads) void routerKernel(const float *x,
+                                                        int64_t rows,
+                                                        const float *w,
+                                                        float *r) {
+  const int64_t t = int64_t(blockIdx.x) * kRowWarps + threadIdx.x / kWarp;
+  if (t >= rows)
+    return;
+  const int lane = threadIdx.x % kWarp;
+  const float *xt = x + t * D;
+  float acc = 0.0f;
+  for (int d = lane; d < D; d += kWarp)
+    acc = fmaf(w[d], xt[d], acc);
+  acc = warpSum(acc);
+  if (lane == 0)
+    r[t] = acc;
+}
+
+/// The CPU's topkKey, high half: an order-preserving uint of the router
+/// value, -0.0 folded into +0.0, NaN below every number.
+__device__ __forceinline__ uint32_t topkBits(float r) {
+  if (r != r)
+    return 0u;
+  if (r == 0.0f)
+    r = 0.0f;
+  const uint32_t u = __float_as_uint(r);
+  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+
+/// One CTA per sequence. The K-th largest key T is found by a 4-pass radix
+/// select (8 bits a pass); the selection is every key > T plus the first
+/// `need` positions whose key is T (ties to the lower position, as the
+/// CPU's (value, -position) order). Two block scans compact it in position
+/// order.
+template <int S, int K>
+__global__ __launch_bounds__(kThreads) void topkKernel(const float *r,
+                                                      int64_t B, int32_t *pos,
+                                                      int64_t *seg,
+                                                      int32_t *mask) {
+  static_assert(K >= 1 && K <= S, "capacity must be in [1, S]");
+  constexpr int C = (S + kThreads - 1) / kThreads; // positions per thread
+  __shared__ int hist[256];
+  __shared__ int scratch[32];
+  __shared__ uint32_t selPrefix;
+  __shared__ int selRemaining;
+  const int64_t b = blockIdx.x;
+  const float *rb = r + b * S;
+  const int tid = threadIdx.x;
+
+  uint32_t prefix = 0, prefixMask = 0;
+  int remaining = K;
+  for (int shift = 24; shift >= 0; shift -= 8) {
+    for (int i = tid; i < 256; i += blockDim.x)
+      hist[i] = 0;
+    __syncthreads();
+    for (int i = tid; i < S; i += blockDim.x) {
+      const uint32_t u = topkBits(rb[i]);
+      if ((u & prefixMask) == prefix)
+        atomicAdd(&hist[(u >> shift) & 255u], 1);
+    }
+    __syncthreads();
+    if (tid == 0) {
+      int above = 0, d = 255;
+      for (; d > 0; --d) {
+        if (above + hist[d] >= remaining)
+          break;
+        above += hist[d];
+      }
+      selPrefix = prefix | (uint32_t(d) << shift);
+      selRemaining = remaining - above;
+    }
+    __syncthreads();
+    prefix = selPrefix;
+    remaining = selRemaining;
+    prefixMask |= 255u << shift;
+    __syncthreads(); // selPrefix is rewritten by the next pass
+  }
+  const uint32_t T = prefix;
+  const int need = remaining; // keys equal to T that are selected
+
+  // Pass 1: rank of each T-valued key among the T-valued keys.
+  const int i0 = tid * C;
+  int eq = 0;
+  for (int c = 0; c < C; ++c) {
+    const int i = i0 + c;
+    eq += (i < S && topkBits(rb[i]) == T) ? 1 : 0;
+  }
+  int total = 0;
+  int eqRank = blockExclusiveScan(eq, scratch, &total);
+  // Pass 2: the selection flags, counted for the output ranks.
+  int sel = 0;
+  for (int c = 0; c < C; ++c) {
+    const int i = i0 + c;
+    if (i >= S)
+      break;
+    const uint32_t u = topkBits(rb[i]);
+    if (u > T) {
+      ++sel;
+    } else if (u == T) {
+      sel += eqRank < need ? 1 : 0;
+      ++eqRank;
+    }
+  }
+  int outRank = blockExclusiveScan(sel, scratch, &total);
+  eqRank -= eq;
+  int32_t *mb = mask + b * S;
+  int32_t *pb = pos + b * K;
+  for (int c = 0; c < C; ++c) {
+    const int i = i0 + c;
+    if (i >= S)
+      break;
+    const uint32_t u = topkBits(rb[i]);
+    bool chosen = u > T;
+    if (u == T) {
+      chosen = eqRank < need;
+      ++eqRank;
+    }
+    mb[i] = chosen ? 1 : 0;
+    if (chosen)
+      pb[outRank++] = i;
+  }
+  if (tid == 0) {
+    seg[b] = b * K;
+    if (b == 0)
+      seg[B] = B * K;
+  }
+}
+
+/// One CTA: the sequences one after another, each an ordered compaction of
+/// its routed tokens (logit > 0) after those of the earlier sequences.
+template <int S>
+__global__ __launch_bounds__(kThreads) void causalSelectKernel(
+    const float *logit, int64_t B, int32_t *pos, int64_t *seg, int32_t *mask) {
+  constexpr int C = (S + kThreads - 1) / kThreads;
+  __shared__ int scratch[32];
+  const int tid = threadIdx.x;
+  const int i0 = tid * C;
+  int64_t offset = 0;
+  for (int64_t b = 0; b < B; ++b) {
+    const float *lb = logit + b * S;
+    int cnt = 0;
+    for (int c = 0; c < C; ++c) {
+      const int i = i0 + c;
+      cnt += (i < S && lb[i] > 0.0f) ? 1 : 0;
+    }
+    int total = 0;
+    int64_t at = offset + blockExclusiveScan(cnt, scratch, &total);
+    for (int c = 0; c < C; ++c) {
+      const int i = i0 + c;
+      if (i >= S)
+        break;
+      const bool routed = lb[i] > 0.0f;
+      mask[b * S + i] = routed ? 1 : 0;
+      if (routed)
+        pos[at++] = i;
+    }
+    if (tid == 0)
+      seg[b] = offset;
+    offset += total;
+  }
+  if (tid == 0)
+    seg[B] = offset;
+}
+
+/// One warp per gathered row j (bounded by nseg * S rows).
+template <int S, int D>
+__global__ __launch_bounds__(kThreads) void gatherRmsnormKernel(
+    const float *x, int64_t nseg, const int64_t *seg, const int32_t *pos,
+    const float *w, float eps, float *xs, float *n) {
+  const int64_t j = int64_t(blockIdx.x) * kRowWarps + threadIdx.x / kWarp;
+  if (j >= seg[nseg])
+    return;
+  const int lane = threadIdx.x % kWarp;
+  const int64_t s = segmentOf(seg, nseg, j);
+  const float *src = x + (s * S + pos[j]) * D;
+  for (int d = lane; d < D; d += kWarp)
+    xs[j * D + d] = src[d];
+  rmsnormWarp<D>(src, w, eps, n + j * D, lane);
+}
+
+/// p[i] = fc2_w . hidden[i] + fc2_b, one warp per row.
+template <int HID>
+__global__ __launch_bounds__(kThreads) void predictorOutKernel(
+    const float *hidden, int64_t rows, const float *fc2_w, const float *fc2_b,
+    float *p) {
+  const int64_t i = int64_t(blockIdx.x) * kRowWarps + threadIdx.x / kWarp;
+  if (i >= rows)
+    return;
+  const int lane = threadIdx.x % kWarp;
+  float acc = 0.0f;
+  for (int j = lane; j < HID; j += kWarp)
+    acc = fmaf(fc2_w[j], hidden[i * HID + j], acc);
+  acc = warpSum(acc);
+  if (lane == 0)
+    p[i] = acc + fc2_b[0];
+}
+
+/// One warp per selected row j: x[t] += g(r[t]) * (a[j] + m[j]).
+template <int S, int D, int G>
+__global__ __launch_bounds__(kThreads) void gateScatterKernel(
+    float *x, int64_t nseg, const int64_t *seg, const int32_t *pos,
+    const float *r, const float *a, const float *m) {
+  const int64_t j = int64_t(blockIdx.x) * kRowWarps + threadIdx.x / kWarp;
+  if (j >= seg[nseg])
+    return;
+  const int lane = threadIdx.x % kWarp;
+  const int64_t s = segmentOf(seg, nseg, j);
+  const int64_t t = s * S + pos[j];
+  float g = 1.0f;
+  if (G == GateLinear)
+    g = r[t];
+  else if (G == GateSigmoid)
+    g = 1.0f / (1.0f + expf(-r[t]));
+  float *xt = x + t * D;
+  const float *aj = a + j * D, *mj = m + j * D;
+  for (int d = lane; d < D; d += kWarp)
+    xt[d] += g * (aj[d] + mj[d]);
+}
+
+/// Prefill of the decode cache. Grid (row chunks of 8 warps, nseg): every
+/// CTA finds the segment's count n (the first row that is not appended) and
+/// copies its chunk's rows below n, a warp a row.
+template <int S, int D>
+__global__ __launch_bounds__(kThreads) void cacheAppendKernel(
+    const float *k, const float *v, const int64_t *seg, const int32_t *pos,
+    const int32_t *lengths, float *cache_k, float *cache_v, int32_t *counts) {
+  __shared__ int64_t scratch[32];
+  const int64_t s = blockIdx.y;
+  const int64_t base = seg[s], rows = seg[s + 1] - base;
+  const int32_t len = lengths[s];
+  int64_t first = rows;
+  for (int64_t j = threadIdx.x; j < rows; j += blockDim.x)
+    if (pos[base + j] >= len) {
+      first = j;
+      break;
+    }
+  const int64_t n = blockMinI64(first, scratch);
+  if (blockIdx.x == 0 && threadIdx.x == 0)
+    counts[s] = int32_t(n);
+  const int64_t j = int64_t(blockIdx.x) * kRowWarps + threadIdx.x / kWarp;
+  if (j >= n)
+    return;
+  const int lane = threadIdx.x % kWarp;
+  const float *ks = k + (base + j) * D, *vs = v + (base + j) * D;
+  float *kd = cache_k + (s * S + j) * D, *vd = cache_v + (s * S + j) * D;
+  for (int d = lane; d < D; d += kWarp) {
+    kd[d] = ks[d];
+    vd[d] = vs[d];
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Causal attention (flash-style)
+//===----------------------------------------------------------------------===//
+
+constexpr int kAttnBQ = 64;  ///< queries per CTA
+constexpr int kAttnBKV = 64; ///< keys per shared tile
+
+/// Shared memory layout of the attention kernel (floats).
+template <int HD> struct AttnSmem {
+  static constexpr int QLD = kAttnBQ + 4;  // Qs[HD][QLD]: scaled, transposed
+  static constexpr int KLD = kAttnBKV + 4; // Ks[HD][KLD]: transposed
+  static constexpr int VLD = HD;           // Vs[BKV][VLD]
+  static constexpr int PLD = kAttnBQ + 4;  // Ps[BKV][PLD]: transposed
+  static constexpr int Q = 0;
+  static constexpr int Kt = Q + HD * QLD;
+  static constexpr int V = Kt + HD * KLD;
+  static constexpr int P = V + kAttnBKV * VLD;
+  static constexpr int QPos = P + kAttnBKV * PLD; // int32 [BQ]
+  static constexpr int KPos = QPos + kAttnBQ;     // int32 [BKV]
+  static constexpr int Floats = KPos + kAttnBKV;
+  static constexpr size_t Bytes = size_t(Floats) * sizeof(float);
+};
+
+/// CTA (query tile, head, segment), 256 threads as 16 x 16: thread (ty, tx)
+/// owns query rows ty*4 + i (i < 4), score columns tx*4 + c (c < 4) and
+/// output columns tx + 16*c. Online softmax in f32 with the running max
+/// subtracted; keys j of the segment with pos[j] <= pos[i] are attended.
+template <int H, int HD>
+__global__ __launch_bounds__(kThreads) void attentionKernel(
+    const float *__restrict__ q, const float *__restrict__ k,
+    const float *__restrict__ v, const int64_t *seg, const int32_t *pos,
+    float *__restrict__ out) {
+  using L = AttnSmem<HD>;
+  constexpr int BQ = kAttnBQ, BKV = kAttnBKV;
+  constexpr int DC = (HD + 15) / 16; // output columns per thread
+  constexpr int64_t LD = int64_t(H) * HD;
+  const int64_t s = blockIdx.z;
+  const int h = blockIdx.y;
+  const int64_t base = seg[s], n = seg[s + 1] - base;
+  const int64_t i0 = int64_t(blockIdx.x) * BQ;
+  if (i0 >= n)
+    return;
+  const int qn = int(minI64(BQ, n - i0));
+
+  MODC_DYNAMIC_SHARED(float, smem);
+  float *Qs = smem + L::Q, *Ks = smem + L::Kt, *Vs = smem + L::V,
+        *Ps = smem + L::P;
+  int32_t *qpos = reinterpret_cast<int32_t *>(smem + L::QPos);
+  int32_t *kpos = reinterpret_cast<int32_t *>(smem + L::KPos);
+
+  const int tid = threadIdx.x, tx = tid % 16, ty = tid / 16;
+  const float scale = 1.0f / sqrtf(static_cast<float>(HD));
+  const int32_t *ps = pos + base;
+  const float *qh = q + (base + i0) * LD + int64_t(h) * HD;
+  for (int e = tid; e < BQ * HD; e += kThreads) {
+    const int r = e / HD, d = e % HD;
+    Qs[d * L::QLD + r] = r < qn ? qh[int64_t(r) * LD + d] * scale : 0.0f;
+  }
+  for (int r = tid; r < BQ; r += kThreads)
+    qpos[r] = r < qn ? ps[i0 + r] : 0x7fffffff; // padding rows see every key
+  const int32_t lastPos = ps[i0 + qn - 1];
+
+  float o[4][DC], mrow[4], lrow[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    mrow[i] = -INFINITY;
+    lrow[i] = 0.0f;
+#pragma unroll
+    for (int c = 0; c < DC; ++c)
+      o[i][c] = 0.0f;
+  }
+
+  // Positions ascend within a segment: the keys to visit are a prefix.
+  for (int64_t k0 = 0; k0 < n && ps[k0] <= lastPos; k0 += BKV) {
+    const int kc = int(minI64(BKV, n - k0));
+    __syncthreads(); // the previous tile is consumed (and Qs is written)
+    const float *kh = k + (base + k0) * LD + int64_t(h) * HD;
+    const float *vh = v + (base + k0) * LD + int64_t(h) * HD;
+    for (int e = tid; e < BKV * HD; e += kThreads) {
+      const int c = e / HD, d = e % HD;
+      const bool ok = c < kc;
+      Ks[d * L::KLD + c] = ok ? kh[int64_t(c) * LD + d] : 0.0f;
+      Vs[c * L::VLD + d] = ok ? vh[int64_t(c) * LD + d] : 0.0f;
+    }
+    for (int c = tid; c < BKV; c += kThreads)
+      kpos[c] = c < kc ? ps[k0 + c] : 0x7fffffff;
+    __syncthreads();
+
+    // Scores of rows ty*4 + i, keys tx*4 + c.
+    float sc[4][4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+#pragma unroll
+      for (int c = 0; c < 4; ++c)
+        sc[i][c] = 0.0f;
+#pragma unroll 8
+    for (int d = 0; d < HD; ++d) {
+      const float4 qa = *reinterpret_cast<const float4 *>(&Qs[d * L::QLD + ty * 4]);
+      const float4 kb = *reinterpret_cast<const float4 *>(&Ks[d * L::KLD + tx * 4]);
+      const float qv[4] = {qa.x, qa.y, qa.z, qa.w};
+      const float kv[4] = {kb.x, kb.y, kb.z, kb.w};
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int c = 0; c < 4; ++c)
+          sc[i][c] = fmaf(qv[i], kv[c], sc[i][c]);
+    }
+
+    // Online softmax; the 16 threads of a row are one half-warp.
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int32_t qp = qpos[ty * 4 + i];
+      float mx = -INFINITY;
+#pragma unroll
+      for (int c = 0; c < 4; ++c) {
+        if (kpos[tx * 4 + c] > qp)
+          sc[i][c] = -INFINITY;
+        mx = fmaxf(mx, sc[i][c]);
+      }
+      for (int off = 8; off > 0; off /= 2)
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
+      // Key 0 of the segment is seen by every query, so the first tile
+      // makes mnew finite for every row.
+      const float mnew = fmaxf(mrow[i], mx);
+      const float alpha = expf(mrow[i] - mnew);
+      mrow[i] = mnew;
+      float sum = 0.0f;
+#pragma unroll
+      for (int c = 0; c < 4; ++c) {
+        const float p = expf(sc[i][c] - mnew);
+        sum += p;
+        Ps[(tx * 4 + c) * L::PLD + ty * 4 + i] = p;
+      }
+      for (int off = 8; off > 0; off /= 2)
+        sum += __shfl_xor_sync(0xffffffffu, sum, off);
+      lrow[i] = lrow[i] * alpha + sum;
+#pragma unroll
+      for (int c = 0; c < DC; ++c)
+        o[i][c] *= alpha;
+    }
+    __syncthreads();
+
+    // O += P V over the tile's keys (masked keys have p = 0).
+#pragma unroll 4
+    for (int c = 0; c < kc; ++c) {
+      const float4 pa = *reinterpret_cast<const float4 *>(&Ps[c * L::PLD + ty * 4]);
+      const float pv[4] = {pa.x, pa.y, pa.z, pa.w};
+#pragma unroll
+      for (int dc = 0; dc < DC; ++dc) {
+        const int d = tx + 16 * dc;
+        const float vv = (HD % 16 == 0 || d < HD) ? Vs[c * L::VLD + d] : 0.0f;
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+          o[i][dc] = fmaf(pv[i], vv, o[i][dc]);
+      }
+    }
+  }
+
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const int r = ty * 4 + i;
+    if (r >= qn)
+      continue;
+    const float inv = 1.0f / lrow[i];
+    float *dst = out + (base + i0 + r) * LD + int64_t(h) * HD;
+#pragma unroll
+    for (int dc = 0; dc < DC; ++dc) {
+      const int d = tx + 16 * dc;
+      if (HD % 16 == 0 || d < HD)
+        dst[d] = o[i][dc] * inv;
+    }
+  }
+}
+
+} // namespace detail
+
+//===----------------------------------------------------------------------===//
+// Host wrappers
+//===----------------------------------------------------------------------===//
+
+/// y[m, n] = sum_k a[m, k] w[n, k] for m < *rows; w is [N, K].
+template <int N, int K>
+inline void linear(const float *a, const int64_t *rows, int64_t max_rows,
+                   const float *w, float *y, cudaStream_t stream) {
+  detail::linearEpi<N, K, detail::EpiStore>(a, rows, max_rows, w, nullptr, y,
+                                            stream);
+}
+
+/// y = residual + a w^T (residual may be y).
+template <int N, int K>
+inline void linear_residual(const float *a, const int64_t *rows,
+                            int64_t max_rows, const float *w,
+                            const float *residual, float *y,
+                            cudaStream_t stream) {
+  detail::linearEpi<N, K, detail::EpiAdd>(a, rows, max_rows, w, residual, y,
+                                          stream);
+}
+
+/// y = gelu(a w^T), exact GELU.
+template <int N, int K>
+inline void linear_gelu(const float *a, const int64_t *rows, int64_t max_rows,
+                        const float *w, float *y, cudaStream_t stream) {
+  detail::linearEpi<N, K, detail::EpiGelu>(a, rows, max_rows, w, nullptr, y,
+                                           stream);
+}
+
+/// gate_scratch = a w_gate^T; y = silu(gate_scratch) * (a w_up^T), the CPU's
+/// linear + linear + swiglu (gate_scratch keeps the gate pre-activation).
+template <int N, int K>
+inline void linear_swiglu(const float *a, const int64_t *rows,
+                          int64_t max_rows, const float *w_gate,
+                          const float *w_up, float *gate_scratch, float *y,
+                          cudaStream_t stream) {
+  detail::linearEpi<N, K, detail::EpiStore>(a, rows, max_rows, w_gate, nullptr,
+                                            gate_scratch, stream);
+  detail::linearEpi<N, K, detail::EpiSwiglu>(a, rows, max_rows, w_up,
+                                             gate_scratch, y, stream);
+}
+
+/// da[m, k] (+)= sum_n dy[m, n] w[n, k] for m < *rows.
+template <int N, int K>
+inline void linear_dgrad(const float *dy, const int64_t *rows,
+                         int64_t max_rows, const float *w, float *da,
+                         bool accumulate, cudaStream_t stream) {
+  if (accumulate)
+    detail::launchGemm<true, false, 1, detail::EpiAdd>(
+        dy, N, w, K, da, K, da, max_rows, K, N, rows, stream);
+  else
+    detail::launchGemm<true, false, 1, detail::EpiStore>(
+        dy, N, w, K, da, K, nullptr, max_rows, K, N, rows, stream);
+}
+
+/// dw[n, k] += sum_{m < *rows} dy[m, n] a[m, k]; one CTA per output tile
+/// reduces over all rows (deterministic, no atomics).
+template <int N, int K>
+inline void linear_wgrad(const float *dy, const int64_t *rows,
+                         int64_t max_rows, const float *a, float *dw,
+                         cudaStream_t stream) {
+  (void)max_rows;
+  detail::launchGemm<false, false, 2, detail::EpiAdd>(dy, N, a, K, dw, K, dw, N,
+                                                      K, 0, rows, stream);
+}
+
+/// Rotary embedding in place on x[rows, H * HD] at positions pos (the CPU's
+/// ropeRotate: rotate-half per head, angles in double).
+template <int H, int HD>
+inline void rope(float *x, const int64_t *rows, int64_t max_rows,
+                 const int32_t *pos, float theta, cudaStream_t stream) {
+  if (max_rows <= 0)
+    return;
+  auto k = detail::ropeKernel<H, HD>;
+  MODC_LAUNCH(k, unsigned(max_rows), 64, 0, stream, x, rows, pos, theta);
+}
+
+/// y = rope(a w^T), w is [H * HD, K].
+template <int H, int HD, int K>
+inline void linear_rope(const float *a, const int64_t *rows, int64_t max_rows,
+                        const float *w, const int32_t *pos, float theta,
+                        float *y, cudaStream_t stream) {
+  linear<H * HD, K>(a, rows, max_rows, w, y, stream);
+  rope<H, HD>(y, rows, max_rows, pos, theta, stream);
+}
+
+/// Exact GELU in place on [rows, N].
+template <int N>
+inline void gelu(float *x, const int64_t *rows, int64_t max_rows,
+                 cudaStream_t stream) {
+  if (max_rows <= 0)
+    return;
+  auto k = detail::geluKernel<N>;
+  MODC_LAUNCH(k, detail::strideGrid(max_rows * N), detail::kThreads, 0, stream,
+              x, rows);
+}
+
+/// up = silu(gate) * up on [rows, N].
+template <int N>
+inline void swiglu(const float *gate, float *up, const int64_t *rows,
+                   int64_t max_rows, cudaStream_t stream) {
+  if (max_rows <= 0)
+    return;
+  auto k = detail::swigluKernel<N>;
+  MODC_LAUNCH(k, detail::strideGrid(max_rows * N), detail::kThreads, 0, stream,
+              gate, up, rows);
+}
+
+/// out[i] = table[tokens[i]] for i < n (n a host count); table is [V, D].
+template <int D>
+inline void embed(const int32_t *tokens, int64_t n, const float *table,
+                  float *out, cudaStream_t stream) {
+  if (n <= 0)
+    return;
+  auto k = detail::embedKernel<D>;
+  MODC_LAUNCH(k, detail::strideGrid(n * D), detail::kThreads, 0, stream, tokens,
+              n, table, out);
+}
+
+/// y = x / sqrt(mean(x^2) + eps) * w on rows < *rows.
+template <int D>
+inline void rmsnorm(const float *x, const int64_t *rows, int64_t max_rows,
+                    const float *w, float eps, float *y, cudaStream_t stream) {
+  if (max_rows <= 0)
+    return;
+  auto k = detail::rmsnormKernel<D>;
+  MODC_LAUNCH(k, unsigned(ceilDiv(max_rows, detail::kRowWarps)),
+              detail::kThreads, 0, stream, x, rows, w, eps, y);
+}
+
+/// x += y on [rows, D].
+template <int D>
+inline void add_inplace(float *x, const float *y, const int64_t *rows,
+                        int64_t max_rows, cudaStream_t stream) {
+  if (max_rows <= 0)
+    return;
+  auto k = detail::addKernel;
+  MODC_LAUNCH(k, detail::strideGrid(max_rows * D), detail::kThreads, 0, stream,
+              x, y, rows, int64_t(D));
+}
+
+/// pos[b*S + i] = i, seg[b] = b*S (B + 1 entries).
+template <int S>
+inline void identity_segments(int64_t B, int32_t *pos, int64_t *seg,
+                              cudaStream_t stream) {
+  auto k = detail::identityKernel<S>;
+  MODC_LAUNCH(k, detail::strideGrid(B * S + B + 1), detail::kThreads, 0, stream,
+              B, pos, seg);
+}
+
+/// r[t] = w . x[t] for the B*S rows of x[B*S, D].
+template <int S, int D>
+inline void router_logits(const float *x, int64_t B, const float *w, float *r,
+                          cudaStream_t stream) {
+  if (B <= 0)
+    return;
+  auto k = detail::routerKernel<D>;
+  MODC_LAUNCH(k, unsigned(ceilDiv(B * S, detail::kRowWarps)), detail::kThreads,
+              0, stream, x, B * S, w, r);
+}
+
+/// Top-k routing with the CPU's selection and tie-breaking: per sequence the
+/// K largest r (ties to the lower position, NaN below every number), in
+/// ascending position at pos[b*K ..]; seg[b] = b*K (B + 1 entries); mask.
+template <int S, int K>
+inline void select_topk(const float *r, int64_t B, int32_t *pos, int64_t *seg,
+                        int32_t *mask, cudaStream_t stream) {
+  if (B <= 0) {
+    cudaMemsetAsync(seg, 0, sizeof(int64_t), stream);
+    return;
+  }
+  auto k = detail::topkKernel<S, K>;
+  MODC_LAUNCH(k, unsigned(B), detail::kThreads, 0, stream, r, B, pos, seg,
+              mask);
+}
+
+/// Causal routing: token (b, i) routed iff logits[b*S + i] > 0; routed rows
+/// of all sequences packed in order (pos), seg the prefix (B + 1 entries;
+/// seg[B] is the routed count), mask the 0/1 decisions.
+template <int S>
+inline void select_causal(const float *logits, int64_t B, int32_t *pos,
+                          int64_t *seg, int32_t *mask, cudaStream_t stream) {
+  auto k = detail::causalSelectKernel<S>;
+  MODC_LAUNCH(k, 1, detail::kThreads, 0, stream, logits, B, pos, seg, mask);
+}
+
+/// Row j of segment s: gathered[j] = x[s*S + pos[j]], normed[j] =
+/// rmsnorm(gathered[j]; w).
+template <int S, int D>
+inline void gather_rmsnorm(const float *x, int64_t B, const int64_t *seg,
+                           const int32_t *pos, const float *w, float eps,
+                           float *gathered, float *normed,
+                           cudaStream_t stream) {
+  if (B <= 0)
+    return;
+  auto k = detail::gatherRmsnormKernel<S, D>;
+  MODC_LAUNCH(k, unsigned(ceilDiv(B * S, detail::kRowWarps)), detail::kThreads,
+              0, stream, x, B, seg, pos, w, eps, gathered, normed);
+}
+
+/// Causal-routing predictor on n (host) rows: hidden = silu(x fc1_w^T +
+/// fc1_b), out = hidden . fc2_w + fc2_b.
+template <int D, int HID>
+inline void predictor(const float *x, int64_t n, const float *fc1_w,
+                      const float *fc1_b, const float *fc2_w,
+                      const float *fc2_b, float *hidden, float *out,
+                      cudaStream_t stream) {
+  if (n <= 0)
+    return;
+  detail::linearEpi<HID, D, detail::EpiBiasSilu>(x, nullptr, n, fc1_w, fc1_b,
+                                                 hidden, stream);
+  auto k = detail::predictorOutKernel<HID>;
+  MODC_LAUNCH(k, unsigned(ceilDiv(n, detail::kRowWarps)), detail::kThreads, 0,
+              stream, hidden, n, fc2_w, fc2_b, out);
+}
+
+/// For row j of segment s, t = s*S + pos[j]: x[t] += g(r[t]) * (attn[j] +
+/// f[j]) (G: 0 linear, 1 sigmoid, 2 one). Other rows of x are untouched.
+template <int S, int D, int G>
+inline void gate_scale_scatter(float *x, int64_t nseg, const int64_t *seg,
+                               const int32_t *pos, const float *r,
+                               const float *attn, const float *f,
+                               cudaStream_t stream) {
+  static_assert(G == GateLinear || G == GateSigmoid || G == GateOne,
+                "unknown gate");
+  if (nseg <= 0)
+    return;
+  auto k = detail::gateScatterKernel<S, D, G>;
+  MODC_LAUNCH(k, unsigned(ceilDiv(nseg * S, detail::kRowWarps)),
+              detail::kThreads, 0, stream, x, nseg, seg, pos, r, attn, f);
+}
+
+/// Causal multi-head attention over segments (the CPU's causal_attention):
+/// q, k, v, out are [rows, H * HD], rows = seg[nseg]; row i attends to the
+/// rows j of its segment with pos[j] <= pos[i], scale 1/sqrt(HD).
+/// `max_seg_rows` bounds the rows of one segment (S, or K for a top-k row
+/// set) and sizes the grid.
+template <int H, int HD>
+inline void causal_attention(const float *q, const float *k, const float *v,
+                             int64_t nseg, const int64_t *seg,
+                             const int32_t *pos, int64_t max_seg_rows,
+                             float *out, cudaStream_t stream) {
+  if (nseg <= 0 || max_seg_rows <= 0)
+    return;
+  using L = detail::AttnSmem<HD>;
+  auto kern = detail::attentionKernel<H, HD>;
+  static bool configured = false; // the attribute is per function
+  if (!configured) {
+    cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                         int(L::Bytes));
+    configured = true;
+  }
+  MODC_LAUNCH(kern,
+              dim3(unsigned(ceilDiv(max_seg_rows, detail::kAttnBQ)), unsigned(H),
+                   unsigned(nseg)),
+              detail::kThreads, L::Bytes, stream, q, k, v, seg, pos, out);
+}
+
+/// Prefill of a layer's decode cache (the CPU's cache_append): row j of
+/// sequence s goes to cache slot counts while pos[j] < lengths[s]; counts[s]
+/// ends as the number appended. k, v are [rows, D]; the caches [nseg, S, D].
+template <int S, int D>
+inline void cache_append(const float *k, const float *v, int64_t nseg,
+                         const int64_t *seg, const int32_t *pos,
+                         const int32_t *lengths, float *cache_k,
+                         float *cache_v, int32_t *counts,
+                         cudaStream_t stream) {
+  if (nseg <= 0)
+    return;
+  auto kern = detail::cacheAppendKernel<S, D>;
+  MODC_LAUNCH(kern,
+              dim3(unsigned(ceilDiv(S, detail::kRowWarps)), unsigned(nseg)),
+              detail::kThreads, 0, stream, k, v, seg, pos, lengths, cache_k,
+              cache_v, counts);
+}
+
+} // namespace modk_cuda
+
+#endif // MODC_CUDA_KERNELS_INCLUDED

@@ -1,0 +1,550 @@
+//===- CudaKernelsEmuTest.cpp - CUDA forward kernels vs the CPU prelude ---===//
+//
+// Every wrapper of CudaKernels.cuh runs through the CPU emulation of CUDA and
+// is compared with its CPU prelude twin on the same random inputs: f32
+// results to a relative 1e-5, routing decisions (positions, segments, masks)
+// exactly. Shapes are small (one CPU thread per CUDA thread) and chosen to
+// not be multiples of the tiles; dynamic row counts stay below their bounds
+// and the rows past them must keep a sentinel.
+//
+//===----------------------------------------------------------------------===//
+
+#include "CudaCommon.cuh"
+#include "CudaKernels.cuh"
+
+#include "CpuKernels.h"
+#include "CpuKernelsDecode.h"
+#include "CpuKernelsTrain.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <random>
+#include <vector>
+
+namespace {
+
+constexpr float kSentinel = 12345.0f;
+
+std::vector<float> randomVec(size_t n, uint32_t seed, float lo = -1.0f,
+                             float hi = 1.0f) {
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<float> dist(lo, hi);
+  std::vector<float> v(n);
+  for (float &x : v) {
+    x = dist(gen);
+    if (x == 0.0f)
+      x = 0.5f;
+  }
+  return v;
+}
+
+/// |got - want| <= tol * max(1, |want|) elementwise over [0, n).
+void expectClose(const float *got, const float *want, size_t n,
+                 const char *what, float tol = 1e-5f) {
+  int bad = 0;
+  for (size_t i = 0; i < n && bad < 8; ++i) {
+    const float scale = std::max(1.0f, std::fabs(want[i]));
+    if (!(std::fabs(got[i] - want[i]) <= tol * scale)) {
+      ADD_FAILURE() << what << "[" << i << "]: got " << got[i] << ", want "
+                    << want[i];
+      ++bad;
+    }
+  }
+}
+
+void expectSentinel(const float *p, size_t from, size_t to, const char *what) {
+  for (size_t i = from; i < to; ++i)
+    if (p[i] != kSentinel) {
+      ADD_FAILURE() << what << "[" << i << "] was written past the rows";
+      return;
+    }
+}
+
+/// Runs the test body under each GEMM tile choice.
+struct TileGuard {
+  explicit TileGuard(int c) { modk_cuda::detail::gemmTileOverride() = c; }
+  ~TileGuard() { modk_cuda::detail::gemmTileOverride() = 0; }
+};
+
+//===----------------------------------------------------------------------===//
+// GEMMs
+//===----------------------------------------------------------------------===//
+
+template <int N, int K>
+void checkLinear(int64_t rows, int64_t maxRows, uint32_t seed) {
+  auto a = randomVec(maxRows * K, seed);
+  auto w = randomVec(int64_t(N) * K, seed + 1);
+  for (int tile = 0; tile <= 2; ++tile) {
+    TileGuard guard(tile);
+    std::vector<float> y(maxRows * N, kSentinel), ref(maxRows * N, kSentinel);
+    int64_t dRows = rows;
+    modk_cuda::linear<N, K>(a.data(), &dRows, maxRows, w.data(), y.data(),
+                            nullptr);
+    modk_cpu::linear<N, K>(a.data(), rows, w.data(), ref.data());
+    SCOPED_TRACE(testing::Message() << "tile " << tile << " N " << N << " K "
+                                    << K << " rows " << rows);
+    expectClose(y.data(), ref.data(), rows * N, "linear");
+    expectSentinel(y.data(), rows * N, maxRows * N, "linear");
+  }
+}
+
+TEST(CudaKernels, LinearOddShapes) {
+  checkLinear<70, 45>(37, 50, 1);
+  checkLinear<96, 64>(64, 64, 2);
+  checkLinear<130, 19>(129, 140, 3);
+  checkLinear<5, 3>(1, 7, 4);
+  checkLinear<33, 17>(0, 9, 5);
+}
+
+TEST(CudaKernels, LinearResidual) {
+  constexpr int N = 72, K = 40;
+  const int64_t maxRows = 70, rows = 66;
+  auto a = randomVec(maxRows * K, 11), w = randomVec(N * K, 12);
+  auto res = randomVec(maxRows * N, 13);
+  for (int tile = 1; tile <= 2; ++tile) {
+    TileGuard guard(tile);
+    // Separate residual.
+    std::vector<float> y(maxRows * N, kSentinel), ref(res);
+    modk_cpu::linear<N, K>(a.data(), rows, w.data(), ref.data());
+    for (int64_t i = 0; i < rows * N; ++i)
+      ref[i] += res[i];
+    modk_cuda::linear_residual<N, K>(a.data(), &rows, maxRows, w.data(),
+                                     res.data(), y.data(), nullptr);
+    expectClose(y.data(), ref.data(), rows * N, "linear_residual");
+    expectSentinel(y.data(), rows * N, maxRows * N, "linear_residual");
+    // Residual aliasing the output.
+    std::vector<float> x(res);
+    modk_cuda::linear_residual<N, K>(a.data(), &rows, maxRows, w.data(),
+                                     x.data(), x.data(), nullptr);
+    expectClose(x.data(), ref.data(), rows * N, "linear_residual aliased");
+    for (int64_t i = rows * N; i < maxRows * N; ++i)
+      ASSERT_EQ(x[i], res[i]);
+  }
+}
+
+TEST(CudaKernels, LinearGeluAndGelu) {
+  constexpr int N = 67, K = 30;
+  const int64_t maxRows = 45, rows = 41;
+  auto a = randomVec(maxRows * K, 21, -2, 2), w = randomVec(N * K, 22);
+  std::vector<float> y(maxRows * N, kSentinel), ref(maxRows * N, kSentinel);
+  modk_cuda::linear_gelu<N, K>(a.data(), &rows, maxRows, w.data(), y.data(),
+                               nullptr);
+  modk_cpu::linear<N, K>(a.data(), rows, w.data(), ref.data());
+  std::vector<float> pre(ref);
+  modk_cpu::gelu<N>(ref.data(), rows);
+  expectClose(y.data(), ref.data(), rows * N, "linear_gelu");
+  expectSentinel(y.data(), rows * N, maxRows * N, "linear_gelu");
+  // Standalone gelu on the pre-activations.
+  std::vector<float> g(pre);
+  modk_cuda::gelu<N>(g.data(), &rows, maxRows, nullptr);
+  expectClose(g.data(), ref.data(), rows * N, "gelu");
+  expectSentinel(g.data(), rows * N, maxRows * N, "gelu");
+}
+
+TEST(CudaKernels, LinearSwigluAndSwiglu) {
+  constexpr int N = 50, K = 36;
+  const int64_t maxRows = 40, rows = 29;
+  auto a = randomVec(maxRows * K, 31, -2, 2), wg = randomVec(N * K, 32),
+       wu = randomVec(N * K, 33);
+  std::vector<float> gate(maxRows * N, kSentinel), y(maxRows * N, kSentinel);
+  modk_cuda::linear_swiglu<N, K>(a.data(), &rows, maxRows, wg.data(), wu.data(),
+                                 gate.data(), y.data(), nullptr);
+  std::vector<float> rg(maxRows * N, kSentinel), ry(maxRows * N, kSentinel);
+  modk_cpu::linear<N, K>(a.data(), rows, wg.data(), rg.data());
+  modk_cpu::linear<N, K>(a.data(), rows, wu.data(), ry.data());
+  std::vector<float> up(ry);
+  modk_cpu::swiglu<N>(rg.data(), ry.data(), rows);
+  expectClose(gate.data(), rg.data(), rows * N, "swiglu gate");
+  expectClose(y.data(), ry.data(), rows * N, "linear_swiglu");
+  expectSentinel(y.data(), rows * N, maxRows * N, "linear_swiglu");
+  expectSentinel(gate.data(), rows * N, maxRows * N, "swiglu gate");
+  modk_cuda::swiglu<N>(rg.data(), up.data(), &rows, maxRows, nullptr);
+  expectClose(up.data(), ry.data(), rows * N, "swiglu");
+  expectSentinel(up.data(), rows * N, maxRows * N, "swiglu");
+}
+
+TEST(CudaKernels, LinearRopeAndRope) {
+  constexpr int H = 3, HD = 22, K = 26, N = H * HD;
+  const int64_t maxRows = 30, rows = 27;
+  auto a = randomVec(maxRows * K, 41), w = randomVec(N * K, 42);
+  std::vector<int32_t> pos(maxRows);
+  std::mt19937 gen(43);
+  for (auto &p : pos)
+    p = int32_t(gen() % 5000);
+  const float theta = 10000.0f;
+  std::vector<float> y(maxRows * N, kSentinel), ref(maxRows * N, kSentinel);
+  modk_cuda::linear_rope<H, HD, K>(a.data(), &rows, maxRows, w.data(),
+                                   pos.data(), theta, y.data(), nullptr);
+  modk_cpu::linear<N, K>(a.data(), rows, w.data(), ref.data());
+  std::vector<float> pre(ref);
+  modk_cpu::rope<H, HD>(ref.data(), rows, pos.data(), theta);
+  expectClose(y.data(), ref.data(), rows * N, "linear_rope");
+  expectSentinel(y.data(), rows * N, maxRows * N, "linear_rope");
+  modk_cuda::rope<H, HD>(pre.data(), &rows, maxRows, pos.data(), 500000.0f,
+                         nullptr);
+  std::vector<float> ref2(maxRows * N, kSentinel);
+  modk_cpu::linear<N, K>(a.data(), rows, w.data(), ref2.data());
+  modk_cpu::rope<H, HD>(ref2.data(), rows, pos.data(), 500000.0f);
+  expectClose(pre.data(), ref2.data(), rows * N, "rope");
+  expectSentinel(pre.data(), rows * N, maxRows * N, "rope");
+}
+
+template <int N, int K>
+void checkDgrad(int64_t rows, int64_t maxRows, uint32_t seed) {
+  auto dy = randomVec(maxRows * N, seed), w = randomVec(N * K, seed + 1);
+  auto init = randomVec(maxRows * K, seed + 2);
+  for (int tile = 1; tile <= 2; ++tile) {
+    TileGuard guard(tile);
+    for (bool acc : {false, true}) {
+      SCOPED_TRACE(testing::Message() << "tile " << tile << " acc " << acc);
+      std::vector<float> da(maxRows * K, kSentinel), ref(init);
+      if (acc)
+        std::copy(init.begin(), init.begin() + rows * K, da.begin());
+      modk_cuda::linear_dgrad<N, K>(dy.data(), &rows, maxRows, w.data(),
+                                    da.data(), acc, nullptr);
+      modk_cpu::linear_dgrad<N, K>(dy.data(), rows, w.data(), ref.data(), acc);
+      expectClose(da.data(), ref.data(), rows * K, "linear_dgrad");
+      expectSentinel(da.data(), rows * K, maxRows * K, "linear_dgrad");
+    }
+  }
+}
+
+TEST(CudaKernels, LinearDgrad) {
+  checkDgrad<70, 45>(37, 50, 51);
+  checkDgrad<24, 130>(65, 66, 52);
+}
+
+template <int N, int K>
+void checkWgrad(int64_t rows, int64_t maxRows, uint32_t seed) {
+  auto dy = randomVec(maxRows * N, seed), a = randomVec(maxRows * K, seed + 1);
+  auto init = randomVec(N * K, seed + 2);
+  for (int tile = 1; tile <= 2; ++tile) {
+    TileGuard guard(tile);
+    SCOPED_TRACE(testing::Message() << "tile " << tile << " rows " << rows);
+    std::vector<float> dw(init), ref(init);
+    // Rows past *rows hold NaN: they must not be read.
+    std::vector<float> dyp(dy), ap(a);
+    for (int64_t i = rows * N; i < maxRows * N; ++i)
+      dyp[i] = std::numeric_limits<float>::quiet_NaN();
+    for (int64_t i = rows * K; i < maxRows * K; ++i)
+      ap[i] = std::numeric_limits<float>::quiet_NaN();
+    modk_cuda::linear_wgrad<N, K>(dyp.data(), &rows, maxRows, ap.data(),
+                                  dw.data(), nullptr);
+    modk_cpu::linear_wgrad<N, K>(dy.data(), rows, a.data(), ref.data(), true);
+    expectClose(dw.data(), ref.data(), N * K, "linear_wgrad");
+  }
+}
+
+TEST(CudaKernels, LinearWgrad) {
+  checkWgrad<70, 45>(37, 50, 61);
+  checkWgrad<130, 20>(75, 80, 62);
+  checkWgrad<9, 7>(0, 5, 63);
+  checkWgrad<40, 33>(200, 203, 64);
+}
+
+//===----------------------------------------------------------------------===//
+// Row kernels
+//===----------------------------------------------------------------------===//
+
+TEST(CudaKernels, Embed) {
+  constexpr int D = 37, V = 19;
+  const int64_t n = 45;
+  auto table = randomVec(V * D, 71);
+  std::vector<int32_t> tokens(n);
+  std::mt19937 gen(72);
+  for (auto &t : tokens)
+    t = int32_t(gen() % V);
+  std::vector<float> out((n + 2) * D, kSentinel), ref((n + 2) * D, kSentinel);
+  modk_cuda::embed<D>(tokens.data(), n, table.data(), out.data(), nullptr);
+  modk_cpu::embed<D>(tokens.data(), n, table.data(), ref.data());
+  EXPECT_EQ(out, ref);
+}
+
+TEST(CudaKernels, RmsnormAndAdd) {
+  constexpr int D = 90;
+  const int64_t maxRows = 21, rows = 18;
+  auto x = randomVec(maxRows * D, 81, -3, 3), w = randomVec(D, 82);
+  std::vector<float> y(maxRows * D, kSentinel), ref(maxRows * D, kSentinel);
+  modk_cuda::rmsnorm<D>(x.data(), &rows, maxRows, w.data(), 1e-5f, y.data(),
+                        nullptr);
+  modk_cpu::rmsnorm<D>(x.data(), rows, w.data(), 1e-5f, ref.data());
+  expectClose(y.data(), ref.data(), rows * D, "rmsnorm");
+  expectSentinel(y.data(), rows * D, maxRows * D, "rmsnorm");
+
+  auto b = randomVec(maxRows * D, 83);
+  std::vector<float> s(x), sref(x);
+  modk_cuda::add_inplace<D>(s.data(), b.data(), &rows, maxRows, nullptr);
+  modk_cpu::add_inplace<D>(sref.data(), b.data(), rows);
+  EXPECT_EQ(s, sref);
+}
+
+TEST(CudaKernels, IdentitySegments) {
+  constexpr int S = 37;
+  const int64_t B = 3;
+  std::vector<int32_t> pos(B * S, -7), rpos(B * S, -7);
+  std::vector<int64_t> seg(B + 1, -7), rseg(B + 1, -7);
+  modk_cuda::identity_segments<S>(B, pos.data(), seg.data(), nullptr);
+  modk_cpu::identity_segments<S>(B, rpos.data(), rseg.data());
+  EXPECT_EQ(pos, rpos);
+  EXPECT_EQ(seg, rseg);
+}
+
+//===----------------------------------------------------------------------===//
+// Routing
+//===----------------------------------------------------------------------===//
+
+TEST(CudaKernels, RouterLogits) {
+  constexpr int S = 13, D = 75;
+  const int64_t B = 3;
+  auto x = randomVec(B * S * D, 91), w = randomVec(D, 92);
+  std::vector<float> r(B * S + 1, kSentinel), ref(B * S + 1, kSentinel);
+  modk_cuda::router_logits<S, D>(x.data(), B, w.data(), r.data(), nullptr);
+  modk_cpu::router_logits<S, D>(x.data(), B, w.data(), ref.data());
+  expectClose(r.data(), ref.data(), B * S + 1, "router_logits");
+}
+
+template <int S, int K>
+void checkTopk(const std::vector<float> &r, int64_t B) {
+  std::vector<int32_t> pos(B * K + 1, -7), rpos(B * K + 1, -7);
+  std::vector<int64_t> seg(B + 2, -7), rseg(B + 2, -7);
+  std::vector<int32_t> mask(B * S, -7), rmask(B * S, -7);
+  modk_cuda::select_topk<S, K>(r.data(), B, pos.data(), seg.data(),
+                               mask.data(), nullptr);
+  modk_cpu::select_topk<S, K>(r.data(), B, rpos.data(), rseg.data(),
+                              rmask.data());
+  SCOPED_TRACE(testing::Message() << "S " << S << " K " << K << " B " << B);
+  EXPECT_EQ(pos, rpos);
+  EXPECT_EQ(seg, rseg);
+  EXPECT_EQ(mask, rmask);
+}
+
+/// Router values with many ties: few distinct values, signed zeros, NaN, inf.
+std::vector<float> tiedScores(int64_t n, uint32_t seed) {
+  std::mt19937 gen(seed);
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  const float vals[] = {0.25f, -0.5f, 0.0f, -0.0f, 1.5f, nan, -inf, inf, 0.25f};
+  std::vector<float> r(n);
+  for (auto &v : r)
+    v = vals[gen() % 9];
+  return r;
+}
+
+TEST(CudaKernels, SelectTopk) {
+  checkTopk<64, 8>(randomVec(3 * 64, 101), 3);
+  checkTopk<40, 7>(randomVec(2 * 40, 102), 2);
+  checkTopk<300, 37>(randomVec(2 * 300, 103), 2);
+  checkTopk<64, 8>(tiedScores(3 * 64, 104), 3);
+  checkTopk<64, 30>(tiedScores(2 * 64, 105), 2);
+  checkTopk<300, 100>(tiedScores(2 * 300, 106), 2);
+  checkTopk<17, 1>(tiedScores(4 * 17, 107), 4);
+  checkTopk<17, 17>(tiedScores(2 * 17, 108), 2);
+  checkTopk<16, 5>(std::vector<float>(2 * 16, 0.75f), 2); // all equal
+  // Values that differ only in their low bits.
+  std::vector<float> close(2 * 50);
+  for (size_t i = 0; i < close.size(); ++i)
+    close[i] = std::nextafter(1.0f, 2.0f) * (1.0f + 1e-7f * float(i % 5));
+  checkTopk<50, 9>(close, 2);
+}
+
+TEST(CudaKernels, SelectCausal) {
+  constexpr int S = 45;
+  const int64_t B = 4;
+  auto logit = randomVec(B * S, 111);
+  for (int i = 0; i < S; ++i)
+    logit[2 * S + i] = -1.0f; // an empty sequence
+  logit[3] = std::numeric_limits<float>::quiet_NaN();
+  logit[4] = 0.0f;
+  std::vector<int32_t> pos(B * S + 1, -7), rpos(B * S + 1, -7);
+  std::vector<int64_t> seg(B + 2, -7), rseg(B + 2, -7);
+  std::vector<int32_t> mask(B * S, -7), rmask(B * S, -7);
+  modk_cuda::select_causal<S>(logit.data(), B, pos.data(), seg.data(),
+                              mask.data(), nullptr);
+  const int64_t c = modk_cpu::select_causal<S>(logit.data(), B, rpos.data(),
+                                               rseg.data(), rmask.data());
+  EXPECT_EQ(seg[B], c);
+  EXPECT_EQ(pos, rpos);
+  EXPECT_EQ(seg, rseg);
+  EXPECT_EQ(mask, rmask);
+
+  // Long sequences: more positions than threads.
+  constexpr int S2 = 600;
+  auto l2 = randomVec(2 * S2, 112);
+  std::vector<int32_t> p2(2 * S2, -7), rp2(2 * S2, -7), m2(2 * S2), rm2(2 * S2);
+  std::vector<int64_t> s2(3), rs2(3);
+  modk_cuda::select_causal<S2>(l2.data(), 2, p2.data(), s2.data(), m2.data(),
+                               nullptr);
+  modk_cpu::select_causal<S2>(l2.data(), 2, rp2.data(), rs2.data(), rm2.data());
+  EXPECT_EQ(p2, rp2);
+  EXPECT_EQ(s2, rs2);
+  EXPECT_EQ(m2, rm2);
+}
+
+/// A routed row set from top-k and one from causal routing (B sequences of S).
+struct RowSet {
+  std::vector<int32_t> pos;
+  std::vector<int64_t> seg;
+  int64_t rows() const { return seg.back(); }
+};
+
+template <int S, int K> RowSet topkRows(int64_t B, uint32_t seed) {
+  auto r = randomVec(B * S, seed);
+  RowSet rs{std::vector<int32_t>(B * K), std::vector<int64_t>(B + 1)};
+  std::vector<int32_t> mask(B * S);
+  modk_cpu::select_topk<S, K>(r.data(), B, rs.pos.data(), rs.seg.data(),
+                              mask.data());
+  return rs;
+}
+
+template <int S> RowSet causalRows(int64_t B, uint32_t seed) {
+  auto r = randomVec(B * S, seed);
+  for (int i = 0; i < S; ++i)
+    r[(B - 1) * S + i] = -1.0f; // last sequence empty
+  RowSet rs{std::vector<int32_t>(B * S), std::vector<int64_t>(B + 1)};
+  std::vector<int32_t> mask(B * S);
+  modk_cpu::select_causal<S>(r.data(), B, rs.pos.data(), rs.seg.data(),
+                             mask.data());
+  return rs;
+}
+
+template <int S, int D>
+void checkGatherRmsnorm(const RowSet &rs, int64_t B, uint32_t seed) {
+  auto x = randomVec(B * S * D, seed, -2, 2), w = randomVec(D, seed + 1);
+  const int64_t rows = rs.rows(), cap = B * S;
+  std::vector<float> g(cap * D, kSentinel), n(cap * D, kSentinel);
+  std::vector<float> rg(cap * D, kSentinel), rn(cap * D, kSentinel);
+  modk_cuda::gather_rmsnorm<S, D>(x.data(), B, rs.seg.data(), rs.pos.data(),
+                                  w.data(), 1e-5f, g.data(), n.data(), nullptr);
+  modk_cpu::gather_rmsnorm<S, D>(x.data(), B, rs.seg.data(), rs.pos.data(),
+                                 w.data(), 1e-5f, rg.data(), rn.data());
+  EXPECT_EQ(g, rg);
+  expectClose(n.data(), rn.data(), rows * D, "gather_rmsnorm");
+  expectSentinel(n.data(), rows * D, cap * D, "gather_rmsnorm");
+}
+
+TEST(CudaKernels, GatherRmsnorm) {
+  checkGatherRmsnorm<40, 70>(topkRows<40, 9>(3, 121), 3, 122);
+  checkGatherRmsnorm<40, 70>(causalRows<40>(3, 123), 3, 124);
+}
+
+TEST(CudaKernels, Predictor) {
+  constexpr int D = 40, HID = 70;
+  const int64_t n = 75;
+  auto x = randomVec(n * D, 131), f1 = randomVec(HID * D, 132),
+       b1 = randomVec(HID, 133), f2 = randomVec(HID, 134),
+       b2 = randomVec(1, 135);
+  std::vector<float> h(n * HID), p(n + 1, kSentinel), rh(n * HID),
+      rp(n + 1, kSentinel);
+  modk_cuda::predictor<D, HID>(x.data(), n, f1.data(), b1.data(), f2.data(),
+                               b2.data(), h.data(), p.data(), nullptr);
+  modk_cpu::predictor<D, HID>(x.data(), n, f1.data(), b1.data(), f2.data(),
+                              b2.data(), rh.data(), rp.data());
+  expectClose(h.data(), rh.data(), n * HID, "predictor hidden");
+  expectClose(p.data(), rp.data(), n + 1, "predictor");
+}
+
+template <int S, int D, int G>
+void checkScatter(const RowSet &rs, int64_t B, uint32_t seed) {
+  const int64_t cap = B * S;
+  auto x = randomVec(B * S * D, seed), r = randomVec(B * S, seed + 1, -3, 3),
+       a = randomVec(cap * D, seed + 2), f = randomVec(cap * D, seed + 3);
+  std::vector<float> y(x), ref(x);
+  modk_cuda::gate_scale_scatter<S, D, G>(y.data(), B, rs.seg.data(),
+                                         rs.pos.data(), r.data(), a.data(),
+                                         f.data(), nullptr);
+  modk_cpu::gate_scale_scatter<S, D, G>(ref.data(), B, rs.seg.data(),
+                                        rs.pos.data(), r.data(), a.data(),
+                                        f.data());
+  SCOPED_TRACE(testing::Message() << "gate " << G);
+  expectClose(y.data(), ref.data(), y.size(), "gate_scale_scatter");
+  // Unselected rows stay bit-identical.
+  for (size_t i = 0; i < y.size(); ++i)
+    if (ref[i] == x[i])
+      ASSERT_EQ(y[i], x[i]);
+}
+
+TEST(CudaKernels, GateScaleScatter) {
+  checkScatter<40, 70, 0>(topkRows<40, 9>(3, 141), 3, 142);
+  checkScatter<40, 70, 1>(topkRows<40, 9>(3, 143), 3, 144);
+  checkScatter<40, 70, 2>(causalRows<40>(3, 145), 3, 146);
+}
+
+//===----------------------------------------------------------------------===//
+// Attention and the decode cache prefill
+//===----------------------------------------------------------------------===//
+
+template <int H, int HD>
+void checkAttention(const RowSet &rs, int64_t B, int64_t maxSegRows,
+                    uint32_t seed) {
+  constexpr int LD = H * HD;
+  const int64_t rows = rs.rows(), cap = rows + 3;
+  auto q = randomVec(cap * LD, seed, -2, 2), k = randomVec(cap * LD, seed + 1, -2, 2),
+       v = randomVec(cap * LD, seed + 2);
+  std::vector<float> out(cap * LD, kSentinel), ref(cap * LD, kSentinel);
+  modk_cuda::causal_attention<H, HD>(q.data(), k.data(), v.data(), B,
+                                     rs.seg.data(), rs.pos.data(), maxSegRows,
+                                     out.data(), nullptr);
+  modk_cpu::causal_attention<H, HD>(q.data(), k.data(), v.data(), B,
+                                    rs.seg.data(), rs.pos.data(), ref.data());
+  SCOPED_TRACE(testing::Message() << "H " << H << " HD " << HD << " rows "
+                                  << rows);
+  expectClose(out.data(), ref.data(), rows * LD, "causal_attention");
+  expectSentinel(out.data(), rows * LD, cap * LD, "causal_attention");
+}
+
+TEST(CudaKernels, CausalAttentionDense) {
+  constexpr int S = 80; // two query and key tiles, the second partial
+  RowSet dense{std::vector<int32_t>(2 * S), std::vector<int64_t>(3)};
+  modk_cpu::identity_segments<S>(2, dense.pos.data(), dense.seg.data());
+  checkAttention<2, 32>(dense, 2, S, 151);
+}
+
+TEST(CudaKernels, CausalAttentionRouted) {
+  checkAttention<2, 24>(topkRows<70, 20>(3, 152), 3, 20, 153);
+  checkAttention<3, 16>(causalRows<90>(3, 154), 3, 90, 155);
+}
+
+TEST(CudaKernels, CausalAttentionEqualPositions) {
+  // Non-decreasing positions with repeats: equal positions see each other.
+  RowSet rs;
+  rs.seg = {0, 70, 75};
+  for (int i = 0; i < 70; ++i)
+    rs.pos.push_back(i / 3);
+  for (int i = 0; i < 5; ++i)
+    rs.pos.push_back(7);
+  checkAttention<1, 40>(rs, 2, 72, 156);
+}
+
+TEST(CudaKernels, CacheAppend) {
+  constexpr int S = 30, D = 44;
+  const int64_t B = 3;
+  RowSet rs = causalRows<S>(B, 161);
+  rs.seg = {0, 0, 0, 0};
+  {
+    // A routed row set with a second sequence that is cut by its length.
+    auto r = randomVec(B * S, 162);
+    std::vector<int32_t> mask(B * S);
+    rs.pos.assign(B * S, 0);
+    modk_cpu::select_causal<S>(r.data(), B, rs.pos.data(), rs.seg.data(),
+                               mask.data());
+  }
+  const int64_t rows = rs.rows();
+  auto k = randomVec(rows * D + 1, 163), v = randomVec(rows * D + 1, 164);
+  std::vector<int32_t> lengths = {S, 11, 0};
+  std::vector<float> ck(B * S * D, kSentinel), cv(B * S * D, kSentinel);
+  std::vector<float> rck(ck), rcv(cv);
+  std::vector<int32_t> counts(B, 0), rcounts(B, 0);
+  modk_cuda::cache_append<S, D>(k.data(), v.data(), B, rs.seg.data(),
+                                rs.pos.data(), lengths.data(), ck.data(),
+                                cv.data(), counts.data(), nullptr);
+  modk_cpu::cache_append<S, D>(k.data(), v.data(), B, rs.seg.data(),
+                               rs.pos.data(), lengths.data(), rck.data(),
+                               rcv.data(), rcounts.data());
+  EXPECT_EQ(counts, rcounts);
+  EXPECT_EQ(ck, rck);
+  EXPECT_EQ(cv, rcv);
+}
+
+} // namespace
