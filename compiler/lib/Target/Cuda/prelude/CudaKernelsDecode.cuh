@@ -1,0 +1,658 @@
+//===- CudaKernelsDecode.cuh - CUDA decode-step kernels ---------*- CUDA -*-===//
+//
+// Part of the modc project.
+//
+//===----------------------------------------------------------------------===//
+///
+/// \file
+/// The decode-step kernels of modc's CUDA target: the twins of
+/// Target/Cpp/prelude/CpuKernelsDecode.h (same names, template parameters and
+/// semantics; device pointers; the stream last). The CUDA emitter pastes this
+/// header after CudaCommon.cuh and CudaKernels.cuh.
+///
+/// A decode step is meant to be captured in one CUDA graph, so every wrapper
+/// only enqueues kernels: no wrapper synchronises, allocates, or reads device
+/// memory on the host. How many sequences route at a layer is known only on
+/// the device (seg[B]); grids are sized by the static bound B (at most one row
+/// a sequence in a decode step) and blocks past seg[B] exit.
+///
+/// Conventions of a decode step (CpuKernelsDecode.h): the residual stream is
+/// [B, D], row b = sequence b; a row set has seg with B + 1 entries, rows
+/// [seg[b], seg[b+1]) belong to sequence b; the KV cache of one layer is K and
+/// V, each [B, S, H * HD]; counts[b] is the number of tokens sequence b holds
+/// in that layer.
+///
+//===----------------------------------------------------------------------===//
+
+#ifndef MODC_CUDA_KERNELS_DECODE_INCLUDED
+#define MODC_CUDA_KERNELS_DECODE_INCLUDED
+
+#ifndef MODC_CUDA_COMMON_INCLUDED
+#include "CudaCommon.cuh"
+#endif
+
+#include <cstdint>
+
+namespace modk_cuda {
+
+namespace decode_detail {
+
+/// Gate kinds, as modk_cpu::Gate (GateLinear g = r, GateSigmoid g =
+/// sigmoid(r), GateOne g = 1); the emitter passes the same integers.
+constexpr int kGateLinear = 0, kGateSigmoid = 1, kGateOne = 2;
+
+/// Threads of the element-wise decode kernels (rows, gathers, scatters).
+constexpr int kRowThreads = 128;
+/// Threads of the single-CTA routing scan (one tile of B per iteration).
+constexpr int kScanThreads = 256;
+/// Warps (= sequences) per block of the router dot products.
+constexpr int kRouterWarps = 4;
+
+/// Attention: threads per block, and keys per tile (one key a thread in the
+/// score phase).
+constexpr int kAttnThreads = 128;
+constexpr int kAttnBK = kAttnThreads;
+/// Split-K: at least this many keys per split (one tile), and splits are
+/// added only while (rows * heads * splits) stays under about this many CTAs
+/// (two waves of a 132-SM H100; more rows need no split).
+constexpr int kAttnMinSplitKeys = kAttnBK;
+constexpr int64_t kAttnTargetCtas = 264;
+/// Partial results (one per (row, head, split)) the built-in split-K scratch
+/// holds; the split count is capped so that a step fits.
+constexpr int64_t kAttnScratchPartials = 4096;
+
+__device__ __forceinline__ float blockMax(float v, float *scratch) {
+  const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
+  const int warps = (blockDim.x + kWarp - 1) / kWarp;
+  v = warpMax(v);
+  __syncthreads(); // scratch may still be read by a previous call
+  if (lane == 0)
+    scratch[warp] = v;
+  __syncthreads();
+  float m = scratch[0];
+  for (int w = 1; w < warps; ++w)
+    m = fmaxf(m, scratch[w]);
+  return m;
+}
+
+__device__ __forceinline__ float negInf() { return __int_as_float(0xff800000); }
+__device__ __forceinline__ float quietNaN() {
+  return __int_as_float(0x7fc00000);
+}
+
+/// Four consecutive floats (16-byte aligned on the device).
+__device__ __forceinline__ float4 load4(const float *p) {
+#if defined(__CUDACC__)
+  return *reinterpret_cast<const float4 *>(p);
+#else
+  return make_float4(p[0], p[1], p[2], p[3]);
+#endif
+}
+
+//===----------------------------------------------------------------------===//
+// Row sets and routing
+//===----------------------------------------------------------------------===//
+
+template <int S>
+__global__ void __launch_bounds__(256)
+    decodeRowsKernel(const int32_t *positions, const uint8_t *active,
+                     int64_t B, int32_t *pos, int64_t *seg) {
+  const int64_t b = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (b > B)
+    return;
+  seg[b] = b;
+  if (b == B)
+    return;
+  int32_t p = positions[b];
+  if (!active[b])
+    p = p < 0 ? 0 : (p > S - 1 ? S - 1 : p);
+  pos[b] = p;
+}
+
+/// r[b] = w . x[b], one warp per sequence.
+template <int D>
+__global__ void __launch_bounds__(kRouterWarps * kWarp)
+    decodeRouterKernel(const float *x, int64_t B, const float *w, float *r) {
+  const int lane = threadIdx.x % kWarp;
+  const int64_t b = int64_t(blockIdx.x) * kRouterWarps + threadIdx.x / kWarp;
+  if (b >= B)
+    return; // whole warps leave together
+  const float *xb = x + b * D;
+  float acc = 0.0f;
+  for (int d = lane; d < D; d += kWarp)
+    acc += w[d] * xb[d];
+  acc = warpSum(acc);
+  if (lane == 0)
+    r[b] = acc;
+}
+
+/// One CTA: the ordered compaction of the routed sequences (a block-wide
+/// prefix sum over tiles of kScanThreads sequences, carried across tiles).
+template <int NT = kScanThreads>
+__global__ void __launch_bounds__(NT)
+    decodeRouteScanKernel(int64_t B, const float *decision,
+                          const int32_t *positions, const uint8_t *active,
+                          int32_t *pos, int64_t *seg, int32_t *mask) {
+  __shared__ int warpTotals[NT / kWarp];
+  const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
+  constexpr int warps = NT / kWarp;
+  int64_t carry = 0;
+  for (int64_t b0 = 0; b0 < B; b0 += NT) {
+    const int64_t b = b0 + threadIdx.x;
+    // A NaN or a zero of either sign is not routed (as on the CPU).
+    const bool routed = b < B && active[b] && decision[b] > 0.0f;
+    const unsigned ballot = __ballot_sync(0xffffffffu, routed ? 1 : 0);
+    const int inWarp = __popc(ballot & ((1u << lane) - 1u));
+    if (lane == 0)
+      warpTotals[warp] = __popc(ballot);
+    __syncthreads();
+    int before = 0, total = 0;
+    for (int w = 0; w < warps; ++w) {
+      before += w < warp ? warpTotals[w] : 0;
+      total += warpTotals[w];
+    }
+    const int64_t index = carry + before + inWarp;
+    if (b < B) {
+      seg[b] = index;
+      mask[b] = routed ? 1 : 0;
+      if (routed)
+        pos[index] = positions[b];
+    }
+    carry += total;
+    __syncthreads(); // warpTotals is rewritten by the next tile
+  }
+  if (threadIdx.x == 0)
+    seg[B] = carry;
+}
+
+/// Rows j < seg[B], a block each in turn: xs[j] = x[b], n[j] =
+/// rmsnorm(x[b]; w) for the sequence b of row j; rmsnormRow's arithmetic (the sum of squares in another order).
+template <int D>
+__global__ void __launch_bounds__(kRowThreads)
+    decodeGatherRmsnormKernel(const float *x, int64_t B, const int64_t *seg,
+                              const float *w, float eps, float *xs, float *n) {
+  __shared__ float scratch[kWarp];
+  const int64_t rows = seg[B];
+  for (int64_t j = blockIdx.x; j < rows; j += gridDim.x) {
+    const int64_t b = segmentOf(seg, B, j);
+    const float *src = x + b * D;
+    float ss = 0.0f;
+    for (int d = threadIdx.x; d < D; d += blockDim.x) {
+      const float v = src[d];
+      xs[j * D + d] = v;
+      ss += v * v;
+    }
+    ss = blockSum(ss, scratch); // its first barrier orders the scratch reuse
+    const float inv = 1.0f / sqrtf(ss / static_cast<float>(D) + eps);
+    for (int d = threadIdx.x; d < D; d += blockDim.x)
+      n[j * D + d] = src[d] * inv * w[d];
+  }
+}
+
+/// Block (b, part): x[b][d] += g(r[b]) * (a[j][d] + m[j][d]) for the rows j of
+/// sequence b in order, d in the part's kRowThreads columns.
+template <int D, int G>
+__global__ void __launch_bounds__(kRowThreads)
+    decodeGateScaleScatterKernel(float *x, const int64_t *seg, const float *r,
+                                 const float *a, const float *m) {
+  const int64_t b = blockIdx.x;
+  const int64_t first = seg[b], last = seg[b + 1];
+  if (first == last)
+    return;
+  const int d = blockIdx.y * kRowThreads + threadIdx.x;
+  if (d >= D)
+    return;
+  float g = 1.0f;
+  if (G == kGateLinear)
+    g = r[b];
+  else if (G == kGateSigmoid)
+    g = 1.0f / (1.0f + expf(-r[b]));
+  float xv = x[b * D + d];
+  for (int64_t j = first; j < last; ++j) {
+    const float f = a[j * D + d] + m[j * D + d];
+    xv += g * f;
+  }
+  x[b * D + d] = xv;
+}
+
+//===----------------------------------------------------------------------===//
+// Attention against the KV cache
+//===----------------------------------------------------------------------===//
+//
+// Three kernels, ordered by the stream:
+//  1. append (a block per sequence): reads counts[b], copies the K and V rows
+//     of its active rows into the cache, then writes counts[b]. Each row's
+//     number of keys n (0: inactive, -1: refused, full cache) and sequence b
+//     are left in the first two floats of each head's slice of out[j] (bit
+//     patterns); `out` is the op's own output, which the memory plan never
+//     overlaps with q, k or v (they are all live at this op).
+//  2. attend (a block per (row, head, split)): reads its row's n and b from
+//     out, scores a range of keys a tile at a time with an online softmax.
+//     With one split it writes out directly; with several it writes the
+//     split's (max, sum, unnormalised accumulator) to the scratch.
+//  3. combine (split-K only; a block per row): rescales and sums the splits.
+// The appends of kernel 1 are visible to kernel 2 because the kernels are
+// consecutive in one stream; counts is written only by kernel 1, after its own
+// block read it, and read by no later kernel of the step.
+
+/// Bit patterns of the per-row metadata the append leaves in `out`.
+__device__ __forceinline__ void putInt(float *p, int32_t v) {
+  *p = __int_as_float(v);
+}
+__device__ __forceinline__ int32_t getInt(const float *p) {
+  return __float_as_int(*p);
+}
+
+template <int S, int H, int HD>
+__global__ void __launch_bounds__(kRowThreads)
+    decodeAppendKernel(const float *k, const float *v, int64_t B,
+                       const int64_t *seg, const uint8_t *active,
+                       float *cacheK, float *cacheV, int32_t *counts,
+                       float *out) {
+  constexpr int64_t LD = static_cast<int64_t>(H) * HD;
+  const int64_t b = blockIdx.x;
+  const int64_t first = seg[b], last = seg[b + 1];
+  if (first == last)
+    return;
+  const bool act = active[b] != 0;
+  const int32_t c0 = counts[b];
+  const bool valid = act && c0 >= 0 && c0 < S;
+  for (int64_t j = first; j < last; ++j) {
+    const int64_t i = j - first;
+    const int64_t c = c0 + i; // the row's slot
+    int32_t n = 0;
+    if (act)
+      n = valid && c < S ? static_cast<int32_t>(c + 1) : -1;
+    if (n > 0) {
+      const int64_t slot = (b * S + c) * LD;
+      for (int64_t e = threadIdx.x; e < LD; e += blockDim.x) {
+        cacheK[slot + e] = k[j * LD + e];
+        cacheV[slot + e] = v[j * LD + e];
+      }
+    }
+    for (int h = threadIdx.x; h < H; h += blockDim.x) {
+      putInt(out + j * LD + h * HD, n);
+      putInt(out + j * LD + h * HD + 1, static_cast<int32_t>(b));
+    }
+  }
+  __syncthreads(); // every thread has read counts[b]
+  if (threadIdx.x == 0 && valid) {
+    const int64_t appended = S - c0 < last - first ? S - c0 : last - first;
+    counts[b] = static_cast<int32_t>(c0 + appended);
+  }
+}
+
+/// The built-in split-K scratch of one head size: kAttnScratchPartials
+/// partial results of HD + 2 floats.
+template <int HD> struct AttnScratch {
+  static __device__ float data[kAttnScratchPartials * (HD + 2)];
+};
+template <int HD>
+__device__ float AttnScratch<HD>::data[kAttnScratchPartials * (HD + 2)];
+
+/// The partial results of a step: the caller's scratch, or the built-in one
+/// when that is null.
+template <int HD> __device__ __forceinline__ float *partialsOf(float *scratch) {
+  return scratch != nullptr ? scratch : AttnScratch<HD>::data;
+}
+
+/// Keys of each split of n keys: whole tiles, so short caches use only the
+/// first splits (the others are empty).
+__device__ __forceinline__ int64_t splitKeys(int64_t n, int nsplit) {
+  const int64_t per = (n + nsplit - 1) / nsplit;
+  return (per + kAttnBK - 1) / kAttnBK * kAttnBK;
+}
+
+template <int S, int H, int HD>
+__global__ void __launch_bounds__(kAttnThreads)
+    decodeAttendKernel(const float *q, int64_t B, const int64_t *seg,
+                       const float *cacheK, const float *cacheV, int nsplit,
+                       float *partials, float *out) {
+  constexpr int NT = kAttnThreads;
+  constexpr int BK = kAttnBK;
+  constexpr int64_t LD = static_cast<int64_t>(H) * HD;
+  // Accumulator layout: NG groups of HD threads split the keys of a tile
+  // (HD <= NT), or each thread owns DPT dims (HD > NT).
+  constexpr int NG = HD <= NT ? NT / HD : 1;
+  constexpr int DPT = HD <= NT ? 1 : (HD + NT - 1) / NT;
+  __shared__ float qs[HD];
+  __shared__ float sc[BK];
+  __shared__ float red[kWarp];
+  __shared__ float groupAcc[NG > 1 ? NG * HD : 1];
+
+  // Rows beyond the grid (several rows a sequence, a prefill chunk) are
+  // taken by the blocks in turn, unsplit: only rows j < gridDim.x (= B) have
+  // partial results, so the scratch holds B rows.
+  const int64_t rows = seg[B];
+  for (int64_t j = blockIdx.x; j < rows; j += gridDim.x) {
+    const int h = blockIdx.y;
+    const int split = blockIdx.z;
+    const int ns = j < gridDim.x ? nsplit : 1;
+    if (split >= ns)
+      continue; // uniform over the block
+    const int tid = threadIdx.x;
+    float *o = out + j * LD + h * HD;
+    const int32_t n = getInt(o);
+    const int64_t b = getInt(o + 1);
+    if (ns == 1)
+      __syncthreads(); // every thread has read n and b before o is written
+    if (n <= 0) {
+      // Inactive (zero row) or refused (NaN row); the combine writes these
+      // rows when there are several splits.
+      if (ns == 1)
+        for (int d = tid; d < HD; d += NT)
+          o[d] = n == 0 ? 0.0f : quietNaN();
+      continue;
+    }
+    const int64_t per = splitKeys(n, ns);
+    const int64_t tBegin = per * split;
+    const int64_t tEnd = tBegin + per < n ? tBegin + per : n;
+
+    const float scale = 1.0f / sqrtf(static_cast<float>(HD));
+    for (int d = tid; d < HD; d += NT)
+      qs[d] = q[j * LD + h * HD + d] * scale;
+    __syncthreads();
+
+    const int64_t base = b * S * LD + h * HD;
+    const int g = tid / HD; // the group of this thread (HD <= NT)
+    float acc[DPT];
+    for (int e = 0; e < DPT; ++e)
+      acc[e] = 0.0f;
+    float mrun = negInf(), lrun = 0.0f;
+    for (int64_t t0 = tBegin; t0 < tEnd; t0 += BK) {
+      const int kn = tEnd - t0 < BK ? static_cast<int>(tEnd - t0) : BK;
+      // Scores: one key a thread.
+      float s = negInf();
+      if (tid < kn) {
+        const float *kt = cacheK + base + (t0 + tid) * LD;
+        float dot = 0.0f;
+        if constexpr (HD % 4 == 0) {
+          for (int d = 0; d < HD; d += 4) {
+            const float4 kv = load4(kt + d);
+            dot += qs[d] * kv.x;
+            dot += qs[d + 1] * kv.y;
+            dot += qs[d + 2] * kv.z;
+            dot += qs[d + 3] * kv.w;
+          }
+        } else {
+          for (int d = 0; d < HD; ++d)
+            dot += qs[d] * kt[d];
+        }
+        s = dot;
+      }
+      const float mnew = fmaxf(mrun, blockMax(s, red));
+      // mrun is -inf on the first tile, whose key 0 makes mnew finite for
+      // finite inputs, so alpha is 0 there and acc (zero) stays zero.
+      const float alpha = expf(mrun - mnew);
+      const float p = tid < kn ? expf(s - mnew) : 0.0f;
+      sc[tid] = p;
+      lrun = lrun * alpha + blockSum(p, red); // blockSum's barriers publish sc
+      for (int e = 0; e < DPT; ++e)
+        acc[e] *= alpha;
+      if (HD <= NT) {
+        if (g < NG) {
+          const float *vt = cacheV + base + t0 * LD + tid % HD;
+          for (int t = g; t < kn; t += NG)
+            acc[0] += sc[t] * vt[t * LD];
+        }
+      } else {
+        for (int t = 0; t < kn; ++t) {
+          const float pt = sc[t];
+          const float *vt = cacheV + base + (t0 + t) * LD;
+          for (int e = 0; e < DPT; ++e) {
+            const int d = tid + e * NT;
+            if (d < HD)
+              acc[e] += pt * vt[d];
+          }
+        }
+      }
+      mrun = mnew;
+      __syncthreads(); // sc is rewritten by the next tile
+    }
+    if (NG > 1) {
+      if (g < NG)
+        groupAcc[g * HD + tid % HD] = acc[0];
+      __syncthreads();
+      if (tid < HD) {
+        float total = 0.0f;
+        for (int gg = 0; gg < NG; ++gg)
+          total += groupAcc[gg * HD + tid];
+        acc[0] = total;
+      }
+    }
+    if (ns == 1) {
+      // An empty range cannot happen here (n >= 1 keys, one split).
+      const float inv = 1.0f / lrun;
+      for (int e = 0; e < DPT; ++e) {
+        const int d = HD <= NT ? tid : tid + e * NT;
+        if (d < HD)
+          o[d] = acc[e] * inv;
+      }
+    } else {
+      // An empty split leaves max -inf, sum 0 and a zero accumulator.
+      float *part = partialsOf<HD>(partials) +
+                    ((j * H + h) * ns + split) * (HD + 2);
+      if (tid == 0) {
+        part[0] = mrun;
+        part[1] = lrun;
+      }
+      for (int e = 0; e < DPT; ++e) {
+        const int d = HD <= NT ? tid : tid + e * NT;
+        if (d < HD)
+          part[2 + d] = acc[e];
+      }
+    }
+
+    __syncthreads(); // qs, sc and groupAcc are rewritten by the next row
+  }
+}
+
+/// Block j < min(seg[B], B): out[j] from the splits' partial results (rows
+/// past B were attended unsplit).
+template <int H, int HD>
+__global__ void __launch_bounds__(kRowThreads)
+    decodeCombineKernel(int64_t B, const int64_t *seg, int nsplit,
+                        const float *partials, float *out) {
+  constexpr int64_t LD = static_cast<int64_t>(H) * HD;
+  const int64_t j = blockIdx.x;
+  if (j >= seg[B])
+    return;
+  const int32_t n = getInt(out + j * LD); // the same for every head
+  __syncthreads(); // read before any thread writes out[j]
+  for (int64_t idx = threadIdx.x; idx < LD; idx += blockDim.x) {
+    const int64_t h = idx / HD, d = idx % HD;
+    float value;
+    if (n == 0) {
+      value = 0.0f;
+    } else if (n < 0) {
+      value = quietNaN();
+    } else {
+      const float *part = partialsOf<HD>(const_cast<float *>(partials)) +
+                          (j * H + h) * nsplit * (HD + 2);
+      float mmax = negInf();
+      for (int s = 0; s < nsplit; ++s)
+        mmax = fmaxf(mmax, part[s * (HD + 2)]);
+      float l = 0.0f, acc = 0.0f;
+      for (int s = 0; s < nsplit; ++s) {
+        const float *ps = part + s * (HD + 2);
+        if (ps[1] == 0.0f)
+          continue; // an empty split (its max is -inf)
+        const float wgt = expf(ps[0] - mmax);
+        l += ps[1] * wgt;
+        acc += ps[2 + d] * wgt;
+      }
+      value = acc * (1.0f / l);
+    }
+    out[j * LD + idx] = value;
+  }
+}
+
+/// Splits for a step of at most B rows (host side; B is the static bound).
+template <int S, int H>
+inline int attnSplits(int64_t B, int64_t capacityPartials) {
+  const int64_t items = B * H;
+  if (items <= 0 || items * 2 > kAttnTargetCtas)
+    return 1;
+  int64_t n = (kAttnTargetCtas + items - 1) / items;
+  const int64_t maxByKeys = (S + kAttnMinSplitKeys - 1) / kAttnMinSplitKeys;
+  if (n > maxByKeys)
+    n = maxByKeys;
+  if (n > capacityPartials / items)
+    n = capacityPartials / items;
+  return n < 2 ? 1 : static_cast<int>(n);
+}
+
+/// Enqueues the append, the attention with `nsplit` splits and, when
+/// nsplit > 1, the combine; `scratch` holds B * H * nsplit * (HD + 2) floats,
+/// or is null for the built-in AttnScratch<HD> (nsplit * B * H at most
+/// kAttnScratchPartials).
+template <int S, int H, int HD>
+inline void decodeAttentionLaunch(const float *q, const float *k,
+                                  const float *v, int64_t B, const int64_t *seg,
+                                  const uint8_t *active, float *cacheK,
+                                  float *cacheV, int32_t *counts, float *out,
+                                  int nsplit, float *scratch,
+                                  cudaStream_t stream) {
+  if (B <= 0)
+    return;
+  auto append = decodeAppendKernel<S, H, HD>;
+  MODC_LAUNCH(append, dim3(unsigned(B)), dim3(kRowThreads), 0, stream, k, v, B,
+              seg, active, cacheK, cacheV, counts, out);
+  auto attend = decodeAttendKernel<S, H, HD>;
+  MODC_LAUNCH(attend, dim3(unsigned(B), H, nsplit), dim3(kAttnThreads), 0,
+              stream, q, B, seg, static_cast<const float *>(cacheK),
+              static_cast<const float *>(cacheV), nsplit, scratch, out);
+  if (nsplit > 1) {
+    auto combine = decodeCombineKernel<H, HD>;
+    MODC_LAUNCH(combine, dim3(unsigned(B)), dim3(kRowThreads), 0, stream, B,
+                seg, nsplit, static_cast<const float *>(scratch), out);
+  }
+}
+
+} // namespace decode_detail
+
+//===----------------------------------------------------------------------===//
+// Host wrappers (enqueue only)
+//===----------------------------------------------------------------------===//
+
+/// Row set of a dense layer in a decode step: seg[b] = b (B + 1 entries),
+/// pos[b] = positions[b], an inactive sequence's position clamped to [0, S).
+template <int S>
+inline void decode_rows(const int32_t *positions, const uint8_t *active,
+                        int64_t B, int32_t *pos, int64_t *seg,
+                        cudaStream_t stream) {
+  static_assert(S >= 1, "decode needs at least one position");
+  auto kernel = decode_detail::decodeRowsKernel<S>;
+  MODC_LAUNCH(kernel, dim3(unsigned(ceilDiv(B + 1, 256))), dim3(256), 0,
+              stream, positions, active, B, pos, seg);
+}
+
+/// Causal routing of one decode step: r[b] = router_w . x[b]; sequence b is
+/// routed iff active[b] and decision[b] > 0; routed sequences are compacted in
+/// b order into seg (B + 1 entries, seg[B] the routed count), pos and mask.
+/// `decision` may alias r (the aux_loss router): r is complete, in an earlier
+/// kernel, before any decision is read.
+template <int D>
+inline void decode_route(const float *x, int64_t B, const float *router_w,
+                         const float *decision, const int32_t *positions,
+                         const uint8_t *active, float *r, int32_t *pos,
+                         int64_t *seg, int32_t *mask, cudaStream_t stream) {
+  using namespace decode_detail;
+  if (B > 0) {
+    auto router = decodeRouterKernel<D>;
+    MODC_LAUNCH(router, dim3(unsigned(ceilDiv(B, kRouterWarps))),
+                dim3(kRouterWarps * kWarp), 0, stream, x, B, router_w, r);
+  }
+  auto scan = decodeRouteScanKernel<kScanThreads>;
+  MODC_LAUNCH(scan, dim3(1), dim3(kScanThreads), 0, stream, B, decision,
+              positions, active, pos, seg, mask);
+}
+
+/// For row j of sequence b: xs[j] = x[b] (a bit copy), n[j] = rmsnorm(x[b]; w).
+/// Rows live on the device (seg[B]); at most B of them.
+template <int D>
+inline void decode_gather_rmsnorm(const float *x, int64_t B, const int64_t *seg,
+                                  const float *w, float eps, float *xs,
+                                  float *n, cudaStream_t stream) {
+  using namespace decode_detail;
+  if (B <= 0)
+    return;
+  auto kernel = decodeGatherRmsnormKernel<D>;
+  MODC_LAUNCH(kernel, dim3(unsigned(B)), dim3(kRowThreads), 0, stream, x, B,
+              seg, w, eps, xs, n);
+}
+
+/// x[b] += g(r[b]) * (a[j] + m[j]) for each row j of sequence b (G as
+/// modk_cpu::Gate: 0 linear, 1 sigmoid, 2 one). Sequences without a row are
+/// neither read nor written.
+template <int D, int G>
+inline void decode_gate_scale_scatter(float *x, int64_t B, const int64_t *seg,
+                                      const float *r, const float *a,
+                                      const float *m, cudaStream_t stream) {
+  using namespace decode_detail;
+  static_assert(G == kGateLinear || G == kGateSigmoid || G == kGateOne,
+                "unknown gate");
+  if (B <= 0)
+    return;
+  auto kernel = decodeGateScaleScatterKernel<D, G>;
+  MODC_LAUNCH(kernel, dim3(unsigned(B), unsigned(ceilDiv(D, kRowThreads))),
+              dim3(kRowThreads), 0, stream, x, seg, r, a, m);
+}
+
+/// Floats of split-K scratch decode_attention may use for at most B rows
+/// (for the overload that takes the scratch).
+template <int S, int H, int HD>
+inline int64_t decode_attention_scratch_floats(int64_t B) {
+  const int nsplit = decode_detail::attnSplits<S, H>(B, INT64_MAX / 2);
+  return nsplit > 1 ? B * H * nsplit * (HD + 2) : 0;
+}
+
+/// Attention of one decode step against one layer's KV cache, with the CPU
+/// semantics (CpuKernelsDecode.h): for each row j of an active sequence b,
+/// k[j] and v[j] are appended at cache[b][counts[b]] and counts[b] grows; then
+/// out[j] attends per head over the counts[b] (new count) cached tokens. A row
+/// that would overflow the cache (counts[b] not in [0, S)) appends nothing and
+/// gets a NaN row; rows of an inactive sequence get a zero row. q, k, v, out
+/// are [seg[B], H * HD] and `out` must not overlap q, k or v; cache_k and
+/// cache_v are [B, S, H * HD]; counts is [B]. `pos` is not read.
+///
+/// Long caches with few rows are split over several CTAs (flash-decoding);
+/// this overload keeps the partial results in a scratch buffer of the module
+/// (one per head size), so decode steps of one model that run concurrently
+/// on different streams must use the overload below instead.
+template <int S, int H, int HD>
+inline void decode_attention(const float *q, const float *k, const float *v,
+                             int64_t B, const int64_t *seg, const int32_t *pos,
+                             const uint8_t *active, float *cache_k,
+                             float *cache_v, int32_t *counts, float *out,
+                             cudaStream_t stream) {
+  using namespace decode_detail;
+  static_assert(S >= 1, "decode needs at least one position");
+  static_assert(HD >= 2, "the append's row metadata needs two floats a head");
+  (void)pos;
+  const int nsplit = attnSplits<S, H>(B, kAttnScratchPartials);
+  decodeAttentionLaunch<S, H, HD>(q, k, v, B, seg, active, cache_k, cache_v,
+                                  counts, out, nsplit, nullptr, stream);
+}
+
+/// As above, with the caller's split-K scratch of
+/// decode_attention_scratch_floats<S, H, HD>(B) floats (may be null when that
+/// is 0).
+template <int S, int H, int HD>
+inline void decode_attention(const float *q, const float *k, const float *v,
+                             int64_t B, const int64_t *seg, const int32_t *pos,
+                             const uint8_t *active, float *cache_k,
+                             float *cache_v, int32_t *counts, float *out,
+                             float *scratch, cudaStream_t stream) {
+  using namespace decode_detail;
+  static_assert(S >= 1, "decode needs at least one position");
+  static_assert(HD >= 2, "the append's row metadata needs two floats a head");
+  (void)pos;
+  const int nsplit = attnSplits<S, H>(B, INT64_MAX / 2);
+  decodeAttentionLaunch<S, H, HD>(q, k, v, B, seg, active, cache_k, cache_v,
+                                  counts, out, nsplit, scratch, stream);
+}
+
+} // namespace modk_cuda
+
+#endif // MODC_CUDA_KERNELS_DECODE_INCLUDED
