@@ -1,0 +1,556 @@
+//===- CudaKernelsTrainEmuTest.cpp - CUDA training kernels vs the CPU -----===//
+//
+// Every wrapper of CudaKernelsTrain.cuh runs through the CPU emulation and is
+// compared with the CPU prelude function (modk_cpu) on the same random
+// inputs: dynamic row counts below the static bound (with sentinels past the
+// rows that must survive), several segments of different lengths, B > 1,
+// repeated tokens, and AdamW with clipping on and off and a non-finite
+// gradient.
+//
+//===----------------------------------------------------------------------===//
+
+#include "CudaCommon.cuh"
+#include "CudaKernelsTrain.cuh"
+
+#include "CpuKernels.h"
+#include "CpuKernelsTrain.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <random>
+#include <vector>
+
+namespace {
+
+constexpr float kSentinel = 12345.0f;
+
+std::vector<float> randomVec(size_t n, unsigned seed, float lo = -1.0f,
+                             float hi = 1.0f) {
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<float> dist(lo, hi);
+  std::vector<float> v(n);
+  for (float &x : v)
+    x = dist(gen);
+  return v;
+}
+
+std::vector<int32_t> randomInts(size_t n, unsigned seed, int lo, int hi) {
+  std::mt19937 gen(seed);
+  std::uniform_int_distribution<int> dist(lo, hi);
+  std::vector<int32_t> v(n);
+  for (int32_t &x : v)
+    x = dist(gen);
+  return v;
+}
+
+/// |got - want| <= tol * (|want| + max|want|/10) elementwise over [0, n):
+/// relative, with a floor so entries near zero compare at the array's scale.
+void expectClose(const float *got, const float *want, size_t n, double tol,
+                 const char *what) {
+  double maxAbs = 0.0;
+  for (size_t i = 0; i < n; ++i)
+    maxAbs = std::max(maxAbs, std::fabs(double(want[i])));
+  int bad = 0;
+  for (size_t i = 0; i < n && bad < 5; ++i) {
+    const double g = got[i], w = want[i];
+    const double lim = tol * (std::fabs(w) + 0.1 * maxAbs) + 1e-30;
+    if (!(std::fabs(g - w) <= lim)) {
+      ADD_FAILURE() << what << "[" << i << "]: got " << g << ", want " << w
+                    << " (tol " << lim << ")";
+      ++bad;
+    }
+  }
+}
+
+void expectClose(const std::vector<float> &got, const std::vector<float> &want,
+                 double tol, const char *what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  expectClose(got.data(), want.data(), got.size(), tol, what);
+}
+
+void expectSentinel(const float *p, size_t n, const char *what) {
+  for (size_t i = 0; i < n; ++i)
+    if (p[i] != kSentinel) {
+      ADD_FAILURE() << what << ": element " << i << " past the rows changed";
+      return;
+    }
+}
+
+/// Segments of the given lengths (each <= S): seg[0..B], sorted distinct
+/// positions in [0, S) per segment.
+struct Routing {
+  std::vector<int64_t> seg;
+  std::vector<int32_t> pos;
+};
+Routing makeRouting(const std::vector<int64_t> &lens, int S, unsigned seed) {
+  std::mt19937 gen(seed);
+  Routing r;
+  r.seg.push_back(0);
+  for (int64_t len : lens) {
+    std::vector<int32_t> all(S);
+    std::iota(all.begin(), all.end(), 0);
+    std::shuffle(all.begin(), all.end(), gen);
+    all.resize(len);
+    std::sort(all.begin(), all.end());
+    r.pos.insert(r.pos.end(), all.begin(), all.end());
+    r.seg.push_back(r.seg.back() + len);
+  }
+  return r;
+}
+
+//===----------------------------------------------------------------------===//
+// Losses
+//===----------------------------------------------------------------------===//
+
+template <int V> void checkCrossEntropy(int64_t rows, bool alias) {
+  auto logits = randomVec(rows * V, 11 + V, -4.0f, 4.0f);
+  auto targets = randomInts(rows, 12, 0, V - 1);
+  const float scale = 1.0f / float(rows);
+  std::vector<float> wantD(rows * V);
+  const double sum = modk_cpu::cross_entropy<V>(logits.data(), targets.data(),
+                                                rows, scale, wantD.data());
+  std::vector<float> in = logits, gotD(rows * V, kSentinel);
+  std::vector<float> losses = {-1.0f, -2.0f, -3.0f};
+  std::vector<double> scratch(modk_cuda::cross_entropy_scratch_bytes(rows) / 8);
+  float *dst = alias ? in.data() : gotD.data();
+  modk_cuda::cross_entropy<V>(in.data(), targets.data(), rows, scale, dst,
+                              losses.data(), scratch.data(), nullptr);
+  expectClose(dst, wantD.data(), wantD.size(), 1e-5, "dlogits");
+  const float mean = float(sum / double(rows));
+  EXPECT_NEAR(losses[1], mean, 1e-5 * std::fabs(mean));
+  EXPECT_EQ(losses[0], losses[1]);
+  EXPECT_EQ(losses[2], 0.0f);
+}
+
+TEST(CudaTrainKernels, CrossEntropyMatchesCpu) {
+  checkCrossEntropy<100>(7, false);  // V not a multiple of 32
+  checkCrossEntropy<256>(5, false);
+  checkCrossEntropy<600>(3, false);  // more columns than threads
+  checkCrossEntropy<256>(4, true);   // dlogits aliases logits
+}
+
+TEST(CudaTrainKernels, BceWithLogitsMatchesCpuEmitter) {
+  constexpr int S = 40;
+  const int64_t B = 3, nRouted = 2;
+  const double weight = 0.3;
+  auto z = randomVec(B * S, 21, -6.0f, 6.0f);
+  auto mask = randomInts(B * S, 22, 0, 1);
+  auto dz0 = randomVec(B * S, 23);
+  std::vector<float> lossInit = {1.5f, 2.5f, 0.25f};
+  // The CPU emitter's bce_loss, verbatim.
+  std::vector<float> wantDz = dz0, wantL = lossInit;
+  {
+    const double scale = 1.0 / ((double)B * S * nRouted);
+    const double sum = modk_cpu::bce_with_logits<S>(
+        z.data(), mask.data(), B, (float)(weight * scale), wantDz.data());
+    wantL[2] += (float)(sum * scale);
+    wantL[0] += (float)(weight * sum * scale);
+  }
+  std::vector<float> gotDz = dz0, gotL = lossInit;
+  modk_cuda::bce_with_logits<S>(z.data(), mask.data(), B, weight,
+                                1.0 / ((double)B * S * nRouted), gotDz.data(),
+                                gotL.data(), nullptr);
+  expectClose(gotDz, wantDz, 1e-6, "dz");
+  expectClose(gotL, wantL, 1e-6, "losses");
+  EXPECT_EQ(gotL[1], lossInit[1]);
+}
+
+TEST(CudaTrainKernels, SplitTokensMatchesCpuEmitter) {
+  constexpr int S = 10;
+  const int64_t B = 3;
+  auto tokens = randomInts(B * (S + 1), 31, 0, 99);
+  std::vector<int32_t> in(B * S, -7), tg(B * S, -7);
+  modk_cuda::split_tokens<S>(tokens.data(), B, in.data(), tg.data(), nullptr);
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t i = 0; i < S; ++i) {
+      EXPECT_EQ(in[b * S + i], tokens[b * (S + 1) + i]);
+      EXPECT_EQ(tg[b * S + i], tokens[b * (S + 1) + i + 1]);
+    }
+}
+
+//===----------------------------------------------------------------------===//
+// Norm, rope, activations
+//===----------------------------------------------------------------------===//
+
+template <int D> void checkRmsnormGrad(int64_t rows, int64_t maxRows, bool acc) {
+  auto x = randomVec(maxRows * D, 41 + D);
+  auto w = randomVec(D, 42, 0.5f, 1.5f);
+  auto dy = randomVec(maxRows * D, 43);
+  auto dx0 = randomVec(maxRows * D, 44);
+  auto dw0 = randomVec(D, 45);
+  const float eps = 1e-5f;
+  std::vector<float> wantDx = dx0, wantDw = dw0;
+  modk_cpu::rmsnorm_grad<D>(x.data(), rows, w.data(), eps, dy.data(),
+                            wantDx.data(), wantDw.data(), acc);
+  std::vector<float> gotDx = dx0, gotDw = dw0;
+  std::fill(gotDx.begin() + rows * D, gotDx.end(), kSentinel);
+  std::vector<float> scratch(
+      modk_cuda::rmsnorm_grad_scratch_floats<D>(maxRows));
+  int64_t devRows = rows;
+  modk_cuda::rmsnorm_grad<D>(x.data(), &devRows, maxRows, w.data(), eps,
+                             dy.data(), gotDx.data(), gotDw.data(), acc,
+                             scratch.data(), nullptr);
+  expectClose(gotDx.data(), wantDx.data(), rows * D, 1e-5, "dx");
+  expectSentinel(gotDx.data() + rows * D, (maxRows - rows) * D, "dx");
+  expectClose(gotDw, wantDw, 1e-4, "dw");
+}
+
+TEST(CudaTrainKernels, RmsnormGradMatchesCpu) {
+  checkRmsnormGrad<96>(37, 50, false);
+  checkRmsnormGrad<96>(37, 50, true);
+  checkRmsnormGrad<300>(70, 75, true); // two columns a thread, three blocks
+  checkRmsnormGrad<64>(0, 8, false);   // no rows: dw unchanged
+}
+
+TEST(CudaTrainKernels, RopeGradMatchesCpu) {
+  constexpr int H = 3, HD = 16;
+  const int64_t rows = 9, maxRows = 12;
+  auto dx = randomVec(maxRows * H * HD, 51);
+  auto pos = randomInts(maxRows, 52, 0, 5000);
+  const float theta = 10000.0f;
+  std::vector<float> want = dx;
+  modk_cpu::rope_grad<H, HD>(want.data(), rows, pos.data(), theta);
+  std::vector<float> got = dx;
+  std::fill(got.begin() + rows * H * HD, got.end(), kSentinel);
+  int64_t devRows = rows;
+  modk_cuda::rope_grad<H, HD>(got.data(), &devRows, maxRows, pos.data(), theta,
+                              nullptr);
+  expectClose(got.data(), want.data(), rows * H * HD, 1e-5, "dx");
+  expectSentinel(got.data() + rows * H * HD, (maxRows - rows) * H * HD, "dx");
+}
+
+TEST(CudaTrainKernels, SwigluAndGeluGradMatchCpu) {
+  constexpr int N = 50;
+  const int64_t rows = 13, maxRows = 20;
+  auto gate = randomVec(maxRows * N, 61, -5.0f, 5.0f);
+  auto up = randomVec(maxRows * N, 62, -3.0f, 3.0f);
+  auto du = randomVec(maxRows * N, 63);
+  std::vector<float> wantG(rows * N), wantU(rows * N);
+  modk_cpu::swiglu_grad<N>(gate.data(), up.data(), du.data(), rows,
+                           wantG.data(), wantU.data());
+  std::vector<float> gotG(maxRows * N, kSentinel), gotU(maxRows * N, kSentinel);
+  int64_t devRows = rows;
+  modk_cuda::swiglu_grad<N>(gate.data(), up.data(), du.data(), &devRows,
+                            maxRows, gotG.data(), gotU.data(), nullptr);
+  expectClose(gotG.data(), wantG.data(), rows * N, 1e-5, "dgate");
+  expectClose(gotU.data(), wantU.data(), rows * N, 1e-5, "dup");
+  expectSentinel(gotG.data() + rows * N, (maxRows - rows) * N, "dgate");
+  expectSentinel(gotU.data() + rows * N, (maxRows - rows) * N, "dup");
+
+  std::vector<float> wantP(rows * N), gotP(maxRows * N, kSentinel);
+  modk_cpu::gelu_grad<N>(gate.data(), du.data(), rows, wantP.data());
+  modk_cuda::gelu_grad<N>(gate.data(), du.data(), &devRows, maxRows,
+                          gotP.data(), nullptr);
+  expectClose(gotP.data(), wantP.data(), rows * N, 1e-5, "dpre");
+  expectSentinel(gotP.data() + rows * N, (maxRows - rows) * N, "dpre");
+}
+
+//===----------------------------------------------------------------------===//
+// Embedding
+//===----------------------------------------------------------------------===//
+
+TEST(CudaTrainKernels, EmbedGradRepeatedTokensIsExact) {
+  constexpr int D = 40;
+  const int64_t rows = 300, V = 7; // every token repeats many times
+  auto tokens = randomInts(rows, 71, 0, V - 1);
+  auto dx = randomVec(rows * D, 72);
+  auto table0 = randomVec(V * D, 73);
+  std::vector<float> want = table0, got = table0, again = table0;
+  modk_cpu::embed_grad<D>(tokens.data(), rows, dx.data(), want.data());
+  modk_cuda::embed_grad<D>(tokens.data(), rows, dx.data(), got.data(), nullptr);
+  modk_cuda::embed_grad<D>(tokens.data(), rows, dx.data(), again.data(),
+                           nullptr);
+  // Same per-row order as the CPU: bit-identical.
+  for (size_t i = 0; i < want.size(); ++i)
+    ASSERT_EQ(got[i], want[i]) << "element " << i;
+  EXPECT_EQ(got, again);
+}
+
+TEST(CudaTrainKernels, EmbedGradWideRowsAndManyBuckets) {
+  constexpr int D = 300; // two columns a thread
+  const int64_t rows = 20, V = 600; // tokens beyond the bucket count
+  auto tokens = randomInts(rows, 74, 0, V - 1);
+  tokens[3] = tokens[11] = tokens[17] = 513; // a repeat across buckets' wrap
+  auto dx = randomVec(rows * D, 75);
+  auto table0 = randomVec(V * D, 76);
+  std::vector<float> want = table0, got = table0;
+  modk_cpu::embed_grad<D>(tokens.data(), rows, dx.data(), want.data());
+  modk_cuda::embed_grad<D>(tokens.data(), rows, dx.data(), got.data(), nullptr);
+  EXPECT_EQ(got, want);
+}
+
+//===----------------------------------------------------------------------===//
+// Routing
+//===----------------------------------------------------------------------===//
+
+template <int G> void checkScatterGrad() {
+  constexpr int S = 16, D = 40;
+  const std::vector<int64_t> lens = {5, 0, 9};
+  const int64_t B = 3, maxRows = 20;
+  Routing rt = makeRouting(lens, S, 81 + G);
+  const int64_t rows = rt.seg[B];
+  rt.pos.resize(maxRows, 0);
+  auto dy = randomVec(B * S * D, 82);
+  auto r = randomVec(B * S, 83, -2.0f, 2.0f);
+  auto f = randomVec(maxRows * D, 84);
+  auto dr0 = randomVec(B * S, 85);
+  std::vector<float> wantDf(rows * D), wantDr = dr0;
+  modk_cpu::gate_scale_scatter_grad<S, D, G>(dy.data(), B, rt.seg.data(),
+                                             rt.pos.data(), r.data(), f.data(),
+                                             wantDf.data(), wantDr.data());
+  std::vector<float> gotDf(maxRows * D, kSentinel), gotDr = dr0;
+  modk_cuda::gate_scale_scatter_grad<S, D, G>(
+      dy.data(), B, rt.seg.data(), maxRows, rt.pos.data(), r.data(), f.data(),
+      gotDf.data(), gotDr.data(), nullptr);
+  expectClose(gotDf.data(), wantDf.data(), rows * D, 1e-6, "df");
+  expectSentinel(gotDf.data() + rows * D, (maxRows - rows) * D, "df");
+  expectClose(gotDr, wantDr, 1e-5, "dr");
+}
+
+TEST(CudaTrainKernels, GateScaleScatterGradMatchesCpu) {
+  checkScatterGrad<modk_cpu::GateLinear>();
+  checkScatterGrad<modk_cpu::GateSigmoid>();
+  checkScatterGrad<modk_cpu::GateOne>();
+  static_assert(modk_cuda::train_gate::kLinear == modk_cpu::GateLinear &&
+                modk_cuda::train_gate::kSigmoid == modk_cpu::GateSigmoid &&
+                modk_cuda::train_gate::kOne == modk_cpu::GateOne);
+}
+
+TEST(CudaTrainKernels, GatherGradMatchesCpu) {
+  constexpr int S = 16, D = 40;
+  const int64_t B = 3, maxRows = 24;
+  Routing rt = makeRouting({7, 3, 11}, S, 91);
+  const int64_t rows = rt.seg[B];
+  rt.pos.resize(maxRows, 0);
+  auto dxs = randomVec(maxRows * D, 92);
+  auto dx0 = randomVec(B * S * D, 93);
+  std::vector<float> want = dx0, got = dx0;
+  modk_cpu::gather_grad<S, D>(dxs.data(), B, rt.seg.data(), rt.pos.data(),
+                              want.data());
+  modk_cuda::gather_grad<S, D>(dxs.data(), B, rt.seg.data(), maxRows,
+                               rt.pos.data(), got.data(), nullptr);
+  EXPECT_EQ(got, want); // one add per element, same as the CPU
+  (void)rows;
+}
+
+template <int S, int D> void checkRouterGrad(int64_t B) {
+  auto x = randomVec(B * S * D, 101 + D);
+  auto w = randomVec(D, 102);
+  auto dr = randomVec(B * S, 103);
+  auto dx0 = randomVec(B * S * D, 104);
+  auto dw0 = randomVec(D, 105);
+  std::vector<float> wantDx = dx0, wantDw = dw0;
+  modk_cpu::router_grad<S, D>(x.data(), B, w.data(), dr.data(), wantDx.data(),
+                              wantDw.data());
+  std::vector<float> gotDx = dx0, gotDw = dw0;
+  std::vector<float> scratch(modk_cuda::router_grad_scratch_floats<S, D>(B));
+  modk_cuda::router_grad<S, D>(x.data(), B, w.data(), dr.data(), gotDx.data(),
+                               gotDw.data(), scratch.data(), nullptr);
+  expectClose(gotDx, wantDx, 1e-6, "dx");
+  expectClose(gotDw, wantDw, 1e-4, "dw");
+}
+
+TEST(CudaTrainKernels, RouterGradMatchesCpu) {
+  checkRouterGrad<16, 40>(3);
+  checkRouterGrad<24, 300>(2);
+}
+
+TEST(CudaTrainKernels, PredictorGradMatchesCpu) {
+  constexpr int D = 40, HID = 24, S = 20;
+  const int64_t B = 2, rows = B * S;
+  auto x = randomVec(rows * D, 111);
+  auto fc1w = randomVec(HID * D, 112, -0.3f, 0.3f);
+  auto fc1b = randomVec(HID, 113);
+  auto fc2w = randomVec(HID, 114);
+  auto dp = randomVec(rows, 115);
+  auto d1w = randomVec(HID * D, 116), d1b = randomVec(HID, 117),
+       d2w = randomVec(HID, 118), d2b = randomVec(1, 119);
+  std::vector<float> wh(rows * HID), w1w = d1w, w1b = d1b, w2w = d2w, w2b = d2b;
+  modk_cpu::predictor_grad<D, HID>(x.data(), rows, fc1w.data(), fc1b.data(),
+                                   fc2w.data(), dp.data(), wh.data(),
+                                   w1w.data(), w1b.data(), w2w.data(),
+                                   w2b.data());
+  std::vector<float> gh(rows * HID, kSentinel), g1w = d1w, g1b = d1b, g2w = d2w,
+                                                g2b = d2b;
+  std::vector<float> scratch(
+      modk_cuda::predictor_grad_scratch_floats<D, HID>(rows));
+  modk_cuda::predictor_grad<D, HID>(x.data(), rows, fc1w.data(), fc1b.data(),
+                                    fc2w.data(), dp.data(), gh.data(),
+                                    g1w.data(), g1b.data(), g2w.data(),
+                                    g2b.data(), scratch.data(), nullptr);
+  expectClose(gh, wh, 1e-4, "hidden (dpre)");
+  expectClose(g1w, w1w, 1e-4, "dfc1_w");
+  expectClose(g1b, w1b, 1e-4, "dfc1_b");
+  expectClose(g2w, w2w, 1e-4, "dfc2_w");
+  expectClose(g2b, w2b, 1e-4, "dfc2_b");
+}
+
+//===----------------------------------------------------------------------===//
+// Attention
+//===----------------------------------------------------------------------===//
+
+template <int H, int HD>
+void checkAttentionGrad(const std::vector<int64_t> &lens, int S, unsigned seed,
+                        bool dense, bool duplicates = false) {
+  constexpr int64_t LD = int64_t(H) * HD;
+  const int64_t B = lens.size();
+  Routing rt = makeRouting(lens, S, seed);
+  if (dense)
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t i = rt.seg[b]; i < rt.seg[b + 1]; ++i)
+        rt.pos[i] = int32_t(i - rt.seg[b]);
+  if (duplicates) // equal neighbouring positions: they see each other
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t i = rt.seg[b] + 1; i < rt.seg[b + 1]; i += 3)
+        rt.pos[i] = rt.pos[i - 1];
+  const int64_t rows = rt.seg[B], maxRows = rows + 5;
+  int64_t maxLen = 0;
+  for (int64_t l : lens)
+    maxLen = std::max(maxLen, l);
+  rt.pos.resize(maxRows, 0);
+  auto q = randomVec(maxRows * LD, seed + 1, -2.0f, 2.0f);
+  auto k = randomVec(maxRows * LD, seed + 2, -2.0f, 2.0f);
+  auto v = randomVec(maxRows * LD, seed + 3);
+  auto o = randomVec(maxRows * LD, seed + 4);
+  auto dout = randomVec(maxRows * LD, seed + 5);
+  std::vector<float> wq(rows * LD), wk(rows * LD), wv(rows * LD);
+  modk_cpu::causal_attention_grad<H, HD>(
+      q.data(), k.data(), v.data(), o.data(), dout.data(), B, rt.seg.data(),
+      rt.pos.data(), wq.data(), wk.data(), wv.data());
+  std::vector<float> gq(maxRows * LD, kSentinel), gk(maxRows * LD, kSentinel),
+      gv(maxRows * LD, kSentinel);
+  std::vector<float> scratch(
+      modk_cuda::attention_grad_scratch_floats<H>(maxRows));
+  modk_cuda::causal_attention_grad<H, HD>(
+      q.data(), k.data(), v.data(), o.data(), dout.data(), B, rt.seg.data(),
+      maxLen, rt.pos.data(), gq.data(), gk.data(), gv.data(), scratch.data(),
+      nullptr);
+  expectClose(gq.data(), wq.data(), rows * LD, 1e-4, "dq");
+  expectClose(gk.data(), wk.data(), rows * LD, 1e-4, "dk");
+  expectClose(gv.data(), wv.data(), rows * LD, 1e-4, "dv");
+  expectSentinel(gq.data() + rows * LD, (maxRows - rows) * LD, "dq");
+  expectSentinel(gk.data() + rows * LD, (maxRows - rows) * LD, "dk");
+  expectSentinel(gv.data() + rows * LD, (maxRows - rows) * LD, "dv");
+}
+
+TEST(CudaTrainKernels, AttentionGradRoutedSegments) {
+  // Lengths across tile boundaries (32), one empty, sparse positions.
+  checkAttentionGrad<2, 16>({37, 5, 0, 70}, 100, 121, false);
+}
+
+TEST(CudaTrainKernels, AttentionGradDensePositions) {
+  checkAttentionGrad<2, 8>({40, 33}, 40, 131, true);
+}
+
+TEST(CudaTrainKernels, AttentionGradDuplicatePositions) {
+  checkAttentionGrad<1, 12>({45, 31}, 80, 141, false, true);
+}
+
+TEST(CudaTrainKernels, AttentionGradHeadDim64) {
+  checkAttentionGrad<1, 64>({50, 12}, 64, 151, false);
+}
+
+//===----------------------------------------------------------------------===//
+// AdamW
+//===----------------------------------------------------------------------===//
+
+struct AdamCase {
+  std::vector<std::vector<float>> p, g, m, v;
+};
+
+AdamCase makeAdamCase(const std::vector<int64_t> &sizes, unsigned seed) {
+  AdamCase c;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    c.p.push_back(randomVec(sizes[i], seed + 10 * i + 1));
+    c.g.push_back(randomVec(sizes[i], seed + 10 * i + 2, -0.05f, 0.05f));
+    c.m.push_back(randomVec(sizes[i], seed + 10 * i + 3, -0.01f, 0.01f));
+    c.v.push_back(randomVec(sizes[i], seed + 10 * i + 4, 1e-6f, 1e-4f));
+  }
+  return c;
+}
+
+/// The CPU emitter's modc_adamw body; returns false on a non-finite norm.
+bool cpuAdamw(AdamCase &c, const std::vector<int64_t> &sizes,
+              const bool *decay, int64_t step, float lr, float b1, float b2,
+              float eps, float wd, float clip, float *gradNorm) {
+  double squares = 0.0;
+  for (size_t i = 0; i < sizes.size(); ++i)
+    squares += modk_cpu::sum_squares(c.g[i].data(), sizes[i]);
+  const double norm = std::sqrt(squares);
+  *gradNorm = (float)norm;
+  if (!std::isfinite(norm))
+    return false;
+  const float scale =
+      clip > 0 && norm > clip ? (float)(clip / norm) : 1.0f;
+  for (size_t i = 0; i < sizes.size(); ++i)
+    modk_cpu::adamw(c.p[i].data(), c.g[i].data(), c.m[i].data(),
+                    c.v[i].data(), sizes[i], lr, b1, b2, eps,
+                    decay[i] ? wd : 0.0f, scale, step);
+  return true;
+}
+
+void runCudaAdamw(AdamCase &c, const std::vector<int64_t> &sizes,
+                  const bool *decay, int64_t step, float lr, float b1, float b2,
+                  float eps, float wd, float clip, float *gradNorm) {
+  std::vector<float *> p, m, v;
+  std::vector<const float *> g;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    p.push_back(c.p[i].data());
+    g.push_back(c.g[i].data());
+    m.push_back(c.m[i].data());
+    v.push_back(c.v[i].data());
+  }
+  const int n = int(sizes.size());
+  std::vector<double> scratch(
+      modk_cuda::adamw_scratch_bytes(sizes.data(), n) / 8 + 1);
+  modk_cuda::adamw_step(p.data(), g.data(), m.data(), v.data(), sizes.data(),
+                        decay, n, step, lr, b1, b2, eps, wd, clip, gradNorm,
+                        scratch.data(), nullptr);
+}
+
+void checkAdamw(float clip, bool expectClipped, bool poison) {
+  const std::vector<int64_t> sizes = {1000, 37, 20000}; // 20000: 3 chunks
+  const bool decay[] = {true, false, true};
+  const int64_t step = 3;
+  const float lr = 1e-3f, b1 = 0.9f, b2 = 0.95f, eps = 1e-8f, wd = 0.1f;
+  AdamCase base = makeAdamCase(sizes, 161);
+  if (poison)
+    base.g[2][12345] = std::numeric_limits<float>::quiet_NaN();
+  AdamCase want = base, got = base;
+  float wantNorm = -1.0f, gotNorm = -1.0f;
+  const bool ok =
+      cpuAdamw(want, sizes, decay, step, lr, b1, b2, eps, wd, clip, &wantNorm);
+  runCudaAdamw(got, sizes, decay, step, lr, b1, b2, eps, wd, clip, &gotNorm);
+  EXPECT_EQ(ok, !poison);
+  if (poison) {
+    EXPECT_FALSE(std::isfinite(gotNorm));
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      EXPECT_EQ(got.p[i], base.p[i]) << "params " << i << " touched";
+      EXPECT_EQ(got.m[i], base.m[i]) << "m " << i << " touched";
+      EXPECT_EQ(got.v[i], base.v[i]) << "v " << i << " touched";
+    }
+    return;
+  }
+  EXPECT_NEAR(gotNorm, wantNorm, 1e-6 * wantNorm);
+  EXPECT_EQ(clip > 0 && wantNorm > clip, expectClipped);
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    expectClose(got.p[i], want.p[i], 1e-5, "params");
+    expectClose(got.m[i], want.m[i], 1e-5, "m");
+    expectClose(got.v[i], want.v[i], 1e-5, "v");
+  }
+}
+
+TEST(CudaTrainKernels, AdamwClippingActive) { checkAdamw(0.5f, true, false); }
+TEST(CudaTrainKernels, AdamwClippingInactive) {
+  checkAdamw(1000.0f, false, false);
+}
+TEST(CudaTrainKernels, AdamwNoClipNorm) { checkAdamw(0.0f, false, false); }
+TEST(CudaTrainKernels, AdamwNonFiniteGradientLeavesWeights) {
+  checkAdamw(1.0f, false, true);
+}
+
+} // namespace
