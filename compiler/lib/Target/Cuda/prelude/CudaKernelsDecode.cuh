@@ -284,16 +284,13 @@ __global__ void __launch_bounds__(kRowThreads)
 
 /// The built-in split-K scratch of one head size: kAttnScratchPartials
 /// partial results of HD + 2 floats.
-template <int HD> struct AttnScratch {
-  static __device__ float data[kAttnScratchPartials * (HD + 2)];
-};
 template <int HD>
-__device__ float AttnScratch<HD>::data[kAttnScratchPartials * (HD + 2)];
+__device__ float attnScratch[kAttnScratchPartials * (HD + 2)];
 
 /// The partial results of a step: the caller's scratch, or the built-in one
 /// when that is null.
 template <int HD> __device__ __forceinline__ float *partialsOf(float *scratch) {
-  return scratch != nullptr ? scratch : AttnScratch<HD>::data;
+  return scratch != nullptr ? scratch : attnScratch<HD>;
 }
 
 /// Keys of each split of n keys: whole tiles, so short caches use only the
@@ -504,7 +501,7 @@ inline int attnSplits(int64_t B, int64_t capacityPartials) {
 
 /// Enqueues the append, the attention with `nsplit` splits and, when
 /// nsplit > 1, the combine; `scratch` holds B * H * nsplit * (HD + 2) floats,
-/// or is null for the built-in AttnScratch<HD> (nsplit * B * H at most
+/// or is null for the built-in attnScratch<HD> (nsplit * B * H at most
 /// kAttnScratchPartials).
 template <int S, int H, int HD>
 inline void decodeAttentionLaunch(const float *q, const float *k,
