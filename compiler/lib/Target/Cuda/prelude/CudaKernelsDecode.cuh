@@ -566,7 +566,8 @@ inline void decode_route(const float *x, int64_t B, const float *router_w,
 }
 
 /// For row j of sequence b: xs[j] = x[b] (a bit copy), n[j] = rmsnorm(x[b]; w).
-/// Rows live on the device (seg[B]); at most B of them.
+/// Rows live on the device (seg[B]); the grid has B blocks (one row a
+/// sequence in a decode step) and takes any further rows in turn.
 template <int D>
 inline void decode_gather_rmsnorm(const float *x, int64_t B, const int64_t *seg,
                                   const float *w, float eps, float *xs,
@@ -611,7 +612,9 @@ inline int64_t decode_attention_scratch_floats(int64_t B) {
 /// that would overflow the cache (counts[b] not in [0, S)) appends nothing and
 /// gets a NaN row; rows of an inactive sequence get a zero row. q, k, v, out
 /// are [seg[B], H * HD] and `out` must not overlap q, k or v; cache_k and
-/// cache_v are [B, S, H * HD]; counts is [B]. `pos` is not read.
+/// cache_v are [B, S, H * HD]; counts is [B]. `pos` is not read. Several
+/// rows of one sequence (a prefill chunk, in position order) are allowed as
+/// on the CPU; rows past B are attended without splits.
 ///
 /// Long caches with few rows are split over several CTAs (flash-decoding);
 /// this overload keeps the partial results in a scratch buffer of the module
@@ -633,8 +636,8 @@ inline void decode_attention(const float *q, const float *k, const float *v,
 }
 
 /// As above, with the caller's split-K scratch of
-/// decode_attention_scratch_floats<S, H, HD>(B) floats (may be null when that
-/// is 0).
+/// decode_attention_scratch_floats<S, H, HD>(B) floats (null: the built-in
+/// scratch, as above).
 template <int S, int H, int HD>
 inline void decode_attention(const float *q, const float *k, const float *v,
                              int64_t B, const int64_t *seg, const int32_t *pos,
@@ -645,7 +648,8 @@ inline void decode_attention(const float *q, const float *k, const float *v,
   static_assert(S >= 1, "decode needs at least one position");
   static_assert(HD >= 2, "the append's row metadata needs two floats a head");
   (void)pos;
-  const int nsplit = attnSplits<S, H>(B, INT64_MAX / 2);
+  const int nsplit =
+      attnSplits<S, H>(B, scratch ? INT64_MAX / 2 : kAttnScratchPartials);
   decodeAttentionLaunch<S, H, HD>(q, k, v, B, seg, active, cache_k, cache_v,
                                   counts, out, nsplit, scratch, stream);
 }
