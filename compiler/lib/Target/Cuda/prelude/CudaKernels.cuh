@@ -114,8 +114,10 @@ enum Epilogue {
 /// Tile shapes: BM x BN outputs per CTA of 256 threads, BK reduction steps
 /// per shared tile, TM x TN outputs per thread (in groups of 4 rows/columns
 /// spread over the tile, so that a warp's float4 shared reads do not conflict).
-template <int BM_, int BN_, int BK_, int TM_, int TN_> struct GemmTile {
+template <int BM_, int BN_, int BK_, int TM_, int TN_, int MINB_>
+struct GemmTile {
   static constexpr int BM = BM_, BN = BN_, BK = BK_, TM = TM_, TN = TN_;
+  static constexpr int MINB = MINB_; // CTAs per SM the registers must allow
   static constexpr int TX = BN / TN, TY = BM / TM;
   static_assert(TX * TY == kThreads, "one output micro-tile per thread");
   static_assert(TM % 4 == 0 && TN % 4 == 0, "micro-tiles in groups of 4");
@@ -124,15 +126,15 @@ template <int BM_, int BN_, int BK_, int TM_, int TN_> struct GemmTile {
   static constexpr int LA = BM * BK / kThreads, LB = BN * BK / kThreads;
   static constexpr int PAD = 4; // keeps float4 alignment of the rows
 };
-using GemmSmall = GemmTile<64, 64, 16, 4, 4>;
-using GemmLarge = GemmTile<128, 128, 8, 8, 8>;
+using GemmSmall = GemmTile<64, 64, 16, 4, 4, 2>;
+using GemmLarge = GemmTile<128, 128, 8, 8, 8, 2>;
 
 /// The GEMM kernel. A(m, l) is A[m * lda + l] when AK (reduction dimension
 /// contiguous) and A[l * lda + m] otherwise; B(l, n) is B[n * ldb + l] when BK
 /// and B[l * ldb + n] otherwise. M = *dynRows when DYN == 1 (else M is the
 /// argument), and the reduction length L = *dynRows when DYN == 2.
 template <typename T, bool AK, bool BKc, int DYN, int EPI>
-__global__ __launch_bounds__(kThreads) void gemmKernel(
+__global__ __launch_bounds__(kThreads, T::MINB) void gemmKernel(
     const float *__restrict__ A, int64_t lda, const float *__restrict__ B,
     int64_t ldb, float *C, int64_t ldc, const float *aux, int64_t M,
     int64_t Ncols, int64_t L, const int64_t *dynRows) {
@@ -154,38 +156,55 @@ __global__ __launch_bounds__(kThreads) void gemmKernel(
   const int mValid = int(minI64(BM, M - m0));
   const int nValid = int(minI64(BN, Ncols - n0));
 
+  // This thread's load slots: tile coordinates (row r in the M or N
+  // dimension, column c in the reduction) and the 32-bit offset of each
+  // element from the tile's first element.
   float ra[LA], rb[LB];
+  auto slotA = [&](int i, int &r, int &c) {
+    const int idx = tid + i * kThreads;
+    r = AK ? idx / BK : idx % BM;
+    c = AK ? idx % BK : idx / BM;
+  };
+  auto slotB = [&](int i, int &r, int &c) {
+    const int idx = tid + i * kThreads;
+    r = BKc ? idx / BK : idx % BN;
+    c = BKc ? idx % BK : idx / BN;
+  };
+  // In-tile offsets fit in 32 bits (the wrappers' widths are < 2^24).
+  const int ilda = int(lda), ildb = int(ldb);
+  const float *Abase = A + (AK ? m0 * lda : m0);
+  const float *Bbase = B + (BKc ? n0 * ldb : n0);
   // Loads tile k0 of A and B into registers (zero outside the matrices).
   auto loadTile = [&](int64_t k0) {
     const int kValid = int(minI64(BK, L - k0));
+    const float *At = Abase + (AK ? k0 : k0 * lda);
+    const float *Bt = Bbase + (BKc ? k0 : k0 * ldb);
 #pragma unroll
     for (int i = 0; i < LA; ++i) {
-      const int idx = tid + i * kThreads;
-      const int r = AK ? idx / BK : idx % BM, c = AK ? idx % BK : idx / BM;
-      ra[i] = (r < mValid && c < kValid)
-                  ? (AK ? A[(m0 + r) * lda + k0 + c] : A[(k0 + c) * lda + m0 + r])
-                  : 0.0f;
+      int r, c;
+      slotA(i, r, c);
+      const int off = AK ? r * ilda + c : c * ilda + r;
+      ra[i] = (r < mValid && c < kValid) ? At[off] : 0.0f;
     }
 #pragma unroll
     for (int i = 0; i < LB; ++i) {
-      const int idx = tid + i * kThreads;
-      const int r = BKc ? idx / BK : idx % BN, c = BKc ? idx % BK : idx / BN;
-      rb[i] = (r < nValid && c < kValid)
-                  ? (BKc ? B[(n0 + r) * ldb + k0 + c] : B[(k0 + c) * ldb + n0 + r])
-                  : 0.0f;
+      int r, c;
+      slotB(i, r, c);
+      const int off = BKc ? r * ildb + c : c * ildb + r;
+      rb[i] = (r < nValid && c < kValid) ? Bt[off] : 0.0f;
     }
   };
   auto storeTile = [&](int buf) {
 #pragma unroll
     for (int i = 0; i < LA; ++i) {
-      const int idx = tid + i * kThreads;
-      const int r = AK ? idx / BK : idx % BM, c = AK ? idx % BK : idx / BM;
+      int r, c;
+      slotA(i, r, c);
       As[buf][c][r] = ra[i];
     }
 #pragma unroll
     for (int i = 0; i < LB; ++i) {
-      const int idx = tid + i * kThreads;
-      const int r = BKc ? idx / BK : idx % BN, c = BKc ? idx % BK : idx / BN;
+      int r, c;
+      slotB(i, r, c);
       Bs[buf][c][r] = rb[i];
     }
   };
@@ -306,10 +325,16 @@ inline void launchGemm(const float *A, int64_t lda, const float *B,
 }
 
 /// y[M, N] = epilogue(a[M, K] w[N, K]^T), M = *rows (or n when rows is null).
+/// The GEMM's in-tile offsets are 32-bit: widths below 2^24.
+template <int N, int K> constexpr bool gemmWidthsOk() {
+  return N > 0 && K > 0 && N < (1 << 24) && K < (1 << 24);
+}
+
 template <int N, int K, int EPI>
 inline void linearEpi(const float *a, const int64_t *rows, int64_t max_rows,
                       const float *w, const float *aux, float *y,
                       cudaStream_t stream) {
+  static_assert(gemmWidthsOk<N, K>(), "GEMM widths must be in [1, 2^24)");
   if (rows)
     launchGemm<true, true, 1, EPI>(a, K, w, K, y, N, aux, max_rows, N, K, rows,
                                    stream);
@@ -393,23 +418,29 @@ __global__ __launch_bounds__(kThreads) void swigluKernel(const float *gate,
     up[e] = siluf(gate[e]) * up[e];
 }
 
-/// RoPE: one CTA of 64 threads per row; the angles (formed in double, as
-/// the CPU's ropeRotate) are shared by the row's heads.
+/// RoPE: one CTA of 64 threads per row. Thread t takes the pair index j of
+/// its lane within a head group and the heads of its group; the angles are
+/// formed in double as the CPU's ropeRotate forms them.
 template <int H, int HD>
 __global__ __launch_bounds__(64) void ropeKernel(float *x, const int64_t *rows,
                                                  const int32_t *pos,
                                                  float theta) {
   static_assert(HD % 2 == 0, "rope needs an even head dimension");
   constexpr int Half = HD / 2;
+  constexpr int Lanes = Half < 64 ? Half : 64; // threads per head
+  constexpr int Groups = 64 / Lanes;            // heads processed at once
   const int64_t i = blockIdx.x;
   if (i >= *rows)
     return;
+  const int g = threadIdx.x / Lanes;
+  if (g >= Groups)
+    return;
   const double p = static_cast<double>(pos[i]);
-  for (int j = threadIdx.x; j < Half; j += blockDim.x) {
+  for (int j = threadIdx.x % Lanes; j < Half; j += Lanes) {
     const double invFreq = pow(static_cast<double>(theta), -2.0 * j / HD);
     const double a = p * invFreq;
     const float c = static_cast<float>(cos(a)), s = static_cast<float>(sin(a));
-    for (int h = 0; h < H; ++h) {
+    for (int h = g; h < H; h += Groups) {
       float *xh = x + (i * H + h) * HD;
       const float x0 = xh[j], x1 = xh[j + Half];
       xh[j] = x0 * c - x1 * s;
@@ -697,11 +728,14 @@ template <int HD> struct AttnSmem {
   static constexpr int KLD = kAttnBKV + 4; // Ks[HD][KLD]: transposed
   static constexpr int VLD = HD;           // Vs[BKV][VLD]
   static constexpr int PLD = kAttnBQ + 4;  // Ps[BKV][PLD]: transposed
+  // Ps reuses the key tile's memory: the scores are in registers by then.
+  static constexpr int KP = HD * KLD > kAttnBKV * PLD ? HD * KLD
+                                                      : kAttnBKV * PLD;
   static constexpr int Q = 0;
   static constexpr int Kt = Q + HD * QLD;
-  static constexpr int V = Kt + HD * KLD;
-  static constexpr int P = V + kAttnBKV * VLD;
-  static constexpr int QPos = P + kAttnBKV * PLD; // int32 [BQ]
+  static constexpr int P = Kt;
+  static constexpr int V = Kt + KP;
+  static constexpr int QPos = V + kAttnBKV * VLD; // int32 [BQ]
   static constexpr int KPos = QPos + kAttnBQ;     // int32 [BKV]
   static constexpr int Floats = KPos + kAttnBKV;
   static constexpr size_t Bytes = size_t(Floats) * sizeof(float);
@@ -723,7 +757,9 @@ __global__ __launch_bounds__(kThreads) void attentionKernel(
   const int64_t s = blockIdx.z;
   const int h = blockIdx.y;
   const int64_t base = seg[s], n = seg[s + 1] - base;
-  const int64_t i0 = int64_t(blockIdx.x) * BQ;
+  // Later query tiles see more keys: they get the lower block indices, so
+  // they are scheduled first.
+  const int64_t i0 = int64_t(gridDim.x - 1 - blockIdx.x) * BQ;
   if (i0 >= n)
     return;
   const int qn = int(minI64(BQ, n - i0));
@@ -791,6 +827,7 @@ __global__ __launch_bounds__(kThreads) void attentionKernel(
         for (int c = 0; c < 4; ++c)
           sc[i][c] = fmaf(qv[i], kv[c], sc[i][c]);
     }
+    __syncthreads(); // Ks is read by all before Ps (its memory) is written
 
     // Online softmax; the 16 threads of a row are one half-warp.
 #pragma unroll
@@ -908,6 +945,7 @@ template <int N, int K>
 inline void linear_dgrad(const float *dy, const int64_t *rows,
                          int64_t max_rows, const float *w, float *da,
                          bool accumulate, cudaStream_t stream) {
+  static_assert(detail::gemmWidthsOk<N, K>(), "GEMM widths must be in [1, 2^24)");
   if (accumulate)
     detail::launchGemm<true, false, 1, detail::EpiAdd>(
         dy, N, w, K, da, K, da, max_rows, K, N, rows, stream);
@@ -922,6 +960,7 @@ template <int N, int K>
 inline void linear_wgrad(const float *dy, const int64_t *rows,
                          int64_t max_rows, const float *a, float *dw,
                          cudaStream_t stream) {
+  static_assert(detail::gemmWidthsOk<N, K>(), "GEMM widths must be in [1, 2^24)");
   (void)max_rows;
   detail::launchGemm<false, false, 2, detail::EpiAdd>(dy, N, a, K, dw, K, dw, N,
                                                       K, 0, rows, stream);

@@ -1,0 +1,58 @@
+// Compile-only check of the CUDA forward prelude with nvcc (not a test: the
+// name keeps it out of the cuda_emu_tests glob). Instantiates every wrapper
+// for the shapes of examples/tiny-mod.json and for d_model 1024 / 2048:
+//   nvcc -std=c++17 -O3 -arch=sm_90a -Xptxas -v -Icompiler/lib/Target/Cuda/prelude \
+//        -c test/cuda_emu/nvcc_forward_check.cu -o /tmp/x.o
+#include "CudaCommon.cuh"
+#include "CudaKernels.cuh"
+
+namespace {
+
+template <int D, int H, int FF, int S, int V, int K, int HID>
+void instantiate(cudaStream_t st) {
+  using namespace modk_cuda;
+  constexpr int HD = D / H;
+  const float *cf = nullptr;
+  float *f = nullptr;
+  const int64_t *rows = nullptr;
+  int64_t *seg = nullptr;
+  int32_t *pos = nullptr, *mask = nullptr;
+  const int32_t *tok = nullptr;
+  const int64_t B = 8, maxRows = B * S;
+  embed<D>(tok, maxRows, cf, f, st);
+  identity_segments<S>(B, pos, seg, st);
+  rmsnorm<D>(cf, rows, maxRows, cf, 1e-5f, f, st);
+  add_inplace<D>(f, cf, rows, maxRows, st);
+  linear<D, D>(cf, rows, maxRows, cf, f, st);
+  linear<V, D>(cf, rows, maxRows, cf, f, st);
+  linear_rope<H, HD, D>(cf, rows, maxRows, cf, pos, 10000.0f, f, st);
+  linear_residual<D, D>(cf, rows, maxRows, cf, cf, f, st);
+  linear_residual<D, FF>(cf, rows, maxRows, cf, cf, f, st);
+  linear_gelu<FF, D>(cf, rows, maxRows, cf, f, st);
+  linear_swiglu<FF, D>(cf, rows, maxRows, cf, cf, f, f, st);
+  linear_dgrad<D, D>(cf, rows, maxRows, cf, f, true, st);
+  linear_dgrad<FF, D>(cf, rows, maxRows, cf, f, false, st);
+  linear_wgrad<D, D>(cf, rows, maxRows, cf, f, st);
+  linear_wgrad<FF, D>(cf, rows, maxRows, cf, f, st);
+  rope<H, HD>(f, rows, maxRows, pos, 10000.0f, st);
+  gelu<FF>(f, rows, maxRows, st);
+  swiglu<FF>(cf, f, rows, maxRows, st);
+  router_logits<S, D>(cf, B, cf, f, st);
+  select_topk<S, K>(cf, B, pos, seg, mask, st);
+  select_causal<S>(cf, B, pos, seg, mask, st);
+  gather_rmsnorm<S, D>(cf, B, seg, pos, cf, 1e-5f, f, f, st);
+  predictor<D, HID>(cf, maxRows, cf, cf, cf, cf, f, f, st);
+  gate_scale_scatter<S, D, 0>(f, B, seg, pos, cf, cf, cf, st);
+  gate_scale_scatter<S, D, 1>(f, B, seg, pos, cf, cf, cf, st);
+  gate_scale_scatter<S, D, 2>(f, B, seg, pos, cf, cf, cf, st);
+  causal_attention<H, HD>(cf, cf, cf, B, seg, pos, S, f, st);
+  cache_append<S, D>(cf, cf, B, seg, pos, tok, f, f, mask, st);
+}
+
+} // namespace
+
+void modcForwardCheck(cudaStream_t st) {
+  instantiate<128, 4, 512, 256, 256, 32, 128>(st);
+  instantiate<1024, 16, 4096, 2048, 32000, 256, 256>(st);
+  instantiate<2048, 16, 8192, 2048, 32000, 256, 512>(st);
+}
