@@ -304,7 +304,7 @@ template <int G> void checkScatterGrad() {
                                              wantDf.data(), wantDr.data());
   std::vector<float> gotDf(maxRows * D, kSentinel), gotDr = dr0;
   modk_cuda::gate_scale_scatter_grad<S, D, G>(
-      dy.data(), B, rt.seg.data(), maxRows, rt.pos.data(), r.data(), f.data(),
+      dy.data(), B, rt.seg.data(), rt.pos.data(), r.data(), f.data(),
       gotDf.data(), gotDr.data(), nullptr);
   expectClose(gotDf.data(), wantDf.data(), rows * D, 1e-6, "df");
   expectSentinel(gotDf.data() + rows * D, (maxRows - rows) * D, "df");
@@ -331,8 +331,8 @@ TEST(CudaTrainKernels, GatherGradMatchesCpu) {
   std::vector<float> want = dx0, got = dx0;
   modk_cpu::gather_grad<S, D>(dxs.data(), B, rt.seg.data(), rt.pos.data(),
                               want.data());
-  modk_cuda::gather_grad<S, D>(dxs.data(), B, rt.seg.data(), maxRows,
-                               rt.pos.data(), got.data(), nullptr);
+  modk_cuda::gather_grad<S, D>(dxs.data(), B, rt.seg.data(), rt.pos.data(),
+                               got.data(), nullptr);
   EXPECT_EQ(got, want); // one add per element, same as the CPU
   (void)rows;
 }
@@ -403,14 +403,13 @@ void checkAttentionGrad(const std::vector<int64_t> &lens, int S, unsigned seed,
     for (int64_t b = 0; b < B; ++b)
       for (int64_t i = rt.seg[b]; i < rt.seg[b + 1]; ++i)
         rt.pos[i] = int32_t(i - rt.seg[b]);
-  if (duplicates) // equal neighbouring positions: they see each other
+  // Equal neighbouring positions see each other; i = 32 puts a pair across
+  // the key-tile boundary, so query 31 sees key 32 of the next tile.
+  if (duplicates)
     for (int64_t b = 0; b < B; ++b)
-      for (int64_t i = rt.seg[b] + 1; i < rt.seg[b + 1]; i += 3)
+      for (int64_t i = rt.seg[b] + 2; i < rt.seg[b + 1]; i += 3)
         rt.pos[i] = rt.pos[i - 1];
   const int64_t rows = rt.seg[B], maxRows = rows + 5;
-  int64_t maxLen = 0;
-  for (int64_t l : lens)
-    maxLen = std::max(maxLen, l);
   rt.pos.resize(maxRows, 0);
   auto q = randomVec(maxRows * LD, seed + 1, -2.0f, 2.0f);
   auto k = randomVec(maxRows * LD, seed + 2, -2.0f, 2.0f);
@@ -427,7 +426,7 @@ void checkAttentionGrad(const std::vector<int64_t> &lens, int S, unsigned seed,
       modk_cuda::attention_grad_scratch_floats<H>(maxRows));
   modk_cuda::causal_attention_grad<H, HD>(
       q.data(), k.data(), v.data(), o.data(), dout.data(), B, rt.seg.data(),
-      maxLen, rt.pos.data(), gq.data(), gk.data(), gv.data(), scratch.data(),
+      rt.pos.data(), int64_t(S), gq.data(), gk.data(), gv.data(), scratch.data(),
       nullptr);
   expectClose(gq.data(), wq.data(), rows * LD, 1e-4, "dq");
   expectClose(gk.data(), wk.data(), rows * LD, 1e-4, "dk");

@@ -11,8 +11,9 @@
 /// (same template parameters, same semantics), with the conventions of
 /// CudaCommon.cuh: device pointers; where the CPU kernel takes `int64_t rows`
 /// this one takes `const int64_t *rows` (device, = seg + nseg) and a static
-/// bound `int64_t max_rows`; kernels that take segments get `max_rows` (or,
-/// for attention, `max_len`) right after `seg`; the stream comes last.
+/// bound `int64_t max_rows`; kernels that take segments (nseg, seg) size
+/// their grid by nseg * S, or, for attention, by `max_seg_rows` after `pos`,
+/// as the forward kernels in CudaKernels.cuh do; the stream comes last.
 ///
 /// Determinism: no kernel here uses float atomics. Every reduction over rows
 /// (parameter gradients, losses, the gradient norm) writes per-block partials
@@ -699,35 +700,35 @@ __global__ void __launch_bounds__(colThreads<HID>())
 } // namespace train_detail
 
 /// Gradient of gate_scale_scatter (x[t] += g(r[t]) f[j], t = s*S + pos[j]):
-/// df[j] = g(r[t]) dy[t] (overwrite, [rows, D], rows = seg[nseg] <= max_rows)
+/// df[j] = g(r[t]) dy[t] (overwrite, [rows, D], rows = seg[nseg] <= nseg * S)
 /// and dr[t] += g'(r[t]) <dy[t], f[j]> (accumulate). G is a train_gate value
-/// (0 linear, 1 sigmoid, 2 one); with kOne, r and dr are unused (may be null).
+/// (0 linear, 1 sigmoid, 2 one; = modk_cuda::Gate); with kOne, r and dr are
+/// unused (may be null). The grid covers nseg * S rows; rows past seg[nseg]
+/// exit.
 template <int S, int D, int G>
 inline void gate_scale_scatter_grad(const float *dy, int64_t nseg,
-                                    const int64_t *seg, int64_t max_rows,
-                                    const int32_t *pos, const float *r,
-                                    const float *f, float *df, float *dr,
-                                    cudaStream_t stream) {
+                                    const int64_t *seg, const int32_t *pos,
+                                    const float *r, const float *f, float *df,
+                                    float *dr, cudaStream_t stream) {
   static_assert(G == train_gate::kLinear || G == train_gate::kSigmoid ||
                     G == train_gate::kOne,
                 "unknown gate");
-  if (max_rows <= 0)
+  if (nseg <= 0)
     return;
   auto k = train_detail::scatterGradKernel<S, D, G>;
-  MODC_LAUNCH(k, (unsigned)ceilDiv(max_rows, 8), 256, 0, stream, dy, nseg, seg,
+  MODC_LAUNCH(k, (unsigned)ceilDiv(nseg * S, 8), 256, 0, stream, dy, nseg, seg,
               pos, r, f, df, dr);
 }
 
 /// Gradient of the gather x[s*S + pos[j]] -> xs[j]: dx[s*S + pos[j]] += dxs[j]
-/// for j < seg[nseg] <= max_rows.
+/// for j < seg[nseg] <= nseg * S (the grid covers nseg * S rows).
 template <int S, int D>
 inline void gather_grad(const float *dxs, int64_t nseg, const int64_t *seg,
-                        int64_t max_rows, const int32_t *pos, float *dx,
-                        cudaStream_t stream) {
-  if (max_rows <= 0)
+                        const int32_t *pos, float *dx, cudaStream_t stream) {
+  if (nseg <= 0)
     return;
   auto k = train_detail::gatherGradKernel<S, D>;
-  MODC_LAUNCH(k, (unsigned)ceilDiv(max_rows, 8), 256, 0, stream, dxs, nseg, seg,
+  MODC_LAUNCH(k, (unsigned)ceilDiv(nseg * S, 8), 256, 0, stream, dxs, nseg, seg,
               pos, dx);
 }
 
@@ -1046,20 +1047,21 @@ inline int64_t attention_grad_scratch_floats(int64_t max_rows) {
 /// [rows, H * HD] with rows = seg[nseg]; writes dq, dk, dv (overwrite) for
 /// rows < seg[nseg]. Key j of a segment is visible to query i iff j <= i or
 /// pos[j] <= pos[i] (positions ascend within a segment), as in the forward.
-/// max_len bounds every segment's length (S, or the routed capacity): it sizes
-/// the grid. `scratch`: attention_grad_scratch_floats<H>(max_rows) floats,
-/// max_rows >= seg[nseg]. Two kernels (query side writes dq and the softmax
+/// max_seg_rows bounds every segment's length (S, or the routed capacity) and
+/// sizes the grid, as in causal_attention. `scratch`:
+/// attention_grad_scratch_floats<H>(max_rows) floats for any max_rows >=
+/// seg[nseg] (nseg * max_seg_rows will do). Two kernels (query side writes dq and the softmax
 /// statistics, key side dk and dv); no atomics, deterministic.
 template <int H, int HD>
 inline void causal_attention_grad(const float *q, const float *k,
                                   const float *v, const float *o,
                                   const float *dout, int64_t nseg,
-                                  const int64_t *seg, int64_t max_len,
-                                  const int32_t *pos, float *dq, float *dk,
+                                  const int64_t *seg, const int32_t *pos,
+                                  int64_t max_seg_rows, float *dq, float *dk,
                                   float *dv, float *scratch,
                                   cudaStream_t stream) {
   using namespace train_detail;
-  if (nseg <= 0 || max_len <= 0)
+  if (nseg <= 0 || max_seg_rows <= 0)
     return;
   constexpr int smem = attnGradSmemFloats<HD>() * int(sizeof(float));
   auto kq = attnGradQuery<H, HD>;
@@ -1070,10 +1072,10 @@ inline void causal_attention_grad(const float *q, const float *k,
     cudaFuncSetAttribute(kk, cudaFuncAttributeMaxDynamicSharedMemorySize,
                          smem);
   }
-  const dim3 gq((unsigned)ceilDiv(max_len, kAgBQ), H, (unsigned)nseg);
+  const dim3 gq((unsigned)ceilDiv(max_seg_rows, kAgBQ), H, (unsigned)nseg);
   MODC_LAUNCH(kq, gq, kAgThreads, smem, stream, q, k, v, o, dout, seg, pos, dq,
               scratch);
-  const dim3 gk((unsigned)ceilDiv(max_len, kAgBK), H, (unsigned)nseg);
+  const dim3 gk((unsigned)ceilDiv(max_seg_rows, kAgBK), H, (unsigned)nseg);
   MODC_LAUNCH(kk, gk, kAgThreads, smem, stream, q, k, v, dout, seg, pos,
               static_cast<const float *>(scratch), dk, dv);
 }
