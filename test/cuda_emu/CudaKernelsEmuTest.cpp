@@ -339,6 +339,8 @@ TEST(CudaKernels, SelectTopk) {
   checkTopk<64, 8>(tiedScores(3 * 64, 104), 3);
   checkTopk<64, 30>(tiedScores(2 * 64, 105), 2);
   checkTopk<300, 100>(tiedScores(2 * 300, 106), 2);
+  checkTopk<1000, 125>(tiedScores(2 * 1000, 109), 2); // 4 positions a thread
+  checkTopk<1000, 999>(randomVec(1000, 110), 1);
   checkTopk<17, 1>(tiedScores(4 * 17, 107), 4);
   checkTopk<17, 17>(tiedScores(2 * 17, 108), 2);
   checkTopk<16, 5>(std::vector<float>(2 * 16, 0.75f), 2); // all equal
