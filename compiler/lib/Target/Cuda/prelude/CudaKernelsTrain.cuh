@@ -51,7 +51,7 @@ namespace train_detail {
 constexpr int kRB = 32;
 
 /// Threads of a block that covers W columns: a multiple of 32, at most 256.
-template <int W> constexpr int colThreads() {
+template <int W> __host__ __device__ constexpr int colThreads() {
   return W >= 256 ? 256 : ((W + 31) / 32) * 32;
 }
 
@@ -603,9 +603,10 @@ __global__ void __launch_bounds__(colThreads<D>())
 /// C[m, n] (+)= sum_k A[m*sam + k*sak] * B[k*sbk + n*sbn]: a plain 32x32-tile
 /// SIMT GEMM (256 threads, 4 outputs each) whose k order is fixed, for the
 /// predictor's small products.
+/// (No __launch_bounds__: with it nvcc 13 caps the kernel at 64 registers
+/// and spills; without it, 72 registers and no spills.)
 template <int Unused>
-__global__ void __launch_bounds__(256)
-    gemmSimt(int64_t M, int64_t N, int64_t K, const float *A, int64_t sam,
+__global__ void gemmSimt(int64_t M, int64_t N, int64_t K, const float *A, int64_t sam,
              int64_t sak, const float *B, int64_t sbk, int64_t sbn, float *C,
              int64_t ldc, bool accumulate) {
   __shared__ float As[32][33], Bs[32][33];

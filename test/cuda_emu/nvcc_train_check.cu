@@ -1,0 +1,55 @@
+// nvcc compile check of CudaKernelsTrain.cuh (not part of the *Test.cpp
+// glob): pastes the preludes as the CUDA emitter does and instantiates every
+// training wrapper at examples/tiny-mod.json's shapes (d_model 128, 4 heads,
+// d_ff 512, seq_len 256, vocab 256, predictor_hidden 128) and at d_model
+// 1024, 16 heads, d_ff 4096, seq_len 2048, vocab 32000. Compile only:
+//   nvcc -std=c++17 -O3 -arch=sm_90a -Xptxas -v -c nvcc_train_check.cu \
+//     -I compiler/lib/Target/Cuda/prelude -o /tmp/x.o
+#include "CudaCommon.cuh"
+#include "CudaKernels.cuh"
+#include "CudaKernelsTrain.cuh"
+#include "CudaKernelsDecode.cuh" // all preludes together, as in model.cu
+
+namespace {
+
+template <int D, int H, int FF, int S, int V, int HID>
+void instantiate(cudaStream_t st) {
+  using namespace modk_cuda;
+  constexpr int HD = D / H;
+  float *f = nullptr;
+  double *dd = nullptr;
+  int32_t *i32 = nullptr;
+  int64_t *seg = nullptr;
+  const int64_t B = 2, maxRows = B * S;
+  cross_entropy<V>(f, i32, maxRows, 1.0f / maxRows, f, f, dd, st);
+  bce_with_logits<S>(f, i32, B, 0.01, 1.0 / (B * S), f, f, st);
+  split_tokens<S>(i32, B, i32, i32, st);
+  rmsnorm_grad<D>(f, seg + B, maxRows, f, 1e-5f, f, f, f, true, f, st);
+  rope_grad<H, HD>(f, seg + B, maxRows, i32, 10000.0f, st);
+  swiglu_grad<FF>(f, f, f, seg + B, maxRows, f, f, st);
+  gelu_grad<FF>(f, f, seg + B, maxRows, f, st);
+  embed_grad<D>(i32, maxRows, f, f, st);
+  gate_scale_scatter_grad<S, D, train_gate::kLinear>(f, B, seg, i32, f, f, f,
+                                                     f, st);
+  gate_scale_scatter_grad<S, D, train_gate::kSigmoid>(f, B, seg, i32, f, f, f,
+                                                      f, st);
+  gate_scale_scatter_grad<S, D, train_gate::kOne>(f, B, seg, i32, f, f, f, f,
+                                                  st);
+  gather_grad<S, D>(f, B, seg, i32, f, st);
+  router_grad<S, D>(f, B, f, f, f, f, f, st);
+  predictor_grad<D, HID>(f, maxRows, f, f, f, f, f, f, f, f, f, f, st);
+  causal_attention_grad<H, HD>(f, f, f, f, f, B, seg, i32, S, f, f, f, f, st);
+  float *ptrs[1] = {f};
+  const float *cptrs[1] = {f};
+  const int64_t sizes[1] = {D};
+  const bool decay[1] = {true};
+  adamw_step(ptrs, cptrs, ptrs, ptrs, sizes, decay, 1, 1, 1e-3f, 0.9f, 0.95f,
+             1e-8f, 0.1f, 1.0f, f, f, st);
+}
+
+} // namespace
+
+void modc_nvcc_train_check(cudaStream_t st) {
+  instantiate<128, 4, 512, 256, 256, 128>(st);
+  instantiate<1024, 16, 4096, 2048, 32000, 128>(st);
+}
