@@ -453,6 +453,45 @@ TEST(CudaTrainKernels, AttentionGradHeadDim64) {
   checkAttentionGrad<1, 64>({50, 12}, 64, 151, false);
 }
 
+TEST(CudaTrainKernels, ReductionsAreBitwiseRepeatable) {
+  // Same inputs twice: parameter gradients and attention grads are equal
+  // bit for bit (no atomics; the emulation's thread timing varies per run).
+  constexpr int D = 64, H = 2, HD = 16;
+  const int64_t rows = 45, maxRows = 64;
+  auto x = randomVec(maxRows * D, 171), w = randomVec(D, 172);
+  auto dy = randomVec(maxRows * D, 173);
+  std::vector<float> scratch(modk_cuda::rmsnorm_grad_scratch_floats<D>(maxRows));
+  std::vector<float> dx1(maxRows * D), dx2(maxRows * D), dw1(D, 0.5f),
+      dw2(D, 0.5f);
+  int64_t devRows = rows;
+  modk_cuda::rmsnorm_grad<D>(x.data(), &devRows, maxRows, w.data(), 1e-5f,
+                             dy.data(), dx1.data(), dw1.data(), false,
+                             scratch.data(), nullptr);
+  modk_cuda::rmsnorm_grad<D>(x.data(), &devRows, maxRows, w.data(), 1e-5f,
+                             dy.data(), dx2.data(), dw2.data(), false,
+                             scratch.data(), nullptr);
+  EXPECT_EQ(dx1, dx2);
+  EXPECT_EQ(dw1, dw2);
+
+  Routing rt = makeRouting({40, 9}, 64, 174);
+  const int64_t n = rt.seg[2], LD = H * HD;
+  auto q = randomVec(n * LD, 175), k = randomVec(n * LD, 176),
+       v = randomVec(n * LD, 177), o = randomVec(n * LD, 178),
+       dout = randomVec(n * LD, 179);
+  std::vector<float> as(modk_cuda::attention_grad_scratch_floats<H>(n));
+  std::vector<float> out[2][3];
+  for (auto &run : out) {
+    for (auto &t : run)
+      t.assign(n * LD, 0.0f);
+    modk_cuda::causal_attention_grad<H, HD>(
+        q.data(), k.data(), v.data(), o.data(), dout.data(), 2, rt.seg.data(),
+        rt.pos.data(), 64, run[0].data(), run[1].data(), run[2].data(),
+        as.data(), nullptr);
+  }
+  for (int t = 0; t < 3; ++t)
+    EXPECT_EQ(out[0][t], out[1][t]) << "output " << t;
+}
+
 //===----------------------------------------------------------------------===//
 // AdamW
 //===----------------------------------------------------------------------===//

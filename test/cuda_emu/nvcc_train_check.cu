@@ -2,7 +2,7 @@
 // glob): pastes the preludes as the CUDA emitter does and instantiates every
 // training wrapper at examples/tiny-mod.json's shapes (d_model 128, 4 heads,
 // d_ff 512, seq_len 256, vocab 256, predictor_hidden 128) and at d_model
-// 1024, 16 heads, d_ff 4096, seq_len 2048, vocab 32000. Compile only:
+// 1024, 16 heads, d_ff 4096, seq_len 2048, vocab 32000, and at head dim 128. Compile only:
 //   nvcc -std=c++17 -O3 -arch=sm_90a -Xptxas -v -c nvcc_train_check.cu \
 //     -I compiler/lib/Target/Cuda/prelude -o /tmp/x.o
 #include "CudaCommon.cuh"
@@ -52,4 +52,5 @@ void instantiate(cudaStream_t st) {
 void modc_nvcc_train_check(cudaStream_t st) {
   instantiate<128, 4, 512, 256, 256, 128>(st);
   instantiate<1024, 16, 4096, 2048, 32000, 128>(st);
+  instantiate<2048, 16, 8192, 1024, 32000, 256>(st); // head dim 128
 }

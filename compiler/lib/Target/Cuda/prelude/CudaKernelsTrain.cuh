@@ -493,9 +493,10 @@ inline void embed_grad(const int32_t *tokens, int64_t rows, const float *dx,
   using namespace train_detail;
   if (rows <= 0)
     return;
+  // Any bucket count gives the same result (each table row has one owner).
   auto k = embedGradKernel<D>;
-  MODC_LAUNCH(k, kEmbedBuckets, colThreads<D>(), 0, stream, tokens, rows, dx,
-              dtable);
+  MODC_LAUNCH(k, (unsigned)(rows < kEmbedBuckets ? rows : kEmbedBuckets),
+              colThreads<D>(), 0, stream, tokens, rows, dx, dtable);
 }
 
 /// tokens [B, S + 1] -> inputs[b, i] = tokens[b, i], targets[b, i] =
