@@ -128,6 +128,8 @@ Manifest Manifest::parse(const std::string &jsonText,
       static_cast<uint32_t>(r.integer(root, "", "abi_version", 0, UINT32_MAX));
   m.compilerVersion = r.string(root, "", "compiler_version");
   m.target = r.string(root, "", "target");
+  if (m.target == "cuda")
+    m.arch = r.string(root, "", "arch");
 
   // model: only the keys the runtime needs are checked; the rest is the
   // compiler's business and is kept verbatim.

@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "modrt/Package.h"
+#include "CudaExecutor.h"
 #include "modrt/Error.h"
 #include "modrt/abi.h"
 
@@ -98,6 +99,21 @@ struct Package::Impl {
   /// The mutex serialises calls sharing it.
   std::mutex workspaceMutex;
   AlignedBytes workspace;
+  /// Set for CUDA packages: runs the entries on device mirrors of the host
+  /// buffers (CudaExecutor.h).
+  std::unique_ptr<CudaExecutor> cuda;
+
+  EntryPoints entryPoints() const {
+    return {abi.forward, abi.grad, abi.adamw, abi.decode, abi.lastError};
+  }
+  /// Throws Error with the package's message unless `status` is OK.
+  void check(int32_t status, const char *what) const {
+    if (status == MODC_OK)
+      return;
+    const char *msg = abi.lastError();
+    throw Error(fmt::format("{}: {} failed (status {}): {}", dir, what, status,
+                            msg && *msg ? msg : "no message"));
+  }
 };
 
 Package::Package(std::unique_ptr<Impl> impl) : impl(std::move(impl)) {}
@@ -191,9 +207,9 @@ Package Package::open(const std::string &dir) {
     throw Error(fmt::format("{}: package ABI {}, runtime expects {}; "
                             "recompile the package with this modc",
                             dir, impl->manifest.abiVersion, MODC_ABI_VERSION));
-  if (impl->manifest.target != "cpu")
+  if (impl->manifest.target != "cpu" && impl->manifest.target != "cuda")
     throw Error(fmt::format("{}: package target is \"{}\"; this runtime "
-                            "runs \"cpu\" packages",
+                            "runs \"cpu\" and \"cuda\" packages",
                             dir, impl->manifest.target));
   if (impl->manifest.supportsTraining) {
     resolve(abi.gradWorkspaceBytes, "modc_grad_workspace_bytes");
@@ -205,6 +221,9 @@ Package Package::open(const std::string &dir) {
     resolve(abi.decodeWorkspaceBytes, "modc_decode_workspace_bytes");
     resolve(abi.decode, "modc_decode");
   }
+  if (impl->manifest.target == "cuda")
+    impl->cuda = std::make_unique<CudaExecutor>(handle, dir, impl->manifest,
+                                                impl->entryPoints());
   return Package(std::move(impl));
 }
 
@@ -383,12 +402,10 @@ Package::forward(const TensorMap &weights, const std::vector<int32_t> &tokens,
   args.routed = routed.data();
   args.workspace = workspace.data();
   args.causal_decisions = wantDecisions ? decisions.data() : nullptr;
-  int32_t status = impl->abi.forward(&args);
-  if (status != MODC_OK) {
-    const char *msg = impl->abi.lastError();
-    throw Error(fmt::format("{}: forward failed (status {}): {}", impl->dir,
-                            status, msg && *msg ? msg : "no message"));
-  }
+  if (impl->cuda)
+    impl->cuda->forward(args, wsBytes);
+  else
+    impl->check(impl->abi.forward(&args), "forward");
 
   size_t plane = static_cast<size_t>(want);
   for (size_t l = 0; l < m.routedLayers.size(); ++l)
@@ -446,22 +463,19 @@ uint64_t Package::forwardWorkspaceBytes(int64_t batch) const {
 }
 
 void Package::forwardRaw(const modc_forward_args &args) const {
-  int32_t status = impl->abi.forward(&args);
-  if (status != MODC_OK) {
-    const char *msg = impl->abi.lastError();
-    throw Error(fmt::format("{}: forward failed (status {}): {}", impl->dir,
-                            status, msg && *msg ? msg : "no message"));
-  }
+  if (impl->cuda)
+    impl->cuda->forward(args, forwardWorkspaceBytes(args.batch));
+  else
+    impl->check(impl->abi.forward(&args), "forward");
 }
 
 void Package::decodeRaw(const modc_decode_args &args) const {
   requireDecode();
-  int32_t status = impl->abi.decode(&args);
-  if (status != MODC_OK) {
-    const char *msg = impl->abi.lastError();
-    throw Error(fmt::format("{}: decode failed (status {}): {}", impl->dir,
-                            status, msg && *msg ? msg : "no message"));
-  }
+  if (impl->cuda)
+    impl->cuda->decode(args, decodeWorkspaceBytes(args.batch),
+                       kvCacheBytes(args.batch));
+  else
+    impl->check(impl->abi.decode(&args), "decode");
 }
 
 GradResult Package::grad(const TensorMap &weights,
@@ -537,12 +551,10 @@ Losses Package::grad(const TensorMap &weights,
   args.grads = gradPtrs.data();
   args.losses = losses;
   args.workspace = workspace.data();
-  int32_t status = impl->abi.grad(&args);
-  if (status != MODC_OK) {
-    const char *msg = impl->abi.lastError();
-    throw Error(fmt::format("{}: grad failed (status {}): {}", impl->dir,
-                            status, msg && *msg ? msg : "no message"));
-  }
+  if (impl->cuda)
+    impl->cuda->grad(args, wsBytes);
+  else
+    impl->check(impl->abi.grad(&args), "grad");
   return Losses{losses[0], losses[1], losses[2]};
 }
 
@@ -599,12 +611,10 @@ double Package::adamwStep(TensorMap &weights, const TensorMap &grads,
   args.clip_norm =
       std::isinf(config.clipNorm) ? 0.0f : static_cast<float>(config.clipNorm);
   args.grad_norm = &gradNorm;
-  int32_t status = impl->abi.adamw(&args);
-  if (status != MODC_OK) {
-    const char *msg = impl->abi.lastError();
-    throw Error(fmt::format("{}: adamw failed (status {}): {}", impl->dir,
-                            status, msg && *msg ? msg : "no message"));
-  }
+  if (impl->cuda)
+    impl->cuda->adamw(args);
+  else
+    impl->check(impl->abi.adamw(&args), "adamw");
   state.step += 1;
   return gradNorm;
 }

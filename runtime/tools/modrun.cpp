@@ -916,7 +916,8 @@ int runInfo(int argc, char **argv) {
   std::string name = m.model.value("name", std::string("(unnamed)"));
   fmt::print("package:   {}\n", pkg.directory());
   fmt::print("model:     {}\n", name);
-  fmt::print("target:    {} (abi {}, compiled by modc {})\n", m.target,
+  fmt::print("target:    {}{} (abi {}, compiled by modc {})\n", m.target,
+             m.arch.empty() ? "" : " " + m.arch,
              m.abiVersion, m.compilerVersion);
   fmt::print("shape:     seq_len {}, vocab {}, d_model {}\n", m.seqLen,
              m.vocabSize, m.dModel);

@@ -42,13 +42,15 @@ inline std::string readFile(const std::filesystem::path &p) {
 }
 
 /// Compiles `desc` with modc (or reuses the package cached in `cacheDir`)
-/// and returns the package directory. Fails the current test with modc's
-/// output on error and returns "".
+/// for `target` ("--target cpu", "--target cuda --arch sm_80", ...) and
+/// returns the package directory. Fails the current test with modc's output
+/// on error and returns "".
 inline std::string compiledPackageDir(const nlohmann::json &desc,
-                                      const std::string &cacheDir) {
+                                      const std::string &cacheDir,
+                                      const std::string &target = "--target cpu") {
   std::error_code ec;
   std::filesystem::path modc(MODC_BINARY);
-  std::string stamp = desc.dump() + "|" +
+  std::string stamp = desc.dump() + "|" + target + "|" +
                       std::to_string(std::filesystem::file_size(modc, ec)) +
                       "|" +
                       std::to_string(std::filesystem::last_write_time(modc, ec)
@@ -77,7 +79,7 @@ inline std::string compiledPackageDir(const nlohmann::json &desc,
     out << desc.dump(2) << "\n";
   }
   std::string cmd = std::string("'") + MODC_BINARY + "' compile '" +
-                    jsonPath.string() + "' --target cpu -o '" + tmp.string() +
+                    jsonPath.string() + "' " + target + " -o '" + tmp.string() +
                     "' > '" + logPath.string() + "' 2>&1";
   int rc = std::system(cmd.c_str());
   std::string log = readFile(logPath);

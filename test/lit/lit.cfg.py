@@ -13,3 +13,11 @@ path = [config.modc_tools_dir, config.modrun_dir, config.llvm_tools_dir]
 config.environment["PATH"] = os.pathsep.join(path + [config.environment.get("PATH", os.environ.get("PATH", ""))])
 config.substitutions.append(("%inputs", os.path.join(config.test_source_root, "Inputs")))
 config.substitutions.append(("%examples", os.path.join(config.modc_src_root, "examples")))
+
+# nvcc (the CUDA Toolkit) compiles CUDA packages; tests that build one say
+# REQUIRES: nvcc. A GPU is never needed by these tests.
+import shutil
+nvcc = shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc" if os.path.exists("/usr/local/cuda/bin/nvcc") else None)
+if nvcc:
+    config.available_features.add("nvcc")
+    config.environment["NVCC"] = nvcc

@@ -12,7 +12,7 @@ using namespace modc;
 namespace json = llvm::json;
 
 std::string modc::buildManifest(llvm::ArrayRef<modk::EntryOp> entryOps,
-                                llvm::StringRef target) {
+                                llvm::StringRef target, llvm::StringRef arch) {
   modk::EntryOp entry, grad, decode;
   for (modk::EntryOp e : entryOps)
     (e.getSymName() == "grad"     ? grad
@@ -86,6 +86,8 @@ std::string modc::buildManifest(llvm::ArrayRef<modk::EntryOp> entryOps,
       {"params", std::move(params)},
       {"entries", std::move(entries)},
   };
+  if (!arch.empty())
+    manifest["arch"] = arch.str();
   std::string text;
   llvm::raw_string_ostream os(text);
   os << llvm::formatv("{0:2}", json::Value(std::move(manifest))) << "\n";

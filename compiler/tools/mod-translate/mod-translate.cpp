@@ -6,6 +6,7 @@
 
 int main(int argc, char **argv) {
   modc::registerModkToCppTranslation();
+  modc::registerModkToCudaTranslation();
   return mlir::failed(
       mlir::mlirTranslateMain(argc, argv, "modc translation driver"));
 }

@@ -1,6 +1,7 @@
 //===- modc.cpp - The user's compiler driver ---------------------*- C++ -*-===//
 //
 //   modc compile MODEL.json --target cpu -o PKG [--emit=mlir|modk|source]
+//   modc compile MODEL.json --target cuda [--arch sm_90a|sm_80] -o PKG
 //
 // Reads a model description (or a .mlir file holding a mod.model), runs the
 // mod-to-modk pipeline and writes a package directory, or stops early and
@@ -50,6 +51,12 @@ static cl::opt<std::string> cxx("cxx", cl::desc("Host C++ compiler"),
 static cl::opt<std::string> cpuArch("march",
                                     cl::desc("CPU architecture for -march"),
                                     cl::init("native"), cl::sub(compileCommand));
+static cl::opt<std::string> cudaArch("arch",
+                                     cl::desc("CUDA architecture: sm_90a "
+                                              "(default) or sm_80"),
+                                     cl::init("sm_90a"), cl::sub(compileCommand));
+static cl::opt<std::string> nvcc("nvcc", cl::desc("CUDA compiler"),
+                                 cl::init(""), cl::sub(compileCommand));
 static cl::opt<bool> verbose("v", cl::desc("Show the commands run"),
                              cl::sub(compileCommand));
 
@@ -67,9 +74,10 @@ static int runCompile() {
 
   if (target != "cpu" && target != "cuda")
     return fail("--target must be cpu or cuda, got '" + target + "'");
-  if (target == "cuda")
-    return fail("--target cuda is not available in this version of modc; use "
-                "--target cpu");
+  if (target == "cuda" && !modc::isSupportedCudaArch(cudaArch))
+    return fail("--arch must be sm_90a or sm_80, got '" + cudaArch + "'");
+  if (target == "cpu" && cudaArch.getNumOccurrences())
+    return fail("--arch is for --target cuda; the CPU target takes --march");
   if (emitStage == EmitStage::Package && outputDir.empty())
     return fail("missing -o PKG (the package directory to write)");
 
@@ -112,7 +120,11 @@ static int runCompile() {
     return 0;
   }
   if (emitStage == EmitStage::Source)
-    return failed(modc::emitCpp(*module, llvm::outs())) ? 1 : 0;
+    return failed(target == "cuda"
+                      ? modc::emitCuda(*module, llvm::outs(), cudaArch)
+                      : modc::emitCpp(*module, llvm::outs()))
+               ? 1
+               : 0;
 
   modc::PackageOptions options;
   options.outputDir = outputDir;
@@ -120,8 +132,13 @@ static int runCompile() {
                 : std::getenv("CXX") ? std::string(std::getenv("CXX"))
                                       : std::string("c++");
   options.cpuArch = cpuArch;
+  options.target = target;
+  options.cudaArch = cudaArch;
+  options.nvcc = !nvcc.empty()          ? nvcc.getValue()
+                 : std::getenv("NVCC") ? std::string(std::getenv("NVCC"))
+                                       : std::string("nvcc");
   options.verbose = verbose;
-  if (llvm::Error e = modc::writeCpuPackage(*module, options))
+  if (llvm::Error e = modc::writePackage(*module, options))
     return fail(llvm::toString(std::move(e)));
   llvm::errs() << "modc: wrote package " << outputDir << "\n";
   return 0;
@@ -131,7 +148,8 @@ int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   cl::ParseCommandLineOptions(argc, argv,
                               "modc: the Mixture-of-Depths compiler\n\n"
-                              "  modc compile MODEL.json --target cpu -o PKG\n");
+                              "  modc compile MODEL.json --target cpu -o PKG\n"
+                              "  modc compile MODEL.json --target cuda [--arch sm_90a|sm_80] -o PKG\n");
   if (compileCommand)
     return runCompile();
   return fail("missing command; try 'modc compile --help'");

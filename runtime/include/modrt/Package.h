@@ -48,7 +48,9 @@ struct LayerInfo {
 /// The validated contents of a package's manifest.json.
 struct Manifest {
   nlohmann::json model; ///< the normalised model description
-  std::string target;
+  std::string target; ///< "cpu" or "cuda"
+  /// CUDA architecture of a cuda package ("sm_90a", "sm_80"); "" for cpu.
+  std::string arch;
   uint32_t abiVersion = 0;
   std::string compilerVersion;
   int64_t seqLen = 0, vocabSize = 0, dModel = 0;

@@ -26,6 +26,9 @@ enum modc_status {
   MODC_OK = 0,
   MODC_ERR_INVALID_ARGUMENT = 1,
   MODC_ERR_UNSUPPORTED = 2,
+  /// CUDA packages: no usable GPU, a GPU of another architecture, or a CUDA
+  /// error (out of device memory, a kernel fault).
+  MODC_ERR_DEVICE = 3,
 };
 
 /// Arguments of the full-sequence forward pass.
@@ -125,6 +128,35 @@ uint64_t modc_decode_workspace_bytes(int64_t batch);
 int32_t modc_decode(const modc_decode_args *args);
 /// Text of the last error on this thread ("" if none).
 const char *modc_last_error(void);
+
+/// CUDA packages (manifest "target": "cuda", "arch": "sm_90a" or "sm_80")
+/// export the entry points above with the same structs, where every tensor
+/// pointer is a device pointer; the pointer tables (params, grads, m, v) stay
+/// in host memory and hold device pointers. Entry points check their host-
+/// visible arguments, enqueue the plan on the package's stream and return
+/// without waiting, except modc_adamw, which reads the gradient norm back
+/// so that a non-finite gradient never reaches the weights. Row counts stay
+/// on the device, and modc_decode replays a CUDA graph of the step while its
+/// arguments repeat. They also export the device API below, so that a
+/// runtime drives a package without linking CUDA itself.
+///
+/// Selects `device`, checks its architecture against the package's and
+/// creates the stream; MODC_ERR_DEVICE with a message naming both when no
+/// GPU answers or the architecture differs. Idempotent.
+int32_t modc_cuda_init(int32_t device);
+/// The architecture the package was compiled for ("sm_90a").
+const char *modc_cuda_arch(void);
+int32_t modc_cuda_alloc(uint64_t bytes, void **out);
+int32_t modc_cuda_free(void *device_pointer);
+/// kind: 0 host to device, 1 device to host, 2 device to device; ordered
+/// after the enqueued work and complete on return.
+int32_t modc_cuda_copy(void *dst, const void *src, uint64_t bytes,
+                       int32_t kind);
+int32_t modc_cuda_memset(void *device_pointer, int32_t value, uint64_t bytes);
+/// Waits for the enqueued work. Reports a kernel fault, or a token outside
+/// the vocabulary that the last entry found on the device (its outputs are
+/// then invalid).
+int32_t modc_cuda_sync(void);
 
 #ifdef __cplusplus
 }

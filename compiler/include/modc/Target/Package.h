@@ -21,9 +21,10 @@ inline int64_t kvCacheBytesPerSequence(int64_t layers, int64_t seqLen,
 }
 
 /// The manifest.json text of a package built from its entries: @forward and,
-/// when present, @grad (docs/internals.md).
+/// when present, @grad and @decode (docs/internals.md). `arch` is the CUDA
+/// architecture of a cuda package ("" for cpu).
 std::string buildManifest(llvm::ArrayRef<modk::EntryOp> entries,
-                          llvm::StringRef target);
+                          llvm::StringRef target, llvm::StringRef arch = "");
 
 /// Writes the C++ source of the package for the single modk.entry in
 /// `module`: the kernel prelude, then one specialised function per kernel.
@@ -32,19 +33,35 @@ mlir::LogicalResult emitCpp(mlir::ModuleOp module, llvm::raw_ostream &os);
 /// Registers the `modk-to-cpp` translation of mod-translate.
 void registerModkToCppTranslation();
 
+/// Whether the CUDA emitter supports `arch` (sm_90a, sm_80).
+bool isSupportedCudaArch(llvm::StringRef arch);
+
+/// Writes the CUDA source of the package: the CUDA kernel preludes, the
+/// device API (modc_cuda_*), then one host function per entry that enqueues
+/// the plan's kernels.
+mlir::LogicalResult emitCuda(mlir::ModuleOp module, llvm::raw_ostream &os,
+                             llvm::StringRef arch);
+
+/// Registers the `modk-to-cuda` translation of mod-translate.
+void registerModkToCudaTranslation();
+
 struct PackageOptions {
   std::string outputDir;
+  std::string target = "cpu";  ///< "cpu" or "cuda"
   std::string cxx = "c++";     ///< host C++ compiler
   std::string cpuArch = "native";
+  std::string nvcc = "nvcc";   ///< CUDA compiler (target cuda)
+  std::string cudaArch = "sm_90a";
   bool keepTemp = false;
   bool verbose = false;
 };
 
 /// Builds a package directory from a memory-planned module: writes the
-/// source into a temporary directory beside `outputDir`, compiles it, writes
-/// the manifest and renames the directory into place. On failure nothing is
-/// left at `outputDir` (an old package there is kept untouched).
-llvm::Error writeCpuPackage(mlir::ModuleOp module, const PackageOptions &opts);
+/// source into a temporary directory beside `outputDir`, compiles it (C++ for
+/// target cpu, CUDA with nvcc for target cuda), writes the manifest and
+/// renames the directory into place. On failure nothing is left at
+/// `outputDir` (an old package there is kept untouched).
+llvm::Error writePackage(mlir::ModuleOp module, const PackageOptions &opts);
 
 } // namespace modc
 

@@ -1,4 +1,4 @@
-//===- CpuPackage.cpp - Build a CPU package directory -----------*- C++ -*-===//
+//===- PackageWriter.cpp - Build a package directory ------------*- C++ -*-===//
 //
 // Everything is written into a temporary sibling directory first and renamed
 // into place only when the shared library has been built: a failed compile
@@ -66,8 +66,35 @@ static bool isPackageManifest(llvm::StringRef path) {
   return object && object->getString("format") == "modc-package";
 }
 
-static llvm::Error compileSource(const PackageOptions &opts,
-                                 llvm::StringRef dir) {
+/// Runs `args` with its output in `log`; on failure the error quotes the end
+/// of the log.
+static llvm::Error runLogged(llvm::ArrayRef<std::string> args,
+                             llvm::StringRef log, bool verbose,
+                             llvm::StringRef what) {
+  llvm::SmallVector<llvm::StringRef> argRefs(args.begin(), args.end());
+  if (verbose) {
+    llvm::errs() << "modc: running";
+    for (llvm::StringRef a : argRefs)
+      llvm::errs() << " " << a;
+    llvm::errs() << "\n";
+  }
+  std::optional<llvm::StringRef> redirects[] = {std::nullopt, log, log};
+  std::string message;
+  int rc = llvm::sys::ExecuteAndWait(args.front(), argRefs, std::nullopt,
+                                     redirects, 0, 0, &message);
+  if (rc != 0) {
+    std::string output;
+    if (auto buffer = llvm::MemoryBuffer::getFile(log))
+      output = (*buffer)->getBuffer().take_back(4000).str();
+    return makeError("compiling the generated " + what + " failed (" +
+                     (message.empty() ? "exit " + std::to_string(rc) : message) +
+                     "):\n" + output);
+  }
+  return llvm::Error::success();
+}
+
+static llvm::Error compileCpuSource(const PackageOptions &opts,
+                                    llvm::StringRef dir) {
   llvm::ErrorOr<std::string> cxx = llvm::sys::findProgramByName(opts.cxx);
   if (!cxx || !fs::can_execute(*cxx))
     return makeError("C++ compiler '" + opts.cxx +
@@ -89,32 +116,45 @@ static llvm::Error compileSource(const PackageOptions &opts,
     args.push_back("-Wl,-rpath," MODC_OPENMP_BLAS_DIR);
   }
   args.append({"-o", std::string(library), std::string(source), "-lopenblas"});
-  llvm::SmallVector<llvm::StringRef> argRefs(args.begin(), args.end());
-  if (opts.verbose) {
-    llvm::errs() << "modc: running";
-    for (llvm::StringRef a : argRefs)
-      llvm::errs() << " " << a;
-    llvm::errs() << "\n";
-  }
-  std::optional<llvm::StringRef> redirects[] = {std::nullopt,
-                                                llvm::StringRef(log),
-                                                llvm::StringRef(log)};
-  std::string message;
-  int rc = llvm::sys::ExecuteAndWait(*cxx, argRefs, std::nullopt, redirects,
-                                     0, 0, &message);
-  if (rc != 0) {
-    std::string output;
-    if (auto buffer = llvm::MemoryBuffer::getFile(log))
-      output = (*buffer)->getBuffer().take_back(4000).str();
-    return makeError("compiling the generated C++ failed (" +
-                     (message.empty() ? "exit " + std::to_string(rc) : message) +
-                     "):\n" + output);
-  }
+  if (llvm::Error e = runLogged(args, log, opts.verbose, "C++"))
+    return e;
   fs::remove(log);
   return llvm::Error::success();
 }
 
-llvm::Error modc::writeCpuPackage(ModuleOp module, const PackageOptions &opts) {
+/// nvcc builds the device code for one architecture into libmodel.so, with
+/// the CUDA runtime linked statically (the package needs only the driver).
+/// ptxas's resource report (registers, spills per kernel) is kept in the
+/// package as ptxas-report.txt.
+static llvm::Error compileCudaSource(const PackageOptions &opts,
+                                     llvm::StringRef dir) {
+  llvm::ErrorOr<std::string> nvcc = llvm::sys::findProgramByName(opts.nvcc);
+  if (!nvcc)
+    nvcc = llvm::sys::findProgramByName(opts.nvcc, {"/usr/local/cuda/bin"});
+  if (!nvcc || !fs::can_execute(*nvcc))
+    return makeError("CUDA compiler '" + opts.nvcc +
+                     "' not found (install the CUDA Toolkit, or set --nvcc or "
+                     "the NVCC environment variable)");
+  llvm::SmallString<256> source(dir), library(dir), log(dir);
+  llvm::sys::path::append(source, "model.cu");
+  llvm::sys::path::append(library, "libmodel.so");
+  llvm::sys::path::append(log, "ptxas-report.txt");
+  llvm::StringRef arch(opts.cudaArch);
+  std::string compute = ("compute_" + arch.drop_front(3)).str();
+  // sm_90a features run on 9.0 only; sm_80 also carries PTX for newer GPUs.
+  std::string gencode =
+      arch.ends_with("a")
+          ? fmt::format("-gencode=arch={},code={}", compute, arch.str())
+          : fmt::format("-gencode=arch={0},code=[{1},{0}]", compute, arch.str());
+  llvm::SmallVector<std::string> args = {
+      *nvcc,     "-std=c++17",  "-O3", gencode, "-shared",
+      "-Xcompiler", "-fPIC,-fvisibility=hidden", "-cudart", "static",
+      "-Xptxas", "-v", "-o", std::string(library), std::string(source)};
+  return runLogged(args, log, opts.verbose, "CUDA");
+}
+
+llvm::Error modc::writePackage(ModuleOp module, const PackageOptions &opts) {
+  bool cuda = opts.target == "cuda";
   auto entries = llvm::to_vector(module.getOps<modk::EntryOp>());
   if (entries.empty())
     return makeError("expected a modk.entry to package");
@@ -154,19 +194,22 @@ llvm::Error modc::writeCpuPackage(ModuleOp module, const PackageOptions &opts) {
                                 [&](llvm::raw_ostream &os) { module.print(os); }))
     return e;
   bool emitted = true;
-  if (llvm::Error e = writeFile(inTemp("model.cpp"), [&](llvm::raw_ostream &os) {
-        emitted = succeeded(emitCpp(module, os));
+  std::string source = inTemp(cuda ? "model.cu" : "model.cpp");
+  if (llvm::Error e = writeFile(source, [&](llvm::raw_ostream &os) {
+        emitted = succeeded(cuda ? emitCuda(module, os, opts.cudaArch)
+                                 : emitCpp(module, os));
       }))
     return e;
   if (!emitted)
-    return makeError("C++ emission failed");
+    return makeError(cuda ? "CUDA emission failed" : "C++ emission failed");
   if (llvm::Error e = writeFile(inTemp("manifest.json"), [&](llvm::raw_ostream &os) {
-        os << buildManifest(entries, "cpu");
+        os << buildManifest(entries, opts.target, cuda ? opts.cudaArch : "");
       }))
     return e;
-  llvm::errs() << "modc: compiling the generated kernels (" << inTemp("model.cpp")
-               << ")...\n";
-  if (llvm::Error e = compileSource(opts, temp.path))
+  llvm::errs() << "modc: compiling the generated kernels (" << source
+               << (cuda ? ", nvcc " + opts.cudaArch : std::string()) << ")...\n";
+  if (llvm::Error e = cuda ? compileCudaSource(opts, temp.path)
+                           : compileCpuSource(opts, temp.path))
     return e;
 
   // Swap the finished package into place.

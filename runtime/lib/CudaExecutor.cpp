@@ -1,0 +1,241 @@
+//===- CudaExecutor.cpp - Running CUDA packages from host buffers ---------===//
+
+#include "CudaExecutor.h"
+#include "modrt/Error.h"
+
+#include <fmt/format.h>
+
+#include <cstdlib>
+#include <dlfcn.h>
+
+using namespace modrt;
+
+namespace {
+enum CopyKind : int32_t { HostToDevice = 0, DeviceToHost = 1 };
+
+template <typename T> void resolveSymbol(void *handle, const std::string &dir,
+                                         T &slot, const char *name) {
+  void *sym = ::dlsym(handle, name);
+  if (!sym)
+    throw Error(fmt::format("{}: not a CUDA modc package: libmodel.so does not "
+                            "export {}",
+                            dir, name));
+  slot = reinterpret_cast<T>(sym);
+}
+} // namespace
+
+CudaExecutor::CudaExecutor(void *handle, std::string dir,
+                           const Manifest &manifest, EntryPoints entries)
+    : dir(std::move(dir)), manifest(manifest), entries(entries) {
+  resolveSymbol(handle, this->dir, api.init, "modc_cuda_init");
+  resolveSymbol(handle, this->dir, api.arch, "modc_cuda_arch");
+  resolveSymbol(handle, this->dir, api.alloc, "modc_cuda_alloc");
+  resolveSymbol(handle, this->dir, api.free, "modc_cuda_free");
+  resolveSymbol(handle, this->dir, api.copy, "modc_cuda_copy");
+  resolveSymbol(handle, this->dir, api.memset, "modc_cuda_memset");
+  resolveSymbol(handle, this->dir, api.sync, "modc_cuda_sync");
+}
+
+CudaExecutor::~CudaExecutor() {
+  if (!initialised)
+    return;
+  api.sync();
+  for (auto &[role, s] : slots)
+    if (s.device)
+      api.free(s.device);
+}
+
+std::string CudaExecutor::arch() const { return api.arch(); }
+
+void CudaExecutor::check(int32_t status, const char *what) {
+  if (status == MODC_OK)
+    return;
+  const char *msg = entries.lastError();
+  throw Error(fmt::format("{}: {} failed (status {}): {}", dir, what, status,
+                          msg && *msg ? msg : "no message"));
+}
+
+void CudaExecutor::ready() {
+  if (initialised)
+    return;
+  // MODC_CUDA_DEVICE picks the GPU (default 0), as CUDA_VISIBLE_DEVICES would.
+  int32_t device = 0;
+  if (const char *env = std::getenv("MODC_CUDA_DEVICE")) {
+    char *end = nullptr;
+    long v = std::strtol(env, &end, 10);
+    if (!*env || *end || v < 0 || v > 1024)
+      throw Error(fmt::format("MODC_CUDA_DEVICE must be a device number, got "
+                              "\"{}\"",
+                              env));
+    device = static_cast<int32_t>(v);
+  }
+  check(api.init(device), "opening the GPU");
+  initialised = true;
+}
+
+void *CudaExecutor::slot(const std::string &role, uint64_t bytes) {
+  Slot &s = slots[role];
+  if (s.capacity < bytes || !s.device) {
+    if (s.device)
+      check(api.free(s.device), "freeing device memory");
+    s = Slot{};
+    uint64_t want = std::max<uint64_t>(bytes, 64);
+    check(api.alloc(want, &s.device), "allocating device memory");
+    s.capacity = want;
+  }
+  return s.device;
+}
+
+void *CudaExecutor::upload(const std::string &role, const void *host,
+                           uint64_t bytes) {
+  void *device = slot(role, bytes);
+  if (host && bytes)
+    check(api.copy(device, host, bytes, HostToDevice), "copying to the GPU");
+  return device;
+}
+
+void CudaExecutor::download(void *host, const void *device, uint64_t bytes) {
+  if (host && bytes)
+    check(api.copy(host, device, bytes, DeviceToHost), "copying from the GPU");
+}
+
+uint64_t CudaExecutor::paramBytes(size_t i) const {
+  uint64_t n = sizeof(float);
+  for (int64_t d : manifest.params[i].shape)
+    n *= static_cast<uint64_t>(d);
+  return n;
+}
+
+std::vector<float *> CudaExecutor::paramSlots(const std::string &table) {
+  std::vector<float *> out;
+  for (size_t i = 0; i < manifest.params.size(); ++i)
+    out.push_back(static_cast<float *>(
+        slot(fmt::format("{}.{}", table, i), paramBytes(i))));
+  return out;
+}
+
+std::vector<float *> CudaExecutor::uploadParams(const std::string &table,
+                                                const float *const *host) {
+  std::vector<float *> out = paramSlots(table);
+  for (size_t i = 0; i < out.size(); ++i)
+    check(api.copy(out[i], host[i], paramBytes(i), HostToDevice),
+          "copying weights to the GPU");
+  return out;
+}
+
+void CudaExecutor::forward(const modc_forward_args &h, uint64_t workspaceBytes) {
+  ready();
+  const uint64_t B = static_cast<uint64_t>(h.batch);
+  const uint64_t S = static_cast<uint64_t>(manifest.seqLen);
+  const uint64_t V = static_cast<uint64_t>(manifest.vocabSize);
+  const uint64_t nRouted = manifest.routedLayers.size();
+  const uint64_t nLayers = manifest.layers.size();
+  std::vector<float *> params = uploadParams("params", h.params);
+  modc_forward_args d = h;
+  d.params = params.data();
+  d.tokens = static_cast<const int32_t *>(
+      upload("tokens", h.tokens, B * S * sizeof(int32_t)));
+  d.logits = static_cast<float *>(slot("logits", B * S * V * sizeof(float)));
+  d.routed = static_cast<int32_t *>(
+      slot("routed", std::max<uint64_t>(nRouted, 1) * B * S * sizeof(int32_t)));
+  d.workspace = slot("workspace", workspaceBytes);
+  if (h.causal_decisions)
+    d.causal_decisions = static_cast<int32_t *>(
+        slot("decisions", nRouted * B * S * sizeof(int32_t)));
+  if (h.kv_cache) {
+    // The prefill fills the cache the decode steps then read on the device.
+    d.kv_cache = static_cast<float *>(
+        slot(fmt::format("kv@{}", static_cast<const void *>(h.kv_cache)),
+             B * manifest.kvCacheBytesPerSequence));
+    d.kv_counts = static_cast<int32_t *>(
+        upload("kv_counts", h.kv_counts, nLayers * B * sizeof(int32_t)));
+    d.prefill_lengths = static_cast<const int32_t *>(
+        upload("prefill_lengths", h.prefill_lengths, B * sizeof(int32_t)));
+  }
+  check(entries.forward(&d), "forward");
+  check(api.sync(), "forward");
+  download(h.logits, d.logits, B * S * V * sizeof(float));
+  if (nRouted)
+    download(h.routed, d.routed, nRouted * B * S * sizeof(int32_t));
+  if (h.causal_decisions)
+    download(h.causal_decisions, d.causal_decisions,
+             nRouted * B * S * sizeof(int32_t));
+  if (h.kv_cache)
+    download(h.kv_counts, d.kv_counts, nLayers * B * sizeof(int32_t));
+}
+
+void CudaExecutor::grad(const modc_grad_args &h, uint64_t workspaceBytes) {
+  ready();
+  const uint64_t B = static_cast<uint64_t>(h.batch);
+  const uint64_t S = static_cast<uint64_t>(manifest.seqLen);
+  std::vector<float *> params = uploadParams("params", h.params);
+  std::vector<float *> grads = paramSlots("grads");
+  modc_grad_args d = h;
+  d.params = params.data();
+  d.grads = grads.data();
+  d.tokens = static_cast<const int32_t *>(
+      upload("tokens", h.tokens, B * (S + 1) * sizeof(int32_t)));
+  d.losses = static_cast<float *>(slot("losses", 3 * sizeof(float)));
+  d.workspace = slot("workspace", workspaceBytes);
+  check(entries.grad(&d), "grad");
+  check(api.sync(), "grad");
+  download(h.losses, d.losses, 3 * sizeof(float));
+  for (size_t i = 0; i < grads.size(); ++i)
+    download(h.grads[i], grads[i], paramBytes(i));
+}
+
+void CudaExecutor::adamw(const modc_adamw_args &h) {
+  ready();
+  std::vector<float *> params = uploadParams("params", h.params);
+  std::vector<float *> grads = uploadParams("grads", h.grads);
+  std::vector<float *> m = uploadParams("adam_m", h.m);
+  std::vector<float *> v = uploadParams("adam_v", h.v);
+  modc_adamw_args d = h;
+  d.params = params.data();
+  d.grads = grads.data();
+  d.m = m.data();
+  d.v = v.data();
+  d.grad_norm = static_cast<float *>(slot("grad_norm", sizeof(float)));
+  int32_t status = entries.adamw(&d);
+  // The norm is reported even when it is not finite (the update is refused).
+  download(h.grad_norm, d.grad_norm, sizeof(float));
+  check(status, "adamw");
+  check(api.sync(), "adamw");
+  for (size_t i = 0; i < params.size(); ++i) {
+    download(h.params[i], params[i], paramBytes(i));
+    download(h.m[i], m[i], paramBytes(i));
+    download(h.v[i], v[i], paramBytes(i));
+  }
+}
+
+void CudaExecutor::decode(const modc_decode_args &h, uint64_t workspaceBytes,
+                          uint64_t kvCacheBytes) {
+  ready();
+  const uint64_t B = static_cast<uint64_t>(h.batch);
+  const uint64_t V = static_cast<uint64_t>(manifest.vocabSize);
+  const uint64_t nRouted = manifest.routedLayers.size();
+  const uint64_t nLayers = manifest.layers.size();
+  std::vector<float *> params = uploadParams("params", h.params);
+  modc_decode_args d = h;
+  d.params = params.data();
+  d.tokens = static_cast<const int32_t *>(
+      upload("decode.tokens", h.tokens, B * sizeof(int32_t)));
+  d.positions = static_cast<const int32_t *>(
+      upload("decode.positions", h.positions, B * sizeof(int32_t)));
+  d.active = static_cast<const uint8_t *>(
+      upload("decode.active", h.active, B * sizeof(uint8_t)));
+  d.logits = static_cast<float *>(slot("decode.logits", B * V * sizeof(float)));
+  d.routed = static_cast<int32_t *>(
+      slot("decode.routed", std::max<uint64_t>(nRouted, 1) * B * sizeof(int32_t)));
+  d.kv_cache = static_cast<float *>(slot(
+      fmt::format("kv@{}", static_cast<const void *>(h.kv_cache)), kvCacheBytes));
+  d.kv_counts = static_cast<int32_t *>(
+      upload("kv_counts", h.kv_counts, nLayers * B * sizeof(int32_t)));
+  d.workspace = slot("decode.workspace", workspaceBytes);
+  check(entries.decode(&d), "decode");
+  check(api.sync(), "decode");
+  download(h.logits, d.logits, B * V * sizeof(float));
+  if (nRouted)
+    download(h.routed, d.routed, nRouted * B * sizeof(int32_t));
+  download(h.kv_counts, d.kv_counts, nLayers * B * sizeof(int32_t));
+}

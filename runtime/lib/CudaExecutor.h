@@ -1,0 +1,95 @@
+//===- CudaExecutor.h - Running CUDA packages from host buffers -*- C++ -*-===//
+//
+// The runtime's public calls (Package::forward, grad, adamwStep, and the raw
+// calls DecodeSession makes) build argument blocks over host memory. For a
+// CUDA package this executor mirrors them on the device through the
+// package's own device API (modrt/abi.h, modc_cuda_*), so modrt links no
+// CUDA: inputs are copied up, the entry runs, outputs are copied down. A KV
+// cache stays on the device between decode steps (its host buffer is only
+// the key), so a decode step moves tokens, counts and logits, not the cache.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MODRT_LIB_CUDAEXECUTOR_H
+#define MODRT_LIB_CUDAEXECUTOR_H
+
+#include "modrt/Package.h"
+#include "modrt/abi.h"
+
+#include <map>
+#include <memory>
+#include <string>
+
+namespace modrt {
+
+/// The entry points of a package, as resolved from libmodel.so.
+struct EntryPoints {
+  decltype(&::modc_forward) forward = nullptr;
+  decltype(&::modc_grad) grad = nullptr;
+  decltype(&::modc_adamw) adamw = nullptr;
+  decltype(&::modc_decode) decode = nullptr;
+  decltype(&::modc_last_error) lastError = nullptr;
+};
+
+class CudaExecutor {
+public:
+  /// Resolves the device API from `handle`; throws Error naming a missing
+  /// symbol. The GPU is not touched until the first call.
+  CudaExecutor(void *handle, std::string dir, const Manifest &manifest,
+               EntryPoints entries);
+  ~CudaExecutor();
+  CudaExecutor(const CudaExecutor &) = delete;
+  CudaExecutor &operator=(const CudaExecutor &) = delete;
+
+  /// The package's architecture ("sm_90a").
+  std::string arch() const;
+
+  // Each runs the entry on device mirrors of the host buffers in `args`
+  // (sized by the manifest and args.batch) and copies the outputs back;
+  // throws Error with the package's message on failure.
+  void forward(const modc_forward_args &args, uint64_t workspaceBytes);
+  void grad(const modc_grad_args &args, uint64_t workspaceBytes);
+  void adamw(const modc_adamw_args &args);
+  void decode(const modc_decode_args &args, uint64_t workspaceBytes,
+              uint64_t kvCacheBytes);
+
+private:
+  struct DeviceApi {
+    decltype(&::modc_cuda_init) init = nullptr;
+    decltype(&::modc_cuda_arch) arch = nullptr;
+    decltype(&::modc_cuda_alloc) alloc = nullptr;
+    decltype(&::modc_cuda_free) free = nullptr;
+    decltype(&::modc_cuda_copy) copy = nullptr;
+    decltype(&::modc_cuda_memset) memset = nullptr;
+    decltype(&::modc_cuda_sync) sync = nullptr;
+  };
+  struct Slot {
+    void *device = nullptr;
+    uint64_t capacity = 0;
+  };
+
+  /// Initialises the device on first use; throws the package's message.
+  void ready();
+  /// Throws Error("<what> failed (status N): <package message>") unless OK.
+  void check(int32_t status, const char *what);
+  /// A device buffer of at least `bytes` kept under `role` between calls.
+  void *slot(const std::string &role, uint64_t bytes);
+  /// slot(role, bytes) holding a copy of `host`.
+  void *upload(const std::string &role, const void *host, uint64_t bytes);
+  void download(void *host, const void *device, uint64_t bytes);
+  /// Device copies of every param (`table` role prefix), in manifest order.
+  std::vector<float *> uploadParams(const std::string &table,
+                                    const float *const *host);
+  std::vector<float *> paramSlots(const std::string &table);
+  uint64_t paramBytes(size_t i) const;
+
+  std::string dir;
+  const Manifest &manifest;
+  EntryPoints entries;
+  DeviceApi api;
+  bool initialised = false;
+  std::map<std::string, Slot> slots;
+};
+
+} // namespace modrt
+
+#endif // MODRT_LIB_CUDAEXECUTOR_H

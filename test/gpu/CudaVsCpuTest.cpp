@@ -1,0 +1,239 @@
+//===- CudaVsCpuTest.cpp - CUDA packages against CPU packages -------------===//
+//
+// The same model compiled for the CPU and for CUDA, run on the same weights
+// and tokens through the runtime: forward logits in both modes (f32 relative
+// error <= 1e-4) with identical routing, every gradient and the losses, one
+// AdamW step, and token-by-token decoding after a causal prefill. Each test
+// skips, saying why, when no GPU answers (CI machines have none) or the GPU
+// is of another architecture than the package's. The raw device API is
+// checked too: a token outside the vocabulary is reported by modc_cuda_sync.
+//
+//===----------------------------------------------------------------------===//
+#include "modrt/Generate.h"
+#include "modrt/Package.h"
+#include "modrt/abi.h"
+#include "modrt/Error.h"
+
+#include "ModcPackages.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <dlfcn.h>
+#include <filesystem>
+#include <random>
+
+using namespace modrt;
+using nlohmann::json;
+
+namespace {
+
+constexpr int64_t kSeqLen = 32;
+
+json model(const std::string &name, const char *router, const char *mlp) {
+  return {{"name", name},         {"vocab_size", 96},
+          {"d_model", 64},        {"n_layers", 4},
+          {"n_heads", 4},         {"d_ff", 160},
+          {"seq_len", kSeqLen},   {"mlp", mlp},
+          {"norm_eps", 1e-5},     {"rope_theta", 10000.0},
+          {"tie_embeddings", false}, {"dtype", "f32"},
+          {"mod",
+           {{"capacity", 0.25},
+            {"schedule", "every_other"},
+            {"gate", "sigmoid"},
+            {"causal_router", router},
+            {"aux_loss_weight", 0.01},
+            {"predictor_hidden", 32}}}};
+}
+
+/// ||a - b|| / ||b||.
+double relError(const float *a, const float *b, size_t n) {
+  double diff = 0, ref = 0;
+  for (size_t i = 0; i < n; ++i) {
+    diff += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
+    ref += double(b[i]) * b[i];
+  }
+  return std::sqrt(diff / std::max(ref, 1e-300));
+}
+
+std::vector<int32_t> randomTokens(size_t n, int64_t vocab, uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::uniform_int_distribution<int32_t> dist(0, int32_t(vocab - 1));
+  std::vector<int32_t> t(n);
+  for (int32_t &v : t)
+    v = dist(gen);
+  return t;
+}
+
+/// Weights with non-trivial norms and biases (init gives ones and zeros).
+TensorMap randomWeights(const Package &p, uint64_t seed) {
+  TensorMap w = p.initWeights(seed);
+  std::mt19937 gen(uint32_t(seed * 7 + 1));
+  std::uniform_real_distribution<float> jitter(-0.2f, 0.2f);
+  for (const ParamInfo &param : p.manifest().params)
+    if (param.init != "normal") {
+      Tensor &t = w.get(param.name);
+      for (int64_t i = 0; i < t.numel(); ++i)
+        t.f32()[i] += jitter(gen);
+    }
+  return w;
+}
+
+struct Variant {
+  const char *router, *mlp, *arch;
+};
+
+class CudaVsCpu : public ::testing::TestWithParam<Variant> {
+protected:
+  void SetUp() override {
+    // Compiling CUDA packages takes minutes: not on machines without a GPU.
+    if (!std::filesystem::exists("/dev/nvidiactl"))
+      GTEST_SKIP() << "no NVIDIA GPU on this machine (no /dev/nvidiactl)";
+    Variant v = GetParam();
+    json desc = model(std::string("gpu-") + v.router + "-" + v.mlp, v.router,
+                      v.mlp);
+    std::string cpuDir = modtest::compiledPackageDir(desc, GPU_CACHE_DIR);
+    std::string cudaDir = modtest::compiledPackageDir(
+        desc, GPU_CACHE_DIR, std::string("--target cuda --arch ") + v.arch);
+    ASSERT_FALSE(cpuDir.empty());
+    ASSERT_FALSE(cudaDir.empty());
+    cpu = std::make_unique<Package>(Package::open(cpuDir));
+    cuda = std::make_unique<Package>(Package::open(cudaDir));
+    weights = randomWeights(*cpu, 11);
+    // The first call opens the GPU: skip when there is none or it does not
+    // run this architecture; any other failure is a failure.
+    try {
+      cuda->forward(weights, randomTokens(kSeqLen, 96, 1), 1, RouteMode::TopK);
+    } catch (const Error &e) {
+      std::string what = e.what();
+      if (what.find("no usable CUDA device") != std::string::npos ||
+          what.find("this package was compiled for") != std::string::npos)
+        GTEST_SKIP() << what;
+      FAIL() << what;
+    }
+  }
+  std::unique_ptr<Package> cpu, cuda;
+  TensorMap weights;
+};
+
+TEST_P(CudaVsCpu, ForwardMatchesInBothModes) {
+  const int64_t B = 3;
+  std::vector<int32_t> tokens = randomTokens(B * kSeqLen, 96, 5);
+  for (RouteMode mode : {RouteMode::TopK, RouteMode::Causal}) {
+    std::vector<std::vector<int32_t>> decCpu, decCuda;
+    ForwardResult a = cuda->forward(weights, tokens, B, mode, &decCuda);
+    ForwardResult b = cpu->forward(weights, tokens, B, mode, &decCpu);
+    ASSERT_EQ(a.routed, b.routed) << "routing differs";
+    EXPECT_EQ(decCuda, decCpu) << "causal decisions differ";
+    EXPECT_LE(relError(a.logits.data(), b.logits.data(), b.logits.size()), 1e-4);
+  }
+}
+
+TEST_P(CudaVsCpu, GradientsAndAdamWMatch) {
+  const int64_t B = 2;
+  std::vector<int32_t> tokens = randomTokens(B * (kSeqLen + 1), 96, 9);
+  GradResult a = cuda->grad(weights, tokens, B);
+  GradResult b = cpu->grad(weights, tokens, B);
+  EXPECT_NEAR(a.losses.total, b.losses.total, 1e-4 * std::fabs(b.losses.total));
+  EXPECT_NEAR(a.losses.ce, b.losses.ce, 1e-4 * std::fabs(b.losses.ce));
+  EXPECT_NEAR(a.losses.aux, b.losses.aux, 1e-4 * std::fabs(b.losses.aux) + 1e-7);
+  for (const ParamInfo &p : cpu->manifest().params) {
+    const Tensor &ga = a.grads.get(p.name), &gb = b.grads.get(p.name);
+    EXPECT_LE(relError(ga.f32(), gb.f32(), size_t(gb.numel())), 1e-4) << p.name;
+  }
+  TensorMap wa = weights, wb = weights;
+  OptimizerState sa = OptimizerState::zeros(cpu->manifest()), sb = sa;
+  AdamWConfig config;
+  config.clipNorm = 0.5; // active: the norm of these gradients is larger
+  double na = cuda->adamwStep(wa, b.grads, sa, 1e-2, config);
+  double nb = cpu->adamwStep(wb, b.grads, sb, 1e-2, config);
+  EXPECT_NEAR(na, nb, 1e-5 * nb);
+  for (const ParamInfo &p : cpu->manifest().params)
+    EXPECT_LE(relError(wa.get(p.name).f32(), wb.get(p.name).f32(),
+                       size_t(wb.get(p.name).numel())),
+              1e-6)
+        << p.name;
+}
+
+TEST_P(CudaVsCpu, DecodeAfterPrefillMatches) {
+  const int64_t B = 3;
+  std::vector<std::vector<int32_t>> prompts = {
+      randomTokens(5, 96, 21), randomTokens(12, 96, 22), randomTokens(1, 96, 23)};
+  DecodeSession a(*cuda, weights, B), b(*cpu, weights, B);
+  a.prefill(prompts);
+  b.prefill(prompts);
+  EXPECT_LE(relError(a.logits().data(), b.logits().data(), b.logits().size()),
+            1e-4);
+  std::vector<uint8_t> active = {1, 1, 0};
+  for (int step = 0; step < 10; ++step) {
+    std::vector<int32_t> next = randomTokens(B, 96, 100 + step);
+    StepResult ra = a.step(next, active), rb = b.step(next, active);
+    ASSERT_EQ(ra.routed, rb.routed) << "step " << step;
+    EXPECT_LE(relError(ra.logits.data(), rb.logits.data(), rb.logits.size()),
+              1e-4)
+        << "step " << step;
+    active[2] = step % 2; // a sequence that pauses and resumes
+  }
+}
+
+TEST_P(CudaVsCpu, DeviceReportsATokenOutsideTheVocabulary) {
+  // Through the raw ABI: the runtime's own checks would refuse it first.
+  void *lib = ::dlopen((cuda->directory() + "/libmodel.so").c_str(),
+                       RTLD_NOW | RTLD_LOCAL);
+  ASSERT_NE(lib, nullptr);
+  auto sym = [&](const char *n) { return ::dlsym(lib, n); };
+  auto init = reinterpret_cast<decltype(&modc_cuda_init)>(sym("modc_cuda_init"));
+  auto alloc = reinterpret_cast<decltype(&modc_cuda_alloc)>(sym("modc_cuda_alloc"));
+  auto copy = reinterpret_cast<decltype(&modc_cuda_copy)>(sym("modc_cuda_copy"));
+  auto sync = reinterpret_cast<decltype(&modc_cuda_sync)>(sym("modc_cuda_sync"));
+  auto forward = reinterpret_cast<decltype(&modc_forward)>(sym("modc_forward"));
+  auto wsBytes = reinterpret_cast<decltype(&modc_forward_workspace_bytes)>(
+      sym("modc_forward_workspace_bytes"));
+  auto lastError = reinterpret_cast<decltype(&modc_last_error)>(sym("modc_last_error"));
+  ASSERT_EQ(init(0), 0) << lastError();
+  const Manifest &m = cuda->manifest();
+  std::vector<const float *> params;
+  for (const ParamInfo &p : m.params) {
+    void *d = nullptr;
+    const Tensor &t = weights.get(p.name);
+    ASSERT_EQ(alloc(uint64_t(t.numel()) * 4, &d), 0) << lastError();
+    ASSERT_EQ(copy(d, t.f32(), uint64_t(t.numel()) * 4, 0), 0) << lastError();
+    params.push_back(static_cast<const float *>(d));
+  }
+  std::vector<int32_t> tokens = randomTokens(kSeqLen, 96, 3);
+  tokens[7] = 96; // one past the vocabulary
+  void *dTokens, *dLogits, *dRouted, *dWs;
+  ASSERT_EQ(alloc(tokens.size() * 4, &dTokens), 0);
+  ASSERT_EQ(copy(dTokens, tokens.data(), tokens.size() * 4, 0), 0);
+  ASSERT_EQ(alloc(kSeqLen * 96 * 4, &dLogits), 0);
+  ASSERT_EQ(alloc(m.routedLayers.size() * kSeqLen * 4, &dRouted), 0);
+  ASSERT_EQ(alloc(wsBytes(1), &dWs), 0);
+  modc_forward_args args{};
+  args.batch = 1;
+  args.seq_len = kSeqLen;
+  args.mode = MODC_MODE_TOPK;
+  args.tokens = static_cast<const int32_t *>(dTokens);
+  args.params = params.data();
+  args.logits = static_cast<float *>(dLogits);
+  args.routed = static_cast<int32_t *>(dRouted);
+  args.workspace = dWs;
+  ASSERT_EQ(forward(&args), 0) << lastError();
+  EXPECT_EQ(sync(), MODC_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(lastError()).find("sequence 0 position 7"),
+            std::string::npos)
+      << lastError();
+  EXPECT_EQ(sync(), 0) << "the error is reported once";
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Models, CudaVsCpu,
+    ::testing::Values(Variant{"predictor", "swiglu", "sm_90a"},
+                      Variant{"aux_loss", "gelu", "sm_90a"},
+                      Variant{"predictor", "swiglu", "sm_80"}),
+    [](const ::testing::TestParamInfo<Variant> &info) {
+      return std::string(info.param.router) + "_" + info.param.mlp + "_" +
+             info.param.arch;
+    });
+
+} // namespace
