@@ -44,13 +44,15 @@ inline std::string readFile(const std::filesystem::path &p) {
 /// Compiles `desc` with modc (or reuses the package cached in `cacheDir`)
 /// for `target` ("--target cpu", "--target cuda --arch sm_80", ...) and
 /// returns the package directory. Fails the current test with modc's output
-/// on error and returns "".
+/// on error and returns "". `extraStamp` joins the cache key (the contents of
+/// an input modc does not embed, such as the CUDA emulation header).
 inline std::string compiledPackageDir(const nlohmann::json &desc,
                                       const std::string &cacheDir,
-                                      const std::string &target = "--target cpu") {
+                                      const std::string &target = "--target cpu",
+                                      const std::string &extraStamp = "") {
   std::error_code ec;
   std::filesystem::path modc(MODC_BINARY);
-  std::string stamp = desc.dump() + "|" + target + "|" +
+  std::string stamp = desc.dump() + "|" + target + "|" + extraStamp + "|" +
                       std::to_string(std::filesystem::file_size(modc, ec)) +
                       "|" +
                       std::to_string(std::filesystem::last_write_time(modc, ec)

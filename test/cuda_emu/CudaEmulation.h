@@ -7,11 +7,12 @@
 /// \file
 /// Lets the CUDA kernel preludes compile as plain C++ (g++ -std=c++20) and run
 /// on the CPU, so that their logic is tested where no GPU exists (CI). Every
-/// thread of a block is a CPU thread; blocks run one after another, so a
-/// `__shared__` variable can be a function-local static. `__syncthreads`,
-/// `__syncwarp` and the warp shuffles are real barriers among those threads,
-/// which makes a missing barrier or a wrong shuffle lane show up as a wrong
-/// result here as it would on a GPU.
+/// thread of a block is a fiber (ucontext) with its own stack; the fibers of
+/// a block take turns on one OS thread and blocks run one after another, so
+/// a `__shared__` variable can be a function-local static. `__syncthreads`,
+/// `__syncwarp` and the warp shuffles are real barriers among those fibers
+/// (a thread runs on until it reaches one), which makes a missing barrier or
+/// a wrong shuffle lane show up as a wrong result here as it would on a GPU.
 ///
 /// What it does not model: warp-synchronous code without `__syncwarp`, memory
 /// ordering beyond the barriers, tensor-core instructions (inline PTX), and
@@ -25,12 +26,14 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
-#include <condition_variable>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <mutex>
-#include <thread>
+#include <cstdio>
+#include <cstdlib>
+#include <ucontext.h>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -85,18 +88,6 @@ enum cudaMemcpyKind {
 };
 enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize = 8 };
 
-inline cudaError_t cudaMemsetAsync(void *p, int value, size_t bytes,
-                                   cudaStream_t = nullptr) {
-  if (bytes)
-    std::memset(p, value, bytes);
-  return cudaSuccess;
-}
-inline cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes,
-                                   cudaMemcpyKind, cudaStream_t = nullptr) {
-  if (bytes)
-    std::memmove(dst, src, bytes);
-  return cudaSuccess;
-}
 inline cudaError_t cudaGetLastError() { return cudaSuccess; }
 template <typename F>
 inline cudaError_t cudaFuncSetAttribute(F, cudaFuncAttribute, int) {
@@ -149,53 +140,25 @@ inline long max(long a, long b) { return a > b ? a : b; }
 
 namespace modc_emu {
 
-/// A barrier whose members may leave (a thread that returned from the
-/// kernel no longer holds the others back, as on a GPU).
-class Barrier {
-public:
-  void reset(int n) {
-    std::lock_guard<std::mutex> lock(mutex);
-    expected = n;
-    arrived = 0;
-  }
-  void wait() {
-    std::unique_lock<std::mutex> lock(mutex);
-    uint64_t phase = generation;
-    if (++arrived >= expected) {
-      release();
-    } else {
-      cv.wait(lock, [&] { return generation != phase; });
-    }
-  }
-  void drop() {
-    std::lock_guard<std::mutex> lock(mutex);
-    --expected;
-    if (expected > 0 && arrived >= expected)
-      release();
-  }
-
-private:
-  void release() {
-    arrived = 0;
-    ++generation;
-    cv.notify_all();
-  }
-  std::mutex mutex;
-  std::condition_variable cv;
-  int expected = 0, arrived = 0;
-  uint64_t generation = 0;
+/// One CUDA thread: a fiber on its own stack. Fibers of a block take turns
+/// on one OS thread and give way at barriers, so a block costs no OS threads
+/// and no locks.
+struct Fiber {
+  ucontext_t context;
+  enum State { Ready, AtBlockBarrier, AtWarpBarrier, Done } state = Ready;
 };
 
-/// One warp: a barrier and a slot per lane for shuffles and votes.
+/// One warp: a slot per lane for shuffles and votes.
 struct Warp {
-  Barrier barrier;
   uint64_t slots[32];
 };
 
 struct BlockState {
-  Barrier block;
-  std::vector<std::unique_ptr<Warp>> warps;
+  std::vector<Fiber> fibers;
+  std::vector<Warp> warps;
   std::vector<unsigned char> dynamicShared;
+  ucontext_t scheduler;
+  std::function<void()> body;
 };
 
 inline thread_local BlockState *currentBlock = nullptr;
@@ -208,8 +171,15 @@ inline unsigned char *dynamicSharedBase() {
   return currentBlock->dynamicShared.data();
 }
 
-inline Warp &myWarp() { return *currentBlock->warps[linearThread / 32]; }
+inline Warp &myWarp() { return currentBlock->warps[linearThread / 32]; }
 inline int myLane() { return linearThread % 32; }
+
+/// Parks the running fiber at a barrier until the scheduler releases it.
+inline void parkAt(Fiber::State barrier) {
+  Fiber &f = currentBlock->fibers[linearThread];
+  f.state = barrier;
+  swapcontext(&f.context, &currentBlock->scheduler);
+}
 
 template <typename T> inline T exchange(T value, int srcLane, int width) {
   static_assert(sizeof(T) <= 8, "shuffle of a type wider than 8 bytes");
@@ -218,72 +188,252 @@ template <typename T> inline T exchange(T value, int srcLane, int width) {
   uint64_t bits = 0;
   std::memcpy(&bits, &value, sizeof(T));
   w.slots[lane] = bits;
-  w.barrier.wait();
+  parkAt(Fiber::AtWarpBarrier);
   int base = lane - lane % width;
   int src = base + ((srcLane % width) + width) % width;
   T out;
   uint64_t got = w.slots[src];
   std::memcpy(&out, &got, sizeof(T));
-  w.barrier.wait();
+  parkAt(Fiber::AtWarpBarrier);
   return out;
 }
+
+/// Fiber stacks, kept across launches (untouched pages cost nothing).
+inline char *fiberStack(int t) {
+  constexpr size_t kStack = 256 * 1024;
+  static std::vector<std::unique_ptr<char[]>> stacks;
+  while ((int)stacks.size() <= t)
+    stacks.emplace_back(new char[kStack]);
+  return stacks[t].get();
+}
+
+inline void fiberMain() {
+  currentBlock->body();
+  currentBlock->fibers[linearThread].state = Fiber::Done;
+  // Returning resumes the scheduler (uc_link).
+}
+
+/// Runs one block: every fiber until it parks or ends; then releases a warp
+/// whose live lanes all wait at a warp barrier, or else the block when all
+/// live threads wait at __syncthreads. Threads that returned no longer count.
+inline void runBlock(BlockState &state, dim3 block) {
+  const int threads = (int)state.fibers.size();
+  for (int t = 0; t < threads; ++t) {
+    Fiber &f = state.fibers[t];
+    getcontext(&f.context);
+    f.context.uc_stack.ss_sp = fiberStack(t);
+    f.context.uc_stack.ss_size = 256 * 1024;
+    f.context.uc_link = &state.scheduler;
+    makecontext(&f.context, fiberMain, 0);
+    f.state = Fiber::Ready;
+  }
+  for (;;) {
+    for (int t = 0; t < threads; ++t) {
+      Fiber &f = state.fibers[t];
+      if (f.state != Fiber::Ready)
+        continue;
+      linearThread = t;
+      threadIdx = dim3(unsigned(t % block.x), unsigned((t / block.x) % block.y),
+                       unsigned(t / (block.x * block.y)));
+      swapcontext(&state.scheduler, &f.context);
+    }
+    bool released = false, anyLive = false, allAtBlock = true;
+    for (int w = 0; w * 32 < threads; ++w) {
+      int live = 0, waiting = 0;
+      for (int t = w * 32; t < std::min(threads, w * 32 + 32); ++t) {
+        Fiber::State st = state.fibers[t].state;
+        live += st != Fiber::Done;
+        waiting += st == Fiber::AtWarpBarrier;
+        allAtBlock &= st == Fiber::Done || st == Fiber::AtBlockBarrier;
+      }
+      anyLive |= live > 0;
+      if (live > 0 && waiting == live) {
+        for (int t = w * 32; t < std::min(threads, w * 32 + 32); ++t)
+          if (state.fibers[t].state == Fiber::AtWarpBarrier)
+            state.fibers[t].state = Fiber::Ready;
+        released = true;
+      }
+    }
+    if (!anyLive)
+      return;
+    if (released)
+      continue;
+    if (!allAtBlock) {
+      std::fprintf(stderr, "CUDA emulation: deadlock: threads wait at "
+                           "different barriers\n");
+      std::abort();
+    }
+    for (Fiber &f : state.fibers)
+      if (f.state == Fiber::AtBlockBarrier)
+        f.state = Fiber::Ready;
+  }
+}
+
+/// Stream capture (cudaStreamBeginCapture .. EndCapture): work is recorded
+/// instead of run, and a graph launch replays it.
+struct Capture {
+  bool active = false;
+  std::vector<std::function<void()>> work;
+};
+inline Capture &capture() {
+  static Capture c;
+  return c;
+}
+/// Runs `work` now, or records it while a stream is being captured.
+inline void enqueue(std::function<void()> work) {
+  if (capture().active)
+    capture().work.push_back(std::move(work));
+  else
+    work();
+}
+
+template <typename... P, typename... A>
+void runGrid(void (*kernel)(P...), dim3 grid, dim3 block, size_t shmem,
+             A... args);
 
 /// Runs kernel(args...) over the grid: each block's threads on CPU threads.
 template <typename... P, typename... A>
 void launch(void (*kernel)(P...), dim3 grid, dim3 block, size_t shmem,
             cudaStream_t, A &&...args) {
+  std::tuple<std::decay_t<A>...> saved(std::forward<A>(args)...);
+  enqueue([=] {
+    std::apply([&](auto... a) { runGrid(kernel, grid, block, shmem, a...); },
+               saved);
+  });
+}
+
+template <typename... P, typename... A>
+void runGrid(void (*kernel)(P...), dim3 grid, dim3 block, size_t shmem,
+             A... args) {
   const int threads = int(block.x * block.y * block.z);
   const int64_t blocks = int64_t(grid.x) * grid.y * grid.z;
   if (threads <= 0 || blocks <= 0)
     return;
   BlockState state;
   state.dynamicShared.assign(shmem + 16, 0);
-  for (int w = 0; w * 32 < threads; ++w)
-    state.warps.push_back(std::make_unique<Warp>());
-  Barrier between; // all threads, between blocks
-  between.reset(threads);
-  dim3 current;
-  auto resetBlock = [&](int64_t index) {
-    state.block.reset(threads);
-    for (size_t w = 0; w < state.warps.size(); ++w)
-      state.warps[w]->barrier.reset(std::min(32, threads - int(w) * 32));
-    current = dim3(unsigned(index % grid.x),
-                   unsigned((index / grid.x) % grid.y),
-                   unsigned(index / (int64_t(grid.x) * grid.y)));
-  };
-  resetBlock(0);
-  std::tuple<std::decay_t<A>...> saved(std::forward<A>(args)...);
-  auto body = [&](int t) {
-    currentBlock = &state;
-    linearThread = t;
-    blockDim = block;
-    gridDim = grid;
-    threadIdx = dim3(unsigned(t % block.x), unsigned((t / block.x) % block.y),
-                     unsigned(t / (block.x * block.y)));
-    for (int64_t b = 0; b < blocks; ++b) {
-      blockIdx = current;
-      std::apply([&](auto &...a) { kernel(P(a)...); }, saved);
-      state.block.drop();
-      myWarp().barrier.drop();
-      between.wait();
-      if (t == 0 && b + 1 < blocks)
-        resetBlock(b + 1);
-      between.wait();
-    }
-  };
-  std::vector<std::thread> pool;
-  pool.reserve(threads);
-  for (int t = 0; t < threads; ++t)
-    pool.emplace_back(body, t);
-  for (std::thread &th : pool)
-    th.join();
+  state.fibers.resize(threads);
+  state.warps.resize((threads + 31) / 32);
+  std::tuple<A...> saved(args...);
+  state.body = [&] { std::apply([&](auto &...a) { kernel(P(a)...); }, saved); };
+  BlockState *outer = currentBlock;
+  int outerThread = linearThread;
+  currentBlock = &state;
+  blockDim = block;
+  gridDim = grid;
+  for (int64_t b = 0; b < blocks; ++b) {
+    blockIdx = dim3(unsigned(b % grid.x), unsigned((b / grid.x) % grid.y),
+                    unsigned(b / (int64_t(grid.x) * grid.y)));
+    runBlock(state, block);
+  }
+  currentBlock = outer;
+  linearThread = outerThread;
 }
 
 } // namespace modc_emu
 
-inline void __syncthreads() { modc_emu::currentBlock->block.wait(); }
+
+//===----------------------------------------------------------------------===//
+// Runtime API of a generated package (device memory is host memory; one
+// emulated device of compute capability 9.0; streams run in issue order)
+//===----------------------------------------------------------------------===//
+
+inline cudaError_t cudaMemsetAsync(void *p, int value, size_t bytes,
+                                   cudaStream_t = nullptr) {
+  if (bytes)
+    modc_emu::enqueue([=] { std::memset(p, value, bytes); });
+  return cudaSuccess;
+}
+inline cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes,
+                                   cudaMemcpyKind, cudaStream_t = nullptr) {
+  if (bytes)
+    modc_emu::enqueue([=] { std::memmove(dst, src, bytes); });
+  return cudaSuccess;
+}
+inline cudaError_t cudaMemset(void *p, int value, size_t bytes) {
+  if (bytes)
+    std::memset(p, value, bytes);
+  return cudaSuccess;
+}
+inline cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes,
+                              cudaMemcpyKind) {
+  if (bytes)
+    std::memmove(dst, src, bytes);
+  return cudaSuccess;
+}
+inline cudaError_t cudaMalloc(void **p, size_t bytes) {
+  *p = std::aligned_alloc(256, ((bytes + 255) / 256) * 256);
+  return *p ? cudaSuccess : cudaErrorInvalidValue;
+}
+template <typename T> inline cudaError_t cudaMalloc(T **p, size_t bytes) {
+  return cudaMalloc(reinterpret_cast<void **>(p), bytes);
+}
+inline cudaError_t cudaFree(void *p) {
+  std::free(p);
+  return cudaSuccess;
+}
+inline const char *cudaGetErrorString(cudaError_t e) {
+  return e == cudaSuccess ? "no error" : "emulated CUDA error";
+}
+inline cudaError_t cudaGetDeviceCount(int *n) {
+  *n = 1;
+  return cudaSuccess;
+}
+struct cudaDeviceProp {
+  char name[256] = "CPU emulation of a CUDA device";
+  int major = 9, minor = 0, multiProcessorCount = 132;
+};
+inline cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int) {
+  *p = cudaDeviceProp();
+  return cudaSuccess;
+}
+inline cudaError_t cudaSetDevice(int) { return cudaSuccess; }
+constexpr unsigned cudaStreamNonBlocking = 1;
+inline cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned) {
+  static int token;
+  *s = &token;
+  return cudaSuccess;
+}
+inline cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
+enum cudaStreamCaptureMode { cudaStreamCaptureModeThreadLocal = 1 };
+struct CudaEmuGraph {
+  std::vector<std::function<void()>> work;
+};
+typedef CudaEmuGraph *cudaGraph_t;
+typedef CudaEmuGraph *cudaGraphExec_t;
+inline cudaError_t cudaStreamBeginCapture(cudaStream_t, cudaStreamCaptureMode) {
+  modc_emu::capture().active = true;
+  modc_emu::capture().work.clear();
+  return cudaSuccess;
+}
+inline cudaError_t cudaStreamEndCapture(cudaStream_t, cudaGraph_t *g) {
+  *g = new CudaEmuGraph{std::move(modc_emu::capture().work)};
+  modc_emu::capture() = modc_emu::Capture();
+  return cudaSuccess;
+}
+inline cudaError_t cudaGraphInstantiate(cudaGraphExec_t *exec, cudaGraph_t g,
+                                        unsigned long long) {
+  *exec = new CudaEmuGraph(*g);
+  return cudaSuccess;
+}
+inline cudaError_t cudaGraphDestroy(cudaGraph_t g) {
+  delete g;
+  return cudaSuccess;
+}
+inline cudaError_t cudaGraphExecDestroy(cudaGraphExec_t g) {
+  delete g;
+  return cudaSuccess;
+}
+inline cudaError_t cudaGraphLaunch(cudaGraphExec_t g, cudaStream_t) {
+  for (auto &w : g->work)
+    w();
+  return cudaSuccess;
+}
+
+inline void __syncthreads() {
+  modc_emu::parkAt(modc_emu::Fiber::AtBlockBarrier);
+}
 inline void __syncwarp(unsigned = 0xffffffffu) {
-  modc_emu::myWarp().barrier.wait();
+  modc_emu::parkAt(modc_emu::Fiber::AtWarpBarrier);
 }
 template <typename T>
 inline T __shfl_sync(unsigned, T v, int src, int width = 32) {
@@ -308,12 +458,12 @@ inline T __shfl_up_sync(unsigned, T v, unsigned delta, int width = 32) {
 inline unsigned __ballot_sync(unsigned, int predicate) {
   modc_emu::Warp &w = modc_emu::myWarp();
   w.slots[modc_emu::myLane()] = predicate ? 1 : 0;
-  w.barrier.wait();
+  __syncwarp();
   unsigned bits = 0;
   for (int l = 0; l < 32; ++l)
     if (w.slots[l] == 1)
       bits |= 1u << l;
-  w.barrier.wait();
+  __syncwarp();
   return bits;
 }
 inline int __syncthreads_or(int predicate) {

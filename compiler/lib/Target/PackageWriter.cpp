@@ -126,8 +126,30 @@ static llvm::Error compileCpuSource(const PackageOptions &opts,
 /// the CUDA runtime linked statically (the package needs only the driver).
 /// ptxas's resource report (registers, spills per kernel) is kept in the
 /// package as ptxas-report.txt.
+/// Tests only: the CUDA source built as C++ against the CPU emulation.
+static llvm::Error compileEmulatedCudaSource(const PackageOptions &opts,
+                                             llvm::StringRef dir) {
+  llvm::ErrorOr<std::string> cxx = llvm::sys::findProgramByName(opts.cxx);
+  if (!cxx || !fs::can_execute(*cxx))
+    return makeError("C++ compiler '" + opts.cxx + "' not found");
+  llvm::SmallString<256> source(dir), library(dir), log(dir);
+  llvm::sys::path::append(source, "model.cu");
+  llvm::sys::path::append(library, "libmodel.so");
+  llvm::sys::path::append(log, "build.log");
+  llvm::SmallVector<std::string> args = {
+      *cxx, "-std=c++20", "-O2", "-x", "c++", "-fPIC", "-shared",
+      "-fvisibility=hidden", "-pthread", "-I" + opts.cudaEmulationDir,
+      "-o", std::string(library), std::string(source)};
+  if (llvm::Error e = runLogged(args, log, opts.verbose, "CUDA (emulated)"))
+    return e;
+  fs::remove(log);
+  return llvm::Error::success();
+}
+
 static llvm::Error compileCudaSource(const PackageOptions &opts,
                                      llvm::StringRef dir) {
+  if (!opts.cudaEmulationDir.empty())
+    return compileEmulatedCudaSource(opts, dir);
   llvm::ErrorOr<std::string> nvcc = llvm::sys::findProgramByName(opts.nvcc);
   if (!nvcc)
     nvcc = llvm::sys::findProgramByName(opts.nvcc, {"/usr/local/cuda/bin"});

@@ -57,6 +57,11 @@ static cl::opt<std::string> cudaArch("arch",
                                      cl::init("sm_90a"), cl::sub(compileCommand));
 static cl::opt<std::string> nvcc("nvcc", cl::desc("CUDA compiler"),
                                  cl::init(""), cl::sub(compileCommand));
+static cl::opt<std::string> cudaEmulation(
+    "cuda-emulation",
+    cl::desc("Tests only: build --target cuda with the host C++ compiler "
+             "against the CPU emulation of CUDA in DIR"),
+    cl::value_desc("DIR"), cl::init(""), cl::Hidden, cl::sub(compileCommand));
 static cl::opt<bool> verbose("v", cl::desc("Show the commands run"),
                              cl::sub(compileCommand));
 
@@ -137,6 +142,7 @@ static int runCompile() {
   options.nvcc = !nvcc.empty()          ? nvcc.getValue()
                  : std::getenv("NVCC") ? std::string(std::getenv("NVCC"))
                                        : std::string("nvcc");
+  options.cudaEmulationDir = cudaEmulation;
   options.verbose = verbose;
   if (llvm::Error e = modc::writePackage(*module, options))
     return fail(llvm::toString(std::move(e)));

@@ -146,6 +146,9 @@ const char *modc_last_error(void);
 int32_t modc_cuda_init(int32_t device);
 /// The architecture the package was compiled for ("sm_90a").
 const char *modc_cuda_arch(void);
+/// The package's cudaStream_t (null before modc_cuda_init): tools that time
+/// the entries record CUDA events on it.
+void *modc_cuda_stream(void);
 int32_t modc_cuda_alloc(uint64_t bytes, void **out);
 int32_t modc_cuda_free(void *device_pointer);
 /// kind: 0 host to device, 1 device to host, 2 device to device; ordered

@@ -52,6 +52,10 @@ struct PackageOptions {
   std::string cpuArch = "native";
   std::string nvcc = "nvcc";   ///< CUDA compiler (target cuda)
   std::string cudaArch = "sm_90a";
+  /// Tests only: build a cuda package's source with the host C++ compiler
+  /// against the CPU emulation of CUDA found in this directory
+  /// (test/cuda_emu), so the whole package runs where no GPU exists.
+  std::string cudaEmulationDir;
   bool keepTemp = false;
   bool verbose = false;
 };

@@ -50,10 +50,16 @@ private:
   LogicalResult emitKernel(Operation *op);
   void emitGemm(modk::GemmOp op);
   LogicalResult emitEntry(modk::EntryOp entry);
+  /// Notes that a kernel of the entry needs `bytesExpr` bytes of scratch
+  /// (an expression in B): the entry sizes one buffer for the largest.
+  void needScratch(std::string bytesExpr) {
+    scratchNeeds.push_back(std::move(bytesExpr));
+  }
   void emitDeviceApi();
   void emitAdamW(modk::EntryOp grad);
 
   std::string arch;
+  std::vector<std::string> scratchNeeds;
 };
 } // namespace
 
@@ -250,20 +256,22 @@ LogicalResult CudaEmitter::emitKernel(Operation *op) {
     return success();
   }
   if (auto ce = dyn_cast<modk::CrossEntropyOp>(op)) {
+    int64_t vocab = width(ce.getLogits());
+    needScratch(fmt::format("modk_cuda::cross_entropy_scratch_bytes(B * {})",
+                            seqLen));
     os << fmt::format("  modk_cuda::cross_entropy<{}>({}, {}, B * {}, 1.0f / "
-                      "(float)(B * {}), {}, {}, s);\n",
-                      width(ce.getLogits()), name(ce.getLogits()),
-                      name(ce.getTargets()), seqLen, seqLen,
-                      name(ce.getDlogits()), name(ce.getLosses()));
+                      "(float)(B * {}), {}, {}, (double *)scratch, s);\n",
+                      vocab, name(ce.getLogits()), name(ce.getTargets()),
+                      seqLen, seqLen, name(ce.getDlogits()),
+                      name(ce.getLosses()));
     return success();
   }
   if (auto bce = dyn_cast<modk::BCELossOp>(op)) {
     // Mean over [B, S] and the routed layers.
-    os << fmt::format("  modk_cuda::bce_with_logits<{0}>({1}, {2}, B, (float)(1.0 "
-                      "/ ((double)B * {0} * {3})), {4}, {5}, {6}, s);\n",
+    os << fmt::format("  modk_cuda::bce_with_logits<{0}>({1}, {2}, B, {4:.17g}, "
+                      "1.0 / ((double)B * {0} * {3}), {5}, {6}, s);\n",
                       seqLen, name(bce.getLogits()), name(bce.getMask()),
-                      bce.getNRouted(),
-                      floatLiteral(bce.getWeight().convertToDouble()),
+                      bce.getNRouted(), bce.getWeight().convertToDouble(),
                       name(bce.getDlogits()), name(bce.getLosses()));
     return success();
   }
@@ -285,8 +293,11 @@ LogicalResult CudaEmitter::emitKernel(Operation *op) {
     return success();
   }
   if (auto norm = dyn_cast<modk::RMSNormGradOp>(op)) {
+    needScratch(fmt::format("sizeof(float) * "
+                            "modk_cuda::rmsnorm_grad_scratch_floats<{}>({})",
+                            width(norm.getInput()), maxRows(norm.getInput())));
     os << fmt::format("  modk_cuda::rmsnorm_grad<{}>({}, {}, {}, {}, {}, {}, {}, "
-                      "{}, {}, s);\n",
+                      "{}, {}, (float *)scratch, s);\n",
                       width(norm.getInput()), name(norm.getInput()),
                       rows(norm.getSegments()), maxRows(norm.getInput()),
                       name(norm.getWeight()),
@@ -306,13 +317,19 @@ LogicalResult CudaEmitter::emitKernel(Operation *op) {
   }
   if (auto attn = dyn_cast<modk::AttentionGradOp>(op)) {
     int64_t heads = attn.getNHeads();
+    needScratch(fmt::format(
+        "sizeof(float) * modk_cuda::attention_grad_scratch_floats<{}>({})",
+        heads, maxRows(attn.getQ())));
     os << fmt::format("  modk_cuda::causal_attention_grad<{}, {}>({}, {}, {}, "
-                      "{}, {}, B, {}, {}, {}, {}, {}, s);\n",
+                      "{}, {}, B, {}, {}, {}, {}, {}, {}, (float *)scratch, "
+                      "s);\n",
                       heads, width(attn.getQ()) / heads, name(attn.getQ()),
                       name(attn.getK()), name(attn.getV()), name(attn.getO()),
                       name(attn.getDout()), name(attn.getSegments()),
-                      name(attn.getPositions()), name(attn.getDq()),
-                      name(attn.getDk()), name(attn.getDv()));
+                      name(attn.getPositions()),
+                      cast<MemRefType>(attn.getQ().getType()).getDimSize(1),
+                      name(attn.getDq()), name(attn.getDk()),
+                      name(attn.getDv()));
     return success();
   }
   if (auto act = dyn_cast<modk::ActivationGradOp>(op)) {
@@ -349,8 +366,13 @@ LogicalResult CudaEmitter::emitKernel(Operation *op) {
     return success();
   }
   if (auto router = dyn_cast<modk::RouterGradOp>(op)) {
+    needScratch(fmt::format(
+        "sizeof(float) * modk_cuda::router_grad_scratch_floats<{}, {}>(B)",
+        seqLen, width(router.getInput())));
     os << fmt::format(
-        "  modk_cuda::router_grad<{}, {}>({}, B, {}, {}, {}, {}, s);\n", seqLen,
+        "  modk_cuda::router_grad<{}, {}>({}, B, {}, {}, {}, {}, (float "
+        "*)scratch, s);\n",
+        seqLen,
         width(router.getInput()), name(router.getInput()),
         name(router.getWeight()), name(router.getDscores()),
         name(router.getDx()), name(router.getDw()));
@@ -358,8 +380,12 @@ LogicalResult CudaEmitter::emitKernel(Operation *op) {
   }
   if (auto pred = dyn_cast<modk::PredictorGradOp>(op)) {
     auto fc1 = cast<MemRefType>(pred.getFc1Weight().getType()).getShape();
+    needScratch(fmt::format("sizeof(float) * "
+                            "modk_cuda::predictor_grad_scratch_floats<{}, "
+                            "{}>(B * {})",
+                            fc1[1], fc1[0], seqLen));
     os << fmt::format("  modk_cuda::predictor_grad<{}, {}>({}, B * {}, {}, {}, "
-                      "{}, {}, {}, {}, {}, {}, {}, s);\n",
+                      "{}, {}, {}, {}, {}, {}, {}, (float *)scratch, s);\n",
                       fc1[1], fc1[0], name(pred.getInput()), seqLen,
                       name(pred.getFc1Weight()), name(pred.getFc1Bias()),
                       name(pred.getFc2Weight()), name(pred.getDp()),
@@ -440,21 +466,46 @@ unsigned long long *modcBadToken = nullptr;
 const char *modcTokenEntry = "";
 int64_t modcTokensPerSequence = 1;
 
+/// Device scratch shared by the entries (one stream runs them in order);
+/// grows, never shrinks. Null when the allocation fails.
+char *modcScratchBuffer = nullptr;
+size_t modcScratchCapacity = 0;
+char *modcScratch(size_t bytes) {{
+  bytes = bytes < 256 ? 256 : bytes;
+  if (bytes <= modcScratchCapacity)
+    return modcScratchBuffer;
+  cudaStreamSynchronize(modcStream);
+  cudaFree(modcScratchBuffer);
+  modcScratchBuffer = nullptr;
+  modcScratchCapacity = 0;
+  if (cudaMalloc(&modcScratchBuffer, bytes) != cudaSuccess) {{
+    modcScratchBuffer = nullptr;
+    return nullptr;
+  }}
+  modcScratchCapacity = bytes;
+  return modcScratchBuffer;
+}}
+
 int32_t cudaFail(const char *fn, const char *what, cudaError_t e) {{
   return fail(3, std::string(fn) + ": " + what + ": " + cudaGetErrorString(e));
 }}
 /// Arms the device token check of an entry that reads `n` tokens.
 void checkTokens(const char *fn, const int32_t *tokens, const uint8_t *active,
-                 int64_t n, int64_t perSequence, cudaStream_t s) {{
+                 int32_t *safe, int64_t n, int64_t perSequence,
+                 cudaStream_t s) {{
   modcTokenEntry = fn;
   modcTokensPerSequence = perSequence;
   cudaMemsetAsync(modcBadToken, 0xff, sizeof(*modcBadToken), s);
-  modc_glue::check_tokens(tokens, active, n, {3}, modcBadToken, s);
+  modc_glue::check_tokens(tokens, active, n, {3}, safe, modcBadToken, s);
 }}
 }} // namespace
 
 extern "C" {{
 {4} const char *modc_cuda_arch(void) {{ return "{5}"; }}
+
+/// The cudaStream_t the entries enqueue on (null before modc_cuda_init), for
+/// tools that time them with CUDA events.
+{4} void *modc_cuda_stream(void) {{ return (void *)modcStream; }}
 
 {4} int32_t modc_cuda_init(int32_t device) {{
   if (modcReady)
@@ -603,19 +654,26 @@ void modcProfile(int index, const char *what, cudaStream_t s,
 namespace modc_glue {
 __global__ void check_tokens_kernel(const int32_t *tokens,
                                     const uint8_t *active, int64_t n,
-                                    int32_t vocab, unsigned long long *bad) {
+                                    int32_t vocab, int32_t *safe,
+                                    unsigned long long *bad) {
   int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < n && (!active || active[i]) && (tokens[i] < 0 || tokens[i] >= vocab))
+  if (i >= n)
+    return;
+  bool valid = tokens[i] >= 0 && tokens[i] < vocab;
+  if (!valid && (!active || active[i]))
     atomicMin(bad, (unsigned long long)i);
+  safe[i] = valid ? tokens[i] : 0;
 }
-/// Records in *bad the least index of a token outside [0, vocab), among the
-/// active ones when `active` is given (a decode step).
+/// Copies the tokens into `safe`, with 0 for any outside [0, vocab), and
+/// records in *bad the least index of such a token (among the active ones
+/// when `active` is given: a decode step). The kernels read only `safe`, so
+/// a bad token costs a reported error, never an access out of bounds.
 inline void check_tokens(const int32_t *tokens, const uint8_t *active,
-                         int64_t n, int32_t vocab, unsigned long long *bad,
-                         cudaStream_t s) {
+                         int64_t n, int32_t vocab, int32_t *safe,
+                         unsigned long long *bad, cudaStream_t s) {
   auto k = check_tokens_kernel;
   MODC_LAUNCH(k, (unsigned)modk_cuda::ceilDiv(n, 256), 256, 0, s, tokens,
-              active, n, vocab, bad);
+              active, n, vocab, safe, bad);
 }
 __global__ void decisions_kernel(int32_t *out, const float *logits, int64_t n) {
   int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
@@ -671,11 +729,26 @@ LogicalResult CudaEmitter::emitEntry(modk::EntryOp e) {
   bool isGrad = e.getSymName() == "grad";
   bool isDecode = e.getSymName() == "decode";
   std::string fn = functionName(e);
+  // Scratch of the kernels that reduce in a fixed order (deterministic
+  // gradients): one buffer for the largest, sized after the plan is walked.
+  scratchNeeds.clear();
+  os << fmt::format("static size_t {}_scratch_bytes(int64_t B);\n", fn);
   emitEntryPrologue(e, kExport);
   os << fmt::format("  if (!modcReady)\n    return fail(3, \"{}: call "
                     "modc_cuda_init first\");\n",
                     fn);
   os << "  cudaStream_t s = modcStream;\n";
+  // The checked copy of the tokens lives after the kernels' scratch.
+  int64_t tokensPerSequence = isGrad ? seqLen + 1 : isDecode ? 1 : seqLen;
+  os << fmt::format(
+      "  const size_t tokenOffset = ({0}_scratch_bytes(B) + 255) / 256 * 256;\n"
+      "  char *scratch = modcScratch(tokenOffset + sizeof(int32_t) * B * {1});\n"
+      "  if (!scratch)\n    return fail(3, \"{0}: cannot allocate \" + "
+      "std::to_string(tokenOffset + sizeof(int32_t) * B * {1}) + \" bytes of "
+      "device scratch\");\n"
+      "  int32_t *safeTokens = reinterpret_cast<int32_t *>(scratch + "
+      "tokenOffset);\n",
+      fn, tokensPerSequence);
   os << "  static const bool profile = std::getenv(\"MODC_PROFILE\") != nullptr;\n";
   os << "  auto tick = std::chrono::steady_clock::now();\n";
   if (isDecode) {
@@ -684,9 +757,11 @@ LogicalResult CudaEmitter::emitEntry(modk::EntryOp e) {
     os << R"cpp(  static cudaGraphExec_t graph = nullptr;
   static modc_decode_args graphArgs;
   static std::vector<const float *> graphParams;
+  static char *graphScratch = nullptr;
   const size_t nParams = )cpp"
        << e.getParams().size() << R"cpp(;
-  bool sameGraph = graph && std::memcmp(&graphArgs, args, sizeof(*args)) == 0 &&
+  bool sameGraph = graph && graphScratch == scratch &&
+                   std::memcmp(&graphArgs, args, sizeof(*args)) == 0 &&
                    std::equal(graphParams.begin(), graphParams.end(), args->params);
   if (!profile && sameGraph) {
     cudaError_t e = cudaGraphLaunch(graph, s);
@@ -697,11 +772,15 @@ LogicalResult CudaEmitter::emitEntry(modk::EntryOp e) {
     return fail(3, "modc_decode: cannot capture the decode step");
 )cpp";
   }
-  int64_t tokensPerSequence = isGrad ? seqLen + 1 : isDecode ? 1 : seqLen;
-  os << fmt::format("  checkTokens(\"{}\", args->tokens, {}, B * {}, {}, s);\n",
+  os << fmt::format("  checkTokens(\"{}\", args->tokens, {}, safeTokens, B * "
+                    "{}, {}, s);\n",
                     fn, isDecode ? "args->active" : "nullptr",
                     tokensPerSequence, tokensPerSequence);
   emitBufferNames(e);
+  e.walk([&](modk::InputOp input) {
+    if (input.getName() == "tokens")
+      names[input] = "safeTokens";
+  });
   int kernel = 0;
   for (Operation &op : e.getBody().front()) {
     if (!isKernel(op))
@@ -729,6 +808,7 @@ LogicalResult CudaEmitter::emitEntry(modk::EntryOp e) {
       return cudaFail("modc_decode", "cudaGraphInstantiate", e);
     graphArgs = *args;
     graphParams.assign(args->params, args->params + nParams);
+    graphScratch = scratch;
     e = cudaGraphLaunch(graph, s);
     if (e != cudaSuccess)
       return cudaFail("modc_decode", "cudaGraphLaunch", e);
@@ -738,6 +818,12 @@ LogicalResult CudaEmitter::emitEntry(modk::EntryOp e) {
                     "(launched != cudaSuccess)\n    return cudaFail(\"{}\", "
                     "\"launching the kernels\", launched);\n  return 0;\n}}\n",
                     fn);
+  os << fmt::format("static size_t {}_scratch_bytes(int64_t B) {{\n  (void)B;\n"
+                    "  size_t bytes = 0;\n",
+                    fn);
+  for (const std::string &need : scratchNeeds)
+    os << fmt::format("  bytes = std::max<size_t>(bytes, {});\n", need);
+  os << "  return bytes;\n}\n";
   return success();
 }
 
@@ -765,26 +851,26 @@ modc_adamw(const modc_adamw_args *args) {{
   if (!modcReady)
     return fail(3, "modc_adamw: call modc_cuda_init first");
   cudaStream_t s = modcStream;
-  // The norm is read back before the update: a non-finite gradient must not
-  // reach the weights, as on the CPU.
-  modk_cuda::grad_norm(args->grads, kSizes, kParams, args->grad_norm, s);
+  char *scratch = modcScratch(modk_cuda::adamw_scratch_bytes(kSizes, kParams));
+  if (!scratch)
+    return fail(3, "modc_adamw: cannot allocate device scratch");
+  // The update kernels skip when the norm is not finite, so a bad gradient
+  // never reaches the weights; the norm is read back to say so, as the CPU
+  // package does.
+  modk_cuda::adamw_step(args->params, args->grads, args->m, args->v, kSizes,
+                        kDecay, kParams, args->step, args->lr, args->beta1,
+                        args->beta2, args->eps, args->weight_decay,
+                        args->clip_norm, args->grad_norm, scratch, s);
   float norm = 0.0f;
   cudaError_t e = cudaMemcpyAsync(&norm, args->grad_norm, sizeof(float),
                                   cudaMemcpyDeviceToHost, s);
   if (e == cudaSuccess)
     e = cudaStreamSynchronize(s);
   if (e != cudaSuccess)
-    return cudaFail("modc_adamw", "computing the gradient norm", e);
+    return cudaFail("modc_adamw", "the AdamW step", e);
   if (!std::isfinite(norm))
     return fail(1, "modc_adamw: the gradient norm is not finite");
-  const float scale = args->clip_norm > 0 && norm > args->clip_norm
-                          ? (float)(args->clip_norm / norm) : 1.0f;
-  for (int i = 0; i < kParams; ++i)
-    modk_cuda::adamw(args->params[i], args->grads[i], args->m[i], args->v[i],
-                     kSizes[i], args->lr, args->beta1, args->beta2, args->eps,
-                     kDecay[i] ? args->weight_decay : 0.0f, scale, args->step, s);
-  e = cudaGetLastError();
-  return e == cudaSuccess ? 0 : cudaFail("modc_adamw", "launching AdamW", e);
+  return 0;
 }}
 )cpp",
                     kExport, sizes, decay, grad.getParams().size());
