@@ -15,9 +15,13 @@ config.substitutions.append(("%inputs", os.path.join(config.test_source_root, "I
 config.substitutions.append(("%examples", os.path.join(config.modc_src_root, "examples")))
 
 # nvcc (the CUDA Toolkit) compiles CUDA packages; tests that build one say
-# REQUIRES: nvcc. A GPU is never needed by these tests.
+# REQUIRES: nvcc.
 import shutil
 nvcc = shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc" if os.path.exists("/usr/local/cuda/bin/nvcc") else None)
 if nvcc:
     config.available_features.add("nvcc")
     config.environment["NVCC"] = nvcc
+# A machine with an NVIDIA GPU runs CUDA packages; tests of what happens
+# without one say UNSUPPORTED: gpu.
+if os.path.exists("/dev/nvidiactl"):
+    config.available_features.add("gpu")

@@ -107,10 +107,10 @@ static int runCompile() {
     module = std::move(*imported);
   }
   for (auto model : module->getOps<modc::mod::ModelOp>())
-    if (model.getDtype() == "bf16" && target == "cpu")
-      return fail(inputFile + ": key 'dtype': bf16 needs --target cuda; the "
-                              "CPU backend computes in f32 (set \"dtype\": "
-                              "\"f32\")");
+    if (model.getDtype() == "bf16")
+      return fail(inputFile + ": key 'dtype': bf16 is not supported yet; both "
+                              "the CPU and the CUDA backend compute in f32 "
+                              "(set \"dtype\": \"f32\")");
 
   if (emitStage == EmitStage::Mlir) {
     module->print(llvm::outs());

@@ -1,0 +1,54 @@
+// RUN: mod-translate --modk-to-cuda %S/emit-cpp.mlir | FileCheck %s
+// RUN: mod-translate --modk-to-cuda --cuda-arch=sm_80 %S/emit-cpp.mlir | FileCheck %s --check-prefix=SM80
+// RUN: not mod-translate --modk-to-cuda --cuda-arch=sm_70 %S/emit-cpp.mlir 2>&1 | FileCheck %s --check-prefix=BADARCH
+// RUN: not mod-translate --modk-to-cuda %inputs/unplanned.mlir 2>&1 | FileCheck %s --check-prefix=UNPLANNED
+
+// The launch plan of emit-cpp.mlir (2 layers, layer 1 routed with k = 4 of
+// 16, sigmoid gate, predictor router) emitted as CUDA: the same entries and
+// buffers, kernels enqueued on the package stream with device row counts.
+// CHECK: // Target: CUDA sm_90a.
+// CHECK: namespace modk_cuda
+// CHECK: modc_abi_version(void) { return 4u; }
+// CHECK: "arch": "sm_90a"
+// CHECK: "target": "cuda"
+// CHECK: constexpr int kArchMajor = 9, kArchMinor = 0;
+// CHECK-NEXT: constexpr bool kArchExact = true;
+// CHECK: modc_cuda_init(int32_t device)
+// CHECK: no usable CUDA device
+// CHECK: modc_cuda_sync(void)
+// CHECK: is outside the vocabulary [0, 64)
+// CHECK: modc_forward(const modc_forward_args *args)
+// CHECK: compiled for seq_len 16
+// CHECK: call modc_cuda_init first
+// Every kernel reads the checked copy of the tokens, never args->tokens.
+// CHECK: checkTokens("modc_forward", args->tokens, nullptr, safeTokens, B * 16, 16, s);
+// CHECK: float *[[X:buf[0-9]+]] = reinterpret_cast<float *>(ws + B * 0);
+// CHECK: modk_cuda::embed<32>(safeTokens, B * 16, w0, [[X]], s);
+// Row counts are device pointers (seg + B) with a static bound (B * rows).
+// CHECK: modk_cuda::rmsnorm<32>([[X]], [[SEG:buf[0-9]+]] + B, B * 16, w1,
+// CHECK: modk_cuda::linear_rope<2, 16, 32>(
+// CHECK: modk_cuda::causal_attention<2, 16>(
+// The O-projection accumulates into the stream: the fused residual add.
+// CHECK: modk_cuda::linear_residual<32, 32>({{buf[0-9]+}}, [[SEG]] + B, B * 16, w5, [[X]], [[X]], s);
+// CHECK: modk_cuda::linear_swiglu<64, 32>(
+// CHECK: modk.route_select_gather layer 1 k=4
+// CHECK-NEXT: modk_cuda::router_logits<16, 32>([[X]], B, w{{[0-9]+}}, [[R:buf[0-9]+]], s);
+// CHECK-NEXT: if (causal)
+// CHECK-NEXT: modk_cuda::select_causal<16>(
+// CHECK-NEXT: else
+// CHECK-NEXT: modk_cuda::select_topk<16, 4>([[R]], B,
+// CHECK: modc_glue::decisions(args->causal_decisions
+// CHECK: modk_cuda::gather_rmsnorm<16, 32>(
+// The routed block's last GEMM, then the gated scatter into the stream.
+// CHECK: modk_cuda::gate_scale_scatter<16, 32, 1>([[X]], B,
+// CHECK: if (profile) modcProfile(
+// CHECK: launching the kernels
+// CHECK: static size_t modc_forward_scratch_bytes(int64_t B)
+
+// SM80: // Target: CUDA sm_80.
+// SM80: "arch": "sm_80"
+// SM80: constexpr int kArchMajor = 8, kArchMinor = 0;
+// SM80-NEXT: constexpr bool kArchExact = false;
+
+// BADARCH: unsupported CUDA architecture 'sm_70'; expected sm_90a or sm_80
+// UNPLANNED: has no memory plan; run modk-plan-memory first
