@@ -49,33 +49,57 @@ constexpr int kWarp = 32;
 /// Blocks needed to cover n items with `per` items a block.
 inline int64_t ceilDiv(int64_t n, int64_t per) { return (n + per - 1) / per; }
 
-__device__ __forceinline__ float warpSum(float v) {
+struct SumOp {
+  template <typename T> __device__ __forceinline__ T operator()(T a, T b) const {
+    return a + b;
+  }
+};
+struct MaxOp {
+  __device__ __forceinline__ float operator()(float a, float b) const {
+    return fmaxf(a, b);
+  }
+};
+
+/// `op` over the 32 lanes of a warp (butterfly: every lane gets the result,
+/// combined in the same order on every run).
+template <typename T, typename Op>
+__device__ __forceinline__ T warpReduce(T v, Op op) {
   for (int o = kWarp / 2; o > 0; o /= 2)
-    v += __shfl_xor_sync(0xffffffffu, v, o);
+    v = op(v, __shfl_xor_sync(0xffffffffu, v, o));
   return v;
 }
 
-__device__ __forceinline__ float warpMax(float v) {
-  for (int o = kWarp / 2; o > 0; o /= 2)
-    v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-  return v;
-}
-
-/// Sum over the block (blockDim.x a multiple of 32, at most 1024); every
-/// thread gets the result. `scratch` is 32 floats of shared memory.
-__device__ __forceinline__ float blockSum(float v, float *scratch) {
+/// `op` over the block (blockDim.x a multiple of 32, at most 1024); every
+/// thread gets the result, the warps' partials combined in warp order.
+/// `scratch` is 32 values of shared memory.
+template <typename T, typename Op>
+__device__ __forceinline__ T blockReduce(T v, T *scratch, Op op) {
   const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
   const int warps = (blockDim.x + kWarp - 1) / kWarp;
-  v = warpSum(v);
+  v = warpReduce(v, op);
   __syncthreads(); // scratch may still be read by a previous call
   if (lane == 0)
     scratch[warp] = v;
   __syncthreads();
-  float total = 0.0f;
-  for (int w = 0; w < warps; ++w)
-    total += scratch[w];
+  T total = scratch[0];
+  for (int w = 1; w < warps; ++w)
+    total = op(total, scratch[w]);
   return total;
 }
+
+__device__ __forceinline__ float warpSum(float v) { return warpReduce(v, SumOp()); }
+__device__ __forceinline__ float warpMax(float v) { return warpReduce(v, MaxOp()); }
+__device__ __forceinline__ float blockSum(float v, float *scratch) {
+  return blockReduce(v, scratch, SumOp());
+}
+__device__ __forceinline__ double blockSum(double v, double *scratch) {
+  return blockReduce(v, scratch, SumOp());
+}
+__device__ __forceinline__ float blockMax(float v, float *scratch) {
+  return blockReduce(v, scratch, MaxOp());
+}
+
+__device__ __forceinline__ float negInf() { return __uint_as_float(0xff800000u); }
 
 __device__ __forceinline__ float siluf(float z) { return z / (1.0f + expf(-z)); }
 

@@ -61,21 +61,6 @@ constexpr int64_t kAttnTargetCtas = 264;
 /// holds; the split count is capped so that a step fits.
 constexpr int64_t kAttnScratchPartials = 4096;
 
-__device__ __forceinline__ float blockMax(float v, float *scratch) {
-  const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
-  const int warps = (blockDim.x + kWarp - 1) / kWarp;
-  v = warpMax(v);
-  __syncthreads(); // scratch may still be read by a previous call
-  if (lane == 0)
-    scratch[warp] = v;
-  __syncthreads();
-  float m = scratch[0];
-  for (int w = 1; w < warps; ++w)
-    m = fmaxf(m, scratch[w]);
-  return m;
-}
-
-__device__ __forceinline__ float negInf() { return __int_as_float(0xff800000); }
 __device__ __forceinline__ float quietNaN() {
   return __int_as_float(0x7fc00000);
 }

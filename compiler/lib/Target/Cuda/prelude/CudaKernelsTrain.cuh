@@ -59,44 +59,6 @@ __device__ __forceinline__ int64_t min64(int64_t a, int64_t b) {
   return a < b ? a : b;
 }
 
-__device__ __forceinline__ float negInf() { return __uint_as_float(0xff800000u); }
-
-__device__ __forceinline__ double warpSumD(double v) {
-  for (int o = kWarp / 2; o > 0; o /= 2)
-    v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
-
-/// Double sum over the block (blockDim.x a multiple of 32); every thread gets
-/// the result, summed in a fixed order. `scratch` is 32 doubles of shared.
-__device__ __forceinline__ double blockSumD(double v, double *scratch) {
-  const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
-  const int warps = (blockDim.x + kWarp - 1) / kWarp;
-  v = warpSumD(v);
-  __syncthreads();
-  if (lane == 0)
-    scratch[warp] = v;
-  __syncthreads();
-  double total = 0.0;
-  for (int w = 0; w < warps; ++w)
-    total += scratch[w];
-  return total;
-}
-
-/// Max over the block; every thread gets it. `scratch` is 32 floats.
-__device__ __forceinline__ float blockMaxF(float v, float *scratch) {
-  const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
-  const int warps = (blockDim.x + kWarp - 1) / kWarp;
-  v = warpMax(v);
-  __syncthreads();
-  if (lane == 0)
-    scratch[warp] = v;
-  __syncthreads();
-  float m = scratch[0];
-  for (int w = 1; w < warps; ++w)
-    m = fmaxf(m, scratch[w]);
-  return m;
-}
 
 __device__ __forceinline__ float sigmoidf_(float z) {
   return 1.0f / (1.0f + expf(-z));
@@ -165,11 +127,11 @@ __global__ void __launch_bounds__(colThreads<V>())
   float mx = negInf();
   for (int c = threadIdx.x; c < V; c += T)
     mx = fmaxf(mx, z[c]);
-  mx = blockMaxF(mx, fscratch);
+  mx = blockMax(mx, fscratch);
   float part = 0.0f;
   for (int c = threadIdx.x; c < V; c += T)
     part += expf(z[c] - mx);
-  const double sum = blockSumD(part, dscratch);
+  const double sum = blockSum(part, dscratch);
   const float f = static_cast<float>(scale / sum);
   // Each thread rewrites only the columns it read.
   for (int c = threadIdx.x; c < V; c += T) {
@@ -189,7 +151,7 @@ __global__ void crossEntropyFinish(const double *rowLoss, int64_t rows,
   double acc = 0.0;
   for (int64_t i = threadIdx.x; i < rows; i += blockDim.x)
     acc += rowLoss[i];
-  const double total = blockSumD(acc, scratch);
+  const double total = blockSum(acc, scratch);
   if (threadIdx.x == 0) {
     losses[1] = static_cast<float>(total / double(rows));
     losses[0] = losses[1];
@@ -210,7 +172,7 @@ __global__ void bceKernel(const float *z, const int32_t *target, int64_t n,
     const double sg = zi >= 0.0 ? 1.0 / (1.0 + e) : e / (1.0 + e);
     dz[i] += static_cast<float>(double(gradScale) * (sg - ti));
   }
-  const double total = blockSumD(acc, scratch);
+  const double total = blockSum(acc, scratch);
   if (threadIdx.x == 0) {
     losses[2] += static_cast<float>(total * scale);
     losses[0] += static_cast<float>(weight * total * scale);
@@ -1108,7 +1070,7 @@ __global__ void sumSquaresPartial(const float *g, int64_t n, double *out) {
   double acc = 0.0;
   for (int64_t i = i0 + threadIdx.x; i < i1; i += blockDim.x)
     acc += double(g[i]) * double(g[i]);
-  const double total = blockSumD(acc, scratch);
+  const double total = blockSum(acc, scratch);
   if (threadIdx.x == 0)
     out[blockIdx.x] = total;
 }
@@ -1120,7 +1082,7 @@ __global__ void adamFinish(const double *partial, int64_t count,
   double acc = 0.0;
   for (int64_t i = threadIdx.x; i < count; i += blockDim.x)
     acc += partial[i];
-  const double squares = blockSumD(acc, scratch);
+  const double squares = blockSum(acc, scratch);
   if (threadIdx.x == 0) {
     const double norm = sqrt(squares);
     if (grad_norm)
