@@ -33,6 +33,13 @@
 
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
+
+/// The GEMMs run on tensor cores (mma.m16n8k8 tf32 with the 3xTF32 split,
+/// sm_80 and later) unless this is defined to 0 (the SIMT f32 kernel).
+#ifndef MODC_CUDA_TENSOR_CORES
+#define MODC_CUDA_TENSOR_CORES 1
+#endif
 
 namespace modk_cuda {
 
@@ -110,6 +117,21 @@ enum Epilogue {
   EpiSwiglu = 3,   ///< C = silu(aux[idx]) * acc
   EpiBiasSilu = 4, ///< C = silu(acc + aux[n])
 };
+
+/// The epilogue applied to acc, the sum at output idx (column n).
+template <int EPI>
+__device__ __forceinline__ float gemmEpilogue(float acc, const float *aux,
+                                              int64_t idx, int64_t n) {
+  if (EPI == EpiStore)
+    return acc;
+  if (EPI == EpiAdd)
+    return aux[idx] + acc;
+  if (EPI == EpiGelu)
+    return geluf(acc);
+  if (EPI == EpiSwiglu)
+    return siluf(aux[idx]) * acc;
+  return siluf(acc + aux[n]);
+}
 
 /// Tile shapes: BM x BN outputs per CTA of 256 threads, BK reduction steps
 /// per shared tile, TM x TN outputs per thread (in groups of 4 rows/columns
@@ -275,30 +297,416 @@ __global__ __launch_bounds__(kThreads, T::MINB) void gemmKernel(
       if (c >= nValid)
         continue;
       const int64_t idx = row + n0 + c;
-      const float v = acc[i][j];
-      float out;
-      if (EPI == EpiStore)
-        out = v;
-      else if (EPI == EpiAdd)
-        out = aux[idx] + v;
-      else if (EPI == EpiGelu)
-        out = geluf(v);
-      else if (EPI == EpiSwiglu)
-        out = siluf(aux[idx]) * v;
-      else
-        out = siluf(v + aux[n0 + c]);
-      C[idx] = out;
+      C[idx] = gemmEpilogue<EPI>(acc[i][j], aux, idx, n0 + c);
     }
   }
 }
 
-/// Test hook: 0 picks the tile by problem size, 1 forces GemmSmall, 2
-/// GemmLarge.
+//===----------------------------------------------------------------------===//
+// Tensor cores: mma.m16n8k8 on tf32 operands, f32 accuracy by 3xTF32
+//===----------------------------------------------------------------------===//
+
+/// cvt.rna.tf32.f32: x rounded to tf32 (10 mantissa bits, to nearest, ties
+/// away from zero), returned as its f32 bit pattern (low 13 bits zero).
+__device__ __forceinline__ uint32_t tf32_rna(float x) {
+#if defined(__CUDACC__)
+  uint32_t r;
+  asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(x));
+  return r;
+#else
+  uint32_t u = __float_as_uint(x);
+  if ((u & 0x7fffffffu) > 0x7f800000u)
+    return 0x7fffffffu; // NaN stays NaN (canonical)
+  if ((u & 0x7f800000u) != 0x7f800000u)
+    u += 0x1000u; // half an ulp of tf32 on the magnitude: ties go away from 0
+  return u & 0xffffe000u; // (a carry out of the largest binade gives inf)
+#endif
+}
+
+/// The 3xTF32 split: x = hi + lo + O(2^-22 |x|), hi = tf32(x), lo = tf32(x -
+/// hi) (x - hi is exact in f32).
+__device__ __forceinline__ void tf32_split(float x, uint32_t &hi,
+                                           uint32_t &lo) {
+  hi = tf32_rna(x);
+  lo = tf32_rna(x - __uint_as_float(hi));
+}
+
+#if !defined(__CUDACC__)
+/// Emulation of the warp-wide mma: each lane posts its fragment registers
+/// here and reads the others' after a __syncwarp (blocks run one at a time
+/// on one OS thread, so one buffer per warp index serves every block). Two
+/// slots, alternated per exchange, so that one __syncwarp per exchange
+/// suffices: a lane overwrites slot p only two exchanges later, after every
+/// lane has passed the barrier of the exchange in between and so has
+/// finished reading slot p.
+struct MmaExchange {
+  static constexpr int Words = 64; ///< registers a lane may post at once
+  uint32_t w[2][kWarp][Words];
+  uint8_t parity[kWarp];
+};
+inline MmaExchange &mmaExchange(int warp) {
+  static thread_local MmaExchange x[1024 / kWarp];
+  return x[warp];
+}
+
+/// Posts `n` registers of this lane; returns the warp's slot to read after
+/// the __syncwarp that the caller does next.
+inline const uint32_t (*mmaPost(const uint32_t *regs, int n))[MmaExchange::Words] {
+  const int tid = int(threadIdx.x + blockDim.x * (threadIdx.y +
+                                                  blockDim.y * threadIdx.z));
+  const int lane = tid % kWarp;
+  MmaExchange &x = mmaExchange(tid / kWarp);
+  const int p = x.parity[lane];
+  x.parity[lane] = uint8_t(p ^ 1);
+  for (int i = 0; i < n; ++i)
+    x.w[p][lane][i] = regs[i];
+  return x.w[p];
+}
+
+/// This lane's d of one m16n8k8 tf32 mma whose A fragment of lane l is
+/// registers ao..ao+3 and B fragment registers bo, bo+1 of slot[l].
+inline void mmaEmuLane(float d[4], const uint32_t (*slot)[MmaExchange::Words],
+                       int ao, int bo, const float c[4]) {
+  auto tf32 = [](uint32_t u) { return __uint_as_float(u & 0xffffe000u); };
+  const int lane = int(threadIdx.x + blockDim.x * (threadIdx.y +
+                                                   blockDim.y * threadIdx.z)) %
+                   kWarp;
+  const int g = lane >> 2, t = lane & 3;
+  float out[4];
+  for (int i = 0; i < 4; ++i) {
+    const int row = g + 8 * (i >> 1), col = 2 * t + (i & 1);
+    float s = c[i];
+    for (int k = 0; k < 8; ++k) {
+      // A[row][k] is register (row >= 8) + 2 (k >= 4) of lane
+      // (row % 8) * 4 + k % 4; B[k][col] register (k >= 4) of lane
+      // col * 4 + k % 4.
+      const float av = tf32(slot[(row % 8) * 4 + k % 4][ao + row / 8 + 2 * (k / 4)]);
+      const float bv = tf32(slot[col * 4 + k % 4][bo + k / 4]);
+      s = fmaf(av, bv, s);
+    }
+    out[i] = s;
+  }
+  for (int i = 0; i < 4; ++i)
+    d[i] = out[i];
+}
+#endif
+
+/// d = A B + c with A 16x8 (row), B 8x8 (col), tf32 operands and f32
+/// accumulators, for the whole warp (every lane must call it). Fragments as
+/// the PTX ISA's "Matrix Fragments for mma.m16n8k8" (.tf32), with g =
+/// lane >> 2 and t = lane % 4:
+///   a0 = A[g][t], a1 = A[g+8][t], a2 = A[g][t+4], a3 = A[g+8][t+4];
+///   b0 = B[t][g], b1 = B[t+4][g];
+///   c0,c1 = C[g][2t], C[g][2t+1]; c2,c3 = C[g+8][2t], C[g+8][2t+1].
+/// d may be c. The emulation reads only the tf32 bits of the operands (the
+/// hardware ignores the low 13) and adds the eight exact products to c in k
+/// order with f32 rounding; the hardware's internal order and rounding of
+/// that sum are not specified by PTX, so results may differ in the last bits.
+__device__ __forceinline__ void mma_tf32_m16n8k8(float d[4],
+                                                 const uint32_t a[4],
+                                                 const uint32_t b[2],
+                                                 const float c[4]) {
+#if defined(__CUDACC__)
+  asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 "
+               "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+               "{%10, %11, %12, %13};\n"
+               : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]),
+                 "r"(b[1]), "f"(c[0]), "f"(c[1]), "f"(c[2]), "f"(c[3]));
+#else
+  const uint32_t regs[6] = {a[0], a[1], a[2], a[3], b[0], b[1]};
+  const auto slot = mmaPost(regs, 6);
+  __syncwarp();
+  mmaEmuLane(d, slot, 0, 4, c);
+#endif
+}
+
+/// A warp's MI x NI tiles of 16x8 in 3xTF32: for each (i, j), in this order,
+/// acc += a_lo b_hi, acc += a_hi b_lo, acc += a_hi b_hi (small terms first),
+/// each one mma_tf32_m16n8k8. The emulation exchanges all the fragments at
+/// once (one __syncwarp instead of 3 MI NI) and computes the same mmas in the
+/// same order with the same lane arithmetic (mmaEmuLane).
+template <int MI, int NI>
+__device__ __forceinline__ void mma3xTf32(float (&acc)[MI][NI][4],
+                                          const uint32_t (&ahi)[MI][4],
+                                          const uint32_t (&alo)[MI][4],
+                                          const uint32_t (&bhi)[NI][2],
+                                          const uint32_t (&blo)[NI][2]) {
+#if defined(__CUDACC__)
+#pragma unroll
+  for (int j = 0; j < NI; ++j)
+#pragma unroll
+    for (int i = 0; i < MI; ++i) {
+      mma_tf32_m16n8k8(acc[i][j], alo[i], bhi[j], acc[i][j]);
+      mma_tf32_m16n8k8(acc[i][j], ahi[i], blo[j], acc[i][j]);
+      mma_tf32_m16n8k8(acc[i][j], ahi[i], bhi[j], acc[i][j]);
+    }
+#else
+  // Posted: ahi at 4i, alo at 4 MI + 4i, bhi at 8 MI + 2j, blo at
+  // 8 MI + 2 NI + 2j.
+  constexpr int AL = 4 * MI, BH = 8 * MI, BL = 8 * MI + 2 * NI;
+  static_assert(BL + 2 * NI <= MmaExchange::Words, "too many fragments");
+  uint32_t regs[BL + 2 * NI];
+  for (int i = 0; i < MI; ++i)
+    for (int e = 0; e < 4; ++e) {
+      regs[4 * i + e] = ahi[i][e];
+      regs[AL + 4 * i + e] = alo[i][e];
+    }
+  for (int j = 0; j < NI; ++j)
+    for (int e = 0; e < 2; ++e) {
+      regs[BH + 2 * j + e] = bhi[j][e];
+      regs[BL + 2 * j + e] = blo[j][e];
+    }
+  const auto slot = mmaPost(regs, BL + 2 * NI);
+  __syncwarp();
+  for (int j = 0; j < NI; ++j)
+    for (int i = 0; i < MI; ++i) {
+      mmaEmuLane(acc[i][j], slot, AL + 4 * i, BH + 2 * j, acc[i][j]);
+      mmaEmuLane(acc[i][j], slot, 4 * i, BL + 2 * j, acc[i][j]);
+      mmaEmuLane(acc[i][j], slot, 4 * i, BH + 2 * j, acc[i][j]);
+    }
+#endif
+}
+
+/// Tensor-core tile shapes: BM x BN outputs per CTA of 8 warps in a WM x WN
+/// grid, each warp a (BM / WM) x (BN / WN) tile of MI x NI mma tiles (16x8),
+/// BK = 16 reduction steps per shared tile (two k8 steps).
+template <int BM_, int BN_, int WM_, int WN_, int MINB_> struct TcTile {
+  static constexpr int BM = BM_, BN = BN_, BK = 16, WM = WM_, WN = WN_;
+  static constexpr int MINB = MINB_; // CTAs per SM the registers must allow
+  static_assert(WM * WN * kWarp == kThreads, "8 warps");
+  static constexpr int WTM = BM / WM, WTN = BN / WN; // a warp's tile
+  static constexpr int MI = WTM / 16, NI = WTN / 8;
+  static_assert(MI * 16 == WTM && NI * 8 == WTN, "warp tiles of whole mmas");
+  static_assert(BM * BK % kThreads == 0 && BN * BK % kThreads == 0,
+                "tile loads split evenly over the threads");
+  static constexpr int LA = BM * BK / kThreads, LB = BN * BK / kThreads;
+};
+using TcSmall = TcTile<64, 64, 2, 4, 2>;
+using TcLarge = TcTile<128, 128, 2, 4, 1>;
+
+/// Shared layout of an R x BK operand tile (R rows of M or N, BK reduction
+/// columns). With the reduction contiguous in global memory (KC) it is
+/// [r][k] with stride BK + 4, else [k][r] with stride R + 8; either way the
+/// stride puts the 8 groups x 4 lanes of an mma fragment read on 32
+/// different banks, and the [k][r] tile's stores (consecutive r) as well.
+template <int R, int BK, bool KC> struct TcSmem {
+  static constexpr int LD = KC ? BK + 4 : R + 8;
+  static_assert(KC ? (LD % 8 == 4) : (LD % 32 == 8), "conflict-free stride");
+  static constexpr int Size = KC ? R * LD : BK * LD;
+  __device__ static constexpr int at(int r, int k) {
+    return KC ? r * LD + k : k * LD + r;
+  }
+};
+
+/// The tensor-core twin of gemmKernel (same arguments, layouts, DYN and
+/// epilogues): A and B tiles zero-filled past the matrices, staged through
+/// registers into double-buffered shared tiles; each k8 step splits the
+/// fragments into tf32 hi/lo and accumulates lo*hi + hi*lo + hi*hi (small
+/// terms first) with mma.m16n8k8 into f32.
+template <typename T, bool AK, bool BKc, int DYN, int EPI>
+__global__ __launch_bounds__(kThreads, T::MINB) void gemmTcKernel(
+    const float *__restrict__ A, int64_t lda, const float *__restrict__ B,
+    int64_t ldb, float *C, int64_t ldc, const float *aux, int64_t M,
+    int64_t Ncols, int64_t L, const int64_t *dynRows) {
+  constexpr int BM = T::BM, BN = T::BN, BK = T::BK, MI = T::MI, NI = T::NI;
+  constexpr int LA = T::LA, LB = T::LB;
+  using SA = TcSmem<BM, BK, AK>;
+  using SB = TcSmem<BN, BK, BKc>;
+  if (DYN == 1)
+    M = *dynRows;
+  if (DYN == 2)
+    L = *dynRows;
+  const int64_t m0 = int64_t(blockIdx.y) * BM, n0 = int64_t(blockIdx.x) * BN;
+  if (m0 >= M || n0 >= Ncols)
+    return; // whole CTAs only: every warp below runs the mma loop in full
+
+  __shared__ __align__(16) float As[2][SA::Size];
+  __shared__ __align__(16) float Bs[2][SB::Size];
+
+  const int tid = threadIdx.x, lane = tid % kWarp, warp = tid / kWarp;
+  const int g = lane >> 2, tg = lane & 3;
+  const int wm0 = (warp / T::WN) * T::WTM, wn0 = (warp % T::WN) * T::WTN;
+  const int mValid = int(minI64(BM, M - m0));
+  const int nValid = int(minI64(BN, Ncols - n0));
+
+  // Load slots as gemmKernel's: consecutive threads on the contiguous
+  // dimension of the operand in global memory.
+  float ra[LA], rb[LB];
+  auto slotA = [&](int i, int &r, int &c) {
+    const int idx = tid + i * kThreads;
+    r = AK ? idx / BK : idx % BM;
+    c = AK ? idx % BK : idx / BM;
+  };
+  auto slotB = [&](int i, int &r, int &c) {
+    const int idx = tid + i * kThreads;
+    r = BKc ? idx / BK : idx % BN;
+    c = BKc ? idx % BK : idx / BN;
+  };
+  const int ilda = int(lda), ildb = int(ldb);
+  const float *Abase = A + (AK ? m0 * lda : m0);
+  const float *Bbase = B + (BKc ? n0 * ldb : n0);
+  auto loadTile = [&](int64_t k0) {
+    const int kValid = int(minI64(BK, L - k0));
+    const float *At = Abase + (AK ? k0 : k0 * lda);
+    const float *Bt = Bbase + (BKc ? k0 : k0 * ldb);
+#pragma unroll
+    for (int i = 0; i < LA; ++i) {
+      int r, c;
+      slotA(i, r, c);
+      const int off = AK ? r * ilda + c : c * ilda + r;
+      ra[i] = (r < mValid && c < kValid) ? At[off] : 0.0f;
+    }
+#pragma unroll
+    for (int i = 0; i < LB; ++i) {
+      int r, c;
+      slotB(i, r, c);
+      const int off = BKc ? r * ildb + c : c * ildb + r;
+      rb[i] = (r < nValid && c < kValid) ? Bt[off] : 0.0f;
+    }
+  };
+  auto storeTile = [&](int buf) {
+#pragma unroll
+    for (int i = 0; i < LA; ++i) {
+      int r, c;
+      slotA(i, r, c);
+      As[buf][SA::at(r, c)] = ra[i];
+    }
+#pragma unroll
+    for (int i = 0; i < LB; ++i) {
+      int r, c;
+      slotB(i, r, c);
+      Bs[buf][SB::at(r, c)] = rb[i];
+    }
+  };
+
+  float acc[MI][NI][4];
+#pragma unroll
+  for (int i = 0; i < MI; ++i)
+#pragma unroll
+    for (int j = 0; j < NI; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        acc[i][j][e] = 0.0f;
+
+  const int64_t ntiles = (L + BK - 1) / BK;
+  if (ntiles > 0) {
+    loadTile(0);
+    storeTile(0);
+    __syncthreads();
+  }
+  for (int64_t t = 0; t < ntiles; ++t) {
+    const int buf = int(t & 1);
+    if (t + 1 < ntiles)
+      loadTile((t + 1) * BK); // global loads in flight during the math
+    const float *as = As[buf], *bs = Bs[buf];
+#pragma unroll
+    for (int kk = 0; kk < BK; kk += 8) {
+      uint32_t ahi[MI][4], alo[MI][4];
+#pragma unroll
+      for (int i = 0; i < MI; ++i) {
+        const int r = wm0 + i * 16 + g;
+        tf32_split(as[SA::at(r, kk + tg)], ahi[i][0], alo[i][0]);
+        tf32_split(as[SA::at(r + 8, kk + tg)], ahi[i][1], alo[i][1]);
+        tf32_split(as[SA::at(r, kk + tg + 4)], ahi[i][2], alo[i][2]);
+        tf32_split(as[SA::at(r + 8, kk + tg + 4)], ahi[i][3], alo[i][3]);
+      }
+      uint32_t bhi[NI][2], blo[NI][2];
+#pragma unroll
+      for (int j = 0; j < NI; ++j) {
+        const int n = wn0 + j * 8 + g;
+        tf32_split(bs[SB::at(n, kk + tg)], bhi[j][0], blo[j][0]);
+        tf32_split(bs[SB::at(n, kk + tg + 4)], bhi[j][1], blo[j][1]);
+      }
+      mma3xTf32<MI, NI>(acc, ahi, alo, bhi, blo);
+    }
+    if (t + 1 < ntiles) {
+      // The other buffer was last read in iteration t - 1, before the
+      // barrier that ended it.
+      storeTile(buf ^ 1);
+      __syncthreads();
+    }
+  }
+
+#pragma unroll
+  for (int i = 0; i < MI; ++i)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int r = wm0 + i * 16 + g + 8 * h;
+      if (r >= mValid)
+        continue;
+      const int64_t row = (m0 + r) * ldc;
+#pragma unroll
+      for (int j = 0; j < NI; ++j)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int c = wn0 + j * 8 + 2 * tg + e;
+          if (c >= nValid)
+            continue;
+          const int64_t idx = row + n0 + c;
+          C[idx] = gemmEpilogue<EPI>(acc[i][j][2 * h + e], aux, idx, n0 + c);
+        }
+    }
+}
+
+/// Test hook: 0 picks the tile by problem size, 1 forces the small tile
+/// (GemmSmall or TcSmall), 2 the large one.
 inline int &gemmTileOverride() {
   static int choice = 0;
   return choice;
 }
 
+#if defined(__CUDACC__)
+#if MODC_CUDA_TENSOR_CORES && defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+#error "the tensor-core GEMM needs sm_80 or later: build with -DMODC_CUDA_TENSOR_CORES=0"
+#endif
+#else
+/// Emulation test hook: whether the GEMMs take the tensor-core kernel
+/// (default MODC_CUDA_TENSOR_CORES). nvcc builds fix the path at compile
+/// time, so that only one kernel family is instantiated.
+inline bool &gemmTensorCores() {
+  static bool on = MODC_CUDA_TENSOR_CORES != 0;
+  return on;
+}
+#endif
+
+/// The kernel of a path and tile size (only that one is instantiated).
+template <bool TC, bool Large, bool AK, bool BKc, int DYN, int EPI>
+inline auto gemmKernelFor() {
+  if constexpr (TC)
+    return gemmTcKernel<std::conditional_t<Large, TcLarge, TcSmall>, AK, BKc,
+                        DYN, EPI>;
+  else
+    return gemmKernel<std::conditional_t<Large, GemmLarge, GemmSmall>, AK, BKc,
+                      DYN, EPI>;
+}
+
+template <bool TC, bool AK, bool BKc, int DYN, int EPI>
+inline void launchGemmPath(const float *A, int64_t lda, const float *B,
+                           int64_t ldb, float *C, int64_t ldc,
+                           const float *aux, int64_t M, int64_t Ncols,
+                           int64_t L, const int64_t *dynRows,
+                           cudaStream_t stream) {
+  // The large tile only where it still gives a few waves of CTAs.
+  const int64_t largeCtas = ceilDiv(M, 128) * ceilDiv(Ncols, 128);
+  int choice = gemmTileOverride();
+  if (choice == 0)
+    choice = largeCtas >= 264 ? 2 : 1;
+  if (choice == 2) {
+    auto k = gemmKernelFor<TC, true, AK, BKc, DYN, EPI>();
+    MODC_LAUNCH(k, dim3(unsigned(ceilDiv(Ncols, 128)), unsigned(ceilDiv(M, 128))),
+                kThreads, 0, stream, A, lda, B, ldb, C, ldc, aux, M, Ncols, L,
+                dynRows);
+  } else {
+    auto k = gemmKernelFor<TC, false, AK, BKc, DYN, EPI>();
+    MODC_LAUNCH(k, dim3(unsigned(ceilDiv(Ncols, 64)), unsigned(ceilDiv(M, 64))),
+                kThreads, 0, stream, A, lda, B, ldb, C, ldc, aux, M, Ncols, L,
+                dynRows);
+  }
+}
+
+/// C = epilogue(A B) over the tensor-core kernel (3xTF32) unless
+/// MODC_CUDA_TENSOR_CORES is 0, else over the SIMT f32 kernel.
 template <bool AK, bool BKc, int DYN, int EPI>
 inline void launchGemm(const float *A, int64_t lda, const float *B,
                        int64_t ldb, float *C, int64_t ldc, const float *aux,
@@ -306,22 +714,17 @@ inline void launchGemm(const float *A, int64_t lda, const float *B,
                        const int64_t *dynRows, cudaStream_t stream) {
   if (M <= 0 || Ncols <= 0)
     return;
-  // The large tile only where it still gives a few waves of CTAs.
-  const int64_t largeCtas = ceilDiv(M, 128) * ceilDiv(Ncols, 128);
-  int choice = gemmTileOverride();
-  if (choice == 0)
-    choice = largeCtas >= 264 ? 2 : 1;
-  if (choice == 2) {
-    auto k = gemmKernel<GemmLarge, AK, BKc, DYN, EPI>;
-    MODC_LAUNCH(k, dim3(unsigned(ceilDiv(Ncols, 128)), unsigned(ceilDiv(M, 128))),
-                kThreads, 0, stream, A, lda, B, ldb, C, ldc, aux, M, Ncols, L,
-                dynRows);
-  } else {
-    auto k = gemmKernel<GemmSmall, AK, BKc, DYN, EPI>;
-    MODC_LAUNCH(k, dim3(unsigned(ceilDiv(Ncols, 64)), unsigned(ceilDiv(M, 64))),
-                kThreads, 0, stream, A, lda, B, ldb, C, ldc, aux, M, Ncols, L,
-                dynRows);
-  }
+#if defined(__CUDACC__)
+  launchGemmPath<MODC_CUDA_TENSOR_CORES != 0, AK, BKc, DYN, EPI>(
+      A, lda, B, ldb, C, ldc, aux, M, Ncols, L, dynRows, stream);
+#else
+  if (gemmTensorCores())
+    launchGemmPath<true, AK, BKc, DYN, EPI>(A, lda, B, ldb, C, ldc, aux, M,
+                                            Ncols, L, dynRows, stream);
+  else
+    launchGemmPath<false, AK, BKc, DYN, EPI>(A, lda, B, ldb, C, ldc, aux, M,
+                                             Ncols, L, dynRows, stream);
+#endif
 }
 
 /// y[M, N] = epilogue(a[M, K] w[N, K]^T), M = *rows (or n when rows is null).
