@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+#===- run.sh - the GPU benchmark, one command on the GPU machine ----------===#
+#
+# Compiles nothing: bench/gpu/prepare.sh BUILD_DIR, run beforehand where modc
+# is, put the CUDA packages in BUILD_DIR/bench/gpu-packages and bench_gpu in
+# BUILD_DIR/bench/gpu. This script times every package with bench_gpu, then
+# the PyTorch baselines (torch_gpu.py: eager, CUDA graphs for decode, then
+# torch.compile while the time budget lasts), and prints the side-by-side
+# tables of report.py. Raw JSON lines, the log and a markdown report go to
+# $OUT (when set) or to a fresh folder under /tmp.
+#
+# Usage: bench/gpu/run.sh [BUILD_DIR]          (default: build)
+# Environment: BUDGET_S (450: whole run, seconds), BATCH (8), ITERS (10),
+#   WARMUP (2), DECODE_ITERS (100), DTYPES (bf16,f32), D_MODELS (1024,2048),
+#   TORCH_COMPILE=0 to skip torch.compile, TORCH_ARGS (extra torch_gpu.py
+#   arguments). For a dry run of the whole pipeline without a GPU (README.md):
+#   BENCH_GPU (a bench_gpu built with -DBENCH_GPU_HOST_TIMER), TORCH_DEVICE=cpu
+#   and TORCH_ARGS=--tiny.
+#
+#===-----------------------------------------------------------------------===#
+set -uo pipefail
+t_start=$(date +%s)
+here="$(cd "$(dirname "$0")" && pwd)"
+root="$(cd "$here/../.." && pwd)"
+build="$(cd "${1:-build}" 2>/dev/null && pwd)" || {
+  echo "run.sh: build directory ${1:-build} not found" >&2; exit 1; }
+packages="$build/bench/gpu-packages"
+bench="${BENCH_GPU:-$build/bench/gpu/bench_gpu}"
+torch_device="${TORCH_DEVICE:-cuda}"
+budget="${BUDGET_S:-450}"
+batch="${BATCH:-8}"; iters="${ITERS:-10}"; warmup="${WARMUP:-2}"
+decode_iters="${DECODE_ITERS:-100}"
+dtypes="${DTYPES:-bf16,f32}"; d_models="${D_MODELS:-1024,2048}"
+outdir="${OUT:-$(mktemp -d /tmp/gpu-bench.XXXXXX)}"
+mkdir -p "$outdir"
+raw="$outdir/gpu_bench.jsonl"
+logf="$outdir/gpu_bench.log"
+: > "$raw"
+: > "$logf"
+elapsed() { echo $(( $(date +%s) - t_start )); }
+say() { echo "[run.sh $(elapsed)s] $*" | tee -a "$logf" >&2; }
+
+if [[ ! -d "$packages" ]]; then
+  echo "run.sh: $packages not found: run bench/gpu/prepare.sh $build on the" \
+       "build machine and carry $packages and $build/bench/gpu" >&2
+  exit 1
+fi
+
+{
+  echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  echo "command: bench/gpu/run.sh $*  (BATCH=$batch ITERS=$iters WARMUP=$warmup DECODE_ITERS=$decode_iters DTYPES=$dtypes D_MODELS=$d_models BUDGET_S=$budget)"
+  echo "commit: $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)"
+  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv 2>&1 || true
+  python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__, 'cuda', torch.version.cuda)" 2>&1 || true
+} | tee -a "$logf" > "$outdir/header.txt"
+cat "$outdir/header.txt"
+
+# bench_gpu was built on another machine; rebuild it here if it does not start.
+if ! "$bench" --help > /dev/null 2>&1; then
+  say "bench_gpu does not start here ($bench); rebuilding it with the local CUDA"
+  cuda="${CUDA_HOME:-/usr/local/cuda}"
+  bench=/tmp/bench_gpu
+  if ! ${CXX:-g++} -std=c++17 -O2 -I"$root/runtime/include" -I"$packages/include" \
+         -I"$cuda/include" "$here/bench_gpu.cpp" -o "$bench" \
+         -L"$cuda/lib64" -L"$cuda/lib" -lcudart_static -ldl -lpthread -lrt \
+         >> "$logf" 2>&1; then
+    say "rebuilding bench_gpu failed (see $logf); only PyTorch will be timed"
+    bench=""
+  fi
+fi
+
+# 1. Ours: every package, f32.
+if [[ -n "$bench" ]]; then
+  IFS=, read -ra ds <<< "$d_models"
+  for d in "${ds[@]}"; do
+    for kind in none dense mod; do
+      pkg="$packages/gpu_${kind}_d${d}"
+      if [[ ! -f "$pkg/libmodel.so" ]]; then
+        say "missing package $pkg (prepare.sh)"; continue
+      fi
+      say "bench_gpu $(basename "$pkg")"
+      timeout 120 "$bench" "$pkg" --batch "$batch" --iters "$iters" \
+        --warmup "$warmup" --decode-iters "$decode_iters" \
+        >> "$raw" 2>> "$logf" || say "bench_gpu failed on $pkg (rc $?): $(tail -1 "$logf")"
+    done
+  done
+fi
+
+# 2. PyTorch: eager first, torch.compile last, inside what is left.
+left=$(( budget - $(elapsed) - 20 ))
+if [[ "$torch_device" == cpu ]] ||
+   python3 -c "import torch; assert torch.cuda.is_available()" 2>> "$logf"; then
+  compile_flag=()
+  [[ "${TORCH_COMPILE:-1}" == 0 ]] && compile_flag=(--no-compile)
+  say "torch_gpu.py (${left}s left)"
+  # shellcheck disable=SC2086
+  PYTHONUNBUFFERED=1 timeout "$(( left > 30 ? left : 30 ))" \
+    python3 "$here/torch_gpu.py" --device "$torch_device" --dtypes "$dtypes" \
+    --d-models "$d_models" --batch "$batch" --iters "$iters" \
+    --warmup "$warmup" --decode-iters "$decode_iters" \
+    --deadline "$(( left > 60 ? left - 10 : 50 ))" "${compile_flag[@]}" \
+    ${TORCH_ARGS:-} >> "$raw" 2> >(tee -a "$logf" >&2) ||
+    say "torch_gpu.py stopped (rc $?); the tables show what it measured"
+else
+  say "PyTorch with CUDA not available: no baseline"
+fi
+
+# 3. The tables.
+say "done; raw results in $raw"
+{
+  echo "## GPU benchmark: modc (f32) vs PyTorch (bf16 and f32)"
+  echo
+  sed 's/^/    /' "$outdir/header.txt"
+  echo
+  python3 "$here/report.py" "$raw"
+} > "$outdir/report.md" 2>> "$logf"
+cat "$outdir/report.md"
+echo
+echo "run.sh: $(elapsed) s; files in $outdir: gpu_bench.jsonl (raw), report.md, gpu_bench.log"
