@@ -40,9 +40,20 @@ std::vector<float> randomVec(size_t n, uint32_t seed, float lo = -1.0f,
   return v;
 }
 
+/// The GEMM path under test (-1: none, 0: SIMT, 1: tensor cores) and the
+/// worst |got - want| / max(1, |want|) seen on each path.
+int gemmPathUnderTest = -1;
+double worstGemmError[2] = {0.0, 0.0};
+
 /// |got - want| <= tol * max(1, |want|) elementwise over [0, n).
 void expectClose(const float *got, const float *want, size_t n,
                  const char *what, float tol = 1e-5f) {
+  if (gemmPathUnderTest >= 0)
+    for (size_t i = 0; i < n; ++i)
+      worstGemmError[gemmPathUnderTest] =
+          std::max(worstGemmError[gemmPathUnderTest],
+                   double(std::fabs(got[i] - want[i])) /
+                       std::max(1.0, double(std::fabs(want[i]))));
   int bad = 0;
   for (size_t i = 0; i < n && bad < 8; ++i) {
     const float scale = std::max(1.0f, std::fabs(want[i]));
@@ -68,8 +79,177 @@ struct TileGuard {
   ~TileGuard() { modk_cuda::detail::gemmTileOverride() = 0; }
 };
 
+/// Runs f once on the SIMT GEMM and once on the tensor-core GEMM.
+template <typename F> void forEachGemmPath(F f) {
+  for (int tc = 0; tc <= 1; ++tc) {
+    modk_cuda::detail::gemmTensorCores() = tc != 0;
+    gemmPathUnderTest = tc;
+    {
+      SCOPED_TRACE(tc ? "tensor-core GEMM" : "SIMT GEMM");
+      f();
+    }
+    gemmPathUnderTest = -1;
+    modk_cuda::detail::gemmTensorCores() = MODC_CUDA_TENSOR_CORES != 0;
+  }
+}
+
 //===----------------------------------------------------------------------===//
-// GEMMs
+// Tensor-core mma (emulated): fragment layout and tf32 rounding
+//===----------------------------------------------------------------------===//
+
+using modk_cuda::detail::mma_tf32_m16n8k8;
+using modk_cuda::detail::tf32_rna;
+
+float tf32Value(float x) { return __uint_as_float(tf32_rna(x)); }
+
+/// One warp per 16x8x8 problem w: D = A B + C with A [16][8], B [8][8], C and
+/// D [16][8] row-major, the fragments placed as the PTX ISA documents them
+/// for mma.m16n8k8 .tf32 (g = groupID = lane >> 2, t = threadID_in_group):
+///   a_i: row g (a0, a2) or g + 8 (a1, a3), column t (a0, a1) or t + 4;
+///   b_i: row t (b0) or t + 4 (b1), column g;
+///   c_i: row g (c0, c1) or g + 8 (c2, c3), column 2t + (i & 1).
+__global__ void mmaFragmentKernel(const float *A, const float *B,
+                                  const float *C, float *D) {
+  const int w = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int g = lane >> 2, t = lane & 3;
+  const float *a = A + w * 128, *b = B + w * 64, *c = C + w * 128;
+  const uint32_t af[4] = {__float_as_uint(a[g * 8 + t]),
+                          __float_as_uint(a[(g + 8) * 8 + t]),
+                          __float_as_uint(a[g * 8 + t + 4]),
+                          __float_as_uint(a[(g + 8) * 8 + t + 4])};
+  const uint32_t bf[2] = {__float_as_uint(b[t * 8 + g]),
+                          __float_as_uint(b[(t + 4) * 8 + g])};
+  const float cf[4] = {c[g * 8 + 2 * t], c[g * 8 + 2 * t + 1],
+                       c[(g + 8) * 8 + 2 * t], c[(g + 8) * 8 + 2 * t + 1]};
+  float d[4];
+  mma_tf32_m16n8k8(d, af, bf, cf);
+  float *o = D + w * 128;
+  o[g * 8 + 2 * t] = d[0];
+  o[g * 8 + 2 * t + 1] = d[1];
+  o[(g + 8) * 8 + 2 * t] = d[2];
+  o[(g + 8) * 8 + 2 * t + 1] = d[3];
+}
+
+TEST(CudaKernels, MmaTf32FragmentLayout) {
+  constexpr int W = 2; // two warps with different problems, 3 launches
+  for (uint32_t seed = 1; seed <= 3; ++seed) {
+    auto A = randomVec(W * 128, 900 + seed, -4, 4);
+    auto B = randomVec(W * 64, 910 + seed, -4, 4);
+    auto C = randomVec(W * 128, 920 + seed, -8, 8);
+    for (float &x : A)
+      x = tf32Value(x);
+    for (float &x : B)
+      x = tf32Value(x);
+    std::vector<float> D(W * 128, kSentinel);
+    MODC_LAUNCH(mmaFragmentKernel, 1, W * 32, 0, nullptr, A.data(), B.data(),
+                C.data(), D.data());
+    for (int w = 0; w < W; ++w)
+      for (int m = 0; m < 16; ++m)
+        for (int n = 0; n < 8; ++n) {
+          double want = C[w * 128 + m * 8 + n], mag = std::fabs(want);
+          for (int k = 0; k < 8; ++k) {
+            const double p = double(A[w * 128 + m * 8 + k]) * B[w * 64 + k * 8 + n];
+            want += p;
+            mag += std::fabs(p);
+          }
+          // Exact products, eight f32 additions.
+          EXPECT_NEAR(D[w * 128 + m * 8 + n], want, 8 * 0x1p-24 * mag)
+              << "warp " << w << " D[" << m << "][" << n << "]";
+        }
+  }
+}
+
+TEST(CudaKernels, Tf32Rounding) {
+  auto bits = [](float x) { return __float_as_uint(x); };
+  const float one = 1.0f, ulp = 0x1p-10f; // tf32 ulp at 1
+  EXPECT_EQ(tf32_rna(one), bits(one));
+  EXPECT_EQ(tf32_rna(one + 0x1p-11f), bits(one + ulp)); // tie: away from 0
+  EXPECT_EQ(tf32_rna(-(one + 0x1p-11f)), bits(-(one + ulp)));
+  EXPECT_EQ(tf32_rna(one + 3 * 0x1p-11f), bits(one + 2 * ulp)); // tie: away
+  EXPECT_EQ(tf32_rna(std::nextafter(one + 0x1p-11f, 0.0f)), bits(one));
+  EXPECT_EQ(tf32_rna(std::nextafter(one + 0x1p-11f, 2.0f)), bits(one + ulp));
+  EXPECT_EQ(tf32_rna(std::nextafter(2.0f, 0.0f)), bits(2.0f)); // carry
+  EXPECT_EQ(tf32_rna(0.0f), 0u);
+  EXPECT_EQ(tf32_rna(-0.0f), 0x80000000u);
+  EXPECT_EQ(tf32_rna(INFINITY), bits(INFINITY));
+  EXPECT_EQ(tf32_rna(-INFINITY), bits(-INFINITY));
+  EXPECT_TRUE(std::isnan(__uint_as_float(
+      tf32_rna(std::numeric_limits<float>::quiet_NaN()))));
+  EXPECT_TRUE(std::isnan(__uint_as_float(tf32_rna(__uint_as_float(0x7f800001u)))));
+  EXPECT_EQ(tf32_rna(0x1p-130f + 0x1p-149f), bits(0x1p-130f)); // subnormals
+  EXPECT_EQ(tf32_rna(0x1p-140f), 0u); // below half the least tf32 subnormal
+  EXPECT_EQ(tf32_rna(0x1p-137f), bits(0x1p-136f)); // a tie: away from 0
+  // The 3xTF32 split keeps 22 bits or more: |x - hi - lo| <= 2^-22 |x|.
+  auto v = randomVec(4096, 930, -1000, 1000);
+  for (float x : v) {
+    uint32_t hi, lo;
+    modk_cuda::detail::tf32_split(x, hi, lo);
+    ASSERT_EQ(hi & 0x1fffu, 0u);
+    ASSERT_EQ(lo & 0x1fffu, 0u);
+    const double err = std::fabs(double(x) - __uint_as_float(hi) -
+                                 __uint_as_float(lo));
+    ASSERT_LE(err, 0x1p-22 * std::fabs(x)) << x;
+  }
+}
+
+/// The batched 3xTF32 step of the GEMM (one exchange for a warp's MI x NI
+/// tiles under the emulation) equals 3 MI NI single mmas on the split
+/// fragments, each (i, j) summed from zero and then added to acc.
+template <int MI, int NI>
+__global__ void mma3xKernel(const float *in, float *batched, float *single) {
+  const int lane = threadIdx.x % 32;
+  const float *p = in + lane * (4 * MI + 2 * NI);
+  auto fragA = [&](int i, float (&f)[4]) {
+    for (int e = 0; e < 4; ++e)
+      f[e] = p[4 * i + e];
+  };
+  auto fragB = [&](int j, float (&f)[2]) {
+    for (int e = 0; e < 2; ++e)
+      f[e] = p[4 * MI + 2 * j + e];
+  };
+  float acc[MI][NI][4], ref[MI][NI][4];
+  for (int i = 0; i < MI; ++i)
+    for (int j = 0; j < NI; ++j)
+      for (int e = 0; e < 4; ++e)
+        acc[i][j][e] = ref[i][j][e] = float(lane + i - j + e) * 0.25f;
+  modk_cuda::detail::mma3xTf32<MI, NI>(acc, fragA, fragB);
+  for (int i = 0; i < MI; ++i)
+    for (int j = 0; j < NI; ++j) {
+      float a[4], b[2];
+      fragA(i, a);
+      fragB(j, b);
+      uint32_t ahi[4], alo[4], bhi[2], blo[2];
+      for (int e = 0; e < 4; ++e)
+        modk_cuda::detail::tf32_split(a[e], ahi[e], alo[e]);
+      for (int e = 0; e < 2; ++e)
+        modk_cuda::detail::tf32_split(b[e], bhi[e], blo[e]);
+      float t[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+      mma_tf32_m16n8k8(t, alo, bhi, t);
+      mma_tf32_m16n8k8(t, ahi, blo, t);
+      mma_tf32_m16n8k8(t, ahi, bhi, t);
+      for (int e = 0; e < 4; ++e)
+        ref[i][j][e] += t[e];
+    }
+  for (int i = 0; i < MI; ++i)
+    for (int j = 0; j < NI; ++j)
+      for (int e = 0; e < 4; ++e) {
+        batched[((lane * MI + i) * NI + j) * 4 + e] = acc[i][j][e];
+        single[((lane * MI + i) * NI + j) * 4 + e] = ref[i][j][e];
+      }
+}
+
+TEST(CudaKernels, Mma3xTf32MatchesSingleMmas) {
+  constexpr int MI = 2, NI = 3;
+  auto in = randomVec(32 * (4 * MI + 2 * NI), 940, -2, 2);
+  std::vector<float> batched(32 * MI * NI * 4), single(32 * MI * NI * 4);
+  MODC_LAUNCH((mma3xKernel<MI, NI>), 1, 32, 0, nullptr, in.data(),
+              batched.data(), single.data());
+  for (size_t i = 0; i < batched.size(); ++i)
+    ASSERT_EQ(__float_as_uint(batched[i]), __float_as_uint(single[i])) << i;
+}
+
+//===----------------------------------------------------------------------===//
+// GEMMs (each on the SIMT and on the tensor-core path)
 //===----------------------------------------------------------------------===//
 
 template <int N, int K>
@@ -91,104 +271,114 @@ void checkLinear(int64_t rows, int64_t maxRows, uint32_t seed) {
 }
 
 TEST(CudaKernels, LinearOddShapes) {
-  checkLinear<70, 45>(37, 50, 1);
-  checkLinear<96, 64>(64, 64, 2);
-  checkLinear<130, 19>(129, 140, 3);
-  checkLinear<5, 3>(1, 7, 4);
-  checkLinear<33, 17>(0, 9, 5);
+  forEachGemmPath([] {
+    checkLinear<70, 45>(37, 50, 1);
+    checkLinear<96, 64>(64, 64, 2);
+    checkLinear<130, 19>(129, 140, 3);
+    checkLinear<5, 3>(1, 7, 4);
+    checkLinear<33, 17>(0, 9, 5);
+  });
 }
 
 TEST(CudaKernels, LinearResidual) {
-  constexpr int N = 72, K = 40;
-  const int64_t maxRows = 70, rows = 66;
-  auto a = randomVec(maxRows * K, 11), w = randomVec(N * K, 12);
-  auto res = randomVec(maxRows * N, 13);
-  for (int tile = 1; tile <= 2; ++tile) {
-    TileGuard guard(tile);
-    // Separate residual.
-    std::vector<float> y(maxRows * N, kSentinel), ref(res);
-    modk_cpu::linear<N, K>(a.data(), rows, w.data(), ref.data());
-    for (int64_t i = 0; i < rows * N; ++i)
-      ref[i] += res[i];
-    modk_cuda::linear_residual<N, K>(a.data(), &rows, maxRows, w.data(),
-                                     res.data(), y.data(), nullptr);
-    expectClose(y.data(), ref.data(), rows * N, "linear_residual");
-    expectSentinel(y.data(), rows * N, maxRows * N, "linear_residual");
-    // Residual aliasing the output.
-    std::vector<float> x(res);
-    modk_cuda::linear_residual<N, K>(a.data(), &rows, maxRows, w.data(),
-                                     x.data(), x.data(), nullptr);
-    expectClose(x.data(), ref.data(), rows * N, "linear_residual aliased");
-    for (int64_t i = rows * N; i < maxRows * N; ++i)
-      ASSERT_EQ(x[i], res[i]);
-  }
+  forEachGemmPath([] {
+    constexpr int N = 72, K = 40;
+    const int64_t maxRows = 70, rows = 66;
+    auto a = randomVec(maxRows * K, 11), w = randomVec(N * K, 12);
+    auto res = randomVec(maxRows * N, 13);
+    for (int tile = 1; tile <= 2; ++tile) {
+      TileGuard guard(tile);
+      // Separate residual.
+      std::vector<float> y(maxRows * N, kSentinel), ref(res);
+      modk_cpu::linear<N, K>(a.data(), rows, w.data(), ref.data());
+      for (int64_t i = 0; i < rows * N; ++i)
+        ref[i] += res[i];
+      modk_cuda::linear_residual<N, K>(a.data(), &rows, maxRows, w.data(),
+                                       res.data(), y.data(), nullptr);
+      expectClose(y.data(), ref.data(), rows * N, "linear_residual");
+      expectSentinel(y.data(), rows * N, maxRows * N, "linear_residual");
+      // Residual aliasing the output.
+      std::vector<float> x(res);
+      modk_cuda::linear_residual<N, K>(a.data(), &rows, maxRows, w.data(),
+                                       x.data(), x.data(), nullptr);
+      expectClose(x.data(), ref.data(), rows * N, "linear_residual aliased");
+      for (int64_t i = rows * N; i < maxRows * N; ++i)
+        ASSERT_EQ(x[i], res[i]);
+    }
+  });
 }
 
 TEST(CudaKernels, LinearGeluAndGelu) {
-  constexpr int N = 67, K = 30;
-  const int64_t maxRows = 45, rows = 41;
-  auto a = randomVec(maxRows * K, 21, -2, 2), w = randomVec(N * K, 22);
-  std::vector<float> y(maxRows * N, kSentinel), ref(maxRows * N, kSentinel);
-  modk_cuda::linear_gelu<N, K>(a.data(), &rows, maxRows, w.data(), y.data(),
-                               nullptr);
-  modk_cpu::linear<N, K>(a.data(), rows, w.data(), ref.data());
-  std::vector<float> pre(ref);
-  modk_cpu::gelu<N>(ref.data(), rows);
-  expectClose(y.data(), ref.data(), rows * N, "linear_gelu");
-  expectSentinel(y.data(), rows * N, maxRows * N, "linear_gelu");
-  // Standalone gelu on the pre-activations.
-  std::vector<float> g(pre);
-  modk_cuda::gelu<N>(g.data(), &rows, maxRows, nullptr);
-  expectClose(g.data(), ref.data(), rows * N, "gelu");
-  expectSentinel(g.data(), rows * N, maxRows * N, "gelu");
+  forEachGemmPath([] {
+    constexpr int N = 67, K = 30;
+    const int64_t maxRows = 45, rows = 41;
+    auto a = randomVec(maxRows * K, 21, -2, 2), w = randomVec(N * K, 22);
+    std::vector<float> y(maxRows * N, kSentinel), ref(maxRows * N, kSentinel);
+    modk_cuda::linear_gelu<N, K>(a.data(), &rows, maxRows, w.data(), y.data(),
+                                 nullptr);
+    modk_cpu::linear<N, K>(a.data(), rows, w.data(), ref.data());
+    std::vector<float> pre(ref);
+    modk_cpu::gelu<N>(ref.data(), rows);
+    expectClose(y.data(), ref.data(), rows * N, "linear_gelu");
+    expectSentinel(y.data(), rows * N, maxRows * N, "linear_gelu");
+    // Standalone gelu on the pre-activations.
+    std::vector<float> g(pre);
+    modk_cuda::gelu<N>(g.data(), &rows, maxRows, nullptr);
+    expectClose(g.data(), ref.data(), rows * N, "gelu");
+    expectSentinel(g.data(), rows * N, maxRows * N, "gelu");
+  });
 }
 
 TEST(CudaKernels, LinearSwigluAndSwiglu) {
-  constexpr int N = 50, K = 36;
-  const int64_t maxRows = 40, rows = 29;
-  auto a = randomVec(maxRows * K, 31, -2, 2), wg = randomVec(N * K, 32),
-       wu = randomVec(N * K, 33);
-  std::vector<float> gate(maxRows * N, kSentinel), y(maxRows * N, kSentinel);
-  modk_cuda::linear_swiglu<N, K>(a.data(), &rows, maxRows, wg.data(), wu.data(),
-                                 gate.data(), y.data(), nullptr);
-  std::vector<float> rg(maxRows * N, kSentinel), ry(maxRows * N, kSentinel);
-  modk_cpu::linear<N, K>(a.data(), rows, wg.data(), rg.data());
-  modk_cpu::linear<N, K>(a.data(), rows, wu.data(), ry.data());
-  std::vector<float> up(ry);
-  modk_cpu::swiglu<N>(rg.data(), ry.data(), rows);
-  expectClose(gate.data(), rg.data(), rows * N, "swiglu gate");
-  expectClose(y.data(), ry.data(), rows * N, "linear_swiglu");
-  expectSentinel(y.data(), rows * N, maxRows * N, "linear_swiglu");
-  expectSentinel(gate.data(), rows * N, maxRows * N, "swiglu gate");
-  modk_cuda::swiglu<N>(rg.data(), up.data(), &rows, maxRows, nullptr);
-  expectClose(up.data(), ry.data(), rows * N, "swiglu");
-  expectSentinel(up.data(), rows * N, maxRows * N, "swiglu");
+  forEachGemmPath([] {
+    constexpr int N = 50, K = 36;
+    const int64_t maxRows = 40, rows = 29;
+    auto a = randomVec(maxRows * K, 31, -2, 2), wg = randomVec(N * K, 32),
+         wu = randomVec(N * K, 33);
+    std::vector<float> gate(maxRows * N, kSentinel), y(maxRows * N, kSentinel);
+    modk_cuda::linear_swiglu<N, K>(a.data(), &rows, maxRows, wg.data(), wu.data(),
+                                   gate.data(), y.data(), nullptr);
+    std::vector<float> rg(maxRows * N, kSentinel), ry(maxRows * N, kSentinel);
+    modk_cpu::linear<N, K>(a.data(), rows, wg.data(), rg.data());
+    modk_cpu::linear<N, K>(a.data(), rows, wu.data(), ry.data());
+    std::vector<float> up(ry);
+    modk_cpu::swiglu<N>(rg.data(), ry.data(), rows);
+    expectClose(gate.data(), rg.data(), rows * N, "swiglu gate");
+    expectClose(y.data(), ry.data(), rows * N, "linear_swiglu");
+    expectSentinel(y.data(), rows * N, maxRows * N, "linear_swiglu");
+    expectSentinel(gate.data(), rows * N, maxRows * N, "swiglu gate");
+    modk_cuda::swiglu<N>(rg.data(), up.data(), &rows, maxRows, nullptr);
+    expectClose(up.data(), ry.data(), rows * N, "swiglu");
+    expectSentinel(up.data(), rows * N, maxRows * N, "swiglu");
+  });
 }
 
 TEST(CudaKernels, LinearRopeAndRope) {
-  constexpr int H = 3, HD = 22, K = 26, N = H * HD;
-  const int64_t maxRows = 30, rows = 27;
-  auto a = randomVec(maxRows * K, 41), w = randomVec(N * K, 42);
-  std::vector<int32_t> pos(maxRows);
-  std::mt19937 gen(43);
-  for (auto &p : pos)
-    p = int32_t(gen() % 5000);
-  const float theta = 10000.0f;
-  std::vector<float> y(maxRows * N, kSentinel), ref(maxRows * N, kSentinel);
-  modk_cuda::linear_rope<H, HD, K>(a.data(), &rows, maxRows, w.data(),
-                                   pos.data(), theta, y.data(), nullptr);
-  modk_cpu::linear<N, K>(a.data(), rows, w.data(), ref.data());
-  std::vector<float> pre(ref);
-  modk_cpu::rope<H, HD>(ref.data(), rows, pos.data(), theta);
-  expectClose(y.data(), ref.data(), rows * N, "linear_rope");
-  expectSentinel(y.data(), rows * N, maxRows * N, "linear_rope");
-  modk_cuda::rope<H, HD>(pre.data(), &rows, maxRows, pos.data(), 500000.0f,
-                         nullptr);
-  std::vector<float> ref2(maxRows * N, kSentinel);
-  modk_cpu::linear<N, K>(a.data(), rows, w.data(), ref2.data());
-  modk_cpu::rope<H, HD>(ref2.data(), rows, pos.data(), 500000.0f);
-  expectClose(pre.data(), ref2.data(), rows * N, "rope");
-  expectSentinel(pre.data(), rows * N, maxRows * N, "rope");
+  forEachGemmPath([] {
+    constexpr int H = 3, HD = 22, K = 26, N = H * HD;
+    const int64_t maxRows = 30, rows = 27;
+    auto a = randomVec(maxRows * K, 41), w = randomVec(N * K, 42);
+    std::vector<int32_t> pos(maxRows);
+    std::mt19937 gen(43);
+    for (auto &p : pos)
+      p = int32_t(gen() % 5000);
+    const float theta = 10000.0f;
+    std::vector<float> y(maxRows * N, kSentinel), ref(maxRows * N, kSentinel);
+    modk_cuda::linear_rope<H, HD, K>(a.data(), &rows, maxRows, w.data(),
+                                     pos.data(), theta, y.data(), nullptr);
+    modk_cpu::linear<N, K>(a.data(), rows, w.data(), ref.data());
+    std::vector<float> pre(ref);
+    modk_cpu::rope<H, HD>(ref.data(), rows, pos.data(), theta);
+    expectClose(y.data(), ref.data(), rows * N, "linear_rope");
+    expectSentinel(y.data(), rows * N, maxRows * N, "linear_rope");
+    modk_cuda::rope<H, HD>(pre.data(), &rows, maxRows, pos.data(), 500000.0f,
+                           nullptr);
+    std::vector<float> ref2(maxRows * N, kSentinel);
+    modk_cpu::linear<N, K>(a.data(), rows, w.data(), ref2.data());
+    modk_cpu::rope<H, HD>(ref2.data(), rows, pos.data(), 500000.0f);
+    expectClose(pre.data(), ref2.data(), rows * N, "rope");
+    expectSentinel(pre.data(), rows * N, maxRows * N, "rope");
+  });
 }
 
 template <int N, int K>
@@ -212,8 +402,10 @@ void checkDgrad(int64_t rows, int64_t maxRows, uint32_t seed) {
 }
 
 TEST(CudaKernels, LinearDgrad) {
-  checkDgrad<70, 45>(37, 50, 51);
-  checkDgrad<24, 130>(65, 66, 52);
+  forEachGemmPath([] {
+    checkDgrad<70, 45>(37, 50, 51);
+    checkDgrad<24, 130>(65, 66, 52);
+  });
 }
 
 template <int N, int K>
@@ -238,10 +430,53 @@ void checkWgrad(int64_t rows, int64_t maxRows, uint32_t seed) {
 }
 
 TEST(CudaKernels, LinearWgrad) {
-  checkWgrad<70, 45>(37, 50, 61);
-  checkWgrad<130, 20>(75, 80, 62);
-  checkWgrad<9, 7>(0, 5, 63);
-  checkWgrad<40, 33>(200, 203, 64);
+  forEachGemmPath([] {
+    checkWgrad<70, 45>(37, 50, 61);
+    checkWgrad<130, 20>(75, 80, 62);
+    checkWgrad<9, 7>(0, 5, 63);
+    checkWgrad<40, 33>(200, 203, 64);
+  });
+}
+
+/// A long reduction (K = 1000, not a multiple of the tiles) against a double
+/// reference (the f32 CPU kernel is itself ~1e-5 off here): the tensor-core
+/// path (one rounding on the accumulator per k8 step) must be as close as
+/// the SIMT path (one per k).
+TEST(CudaKernels, GemmLongReduction) {
+  constexpr int N = 40, K = 1000;
+  const int64_t maxRows = 36, rows = 33;
+  auto a = randomVec(maxRows * K, 171), w = randomVec(N * K, 172);
+  std::vector<float> exact(rows * N);
+  for (int64_t m = 0; m < rows; ++m)
+    for (int n = 0; n < N; ++n) {
+      double s = 0.0;
+      for (int k = 0; k < K; ++k)
+        s += double(a[m * K + k]) * w[int64_t(n) * K + k];
+      exact[m * N + n] = float(s);
+    }
+  double err[2] = {0, 0};
+  const int path = gemmPathUnderTest;
+  forEachGemmPath([&] {
+    const int p = gemmPathUnderTest;
+    gemmPathUnderTest = -1; // not part of the errors against the CPU
+    // One tile size: the order of each output's sum does not depend on it.
+    TileGuard guard(1);
+    std::vector<float> y(maxRows * N, kSentinel);
+    modk_cuda::linear<N, K>(a.data(), &rows, maxRows, w.data(), y.data(),
+                            nullptr);
+    expectClose(y.data(), exact.data(), rows * N, "linear K 1000",
+                p ? 1e-5f : 2e-5f);
+    expectSentinel(y.data(), rows * N, maxRows * N, "linear K 1000");
+    for (int64_t i = 0; i < rows * N; ++i)
+      err[p] = std::max(err[p], std::fabs(double(y[i]) - exact[i]) /
+                                    std::max(1.0, std::fabs(double(exact[i]))));
+    gemmPathUnderTest = p;
+  });
+  gemmPathUnderTest = path;
+  std::printf("[ info ] K 1000, worst |y - exact| / max(1, |exact|): SIMT "
+              "%.3g, tensor cores %.3g\n",
+              err[0], err[1]);
+  EXPECT_LE(err[1], err[0]);
 }
 
 //===----------------------------------------------------------------------===//
@@ -432,19 +667,21 @@ TEST(CudaKernels, GatherRmsnorm) {
 }
 
 TEST(CudaKernels, Predictor) {
-  constexpr int D = 40, HID = 70;
-  const int64_t n = 75;
-  auto x = randomVec(n * D, 131), f1 = randomVec(HID * D, 132),
-       b1 = randomVec(HID, 133), f2 = randomVec(HID, 134),
-       b2 = randomVec(1, 135);
-  std::vector<float> h(n * HID), p(n + 1, kSentinel), rh(n * HID),
-      rp(n + 1, kSentinel);
-  modk_cuda::predictor<D, HID>(x.data(), n, f1.data(), b1.data(), f2.data(),
-                               b2.data(), h.data(), p.data(), nullptr);
-  modk_cpu::predictor<D, HID>(x.data(), n, f1.data(), b1.data(), f2.data(),
-                              b2.data(), rh.data(), rp.data());
-  expectClose(h.data(), rh.data(), n * HID, "predictor hidden");
-  expectClose(p.data(), rp.data(), n + 1, "predictor");
+  forEachGemmPath([] {
+    constexpr int D = 40, HID = 70;
+    const int64_t n = 75;
+    auto x = randomVec(n * D, 131), f1 = randomVec(HID * D, 132),
+         b1 = randomVec(HID, 133), f2 = randomVec(HID, 134),
+         b2 = randomVec(1, 135);
+    std::vector<float> h(n * HID), p(n + 1, kSentinel), rh(n * HID),
+        rp(n + 1, kSentinel);
+    modk_cuda::predictor<D, HID>(x.data(), n, f1.data(), b1.data(), f2.data(),
+                                 b2.data(), h.data(), p.data(), nullptr);
+    modk_cpu::predictor<D, HID>(x.data(), n, f1.data(), b1.data(), f2.data(),
+                                b2.data(), rh.data(), rp.data());
+    expectClose(h.data(), rh.data(), n * HID, "predictor hidden");
+    expectClose(p.data(), rp.data(), n + 1, "predictor");
+  });
 }
 
 template <int S, int D, int G>
@@ -547,6 +784,13 @@ TEST(CudaKernels, CacheAppend) {
   EXPECT_EQ(counts, rcounts);
   EXPECT_EQ(ck, rck);
   EXPECT_EQ(cv, rcv);
+}
+
+/// Last (tests run in file order): the worst GEMM error seen above.
+TEST(CudaKernels, GemmAccuracyReport) {
+  std::printf("[ info ] GEMM tests, worst |got - cpu| / max(1, |cpu|): "
+              "SIMT %.3g, tensor cores (3xTF32) %.3g\n",
+              worstGemmError[0], worstGemmError[1]);
 }
 
 } // namespace

@@ -363,27 +363,44 @@ inline const uint32_t (*mmaPost(const uint32_t *regs, int n))[MmaExchange::Words
   return x.w[p];
 }
 
-/// This lane's d of one m16n8k8 tf32 mma whose A fragment of lane l is
-/// registers ao..ao+3 and B fragment registers bo, bo+1 of slot[l].
-inline void mmaEmuLane(float d[4], const uint32_t (*slot)[MmaExchange::Words],
-                       int ao, int bo, const float c[4]) {
-  auto tf32 = [](uint32_t u) { return __uint_as_float(u & 0xffffe000u); };
-  const int lane = int(threadIdx.x + blockDim.x * (threadIdx.y +
-                                                   blockDim.y * threadIdx.z)) %
-                   kWarp;
-  const int g = lane >> 2, t = lane & 3;
+inline int mmaLane() {
+  return int(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y *
+                                                       threadIdx.z)) %
+         kWarp;
+}
+
+/// Rows g and g + 8 of the A whose fragment of lane l is registers ao..ao+3
+/// of slot[l], as the tf32 values the tensor core reads (the low 13 bits
+/// ignored): A[row][k] is register (row >= 8) + 2 (k >= 4) of lane
+/// (row % 8) * 4 + k % 4.
+inline void mmaEmuRowsA(float rows[2][8],
+                        const uint32_t (*slot)[MmaExchange::Words], int ao) {
+  const int g = mmaLane() >> 2;
+  for (int h = 0; h < 2; ++h)
+    for (int k = 0; k < 8; ++k)
+      rows[h][k] =
+          __uint_as_float(slot[g * 4 + k % 4][ao + h + 2 * (k / 4)] & 0xffffe000u);
+}
+
+/// Columns 2t and 2t + 1 of the B whose fragment of lane l is registers bo,
+/// bo+1 of slot[l]: B[k][col] is register (k >= 4) of lane col * 4 + k % 4.
+inline void mmaEmuColsB(float cols[2][8],
+                        const uint32_t (*slot)[MmaExchange::Words], int bo) {
+  const int t = mmaLane() & 3;
+  for (int e = 0; e < 2; ++e)
+    for (int k = 0; k < 8; ++k)
+      cols[e][k] =
+          __uint_as_float(slot[(2 * t + e) * 4 + k % 4][bo + k / 4] & 0xffffe000u);
+}
+
+/// This lane's d = A B + c: the eight exact products added to c in k order.
+inline void mmaEmuDot(float d[4], const float rows[2][8],
+                      const float cols[2][8], const float c[4]) {
   float out[4];
   for (int i = 0; i < 4; ++i) {
-    const int row = g + 8 * (i >> 1), col = 2 * t + (i & 1);
     float s = c[i];
-    for (int k = 0; k < 8; ++k) {
-      // A[row][k] is register (row >= 8) + 2 (k >= 4) of lane
-      // (row % 8) * 4 + k % 4; B[k][col] register (k >= 4) of lane
-      // col * 4 + k % 4.
-      const float av = tf32(slot[(row % 8) * 4 + k % 4][ao + row / 8 + 2 * (k / 4)]);
-      const float bv = tf32(slot[col * 4 + k % 4][bo + k / 4]);
-      s = fmaf(av, bv, s);
-    }
+    for (int k = 0; k < 8; ++k)
+      s = fmaf(rows[i >> 1][k], cols[i & 1][k], s);
     out[i] = s;
   }
   for (int i = 0; i < 4; ++i)
@@ -417,62 +434,130 @@ __device__ __forceinline__ void mma_tf32_m16n8k8(float d[4],
   const uint32_t regs[6] = {a[0], a[1], a[2], a[3], b[0], b[1]};
   const auto slot = mmaPost(regs, 6);
   __syncwarp();
-  mmaEmuLane(d, slot, 0, 4, c);
+  float ra[2][8], cb[2][8];
+  mmaEmuRowsA(ra, slot, 0);
+  mmaEmuColsB(cb, slot, 4);
+  mmaEmuDot(d, ra, cb, c);
 #endif
 }
 
-/// A warp's MI x NI tiles of 16x8 in 3xTF32: for each (i, j), in this order,
-/// acc += a_lo b_hi, acc += a_hi b_lo, acc += a_hi b_hi (small terms first),
-/// each one mma_tf32_m16n8k8. The emulation exchanges all the fragments at
-/// once (one __syncwarp instead of 3 MI NI) and computes the same mmas in the
-/// same order with the same lane arithmetic (mmaEmuLane).
-template <int MI, int NI>
-__device__ __forceinline__ void mma3xTf32(float (&acc)[MI][NI][4],
-                                          const uint32_t (&ahi)[MI][4],
-                                          const uint32_t (&alo)[MI][4],
-                                          const uint32_t (&bhi)[NI][2],
-                                          const uint32_t (&blo)[NI][2]) {
+/// One k8 step of a warp's MI x NI tiles of 16x8 in 3xTF32. fragA(i, a)
+/// gives A fragment i (4 f32 registers), fragB(j, b) B fragment j (2); each
+/// is split into tf32 hi + lo, and for each (i, j) t = a_lo b_hi + a_hi b_lo
+/// + a_hi b_hi (three mma_tf32_m16n8k8 from zero, small terms first), then
+/// acc += t. Summing the step apart from acc puts one f32 rounding per k8
+/// step on the large accumulator instead of 24 (blocked summation: at
+/// K = 1000 the error is below the SIMT kernel's). On the GPU the B
+/// fragments are split first and A one tile at a time (fewer live
+/// registers). The emulation exchanges all the fragments at once (one
+/// __syncwarp instead of 3 MI NI) and computes the same mmas in the same
+/// order with the same lane arithmetic (mmaEmuRowsA, mmaEmuColsB, mmaEmuDot).
+template <int MI, int NI, typename FA, typename FB>
+__device__ __forceinline__ void mma3xTf32(float (&acc)[MI][NI][4], FA fragA,
+                                          FB fragB) {
 #if defined(__CUDACC__)
+  uint32_t bhi[NI][2], blo[NI][2];
 #pragma unroll
-  for (int j = 0; j < NI; ++j)
+  for (int j = 0; j < NI; ++j) {
+    float b[2];
+    fragB(j, b);
+    tf32_split(b[0], bhi[j][0], blo[j][0]);
+    tf32_split(b[1], bhi[j][1], blo[j][1]);
+  }
 #pragma unroll
-    for (int i = 0; i < MI; ++i) {
-      mma_tf32_m16n8k8(acc[i][j], alo[i], bhi[j], acc[i][j]);
-      mma_tf32_m16n8k8(acc[i][j], ahi[i], blo[j], acc[i][j]);
-      mma_tf32_m16n8k8(acc[i][j], ahi[i], bhi[j], acc[i][j]);
+  for (int i = 0; i < MI; ++i) {
+    float a[4];
+    fragA(i, a);
+    uint32_t ahi[4], alo[4];
+#pragma unroll
+    for (int e = 0; e < 4; ++e)
+      tf32_split(a[e], ahi[e], alo[e]);
+#pragma unroll
+    for (int j = 0; j < NI; ++j) {
+      float t[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+      mma_tf32_m16n8k8(t, alo, bhi[j], t);
+      mma_tf32_m16n8k8(t, ahi, blo[j], t);
+      mma_tf32_m16n8k8(t, ahi, bhi[j], t);
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        acc[i][j][e] += t[e];
     }
+  }
 #else
-  // Posted: ahi at 4i, alo at 4 MI + 4i, bhi at 8 MI + 2j, blo at
-  // 8 MI + 2 NI + 2j.
+  // Posted: a_hi of tile i at 4i, a_lo at 4 MI + 4i, b_hi of tile j at
+  // 8 MI + 2j, b_lo at 8 MI + 2 NI + 2j.
   constexpr int AL = 4 * MI, BH = 8 * MI, BL = 8 * MI + 2 * NI;
   static_assert(BL + 2 * NI <= MmaExchange::Words, "too many fragments");
   uint32_t regs[BL + 2 * NI];
-  for (int i = 0; i < MI; ++i)
-    for (int e = 0; e < 4; ++e) {
-      regs[4 * i + e] = ahi[i][e];
-      regs[AL + 4 * i + e] = alo[i][e];
-    }
-  for (int j = 0; j < NI; ++j)
-    for (int e = 0; e < 2; ++e) {
-      regs[BH + 2 * j + e] = bhi[j][e];
-      regs[BL + 2 * j + e] = blo[j][e];
-    }
+  for (int i = 0; i < MI; ++i) {
+    float a[4];
+    fragA(i, a);
+    for (int e = 0; e < 4; ++e)
+      tf32_split(a[e], regs[4 * i + e], regs[AL + 4 * i + e]);
+  }
+  for (int j = 0; j < NI; ++j) {
+    float b[2];
+    fragB(j, b);
+    for (int e = 0; e < 2; ++e)
+      tf32_split(b[e], regs[BH + 2 * j + e], regs[BL + 2 * j + e]);
+  }
   const auto slot = mmaPost(regs, BL + 2 * NI);
   __syncwarp();
-  for (int j = 0; j < NI; ++j)
-    for (int i = 0; i < MI; ++i) {
-      mmaEmuLane(acc[i][j], slot, AL + 4 * i, BH + 2 * j, acc[i][j]);
-      mmaEmuLane(acc[i][j], slot, 4 * i, BL + 2 * j, acc[i][j]);
-      mmaEmuLane(acc[i][j], slot, 4 * i, BH + 2 * j, acc[i][j]);
+  float rhi[MI][2][8], rlo[MI][2][8], chi[NI][2][8], clo[NI][2][8];
+  for (int i = 0; i < MI; ++i) {
+    mmaEmuRowsA(rhi[i], slot, 4 * i);
+    mmaEmuRowsA(rlo[i], slot, AL + 4 * i);
+  }
+  for (int j = 0; j < NI; ++j) {
+    mmaEmuColsB(chi[j], slot, BH + 2 * j);
+    mmaEmuColsB(clo[j], slot, BL + 2 * j);
+  }
+  for (int i = 0; i < MI; ++i)
+    for (int j = 0; j < NI; ++j) {
+      float t[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+      mmaEmuDot(t, rlo[i], chi[j], t);
+      mmaEmuDot(t, rhi[i], clo[j], t);
+      mmaEmuDot(t, rhi[i], chi[j], t);
+      for (int e = 0; e < 4; ++e)
+        acc[i][j][e] += t[e];
     }
+#endif
+}
+
+/// Asynchronous 4-byte copy global -> shared (cp.async, sm_80+), or zero
+/// into *dst when !in (src-size 0: src is not read). The emulation copies at
+/// once.
+__device__ __forceinline__ void copyAsync4(float *dst, const float *src,
+                                           bool in) {
+#if defined(__CUDACC__)
+  const unsigned s = unsigned(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(s),
+               "l"(src), "r"(in ? 4 : 0));
+#else
+  *dst = in ? *src : 0.0f;
+#endif
+}
+
+__device__ __forceinline__ void copyAsyncCommit() {
+#if defined(__CUDACC__)
+  asm volatile("cp.async.commit_group;\n" ::);
+#endif
+}
+
+/// Waits until at most N committed copy groups of this thread are pending.
+template <int N> __device__ __forceinline__ void copyAsyncWait() {
+#if defined(__CUDACC__)
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
 #endif
 }
 
 /// Tensor-core tile shapes: BM x BN outputs per CTA of 8 warps in a WM x WN
 /// grid, each warp a (BM / WM) x (BN / WN) tile of MI x NI mma tiles (16x8),
 /// BK = 16 reduction steps per shared tile (two k8 steps).
-template <int BM_, int BN_, int WM_, int WN_, int MINB_> struct TcTile {
-  static constexpr int BM = BM_, BN = BN_, BK = 16, WM = WM_, WN = WN_;
+template <int BM_, int BN_, int BK_, int WM_, int WN_, int MINB_>
+struct TcTile {
+  static constexpr int BM = BM_, BN = BN_, BK = BK_, WM = WM_, WN = WN_;
+  static_assert(BK % 8 == 0, "whole k8 steps");
   static constexpr int MINB = MINB_; // CTAs per SM the registers must allow
   static_assert(WM * WN * kWarp == kThreads, "8 warps");
   static constexpr int WTM = BM / WM, WTN = BN / WN; // a warp's tile
@@ -482,8 +567,8 @@ template <int BM_, int BN_, int WM_, int WN_, int MINB_> struct TcTile {
                 "tile loads split evenly over the threads");
   static constexpr int LA = BM * BK / kThreads, LB = BN * BK / kThreads;
 };
-using TcSmall = TcTile<64, 64, 2, 4, 2>;
-using TcLarge = TcTile<128, 128, 2, 4, 1>;
+using TcSmall = TcTile<64, 64, 16, 2, 4, 2>;
+using TcLarge = TcTile<128, 128, 8, 2, 4, 1>;
 
 /// Shared layout of an R x BK operand tile (R rows of M or N, BK reduction
 /// columns). With the reduction contiguous in global memory (KC) it is
@@ -500,10 +585,11 @@ template <int R, int BK, bool KC> struct TcSmem {
 };
 
 /// The tensor-core twin of gemmKernel (same arguments, layouts, DYN and
-/// epilogues): A and B tiles zero-filled past the matrices, staged through
-/// registers into double-buffered shared tiles; each k8 step splits the
-/// fragments into tf32 hi/lo and accumulates lo*hi + hi*lo + hi*hi (small
-/// terms first) with mma.m16n8k8 into f32.
+/// epilogues): A and B tiles zero-filled past the matrices, copied with
+/// cp.async into double-buffered shared tiles (the next tile's copy in
+/// flight during the math); each k8 step splits the
+/// fragments into tf32 hi/lo and adds lo*hi + hi*lo + hi*hi (small terms
+/// first, three mma.m16n8k8) to the f32 accumulators (mma3xTf32).
 template <typename T, bool AK, bool BKc, int DYN, int EPI>
 __global__ __launch_bounds__(kThreads, T::MINB) void gemmTcKernel(
     const float *__restrict__ A, int64_t lda, const float *__restrict__ B,
@@ -530,9 +616,8 @@ __global__ __launch_bounds__(kThreads, T::MINB) void gemmTcKernel(
   const int mValid = int(minI64(BM, M - m0));
   const int nValid = int(minI64(BN, Ncols - n0));
 
-  // Load slots as gemmKernel's: consecutive threads on the contiguous
-  // dimension of the operand in global memory.
-  float ra[LA], rb[LB];
+  // Copy slots as gemmKernel's load slots: consecutive threads on the
+  // contiguous dimension of the operand in global memory.
   auto slotA = [&](int i, int &r, int &c) {
     const int idx = tid + i * kThreads;
     r = AK ? idx / BK : idx % BM;
@@ -546,7 +631,8 @@ __global__ __launch_bounds__(kThreads, T::MINB) void gemmTcKernel(
   const int ilda = int(lda), ildb = int(ldb);
   const float *Abase = A + (AK ? m0 * lda : m0);
   const float *Bbase = B + (BKc ? n0 * ldb : n0);
-  auto loadTile = [&](int64_t k0) {
+  // Starts the copy of tile k0 into buffer buf (zero outside the matrices).
+  auto copyTile = [&](int64_t k0, int buf) {
     const int kValid = int(minI64(BK, L - k0));
     const float *At = Abase + (AK ? k0 : k0 * lda);
     const float *Bt = Bbase + (BKc ? k0 : k0 * ldb);
@@ -555,29 +641,18 @@ __global__ __launch_bounds__(kThreads, T::MINB) void gemmTcKernel(
       int r, c;
       slotA(i, r, c);
       const int off = AK ? r * ilda + c : c * ilda + r;
-      ra[i] = (r < mValid && c < kValid) ? At[off] : 0.0f;
+      const bool in = r < mValid && c < kValid;
+      copyAsync4(&As[buf][SA::at(r, c)], in ? At + off : A, in);
     }
 #pragma unroll
     for (int i = 0; i < LB; ++i) {
       int r, c;
       slotB(i, r, c);
       const int off = BKc ? r * ildb + c : c * ildb + r;
-      rb[i] = (r < nValid && c < kValid) ? Bt[off] : 0.0f;
+      const bool in = r < nValid && c < kValid;
+      copyAsync4(&Bs[buf][SB::at(r, c)], in ? Bt + off : B, in);
     }
-  };
-  auto storeTile = [&](int buf) {
-#pragma unroll
-    for (int i = 0; i < LA; ++i) {
-      int r, c;
-      slotA(i, r, c);
-      As[buf][SA::at(r, c)] = ra[i];
-    }
-#pragma unroll
-    for (int i = 0; i < LB; ++i) {
-      int r, c;
-      slotB(i, r, c);
-      Bs[buf][SB::at(r, c)] = rb[i];
-    }
+    copyAsyncCommit();
   };
 
   float acc[MI][NI][4];
@@ -590,42 +665,37 @@ __global__ __launch_bounds__(kThreads, T::MINB) void gemmTcKernel(
         acc[i][j][e] = 0.0f;
 
   const int64_t ntiles = (L + BK - 1) / BK;
-  if (ntiles > 0) {
-    loadTile(0);
-    storeTile(0);
-    __syncthreads();
-  }
+  if (ntiles > 0)
+    copyTile(0, 0);
   for (int64_t t = 0; t < ntiles; ++t) {
     const int buf = int(t & 1);
-    if (t + 1 < ntiles)
-      loadTile((t + 1) * BK); // global loads in flight during the math
+    // Tile t + 1 goes into the other buffer (last read in iteration t - 1,
+    // before the barrier that ended it) while tile t is used.
+    if (t + 1 < ntiles) {
+      copyTile((t + 1) * BK, buf ^ 1);
+      copyAsyncWait<1>();
+    } else {
+      copyAsyncWait<0>();
+    }
+    __syncthreads(); // tile t is in shared memory for every thread
     const float *as = As[buf], *bs = Bs[buf];
 #pragma unroll
     for (int kk = 0; kk < BK; kk += 8) {
-      uint32_t ahi[MI][4], alo[MI][4];
-#pragma unroll
-      for (int i = 0; i < MI; ++i) {
+      auto fragA = [&](int i, float (&f)[4]) {
         const int r = wm0 + i * 16 + g;
-        tf32_split(as[SA::at(r, kk + tg)], ahi[i][0], alo[i][0]);
-        tf32_split(as[SA::at(r + 8, kk + tg)], ahi[i][1], alo[i][1]);
-        tf32_split(as[SA::at(r, kk + tg + 4)], ahi[i][2], alo[i][2]);
-        tf32_split(as[SA::at(r + 8, kk + tg + 4)], ahi[i][3], alo[i][3]);
-      }
-      uint32_t bhi[NI][2], blo[NI][2];
-#pragma unroll
-      for (int j = 0; j < NI; ++j) {
+        f[0] = as[SA::at(r, kk + tg)];
+        f[1] = as[SA::at(r + 8, kk + tg)];
+        f[2] = as[SA::at(r, kk + tg + 4)];
+        f[3] = as[SA::at(r + 8, kk + tg + 4)];
+      };
+      auto fragB = [&](int j, float (&f)[2]) {
         const int n = wn0 + j * 8 + g;
-        tf32_split(bs[SB::at(n, kk + tg)], bhi[j][0], blo[j][0]);
-        tf32_split(bs[SB::at(n, kk + tg + 4)], bhi[j][1], blo[j][1]);
-      }
-      mma3xTf32<MI, NI>(acc, ahi, alo, bhi, blo);
+        f[0] = bs[SB::at(n, kk + tg)];
+        f[1] = bs[SB::at(n, kk + tg + 4)];
+      };
+      mma3xTf32<MI, NI>(acc, fragA, fragB);
     }
-    if (t + 1 < ntiles) {
-      // The other buffer was last read in iteration t - 1, before the
-      // barrier that ended it.
-      storeTile(buf ^ 1);
-      __syncthreads();
-    }
+    __syncthreads(); // buffer buf is read by all before it is refilled
   }
 
 #pragma unroll
