@@ -17,10 +17,13 @@
 ///
 /// Every kernel computes in f32 with the CPU kernel's semantics (selection
 /// order and tie-breaking of the routers exactly; sums up to rounding).
-/// The GEMMs are one tiled SIMT kernel template (shared-memory tiles,
-/// register micro-tiles, a register prefetch of the next tile) with an index
-/// map per operand layout and an epilogue parameter; the weight gradient
-/// reduces over the rows in one CTA per output tile, so it is deterministic.
+/// The GEMMs are one kernel family with an index map per operand layout and
+/// an epilogue parameter: by default on tensor cores (mma.m16n8k8 on tf32
+/// with the 3xTF32 split, near-f32 accuracy, sm_80 and later; cp.async
+/// double-buffered shared tiles), or with -DMODC_CUDA_TENSOR_CORES=0 a tiled
+/// SIMT f32 kernel (register micro-tiles, a register prefetch of the next
+/// tile). The weight gradient reduces over the rows in one CTA per output
+/// tile, so it is deterministic.
 ///
 //===----------------------------------------------------------------------===//
 
