@@ -4,7 +4,7 @@
 // runtime's loading, checking and marshalling can be tested without the
 // compiler. FAKE_VARIANT selects a defect:
 //   0 good, 1 library reports a foreign ABI (MODC_ABI_VERSION + 1),
-//   2 no modc_forward symbol, 3 target "cuda", 4 causal_router "none" (no
+//   2 no modc_forward symbol, 3 target "tpu", 4 causal_router "none" (no
 //   causal mode), 5 no training entry points (no entries.grad/adamw, no
 //   modc_grad/modc_adamw symbols), 6 byte-level vocabulary (256) for the
 //   trainer tests.
@@ -20,7 +20,7 @@
 #endif
 
 #if FAKE_VARIANT == 3
-#define FAKE_TARGET "cuda"
+#define FAKE_TARGET "tpu"
 #else
 #define FAKE_TARGET "cpu"
 #endif

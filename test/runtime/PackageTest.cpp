@@ -165,7 +165,9 @@ TEST_F(PackageTest, ManifestDoesNotMatchLibrary) {
 
 TEST_F(PackageTest, WrongTarget) {
   std::string dir = makePackage(tmp, FAKE_MODEL_V3);
-  EXPECT_TRUE(throwsError([&] { Package::open(dir); }, {"\"cuda\"", "cpu"}));
+  EXPECT_TRUE(throwsError([&] { Package::open(dir); },
+                          {"package target is \"tpu\"",
+                           "runs \"cpu\" and \"cuda\" packages"}));
 }
 
 TEST_F(PackageTest, OpensGoodPackage) {
