@@ -30,7 +30,11 @@
 // Usage: bench_gpu PKG_DIR [--batch 8] [--iters 20] [--warmup 3]
 //                  [--decode-iters 100] [--decode-warmup 10] [--prefill N]
 //                  [--only forward,fwd_bwd,decode] [--device N]
+//                  [--max-seconds 10]
 //
+// --max-seconds caps each measurement: when the warm-up runs say that
+// --iters iterations would take longer, fewer are timed (at least 3); the
+// JSON line's "iters" is the number timed.
 // Built with -DBENCH_GPU_HOST_TIMER (no CUDA runtime), it times with the host
 // clock around each call plus modc_cuda_sync instead: only for checking the
 // driver here against packages built with modc's CPU emulation of CUDA
@@ -70,6 +74,7 @@ struct Options {
   int iters = 20, warmup = 3;
   int decodeIters = 100, decodeWarmup = 10;
   int64_t prefill = -1; // default: seq_len / 2
+  double maxSeconds = 10; // per measurement: fewer iterations when slower
   std::set<std::string> only = {"forward", "fwd_bwd", "decode"};
   int device = 0;
 };
@@ -80,6 +85,7 @@ struct Options {
                "                 [--decode-iters N] [--decode-warmup N] "
                "[--prefill N]\n"
                "                 [--only forward,fwd_bwd,decode] [--device N]\n"
+               "                 [--max-seconds S]\n"
                "Times a CUDA modc package with CUDA events; one JSON line per "
                "measurement.\n");
   std::exit(rc);
@@ -110,6 +116,8 @@ Options parseArgs(int argc, char **argv) {
       o.decodeWarmup = std::stoi(next());
     else if (a == "--prefill")
       o.prefill = std::stoll(next());
+    else if (a == "--max-seconds")
+      o.maxSeconds = std::stod(next());
     else if (a == "--device")
       o.device = std::stoi(next());
     else if (a == "--only") {
@@ -158,6 +166,7 @@ struct Api {
 };
 
 Api *gApi = nullptr;
+double gMaxSeconds = 10;
 std::string gPackage;
 /// Host clock around each call plus a wait, instead of CUDA events: always
 /// in a BENCH_GPU_HOST_TIMER build, and as a fallback when an event cannot be
@@ -238,12 +247,24 @@ Stats stats(std::vector<double> v) {
 /// Times `body` `iters` times after `warmup` untimed runs; `before(i)` runs
 /// outside the timed region of iteration i (i counts warm-up runs too).
 template <typename Before, typename Body>
-Stats timeEvents(Stream s, int warmup, int iters, Before before, Body body) {
+Stats timeEvents(Stream s, int warmup, int &iters, Before before, Body body) {
+  check(gApi->sync(), "before the warm-up");
+  auto w0 = std::chrono::steady_clock::now();
   for (int i = 0; i < warmup; ++i) {
     before(i);
     body();
   }
   check(gApi->sync(), "warm-up");
+  if (warmup > 1) {
+    // The first warm-up run pays one-time costs; the rest say how long an
+    // iteration takes, so that the measurement fits in --max-seconds.
+    double each = std::chrono::duration<double>(
+                      std::chrono::steady_clock::now() - w0)
+                      .count() /
+                  warmup;
+    if (each * iters > gMaxSeconds)
+      iters = std::max(3, static_cast<int>(gMaxSeconds / each));
+  }
   std::vector<double> ms(iters);
   if (gHostTimer) {
     (void)s;
@@ -296,6 +317,7 @@ bool allFinite(const std::vector<float> &v) {
 int main(int argc, char **argv) {
   Options opt = parseArgs(argc, argv);
   gPackage = opt.package;
+  gMaxSeconds = opt.maxSeconds;
   std::string lib = opt.package + "/libmodel.so";
   void *h = dlopen(lib.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!h)
@@ -489,11 +511,12 @@ int main(int argc, char **argv) {
     a.logits = logits;
     a.routed = routed;
     a.workspace = ws;
-    Stats st = timeEvents(stream, opt.warmup, opt.iters, [](int) {},
+    int n = opt.iters;
+    Stats st = timeEvents(stream, opt.warmup, n, [](int) {},
                           [&] { check(api.forward(&a), "modc_forward"); });
     std::vector<float> host(B * S * V);
     check(api.copy(host.data(), logits, host.size() * 4, 1), "modc_cuda_copy");
-    emit("forward", st, opt.iters,
+    emit("forward", st, n,
          {{"gflop", flops / 1e9},
           {"tflops", flops / (st.median * 1e-3) / 1e12},
           {"finite", allFinite(host)}});
@@ -524,11 +547,12 @@ int main(int argc, char **argv) {
       a.grads = grads.data();
       a.losses = losses;
       a.workspace = ws;
-      Stats st = timeEvents(stream, opt.warmup, opt.iters, [](int) {},
+      int n = opt.iters;
+      Stats st = timeEvents(stream, opt.warmup, n, [](int) {},
                             [&] { check(api.grad(&a), "modc_grad"); });
       std::vector<float> host(3);
       check(api.copy(host.data(), losses, 12, 1), "modc_cuda_copy");
-      emit("fwd_bwd", st, opt.iters,
+      emit("fwd_bwd", st, n,
            {{"gflop", 3 * flops / 1e9},
             {"tflops", 3 * flops / (st.median * 1e-3) / 1e12},
             {"loss", host[0]}, {"ce", host[1]}, {"aux", host[2]},
@@ -636,7 +660,8 @@ int main(int argc, char **argv) {
         check(api.copy(dTok, dTokTable + i * B, B * 4, 2), "modc_cuda_copy");
         check(api.copy(dPos, dPosTable + i * B, B * 4, 2), "modc_cuda_copy");
       };
-      Stats st = timeEvents(stream, opt.decodeWarmup, opt.decodeIters, before,
+      int n = opt.decodeIters;
+      Stats st = timeEvents(stream, opt.decodeWarmup, n, before,
                             [&] { check(api.decode(&a), "modc_decode"); });
       std::vector<int32_t> countsAfter(std::max<int64_t>(L, 1) * B, 0);
       if (L)
@@ -652,9 +677,9 @@ int main(int argc, char **argv) {
       }
       if (L) {
         prefillMean /= double(L * B);
-        stepFrac /= double(L * B) * steps;
+        stepFrac /= double(L * B) * (opt.decodeWarmup + n);
       }
-      emit("decode", st, opt.decodeIters,
+      emit("decode", st, n,
            {{"prefill", P},
             {"cached_after_prefill_mean", prefillMean},
             {"cached_per_step_fraction", stepFrac},

@@ -11,8 +11,10 @@
 #
 # Usage: bench/gpu/run.sh [BUILD_DIR]          (default: build)
 # Environment: BUDGET_S (450: whole run, seconds), BATCH (8), ITERS (10),
-#   WARMUP (2), DECODE_ITERS (100), DTYPES (bf16,f32), D_MODELS (1024,2048),
-#   TORCH_COMPILE=0 to skip torch.compile, TORCH_ARGS (extra torch_gpu.py
+#   WARMUP (2), DECODE_ITERS (100), MAX_SECONDS (8: cap of each of our
+#   measurements, fewer iterations when slower), DTYPES (bf16,f32), D_MODELS (1024,2048),
+#   TORCH_COMPILE=0 to skip torch.compile, PROFILE=0 to skip the per-kernel
+#   profile of our MoD packages, TORCH_ARGS (extra torch_gpu.py
 #   arguments). For a dry run of the whole pipeline without a GPU (README.md):
 #   BENCH_GPU (a bench_gpu built with -DBENCH_GPU_HOST_TIMER), TORCH_DEVICE=cpu
 #   and TORCH_ARGS=--tiny.
@@ -29,7 +31,7 @@ bench="${BENCH_GPU:-$build/bench/gpu/bench_gpu}"
 torch_device="${TORCH_DEVICE:-cuda}"
 budget="${BUDGET_S:-450}"
 batch="${BATCH:-8}"; iters="${ITERS:-10}"; warmup="${WARMUP:-2}"
-decode_iters="${DECODE_ITERS:-100}"
+decode_iters="${DECODE_ITERS:-100}"; max_s="${MAX_SECONDS:-8}"
 dtypes="${DTYPES:-bf16,f32}"; d_models="${D_MODELS:-1024,2048}"
 outdir="${OUT:-$(mktemp -d /tmp/gpu-bench.XXXXXX)}"
 mkdir -p "$outdir"
@@ -48,7 +50,7 @@ fi
 
 {
   echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
-  echo "command: bench/gpu/run.sh $*  (BATCH=$batch ITERS=$iters WARMUP=$warmup DECODE_ITERS=$decode_iters DTYPES=$dtypes D_MODELS=$d_models BUDGET_S=$budget)"
+  echo "command: bench/gpu/run.sh $*  (BATCH=$batch ITERS=$iters MAX_SECONDS=$max_s WARMUP=$warmup DECODE_ITERS=$decode_iters DTYPES=$dtypes D_MODELS=$d_models BUDGET_S=$budget)"
   echo "commit: $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)"
   nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv 2>&1 || true
   python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__, 'cuda', torch.version.cuda)" 2>&1 || true
@@ -80,10 +82,23 @@ if [[ -n "$bench" ]]; then
       fi
       say "bench_gpu $(basename "$pkg")"
       timeout 120 "$bench" "$pkg" --batch "$batch" --iters "$iters" \
-        --warmup "$warmup" --decode-iters "$decode_iters" \
+        --warmup "$warmup" --decode-iters "$decode_iters" --max-seconds "$max_s" \
         >> "$raw" 2>> "$logf" || say "bench_gpu failed on $pkg (rc $?): $(tail -1 "$logf")"
     done
   done
+  # Where our time goes: MODC_PROFILE=1 makes the package wait after every
+  # kernel and print its time (a warm-up pass, then one timed pass; these
+  # timings include a host wait per kernel and are not the table's).
+  if [[ "${PROFILE:-1}" != 0 ]]; then
+    for d in "${ds[@]}"; do
+      pkg="$packages/gpu_mod_d${d}"
+      [[ -f "$pkg/libmodel.so" ]] || continue
+      say "per-kernel profile of $(basename "$pkg") -> profile_mod_d${d}.txt"
+      MODC_PROFILE=1 timeout 60 "$bench" "$pkg" --batch "$batch" --iters 1 \
+        --warmup 1 --only forward,fwd_bwd > /dev/null \
+        2> "$outdir/profile_mod_d${d}.txt" || say "profile failed (rc $?)"
+    done
+  fi
 fi
 
 # 2. PyTorch: eager first, torch.compile last, inside what is left.

@@ -541,6 +541,26 @@ def selfcheck():
         out = dec.step()
         err = (out - full[:, t]).abs().max().item()
         assert err < 1e-3, f"decode step {t}: {err}"
+    # MoD decoder vs the causal rule on the full sequence: the tokens with
+    # r > 0 go through the block among themselves, at their positions.
+    pm = make_params(c, "mod", "cpu", torch.float32, 5)
+    x = F.embedding(tok, pm["embed"])
+    r = F.linear(x, pm["router"]).squeeze(-1)
+    y = x.clone()
+    for b in range(c.B):
+        idx = (r[b] > 0).nonzero().squeeze(-1)
+        if idx.numel():
+            a, m = mth.block(pm, x[b, idx][None], idx[None])
+            y[b, idx] = x[b, idx] + r[b, idx, None] * (a + m)[0]
+    ref = F.linear(mth.rms(y, pm["final_norm"]), pm["embed"])
+    dec = Decoder(mth, "mod", pm, torch.zeros(c.B, dtype=torch.long), c.S)
+    for t in range(c.S):
+        dec.tok.copy_(tok[:, t])
+        dec.pos.fill_(t)
+        out = dec.step()
+        err = (out - ref[:, t]).abs().max().item()
+        assert err < 1e-3, f"MoD decode step {t}: {err}"
+    assert torch.equal(dec.counts, (r > 0).sum(-1)), "MoD cache counts"
     log("selfcheck: ok")
 
 
