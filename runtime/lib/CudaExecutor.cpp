@@ -106,17 +106,19 @@ uint64_t CudaExecutor::paramBytes(size_t i) const {
   return n;
 }
 
-std::vector<float *> CudaExecutor::paramSlots(const std::string &table) {
-  std::vector<float *> out;
+const std::vector<float *> &
+CudaExecutor::paramSlots(const std::string &table) {
+  std::vector<float *> &out = tables[table];
+  out.resize(manifest.params.size());
   for (size_t i = 0; i < manifest.params.size(); ++i)
-    out.push_back(static_cast<float *>(
-        slot(fmt::format("{}.{}", table, i), paramBytes(i))));
+    out[i] = static_cast<float *>(
+        slot(fmt::format("{}.{}", table, i), paramBytes(i)));
   return out;
 }
 
-std::vector<float *> CudaExecutor::uploadParams(const std::string &table,
-                                                const float *const *host) {
-  std::vector<float *> out = paramSlots(table);
+const std::vector<float *> &
+CudaExecutor::uploadParams(const std::string &table, const float *const *host) {
+  const std::vector<float *> &out = paramSlots(table);
   for (size_t i = 0; i < out.size(); ++i)
     check(api.copy(out[i], host[i], paramBytes(i), HostToDevice),
           "copying weights to the GPU");
@@ -130,7 +132,7 @@ void CudaExecutor::forward(const modc_forward_args &h, uint64_t workspaceBytes) 
   const uint64_t V = static_cast<uint64_t>(manifest.vocabSize);
   const uint64_t nRouted = manifest.routedLayers.size();
   const uint64_t nLayers = manifest.layers.size();
-  std::vector<float *> params = uploadParams("params", h.params);
+  const std::vector<float *> &params = uploadParams("params", h.params);
   modc_forward_args d = h;
   d.params = params.data();
   d.tokens = static_cast<const int32_t *>(
@@ -168,8 +170,8 @@ void CudaExecutor::grad(const modc_grad_args &h, uint64_t workspaceBytes) {
   ready();
   const uint64_t B = static_cast<uint64_t>(h.batch);
   const uint64_t S = static_cast<uint64_t>(manifest.seqLen);
-  std::vector<float *> params = uploadParams("params", h.params);
-  std::vector<float *> grads = paramSlots("grads");
+  const std::vector<float *> &params = uploadParams("params", h.params);
+  const std::vector<float *> &grads = paramSlots("grads");
   modc_grad_args d = h;
   d.params = params.data();
   d.grads = grads.data();
@@ -186,10 +188,10 @@ void CudaExecutor::grad(const modc_grad_args &h, uint64_t workspaceBytes) {
 
 void CudaExecutor::adamw(const modc_adamw_args &h) {
   ready();
-  std::vector<float *> params = uploadParams("params", h.params);
-  std::vector<float *> grads = uploadParams("grads", h.grads);
-  std::vector<float *> m = uploadParams("adam_m", h.m);
-  std::vector<float *> v = uploadParams("adam_v", h.v);
+  const std::vector<float *> &params = uploadParams("params", h.params);
+  const std::vector<float *> &grads = uploadParams("grads", h.grads);
+  const std::vector<float *> &m = uploadParams("adam_m", h.m);
+  const std::vector<float *> &v = uploadParams("adam_v", h.v);
   modc_adamw_args d = h;
   d.params = params.data();
   d.grads = grads.data();
@@ -215,7 +217,7 @@ void CudaExecutor::decode(const modc_decode_args &h, uint64_t workspaceBytes,
   const uint64_t V = static_cast<uint64_t>(manifest.vocabSize);
   const uint64_t nRouted = manifest.routedLayers.size();
   const uint64_t nLayers = manifest.layers.size();
-  std::vector<float *> params = uploadParams("params", h.params);
+  const std::vector<float *> &params = uploadParams("params", h.params);
   modc_decode_args d = h;
   d.params = params.data();
   d.tokens = static_cast<const int32_t *>(

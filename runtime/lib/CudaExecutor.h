@@ -77,9 +77,11 @@ private:
   void *upload(const std::string &role, const void *host, uint64_t bytes);
   void download(void *host, const void *device, uint64_t bytes);
   /// Device copies of every param (`table` role prefix), in manifest order.
-  std::vector<float *> uploadParams(const std::string &table,
-                                    const float *const *host);
-  std::vector<float *> paramSlots(const std::string &table);
+  /// The table itself is kept, so its address is the same on every call (a
+  /// decode step's CUDA graph is replayed only while its arguments repeat).
+  const std::vector<float *> &uploadParams(const std::string &table,
+                                           const float *const *host);
+  const std::vector<float *> &paramSlots(const std::string &table);
   uint64_t paramBytes(size_t i) const;
 
   std::string dir;
@@ -88,6 +90,7 @@ private:
   DeviceApi api;
   bool initialised = false;
   std::map<std::string, Slot> slots;
+  std::map<std::string, std::vector<float *>> tables;
 };
 
 } // namespace modrt
