@@ -144,6 +144,46 @@ typedef struct modc_decode_args {
 )cpp";
 }
 
+void PlanEmitter::emitHostSupport(StringRef extraIncludes) {
+  os << R"cpp(
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+)cpp" << extraIncludes;
+  os << abiStructs();
+  os << R"cpp(
+namespace {
+thread_local std::string lastError;
+int32_t fail(int32_t status, std::string message) {
+  lastError = std::move(message);
+  return status;
+}
+)cpp";
+}
+
+LogicalResult PlanEmitter::emitEntries(modk::EntryOp forward,
+                                       modk::EntryOp grad,
+                                       modk::EntryOp decode) {
+  if (failed(emitEntry(forward)))
+    return failure();
+  if (grad) {
+    if (failed(emitEntry(grad)))
+      return failure();
+    emitAdamW(grad);
+  }
+  if (decode) {
+    if (failed(emitEntry(decode)))
+      return failure();
+    os << fmt::format("{} uint64_t modc_kv_cache_bytes(int64_t batch) {{\n  "
+                      "return batch < 1 ? 0 : (uint64_t)batch * {}u;\n}}\n",
+                      kExport, kvCacheBytes(decode));
+  }
+  return success();
+}
+
 void PlanEmitter::beginEntry(modk::EntryOp e) {
   entry = e;
   names.clear();
@@ -276,4 +316,42 @@ void PlanEmitter::emitBufferNames(modk::EntryOp e) {
                         type, var, alloc.getOffset().value_or(0));
     }
   }
+}
+
+LogicalResult PlanEmitter::emitKernels(modk::EntryOp e, StringRef profileArgs) {
+  int kernel = 0;
+  for (Operation &op : e.getBody().front()) {
+    if (!isKernel(op))
+      continue;
+    if (failed(emitKernel(&op)))
+      return failure();
+    std::string what = op.getName().getStringRef().str();
+    if (auto gemm = dyn_cast<modk::GemmOp>(op))
+      what += " " + gemm.getEpilogue().str();
+    os << fmt::format("  if (profile) modcProfile({}, \"{}\", {});\n", kernel++,
+                      what, profileArgs.str());
+  }
+  return success();
+}
+
+void PlanEmitter::adamwTables(modk::EntryOp grad, std::string &sizes,
+                              std::string &decay) {
+  for (Attribute p : grad.getParams()) {
+    auto dict = cast<DictionaryAttr>(p);
+    int64_t n = 1;
+    for (Attribute d : dict.getAs<ArrayAttr>("shape"))
+      n *= cast<IntegerAttr>(d).getInt();
+    auto flag = dict.getAs<BoolAttr>("decay");
+    sizes += fmt::format("{}, ", n);
+    decay += flag && flag.getValue() ? "true, " : "false, ";
+  }
+}
+
+int64_t PlanEmitter::kvCacheBytes(modk::EntryOp decode) const {
+  int64_t layers = 0, dModel = 0;
+  if (auto model = llvm::json::parse(decode.getModel())) {
+    layers = model->getAsObject()->getInteger("n_layers").value_or(0);
+    dModel = model->getAsObject()->getInteger("d_model").value_or(0);
+  }
+  return kvCacheBytesPerSequence(layers, seqLen, dModel);
 }

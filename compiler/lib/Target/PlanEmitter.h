@@ -2,8 +2,12 @@
 //
 // Both emitters walk the same modk launch plans: the same entries, the same
 // buffer names at the same workspace offsets, the same ABI structs and the
-// same host-side argument checks. Only the kernel calls differ, so those are
-// the one thing each emitter writes itself (emitKernel).
+// same host-side argument checks. Most kernel calls have the same shape too
+// (the same template, the same operands in the same order), so PlanEmitter
+// describes them once (KernelCall, KernelCalls.cpp) and each emitter only
+// renders them for its target: the namespace, the row-count form, CUDA's
+// stream and scratch. The ops whose code really differs per target
+// (emitTargetKernel) stay in the emitters.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MODC_LIB_TARGET_PLANEMITTER_H
@@ -16,6 +20,7 @@
 
 #include <map>
 #include <string>
+#include <vector>
 
 namespace modc {
 
@@ -24,8 +29,63 @@ inline int gateKind(llvm::StringRef gate) {
   return gate == "linear" ? 0 : gate == "sigmoid" ? 1 : 2;
 }
 
+/// The attribute that exports a package's C entry points.
+inline constexpr char kExport[] = "__attribute__((visibility(\"default\")))";
+
 /// A double as a C++ float expression that rounds exactly as the CPU does.
 std::string floatLiteral(double v);
+
+/// One argument of a kernel call. Most are written the same for both targets;
+/// the other kinds mark where the CPU and CUDA kernels' signatures part.
+struct KernelArg {
+  enum Kind {
+    Same,
+    /// The row count of a row set: `seg[B]` on the CPU; on CUDA, where the
+    /// count stays on the device, `seg + B, bound`: the pointer and the most
+    /// rows the set can hold, which sizes the grid.
+    Rows,
+    /// Only the CPU kernel takes it.
+    HostOnly,
+    /// Only the CUDA kernel takes it (a grid bound).
+    DeviceOnly,
+  };
+  KernelArg(std::string text) : text(std::move(text)) {}
+  KernelArg(const char *text) : text(text) {}
+  static KernelArg hostOnly(std::string text) {
+    return KernelArg(HostOnly, std::move(text));
+  }
+  static KernelArg deviceOnly(std::string text) {
+    return KernelArg(DeviceOnly, std::move(text));
+  }
+
+  Kind kind = Same;
+  /// The argument; for Rows, the name of the segments.
+  std::string text;
+  /// For Rows: the most rows of the set, an expression in B.
+  std::string bound;
+
+private:
+  friend class PlanEmitter;
+  KernelArg(Kind kind, std::string text) : kind(kind), text(std::move(text)) {}
+};
+
+/// A call of the kernel template `fn<templateArgs>(args)`, as both targets
+/// write it; each emitter renders it (emitCall).
+struct KernelCall {
+  std::string fn;
+  std::vector<int64_t> templateArgs;
+  std::vector<KernelArg> args;
+  /// CUDA kernels that reduce in a fixed order take a scratch pointer after
+  /// their arguments: its element type and the bytes it needs (an expression
+  /// in B). Empty when the kernel takes none; the CPU never does.
+  std::string scratchType, scratchBytes;
+
+  KernelCall withScratch(std::string type, std::string bytes) && {
+    scratchType = std::move(type);
+    scratchBytes = std::move(bytes);
+    return std::move(*this);
+  }
+};
 
 class PlanEmitter {
 public:
@@ -57,6 +117,16 @@ protected:
   void emitBanner(modk::EntryOp forward);
   /// The C declarations of the ABI structs (runtime/include/modrt/abi.h).
   static const char *abiStructs();
+  /// What both files have after the kernel preludes: the standard headers
+  /// (and `extraIncludes`), the ABI structs, and the last error with fail()
+  /// in an anonymous namespace, left open for the target's own helpers.
+  void emitHostSupport(llvm::StringRef extraIncludes);
+  /// The entries' functions: forward, then grad and modc_adamw, then decode
+  /// and modc_kv_cache_bytes.
+  mlir::LogicalResult emitEntries(modk::EntryOp forward, modk::EntryOp grad,
+                                  modk::EntryOp decode);
+  virtual mlir::LogicalResult emitEntry(modk::EntryOp e) = 0;
+  virtual void emitAdamW(modk::EntryOp grad) = 0;
   /// Writes `<fn>_workspace_bytes` and the opening of `<fn>(args)` with the
   /// checks that need only host-visible arguments (batch, seq_len, mode,
   /// pointers, capabilities), then `B` and `causal`.
@@ -66,6 +136,65 @@ protected:
   void emitBufferNames(modk::EntryOp e);
   /// The kernels of the plan in order, skipping buffer declarations.
   static bool isKernel(mlir::Operation &op);
+  /// The AdamW step's tables, as C initializers: each parameter's elements
+  /// (`kSizes`) and whether weight decay applies to it (`kDecay`).
+  static void adamwTables(modk::EntryOp grad, std::string &sizes,
+                          std::string &decay);
+  /// Bytes of KV cache a sequence needs, for modc_kv_cache_bytes.
+  int64_t kvCacheBytes(modk::EntryOp decode) const;
+  /// Writes the kernels of entry `e` in plan order, each followed by its
+  /// MODC_PROFILE line: `modcProfile(index, what, <profileArgs>)`.
+  mlir::LogicalResult emitKernels(modk::EntryOp e, llvm::StringRef profileArgs);
+
+  //===--- Kernel calls (KernelCalls.cpp) ---------------------------------===//
+
+  /// Writes the kernel calls of `op`: here the ops whose calls both targets
+  /// share, through emitCall and the hooks below; emitTargetKernel the rest.
+  mlir::LogicalResult emitKernel(mlir::Operation *op);
+  /// The row count of the row set `segments` over `buffer`, as a Rows
+  /// argument.
+  KernelArg rowsArg(mlir::Value segments, mlir::Value buffer) {
+    KernelArg arg(KernelArg::Rows, name(segments));
+    arg.bound = maxRows(buffer);
+    return arg;
+  }
+  /// The scatter of a gate_scale_scatter GEMM's update into the stream.
+  KernelCall gemmScatterCall(modk::GemmOp op);
+  /// A decode step's attention over layer l's KV cache at cacheK, cacheV.
+  KernelCall decodeAttentionCall(modk::DecodeAttentionOp op, std::string cacheK,
+                                 std::string cacheV);
+  /// The predictor; a causal-only one only when its decisions are read.
+  /// `unguardedIndent`: the indent of the call when no guard precedes it.
+  void emitPredictor(modk::PredictorOp op, int unguardedIndent);
+  /// Writes `ns::fn<T...>(args);` at `indent` spaces, with the arguments
+  /// already rendered for the target.
+  void writeCall(llvm::StringRef ns, const KernelCall &call,
+                 llvm::ArrayRef<std::string> args, int indent);
+
+  //===--- What each target writes its own way ----------------------------===//
+
+  /// Renders `call` for the target at `indent` spaces.
+  virtual void emitCall(const KernelCall &call, int indent = 2) = 0;
+  /// The kernels of the ops whose code differs per target, beyond a call's
+  /// arguments (GEMM epilogues, losses, copies of tokens, the KV cache).
+  virtual mlir::LogicalResult emitTargetKernel(mlir::Operation *op) = 0;
+  /// A GEMM and its fused epilogue, inside the group emitKernel opened.
+  virtual void emitGemm(modk::GemmOp op, int indent) = 0;
+  /// Rows the host copies of a row set over `buffer`: the row count itself
+  /// on the CPU, its static bound on CUDA (the count is on the device).
+  virtual std::string hostRows(mlir::Value segments, mlir::Value buffer) = 0;
+  /// Copies `bytes` (an expression) from src to dst; sets dst's to zero.
+  virtual void emitMemcpy(llvm::StringRef dst, llvm::StringRef src,
+                          llvm::StringRef bytes) = 0;
+  virtual void emitMemset(llvm::StringRef dst, llvm::StringRef bytes) = 0;
+  /// Opens the group of calls of one op, under `comment`; returns the indent
+  /// of its calls. closeGroup ends it.
+  virtual int openGroup(llvm::StringRef comment) = 0;
+  virtual void closeGroup() = 0;
+  /// Writes (at `indent`) the causal decision of every token of the pass,
+  /// `logits > 0`, into routed layer `index`'s args->causal_decisions.
+  virtual void emitCausalDecisions(int index, llvm::StringRef logits,
+                                   int indent) = 0;
 
   llvm::ArrayRef<modk::EntryOp> entries;
   modk::EntryOp entry;

@@ -11,11 +11,6 @@
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Tools/mlir-translate/Translation.h"
-#include "llvm/ADT/DenseMap.h"
-#include "llvm/Support/FormatVariadic.h"
-#include "llvm/Support/JSON.h"
-
-#include <map>
 
 #include <fmt/format.h>
 
@@ -39,190 +34,101 @@ public:
   LogicalResult emit();
 
 private:
-  std::string rows(Value segments) { return name(segments) + "[B]"; }
-  LogicalResult emitKernel(Operation *op);
-  void emitGemm(modk::GemmOp op);
-  LogicalResult emitEntry(modk::EntryOp entry);
-  void emitAdamW(modk::EntryOp grad);
+  LogicalResult emitEntry(modk::EntryOp entry) override;
+  void emitAdamW(modk::EntryOp grad) override;
+
+  // PlanEmitter's hooks: row counts are host values here (seg[B]).
+  void emitCall(const KernelCall &call, int indent = 2) override;
+  LogicalResult emitTargetKernel(Operation *op) override;
+  void emitGemm(modk::GemmOp op, int indent) override;
+  std::string hostRows(Value segments, Value) override {
+    return name(segments) + "[B]";
+  }
+  void emitMemcpy(StringRef dst, StringRef src, StringRef bytes) override {
+    os << fmt::format("  std::memcpy({}, {}, {});\n", dst.str(), src.str(),
+                      bytes.str());
+  }
+  void emitMemset(StringRef dst, StringRef bytes) override {
+    os << fmt::format("  std::memset({}, 0, {});\n", dst.str(), bytes.str());
+  }
+  // A block of its own, so that a GEMM can name its row count.
+  int openGroup(StringRef comment) override {
+    os << "  { // " << comment << "\n";
+    return 4;
+  }
+  void closeGroup() override { os << "  }\n"; }
+  void emitCausalDecisions(int index, StringRef logits, int indent) override;
 };
 } // namespace
 
-void CppEmitter::emitGemm(modk::GemmOp op) {
+void CppEmitter::emitCall(const KernelCall &call, int indent) {
+  std::vector<std::string> args;
+  for (const KernelArg &arg : call.args) {
+    if (arg.kind == KernelArg::Rows)
+      args.push_back(arg.text + "[B]");
+    else if (arg.kind != KernelArg::DeviceOnly)
+      args.push_back(arg.text);
+  }
+  writeCall("modk_cpu", call, args, indent);
+}
+
+void CppEmitter::emitCausalDecisions(int index, StringRef logits, int indent) {
+  os << fmt::format("{0:{1}}for (int64_t i = 0; i < B * {2}; ++i)\n"
+                    "{0:{1}}  args->causal_decisions[(int64_t){3} * B * {2} + "
+                    "i] = {4}[i] > 0.0f;\n",
+                    "", indent, seqLen, index, logits.str());
+}
+
+void CppEmitter::emitGemm(modk::GemmOp op, int indent) {
   auto weightShape = cast<MemRefType>(op.getWeights()[0].getType()).getShape();
   int64_t n = weightShape[0], k = weightShape[1];
   std::string a = name(op.getInput()), y = name(op.getOutput());
-  std::string w = name(op.getWeights()[0]), m = rows(op.getSegments());
+  std::string w = name(op.getWeights()[0]);
   StringRef e = op.getEpilogue();
-  os << fmt::format("  {{ // modk.gemm [{} x {}] epilogue={}\n", n, k,
-                    e.str());
-  os << fmt::format("    const int64_t rows = {};\n", m);
+  os << fmt::format("{:{}}const int64_t rows = {};\n", "", indent,
+                    hostRows(op.getSegments(), op.getInput()));
+  // The epilogues are kernels of their own after the GEMM (linear).
   if (e == "none" || e == "gelu" || e == "rope") {
-    os << fmt::format("    modk_cpu::linear<{}, {}>({}, rows, {}, {});\n", n, k,
-                      a, w, y);
+    emitCall({"linear", {n, k}, {a, "rows", w, y}}, indent);
     if (e == "gelu")
-      os << fmt::format("    modk_cpu::gelu<{}>({}, rows);\n", n, y);
+      emitCall({"gelu", {n}, {y, "rows"}}, indent);
     if (e == "rope") {
       int64_t heads = *op.getNHeads();
-      os << fmt::format("    modk_cpu::rope<{}, {}>({}, rows, {}, {});\n",
-                        heads, n / heads, y, name(op.getExtra()[0]),
-                        floatLiteral(op.getRopeTheta()->convertToDouble()));
+      emitCall({"rope",
+                {heads, n / heads},
+                {y, "rows", name(op.getExtra()[0]),
+                 floatLiteral(op.getRopeTheta()->convertToDouble())}},
+               indent);
     }
   } else if (e == "residual_add") {
     // Accumulate into the stream: beta = 1 is the fused residual add.
     std::string residual = name(op.getExtra()[0]);
     if (residual != y)
-      os << fmt::format("    std::memcpy({}, {}, sizeof(float) * rows * {});\n",
-                        y, residual, n);
+      os << fmt::format(
+          "{:{}}std::memcpy({}, {}, sizeof(float) * rows * {});\n", "", indent,
+          y, residual, n);
     os << fmt::format(
-        "    if (rows > 0) cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, "
-        "(int)rows, {0}, {1}, 1.0f, {2}, {1}, {3}, {1}, 1.0f, {4}, {0});\n",
-        n, k, a, w, y);
+        "{0:{1}}if (rows > 0) cblas_sgemm(CblasRowMajor, CblasNoTrans, "
+        "CblasTrans, (int)rows, {2}, {3}, 1.0f, {4}, {3}, {5}, {3}, 1.0f, {6}, "
+        "{2});\n",
+        "", indent, n, k, a, w, y);
   } else if (e == "swiglu") {
     std::string gated = name(op.getExtra()[0]);
-    os << fmt::format("    modk_cpu::linear<{}, {}>({}, rows, {}, {});\n", n, k,
-                      a, w, gated);
-    os << fmt::format("    modk_cpu::linear<{}, {}>({}, rows, {}, {});\n", n, k,
-                      a, name(op.getWeights()[1]), y);
-    os << fmt::format("    modk_cpu::swiglu<{}>({}, {}, rows);\n", n, gated, y);
+    emitCall({"linear", {n, k}, {a, "rows", w, gated}}, indent);
+    emitCall({"linear", {n, k}, {a, "rows", name(op.getWeights()[1]), y}},
+             indent);
+    emitCall({"swiglu", {n}, {gated, y, "rows"}}, indent);
   } else if (e == "gate_scale_scatter") {
-    auto extra = op.getExtra();
-    int gate = gateKind(*op.getGate());
-    os << fmt::format("    modk_cpu::linear<{}, {}>({}, rows, {}, {});\n", n, k,
-                      a, w, name(extra[0]));
-    if (entry.getSymName() == "decode")
-      os << fmt::format("    modk_cpu::decode_gate_scale_scatter<{}, {}>({}, B, "
-                        "{}, {}, {}, {});\n",
-                        n, gate, y, name(op.getSegments()), name(extra[1]),
-                        name(extra[2]), name(extra[0]));
-    else
-      os << fmt::format("    modk_cpu::gate_scale_scatter<{}, {}, {}>({}, B, {}, "
-                        "{}, {}, {}, {});\n",
-                        seqLen, n, gate, y, name(op.getSegments()),
-                        name(extra[3]), name(extra[1]), name(extra[2]),
-                        name(extra[0]));
+    // The update; emitKernel scatters it.
+    emitCall({"linear", {n, k}, {a, "rows", w, name(op.getExtra()[0])}},
+             indent);
   }
-  os << "  }\n";
 }
 
-LogicalResult CppEmitter::emitKernel(Operation *op) {
-  if (auto gemm = dyn_cast<modk::GemmOp>(op)) {
-    emitGemm(gemm);
-    return success();
-  }
-  if (auto ids = dyn_cast<modk::IdentityRowsOp>(op)) {
-    os << fmt::format("  modk_cpu::identity_segments<{}>(B, {}, {});\n", seqLen,
-                      name(ids.getPositions()), name(ids.getSegments()));
-    return success();
-  }
-  if (auto embed = dyn_cast<modk::EmbedOp>(op)) {
-    os << fmt::format("  modk_cpu::embed<{}>({}, B * {}, {}, {});\n",
-                      width(embed.getOutput()), name(embed.getTokens()),
-                      width(embed.getTokens()), name(embed.getTable()),
-                      name(embed.getOutput()));
-    return success();
-  }
-  if (auto norm = dyn_cast<modk::RMSNormOp>(op)) {
-    os << fmt::format("  modk_cpu::rmsnorm<{}>({}, {}, {}, {}, {});\n",
-                      width(norm.getOutput()), name(norm.getInput()),
-                      rows(norm.getSegments()), name(norm.getWeight()),
-                      floatLiteral(norm.getEps().convertToDouble()),
-                      name(norm.getOutput()));
-    return success();
-  }
-  if (auto attn = dyn_cast<modk::AttentionOp>(op)) {
-    int64_t heads = attn.getNHeads();
-    os << fmt::format(
-        "  modk_cpu::causal_attention<{}, {}>({}, {}, {}, B, {}, {}, {});\n",
-        heads, width(attn.getQ()) / heads, name(attn.getQ()),
-        name(attn.getK()), name(attn.getV()), name(attn.getSegments()),
-        name(attn.getPositions()), name(attn.getOutput()));
-    if (hasDecode && attn.getLayer() && entry.getSymName() == "forward") {
-      // Causal prefill: the same keys and values fill the decode cache.
-      int64_t layer = *attn.getLayer(), d = width(attn.getK());
-      os << fmt::format(
-          "  if (args->kv_cache)\n    modk_cpu::cache_append<{0}, {1}>({2}, {3}, "
-          "B, {4}, {5}, args->prefill_lengths, args->kv_cache + (int64_t){6} * "
-          "B * {0} * {1}, args->kv_cache + (int64_t){7} * B * {0} * {1}, "
-          "args->kv_counts + (int64_t){8} * B);\n",
-          seqLen, d, name(attn.getK()), name(attn.getV()),
-          name(attn.getSegments()), name(attn.getPositions()), 2 * layer,
-          2 * layer + 1, layer);
-    }
-    return success();
-  }
-  if (auto add = dyn_cast<modk::AddOp>(op)) {
-    int64_t d = width(add.getOutput());
-    std::string out = name(add.getOutput()), lhs = name(add.getLhs());
-    if (out != lhs)
-      os << fmt::format("  std::memcpy({}, {}, sizeof(float) * {} * {});\n",
-                        out, lhs, rows(add.getSegments()), d);
-    os << fmt::format("  modk_cpu::add_inplace<{}>({}, {}, {});\n", d, out,
-                      name(add.getRhs()), rows(add.getSegments()));
-    return success();
-  }
+LogicalResult CppEmitter::emitTargetKernel(Operation *op) {
   if (auto predictor = dyn_cast<modk::PredictorOp>(op)) {
-    auto fc1 = cast<MemRefType>(predictor.getFc1Weight().getType()).getShape();
-    if (predictor.getCausalOnly())
-      os << "  if (causal || args->causal_decisions) // only causal decisions "
-            "read it\n";
-    os << fmt::format("    modk_cpu::predictor<{}, {}>({}, B * {}, {}, {}, {}, "
-                      "{}, {}, {});\n",
-                      fc1[1], fc1[0], name(predictor.getInput()),
-                      cast<MemRefType>(predictor.getInput().getType()).getDimSize(1),
-                      name(predictor.getFc1Weight()),
-                      name(predictor.getFc1Bias()),
-                      name(predictor.getFc2Weight()),
-                      name(predictor.getFc2Bias()), name(predictor.getHidden()),
-                      name(predictor.getOutput()));
-    return success();
-  }
-  if (auto route = dyn_cast<modk::RouteSelectGatherOp>(op)) {
-    int64_t d = width(route.getGathered());
-    std::string pos = name(route.getPositions()), seg = name(route.getSegments());
-    std::string mask = name(route.getMask()), r = name(route.getScores());
-    os << fmt::format("  {{ // modk.route_select_gather layer {} k={}\n",
-                      route.getLayer(), route.getK());
-    os << fmt::format("    modk_cpu::router_logits<{}, {}>({}, B, {}, {});\n",
-                      seqLen, d, name(route.getInput()),
-                      name(route.getRouterWeight()), r);
-    StringRef causal = route.getCausalRouter();
-    if (causal != "none") {
-      std::string logits =
-          causal == "predictor" ? name(route.getCausalScores()) : r;
-      os << fmt::format("    if (causal)\n      modk_cpu::select_causal<{}>({}, "
-                        "B, {}, {}, {});\n    else\n  ",
-                        seqLen, logits, pos, seg, mask);
-    }
-    os << fmt::format("    modk_cpu::select_topk<{}, {}>({}, B, {}, {}, {});\n",
-                      seqLen, route.getK(), r, pos, seg, mask);
-    if (causal != "none") {
-      // The causal decision of every token on this pass's stream, on request.
-      std::string logits =
-          causal == "predictor" ? name(route.getCausalScores()) : r;
-      os << fmt::format("    if (args->causal_decisions)\n      for (int64_t i = "
-                        "0; i < B * {0}; ++i)\n        args->causal_decisions"
-                        "[(int64_t){1} * B * {0} + i] = {2}[i] > 0.0f;\n",
-                        seqLen, routedIndex[route.getLayer()], logits);
-    }
-    os << fmt::format("    modk_cpu::gather_rmsnorm<{}, {}>({}, B, {}, {}, {}, "
-                      "{}, {}, {});\n",
-                      seqLen, d, name(route.getInput()), seg, pos,
-                      name(route.getNormWeight()),
-                      floatLiteral(route.getEps().convertToDouble()),
-                      name(route.getGathered()), name(route.getNormed()));
-    os << "  }\n";
-    return success();
-  }
-  if (auto zero = dyn_cast<modk::ZeroOp>(op)) {
-    Value out = zero.getOutput();
-    os << fmt::format("  std::memset({}, 0, sizeof(*{}) * {});\n", name(out),
-                      name(out), elements(out));
-    return success();
-  }
-  if (auto copy = dyn_cast<modk::CopyOp>(op)) {
-    Value out = copy.getOutput();
-    os << fmt::format("  std::memcpy({}, {}, sizeof(*{}) * {});\n", name(out),
-                      name(copy.getInput()), name(out), elements(out));
+    // Indented as if guarded either way, as this emitter always has.
+    emitPredictor(predictor, 4);
     return success();
   }
   if (auto split = dyn_cast<modk::SplitTokensOp>(op)) {
@@ -235,18 +141,7 @@ LogicalResult CppEmitter::emitKernel(Operation *op) {
                       name(split.getTokens()), seqLen + 1);
     return success();
   }
-  if (auto act = dyn_cast<modk::ActivationOp>(op)) {
-    int64_t n = width(act.getOutput());
-    std::string out = name(act.getOutput()), r = rows(act.getSegments());
-    os << fmt::format("  std::memcpy({}, {}, sizeof(float) * {} * {});\n", out,
-                      name(act.getUp()), r, n);
-    if (act.getKind() == "swiglu")
-      os << fmt::format("  modk_cpu::swiglu<{}>({}, {}, {});\n", n,
-                        name(act.getGate()), out, r);
-    else
-      os << fmt::format("  modk_cpu::gelu<{}>({}, {});\n", n, out, r);
-    return success();
-  }
+  // The losses are summed on the host, straight into args->losses.
   if (auto ce = dyn_cast<modk::CrossEntropyOp>(op)) {
     int64_t vocab = width(ce.getLogits());
     std::string l = name(ce.getLosses());
@@ -275,147 +170,16 @@ LogicalResult CppEmitter::emitKernel(Operation *op) {
         weight, name(bce.getDlogits()), l);
     return success();
   }
-  if (auto dgrad = dyn_cast<modk::GemmDgradOp>(op)) {
-    auto w = cast<MemRefType>(dgrad.getWeight().getType()).getShape();
-    os << fmt::format("  modk_cpu::linear_dgrad<{}, {}>({}, {}, {}, {}, {});\n",
-                      w[0], w[1], name(dgrad.getDy()), rows(dgrad.getSegments()),
-                      name(dgrad.getWeight()), name(dgrad.getDa()),
-                      dgrad.getAccumulate() ? "true" : "false");
-    return success();
-  }
-  if (auto wgrad = dyn_cast<modk::GemmWgradOp>(op)) {
-    auto w = cast<MemRefType>(wgrad.getDw().getType()).getShape();
-    os << fmt::format("  modk_cpu::linear_wgrad<{}, {}>({}, {}, {}, {}, true);\n",
-                      w[0], w[1], name(wgrad.getDy()), rows(wgrad.getSegments()),
-                      name(wgrad.getInput()), name(wgrad.getDw()));
-    return success();
-  }
-  if (auto norm = dyn_cast<modk::RMSNormGradOp>(op)) {
-    os << fmt::format(
-        "  modk_cpu::rmsnorm_grad<{}>({}, {}, {}, {}, {}, {}, {}, {});\n",
-        width(norm.getInput()), name(norm.getInput()), rows(norm.getSegments()),
-        name(norm.getWeight()), floatLiteral(norm.getEps().convertToDouble()),
-        name(norm.getDy()), name(norm.getDx()), name(norm.getDw()),
-        norm.getAccumulate() ? "true" : "false");
-    return success();
-  }
-  if (auto rope = dyn_cast<modk::RopeGradOp>(op)) {
-    int64_t heads = rope.getNHeads();
-    os << fmt::format("  modk_cpu::rope_grad<{}, {}>({}, {}, {}, {});\n", heads,
-                      width(rope.getGrad()) / heads, name(rope.getGrad()),
-                      rows(rope.getSegments()), name(rope.getPositions()),
-                      floatLiteral(rope.getRopeTheta().convertToDouble()));
-    return success();
-  }
-  if (auto attn = dyn_cast<modk::AttentionGradOp>(op)) {
-    int64_t heads = attn.getNHeads();
-    os << fmt::format("  modk_cpu::causal_attention_grad<{}, {}>({}, {}, {}, {}, "
-                      "{}, B, {}, {}, {}, {}, {});\n",
-                      heads, width(attn.getQ()) / heads, name(attn.getQ()),
-                      name(attn.getK()), name(attn.getV()), name(attn.getO()),
-                      name(attn.getDout()), name(attn.getSegments()),
-                      name(attn.getPositions()), name(attn.getDq()),
-                      name(attn.getDk()), name(attn.getDv()));
-    return success();
-  }
-  if (auto act = dyn_cast<modk::ActivationGradOp>(op)) {
-    int64_t n = width(act.getUp());
-    if (act.getKind() == "swiglu")
-      os << fmt::format("  modk_cpu::swiglu_grad<{}>({}, {}, {}, {}, {}, {});\n",
-                        n, name(act.getGate()), name(act.getUp()),
-                        name(act.getDu()), rows(act.getSegments()),
-                        name(act.getDgate()), name(act.getDup()));
-    else
-      os << fmt::format("  modk_cpu::gelu_grad<{}>({}, {}, {}, {});\n", n,
-                        name(act.getUp()), name(act.getDu()),
-                        rows(act.getSegments()), name(act.getDup()));
-    return success();
-  }
-  if (auto scatter = dyn_cast<modk::ScatterGradOp>(op)) {
-    int gate = gateKind(scatter.getGate());
-    os << fmt::format("  modk_cpu::gate_scale_scatter_grad<{}, {}, {}>({}, B, {}, "
-                      "{}, {}, {}, {}, {});\n",
-                      seqLen, width(scatter.getDy()), gate,
-                      name(scatter.getDy()), name(scatter.getSegments()),
-                      name(scatter.getPositions()), name(scatter.getScores()),
-                      name(scatter.getUpdate()), name(scatter.getDf()),
-                      name(scatter.getDscores()));
-    return success();
-  }
-  if (auto gather = dyn_cast<modk::GatherGradOp>(op)) {
-    os << fmt::format("  modk_cpu::gather_grad<{}, {}>({}, B, {}, {}, {});\n",
-                      seqLen, width(gather.getDx()), name(gather.getDgathered()),
-                      name(gather.getSegments()), name(gather.getPositions()),
-                      name(gather.getDx()));
-    return success();
-  }
-  if (auto router = dyn_cast<modk::RouterGradOp>(op)) {
-    os << fmt::format("  modk_cpu::router_grad<{}, {}>({}, B, {}, {}, {}, {});\n",
-                      seqLen, width(router.getInput()), name(router.getInput()),
-                      name(router.getWeight()), name(router.getDscores()),
-                      name(router.getDx()), name(router.getDw()));
-    return success();
-  }
-  if (auto pred = dyn_cast<modk::PredictorGradOp>(op)) {
-    auto fc1 = cast<MemRefType>(pred.getFc1Weight().getType()).getShape();
-    os << fmt::format("  modk_cpu::predictor_grad<{}, {}>({}, B * {}, {}, {}, {}, "
-                      "{}, {}, {}, {}, {}, {});\n",
-                      fc1[1], fc1[0], name(pred.getInput()), seqLen,
-                      name(pred.getFc1Weight()), name(pred.getFc1Bias()),
-                      name(pred.getFc2Weight()), name(pred.getDp()),
-                      name(pred.getHidden()), name(pred.getDfc1Weight()),
-                      name(pred.getDfc1Bias()), name(pred.getDfc2Weight()),
-                      name(pred.getDfc2Bias()));
-    return success();
-  }
-  if (auto embed = dyn_cast<modk::EmbedGradOp>(op)) {
-    os << fmt::format("  modk_cpu::embed_grad<{}>({}, B * {}, {}, {});\n",
-                      width(embed.getDtable()), name(embed.getTokens()), seqLen,
-                      name(embed.getDx()), name(embed.getDtable()));
-    return success();
-  }
-  if (auto rowsOp = dyn_cast<modk::DecodeRowsOp>(op)) {
-    os << fmt::format("  modk_cpu::decode_rows<{}>({}, {}, B, {}, {});\n",
-                      seqLen, name(rowsOp.getStepPositions()),
-                      name(rowsOp.getActive()), name(rowsOp.getPositions()),
-                      name(rowsOp.getSegments()));
-    return success();
-  }
   if (auto attn = dyn_cast<modk::DecodeAttentionOp>(op)) {
-    int64_t heads = attn.getNHeads(), d = width(attn.getQ());
+    int64_t d = width(attn.getQ());
     // Layer l's cache: K then V, each [B, seq_len, d_model].
     os << fmt::format(
         "  {{ // layer {0} KV cache\n"
         "    float *cacheK = args->kv_cache + (int64_t){1} * B * {2} * {3};\n"
-        "    float *cacheV = cacheK + B * {2} * {3};\n"
-        "    modk_cpu::decode_attention<{2}, {4}, {5}>({6}, {7}, {8}, B, {9}, "
-        "{10}, {11}, cacheK, cacheV, args->kv_counts + (int64_t){0} * B, "
-        "{12});\n  }}\n",
-        attn.getLayer(), 2 * attn.getLayer(), seqLen, d, heads, d / heads,
-        name(attn.getQ()), name(attn.getK()), name(attn.getV()),
-        name(attn.getSegments()), name(attn.getPositions()),
-        name(attn.getActive()), name(attn.getOutput()));
-    return success();
-  }
-  if (auto route = dyn_cast<modk::DecodeRouteOp>(op)) {
-    int64_t d = width(route.getGathered());
-    std::string r = name(route.getScores());
-    std::string decision = route.getCausalRouter() == "predictor"
-                               ? name(route.getCausalScores())
-                               : r;
-    os << fmt::format("  {{ // modk.decode_route layer {}\n", route.getLayer());
-    os << fmt::format("    modk_cpu::decode_route<{}>({}, B, {}, {}, {}, {}, {}, "
-                      "{}, {}, {});\n",
-                      d, name(route.getInput()), name(route.getRouterWeight()),
-                      decision, name(route.getStepPositions()),
-                      name(route.getActive()), r, name(route.getPositions()),
-                      name(route.getSegments()), name(route.getMask()));
-    os << fmt::format("    modk_cpu::decode_gather_rmsnorm<{}>({}, B, {}, {}, {}, "
-                      "{}, {});\n  }}\n",
-                      d, name(route.getInput()), name(route.getSegments()),
-                      name(route.getNormWeight()),
-                      floatLiteral(route.getEps().convertToDouble()),
-                      name(route.getGathered()), name(route.getNormed()));
+        "    float *cacheV = cacheK + B * {2} * {3};\n",
+        attn.getLayer(), 2 * attn.getLayer(), seqLen, d);
+    emitCall(decodeAttentionCall(attn, "cacheK", "cacheV"), 4);
+    os << "  }\n";
     return success();
   }
   return op->emitOpError("has no C++ emitter");
@@ -433,23 +197,8 @@ LogicalResult CppEmitter::emit() {
     os << kTrainPrelude << "\n";
   if (decode)
     os << kDecodePrelude << "\n";
-  os << R"cpp(
-#include <chrono>
-#include <cmath>
-#include <cstdio>
-#include <cstdlib>
-#include <cstring>
-#include <string>
-)cpp";
-  os << abiStructs();
-  os << R"cpp(
-namespace {
-thread_local std::string lastError;
-int32_t fail(int32_t status, std::string message) {
-  lastError = std::move(message);
-  return status;
-}
-/// Prints the time since `tick` for kernel `index` and restarts the clock.
+  emitHostSupport("");
+  os << R"cpp(/// Prints the time since `tick` for kernel `index` and restarts the clock.
 void modcProfile(int index, const char *what,
                  std::chrono::steady_clock::time_point &tick) {
   auto now = std::chrono::steady_clock::now();
@@ -470,26 +219,8 @@ __attribute__((visibility("default"))) const char *modc_last_error(void) {
   os << "__attribute__((visibility(\"default\"))) const char "
         "*modc_manifest_json(void) {\n  return R\"modcmanifest("
      << manifest << ")modcmanifest\";\n}\n";
-  if (failed(emitEntry(forward)))
+  if (failed(emitEntries(forward, grad, decode)))
     return failure();
-  if (grad) {
-    if (failed(emitEntry(grad)))
-      return failure();
-    emitAdamW(grad);
-  }
-  if (decode) {
-    if (failed(emitEntry(decode)))
-      return failure();
-    int64_t layers = 0, dModel = 0;
-    if (auto model = llvm::json::parse(decode.getModel())) {
-      layers = model->getAsObject()->getInteger("n_layers").value_or(0);
-      dModel = model->getAsObject()->getInteger("d_model").value_or(0);
-    }
-    os << fmt::format("__attribute__((visibility(\"default\"))) uint64_t "
-                      "modc_kv_cache_bytes(int64_t batch) {{\n  return batch < 1 "
-                      "? 0 : (uint64_t)batch * {}u;\n}}\n",
-                      kvCacheBytesPerSequence(layers, seqLen, dModel));
-  }
   os << "} // extern \"C\"\n";
   return success();
 }
@@ -499,7 +230,7 @@ LogicalResult CppEmitter::emitEntry(modk::EntryOp e) {
   bool isGrad = e.getSymName() == "grad";
   bool isDecode = e.getSymName() == "decode";
   std::string fn = functionName(e);
-  emitEntryPrologue(e, "__attribute__((visibility(\"default\")))");
+  emitEntryPrologue(e, kExport);
   if (hasDecode && !isDecode && !isGrad)
     os << fmt::format(
         "  if (args->kv_cache)\n    for (int64_t b = 0; b < args->batch; ++b)\n"
@@ -534,33 +265,15 @@ LogicalResult CppEmitter::emitEntry(modk::EntryOp e) {
   // MODC_PROFILE=1 in the environment times every kernel of the plan.
   os << "  static const bool profile = std::getenv(\"MODC_PROFILE\") != nullptr;\n";
   os << "  auto tick = std::chrono::steady_clock::now();\n";
-  int kernel = 0;
-  for (Operation &op : e.getBody().front()) {
-    if (!isKernel(op))
-      continue;
-    if (failed(emitKernel(&op)))
-      return failure();
-    std::string what = op.getName().getStringRef().str();
-    if (auto gemm = dyn_cast<modk::GemmOp>(op))
-      what += " " + gemm.getEpilogue().str();
-    os << fmt::format("  if (profile) modcProfile({}, \"{}\", tick);\n",
-                      kernel++, what);
-  }
+  if (failed(emitKernels(e, "tick")))
+    return failure();
   os << "  return 0;\n}\n";
   return success();
 }
 
 void CppEmitter::emitAdamW(modk::EntryOp grad) {
   std::string sizes, decay;
-  for (Attribute p : grad.getParams()) {
-    auto dict = cast<DictionaryAttr>(p);
-    int64_t n = 1;
-    for (Attribute d : dict.getAs<ArrayAttr>("shape"))
-      n *= cast<IntegerAttr>(d).getInt();
-    auto flag = dict.getAs<BoolAttr>("decay");
-    sizes += fmt::format("{}, ", n);
-    decay += flag && flag.getValue() ? "true, " : "false, ";
-  }
+  adamwTables(grad, sizes, decay);
   os << fmt::format(R"cpp(__attribute__((visibility("default"))) int32_t
 modc_adamw(const modc_adamw_args *args) {{
   static const int64_t kSizes[] = {{{0}}};

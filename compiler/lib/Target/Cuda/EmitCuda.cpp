@@ -14,7 +14,6 @@
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Tools/mlir-translate/Translation.h"
-#include "llvm/Support/JSON.h"
 
 #include <fmt/format.h>
 
@@ -34,8 +33,6 @@ static const char kDecodePrelude[] =
 #include "CudaKernelsDecodePrelude.inc"
     ;
 
-static const char kExport[] = "__attribute__((visibility(\"default\")))";
-
 namespace {
 class CudaEmitter : public PlanEmitter {
 public:
@@ -45,401 +42,145 @@ public:
   LogicalResult emit();
 
 private:
-  /// The device pointer to the row count of a row set: seg[B].
-  std::string rows(Value segments) { return name(segments) + " + B"; }
-  LogicalResult emitKernel(Operation *op);
-  void emitGemm(modk::GemmOp op);
-  LogicalResult emitEntry(modk::EntryOp entry);
+  LogicalResult emitEntry(modk::EntryOp entry) override;
   /// Notes that a kernel of the entry needs `bytesExpr` bytes of scratch
   /// (an expression in B): the entry sizes one buffer for the largest.
   void needScratch(std::string bytesExpr) {
     scratchNeeds.push_back(std::move(bytesExpr));
   }
   void emitDeviceApi();
-  void emitAdamW(modk::EntryOp grad);
+  void emitAdamW(modk::EntryOp grad) override;
+
+  // PlanEmitter's hooks: row counts stay on the device (seg + B), so the host
+  // sizes copies and grids by the most rows a row set can hold; every call
+  // is enqueued on the stream `s`.
+  void emitCall(const KernelCall &call, int indent = 2) override;
+  LogicalResult emitTargetKernel(Operation *op) override;
+  void emitGemm(modk::GemmOp op, int indent) override;
+  std::string hostRows(Value, Value buffer) override { return maxRows(buffer); }
+  void emitMemcpy(StringRef dst, StringRef src, StringRef bytes) override {
+    os << fmt::format("  cudaMemcpyAsync({}, {}, {}, cudaMemcpyDeviceToDevice, "
+                      "s);\n",
+                      dst.str(), src.str(), bytes.str());
+  }
+  void emitMemset(StringRef dst, StringRef bytes) override {
+    os << fmt::format("  cudaMemsetAsync({}, 0, {}, s);\n", dst.str(),
+                      bytes.str());
+  }
+  int openGroup(StringRef comment) override {
+    os << "  // " << comment << "\n";
+    return 2;
+  }
+  void closeGroup() override {}
+  void emitCausalDecisions(int index, StringRef logits, int indent) override;
 
   std::string arch;
   std::vector<std::string> scratchNeeds;
 };
 } // namespace
 
-void CudaEmitter::emitGemm(modk::GemmOp op) {
+void CudaEmitter::emitCall(const KernelCall &call, int indent) {
+  std::vector<std::string> args;
+  for (const KernelArg &arg : call.args) {
+    if (arg.kind == KernelArg::Rows)
+      args.push_back(arg.text + " + B, " + arg.bound);
+    else if (arg.kind != KernelArg::HostOnly)
+      args.push_back(arg.text);
+  }
+  if (!call.scratchBytes.empty()) {
+    needScratch(call.scratchBytes);
+    args.push_back("(" + call.scratchType + " *)scratch");
+  }
+  args.push_back("s");
+  writeCall("modk_cuda", call, args, indent);
+}
+
+void CudaEmitter::emitCausalDecisions(int index, StringRef logits, int indent) {
+  os << fmt::format("{0:{1}}modc_glue::decisions(args->causal_decisions + "
+                    "(int64_t){2} * B * {3}, {4}, B * {3}, s);\n",
+                    "", indent, index, seqLen, logits.str());
+}
+
+void CudaEmitter::emitGemm(modk::GemmOp op, int indent) {
   auto weightShape = cast<MemRefType>(op.getWeights()[0].getType()).getShape();
   int64_t n = weightShape[0], k = weightShape[1];
   std::string a = name(op.getInput()), y = name(op.getOutput());
   std::string w = name(op.getWeights()[0]);
-  std::string m = rows(op.getSegments()), bound = maxRows(op.getInput());
+  KernelArg rows = rowsArg(op.getSegments(), op.getInput());
   StringRef e = op.getEpilogue();
-  os << fmt::format("  // modk.gemm [{} x {}] epilogue={}\n", n, k, e.str());
+  // The epilogues are fused into the GEMM kernel.
   if (e == "none") {
-    os << fmt::format("  modk_cuda::linear<{}, {}>({}, {}, {}, {}, {}, s);\n", n,
-                      k, a, m, bound, w, y);
+    emitCall({"linear", {n, k}, {a, rows, w, y}}, indent);
   } else if (e == "gelu") {
-    os << fmt::format("  modk_cuda::linear_gelu<{}, {}>({}, {}, {}, {}, {}, s);\n",
-                      n, k, a, m, bound, w, y);
+    emitCall({"linear_gelu", {n, k}, {a, rows, w, y}}, indent);
   } else if (e == "rope") {
     int64_t heads = *op.getNHeads();
-    os << fmt::format(
-        "  modk_cuda::linear_rope<{}, {}, {}>({}, {}, {}, {}, {}, {}, {}, s);\n",
-        heads, n / heads, k, a, m, bound, w, name(op.getExtra()[0]),
-        floatLiteral(op.getRopeTheta()->convertToDouble()), y);
+    emitCall({"linear_rope",
+              {heads, n / heads, k},
+              {a, rows, w, name(op.getExtra()[0]),
+               floatLiteral(op.getRopeTheta()->convertToDouble()), y}},
+             indent);
   } else if (e == "residual_add") {
-    os << fmt::format(
-        "  modk_cuda::linear_residual<{}, {}>({}, {}, {}, {}, {}, {}, s);\n", n,
-        k, a, m, bound, w, name(op.getExtra()[0]), y);
+    emitCall(
+        {"linear_residual", {n, k}, {a, rows, w, name(op.getExtra()[0]), y}},
+        indent);
   } else if (e == "swiglu") {
-    os << fmt::format(
-        "  modk_cuda::linear_swiglu<{}, {}>({}, {}, {}, {}, {}, {}, {}, s);\n",
-        n, k, a, m, bound, w, name(op.getWeights()[1]), name(op.getExtra()[0]),
-        y);
+    emitCall(
+        {"linear_swiglu",
+         {n, k},
+         {a, rows, w, name(op.getWeights()[1]), name(op.getExtra()[0]), y}},
+        indent);
   } else if (e == "gate_scale_scatter") {
-    auto extra = op.getExtra();
-    int gate = gateKind(*op.getGate());
-    os << fmt::format("  modk_cuda::linear<{}, {}>({}, {}, {}, {}, {}, s);\n", n,
-                      k, a, m, bound, w, name(extra[0]));
-    if (entry.getSymName() == "decode")
-      os << fmt::format("  modk_cuda::decode_gate_scale_scatter<{}, {}>({}, B, "
-                        "{}, {}, {}, {}, s);\n",
-                        n, gate, y, name(op.getSegments()), name(extra[1]),
-                        name(extra[2]), name(extra[0]));
-    else
-      os << fmt::format("  modk_cuda::gate_scale_scatter<{}, {}, {}>({}, B, {}, "
-                        "{}, {}, {}, {}, s);\n",
-                        seqLen, n, gate, y, name(op.getSegments()),
-                        name(extra[3]), name(extra[1]), name(extra[2]),
-                        name(extra[0]));
+    // The update; emitKernel scatters it.
+    emitCall({"linear", {n, k}, {a, rows, w, name(op.getExtra()[0])}}, indent);
   }
 }
 
-LogicalResult CudaEmitter::emitKernel(Operation *op) {
-  if (auto gemm = dyn_cast<modk::GemmOp>(op)) {
-    emitGemm(gemm);
-    return success();
-  }
-  if (auto ids = dyn_cast<modk::IdentityRowsOp>(op)) {
-    os << fmt::format("  modk_cuda::identity_segments<{}>(B, {}, {}, s);\n",
-                      seqLen, name(ids.getPositions()), name(ids.getSegments()));
-    return success();
-  }
-  if (auto embed = dyn_cast<modk::EmbedOp>(op)) {
-    os << fmt::format("  modk_cuda::embed<{}>({}, B * {}, {}, {}, s);\n",
-                      width(embed.getOutput()), name(embed.getTokens()),
-                      width(embed.getTokens()), name(embed.getTable()),
-                      name(embed.getOutput()));
-    return success();
-  }
-  if (auto norm = dyn_cast<modk::RMSNormOp>(op)) {
-    os << fmt::format("  modk_cuda::rmsnorm<{}>({}, {}, {}, {}, {}, {}, s);\n",
-                      width(norm.getOutput()), name(norm.getInput()),
-                      rows(norm.getSegments()), maxRows(norm.getInput()),
-                      name(norm.getWeight()),
-                      floatLiteral(norm.getEps().convertToDouble()),
-                      name(norm.getOutput()));
-    return success();
-  }
-  if (auto attn = dyn_cast<modk::AttentionOp>(op)) {
-    int64_t heads = attn.getNHeads();
-    // The grid covers the most rows a segment can hold (S, or k in top-k).
-    os << fmt::format("  modk_cuda::causal_attention<{}, {}>({}, {}, {}, B, {}, "
-                      "{}, {}, {}, s);\n",
-                      heads, width(attn.getQ()) / heads, name(attn.getQ()),
-                      name(attn.getK()), name(attn.getV()),
-                      name(attn.getSegments()), name(attn.getPositions()),
-                      cast<MemRefType>(attn.getQ().getType()).getDimSize(1),
-                      name(attn.getOutput()));
-    if (hasDecode && attn.getLayer() && entry.getSymName() == "forward") {
-      // Causal prefill: the same keys and values fill the decode cache.
-      int64_t layer = *attn.getLayer(), d = width(attn.getK());
-      os << fmt::format(
-          "  if (args->kv_cache)\n    modk_cuda::cache_append<{0}, {1}>({2}, "
-          "{3}, B, {4}, {5}, args->prefill_lengths, args->kv_cache + "
-          "(int64_t){6} * B * {0} * {1}, args->kv_cache + (int64_t){7} * B * "
-          "{0} * {1}, args->kv_counts + (int64_t){8} * B, s);\n",
-          seqLen, d, name(attn.getK()), name(attn.getV()),
-          name(attn.getSegments()), name(attn.getPositions()), 2 * layer,
-          2 * layer + 1, layer);
-    }
-    return success();
-  }
-  if (auto add = dyn_cast<modk::AddOp>(op)) {
-    int64_t d = width(add.getOutput());
-    std::string out = name(add.getOutput()), lhs = name(add.getLhs());
-    if (out != lhs)
-      os << fmt::format("  cudaMemcpyAsync({}, {}, sizeof(float) * {} * {}, "
-                        "cudaMemcpyDeviceToDevice, s);\n",
-                        out, lhs, maxRows(add.getOutput()), d);
-    os << fmt::format("  modk_cuda::add_inplace<{}>({}, {}, {}, {}, s);\n", d,
-                      out, name(add.getRhs()), rows(add.getSegments()),
-                      maxRows(add.getOutput()));
-    return success();
-  }
+LogicalResult CudaEmitter::emitTargetKernel(Operation *op) {
   if (auto predictor = dyn_cast<modk::PredictorOp>(op)) {
-    auto fc1 = cast<MemRefType>(predictor.getFc1Weight().getType()).getShape();
-    if (predictor.getCausalOnly())
-      os << "  if (causal || args->causal_decisions) // only causal decisions "
-            "read it\n  ";
-    os << fmt::format(
-        "  modk_cuda::predictor<{}, {}>({}, B * {}, {}, {}, {}, {}, {}, {}, "
-        "s);\n",
-        fc1[1], fc1[0], name(predictor.getInput()),
-        cast<MemRefType>(predictor.getInput().getType()).getDimSize(1),
-        name(predictor.getFc1Weight()), name(predictor.getFc1Bias()),
-        name(predictor.getFc2Weight()), name(predictor.getFc2Bias()),
-        name(predictor.getHidden()), name(predictor.getOutput()));
-    return success();
-  }
-  if (auto route = dyn_cast<modk::RouteSelectGatherOp>(op)) {
-    int64_t d = width(route.getGathered());
-    std::string pos = name(route.getPositions()), seg = name(route.getSegments());
-    std::string mask = name(route.getMask()), r = name(route.getScores());
-    os << fmt::format("  // modk.route_select_gather layer {} k={}\n",
-                      route.getLayer(), route.getK());
-    os << fmt::format("  modk_cuda::router_logits<{}, {}>({}, B, {}, {}, s);\n",
-                      seqLen, d, name(route.getInput()),
-                      name(route.getRouterWeight()), r);
-    StringRef causal = route.getCausalRouter();
-    std::string logits =
-        causal == "predictor" ? name(route.getCausalScores()) : r;
-    if (causal != "none")
-      os << fmt::format("  if (causal)\n    modk_cuda::select_causal<{}>({}, B, "
-                        "{}, {}, {}, s);\n  else\n  ",
-                        seqLen, logits, pos, seg, mask);
-    os << fmt::format("  modk_cuda::select_topk<{}, {}>({}, B, {}, {}, {}, s);\n",
-                      seqLen, route.getK(), r, pos, seg, mask);
-    if (causal != "none")
-      // The causal decision of every token on this pass's stream, on request.
-      os << fmt::format("  if (args->causal_decisions)\n    "
-                        "modc_glue::decisions(args->causal_decisions + "
-                        "(int64_t){1} * B * {0}, {2}, B * {0}, s);\n",
-                        seqLen, routedIndex[route.getLayer()], logits);
-    os << fmt::format("  modk_cuda::gather_rmsnorm<{}, {}>({}, B, {}, {}, {}, "
-                      "{}, {}, {}, s);\n",
-                      seqLen, d, name(route.getInput()), seg, pos,
-                      name(route.getNormWeight()),
-                      floatLiteral(route.getEps().convertToDouble()),
-                      name(route.getGathered()), name(route.getNormed()));
-    return success();
-  }
-  if (auto zero = dyn_cast<modk::ZeroOp>(op)) {
-    Value out = zero.getOutput();
-    os << fmt::format("  cudaMemsetAsync({}, 0, sizeof(*{}) * {}, s);\n",
-                      name(out), name(out), elements(out));
-    return success();
-  }
-  if (auto copy = dyn_cast<modk::CopyOp>(op)) {
-    Value out = copy.getOutput();
-    os << fmt::format("  cudaMemcpyAsync({}, {}, sizeof(*{}) * {}, "
-                      "cudaMemcpyDeviceToDevice, s);\n",
-                      name(out), name(copy.getInput()), name(out),
-                      elements(out));
+    emitPredictor(predictor, 2);
     return success();
   }
   if (auto split = dyn_cast<modk::SplitTokensOp>(op)) {
-    os << fmt::format("  modk_cuda::split_tokens<{}>({}, B, {}, {}, s);\n",
-                      seqLen, name(split.getTokens()), name(split.getInputs()),
-                      name(split.getTargets()));
+    emitCall({"split_tokens",
+              {seqLen},
+              {name(split.getTokens()), "B", name(split.getInputs()),
+               name(split.getTargets())}});
     return success();
   }
-  if (auto act = dyn_cast<modk::ActivationOp>(op)) {
-    int64_t n = width(act.getOutput());
-    std::string out = name(act.getOutput()), r = rows(act.getSegments());
-    std::string bound = maxRows(act.getOutput());
-    os << fmt::format("  cudaMemcpyAsync({}, {}, sizeof(float) * {} * {}, "
-                      "cudaMemcpyDeviceToDevice, s);\n",
-                      out, name(act.getUp()), bound, n);
-    if (act.getKind() == "swiglu")
-      os << fmt::format("  modk_cuda::swiglu<{}>({}, {}, {}, {}, s);\n", n,
-                        name(act.getGate()), out, r, bound);
-    else
-      os << fmt::format("  modk_cuda::gelu<{}>({}, {}, {}, s);\n", n, out, r,
-                        bound);
-    return success();
-  }
+  // The losses are reduced on the device, into args->losses there.
   if (auto ce = dyn_cast<modk::CrossEntropyOp>(op)) {
-    int64_t vocab = width(ce.getLogits());
-    needScratch(fmt::format("modk_cuda::cross_entropy_scratch_bytes(B * {})",
-                            seqLen));
-    os << fmt::format("  modk_cuda::cross_entropy<{}>({}, {}, B * {}, 1.0f / "
-                      "(float)(B * {}), {}, {}, (double *)scratch, s);\n",
-                      vocab, name(ce.getLogits()), name(ce.getTargets()),
-                      seqLen, seqLen, name(ce.getDlogits()),
-                      name(ce.getLosses()));
+    emitCall(KernelCall{"cross_entropy",
+                        {width(ce.getLogits())},
+                        {name(ce.getLogits()), name(ce.getTargets()),
+                         fmt::format("B * {}", seqLen),
+                         fmt::format("1.0f / (float)(B * {})", seqLen),
+                         name(ce.getDlogits()), name(ce.getLosses())}}
+                 .withScratch("double",
+                              fmt::format("modk_cuda::cross_entropy_scratch_"
+                                          "bytes(B * {})",
+                                          seqLen)));
     return success();
   }
   if (auto bce = dyn_cast<modk::BCELossOp>(op)) {
     // Mean over [B, S] and the routed layers.
-    os << fmt::format("  modk_cuda::bce_with_logits<{0}>({1}, {2}, B, {4:.17g}, "
-                      "1.0 / ((double)B * {0} * {3}), {5}, {6}, s);\n",
-                      seqLen, name(bce.getLogits()), name(bce.getMask()),
-                      bce.getNRouted(), bce.getWeight().convertToDouble(),
-                      name(bce.getDlogits()), name(bce.getLosses()));
-    return success();
-  }
-  if (auto dgrad = dyn_cast<modk::GemmDgradOp>(op)) {
-    auto w = cast<MemRefType>(dgrad.getWeight().getType()).getShape();
-    os << fmt::format(
-        "  modk_cuda::linear_dgrad<{}, {}>({}, {}, {}, {}, {}, {}, s);\n", w[0],
-        w[1], name(dgrad.getDy()), rows(dgrad.getSegments()),
-        maxRows(dgrad.getDy()), name(dgrad.getWeight()), name(dgrad.getDa()),
-        dgrad.getAccumulate() ? "true" : "false");
-    return success();
-  }
-  if (auto wgrad = dyn_cast<modk::GemmWgradOp>(op)) {
-    auto w = cast<MemRefType>(wgrad.getDw().getType()).getShape();
-    os << fmt::format(
-        "  modk_cuda::linear_wgrad<{}, {}>({}, {}, {}, {}, {}, s);\n", w[0],
-        w[1], name(wgrad.getDy()), rows(wgrad.getSegments()),
-        maxRows(wgrad.getDy()), name(wgrad.getInput()), name(wgrad.getDw()));
-    return success();
-  }
-  if (auto norm = dyn_cast<modk::RMSNormGradOp>(op)) {
-    needScratch(fmt::format("sizeof(float) * "
-                            "modk_cuda::rmsnorm_grad_scratch_floats<{}>({})",
-                            width(norm.getInput()), maxRows(norm.getInput())));
-    os << fmt::format("  modk_cuda::rmsnorm_grad<{}>({}, {}, {}, {}, {}, {}, {}, "
-                      "{}, {}, (float *)scratch, s);\n",
-                      width(norm.getInput()), name(norm.getInput()),
-                      rows(norm.getSegments()), maxRows(norm.getInput()),
-                      name(norm.getWeight()),
-                      floatLiteral(norm.getEps().convertToDouble()),
-                      name(norm.getDy()), name(norm.getDx()), name(norm.getDw()),
-                      norm.getAccumulate() ? "true" : "false");
-    return success();
-  }
-  if (auto rope = dyn_cast<modk::RopeGradOp>(op)) {
-    int64_t heads = rope.getNHeads();
-    os << fmt::format("  modk_cuda::rope_grad<{}, {}>({}, {}, {}, {}, {}, s);\n",
-                      heads, width(rope.getGrad()) / heads, name(rope.getGrad()),
-                      rows(rope.getSegments()), maxRows(rope.getGrad()),
-                      name(rope.getPositions()),
-                      floatLiteral(rope.getRopeTheta().convertToDouble()));
-    return success();
-  }
-  if (auto attn = dyn_cast<modk::AttentionGradOp>(op)) {
-    int64_t heads = attn.getNHeads();
-    needScratch(fmt::format(
-        "sizeof(float) * modk_cuda::attention_grad_scratch_floats<{}>({})",
-        heads, maxRows(attn.getQ())));
-    os << fmt::format("  modk_cuda::causal_attention_grad<{}, {}>({}, {}, {}, "
-                      "{}, {}, B, {}, {}, {}, {}, {}, {}, (float *)scratch, "
-                      "s);\n",
-                      heads, width(attn.getQ()) / heads, name(attn.getQ()),
-                      name(attn.getK()), name(attn.getV()), name(attn.getO()),
-                      name(attn.getDout()), name(attn.getSegments()),
-                      name(attn.getPositions()),
-                      cast<MemRefType>(attn.getQ().getType()).getDimSize(1),
-                      name(attn.getDq()), name(attn.getDk()),
-                      name(attn.getDv()));
-    return success();
-  }
-  if (auto act = dyn_cast<modk::ActivationGradOp>(op)) {
-    int64_t n = width(act.getUp());
-    if (act.getKind() == "swiglu")
-      os << fmt::format(
-          "  modk_cuda::swiglu_grad<{}>({}, {}, {}, {}, {}, {}, {}, s);\n", n,
-          name(act.getGate()), name(act.getUp()), name(act.getDu()),
-          rows(act.getSegments()), maxRows(act.getUp()), name(act.getDgate()),
-          name(act.getDup()));
-    else
-      os << fmt::format("  modk_cuda::gelu_grad<{}>({}, {}, {}, {}, {}, s);\n", n,
-                        name(act.getUp()), name(act.getDu()),
-                        rows(act.getSegments()), maxRows(act.getUp()),
-                        name(act.getDup()));
-    return success();
-  }
-  if (auto scatter = dyn_cast<modk::ScatterGradOp>(op)) {
-    int gate = gateKind(scatter.getGate());
-    os << fmt::format("  modk_cuda::gate_scale_scatter_grad<{}, {}, {}>({}, B, "
-                      "{}, {}, {}, {}, {}, {}, s);\n",
-                      seqLen, width(scatter.getDy()), gate,
-                      name(scatter.getDy()), name(scatter.getSegments()),
-                      name(scatter.getPositions()), name(scatter.getScores()),
-                      name(scatter.getUpdate()), name(scatter.getDf()),
-                      name(scatter.getDscores()));
-    return success();
-  }
-  if (auto gather = dyn_cast<modk::GatherGradOp>(op)) {
-    os << fmt::format("  modk_cuda::gather_grad<{}, {}>({}, B, {}, {}, {}, s);\n",
-                      seqLen, width(gather.getDx()), name(gather.getDgathered()),
-                      name(gather.getSegments()), name(gather.getPositions()),
-                      name(gather.getDx()));
-    return success();
-  }
-  if (auto router = dyn_cast<modk::RouterGradOp>(op)) {
-    needScratch(fmt::format(
-        "sizeof(float) * modk_cuda::router_grad_scratch_floats<{}, {}>(B)",
-        seqLen, width(router.getInput())));
-    os << fmt::format(
-        "  modk_cuda::router_grad<{}, {}>({}, B, {}, {}, {}, {}, (float "
-        "*)scratch, s);\n",
-        seqLen,
-        width(router.getInput()), name(router.getInput()),
-        name(router.getWeight()), name(router.getDscores()),
-        name(router.getDx()), name(router.getDw()));
-    return success();
-  }
-  if (auto pred = dyn_cast<modk::PredictorGradOp>(op)) {
-    auto fc1 = cast<MemRefType>(pred.getFc1Weight().getType()).getShape();
-    needScratch(fmt::format("sizeof(float) * "
-                            "modk_cuda::predictor_grad_scratch_floats<{}, "
-                            "{}>(B * {})",
-                            fc1[1], fc1[0], seqLen));
-    os << fmt::format("  modk_cuda::predictor_grad<{}, {}>({}, B * {}, {}, {}, "
-                      "{}, {}, {}, {}, {}, {}, {}, (float *)scratch, s);\n",
-                      fc1[1], fc1[0], name(pred.getInput()), seqLen,
-                      name(pred.getFc1Weight()), name(pred.getFc1Bias()),
-                      name(pred.getFc2Weight()), name(pred.getDp()),
-                      name(pred.getHidden()), name(pred.getDfc1Weight()),
-                      name(pred.getDfc1Bias()), name(pred.getDfc2Weight()),
-                      name(pred.getDfc2Bias()));
-    return success();
-  }
-  if (auto embed = dyn_cast<modk::EmbedGradOp>(op)) {
-    os << fmt::format("  modk_cuda::embed_grad<{}>({}, B * {}, {}, {}, s);\n",
-                      width(embed.getDtable()), name(embed.getTokens()), seqLen,
-                      name(embed.getDx()), name(embed.getDtable()));
-    return success();
-  }
-  if (auto rowsOp = dyn_cast<modk::DecodeRowsOp>(op)) {
-    os << fmt::format("  modk_cuda::decode_rows<{}>({}, {}, B, {}, {}, s);\n",
-                      seqLen, name(rowsOp.getStepPositions()),
-                      name(rowsOp.getActive()), name(rowsOp.getPositions()),
-                      name(rowsOp.getSegments()));
+    emitCall(
+        {"bce_with_logits",
+         {seqLen},
+         {name(bce.getLogits()), name(bce.getMask()), "B",
+          fmt::format("{:.17g}", bce.getWeight().convertToDouble()),
+          fmt::format("1.0 / ((double)B * {} * {})", seqLen, bce.getNRouted()),
+          name(bce.getDlogits()), name(bce.getLosses())}});
     return success();
   }
   if (auto attn = dyn_cast<modk::DecodeAttentionOp>(op)) {
-    int64_t heads = attn.getNHeads(), d = width(attn.getQ());
     // Layer l's cache: K then V, each [B, seq_len, d_model].
-    os << fmt::format(
-        "  modk_cuda::decode_attention<{2}, {4}, {5}>({6}, {7}, {8}, B, {9}, "
-        "{10}, {11}, args->kv_cache + (int64_t){1} * B * {2} * {3}, "
-        "args->kv_cache + (int64_t){1} * B * {2} * {3} + B * {2} * {3}, "
-        "args->kv_counts + (int64_t){0} * B, {12}, s);\n",
-        attn.getLayer(), 2 * attn.getLayer(), seqLen, d, heads, d / heads,
-        name(attn.getQ()), name(attn.getK()), name(attn.getV()),
-        name(attn.getSegments()), name(attn.getPositions()),
-        name(attn.getActive()), name(attn.getOutput()));
-    return success();
-  }
-  if (auto route = dyn_cast<modk::DecodeRouteOp>(op)) {
-    int64_t d = width(route.getGathered());
-    std::string r = name(route.getScores());
-    std::string decision = route.getCausalRouter() == "predictor"
-                               ? name(route.getCausalScores())
-                               : r;
-    os << fmt::format("  // modk.decode_route layer {}\n", route.getLayer());
-    os << fmt::format("  modk_cuda::decode_route<{}>({}, B, {}, {}, {}, {}, {}, "
-                      "{}, {}, {}, s);\n",
-                      d, name(route.getInput()), name(route.getRouterWeight()),
-                      decision, name(route.getStepPositions()),
-                      name(route.getActive()), r, name(route.getPositions()),
-                      name(route.getSegments()), name(route.getMask()));
-    os << fmt::format("  modk_cuda::decode_gather_rmsnorm<{}>({}, B, {}, {}, {}, "
-                      "{}, {}, s);\n",
-                      d, name(route.getInput()), name(route.getSegments()),
-                      name(route.getNormWeight()),
-                      floatLiteral(route.getEps().convertToDouble()),
-                      name(route.getGathered()), name(route.getNormed()));
+    std::string cacheK =
+        fmt::format("args->kv_cache + (int64_t){} * B * {} * {}",
+                    2 * attn.getLayer(), seqLen, width(attn.getQ()));
+    std::string cacheV =
+        fmt::format("{} + B * {} * {}", cacheK, seqLen, width(attn.getQ()));
+    emitCall(decodeAttentionCall(attn, cacheK, cacheV));
     return success();
   }
   return op->emitOpError("has no CUDA emitter");
@@ -623,24 +364,8 @@ LogicalResult CudaEmitter::emit() {
     os << kTrainPrelude << "\n";
   if (decode)
     os << kDecodePrelude << "\n";
-  os << R"cpp(
-#include <chrono>
-#include <cmath>
-#include <cstdio>
-#include <cstdlib>
-#include <cstring>
-#include <string>
-#include <vector>
-)cpp";
-  os << abiStructs();
-  os << R"cpp(
-namespace {
-thread_local std::string lastError;
-int32_t fail(int32_t status, std::string message) {
-  lastError = std::move(message);
-  return status;
-}
-/// Waits for kernel `index` and prints the time since `tick`.
+  emitHostSupport("#include <vector>\n");
+  os << R"cpp(/// Waits for kernel `index` and prints the time since `tick`.
 void modcProfile(int index, const char *what, cudaStream_t s,
                  std::chrono::steady_clock::time_point &tick) {
   cudaStreamSynchronize(s);
@@ -701,25 +426,8 @@ extern "C" {
   os << "} // extern \"C\"\n";
   emitDeviceApi();
   os << "extern \"C\" {\n";
-  if (failed(emitEntry(forward)))
+  if (failed(emitEntries(forward, grad, decode)))
     return failure();
-  if (grad) {
-    if (failed(emitEntry(grad)))
-      return failure();
-    emitAdamW(grad);
-  }
-  if (decode) {
-    if (failed(emitEntry(decode)))
-      return failure();
-    int64_t layers = 0, dModel = 0;
-    if (auto model = llvm::json::parse(decode.getModel())) {
-      layers = model->getAsObject()->getInteger("n_layers").value_or(0);
-      dModel = model->getAsObject()->getInteger("d_model").value_or(0);
-    }
-    os << fmt::format("{} uint64_t modc_kv_cache_bytes(int64_t batch) {{\n  "
-                      "return batch < 1 ? 0 : (uint64_t)batch * {}u;\n}}\n",
-                      kExport, kvCacheBytesPerSequence(layers, seqLen, dModel));
-  }
   os << "} // extern \"C\"\n";
   return success();
 }
@@ -781,18 +489,8 @@ LogicalResult CudaEmitter::emitEntry(modk::EntryOp e) {
     if (input.getName() == "tokens")
       names[input] = "safeTokens";
   });
-  int kernel = 0;
-  for (Operation &op : e.getBody().front()) {
-    if (!isKernel(op))
-      continue;
-    if (failed(emitKernel(&op)))
-      return failure();
-    std::string what = op.getName().getStringRef().str();
-    if (auto gemm = dyn_cast<modk::GemmOp>(op))
-      what += " " + gemm.getEpilogue().str();
-    os << fmt::format("  if (profile) modcProfile({}, \"{}\", s, tick);\n",
-                      kernel++, what);
-  }
+  if (failed(emitKernels(e, "s, tick")))
+    return failure();
   if (isDecode)
     os << R"cpp(  if (!profile) {
     cudaGraph_t captured = nullptr;
@@ -829,15 +527,7 @@ LogicalResult CudaEmitter::emitEntry(modk::EntryOp e) {
 
 void CudaEmitter::emitAdamW(modk::EntryOp grad) {
   std::string sizes, decay;
-  for (Attribute p : grad.getParams()) {
-    auto dict = cast<DictionaryAttr>(p);
-    int64_t n = 1;
-    for (Attribute d : dict.getAs<ArrayAttr>("shape"))
-      n *= cast<IntegerAttr>(d).getInt();
-    auto flag = dict.getAs<BoolAttr>("decay");
-    sizes += fmt::format("{}, ", n);
-    decay += flag && flag.getValue() ? "true, " : "false, ";
-  }
+  adamwTables(grad, sizes, decay);
   os << fmt::format(R"cpp({0} int32_t
 modc_adamw(const modc_adamw_args *args) {{
   static const int64_t kSizes[] = {{{1}}};

@@ -1,0 +1,377 @@
+//===- KernelCalls.cpp - The kernel calls both emitters share ---*- C++ -*-===//
+//
+// The CPU and CUDA kernel libraries mirror each other: the same template, the
+// same operands in the same order. So the calls of most modk ops are written
+// here once, as KernelCalls, and each emitter renders them for its target
+// (modk_cpu:: or modk_cuda::, the row-count form, the stream, scratch). What
+// a target writes its own way goes through PlanEmitter's hooks.
+//
+//===----------------------------------------------------------------------===//
+
+#include "PlanEmitter.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+using namespace mlir;
+using namespace modc;
+
+void PlanEmitter::writeCall(StringRef ns, const KernelCall &call,
+                            ArrayRef<std::string> args, int indent) {
+  os << fmt::format("{:{}}{}::{}<{}>({});\n", "", indent, ns.str(), call.fn,
+                    fmt::join(call.templateArgs, ", "), fmt::join(args, ", "));
+}
+
+KernelCall PlanEmitter::gemmScatterCall(modk::GemmOp op) {
+  int64_t n = cast<MemRefType>(op.getWeights()[0].getType()).getDimSize(0);
+  auto extra = op.getExtra();
+  int gate = gateKind(*op.getGate());
+  std::string y = name(op.getOutput()), seg = name(op.getSegments());
+  if (entry.getSymName() == "decode")
+    return {"decode_gate_scale_scatter",
+            {n, gate},
+            {y, "B", seg, name(extra[1]), name(extra[2]), name(extra[0])}};
+  return {"gate_scale_scatter",
+          {seqLen, n, gate},
+          {y, "B", seg, name(extra[3]), name(extra[1]), name(extra[2]),
+           name(extra[0])}};
+}
+
+KernelCall PlanEmitter::decodeAttentionCall(modk::DecodeAttentionOp op,
+                                            std::string cacheK,
+                                            std::string cacheV) {
+  int64_t heads = op.getNHeads(), d = width(op.getQ());
+  return {"decode_attention",
+          {seqLen, heads, d / heads},
+          {name(op.getQ()), name(op.getK()), name(op.getV()), "B",
+           name(op.getSegments()), name(op.getPositions()),
+           name(op.getActive()), std::move(cacheK), std::move(cacheV),
+           fmt::format("args->kv_counts + (int64_t){} * B", op.getLayer()),
+           name(op.getOutput())}};
+}
+
+void PlanEmitter::emitPredictor(modk::PredictorOp op, int unguardedIndent) {
+  auto fc1 = cast<MemRefType>(op.getFc1Weight().getType()).getShape();
+  if (op.getCausalOnly())
+    os << "  if (causal || args->causal_decisions) // only causal decisions "
+          "read it\n";
+  emitCall(
+      {"predictor",
+       {fc1[1], fc1[0]},
+       {name(op.getInput()),
+        fmt::format("B * {}",
+                    cast<MemRefType>(op.getInput().getType()).getDimSize(1)),
+        name(op.getFc1Weight()), name(op.getFc1Bias()), name(op.getFc2Weight()),
+        name(op.getFc2Bias()), name(op.getHidden()), name(op.getOutput())}},
+      op.getCausalOnly() ? 4 : unguardedIndent);
+}
+
+static const char *boolLiteral(bool b) { return b ? "true" : "false"; }
+
+LogicalResult PlanEmitter::emitKernel(Operation *op) {
+  if (auto gemm = dyn_cast<modk::GemmOp>(op)) {
+    int64_t n = cast<MemRefType>(gemm.getWeights()[0].getType()).getDimSize(0);
+    int64_t k = cast<MemRefType>(gemm.getWeights()[0].getType()).getDimSize(1);
+    int indent = openGroup(fmt::format("modk.gemm [{} x {}] epilogue={}", n, k,
+                                       gemm.getEpilogue().str()));
+    emitGemm(gemm, indent);
+    // Both targets scatter the gated update in a kernel of its own.
+    if (gemm.getEpilogue() == "gate_scale_scatter")
+      emitCall(gemmScatterCall(gemm), indent);
+    closeGroup();
+    return success();
+  }
+  if (auto ids = dyn_cast<modk::IdentityRowsOp>(op)) {
+    emitCall({"identity_segments",
+              {seqLen},
+              {"B", name(ids.getPositions()), name(ids.getSegments())}});
+    return success();
+  }
+  if (auto embed = dyn_cast<modk::EmbedOp>(op)) {
+    emitCall({"embed",
+              {width(embed.getOutput())},
+              {name(embed.getTokens()),
+               fmt::format("B * {}", width(embed.getTokens())),
+               name(embed.getTable()), name(embed.getOutput())}});
+    return success();
+  }
+  if (auto norm = dyn_cast<modk::RMSNormOp>(op)) {
+    emitCall(
+        {"rmsnorm",
+         {width(norm.getOutput())},
+         {name(norm.getInput()), rowsArg(norm.getSegments(), norm.getInput()),
+          name(norm.getWeight()), floatLiteral(norm.getEps().convertToDouble()),
+          name(norm.getOutput())}});
+    return success();
+  }
+  if (auto attn = dyn_cast<modk::AttentionOp>(op)) {
+    int64_t heads = attn.getNHeads();
+    // The CUDA grid covers the most rows a segment can hold (S, or k in
+    // top-k).
+    emitCall(
+        {"causal_attention",
+         {heads, width(attn.getQ()) / heads},
+         {name(attn.getQ()), name(attn.getK()), name(attn.getV()), "B",
+          name(attn.getSegments()), name(attn.getPositions()),
+          KernelArg::deviceOnly(fmt::format(
+              "{}", cast<MemRefType>(attn.getQ().getType()).getDimSize(1))),
+          name(attn.getOutput())}});
+    if (hasDecode && attn.getLayer() && entry.getSymName() == "forward") {
+      // Causal prefill: the same keys and values fill the decode cache.
+      int64_t layer = *attn.getLayer(), d = width(attn.getK());
+      os << "  if (args->kv_cache)\n";
+      emitCall(
+          {"cache_append",
+           {seqLen, d},
+           {name(attn.getK()), name(attn.getV()), "B", name(attn.getSegments()),
+            name(attn.getPositions()), "args->prefill_lengths",
+            fmt::format("args->kv_cache + (int64_t){} * B * {} * {}", 2 * layer,
+                        seqLen, d),
+            fmt::format("args->kv_cache + (int64_t){} * B * {} * {}",
+                        2 * layer + 1, seqLen, d),
+            fmt::format("args->kv_counts + (int64_t){} * B", layer)}},
+          4);
+    }
+    return success();
+  }
+  if (auto add = dyn_cast<modk::AddOp>(op)) {
+    int64_t d = width(add.getOutput());
+    std::string out = name(add.getOutput()), lhs = name(add.getLhs());
+    if (out != lhs)
+      emitMemcpy(out, lhs,
+                 fmt::format("sizeof(float) * {} * {}",
+                             hostRows(add.getSegments(), add.getOutput()), d));
+    emitCall({"add_inplace",
+              {d},
+              {out, name(add.getRhs()),
+               rowsArg(add.getSegments(), add.getOutput())}});
+    return success();
+  }
+  if (auto route = dyn_cast<modk::RouteSelectGatherOp>(op)) {
+    int64_t d = width(route.getGathered()), k = route.getK();
+    std::string pos = name(route.getPositions()),
+                seg = name(route.getSegments());
+    std::string mask = name(route.getMask()), r = name(route.getScores());
+    StringRef causal = route.getCausalRouter();
+    std::string logits =
+        causal == "predictor" ? name(route.getCausalScores()) : r;
+    int indent = openGroup(fmt::format("modk.route_select_gather layer {} k={}",
+                                       route.getLayer(), k));
+    std::string pad(indent, ' ');
+    emitCall({"router_logits",
+              {seqLen, d},
+              {name(route.getInput()), "B", name(route.getRouterWeight()), r}},
+             indent);
+    KernelCall topk{"select_topk", {seqLen, k}, {r, "B", pos, seg, mask}};
+    if (causal != "none") {
+      os << pad << "if (causal)\n";
+      emitCall({"select_causal", {seqLen}, {logits, "B", pos, seg, mask}},
+               indent + 2);
+      os << pad << "else\n";
+      emitCall(topk, indent + 2);
+      // The causal decision of every token on this pass's stream, on request.
+      os << pad << "if (args->causal_decisions)\n";
+      emitCausalDecisions(routedIndex[route.getLayer()], logits, indent + 2);
+    } else {
+      emitCall(topk, indent);
+    }
+    emitCall(
+        {"gather_rmsnorm",
+         {seqLen, d},
+         {name(route.getInput()), "B", seg, pos, name(route.getNormWeight()),
+          floatLiteral(route.getEps().convertToDouble()),
+          name(route.getGathered()), name(route.getNormed())}},
+        indent);
+    closeGroup();
+    return success();
+  }
+  if (auto zero = dyn_cast<modk::ZeroOp>(op)) {
+    Value out = zero.getOutput();
+    emitMemset(name(out),
+               fmt::format("sizeof(*{}) * {}", name(out), elements(out)));
+    return success();
+  }
+  if (auto copy = dyn_cast<modk::CopyOp>(op)) {
+    Value out = copy.getOutput();
+    emitMemcpy(name(out), name(copy.getInput()),
+               fmt::format("sizeof(*{}) * {}", name(out), elements(out)));
+    return success();
+  }
+  if (auto act = dyn_cast<modk::ActivationOp>(op)) {
+    int64_t n = width(act.getOutput());
+    std::string out = name(act.getOutput());
+    emitMemcpy(out, name(act.getUp()),
+               fmt::format("sizeof(float) * {} * {}",
+                           hostRows(act.getSegments(), act.getOutput()), n));
+    KernelArg rows = rowsArg(act.getSegments(), act.getOutput());
+    if (act.getKind() == "swiglu")
+      emitCall({"swiglu", {n}, {name(act.getGate()), out, rows}});
+    else
+      emitCall({"gelu", {n}, {out, rows}});
+    return success();
+  }
+  if (auto dgrad = dyn_cast<modk::GemmDgradOp>(op)) {
+    auto w = cast<MemRefType>(dgrad.getWeight().getType()).getShape();
+    emitCall({"linear_dgrad",
+              {w[0], w[1]},
+              {name(dgrad.getDy()), rowsArg(dgrad.getSegments(), dgrad.getDy()),
+               name(dgrad.getWeight()), name(dgrad.getDa()),
+               boolLiteral(dgrad.getAccumulate())}});
+    return success();
+  }
+  if (auto wgrad = dyn_cast<modk::GemmWgradOp>(op)) {
+    auto w = cast<MemRefType>(wgrad.getDw().getType()).getShape();
+    // The CUDA kernel always accumulates; the CPU one is told to.
+    emitCall({"linear_wgrad",
+              {w[0], w[1]},
+              {name(wgrad.getDy()), rowsArg(wgrad.getSegments(), wgrad.getDy()),
+               name(wgrad.getInput()), name(wgrad.getDw()),
+               KernelArg::hostOnly("true")}});
+    return success();
+  }
+  if (auto norm = dyn_cast<modk::RMSNormGradOp>(op)) {
+    int64_t d = width(norm.getInput());
+    emitCall(KernelCall{
+        "rmsnorm_grad",
+        {d},
+        {name(norm.getInput()), rowsArg(norm.getSegments(), norm.getInput()),
+         name(norm.getWeight()), floatLiteral(norm.getEps().convertToDouble()),
+         name(norm.getDy()), name(norm.getDx()), name(norm.getDw()),
+         boolLiteral(norm.getAccumulate())}}
+                 .withScratch("float",
+                              fmt::format("sizeof(float) * modk_cuda::"
+                                          "rmsnorm_grad_scratch_floats<{}>({})",
+                                          d, maxRows(norm.getInput()))));
+    return success();
+  }
+  if (auto rope = dyn_cast<modk::RopeGradOp>(op)) {
+    int64_t heads = rope.getNHeads();
+    emitCall(
+        {"rope_grad",
+         {heads, width(rope.getGrad()) / heads},
+         {name(rope.getGrad()), rowsArg(rope.getSegments(), rope.getGrad()),
+          name(rope.getPositions()),
+          floatLiteral(rope.getRopeTheta().convertToDouble())}});
+    return success();
+  }
+  if (auto attn = dyn_cast<modk::AttentionGradOp>(op)) {
+    int64_t heads = attn.getNHeads();
+    emitCall(
+        KernelCall{
+            "causal_attention_grad",
+            {heads, width(attn.getQ()) / heads},
+            {name(attn.getQ()), name(attn.getK()), name(attn.getV()),
+             name(attn.getO()), name(attn.getDout()), "B",
+             name(attn.getSegments()), name(attn.getPositions()),
+             KernelArg::deviceOnly(fmt::format(
+                 "{}", cast<MemRefType>(attn.getQ().getType()).getDimSize(1))),
+             name(attn.getDq()), name(attn.getDk()), name(attn.getDv())}}
+            .withScratch("float",
+                         fmt::format("sizeof(float) * modk_cuda::"
+                                     "attention_grad_scratch_floats<{}>({})",
+                                     heads, maxRows(attn.getQ()))));
+    return success();
+  }
+  if (auto act = dyn_cast<modk::ActivationGradOp>(op)) {
+    int64_t n = width(act.getUp());
+    KernelArg rows = rowsArg(act.getSegments(), act.getUp());
+    if (act.getKind() == "swiglu")
+      emitCall({"swiglu_grad",
+                {n},
+                {name(act.getGate()), name(act.getUp()), name(act.getDu()),
+                 rows, name(act.getDgate()), name(act.getDup())}});
+    else
+      emitCall(
+          {"gelu_grad",
+           {n},
+           {name(act.getUp()), name(act.getDu()), rows, name(act.getDup())}});
+    return success();
+  }
+  if (auto scatter = dyn_cast<modk::ScatterGradOp>(op)) {
+    emitCall({"gate_scale_scatter_grad",
+              {seqLen, width(scatter.getDy()), gateKind(scatter.getGate())},
+              {name(scatter.getDy()), "B", name(scatter.getSegments()),
+               name(scatter.getPositions()), name(scatter.getScores()),
+               name(scatter.getUpdate()), name(scatter.getDf()),
+               name(scatter.getDscores())}});
+    return success();
+  }
+  if (auto gather = dyn_cast<modk::GatherGradOp>(op)) {
+    emitCall({"gather_grad",
+              {seqLen, width(gather.getDx())},
+              {name(gather.getDgathered()), "B", name(gather.getSegments()),
+               name(gather.getPositions()), name(gather.getDx())}});
+    return success();
+  }
+  if (auto router = dyn_cast<modk::RouterGradOp>(op)) {
+    int64_t d = width(router.getInput());
+    emitCall(
+        KernelCall{"router_grad",
+                   {seqLen, d},
+                   {name(router.getInput()), "B", name(router.getWeight()),
+                    name(router.getDscores()), name(router.getDx()),
+                    name(router.getDw())}}
+            .withScratch("float",
+                         fmt::format("sizeof(float) * modk_cuda::"
+                                     "router_grad_scratch_floats<{}, {}>(B)",
+                                     seqLen, d)));
+    return success();
+  }
+  if (auto pred = dyn_cast<modk::PredictorGradOp>(op)) {
+    auto fc1 = cast<MemRefType>(pred.getFc1Weight().getType()).getShape();
+    emitCall(KernelCall{"predictor_grad",
+                        {fc1[1], fc1[0]},
+                        {name(pred.getInput()), fmt::format("B * {}", seqLen),
+                         name(pred.getFc1Weight()), name(pred.getFc1Bias()),
+                         name(pred.getFc2Weight()), name(pred.getDp()),
+                         name(pred.getHidden()), name(pred.getDfc1Weight()),
+                         name(pred.getDfc1Bias()), name(pred.getDfc2Weight()),
+                         name(pred.getDfc2Bias())}}
+                 .withScratch("float",
+                              fmt::format("sizeof(float) * modk_cuda::"
+                                          "predictor_grad_scratch_floats<{}, "
+                                          "{}>(B * {})",
+                                          fc1[1], fc1[0], seqLen)));
+    return success();
+  }
+  if (auto embed = dyn_cast<modk::EmbedGradOp>(op)) {
+    emitCall({"embed_grad",
+              {width(embed.getDtable())},
+              {name(embed.getTokens()), fmt::format("B * {}", seqLen),
+               name(embed.getDx()), name(embed.getDtable())}});
+    return success();
+  }
+  if (auto rowsOp = dyn_cast<modk::DecodeRowsOp>(op)) {
+    emitCall({"decode_rows",
+              {seqLen},
+              {name(rowsOp.getStepPositions()), name(rowsOp.getActive()), "B",
+               name(rowsOp.getPositions()), name(rowsOp.getSegments())}});
+    return success();
+  }
+  if (auto route = dyn_cast<modk::DecodeRouteOp>(op)) {
+    int64_t d = width(route.getGathered());
+    std::string r = name(route.getScores());
+    std::string decision = route.getCausalRouter() == "predictor"
+                               ? name(route.getCausalScores())
+                               : r;
+    int indent =
+        openGroup(fmt::format("modk.decode_route layer {}", route.getLayer()));
+    emitCall({"decode_route",
+              {d},
+              {name(route.getInput()), "B", name(route.getRouterWeight()),
+               decision, name(route.getStepPositions()),
+               name(route.getActive()), r, name(route.getPositions()),
+               name(route.getSegments()), name(route.getMask())}},
+             indent);
+    emitCall({"decode_gather_rmsnorm",
+              {d},
+              {name(route.getInput()), "B", name(route.getSegments()),
+               name(route.getNormWeight()),
+               floatLiteral(route.getEps().convertToDouble()),
+               name(route.getGathered()), name(route.getNormed())}},
+             indent);
+    closeGroup();
+    return success();
+  }
+  return emitTargetKernel(op);
+}
