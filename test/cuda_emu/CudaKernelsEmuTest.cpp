@@ -714,23 +714,45 @@ TEST(CudaKernels, GateScaleScatter) {
 // Attention and the decode cache prefill
 //===----------------------------------------------------------------------===//
 
+/// Worst |got - cpu| / max(1, |cpu|) of the attention tests on each kernel
+/// (0: SIMT, 1: tensor cores).
+double worstAttentionError[2] = {0.0, 0.0};
+
+/// causal_attention<H, HD> on both kernels (the tensor-core one where the
+/// head dim has it) against the CPU prelude. `offset` floats shift q, k, v
+/// and out off their 16-byte alignment (the 4-byte copies of the K/V tiles).
 template <int H, int HD>
 void checkAttention(const RowSet &rs, int64_t B, int64_t maxSegRows,
-                    uint32_t seed) {
+                    uint32_t seed, int offset = 0) {
   constexpr int LD = H * HD;
   const int64_t rows = rs.rows(), cap = rows + 3;
-  auto q = randomVec(cap * LD, seed, -2, 2), k = randomVec(cap * LD, seed + 1, -2, 2),
-       v = randomVec(cap * LD, seed + 2);
-  std::vector<float> out(cap * LD, kSentinel), ref(cap * LD, kSentinel);
-  modk_cuda::causal_attention<H, HD>(q.data(), k.data(), v.data(), B,
-                                     rs.seg.data(), rs.pos.data(), maxSegRows,
-                                     out.data(), nullptr);
-  modk_cpu::causal_attention<H, HD>(q.data(), k.data(), v.data(), B,
-                                    rs.seg.data(), rs.pos.data(), ref.data());
-  SCOPED_TRACE(testing::Message() << "H " << H << " HD " << HD << " rows "
-                                  << rows);
-  expectClose(out.data(), ref.data(), rows * LD, "causal_attention");
-  expectSentinel(out.data(), rows * LD, cap * LD, "causal_attention");
+  auto q = randomVec(cap * LD + offset, seed, -2, 2),
+       k = randomVec(cap * LD + offset, seed + 1, -2, 2),
+       v = randomVec(cap * LD + offset, seed + 2);
+  std::vector<float> ref(cap * LD, kSentinel);
+  modk_cpu::causal_attention<H, HD>(q.data() + offset, k.data() + offset,
+                                    v.data() + offset, B, rs.seg.data(),
+                                    rs.pos.data(), ref.data());
+  constexpr bool hasTc = modk_cuda::detail::attentionTcHeadDim<HD>;
+  for (int tc = 0; tc <= (hasTc ? 1 : 0); ++tc) {
+    modk_cuda::detail::gemmTensorCores() = tc != 0;
+    std::vector<float> out(cap * LD + offset, kSentinel);
+    modk_cuda::causal_attention<H, HD>(
+        q.data() + offset, k.data() + offset, v.data() + offset, B,
+        rs.seg.data(), rs.pos.data(), maxSegRows, out.data() + offset, nullptr);
+    modk_cuda::detail::gemmTensorCores() = MODC_CUDA_TENSOR_CORES != 0;
+    SCOPED_TRACE(testing::Message()
+                 << (tc ? "tensor cores" : "SIMT") << ", H " << H << " HD "
+                 << HD << " rows " << rows << " offset " << offset);
+    const float *o = out.data() + offset;
+    for (int64_t i = 0; i < rows * LD; ++i)
+      worstAttentionError[tc] =
+          std::max(worstAttentionError[tc],
+                   double(std::fabs(o[i] - ref[i])) /
+                       std::max(1.0, double(std::fabs(ref[i]))));
+    expectClose(o, ref.data(), rows * LD, "causal_attention");
+    expectSentinel(o, rows * LD, cap * LD, "causal_attention");
+  }
 }
 
 TEST(CudaKernels, CausalAttentionDense) {
@@ -754,6 +776,22 @@ TEST(CudaKernels, CausalAttentionEqualPositions) {
   for (int i = 0; i < 5; ++i)
     rs.pos.push_back(7);
   checkAttention<1, 40>(rs, 2, 72, 156);
+}
+
+TEST(CudaKernels, CausalAttentionTensorCoreHeadDims) {
+  // Head dims 32, 64, 128 of the tensor-core kernel over several query and
+  // key tiles (the last partial), dense and with sparse (routed) positions.
+  constexpr int S = 150;
+  RowSet dense{std::vector<int32_t>(S), std::vector<int64_t>(2)};
+  modk_cpu::identity_segments<S>(1, dense.pos.data(), dense.seg.data());
+  checkAttention<2, 32>(dense, 1, S, 171);
+  checkAttention<1, 64>(topkRows<200, 140>(2, 172), 2, 140, 173);
+  checkAttention<1, 128>(causalRows<170>(3, 174), 3, 170, 175);
+  // 8 + 1 output tiles (two P V batches, the second of one tile); k and v
+  // off 16-byte alignment (4-byte copies).
+  checkAttention<1, 72>(topkRows<100, 70>(1, 176), 1, 70, 177, 1);
+  // A head dim without a tensor-core kernel stays on the SIMT one.
+  checkAttention<2, 20>(topkRows<70, 20>(2, 178), 2, 20, 179);
 }
 
 TEST(CudaKernels, CacheAppend) {
@@ -786,11 +824,15 @@ TEST(CudaKernels, CacheAppend) {
   EXPECT_EQ(cv, rcv);
 }
 
-/// Last (tests run in file order): the worst GEMM error seen above.
+/// Last (tests run in file order): the worst GEMM and attention errors seen
+/// above.
 TEST(CudaKernels, GemmAccuracyReport) {
   std::printf("[ info ] GEMM tests, worst |got - cpu| / max(1, |cpu|): "
               "SIMT %.3g, tensor cores (3xTF32) %.3g\n",
               worstGemmError[0], worstGemmError[1]);
+  std::printf("[ info ] attention tests, worst |got - cpu| / max(1, |cpu|): "
+              "SIMT %.3g, tensor cores (3xTF32) %.3g\n",
+              worstAttentionError[0], worstAttentionError[1]);
 }
 
 } // namespace

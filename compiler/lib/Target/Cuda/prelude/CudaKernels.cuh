@@ -541,6 +541,21 @@ __device__ __forceinline__ void copyAsync4(float *dst, const float *src,
 #endif
 }
 
+/// Asynchronous 16-byte copy global -> shared (cp.async.cg, sm_80+; both
+/// addresses 16-byte aligned), or 16 zero bytes into dst when !in (src is
+/// not read). The emulation copies at once.
+__device__ __forceinline__ void copyAsync16(float *dst, const float *src,
+                                            bool in) {
+#if defined(__CUDACC__)
+  const unsigned s = unsigned(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s),
+               "l"(src), "r"(in ? 16 : 0));
+#else
+  for (int i = 0; i < 4; ++i)
+    dst[i] = in ? src[i] : 0.0f;
+#endif
+}
+
 __device__ __forceinline__ void copyAsyncCommit() {
 #if defined(__CUDACC__)
   asm volatile("cp.async.commit_group;\n" ::);
@@ -1371,6 +1386,341 @@ __global__ __launch_bounds__(kThreads) void attentionKernel(
   }
 }
 
+//===----------------------------------------------------------------------===//
+// Causal attention on tensor cores (3xTF32 mma.m16n8k8)
+//===----------------------------------------------------------------------===//
+
+constexpr int kAttnTcThreads = 128; ///< 4 warps of 16 query rows
+
+/// Head dims with a tensor-core attention kernel: whole k8 steps of Q K^T
+/// and n8 tiles of P V (HD % 8 == 0), and at most 128 (the accumulators of
+/// a thread stay in registers).
+template <int HD>
+constexpr bool attentionTcHeadDim = HD > 0 && HD % 8 == 0 && HD <= 128;
+
+/// Shared memory of attentionTcKernel (floats). Q (scaled), K and V tiles
+/// are [row][LD] with LD = HD + 4 = 4 (mod 8): the fragment reads (8 rows g
+/// x 4 columns t of Q and K; rows 2t, 2t + 1 x 8 columns g of V) fall on 32
+/// different banks, and every row starts 16-byte aligned for cp.async.
+/// Key positions are double-buffered: tile t + 1's are written while tile
+/// t's are read by the softmax.
+template <int HD> struct AttnTcSmem {
+  static constexpr int LD = HD + 4;
+  static_assert(LD % 8 == 4, "conflict-free stride");
+  static constexpr int Q = 0;
+  static constexpr int K = Q + kAttnBQ * LD;
+  static constexpr int V = K + kAttnBKV * LD;
+  static constexpr int KPos = V + kAttnBKV * LD; // int32 [2][BKV]
+  static constexpr int Floats = KPos + 2 * kAttnBKV;
+  static constexpr size_t Bytes = size_t(Floats) * sizeof(float);
+};
+
+/// The tensor-core twin of attentionKernel (same grid, arguments, masking
+/// and online softmax): CTA (query tile of 64, head, segment) of 4 warps,
+/// warp w owning query rows 16w .. 16w + 15 (lane: rows g, g + 8 with g =
+/// lane / 4, t = lane % 4).
+///  - S = Q K^T: per k8 step of the head dim, mma3xTf32 over the warp's
+///    16 x 64 scores (8 n8 tiles) from Qs and Ks, in f32 registers;
+///  - masking (pos[key] > pos[query] -> -inf) and the online softmax in f32
+///    registers: row max over the quad (two shuffles), the running sums kept
+///    per lane and added over the quad at the end;
+///  - O += P V from the score registers, no shared round trip: the C
+///    fragment of lane (g, t) holds keys 2t, 2t + 1 of its rows, used as A
+///    columns t and t + 4 of the mma, with V rows 2t and 2t + 1 as B rows t
+///    and t + 4 (the keys of a k8 step permuted, which the sum ignores);
+///  - K and V tiles are copied with cp.async (16 bytes when k and v are
+///    16-byte aligned, else 4) into one buffer each, as two copy groups:
+///    tile t + 1's keys are copied during the softmax and P V of tile t,
+///    its values during the next Q K^T.
+/// A warp whose rows all precede the tile's first key (or that has no rows)
+/// skips the tile's math but not its barriers.
+template <int H, int HD>
+__global__ __launch_bounds__(kAttnTcThreads) void attentionTcKernel(
+    const float *__restrict__ q, const float *__restrict__ k,
+    const float *__restrict__ v, const int64_t *seg, const int32_t *pos,
+    float *__restrict__ out) {
+  static_assert(attentionTcHeadDim<HD>, "head dim of the tensor-core kernel");
+  using L = AttnTcSmem<HD>;
+  constexpr int BQ = kAttnBQ, BKV = kAttnBKV, LDS = L::LD;
+  constexpr int NT = BKV / 8;                 // n8 score tiles of a warp
+  constexpr int DT = HD / 8;                  // k8 steps of S, n8 tiles of O
+  constexpr int D1 = DT < 8 ? DT : 8;         // O tiles in the first batch
+  constexpr int D2 = DT - D1;                 // and in the second
+  constexpr int C4 = HD / 4;                  // 16-byte chunks of a row
+  constexpr int CP = BKV * C4 / kAttnTcThreads; // chunks a thread copies
+  static_assert(CP * kAttnTcThreads == BKV * C4, "even tile copies");
+  constexpr int64_t LD = int64_t(H) * HD;
+  constexpr int32_t kNoPos = 0x7fffffff;
+  const int64_t s = blockIdx.z;
+  const int h = blockIdx.y;
+  const int64_t base = seg[s], n = seg[s + 1] - base;
+  // Later query tiles see more keys: they get the lower block indices.
+  const int64_t i0 = int64_t(gridDim.x - 1 - blockIdx.x) * BQ;
+  if (i0 >= n)
+    return;
+  const int qn = int(minI64(BQ, n - i0));
+
+  MODC_DYNAMIC_SHARED(float, smem);
+  float *Qs = smem + L::Q, *Ks = smem + L::K, *Vs = smem + L::V;
+  int32_t *kposBuf = reinterpret_cast<int32_t *>(smem + L::KPos);
+
+  const int tid = threadIdx.x, lane = tid % kWarp, warp = tid / kWarp;
+  const int g = lane >> 2, tg = lane & 3;
+  const int wr = warp * 16; // the warp's first query row
+  const float scale = 1.0f / sqrtf(static_cast<float>(HD));
+  const int32_t *ps = pos + base;
+  const int64_t hoff = int64_t(h) * HD;
+  const bool vec = ((reinterpret_cast<uintptr_t>(k) |
+                     reinterpret_cast<uintptr_t>(v)) & 15u) == 0;
+
+  // Starts the copy of the key (or value) rows k0 .. k0 + kc of this head
+  // into dst (zero past kc) as one copy group.
+  auto copyTile = [&](float *dst, const float *src, int64_t k0, int kc) {
+    const float *sh = src + (base + k0) * LD + hoff;
+#pragma unroll
+    for (int i = 0; i < CP; ++i) {
+      const int e = tid + i * kAttnTcThreads;
+      const int c = e / C4, d = (e % C4) * 4;
+      const bool in = c < kc;
+      const float *sp = in ? sh + int64_t(c) * LD + d : src;
+      float *dp = dst + c * LDS + d;
+      if (vec) {
+        copyAsync16(dp, sp, in);
+      } else {
+#pragma unroll
+        for (int x = 0; x < 4; ++x)
+          copyAsync4(dp + x, in ? sp + x : src, in);
+      }
+    }
+    copyAsyncCommit();
+  };
+  auto copyKeys = [&](int64_t k0, int buf) {
+    const int kc = int(minI64(BKV, n - k0));
+    copyTile(Ks, k, k0, kc);
+    for (int c = tid; c < BKV; c += kAttnTcThreads)
+      kposBuf[buf * BKV + c] = c < kc ? ps[k0 + c] : kNoPos;
+  };
+  auto copyValues = [&](int64_t k0) {
+    copyTile(Vs, v, k0, int(minI64(BKV, n - k0)));
+  };
+
+  copyKeys(0, 0);
+  copyValues(0);
+  const float *qh = q + (base + i0) * LD + hoff;
+  for (int e = tid; e < BQ * HD; e += kAttnTcThreads) {
+    const int r = e / HD, d = e % HD;
+    Qs[r * LDS + d] = r < qn ? qh[int64_t(r) * LD + d] * scale : 0.0f;
+  }
+
+  // Positions of this lane's rows; rows past qn see every key (unused).
+  const int32_t lastPos = ps[i0 + qn - 1];
+  int32_t qp[2];
+#pragma unroll
+  for (int hh = 0; hh < 2; ++hh) {
+    const int r = wr + g + 8 * hh;
+    qp[hh] = r < qn ? ps[i0 + r] : kNoPos;
+  }
+  const bool warpRows = wr < qn;
+  const int32_t warpMaxPos = wr + 15 < qn ? ps[i0 + wr + 15] : kNoPos;
+
+  float o1[1][D1][4], o2[1][D2 > 0 ? D2 : 1][4], mrow[2], lrow[2];
+#pragma unroll
+  for (int j = 0; j < D1; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e)
+      o1[0][j][e] = 0.0f;
+#pragma unroll
+  for (int j = 0; j < (D2 > 0 ? D2 : 1); ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e)
+      o2[0][j][e] = 0.0f;
+#pragma unroll
+  for (int hh = 0; hh < 2; ++hh) {
+    mrow[hh] = -INFINITY;
+    lrow[hh] = 0.0f;
+  }
+
+  // Positions ascend within a segment: the keys to visit are a prefix.
+  int64_t k0 = 0;
+  for (int t = 0;; ++t) {
+    const int64_t k1 = k0 + BKV;
+    const bool more = k1 < n && ps[k1] <= lastPos;
+    copyAsyncWait<1>(); // this tile's keys are in (its values may not be)
+    __syncthreads();    // ... for every thread (and Qs is written)
+    const int32_t *kpos = kposBuf + (t & 1) * BKV;
+    const bool active = warpRows && kpos[0] <= warpMaxPos;
+
+    float sc[1][NT][4];
+#pragma unroll
+    for (int j = 0; j < NT; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        sc[0][j][e] = 0.0f;
+    if (active) {
+#pragma unroll
+      for (int kk = 0; kk < HD; kk += 8) {
+        auto fragA = [&](int, float (&f)[4]) {
+          const float *qr = Qs + (wr + g) * LDS + kk + tg;
+          f[0] = qr[0];
+          f[1] = qr[8 * LDS];
+          f[2] = qr[4];
+          f[3] = qr[8 * LDS + 4];
+        };
+        auto fragB = [&](int j, float (&f)[2]) {
+          const float *kr = Ks + (8 * j + g) * LDS + kk + tg;
+          f[0] = kr[0];
+          f[1] = kr[4];
+        };
+        mma3xTf32<1, NT>(sc, fragA, fragB);
+      }
+    }
+    __syncthreads(); // every warp has read this tile's keys
+    if (more)
+      copyKeys(k1, (t + 1) & 1);
+
+    if (active) {
+      // Masking and the online softmax; column 8j + 2t + (e & 1), row
+      // g + 8 (e >> 1). Key 0 of the segment is seen by every row, so the
+      // first tile makes the running max finite (the guard is for safety).
+      float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+      for (int j = 0; j < NT; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          if (kpos[8 * j + 2 * tg + (e & 1)] > qp[e >> 1])
+            sc[0][j][e] = -INFINITY;
+          mx[e >> 1] = fmaxf(mx[e >> 1], sc[0][j][e]);
+        }
+      float msub[2], alpha[2], rs[2] = {0.0f, 0.0f};
+#pragma unroll
+      for (int hh = 0; hh < 2; ++hh) {
+        mx[hh] = fmaxf(mx[hh], __shfl_xor_sync(0xffffffffu, mx[hh], 1));
+        mx[hh] = fmaxf(mx[hh], __shfl_xor_sync(0xffffffffu, mx[hh], 2));
+        const float mnew = fmaxf(mrow[hh], mx[hh]);
+        msub[hh] = mnew == -INFINITY ? 0.0f : mnew;
+        alpha[hh] = expf(mrow[hh] - msub[hh]);
+        mrow[hh] = mnew;
+      }
+#pragma unroll
+      for (int j = 0; j < NT; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const float p = expf(sc[0][j][e] - msub[e >> 1]);
+          sc[0][j][e] = p;
+          rs[e >> 1] += p;
+        }
+#pragma unroll
+      for (int hh = 0; hh < 2; ++hh)
+        lrow[hh] = lrow[hh] * alpha[hh] + rs[hh];
+#pragma unroll
+      for (int j = 0; j < D1; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+          o1[0][j][e] *= alpha[e >> 1];
+      if constexpr (D2 > 0) {
+#pragma unroll
+        for (int j = 0; j < D2; ++j)
+#pragma unroll
+          for (int e = 0; e < 4; ++e)
+            o2[0][j][e] *= alpha[e >> 1];
+      }
+    }
+
+    if (more)
+      copyAsyncWait<1>(); // this tile's values are in (the next keys may not be)
+    else
+      copyAsyncWait<0>();
+    __syncthreads();
+
+    if (active) {
+      // O += P V, k8 step kb over keys 8kb .. 8kb + 7 (masked keys have
+      // p = 0; keys past the segment have zero values).
+#pragma unroll
+      for (int kb = 0; kb < NT; ++kb) {
+        auto fragP = [&](int, float (&f)[4]) {
+          f[0] = sc[0][kb][0]; // row g,     key 2t     -> A column t
+          f[1] = sc[0][kb][2]; // row g + 8, key 2t
+          f[2] = sc[0][kb][1]; // row g,     key 2t + 1 -> A column t + 4
+          f[3] = sc[0][kb][3]; // row g + 8, key 2t + 1
+        };
+        const float *vr = Vs + (8 * kb + 2 * tg) * LDS + g;
+        auto fragV1 = [&](int j, float (&f)[2]) {
+          f[0] = vr[8 * j];
+          f[1] = vr[LDS + 8 * j];
+        };
+        mma3xTf32<1, D1>(o1, fragP, fragV1);
+        if constexpr (D2 > 0) {
+          auto fragV2 = [&](int j, float (&f)[2]) {
+            f[0] = vr[8 * (D1 + j)];
+            f[1] = vr[LDS + 8 * (D1 + j)];
+          };
+          mma3xTf32<1, D2>(o2, fragP, fragV2);
+        }
+      }
+    }
+    if (!more)
+      break;
+    __syncthreads(); // every warp has read this tile's values
+    copyValues(k1);
+    k0 = k1;
+  }
+
+#pragma unroll
+  for (int hh = 0; hh < 2; ++hh) {
+    lrow[hh] += __shfl_xor_sync(0xffffffffu, lrow[hh], 1);
+    lrow[hh] += __shfl_xor_sync(0xffffffffu, lrow[hh], 2);
+  }
+#pragma unroll
+  for (int hh = 0; hh < 2; ++hh) {
+    const int r = wr + g + 8 * hh;
+    if (r >= qn)
+      continue;
+    const float inv = 1.0f / lrow[hh];
+    float *dst = out + (base + i0 + r) * LD + hoff + 2 * tg;
+#pragma unroll
+    for (int j = 0; j < D1; ++j) {
+      dst[8 * j] = o1[0][j][2 * hh] * inv;
+      dst[8 * j + 1] = o1[0][j][2 * hh + 1] * inv;
+    }
+    if constexpr (D2 > 0) {
+#pragma unroll
+      for (int j = 0; j < D2; ++j) {
+        dst[8 * (D1 + j)] = o2[0][j][2 * hh] * inv;
+        dst[8 * (D1 + j) + 1] = o2[0][j][2 * hh + 1] * inv;
+      }
+    }
+  }
+}
+
+/// Launches the tensor-core attention kernel (TC) or the SIMT one; only
+/// the chosen kernel is instantiated.
+template <bool TC, int H, int HD>
+inline void launchAttention(dim3 grid, const float *q, const float *k,
+                            const float *v, const int64_t *seg,
+                            const int32_t *pos, float *out,
+                            cudaStream_t stream) {
+  auto kern = [] {
+    if constexpr (TC)
+      return attentionTcKernel<H, HD>;
+    else
+      return attentionKernel<H, HD>;
+  }();
+  constexpr size_t bytes = [] {
+    if constexpr (TC)
+      return AttnTcSmem<HD>::Bytes;
+    else
+      return AttnSmem<HD>::Bytes;
+  }();
+  static bool configured = false; // the attribute is per function
+  if (!configured) {
+    cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                         int(bytes));
+    configured = true;
+  }
+  MODC_LAUNCH(kern, grid, TC ? kAttnTcThreads : kThreads, bytes, stream, q, k,
+              v, seg, pos, out);
+}
+
 } // namespace detail
 
 //===----------------------------------------------------------------------===//
@@ -1620,18 +1970,22 @@ inline void causal_attention(const float *q, const float *k, const float *v,
                              float *out, cudaStream_t stream) {
   if (nseg <= 0 || max_seg_rows <= 0)
     return;
-  using L = detail::AttnSmem<HD>;
-  auto kern = detail::attentionKernel<H, HD>;
-  static bool configured = false; // the attribute is per function
-  if (!configured) {
-    cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                         int(L::Bytes));
-    configured = true;
+  const dim3 grid(unsigned(ceilDiv(max_seg_rows, detail::kAttnBQ)), unsigned(H),
+                  unsigned(nseg));
+  if constexpr (detail::attentionTcHeadDim<HD>) {
+#if defined(__CUDACC__)
+    detail::launchAttention<MODC_CUDA_TENSOR_CORES != 0, H, HD>(
+        grid, q, k, v, seg, pos, out, stream);
+#else
+    if (detail::gemmTensorCores())
+      detail::launchAttention<true, H, HD>(grid, q, k, v, seg, pos, out, stream);
+    else
+      detail::launchAttention<false, H, HD>(grid, q, k, v, seg, pos, out,
+                                            stream);
+#endif
+  } else {
+    detail::launchAttention<false, H, HD>(grid, q, k, v, seg, pos, out, stream);
   }
-  MODC_LAUNCH(kern,
-              dim3(unsigned(ceilDiv(max_seg_rows, detail::kAttnBQ)), unsigned(H),
-                   unsigned(nseg)),
-              detail::kThreads, L::Bytes, stream, q, k, v, seg, pos, out);
 }
 
 /// Prefill of a layer's decode cache (the CPU's cache_append): row j of
