@@ -452,13 +452,40 @@ __device__ __forceinline__ void mma_tf32_m16n8k8(float d[4],
 /// step on the large accumulator instead of 24 (blocked summation: at
 /// K = 1000 the error is below the SIMT kernel's). On the GPU the B
 /// fragments are split first and A one tile at a time (fewer live
-/// registers). The emulation exchanges all the fragments at once (one
+/// registers; with MI = 1, A first and each B fragment at its mmas). The
+/// emulation exchanges all the fragments at once (one
 /// __syncwarp instead of 3 MI NI) and computes the same mmas in the same
 /// order with the same lane arithmetic (mmaEmuRowsA, mmaEmuColsB, mmaEmuDot).
 template <int MI, int NI, typename FA, typename FB>
 __device__ __forceinline__ void mma3xTf32(float (&acc)[MI][NI][4], FA fragA,
                                           FB fragB) {
 #if defined(__CUDACC__)
+  if constexpr (MI == 1) {
+    // One A tile (the attention kernel): A split once, each B fragment
+    // split just before its mmas (4 live B registers instead of 4 NI).
+    float a[4];
+    fragA(0, a);
+    uint32_t ahi[4], alo[4];
+#pragma unroll
+    for (int e = 0; e < 4; ++e)
+      tf32_split(a[e], ahi[e], alo[e]);
+#pragma unroll
+    for (int j = 0; j < NI; ++j) {
+      float b[2];
+      fragB(j, b);
+      uint32_t bhi[2], blo[2];
+      tf32_split(b[0], bhi[0], blo[0]);
+      tf32_split(b[1], bhi[1], blo[1]);
+      float t[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+      mma_tf32_m16n8k8(t, alo, bhi, t);
+      mma_tf32_m16n8k8(t, ahi, blo, t);
+      mma_tf32_m16n8k8(t, ahi, bhi, t);
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        acc[0][j][e] += t[e];
+    }
+    return;
+  }
   uint32_t bhi[NI][2], blo[NI][2];
 #pragma unroll
   for (int j = 0; j < NI; ++j) {
@@ -1477,7 +1504,7 @@ __global__ __launch_bounds__(kAttnTcThreads) void attentionTcKernel(
   // into dst (zero past kc) as one copy group.
   auto copyTile = [&](float *dst, const float *src, int64_t k0, int kc) {
     const float *sh = src + (base + k0) * LD + hoff;
-#pragma unroll
+#pragma unroll 1
     for (int i = 0; i < CP; ++i) {
       const int e = tid + i * kAttnTcThreads;
       const int c = e / C4, d = (e % C4) * 4;
