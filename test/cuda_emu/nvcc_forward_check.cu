@@ -51,7 +51,21 @@ void instantiate(cudaStream_t st) {
 
 } // namespace
 
+/// Attention at head dims off the models above: 40 and 72 (tensor-core
+/// kernel, one and two P V batches), 20 (SIMT kernel).
+void attentionHeadDims(cudaStream_t st) {
+  using namespace modk_cuda;
+  const float *cf = nullptr;
+  float *f = nullptr;
+  const int64_t *seg = nullptr;
+  const int32_t *pos = nullptr;
+  causal_attention<8, 40>(cf, cf, cf, 8, seg, pos, 256, f, st);
+  causal_attention<8, 72>(cf, cf, cf, 8, seg, pos, 256, f, st);
+  causal_attention<8, 20>(cf, cf, cf, 8, seg, pos, 256, f, st);
+}
+
 void modcForwardCheck(cudaStream_t st) {
+  attentionHeadDims(st);
   instantiate<128, 4, 512, 256, 256, 32, 128>(st);
   instantiate<1024, 16, 4096, 2048, 32000, 256, 256>(st);
   instantiate<2048, 16, 8192, 2048, 32000, 256, 512>(st);

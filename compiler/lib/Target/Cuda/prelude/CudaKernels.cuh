@@ -23,7 +23,10 @@
 /// double-buffered shared tiles), or with -DMODC_CUDA_TENSOR_CORES=0 a tiled
 /// SIMT f32 kernel (register micro-tiles, a register prefetch of the next
 /// tile). The weight gradient reduces over the rows in one CTA per output
-/// tile, so it is deterministic.
+/// tile, so it is deterministic. causal_attention likewise runs on tensor
+/// cores (3xTF32 Q K^T and P V, online softmax in f32 registers) for head
+/// dims that are multiples of 8 up to 128, else (or with
+/// -DMODC_CUDA_TENSOR_CORES=0) on a SIMT f32 kernel.
 ///
 //===----------------------------------------------------------------------===//
 
@@ -38,8 +41,9 @@
 #include <cstdint>
 #include <type_traits>
 
-/// The GEMMs run on tensor cores (mma.m16n8k8 tf32 with the 3xTF32 split,
-/// sm_80 and later) unless this is defined to 0 (the SIMT f32 kernel).
+/// The GEMMs and the attention run on tensor cores (mma.m16n8k8 tf32 with the
+/// 3xTF32 split, sm_80 and later) unless this is defined to 0 (the SIMT f32
+/// kernels).
 #ifndef MODC_CUDA_TENSOR_CORES
 #define MODC_CUDA_TENSOR_CORES 1
 #endif
@@ -484,33 +488,33 @@ __device__ __forceinline__ void mma3xTf32(float (&acc)[MI][NI][4], FA fragA,
       for (int e = 0; e < 4; ++e)
         acc[0][j][e] += t[e];
     }
-    return;
-  }
-  uint32_t bhi[NI][2], blo[NI][2];
-#pragma unroll
-  for (int j = 0; j < NI; ++j) {
-    float b[2];
-    fragB(j, b);
-    tf32_split(b[0], bhi[j][0], blo[j][0]);
-    tf32_split(b[1], bhi[j][1], blo[j][1]);
-  }
-#pragma unroll
-  for (int i = 0; i < MI; ++i) {
-    float a[4];
-    fragA(i, a);
-    uint32_t ahi[4], alo[4];
-#pragma unroll
-    for (int e = 0; e < 4; ++e)
-      tf32_split(a[e], ahi[e], alo[e]);
+  } else {
+    uint32_t bhi[NI][2], blo[NI][2];
 #pragma unroll
     for (int j = 0; j < NI; ++j) {
-      float t[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-      mma_tf32_m16n8k8(t, alo, bhi[j], t);
-      mma_tf32_m16n8k8(t, ahi, blo[j], t);
-      mma_tf32_m16n8k8(t, ahi, bhi[j], t);
+      float b[2];
+      fragB(j, b);
+      tf32_split(b[0], bhi[j][0], blo[j][0]);
+      tf32_split(b[1], bhi[j][1], blo[j][1]);
+    }
+#pragma unroll
+    for (int i = 0; i < MI; ++i) {
+      float a[4];
+      fragA(i, a);
+      uint32_t ahi[4], alo[4];
 #pragma unroll
       for (int e = 0; e < 4; ++e)
-        acc[i][j][e] += t[e];
+        tf32_split(a[e], ahi[e], alo[e]);
+#pragma unroll
+      for (int j = 0; j < NI; ++j) {
+        float t[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        mma_tf32_m16n8k8(t, alo, bhi[j], t);
+        mma_tf32_m16n8k8(t, ahi, blo[j], t);
+        mma_tf32_m16n8k8(t, ahi, bhi[j], t);
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+          acc[i][j][e] += t[e];
+      }
     }
   }
 #else
@@ -1989,7 +1993,9 @@ inline void gate_scale_scatter(float *x, int64_t nseg, const int64_t *seg,
 /// q, k, v, out are [rows, H * HD], rows = seg[nseg]; row i attends to the
 /// rows j of its segment with pos[j] <= pos[i], scale 1/sqrt(HD).
 /// `max_seg_rows` bounds the rows of one segment (S, or K for a top-k row
-/// set) and sizes the grid.
+/// set) and sizes the grid. Runs attentionTcKernel (tensor cores, 3xTF32)
+/// where attentionTcHeadDim<HD> and MODC_CUDA_TENSOR_CORES (emulated:
+/// gemmTensorCores()) allow, else attentionKernel (SIMT f32).
 template <int H, int HD>
 inline void causal_attention(const float *q, const float *k, const float *v,
                              int64_t nseg, const int64_t *seg,
