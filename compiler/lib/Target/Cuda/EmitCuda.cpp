@@ -468,8 +468,11 @@ LogicalResult CudaEmitter::emitEntry(modk::EntryOp e) {
   static char *graphScratch = nullptr;
   const size_t nParams = )cpp"
        << e.getParams().size() << R"cpp(;
+  // The parameter table is compared by content: callers may rebuild it.
+  modc_decode_args key = *args;
+  key.params = nullptr;
   bool sameGraph = graph && graphScratch == scratch &&
-                   std::memcmp(&graphArgs, args, sizeof(*args)) == 0 &&
+                   std::memcmp(&graphArgs, &key, sizeof(key)) == 0 &&
                    std::equal(graphParams.begin(), graphParams.end(), args->params);
   if (!profile && sameGraph) {
     cudaError_t e = cudaGraphLaunch(graph, s);
@@ -504,7 +507,7 @@ LogicalResult CudaEmitter::emitEntry(modk::EntryOp e) {
     cudaGraphDestroy(captured);
     if (e != cudaSuccess)
       return cudaFail("modc_decode", "cudaGraphInstantiate", e);
-    graphArgs = *args;
+    graphArgs = key;
     graphParams.assign(args->params, args->params + nParams);
     graphScratch = scratch;
     e = cudaGraphLaunch(graph, s);
