@@ -23,20 +23,11 @@
 #include <string>
 #include <vector>
 
-namespace {
+#include "EmuTestData.h"
 
-std::vector<float> randomFloats(size_t n, uint32_t seed, float lo = -1.0f,
-                                float hi = 1.0f) {
-  std::mt19937 gen(seed);
-  std::uniform_real_distribution<float> dist(lo, hi);
-  std::vector<float> v(n);
-  for (float &x : v) {
-    x = dist(gen);
-    if (x == 0.0f)
-      x = 0.25f; // never zeros
-  }
-  return v;
-}
+namespace {
+using namespace modc_emu_test;
+
 
 std::vector<uint8_t> randomActive(size_t n, uint32_t seed, double pActive) {
   std::mt19937 gen(seed);

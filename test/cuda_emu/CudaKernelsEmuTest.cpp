@@ -23,22 +23,11 @@
 #include <random>
 #include <vector>
 
+#include "EmuTestData.h"
+
 namespace {
+using namespace modc_emu_test;
 
-constexpr float kSentinel = 12345.0f;
-
-std::vector<float> randomVec(size_t n, uint32_t seed, float lo = -1.0f,
-                             float hi = 1.0f) {
-  std::mt19937 gen(seed);
-  std::uniform_real_distribution<float> dist(lo, hi);
-  std::vector<float> v(n);
-  for (float &x : v) {
-    x = dist(gen);
-    if (x == 0.0f)
-      x = 0.5f;
-  }
-  return v;
-}
 
 /// The GEMM path under test (-1: none, 0: SIMT, 1: tensor cores) and the
 /// worst |got - want| / max(1, |want|) seen on each path.
@@ -133,9 +122,9 @@ __global__ void mmaFragmentKernel(const float *A, const float *B,
 TEST(CudaKernels, MmaTf32FragmentLayout) {
   constexpr int W = 2; // two warps with different problems, 3 launches
   for (uint32_t seed = 1; seed <= 3; ++seed) {
-    auto A = randomVec(W * 128, 900 + seed, -4, 4);
-    auto B = randomVec(W * 64, 910 + seed, -4, 4);
-    auto C = randomVec(W * 128, 920 + seed, -8, 8);
+    auto A = randomFloats(W * 128, 900 + seed, -4, 4);
+    auto B = randomFloats(W * 64, 910 + seed, -4, 4);
+    auto C = randomFloats(W * 128, 920 + seed, -8, 8);
     for (float &x : A)
       x = tf32Value(x);
     for (float &x : B)
@@ -180,7 +169,7 @@ TEST(CudaKernels, Tf32Rounding) {
   EXPECT_EQ(tf32_rna(0x1p-140f), 0u); // below half the least tf32 subnormal
   EXPECT_EQ(tf32_rna(0x1p-137f), bits(0x1p-136f)); // a tie: away from 0
   // The 3xTF32 split keeps 22 bits or more: |x - hi - lo| <= 2^-22 |x|.
-  auto v = randomVec(4096, 930, -1000, 1000);
+  auto v = randomFloats(4096, 930, -1000, 1000);
   for (float x : v) {
     uint32_t hi, lo;
     modk_cuda::detail::tf32_split(x, hi, lo);
@@ -240,7 +229,7 @@ __global__ void mma3xKernel(const float *in, float *batched, float *single) {
 
 TEST(CudaKernels, Mma3xTf32MatchesSingleMmas) {
   constexpr int MI = 2, NI = 3;
-  auto in = randomVec(32 * (4 * MI + 2 * NI), 940, -2, 2);
+  auto in = randomFloats(32 * (4 * MI + 2 * NI), 940, -2, 2);
   std::vector<float> batched(32 * MI * NI * 4), single(32 * MI * NI * 4);
   MODC_LAUNCH((mma3xKernel<MI, NI>), 1, 32, 0, nullptr, in.data(),
               batched.data(), single.data());
@@ -254,8 +243,8 @@ TEST(CudaKernels, Mma3xTf32MatchesSingleMmas) {
 
 template <int N, int K>
 void checkLinear(int64_t rows, int64_t maxRows, uint32_t seed) {
-  auto a = randomVec(maxRows * K, seed);
-  auto w = randomVec(int64_t(N) * K, seed + 1);
+  auto a = randomFloats(maxRows * K, seed);
+  auto w = randomFloats(int64_t(N) * K, seed + 1);
   for (int tile = 0; tile <= 2; ++tile) {
     TileGuard guard(tile);
     std::vector<float> y(maxRows * N, kSentinel), ref(maxRows * N, kSentinel);
@@ -284,8 +273,8 @@ TEST(CudaKernels, LinearResidual) {
   forEachGemmPath([] {
     constexpr int N = 72, K = 40;
     const int64_t maxRows = 70, rows = 66;
-    auto a = randomVec(maxRows * K, 11), w = randomVec(N * K, 12);
-    auto res = randomVec(maxRows * N, 13);
+    auto a = randomFloats(maxRows * K, 11), w = randomFloats(N * K, 12);
+    auto res = randomFloats(maxRows * N, 13);
     for (int tile = 1; tile <= 2; ++tile) {
       TileGuard guard(tile);
       // Separate residual.
@@ -312,7 +301,7 @@ TEST(CudaKernels, LinearGeluAndGelu) {
   forEachGemmPath([] {
     constexpr int N = 67, K = 30;
     const int64_t maxRows = 45, rows = 41;
-    auto a = randomVec(maxRows * K, 21, -2, 2), w = randomVec(N * K, 22);
+    auto a = randomFloats(maxRows * K, 21, -2, 2), w = randomFloats(N * K, 22);
     std::vector<float> y(maxRows * N, kSentinel), ref(maxRows * N, kSentinel);
     modk_cuda::linear_gelu<N, K>(a.data(), &rows, maxRows, w.data(), y.data(),
                                  nullptr);
@@ -333,8 +322,8 @@ TEST(CudaKernels, LinearSwigluAndSwiglu) {
   forEachGemmPath([] {
     constexpr int N = 50, K = 36;
     const int64_t maxRows = 40, rows = 29;
-    auto a = randomVec(maxRows * K, 31, -2, 2), wg = randomVec(N * K, 32),
-         wu = randomVec(N * K, 33);
+    auto a = randomFloats(maxRows * K, 31, -2, 2), wg = randomFloats(N * K, 32),
+         wu = randomFloats(N * K, 33);
     std::vector<float> gate(maxRows * N, kSentinel), y(maxRows * N, kSentinel);
     modk_cuda::linear_swiglu<N, K>(a.data(), &rows, maxRows, wg.data(), wu.data(),
                                    gate.data(), y.data(), nullptr);
@@ -357,7 +346,7 @@ TEST(CudaKernels, LinearRopeAndRope) {
   forEachGemmPath([] {
     constexpr int H = 3, HD = 22, K = 26, N = H * HD;
     const int64_t maxRows = 30, rows = 27;
-    auto a = randomVec(maxRows * K, 41), w = randomVec(N * K, 42);
+    auto a = randomFloats(maxRows * K, 41), w = randomFloats(N * K, 42);
     std::vector<int32_t> pos(maxRows);
     std::mt19937 gen(43);
     for (auto &p : pos)
@@ -383,8 +372,8 @@ TEST(CudaKernels, LinearRopeAndRope) {
 
 template <int N, int K>
 void checkDgrad(int64_t rows, int64_t maxRows, uint32_t seed) {
-  auto dy = randomVec(maxRows * N, seed), w = randomVec(N * K, seed + 1);
-  auto init = randomVec(maxRows * K, seed + 2);
+  auto dy = randomFloats(maxRows * N, seed), w = randomFloats(N * K, seed + 1);
+  auto init = randomFloats(maxRows * K, seed + 2);
   for (int tile = 1; tile <= 2; ++tile) {
     TileGuard guard(tile);
     for (bool acc : {false, true}) {
@@ -410,8 +399,8 @@ TEST(CudaKernels, LinearDgrad) {
 
 template <int N, int K>
 void checkWgrad(int64_t rows, int64_t maxRows, uint32_t seed) {
-  auto dy = randomVec(maxRows * N, seed), a = randomVec(maxRows * K, seed + 1);
-  auto init = randomVec(N * K, seed + 2);
+  auto dy = randomFloats(maxRows * N, seed), a = randomFloats(maxRows * K, seed + 1);
+  auto init = randomFloats(N * K, seed + 2);
   for (int tile = 1; tile <= 2; ++tile) {
     TileGuard guard(tile);
     SCOPED_TRACE(testing::Message() << "tile " << tile << " rows " << rows);
@@ -445,7 +434,7 @@ TEST(CudaKernels, LinearWgrad) {
 TEST(CudaKernels, GemmLongReduction) {
   constexpr int N = 40, K = 1000;
   const int64_t maxRows = 36, rows = 33;
-  auto a = randomVec(maxRows * K, 171), w = randomVec(N * K, 172);
+  auto a = randomFloats(maxRows * K, 171), w = randomFloats(N * K, 172);
   std::vector<float> exact(rows * N);
   for (int64_t m = 0; m < rows; ++m)
     for (int n = 0; n < N; ++n) {
@@ -486,7 +475,7 @@ TEST(CudaKernels, GemmLongReduction) {
 TEST(CudaKernels, Embed) {
   constexpr int D = 37, V = 19;
   const int64_t n = 45;
-  auto table = randomVec(V * D, 71);
+  auto table = randomFloats(V * D, 71);
   std::vector<int32_t> tokens(n);
   std::mt19937 gen(72);
   for (auto &t : tokens)
@@ -500,7 +489,7 @@ TEST(CudaKernels, Embed) {
 TEST(CudaKernels, RmsnormAndAdd) {
   constexpr int D = 90;
   const int64_t maxRows = 21, rows = 18;
-  auto x = randomVec(maxRows * D, 81, -3, 3), w = randomVec(D, 82);
+  auto x = randomFloats(maxRows * D, 81, -3, 3), w = randomFloats(D, 82);
   std::vector<float> y(maxRows * D, kSentinel), ref(maxRows * D, kSentinel);
   modk_cuda::rmsnorm<D>(x.data(), &rows, maxRows, w.data(), 1e-5f, y.data(),
                         nullptr);
@@ -508,7 +497,7 @@ TEST(CudaKernels, RmsnormAndAdd) {
   expectClose(y.data(), ref.data(), rows * D, "rmsnorm");
   expectSentinel(y.data(), rows * D, maxRows * D, "rmsnorm");
 
-  auto b = randomVec(maxRows * D, 83);
+  auto b = randomFloats(maxRows * D, 83);
   std::vector<float> s(x), sref(x);
   modk_cuda::add_inplace<D>(s.data(), b.data(), &rows, maxRows, nullptr);
   modk_cpu::add_inplace<D>(sref.data(), b.data(), rows);
@@ -533,7 +522,7 @@ TEST(CudaKernels, IdentitySegments) {
 TEST(CudaKernels, RouterLogits) {
   constexpr int S = 13, D = 75;
   const int64_t B = 3;
-  auto x = randomVec(B * S * D, 91), w = randomVec(D, 92);
+  auto x = randomFloats(B * S * D, 91), w = randomFloats(D, 92);
   std::vector<float> r(B * S + 1, kSentinel), ref(B * S + 1, kSentinel);
   modk_cuda::router_logits<S, D>(x.data(), B, w.data(), r.data(), nullptr);
   modk_cpu::router_logits<S, D>(x.data(), B, w.data(), ref.data());
@@ -568,14 +557,14 @@ std::vector<float> tiedScores(int64_t n, uint32_t seed) {
 }
 
 TEST(CudaKernels, SelectTopk) {
-  checkTopk<64, 8>(randomVec(3 * 64, 101), 3);
-  checkTopk<40, 7>(randomVec(2 * 40, 102), 2);
-  checkTopk<300, 37>(randomVec(2 * 300, 103), 2);
+  checkTopk<64, 8>(randomFloats(3 * 64, 101), 3);
+  checkTopk<40, 7>(randomFloats(2 * 40, 102), 2);
+  checkTopk<300, 37>(randomFloats(2 * 300, 103), 2);
   checkTopk<64, 8>(tiedScores(3 * 64, 104), 3);
   checkTopk<64, 30>(tiedScores(2 * 64, 105), 2);
   checkTopk<300, 100>(tiedScores(2 * 300, 106), 2);
   checkTopk<1000, 125>(tiedScores(2 * 1000, 109), 2); // 4 positions a thread
-  checkTopk<1000, 999>(randomVec(1000, 110), 1);
+  checkTopk<1000, 999>(randomFloats(1000, 110), 1);
   checkTopk<17, 1>(tiedScores(4 * 17, 107), 4);
   checkTopk<17, 17>(tiedScores(2 * 17, 108), 2);
   checkTopk<16, 5>(std::vector<float>(2 * 16, 0.75f), 2); // all equal
@@ -589,7 +578,7 @@ TEST(CudaKernels, SelectTopk) {
 TEST(CudaKernels, SelectCausal) {
   constexpr int S = 45;
   const int64_t B = 4;
-  auto logit = randomVec(B * S, 111);
+  auto logit = randomFloats(B * S, 111);
   for (int i = 0; i < S; ++i)
     logit[2 * S + i] = -1.0f; // an empty sequence
   logit[3] = std::numeric_limits<float>::quiet_NaN();
@@ -608,7 +597,7 @@ TEST(CudaKernels, SelectCausal) {
 
   // Long sequences: more positions than threads.
   constexpr int S2 = 600;
-  auto l2 = randomVec(2 * S2, 112);
+  auto l2 = randomFloats(2 * S2, 112);
   std::vector<int32_t> p2(2 * S2, -7), rp2(2 * S2, -7), m2(2 * S2), rm2(2 * S2);
   std::vector<int64_t> s2(3), rs2(3);
   modk_cuda::select_causal<S2>(l2.data(), 2, p2.data(), s2.data(), m2.data(),
@@ -627,7 +616,7 @@ struct RowSet {
 };
 
 template <int S, int K> RowSet topkRows(int64_t B, uint32_t seed) {
-  auto r = randomVec(B * S, seed);
+  auto r = randomFloats(B * S, seed);
   RowSet rs{std::vector<int32_t>(B * K), std::vector<int64_t>(B + 1)};
   std::vector<int32_t> mask(B * S);
   modk_cpu::select_topk<S, K>(r.data(), B, rs.pos.data(), rs.seg.data(),
@@ -636,7 +625,7 @@ template <int S, int K> RowSet topkRows(int64_t B, uint32_t seed) {
 }
 
 template <int S> RowSet causalRows(int64_t B, uint32_t seed) {
-  auto r = randomVec(B * S, seed);
+  auto r = randomFloats(B * S, seed);
   for (int i = 0; i < S; ++i)
     r[(B - 1) * S + i] = -1.0f; // last sequence empty
   RowSet rs{std::vector<int32_t>(B * S), std::vector<int64_t>(B + 1)};
@@ -648,7 +637,7 @@ template <int S> RowSet causalRows(int64_t B, uint32_t seed) {
 
 template <int S, int D>
 void checkGatherRmsnorm(const RowSet &rs, int64_t B, uint32_t seed) {
-  auto x = randomVec(B * S * D, seed, -2, 2), w = randomVec(D, seed + 1);
+  auto x = randomFloats(B * S * D, seed, -2, 2), w = randomFloats(D, seed + 1);
   const int64_t rows = rs.rows(), cap = B * S;
   std::vector<float> g(cap * D, kSentinel), n(cap * D, kSentinel);
   std::vector<float> rg(cap * D, kSentinel), rn(cap * D, kSentinel);
@@ -670,9 +659,9 @@ TEST(CudaKernels, Predictor) {
   forEachGemmPath([] {
     constexpr int D = 40, HID = 70;
     const int64_t n = 75;
-    auto x = randomVec(n * D, 131), f1 = randomVec(HID * D, 132),
-         b1 = randomVec(HID, 133), f2 = randomVec(HID, 134),
-         b2 = randomVec(1, 135);
+    auto x = randomFloats(n * D, 131), f1 = randomFloats(HID * D, 132),
+         b1 = randomFloats(HID, 133), f2 = randomFloats(HID, 134),
+         b2 = randomFloats(1, 135);
     std::vector<float> h(n * HID), p(n + 1, kSentinel), rh(n * HID),
         rp(n + 1, kSentinel);
     modk_cuda::predictor<D, HID>(x.data(), n, f1.data(), b1.data(), f2.data(),
@@ -687,8 +676,8 @@ TEST(CudaKernels, Predictor) {
 template <int S, int D, int G>
 void checkScatter(const RowSet &rs, int64_t B, uint32_t seed) {
   const int64_t cap = B * S;
-  auto x = randomVec(B * S * D, seed), r = randomVec(B * S, seed + 1, -3, 3),
-       a = randomVec(cap * D, seed + 2), f = randomVec(cap * D, seed + 3);
+  auto x = randomFloats(B * S * D, seed), r = randomFloats(B * S, seed + 1, -3, 3),
+       a = randomFloats(cap * D, seed + 2), f = randomFloats(cap * D, seed + 3);
   std::vector<float> y(x), ref(x);
   modk_cuda::gate_scale_scatter<S, D, G>(y.data(), B, rs.seg.data(),
                                          rs.pos.data(), r.data(), a.data(),
@@ -726,9 +715,9 @@ void checkAttention(const RowSet &rs, int64_t B, int64_t maxSegRows,
                     uint32_t seed, int offset = 0) {
   constexpr int LD = H * HD;
   const int64_t rows = rs.rows(), cap = rows + 3;
-  auto q = randomVec(cap * LD + offset, seed, -2, 2),
-       k = randomVec(cap * LD + offset, seed + 1, -2, 2),
-       v = randomVec(cap * LD + offset, seed + 2);
+  auto q = randomFloats(cap * LD + offset, seed, -2, 2),
+       k = randomFloats(cap * LD + offset, seed + 1, -2, 2),
+       v = randomFloats(cap * LD + offset, seed + 2);
   std::vector<float> ref(cap * LD, kSentinel);
   modk_cpu::causal_attention<H, HD>(q.data() + offset, k.data() + offset,
                                     v.data() + offset, B, rs.seg.data(),
@@ -801,14 +790,14 @@ TEST(CudaKernels, CacheAppend) {
   rs.seg = {0, 0, 0, 0};
   {
     // A routed row set with a second sequence that is cut by its length.
-    auto r = randomVec(B * S, 162);
+    auto r = randomFloats(B * S, 162);
     std::vector<int32_t> mask(B * S);
     rs.pos.assign(B * S, 0);
     modk_cpu::select_causal<S>(r.data(), B, rs.pos.data(), rs.seg.data(),
                                mask.data());
   }
   const int64_t rows = rs.rows();
-  auto k = randomVec(rows * D + 1, 163), v = randomVec(rows * D + 1, 164);
+  auto k = randomFloats(rows * D + 1, 163), v = randomFloats(rows * D + 1, 164);
   std::vector<int32_t> lengths = {S, 11, 0};
   std::vector<float> ck(B * S * D, kSentinel), cv(B * S * D, kSentinel);
   std::vector<float> rck(ck), rcv(cv);

@@ -24,28 +24,12 @@
 #include <random>
 #include <vector>
 
+#include "EmuTestData.h"
+
 namespace {
+using namespace modc_emu_test;
 
-constexpr float kSentinel = 12345.0f;
 
-std::vector<float> randomVec(size_t n, unsigned seed, float lo = -1.0f,
-                             float hi = 1.0f) {
-  std::mt19937 gen(seed);
-  std::uniform_real_distribution<float> dist(lo, hi);
-  std::vector<float> v(n);
-  for (float &x : v)
-    x = dist(gen);
-  return v;
-}
-
-std::vector<int32_t> randomInts(size_t n, unsigned seed, int lo, int hi) {
-  std::mt19937 gen(seed);
-  std::uniform_int_distribution<int> dist(lo, hi);
-  std::vector<int32_t> v(n);
-  for (int32_t &x : v)
-    x = dist(gen);
-  return v;
-}
 
 /// |got - want| <= tol * (|want| + max|want|/10) elementwise over [0, n):
 /// relative, with a floor so entries near zero compare at the array's scale.
@@ -107,7 +91,7 @@ Routing makeRouting(const std::vector<int64_t> &lens, int S, unsigned seed) {
 //===----------------------------------------------------------------------===//
 
 template <int V> void checkCrossEntropy(int64_t rows, bool alias) {
-  auto logits = randomVec(rows * V, 11 + V, -4.0f, 4.0f);
+  auto logits = randomFloats(rows * V, 11 + V, -4.0f, 4.0f);
   auto targets = randomInts(rows, 12, 0, V - 1);
   const float scale = 1.0f / float(rows);
   std::vector<float> wantD(rows * V);
@@ -137,9 +121,9 @@ TEST(CudaTrainKernels, BceWithLogitsMatchesCpuEmitter) {
   constexpr int S = 40;
   const int64_t B = 3, nRouted = 2;
   const double weight = 0.3;
-  auto z = randomVec(B * S, 21, -6.0f, 6.0f);
+  auto z = randomFloats(B * S, 21, -6.0f, 6.0f);
   auto mask = randomInts(B * S, 22, 0, 1);
-  auto dz0 = randomVec(B * S, 23);
+  auto dz0 = randomFloats(B * S, 23);
   std::vector<float> lossInit = {1.5f, 2.5f, 0.25f};
   // The CPU emitter's bce_loss, verbatim.
   std::vector<float> wantDz = dz0, wantL = lossInit;
@@ -177,11 +161,11 @@ TEST(CudaTrainKernels, SplitTokensMatchesCpuEmitter) {
 //===----------------------------------------------------------------------===//
 
 template <int D> void checkRmsnormGrad(int64_t rows, int64_t maxRows, bool acc) {
-  auto x = randomVec(maxRows * D, 41 + D);
-  auto w = randomVec(D, 42, 0.5f, 1.5f);
-  auto dy = randomVec(maxRows * D, 43);
-  auto dx0 = randomVec(maxRows * D, 44);
-  auto dw0 = randomVec(D, 45);
+  auto x = randomFloats(maxRows * D, 41 + D);
+  auto w = randomFloats(D, 42, 0.5f, 1.5f);
+  auto dy = randomFloats(maxRows * D, 43);
+  auto dx0 = randomFloats(maxRows * D, 44);
+  auto dw0 = randomFloats(D, 45);
   const float eps = 1e-5f;
   std::vector<float> wantDx = dx0, wantDw = dw0;
   modk_cpu::rmsnorm_grad<D>(x.data(), rows, w.data(), eps, dy.data(),
@@ -209,7 +193,7 @@ TEST(CudaTrainKernels, RmsnormGradMatchesCpu) {
 TEST(CudaTrainKernels, RopeGradMatchesCpu) {
   constexpr int H = 3, HD = 16;
   const int64_t rows = 9, maxRows = 12;
-  auto dx = randomVec(maxRows * H * HD, 51);
+  auto dx = randomFloats(maxRows * H * HD, 51);
   auto pos = randomInts(maxRows, 52, 0, 5000);
   const float theta = 10000.0f;
   std::vector<float> want = dx;
@@ -226,9 +210,9 @@ TEST(CudaTrainKernels, RopeGradMatchesCpu) {
 TEST(CudaTrainKernels, SwigluAndGeluGradMatchCpu) {
   constexpr int N = 50;
   const int64_t rows = 13, maxRows = 20;
-  auto gate = randomVec(maxRows * N, 61, -5.0f, 5.0f);
-  auto up = randomVec(maxRows * N, 62, -3.0f, 3.0f);
-  auto du = randomVec(maxRows * N, 63);
+  auto gate = randomFloats(maxRows * N, 61, -5.0f, 5.0f);
+  auto up = randomFloats(maxRows * N, 62, -3.0f, 3.0f);
+  auto du = randomFloats(maxRows * N, 63);
   std::vector<float> wantG(rows * N), wantU(rows * N);
   modk_cpu::swiglu_grad<N>(gate.data(), up.data(), du.data(), rows,
                            wantG.data(), wantU.data());
@@ -257,8 +241,8 @@ TEST(CudaTrainKernels, EmbedGradRepeatedTokensIsExact) {
   constexpr int D = 40;
   const int64_t rows = 300, V = 7; // every token repeats many times
   auto tokens = randomInts(rows, 71, 0, V - 1);
-  auto dx = randomVec(rows * D, 72);
-  auto table0 = randomVec(V * D, 73);
+  auto dx = randomFloats(rows * D, 72);
+  auto table0 = randomFloats(V * D, 73);
   std::vector<float> want = table0, got = table0, again = table0;
   modk_cpu::embed_grad<D>(tokens.data(), rows, dx.data(), want.data());
   modk_cuda::embed_grad<D>(tokens.data(), rows, dx.data(), got.data(), nullptr);
@@ -275,8 +259,8 @@ TEST(CudaTrainKernels, EmbedGradWideRowsAndManyBuckets) {
   const int64_t rows = 20, V = 600; // tokens beyond the bucket count
   auto tokens = randomInts(rows, 74, 0, V - 1);
   tokens[3] = tokens[11] = tokens[17] = 513; // a repeat across buckets' wrap
-  auto dx = randomVec(rows * D, 75);
-  auto table0 = randomVec(V * D, 76);
+  auto dx = randomFloats(rows * D, 75);
+  auto table0 = randomFloats(V * D, 76);
   std::vector<float> want = table0, got = table0;
   modk_cpu::embed_grad<D>(tokens.data(), rows, dx.data(), want.data());
   modk_cuda::embed_grad<D>(tokens.data(), rows, dx.data(), got.data(), nullptr);
@@ -294,10 +278,10 @@ template <int G> void checkScatterGrad() {
   Routing rt = makeRouting(lens, S, 81 + G);
   const int64_t rows = rt.seg[B];
   rt.pos.resize(maxRows, 0);
-  auto dy = randomVec(B * S * D, 82);
-  auto r = randomVec(B * S, 83, -2.0f, 2.0f);
-  auto f = randomVec(maxRows * D, 84);
-  auto dr0 = randomVec(B * S, 85);
+  auto dy = randomFloats(B * S * D, 82);
+  auto r = randomFloats(B * S, 83, -2.0f, 2.0f);
+  auto f = randomFloats(maxRows * D, 84);
+  auto dr0 = randomFloats(B * S, 85);
   std::vector<float> wantDf(rows * D), wantDr = dr0;
   modk_cpu::gate_scale_scatter_grad<S, D, G>(dy.data(), B, rt.seg.data(),
                                              rt.pos.data(), r.data(), f.data(),
@@ -326,8 +310,8 @@ TEST(CudaTrainKernels, GatherGradMatchesCpu) {
   Routing rt = makeRouting({7, 3, 11}, S, 91);
   const int64_t rows = rt.seg[B];
   rt.pos.resize(maxRows, 0);
-  auto dxs = randomVec(maxRows * D, 92);
-  auto dx0 = randomVec(B * S * D, 93);
+  auto dxs = randomFloats(maxRows * D, 92);
+  auto dx0 = randomFloats(B * S * D, 93);
   std::vector<float> want = dx0, got = dx0;
   modk_cpu::gather_grad<S, D>(dxs.data(), B, rt.seg.data(), rt.pos.data(),
                               want.data());
@@ -338,11 +322,11 @@ TEST(CudaTrainKernels, GatherGradMatchesCpu) {
 }
 
 template <int S, int D> void checkRouterGrad(int64_t B) {
-  auto x = randomVec(B * S * D, 101 + D);
-  auto w = randomVec(D, 102);
-  auto dr = randomVec(B * S, 103);
-  auto dx0 = randomVec(B * S * D, 104);
-  auto dw0 = randomVec(D, 105);
+  auto x = randomFloats(B * S * D, 101 + D);
+  auto w = randomFloats(D, 102);
+  auto dr = randomFloats(B * S, 103);
+  auto dx0 = randomFloats(B * S * D, 104);
+  auto dw0 = randomFloats(D, 105);
   std::vector<float> wantDx = dx0, wantDw = dw0;
   modk_cpu::router_grad<S, D>(x.data(), B, w.data(), dr.data(), wantDx.data(),
                               wantDw.data());
@@ -362,13 +346,13 @@ TEST(CudaTrainKernels, RouterGradMatchesCpu) {
 TEST(CudaTrainKernels, PredictorGradMatchesCpu) {
   constexpr int D = 40, HID = 24, S = 20;
   const int64_t B = 2, rows = B * S;
-  auto x = randomVec(rows * D, 111);
-  auto fc1w = randomVec(HID * D, 112, -0.3f, 0.3f);
-  auto fc1b = randomVec(HID, 113);
-  auto fc2w = randomVec(HID, 114);
-  auto dp = randomVec(rows, 115);
-  auto d1w = randomVec(HID * D, 116), d1b = randomVec(HID, 117),
-       d2w = randomVec(HID, 118), d2b = randomVec(1, 119);
+  auto x = randomFloats(rows * D, 111);
+  auto fc1w = randomFloats(HID * D, 112, -0.3f, 0.3f);
+  auto fc1b = randomFloats(HID, 113);
+  auto fc2w = randomFloats(HID, 114);
+  auto dp = randomFloats(rows, 115);
+  auto d1w = randomFloats(HID * D, 116), d1b = randomFloats(HID, 117),
+       d2w = randomFloats(HID, 118), d2b = randomFloats(1, 119);
   std::vector<float> wh(rows * HID), w1w = d1w, w1b = d1b, w2w = d2w, w2b = d2b;
   modk_cpu::predictor_grad<D, HID>(x.data(), rows, fc1w.data(), fc1b.data(),
                                    fc2w.data(), dp.data(), wh.data(),
@@ -411,11 +395,11 @@ void checkAttentionGrad(const std::vector<int64_t> &lens, int S, unsigned seed,
         rt.pos[i] = rt.pos[i - 1];
   const int64_t rows = rt.seg[B], maxRows = rows + 5;
   rt.pos.resize(maxRows, 0);
-  auto q = randomVec(maxRows * LD, seed + 1, -2.0f, 2.0f);
-  auto k = randomVec(maxRows * LD, seed + 2, -2.0f, 2.0f);
-  auto v = randomVec(maxRows * LD, seed + 3);
-  auto o = randomVec(maxRows * LD, seed + 4);
-  auto dout = randomVec(maxRows * LD, seed + 5);
+  auto q = randomFloats(maxRows * LD, seed + 1, -2.0f, 2.0f);
+  auto k = randomFloats(maxRows * LD, seed + 2, -2.0f, 2.0f);
+  auto v = randomFloats(maxRows * LD, seed + 3);
+  auto o = randomFloats(maxRows * LD, seed + 4);
+  auto dout = randomFloats(maxRows * LD, seed + 5);
   std::vector<float> wq(rows * LD), wk(rows * LD), wv(rows * LD);
   modk_cpu::causal_attention_grad<H, HD>(
       q.data(), k.data(), v.data(), o.data(), dout.data(), B, rt.seg.data(),
@@ -458,8 +442,8 @@ TEST(CudaTrainKernels, ReductionsAreBitwiseRepeatable) {
   // bit for bit (no atomics; the emulation's thread timing varies per run).
   constexpr int D = 64, H = 2, HD = 16;
   const int64_t rows = 45, maxRows = 64;
-  auto x = randomVec(maxRows * D, 171), w = randomVec(D, 172);
-  auto dy = randomVec(maxRows * D, 173);
+  auto x = randomFloats(maxRows * D, 171), w = randomFloats(D, 172);
+  auto dy = randomFloats(maxRows * D, 173);
   std::vector<float> scratch(modk_cuda::rmsnorm_grad_scratch_floats<D>(maxRows));
   std::vector<float> dx1(maxRows * D), dx2(maxRows * D), dw1(D, 0.5f),
       dw2(D, 0.5f);
@@ -475,9 +459,9 @@ TEST(CudaTrainKernels, ReductionsAreBitwiseRepeatable) {
 
   Routing rt = makeRouting({40, 9}, 64, 174);
   const int64_t n = rt.seg[2], LD = H * HD;
-  auto q = randomVec(n * LD, 175), k = randomVec(n * LD, 176),
-       v = randomVec(n * LD, 177), o = randomVec(n * LD, 178),
-       dout = randomVec(n * LD, 179);
+  auto q = randomFloats(n * LD, 175), k = randomFloats(n * LD, 176),
+       v = randomFloats(n * LD, 177), o = randomFloats(n * LD, 178),
+       dout = randomFloats(n * LD, 179);
   std::vector<float> as(modk_cuda::attention_grad_scratch_floats<H>(n));
   std::vector<float> out[2][3];
   for (auto &run : out) {
@@ -503,10 +487,10 @@ struct AdamCase {
 AdamCase makeAdamCase(const std::vector<int64_t> &sizes, unsigned seed) {
   AdamCase c;
   for (size_t i = 0; i < sizes.size(); ++i) {
-    c.p.push_back(randomVec(sizes[i], seed + 10 * i + 1));
-    c.g.push_back(randomVec(sizes[i], seed + 10 * i + 2, -0.05f, 0.05f));
-    c.m.push_back(randomVec(sizes[i], seed + 10 * i + 3, -0.01f, 0.01f));
-    c.v.push_back(randomVec(sizes[i], seed + 10 * i + 4, 1e-6f, 1e-4f));
+    c.p.push_back(randomFloats(sizes[i], seed + 10 * i + 1));
+    c.g.push_back(randomFloats(sizes[i], seed + 10 * i + 2, -0.05f, 0.05f));
+    c.m.push_back(randomFloats(sizes[i], seed + 10 * i + 3, -0.01f, 0.01f));
+    c.v.push_back(randomFloats(sizes[i], seed + 10 * i + 4, 1e-6f, 1e-4f));
   }
   return c;
 }

@@ -1,0 +1,45 @@
+//===- EmuTestData.h - Random inputs of the CUDA kernel tests ---*- C++ -*-===//
+//
+// Shared by the emulation tests of the forward, training and decode kernels:
+// fresh random inputs from a fixed seed, never exact zeros.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MODC_TEST_CUDA_EMU_EMUTESTDATA_H
+#define MODC_TEST_CUDA_EMU_EMUTESTDATA_H
+
+#include <cstdint>
+#include <random>
+#include <vector>
+
+namespace modc_emu_test {
+
+/// Written past the rows a kernel may touch, to see that it did not.
+constexpr float kSentinel = 12345.0f;
+
+/// n floats uniform in [lo, hi), an exact zero replaced by (lo + hi) / 2 + 0.25.
+inline std::vector<float> randomFloats(size_t n, uint32_t seed,
+                                       float lo = -1.0f, float hi = 1.0f) {
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<float> dist(lo, hi);
+  std::vector<float> v(n);
+  for (float &x : v) {
+    x = dist(gen);
+    if (x == 0.0f)
+      x = (lo + hi) / 2 + 0.25f;
+  }
+  return v;
+}
+
+/// n integers uniform in [lo, hi].
+inline std::vector<int32_t> randomInts(size_t n, uint32_t seed, int lo, int hi) {
+  std::mt19937 gen(seed);
+  std::uniform_int_distribution<int> dist(lo, hi);
+  std::vector<int32_t> v(n);
+  for (int32_t &x : v)
+    x = dist(gen);
+  return v;
+}
+
+} // namespace modc_emu_test
+
+#endif // MODC_TEST_CUDA_EMU_EMUTESTDATA_H
