@@ -89,14 +89,18 @@ void *CudaExecutor::slot(const std::string &role, uint64_t bytes) {
 void *CudaExecutor::upload(const std::string &role, const void *host,
                            uint64_t bytes) {
   void *device = slot(role, bytes);
-  if (host && bytes)
+  if (host && bytes) {
     check(api.copy(device, host, bytes, HostToDevice), "copying to the GPU");
+    copiedToDevice += bytes;
+  }
   return device;
 }
 
 void CudaExecutor::download(void *host, const void *device, uint64_t bytes) {
-  if (host && bytes)
+  if (host && bytes) {
     check(api.copy(host, device, bytes, DeviceToHost), "copying from the GPU");
+    copiedToHost += bytes;
+  }
 }
 
 uint64_t CudaExecutor::paramBytes(size_t i) const {
@@ -116,12 +120,42 @@ CudaExecutor::paramSlots(const std::string &table) {
   return out;
 }
 
+void CudaExecutor::pin(const std::vector<const float *> &table) {
+  ++resident[table];
+}
+
+void CudaExecutor::unpin(const std::vector<const float *> &table) {
+  auto it = resident.find(table);
+  if (it == resident.end() || --it->second > 0)
+    return;
+  resident.erase(it);
+  for (auto &[name, host] : mirrorOf)
+    if (host == table)
+      host.clear();
+}
+
+void CudaExecutor::noteMirror(const std::string &table,
+                              const float *const *host) {
+  std::vector<const float *> key(host, host + manifest.params.size());
+  if (resident.count(key))
+    mirrorOf[table] = std::move(key);
+  else
+    mirrorOf[table].clear();
+}
+
 const std::vector<float *> &
 CudaExecutor::uploadParams(const std::string &table, const float *const *host) {
   const std::vector<float *> &out = paramSlots(table);
-  for (size_t i = 0; i < out.size(); ++i)
+  std::vector<const float *> key(host, host + manifest.params.size());
+  if (!key.empty() && resident.count(key) && mirrorOf[table] == key)
+    return out; // pinned and unchanged since it was copied
+  mirrorOf[table].clear();
+  for (size_t i = 0; i < out.size(); ++i) {
     check(api.copy(out[i], host[i], paramBytes(i), HostToDevice),
-          "copying weights to the GPU");
+          "copying to the GPU");
+    copiedToDevice += paramBytes(i);
+  }
+  noteMirror(table, host);
   return out;
 }
 
@@ -182,8 +216,10 @@ void CudaExecutor::grad(const modc_grad_args &h, uint64_t workspaceBytes) {
   check(entries.grad(&d), "grad");
   check(api.sync(), "grad");
   download(h.losses, d.losses, 3 * sizeof(float));
+  mirrorOf["grads"].clear();
   for (size_t i = 0; i < grads.size(); ++i)
     download(h.grads[i], grads[i], paramBytes(i));
+  noteMirror("grads", h.grads);
 }
 
 void CudaExecutor::adamw(const modc_adamw_args &h) {
@@ -198,6 +234,10 @@ void CudaExecutor::adamw(const modc_adamw_args &h) {
   d.m = m.data();
   d.v = v.data();
   d.grad_norm = static_cast<float *>(slot("grad_norm", sizeof(float)));
+  // The update changes the device copies; they equal the host ones again
+  // only once downloaded below.
+  for (const char *t : {"params", "adam_m", "adam_v"})
+    mirrorOf[t].clear();
   int32_t status = entries.adamw(&d);
   // The norm is reported even when it is not finite (the update is refused).
   download(h.grad_norm, d.grad_norm, sizeof(float));
@@ -208,6 +248,9 @@ void CudaExecutor::adamw(const modc_adamw_args &h) {
     download(h.m[i], m[i], paramBytes(i));
     download(h.v[i], v[i], paramBytes(i));
   }
+  noteMirror("params", h.params);
+  noteMirror("adam_m", h.m);
+  noteMirror("adam_v", h.v);
 }
 
 void CudaExecutor::decode(const modc_decode_args &h, uint64_t workspaceBytes,

@@ -43,6 +43,15 @@ public:
   /// The package's architecture ("sm_90a").
   std::string arch() const;
 
+  /// Marks a host pointer table (one pointer per param) as resident: while
+  /// pinned, a table uploaded from it is not uploaded again (see
+  /// Package::keepOnDevice). Pins nest.
+  void pin(const std::vector<const float *> &table);
+  void unpin(const std::vector<const float *> &table);
+
+  uint64_t bytesToDevice() const { return copiedToDevice; }
+  uint64_t bytesToHost() const { return copiedToHost; }
+
   // Each runs the entry on device mirrors of the host buffers in `args`
   // (sized by the manifest and args.batch) and copies the outputs back;
   // throws Error with the package's message on failure.
@@ -89,8 +98,15 @@ private:
   EntryPoints entries;
   DeviceApi api;
   bool initialised = false;
+  uint64_t copiedToDevice = 0, copiedToHost = 0;
   std::map<std::string, Slot> slots;
   std::map<std::string, std::vector<float *>> tables;
+  /// Pinned host tables, with their pin counts.
+  std::map<std::vector<const float *>, int> resident;
+  /// Per device table: the pinned host table its contents equal, if any.
+  std::map<std::string, std::vector<const float *>> mirrorOf;
+  /// Records that device `table` now equals host `host` (when pinned).
+  void noteMirror(const std::string &table, const float *const *host);
 };
 
 } // namespace modrt

@@ -32,6 +32,7 @@ DecodeSession::DecodeSession(const Package &package, const TensorMap &weights,
   package.checkWeights(weights);
   for (const ParamInfo &param : m.params)
     params_.push_back(weights.get(param.name).f32());
+  residentWeights_ = package.keepOnDevice(weights);
   batch_ = batch;
   vocab_ = m.vocabSize;
   seqLen_ = m.seqLen;

@@ -558,6 +558,27 @@ Losses Package::grad(const TensorMap &weights,
   return Losses{losses[0], losses[1], losses[2]};
 }
 
+ResidentTensors Package::keepOnDevice(const TensorMap &tensors) const {
+  ResidentTensors guard;
+  if (!impl->cuda)
+    return guard;
+  checkParamTensors(impl->manifest, tensors, "tensors kept on the device");
+  std::vector<const float *> table = paramPointers(impl->manifest, tensors);
+  CudaExecutor *cuda = impl->cuda.get();
+  cuda->pin(table);
+  guard.release_ = [cuda, table] { cuda->unpin(table); };
+  return guard;
+}
+
+Package::DeviceTraffic Package::deviceTraffic() const {
+  DeviceTraffic t;
+  if (impl->cuda) {
+    t.toDevice = impl->cuda->bytesToDevice();
+    t.toHost = impl->cuda->bytesToHost();
+  }
+  return t;
+}
+
 double Package::adamwStep(TensorMap &weights, const TensorMap &grads,
                           OptimizerState &state, double lr,
                           const AdamWConfig &config) const {

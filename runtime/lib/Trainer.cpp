@@ -467,6 +467,14 @@ void modrt::train(const Package &package, const Corpus &corpus,
   const int64_t tokensPerStep = corpus.batch() * m.seqLen;
   std::vector<int32_t> tokens;
   TensorMap grads;
+  for (const ParamInfo &param : m.params)
+    grads.insert(param.name, Tensor::zeros(DType::F32, param.shape));
+  // CUDA packages keep the training state on the GPU between steps (grad
+  // and adamwStep keep both copies equal); CPU packages ignore this.
+  ResidentTensors resident[] = {package.keepOnDevice(state.weights),
+                                package.keepOnDevice(grads),
+                                package.keepOnDevice(state.optimizer.m),
+                                package.keepOnDevice(state.optimizer.v)};
   for (int64_t step = first; step <= last; ++step) {
     StepRecord rec;
     rec.step = step;

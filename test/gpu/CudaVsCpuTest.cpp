@@ -197,7 +197,13 @@ TEST_P(CudaVsCpu, TrainingRunMatches) {
           [&](const StepRecord &r) { records.push_back(r); });
     return std::make_pair(records, state);
   };
+  const uint64_t before = cuda->deviceTraffic().toDevice;
   auto [onCuda, cudaState] = run(*cuda, "cuda-train.ckpt");
+  // Weights, gradients and moments go up once, not every step.
+  uint64_t weightBytes = 0;
+  for (const ParamInfo &p : cpu->manifest().params)
+    weightBytes += uint64_t(weights.get(p.name).numel()) * sizeof(float);
+  EXPECT_LT(cuda->deviceTraffic().toDevice - before, 5 * weightBytes);
   auto [onCpu, cpuState] = run(*cpu, "cpu-train.ckpt");
   ASSERT_EQ(onCuda.size(), 4u);
   ASSERT_EQ(onCpu.size(), 4u);
@@ -226,6 +232,10 @@ TEST_P(CudaVsCpu, DecodeAfterPrefillMatches) {
   EXPECT_LE(relError(a.logits().data(), b.logits().data(), b.logits().size()),
             1e-4);
   std::vector<uint8_t> active = {1, 1, 0};
+  uint64_t weightBytes = 0;
+  for (const ParamInfo &p : cpu->manifest().params)
+    weightBytes += uint64_t(weights.get(p.name).numel()) * sizeof(float);
+  const uint64_t before = cuda->deviceTraffic().toDevice;
   for (int step = 0; step < 10; ++step) {
     std::vector<int32_t> next = randomTokens(B, 96, 100 + step);
     StepResult ra = a.step(next, active), rb = b.step(next, active);
@@ -235,6 +245,9 @@ TEST_P(CudaVsCpu, DecodeAfterPrefillMatches) {
         << "step " << step;
     active[2] = step % 2; // a sequence that pauses and resumes
   }
+  // The session keeps the weights on the GPU: a step copies its tokens and
+  // counts, not the weights.
+  EXPECT_LT(cuda->deviceTraffic().toDevice - before, weightBytes / 10);
 }
 
 TEST_P(CudaVsCpu, DeviceReportsATokenOutsideTheVocabulary) {

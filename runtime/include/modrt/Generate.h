@@ -105,6 +105,8 @@ private:
   const Package *package_;
   const Manifest *manifest_;
   std::vector<const float *> params_;
+  /// CUDA packages: the weights stay on the GPU between steps.
+  ResidentTensors residentWeights_;
   int64_t batch_, vocab_, seqLen_, nLayers_, dModel_;
   AlignedBytes kvCache_, workspace_;
   std::vector<int32_t> kvCounts_, positions_;

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -133,6 +134,37 @@ struct OptimizerState {
   static OptimizerState zeros(const Manifest &manifest);
 };
 
+/// Returned by Package::keepOnDevice: while it lives, a CUDA package keeps the
+/// device copy of those tensors. Move-only; does nothing for CPU packages.
+class ResidentTensors {
+public:
+  ResidentTensors() = default;
+  ResidentTensors(ResidentTensors &&other) noexcept
+      : release_(std::move(other.release_)) {
+    other.release_ = nullptr;
+  }
+  ResidentTensors &operator=(ResidentTensors &&other) noexcept {
+    if (this != &other) {
+      reset();
+      release_ = std::move(other.release_);
+      other.release_ = nullptr;
+    }
+    return *this;
+  }
+  ResidentTensors(const ResidentTensors &) = delete;
+  ResidentTensors &operator=(const ResidentTensors &) = delete;
+  ~ResidentTensors() { reset(); }
+  void reset() {
+    if (release_)
+      release_();
+    release_ = nullptr;
+  }
+
+private:
+  friend class Package;
+  std::function<void()> release_;
+};
+
 /// A loaded, verified package. Move-only: it owns the dlopen handle.
 class Package {
 public:
@@ -210,6 +242,23 @@ public:
   /// loop allocates them once.
   Losses grad(const TensorMap &weights, const std::vector<int32_t> &tokens,
               int64_t batch, TensorMap &grads) const;
+
+  /// For CUDA packages: the device copy of `tensors` (one tensor per manifest
+  /// param, such as the weights, gradients or AdamW moments) is copied once
+  /// and then reused by every call given these same tensors, instead of being
+  /// copied to the GPU on each call, for as long as the returned guard lives.
+  /// The caller promises not to change their values meanwhile, except through
+  /// this package's grad (into gradients) and adamwStep (weights, moments),
+  /// which keep both copies equal. Does nothing for CPU packages. The package
+  /// must outlive the guard.
+  ResidentTensors keepOnDevice(const TensorMap &tensors) const;
+
+  /// Bytes copied between host and GPU so far (CUDA packages; zero for CPU
+  /// packages): what keepOnDevice saves is seen here.
+  struct DeviceTraffic {
+    uint64_t toDevice = 0, toHost = 0;
+  };
+  DeviceTraffic deviceTraffic() const;
 
   /// One AdamW update of `weights` in place (modc_adamw): increments
   /// state.step, updates the moments, and returns the global gradient norm
