@@ -8,6 +8,11 @@
 // buffers, kernels enqueued on the package stream with device row counts.
 // CHECK: // Target: CUDA sm_90a.
 // CHECK: namespace modk_cuda
+// The GEMMs and attention run on tensor cores: TF32 mma.sync with the 3xTF32
+// split (f32 accuracy), operands staged by cp.async.
+// CHECK: asm("cvt.rna.tf32.f32
+// CHECK: asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32
+// CHECK: cp.async
 // CHECK: modc_abi_version(void) { return 4u; }
 // CHECK: "arch": "sm_90a"
 // CHECK: "target": "cuda"
