@@ -19,6 +19,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <vector>
@@ -397,25 +398,132 @@ TEST(CudaKernels, LinearDgrad) {
   });
 }
 
+/// Sets the chunk rows of the split weight gradient (0: by shape).
+struct WgradChunkGuard {
+  explicit WgradChunkGuard(int64_t c) {
+    modk_cuda::detail::wgradChunkOverride() = c;
+  }
+  ~WgradChunkGuard() { modk_cuda::detail::wgradChunkOverride() = 0; }
+};
+
+/// Worst |got - exact| / max(1, |exact|) of the weight gradients against a
+/// double reference: [path][0 unsplit, 1 split].
+/// [path][2]: worst |split - unsplit| / max(1, |unsplit|).
+double worstWgradError[2][3] = {};
+
+/// Tolerance of a weight gradient summed in f32 over `rows` rows against the
+/// exact sum: 1e-5 up to 256 rows, then growing as sqrt(rows) (the f32 sum
+/// of one output over ~3000 rows is itself ~1e-5 off, split or not).
+float wgradTolerance(int64_t rows) {
+  return 1e-5f * float(std::max(1.0, std::sqrt(double(rows) / 256.0)));
+}
+
+/// got against the double reference (tolerance wgradTolerance(rows)), kept
+/// out of the errors against the CPU; records the worst error as `kind`.
+void expectCloseExact(const float *got, const std::vector<double> &exact,
+                      int64_t rows, int kind, const char *what) {
+  const int path = gemmPathUnderTest;
+  gemmPathUnderTest = -1;
+  std::vector<float> want(exact.begin(), exact.end());
+  expectClose(got, want.data(), want.size(), what, wgradTolerance(rows));
+  for (size_t i = 0; i < exact.size(); ++i)
+    worstWgradError[path][kind] =
+        std::max(worstWgradError[path][kind],
+                 std::fabs(double(got[i]) - exact[i]) /
+                     std::max(1.0, std::fabs(exact[i])));
+  gemmPathUnderTest = path;
+}
+
+/// The split linear_wgrad (scratch overload) from init on dyp, ap (NaN past
+/// rows) under chunk override `chunk`: close to the exact sum and to the
+/// unsplit wrapper's result (and to the CPU's, ref, for <= 256 rows, where
+/// that is within 1e-5 of exact), bitwise the same on a second run, scratch
+/// read only where written (it starts as NaN) and not written past
+/// linear_wgrad_scratch_floats. Returns the number of chunks.
 template <int N, int K>
-void checkWgrad(int64_t rows, int64_t maxRows, uint32_t seed) {
+int64_t checkSplitWgrad(const std::vector<float> &dyp,
+                        const std::vector<float> &ap, int64_t rows,
+                        int64_t maxRows, const std::vector<float> &init,
+                        const std::vector<float> &ref,
+                        const std::vector<double> &exact,
+                        const std::vector<float> &unsplit, int64_t chunk) {
+  WgradChunkGuard chunkGuard(chunk);
+  SCOPED_TRACE(testing::Message() << "split, chunk override " << chunk);
+  const int64_t floats = modk_cuda::linear_wgrad_scratch_floats<N, K>(maxRows);
+  const int64_t splits = modk_cuda::detail::wgradSplit<N, K>(maxRows).splits;
+  EXPECT_EQ(floats, splits > 1 ? splits * N * K : 0);
+  std::vector<float> runs[2];
+  for (auto &dw : runs) {
+    dw = init;
+    constexpr int64_t kGuard = 64;
+    std::vector<float> scratch(floats + kGuard,
+                               std::numeric_limits<float>::quiet_NaN());
+    std::fill(scratch.begin() + floats, scratch.end(), kSentinel);
+    modk_cuda::linear_wgrad<N, K>(dyp.data(), &rows, maxRows, ap.data(),
+                                  dw.data(), scratch.data(), nullptr);
+    expectSentinel(scratch.data(), floats, floats + kGuard, "wgrad scratch");
+  }
+  if (rows <= 256)
+    expectClose(runs[0].data(), ref.data(), N * K, "split linear_wgrad");
+  expectCloseExact(runs[0].data(), exact, rows, 1,
+                   "split linear_wgrad vs exact");
+  {
+    const int path = gemmPathUnderTest;
+    gemmPathUnderTest = -1;
+    expectClose(runs[0].data(), unsplit.data(), N * K,
+                "split vs unsplit linear_wgrad", wgradTolerance(rows));
+    for (int i = 0; i < N * K; ++i)
+      worstWgradError[path][2] =
+          std::max(worstWgradError[path][2],
+                   std::fabs(double(runs[0][i]) - unsplit[i]) /
+                       std::max(1.0, std::fabs(double(unsplit[i]))));
+    gemmPathUnderTest = path;
+  }
+  EXPECT_EQ(0, std::memcmp(runs[0].data(), runs[1].data(),
+                           sizeof(float) * N * K))
+      << "split linear_wgrad differs between two runs";
+  return splits;
+}
+
+/// linear_wgrad (unsplit) against the CPU (up to 256 rows) and the exact
+/// sum, then the split overload under each chunk override in `chunks`.
+/// Returns the most chunks seen.
+template <int N, int K>
+int64_t checkWgrad(int64_t rows, int64_t maxRows, uint32_t seed,
+                   std::initializer_list<int64_t> chunks = {0, 16, 20}) {
   auto dy = randomFloats(maxRows * N, seed), a = randomFloats(maxRows * K, seed + 1);
   auto init = randomFloats(N * K, seed + 2);
+  // Rows past *rows hold NaN: they must not be read.
+  std::vector<float> dyp(dy), ap(a);
+  for (int64_t i = rows * N; i < maxRows * N; ++i)
+    dyp[i] = std::numeric_limits<float>::quiet_NaN();
+  for (int64_t i = rows * K; i < maxRows * K; ++i)
+    ap[i] = std::numeric_limits<float>::quiet_NaN();
+  std::vector<float> ref(init);
+  modk_cpu::linear_wgrad<N, K>(dy.data(), rows, a.data(), ref.data(), true);
+  std::vector<double> exact(init.begin(), init.end());
+  for (int n = 0; n < N; ++n)
+    for (int k = 0; k < K; ++k) {
+      double acc = 0.0;
+      for (int64_t m = 0; m < rows; ++m)
+        acc += double(dy[m * N + n]) * a[m * K + k];
+      exact[n * K + k] += acc;
+    }
+  int64_t most = 1;
   for (int tile = 1; tile <= 2; ++tile) {
     TileGuard guard(tile);
     SCOPED_TRACE(testing::Message() << "tile " << tile << " rows " << rows);
-    std::vector<float> dw(init), ref(init);
-    // Rows past *rows hold NaN: they must not be read.
-    std::vector<float> dyp(dy), ap(a);
-    for (int64_t i = rows * N; i < maxRows * N; ++i)
-      dyp[i] = std::numeric_limits<float>::quiet_NaN();
-    for (int64_t i = rows * K; i < maxRows * K; ++i)
-      ap[i] = std::numeric_limits<float>::quiet_NaN();
+    std::vector<float> dw(init);
     modk_cuda::linear_wgrad<N, K>(dyp.data(), &rows, maxRows, ap.data(),
                                   dw.data(), nullptr);
-    modk_cpu::linear_wgrad<N, K>(dy.data(), rows, a.data(), ref.data(), true);
-    expectClose(dw.data(), ref.data(), N * K, "linear_wgrad");
+    if (rows <= 256)
+      expectClose(dw.data(), ref.data(), N * K, "linear_wgrad");
+    expectCloseExact(dw.data(), exact, rows, 0, "linear_wgrad vs exact");
+    for (int64_t chunk : chunks)
+      most = std::max(most, checkSplitWgrad<N, K>(dyp, ap, rows, maxRows, init,
+                                                  ref, exact, dw, chunk));
   }
+  return most;
 }
 
 TEST(CudaKernels, LinearWgrad) {
@@ -425,6 +533,56 @@ TEST(CudaKernels, LinearWgrad) {
     checkWgrad<9, 7>(0, 5, 63);
     checkWgrad<40, 33>(200, 203, 64);
   });
+}
+
+/// Shapes the split serves: few output tiles, many rows. With the chunks
+/// chosen by shape (override 0) the split must be real; rows below max_rows
+/// (NaN past them), rows on a chunk boundary, within the first chunk, none.
+TEST(CudaKernels, LinearWgradSplit) {
+  forEachGemmPath([] {
+    EXPECT_EQ(11, (checkWgrad<8, 12>(2777, 3000, 65, {0})));
+    EXPECT_EQ(188, (checkWgrad<8, 12>(2777, 3000, 66, {16})));
+    EXPECT_EQ(4, (checkWgrad<24, 70>(1000, 1100, 67, {0})));
+    EXPECT_EQ(23, (checkWgrad<24, 70>(1000, 1100, 67, {48})));
+    checkWgrad<70, 24>(608, 1100, 68, {0, 304});
+    checkWgrad<8, 12>(5, 3000, 69, {0});
+    checkWgrad<8, 12>(0, 600, 70, {0, 16});
+    checkWgrad<130, 9>(512, 520, 71, {256, 20});
+  });
+  for (int p = 0; p < 2; ++p)
+    std::printf("[ info ] wgrad (%s), worst |dw - exact| / max(1, |exact|): "
+                "unsplit %.3g, split %.3g; |split - unsplit| / max(1, "
+                "|unsplit|) %.3g\n",
+                p ? "tensor cores" : "SIMT", worstWgradError[p][0],
+                worstWgradError[p][1], worstWgradError[p][2]);
+}
+
+/// The split chosen for the benchmark shapes (B*S = 16384 rows): 4 tiles of
+/// a 128 x 128 weight in 64 chunks of 256 rows; no split where the output
+/// tiles already fill the GPU, or with too few rows.
+TEST(CudaKernels, LinearWgradSplitPlan) {
+  using modk_cuda::detail::wgradSplit;
+  EXPECT_EQ(64, (wgradSplit<128, 128>(16384).splits));
+  EXPECT_EQ(256, (wgradSplit<128, 128>(16384).chunk));
+  EXPECT_EQ(64 * 128 * 128,
+            (modk_cuda::linear_wgrad_scratch_floats<128, 128>(16384)));
+  EXPECT_EQ(17, (wgradSplit<512, 128>(16384).splits));
+  EXPECT_EQ(3, (wgradSplit<1024, 512>(16384).splits));
+  EXPECT_EQ(1, (wgradSplit<1024, 1024>(16384).splits));
+  EXPECT_EQ(0, (modk_cuda::linear_wgrad_scratch_floats<2048, 2048>(16384)));
+  EXPECT_EQ(0, (modk_cuda::linear_wgrad_scratch_floats<128, 128>(300)));
+  EXPECT_EQ(0, (modk_cuda::linear_wgrad_scratch_floats<128, 128>(0)));
+  for (int64_t maxRows :
+       {int64_t(1), int64_t(257), int64_t(1000), int64_t(16384),
+        int64_t(100000), int64_t(1) << 26}) {
+    const auto s = wgradSplit<64, 64>(maxRows);
+    EXPECT_GE(s.splits, 1);
+    EXPECT_LE(s.splits, 65535);
+    EXPECT_GE(s.splits * s.chunk, maxRows);
+    EXPECT_LT((s.splits - 1) * s.chunk, maxRows);
+  }
+  WgradChunkGuard chunkGuard(1); // more chunks than the grid's z allows
+  EXPECT_EQ(50000, (wgradSplit<64, 64>(100000).splits));
 }
 
 /// A long reduction (K = 1000, not a multiple of the tiles) against a double

@@ -34,6 +34,9 @@ void instantiate(cudaStream_t st) {
   linear_dgrad<FF, D>(cf, rows, maxRows, cf, f, false, st);
   linear_wgrad<D, D>(cf, rows, maxRows, cf, f, st);
   linear_wgrad<FF, D>(cf, rows, maxRows, cf, f, st);
+  linear_wgrad<D, D>(cf, rows, maxRows, cf, f, f, st); // split over the rows
+  linear_wgrad<FF, D>(cf, rows, maxRows, cf, f, f, st);
+  (void)linear_wgrad_scratch_floats<D, D>(maxRows);
   rope<H, HD>(f, rows, maxRows, pos, 10000.0f, st);
   gelu<FF>(f, rows, maxRows, st);
   swiglu<FF>(cf, f, rows, maxRows, st);

@@ -23,7 +23,9 @@
 /// double-buffered shared tiles), or with -DMODC_CUDA_TENSOR_CORES=0 a tiled
 /// SIMT f32 kernel (register micro-tiles, a register prefetch of the next
 /// tile). The weight gradient reduces over the rows in one CTA per output
-/// tile, so it is deterministic. causal_attention likewise runs on tensor
+/// tile, or, with scratch and few output tiles, in fixed row chunks whose
+/// partials a second kernel adds in chunk order; deterministic either way
+/// (no float atomics). causal_attention likewise runs on tensor
 /// cores (3xTF32 Q K^T and P V, online softmax in f32 registers) for head
 /// dims that are multiples of 8 up to 128, else (or with
 /// -DMODC_CUDA_TENSOR_CORES=0) on a SIMT f32 kernel.
@@ -158,10 +160,28 @@ struct GemmTile {
 using GemmSmall = GemmTile<64, 64, 16, 4, 4, 2>;
 using GemmLarge = GemmTile<128, 128, 8, 8, 8, 2>;
 
+/// DYN == 3 of the GEMM kernels: the reduction rows 0 .. *dynRows split in
+/// chunks of `chunk` rows (L, the kernel argument), chunk z = blockIdx.z
+/// (the last chunk of the grid takes every row left). The kernel moves A
+/// and B to the chunk's first row, k0 = z * chunk, and C to partial z
+/// (C + z * M * ldc). Returns the chunk's length: <= 0 for a chunk past the
+/// rows, whose CTAs write nothing (splitSumKernel does not read them).
+__device__ __forceinline__ int64_t splitChunk(int64_t chunk,
+                                              const int64_t *dynRows,
+                                              int64_t &k0) {
+  const int64_t z = blockIdx.z;
+  k0 = z * chunk;
+  const int64_t len = *dynRows - k0;
+  return z + 1 < int64_t(gridDim.z) ? minI64(len, chunk) : len;
+}
+
 /// The GEMM kernel. A(m, l) is A[m * lda + l] when AK (reduction dimension
 /// contiguous) and A[l * lda + m] otherwise; B(l, n) is B[n * ldb + l] when BK
 /// and B[l * ldb + n] otherwise. M = *dynRows when DYN == 1 (else M is the
-/// argument), and the reduction length L = *dynRows when DYN == 2.
+/// argument), and the reduction length L = *dynRows when DYN == 2. DYN == 3
+/// is the split reduction (splitReduction): the reduction length is *dynRows,
+/// the L argument the chunk length, and CTA z of the grid's z dimension
+/// writes its chunk's partial product.
 template <typename T, bool AK, bool BKc, int DYN, int EPI>
 __global__ __launch_bounds__(kThreads, T::MINB) void gemmKernel(
     const float *__restrict__ A, int64_t lda, const float *__restrict__ B,
@@ -173,8 +193,15 @@ __global__ __launch_bounds__(kThreads, T::MINB) void gemmKernel(
     M = *dynRows;
   if (DYN == 2)
     L = *dynRows;
+  if (DYN == 3) {
+    int64_t k0;
+    L = splitChunk(L, dynRows, k0);
+    A += AK ? k0 : k0 * lda;
+    B += BKc ? k0 : k0 * ldb;
+    C += int64_t(blockIdx.z) * M * ldc;
+  }
   const int64_t m0 = int64_t(blockIdx.y) * BM, n0 = int64_t(blockIdx.x) * BN;
-  if (m0 >= M || n0 >= Ncols)
+  if (m0 >= M || n0 >= Ncols || (DYN == 3 && L <= 0))
     return;
 
   __shared__ __align__(16) float As[2][BK][BM + PAD];
@@ -633,8 +660,8 @@ template <int R, int BK, bool KC> struct TcSmem {
   }
 };
 
-/// The tensor-core twin of gemmKernel (same arguments, layouts, DYN and
-/// epilogues): A and B tiles zero-filled past the matrices, copied with
+/// The tensor-core twin of gemmKernel (same arguments, layouts, DYN, split
+/// and epilogues): A and B tiles zero-filled past the matrices, copied with
 /// cp.async into double-buffered shared tiles (the next tile's copy in
 /// flight during the math); each k8 step splits the
 /// fragments into tf32 hi/lo and adds lo*hi + hi*lo + hi*hi (small terms
@@ -652,8 +679,15 @@ __global__ __launch_bounds__(kThreads, T::MINB) void gemmTcKernel(
     M = *dynRows;
   if (DYN == 2)
     L = *dynRows;
+  if (DYN == 3) {
+    int64_t k0;
+    L = splitChunk(L, dynRows, k0);
+    A += AK ? k0 : k0 * lda;
+    B += BKc ? k0 : k0 * ldb;
+    C += int64_t(blockIdx.z) * M * ldc;
+  }
   const int64_t m0 = int64_t(blockIdx.y) * BM, n0 = int64_t(blockIdx.x) * BN;
-  if (m0 >= M || n0 >= Ncols)
+  if (m0 >= M || n0 >= Ncols || (DYN == 3 && L <= 0))
     return; // whole CTAs only: every warp below runs the mma loop in full
 
   __shared__ __align__(16) float As[2][SA::Size];
@@ -805,7 +839,7 @@ inline void launchGemmPath(const float *A, int64_t lda, const float *B,
                            int64_t ldb, float *C, int64_t ldc,
                            const float *aux, int64_t M, int64_t Ncols,
                            int64_t L, const int64_t *dynRows,
-                           cudaStream_t stream) {
+                           cudaStream_t stream, unsigned splits) {
   // The large tile only where it still gives a few waves of CTAs.
   const int64_t largeCtas = ceilDiv(M, 128) * ceilDiv(Ncols, 128);
   int choice = gemmTileOverride();
@@ -813,36 +847,42 @@ inline void launchGemmPath(const float *A, int64_t lda, const float *B,
     choice = largeCtas >= 264 ? 2 : 1;
   if (choice == 2) {
     auto k = gemmKernelFor<TC, true, AK, BKc, DYN, EPI>();
-    MODC_LAUNCH(k, dim3(unsigned(ceilDiv(Ncols, 128)), unsigned(ceilDiv(M, 128))),
+    MODC_LAUNCH(k,
+                dim3(unsigned(ceilDiv(Ncols, 128)), unsigned(ceilDiv(M, 128)),
+                     splits),
                 kThreads, 0, stream, A, lda, B, ldb, C, ldc, aux, M, Ncols, L,
                 dynRows);
   } else {
     auto k = gemmKernelFor<TC, false, AK, BKc, DYN, EPI>();
-    MODC_LAUNCH(k, dim3(unsigned(ceilDiv(Ncols, 64)), unsigned(ceilDiv(M, 64))),
+    MODC_LAUNCH(k,
+                dim3(unsigned(ceilDiv(Ncols, 64)), unsigned(ceilDiv(M, 64)),
+                     splits),
                 kThreads, 0, stream, A, lda, B, ldb, C, ldc, aux, M, Ncols, L,
                 dynRows);
   }
 }
 
 /// C = epilogue(A B) over the tensor-core kernel (3xTF32) unless
-/// MODC_CUDA_TENSOR_CORES is 0, else over the SIMT f32 kernel.
+/// MODC_CUDA_TENSOR_CORES is 0, else over the SIMT f32 kernel. `splits`
+/// CTAs along z (DYN == 3 only: the chunks of the split reduction).
 template <bool AK, bool BKc, int DYN, int EPI>
 inline void launchGemm(const float *A, int64_t lda, const float *B,
                        int64_t ldb, float *C, int64_t ldc, const float *aux,
                        int64_t M, int64_t Ncols, int64_t L,
-                       const int64_t *dynRows, cudaStream_t stream) {
+                       const int64_t *dynRows, cudaStream_t stream,
+                       unsigned splits = 1) {
   if (M <= 0 || Ncols <= 0)
     return;
 #if defined(__CUDACC__)
   launchGemmPath<MODC_CUDA_TENSOR_CORES != 0, AK, BKc, DYN, EPI>(
-      A, lda, B, ldb, C, ldc, aux, M, Ncols, L, dynRows, stream);
+      A, lda, B, ldb, C, ldc, aux, M, Ncols, L, dynRows, stream, splits);
 #else
   if (gemmTensorCores())
     launchGemmPath<true, AK, BKc, DYN, EPI>(A, lda, B, ldb, C, ldc, aux, M,
-                                            Ncols, L, dynRows, stream);
+                                            Ncols, L, dynRows, stream, splits);
   else
     launchGemmPath<false, AK, BKc, DYN, EPI>(A, lda, B, ldb, C, ldc, aux, M,
-                                             Ncols, L, dynRows, stream);
+                                             Ncols, L, dynRows, stream, splits);
 #endif
 }
 
@@ -863,6 +903,70 @@ inline void linearEpi(const float *a, const int64_t *rows, int64_t max_rows,
   else
     launchGemm<true, true, 0, EPI>(a, K, w, K, y, N, aux, max_rows, N, K,
                                    nullptr, stream);
+}
+
+//===----------------------------------------------------------------------===//
+// Weight gradient with the rows split (deterministic split-K)
+//===----------------------------------------------------------------------===//
+
+/// The split of a weight gradient's rows: `splits` chunks of `chunk` rows
+/// (the last takes every row left); splits == 1: no split.
+struct WgradSplit {
+  int64_t splits, chunk;
+};
+
+constexpr int64_t kWgradTargetCtas = 2 * 132; ///< ~2 waves of a 132-SM GPU
+constexpr int64_t kWgradMinChunk = 256;       ///< rows of a chunk, at least
+constexpr int64_t kWgradChunkAlign = 16;      ///< whole k tiles of every GEMM
+
+/// Test hook: rows of a chunk of the split weight gradient (0: by shape);
+/// any positive count, so that small shapes split as well.
+inline int64_t &wgradChunkOverride() {
+  static int64_t chunk = 0;
+  return chunk;
+}
+
+/// The split of an [N, K] weight gradient over at most max_rows rows, from
+/// the static shapes only: split where the 64 x 64 output tiles are at most
+/// half of kWgradTargetCtas, into as many chunks as bring the CTAs to
+/// kWgradTargetCtas, each of at least kWgradMinChunk rows (a multiple of
+/// kWgradChunkAlign), at most 65535 (the grid's z).
+template <int N, int K> inline WgradSplit wgradSplit(int64_t max_rows) {
+  if (max_rows <= 0)
+    return {1, 0};
+  int64_t chunk = wgradChunkOverride();
+  if (chunk <= 0) {
+    const int64_t tiles = ceilDiv(N, 64) * ceilDiv(K, 64);
+    if (2 * tiles > kWgradTargetCtas)
+      return {1, max_rows};
+    int64_t want = ceilDiv(kWgradTargetCtas, tiles);
+    const int64_t most = max_rows / kWgradMinChunk;
+    want = want < most ? want : most;
+    if (want <= 1)
+      return {1, max_rows};
+    chunk = ceilDiv(ceilDiv(max_rows, want), kWgradChunkAlign) *
+            kWgradChunkAlign;
+  }
+  if (ceilDiv(max_rows, chunk) > 65535)
+    chunk = ceilDiv(max_rows, 65535);
+  return {ceilDiv(max_rows, chunk), chunk};
+}
+
+/// dw[i] += sum over the chunks z that hold rows (z * chunk < *rows, at most
+/// `splits`) of part[z * n + i], in chunk order, for i < n.
+__global__ __launch_bounds__(kThreads) void splitSumKernel(
+    const float *__restrict__ part, int64_t n, int64_t splits, int64_t chunk,
+    const int64_t *rows, float *dw) {
+  const int64_t r = *rows;
+  int64_t nz = r > 0 ? (r + chunk - 1) / chunk : 0;
+  nz = minI64(nz, splits);
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    float s = 0.0f;
+    for (int64_t z = 0; z < nz; ++z)
+      s += part[z * n + i];
+    dw[i] += s;
+  }
 }
 
 //===----------------------------------------------------------------------===//
@@ -1812,7 +1916,8 @@ inline void linear_dgrad(const float *dy, const int64_t *rows,
 }
 
 /// dw[n, k] += sum_{m < *rows} dy[m, n] a[m, k]; one CTA per output tile
-/// reduces over all rows (deterministic, no atomics).
+/// reduces over all rows (deterministic, no atomics). The overload with
+/// scratch below splits the rows where the output has few tiles.
 template <int N, int K>
 inline void linear_wgrad(const float *dy, const int64_t *rows,
                          int64_t max_rows, const float *a, float *dw,
@@ -1821,6 +1926,38 @@ inline void linear_wgrad(const float *dy, const int64_t *rows,
   (void)max_rows;
   detail::launchGemm<false, false, 2, detail::EpiAdd>(dy, N, a, K, dw, K, dw, N,
                                                       K, 0, rows, stream);
+}
+
+/// Floats of scratch the split linear_wgrad needs for at most max_rows rows
+/// (0 where the shapes do not split).
+template <int N, int K>
+inline int64_t linear_wgrad_scratch_floats(int64_t max_rows) {
+  const detail::WgradSplit s = detail::wgradSplit<N, K>(max_rows);
+  return s.splits > 1 ? s.splits * int64_t(N) * K : 0;
+}
+
+/// linear_wgrad with the rows split in chunks where the output has few tiles
+/// (detail::wgradSplit, from N, K and max_rows): chunk z's partial product
+/// goes to scratch[z * N * K ..], then one kernel adds the partials of the
+/// chunks that hold rows to dw in chunk order (deterministic: the result
+/// depends on *rows and max_rows, never on the run). `scratch`:
+/// linear_wgrad_scratch_floats<N, K>(max_rows) floats (null: no split).
+template <int N, int K>
+inline void linear_wgrad(const float *dy, const int64_t *rows,
+                         int64_t max_rows, const float *a, float *dw,
+                         float *scratch, cudaStream_t stream) {
+  static_assert(detail::gemmWidthsOk<N, K>(), "GEMM widths must be in [1, 2^24)");
+  const detail::WgradSplit s = detail::wgradSplit<N, K>(max_rows);
+  if (s.splits <= 1 || scratch == nullptr) {
+    linear_wgrad<N, K>(dy, rows, max_rows, a, dw, stream);
+    return;
+  }
+  detail::launchGemm<false, false, 3, detail::EpiStore>(
+      dy, N, a, K, scratch, K, nullptr, N, K, s.chunk, rows, stream,
+      unsigned(s.splits));
+  auto k = detail::splitSumKernel;
+  MODC_LAUNCH(k, detail::strideGrid(int64_t(N) * K), detail::kThreads, 0,
+              stream, scratch, int64_t(N) * K, s.splits, s.chunk, rows, dw);
 }
 
 /// Rotary embedding in place on x[rows, H * HD] at positions pos (the CPU's
