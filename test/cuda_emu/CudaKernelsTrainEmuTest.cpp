@@ -10,6 +10,16 @@
 //===----------------------------------------------------------------------===//
 
 #include "CudaCommon.cuh"
+// CudaKernelsTrain.cuh uses CudaKernels.cuh (the tensor-core building
+// blocks). That header defines non-template kernels (addKernel, ...), which
+// the emulation compiles as ordinary functions with external linkage, and
+// CudaKernelsEmuTest.cpp, linked into the same test binary, includes it too:
+// here its kernels get internal linkage instead.
+#undef __global__
+#define __global__ static
+#include "CudaKernels.cuh"
+#undef __global__
+#define __global__
 #include "CudaKernelsTrain.cuh"
 
 #include "CpuKernels.h"
@@ -19,6 +29,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <limits>
 #include <numeric>
 #include <random>
@@ -377,6 +388,19 @@ TEST(CudaTrainKernels, PredictorGradMatchesCpu) {
 // Attention
 //===----------------------------------------------------------------------===//
 
+/// Worst error of the attention gradients, per path (0 SIMT, 1 tensor
+/// cores), relative to the largest magnitude of the reference array.
+double worstAttentionGradError[2] = {0.0, 0.0};
+
+double relativeError(const float *got, const float *want, size_t n) {
+  double maxAbs = 0.0, worst = 0.0;
+  for (size_t i = 0; i < n; ++i)
+    maxAbs = std::max(maxAbs, std::fabs(double(want[i])));
+  for (size_t i = 0; i < n; ++i)
+    worst = std::max(worst, std::fabs(double(got[i]) - double(want[i])));
+  return maxAbs > 0.0 ? worst / maxAbs : worst;
+}
+
 template <int H, int HD>
 void checkAttentionGrad(const std::vector<int64_t> &lens, int S, unsigned seed,
                         bool dense, bool duplicates = false) {
@@ -404,20 +428,32 @@ void checkAttentionGrad(const std::vector<int64_t> &lens, int S, unsigned seed,
   modk_cpu::causal_attention_grad<H, HD>(
       q.data(), k.data(), v.data(), o.data(), dout.data(), B, rt.seg.data(),
       rt.pos.data(), wq.data(), wk.data(), wv.data());
-  std::vector<float> gq(maxRows * LD, kSentinel), gk(maxRows * LD, kSentinel),
-      gv(maxRows * LD, kSentinel);
-  std::vector<float> scratch(
-      modk_cuda::attention_grad_scratch_floats<H>(maxRows));
-  modk_cuda::causal_attention_grad<H, HD>(
-      q.data(), k.data(), v.data(), o.data(), dout.data(), B, rt.seg.data(),
-      rt.pos.data(), int64_t(S), gq.data(), gk.data(), gv.data(), scratch.data(),
-      nullptr);
-  expectClose(gq.data(), wq.data(), rows * LD, 1e-4, "dq");
-  expectClose(gk.data(), wk.data(), rows * LD, 1e-4, "dk");
-  expectClose(gv.data(), wv.data(), rows * LD, 1e-4, "dv");
-  expectSentinel(gq.data() + rows * LD, (maxRows - rows) * LD, "dq");
-  expectSentinel(gk.data() + rows * LD, (maxRows - rows) * LD, "dk");
-  expectSentinel(gv.data() + rows * LD, (maxRows - rows) * LD, "dv");
+  // Both paths where the head dim has a tensor-core kernel.
+  constexpr bool hasTc = modk_cuda::train_detail::attentionGradTcHeadDim<HD>;
+  for (int tc = 0; tc <= (hasTc ? 1 : 0); ++tc) {
+    SCOPED_TRACE(tc ? "tensor cores" : "SIMT");
+    modk_cuda::detail::gemmTensorCores() = tc != 0;
+    std::vector<float> gq(maxRows * LD, kSentinel),
+        gk(maxRows * LD, kSentinel), gv(maxRows * LD, kSentinel);
+    std::vector<float> scratch(
+        modk_cuda::attention_grad_scratch_floats<H>(maxRows));
+    modk_cuda::causal_attention_grad<H, HD>(
+        q.data(), k.data(), v.data(), o.data(), dout.data(), B, rt.seg.data(),
+        rt.pos.data(), int64_t(S), gq.data(), gk.data(), gv.data(),
+        scratch.data(), nullptr);
+    modk_cuda::detail::gemmTensorCores() = MODC_CUDA_TENSOR_CORES != 0;
+    expectClose(gq.data(), wq.data(), rows * LD, 1e-4, "dq");
+    expectClose(gk.data(), wk.data(), rows * LD, 1e-4, "dk");
+    expectClose(gv.data(), wv.data(), rows * LD, 1e-4, "dv");
+    expectSentinel(gq.data() + rows * LD, (maxRows - rows) * LD, "dq");
+    expectSentinel(gk.data() + rows * LD, (maxRows - rows) * LD, "dk");
+    expectSentinel(gv.data() + rows * LD, (maxRows - rows) * LD, "dv");
+    const std::vector<float> *got[3] = {&gq, &gk, &gv}, *want[3] = {&wq, &wk, &wv};
+    for (int t = 0; t < 3; ++t)
+      worstAttentionGradError[tc] = std::max(
+          worstAttentionGradError[tc],
+          relativeError(got[t]->data(), want[t]->data(), rows * LD));
+  }
 }
 
 TEST(CudaTrainKernels, AttentionGradRoutedSegments) {
@@ -435,6 +471,21 @@ TEST(CudaTrainKernels, AttentionGradDuplicatePositions) {
 
 TEST(CudaTrainKernels, AttentionGradHeadDim64) {
   checkAttentionGrad<1, 64>({50, 12}, 64, 151, false);
+}
+
+// Tensor-core head dims with several 64-row (owned) and 32-row (looped)
+// tiles per segment, sparse and duplicate positions, an empty segment.
+TEST(CudaTrainKernels, AttentionGradTensorCoresHeadDim32) {
+  checkAttentionGrad<2, 32>({150, 0, 33, 97}, 200, 161, false);
+  checkAttentionGrad<1, 32>({129, 64}, 300, 162, false, true);
+}
+
+TEST(CudaTrainKernels, AttentionGradTensorCoresHeadDim64) {
+  checkAttentionGrad<1, 64>({140, 65, 7}, 256, 163, false);
+}
+
+TEST(CudaTrainKernels, AttentionGradTensorCoresHeadDim128) {
+  checkAttentionGrad<1, 128>({130, 0, 40}, 180, 164, false, true);
 }
 
 TEST(CudaTrainKernels, ReductionsAreBitwiseRepeatable) {
@@ -463,17 +514,30 @@ TEST(CudaTrainKernels, ReductionsAreBitwiseRepeatable) {
        v = randomFloats(n * LD, 177), o = randomFloats(n * LD, 178),
        dout = randomFloats(n * LD, 179);
   std::vector<float> as(modk_cuda::attention_grad_scratch_floats<H>(n));
-  std::vector<float> out[2][3];
-  for (auto &run : out) {
-    for (auto &t : run)
-      t.assign(n * LD, 0.0f);
-    modk_cuda::causal_attention_grad<H, HD>(
-        q.data(), k.data(), v.data(), o.data(), dout.data(), 2, rt.seg.data(),
-        rt.pos.data(), 64, run[0].data(), run[1].data(), run[2].data(),
-        as.data(), nullptr);
+  for (int tc = 0; tc <= 1; ++tc) { // SIMT and tensor-core attention
+    modk_cuda::detail::gemmTensorCores() = tc != 0;
+    std::vector<float> out[2][3];
+    for (auto &run : out) {
+      for (auto &t : run)
+        t.assign(n * LD, 0.0f);
+      modk_cuda::causal_attention_grad<H, HD>(
+          q.data(), k.data(), v.data(), o.data(), dout.data(), 2,
+          rt.seg.data(), rt.pos.data(), 64, run[0].data(), run[1].data(),
+          run[2].data(), as.data(), nullptr);
+    }
+    modk_cuda::detail::gemmTensorCores() = MODC_CUDA_TENSOR_CORES != 0;
+    for (int t = 0; t < 3; ++t)
+      EXPECT_EQ(out[0][t], out[1][t]) << "output " << t << " path " << tc;
   }
-  for (int t = 0; t < 3; ++t)
-    EXPECT_EQ(out[0][t], out[1][t]) << "output " << t;
+}
+
+TEST(CudaTrainKernels, AttentionGradWorstErrors) {
+  // Reports the worst errors of the attention tests above (declared
+  // earlier, so run earlier), relative to each array's largest magnitude.
+  std::printf("attention_grad worst relative error: SIMT %.3g, tensor cores "
+              "%.3g\n",
+              worstAttentionGradError[0], worstAttentionGradError[1]);
+  EXPECT_LT(worstAttentionGradError[1], 1e-5);
 }
 
 //===----------------------------------------------------------------------===//
