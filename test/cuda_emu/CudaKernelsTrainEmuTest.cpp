@@ -403,7 +403,7 @@ double relativeError(const float *got, const float *want, size_t n) {
 
 template <int H, int HD>
 void checkAttentionGrad(const std::vector<int64_t> &lens, int S, unsigned seed,
-                        bool dense, bool duplicates = false) {
+                        bool dense, bool duplicates = false, int offset = 0) {
   constexpr int64_t LD = int64_t(H) * HD;
   const int64_t B = lens.size();
   Routing rt = makeRouting(lens, S, seed);
@@ -419,15 +419,20 @@ void checkAttentionGrad(const std::vector<int64_t> &lens, int S, unsigned seed,
         rt.pos[i] = rt.pos[i - 1];
   const int64_t rows = rt.seg[B], maxRows = rows + 5;
   rt.pos.resize(maxRows, 0);
-  auto q = randomFloats(maxRows * LD, seed + 1, -2.0f, 2.0f);
-  auto k = randomFloats(maxRows * LD, seed + 2, -2.0f, 2.0f);
-  auto v = randomFloats(maxRows * LD, seed + 3);
-  auto o = randomFloats(maxRows * LD, seed + 4);
-  auto dout = randomFloats(maxRows * LD, seed + 5);
+  // Inputs start `offset` floats into their buffers (offset 1: not 16-byte
+  // aligned, the tensor-core kernels' 4-byte copies).
+  auto q = randomFloats(maxRows * LD + offset, seed + 1, -2.0f, 2.0f);
+  auto k = randomFloats(maxRows * LD + offset, seed + 2, -2.0f, 2.0f);
+  auto v = randomFloats(maxRows * LD + offset, seed + 3);
+  auto o = randomFloats(maxRows * LD + offset, seed + 4);
+  auto dout = randomFloats(maxRows * LD + offset, seed + 5);
+  const float *qp = q.data() + offset, *kp = k.data() + offset,
+              *vp = v.data() + offset, *op = o.data() + offset,
+              *dop = dout.data() + offset;
   std::vector<float> wq(rows * LD), wk(rows * LD), wv(rows * LD);
-  modk_cpu::causal_attention_grad<H, HD>(
-      q.data(), k.data(), v.data(), o.data(), dout.data(), B, rt.seg.data(),
-      rt.pos.data(), wq.data(), wk.data(), wv.data());
+  modk_cpu::causal_attention_grad<H, HD>(qp, kp, vp, op, dop, B,
+                                         rt.seg.data(), rt.pos.data(),
+                                         wq.data(), wk.data(), wv.data());
   // Both paths where the head dim has a tensor-core kernel.
   constexpr bool hasTc = modk_cuda::train_detail::attentionGradTcHeadDim<HD>;
   for (int tc = 0; tc <= (hasTc ? 1 : 0); ++tc) {
@@ -438,9 +443,8 @@ void checkAttentionGrad(const std::vector<int64_t> &lens, int S, unsigned seed,
     std::vector<float> scratch(
         modk_cuda::attention_grad_scratch_floats<H>(maxRows));
     modk_cuda::causal_attention_grad<H, HD>(
-        q.data(), k.data(), v.data(), o.data(), dout.data(), B, rt.seg.data(),
-        rt.pos.data(), int64_t(S), gq.data(), gk.data(), gv.data(),
-        scratch.data(), nullptr);
+        qp, kp, vp, op, dop, B, rt.seg.data(), rt.pos.data(), int64_t(S),
+        gq.data(), gk.data(), gv.data(), scratch.data(), nullptr);
     modk_cuda::detail::gemmTensorCores() = MODC_CUDA_TENSOR_CORES != 0;
     expectClose(gq.data(), wq.data(), rows * LD, 1e-4, "dq");
     expectClose(gk.data(), wk.data(), rows * LD, 1e-4, "dk");
@@ -482,6 +486,12 @@ TEST(CudaTrainKernels, AttentionGradTensorCoresHeadDim32) {
 
 TEST(CudaTrainKernels, AttentionGradTensorCoresHeadDim64) {
   checkAttentionGrad<1, 64>({140, 65, 7}, 256, 163, false);
+}
+
+TEST(CudaTrainKernels, AttentionGradTensorCoresUnalignedAndOddChunks) {
+  checkAttentionGrad<2, 32>({70, 33}, 120, 165, false, false, 1);
+  // Head dim 72: 9 n8 tiles, accumulated in 3 chunks of 3.
+  checkAttentionGrad<1, 72>({66, 31}, 100, 166, false, true);
 }
 
 TEST(CudaTrainKernels, AttentionGradTensorCoresHeadDim128) {

@@ -53,4 +53,12 @@ void modc_nvcc_train_check(cudaStream_t st) {
   instantiate<128, 4, 512, 256, 256, 128>(st);
   instantiate<1024, 16, 4096, 2048, 32000, 128>(st);
   instantiate<2048, 16, 8192, 1024, 32000, 256>(st); // head dim 128
+  // Attention backward at head dims 8 and 72 (9 n8 tiles in 3 chunks).
+  float *f = nullptr;
+  int32_t *i32 = nullptr;
+  int64_t *seg = nullptr;
+  modk_cuda::causal_attention_grad<2, 8>(f, f, f, f, f, 2, seg, i32, 256, f, f,
+                                         f, f, st);
+  modk_cuda::causal_attention_grad<4, 72>(f, f, f, f, f, 2, seg, i32, 256, f,
+                                          f, f, f, st);
 }

@@ -1509,7 +1509,11 @@ inline int64_t attention_grad_scratch_floats(int64_t max_rows) {
 /// sizes the grid, as in causal_attention. `scratch`:
 /// attention_grad_scratch_floats<H>(max_rows) floats for any max_rows >=
 /// seg[nseg] (nseg * max_seg_rows will do). Two kernels (query side writes dq and the softmax
-/// statistics, key side dk and dv); no atomics, deterministic.
+/// statistics, key side dk and dv); no atomics, deterministic. For head dims
+/// that are multiples of 8 up to 128 they run on tensor cores (3xTF32
+/// mma.m16n8k8, f32 accuracy: attnGradQueryTc, attnGradKeyTc) unless
+/// MODC_CUDA_TENSOR_CORES is 0 (emulated: gemmTensorCores()), else on the
+/// SIMT kernels (attnGradQuery, attnGradKey); same scratch either way.
 template <int H, int HD>
 inline void causal_attention_grad(const float *q, const float *k,
                                   const float *v, const float *o,
