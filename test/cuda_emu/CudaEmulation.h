@@ -38,7 +38,9 @@
 #include <utility>
 #include <vector>
 
-#define __global__
+// Kernels become inline functions: a header of non-template kernels can be
+// included by several test files of one binary, as a .cuh is by one .cu.
+#define __global__ inline
 #define __device__
 #define __host__
 #define __forceinline__ inline

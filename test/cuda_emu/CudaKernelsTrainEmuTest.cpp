@@ -10,16 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "CudaCommon.cuh"
-// CudaKernelsTrain.cuh uses CudaKernels.cuh (the tensor-core building
-// blocks). That header defines non-template kernels (addKernel, ...), which
-// the emulation compiles as ordinary functions with external linkage, and
-// CudaKernelsEmuTest.cpp, linked into the same test binary, includes it too:
-// here its kernels get internal linkage instead.
-#undef __global__
-#define __global__ static
 #include "CudaKernels.cuh"
-#undef __global__
-#define __global__
 #include "CudaKernelsTrain.cuh"
 
 #include "CpuKernels.h"

@@ -221,12 +221,20 @@ LogicalResult PlanEmitter::emitKernel(Operation *op) {
   }
   if (auto wgrad = dyn_cast<modk::GemmWgradOp>(op)) {
     auto w = cast<MemRefType>(wgrad.getDw().getType()).getShape();
-    // The CUDA kernel always accumulates; the CPU one is told to.
-    emitCall({"linear_wgrad",
-              {w[0], w[1]},
-              {name(wgrad.getDy()), rowsArg(wgrad.getSegments(), wgrad.getDy()),
-               name(wgrad.getInput()), name(wgrad.getDw()),
-               KernelArg::hostOnly("true")}});
+    // The CUDA kernel always accumulates; the CPU one is told to. On CUDA a
+    // small weight splits the rows into chunks whose partials are summed in a
+    // fixed order (scratch), so few output tiles still fill the GPU.
+    emitCall(KernelCall{"linear_wgrad",
+                        {w[0], w[1]},
+                        {name(wgrad.getDy()),
+                         rowsArg(wgrad.getSegments(), wgrad.getDy()),
+                         name(wgrad.getInput()), name(wgrad.getDw()),
+                         KernelArg::hostOnly("true")}}
+                 .withScratch("float",
+                              fmt::format("sizeof(float) * "
+                                          "modk_cuda::linear_wgrad_scratch_"
+                                          "floats<{}, {}>({})",
+                                          w[0], w[1], maxRows(wgrad.getDy()))));
     return success();
   }
   if (auto norm = dyn_cast<modk::RMSNormGradOp>(op)) {
