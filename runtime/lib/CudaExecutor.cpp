@@ -128,10 +128,38 @@ void CudaExecutor::unpin(const std::vector<const float *> &table) {
   auto it = resident.find(table);
   if (it == resident.end() || --it->second > 0)
     return;
+  syncHost(table);
   resident.erase(it);
   for (auto &[name, host] : mirrorOf)
     if (host == table)
       host.clear();
+}
+
+void CudaExecutor::syncHost(const std::vector<const float *> &table) {
+  for (auto &[name, host] : mirrorOf) {
+    if (host != table || !hostStale[name])
+      continue;
+    const std::vector<float *> &device = tables.at(name);
+    // The host tensors were handed to grad/adamwStep as outputs: writable.
+    for (size_t i = 0; i < device.size(); ++i)
+      download(const_cast<float *>(host[i]), device[i], paramBytes(i));
+    hostStale[name] = false;
+  }
+}
+
+void CudaExecutor::deliver(const std::string &table,
+                           const std::vector<float *> &device,
+                           float *const *host) {
+  std::vector<const float *> key(host, host + manifest.params.size());
+  if (resident.count(key)) {
+    mirrorOf[table] = std::move(key);
+    hostStale[table] = true;
+    return;
+  }
+  for (size_t i = 0; i < device.size(); ++i)
+    download(host[i], device[i], paramBytes(i));
+  mirrorOf[table].clear();
+  hostStale[table] = false;
 }
 
 void CudaExecutor::noteMirror(const std::string &table,
@@ -149,6 +177,10 @@ CudaExecutor::uploadParams(const std::string &table, const float *const *host) {
   std::vector<const float *> key(host, host + manifest.params.size());
   if (!key.empty() && resident.count(key) && mirrorOf[table] == key)
     return out; // pinned and unchanged since it was copied
+  // The table is about to be overwritten: a pinned host table it was newer
+  // than gets its values first.
+  if (hostStale[table] && !mirrorOf[table].empty())
+    syncHost(mirrorOf[table]);
   mirrorOf[table].clear();
   for (size_t i = 0; i < out.size(); ++i) {
     check(api.copy(out[i], host[i], paramBytes(i), HostToDevice),
@@ -206,6 +238,12 @@ void CudaExecutor::grad(const modc_grad_args &h, uint64_t workspaceBytes) {
   const uint64_t S = static_cast<uint64_t>(manifest.seqLen);
   const std::vector<float *> &params = uploadParams("params", h.params);
   const std::vector<float *> &grads = paramSlots("grads");
+  // The entry overwrites the device gradients: a pinned host table they
+  // were newer than gets its values first.
+  std::vector<const float *> into(h.grads, h.grads + manifest.params.size());
+  if (hostStale["grads"] && !mirrorOf["grads"].empty() &&
+      mirrorOf["grads"] != into)
+    syncHost(mirrorOf["grads"]);
   modc_grad_args d = h;
   d.params = params.data();
   d.grads = grads.data();
@@ -216,10 +254,7 @@ void CudaExecutor::grad(const modc_grad_args &h, uint64_t workspaceBytes) {
   check(entries.grad(&d), "grad");
   check(api.sync(), "grad");
   download(h.losses, d.losses, 3 * sizeof(float));
-  mirrorOf["grads"].clear();
-  for (size_t i = 0; i < grads.size(); ++i)
-    download(h.grads[i], grads[i], paramBytes(i));
-  noteMirror("grads", h.grads);
+  deliver("grads", grads, h.grads);
 }
 
 void CudaExecutor::adamw(const modc_adamw_args &h) {
@@ -234,23 +269,15 @@ void CudaExecutor::adamw(const modc_adamw_args &h) {
   d.m = m.data();
   d.v = v.data();
   d.grad_norm = static_cast<float *>(slot("grad_norm", sizeof(float)));
-  // The update changes the device copies; they equal the host ones again
-  // only once downloaded below.
-  for (const char *t : {"params", "adam_m", "adam_v"})
-    mirrorOf[t].clear();
   int32_t status = entries.adamw(&d);
-  // The norm is reported even when it is not finite (the update is refused).
+  // The norm is reported even when it is not finite; then the update is
+  // refused on the device and both copies keep their values.
   download(h.grad_norm, d.grad_norm, sizeof(float));
   check(status, "adamw");
   check(api.sync(), "adamw");
-  for (size_t i = 0; i < params.size(); ++i) {
-    download(h.params[i], params[i], paramBytes(i));
-    download(h.m[i], m[i], paramBytes(i));
-    download(h.v[i], v[i], paramBytes(i));
-  }
-  noteMirror("params", h.params);
-  noteMirror("adam_m", h.m);
-  noteMirror("adam_v", h.v);
+  deliver("params", params, h.params);
+  deliver("adam_m", m, h.m);
+  deliver("adam_v", v, h.v);
 }
 
 void CudaExecutor::decode(const modc_decode_args &h, uint64_t workspaceBytes,

@@ -44,10 +44,15 @@ public:
   std::string arch() const;
 
   /// Marks a host pointer table (one pointer per param) as resident: while
-  /// pinned, a table uploaded from it is not uploaded again (see
-  /// Package::keepOnDevice). Pins nest.
+  /// pinned, a table uploaded from it is not uploaded again, and what grad
+  /// and adamw write into it stays on the device until syncHost (see
+  /// Package::keepOnDevice). Pins nest; the last unpin brings the host copy
+  /// up to date.
   void pin(const std::vector<const float *> &table);
   void unpin(const std::vector<const float *> &table);
+  /// Copies into the host table the device values that are newer (no-op
+  /// when the host copy is current).
+  void syncHost(const std::vector<const float *> &table);
 
   uint64_t bytesToDevice() const { return copiedToDevice; }
   uint64_t bytesToHost() const { return copiedToHost; }
@@ -107,6 +112,13 @@ private:
   std::map<std::string, std::vector<const float *>> mirrorOf;
   /// Records that device `table` now equals host `host` (when pinned).
   void noteMirror(const std::string &table, const float *const *host);
+  /// After an entry wrote device `table` for host `host`: a pinned host
+  /// table is left stale (downloaded later by syncHost), any other is
+  /// downloaded now.
+  void deliver(const std::string &table, const std::vector<float *> &device,
+               float *const *host);
+  /// Device tables newer than the pinned host table they mirror.
+  std::map<std::string, bool> hostStale;
 };
 
 } // namespace modrt

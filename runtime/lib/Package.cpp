@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <dlfcn.h>
 #include <fstream>
 #include <mutex>
@@ -566,8 +567,26 @@ ResidentTensors Package::keepOnDevice(const TensorMap &tensors) const {
   std::vector<const float *> table = paramPointers(impl->manifest, tensors);
   CudaExecutor *cuda = impl->cuda.get();
   cuda->pin(table);
-  guard.release_ = [cuda, table] { cuda->unpin(table); };
+  guard.release_ = [cuda, table] {
+    // A release cannot throw; a GPU that fails here has failed the calls
+    // before it too.
+    try {
+      cuda->unpin(table);
+    } catch (const Error &e) {
+      std::fprintf(stderr, "modrt: bringing tensors back from the GPU "
+                           "failed: %s\n",
+                   e.what());
+    }
+  };
   return guard;
+}
+
+void Package::syncFromDevice(TensorMap &tensors) const {
+  if (!impl->cuda)
+    return;
+  checkParamTensors(impl->manifest, tensors, "tensors kept on the device");
+  const TensorMap &view = tensors;
+  impl->cuda->syncHost(paramPointers(impl->manifest, view));
 }
 
 Package::DeviceTraffic Package::deviceTraffic() const {

@@ -469,8 +469,9 @@ void modrt::train(const Package &package, const Corpus &corpus,
   TensorMap grads;
   for (const ParamInfo &param : m.params)
     grads.insert(param.name, Tensor::zeros(DType::F32, param.shape));
-  // CUDA packages keep the training state on the GPU between steps (grad
-  // and adamwStep keep both copies equal); CPU packages ignore this.
+  // CUDA packages keep the training state on the GPU between steps; the
+  // host copies are brought up to date for checkpoints and when the guards
+  // go (also on an error). CPU packages ignore this.
   ResidentTensors resident[] = {package.keepOnDevice(state.weights),
                                 package.keepOnDevice(grads),
                                 package.keepOnDevice(state.optimizer.m),
@@ -516,6 +517,9 @@ void modrt::train(const Package &package, const Corpus &corpus,
     if (step % saveEvery == 0 || step == last) {
       info.step = state.optimizer.step;
       info.dataPosition = state.dataPosition;
+      package.syncFromDevice(state.weights);
+      package.syncFromDevice(state.optimizer.m);
+      package.syncFromDevice(state.optimizer.v);
       saveCheckpoint(config.outPath, state.weights, state.optimizer, info);
       lastSaved = step;
       rec.saved = true;

@@ -197,13 +197,15 @@ TEST_P(CudaVsCpu, TrainingRunMatches) {
           [&](const StepRecord &r) { records.push_back(r); });
     return std::make_pair(records, state);
   };
-  const uint64_t before = cuda->deviceTraffic().toDevice;
+  const Package::DeviceTraffic before = cuda->deviceTraffic();
   auto [onCuda, cudaState] = run(*cuda, "cuda-train.ckpt");
-  // Weights, gradients and moments go up once, not every step.
+  // Weights, gradients and moments go up once and come down for the one
+  // checkpoint and at the end, not every step (4 steps would move 16x).
   uint64_t weightBytes = 0;
   for (const ParamInfo &p : cpu->manifest().params)
     weightBytes += uint64_t(weights.get(p.name).numel()) * sizeof(float);
-  EXPECT_LT(cuda->deviceTraffic().toDevice - before, 5 * weightBytes);
+  EXPECT_LT(cuda->deviceTraffic().toDevice - before.toDevice, 5 * weightBytes);
+  EXPECT_LT(cuda->deviceTraffic().toHost - before.toHost, 5 * weightBytes);
   auto [onCpu, cpuState] = run(*cpu, "cpu-train.ckpt");
   ASSERT_EQ(onCuda.size(), 4u);
   ASSERT_EQ(onCpu.size(), 4u);
@@ -214,12 +216,24 @@ TEST_P(CudaVsCpu, TrainingRunMatches) {
     EXPECT_NEAR(onCuda[i].gradNorm, onCpu[i].gradNorm, 1e-4 * onCpu[i].gradNorm)
         << "step " << i + 1;
   }
-  for (const ParamInfo &p : cpu->manifest().params)
+  // The state handed back and the checkpoint written hold the device's
+  // final values.
+  Checkpoint saved = loadCheckpoint(::testing::TempDir() + "cuda-train.ckpt", *cuda);
+  for (const ParamInfo &p : cpu->manifest().params) {
+    size_t n = size_t(cpuState.weights.get(p.name).numel());
     EXPECT_LE(relError(cudaState.weights.get(p.name).f32(),
-                       cpuState.weights.get(p.name).f32(),
-                       size_t(cpuState.weights.get(p.name).numel())),
+                       cpuState.weights.get(p.name).f32(), n),
               1e-4)
         << p.name;
+    EXPECT_LE(relError(saved.weights.get(p.name).f32(),
+                       cpuState.weights.get(p.name).f32(), n),
+              1e-4)
+        << "checkpoint " << p.name;
+    EXPECT_LE(relError(cudaState.optimizer.v.get(p.name).f32(),
+                       cpuState.optimizer.v.get(p.name).f32(), n),
+              1e-3)
+        << "second moment " << p.name;
+  }
 }
 
 TEST_P(CudaVsCpu, DecodeAfterPrefillMatches) {

@@ -245,13 +245,17 @@ public:
 
   /// For CUDA packages: the device copy of `tensors` (one tensor per manifest
   /// param, such as the weights, gradients or AdamW moments) is copied once
-  /// and then reused by every call given these same tensors, instead of being
-  /// copied to the GPU on each call, for as long as the returned guard lives.
-  /// The caller promises not to change their values meanwhile, except through
-  /// this package's grad (into gradients) and adamwStep (weights, moments),
-  /// which keep both copies equal. Does nothing for CPU packages. The package
-  /// must outlive the guard.
+  /// and then reused by every call given these same tensors, for as long as
+  /// the returned guard lives, instead of being copied to the GPU on each
+  /// call. What grad (into gradients) and adamwStep (into weights and
+  /// moments) write to them stays on the GPU too: their host values are
+  /// brought up to date by syncFromDevice, and when the guard is released.
+  /// The caller promises not to change the values on the host meanwhile.
+  /// Does nothing for CPU packages. The package must outlive the guard.
   ResidentTensors keepOnDevice(const TensorMap &tensors) const;
+  /// Brings the host values of tensors kept on the device (keepOnDevice) up
+  /// to date with what grad and adamwStep wrote; a no-op otherwise.
+  void syncFromDevice(TensorMap &tensors) const;
 
   /// Bytes copied between host and GPU so far (CUDA packages; zero for CPU
   /// packages): what keepOnDevice saves is seen here.
