@@ -29,8 +29,11 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <dlfcn.h>
+#include <unistd.h>
 #include <filesystem>
 #include <random>
 
@@ -183,12 +186,17 @@ TEST_P(CudaVsCpu, TrainingRunMatches) {
   for (int i = 0; i < 4000; ++i)
     text += char(32 + gen() % 60); // bytes below the vocabulary (96)
   Corpus corpus = Corpus::fromBytes(text, kSeqLen, 2, "random text");
+  // Test processes run in parallel: each variant writes its own files.
+  std::string name = ::testing::UnitTest::GetInstance()->current_test_info()->name();
+  std::replace(name.begin(), name.end(), '/', '_');
+  const std::string stem = ::testing::TempDir() + "modc-gpu-test-" +
+                           std::to_string(::getpid()) + "-" + name + "-";
   auto run = [&](const Package &p, const std::string &out) {
     TrainConfig config;
     config.steps = 4;
     config.lr = 3e-3;
     config.warmup = 2;
-    config.outPath = ::testing::TempDir() + out;
+    config.outPath = stem + out;
     TrainState state;
     state.weights = weights;
     state.optimizer = OptimizerState::zeros(p.manifest());
@@ -218,7 +226,9 @@ TEST_P(CudaVsCpu, TrainingRunMatches) {
   }
   // The state handed back and the checkpoint written hold the device's
   // final values.
-  Checkpoint saved = loadCheckpoint(::testing::TempDir() + "cuda-train.ckpt", *cuda);
+  Checkpoint saved = loadCheckpoint(stem + "cuda-train.ckpt", *cuda);
+  std::remove((stem + "cuda-train.ckpt").c_str());
+  std::remove((stem + "cpu-train.ckpt").c_str());
   for (const ParamInfo &p : cpu->manifest().params) {
     size_t n = size_t(cpuState.weights.get(p.name).numel());
     EXPECT_LE(relError(cudaState.weights.get(p.name).f32(),
