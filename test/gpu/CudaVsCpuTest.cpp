@@ -32,6 +32,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <dlfcn.h>
 #include <unistd.h>
 #include <filesystem>
@@ -99,26 +101,71 @@ struct Variant {
   bool emulated() const { return std::string(arch) == "emulated"; }
 };
 
+/// A GPU machine may have no MLIR to run modc: MODC_GPU_TEST_PACKAGES=DIR
+/// makes the tests open packages compiled beforehand into DIR, and with
+/// MODC_GPU_TEST_PREPARE=1 too they compile them into DIR (on any machine)
+/// instead of running (test/gpu/prepare.sh).
+const char *prebuiltDir() { return std::getenv("MODC_GPU_TEST_PACKAGES"); }
+bool preparing() {
+  const char *p = std::getenv("MODC_GPU_TEST_PREPARE");
+  return prebuiltDir() && p && std::string(p) == "1";
+}
+
+/// The package directory of `desc` for `target` (`what` names it in DIR).
+std::string packageFor(const json &desc, const std::string &target,
+                       const std::string &what, const std::string &stamp = "") {
+  std::filesystem::path prebuilt =
+      prebuiltDir() ? std::filesystem::path(prebuiltDir()) /
+                          (desc["name"].get<std::string>() + "-" + what)
+                    : std::filesystem::path();
+  if (prebuiltDir() && !preparing()) {
+    if (!std::filesystem::exists(prebuilt / "manifest.json"))
+      ADD_FAILURE() << prebuilt.string()
+                    << " is missing: run test/gpu/prepare.sh where modc runs";
+    return prebuilt.string();
+  }
+  std::string dir =
+      modtest::compiledPackageDir(desc, GPU_CACHE_DIR, target, stamp);
+  if (preparing() && !dir.empty()) {
+    std::error_code ec;
+    std::filesystem::remove_all(prebuilt, ec);
+    std::filesystem::create_directories(prebuilt.parent_path(), ec);
+    std::filesystem::copy(dir, prebuilt,
+                          std::filesystem::copy_options::recursive, ec);
+    if (ec)
+      ADD_FAILURE() << "cannot copy " << dir << " to " << prebuilt << ": "
+                    << ec.message();
+  }
+  return dir;
+}
+
 class CudaVsCpu : public ::testing::TestWithParam<Variant> {
 protected:
   void SetUp() override {
     Variant v = GetParam();
     // nvcc builds take a while: not on machines without a GPU.
-    if (!v.emulated() && !std::filesystem::exists("/dev/nvidiactl"))
+    if (!v.emulated() && !preparing() && !prebuiltDir() &&
+        !std::filesystem::exists("/dev/nvidiactl"))
       GTEST_SKIP() << "no NVIDIA GPU on this machine (no /dev/nvidiactl)";
     json desc = model(std::string("gpu-") + v.router + "-" + v.mlp, v.router,
                       v.mlp);
-    std::string cpuDir = modtest::compiledPackageDir(desc, GPU_CACHE_DIR);
-    std::string cudaDir = modtest::compiledPackageDir(
-        desc, GPU_CACHE_DIR,
+    // Prepared CPU packages must run on another x86-64 machine.
+    std::string cpuDir = packageFor(
+        desc, prebuiltDir() ? "--target cpu --march=x86-64-v3" : "--target cpu",
+        "cpu");
+    std::string cudaDir = packageFor(
+        desc,
         v.emulated() ? std::string("--target cuda --cuda-emulation=") +
                            CUDA_EMULATION_DIR
                      : std::string("--target cuda --arch ") + v.arch,
+        v.arch,
         v.emulated() ? modtest::readFile(std::string(CUDA_EMULATION_DIR) +
                                          "/CudaEmulation.h")
                      : "");
     ASSERT_FALSE(cpuDir.empty());
     ASSERT_FALSE(cudaDir.empty());
+    if (preparing())
+      GTEST_SKIP() << "prepared " << cpuDir << " and " << cudaDir;
     cpu = std::make_unique<Package>(Package::open(cpuDir));
     cuda = std::make_unique<Package>(Package::open(cudaDir));
     weights = randomWeights(*cpu, 11);
@@ -229,15 +276,29 @@ TEST_P(CudaVsCpu, TrainingRunMatches) {
   Checkpoint saved = loadCheckpoint(stem + "cuda-train.ckpt", *cuda);
   std::remove((stem + "cuda-train.ckpt").c_str());
   std::remove((stem + "cpu-train.ckpt").c_str());
+  // The weights are compared by what training changed in them. AdamW
+  // divides by sqrt(v), so an element whose gradients are near zero moves by
+  // about lr whatever their size, and 1e-5 differences in such gradients
+  // grow in those updates (measured: at most 2.5e-4 relative on the
+  // emulated package; the losses and gradient norms above hold at 1e-4).
+  auto update = [&](const TensorMap &w, const std::string &name) {
+    const Tensor &t = w.get(name), &w0 = weights.get(name);
+    std::vector<float> d(size_t(t.numel()));
+    for (size_t i = 0; i < d.size(); ++i)
+      d[i] = t.f32()[i] - w0.f32()[i];
+    return d;
+  };
   for (const ParamInfo &p : cpu->manifest().params) {
     size_t n = size_t(cpuState.weights.get(p.name).numel());
-    EXPECT_LE(relError(cudaState.weights.get(p.name).f32(),
-                       cpuState.weights.get(p.name).f32(), n),
-              1e-4)
+    std::vector<float> want = update(cpuState.weights, p.name);
+    EXPECT_LE(relError(update(cudaState.weights, p.name).data(), want.data(), n),
+              2e-3)
         << p.name;
-    EXPECT_LE(relError(saved.weights.get(p.name).f32(),
-                       cpuState.weights.get(p.name).f32(), n),
-              1e-4)
+    // The checkpoint holds the same values as the state handed back.
+    EXPECT_EQ(std::memcmp(saved.weights.get(p.name).f32(),
+                          cudaState.weights.get(p.name).f32(),
+                          n * sizeof(float)),
+              0)
         << "checkpoint " << p.name;
     EXPECT_LE(relError(cudaState.optimizer.v.get(p.name).f32(),
                        cpuState.optimizer.v.get(p.name).f32(), n),

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+#===- prepare.sh - Packages of gpu_tests for a machine without modc -------===#
+#
+# A GPU machine may have no MLIR, so modc cannot run there. This compiles,
+# here, every package gpu_tests uses (CPU packages for any x86-64-v3 machine,
+# CUDA packages for sm_90a and sm_80, emulated ones) into
+# BUILD/test/gpu/prebuilt, with the shared libraries the CPU packages load
+# (OpenBLAS and its runtime), and prints the command to run there.
+#
+# Usage: test/gpu/prepare.sh [BUILD_DIR]     (default: build)
+#
+#===-----------------------------------------------------------------------===#
+set -euo pipefail
+build="${1:-build}"
+tests="$build/test/gpu/gpu_tests"
+if [[ ! -x "$tests" ]]; then
+  echo "prepare.sh: $tests not found; build the gpu_tests target first" >&2
+  exit 1
+fi
+out="$build/test/gpu/prebuilt"
+rm -rf "$out"
+mkdir -p "$out/lib"
+# Every variant's SetUp compiles its packages; one test per variant is enough.
+MODC_GPU_TEST_PACKAGES="$out" MODC_GPU_TEST_PREPARE=1 \
+  "$tests" --gtest_filter='*ForwardMatchesInBothModes*' > "$out/prepare.log" 2>&1 || {
+  echo "prepare.sh: compiling the packages failed; see $out/prepare.log" >&2
+  exit 1
+}
+# The CPU packages link the OpenMP build of OpenBLAS: carry it and its runtime.
+for so in "$out"/*-cpu/libmodel.so; do
+  ldd "$so" | awk '/=> \// {print $3}'
+done | sort -u | grep -E 'openblas|gfortran|quadmath|gomp' | xargs -r cp -L -t "$out/lib"
+echo "prepare.sh: packages in $out ($(du -sh "$out" | cut -f1)):"
+ls "$out"
+echo "On the GPU machine, carrying $out and $build/test/gpu/gpu_tests:"
+echo "  LD_LIBRARY_PATH=$out/lib MODC_GPU_TEST_PACKAGES=$out $tests"
