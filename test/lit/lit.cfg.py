@@ -21,6 +21,9 @@ nvcc = shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc" if os.path.exists("/u
 if nvcc:
     config.available_features.add("nvcc")
     config.environment["NVCC"] = nvcc
+    config.substitutions.append(("%nvcc", nvcc))
+config.substitutions.append(("%prelude", os.path.join(config.modc_src_root, "compiler", "lib", "Target", "Cuda", "prelude")))
+config.substitutions.append(("%cudaemu", os.path.join(config.modc_src_root, "test", "cuda_emu")))
 # A machine with an NVIDIA GPU runs CUDA packages; tests of what happens
 # without one say UNSUPPORTED: gpu.
 if os.path.exists("/dev/nvidiactl"):

@@ -1,0 +1,36 @@
+#!/usr/bin/env python3
+"""Reads a ptxas -v report and fails when a kernel spills registers.
+
+Usage: ptxas_spills.py REPORT [--allow REGEX]
+Prints 'kernels: N, spilling: M' and, for each spilling kernel not matched by
+--allow, 'spill: NAME S bytes stores, L bytes loads'; exits 1 if any.
+"""
+import argparse
+import re
+import sys
+
+parser = argparse.ArgumentParser()
+parser.add_argument("report")
+parser.add_argument("--allow", default=None)
+args = parser.parse_args()
+
+entry = re.compile(r"Compiling entry function '([^']+)' for '(sm_\w+)'")
+spill = re.compile(r"(\d+) bytes spill stores, (\d+) bytes spill loads")
+current, kernels, bad, allowed = None, 0, [], 0
+with open(args.report) as f:
+    for line in f:
+        m = entry.search(line)
+        if m:
+            current = m.group(1)
+            kernels += 1
+            continue
+        m = spill.search(line)
+        if m and current and (int(m.group(1)) or int(m.group(2))):
+            if args.allow and re.search(args.allow, current):
+                allowed += 1
+            else:
+                bad.append((current, m.group(1), m.group(2)))
+print(f"kernels: {kernels}, spilling: {len(bad) + allowed} ({allowed} allowed)")
+for name, stores, loads in bad:
+    print(f"spill: {name} {stores} bytes stores, {loads} bytes loads")
+sys.exit(1 if bad or kernels == 0 else 0)
