@@ -627,6 +627,32 @@ template <int N> __device__ __forceinline__ void copyAsyncWait() {
 #endif
 }
 
+/// Starts the copy of rows r0 .. r0 + valid of one head (HD columns at hoff
+/// of a [rows, H * HD] tensor) into dst[ROWS][HD + 4], zero past valid, with
+/// cp.async (16 bytes when `vec`: src 16-byte aligned, else 4), by the
+/// block's T threads. Does not commit. Shared by the attention kernels,
+/// forward and backward.
+template <int H, int HD, int ROWS, int T>
+__device__ __forceinline__ void copyHeadRows(float *dst, const float *src,
+                                             int64_t r0, int64_t hoff,
+                                             int valid, bool vec) {
+  constexpr int64_t LDG = int64_t(H) * HD;
+  constexpr int LDS = HD + 4, C4 = HD / 4;
+  for (int e = threadIdx.x; e < ROWS * C4; e += T) {
+    const int r = e / C4, d = (e % C4) * 4;
+    const bool in = r < valid;
+    const float *sp = in ? src + (r0 + r) * LDG + hoff + d : src;
+    float *dp = dst + r * LDS + d;
+    if (vec) {
+      copyAsync16(dp, sp, in);
+    } else {
+#pragma unroll
+      for (int x = 0; x < 4; ++x)
+        copyAsync4(dp + x, in ? sp + x : src, in);
+    }
+  }
+}
+
 /// Tensor-core tile shapes: BM x BN outputs per CTA of 8 warps in a WM x WN
 /// grid, each warp a (BM / WM) x (BN / WN) tile of MI x NI mma tiles (16x8),
 /// BK = 16 reduction steps per shared tile (two k8 steps).
@@ -1581,9 +1607,6 @@ __global__ __launch_bounds__(kAttnTcThreads) void attentionTcKernel(
   constexpr int DT = HD / 8;                  // k8 steps of S, n8 tiles of O
   constexpr int D1 = DT < 8 ? DT : 8;         // O tiles in the first batch
   constexpr int D2 = DT - D1;                 // and in the second
-  constexpr int C4 = HD / 4;                  // 16-byte chunks of a row
-  constexpr int CP = BKV * C4 / kAttnTcThreads; // chunks a thread copies
-  static_assert(CP * kAttnTcThreads == BKV * C4, "even tile copies");
   constexpr int64_t LD = int64_t(H) * HD;
   constexpr int32_t kNoPos = 0x7fffffff;
   const int64_t s = blockIdx.z;
@@ -1610,23 +1633,10 @@ __global__ __launch_bounds__(kAttnTcThreads) void attentionTcKernel(
 
   // Starts the copy of the key (or value) rows k0 .. k0 + kc of this head
   // into dst (zero past kc) as one copy group.
+  static_assert(LDS == HD + 4, "copyHeadRows's row stride");
   auto copyTile = [&](float *dst, const float *src, int64_t k0, int kc) {
-    const float *sh = src + (base + k0) * LD + hoff;
-#pragma unroll 1
-    for (int i = 0; i < CP; ++i) {
-      const int e = tid + i * kAttnTcThreads;
-      const int c = e / C4, d = (e % C4) * 4;
-      const bool in = c < kc;
-      const float *sp = in ? sh + int64_t(c) * LD + d : src;
-      float *dp = dst + c * LDS + d;
-      if (vec) {
-        copyAsync16(dp, sp, in);
-      } else {
-#pragma unroll
-        for (int x = 0; x < 4; ++x)
-          copyAsync4(dp + x, in ? sp + x : src, in);
-      }
-    }
+    copyHeadRows<H, HD, BKV, kAttnTcThreads>(dst, src, base + k0, hoff, kc,
+                                             vec);
     copyAsyncCommit();
   };
   auto copyKeys = [&](int64_t k0, int buf) {

@@ -58,10 +58,6 @@ template <int W> __host__ __device__ constexpr int colThreads() {
   return W >= 256 ? 256 : ((W + 31) / 32) * 32;
 }
 
-__device__ __forceinline__ int64_t min64(int64_t a, int64_t b) {
-  return a < b ? a : b;
-}
-
 
 __device__ __forceinline__ float sigmoidf_(float z) {
   return 1.0f / (1.0f + expf(-z));
@@ -244,7 +240,7 @@ __global__ void __launch_bounds__(colThreads<D>())
   const int64_t i0 = int64_t(blockIdx.x) * kRB;
   if (i0 >= rows)
     return;
-  const int64_t i1 = min64(rows, i0 + kRB);
+  const int64_t i1 = detail::minI64(rows, i0 + kRB);
   float pdw[CT], wr[CT];
 #pragma unroll
   for (int c = 0; c < CT; ++c) {
@@ -418,7 +414,7 @@ __global__ void __launch_bounds__(colThreads<D>())
     __syncthreads(); // the previous chunk is consumed
     tok[threadIdx.x] = i < rows ? tokens[i] : -1;
     __syncthreads();
-    const int n = static_cast<int>(min64(T, rows - base));
+    const int n = static_cast<int>(detail::minI64(T, rows - base));
     for (int e = 0; e < n; ++e) {
       const int32_t tk = tok[e];
       if (tk < 0 || unsigned(tk) % nb != b)
@@ -539,7 +535,7 @@ __global__ void __launch_bounds__(colThreads<D>())
   const int64_t i0 = int64_t(blockIdx.x) * kRB;
   if (i0 >= rows)
     return;
-  const int64_t i1 = min64(rows, i0 + kRB);
+  const int64_t i1 = detail::minI64(rows, i0 + kRB);
   float pdw[CT], wr[CT];
 #pragma unroll
   for (int c = 0; c < CT; ++c) {
@@ -624,7 +620,7 @@ __global__ void __launch_bounds__(colThreads<HID>())
   const int64_t i0 = int64_t(blockIdx.x) * kRB;
   if (i0 >= rows)
     return;
-  const int64_t i1 = min64(rows, i0 + kRB);
+  const int64_t i1 = detail::minI64(rows, i0 + kRB);
   float pb[CT], pw[CT], b1[CT], w2[CT];
   float pg = 0.0f;
 #pragma unroll
@@ -789,7 +785,7 @@ __global__ void __launch_bounds__(kAgThreads)
   const int64_t i0 = int64_t(blockIdx.x) * BQ;
   if (i0 >= n)
     return;
-  const int qn = static_cast<int>(min64(BQ, n - i0));
+  const int qn = static_cast<int>(detail::minI64(BQ, n - i0));
   const int t = threadIdx.x, r = t >> 2, g = t & 3;
   const float scale = 1.0f / sqrtf(static_cast<float>(HD));
   const int32_t *ps = pos + base;
@@ -925,7 +921,7 @@ __global__ void __launch_bounds__(kAgThreads)
   const int64_t k0 = int64_t(blockIdx.x) * BK;
   if (k0 >= n)
     return;
-  const int kc = static_cast<int>(min64(BK, n - k0));
+  const int kc = static_cast<int>(detail::minI64(BK, n - k0));
   const int t = threadIdx.x, c = t >> 2, g = t & 3;
   const float scale = 1.0f / sqrtf(static_cast<float>(HD));
   const int32_t *ps = pos + base;
@@ -951,7 +947,7 @@ __global__ void __launch_bounds__(kAgThreads)
   for (int i = 0; i < ND; ++i)
     accK[i] = accV[i] = 0.0f;
   for (int64_t q0 = qs / BQ * BQ; q0 < n; q0 += BQ) {
-    const int qn = static_cast<int>(min64(BQ, n - q0));
+    const int qn = static_cast<int>(detail::minI64(BQ, n - q0));
     __syncthreads();
     for (int e = t; e < BQ * HD; e += kAgThreads) {
       const int rr = e / HD, d = e % HD;
@@ -1047,31 +1043,6 @@ template <int HD> struct AttnGradTcSmem {
   static constexpr int Floats = Vec + 3 * TILE;
   static constexpr int Bytes = Floats * int(sizeof(float));
 };
-
-/// Starts the copy of rows r0 .. r0 + valid of one head (HD columns of a
-/// [rows, H * HD] tensor) into dst[ROWS][LD], zero past valid, with cp.async
-/// (16 bytes when src is 16-byte aligned, else 4), by the block's T threads.
-/// Does not commit.
-template <int H, int HD, int ROWS, int T>
-__device__ __forceinline__ void agCopyRows(float *dst, const float *src,
-                                           int64_t r0, int64_t hoff,
-                                           int valid, bool vec) {
-  constexpr int64_t LDG = int64_t(H) * HD;
-  constexpr int LDS = HD + 4, C4 = HD / 4;
-  for (int e = threadIdx.x; e < ROWS * C4; e += T) {
-    const int r = e / C4, d = (e % C4) * 4;
-    const bool in = r < valid;
-    const float *sp = in ? src + (r0 + r) * LDG + hoff + d : src;
-    float *dp = dst + r * LDS + d;
-    if (vec) {
-      detail::copyAsync16(dp, sp, in);
-    } else {
-#pragma unroll
-      for (int x = 0; x < 4; ++x)
-        detail::copyAsync4(dp + x, in ? sp + x : src, in);
-    }
-  }
-}
 
 /// acc[NT] (16 x 8 NT, rows of A16 from `a`, columns = rows of `b`) =
 /// A B^T over the head dim: per k8 step one mma3xTf32 with A = rows
@@ -1189,7 +1160,7 @@ __global__ __launch_bounds__(kAgTcThreads) void attnGradQueryTc(
   const int64_t i0 = int64_t(gridDim.x - 1 - blockIdx.x) * BQ;
   if (i0 >= n)
     return;
-  const int qn = int(min64(BQ, n - i0));
+  const int qn = int(detail::minI64(BQ, n - i0));
 
   MODC_DYNAMIC_SHARED(float, sm);
   float *Qs = sm + L::Own0, *dOs = sm + L::Own1;
@@ -1206,8 +1177,8 @@ __global__ __launch_bounds__(kAgTcThreads) void attnGradQueryTc(
                      reinterpret_cast<uintptr_t>(v) |
                      reinterpret_cast<uintptr_t>(dout)) & 15u) == 0;
 
-  agCopyRows<H, HD, BQ, T>(Qs, q, base + i0, hoff, qn, vec);
-  agCopyRows<H, HD, BQ, T>(dOs, dout, base + i0, hoff, qn, vec);
+  detail::copyHeadRows<H, HD, BQ, T>(Qs, q, base + i0, hoff, qn, vec);
+  detail::copyHeadRows<H, HD, BQ, T>(dOs, dout, base + i0, hoff, qn, vec);
   detail::copyAsyncCommit();
 
   // This lane's rows: positions (rows past qn see every key; unused) and
@@ -1234,11 +1205,11 @@ __global__ __launch_bounds__(kAgTcThreads) void attnGradQueryTc(
 
   // Copies key tile k0 (and its values when withV) and waits for it.
   auto loadTile = [&](int64_t k0, bool withV) {
-    const int kc = int(min64(BK, n - k0));
+    const int kc = int(detail::minI64(BK, n - k0));
     __syncthreads(); // every warp is done with the previous tile
-    agCopyRows<H, HD, BK, T>(Ks, k, base + k0, hoff, kc, vec);
+    detail::copyHeadRows<H, HD, BK, T>(Ks, k, base + k0, hoff, kc, vec);
     if (withV)
-      agCopyRows<H, HD, BK, T>(Vs, v, base + k0, hoff, kc, vec);
+      detail::copyHeadRows<H, HD, BK, T>(Vs, v, base + k0, hoff, kc, vec);
     detail::copyAsyncCommit();
     for (int c = tid; c < BK; c += T)
       kposS[c] = c < kc ? ps[k0 + c] : kNoPos;
@@ -1352,7 +1323,7 @@ __global__ __launch_bounds__(kAgTcKeyThreads, 1) void attnGradKeyTc(
   const int64_t k0 = int64_t(blockIdx.x) * BK;
   if (k0 >= n)
     return;
-  const int kc = int(min64(BK, n - k0));
+  const int kc = int(detail::minI64(BK, n - k0));
 
   MODC_DYNAMIC_SHARED(float, sm);
   float *Ks = sm + L::Own0, *Vs = sm + L::Own1;
@@ -1371,8 +1342,8 @@ __global__ __launch_bounds__(kAgTcKeyThreads, 1) void attnGradKeyTc(
                      reinterpret_cast<uintptr_t>(v) |
                      reinterpret_cast<uintptr_t>(dout)) & 15u) == 0;
 
-  agCopyRows<H, HD, BK, T>(Ks, k, base + k0, hoff, kc, vec);
-  agCopyRows<H, HD, BK, T>(Vs, v, base + k0, hoff, kc, vec);
+  detail::copyHeadRows<H, HD, BK, T>(Ks, k, base + k0, hoff, kc, vec);
+  detail::copyHeadRows<H, HD, BK, T>(Vs, v, base + k0, hoff, kc, vec);
   detail::copyAsyncCommit();
 
   // This lane's keys (past kc: no query sees them).
@@ -1399,10 +1370,10 @@ __global__ __launch_bounds__(kAgTcKeyThreads, 1) void attnGradKeyTc(
       for (int e = 0; e < 4; ++e)
         acc[c][0][j][e] = 0.0f;
   for (int64_t q0 = qs / BQ * BQ; q0 < n; q0 += BQ) {
-    const int qn = int(min64(BQ, n - q0));
+    const int qn = int(detail::minI64(BQ, n - q0));
     __syncthreads(); // every warp is done with the previous tile
-    agCopyRows<H, HD, BQ, T>(Qs, q, base + q0, hoff, qn, vec);
-    agCopyRows<H, HD, BQ, T>(dOs, dout, base + q0, hoff, qn, vec);
+    detail::copyHeadRows<H, HD, BQ, T>(Qs, q, base + q0, hoff, qn, vec);
+    detail::copyHeadRows<H, HD, BQ, T>(dOs, dout, base + q0, hoff, qn, vec);
     detail::copyAsyncCommit();
     for (int e = tid; e < BQ; e += T) {
       const bool ok = e < qn;
@@ -1566,7 +1537,7 @@ template <int Unused>
 __global__ void sumSquaresPartial(const float *g, int64_t n, double *out) {
   __shared__ double scratch[32];
   const int64_t i0 = int64_t(blockIdx.x) * kSqChunk;
-  const int64_t i1 = min64(n, i0 + kSqChunk);
+  const int64_t i1 = detail::minI64(n, i0 + kSqChunk);
   double acc = 0.0;
   for (int64_t i = i0 + threadIdx.x; i < i1; i += blockDim.x)
     acc += double(g[i]) * double(g[i]);
