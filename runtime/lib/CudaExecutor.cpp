@@ -130,64 +130,59 @@ void CudaExecutor::unpin(const std::vector<const float *> &table) {
     return;
   syncHost(table);
   resident.erase(it);
-  for (auto &[name, host] : mirrorOf)
-    if (host == table)
-      host.clear();
+  for (auto &[name, m] : mirrors)
+    if (m.host == table)
+      m = Mirror{};
 }
 
 void CudaExecutor::syncHost(const std::vector<const float *> &table) {
-  for (auto &[name, host] : mirrorOf) {
-    if (host != table || !hostStale[name])
+  for (auto &[name, m] : mirrors) {
+    if (m.host != table || !m.newer)
       continue;
     const std::vector<float *> &device = tables.at(name);
     // The host tensors were handed to grad/adamwStep as outputs: writable.
     for (size_t i = 0; i < device.size(); ++i)
-      download(const_cast<float *>(host[i]), device[i], paramBytes(i));
-    hostStale[name] = false;
+      download(const_cast<float *>(m.host[i]), device[i], paramBytes(i));
+    m.newer = false;
   }
+}
+
+void CudaExecutor::flushBefore(const std::string &table,
+                               const std::vector<const float *> &next) {
+  const Mirror &m = mirrors[table];
+  if (m.newer && m.host != next)
+    syncHost(m.host);
 }
 
 void CudaExecutor::deliver(const std::string &table,
                            const std::vector<float *> &device,
                            float *const *host) {
-  std::vector<const float *> key(host, host + manifest.params.size());
-  if (resident.count(key)) {
-    mirrorOf[table] = std::move(key);
-    hostStale[table] = true;
+  std::vector<const float *> k = key(host);
+  if (resident.count(k)) {
+    mirrors[table] = {std::move(k), /*newer=*/true};
     return;
   }
   for (size_t i = 0; i < device.size(); ++i)
     download(host[i], device[i], paramBytes(i));
-  mirrorOf[table].clear();
-  hostStale[table] = false;
-}
-
-void CudaExecutor::noteMirror(const std::string &table,
-                              const float *const *host) {
-  std::vector<const float *> key(host, host + manifest.params.size());
-  if (resident.count(key))
-    mirrorOf[table] = std::move(key);
-  else
-    mirrorOf[table].clear();
+  mirrors[table] = Mirror{};
 }
 
 const std::vector<float *> &
 CudaExecutor::uploadParams(const std::string &table, const float *const *host) {
   const std::vector<float *> &out = paramSlots(table);
-  std::vector<const float *> key(host, host + manifest.params.size());
-  if (!key.empty() && resident.count(key) && mirrorOf[table] == key)
-    return out; // pinned and unchanged since it was copied
-  // The table is about to be overwritten: a pinned host table it was newer
-  // than gets its values first.
-  if (hostStale[table] && !mirrorOf[table].empty())
-    syncHost(mirrorOf[table]);
-  mirrorOf[table].clear();
+  std::vector<const float *> k = key(host);
+  bool pinned = !k.empty() && resident.count(k);
+  if (pinned && mirrors[table].host == k)
+    return out; // pinned and unchanged on the host since it was copied
+  flushBefore(table, k);
+  mirrors[table] = Mirror{};
   for (size_t i = 0; i < out.size(); ++i) {
     check(api.copy(out[i], host[i], paramBytes(i), HostToDevice),
           "copying to the GPU");
     copiedToDevice += paramBytes(i);
   }
-  noteMirror(table, host);
+  if (pinned)
+    mirrors[table].host = std::move(k);
   return out;
 }
 
@@ -238,12 +233,7 @@ void CudaExecutor::grad(const modc_grad_args &h, uint64_t workspaceBytes) {
   const uint64_t S = static_cast<uint64_t>(manifest.seqLen);
   const std::vector<float *> &params = uploadParams("params", h.params);
   const std::vector<float *> &grads = paramSlots("grads");
-  // The entry overwrites the device gradients: a pinned host table they
-  // were newer than gets its values first.
-  std::vector<const float *> into(h.grads, h.grads + manifest.params.size());
-  if (hostStale["grads"] && !mirrorOf["grads"].empty() &&
-      mirrorOf["grads"] != into)
-    syncHost(mirrorOf["grads"]);
+  flushBefore("grads", key(h.grads)); // the entry overwrites them
   modc_grad_args d = h;
   d.params = params.data();
   d.grads = grads.data();

@@ -108,17 +108,26 @@ private:
   std::map<std::string, std::vector<float *>> tables;
   /// Pinned host tables, with their pin counts.
   std::map<std::vector<const float *>, int> resident;
-  /// Per device table: the pinned host table its contents equal, if any.
-  std::map<std::string, std::vector<const float *>> mirrorOf;
-  /// Records that device `table` now equals host `host` (when pinned).
-  void noteMirror(const std::string &table, const float *const *host);
+  /// What a device table holds for a pinned host table: its values (host
+  /// empty: no pinned host table), and whether they are newer than the
+  /// host's (written by grad or adamw, not yet brought back).
+  struct Mirror {
+    std::vector<const float *> host;
+    bool newer = false;
+  };
+  std::map<std::string, Mirror> mirrors;
+  std::vector<const float *> key(const float *const *host) const {
+    return {host, host + manifest.params.size()};
+  }
+  /// Device `table` is about to be overwritten for host table `next`: the
+  /// pinned host table it was newer than gets those values first.
+  void flushBefore(const std::string &table,
+                   const std::vector<const float *> &next);
   /// After an entry wrote device `table` for host `host`: a pinned host
-  /// table is left stale (downloaded later by syncHost), any other is
-  /// downloaded now.
+  /// table is left behind (brought back later by syncHost), any other gets
+  /// the values now.
   void deliver(const std::string &table, const std::vector<float *> &device,
                float *const *host);
-  /// Device tables newer than the pinned host table they mirror.
-  std::map<std::string, bool> hostStale;
 };
 
 } // namespace modrt
