@@ -175,6 +175,42 @@ __device__ __forceinline__ int64_t splitChunk(int64_t chunk,
   return z + 1 < int64_t(gridDim.z) ? minI64(len, chunk) : len;
 }
 
+/// The start both GEMM kernels share: the sizes a DYN mode reads on the
+/// device (DYN 1: M, 2: L, 3: the split chunk, which also moves A, B and C to
+/// it) and the CTA's tile origin (m0, n0). False when the CTA has nothing to
+/// do; the whole CTA then returns.
+template <bool AK, bool BKc, int DYN, int BM, int BN>
+__device__ __forceinline__ bool
+gemmCta(const float *__restrict__ &A, int64_t lda,
+        const float *__restrict__ &B, int64_t ldb, float *&C, int64_t ldc,
+        int64_t &M, int64_t Ncols, int64_t &L,
+        const int64_t *dynRows, int64_t &m0, int64_t &n0) {
+  if (DYN == 1)
+    M = *dynRows;
+  if (DYN == 2)
+    L = *dynRows;
+  if (DYN == 3) {
+    int64_t k0;
+    L = splitChunk(L, dynRows, k0);
+    A += AK ? k0 : k0 * lda;
+    B += BKc ? k0 : k0 * ldb;
+    C += int64_t(blockIdx.z) * M * ldc;
+  }
+  m0 = int64_t(blockIdx.y) * BM;
+  n0 = int64_t(blockIdx.x) * BN;
+  return m0 < M && n0 < Ncols && !(DYN == 3 && L <= 0);
+}
+
+/// Tile coordinates of load slot idx of an operand tile (row r among ROWS in
+/// the M or N dimension, column c among BK in the reduction), consecutive
+/// slots along the operand's contiguous dimension in global memory (the
+/// reduction when KC).
+template <bool KC, int ROWS, int BK>
+__device__ __forceinline__ void tileSlot(int idx, int &r, int &c) {
+  r = KC ? idx / BK : idx % ROWS;
+  c = KC ? idx % BK : idx / ROWS;
+}
+
 /// The GEMM kernel. A(m, l) is A[m * lda + l] when AK (reduction dimension
 /// contiguous) and A[l * lda + m] otherwise; B(l, n) is B[n * ldb + l] when BK
 /// and B[l * ldb + n] otherwise. M = *dynRows when DYN == 1 (else M is the
@@ -189,19 +225,9 @@ __global__ __launch_bounds__(kThreads, T::MINB) void gemmKernel(
     int64_t Ncols, int64_t L, const int64_t *dynRows) {
   constexpr int BM = T::BM, BN = T::BN, BK = T::BK, TM = T::TM, TN = T::TN;
   constexpr int PAD = T::PAD, LA = T::LA, LB = T::LB;
-  if (DYN == 1)
-    M = *dynRows;
-  if (DYN == 2)
-    L = *dynRows;
-  if (DYN == 3) {
-    int64_t k0;
-    L = splitChunk(L, dynRows, k0);
-    A += AK ? k0 : k0 * lda;
-    B += BKc ? k0 : k0 * ldb;
-    C += int64_t(blockIdx.z) * M * ldc;
-  }
-  const int64_t m0 = int64_t(blockIdx.y) * BM, n0 = int64_t(blockIdx.x) * BN;
-  if (m0 >= M || n0 >= Ncols || (DYN == 3 && L <= 0))
+  int64_t m0, n0;
+  if (!gemmCta<AK, BKc, DYN, BM, BN>(A, lda, B, ldb, C, ldc, M, Ncols, L,
+                                     dynRows, m0, n0))
     return;
 
   __shared__ __align__(16) float As[2][BK][BM + PAD];
@@ -217,14 +243,10 @@ __global__ __launch_bounds__(kThreads, T::MINB) void gemmKernel(
   // element from the tile's first element.
   float ra[LA], rb[LB];
   auto slotA = [&](int i, int &r, int &c) {
-    const int idx = tid + i * kThreads;
-    r = AK ? idx / BK : idx % BM;
-    c = AK ? idx % BK : idx / BM;
+    tileSlot<AK, BM, BK>(tid + i * kThreads, r, c);
   };
   auto slotB = [&](int i, int &r, int &c) {
-    const int idx = tid + i * kThreads;
-    r = BKc ? idx / BK : idx % BN;
-    c = BKc ? idx % BK : idx / BN;
+    tileSlot<BKc, BN, BK>(tid + i * kThreads, r, c);
   };
   // In-tile offsets fit in 32 bits (the wrappers' widths are < 2^24).
   const int ilda = int(lda), ildb = int(ldb);
@@ -701,20 +723,11 @@ __global__ __launch_bounds__(kThreads, T::MINB) void gemmTcKernel(
   constexpr int LA = T::LA, LB = T::LB;
   using SA = TcSmem<BM, BK, AK>;
   using SB = TcSmem<BN, BK, BKc>;
-  if (DYN == 1)
-    M = *dynRows;
-  if (DYN == 2)
-    L = *dynRows;
-  if (DYN == 3) {
-    int64_t k0;
-    L = splitChunk(L, dynRows, k0);
-    A += AK ? k0 : k0 * lda;
-    B += BKc ? k0 : k0 * ldb;
-    C += int64_t(blockIdx.z) * M * ldc;
-  }
-  const int64_t m0 = int64_t(blockIdx.y) * BM, n0 = int64_t(blockIdx.x) * BN;
-  if (m0 >= M || n0 >= Ncols || (DYN == 3 && L <= 0))
-    return; // whole CTAs only: every warp below runs the mma loop in full
+  int64_t m0, n0;
+  // Whole CTAs only: every warp below runs the mma loop in full.
+  if (!gemmCta<AK, BKc, DYN, BM, BN>(A, lda, B, ldb, C, ldc, M, Ncols, L,
+                                     dynRows, m0, n0))
+    return;
 
   __shared__ __align__(16) float As[2][SA::Size];
   __shared__ __align__(16) float Bs[2][SB::Size];
@@ -728,14 +741,10 @@ __global__ __launch_bounds__(kThreads, T::MINB) void gemmTcKernel(
   // Copy slots as gemmKernel's load slots: consecutive threads on the
   // contiguous dimension of the operand in global memory.
   auto slotA = [&](int i, int &r, int &c) {
-    const int idx = tid + i * kThreads;
-    r = AK ? idx / BK : idx % BM;
-    c = AK ? idx % BK : idx / BM;
+    tileSlot<AK, BM, BK>(tid + i * kThreads, r, c);
   };
   auto slotB = [&](int i, int &r, int &c) {
-    const int idx = tid + i * kThreads;
-    r = BKc ? idx / BK : idx % BN;
-    c = BKc ? idx % BK : idx / BN;
+    tileSlot<BKc, BN, BK>(tid + i * kThreads, r, c);
   };
   const int ilda = int(lda), ildb = int(ldb);
   const float *Abase = A + (AK ? m0 * lda : m0);
