@@ -113,6 +113,9 @@ uint64_t CudaExecutor::paramBytes(size_t i) const {
 const std::vector<float *> &
 CudaExecutor::paramSlots(const std::string &table) {
   std::vector<float *> &out = tables[table];
+  // A param's size never changes: its slot, once made, is final.
+  if (out.size() == manifest.params.size())
+    return out;
   out.resize(manifest.params.size());
   for (size_t i = 0; i < manifest.params.size(); ++i)
     out[i] = static_cast<float *>(
