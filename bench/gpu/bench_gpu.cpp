@@ -17,7 +17,10 @@
 // Each measurement is the median (and min, mean) over --iters iterations,
 // one event pair per iteration, after --warmup untimed ones (the first
 // decode step also captures the package's CUDA graph). One JSON line per
-// measurement goes to stdout; progress and errors go to stderr.
+// measurement goes to stdout; progress and errors go to stderr. Each line's
+// "dtype" is the package's (manifest.json's model: "f32", or "bf16" for a
+// package whose products run in bf16; its parameters and buffers are f32
+// either way, so the weights uploaded here are f32 in both cases).
 //
 // Weights: norms 1 + 0.1 N(0,1), biases 0, matrices uniform with std
 // 1/sqrt(fan_in), the embedding std 1. So that the causal router (aux_loss:
@@ -362,6 +365,9 @@ int main(int argc, char **argv) {
   const int64_t ff = model.at("d_ff").get<int64_t>();
   const int64_t L = model.at("n_layers").get<int64_t>();
   const std::string name = model.value("name", std::string("model"));
+  // The model's dtype ("f32" or "bf16": bf16 products with f32 accumulation,
+  // f32 parameters and buffers), as the package describes it.
+  const std::string dtype = model.value("dtype", std::string("f32"));
   int64_t nRouted = 0, k = S;
   for (const json &l : manifest.at("layers"))
     if (l.value("routed", false)) {
@@ -407,9 +413,9 @@ int main(int argc, char **argv) {
   gHostTimer = true;
   const std::string deviceName = "host timer (emulation check, not a GPU)";
 #endif
-  std::fprintf(stderr, "bench_gpu: %s (%s, d_model %lld, B %lld) on %s\n",
-               name.c_str(), kind.c_str(), (long long)d, (long long)B,
-               deviceName.c_str());
+  std::fprintf(stderr, "bench_gpu: %s (%s, %s, d_model %lld, B %lld) on %s\n",
+               name.c_str(), kind.c_str(), dtype.c_str(), (long long)d,
+               (long long)B, deviceName.c_str());
 
   // Weights, random on the host, uploaded once.
   Rng rng(1234);
@@ -480,7 +486,7 @@ int main(int argc, char **argv) {
   std::strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
   auto emit = [&](const std::string &what, const Stats &st, int iters,
                   json extra) {
-    json j = {{"impl", "modc"},      {"dtype", "f32"}, {"scope", "model"},
+    json j = {{"impl", "modc"},      {"dtype", dtype}, {"scope", "model"},
               {"model", name},       {"kind", kind},
               {"d_model", d},        {"n_heads", model.at("n_heads")},
               {"d_ff", ff},          {"seq_len", S},

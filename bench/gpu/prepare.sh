@@ -2,14 +2,20 @@
 #===- prepare.sh - build everything the GPU benchmark needs, here ---------===#
 #
 # Runs on the machine that has modc (MLIR) and nvcc but no GPU. Compiles
-# every model of bench/gpu/models into a CUDA package (sm_90a, for the H100
-# or H200) under BUILD_DIR/bench/gpu-packages, builds bench_gpu
-# (BUILD_DIR/bench/gpu/bench_gpu), and copies the nlohmann/json headers
-# beside the packages so that run.sh can rebuild bench_gpu on the GPU
-# machine if the carried binary does not start there.
+# every model of bench/gpu/models into CUDA packages (sm_90a, for the H100
+# or H200) under BUILD_DIR/bench/gpu-packages: in f32 (the JSON as it is,
+# package NAME) and in bf16 (a twin generated from it with "dtype": "bf16"
+# and the name NAME_bf16, written to BUILD_DIR/bench/gpu-packages/models/,
+# package NAME_bf16). Then builds bench_gpu (BUILD_DIR/bench/gpu/bench_gpu)
+# and copies the nlohmann/json headers beside the packages so that run.sh
+# can rebuild bench_gpu on the GPU machine if the carried binary does not
+# start there.
 #
 # Usage: bench/gpu/prepare.sh [BUILD_DIR]      (default: build)
-# Environment: ARCH (sm_90a), MODELS ("gpu_mod_d1024,..." subset)
+# Environment: ARCH (sm_90a); DTYPES (f32,bf16: the packages built of each
+#   model); MODELS (a subset, "gpu_mod_d1024,gpu_none_d1024_bf16,...": a
+#   plain name builds the dtypes of DTYPES, a name ending in _bf16 builds
+#   just that bf16 twin)
 #
 # Afterwards carry BUILD_DIR/bench/gpu-packages and BUILD_DIR/bench/gpu to
 # the GPU machine and run bench/gpu/run.sh BUILD_DIR there (README.md).
@@ -28,21 +34,80 @@ if [[ ! -x "$modc" ]]; then
 fi
 mkdir -p "$out"
 
-models=()
-if [[ -n "${MODELS:-}" ]]; then
-  IFS=, read -ra models <<< "$MODELS"
-else
-  for f in "$here"/models/*.json; do models+=("$(basename "$f" .json)"); done
-fi
+dtypes="${DTYPES:-f32,bf16}"
+IFS=, read -ra dts <<< "$dtypes"
+for dt in "${dts[@]}"; do
+  if [[ "$dt" != f32 && "$dt" != bf16 ]]; then
+    echo "prepare.sh: DTYPES: unknown dtype '$dt' (f32, bf16)" >&2
+    exit 2
+  fi
+done
 
+names=()
+if [[ -n "${MODELS:-}" ]]; then
+  IFS=, read -ra names <<< "$MODELS"
+else
+  for f in "$here"/models/*.json; do names+=("$(basename "$f" .json)"); done
+fi
+# What to build: "BASE DTYPE" pairs, BASE naming models/BASE.json.
 failed=0
-for m in "${models[@]}"; do
-  src="$here/models/$m.json"
+jobs=()
+for n in "${names[@]}"; do
+  base="${n%_bf16}"
+  if [[ ! -f "$here/models/$base.json" ]]; then
+    echo "prepare.sh: MODELS: no model $here/models/$base.json (MODELS names" \
+         "models/*.json, each optionally with _bf16)" >&2
+    failed=1
+  elif [[ "$n" == *_bf16 ]]; then
+    jobs+=("$base bf16")
+  else
+    for dt in "${dts[@]}"; do jobs+=("$n $dt"); done
+  fi
+done
+
+# The bf16 twin of models/BASE.json: the same model with "dtype": "bf16" and
+# the name BASE_bf16 (generated, so that the two cannot drift apart).
+bf16_twin() {
+  python3 - "$1" "$2" "$3" <<'EOF'
+import json, sys
+src, dst, name = sys.argv[1:]
+with open(src) as f:
+    m = json.load(f)
+m["name"] = name
+m["dtype"] = "bf16"
+with open(dst, "w") as f:
+    json.dump(m, f, indent=2)
+    f.write("\n")
+EOF
+}
+
+# The dtype of the model that a package's manifest describes.
+manifest_dtype() {
+  python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["model"].get("dtype", "f32"))' \
+    "$1/manifest.json" 2>/dev/null || echo "?"
+}
+
+for job in "${jobs[@]}"; do
+  read -r base dt <<< "$job"
+  src="$here/models/$base.json"
+  m="$base"
+  if [[ "$dt" == bf16 ]]; then
+    m="${base}_bf16"
+    mkdir -p "$out/models"
+    bf16_twin "$src" "$out/models/$m.json" "$m"
+    src="$out/models/$m.json"
+  fi
   pkg="$out/$m"
   t0=$(date +%s)
   if "$modc" compile "$src" --target cuda --arch "$arch" -o "$pkg" \
        > "$out/$m.log" 2>&1; then
-    echo "prepare.sh: $m -> $pkg ($(( $(date +%s) - t0 )) s)"
+    got="$(manifest_dtype "$pkg")"
+    if [[ "$got" != "$dt" ]]; then
+      echo "prepare.sh: $m: its manifest's model says dtype '$got', not '$dt'" >&2
+      failed=1
+      continue
+    fi
+    echo "prepare.sh: $m ($dt) -> $pkg ($(( $(date +%s) - t0 )) s)"
     rm -f "$out/$m.log"
   else
     echo "prepare.sh: modc failed for $m (log: $out/$m.log):" >&2

@@ -1,22 +1,32 @@
 #!/usr/bin/env python3
 # ===- report.py - side-by-side tables of the GPU benchmark's JSON lines ---===#
 #
-# Reads the JSON lines of bench_gpu (impl "modc", f32) and torch_gpu.py
-# (torch_eager, torch_compile, torch_cudagraph; bf16 and f32) and prints
-# markdown tables, times in ms (medians):
+# Reads the JSON lines of bench_gpu (impl "modc"; dtype "bf16" or "f32", the
+# package's) and torch_gpu.py (torch_eager, torch_compile, torch_cudagraph;
+# bf16 and f32) and prints markdown tables, times in ms (medians), each
+# comparison within one dtype (ours bf16 beside PyTorch bf16, ours f32
+# beside PyTorch f32):
 #
+#   0. The issue's targets, in bf16, measured against the target: our MoD
+#      block <= 0.18x our dense block (forward) and <= 0.2x (forward +
+#      backward); ours >= 2x faster than torch.compile's MoD block (forward,
+#      forward + backward).
 #   1. The MoD block: ours (model with the routed layer minus the model with
 #      no layer) beside PyTorch eager and torch.compile (the layer alone),
-#      with the ratios ours / torch (< 1: ours is faster).
+#      with the ratios ours / torch (< 1: ours is faster), per dtype.
 #   2. The same for the dense block (eager; compile only when timed).
 #   3. The decode step, block share (model minus the 0-layer model), ours
-#      beside PyTorch eager and CUDA-graph replay.
-#   4. MoD / dense per implementation (< 1: routing pays).
-#   5. Whole models, no subtraction: ours beside eager.
-#   6. Check of the subtraction: PyTorch eager's model difference against its
+#      beside PyTorch eager and CUDA-graph replay, per dtype.
+#   4. MoD / dense per implementation and dtype (< 1: routing pays).
+#   5. Ours bf16 / ours f32 (what the bf16 products buy).
+#   6. Whole models, no subtraction: ours beside eager and CUDA graphs.
+#   7. Check of the subtraction: PyTorch eager's model difference against its
 #      layer timed alone (near 1 means the difference measures the block).
 #
-# Usage: report.py RESULTS.jsonl [--markdown-header TEXT]
+# Missing measurements print as "-" ("not measured" in the targets); rows
+# with nothing measured at all are left out.
+#
+# Usage: report.py RESULTS.jsonl
 #
 # ===-----------------------------------------------------------------------===#
 
@@ -86,58 +96,115 @@ def table(header, rows):
     out = ["| " + " | ".join(header) + " |",
            "|" + "|".join("---" for _ in header) + "|"]
     for r in rows:
+        r = list(r) + [""] * (len(header) - len(r))
         out.append("| " + " | ".join(r) + " |")
     return "\n".join(out)
 
 
+DTYPES = ("bf16", "f32")
+WHATS = ("forward", "fwd_bwd")
+PASS_NAME = {"forward": "forward", "fwd_bwd": "forward+backward",
+             "decode": "decode"}
+
+# The issue's targets, all in bf16: (what, kind of check, bound).
+#   "mod/dense": our MoD block time / our dense block time <= bound;
+#   "speedup vs compile": torch.compile MoD block / our MoD block >= bound.
+TARGETS = (("forward", "mod/dense", 0.18),
+           ("fwd_bwd", "mod/dense", 0.20),
+           ("forward", "speedup vs compile", 2.0),
+           ("fwd_bwd", "speedup vs compile", 2.0))
+
+
+def any_measured(*xs):
+    return any(x is not None for x in xs)
+
+
+def positive(x):
+    """x, or None where a subtraction came out <= 0 (noise, not a time)."""
+    return x if x is not None and x > 0 else None
+
+
+def or_nothing(rows):
+    return rows if rows else [["(nothing measured)"]]
+
+
+def targets(T):
+    head = ["target (bf16)", "d_model", "measured", "target", "met"]
+    rows = []
+    for what, check, bound in TARGETS:
+        for d in T.ds:
+            if check == "mod/dense":
+                name = (f"ours: MoD block / dense block, "
+                        f"{PASS_NAME[what]}")
+                ours = T.diff("modc", "bf16", "mod", d, what)
+                v = ratio(positive(ours),
+                          T.diff("modc", "bf16", "dense", d, what))
+                bound_s = f"<= {bound:.2f}x"
+                met = None if v is None else v <= bound
+                measured = "-" if v is None else f"{v:.3f}x"
+            else:
+                name = (f"ours vs torch.compile MoD block, "
+                        f"{PASS_NAME[what]}: speed-up")
+                v = ratio(T.get("torch_compile", "bf16", "block", "mod", d,
+                                what),
+                          T.diff("modc", "bf16", "mod", d, what))
+                bound_s = f">= {bound:.1f}x"
+                met = None if v is None else v >= bound
+                measured = "-" if v is None else f"{v:.2f}x"
+            rows.append([name, str(d), measured, bound_s,
+                         "not measured" if met is None
+                         else ("yes" if met else "**no**")])
+    return ("### Targets (bf16; ours = model with the layer - model "
+            "without, torch.compile = the layer alone)\n\n" +
+            table(head, rows))
+
+
 def report(T):
-    parts = []
-    whats = ("forward", "fwd_bwd")
+    parts = [targets(T)]
     for kind, title in (("mod", "MoD block"), ("dense", "Dense block")):
-        head = ["d_model", "pass", "ours f32", "eager f32", "eager bf16",
-                "compile f32", "compile bf16", "ours/eager f32",
-                "ours/eager bf16", "ours/compile f32", "ours/compile bf16"]
+        head = ["d_model", "pass", "dtype", "ours", "eager", "compile",
+                "ours/eager", "ours/compile"]
         rows = []
         for d in T.ds:
-            for w in whats:
-                ours = T.diff("modc", "f32", kind, d, w)
-                ef = T.block("torch_eager", "f32", kind, d, w)
-                eb = T.block("torch_eager", "bf16", kind, d, w)
-                cf = T.get("torch_compile", "f32", "block", kind, d, w)
-                cb = T.get("torch_compile", "bf16", "block", kind, d, w)
-                rows.append([str(d), w, fmt(ours), fmt(ef), fmt(eb), fmt(cf),
-                             fmt(cb), fmt(ratio(ours, ef), 2),
-                             fmt(ratio(ours, eb), 2), fmt(ratio(ours, cf), 2),
-                             fmt(ratio(ours, cb), 2)])
-        parts.append(f"### {title}: forward and forward+backward (ms; ratio < 1: ours faster; ours = "
-                     "model with the layer - model without; PyTorch = the "
-                     "layer alone)\n\n" + table(head, rows))
+            for w in WHATS:
+                for dt in DTYPES:
+                    ours = T.diff("modc", dt, kind, d, w)
+                    e = T.block("torch_eager", dt, kind, d, w)
+                    c = T.get("torch_compile", dt, "block", kind, d, w)
+                    if not any_measured(ours, e, c):
+                        continue
+                    rows.append([str(d), w, dt, fmt(ours), fmt(e), fmt(c),
+                                 fmt(ratio(ours, e), 2),
+                                 fmt(ratio(ours, c), 2)])
+        parts.append(f"### {title}: forward and forward+backward (ms; ratio "
+                     "< 1: ours faster; ours = model with the layer - model "
+                     "without; PyTorch = the layer alone)\n\n" +
+                     table(head, or_nothing(rows)))
 
-    head = ["d_model", "block", "ours f32", "eager f32", "graph f32",
-            "eager bf16", "graph bf16", "ours/eager f32", "ours/graph f32",
-            "ours/graph bf16"]
+    head = ["d_model", "block", "dtype", "ours", "eager", "graph",
+            "ours/eager", "ours/graph"]
     rows = []
     for d in T.ds:
         for kind in ("mod", "dense"):
-            ours = T.diff("modc", "f32", kind, d, "decode")
-            ef = T.diff("torch_eager", "f32", kind, d, "decode")
-            gf = T.diff("torch_cudagraph", "f32", kind, d, "decode")
-            eb = T.diff("torch_eager", "bf16", kind, d, "decode")
-            gb = T.diff("torch_cudagraph", "bf16", kind, d, "decode")
-            rows.append([str(d), kind, fmt(ours, 4), fmt(ef, 4), fmt(gf, 4),
-                         fmt(eb, 4), fmt(gb, 4), fmt(ratio(ours, ef), 2),
-                         fmt(ratio(ours, gf), 2), fmt(ratio(ours, gb), 2)])
+            for dt in DTYPES:
+                ours = T.diff("modc", dt, kind, d, "decode")
+                e = T.diff("torch_eager", dt, kind, d, "decode")
+                g = T.diff("torch_cudagraph", dt, kind, d, "decode")
+                if not any_measured(ours, e, g):
+                    continue
+                rows.append([str(d), kind, dt, fmt(ours, 4), fmt(e, 4),
+                             fmt(g, 4), fmt(ratio(ours, e), 2),
+                             fmt(ratio(ours, g), 2)])
     parts.append("### Decode step, B sequences, after a prefill of S/2 (ms; "
                  "block share = model - 0-layer model, both sides)\n\n" +
-                 table(head, rows))
+                 table(head, or_nothing(rows)))
 
-    impls = [("ours f32", "modc", "f32", None),
-             ("eager f32", "torch_eager", "f32", None),
-             ("eager bf16", "torch_eager", "bf16", None),
-             ("compile f32", "torch_compile", "f32", None),
-             ("compile bf16", "torch_compile", "bf16", None),
-             ("graph f32", "torch_cudagraph", "f32", "decode"),
-             ("graph bf16", "torch_cudagraph", "bf16", "decode")]
+    impls = [(f"{name} {dt}", impl, dt, only)
+             for dt in DTYPES
+             for name, impl, only in (("ours", "modc", None),
+                                      ("eager", "torch_eager", None),
+                                      ("compile", "torch_compile", None),
+                                      ("graph", "torch_cudagraph", "decode"))]
     head = ["d_model", "pass"] + [n for n, *_ in impls]
     rows = []
     for d in T.ds:
@@ -155,35 +222,57 @@ def report(T):
                     b = T.block(impl, dt, "dense", d, w)
                 cells.append(fmt(ratio(a, b), 3))
             rows.append(cells)
-    parts.append("### MoD block / dense block, per implementation (< 1: the "
-                 "routed layer is cheaper)\n\n" + table(head, rows))
+    parts.append("### MoD block / dense block, per implementation and dtype "
+                 "(< 1: the routed layer is cheaper)\n\n" +
+                 table(head, rows))
 
-    head = ["d_model", "model", "pass", "ours f32", "eager f32", "eager bf16",
-            "graph f32", "graph bf16", "ours/eager f32", "ours/eager bf16"]
+    head = ["d_model", "what", "pass", "ours f32", "ours bf16", "bf16/f32"]
+    rows = []
+    for d in T.ds:
+        for kind, what in (("mod", "MoD block"), ("dense", "dense block"),
+                           ("none", "0-layer model")):
+            for w in ("forward", "fwd_bwd", "decode"):
+                if kind == "none":
+                    f = T.get("modc", "f32", "model", kind, d, w)
+                    b = T.get("modc", "bf16", "model", kind, d, w)
+                else:
+                    f = T.diff("modc", "f32", kind, d, w)
+                    b = T.diff("modc", "bf16", kind, d, w)
+                if not any_measured(f, b):
+                    continue
+                rows.append([str(d), what, w, fmt(f, 4), fmt(b, 4),
+                             fmt(ratio(b, f), 2)])
+    parts.append("### Ours in bf16 against ours in f32 (ms; bf16 products on "
+                 "bf16 tensor cores vs 3xTF32, f32 buffers in both)\n\n" +
+                 table(head, or_nothing(rows)))
+
+    head = ["d_model", "model", "pass", "dtype", "ours", "eager", "graph",
+            "ours/eager", "ours/graph"]
     rows = []
     for d in T.ds:
         for kind in ("none", "dense", "mod"):
             for w in ("forward", "fwd_bwd", "decode"):
-                ours = T.get("modc", "f32", "model", kind, d, w)
-                ef = T.get("torch_eager", "f32", "model", kind, d, w)
-                eb = T.get("torch_eager", "bf16", "model", kind, d, w)
-                gf = T.get("torch_cudagraph", "f32", "model", kind, d, w)
-                gb = T.get("torch_cudagraph", "bf16", "model", kind, d, w)
-                if all(v is None for v in (ours, ef, eb)):
-                    continue
-                rows.append([str(d), kind, w, fmt(ours, 4), fmt(ef, 4),
-                             fmt(eb, 4), fmt(gf, 4), fmt(gb, 4),
-                             fmt(ratio(ours, ef), 2), fmt(ratio(ours, eb), 2)])
+                for dt in DTYPES:
+                    ours = T.get("modc", dt, "model", kind, d, w)
+                    e = T.get("torch_eager", dt, "model", kind, d, w)
+                    g = T.get("torch_cudagraph", dt, "model", kind, d, w)
+                    if not any_measured(ours, e, g):
+                        continue
+                    rows.append([str(d), kind, w, dt, fmt(ours, 4),
+                                 fmt(e, 4), fmt(g, 4),
+                                 fmt(ratio(ours, e), 2),
+                                 fmt(ratio(ours, g), 2)])
     parts.append("### Whole models (embedding, 0 or 1 layer, final norm, LM "
-                 "head V=256), no subtraction (ms)\n\n" + table(head, rows))
+                 "head V=256), no subtraction (ms)\n\n" +
+                 table(head, or_nothing(rows)))
 
     head = ["d_model", "block", "pass", "dtype", "eager model diff",
             "eager layer alone", "diff/alone"]
     rows = []
     for d in T.ds:
         for kind in ("mod", "dense"):
-            for w in whats:
-                for dt in ("f32", "bf16"):
+            for w in WHATS:
+                for dt in DTYPES:
                     a = T.diff("torch_eager", dt, kind, d, w)
                     b = T.get("torch_eager", dt, "block", kind, d, w)
                     if a is None and b is None:
@@ -192,7 +281,8 @@ def report(T):
                                  fmt(ratio(a, b), 2)])
     parts.append("### Check of the subtraction (PyTorch eager: model "
                  "difference vs the layer alone; the layer alone also "
-                 "includes making its input gradient)\n\n" + table(head, rows))
+                 "includes making its input gradient)\n\n" +
+                 table(head, or_nothing(rows)))
 
     if T.errors:
         lines = []

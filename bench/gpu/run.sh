@@ -2,8 +2,9 @@
 #===- run.sh - the GPU benchmark, one command on the GPU machine ----------===#
 #
 # Compiles nothing: bench/gpu/prepare.sh BUILD_DIR, run beforehand where modc
-# is, put the CUDA packages in BUILD_DIR/bench/gpu-packages and bench_gpu in
-# BUILD_DIR/bench/gpu. This script times every package with bench_gpu, then
+# is, put the CUDA packages (f32: gpu_KIND_dD, bf16: gpu_KIND_dD_bf16) in
+# BUILD_DIR/bench/gpu-packages and bench_gpu in BUILD_DIR/bench/gpu. This
+# script times the packages of each dtype of DTYPES with bench_gpu, then
 # the PyTorch baselines (torch_gpu.py: eager, CUDA graphs for decode, then
 # torch.compile while the time budget lasts), and prints the side-by-side
 # tables of report.py. Raw JSON lines, the log and a markdown report go to
@@ -12,9 +13,10 @@
 # Usage: bench/gpu/run.sh [BUILD_DIR]          (default: build)
 # Environment: BUDGET_S (450: whole run, seconds), BATCH (8), ITERS (10),
 #   WARMUP (2), DECODE_ITERS (100), MAX_SECONDS (8: cap of each of our
-#   measurements, fewer iterations when slower), DTYPES (bf16,f32), D_MODELS (1024,2048),
-#   TORCH_COMPILE=0 to skip torch.compile, PROFILE=0 to skip the per-kernel
-#   profile of our MoD packages, TORCH_ARGS (extra torch_gpu.py
+#   measurements, fewer iterations when slower), DTYPES (bf16,f32: both
+#   ours and PyTorch's), D_MODELS (1024,2048), TORCH_COMPILE=0 to skip
+#   torch.compile, PROFILE=0 to skip the per-kernel profile of our MoD
+#   packages, TORCH_ARGS (extra torch_gpu.py
 #   arguments). For a dry run of the whole pipeline without a GPU (README.md):
 #   BENCH_GPU (a bench_gpu built with -DBENCH_GPU_HOST_TIMER), TORCH_DEVICE=cpu
 #   and TORCH_ARGS=--tiny.
@@ -71,32 +73,44 @@ if ! "$bench" --help > /dev/null 2>&1; then
   fi
 fi
 
-# 1. Ours: every package, f32.
+# 1. Ours: every package of each dtype asked for (f32: gpu_KIND_dD, bf16:
+#    gpu_KIND_dD_bf16; each JSON line's dtype comes from the package).
+IFS=, read -ra ds <<< "$d_models"
+IFS=, read -ra dts <<< "$dtypes"
+pkg_suffix() {  # the package name's suffix for a dtype
+  case "$1" in f32) echo "" ;; bf16) echo "_bf16" ;; *) return 1 ;; esac
+}
 if [[ -n "$bench" ]]; then
-  IFS=, read -ra ds <<< "$d_models"
-  for d in "${ds[@]}"; do
-    for kind in none dense mod; do
-      pkg="$packages/gpu_${kind}_d${d}"
-      if [[ ! -f "$pkg/libmodel.so" ]]; then
-        say "missing package $pkg (prepare.sh)"; continue
-      fi
-      say "bench_gpu $(basename "$pkg")"
-      timeout 120 "$bench" "$pkg" --batch "$batch" --iters "$iters" \
-        --warmup "$warmup" --decode-iters "$decode_iters" --max-seconds "$max_s" \
-        >> "$raw" 2>> "$logf" || say "bench_gpu failed on $pkg (rc $?): $(tail -1 "$logf")"
+  for dt in "${dts[@]}"; do
+    sfx="$(pkg_suffix "$dt")" || { say "no packages for dtype $dt (f32, bf16)"; continue; }
+    for d in "${ds[@]}"; do
+      for kind in none dense mod; do
+        pkg="$packages/gpu_${kind}_d${d}${sfx}"
+        if [[ ! -f "$pkg/libmodel.so" ]]; then
+          say "missing package $pkg (prepare.sh)"; continue
+        fi
+        say "bench_gpu $(basename "$pkg")"
+        timeout 120 "$bench" "$pkg" --batch "$batch" --iters "$iters" \
+          --warmup "$warmup" --decode-iters "$decode_iters" --max-seconds "$max_s" \
+          >> "$raw" 2>> "$logf" || say "bench_gpu failed on $pkg (rc $?): $(tail -1 "$logf")"
+      done
     done
   done
   # Where our time goes: MODC_PROFILE=1 makes the package wait after every
   # kernel and print its time (a warm-up pass, then one timed pass; these
   # timings include a host wait per kernel and are not the table's).
   if [[ "${PROFILE:-1}" != 0 ]]; then
-    for d in "${ds[@]}"; do
-      pkg="$packages/gpu_mod_d${d}"
-      [[ -f "$pkg/libmodel.so" ]] || continue
-      say "per-kernel profile of $(basename "$pkg") -> profile_mod_d${d}.txt"
-      MODC_PROFILE=1 timeout 60 "$bench" "$pkg" --batch "$batch" --iters 1 \
-        --warmup 1 --only forward,fwd_bwd > /dev/null \
-        2> "$outdir/profile_mod_d${d}.txt" || say "profile failed (rc $?)"
+    for dt in "${dts[@]}"; do
+      sfx="$(pkg_suffix "$dt")" || continue
+      for d in "${ds[@]}"; do
+        pkg="$packages/gpu_mod_d${d}${sfx}"
+        [[ -f "$pkg/libmodel.so" ]] || continue
+        prof="profile_mod_d${d}${sfx}.txt"
+        say "per-kernel profile of $(basename "$pkg") -> $prof"
+        MODC_PROFILE=1 timeout 60 "$bench" "$pkg" --batch "$batch" --iters 1 \
+          --warmup 1 --only forward,fwd_bwd > /dev/null \
+          2> "$outdir/$prof" || say "profile failed (rc $?)"
+      done
     done
   fi
 fi
@@ -123,7 +137,9 @@ fi
 # 3. The tables.
 say "done; raw results in $raw"
 {
-  echo "## GPU benchmark: modc (f32) vs PyTorch (bf16 and f32)"
+  title="modc vs PyTorch, each in ${dtypes//,/ and }"
+  [[ ",$dtypes," == *,bf16,* ]] && title+=" (ours in bf16: bf16 products, f32 buffers)"
+  echo "## GPU benchmark: $title"
   echo
   sed 's/^/    /' "$outdir/header.txt"
   echo
