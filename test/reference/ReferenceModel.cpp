@@ -87,6 +87,29 @@ std::vector<double> linear(const std::vector<double> &x, int64_t rows,
   return y;
 }
 
+/// x rounded to bf16: 8 significant bits, to nearest with ties to even
+/// (the default rounding mode of nearbyint). The bf16 exponent range covers
+/// every value these models produce.
+double roundBf16(double x) {
+  if (x == 0.0 || !std::isfinite(x))
+    return x;
+  int e;
+  const double m = std::frexp(x, &e); // x = m 2^e, 0.5 <= |m| < 1
+  return std::ldexp(std::nearbyint(std::ldexp(m, 8)), e - 8);
+}
+
+/// linear() with both operands rounded to bf16 first when `bf16`.
+std::vector<double> product(bool bf16, std::vector<double> x, int64_t rows,
+                            int64_t in, std::vector<double> w, int64_t out) {
+  if (bf16) {
+    for (double &v : x)
+      v = roundBf16(v);
+    for (double &v : w)
+      v = roundBf16(v);
+  }
+  return linear(x, rows, in, w, out);
+}
+
 /// RMSNorm(x; w) = x / sqrt(mean(x^2) + eps) * w, per row.
 std::vector<double> rmsNorm(const std::vector<double> &x, int64_t rows,
                             int64_t d, const std::vector<double> &w,
@@ -149,14 +172,21 @@ void blockBody(const ModelConfig &c, const Weights &w, int64_t layer,
   // Attention.
   std::vector<double> n1 =
       rmsNorm(x, n, d, W("attn_norm.weight", d), c.normEps);
-  std::vector<double> q = linear(n1, n, d, W("attn.wq.weight", d * d), d);
-  std::vector<double> k = linear(n1, n, d, W("attn.wk.weight", d * d), d);
-  std::vector<double> v = linear(n1, n, d, W("attn.wv.weight", d * d), d);
+  std::vector<double> q =
+      product(c.bf16, n1, n, d, W("attn.wq.weight", d * d), d);
+  std::vector<double> k =
+      product(c.bf16, n1, n, d, W("attn.wk.weight", d * d), d);
+  std::vector<double> v =
+      product(c.bf16, n1, n, d, W("attn.wv.weight", d * d), d);
   for (int64_t i = 0; i < n; ++i)
     for (int64_t head = 0; head < h; ++head) {
       applyRope(&q[i * d + head * hd], hd, pos[i], c.ropeTheta);
       applyRope(&k[i * d + head * hd], hd, pos[i], c.ropeTheta);
     }
+  if (c.bf16) // attention reads bf16 queries, keys and values
+    for (std::vector<double> *t : {&q, &k, &v})
+      for (double &e : *t)
+        e = roundBf16(e);
   std::vector<double> o(n * d, 0.0);
   const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
   std::vector<double> scores(n);
@@ -184,7 +214,7 @@ void blockBody(const ModelConfig &c, const Weights &w, int64_t layer,
           o[i * d + head * hd + t] +=
               scores[j] / sum * v[j * d + head * hd + t];
     }
-  a = linear(o, n, d, W("attn.wo.weight", d * d), d);
+  a = product(c.bf16, o, n, d, W("attn.wo.weight", d * d), d);
 
   // MLP on h = x + a.
   std::vector<double> hres(n * d);
@@ -192,18 +222,19 @@ void blockBody(const ModelConfig &c, const Weights &w, int64_t layer,
     hres[i] = x[i] + a[i];
   std::vector<double> n2 =
       rmsNorm(hres, n, d, W("mlp_norm.weight", d), c.normEps);
-  std::vector<double> up = linear(n2, n, d, W("mlp.w_up.weight", ff * d), ff);
+  std::vector<double> up =
+      product(c.bf16, n2, n, d, W("mlp.w_up.weight", ff * d), ff);
   std::vector<double> act(n * ff);
   if (c.mlp == Mlp::SwiGLU) {
     std::vector<double> gate =
-        linear(n2, n, d, W("mlp.w_gate.weight", ff * d), ff);
+        product(c.bf16, n2, n, d, W("mlp.w_gate.weight", ff * d), ff);
     for (int64_t i = 0; i < n * ff; ++i)
       act[i] = silu(gate[i]) * up[i];
   } else {
     for (int64_t i = 0; i < n * ff; ++i)
       act[i] = gelu(up[i]);
   }
-  m = linear(act, n, ff, W("mlp.w_down.weight", d * ff), d);
+  m = product(c.bf16, act, n, ff, W("mlp.w_down.weight", d * ff), d);
 }
 
 } // namespace
@@ -266,6 +297,7 @@ ModelConfig ModelConfig::fromJson(const json &j) {
   std::string dtype = getString(j, "dtype", "", "f32");
   if (dtype != "f32" && dtype != "bf16")
     fail("dtype", "expected 'f32' or 'bf16'");
+  c.bf16 = dtype == "bf16";
 
   c.routed.assign(c.nLayers, false);
   if (!j.contains("mod"))
@@ -552,7 +584,7 @@ ReferenceOutput forwardImpl(const ModelConfig &c, const Weights &w,
       rmsNorm(x, batch * S, d, weight(w, "final_norm.weight", d), c.normEps);
   const std::vector<double> &head =
       c.tieEmbeddings ? embed : weight(w, "lm_head.weight", V * d);
-  out.logits = linear(nf, batch * S, d, head, V);
+  out.logits = product(c.bf16, nf, batch * S, d, head, V);
   return out;
 }
 

@@ -54,6 +54,9 @@ struct ModelConfig {
   double normEps = 1e-5;
   double ropeTheta = 10000.0;
   bool tieEmbeddings = true;
+  /// dtype bf16: every product's operands (the block's projections and the
+  /// LM head) and the attention's q, k, v are rounded to bf16.
+  bool bf16 = false;
   /// True when the description has a `mod` object.
   bool hasMod = false;
   /// k = clamp(ceil(capacity * seq_len), 1, seq_len), or capacity_tokens.

@@ -406,11 +406,14 @@ FailureOr<modk::EntryOp> ModelLowering::run() {
     modeAttrs.push_back(b.getStringAttr(m));
   entry = modk::EntryOp::create(
       b, model.getLoc(),
-      b.getStringAttr(training() ? "grad" : decoding() ? "decode" : "forward"),
+      b.getStringAttr(training()   ? "grad"
+                      : decoding() ? "decode"
+                                   : "forward"),
       b.getStringAttr(modelDescriptionJson(model)),
       b.getI64IntegerAttr(model.getSeqLen()),
       b.getI64IntegerAttr(model.getVocabSize()), b.getArrayAttr({}),
-      b.getArrayAttr(modeAttrs), nullptr);
+      b.getArrayAttr(modeAttrs), nullptr,
+      model.getDtype() == "bf16" ? b.getStringAttr("bf16") : nullptr);
   body = new Block();
   entry.getBody().push_back(body);
   b.setInsertionPointToEnd(body);

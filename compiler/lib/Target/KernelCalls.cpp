@@ -68,6 +68,20 @@ void PlanEmitter::emitPredictor(modk::PredictorOp op, int unguardedIndent) {
 
 static const char *boolLiteral(bool b) { return b ? "true" : "false"; }
 
+bool PlanEmitter::feedsAttention(Value buffer) {
+  for (Operation *user : buffer.getUsers()) {
+    if (auto attn = dyn_cast<modk::AttentionOp>(user))
+      if (buffer == attn.getQ() || buffer == attn.getK() ||
+          buffer == attn.getV())
+        return true;
+    if (auto attn = dyn_cast<modk::DecodeAttentionOp>(user))
+      if (buffer == attn.getQ() || buffer == attn.getK() ||
+          buffer == attn.getV())
+        return true;
+  }
+  return false;
+}
+
 LogicalResult PlanEmitter::emitKernel(Operation *op) {
   if (auto gemm = dyn_cast<modk::GemmOp>(op)) {
     int64_t n = cast<MemRefType>(gemm.getWeights()[0].getType()).getDimSize(0);
@@ -78,6 +92,13 @@ LogicalResult PlanEmitter::emitKernel(Operation *op) {
     // Both targets scatter the gated update in a kernel of its own.
     if (gemm.getEpilogue() == "gate_scale_scatter")
       emitCall(gemmScatterCall(gemm), indent);
+    // bf16: what attention reads (and the KV cache keeps) is bf16 storage.
+    if (entry.isBf16() && feedsAttention(gemm.getOutput()))
+      emitCall({"round_bf16",
+                {n},
+                {name(gemm.getOutput()),
+                 rowsArg(gemm.getSegments(), gemm.getInput())}},
+               indent);
     closeGroup();
     return success();
   }
@@ -213,7 +234,7 @@ LogicalResult PlanEmitter::emitKernel(Operation *op) {
   if (auto dgrad = dyn_cast<modk::GemmDgradOp>(op)) {
     auto w = cast<MemRefType>(dgrad.getWeight().getType()).getShape();
     emitCall({"linear_dgrad",
-              {w[0], w[1]},
+              gemmShape(w[0], w[1]),
               {name(dgrad.getDy()), rowsArg(dgrad.getSegments(), dgrad.getDy()),
                name(dgrad.getWeight()), name(dgrad.getDa()),
                boolLiteral(dgrad.getAccumulate())}});
@@ -225,7 +246,7 @@ LogicalResult PlanEmitter::emitKernel(Operation *op) {
     // small weight splits the rows into chunks whose partials are summed in a
     // fixed order (scratch), so few output tiles still fill the GPU.
     emitCall(KernelCall{"linear_wgrad",
-                        {w[0], w[1]},
+                        gemmShape(w[0], w[1]),
                         {name(wgrad.getDy()),
                          rowsArg(wgrad.getSegments(), wgrad.getDy()),
                          name(wgrad.getInput()), name(wgrad.getDw()),

@@ -158,6 +158,16 @@ protected:
     arg.bound = maxRows(buffer);
     return arg;
   }
+  /// The template arguments of a product over an [n, k] weight: n, k, and
+  /// in a bf16 entry a third, 1 (operands rounded to bf16).
+  std::vector<int64_t> gemmShape(int64_t n, int64_t k) {
+    if (entry.isBf16())
+      return {n, k, 1};
+    return {n, k};
+  }
+  /// Whether attention reads `buffer` (as queries, keys or values): in a
+  /// bf16 entry its rows are rounded to bf16 once written.
+  static bool feedsAttention(mlir::Value buffer);
   /// The scatter of a gate_scale_scatter GEMM's update into the stream.
   KernelCall gemmScatterCall(modk::GemmOp op);
   /// A decode step's attention over layer l's KV cache at cacheK, cacheV.

@@ -106,12 +106,6 @@ static int runCompile() {
       return fail(llvm::toString(imported.takeError()));
     module = std::move(*imported);
   }
-  for (auto model : module->getOps<modc::mod::ModelOp>())
-    if (model.getDtype() == "bf16")
-      return fail(inputFile + ": key 'dtype': bf16 is not supported yet; both "
-                              "the CPU and the CUDA backend compute in f32 "
-                              "(set \"dtype\": \"f32\")");
-
   if (emitStage == EmitStage::Mlir) {
     module->print(llvm::outs());
     return 0;

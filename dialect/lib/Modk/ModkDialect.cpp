@@ -35,6 +35,9 @@ LogicalResult EntryOp::verify() {
     if (!mode || (mode.getValue() != "topk" && mode.getValue() != "causal"))
       return emitOpError("modes must be 'topk' or 'causal'");
   }
+  if (getDtype() && *getDtype() != "f32" && *getDtype() != "bf16")
+    return emitOpError("dtype must be 'f32' or 'bf16', got '")
+           << *getDtype() << "'";
   return success();
 }
 

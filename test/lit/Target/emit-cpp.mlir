@@ -20,7 +20,7 @@
 // CHECK: modk_cpu::rope<2, 16>(
 // CHECK: modk_cpu::causal_attention<2, 16>(
 // The O-projection accumulates into the stream: the fused residual add.
-// CHECK: cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)rows, 32, 32, 1.0f, {{buf[0-9]+}}, 32, w5, 32, 1.0f, [[X]], 32);
+// CHECK: modk_cpu::linear_residual<32, 32>({{buf[0-9]+}}, rows, w5, [[X]]);
 // CHECK: modk_cpu::swiglu<64>(
 // CHECK: if (causal || args->causal_decisions) // only causal decisions read it
 // CHECK-NEXT: modk_cpu::predictor<32, 8>([[X]], B * 16, {{.*}}, [[P:buf[0-9]+]]);

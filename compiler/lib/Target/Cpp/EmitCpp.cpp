@@ -88,8 +88,9 @@ void CppEmitter::emitGemm(modk::GemmOp op, int indent) {
   os << fmt::format("{:{}}const int64_t rows = {};\n", "", indent,
                     hostRows(op.getSegments(), op.getInput()));
   // The epilogues are kernels of their own after the GEMM (linear).
+  std::vector<int64_t> shape = gemmShape(n, k);
   if (e == "none" || e == "gelu" || e == "rope") {
-    emitCall({"linear", {n, k}, {a, "rows", w, y}}, indent);
+    emitCall({"linear", shape, {a, "rows", w, y}}, indent);
     if (e == "gelu")
       emitCall({"gelu", {n}, {y, "rows"}}, indent);
     if (e == "rope") {
@@ -101,27 +102,22 @@ void CppEmitter::emitGemm(modk::GemmOp op, int indent) {
                indent);
     }
   } else if (e == "residual_add") {
-    // Accumulate into the stream: beta = 1 is the fused residual add.
+    // Accumulate into the stream: the GEMM's beta = 1 is the residual add.
     std::string residual = name(op.getExtra()[0]);
     if (residual != y)
       os << fmt::format(
           "{:{}}std::memcpy({}, {}, sizeof(float) * rows * {});\n", "", indent,
           y, residual, n);
-    os << fmt::format(
-        "{0:{1}}if (rows > 0) cblas_sgemm(CblasRowMajor, CblasNoTrans, "
-        "CblasTrans, (int)rows, {2}, {3}, 1.0f, {4}, {3}, {5}, {3}, 1.0f, {6}, "
-        "{2});\n",
-        "", indent, n, k, a, w, y);
+    emitCall({"linear_residual", shape, {a, "rows", w, y}}, indent);
   } else if (e == "swiglu") {
     std::string gated = name(op.getExtra()[0]);
-    emitCall({"linear", {n, k}, {a, "rows", w, gated}}, indent);
-    emitCall({"linear", {n, k}, {a, "rows", name(op.getWeights()[1]), y}},
+    emitCall({"linear", shape, {a, "rows", w, gated}}, indent);
+    emitCall({"linear", shape, {a, "rows", name(op.getWeights()[1]), y}},
              indent);
     emitCall({"swiglu", {n}, {gated, y, "rows"}}, indent);
   } else if (e == "gate_scale_scatter") {
     // The update; emitKernel scatters it.
-    emitCall({"linear", {n, k}, {a, "rows", w, name(op.getExtra()[0])}},
-             indent);
+    emitCall({"linear", shape, {a, "rows", w, name(op.getExtra()[0])}}, indent);
   }
 }
 

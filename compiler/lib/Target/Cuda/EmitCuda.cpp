@@ -109,30 +109,34 @@ void CudaEmitter::emitGemm(modk::GemmOp op, int indent) {
   KernelArg rows = rowsArg(op.getSegments(), op.getInput());
   StringRef e = op.getEpilogue();
   // The epilogues are fused into the GEMM kernel.
+  std::vector<int64_t> shape = gemmShape(n, k);
   if (e == "none") {
-    emitCall({"linear", {n, k}, {a, rows, w, y}}, indent);
+    emitCall({"linear", shape, {a, rows, w, y}}, indent);
   } else if (e == "gelu") {
-    emitCall({"linear_gelu", {n, k}, {a, rows, w, y}}, indent);
+    emitCall({"linear_gelu", shape, {a, rows, w, y}}, indent);
   } else if (e == "rope") {
     int64_t heads = *op.getNHeads();
+    std::vector<int64_t> ropeShape = {heads, n / heads, k};
+    if (entry.isBf16())
+      ropeShape.push_back(1);
     emitCall({"linear_rope",
-              {heads, n / heads, k},
+              ropeShape,
               {a, rows, w, name(op.getExtra()[0]),
                floatLiteral(op.getRopeTheta()->convertToDouble()), y}},
              indent);
   } else if (e == "residual_add") {
     emitCall(
-        {"linear_residual", {n, k}, {a, rows, w, name(op.getExtra()[0]), y}},
+        {"linear_residual", shape, {a, rows, w, name(op.getExtra()[0]), y}},
         indent);
   } else if (e == "swiglu") {
     emitCall(
         {"linear_swiglu",
-         {n, k},
+         shape,
          {a, rows, w, name(op.getWeights()[1]), name(op.getExtra()[0]), y}},
         indent);
   } else if (e == "gate_scale_scatter") {
     // The update; emitKernel scatters it.
-    emitCall({"linear", {n, k}, {a, rows, w, name(op.getExtra()[0])}}, indent);
+    emitCall({"linear", shape, {a, rows, w, name(op.getExtra()[0])}}, indent);
   }
 }
 

@@ -176,14 +176,80 @@ inline void rmsnorm(const float *x, int64_t rows, const float *w, float eps,
     detail::rmsnormRow<D>(x + i * D, w, eps, out + i * D);
 }
 
-/// y[M, N] = a[M, K] * w^T with w in nn.Linear layout [N, K]. M may be 0.
-/// Must not be called from inside an OpenMP parallel region.
-template <int N, int K>
-inline void linear(const float *a, int64_t M, const float *w, float *y) {
+//===----------------------------------------------------------------------===//
+// bf16 models: products of bf16 operands, accumulated in f32
+//===----------------------------------------------------------------------===//
+
+/// x rounded to the nearest bf16 (8 significant bits, ties to even), as the
+/// f32 of the same value: what storing x as bf16 keeps. NaN stays NaN;
+/// magnitudes past the largest bf16 round to inf.
+inline float bf16_round(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, sizeof(u));
+  if ((u & 0x7fffffffu) > 0x7f800000u)
+    u |= 0x00400000u; // quiet NaN, still NaN after the truncation
+  else
+    u += 0x7fffu + ((u >> 16) & 1u);
+  u &= 0xffff0000u;
+  std::memcpy(&x, &u, sizeof(x));
+  return x;
+}
+
+/// x[rows, N] rounded to bf16 in place (the query, key and value rows of a
+/// bf16 model, which attention and the KV cache read).
+template <int N> inline void round_bf16(float *x, int64_t rows) {
+  const int64_t total = rows * N;
+#pragma omp parallel for if (total > detail::kMinParallelWork)
+  for (int64_t i = 0; i < total; ++i)
+    x[i] = bf16_round(x[i]);
+}
+
+namespace detail {
+/// x[0 .. n) rounded to bf16 into a per-thread scratch buffer (one per
+/// `slot`, reused by the next call with that slot): the operands of a bf16
+/// product. Products of bf16 values are exact in f32, so sgemm on the
+/// rounded copies is a bf16 GEMM with f32 accumulation.
+inline const float *bf16Copy(const float *x, int64_t n, int slot) {
+  static thread_local std::vector<float> scratch[2];
+  std::vector<float> &buf = scratch[slot];
+  if (static_cast<int64_t>(buf.size()) < n)
+    buf.resize(static_cast<size_t>(n));
+  float *out = buf.data();
+#pragma omp parallel for if (n > kMinParallelWork)
+  for (int64_t i = 0; i < n; ++i)
+    out[i] = bf16_round(x[i]);
+  return out;
+}
+
+/// y[M, N] = a[M, K] * w^T + beta * y, the operands rounded to bf16 first
+/// when BF16.
+template <int N, int K, bool BF16>
+inline void linearBeta(const float *a, int64_t M, const float *w, float beta,
+                       float *y) {
   if (M <= 0)
     return;
+  if (BF16) {
+    a = bf16Copy(a, M * K, 0);
+    w = bf16Copy(w, int64_t(N) * K, 1);
+  }
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(M), N,
-              K, 1.0f, a, K, w, K, 0.0f, y, N);
+              K, 1.0f, a, K, w, K, beta, y, N);
+}
+} // namespace detail
+
+/// y[M, N] = a[M, K] * w^T with w in nn.Linear layout [N, K]. M may be 0.
+/// BF16: both operands rounded to bf16, f32 accumulation (a bf16 model).
+/// Must not be called from inside an OpenMP parallel region.
+template <int N, int K, bool BF16 = false>
+inline void linear(const float *a, int64_t M, const float *w, float *y) {
+  detail::linearBeta<N, K, BF16>(a, M, w, 0.0f, y);
+}
+
+/// y[M, N] += a[M, K] * w^T: the fused residual add.
+template <int N, int K, bool BF16 = false>
+inline void linear_residual(const float *a, int64_t M, const float *w,
+                            float *y) {
+  detail::linearBeta<N, K, BF16>(a, M, w, 1.0f, y);
 }
 
 namespace detail {

@@ -184,25 +184,35 @@ inline double bce_with_logits(const float *z, const int32_t *target, int64_t B,
 //===----------------------------------------------------------------------===//
 
 /// da[M, K] (+)= dy[M, N] * w[N, K] (w in nn.Linear layout). M may be 0.
+/// BF16: both operands rounded to bf16 (a bf16 model; da stays f32).
 /// Must not be called from inside an OpenMP parallel region.
-template <int N, int K>
+template <int N, int K, bool BF16 = false>
 inline void linear_dgrad(const float *dy, int64_t M, const float *w, float *da,
                          bool accumulate) {
   if (M <= 0)
     return;
+  if (BF16) {
+    dy = detail::bf16Copy(dy, M * N, 0);
+    w = detail::bf16Copy(w, int64_t(N) * K, 1);
+  }
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(M), K,
               N, 1.0f, dy, N, w, K, accumulate ? 1.0f : 0.0f, da, K);
 }
 
 /// dw[N, K] (+)= dy[M, N]^T * a[M, K]. M may be 0 (then dw is zeroed unless
-/// accumulating). Must not be called from inside an OpenMP parallel region.
-template <int N, int K>
+/// accumulating). BF16: both operands rounded to bf16. Must not be called
+/// from inside an OpenMP parallel region.
+template <int N, int K, bool BF16 = false>
 inline void linear_wgrad(const float *dy, int64_t M, const float *a, float *dw,
                          bool accumulate) {
   if (M <= 0) {
     if (!accumulate)
       std::memset(dw, 0, sizeof(float) * N * K);
     return;
+  }
+  if (BF16) {
+    dy = detail::bf16Copy(dy, M * N, 0);
+    a = detail::bf16Copy(a, M * K, 1);
   }
   cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, N, K,
               static_cast<int>(M), 1.0f, dy, N, a, K, accumulate ? 1.0f : 0.0f,

@@ -42,6 +42,9 @@
 #include <cmath>
 #include <cstdint>
 #include <type_traits>
+#if defined(__CUDACC__)
+#include <cuda_bf16.h>
+#endif
 
 /// The GEMMs and the attention run on tensor cores (mma.m16n8k8 tf32 with the
 /// 3xTF32 split, sm_80 and later) unless this is defined to 0 (the SIMT f32
@@ -67,6 +70,17 @@ __device__ __forceinline__ int64_t minI64(int64_t a, int64_t b) {
 
 __device__ __forceinline__ float geluf(float x) {
   return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
+}
+
+/// x rounded to the nearest bf16 (ties to even), as the f32 of the same
+/// value: the CPU prelude's bf16_round, bit for bit (NaN stays NaN).
+__device__ __forceinline__ float bf16Round(float x) {
+  uint32_t u = __float_as_uint(x);
+  if ((u & 0x7fffffffu) > 0x7f800000u)
+    u |= 0x00400000u;
+  else
+    u += 0x7fffu + ((u >> 16) & 1u);
+  return __uint_as_float(u & 0xffff0000u);
 }
 
 /// Exclusive prefix sum over the block of one int per thread (blockDim a
@@ -217,8 +231,9 @@ __device__ __forceinline__ void tileSlot(int idx, int &r, int &c) {
 /// argument), and the reduction length L = *dynRows when DYN == 2. DYN == 3
 /// is the split reduction (splitReduction): the reduction length is *dynRows,
 /// the L argument the chunk length, and CTA z of the grid's z dimension
-/// writes its chunk's partial product.
-template <typename T, bool AK, bool BKc, int DYN, int EPI>
+/// writes its chunk's partial product. BF: the operands are rounded to bf16
+/// as they enter shared memory (a bf16 model's products).
+template <typename T, bool AK, bool BKc, int DYN, int EPI, bool BF>
 __global__ __launch_bounds__(kThreads, T::MINB) void gemmKernel(
     const float *__restrict__ A, int64_t lda, const float *__restrict__ B,
     int64_t ldb, float *C, int64_t ldc, const float *aux, int64_t M,
@@ -277,13 +292,13 @@ __global__ __launch_bounds__(kThreads, T::MINB) void gemmKernel(
     for (int i = 0; i < LA; ++i) {
       int r, c;
       slotA(i, r, c);
-      As[buf][c][r] = ra[i];
+      As[buf][c][r] = BF ? bf16Round(ra[i]) : ra[i];
     }
 #pragma unroll
     for (int i = 0; i < LB; ++i) {
       int r, c;
       slotB(i, r, c);
-      Bs[buf][c][r] = rb[i];
+      Bs[buf][c][r] = BF ? bf16Round(rb[i]) : rb[i];
     }
   };
 
@@ -607,6 +622,69 @@ __device__ __forceinline__ void mma3xTf32(float (&acc)[MI][NI][4], FA fragA,
 #endif
 }
 
+//===----------------------------------------------------------------------===//
+// Tensor cores on bf16 operands: mma.m16n8k8, f32 accumulators
+//===----------------------------------------------------------------------===//
+
+/// Two f32 values rounded to bf16 (to nearest, ties to even) and packed as
+/// the .bf16x2 register of an mma fragment: lo in the low half.
+__device__ __forceinline__ uint32_t packBf16x2(float lo, float hi) {
+#if defined(__CUDACC__)
+  __nv_bfloat162 p = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<uint32_t *>(&p);
+#else
+  return (__float_as_uint(bf16Round(lo)) >> 16) |
+         (__float_as_uint(bf16Round(hi)) & 0xffff0000u);
+#endif
+}
+
+#if !defined(__CUDACC__)
+/// The f32 value of the bf16 in half h (0: low) of a .bf16x2 register.
+inline float bf16Half(uint32_t reg, int h) {
+  return __uint_as_float(h ? reg & 0xffff0000u : reg << 16);
+}
+#endif
+
+/// d = A B + c with A 16x8 (row), B 8x8 (col), bf16 operands and f32
+/// accumulators, for the whole warp. Fragments as the PTX ISA's "Matrix
+/// Fragments for mma.m16n8k8" (.bf16), with g = lane >> 2, t = lane % 4,
+/// the lower index of each pair in the low half:
+///   a0 = A[g][2t, 2t+1], a1 = A[g+8][2t, 2t+1]; b0 = B[2t, 2t+1][g];
+///   c0,c1 = C[g][2t], C[g][2t+1]; c2,c3 = C[g+8][2t], C[g+8][2t+1].
+/// The products of bf16 values are exact in f32; the emulation adds them to
+/// c in k order (the hardware's order of that sum is not specified).
+__device__ __forceinline__ void mma_bf16_m16n8k8(float d[4],
+                                                 const uint32_t a[2],
+                                                 uint32_t b, const float c[4]) {
+#if defined(__CUDACC__)
+  asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.bf16.bf16.f32 "
+               "{%0, %1, %2, %3}, {%4, %5}, {%6}, {%7, %8, %9, %10};\n"
+               : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+               : "r"(a[0]), "r"(a[1]), "r"(b), "f"(c[0]), "f"(c[1]), "f"(c[2]),
+                 "f"(c[3]));
+#else
+  const uint32_t regs[3] = {a[0], a[1], b};
+  const auto slot = mmaPost(regs, 3);
+  __syncwarp();
+  const int g = mmaLane() >> 2, t = mmaLane() & 3;
+  float out[4];
+  for (int i = 0; i < 4; ++i) {
+    const int row = g + 8 * (i >> 1), col = 2 * t + (i & 1);
+    float s = c[i];
+    for (int k = 0; k < 8; ++k) {
+      // A[row][k]: lane (row % 8) * 4 + k / 2, register row >= 8;
+      // B[k][col]: lane col * 4 + k / 2; half k % 2 of each.
+      const float av = bf16Half(slot[(row % 8) * 4 + k / 2][row >= 8], k % 2);
+      const float bv = bf16Half(slot[col * 4 + k / 2][2], k % 2);
+      s = fmaf(av, bv, s);
+    }
+    out[i] = s;
+  }
+  for (int i = 0; i < 4; ++i)
+    d[i] = out[i];
+#endif
+}
+
 /// Asynchronous 4-byte copy global -> shared (cp.async, sm_80+), or zero
 /// into *dst when !in (src-size 0: src is not read). The emulation copies at
 /// once.
@@ -713,8 +791,10 @@ template <int R, int BK, bool KC> struct TcSmem {
 /// cp.async into double-buffered shared tiles (the next tile's copy in
 /// flight during the math); each k8 step splits the
 /// fragments into tf32 hi/lo and adds lo*hi + hi*lo + hi*hi (small terms
-/// first, three mma.m16n8k8) to the f32 accumulators (mma3xTf32).
-template <typename T, bool AK, bool BKc, int DYN, int EPI>
+/// first, three mma.m16n8k8) to the f32 accumulators (mma3xTf32). BF: one
+/// bf16 mma.m16n8k8 per k8 step instead, on the operands rounded to bf16 as
+/// the fragments are formed (a bf16 model's products).
+template <typename T, bool AK, bool BKc, int DYN, int EPI, bool BF>
 __global__ __launch_bounds__(kThreads, T::MINB) void gemmTcKernel(
     const float *__restrict__ A, int64_t lda, const float *__restrict__ B,
     int64_t ldb, float *C, int64_t ldc, const float *aux, int64_t M,
@@ -799,6 +879,29 @@ __global__ __launch_bounds__(kThreads, T::MINB) void gemmTcKernel(
     const float *as = As[buf], *bs = Bs[buf];
 #pragma unroll
     for (int kk = 0; kk < BK; kk += 8) {
+      if constexpr (BF) {
+        // Columns 2t, 2t + 1 of the k8 step in each register.
+        uint32_t fb[NI];
+#pragma unroll
+        for (int j = 0; j < NI; ++j) {
+          const int n = wn0 + j * 8 + g;
+          fb[j] = packBf16x2(bs[SB::at(n, kk + 2 * tg)],
+                             bs[SB::at(n, kk + 2 * tg + 1)]);
+        }
+#pragma unroll
+        for (int i = 0; i < MI; ++i) {
+          const int r = wm0 + i * 16 + g;
+          const uint32_t fa[2] = {
+              packBf16x2(as[SA::at(r, kk + 2 * tg)],
+                         as[SA::at(r, kk + 2 * tg + 1)]),
+              packBf16x2(as[SA::at(r + 8, kk + 2 * tg)],
+                         as[SA::at(r + 8, kk + 2 * tg + 1)])};
+#pragma unroll
+          for (int j = 0; j < NI; ++j)
+            mma_bf16_m16n8k8(acc[i][j], fa, fb[j], acc[i][j]);
+        }
+        continue;
+      }
       auto fragA = [&](int i, float (&f)[4]) {
         const int r = wm0 + i * 16 + g;
         f[0] = as[SA::at(r, kk + tg)];
@@ -859,36 +962,36 @@ inline bool &gemmTensorCores() {
 #endif
 
 /// The kernel of a path and tile size (only that one is instantiated).
-template <bool TC, bool Large, bool AK, bool BKc, int DYN, int EPI>
+template <bool TC, bool Large, bool AK, bool BKc, int DYN, int EPI, bool BF>
 inline auto gemmKernelFor() {
   if constexpr (TC)
     return gemmTcKernel<std::conditional_t<Large, TcLarge, TcSmall>, AK, BKc,
-                        DYN, EPI>;
+                        DYN, EPI, BF>;
   else
     return gemmKernel<std::conditional_t<Large, GemmLarge, GemmSmall>, AK, BKc,
-                      DYN, EPI>;
+                      DYN, EPI, BF>;
 }
 
-template <bool TC, bool AK, bool BKc, int DYN, int EPI>
+template <bool TC, bool AK, bool BKc, int DYN, int EPI, bool BF>
 inline void launchGemmPath(const float *A, int64_t lda, const float *B,
-                           int64_t ldb, float *C, int64_t ldc,
-                           const float *aux, int64_t M, int64_t Ncols,
-                           int64_t L, const int64_t *dynRows,
-                           cudaStream_t stream, unsigned splits) {
+                           int64_t ldb, float *C, int64_t ldc, const float *aux,
+                           int64_t M, int64_t Ncols, int64_t L,
+                           const int64_t *dynRows, cudaStream_t stream,
+                           unsigned splits) {
   // The large tile only where it still gives a few waves of CTAs.
   const int64_t largeCtas = ceilDiv(M, 128) * ceilDiv(Ncols, 128);
   int choice = gemmTileOverride();
   if (choice == 0)
     choice = largeCtas >= 264 ? 2 : 1;
   if (choice == 2) {
-    auto k = gemmKernelFor<TC, true, AK, BKc, DYN, EPI>();
+    auto k = gemmKernelFor<TC, true, AK, BKc, DYN, EPI, BF>();
     MODC_LAUNCH(k,
                 dim3(unsigned(ceilDiv(Ncols, 128)), unsigned(ceilDiv(M, 128)),
                      splits),
                 kThreads, 0, stream, A, lda, B, ldb, C, ldc, aux, M, Ncols, L,
                 dynRows);
   } else {
-    auto k = gemmKernelFor<TC, false, AK, BKc, DYN, EPI>();
+    auto k = gemmKernelFor<TC, false, AK, BKc, DYN, EPI, BF>();
     MODC_LAUNCH(k,
                 dim3(unsigned(ceilDiv(Ncols, 64)), unsigned(ceilDiv(M, 64)),
                      splits),
@@ -899,25 +1002,25 @@ inline void launchGemmPath(const float *A, int64_t lda, const float *B,
 
 /// C = epilogue(A B) over the tensor-core kernel (3xTF32) unless
 /// MODC_CUDA_TENSOR_CORES is 0, else over the SIMT f32 kernel. `splits`
-/// CTAs along z (DYN == 3 only: the chunks of the split reduction).
-template <bool AK, bool BKc, int DYN, int EPI>
-inline void launchGemm(const float *A, int64_t lda, const float *B,
-                       int64_t ldb, float *C, int64_t ldc, const float *aux,
-                       int64_t M, int64_t Ncols, int64_t L,
-                       const int64_t *dynRows, cudaStream_t stream,
-                       unsigned splits = 1) {
+/// CTAs along z (DYN == 3 only: the chunks of the split reduction). BF: the
+/// operands are rounded to bf16 (bf16 mma on the tensor-core path).
+template <bool AK, bool BKc, int DYN, int EPI, bool BF = false>
+inline void launchGemm(const float *A, int64_t lda, const float *B, int64_t ldb,
+                       float *C, int64_t ldc, const float *aux, int64_t M,
+                       int64_t Ncols, int64_t L, const int64_t *dynRows,
+                       cudaStream_t stream, unsigned splits = 1) {
   if (M <= 0 || Ncols <= 0)
     return;
 #if defined(__CUDACC__)
-  launchGemmPath<MODC_CUDA_TENSOR_CORES != 0, AK, BKc, DYN, EPI>(
+  launchGemmPath<MODC_CUDA_TENSOR_CORES != 0, AK, BKc, DYN, EPI, BF>(
       A, lda, B, ldb, C, ldc, aux, M, Ncols, L, dynRows, stream, splits);
 #else
   if (gemmTensorCores())
-    launchGemmPath<true, AK, BKc, DYN, EPI>(A, lda, B, ldb, C, ldc, aux, M,
-                                            Ncols, L, dynRows, stream, splits);
+    launchGemmPath<true, AK, BKc, DYN, EPI, BF>(
+        A, lda, B, ldb, C, ldc, aux, M, Ncols, L, dynRows, stream, splits);
   else
-    launchGemmPath<false, AK, BKc, DYN, EPI>(A, lda, B, ldb, C, ldc, aux, M,
-                                             Ncols, L, dynRows, stream, splits);
+    launchGemmPath<false, AK, BKc, DYN, EPI, BF>(
+        A, lda, B, ldb, C, ldc, aux, M, Ncols, L, dynRows, stream, splits);
 #endif
 }
 
@@ -927,17 +1030,17 @@ template <int N, int K> constexpr bool gemmWidthsOk() {
   return N > 0 && K > 0 && N < (1 << 24) && K < (1 << 24);
 }
 
-template <int N, int K, int EPI>
+template <int N, int K, int EPI, bool BF>
 inline void linearEpi(const float *a, const int64_t *rows, int64_t max_rows,
                       const float *w, const float *aux, float *y,
                       cudaStream_t stream) {
   static_assert(gemmWidthsOk<N, K>(), "GEMM widths must be in [1, 2^24)");
   if (rows)
-    launchGemm<true, true, 1, EPI>(a, K, w, K, y, N, aux, max_rows, N, K, rows,
-                                   stream);
+    launchGemm<true, true, 1, EPI, BF>(a, K, w, K, y, N, aux, max_rows, N, K,
+                                       rows, stream);
   else
-    launchGemm<true, true, 0, EPI>(a, K, w, K, y, N, aux, max_rows, N, K,
-                                   nullptr, stream);
+    launchGemm<true, true, 0, EPI, BF>(a, K, w, K, y, N, aux, max_rows, N, K,
+                                       nullptr, stream);
 }
 
 //===----------------------------------------------------------------------===//
@@ -1067,6 +1170,16 @@ __global__ __launch_bounds__(kThreads) void geluKernel(float *x,
   for (int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; e < total;
        e += int64_t(gridDim.x) * blockDim.x)
     x[e] = geluf(x[e]);
+}
+
+template <int N>
+__global__
+__launch_bounds__(kThreads) void roundBf16Kernel(float *x,
+                                                 const int64_t *rows) {
+  const int64_t total = *rows * N;
+  for (int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; e < total;
+       e += int64_t(gridDim.x) * blockDim.x)
+    x[e] = bf16Round(x[e]);
 }
 
 template <int N>
@@ -1881,70 +1994,70 @@ inline void launchAttention(dim3 grid, const float *q, const float *k,
 // Host wrappers
 //===----------------------------------------------------------------------===//
 
-/// y[m, n] = sum_k a[m, k] w[n, k] for m < *rows; w is [N, K].
-template <int N, int K>
+/// y[m, n] = sum_k a[m, k] w[n, k] for m < *rows; w is [N, K]. BF16 (here
+/// and in every product below): both operands rounded to bf16, f32
+/// accumulation (a bf16 model).
+template <int N, int K, bool BF16 = false>
 inline void linear(const float *a, const int64_t *rows, int64_t max_rows,
                    const float *w, float *y, cudaStream_t stream) {
-  detail::linearEpi<N, K, detail::EpiStore>(a, rows, max_rows, w, nullptr, y,
-                                            stream);
+  detail::linearEpi<N, K, detail::EpiStore, BF16>(a, rows, max_rows, w, nullptr,
+                                                  y, stream);
 }
 
 /// y = residual + a w^T (residual may be y).
-template <int N, int K>
+template <int N, int K, bool BF16 = false>
 inline void linear_residual(const float *a, const int64_t *rows,
                             int64_t max_rows, const float *w,
                             const float *residual, float *y,
                             cudaStream_t stream) {
-  detail::linearEpi<N, K, detail::EpiAdd>(a, rows, max_rows, w, residual, y,
-                                          stream);
+  detail::linearEpi<N, K, detail::EpiAdd, BF16>(a, rows, max_rows, w, residual,
+                                                y, stream);
 }
 
 /// y = gelu(a w^T), exact GELU.
-template <int N, int K>
+template <int N, int K, bool BF16 = false>
 inline void linear_gelu(const float *a, const int64_t *rows, int64_t max_rows,
                         const float *w, float *y, cudaStream_t stream) {
-  detail::linearEpi<N, K, detail::EpiGelu>(a, rows, max_rows, w, nullptr, y,
-                                           stream);
+  detail::linearEpi<N, K, detail::EpiGelu, BF16>(a, rows, max_rows, w, nullptr,
+                                                 y, stream);
 }
 
 /// gate_scratch = a w_gate^T; y = silu(gate_scratch) * (a w_up^T), the CPU's
 /// linear + linear + swiglu (gate_scratch keeps the gate pre-activation).
-template <int N, int K>
-inline void linear_swiglu(const float *a, const int64_t *rows,
-                          int64_t max_rows, const float *w_gate,
-                          const float *w_up, float *gate_scratch, float *y,
-                          cudaStream_t stream) {
-  detail::linearEpi<N, K, detail::EpiStore>(a, rows, max_rows, w_gate, nullptr,
-                                            gate_scratch, stream);
-  detail::linearEpi<N, K, detail::EpiSwiglu>(a, rows, max_rows, w_up,
-                                             gate_scratch, y, stream);
+template <int N, int K, bool BF16 = false>
+inline void linear_swiglu(const float *a, const int64_t *rows, int64_t max_rows,
+                          const float *w_gate, const float *w_up,
+                          float *gate_scratch, float *y, cudaStream_t stream) {
+  detail::linearEpi<N, K, detail::EpiStore, BF16>(
+      a, rows, max_rows, w_gate, nullptr, gate_scratch, stream);
+  detail::linearEpi<N, K, detail::EpiSwiglu, BF16>(a, rows, max_rows, w_up,
+                                                   gate_scratch, y, stream);
 }
 
 /// da[m, k] (+)= sum_n dy[m, n] w[n, k] for m < *rows.
-template <int N, int K>
-inline void linear_dgrad(const float *dy, const int64_t *rows,
-                         int64_t max_rows, const float *w, float *da,
-                         bool accumulate, cudaStream_t stream) {
+template <int N, int K, bool BF16 = false>
+inline void linear_dgrad(const float *dy, const int64_t *rows, int64_t max_rows,
+                         const float *w, float *da, bool accumulate,
+                         cudaStream_t stream) {
   static_assert(detail::gemmWidthsOk<N, K>(), "GEMM widths must be in [1, 2^24)");
   if (accumulate)
-    detail::launchGemm<true, false, 1, detail::EpiAdd>(
+    detail::launchGemm<true, false, 1, detail::EpiAdd, BF16>(
         dy, N, w, K, da, K, da, max_rows, K, N, rows, stream);
   else
-    detail::launchGemm<true, false, 1, detail::EpiStore>(
+    detail::launchGemm<true, false, 1, detail::EpiStore, BF16>(
         dy, N, w, K, da, K, nullptr, max_rows, K, N, rows, stream);
 }
 
 /// dw[n, k] += sum_{m < *rows} dy[m, n] a[m, k]; one CTA per output tile
 /// reduces over all rows (deterministic, no atomics). The overload with
 /// scratch below splits the rows where the output has few tiles.
-template <int N, int K>
-inline void linear_wgrad(const float *dy, const int64_t *rows,
-                         int64_t max_rows, const float *a, float *dw,
-                         cudaStream_t stream) {
+template <int N, int K, bool BF16 = false>
+inline void linear_wgrad(const float *dy, const int64_t *rows, int64_t max_rows,
+                         const float *a, float *dw, cudaStream_t stream) {
   static_assert(detail::gemmWidthsOk<N, K>(), "GEMM widths must be in [1, 2^24)");
   (void)max_rows;
-  detail::launchGemm<false, false, 2, detail::EpiAdd>(dy, N, a, K, dw, K, dw, N,
-                                                      K, 0, rows, stream);
+  detail::launchGemm<false, false, 2, detail::EpiAdd, BF16>(
+      dy, N, a, K, dw, K, dw, N, K, 0, rows, stream);
 }
 
 /// Floats of scratch the split linear_wgrad needs for at most max_rows rows
@@ -1961,17 +2074,17 @@ inline int64_t linear_wgrad_scratch_floats(int64_t max_rows) {
 /// chunks that hold rows to dw in chunk order (deterministic: the result
 /// depends on *rows and max_rows, never on the run). `scratch`:
 /// linear_wgrad_scratch_floats<N, K>(max_rows) floats (null: no split).
-template <int N, int K>
-inline void linear_wgrad(const float *dy, const int64_t *rows,
-                         int64_t max_rows, const float *a, float *dw,
-                         float *scratch, cudaStream_t stream) {
+template <int N, int K, bool BF16 = false>
+inline void linear_wgrad(const float *dy, const int64_t *rows, int64_t max_rows,
+                         const float *a, float *dw, float *scratch,
+                         cudaStream_t stream) {
   static_assert(detail::gemmWidthsOk<N, K>(), "GEMM widths must be in [1, 2^24)");
   const detail::WgradSplit s = detail::wgradSplit<N, K>(max_rows);
   if (s.splits <= 1 || scratch == nullptr) {
-    linear_wgrad<N, K>(dy, rows, max_rows, a, dw, stream);
+    linear_wgrad<N, K, BF16>(dy, rows, max_rows, a, dw, stream);
     return;
   }
-  detail::launchGemm<false, false, 3, detail::EpiStore>(
+  detail::launchGemm<false, false, 3, detail::EpiStore, BF16>(
       dy, N, a, K, scratch, K, nullptr, N, K, s.chunk, rows, stream,
       unsigned(s.splits));
   auto k = detail::splitSumKernel;
@@ -1991,11 +2104,11 @@ inline void rope(float *x, const int64_t *rows, int64_t max_rows,
 }
 
 /// y = rope(a w^T), w is [H * HD, K].
-template <int H, int HD, int K>
+template <int H, int HD, int K, bool BF16 = false>
 inline void linear_rope(const float *a, const int64_t *rows, int64_t max_rows,
                         const float *w, const int32_t *pos, float theta,
                         float *y, cudaStream_t stream) {
-  linear<H * HD, K>(a, rows, max_rows, w, y, stream);
+  linear<H * HD, K, BF16>(a, rows, max_rows, w, y, stream);
   rope<H, HD>(y, rows, max_rows, pos, theta, stream);
 }
 
@@ -2006,6 +2119,18 @@ inline void gelu(float *x, const int64_t *rows, int64_t max_rows,
   if (max_rows <= 0)
     return;
   auto k = detail::geluKernel<N>;
+  MODC_LAUNCH(k, detail::strideGrid(max_rows * N), detail::kThreads, 0, stream,
+              x, rows);
+}
+
+/// x[rows, N] rounded to bf16 in place (the query, key and value rows of a
+/// bf16 model): the CPU's round_bf16.
+template <int N>
+inline void round_bf16(float *x, const int64_t *rows, int64_t max_rows,
+                       cudaStream_t stream) {
+  if (max_rows <= 0)
+    return;
+  auto k = detail::roundBf16Kernel<N>;
   MODC_LAUNCH(k, detail::strideGrid(max_rows * N), detail::kThreads, 0, stream,
               x, rows);
 }
@@ -2122,8 +2247,8 @@ inline void predictor(const float *x, int64_t n, const float *fc1_w,
                       cudaStream_t stream) {
   if (n <= 0)
     return;
-  detail::linearEpi<HID, D, detail::EpiBiasSilu>(x, nullptr, n, fc1_w, fc1_b,
-                                                 hidden, stream);
+  detail::linearEpi<HID, D, detail::EpiBiasSilu, false>(x, nullptr, n, fc1_w,
+                                                        fc1_b, hidden, stream);
   auto k = detail::predictorOutKernel<HID>;
   MODC_LAUNCH(k, unsigned(ceilDiv(n, detail::kRowWarps)), detail::kThreads, 0,
               stream, hidden, n, fc2_w, fc2_b, out);

@@ -18,11 +18,21 @@ def Modk_EntryOp : Modk_Op<"entry", [Symbol, SingleBlock, NoTerminator,
     every parameter of the model in ABI order (name, shape, init).
     `model` is the normalised model description (JSON) the plan was made
     from. `workspace_bytes_per_sequence` is set by `modk-plan-memory`.
+    `dtype = "bf16"` (the model's dtype; absent: f32) makes every matrix
+    product (gemm, gemm_dgrad, gemm_wgrad) read its operands rounded to bf16
+    and accumulate in f32, and rounds the query, key and value rows that
+    attention reads (and the KV cache holds) to bf16: the values bf16
+    storage gives. Everything else stays f32.
   }];
   let arguments = (ins SymbolNameAttr:$sym_name, StrAttr:$model,
                    I64Attr:$seq_len, I64Attr:$vocab_size, ArrayAttr:$params,
                    ArrayAttr:$modes,
-                   OptionalAttr<I64Attr>:$workspace_bytes_per_sequence);
+                   OptionalAttr<I64Attr>:$workspace_bytes_per_sequence,
+                   OptionalAttr<StrAttr>:$dtype);
+  let extraClassDeclaration = [{
+    /// Whether the entry's products and attention inputs are bf16.
+    bool isBf16() { return getDtype() && *getDtype() == "bf16"; }
+  }];
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = "$sym_name attr-dict-with-keyword $body";
   let hasVerifier = 1;

@@ -1,0 +1,245 @@
+//===- CudaBf16EmuTest.cpp - bf16 products of the CUDA kernels (emulated) -===//
+//
+// A bf16 model's products round both operands to bf16 and accumulate in f32:
+// the CUDA GEMMs (bf16 mma.m16n8k8 on the tensor-core path, rounded shared
+// tiles on the SIMT path) against an fp64 product of the rounded operands
+// and against the CPU prelude's bf16 GEMMs; the rounding itself against its
+// definition; the mma's fragment layout against a plain 16x8x8 product.
+//
+//===----------------------------------------------------------------------===//
+
+#include "CudaCommon.cuh"
+#include "CudaKernels.cuh"
+
+#include "CpuKernels.h"
+#include "CpuKernelsTrain.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "EmuTestData.h"
+
+namespace {
+using namespace modc_emu_test;
+using modk_cuda::detail::bf16Round;
+
+/// x rounded to bf16 by its definition: 8 significant bits, to nearest,
+/// ties to even (the default mode of nearbyint).
+double bf16Exact(double x) {
+  if (x == 0.0 || !std::isfinite(x))
+    return x;
+  int e;
+  const double m = std::frexp(x, &e);
+  return std::ldexp(std::nearbyint(std::ldexp(m, 8)), e - 8);
+}
+
+TEST(CudaBf16, RoundingMatchesDefinitionAndCpu) {
+  auto bits = [](float x) { return __float_as_uint(x); };
+  const float ulp = 0x1p-7f;                              // bf16 ulp at 1
+  EXPECT_EQ(bits(bf16Round(1.0f + 0x1p-8f)), bits(1.0f)); // tie: to even
+  EXPECT_EQ(bits(bf16Round(1.0f + 3 * 0x1p-8f)), bits(1.0f + 2 * ulp));
+  EXPECT_EQ(bits(bf16Round(-(1.0f + 3 * 0x1p-8f))), bits(-(1.0f + 2 * ulp)));
+  EXPECT_EQ(bits(bf16Round(std::nextafter(1.0f + 0x1p-8f, 2.0f))),
+            bits(1.0f + ulp));
+  EXPECT_EQ(bits(bf16Round(std::numeric_limits<float>::max())),
+            bits(INFINITY)); // past the largest bf16
+  EXPECT_EQ(bits(bf16Round(INFINITY)), bits(INFINITY));
+  EXPECT_EQ(bits(bf16Round(-0.0f)), bits(-0.0f));
+  EXPECT_TRUE(std::isnan(bf16Round(std::numeric_limits<float>::quiet_NaN())));
+  EXPECT_TRUE(std::isnan(bf16Round(__uint_as_float(0x7f800001u))));
+  for (float x : randomFloats(1 << 14, 3001, -300.0f, 300.0f)) {
+    ASSERT_EQ(double(bf16Round(x)), bf16Exact(x)) << x;
+    ASSERT_EQ(bits(bf16Round(x)), bits(modk_cpu::bf16_round(x))) << x;
+  }
+}
+
+/// One warp per 16x8x8 problem: the fragments placed as the PTX ISA documents
+/// them for mma.m16n8k8 .bf16 (g = lane >> 2, t = lane % 4, element 2i of
+/// a pair in the low half): a0 = A[g][2t..2t+1], a1 = A[g+8][2t..2t+1],
+/// b0 = B[2t..2t+1][g]; c as for .tf32. A and B hold bf16 values already.
+__global__ void mmaBf16FragmentKernel(const float *A, const float *B,
+                                      const float *C, float *D) {
+  const int w = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int g = lane >> 2, t = lane & 3;
+  const float *a = A + w * 128, *b = B + w * 64, *c = C + w * 128;
+  auto pair = [](float lo, float hi) {
+    return (__float_as_uint(lo) >> 16) | (__float_as_uint(hi) & 0xffff0000u);
+  };
+  const uint32_t af[2] = {
+      pair(a[g * 8 + 2 * t], a[g * 8 + 2 * t + 1]),
+      pair(a[(g + 8) * 8 + 2 * t], a[(g + 8) * 8 + 2 * t + 1])};
+  const uint32_t bf = pair(b[(2 * t) * 8 + g], b[(2 * t + 1) * 8 + g]);
+  const float cf[4] = {c[g * 8 + 2 * t], c[g * 8 + 2 * t + 1],
+                       c[(g + 8) * 8 + 2 * t], c[(g + 8) * 8 + 2 * t + 1]};
+  float d[4];
+  modk_cuda::detail::mma_bf16_m16n8k8(d, af, bf, cf);
+  float *o = D + w * 128;
+  o[g * 8 + 2 * t] = d[0];
+  o[g * 8 + 2 * t + 1] = d[1];
+  o[(g + 8) * 8 + 2 * t] = d[2];
+  o[(g + 8) * 8 + 2 * t + 1] = d[3];
+}
+
+TEST(CudaBf16, MmaFragmentLayout) {
+  constexpr int W = 2;
+  for (uint32_t seed = 1; seed <= 3; ++seed) {
+    auto A = randomFloats(W * 128, 3100 + seed, -4, 4);
+    auto B = randomFloats(W * 64, 3110 + seed, -4, 4);
+    auto C = randomFloats(W * 128, 3120 + seed, -8, 8);
+    for (float &x : A)
+      x = bf16Round(x);
+    for (float &x : B)
+      x = bf16Round(x);
+    std::vector<float> D(W * 128, kSentinel);
+    MODC_LAUNCH(mmaBf16FragmentKernel, 1, W * 32, 0, nullptr, A.data(),
+                B.data(), C.data(), D.data());
+    for (int w = 0; w < W; ++w)
+      for (int m = 0; m < 16; ++m)
+        for (int n = 0; n < 8; ++n) {
+          double want = C[w * 128 + m * 8 + n], mag = std::fabs(want);
+          for (int k = 0; k < 8; ++k) {
+            const double p =
+                double(A[w * 128 + m * 8 + k]) * B[w * 64 + k * 8 + n];
+            want += p;
+            mag += std::fabs(p);
+          }
+          EXPECT_NEAR(D[w * 128 + m * 8 + n], want, 8 * 0x1p-24 * mag)
+              << "warp " << w << " D[" << m << "][" << n << "]";
+        }
+  }
+}
+
+/// Runs f on the SIMT and on the tensor-core GEMM, each tile choice.
+template <typename F> void forEachPathAndTile(F f) {
+  for (int tc = 0; tc <= 1; ++tc) {
+    modk_cuda::detail::gemmTensorCores() = tc != 0;
+    for (int tile = 0; tile <= 2; ++tile) {
+      modk_cuda::detail::gemmTileOverride() = tile;
+      SCOPED_TRACE(testing::Message()
+                   << (tc ? "tensor cores" : "SIMT") << ", tile " << tile);
+      f();
+    }
+  }
+  modk_cuda::detail::gemmTileOverride() = 0;
+  modk_cuda::detail::gemmTensorCores() = MODC_CUDA_TENSOR_CORES != 0;
+}
+
+/// |got - want| <= tol * max(1, |want|) for every element.
+void expectClose(const std::vector<float> &got, const std::vector<double> &want,
+                 double tol, const char *what) {
+  ASSERT_EQ(got.size(), want.size());
+  int bad = 0;
+  for (size_t i = 0; i < got.size() && bad < 8; ++i)
+    if (!(std::fabs(got[i] - want[i]) <=
+          tol * std::max(1.0, std::fabs(want[i])))) {
+      ADD_FAILURE() << what << "[" << i << "]: got " << got[i] << ", want "
+                    << want[i];
+      ++bad;
+    }
+}
+
+/// y = a w^T with bf16 operands: the CUDA wrapper, the CPU prelude and an
+/// fp64 product of the rounded operands agree to f32 accumulation error;
+/// the f32 product is farther off than that (the rounding really happens).
+template <int N, int K> void checkLinearBf16(int64_t rows, uint32_t seed) {
+  auto a = randomFloats(rows * K, seed),
+       w = randomFloats(int64_t(N) * K, seed + 1);
+  std::vector<double> exact(rows * N), exactF32(rows * N);
+  for (int64_t m = 0; m < rows; ++m)
+    for (int n = 0; n < N; ++n) {
+      double s = 0.0, s32 = 0.0;
+      for (int k = 0; k < K; ++k) {
+        s += bf16Exact(a[m * K + k]) * bf16Exact(w[n * K + k]);
+        s32 += double(a[m * K + k]) * w[n * K + k];
+      }
+      exact[m * N + n] = s;
+      exactF32[m * N + n] = s32;
+    }
+  std::vector<float> cpu(rows * N);
+  modk_cpu::linear<N, K, true>(a.data(), rows, w.data(), cpu.data());
+  expectClose(cpu, exact, 1e-5, "CPU bf16 linear");
+  double offF32 = 0.0;
+  for (size_t i = 0; i < exact.size(); ++i)
+    offF32 = std::max(offF32, std::fabs(exact[i] - exactF32[i]));
+  EXPECT_GT(offF32, 1e-3) << "bf16 and f32 products should differ";
+  forEachPathAndTile([&] {
+    std::vector<float> y(rows * N, kSentinel);
+    int64_t dRows = rows;
+    modk_cuda::linear<N, K, true>(a.data(), &dRows, rows, w.data(), y.data(),
+                                  nullptr);
+    expectClose(y, exact, 1e-5, "CUDA bf16 linear");
+  });
+}
+
+TEST(CudaBf16, Linear) {
+  checkLinearBf16<70, 45>(37, 3201);
+  checkLinearBf16<130, 64>(129, 3202);
+}
+
+/// dgrad and wgrad (unsplit and split) with bf16 operands against fp64.
+TEST(CudaBf16, DgradAndWgrad) {
+  constexpr int N = 40, K = 72;
+  const int64_t rows = 300;
+  auto dy = randomFloats(rows * N, 3301), w = randomFloats(N * K, 3302);
+  auto a = randomFloats(rows * K, 3303);
+  std::vector<double> da(rows * K, 0.0), dw(N * K, 0.0);
+  for (int64_t m = 0; m < rows; ++m)
+    for (int n = 0; n < N; ++n)
+      for (int k = 0; k < K; ++k) {
+        da[m * K + k] += bf16Exact(dy[m * N + n]) * bf16Exact(w[n * K + k]);
+        dw[n * K + k] += bf16Exact(dy[m * N + n]) * bf16Exact(a[m * K + k]);
+      }
+  std::vector<float> cpuDa(rows * K), cpuDw(N * K, 0.0f);
+  modk_cpu::linear_dgrad<N, K, true>(dy.data(), rows, w.data(), cpuDa.data(),
+                                     false);
+  modk_cpu::linear_wgrad<N, K, true>(dy.data(), rows, a.data(), cpuDw.data(),
+                                     false);
+  expectClose(cpuDa, da, 1e-5, "CPU bf16 dgrad");
+  expectClose(cpuDw, dw, 1e-5, "CPU bf16 wgrad");
+  forEachPathAndTile([&] {
+    int64_t dRows = rows;
+    std::vector<float> gotDa(rows * K, kSentinel), gotDw(N * K, 0.0f);
+    modk_cuda::linear_dgrad<N, K, true>(dy.data(), &dRows, rows, w.data(),
+                                        gotDa.data(), false, nullptr);
+    modk_cuda::linear_wgrad<N, K, true>(dy.data(), &dRows, rows, a.data(),
+                                        gotDw.data(), nullptr);
+    expectClose(gotDa, da, 1e-5, "CUDA bf16 dgrad");
+    expectClose(gotDw, dw, 1e-5, "CUDA bf16 wgrad");
+    // Split into row chunks (scratch), summed in chunk order.
+    modk_cuda::detail::wgradChunkOverride() = 64;
+    const int64_t floats = modk_cuda::linear_wgrad_scratch_floats<N, K>(rows);
+    ASSERT_GT(floats, 0);
+    std::vector<float> scratch(floats), splitDw(N * K, 0.0f);
+    modk_cuda::linear_wgrad<N, K, true>(dy.data(), &dRows, rows, a.data(),
+                                        splitDw.data(), scratch.data(),
+                                        nullptr);
+    modk_cuda::detail::wgradChunkOverride() = 0;
+    expectClose(splitDw, dw, 1e-5, "CUDA bf16 split wgrad");
+  });
+}
+
+/// round_bf16 rounds the rows below the count and leaves the others.
+TEST(CudaBf16, RoundRows) {
+  constexpr int N = 48;
+  const int64_t rows = 5, maxRows = 7;
+  auto x = randomFloats(maxRows * N, 3401, -50.0f, 50.0f);
+  std::vector<float> got(x);
+  int64_t dRows = rows;
+  modk_cuda::round_bf16<N>(got.data(), &dRows, maxRows, nullptr);
+  std::vector<float> cpu(x);
+  modk_cpu::round_bf16<N>(cpu.data(), rows);
+  for (int64_t i = 0; i < maxRows * N; ++i) {
+    if (i < rows * N) {
+      ASSERT_EQ(double(got[i]), bf16Exact(x[i])) << i;
+      ASSERT_EQ(__float_as_uint(got[i]), __float_as_uint(cpu[i])) << i;
+    } else {
+      ASSERT_EQ(__float_as_uint(got[i]), __float_as_uint(x[i])) << i;
+    }
+  }
+}
+
+} // namespace
