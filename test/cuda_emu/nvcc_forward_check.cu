@@ -67,8 +67,33 @@ void attentionHeadDims(cudaStream_t st) {
   causal_attention<8, 20>(cf, cf, cf, 8, seg, pos, 256, f, st);
 }
 
+/// The products of a bf16 model (operands rounded to bf16, bf16 mma) and
+/// the rounding of q, k, v.
+template <int D, int H, int FF, int V>
+void instantiateBf16(cudaStream_t st) {
+  using namespace modk_cuda;
+  const float *cf = nullptr;
+  float *f = nullptr;
+  const int64_t *rows = nullptr;
+  const int32_t *pos = nullptr;
+  const int64_t maxRows = 8 * 2048;
+  linear<D, D, true>(cf, rows, maxRows, cf, f, st);
+  linear<V, D, true>(cf, rows, maxRows, cf, f, st);
+  linear_rope<H, D / H, D, true>(cf, rows, maxRows, cf, pos, 10000.0f, f, st);
+  linear_residual<D, FF, true>(cf, rows, maxRows, cf, cf, f, st);
+  linear_gelu<FF, D, true>(cf, rows, maxRows, cf, f, st);
+  linear_swiglu<FF, D, true>(cf, rows, maxRows, cf, cf, f, f, st);
+  linear_dgrad<FF, D, true>(cf, rows, maxRows, cf, f, true, st);
+  linear_dgrad<D, FF, true>(cf, rows, maxRows, cf, f, false, st);
+  linear_wgrad<FF, D, true>(cf, rows, maxRows, cf, f, st);
+  linear_wgrad<D, D, true>(cf, rows, maxRows, cf, f, f, st); // split
+  round_bf16<D>(f, rows, maxRows, st);
+}
+
 void modcForwardCheck(cudaStream_t st) {
   attentionHeadDims(st);
+  instantiateBf16<128, 4, 512, 256>(st);
+  instantiateBf16<2048, 16, 8192, 32000>(st);
   instantiate<128, 4, 512, 256, 256, 32, 128>(st);
   instantiate<1024, 16, 4096, 2048, 32000, 256, 256>(st);
   instantiate<2048, 16, 8192, 2048, 32000, 256, 512>(st);
