@@ -222,6 +222,47 @@ TEST(CudaBf16, DgradAndWgrad) {
   });
 }
 
+/// causal_attention<H, HD, true> (bf16 inputs: the tensor cores skip the
+/// mmas of zero tf32 lo parts) gives exactly what the full 3xTF32 kernel
+/// gives on the same bf16 q, k, v: head dims whose scale keeps the queries
+/// bf16 (16, 64: one mma for Q K^T) and others (32, 40, 128).
+template <int H, int HD> void checkAttentionBf16(uint32_t seed) {
+  constexpr int LD = H * HD;
+  // Two sequences: 70 dense rows, then 45 rows at every other position.
+  std::vector<int64_t> seg = {0, 70, 115};
+  std::vector<int32_t> pos;
+  for (int i = 0; i < 70; ++i)
+    pos.push_back(i);
+  for (int i = 0; i < 45; ++i)
+    pos.push_back(2 * i + 1);
+  const int64_t rows = seg.back();
+  auto q = randomFloats(rows * LD, seed, -2, 2),
+       k = randomFloats(rows * LD, seed + 1, -2, 2),
+       v = randomFloats(rows * LD, seed + 2);
+  for (auto *t : {&q, &k, &v})
+    for (float &x : *t)
+      x = bf16Round(x);
+  modk_cuda::detail::gemmTensorCores() = true;
+  std::vector<float> full(rows * LD), skipped(rows * LD);
+  modk_cuda::causal_attention<H, HD>(q.data(), k.data(), v.data(), 2,
+                                     seg.data(), pos.data(), 70, full.data(),
+                                     nullptr);
+  modk_cuda::causal_attention<H, HD, true>(q.data(), k.data(), v.data(), 2,
+                                           seg.data(), pos.data(), 70,
+                                           skipped.data(), nullptr);
+  modk_cuda::detail::gemmTensorCores() = MODC_CUDA_TENSOR_CORES != 0;
+  for (int64_t i = 0; i < rows * LD; ++i)
+    ASSERT_EQ(skipped[i], full[i]) << "HD " << HD << " element " << i;
+}
+
+TEST(CudaBf16, AttentionSkipsZeroLoPartsExactly) {
+  checkAttentionBf16<2, 16>(3501);
+  checkAttentionBf16<1, 64>(3502);
+  checkAttentionBf16<2, 32>(3503);
+  checkAttentionBf16<1, 40>(3504);
+  checkAttentionBf16<1, 128>(3505);
+}
+
 /// round_bf16 rounds the rows below the count and leaves the others.
 TEST(CudaBf16, RoundRows) {
   constexpr int N = 48;

@@ -67,8 +67,8 @@ void attentionHeadDims(cudaStream_t st) {
   causal_attention<8, 20>(cf, cf, cf, 8, seg, pos, 256, f, st);
 }
 
-/// The products of a bf16 model (operands rounded to bf16, bf16 mma) and
-/// the rounding of q, k, v.
+/// The products of a bf16 model (operands rounded to bf16, bf16 mma), the
+/// rounding of q, k, v, and attention on bf16 inputs.
 template <int D, int H, int FF, int V>
 void instantiateBf16(cudaStream_t st) {
   using namespace modk_cuda;
@@ -88,11 +88,13 @@ void instantiateBf16(cudaStream_t st) {
   linear_wgrad<FF, D, true>(cf, rows, maxRows, cf, f, st);
   linear_wgrad<D, D, true>(cf, rows, maxRows, cf, f, f, st); // split
   round_bf16<D>(f, rows, maxRows, st);
+  causal_attention<H, D / H, true>(cf, cf, cf, 8, rows, nullptr, 2048, f, st);
 }
 
 void modcForwardCheck(cudaStream_t st) {
   attentionHeadDims(st);
   instantiateBf16<128, 4, 512, 256>(st);
+  instantiateBf16<1024, 16, 4096, 32000>(st);
   instantiateBf16<2048, 16, 8192, 32000>(st);
   instantiate<128, 4, 512, 256, 256, 32, 128>(st);
   instantiate<1024, 16, 4096, 2048, 32000, 256, 256>(st);

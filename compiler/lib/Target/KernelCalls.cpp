@@ -129,14 +129,19 @@ LogicalResult PlanEmitter::emitKernel(Operation *op) {
     int64_t heads = attn.getNHeads();
     // The CUDA grid covers the most rows a segment can hold (S, or k in
     // top-k).
-    emitCall(
-        {"causal_attention",
-         {heads, width(attn.getQ()) / heads},
-         {name(attn.getQ()), name(attn.getK()), name(attn.getV()), "B",
-          name(attn.getSegments()), name(attn.getPositions()),
-          KernelArg::deviceOnly(fmt::format(
-              "{}", cast<MemRefType>(attn.getQ().getType()).getDimSize(1))),
-          name(attn.getOutput())}});
+    KernelCall call{
+        "causal_attention",
+        {heads, width(attn.getQ()) / heads},
+        {name(attn.getQ()), name(attn.getK()), name(attn.getV()), "B",
+         name(attn.getSegments()), name(attn.getPositions()),
+         KernelArg::deviceOnly(fmt::format(
+             "{}", cast<MemRefType>(attn.getQ().getType()).getDimSize(1))),
+         name(attn.getOutput())}};
+    // Its inputs are bf16 values: the tensor cores skip their zero tf32
+    // lo parts (the same result; the CPU kernel has nothing to skip).
+    if (entry.isBf16())
+      call.deviceTemplateArgs = {1};
+    emitCall(call);
     if (hasDecode && attn.getLayer() && entry.getSymName() == "forward") {
       // Causal prefill: the same keys and values fill the decode cache.
       int64_t layer = *attn.getLayer(), d = width(attn.getK());

@@ -75,6 +75,8 @@ struct KernelCall {
   std::string fn;
   std::vector<int64_t> templateArgs;
   std::vector<KernelArg> args;
+  /// Template arguments only the CUDA kernel takes, after templateArgs.
+  std::vector<int64_t> deviceTemplateArgs;
   /// CUDA kernels that reduce in a fixed order take a scratch pointer after
   /// their arguments: its element type and the bytes it needs (an expression
   /// in B). Empty when the kernel takes none; the CPU never does.

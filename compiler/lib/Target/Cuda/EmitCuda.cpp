@@ -92,7 +92,13 @@ void CudaEmitter::emitCall(const KernelCall &call, int indent) {
     args.push_back("(" + call.scratchType + " *)scratch");
   }
   args.push_back("s");
-  writeCall("modk_cuda", call, args, indent);
+  if (call.deviceTemplateArgs.empty()) {
+    writeCall("modk_cuda", call, args, indent);
+    return;
+  }
+  KernelCall withDeviceArgs = call;
+  llvm::append_range(withDeviceArgs.templateArgs, call.deviceTemplateArgs);
+  writeCall("modk_cuda", withDeviceArgs, args, indent);
 }
 
 void CudaEmitter::emitCausalDecisions(int index, StringRef logits, int indent) {

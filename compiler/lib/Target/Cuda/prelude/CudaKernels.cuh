@@ -524,7 +524,12 @@ __device__ __forceinline__ void mma_tf32_m16n8k8(float d[4],
 /// emulation exchanges all the fragments at once (one
 /// __syncwarp instead of 3 MI NI) and computes the same mmas in the same
 /// order with the same lane arithmetic (mmaEmuRowsA, mmaEmuColsB, mmaEmuDot).
-template <int MI, int NI, typename FA, typename FB>
+/// SplitA = false (SplitB = false) says every A (B) value is a tf32 value
+/// already (a bf16 one, say): its lo part is zero, and the mma of that lo
+/// part is skipped, which leaves every sum as it was (its products are
+/// zeros); both false: one mma instead of three.
+template <int MI, int NI, bool SplitA = true, bool SplitB = true,
+          typename FA, typename FB>
 __device__ __forceinline__ void mma3xTf32(float (&acc)[MI][NI][4], FA fragA,
                                           FB fragB) {
 #if defined(__CUDACC__)
@@ -545,8 +550,10 @@ __device__ __forceinline__ void mma3xTf32(float (&acc)[MI][NI][4], FA fragA,
       tf32_split(b[0], bhi[0], blo[0]);
       tf32_split(b[1], bhi[1], blo[1]);
       float t[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-      mma_tf32_m16n8k8(t, alo, bhi, t);
-      mma_tf32_m16n8k8(t, ahi, blo, t);
+      if constexpr (SplitA)
+        mma_tf32_m16n8k8(t, alo, bhi, t);
+      if constexpr (SplitB)
+        mma_tf32_m16n8k8(t, ahi, blo, t);
       mma_tf32_m16n8k8(t, ahi, bhi, t);
 #pragma unroll
       for (int e = 0; e < 4; ++e)
@@ -572,8 +579,10 @@ __device__ __forceinline__ void mma3xTf32(float (&acc)[MI][NI][4], FA fragA,
 #pragma unroll
       for (int j = 0; j < NI; ++j) {
         float t[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-        mma_tf32_m16n8k8(t, alo, bhi[j], t);
-        mma_tf32_m16n8k8(t, ahi, blo[j], t);
+        if constexpr (SplitA)
+          mma_tf32_m16n8k8(t, alo, bhi[j], t);
+        if constexpr (SplitB)
+          mma_tf32_m16n8k8(t, ahi, blo[j], t);
         mma_tf32_m16n8k8(t, ahi, bhi[j], t);
 #pragma unroll
         for (int e = 0; e < 4; ++e)
@@ -613,8 +622,10 @@ __device__ __forceinline__ void mma3xTf32(float (&acc)[MI][NI][4], FA fragA,
   for (int i = 0; i < MI; ++i)
     for (int j = 0; j < NI; ++j) {
       float t[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-      mmaEmuDot(t, rlo[i], chi[j], t);
-      mmaEmuDot(t, rhi[i], clo[j], t);
+      if (SplitA)
+        mmaEmuDot(t, rlo[i], chi[j], t);
+      if (SplitB)
+        mmaEmuDot(t, rhi[i], clo[j], t);
       mmaEmuDot(t, rhi[i], chi[j], t);
       for (int e = 0; e < 4; ++e)
         acc[i][j][e] += t[e];
@@ -1717,7 +1728,11 @@ template <int HD> struct AttnTcSmem {
 ///    its values during the next Q K^T.
 /// A warp whose rows all precede the tile's first key (or that has no rows)
 /// skips the tile's math but not its barriers.
-template <int H, int HD>
+/// BF: q, k, v hold bf16 values (a bf16 model), which tf32 holds exactly:
+/// the mmas of their zero lo parts are skipped (Q K^T: one mma instead of
+/// three where the scaled queries stay bf16, i.e. 1/sqrt(HD) is a power of
+/// two; P V: two), with the same result.
+template <int H, int HD, bool BF>
 __global__ __launch_bounds__(kAttnTcThreads) void attentionTcKernel(
     const float *__restrict__ q, const float *__restrict__ k,
     const float *__restrict__ v, const int64_t *seg, const int32_t *pos,
@@ -1731,6 +1746,9 @@ __global__ __launch_bounds__(kAttnTcThreads) void attentionTcKernel(
   constexpr int D2 = DT - D1;                 // and in the second
   constexpr int64_t LD = int64_t(H) * HD;
   constexpr int32_t kNoPos = 0x7fffffff;
+  // Whether q * 1/sqrt(HD) is bf16 when q is: HD a power of 4.
+  constexpr bool kScaleExact = (HD & (HD - 1)) == 0 && (HD & 0x55555555) != 0;
+  constexpr bool kSplitQ = !(BF && kScaleExact), kSplitKV = !BF;
   const int64_t s = blockIdx.z;
   const int h = blockIdx.y;
   const int64_t base = seg[s], n = seg[s + 1] - base;
@@ -1838,7 +1856,7 @@ __global__ __launch_bounds__(kAttnTcThreads) void attentionTcKernel(
           f[0] = kr[0];
           f[1] = kr[4];
         };
-        mma3xTf32<1, NT>(sc, fragA, fragB);
+        mma3xTf32<1, NT, kSplitQ, kSplitKV>(sc, fragA, fragB);
       }
     }
     __syncthreads(); // every warp has read this tile's keys
@@ -1915,13 +1933,13 @@ __global__ __launch_bounds__(kAttnTcThreads) void attentionTcKernel(
           f[0] = vr[8 * j];
           f[1] = vr[LDS + 8 * j];
         };
-        mma3xTf32<1, D1>(o1, fragP, fragV1);
+        mma3xTf32<1, D1, true, kSplitKV>(o1, fragP, fragV1);
         if constexpr (D2 > 0) {
           auto fragV2 = [&](int j, float (&f)[2]) {
             f[0] = vr[8 * (D1 + j)];
             f[1] = vr[LDS + 8 * (D1 + j)];
           };
-          mma3xTf32<1, D2>(o2, fragP, fragV2);
+          mma3xTf32<1, D2, true, kSplitKV>(o2, fragP, fragV2);
         }
       }
     }
@@ -1959,16 +1977,16 @@ __global__ __launch_bounds__(kAttnTcThreads) void attentionTcKernel(
   }
 }
 
-/// Launches the tensor-core attention kernel (TC) or the SIMT one; only
-/// the chosen kernel is instantiated.
-template <bool TC, int H, int HD>
+/// Launches the tensor-core attention kernel (TC; BF: on bf16 inputs) or
+/// the SIMT one; only the chosen kernel is instantiated.
+template <bool TC, int H, int HD, bool BF>
 inline void launchAttention(dim3 grid, const float *q, const float *k,
                             const float *v, const int64_t *seg,
                             const int32_t *pos, float *out,
                             cudaStream_t stream) {
   auto kern = [] {
     if constexpr (TC)
-      return attentionTcKernel<H, HD>;
+      return attentionTcKernel<H, HD, BF>;
     else
       return attentionKernel<H, HD>;
   }();
@@ -2276,8 +2294,10 @@ inline void gate_scale_scatter(float *x, int64_t nseg, const int64_t *seg,
 /// `max_seg_rows` bounds the rows of one segment (S, or K for a top-k row
 /// set) and sizes the grid. Runs attentionTcKernel (tensor cores, 3xTF32)
 /// where attentionTcHeadDim<HD> and MODC_CUDA_TENSOR_CORES (emulated:
-/// gemmTensorCores()) allow, else attentionKernel (SIMT f32).
-template <int H, int HD>
+/// gemmTensorCores()) allow, else attentionKernel (SIMT f32). BF16: q, k, v
+/// hold bf16 values (a bf16 model); the result is the same, with fewer
+/// tensor-core instructions.
+template <int H, int HD, bool BF16 = false>
 inline void causal_attention(const float *q, const float *k, const float *v,
                              int64_t nseg, const int64_t *seg,
                              const int32_t *pos, int64_t max_seg_rows,
@@ -2288,17 +2308,19 @@ inline void causal_attention(const float *q, const float *k, const float *v,
                   unsigned(nseg));
   if constexpr (detail::attentionTcHeadDim<HD>) {
 #if defined(__CUDACC__)
-    detail::launchAttention<MODC_CUDA_TENSOR_CORES != 0, H, HD>(
+    detail::launchAttention<MODC_CUDA_TENSOR_CORES != 0, H, HD, BF16>(
         grid, q, k, v, seg, pos, out, stream);
 #else
     if (detail::gemmTensorCores())
-      detail::launchAttention<true, H, HD>(grid, q, k, v, seg, pos, out, stream);
+      detail::launchAttention<true, H, HD, BF16>(grid, q, k, v, seg, pos, out,
+                                                 stream);
     else
-      detail::launchAttention<false, H, HD>(grid, q, k, v, seg, pos, out,
-                                            stream);
+      detail::launchAttention<false, H, HD, false>(grid, q, k, v, seg, pos,
+                                                   out, stream);
 #endif
   } else {
-    detail::launchAttention<false, H, HD>(grid, q, k, v, seg, pos, out, stream);
+    detail::launchAttention<false, H, HD, false>(grid, q, k, v, seg, pos, out,
+                                                 stream);
   }
 }
 
