@@ -263,6 +263,52 @@ TEST(CudaBf16, AttentionSkipsZeroLoPartsExactly) {
   checkAttentionBf16<1, 128>(3505);
 }
 
+/// got[i] is a bf16 value within one bf16 step of want[i] (an f32 sum on
+/// either side of a rounding boundary), and most are equal.
+void expectBf16Close(const std::vector<float> &got,
+                     const std::vector<float> &want, size_t n,
+                     const char *what) {
+  size_t equal = 0;
+  for (size_t i = 0; i < n; ++i) {
+    ASSERT_EQ(__float_as_uint(got[i]) & 0xffffu, 0u) << what << " " << i;
+    ASSERT_LE(std::fabs(got[i] - want[i]), 0x1p-7f * std::fabs(want[i]))
+        << what << " " << i << ": " << got[i] << " vs " << want[i];
+    equal += got[i] == want[i];
+  }
+  EXPECT_GE(equal, n * 99 / 100) << what;
+}
+
+/// The fused roundings of CUDA (linear_rope rounds after the rotation,
+/// linear_to_bf16 in the GEMM epilogue) against the CPU's linear, rope and
+/// round_bf16, on both GEMM paths.
+TEST(CudaBf16, FusedRounding) {
+  constexpr int H = 2, HD = 24, N = H * HD, K = 40;
+  const int64_t rows = 50, maxRows = 53;
+  auto a = randomFloats(maxRows * K, 3601), w = randomFloats(N * K, 3602);
+  std::vector<int32_t> pos(maxRows);
+  for (int64_t i = 0; i < maxRows; ++i)
+    pos[i] = int32_t(3 * i + 1);
+  std::vector<float> q(rows * N), v(rows * N);
+  modk_cpu::linear<N, K, true>(a.data(), rows, w.data(), q.data());
+  modk_cpu::rope<H, HD>(q.data(), rows, pos.data(), 10000.0f);
+  modk_cpu::round_bf16<N>(q.data(), rows);
+  modk_cpu::linear<N, K, true>(a.data(), rows, w.data(), v.data());
+  modk_cpu::round_bf16<N>(v.data(), rows);
+  forEachPathAndTile([&] {
+    int64_t dRows = rows;
+    std::vector<float> gq(maxRows * N, kSentinel), gv(maxRows * N, kSentinel);
+    modk_cuda::linear_rope<H, HD, K, true>(a.data(), &dRows, maxRows,
+                                           w.data(), pos.data(), 10000.0f,
+                                           gq.data(), nullptr);
+    modk_cuda::linear_to_bf16<N, K>(a.data(), &dRows, maxRows, w.data(),
+                                    gv.data(), nullptr);
+    expectBf16Close(gq, q, rows * N, "linear_rope");
+    expectBf16Close(gv, v, rows * N, "linear_to_bf16");
+    for (int64_t i = rows * N; i < maxRows * N; ++i)
+      ASSERT_TRUE(gq[i] == kSentinel && gv[i] == kSentinel) << i;
+  });
+}
+
 /// round_bf16 rounds the rows below the count and leaves the others.
 TEST(CudaBf16, RoundRows) {
   constexpr int N = 48;

@@ -68,7 +68,20 @@ void PlanEmitter::emitPredictor(modk::PredictorOp op, int unguardedIndent) {
 
 static const char *boolLiteral(bool b) { return b ? "true" : "false"; }
 
-bool PlanEmitter::feedsAttention(Value buffer) {
+KernelCall PlanEmitter::roundOutputCall(modk::GemmOp gemm) {
+  int64_t n = cast<MemRefType>(gemm.getWeights()[0].getType()).getDimSize(0);
+  return {"round_bf16",
+          {n},
+          {name(gemm.getOutput()),
+           rowsArg(gemm.getSegments(), gemm.getInput())}};
+}
+
+bool PlanEmitter::roundsOutput(modk::GemmOp gemm) {
+  if (!entry.isBf16())
+    return false;
+  if (gemm.getEpilogue() == "rope")
+    return true;
+  Value buffer = gemm.getOutput();
   for (Operation *user : buffer.getUsers()) {
     if (auto attn = dyn_cast<modk::AttentionOp>(user))
       if (buffer == attn.getQ() || buffer == attn.getK() ||
@@ -92,13 +105,6 @@ LogicalResult PlanEmitter::emitKernel(Operation *op) {
     // Both targets scatter the gated update in a kernel of its own.
     if (gemm.getEpilogue() == "gate_scale_scatter")
       emitCall(gemmScatterCall(gemm), indent);
-    // bf16: what attention reads (and the KV cache keeps) is bf16 storage.
-    if (entry.isBf16() && feedsAttention(gemm.getOutput()))
-      emitCall({"round_bf16",
-                {n},
-                {name(gemm.getOutput()),
-                 rowsArg(gemm.getSegments(), gemm.getInput())}},
-               indent);
     closeGroup();
     return success();
   }

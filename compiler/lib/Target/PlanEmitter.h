@@ -167,9 +167,12 @@ protected:
       return {n, k, 1};
     return {n, k};
   }
-  /// Whether attention reads `buffer` (as queries, keys or values): in a
-  /// bf16 entry its rows are rounded to bf16 once written.
-  static bool feedsAttention(mlir::Value buffer);
+  /// Whether the output of `gemm` is rounded to bf16 once written: in a bf16
+  /// entry, what attention reads (queries, keys, values; the KV cache keeps
+  /// them), which is every rope GEMM's output.
+  bool roundsOutput(modk::GemmOp gemm);
+  /// round_bf16 on the output rows of `gemm`.
+  KernelCall roundOutputCall(modk::GemmOp gemm);
   /// The scatter of a gate_scale_scatter GEMM's update into the stream.
   KernelCall gemmScatterCall(modk::GemmOp op);
   /// A decode step's attention over layer l's KV cache at cacheK, cacheV.

@@ -119,6 +119,8 @@ void CppEmitter::emitGemm(modk::GemmOp op, int indent) {
     // The update; emitKernel scatters it.
     emitCall({"linear", shape, {a, "rows", w, name(op.getExtra()[0])}}, indent);
   }
+  if (roundsOutput(op))
+    emitCall(roundOutputCall(op), indent);
 }
 
 LogicalResult CppEmitter::emitTargetKernel(Operation *op) {

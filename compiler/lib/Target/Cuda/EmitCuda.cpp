@@ -114,9 +114,14 @@ void CudaEmitter::emitGemm(modk::GemmOp op, int indent) {
   std::string w = name(op.getWeights()[0]);
   KernelArg rows = rowsArg(op.getSegments(), op.getInput());
   StringRef e = op.getEpilogue();
-  // The epilogues are fused into the GEMM kernel.
+  // The epilogues are fused into the GEMM kernel, and so is the bf16
+  // rounding of what attention reads (linear_rope rounds in a bf16 entry).
   std::vector<int64_t> shape = gemmShape(n, k);
-  if (e == "none") {
+  bool rounded = roundsOutput(op);
+  if (e == "none" && rounded) {
+    emitCall({"linear_to_bf16", {n, k}, {a, rows, w, y}}, indent);
+    rounded = false;
+  } else if (e == "none") {
     emitCall({"linear", shape, {a, rows, w, y}}, indent);
   } else if (e == "gelu") {
     emitCall({"linear_gelu", shape, {a, rows, w, y}}, indent);
@@ -130,6 +135,7 @@ void CudaEmitter::emitGemm(modk::GemmOp op, int indent) {
               {a, rows, w, name(op.getExtra()[0]),
                floatLiteral(op.getRopeTheta()->convertToDouble()), y}},
              indent);
+    rounded = false;
   } else if (e == "residual_add") {
     emitCall(
         {"linear_residual", shape, {a, rows, w, name(op.getExtra()[0]), y}},
@@ -144,6 +150,8 @@ void CudaEmitter::emitGemm(modk::GemmOp op, int indent) {
     // The update; emitKernel scatters it.
     emitCall({"linear", shape, {a, rows, w, name(op.getExtra()[0])}}, indent);
   }
+  if (rounded) // an epilogue with no rounding of its own
+    emitCall(roundOutputCall(op), indent);
 }
 
 LogicalResult CudaEmitter::emitTargetKernel(Operation *op) {

@@ -139,6 +139,7 @@ enum Epilogue {
   EpiGelu = 2,     ///< C = gelu(acc)
   EpiSwiglu = 3,   ///< C = silu(aux[idx]) * acc
   EpiBiasSilu = 4, ///< C = silu(acc + aux[n])
+  EpiStoreBf16 = 5, ///< C = bf16(acc): values attention reads in a bf16 model
 };
 
 /// The epilogue applied to acc, the sum at output idx (column n).
@@ -153,6 +154,8 @@ __device__ __forceinline__ float gemmEpilogue(float acc, const float *aux,
     return geluf(acc);
   if (EPI == EpiSwiglu)
     return siluf(aux[idx]) * acc;
+  if (EPI == EpiStoreBf16)
+    return bf16Round(acc);
   return siluf(acc + aux[n]);
 }
 
@@ -1206,7 +1209,9 @@ __global__ __launch_bounds__(kThreads) void swigluKernel(const float *gate,
 /// RoPE: one CTA of 64 threads per row. Thread t takes the pair index j of
 /// its lane within a head group and the heads of its group; the angles are
 /// formed in double as the CPU's ropeRotate forms them.
-template <int H, int HD>
+/// Round: the rotated values are rounded to bf16 (a bf16 model's queries
+/// and keys).
+template <int H, int HD, bool Round>
 __global__ __launch_bounds__(64) void ropeKernel(float *x, const int64_t *rows,
                                                  const int32_t *pos,
                                                  float theta) {
@@ -1228,8 +1233,9 @@ __global__ __launch_bounds__(64) void ropeKernel(float *x, const int64_t *rows,
     for (int h = g; h < H; h += Groups) {
       float *xh = x + (i * H + h) * HD;
       const float x0 = xh[j], x1 = xh[j + Half];
-      xh[j] = x0 * c - x1 * s;
-      xh[j + Half] = x1 * c + x0 * s;
+      const float y0 = x0 * c - x1 * s, y1 = x1 * c + x0 * s;
+      xh[j] = Round ? bf16Round(y0) : y0;
+      xh[j + Half] = Round ? bf16Round(y1) : y1;
     }
   }
 }
@@ -2111,23 +2117,35 @@ inline void linear_wgrad(const float *dy, const int64_t *rows, int64_t max_rows,
 }
 
 /// Rotary embedding in place on x[rows, H * HD] at positions pos (the CPU's
-/// ropeRotate: rotate-half per head, angles in double).
-template <int H, int HD>
+/// ropeRotate: rotate-half per head, angles in double). RoundBf16: then
+/// rounded to bf16 (rope then round_bf16 in one pass).
+template <int H, int HD, bool RoundBf16 = false>
 inline void rope(float *x, const int64_t *rows, int64_t max_rows,
                  const int32_t *pos, float theta, cudaStream_t stream) {
   if (max_rows <= 0)
     return;
-  auto k = detail::ropeKernel<H, HD>;
+  auto k = detail::ropeKernel<H, HD, RoundBf16>;
   MODC_LAUNCH(k, unsigned(max_rows), 64, 0, stream, x, rows, pos, theta);
 }
 
-/// y = rope(a w^T), w is [H * HD, K].
+/// y = rope(a w^T), w is [H * HD, K]. BF16: bf16 operands, and y (the
+/// queries or keys of a bf16 model) rounded to bf16 after the rotation.
 template <int H, int HD, int K, bool BF16 = false>
 inline void linear_rope(const float *a, const int64_t *rows, int64_t max_rows,
                         const float *w, const int32_t *pos, float theta,
                         float *y, cudaStream_t stream) {
   linear<H * HD, K, BF16>(a, rows, max_rows, w, y, stream);
-  rope<H, HD>(y, rows, max_rows, pos, theta, stream);
+  rope<H, HD, BF16>(y, rows, max_rows, pos, theta, stream);
+}
+
+/// y = bf16(a w^T) with bf16 operands: the values of a bf16 model (linear
+/// then round_bf16 in one pass).
+template <int N, int K>
+inline void linear_to_bf16(const float *a, const int64_t *rows,
+                           int64_t max_rows, const float *w, float *y,
+                           cudaStream_t stream) {
+  detail::linearEpi<N, K, detail::EpiStoreBf16, true>(a, rows, max_rows, w,
+                                                      nullptr, y, stream);
 }
 
 /// Exact GELU in place on [rows, N].
