@@ -88,7 +88,15 @@ uint64_t DecodeSession::kvBytesUsed() const {
   uint64_t tokens = 0;
   for (int32_t c : kvCounts_)
     tokens += static_cast<uint64_t>(c);
-  return tokens * 2 * static_cast<uint64_t>(dModel_) * 4;
+  // Bytes a cached token takes in one layer (K and V): the package's
+  // per-sequence size over its layers and positions (4-byte elements, or 2
+  // in a bf16 model).
+  const uint64_t perToken =
+      nLayers_ > 0 && seqLen_ > 0
+          ? manifest_->kvCacheBytesPerSequence /
+                static_cast<uint64_t>(nLayers_ * seqLen_)
+          : 0;
+  return tokens * perToken;
 }
 
 StepResult DecodeSession::step(const std::vector<int32_t> &tokens,

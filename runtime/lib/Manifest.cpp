@@ -138,6 +138,12 @@ Manifest Manifest::parse(const std::string &jsonText,
   m.seqLen = r.integer(m.model, "model", "seq_len", 1, kBig);
   m.vocabSize = r.integer(m.model, "model", "vocab_size", 1, INT32_MAX);
   m.dModel = r.integer(m.model, "model", "d_model", 1, kBig);
+  if (m.model.contains("dtype")) {
+    m.dtype = r.string(m.model, "model", "dtype");
+    if (m.dtype != "f32" && m.dtype != "bf16")
+      r.fail("model.dtype",
+             fmt::format("expected 'f32' or 'bf16', got '{}'", m.dtype));
+  }
   std::string causalRouter = "none";
   if (m.model.contains("mod")) {
     const json &mod = r.object(m.model, "model", "mod");

@@ -919,8 +919,8 @@ int runInfo(int argc, char **argv) {
   fmt::print("target:    {}{} (abi {}, compiled by modc {})\n", m.target,
              m.arch.empty() ? "" : " " + m.arch,
              m.abiVersion, m.compilerVersion);
-  fmt::print("shape:     seq_len {}, vocab {}, d_model {}\n", m.seqLen,
-             m.vocabSize, m.dModel);
+  fmt::print("shape:     seq_len {}, vocab {}, d_model {}, dtype {}\n",
+             m.seqLen, m.vocabSize, m.dModel, m.dtype);
   fmt::print("layers:    {} ({} routed)\n", m.layers.size(),
              m.routedLayers.size());
   for (const LayerInfo &l : m.layers)

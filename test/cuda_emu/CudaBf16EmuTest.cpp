@@ -4,14 +4,17 @@
 // the CUDA GEMMs (bf16 mma.m16n8k8 on the tensor-core path, rounded shared
 // tiles on the SIMT path) against an fp64 product of the rounded operands
 // and against the CPU prelude's bf16 GEMMs; the rounding itself against its
-// definition; the mma's fragment layout against a plain 16x8x8 product.
+// definition; the mma's fragment layout against a plain 16x8x8 product;
+// the bf16 KV cache (prefill and decode steps) against the f32 one.
 //
 //===----------------------------------------------------------------------===//
 
 #include "CudaCommon.cuh"
 #include "CudaKernels.cuh"
+#include "CudaKernelsDecode.cuh"
 
 #include "CpuKernels.h"
+#include "CpuKernelsDecode.h"
 #include "CpuKernelsTrain.h"
 
 #include <gtest/gtest.h>
@@ -307,6 +310,83 @@ TEST(CudaBf16, FusedRounding) {
     for (int64_t i = rows * N; i < maxRows * N; ++i)
       ASSERT_TRUE(gq[i] == kSentinel && gv[i] == kSentinel) << i;
   });
+}
+
+/// A bf16 KV cache holds the bf16 keys and values of a bf16 model exactly:
+/// prefill (cache_append) and decode steps (decode_attention) give the same
+/// outputs as with an f32 cache, on the CPU bit for bit, on CUDA (emulated)
+/// within 1e-5 of the CPU, and the bf16 cache holds the f32 cache's values.
+TEST(CudaBf16, KvCacheMatchesF32Cache) {
+  constexpr int S = 300, H = 2, HD = 16, LD = H * HD;
+  const int64_t B = 3;
+  auto bf16Values = [](size_t n, uint32_t seed) {
+    auto v = randomFloats(n, seed, -2.0f, 2.0f);
+    for (float &x : v)
+      x = bf16Round(x);
+    return v;
+  };
+  std::vector<float> cpuK(B * S * LD, 0.0f), cpuV(B * S * LD, 0.0f);
+  std::vector<modk_cpu::bf16> cpuKb(B * S * LD), cpuVb(B * S * LD);
+  std::vector<modk_cuda::bf16> gpuKb(B * S * LD), gpuVb(B * S * LD);
+  std::vector<int32_t> countsF(B), countsB(B), countsG(B);
+
+  // Prefill: sequences of 200, 1 and 290 tokens in one padded pass.
+  std::vector<int64_t> seg = {0, S, 2 * S, 3 * S};
+  std::vector<int32_t> pos(B * S), lengths = {200, 1, 290};
+  for (int64_t i = 0; i < B * S; ++i)
+    pos[i] = int32_t(i % S);
+  auto k = bf16Values(B * S * LD, 3701), v = bf16Values(B * S * LD, 3702);
+  modk_cpu::cache_append<S, LD>(k.data(), v.data(), B, seg.data(), pos.data(),
+                                lengths.data(), cpuK.data(), cpuV.data(),
+                                countsF.data());
+  modk_cpu::cache_append<S, LD>(k.data(), v.data(), B, seg.data(), pos.data(),
+                                lengths.data(), cpuKb.data(), cpuVb.data(),
+                                countsB.data());
+  modk_cuda::cache_append<S, LD>(k.data(), v.data(), B, seg.data(), pos.data(),
+                                 lengths.data(), gpuKb.data(), gpuVb.data(),
+                                 countsG.data(), nullptr);
+  ASSERT_EQ(countsF, countsB);
+  ASSERT_EQ(countsF, countsG);
+  auto expectCacheEqual = [&] {
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t e = 0; e < countsF[b] * LD; ++e) {
+        const int64_t i = b * S * LD + e;
+        ASSERT_EQ(float(cpuKb[i]), cpuK[i]) << i;
+        ASSERT_EQ(float(cpuVb[i]), cpuV[i]) << i;
+        ASSERT_EQ(cpuKb[i].bits, gpuKb[i].bits) << i;
+        ASSERT_EQ(cpuVb[i].bits, gpuVb[i].bits) << i;
+      }
+  };
+  expectCacheEqual();
+
+  // Decode steps: one row a sequence, the second sequence paused once.
+  std::vector<int64_t> stepSeg = {0, 1, 2, 3};
+  std::vector<int32_t> stepPos(B, 0);
+  for (int step = 0; step < 4; ++step) {
+    SCOPED_TRACE("step " + std::to_string(step));
+    std::vector<uint8_t> active = {1, uint8_t(step != 1), 1};
+    auto q = randomFloats(B * LD, 3710 + step, -2.0f, 2.0f);
+    auto sk = bf16Values(B * LD, 3720 + step), sv = bf16Values(B * LD, 3730 + step);
+    std::vector<float> outF(B * LD), outB(B * LD), outG(B * LD);
+    modk_cpu::decode_attention<S, H, HD>(
+        q.data(), sk.data(), sv.data(), B, stepSeg.data(), stepPos.data(),
+        active.data(), cpuK.data(), cpuV.data(), countsF.data(), outF.data());
+    modk_cpu::decode_attention<S, H, HD>(
+        q.data(), sk.data(), sv.data(), B, stepSeg.data(), stepPos.data(),
+        active.data(), cpuKb.data(), cpuVb.data(), countsB.data(), outB.data());
+    modk_cuda::decode_attention<S, H, HD>(
+        q.data(), sk.data(), sv.data(), B, stepSeg.data(), stepPos.data(),
+        active.data(), gpuKb.data(), gpuVb.data(), countsG.data(), outG.data(),
+        nullptr);
+    ASSERT_EQ(countsF, countsB);
+    ASSERT_EQ(countsF, countsG);
+    for (int64_t i = 0; i < B * LD; ++i) {
+      ASSERT_EQ(__float_as_uint(outB[i]), __float_as_uint(outF[i])) << i;
+      ASSERT_NEAR(outG[i], outF[i], 1e-5 * std::max(1.0f, std::fabs(outF[i])))
+          << i;
+    }
+    expectCacheEqual();
+  }
 }
 
 /// round_bf16 rounds the rows below the count and leaves the others.

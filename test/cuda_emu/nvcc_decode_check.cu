@@ -33,6 +33,10 @@ void instantiate(const float *x, int64_t B, const int32_t *positions,
                                 a, stream);
   decode_attention<S, H, D / H>(x, x, x, B, seg, pos, active, kc, vc, counts,
                                 a, scratch, stream);
+  // A bf16 model's cache.
+  bf16 *kb = reinterpret_cast<bf16 *>(kc), *vb = reinterpret_cast<bf16 *>(vc);
+  decode_attention<S, H, D / H>(x, x, x, B, seg, pos, active, kb, vb, counts,
+                                a, scratch, stream);
 }
 
 } // namespace

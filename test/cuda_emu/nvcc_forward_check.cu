@@ -89,6 +89,8 @@ void instantiateBf16(cudaStream_t st) {
   linear_wgrad<D, D, true>(cf, rows, maxRows, cf, f, f, st); // split
   round_bf16<D>(f, rows, maxRows, st);
   causal_attention<H, D / H, true>(cf, cf, cf, 8, rows, nullptr, 2048, f, st);
+  bf16 *cache = nullptr;
+  cache_append<2048, D>(cf, cf, 8, rows, pos, pos, cache, cache, nullptr, st);
 }
 
 void modcForwardCheck(cudaStream_t st) {

@@ -184,6 +184,8 @@ TEST(ManifestTest, WrongTypesAreNamed) {
       {"/model/d_model", -4, "model.d_model"},
       {"/model/mod", 1, "model.mod"},
       {"/model/mod/causal_router", "sometimes", "model.mod.causal_router"},
+      {"/model/dtype", "f16", "model.dtype"},
+      {"/model/dtype", 16, "model.dtype"},
       {"/layers", json::object(), "layers"},
       {"/layers/0", 0, "layers[0]"},
       {"/layers/0/index", 5, "layers[0].index"},

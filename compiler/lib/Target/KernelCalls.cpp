@@ -68,6 +68,17 @@ void PlanEmitter::emitPredictor(modk::PredictorOp op, int unguardedIndent) {
 
 static const char *boolLiteral(bool b) { return b ? "true" : "false"; }
 
+std::string PlanEmitter::kvCacheRegion(int64_t layer, bool values,
+                                       int64_t d) {
+  std::string cache =
+      entry.isBf16()
+          ? fmt::format("reinterpret_cast<{}::bf16 *>(args->kv_cache)",
+                        kernelNamespace())
+          : std::string("args->kv_cache");
+  return fmt::format("{} + (int64_t){} * B * {} * {}", cache,
+                     2 * layer + (values ? 1 : 0), seqLen, d);
+}
+
 KernelCall PlanEmitter::roundOutputCall(modk::GemmOp gemm) {
   int64_t n = cast<MemRefType>(gemm.getWeights()[0].getType()).getDimSize(0);
   return {"round_bf16",
@@ -157,10 +168,7 @@ LogicalResult PlanEmitter::emitKernel(Operation *op) {
            {seqLen, d},
            {name(attn.getK()), name(attn.getV()), "B", name(attn.getSegments()),
             name(attn.getPositions()), "args->prefill_lengths",
-            fmt::format("args->kv_cache + (int64_t){} * B * {} * {}", 2 * layer,
-                        seqLen, d),
-            fmt::format("args->kv_cache + (int64_t){} * B * {} * {}",
-                        2 * layer + 1, seqLen, d),
+            kvCacheRegion(layer, false, d), kvCacheRegion(layer, true, d),
             fmt::format("args->kv_counts + (int64_t){} * B", layer)}},
           4);
     }
@@ -379,6 +387,13 @@ LogicalResult PlanEmitter::emitKernel(Operation *op) {
               {width(embed.getDtable())},
               {name(embed.getTokens()), fmt::format("B * {}", seqLen),
                name(embed.getDx()), name(embed.getDtable())}});
+    return success();
+  }
+  if (auto attn = dyn_cast<modk::DecodeAttentionOp>(op)) {
+    // Layer l's cache: K then V, each [B, seq_len, d_model].
+    int64_t l = attn.getLayer(), d = width(attn.getQ());
+    emitCall(decodeAttentionCall(attn, kvCacheRegion(l, false, d),
+                                 kvCacheRegion(l, true, d)));
     return success();
   }
   if (auto rowsOp = dyn_cast<modk::DecodeRowsOp>(op)) {

@@ -74,7 +74,8 @@ std::string modc::buildManifest(llvm::ArrayRef<modk::EntryOp> entryOps,
          decode.getWorkspaceBytesPerSequence().value_or(0)},
         {"kv_cache_bytes_per_sequence",
          kvCacheBytesPerSequence(nLayers, *m->getInteger("seq_len"),
-                                 *m->getInteger("d_model"))}};
+                                 *m->getInteger("d_model"),
+                                 decode.isBf16())}};
   }
   json::Object manifest{
       {"format", "modc-package"},

@@ -353,5 +353,5 @@ int64_t PlanEmitter::kvCacheBytes(modk::EntryOp decode) const {
     layers = model->getAsObject()->getInteger("n_layers").value_or(0);
     dModel = model->getAsObject()->getInteger("d_model").value_or(0);
   }
-  return kvCacheBytesPerSequence(layers, seqLen, dModel);
+  return kvCacheBytesPerSequence(layers, seqLen, dModel, decode.isBf16());
 }

@@ -173,6 +173,12 @@ protected:
   bool roundsOutput(modk::GemmOp gemm);
   /// round_bf16 on the output rows of `gemm`.
   KernelCall roundOutputCall(modk::GemmOp gemm);
+  /// Layer `layer`'s keys (or `values`) in args->kv_cache, [B, S, d] each,
+  /// as a pointer to the cache's elements: floats, or bf16 in a bf16 entry
+  /// (half the bytes; its keys and values are bf16 values already).
+  std::string kvCacheRegion(int64_t layer, bool values, int64_t d);
+  /// The namespace of the target's kernels (modk_cpu, modk_cuda).
+  virtual const char *kernelNamespace() const = 0;
   /// The scatter of a gate_scale_scatter GEMM's update into the stream.
   KernelCall gemmScatterCall(modk::GemmOp op);
   /// A decode step's attention over layer l's KV cache at cacheK, cacheV.

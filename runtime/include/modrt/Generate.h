@@ -93,7 +93,7 @@ public:
   /// All cache counts, [n_layers, batch] row-major (what modc_decode sees).
   const std::vector<int32_t> &kvCounts() const { return kvCounts_; }
   /// Bytes of cache in use: sum over layers and sequences of count * 2 *
-  /// d_model * 4 (K and V in f32).
+  /// d_model * the element size (K and V; 4 bytes, or 2 in a bf16 model).
   uint64_t kvBytesUsed() const;
   /// Bytes of cache allocated (modc_kv_cache_bytes(batch)).
   uint64_t kvBytesReserved() const { return kvCache_.size(); }

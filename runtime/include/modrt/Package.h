@@ -55,6 +55,9 @@ struct Manifest {
   uint32_t abiVersion = 0;
   std::string compilerVersion;
   int64_t seqLen = 0, vocabSize = 0, dModel = 0;
+  /// model.dtype: "f32", or "bf16" (bf16 products and KV cache; the
+  /// parameters and every tensor the runtime passes stay f32).
+  std::string dtype = "f32";
   std::vector<LayerInfo> layers;
   std::vector<ParamInfo> params;
   std::vector<int> routedLayers; ///< indices of routed layers, ascending

@@ -14,10 +14,10 @@ namespace modc {
 constexpr unsigned kPackageAbiVersion = 4;
 
 /// KV-cache bytes a decode step keeps per sequence: K and V of up to seq_len
-/// tokens in every layer.
+/// tokens in every layer, as f32, or as bf16 in a bf16 model.
 inline int64_t kvCacheBytesPerSequence(int64_t layers, int64_t seqLen,
-                                       int64_t dModel) {
-  return layers * 2 * seqLen * dModel * int64_t(sizeof(float));
+                                       int64_t dModel, bool bf16) {
+  return layers * 2 * seqLen * dModel * (bf16 ? 2 : int64_t(sizeof(float)));
 }
 
 /// The manifest.json text of a package built from its entries: @forward and,

@@ -34,6 +34,7 @@ public:
   LogicalResult emit();
 
 private:
+  const char *kernelNamespace() const override { return "modk_cpu"; }
   LogicalResult emitEntry(modk::EntryOp entry) override;
   void emitAdamW(modk::EntryOp grad) override;
 
@@ -69,7 +70,7 @@ void CppEmitter::emitCall(const KernelCall &call, int indent) {
     else if (arg.kind != KernelArg::DeviceOnly)
       args.push_back(arg.text);
   }
-  writeCall("modk_cpu", call, args, indent);
+  writeCall(kernelNamespace(), call, args, indent);
 }
 
 void CppEmitter::emitCausalDecisions(int index, StringRef logits, int indent) {
@@ -166,18 +167,6 @@ LogicalResult CppEmitter::emitTargetKernel(Operation *op) {
         "    {6}[0] += (float)({4:.17g} * sum * scale);\n  }}\n",
         seqLen, bce.getNRouted(), name(bce.getLogits()), name(bce.getMask()),
         weight, name(bce.getDlogits()), l);
-    return success();
-  }
-  if (auto attn = dyn_cast<modk::DecodeAttentionOp>(op)) {
-    int64_t d = width(attn.getQ());
-    // Layer l's cache: K then V, each [B, seq_len, d_model].
-    os << fmt::format(
-        "  {{ // layer {0} KV cache\n"
-        "    float *cacheK = args->kv_cache + (int64_t){1} * B * {2} * {3};\n"
-        "    float *cacheV = cacheK + B * {2} * {3};\n",
-        attn.getLayer(), 2 * attn.getLayer(), seqLen, d);
-    emitCall(decodeAttentionCall(attn, "cacheK", "cacheV"), 4);
-    os << "  }\n";
     return success();
   }
   return op->emitOpError("has no C++ emitter");

@@ -40,6 +40,7 @@ public:
               StringRef arch)
       : PlanEmitter(entries, os), arch(arch) {}
   LogicalResult emit();
+  const char *kernelNamespace() const override { return "modk_cuda"; }
 
 private:
   LogicalResult emitEntry(modk::EntryOp entry) override;
@@ -93,12 +94,12 @@ void CudaEmitter::emitCall(const KernelCall &call, int indent) {
   }
   args.push_back("s");
   if (call.deviceTemplateArgs.empty()) {
-    writeCall("modk_cuda", call, args, indent);
+    writeCall(kernelNamespace(), call, args, indent);
     return;
   }
   KernelCall withDeviceArgs = call;
   llvm::append_range(withDeviceArgs.templateArgs, call.deviceTemplateArgs);
-  writeCall("modk_cuda", withDeviceArgs, args, indent);
+  writeCall(kernelNamespace(), withDeviceArgs, args, indent);
 }
 
 void CudaEmitter::emitCausalDecisions(int index, StringRef logits, int indent) {
@@ -189,16 +190,6 @@ LogicalResult CudaEmitter::emitTargetKernel(Operation *op) {
           fmt::format("{:.17g}", bce.getWeight().convertToDouble()),
           fmt::format("1.0 / ((double)B * {} * {})", seqLen, bce.getNRouted()),
           name(bce.getDlogits()), name(bce.getLosses())}});
-    return success();
-  }
-  if (auto attn = dyn_cast<modk::DecodeAttentionOp>(op)) {
-    // Layer l's cache: K then V, each [B, seq_len, d_model].
-    std::string cacheK =
-        fmt::format("args->kv_cache + (int64_t){} * B * {} * {}",
-                    2 * attn.getLayer(), seqLen, width(attn.getQ()));
-    std::string cacheV =
-        fmt::format("{} + B * {} * {}", cacheK, seqLen, width(attn.getQ()));
-    emitCall(decodeAttentionCall(attn, cacheK, cacheV));
     return success();
   }
   return op->emitOpError("has no CUDA emitter");

@@ -32,6 +32,7 @@
 #include <cstring>
 #include <limits>
 #include <omp.h>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -194,6 +195,38 @@ inline float bf16_round(float x) {
   std::memcpy(&x, &u, sizeof(x));
   return x;
 }
+
+/// A bf16 in memory: the KV cache of a bf16 model holds its keys and values
+/// in half the bytes. From a float it rounds (bf16_round); to a float it is
+/// exact, so a bf16 value stored and read back is unchanged.
+struct bf16 {
+  uint16_t bits;
+  bf16() = default;
+  bf16(float x) {
+    const float r = bf16_round(x);
+    uint32_t u;
+    std::memcpy(&u, &r, sizeof(u));
+    bits = static_cast<uint16_t>(u >> 16);
+  }
+  operator float() const {
+    const uint32_t u = static_cast<uint32_t>(bits) << 16;
+    float x;
+    std::memcpy(&x, &u, sizeof(x));
+    return x;
+  }
+};
+
+namespace detail {
+/// dst[0 .. n) = src[0 .. n) as cache elements C (float, or bf16).
+template <typename C>
+inline void storeRow(C *dst, const float *src, int64_t n) {
+  if constexpr (std::is_same_v<C, float>)
+    std::memcpy(dst, src, sizeof(float) * n);
+  else
+    for (int64_t i = 0; i < n; ++i)
+      dst[i] = C(src[i]);
+}
+} // namespace detail
 
 /// x[rows, N] rounded to bf16 in place (the query, key and value rows of a
 /// bf16 model, which attention and the KV cache read).

@@ -172,8 +172,8 @@ constexpr int kDecodeBK = 64;
 /// LD = H * HD. Streams blocks of kDecodeBK keys with a max-subtracted online
 /// softmax, so no S-sized buffer is needed. As in causal_attention, q is
 /// scaled before the dot products.
-template <int H, int HD>
-inline void decodeAttendHead(const float *q, const float *kc, const float *vc,
+template <int H, int HD, typename C>
+inline void decodeAttendHead(const float *q, const C *kc, const C *vc,
                              int64_t n, float *out) {
   constexpr int64_t LD = static_cast<int64_t>(H) * HD;
   constexpr int BK = kDecodeBK;
@@ -192,7 +192,7 @@ inline void decodeAttendHead(const float *q, const float *kc, const float *vc,
     const int kn = static_cast<int>(std::min<int64_t>(BK, n - t0));
     float bmax = -std::numeric_limits<float>::infinity();
     for (int t = 0; t < kn; ++t) {
-      const float *kt = kc + (t0 + t) * LD;
+      const C *kt = kc + (t0 + t) * LD;
       float s = 0.0f;
 #pragma omp simd reduction(+ : s)
       for (int d = 0; d < HD; ++d)
@@ -220,7 +220,7 @@ inline void decodeAttendHead(const float *q, const float *kc, const float *vc,
       acc[d] *= alpha;
     for (int t = 0; t < kn; ++t) {
       const float p = sc[t];
-      const float *vt = vc + (t0 + t) * LD;
+      const C *vt = vc + (t0 + t) * LD;
 #pragma omp simd
       for (int d = 0; d < HD; ++d)
         acc[d] += p * vt[d];
@@ -254,12 +254,13 @@ inline void decodeAttendHead(const float *q, const float *kc, const float *vc,
 /// `pos` is not read: every cached token is earlier than the new one by
 /// construction. It is taken so that the call mirrors causal_attention.
 /// Appends run serially (they are B row copies); the (row, head) pairs run in
-/// parallel when the step reads enough of the cache.
-template <int S, int H, int HD>
+/// parallel when the step reads enough of the cache. The cache holds floats,
+/// or bf16 (C = bf16: a bf16 model, whose keys and values are bf16 values).
+template <int S, int H, int HD, typename C>
 inline void decode_attention(const float *q, const float *k, const float *v,
                              int64_t B, const int64_t *seg, const int32_t *pos,
-                             const uint8_t *active, float *cache_k,
-                             float *cache_v, int32_t *counts, float *out) {
+                             const uint8_t *active, C *cache_k, C *cache_v,
+                             int32_t *counts, float *out) {
   static_assert(S >= 1, "decode needs at least one position");
   (void)pos;
   constexpr int64_t LD = static_cast<int64_t>(H) * HD;
@@ -286,8 +287,8 @@ inline void decode_attention(const float *q, const float *k, const float *v,
         continue;
       }
       const int64_t slot = (b * S + c) * LD;
-      std::memcpy(cache_k + slot, k + j * LD, sizeof(float) * LD);
-      std::memcpy(cache_v + slot, v + j * LD, sizeof(float) * LD);
+      detail::storeRow(cache_k + slot, k + j * LD, LD);
+      detail::storeRow(cache_v + slot, v + j * LD, LD);
       counts[b] = c + 1;
       rowKeys[j] = c + 1;
       work += c + 1;
@@ -320,17 +321,18 @@ inline void decode_attention(const float *q, const float *k, const float *v,
 /// (prompts of different lengths share one padded pass). Rows of a sequence
 /// come in ascending position, so the cache keeps position order; counts[s]
 /// must be 0 on entry (an empty sequence) and ends as the number appended.
-template <int S, int D>
+/// C: the cache's element type (float, or bf16).
+template <int S, int D, typename C>
 inline void cache_append(const float *k, const float *v, int64_t nseg,
                          const int64_t *seg, const int32_t *pos,
-                         const int32_t *lengths, float *cache_k,
-                         float *cache_v, int32_t *counts) {
+                         const int32_t *lengths, C *cache_k, C *cache_v,
+                         int32_t *counts) {
 #pragma omp parallel for if (nseg > 1)
   for (int64_t s = 0; s < nseg; ++s) {
     int32_t n = 0;
     for (int64_t j = seg[s]; j < seg[s + 1] && pos[j] < lengths[s]; ++j, ++n) {
-      std::memcpy(cache_k + (s * S + n) * D, k + j * D, sizeof(float) * D);
-      std::memcpy(cache_v + (s * S + n) * D, v + j * D, sizeof(float) * D);
+      detail::storeRow(cache_k + (s * S + n) * D, k + j * D, D);
+      detail::storeRow(cache_v + (s * S + n) * D, v + j * D, D);
     }
     counts[s] = n;
   }

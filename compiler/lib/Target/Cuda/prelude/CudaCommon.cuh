@@ -117,6 +117,26 @@ __device__ __forceinline__ int64_t segmentOf(const int64_t *seg, int64_t nseg,
   return lo;
 }
 
+/// A bf16 in device memory: the KV cache of a bf16 model holds its keys and
+/// values in half the bytes (the CPU prelude's bf16). From a float it rounds
+/// to nearest, ties to even (the CPU's bf16_round; the keys and values
+/// written are bf16 already, so nothing is lost); to a float it is exact.
+struct bf16 {
+  uint16_t bits;
+  bf16() = default;
+  __device__ bf16(float x) {
+    uint32_t u = __float_as_uint(x);
+    if ((u & 0x7fffffffu) > 0x7f800000u)
+      u |= 0x00400000u;
+    else
+      u += 0x7fffu + ((u >> 16) & 1u);
+    bits = static_cast<uint16_t>(u >> 16);
+  }
+  __device__ operator float() const {
+    return __uint_as_float(static_cast<uint32_t>(bits) << 16);
+  }
+};
+
 } // namespace modk_cuda
 
 #endif // MODC_CUDA_COMMON_INCLUDED

@@ -75,12 +75,7 @@ __device__ __forceinline__ float geluf(float x) {
 /// x rounded to the nearest bf16 (ties to even), as the f32 of the same
 /// value: the CPU prelude's bf16_round, bit for bit (NaN stays NaN).
 __device__ __forceinline__ float bf16Round(float x) {
-  uint32_t u = __float_as_uint(x);
-  if ((u & 0x7fffffffu) > 0x7f800000u)
-    u |= 0x00400000u;
-  else
-    u += 0x7fffu + ((u >> 16) & 1u);
-  return __uint_as_float(u & 0xffff0000u);
+  return float(bf16(x));
 }
 
 /// Exclusive prefix sum over the block of one int per thread (blockDim a
@@ -1477,10 +1472,10 @@ __global__ __launch_bounds__(kThreads) void gateScatterKernel(
 /// Prefill of the decode cache. Grid (row chunks of 8 warps, nseg): every
 /// CTA finds the segment's count n (the first row that is not appended) and
 /// copies its chunk's rows below n, a warp a row.
-template <int S, int D>
+template <int S, int D, typename C>
 __global__ __launch_bounds__(kThreads) void cacheAppendKernel(
     const float *k, const float *v, const int64_t *seg, const int32_t *pos,
-    const int32_t *lengths, float *cache_k, float *cache_v, int32_t *counts) {
+    const int32_t *lengths, C *cache_k, C *cache_v, int32_t *counts) {
   __shared__ int64_t scratch[32];
   const int64_t s = blockIdx.y;
   const int64_t base = seg[s], rows = seg[s + 1] - base;
@@ -1499,7 +1494,7 @@ __global__ __launch_bounds__(kThreads) void cacheAppendKernel(
     return;
   const int lane = threadIdx.x % kWarp;
   const float *ks = k + (base + j) * D, *vs = v + (base + j) * D;
-  float *kd = cache_k + (s * S + j) * D, *vd = cache_v + (s * S + j) * D;
+  C *kd = cache_k + (s * S + j) * D, *vd = cache_v + (s * S + j) * D;
   for (int d = lane; d < D; d += kWarp) {
     kd[d] = ks[d];
     vd[d] = vs[d];
@@ -2344,16 +2339,16 @@ inline void causal_attention(const float *q, const float *k, const float *v,
 
 /// Prefill of a layer's decode cache (the CPU's cache_append): row j of
 /// sequence s goes to cache slot counts while pos[j] < lengths[s]; counts[s]
-/// ends as the number appended. k, v are [rows, D]; the caches [nseg, S, D].
-template <int S, int D>
+/// ends as the number appended. k, v are [rows, D]; the caches [nseg, S, D]
+/// of C: float, or bf16 (a bf16 model: k and v hold bf16 values).
+template <int S, int D, typename C>
 inline void cache_append(const float *k, const float *v, int64_t nseg,
                          const int64_t *seg, const int32_t *pos,
-                         const int32_t *lengths, float *cache_k,
-                         float *cache_v, int32_t *counts,
-                         cudaStream_t stream) {
+                         const int32_t *lengths, C *cache_k, C *cache_v,
+                         int32_t *counts, cudaStream_t stream) {
   if (nseg <= 0)
     return;
-  auto kern = detail::cacheAppendKernel<S, D>;
+  auto kern = detail::cacheAppendKernel<S, D, C>;
   MODC_LAUNCH(kern,
               dim3(unsigned(ceilDiv(S, detail::kRowWarps)), unsigned(nseg)),
               detail::kThreads, 0, stream, k, v, seg, pos, lengths, cache_k,

@@ -74,6 +74,19 @@ __device__ __forceinline__ float4 load4(const float *p) {
 #endif
 }
 
+/// Four consecutive bf16 as floats (8-byte aligned on the device).
+__device__ __forceinline__ float4 load4(const bf16 *p) {
+#if defined(__CUDACC__)
+  const uint2 u = *reinterpret_cast<const uint2 *>(p);
+  return make_float4(__uint_as_float(u.x << 16),
+                     __uint_as_float(u.x & 0xffff0000u),
+                     __uint_as_float(u.y << 16),
+                     __uint_as_float(u.y & 0xffff0000u));
+#else
+  return make_float4(p[0], p[1], p[2], p[3]);
+#endif
+}
+
 //===----------------------------------------------------------------------===//
 // Row sets and routing
 //===----------------------------------------------------------------------===//
@@ -228,12 +241,11 @@ __device__ __forceinline__ int32_t getInt(const float *p) {
   return __float_as_int(*p);
 }
 
-template <int S, int H, int HD>
+template <int S, int H, int HD, typename C>
 __global__ void __launch_bounds__(kRowThreads)
     decodeAppendKernel(const float *k, const float *v, int64_t B,
-                       const int64_t *seg, const uint8_t *active,
-                       float *cacheK, float *cacheV, int32_t *counts,
-                       float *out) {
+                       const int64_t *seg, const uint8_t *active, C *cacheK,
+                       C *cacheV, int32_t *counts, float *out) {
   constexpr int64_t LD = static_cast<int64_t>(H) * HD;
   const int64_t b = blockIdx.x;
   const int64_t first = seg[b], last = seg[b + 1];
@@ -285,10 +297,10 @@ __device__ __forceinline__ int64_t splitKeys(int64_t n, int nsplit) {
   return (per + kAttnBK - 1) / kAttnBK * kAttnBK;
 }
 
-template <int S, int H, int HD>
+template <int S, int H, int HD, typename C>
 __global__ void __launch_bounds__(kAttnThreads)
     decodeAttendKernel(const float *q, int64_t B, const int64_t *seg,
-                       const float *cacheK, const float *cacheV, int nsplit,
+                       const C *cacheK, const C *cacheV, int nsplit,
                        float *partials, float *out) {
   constexpr int NT = kAttnThreads;
   constexpr int BK = kAttnBK;
@@ -346,7 +358,7 @@ __global__ void __launch_bounds__(kAttnThreads)
       // Scores: one key a thread.
       float s = negInf();
       if (tid < kn) {
-        const float *kt = cacheK + base + (t0 + tid) * LD;
+        const C *kt = cacheK + base + (t0 + tid) * LD;
         float dot = 0.0f;
         if constexpr (HD % 4 == 0) {
           for (int d = 0; d < HD; d += 4) {
@@ -373,14 +385,14 @@ __global__ void __launch_bounds__(kAttnThreads)
         acc[e] *= alpha;
       if (HD <= NT) {
         if (g < NG) {
-          const float *vt = cacheV + base + t0 * LD + tid % HD;
+          const C *vt = cacheV + base + t0 * LD + tid % HD;
           for (int t = g; t < kn; t += NG)
             acc[0] += sc[t] * vt[t * LD];
         }
       } else {
         for (int t = 0; t < kn; ++t) {
           const float pt = sc[t];
-          const float *vt = cacheV + base + (t0 + t) * LD;
+          const C *vt = cacheV + base + (t0 + t) * LD;
           for (int e = 0; e < DPT; ++e) {
             const int d = tid + e * NT;
             if (d < HD)
@@ -488,22 +500,21 @@ inline int attnSplits(int64_t B, int64_t capacityPartials) {
 /// nsplit > 1, the combine; `scratch` holds B * H * nsplit * (HD + 2) floats,
 /// or is null for the built-in attnScratch<HD> (nsplit * B * H at most
 /// kAttnScratchPartials).
-template <int S, int H, int HD>
+template <int S, int H, int HD, typename C>
 inline void decodeAttentionLaunch(const float *q, const float *k,
                                   const float *v, int64_t B, const int64_t *seg,
-                                  const uint8_t *active, float *cacheK,
-                                  float *cacheV, int32_t *counts, float *out,
-                                  int nsplit, float *scratch,
-                                  cudaStream_t stream) {
+                                  const uint8_t *active, C *cacheK, C *cacheV,
+                                  int32_t *counts, float *out, int nsplit,
+                                  float *scratch, cudaStream_t stream) {
   if (B <= 0)
     return;
-  auto append = decodeAppendKernel<S, H, HD>;
+  auto append = decodeAppendKernel<S, H, HD, C>;
   MODC_LAUNCH(append, dim3(unsigned(B)), dim3(kRowThreads), 0, stream, k, v, B,
               seg, active, cacheK, cacheV, counts, out);
-  auto attend = decodeAttendKernel<S, H, HD>;
+  auto attend = decodeAttendKernel<S, H, HD, C>;
   MODC_LAUNCH(attend, dim3(unsigned(B), H, nsplit), dim3(kAttnThreads), 0,
-              stream, q, B, seg, static_cast<const float *>(cacheK),
-              static_cast<const float *>(cacheV), nsplit, scratch, out);
+              stream, q, B, seg, static_cast<const C *>(cacheK),
+              static_cast<const C *>(cacheV), nsplit, scratch, out);
   if (nsplit > 1) {
     auto combine = decodeCombineKernel<H, HD>;
     MODC_LAUNCH(combine, dim3(unsigned(B)), dim3(kRowThreads), 0, stream, B,
@@ -597,7 +608,8 @@ inline int64_t decode_attention_scratch_floats(int64_t B) {
 /// that would overflow the cache (counts[b] not in [0, S)) appends nothing and
 /// gets a NaN row; rows of an inactive sequence get a zero row. q, k, v, out
 /// are [seg[B], H * HD] and `out` must not overlap q, k or v; cache_k and
-/// cache_v are [B, S, H * HD]; counts is [B]. `pos` is not read. Several
+/// cache_v are [B, S, H * HD] of C (float, or bf16 in a bf16 model, whose
+/// keys and values are bf16 values); counts is [B]. `pos` is not read. Several
 /// rows of one sequence (a prefill chunk, in position order) are allowed as
 /// on the CPU; rows past B are attended without splits.
 ///
@@ -605,12 +617,11 @@ inline int64_t decode_attention_scratch_floats(int64_t B) {
 /// this overload keeps the partial results in a scratch buffer of the module
 /// (one per head size), so decode steps of one model that run concurrently
 /// on different streams must use the overload below instead.
-template <int S, int H, int HD>
+template <int S, int H, int HD, typename C>
 inline void decode_attention(const float *q, const float *k, const float *v,
                              int64_t B, const int64_t *seg, const int32_t *pos,
-                             const uint8_t *active, float *cache_k,
-                             float *cache_v, int32_t *counts, float *out,
-                             cudaStream_t stream) {
+                             const uint8_t *active, C *cache_k, C *cache_v,
+                             int32_t *counts, float *out, cudaStream_t stream) {
   using namespace decode_detail;
   static_assert(S >= 1, "decode needs at least one position");
   static_assert(HD >= 2, "the append's row metadata needs two floats a head");
@@ -623,12 +634,12 @@ inline void decode_attention(const float *q, const float *k, const float *v,
 /// As above, with the caller's split-K scratch of
 /// decode_attention_scratch_floats<S, H, HD>(B) floats (null: the built-in
 /// scratch, as above).
-template <int S, int H, int HD>
+template <int S, int H, int HD, typename C>
 inline void decode_attention(const float *q, const float *k, const float *v,
                              int64_t B, const int64_t *seg, const int32_t *pos,
-                             const uint8_t *active, float *cache_k,
-                             float *cache_v, int32_t *counts, float *out,
-                             float *scratch, cudaStream_t stream) {
+                             const uint8_t *active, C *cache_k, C *cache_v,
+                             int32_t *counts, float *out, float *scratch,
+                             cudaStream_t stream) {
   using namespace decode_detail;
   static_assert(S >= 1, "decode needs at least one position");
   static_assert(HD >= 2, "the append's row metadata needs two floats a head");
