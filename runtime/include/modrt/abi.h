@@ -72,7 +72,9 @@ typedef struct modc_decode_args {
   float *logits;               ///< out: [B, vocab_size]; rows of inactive
                                ///< sequences hold unspecified values
   int32_t *routed;             ///< out: [n_routed_layers, B], 1 = routed
-  float *kv_cache;             ///< modc_kv_cache_bytes(B) bytes, 64-aligned
+  float *kv_cache;             ///< modc_kv_cache_bytes(B) bytes, 64-aligned;
+                               ///< the package's layout (bf16 in a bf16
+                               ///< model despite the pointer type)
   int32_t *kv_counts;          ///< [n_layers, B] tokens cached; zero to reset
   void *workspace;             ///< modc_decode_workspace_bytes(B), 64-aligned
 } modc_decode_args;
