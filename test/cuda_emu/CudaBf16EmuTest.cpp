@@ -100,19 +100,7 @@ TEST(CudaBf16, MmaFragmentLayout) {
     std::vector<float> D(W * 128, kSentinel);
     MODC_LAUNCH(mmaBf16FragmentKernel, 1, W * 32, 0, nullptr, A.data(),
                 B.data(), C.data(), D.data());
-    for (int w = 0; w < W; ++w)
-      for (int m = 0; m < 16; ++m)
-        for (int n = 0; n < 8; ++n) {
-          double want = C[w * 128 + m * 8 + n], mag = std::fabs(want);
-          for (int k = 0; k < 8; ++k) {
-            const double p =
-                double(A[w * 128 + m * 8 + k]) * B[w * 64 + k * 8 + n];
-            want += p;
-            mag += std::fabs(p);
-          }
-          EXPECT_NEAR(D[w * 128 + m * 8 + n], want, 8 * 0x1p-24 * mag)
-              << "warp " << w << " D[" << m << "][" << n << "]";
-        }
+    expectMmaProducts(A, B, C, D, W);
   }
 }
 

@@ -2143,15 +2143,23 @@ inline void linear_to_bf16(const float *a, const int64_t *rows,
                                                       nullptr, y, stream);
 }
 
+namespace detail {
+/// Launches an in-place elementwise kernel(x, rows) over at most max_rows
+/// rows of N (a grid-stride loop).
+template <int N, typename Kernel>
+inline void launchInPlace(Kernel kernel, float *x, const int64_t *rows,
+                          int64_t max_rows, cudaStream_t stream) {
+  if (max_rows <= 0)
+    return;
+  MODC_LAUNCH(kernel, strideGrid(max_rows * N), kThreads, 0, stream, x, rows);
+}
+} // namespace detail
+
 /// Exact GELU in place on [rows, N].
 template <int N>
 inline void gelu(float *x, const int64_t *rows, int64_t max_rows,
                  cudaStream_t stream) {
-  if (max_rows <= 0)
-    return;
-  auto k = detail::geluKernel<N>;
-  MODC_LAUNCH(k, detail::strideGrid(max_rows * N), detail::kThreads, 0, stream,
-              x, rows);
+  detail::launchInPlace<N>(detail::geluKernel<N>, x, rows, max_rows, stream);
 }
 
 /// x[rows, N] rounded to bf16 in place (the query, key and value rows of a
@@ -2159,11 +2167,8 @@ inline void gelu(float *x, const int64_t *rows, int64_t max_rows,
 template <int N>
 inline void round_bf16(float *x, const int64_t *rows, int64_t max_rows,
                        cudaStream_t stream) {
-  if (max_rows <= 0)
-    return;
-  auto k = detail::roundBf16Kernel<N>;
-  MODC_LAUNCH(k, detail::strideGrid(max_rows * N), detail::kThreads, 0, stream,
-              x, rows);
+  detail::launchInPlace<N>(detail::roundBf16Kernel<N>, x, rows, max_rows,
+                           stream);
 }
 
 /// up = silu(gate) * up on [rows, N].
