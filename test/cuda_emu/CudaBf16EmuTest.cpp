@@ -12,6 +12,7 @@
 #include "CudaCommon.cuh"
 #include "CudaKernels.cuh"
 #include "CudaKernelsDecode.cuh"
+#include "CudaKernelsTrain.cuh"
 
 #include "CpuKernels.h"
 #include "CpuKernelsDecode.h"
@@ -244,6 +245,56 @@ template <int H, int HD> void checkAttentionBf16(uint32_t seed) {
   modk_cuda::detail::gemmTensorCores() = MODC_CUDA_TENSOR_CORES != 0;
   for (int64_t i = 0; i < rows * LD; ++i)
     ASSERT_EQ(skipped[i], full[i]) << "HD " << HD << " element " << i;
+}
+
+/// The same for the backward: causal_attention_grad<H, HD, true> gives the
+/// dq, dk, dv of the full 3xTF32 kernels on bf16 q, k, v (o and dout f32).
+template <int H, int HD> void checkAttentionGradBf16(uint32_t seed) {
+  constexpr int LD = H * HD;
+  std::vector<int64_t> seg = {0, 70, 115};
+  std::vector<int32_t> pos;
+  for (int i = 0; i < 70; ++i)
+    pos.push_back(i);
+  for (int i = 0; i < 45; ++i)
+    pos.push_back(2 * i + 1);
+  const int64_t rows = seg.back();
+  auto q = randomFloats(rows * LD, seed, -2, 2),
+       k = randomFloats(rows * LD, seed + 1, -2, 2),
+       v = randomFloats(rows * LD, seed + 2);
+  for (auto *t : {&q, &k, &v})
+    for (float &x : *t)
+      x = bf16Round(x);
+  auto o = randomFloats(rows * LD, seed + 3),
+       dout = randomFloats(rows * LD, seed + 4);
+  modk_cuda::detail::gemmTensorCores() = true;
+  std::vector<float> grads[2][3];
+  for (int bf = 0; bf < 2; ++bf) {
+    for (auto &g : grads[bf])
+      g.assign(rows * LD, kSentinel);
+    std::vector<float> scratch(
+        modk_cuda::attention_grad_scratch_floats<H>(rows));
+    auto run = [&](auto grad) {
+      grad(q.data(), k.data(), v.data(), o.data(), dout.data(), 2, seg.data(),
+           pos.data(), 70, grads[bf][0].data(), grads[bf][1].data(),
+           grads[bf][2].data(), scratch.data(), nullptr);
+    };
+    if (bf)
+      run(modk_cuda::causal_attention_grad<H, HD, true>);
+    else
+      run(modk_cuda::causal_attention_grad<H, HD>);
+  }
+  modk_cuda::detail::gemmTensorCores() = MODC_CUDA_TENSOR_CORES != 0;
+  const char *names[3] = {"dq", "dk", "dv"};
+  for (int g = 0; g < 3; ++g)
+    for (int64_t i = 0; i < rows * LD; ++i)
+      ASSERT_EQ(grads[1][g][i], grads[0][g][i])
+          << names[g] << " HD " << HD << " element " << i;
+}
+
+TEST(CudaBf16, AttentionGradSkipsZeroLoPartsExactly) {
+  checkAttentionGradBf16<2, 16>(3801);
+  checkAttentionGradBf16<1, 40>(3802);
+  checkAttentionGradBf16<1, 128>(3803);
 }
 
 TEST(CudaBf16, AttentionSkipsZeroLoPartsExactly) {

@@ -39,6 +39,9 @@ void instantiate(cudaStream_t st) {
   router_grad<S, D>(f, B, f, f, f, f, f, st);
   predictor_grad<D, HID>(f, maxRows, f, f, f, f, f, f, f, f, f, f, st);
   causal_attention_grad<H, HD>(f, f, f, f, f, B, seg, i32, S, f, f, f, f, st);
+  // A bf16 model's (q, k, v bf16: fewer mmas).
+  causal_attention_grad<H, HD, true>(f, f, f, f, f, B, seg, i32, S, f, f, f, f,
+                                     st);
   float *ptrs[1] = {f};
   const float *cptrs[1] = {f};
   const int64_t sizes[1] = {D};

@@ -304,7 +304,7 @@ LogicalResult PlanEmitter::emitKernel(Operation *op) {
   }
   if (auto attn = dyn_cast<modk::AttentionGradOp>(op)) {
     int64_t heads = attn.getNHeads();
-    emitCall(
+    KernelCall call =
         KernelCall{
             "causal_attention_grad",
             {heads, width(attn.getQ()) / heads},
@@ -317,7 +317,11 @@ LogicalResult PlanEmitter::emitKernel(Operation *op) {
             .withScratch("float",
                          fmt::format("sizeof(float) * modk_cuda::"
                                      "attention_grad_scratch_floats<{}>({})",
-                                     heads, maxRows(attn.getQ()))));
+                                     heads, maxRows(attn.getQ())));
+    // As in the forward: bf16 inputs, fewer tensor-core instructions.
+    if (entry.isBf16())
+      call.deviceTemplateArgs = {1};
+    emitCall(call);
     return success();
   }
   if (auto act = dyn_cast<modk::ActivationGradOp>(op)) {

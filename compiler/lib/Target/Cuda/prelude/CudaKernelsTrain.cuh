@@ -1047,7 +1047,9 @@ template <int HD> struct AttnGradTcSmem {
 /// acc[NT] (16 x 8 NT, rows of A16 from `a`, columns = rows of `b`) =
 /// A B^T over the head dim: per k8 step one mma3xTf32 with A = rows
 /// a[0..15][kk..kk+7] and B = b[8j + g][kk + t] (both [row][LD] in shared).
-template <int HD, int NT>
+/// SplitA / SplitB false: a / b hold tf32 values (bf16 ones), whose zero lo
+/// parts mma3xTf32 skips.
+template <int HD, int NT, bool SplitA = true, bool SplitB = true>
 __device__ __forceinline__ void agRowProducts(float (&acc)[1][NT][4],
                                               const float *a, const float *b) {
   constexpr int LDS = HD + 4;
@@ -1071,7 +1073,7 @@ __device__ __forceinline__ void agRowProducts(float (&acc)[1][NT][4],
       f[0] = r[0];
       f[1] = r[4];
     };
-    detail::mma3xTf32<1, NT>(acc, fragA, fragB);
+    detail::mma3xTf32<1, NT, SplitA, SplitB>(acc, fragA, fragB);
   }
 }
 
@@ -1080,7 +1082,8 @@ __device__ __forceinline__ void agRowProducts(float (&acc)[1][NT][4],
 /// attentionTcKernel's P V: the C fragment of lane (g, t) holds columns 2t,
 /// 2t + 1 of each n8 tile, used as A columns t and t + 4, with B rows 2t and
 /// 2t + 1 as B rows t and t + 4. acc is HD / 8 n8 tiles in NC chunks of DW.
-template <int HD, int NT, int NC, int DW>
+/// SplitB false: b holds tf32 (bf16) values.
+template <int HD, int NT, int NC, int DW, bool SplitB = true>
 __device__ __forceinline__ void agRegTimesRows(float (&acc)[NC][1][DW][4],
                                                const float (&x)[1][NT][4],
                                                const float *b) {
@@ -1101,7 +1104,7 @@ __device__ __forceinline__ void agRegTimesRows(float (&acc)[NC][1][DW][4],
         f[0] = br[8 * (c * DW + j)];
         f[1] = br[LDS + 8 * (c * DW + j)];
       };
-      detail::mma3xTf32<1, DW>(acc[c], fragX, fragB);
+      detail::mma3xTf32<1, DW, true, SplitB>(acc[c], fragX, fragB);
     }
   }
 }
@@ -1141,7 +1144,9 @@ __device__ __forceinline__ void agStoreRows(float *dst, int64_t r0,
 /// them (A from the score registers, as the forward's P V); dq = dQ * scale.
 /// Tiles are copied with cp.async; a warp whose queries all precede the
 /// tile's first key skips its math (P = 0 there) but not its barriers.
-template <int H, int HD>
+/// BF: q, k, v hold bf16 values (a bf16 model): the mmas of their zero tf32
+/// lo parts are skipped, with the same result.
+template <int H, int HD, bool BF>
 __global__ __launch_bounds__(kAgTcThreads) void attnGradQueryTc(
     const float *__restrict__ q, const float *__restrict__ k,
     const float *__restrict__ v, const float *__restrict__ o,
@@ -1224,7 +1229,7 @@ __global__ __launch_bounds__(kAgTcThreads) void attnGradQueryTc(
     if (!(warpRows && kposS[0] <= warpMaxPos))
       continue;
     float sc[1][NT][4];
-    agRowProducts<HD, NT>(sc, Qs + wr * LDS, Ks);
+    agRowProducts<HD, NT, !BF, !BF>(sc, Qs + wr * LDS, Ks);
     float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
     for (int j = 0; j < NT; ++j)
@@ -1282,8 +1287,8 @@ __global__ __launch_bounds__(kAgTcThreads) void attnGradQueryTc(
     if (!(warpRows && kposS[0] <= warpMaxPos))
       continue;
     float sc[1][NT][4], dp[1][NT][4];
-    agRowProducts<HD, NT>(sc, Qs + wr * LDS, Ks);
-    agRowProducts<HD, NT>(dp, dOs + wr * LDS, Vs);
+    agRowProducts<HD, NT, !BF, !BF>(sc, Qs + wr * LDS, Ks);
+    agRowProducts<HD, NT, true, !BF>(dp, dOs + wr * LDS, Vs);
 #pragma unroll
     for (int j = 0; j < NT; ++j)
 #pragma unroll
@@ -1293,7 +1298,7 @@ __global__ __launch_bounds__(kAgTcThreads) void attnGradQueryTc(
                             : expf(sc[0][j][e] * scale - lse[e >> 1]);
         sc[0][j][e] = p * (dp[0][j][e] - Dd[e >> 1]);
       }
-    agRegTimesRows<HD, NT, NC, DW>(acc, sc, Ks);
+    agRegTimesRows<HD, NT, NC, DW, !BF>(acc, sc, Ks);
   }
   agStoreRows<H, HD, NC, DW>(dq, base + i0, hoff, wr, qn, acc, scale);
 }
@@ -1305,8 +1310,8 @@ __global__ __launch_bounds__(kAgTcThreads) void attnGradQueryTc(
 /// P^T = exp(S^T - lse) masked, in registers (lse and D from the query
 /// side's stats); warp w adds dV += P^T dO, warp w + 4 forms dP^T = V dO^T,
 /// dS^T = P^T (dP^T - D) and adds dK += dS^T Q, both from the registers;
-/// dk = dK * scale.
-template <int H, int HD>
+/// dk = dK * scale. BF: as attnGradQueryTc's.
+template <int H, int HD, bool BF>
 __global__ __launch_bounds__(kAgTcKeyThreads, 1) void attnGradKeyTc(
     const float *__restrict__ q, const float *__restrict__ k,
     const float *__restrict__ v, const float *__restrict__ dout,
@@ -1387,7 +1392,7 @@ __global__ __launch_bounds__(kAgTcKeyThreads, 1) void attnGradKeyTc(
     if (!(warpKeys && qposS[qn - 1] >= warpMinPos))
       continue;
     float pt[1][NT][4];
-    agRowProducts<HD, NT>(pt, Ks + wr * LDS, Qs);
+    agRowProducts<HD, NT, !BF, !BF>(pt, Ks + wr * LDS, Qs);
 #pragma unroll
     for (int j = 0; j < NT; ++j)
 #pragma unroll
@@ -1401,14 +1406,14 @@ __global__ __launch_bounds__(kAgTcKeyThreads, 1) void attnGradKeyTc(
       agRegTimesRows<HD, NT, NC, DW>(acc, pt, dOs);
     } else {
       float dst[1][NT][4];
-      agRowProducts<HD, NT>(dst, Vs + wr * LDS, dOs);
+      agRowProducts<HD, NT, !BF, true>(dst, Vs + wr * LDS, dOs);
 #pragma unroll
       for (int j = 0; j < NT; ++j)
 #pragma unroll
         for (int e = 0; e < 4; ++e)
           dst[0][j][e] =
               pt[0][j][e] * (dst[0][j][e] - DdS[8 * j + 2 * tg + (e & 1)]);
-      agRegTimesRows<HD, NT, NC, DW>(acc, dst, Qs);
+      agRegTimesRows<HD, NT, NC, DW, !BF>(acc, dst, Qs);
     }
   }
   if (dkWarp)
@@ -1417,9 +1422,9 @@ __global__ __launch_bounds__(kAgTcKeyThreads, 1) void attnGradKeyTc(
     agStoreRows<H, HD, NC, DW>(dv, base + k0, hoff, wr, kc, acc, 1.0f);
 }
 
-/// Launches the tensor-core backward (TC) or the SIMT one; only the chosen
-/// kernels are instantiated.
-template <bool TC, int H, int HD>
+/// Launches the tensor-core backward (TC; BF: on bf16 inputs) or the SIMT
+/// one; only the chosen kernels are instantiated.
+template <bool TC, int H, int HD, bool BF>
 inline void launchAttentionGrad(int64_t nseg, int64_t max_seg_rows,
                                 const float *q, const float *k, const float *v,
                                 const float *o, const float *dout,
@@ -1428,8 +1433,8 @@ inline void launchAttentionGrad(int64_t nseg, int64_t max_seg_rows,
                                 cudaStream_t stream) {
   if constexpr (TC) {
     constexpr int smemQ = AttnGradTcSmem<HD>::Bytes, smemK = smemQ;
-    auto kq = attnGradQueryTc<H, HD>;
-    auto kk = attnGradKeyTc<H, HD>;
+    auto kq = attnGradQueryTc<H, HD, BF>;
+    auto kk = attnGradKeyTc<H, HD, BF>;
     static bool configured = false; // the attribute is per function
     if (!configured) {
       cudaFuncSetAttribute(kq, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -1485,7 +1490,9 @@ inline int64_t attention_grad_scratch_floats(int64_t max_rows) {
 /// mma.m16n8k8, f32 accuracy: attnGradQueryTc, attnGradKeyTc) unless
 /// MODC_CUDA_TENSOR_CORES is 0 (emulated: gemmTensorCores()), else on the
 /// SIMT kernels (attnGradQuery, attnGradKey); same scratch either way.
-template <int H, int HD>
+/// BF16: q, k, v hold bf16 values (a bf16 model); the same result, with
+/// fewer tensor-core instructions.
+template <int H, int HD, bool BF16 = false>
 inline void causal_attention_grad(const float *q, const float *k,
                                   const float *v, const float *o,
                                   const float *dout, int64_t nseg,
@@ -1498,20 +1505,23 @@ inline void causal_attention_grad(const float *q, const float *k,
     return;
   if constexpr (attentionGradTcHeadDim<HD>) {
 #if defined(__CUDACC__)
-    launchAttentionGrad<MODC_CUDA_TENSOR_CORES != 0, H, HD>(
+    launchAttentionGrad<MODC_CUDA_TENSOR_CORES != 0, H, HD, BF16>(
         nseg, max_seg_rows, q, k, v, o, dout, seg, pos, dq, dk, dv, scratch,
         stream);
 #else
     if (detail::gemmTensorCores())
-      launchAttentionGrad<true, H, HD>(nseg, max_seg_rows, q, k, v, o, dout,
-                                       seg, pos, dq, dk, dv, scratch, stream);
+      launchAttentionGrad<true, H, HD, BF16>(nseg, max_seg_rows, q, k, v, o,
+                                             dout, seg, pos, dq, dk, dv,
+                                             scratch, stream);
     else
-      launchAttentionGrad<false, H, HD>(nseg, max_seg_rows, q, k, v, o, dout,
-                                        seg, pos, dq, dk, dv, scratch, stream);
+      launchAttentionGrad<false, H, HD, false>(nseg, max_seg_rows, q, k, v, o,
+                                               dout, seg, pos, dq, dk, dv,
+                                               scratch, stream);
 #endif
   } else {
-    launchAttentionGrad<false, H, HD>(nseg, max_seg_rows, q, k, v, o, dout,
-                                      seg, pos, dq, dk, dv, scratch, stream);
+    launchAttentionGrad<false, H, HD, false>(nseg, max_seg_rows, q, k, v, o,
+                                             dout, seg, pos, dq, dk, dv,
+                                             scratch, stream);
   }
 }
 
