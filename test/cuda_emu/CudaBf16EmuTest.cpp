@@ -214,34 +214,44 @@ TEST(CudaBf16, DgradAndWgrad) {
   });
 }
 
+/// Attention inputs of a bf16 model: two sequences (70 dense rows, then 45
+/// rows at every other position) and bf16 q, k, v of LD columns.
+struct Bf16AttentionInputs {
+  std::vector<int64_t> seg = {0, 70, 115};
+  std::vector<int32_t> pos;
+  std::vector<float> q, k, v;
+  static constexpr int64_t kMaxSegRows = 70;
+  Bf16AttentionInputs(int ld, uint32_t seed) {
+    for (int i = 0; i < 70; ++i)
+      pos.push_back(i);
+    for (int i = 0; i < 45; ++i)
+      pos.push_back(2 * i + 1);
+    q = randomFloats(rows() * ld, seed, -2, 2);
+    k = randomFloats(rows() * ld, seed + 1, -2, 2);
+    v = randomFloats(rows() * ld, seed + 2);
+    for (auto *t : {&q, &k, &v})
+      for (float &x : *t)
+        x = bf16Round(x);
+  }
+  int64_t rows() const { return seg.back(); }
+};
+
 /// causal_attention<H, HD, true> (bf16 inputs: the tensor cores skip the
 /// mmas of zero tf32 lo parts) gives exactly what the full 3xTF32 kernel
 /// gives on the same bf16 q, k, v: head dims whose scale keeps the queries
 /// bf16 (16, 64: one mma for Q K^T) and others (32, 40, 128).
 template <int H, int HD> void checkAttentionBf16(uint32_t seed) {
   constexpr int LD = H * HD;
-  // Two sequences: 70 dense rows, then 45 rows at every other position.
-  std::vector<int64_t> seg = {0, 70, 115};
-  std::vector<int32_t> pos;
-  for (int i = 0; i < 70; ++i)
-    pos.push_back(i);
-  for (int i = 0; i < 45; ++i)
-    pos.push_back(2 * i + 1);
-  const int64_t rows = seg.back();
-  auto q = randomFloats(rows * LD, seed, -2, 2),
-       k = randomFloats(rows * LD, seed + 1, -2, 2),
-       v = randomFloats(rows * LD, seed + 2);
-  for (auto *t : {&q, &k, &v})
-    for (float &x : *t)
-      x = bf16Round(x);
+  Bf16AttentionInputs in(LD, seed);
+  const int64_t rows = in.rows();
   modk_cuda::detail::gemmTensorCores() = true;
   std::vector<float> full(rows * LD), skipped(rows * LD);
-  modk_cuda::causal_attention<H, HD>(q.data(), k.data(), v.data(), 2,
-                                     seg.data(), pos.data(), 70, full.data(),
-                                     nullptr);
-  modk_cuda::causal_attention<H, HD, true>(q.data(), k.data(), v.data(), 2,
-                                           seg.data(), pos.data(), 70,
-                                           skipped.data(), nullptr);
+  modk_cuda::causal_attention<H, HD>(in.q.data(), in.k.data(), in.v.data(), 2,
+                                     in.seg.data(), in.pos.data(),
+                                     in.kMaxSegRows, full.data(), nullptr);
+  modk_cuda::causal_attention<H, HD, true>(
+      in.q.data(), in.k.data(), in.v.data(), 2, in.seg.data(), in.pos.data(),
+      in.kMaxSegRows, skipped.data(), nullptr);
   modk_cuda::detail::gemmTensorCores() = MODC_CUDA_TENSOR_CORES != 0;
   for (int64_t i = 0; i < rows * LD; ++i)
     ASSERT_EQ(skipped[i], full[i]) << "HD " << HD << " element " << i;
@@ -251,19 +261,8 @@ template <int H, int HD> void checkAttentionBf16(uint32_t seed) {
 /// dq, dk, dv of the full 3xTF32 kernels on bf16 q, k, v (o and dout f32).
 template <int H, int HD> void checkAttentionGradBf16(uint32_t seed) {
   constexpr int LD = H * HD;
-  std::vector<int64_t> seg = {0, 70, 115};
-  std::vector<int32_t> pos;
-  for (int i = 0; i < 70; ++i)
-    pos.push_back(i);
-  for (int i = 0; i < 45; ++i)
-    pos.push_back(2 * i + 1);
-  const int64_t rows = seg.back();
-  auto q = randomFloats(rows * LD, seed, -2, 2),
-       k = randomFloats(rows * LD, seed + 1, -2, 2),
-       v = randomFloats(rows * LD, seed + 2);
-  for (auto *t : {&q, &k, &v})
-    for (float &x : *t)
-      x = bf16Round(x);
+  Bf16AttentionInputs in(LD, seed);
+  const int64_t rows = in.rows();
   auto o = randomFloats(rows * LD, seed + 3),
        dout = randomFloats(rows * LD, seed + 4);
   modk_cuda::detail::gemmTensorCores() = true;
@@ -274,9 +273,9 @@ template <int H, int HD> void checkAttentionGradBf16(uint32_t seed) {
     std::vector<float> scratch(
         modk_cuda::attention_grad_scratch_floats<H>(rows));
     auto run = [&](auto grad) {
-      grad(q.data(), k.data(), v.data(), o.data(), dout.data(), 2, seg.data(),
-           pos.data(), 70, grads[bf][0].data(), grads[bf][1].data(),
-           grads[bf][2].data(), scratch.data(), nullptr);
+      grad(in.q.data(), in.k.data(), in.v.data(), o.data(), dout.data(), 2,
+           in.seg.data(), in.pos.data(), in.kMaxSegRows, grads[bf][0].data(),
+           grads[bf][1].data(), grads[bf][2].data(), scratch.data(), nullptr);
     };
     if (bf)
       run(modk_cuda::causal_attention_grad<H, HD, true>);
