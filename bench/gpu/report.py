@@ -10,7 +10,9 @@
 #   0. The issue's targets, in bf16, measured against the target: our MoD
 #      block <= 0.18x our dense block (forward) and <= 0.2x (forward +
 #      backward); ours >= 2x faster than torch.compile's MoD block (forward,
-#      forward + backward).
+#      forward + backward); our gathered GEMMs >= 0.85x cuBLAS's throughput
+#      at the same shape, and routing (router + select + gather) <= 10 % of
+#      the MoD block's time, both from the per-kernel profile (below).
 #   1. The MoD block: ours (model with the routed layer minus the model with
 #      no layer) beside PyTorch eager and torch.compile (the layer alone),
 #      with the ratios ours / torch (< 1: ours is faster), per dtype.
@@ -22,15 +24,52 @@
 #   6. Whole models, no subtraction: ours beside eager and CUDA graphs.
 #   7. Check of the subtraction: PyTorch eager's model difference against its
 #      layer timed alone (near 1 means the difference measures the block).
+#   8. Our gathered GEMMs against cuBLAS, per GEMM and all together.
+#   9. Routing's share of the MoD block.
+#
+# 8 and 9 read the per-kernel profiles run.sh writes beside the JSON lines,
+# profile_mod_dN.txt (f32) and profile_mod_dN_bf16.txt: bench_gpu's stderr
+# under MODC_PROFILE=1 with --only forward,fwd_bwd --warmup 1 --iters 1,
+# one line `modc profile: kernel I WHAT T ms` per kernel group, I counting
+# from 0 again at each entry call. Rules:
+#   - the forward pass: the calls are cut where I falls back to 0; the
+#     forward calls are the leading calls (the first entry printed is
+#     modc_forward) up to the first with a backward kernel (a name with
+#     "grad", "cross_entropy", "bce_loss" or "split_tokens": modc_grad), and
+#     of those the last complete one (ending in the LM head) is used: the
+#     timed pass after the warm-up pass.
+#   - the routed block: that call's kernels less the model's own: the
+#     leading modk.embed and modk.identity_rows (the 0-layer model runs them
+#     too), and the last two, the final modk.rmsnorm and the LM head (the
+#     last modk.gemm, N = the vocabulary, 256). What is left is the layer.
+#   - the gathered GEMMs: the block's modk.gemm lines, "modk.gemm EPILOGUE
+#     [NxK]" or "[NxK]x2" (swiglu: two weights of that shape); FLOPs
+#     2*M*N*K per weight with M = B*k (batch x capacity_tokens of our JSON
+#     line, else the cuBLAS line's M), set against the cuBLAS line of the
+#     same dtype, d_model and M, N, K (twice its time for x2). ours/cuBLAS
+#     = cuBLAS time / ours (throughput ratio); all together = the sum of
+#     cuBLAS times / the sum of ours (time-weighted).
+#   - routing: the block's modk.route_select_gather lines (router logits,
+#     top-k select, gather, with the layer's first RMSNorm fused into the
+#     gather) / the sum of all the block's lines.
+# The profile waits for the GPU after every kernel group and times it on the
+# host clock: each line carries a launch and a host wake-up (microseconds),
+# so short kernels look slower than they are (the ratio to cuBLAS is on the
+# low side, worst for the d x d GEMMs at d 1024).
 #
 # Missing measurements print as "-" ("not measured" in the targets); rows
 # with nothing measured at all are left out.
 #
-# Usage: report.py RESULTS.jsonl
+# Usage: report.py RESULTS.jsonl [--profiles DIR]
+#        (DIR: where profile_mod_d*.txt are; default: RESULTS.jsonl's folder)
 #
 # ===-----------------------------------------------------------------------===#
 
+import argparse
+import glob
 import json
+import os
+import re
 import sys
 
 
@@ -51,9 +90,21 @@ class Table:
     def __init__(self, rows):
         self.t = {}
         self.errors = [r for r in rows if "error" in r or "skipped" in r]
+        # cuBLAS alone at our GEMM shapes: (dtype, d, M, N, K) -> ms.
+        self.cublas = {}
+        # Our MoD model's rows: (dtype, d) -> (batch, capacity_tokens).
+        self.mod_rows = {}
         for r in rows:
             if "median_ms" not in r:
                 continue
+            if r.get("impl") == "cublas":
+                self.cublas[(r["dtype"], r["d_model"], r["M"], r["N"],
+                             r["K"])] = r["median_ms"]
+                continue
+            if (r["impl"] == "modc" and r["kind"] == "mod" and "batch" in r
+                    and "capacity_tokens" in r):
+                self.mod_rows[(r["dtype"], r["d_model"])] = (
+                    r["batch"], r["capacity_tokens"])
             key = (r["impl"], r["dtype"], r.get("scope", "model"), r["kind"],
                    r["d_model"], r["what"])
             self.t[key] = r["median_ms"]
@@ -128,7 +179,7 @@ def or_nothing(rows):
     return rows if rows else [["(nothing measured)"]]
 
 
-def targets(T):
+def targets(T, extra_rows=()):
     head = ["target (bf16)", "d_model", "measured", "target", "met"]
     rows = []
     for what, check, bound in TARGETS:
@@ -154,13 +205,299 @@ def targets(T):
             rows.append([name, str(d), measured, bound_s,
                          "not measured" if met is None
                          else ("yes" if met else "**no**")])
-    return ("### Targets (bf16; ours = model with the layer - model "
+    rows += list(extra_rows)
+    text = ("### Targets (bf16; ours = model with the layer - model "
             "without, torch.compile = the layer alone)\n\n" +
             table(head, rows))
+    if extra_rows:
+        text += ("\n\nThe GEMM and routing rows come from the per-kernel "
+                 "profile (host-timed, a GPU wait per kernel: short kernels "
+                 "look slower than they are; see the two tables at the end).")
+    return text
 
 
-def report(T):
-    parts = [targets(T)]
+# ----------------------------------------------------------------------------
+# The per-kernel profile (MODC_PROFILE=1): gathered GEMMs and routing
+# ----------------------------------------------------------------------------
+
+VOCAB = 256  # the models' vocabulary: the LM head is the GEMM with N = 256
+GEMM_BOUND = 0.85  # ours / cuBLAS throughput, at least
+ROUTING_BOUND = 0.10  # routing / MoD block time, at most
+PROFILE_LINE = re.compile(
+    r"^modc profile: kernel\s+(\d+) (.*?)\s+(-?\d+(?:\.\d*)?(?:[eE][-+]?\d+)?)"
+    r" ms\s*$")
+GEMM_NAME = re.compile(r"^modk\.gemm (\S+) \[(\d+)x(\d+)\](?:x(\d+))?$")
+PROFILE_FILE = re.compile(r"^profile_mod_d(\d+)(_bf16)?\.txt$")
+BACKWARD = ("grad", "cross_entropy", "bce_loss", "split_tokens")
+ROUTING = "modk.route_select_gather"
+
+
+def parse_gemm(name):
+    """(epilogue, N, K, weights) of a "modk.gemm EPILOGUE [NxK](xW)" name,
+    else None."""
+    m = GEMM_NAME.match(name)
+    if not m:
+        return None
+    return m.group(1), int(m.group(2)), int(m.group(3)), int(m.group(4) or 1)
+
+
+def profile_calls(path):
+    """The entry calls of a profile file, each [(index, name, ms)]."""
+    calls = []
+    with open(path, errors="replace") as f:
+        for line in f:
+            m = PROFILE_LINE.match(line.rstrip("\n"))
+            if not m:
+                continue
+            i, name, ms = int(m.group(1)), m.group(2).strip(), float(m.group(3))
+            if not calls or i == 0 or i <= calls[-1][-1][0]:
+                calls.append([])
+            calls[-1].append((i, name, ms))
+    return calls
+
+
+def is_complete_forward(call):
+    last = parse_gemm(call[-1][1]) if call else None
+    return last is not None and last[1] == VOCAB
+
+
+def forward_block(calls):
+    """(block kernels, which call) of the last complete leading forward
+    call, or (None, why not). See the header for the rules."""
+    if not calls:
+        return None, "no 'modc profile' lines"
+    forwards = []
+    for call in calls:
+        if any(b in name for _, name, _ in call for b in BACKWARD):
+            break
+        forwards.append(call)
+    if not forwards:
+        return None, "no forward pass in the profile"
+    complete = [n for n, c in enumerate(forwards) if is_complete_forward(c)]
+    if not complete:
+        return None, "no complete forward pass (none ends in the LM head)"
+    call = forwards[complete[-1]]
+    which = f"forward call {complete[-1] + 1} of {len(forwards)}"
+    start = 0
+    while start < len(call) and call[start][1] in ("modk.embed",
+                                                  "modk.identity_rows"):
+        start += 1
+    end = len(call) - 1  # the LM head
+    if end > start and call[end - 1][1] == "modk.rmsnorm":
+        end -= 1  # the final norm
+    else:
+        return None, "no final modk.rmsnorm before the LM head"
+    block = call[start:end]
+    if not block:
+        return None, "the forward pass has no layer kernels"
+    return block, which
+
+
+class Profiles:
+    """What report.py takes from profile_mod_dN[_bf16].txt."""
+
+    def __init__(self, folder):
+        self.block = {}  # (dtype, d) -> block kernels
+        self.which = {}  # (dtype, d) -> which forward call they come from
+        self.why = {}  # (dtype, d) -> why there is no block
+        self.files = []
+        if not folder or not os.path.isdir(folder):
+            return
+        for path in sorted(glob.glob(os.path.join(folder, "profile_mod_d*.txt"))):
+            m = PROFILE_FILE.match(os.path.basename(path))
+            if not m:
+                continue
+            key = ("bf16" if m.group(2) else "f32", int(m.group(1)))
+            self.files.append(os.path.basename(path))
+            try:
+                block, why = forward_block(profile_calls(path))
+            except OSError as e:
+                block, why = None, f"unreadable: {e}"
+            if block is None:
+                self.why[key] = f"{os.path.basename(path)}: {why}"
+            else:
+                self.block[key], self.which[key] = block, why
+
+    def ds(self):
+        return sorted({d for _, d in list(self.block) + list(self.why)})
+
+
+def gemm_rows(T, P, dt, d):
+    """Per GEMM of the routed block: (index, name, M, N, K, W, ours ms, cuBLAS ms
+    for all W weights or None); and a reason where there is nothing."""
+    block = P.block.get((dt, d))
+    if block is None:
+        return None, P.why.get((dt, d), "no profile")
+    if (dt, d) in T.mod_rows:
+        b, k = T.mod_rows[(dt, d)]
+        M = b * k
+    else:
+        ms = {key[2] for key in T.cublas if key[:2] == (dt, d)}
+        if len(ms) != 1:
+            return None, "no M (no modc mod row, no single cuBLAS M)"
+        M = ms.pop()
+    rows = []
+    for i, name, t in block:
+        g = parse_gemm(name)
+        if g is None:
+            continue
+        _, N, K, W = g
+        cb = T.cublas.get((dt, d, M, N, K))
+        rows.append((i, name, M, N, K, W, t, None if cb is None else cb * W))
+    if not rows:
+        return None, "no modk.gemm line in the block"
+    return rows, None
+
+
+def gemm_overall(rows):
+    """cuBLAS time / ours over the GEMMs with both, and how many had both."""
+    both = [(t, cb) for *_, t, cb in rows if cb is not None and t > 0]
+    if not both:
+        return None, 0
+    return sum(cb for _, cb in both) / sum(t for t, _ in both), len(both)
+
+
+def routing_share(P, dt, d):
+    block = P.block.get((dt, d))
+    if block is None:
+        return None, None, None
+    route = sum(t for _, name, t in block if name == ROUTING)
+    total = sum(t for _, _, t in block)
+    if total <= 0 or not any(name == ROUTING for _, name, _ in block):
+        return None, route, total
+    return route / total, route, total
+
+
+def tflops(M, N, K, W, ms):
+    return None if not ms or ms <= 0 else 2.0 * M * N * K * W / ms / 1e9
+
+
+def met_cell(met):
+    return "not measured" if met is None else ("yes" if met else "**no**")
+
+
+def profile_targets(T, P, ds):
+    """The targets table's rows for (a) and (b), in bf16."""
+    rows = []
+    for d in ds:
+        rows_, _ = gemm_rows(T, P, "bf16", d)
+        v, n = gemm_overall(rows_) if rows_ else (None, 0)
+        note = "" if not rows_ or n == len(rows_) else f" ({n} of {len(rows_)} GEMMs)"
+        met = met_cell(None if v is None else v >= GEMM_BOUND)
+        rows.append(["ours: gathered GEMMs / cuBLAS at the same shapes, "
+                     "forward, throughput (time-weighted; profile)", str(d),
+                     "-" if v is None else f"{v:.2f}x{note}",
+                     f">= {GEMM_BOUND:.2f}x",
+                     met + " (partial)" if note and v is not None else met])
+    for d in ds:
+        share, _, _ = routing_share(P, "bf16", d)
+        rows.append(["ours: routing (router + select + gather) / MoD block, "
+                     "forward (profile)", str(d),
+                     "-" if share is None else f"{100 * share:.1f} %",
+                     f"<= {100 * ROUTING_BOUND:.0f} %",
+                     met_cell(None if share is None
+                              else share <= ROUTING_BOUND)])
+    return rows
+
+
+PROFILE_NOTE = (
+    "Ours from the per-kernel profile (MODC_PROFILE=1, the timed forward "
+    "pass of profile_mod_dN[_bf16].txt): host-timed with a GPU wait after "
+    "every kernel group, so each line also carries a launch and a wake-up "
+    "(microseconds) and short kernels look slower than they are.")
+GEMM_NOTE = (
+    " cuBLAS is timed with CUDA events over a CUDA graph of back-to-back "
+    "calls (torch_gpu.py), operands in L2, so ours/cuBLAS is on the low "
+    "side, most for the short d x d GEMMs. Our bf16 GEMMs read f32 "
+    "activations and weights (bf16 products), cuBLAS bf16 reads bf16; our "
+    "f32 GEMMs are 3xTF32, cuBLAS f32 is FP32 (TF32 off). The "
+    "gate_scale_scatter line includes its scatter kernel; cuBLAS's swiglu "
+    "time is twice the 4d x d GEMM (two weights).")
+ROUTING_NOTE = (
+    " The route_select_gather line is the router logits, the top-k select "
+    "and the gather, with the layer's first RMSNorm (of the k rows) fused "
+    "into the gather; the scatter of the update back into the stream is "
+    "counted with the last GEMM, not as routing. A similar overhead on each "
+    "of the block's lines pulls every share toward 1 / the number of lines "
+    "(10: 1/10, so the verdict against 10 % barely moves); routing's line "
+    "launches three or four kernels, a little more overhead than most.")
+
+
+def gemm_table(T, P, ds):
+    head = ["d_model", "dtype", "kernel", "M x N x K", "ours ms",
+            "ours TFLOP/s", "cuBLAS ms", "cuBLAS TFLOP/s", "ours/cuBLAS",
+            f">= {GEMM_BOUND:.2f}"]
+    rows, missing = [], []
+    for d in ds:
+        for dt in DTYPES:
+            rs, why = gemm_rows(T, P, dt, d)
+            if rs is None:
+                if (dt, d) in P.block or (dt, d) in P.why:
+                    missing.append(f"- d_model {d} {dt}: {why}")
+                continue
+            for i, name, M, N, K, W, t, cb in rs:
+                v = ratio(cb, t)
+                rows.append([str(d), dt, f"{i}: {name}",
+                             f"{M} x {N} x {K}" + (f" (x{W})" if W > 1 else ""),
+                             fmt(t, 4), fmt(tflops(M, N, K, W, t), 1),
+                             fmt(cb, 4), fmt(tflops(M, N, K, W, cb), 1),
+                             fmt(v, 2),
+                             met_cell(None if v is None else v >= GEMM_BOUND)])
+            v, n = gemm_overall(rs)
+            t_all = sum(r[6] for r in rs if r[7] is not None)
+            cb_all = sum(r[7] for r in rs if r[7] is not None)
+            met = met_cell(None if v is None else v >= GEMM_BOUND)
+            rows.append([str(d), dt, f"**all** ({n} of {len(rs)} with cuBLAS)",
+                         "", fmt(t_all if n else None, 4), "",
+                         fmt(cb_all if n else None, 4), "", fmt(v, 2),
+                         met + " (partial)" if 0 < n < len(rs) else met])
+    if not rows and not P.files:
+        rows = [["(no profile_mod_d*.txt: run.sh with PROFILE=1)"]]
+    elif not T.cublas:
+        missing.append("- no cuBLAS lines (torch_gpu.py --parts gemm)")
+    text = ("### Gathered GEMMs of the routed layer vs cuBLAS, forward "
+            "(ours from the per-kernel profile; ratio = throughput, ours / "
+            "cuBLAS)\n\n" + table(head, or_nothing(rows)) + "\n\n" +
+            PROFILE_NOTE + GEMM_NOTE)
+    if missing:
+        text += "\n\n" + "\n".join(missing)
+    return text
+
+
+def routing_table(P, ds):
+    head = ["d_model", "dtype", "routing ms", "MoD block ms", "share",
+            f"<= {100 * ROUTING_BOUND:.0f} %", "block kernels counted"]
+    rows, missing = [], []
+    for d in ds:
+        for dt in DTYPES:
+            block = P.block.get((dt, d))
+            if block is None:
+                if (dt, d) in P.why:
+                    missing.append(f"- d_model {d} {dt}: {P.why[(dt, d)]}")
+                continue
+            share, route, total = routing_share(P, dt, d)
+            rows.append([str(d), dt, fmt(route, 4), fmt(total, 4),
+                         "-" if share is None else f"{100 * share:.1f} %",
+                         met_cell(None if share is None
+                                  else share <= ROUTING_BOUND),
+                         f"{block[0][0]}-{block[-1][0]} ({len(block)}) of "
+                         f"{P.which[(dt, d)]}"])
+    if not rows and not P.files:
+        rows = [["(no profile_mod_d*.txt: run.sh with PROFILE=1)"]]
+    text = ("### Routing's share of the MoD block, forward (per-kernel "
+            "profile: modk.route_select_gather / the block's kernels, i.e. "
+            "the forward's kernels less embed, identity_rows, final norm and "
+            "LM head)\n\n" + table(head, or_nothing(rows)) + "\n\n" +
+            PROFILE_NOTE + ROUTING_NOTE)
+    if missing:
+        text += "\n\n" + "\n".join(missing)
+    return text
+
+
+def report(T, P=None):
+    P = P if P is not None else Profiles(None)
+    all_ds = sorted(set(T.ds) | set(P.ds()) | {k[1] for k in T.cublas})
+    parts = [targets(T, profile_targets(T, P, all_ds))]
     for kind, title in (("mod", "MoD block"), ("dense", "Dense block")):
         head = ["d_model", "pass", "dtype", "ours", "eager", "compile",
                 "ours/eager", "ours/compile"]
@@ -284,6 +621,9 @@ def report(T):
                  "includes making its input gradient)\n\n" +
                  table(head, or_nothing(rows)))
 
+    parts.append(gemm_table(T, P, all_ds))
+    parts.append(routing_table(P, all_ds))
+
     if T.errors:
         lines = []
         for r in T.errors:
@@ -296,14 +636,20 @@ def report(T):
 
 
 def main():
-    if len(sys.argv) < 2:
-        print("usage: report.py RESULTS.jsonl", file=sys.stderr)
-        return 2
-    T = Table(load(sys.argv[1]))
-    if not T.t:
-        print("report.py: no measurements in " + sys.argv[1])
+    ap = argparse.ArgumentParser(
+        description="markdown tables of the GPU benchmark (see the header)")
+    ap.add_argument("results", help="JSON lines of bench_gpu and torch_gpu.py")
+    ap.add_argument("--profiles", metavar="DIR",
+                    help="folder of profile_mod_d*.txt (default: the "
+                         "results file's folder)")
+    a = ap.parse_args()
+    T = Table(load(a.results))
+    P = Profiles(a.profiles if a.profiles is not None
+                 else os.path.dirname(os.path.abspath(a.results)))
+    if not T.t and not T.cublas and not P.block:
+        print("report.py: no measurements in " + a.results)
         return 1
-    print(report(T))
+    print(report(T, P))
     return 0
 
 

@@ -4,11 +4,13 @@
 # Compiles nothing: bench/gpu/prepare.sh BUILD_DIR, run beforehand where modc
 # is, put the CUDA packages (f32: gpu_KIND_dD, bf16: gpu_KIND_dD_bf16) in
 # BUILD_DIR/bench/gpu-packages and bench_gpu in BUILD_DIR/bench/gpu. This
-# script times the packages of each dtype of DTYPES with bench_gpu, then
-# the PyTorch baselines (torch_gpu.py: eager, CUDA graphs for decode, then
-# torch.compile while the time budget lasts), and prints the side-by-side
-# tables of report.py. Raw JSON lines, the log and a markdown report go to
-# $OUT (when set) or to a fresh folder under /tmp.
+# script times the packages of each dtype of DTYPES with bench_gpu, profiles
+# the MoD packages kernel by kernel, then the PyTorch baselines (torch_gpu.py:
+# cuBLAS alone at the shapes of our gathered GEMMs, eager, CUDA graphs for
+# decode, then torch.compile while the time budget lasts), and prints the
+# side-by-side tables of report.py (which reads the profiles too). Raw JSON
+# lines, the profiles, the log and a markdown report go to $OUT (when set)
+# or to a fresh folder under /tmp.
 #
 # Usage: bench/gpu/run.sh [BUILD_DIR]          (default: build)
 # Environment: BUDGET_S (450: whole run, seconds), BATCH (8), ITERS (10),
@@ -99,6 +101,8 @@ if [[ -n "$bench" ]]; then
   # Where our time goes: MODC_PROFILE=1 makes the package wait after every
   # kernel and print its time (a warm-up pass, then one timed pass; these
   # timings include a host wait per kernel and are not the table's).
+  # report.py takes the gathered GEMMs' rates and routing's share of the
+  # block from the forward pass of these files.
   if [[ "${PROFILE:-1}" != 0 ]]; then
     for dt in "${dts[@]}"; do
       sfx="$(pkg_suffix "$dt")" || continue
@@ -143,7 +147,7 @@ say "done; raw results in $raw"
   echo
   sed 's/^/    /' "$outdir/header.txt"
   echo
-  python3 "$here/report.py" "$raw"
+  python3 "$here/report.py" "$raw" --profiles "$outdir"
 } > "$outdir/report.md" 2>> "$logf"
 cat "$outdir/report.md"
 echo

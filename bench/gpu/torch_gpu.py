@@ -21,6 +21,15 @@
 #     (default inductor mode); this is the "PyTorch eager / torch.compile MoD
 #     block" of the comparison, and eager block vs eager model difference
 #     checks the subtraction.
+#   scope "gemm" (impl "cublas", what "gemm"): cuBLAS alone at the shapes of
+#     the routed layer's gathered GEMMs, y [M, N] = a [M, K] W^T with M = B*k
+#     (the top-k rows) and W [N, K] each weight shape of the layer: d x d
+#     (q, k, v, o), 4d x d (gate, up), d x 4d (down). One JSON line per
+#     dtype, d and shape (M, N, K, median_ms, tflops); report.py sets them
+#     beside our GEMM kernels' times from the per-kernel profile. On CUDA
+#     each timed iteration replays a CUDA graph of --gemm-reps calls of
+#     torch.mm(a, W.t(), out=y) (so no host launch gap is timed) and the
+#     times are per call; the operands stay in L2 between calls.
 #
 # The MoD layer is the usual public implementation: router r = x w_r, top-k
 # per sequence (torch.topk, indices sorted back to position order), gather,
@@ -39,7 +48,8 @@
 #
 # Usage: torch_gpu.py [--device cuda|cpu] [--tiny] [--dtypes bf16,f32]
 #          [--d-models 1024,2048] [--iters N] [--warmup N] [--decode-iters N]
-#          [--no-compile] [--compile-dense] [--deadline SECONDS] [--parts ...]
+#          [--no-compile] [--compile-dense] [--deadline SECONDS]
+#          [--parts gemm,forward,fwd_bwd,decode] [--gemm-reps N]
 # --device cpu --tiny runs everything at toy shapes on the CPU (a check, not
 # a benchmark).
 #
@@ -298,6 +308,12 @@ def forward_gflop(c, kind, scope):
     return total * c.B / 1e9
 
 
+# The routed layer's weight shapes as (names, N / d, K / d): y = a W^T with
+# W [N, K]. SwiGLU's gate and up are two GEMMs of the same shape (ours runs
+# them in one kernel, "modk.gemm swiglu [4dxd]x2").
+GEMM_SHAPES = (("q,k,v,o", 1, 1), ("gate,up", 4, 1), ("down", 1, 4))
+
+
 class Bench:
     def __init__(self, args):
         self.args = args
@@ -333,6 +349,74 @@ class Bench:
 
     def time_left(self):
         return self.args.deadline - (time.time() - START)
+
+    # -- cuBLAS at the shapes of our gathered GEMMs ----------------------------
+    def gemms(self, c, dt_name):
+        """y [M, N] = a [M, K] W^T, M = B*k, for each weight shape of the
+        routed layer (GEMM_SHAPES); one JSON line each."""
+        a, dt = self.args, DTYPES[dt_name]
+        M, reps = c.B * c.k, max(1, a.gemm_reps)
+        for names, n_mult, k_mult in GEMM_SHAPES:
+            N, K = n_mult * c.d, k_mult * c.d
+            try:
+                x = torch.randn(M, K, device=self.device, dtype=dt)
+                w = torch.randn(N, K, device=self.device, dtype=dt) / math.sqrt(K)
+                y = torch.empty(M, N, device=self.device, dtype=dt)
+                wt = w.t()  # a view: cuBLAS reads W transposed, no copy
+
+                def calls():
+                    for _ in range(reps):
+                        torch.mm(x, wt, out=y)
+
+                fn, timing = calls, f"host loop of {reps} calls / {reps}"
+                if self.device.type == "cuda":
+                    try:
+                        s = torch.cuda.Stream()
+                        s.wait_stream(torch.cuda.current_stream())
+                        with torch.cuda.stream(s):
+                            calls()  # cuBLAS handle and workspace first
+                        torch.cuda.current_stream().wait_stream(s)
+                        graph = torch.cuda.CUDAGraph()
+                        with torch.cuda.graph(graph):
+                            calls()
+                        fn = graph.replay
+                        timing = (f"CUDA events around a CUDA graph of {reps} "
+                                  f"calls / {reps}")
+                    except Exception as e:  # eager calls still measure it
+                        log(f"cublas {dt_name} d={c.d} {M}x{N}x{K}: no CUDA "
+                            f"graph ({type(e).__name__}: {e}); timing eager "
+                            "calls")
+                        graph = None
+                        timing = (f"CUDA events around {reps} eager calls / "
+                                  f"{reps}")
+                res = self.timer.run(fn, a.warmup, a.iters)
+                res = tuple(t / reps for t in res)
+                gflop = 2.0 * M * N * K / 1e9
+                print(json.dumps({
+                    "impl": "cublas", "dtype": dt_name, "scope": "gemm",
+                    "kind": "mod", "d_model": c.d, "what": "gemm",
+                    "M": M, "N": N, "K": K, "weights": names,
+                    "batch": c.B, "capacity_tokens": c.k, "seq_len": c.S,
+                    "median_ms": res[0], "min_ms": res[1], "mean_ms": res[2],
+                    "iters": a.iters, "reps": reps, "timing": timing,
+                    "gflop": gflop,
+                    "tflops": gflop / res[0] if res[0] > 0 else None,
+                    "tf32": bool(torch.backends.cuda.matmul.allow_tf32),
+                    "device": self.devname, "torch": torch.__version__,
+                    "date": self.date}), flush=True)
+                log(f"cublas {dt_name} gemm {M}x{N}x{K} ({names}): "
+                    f"{res[0]:.4f} ms")
+            except Exception as e:
+                msg = f"{type(e).__name__}: {e}"[:400]
+                log(f"FAILED cublas {dt_name} gemm {M}x{N}x{K} d={c.d}: {msg}")
+                print(json.dumps({"impl": "cublas", "dtype": dt_name,
+                                  "scope": "gemm", "kind": "mod",
+                                  "d_model": c.d, "what": "gemm", "M": M,
+                                  "N": N, "K": K, "error": msg}), flush=True)
+            finally:
+                x = w = y = wt = fn = graph = None
+            if self.device.type == "cuda":
+                torch.cuda.empty_cache()
 
     # -- whole models ---------------------------------------------------------
     def models(self, c, dt_name):
@@ -578,7 +662,9 @@ def main():
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--decode-iters", type=int, default=100)
     ap.add_argument("--decode-warmup", type=int, default=10)
-    ap.add_argument("--parts", default="forward,fwd_bwd,decode")
+    ap.add_argument("--parts", default="gemm,forward,fwd_bwd,decode")
+    ap.add_argument("--gemm-reps", type=int, default=20,
+                    help="cuBLAS calls per timed iteration of the gemm part")
     ap.add_argument("--no-compile", action="store_true")
     ap.add_argument("--compile-dense", action="store_true",
                     help="also torch.compile the dense block")
@@ -611,6 +697,9 @@ def main():
     log(f"torch {torch.__version__} on {bench.devname}")
     for dt in dtypes:
         for c in shapes:
+            if "gemm" in a.parts:
+                log(f"cuBLAS {dt} d={c.d}: the gathered GEMMs' shapes")
+                bench.gemms(c, dt)
             log(f"eager {dt} d={c.d}: models")
             bench.models(c, dt)
             log(f"eager {dt} d={c.d}: blocks")

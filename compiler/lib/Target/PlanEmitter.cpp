@@ -326,8 +326,15 @@ LogicalResult PlanEmitter::emitKernels(modk::EntryOp e, StringRef profileArgs) {
     if (failed(emitKernel(&op)))
       return failure();
     std::string what = op.getName().getStringRef().str();
-    if (auto gemm = dyn_cast<modk::GemmOp>(op))
-      what += " " + gemm.getEpilogue().str();
+    if (auto gemm = dyn_cast<modk::GemmOp>(op)) {
+      // The weight shape N x K (of each weight: swiglu has two of the same
+      // shape, "x2") lets a report turn the profile's times into FLOP rates.
+      auto w = cast<MemRefType>(gemm.getWeights()[0].getType());
+      what += fmt::format(" {} [{}x{}]", gemm.getEpilogue().str(),
+                          w.getDimSize(0), w.getDimSize(1));
+      if (gemm.getWeights().size() > 1)
+        what += fmt::format("x{}", gemm.getWeights().size());
+    }
     os << fmt::format("  if (profile) modcProfile({}, \"{}\", {});\n", kernel++,
                       what, profileArgs.str());
   }
