@@ -1693,6 +1693,13 @@ constexpr int kAttnTcThreads = 128; ///< 4 warps of 16 query rows
 template <int HD>
 constexpr bool attentionTcHeadDim = HD > 0 && HD % 8 == 0 && HD <= 128;
 
+/// The launch bounds' minimum CTAs per SM of attentionTcKernel: 2 below head
+/// dim 32 (ptxas's own allocation spilled 4-12 bytes at head dims 16 and 24
+/// on bf16 inputs), none (0) from 32 on, where its allocation spills nothing
+/// with fewer registers (an explicit bound takes head dim 64 from 145 to 209
+/// registers and makes 128 spill).
+constexpr int attnTcMinBlocks(int hd) { return hd < 32 ? 2 : 0; }
+
 /// Shared memory of attentionTcKernel (floats). Q (scaled), K and V tiles
 /// are [row][LD] with LD = HD + 4 = 4 (mod 8): the fragment reads (8 rows g
 /// x 4 columns t of Q and K; rows 2t, 2t + 1 x 8 columns g of V) fall on 32
@@ -1734,7 +1741,7 @@ template <int HD> struct AttnTcSmem {
 /// three where the scaled queries stay bf16, i.e. 1/sqrt(HD) is a power of
 /// two; P V: two), with the same result.
 template <int H, int HD, bool BF>
-__global__ __launch_bounds__(kAttnTcThreads) void attentionTcKernel(
+__global__ __launch_bounds__(kAttnTcThreads, attnTcMinBlocks(HD)) void attentionTcKernel(
     const float *__restrict__ q, const float *__restrict__ k,
     const float *__restrict__ v, const int64_t *seg, const int32_t *pos,
     float *__restrict__ out) {
