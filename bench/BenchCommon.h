@@ -1,22 +1,27 @@
 //===- BenchCommon.h - Helpers shared by the modc benchmarks ------*- C++ -*-===//
 //
-// The FLOP formula (also torch_mod.py's), medians, and compiling a model with
-// the real `modc` binary (MODC_BINARY) into a package directory.
+// The FLOP formula (also torch_mod.py's), medians, compiling a model with the
+// real `modc` binary (MODC_BINARY) into a package directory, option parsing,
+// and the loop of bench_forward and bench_train: compile and time every
+// model, then add PyTorch's times from torch_mod.py --json lines.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MODC_BENCH_BENCHCOMMON_H
 #define MODC_BENCH_BENCHCOMMON_H
 
+#include "modrt/Error.h"
 #include "modrt/Package.h"
 
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <optional>
+#include <random>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -55,7 +60,7 @@ inline double median(std::vector<double> v) {
 
 /// Compiles `jsonPath` into `out` with modc; returns modc's output on failure.
 inline std::optional<std::string> compile(const std::string &jsonPath,
-                                   const std::string &out) {
+                                          const std::string &out) {
   fs::remove_all(out);
   std::string log = out + ".log";
   std::string cmd = std::string("'") + MODC_BINARY + "' compile '" + jsonPath +
@@ -72,6 +77,28 @@ inline std::optional<std::string> compile(const std::string &jsonPath,
   return "modc failed: " + text;
 }
 
+/// Walks the options of `program`: `take(a, value)` handles option `a`,
+/// calling value() for its argument, and returns false for one it does not
+/// know, which prints "usage: PROGRAM `usage`" and exits (0 for --help).
+template <class Take>
+void parseOptions(int argc, char **argv, const char *program, const char *usage,
+                  Take take) {
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "%s: %s needs a value\n", program, a.c_str());
+        std::exit(2);
+      }
+      return argv[++i];
+    };
+    if (!take(a, value)) {
+      std::fprintf(stderr, "usage: %s %s\n", program, usage);
+      std::exit(a == "--help" ? 0 : 2);
+    }
+  }
+}
+
 /// Options shared by bench_forward and bench_train.
 struct Options {
   std::string models = BENCH_MODELS_DIR;
@@ -83,44 +110,142 @@ struct Options {
   int warmup = 2;
 };
 
-/// Parses the options of `program` into `opt`; exits on a usage error.
-inline void parseArgs(int argc, char **argv, const char *program,
-                      Options &opt) {
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    auto next = [&]() -> std::string {
-      if (i + 1 >= argc) {
-        std::fprintf(stderr, "error: %s needs a value\n", a.c_str());
-        std::exit(2);
+/// Parses the options of `program` (bench_forward or bench_train), with
+/// `work` as the default package folder; exits on a usage error.
+inline Options parseArgs(int argc, char **argv, const char *program,
+                         const std::string &work) {
+  Options opt;
+  opt.work = work;
+  parseOptions(argc, argv, program,
+               "[--models DIR] [--work DIR] [--batch N] [--iters N] "
+               "[--warmup N] [--torch FILE] [--only NAME,...]",
+               [&](const std::string &a, auto &value) {
+                 if (a == "--models")
+                   opt.models = value();
+                 else if (a == "--work")
+                   opt.work = value();
+                 else if (a == "--torch")
+                   opt.torch = value();
+                 else if (a == "--batch")
+                   opt.batch = std::stoll(value());
+                 else if (a == "--iters")
+                   opt.iters = std::stoi(value());
+                 else if (a == "--warmup")
+                   opt.warmup = std::stoi(value());
+                 else if (a == "--only") {
+                   std::stringstream ss(value());
+                   std::string n;
+                   while (std::getline(ss, n, ','))
+                     opt.only.push_back(n);
+                 } else
+                   return false;
+                 return true;
+               });
+  return opt;
+}
+
+using Clock = std::chrono::steady_clock;
+/// Milliseconds since `t`.
+inline double msSince(Clock::time_point t) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
+}
+
+/// `n` random tokens below `vocab` (fixed seed).
+inline std::vector<int32_t> randomTokens(size_t n, int64_t vocab) {
+  std::mt19937 gen(7);
+  std::vector<int32_t> tokens(n);
+  for (int32_t &t : tokens)
+    t = static_cast<int32_t>(gen() % vocab);
+  return tokens;
+}
+
+/// "%.2f" (or `f`) of `v`, "n/a" without one.
+inline std::string fmt(const std::optional<double> &v, const char *f = "%.2f") {
+  if (!v)
+    return "n/a";
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), f, *v);
+  return buf;
+}
+
+/// What every row of bench_forward and bench_train has; each adds its times.
+struct ModelResult {
+  std::string name;
+  double gflop = 0.0; ///< useful FLOPs per forward or step, 1e9
+  std::string note;   ///< why there is no time
+  std::optional<double> torchEager, torchCompiled;
+};
+
+/// The row of model `name` in `results`, or null.
+template <class R>
+const R *find(const std::vector<R> &results, const std::string &name) {
+  for (const R &r : results)
+    if (r.name == name)
+      return &r;
+  return nullptr;
+}
+
+/// Reads the lines of `torch_mod.py --json` in `path` into the rows of
+/// `results` of the same model: `prefix`eager_ms and `prefix`compiled_ms
+/// ("train_" ones for `torch_mod.py --train`).
+template <class R>
+void readTorch(const std::string &path, const std::string &prefix,
+               std::vector<R> &results) {
+  std::ifstream in(path);
+  if (!in) {
+    std::fprintf(stderr, "warning: cannot read %s\n", path.c_str());
+    return;
+  }
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] != '{')
+      continue;
+    json j = json::parse(line, nullptr, false);
+    if (j.is_discarded())
+      continue;
+    for (R &r : results)
+      if (r.name == j.value("model", std::string())) {
+        if (j.contains(prefix + "eager_ms"))
+          r.torchEager = j[prefix + "eager_ms"].get<double>();
+        if (j.contains(prefix + "compiled_ms"))
+          r.torchCompiled = j[prefix + "compiled_ms"].get<double>();
       }
-      return argv[++i];
-    };
-    if (a == "--models")
-      opt.models = next();
-    else if (a == "--work")
-      opt.work = next();
-    else if (a == "--torch")
-      opt.torch = next();
-    else if (a == "--batch")
-      opt.batch = std::stoll(next());
-    else if (a == "--iters")
-      opt.iters = std::stoi(next());
-    else if (a == "--warmup")
-      opt.warmup = std::stoi(next());
-    else if (a == "--only") {
-      std::stringstream ss(next());
-      std::string n;
-      while (std::getline(ss, n, ','))
-        opt.only.push_back(n);
-    } else {
-      std::fprintf(stderr,
-                   "usage: %s [--models DIR] [--work DIR] [--batch N] "
-                   "[--iters N] [--warmup N] [--torch FILE] "
-                   "[--only NAME,...]\n",
-                   program);
-      std::exit(a == "--help" ? 0 : 2);
+  }
+}
+
+/// Compiles every model of `opt` (opt.only, else the five of bench/models)
+/// into opt.work and times it with `time(opt, pkg, result, compileSeconds)`; a
+/// model that modc or the runtime fails on keeps why in its note. Then adds
+/// PyTorch's times from opt.torch (readTorch with `torchPrefix`).
+template <class R, class Time>
+std::vector<R> runModels(const Options &opt, const std::string &torchPrefix,
+                         Time time) {
+  fs::create_directories(opt.work);
+  std::vector<std::string> names = {"layer_dense", "layer_routed", "layer_none",
+                                    "model_dense", "model_mod"};
+  if (!opt.only.empty())
+    names = opt.only;
+  std::vector<R> results;
+  for (const std::string &name : names) {
+    R &r = results.emplace_back();
+    r.name = name;
+    std::string dir = opt.work + "/" + name;
+    auto t0 = Clock::now();
+    if (auto err = compile(opt.models + "/" + name + ".json", dir)) {
+      r.note = *err;
+      std::replace(r.note.begin(), r.note.end(), '\n', ' ');
+      continue;
+    }
+    double compileS = msSince(t0) * 1e-3;
+    try {
+      time(opt, modrt::Package::open(dir), r, compileS);
+    } catch (const modrt::Error &e) {
+      r.note = std::string("runtime: ") + e.what();
     }
   }
+  if (!opt.torch.empty())
+    readTorch(opt.torch, torchPrefix, results);
+  return results;
 }
 
 } // namespace bench

@@ -18,21 +18,16 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "modrt/Error.h"
 #include "modrt/Generate.h"
-#include "modrt/Package.h"
+
+#include "BenchCommon.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
-#include <cstdlib>
-#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <string>
 #include <vector>
-
-namespace fs = std::filesystem;
 
 namespace {
 
@@ -45,16 +40,13 @@ struct Options {
   int repeats = 3;
 };
 
-/// Compiles `model` into work/name unless a package is already there.
+/// Compiles model `name` into work/name; returns that folder.
 std::string compile(const Options &opts, const std::string &name) {
-  fs::path dir = fs::path(opts.work) / name;
-  fs::create_directories(opts.work);
-  std::string cmd = std::string("'") + MODC_BINARY + "' compile '" +
-                    (fs::path(opts.models) / (name + ".json")).string() +
-                    "' --target cpu -o '" + dir.string() + "' 2>&1";
-  if (std::system(cmd.c_str()) != 0)
-    throw modrt::Error("modc failed on " + name);
-  return dir.string();
+  std::string dir = opts.work + "/" + name;
+  bench::fs::create_directories(opts.work);
+  if (auto err = bench::compile(opts.models + "/" + name + ".json", dir))
+    throw modrt::Error(name + ": " + *err);
+  return dir;
 }
 
 /// Fraction of decode steps that route through routed layer `index`
@@ -126,7 +118,7 @@ Timing timeDecode(const modrt::Package &pkg, const modrt::TensorMap &w,
     std::vector<uint8_t> active(batch, 1);
     std::vector<int32_t> next(batch);
     int64_t routed = 0, decisions = 0;
-    auto start = std::chrono::steady_clock::now();
+    auto start = bench::Clock::now();
     for (int64_t s = 0; s < opts.newTokens; ++s) {
       const std::vector<float> &logits = session.logits();
       for (int64_t b = 0; b < batch; ++b) {
@@ -139,16 +131,13 @@ Timing timeDecode(const modrt::Package &pkg, const modrt::TensorMap &w,
         decisions += int64_t(layer.size());
       }
     }
-    double seconds = std::chrono::duration<double>(
-                         std::chrono::steady_clock::now() - start)
-                         .count();
+    double seconds = bench::msSince(start) * 1e-3;
     rates.push_back(double(batch * opts.newTokens) / seconds);
     t.routedFraction = decisions ? double(routed) / decisions : 0;
     t.kvUsed = session.kvBytesUsed();
     t.kvReserved = session.kvBytesReserved();
   }
-  std::sort(rates.begin(), rates.end());
-  t.tokensPerSecond = rates[rates.size() / 2];
+  t.tokensPerSecond = bench::median(rates);
   return t;
 }
 
@@ -205,34 +194,26 @@ int run(const Options &opts) {
 
 int main(int argc, char **argv) {
   Options opts;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) {
-        std::fprintf(stderr, "bench_decode: %s needs a value\n", a.c_str());
-        std::exit(2);
-      }
-      return argv[++i];
-    };
-    if (a == "--models")
-      opts.models = value();
-    else if (a == "--work")
-      opts.work = value();
-    else if (a == "--corpus")
-      opts.corpus = value();
-    else if (a == "--prompt")
-      opts.prompt = std::stoll(value());
-    else if (a == "--new")
-      opts.newTokens = std::stoll(value());
-    else if (a == "--repeats")
-      opts.repeats = std::stoi(value());
-    else {
-      std::fprintf(stderr,
-                   "usage: bench_decode [--models DIR] [--work DIR] "
-                   "[--prompt N] [--new N] [--repeats N] [--corpus FILE]\n");
-      return 2;
-    }
-  }
+  bench::parseOptions(argc, argv, "bench_decode",
+                      "[--models DIR] [--work DIR] [--prompt N] [--new N] "
+                      "[--repeats N] [--corpus FILE]",
+                      [&](const std::string &a, auto &value) {
+                        if (a == "--models")
+                          opts.models = value();
+                        else if (a == "--work")
+                          opts.work = value();
+                        else if (a == "--corpus")
+                          opts.corpus = value();
+                        else if (a == "--prompt")
+                          opts.prompt = std::stoll(value());
+                        else if (a == "--new")
+                          opts.newTokens = std::stoll(value());
+                        else if (a == "--repeats")
+                          opts.repeats = std::stoi(value());
+                        else
+                          return false;
+                        return true;
+                      });
   try {
     return run(opts);
   } catch (const std::exception &e) {

@@ -26,183 +26,92 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "modrt/Error.h"
-#include "modrt/Package.h"
-
 #include "BenchCommon.h"
 
-#include <nlohmann/json.hpp>
-
-#include <algorithm>
-#include <chrono>
-#include <cmath>
 #include <cstdio>
-#include <cstdlib>
-#include <filesystem>
-#include <fstream>
-#include <map>
 #include <optional>
-#include <random>
-#include <sstream>
 #include <string>
 #include <vector>
-
-namespace fs = std::filesystem;
-using nlohmann::json;
 
 namespace {
 
 /// One benchmarked model.
-struct Result {
-  std::string name;
+struct Result : bench::ModelResult {
   std::optional<double> stepMs;  ///< median grad + adamw
   std::optional<double> gradMs;  ///< median grad alone (same steps)
   std::optional<double> adamwMs; ///< median adamw alone (same steps)
   double loss = 0.0;             ///< total loss of the last timed step
-  double gflop = 0.0;            ///< training FLOPs per step, 1e9
-  std::string note;              ///< why there is no time
-  std::optional<double> torchEager, torchCompiled;
 };
 
-using bench::compile;
-using bench::Options;
-using bench::parseArgs;
-using bench::forwardFlops;
+using bench::Clock;
+using bench::fmt;
 using bench::median;
+using bench::msSince;
 
-
-using Clock = std::chrono::steady_clock;
-double msSince(Clock::time_point t) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
-}
-
-Result benchOne(const Options &opt, const std::string &name) {
-  Result r;
-  r.name = name;
-  std::string jsonPath = opt.models + "/" + name + ".json";
-  std::string dir = opt.work + "/" + name;
-  auto t0 = Clock::now();
-  if (auto err = compile(jsonPath, dir)) {
-    r.note = *err;
-    for (char &c : r.note)
-      if (c == '\n')
-        c = ' ';
-    return r;
-  }
-  double compileS = msSince(t0) * 1e-3;
-  try {
-    modrt::Package pkg = modrt::Package::open(dir);
-    const modrt::Manifest &m = pkg.manifest();
-    if (!m.supportsTraining) {
-      r.note = "package has no training entry points";
-      return r;
-    }
-    r.gflop = 3.0 * forwardFlops(m, opt.batch) / 1e9;
-    modrt::TensorMap weights = pkg.initWeights(1);
-    modrt::OptimizerState state = modrt::OptimizerState::zeros(m);
-    modrt::AdamWConfig cfg; // beta 0.9/0.95, wd 0.1, clip 1.0 (modrun train)
-    std::mt19937 gen(7);
-    std::vector<int32_t> tokens(opt.batch * (m.seqLen + 1));
-    for (int32_t &t : tokens)
-      t = static_cast<int32_t>(gen() % m.vocabSize);
-    modrt::TensorMap grads;
-    // A small learning rate keeps the weights near their initial values
-    // over the timed steps, so every step does the same work.
-    const double lr = 1e-4;
-    auto step = [&](double *gradMs, double *adamwMs) {
-      auto s = Clock::now();
-      modrt::Losses loss = pkg.grad(weights, tokens, opt.batch, grads);
-      *gradMs = msSince(s);
-      auto a = Clock::now();
-      pkg.adamwStep(weights, grads, state, lr, cfg);
-      *adamwMs = msSince(a);
-      r.loss = loss.total;
-    };
-    double g, a;
-    for (int i = 0; i < opt.warmup; ++i)
-      step(&g, &a);
-    std::vector<double> steps, gs, as;
-    for (int i = 0; i < opt.iters; ++i) {
-      auto s = Clock::now();
-      step(&g, &a);
-      steps.push_back(msSince(s));
-      gs.push_back(g);
-      as.push_back(a);
-    }
-    r.stepMs = median(steps);
-    r.gradMs = median(gs);
-    r.adamwMs = median(as);
-    std::fprintf(stderr,
-                 "  %-14s compiled in %.1f s, median step %.2f ms "
-                 "(grad %.2f, adamw %.2f), loss %.4f\n",
-                 name.c_str(), compileS, *r.stepMs, *r.gradMs, *r.adamwMs,
-                 r.loss);
-  } catch (const modrt::Error &e) {
-    r.note = std::string("runtime: ") + e.what();
-  }
-  return r;
-}
-
-/// Reads `torch_mod.py --train --json` lines into the results.
-void readTorch(const std::string &path, std::vector<Result> &results) {
-  std::ifstream in(path);
-  if (!in) {
-    std::fprintf(stderr, "warning: cannot read %s\n", path.c_str());
+/// Times training steps of `pkg` (grad + adamw) into `r`.
+void timeStep(const bench::Options &opt, const modrt::Package &pkg, Result &r,
+              double compileS) {
+  const modrt::Manifest &m = pkg.manifest();
+  if (!m.supportsTraining) {
+    r.note = "package has no training entry points";
     return;
   }
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.empty() || line[0] != '{')
-      continue;
-    json j = json::parse(line, nullptr, false);
-    if (j.is_discarded())
-      continue;
-    for (Result &r : results)
-      if (r.name == j.value("model", std::string())) {
-        if (j.contains("train_eager_ms"))
-          r.torchEager = j["train_eager_ms"].get<double>();
-        if (j.contains("train_compiled_ms"))
-          r.torchCompiled = j["train_compiled_ms"].get<double>();
-      }
+  r.gflop = 3.0 * bench::forwardFlops(m, opt.batch) / 1e9;
+  modrt::TensorMap weights = pkg.initWeights(1);
+  modrt::OptimizerState state = modrt::OptimizerState::zeros(m);
+  modrt::AdamWConfig cfg; // beta 0.9/0.95, wd 0.1, clip 1.0 (modrun train)
+  std::vector<int32_t> tokens =
+      bench::randomTokens(opt.batch * (m.seqLen + 1), m.vocabSize);
+  modrt::TensorMap grads;
+  // A small learning rate keeps the weights near their initial values
+  // over the timed steps, so every step does the same work.
+  const double lr = 1e-4;
+  auto step = [&](double *gradMs, double *adamwMs) {
+    auto s = Clock::now();
+    modrt::Losses loss = pkg.grad(weights, tokens, opt.batch, grads);
+    *gradMs = msSince(s);
+    auto a = Clock::now();
+    pkg.adamwStep(weights, grads, state, lr, cfg);
+    *adamwMs = msSince(a);
+    r.loss = loss.total;
+  };
+  double g, a;
+  for (int i = 0; i < opt.warmup; ++i)
+    step(&g, &a);
+  std::vector<double> steps, gs, as;
+  for (int i = 0; i < opt.iters; ++i) {
+    auto s = Clock::now();
+    step(&g, &a);
+    steps.push_back(msSince(s));
+    gs.push_back(g);
+    as.push_back(a);
   }
-}
-
-std::string fmt(const std::optional<double> &v, const char *f = "%.2f") {
-  if (!v)
-    return "n/a";
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), f, *v);
-  return buf;
+  r.stepMs = median(steps);
+  r.gradMs = median(gs);
+  r.adamwMs = median(as);
+  std::fprintf(stderr,
+               "  %-14s compiled in %.1f s, median step %.2f ms "
+               "(grad %.2f, adamw %.2f), loss %.4f\n",
+               r.name.c_str(), compileS, *r.stepMs, *r.gradMs, *r.adamwMs,
+               r.loss);
 }
 
 } // namespace
 
 int main(int argc, char **argv) {
-  Options opt;
-  opt.work = "bench-train-packages";
-  parseArgs(argc, argv, "bench_train", opt);
-  fs::create_directories(opt.work);
-  std::vector<std::string> names = {"layer_dense", "layer_routed", "layer_none",
-                                    "model_dense", "model_mod"};
-  if (!opt.only.empty())
-    names = opt.only;
-
+  bench::Options opt =
+      bench::parseArgs(argc, argv, "bench_train", "bench-train-packages");
   std::fprintf(stderr,
                "bench_train: batch %lld, %d warm-up, %d timed steps "
                "(grad + adamw)\n",
                static_cast<long long>(opt.batch), opt.warmup, opt.iters);
-  std::vector<Result> results;
-  for (const std::string &n : names)
-    results.push_back(benchOne(opt, n));
-  if (!opt.torch.empty())
-    readTorch(opt.torch, results);
+  std::vector<Result> results =
+      bench::runModels<Result>(opt, "train_", timeStep);
 
   std::printf("\n%-14s %10s %9s %9s %9s %9s %12s %12s %8s %8s\n", "model",
               "step ms", "grad ms", "adamw ms", "GFLOP", "GFLOP/s",
               "torch eager", "torch comp", "x eager", "x comp");
-  std::map<std::string, const Result *> byName;
   for (const Result &r : results) {
-    byName[r.name] = &r;
     std::optional<double> rate, vsE, vsC;
     if (r.stepMs) {
       rate = r.gflop / (*r.stepMs * 1e-3);
@@ -225,12 +134,12 @@ int main(int argc, char **argv) {
 
   auto get = [&](const char *n, bool torch,
                  bool compiled = false) -> std::optional<double> {
-    auto it = byName.find(n);
-    if (it == byName.end())
+    const Result *r = bench::find(results, n);
+    if (!r)
       return std::nullopt;
     if (!torch)
-      return it->second->stepMs;
-    return compiled ? it->second->torchCompiled : it->second->torchEager;
+      return r->stepMs;
+    return compiled ? r->torchCompiled : r->torchEager;
   };
   auto layerRatio = [&](bool torch, bool compiled, const char *who) {
     auto d = get("layer_dense", torch, compiled),
@@ -262,8 +171,7 @@ int main(int argc, char **argv) {
   modelRatio(true, false, "torch eager", false);
   modelRatio(true, true, "torch.compile", false);
   for (const char *n : {"model_mod", "model_dense"}) {
-    auto ours = get(n, false), eager = get(n, true),
-         comp = get(n, true, true);
+    auto ours = get(n, false), eager = get(n, true), comp = get(n, true, true);
     if (ours && eager) {
       double s = *eager / *ours;
       std::printf("%-11s step, ours vs PyTorch eager: %.2fx faster", n, s);
