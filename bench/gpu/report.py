@@ -52,10 +52,11 @@
 #   - routing: the block's modk.route_select_gather lines (router logits,
 #     top-k select, gather, with the layer's first RMSNorm fused into the
 #     gather) / the sum of all the block's lines.
-# The profile waits for the GPU after every kernel group and times it on the
-# host clock: each line carries a launch and a host wake-up (microseconds),
-# so short kernels look slower than they are (the ratio to cuBLAS is on the
-# low side, worst for the d x d GEMMs at d 1024).
+# The profile records a CUDA event after every kernel group and reads them
+# when the entry ends: GPU times with no host wait, but each group still
+# starts with its launch (no CUDA graph), so short kernels look a little
+# slower than in the unprofiled run (the ratio to cuBLAS is on the low side,
+# most for the d x d GEMMs at d 1024).
 #
 # Missing measurements print as "-" ("not measured" in the targets); rows
 # with nothing measured at all are left out.
@@ -211,8 +212,8 @@ def targets(T, extra_rows=()):
             table(head, rows))
     if extra_rows:
         text += ("\n\nThe GEMM and routing rows come from the per-kernel "
-                 "profile (host-timed, a GPU wait per kernel: short kernels "
-                 "look slower than they are; see the two tables at the end).")
+                 "profile (CUDA events between the kernel groups; see the two "
+                 "tables at the end).")
     return text
 
 
@@ -402,9 +403,9 @@ def profile_targets(T, P, ds):
 
 PROFILE_NOTE = (
     "Ours from the per-kernel profile (MODC_PROFILE=1, the timed forward "
-    "pass of profile_mod_dN[_bf16].txt): host-timed with a GPU wait after "
-    "every kernel group, so each line also carries a launch and a wake-up "
-    "(microseconds) and short kernels look slower than they are.")
+    "pass of profile_mod_dN[_bf16].txt): CUDA events between the kernel "
+    "groups, with no host wait, but each group starts with its launch, so "
+    "short kernels look a little slower than they are.")
 GEMM_NOTE = (
     " cuBLAS is timed with CUDA events over a CUDA graph of back-to-back "
     "calls (torch_gpu.py), operands in L2, so ours/cuBLAS is on the low "

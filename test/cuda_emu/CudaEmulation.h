@@ -25,6 +25,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -396,6 +397,30 @@ inline cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned) {
   return cudaSuccess;
 }
 inline cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
+/// Events: kernels run at their launch here, so an event records the host
+/// time at which it is recorded.
+struct CudaEmuEvent {
+  std::chrono::steady_clock::time_point at;
+};
+typedef CudaEmuEvent *cudaEvent_t;
+inline cudaError_t cudaEventCreate(cudaEvent_t *e) {
+  *e = new CudaEmuEvent{};
+  return cudaSuccess;
+}
+inline cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t) {
+  e->at = std::chrono::steady_clock::now();
+  return cudaSuccess;
+}
+inline cudaError_t cudaEventSynchronize(cudaEvent_t) { return cudaSuccess; }
+inline cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a,
+                                        cudaEvent_t b) {
+  *ms = std::chrono::duration<float, std::milli>(b->at - a->at).count();
+  return cudaSuccess;
+}
+inline cudaError_t cudaEventDestroy(cudaEvent_t e) {
+  delete e;
+  return cudaSuccess;
+}
 enum cudaStreamCaptureMode { cudaStreamCaptureModeThreadLocal = 1 };
 struct CudaEmuGraph {
   std::vector<std::function<void()>> work;

@@ -374,14 +374,44 @@ LogicalResult CudaEmitter::emit() {
   if (decode)
     os << kDecodePrelude << "\n";
   emitHostSupport("#include <vector>\n");
-  os << R"cpp(/// Waits for kernel `index` and prints the time since `tick`.
-void modcProfile(int index, const char *what, cudaStream_t s,
-                 std::chrono::steady_clock::time_point &tick) {
-  cudaStreamSynchronize(s);
-  auto now = std::chrono::steady_clock::now();
-  std::fprintf(stderr, "modc profile: kernel %3d %-32s %9.3f ms\n", index, what,
-               std::chrono::duration<double, std::milli>(now - tick).count());
-  tick = now;
+  os << R"cpp(/// MODC_PROFILE: a CUDA event after each kernel group of an entry, timed
+/// when the entry ends, so that each time is the GPU's, with no host wait
+/// between the kernels.
+struct ModcProfile {
+  cudaEvent_t start = nullptr;
+  std::vector<cudaEvent_t> events;
+  std::vector<std::pair<int, const char *>> names;
+};
+void modcProfileStart(ModcProfile &p, cudaStream_t s) {
+  cudaEventCreate(&p.start);
+  cudaEventRecord(p.start, s);
+}
+/// Marks the end of kernel group `index` on the stream.
+void modcProfile(int index, const char *what, cudaStream_t s, ModcProfile &p) {
+  cudaEvent_t e = nullptr;
+  cudaEventCreate(&e);
+  cudaEventRecord(e, s);
+  p.events.push_back(e);
+  p.names.emplace_back(index, what);
+}
+/// Waits for the entry's kernels and prints each group's time.
+void modcProfileFlush(ModcProfile &p) {
+  if (!p.start)
+    return;
+  cudaEvent_t prev = p.start;
+  if (!p.events.empty())
+    cudaEventSynchronize(p.events.back());
+  for (size_t i = 0; i < p.events.size(); ++i) {
+    float ms = 0.0f;
+    cudaEventElapsedTime(&ms, prev, p.events[i]);
+    std::fprintf(stderr, "modc profile: kernel %3d %-32s %9.3f ms\n",
+                 p.names[i].first, p.names[i].second, double(ms));
+    prev = p.events[i];
+  }
+  for (cudaEvent_t e : p.events)
+    cudaEventDestroy(e);
+  cudaEventDestroy(p.start);
+  p = ModcProfile();
 }
 } // namespace
 
@@ -467,7 +497,7 @@ LogicalResult CudaEmitter::emitEntry(modk::EntryOp e) {
       "tokenOffset);\n",
       fn, tokensPerSequence);
   os << "  static const bool profile = std::getenv(\"MODC_PROFILE\") != nullptr;\n";
-  os << "  auto tick = std::chrono::steady_clock::now();\n";
+  os << "  ModcProfile tick;\n  if (profile)\n    modcProfileStart(tick, s);\n";
   if (isDecode) {
     // One decode step is many small kernels: capture them once per set of
     // arguments (pointers, batch, parameter table) and replay the graph.
@@ -524,7 +554,8 @@ LogicalResult CudaEmitter::emitEntry(modk::EntryOp e) {
       return cudaFail("modc_decode", "cudaGraphLaunch", e);
   }
 )cpp";
-  os << fmt::format("  cudaError_t launched = cudaGetLastError();\n  if "
+  os << fmt::format("  if (profile)\n    modcProfileFlush(tick);\n"
+                    "  cudaError_t launched = cudaGetLastError();\n  if "
                     "(launched != cudaSuccess)\n    return cudaFail(\"{}\", "
                     "\"launching the kernels\", launched);\n  return 0;\n}}\n",
                     fn);
