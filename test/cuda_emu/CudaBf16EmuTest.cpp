@@ -170,6 +170,32 @@ template <int N, int K> void checkLinearBf16(int64_t rows, uint32_t seed) {
 TEST(CudaBf16, Linear) {
   checkLinearBf16<70, 45>(37, 3201);
   checkLinearBf16<130, 64>(129, 3202);
+  // Few rows (decode steps): the CPU rounds the weight as it reads it, in
+  // blocks of 512 columns.
+  checkLinearBf16<40, 700>(1, 3203);
+  checkLinearBf16<33, 1100>(16, 3204);
+  checkLinearBf16<24, 40>(17, 3205);
+}
+
+/// The residual form (y += a w^T) with few and with many rows, on the CPU.
+TEST(CudaBf16, LinearResidualFewAndManyRows) {
+  constexpr int N = 30, K = 600;
+  for (int64_t rows : {3, 40}) {
+    auto a = randomFloats(rows * K, 3250 + rows), w = randomFloats(N * K, 3251);
+    auto y0 = randomFloats(rows * N, 3252);
+    std::vector<double> want(rows * N);
+    for (int64_t m = 0; m < rows; ++m)
+      for (int n = 0; n < N; ++n) {
+        double s = y0[m * N + n];
+        for (int k = 0; k < K; ++k)
+          s += bf16Exact(a[m * K + k]) * bf16Exact(w[n * K + k]);
+        want[m * N + n] = s;
+      }
+    std::vector<float> y(y0);
+    modk_cpu::linear_residual<N, K, true>(a.data(), rows, w.data(), y.data());
+    SCOPED_TRACE(testing::Message() << rows << " rows");
+    expectClose(y, want, 1e-5, "CPU bf16 linear_residual");
+  }
 }
 
 /// dgrad and wgrad (unsplit and split) with bf16 operands against fp64.

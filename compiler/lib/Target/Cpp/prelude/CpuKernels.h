@@ -187,11 +187,10 @@ inline void rmsnorm(const float *x, int64_t rows, const float *w, float eps,
 inline float bf16_round(float x) {
   uint32_t u;
   std::memcpy(&u, &x, sizeof(u));
-  if ((u & 0x7fffffffu) > 0x7f800000u)
-    u |= 0x00400000u; // quiet NaN, still NaN after the truncation
-  else
-    u += 0x7fffu + ((u >> 16) & 1u);
-  u &= 0xffff0000u;
+  // Without a branch, so that loops over it vectorise.
+  const uint32_t nearest = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+  const uint32_t nan = (u | 0x00400000u) & 0xffff0000u; // stays a NaN
+  u = (u & 0x7fffffffu) > 0x7f800000u ? nan : nearest;
   std::memcpy(&x, &u, sizeof(x));
   return x;
 }
@@ -238,6 +237,10 @@ template <int N> inline void round_bf16(float *x, int64_t rows) {
 }
 
 namespace detail {
+/// Elements from which bf16Copy uses threads: a copy is memory-bound, and
+/// waking threads costs more than copying less than this.
+constexpr int64_t kBf16CopyParallel = int64_t(1) << 20;
+
 /// x[0 .. n) rounded to bf16 into a per-thread scratch buffer (one per
 /// `slot`, reused by the next call with that slot): the operands of a bf16
 /// product. Products of bf16 values are exact in f32, so sgemm on the
@@ -248,10 +251,41 @@ inline const float *bf16Copy(const float *x, int64_t n, int slot) {
   if (static_cast<int64_t>(buf.size()) < n)
     buf.resize(static_cast<size_t>(n));
   float *out = buf.data();
-#pragma omp parallel for if (n > kMinParallelWork)
-  for (int64_t i = 0; i < n; ++i)
-    out[i] = bf16_round(x[i]);
+  // Chunks of a plain simd loop: GCC leaves the serial fallback of an
+  // `omp parallel for simd` with a false `if` unvectorised (10x slower).
+  constexpr int64_t kChunk = int64_t(1) << 16;
+  const int64_t chunks = (n + kChunk - 1) / kChunk;
+#pragma omp parallel for if (n > kBf16CopyParallel)
+  for (int64_t c = 0; c < chunks; ++c) {
+    const int64_t end = (c + 1) * kChunk < n ? (c + 1) * kChunk : n;
+#pragma omp simd
+    for (int64_t i = c * kChunk; i < end; ++i)
+      out[i] = bf16_round(x[i]);
+  }
   return out;
+}
+
+/// Rows up to which a bf16 product rounds the weight in cache-sized blocks.
+constexpr int64_t kBf16FewRows = 16;
+
+/// y[M, N] = bf16(a) bf16(w)^T + beta * y for M <= kBf16FewRows (decode
+/// steps): the weight is rounded a block of rows at a time (128 KB, which
+/// stays in cache for the product), so it is read from memory once; a
+/// rounded copy of all of it would cost more than the product at so few
+/// rows.
+template <int N, int K>
+inline void linearBf16FewRows(const float *a, int64_t M, const float *w,
+                              float beta, float *y) {
+  constexpr int64_t kBlockFloats = int64_t(1) << 15;
+  constexpr int64_t kRows = kBlockFloats / K > 0 ? kBlockFloats / K : 1;
+  const float *ar = bf16Copy(a, M * K, 0);
+  for (int64_t n0 = 0; n0 < N; n0 += kRows) {
+    const int64_t rows = N - n0 < kRows ? N - n0 : kRows;
+    const float *wr = bf16Copy(w + n0 * K, rows * K, 1);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(M),
+                static_cast<int>(rows), K, 1.0f, ar, K, wr, K, beta, y + n0,
+                N);
+  }
 }
 
 /// y[M, N] = a[M, K] * w^T + beta * y, the operands rounded to bf16 first
@@ -261,6 +295,10 @@ inline void linearBeta(const float *a, int64_t M, const float *w, float beta,
                        float *y) {
   if (M <= 0)
     return;
+  if (BF16 && M <= kBf16FewRows) {
+    linearBf16FewRows<N, K>(a, M, w, beta, y);
+    return;
+  }
   if (BF16) {
     a = bf16Copy(a, M * K, 0);
     w = bf16Copy(w, int64_t(N) * K, 1);
