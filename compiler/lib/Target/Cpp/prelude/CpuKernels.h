@@ -225,21 +225,25 @@ inline void storeRow(C *dst, const float *src, int64_t n) {
     for (int64_t i = 0; i < n; ++i)
       dst[i] = C(src[i]);
 }
-} // namespace detail
 
-/// x[rows, N] rounded to bf16 in place (the query, key and value rows of a
-/// bf16 model, which attention and the KV cache read).
-template <int N> inline void round_bf16(float *x, int64_t rows) {
-  const int64_t total = rows * N;
-#pragma omp parallel for if (total > detail::kMinParallelWork)
-  for (int64_t i = 0; i < total; ++i)
-    x[i] = bf16_round(x[i]);
+/// Elements from which roundBf16 uses threads: it is memory-bound, and
+/// waking threads costs more than rounding fewer than this.
+constexpr int64_t kBf16RoundParallel = int64_t(1) << 20;
+
+/// out[i] = bf16_round(x[i]) for i < n (out may be x), in chunks of a plain
+/// simd loop: GCC leaves the serial fallback of an `omp parallel for simd`
+/// with a false `if` unvectorised (10x slower).
+inline void roundBf16(float *out, const float *x, int64_t n) {
+  constexpr int64_t kChunk = int64_t(1) << 16;
+  const int64_t chunks = (n + kChunk - 1) / kChunk;
+#pragma omp parallel for if (n > kBf16RoundParallel)
+  for (int64_t c = 0; c < chunks; ++c) {
+    const int64_t end = (c + 1) * kChunk < n ? (c + 1) * kChunk : n;
+#pragma omp simd
+    for (int64_t i = c * kChunk; i < end; ++i)
+      out[i] = bf16_round(x[i]);
+  }
 }
-
-namespace detail {
-/// Elements from which bf16Copy uses threads: a copy is memory-bound, and
-/// waking threads costs more than copying less than this.
-constexpr int64_t kBf16CopyParallel = int64_t(1) << 20;
 
 /// x[0 .. n) rounded to bf16 into a per-thread scratch buffer (one per
 /// `slot`, reused by the next call with that slot): the operands of a bf16
@@ -250,19 +254,8 @@ inline const float *bf16Copy(const float *x, int64_t n, int slot) {
   std::vector<float> &buf = scratch[slot];
   if (static_cast<int64_t>(buf.size()) < n)
     buf.resize(static_cast<size_t>(n));
-  float *out = buf.data();
-  // Chunks of a plain simd loop: GCC leaves the serial fallback of an
-  // `omp parallel for simd` with a false `if` unvectorised (10x slower).
-  constexpr int64_t kChunk = int64_t(1) << 16;
-  const int64_t chunks = (n + kChunk - 1) / kChunk;
-#pragma omp parallel for if (n > kBf16CopyParallel)
-  for (int64_t c = 0; c < chunks; ++c) {
-    const int64_t end = (c + 1) * kChunk < n ? (c + 1) * kChunk : n;
-#pragma omp simd
-    for (int64_t i = c * kChunk; i < end; ++i)
-      out[i] = bf16_round(x[i]);
-  }
-  return out;
+  roundBf16(buf.data(), x, n);
+  return buf.data();
 }
 
 /// Rows up to which a bf16 product rounds the weight in cache-sized blocks.
@@ -307,6 +300,12 @@ inline void linearBeta(const float *a, int64_t M, const float *w, float beta,
               K, 1.0f, a, K, w, K, beta, y, N);
 }
 } // namespace detail
+
+/// x[rows, N] rounded to bf16 in place (the query, key and value rows of a
+/// bf16 model, which attention and the KV cache read).
+template <int N> inline void round_bf16(float *x, int64_t rows) {
+  detail::roundBf16(x, x, rows * N);
+}
 
 /// y[M, N] = a[M, K] * w^T with w in nn.Linear layout [N, K]. M may be 0.
 /// BF16: both operands rounded to bf16, f32 accumulation (a bf16 model).
