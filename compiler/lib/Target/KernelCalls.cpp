@@ -93,17 +93,17 @@ bool PlanEmitter::roundsOutput(modk::GemmOp gemm) {
   if (gemm.getEpilogue() == "rope")
     return true;
   Value buffer = gemm.getOutput();
-  for (Operation *user : buffer.getUsers()) {
+  auto isQkv = [&](auto attn) {
+    return buffer == attn.getQ() || buffer == attn.getK() ||
+           buffer == attn.getV();
+  };
+  return llvm::any_of(buffer.getUsers(), [&](Operation *user) {
     if (auto attn = dyn_cast<modk::AttentionOp>(user))
-      if (buffer == attn.getQ() || buffer == attn.getK() ||
-          buffer == attn.getV())
-        return true;
+      return isQkv(attn);
     if (auto attn = dyn_cast<modk::DecodeAttentionOp>(user))
-      if (buffer == attn.getQ() || buffer == attn.getK() ||
-          buffer == attn.getV())
-        return true;
-  }
-  return false;
+      return isQkv(attn);
+    return false;
+  });
 }
 
 LogicalResult PlanEmitter::emitKernel(Operation *op) {
