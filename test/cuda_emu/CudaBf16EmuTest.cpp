@@ -91,17 +91,10 @@ __global__ void mmaBf16FragmentKernel(const float *A, const float *B,
 TEST(CudaBf16, MmaFragmentLayout) {
   constexpr int W = 2;
   for (uint32_t seed = 1; seed <= 3; ++seed) {
-    auto A = randomFloats(W * 128, 3100 + seed, -4, 4);
-    auto B = randomFloats(W * 64, 3110 + seed, -4, 4);
-    auto C = randomFloats(W * 128, 3120 + seed, -8, 8);
-    for (float &x : A)
-      x = bf16Round(x);
-    for (float &x : B)
-      x = bf16Round(x);
-    std::vector<float> D(W * 128, kSentinel);
-    MODC_LAUNCH(mmaBf16FragmentKernel, 1, W * 32, 0, nullptr, A.data(),
-                B.data(), C.data(), D.data());
-    expectMmaProducts(A, B, C, D, W);
+    MmaProblems p(W, 3100 + seed, [](float x) { return bf16Round(x); });
+    MODC_LAUNCH(mmaBf16FragmentKernel, 1, W * 32, 0, nullptr, p.A.data(),
+                p.B.data(), p.C.data(), p.D.data());
+    expectMmaProducts(p.A, p.B, p.C, p.D, W);
   }
 }
 

@@ -123,17 +123,10 @@ __global__ void mmaFragmentKernel(const float *A, const float *B,
 TEST(CudaKernels, MmaTf32FragmentLayout) {
   constexpr int W = 2; // two warps with different problems, 3 launches
   for (uint32_t seed = 1; seed <= 3; ++seed) {
-    auto A = randomFloats(W * 128, 900 + seed, -4, 4);
-    auto B = randomFloats(W * 64, 910 + seed, -4, 4);
-    auto C = randomFloats(W * 128, 920 + seed, -8, 8);
-    for (float &x : A)
-      x = tf32Value(x);
-    for (float &x : B)
-      x = tf32Value(x);
-    std::vector<float> D(W * 128, kSentinel);
-    MODC_LAUNCH(mmaFragmentKernel, 1, W * 32, 0, nullptr, A.data(), B.data(),
-                C.data(), D.data());
-    expectMmaProducts(A, B, C, D, W);
+    MmaProblems p(W, 900 + seed, tf32Value);
+    MODC_LAUNCH(mmaFragmentKernel, 1, W * 32, 0, nullptr, p.A.data(),
+                p.B.data(), p.C.data(), p.D.data());
+    expectMmaProducts(p.A, p.B, p.C, p.D, W);
   }
 }
 

@@ -40,6 +40,23 @@ inline std::vector<int32_t> randomInts(size_t n, uint32_t seed, int lo, int hi) 
   return v;
 }
 
+/// Random operands of W warps' 16x8x8 problems (A [W][16][8] and B [W][8][8]
+/// in [-4, 4) as values of the operand type, by `round`; C [W][16][8] in
+/// [-8, 8)), and D [W][16][8] filled with kSentinel.
+struct MmaProblems {
+  std::vector<float> A, B, C, D;
+  template <typename Round>
+  MmaProblems(int W, uint32_t seed, Round round)
+      : A(randomFloats(W * 128, seed, -4, 4)),
+        B(randomFloats(W * 64, seed + 10, -4, 4)),
+        C(randomFloats(W * 128, seed + 20, -8, 8)), D(W * 128, kSentinel) {
+    for (float &x : A)
+      x = round(x);
+    for (float &x : B)
+      x = round(x);
+  }
+};
+
 /// Checks D = A B + C for W warps' 16x8x8 problems (A [W][16][8], B
 /// [W][8][8], C and D [W][16][8], row-major): the products of the operand
 /// values are exact, so D is within eight f32 additions of the fp64 sum.
