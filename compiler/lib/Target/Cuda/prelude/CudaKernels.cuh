@@ -736,6 +736,43 @@ template <int N> __device__ __forceinline__ void copyAsyncWait() {
 #endif
 }
 
+/// acc[NT] (16 x 8 NT, rows of A16 from `a`, columns = rows of `b`) += A B^T
+/// over the head dim: per k8 step one mma3xTf32 with A = rows
+/// a[0..15][kk..kk+7] and B = b[8j + g][kk + t] (both [row][HD + 4] in
+/// shared), UNROLL k8 steps unrolled at a time. SplitA / SplitB false: a / b
+/// hold tf32 values (bf16 ones), whose zero lo parts mma3xTf32 skips. Q K^T
+/// of the attention kernels, forward and backward.
+template <int HD, int NT, bool SplitA, bool SplitB, int UNROLL>
+__device__ __forceinline__ void addRowProducts(float (&acc)[1][NT][4],
+                                               const float *a,
+                                               const float *b) {
+  constexpr int LDS = HD + 4;
+  const int lane = threadIdx.x % kWarp, g = lane >> 2, tg = lane & 3;
+#pragma unroll UNROLL
+  for (int kk = 0; kk < HD; kk += 8) {
+    auto fragA = [&](int, float (&f)[4]) {
+      const float *r = a + g * LDS + kk + tg;
+      f[0] = r[0];
+      f[1] = r[8 * LDS];
+      f[2] = r[4];
+      f[3] = r[8 * LDS + 4];
+    };
+    auto fragB = [&](int j, float (&f)[2]) {
+      const float *r = b + (8 * j + g) * LDS + kk + tg;
+      f[0] = r[0];
+      f[1] = r[4];
+    };
+    mma3xTf32<1, NT, SplitA, SplitB>(acc, fragA, fragB);
+  }
+}
+
+/// Whether every pointer is 16-byte aligned: the attention kernels copy
+/// their tiles 16 bytes at a time then (copyHeadRows's `vec`).
+template <typename... P>
+__device__ __forceinline__ bool aligned16(const P *...p) {
+  return ((reinterpret_cast<uintptr_t>(p) | ...) & 15u) == 0;
+}
+
 /// Starts the copy of rows r0 .. r0 + valid of one head (HD columns at hoff
 /// of a [rows, H * HD] tensor) into dst[ROWS][HD + 4], zero past valid, with
 /// cp.async (16 bytes when `vec`: src 16-byte aligned, else 4), by the
@@ -1776,8 +1813,7 @@ __global__ __launch_bounds__(kAttnTcThreads, attnTcMinBlocks(HD)) void attention
   const float scale = 1.0f / sqrtf(static_cast<float>(HD));
   const int32_t *ps = pos + base;
   const int64_t hoff = int64_t(h) * HD;
-  const bool vec = ((reinterpret_cast<uintptr_t>(k) |
-                     reinterpret_cast<uintptr_t>(v)) & 15u) == 0;
+  const bool vec = aligned16(k, v);
 
   // Starts the copy of the key (or value) rows k0 .. k0 + kc of this head
   // into dst (zero past kc) as one copy group.
@@ -1849,24 +1885,8 @@ __global__ __launch_bounds__(kAttnTcThreads, attnTcMinBlocks(HD)) void attention
 #pragma unroll
       for (int e = 0; e < 4; ++e)
         sc[0][j][e] = 0.0f;
-    if (active) {
-#pragma unroll
-      for (int kk = 0; kk < HD; kk += 8) {
-        auto fragA = [&](int, float (&f)[4]) {
-          const float *qr = Qs + (wr + g) * LDS + kk + tg;
-          f[0] = qr[0];
-          f[1] = qr[8 * LDS];
-          f[2] = qr[4];
-          f[3] = qr[8 * LDS + 4];
-        };
-        auto fragB = [&](int j, float (&f)[2]) {
-          const float *kr = Ks + (8 * j + g) * LDS + kk + tg;
-          f[0] = kr[0];
-          f[1] = kr[4];
-        };
-        mma3xTf32<1, NT, kSplitQ, kSplitKV>(sc, fragA, fragB);
-      }
-    }
+    if (active) // fully unrolled
+      addRowProducts<HD, NT, kSplitQ, kSplitKV, DT>(sc, Qs + wr * LDS, Ks);
     __syncthreads(); // every warp has read this tile's keys
     if (more)
       copyKeys(k1, (t + 1) & 1);

@@ -1044,37 +1044,17 @@ template <int HD> struct AttnGradTcSmem {
   static constexpr int Bytes = Floats * int(sizeof(float));
 };
 
-/// acc[NT] (16 x 8 NT, rows of A16 from `a`, columns = rows of `b`) =
-/// A B^T over the head dim: per k8 step one mma3xTf32 with A = rows
-/// a[0..15][kk..kk+7] and B = b[8j + g][kk + t] (both [row][LD] in shared).
-/// SplitA / SplitB false: a / b hold tf32 values (bf16 ones), whose zero lo
-/// parts mma3xTf32 skips.
+/// acc[NT] = A B^T over the head dim (detail::addRowProducts from zero),
+/// two k8 steps unrolled at a time (fewer live fragment loads).
 template <int HD, int NT, bool SplitA = true, bool SplitB = true>
 __device__ __forceinline__ void agRowProducts(float (&acc)[1][NT][4],
                                               const float *a, const float *b) {
-  constexpr int LDS = HD + 4;
-  const int lane = threadIdx.x % kWarp, g = lane >> 2, tg = lane & 3;
 #pragma unroll
   for (int j = 0; j < NT; ++j)
 #pragma unroll
     for (int e = 0; e < 4; ++e)
       acc[0][j][e] = 0.0f;
-#pragma unroll 2 // fewer live fragment loads
-  for (int kk = 0; kk < HD; kk += 8) {
-    auto fragA = [&](int, float (&f)[4]) {
-      const float *r = a + g * LDS + kk + tg;
-      f[0] = r[0];
-      f[1] = r[8 * LDS];
-      f[2] = r[4];
-      f[3] = r[8 * LDS + 4];
-    };
-    auto fragB = [&](int j, float (&f)[2]) {
-      const float *r = b + (8 * j + g) * LDS + kk + tg;
-      f[0] = r[0];
-      f[1] = r[4];
-    };
-    detail::mma3xTf32<1, NT, SplitA, SplitB>(acc, fragA, fragB);
-  }
+  detail::addRowProducts<HD, NT, SplitA, SplitB, 2>(acc, a, b);
 }
 
 /// acc += X B with X the 16 x 8 NT register tile x (C-fragment layout of
@@ -1177,10 +1157,7 @@ __global__ __launch_bounds__(kAgTcThreads) void attnGradQueryTc(
   const float scale = 1.0f / sqrtf(static_cast<float>(HD));
   const int32_t *ps = pos + base;
   const int64_t hoff = int64_t(h) * HD;
-  const bool vec = ((reinterpret_cast<uintptr_t>(q) |
-                     reinterpret_cast<uintptr_t>(k) |
-                     reinterpret_cast<uintptr_t>(v) |
-                     reinterpret_cast<uintptr_t>(dout)) & 15u) == 0;
+  const bool vec = detail::aligned16(q, k, v, dout);
 
   detail::copyHeadRows<H, HD, BQ, T>(Qs, q, base + i0, hoff, qn, vec);
   detail::copyHeadRows<H, HD, BQ, T>(dOs, dout, base + i0, hoff, qn, vec);
@@ -1342,10 +1319,7 @@ __global__ __launch_bounds__(kAgTcKeyThreads, 1) void attnGradKeyTc(
   const float scale = 1.0f / sqrtf(static_cast<float>(HD));
   const int32_t *ps = pos + base;
   const int64_t hoff = int64_t(h) * HD;
-  const bool vec = ((reinterpret_cast<uintptr_t>(q) |
-                     reinterpret_cast<uintptr_t>(k) |
-                     reinterpret_cast<uintptr_t>(v) |
-                     reinterpret_cast<uintptr_t>(dout)) & 15u) == 0;
+  const bool vec = detail::aligned16(q, k, v, dout);
 
   detail::copyHeadRows<H, HD, BK, T>(Ks, k, base + k0, hoff, kc, vec);
   detail::copyHeadRows<H, HD, BK, T>(Vs, v, base + k0, hoff, kc, vec);
