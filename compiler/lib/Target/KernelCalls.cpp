@@ -156,8 +156,7 @@ LogicalResult PlanEmitter::emitKernel(Operation *op) {
          name(attn.getOutput())}};
     // Its inputs are bf16 values: the tensor cores skip their zero tf32
     // lo parts (the same result; the CPU kernel has nothing to skip).
-    if (entry.isBf16())
-      call.deviceTemplateArgs = {1};
+    call.deviceTemplateArgs = withBf16Flag({});
     emitCall(call);
     if (hasDecode && attn.getLayer() && entry.getSymName() == "forward") {
       // Causal prefill: the same keys and values fill the decode cache.
@@ -319,8 +318,7 @@ LogicalResult PlanEmitter::emitKernel(Operation *op) {
                                      "attention_grad_scratch_floats<{}>({})",
                                      heads, maxRows(attn.getQ())));
     // As in the forward: bf16 inputs, fewer tensor-core instructions.
-    if (entry.isBf16())
-      call.deviceTemplateArgs = {1};
+    call.deviceTemplateArgs = withBf16Flag({});
     emitCall(call);
     return success();
   }

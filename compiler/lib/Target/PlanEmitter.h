@@ -160,12 +160,17 @@ protected:
     arg.bound = maxRows(buffer);
     return arg;
   }
-  /// The template arguments of a product over an [n, k] weight: n, k, and
-  /// in a bf16 entry a third, 1 (operands rounded to bf16).
-  std::vector<int64_t> gemmShape(int64_t n, int64_t k) {
+  /// `args` and, in a bf16 entry, a last template argument 1: the kernel's
+  /// BF16 flag (products round their operands, attention knows its inputs
+  /// are bf16).
+  std::vector<int64_t> withBf16Flag(std::vector<int64_t> args) {
     if (entry.isBf16())
-      return {n, k, 1};
-    return {n, k};
+      args.push_back(1);
+    return args;
+  }
+  /// The template arguments of a product over an [n, k] weight.
+  std::vector<int64_t> gemmShape(int64_t n, int64_t k) {
+    return withBf16Flag({n, k});
   }
   /// Whether the output of `gemm` is rounded to bf16 once written: in a bf16
   /// entry, what attention reads (queries, keys, values; the KV cache keeps

@@ -128,11 +128,8 @@ void CudaEmitter::emitGemm(modk::GemmOp op, int indent) {
     emitCall({"linear_gelu", shape, {a, rows, w, y}}, indent);
   } else if (e == "rope") {
     int64_t heads = *op.getNHeads();
-    std::vector<int64_t> ropeShape = {heads, n / heads, k};
-    if (entry.isBf16())
-      ropeShape.push_back(1);
     emitCall({"linear_rope",
-              ropeShape,
+              withBf16Flag({heads, n / heads, k}),
               {a, rows, w, name(op.getExtra()[0]),
                floatLiteral(op.getRopeTheta()->convertToDouble()), y}},
              indent);
@@ -378,9 +375,13 @@ LogicalResult CudaEmitter::emit() {
 /// when the entry ends, so that each time is the GPU's, with no host wait
 /// between the kernels.
 struct ModcProfile {
+  struct Mark {
+    int index;
+    const char *what;
+    cudaEvent_t end;
+  };
   cudaEvent_t start = nullptr;
-  std::vector<cudaEvent_t> events;
-  std::vector<std::pair<int, const char *>> names;
+  std::vector<Mark> marks;
 };
 void modcProfileStart(ModcProfile &p, cudaStream_t s) {
   cudaEventCreate(&p.start);
@@ -391,25 +392,24 @@ void modcProfile(int index, const char *what, cudaStream_t s, ModcProfile &p) {
   cudaEvent_t e = nullptr;
   cudaEventCreate(&e);
   cudaEventRecord(e, s);
-  p.events.push_back(e);
-  p.names.emplace_back(index, what);
+  p.marks.push_back({index, what, e});
 }
 /// Waits for the entry's kernels and prints each group's time.
 void modcProfileFlush(ModcProfile &p) {
   if (!p.start)
     return;
   cudaEvent_t prev = p.start;
-  if (!p.events.empty())
-    cudaEventSynchronize(p.events.back());
-  for (size_t i = 0; i < p.events.size(); ++i) {
+  if (!p.marks.empty())
+    cudaEventSynchronize(p.marks.back().end);
+  for (const ModcProfile::Mark &m : p.marks) {
     float ms = 0.0f;
-    cudaEventElapsedTime(&ms, prev, p.events[i]);
-    std::fprintf(stderr, "modc profile: kernel %3d %-32s %9.3f ms\n",
-                 p.names[i].first, p.names[i].second, double(ms));
-    prev = p.events[i];
+    cudaEventElapsedTime(&ms, prev, m.end);
+    std::fprintf(stderr, "modc profile: kernel %3d %-32s %9.3f ms\n", m.index,
+                 m.what, double(ms));
+    prev = m.end;
   }
-  for (cudaEvent_t e : p.events)
-    cudaEventDestroy(e);
+  for (const ModcProfile::Mark &m : p.marks)
+    cudaEventDestroy(m.end);
   cudaEventDestroy(p.start);
   p = ModcProfile();
 }
