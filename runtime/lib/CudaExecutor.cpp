@@ -89,11 +89,16 @@ void *CudaExecutor::slot(const std::string &role, uint64_t bytes) {
 void *CudaExecutor::upload(const std::string &role, const void *host,
                            uint64_t bytes) {
   void *device = slot(role, bytes);
+  copyToDevice(device, host, bytes);
+  return device;
+}
+
+void CudaExecutor::copyToDevice(void *device, const void *host,
+                                uint64_t bytes) {
   if (host && bytes) {
     check(api.copy(device, host, bytes, HostToDevice), "copying to the GPU");
     copiedToDevice += bytes;
   }
-  return device;
 }
 
 void CudaExecutor::download(void *host, const void *device, uint64_t bytes) {
@@ -179,11 +184,8 @@ CudaExecutor::uploadParams(const std::string &table, const float *const *host) {
     return out; // pinned and unchanged on the host since it was copied
   flushBefore(table, k);
   mirrors[table] = Mirror{};
-  for (size_t i = 0; i < out.size(); ++i) {
-    check(api.copy(out[i], host[i], paramBytes(i), HostToDevice),
-          "copying to the GPU");
-    copiedToDevice += paramBytes(i);
-  }
+  for (size_t i = 0; i < out.size(); ++i)
+    copyToDevice(out[i], host[i], paramBytes(i));
   if (pinned)
     mirrors[table].host = std::move(k);
   return out;

@@ -89,6 +89,9 @@ private:
   void *slot(const std::string &role, uint64_t bytes);
   /// slot(role, bytes) holding a copy of `host`.
   void *upload(const std::string &role, const void *host, uint64_t bytes);
+  /// Copy (and count) `bytes` to or from the device; nothing when the host
+  /// pointer is null or bytes is 0.
+  void copyToDevice(void *device, const void *host, uint64_t bytes);
   void download(void *host, const void *device, uint64_t bytes);
   /// Device copies of every param (`table` role prefix), in manifest order.
   /// The table itself is kept, so its address is the same on every call (a
