@@ -16,7 +16,8 @@
 ///
 /// What it does not model: warp-synchronous code without `__syncwarp`, memory
 /// ordering beyond the barriers, tensor-core instructions (inline PTX), and
-/// speed. Kernels that use inline PTX must keep a portable path for it.
+/// speed. Kernels that use inline PTX must keep a portable path for it (the
+/// preludes emulate their mma and wgmma instructions themselves).
 ///
 //===----------------------------------------------------------------------===//
 
@@ -68,6 +69,12 @@ struct __attribute__((aligned(16))) float4 {
 struct int2 {
   int x, y;
 };
+struct __attribute__((aligned(16))) uint4 {
+  unsigned x, y, z, w;
+};
+inline uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w) {
+  return {x, y, z, w};
+}
 inline float2 make_float2(float x, float y) { return {x, y}; }
 inline float4 make_float4(float x, float y, float z, float w) {
   return {x, y, z, w};

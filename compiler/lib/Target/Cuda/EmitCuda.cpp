@@ -365,6 +365,9 @@ LogicalResult CudaEmitter::emit() {
   std::string manifest = buildManifest(entries, "cuda", arch);
   emitBanner(forward);
   os << "// Target: CUDA " << arch << ".\n";
+  // sm_90a: the bf16 products run on warpgroup tensor cores (wgmma).
+  if (arch == "sm_90a")
+    os << "#define MODC_CUDA_WGMMA 1\n";
   os << kCommonPrelude << "\n" << kPrelude << "\n";
   if (grad)
     os << kTrainPrelude << "\n";

@@ -20,7 +20,9 @@
 /// The GEMMs are one kernel family with an index map per operand layout and
 /// an epilogue parameter: by default on tensor cores (mma.m16n8k8 on tf32
 /// with the 3xTF32 split, near-f32 accuracy, sm_80 and later; cp.async
-/// double-buffered shared tiles), or with -DMODC_CUDA_TENSOR_CORES=0 a tiled
+/// double-buffered shared tiles; a bf16 model's products on bf16 mma, and on
+/// sm_90a with MODC_CUDA_WGMMA on warpgroup wgmma from shared tiles the
+/// threads round to bf16), or with -DMODC_CUDA_TENSOR_CORES=0 a tiled
 /// SIMT f32 kernel (register micro-tiles, a register prefetch of the next
 /// tile). The weight gradient reduces over the rows in one CTA per output
 /// tile, or, with scratch and few output tiles, in fixed row chunks whose
@@ -51,6 +53,12 @@
 /// kernels).
 #ifndef MODC_CUDA_TENSOR_CORES
 #define MODC_CUDA_TENSOR_CORES 1
+#endif
+
+/// The bf16 GEMMs run on warpgroup tensor cores (wgmma, sm_90a only) when
+/// this is 1; the CUDA emitter defines it for sm_90a packages.
+#ifndef MODC_CUDA_WGMMA
+#define MODC_CUDA_WGMMA 0
 #endif
 
 namespace modk_cuda {
@@ -986,8 +994,362 @@ __global__ __launch_bounds__(kThreads, T::MINB) void gemmTcKernel(
     }
 }
 
+//===----------------------------------------------------------------------===//
+// Warpgroup tensor cores on bf16 operands (sm_90a): wgmma.mma_async
+//===----------------------------------------------------------------------===//
+
+/// A shared-memory address as PTX takes it (the emulation: the pointer's low
+/// 32 bits, which the emulated wgmma matches against its anchor).
+__device__ __forceinline__ uint32_t sharedAddress(const void *p) {
+#if defined(__CUDACC__)
+  return uint32_t(__cvta_generic_to_shared(p));
+#else
+  return uint32_t(reinterpret_cast<uintptr_t>(p));
+#endif
+}
+
+/// The wgmma matrix descriptor of a K-major bf16 operand in shared memory
+/// without swizzle (PTX ISA, "Matrix Descriptor Format"): core matrices of 8
+/// rows x 8 bf16 (16 bytes a row, 128 contiguous bytes), `lbo` bytes between
+/// core matrices adjacent along K and `sbo` between those adjacent along M
+/// (or N). Start address, LBO and SBO in 16-byte units at bits 0, 16 and 32;
+/// base offset (bits 49-51) and swizzle mode (bits 62-63) zero.
+__device__ __forceinline__ uint64_t wgmmaDescriptor(const void *operand,
+                                                    uint32_t lbo,
+                                                    uint32_t sbo) {
+  return uint64_t((sharedAddress(operand) & 0x3ffffu) >> 4) |
+         uint64_t((lbo >> 4) & 0x3fffu) << 16 |
+         uint64_t((sbo >> 4) & 0x3fffu) << 32;
+}
+
+#if !defined(__CUDACC__)
+/// An operand of the emulated wgmma, read through its descriptor the way the
+/// hardware reads it: the address comes from the descriptor's 18 bits,
+/// resolved against `anchor` (a shared address at or below the operand,
+/// within 256 KB), so that a wrong start, LBO or SBO reads wrong values here
+/// as it would on a GPU.
+struct WgmmaOperandView {
+  const unsigned char *start;
+  uint32_t lbo, sbo;
+  WgmmaOperandView(uint64_t desc, const void *anchor) {
+    if ((desc >> 62) != 0 || ((desc >> 49) & 7u) != 0) {
+      std::fprintf(stderr, "emulated wgmma: only unswizzled descriptors with "
+                           "base offset 0 are modelled\n");
+      std::abort();
+    }
+    const uintptr_t a = reinterpret_cast<uintptr_t>(anchor);
+    uintptr_t s = (a & ~uintptr_t(0x3ffff)) | uintptr_t(desc & 0x3fffu) << 4;
+    if (s < a)
+      s += 0x40000;
+    start = reinterpret_cast<const unsigned char *>(s);
+    lbo = uint32_t((desc >> 16) & 0x3fffu) << 4;
+    sbo = uint32_t((desc >> 32) & 0x3fffu) << 4;
+  }
+  /// Element (row, k) of the K-major operand, as f32.
+  float at(int row, int k) const {
+    uint16_t h;
+    std::memcpy(&h, start + (row / 8) * sbo + (k / 8) * lbo + (row % 8) * 16 +
+                        (k % 8) * 2,
+                2);
+    return __uint_as_float(uint32_t(h) << 16);
+  }
+};
+#endif
+
+#define MODC_WG_ACC8(i)                                                        \
+  "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]),  \
+      "+f"(d[i + 5]), "+f"(d[i + 6]), "+f"(d[i + 7])
+
+/// d (64 x N, f32) += A (64 x 16) B (16 x N): A and B bf16 in shared memory
+/// (wgmmaDescriptor: A 64 rows, B N rows, both K-major), issued by the whole
+/// warpgroup (128 threads; every one calls it). The accumulator fragment is
+/// the PTX ISA's for wgmma.mma_async .m64nNk16 (f32): with w the warp of the
+/// warpgroup, g = lane >> 2, t = lane % 4,
+///   d[4j + 2h + e] = D[16w + g + 8h][8j + 2t + e].
+/// Asynchronous: issue between wgmmaFence and wgmmaCommit, and touch d again
+/// only after wgmmaWait. `anchor` (any shared address at or below both
+/// operands, within 256 KB) is for the emulation, which computes at once:
+/// the products of bf16 values are exact in f32 and added to d in k order
+/// (the hardware's order of that sum is not specified).
+template <int N>
+__device__ __forceinline__ void wgmmaBf16(float (&d)[N / 2], uint64_t descA,
+                                          uint64_t descB, const void *anchor) {
+  static_assert(N == 64 || N == 128, "wgmma widths of the GEMM tiles");
+#if defined(__CUDACC__)
+  (void)anchor;
+  if constexpr (N == 64)
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, "
+        "%15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, "
+        "%29, %30, %31}, %32, %33, p, 1, 1, 0, 0;\n}\n"
+        : MODC_WG_ACC8(0), MODC_WG_ACC8(8), MODC_WG_ACC8(16), MODC_WG_ACC8(24)
+        : "l"(descA), "l"(descB), "n"(1));
+  else
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, "
+        "%15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, "
+        "%29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, "
+        "%43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, "
+        "%57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, 0, 0;\n}\n"
+        : MODC_WG_ACC8(0), MODC_WG_ACC8(8), MODC_WG_ACC8(16), MODC_WG_ACC8(24),
+          MODC_WG_ACC8(32), MODC_WG_ACC8(40), MODC_WG_ACC8(48),
+          MODC_WG_ACC8(56)
+        : "l"(descA), "l"(descB), "n"(1));
+#else
+  const WgmmaOperandView a(descA, anchor), b(descB, anchor);
+  const int tid = int(threadIdx.x + blockDim.x * (threadIdx.y +
+                                                  blockDim.y * threadIdx.z));
+  const int w = (tid % 128) / kWarp, g = (tid % kWarp) >> 2, t = tid % 4;
+  for (int i = 0; i < N / 2; ++i) {
+    const int j = i / 4, h = (i / 2) % 2, e = i % 2;
+    const int row = 16 * w + g + 8 * h, col = 8 * j + 2 * t + e;
+    float s = d[i];
+    for (int k = 0; k < 16; ++k)
+      s = fmaf(a.at(row, k), b.at(col, k), s);
+    d[i] = s;
+  }
+#endif
+}
+#undef MODC_WG_ACC8
+
+/// Keeps the compiler from moving accesses of the accumulators across the
+/// wgmma fences (their registers are the asynchronous wgmma's meanwhile).
+template <int N>
+__device__ __forceinline__ void wgmmaPinAccumulators(float (&d)[N]) {
+#if defined(__CUDACC__)
+#pragma unroll
+  for (int i = 0; i < N; ++i)
+    asm volatile("" : "+f"(d[i])::"memory");
+#else
+  (void)d;
+#endif
+}
+
+/// Orders this warpgroup's earlier register and shared accesses before the
+/// wgmmas that follow (wgmma.fence).
+template <int N>
+__device__ __forceinline__ void wgmmaFence(float (&d)[N]) {
+  wgmmaPinAccumulators(d);
+#if defined(__CUDACC__)
+  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#endif
+}
+
+/// Closes the group of wgmmas issued since the last commit.
+__device__ __forceinline__ void wgmmaCommit() {
+#if defined(__CUDACC__)
+  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+#endif
+}
+
+/// Waits until at most PENDING committed wgmma groups are in flight; d is
+/// then the wgmmas' result.
+template <int PENDING, int N>
+__device__ __forceinline__ void wgmmaWait(float (&d)[N]) {
+#if defined(__CUDACC__)
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(PENDING) : "memory");
+#endif
+  wgmmaPinAccumulators(d);
+}
+
+/// Makes this thread's shared stores visible to the async proxy (the wgmma
+/// operand reads): after the stores, before the barrier that publishes them.
+__device__ __forceinline__ void fenceProxyAsync() {
+#if defined(__CUDACC__)
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+#endif
+}
+
+/// wgmma tile shapes: BM x BN outputs per CTA of two warpgroups, each a 64 x
+/// BN slab (one m64nBNk16 wgmma per k16 step), BK = 32 reduction steps per
+/// shared tile.
+template <int BN_, int MINB_> struct WgTile {
+  static constexpr int BM = 128, BN = BN_, BK = 32, MINB = MINB_;
+  static_assert(BM / 64 * 128 == kThreads, "a warpgroup per 64 rows");
+};
+using WgSmall = WgTile<64, 2>;
+using WgLarge = WgTile<128, 1>;
+
+/// Shared layout of an R x BK bf16 operand tile for wgmma (K-major, no
+/// swizzle): row block r / 8 holds BK / 8 core matrices of 128 bytes, core
+/// matrix k / 8 of it holding k % 8 of row r % 8 at byte 16 (r % 8) + 2 (k % 8).
+/// So LBO = 128 and SBO = the row block's bytes.
+template <int R, int BK> struct WgSmem {
+  static_assert(R % 64 == 0 && BK % 16 == 0, "whole wgmma operands");
+  static constexpr uint32_t LBO = 128, SBO = BK / 8 * 128;
+  static constexpr int Bytes = R * BK * 2;
+  /// Per thread: chunks of 8 reduction steps of one row (16 bytes).
+  static constexpr int Chunks = R * BK / 8 / kThreads;
+  static_assert(Chunks * kThreads * 8 == R * BK, "chunks split evenly");
+  /// Byte offset of the chunk of row r, steps 8 kb .. 8 kb + 7.
+  __device__ static constexpr int chunkAt(int r, int kb) {
+    return (r / 8 * (BK / 8) + kb) * 128 + (r % 8) * 16;
+  }
+  /// The row and step block of chunk c. With the reduction contiguous in
+  /// global memory (KC) the 8 threads of a 16-byte store phase take rows
+  /// r..r+7 of one block and a warp reads 8 whole rows of 128 bytes; else
+  /// consecutive threads take consecutive rows (coalesced per step).
+  template <bool KC> __device__ static void chunkSlot(int c, int &r, int &kb) {
+    if (KC) {
+      r = c / (8 * (BK / 8)) * 8 + c % 8;
+      kb = c / 8 % (BK / 8);
+    } else {
+      r = c % R;
+      kb = c / R;
+    }
+  }
+};
+
+/// This thread's chunks of an R x BK operand tile (element (r, k) at
+/// src[r * ld + k] when KC, else src[k * ld + r]; zero outside rValid x
+/// kValid), rounded to bf16 and packed in pairs. `vec`: KC rows may be read
+/// as float4 (src 16-byte aligned, ld a multiple of 4).
+template <int R, int BK, bool KC>
+__device__ __forceinline__ void
+wgLoadChunks(uint32_t (&v)[WgSmem<R, BK>::Chunks][4], const float *src,
+             int64_t ld, int rValid, int kValid, bool vec) {
+  using S = WgSmem<R, BK>;
+#pragma unroll
+  for (int i = 0; i < S::Chunks; ++i) {
+    int r, kb;
+    S::template chunkSlot<KC>(int(threadIdx.x) + i * kThreads, r, kb);
+    const int k = kb * 8;
+    float x[8];
+    if (KC && vec && r < rValid && k + 8 <= kValid) {
+      const float4 *p = reinterpret_cast<const float4 *>(src + r * ld + k);
+      const float4 lo = p[0], hi = p[1];
+      x[0] = lo.x, x[1] = lo.y, x[2] = lo.z, x[3] = lo.w;
+      x[4] = hi.x, x[5] = hi.y, x[6] = hi.z, x[7] = hi.w;
+    } else {
+#pragma unroll
+      for (int e = 0; e < 8; ++e)
+        x[e] = r < rValid && k + e < kValid
+                   ? src[KC ? r * ld + k + e : (k + e) * ld + r]
+                   : 0.0f;
+    }
+#pragma unroll
+    for (int p = 0; p < 4; ++p)
+      v[i][p] = packBf16x2(x[2 * p], x[2 * p + 1]);
+  }
+}
+
+/// Stores the chunks of wgLoadChunks into the tile at `dst` (WgSmem layout)
+/// and fences them for the wgmmas that will read them.
+template <int R, int BK, bool KC>
+__device__ __forceinline__ void
+wgStoreChunks(unsigned char *dst, const uint32_t (&v)[WgSmem<R, BK>::Chunks][4]) {
+  using S = WgSmem<R, BK>;
+#pragma unroll
+  for (int i = 0; i < S::Chunks; ++i) {
+    int r, kb;
+    S::template chunkSlot<KC>(int(threadIdx.x) + i * kThreads, r, kb);
+    *reinterpret_cast<uint4 *>(dst + S::chunkAt(r, kb)) =
+        make_uint4(v[i][0], v[i][1], v[i][2], v[i][3]);
+  }
+  fenceProxyAsync();
+}
+
+/// The wgmma twin of gemmTcKernel for bf16 products on sm_90a (same
+/// arguments, layouts, DYN, split and epilogues): each tile of A and B is
+/// read into registers, rounded to bf16 and stored K-major into shared memory
+/// (double-buffered: the next tile is read from global memory while the
+/// wgmmas of this one run), and each warpgroup adds its 64 x BN slab with one
+/// wgmma per k16 step.
+template <typename T, bool AK, bool BKc, int DYN, int EPI>
+__global__ __launch_bounds__(kThreads, T::MINB) void gemmWgKernel(
+    const float *__restrict__ A, int64_t lda, const float *__restrict__ B,
+    int64_t ldb, float *C, int64_t ldc, const float *aux, int64_t M,
+    int64_t Ncols, int64_t L, const int64_t *dynRows) {
+  constexpr int BM = T::BM, BN = T::BN, BK = T::BK;
+  using SA = WgSmem<BM, BK>;
+  using SB = WgSmem<BN, BK>;
+  int64_t m0, n0;
+  // Whole CTAs only: every warpgroup issues its wgmmas in full.
+  if (!gemmCta<AK, BKc, DYN, BM, BN>(A, lda, B, ldb, C, ldc, M, Ncols, L,
+                                     dynRows, m0, n0))
+    return;
+
+  __shared__ __align__(128) unsigned char tiles[2][SA::Bytes + SB::Bytes];
+
+  const int tid = threadIdx.x, wg = tid / 128, warp = (tid % 128) / kWarp;
+  const int g = (tid % kWarp) >> 2, tg = tid & 3;
+  const int mValid = int(minI64(BM, M - m0));
+  const int nValid = int(minI64(BN, Ncols - n0));
+  const float *Abase = A + (AK ? m0 * lda : m0);
+  const float *Bbase = B + (BKc ? n0 * ldb : n0);
+  const bool vecA = AK && lda % 4 == 0 && aligned16(Abase);
+  const bool vecB = BKc && ldb % 4 == 0 && aligned16(Bbase);
+
+  uint32_t ra[SA::Chunks][4], rb[SB::Chunks][4];
+  auto read = [&](int64_t k0) {
+    const int kValid = int(minI64(BK, L - k0));
+    wgLoadChunks<BM, BK, AK>(ra, Abase + (AK ? k0 : k0 * lda), lda, mValid,
+                             kValid, vecA);
+    wgLoadChunks<BN, BK, BKc>(rb, Bbase + (BKc ? k0 : k0 * ldb), ldb, nValid,
+                              kValid, vecB);
+  };
+  auto write = [&](int buf) {
+    wgStoreChunks<BM, BK, AK>(tiles[buf], ra);
+    wgStoreChunks<BN, BK, BKc>(tiles[buf] + SA::Bytes, rb);
+  };
+
+  float acc[BN / 2];
+#pragma unroll
+  for (int i = 0; i < BN / 2; ++i)
+    acc[i] = 0.0f;
+
+  const int64_t ntiles = (L + BK - 1) / BK;
+  if (ntiles > 0) {
+    read(0);
+    write(0);
+  }
+  __syncthreads(); // tile 0 is in shared memory for every warpgroup
+  for (int64_t t = 0; t < ntiles; ++t) {
+    const int buf = int(t & 1);
+    const unsigned char *a = tiles[buf] + wg * 64 * BK * 2; // this slab's rows
+    const unsigned char *b = tiles[buf] + SA::Bytes;
+    wgmmaFence(acc);
+#pragma unroll
+    for (int s = 0; s < BK / 16; ++s) // k16 step s: core matrices 2s, 2s + 1
+      wgmmaBf16<BN>(acc, wgmmaDescriptor(a + 2 * s * SA::LBO, SA::LBO, SA::SBO),
+                    wgmmaDescriptor(b + 2 * s * SB::LBO, SB::LBO, SB::SBO),
+                    tiles);
+    wgmmaCommit();
+    // Tile t + 1 goes into the other buffer, whose wgmmas (iteration t - 1)
+    // every warpgroup waited for before the barrier that ended it.
+    if (t + 1 < ntiles) {
+      read((t + 1) * BK);
+      write(buf ^ 1);
+    }
+    wgmmaWait<0>(acc);
+    __syncthreads(); // tile t + 1 is stored; buffer buf is no longer read
+  }
+
+#pragma unroll
+  for (int j = 0; j < BN / 8; ++j)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int r = wg * 64 + warp * 16 + g + 8 * h;
+      if (r >= mValid)
+        continue;
+      const int64_t row = (m0 + r) * ldc;
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int c = 8 * j + 2 * tg + e;
+        if (c >= nValid)
+          continue;
+        const int64_t idx = row + n0 + c;
+        C[idx] = gemmEpilogue<EPI>(acc[4 * j + 2 * h + e], aux, idx, n0 + c);
+      }
+    }
+}
+
 /// Test hook: 0 picks the tile by problem size, 1 forces the small tile
-/// (GemmSmall or TcSmall), 2 the large one.
+/// (GemmSmall, TcSmall or WgSmall), 2 the large one.
 inline int &gemmTileOverride() {
   static int choice = 0;
   return choice;
@@ -997,6 +1359,10 @@ inline int &gemmTileOverride() {
 #if MODC_CUDA_TENSOR_CORES && defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
 #error "the tensor-core GEMM needs sm_80 or later: build with -DMODC_CUDA_TENSOR_CORES=0"
 #endif
+#if MODC_CUDA_WGMMA && defined(__CUDA_ARCH__) &&                              \
+    !defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#error "MODC_CUDA_WGMMA needs sm_90a (wgmma): build for sm_90a or define it 0"
+#endif
 #else
 /// Emulation test hook: whether the GEMMs take the tensor-core kernel
 /// (default MODC_CUDA_TENSOR_CORES). nvcc builds fix the path at compile
@@ -1005,51 +1371,83 @@ inline bool &gemmTensorCores() {
   static bool on = MODC_CUDA_TENSOR_CORES != 0;
   return on;
 }
+/// Emulation test hook: whether bf16 products on the tensor cores take the
+/// wgmma kernel (default MODC_CUDA_WGMMA), as sm_90a packages do.
+inline bool &gemmWgmma() {
+  static bool on = MODC_CUDA_WGMMA != 0;
+  return on;
+}
 #endif
 
-/// The kernel of a path and tile size (only that one is instantiated).
-template <bool TC, bool Large, bool AK, bool BKc, int DYN, int EPI, bool BF>
+/// The GEMM kernel families: SIMT f32, mma.sync (3xTF32 or bf16) and wgmma
+/// (bf16 on sm_90a).
+enum GemmPath { PathSimt, PathMma, PathWgmma };
+
+/// Below this many rows a bf16 product stays on mma.sync: a wgmma tile has
+/// 128 rows, and few-row products (decode) are weight-bandwidth bound.
+constexpr int64_t kWgmmaMinRows = 64;
+
+template <int P> struct GemmTiles;
+template <> struct GemmTiles<PathSimt> {
+  using Small = GemmSmall;
+  using Large = GemmLarge;
+};
+template <> struct GemmTiles<PathMma> {
+  using Small = TcSmall;
+  using Large = TcLarge;
+};
+template <> struct GemmTiles<PathWgmma> {
+  using Small = WgSmall;
+  using Large = WgLarge;
+};
+
+/// The kernel of a path and tile (only that one is instantiated).
+template <int P, typename T, bool AK, bool BKc, int DYN, int EPI, bool BF>
 inline auto gemmKernelFor() {
-  if constexpr (TC)
-    return gemmTcKernel<std::conditional_t<Large, TcLarge, TcSmall>, AK, BKc,
-                        DYN, EPI, BF>;
-  else
-    return gemmKernel<std::conditional_t<Large, GemmLarge, GemmSmall>, AK, BKc,
-                      DYN, EPI, BF>;
+  if constexpr (P == PathWgmma) {
+    static_assert(BF, "wgmma runs the bf16 products only");
+    return gemmWgKernel<T, AK, BKc, DYN, EPI>;
+  } else if constexpr (P == PathMma) {
+    return gemmTcKernel<T, AK, BKc, DYN, EPI, BF>;
+  } else {
+    return gemmKernel<T, AK, BKc, DYN, EPI, BF>;
+  }
 }
 
-template <bool TC, bool AK, bool BKc, int DYN, int EPI, bool BF>
+template <int P, bool AK, bool BKc, int DYN, int EPI, bool BF>
 inline void launchGemmPath(const float *A, int64_t lda, const float *B,
                            int64_t ldb, float *C, int64_t ldc, const float *aux,
                            int64_t M, int64_t Ncols, int64_t L,
                            const int64_t *dynRows, cudaStream_t stream,
                            unsigned splits) {
-  // The large tile only where it still gives a few waves of CTAs.
-  const int64_t largeCtas = ceilDiv(M, 128) * ceilDiv(Ncols, 128);
+  using Small = typename GemmTiles<P>::Small;
+  using Large = typename GemmTiles<P>::Large;
+  // The large tile only where it still gives a few waves of CTAs (a wgmma
+  // CTA holds a whole SM's worth of work: one wave).
+  const int64_t largeCtas =
+      ceilDiv(M, Large::BM) * ceilDiv(Ncols, Large::BN);
   int choice = gemmTileOverride();
   if (choice == 0)
-    choice = largeCtas >= 264 ? 2 : 1;
-  if (choice == 2) {
-    auto k = gemmKernelFor<TC, true, AK, BKc, DYN, EPI, BF>();
-    MODC_LAUNCH(k,
-                dim3(unsigned(ceilDiv(Ncols, 128)), unsigned(ceilDiv(M, 128)),
-                     splits),
+    choice = largeCtas >= (P == PathWgmma ? 132 : 264) ? 2 : 1;
+  auto launch = [&](auto kernel, auto tile) {
+    using T = decltype(tile);
+    MODC_LAUNCH(kernel,
+                dim3(unsigned(ceilDiv(Ncols, T::BN)),
+                     unsigned(ceilDiv(M, T::BM)), splits),
                 kThreads, 0, stream, A, lda, B, ldb, C, ldc, aux, M, Ncols, L,
                 dynRows);
-  } else {
-    auto k = gemmKernelFor<TC, false, AK, BKc, DYN, EPI, BF>();
-    MODC_LAUNCH(k,
-                dim3(unsigned(ceilDiv(Ncols, 64)), unsigned(ceilDiv(M, 64)),
-                     splits),
-                kThreads, 0, stream, A, lda, B, ldb, C, ldc, aux, M, Ncols, L,
-                dynRows);
-  }
+  };
+  if (choice == 2)
+    launch(gemmKernelFor<P, Large, AK, BKc, DYN, EPI, BF>(), Large{});
+  else
+    launch(gemmKernelFor<P, Small, AK, BKc, DYN, EPI, BF>(), Small{});
 }
 
 /// C = epilogue(A B) over the tensor-core kernel (3xTF32) unless
 /// MODC_CUDA_TENSOR_CORES is 0, else over the SIMT f32 kernel. `splits`
 /// CTAs along z (DYN == 3 only: the chunks of the split reduction). BF: the
-/// operands are rounded to bf16 (bf16 mma on the tensor-core path).
+/// operands are rounded to bf16 (bf16 mma on the tensor-core path; wgmma
+/// when MODC_CUDA_WGMMA, from kWgmmaMinRows rows).
 template <bool AK, bool BKc, int DYN, int EPI, bool BF = false>
 inline void launchGemm(const float *A, int64_t lda, const float *B, int64_t ldb,
                        float *C, int64_t ldc, const float *aux, int64_t M,
@@ -1057,17 +1455,33 @@ inline void launchGemm(const float *A, int64_t lda, const float *B, int64_t ldb,
                        cudaStream_t stream, unsigned splits = 1) {
   if (M <= 0 || Ncols <= 0)
     return;
+#define MODC_GEMM_ON(path)                                                     \
+  launchGemmPath<path, AK, BKc, DYN, EPI, BF>(A, lda, B, ldb, C, ldc, aux, M,  \
+                                              Ncols, L, dynRows, stream,       \
+                                              splits)
 #if defined(__CUDACC__)
-  launchGemmPath<MODC_CUDA_TENSOR_CORES != 0, AK, BKc, DYN, EPI, BF>(
-      A, lda, B, ldb, C, ldc, aux, M, Ncols, L, dynRows, stream, splits);
+  if constexpr (BF && MODC_CUDA_TENSOR_CORES && MODC_CUDA_WGMMA) {
+    if (M >= kWgmmaMinRows) {
+      MODC_GEMM_ON(PathWgmma);
+      return;
+    }
+  }
+  MODC_GEMM_ON(MODC_CUDA_TENSOR_CORES ? PathMma : PathSimt);
 #else
+  // Tests force the wgmma kernel on few rows too (a tile override).
+  if constexpr (BF) {
+    if (gemmTensorCores() && gemmWgmma() &&
+        (M >= kWgmmaMinRows || gemmTileOverride() != 0)) {
+      MODC_GEMM_ON(PathWgmma);
+      return;
+    }
+  }
   if (gemmTensorCores())
-    launchGemmPath<true, AK, BKc, DYN, EPI, BF>(
-        A, lda, B, ldb, C, ldc, aux, M, Ncols, L, dynRows, stream, splits);
+    MODC_GEMM_ON(PathMma);
   else
-    launchGemmPath<false, AK, BKc, DYN, EPI, BF>(
-        A, lda, B, ldb, C, ldc, aux, M, Ncols, L, dynRows, stream, splits);
+    MODC_GEMM_ON(PathSimt);
 #endif
+#undef MODC_GEMM_ON
 }
 
 /// y[M, N] = epilogue(a[M, K] w[N, K]^T), M = *rows (or n when rows is null).
