@@ -20,7 +20,9 @@
 // measurement goes to stdout; progress and errors go to stderr. Each line's
 // "dtype" is the package's (manifest.json's model: "f32", or "bf16" for a
 // package whose products run in bf16; its parameters and buffers are f32
-// either way, so the weights uploaded here are f32 in both cases).
+// either way, so the weights uploaded here are f32 in both cases). "impl"
+// is "modc", or "modc_mma" for a bf16 sm_90a package run with
+// MODC_CUDA_WGMMA=0 (its products on mma.sync instead of wgmma).
 //
 // Weights: norms 1 + 0.1 N(0,1), biases 0, matrices uniform with std
 // 1/sqrt(fan_in), the embedding std 1. So that the causal router (aux_loss:
@@ -484,9 +486,17 @@ int main(int argc, char **argv) {
   char date[32];
   std::time_t now = std::time(nullptr);
   std::strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+  // MODC_CUDA_WGMMA=0 puts an sm_90a package's bf16 products on mma.sync
+  // instead of wgmma: those lines are "modc_mma", for report.py's comparison.
+  const char *wgmmaEnv = std::getenv("MODC_CUDA_WGMMA");
+  const std::string impl =
+      dtype == "bf16" && std::string(api.arch()) == "sm_90a" && wgmmaEnv &&
+              std::string(wgmmaEnv) == "0"
+          ? "modc_mma"
+          : "modc";
   auto emit = [&](const std::string &what, const Stats &st, int iters,
                   json extra) {
-    json j = {{"impl", "modc"},      {"dtype", dtype}, {"scope", "model"},
+    json j = {{"impl", impl},        {"dtype", dtype}, {"scope", "model"},
               {"model", name},       {"kind", kind},
               {"d_model", d},        {"n_heads", model.at("n_heads")},
               {"d_ff", ff},          {"seq_len", S},

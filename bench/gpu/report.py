@@ -26,6 +26,9 @@
 #      layer timed alone (near 1 means the difference measures the block).
 #   8. Our gathered GEMMs against cuBLAS, per GEMM and all together.
 #   9. Routing's share of the MoD block.
+#  10. bf16 on sm_90a: the MoD block with its products on wgmma (impl
+#      "modc") against mma.sync (impl "modc_mma": run.sh's second run with
+#      MODC_CUDA_WGMMA=0).
 #
 # 8 and 9 read the per-kernel profiles run.sh writes beside the JSON lines,
 # profile_mod_dN.txt (f32) and profile_mod_dN_bf16.txt: bench_gpu's stderr
@@ -624,6 +627,20 @@ def report(T, P=None):
 
     parts.append(gemm_table(T, P, all_ds))
     parts.append(routing_table(P, all_ds))
+
+    head = ["d_model", "pass", "wgmma", "mma.sync", "wgmma/mma.sync"]
+    rows = []
+    for d in T.ds:
+        for w in WHATS:
+            wg = T.diff("modc", "bf16", "mod", d, w)
+            mma = T.diff("modc_mma", "bf16", "mod", d, w)
+            if mma is None:
+                continue
+            rows.append([str(d), w, fmt(wg), fmt(mma), fmt(ratio(wg, mma), 2)])
+    if rows:
+        parts.append("### bf16 MoD block on sm_90a: products on wgmma "
+                     "against mma.sync (ms; MODC_CUDA_WGMMA=0; < 1: wgmma "
+                     "faster)\n\n" + table(head, rows))
 
     if T.errors:
         lines = []

@@ -18,7 +18,8 @@
 #   measurements, fewer iterations when slower), DTYPES (bf16,f32: both
 #   ours and PyTorch's), D_MODELS (1024,2048), TORCH_COMPILE=0 to skip
 #   torch.compile, PROFILE=0 to skip the per-kernel profile of our MoD
-#   packages, TORCH_ARGS (extra torch_gpu.py
+#   packages, WGMMA_COMPARE=0 to skip timing the bf16 sm_90a packages a
+#   second time on mma.sync (MODC_CUDA_WGMMA=0), TORCH_ARGS (extra torch_gpu.py
 #   arguments). For a dry run of the whole pipeline without a GPU (README.md):
 #   BENCH_GPU (a bench_gpu built with -DBENCH_GPU_HOST_TIMER), TORCH_DEVICE=cpu
 #   and TORCH_ARGS=--tiny.
@@ -103,6 +104,22 @@ if [[ -n "$bench" ]]; then
   # timings include a host wait per kernel and are not the table's).
   # report.py takes the gathered GEMMs' rates and routing's share of the
   # block from the forward pass of these files.
+  # The bf16 products of sm_90a packages on mma.sync instead of wgmma
+  # (MODC_CUDA_WGMMA=0; "modc_mma" lines): the 0-layer and the MoD model.
+  if [[ ",$dtypes," == *,bf16,* && "${WGMMA_COMPARE:-1}" != 0 ]]; then
+    for d in "${ds[@]}"; do
+      for kind in none mod; do
+        pkg="$packages/gpu_${kind}_d${d}_bf16"
+        [[ -f "$pkg/libmodel.so" ]] || continue
+        grep -q '"arch": *"sm_90a"' "$pkg/manifest.json" || continue
+        say "bench_gpu $(basename "$pkg") with MODC_CUDA_WGMMA=0 (mma.sync)"
+        MODC_CUDA_WGMMA=0 timeout 120 "$bench" "$pkg" --batch "$batch" \
+          --iters "$iters" --warmup "$warmup" --max-seconds "$max_s" \
+          --only forward,fwd_bwd >> "$raw" 2>> "$logf" ||
+          say "bench_gpu (mma.sync) failed on $pkg (rc $?): $(tail -1 "$logf")"
+      done
+    done
+  fi
   if [[ "${PROFILE:-1}" != 0 ]]; then
     for dt in "${dts[@]}"; do
       sfx="$(pkg_suffix "$dt")" || continue

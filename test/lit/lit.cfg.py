@@ -13,6 +13,7 @@ path = [config.modc_tools_dir, config.modrun_dir, config.llvm_tools_dir]
 config.environment["PATH"] = os.pathsep.join(path + [config.environment.get("PATH", os.environ.get("PATH", ""))])
 config.substitutions.append(("%inputs", os.path.join(config.test_source_root, "Inputs")))
 config.substitutions.append(("%examples", os.path.join(config.modc_src_root, "examples")))
+config.substitutions.append(("%bench", os.path.join(config.modc_src_root, "bench")))
 
 # nvcc (the CUDA Toolkit) compiles CUDA packages; tests that build one say
 # REQUIRES: nvcc.

@@ -43,6 +43,8 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 #include <type_traits>
 #if defined(__CUDACC__)
 #include <cuda_bf16.h>
@@ -1371,13 +1373,19 @@ inline bool &gemmTensorCores() {
   static bool on = MODC_CUDA_TENSOR_CORES != 0;
   return on;
 }
-/// Emulation test hook: whether bf16 products on the tensor cores take the
-/// wgmma kernel (default MODC_CUDA_WGMMA), as sm_90a packages do.
+#endif
+
+/// Whether bf16 products take the wgmma kernel: in MODC_CUDA_WGMMA builds
+/// (sm_90a packages, which carry the mma.sync kernels too) unless the
+/// environment variable MODC_CUDA_WGMMA is "0" when the first GEMM is
+/// launched: a fallback, and the benchmark's comparison. Tests set it.
 inline bool &gemmWgmma() {
-  static bool on = MODC_CUDA_WGMMA != 0;
+  static bool on = [] {
+    const char *env = std::getenv("MODC_CUDA_WGMMA");
+    return MODC_CUDA_WGMMA != 0 && !(env && std::strcmp(env, "0") == 0);
+  }();
   return on;
 }
-#endif
 
 /// The GEMM kernel families: SIMT f32, mma.sync (3xTF32 or bf16) and wgmma
 /// (bf16 on sm_90a).
@@ -1461,7 +1469,7 @@ inline void launchGemm(const float *A, int64_t lda, const float *B, int64_t ldb,
                                               splits)
 #if defined(__CUDACC__)
   if constexpr (BF && MODC_CUDA_TENSOR_CORES && MODC_CUDA_WGMMA) {
-    if (M >= kWgmmaMinRows) {
+    if (M >= kWgmmaMinRows && gemmWgmma()) {
       MODC_GEMM_ON(PathWgmma);
       return;
     }
