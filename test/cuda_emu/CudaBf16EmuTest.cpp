@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "EmuTestData.h"
+#include "TensorCoreChecks.h"
 
 namespace {
 using namespace modc_emu_test;
@@ -61,130 +62,9 @@ TEST(CudaBf16, RoundingMatchesDefinitionAndCpu) {
   }
 }
 
-/// One warp per 16x8x8 problem: the fragments placed as the PTX ISA documents
-/// them for mma.m16n8k8 .bf16 (g = lane >> 2, t = lane % 4, element 2i of
-/// a pair in the low half): a0 = A[g][2t..2t+1], a1 = A[g+8][2t..2t+1],
-/// b0 = B[2t..2t+1][g]; c as for .tf32. A and B hold bf16 values already.
-__global__ void mmaBf16FragmentKernel(const float *A, const float *B,
-                                      const float *C, float *D) {
-  const int w = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int g = lane >> 2, t = lane & 3;
-  const float *a = A + w * 128, *b = B + w * 64, *c = C + w * 128;
-  auto pair = [](float lo, float hi) {
-    return (__float_as_uint(lo) >> 16) | (__float_as_uint(hi) & 0xffff0000u);
-  };
-  const uint32_t af[2] = {
-      pair(a[g * 8 + 2 * t], a[g * 8 + 2 * t + 1]),
-      pair(a[(g + 8) * 8 + 2 * t], a[(g + 8) * 8 + 2 * t + 1])};
-  const uint32_t bf = pair(b[(2 * t) * 8 + g], b[(2 * t + 1) * 8 + g]);
-  const float cf[4] = {c[g * 8 + 2 * t], c[g * 8 + 2 * t + 1],
-                       c[(g + 8) * 8 + 2 * t], c[(g + 8) * 8 + 2 * t + 1]};
-  float d[4];
-  modk_cuda::detail::mma_bf16_m16n8k8(d, af, bf, cf);
-  float *o = D + w * 128;
-  o[g * 8 + 2 * t] = d[0];
-  o[g * 8 + 2 * t + 1] = d[1];
-  o[(g + 8) * 8 + 2 * t] = d[2];
-  o[(g + 8) * 8 + 2 * t + 1] = d[3];
-}
-
-TEST(CudaBf16, MmaFragmentLayout) {
-  constexpr int W = 2;
-  for (uint32_t seed = 1; seed <= 3; ++seed) {
-    MmaProblems p(W, 3100 + seed, [](float x) { return bf16Round(x); });
-    MODC_LAUNCH(mmaBf16FragmentKernel, 1, W * 32, 0, nullptr, p.A.data(),
-                p.B.data(), p.C.data(), p.D.data());
-    expectMmaProducts(p.A, p.B, p.C, p.D, W);
-  }
-}
-
-/// One warpgroup computes D = A B + C (64 x N x 16) with one wgmma, A and B
-/// placed in shared memory as the PTX ISA's K-major unswizzled core matrices
-/// (8 rows x 16 bytes), here with layouts unlike the GEMM kernel's: A's
-/// row blocks adjacent (SBO 128) and its two k halves 1 KB apart (LBO), B's
-/// k halves adjacent (LBO 128) and its row blocks 256 bytes apart, both
-/// behind 48 bytes of other data. The accumulators are placed as the ISA
-/// documents them: d[4j + 2h + e] = D[16w + g + 8h][8j + 2t + e].
-template <int N>
-__global__ void wgmmaFragmentKernel(const float *A, const float *B,
-                                    const float *C, float *D) {
-  constexpr uint32_t aLbo = 1024, aSbo = 128, bLbo = 128, bSbo = 256;
-  constexpr int kPad = 48, aBytes = 2048, bBytes = N / 8 * 256;
-  __shared__ __align__(128) unsigned char smem[kPad + aBytes + bBytes];
-  unsigned char *a = smem + kPad, *b = a + aBytes;
-  auto put = [](unsigned char *base, uint32_t lbo, uint32_t sbo, int row,
-                int k, float x) {
-    const uint16_t h = uint16_t(__float_as_uint(x) >> 16); // bf16 already
-    std::memcpy(base + row / 8 * sbo + k / 8 * lbo + row % 8 * 16 + k % 8 * 2,
-                &h, 2);
-  };
-  const int tid = threadIdx.x;
-  for (int i = tid; i < 64 * 16; i += 128)
-    put(a, aLbo, aSbo, i / 16, i % 16, A[i]);
-  for (int i = tid; i < N * 16; i += 128) // B[k][n] at B[k * N + n]
-    put(b, bLbo, bSbo, i % N, i / N, B[i]);
-  __syncthreads();
-  const int w = tid / 32, g = (tid % 32) >> 2, t = tid & 3;
-  float d[N / 2];
-  for (int i = 0; i < N / 2; ++i)
-    d[i] = C[(16 * w + g + 8 * (i / 2 % 2)) * N + 8 * (i / 4) + 2 * t + i % 2];
-  modk_cuda::detail::wgmmaFence(d);
-  modk_cuda::detail::wgmmaBf16<N>(
-      d, modk_cuda::detail::wgmmaDescriptor(a, aLbo, aSbo),
-      modk_cuda::detail::wgmmaDescriptor(b, bLbo, bSbo), smem);
-  modk_cuda::detail::wgmmaCommit();
-  modk_cuda::detail::wgmmaWait<0>(d);
-  for (int i = 0; i < N / 2; ++i)
-    D[(16 * w + g + 8 * (i / 2 % 2)) * N + 8 * (i / 4) + 2 * t + i % 2] = d[i];
-}
-
-template <int N> void checkWgmmaFragments(uint32_t seed) {
-  auto A = randomFloats(64 * 16, seed, -4, 4), B = randomFloats(16 * N, seed + 1, -4, 4);
-  for (auto *m : {&A, &B})
-    for (float &x : *m)
-      x = bf16Round(x);
-  const auto C = randomFloats(64 * N, seed + 2, -8, 8);
-  std::vector<float> D(64 * N, kSentinel);
-  MODC_LAUNCH(wgmmaFragmentKernel<N>, 1, 128, 0, nullptr, A.data(), B.data(),
-              C.data(), D.data());
-  for (int r = 0; r < 64; ++r)
-    for (int n = 0; n < N; ++n) {
-      double want = C[r * N + n];
-      for (int k = 0; k < 16; ++k)
-        want += double(A[r * 16 + k]) * B[k * N + n];
-      ASSERT_NEAR(D[r * N + n], want, 1e-5 * std::max(1.0, std::fabs(want)))
-          << "N " << N << ", D[" << r << "][" << n << "]";
-    }
-}
-
-TEST(CudaBf16, WgmmaDescriptorsAndFragments) {
-  checkWgmmaFragments<64>(3150);
-  checkWgmmaFragments<128>(3160);
-  // The descriptor fields as the PTX ISA places them.
-  alignas(16) static unsigned char tile[64];
-  const uint64_t desc = modk_cuda::detail::wgmmaDescriptor(tile + 32, 128, 512);
-  EXPECT_EQ(desc & 0x3fff, ((reinterpret_cast<uintptr_t>(tile) + 32) & 0x3ffff) >> 4);
-  EXPECT_EQ((desc >> 16) & 0x3fff, 8u);
-  EXPECT_EQ((desc >> 32) & 0x3fff, 32u);
-  EXPECT_EQ(desc >> 46, 0u); // base offset 0, no swizzle
-}
-
-/// Runs f on the SIMT, the mma.sync and the wgmma GEMM, each tile choice
-/// (a forced tile puts few-row products on wgmma too).
+/// Every bf16 GEMM path (SIMT, mma.sync, wgmma), each tile choice.
 template <typename F> void forEachPathAndTile(F f) {
-  const char *names[3] = {"SIMT", "mma.sync", "wgmma"};
-  for (int path = 0; path <= 2; ++path) {
-    modk_cuda::detail::gemmTensorCores() = path >= 1;
-    modk_cuda::detail::gemmWgmma() = path == 2;
-    for (int tile = 0; tile <= 2; ++tile) {
-      modk_cuda::detail::gemmTileOverride() = tile;
-      SCOPED_TRACE(testing::Message() << names[path] << ", tile " << tile);
-      f();
-    }
-  }
-  modk_cuda::detail::gemmTileOverride() = 0;
-  modk_cuda::detail::gemmTensorCores() = MODC_CUDA_TENSOR_CORES != 0;
-  modk_cuda::detail::gemmWgmma() = MODC_CUDA_WGMMA != 0;
+  modc_tc_check::forEachBf16GemmPath(f);
 }
 
 /// |got - want| <= tol * max(1, |want|) for every element.

@@ -90,46 +90,6 @@ template <typename F> void forEachGemmPath(F f) {
 using modk_cuda::detail::mma_tf32_m16n8k8;
 using modk_cuda::detail::tf32_rna;
 
-float tf32Value(float x) { return __uint_as_float(tf32_rna(x)); }
-
-/// One warp per 16x8x8 problem w: D = A B + C with A [16][8], B [8][8], C and
-/// D [16][8] row-major, the fragments placed as the PTX ISA documents them
-/// for mma.m16n8k8 .tf32 (g = groupID = lane >> 2, t = threadID_in_group):
-///   a_i: row g (a0, a2) or g + 8 (a1, a3), column t (a0, a1) or t + 4;
-///   b_i: row t (b0) or t + 4 (b1), column g;
-///   c_i: row g (c0, c1) or g + 8 (c2, c3), column 2t + (i & 1).
-__global__ void mmaFragmentKernel(const float *A, const float *B,
-                                  const float *C, float *D) {
-  const int w = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int g = lane >> 2, t = lane & 3;
-  const float *a = A + w * 128, *b = B + w * 64, *c = C + w * 128;
-  const uint32_t af[4] = {__float_as_uint(a[g * 8 + t]),
-                          __float_as_uint(a[(g + 8) * 8 + t]),
-                          __float_as_uint(a[g * 8 + t + 4]),
-                          __float_as_uint(a[(g + 8) * 8 + t + 4])};
-  const uint32_t bf[2] = {__float_as_uint(b[t * 8 + g]),
-                          __float_as_uint(b[(t + 4) * 8 + g])};
-  const float cf[4] = {c[g * 8 + 2 * t], c[g * 8 + 2 * t + 1],
-                       c[(g + 8) * 8 + 2 * t], c[(g + 8) * 8 + 2 * t + 1]};
-  float d[4];
-  mma_tf32_m16n8k8(d, af, bf, cf);
-  float *o = D + w * 128;
-  o[g * 8 + 2 * t] = d[0];
-  o[g * 8 + 2 * t + 1] = d[1];
-  o[(g + 8) * 8 + 2 * t] = d[2];
-  o[(g + 8) * 8 + 2 * t + 1] = d[3];
-}
-
-TEST(CudaKernels, MmaTf32FragmentLayout) {
-  constexpr int W = 2; // two warps with different problems, 3 launches
-  for (uint32_t seed = 1; seed <= 3; ++seed) {
-    MmaProblems p(W, 900 + seed, tf32Value);
-    MODC_LAUNCH(mmaFragmentKernel, 1, W * 32, 0, nullptr, p.A.data(),
-                p.B.data(), p.C.data(), p.D.data());
-    expectMmaProducts(p.A, p.B, p.C, p.D, W);
-  }
-}
-
 TEST(CudaKernels, Tf32Rounding) {
   auto bits = [](float x) { return __float_as_uint(x); };
   const float one = 1.0f, ulp = 0x1p-10f; // tf32 ulp at 1

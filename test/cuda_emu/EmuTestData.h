@@ -57,28 +57,6 @@ struct MmaProblems {
   }
 };
 
-/// Checks D = A B + C for W warps' 16x8x8 problems (A [W][16][8], B
-/// [W][8][8], C and D [W][16][8], row-major): the products of the operand
-/// values are exact, so D is within eight f32 additions of the fp64 sum.
-inline void expectMmaProducts(const std::vector<float> &A,
-                              const std::vector<float> &B,
-                              const std::vector<float> &C,
-                              const std::vector<float> &D, int W) {
-  for (int w = 0; w < W; ++w)
-    for (int m = 0; m < 16; ++m)
-      for (int n = 0; n < 8; ++n) {
-        double want = C[w * 128 + m * 8 + n], mag = std::fabs(want);
-        for (int k = 0; k < 8; ++k) {
-          const double p =
-              double(A[w * 128 + m * 8 + k]) * B[w * 64 + k * 8 + n];
-          want += p;
-          mag += std::fabs(p);
-        }
-        EXPECT_NEAR(D[w * 128 + m * 8 + n], want, 8 * 0x1p-24 * mag)
-            << "warp " << w << " D[" << m << "][" << n << "]";
-      }
-}
-
 } // namespace modc_emu_test
 
 #endif // MODC_TEST_CUDA_EMU_EMUTESTDATA_H

@@ -5,7 +5,9 @@
 # here, every package gpu_tests uses (CPU packages for any x86-64-v3 machine,
 # CUDA packages for sm_90a and sm_80, emulated ones) into
 # BUILD/test/gpu/prebuilt, with the shared libraries the CPU packages load
-# (OpenBLAS and its runtime), and prints the command to run there.
+# (OpenBLAS and its runtime) and tensor_core_check (the tensor-core checks
+# of test/cuda_emu/TensorCoreChecks.h on the GPU itself, built by nvcc), and
+# prints the command to run there.
 #
 # Usage: test/gpu/prepare.sh [BUILD_DIR]     (default: build)
 #
@@ -30,7 +32,19 @@ MODC_GPU_TEST_PACKAGES="$out" MODC_GPU_TEST_PREPARE=1 \
 for so in "$out"/*-cpu/libmodel.so; do
   ldd "$so" | awk '/=> \// {print $3}'
 done | sort -u | grep -E 'openblas|gfortran|quadmath|gomp' | xargs -r cp -L -t "$out/lib"
+# The tensor-core checks on the GPU itself (test/gpu/tensor_core_check.cu).
+nvcc="${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}"
+root="$(cd "$(dirname "$0")/../.." && pwd)"
+if "$nvcc" -std=c++17 -O2 -gencode=arch=compute_90a,code=sm_90a \
+     -DMODC_CUDA_WGMMA=1 -I"$root/compiler/lib/Target/Cuda/prelude" \
+     -I"$root/test/cuda_emu" "$root/test/gpu/tensor_core_check.cu" \
+     -lgtest -lgtest_main -o "$out/tensor_core_check" > "$out/tensor_core_check.log" 2>&1; then
+  rm -f "$out/tensor_core_check.log"
+else
+  echo "prepare.sh: tensor_core_check did not build; see $out/tensor_core_check.log" >&2
+  exit 1
+fi
 echo "prepare.sh: packages in $out ($(du -sh "$out" | cut -f1)):"
 ls "$out"
 echo "On the GPU machine, carrying $out and $build/test/gpu/gpu_tests:"
-echo "  LD_LIBRARY_PATH=$out/lib MODC_GPU_TEST_PACKAGES=$out $tests"
+echo "  $out/tensor_core_check; LD_LIBRARY_PATH=$out/lib MODC_GPU_TEST_PACKAGES=$out $tests"

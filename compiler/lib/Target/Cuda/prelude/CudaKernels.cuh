@@ -1467,19 +1467,19 @@ inline void launchGemm(const float *A, int64_t lda, const float *B, int64_t ldb,
   launchGemmPath<path, AK, BKc, DYN, EPI, BF>(A, lda, B, ldb, C, ldc, aux, M,  \
                                               Ncols, L, dynRows, stream,       \
                                               splits)
+  // Tests force the wgmma kernel on few rows too (a tile override).
+  [[maybe_unused]] const bool wgmmaRows = M >= kWgmmaMinRows || gemmTileOverride() != 0;
 #if defined(__CUDACC__)
   if constexpr (BF && MODC_CUDA_TENSOR_CORES && MODC_CUDA_WGMMA) {
-    if (M >= kWgmmaMinRows && gemmWgmma()) {
+    if (wgmmaRows && gemmWgmma()) {
       MODC_GEMM_ON(PathWgmma);
       return;
     }
   }
   MODC_GEMM_ON(MODC_CUDA_TENSOR_CORES ? PathMma : PathSimt);
 #else
-  // Tests force the wgmma kernel on few rows too (a tile override).
   if constexpr (BF) {
-    if (gemmTensorCores() && gemmWgmma() &&
-        (M >= kWgmmaMinRows || gemmTileOverride() != 0)) {
+    if (gemmTensorCores() && gemmWgmma() && wgmmaRows) {
       MODC_GEMM_ON(PathWgmma);
       return;
     }

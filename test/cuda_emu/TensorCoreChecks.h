@@ -1,0 +1,383 @@
+//===- TensorCoreChecks.h - Tensor-core checks, emulated and on a GPU -*- C++ -*-===//
+//
+// Part of the modc project.
+//
+//===----------------------------------------------------------------------===//
+///
+/// \file
+/// The checks of what the emulation cannot prove by itself: that the
+/// tensor-core instructions are used as the PTX ISA documents them. The same
+/// kernels and checks run two ways:
+///  - compiled as C++ against CudaEmulation.h (cuda_emu_tests, everywhere),
+///    where the preludes' emulated mma and wgmma implement the ISA's layouts
+///    as read from its text;
+///  - compiled by nvcc and run on a GPU (test/gpu/tensor_core_check.cu), where
+///    the hardware implements them, so a misreading shows up as a failure.
+/// The checks: the fragment layouts of mma.m16n8k8 (tf32, bf16), the wgmma
+/// descriptors and accumulator layout (m64n64k16, m64n128k16 .bf16, on
+/// shared layouts unlike the GEMM kernel's), and the bf16 GEMMs (forward,
+/// dgrad, wgrad split and unsplit) on every path and tile against fp64.
+/// Tolerances allow for the tensor cores' own order of summation: a wrong
+/// layout is off by the size of the values, not by rounding.
+///
+//===----------------------------------------------------------------------===//
+#ifndef MODC_TEST_CUDA_EMU_TENSORCORECHECKS_H
+#define MODC_TEST_CUDA_EMU_TENSORCORECHECKS_H
+
+#include "CudaCommon.cuh"
+#include "CudaKernels.cuh"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "EmuTestData.h"
+
+namespace modc_tc_check {
+using namespace modc_emu_test;
+
+/// A copy of a host vector in device memory (host memory under emulation).
+template <typename T> class DeviceCopy {
+public:
+  explicit DeviceCopy(const std::vector<T> &host) : n(host.size()) {
+    void *p = nullptr;
+    if (cudaMalloc(&p, n * sizeof(T)) != cudaSuccess) {
+      ADD_FAILURE() << "cudaMalloc of " << n * sizeof(T) << " bytes failed";
+      return;
+    }
+    ptr = static_cast<T *>(p);
+    cudaMemcpy(ptr, host.data(), n * sizeof(T), cudaMemcpyHostToDevice);
+  }
+  DeviceCopy(const DeviceCopy &) = delete;
+  DeviceCopy &operator=(const DeviceCopy &) = delete;
+  ~DeviceCopy() { cudaFree(ptr); }
+  T *get() const { return ptr; }
+  /// Waits for the device, then copies back (a launch error is a failure).
+  std::vector<T> read() const {
+    std::vector<T> host(n);
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess)
+        << cudaGetErrorString(cudaGetLastError());
+    cudaMemcpy(host.data(), ptr, n * sizeof(T), cudaMemcpyDeviceToHost);
+    return host;
+  }
+
+private:
+  T *ptr = nullptr;
+  size_t n;
+};
+
+/// Checks D = A B + C for `count` problems of M x N x K (A [M][K], B [K][N],
+/// C and D [M][N], row-major, problem p at p * size): the products of the
+/// operand values are exact, and whatever order the hardware adds them in,
+/// D is within a few roundings per term of the fp64 sum.
+inline void expectProducts(const std::vector<float> &A,
+                           const std::vector<float> &B,
+                           const std::vector<float> &C,
+                           const std::vector<float> &D, int count, int M,
+                           int N, int K, const char *what) {
+  int bad = 0;
+  for (int p = 0; p < count; ++p)
+    for (int m = 0; m < M; ++m)
+      for (int n = 0; n < N; ++n) {
+        const float *a = &A[size_t(p) * M * K], *b = &B[size_t(p) * K * N];
+        double want = C[(size_t(p) * M + m) * N + n], mag = std::fabs(want);
+        for (int k = 0; k < K; ++k) {
+          const double prod = double(a[m * K + k]) * b[k * N + n];
+          want += prod;
+          mag += std::fabs(prod);
+        }
+        const float got = D[(size_t(p) * M + m) * N + n];
+        if (!(std::fabs(got - want) <= (K + 2) * 0x1p-23 * mag) && bad++ < 8)
+          ADD_FAILURE() << what << ", problem " << p << ": D[" << m << "]["
+                        << n << "] = " << got << ", want " << want;
+      }
+}
+
+//===----------------------------------------------------------------------===//
+// mma.m16n8k8 fragments
+//===----------------------------------------------------------------------===//
+
+/// One warp per 16x8x8 problem w: D = A B + C with A [16][8], B [8][8], C and
+/// D [16][8] row-major, the fragments placed as the PTX ISA documents them
+/// for mma.m16n8k8 .tf32 (g = groupID = lane >> 2, t = threadID_in_group):
+///   a_i: row g (a0, a2) or g + 8 (a1, a3), column t (a0, a1) or t + 4;
+///   b_i: row t (b0) or t + 4 (b1), column g;
+///   c_i: row g (c0, c1) or g + 8 (c2, c3), column 2t + (i & 1).
+__global__ void mmaTf32FragmentKernel(const float *A, const float *B,
+                                      const float *C, float *D) {
+  const int w = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int g = lane >> 2, t = lane & 3;
+  const float *a = A + w * 128, *b = B + w * 64, *c = C + w * 128;
+  const uint32_t af[4] = {__float_as_uint(a[g * 8 + t]),
+                          __float_as_uint(a[(g + 8) * 8 + t]),
+                          __float_as_uint(a[g * 8 + t + 4]),
+                          __float_as_uint(a[(g + 8) * 8 + t + 4])};
+  const uint32_t bf[2] = {__float_as_uint(b[t * 8 + g]),
+                          __float_as_uint(b[(t + 4) * 8 + g])};
+  const float cf[4] = {c[g * 8 + 2 * t], c[g * 8 + 2 * t + 1],
+                       c[(g + 8) * 8 + 2 * t], c[(g + 8) * 8 + 2 * t + 1]};
+  float d[4];
+  modk_cuda::detail::mma_tf32_m16n8k8(d, af, bf, cf);
+  float *o = D + w * 128;
+  o[g * 8 + 2 * t] = d[0];
+  o[g * 8 + 2 * t + 1] = d[1];
+  o[(g + 8) * 8 + 2 * t] = d[2];
+  o[(g + 8) * 8 + 2 * t + 1] = d[3];
+}
+
+/// The same for mma.m16n8k8 .bf16 (element 2i of a pair in the low half):
+/// a0 = A[g][2t..2t+1], a1 = A[g+8][2t..2t+1], b0 = B[2t..2t+1][g]; c as
+/// for .tf32. A and B hold bf16 values already.
+__global__ void mmaBf16FragmentKernel(const float *A, const float *B,
+                                      const float *C, float *D) {
+  const int w = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int g = lane >> 2, t = lane & 3;
+  const float *a = A + w * 128, *b = B + w * 64, *c = C + w * 128;
+  auto pair = [](float lo, float hi) {
+    return (__float_as_uint(lo) >> 16) | (__float_as_uint(hi) & 0xffff0000u);
+  };
+  const uint32_t af[2] = {
+      pair(a[g * 8 + 2 * t], a[g * 8 + 2 * t + 1]),
+      pair(a[(g + 8) * 8 + 2 * t], a[(g + 8) * 8 + 2 * t + 1])};
+  const uint32_t bf = pair(b[(2 * t) * 8 + g], b[(2 * t + 1) * 8 + g]);
+  const float cf[4] = {c[g * 8 + 2 * t], c[g * 8 + 2 * t + 1],
+                       c[(g + 8) * 8 + 2 * t], c[(g + 8) * 8 + 2 * t + 1]};
+  float d[4];
+  modk_cuda::detail::mma_bf16_m16n8k8(d, af, bf, cf);
+  float *o = D + w * 128;
+  o[g * 8 + 2 * t] = d[0];
+  o[g * 8 + 2 * t + 1] = d[1];
+  o[(g + 8) * 8 + 2 * t] = d[2];
+  o[(g + 8) * 8 + 2 * t + 1] = d[3];
+}
+
+/// Host roundings of the test inputs (the kernels' are device functions),
+/// for finite values: tf32 to nearest with ties away from zero (cvt.rna),
+/// bf16 by its definition, 8 significant bits to nearest, ties to even.
+inline float tf32Value(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, 4);
+  u = (u + 0x1000u) & 0xffffe000u;
+  std::memcpy(&x, &u, 4);
+  return x;
+}
+inline float bf16Value(float x) {
+  if (x == 0.0f)
+    return x;
+  int e;
+  const double m = std::frexp(double(x), &e);
+  return float(std::ldexp(std::nearbyint(std::ldexp(m, 8)), e - 8));
+}
+
+/// Two warps with different problems, three launches each.
+template <typename Kernel, typename Round>
+void checkMmaFragments(Kernel kernel, Round round, uint32_t seed,
+                       const char *what) {
+  constexpr int W = 2;
+  for (uint32_t s = 0; s < 3; ++s) {
+    MmaProblems p(W, seed + s, round);
+    DeviceCopy<float> A(p.A), B(p.B), C(p.C), D(p.D);
+    MODC_LAUNCH(kernel, 1, W * 32, 0, nullptr, A.get(), B.get(), C.get(),
+                D.get());
+    expectProducts(p.A, p.B, p.C, D.read(), W, 16, 8, 8, what);
+  }
+}
+
+inline void checkMmaTf32Fragments() {
+  checkMmaFragments(mmaTf32FragmentKernel, tf32Value, 901, "mma .tf32");
+}
+
+inline void checkMmaBf16Fragments() {
+  checkMmaFragments(mmaBf16FragmentKernel, bf16Value, 3101, "mma .bf16");
+}
+
+//===----------------------------------------------------------------------===//
+// wgmma: descriptors and accumulators
+//===----------------------------------------------------------------------===//
+
+/// One warpgroup computes D = A B + C (64 x N x 16, A [64][16], B [16][N],
+/// C and D [64][N]) with one wgmma, A and B placed in shared memory as the
+/// PTX ISA's K-major unswizzled core matrices (8 rows x 16 bytes), here with
+/// layouts unlike the GEMM kernel's: A's row blocks adjacent (SBO 128) and
+/// its two k halves 1 KB apart (LBO), B's k halves adjacent (LBO 128) and its
+/// row blocks 256 bytes apart, both behind 48 bytes of other data. The
+/// accumulators are placed as the ISA documents them:
+///   d[4j + 2h + e] = D[16w + g + 8h][8j + 2t + e].
+template <int N>
+__global__ void wgmmaFragmentKernel(const float *A, const float *B,
+                                    const float *C, float *D) {
+  constexpr uint32_t aLbo = 1024, aSbo = 128, bLbo = 128, bSbo = 256;
+  constexpr int kPad = 48, aBytes = 2048, bBytes = N / 8 * 256;
+  __shared__ __align__(128) unsigned char smem[kPad + aBytes + bBytes];
+  unsigned char *a = smem + kPad, *b = a + aBytes;
+  auto put = [](unsigned char *base, uint32_t lbo, uint32_t sbo, int row,
+                int k, float x) {
+    *reinterpret_cast<uint16_t *>(base + row / 8 * sbo + k / 8 * lbo +
+                                  row % 8 * 16 + k % 8 * 2) =
+        uint16_t(__float_as_uint(x) >> 16); // a bf16 value already
+  };
+  const int tid = threadIdx.x;
+  for (int i = tid; i < 64 * 16; i += 128)
+    put(a, aLbo, aSbo, i / 16, i % 16, A[i]);
+  for (int i = tid; i < N * 16; i += 128) // B[k][n] at B[k * N + n]
+    put(b, bLbo, bSbo, i % N, i / N, B[i]);
+  modk_cuda::detail::fenceProxyAsync();
+  __syncthreads();
+  const int w = tid / 32, g = (tid % 32) >> 2, t = tid & 3;
+  float d[N / 2];
+  for (int i = 0; i < N / 2; ++i)
+    d[i] = C[(16 * w + g + 8 * (i / 2 % 2)) * N + 8 * (i / 4) + 2 * t + i % 2];
+  modk_cuda::detail::wgmmaFence(d);
+  modk_cuda::detail::wgmmaBf16<N>(
+      d, modk_cuda::detail::wgmmaDescriptor(a, aLbo, aSbo),
+      modk_cuda::detail::wgmmaDescriptor(b, bLbo, bSbo), smem);
+  modk_cuda::detail::wgmmaCommit();
+  modk_cuda::detail::wgmmaWait<0>(d);
+  for (int i = 0; i < N / 2; ++i)
+    D[(16 * w + g + 8 * (i / 2 % 2)) * N + 8 * (i / 4) + 2 * t + i % 2] = d[i];
+}
+
+template <int N> void checkWgmmaFragments(uint32_t seed) {
+  auto A = randomFloats(64 * 16, seed, -4, 4),
+       B = randomFloats(16 * N, seed + 1, -4, 4);
+  for (auto *m : {&A, &B})
+    for (float &x : *m)
+      x = bf16Value(x);
+  const auto C = randomFloats(64 * N, seed + 2, -8, 8);
+  DeviceCopy<float> dA(A), dB(B), dC(C),
+      dD(std::vector<float>(64 * N, kSentinel));
+  MODC_LAUNCH(wgmmaFragmentKernel<N>, 1, 128, 0, nullptr, dA.get(), dB.get(),
+              dC.get(), dD.get());
+  expectProducts(A, B, C, dD.read(), 1, 64, N, 16,
+                 N == 64 ? "wgmma m64n64k16" : "wgmma m64n128k16");
+}
+
+/// Both wgmma widths of the GEMM kernel, and (emulated, where the
+/// descriptor is a host function) its fields as the PTX ISA places them:
+/// start, LBO, SBO in 16-byte units at bits 0, 16, 32; base offset and
+/// swizzle zero.
+inline void checkWgmmaDescriptorsAndFragments() {
+  checkWgmmaFragments<64>(3150);
+  checkWgmmaFragments<128>(3160);
+#if !defined(__CUDACC__)
+  alignas(16) static unsigned char tile[64];
+  const uint64_t desc = modk_cuda::detail::wgmmaDescriptor(tile + 32, 128, 512);
+  EXPECT_EQ(desc & 0x3fff,
+            ((reinterpret_cast<uintptr_t>(tile) + 32) & 0x3ffff) >> 4);
+  EXPECT_EQ((desc >> 16) & 0x3fff, 8u);
+  EXPECT_EQ((desc >> 32) & 0x3fff, 32u);
+  EXPECT_EQ(desc >> 46, 0u);
+#endif
+}
+
+//===----------------------------------------------------------------------===//
+// bf16 GEMMs on every path
+//===----------------------------------------------------------------------===//
+
+/// |got - want| within f32 accumulation of the terms' magnitudes (mag).
+inline void expectGemm(const std::vector<float> &got,
+                       const std::vector<double> &want,
+                       const std::vector<double> &mag, const char *what) {
+  ASSERT_EQ(got.size(), want.size());
+  int bad = 0;
+  for (size_t i = 0; i < got.size() && bad < 8; ++i)
+    if (!(std::fabs(got[i] - want[i]) <= 0x1p-18 * mag[i] + 1e-30)) {
+      ADD_FAILURE() << what << "[" << i << "]: got " << got[i] << ", want "
+                    << want[i] << " (terms' magnitude " << mag[i] << ")";
+      ++bad;
+    }
+}
+
+/// y = a w^T, da = dy w and dw += dy^T a (unsplit and split in row chunks)
+/// with bf16 operands, rows of them, against fp64 of the rounded operands.
+template <int N, int K> void checkBf16Gemms(int64_t rows, uint32_t seed) {
+  const auto a = randomFloats(rows * K, seed), w = randomFloats(N * K, seed + 1),
+             dy = randomFloats(rows * N, seed + 2);
+  std::vector<double> y(rows * N, 0.0), yMag(rows * N, 0.0);
+  std::vector<double> da(rows * K, 0.0), daMag(rows * K, 0.0);
+  std::vector<double> dw(N * K, 0.0), dwMag(N * K, 0.0);
+  for (int64_t m = 0; m < rows; ++m)
+    for (int n = 0; n < N; ++n)
+      for (int k = 0; k < K; ++k) {
+        const double fw = bf16Value(a[m * K + k]) * bf16Value(w[n * K + k]);
+        const double fd = bf16Value(dy[m * N + n]) * bf16Value(w[n * K + k]);
+        const double fg = bf16Value(dy[m * N + n]) * bf16Value(a[m * K + k]);
+        y[m * N + n] += fw, yMag[m * N + n] += std::fabs(fw);
+        da[m * K + k] += fd, daMag[m * K + k] += std::fabs(fd);
+        dw[n * K + k] += fg, dwMag[n * K + k] += std::fabs(fg);
+      }
+  DeviceCopy<float> dA(a), dW(w), dDy(dy);
+  DeviceCopy<int64_t> dRows(std::vector<int64_t>{rows});
+  DeviceCopy<float> dY(std::vector<float>(rows * N, kSentinel));
+  modk_cuda::linear<N, K, true>(dA.get(), dRows.get(), rows, dW.get(), dY.get(),
+                                nullptr);
+  expectGemm(dY.read(), y, yMag, "bf16 linear");
+  DeviceCopy<float> dDa(std::vector<float>(rows * K, kSentinel));
+  modk_cuda::linear_dgrad<N, K, true>(dDy.get(), dRows.get(), rows, dW.get(),
+                                      dDa.get(), false, nullptr);
+  expectGemm(dDa.read(), da, daMag, "bf16 dgrad");
+  DeviceCopy<float> dDw(std::vector<float>(N * K, 0.0f));
+  modk_cuda::linear_wgrad<N, K, true>(dDy.get(), dRows.get(), rows, dA.get(),
+                                      dDw.get(), nullptr);
+  expectGemm(dDw.read(), dw, dwMag, "bf16 wgrad");
+  if (rows <= 64)
+    return;
+  // The rows in chunks of 64 (scratch), the partials summed in chunk order.
+  modk_cuda::detail::wgradChunkOverride() = 64;
+  const int64_t floats = modk_cuda::linear_wgrad_scratch_floats<N, K>(rows);
+  EXPECT_GT(floats, 0);
+  DeviceCopy<float> scratch(std::vector<float>(std::max<int64_t>(floats, 1)));
+  DeviceCopy<float> dDwSplit(std::vector<float>(N * K, 0.0f));
+  modk_cuda::linear_wgrad<N, K, true>(dDy.get(), dRows.get(), rows, dA.get(),
+                                      dDwSplit.get(), scratch.get(), nullptr);
+  modk_cuda::detail::wgradChunkOverride() = 0;
+  expectGemm(dDwSplit.read(), dw, dwMag, "bf16 split wgrad");
+}
+
+/// Runs f on each GEMM path a bf16 product can take, each tile choice (a
+/// forced tile puts few-row products on wgmma too): under emulation SIMT,
+/// mma.sync and wgmma; compiled by nvcc the tensor-core paths of the build
+/// (mma.sync, and wgmma where MODC_CUDA_WGMMA).
+template <typename F> void forEachBf16GemmPath(F f) {
+#if defined(__CUDACC__)
+  const int first = 1, last = MODC_CUDA_WGMMA ? 2 : 1;
+#else
+  const int first = 0, last = 2;
+#endif
+  const char *names[3] = {"SIMT", "mma.sync", "wgmma"};
+  for (int path = first; path <= last; ++path) {
+#if !defined(__CUDACC__)
+    modk_cuda::detail::gemmTensorCores() = path >= 1;
+#endif
+    modk_cuda::detail::gemmWgmma() = path == 2;
+    for (int tile = 0; tile <= 2; ++tile) {
+      modk_cuda::detail::gemmTileOverride() = tile;
+      SCOPED_TRACE(testing::Message() << names[path] << ", tile " << tile);
+      f();
+    }
+  }
+  modk_cuda::detail::gemmTileOverride() = 0;
+#if !defined(__CUDACC__)
+  modk_cuda::detail::gemmTensorCores() = MODC_CUDA_TENSOR_CORES != 0;
+#endif
+  modk_cuda::detail::gemmWgmma() = MODC_CUDA_WGMMA != 0;
+}
+
+/// The GEMM shapes: ragged edges in every dimension, few rows and many; on
+/// a GPU also one of the benchmark's reductions (K 1024: the emulation's
+/// GemmLongReduction covers long reductions at less cost).
+inline void checkBf16GemmShapes() {
+  checkBf16Gemms<70, 45>(37, 3401);
+  checkBf16Gemms<130, 64>(129, 3402);
+  checkBf16Gemms<40, 72>(300, 3403);
+#if defined(__CUDACC__)
+  checkBf16Gemms<256, 1024>(200, 3404);
+#endif
+}
+
+} // namespace modc_tc_check
+
+#endif // MODC_TEST_CUDA_EMU_TENSORCORECHECKS_H

@@ -1,0 +1,30 @@
+//===- TensorCoreEmuTest.cpp - Tensor-core checks under the emulation -----===//
+//
+// Part of the modc project.
+//
+// TensorCoreChecks.h run against the preludes' emulated mma and wgmma. The
+// same checks run on a GPU from test/gpu/tensor_core_check.cu.
+//
+//===----------------------------------------------------------------------===//
+
+#include "TensorCoreChecks.h"
+
+namespace {
+
+TEST(TensorCores, MmaTf32FragmentLayout) {
+  modc_tc_check::checkMmaTf32Fragments();
+}
+
+TEST(TensorCores, MmaBf16FragmentLayout) {
+  modc_tc_check::checkMmaBf16Fragments();
+}
+
+TEST(TensorCores, WgmmaDescriptorsAndFragments) {
+  modc_tc_check::checkWgmmaDescriptorsAndFragments();
+}
+
+TEST(TensorCores, Bf16GemmsOnEveryPath) {
+  modc_tc_check::forEachBf16GemmPath(modc_tc_check::checkBf16GemmShapes);
+}
+
+} // namespace
