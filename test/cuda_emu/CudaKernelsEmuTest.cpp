@@ -567,6 +567,50 @@ TEST(CudaKernels, GemmLongReduction) {
   EXPECT_LE(err[1], err[0]);
 }
 
+/// Operands whose rows are longer than the reduction (leading dimension 48,
+/// 45 steps used): their rows are 16-byte aligned, so the tensor-core GEMM
+/// copies runs of 4, and the run at steps 44..47 crosses the reduction's end
+/// (one element copied, three zero). Both operand layouts (y = a w^T with
+/// the reduction contiguous; the transposed product with the rows
+/// contiguous), every tile, against fp64.
+TEST(CudaKernels, GemmRunsAcrossTheReductionEnd) {
+  constexpr int M = 37, N = 70, K = 45, LD = 48;
+  auto a = randomFloats(M * LD, 7301), w = randomFloats(N * LD, 7302);
+  std::vector<float> want(M * N);
+  for (int m = 0; m < M; ++m)
+    for (int n = 0; n < N; ++n) {
+      double acc = 0.0;
+      for (int k = 0; k < K; ++k)
+        acc += double(a[m * LD + k]) * w[n * LD + k];
+      want[m * N + n] = float(acc);
+    }
+  // The same operands stored transposed: element (m, k) at at[k * LDT + m].
+  constexpr int LDT = 40, LDW = 72;
+  std::vector<float> at(K * LDT, kSentinel), wt(K * LDW, kSentinel);
+  for (int k = 0; k < K; ++k) {
+    for (int m = 0; m < M; ++m)
+      at[k * LDT + m] = a[m * LD + k];
+    for (int n = 0; n < N; ++n)
+      wt[k * LDW + n] = w[n * LD + k];
+  }
+  forEachGemmPath([&] {
+    for (int tile = 0; tile <= 2; ++tile) {
+      TileGuard guard(tile);
+      SCOPED_TRACE(testing::Message() << "tile " << tile);
+      std::vector<float> y(M * N, kSentinel), yt(M * N, kSentinel);
+      modk_cuda::detail::launchGemm<true, true, 0, modk_cuda::detail::EpiStore>(
+          a.data(), LD, w.data(), LD, y.data(), N, nullptr, M, N, K, nullptr,
+          nullptr);
+      expectClose(y.data(), want.data(), M * N, "reduction contiguous");
+      modk_cuda::detail::launchGemm<false, false, 0,
+                                    modk_cuda::detail::EpiStore>(
+          at.data(), LDT, wt.data(), LDW, yt.data(), N, nullptr, M, N, K,
+          nullptr, nullptr);
+      expectClose(yt.data(), want.data(), M * N, "rows contiguous");
+    }
+  });
+}
+
 //===----------------------------------------------------------------------===//
 // Row kernels
 //===----------------------------------------------------------------------===//

@@ -842,6 +842,52 @@ template <int R, int BK, bool KC> struct TcSmem {
   }
 };
 
+/// Starts the cp.async copy of an operand tile into `dst` (TcSmem<ROWS, BK,
+/// KC> layout): element (r, c) (row r of ROWS, reduction step c of BK) from
+/// src[r * ld + c] when KC, else src[c * ld + r]; zero outside rValid x
+/// kValid (`any`, a valid address, stands in for what is not read). Each
+/// thread copies its L elements, consecutive threads along the contiguous
+/// dimension: with `vec` (runs 16-byte aligned) as runs of 4 in one 16-byte
+/// copy (4 at a time where a run crosses the matrix's edge), else one by one.
+template <int ROWS, int BK, bool KC, int L>
+__device__ __forceinline__ void copyTcTile(float *dst, const float *src, int ld,
+                                           int rValid, int kValid, bool vec,
+                                           const float *any) {
+  using S = TcSmem<ROWS, BK, KC>;
+  const int tid = threadIdx.x;
+  auto copyOne = [&](int r, int c) {
+    const bool in = r < rValid && c < kValid;
+    copyAsync4(dst + S::at(r, c), in ? src + (KC ? r * ld + c : c * ld + r) : any,
+               in);
+  };
+  if (vec) {
+    static_assert(L % 4 == 0, "whole runs of 4 per thread");
+#pragma unroll
+    for (int j = 0; j < L / 4; ++j) {
+      const int run = tid + j * kThreads;
+      const int r = KC ? run / (BK / 4) : run % (ROWS / 4) * 4;
+      const int c = KC ? run % (BK / 4) * 4 : run / (ROWS / 4);
+      const int rEnd = KC ? r + 1 : r + 4, cEnd = KC ? c + 4 : c + 1;
+      const bool full = rEnd <= rValid && cEnd <= kValid;
+      if (full || r >= rValid || c >= kValid) {
+        copyAsync16(dst + S::at(r, c),
+                    full ? src + (KC ? r * ld + c : c * ld + r) : any, full);
+      } else {
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+          copyOne(KC ? r : r + e, KC ? c + e : c);
+      }
+    }
+    return;
+  }
+#pragma unroll
+  for (int i = 0; i < L; ++i) {
+    int r, c;
+    tileSlot<KC, ROWS, BK>(tid + i * kThreads, r, c);
+    copyOne(r, c);
+  }
+}
+
 /// The tensor-core twin of gemmKernel (same arguments, layouts, DYN, split
 /// and epilogues): A and B tiles zero-filled past the matrices, copied with
 /// cp.async into double-buffered shared tiles (the next tile's copy in
@@ -874,38 +920,19 @@ __global__ __launch_bounds__(kThreads, T::MINB) void gemmTcKernel(
   const int mValid = int(minI64(BM, M - m0));
   const int nValid = int(minI64(BN, Ncols - n0));
 
-  // Copy slots as gemmKernel's load slots: consecutive threads on the
-  // contiguous dimension of the operand in global memory.
-  auto slotA = [&](int i, int &r, int &c) {
-    tileSlot<AK, BM, BK>(tid + i * kThreads, r, c);
-  };
-  auto slotB = [&](int i, int &r, int &c) {
-    tileSlot<BKc, BN, BK>(tid + i * kThreads, r, c);
-  };
-  const int ilda = int(lda), ildb = int(ldb);
   const float *Abase = A + (AK ? m0 * lda : m0);
   const float *Bbase = B + (BKc ? n0 * ldb : n0);
+  // 16-byte copies where the operand's runs along its contiguous dimension
+  // start 16-byte aligned (m0, n0 and the k tiles are multiples of 4).
+  const bool vecA = lda % 4 == 0 && aligned16(Abase);
+  const bool vecB = ldb % 4 == 0 && aligned16(Bbase);
   // Starts the copy of tile k0 into buffer buf (zero outside the matrices).
   auto copyTile = [&](int64_t k0, int buf) {
     const int kValid = int(minI64(BK, L - k0));
-    const float *At = Abase + (AK ? k0 : k0 * lda);
-    const float *Bt = Bbase + (BKc ? k0 : k0 * ldb);
-#pragma unroll
-    for (int i = 0; i < LA; ++i) {
-      int r, c;
-      slotA(i, r, c);
-      const int off = AK ? r * ilda + c : c * ilda + r;
-      const bool in = r < mValid && c < kValid;
-      copyAsync4(&As[buf][SA::at(r, c)], in ? At + off : A, in);
-    }
-#pragma unroll
-    for (int i = 0; i < LB; ++i) {
-      int r, c;
-      slotB(i, r, c);
-      const int off = BKc ? r * ildb + c : c * ildb + r;
-      const bool in = r < nValid && c < kValid;
-      copyAsync4(&Bs[buf][SB::at(r, c)], in ? Bt + off : B, in);
-    }
+    copyTcTile<BM, BK, AK, LA>(As[buf], Abase + (AK ? k0 : k0 * lda), int(lda),
+                               mValid, kValid, vecA, A);
+    copyTcTile<BN, BK, BKc, LB>(Bs[buf], Bbase + (BKc ? k0 : k0 * ldb),
+                                int(ldb), nValid, kValid, vecB, B);
     copyAsyncCommit();
   };
 
