@@ -534,14 +534,7 @@ TEST(CudaKernels, GemmLongReduction) {
   constexpr int N = 40, K = 1000;
   const int64_t maxRows = 36, rows = 33;
   auto a = randomFloats(maxRows * K, 171), w = randomFloats(N * K, 172);
-  std::vector<float> exact(rows * N);
-  for (int64_t m = 0; m < rows; ++m)
-    for (int n = 0; n < N; ++n) {
-      double s = 0.0;
-      for (int k = 0; k < K; ++k)
-        s += double(a[m * K + k]) * w[int64_t(n) * K + k];
-      exact[m * N + n] = float(s);
-    }
+  const std::vector<float> exact = referenceProduct(a, K, w, K, rows, N, K);
   double err[2] = {0, 0};
   const int path = gemmPathUnderTest;
   forEachGemmPath([&] {
@@ -576,14 +569,7 @@ TEST(CudaKernels, GemmLongReduction) {
 TEST(CudaKernels, GemmRunsAcrossTheReductionEnd) {
   constexpr int M = 37, N = 70, K = 45, LD = 48;
   auto a = randomFloats(M * LD, 7301), w = randomFloats(N * LD, 7302);
-  std::vector<float> want(M * N);
-  for (int m = 0; m < M; ++m)
-    for (int n = 0; n < N; ++n) {
-      double acc = 0.0;
-      for (int k = 0; k < K; ++k)
-        acc += double(a[m * LD + k]) * w[n * LD + k];
-      want[m * N + n] = float(acc);
-    }
+  const std::vector<float> want = referenceProduct(a, LD, w, LD, M, N, K);
   // The same operands stored transposed: element (m, k) at at[k * LDT + m].
   constexpr int LDT = 40, LDW = 72;
   std::vector<float> at(K * LDT, kSentinel), wt(K * LDW, kSentinel);

@@ -40,6 +40,24 @@ inline std::vector<int32_t> randomInts(size_t n, uint32_t seed, int lo, int hi) 
   return v;
 }
 
+/// y[m][n] = sum_k a[m * lda + k] w[n * ldw + k] for m < M, n < N, k < K, in
+/// fp64, rounded once to f32: the reference of the GEMM tests.
+inline std::vector<float> referenceProduct(const std::vector<float> &a,
+                                           int64_t lda,
+                                           const std::vector<float> &w,
+                                           int64_t ldw, int64_t M, int64_t N,
+                                           int64_t K) {
+  std::vector<float> y(M * N);
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t n = 0; n < N; ++n) {
+      double s = 0.0;
+      for (int64_t k = 0; k < K; ++k)
+        s += double(a[m * lda + k]) * w[n * ldw + k];
+      y[m * N + n] = float(s);
+    }
+  return y;
+}
+
 /// Random operands of W warps' 16x8x8 problems (A [W][16][8] and B [W][8][8]
 /// in [-4, 4) as values of the operand type, by `round`; C [W][16][8] in
 /// [-8, 8)), and D [W][16][8] filled with kSentinel.

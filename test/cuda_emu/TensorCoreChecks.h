@@ -100,6 +100,12 @@ inline void expectProducts(const std::vector<float> &A,
 // mma.m16n8k8 fragments
 //===----------------------------------------------------------------------===//
 
+/// Where register i of lane (g, t) of an m16n8 accumulator fragment lives
+/// in a [16][8] row-major matrix: [g + 8 (i >> 1)][2t + (i & 1)].
+__device__ inline int accumulatorAt(int g, int t, int i) {
+  return (g + 8 * (i >> 1)) * 8 + 2 * t + (i & 1);
+}
+
 /// One warp per 16x8x8 problem w: D = A B + C with A [16][8], B [8][8], C and
 /// D [16][8] row-major, the fragments placed as the PTX ISA documents them
 /// for mma.m16n8k8 .tf32 (g = groupID = lane >> 2, t = threadID_in_group):
@@ -117,15 +123,12 @@ __global__ void mmaTf32FragmentKernel(const float *A, const float *B,
                           __float_as_uint(a[(g + 8) * 8 + t + 4])};
   const uint32_t bf[2] = {__float_as_uint(b[t * 8 + g]),
                           __float_as_uint(b[(t + 4) * 8 + g])};
-  const float cf[4] = {c[g * 8 + 2 * t], c[g * 8 + 2 * t + 1],
-                       c[(g + 8) * 8 + 2 * t], c[(g + 8) * 8 + 2 * t + 1]};
-  float d[4];
+  float cf[4], d[4];
+  for (int i = 0; i < 4; ++i)
+    cf[i] = c[accumulatorAt(g, t, i)];
   modk_cuda::detail::mma_tf32_m16n8k8(d, af, bf, cf);
-  float *o = D + w * 128;
-  o[g * 8 + 2 * t] = d[0];
-  o[g * 8 + 2 * t + 1] = d[1];
-  o[(g + 8) * 8 + 2 * t] = d[2];
-  o[(g + 8) * 8 + 2 * t + 1] = d[3];
+  for (int i = 0; i < 4; ++i)
+    D[w * 128 + accumulatorAt(g, t, i)] = d[i];
 }
 
 /// The same for mma.m16n8k8 .bf16 (element 2i of a pair in the low half):
@@ -143,15 +146,12 @@ __global__ void mmaBf16FragmentKernel(const float *A, const float *B,
       pair(a[g * 8 + 2 * t], a[g * 8 + 2 * t + 1]),
       pair(a[(g + 8) * 8 + 2 * t], a[(g + 8) * 8 + 2 * t + 1])};
   const uint32_t bf = pair(b[(2 * t) * 8 + g], b[(2 * t + 1) * 8 + g]);
-  const float cf[4] = {c[g * 8 + 2 * t], c[g * 8 + 2 * t + 1],
-                       c[(g + 8) * 8 + 2 * t], c[(g + 8) * 8 + 2 * t + 1]};
-  float d[4];
+  float cf[4], d[4];
+  for (int i = 0; i < 4; ++i)
+    cf[i] = c[accumulatorAt(g, t, i)];
   modk_cuda::detail::mma_bf16_m16n8k8(d, af, bf, cf);
-  float *o = D + w * 128;
-  o[g * 8 + 2 * t] = d[0];
-  o[g * 8 + 2 * t + 1] = d[1];
-  o[(g + 8) * 8 + 2 * t] = d[2];
-  o[(g + 8) * 8 + 2 * t + 1] = d[3];
+  for (int i = 0; i < 4; ++i)
+    D[w * 128 + accumulatorAt(g, t, i)] = d[i];
 }
 
 /// Host roundings of the test inputs (the kernels' are device functions),
