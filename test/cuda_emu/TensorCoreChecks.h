@@ -156,7 +156,7 @@ __global__ void mmaBf16FragmentKernel(const float *A, const float *B,
 
 /// Host roundings of the test inputs (the kernels' are device functions),
 /// for finite values: tf32 to nearest with ties away from zero (cvt.rna),
-/// bf16 by its definition, 8 significant bits to nearest, ties to even.
+/// bf16 by its definition (bf16Exact).
 inline float tf32Value(float x) {
   uint32_t u;
   std::memcpy(&u, &x, 4);
@@ -164,13 +164,7 @@ inline float tf32Value(float x) {
   std::memcpy(&x, &u, 4);
   return x;
 }
-inline float bf16Value(float x) {
-  if (x == 0.0f)
-    return x;
-  int e;
-  const double m = std::frexp(double(x), &e);
-  return float(std::ldexp(std::nearbyint(std::ldexp(m, 8)), e - 8));
-}
+inline float bf16Value(float x) { return float(bf16Exact(x)); }
 
 /// Two warps with different problems, three launches each.
 template <typename Kernel, typename Round>
@@ -204,8 +198,8 @@ inline void checkMmaBf16Fragments() {
 /// layouts unlike the GEMM kernel's: A's row blocks adjacent (SBO 128) and
 /// its two k halves 1 KB apart (LBO), B's k halves adjacent (LBO 128) and its
 /// row blocks 256 bytes apart, both behind 48 bytes of other data. The
-/// accumulators are placed as the ISA documents them:
-///   d[4j + 2h + e] = D[16w + g + 8h][8j + 2t + e].
+/// accumulators are placed as the ISA documents them (register 4j + 2h + e):
+///   d[j][2h + e] = D[16w + g + 8h][8j + 2t + e].
 template <int N>
 __global__ void wgmmaFragmentKernel(const float *A, const float *B,
                                     const float *C, float *D) {
@@ -227,17 +221,23 @@ __global__ void wgmmaFragmentKernel(const float *A, const float *B,
   modk_cuda::detail::fenceProxyAsync();
   __syncthreads();
   const int w = tid / 32, g = (tid % 32) >> 2, t = tid & 3;
-  float d[N / 2];
-  for (int i = 0; i < N / 2; ++i)
-    d[i] = C[(16 * w + g + 8 * (i / 2 % 2)) * N + 8 * (i / 4) + 2 * t + i % 2];
+  // d[j][2h + e] is D[16w + g + 8h][8j + 2t + e].
+  auto at = [&](int j, int x) {
+    return (16 * w + g + 8 * (x / 2)) * N + 8 * j + 2 * t + x % 2;
+  };
+  float d[N / 8][4];
+  for (int j = 0; j < N / 8; ++j)
+    for (int x = 0; x < 4; ++x)
+      d[j][x] = C[at(j, x)];
   modk_cuda::detail::wgmmaFence(d);
   modk_cuda::detail::wgmmaBf16<N>(
       d, modk_cuda::detail::wgmmaDescriptor(a, aLbo, aSbo),
       modk_cuda::detail::wgmmaDescriptor(b, bLbo, bSbo), smem);
   modk_cuda::detail::wgmmaCommit();
   modk_cuda::detail::wgmmaWait<0>(d);
-  for (int i = 0; i < N / 2; ++i)
-    D[(16 * w + g + 8 * (i / 2 % 2)) * N + 8 * (i / 4) + 2 * t + i % 2] = d[i];
+  for (int j = 0; j < N / 8; ++j)
+    for (int x = 0; x < 4; ++x)
+      D[at(j, x)] = d[j][x];
 }
 
 template <int N> void checkWgmmaFragments(uint32_t seed) {
@@ -302,9 +302,9 @@ template <int N, int K> void checkBf16Gemms(int64_t rows, uint32_t seed) {
   for (int64_t m = 0; m < rows; ++m)
     for (int n = 0; n < N; ++n)
       for (int k = 0; k < K; ++k) {
-        const double fw = bf16Value(a[m * K + k]) * bf16Value(w[n * K + k]);
-        const double fd = bf16Value(dy[m * N + n]) * bf16Value(w[n * K + k]);
-        const double fg = bf16Value(dy[m * N + n]) * bf16Value(a[m * K + k]);
+        const double fw = bf16Exact(a[m * K + k]) * bf16Exact(w[n * K + k]);
+        const double fd = bf16Exact(dy[m * N + n]) * bf16Exact(w[n * K + k]);
+        const double fg = bf16Exact(dy[m * N + n]) * bf16Exact(a[m * K + k]);
         y[m * N + n] += fw, yMag[m * N + n] += std::fabs(fw);
         da[m * K + k] += fd, daMag[m * K + k] += std::fabs(fd);
         dw[n * K + k] += fg, dwMag[n * K + k] += std::fabs(fg);

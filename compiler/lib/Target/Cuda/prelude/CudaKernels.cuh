@@ -704,14 +704,24 @@ __device__ __forceinline__ void mma_bf16_m16n8k8(float d[4],
 #endif
 }
 
+/// A shared-memory address as PTX takes it (the emulation: the pointer's low
+/// 32 bits, which the emulated wgmma matches against its anchor).
+__device__ __forceinline__ uint32_t sharedAddress(const void *p) {
+#if defined(__CUDACC__)
+  return uint32_t(__cvta_generic_to_shared(p));
+#else
+  return uint32_t(reinterpret_cast<uintptr_t>(p));
+#endif
+}
+
 /// Asynchronous 4-byte copy global -> shared (cp.async, sm_80+), or zero
 /// into *dst when !in (src-size 0: src is not read). The emulation copies at
 /// once.
 __device__ __forceinline__ void copyAsync4(float *dst, const float *src,
                                            bool in) {
 #if defined(__CUDACC__)
-  const unsigned s = unsigned(__cvta_generic_to_shared(dst));
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(s),
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(
+                   sharedAddress(dst)),
                "l"(src), "r"(in ? 4 : 0));
 #else
   *dst = in ? *src : 0.0f;
@@ -724,8 +734,8 @@ __device__ __forceinline__ void copyAsync4(float *dst, const float *src,
 __device__ __forceinline__ void copyAsync16(float *dst, const float *src,
                                             bool in) {
 #if defined(__CUDACC__)
-  const unsigned s = unsigned(__cvta_generic_to_shared(dst));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s),
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(
+                   sharedAddress(dst)),
                "l"(src), "r"(in ? 16 : 0));
 #else
   for (int i = 0; i < 4; ++i)
@@ -841,6 +851,38 @@ template <int R, int BK, bool KC> struct TcSmem {
     return KC ? r * LD + k : k * LD + r;
   }
 };
+
+/// Writes a warp's MI x NI m16n8 accumulator fragments through the epilogue,
+/// inside mValid x nValid of the CTA's tile at (m0, n0): the layout of
+/// mma.m16n8k8 and of each warp's 16 rows of a wgmma, acc[i][j][2h + e]
+/// being row r0 + 16 i + g + 8 h, column c0 + 8 j + 2 t + e (g = lane >> 2,
+/// t = lane % 4).
+template <int EPI, int MI, int NI>
+__device__ __forceinline__ void
+storeAccumulators(const float (&acc)[MI][NI][4], float *C, int64_t ldc,
+                  const float *aux, int64_t m0, int64_t n0, int r0, int c0,
+                  int mValid, int nValid) {
+  const int g = (threadIdx.x % kWarp) >> 2, tg = threadIdx.x & 3;
+#pragma unroll
+  for (int i = 0; i < MI; ++i)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int r = r0 + i * 16 + g + 8 * h;
+      if (r >= mValid)
+        continue;
+      const int64_t row = (m0 + r) * ldc;
+#pragma unroll
+      for (int j = 0; j < NI; ++j)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int c = c0 + j * 8 + 2 * tg + e;
+          if (c >= nValid)
+            continue;
+          const int64_t idx = row + n0 + c;
+          C[idx] = gemmEpilogue<EPI>(acc[i][j][2 * h + e], aux, idx, n0 + c);
+        }
+    }
+}
 
 /// Starts the cp.async copy of an operand tile into `dst` (TcSmem<ROWS, BK,
 /// KC> layout): element (r, c) (row r of ROWS, reduction step c of BK) from
@@ -1001,41 +1043,12 @@ __global__ __launch_bounds__(kThreads, T::MINB) void gemmTcKernel(
     }
     __syncthreads(); // buffer buf is read by all before it is refilled
   }
-
-#pragma unroll
-  for (int i = 0; i < MI; ++i)
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int r = wm0 + i * 16 + g + 8 * h;
-      if (r >= mValid)
-        continue;
-      const int64_t row = (m0 + r) * ldc;
-#pragma unroll
-      for (int j = 0; j < NI; ++j)
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const int c = wn0 + j * 8 + 2 * tg + e;
-          if (c >= nValid)
-            continue;
-          const int64_t idx = row + n0 + c;
-          C[idx] = gemmEpilogue<EPI>(acc[i][j][2 * h + e], aux, idx, n0 + c);
-        }
-    }
+  storeAccumulators<EPI>(acc, C, ldc, aux, m0, n0, wm0, wn0, mValid, nValid);
 }
 
 //===----------------------------------------------------------------------===//
 // Warpgroup tensor cores on bf16 operands (sm_90a): wgmma.mma_async
 //===----------------------------------------------------------------------===//
-
-/// A shared-memory address as PTX takes it (the emulation: the pointer's low
-/// 32 bits, which the emulated wgmma matches against its anchor).
-__device__ __forceinline__ uint32_t sharedAddress(const void *p) {
-#if defined(__CUDACC__)
-  return uint32_t(__cvta_generic_to_shared(p));
-#else
-  return uint32_t(reinterpret_cast<uintptr_t>(p));
-#endif
-}
 
 /// The wgmma matrix descriptor of a K-major bf16 operand in shared memory
 /// without swizzle (PTX ISA, "Matrix Descriptor Format"): core matrices of 8
@@ -1085,23 +1098,25 @@ struct WgmmaOperandView {
 };
 #endif
 
-#define MODC_WG_ACC8(i)                                                        \
-  "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]),  \
-      "+f"(d[i + 5]), "+f"(d[i + 6]), "+f"(d[i + 7])
+#define MODC_WG_ACC8(j)                                                        \
+  "+f"(d[j][0]), "+f"(d[j][1]), "+f"(d[j][2]), "+f"(d[j][3]),                  \
+      "+f"(d[j + 1][0]), "+f"(d[j + 1][1]), "+f"(d[j + 1][2]), "+f"(d[j + 1][3])
 
 /// d (64 x N, f32) += A (64 x 16) B (16 x N): A and B bf16 in shared memory
 /// (wgmmaDescriptor: A 64 rows, B N rows, both K-major), issued by the whole
 /// warpgroup (128 threads; every one calls it). The accumulator fragment is
 /// the PTX ISA's for wgmma.mma_async .m64nNk16 (f32): with w the warp of the
 /// warpgroup, g = lane >> 2, t = lane % 4,
-///   d[4j + 2h + e] = D[16w + g + 8h][8j + 2t + e].
+///   d[j][2h + e] = D[16w + g + 8h][8j + 2t + e]
+/// (each warp's 16 rows an m16n8 fragment per 8 columns, as storeAccumulators
+/// writes them).
 /// Asynchronous: issue between wgmmaFence and wgmmaCommit, and touch d again
 /// only after wgmmaWait. `anchor` (any shared address at or below both
 /// operands, within 256 KB) is for the emulation, which computes at once:
 /// the products of bf16 values are exact in f32 and added to d in k order
 /// (the hardware's order of that sum is not specified).
 template <int N>
-__device__ __forceinline__ void wgmmaBf16(float (&d)[N / 2], uint64_t descA,
+__device__ __forceinline__ void wgmmaBf16(float (&d)[N / 8][4], uint64_t descA,
                                           uint64_t descB, const void *anchor) {
   static_assert(N == 64 || N == 128, "wgmma widths of the GEMM tiles");
 #if defined(__CUDACC__)
@@ -1113,7 +1128,7 @@ __device__ __forceinline__ void wgmmaBf16(float (&d)[N / 2], uint64_t descA,
         "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, "
         "%15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, "
         "%29, %30, %31}, %32, %33, p, 1, 1, 0, 0;\n}\n"
-        : MODC_WG_ACC8(0), MODC_WG_ACC8(8), MODC_WG_ACC8(16), MODC_WG_ACC8(24)
+        : MODC_WG_ACC8(0), MODC_WG_ACC8(2), MODC_WG_ACC8(4), MODC_WG_ACC8(6)
         : "l"(descA), "l"(descB), "n"(1));
   else
     asm volatile(
@@ -1124,35 +1139,37 @@ __device__ __forceinline__ void wgmmaBf16(float (&d)[N / 2], uint64_t descA,
         "%29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, "
         "%43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, "
         "%57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, 0, 0;\n}\n"
-        : MODC_WG_ACC8(0), MODC_WG_ACC8(8), MODC_WG_ACC8(16), MODC_WG_ACC8(24),
-          MODC_WG_ACC8(32), MODC_WG_ACC8(40), MODC_WG_ACC8(48),
-          MODC_WG_ACC8(56)
+        : MODC_WG_ACC8(0), MODC_WG_ACC8(2), MODC_WG_ACC8(4), MODC_WG_ACC8(6),
+          MODC_WG_ACC8(8), MODC_WG_ACC8(10), MODC_WG_ACC8(12),
+          MODC_WG_ACC8(14)
         : "l"(descA), "l"(descB), "n"(1));
 #else
   const WgmmaOperandView a(descA, anchor), b(descB, anchor);
   const int tid = int(threadIdx.x + blockDim.x * (threadIdx.y +
                                                   blockDim.y * threadIdx.z));
   const int w = (tid % 128) / kWarp, g = (tid % kWarp) >> 2, t = tid % 4;
-  for (int i = 0; i < N / 2; ++i) {
-    const int j = i / 4, h = (i / 2) % 2, e = i % 2;
-    const int row = 16 * w + g + 8 * h, col = 8 * j + 2 * t + e;
-    float s = d[i];
-    for (int k = 0; k < 16; ++k)
-      s = fmaf(a.at(row, k), b.at(col, k), s);
-    d[i] = s;
-  }
+  for (int j = 0; j < N / 8; ++j)
+    for (int x = 0; x < 4; ++x) { // x = 2h + e
+      const int row = 16 * w + g + 8 * (x / 2), col = 8 * j + 2 * t + x % 2;
+      float s = d[j][x];
+      for (int k = 0; k < 16; ++k)
+        s = fmaf(a.at(row, k), b.at(col, k), s);
+      d[j][x] = s;
+    }
 #endif
 }
 #undef MODC_WG_ACC8
 
 /// Keeps the compiler from moving accesses of the accumulators across the
 /// wgmma fences (their registers are the asynchronous wgmma's meanwhile).
-template <int N>
-__device__ __forceinline__ void wgmmaPinAccumulators(float (&d)[N]) {
+template <int J>
+__device__ __forceinline__ void wgmmaPinAccumulators(float (&d)[J][4]) {
 #if defined(__CUDACC__)
 #pragma unroll
-  for (int i = 0; i < N; ++i)
-    asm volatile("" : "+f"(d[i])::"memory");
+  for (int j = 0; j < J; ++j)
+#pragma unroll
+    for (int x = 0; x < 4; ++x)
+      asm volatile("" : "+f"(d[j][x])::"memory");
 #else
   (void)d;
 #endif
@@ -1160,8 +1177,8 @@ __device__ __forceinline__ void wgmmaPinAccumulators(float (&d)[N]) {
 
 /// Orders this warpgroup's earlier register and shared accesses before the
 /// wgmmas that follow (wgmma.fence).
-template <int N>
-__device__ __forceinline__ void wgmmaFence(float (&d)[N]) {
+template <int J>
+__device__ __forceinline__ void wgmmaFence(float (&d)[J][4]) {
   wgmmaPinAccumulators(d);
 #if defined(__CUDACC__)
   asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
@@ -1177,8 +1194,8 @@ __device__ __forceinline__ void wgmmaCommit() {
 
 /// Waits until at most PENDING committed wgmma groups are in flight; d is
 /// then the wgmmas' result.
-template <int PENDING, int N>
-__device__ __forceinline__ void wgmmaWait(float (&d)[N]) {
+template <int PENDING, int J>
+__device__ __forceinline__ void wgmmaWait(float (&d)[J][4]) {
 #if defined(__CUDACC__)
   asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(PENDING) : "memory");
 #endif
@@ -1266,8 +1283,8 @@ wgLoadChunks(uint32_t (&v)[WgSmem<R, BK>::Chunks][4], const float *src,
   }
 }
 
-/// Stores the chunks of wgLoadChunks into the tile at `dst` (WgSmem layout)
-/// and fences them for the wgmmas that will read them.
+/// Stores the chunks of wgLoadChunks into the tile at `dst` (WgSmem layout);
+/// the caller fences them (fenceProxyAsync) for the wgmmas that read them.
 template <int R, int BK, bool KC>
 __device__ __forceinline__ void
 wgStoreChunks(unsigned char *dst, const uint32_t (&v)[WgSmem<R, BK>::Chunks][4]) {
@@ -1279,7 +1296,6 @@ wgStoreChunks(unsigned char *dst, const uint32_t (&v)[WgSmem<R, BK>::Chunks][4])
     *reinterpret_cast<uint4 *>(dst + S::chunkAt(r, kb)) =
         make_uint4(v[i][0], v[i][1], v[i][2], v[i][3]);
   }
-  fenceProxyAsync();
 }
 
 /// The wgmma twin of gemmTcKernel for bf16 products on sm_90a (same
@@ -1305,7 +1321,6 @@ __global__ __launch_bounds__(kThreads, T::MINB) void gemmWgKernel(
   __shared__ __align__(128) unsigned char tiles[2][SA::Bytes + SB::Bytes];
 
   const int tid = threadIdx.x, wg = tid / 128, warp = (tid % 128) / kWarp;
-  const int g = (tid % kWarp) >> 2, tg = tid & 3;
   const int mValid = int(minI64(BM, M - m0));
   const int nValid = int(minI64(BN, Ncols - n0));
   const float *Abase = A + (AK ? m0 * lda : m0);
@@ -1324,12 +1339,16 @@ __global__ __launch_bounds__(kThreads, T::MINB) void gemmWgKernel(
   auto write = [&](int buf) {
     wgStoreChunks<BM, BK, AK>(tiles[buf], ra);
     wgStoreChunks<BN, BK, BKc>(tiles[buf] + SA::Bytes, rb);
+    fenceProxyAsync();
   };
 
-  float acc[BN / 2];
+  // One m16n8 fragment row (storeAccumulators' MI = 1) per warp.
+  float acc[1][BN / 8][4];
 #pragma unroll
-  for (int i = 0; i < BN / 2; ++i)
-    acc[i] = 0.0f;
+  for (int j = 0; j < BN / 8; ++j)
+#pragma unroll
+    for (int x = 0; x < 4; ++x)
+      acc[0][j][x] = 0.0f;
 
   const int64_t ntiles = (L + BK - 1) / BK;
   if (ntiles > 0) {
@@ -1341,10 +1360,10 @@ __global__ __launch_bounds__(kThreads, T::MINB) void gemmWgKernel(
     const int buf = int(t & 1);
     const unsigned char *a = tiles[buf] + wg * 64 * BK * 2; // this slab's rows
     const unsigned char *b = tiles[buf] + SA::Bytes;
-    wgmmaFence(acc);
+    wgmmaFence(acc[0]);
 #pragma unroll
     for (int s = 0; s < BK / 16; ++s) // k16 step s: core matrices 2s, 2s + 1
-      wgmmaBf16<BN>(acc, wgmmaDescriptor(a + 2 * s * SA::LBO, SA::LBO, SA::SBO),
+      wgmmaBf16<BN>(acc[0], wgmmaDescriptor(a + 2 * s * SA::LBO, SA::LBO, SA::SBO),
                     wgmmaDescriptor(b + 2 * s * SB::LBO, SB::LBO, SB::SBO),
                     tiles);
     wgmmaCommit();
@@ -1354,27 +1373,11 @@ __global__ __launch_bounds__(kThreads, T::MINB) void gemmWgKernel(
       read((t + 1) * BK);
       write(buf ^ 1);
     }
-    wgmmaWait<0>(acc);
+    wgmmaWait<0>(acc[0]);
     __syncthreads(); // tile t + 1 is stored; buffer buf is no longer read
   }
-
-#pragma unroll
-  for (int j = 0; j < BN / 8; ++j)
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int r = wg * 64 + warp * 16 + g + 8 * h;
-      if (r >= mValid)
-        continue;
-      const int64_t row = (m0 + r) * ldc;
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        const int c = 8 * j + 2 * tg + e;
-        if (c >= nValid)
-          continue;
-        const int64_t idx = row + n0 + c;
-        C[idx] = gemmEpilogue<EPI>(acc[4 * j + 2 * h + e], aux, idx, n0 + c);
-      }
-    }
+  storeAccumulators<EPI>(acc, C, ldc, aux, m0, n0, wg * 64 + warp * 16, 0,
+                         mValid, nValid);
 }
 
 /// Test hook: 0 picks the tile by problem size, 1 forces the small tile
