@@ -30,17 +30,8 @@
 
 namespace {
 using namespace modc_emu_test;
+using modc_tc_check::forEachBf16GemmPath;
 using modk_cuda::detail::bf16Round;
-
-/// x rounded to bf16 by its definition: 8 significant bits, to nearest,
-/// ties to even (the default mode of nearbyint).
-double bf16Exact(double x) {
-  if (x == 0.0 || !std::isfinite(x))
-    return x;
-  int e;
-  const double m = std::frexp(x, &e);
-  return std::ldexp(std::nearbyint(std::ldexp(m, 8)), e - 8);
-}
 
 TEST(CudaBf16, RoundingMatchesDefinitionAndCpu) {
   auto bits = [](float x) { return __float_as_uint(x); };
@@ -60,11 +51,6 @@ TEST(CudaBf16, RoundingMatchesDefinitionAndCpu) {
     ASSERT_EQ(double(bf16Round(x)), bf16Exact(x)) << x;
     ASSERT_EQ(bits(bf16Round(x)), bits(modk_cpu::bf16_round(x))) << x;
   }
-}
-
-/// Every bf16 GEMM path (SIMT, mma.sync, wgmma), each tile choice.
-template <typename F> void forEachPathAndTile(F f) {
-  modc_tc_check::forEachBf16GemmPath(f);
 }
 
 /// |got - want| <= tol * max(1, |want|) for every element.
@@ -105,7 +91,7 @@ template <int N, int K> void checkLinearBf16(int64_t rows, uint32_t seed) {
   for (size_t i = 0; i < exact.size(); ++i)
     offF32 = std::max(offF32, std::fabs(exact[i] - exactF32[i]));
   EXPECT_GT(offF32, 1e-3) << "bf16 and f32 products should differ";
-  forEachPathAndTile([&] {
+  forEachBf16GemmPath([&] {
     std::vector<float> y(rows * N, kSentinel);
     int64_t dRows = rows;
     modk_cuda::linear<N, K, true>(a.data(), &dRows, rows, w.data(), y.data(),
@@ -165,7 +151,7 @@ TEST(CudaBf16, DgradAndWgrad) {
                                      false);
   expectClose(cpuDa, da, 1e-5, "CPU bf16 dgrad");
   expectClose(cpuDw, dw, 1e-5, "CPU bf16 wgrad");
-  forEachPathAndTile([&] {
+  forEachBf16GemmPath([&] {
     int64_t dRows = rows;
     std::vector<float> gotDa(rows * K, kSentinel), gotDw(N * K, 0.0f);
     modk_cuda::linear_dgrad<N, K, true>(dy.data(), &dRows, rows, w.data(),
@@ -308,7 +294,7 @@ TEST(CudaBf16, FusedRounding) {
   modk_cpu::round_bf16<N>(q.data(), rows);
   modk_cpu::linear<N, K, true>(a.data(), rows, w.data(), v.data());
   modk_cpu::round_bf16<N>(v.data(), rows);
-  forEachPathAndTile([&] {
+  forEachBf16GemmPath([&] {
     int64_t dRows = rows;
     std::vector<float> gq(maxRows * N, kSentinel), gv(maxRows * N, kSentinel);
     modk_cuda::linear_rope<H, HD, K, true>(a.data(), &dRows, maxRows,

@@ -7,6 +7,7 @@
 #ifndef MODC_TEST_CUDA_EMU_EMUTESTDATA_H
 #define MODC_TEST_CUDA_EMU_EMUTESTDATA_H
 
+#include <cmath>
 #include <cstdint>
 #include <random>
 #include <vector>
@@ -38,6 +39,17 @@ inline std::vector<int32_t> randomInts(size_t n, uint32_t seed, int lo, int hi) 
   for (int32_t &x : v)
     x = dist(gen);
   return v;
+}
+
+/// x rounded to bf16 by its definition: 8 significant bits, to nearest,
+/// ties to even (the default mode of nearbyint). Host code, written apart
+/// from the kernels' bit arithmetic that the tests check against it.
+inline double bf16Exact(double x) {
+  if (x == 0.0 || !std::isfinite(x))
+    return x;
+  int e;
+  const double m = std::frexp(x, &e);
+  return std::ldexp(std::nearbyint(std::ldexp(m, 8)), e - 8);
 }
 
 /// y[m][n] = sum_k a[m * lda + k] w[n * ldw + k] for m < M, n < N, k < K, in
