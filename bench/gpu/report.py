@@ -455,14 +455,22 @@ def gemm_table(T, P, ds):
                          "", fmt(t_all if n else None, 4), "",
                          fmt(cb_all if n else None, 4), "", fmt(v, 2),
                          met + " (partial)" if 0 < n < len(rs) else met])
+    if (rows or P.files) and not T.cublas:
+        missing.append("- no cuBLAS lines (torch_gpu.py --parts gemm)")
+    return profile_section(
+        P, "Gathered GEMMs of the routed layer vs cuBLAS, forward (ours from "
+        "the per-kernel profile; ratio = throughput, ours / cuBLAS)", head,
+        rows, GEMM_NOTE, missing)
+
+
+def profile_section(P, title, head, rows, note, missing):
+    """A table from the per-kernel profiles: a placeholder row where there
+    are no profile files, the shared profile note and the table's own, then
+    why any d_model and dtype is missing."""
     if not rows and not P.files:
         rows = [["(no profile_mod_d*.txt: run.sh with PROFILE=1)"]]
-    elif not T.cublas:
-        missing.append("- no cuBLAS lines (torch_gpu.py --parts gemm)")
-    text = ("### Gathered GEMMs of the routed layer vs cuBLAS, forward "
-            "(ours from the per-kernel profile; ratio = throughput, ours / "
-            "cuBLAS)\n\n" + table(head, or_nothing(rows)) + "\n\n" +
-            PROFILE_NOTE + GEMM_NOTE)
+    text = (f"### {title}\n\n" + table(head, or_nothing(rows)) + "\n\n" +
+            PROFILE_NOTE + note)
     if missing:
         text += "\n\n" + "\n".join(missing)
     return text
@@ -486,16 +494,11 @@ def routing_table(P, ds):
                                   else share <= ROUTING_BOUND),
                          f"{block[0][0]}-{block[-1][0]} ({len(block)}) of "
                          f"{P.which[(dt, d)]}"])
-    if not rows and not P.files:
-        rows = [["(no profile_mod_d*.txt: run.sh with PROFILE=1)"]]
-    text = ("### Routing's share of the MoD block, forward (per-kernel "
-            "profile: modk.route_select_gather / the block's kernels, i.e. "
-            "the forward's kernels less embed, identity_rows, final norm and "
-            "LM head)\n\n" + table(head, or_nothing(rows)) + "\n\n" +
-            PROFILE_NOTE + ROUTING_NOTE)
-    if missing:
-        text += "\n\n" + "\n".join(missing)
-    return text
+    return profile_section(
+        P, "Routing's share of the MoD block, forward (per-kernel profile: "
+        "modk.route_select_gather / the block's kernels, i.e. the forward's "
+        "kernels less embed, identity_rows, final norm and LM head)", head,
+        rows, ROUTING_NOTE, missing)
 
 
 def report(T, P=None):
