@@ -366,6 +366,104 @@ template <typename F> void forEachBf16GemmPath(F f) {
   modk_cuda::detail::gemmWgmma() = MODC_CUDA_WGMMA != 0;
 }
 
+/// x (a bf16 value) as the bf16 the kernels store: its high 16 bits.
+inline modk_cuda::bf16 bf16Bits(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, sizeof(u));
+  modk_cuda::bf16 b;
+  b.bits = static_cast<uint16_t>(u >> 16);
+  return b;
+}
+
+/// Expects got[i] to be want[i] bit for bit (NaN only where want is NaN).
+inline void expectSameBits(const std::vector<float> &got,
+                           const std::vector<float> &want, const char *what) {
+  ASSERT_EQ(got.size(), want.size());
+  int bad = 0;
+  for (size_t i = 0; i < got.size() && bad < 8; ++i)
+    if (std::memcmp(&got[i], &want[i], sizeof(float)) != 0) {
+      ADD_FAILURE() << what << "[" << i << "]: got " << got[i] << ", want "
+                    << want[i];
+      ++bad;
+    }
+}
+
+/// A bf16 model's buffers that only products read are stored as bf16
+/// (modk-store-bf16). A product reading its A from such a buffer, and one
+/// writing its output to one, must give exactly what the f32 arrays holding
+/// the same values give: the same bits (only the loads and stores differ).
+/// `offset` elements before A's first row: 0 keeps its rows 16-byte
+/// aligned where K allows, 1 makes every 16-byte read take the fallback.
+template <int N, int K>
+void checkBf16StoredOperands(int64_t rows, int offset, uint32_t seed) {
+  auto a = randomFloats(rows * K, seed);
+  for (float &x : a)
+    x = bf16Value(x);
+  const auto w = randomFloats(N * K, seed + 1),
+             w2 = randomFloats(N * K, seed + 2);
+  std::vector<modk_cuda::bf16> aBits(offset + rows * K);
+  for (int64_t i = 0; i < rows * K; ++i)
+    aBits[offset + i] = bf16Bits(a[i]);
+  DeviceCopy<float> dA(a), dW(w), dW2(w2);
+  DeviceCopy<modk_cuda::bf16> dAb(aBits);
+  const modk_cuda::bf16 *aStored = dAb.get() + offset;
+  DeviceCopy<int64_t> dRows(std::vector<int64_t>{rows});
+  const std::vector<float> sentinel(rows * N, kSentinel);
+  auto readBf16 = [&](DeviceCopy<modk_cuda::bf16> &d) {
+    std::vector<float> out;
+    for (modk_cuda::bf16 b : d.read()) {
+      const uint32_t u = uint32_t(b.bits) << 16;
+      float x;
+      std::memcpy(&x, &u, sizeof(x));
+      out.push_back(x);
+    }
+    return out;
+  };
+  auto rounded = [](std::vector<float> v) {
+    for (float &x : v)
+      x = bf16Value(x);
+    return v;
+  };
+
+  // A stored as bf16, output f32 (the attention output into wo, the LM head).
+  DeviceCopy<float> want(sentinel), got(sentinel);
+  modk_cuda::linear<N, K, true>(dA.get(), dRows.get(), rows, dW.get(),
+                                want.get(), nullptr);
+  modk_cuda::linear<N, K, true>(aStored, dRows.get(), rows, dW.get(),
+                                got.get(), nullptr);
+  expectSameBits(got.read(), want.read(), "linear, bf16 A");
+
+  // Both stored as bf16 (the MLP's hidden rows): the f32 result rounded.
+  const std::vector<modk_cuda::bf16> unset(rows * N, bf16Bits(kSentinel));
+  DeviceCopy<float> gate(sentinel), gateB(sentinel);
+  DeviceCopy<float> swWant(sentinel);
+  DeviceCopy<modk_cuda::bf16> swGot(unset);
+  modk_cuda::linear_swiglu<N, K, true>(dA.get(), dRows.get(), rows, dW.get(),
+                                       dW2.get(), gate.get(), swWant.get(),
+                                       nullptr);
+  modk_cuda::linear_swiglu<N, K, true>(aStored, dRows.get(), rows, dW.get(),
+                                       dW2.get(), gateB.get(), swGot.get(),
+                                       nullptr);
+  expectSameBits(gateB.read(), gate.read(), "swiglu gate, bf16 A");
+  expectSameBits(readBf16(swGot), rounded(swWant.read()), "swiglu, bf16 A and y");
+  DeviceCopy<float> geWant(sentinel);
+  DeviceCopy<modk_cuda::bf16> geGot(unset);
+  modk_cuda::linear_gelu<N, K, true>(dA.get(), dRows.get(), rows, dW.get(),
+                                     geWant.get(), nullptr);
+  modk_cuda::linear_gelu<N, K, true>(aStored, dRows.get(), rows, dW.get(),
+                                     geGot.get(), nullptr);
+  expectSameBits(readBf16(geGot), rounded(geWant.read()), "gelu, bf16 A and y");
+}
+
+/// Stored bf16 operands on aligned and unaligned rows, ragged edges, few
+/// rows and many.
+inline void checkBf16StoredOperandShapes() {
+  checkBf16StoredOperands<70, 45>(37, 0, 3501);
+  checkBf16StoredOperands<64, 48>(130, 0, 3502);
+  checkBf16StoredOperands<64, 48>(130, 1, 3503);
+  checkBf16StoredOperands<136, 40>(5, 0, 3504);
+}
+
 /// The GEMM shapes: ragged edges in every dimension, few rows and many; on
 /// a GPU also one of the benchmark's reductions (K 1024: the emulation's
 /// GemmLongReduction covers long reductions at less cost).

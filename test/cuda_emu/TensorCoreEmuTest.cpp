@@ -27,4 +27,9 @@ TEST(TensorCores, Bf16GemmsOnEveryPath) {
   modc_tc_check::forEachBf16GemmPath(modc_tc_check::checkBf16GemmShapes);
 }
 
+TEST(TensorCores, Bf16StoredOperandsOnEveryPath) {
+  modc_tc_check::forEachBf16GemmPath(
+      modc_tc_check::checkBf16StoredOperandShapes);
+}
+
 } // namespace

@@ -63,4 +63,9 @@ TEST_F(TensorCoresOnGpu, Bf16GemmsOnMmaAndWgmma) {
   modc_tc_check::forEachBf16GemmPath(modc_tc_check::checkBf16GemmShapes);
 }
 
+TEST_F(TensorCoresOnGpu, Bf16StoredOperandsOnMmaAndWgmma) {
+  modc_tc_check::forEachBf16GemmPath(
+      modc_tc_check::checkBf16StoredOperandShapes);
+}
+
 } // namespace

@@ -25,9 +25,11 @@ std::string PlanEmitter::functionName(modk::EntryOp e) {
   return "modc_forward";
 }
 
-std::string PlanEmitter::cType(Type element) {
+std::string PlanEmitter::cType(Type element) const {
   if (element.isF32())
     return "float";
+  if (element.isBF16())
+    return std::string(kernelNamespace()) + "::bf16";
   if (element.isInteger(32))
     return "int32_t";
   if (element.isInteger(8))

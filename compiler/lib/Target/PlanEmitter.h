@@ -99,7 +99,12 @@ protected:
   static std::string functionName(modk::EntryOp e);
 
   std::string name(mlir::Value v) { return names.lookup(v); }
-  static std::string cType(mlir::Type element);
+  /// The C type of a buffer element (bf16: the target's bf16 struct).
+  std::string cType(mlir::Type element) const;
+  /// Whether buffer v holds bf16 (modk-store-bf16).
+  static bool holdsBf16(mlir::Value v) {
+    return mlir::cast<mlir::MemRefType>(v.getType()).getElementType().isBF16();
+  }
   /// Innermost dimension of a buffer.
   static int64_t width(mlir::Value v);
   /// Elements of a whole buffer: B times the per-sequence elements when the

@@ -4,7 +4,7 @@
 
 using namespace mlir;
 
-void modc::buildModToModkPipeline(OpPassManager &pm) {
+void modc::buildModToModkPipeline(OpPassManager &pm, bool bf16Storage) {
   OpPassManager &model = pm.nest<mod::ModelOp>();
   model.addPass(createExpandSchedule());
   model.addPass(createExpandBlocks());
@@ -13,7 +13,10 @@ void modc::buildModToModkPipeline(OpPassManager &pm) {
   pm.addPass(createGenerateGrad());
   pm.addPass(createGenerateDecode());
   pm.addPass(createConvertModToModk());
-  pm.nest<modk::EntryOp>().addPass(createPlanMemory());
+  OpPassManager &entry = pm.nest<modk::EntryOp>();
+  if (bf16Storage)
+    entry.addPass(createStoreBf16Activations());
+  entry.addPass(createPlanMemory());
 }
 
 void modc::registerModcPassesAndPipelines() {
@@ -21,5 +24,5 @@ void modc::registerModcPassesAndPipelines() {
   PassPipelineRegistration<>(
       "mod-to-modk",
       "Lower a mod.model to a memory-planned modk.entry (what modc runs)",
-      buildModToModkPipeline);
+      [](OpPassManager &pm) { buildModToModkPipeline(pm); });
 }

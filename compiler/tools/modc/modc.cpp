@@ -62,6 +62,11 @@ static cl::opt<std::string> cudaEmulation(
     cl::desc("Tests only: build --target cuda with the host C++ compiler "
              "against the CPU emulation of CUDA in DIR"),
     cl::value_desc("DIR"), cl::init(""), cl::Hidden, cl::sub(compileCommand));
+static cl::opt<bool> f32Activations(
+    "f32-activations",
+    cl::desc("Tests only: keep a bf16 model's activation buffers f32 arrays "
+             "(the same values in twice the bytes), to compare with"),
+    cl::init(false), cl::Hidden, cl::sub(compileCommand));
 static cl::opt<bool> verbose("v", cl::desc("Show the commands run"),
                              cl::sub(compileCommand));
 
@@ -111,7 +116,7 @@ static int runCompile() {
     return 0;
   }
   PassManager pm(&context);
-  modc::buildModToModkPipeline(pm);
+  modc::buildModToModkPipeline(pm, /*bf16Storage=*/!f32Activations);
   if (failed(pm.run(*module)))
     return fail("lowering " + inputFile + " failed");
   if (emitStage == EmitStage::Modk) {

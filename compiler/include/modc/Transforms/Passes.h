@@ -17,8 +17,10 @@ namespace modc {
 #include "modc/Transforms/Passes.h.inc"
 
 /// The pipeline from a `mod.model` to a memory-planned `modk.entry`; the
-/// same one `mod-opt --mod-to-modk` and `modc` run.
-void buildModToModkPipeline(mlir::OpPassManager &pm);
+/// same one `mod-opt --mod-to-modk` and `modc` run. `bf16Storage` false
+/// keeps a bf16 model's buffers f32 arrays (modk-store-bf16 skipped), to
+/// compare with.
+void buildModToModkPipeline(mlir::OpPassManager &pm, bool bf16Storage = true);
 
 /// Registers the passes and the named `mod-to-modk` pipeline.
 void registerModcPassesAndPipelines();

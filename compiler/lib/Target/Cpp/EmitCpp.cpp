@@ -88,6 +88,14 @@ void CppEmitter::emitGemm(modk::GemmOp op, int indent) {
   StringRef e = op.getEpilogue();
   os << fmt::format("{:{}}const int64_t rows = {};\n", "", indent,
                     hostRows(op.getSegments(), op.getInput()));
+  // sgemm writes f32: a bf16 output is staged, epilogue included, and
+  // rounded as it is stored.
+  const bool staged = holdsBf16(op.getOutput());
+  if (staged) {
+    y = "staged";
+    os << fmt::format("{:{}}float *staged = modk_cpu::staged_rows<{}>(rows);\n",
+                      "", indent, n);
+  }
   // The epilogues are kernels of their own after the GEMM (linear).
   std::vector<int64_t> shape = gemmShape(n, k);
   if (e == "none" || e == "gelu" || e == "rope") {
@@ -120,6 +128,8 @@ void CppEmitter::emitGemm(modk::GemmOp op, int indent) {
     // The update; emitKernel scatters it.
     emitCall({"linear", shape, {a, "rows", w, name(op.getExtra()[0])}}, indent);
   }
+  if (staged)
+    emitCall({"store_rows", {n}, {y, "rows", name(op.getOutput())}}, indent);
   if (roundsOutput(op))
     emitCall(roundOutputCall(op), indent);
 }

@@ -139,46 +139,7 @@ constexpr int64_t kMinParallelWork = 1 << 15;
 } // namespace detail
 
 //===----------------------------------------------------------------------===//
-// Elementwise and row kernels
-//===----------------------------------------------------------------------===//
-
-/// out[i] = table[tokens[i]] for i < rows; table is [V, D]. Tokens must be in
-/// [0, V): the vocabulary size is not known here, the caller validates.
-template <int D>
-inline void embed(const int32_t *tokens, int64_t rows, const float *table,
-                  float *out) {
-#pragma omp parallel for if (rows * D > detail::kMinParallelWork)
-  for (int64_t i = 0; i < rows; ++i)
-    std::memcpy(out + i * D, table + static_cast<int64_t>(tokens[i]) * D,
-                sizeof(float) * D);
-}
-
-namespace detail {
-/// One row of RMSNorm: out = x / sqrt(mean(x^2) + eps) * w.
-template <int D>
-inline void rmsnormRow(const float *x, const float *w, float eps, float *out) {
-  float ss = 0.0f;
-#pragma omp simd reduction(+ : ss)
-  for (int d = 0; d < D; ++d)
-    ss += x[d] * x[d];
-  const float inv = 1.0f / std::sqrt(ss / static_cast<float>(D) + eps);
-#pragma omp simd
-  for (int d = 0; d < D; ++d)
-    out[d] = x[d] * inv * w[d];
-}
-} // namespace detail
-
-/// out = x / sqrt(mean(x^2) + eps) * w, row by row; x, out are [rows, D].
-template <int D>
-inline void rmsnorm(const float *x, int64_t rows, const float *w, float eps,
-                    float *out) {
-#pragma omp parallel for if (rows * D > detail::kMinParallelWork)
-  for (int64_t i = 0; i < rows; ++i)
-    detail::rmsnormRow<D>(x + i * D, w, eps, out + i * D);
-}
-
-//===----------------------------------------------------------------------===//
-// bf16 models: products of bf16 operands, accumulated in f32
+// bf16 storage
 //===----------------------------------------------------------------------===//
 
 /// x rounded to the nearest bf16 (8 significant bits, ties to even), as the
@@ -195,9 +156,10 @@ inline float bf16_round(float x) {
   return x;
 }
 
-/// A bf16 in memory: the KV cache of a bf16 model holds its keys and values
-/// in half the bytes. From a float it rounds (bf16_round); to a float it is
-/// exact, so a bf16 value stored and read back is unchanged.
+/// A bf16 in memory: a bf16 model's KV cache and the buffers only its
+/// products read (modk-store-bf16) hold bf16 in half the bytes. From a float
+/// it rounds (bf16_round); to a float it is exact, so a bf16 value stored
+/// and read back is unchanged.
 struct bf16 {
   uint16_t bits;
   bf16() = default;
@@ -216,7 +178,7 @@ struct bf16 {
 };
 
 namespace detail {
-/// dst[0 .. n) = src[0 .. n) as cache elements C (float, or bf16).
+/// dst[0 .. n) = src[0 .. n) as elements C (float, or bf16: rounded).
 template <typename C>
 inline void storeRow(C *dst, const float *src, int64_t n) {
   if constexpr (std::is_same_v<C, float>)
@@ -225,7 +187,54 @@ inline void storeRow(C *dst, const float *src, int64_t n) {
     for (int64_t i = 0; i < n; ++i)
       dst[i] = C(src[i]);
 }
+} // namespace detail
 
+//===----------------------------------------------------------------------===//
+// Elementwise and row kernels
+//===----------------------------------------------------------------------===//
+
+/// out[i] = table[tokens[i]] for i < rows; table is [V, D]. Tokens must be in
+/// [0, V): the vocabulary size is not known here, the caller validates.
+template <int D>
+inline void embed(const int32_t *tokens, int64_t rows, const float *table,
+                  float *out) {
+#pragma omp parallel for if (rows * D > detail::kMinParallelWork)
+  for (int64_t i = 0; i < rows; ++i)
+    std::memcpy(out + i * D, table + static_cast<int64_t>(tokens[i]) * D,
+                sizeof(float) * D);
+}
+
+namespace detail {
+/// One row of RMSNorm: out = x / sqrt(mean(x^2) + eps) * w, stored as Out
+/// (float, or bf16: rounded).
+template <int D, typename Out>
+inline void rmsnormRow(const float *x, const float *w, float eps, Out *out) {
+  float ss = 0.0f;
+#pragma omp simd reduction(+ : ss)
+  for (int d = 0; d < D; ++d)
+    ss += x[d] * x[d];
+  const float inv = 1.0f / std::sqrt(ss / static_cast<float>(D) + eps);
+#pragma omp simd
+  for (int d = 0; d < D; ++d)
+    out[d] = Out(x[d] * inv * w[d]);
+}
+} // namespace detail
+
+/// out = x / sqrt(mean(x^2) + eps) * w, row by row; x, out are [rows, D]
+/// (out float, or bf16 in a bf16 model where only products read it).
+template <int D, typename Out>
+inline void rmsnorm(const float *x, int64_t rows, const float *w, float eps,
+                    Out *out) {
+#pragma omp parallel for if (rows * D > detail::kMinParallelWork)
+  for (int64_t i = 0; i < rows; ++i)
+    detail::rmsnormRow<D>(x + i * D, w, eps, out + i * D);
+}
+
+//===----------------------------------------------------------------------===//
+// bf16 models: products of bf16 operands, accumulated in f32
+//===----------------------------------------------------------------------===//
+
+namespace detail {
 /// Elements from which roundBf16 uses threads: it is memory-bound, and
 /// waking threads costs more than rounding fewer than this.
 constexpr int64_t kBf16RoundParallel = int64_t(1) << 20;
@@ -245,17 +254,37 @@ inline void roundBf16(float *out, const float *x, int64_t n) {
   }
 }
 
-/// x[0 .. n) rounded to bf16 into a per-thread scratch buffer (one per
-/// `slot`, reused by the next call with that slot): the operands of a bf16
-/// product. Products of bf16 values are exact in f32, so sgemm on the
-/// rounded copies is a bf16 GEMM with f32 accumulation.
-inline const float *bf16Copy(const float *x, int64_t n, int slot) {
-  static thread_local std::vector<float> scratch[2];
+/// out[i] = x[i] for i < n: bf16 widened to f32 (exact).
+inline void roundBf16(float *out, const bf16 *x, int64_t n) {
+  static_assert(sizeof(bf16) == sizeof(uint16_t), "bf16 is its bits");
+  const uint16_t *bits = reinterpret_cast<const uint16_t *>(x);
+#pragma omp parallel for simd if (n > kBf16RoundParallel)
+  for (int64_t i = 0; i < n; ++i) {
+    const uint32_t u = static_cast<uint32_t>(bits[i]) << 16;
+    std::memcpy(out + i, &u, sizeof(float));
+  }
+}
+
+/// A per-thread f32 scratch buffer of at least n floats, one per `slot`
+/// (0, 1: bf16Copy's operands; 2: outputs staged before a bf16 store),
+/// reused by the next call with that slot.
+inline float *scratchFloats(int64_t n, int slot) {
+  static thread_local std::vector<float> scratch[3];
   std::vector<float> &buf = scratch[slot];
   if (static_cast<int64_t>(buf.size()) < n)
     buf.resize(static_cast<size_t>(n));
-  roundBf16(buf.data(), x, n);
   return buf.data();
+}
+
+/// x[0 .. n) rounded to bf16 (or widened, when x holds bf16) into scratch
+/// slot `slot`: the operands of a bf16 product. Products of bf16 values are
+/// exact in f32, so sgemm on the rounded copies is a bf16 GEMM with f32
+/// accumulation.
+template <typename T>
+inline const float *bf16Copy(const T *x, int64_t n, int slot) {
+  float *buf = scratchFloats(n, slot);
+  roundBf16(buf, x, n);
+  return buf;
 }
 
 /// Rows up to which a bf16 product rounds the weight in cache-sized blocks.
@@ -266,8 +295,8 @@ constexpr int64_t kBf16FewRows = 16;
 /// stays in cache for the product), so it is read from memory once; a
 /// rounded copy of all of it would cost more than the product at so few
 /// rows.
-template <int N, int K>
-inline void linearBf16FewRows(const float *a, int64_t M, const float *w,
+template <int N, int K, typename TA>
+inline void linearBf16FewRows(const TA *a, int64_t M, const float *w,
                               float beta, float *y) {
   constexpr int64_t kBlockFloats = int64_t(1) << 15;
   constexpr int64_t kRows = kBlockFloats / K > 0 ? kBlockFloats / K : 1;
@@ -282,22 +311,27 @@ inline void linearBf16FewRows(const float *a, int64_t M, const float *w,
 }
 
 /// y[M, N] = a[M, K] * w^T + beta * y, the operands rounded to bf16 first
-/// when BF16.
-template <int N, int K, bool BF16>
-inline void linearBeta(const float *a, int64_t M, const float *w, float beta,
+/// when BF16 (a may then hold bf16: TA).
+template <int N, int K, bool BF16, typename TA>
+inline void linearBeta(const TA *a, int64_t M, const float *w, float beta,
                        float *y) {
+  static_assert(BF16 || std::is_same_v<TA, float>,
+                "bf16 operands are for bf16 products");
   if (M <= 0)
     return;
-  if (BF16 && M <= kBf16FewRows) {
-    linearBf16FewRows<N, K>(a, M, w, beta, y);
-    return;
+  if constexpr (BF16) {
+    if (M <= kBf16FewRows) {
+      linearBf16FewRows<N, K>(a, M, w, beta, y);
+      return;
+    }
+    const float *ar = bf16Copy(a, M * K, 0);
+    const float *wr = bf16Copy(w, int64_t(N) * K, 1);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(M),
+                N, K, 1.0f, ar, K, wr, K, beta, y, N);
+  } else {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(M),
+                N, K, 1.0f, a, K, w, K, beta, y, N);
   }
-  if (BF16) {
-    a = bf16Copy(a, M * K, 0);
-    w = bf16Copy(w, int64_t(N) * K, 1);
-  }
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(M), N,
-              K, 1.0f, a, K, w, K, beta, y, N);
 }
 } // namespace detail
 
@@ -308,18 +342,35 @@ template <int N> inline void round_bf16(float *x, int64_t rows) {
 }
 
 /// y[M, N] = a[M, K] * w^T with w in nn.Linear layout [N, K]. M may be 0.
-/// BF16: both operands rounded to bf16, f32 accumulation (a bf16 model).
-/// Must not be called from inside an OpenMP parallel region.
-template <int N, int K, bool BF16 = false>
-inline void linear(const float *a, int64_t M, const float *w, float *y) {
+/// BF16: both operands rounded to bf16, f32 accumulation (a bf16 model; a
+/// may be stored as bf16). Must not be called from inside an OpenMP
+/// parallel region.
+template <int N, int K, bool BF16 = false, typename TA>
+inline void linear(const TA *a, int64_t M, const float *w, float *y) {
   detail::linearBeta<N, K, BF16>(a, M, w, 0.0f, y);
 }
 
 /// y[M, N] += a[M, K] * w^T: the fused residual add.
-template <int N, int K, bool BF16 = false>
-inline void linear_residual(const float *a, int64_t M, const float *w,
+template <int N, int K, bool BF16 = false, typename TA>
+inline void linear_residual(const TA *a, int64_t M, const float *w,
                             float *y) {
   detail::linearBeta<N, K, BF16>(a, M, w, 1.0f, y);
+}
+
+/// An f32 staging buffer for [rows, N] GEMM outputs (and their epilogue)
+/// that go to a bf16 buffer next (store_rows); per thread, reused by the
+/// next call.
+template <int N> inline float *staged_rows(int64_t rows) {
+  return detail::scratchFloats(rows * N, 2);
+}
+
+/// dst[rows, N] = src as Out (bf16: rounded, what the products read).
+template <int N, typename Out>
+inline void store_rows(const float *src, int64_t rows, Out *dst) {
+  const int64_t total = rows * N;
+#pragma omp parallel for if (total > detail::kBf16RoundParallel)
+  for (int64_t i = 0; i < rows; ++i)
+    detail::storeRow(dst + i * N, src + i * N, N);
 }
 
 namespace detail {
@@ -471,11 +522,11 @@ inline void packKVTile(const float *k, const float *v, int64_t r0, int kc,
 /// Processes one work item. `pk`/`pv` are this (segment, head)'s packed
 /// tiles, consecutive tiles tileStrideK/V floats apart. Scratch is on the
 /// stack and sized by HD.
-template <int H, int HD>
+template <int H, int HD, typename Out>
 inline void attentionBlock(const float *q, const int64_t *seg,
                            const int32_t *pos, const float *pk,
                            const float *pv, int64_t tileStrideK,
-                           int64_t tileStrideV, float *out,
+                           int64_t tileStrideV, Out *out,
                            const AttnItem &item) {
   using T = AttnTile<HD>;
   constexpr int BQ = kAttnBQ, BK = kAttnBK;
@@ -620,16 +671,16 @@ inline void attentionBlock(const float *q, const int64_t *seg,
 
   for (int r = 0; r < qn; ++r) {
     const float inv = 1.0f / lrow[r];
-    float *dst = out + (base + i0 + r) * LD + hoff;
+    Out *dst = out + (base + i0 + r) * LD + hoff;
     for (int d = 0; d < HD; ++d)
-      dst[d] = Oacc[r * HDP + d] * inv;
+      dst[d] = Out(Oacc[r * HDP + d] * inv);
   }
 }
 
 } // namespace detail
 
 /// Causal multi-head attention over segments. q, k, v, out are
-/// [rows, H * HD] with rows = seg[nseg]. For row i in segment s and head h,
+/// [rows, H * HD] with rows = seg[nseg] (out float, or bf16: rounded). For row i in segment s and head h,
 /// out = softmax_j(q_i . k_j / sqrt(HD)) v_j over the rows j of segment s
 /// with pos[j] <= pos[i] (positions must be non-decreasing in a segment;
 /// equal positions see each other).
@@ -639,10 +690,10 @@ inline void attentionBlock(const float *q, const int64_t *seg,
 /// is one OpenMP work item that streams those tiles with an online,
 /// max-subtracted softmax, so no score matrix is ever materialised. The
 /// packing buffer is cached per calling thread and only grows.
-template <int H, int HD>
+template <int H, int HD, typename Out>
 inline void causal_attention(const float *q, const float *k, const float *v,
                              int64_t nseg, const int64_t *seg,
-                             const int32_t *pos, float *out) {
+                             const int32_t *pos, Out *out) {
   using T = detail::AttnTile<HD>;
   constexpr int BQ = detail::kAttnBQ, BK = detail::kAttnBK;
   static thread_local std::vector<float> packK, packV;
@@ -691,7 +742,7 @@ inline void causal_attention(const float *q, const float *k, const float *v,
     for (int64_t t = 0; t < nitems; ++t) {
       const detail::AttnItem &w = it[t];
       const int64_t first = toff[w.seg] * H + w.head;
-      detail::attentionBlock<H, HD>(q, seg, pos, pk + first * T::KSize,
+      detail::attentionBlock<H, HD, Out>(q, seg, pos, pk + first * T::KSize,
                                     pv + first * T::VSize, H * T::KSize,
                                     H * T::VSize, out, w);
     }
@@ -814,10 +865,10 @@ inline int64_t select_causal(const float *logit, int64_t B, int32_t *pos,
 }
 
 /// For row j of segment s: xs[j] = x[s*S + pos[j]], n[j] = rmsnorm(xs[j]; w).
-template <int S, int D>
+template <int S, int D, typename Out>
 inline void gather_rmsnorm(const float *x, int64_t nseg, const int64_t *seg,
                            const int32_t *pos, const float *w, float eps,
-                           float *xs, float *n) {
+                           float *xs, Out *n) {
   const int64_t rows = seg[nseg];
 #pragma omp parallel for if (rows * D > detail::kMinParallelWork)
   for (int64_t j = 0; j < rows; ++j) {

@@ -164,6 +164,22 @@ __device__ __forceinline__ float gemmEpilogue(float acc, const float *aux,
   return siluf(acc + aux[n]);
 }
 
+/// The element types a GEMM may take besides f32 (a bf16 model's buffers
+/// that only products read, modk-store-bf16): A as bf16 in a bf16 product
+/// whose reduction is contiguous (the forward's activations), C as bf16
+/// where the epilogue neither reads C nor splits the reduction.
+template <typename TA, typename TC, bool AK, int EPI, bool BF, int DYN>
+constexpr bool gemmTypesOk() {
+  constexpr bool aOk =
+      std::is_same<TA, float>::value || (std::is_same<TA, bf16>::value && BF && AK);
+  constexpr bool cOk =
+      std::is_same<TC, float>::value ||
+      (std::is_same<TC, bf16>::value && DYN != 3 &&
+       (EPI == EpiStore || EPI == EpiGelu || EPI == EpiSwiglu ||
+        EPI == EpiStoreBf16));
+  return aOk && cOk;
+}
+
 /// Tile shapes: BM x BN outputs per CTA of 256 threads, BK reduction steps
 /// per shared tile, TM x TN outputs per thread (in groups of 4 rows/columns
 /// spread over the tile, so that a warp's float4 shared reads do not conflict).
@@ -201,10 +217,10 @@ __device__ __forceinline__ int64_t splitChunk(int64_t chunk,
 /// device (DYN 1: M, 2: L, 3: the split chunk, which also moves A, B and C to
 /// it) and the CTA's tile origin (m0, n0). False when the CTA has nothing to
 /// do; the whole CTA then returns.
-template <bool AK, bool BKc, int DYN, int BM, int BN>
+template <bool AK, bool BKc, int DYN, int BM, int BN, typename TA, typename TC>
 __device__ __forceinline__ bool
-gemmCta(const float *__restrict__ &A, int64_t lda,
-        const float *__restrict__ &B, int64_t ldb, float *&C, int64_t ldc,
+gemmCta(const TA *__restrict__ &A, int64_t lda,
+        const float *__restrict__ &B, int64_t ldb, TC *&C, int64_t ldc,
         int64_t &M, int64_t Ncols, int64_t &L,
         const int64_t *dynRows, int64_t &m0, int64_t &n0) {
   if (DYN == 1)
@@ -240,11 +256,13 @@ __device__ __forceinline__ void tileSlot(int idx, int &r, int &c) {
 /// is the split reduction (splitReduction): the reduction length is *dynRows,
 /// the L argument the chunk length, and CTA z of the grid's z dimension
 /// writes its chunk's partial product. BF: the operands are rounded to bf16
-/// as they enter shared memory (a bf16 model's products).
-template <typename T, bool AK, bool BKc, int DYN, int EPI, bool BF>
+/// as they enter shared memory (a bf16 model's products). TA, TC: the
+/// element types of A and C (gemmTypesOk).
+template <typename T, bool AK, bool BKc, int DYN, int EPI, bool BF,
+          typename TA, typename TC>
 __global__ __launch_bounds__(kThreads, T::MINB) void gemmKernel(
-    const float *__restrict__ A, int64_t lda, const float *__restrict__ B,
-    int64_t ldb, float *C, int64_t ldc, const float *aux, int64_t M,
+    const TA *__restrict__ A, int64_t lda, const float *__restrict__ B,
+    int64_t ldb, TC *C, int64_t ldc, const float *aux, int64_t M,
     int64_t Ncols, int64_t L, const int64_t *dynRows) {
   constexpr int BM = T::BM, BN = T::BN, BK = T::BK, TM = T::TM, TN = T::TN;
   constexpr int PAD = T::PAD, LA = T::LA, LB = T::LB;
@@ -273,19 +291,19 @@ __global__ __launch_bounds__(kThreads, T::MINB) void gemmKernel(
   };
   // In-tile offsets fit in 32 bits (the wrappers' widths are < 2^24).
   const int ilda = int(lda), ildb = int(ldb);
-  const float *Abase = A + (AK ? m0 * lda : m0);
+  const TA *Abase = A + (AK ? m0 * lda : m0);
   const float *Bbase = B + (BKc ? n0 * ldb : n0);
   // Loads tile k0 of A and B into registers (zero outside the matrices).
   auto loadTile = [&](int64_t k0) {
     const int kValid = int(minI64(BK, L - k0));
-    const float *At = Abase + (AK ? k0 : k0 * lda);
+    const TA *At = Abase + (AK ? k0 : k0 * lda);
     const float *Bt = Bbase + (BKc ? k0 : k0 * ldb);
 #pragma unroll
     for (int i = 0; i < LA; ++i) {
       int r, c;
       slotA(i, r, c);
       const int off = AK ? r * ilda + c : c * ilda + r;
-      ra[i] = (r < mValid && c < kValid) ? At[off] : 0.0f;
+      ra[i] = (r < mValid && c < kValid) ? float(At[off]) : 0.0f;
     }
 #pragma unroll
     for (int i = 0; i < LB; ++i) {
@@ -376,7 +394,7 @@ __global__ __launch_bounds__(kThreads, T::MINB) void gemmKernel(
       if (c >= nValid)
         continue;
       const int64_t idx = row + n0 + c;
-      C[idx] = gemmEpilogue<EPI>(acc[i][j], aux, idx, n0 + c);
+      C[idx] = TC(gemmEpilogue<EPI>(acc[i][j], aux, idx, n0 + c));
     }
   }
 }
@@ -857,9 +875,9 @@ template <int R, int BK, bool KC> struct TcSmem {
 /// mma.m16n8k8 and of each warp's 16 rows of a wgmma, acc[i][j][2h + e]
 /// being row r0 + 16 i + g + 8 h, column c0 + 8 j + 2 t + e (g = lane >> 2,
 /// t = lane % 4).
-template <int EPI, int MI, int NI>
+template <int EPI, int MI, int NI, typename TC>
 __device__ __forceinline__ void
-storeAccumulators(const float (&acc)[MI][NI][4], float *C, int64_t ldc,
+storeAccumulators(const float (&acc)[MI][NI][4], TC *C, int64_t ldc,
                   const float *aux, int64_t m0, int64_t n0, int r0, int c0,
                   int mValid, int nValid) {
   const int g = (threadIdx.x % kWarp) >> 2, tg = threadIdx.x & 3;
@@ -879,7 +897,7 @@ storeAccumulators(const float (&acc)[MI][NI][4], float *C, int64_t ldc,
           if (c >= nValid)
             continue;
           const int64_t idx = row + n0 + c;
-          C[idx] = gemmEpilogue<EPI>(acc[i][j][2 * h + e], aux, idx, n0 + c);
+          C[idx] = TC(gemmEpilogue<EPI>(acc[i][j][2 * h + e], aux, idx, n0 + c));
         }
     }
 }
@@ -930,6 +948,25 @@ __device__ __forceinline__ void copyTcTile(float *dst, const float *src, int ld,
   }
 }
 
+/// Stores an operand tile held as bf16 in global memory into `dst`
+/// (TcSmem<ROWS, BK, KC> layout) as f32, with plain loads: element (r, c)
+/// from src[r * ld + c] when KC, else src[c * ld + r]; zero outside
+/// rValid x kValid. The caller's barrier publishes it, as for copyTcTile.
+template <int ROWS, int BK, bool KC, int L>
+__device__ __forceinline__ void storeTcTileWidened(float *dst, const bf16 *src,
+                                                   int ld, int rValid,
+                                                   int kValid) {
+  using S = TcSmem<ROWS, BK, KC>;
+#pragma unroll
+  for (int i = 0; i < L; ++i) {
+    int r, c;
+    tileSlot<KC, ROWS, BK>(int(threadIdx.x) + i * kThreads, r, c);
+    dst[S::at(r, c)] = r < rValid && c < kValid
+                           ? float(src[KC ? r * ld + c : c * ld + r])
+                           : 0.0f;
+  }
+}
+
 /// The tensor-core twin of gemmKernel (same arguments, layouts, DYN, split
 /// and epilogues): A and B tiles zero-filled past the matrices, copied with
 /// cp.async into double-buffered shared tiles (the next tile's copy in
@@ -937,11 +974,14 @@ __device__ __forceinline__ void copyTcTile(float *dst, const float *src, int ld,
 /// fragments into tf32 hi/lo and adds lo*hi + hi*lo + hi*hi (small terms
 /// first, three mma.m16n8k8) to the f32 accumulators (mma3xTf32). BF: one
 /// bf16 mma.m16n8k8 per k8 step instead, on the operands rounded to bf16 as
-/// the fragments are formed (a bf16 model's products).
-template <typename T, bool AK, bool BKc, int DYN, int EPI, bool BF>
+/// the fragments are formed (a bf16 model's products). A bf16 A (TA) is
+/// read into registers and stored widened (not copied by cp.async: its
+/// shared tile stays f32).
+template <typename T, bool AK, bool BKc, int DYN, int EPI, bool BF,
+          typename TA, typename TC>
 __global__ __launch_bounds__(kThreads, T::MINB) void gemmTcKernel(
-    const float *__restrict__ A, int64_t lda, const float *__restrict__ B,
-    int64_t ldb, float *C, int64_t ldc, const float *aux, int64_t M,
+    const TA *__restrict__ A, int64_t lda, const float *__restrict__ B,
+    int64_t ldb, TC *C, int64_t ldc, const float *aux, int64_t M,
     int64_t Ncols, int64_t L, const int64_t *dynRows) {
   constexpr int BM = T::BM, BN = T::BN, BK = T::BK, MI = T::MI, NI = T::NI;
   constexpr int LA = T::LA, LB = T::LB;
@@ -962,7 +1002,7 @@ __global__ __launch_bounds__(kThreads, T::MINB) void gemmTcKernel(
   const int mValid = int(minI64(BM, M - m0));
   const int nValid = int(minI64(BN, Ncols - n0));
 
-  const float *Abase = A + (AK ? m0 * lda : m0);
+  const TA *Abase = A + (AK ? m0 * lda : m0);
   const float *Bbase = B + (BKc ? n0 * ldb : n0);
   // 16-byte copies where the operand's runs along its contiguous dimension
   // start 16-byte aligned (m0, n0 and the k tiles are multiples of 4).
@@ -971,8 +1011,12 @@ __global__ __launch_bounds__(kThreads, T::MINB) void gemmTcKernel(
   // Starts the copy of tile k0 into buffer buf (zero outside the matrices).
   auto copyTile = [&](int64_t k0, int buf) {
     const int kValid = int(minI64(BK, L - k0));
-    copyTcTile<BM, BK, AK, LA>(As[buf], Abase + (AK ? k0 : k0 * lda), int(lda),
-                               mValid, kValid, vecA, A);
+    if constexpr (std::is_same<TA, float>::value)
+      copyTcTile<BM, BK, AK, LA>(As[buf], Abase + (AK ? k0 : k0 * lda),
+                                 int(lda), mValid, kValid, vecA, A);
+    else
+      storeTcTileWidened<BM, BK, AK, LA>(As[buf], Abase + (AK ? k0 : k0 * lda),
+                                         int(lda), mValid, kValid);
     copyTcTile<BN, BK, BKc, LB>(Bs[buf], Bbase + (BKc ? k0 : k0 * ldb),
                                 int(ldb), nValid, kValid, vecB, B);
     copyAsyncCommit();
@@ -1253,10 +1297,11 @@ template <int R, int BK> struct WgSmem {
 /// This thread's chunks of an R x BK operand tile (element (r, k) at
 /// src[r * ld + k] when KC, else src[k * ld + r]; zero outside rValid x
 /// kValid), rounded to bf16 and packed in pairs. `vec`: KC rows may be read
-/// as float4 (src 16-byte aligned, ld a multiple of 4).
-template <int R, int BK, bool KC>
+/// 16 bytes at a time (src 16-byte aligned, ld a multiple of 16 bytes): a
+/// bf16 src's 8 steps as they are, an f32 src's as two float4.
+template <int R, int BK, bool KC, typename TS>
 __device__ __forceinline__ void
-wgLoadChunks(uint32_t (&v)[WgSmem<R, BK>::Chunks][4], const float *src,
+wgLoadChunks(uint32_t (&v)[WgSmem<R, BK>::Chunks][4], const TS *src,
              int64_t ld, int rValid, int kValid, bool vec) {
   using S = WgSmem<R, BK>;
 #pragma unroll
@@ -1265,7 +1310,15 @@ wgLoadChunks(uint32_t (&v)[WgSmem<R, BK>::Chunks][4], const float *src,
     S::template chunkSlot<KC>(int(threadIdx.x) + i * kThreads, r, kb);
     const int k = kb * 8;
     float x[8];
-    if (KC && vec && r < rValid && k + 8 <= kValid) {
+    if constexpr (std::is_same<TS, bf16>::value) {
+      if (KC && vec && r < rValid && k + 8 <= kValid) {
+        const uint4 raw = *reinterpret_cast<const uint4 *>(src + r * ld + k);
+        v[i][0] = raw.x, v[i][1] = raw.y, v[i][2] = raw.z, v[i][3] = raw.w;
+        continue;
+      }
+    }
+    if (std::is_same<TS, float>::value && KC && vec && r < rValid &&
+        k + 8 <= kValid) {
       const float4 *p = reinterpret_cast<const float4 *>(src + r * ld + k);
       const float4 lo = p[0], hi = p[1];
       x[0] = lo.x, x[1] = lo.y, x[2] = lo.z, x[3] = lo.w;
@@ -1274,7 +1327,7 @@ wgLoadChunks(uint32_t (&v)[WgSmem<R, BK>::Chunks][4], const float *src,
 #pragma unroll
       for (int e = 0; e < 8; ++e)
         x[e] = r < rValid && k + e < kValid
-                   ? src[KC ? r * ld + k + e : (k + e) * ld + r]
+                   ? float(src[KC ? r * ld + k + e : (k + e) * ld + r])
                    : 0.0f;
     }
 #pragma unroll
@@ -1304,10 +1357,11 @@ wgStoreChunks(unsigned char *dst, const uint32_t (&v)[WgSmem<R, BK>::Chunks][4])
 /// (double-buffered: the next tile is read from global memory while the
 /// wgmmas of this one run), and each warpgroup adds its 64 x BN slab with one
 /// wgmma per k16 step.
-template <typename T, bool AK, bool BKc, int DYN, int EPI>
+template <typename T, bool AK, bool BKc, int DYN, int EPI, typename TA,
+          typename TC>
 __global__ __launch_bounds__(kThreads, T::MINB) void gemmWgKernel(
-    const float *__restrict__ A, int64_t lda, const float *__restrict__ B,
-    int64_t ldb, float *C, int64_t ldc, const float *aux, int64_t M,
+    const TA *__restrict__ A, int64_t lda, const float *__restrict__ B,
+    int64_t ldb, TC *C, int64_t ldc, const float *aux, int64_t M,
     int64_t Ncols, int64_t L, const int64_t *dynRows) {
   constexpr int BM = T::BM, BN = T::BN, BK = T::BK;
   using SA = WgSmem<BM, BK>;
@@ -1323,9 +1377,10 @@ __global__ __launch_bounds__(kThreads, T::MINB) void gemmWgKernel(
   const int tid = threadIdx.x, wg = tid / 128, warp = (tid % 128) / kWarp;
   const int mValid = int(minI64(BM, M - m0));
   const int nValid = int(minI64(BN, Ncols - n0));
-  const float *Abase = A + (AK ? m0 * lda : m0);
+  const TA *Abase = A + (AK ? m0 * lda : m0);
   const float *Bbase = B + (BKc ? n0 * ldb : n0);
-  const bool vecA = AK && lda % 4 == 0 && aligned16(Abase);
+  const bool vecA =
+      AK && lda % (16 / sizeof(TA)) == 0 && aligned16(Abase);
   const bool vecB = BKc && ldb % 4 == 0 && aligned16(Bbase);
 
   uint32_t ra[SA::Chunks][4], rb[SB::Chunks][4];
@@ -1440,21 +1495,23 @@ template <> struct GemmTiles<PathWgmma> {
 };
 
 /// The kernel of a path and tile (only that one is instantiated).
-template <int P, typename T, bool AK, bool BKc, int DYN, int EPI, bool BF>
+template <int P, typename T, bool AK, bool BKc, int DYN, int EPI, bool BF,
+          typename TA, typename TC>
 inline auto gemmKernelFor() {
   if constexpr (P == PathWgmma) {
     static_assert(BF, "wgmma runs the bf16 products only");
-    return gemmWgKernel<T, AK, BKc, DYN, EPI>;
+    return gemmWgKernel<T, AK, BKc, DYN, EPI, TA, TC>;
   } else if constexpr (P == PathMma) {
-    return gemmTcKernel<T, AK, BKc, DYN, EPI, BF>;
+    return gemmTcKernel<T, AK, BKc, DYN, EPI, BF, TA, TC>;
   } else {
-    return gemmKernel<T, AK, BKc, DYN, EPI, BF>;
+    return gemmKernel<T, AK, BKc, DYN, EPI, BF, TA, TC>;
   }
 }
 
-template <int P, bool AK, bool BKc, int DYN, int EPI, bool BF>
-inline void launchGemmPath(const float *A, int64_t lda, const float *B,
-                           int64_t ldb, float *C, int64_t ldc, const float *aux,
+template <int P, bool AK, bool BKc, int DYN, int EPI, bool BF, typename TA,
+          typename TC>
+inline void launchGemmPath(const TA *A, int64_t lda, const float *B,
+                           int64_t ldb, TC *C, int64_t ldc, const float *aux,
                            int64_t M, int64_t Ncols, int64_t L,
                            const int64_t *dynRows, cudaStream_t stream,
                            unsigned splits) {
@@ -1476,27 +1533,31 @@ inline void launchGemmPath(const float *A, int64_t lda, const float *B,
                 dynRows);
   };
   if (choice == 2)
-    launch(gemmKernelFor<P, Large, AK, BKc, DYN, EPI, BF>(), Large{});
+    launch(gemmKernelFor<P, Large, AK, BKc, DYN, EPI, BF, TA, TC>(), Large{});
   else
-    launch(gemmKernelFor<P, Small, AK, BKc, DYN, EPI, BF>(), Small{});
+    launch(gemmKernelFor<P, Small, AK, BKc, DYN, EPI, BF, TA, TC>(), Small{});
 }
 
 /// C = epilogue(A B) over the tensor-core kernel (3xTF32) unless
 /// MODC_CUDA_TENSOR_CORES is 0, else over the SIMT f32 kernel. `splits`
 /// CTAs along z (DYN == 3 only: the chunks of the split reduction). BF: the
 /// operands are rounded to bf16 (bf16 mma on the tensor-core path; wgmma
-/// when MODC_CUDA_WGMMA, from kWgmmaMinRows rows).
-template <bool AK, bool BKc, int DYN, int EPI, bool BF = false>
-inline void launchGemm(const float *A, int64_t lda, const float *B, int64_t ldb,
-                       float *C, int64_t ldc, const float *aux, int64_t M,
+/// when MODC_CUDA_WGMMA, from kWgmmaMinRows rows). A and C may hold bf16
+/// where gemmTypesOk allows.
+template <bool AK, bool BKc, int DYN, int EPI, bool BF = false,
+          typename TA = float, typename TC = float>
+inline void launchGemm(const TA *A, int64_t lda, const float *B, int64_t ldb,
+                       TC *C, int64_t ldc, const float *aux, int64_t M,
                        int64_t Ncols, int64_t L, const int64_t *dynRows,
                        cudaStream_t stream, unsigned splits = 1) {
+  static_assert(gemmTypesOk<TA, TC, AK, EPI, BF, DYN>(),
+                "bf16 A needs a bf16 product over a contiguous reduction; "
+                "bf16 C an epilogue that does not read C");
   if (M <= 0 || Ncols <= 0)
     return;
 #define MODC_GEMM_ON(path)                                                     \
-  launchGemmPath<path, AK, BKc, DYN, EPI, BF>(A, lda, B, ldb, C, ldc, aux, M,  \
-                                              Ncols, L, dynRows, stream,       \
-                                              splits)
+  launchGemmPath<path, AK, BKc, DYN, EPI, BF, TA, TC>(                         \
+      A, lda, B, ldb, C, ldc, aux, M, Ncols, L, dynRows, stream, splits)
   // Tests force the wgmma kernel on few rows too (a tile override).
   [[maybe_unused]] const bool wgmmaRows = M >= kWgmmaMinRows || gemmTileOverride() != 0;
 #if defined(__CUDACC__)
@@ -1528,9 +1589,9 @@ template <int N, int K> constexpr bool gemmWidthsOk() {
   return N > 0 && K > 0 && N < (1 << 24) && K < (1 << 24);
 }
 
-template <int N, int K, int EPI, bool BF>
-inline void linearEpi(const float *a, const int64_t *rows, int64_t max_rows,
-                      const float *w, const float *aux, float *y,
+template <int N, int K, int EPI, bool BF, typename TA, typename TC>
+inline void linearEpi(const TA *a, const int64_t *rows, int64_t max_rows,
+                      const float *w, const float *aux, TC *y,
                       cudaStream_t stream) {
   static_assert(gemmWidthsOk<N, K>(), "GEMM widths must be in [1, 2^24)");
   if (rows)
@@ -1630,22 +1691,23 @@ __global__ __launch_bounds__(kThreads) void embedKernel(
   }
 }
 
-/// One warp per row: y = x / sqrt(mean(x^2) + eps) * w.
-template <int D>
+/// One warp per row: y = x / sqrt(mean(x^2) + eps) * w, stored as Out
+/// (float, or bf16: rounded).
+template <int D, typename Out>
 __device__ __forceinline__ void rmsnormWarp(const float *x, const float *w,
-                                            float eps, float *y, int lane) {
+                                            float eps, Out *y, int lane) {
   float ss = 0.0f;
   for (int d = lane; d < D; d += kWarp)
     ss = fmaf(x[d], x[d], ss);
   ss = warpSum(ss);
   const float inv = 1.0f / sqrtf(ss / static_cast<float>(D) + eps);
   for (int d = lane; d < D; d += kWarp)
-    y[d] = x[d] * inv * w[d];
+    y[d] = Out(x[d] * inv * w[d]);
 }
 
-template <int D>
+template <int D, typename Out>
 __global__ __launch_bounds__(kThreads) void rmsnormKernel(
-    const float *x, const int64_t *rows, const float *w, float eps, float *y) {
+    const float *x, const int64_t *rows, const float *w, float eps, Out *y) {
   const int64_t i = int64_t(blockIdx.x) * kRowWarps + threadIdx.x / kWarp;
   if (i >= *rows)
     return;
@@ -1904,10 +1966,10 @@ __global__ __launch_bounds__(kThreads) void causalSelectKernel(
 }
 
 /// One warp per gathered row j (bounded by nseg * S rows).
-template <int S, int D>
+template <int S, int D, typename Out>
 __global__ __launch_bounds__(kThreads) void gatherRmsnormKernel(
     const float *x, int64_t nseg, const int64_t *seg, const int32_t *pos,
-    const float *w, float eps, float *xs, float *n) {
+    const float *w, float eps, float *xs, Out *n) {
   const int64_t j = int64_t(blockIdx.x) * kRowWarps + threadIdx.x / kWarp;
   if (j >= seg[nseg])
     return;
@@ -2020,11 +2082,11 @@ template <int HD> struct AttnSmem {
 /// owns query rows ty*4 + i (i < 4), score columns tx*4 + c (c < 4) and
 /// output columns tx + 16*c. Online softmax in f32 with the running max
 /// subtracted; keys j of the segment with pos[j] <= pos[i] are attended.
-template <int H, int HD>
+template <int H, int HD, typename Out>
 __global__ __launch_bounds__(kThreads) void attentionKernel(
     const float *__restrict__ q, const float *__restrict__ k,
     const float *__restrict__ v, const int64_t *seg, const int32_t *pos,
-    float *__restrict__ out) {
+    Out *__restrict__ out) {
   using L = AttnSmem<HD>;
   constexpr int BQ = kAttnBQ, BKV = kAttnBKV;
   constexpr int DC = (HD + 15) / 16; // output columns per thread
@@ -2160,12 +2222,12 @@ __global__ __launch_bounds__(kThreads) void attentionKernel(
     if (r >= qn)
       continue;
     const float inv = 1.0f / lrow[i];
-    float *dst = out + (base + i0 + r) * LD + int64_t(h) * HD;
+    Out *dst = out + (base + i0 + r) * LD + int64_t(h) * HD;
 #pragma unroll
     for (int dc = 0; dc < DC; ++dc) {
       const int d = tx + 16 * dc;
       if (HD % 16 == 0 || d < HD)
-        dst[d] = o[i][dc] * inv;
+        dst[d] = Out(o[i][dc] * inv);
     }
   }
 }
@@ -2229,11 +2291,11 @@ template <int HD> struct AttnTcSmem {
 /// the mmas of their zero lo parts are skipped (Q K^T: one mma instead of
 /// three where the scaled queries stay bf16, i.e. 1/sqrt(HD) is a power of
 /// two; P V: two), with the same result.
-template <int H, int HD, bool BF>
+template <int H, int HD, bool BF, typename Out>
 __global__ __launch_bounds__(kAttnTcThreads, attnTcMinBlocks(HD)) void attentionTcKernel(
     const float *__restrict__ q, const float *__restrict__ k,
     const float *__restrict__ v, const int64_t *seg, const int32_t *pos,
-    float *__restrict__ out) {
+    Out *__restrict__ out) {
   static_assert(attentionTcHeadDim<HD>, "head dim of the tensor-core kernel");
   using L = AttnTcSmem<HD>;
   constexpr int BQ = kAttnBQ, BKV = kAttnBKV, LDS = L::LD;
@@ -2441,17 +2503,17 @@ __global__ __launch_bounds__(kAttnTcThreads, attnTcMinBlocks(HD)) void attention
     if (r >= qn)
       continue;
     const float inv = 1.0f / lrow[hh];
-    float *dst = out + (base + i0 + r) * LD + hoff + 2 * tg;
+    Out *dst = out + (base + i0 + r) * LD + hoff + 2 * tg;
 #pragma unroll
     for (int j = 0; j < D1; ++j) {
-      dst[8 * j] = o1[0][j][2 * hh] * inv;
-      dst[8 * j + 1] = o1[0][j][2 * hh + 1] * inv;
+      dst[8 * j] = Out(o1[0][j][2 * hh] * inv);
+      dst[8 * j + 1] = Out(o1[0][j][2 * hh + 1] * inv);
     }
     if constexpr (D2 > 0) {
 #pragma unroll
       for (int j = 0; j < D2; ++j) {
-        dst[8 * (D1 + j)] = o2[0][j][2 * hh] * inv;
-        dst[8 * (D1 + j) + 1] = o2[0][j][2 * hh + 1] * inv;
+        dst[8 * (D1 + j)] = Out(o2[0][j][2 * hh] * inv);
+        dst[8 * (D1 + j) + 1] = Out(o2[0][j][2 * hh + 1] * inv);
       }
     }
   }
@@ -2459,16 +2521,16 @@ __global__ __launch_bounds__(kAttnTcThreads, attnTcMinBlocks(HD)) void attention
 
 /// Launches the tensor-core attention kernel (TC; BF: on bf16 inputs) or
 /// the SIMT one; only the chosen kernel is instantiated.
-template <bool TC, int H, int HD, bool BF>
+template <bool TC, int H, int HD, bool BF, typename Out>
 inline void launchAttention(dim3 grid, const float *q, const float *k,
                             const float *v, const int64_t *seg,
-                            const int32_t *pos, float *out,
+                            const int32_t *pos, Out *out,
                             cudaStream_t stream) {
   auto kern = [] {
     if constexpr (TC)
-      return attentionTcKernel<H, HD, BF>;
+      return attentionTcKernel<H, HD, BF, Out>;
     else
-      return attentionKernel<H, HD>;
+      return attentionKernel<H, HD, Out>;
   }();
   constexpr size_t bytes = [] {
     if constexpr (TC)
@@ -2495,16 +2557,16 @@ inline void launchAttention(dim3 grid, const float *q, const float *k,
 /// y[m, n] = sum_k a[m, k] w[n, k] for m < *rows; w is [N, K]. BF16 (here
 /// and in every product below): both operands rounded to bf16, f32
 /// accumulation (a bf16 model).
-template <int N, int K, bool BF16 = false>
-inline void linear(const float *a, const int64_t *rows, int64_t max_rows,
-                   const float *w, float *y, cudaStream_t stream) {
+template <int N, int K, bool BF16 = false, typename TA, typename TC>
+inline void linear(const TA *a, const int64_t *rows, int64_t max_rows,
+                   const float *w, TC *y, cudaStream_t stream) {
   detail::linearEpi<N, K, detail::EpiStore, BF16>(a, rows, max_rows, w, nullptr,
                                                   y, stream);
 }
 
 /// y = residual + a w^T (residual may be y).
-template <int N, int K, bool BF16 = false>
-inline void linear_residual(const float *a, const int64_t *rows,
+template <int N, int K, bool BF16 = false, typename TA>
+inline void linear_residual(const TA *a, const int64_t *rows,
                             int64_t max_rows, const float *w,
                             const float *residual, float *y,
                             cudaStream_t stream) {
@@ -2513,19 +2575,19 @@ inline void linear_residual(const float *a, const int64_t *rows,
 }
 
 /// y = gelu(a w^T), exact GELU.
-template <int N, int K, bool BF16 = false>
-inline void linear_gelu(const float *a, const int64_t *rows, int64_t max_rows,
-                        const float *w, float *y, cudaStream_t stream) {
+template <int N, int K, bool BF16 = false, typename TA, typename TC>
+inline void linear_gelu(const TA *a, const int64_t *rows, int64_t max_rows,
+                        const float *w, TC *y, cudaStream_t stream) {
   detail::linearEpi<N, K, detail::EpiGelu, BF16>(a, rows, max_rows, w, nullptr,
                                                  y, stream);
 }
 
 /// gate_scratch = a w_gate^T; y = silu(gate_scratch) * (a w_up^T), the CPU's
 /// linear + linear + swiglu (gate_scratch keeps the gate pre-activation).
-template <int N, int K, bool BF16 = false>
-inline void linear_swiglu(const float *a, const int64_t *rows, int64_t max_rows,
+template <int N, int K, bool BF16 = false, typename TA, typename TC>
+inline void linear_swiglu(const TA *a, const int64_t *rows, int64_t max_rows,
                           const float *w_gate, const float *w_up,
-                          float *gate_scratch, float *y, cudaStream_t stream) {
+                          float *gate_scratch, TC *y, cudaStream_t stream) {
   detail::linearEpi<N, K, detail::EpiStore, BF16>(
       a, rows, max_rows, w_gate, nullptr, gate_scratch, stream);
   detail::linearEpi<N, K, detail::EpiSwiglu, BF16>(a, rows, max_rows, w_up,
@@ -2604,8 +2666,8 @@ inline void rope(float *x, const int64_t *rows, int64_t max_rows,
 
 /// y = rope(a w^T), w is [H * HD, K]. BF16: bf16 operands, and y (the
 /// queries or keys of a bf16 model) rounded to bf16 after the rotation.
-template <int H, int HD, int K, bool BF16 = false>
-inline void linear_rope(const float *a, const int64_t *rows, int64_t max_rows,
+template <int H, int HD, int K, bool BF16 = false, typename TA>
+inline void linear_rope(const TA *a, const int64_t *rows, int64_t max_rows,
                         const float *w, const int32_t *pos, float theta,
                         float *y, cudaStream_t stream) {
   linear<H * HD, K, BF16>(a, rows, max_rows, w, y, stream);
@@ -2614,8 +2676,8 @@ inline void linear_rope(const float *a, const int64_t *rows, int64_t max_rows,
 
 /// y = bf16(a w^T) with bf16 operands: the values of a bf16 model (linear
 /// then round_bf16 in one pass).
-template <int N, int K>
-inline void linear_to_bf16(const float *a, const int64_t *rows,
+template <int N, int K, typename TA>
+inline void linear_to_bf16(const TA *a, const int64_t *rows,
                            int64_t max_rows, const float *w, float *y,
                            cudaStream_t stream) {
   detail::linearEpi<N, K, detail::EpiStoreBf16, true>(a, rows, max_rows, w,
@@ -2672,13 +2734,14 @@ inline void embed(const int32_t *tokens, int64_t n, const float *table,
               n, table, out);
 }
 
-/// y = x / sqrt(mean(x^2) + eps) * w on rows < *rows.
-template <int D>
+/// y = x / sqrt(mean(x^2) + eps) * w on rows < *rows (y float, or bf16 in a
+/// bf16 model where only products read it).
+template <int D, typename Out>
 inline void rmsnorm(const float *x, const int64_t *rows, int64_t max_rows,
-                    const float *w, float eps, float *y, cudaStream_t stream) {
+                    const float *w, float eps, Out *y, cudaStream_t stream) {
   if (max_rows <= 0)
     return;
-  auto k = detail::rmsnormKernel<D>;
+  auto k = detail::rmsnormKernel<D, Out>;
   MODC_LAUNCH(k, unsigned(ceilDiv(max_rows, detail::kRowWarps)),
               detail::kThreads, 0, stream, x, rows, w, eps, y);
 }
@@ -2741,14 +2804,14 @@ inline void select_causal(const float *logits, int64_t B, int32_t *pos,
 
 /// Row j of segment s: gathered[j] = x[s*S + pos[j]], normed[j] =
 /// rmsnorm(gathered[j]; w).
-template <int S, int D>
+template <int S, int D, typename Out>
 inline void gather_rmsnorm(const float *x, int64_t B, const int64_t *seg,
                            const int32_t *pos, const float *w, float eps,
-                           float *gathered, float *normed,
+                           float *gathered, Out *normed,
                            cudaStream_t stream) {
   if (B <= 0)
     return;
-  auto k = detail::gatherRmsnormKernel<S, D>;
+  auto k = detail::gatherRmsnormKernel<S, D, Out>;
   MODC_LAUNCH(k, unsigned(ceilDiv(B * S, detail::kRowWarps)), detail::kThreads,
               0, stream, x, B, seg, pos, w, eps, gathered, normed);
 }
@@ -2793,12 +2856,13 @@ inline void gate_scale_scatter(float *x, int64_t nseg, const int64_t *seg,
 /// where attentionTcHeadDim<HD> and MODC_CUDA_TENSOR_CORES (emulated:
 /// gemmTensorCores()) allow, else attentionKernel (SIMT f32). BF16: q, k, v
 /// hold bf16 values (a bf16 model); the result is the same, with fewer
-/// tensor-core instructions.
-template <int H, int HD, bool BF16 = false>
+/// tensor-core instructions. out: float, or bf16 (rounded) where only
+/// products read it.
+template <int H, int HD, bool BF16 = false, typename Out>
 inline void causal_attention(const float *q, const float *k, const float *v,
                              int64_t nseg, const int64_t *seg,
                              const int32_t *pos, int64_t max_seg_rows,
-                             float *out, cudaStream_t stream) {
+                             Out *out, cudaStream_t stream) {
   if (nseg <= 0 || max_seg_rows <= 0)
     return;
   const dim3 grid(unsigned(ceilDiv(max_seg_rows, detail::kAttnBQ)), unsigned(H),

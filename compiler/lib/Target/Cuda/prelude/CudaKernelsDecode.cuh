@@ -164,11 +164,12 @@ __global__ void __launch_bounds__(NT)
 }
 
 /// Rows j < seg[B], a block each in turn: xs[j] = x[b], n[j] =
-/// rmsnorm(x[b]; w) for the sequence b of row j; rmsnormRow's arithmetic (the sum of squares in another order).
-template <int D>
+/// rmsnorm(x[b]; w) for the sequence b of row j; rmsnormRow's arithmetic
+/// (the sum of squares in another order). n: float, or bf16 (rounded).
+template <int D, typename Out>
 __global__ void __launch_bounds__(kRowThreads)
     decodeGatherRmsnormKernel(const float *x, int64_t B, const int64_t *seg,
-                              const float *w, float eps, float *xs, float *n) {
+                              const float *w, float eps, float *xs, Out *n) {
   __shared__ float scratch[kWarp];
   const int64_t rows = seg[B];
   for (int64_t j = blockIdx.x; j < rows; j += gridDim.x) {
@@ -183,7 +184,7 @@ __global__ void __launch_bounds__(kRowThreads)
     ss = blockSum(ss, scratch); // its first barrier orders the scratch reuse
     const float inv = 1.0f / sqrtf(ss / static_cast<float>(D) + eps);
     for (int d = threadIdx.x; d < D; d += blockDim.x)
-      n[j * D + d] = src[d] * inv * w[d];
+      n[j * D + d] = Out(src[d] * inv * w[d]);
   }
 }
 
@@ -564,14 +565,14 @@ inline void decode_route(const float *x, int64_t B, const float *router_w,
 /// For row j of sequence b: xs[j] = x[b] (a bit copy), n[j] = rmsnorm(x[b]; w).
 /// Rows live on the device (seg[B]); the grid has B blocks (one row a
 /// sequence in a decode step) and takes any further rows in turn.
-template <int D>
+template <int D, typename Out>
 inline void decode_gather_rmsnorm(const float *x, int64_t B, const int64_t *seg,
                                   const float *w, float eps, float *xs,
-                                  float *n, cudaStream_t stream) {
+                                  Out *n, cudaStream_t stream) {
   using namespace decode_detail;
   if (B <= 0)
     return;
-  auto kernel = decodeGatherRmsnormKernel<D>;
+  auto kernel = decodeGatherRmsnormKernel<D, Out>;
   MODC_LAUNCH(kernel, dim3(unsigned(B)), dim3(kRowThreads), 0, stream, x, B,
               seg, w, eps, xs, n);
 }

@@ -1,0 +1,79 @@
+//===- StoreBf16Activations.cpp - bf16 buffers for products ------*- C++ -*-===//
+//
+// A bf16 model rounds both operands of every product to bf16 (SPEC: bf16
+// storage, f32 accumulation). Where a buffer is read only as the input of
+// GEMMs, storing it as bf16 keeps exactly the values the GEMMs read, in half
+// the bytes: the writer rounds as it stores instead of each reader rounding
+// as it loads.
+//
+//===----------------------------------------------------------------------===//
+
+#include "modc/Transforms/Passes.h"
+
+#include "mlir/IR/BuiltinTypes.h"
+
+namespace modc {
+#define GEN_PASS_DEF_STOREBF16ACTIVATIONS
+#include "modc/Transforms/Passes.h.inc"
+} // namespace modc
+
+using namespace mlir;
+using namespace modc;
+
+namespace {
+enum class Use {
+  ProductInput, ///< read only as a product's operand, which rounds it
+  RoundingWrite, ///< written by a kernel that can round as it stores
+  Other,         ///< anything else: the buffer stays f32
+};
+
+Use classify(OpOperand &use) {
+  Operation *op = use.getOwner();
+  if (auto gemm = dyn_cast<modk::GemmOp>(op)) {
+    if (&use == &gemm.getInputMutable())
+      return Use::ProductInput;
+    StringRef e = gemm.getEpilogue();
+    if (&use == &gemm.getOutputMutable() &&
+        (e == "none" || e == "gelu" || e == "swiglu"))
+      return Use::RoundingWrite;
+    return Use::Other;
+  }
+  auto writes = [&](OpOperand &output) {
+    return &use == &output ? Use::RoundingWrite : Use::Other;
+  };
+  if (auto norm = dyn_cast<modk::RMSNormOp>(op))
+    return writes(norm.getOutputMutable());
+  if (auto route = dyn_cast<modk::RouteSelectGatherOp>(op))
+    return writes(route.getNormedMutable());
+  if (auto route = dyn_cast<modk::DecodeRouteOp>(op))
+    return writes(route.getNormedMutable());
+  if (auto attn = dyn_cast<modk::AttentionOp>(op))
+    return writes(attn.getOutputMutable());
+  return Use::Other;
+}
+
+struct StoreBf16ActivationsPass
+    : public modc::impl::StoreBf16ActivationsBase<StoreBf16ActivationsPass> {
+  void runOnOperation() override {
+    modk::EntryOp entry = getOperation();
+    // The backward kernels of @grad read some of these buffers in f32.
+    if (!entry.isBf16() || entry.getSymName() == "grad")
+      return;
+    Type bf16 = BFloat16Type::get(&getContext());
+    for (auto alloc : entry.getBody().front().getOps<modk::AllocOp>()) {
+      MemRefType type = alloc.getType();
+      if (!type.getElementType().isF32())
+        continue;
+      bool read = false, written = false, other = false;
+      for (OpOperand &use : alloc->getUses()) {
+        Use kind = classify(use);
+        read |= kind == Use::ProductInput;
+        written |= kind == Use::RoundingWrite;
+        other |= kind == Use::Other;
+      }
+      if (read && written && !other)
+        alloc.getResult().setType(MemRefType::get(type.getShape(), bf16));
+    }
+  }
+};
+} // namespace
