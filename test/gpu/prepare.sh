@@ -6,8 +6,9 @@
 # CUDA packages for sm_90a and sm_80, emulated ones) into
 # BUILD/test/gpu/prebuilt, with the shared libraries the CPU packages load
 # (OpenBLAS and its runtime) and tensor_core_check (the tensor-core checks
-# of test/cuda_emu/TensorCoreChecks.h on the GPU itself, built by nvcc), and
-# prints the command to run there.
+# of test/cuda_emu/TensorCoreChecks.h on the GPU itself, built by nvcc),
+# archives them (BUILD/test/gpu/prebuilt.tar.gz) and prints the command to
+# run there.
 #
 # Usage: test/gpu/prepare.sh [BUILD_DIR]     (default: build)
 #
@@ -44,7 +45,11 @@ else
   echo "prepare.sh: tensor_core_check did not build; see $out/tensor_core_check.log" >&2
   exit 1
 fi
-echo "prepare.sh: packages in $out ($(du -sh "$out" | cut -f1)):"
+# One archive to carry: OpenBLAS alone is 36 MB, and a copy of the working
+# tree to the GPU machine holds 64 MiB in all.
+archive="$build/test/gpu/prebuilt.tar.gz"
+tar -czf "$archive" -C "$(dirname "$out")" "$(basename "$out")"
+echo "prepare.sh: packages in $out ($(du -sh "$out" | cut -f1)), archived as $archive ($(du -sh "$archive" | cut -f1)):"
 ls "$out"
-echo "On the GPU machine, carrying $out and $build/test/gpu/gpu_tests:"
-echo "  $out/tensor_core_check; LD_LIBRARY_PATH=$out/lib MODC_GPU_TEST_PACKAGES=$out $tests"
+echo "On the GPU machine, carrying $archive and $tests:"
+echo "  tar -xzf $archive -C $(dirname "$out") && $out/tensor_core_check; LD_LIBRARY_PATH=$out/lib MODC_GPU_TEST_PACKAGES=$out $tests"
