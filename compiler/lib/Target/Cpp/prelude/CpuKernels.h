@@ -254,15 +254,12 @@ inline void roundBf16(float *out, const float *x, int64_t n) {
   }
 }
 
-/// out[i] = x[i] for i < n: bf16 widened to f32 (exact).
+/// out[i] = x[i] for i < n: bf16 values need no rounding, only widening
+/// (exact).
 inline void roundBf16(float *out, const bf16 *x, int64_t n) {
-  static_assert(sizeof(bf16) == sizeof(uint16_t), "bf16 is its bits");
-  const uint16_t *bits = reinterpret_cast<const uint16_t *>(x);
 #pragma omp parallel for simd if (n > kBf16RoundParallel)
-  for (int64_t i = 0; i < n; ++i) {
-    const uint32_t u = static_cast<uint32_t>(bits[i]) << 16;
-    std::memcpy(out + i, &u, sizeof(float));
-  }
+  for (int64_t i = 0; i < n; ++i)
+    out[i] = x[i];
 }
 
 /// A per-thread f32 scratch buffer of at least n floats, one per `slot`

@@ -172,9 +172,9 @@ constexpr int kDecodeBK = 64;
 /// LD = H * HD. Streams blocks of kDecodeBK keys with a max-subtracted online
 /// softmax, so no S-sized buffer is needed. As in causal_attention, q is
 /// scaled before the dot products.
-template <int H, int HD, typename C, typename Out>
+template <int H, int HD, typename C>
 inline void decodeAttendHead(const float *q, const C *kc, const C *vc,
-                             int64_t n, Out *out) {
+                             int64_t n, float *out) {
   constexpr int64_t LD = static_cast<int64_t>(H) * HD;
   constexpr int BK = kDecodeBK;
   static_assert(BK % kVW == 0, "key block must be whole vectors");
@@ -229,7 +229,7 @@ inline void decodeAttendHead(const float *q, const C *kc, const C *vc,
   }
   const float inv = 1.0f / lrun;
   for (int d = 0; d < HD; ++d)
-    out[d] = Out(acc[d] * inv);
+    out[d] = acc[d] * inv;
 }
 
 } // namespace detail
@@ -255,13 +255,12 @@ inline void decodeAttendHead(const float *q, const C *kc, const C *vc,
 /// construction. It is taken so that the call mirrors causal_attention.
 /// Appends run serially (they are B row copies); the (row, head) pairs run in
 /// parallel when the step reads enough of the cache. The cache holds floats,
-/// or bf16 (C = bf16: a bf16 model, whose keys and values are bf16 values);
-/// out is float, or bf16 (rounded) where only products read it.
-template <int S, int H, int HD, typename C, typename Out>
+/// or bf16 (C = bf16: a bf16 model, whose keys and values are bf16 values).
+template <int S, int H, int HD, typename C>
 inline void decode_attention(const float *q, const float *k, const float *v,
                              int64_t B, const int64_t *seg, const int32_t *pos,
                              const uint8_t *active, C *cache_k, C *cache_v,
-                             int32_t *counts, Out *out) {
+                             int32_t *counts, float *out) {
   static_assert(S >= 1, "decode needs at least one position");
   (void)pos;
   constexpr int64_t LD = static_cast<int64_t>(H) * HD;
@@ -303,12 +302,12 @@ inline void decode_attention(const float *q, const float *k, const float *v,
   for (int64_t it = 0; it < items; ++it) {
     const int64_t j = it / H;
     const int64_t h = it % H;
-    Out *o = out + j * LD + h * HD;
+    float *o = out + j * LD + h * HD;
     const int64_t n = rk[j];
     if (n == 0) {
-      std::fill(o, o + HD, Out(0.0f));
+      std::memset(o, 0, sizeof(float) * HD);
     } else if (n < 0) {
-      std::fill(o, o + HD, Out(std::numeric_limits<float>::quiet_NaN()));
+      std::fill(o, o + HD, std::numeric_limits<float>::quiet_NaN());
     } else {
       const int64_t base = rs[j] * S * LD + h * HD;
       detail::decodeAttendHead<H, HD>(q + j * LD + h * HD, cache_k + base,

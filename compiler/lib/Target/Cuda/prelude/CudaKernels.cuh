@@ -1310,19 +1310,17 @@ wgLoadChunks(uint32_t (&v)[WgSmem<R, BK>::Chunks][4], const TS *src,
     S::template chunkSlot<KC>(int(threadIdx.x) + i * kThreads, r, kb);
     const int k = kb * 8;
     float x[8];
-    if constexpr (std::is_same<TS, bf16>::value) {
-      if (KC && vec && r < rValid && k + 8 <= kValid) {
+    if (KC && vec && r < rValid && k + 8 <= kValid) {
+      if constexpr (std::is_same<TS, bf16>::value) {
         const uint4 raw = *reinterpret_cast<const uint4 *>(src + r * ld + k);
         v[i][0] = raw.x, v[i][1] = raw.y, v[i][2] = raw.z, v[i][3] = raw.w;
-        continue;
+        continue; // already packed bf16 pairs
+      } else {
+        const float4 *p = reinterpret_cast<const float4 *>(src + r * ld + k);
+        const float4 lo = p[0], hi = p[1];
+        x[0] = lo.x, x[1] = lo.y, x[2] = lo.z, x[3] = lo.w;
+        x[4] = hi.x, x[5] = hi.y, x[6] = hi.z, x[7] = hi.w;
       }
-    }
-    if (std::is_same<TS, float>::value && KC && vec && r < rValid &&
-        k + 8 <= kValid) {
-      const float4 *p = reinterpret_cast<const float4 *>(src + r * ld + k);
-      const float4 lo = p[0], hi = p[1];
-      x[0] = lo.x, x[1] = lo.y, x[2] = lo.z, x[3] = lo.w;
-      x[4] = hi.x, x[5] = hi.y, x[6] = hi.z, x[7] = hi.w;
     } else {
 #pragma unroll
       for (int e = 0; e < 8; ++e)
