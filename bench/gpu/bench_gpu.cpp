@@ -487,13 +487,16 @@ int main(int argc, char **argv) {
   std::time_t now = std::time(nullptr);
   std::strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
   // MODC_CUDA_WGMMA=0 puts an sm_90a package's bf16 products on mma.sync
-  // instead of wgmma: those lines are "modc_mma", for report.py's comparison.
-  const char *wgmmaEnv = std::getenv("MODC_CUDA_WGMMA");
-  const std::string impl =
-      dtype == "bf16" && std::string(api.arch()) == "sm_90a" && wgmmaEnv &&
-              std::string(wgmmaEnv) == "0"
-          ? "modc_mma"
-          : "modc";
+  // instead of wgmma: those lines are "modc_mma"; MODC_CUDA_TMA=0 keeps
+  // them on wgmma without TMA: "modc_notma" (report.py's comparisons).
+  auto envOff = [](const char *name) {
+    const char *v = std::getenv(name);
+    return v && std::string(v) == "0";
+  };
+  const bool sm90Bf16 = dtype == "bf16" && std::string(api.arch()) == "sm_90a";
+  const std::string impl = sm90Bf16 && envOff("MODC_CUDA_WGMMA") ? "modc_mma"
+                           : sm90Bf16 && envOff("MODC_CUDA_TMA") ? "modc_notma"
+                                                                 : "modc";
   auto emit = [&](const std::string &what, const Stats &st, int iters,
                   json extra) {
     json j = {{"impl", impl},        {"dtype", dtype}, {"scope", "model"},

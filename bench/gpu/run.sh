@@ -19,7 +19,8 @@
 #   ours and PyTorch's), D_MODELS (1024,2048), TORCH_COMPILE=0 to skip
 #   torch.compile, PROFILE=0 to skip the per-kernel profile of our MoD
 #   packages, WGMMA_COMPARE=0 to skip timing the bf16 sm_90a packages a
-#   second time on mma.sync (MODC_CUDA_WGMMA=0), TORCH_ARGS (extra torch_gpu.py
+#   second time on mma.sync (MODC_CUDA_WGMMA=0) and a third on wgmma
+#   without TMA (MODC_CUDA_TMA=0, forward only), TORCH_ARGS (extra torch_gpu.py
 #   arguments). For a dry run of the whole pipeline without a GPU (README.md):
 #   BENCH_GPU (a bench_gpu built with -DBENCH_GPU_HOST_TIMER), TORCH_DEVICE=cpu
 #   and TORCH_ARGS=--tiny.
@@ -117,6 +118,12 @@ if [[ -n "$bench" ]]; then
           --iters "$iters" --warmup "$warmup" --max-seconds "$max_s" \
           --only forward,fwd_bwd >> "$raw" 2>> "$logf" ||
           say "bench_gpu (mma.sync) failed on $pkg (rc $?): $(tail -1 "$logf")"
+        # The forward pass's products on wgmma without TMA ("modc_notma").
+        say "bench_gpu $(basename "$pkg") with MODC_CUDA_TMA=0 (wgmma, no TMA)"
+        MODC_CUDA_TMA=0 timeout 120 "$bench" "$pkg" --batch "$batch" \
+          --iters "$iters" --warmup "$warmup" --max-seconds "$max_s" \
+          --only forward >> "$raw" 2>> "$logf" ||
+          say "bench_gpu (no TMA) failed on $pkg (rc $?): $(tail -1 "$logf")"
       done
     done
   fi

@@ -14,6 +14,11 @@
 /// (a thread runs on until it reaches one), which makes a missing barrier or
 /// a wrong shuffle lane show up as a wrong result here as it would on a GPU.
 ///
+/// Wait loops give way (modc_emu::spin), so a thread waiting on an mbarrier
+/// lets the others run; a wait that nothing can end is reported as a
+/// deadlock. TMA loads and mbarriers are emulated here (they depend on the
+/// tensor map, which the emulated driver API encodes).
+///
 /// What it does not model: warp-synchronous code without `__syncwarp`, memory
 /// ordering beyond the barriers, tensor-core instructions (inline PTX), and
 /// speed. Kernels that use inline PTX must keep a portable path for it (the
@@ -155,7 +160,9 @@ namespace modc_emu {
 /// and no locks.
 struct Fiber {
   ucontext_t context;
-  enum State { Ready, AtBlockBarrier, AtWarpBarrier, Done } state = Ready;
+  /// Spinning: gave way in a wait loop (an mbarrier wait); runs again on
+  /// the next round.
+  enum State { Ready, Spinning, AtBlockBarrier, AtWarpBarrier, Done } state = Ready;
 };
 
 /// One warp: a slot per lane for shuffles and votes.
@@ -238,14 +245,21 @@ inline void runBlock(BlockState &state, dim3 block) {
     f.state = Fiber::Ready;
   }
   for (;;) {
+    // A round in which only spinning threads ran, and they spin still, can
+    // change nothing: that is a deadlock.
+    bool progress = false, spinning = false;
     for (int t = 0; t < threads; ++t) {
       Fiber &f = state.fibers[t];
-      if (f.state != Fiber::Ready)
+      if (f.state != Fiber::Ready && f.state != Fiber::Spinning)
         continue;
+      const bool wasSpinning = f.state == Fiber::Spinning;
+      f.state = Fiber::Ready;
       linearThread = t;
       threadIdx = dim3(unsigned(t % block.x), unsigned((t / block.x) % block.y),
                        unsigned(t / (block.x * block.y)));
       swapcontext(&state.scheduler, &f.context);
+      spinning |= f.state == Fiber::Spinning;
+      progress |= !(wasSpinning && f.state == Fiber::Spinning);
     }
     bool released = false, anyLive = false, allAtBlock = true;
     for (int w = 0; w * 32 < threads; ++w) {
@@ -268,6 +282,14 @@ inline void runBlock(BlockState &state, dim3 block) {
       return;
     if (released)
       continue;
+    if (spinning) {
+      if (!progress) {
+        std::fprintf(stderr, "CUDA emulation: deadlock: threads wait for a "
+                             "condition that no thread can change\n");
+        std::abort();
+      }
+      continue;
+    }
     if (!allAtBlock) {
       std::fprintf(stderr, "CUDA emulation: deadlock: threads wait at "
                            "different barriers\n");
@@ -461,6 +483,184 @@ inline cudaError_t cudaGraphExecDestroy(cudaGraphExec_t g) {
 inline cudaError_t cudaGraphLaunch(cudaGraphExec_t g, cudaStream_t) {
   for (auto &w : g->work)
     w();
+  return cudaSuccess;
+}
+
+//===----------------------------------------------------------------------===//
+// Tensor maps and the Tensor Memory Accelerator (sm_90): the driver API's
+// cuTensorMapEncodeTiled (through cudaGetDriverEntryPointByVersion, as the
+// generated code finds it), mbarriers and the 2-D tiled TMA load. The tensor
+// map is opaque on a GPU; here it holds the encoded fields, checked against
+// the requirements the driver API documents.
+//===----------------------------------------------------------------------===//
+
+typedef uint64_t cuuint64_t;
+typedef uint32_t cuuint32_t;
+enum CUresult { CUDA_SUCCESS = 0, CUDA_ERROR_INVALID_VALUE = 1 };
+enum CUtensorMapDataType { CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 = 9 };
+enum CUtensorMapInterleave { CU_TENSOR_MAP_INTERLEAVE_NONE = 0 };
+enum CUtensorMapSwizzle {
+  CU_TENSOR_MAP_SWIZZLE_NONE = 0,
+  CU_TENSOR_MAP_SWIZZLE_128B = 3
+};
+enum CUtensorMapL2promotion {
+  CU_TENSOR_MAP_L2_PROMOTION_NONE = 0,
+  CU_TENSOR_MAP_L2_PROMOTION_L2_256B = 3
+};
+enum CUtensorMapFloatOOBfill { CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE = 0 };
+struct alignas(64) CUtensorMap {
+  unsigned long long opaque[16];
+};
+#define __grid_constant__
+enum cudaDriverEntryPointQueryResult {
+  cudaDriverEntryPointSuccess = 0,
+  cudaDriverEntryPointSymbolNotFound = 1
+};
+constexpr unsigned long long cudaEnableDefault = 0;
+
+namespace modc_emu {
+
+/// What an emulated tensor map holds (in CUtensorMap's 128 bytes).
+struct TensorMapFields {
+  const unsigned char *base;
+  uint32_t elementBytes, rank;
+  uint64_t dims[5], strides[5]; // strides in bytes; strides[0] = element
+  uint32_t box[5];
+  int swizzle;
+};
+static_assert(sizeof(TensorMapFields) <= sizeof(CUtensorMap),
+              "the fields fit the opaque map");
+
+inline CUresult encodeTensorMapTiled(
+    CUtensorMap *map, CUtensorMapDataType type, cuuint32_t rank, void *address,
+    const cuuint64_t *dims, const cuuint64_t *strides, const cuuint32_t *box,
+    const cuuint32_t *elementStrides, CUtensorMapInterleave interleave,
+    CUtensorMapSwizzle swizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill) {
+  const uint32_t bytes = type == CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 ? 2 : 0;
+  bool ok = bytes != 0 && rank >= 1 && rank <= 5 &&
+            reinterpret_cast<uintptr_t>(map) % 64 == 0 &&
+            reinterpret_cast<uintptr_t>(address) % 16 == 0 &&
+            interleave == CU_TENSOR_MAP_INTERLEAVE_NONE &&
+            (swizzle == CU_TENSOR_MAP_SWIZZLE_NONE ||
+             swizzle == CU_TENSOR_MAP_SWIZZLE_128B);
+  TensorMapFields f{};
+  f.base = static_cast<const unsigned char *>(address);
+  f.elementBytes = bytes;
+  f.rank = rank;
+  f.swizzle = swizzle;
+  for (uint32_t i = 0; ok && i < rank; ++i) {
+    f.dims[i] = dims[i];
+    f.box[i] = box[i];
+    f.strides[i] = i == 0 ? bytes : strides[i - 1];
+    // Only unit element strides are modelled.
+    ok = dims[i] >= 1 && dims[i] <= (uint64_t(1) << 32) && box[i] >= 1 &&
+         box[i] <= 256 && elementStrides[i] == 1 &&
+         (i == 0 || (strides[i - 1] % 16 == 0 &&
+                     strides[i - 1] < (uint64_t(1) << 40)));
+  }
+  ok = ok && box[0] * bytes % 16 == 0 &&
+       (swizzle != CU_TENSOR_MAP_SWIZZLE_128B || box[0] * bytes <= 128);
+  if (!ok)
+    return CUDA_ERROR_INVALID_VALUE;
+  std::memset(map, 0, sizeof(CUtensorMap));
+  std::memcpy(map, &f, sizeof(f));
+  return CUDA_SUCCESS;
+}
+
+/// An mbarrier as its 8 bytes of shared memory hold it here: the expected
+/// and pending arrival counts of the current phase, its parity, and the
+/// transaction bytes still to come (signed: a copy may complete before its
+/// bytes are expected).
+struct Mbarrier {
+  uint16_t expected, pending;
+  int32_t txAndPhase; // tx bytes << 1 | phase parity
+  int phase() const { return txAndPhase & 1; }
+  int32_t tx() const { return txAndPhase >> 1; }
+  void set(int32_t tx, int phase) { txAndPhase = int32_t(uint32_t(tx) << 1) | phase; }
+  /// The phase completes when every arrival and every byte is in.
+  void settle() {
+    if (pending == 0 && tx() == 0) {
+      pending = expected;
+      set(0, phase() ^ 1);
+    }
+  }
+};
+static_assert(sizeof(Mbarrier) == 8, "an mbarrier is 8 bytes");
+
+inline Mbarrier &mbarrier(uint64_t *bar) {
+  return *reinterpret_cast<Mbarrier *>(bar);
+}
+inline void mbarrierInit(uint64_t *bar, unsigned count) {
+  Mbarrier &b = mbarrier(bar);
+  b.expected = b.pending = uint16_t(count);
+  b.set(0, 0);
+}
+inline void mbarrierArriveExpectTx(uint64_t *bar, unsigned bytes) {
+  Mbarrier &b = mbarrier(bar);
+  b.set(b.tx() + int32_t(bytes), b.phase());
+  if (b.pending == 0) {
+    std::fprintf(stderr, "CUDA emulation: more arrivals at an mbarrier than "
+                         "its count\n");
+    std::abort();
+  }
+  --b.pending;
+  b.settle();
+}
+/// mbarrier.try_wait.parity: whether the phase of that parity completed.
+inline bool mbarrierTryWaitParity(uint64_t *bar, unsigned parity) {
+  return mbarrier(bar).phase() != int(parity & 1);
+}
+
+/// cp.async.bulk.tensor.2d ... mbarrier::complete_tx::bytes: the box at
+/// (c0, c1) (element coordinates, c0 the contiguous one) into dst, row after
+/// row, zero outside the tensor; with the 128-byte swizzle, the 16-byte
+/// chunk j of each 128 bytes lands at chunk j ^ (address bits 7..9), as the
+/// address it is stored at gives them (so dst must be 1024-byte aligned for
+/// the pattern to start at row 0). The copy completes at once: the barrier
+/// receives the box's bytes.
+inline void tmaLoad2d(void *dst, const CUtensorMap *map, int c0, int c1,
+                      uint64_t *bar) {
+  TensorMapFields f;
+  std::memcpy(&f, map, sizeof(f));
+  const uintptr_t d = reinterpret_cast<uintptr_t>(dst);
+  if (f.rank != 2 || d % (f.swizzle == CU_TENSOR_MAP_SWIZZLE_128B ? 1024 : 128)) {
+    std::fprintf(stderr, "CUDA emulation: a 2-D TMA load needs a 2-D map "
+                         "and an aligned shared destination\n");
+    std::abort();
+  }
+  const uint32_t eb = f.elementBytes;
+  for (uint32_t i1 = 0; i1 < f.box[1]; ++i1)
+    for (uint32_t i0 = 0; i0 < f.box[0]; ++i0) {
+      const int64_t g0 = int64_t(c0) + i0, g1 = int64_t(c1) + i1;
+      uintptr_t at = d + (uintptr_t(i1) * f.box[0] + i0) * eb;
+      if (f.swizzle == CU_TENSOR_MAP_SWIZZLE_128B)
+        at ^= ((at >> 7) & 7) << 4;
+      unsigned char *out = reinterpret_cast<unsigned char *>(at);
+      if (g0 >= 0 && g1 >= 0 && uint64_t(g0) < f.dims[0] &&
+          uint64_t(g1) < f.dims[1])
+        std::memcpy(out, f.base + g0 * f.strides[0] + g1 * f.strides[1], eb);
+      else
+        std::memset(out, 0, eb);
+    }
+  Mbarrier &b = mbarrier(bar);
+  b.set(b.tx() - int32_t(f.box[0] * f.box[1] * eb), b.phase());
+  b.settle();
+}
+
+/// Gives way to the block's other threads (a wait loop's turn).
+inline void spin() { parkAt(Fiber::Spinning); }
+
+} // namespace modc_emu
+
+inline cudaError_t cudaGetDriverEntryPointByVersion(
+    const char *symbol, void **fn, unsigned, unsigned long long,
+    cudaDriverEntryPointQueryResult *result) {
+  const bool found = std::strcmp(symbol, "cuTensorMapEncodeTiled") == 0;
+  *fn = found ? reinterpret_cast<void *>(&modc_emu::encodeTensorMapTiled)
+              : nullptr;
+  if (result)
+    *result = found ? cudaDriverEntryPointSuccess
+                    : cudaDriverEntryPointSymbolNotFound;
   return cudaSuccess;
 }
 

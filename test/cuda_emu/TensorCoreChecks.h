@@ -464,6 +464,134 @@ inline void checkBf16StoredOperandShapes() {
   checkBf16StoredOperands<136, 40>(5, 0, 3504);
 }
 
+/// The TMA-fed wgmma kernel (sm_90a; bf16 A stored, the weight's bf16 copy
+/// rounded in the forward call): `count` rows on the device of a bound of
+/// `bound`, on both tiles, against fp64 of the rounded operands and bit for
+/// bit against the wgmma kernel that reads its operands itself (the same
+/// k16 wgmmas in the same order); every epilogue a forward product uses;
+/// rows past the count untouched; a weight changed between calls is rounded
+/// again, and one used twice in a call is rounded once.
+template <int N, int K>
+void checkTmaGemms(int64_t count, int64_t bound, uint32_t seed) {
+  using modk_cuda::bf16;
+  namespace d = modk_cuda::detail;
+  auto a = randomFloats(bound * K, seed);
+  for (float &x : a)
+    x = bf16Value(x);
+  const auto w = randomFloats(N * K, seed + 1), w2 = randomFloats(N * K, seed + 2),
+             res = randomFloats(bound * N, seed + 3);
+  std::vector<bf16> aBits(bound * K);
+  for (int64_t i = 0; i < bound * K; ++i)
+    aBits[i] = bf16Bits(a[i]);
+  DeviceCopy<bf16> dA(aBits);
+  DeviceCopy<float> dW(w), dW2(w2), dRes(res);
+  DeviceCopy<int64_t> dRows(std::vector<int64_t>{count});
+  auto reference = [&](const std::vector<float> &weights,
+                       std::vector<double> &mag) {
+    std::vector<double> y(bound * N, kSentinel);
+    mag.assign(bound * N, 0.0);
+    for (int64_t m = 0; m < count; ++m)
+      for (int n = 0; n < N; ++n) {
+        double sum = 0.0;
+        for (int k = 0; k < K; ++k) {
+          const double f = bf16Exact(a[m * K + k]) * bf16Exact(weights[n * K + k]);
+          sum += f, mag[m * N + n] += std::fabs(f);
+        }
+        y[m * N + n] = sum;
+      }
+    return y;
+  };
+  const std::vector<float> sentinel(bound * N, kSentinel);
+  const std::vector<bf16> unset(bound * N, bf16Bits(kSentinel));
+  auto widen = [](const std::vector<bf16> &v) {
+    std::vector<float> out;
+    for (bf16 b : v)
+      out.push_back(float(b));
+    return out;
+  };
+  // Every forward epilogue on the current path: linear, residual add, the
+  // swiglu pair and gelu (their bf16 outputs widened).
+  auto run = [&]() {
+    std::vector<std::vector<float>> out;
+    DeviceCopy<float> y(sentinel), yr(sentinel), gate(sentinel);
+    DeviceCopy<bf16> sw(unset), ge(unset);
+    modk_cuda::linear<N, K, true>(dA.get(), dRows.get(), bound, dW.get(),
+                                  y.get(), nullptr);
+    modk_cuda::linear_residual<N, K, true>(dA.get(), dRows.get(), bound,
+                                           dW.get(), dRes.get(), yr.get(),
+                                           nullptr);
+    modk_cuda::linear_swiglu<N, K, true>(dA.get(), dRows.get(), bound, dW.get(),
+                                         dW2.get(), gate.get(), sw.get(),
+                                         nullptr);
+    modk_cuda::linear_gelu<N, K, true>(dA.get(), dRows.get(), bound, dW.get(),
+                                       ge.get(), nullptr);
+    out.push_back(y.read());
+    out.push_back(yr.read());
+    out.push_back(gate.read());
+    out.push_back(widen(sw.read()));
+    out.push_back(widen(ge.read()));
+    return out;
+  };
+  const char *what[5] = {"linear", "residual add", "swiglu gate", "swiglu",
+                         "gelu"};
+
+#if !defined(__CUDACC__)
+  d::gemmTensorCores() = true;
+#endif
+  d::gemmWgmma() = true;
+  std::vector<double> mag;
+  const std::vector<double> want = reference(w, mag);
+  for (int tile = 1; tile <= 2; ++tile) {
+    SCOPED_TRACE(testing::Message() << "tile " << tile);
+    d::gemmTileOverride() = tile;
+    d::gemmTma() = false;
+    const auto direct = run();
+    d::gemmTma() = true;
+    const d::TmaStats before = d::tmaStats();
+    std::vector<std::vector<float>> viaTma;
+    {
+      modk_cuda::WeightCopyScope scope;
+      viaTma = run();
+    }
+    // Five products, two weights: each rounded once.
+    EXPECT_EQ(d::tmaStats().launches - before.launches, 5);
+    EXPECT_EQ(d::tmaStats().roundings - before.roundings, 2);
+    expectGemm(viaTma[0], want, mag, "TMA linear against fp64");
+    for (int i = 0; i < 5; ++i)
+      expectSameBits(viaTma[i], direct[i], what[i]);
+
+    // New weight values at the same address: the next call rounds again.
+    auto changed = randomFloats(N * K, seed + 10 + tile);
+    cudaMemcpy(dW.get(), changed.data(), changed.size() * sizeof(float),
+               cudaMemcpyHostToDevice);
+    DeviceCopy<float> y(sentinel);
+    {
+      modk_cuda::WeightCopyScope scope;
+      modk_cuda::linear<N, K, true>(dA.get(), dRows.get(), bound, dW.get(),
+                                    y.get(), nullptr);
+    }
+    std::vector<double> changedMag;
+    expectGemm(y.read(), reference(changed, changedMag), changedMag,
+               "TMA linear after the weight changed");
+    cudaMemcpy(dW.get(), w.data(), w.size() * sizeof(float),
+               cudaMemcpyHostToDevice);
+  }
+  d::gemmTileOverride() = 0;
+#if !defined(__CUDACC__)
+  d::gemmTensorCores() = MODC_CUDA_TENSOR_CORES != 0;
+#endif
+  d::gemmWgmma() = MODC_CUDA_WGMMA != 0;
+}
+
+/// TMA shapes: more tiles along the reduction than stages (the refill) with
+/// a ragged last one, ragged rows and columns on both tiles, rows on the
+/// device below the bound, and few rows.
+inline void checkTmaGemmShapes() {
+  checkTmaGemms<136, 328>(130, 130, 3601);
+  checkTmaGemms<72, 64>(100, 160, 3602);
+  checkTmaGemms<64, 40>(5, 5, 3603);
+}
+
 /// The GEMM shapes: ragged edges in every dimension, few rows and many; on
 /// a GPU also one of the benchmark's reductions (K 1024: the emulation's
 /// GemmLongReduction covers long reductions at less cost).

@@ -32,4 +32,8 @@ TEST(TensorCores, Bf16StoredOperandsOnEveryPath) {
       modc_tc_check::checkBf16StoredOperandShapes);
 }
 
+TEST(TensorCores, TmaGemmsMatchWgmmaAndFp64) {
+  modc_tc_check::checkTmaGemmShapes();
+}
+
 } // namespace

@@ -68,4 +68,10 @@ TEST_F(TensorCoresOnGpu, Bf16StoredOperandsOnMmaAndWgmma) {
       modc_tc_check::checkBf16StoredOperandShapes);
 }
 
+TEST_F(TensorCoresOnGpu, TmaGemmsMatchWgmmaAndFp64) {
+  if (!MODC_CUDA_WGMMA)
+    GTEST_SKIP() << "built without MODC_CUDA_WGMMA (sm_90a): no TMA GEMM";
+  modc_tc_check::checkTmaGemmShapes();
+}
+
 } // namespace

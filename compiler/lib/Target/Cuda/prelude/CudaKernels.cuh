@@ -41,12 +41,15 @@
 #include "CudaCommon.cuh"
 #endif
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <type_traits>
+#include <vector>
 #if defined(__CUDACC__)
+#include <cuda.h> // CUtensorMap and its enums (no driver library is linked)
 #include <cuda_bf16.h>
 #endif
 
@@ -1113,16 +1116,23 @@ __device__ __forceinline__ uint64_t wgmmaDescriptor(const void *operand,
 /// hardware reads it: the address comes from the descriptor's 18 bits,
 /// resolved against `anchor` (a shared address at or below the operand,
 /// within 256 KB), so that a wrong start, LBO or SBO reads wrong values here
-/// as it would on a GPU.
+/// as it would on a GPU. Two layouts are modelled: no swizzle (core
+/// matrices LBO apart along K, SBO apart along the rows) and the 128-byte
+/// swizzle (a 128-byte row per operand row, 8-row groups SBO apart, the
+/// 16-byte chunk index XORed with address bits 7..9, as TMA stores it).
 struct WgmmaOperandView {
   const unsigned char *start;
   uint32_t lbo, sbo;
+  bool swizzle128;
   WgmmaOperandView(uint64_t desc, const void *anchor) {
-    if ((desc >> 62) != 0 || ((desc >> 49) & 7u) != 0) {
-      std::fprintf(stderr, "emulated wgmma: only unswizzled descriptors with "
-                           "base offset 0 are modelled\n");
+    const unsigned layout = unsigned(desc >> 62);
+    if ((layout != 0 && layout != 1) || ((desc >> 49) & 7u) != 0) {
+      std::fprintf(stderr, "emulated wgmma: only unswizzled and 128-byte "
+                           "swizzled descriptors with base offset 0 are "
+                           "modelled\n");
       std::abort();
     }
+    swizzle128 = layout == 1;
     const uintptr_t a = reinterpret_cast<uintptr_t>(anchor);
     uintptr_t s = (a & ~uintptr_t(0x3ffff)) | uintptr_t(desc & 0x3fffu) << 4;
     if (s < a)
@@ -1134,9 +1144,14 @@ struct WgmmaOperandView {
   /// Element (row, k) of the K-major operand, as f32.
   float at(int row, int k) const {
     uint16_t h;
-    std::memcpy(&h, start + (row / 8) * sbo + (k / 8) * lbo + (row % 8) * 16 +
-                        (k % 8) * 2,
-                2);
+    uintptr_t at = reinterpret_cast<uintptr_t>(start) + (row / 8) * sbo;
+    if (swizzle128) {
+      at += (row % 8) * 128 + k * 2;
+      at ^= ((at >> 7) & 7) << 4;
+    } else {
+      at += (k / 8) * lbo + (row % 8) * 16 + (k % 8) * 2;
+    }
+    std::memcpy(&h, reinterpret_cast<const unsigned char *>(at), 2);
     return __uint_as_float(uint32_t(h) << 16);
   }
 };
@@ -1434,10 +1449,379 @@ __global__ __launch_bounds__(kThreads, T::MINB) void gemmWgKernel(
 }
 
 /// Test hook: 0 picks the tile by problem size, 1 forces the small tile
-/// (GemmSmall, TcSmall or WgSmall), 2 the large one.
+/// (GemmSmall, TcSmall, WgSmall or TmaSmall), 2 the large one.
 inline int &gemmTileOverride() {
   static int choice = 0;
   return choice;
+}
+
+//===----------------------------------------------------------------------===//
+// TMA-fed wgmma (sm_90a): both operands bf16 in global memory
+//===----------------------------------------------------------------------===//
+
+/// The wgmma descriptor of a K-major bf16 operand stored with the 128-byte
+/// swizzle, as TMA writes it (PTX ISA, "Matrix Descriptor Format"; layout
+/// type 1 at bits 62-63): one 128-byte row per operand row (64 bf16 of the
+/// reduction), the 16-byte chunk j of row r at chunk j ^ (r % 8), 8-row
+/// groups SBO = 1024 bytes apart; LBO is unused (the k16 step stays within
+/// a row) and set to 16 bytes. The start may be advanced within the row by
+/// 32 bytes a k16 step: the swizzle is applied to the address bits, so the
+/// tile itself must be 1024-byte aligned (base offset 0).
+__device__ __forceinline__ uint64_t wgmmaDescriptorSw128(const void *operand) {
+  return uint64_t((sharedAddress(operand) & 0x3ffffu) >> 4) |
+         uint64_t(1) << 16 | uint64_t(1024 >> 4) << 32 | uint64_t(1) << 62;
+}
+
+/// mbarrier.init (shared::cta): `count` arrivals complete a phase.
+__device__ __forceinline__ void mbarrierInit(uint64_t *bar, unsigned count) {
+#if defined(__CUDACC__)
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(
+                   sharedAddress(bar)),
+               "r"(count)
+               : "memory");
+#else
+  modc_emu::mbarrierInit(bar, count);
+#endif
+}
+
+/// Makes initialised mbarriers visible to the async proxy (TMA), before the
+/// barrier that publishes them.
+__device__ __forceinline__ void fenceMbarrierInit() {
+#if defined(__CUDACC__)
+  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+#endif
+}
+
+/// This thread's arrival, announcing `bytes` that TMA copies will complete.
+__device__ __forceinline__ void mbarrierArriveExpectTx(uint64_t *bar,
+                                                       unsigned bytes) {
+#if defined(__CUDACC__)
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(
+                   sharedAddress(bar)),
+               "r"(bytes)
+               : "memory");
+#else
+  modc_emu::mbarrierArriveExpectTx(bar, bytes);
+#endif
+}
+
+/// Waits until the phase of parity `parity` of the mbarrier has completed.
+__device__ __forceinline__ void mbarrierWait(uint64_t *bar, unsigned parity) {
+#if defined(__CUDACC__)
+  uint32_t done = 0;
+  while (!done)
+    asm volatile("{\n.reg .pred p;\n"
+                 "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+                 "selp.u32 %0, 1, 0, p;\n}\n"
+                 : "=r"(done)
+                 : "r"(sharedAddress(bar)), "r"(parity)
+                 : "memory");
+#else
+  while (!modc_emu::mbarrierTryWaitParity(bar, parity))
+    modc_emu::spin();
+#endif
+}
+
+/// TMA: the box of `map` at element coordinates (c0 along the contiguous
+/// dimension, c1 along the rows) into shared `dst`, completing its bytes on
+/// `bar` (cp.async.bulk.tensor.2d, zero outside the tensor).
+__device__ __forceinline__ void tmaLoad2d(void *dst, const CUtensorMap *map,
+                                          int c0, int c1, uint64_t *bar) {
+#if defined(__CUDACC__)
+  asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::"
+               "complete_tx::bytes [%0], [%1, {%3, %4}], [%2];\n" ::"r"(
+                   sharedAddress(dst)),
+               "l"(reinterpret_cast<uint64_t>(map)), "r"(sharedAddress(bar)),
+               "r"(c0), "r"(c1)
+               : "memory");
+#else
+  modc_emu::tmaLoad2d(dst, map, c0, c1, bar);
+#endif
+}
+
+/// TMA GEMM tiles: BM x BN outputs per CTA of two warpgroups (a 64 x BN slab
+/// each), BK = 64 reduction steps a stage (one swizzled 128-byte row per
+/// operand row), STAGES stages in flight.
+template <int BN_, int MINB_> struct TmaTile {
+  static constexpr int BM = 128, BN = BN_, BK = 64, MINB = MINB_, STAGES = 4;
+  static constexpr int ABytes = BM * BK * 2, BBytes = BN * BK * 2;
+  static constexpr int StageBytes = ABytes + BBytes;
+  /// Dynamic shared memory: the stages plus room to align them to 1024.
+  static constexpr int SmemBytes = STAGES * StageBytes + 1024;
+  static_assert(ABytes % 1024 == 0 && BBytes % 1024 == 0,
+                "every operand tile 1024-byte aligned (the swizzle)");
+};
+using TmaSmall = TmaTile<64, 2>; // 97 KB: two CTAs an SM
+using TmaLarge = TmaTile<128, 1>;
+
+/// The wgmma GEMM fed by TMA: C = epilogue(A B^T) with A [M, L] and B
+/// [Ncols, L] bf16 in global memory, both K-contiguous, described by the
+/// tensor maps (boxes of BK x BM and BK x BN, 128-byte swizzle). Thread 0
+/// issues the loads of STAGES tiles ahead, each stage completing on its
+/// mbarrier; every warpgroup waits for its stage, issues one wgmma per k16
+/// step and keeps one group in flight; the barrier after the wgmmas of
+/// tile t - 1 completed frees that stage for tile t - 1 + STAGES. DYN 0 or
+/// 1 (rows on the device), epilogues as gemmWgKernel.
+template <typename T, int DYN, int EPI, typename TC>
+__global__ __launch_bounds__(kThreads, T::MINB) void gemmTmaKernel(
+    const __grid_constant__ CUtensorMap mapA,
+    const __grid_constant__ CUtensorMap mapB, TC *C, int64_t ldc,
+    const float *aux, int64_t M, int64_t Ncols, int64_t L,
+    const int64_t *dynRows) {
+  static_assert(DYN == 0 || DYN == 1, "no split reduction on TMA");
+  constexpr int BM = T::BM, BN = T::BN, BK = T::BK, S = T::STAGES;
+  const bf16 *noA = nullptr;
+  const float *noB = nullptr;
+  int64_t m0, n0;
+  if (!gemmCta<true, true, DYN, BM, BN>(noA, 0, noB, 0, C, ldc, M, Ncols, L,
+                                        dynRows, m0, n0))
+    return;
+
+  MODC_DYNAMIC_SHARED(unsigned char, smemRaw);
+  unsigned char *smem = reinterpret_cast<unsigned char *>(
+      (reinterpret_cast<uintptr_t>(smemRaw) + 1023) & ~uintptr_t(1023));
+  __shared__ __align__(8) uint64_t full[S];
+
+  const int tid = threadIdx.x, wg = tid / 128, warp = (tid % 128) / kWarp;
+  const int mValid = int(minI64(BM, M - m0));
+  const int nValid = int(minI64(BN, Ncols - n0));
+  const int64_t ntiles = (L + BK - 1) / BK;
+  auto issue = [&](int64_t t) { // thread 0: tile t into stage t % S
+    unsigned char *stage = smem + (t % S) * T::StageBytes;
+    uint64_t *bar = &full[t % S];
+    mbarrierArriveExpectTx(bar, T::StageBytes);
+    tmaLoad2d(stage, &mapA, int(t * BK), int(m0), bar);
+    tmaLoad2d(stage + T::ABytes, &mapB, int(t * BK), int(n0), bar);
+  };
+  if (tid == 0) {
+    for (int s = 0; s < S; ++s)
+      mbarrierInit(&full[s], 1);
+    fenceMbarrierInit();
+  }
+  __syncthreads();
+  if (tid == 0)
+    for (int64_t t = 0; t < S && t < ntiles; ++t)
+      issue(t);
+
+  float acc[1][BN / 8][4];
+#pragma unroll
+  for (int j = 0; j < BN / 8; ++j)
+#pragma unroll
+    for (int x = 0; x < 4; ++x)
+      acc[0][j][x] = 0.0f;
+
+  for (int64_t t = 0; t < ntiles; ++t) {
+    const int st = int(t % S);
+    mbarrierWait(&full[st], unsigned((t / S) & 1));
+    const unsigned char *a = smem + st * T::StageBytes + wg * 64 * 128;
+    const unsigned char *b = smem + st * T::StageBytes + T::ABytes;
+    wgmmaFence(acc[0]);
+#pragma unroll
+    for (int s = 0; s < BK / 16; ++s) // k16 step s: bytes 32 s of each row
+      wgmmaBf16<BN>(acc[0], wgmmaDescriptorSw128(a + 32 * s),
+                    wgmmaDescriptorSw128(b + 32 * s), smem);
+    wgmmaCommit();
+    wgmmaWait<1>(acc[0]); // this warpgroup's wgmmas of tile t - 1 are done
+    __syncthreads();      // and the other's: stage (t - 1) % S is free
+    if (tid == 0 && t >= 1 && t - 1 + S < ntiles)
+      issue(t - 1 + S);
+  }
+  wgmmaWait<0>(acc[0]);
+  storeAccumulators<EPI>(acc, C, ldc, aux, m0, n0, wg * 64 + warp * 16, 0,
+                         mValid, nValid);
+}
+
+/// Test hook: TMA kernel launches and weight roundings so far (host
+/// counters), so that a check can tell that the TMA path ran.
+struct TmaStats {
+  int64_t launches = 0, roundings = 0;
+};
+inline TmaStats &tmaStats() {
+  static TmaStats stats;
+  return stats;
+}
+
+/// cuTensorMapEncodeTiled, from the driver through the runtime (the package
+/// links no driver library); null where the driver lacks it.
+using EncodeTiledFn = CUresult (*)(CUtensorMap *, CUtensorMapDataType,
+                                   cuuint32_t, void *, const cuuint64_t *,
+                                   const cuuint64_t *, const cuuint32_t *,
+                                   const cuuint32_t *, CUtensorMapInterleave,
+                                   CUtensorMapSwizzle, CUtensorMapL2promotion,
+                                   CUtensorMapFloatOOBfill);
+inline EncodeTiledFn encodeTiledFn() {
+  static const EncodeTiledFn fn = [] {
+    void *p = nullptr;
+    cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000,
+                                         cudaEnableDefault,
+                                         &found) != cudaSuccess ||
+        found != cudaDriverEntryPointSuccess)
+      p = nullptr;
+    return reinterpret_cast<EncodeTiledFn>(p);
+  }();
+  return fn;
+}
+
+/// The tensor map of a K-contiguous bf16 operand of `rows` rows of L
+/// elements, `ld` apart, read in boxes of 64 x boxRows with the 128-byte
+/// swizzle (rows and steps past the operand read as zero). False where TMA
+/// cannot read it (alignment, stride, or no driver support).
+inline bool encodeOperandMap(CUtensorMap &map, const bf16 *base, int64_t rows,
+                             int64_t L, int64_t ld, int boxRows) {
+  const EncodeTiledFn encode = encodeTiledFn();
+  if (!encode || reinterpret_cast<uintptr_t>(base) % 16 != 0 ||
+      (ld * 2) % 16 != 0 || rows <= 0 || L <= 0)
+    return false;
+  const cuuint64_t dims[2] = {cuuint64_t(L), cuuint64_t(rows)};
+  const cuuint64_t strides[1] = {cuuint64_t(ld * 2)};
+  const cuuint32_t box[2] = {64, cuuint32_t(boxRows)};
+  const cuuint32_t unit[2] = {1, 1};
+  return encode(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2,
+                const_cast<bf16 *>(base), dims, strides, box, unit,
+                CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+/// Launches gemmTmaKernel on tile T; false (nothing launched) where the
+/// operands cannot be described to TMA or the kernel cannot get its shared
+/// memory, so that the caller takes the wgmma kernel that reads them itself.
+template <typename T, int DYN, int EPI, typename TC>
+inline bool launchGemmTmaTile(const bf16 *A, int64_t lda, const bf16 *B,
+                              int64_t ldb, TC *C, int64_t ldc, const float *aux,
+                              int64_t M, int64_t Ncols, int64_t L,
+                              const int64_t *dynRows, cudaStream_t stream) {
+  alignas(64) CUtensorMap mapA, mapB;
+  if (!encodeOperandMap(mapA, A, M, L, lda, T::BM) ||
+      !encodeOperandMap(mapB, B, Ncols, L, ldb, T::BN))
+    return false;
+  auto kernel = gemmTmaKernel<T, DYN, EPI, TC>;
+  static const bool sized =
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           T::SmemBytes) == cudaSuccess;
+  if (!sized)
+    return false;
+  MODC_LAUNCH(kernel,
+              dim3(unsigned(ceilDiv(Ncols, T::BN)), unsigned(ceilDiv(M, T::BM))),
+              kThreads, T::SmemBytes, stream, mapA, mapB, C, ldc, aux, M, Ncols,
+              L, dynRows);
+  ++tmaStats().launches;
+  return true;
+}
+
+//===----------------------------------------------------------------------===//
+// bf16 copies of the weights, for TMA
+//===----------------------------------------------------------------------===//
+
+/// TMA copies bytes, so a product it feeds needs its weight as bf16 in
+/// global memory, while the parameters stay f32 (master weights). A forward
+/// entry opens a WeightCopyScope; within it the first GEMM that asks for a
+/// weight enqueues its rounding into a package-held copy, and later GEMMs of
+/// the call reuse it. Every call rounds again (the caller may have changed
+/// the weights between calls), so a copy is never stale; outside a scope
+/// (decode, training) no copy is made.
+struct WeightCopy {
+  const float *src;
+  int64_t count;
+  bf16 *copy;
+  uint64_t epoch; ///< the call that last rounded it
+};
+struct WeightCopies {
+  std::vector<WeightCopy> copies;
+  uint64_t epoch = 0;
+  bool open = false;
+};
+inline WeightCopies &weightCopies() {
+  static WeightCopies w;
+  return w;
+}
+
+/// Copies unused for this many calls are freed (their weights moved).
+constexpr uint64_t kWeightCopyIdleCalls = 16;
+
+__global__ void roundToBf16Kernel(const float *__restrict__ src,
+                                  bf16 *__restrict__ dst, int64_t n) {
+  const int64_t step = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += step)
+    dst[i] = bf16(src[i]);
+}
+
+/// The bf16 copy of the `count` floats at w, rounded in this call; null
+/// outside a WeightCopyScope or where no device memory is left.
+inline const bf16 *weightCopyFor(const float *w, int64_t count,
+                                 cudaStream_t stream) {
+  WeightCopies &all = weightCopies();
+  if (!all.open || count <= 0)
+    return nullptr;
+  WeightCopy *found = nullptr;
+  for (WeightCopy &c : all.copies)
+    if (c.src == w && c.count == count)
+      found = &c;
+  if (!found) {
+    void *p = nullptr;
+    if (cudaMalloc(&p, size_t(count) * sizeof(bf16)) != cudaSuccess) {
+      cudaGetLastError(); // out of memory: this product reads f32 instead
+      return nullptr;
+    }
+    all.copies.push_back({w, count, static_cast<bf16 *>(p), 0});
+    found = &all.copies.back();
+  }
+  if (found->epoch != all.epoch) {
+    MODC_LAUNCH(roundToBf16Kernel,
+                unsigned(std::min<int64_t>(ceilDiv(count, kThreads), kMaxGrid)),
+                kThreads,
+                0, stream, w, found->copy, count);
+    found->epoch = all.epoch;
+    ++tmaStats().roundings;
+  }
+  return found->copy;
+}
+
+/// Test hook and fallback: whether bf16 products whose operands can be bf16
+/// in global memory take the TMA kernel (MODC_CUDA_TMA=0 in the environment
+/// keeps them on the wgmma kernel that reads its operands itself).
+inline bool &gemmTma() {
+  static bool on = [] {
+    const char *env = std::getenv("MODC_CUDA_TMA");
+    return !(env && std::strcmp(env, "0") == 0);
+  }();
+  return on;
+}
+
+/// Whether a product's operands can go to TMA: a bf16 A and a weight B, both
+/// with the reduction contiguous, no split.
+template <typename TA, bool AK, bool BKc, int DYN>
+constexpr bool tmaOperandsOk() {
+  return std::is_same<TA, bf16>::value && AK && BKc && (DYN == 0 || DYN == 1);
+}
+
+/// The TMA path of a bf16 product with tmaOperandsOk: B's bf16 copy, the
+/// tile (as launchGemmPath picks it), the launch. False where it does not
+/// apply, and nothing was enqueued but perhaps the weight's rounding.
+template <int DYN, int EPI, typename TC>
+inline bool launchGemmTma(const bf16 *A, int64_t lda, const float *B,
+                          int64_t ldb, TC *C, int64_t ldc, const float *aux,
+                          int64_t M, int64_t Ncols, int64_t L,
+                          const int64_t *dynRows, cudaStream_t stream) {
+  if (!gemmTma() || !weightCopies().open || lda % 8 != 0 || ldb % 8 != 0 ||
+      reinterpret_cast<uintptr_t>(A) % 16 != 0 || !encodeTiledFn())
+    return false;
+  const bf16 *Bcopy = weightCopyFor(B, Ncols * ldb, stream);
+  if (!Bcopy)
+    return false;
+  const int64_t largeCtas =
+      ceilDiv(M, TmaLarge::BM) * ceilDiv(Ncols, TmaLarge::BN);
+  int choice = gemmTileOverride();
+  if (choice == 0)
+    choice = largeCtas >= 132 ? 2 : 1;
+  if (choice == 2)
+    return launchGemmTmaTile<TmaLarge, DYN, EPI>(A, lda, Bcopy, ldb, C, ldc,
+                                                 aux, M, Ncols, L, dynRows,
+                                                 stream);
+  return launchGemmTmaTile<TmaSmall, DYN, EPI>(A, lda, Bcopy, ldb, C, ldc, aux,
+                                               M, Ncols, L, dynRows, stream);
 }
 
 #if defined(__CUDACC__)
@@ -1558,26 +1942,34 @@ inline void launchGemm(const TA *A, int64_t lda, const float *B, int64_t ldb,
       A, lda, B, ldb, C, ldc, aux, M, Ncols, L, dynRows, stream, splits)
   // Tests force the wgmma kernel on few rows too (a tile override).
   [[maybe_unused]] const bool wgmmaRows = M >= kWgmmaMinRows || gemmTileOverride() != 0;
+  // Operands TMA can read (a bf16 A; B a weight with a bf16 copy in this
+  // call) go to the TMA kernel, else the wgmma kernel reads them itself.
+#define MODC_GEMM_ON_WGMMA()                                                   \
+  do {                                                                         \
+    if constexpr (tmaOperandsOk<TA, AK, BKc, DYN>())                           \
+      if (launchGemmTma<DYN, EPI>(A, lda, B, ldb, C, ldc, aux, M, Ncols, L,    \
+                                  dynRows, stream))                            \
+        return;                                                                \
+    MODC_GEMM_ON(PathWgmma);                                                   \
+    return;                                                                    \
+  } while (0)
 #if defined(__CUDACC__)
   if constexpr (BF && MODC_CUDA_TENSOR_CORES && MODC_CUDA_WGMMA) {
-    if (wgmmaRows && gemmWgmma()) {
-      MODC_GEMM_ON(PathWgmma);
-      return;
-    }
+    if (wgmmaRows && gemmWgmma())
+      MODC_GEMM_ON_WGMMA();
   }
   MODC_GEMM_ON(MODC_CUDA_TENSOR_CORES ? PathMma : PathSimt);
 #else
   if constexpr (BF) {
-    if (gemmTensorCores() && gemmWgmma() && wgmmaRows) {
-      MODC_GEMM_ON(PathWgmma);
-      return;
-    }
+    if (gemmTensorCores() && gemmWgmma() && wgmmaRows)
+      MODC_GEMM_ON_WGMMA();
   }
   if (gemmTensorCores())
     MODC_GEMM_ON(PathMma);
   else
     MODC_GEMM_ON(PathSimt);
 #endif
+#undef MODC_GEMM_ON_WGMMA
 #undef MODC_GEMM_ON
 }
 
@@ -2551,6 +2943,31 @@ inline void launchAttention(dim3 grid, const float *q, const float *k,
 //===----------------------------------------------------------------------===//
 // Host wrappers
 //===----------------------------------------------------------------------===//
+
+/// Opened by a forward entry for its call: the bf16 products that TMA feeds
+/// read bf16 copies of their weights rounded in this call
+/// (detail::weightCopyFor). Copies no call has used for a while are freed.
+struct WeightCopyScope {
+  WeightCopyScope() {
+    detail::WeightCopies &w = detail::weightCopies();
+    ++w.epoch;
+    w.open = true;
+  }
+  ~WeightCopyScope() {
+    detail::WeightCopies &w = detail::weightCopies();
+    w.open = false;
+    auto idle = [&](const detail::WeightCopy &c) {
+      return w.epoch - c.epoch >= detail::kWeightCopyIdleCalls;
+    };
+    for (detail::WeightCopy &c : w.copies)
+      if (idle(c))
+        cudaFree(c.copy);
+    w.copies.erase(std::remove_if(w.copies.begin(), w.copies.end(), idle),
+                   w.copies.end());
+  }
+  WeightCopyScope(const WeightCopyScope &) = delete;
+  WeightCopyScope &operator=(const WeightCopyScope &) = delete;
+};
 
 /// y[m, n] = sum_k a[m, k] w[n, k] for m < *rows; w is [N, K]. BF16 (here
 /// and in every product below): both operands rounded to bf16, f32
