@@ -44,6 +44,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <type_traits>
@@ -1455,6 +1456,19 @@ inline int &gemmTileOverride() {
   return choice;
 }
 
+/// MODC_CUDA_TRACE_GEMMS=1 in the environment: each GEMM launch prints its
+/// kernel, shape and tile to stderr (which path a product took).
+inline void traceGemm(const char *path, int64_t M, int64_t Ncols, int64_t L,
+                      int BM, int BN) {
+  static const bool on = [] {
+    const char *env = std::getenv("MODC_CUDA_TRACE_GEMMS");
+    return env && std::strcmp(env, "0") != 0 && *env;
+  }();
+  if (on)
+    std::fprintf(stderr, "modc gemm: %s %lld x %lld x %lld, tile %d x %d\n",
+                 path, (long long)M, (long long)Ncols, (long long)L, BM, BN);
+}
+
 //===----------------------------------------------------------------------===//
 // TMA-fed wgmma (sm_90a): both operands bf16 in global memory
 //===----------------------------------------------------------------------===//
@@ -1707,6 +1721,7 @@ inline bool launchGemmTmaTile(const bf16 *A, int64_t lda, const bf16 *B,
               kThreads, T::SmemBytes, stream, mapA, mapB, C, ldc, aux, M, Ncols,
               L, dynRows);
   ++tmaStats().launches;
+  traceGemm("tma+wgmma", M, Ncols, L, T::BM, T::BN);
   return true;
 }
 
@@ -1908,6 +1923,8 @@ inline void launchGemmPath(const TA *A, int64_t lda, const float *B,
     choice = largeCtas >= (P == PathWgmma ? 132 : 264) ? 2 : 1;
   auto launch = [&](auto kernel, auto tile) {
     using T = decltype(tile);
+    traceGemm(P == PathWgmma ? "wgmma" : P == PathMma ? "mma.sync" : "simt", M,
+              Ncols, L, T::BM, T::BN);
     MODC_LAUNCH(kernel,
                 dim3(unsigned(ceilDiv(Ncols, T::BN)),
                      unsigned(ceilDiv(M, T::BM)), splits),
