@@ -470,7 +470,8 @@ inline void checkBf16StoredOperandShapes() {
 /// bit against the wgmma kernel that reads its operands itself (the same
 /// k16 wgmmas in the same order); every epilogue a forward product uses;
 /// rows past the count untouched; a weight changed between calls is rounded
-/// again, and one used twice in a call is rounded once.
+/// again, one used twice in a call is rounded once, and copies left unused
+/// are freed.
 template <int N, int K>
 void checkTmaGemms(int64_t count, int64_t bound, uint32_t seed) {
   using modk_cuda::bf16;
@@ -576,6 +577,11 @@ void checkTmaGemms(int64_t count, int64_t bound, uint32_t seed) {
     cudaMemcpy(dW.get(), w.data(), w.size() * sizeof(float),
                cudaMemcpyHostToDevice);
   }
+  // Copies no call has used for kWeightCopyIdleCalls calls are freed.
+  EXPECT_FALSE(d::weightCopies().copies.empty());
+  for (uint64_t i = 0; i < d::kWeightCopyIdleCalls; ++i)
+    modk_cuda::WeightCopyScope idle;
+  EXPECT_TRUE(d::weightCopies().copies.empty());
   d::gemmTileOverride() = 0;
 #if !defined(__CUDACC__)
   d::gemmTensorCores() = MODC_CUDA_TENSOR_CORES != 0;
