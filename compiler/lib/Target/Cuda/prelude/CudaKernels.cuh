@@ -1627,6 +1627,9 @@ __global__ __launch_bounds__(kThreads, T::MINB) void gemmTmaKernel(
   for (int64_t t = 0; t < ntiles; ++t) {
     const int st = int(t % S);
     mbarrierWait(&full[st], unsigned((t / S) & 1));
+    // The lanes may leave the wait loop apart; the .aligned wgmma
+    // instructions need the warp converged.
+    __syncwarp();
     const unsigned char *a = smem + st * T::StageBytes + wg * 64 * 128;
     const unsigned char *b = smem + st * T::StageBytes + T::ABytes;
     wgmmaFence(acc[0]);
