@@ -618,6 +618,11 @@ inline bool mbarrierTryWaitParity(uint64_t *bar, unsigned parity) {
 /// address it is stored at gives them (so dst must be 1024-byte aligned for
 /// the pattern to start at row 0). The copy completes at once: the barrier
 /// receives the box's bytes.
+/// The 128-byte swizzle of a shared address: its 16-byte chunk index
+/// (bits 4..6) XORed with bits 7..9 (TMA's SWIZZLE_128B, and the wgmma
+/// descriptors' layout type 1 that read it).
+inline uintptr_t swizzle128(uintptr_t at) { return at ^ ((at >> 7) & 7) << 4; }
+
 inline void tmaLoad2d(void *dst, const CUtensorMap *map, int c0, int c1,
                       uint64_t *bar) {
   TensorMapFields f;
@@ -634,7 +639,7 @@ inline void tmaLoad2d(void *dst, const CUtensorMap *map, int c0, int c1,
       const int64_t g0 = int64_t(c0) + i0, g1 = int64_t(c1) + i1;
       uintptr_t at = d + (uintptr_t(i1) * f.box[0] + i0) * eb;
       if (f.swizzle == CU_TENSOR_MAP_SWIZZLE_128B)
-        at ^= ((at >> 7) & 7) << 4;
+        at = swizzle128(at);
       unsigned char *out = reinterpret_cast<unsigned char *>(at);
       if (g0 >= 0 && g1 >= 0 && uint64_t(g0) < f.dims[0] &&
           uint64_t(g1) < f.dims[1])

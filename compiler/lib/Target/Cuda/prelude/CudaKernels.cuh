@@ -874,6 +874,19 @@ template <int R, int BK, bool KC> struct TcSmem {
   }
 };
 
+/// Sets MI x NI m16n8 fragments (acc[i][j][4], as storeAccumulators reads
+/// them) to zero.
+template <int MI, int NI>
+__device__ __forceinline__ void zeroFragments(float (&acc)[MI][NI][4]) {
+#pragma unroll
+  for (int i = 0; i < MI; ++i)
+#pragma unroll
+    for (int j = 0; j < NI; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        acc[i][j][e] = 0.0f;
+}
+
 /// Writes a warp's MI x NI m16n8 accumulator fragments through the epilogue,
 /// inside mValid x nValid of the CTA's tile at (m0, n0): the layout of
 /// mma.m16n8k8 and of each warp's 16 rows of a wgmma, acc[i][j][2h + e]
@@ -1027,13 +1040,7 @@ __global__ __launch_bounds__(kThreads, T::MINB) void gemmTcKernel(
   };
 
   float acc[MI][NI][4];
-#pragma unroll
-  for (int i = 0; i < MI; ++i)
-#pragma unroll
-    for (int j = 0; j < NI; ++j)
-#pragma unroll
-      for (int e = 0; e < 4; ++e)
-        acc[i][j][e] = 0.0f;
+  zeroFragments(acc);
 
   const int64_t ntiles = (L + BK - 1) / BK;
   if (ntiles > 0)
@@ -1103,13 +1110,14 @@ __global__ __launch_bounds__(kThreads, T::MINB) void gemmTcKernel(
 /// rows x 8 bf16 (16 bytes a row, 128 contiguous bytes), `lbo` bytes between
 /// core matrices adjacent along K and `sbo` between those adjacent along M
 /// (or N). Start address, LBO and SBO in 16-byte units at bits 0, 16 and 32;
-/// base offset (bits 49-51) and swizzle mode (bits 62-63) zero.
+/// base offset (bits 49-51) zero; `layout` (bits 62-63) 0 for no swizzle
+/// (wgmmaDescriptorSw128 sets the 128-byte swizzle).
 __device__ __forceinline__ uint64_t wgmmaDescriptor(const void *operand,
-                                                    uint32_t lbo,
-                                                    uint32_t sbo) {
+                                                    uint32_t lbo, uint32_t sbo,
+                                                    uint64_t layout = 0) {
   return uint64_t((sharedAddress(operand) & 0x3ffffu) >> 4) |
          uint64_t((lbo >> 4) & 0x3fffu) << 16 |
-         uint64_t((sbo >> 4) & 0x3fffu) << 32;
+         uint64_t((sbo >> 4) & 0x3fffu) << 32 | layout << 62;
 }
 
 #if !defined(__CUDACC__)
@@ -1147,8 +1155,7 @@ struct WgmmaOperandView {
     uint16_t h;
     uintptr_t at = reinterpret_cast<uintptr_t>(start) + (row / 8) * sbo;
     if (swizzle128) {
-      at += (row % 8) * 128 + k * 2;
-      at ^= ((at >> 7) & 7) << 4;
+      at = modc_emu::swizzle128(at + (row % 8) * 128 + k * 2);
     } else {
       at += (k / 8) * lbo + (row % 8) * 16 + (k % 8) * 2;
     }
@@ -1413,11 +1420,7 @@ __global__ __launch_bounds__(kThreads, T::MINB) void gemmWgKernel(
 
   // One m16n8 fragment row (storeAccumulators' MI = 1) per warp.
   float acc[1][BN / 8][4];
-#pragma unroll
-  for (int j = 0; j < BN / 8; ++j)
-#pragma unroll
-    for (int x = 0; x < 4; ++x)
-      acc[0][j][x] = 0.0f;
+  zeroFragments(acc);
 
   const int64_t ntiles = (L + BK - 1) / BK;
   if (ntiles > 0) {
@@ -1449,6 +1452,15 @@ __global__ __launch_bounds__(kThreads, T::MINB) void gemmWgKernel(
                          mValid, nValid);
 }
 
+/// An environment switch: `fallback` where the variable is unset or empty,
+/// off where it is "0", on otherwise.
+inline bool envSwitch(const char *name, bool fallback) {
+  const char *env = std::getenv(name);
+  if (!env || !*env)
+    return fallback;
+  return std::strcmp(env, "0") != 0;
+}
+
 /// Test hook: 0 picks the tile by problem size, 1 forces the small tile
 /// (GemmSmall, TcSmall, WgSmall or TmaSmall), 2 the large one.
 inline int &gemmTileOverride() {
@@ -1456,14 +1468,22 @@ inline int &gemmTileOverride() {
   return choice;
 }
 
+/// The tile of a GEMM: gemmTileOverride's choice, else the large tile (2)
+/// where it still gives at least `minCtas` CTAs (a few waves; a wgmma CTA
+/// holds a whole SM's worth of work, so one wave), else the small one (1).
+template <typename Large>
+inline int gemmTileChoice(int64_t M, int64_t Ncols, int64_t minCtas) {
+  const int choice = gemmTileOverride();
+  if (choice != 0)
+    return choice;
+  return ceilDiv(M, Large::BM) * ceilDiv(Ncols, Large::BN) >= minCtas ? 2 : 1;
+}
+
 /// MODC_CUDA_TRACE_GEMMS=1 in the environment: each GEMM launch prints its
 /// kernel, shape and tile to stderr (which path a product took).
 inline void traceGemm(const char *path, int64_t M, int64_t Ncols, int64_t L,
                       int BM, int BN) {
-  static const bool on = [] {
-    const char *env = std::getenv("MODC_CUDA_TRACE_GEMMS");
-    return env && std::strcmp(env, "0") != 0 && *env;
-  }();
+  static const bool on = envSwitch("MODC_CUDA_TRACE_GEMMS", false);
   if (on)
     std::fprintf(stderr, "modc gemm: %s %lld x %lld x %lld, tile %d x %d\n",
                  path, (long long)M, (long long)Ncols, (long long)L, BM, BN);
@@ -1482,8 +1502,7 @@ inline void traceGemm(const char *path, int64_t M, int64_t Ncols, int64_t L,
 /// 32 bytes a k16 step: the swizzle is applied to the address bits, so the
 /// tile itself must be 1024-byte aligned (base offset 0).
 __device__ __forceinline__ uint64_t wgmmaDescriptorSw128(const void *operand) {
-  return uint64_t((sharedAddress(operand) & 0x3ffffu) >> 4) |
-         uint64_t(1) << 16 | uint64_t(1024 >> 4) << 32 | uint64_t(1) << 62;
+  return wgmmaDescriptor(operand, 16, 1024, 1);
 }
 
 /// mbarrier.init (shared::cta): `count` arrivals complete a phase.
@@ -1618,11 +1637,7 @@ __global__ __launch_bounds__(kThreads, T::MINB) void gemmTmaKernel(
       issue(t);
 
   float acc[1][BN / 8][4];
-#pragma unroll
-  for (int j = 0; j < BN / 8; ++j)
-#pragma unroll
-    for (int x = 0; x < 4; ++x)
-      acc[0][j][x] = 0.0f;
+  zeroFragments(acc);
 
   for (int64_t t = 0; t < ntiles; ++t) {
     const int st = int(t % S);
@@ -1801,10 +1816,7 @@ inline const bf16 *weightCopyFor(const float *w, int64_t count,
 /// in global memory take the TMA kernel (MODC_CUDA_TMA=0 in the environment
 /// keeps them on the wgmma kernel that reads its operands itself).
 inline bool &gemmTma() {
-  static bool on = [] {
-    const char *env = std::getenv("MODC_CUDA_TMA");
-    return !(env && std::strcmp(env, "0") == 0);
-  }();
+  static bool on = envSwitch("MODC_CUDA_TMA", true);
   return on;
 }
 
@@ -1816,8 +1828,9 @@ constexpr bool tmaOperandsOk() {
 }
 
 /// The TMA path of a bf16 product with tmaOperandsOk: B's bf16 copy, the
-/// tile (as launchGemmPath picks it), the launch. False where it does not
-/// apply, and nothing was enqueued but perhaps the weight's rounding.
+/// tile (gemmTileChoice, as for the wgmma kernel), the launch. False where
+/// it does not apply, and nothing was enqueued but perhaps the weight's
+/// rounding.
 template <int DYN, int EPI, typename TC>
 inline bool launchGemmTma(const bf16 *A, int64_t lda, const float *B,
                           int64_t ldb, TC *C, int64_t ldc, const float *aux,
@@ -1829,12 +1842,7 @@ inline bool launchGemmTma(const bf16 *A, int64_t lda, const float *B,
   const bf16 *Bcopy = weightCopyFor(B, Ncols * ldb, stream);
   if (!Bcopy)
     return false;
-  const int64_t largeCtas =
-      ceilDiv(M, TmaLarge::BM) * ceilDiv(Ncols, TmaLarge::BN);
-  int choice = gemmTileOverride();
-  if (choice == 0)
-    choice = largeCtas >= 132 ? 2 : 1;
-  if (choice == 2)
+  if (gemmTileChoice<TmaLarge>(M, Ncols, 132) == 2)
     return launchGemmTmaTile<TmaLarge, DYN, EPI>(A, lda, Bcopy, ldb, C, ldc,
                                                  aux, M, Ncols, L, dynRows,
                                                  stream);
@@ -1865,10 +1873,7 @@ inline bool &gemmTensorCores() {
 /// environment variable MODC_CUDA_WGMMA is "0" when the first GEMM is
 /// launched: a fallback, and the benchmark's comparison. Tests set it.
 inline bool &gemmWgmma() {
-  static bool on = [] {
-    const char *env = std::getenv("MODC_CUDA_WGMMA");
-    return MODC_CUDA_WGMMA != 0 && !(env && std::strcmp(env, "0") == 0);
-  }();
+  static bool on = MODC_CUDA_WGMMA != 0 && envSwitch("MODC_CUDA_WGMMA", true);
   return on;
 }
 
@@ -1917,13 +1922,8 @@ inline void launchGemmPath(const TA *A, int64_t lda, const float *B,
                            unsigned splits) {
   using Small = typename GemmTiles<P>::Small;
   using Large = typename GemmTiles<P>::Large;
-  // The large tile only where it still gives a few waves of CTAs (a wgmma
-  // CTA holds a whole SM's worth of work: one wave).
-  const int64_t largeCtas =
-      ceilDiv(M, Large::BM) * ceilDiv(Ncols, Large::BN);
-  int choice = gemmTileOverride();
-  if (choice == 0)
-    choice = largeCtas >= (P == PathWgmma ? 132 : 264) ? 2 : 1;
+  const int choice =
+      gemmTileChoice<Large>(M, Ncols, P == PathWgmma ? 132 : 264);
   auto launch = [&](auto kernel, auto tile) {
     using T = decltype(tile);
     traceGemm(P == PathWgmma ? "wgmma" : P == PathMma ? "mma.sync" : "simt", M,
@@ -2777,16 +2777,8 @@ __global__ __launch_bounds__(kAttnTcThreads, attnTcMinBlocks(HD)) void attention
   const int32_t warpMaxPos = wr + 15 < qn ? ps[i0 + wr + 15] : kNoPos;
 
   float o1[1][D1][4], o2[1][D2 > 0 ? D2 : 1][4], mrow[2], lrow[2];
-#pragma unroll
-  for (int j = 0; j < D1; ++j)
-#pragma unroll
-    for (int e = 0; e < 4; ++e)
-      o1[0][j][e] = 0.0f;
-#pragma unroll
-  for (int j = 0; j < (D2 > 0 ? D2 : 1); ++j)
-#pragma unroll
-    for (int e = 0; e < 4; ++e)
-      o2[0][j][e] = 0.0f;
+  zeroFragments(o1);
+  zeroFragments(o2);
 #pragma unroll
   for (int hh = 0; hh < 2; ++hh) {
     mrow[hh] = -INFINITY;
@@ -2804,11 +2796,7 @@ __global__ __launch_bounds__(kAttnTcThreads, attnTcMinBlocks(HD)) void attention
     const bool active = warpRows && kpos[0] <= warpMaxPos;
 
     float sc[1][NT][4];
-#pragma unroll
-    for (int j = 0; j < NT; ++j)
-#pragma unroll
-      for (int e = 0; e < 4; ++e)
-        sc[0][j][e] = 0.0f;
+    zeroFragments(sc);
     if (active) // fully unrolled
       addRowProducts<HD, NT, kSplitQ, kSplitKV, DT>(sc, Qs + wr * LDS, Ks);
     __syncthreads(); // every warp has read this tile's keys

@@ -1049,11 +1049,7 @@ template <int HD> struct AttnGradTcSmem {
 template <int HD, int NT, bool SplitA = true, bool SplitB = true>
 __device__ __forceinline__ void agRowProducts(float (&acc)[1][NT][4],
                                               const float *a, const float *b) {
-#pragma unroll
-  for (int j = 0; j < NT; ++j)
-#pragma unroll
-    for (int e = 0; e < 4; ++e)
-      acc[0][j][e] = 0.0f;
+  detail::zeroFragments(acc);
   detail::addRowProducts<HD, NT, SplitA, SplitB, 2>(acc, a, b);
 }
 
@@ -1254,11 +1250,7 @@ __global__ __launch_bounds__(kAgTcThreads) void attnGradQueryTc(
   float acc[NC][1][DW][4];
 #pragma unroll
   for (int c = 0; c < NC; ++c)
-#pragma unroll
-    for (int j = 0; j < DW; ++j)
-#pragma unroll
-      for (int e = 0; e < 4; ++e)
-        acc[c][0][j][e] = 0.0f;
+    detail::zeroFragments(acc[c]);
   for (int64_t k0 = 0; k0 < n && ps[k0] <= lastPos; k0 += BK) {
     loadTile(k0, true);
     if (!(warpRows && kposS[0] <= warpMaxPos))
@@ -1343,11 +1335,7 @@ __global__ __launch_bounds__(kAgTcKeyThreads, 1) void attnGradKeyTc(
   float acc[NC][1][DW][4]; // dV (warps 0-3) or dK (warps 4-7)
 #pragma unroll
   for (int c = 0; c < NC; ++c)
-#pragma unroll
-    for (int j = 0; j < DW; ++j)
-#pragma unroll
-      for (int e = 0; e < 4; ++e)
-        acc[c][0][j][e] = 0.0f;
+    detail::zeroFragments(acc[c]);
   for (int64_t q0 = qs / BQ * BQ; q0 < n; q0 += BQ) {
     const int qn = int(detail::minI64(BQ, n - q0));
     __syncthreads(); // every warp is done with the previous tile
