@@ -118,6 +118,16 @@ inline float __logf(float x) { return std::log(x); }
 inline float __sinf(float x) { return std::sin(x); }
 inline float __cosf(float x) { return std::cos(x); }
 inline float __fdividef(float a, float b) { return a / b; }
+// The _rn intrinsics round each result: the empty asm makes the product a
+// value of its own, so that the compiler (-march=native, FMA contraction)
+// cannot fuse it into a following add.
+inline float __fmul_rn(float a, float b) {
+  float p = a * b;
+  __asm__("" : "+g"(p));
+  return p;
+}
+inline float __fadd_rn(float a, float b) { return a + b; }
+inline float __fsub_rn(float a, float b) { return a - b; }
 inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }
 inline double rsqrt(double x) { return 1.0 / std::sqrt(x); }
 inline float __saturatef(float x) { return std::min(1.0f, std::max(0.0f, x)); }
@@ -460,6 +470,16 @@ typedef CudaEmuGraph *cudaGraphExec_t;
 inline cudaError_t cudaStreamBeginCapture(cudaStream_t, cudaStreamCaptureMode) {
   modc_emu::capture().active = true;
   modc_emu::capture().work.clear();
+  return cudaSuccess;
+}
+enum cudaStreamCaptureStatus {
+  cudaStreamCaptureStatusNone = 0,
+  cudaStreamCaptureStatusActive = 1
+};
+inline cudaError_t cudaStreamIsCapturing(cudaStream_t,
+                                         cudaStreamCaptureStatus *status) {
+  *status = modc_emu::capture().active ? cudaStreamCaptureStatusActive
+                                       : cudaStreamCaptureStatusNone;
   return cudaSuccess;
 }
 inline cudaError_t cudaStreamEndCapture(cudaStream_t, cudaGraph_t *g) {

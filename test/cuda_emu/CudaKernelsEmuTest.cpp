@@ -296,7 +296,8 @@ TEST(CudaKernels, LinearRopeAndRope) {
     const float theta = 10000.0f;
     std::vector<float> y(maxRows * N, kSentinel), ref(maxRows * N, kSentinel);
     modk_cuda::linear_rope<H, HD, K>(a.data(), &rows, maxRows, w.data(),
-                                     pos.data(), theta, y.data(), nullptr);
+                                     pos.data(), theta, 5000, y.data(),
+                                     nullptr);
     modk_cpu::linear<N, K>(a.data(), rows, w.data(), ref.data());
     std::vector<float> pre(ref);
     modk_cpu::rope<H, HD>(ref.data(), rows, pos.data(), theta);

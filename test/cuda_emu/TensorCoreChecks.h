@@ -598,6 +598,194 @@ inline void checkTmaGemmShapes() {
   checkTmaGemms<64, 40>(5, 5, 3603);
 }
 
+//===----------------------------------------------------------------------===//
+// RoPE fused into the GEMM epilogue (linear_rope)
+//===----------------------------------------------------------------------===//
+
+/// The GEMM path a product of `rows` rows (the static bound) takes now, as
+/// launchGemm picks it: 0 SIMT, 1 mma.sync, 2 wgmma.
+inline int currentGemmPath(bool bf16Product, int64_t rows) {
+  namespace d = modk_cuda::detail;
+#if defined(__CUDACC__)
+  const bool tensorCores = MODC_CUDA_TENSOR_CORES != 0;
+  const bool wgmma = MODC_CUDA_WGMMA != 0 && d::gemmWgmma();
+#else
+  const bool tensorCores = d::gemmTensorCores();
+  const bool wgmma = d::gemmWgmma();
+#endif
+  if (!tensorCores)
+    return 0;
+  const bool wgmmaRows = rows >= d::kWgmmaMinRows || d::gemmTileOverride() != 0;
+  return bf16Product && wgmma && wgmmaRows ? 2 : 1;
+}
+
+/// Whether path `path` has a tile whose warps hold whole heads of HD.
+template <int HD> bool ropeFitsPath(int path) {
+  namespace d = modk_cuda::detail;
+  constexpr int epi = d::epiRope<HD, false>();
+  if (path == 2)
+    return d::epilogueFits<epi, d::WgSmall>() || d::epilogueFits<epi, d::WgLarge>();
+  if (path == 1)
+    return d::epilogueFits<epi, d::TcSmall>() || d::epilogueFits<epi, d::TcLarge>();
+  return false;
+}
+
+/// The epilogue arguments linear_rope passes: positions, theta and the
+/// angle table of `positions` positions.
+template <int HD>
+modk_cuda::detail::EpiArgs ropeArgs(const int32_t *pos, float theta,
+                                    int32_t positions) {
+  modk_cuda::detail::EpiArgs epi;
+  epi.pos = pos;
+  epi.theta = theta;
+  epi.ropeTable = modk_cuda::detail::ropeTableFor<HD>(theta, positions, nullptr);
+  epi.ropePositions = epi.ropeTable ? positions : 0;
+  return epi;
+}
+
+/// y = rope(a w^T) for `count` rows of a bound of `bound`, H heads of HD, at
+/// random positions half of which lie past the angle table's `positions`
+/// (the epilogue computes those angles): the product (bf16 operands when
+/// BF) rotated in the GEMM's epilogue where the path has a tile that holds
+/// whole heads in each warp, else by the rope kernel. Checked against fp64
+/// (the angles' cos and sin rounded to f32, as the CPU forms them); bit for
+/// bit against the GEMM followed by the rope kernel; with BF the rounded
+/// queries equal the unrounded ones rounded; rows past the count untouched;
+/// fused exactly where a tile fits.
+template <int H, int HD, int K, bool BF>
+void checkFusedRope(int64_t count, int64_t bound, int32_t positions,
+                    uint32_t seed) {
+  namespace d = modk_cuda::detail;
+  constexpr int N = H * HD, Half = HD / 2;
+  const float theta = 10000.0f;
+  const auto a = randomFloats(bound * K, seed), w = randomFloats(N * K, seed + 1);
+  const auto pos = randomInts(bound, seed + 2, 0, 2 * positions - 1);
+  DeviceCopy<float> dA(a), dW(w);
+  DeviceCopy<int32_t> dPos(pos);
+  DeviceCopy<int64_t> dRows(std::vector<int64_t>{count});
+  const std::vector<float> sentinel(bound * N, kSentinel);
+  auto operand = [](float x) { return BF ? bf16Exact(x) : double(x); };
+
+  std::vector<double> want(bound * N, kSentinel), mag(bound * N, 0.0);
+  for (int64_t m = 0; m < count; ++m) {
+    std::vector<double> y(N, 0.0), ym(N, 0.0);
+    for (int n = 0; n < N; ++n)
+      for (int k = 0; k < K; ++k) {
+        const double f = operand(a[m * K + k]) * operand(w[n * K + k]);
+        y[n] += f, ym[n] += std::fabs(f);
+      }
+    for (int h = 0; h < H; ++h)
+      for (int j = 0; j < Half; ++j) {
+        const double angle = pos[m] * std::pow(double(theta), -2.0 * j / HD);
+        const double c = float(std::cos(angle)), s = float(std::sin(angle));
+        const int x0 = h * HD + j, x1 = x0 + Half;
+        want[m * N + x0] = y[x0] * c - y[x1] * s;
+        want[m * N + x1] = y[x1] * c + y[x0] * s;
+        // The rotation's own rounding is far below the products' bound.
+        mag[m * N + x0] = mag[m * N + x1] = ym[x0] + ym[x1] + 1e-30;
+      }
+  }
+
+  const int path = currentGemmPath(BF, bound);
+  const bool fits = ropeFitsPath<HD>(path);
+  const int64_t fusedBefore = d::fusedRopeLaunches();
+  DeviceCopy<float> fused(sentinel), unfused(sentinel);
+  const bool wasFused = d::linearEpi<N, K, d::epiRope<HD, false>(), BF>(
+      dA.get(), dRows.get(), bound, dW.get(),
+      ropeArgs<HD>(dPos.get(), theta, positions), fused.get(), nullptr);
+  EXPECT_EQ(wasFused, fits) << "path " << path << ", head dim " << HD;
+  modk_cuda::linear<N, K, BF>(dA.get(), dRows.get(), bound, dW.get(),
+                              unfused.get(), nullptr);
+  modk_cuda::rope<H, HD>(unfused.get(), dRows.get(), bound, dPos.get(), theta,
+                         nullptr);
+  const std::vector<float> viaEpilogue = fused.read();
+  if (wasFused) {
+    expectGemm(viaEpilogue, want, mag, "RoPE epilogue against fp64");
+    expectSameBits(viaEpilogue, unfused.read(), "RoPE epilogue against kernel");
+  }
+  expectGemm(unfused.read(), want, mag, "GEMM then RoPE kernel against fp64");
+
+  // linear_rope: fused where the path fits; BF rounds the rotated values.
+  DeviceCopy<float> q(sentinel);
+  modk_cuda::linear_rope<H, HD, K, BF>(dA.get(), dRows.get(), bound, dW.get(),
+                                       dPos.get(), theta, positions, q.get(),
+                                       nullptr);
+  EXPECT_EQ(d::fusedRopeLaunches() - fusedBefore, fits ? 1 : 0);
+  std::vector<float> expected = unfused.read();
+  if (BF)
+    for (int64_t i = 0; i < count * N; ++i)
+      expected[i] = bf16Value(expected[i]);
+  expectSameBits(q.read(), expected, BF ? "linear_rope, rounded" : "linear_rope");
+}
+
+/// Head dims 16 (every tensor-core tile), 32 (the large mma.sync tile), 64
+/// (wgmma only) and 128 (the large wgmma tile); ragged rows, rows on the
+/// device below the bound, few rows (which stay on mma.sync).
+inline void checkFusedRopeShapes() {
+  checkFusedRope<3, 16, 40, true>(37, 40, 64, 3701);
+  checkFusedRope<4, 32, 48, true>(130, 140, 100, 3702);
+  checkFusedRope<2, 64, 64, true>(70, 70, 128, 3703);
+  checkFusedRope<2, 128, 32, true>(100, 129, 256, 3704);
+  checkFusedRope<3, 16, 40, false>(37, 40, 64, 3705);
+  checkFusedRope<4, 32, 48, false>(130, 140, 100, 3706);
+}
+
+/// The RoPE epilogue on the TMA kernel (a forward product: bf16 A, the
+/// weight's bf16 copy), on both tiles where the head fits, bit for bit
+/// against the wgmma kernel that reads its operands itself.
+template <int H, int HD, int K>
+void checkTmaRope(int64_t count, int64_t bound, uint32_t seed) {
+  using modk_cuda::bf16;
+  namespace d = modk_cuda::detail;
+  constexpr int N = H * HD;
+  const auto a = randomFloats(bound * K, seed), w = randomFloats(N * K, seed + 1);
+  const auto pos = randomInts(bound, seed + 2, 0, 300);
+  std::vector<bf16> aBits;
+  for (float x : a)
+    aBits.push_back(bf16Bits(bf16Value(x)));
+  DeviceCopy<bf16> dA(aBits);
+  DeviceCopy<float> dW(w);
+  DeviceCopy<int32_t> dPos(pos);
+  DeviceCopy<int64_t> dRows(std::vector<int64_t>{count});
+  const std::vector<float> sentinel(bound * N, kSentinel);
+  auto run = [&]() {
+    DeviceCopy<float> q(sentinel);
+    modk_cuda::linear_rope<H, HD, K, true>(dA.get(), dRows.get(), bound,
+                                           dW.get(), dPos.get(), 10000.0f, 200,
+                                           q.get(), nullptr);
+    return q.read();
+  };
+#if !defined(__CUDACC__)
+  d::gemmTensorCores() = true;
+#endif
+  d::gemmWgmma() = true;
+  for (int tile = 1; tile <= 2; ++tile) {
+    SCOPED_TRACE(testing::Message() << "tile " << tile << ", head dim " << HD);
+    d::gemmTileOverride() = tile;
+    d::gemmTma() = false;
+    const auto direct = run();
+    d::gemmTma() = true;
+    const int64_t launches = d::tmaStats().launches;
+    std::vector<float> viaTma;
+    {
+      modk_cuda::WeightCopyScope scope;
+      viaTma = run();
+    }
+    EXPECT_EQ(d::tmaStats().launches - launches, 1);
+    expectSameBits(viaTma, direct, "RoPE epilogue on TMA");
+  }
+  d::gemmTileOverride() = 0;
+#if !defined(__CUDACC__)
+  d::gemmTensorCores() = MODC_CUDA_TENSOR_CORES != 0;
+#endif
+  d::gemmWgmma() = MODC_CUDA_WGMMA != 0;
+}
+
+inline void checkTmaRopeShapes() {
+  checkTmaRope<3, 64, 128>(130, 140, 3801);
+  checkTmaRope<2, 128, 64>(100, 100, 3802);
+}
+
 /// The GEMM shapes: ragged edges in every dimension, few rows and many; on
 /// a GPU also one of the benchmark's reductions (K 1024: the emulation's
 /// GemmLongReduction covers long reductions at less cost).

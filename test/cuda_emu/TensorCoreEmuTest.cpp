@@ -36,4 +36,10 @@ TEST(TensorCores, TmaGemmsMatchWgmmaAndFp64) {
   modc_tc_check::checkTmaGemmShapes();
 }
 
+TEST(TensorCores, RopeEpilogueOnEveryPath) {
+  modc_tc_check::forEachBf16GemmPath(modc_tc_check::checkFusedRopeShapes);
+}
+
+TEST(TensorCores, RopeEpilogueOnTma) { modc_tc_check::checkTmaRopeShapes(); }
+
 } // namespace

@@ -25,7 +25,7 @@ void instantiate(cudaStream_t st) {
   add_inplace<D>(f, cf, rows, maxRows, st);
   linear<D, D>(cf, rows, maxRows, cf, f, st);
   linear<V, D>(cf, rows, maxRows, cf, f, st);
-  linear_rope<H, HD, D>(cf, rows, maxRows, cf, pos, 10000.0f, f, st);
+  linear_rope<H, HD, D>(cf, rows, maxRows, cf, pos, 10000.0f, S, f, st);
   linear_residual<D, D>(cf, rows, maxRows, cf, cf, f, st);
   linear_residual<D, FF>(cf, rows, maxRows, cf, cf, f, st);
   linear_gelu<FF, D>(cf, rows, maxRows, cf, f, st);
@@ -79,7 +79,7 @@ void instantiateBf16(cudaStream_t st) {
   const int64_t maxRows = 8 * 2048;
   linear<D, D, true>(cf, rows, maxRows, cf, f, st);
   linear<V, D, true>(cf, rows, maxRows, cf, f, st);
-  linear_rope<H, D / H, D, true>(cf, rows, maxRows, cf, pos, 10000.0f, f, st);
+  linear_rope<H, D / H, D, true>(cf, rows, maxRows, cf, pos, 10000.0f, 2048, f, st);
   linear_residual<D, FF, true>(cf, rows, maxRows, cf, cf, f, st);
   linear_gelu<FF, D, true>(cf, rows, maxRows, cf, f, st);
   linear_swiglu<FF, D, true>(cf, rows, maxRows, cf, cf, f, f, st);

@@ -74,4 +74,14 @@ TEST_F(TensorCoresOnGpu, TmaGemmsMatchWgmmaAndFp64) {
   modc_tc_check::checkTmaGemmShapes();
 }
 
+TEST_F(TensorCoresOnGpu, RopeEpilogueOnMmaAndWgmma) {
+  modc_tc_check::forEachBf16GemmPath(modc_tc_check::checkFusedRopeShapes);
+}
+
+TEST_F(TensorCoresOnGpu, RopeEpilogueOnTma) {
+  if (!MODC_CUDA_WGMMA)
+    GTEST_SKIP() << "built without MODC_CUDA_WGMMA (sm_90a): no TMA GEMM";
+  modc_tc_check::checkTmaRopeShapes();
+}
+
 } // namespace

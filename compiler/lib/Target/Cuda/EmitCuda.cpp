@@ -128,10 +128,12 @@ void CudaEmitter::emitGemm(modk::GemmOp op, int indent) {
     emitCall({"linear_gelu", shape, {a, rows, w, y}}, indent);
   } else if (e == "rope") {
     int64_t heads = *op.getNHeads();
+    // The angle table of the fused epilogue covers a sequence's positions.
     emitCall({"linear_rope",
               withBf16Flag({heads, n / heads, k}),
               {a, rows, w, name(op.getExtra()[0]),
-               floatLiteral(op.getRopeTheta()->convertToDouble()), y}},
+               floatLiteral(op.getRopeTheta()->convertToDouble()),
+               std::to_string(seqLen), y}},
              indent);
     rounded = false;
   } else if (e == "residual_add") {

@@ -149,23 +149,83 @@ enum Epilogue {
   EpiSwiglu = 3,   ///< C = silu(aux[idx]) * acc
   EpiBiasSilu = 4, ///< C = silu(acc + aux[n])
   EpiStoreBf16 = 5, ///< C = bf16(acc): values attention reads in a bf16 model
+  /// From here, epiRope<HD, Round>(): C = rope(acc) per head of HD columns
+  /// at the row's position (then rounded to bf16 when Round): the queries
+  /// and keys. Only tiles whose warps hold whole heads take it (ropeFits).
+  EpiRopeFirst = 64,
 };
 
-/// The epilogue applied to acc, the sum at output idx (column n).
+template <int HD, bool Round> __host__ __device__ constexpr int epiRope() {
+  static_assert(HD > 0 && HD % 16 == 0, "fused RoPE pairs whole m16n8 columns");
+  return EpiRopeFirst + 2 * HD + (Round ? 1 : 0);
+}
+__host__ __device__ constexpr bool isEpiRope(int epi) { return epi >= EpiRopeFirst; }
+__host__ __device__ constexpr int epiRopeHeadDim(int epi) { return (epi - EpiRopeFirst) / 2; }
+__host__ __device__ constexpr bool epiRopeRounds(int epi) { return (epi - EpiRopeFirst) % 2 == 1; }
+
+/// What an epilogue reads besides the accumulator. A plain pointer converts
+/// to it (the aux of the elementwise epilogues).
+struct EpiArgs {
+  /// EpiAdd, EpiSwiglu: per output element; EpiBiasSilu: per column.
+  const float *aux = nullptr;
+  /// RoPE: the position of each row, and the (cos, sin) table of positions
+  /// 0 .. ropePositions - 1 (ropeTableFor; null: every angle computed).
+  const int32_t *pos = nullptr;
+  const float2 *ropeTable = nullptr;
+  int32_t ropePositions = 0;
+  float theta = 0.0f;
+  EpiArgs() = default;
+  EpiArgs(const float *aux) : aux(aux) {}
+};
+
+/// RoPE's (cos, sin) for pair j of a head of HD at position p: the angle in
+/// double, only cos and sin rounded (modk_cpu::ropeRotate's values).
+template <int HD>
+__device__ __forceinline__ float2 ropeAngle(int32_t p, int j, float theta) {
+  const double a = static_cast<double>(p) *
+                   pow(static_cast<double>(theta), -2.0 * j / HD);
+  return make_float2(static_cast<float>(cos(a)), static_cast<float>(sin(a)));
+}
+
+/// The angle of pair j at position p from the epilogue's table, or
+/// computed where the table does not reach.
+template <int HD>
+__device__ __forceinline__ float2 ropeAngleAt(const EpiArgs &epi, int32_t p,
+                                              int j) {
+  if (epi.ropeTable && p >= 0 && p < epi.ropePositions)
+    return epi.ropeTable[int64_t(p) * (HD / 2) + j];
+  return ropeAngle<HD>(p, j, epi.theta);
+}
+
+/// Rotates the pair (x0, x1) = (x[j], x[j + HD / 2]) by (cos, sin) =
+/// (cs.x, cs.y). Rounded products and sums (no fused multiply-add), so that
+/// every kernel that rotates gives the same bits as the others and as the
+/// CPU's products.
+__device__ __forceinline__ void ropeRotatePair(float &x0, float &x1,
+                                               float2 cs) {
+  const float y0 = __fsub_rn(__fmul_rn(x0, cs.x), __fmul_rn(x1, cs.y));
+  const float y1 = __fadd_rn(__fmul_rn(x1, cs.x), __fmul_rn(x0, cs.y));
+  x0 = y0;
+  x1 = y1;
+}
+
+/// The epilogue applied to acc, the sum at output idx (column n); not RoPE,
+/// which pairs columns (storeAccumulators).
 template <int EPI>
-__device__ __forceinline__ float gemmEpilogue(float acc, const float *aux,
+__device__ __forceinline__ float gemmEpilogue(float acc, const EpiArgs &epi,
                                               int64_t idx, int64_t n) {
+  static_assert(!isEpiRope(EPI), "RoPE is applied to column pairs");
   if (EPI == EpiStore)
     return acc;
   if (EPI == EpiAdd)
-    return aux[idx] + acc;
+    return epi.aux[idx] + acc;
   if (EPI == EpiGelu)
     return geluf(acc);
   if (EPI == EpiSwiglu)
-    return siluf(aux[idx]) * acc;
+    return siluf(epi.aux[idx]) * acc;
   if (EPI == EpiStoreBf16)
     return bf16Round(acc);
-  return siluf(acc + aux[n]);
+  return siluf(acc + epi.aux[n]);
 }
 
 /// The element types a GEMM may take besides f32 (a bf16 model's buffers
@@ -180,7 +240,7 @@ constexpr bool gemmTypesOk() {
       std::is_same<TC, float>::value ||
       (std::is_same<TC, bf16>::value && DYN != 3 &&
        (EPI == EpiStore || EPI == EpiGelu || EPI == EpiSwiglu ||
-        EPI == EpiStoreBf16));
+        EPI == EpiStoreBf16 || isEpiRope(EPI)));
   return aOk && cOk;
 }
 
@@ -198,6 +258,7 @@ struct GemmTile {
                 "tile loads split evenly over the threads");
   static constexpr int LA = BM * BK / kThreads, LB = BN * BK / kThreads;
   static constexpr int PAD = 4; // keeps float4 alignment of the rows
+  static constexpr int WarpCols = 0; // no m16n8 fragments (epilogueFits)
 };
 using GemmSmall = GemmTile<64, 64, 16, 4, 4, 2>;
 using GemmLarge = GemmTile<128, 128, 8, 8, 8, 2>;
@@ -266,7 +327,7 @@ template <typename T, bool AK, bool BKc, int DYN, int EPI, bool BF,
           typename TA, typename TC>
 __global__ __launch_bounds__(kThreads, T::MINB) void gemmKernel(
     const TA *__restrict__ A, int64_t lda, const float *__restrict__ B,
-    int64_t ldb, TC *C, int64_t ldc, const float *aux, int64_t M,
+    int64_t ldb, TC *C, int64_t ldc, const EpiArgs epi, int64_t M,
     int64_t Ncols, int64_t L, const int64_t *dynRows) {
   constexpr int BM = T::BM, BN = T::BN, BK = T::BK, TM = T::TM, TN = T::TN;
   constexpr int PAD = T::PAD, LA = T::LA, LB = T::LB;
@@ -398,7 +459,7 @@ __global__ __launch_bounds__(kThreads, T::MINB) void gemmKernel(
       if (c >= nValid)
         continue;
       const int64_t idx = row + n0 + c;
-      C[idx] = TC(gemmEpilogue<EPI>(acc[i][j], aux, idx, n0 + c));
+      C[idx] = TC(gemmEpilogue<EPI>(acc[i][j], epi, idx, n0 + c));
     }
   }
 }
@@ -856,6 +917,7 @@ struct TcTile {
   static_assert(BM * BK % kThreads == 0 && BN * BK % kThreads == 0,
                 "tile loads split evenly over the threads");
   static constexpr int LA = BM * BK / kThreads, LB = BN * BK / kThreads;
+  static constexpr int WarpCols = WTN; // a warp's accumulator columns
 };
 using TcSmall = TcTile<64, 64, 16, 2, 4, 2>;
 using TcLarge = TcTile<128, 128, 8, 2, 4, 1>;
@@ -892,10 +954,15 @@ __device__ __forceinline__ void zeroFragments(float (&acc)[MI][NI][4]) {
 /// mma.m16n8k8 and of each warp's 16 rows of a wgmma, acc[i][j][2h + e]
 /// being row r0 + 16 i + g + 8 h, column c0 + 8 j + 2 t + e (g = lane >> 2,
 /// t = lane % 4).
+///
+/// RoPE (isEpiRope) pairs column x of a head with column x + HD / 2, which
+/// is fragment j + HD / 16 of the same thread when the warp's NI * 8
+/// columns are whole heads, starting at a head (ropeFits): the rotation
+/// happens in registers.
 template <int EPI, int MI, int NI, typename TC>
 __device__ __forceinline__ void
 storeAccumulators(const float (&acc)[MI][NI][4], TC *C, int64_t ldc,
-                  const float *aux, int64_t m0, int64_t n0, int r0, int c0,
+                  const EpiArgs &epi, int64_t m0, int64_t n0, int r0, int c0,
                   int mValid, int nValid) {
   const int g = (threadIdx.x % kWarp) >> 2, tg = threadIdx.x & 3;
 #pragma unroll
@@ -906,16 +973,43 @@ storeAccumulators(const float (&acc)[MI][NI][4], TC *C, int64_t ldc,
       if (r >= mValid)
         continue;
       const int64_t row = (m0 + r) * ldc;
+      if constexpr (isEpiRope(EPI)) {
+        constexpr int HD = epiRopeHeadDim(EPI), Half = HD / 2;
+        static_assert(NI * 8 % HD == 0, "a warp's columns are whole heads");
+        const int32_t p = epi.pos[m0 + r];
 #pragma unroll
-      for (int j = 0; j < NI; ++j)
+        for (int j = 0; j < NI; ++j) {
+          if (j * 8 % HD >= Half)
+            continue; // the second half of a head: rotated with the first
 #pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const int c = c0 + j * 8 + 2 * tg + e;
-          if (c >= nValid)
-            continue;
-          const int64_t idx = row + n0 + c;
-          C[idx] = TC(gemmEpilogue<EPI>(acc[i][j][2 * h + e], aux, idx, n0 + c));
+          for (int e = 0; e < 2; ++e) {
+            // Heads are whole inside nValid (the width is H * HD).
+            const int c = c0 + j * 8 + 2 * tg + e;
+            if (c >= nValid)
+              continue;
+            float x0 = acc[i][j][2 * h + e], x1 = acc[i][j + Half / 8][2 * h + e];
+            ropeRotatePair(x0, x1, ropeAngleAt<HD>(epi, p, j * 8 % HD + 2 * tg + e));
+            if (epiRopeRounds(EPI)) {
+              x0 = bf16Round(x0);
+              x1 = bf16Round(x1);
+            }
+            C[row + n0 + c] = TC(x0);
+            C[row + n0 + c + Half] = TC(x1);
+          }
         }
+      } else {
+#pragma unroll
+        for (int j = 0; j < NI; ++j)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const int c = c0 + j * 8 + 2 * tg + e;
+            if (c >= nValid)
+              continue;
+            const int64_t idx = row + n0 + c;
+            C[idx] =
+                TC(gemmEpilogue<EPI>(acc[i][j][2 * h + e], epi, idx, n0 + c));
+          }
+      }
     }
 }
 
@@ -998,7 +1092,7 @@ template <typename T, bool AK, bool BKc, int DYN, int EPI, bool BF,
           typename TA, typename TC>
 __global__ __launch_bounds__(kThreads, T::MINB) void gemmTcKernel(
     const TA *__restrict__ A, int64_t lda, const float *__restrict__ B,
-    int64_t ldb, TC *C, int64_t ldc, const float *aux, int64_t M,
+    int64_t ldb, TC *C, int64_t ldc, const EpiArgs epi, int64_t M,
     int64_t Ncols, int64_t L, const int64_t *dynRows) {
   constexpr int BM = T::BM, BN = T::BN, BK = T::BK, MI = T::MI, NI = T::NI;
   constexpr int LA = T::LA, LB = T::LB;
@@ -1098,7 +1192,7 @@ __global__ __launch_bounds__(kThreads, T::MINB) void gemmTcKernel(
     }
     __syncthreads(); // buffer buf is read by all before it is refilled
   }
-  storeAccumulators<EPI>(acc, C, ldc, aux, m0, n0, wm0, wn0, mValid, nValid);
+  storeAccumulators<EPI>(acc, C, ldc, epi, m0, n0, wm0, wn0, mValid, nValid);
 }
 
 //===----------------------------------------------------------------------===//
@@ -1283,6 +1377,7 @@ __device__ __forceinline__ void fenceProxyAsync() {
 template <int BN_, int MINB_> struct WgTile {
   static constexpr int BM = 128, BN = BN_, BK = 32, MINB = MINB_;
   static_assert(BM / 64 * 128 == kThreads, "a warpgroup per 64 rows");
+  static constexpr int WarpCols = BN; // every warp holds whole rows
 };
 using WgSmall = WgTile<64, 2>;
 using WgLarge = WgTile<128, 1>;
@@ -1382,7 +1477,7 @@ template <typename T, bool AK, bool BKc, int DYN, int EPI, typename TA,
           typename TC>
 __global__ __launch_bounds__(kThreads, T::MINB) void gemmWgKernel(
     const TA *__restrict__ A, int64_t lda, const float *__restrict__ B,
-    int64_t ldb, TC *C, int64_t ldc, const float *aux, int64_t M,
+    int64_t ldb, TC *C, int64_t ldc, const EpiArgs epi, int64_t M,
     int64_t Ncols, int64_t L, const int64_t *dynRows) {
   constexpr int BM = T::BM, BN = T::BN, BK = T::BK;
   using SA = WgSmem<BM, BK>;
@@ -1448,7 +1543,7 @@ __global__ __launch_bounds__(kThreads, T::MINB) void gemmWgKernel(
     wgmmaWait<0>(acc[0]);
     __syncthreads(); // tile t + 1 is stored; buffer buf is no longer read
   }
-  storeAccumulators<EPI>(acc, C, ldc, aux, m0, n0, wg * 64 + warp * 16, 0,
+  storeAccumulators<EPI>(acc, C, ldc, epi, m0, n0, wg * 64 + warp * 16, 0,
                          mValid, nValid);
 }
 
@@ -1468,15 +1563,33 @@ inline int &gemmTileOverride() {
   return choice;
 }
 
+/// Whether tile T can run epilogue EPI: RoPE rotates in registers, so each
+/// warp's accumulator columns (T::WarpCols) must be whole heads.
+template <int EPI, typename T> __host__ __device__ constexpr bool epilogueFits() {
+  return !isEpiRope(EPI) ||
+         (T::WarpCols > 0 && T::WarpCols % epiRopeHeadDim(EPI) == 0);
+}
+
 /// The tile of a GEMM: gemmTileOverride's choice, else the large tile (2)
 /// where it still gives at least `minCtas` CTAs (a few waves; a wgmma CTA
-/// holds a whole SM's worth of work, so one wave), else the small one (1).
-template <typename Large>
+/// holds a whole SM's worth of work, so one wave), else the small one (1);
+/// the other tile where the epilogue does not fit the chosen one, 0 where it
+/// fits neither.
+template <int EPI, typename Small, typename Large>
 inline int gemmTileChoice(int64_t M, int64_t Ncols, int64_t minCtas) {
-  const int choice = gemmTileOverride();
-  if (choice != 0)
-    return choice;
-  return ceilDiv(M, Large::BM) * ceilDiv(Ncols, Large::BN) >= minCtas ? 2 : 1;
+  constexpr bool small = epilogueFits<EPI, Small>();
+  constexpr bool large = epilogueFits<EPI, Large>();
+  if (!small && !large)
+    return 0;
+  int choice = gemmTileOverride();
+  if (choice == 0)
+    choice =
+        ceilDiv(M, Large::BM) * ceilDiv(Ncols, Large::BN) >= minCtas ? 2 : 1;
+  if (choice == 2 && !large)
+    return 1;
+  if (choice == 1 && !small)
+    return 2;
+  return choice;
 }
 
 /// MODC_CUDA_TRACE_GEMMS=1 in the environment: each GEMM launch prints its
@@ -1577,6 +1690,7 @@ __device__ __forceinline__ void tmaLoad2d(void *dst, const CUtensorMap *map,
 /// operand row), STAGES stages in flight.
 template <int BN_, int MINB_> struct TmaTile {
   static constexpr int BM = 128, BN = BN_, BK = 64, MINB = MINB_, STAGES = 4;
+  static constexpr int WarpCols = BN; // every warp holds whole rows
   static constexpr int ABytes = BM * BK * 2, BBytes = BN * BK * 2;
   static constexpr int StageBytes = ABytes + BBytes;
   /// Dynamic shared memory: the stages plus room to align them to 1024.
@@ -1599,7 +1713,7 @@ template <typename T, int DYN, int EPI, typename TC>
 __global__ __launch_bounds__(kThreads, T::MINB) void gemmTmaKernel(
     const __grid_constant__ CUtensorMap mapA,
     const __grid_constant__ CUtensorMap mapB, TC *C, int64_t ldc,
-    const float *aux, int64_t M, int64_t Ncols, int64_t L,
+    const EpiArgs epi, int64_t M, int64_t Ncols, int64_t L,
     const int64_t *dynRows) {
   static_assert(DYN == 0 || DYN == 1, "no split reduction on TMA");
   constexpr int BM = T::BM, BN = T::BN, BK = T::BK, S = T::STAGES;
@@ -1659,7 +1773,7 @@ __global__ __launch_bounds__(kThreads, T::MINB) void gemmTmaKernel(
       issue(t - 1 + S);
   }
   wgmmaWait<0>(acc[0]);
-  storeAccumulators<EPI>(acc, C, ldc, aux, m0, n0, wg * 64 + warp * 16, 0,
+  storeAccumulators<EPI>(acc, C, ldc, epi, m0, n0, wg * 64 + warp * 16, 0,
                          mValid, nValid);
 }
 
@@ -1721,7 +1835,7 @@ inline bool encodeOperandMap(CUtensorMap &map, const bf16 *base, int64_t rows,
 /// memory, so that the caller takes the wgmma kernel that reads them itself.
 template <typename T, int DYN, int EPI, typename TC>
 inline bool launchGemmTmaTile(const bf16 *A, int64_t lda, const bf16 *B,
-                              int64_t ldb, TC *C, int64_t ldc, const float *aux,
+                              int64_t ldb, TC *C, int64_t ldc, const EpiArgs &epi,
                               int64_t M, int64_t Ncols, int64_t L,
                               const int64_t *dynRows, cudaStream_t stream) {
   alignas(64) CUtensorMap mapA, mapB;
@@ -1736,7 +1850,7 @@ inline bool launchGemmTmaTile(const bf16 *A, int64_t lda, const bf16 *B,
     return false;
   MODC_LAUNCH(kernel,
               dim3(unsigned(ceilDiv(Ncols, T::BN)), unsigned(ceilDiv(M, T::BM))),
-              kThreads, T::SmemBytes, stream, mapA, mapB, C, ldc, aux, M, Ncols,
+              kThreads, T::SmemBytes, stream, mapA, mapB, C, ldc, epi, M, Ncols,
               L, dynRows);
   ++tmaStats().launches;
   traceGemm("tma+wgmma", M, Ncols, L, T::BM, T::BN);
@@ -1833,21 +1947,27 @@ constexpr bool tmaOperandsOk() {
 /// rounding.
 template <int DYN, int EPI, typename TC>
 inline bool launchGemmTma(const bf16 *A, int64_t lda, const float *B,
-                          int64_t ldb, TC *C, int64_t ldc, const float *aux,
+                          int64_t ldb, TC *C, int64_t ldc, const EpiArgs &epi,
                           int64_t M, int64_t Ncols, int64_t L,
                           const int64_t *dynRows, cudaStream_t stream) {
-  if (!gemmTma() || !weightCopies().open || lda % 8 != 0 || ldb % 8 != 0 ||
-      reinterpret_cast<uintptr_t>(A) % 16 != 0 || !encodeTiledFn())
+  const int choice = gemmTileChoice<EPI, TmaSmall, TmaLarge>(M, Ncols, 132);
+  if (choice == 0 || !gemmTma() || !weightCopies().open || lda % 8 != 0 ||
+      ldb % 8 != 0 || reinterpret_cast<uintptr_t>(A) % 16 != 0 ||
+      !encodeTiledFn())
     return false;
   const bf16 *Bcopy = weightCopyFor(B, Ncols * ldb, stream);
   if (!Bcopy)
     return false;
-  if (gemmTileChoice<TmaLarge>(M, Ncols, 132) == 2)
-    return launchGemmTmaTile<TmaLarge, DYN, EPI>(A, lda, Bcopy, ldb, C, ldc,
-                                                 aux, M, Ncols, L, dynRows,
+  if constexpr (epilogueFits<EPI, TmaLarge>())
+    if (choice == 2)
+      return launchGemmTmaTile<TmaLarge, DYN, EPI>(A, lda, Bcopy, ldb, C, ldc,
+                                                   epi, M, Ncols, L, dynRows,
+                                                   stream);
+  if constexpr (epilogueFits<EPI, TmaSmall>())
+    return launchGemmTmaTile<TmaSmall, DYN, EPI>(A, lda, Bcopy, ldb, C, ldc,
+                                                 epi, M, Ncols, L, dynRows,
                                                  stream);
-  return launchGemmTmaTile<TmaSmall, DYN, EPI>(A, lda, Bcopy, ldb, C, ldc, aux,
-                                               M, Ncols, L, dynRows, stream);
+  return false;
 }
 
 #if defined(__CUDACC__)
@@ -1913,31 +2033,38 @@ inline auto gemmKernelFor() {
   }
 }
 
+/// C = epilogue(A B) on path P's tile (gemmTileChoice); false where the
+/// epilogue fits neither tile of the path (nothing is enqueued).
 template <int P, bool AK, bool BKc, int DYN, int EPI, bool BF, typename TA,
           typename TC>
-inline void launchGemmPath(const TA *A, int64_t lda, const float *B,
-                           int64_t ldb, TC *C, int64_t ldc, const float *aux,
+inline bool launchGemmPath(const TA *A, int64_t lda, const float *B,
+                           int64_t ldb, TC *C, int64_t ldc, const EpiArgs &epi,
                            int64_t M, int64_t Ncols, int64_t L,
                            const int64_t *dynRows, cudaStream_t stream,
                            unsigned splits) {
   using Small = typename GemmTiles<P>::Small;
   using Large = typename GemmTiles<P>::Large;
-  const int choice =
-      gemmTileChoice<Large>(M, Ncols, P == PathWgmma ? 132 : 264);
-  auto launch = [&](auto kernel, auto tile) {
+  const int choice = gemmTileChoice<EPI, Small, Large>(
+      M, Ncols, P == PathWgmma ? 132 : 264);
+  auto launch = [&](auto tile) {
     using T = decltype(tile);
+    auto kernel = gemmKernelFor<P, T, AK, BKc, DYN, EPI, BF, TA, TC>();
     traceGemm(P == PathWgmma ? "wgmma" : P == PathMma ? "mma.sync" : "simt", M,
               Ncols, L, T::BM, T::BN);
     MODC_LAUNCH(kernel,
                 dim3(unsigned(ceilDiv(Ncols, T::BN)),
                      unsigned(ceilDiv(M, T::BM)), splits),
-                kThreads, 0, stream, A, lda, B, ldb, C, ldc, aux, M, Ncols, L,
+                kThreads, 0, stream, A, lda, B, ldb, C, ldc, epi, M, Ncols, L,
                 dynRows);
+    return true;
   };
-  if (choice == 2)
-    launch(gemmKernelFor<P, Large, AK, BKc, DYN, EPI, BF, TA, TC>(), Large{});
-  else
-    launch(gemmKernelFor<P, Small, AK, BKc, DYN, EPI, BF, TA, TC>(), Small{});
+  if constexpr (epilogueFits<EPI, Large>())
+    if (choice == 2)
+      return launch(Large{});
+  if constexpr (epilogueFits<EPI, Small>())
+    if (choice == 1)
+      return launch(Small{});
+  return false;
 }
 
 /// C = epilogue(A B) over the tensor-core kernel (3xTF32) unless
@@ -1945,21 +2072,23 @@ inline void launchGemmPath(const TA *A, int64_t lda, const float *B,
 /// CTAs along z (DYN == 3 only: the chunks of the split reduction). BF: the
 /// operands are rounded to bf16 (bf16 mma on the tensor-core path; wgmma
 /// when MODC_CUDA_WGMMA, from kWgmmaMinRows rows). A and C may hold bf16
-/// where gemmTypesOk allows.
+/// where gemmTypesOk allows. False only where the epilogue (RoPE) fits no
+/// tile of the path the product takes: nothing was enqueued then.
 template <bool AK, bool BKc, int DYN, int EPI, bool BF = false,
           typename TA = float, typename TC = float>
-inline void launchGemm(const TA *A, int64_t lda, const float *B, int64_t ldb,
-                       TC *C, int64_t ldc, const float *aux, int64_t M,
+inline bool launchGemm(const TA *A, int64_t lda, const float *B, int64_t ldb,
+                       TC *C, int64_t ldc, const EpiArgs &epi, int64_t M,
                        int64_t Ncols, int64_t L, const int64_t *dynRows,
                        cudaStream_t stream, unsigned splits = 1) {
   static_assert(gemmTypesOk<TA, TC, AK, EPI, BF, DYN>(),
                 "bf16 A needs a bf16 product over a contiguous reduction; "
                 "bf16 C an epilogue that does not read C");
+  static_assert(!isEpiRope(EPI) || DYN != 3, "RoPE of a partial product");
   if (M <= 0 || Ncols <= 0)
-    return;
+    return true;
 #define MODC_GEMM_ON(path)                                                     \
-  launchGemmPath<path, AK, BKc, DYN, EPI, BF, TA, TC>(                         \
-      A, lda, B, ldb, C, ldc, aux, M, Ncols, L, dynRows, stream, splits)
+  return launchGemmPath<path, AK, BKc, DYN, EPI, BF, TA, TC>(                  \
+      A, lda, B, ldb, C, ldc, epi, M, Ncols, L, dynRows, stream, splits)
   // Tests force the wgmma kernel on few rows too (a tile override).
   [[maybe_unused]] const bool wgmmaRows = M >= kWgmmaMinRows || gemmTileOverride() != 0;
   // Operands TMA can read (a bf16 A; B a weight with a bf16 copy in this
@@ -1967,11 +2096,10 @@ inline void launchGemm(const TA *A, int64_t lda, const float *B, int64_t ldb,
 #define MODC_GEMM_ON_WGMMA()                                                   \
   do {                                                                         \
     if constexpr (tmaOperandsOk<TA, AK, BKc, DYN>())                           \
-      if (launchGemmTma<DYN, EPI>(A, lda, B, ldb, C, ldc, aux, M, Ncols, L,    \
+      if (launchGemmTma<DYN, EPI>(A, lda, B, ldb, C, ldc, epi, M, Ncols, L,    \
                                   dynRows, stream))                            \
-        return;                                                                \
+        return true;                                                           \
     MODC_GEMM_ON(PathWgmma);                                                   \
-    return;                                                                    \
   } while (0)
 #if defined(__CUDACC__)
   if constexpr (BF && MODC_CUDA_TENSOR_CORES && MODC_CUDA_WGMMA) {
@@ -2000,16 +2128,15 @@ template <int N, int K> constexpr bool gemmWidthsOk() {
 }
 
 template <int N, int K, int EPI, bool BF, typename TA, typename TC>
-inline void linearEpi(const TA *a, const int64_t *rows, int64_t max_rows,
-                      const float *w, const float *aux, TC *y,
+inline bool linearEpi(const TA *a, const int64_t *rows, int64_t max_rows,
+                      const float *w, const EpiArgs &epi, TC *y,
                       cudaStream_t stream) {
   static_assert(gemmWidthsOk<N, K>(), "GEMM widths must be in [1, 2^24)");
   if (rows)
-    launchGemm<true, true, 1, EPI, BF>(a, K, w, K, y, N, aux, max_rows, N, K,
-                                       rows, stream);
-  else
-    launchGemm<true, true, 0, EPI, BF>(a, K, w, K, y, N, aux, max_rows, N, K,
-                                       nullptr, stream);
+    return launchGemm<true, true, 1, EPI, BF>(a, K, w, K, y, N, epi, max_rows,
+                                              N, K, rows, stream);
+  return launchGemm<true, true, 0, EPI, BF>(a, K, w, K, y, N, epi, max_rows, N,
+                                            K, nullptr, stream);
 }
 
 //===----------------------------------------------------------------------===//
@@ -2163,8 +2290,8 @@ __global__ __launch_bounds__(kThreads) void swigluKernel(const float *gate,
 }
 
 /// RoPE: one CTA of 64 threads per row. Thread t takes the pair index j of
-/// its lane within a head group and the heads of its group; the angles are
-/// formed in double as the CPU's ropeRotate forms them.
+/// its lane within a head group and the heads of its group; the angles
+/// (ropeAngle) and the rotation (ropeRotatePair) are the fused epilogue's.
 /// Round: the rotated values are rounded to bf16 (a bf16 model's queries
 /// and keys).
 template <int H, int HD, bool Round>
@@ -2181,19 +2308,77 @@ __global__ __launch_bounds__(64) void ropeKernel(float *x, const int64_t *rows,
   const int g = threadIdx.x / Lanes;
   if (g >= Groups)
     return;
-  const double p = static_cast<double>(pos[i]);
   for (int j = threadIdx.x % Lanes; j < Half; j += Lanes) {
-    const double invFreq = pow(static_cast<double>(theta), -2.0 * j / HD);
-    const double a = p * invFreq;
-    const float c = static_cast<float>(cos(a)), s = static_cast<float>(sin(a));
+    const float2 cs = ropeAngle<HD>(pos[i], j, theta);
     for (int h = g; h < H; h += Groups) {
       float *xh = x + (i * H + h) * HD;
-      const float x0 = xh[j], x1 = xh[j + Half];
-      const float y0 = x0 * c - x1 * s, y1 = x1 * c + x0 * s;
-      xh[j] = Round ? bf16Round(y0) : y0;
-      xh[j + Half] = Round ? bf16Round(y1) : y1;
+      float x0 = xh[j], x1 = xh[j + Half];
+      ropeRotatePair(x0, x1, cs);
+      xh[j] = Round ? bf16Round(x0) : x0;
+      xh[j + Half] = Round ? bf16Round(x1) : x1;
     }
   }
+}
+
+/// Fills table[p * HD / 2 + j] = ropeAngle<HD>(p, j) for p < positions.
+template <int HD>
+__global__ __launch_bounds__(kThreads) void ropeTableKernel(float2 *table,
+                                                            int32_t positions,
+                                                            float theta) {
+  const int64_t n = int64_t(positions) * (HD / 2);
+  for (int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; e < n;
+       e += int64_t(gridDim.x) * blockDim.x)
+    table[e] = ropeAngle<HD>(int32_t(e / (HD / 2)), int(e % (HD / 2)), theta);
+}
+
+/// The (cos, sin) tables of the fused RoPE epilogue, built on first use and
+/// kept for the process (positions x HD / 2 float2 each: 1 MB at 2048
+/// positions of head dim 128).
+struct RopeTable {
+  int hd;
+  float theta;
+  int32_t positions;
+  float2 *table;
+};
+inline std::vector<RopeTable> &ropeTables() {
+  static std::vector<RopeTable> tables;
+  return tables;
+}
+
+/// The table of positions 0 .. positions - 1 for head dim HD and theta,
+/// enqueued on `stream` when first asked for. Null (the epilogue then
+/// computes every angle) while the stream is being captured (a decode step:
+/// no allocation may happen inside a graph) or where no device memory is left.
+template <int HD>
+inline const float2 *ropeTableFor(float theta, int32_t positions,
+                                  cudaStream_t stream) {
+  for (const RopeTable &t : ropeTables())
+    if (t.hd == HD && t.theta == theta && t.positions >= positions)
+      return t.table;
+  cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+  if (positions <= 0 ||
+      cudaStreamIsCapturing(stream, &capturing) != cudaSuccess ||
+      capturing != cudaStreamCaptureStatusNone)
+    return nullptr;
+  void *p = nullptr;
+  const int64_t n = int64_t(positions) * (HD / 2);
+  if (cudaMalloc(&p, size_t(n) * sizeof(float2)) != cudaSuccess) {
+    cudaGetLastError();
+    return nullptr;
+  }
+  auto table = static_cast<float2 *>(p);
+  MODC_LAUNCH(ropeTableKernel<HD>,
+              unsigned(std::min<int64_t>(ceilDiv(n, kThreads), kMaxGrid)),
+              kThreads, 0, stream, table, positions, theta);
+  ropeTables().push_back({HD, theta, positions, table});
+  return table;
+}
+
+/// Test hook: GEMM launches that applied RoPE in their epilogue (host
+/// counter).
+inline int64_t &fusedRopeLaunches() {
+  static int64_t n = 0;
+  return n;
 }
 
 template <int S>
@@ -3087,12 +3272,29 @@ inline void rope(float *x, const int64_t *rows, int64_t max_rows,
   MODC_LAUNCH(k, unsigned(max_rows), 64, 0, stream, x, rows, pos, theta);
 }
 
-/// y = rope(a w^T), w is [H * HD, K]. BF16: bf16 operands, and y (the
-/// queries or keys of a bf16 model) rounded to bf16 after the rotation.
+/// y = rope(a w^T), w is [H * HD, K], at positions pos[i] (below
+/// `positions` for the table; any position is rotated right). BF16: bf16
+/// operands, and y (the queries or keys of a bf16 model) rounded to bf16
+/// after the rotation. The rotation is the GEMM's epilogue where the
+/// product's tile holds whole heads in each warp (HD a multiple of 16 that
+/// divides a warp's columns: the wgmma and TMA tiles up to 128, the
+/// mma.sync tiles up to 16 or 32), else a second kernel.
 template <int H, int HD, int K, bool BF16 = false, typename TA>
 inline void linear_rope(const TA *a, const int64_t *rows, int64_t max_rows,
                         const float *w, const int32_t *pos, float theta,
-                        float *y, cudaStream_t stream) {
+                        int32_t positions, float *y, cudaStream_t stream) {
+  if constexpr (HD % 16 == 0) {
+    detail::EpiArgs epi;
+    epi.pos = pos;
+    epi.theta = theta;
+    epi.ropeTable = detail::ropeTableFor<HD>(theta, positions, stream);
+    epi.ropePositions = epi.ropeTable ? positions : 0;
+    if (detail::linearEpi<H * HD, K, detail::epiRope<HD, BF16>(), BF16>(
+            a, rows, max_rows, w, epi, y, stream)) {
+      ++detail::fusedRopeLaunches();
+      return;
+    }
+  }
   linear<H * HD, K, BF16>(a, rows, max_rows, w, y, stream);
   rope<H, HD, BF16>(y, rows, max_rows, pos, theta, stream);
 }

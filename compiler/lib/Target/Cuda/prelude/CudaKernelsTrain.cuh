@@ -290,20 +290,18 @@ __global__ void ropeGradKernel(float *x, const int64_t *rowsp,
   const int64_t i = blockIdx.x;
   if (i >= *rowsp)
     return;
-  // Angles in double, only cos/sin rounded: exactly as modk_cpu::ropeRotate.
-  const double p = static_cast<double>(pos[i]);
+  // The forward's angles (exactly modk_cpu::ropeRotate's), sin negated:
+  // the inverse rotation.
   for (int j = threadIdx.x; j < Half; j += T) {
-    const double a = p * pow(static_cast<double>(theta), -2.0 * j / HD);
-    cs[j] = static_cast<float>(cos(a));
-    sn[j] = static_cast<float>(-sin(a)); // the inverse rotation
+    const float2 a = detail::ropeAngle<HD>(pos[i], j, theta);
+    cs[j] = a.x;
+    sn[j] = -a.y;
   }
   __syncthreads();
   for (int e = threadIdx.x; e < H * Half; e += T) {
     const int h = e / Half, j = e % Half;
     float *xh = x + (i * H + h) * HD;
-    const float x0 = xh[j], x1 = xh[j + Half];
-    xh[j] = x0 * cs[j] - x1 * sn[j];
-    xh[j + Half] = x1 * cs[j] + x0 * sn[j];
+    detail::ropeRotatePair(xh[j], xh[j + Half], make_float2(cs[j], sn[j]));
   }
 }
 
