@@ -52,4 +52,5 @@ tar -czf "$archive" -C "$(dirname "$out")" "$(basename "$out")"
 echo "prepare.sh: packages in $out ($(du -sh "$out" | cut -f1)), archived as $archive ($(du -sh "$archive" | cut -f1)):"
 ls "$out"
 echo "On the GPU machine, carrying $archive and $tests:"
-echo "  tar -xzf $archive -C $(dirname "$out") && $out/tensor_core_check; LD_LIBRARY_PATH=$out/lib MODC_GPU_TEST_PACKAGES=$out $tests"
+# Time limits, so that a kernel that hangs costs minutes, not the session.
+echo "  tar -xzf $archive -C $(dirname "$out") && timeout 180 $out/tensor_core_check; LD_LIBRARY_PATH=$out/lib MODC_GPU_TEST_PACKAGES=$out timeout 420 $tests"

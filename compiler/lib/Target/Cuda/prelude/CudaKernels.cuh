@@ -164,7 +164,8 @@ __host__ __device__ constexpr int epiRopeHeadDim(int epi) { return (epi - EpiRop
 __host__ __device__ constexpr bool epiRopeRounds(int epi) { return (epi - EpiRopeFirst) % 2 == 1; }
 
 /// What an epilogue reads besides the accumulator. A plain pointer converts
-/// to it (the aux of the elementwise epilogues).
+/// to it (the aux of the elementwise epilogues). Device code takes it by
+/// value: a reference to the kernel parameter would copy it to the stack.
 struct EpiArgs {
   /// EpiAdd, EpiSwiglu: per output element; EpiBiasSilu: per column.
   const float *aux = nullptr;
@@ -190,7 +191,7 @@ __device__ __forceinline__ float2 ropeAngle(int32_t p, int j, float theta) {
 /// The angle of pair j at position p from the epilogue's table, or
 /// computed where the table does not reach.
 template <int HD>
-__device__ __forceinline__ float2 ropeAngleAt(const EpiArgs &epi, int32_t p,
+__device__ __forceinline__ float2 ropeAngleAt(const EpiArgs epi, int32_t p,
                                               int j) {
   if (epi.ropeTable && p >= 0 && p < epi.ropePositions)
     return epi.ropeTable[int64_t(p) * (HD / 2) + j];
@@ -212,7 +213,7 @@ __device__ __forceinline__ void ropeRotatePair(float &x0, float &x1,
 /// The epilogue applied to acc, the sum at output idx (column n); not RoPE,
 /// which pairs columns (storeAccumulators).
 template <int EPI>
-__device__ __forceinline__ float gemmEpilogue(float acc, const EpiArgs &epi,
+__device__ __forceinline__ float gemmEpilogue(float acc, const EpiArgs epi,
                                               int64_t idx, int64_t n) {
   static_assert(!isEpiRope(EPI), "RoPE is applied to column pairs");
   if (EPI == EpiStore)
@@ -962,7 +963,7 @@ __device__ __forceinline__ void zeroFragments(float (&acc)[MI][NI][4]) {
 template <int EPI, int MI, int NI, typename TC>
 __device__ __forceinline__ void
 storeAccumulators(const float (&acc)[MI][NI][4], TC *C, int64_t ldc,
-                  const EpiArgs &epi, int64_t m0, int64_t n0, int r0, int c0,
+                  const EpiArgs epi, int64_t m0, int64_t n0, int r0, int c0,
                   int mValid, int nValid) {
   const int g = (threadIdx.x % kWarp) >> 2, tg = threadIdx.x & 3;
 #pragma unroll
@@ -1654,14 +1655,25 @@ __device__ __forceinline__ void mbarrierArriveExpectTx(uint64_t *bar,
 /// Waits until the phase of parity `parity` of the mbarrier has completed.
 __device__ __forceinline__ void mbarrierWait(uint64_t *bar, unsigned parity) {
 #if defined(__CUDACC__)
+  // A phase that has not completed after ~2^34 cycles (seconds; a stage
+  // takes microseconds) never will: a lost TMA load. Trap, so that the
+  // launch fails with an error instead of hanging the process.
+  constexpr long long kHangCycles = 1LL << 34;
+  const long long start = clock64();
   uint32_t done = 0;
-  while (!done)
+  while (!done) {
     asm volatile("{\n.reg .pred p;\n"
                  "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
                  "selp.u32 %0, 1, 0, p;\n}\n"
                  : "=r"(done)
                  : "r"(sharedAddress(bar)), "r"(parity)
                  : "memory");
+    if (!done && clock64() - start > kHangCycles) {
+      printf("modc: TMA GEMM block (%d, %d): mbarrier phase %u never "
+             "completed\n", int(blockIdx.x), int(blockIdx.y), parity);
+      __trap();
+    }
+  }
 #else
   while (!modc_emu::mbarrierTryWaitParity(bar, parity))
     modc_emu::spin();
