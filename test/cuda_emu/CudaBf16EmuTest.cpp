@@ -281,8 +281,7 @@ void expectBf16Close(const std::vector<float> &got,
 /// The fused roundings of CUDA (linear_rope rounds after the rotation,
 /// linear_to_bf16 in the GEMM epilogue) against the CPU's linear, rope and
 /// round_bf16, on every GEMM path (head dim 32: the rotation is fused into
-/// the GEMM on the large mma.sync tile and on wgmma; positions past the
-/// angle table's 64 computed in the epilogue).
+/// the GEMM on the large mma.sync tile and on wgmma).
 TEST(CudaBf16, FusedRounding) {
   constexpr int H = 2, HD = 32, N = H * HD, K = 40;
   const int64_t rows = 50, maxRows = 53;
@@ -301,7 +300,8 @@ TEST(CudaBf16, FusedRounding) {
     std::vector<float> gq(maxRows * N, kSentinel), gv(maxRows * N, kSentinel);
     modk_cuda::linear_rope<H, HD, K, true>(a.data(), &dRows, maxRows,
                                            w.data(), pos.data(), 10000.0f,
-                                           64, gq.data(), nullptr);
+                                           3 * int32_t(maxRows), gq.data(),
+                                           nullptr);
     modk_cuda::linear_to_bf16<N, K>(a.data(), &dRows, maxRows, w.data(),
                                     gv.data(), nullptr);
     expectBf16Close(gq, q, rows * N, "linear_rope");

@@ -429,6 +429,16 @@ inline cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int) {
   return cudaSuccess;
 }
 inline cudaError_t cudaSetDevice(int) { return cudaSuccess; }
+inline cudaError_t cudaGetDevice(int *device) {
+  *device = 0;
+  return cudaSuccess;
+}
+enum cudaDeviceAttr { cudaDevAttrMultiProcessorCount = 16 };
+inline cudaError_t cudaDeviceGetAttribute(int *value, cudaDeviceAttr,
+                                          int) {
+  *value = cudaDeviceProp().multiProcessorCount;
+  return cudaSuccess;
+}
 inline cudaError_t cudaDeviceSynchronize() { return cudaSuccess; }
 constexpr unsigned cudaStreamNonBlocking = 1;
 inline cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned) {
@@ -626,6 +636,8 @@ inline void mbarrierArriveExpectTx(uint64_t *bar, unsigned bytes) {
   --b.pending;
   b.settle();
 }
+/// mbarrier.arrive (no transaction bytes).
+inline void mbarrierArrive(uint64_t *bar) { mbarrierArriveExpectTx(bar, 0); }
 /// mbarrier.try_wait.parity: whether the phase of that parity completed.
 inline bool mbarrierTryWaitParity(uint64_t *bar, unsigned parity) {
   return mbarrier(bar).phase() != int(parity & 1);

@@ -548,18 +548,25 @@ void checkTmaGemms(int64_t count, int64_t bound, uint32_t seed) {
     d::gemmTma() = false;
     const auto direct = run();
     d::gemmTma() = true;
-    const d::TmaStats before = d::tmaStats();
-    std::vector<std::vector<float>> viaTma;
-    {
-      modk_cuda::WeightCopyScope scope;
-      viaTma = run();
+    // The persistent grid: a CTA a tile, and one or three CTAs taking
+    // several tiles each (the stages' phases carried from tile to tile).
+    for (int ctas : {0, 1, 3}) {
+      SCOPED_TRACE(testing::Message() << "CTAs " << ctas);
+      d::tmaCtaLimit() = ctas;
+      const d::TmaStats before = d::tmaStats();
+      std::vector<std::vector<float>> viaTma;
+      {
+        modk_cuda::WeightCopyScope scope;
+        viaTma = run();
+      }
+      // Five products, two weights: each rounded once.
+      EXPECT_EQ(d::tmaStats().launches - before.launches, 5);
+      EXPECT_EQ(d::tmaStats().roundings - before.roundings, 2);
+      expectGemm(viaTma[0], want, mag, "TMA linear against fp64");
+      for (int i = 0; i < 5; ++i)
+        expectSameBits(viaTma[i], direct[i], what[i]);
     }
-    // Five products, two weights: each rounded once.
-    EXPECT_EQ(d::tmaStats().launches - before.launches, 5);
-    EXPECT_EQ(d::tmaStats().roundings - before.roundings, 2);
-    expectGemm(viaTma[0], want, mag, "TMA linear against fp64");
-    for (int i = 0; i < 5; ++i)
-      expectSameBits(viaTma[i], direct[i], what[i]);
+    d::tmaCtaLimit() = 0;
 
     // New weight values at the same address: the next call rounds again.
     auto changed = randomFloats(N * K, seed + 10 + tile);
@@ -630,24 +637,24 @@ template <int HD> bool ropeFitsPath(int path) {
   return false;
 }
 
-/// The epilogue arguments linear_rope passes: positions, theta and the
-/// angle table of `positions` positions.
+/// The epilogue arguments linear_rope passes: the positions and the angle
+/// table of `positions` positions.
 template <int HD>
 modk_cuda::detail::EpiArgs ropeArgs(const int32_t *pos, float theta,
                                     int32_t positions) {
   modk_cuda::detail::EpiArgs epi;
   epi.pos = pos;
-  epi.theta = theta;
   epi.ropeTable = modk_cuda::detail::ropeTableFor<HD>(theta, positions, nullptr);
-  epi.ropePositions = epi.ropeTable ? positions : 0;
+  epi.ropePositions = positions;
+  EXPECT_NE(epi.ropeTable, nullptr);
   return epi;
 }
 
 /// y = rope(a w^T) for `count` rows of a bound of `bound`, H heads of HD, at
-/// random positions half of which lie past the angle table's `positions`
-/// (the epilogue computes those angles): the product (bf16 operands when
-/// BF) rotated in the GEMM's epilogue where the path has a tile that holds
-/// whole heads in each warp, else by the rope kernel. Checked against fp64
+/// random positions below `positions` (the last one among them): the
+/// product (bf16 operands when BF) rotated in the GEMM's epilogue where the
+/// path has a tile that holds whole heads in each warp, else by the rope
+/// kernel. Checked against fp64
 /// (the angles' cos and sin rounded to f32, as the CPU forms them); bit for
 /// bit against the GEMM followed by the rope kernel; with BF the rounded
 /// queries equal the unrounded ones rounded; rows past the count untouched;
@@ -659,7 +666,8 @@ void checkFusedRope(int64_t count, int64_t bound, int32_t positions,
   constexpr int N = H * HD, Half = HD / 2;
   const float theta = 10000.0f;
   const auto a = randomFloats(bound * K, seed), w = randomFloats(N * K, seed + 1);
-  const auto pos = randomInts(bound, seed + 2, 0, 2 * positions - 1);
+  auto pos = randomInts(bound, seed + 2, 0, positions - 1);
+  pos[count / 2] = positions - 1;
   DeviceCopy<float> dA(a), dW(w);
   DeviceCopy<int32_t> dPos(pos);
   DeviceCopy<int64_t> dRows(std::vector<int64_t>{count});
@@ -725,7 +733,7 @@ inline void checkFusedRopeShapes() {
   checkFusedRope<3, 16, 40, true>(37, 40, 64, 3701);
   checkFusedRope<4, 32, 48, true>(130, 140, 100, 3702);
   checkFusedRope<2, 64, 64, true>(70, 70, 128, 3703);
-  checkFusedRope<2, 128, 32, true>(100, 129, 256, 3704);
+  checkFusedRope<2, 128, 32, true>(100, 129, 5000, 3704);
   checkFusedRope<3, 16, 40, false>(37, 40, 64, 3705);
   checkFusedRope<4, 32, 48, false>(130, 140, 100, 3706);
 }
@@ -739,7 +747,7 @@ void checkTmaRope(int64_t count, int64_t bound, uint32_t seed) {
   namespace d = modk_cuda::detail;
   constexpr int N = H * HD;
   const auto a = randomFloats(bound * K, seed), w = randomFloats(N * K, seed + 1);
-  const auto pos = randomInts(bound, seed + 2, 0, 300);
+  const auto pos = randomInts(bound, seed + 2, 0, 199);
   std::vector<bf16> aBits;
   for (float x : a)
     aBits.push_back(bf16Bits(bf16Value(x)));
@@ -765,14 +773,19 @@ void checkTmaRope(int64_t count, int64_t bound, uint32_t seed) {
     d::gemmTma() = false;
     const auto direct = run();
     d::gemmTma() = true;
-    const int64_t launches = d::tmaStats().launches;
-    std::vector<float> viaTma;
-    {
-      modk_cuda::WeightCopyScope scope;
-      viaTma = run();
+    for (int ctas : {0, 2}) {
+      SCOPED_TRACE(testing::Message() << "CTAs " << ctas);
+      d::tmaCtaLimit() = ctas;
+      const int64_t launches = d::tmaStats().launches;
+      std::vector<float> viaTma;
+      {
+        modk_cuda::WeightCopyScope scope;
+        viaTma = run();
+      }
+      EXPECT_EQ(d::tmaStats().launches - launches, 1);
+      expectSameBits(viaTma, direct, "RoPE epilogue on TMA");
     }
-    EXPECT_EQ(d::tmaStats().launches - launches, 1);
-    expectSameBits(viaTma, direct, "RoPE epilogue on TMA");
+    d::tmaCtaLimit() = 0;
   }
   d::gemmTileOverride() = 0;
 #if !defined(__CUDACC__)

@@ -169,12 +169,11 @@ __host__ __device__ constexpr bool epiRopeRounds(int epi) { return (epi - EpiRop
 struct EpiArgs {
   /// EpiAdd, EpiSwiglu: per output element; EpiBiasSilu: per column.
   const float *aux = nullptr;
-  /// RoPE: the position of each row, and the (cos, sin) table of positions
-  /// 0 .. ropePositions - 1 (ropeTableFor; null: every angle computed).
+  /// RoPE: the position of each row, below ropePositions, and the (cos,
+  /// sin) table of positions 0 .. ropePositions - 1 (ropeTableFor).
   const int32_t *pos = nullptr;
   const float2 *ropeTable = nullptr;
   int32_t ropePositions = 0;
-  float theta = 0.0f;
   EpiArgs() = default;
   EpiArgs(const float *aux) : aux(aux) {}
 };
@@ -188,14 +187,16 @@ __device__ __forceinline__ float2 ropeAngle(int32_t p, int j, float theta) {
   return make_float2(static_cast<float>(cos(a)), static_cast<float>(sin(a)));
 }
 
-/// The angle of pair j at position p from the epilogue's table, or
-/// computed where the table does not reach.
+/// The angle of pair j at position p from the epilogue's table. Positions
+/// are below the table's length (linear_rope's contract; clamped only so
+/// that a broken contract cannot read outside the table). No angle is
+/// computed here: the double-precision sin and cos would take the GEMM's
+/// registers (spills on the small TMA tile).
 template <int HD>
 __device__ __forceinline__ float2 ropeAngleAt(const EpiArgs epi, int32_t p,
                                               int j) {
-  if (epi.ropeTable && p >= 0 && p < epi.ropePositions)
-    return epi.ropeTable[int64_t(p) * (HD / 2) + j];
-  return ropeAngle<HD>(p, j, epi.theta);
+  p = p < 0 ? 0 : (p < epi.ropePositions ? p : epi.ropePositions - 1);
+  return epi.ropeTable[int64_t(p) * (HD / 2) + j];
 }
 
 /// Rotates the pair (x0, x1) = (x[j], x[j + HD / 2]) by (cos, sin) =
@@ -1697,9 +1698,25 @@ __device__ __forceinline__ void tmaLoad2d(void *dst, const CUtensorMap *map,
 #endif
 }
 
-/// TMA GEMM tiles: BM x BN outputs per CTA of two warpgroups (a 64 x BN slab
-/// each), BK = 64 reduction steps a stage (one swizzled 128-byte row per
-/// operand row), STAGES stages in flight.
+/// This thread's arrival on the mbarrier (no transaction bytes).
+__device__ __forceinline__ void mbarrierArrive(uint64_t *bar) {
+#if defined(__CUDACC__)
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(
+                   sharedAddress(bar))
+               : "memory");
+#else
+  modc_emu::mbarrierArrive(bar);
+#endif
+}
+
+/// Threads of a TMA GEMM CTA: a producer warpgroup (one thread issues the
+/// loads) and two consumer warpgroups (the wgmmas and the epilogue).
+constexpr int kTmaThreads = 384;
+constexpr int kTmaConsumerWarps = 8;
+
+/// TMA GEMM tiles: BM x BN outputs per tile, a 64 x BN slab for each
+/// consumer warpgroup, BK = 64 reduction steps a stage (one swizzled
+/// 128-byte row per operand row), STAGES stages in flight.
 template <int BN_, int MINB_> struct TmaTile {
   static constexpr int BM = 128, BN = BN_, BK = 64, MINB = MINB_, STAGES = 4;
   static constexpr int WarpCols = BN; // every warp holds whole rows
@@ -1715,78 +1732,127 @@ using TmaLarge = TmaTile<128, 1>;
 
 /// The wgmma GEMM fed by TMA: C = epilogue(A B^T) with A [M, L] and B
 /// [Ncols, L] bf16 in global memory, both K-contiguous, described by the
-/// tensor maps (boxes of BK x BM and BK x BN, 128-byte swizzle). Thread 0
-/// issues the loads of STAGES tiles ahead, each stage completing on its
-/// mbarrier; every warpgroup waits for its stage, issues one wgmma per k16
-/// step and keeps one group in flight; the barrier after the wgmmas of
-/// tile t - 1 completed frees that stage for tile t - 1 + STAGES. DYN 0 or
-/// 1 (rows on the device), epilogues as gemmWgKernel.
+/// tensor maps (boxes of BK x BM and BK x BN, 128-byte swizzle).
+/// Persistent and warp-specialised: CTA b takes output tiles b, b + grid,
+/// ... (row-major over the tile grid). Thread 0 of the producer warpgroup
+/// streams every k-tile of those tiles through the STAGES stages: it waits
+/// until a stage is empty, then loads it, the stage completing on its
+/// `full` mbarrier. The consumer warpgroups wait for a full stage, issue one
+/// wgmma per k16 step and keep one group in flight; once a k-tile's wgmmas
+/// completed, each consumer warp arrives on that stage's `empty` mbarrier.
+/// So the loads of the next tile run during this tile's epilogue. k-tile
+/// number it (counted over all of the CTA's tiles) uses stage it % STAGES
+/// for the (it / STAGES)-th time: `full` phase it / STAGES, and `empty`
+/// phase it / STAGES - 1 must have completed (on a fresh barrier the
+/// phase before the first counts as completed). DYN 0 or 1 (rows on the
+/// device), epilogues as gemmWgKernel.
 template <typename T, int DYN, int EPI, typename TC>
-__global__ __launch_bounds__(kThreads, T::MINB) void gemmTmaKernel(
+__global__ __launch_bounds__(kTmaThreads, T::MINB) void gemmTmaKernel(
     const __grid_constant__ CUtensorMap mapA,
     const __grid_constant__ CUtensorMap mapB, TC *C, int64_t ldc,
     const EpiArgs epi, int64_t M, int64_t Ncols, int64_t L,
     const int64_t *dynRows) {
   static_assert(DYN == 0 || DYN == 1, "no split reduction on TMA");
   constexpr int BM = T::BM, BN = T::BN, BK = T::BK, S = T::STAGES;
-  const bf16 *noA = nullptr;
-  const float *noB = nullptr;
-  int64_t m0, n0;
-  if (!gemmCta<true, true, DYN, BM, BN>(noA, 0, noB, 0, C, ldc, M, Ncols, L,
-                                        dynRows, m0, n0))
-    return;
+  if (DYN == 1)
+    M = *dynRows;
+  const int64_t tilesN = (Ncols + BN - 1) / BN;
+  const int64_t tiles = (M + BM - 1) / BM * tilesN;
+  const int64_t ktiles = (L + BK - 1) / BK;
+  if (int64_t(blockIdx.x) >= tiles)
+    return; // the whole CTA, before any barrier
 
   MODC_DYNAMIC_SHARED(unsigned char, smemRaw);
   unsigned char *smem = reinterpret_cast<unsigned char *>(
       (reinterpret_cast<uintptr_t>(smemRaw) + 1023) & ~uintptr_t(1023));
-  __shared__ __align__(8) uint64_t full[S];
+  __shared__ __align__(8) uint64_t full[S], empty[S];
 
-  const int tid = threadIdx.x, wg = tid / 128, warp = (tid % 128) / kWarp;
-  const int mValid = int(minI64(BM, M - m0));
-  const int nValid = int(minI64(BN, Ncols - n0));
-  const int64_t ntiles = (L + BK - 1) / BK;
-  auto issue = [&](int64_t t) { // thread 0: tile t into stage t % S
-    unsigned char *stage = smem + (t % S) * T::StageBytes;
-    uint64_t *bar = &full[t % S];
-    mbarrierArriveExpectTx(bar, T::StageBytes);
-    tmaLoad2d(stage, &mapA, int(t * BK), int(m0), bar);
-    tmaLoad2d(stage + T::ABytes, &mapB, int(t * BK), int(n0), bar);
-  };
+  const int tid = threadIdx.x, wg = tid / 128;
   if (tid == 0) {
-    for (int s = 0; s < S; ++s)
+    for (int s = 0; s < S; ++s) {
       mbarrierInit(&full[s], 1);
+      mbarrierInit(&empty[s], kTmaConsumerWarps);
+    }
     fenceMbarrierInit();
   }
-  __syncthreads();
-  if (tid == 0)
-    for (int64_t t = 0; t < S && t < ntiles; ++t)
-      issue(t);
+  __syncthreads(); // the only block barrier: the roles part here
 
-  float acc[1][BN / 8][4];
-  zeroFragments(acc);
-
-  for (int64_t t = 0; t < ntiles; ++t) {
-    const int st = int(t % S);
-    mbarrierWait(&full[st], unsigned((t / S) & 1));
-    // The lanes may leave the wait loop apart; the .aligned wgmma
-    // instructions need the warp converged.
-    __syncwarp();
-    const unsigned char *a = smem + st * T::StageBytes + wg * 64 * 128;
-    const unsigned char *b = smem + st * T::StageBytes + T::ABytes;
-    wgmmaFence(acc[0]);
-#pragma unroll
-    for (int s = 0; s < BK / 16; ++s) // k16 step s: bytes 32 s of each row
-      wgmmaBf16<BN>(acc[0], wgmmaDescriptorSw128(a + 32 * s),
-                    wgmmaDescriptorSw128(b + 32 * s), smem);
-    wgmmaCommit();
-    wgmmaWait<1>(acc[0]); // this warpgroup's wgmmas of tile t - 1 are done
-    __syncthreads();      // and the other's: stage (t - 1) % S is free
-    if (tid == 0 && t >= 1 && t - 1 + S < ntiles)
-      issue(t - 1 + S);
+  if (wg == 0) {
+    if (tid != 0)
+      return;
+    int64_t it = 0;
+    for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+      const int m0 = int((tile / tilesN) * BM), n0 = int((tile % tilesN) * BN);
+      for (int64_t kt = 0; kt < ktiles; ++kt, ++it) {
+        const int st = int(it % S);
+        const unsigned use = unsigned(it / S);
+        mbarrierWait(&empty[st], (use & 1) ^ 1);
+        unsigned char *stage = smem + st * T::StageBytes;
+        mbarrierArriveExpectTx(&full[st], T::StageBytes);
+        tmaLoad2d(stage, &mapA, int(kt * BK), m0, &full[st]);
+        tmaLoad2d(stage + T::ABytes, &mapB, int(kt * BK), n0, &full[st]);
+      }
+    }
+    return;
   }
-  wgmmaWait<0>(acc[0]);
-  storeAccumulators<EPI>(acc, C, ldc, epi, m0, n0, wg * 64 + warp * 16, 0,
-                         mValid, nValid);
+
+  const int slab = wg - 1, warp = (tid % 128) / kWarp, lane = tid % kWarp;
+  int64_t it = 0;
+  for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+    const int64_t m0 = (tile / tilesN) * BM, n0 = (tile % tilesN) * BN;
+    const int mValid = int(minI64(BM, M - m0));
+    const int nValid = int(minI64(BN, Ncols - n0));
+    // One m16n8 fragment row (storeAccumulators' MI = 1) per warp.
+    float acc[1][BN / 8][4];
+    zeroFragments(acc);
+    for (int64_t kt = 0; kt < ktiles; ++kt, ++it) {
+      const int st = int(it % S);
+      mbarrierWait(&full[st], unsigned(it / S) & 1);
+      // The lanes may leave the wait loop apart; the .aligned wgmma
+      // instructions need the warp converged.
+      __syncwarp();
+      const unsigned char *a = smem + st * T::StageBytes + slab * 64 * 128;
+      const unsigned char *b = smem + st * T::StageBytes + T::ABytes;
+      wgmmaFence(acc[0]);
+#pragma unroll
+      for (int s = 0; s < BK / 16; ++s) // k16 step s: bytes 32 s of each row
+        wgmmaBf16<BN>(acc[0], wgmmaDescriptorSw128(a + 32 * s),
+                      wgmmaDescriptorSw128(b + 32 * s), smem);
+      wgmmaCommit();
+      wgmmaWait<1>(acc[0]); // this warp's wgmmas of k-tile it - 1 are done
+      if (kt > 0 && lane == 0)
+        mbarrierArrive(&empty[(it - 1) % S]);
+    }
+    wgmmaWait<0>(acc[0]);
+    if (ktiles > 0 && lane == 0)
+      mbarrierArrive(&empty[(it - 1) % S]);
+    storeAccumulators<EPI>(acc, C, ldc, epi, m0, n0, slab * 64 + warp * 16, 0,
+                           mValid, nValid);
+  }
+}
+
+/// Test hook: CTAs of a TMA GEMM grid at most (0: as many as the GPU holds
+/// at once), so that a check can make each CTA take several tiles.
+inline int &tmaCtaLimit() {
+  static int limit = 0;
+  return limit;
+}
+
+/// The persistent grid of a TMA GEMM over `tiles` output tiles: one CTA a
+/// tile up to the CTAs the GPU holds at once (MINB per SM).
+template <typename T> inline unsigned tmaGrid(int64_t tiles) {
+  static const int sms = [] {
+    int device = 0, n = 0;
+    if (cudaGetDevice(&device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device) !=
+            cudaSuccess)
+      n = 132;
+    return n;
+  }();
+  int64_t ctas = int64_t(sms) * T::MINB;
+  if (tmaCtaLimit() > 0)
+    ctas = tmaCtaLimit();
+  return unsigned(tiles < ctas ? tiles : ctas);
 }
 
 /// Test hook: TMA kernel launches and weight roundings so far (host
@@ -1860,10 +1926,10 @@ inline bool launchGemmTmaTile(const bf16 *A, int64_t lda, const bf16 *B,
                            T::SmemBytes) == cudaSuccess;
   if (!sized)
     return false;
-  MODC_LAUNCH(kernel,
-              dim3(unsigned(ceilDiv(Ncols, T::BN)), unsigned(ceilDiv(M, T::BM))),
-              kThreads, T::SmemBytes, stream, mapA, mapB, C, ldc, epi, M, Ncols,
-              L, dynRows);
+  // M is the bound of the rows (DYN 1: the kernel reads the count).
+  MODC_LAUNCH(kernel, tmaGrid<T>(ceilDiv(M, T::BM) * ceilDiv(Ncols, T::BN)),
+              kTmaThreads, T::SmemBytes, stream, mapA, mapB, C, ldc, epi, M,
+              Ncols, L, dynRows);
   ++tmaStats().launches;
   traceGemm("tma+wgmma", M, Ncols, L, T::BM, T::BN);
   return true;
@@ -2358,9 +2424,9 @@ inline std::vector<RopeTable> &ropeTables() {
 }
 
 /// The table of positions 0 .. positions - 1 for head dim HD and theta,
-/// enqueued on `stream` when first asked for. Null (the epilogue then
-/// computes every angle) while the stream is being captured (a decode step:
-/// no allocation may happen inside a graph) or where no device memory is left.
+/// enqueued on `stream` when first asked for. Null (RoPE then takes its own
+/// kernel) while the stream is being captured (a decode step: no allocation
+/// may happen inside a graph) or where no device memory is left.
 template <int HD>
 inline const float2 *ropeTableFor(float theta, int32_t positions,
                                   cudaStream_t stream) {
@@ -3284,13 +3350,13 @@ inline void rope(float *x, const int64_t *rows, int64_t max_rows,
   MODC_LAUNCH(k, unsigned(max_rows), 64, 0, stream, x, rows, pos, theta);
 }
 
-/// y = rope(a w^T), w is [H * HD, K], at positions pos[i] (below
-/// `positions` for the table; any position is rotated right). BF16: bf16
-/// operands, and y (the queries or keys of a bf16 model) rounded to bf16
-/// after the rotation. The rotation is the GEMM's epilogue where the
-/// product's tile holds whole heads in each warp (HD a multiple of 16 that
-/// divides a warp's columns: the wgmma and TMA tiles up to 128, the
-/// mma.sync tiles up to 16 or 32), else a second kernel.
+/// y = rope(a w^T), w is [H * HD, K], at positions pos[i] in [0,
+/// positions) (a sequence's). BF16: bf16 operands, and y (the queries or
+/// keys of a bf16 model) rounded to bf16 after the rotation. The rotation is
+/// the GEMM's epilogue, reading the angle table, where the product's tile
+/// holds whole heads in each warp (HD a multiple of 16 that divides a
+/// warp's columns: the wgmma and TMA tiles up to 128, the mma.sync tiles up
+/// to 16 or 32), else (or with no table) a second kernel.
 template <int H, int HD, int K, bool BF16 = false, typename TA>
 inline void linear_rope(const TA *a, const int64_t *rows, int64_t max_rows,
                         const float *w, const int32_t *pos, float theta,
@@ -3298,10 +3364,10 @@ inline void linear_rope(const TA *a, const int64_t *rows, int64_t max_rows,
   if constexpr (HD % 16 == 0) {
     detail::EpiArgs epi;
     epi.pos = pos;
-    epi.theta = theta;
     epi.ropeTable = detail::ropeTableFor<HD>(theta, positions, stream);
-    epi.ropePositions = epi.ropeTable ? positions : 0;
-    if (detail::linearEpi<H * HD, K, detail::epiRope<HD, BF16>(), BF16>(
+    epi.ropePositions = positions;
+    if (epi.ropeTable &&
+        detail::linearEpi<H * HD, K, detail::epiRope<HD, BF16>(), BF16>(
             a, rows, max_rows, w, epi, y, stream)) {
       ++detail::fusedRopeLaunches();
       return;
