@@ -356,53 +356,111 @@ TEST_P(CudaVsCpu, DecodeAfterPrefillMatches) {
   EXPECT_LT(cuda->deviceTraffic().toDevice - before, weightBytes / 10);
 }
 
-TEST_P(CudaVsCpu, DeviceReportsATokenOutsideTheVocabulary) {
-  // Through the raw ABI: the runtime's own checks would refuse it first.
-  void *lib = ::dlopen((cuda->directory() + "/libmodel.so").c_str(),
-                       RTLD_NOW | RTLD_LOCAL);
-  ASSERT_NE(lib, nullptr);
-  auto sym = [&](const char *n) { return ::dlsym(lib, n); };
-  auto init = reinterpret_cast<decltype(&modc_cuda_init)>(sym("modc_cuda_init"));
-  auto alloc = reinterpret_cast<decltype(&modc_cuda_alloc)>(sym("modc_cuda_alloc"));
-  auto copy = reinterpret_cast<decltype(&modc_cuda_copy)>(sym("modc_cuda_copy"));
-  auto sync = reinterpret_cast<decltype(&modc_cuda_sync)>(sym("modc_cuda_sync"));
-  auto forward = reinterpret_cast<decltype(&modc_forward)>(sym("modc_forward"));
-  auto wsBytes = reinterpret_cast<decltype(&modc_forward_workspace_bytes)>(
-      sym("modc_forward_workspace_bytes"));
-  auto lastError = reinterpret_cast<decltype(&modc_last_error)>(sym("modc_last_error"));
-  ASSERT_EQ(init(0), 0) << lastError();
-  const Manifest &m = cuda->manifest();
+/// A CUDA package opened through its raw ABI (the runtime's own checks would
+/// refuse bad input before the package sees it), with the weights on the
+/// device.
+struct RawCudaPackage {
+  void *lib = nullptr;
+  decltype(&modc_cuda_alloc) alloc = nullptr;
+  decltype(&modc_cuda_copy) copy = nullptr;
+  decltype(&modc_cuda_sync) sync = nullptr;
+  decltype(&modc_last_error) lastError = nullptr;
   std::vector<const float *> params;
-  for (const ParamInfo &p : m.params) {
-    void *d = nullptr;
-    const Tensor &t = weights.get(p.name);
-    ASSERT_EQ(alloc(uint64_t(t.numel()) * 4, &d), 0) << lastError();
-    ASSERT_EQ(copy(d, t.f32(), uint64_t(t.numel()) * 4, 0), 0) << lastError();
-    params.push_back(static_cast<const float *>(d));
+
+  void open(const Package &pkg, const TensorMap &weights) {
+    lib = ::dlopen((pkg.directory() + "/libmodel.so").c_str(),
+                   RTLD_NOW | RTLD_LOCAL);
+    ASSERT_NE(lib, nullptr);
+    alloc = symbol<decltype(alloc)>("modc_cuda_alloc");
+    copy = symbol<decltype(copy)>("modc_cuda_copy");
+    sync = symbol<decltype(sync)>("modc_cuda_sync");
+    lastError = symbol<decltype(lastError)>("modc_last_error");
+    ASSERT_EQ(symbol<decltype(&modc_cuda_init)>("modc_cuda_init")(0), 0)
+        << lastError();
+    for (const ParamInfo &p : pkg.manifest().params) {
+      const Tensor &t = weights.get(p.name);
+      params.push_back(static_cast<const float *>(
+          upload(t.f32(), uint64_t(t.numel()) * 4)));
+    }
   }
+  template <typename F> F symbol(const char *name) {
+    return reinterpret_cast<F>(::dlsym(lib, name));
+  }
+  /// A device copy of `bytes` bytes at host (zeros where host is null).
+  void *upload(const void *host, uint64_t bytes) {
+    void *d = nullptr;
+    EXPECT_EQ(alloc(bytes, &d), 0) << lastError();
+    std::vector<char> zeros(host ? 0 : bytes, 0);
+    EXPECT_EQ(copy(d, host ? host : zeros.data(), bytes, 0), 0) << lastError();
+    return d;
+  }
+};
+
+TEST_P(CudaVsCpu, DeviceReportsATokenOutsideTheVocabulary) {
+  RawCudaPackage raw;
+  ASSERT_NO_FATAL_FAILURE(raw.open(*cuda, weights));
+  auto forward = raw.symbol<decltype(&modc_forward)>("modc_forward");
+  auto wsBytes = raw.symbol<decltype(&modc_forward_workspace_bytes)>(
+      "modc_forward_workspace_bytes");
+  const Manifest &m = cuda->manifest();
   std::vector<int32_t> tokens = randomTokens(kSeqLen, 96, 3);
   tokens[7] = 96; // one past the vocabulary
-  void *dTokens, *dLogits, *dRouted, *dWs;
-  ASSERT_EQ(alloc(tokens.size() * 4, &dTokens), 0);
-  ASSERT_EQ(copy(dTokens, tokens.data(), tokens.size() * 4, 0), 0);
-  ASSERT_EQ(alloc(kSeqLen * 96 * 4, &dLogits), 0);
-  ASSERT_EQ(alloc(m.routedLayers.size() * kSeqLen * 4, &dRouted), 0);
-  ASSERT_EQ(alloc(wsBytes(1), &dWs), 0);
   modc_forward_args args{};
   args.batch = 1;
   args.seq_len = kSeqLen;
   args.mode = MODC_MODE_TOPK;
-  args.tokens = static_cast<const int32_t *>(dTokens);
-  args.params = params.data();
-  args.logits = static_cast<float *>(dLogits);
-  args.routed = static_cast<int32_t *>(dRouted);
-  args.workspace = dWs;
-  ASSERT_EQ(forward(&args), 0) << lastError();
-  EXPECT_EQ(sync(), MODC_ERR_INVALID_ARGUMENT);
-  EXPECT_NE(std::string(lastError()).find("sequence 0 position 7"),
+  args.tokens = static_cast<const int32_t *>(
+      raw.upload(tokens.data(), tokens.size() * 4));
+  args.params = raw.params.data();
+  args.logits = static_cast<float *>(raw.upload(nullptr, kSeqLen * 96 * 4));
+  args.routed = static_cast<int32_t *>(
+      raw.upload(nullptr, m.routedLayers.size() * kSeqLen * 4));
+  args.workspace = raw.upload(nullptr, wsBytes(1));
+  ASSERT_EQ(forward(&args), 0) << raw.lastError();
+  EXPECT_EQ(raw.sync(), MODC_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(raw.lastError()).find("sequence 0 position 7"),
             std::string::npos)
-      << lastError();
-  EXPECT_EQ(sync(), 0) << "the error is reported once";
+      << raw.lastError();
+  EXPECT_EQ(raw.sync(), 0) << "the error is reported once";
+}
+
+TEST_P(CudaVsCpu, DeviceReportsAPositionOutsideTheContext) {
+  RawCudaPackage raw;
+  ASSERT_NO_FATAL_FAILURE(raw.open(*cuda, weights));
+  auto decode = raw.symbol<decltype(&modc_decode)>("modc_decode");
+  auto wsBytes = raw.symbol<decltype(&modc_decode_workspace_bytes)>(
+      "modc_decode_workspace_bytes");
+  auto cacheBytes =
+      raw.symbol<decltype(&modc_kv_cache_bytes)>("modc_kv_cache_bytes");
+  const Manifest &m = cuda->manifest();
+  const int64_t B = 3, layers = int64_t(m.params.size()); // counts: ample
+  const std::vector<int32_t> tokens = randomTokens(B, 96, 4);
+  // Sequence 1 one past the context (active), sequence 2 far past it but
+  // inactive (ignored).
+  const std::vector<int32_t> positions = {3, int32_t(kSeqLen), 1000};
+  const std::vector<uint8_t> active = {1, 1, 0};
+  modc_decode_args args{};
+  args.batch = B;
+  args.tokens = static_cast<const int32_t *>(raw.upload(tokens.data(), B * 4));
+  args.positions =
+      static_cast<const int32_t *>(raw.upload(positions.data(), B * 4));
+  args.active = static_cast<const uint8_t *>(raw.upload(active.data(), B));
+  args.params = raw.params.data();
+  args.logits = static_cast<float *>(raw.upload(nullptr, B * 96 * 4));
+  args.routed = static_cast<int32_t *>(
+      raw.upload(nullptr, m.routedLayers.size() * B * 4));
+  args.kv_cache = static_cast<float *>(raw.upload(nullptr, cacheBytes(B)));
+  args.kv_counts =
+      static_cast<int32_t *>(raw.upload(nullptr, layers * B * 4));
+  args.workspace = raw.upload(nullptr, wsBytes(B));
+  ASSERT_EQ(decode(&args), 0) << raw.lastError();
+  EXPECT_EQ(raw.sync(), MODC_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(raw.lastError())
+                .find("position of sequence 1 is outside the context [0, " +
+                      std::to_string(kSeqLen) + ")"),
+            std::string::npos)
+      << raw.lastError();
+  EXPECT_EQ(raw.sync(), 0) << "the error is reported once";
 }
 
 INSTANTIATE_TEST_SUITE_P(

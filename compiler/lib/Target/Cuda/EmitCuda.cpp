@@ -214,6 +214,10 @@ bool modcReady = false;
 unsigned long long *modcBadToken = nullptr;
 const char *modcTokenEntry = "";
 int64_t modcTokensPerSequence = 1;
+/// First active sequence whose decode position is outside the context
+/// (~0 when none); the kernels read it clamped.
+unsigned long long *modcBadPosition = nullptr;
+int64_t modcContext = 0;
 
 /// Device scratch shared by the entries (one stream runs them in order);
 /// grows, never shrinks. Null when the allocation fails.
@@ -246,6 +250,16 @@ void checkTokens(const char *fn, const int32_t *tokens, const uint8_t *active,
   modcTokensPerSequence = perSequence;
   cudaMemsetAsync(modcBadToken, 0xff, sizeof(*modcBadToken), s);
   modc_glue::check_tokens(tokens, active, n, {3}, safe, modcBadToken, s);
+}}
+/// Arms the device check of a decode step's positions (each active one in
+/// [0, context)); the kernels read the clamped copy `safe`.
+void checkPositions(const int32_t *positions, const uint8_t *active,
+                    int32_t *safe, int64_t B, int64_t context,
+                    cudaStream_t s) {{
+  modcContext = context;
+  cudaMemsetAsync(modcBadPosition, 0xff, sizeof(*modcBadPosition), s);
+  modc_glue::check_positions(positions, active, safe, B, context,
+                             modcBadPosition, s);
 }}
 }} // namespace
 
@@ -290,6 +304,9 @@ extern "C" {{
   if ((e = cudaMalloc(&modcBadToken, sizeof(*modcBadToken))) != cudaSuccess)
     return cudaFail("modc_cuda_init", "cudaMalloc", e);
   cudaMemset(modcBadToken, 0xff, sizeof(*modcBadToken));
+  if ((e = cudaMalloc(&modcBadPosition, sizeof(*modcBadPosition))) != cudaSuccess)
+    return cudaFail("modc_cuda_init", "cudaMalloc", e);
+  cudaMemset(modcBadPosition, 0xff, sizeof(*modcBadPosition));
   modcReady = true;
   return 0;
 }}
@@ -350,6 +367,14 @@ extern "C" {{
                        " position " + std::to_string(bad % modcTokensPerSequence) +
                        " is outside the vocabulary [0, {3}); the outputs are "
                        "invalid");
+  }}
+  cudaMemcpy(&bad, modcBadPosition, sizeof(bad), cudaMemcpyDeviceToHost);
+  if (bad != ~0ull) {{
+    cudaMemset(modcBadPosition, 0xff, sizeof(*modcBadPosition));
+    return fail(1, "modc_decode: the position of sequence " +
+                       std::to_string(bad) + " is outside the context [0, " +
+                       std::to_string(modcContext) +
+                       "); the outputs are invalid");
   }}
   return 0;
 }}
@@ -444,6 +469,30 @@ inline void check_tokens(const int32_t *tokens, const uint8_t *active,
   MODC_LAUNCH(k, (unsigned)modk_cuda::ceilDiv(n, 256), 256, 0, s, tokens,
               active, n, vocab, safe, bad);
 }
+__global__ void check_positions_kernel(const int32_t *positions,
+                                       const uint8_t *active, int32_t *safe,
+                                       int64_t B, int64_t context,
+                                       unsigned long long *bad) {
+  int64_t b = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (b >= B)
+    return;
+  int32_t p = positions[b];
+  bool valid = p >= 0 && p < context;
+  if (!valid && active[b])
+    atomicMin(bad, (unsigned long long)b);
+  safe[b] = valid ? p : (p < 0 ? 0 : (int32_t)(context - 1));
+}
+/// Copies a decode step's positions into `safe`, clamped to [0, context),
+/// and records in *bad the least active sequence whose position is outside
+/// it. The kernels read only `safe`: a bad position is a reported error,
+/// never a cache access out of bounds.
+inline void check_positions(const int32_t *positions, const uint8_t *active,
+                            int32_t *safe, int64_t B, int64_t context,
+                            unsigned long long *bad, cudaStream_t s) {
+  auto k = check_positions_kernel;
+  MODC_LAUNCH(k, (unsigned)modk_cuda::ceilDiv(B, 256), 256, 0, s, positions,
+              active, safe, B, context, bad);
+}
 __global__ void decisions_kernel(int32_t *out, const float *logits, int64_t n) {
   int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
   if (i < n)
@@ -496,6 +545,8 @@ LogicalResult CudaEmitter::emitEntry(modk::EntryOp e) {
     os << "  modk_cuda::WeightCopyScope weightCopies;\n";
   // The checked copy of the tokens lives after the kernels' scratch.
   int64_t tokensPerSequence = isGrad ? seqLen + 1 : isDecode ? 1 : seqLen;
+  // A decode step's checked positions follow them.
+  int64_t checkedPerSequence = tokensPerSequence + (isDecode ? 1 : 0);
   os << fmt::format(
       "  const size_t tokenOffset = ({0}_scratch_bytes(B) + 255) / 256 * 256;\n"
       "  char *scratch = modcScratch(tokenOffset + sizeof(int32_t) * B * {1});\n"
@@ -504,7 +555,9 @@ LogicalResult CudaEmitter::emitEntry(modk::EntryOp e) {
       "device scratch\");\n"
       "  int32_t *safeTokens = reinterpret_cast<int32_t *>(scratch + "
       "tokenOffset);\n",
-      fn, tokensPerSequence);
+      fn, checkedPerSequence);
+  if (isDecode)
+    os << "  int32_t *safePositions = safeTokens + B;\n";
   os << "  static const bool profile = std::getenv(\"MODC_PROFILE\") != nullptr;\n";
   os << "  ModcProfile tick;\n  if (profile)\n    modcProfileStart(tick, s);\n";
   if (isDecode) {
@@ -535,10 +588,16 @@ LogicalResult CudaEmitter::emitEntry(modk::EntryOp e) {
                     "{}, {}, s);\n",
                     fn, isDecode ? "args->active" : "nullptr",
                     tokensPerSequence, tokensPerSequence);
+  if (isDecode)
+    os << fmt::format("  checkPositions(args->positions, args->active, "
+                      "safePositions, B, {}, s);\n",
+                      seqLen);
   emitBufferNames(e);
   e.walk([&](modk::InputOp input) {
     if (input.getName() == "tokens")
       names[input] = "safeTokens";
+    if (input.getName() == "positions")
+      names[input] = "safePositions";
   });
   if (failed(emitKernels(e, "s, tick")))
     return failure();
