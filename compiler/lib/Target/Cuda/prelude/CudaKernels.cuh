@@ -1658,7 +1658,8 @@ __device__ __forceinline__ void mbarrierWait(uint64_t *bar, unsigned parity) {
 #if defined(__CUDACC__)
   // A phase that has not completed after ~2^34 cycles (seconds; a stage
   // takes microseconds) never will: a lost TMA load. Trap, so that the
-  // launch fails with an error instead of hanging the process.
+  // launch fails with an error instead of hanging the process. (No printf:
+  // a call here would make ptxas serialize the kernel's wgmmas.)
   constexpr long long kHangCycles = 1LL << 34;
   const long long start = clock64();
   uint32_t done = 0;
@@ -1669,11 +1670,8 @@ __device__ __forceinline__ void mbarrierWait(uint64_t *bar, unsigned parity) {
                  : "=r"(done)
                  : "r"(sharedAddress(bar)), "r"(parity)
                  : "memory");
-    if (!done && clock64() - start > kHangCycles) {
-      printf("modc: TMA GEMM block (%d, %d): mbarrier phase %u never "
-             "completed\n", int(blockIdx.x), int(blockIdx.y), parity);
+    if (!done && clock64() - start > kHangCycles)
       __trap();
-    }
   }
 #else
   while (!modc_emu::mbarrierTryWaitParity(bar, parity))
