@@ -600,7 +600,7 @@ void checkTmaGemms(int64_t count, int64_t bound, uint32_t seed) {
 /// a ragged last one, ragged rows and columns on both tiles, rows on the
 /// device below the bound, and few rows.
 inline void checkTmaGemmShapes() {
-  checkTmaGemms<136, 328>(130, 130, 3601);
+  checkTmaGemms<136, 456>(130, 130, 3601);
   checkTmaGemms<72, 64>(100, 160, 3602);
   checkTmaGemms<64, 40>(5, 5, 3603);
 }

@@ -1714,9 +1714,11 @@ constexpr int kTmaConsumerWarps = 8;
 
 /// TMA GEMM tiles: BM x BN outputs per tile, a 64 x BN slab for each
 /// consumer warpgroup, BK = 64 reduction steps a stage (one swizzled
-/// 128-byte row per operand row), STAGES stages in flight.
-template <int BN_, int MINB_> struct TmaTile {
-  static constexpr int BM = 128, BN = BN_, BK = 64, MINB = MINB_, STAGES = 4;
+/// 128-byte row per operand row), STAGES stages in flight: as many as the
+/// shared memory of MINB CTAs an SM holds (227 KB on sm_90).
+template <int BN_, int MINB_, int STAGES_> struct TmaTile {
+  static constexpr int BM = 128, BN = BN_, BK = 64, MINB = MINB_;
+  static constexpr int STAGES = STAGES_;
   static constexpr int WarpCols = BN; // every warp holds whole rows
   static constexpr int ABytes = BM * BK * 2, BBytes = BN * BK * 2;
   static constexpr int StageBytes = ABytes + BBytes;
@@ -1724,9 +1726,10 @@ template <int BN_, int MINB_> struct TmaTile {
   static constexpr int SmemBytes = STAGES * StageBytes + 1024;
   static_assert(ABytes % 1024 == 0 && BBytes % 1024 == 0,
                 "every operand tile 1024-byte aligned (the swizzle)");
+  static_assert(MINB * SmemBytes <= 227 * 1024, "the stages fit an SM");
 };
-using TmaSmall = TmaTile<64, 2>; // 97 KB: two CTAs an SM
-using TmaLarge = TmaTile<128, 1>;
+using TmaSmall = TmaTile<64, 2, 4>;  // 97 KB: two CTAs an SM
+using TmaLarge = TmaTile<128, 1, 6>; // 193 KB
 
 /// The wgmma GEMM fed by TMA: C = epilogue(A B^T) with A [M, L] and B
 /// [Ncols, L] bf16 in global memory, both K-contiguous, described by the
