@@ -1594,14 +1594,28 @@ inline int gemmTileChoice(int64_t M, int64_t Ncols, int64_t minCtas) {
   return choice;
 }
 
+/// The epilogue's name in traces.
+constexpr const char *epilogueName(int epi) {
+  return isEpiRope(epi)        ? "rope"
+         : epi == EpiStore     ? "store"
+         : epi == EpiAdd       ? "add"
+         : epi == EpiGelu      ? "gelu"
+         : epi == EpiSwiglu    ? "swiglu"
+         : epi == EpiBiasSilu  ? "bias_silu"
+         : epi == EpiStoreBf16 ? "store_bf16"
+                               : "?";
+}
+
 /// MODC_CUDA_TRACE_GEMMS=1 in the environment: each GEMM launch prints its
-/// kernel, shape and tile to stderr (which path a product took).
+/// kernel, shape, tile and epilogue to stderr (which path a product took).
 inline void traceGemm(const char *path, int64_t M, int64_t Ncols, int64_t L,
-                      int BM, int BN) {
+                      int BM, int BN, int epi) {
   static const bool on = envSwitch("MODC_CUDA_TRACE_GEMMS", false);
   if (on)
-    std::fprintf(stderr, "modc gemm: %s %lld x %lld x %lld, tile %d x %d\n",
-                 path, (long long)M, (long long)Ncols, (long long)L, BM, BN);
+    std::fprintf(stderr,
+                 "modc gemm: %s %lld x %lld x %lld, tile %d x %d, epilogue %s\n",
+                 path, (long long)M, (long long)Ncols, (long long)L, BM, BN,
+                 epilogueName(epi));
 }
 
 //===----------------------------------------------------------------------===//
@@ -1932,7 +1946,7 @@ inline bool launchGemmTmaTile(const bf16 *A, int64_t lda, const bf16 *B,
               kTmaThreads, T::SmemBytes, stream, mapA, mapB, C, ldc, epi, M,
               Ncols, L, dynRows);
   ++tmaStats().launches;
-  traceGemm("tma+wgmma", M, Ncols, L, T::BM, T::BN);
+  traceGemm("tma+wgmma", M, Ncols, L, T::BM, T::BN, EPI);
   return true;
 }
 
@@ -2129,7 +2143,7 @@ inline bool launchGemmPath(const TA *A, int64_t lda, const float *B,
     using T = decltype(tile);
     auto kernel = gemmKernelFor<P, T, AK, BKc, DYN, EPI, BF, TA, TC>();
     traceGemm(P == PathWgmma ? "wgmma" : P == PathMma ? "mma.sync" : "simt", M,
-              Ncols, L, T::BM, T::BN);
+              Ncols, L, T::BM, T::BN, EPI);
     MODC_LAUNCH(kernel,
                 dim3(unsigned(ceilDiv(Ncols, T::BN)),
                      unsigned(ceilDiv(M, T::BM)), splits),
