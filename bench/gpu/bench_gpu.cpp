@@ -168,6 +168,7 @@ struct Api {
   int32_t (*copy)(void *, const void *, uint64_t, int32_t);
   int32_t (*memset)(void *, int32_t, uint64_t);
   int32_t (*sync)();
+  int32_t (*paramsVersion)(uint64_t); ///< optional: null in older packages
 };
 
 Api *gApi = nullptr;
@@ -342,6 +343,8 @@ int main(int argc, char **argv) {
   resolve(h, api.copy, "modc_cuda_copy");
   resolve(h, api.memset, "modc_cuda_memset");
   resolve(h, api.sync, "modc_cuda_sync");
+  api.paramsVersion = reinterpret_cast<decltype(api.paramsVersion)>(
+      dlsym(h, "modc_cuda_params_version"));
   if (api.abiVersion() != MODC_ABI_VERSION)
     die("package ABI " + std::to_string(api.abiVersion()) +
         ", bench_gpu was built for " + std::to_string(MODC_ABI_VERSION) +
@@ -455,6 +458,10 @@ int main(int argc, char **argv) {
     upload(dp, w.data(), n * sizeof(float));
     params.push_back(dp);
   }
+  // The weights stay as uploaded (inference): the forward products on TMA
+  // reuse the bf16 copies of them made by the first call.
+  if (api.paramsVersion)
+    check(api.paramsVersion(1), "modc_cuda_params_version");
   std::vector<const float *> paramTable(params.size());
   for (size_t i = 0; i < params.size(); ++i)
     paramTable[i] = static_cast<const float *>(params[i]);

@@ -34,6 +34,8 @@ CudaExecutor::CudaExecutor(void *handle, std::string dir,
   resolveSymbol(handle, this->dir, api.copy, "modc_cuda_copy");
   resolveSymbol(handle, this->dir, api.memset, "modc_cuda_memset");
   resolveSymbol(handle, this->dir, api.sync, "modc_cuda_sync");
+  api.paramsVersion = reinterpret_cast<decltype(api.paramsVersion)>(
+      ::dlsym(handle, "modc_cuda_params_version"));
 }
 
 CudaExecutor::~CudaExecutor() {
@@ -186,6 +188,11 @@ CudaExecutor::uploadParams(const std::string &table, const float *const *host) {
   mirrors[table] = Mirror{};
   for (size_t i = 0; i < out.size(); ++i)
     copyToDevice(out[i], host[i], paramBytes(i));
+  // New values in the device parameters: a new version, so that the
+  // package rounds its bf16 copies of them again (it reuses them while the
+  // version stays, e.g. for pinned weights).
+  if (table == "params" && api.paramsVersion)
+    check(api.paramsVersion(++paramsVersion), "declaring the parameters");
   if (pinned)
     mirrors[table].host = std::move(k);
   return out;

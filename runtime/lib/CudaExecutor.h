@@ -75,6 +75,8 @@ private:
     decltype(&::modc_cuda_copy) copy = nullptr;
     decltype(&::modc_cuda_memset) memset = nullptr;
     decltype(&::modc_cuda_sync) sync = nullptr;
+    /// Optional (null in older packages).
+    decltype(&::modc_cuda_params_version) paramsVersion = nullptr;
   };
   struct Slot {
     void *device = nullptr;
@@ -109,6 +111,9 @@ private:
   uint64_t copiedToDevice = 0, copiedToHost = 0;
   std::map<std::string, Slot> slots;
   std::map<std::string, std::vector<float *>> tables;
+  /// The version declared for the device "params" table
+  /// (modc_cuda_params_version): a new one at every copy into it.
+  uint64_t paramsVersion = 0;
   /// Pinned host tables, with their pin counts.
   std::map<std::vector<const float *>, int> resident;
   /// What a device table holds for a pinned host table: its values (host

@@ -470,8 +470,9 @@ inline void checkBf16StoredOperandShapes() {
 /// bit against the wgmma kernel that reads its operands itself (the same
 /// k16 wgmmas in the same order); every epilogue a forward product uses;
 /// rows past the count untouched; a weight changed between calls is rounded
-/// again, one used twice in a call is rounded once, and copies left unused
-/// are freed.
+/// again, one used twice in a call is rounded once, copies of a declared
+/// parameters' version are reused until it or an AdamW step changes them,
+/// and copies left unused are freed.
 template <int N, int K>
 void checkTmaGemms(int64_t count, int64_t bound, uint32_t seed) {
   using modk_cuda::bf16;
@@ -584,6 +585,37 @@ void checkTmaGemms(int64_t count, int64_t bound, uint32_t seed) {
     cudaMemcpy(dW.get(), w.data(), w.size() * sizeof(float),
                cudaMemcpyHostToDevice);
   }
+  // A declared version of the parameters: the copies of its first call are
+  // reused by the next, rounded again after a new version or an AdamW step
+  // (params_written); the results stay the bits of the direct kernel.
+  d::gemmTileOverride() = 1;
+  d::gemmTma() = false;
+  const auto direct = run();
+  d::gemmTma() = true;
+  auto roundingsOfOneCall = [&]() {
+    const int64_t before = d::tmaStats().roundings;
+    std::vector<std::vector<float>> out;
+    {
+      modk_cuda::WeightCopyScope scope;
+      out = run();
+    }
+    for (int i = 0; i < 5; ++i)
+      expectSameBits(out[i], direct[i], what[i]);
+    return d::tmaStats().roundings - before;
+  };
+  modk_cuda::declare_params_version(7);
+  EXPECT_EQ(roundingsOfOneCall(), 2) << "first call of version 7";
+  EXPECT_EQ(roundingsOfOneCall(), 0) << "version 7 again";
+  modk_cuda::params_written();
+  EXPECT_EQ(roundingsOfOneCall(), 2) << "after an AdamW step";
+  EXPECT_EQ(roundingsOfOneCall(), 0) << "and again";
+  modk_cuda::declare_params_version(8);
+  EXPECT_EQ(roundingsOfOneCall(), 2) << "version 8";
+  modk_cuda::declare_params_version(0);
+  EXPECT_EQ(roundingsOfOneCall(), 2) << "unknown version";
+  EXPECT_EQ(roundingsOfOneCall(), 2) << "unknown version, every call";
+  d::gemmTileOverride() = 0;
+
   // Copies no call has used for kWeightCopyIdleCalls calls are freed.
   EXPECT_FALSE(d::weightCopies().copies.empty());
   for (uint64_t i = 0; i < d::kWeightCopyIdleCalls; ++i)

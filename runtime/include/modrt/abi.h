@@ -158,6 +158,14 @@ int32_t modc_cuda_free(void *device_pointer);
 int32_t modc_cuda_copy(void *dst, const void *src, uint64_t bytes,
                        int32_t kind);
 int32_t modc_cuda_memset(void *device_pointer, int32_t value, uint64_t bytes);
+/// Declares the version of the parameters the following calls read: a
+/// caller that writes a parameter (other than through modc_adamw, which
+/// counts its own writes) declares a new number before its next call. While
+/// the number stays the same and nonzero, modc_forward reuses the bf16
+/// copies of the weights it made (sm_90a TMA products) instead of rounding
+/// them again. 0, the default, means unknown: every call rounds them.
+/// Optional: packages before it lack the symbol.
+int32_t modc_cuda_params_version(uint64_t version);
 /// Waits for the enqueued work. Reports a kernel fault, or a token outside
 /// the vocabulary that the last entry found on the device (its outputs are
 /// then invalid).

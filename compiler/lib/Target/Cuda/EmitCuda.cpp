@@ -350,6 +350,14 @@ extern "C" {{
   return e == cudaSuccess ? 0 : cudaFail("modc_cuda_memset", "cudaMemset", e);
 }}
 
+/// The version of the parameters the following calls read (0: unknown).
+/// A forward call reuses the bf16 weight copies of an earlier call while
+/// the version it declared stays the same and no modc_adamw ran since.
+{4} int32_t modc_cuda_params_version(uint64_t version) {{
+  modk_cuda::declare_params_version(version);
+  return 0;
+}}
+
 /// Waits for the enqueued work; reports a kernel fault or an invalid token
 /// the last entry found (its outputs are then not to be used).
 {4} int32_t modc_cuda_sync(void) {{
@@ -662,6 +670,8 @@ modc_adamw(const modc_adamw_args *args) {{
                         kDecay, kParams, args->step, args->lr, args->beta1,
                         args->beta2, args->eps, args->weight_decay,
                         args->clip_norm, args->grad_norm, scratch, s);
+  // The weights changed: the forward's bf16 copies of them are stale.
+  modk_cuda::params_written();
   float norm = 0.0f;
   cudaError_t e = cudaMemcpyAsync(&norm, args->grad_norm, sizeof(float),
                                   cudaMemcpyDeviceToHost, s);

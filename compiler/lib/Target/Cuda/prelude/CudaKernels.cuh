@@ -1959,18 +1959,25 @@ inline bool launchGemmTmaTile(const bf16 *A, int64_t lda, const bf16 *B,
 /// entry opens a WeightCopyScope; within it the first GEMM that asks for a
 /// weight enqueues its rounding into a package-held copy, and later GEMMs of
 /// the call reuse it. Every call rounds again (the caller may have changed
-/// the weights between calls), so a copy is never stale; outside a scope
-/// (decode, training) no copy is made.
+/// the weights between calls), so a copy is never stale, unless the caller
+/// declared the parameters' version (modc_cuda_params_version): then a copy
+/// rounded at the current generation of that version is reused. Outside a
+/// scope (decode, training) no copy is made.
 struct WeightCopy {
   const float *src;
   int64_t count;
   bf16 *copy;
-  uint64_t epoch; ///< the call that last rounded it
+  uint64_t epoch;      ///< the call that last used it
+  uint64_t generation; ///< the parameters' generation it was rounded at
 };
 struct WeightCopies {
   std::vector<WeightCopy> copies;
   uint64_t epoch = 0;
   bool open = false;
+  /// The version the caller declared for the parameters (0: none, every
+  /// call rounds), and a generation that changes with every new version and
+  /// every AdamW step (which writes the parameters itself).
+  uint64_t version = 0, generation = 1;
 };
 inline WeightCopies &weightCopies() {
   static WeightCopies w;
@@ -2005,17 +2012,21 @@ inline const bf16 *weightCopyFor(const float *w, int64_t count,
       cudaGetLastError(); // out of memory: this product reads f32 instead
       return nullptr;
     }
-    all.copies.push_back({w, count, static_cast<bf16 *>(p), 0});
+    all.copies.push_back({w, count, static_cast<bf16 *>(p), 0, 0});
     found = &all.copies.back();
   }
-  if (found->epoch != all.epoch) {
+  // Rounded already in this call, or at the declared parameters' current
+  // generation: reused as it is.
+  const bool current = all.version != 0 && found->generation == all.generation;
+  if (found->epoch != all.epoch && !current) {
     MODC_LAUNCH(roundToBf16Kernel,
                 unsigned(std::min<int64_t>(ceilDiv(count, kThreads), kMaxGrid)),
                 kThreads,
                 0, stream, w, found->copy, count);
-    found->epoch = all.epoch;
     ++tmaStats().roundings;
   }
+  found->epoch = all.epoch;
+  found->generation = all.generation;
   return found->copy;
 }
 
@@ -3230,9 +3241,22 @@ inline void launchAttention(dim3 grid, const float *q, const float *k,
 // Host wrappers
 //===----------------------------------------------------------------------===//
 
+/// modc_cuda_params_version: the caller's version of the parameters (0:
+/// unknown, every forward call rounds the weights again).
+inline void declare_params_version(uint64_t version) {
+  detail::WeightCopies &w = detail::weightCopies();
+  if (version != w.version)
+    ++w.generation;
+  w.version = version;
+}
+
+/// The parameters were written (an AdamW step): no copy is current.
+inline void params_written() { ++detail::weightCopies().generation; }
+
 /// Opened by a forward entry for its call: the bf16 products that TMA feeds
-/// read bf16 copies of their weights rounded in this call
-/// (detail::weightCopyFor). Copies no call has used for a while are freed.
+/// read bf16 copies of their weights rounded in this call, or at the
+/// declared parameters' current generation (detail::weightCopyFor). Copies
+/// no call has used for a while are freed.
 struct WeightCopyScope {
   WeightCopyScope() {
     detail::WeightCopies &w = detail::weightCopies();
