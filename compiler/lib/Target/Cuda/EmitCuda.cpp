@@ -215,9 +215,8 @@ unsigned long long *modcBadToken = nullptr;
 const char *modcTokenEntry = "";
 int64_t modcTokensPerSequence = 1;
 /// First active sequence whose decode position is outside the context
-/// (~0 when none); the kernels read it clamped.
+/// (~0 when none).
 unsigned long long *modcBadPosition = nullptr;
-int64_t modcContext = 0;
 
 /// Device scratch shared by the entries (one stream runs them in order);
 /// grows, never shrinks. Null when the allocation fails.
@@ -249,17 +248,22 @@ void checkTokens(const char *fn, const int32_t *tokens, const uint8_t *active,
   modcTokenEntry = fn;
   modcTokensPerSequence = perSequence;
   cudaMemsetAsync(modcBadToken, 0xff, sizeof(*modcBadToken), s);
-  modc_glue::check_tokens(tokens, active, n, {3}, safe, modcBadToken, s);
+  modc_glue::check_range(tokens, active, n, {3}, safe, modcBadToken, s);
 }}
 /// Arms the device check of a decode step's positions (each active one in
-/// [0, context)); the kernels read the clamped copy `safe`.
+/// the context [0, {6})).
 void checkPositions(const int32_t *positions, const uint8_t *active,
-                    int32_t *safe, int64_t B, int64_t context,
-                    cudaStream_t s) {{
-  modcContext = context;
+                    int32_t *safe, int64_t B, cudaStream_t s) {{
   cudaMemsetAsync(modcBadPosition, 0xff, sizeof(*modcBadPosition), s);
-  modc_glue::check_positions(positions, active, safe, B, context,
-                             modcBadPosition, s);
+  modc_glue::check_range(positions, active, B, {6}, safe, modcBadPosition, s);
+}}
+/// The index a device check recorded (~0 when none), the check re-armed.
+unsigned long long takeBad(unsigned long long *flag) {{
+  unsigned long long bad = ~0ull;
+  cudaMemcpy(&bad, flag, sizeof(bad), cudaMemcpyDeviceToHost);
+  if (bad != ~0ull)
+    cudaMemset(flag, 0xff, sizeof(*flag));
+  return bad;
 }}
 }} // namespace
 
@@ -366,31 +370,26 @@ extern "C" {{
   cudaError_t e = cudaStreamSynchronize(modcStream);
   if (e != cudaSuccess)
     return cudaFail("modc_cuda_sync", "a kernel failed", e);
-  unsigned long long bad = ~0ull;
-  cudaMemcpy(&bad, modcBadToken, sizeof(bad), cudaMemcpyDeviceToHost);
-  if (bad != ~0ull) {{
-    cudaMemset(modcBadToken, 0xff, sizeof(*modcBadToken));
+  unsigned long long bad = takeBad(modcBadToken);
+  if (bad != ~0ull)
     return fail(1, std::string(modcTokenEntry) + ": token at sequence " +
                        std::to_string(bad / modcTokensPerSequence) +
                        " position " + std::to_string(bad % modcTokensPerSequence) +
                        " is outside the vocabulary [0, {3}); the outputs are "
                        "invalid");
-  }}
-  cudaMemcpy(&bad, modcBadPosition, sizeof(bad), cudaMemcpyDeviceToHost);
-  if (bad != ~0ull) {{
-    cudaMemset(modcBadPosition, 0xff, sizeof(*modcBadPosition));
+  bad = takeBad(modcBadPosition);
+  if (bad != ~0ull)
     return fail(1, "modc_decode: the position of sequence " +
-                       std::to_string(bad) + " is outside the context [0, " +
-                       std::to_string(modcContext) +
-                       "); the outputs are invalid");
-  }}
+                       std::to_string(bad) +
+                       " is outside the context [0, {6}); the outputs are "
+                       "invalid");
   return 0;
 }}
 }} // extern "C"
 )cpp",
                     archNumber / 10, archNumber % 10, exact ? "true" : "false",
                     modk::EntryOp(entries.front()).getVocabSize(), kExport,
-                    arch);
+                    arch, seqLen);
 }
 
 LogicalResult CudaEmitter::emit() {
@@ -454,52 +453,29 @@ void modcProfileFlush(ModcProfile &p) {
 } // namespace
 
 namespace modc_glue {
-__global__ void check_tokens_kernel(const int32_t *tokens,
-                                    const uint8_t *active, int64_t n,
-                                    int32_t vocab, int32_t *safe,
-                                    unsigned long long *bad) {
+__global__ void check_range_kernel(const int32_t *values,
+                                   const uint8_t *active, int64_t n,
+                                   int32_t limit, int32_t *safe,
+                                   unsigned long long *bad) {
   int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= n)
     return;
-  bool valid = tokens[i] >= 0 && tokens[i] < vocab;
+  bool valid = values[i] >= 0 && values[i] < limit;
   if (!valid && (!active || active[i]))
     atomicMin(bad, (unsigned long long)i);
-  safe[i] = valid ? tokens[i] : 0;
+  safe[i] = valid ? values[i] : 0;
 }
-/// Copies the tokens into `safe`, with 0 for any outside [0, vocab), and
-/// records in *bad the least index of such a token (among the active ones
-/// when `active` is given: a decode step). The kernels read only `safe`, so
-/// a bad token costs a reported error, never an access out of bounds.
-inline void check_tokens(const int32_t *tokens, const uint8_t *active,
-                         int64_t n, int32_t vocab, int32_t *safe,
-                         unsigned long long *bad, cudaStream_t s) {
-  auto k = check_tokens_kernel;
-  MODC_LAUNCH(k, (unsigned)modk_cuda::ceilDiv(n, 256), 256, 0, s, tokens,
-              active, n, vocab, safe, bad);
-}
-__global__ void check_positions_kernel(const int32_t *positions,
-                                       const uint8_t *active, int32_t *safe,
-                                       int64_t B, int64_t context,
-                                       unsigned long long *bad) {
-  int64_t b = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-  if (b >= B)
-    return;
-  int32_t p = positions[b];
-  bool valid = p >= 0 && p < context;
-  if (!valid && active[b])
-    atomicMin(bad, (unsigned long long)b);
-  safe[b] = valid ? p : (p < 0 ? 0 : (int32_t)(context - 1));
-}
-/// Copies a decode step's positions into `safe`, clamped to [0, context),
-/// and records in *bad the least active sequence whose position is outside
-/// it. The kernels read only `safe`: a bad position is a reported error,
-/// never a cache access out of bounds.
-inline void check_positions(const int32_t *positions, const uint8_t *active,
-                            int32_t *safe, int64_t B, int64_t context,
-                            unsigned long long *bad, cudaStream_t s) {
-  auto k = check_positions_kernel;
-  MODC_LAUNCH(k, (unsigned)modk_cuda::ceilDiv(B, 256), 256, 0, s, positions,
-              active, safe, B, context, bad);
+/// Copies `values` (tokens, or a decode step's positions) into `safe`, with
+/// 0 for any outside [0, limit), and records in *bad the least index of such
+/// a value (among the active ones when `active` is given: a decode step).
+/// The kernels read only `safe`, so a bad value costs a reported error,
+/// never an access out of bounds.
+inline void check_range(const int32_t *values, const uint8_t *active,
+                        int64_t n, int32_t limit, int32_t *safe,
+                        unsigned long long *bad, cudaStream_t s) {
+  auto k = check_range_kernel;
+  MODC_LAUNCH(k, (unsigned)modk_cuda::ceilDiv(n, 256), 256, 0, s, values,
+              active, n, limit, safe, bad);
 }
 __global__ void decisions_kernel(int32_t *out, const float *logits, int64_t n) {
   int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
@@ -597,9 +573,8 @@ LogicalResult CudaEmitter::emitEntry(modk::EntryOp e) {
                     fn, isDecode ? "args->active" : "nullptr",
                     tokensPerSequence, tokensPerSequence);
   if (isDecode)
-    os << fmt::format("  checkPositions(args->positions, args->active, "
-                      "safePositions, B, {}, s);\n",
-                      seqLen);
+    os << "  checkPositions(args->positions, args->active, safePositions, B, "
+          "s);\n";
   emitBufferNames(e);
   e.walk([&](modk::InputOp input) {
     if (input.getName() == "tokens")
