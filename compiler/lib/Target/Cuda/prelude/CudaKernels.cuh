@@ -154,7 +154,8 @@ enum Epilogue {
   EpiStoreBf16 = 5, ///< C = bf16(acc): values attention reads in a bf16 model
   /// From here, epiRope<HD, Round>(): C = rope(acc) per head of HD columns
   /// at the row's position (then rounded to bf16 when Round): the queries
-  /// and keys. Only tiles whose warps hold whole heads take it (ropeFits).
+  /// and keys. Only tiles whose warps hold whole heads take it
+  /// (epilogueFits).
   EpiRopeFirst = 64,
 };
 
@@ -204,8 +205,8 @@ __device__ __forceinline__ float2 ropeAngleAt(const EpiArgs epi, int32_t p,
 
 /// Rotates the pair (x0, x1) = (x[j], x[j + HD / 2]) by (cos, sin) =
 /// (cs.x, cs.y). Rounded products and sums (no fused multiply-add), so that
-/// every kernel that rotates gives the same bits as the others and as the
-/// CPU's products.
+/// every CUDA kernel that rotates (the GEMM epilogue, rope, rope_grad) gives
+/// the same bits.
 __device__ __forceinline__ void ropeRotatePair(float &x0, float &x1,
                                                float2 cs) {
   const float y0 = __fsub_rn(__fmul_rn(x0, cs.x), __fmul_rn(x1, cs.y));
@@ -962,7 +963,7 @@ __device__ __forceinline__ void zeroFragments(float (&acc)[MI][NI][4]) {
 ///
 /// RoPE (isEpiRope) pairs column x of a head with column x + HD / 2, which
 /// is fragment j + HD / 16 of the same thread when the warp's NI * 8
-/// columns are whole heads, starting at a head (ropeFits): the rotation
+/// columns are whole heads, starting at a head (epilogueFits): the rotation
 /// happens in registers.
 template <int EPI, int MI, int NI, typename TC>
 __device__ __forceinline__ void
