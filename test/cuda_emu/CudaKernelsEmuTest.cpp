@@ -63,6 +63,21 @@ void expectSentinel(const float *p, size_t from, size_t to, const char *what) {
     }
 }
 
+/// got[0, count) holds want[0, count) rounded to bf16 (what a bf16 model's
+/// stored buffer must hold), and got[count, size) is untouched (unset).
+void expectBf16Of(const std::vector<modk_cuda::bf16> &got, const float *want,
+                  size_t count, modk_cuda::bf16 unset, const char *what) {
+  for (size_t i = 0; i < got.size(); ++i) {
+    const uint16_t expect = i < count ? modk_cuda::bf16(want[i]).bits : unset.bits;
+    if (got[i].bits != expect) {
+      ADD_FAILURE() << what << "[" << i << "]: bits " << got[i].bits
+                    << " instead of " << expect
+                    << (i < count ? "" : " (past the rows)");
+      return;
+    }
+  }
+}
+
 /// Runs the test body under each GEMM tile choice.
 struct TileGuard {
   explicit TileGuard(int c) { modk_cuda::detail::gemmTileOverride() = c; }
@@ -249,14 +264,19 @@ TEST(CudaKernels, LinearGeluAndGelu) {
                                  nullptr);
     modk_cpu::linear<N, K>(a.data(), rows, w.data(), ref.data());
     std::vector<float> pre(ref);
-    modk_cpu::gelu<N>(ref.data(), rows);
+    modk_cpu::gelu<N>(ref.data(), rows, ref.data());
     expectClose(y.data(), ref.data(), rows * N, "linear_gelu");
     expectSentinel(y.data(), rows * N, maxRows * N, "linear_gelu");
     // Standalone gelu on the pre-activations.
     std::vector<float> g(pre);
-    modk_cuda::gelu<N>(g.data(), &rows, maxRows, nullptr);
+    modk_cuda::gelu<N>(g.data(), &rows, maxRows, g.data(), nullptr);
     expectClose(g.data(), ref.data(), rows * N, "gelu");
     expectSentinel(g.data(), rows * N, maxRows * N, "gelu");
+    // Into bf16 (a bf16 model's hidden rows): the f32 result, rounded.
+    const modk_cuda::bf16 unset(kSentinel);
+    std::vector<modk_cuda::bf16> gb(maxRows * N, unset);
+    modk_cuda::gelu<N>(pre.data(), &rows, maxRows, gb.data(), nullptr);
+    expectBf16Of(gb, g.data(), rows * N, unset, "gelu into bf16");
   });
 }
 
@@ -273,12 +293,18 @@ TEST(CudaKernels, LinearSwigluAndSwiglu) {
     modk_cpu::linear<N, K>(a.data(), rows, wg.data(), rg.data());
     modk_cpu::linear<N, K>(a.data(), rows, wu.data(), ry.data());
     std::vector<float> up(ry);
-    modk_cpu::swiglu<N>(rg.data(), ry.data(), rows);
+    modk_cpu::swiglu<N>(rg.data(), ry.data(), rows, ry.data());
     expectClose(gate.data(), rg.data(), rows * N, "swiglu gate");
     expectClose(y.data(), ry.data(), rows * N, "linear_swiglu");
     expectSentinel(y.data(), rows * N, maxRows * N, "linear_swiglu");
     expectSentinel(gate.data(), rows * N, maxRows * N, "swiglu gate");
-    modk_cuda::swiglu<N>(rg.data(), up.data(), &rows, maxRows, nullptr);
+    const modk_cuda::bf16 unset(kSentinel);
+    std::vector<modk_cuda::bf16> yb(maxRows * N, unset);
+    modk_cuda::swiglu<N>(rg.data(), up.data(), &rows, maxRows, yb.data(),
+                         nullptr);
+    modk_cuda::swiglu<N>(rg.data(), up.data(), &rows, maxRows, up.data(),
+                         nullptr);
+    expectBf16Of(yb, up.data(), rows * N, unset, "swiglu into bf16");
     expectClose(up.data(), ry.data(), rows * N, "swiglu");
     expectSentinel(up.data(), rows * N, maxRows * N, "swiglu");
   });

@@ -389,9 +389,10 @@ inline void expectSameBits(const std::vector<float> &got,
 }
 
 /// A bf16 model's buffers that only products read are stored as bf16
-/// (modk-store-bf16). A product reading its A from such a buffer, and one
-/// writing its output to one, must give exactly what the f32 arrays holding
-/// the same values give: the same bits (only the loads and stores differ).
+/// (modk-store-bf16). A product reading its A from such a buffer, one
+/// writing its output to one, and a weight gradient reading its activations
+/// (B) from one must give exactly what the f32 arrays holding the same
+/// values give: the same bits (only the loads and stores differ).
 /// `offset` elements before A's first row: 0 keeps its rows 16-byte
 /// aligned where K allows, 1 makes every 16-byte read take the fallback.
 template <int N, int K>
@@ -453,6 +454,42 @@ void checkBf16StoredOperands(int64_t rows, int offset, uint32_t seed) {
   modk_cuda::linear_gelu<N, K, true>(aStored, dRows.get(), rows, dW.get(),
                                      geGot.get(), nullptr);
   expectSameBits(readBf16(geGot), rounded(geWant.read()), "gelu, bf16 A and y");
+
+  // The weight gradient's activations stored as bf16 (its B operand, rows
+  // along the reduction), accumulated into a nonzero dw: unsplit, and split
+  // in row chunks whose partials are summed in order.
+  const auto dy = randomFloats(rows * N, seed + 3),
+             dwStart = randomFloats(N * K, seed + 4);
+  DeviceCopy<float> dDy(dy);
+  for (int64_t chunk : {int64_t(0), int64_t(16)}) {
+    SCOPED_TRACE(testing::Message() << "wgrad row chunk " << chunk);
+    modk_cuda::detail::wgradChunkOverride() = chunk;
+    const int64_t floats =
+        chunk ? modk_cuda::linear_wgrad_scratch_floats<N, K>(rows) : 0;
+    DeviceCopy<float> scratch(std::vector<float>(std::max<int64_t>(floats, 1)));
+    float *scratchPtr = floats ? scratch.get() : nullptr;
+    DeviceCopy<float> dwWant(dwStart), dwGot(dwStart);
+    modk_cuda::linear_wgrad<N, K, true>(dDy.get(), dRows.get(), rows, dA.get(),
+                                        dwWant.get(), scratchPtr, nullptr);
+    modk_cuda::linear_wgrad<N, K, true>(dDy.get(), dRows.get(), rows, aStored,
+                                        dwGot.get(), scratchPtr, nullptr);
+    expectSameBits(dwGot.read(), dwWant.read(), "wgrad, bf16 activations");
+    // And against fp64 of the rounded operands, so that the shared path is
+    // not merely consistent with itself.
+    std::vector<double> want(dwStart.begin(), dwStart.end()),
+        mag(N * K, 0.0);
+    for (int64_t m = 0; m < rows; ++m)
+      for (int n = 0; n < N; ++n)
+        for (int k = 0; k < K; ++k) {
+          const double t = double(bf16Value(dy[m * N + n])) * a[m * K + k];
+          want[n * K + k] += t;
+          mag[n * K + k] += std::fabs(t);
+        }
+    for (int64_t i = 0; i < N * K; ++i)
+      mag[i] += std::fabs(dwStart[i]);
+    expectGemm(dwGot.read(), want, mag, "wgrad, bf16 activations, fp64");
+  }
+  modk_cuda::detail::wgradChunkOverride() = 0;
 }
 
 /// Stored bf16 operands on aligned and unaligned rows, ragged edges, few

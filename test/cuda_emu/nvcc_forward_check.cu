@@ -38,8 +38,8 @@ void instantiate(cudaStream_t st) {
   linear_wgrad<FF, D>(cf, rows, maxRows, cf, f, f, st);
   (void)linear_wgrad_scratch_floats<D, D>(maxRows);
   rope<H, HD>(f, rows, maxRows, pos, 10000.0f, st);
-  gelu<FF>(f, rows, maxRows, st);
-  swiglu<FF>(cf, f, rows, maxRows, st);
+  gelu<FF>(f, rows, maxRows, f, st);
+  swiglu<FF>(cf, f, rows, maxRows, f, st);
   router_logits<S, D>(cf, B, cf, f, st);
   select_topk<S, K>(cf, B, pos, seg, mask, st);
   select_causal<S>(cf, B, pos, seg, mask, st);
@@ -68,7 +68,8 @@ void attentionHeadDims(cudaStream_t st) {
 }
 
 /// The products of a bf16 model (operands rounded to bf16, bf16 mma), the
-/// rounding of q, k, v, and attention on bf16 inputs.
+/// rounding of q, k, v, attention on bf16 inputs, and training's buffers
+/// stored as bf16.
 template <int D, int H, int FF, int V>
 void instantiateBf16(cudaStream_t st) {
   using namespace modk_cuda;
@@ -87,6 +88,14 @@ void instantiateBf16(cudaStream_t st) {
   linear_dgrad<D, FF, true>(cf, rows, maxRows, cf, f, false, st);
   linear_wgrad<FF, D, true>(cf, rows, maxRows, cf, f, st);
   linear_wgrad<D, D, true>(cf, rows, maxRows, cf, f, f, st); // split
+  // Training's stored bf16 activations: the weight gradients' B operand,
+  // the activations' outputs.
+  const bf16 *cb = nullptr;
+  bf16 *b = nullptr;
+  linear_wgrad<FF, D, true>(cf, rows, maxRows, cb, f, st);
+  linear_wgrad<D, FF, true>(cf, rows, maxRows, cb, f, f, st); // split
+  gelu<FF>(cf, rows, maxRows, b, st);
+  swiglu<FF>(cf, cf, rows, maxRows, b, st);
   round_bf16<D>(f, rows, maxRows, st);
   causal_attention<H, D / H, true>(cf, cf, cf, 8, rows, nullptr, 2048, f, st);
   bf16 *cache = nullptr;

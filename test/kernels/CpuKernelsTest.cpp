@@ -149,6 +149,18 @@ TEST(CpuKernels, Rope) {
   checkRope<3, 24>({0, 5, 4000}, 10000.0f, 11);
 }
 
+/// got[i] is want[i] rounded to bf16 (what a bf16 buffer must hold: the
+/// f32 result's bits, rounded once).
+void expectRoundedCopy(const std::vector<modk_cpu::bf16> &got,
+                       const std::vector<float> &want, const char *what) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    const float g = got[i], w = modk_cpu::bf16_round(want[i]);
+    ASSERT_EQ(0, std::memcmp(&g, &w, sizeof(float)))
+        << what << "[" << i << "]: " << g << " against " << w;
+  }
+}
+
 TEST(CpuKernels, SwiGlu) {
   constexpr int N = 100;
   const int64_t rows = 9; // 900 elements: not a multiple of the vector width
@@ -160,7 +172,15 @@ TEST(CpuKernels, SwiGlu) {
   std::vector<double> ref(rows * N);
   for (size_t i = 0; i < ref.size(); ++i)
     ref[i] = silu64(gate[i]) * up[i];
-  modk_cpu::swiglu<N>(gate.data(), up.data(), rows);
+  // Out of place into f32 and into bf16 (a bf16 model's hidden rows), then
+  // in place.
+  std::vector<float> out(rows * N, -7.0f);
+  std::vector<modk_cpu::bf16> outBf16(rows * N);
+  modk_cpu::swiglu<N>(gate.data(), up.data(), rows, out.data());
+  modk_cpu::swiglu<N>(gate.data(), up.data(), rows, outBf16.data());
+  expectRoundedCopy(outBf16, out, "swiglu");
+  modk_cpu::swiglu<N>(gate.data(), up.data(), rows, up.data());
+  EXPECT_EQ(0, std::memcmp(up.data(), out.data(), sizeof(float) * up.size()));
   EXPECT_LE(relErr(up, ref), kTol);
   // Also a per-element check so small outputs are not hidden by large ones.
   for (size_t i = 0; i < ref.size(); ++i)
@@ -174,7 +194,13 @@ TEST(CpuKernels, Gelu) {
   std::vector<double> ref(x.size());
   for (size_t i = 0; i < x.size(); ++i)
     ref[i] = 0.5 * x[i] * (1.0 + std::erf(x[i] / std::sqrt(2.0)));
-  modk_cpu::gelu<N>(x.data(), rows);
+  std::vector<float> out(rows * N, -7.0f);
+  std::vector<modk_cpu::bf16> outBf16(rows * N);
+  modk_cpu::gelu<N>(x.data(), rows, out.data());
+  modk_cpu::gelu<N>(x.data(), rows, outBf16.data());
+  expectRoundedCopy(outBf16, out, "gelu");
+  modk_cpu::gelu<N>(x.data(), rows, x.data());
+  EXPECT_EQ(0, std::memcmp(x.data(), out.data(), sizeof(float) * x.size()));
   EXPECT_LE(relErr(x, ref), kTol);
 }
 

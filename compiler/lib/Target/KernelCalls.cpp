@@ -237,16 +237,15 @@ LogicalResult PlanEmitter::emitKernel(Operation *op) {
     return success();
   }
   if (auto act = dyn_cast<modk::ActivationOp>(op)) {
+    // Out of place: the pre-activations stay for the backward pass, and the
+    // output may be bf16 (modk-store-bf16).
     int64_t n = width(act.getOutput());
-    std::string out = name(act.getOutput());
-    emitMemcpy(out, name(act.getUp()),
-               fmt::format("sizeof(float) * {} * {}",
-                           hostRows(act.getSegments(), act.getOutput()), n));
+    std::string out = name(act.getOutput()), up = name(act.getUp());
     KernelArg rows = rowsArg(act.getSegments(), act.getOutput());
     if (act.getKind() == "swiglu")
-      emitCall({"swiglu", {n}, {name(act.getGate()), out, rows}});
+      emitCall({"swiglu", {n}, {name(act.getGate()), up, rows, out}});
     else
-      emitCall({"gelu", {n}, {out, rows}});
+      emitCall({"gelu", {n}, {up, rows, out}});
     return success();
   }
   if (auto dgrad = dyn_cast<modk::GemmDgradOp>(op)) {

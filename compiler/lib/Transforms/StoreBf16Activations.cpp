@@ -38,6 +38,9 @@ Use classify(OpOperand &use) {
       return Use::RoundingWrite;
     return Use::Other;
   }
+  // The weight gradient reads the activations as its other product operand.
+  if (auto wgrad = dyn_cast<modk::GemmWgradOp>(op))
+    return &use == &wgrad.getInputMutable() ? Use::ProductInput : Use::Other;
   auto writes = [&](OpOperand &output) {
     return &use == &output ? Use::RoundingWrite : Use::Other;
   };
@@ -49,6 +52,9 @@ Use classify(OpOperand &use) {
     return writes(route.getNormedMutable());
   if (auto attn = dyn_cast<modk::AttentionOp>(op))
     return writes(attn.getOutputMutable());
+  // Training's activation, out of place (the GEMM keeps the pre-activation).
+  if (auto act = dyn_cast<modk::ActivationOp>(op))
+    return writes(act.getOutputMutable());
   return Use::Other;
 }
 
@@ -56,8 +62,10 @@ struct StoreBf16ActivationsPass
     : public modc::impl::StoreBf16ActivationsBase<StoreBf16ActivationsPass> {
   void runOnOperation() override {
     modk::EntryOp entry = getOperation();
-    // The backward kernels of @grad read some of these buffers in f32.
-    if (!entry.isBf16() || entry.getSymName() == "grad")
+    // In @grad, a buffer that a backward kernel reads (attention's output,
+    // which attention_grad reads; the pre-activations) has another use and
+    // stays f32.
+    if (!entry.isBf16())
       return;
     Type bf16 = BFloat16Type::get(&getContext());
     for (auto alloc : entry.getBody().front().getOps<modk::AllocOp>()) {

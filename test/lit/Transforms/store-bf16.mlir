@@ -42,11 +42,9 @@ modk.entry @forward attributes {dtype = "bf16", model = "{}", modes = ["topk"], 
 
 // -----
 
-// The same plan without dtype bf16, or as a @grad entry, keeps f32 arrays.
+// The same plan without dtype bf16 keeps f32 arrays.
 // CHECK-LABEL: modk.entry @forward
 // CHECK-NOT: bf16
-// CHECK-LABEL: modk.entry @grad
-// CHECK-NOT: xbf16
 modk.entry @forward attributes {model = "{}", modes = ["topk"], params = [{init = "ones", name = "w", shape = [32]}, {init = "ones", name = "wq", shape = [32, 32]}], seq_len = 16 : i64, vocab_size = 64 : i64} {
   %w = modk.param "w" : memref<32xf32>
   %wq = modk.param "wq" : memref<32x32xf32>
@@ -57,13 +55,64 @@ modk.entry @forward attributes {model = "{}", modes = ["topk"], params = [{init 
   %q = modk.alloc : memref<?x16x32xf32>
   modk.gemm %n, [%wq] rows %seg -> %q {epilogue = "none"} : memref<?x16x32xf32>, memref<32x32xf32>, memref<?x1xi64>, memref<?x16x32xf32>
 }
-modk.entry @grad attributes {dtype = "bf16", model = "{}", modes = ["topk"], params = [{init = "ones", name = "w", shape = [32]}, {init = "ones", name = "wq", shape = [32, 32]}], seq_len = 16 : i64, vocab_size = 64 : i64} {
+
+// -----
+
+// A bf16 @grad entry: the weight gradient reads the activations as a
+// product operand, so the normalised rows (read by the forward GEMMs and
+// by gemm_wgrad) and the swiglu output (written by the out-of-place
+// activation) become bf16. Attention's output stays f32 (attention_grad
+// reads it), and so do the pre-activations (activation_grad reads them),
+// the queries and every gradient.
+// CHECK-LABEL: modk.entry @grad
+// CHECK: %[[N:.*]] = modk.alloc {{.*}} : memref<?x16x32xbf16>
+// CHECK: %[[Q:.*]] = modk.alloc {{.*}} : memref<?x16x32xf32>
+// CHECK: %[[O:.*]] = modk.alloc {{.*}} : memref<?x16x32xf32>
+// CHECK: %[[G:.*]] = modk.alloc {{.*}} : memref<?x16x64xf32>
+// CHECK: %[[U:.*]] = modk.alloc {{.*}} : memref<?x16x64xf32>
+// CHECK: %[[H:.*]] = modk.alloc {{.*}} : memref<?x16x64xbf16>
+// CHECK: modk.activation(%[[G]], %[[U]], %{{.*}}, %[[H]])
+// CHECK: modk.gemm_wgrad(%{{.*}}, %[[H]], %{{.*}}, %{{.*}}) : memref<?x16x32xf32>, memref<?x16x64xbf16>
+// CHECK: modk.gemm_wgrad(%{{.*}}, %[[N]], %{{.*}}, %{{.*}}) : memref<?x16x64xf32>, memref<?x16x32xbf16>
+// CHECK: modk.gemm_wgrad(%{{.*}}, %[[O]], %{{.*}}, %{{.*}}) : memref<?x16x32xf32>, memref<?x16x32xf32>
+// CHECK-NOT: xbf16
+modk.entry @grad attributes {dtype = "bf16", model = "{}", modes = ["topk"], params = [{init = "ones", name = "w", shape = [32]}, {init = "ones", name = "wq", shape = [32, 32]}, {init = "ones", name = "wg", shape = [64, 32]}, {init = "ones", name = "wu", shape = [64, 32]}, {init = "ones", name = "wd", shape = [32, 64]}], seq_len = 16 : i64, vocab_size = 64 : i64} {
   %w = modk.param "w" : memref<32xf32>
   %wq = modk.param "wq" : memref<32x32xf32>
+  %wg = modk.param "wg" : memref<64x32xf32>
+  %wu = modk.param "wu" : memref<64x32xf32>
+  %wd = modk.param "wd" : memref<32x64xf32>
   %x = modk.alloc : memref<?x16x32xf32>
+  %pos = modk.alloc : memref<?x16xi32>
   %seg = modk.alloc : memref<?x1xi64>
+  modk.identity_rows -> %pos, %seg : memref<?x16xi32>, memref<?x1xi64>
   %n = modk.alloc : memref<?x16x32xf32>
   modk.rmsnorm %x, %w rows %seg -> %n {eps = 1.0e-05 : f64} : memref<?x16x32xf32>, memref<32xf32>, memref<?x1xi64>, memref<?x16x32xf32>
   %q = modk.alloc : memref<?x16x32xf32>
   modk.gemm %n, [%wq] rows %seg -> %q {epilogue = "none"} : memref<?x16x32xf32>, memref<32x32xf32>, memref<?x1xi64>, memref<?x16x32xf32>
+  %o = modk.alloc : memref<?x16x32xf32>
+  modk.attention %q, %q, %q rows %pos, %seg -> %o {n_heads = 2 : i64} : memref<?x16x32xf32>, memref<?x16x32xf32>, memref<?x16x32xf32>, memref<?x16xi32>, memref<?x1xi64>, memref<?x16x32xf32>
+  %g = modk.alloc : memref<?x16x64xf32>
+  modk.gemm %n, [%wg] rows %seg -> %g {epilogue = "none"} : memref<?x16x32xf32>, memref<64x32xf32>, memref<?x1xi64>, memref<?x16x64xf32>
+  %u = modk.alloc : memref<?x16x64xf32>
+  modk.gemm %n, [%wu] rows %seg -> %u {epilogue = "none"} : memref<?x16x32xf32>, memref<64x32xf32>, memref<?x1xi64>, memref<?x16x64xf32>
+  %h = modk.alloc : memref<?x16x64xf32>
+  modk.activation(%g, %u, %seg, %h) {kind = "swiglu"} : memref<?x16x64xf32>, memref<?x16x64xf32>, memref<?x1xi64>, memref<?x16x64xf32>
+  %dd = modk.alloc : memref<?x16x32xf32>
+  modk.gemm %h, [%wd] rows %seg -> %dd {epilogue = "none"} : memref<?x16x64xf32>, memref<32x64xf32>, memref<?x1xi64>, memref<?x16x32xf32>
+  %dwd = modk.output "grad.wd" : memref<32x64xf32>
+  modk.gemm_wgrad(%dd, %h, %seg, %dwd) : memref<?x16x32xf32>, memref<?x16x64xf32>, memref<?x1xi64>, memref<32x64xf32>
+  %dh = modk.alloc : memref<?x16x64xf32>
+  modk.gemm_dgrad(%dd, %wd, %seg, %dh) {accumulate = false} : memref<?x16x32xf32>, memref<32x64xf32>, memref<?x1xi64>, memref<?x16x64xf32>
+  %dgate = modk.alloc : memref<?x16x64xf32>
+  %dup = modk.alloc : memref<?x16x64xf32>
+  modk.activation_grad(%g, %u, %dh, %seg, %dgate, %dup) {kind = "swiglu", operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1>} : memref<?x16x64xf32>, memref<?x16x64xf32>, memref<?x16x64xf32>, memref<?x1xi64>, memref<?x16x64xf32>, memref<?x16x64xf32>
+  %dwg = modk.output "grad.wg" : memref<64x32xf32>
+  modk.gemm_wgrad(%dgate, %n, %seg, %dwg) : memref<?x16x64xf32>, memref<?x16x32xf32>, memref<?x1xi64>, memref<64x32xf32>
+  %dq = modk.alloc : memref<?x16x32xf32>
+  %dk = modk.alloc : memref<?x16x32xf32>
+  %dv = modk.alloc : memref<?x16x32xf32>
+  modk.attention_grad(%q, %q, %q, %o, %dd, %pos, %seg, %dq, %dk, %dv) {n_heads = 2 : i64} : memref<?x16x32xf32>, memref<?x16x32xf32>, memref<?x16x32xf32>, memref<?x16x32xf32>, memref<?x16x32xf32>, memref<?x16xi32>, memref<?x1xi64>, memref<?x16x32xf32>, memref<?x16x32xf32>, memref<?x16x32xf32>
+  %dwq = modk.output "grad.wq" : memref<32x32xf32>
+  modk.gemm_wgrad(%dd, %o, %seg, %dwq) : memref<?x16x32xf32>, memref<?x16x32xf32>, memref<?x1xi64>, memref<32x32xf32>
 }

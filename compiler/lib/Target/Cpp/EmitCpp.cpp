@@ -101,7 +101,7 @@ void CppEmitter::emitGemm(modk::GemmOp op, int indent) {
   if (e == "none" || e == "gelu" || e == "rope") {
     emitCall({"linear", shape, {a, "rows", w, y}}, indent);
     if (e == "gelu")
-      emitCall({"gelu", {n}, {y, "rows"}}, indent);
+      emitCall({"gelu", {n}, {y, "rows", y}}, indent);
     if (e == "rope") {
       int64_t heads = *op.getNHeads();
       emitCall({"rope",
@@ -123,7 +123,7 @@ void CppEmitter::emitGemm(modk::GemmOp op, int indent) {
     emitCall({"linear", shape, {a, "rows", w, gated}}, indent);
     emitCall({"linear", shape, {a, "rows", name(op.getWeights()[1]), y}},
              indent);
-    emitCall({"swiglu", {n}, {gated, y, "rows"}}, indent);
+    emitCall({"swiglu", {n}, {gated, y, "rows", y}}, indent);
   } else if (e == "gate_scale_scatter") {
     // The update; emitKernel scatters it.
     emitCall({"linear", shape, {a, "rows", w, name(op.getExtra()[0])}}, indent);

@@ -523,9 +523,9 @@ LogicalResult CudaEmitter::emitEntry(modk::EntryOp e) {
                     "modc_cuda_init first\");\n",
                     fn);
   os << "  cudaStream_t s = modcStream;\n";
-  // The forward pass's bf16 products read bf16 copies of their weights
-  // through TMA (sm_90a), rounded once a call.
-  if (!isGrad && !isDecode)
+  // The bf16 products of the forward pass (and of training's forward) read
+  // bf16 copies of their weights through TMA (sm_90a), rounded once a call.
+  if (!isDecode)
     os << "  modk_cuda::WeightCopyScope weightCopies;\n";
   // The checked copy of the tokens lives after the kernels' scratch.
   int64_t tokensPerSequence = isGrad ? seqLen + 1 : isDecode ? 1 : seqLen;

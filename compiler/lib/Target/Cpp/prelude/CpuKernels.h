@@ -413,9 +413,12 @@ inline void rope(float *x, int64_t rows, const int32_t *pos, float theta) {
   detail::ropeRotate<H, HD, false>(x, rows, pos, theta);
 }
 
-/// up = silu(gate) * up on [rows, N], silu(z) = z / (1 + e^-z).
-template <int N>
-inline void swiglu(const float *gate, float *up, int64_t rows) {
+/// out = silu(gate) * up on [rows, N], silu(z) = z / (1 + e^-z); out may
+/// be up (float), or bf16 (rounded: a bf16 model's hidden rows, which only
+/// products read). The same arithmetic for either element type.
+template <int N, typename Out>
+inline void swiglu(const float *gate, const float *up, int64_t rows,
+                   Out *out) {
   using namespace detail;
   const int64_t total = rows * N;
   const int64_t nvec = total / kVW * kVW;
@@ -423,19 +426,26 @@ inline void swiglu(const float *gate, float *up, int64_t rows) {
   for (int64_t i = 0; i < nvec; i += kVW) {
     const VecF g = loadu(gate + i);
     const VecF sg = g / (vexp(-g) + 1.0f);
-    storeu(up + i, sg * loadu(up + i));
+    const VecF y = sg * loadu(up + i);
+    if constexpr (std::is_same_v<Out, float>) {
+      storeu(out + i, y);
+    } else {
+      for (int l = 0; l < kVW; ++l)
+        out[i + l] = Out(y[l]);
+    }
   }
   for (int64_t i = nvec; i < total; ++i)
-    up[i] = silu(gate[i]) * up[i];
+    out[i] = Out(silu(gate[i]) * up[i]);
 }
 
-/// Exact GELU in place on [rows, N]: 0.5 x (1 + erf(x / sqrt 2)).
-template <int N>
-inline void gelu(float *x, int64_t rows) {
+/// out = exact GELU of x on [rows, N]: 0.5 x (1 + erf(x / sqrt 2)); out may
+/// be x (float), or bf16 (rounded).
+template <int N, typename Out>
+inline void gelu(const float *x, int64_t rows, Out *out) {
   const int64_t total = rows * N;
 #pragma omp parallel for if (total > detail::kMinParallelWork)
   for (int64_t i = 0; i < total; ++i)
-    x[i] = 0.5f * x[i] * (1.0f + std::erf(x[i] * 0.70710678118654752f));
+    out[i] = Out(0.5f * x[i] * (1.0f + std::erf(x[i] * 0.70710678118654752f)));
 }
 
 /// x += y on [rows, D].

@@ -200,22 +200,27 @@ inline void linear_dgrad(const float *dy, int64_t M, const float *w, float *da,
 }
 
 /// dw[N, K] (+)= dy[M, N]^T * a[M, K]. M may be 0 (then dw is zeroed unless
-/// accumulating). BF16: both operands rounded to bf16. Must not be called
-/// from inside an OpenMP parallel region.
-template <int N, int K, bool BF16 = false>
-inline void linear_wgrad(const float *dy, int64_t M, const float *a, float *dw,
+/// accumulating). BF16: both operands rounded to bf16 (a may then hold bf16:
+/// TA). Must not be called from inside an OpenMP parallel region.
+template <int N, int K, bool BF16 = false, typename TA = float>
+inline void linear_wgrad(const float *dy, int64_t M, const TA *a, float *dw,
                          bool accumulate) {
+  static_assert(BF16 || std::is_same_v<TA, float>,
+                "bf16 operands are for bf16 products");
   if (M <= 0) {
     if (!accumulate)
       std::memset(dw, 0, sizeof(float) * N * K);
     return;
   }
-  if (BF16) {
+  const float *af;
+  if constexpr (BF16) {
     dy = detail::bf16Copy(dy, M * N, 0);
-    a = detail::bf16Copy(a, M * K, 1);
+    af = detail::bf16Copy(a, M * K, 1);
+  } else {
+    af = a;
   }
   cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, N, K,
-              static_cast<int>(M), 1.0f, dy, N, a, K, accumulate ? 1.0f : 0.0f,
+              static_cast<int>(M), 1.0f, dy, N, af, K, accumulate ? 1.0f : 0.0f,
               dw, K);
 }
 

@@ -236,18 +236,23 @@ __device__ __forceinline__ float gemmEpilogue(float acc, const EpiArgs epi,
 
 /// The element types a GEMM may take besides f32 (a bf16 model's buffers
 /// that only products read, modk-store-bf16): A as bf16 in a bf16 product
-/// whose reduction is contiguous (the forward's activations), C as bf16
-/// where the epilogue neither reads C nor splits the reduction.
-template <typename TA, typename TC, bool AK, int EPI, bool BF, int DYN>
+/// whose reduction is contiguous (the forward's activations), B as bf16 in
+/// a bf16 product (the activations a weight gradient reduces over their
+/// rows), C as bf16 where the epilogue neither reads C nor splits the
+/// reduction.
+template <typename TA, typename TB, typename TC, bool AK, int EPI, bool BF,
+          int DYN>
 constexpr bool gemmTypesOk() {
   constexpr bool aOk =
       std::is_same<TA, float>::value || (std::is_same<TA, bf16>::value && BF && AK);
+  constexpr bool bOk =
+      std::is_same<TB, float>::value || (std::is_same<TB, bf16>::value && BF);
   constexpr bool cOk =
       std::is_same<TC, float>::value ||
       (std::is_same<TC, bf16>::value && DYN != 3 &&
        (EPI == EpiStore || EPI == EpiGelu || EPI == EpiSwiglu ||
         EPI == EpiStoreBf16 || isEpiRope(EPI)));
-  return aOk && cOk;
+  return aOk && bOk && cOk;
 }
 
 /// Tile shapes: BM x BN outputs per CTA of 256 threads, BK reduction steps
@@ -288,10 +293,11 @@ __device__ __forceinline__ int64_t splitChunk(int64_t chunk,
 /// device (DYN 1: M, 2: L, 3: the split chunk, which also moves A, B and C to
 /// it) and the CTA's tile origin (m0, n0). False when the CTA has nothing to
 /// do; the whole CTA then returns.
-template <bool AK, bool BKc, int DYN, int BM, int BN, typename TA, typename TC>
+template <bool AK, bool BKc, int DYN, int BM, int BN, typename TA, typename TB,
+          typename TC>
 __device__ __forceinline__ bool
 gemmCta(const TA *__restrict__ &A, int64_t lda,
-        const float *__restrict__ &B, int64_t ldb, TC *&C, int64_t ldc,
+        const TB *__restrict__ &B, int64_t ldb, TC *&C, int64_t ldc,
         int64_t &M, int64_t Ncols, int64_t &L,
         const int64_t *dynRows, int64_t &m0, int64_t &n0) {
   if (DYN == 1)
@@ -327,12 +333,12 @@ __device__ __forceinline__ void tileSlot(int idx, int &r, int &c) {
 /// is the split reduction (splitReduction): the reduction length is *dynRows,
 /// the L argument the chunk length, and CTA z of the grid's z dimension
 /// writes its chunk's partial product. BF: the operands are rounded to bf16
-/// as they enter shared memory (a bf16 model's products). TA, TC: the
-/// element types of A and C (gemmTypesOk).
+/// as they enter shared memory (a bf16 model's products). TA, TB, TC: the
+/// element types of A, B and C (gemmTypesOk).
 template <typename T, bool AK, bool BKc, int DYN, int EPI, bool BF,
-          typename TA, typename TC>
+          typename TA, typename TB, typename TC>
 __global__ __launch_bounds__(kThreads, T::MINB) void gemmKernel(
-    const TA *__restrict__ A, int64_t lda, const float *__restrict__ B,
+    const TA *__restrict__ A, int64_t lda, const TB *__restrict__ B,
     int64_t ldb, TC *C, int64_t ldc, const EpiArgs epi, int64_t M,
     int64_t Ncols, int64_t L, const int64_t *dynRows) {
   constexpr int BM = T::BM, BN = T::BN, BK = T::BK, TM = T::TM, TN = T::TN;
@@ -363,12 +369,12 @@ __global__ __launch_bounds__(kThreads, T::MINB) void gemmKernel(
   // In-tile offsets fit in 32 bits (the wrappers' widths are < 2^24).
   const int ilda = int(lda), ildb = int(ldb);
   const TA *Abase = A + (AK ? m0 * lda : m0);
-  const float *Bbase = B + (BKc ? n0 * ldb : n0);
+  const TB *Bbase = B + (BKc ? n0 * ldb : n0);
   // Loads tile k0 of A and B into registers (zero outside the matrices).
   auto loadTile = [&](int64_t k0) {
     const int kValid = int(minI64(BK, L - k0));
     const TA *At = Abase + (AK ? k0 : k0 * lda);
-    const float *Bt = Bbase + (BKc ? k0 : k0 * ldb);
+    const TB *Bt = Bbase + (BKc ? k0 : k0 * ldb);
 #pragma unroll
     for (int i = 0; i < LA; ++i) {
       int r, c;
@@ -381,7 +387,7 @@ __global__ __launch_bounds__(kThreads, T::MINB) void gemmKernel(
       int r, c;
       slotB(i, r, c);
       const int off = BKc ? r * ildb + c : c * ildb + r;
-      rb[i] = (r < nValid && c < kValid) ? Bt[off] : 0.0f;
+      rb[i] = (r < nValid && c < kValid) ? float(Bt[off]) : 0.0f;
     }
   };
   auto storeTile = [&](int buf) {
@@ -1091,13 +1097,13 @@ __device__ __forceinline__ void storeTcTileWidened(float *dst, const bf16 *src,
 /// fragments into tf32 hi/lo and adds lo*hi + hi*lo + hi*hi (small terms
 /// first, three mma.m16n8k8) to the f32 accumulators (mma3xTf32). BF: one
 /// bf16 mma.m16n8k8 per k8 step instead, on the operands rounded to bf16 as
-/// the fragments are formed (a bf16 model's products). A bf16 A (TA) is
-/// read into registers and stored widened (not copied by cp.async: its
-/// shared tile stays f32).
+/// the fragments are formed (a bf16 model's products). A bf16 A or B (TA,
+/// TB) is read into registers and stored widened (not copied by cp.async:
+/// its shared tile stays f32).
 template <typename T, bool AK, bool BKc, int DYN, int EPI, bool BF,
-          typename TA, typename TC>
+          typename TA, typename TB, typename TC>
 __global__ __launch_bounds__(kThreads, T::MINB) void gemmTcKernel(
-    const TA *__restrict__ A, int64_t lda, const float *__restrict__ B,
+    const TA *__restrict__ A, int64_t lda, const TB *__restrict__ B,
     int64_t ldb, TC *C, int64_t ldc, const EpiArgs epi, int64_t M,
     int64_t Ncols, int64_t L, const int64_t *dynRows) {
   constexpr int BM = T::BM, BN = T::BN, BK = T::BK, MI = T::MI, NI = T::NI;
@@ -1120,7 +1126,7 @@ __global__ __launch_bounds__(kThreads, T::MINB) void gemmTcKernel(
   const int nValid = int(minI64(BN, Ncols - n0));
 
   const TA *Abase = A + (AK ? m0 * lda : m0);
-  const float *Bbase = B + (BKc ? n0 * ldb : n0);
+  const TB *Bbase = B + (BKc ? n0 * ldb : n0);
   // 16-byte copies where the operand's runs along its contiguous dimension
   // start 16-byte aligned (m0, n0 and the k tiles are multiples of 4).
   const bool vecA = lda % 4 == 0 && aligned16(Abase);
@@ -1134,8 +1140,13 @@ __global__ __launch_bounds__(kThreads, T::MINB) void gemmTcKernel(
     else
       storeTcTileWidened<BM, BK, AK, LA>(As[buf], Abase + (AK ? k0 : k0 * lda),
                                          int(lda), mValid, kValid);
-    copyTcTile<BN, BK, BKc, LB>(Bs[buf], Bbase + (BKc ? k0 : k0 * ldb),
-                                int(ldb), nValid, kValid, vecB, B);
+    if constexpr (std::is_same<TB, float>::value)
+      copyTcTile<BN, BK, BKc, LB>(Bs[buf], Bbase + (BKc ? k0 : k0 * ldb),
+                                  int(ldb), nValid, kValid, vecB, B);
+    else
+      storeTcTileWidened<BN, BK, BKc, LB>(Bs[buf],
+                                          Bbase + (BKc ? k0 : k0 * ldb),
+                                          int(ldb), nValid, kValid);
     copyAsyncCommit();
   };
 
@@ -1480,9 +1491,9 @@ wgStoreChunks(unsigned char *dst, const uint32_t (&v)[WgSmem<R, BK>::Chunks][4])
 /// wgmmas of this one run), and each warpgroup adds its 64 x BN slab with one
 /// wgmma per k16 step.
 template <typename T, bool AK, bool BKc, int DYN, int EPI, typename TA,
-          typename TC>
+          typename TB, typename TC>
 __global__ __launch_bounds__(kThreads, T::MINB) void gemmWgKernel(
-    const TA *__restrict__ A, int64_t lda, const float *__restrict__ B,
+    const TA *__restrict__ A, int64_t lda, const TB *__restrict__ B,
     int64_t ldb, TC *C, int64_t ldc, const EpiArgs epi, int64_t M,
     int64_t Ncols, int64_t L, const int64_t *dynRows) {
   constexpr int BM = T::BM, BN = T::BN, BK = T::BK;
@@ -1500,10 +1511,11 @@ __global__ __launch_bounds__(kThreads, T::MINB) void gemmWgKernel(
   const int mValid = int(minI64(BM, M - m0));
   const int nValid = int(minI64(BN, Ncols - n0));
   const TA *Abase = A + (AK ? m0 * lda : m0);
-  const float *Bbase = B + (BKc ? n0 * ldb : n0);
+  const TB *Bbase = B + (BKc ? n0 * ldb : n0);
   const bool vecA =
       AK && lda % (16 / sizeof(TA)) == 0 && aligned16(Abase);
-  const bool vecB = BKc && ldb % 4 == 0 && aligned16(Bbase);
+  const bool vecB =
+      BKc && ldb % (16 / sizeof(TB)) == 0 && aligned16(Bbase);
 
   uint32_t ra[SA::Chunks][4], rb[SB::Chunks][4];
   auto read = [&](int64_t k0) {
@@ -2042,11 +2054,12 @@ inline bool &gemmTma() {
   return on;
 }
 
-/// Whether a product's operands can go to TMA: a bf16 A and a weight B, both
-/// with the reduction contiguous, no split.
-template <typename TA, bool AK, bool BKc, int DYN>
+/// Whether a product's operands can go to TMA: a bf16 A and a weight B (f32,
+/// rounded into its bf16 copy), both with the reduction contiguous, no split.
+template <typename TA, typename TB, bool AK, bool BKc, int DYN>
 constexpr bool tmaOperandsOk() {
-  return std::is_same<TA, bf16>::value && AK && BKc && (DYN == 0 || DYN == 1);
+  return std::is_same<TA, bf16>::value && std::is_same<TB, float>::value &&
+         AK && BKc && (DYN == 0 || DYN == 1);
 }
 
 /// The TMA path of a bf16 product with tmaOperandsOk: B's bf16 copy, the
@@ -2129,23 +2142,23 @@ template <> struct GemmTiles<PathWgmma> {
 
 /// The kernel of a path and tile (only that one is instantiated).
 template <int P, typename T, bool AK, bool BKc, int DYN, int EPI, bool BF,
-          typename TA, typename TC>
+          typename TA, typename TB, typename TC>
 inline auto gemmKernelFor() {
   if constexpr (P == PathWgmma) {
     static_assert(BF, "wgmma runs the bf16 products only");
-    return gemmWgKernel<T, AK, BKc, DYN, EPI, TA, TC>;
+    return gemmWgKernel<T, AK, BKc, DYN, EPI, TA, TB, TC>;
   } else if constexpr (P == PathMma) {
-    return gemmTcKernel<T, AK, BKc, DYN, EPI, BF, TA, TC>;
+    return gemmTcKernel<T, AK, BKc, DYN, EPI, BF, TA, TB, TC>;
   } else {
-    return gemmKernel<T, AK, BKc, DYN, EPI, BF, TA, TC>;
+    return gemmKernel<T, AK, BKc, DYN, EPI, BF, TA, TB, TC>;
   }
 }
 
 /// C = epilogue(A B) on path P's tile (gemmTileChoice); false where the
 /// epilogue fits neither tile of the path (nothing is enqueued).
 template <int P, bool AK, bool BKc, int DYN, int EPI, bool BF, typename TA,
-          typename TC>
-inline bool launchGemmPath(const TA *A, int64_t lda, const float *B,
+          typename TB, typename TC>
+inline bool launchGemmPath(const TA *A, int64_t lda, const TB *B,
                            int64_t ldb, TC *C, int64_t ldc, const EpiArgs &epi,
                            int64_t M, int64_t Ncols, int64_t L,
                            const int64_t *dynRows, cudaStream_t stream,
@@ -2156,7 +2169,7 @@ inline bool launchGemmPath(const TA *A, int64_t lda, const float *B,
       M, Ncols, P == PathWgmma ? 132 : 264);
   auto launch = [&](auto tile) {
     using T = decltype(tile);
-    auto kernel = gemmKernelFor<P, T, AK, BKc, DYN, EPI, BF, TA, TC>();
+    auto kernel = gemmKernelFor<P, T, AK, BKc, DYN, EPI, BF, TA, TB, TC>();
     traceGemm(P == PathWgmma ? "wgmma" : P == PathMma ? "mma.sync" : "simt", M,
               Ncols, L, T::BM, T::BN, EPI);
     MODC_LAUNCH(kernel,
@@ -2183,19 +2196,20 @@ inline bool launchGemmPath(const TA *A, int64_t lda, const float *B,
 /// where gemmTypesOk allows. False only where the epilogue (RoPE) fits no
 /// tile of the path the product takes: nothing was enqueued then.
 template <bool AK, bool BKc, int DYN, int EPI, bool BF = false,
-          typename TA = float, typename TC = float>
-inline bool launchGemm(const TA *A, int64_t lda, const float *B, int64_t ldb,
+          typename TA = float, typename TB = float, typename TC = float>
+inline bool launchGemm(const TA *A, int64_t lda, const TB *B, int64_t ldb,
                        TC *C, int64_t ldc, const EpiArgs &epi, int64_t M,
                        int64_t Ncols, int64_t L, const int64_t *dynRows,
                        cudaStream_t stream, unsigned splits = 1) {
-  static_assert(gemmTypesOk<TA, TC, AK, EPI, BF, DYN>(),
-                "bf16 A needs a bf16 product over a contiguous reduction; "
-                "bf16 C an epilogue that does not read C");
+  static_assert(gemmTypesOk<TA, TB, TC, AK, EPI, BF, DYN>(),
+                "bf16 A needs a bf16 product over a contiguous reduction, "
+                "bf16 B a bf16 product; bf16 C an epilogue that does not "
+                "read C");
   static_assert(!isEpiRope(EPI) || DYN != 3, "RoPE of a partial product");
   if (M <= 0 || Ncols <= 0)
     return true;
 #define MODC_GEMM_ON(path)                                                     \
-  return launchGemmPath<path, AK, BKc, DYN, EPI, BF, TA, TC>(                  \
+  return launchGemmPath<path, AK, BKc, DYN, EPI, BF, TA, TB, TC>(              \
       A, lda, B, ldb, C, ldc, epi, M, Ncols, L, dynRows, stream, splits)
   // Tests force the wgmma kernel on few rows too (a tile override).
   [[maybe_unused]] const bool wgmmaRows = M >= kWgmmaMinRows || gemmTileOverride() != 0;
@@ -2203,7 +2217,7 @@ inline bool launchGemm(const TA *A, int64_t lda, const float *B, int64_t ldb,
   // call) go to the TMA kernel, else the wgmma kernel reads them itself.
 #define MODC_GEMM_ON_WGMMA()                                                   \
   do {                                                                         \
-    if constexpr (tmaOperandsOk<TA, AK, BKc, DYN>())                           \
+    if constexpr (tmaOperandsOk<TA, TB, AK, BKc, DYN>())                       \
       if (launchGemmTma<DYN, EPI>(A, lda, B, ldb, C, ldc, epi, M, Ncols, L,    \
                                   dynRows, stream))                            \
         return true;                                                           \
@@ -2368,13 +2382,14 @@ __global__ __launch_bounds__(kThreads) void addKernel(float *x, const float *y,
     x[e] += y[e];
 }
 
-template <int N>
-__global__ __launch_bounds__(kThreads) void geluKernel(float *x,
-                                                      const int64_t *rows) {
+template <int N, typename Out>
+__global__ __launch_bounds__(kThreads) void geluKernel(const float *x,
+                                                      const int64_t *rows,
+                                                      Out *out) {
   const int64_t total = *rows * N;
   for (int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; e < total;
        e += int64_t(gridDim.x) * blockDim.x)
-    x[e] = geluf(x[e]);
+    out[e] = Out(geluf(x[e]));
 }
 
 template <int N>
@@ -2387,14 +2402,15 @@ __launch_bounds__(kThreads) void roundBf16Kernel(float *x,
     x[e] = bf16Round(x[e]);
 }
 
-template <int N>
+template <int N, typename Out>
 __global__ __launch_bounds__(kThreads) void swigluKernel(const float *gate,
-                                                        float *up,
-                                                        const int64_t *rows) {
+                                                        const float *up,
+                                                        const int64_t *rows,
+                                                        Out *out) {
   const int64_t total = *rows * N;
   for (int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; e < total;
        e += int64_t(gridDim.x) * blockDim.x)
-    up[e] = siluf(gate[e]) * up[e];
+    out[e] = Out(siluf(gate[e]) * up[e]);
 }
 
 /// RoPE: one CTA of 64 threads per row. Thread t takes the pair index j of
@@ -3339,10 +3355,11 @@ inline void linear_dgrad(const float *dy, const int64_t *rows, int64_t max_rows,
 
 /// dw[n, k] += sum_{m < *rows} dy[m, n] a[m, k]; one CTA per output tile
 /// reduces over all rows (deterministic, no atomics). The overload with
-/// scratch below splits the rows where the output has few tiles.
-template <int N, int K, bool BF16 = false>
+/// scratch below splits the rows where the output has few tiles. In a bf16
+/// product `a` may be stored as bf16 (modk-store-bf16).
+template <int N, int K, bool BF16 = false, typename TA = float>
 inline void linear_wgrad(const float *dy, const int64_t *rows, int64_t max_rows,
-                         const float *a, float *dw, cudaStream_t stream) {
+                         const TA *a, float *dw, cudaStream_t stream) {
   static_assert(detail::gemmWidthsOk<N, K>(), "GEMM widths must be in [1, 2^24)");
   (void)max_rows;
   detail::launchGemm<false, false, 2, detail::EpiAdd, BF16>(
@@ -3363,9 +3380,9 @@ inline int64_t linear_wgrad_scratch_floats(int64_t max_rows) {
 /// chunks that hold rows to dw in chunk order (deterministic: the result
 /// depends on *rows and max_rows, never on the run). `scratch`:
 /// linear_wgrad_scratch_floats<N, K>(max_rows) floats (null: no split).
-template <int N, int K, bool BF16 = false>
+template <int N, int K, bool BF16 = false, typename TA = float>
 inline void linear_wgrad(const float *dy, const int64_t *rows, int64_t max_rows,
-                         const float *a, float *dw, float *scratch,
+                         const TA *a, float *dw, float *scratch,
                          cudaStream_t stream) {
   static_assert(detail::gemmWidthsOk<N, K>(), "GEMM widths must be in [1, 2^24)");
   const detail::WgradSplit s = detail::wgradSplit<N, K>(max_rows);
@@ -3442,11 +3459,16 @@ inline void launchInPlace(Kernel kernel, float *x, const int64_t *rows,
 }
 } // namespace detail
 
-/// Exact GELU in place on [rows, N].
-template <int N>
-inline void gelu(float *x, const int64_t *rows, int64_t max_rows,
-                 cudaStream_t stream) {
-  detail::launchInPlace<N>(detail::geluKernel<N>, x, rows, max_rows, stream);
+/// out = exact GELU of x on [rows, N]; out may be x (float), or bf16
+/// (rounded: a bf16 model's hidden rows, which only products read).
+template <int N, typename Out>
+inline void gelu(const float *x, const int64_t *rows, int64_t max_rows,
+                 Out *out, cudaStream_t stream) {
+  if (max_rows <= 0)
+    return;
+  auto k = detail::geluKernel<N, Out>;
+  MODC_LAUNCH(k, detail::strideGrid(max_rows * N), detail::kThreads, 0, stream,
+              x, rows, out);
 }
 
 /// x[rows, N] rounded to bf16 in place (the query, key and value rows of a
@@ -3458,15 +3480,16 @@ inline void round_bf16(float *x, const int64_t *rows, int64_t max_rows,
                            stream);
 }
 
-/// up = silu(gate) * up on [rows, N].
-template <int N>
-inline void swiglu(const float *gate, float *up, const int64_t *rows,
-                   int64_t max_rows, cudaStream_t stream) {
+/// out = silu(gate) * up on [rows, N]; out may be up (float), or bf16
+/// (rounded).
+template <int N, typename Out>
+inline void swiglu(const float *gate, const float *up, const int64_t *rows,
+                   int64_t max_rows, Out *out, cudaStream_t stream) {
   if (max_rows <= 0)
     return;
-  auto k = detail::swigluKernel<N>;
+  auto k = detail::swigluKernel<N, Out>;
   MODC_LAUNCH(k, detail::strideGrid(max_rows * N), detail::kThreads, 0, stream,
-              gate, up, rows);
+              gate, up, rows, out);
 }
 
 /// out[i] = table[tokens[i]] for i < n (n a host count); table is [V, D].
