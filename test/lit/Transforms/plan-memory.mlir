@@ -37,3 +37,26 @@ modk.entry @forward attributes {model = "{}", modes = ["topk"], params = [], seq
   modk.add %x, %x rows %seg -> %y : memref<?x16x16xf32>, memref<?x16x16xf32>, memref<?x1xi64>, memref<?x16x16xf32>
   modk.attention %x, %y, %y rows %pos, %seg -> %x {n_heads = 2 : i64} : memref<?x16x16xf32>, memref<?x16x16xf32>, memref<?x16x16xf32>, memref<?x16xi32>, memref<?x1xi64>, memref<?x16x16xf32>
 }
+
+// -----
+
+// First use would leave a hole: x (128 bytes) and y (128) first, then z
+// (320: 256 and its padding), live with y only, fits neither below y nor
+// anywhere but above it: 576 bytes. Largest first puts z at 0, x there too
+// (their live ranges do not meet) and y above z: 448 bytes, the most ever
+// live at once (y and z). The pass keeps the smaller plan.
+// CHECK-LABEL: modk.entry @forward
+// CHECK-SAME: workspace_bytes_per_sequence = 448 : i64
+// CHECK: %[[X:.*]] = modk.alloc {offset = 0 : i64} : memref<?x16xf32>
+// CHECK: %[[Y:.*]] = modk.alloc {offset = 320 : i64} : memref<?x16xf32>
+// CHECK: %[[Z:.*]] = modk.alloc {offset = 0 : i64} : memref<?x64xf32>
+modk.entry @forward attributes {model = "{}", modes = ["topk"], params = [], seq_len = 16 : i64, vocab_size = 64 : i64} {
+  %x = modk.alloc : memref<?x16xf32>
+  %y = modk.alloc : memref<?x16xf32>
+  %z = modk.alloc : memref<?x64xf32>
+  modk.copy(%x, %y) : memref<?x16xf32>, memref<?x16xf32>
+  modk.zero(%x) : memref<?x16xf32>
+  modk.zero(%z) : memref<?x64xf32>
+  modk.zero(%y) : memref<?x16xf32>
+  modk.zero(%z) : memref<?x64xf32>
+}

@@ -5,10 +5,10 @@
 // projection) and the attention output become bf16. The residual stream,
 // the q/k/v rows (attention reads them), the swiglu gate scratch and the
 // down projection's output (added to the stream) stay f32. bf16 buffers
-// take half the bytes: 9728 a sequence against 12800 all f32.
+// take half the bytes: 9600 a sequence against 12672 all f32.
 // CHECK-LABEL: modk.entry @forward
 // CHECK-SAME: dtype = "bf16"
-// CHECK-SAME: workspace_bytes_per_sequence = 9728
+// CHECK-SAME: workspace_bytes_per_sequence = 9600
 // CHECK: %[[X:.*]] = modk.alloc {{.*}} : memref<?x16x32xf32>
 // CHECK: %[[N:.*]] = modk.alloc {{.*}} : memref<?x16x32xbf16>
 // CHECK: %[[Q:.*]] = modk.alloc {{.*}} : memref<?x16x32xf32>

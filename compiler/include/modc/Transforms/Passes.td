@@ -99,16 +99,16 @@ def StoreBf16Activations : Pass<"modk-store-bf16", "::modc::modk::EntryOp"> {
   let summary = "Store the product operands of a bf16 model as bf16";
   let description = [{
     In a bf16 model every product rounds its operands to bf16, so a buffer
-    that only products read holds bf16 values in f32 arrays. In the
-    `@forward` and `@decode` entries of a bf16 model, such a buffer becomes
-    `memref<...xbf16>` (half the bytes, the same values) when every use reads
-    it as a `modk.gemm` input and every write can round as it stores:
-    `modk.rmsnorm`, the normalised rows of `modk.route_select_gather` and
-    `modk.decode_route`, a `modk.gemm` with epilogue `none`, `gelu` or
-    `swiglu`, and the output of `modk.attention` (not yet of
-    `modk.decode_attention`, whose CUDA kernel keeps per-row data in it).
-    `@grad` keeps f32 arrays. Run before modk-plan-memory, which sizes buffers
-    by their bytes.
+    that only products read holds bf16 values in f32 arrays. In all
+    entries of a bf16 model, such a buffer becomes `memref<...xbf16>` (half
+    the bytes, the same values) when every use reads it as a product operand
+    (a `modk.gemm` input, the activations of a `modk.gemm_wgrad`) and every
+    write can round as it stores: `modk.rmsnorm`, the normalised rows of
+    `modk.route_select_gather` and `modk.decode_route`, a `modk.gemm` with
+    epilogue `none`, `gelu` or `swiglu`, the output of `modk.attention` (not
+    yet of `modk.decode_attention`, whose CUDA kernel keeps per-row data in
+    it) and of `modk.activation`. Run before modk-plan-memory, which sizes
+    buffers by their bytes.
 
     Before: `%4 = modk.alloc : memref<?x8x64xf32>` (written by
     `modk.gemm ... {epilogue = "swiglu"}`, read by the down projection)
@@ -120,8 +120,10 @@ def PlanMemory : Pass<"modk-plan-memory", "::modc::modk::EntryOp"> {
   let summary = "Place every workspace buffer, reusing memory by liveness";
   let description = [{
     Buffers whose live ranges (first to last kernel that touches them) do not
-    overlap share memory. Sets `offset` (bytes per sequence) on each
-    `modk.alloc` and `workspace_bytes_per_sequence` on the entry.
+    overlap share memory: first-fit placement in three orders (first use,
+    largest first, latest last use first), the smallest plan kept. Sets
+    `offset` (bytes per sequence) on each `modk.alloc` and
+    `workspace_bytes_per_sequence` on the entry.
   }];
 }
 
