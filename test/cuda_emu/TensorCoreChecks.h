@@ -461,6 +461,18 @@ void checkBf16StoredOperands(int64_t rows, int offset, uint32_t seed) {
   const auto dy = randomFloats(rows * N, seed + 3),
              dwStart = randomFloats(N * K, seed + 4);
   DeviceCopy<float> dDy(dy);
+  // And against fp64 of the rounded operands, so that the shared path is
+  // not merely consistent with itself.
+  std::vector<double> dwRef(dwStart.begin(), dwStart.end()), dwMag(N * K);
+  for (int64_t i = 0; i < N * K; ++i)
+    dwMag[i] = std::fabs(dwStart[i]);
+  for (int64_t m = 0; m < rows; ++m)
+    for (int n = 0; n < N; ++n)
+      for (int k = 0; k < K; ++k) {
+        const double t = double(bf16Value(dy[m * N + n])) * a[m * K + k];
+        dwRef[n * K + k] += t;
+        dwMag[n * K + k] += std::fabs(t);
+      }
   for (int64_t chunk : {int64_t(0), int64_t(16)}) {
     SCOPED_TRACE(testing::Message() << "wgrad row chunk " << chunk);
     modk_cuda::detail::wgradChunkOverride() = chunk;
@@ -474,20 +486,7 @@ void checkBf16StoredOperands(int64_t rows, int offset, uint32_t seed) {
     modk_cuda::linear_wgrad<N, K, true>(dDy.get(), dRows.get(), rows, aStored,
                                         dwGot.get(), scratchPtr, nullptr);
     expectSameBits(dwGot.read(), dwWant.read(), "wgrad, bf16 activations");
-    // And against fp64 of the rounded operands, so that the shared path is
-    // not merely consistent with itself.
-    std::vector<double> want(dwStart.begin(), dwStart.end()),
-        mag(N * K, 0.0);
-    for (int64_t m = 0; m < rows; ++m)
-      for (int n = 0; n < N; ++n)
-        for (int k = 0; k < K; ++k) {
-          const double t = double(bf16Value(dy[m * N + n])) * a[m * K + k];
-          want[n * K + k] += t;
-          mag[n * K + k] += std::fabs(t);
-        }
-    for (int64_t i = 0; i < N * K; ++i)
-      mag[i] += std::fabs(dwStart[i]);
-    expectGemm(dwGot.read(), want, mag, "wgrad, bf16 activations, fp64");
+    expectGemm(dwGot.read(), dwRef, dwMag, "wgrad, bf16 activations, fp64");
   }
   modk_cuda::detail::wgradChunkOverride() = 0;
 }

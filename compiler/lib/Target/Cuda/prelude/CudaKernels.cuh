@@ -3448,14 +3448,14 @@ inline void linear_to_bf16(const TA *a, const int64_t *rows,
 }
 
 namespace detail {
-/// Launches an in-place elementwise kernel(x, rows) over at most max_rows
-/// rows of N (a grid-stride loop).
-template <int N, typename Kernel>
-inline void launchInPlace(Kernel kernel, float *x, const int64_t *rows,
-                          int64_t max_rows, cudaStream_t stream) {
+/// Launches an elementwise kernel(args...) over at most max_rows rows of N
+/// (a grid-stride loop; the kernel reads the row count on the device).
+template <int N, typename Kernel, typename... Args>
+inline void launchRowsOfN(Kernel kernel, int64_t max_rows, cudaStream_t stream,
+                          Args... args) {
   if (max_rows <= 0)
     return;
-  MODC_LAUNCH(kernel, strideGrid(max_rows * N), kThreads, 0, stream, x, rows);
+  MODC_LAUNCH(kernel, strideGrid(max_rows * N), kThreads, 0, stream, args...);
 }
 } // namespace detail
 
@@ -3464,11 +3464,8 @@ inline void launchInPlace(Kernel kernel, float *x, const int64_t *rows,
 template <int N, typename Out>
 inline void gelu(const float *x, const int64_t *rows, int64_t max_rows,
                  Out *out, cudaStream_t stream) {
-  if (max_rows <= 0)
-    return;
-  auto k = detail::geluKernel<N, Out>;
-  MODC_LAUNCH(k, detail::strideGrid(max_rows * N), detail::kThreads, 0, stream,
-              x, rows, out);
+  detail::launchRowsOfN<N>(detail::geluKernel<N, Out>, max_rows, stream, x,
+                           rows, out);
 }
 
 /// x[rows, N] rounded to bf16 in place (the query, key and value rows of a
@@ -3476,8 +3473,8 @@ inline void gelu(const float *x, const int64_t *rows, int64_t max_rows,
 template <int N>
 inline void round_bf16(float *x, const int64_t *rows, int64_t max_rows,
                        cudaStream_t stream) {
-  detail::launchInPlace<N>(detail::roundBf16Kernel<N>, x, rows, max_rows,
-                           stream);
+  detail::launchRowsOfN<N>(detail::roundBf16Kernel<N>, max_rows, stream, x,
+                           rows);
 }
 
 /// out = silu(gate) * up on [rows, N]; out may be up (float), or bf16
@@ -3485,11 +3482,8 @@ inline void round_bf16(float *x, const int64_t *rows, int64_t max_rows,
 template <int N, typename Out>
 inline void swiglu(const float *gate, const float *up, const int64_t *rows,
                    int64_t max_rows, Out *out, cudaStream_t stream) {
-  if (max_rows <= 0)
-    return;
-  auto k = detail::swigluKernel<N, Out>;
-  MODC_LAUNCH(k, detail::strideGrid(max_rows * N), detail::kThreads, 0, stream,
-              gate, up, rows, out);
+  detail::launchRowsOfN<N>(detail::swigluKernel<N, Out>, max_rows, stream,
+                           gate, up, rows, out);
 }
 
 /// out[i] = table[tokens[i]] for i < n (n a host count); table is [V, D].
