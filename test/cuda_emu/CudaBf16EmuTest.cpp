@@ -151,6 +151,20 @@ TEST(CudaBf16, DgradAndWgrad) {
                                      false);
   expectClose(cpuDa, da, 1e-5, "CPU bf16 dgrad");
   expectClose(cpuDw, dw, 1e-5, "CPU bf16 wgrad");
+  // dy and a stored as bf16 (modk-store-bf16: the gradients of the
+  // activation and of the values): the bits of the f32 operands, which
+  // the products round the same way.
+  std::vector<modk_cuda::bf16> dyB(dy.begin(), dy.end()), aB(a.begin(), a.end());
+  {
+    std::vector<modk_cpu::bf16> cdy(dy.begin(), dy.end()), ca(a.begin(), a.end());
+    std::vector<float> da2(rows * K), dw2(N * K, 0.0f);
+    modk_cpu::linear_dgrad<N, K, true>(cdy.data(), rows, w.data(), da2.data(),
+                                       false);
+    modk_cpu::linear_wgrad<N, K, true>(cdy.data(), rows, ca.data(), dw2.data(),
+                                       false);
+    EXPECT_EQ(0, std::memcmp(da2.data(), cpuDa.data(), sizeof(float) * da2.size()));
+    EXPECT_EQ(0, std::memcmp(dw2.data(), cpuDw.data(), sizeof(float) * dw2.size()));
+  }
   forEachBf16GemmPath([&] {
     int64_t dRows = rows;
     std::vector<float> gotDa(rows * K, kSentinel), gotDw(N * K, 0.0f);
@@ -160,16 +174,32 @@ TEST(CudaBf16, DgradAndWgrad) {
                                         gotDw.data(), nullptr);
     expectClose(gotDa, da, 1e-5, "CUDA bf16 dgrad");
     expectClose(gotDw, dw, 1e-5, "CUDA bf16 wgrad");
+    std::vector<float> bDa(rows * K, kSentinel), bDw(N * K, 0.0f);
+    modk_cuda::linear_dgrad<N, K, true>(dyB.data(), &dRows, rows, w.data(),
+                                        bDa.data(), false, nullptr);
+    modk_cuda::linear_wgrad<N, K, true>(dyB.data(), &dRows, rows, aB.data(),
+                                        bDw.data(), nullptr);
+    EXPECT_EQ(0, std::memcmp(bDa.data(), gotDa.data(), sizeof(float) * bDa.size()))
+        << "dgrad of a bf16 dy";
+    EXPECT_EQ(0, std::memcmp(bDw.data(), gotDw.data(), sizeof(float) * bDw.size()))
+        << "wgrad of bf16 dy and a";
     // Split into row chunks (scratch), summed in chunk order.
     modk_cuda::detail::wgradChunkOverride() = 64;
     const int64_t floats = modk_cuda::linear_wgrad_scratch_floats<N, K>(rows);
     ASSERT_GT(floats, 0);
-    std::vector<float> scratch(floats), splitDw(N * K, 0.0f);
+    std::vector<float> scratch(floats), splitDw(N * K, 0.0f),
+        splitBDw(N * K, 0.0f);
     modk_cuda::linear_wgrad<N, K, true>(dy.data(), &dRows, rows, a.data(),
                                         splitDw.data(), scratch.data(),
                                         nullptr);
+    modk_cuda::linear_wgrad<N, K, true>(dyB.data(), &dRows, rows, aB.data(),
+                                        splitBDw.data(), scratch.data(),
+                                        nullptr);
     modk_cuda::detail::wgradChunkOverride() = 0;
     expectClose(splitDw, dw, 1e-5, "CUDA bf16 split wgrad");
+    EXPECT_EQ(0, std::memcmp(splitBDw.data(), splitDw.data(),
+                             sizeof(float) * splitDw.size()))
+        << "split wgrad of bf16 dy and a";
   });
 }
 

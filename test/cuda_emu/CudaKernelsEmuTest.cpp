@@ -63,21 +63,6 @@ void expectSentinel(const float *p, size_t from, size_t to, const char *what) {
     }
 }
 
-/// got[0, count) holds want[0, count) rounded to bf16 (what a bf16 model's
-/// stored buffer must hold), and got[count, size) is untouched (unset).
-void expectBf16Of(const std::vector<modk_cuda::bf16> &got, const float *want,
-                  size_t count, modk_cuda::bf16 unset, const char *what) {
-  for (size_t i = 0; i < got.size(); ++i) {
-    const uint16_t expect = i < count ? modk_cuda::bf16(want[i]).bits : unset.bits;
-    if (got[i].bits != expect) {
-      ADD_FAILURE() << what << "[" << i << "]: bits " << got[i].bits
-                    << " instead of " << expect
-                    << (i < count ? "" : " (past the rows)");
-      return;
-    }
-  }
-}
-
 /// Runs the test body under each GEMM tile choice.
 struct TileGuard {
   explicit TileGuard(int c) { modk_cuda::detail::gemmTileOverride() = c; }

@@ -21,6 +21,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <limits>
 #include <numeric>
 #include <random>
@@ -233,6 +234,19 @@ TEST(CudaTrainKernels, SwigluAndGeluGradMatchCpu) {
                           gotP.data(), nullptr);
   expectClose(gotP.data(), wantP.data(), rows * N, 1e-5, "dpre");
   expectSentinel(gotP.data() + rows * N, (maxRows - rows) * N, "dpre");
+
+  // Into bf16 (a bf16 model's gradients that only products read): the f32
+  // results, rounded.
+  const modk_cuda::bf16 unset(kSentinel);
+  std::vector<modk_cuda::bf16> bG(maxRows * N, unset), bU(maxRows * N, unset),
+      bP(maxRows * N, unset);
+  modk_cuda::swiglu_grad<N>(gate.data(), up.data(), du.data(), &devRows,
+                            maxRows, bG.data(), bU.data(), nullptr);
+  modk_cuda::gelu_grad<N>(gate.data(), du.data(), &devRows, maxRows, bP.data(),
+                          nullptr);
+  expectBf16Of(bG, gotG.data(), rows * N, unset, "dgate into bf16");
+  expectBf16Of(bU, gotU.data(), rows * N, unset, "dup into bf16");
+  expectBf16Of(bP, gotP.data(), rows * N, unset, "dpre into bf16");
 }
 
 //===----------------------------------------------------------------------===//
@@ -443,6 +457,19 @@ void checkAttentionGrad(const std::vector<int64_t> &lens, int S, unsigned seed,
     expectSentinel(gq.data() + rows * LD, (maxRows - rows) * LD, "dq");
     expectSentinel(gk.data() + rows * LD, (maxRows - rows) * LD, "dk");
     expectSentinel(gv.data() + rows * LD, (maxRows - rows) * LD, "dv");
+    // dv into bf16 (a bf16 model: only products read it): gv rounded, the
+    // other gradients unchanged.
+    const modk_cuda::bf16 unset(kSentinel);
+    std::vector<modk_cuda::bf16> bv(maxRows * LD, unset);
+    std::vector<float> gq2(maxRows * LD, kSentinel), gk2(maxRows * LD, kSentinel);
+    modk_cuda::detail::gemmTensorCores() = tc != 0;
+    modk_cuda::causal_attention_grad<H, HD>(
+        qp, kp, vp, op, dop, B, rt.seg.data(), rt.pos.data(), int64_t(S),
+        gq2.data(), gk2.data(), bv.data(), scratch.data(), nullptr);
+    modk_cuda::detail::gemmTensorCores() = MODC_CUDA_TENSOR_CORES != 0;
+    expectBf16Of(bv, gv.data(), rows * LD, unset, "dv into bf16");
+    EXPECT_EQ(0, std::memcmp(gq2.data(), gq.data(), sizeof(float) * gq.size()));
+    EXPECT_EQ(0, std::memcmp(gk2.data(), gk.data(), sizeof(float) * gk.size()));
     const std::vector<float> *got[3] = {&gq, &gk, &gv}, *want[3] = {&wq, &wk, &wv};
     for (int t = 0; t < 3; ++t)
       worstAttentionGradError[tc] = std::max(

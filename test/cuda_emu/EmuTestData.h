@@ -7,6 +7,8 @@
 #ifndef MODC_TEST_CUDA_EMU_EMUTESTDATA_H
 #define MODC_TEST_CUDA_EMU_EMUTESTDATA_H
 
+#include <gtest/gtest.h>
+
 #include <cmath>
 #include <cstdint>
 #include <random>
@@ -86,6 +88,23 @@ struct MmaProblems {
       x = round(x);
   }
 };
+
+/// got[0, count) holds want[0, count) rounded to bf16 (what a bf16 model's
+/// stored buffer must hold), and got[count, size) is untouched (unset).
+/// Bf16: modk_cuda::bf16, whose float constructor rounds to nearest even.
+template <typename Bf16>
+void expectBf16Of(const std::vector<Bf16> &got, const float *want,
+                  size_t count, Bf16 unset, const char *what) {
+  for (size_t i = 0; i < got.size(); ++i) {
+    const uint16_t expect = i < count ? Bf16(want[i]).bits : unset.bits;
+    if (got[i].bits != expect) {
+      ADD_FAILURE() << what << "[" << i << "]: bits " << got[i].bits
+                    << " instead of " << expect
+                    << (i < count ? "" : " (past the rows)");
+      return;
+    }
+  }
+}
 
 } // namespace modc_emu_test
 

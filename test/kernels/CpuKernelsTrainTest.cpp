@@ -443,6 +443,17 @@ TEST(CpuKernelsTrain, RopeGradInvertsRope) {
 // SwiGLU and GELU
 //===----------------------------------------------------------------------===//
 
+/// got holds want rounded to bf16, bit for bit.
+void expectRoundedTo(const std::vector<modk_cpu::bf16> &got,
+                     const std::vector<float> &want, const char *what) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    const float g = got[i], w = modk_cpu::bf16_round(want[i]);
+    ASSERT_EQ(0, std::memcmp(&g, &w, sizeof(float)))
+        << what << "[" << i << "]: " << g << " against " << w;
+  }
+}
+
 TEST(CpuKernelsTrain, SwiGluGrad) {
   constexpr int N = 40;
   for (int64_t rows : {int64_t(3), int64_t(2000)}) {
@@ -461,6 +472,12 @@ TEST(CpuKernelsTrain, SwiGluGrad) {
     }
     EXPECT_LE(relErr(dg, rg), kTol) << rows;
     EXPECT_LE(relErr(dup, ru), kTol) << rows;
+    // Into bf16 (a bf16 model's gradients that only products read).
+    std::vector<modk_cpu::bf16> dgB(n), dupB(n);
+    modk_cpu::swiglu_grad<N>(g.data(), u.data(), du.data(), rows, dgB.data(),
+                             dupB.data());
+    expectRoundedTo(dgB, dg, "dgate into bf16");
+    expectRoundedTo(dupB, dup, "dup into bf16");
     if (rows == 3) {
       // The references against FD of L = sum(du * silu(g) * u).
       auto gd = toD(g), ud = toD(u), dud = toD(du);
@@ -491,6 +508,9 @@ TEST(CpuKernelsTrain, GeluGrad) {
     auto x = randn(n, 50, 2.5f), du = randn(n, 51);
     std::vector<float> dx(n, NAN);
     modk_cpu::gelu_grad<N>(x.data(), du.data(), rows, dx.data());
+    std::vector<modk_cpu::bf16> dxB(n);
+    modk_cpu::gelu_grad<N>(x.data(), du.data(), rows, dxB.data());
+    expectRoundedTo(dxB, dx, "dpre into bf16");
     Vec ref(n);
     for (int64_t i = 0; i < n; ++i) {
       const double xi = x[i];
@@ -646,6 +666,14 @@ void checkAttentionGrad(const std::vector<int64_t> &seg,
   EXPECT_LE(relErr(dq, rq), kTol) << "dq H=" << H << " HD=" << HD;
   EXPECT_LE(relErr(dk, rk), kTol) << "dk H=" << H << " HD=" << HD;
   EXPECT_LE(relErr(dv, rv), kTol) << "dv H=" << H << " HD=" << HD;
+  // dv stored as bf16 (a bf16 model, where only products read it): the f32
+  // result rounded, bit for bit.
+  std::vector<modk_cpu::bf16> dvBf16(n);
+  std::vector<float> dq2(n, NAN), dk2(n, NAN);
+  modk_cpu::causal_attention_grad<H, HD>(
+      q.data(), k.data(), v.data(), o.data(), dout.data(), nseg, seg.data(),
+      pos.data(), dq2.data(), dk2.data(), dvBf16.data());
+  expectRoundedTo(dvBf16, dv, "dv into bf16");
 }
 
 TEST(CpuKernelsTrain, AttentionGradGatheredSegments) {

@@ -38,9 +38,14 @@ Use classify(OpOperand &use) {
       return Use::RoundingWrite;
     return Use::Other;
   }
-  // The weight gradient reads the activations as its other product operand.
+  // The backward products: the input gradient reads the output gradient
+  // (times the weight), the weight gradient reads it and the activations.
+  if (auto dgrad = dyn_cast<modk::GemmDgradOp>(op))
+    return &use == &dgrad.getDyMutable() ? Use::ProductInput : Use::Other;
   if (auto wgrad = dyn_cast<modk::GemmWgradOp>(op))
-    return &use == &wgrad.getInputMutable() ? Use::ProductInput : Use::Other;
+    return &use == &wgrad.getInputMutable() || &use == &wgrad.getDyMutable()
+               ? Use::ProductInput
+               : Use::Other;
   auto writes = [&](OpOperand &output) {
     return &use == &output ? Use::RoundingWrite : Use::Other;
   };
@@ -55,6 +60,17 @@ Use classify(OpOperand &use) {
   // Training's activation, out of place (the GEMM keeps the pre-activation).
   if (auto act = dyn_cast<modk::ActivationOp>(op))
     return writes(act.getOutputMutable());
+  // The gradients of the pre-activations, which the products of the gate
+  // and up projections read.
+  if (auto grad = dyn_cast<modk::ActivationGradOp>(op))
+    return &use == &grad.getDupMutable() ||
+                   (grad.getDgate() && &use == &grad.getDgateMutable()[0])
+               ? Use::RoundingWrite
+               : Use::Other;
+  // The values' gradient (the queries' and keys' go on to rope_grad, which
+  // rotates them in place: those stay f32).
+  if (auto grad = dyn_cast<modk::AttentionGradOp>(op))
+    return writes(grad.getDvMutable());
   return Use::Other;
 }
 
@@ -63,8 +79,8 @@ struct StoreBf16ActivationsPass
   void runOnOperation() override {
     modk::EntryOp entry = getOperation();
     // In @grad, a buffer that a backward kernel reads (attention's output,
-    // which attention_grad reads; the pre-activations) has another use and
-    // stays f32.
+    // which attention_grad reads; the pre-activations; the gradients that
+    // flow on through the residual stream) has another use and stays f32.
     if (!entry.isBf16())
       return;
     Type bf16 = BFloat16Type::get(&getContext());

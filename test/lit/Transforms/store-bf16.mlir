@@ -61,9 +61,12 @@ modk.entry @forward attributes {model = "{}", modes = ["topk"], params = [{init 
 // A bf16 @grad entry: the weight gradient reads the activations as a
 // product operand, so the normalised rows (read by the forward GEMMs and
 // by gemm_wgrad) and the swiglu output (written by the out-of-place
-// activation) become bf16. Attention's output stays f32 (attention_grad
-// reads it), and so do the pre-activations (activation_grad reads them),
-// the queries and every gradient.
+// activation) become bf16. So do the gradients of the pre-activations and
+// of the values, which their writers round and only the backward products
+// read. Attention's output stays f32 (attention_grad reads it), and so do
+// the pre-activations (activation_grad reads them), the queries, the
+// output gradient (attention_grad and activation_grad read it) and the
+// queries' gradient (rope_grad rotates it in place).
 // CHECK-LABEL: modk.entry @grad
 // CHECK: %[[N:.*]] = modk.alloc {{.*}} : memref<?x16x32xbf16>
 // CHECK: %[[Q:.*]] = modk.alloc {{.*}} : memref<?x16x32xf32>
@@ -72,9 +75,21 @@ modk.entry @forward attributes {model = "{}", modes = ["topk"], params = [{init 
 // CHECK: %[[U:.*]] = modk.alloc {{.*}} : memref<?x16x64xf32>
 // CHECK: %[[H:.*]] = modk.alloc {{.*}} : memref<?x16x64xbf16>
 // CHECK: modk.activation(%[[G]], %[[U]], %{{.*}}, %[[H]])
-// CHECK: modk.gemm_wgrad(%{{.*}}, %[[H]], %{{.*}}, %{{.*}}) : memref<?x16x32xf32>, memref<?x16x64xbf16>
-// CHECK: modk.gemm_wgrad(%{{.*}}, %[[N]], %{{.*}}, %{{.*}}) : memref<?x16x64xf32>, memref<?x16x32xbf16>
-// CHECK: modk.gemm_wgrad(%{{.*}}, %[[O]], %{{.*}}, %{{.*}}) : memref<?x16x32xf32>, memref<?x16x32xf32>
+// CHECK: %[[DD:.*]] = modk.alloc {{.*}} : memref<?x16x32xf32>
+// CHECK: modk.gemm_wgrad(%[[DD]], %[[H]], %{{.*}}, %{{.*}}) : memref<?x16x32xf32>, memref<?x16x64xbf16>
+// CHECK: %[[DH:.*]] = modk.alloc {{.*}} : memref<?x16x64xf32>
+// CHECK: modk.gemm_dgrad(%[[DD]], %{{.*}}, %{{.*}}, %[[DH]]) {{.*}} : memref<?x16x32xf32>
+// CHECK: %[[DG:.*]] = modk.alloc {{.*}} : memref<?x16x64xbf16>
+// CHECK: %[[DU:.*]] = modk.alloc {{.*}} : memref<?x16x64xbf16>
+// CHECK: modk.activation_grad(%[[G]], %[[U]], %[[DH]], %{{.*}}, %[[DG]], %[[DU]])
+// CHECK: modk.gemm_wgrad(%[[DG]], %[[N]], %{{.*}}, %{{.*}}) : memref<?x16x64xbf16>, memref<?x16x32xbf16>
+// CHECK: modk.gemm_dgrad(%[[DU]], {{.*}} : memref<?x16x64xbf16>, memref<64x32xf32>, memref<?x1xi64>, memref<?x16x32xf32>
+// CHECK: %[[DQ:.*]] = modk.alloc {{.*}} : memref<?x16x32xf32>
+// CHECK: %[[DK:.*]] = modk.alloc {{.*}} : memref<?x16x32xf32>
+// CHECK: %[[DV:.*]] = modk.alloc {{.*}} : memref<?x16x32xbf16>
+// CHECK: modk.gemm_wgrad(%[[DD]], %[[O]], %{{.*}}, %{{.*}}) : memref<?x16x32xf32>, memref<?x16x32xf32>
+// CHECK: modk.gemm_wgrad(%[[DQ]], %[[N]], {{.*}} : memref<?x16x32xf32>, memref<?x16x32xbf16>
+// CHECK: modk.gemm_wgrad(%[[DV]], %[[N]], {{.*}} : memref<?x16x32xbf16>, memref<?x16x32xbf16>
 // CHECK-NOT: xbf16
 modk.entry @grad attributes {dtype = "bf16", model = "{}", modes = ["topk"], params = [{init = "ones", name = "w", shape = [32]}, {init = "ones", name = "wq", shape = [32, 32]}, {init = "ones", name = "wg", shape = [64, 32]}, {init = "ones", name = "wu", shape = [64, 32]}, {init = "ones", name = "wd", shape = [32, 64]}], seq_len = 16 : i64, vocab_size = 64 : i64} {
   %w = modk.param "w" : memref<32xf32>
@@ -109,10 +124,17 @@ modk.entry @grad attributes {dtype = "bf16", model = "{}", modes = ["topk"], par
   modk.activation_grad(%g, %u, %dh, %seg, %dgate, %dup) {kind = "swiglu", operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1>} : memref<?x16x64xf32>, memref<?x16x64xf32>, memref<?x16x64xf32>, memref<?x1xi64>, memref<?x16x64xf32>, memref<?x16x64xf32>
   %dwg = modk.output "grad.wg" : memref<64x32xf32>
   modk.gemm_wgrad(%dgate, %n, %seg, %dwg) : memref<?x16x64xf32>, memref<?x16x32xf32>, memref<?x1xi64>, memref<64x32xf32>
+  %dn = modk.alloc : memref<?x16x32xf32>
+  modk.gemm_dgrad(%dup, %wu, %seg, %dn) {accumulate = false} : memref<?x16x64xf32>, memref<64x32xf32>, memref<?x1xi64>, memref<?x16x32xf32>
   %dq = modk.alloc : memref<?x16x32xf32>
   %dk = modk.alloc : memref<?x16x32xf32>
   %dv = modk.alloc : memref<?x16x32xf32>
   modk.attention_grad(%q, %q, %q, %o, %dd, %pos, %seg, %dq, %dk, %dv) {n_heads = 2 : i64} : memref<?x16x32xf32>, memref<?x16x32xf32>, memref<?x16x32xf32>, memref<?x16x32xf32>, memref<?x16x32xf32>, memref<?x16xi32>, memref<?x1xi64>, memref<?x16x32xf32>, memref<?x16x32xf32>, memref<?x16x32xf32>
   %dwq = modk.output "grad.wq" : memref<32x32xf32>
   modk.gemm_wgrad(%dd, %o, %seg, %dwq) : memref<?x16x32xf32>, memref<?x16x32xf32>, memref<?x1xi64>, memref<32x32xf32>
+  modk.rope_grad(%dq, %pos, %seg) {n_heads = 2 : i64, rope_theta = 1.000000e+04 : f64} : memref<?x16x32xf32>, memref<?x16xi32>, memref<?x1xi64>
+  %dwq2 = modk.output "grad.wq2" : memref<32x32xf32>
+  modk.gemm_wgrad(%dq, %n, %seg, %dwq2) : memref<?x16x32xf32>, memref<?x16x32xf32>, memref<?x1xi64>, memref<32x32xf32>
+  %dwv = modk.output "grad.wv" : memref<32x32xf32>
+  modk.gemm_wgrad(%dv, %n, %seg, %dwv) : memref<?x16x32xf32>, memref<?x16x32xf32>, memref<?x1xi64>, memref<32x32xf32>
 }

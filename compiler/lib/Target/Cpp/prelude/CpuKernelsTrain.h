@@ -184,44 +184,53 @@ inline double bce_with_logits(const float *z, const int32_t *target, int64_t B,
 //===----------------------------------------------------------------------===//
 
 /// da[M, K] (+)= dy[M, N] * w[N, K] (w in nn.Linear layout). M may be 0.
-/// BF16: both operands rounded to bf16 (a bf16 model; da stays f32).
-/// Must not be called from inside an OpenMP parallel region.
-template <int N, int K, bool BF16 = false>
-inline void linear_dgrad(const float *dy, int64_t M, const float *w, float *da,
+/// BF16: both operands rounded to bf16 (a bf16 model; da stays f32; dy may
+/// then hold bf16: TD). Must not be called from inside an OpenMP parallel
+/// region.
+template <int N, int K, bool BF16 = false, typename TD = float>
+inline void linear_dgrad(const TD *dy, int64_t M, const float *w, float *da,
                          bool accumulate) {
+  static_assert(BF16 || std::is_same_v<TD, float>,
+                "bf16 operands are for bf16 products");
   if (M <= 0)
     return;
-  if (BF16) {
-    dy = detail::bf16Copy(dy, M * N, 0);
+  const float *dyf;
+  if constexpr (BF16) {
+    dyf = detail::bf16Copy(dy, M * N, 0);
     w = detail::bf16Copy(w, int64_t(N) * K, 1);
+  } else {
+    dyf = dy;
   }
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(M), K,
-              N, 1.0f, dy, N, w, K, accumulate ? 1.0f : 0.0f, da, K);
+              N, 1.0f, dyf, N, w, K, accumulate ? 1.0f : 0.0f, da, K);
 }
 
 /// dw[N, K] (+)= dy[M, N]^T * a[M, K]. M may be 0 (then dw is zeroed unless
-/// accumulating). BF16: both operands rounded to bf16 (a may then hold bf16:
-/// TA). Must not be called from inside an OpenMP parallel region.
-template <int N, int K, bool BF16 = false, typename TA = float>
-inline void linear_wgrad(const float *dy, int64_t M, const TA *a, float *dw,
+/// accumulating). BF16: both operands rounded to bf16 (dy and a may then
+/// hold bf16: TD, TA). Must not be called from inside an OpenMP parallel
+/// region.
+template <int N, int K, bool BF16 = false, typename TA = float,
+          typename TD = float>
+inline void linear_wgrad(const TD *dy, int64_t M, const TA *a, float *dw,
                          bool accumulate) {
-  static_assert(BF16 || std::is_same_v<TA, float>,
+  static_assert(BF16 || (std::is_same_v<TA, float> && std::is_same_v<TD, float>),
                 "bf16 operands are for bf16 products");
   if (M <= 0) {
     if (!accumulate)
       std::memset(dw, 0, sizeof(float) * N * K);
     return;
   }
-  const float *af;
+  const float *af, *dyf;
   if constexpr (BF16) {
-    dy = detail::bf16Copy(dy, M * N, 0);
+    dyf = detail::bf16Copy(dy, M * N, 0);
     af = detail::bf16Copy(a, M * K, 1);
   } else {
+    dyf = dy;
     af = a;
   }
   cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, N, K,
-              static_cast<int>(M), 1.0f, dy, N, af, K, accumulate ? 1.0f : 0.0f,
-              dw, K);
+              static_cast<int>(M), 1.0f, dyf, N, af, K,
+              accumulate ? 1.0f : 0.0f, dw, K);
 }
 
 /// Gradient of y = x / sqrt(mean(x^2) + eps) * w on [rows, D]:
@@ -271,39 +280,50 @@ inline void rope_grad(float *dx, int64_t rows, const int32_t *pos,
 }
 
 /// Gradient of u = silu(gate) * up on [rows, N] (gate, up pre-activation):
-/// dgate = du * up * silu'(gate), dup = du * silu(gate) (overwrite).
-template <int N>
+/// dgate = du * up * silu'(gate), dup = du * silu(gate) (overwrite). The
+/// gradients may be stored as bf16 (rounded; modk-store-bf16, where only
+/// products read them).
+template <int N, typename TG, typename TU>
 inline void swiglu_grad(const float *gate, const float *up, const float *du,
-                        int64_t rows, float *dgate, float *dup) {
+                        int64_t rows, TG *dgate, TU *dup) {
   using namespace detail;
   const int64_t total = rows * N;
   const int64_t nvec = total / kVW * kVW;
+  auto store = [](auto *out, VecF y) {
+    if constexpr (std::is_same_v<std::remove_pointer_t<decltype(out)>, float>) {
+      storeu(out, y);
+    } else {
+      for (int l = 0; l < kVW; ++l)
+        out[l] = bf16(y[l]);
+    }
+  };
 #pragma omp parallel for if (total > kMinParallelWork)
   for (int64_t i = 0; i < nvec; i += kVW) {
     const VecF g = loadu(gate + i), u = loadu(up + i), d = loadu(du + i);
     const VecF s = 1.0f / (vexp(-g) + 1.0f);
-    storeu(dgate + i, d * u * (s * (1.0f + g * (1.0f - s))));
-    storeu(dup + i, d * (g * s));
+    store(dgate + i, d * u * (s * (1.0f + g * (1.0f - s))));
+    store(dup + i, d * (g * s));
   }
   for (int64_t i = nvec; i < total; ++i) {
     const float g = gate[i], u = up[i], d = du[i];
     const float sg = detail::silu(g);
-    dgate[i] = d * u * siluGrad(g);
-    dup[i] = d * sg;
+    dgate[i] = TG(d * u * siluGrad(g));
+    dup[i] = TU(d * sg);
   }
 }
 
-/// Gradient of the exact GELU: dpre = du * (Phi(x) + x phi(x)) (overwrite).
-template <int N>
+/// Gradient of the exact GELU: dpre = du * (Phi(x) + x phi(x)) (overwrite;
+/// dpre may be bf16, rounded).
+template <int N, typename TP>
 inline void gelu_grad(const float *pre, const float *du, int64_t rows,
-                      float *dpre) {
+                      TP *dpre) {
   const int64_t total = rows * N;
 #pragma omp parallel for if (total > detail::kMinParallelWork / 4)
   for (int64_t i = 0; i < total; ++i) {
     const float x = pre[i];
     const float cdf = 0.5f * (1.0f + std::erf(x * 0.70710678118654752f));
     const float pdf = 0.39894228040143268f * std::exp(-0.5f * x * x);
-    dpre[i] = du[i] * (cdf + x * pdf);
+    dpre[i] = TP(du[i] * (cdf + x * pdf));
   }
 }
 
@@ -540,11 +560,11 @@ inline void mm(int rows, const float *A, int64_t ars, int64_t aks,
 /// order: an outer loop over key blocks keeps that block's dK, dV in cache
 /// while the query blocks that see it stream past; dQ accumulates in a
 /// per-segment buffer. The softmax statistics are recomputed first.
-template <int H, int HD>
+template <int H, int HD, typename TV>
 inline void attentionGradItem(const float *q, const float *k, const float *v,
                               const float *o, const float *dout,
                               const int64_t *seg, const int32_t *pos, int64_t s,
-                              int h, float *dq, float *dk, float *dv) {
+                              int h, float *dq, float *dk, TV *dv) {
   constexpr int BQ = kAgBQ, BK = kAgBK;
   constexpr int NB = BK / kVW;             // vectors per score row
   constexpr int DV = (HD + kVW - 1) / kVW; // vectors per head row
@@ -687,7 +707,12 @@ inline void attentionGradItem(const float *q, const float *k, const float *v,
     for (int c = 0; c < kc; ++c) {
       const int64_t row = (base + k0 + c) * LD + hoff;
       std::memcpy(dk + row, dKb + c * HDP, sizeof(float) * HD);
-      std::memcpy(dv + row, dVb + c * HDP, sizeof(float) * HD);
+      if constexpr (std::is_same_v<TV, float>) {
+        std::memcpy(dv + row, dVb + c * HDP, sizeof(float) * HD);
+      } else {
+        for (int d = 0; d < HD; ++d)
+          dv[row + d] = TV(dVb[c * HDP + d]);
+      }
     }
   }
   for (int64_t i = 0; i < n; ++i) {
@@ -706,12 +731,13 @@ inline void attentionGradItem(const float *q, const float *k, const float *v,
 /// scores, then D_i = rowsum(dout_i o_i), dP = dout V^T, dS = P (dP - D),
 /// dq = dS K / sqrt(HD), dk = dS^T q / sqrt(HD), dv = P^T dout.
 /// One OpenMP work item per (segment, head), so the result is deterministic.
-template <int H, int HD>
+/// dv may be bf16 (rounded as stored: modk-store-bf16, only products read it).
+template <int H, int HD, typename TV>
 inline void causal_attention_grad(const float *q, const float *k,
                                   const float *v, const float *o,
                                   const float *dout, int64_t nseg,
                                   const int64_t *seg, const int32_t *pos,
-                                  float *dq, float *dk, float *dv) {
+                                  float *dq, float *dk, TV *dv) {
   struct Item {
     int64_t seg, len;
   };

@@ -235,16 +235,16 @@ __device__ __forceinline__ float gemmEpilogue(float acc, const EpiArgs epi,
 }
 
 /// The element types a GEMM may take besides f32 (a bf16 model's buffers
-/// that only products read, modk-store-bf16): A as bf16 in a bf16 product
-/// whose reduction is contiguous (the forward's activations), B as bf16 in
-/// a bf16 product (the activations a weight gradient reduces over their
+/// that only products read, modk-store-bf16): A and B as bf16 in a bf16
+/// product (the forward's activations, the gradients of the activation and
+/// of the values, the activations a weight gradient reduces over their
 /// rows), C as bf16 where the epilogue neither reads C nor splits the
 /// reduction.
 template <typename TA, typename TB, typename TC, bool AK, int EPI, bool BF,
           int DYN>
 constexpr bool gemmTypesOk() {
   constexpr bool aOk =
-      std::is_same<TA, float>::value || (std::is_same<TA, bf16>::value && BF && AK);
+      std::is_same<TA, float>::value || (std::is_same<TA, bf16>::value && BF);
   constexpr bool bOk =
       std::is_same<TB, float>::value || (std::is_same<TB, bf16>::value && BF);
   constexpr bool cOk =
@@ -2202,9 +2202,8 @@ inline bool launchGemm(const TA *A, int64_t lda, const TB *B, int64_t ldb,
                        int64_t Ncols, int64_t L, const int64_t *dynRows,
                        cudaStream_t stream, unsigned splits = 1) {
   static_assert(gemmTypesOk<TA, TB, TC, AK, EPI, BF, DYN>(),
-                "bf16 A needs a bf16 product over a contiguous reduction, "
-                "bf16 B a bf16 product; bf16 C an epilogue that does not "
-                "read C");
+                "bf16 A or B needs a bf16 product; bf16 C an epilogue that "
+                "does not read C");
   static_assert(!isEpiRope(EPI) || DYN != 3, "RoPE of a partial product");
   if (M <= 0 || Ncols <= 0)
     return true;
@@ -3339,9 +3338,10 @@ inline void linear_swiglu(const TA *a, const int64_t *rows, int64_t max_rows,
                                                    gate_scratch, y, stream);
 }
 
-/// da[m, k] (+)= sum_n dy[m, n] w[n, k] for m < *rows.
-template <int N, int K, bool BF16 = false>
-inline void linear_dgrad(const float *dy, const int64_t *rows, int64_t max_rows,
+/// da[m, k] (+)= sum_n dy[m, n] w[n, k] for m < *rows. In a bf16 product
+/// dy may be stored as bf16 (modk-store-bf16).
+template <int N, int K, bool BF16 = false, typename TD = float>
+inline void linear_dgrad(const TD *dy, const int64_t *rows, int64_t max_rows,
                          const float *w, float *da, bool accumulate,
                          cudaStream_t stream) {
   static_assert(detail::gemmWidthsOk<N, K>(), "GEMM widths must be in [1, 2^24)");
@@ -3356,9 +3356,10 @@ inline void linear_dgrad(const float *dy, const int64_t *rows, int64_t max_rows,
 /// dw[n, k] += sum_{m < *rows} dy[m, n] a[m, k]; one CTA per output tile
 /// reduces over all rows (deterministic, no atomics). The overload with
 /// scratch below splits the rows where the output has few tiles. In a bf16
-/// product `a` may be stored as bf16 (modk-store-bf16).
-template <int N, int K, bool BF16 = false, typename TA = float>
-inline void linear_wgrad(const float *dy, const int64_t *rows, int64_t max_rows,
+/// product `dy` and `a` may be stored as bf16 (modk-store-bf16).
+template <int N, int K, bool BF16 = false, typename TA = float,
+          typename TD = float>
+inline void linear_wgrad(const TD *dy, const int64_t *rows, int64_t max_rows,
                          const TA *a, float *dw, cudaStream_t stream) {
   static_assert(detail::gemmWidthsOk<N, K>(), "GEMM widths must be in [1, 2^24)");
   (void)max_rows;
@@ -3380,8 +3381,9 @@ inline int64_t linear_wgrad_scratch_floats(int64_t max_rows) {
 /// chunks that hold rows to dw in chunk order (deterministic: the result
 /// depends on *rows and max_rows, never on the run). `scratch`:
 /// linear_wgrad_scratch_floats<N, K>(max_rows) floats (null: no split).
-template <int N, int K, bool BF16 = false, typename TA = float>
-inline void linear_wgrad(const float *dy, const int64_t *rows, int64_t max_rows,
+template <int N, int K, bool BF16 = false, typename TA = float,
+          typename TD = float>
+inline void linear_wgrad(const TD *dy, const int64_t *rows, int64_t max_rows,
                          const TA *a, float *dw, float *scratch,
                          cudaStream_t stream) {
   static_assert(detail::gemmWidthsOk<N, K>(), "GEMM widths must be in [1, 2^24)");

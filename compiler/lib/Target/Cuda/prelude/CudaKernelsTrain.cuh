@@ -305,29 +305,29 @@ __global__ void ropeGradKernel(float *x, const int64_t *rowsp,
   }
 }
 
-template <int N>
+template <int N, typename TG, typename TU>
 __global__ void swigluGradKernel(const float *gate, const float *up,
                                  const float *du, const int64_t *rowsp,
-                                 float *dgate, float *dup) {
+                                 TG *dgate, TU *dup) {
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= *rowsp * N)
     return;
   const float g = gate[i], u = up[i], d = du[i];
   const float s = 1.0f / (expf(-g) + 1.0f);
-  dgate[i] = d * u * (s * (1.0f + g * (1.0f - s)));
-  dup[i] = d * (g * s);
+  dgate[i] = TG(d * u * (s * (1.0f + g * (1.0f - s))));
+  dup[i] = TU(d * (g * s));
 }
 
-template <int N>
+template <int N, typename TP>
 __global__ void geluGradKernel(const float *pre, const float *du,
-                               const int64_t *rowsp, float *dpre) {
+                               const int64_t *rowsp, TP *dpre) {
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= *rowsp * N)
     return;
   const float x = pre[i];
   const float cdf = 0.5f * (1.0f + erff(x * 0.70710678118654752f));
   const float pdf = 0.39894228040143268f * expf(-0.5f * x * x);
-  dpre[i] = du[i] * (cdf + x * pdf);
+  dpre[i] = TP(du[i] * (cdf + x * pdf));
 }
 
 } // namespace train_detail
@@ -367,25 +367,27 @@ inline void rope_grad(float *dx, const int64_t *rows, int64_t max_rows,
               0, stream, dx, rows, pos, theta);
 }
 
-/// Gradient of u = silu(gate) * up on [rows, N] (overwrite dgate, dup).
-template <int N>
+/// Gradient of u = silu(gate) * up on [rows, N] (overwrite dgate, dup; each
+/// may be bf16, rounded: modk-store-bf16, only products read them).
+template <int N, typename TG, typename TU>
 inline void swiglu_grad(const float *gate, const float *up, const float *du,
-                        const int64_t *rows, int64_t max_rows, float *dgate,
-                        float *dup, cudaStream_t stream) {
+                        const int64_t *rows, int64_t max_rows, TG *dgate,
+                        TU *dup, cudaStream_t stream) {
   if (max_rows <= 0)
     return;
-  auto k = train_detail::swigluGradKernel<N>;
+  auto k = train_detail::swigluGradKernel<N, TG, TU>;
   MODC_LAUNCH(k, (unsigned)ceilDiv(max_rows * N, 256), 256, 0, stream, gate,
               up, du, rows, dgate, dup);
 }
 
-/// Gradient of the exact GELU: dpre = du * (Phi(x) + x phi(x)) (overwrite).
-template <int N>
+/// Gradient of the exact GELU: dpre = du * (Phi(x) + x phi(x)) (overwrite;
+/// dpre may be bf16, rounded).
+template <int N, typename TP>
 inline void gelu_grad(const float *pre, const float *du, const int64_t *rows,
-                      int64_t max_rows, float *dpre, cudaStream_t stream) {
+                      int64_t max_rows, TP *dpre, cudaStream_t stream) {
   if (max_rows <= 0)
     return;
-  auto k = train_detail::geluGradKernel<N>;
+  auto k = train_detail::geluGradKernel<N, TP>;
   MODC_LAUNCH(k, (unsigned)ceilDiv(max_rows * N, 256), 256, 0, stream, pre, du,
               rows, dpre);
 }
@@ -901,11 +903,11 @@ __global__ void __launch_bounds__(kAgThreads)
 
 /// Key side: per (key tile, head, segment), over every query tile that sees
 /// the keys: dV = sum P^T dO, dK = sum dS^T (q * scale).
-template <int H, int HD>
+template <int H, int HD, typename TV>
 __global__ void __launch_bounds__(kAgThreads)
     attnGradKey(const float *q, const float *k, const float *v,
                 const float *dout, const int64_t *seg, const int32_t *pos,
-                const float *stats, float *dk, float *dv) {
+                const float *stats, float *dk, TV *dv) {
   constexpr int BQ = kAgBQ, BK = kAgBK, P = HD + 1, NI = BQ / 4, ND = HD / 4;
   constexpr int64_t LD = int64_t(H) * HD;
   MODC_DYNAMIC_SHARED(float, sm);
@@ -990,7 +992,7 @@ __global__ void __launch_bounds__(kAgThreads)
     for (int i = 0; i < ND; ++i) {
       const int64_t dst = (base + kj) * LD + hoff + g + 4 * i;
       dk[dst] = accK[i];
-      dv[dst] = accV[i];
+      dv[dst] = TV(accV[i]);
     }
   }
 }
@@ -1084,9 +1086,10 @@ __device__ __forceinline__ void agRegTimesRows(float (&acc)[NC][1][DW][4],
 }
 
 /// Writes the warp's 16 x HD accumulator tile times `mul` to rows
-/// r0 + (16w + g + 8 hh) < valid of dst (one head of [rows, H * HD]).
-template <int H, int HD, int NC, int DW>
-__device__ __forceinline__ void agStoreRows(float *dst, int64_t r0,
+/// r0 + (16w + g + 8 hh) < valid of dst (one head of [rows, H * HD]; TD
+/// float, or bf16: rounded).
+template <int H, int HD, int NC, int DW, typename TD>
+__device__ __forceinline__ void agStoreRows(TD *dst, int64_t r0,
                                             int64_t hoff, int wr, int valid,
                                             const float (&acc)[NC][1][DW][4],
                                             float mul) {
@@ -1097,13 +1100,13 @@ __device__ __forceinline__ void agStoreRows(float *dst, int64_t r0,
     const int r = wr + g + 8 * hh;
     if (r >= valid)
       continue;
-    float *p = dst + (r0 + r) * LDG + hoff + 2 * tg;
+    TD *p = dst + (r0 + r) * LDG + hoff + 2 * tg;
 #pragma unroll
     for (int c = 0; c < NC; ++c)
 #pragma unroll
       for (int j = 0; j < DW; ++j) {
-        p[8 * (c * DW + j)] = acc[c][0][j][2 * hh] * mul;
-        p[8 * (c * DW + j) + 1] = acc[c][0][j][2 * hh + 1] * mul;
+        p[8 * (c * DW + j)] = TD(acc[c][0][j][2 * hh] * mul);
+        p[8 * (c * DW + j) + 1] = TD(acc[c][0][j][2 * hh + 1] * mul);
       }
   }
 }
@@ -1278,12 +1281,12 @@ __global__ __launch_bounds__(kAgTcThreads) void attnGradQueryTc(
 /// side's stats); warp w adds dV += P^T dO, warp w + 4 forms dP^T = V dO^T,
 /// dS^T = P^T (dP^T - D) and adds dK += dS^T Q, both from the registers;
 /// dk = dK * scale. BF: as attnGradQueryTc's.
-template <int H, int HD, bool BF>
+template <int H, int HD, bool BF, typename TV>
 __global__ __launch_bounds__(kAgTcKeyThreads, 1) void attnGradKeyTc(
     const float *__restrict__ q, const float *__restrict__ k,
     const float *__restrict__ v, const float *__restrict__ dout,
     const int64_t *seg, const int32_t *pos, const float *__restrict__ stats,
-    float *__restrict__ dk, float *__restrict__ dv) {
+    float *__restrict__ dk, TV *__restrict__ dv) {
   static_assert(attentionGradTcHeadDim<HD>, "head dim of the tensor-core kernel");
   using L = AttnGradTcSmem<HD>;
   constexpr int BK = kAgTcOwn, BQ = kAgTcTile, LDS = L::LD;
@@ -1384,17 +1387,17 @@ __global__ __launch_bounds__(kAgTcKeyThreads, 1) void attnGradKeyTc(
 
 /// Launches the tensor-core backward (TC; BF: on bf16 inputs) or the SIMT
 /// one; only the chosen kernels are instantiated.
-template <bool TC, int H, int HD, bool BF>
+template <bool TC, int H, int HD, bool BF, typename TV>
 inline void launchAttentionGrad(int64_t nseg, int64_t max_seg_rows,
                                 const float *q, const float *k, const float *v,
                                 const float *o, const float *dout,
                                 const int64_t *seg, const int32_t *pos,
-                                float *dq, float *dk, float *dv, float *stats,
+                                float *dq, float *dk, TV *dv, float *stats,
                                 cudaStream_t stream) {
   if constexpr (TC) {
     constexpr int smemQ = AttnGradTcSmem<HD>::Bytes, smemK = smemQ;
     auto kq = attnGradQueryTc<H, HD, BF>;
-    auto kk = attnGradKeyTc<H, HD, BF>;
+    auto kk = attnGradKeyTc<H, HD, BF, TV>;
     static bool configured = false; // the attribute is per function
     if (!configured) {
       cudaFuncSetAttribute(kq, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -1412,7 +1415,7 @@ inline void launchAttentionGrad(int64_t nseg, int64_t max_seg_rows,
   } else {
     constexpr int smem = attnGradSmemFloats<HD>() * int(sizeof(float));
     auto kq = attnGradQuery<H, HD>;
-    auto kk = attnGradKey<H, HD>;
+    auto kk = attnGradKey<H, HD, TV>;
     if (smem > 48 * 1024) {
       cudaFuncSetAttribute(kq, cudaFuncAttributeMaxDynamicSharedMemorySize,
                            smem);
@@ -1451,35 +1454,36 @@ inline int64_t attention_grad_scratch_floats(int64_t max_rows) {
 /// MODC_CUDA_TENSOR_CORES is 0 (emulated: gemmTensorCores()), else on the
 /// SIMT kernels (attnGradQuery, attnGradKey); same scratch either way.
 /// BF16: q, k, v hold bf16 values (a bf16 model); the same result, with
-/// fewer tensor-core instructions.
-template <int H, int HD, bool BF16 = false>
+/// fewer tensor-core instructions. dv may be bf16 (rounded as stored:
+/// modk-store-bf16, only products read it).
+template <int H, int HD, bool BF16 = false, typename TV = float>
 inline void causal_attention_grad(const float *q, const float *k,
                                   const float *v, const float *o,
                                   const float *dout, int64_t nseg,
                                   const int64_t *seg, const int32_t *pos,
                                   int64_t max_seg_rows, float *dq, float *dk,
-                                  float *dv, float *scratch,
+                                  TV *dv, float *scratch,
                                   cudaStream_t stream) {
   using namespace train_detail;
   if (nseg <= 0 || max_seg_rows <= 0)
     return;
   if constexpr (attentionGradTcHeadDim<HD>) {
 #if defined(__CUDACC__)
-    launchAttentionGrad<MODC_CUDA_TENSOR_CORES != 0, H, HD, BF16>(
+    launchAttentionGrad<MODC_CUDA_TENSOR_CORES != 0, H, HD, BF16, TV>(
         nseg, max_seg_rows, q, k, v, o, dout, seg, pos, dq, dk, dv, scratch,
         stream);
 #else
     if (detail::gemmTensorCores())
-      launchAttentionGrad<true, H, HD, BF16>(nseg, max_seg_rows, q, k, v, o,
+      launchAttentionGrad<true, H, HD, BF16, TV>(nseg, max_seg_rows, q, k, v, o,
                                              dout, seg, pos, dq, dk, dv,
                                              scratch, stream);
     else
-      launchAttentionGrad<false, H, HD, false>(nseg, max_seg_rows, q, k, v, o,
+      launchAttentionGrad<false, H, HD, false, TV>(nseg, max_seg_rows, q, k, v, o,
                                                dout, seg, pos, dq, dk, dv,
                                                scratch, stream);
 #endif
   } else {
-    launchAttentionGrad<false, H, HD, false>(nseg, max_seg_rows, q, k, v, o,
+    launchAttentionGrad<false, H, HD, false, TV>(nseg, max_seg_rows, q, k, v, o,
                                              dout, seg, pos, dq, dk, dv,
                                              scratch, stream);
   }
