@@ -1236,15 +1236,21 @@ __device__ __forceinline__ uint64_t wgmmaDescriptor(const void *operand,
 /// hardware reads it: the address comes from the descriptor's 18 bits,
 /// resolved against `anchor` (a shared address at or below the operand,
 /// within 256 KB), so that a wrong start, LBO or SBO reads wrong values here
-/// as it would on a GPU. Two layouts are modelled: no swizzle (core
-/// matrices LBO apart along K, SBO apart along the rows) and the 128-byte
-/// swizzle (a 128-byte row per operand row, 8-row groups SBO apart, the
-/// 16-byte chunk index XORed with address bits 7..9, as TMA stores it).
+/// as it would on a GPU. Three layouts are modelled: K-major without swizzle
+/// (core matrices LBO apart along K, SBO apart along the rows), K-major with
+/// the 128-byte swizzle (a 128-byte row per operand row, 8-row groups SBO
+/// apart) and, for a transposed operand (`mnMajor`: wgmma's imm-trans 1),
+/// MN-major with the 128-byte swizzle (a 128-byte row of 64 rows' elements
+/// per reduction step, 8-step groups SBO apart, 64-row groups LBO apart:
+/// the PTX ISA's canonical layout ((8 x 16 B, n), (8, k)) : ((16 B, LBO),
+/// (128 B, SBO))); with the swizzle the 16-byte chunk index is XORed with
+/// address bits 7..9, as TMA stores it.
 struct WgmmaOperandView {
   const unsigned char *start;
   uint32_t lbo, sbo;
-  bool swizzle128;
-  WgmmaOperandView(uint64_t desc, const void *anchor) {
+  bool swizzle128, mnMajor;
+  WgmmaOperandView(uint64_t desc, const void *anchor, bool transposed)
+      : mnMajor(transposed) {
     const unsigned layout = unsigned(desc >> 62);
     if ((layout != 0 && layout != 1) || ((desc >> 49) & 7u) != 0) {
       std::fprintf(stderr, "emulated wgmma: only unswizzled and 128-byte "
@@ -1253,6 +1259,11 @@ struct WgmmaOperandView {
       std::abort();
     }
     swizzle128 = layout == 1;
+    if (mnMajor && !swizzle128) {
+      std::fprintf(stderr, "emulated wgmma: a transposed operand is modelled "
+                           "with the 128-byte swizzle only\n");
+      std::abort();
+    }
     const uintptr_t a = reinterpret_cast<uintptr_t>(anchor);
     uintptr_t s = (a & ~uintptr_t(0x3ffff)) | uintptr_t(desc & 0x3fffu) << 4;
     if (s < a)
@@ -1261,14 +1272,18 @@ struct WgmmaOperandView {
     lbo = uint32_t((desc >> 16) & 0x3fffu) << 4;
     sbo = uint32_t((desc >> 32) & 0x3fffu) << 4;
   }
-  /// Element (row, k) of the K-major operand, as f32.
+  /// Element (row, k) of the operand (row along M or N), as f32.
   float at(int row, int k) const {
     uint16_t h;
-    uintptr_t at = reinterpret_cast<uintptr_t>(start) + (row / 8) * sbo;
-    if (swizzle128) {
+    uintptr_t at = reinterpret_cast<uintptr_t>(start);
+    if (mnMajor) {
+      at = modc_emu::swizzle128(at + (row / 64) * lbo + (k / 8) * sbo +
+                                (k % 8) * 128 + (row % 64) * 2);
+    } else if (swizzle128) {
+      at += (row / 8) * sbo;
       at = modc_emu::swizzle128(at + (row % 8) * 128 + k * 2);
     } else {
-      at += (k / 8) * lbo + (row % 8) * 16 + (k % 8) * 2;
+      at += (row / 8) * sbo + (k / 8) * lbo + (row % 8) * 16 + (k % 8) * 2;
     }
     std::memcpy(&h, reinterpret_cast<const unsigned char *>(at), 2);
     return __uint_as_float(uint32_t(h) << 16);
@@ -1281,7 +1296,9 @@ struct WgmmaOperandView {
       "+f"(d[j + 1][0]), "+f"(d[j + 1][1]), "+f"(d[j + 1][2]), "+f"(d[j + 1][3])
 
 /// d (64 x N, f32) += A (64 x 16) B (16 x N): A and B bf16 in shared memory
-/// (wgmmaDescriptor: A 64 rows, B N rows, both K-major), issued by the whole
+/// (wgmmaDescriptor: A 64 rows, B N rows; K-major, or MN-major where TRANS_A
+/// or TRANS_B, wgmma's imm-trans-a/b: the 128-byte swizzled layout of
+/// wgmmaDescriptorMnSw128), issued by the whole
 /// warpgroup (128 threads; every one calls it). The accumulator fragment is
 /// the PTX ISA's for wgmma.mma_async .m64nNk16 (f32): with w the warp of the
 /// warpgroup, g = lane >> 2, t = lane % 4,
@@ -1293,7 +1310,7 @@ struct WgmmaOperandView {
 /// operands, within 256 KB) is for the emulation, which computes at once:
 /// the products of bf16 values are exact in f32 and added to d in k order
 /// (the hardware's order of that sum is not specified).
-template <int N>
+template <int N, bool TRANS_A = false, bool TRANS_B = false>
 __device__ __forceinline__ void wgmmaBf16(float (&d)[N / 8][4], uint64_t descA,
                                           uint64_t descB, const void *anchor) {
   static_assert(N == 64 || N == 128, "wgmma widths of the GEMM tiles");
@@ -1305,9 +1322,10 @@ __device__ __forceinline__ void wgmmaBf16(float (&d)[N / 8][4], uint64_t descA,
         "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
         "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, "
         "%15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, "
-        "%29, %30, %31}, %32, %33, p, 1, 1, 0, 0;\n}\n"
+        "%29, %30, %31}, %32, %33, p, 1, 1, %35, %36;\n}\n"
         : MODC_WG_ACC8(0), MODC_WG_ACC8(2), MODC_WG_ACC8(4), MODC_WG_ACC8(6)
-        : "l"(descA), "l"(descB), "n"(1));
+        : "l"(descA), "l"(descB), "n"(1), "n"(int(TRANS_A)),
+          "n"(int(TRANS_B)));
   else
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
@@ -1316,13 +1334,14 @@ __device__ __forceinline__ void wgmmaBf16(float (&d)[N / 8][4], uint64_t descA,
         "%15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, "
         "%29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, "
         "%43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, "
-        "%57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, 0, 0;\n}\n"
+        "%57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, %67, %68;\n}\n"
         : MODC_WG_ACC8(0), MODC_WG_ACC8(2), MODC_WG_ACC8(4), MODC_WG_ACC8(6),
           MODC_WG_ACC8(8), MODC_WG_ACC8(10), MODC_WG_ACC8(12),
           MODC_WG_ACC8(14)
-        : "l"(descA), "l"(descB), "n"(1));
+        : "l"(descA), "l"(descB), "n"(1), "n"(int(TRANS_A)),
+          "n"(int(TRANS_B)));
 #else
-  const WgmmaOperandView a(descA, anchor), b(descB, anchor);
+  const WgmmaOperandView a(descA, anchor, TRANS_A), b(descB, anchor, TRANS_B);
   const int tid = int(threadIdx.x + blockDim.x * (threadIdx.y +
                                                   blockDim.y * threadIdx.z));
   const int w = (tid % 128) / kWarp, g = (tid % kWarp) >> 2, t = tid % 4;
@@ -1650,6 +1669,19 @@ __device__ __forceinline__ uint64_t wgmmaDescriptorSw128(const void *operand) {
   return wgmmaDescriptor(operand, 16, 1024, 1);
 }
 
+/// The wgmma descriptor of an MN-major (transposed) bf16 operand stored with
+/// the 128-byte swizzle, as TMA writes boxes of 64 elements along M (or N)
+/// by `steps` reduction steps: one 128-byte row per reduction step (the 64
+/// elements of a 64-row group), 8-step groups SBO = 1024 bytes apart, and
+/// the 64-row groups LBO = steps * 128 bytes apart (PTX ISA, "Matrix
+/// Descriptor Format", MN-major layouts: the leading dimension is M or N).
+/// The start advances by 2048 bytes (16 rows of 128 bytes) a k16 step; the
+/// tile must be 1024-byte aligned.
+__device__ __forceinline__ uint64_t wgmmaDescriptorMnSw128(const void *operand,
+                                                           int steps) {
+  return wgmmaDescriptor(operand, uint32_t(steps) * 128, 1024, 1);
+}
+
 /// mbarrier.init (shared::cta): `count` arrivals complete a phase.
 __device__ __forceinline__ void mbarrierInit(uint64_t *bar, unsigned count) {
 #if defined(__CUDACC__)
@@ -1761,42 +1793,62 @@ template <int BN_, int MINB_, int STAGES_> struct TmaTile {
 using TmaSmall = TmaTile<64, 2, 4>;  // 97 KB: two CTAs an SM
 using TmaLarge = TmaTile<128, 1, 6>; // 193 KB
 
-/// The wgmma GEMM fed by TMA: C = epilogue(A B^T) with A [M, L] and B
-/// [Ncols, L] bf16 in global memory, both K-contiguous, described by the
-/// tensor maps (boxes of BK x BM and BK x BN, 128-byte swizzle).
-/// Persistent and warp-specialised: CTA b takes output tiles b, b + grid,
-/// ... (row-major over the tile grid). Thread 0 of the producer warpgroup
-/// streams every k-tile of those tiles through the STAGES stages: it waits
-/// until a stage is empty, then loads it, the stage completing on its
-/// `full` mbarrier. The consumer warpgroups wait for a full stage, issue one
-/// wgmma per k16 step and keep one group in flight; once a k-tile's wgmmas
-/// completed, each consumer warp arrives on that stage's `empty` mbarrier.
-/// So the loads of the next tile run during this tile's epilogue. k-tile
-/// number it (counted over all of the CTA's tiles) uses stage it % STAGES
-/// for the (it / STAGES)-th time: `full` phase it / STAGES, and `empty`
-/// phase it / STAGES - 1 must have completed (on a fresh barrier the
-/// phase before the first counts as completed). DYN 0 or 1 (rows on the
-/// device), epilogues as gemmWgKernel.
-template <typename T, int DYN, int EPI, typename TC>
+/// The wgmma GEMM fed by TMA: C = epilogue(A B^T), A [M, L] and B [Ncols, L]
+/// bf16 in global memory, each either K-major (AK, BKc: the reduction
+/// contiguous, a box of BK steps by BM or BN rows) or MN-major (the rows
+/// contiguous, the layout of gemmKernel's !AK / !BKc: boxes of 64 rows by
+/// BK steps, one per 64-row group), described by the tensor maps (128-byte
+/// swizzle). The products of training's backward pass are the MN-major
+/// ones: the input gradient reads the weight's bf16 copy MN-major, the
+/// weight gradient reads the output gradient and the activations MN-major,
+/// reducing over their rows.
+/// Persistent and warp-specialised: CTA b takes work items b, b + grid, ...;
+/// an item is an output tile (row-major over the tile grid) and, for the
+/// split reduction (DYN 3), a chunk of the reduction, chunk-major. Thread 0
+/// of the producer warpgroup streams every k-tile of those items through the
+/// STAGES stages: it waits until a stage is empty, then loads it, the stage
+/// completing on its `full` mbarrier. The consumer warpgroups wait for a
+/// full stage, issue one wgmma per k16 step and keep one group in flight;
+/// once a k-tile's wgmmas completed, each consumer warp arrives on that
+/// stage's `empty` mbarrier. So the loads of the next item run during this
+/// item's epilogue. k-tile number it (counted over all of the CTA's items)
+/// uses stage it % STAGES for the (it / STAGES)-th time: `full` phase
+/// it / STAGES, and `empty` phase it / STAGES - 1 must have completed (on a
+/// fresh barrier the phase before the first counts as completed).
+/// DYN as gemmKernel's: 1, M = *dynRows; 2, L = *dynRows; 3, the reduction
+/// *dynRows split into chunks of L steps (the last item's chunk takes every
+/// step left), item z's partial product stored at C + z * M * ldc. A
+/// device-sized reduction (DYN 2, 3) is a row count: the maps reach the
+/// rows' bound, so the steps of the last k-tile past the chunk's end are
+/// someone else's rows or stale: the consumer threads zero them in A and B
+/// (their 128-byte rows: MN-major operands only) and meet on the `zeroed`
+/// mbarrier before their wgmmas.
+template <typename T, bool AK, bool BKc, int DYN, int EPI, typename TC>
 __global__ __launch_bounds__(kTmaThreads, T::MINB) void gemmTmaKernel(
     const __grid_constant__ CUtensorMap mapA,
     const __grid_constant__ CUtensorMap mapB, TC *C, int64_t ldc,
     const EpiArgs epi, int64_t M, int64_t Ncols, int64_t L,
-    const int64_t *dynRows) {
-  static_assert(DYN == 0 || DYN == 1, "no split reduction on TMA");
+    const int64_t *dynRows, int64_t splits) {
   constexpr int BM = T::BM, BN = T::BN, BK = T::BK, S = T::STAGES;
+  static_assert(DYN <= 1 || (!AK && !BKc),
+                "a device-sized reduction runs over rows: MN-major operands");
+  static_assert(DYN != 3 || EPI == EpiStore, "partial products are stored");
+  int64_t total = L; // the reduction's steps (DYN 3: every chunk's)
   if (DYN == 1)
     M = *dynRows;
+  if (DYN == 2 || DYN == 3)
+    total = *dynRows;
+  if (DYN != 3)
+    splits = 1;
   const int64_t tilesN = (Ncols + BN - 1) / BN;
   const int64_t tiles = (M + BM - 1) / BM * tilesN;
-  const int64_t ktiles = (L + BK - 1) / BK;
-  if (int64_t(blockIdx.x) >= tiles)
+  if (int64_t(blockIdx.x) >= tiles * splits)
     return; // the whole CTA, before any barrier
 
   MODC_DYNAMIC_SHARED(unsigned char, smemRaw);
   unsigned char *smem = reinterpret_cast<unsigned char *>(
       (reinterpret_cast<uintptr_t>(smemRaw) + 1023) & ~uintptr_t(1023));
-  __shared__ __align__(8) uint64_t full[S], empty[S];
+  __shared__ __align__(8) uint64_t full[S], empty[S], zeroed;
 
   const int tid = threadIdx.x, wg = tid / 128;
   if (tid == 0) {
@@ -1804,24 +1856,49 @@ __global__ __launch_bounds__(kTmaThreads, T::MINB) void gemmTmaKernel(
       mbarrierInit(&full[s], 1);
       mbarrierInit(&empty[s], kTmaConsumerWarps);
     }
+    mbarrierInit(&zeroed, kTmaConsumerWarps * kWarp);
     fenceMbarrierInit();
   }
   __syncthreads(); // the only block barrier: the roles part here
+
+  // Work item w: its output tile, its reduction steps [k0, k0 + len).
+  auto item = [&](int64_t w, int64_t &m0, int64_t &n0, int64_t &k0,
+                  int64_t &len) {
+    const int64_t z = w / tiles, tile = w % tiles;
+    m0 = (tile / tilesN) * BM, n0 = (tile % tilesN) * BN;
+    k0 = DYN == 3 ? z * L : 0;
+    len = DYN == 3 ? (z + 1 < splits ? minI64(total - k0, L) : total - k0)
+                   : total;
+  };
 
   if (wg == 0) {
     if (tid != 0)
       return;
     int64_t it = 0;
-    for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
-      const int m0 = int((tile / tilesN) * BM), n0 = int((tile % tilesN) * BN);
-      for (int64_t kt = 0; kt < ktiles; ++kt, ++it) {
+    for (int64_t w = blockIdx.x; w < tiles * splits; w += gridDim.x) {
+      int64_t m0, n0, k0, len;
+      item(w, m0, n0, k0, len);
+      for (int64_t kt = 0; kt * BK < len; ++kt, ++it) {
         const int st = int(it % S);
         const unsigned use = unsigned(it / S);
         mbarrierWait(&empty[st], (use & 1) ^ 1);
         unsigned char *stage = smem + st * T::StageBytes;
+        const int k = int(k0 + kt * BK);
         mbarrierArriveExpectTx(&full[st], T::StageBytes);
-        tmaLoad2d(stage, &mapA, int(kt * BK), m0, &full[st]);
-        tmaLoad2d(stage + T::ABytes, &mapB, int(kt * BK), n0, &full[st]);
+        if (AK) {
+          tmaLoad2d(stage, &mapA, k, int(m0), &full[st]);
+        } else {
+          for (int j = 0; j < BM / 64; ++j)
+            tmaLoad2d(stage + j * BK * 128, &mapA, int(m0) + 64 * j, k,
+                      &full[st]);
+        }
+        unsigned char *b = stage + T::ABytes;
+        if (BKc) {
+          tmaLoad2d(b, &mapB, k, int(n0), &full[st]);
+        } else {
+          for (int j = 0; j < BN / 64; ++j)
+            tmaLoad2d(b + j * BK * 128, &mapB, int(n0) + 64 * j, k, &full[st]);
+        }
       }
     }
     return;
@@ -1829,35 +1906,70 @@ __global__ __launch_bounds__(kTmaThreads, T::MINB) void gemmTmaKernel(
 
   const int slab = wg - 1, warp = (tid % 128) / kWarp, lane = tid % kWarp;
   int64_t it = 0;
-  for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
-    const int64_t m0 = (tile / tilesN) * BM, n0 = (tile % tilesN) * BN;
+  unsigned zeroings = 0; // uses of `zeroed` so far
+  for (int64_t w = blockIdx.x; w < tiles * splits; w += gridDim.x) {
+    int64_t m0, n0, k0, len;
+    item(w, m0, n0, k0, len);
     const int mValid = int(minI64(BM, M - m0));
     const int nValid = int(minI64(BN, Ncols - n0));
     // One m16n8 fragment row (storeAccumulators' MI = 1) per warp.
     float acc[1][BN / 8][4];
     zeroFragments(acc);
-    for (int64_t kt = 0; kt < ktiles; ++kt, ++it) {
+    int64_t kt = 0;
+    for (; kt * BK < len; ++kt, ++it) {
       const int st = int(it % S);
       mbarrierWait(&full[st], unsigned(it / S) & 1);
-      // The lanes may leave the wait loop apart; the .aligned wgmma
+      unsigned char *stage = smem + st * T::StageBytes;
+      // A's slab: rows 64 slab .. 64 slab + 63 (K-major: 64 rows of 128
+      // bytes; MN-major: the slab-th 64-row group, BK rows of 128 bytes).
+      static_assert(BK == 64, "a 64-row group or slab is 8 KB either way");
+      unsigned char *a = stage + slab * 64 * 128;
+      unsigned char *b = stage + T::ABytes;
+      if constexpr (DYN == 2 || DYN == 3) {
+        const int steps = int(minI64(BK, len - kt * BK));
+        if (steps < BK) {
+          // Steps [steps, BK): their 128-byte rows in each 64-row group of
+          // A and B (all 8 chunks, wherever the swizzle put them).
+          constexpr int groups = BM / 64 + BN / 64;
+          const int rows = BK - steps;
+          for (int i = tid - 128; i < groups * rows * 8;
+               i += kTmaConsumerWarps * kWarp) {
+            const int chunk = i % 8, row = steps + i / 8 % rows;
+            const int group = i / 8 / rows; // A's groups, then B's
+            *reinterpret_cast<uint4 *>(stage + group * BK * 128 + row * 128 +
+                                       chunk * 16) = make_uint4(0, 0, 0, 0);
+          }
+          fenceProxyAsync();
+          mbarrierArrive(&zeroed);
+          mbarrierWait(&zeroed, zeroings & 1);
+          ++zeroings;
+        }
+      }
+      // The lanes may leave the wait loops apart; the .aligned wgmma
       // instructions need the warp converged.
       __syncwarp();
-      const unsigned char *a = smem + st * T::StageBytes + slab * 64 * 128;
-      const unsigned char *b = smem + st * T::StageBytes + T::ABytes;
       wgmmaFence(acc[0]);
 #pragma unroll
-      for (int s = 0; s < BK / 16; ++s) // k16 step s: bytes 32 s of each row
-        wgmmaBf16<BN>(acc[0], wgmmaDescriptorSw128(a + 32 * s),
-                      wgmmaDescriptorSw128(b + 32 * s), smem);
+      for (int s = 0; s < BK / 16; ++s) // k16 step s
+        wgmmaBf16<BN, !AK, !BKc>(
+            acc[0],
+            AK ? wgmmaDescriptorSw128(a + 32 * s)
+               : wgmmaDescriptorMnSw128(a + 2048 * s, BK),
+            BKc ? wgmmaDescriptorSw128(b + 32 * s)
+                : wgmmaDescriptorMnSw128(b + 2048 * s, BK),
+            smem);
       wgmmaCommit();
       wgmmaWait<1>(acc[0]); // this warp's wgmmas of k-tile it - 1 are done
       if (kt > 0 && lane == 0)
         mbarrierArrive(&empty[(it - 1) % S]);
     }
     wgmmaWait<0>(acc[0]);
-    if (ktiles > 0 && lane == 0)
+    if (kt > 0 && lane == 0)
       mbarrierArrive(&empty[(it - 1) % S]);
-    storeAccumulators<EPI>(acc, C, ldc, epi, m0, n0, slab * 64 + warp * 16, 0,
+    if (DYN == 3 && len <= 0)
+      continue; // a chunk past the rows: splitSumKernel does not read it
+    TC *out = DYN == 3 ? C + (w / tiles) * M * ldc : C;
+    storeAccumulators<EPI>(acc, out, ldc, epi, m0, n0, slab * 64 + warp * 16, 0,
                            mValid, nValid);
   }
 }
@@ -1942,25 +2054,36 @@ inline bool encodeOperandMap(CUtensorMap &map, const bf16 *base, int64_t rows,
 /// Launches gemmTmaKernel on tile T; false (nothing launched) where the
 /// operands cannot be described to TMA or the kernel cannot get its shared
 /// memory, so that the caller takes the wgmma kernel that reads them itself.
-template <typename T, int DYN, int EPI, typename TC>
+/// `kBound`: the reduction steps the operands hold (L, or for a
+/// device-sized reduction the rows' bound); `splits` chunks of L steps for
+/// DYN 3.
+template <typename T, bool AK, bool BKc, int DYN, int EPI, typename TC>
 inline bool launchGemmTmaTile(const bf16 *A, int64_t lda, const bf16 *B,
                               int64_t ldb, TC *C, int64_t ldc, const EpiArgs &epi,
                               int64_t M, int64_t Ncols, int64_t L,
-                              const int64_t *dynRows, cudaStream_t stream) {
+                              int64_t kBound, const int64_t *dynRows,
+                              cudaStream_t stream, int64_t splits) {
   alignas(64) CUtensorMap mapA, mapB;
-  if (!encodeOperandMap(mapA, A, M, L, lda, T::BM) ||
-      !encodeOperandMap(mapB, B, Ncols, L, ldb, T::BN))
+  // K-major: boxes of 64 steps by the tile's rows; MN-major: boxes of 64
+  // rows by BK steps.
+  const bool mapped =
+      (AK ? encodeOperandMap(mapA, A, M, kBound, lda, T::BM)
+          : encodeOperandMap(mapA, A, kBound, M, lda, T::BK)) &&
+      (BKc ? encodeOperandMap(mapB, B, Ncols, kBound, ldb, T::BN)
+           : encodeOperandMap(mapB, B, kBound, Ncols, ldb, T::BK));
+  if (!mapped)
     return false;
-  auto kernel = gemmTmaKernel<T, DYN, EPI, TC>;
+  auto kernel = gemmTmaKernel<T, AK, BKc, DYN, EPI, TC>;
   static const bool sized =
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                            T::SmemBytes) == cudaSuccess;
   if (!sized)
     return false;
   // M is the bound of the rows (DYN 1: the kernel reads the count).
-  MODC_LAUNCH(kernel, tmaGrid<T>(ceilDiv(M, T::BM) * ceilDiv(Ncols, T::BN)),
-              kTmaThreads, T::SmemBytes, stream, mapA, mapB, C, ldc, epi, M,
-              Ncols, L, dynRows);
+  const int64_t items =
+      ceilDiv(M, T::BM) * ceilDiv(Ncols, T::BN) * (DYN == 3 ? splits : 1);
+  MODC_LAUNCH(kernel, tmaGrid<T>(items), kTmaThreads, T::SmemBytes, stream,
+              mapA, mapB, C, ldc, epi, M, Ncols, L, dynRows, splits);
   ++tmaStats().launches;
   traceGemm("tma+wgmma", M, Ncols, L, T::BM, T::BN, EPI);
   return true;
@@ -2054,40 +2177,57 @@ inline bool &gemmTma() {
   return on;
 }
 
-/// Whether a product's operands can go to TMA: a bf16 A and a weight B (f32,
-/// rounded into its bf16 copy), both with the reduction contiguous, no split.
+/// Whether a product's operands can go to TMA: a bf16 A (K-major: the
+/// forward's activations, the input gradient's output gradient; MN-major:
+/// the weight gradient's output gradient) and a B that is either a weight
+/// (f32, rounded into its bf16 copy; K-major in the forward, MN-major in
+/// the input gradient) or stored bf16 (the weight gradient's activations).
+/// A reduction sized on the device (DYN 2, 3: the weight gradient's rows)
+/// runs over rows, so both operands are MN-major there.
 template <typename TA, typename TB, bool AK, bool BKc, int DYN>
 constexpr bool tmaOperandsOk() {
-  return std::is_same<TA, bf16>::value && std::is_same<TB, float>::value &&
-         AK && BKc && (DYN == 0 || DYN == 1);
+  constexpr bool weightB = std::is_same<TB, float>::value && DYN <= 1;
+  return std::is_same<TA, bf16>::value &&
+         (std::is_same<TB, bf16>::value || weightB) &&
+         (DYN <= 1 || (!AK && !BKc));
 }
 
-/// The TMA path of a bf16 product with tmaOperandsOk: B's bf16 copy, the
-/// tile (gemmTileChoice, as for the wgmma kernel), the launch. False where
-/// it does not apply, and nothing was enqueued but perhaps the weight's
-/// rounding.
-template <int DYN, int EPI, typename TC>
-inline bool launchGemmTma(const bf16 *A, int64_t lda, const float *B,
+/// The TMA path of a bf16 product with tmaOperandsOk: B's bf16 copy where B
+/// is a weight, the tile (gemmTileChoice, as for the wgmma kernel), the
+/// launch. False where it does not apply, and nothing was enqueued but
+/// perhaps the weight's rounding. `kBound` and `splits` as for
+/// launchGemmTmaTile (kBound 0: unknown, no TMA).
+template <bool AK, bool BKc, int DYN, int EPI, typename TB, typename TC>
+inline bool launchGemmTma(const bf16 *A, int64_t lda, const TB *B,
                           int64_t ldb, TC *C, int64_t ldc, const EpiArgs &epi,
-                          int64_t M, int64_t Ncols, int64_t L,
-                          const int64_t *dynRows, cudaStream_t stream) {
+                          int64_t M, int64_t Ncols, int64_t L, int64_t kBound,
+                          const int64_t *dynRows, cudaStream_t stream,
+                          int64_t splits) {
+  constexpr bool weightB = std::is_same<TB, float>::value;
   const int choice = gemmTileChoice<EPI, TmaSmall, TmaLarge>(M, Ncols, 132);
-  if (choice == 0 || !gemmTma() || !weightCopies().open || lda % 8 != 0 ||
-      ldb % 8 != 0 || reinterpret_cast<uintptr_t>(A) % 16 != 0 ||
-      !encodeTiledFn())
+  if (choice == 0 || !gemmTma() || (weightB && !weightCopies().open) ||
+      kBound <= 0 || lda % 8 != 0 || ldb % 8 != 0 ||
+      reinterpret_cast<uintptr_t>(A) % 16 != 0 || !encodeTiledFn())
     return false;
-  const bf16 *Bcopy = weightCopyFor(B, Ncols * ldb, stream);
-  if (!Bcopy)
-    return false;
+  const bf16 *Bbf16;
+  if constexpr (weightB) {
+    // The weight [rows, ldb]: Ncols rows in the forward (K-major), the
+    // reduction's L in the input gradient (MN-major): the same copy.
+    Bbf16 = weightCopyFor(B, (BKc ? Ncols : L) * ldb, stream);
+    if (!Bbf16)
+      return false;
+  } else {
+    Bbf16 = B;
+  }
   if constexpr (epilogueFits<EPI, TmaLarge>())
     if (choice == 2)
-      return launchGemmTmaTile<TmaLarge, DYN, EPI>(A, lda, Bcopy, ldb, C, ldc,
-                                                   epi, M, Ncols, L, dynRows,
-                                                   stream);
+      return launchGemmTmaTile<TmaLarge, AK, BKc, DYN, EPI>(
+          A, lda, Bbf16, ldb, C, ldc, epi, M, Ncols, L, kBound, dynRows,
+          stream, splits);
   if constexpr (epilogueFits<EPI, TmaSmall>())
-    return launchGemmTmaTile<TmaSmall, DYN, EPI>(A, lda, Bcopy, ldb, C, ldc,
-                                                 epi, M, Ncols, L, dynRows,
-                                                 stream);
+    return launchGemmTmaTile<TmaSmall, AK, BKc, DYN, EPI>(
+        A, lda, Bbf16, ldb, C, ldc, epi, M, Ncols, L, kBound, dynRows, stream,
+        splits);
   return false;
 }
 
@@ -2190,7 +2330,9 @@ inline bool launchGemmPath(const TA *A, int64_t lda, const TB *B,
 
 /// C = epilogue(A B) over the tensor-core kernel (3xTF32) unless
 /// MODC_CUDA_TENSOR_CORES is 0, else over the SIMT f32 kernel. `splits`
-/// CTAs along z (DYN == 3 only: the chunks of the split reduction). BF: the
+/// CTAs along z (DYN == 3 only: the chunks of the split reduction).
+/// `kBound`: for DYN 3, the bound of the rows the chunks split (the TMA
+/// kernel's maps reach it; 0: unknown, no TMA); otherwise L. BF: the
 /// operands are rounded to bf16 (bf16 mma on the tensor-core path; wgmma
 /// when MODC_CUDA_WGMMA, from kWgmmaMinRows rows). A and C may hold bf16
 /// where gemmTypesOk allows. False only where the epilogue (RoPE) fits no
@@ -2200,7 +2342,8 @@ template <bool AK, bool BKc, int DYN, int EPI, bool BF = false,
 inline bool launchGemm(const TA *A, int64_t lda, const TB *B, int64_t ldb,
                        TC *C, int64_t ldc, const EpiArgs &epi, int64_t M,
                        int64_t Ncols, int64_t L, const int64_t *dynRows,
-                       cudaStream_t stream, unsigned splits = 1) {
+                       cudaStream_t stream, unsigned splits = 1,
+                       int64_t kBound = 0) {
   static_assert(gemmTypesOk<TA, TB, TC, AK, EPI, BF, DYN>(),
                 "bf16 A or B needs a bf16 product; bf16 C an epilogue that "
                 "does not read C");
@@ -2217,8 +2360,9 @@ inline bool launchGemm(const TA *A, int64_t lda, const TB *B, int64_t ldb,
 #define MODC_GEMM_ON_WGMMA()                                                   \
   do {                                                                         \
     if constexpr (tmaOperandsOk<TA, TB, AK, BKc, DYN>())                       \
-      if (launchGemmTma<DYN, EPI>(A, lda, B, ldb, C, ldc, epi, M, Ncols, L,    \
-                                  dynRows, stream))                            \
+      if (launchGemmTma<AK, BKc, DYN, EPI>(A, lda, B, ldb, C, ldc, epi, M,     \
+                                           Ncols, L, DYN == 3 ? kBound : L,    \
+                                           dynRows, stream, splits))           \
         return true;                                                           \
     MODC_GEMM_ON(PathWgmma);                                                   \
   } while (0)
@@ -3362,9 +3506,10 @@ template <int N, int K, bool BF16 = false, typename TA = float,
 inline void linear_wgrad(const TD *dy, const int64_t *rows, int64_t max_rows,
                          const TA *a, float *dw, cudaStream_t stream) {
   static_assert(detail::gemmWidthsOk<N, K>(), "GEMM widths must be in [1, 2^24)");
-  (void)max_rows;
+  // L: the rows' bound (the kernels read the count on the device; the TMA
+  // kernel's maps reach the bound).
   detail::launchGemm<false, false, 2, detail::EpiAdd, BF16>(
-      dy, N, a, K, dw, K, dw, N, K, 0, rows, stream);
+      dy, N, a, K, dw, K, dw, N, K, max_rows, rows, stream);
 }
 
 /// Floats of scratch the split linear_wgrad needs for at most max_rows rows
@@ -3394,7 +3539,7 @@ inline void linear_wgrad(const TD *dy, const int64_t *rows, int64_t max_rows,
   }
   detail::launchGemm<false, false, 3, detail::EpiStore, BF16>(
       dy, N, a, K, scratch, K, nullptr, N, K, s.chunk, rows, stream,
-      unsigned(s.splits));
+      unsigned(s.splits), max_rows);
   auto k = detail::splitSumKernel;
   MODC_LAUNCH(k, detail::strideGrid(int64_t(N) * K), detail::kThreads, 0,
               stream, scratch, int64_t(N) * K, s.splits, s.chunk, rows, dw);
