@@ -673,6 +673,132 @@ inline void checkTmaGemmShapes() {
   checkTmaGemms<64, 40>(5, 5, 3603);
 }
 
+/// The backward products on the TMA kernel (sm_90a), as training runs them
+/// on a bf16 model's stored gradients: the input gradient da (+)= dy w of a
+/// bf16 dy (`count` rows on the device of a bound of `bound`) reading the
+/// weight's bf16 copy MN-major, and the weight gradient dw += dy^T a of bf16
+/// dy and a, both MN-major over the rows, unsplit and split into row chunks
+/// of 48 (chunk ends inside a 64-step k-tile). The rows past the count hold
+/// NaN, which the kernel must not read (it zeroes the steps past a chunk's
+/// end). On both tiles and persistent grids of every CTA, one and three
+/// CTAs: bit for bit against the wgmma kernel that reads its operands
+/// itself, and against fp64 of the rounded operands.
+template <int N, int K>
+void checkTmaBackward(int64_t count, int64_t bound, uint32_t seed) {
+  using modk_cuda::bf16;
+  namespace d = modk_cuda::detail;
+  auto dy = randomFloats(bound * N, seed), a = randomFloats(bound * K, seed + 1);
+  const auto w = randomFloats(N * K, seed + 2),
+             daInit = randomFloats(bound * K, seed + 3),
+             dwInit = randomFloats(N * K, seed + 4);
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (int64_t i = 0; i < bound * N; ++i)
+    dy[i] = i < count * N ? bf16Value(dy[i]) : nan;
+  for (int64_t i = 0; i < bound * K; ++i)
+    a[i] = i < count * K ? bf16Value(a[i]) : nan;
+  auto toBits = [](const std::vector<float> &v) {
+    std::vector<bf16> out;
+    for (float x : v)
+      out.push_back(bf16Bits(x));
+    return out;
+  };
+  DeviceCopy<bf16> dDy(toBits(dy)), dA(toBits(a));
+  DeviceCopy<float> dW(w);
+  DeviceCopy<int64_t> dRows(std::vector<int64_t>{count});
+
+  std::vector<double> da(bound * K, kSentinel), daMag(bound * K, 0.0),
+      dw(N * K, 0.0), dwMag(N * K, 0.0);
+  for (int64_t m = 0; m < count; ++m)
+    for (int k = 0; k < K; ++k) {
+      double s = 0.0;
+      for (int n = 0; n < N; ++n) {
+        const double f = double(dy[m * N + n]) * bf16Exact(w[n * K + k]);
+        s += f, daMag[m * K + k] += std::fabs(f);
+      }
+      da[m * K + k] = s;
+    }
+  for (int n = 0; n < N; ++n)
+    for (int k = 0; k < K; ++k)
+      for (int64_t m = 0; m < count; ++m) {
+        const double f = double(dy[m * N + n]) * double(a[m * K + k]);
+        dw[n * K + k] += f, dwMag[n * K + k] += std::fabs(f);
+      }
+
+  // da, da accumulated onto daInit, dw added to zeros, split dw.
+  auto run = [&]() {
+    const std::vector<float> sentinel(bound * K, kSentinel),
+        zeros(N * K, 0.0f);
+    DeviceCopy<float> outDa(sentinel), accDa(daInit), outDw(zeros),
+        splitDw(zeros);
+    modk_cuda::linear_dgrad<N, K, true>(dDy.get(), dRows.get(), bound, dW.get(),
+                                        outDa.get(), false, nullptr);
+    modk_cuda::linear_dgrad<N, K, true>(dDy.get(), dRows.get(), bound, dW.get(),
+                                        accDa.get(), true, nullptr);
+    modk_cuda::linear_wgrad<N, K, true>(dDy.get(), dRows.get(), bound, dA.get(),
+                                        outDw.get(), nullptr);
+    d::wgradChunkOverride() = 48;
+    const int64_t floats = modk_cuda::linear_wgrad_scratch_floats<N, K>(bound);
+    EXPECT_GT(floats, 0);
+    DeviceCopy<float> scratch(std::vector<float>(floats, kSentinel));
+    modk_cuda::linear_wgrad<N, K, true>(dDy.get(), dRows.get(), bound, dA.get(),
+                                        splitDw.get(), scratch.get(), nullptr);
+    d::wgradChunkOverride() = 0;
+    return std::vector<std::vector<float>>{outDa.read(), accDa.read(),
+                                           outDw.read(), splitDw.read()};
+  };
+  const char *what[4] = {"dgrad", "dgrad accumulated", "wgrad",
+                         "split wgrad"};
+
+#if !defined(__CUDACC__)
+  d::gemmTensorCores() = true;
+#endif
+  d::gemmWgmma() = true;
+  for (int tile = 1; tile <= 2; ++tile) {
+    SCOPED_TRACE(testing::Message() << "tile " << tile);
+    d::gemmTileOverride() = tile;
+    d::gemmTma() = false;
+    std::vector<std::vector<float>> direct;
+    {
+      modk_cuda::WeightCopyScope scope;
+      direct = run();
+    }
+    d::gemmTma() = true;
+    for (int ctas : {0, 1, 3}) {
+      SCOPED_TRACE(testing::Message() << "CTAs " << ctas);
+      d::tmaCtaLimit() = ctas;
+      const d::TmaStats before = d::tmaStats();
+      std::vector<std::vector<float>> viaTma;
+      {
+        modk_cuda::WeightCopyScope scope;
+        viaTma = run();
+      }
+      // Four products on TMA, one weight rounded once.
+      EXPECT_EQ(d::tmaStats().launches - before.launches, 4);
+      EXPECT_EQ(d::tmaStats().roundings - before.roundings, 1);
+      for (int i = 0; i < 4; ++i)
+        expectSameBits(viaTma[i], direct[i], what[i]);
+      expectGemm(viaTma[0], da, daMag, "TMA dgrad against fp64");
+      expectGemm(viaTma[2], dw, dwMag, "TMA wgrad against fp64");
+      expectGemm(viaTma[3], dw, dwMag, "TMA split wgrad against fp64");
+    }
+    d::tmaCtaLimit() = 0;
+  }
+  d::gemmTileOverride() = 0;
+#if !defined(__CUDACC__)
+  d::gemmTensorCores() = MODC_CUDA_TENSOR_CORES != 0;
+#endif
+  d::gemmWgmma() = MODC_CUDA_WGMMA != 0;
+}
+
+/// Backward TMA shapes: rows on the device below the bound and not a
+/// multiple of the 64-step k-tile, more k-tiles than stages, ragged output
+/// tiles (N, K not multiples of 64 or 128), and rows within one k-tile.
+inline void checkTmaBackwardShapes() {
+  checkTmaBackward<136, 72>(450, 520, 3701);
+  checkTmaBackward<64, 200>(100, 100, 3702);
+  checkTmaBackward<72, 64>(37, 64, 3703);
+}
+
 //===----------------------------------------------------------------------===//
 // RoPE fused into the GEMM epilogue (linear_rope)
 //===----------------------------------------------------------------------===//

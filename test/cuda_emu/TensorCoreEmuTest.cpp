@@ -36,6 +36,10 @@ TEST(TensorCores, TmaGemmsMatchWgmmaAndFp64) {
   modc_tc_check::checkTmaGemmShapes();
 }
 
+TEST(TensorCores, TmaBackwardMatchesWgmmaAndFp64) {
+  modc_tc_check::checkTmaBackwardShapes();
+}
+
 TEST(TensorCores, RopeEpilogueOnEveryPath) {
   modc_tc_check::forEachBf16GemmPath(modc_tc_check::checkFusedRopeShapes);
 }

@@ -74,6 +74,12 @@ TEST_F(TensorCoresOnGpu, TmaGemmsMatchWgmmaAndFp64) {
   modc_tc_check::checkTmaGemmShapes();
 }
 
+TEST_F(TensorCoresOnGpu, TmaBackwardMatchesWgmmaAndFp64) {
+  if (!MODC_CUDA_WGMMA)
+    GTEST_SKIP() << "built without MODC_CUDA_WGMMA (sm_90a): no TMA GEMM";
+  modc_tc_check::checkTmaBackwardShapes();
+}
+
 TEST_F(TensorCoresOnGpu, RopeEpilogueOnMmaAndWgmma) {
   modc_tc_check::forEachBf16GemmPath(modc_tc_check::checkFusedRopeShapes);
 }
