@@ -29,9 +29,9 @@
 #  10. bf16 on sm_90a: the MoD block with its products on wgmma (impl
 #      "modc") against mma.sync (impl "modc_mma": run.sh's second run with
 #      MODC_CUDA_WGMMA=0).
-#  11. bf16 on sm_90a, forward: wgmma fed by TMA (impl "modc") against
-#      wgmma reading its operands itself (impl "modc_notma": the third run,
-#      MODC_CUDA_TMA=0).
+#  11. bf16 on sm_90a, forward and forward+backward: wgmma fed by TMA
+#      (impl "modc") against wgmma reading its operands itself (impl
+#      "modc_notma": the third run, MODC_CUDA_TMA=0).
 #
 # 8 and 9 read the per-kernel profiles run.sh writes beside the JSON lines,
 # profile_mod_dN.txt (f32) and profile_mod_dN_bf16.txt: bench_gpu's stderr
@@ -650,16 +650,19 @@ def report(T, P=None):
 
     rows = []
     for d in T.ds:
-        tma = T.diff("modc", "bf16", "mod", d, "forward")
-        direct = T.diff("modc_notma", "bf16", "mod", d, "forward")
-        if direct is None:
-            continue
-        rows.append([str(d), fmt(tma), fmt(direct), fmt(ratio(tma, direct), 2)])
+        for w in WHATS:
+            tma = T.diff("modc", "bf16", "mod", d, w)
+            direct = T.diff("modc_notma", "bf16", "mod", d, w)
+            if direct is None:
+                continue
+            rows.append([str(d), w, fmt(tma), fmt(direct),
+                         fmt(ratio(tma, direct), 2)])
     if rows:
-        parts.append("### bf16 MoD block forward on sm_90a: wgmma fed by TMA "
-                     "against wgmma reading its operands (ms; MODC_CUDA_TMA=0; "
-                     "< 1: TMA faster)\n\n" +
-                     table(["d_model", "TMA", "no TMA", "TMA/no TMA"], rows))
+        parts.append("### bf16 MoD block on sm_90a: wgmma fed by TMA against "
+                     "wgmma reading its operands (ms; MODC_CUDA_TMA=0; < 1: "
+                     "TMA faster)\n\n" +
+                     table(["d_model", "pass", "TMA", "no TMA", "TMA/no TMA"],
+                           rows))
 
     if T.errors:
         lines = []

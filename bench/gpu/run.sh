@@ -20,7 +20,7 @@
 #   torch.compile, PROFILE=0 to skip the per-kernel profile of our MoD
 #   packages, WGMMA_COMPARE=0 to skip timing the bf16 sm_90a packages a
 #   second time on mma.sync (MODC_CUDA_WGMMA=0) and a third on wgmma
-#   without TMA (MODC_CUDA_TMA=0, forward only), TORCH_ARGS (extra torch_gpu.py
+#   without TMA (MODC_CUDA_TMA=0), TORCH_ARGS (extra torch_gpu.py
 #   arguments). For a dry run of the whole pipeline without a GPU (README.md):
 #   BENCH_GPU (a bench_gpu built with -DBENCH_GPU_HOST_TIMER), TORCH_DEVICE=cpu
 #   and TORCH_ARGS=--tiny.
@@ -118,11 +118,12 @@ if [[ -n "$bench" ]]; then
           --iters "$iters" --warmup "$warmup" --max-seconds "$max_s" \
           --only forward,fwd_bwd >> "$raw" 2>> "$logf" ||
           say "bench_gpu (mma.sync) failed on $pkg (rc $?): $(tail -1 "$logf")"
-        # The forward pass's products on wgmma without TMA ("modc_notma").
+        # The products on wgmma without TMA ("modc_notma"): the forward's,
+        # and the backward's of the gradients stored as bf16.
         say "bench_gpu $(basename "$pkg") with MODC_CUDA_TMA=0 (wgmma, no TMA)"
         MODC_CUDA_TMA=0 timeout 120 "$bench" "$pkg" --batch "$batch" \
           --iters "$iters" --warmup "$warmup" --max-seconds "$max_s" \
-          --only forward >> "$raw" 2>> "$logf" ||
+          --only forward,fwd_bwd >> "$raw" 2>> "$logf" ||
           say "bench_gpu (no TMA) failed on $pkg (rc $?): $(tail -1 "$logf")"
       done
     done
