@@ -15,6 +15,8 @@
 
 #include "CpuKernels.h"
 
+#include "Bf16Expect.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -147,18 +149,6 @@ TEST(CpuKernels, Rope) {
   checkRope<4, 32>({0, 1, 2, 17, 255, 1000, 4000, 4095, 8191}, 10000.0f, 9);
   checkRope<2, 128>({3, 4000, 4001, 32767, 100000}, 500000.0f, 10);
   checkRope<3, 24>({0, 5, 4000}, 10000.0f, 11);
-}
-
-/// got[i] is want[i] rounded to bf16 (what a bf16 buffer must hold: the
-/// f32 result's bits, rounded once).
-void expectRoundedCopy(const std::vector<modk_cpu::bf16> &got,
-                       const std::vector<float> &want, const char *what) {
-  ASSERT_EQ(got.size(), want.size());
-  for (size_t i = 0; i < want.size(); ++i) {
-    const float g = got[i], w = modk_cpu::bf16_round(want[i]);
-    ASSERT_EQ(0, std::memcmp(&g, &w, sizeof(float)))
-        << what << "[" << i << "]: " << g << " against " << w;
-  }
 }
 
 TEST(CpuKernels, SwiGlu) {

@@ -20,6 +20,8 @@
 
 #include "CpuKernelsTrain.h"
 
+#include "Bf16Expect.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -443,17 +445,6 @@ TEST(CpuKernelsTrain, RopeGradInvertsRope) {
 // SwiGLU and GELU
 //===----------------------------------------------------------------------===//
 
-/// got holds want rounded to bf16, bit for bit.
-void expectRoundedTo(const std::vector<modk_cpu::bf16> &got,
-                     const std::vector<float> &want, const char *what) {
-  ASSERT_EQ(got.size(), want.size());
-  for (size_t i = 0; i < want.size(); ++i) {
-    const float g = got[i], w = modk_cpu::bf16_round(want[i]);
-    ASSERT_EQ(0, std::memcmp(&g, &w, sizeof(float)))
-        << what << "[" << i << "]: " << g << " against " << w;
-  }
-}
-
 TEST(CpuKernelsTrain, SwiGluGrad) {
   constexpr int N = 40;
   for (int64_t rows : {int64_t(3), int64_t(2000)}) {
@@ -476,8 +467,8 @@ TEST(CpuKernelsTrain, SwiGluGrad) {
     std::vector<modk_cpu::bf16> dgB(n), dupB(n);
     modk_cpu::swiglu_grad<N>(g.data(), u.data(), du.data(), rows, dgB.data(),
                              dupB.data());
-    expectRoundedTo(dgB, dg, "dgate into bf16");
-    expectRoundedTo(dupB, dup, "dup into bf16");
+    expectRoundedCopy(dgB, dg, "dgate into bf16");
+    expectRoundedCopy(dupB, dup, "dup into bf16");
     if (rows == 3) {
       // The references against FD of L = sum(du * silu(g) * u).
       auto gd = toD(g), ud = toD(u), dud = toD(du);
@@ -510,7 +501,7 @@ TEST(CpuKernelsTrain, GeluGrad) {
     modk_cpu::gelu_grad<N>(x.data(), du.data(), rows, dx.data());
     std::vector<modk_cpu::bf16> dxB(n);
     modk_cpu::gelu_grad<N>(x.data(), du.data(), rows, dxB.data());
-    expectRoundedTo(dxB, dx, "dpre into bf16");
+    expectRoundedCopy(dxB, dx, "dpre into bf16");
     Vec ref(n);
     for (int64_t i = 0; i < n; ++i) {
       const double xi = x[i];
@@ -673,7 +664,7 @@ void checkAttentionGrad(const std::vector<int64_t> &seg,
   modk_cpu::causal_attention_grad<H, HD>(
       q.data(), k.data(), v.data(), o.data(), dout.data(), nseg, seg.data(),
       pos.data(), dq2.data(), dk2.data(), dvBf16.data());
-  expectRoundedTo(dvBf16, dv, "dv into bf16");
+  expectRoundedCopy(dvBf16, dv, "dv into bf16");
 }
 
 TEST(CpuKernelsTrain, AttentionGradGatheredSegments) {
