@@ -32,6 +32,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <initializer_list>
 #include <vector>
 
 #include "EmuTestData.h"
@@ -500,6 +501,60 @@ inline void checkBf16StoredOperandShapes() {
   checkBf16StoredOperands<136, 40>(5, 0, 3504);
 }
 
+/// Puts bf16 products on the wgmma path, the TMA kernel's family, for its
+/// lifetime; then restores the defaults (the tile override and the TMA CTA
+/// limit too).
+struct OnWgmmaPath {
+  OnWgmmaPath() {
+#if !defined(__CUDACC__)
+    modk_cuda::detail::gemmTensorCores() = true;
+#endif
+    modk_cuda::detail::gemmWgmma() = true;
+  }
+  ~OnWgmmaPath() {
+    namespace d = modk_cuda::detail;
+    d::gemmTileOverride() = 0;
+    d::tmaCtaLimit() = 0;
+#if !defined(__CUDACC__)
+    d::gemmTensorCores() = MODC_CUDA_TENSOR_CORES != 0;
+#endif
+    d::gemmWgmma() = MODC_CUDA_WGMMA != 0;
+  }
+};
+
+/// On both TMA tiles: runs `run` (the products under test, returning their
+/// results) on the wgmma kernel that reads its operands itself, then on the
+/// TMA kernel in a WeightCopyScope once per persistent-grid CTA limit of
+/// `ctaLimits` (0: a CTA a tile; one or a few CTAs take several tiles each,
+/// the stages' phases carried from tile to tile), and hands each TMA result
+/// to check(viaTma, direct, tmaStats before the TMA run). Call it within
+/// OnWgmmaPath.
+template <typename Run, typename Check>
+void compareTmaWithWgmma(std::initializer_list<int> ctaLimits, Run run,
+                         Check check) {
+  namespace d = modk_cuda::detail;
+  for (int tile = 1; tile <= 2; ++tile) {
+    SCOPED_TRACE(testing::Message() << "tile " << tile);
+    d::gemmTileOverride() = tile;
+    d::gemmTma() = false;
+    const auto direct = run();
+    d::gemmTma() = true;
+    for (int ctas : ctaLimits) {
+      SCOPED_TRACE(testing::Message() << "CTAs " << ctas);
+      d::tmaCtaLimit() = ctas;
+      const d::TmaStats before = d::tmaStats();
+      decltype(run()) viaTma;
+      {
+        modk_cuda::WeightCopyScope scope;
+        viaTma = run();
+      }
+      check(viaTma, direct, before);
+    }
+    d::tmaCtaLimit() = 0;
+  }
+  d::gemmTileOverride() = 0;
+}
+
 /// The TMA-fed wgmma kernel (sm_90a; bf16 A stored, the weight's bf16 copy
 /// rounded in the forward call): `count` rows on the device of a bound of
 /// `bound`, on both tiles, against fp64 of the rounded operands and bit for
@@ -573,38 +628,24 @@ void checkTmaGemms(int64_t count, int64_t bound, uint32_t seed) {
   const char *what[5] = {"linear", "residual add", "swiglu gate", "swiglu",
                          "gelu"};
 
-#if !defined(__CUDACC__)
-  d::gemmTensorCores() = true;
-#endif
-  d::gemmWgmma() = true;
+  OnWgmmaPath onWgmma;
   std::vector<double> mag;
   const std::vector<double> want = reference(w, mag);
+  compareTmaWithWgmma({0, 1, 3}, run,
+                      [&](const std::vector<std::vector<float>> &viaTma,
+                          const std::vector<std::vector<float>> &direct,
+                          const d::TmaStats &before) {
+                        // Five products, two weights: each rounded once.
+                        EXPECT_EQ(d::tmaStats().launches - before.launches, 5);
+                        EXPECT_EQ(d::tmaStats().roundings - before.roundings, 2);
+                        expectGemm(viaTma[0], want, mag,
+                                   "TMA linear against fp64");
+                        for (int i = 0; i < 5; ++i)
+                          expectSameBits(viaTma[i], direct[i], what[i]);
+                      });
   for (int tile = 1; tile <= 2; ++tile) {
     SCOPED_TRACE(testing::Message() << "tile " << tile);
     d::gemmTileOverride() = tile;
-    d::gemmTma() = false;
-    const auto direct = run();
-    d::gemmTma() = true;
-    // The persistent grid: a CTA a tile, and one or three CTAs taking
-    // several tiles each (the stages' phases carried from tile to tile).
-    for (int ctas : {0, 1, 3}) {
-      SCOPED_TRACE(testing::Message() << "CTAs " << ctas);
-      d::tmaCtaLimit() = ctas;
-      const d::TmaStats before = d::tmaStats();
-      std::vector<std::vector<float>> viaTma;
-      {
-        modk_cuda::WeightCopyScope scope;
-        viaTma = run();
-      }
-      // Five products, two weights: each rounded once.
-      EXPECT_EQ(d::tmaStats().launches - before.launches, 5);
-      EXPECT_EQ(d::tmaStats().roundings - before.roundings, 2);
-      expectGemm(viaTma[0], want, mag, "TMA linear against fp64");
-      for (int i = 0; i < 5; ++i)
-        expectSameBits(viaTma[i], direct[i], what[i]);
-    }
-    d::tmaCtaLimit() = 0;
-
     // New weight values at the same address: the next call rounds again.
     auto changed = randomFloats(N * K, seed + 10 + tile);
     cudaMemcpy(dW.get(), changed.data(), changed.size() * sizeof(float),
@@ -657,11 +698,6 @@ void checkTmaGemms(int64_t count, int64_t bound, uint32_t seed) {
   for (uint64_t i = 0; i < d::kWeightCopyIdleCalls; ++i)
     modk_cuda::WeightCopyScope idle;
   EXPECT_TRUE(d::weightCopies().copies.empty());
-  d::gemmTileOverride() = 0;
-#if !defined(__CUDACC__)
-  d::gemmTensorCores() = MODC_CUDA_TENSOR_CORES != 0;
-#endif
-  d::gemmWgmma() = MODC_CUDA_WGMMA != 0;
 }
 
 /// TMA shapes: more tiles along the reduction than stages (the refill) with
@@ -749,45 +785,23 @@ void checkTmaBackward(int64_t count, int64_t bound, uint32_t seed) {
   const char *what[4] = {"dgrad", "dgrad accumulated", "wgrad",
                          "split wgrad"};
 
-#if !defined(__CUDACC__)
-  d::gemmTensorCores() = true;
-#endif
-  d::gemmWgmma() = true;
-  for (int tile = 1; tile <= 2; ++tile) {
-    SCOPED_TRACE(testing::Message() << "tile " << tile);
-    d::gemmTileOverride() = tile;
-    d::gemmTma() = false;
-    std::vector<std::vector<float>> direct;
-    {
-      modk_cuda::WeightCopyScope scope;
-      direct = run();
-    }
-    d::gemmTma() = true;
-    for (int ctas : {0, 1, 3}) {
-      SCOPED_TRACE(testing::Message() << "CTAs " << ctas);
-      d::tmaCtaLimit() = ctas;
-      const d::TmaStats before = d::tmaStats();
-      std::vector<std::vector<float>> viaTma;
-      {
-        modk_cuda::WeightCopyScope scope;
-        viaTma = run();
-      }
-      // Four products on TMA, one weight rounded once.
-      EXPECT_EQ(d::tmaStats().launches - before.launches, 4);
-      EXPECT_EQ(d::tmaStats().roundings - before.roundings, 1);
-      for (int i = 0; i < 4; ++i)
-        expectSameBits(viaTma[i], direct[i], what[i]);
-      expectGemm(viaTma[0], da, daMag, "TMA dgrad against fp64");
-      expectGemm(viaTma[2], dw, dwMag, "TMA wgrad against fp64");
-      expectGemm(viaTma[3], dw, dwMag, "TMA split wgrad against fp64");
-    }
-    d::tmaCtaLimit() = 0;
-  }
-  d::gemmTileOverride() = 0;
-#if !defined(__CUDACC__)
-  d::gemmTensorCores() = MODC_CUDA_TENSOR_CORES != 0;
-#endif
-  d::gemmWgmma() = MODC_CUDA_WGMMA != 0;
+  OnWgmmaPath onWgmma;
+  compareTmaWithWgmma({0, 1, 3}, run,
+                      [&](const std::vector<std::vector<float>> &viaTma,
+                          const std::vector<std::vector<float>> &direct,
+                          const d::TmaStats &before) {
+                        // Four products on TMA, one weight rounded once.
+                        EXPECT_EQ(d::tmaStats().launches - before.launches, 4);
+                        EXPECT_EQ(d::tmaStats().roundings - before.roundings, 1);
+                        for (int i = 0; i < 4; ++i)
+                          expectSameBits(viaTma[i], direct[i], what[i]);
+                        expectGemm(viaTma[0], da, daMag,
+                                   "TMA dgrad against fp64");
+                        expectGemm(viaTma[2], dw, dwMag,
+                                   "TMA wgrad against fp64");
+                        expectGemm(viaTma[3], dw, dwMag,
+                                   "TMA split wgrad against fp64");
+                      });
 }
 
 /// Backward TMA shapes: rows on the device below the bound and not a
@@ -957,35 +971,15 @@ void checkTmaRope(int64_t count, int64_t bound, uint32_t seed) {
                                            q.get(), nullptr);
     return q.read();
   };
-#if !defined(__CUDACC__)
-  d::gemmTensorCores() = true;
-#endif
-  d::gemmWgmma() = true;
-  for (int tile = 1; tile <= 2; ++tile) {
-    SCOPED_TRACE(testing::Message() << "tile " << tile << ", head dim " << HD);
-    d::gemmTileOverride() = tile;
-    d::gemmTma() = false;
-    const auto direct = run();
-    d::gemmTma() = true;
-    for (int ctas : {0, 2}) {
-      SCOPED_TRACE(testing::Message() << "CTAs " << ctas);
-      d::tmaCtaLimit() = ctas;
-      const int64_t launches = d::tmaStats().launches;
-      std::vector<float> viaTma;
-      {
-        modk_cuda::WeightCopyScope scope;
-        viaTma = run();
-      }
-      EXPECT_EQ(d::tmaStats().launches - launches, 1);
-      expectSameBits(viaTma, direct, "RoPE epilogue on TMA");
-    }
-    d::tmaCtaLimit() = 0;
-  }
-  d::gemmTileOverride() = 0;
-#if !defined(__CUDACC__)
-  d::gemmTensorCores() = MODC_CUDA_TENSOR_CORES != 0;
-#endif
-  d::gemmWgmma() = MODC_CUDA_WGMMA != 0;
+  OnWgmmaPath onWgmma;
+  SCOPED_TRACE(testing::Message() << "head dim " << HD);
+  compareTmaWithWgmma({0, 2}, run,
+                      [&](const std::vector<float> &viaTma,
+                          const std::vector<float> &direct,
+                          const d::TmaStats &before) {
+                        EXPECT_EQ(d::tmaStats().launches - before.launches, 1);
+                        expectSameBits(viaTma, direct, "RoPE epilogue on TMA");
+                      });
 }
 
 inline void checkTmaRopeShapes() {

@@ -22,8 +22,9 @@
 /// with the 3xTF32 split, near-f32 accuracy, sm_80 and later; cp.async
 /// double-buffered shared tiles; a bf16 model's products on bf16 mma, and on
 /// sm_90a with MODC_CUDA_WGMMA on warpgroup wgmma from shared tiles the
-/// threads round to bf16, or, for the forward's bf16-stored activations, on
-/// a persistent warp-specialised wgmma kernel fed by TMA), with the
+/// threads round to bf16, or, for operands stored as bf16 (the forward's
+/// activations, training's bf16 gradients), on a persistent
+/// warp-specialised wgmma kernel fed by TMA), with the
 /// epilogues fused (RoPE too where a warp holds whole heads), or with
 /// -DMODC_CUDA_TENSOR_CORES=0 a tiled
 /// SIMT f32 kernel (register micro-tiles, a register prefetch of the next
