@@ -70,6 +70,11 @@ inline VecF loadu(const float *p) {
   return v;
 }
 inline void storeu(float *p, VecF v) { std::memcpy(p, &v, sizeof(v)); }
+/// Into a buffer of another element type (bf16): each lane converted.
+template <typename Out> inline void storeu(Out *p, VecF v) {
+  for (int l = 0; l < kVW; ++l)
+    p[l] = Out(v[l]);
+}
 template <size_t... I>
 inline VecF splatImpl(float x, std::index_sequence<I...>) {
   return VecF{((void)I, x)...};
@@ -426,13 +431,7 @@ inline void swiglu(const float *gate, const float *up, int64_t rows,
   for (int64_t i = 0; i < nvec; i += kVW) {
     const VecF g = loadu(gate + i);
     const VecF sg = g / (vexp(-g) + 1.0f);
-    const VecF y = sg * loadu(up + i);
-    if constexpr (std::is_same_v<Out, float>) {
-      storeu(out + i, y);
-    } else {
-      for (int l = 0; l < kVW; ++l)
-        out[i + l] = Out(y[l]);
-    }
+    storeu(out + i, sg * loadu(up + i));
   }
   for (int64_t i = nvec; i < total; ++i)
     out[i] = Out(silu(gate[i]) * up[i]);

@@ -289,20 +289,12 @@ inline void swiglu_grad(const float *gate, const float *up, const float *du,
   using namespace detail;
   const int64_t total = rows * N;
   const int64_t nvec = total / kVW * kVW;
-  auto store = [](auto *out, VecF y) {
-    if constexpr (std::is_same_v<std::remove_pointer_t<decltype(out)>, float>) {
-      storeu(out, y);
-    } else {
-      for (int l = 0; l < kVW; ++l)
-        out[l] = bf16(y[l]);
-    }
-  };
 #pragma omp parallel for if (total > kMinParallelWork)
   for (int64_t i = 0; i < nvec; i += kVW) {
     const VecF g = loadu(gate + i), u = loadu(up + i), d = loadu(du + i);
     const VecF s = 1.0f / (vexp(-g) + 1.0f);
-    store(dgate + i, d * u * (s * (1.0f + g * (1.0f - s))));
-    store(dup + i, d * (g * s));
+    storeu(dgate + i, d * u * (s * (1.0f + g * (1.0f - s))));
+    storeu(dup + i, d * (g * s));
   }
   for (int64_t i = nvec; i < total; ++i) {
     const float g = gate[i], u = up[i], d = du[i];
