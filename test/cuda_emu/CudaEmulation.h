@@ -738,6 +738,19 @@ inline unsigned __ballot_sync(unsigned, int predicate) {
   __syncwarp();
   return bits;
 }
+/// The lanes of the warp whose value equals this lane's (all 32 lanes take
+/// part, as the kernels call it).
+inline unsigned __match_any_sync(unsigned, unsigned value) {
+  modc_emu::Warp &w = modc_emu::myWarp();
+  w.slots[modc_emu::myLane()] = value;
+  __syncwarp();
+  unsigned peers = 0;
+  for (int l = 0; l < 32; ++l)
+    if (w.slots[l] == value)
+      peers |= 1u << l;
+  __syncwarp();
+  return peers;
+}
 inline int __syncthreads_or(int predicate) {
   static int any;
   __syncthreads();

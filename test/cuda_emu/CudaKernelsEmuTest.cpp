@@ -706,6 +706,8 @@ TEST(CudaKernels, SelectTopk) {
   checkTopk<300, 100>(tiedScores(2 * 300, 106), 2);
   checkTopk<1000, 125>(tiedScores(2 * 1000, 109), 2); // 4 positions a thread
   checkTopk<1000, 999>(randomFloats(1000, 110), 1);
+  checkTopk<2048, 256>(randomFloats(2 * 2048, 112), 2); // the bench's shape
+  checkTopk<2048, 256>(tiedScores(2 * 2048, 113), 2);
   checkTopk<17, 1>(tiedScores(4 * 17, 107), 4);
   checkTopk<17, 17>(tiedScores(2 * 17, 108), 2);
   checkTopk<16, 5>(std::vector<float>(2 * 16, 0.75f), 2); // all equal

@@ -3,10 +3,10 @@
 its wgmma instructions serialized (ptxas's performance warning C7510, e.g.
 for a function call while wgmmas are in flight).
 
-Usage: ptxas_spills.py REPORT [--allow REGEX]
-Prints 'kernels: N, spilling: M' and, for each spilling kernel not matched by
---allow, 'spill: NAME S bytes stores, L bytes loads', and for each serialized
-one 'serialized wgmma: NAME'; exits 1 if any.
+Usage: ptxas_spills.py REPORT
+Prints 'kernels: N, spilling: M' and, for each spilling kernel, 'spill: NAME
+S bytes stores, L bytes loads', and for each serialized one 'serialized
+wgmma: NAME'; exits 1 if any.
 """
 import argparse
 import re
@@ -14,14 +14,13 @@ import sys
 
 parser = argparse.ArgumentParser()
 parser.add_argument("report")
-parser.add_argument("--allow", default=None)
 args = parser.parse_args()
 
 entry = re.compile(r"Compiling entry function '([^']+)' for '(sm_\w+)'")
 spill = re.compile(r"(\d+) bytes spill stores, (\d+) bytes spill loads")
 serialized = re.compile(r"wgmma\.mma_async instructions are serialized.* in the "
                         r"function '([^']+)'")
-current, kernels, bad, allowed, slow = None, 0, [], 0, []
+current, kernels, bad, slow = None, 0, [], []
 with open(args.report) as f:
     for line in f:
         m = entry.search(line)
@@ -35,11 +34,8 @@ with open(args.report) as f:
             continue
         m = spill.search(line)
         if m and current and (int(m.group(1)) or int(m.group(2))):
-            if args.allow and re.search(args.allow, current):
-                allowed += 1
-            else:
-                bad.append((current, m.group(1), m.group(2)))
-print(f"kernels: {kernels}, spilling: {len(bad) + allowed} ({allowed} allowed)")
+            bad.append((current, m.group(1), m.group(2)))
+print(f"kernels: {kernels}, spilling: {len(bad)}")
 for name, stores, loads in bad:
     print(f"spill: {name} {stores} bytes stores, {loads} bytes loads")
 for name in slow:

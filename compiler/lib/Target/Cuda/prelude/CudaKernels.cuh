@@ -2697,72 +2697,84 @@ __device__ __forceinline__ uint32_t topkBits(float r) {
 /// select (8 bits a pass); the selection is every key > T plus the first
 /// `need` positions whose key is T (ties to the lower position, as the
 /// CPU's (value, -position) order). Two block scans compact it in position
-/// order.
+/// order. Each thread keeps its C consecutive keys in registers (one read of
+/// the router values); the histogram adds are aggregated per warp (router
+/// values share their top bits, so most land in one or two bins), and the
+/// digit of each pass is found by a block scan over the bins, a bin a thread.
 template <int S, int K>
 __global__ __launch_bounds__(kThreads) void topkKernel(const float *r,
                                                       int64_t B, int32_t *pos,
                                                       int64_t *seg,
                                                       int32_t *mask) {
   static_assert(K >= 1 && K <= S, "capacity must be in [1, S]");
+  static_assert(kThreads == 256, "a thread per radix bin");
   constexpr int C = (S + kThreads - 1) / kThreads; // positions per thread
+  constexpr uint32_t kNoBin = 256;
   __shared__ int hist[256];
   __shared__ int scratch[32];
   __shared__ uint32_t selPrefix;
   __shared__ int selRemaining;
   const int64_t b = blockIdx.x;
-  const float *rb = r + b * S;
   const int tid = threadIdx.x;
+  const int i0 = tid * C;
 
+  uint32_t key[C];
+  {
+    const float *rb = r + b * S;
+#pragma unroll
+    for (int c = 0; c < C; ++c)
+      key[c] = i0 + c < S ? topkBits(rb[i0 + c]) : 0u;
+  }
   uint32_t prefix = 0, prefixMask = 0;
-  int remaining = K;
+  int remaining = K; // keys still to select among those matching prefix
   for (int shift = 24; shift >= 0; shift -= 8) {
-    for (int i = tid; i < 256; i += blockDim.x)
-      hist[i] = 0;
+    hist[tid] = 0;
     __syncthreads();
-    for (int i = tid; i < S; i += blockDim.x) {
-      const uint32_t u = topkBits(rb[i]);
-      if ((u & prefixMask) == prefix)
-        atomicAdd(&hist[(u >> shift) & 255u], 1);
+#pragma unroll
+    for (int c = 0; c < C; ++c) {
+      const bool counted = i0 + c < S && (key[c] & prefixMask) == prefix;
+      const uint32_t bin = counted ? (key[c] >> shift) & 255u : kNoBin;
+      const unsigned peers = __match_any_sync(0xffffffffu, bin);
+      if (bin != kNoBin && (threadIdx.x % kWarp) == __ffs(peers) - 1)
+        atomicAdd(&hist[bin], __popc(peers));
     }
     __syncthreads();
-    if (tid == 0) {
-      int above = 0, d = 255;
-      for (; d > 0; --d) {
-        if (above + hist[d] >= remaining)
-          break;
-        above += hist[d];
-      }
-      selPrefix = prefix | (uint32_t(d) << shift);
+    // Thread t holds bin 255 - t: `above` counts the keys in higher bins.
+    // Exactly one bin has above < remaining <= above + count, since
+    // 1 <= remaining <= the keys matching prefix (the histogram's total).
+    const uint32_t digit = 255u - uint32_t(tid);
+    const int count = hist[digit];
+    int total = 0;
+    const int above = blockExclusiveScan(count, scratch, &total);
+    if (above < remaining && remaining <= above + count) {
+      selPrefix = prefix | (digit << shift);
       selRemaining = remaining - above;
     }
     __syncthreads();
     prefix = selPrefix;
     remaining = selRemaining;
     prefixMask |= 255u << shift;
-    __syncthreads(); // selPrefix is rewritten by the next pass
+    // selPrefix is next written after the next pass's two barriers.
   }
   const uint32_t T = prefix;
   const int need = remaining; // keys equal to T that are selected
 
   // Pass 1: rank of each T-valued key among the T-valued keys.
-  const int i0 = tid * C;
   int eq = 0;
-  for (int c = 0; c < C; ++c) {
-    const int i = i0 + c;
-    eq += (i < S && topkBits(rb[i]) == T) ? 1 : 0;
-  }
+#pragma unroll
+  for (int c = 0; c < C; ++c)
+    eq += (i0 + c < S && key[c] == T) ? 1 : 0;
   int total = 0;
   int eqRank = blockExclusiveScan(eq, scratch, &total);
   // Pass 2: the selection flags, counted for the output ranks.
   int sel = 0;
+#pragma unroll
   for (int c = 0; c < C; ++c) {
-    const int i = i0 + c;
-    if (i >= S)
+    if (i0 + c >= S)
       break;
-    const uint32_t u = topkBits(rb[i]);
-    if (u > T) {
+    if (key[c] > T) {
       ++sel;
-    } else if (u == T) {
+    } else if (key[c] == T) {
       sel += eqRank < need ? 1 : 0;
       ++eqRank;
     }
@@ -2771,13 +2783,13 @@ __global__ __launch_bounds__(kThreads) void topkKernel(const float *r,
   eqRank -= eq;
   int32_t *mb = mask + b * S;
   int32_t *pb = pos + b * K;
+#pragma unroll
   for (int c = 0; c < C; ++c) {
     const int i = i0 + c;
     if (i >= S)
       break;
-    const uint32_t u = topkBits(rb[i]);
-    bool chosen = u > T;
-    if (u == T) {
+    bool chosen = key[c] > T;
+    if (key[c] == T) {
       chosen = eqRank < need;
       ++eqRank;
     }
