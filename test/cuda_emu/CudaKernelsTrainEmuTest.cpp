@@ -196,18 +196,31 @@ TEST(CudaTrainKernels, RmsnormGradMatchesCpu) {
 TEST(CudaTrainKernels, RopeGradMatchesCpu) {
   constexpr int H = 3, HD = 16;
   const int64_t rows = 9, maxRows = 12;
-  auto dx = randomFloats(maxRows * H * HD, 51);
+  auto dy = randomFloats(maxRows * H * HD, 51);
   auto pos = randomInts(maxRows, 52, 0, 5000);
   const float theta = 10000.0f;
-  std::vector<float> want = dx;
-  modk_cpu::rope_grad<H, HD>(want.data(), rows, pos.data(), theta);
-  std::vector<float> got = dx;
-  std::fill(got.begin() + rows * H * HD, got.end(), kSentinel);
+  std::vector<float> want(rows * H * HD);
+  modk_cpu::rope_grad<H, HD>(dy.data(), rows, pos.data(), theta, want.data());
+  std::vector<float> got(maxRows * H * HD, kSentinel);
   int64_t devRows = rows;
-  modk_cuda::rope_grad<H, HD>(got.data(), &devRows, maxRows, pos.data(), theta,
-                              nullptr);
+  modk_cuda::rope_grad<H, HD>(dy.data(), &devRows, maxRows, pos.data(), theta,
+                              got.data(), nullptr);
   expectClose(got.data(), want.data(), rows * H * HD, 1e-5, "dx");
   expectSentinel(got.data() + rows * H * HD, (maxRows - rows) * H * HD, "dx");
+
+  // In place (dx = dy): the same values.
+  std::vector<float> inPlace = dy;
+  modk_cuda::rope_grad<H, HD>(inPlace.data(), &devRows, maxRows, pos.data(),
+                              theta, inPlace.data(), nullptr);
+  expectClose(inPlace.data(), got.data(), rows * H * HD, 0.0, "dx in place");
+
+  // Into bf16 (a bf16 model's rotated gradients, which only products read):
+  // the f32 result, rounded.
+  const modk_cuda::bf16 unset(kSentinel);
+  std::vector<modk_cuda::bf16> gotBf16(maxRows * H * HD, unset);
+  modk_cuda::rope_grad<H, HD>(dy.data(), &devRows, maxRows, pos.data(), theta,
+                              gotBf16.data(), nullptr);
+  expectBf16Of(gotBf16, got.data(), rows * H * HD, unset, "dx into bf16");
 }
 
 TEST(CudaTrainKernels, SwigluAndGeluGradMatchCpu) {

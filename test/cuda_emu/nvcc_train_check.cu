@@ -25,7 +25,9 @@ void instantiate(cudaStream_t st) {
   bce_with_logits<S>(f, i32, B, 0.01, 1.0 / (B * S), f, f, st);
   split_tokens<S>(i32, B, i32, i32, st);
   rmsnorm_grad<D>(f, seg + B, maxRows, f, 1e-5f, f, f, f, true, f, st);
-  rope_grad<H, HD>(f, seg + B, maxRows, i32, 10000.0f, st);
+  rope_grad<H, HD>(f, seg + B, maxRows, i32, 10000.0f, f, st);
+  bf16 *h = nullptr; // a bf16 model's rotated gradients
+  rope_grad<H, HD>(f, seg + B, maxRows, i32, 10000.0f, h, st);
   swiglu_grad<FF>(f, f, f, seg + B, maxRows, f, f, st);
   gelu_grad<FF>(f, f, seg + B, maxRows, f, st);
   embed_grad<D>(i32, maxRows, f, f, st);

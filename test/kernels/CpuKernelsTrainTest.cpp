@@ -421,14 +421,22 @@ TEST(CpuKernelsTrain, RopeGrad) {
   auto fd = fdGrad(
       [&](const Vec &xx) { return ropeLoss(xx, dy, H, HD, pos, theta); }, x);
   EXPECT_LE(relErr(ref, fd), kFdTol);
-  std::vector<float> g(dy.begin(), dy.end());
-  modk_cpu::rope_grad<H, HD>(g.data(), rows, pos.data(), float(theta));
+  const std::vector<float> dyF(dy.begin(), dy.end());
+  std::vector<float> g(dy.size());
+  modk_cpu::rope_grad<H, HD>(dyF.data(), rows, pos.data(), float(theta),
+                             g.data());
   EXPECT_LE(relErr(g, ref), kTol);
+  // Into bf16 (only products read a bf16 model's rotated gradients): the
+  // f32 result, rounded once.
+  std::vector<modk_cpu::bf16> gBf16(dy.size());
+  modk_cpu::rope_grad<H, HD>(dyF.data(), rows, pos.data(), float(theta),
+                             gBf16.data());
+  expectRoundedCopy(gBf16, g, "rope_grad into bf16");
 }
 
 TEST(CpuKernelsTrain, RopeGradInvertsRope) {
   // rope_grad after rope is the identity (rotations are orthogonal); large
-  // shape for the parallel path.
+  // shape for the parallel path, in place.
   constexpr int H = 8, HD = 64;
   const int64_t rows = 700;
   std::vector<int32_t> pos(rows);
@@ -437,7 +445,7 @@ TEST(CpuKernelsTrain, RopeGradInvertsRope) {
   auto x = randn(rows * H * HD, 32);
   auto y = x;
   modk_cpu::rope<H, HD>(y.data(), rows, pos.data(), 10000.0f);
-  modk_cpu::rope_grad<H, HD>(y.data(), rows, pos.data(), 10000.0f);
+  modk_cpu::rope_grad<H, HD>(y.data(), rows, pos.data(), 10000.0f, y.data());
   EXPECT_LE(relErr(y, toD(x)), 1e-5);
 }
 

@@ -75,13 +75,15 @@ void ModelLowering::backwardAttention(mod::AttentionOp op) {
   modk::GemmDgradOp::create(b, loc, da, wo, rows.segments, dout, false);
   modk::GemmWgradOp::create(b, loc, da, s["o"], rows.segments,
                             paramGrad(paramName(wo)));
-  // Softmax attention, then the transpose of RoPE on dq and dk.
-  Value dq = like(s["q"]), dk = like(s["k"]), dv = like(s["v"]);
+  // Softmax attention, then the transpose of RoPE on dq and dk (out of
+  // place: the rotated gradients feed only the products).
+  Value dqRoped = like(s["q"]), dkRoped = like(s["k"]), dv = like(s["v"]);
   modk::AttentionGradOp::create(b, loc, s["q"], s["k"], s["v"], s["o"], dout,
-                                rows.positions, rows.segments, dq, dk, dv,
-                                model.getNHeads());
-  for (Value g : {dq, dk})
-    modk::RopeGradOp::create(b, loc, g, rows.positions, rows.segments,
+                                rows.positions, rows.segments, dqRoped,
+                                dkRoped, dv, model.getNHeads());
+  Value dq = like(s["q"]), dk = like(s["k"]);
+  for (auto [roped, g] : {std::pair{dqRoped, dq}, {dkRoped, dk}})
+    modk::RopeGradOp::create(b, loc, roped, rows.positions, rows.segments, g,
                              model.getNHeads(), model.getRopeTheta());
   // Q, K, V projections.
   Value dn = like(n);

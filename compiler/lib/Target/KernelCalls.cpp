@@ -297,7 +297,8 @@ LogicalResult PlanEmitter::emitKernel(Operation *op) {
          {heads, width(rope.getGrad()) / heads},
          {name(rope.getGrad()), rowsArg(rope.getSegments(), rope.getGrad()),
           name(rope.getPositions()),
-          floatLiteral(rope.getRopeTheta().convertToDouble())}});
+          floatLiteral(rope.getRopeTheta().convertToDouble()),
+          name(rope.getOutput())}});
     return success();
   }
   if (auto attn = dyn_cast<modk::AttentionGradOp>(op)) {

@@ -67,10 +67,13 @@ Use classify(OpOperand &use) {
                    (grad.getDgate() && &use == &grad.getDgateMutable()[0])
                ? Use::RoundingWrite
                : Use::Other;
-  // The values' gradient (the queries' and keys' go on to rope_grad, which
-  // rotates them in place: those stay f32).
+  // The values' gradient, and the queries' and keys' once rope_grad has
+  // rotated them (attention_grad's dq and dk, which rope_grad reads, stay
+  // f32).
   if (auto grad = dyn_cast<modk::AttentionGradOp>(op))
     return writes(grad.getDvMutable());
+  if (auto rope = dyn_cast<modk::RopeGradOp>(op))
+    return writes(rope.getOutputMutable());
   return Use::Other;
 }
 

@@ -32,8 +32,14 @@
 // CHECK: modk.scatter_grad(%{{.*}}, %[[R]], %[[F]], %[[POS]], %[[SEG]], %{{.*}}, %[[DR:[0-9]+]]) {gate = "sigmoid"}
 // GEMM gradients of the routed block run on its gathered rows only.
 // CHECK: modk.gemm_dgrad({{.*}}, %[[SEG]], {{.*}}) {accumulate = false} : memref<?x4x32xf32>
-// CHECK: modk.attention_grad({{.*}}, %[[POS]], %[[SEG]], {{.*}}) {n_heads = 2 : i64}
-// CHECK: modk.rope_grad({{.*}}, %[[POS]], %[[SEG]]) {n_heads = 2 : i64, rope_theta = 1.000000e+04 : f64}
+// CHECK: modk.attention_grad({{.*}}, %[[POS]], %[[SEG]], %[[DQR:[0-9]+]], %[[DKR:[0-9]+]], %{{[0-9]+}}) {n_heads = 2 : i64}
+// The transpose of RoPE, out of place: the products read the new buffers.
+// CHECK: modk.rope_grad(%[[DQR]], %[[POS]], %[[SEG]], %[[DQ:[0-9]+]]) {n_heads = 2 : i64, rope_theta = 1.000000e+04 : f64}
+// CHECK: modk.rope_grad(%[[DKR]], %[[POS]], %[[SEG]], %[[DK:[0-9]+]])
+// CHECK: modk.gemm_dgrad(%[[DQ]],
+// CHECK: modk.gemm_wgrad(%[[DQ]],
+// CHECK: modk.gemm_dgrad(%[[DK]],
+// CHECK: modk.gemm_wgrad(%[[DK]],
 // The gathered rows' gradient is scattered back; the router learns.
 // CHECK: modk.gather_grad(%{{.*}}, %[[POS]], %[[SEG]], %[[DX:[0-9]+]])
 // CHECK: modk.router_grad(%[[X1]], %{{.*}}, %[[DR]], %[[DX]], %[[GR]])

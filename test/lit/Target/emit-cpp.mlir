@@ -50,7 +50,7 @@
 // CHECK: modk_cpu::gate_scale_scatter_grad<16, 32, 1>(
 // CHECK: modk_cpu::swiglu_grad<64>(
 // CHECK: modk_cpu::causal_attention_grad<2, 16>(
-// CHECK: modk_cpu::rope_grad<2, 16>(
+// CHECK: modk_cpu::rope_grad<2, 16>([[DY:buf[0-9]+]], {{.*}}, static_cast<float>(10000), [[DY]]);
 // CHECK: modk_cpu::gather_grad<16, 32>(
 // CHECK: modk_cpu::router_grad<16, 32>(
 // The predictor learns the top-k membership; its input gets no gradient.
@@ -332,8 +332,8 @@ module {
     %105 = modk.alloc {offset = 38144 : i64} : memref<?x4x32xf32>
     %106 = modk.alloc {offset = 38720 : i64} : memref<?x4x32xf32>
     modk.attention_grad(%52, %53, %54, %55, %103, %47, %48, %104, %105, %106) {n_heads = 2 : i64} : memref<?x4x32xf32>, memref<?x4x32xf32>, memref<?x4x32xf32>, memref<?x4x32xf32>, memref<?x4x32xf32>, memref<?x4xi32>, memref<?x1xi64>, memref<?x4x32xf32>, memref<?x4x32xf32>, memref<?x4x32xf32>
-    modk.rope_grad(%104, %47, %48) {n_heads = 2 : i64, rope_theta = 1.000000e+04 : f64} : memref<?x4x32xf32>, memref<?x4xi32>, memref<?x1xi64>
-    modk.rope_grad(%105, %47, %48) {n_heads = 2 : i64, rope_theta = 1.000000e+04 : f64} : memref<?x4x32xf32>, memref<?x4xi32>, memref<?x1xi64>
+    modk.rope_grad(%104, %47, %48, %104) {n_heads = 2 : i64, rope_theta = 1.000000e+04 : f64} : memref<?x4x32xf32>, memref<?x4xi32>, memref<?x1xi64>, memref<?x4x32xf32>
+    modk.rope_grad(%105, %47, %48, %105) {n_heads = 2 : i64, rope_theta = 1.000000e+04 : f64} : memref<?x4x32xf32>, memref<?x4xi32>, memref<?x1xi64>, memref<?x4x32xf32>
     %107 = modk.alloc {offset = 34112 : i64} : memref<?x4x32xf32>
     modk.gemm_dgrad(%104, %16, %48, %107) {accumulate = false} : memref<?x4x32xf32>, memref<32x32xf32>, memref<?x1xi64>, memref<?x4x32xf32>
     modk.gemm_wgrad(%104, %50, %48, %83) : memref<?x4x32xf32>, memref<?x4x32xf32>, memref<?x1xi64>, memref<32x32xf32>
@@ -372,8 +372,8 @@ module {
     %118 = modk.alloc {offset = 17408 : i64} : memref<?x16x32xf32>
     %119 = modk.alloc {offset = 19520 : i64} : memref<?x16x32xf32>
     modk.attention_grad(%32, %33, %34, %35, %116, %29, %30, %117, %118, %119) {n_heads = 2 : i64} : memref<?x16x32xf32>, memref<?x16x32xf32>, memref<?x16x32xf32>, memref<?x16x32xf32>, memref<?x16x32xf32>, memref<?x16xi32>, memref<?x1xi64>, memref<?x16x32xf32>, memref<?x16x32xf32>, memref<?x16x32xf32>
-    modk.rope_grad(%117, %29, %30) {n_heads = 2 : i64, rope_theta = 1.000000e+04 : f64} : memref<?x16x32xf32>, memref<?x16xi32>, memref<?x1xi64>
-    modk.rope_grad(%118, %29, %30) {n_heads = 2 : i64, rope_theta = 1.000000e+04 : f64} : memref<?x16x32xf32>, memref<?x16xi32>, memref<?x1xi64>
+    modk.rope_grad(%117, %29, %30, %117) {n_heads = 2 : i64, rope_theta = 1.000000e+04 : f64} : memref<?x16x32xf32>, memref<?x16xi32>, memref<?x1xi64>, memref<?x16x32xf32>
+    modk.rope_grad(%118, %29, %30, %118) {n_heads = 2 : i64, rope_theta = 1.000000e+04 : f64} : memref<?x16x32xf32>, memref<?x16xi32>, memref<?x1xi64>, memref<?x16x32xf32>
     %120 = modk.alloc {offset = 4736 : i64} : memref<?x16x32xf32>
     modk.gemm_dgrad(%117, %2, %30, %120) {accumulate = false} : memref<?x16x32xf32>, memref<32x32xf32>, memref<?x1xi64>, memref<?x16x32xf32>
     modk.gemm_wgrad(%117, %31, %30, %69) : memref<?x16x32xf32>, memref<?x16x32xf32>, memref<?x1xi64>, memref<32x32xf32>

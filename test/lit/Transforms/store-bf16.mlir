@@ -61,12 +61,14 @@ modk.entry @forward attributes {model = "{}", modes = ["topk"], params = [{init 
 // A bf16 @grad entry: the weight gradient reads the activations as a
 // product operand, so the normalised rows (read by the forward GEMMs and
 // by gemm_wgrad) and the swiglu output (written by the out-of-place
-// activation) become bf16. So do the gradients of the pre-activations and
-// of the values, which their writers round and only the backward products
-// read. Attention's output stays f32 (attention_grad reads it), and so do
-// the pre-activations (activation_grad reads them), the queries, the
-// output gradient (attention_grad and activation_grad read it) and the
-// queries' gradient (rope_grad rotates it in place).
+// activation) become bf16. So do the gradients of the pre-activations, of
+// the values and the rotated gradient of the queries (rope_grad's output),
+// which their writers round and only the backward products read.
+// Attention's output stays f32 (attention_grad reads it), and so do the
+// pre-activations (activation_grad reads them), the queries, the output
+// gradient (attention_grad and activation_grad read it), the queries'
+// gradient before the rotation (rope_grad reads it) and a gradient that
+// rope_grad rotates in place (the keys').
 // CHECK-LABEL: modk.entry @grad
 // CHECK: %[[N:.*]] = modk.alloc {{.*}} : memref<?x16x32xbf16>
 // CHECK: %[[Q:.*]] = modk.alloc {{.*}} : memref<?x16x32xf32>
@@ -88,7 +90,11 @@ modk.entry @forward attributes {model = "{}", modes = ["topk"], params = [{init 
 // CHECK: %[[DK:.*]] = modk.alloc {{.*}} : memref<?x16x32xf32>
 // CHECK: %[[DV:.*]] = modk.alloc {{.*}} : memref<?x16x32xbf16>
 // CHECK: modk.gemm_wgrad(%[[DD]], %[[O]], %{{.*}}, %{{.*}}) : memref<?x16x32xf32>, memref<?x16x32xf32>
-// CHECK: modk.gemm_wgrad(%[[DQ]], %[[N]], {{.*}} : memref<?x16x32xf32>, memref<?x16x32xbf16>
+// CHECK: %[[DQR:.*]] = modk.alloc {{.*}} : memref<?x16x32xbf16>
+// CHECK: modk.rope_grad(%[[DQ]], %{{.*}}, %{{.*}}, %[[DQR]]) {{.*}} : memref<?x16x32xf32>, memref<?x16xi32>, memref<?x1xi64>, memref<?x16x32xbf16>
+// CHECK: modk.gemm_wgrad(%[[DQR]], %[[N]], {{.*}} : memref<?x16x32xbf16>, memref<?x16x32xbf16>
+// CHECK: modk.rope_grad(%[[DK]], %{{.*}}, %{{.*}}, %[[DK]]) {{.*}} : memref<?x16x32xf32>, memref<?x16xi32>, memref<?x1xi64>, memref<?x16x32xf32>
+// CHECK: modk.gemm_wgrad(%[[DK]], %[[N]], {{.*}} : memref<?x16x32xf32>, memref<?x16x32xbf16>
 // CHECK: modk.gemm_wgrad(%[[DV]], %[[N]], {{.*}} : memref<?x16x32xbf16>, memref<?x16x32xbf16>
 // CHECK-NOT: xbf16
 modk.entry @grad attributes {dtype = "bf16", model = "{}", modes = ["topk"], params = [{init = "ones", name = "w", shape = [32]}, {init = "ones", name = "wq", shape = [32, 32]}, {init = "ones", name = "wg", shape = [64, 32]}, {init = "ones", name = "wu", shape = [64, 32]}, {init = "ones", name = "wd", shape = [32, 64]}], seq_len = 16 : i64, vocab_size = 64 : i64} {
@@ -132,9 +138,13 @@ modk.entry @grad attributes {dtype = "bf16", model = "{}", modes = ["topk"], par
   modk.attention_grad(%q, %q, %q, %o, %dd, %pos, %seg, %dq, %dk, %dv) {n_heads = 2 : i64} : memref<?x16x32xf32>, memref<?x16x32xf32>, memref<?x16x32xf32>, memref<?x16x32xf32>, memref<?x16x32xf32>, memref<?x16xi32>, memref<?x1xi64>, memref<?x16x32xf32>, memref<?x16x32xf32>, memref<?x16x32xf32>
   %dwq = modk.output "grad.wq" : memref<32x32xf32>
   modk.gemm_wgrad(%dd, %o, %seg, %dwq) : memref<?x16x32xf32>, memref<?x16x32xf32>, memref<?x1xi64>, memref<32x32xf32>
-  modk.rope_grad(%dq, %pos, %seg) {n_heads = 2 : i64, rope_theta = 1.000000e+04 : f64} : memref<?x16x32xf32>, memref<?x16xi32>, memref<?x1xi64>
+  %dqr = modk.alloc : memref<?x16x32xf32>
+  modk.rope_grad(%dq, %pos, %seg, %dqr) {n_heads = 2 : i64, rope_theta = 1.000000e+04 : f64} : memref<?x16x32xf32>, memref<?x16xi32>, memref<?x1xi64>, memref<?x16x32xf32>
   %dwq2 = modk.output "grad.wq2" : memref<32x32xf32>
-  modk.gemm_wgrad(%dq, %n, %seg, %dwq2) : memref<?x16x32xf32>, memref<?x16x32xf32>, memref<?x1xi64>, memref<32x32xf32>
+  modk.gemm_wgrad(%dqr, %n, %seg, %dwq2) : memref<?x16x32xf32>, memref<?x16x32xf32>, memref<?x1xi64>, memref<32x32xf32>
+  modk.rope_grad(%dk, %pos, %seg, %dk) {n_heads = 2 : i64, rope_theta = 1.000000e+04 : f64} : memref<?x16x32xf32>, memref<?x16xi32>, memref<?x1xi64>, memref<?x16x32xf32>
+  %dwk = modk.output "grad.wk" : memref<32x32xf32>
+  modk.gemm_wgrad(%dk, %n, %seg, %dwk) : memref<?x16x32xf32>, memref<?x16x32xf32>, memref<?x1xi64>, memref<32x32xf32>
   %dwv = modk.output "grad.wv" : memref<32x32xf32>
   modk.gemm_wgrad(%dv, %n, %seg, %dwv) : memref<?x16x32xf32>, memref<?x16x32xf32>, memref<?x1xi64>, memref<32x32xf32>
 }

@@ -376,13 +376,14 @@ inline void store_rows(const float *src, int64_t rows, Out *dst) {
 }
 
 namespace detail {
-/// Rotates x[rows, H * HD] in place, rotate-half within each head, by the
+/// out = x[rows, H * HD] rotated, rotate-half within each head, by the
 /// angle of position pos[i] (by minus that angle when `Inverse`: the
-/// transpose, for the backward pass). Angles are formed in double and only
-/// the cos/sin are rounded, so long positions keep full f32 accuracy.
-template <int H, int HD, bool Inverse>
-inline void ropeRotate(float *x, int64_t rows, const int32_t *pos,
-                       float theta) {
+/// transpose, for the backward pass); out may be x (in place), or bf16
+/// (rounded as stored). Angles are formed in double and only the cos/sin
+/// are rounded, so long positions keep full f32 accuracy.
+template <int H, int HD, bool Inverse, typename Out>
+inline void ropeRotate(const float *x, int64_t rows, const int32_t *pos,
+                       float theta, Out *out) {
   static_assert(HD % 2 == 0, "rope needs an even head dimension");
   constexpr int Half = HD / 2;
   double invFreq[Half];
@@ -399,12 +400,13 @@ inline void ropeRotate(float *x, int64_t rows, const int32_t *pos,
       s[j] = static_cast<float>(Inverse ? -std::sin(a) : std::sin(a));
     }
     for (int h = 0; h < H; ++h) {
-      float *xh = x + (i * H + h) * HD;
+      const float *xh = x + (i * H + h) * HD;
+      Out *oh = out + (i * H + h) * HD;
 #pragma omp simd
       for (int j = 0; j < Half; ++j) {
         const float x0 = xh[j], x1 = xh[j + Half];
-        xh[j] = x0 * c[j] - x1 * s[j];
-        xh[j + Half] = x1 * c[j] + x0 * s[j];
+        oh[j] = Out(x0 * c[j] - x1 * s[j]);
+        oh[j + Half] = Out(x1 * c[j] + x0 * s[j]);
       }
     }
   }
@@ -415,7 +417,7 @@ inline void ropeRotate(float *x, int64_t rows, const int32_t *pos,
 /// head, at position pos[i].
 template <int H, int HD>
 inline void rope(float *x, int64_t rows, const int32_t *pos, float theta) {
-  detail::ropeRotate<H, HD, false>(x, rows, pos, theta);
+  detail::ropeRotate<H, HD, false>(x, rows, pos, theta, x);
 }
 
 /// out = silu(gate) * up on [rows, N], silu(z) = z / (1 + e^-z); out may

@@ -271,12 +271,13 @@ inline void rmsnorm_grad(const float *x, int64_t rows, const float *w,
       });
 }
 
-/// Transpose of `rope` in place on dx[rows, H * HD]: rotation by -angle, with
-/// the angles formed exactly as `rope` forms them.
-template <int H, int HD>
-inline void rope_grad(float *dx, int64_t rows, const int32_t *pos,
-                      float theta) {
-  detail::ropeRotate<H, HD, true>(dx, rows, pos, theta);
+/// Transpose of `rope`: dx = dy[rows, H * HD] rotated by -angle, with the
+/// angles formed exactly as `rope` forms them. dx may be dy (in place), or
+/// bf16 (rounded: modk-store-bf16, only products read it).
+template <int H, int HD, typename Out>
+inline void rope_grad(const float *dy, int64_t rows, const int32_t *pos,
+                      float theta, Out *dx) {
+  detail::ropeRotate<H, HD, true>(dy, rows, pos, theta, dx);
 }
 
 /// Gradient of u = silu(gate) * up on [rows, N] (gate, up pre-activation):

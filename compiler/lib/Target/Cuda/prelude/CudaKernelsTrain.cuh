@@ -281,9 +281,9 @@ __global__ void __launch_bounds__(colThreads<D>())
   }
 }
 
-template <int H, int HD>
-__global__ void ropeGradKernel(float *x, const int64_t *rowsp,
-                               const int32_t *pos, float theta) {
+template <int H, int HD, typename Out>
+__global__ void ropeGradKernel(const float *dy, const int64_t *rowsp,
+                               const int32_t *pos, float theta, Out *dx) {
   constexpr int Half = HD / 2;
   constexpr int T = colThreads<H * Half>();
   __shared__ float cs[Half], sn[Half];
@@ -300,8 +300,11 @@ __global__ void ropeGradKernel(float *x, const int64_t *rowsp,
   __syncthreads();
   for (int e = threadIdx.x; e < H * Half; e += T) {
     const int h = e / Half, j = e % Half;
-    float *xh = x + (i * H + h) * HD;
-    detail::ropeRotatePair(xh[j], xh[j + Half], make_float2(cs[j], sn[j]));
+    const int64_t at = (i * H + h) * HD + j;
+    float x0 = dy[at], x1 = dy[at + Half];
+    detail::ropeRotatePair(x0, x1, make_float2(cs[j], sn[j]));
+    dx[at] = Out(x0);
+    dx[at + Half] = Out(x1);
   }
 }
 
@@ -354,17 +357,19 @@ inline void rmsnorm_grad(const float *x, const int64_t *rows, int64_t max_rows,
   launchReduceColumns(scratch, D, rows, 0, ColOut{dw, dw, dw, D, 0}, stream);
 }
 
-/// Transpose of rope in place on dx[rows, H * HD] (modk_cpu::rope_grad):
-/// rotation by minus the angle, angles formed in double as the CPU does.
-template <int H, int HD>
-inline void rope_grad(float *dx, const int64_t *rows, int64_t max_rows,
-                      const int32_t *pos, float theta, cudaStream_t stream) {
+/// Transpose of rope (modk_cpu::rope_grad): dx = dy[rows, H * HD] rotated
+/// by minus the angle, angles formed in double as the CPU does. dx may be dy
+/// (in place), or bf16 (rounded: modk-store-bf16, only products read it).
+template <int H, int HD, typename Out>
+inline void rope_grad(const float *dy, const int64_t *rows, int64_t max_rows,
+                      const int32_t *pos, float theta, Out *dx,
+                      cudaStream_t stream) {
   static_assert(HD % 2 == 0, "rope needs an even head dimension");
   if (max_rows <= 0)
     return;
-  auto k = train_detail::ropeGradKernel<H, HD>;
+  auto k = train_detail::ropeGradKernel<H, HD, Out>;
   MODC_LAUNCH(k, (unsigned)max_rows, train_detail::colThreads<H *(HD / 2)>(),
-              0, stream, dx, rows, pos, theta);
+              0, stream, dy, rows, pos, theta, dx);
 }
 
 /// Gradient of u = silu(gate) * up on [rows, N] (overwrite dgate, dup; each

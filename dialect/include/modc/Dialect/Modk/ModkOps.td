@@ -269,9 +269,14 @@ def Modk_RMSNormGradOp : Modk_GenericOp<"rmsnorm_grad"> {
 }
 
 def Modk_RopeGradOp : Modk_GenericOp<"rope_grad"> {
-  let summary = "In place: the transpose of RoPE (rotation by -angle)";
+  let summary = "output = the transpose of RoPE (rotation by -angle) of grad";
+  let description = [{
+    Out of place, so that the rotated gradient can be stored as bf16 (a
+    bf16 model's products read it) while attention_grad's output stays f32.
+  }];
   let arguments = (ins AnyMemRef:$grad, AnyMemRef:$positions,
-                   AnyMemRef:$segments, I64Attr:$n_heads, F64Attr:$rope_theta);
+                   AnyMemRef:$segments, AnyMemRef:$output, I64Attr:$n_heads,
+                   F64Attr:$rope_theta);
 }
 
 def Modk_AttentionGradOp : Modk_GenericOp<"attention_grad"> {
