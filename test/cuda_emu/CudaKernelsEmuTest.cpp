@@ -639,10 +639,26 @@ TEST(CudaKernels, RmsnormAndAdd) {
   expectSentinel(y.data(), rows * D, maxRows * D, "rmsnorm");
 
   auto b = randomFloats(maxRows * D, 83);
-  std::vector<float> s(x), sref(x);
-  modk_cuda::add_inplace<D>(s.data(), b.data(), &rows, maxRows, nullptr);
-  modk_cpu::add_inplace<D>(sref.data(), b.data(), rows);
-  EXPECT_EQ(s, sref);
+  std::vector<float> s(maxRows * D, kSentinel), sref(rows * D);
+  modk_cuda::add_rows<D>(x.data(), b.data(), &rows, maxRows, s.data(),
+                         nullptr);
+  modk_cpu::add_rows<D>(x.data(), b.data(), rows, sref.data());
+  expectClose(s.data(), sref.data(), rows * D, "add", 0.0f);
+  expectSentinel(s.data(), rows * D, maxRows * D, "add");
+  std::vector<float> inPlace(x);
+  modk_cuda::add_rows<D>(inPlace.data(), b.data(), &rows, maxRows,
+                         inPlace.data(), nullptr);
+  expectClose(inPlace.data(), sref.data(), rows * D, "add in place", 0.0f);
+  // Into bf16 (a gradient only products read): the f32 sum, rounded.
+  const modk_cuda::bf16 unset(kSentinel);
+  std::vector<modk_cuda::bf16> sb(maxRows * D, unset);
+  modk_cuda::add_rows<D>(x.data(), b.data(), &rows, maxRows, sb.data(),
+                         nullptr);
+  expectBf16Of(sb, sref.data(), rows * D, unset, "add into bf16");
+  // A whole buffer's rounding copy.
+  std::vector<modk_cuda::bf16> xb(maxRows * D, unset);
+  modk_cuda::store_rows<D>(x.data(), rows, xb.data(), nullptr);
+  expectBf16Of(xb, x.data(), rows * D, unset, "store_rows");
 }
 
 TEST(CudaKernels, IdentitySegments) {

@@ -22,7 +22,7 @@ void instantiate(cudaStream_t st) {
   embed<D>(tok, maxRows, cf, f, st);
   identity_segments<S>(B, pos, seg, st);
   rmsnorm<D>(cf, rows, maxRows, cf, 1e-5f, f, st);
-  add_inplace<D>(f, cf, rows, maxRows, st);
+  add_rows<D>(cf, cf, rows, maxRows, f, st);
   linear<D, D>(cf, rows, maxRows, cf, f, st);
   linear<V, D>(cf, rows, maxRows, cf, f, st);
   linear_rope<H, HD, D>(cf, rows, maxRows, cf, pos, 10000.0f, S, f, st);

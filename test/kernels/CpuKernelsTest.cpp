@@ -194,15 +194,32 @@ TEST(CpuKernels, Gelu) {
   EXPECT_LE(relErr(x, ref), kTol);
 }
 
-TEST(CpuKernels, AddInplace) {
+TEST(CpuKernels, AddRows) {
   constexpr int D = 40;
   const int64_t rows = 7;
   auto x = randn(rows * D, 15), y = randn(rows * D, 16);
   std::vector<double> ref(x.size());
   for (size_t i = 0; i < x.size(); ++i)
     ref[i] = double(x[i]) + y[i];
-  modk_cpu::add_inplace<D>(x.data(), y.data(), rows);
-  EXPECT_LE(relErr(x, ref), kTol);
+  std::vector<float> sum(x.size());
+  modk_cpu::add_rows<D>(x.data(), y.data(), rows, sum.data());
+  EXPECT_LE(relErr(sum, ref), kTol);
+  // Into bf16 (a gradient only products read): the f32 sum, rounded once.
+  std::vector<modk_cpu::bf16> sumBf16(x.size());
+  modk_cpu::add_rows<D>(x.data(), y.data(), rows, sumBf16.data());
+  expectRoundedCopy(sumBf16, sum, "add into bf16");
+  // In place: the same sum.
+  modk_cpu::add_rows<D>(x.data(), y.data(), rows, x.data());
+  EXPECT_EQ(x, sum);
+}
+
+TEST(CpuKernels, StoreRowsRoundsIntoBf16) {
+  constexpr int N = 37;
+  const int64_t rows = 5;
+  const auto x = randn(rows * N, 17);
+  std::vector<modk_cpu::bf16> got(x.size());
+  modk_cpu::store_rows<N>(x.data(), rows, got.data());
+  expectRoundedCopy(got, x, "store_rows");
 }
 
 //===----------------------------------------------------------------------===//

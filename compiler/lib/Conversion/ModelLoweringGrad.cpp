@@ -46,8 +46,12 @@ void ModelLowering::contribute(Value tensor, Value grad, bool owned) {
     }
     return;
   }
+  // Out of place: the sum is a new buffer, which a bf16 model may store as
+  // bf16 where only products read it (modk-store-bf16).
+  Value sum = like(existing);
   modk::AddOp::create(b, model.getLoc(), existing, grad,
-                      rowSets[tensor].segments, existing);
+                      rowSets[tensor].segments, sum);
+  existing = sum;
 }
 
 /// Name of the parameter behind a `modk.param` value.

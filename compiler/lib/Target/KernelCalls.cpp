@@ -174,16 +174,11 @@ LogicalResult PlanEmitter::emitKernel(Operation *op) {
     return success();
   }
   if (auto add = dyn_cast<modk::AddOp>(op)) {
-    int64_t d = width(add.getOutput());
-    std::string out = name(add.getOutput()), lhs = name(add.getLhs());
-    if (out != lhs)
-      emitMemcpy(out, lhs,
-                 fmt::format("sizeof(float) * {} * {}",
-                             hostRows(add.getSegments(), add.getOutput()), d));
-    emitCall({"add_inplace",
-              {d},
-              {out, name(add.getRhs()),
-               rowsArg(add.getSegments(), add.getOutput())}});
+    emitCall({"add_rows",
+              {width(add.getOutput())},
+              {name(add.getLhs()), name(add.getRhs()),
+               rowsArg(add.getSegments(), add.getOutput()),
+               name(add.getOutput())}});
     return success();
   }
   if (auto route = dyn_cast<modk::RouteSelectGatherOp>(op)) {
@@ -231,9 +226,19 @@ LogicalResult PlanEmitter::emitKernel(Operation *op) {
     return success();
   }
   if (auto copy = dyn_cast<modk::CopyOp>(op)) {
-    Value out = copy.getOutput();
-    emitMemcpy(name(out), name(copy.getInput()),
-               fmt::format("sizeof(*{}) * {}", name(out), elements(out)));
+    Value in = copy.getInput(), out = copy.getOutput();
+    if (cast<MemRefType>(in.getType()).getElementType() ==
+        cast<MemRefType>(out.getType()).getElementType()) {
+      emitMemcpy(name(out), name(in),
+                 fmt::format("sizeof(*{}) * {}", name(out), elements(out)));
+      return success();
+    }
+    // An f32 gradient into bf16 (modk-store-bf16): rounded as stored.
+    int64_t n = width(out);
+    emitCall({"store_rows",
+              {n},
+              {name(in), fmt::format("({}) / {}", elements(out), n),
+               name(out)}});
     return success();
   }
   if (auto act = dyn_cast<modk::ActivationOp>(op)) {

@@ -74,6 +74,13 @@ Use classify(OpOperand &use) {
     return writes(grad.getDvMutable());
   if (auto rope = dyn_cast<modk::RopeGradOp>(op))
     return writes(rope.getOutputMutable());
+  // The residual stream's gradient as a block's branch reads it: the copy
+  // a dense block's branch takes of it, and a routed block's sum of its
+  // two paths (out of place), which the output projections' products read.
+  if (auto copy = dyn_cast<modk::CopyOp>(op))
+    return writes(copy.getOutputMutable());
+  if (auto add = dyn_cast<modk::AddOp>(op))
+    return writes(add.getOutputMutable());
   return Use::Other;
 }
 

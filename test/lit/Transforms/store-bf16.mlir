@@ -96,6 +96,18 @@ modk.entry @forward attributes {model = "{}", modes = ["topk"], params = [{init 
 // CHECK: modk.rope_grad(%[[DK]], %{{.*}}, %{{.*}}, %[[DK]]) {{.*}} : memref<?x16x32xf32>, memref<?x16xi32>, memref<?x1xi64>, memref<?x16x32xf32>
 // CHECK: modk.gemm_wgrad(%[[DK]], %[[N]], {{.*}} : memref<?x16x32xf32>, memref<?x16x32xbf16>
 // CHECK: modk.gemm_wgrad(%[[DV]], %[[N]], {{.*}} : memref<?x16x32xbf16>, memref<?x16x32xbf16>
+// A copy of the output gradient (a dense block's branch) and an out-of-place
+// sum (a routed block's two paths) that only products read are rounding
+// writes; a sum in place stays f32 (the buffer is read as an operand).
+// CHECK: %[[DB:.*]] = modk.alloc {{.*}} : memref<?x16x32xbf16>
+// CHECK: modk.copy(%[[DD]], %[[DB]]) : memref<?x16x32xf32>, memref<?x16x32xbf16>
+// CHECK: modk.gemm_wgrad(%[[DB]], %[[N]], {{.*}} : memref<?x16x32xbf16>, memref<?x16x32xbf16>
+// CHECK: %[[DS:.*]] = modk.alloc {{.*}} : memref<?x16x32xbf16>
+// CHECK: modk.add %[[DD]], %[[DD]] rows %{{.*}} -> %[[DS]] : memref<?x16x32xf32>, memref<?x16x32xf32>, memref<?x1xi64>, memref<?x16x32xbf16>
+// CHECK: modk.gemm_wgrad(%[[DS]], %[[N]], {{.*}} : memref<?x16x32xbf16>, memref<?x16x32xbf16>
+// CHECK: %[[DI:.*]] = modk.alloc {{.*}} : memref<?x16x32xf32>
+// CHECK: modk.add %[[DI]], %[[DD]] rows %{{.*}} -> %[[DI]] : memref<?x16x32xf32>, memref<?x16x32xf32>, memref<?x1xi64>, memref<?x16x32xf32>
+// CHECK: modk.gemm_wgrad(%[[DI]], %[[N]], {{.*}} : memref<?x16x32xf32>, memref<?x16x32xbf16>
 // CHECK-NOT: xbf16
 modk.entry @grad attributes {dtype = "bf16", model = "{}", modes = ["topk"], params = [{init = "ones", name = "w", shape = [32]}, {init = "ones", name = "wq", shape = [32, 32]}, {init = "ones", name = "wg", shape = [64, 32]}, {init = "ones", name = "wu", shape = [64, 32]}, {init = "ones", name = "wd", shape = [32, 64]}], seq_len = 16 : i64, vocab_size = 64 : i64} {
   %w = modk.param "w" : memref<32xf32>
@@ -147,4 +159,16 @@ modk.entry @grad attributes {dtype = "bf16", model = "{}", modes = ["topk"], par
   modk.gemm_wgrad(%dk, %n, %seg, %dwk) : memref<?x16x32xf32>, memref<?x16x32xf32>, memref<?x1xi64>, memref<32x32xf32>
   %dwv = modk.output "grad.wv" : memref<32x32xf32>
   modk.gemm_wgrad(%dv, %n, %seg, %dwv) : memref<?x16x32xf32>, memref<?x16x32xf32>, memref<?x1xi64>, memref<32x32xf32>
+  %dbranch = modk.alloc : memref<?x16x32xf32>
+  modk.copy(%dd, %dbranch) : memref<?x16x32xf32>, memref<?x16x32xf32>
+  %dwo = modk.output "grad.wo" : memref<32x32xf32>
+  modk.gemm_wgrad(%dbranch, %n, %seg, %dwo) : memref<?x16x32xf32>, memref<?x16x32xf32>, memref<?x1xi64>, memref<32x32xf32>
+  %dsum = modk.alloc : memref<?x16x32xf32>
+  modk.add %dd, %dd rows %seg -> %dsum : memref<?x16x32xf32>, memref<?x16x32xf32>, memref<?x1xi64>, memref<?x16x32xf32>
+  %dwo3 = modk.output "grad.wo3" : memref<32x32xf32>
+  modk.gemm_wgrad(%dsum, %n, %seg, %dwo3) : memref<?x16x32xf32>, memref<?x16x32xf32>, memref<?x1xi64>, memref<32x32xf32>
+  %dinplace = modk.alloc : memref<?x16x32xf32>
+  modk.add %dinplace, %dd rows %seg -> %dinplace : memref<?x16x32xf32>, memref<?x16x32xf32>, memref<?x1xi64>, memref<?x16x32xf32>
+  %dwo4 = modk.output "grad.wo4" : memref<32x32xf32>
+  modk.gemm_wgrad(%dinplace, %n, %seg, %dwo4) : memref<?x16x32xf32>, memref<?x16x32xf32>, memref<?x1xi64>, memref<32x32xf32>
 }

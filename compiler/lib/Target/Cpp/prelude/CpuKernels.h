@@ -449,13 +449,14 @@ inline void gelu(const float *x, int64_t rows, Out *out) {
     out[i] = Out(0.5f * x[i] * (1.0f + std::erf(x[i] * 0.70710678118654752f)));
 }
 
-/// x += y on [rows, D].
-template <int D>
-inline void add_inplace(float *x, const float *y, int64_t rows) {
+/// out = x + y on [rows, D]; out may be x (in place), or bf16 (rounded: a
+/// bf16 model's gradient that only products read).
+template <int D, typename Out>
+inline void add_rows(const float *x, const float *y, int64_t rows, Out *out) {
   const int64_t total = rows * D;
 #pragma omp parallel for simd if (total > detail::kMinParallelWork)
   for (int64_t i = 0; i < total; ++i)
-    x[i] += y[i];
+    out[i] = Out(x[i] + y[i]);
 }
 
 //===----------------------------------------------------------------------===//

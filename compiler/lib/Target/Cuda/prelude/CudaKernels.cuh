@@ -2517,13 +2517,24 @@ __global__ __launch_bounds__(kThreads) void rmsnormKernel(
   rmsnormWarp<D>(x + i * D, w, eps, y + i * D, threadIdx.x % kWarp);
 }
 
-__global__ __launch_bounds__(kThreads) void addKernel(float *x, const float *y,
+template <typename Out>
+__global__ __launch_bounds__(kThreads) void addKernel(const float *x,
+                                                     const float *y,
                                                      const int64_t *rows,
-                                                     int64_t width) {
+                                                     int64_t width, Out *out) {
   const int64_t total = *rows * width;
   for (int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; e < total;
        e += int64_t(gridDim.x) * blockDim.x)
-    x[e] += y[e];
+    out[e] = Out(x[e] + y[e]);
+}
+
+template <typename Out>
+__global__ __launch_bounds__(kThreads) void storeKernel(const float *src,
+                                                       int64_t total,
+                                                       Out *dst) {
+  for (int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; e < total;
+       e += int64_t(gridDim.x) * blockDim.x)
+    dst[e] = Out(src[e]);
 }
 
 template <int N, typename Out>
@@ -3669,15 +3680,28 @@ inline void rmsnorm(const float *x, const int64_t *rows, int64_t max_rows,
               detail::kThreads, 0, stream, x, rows, w, eps, y);
 }
 
-/// x += y on [rows, D].
-template <int D>
-inline void add_inplace(float *x, const float *y, const int64_t *rows,
-                        int64_t max_rows, cudaStream_t stream) {
+/// out = x + y on [rows, D] (modk_cpu::add_rows); out may be x (in place),
+/// or bf16 (rounded: a bf16 model's gradient that only products read).
+template <int D, typename Out>
+inline void add_rows(const float *x, const float *y, const int64_t *rows,
+                     int64_t max_rows, Out *out, cudaStream_t stream) {
   if (max_rows <= 0)
     return;
-  auto k = detail::addKernel;
+  auto k = detail::addKernel<Out>;
   MODC_LAUNCH(k, detail::strideGrid(max_rows * D), detail::kThreads, 0, stream,
-              x, y, rows, int64_t(D));
+              x, y, rows, int64_t(D), out);
+}
+
+/// dst[rows, N] = src as Out (modk_cpu::store_rows; bf16: rounded, what the
+/// products read). `rows` is known on the host (a whole buffer).
+template <int N, typename Out>
+inline void store_rows(const float *src, int64_t rows, Out *dst,
+                       cudaStream_t stream) {
+  if (rows <= 0)
+    return;
+  auto k = detail::storeKernel<Out>;
+  MODC_LAUNCH(k, detail::strideGrid(rows * N), detail::kThreads, 0, stream, src,
+              rows * N, dst);
 }
 
 /// pos[b*S + i] = i, seg[b] = b*S (B + 1 entries).

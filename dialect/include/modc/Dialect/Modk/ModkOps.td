@@ -145,7 +145,7 @@ def Modk_AttentionOp : Modk_Op<"attention"> {
 }
 
 def Modk_AddOp : Modk_Op<"add"> {
-  let summary = "y = a + b on the rows of a row set (y may be a)";
+  let summary = "y = a + b on the rows of a row set (y may be a, or bf16)";
   let arguments = (ins AnyMemRef:$lhs, AnyMemRef:$rhs, AnyMemRef:$segments,
                    AnyMemRef:$output);
   let assemblyFormat = "$lhs `,` $rhs `rows` $segments `->` $output attr-dict `:` type(operands)";
@@ -207,7 +207,7 @@ def Modk_ZeroOp : Modk_GenericOp<"zero"> {
 }
 
 def Modk_CopyOp : Modk_GenericOp<"copy"> {
-  let summary = "Copies a whole [B, ...] buffer";
+  let summary = "Copies a whole [B, ...] buffer (f32 into bf16: rounded)";
   let arguments = (ins AnyMemRef:$input, AnyMemRef:$output);
 }
 
