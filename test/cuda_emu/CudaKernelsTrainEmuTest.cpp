@@ -111,6 +111,17 @@ template <int V> void checkCrossEntropy(int64_t rows, bool alias) {
   EXPECT_NEAR(losses[1], mean, 1e-5 * std::fabs(mean));
   EXPECT_EQ(losses[0], losses[1]);
   EXPECT_EQ(losses[2], 0.0f);
+
+  // Into bf16 (a bf16 model's logits gradient, which only products read):
+  // the f32 gradient rounded, the same losses.
+  const modk_cuda::bf16 unset(kSentinel);
+  std::vector<modk_cuda::bf16> gotBf16(rows * V, unset);
+  std::vector<float> lossesBf16 = {-1.0f, -2.0f, -3.0f};
+  modk_cuda::cross_entropy<V>(logits.data(), targets.data(), rows, scale,
+                              gotBf16.data(), lossesBf16.data(),
+                              scratch.data(), nullptr);
+  expectBf16Of(gotBf16, dst, rows * V, unset, "dlogits into bf16");
+  EXPECT_EQ(lossesBf16, losses);
 }
 
 TEST(CudaTrainKernels, CrossEntropyMatchesCpu) {

@@ -157,6 +157,14 @@ void checkCrossEntropy(int64_t rows, unsigned seed, bool alias) {
     worst = std::max(worst, std::fabs(s));
   }
   EXPECT_LE(worst, 1e-5);
+  // Into bf16 (a bf16 model's logits gradient, which only products read):
+  // the same loss, and the f32 gradient rounded once.
+  std::vector<modk_cpu::bf16> dzBf16(rows * V);
+  const double LBf16 = modk_cpu::cross_entropy<V>(z.data(), t.data(), rows,
+                                                  scale, dzBf16.data());
+  EXPECT_EQ(LBf16, L) << "V=" << V;
+  if (!alias) // dz then holds the gradient of the same logits
+    expectRoundedCopy(dzBf16, dz, "dlogits into bf16");
 }
 
 TEST(CpuKernelsTrain, CrossEntropy) {

@@ -77,6 +77,9 @@ Use classify(OpOperand &use) {
   // The residual stream's gradient as a block's branch reads it: the copy
   // a dense block's branch takes of it, and a routed block's sum of its
   // two paths (out of place), which the output projections' products read.
+  // The logits' gradient, which the LM head's products read.
+  if (auto ce = dyn_cast<modk::CrossEntropyOp>(op))
+    return writes(ce.getDlogitsMutable());
   if (auto copy = dyn_cast<modk::CopyOp>(op))
     return writes(copy.getOutputMutable());
   if (auto add = dyn_cast<modk::AddOp>(op))

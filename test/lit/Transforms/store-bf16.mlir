@@ -68,7 +68,7 @@ modk.entry @forward attributes {model = "{}", modes = ["topk"], params = [{init 
 // pre-activations (activation_grad reads them), the queries, the output
 // gradient (attention_grad and activation_grad read it), the queries'
 // gradient before the rotation (rope_grad reads it) and a gradient that
-// rope_grad rotates in place (the keys').
+// rope_grad rotates in place (the keys'), and the logits.
 // CHECK-LABEL: modk.entry @grad
 // CHECK: %[[N:.*]] = modk.alloc {{.*}} : memref<?x16x32xbf16>
 // CHECK: %[[Q:.*]] = modk.alloc {{.*}} : memref<?x16x32xf32>
@@ -108,6 +108,12 @@ modk.entry @forward attributes {model = "{}", modes = ["topk"], params = [{init 
 // CHECK: %[[DI:.*]] = modk.alloc {{.*}} : memref<?x16x32xf32>
 // CHECK: modk.add %[[DI]], %[[DD]] rows %{{.*}} -> %[[DI]] : memref<?x16x32xf32>, memref<?x16x32xf32>, memref<?x1xi64>, memref<?x16x32xf32>
 // CHECK: modk.gemm_wgrad(%[[DI]], %[[N]], {{.*}} : memref<?x16x32xf32>, memref<?x16x32xbf16>
+// The logits' gradient, which cross_entropy rounds and the head's products
+// read; the logits stay f32.
+// CHECK: %[[L:.*]] = modk.alloc {{.*}} : memref<?x16x64xf32>
+// CHECK: %[[DL:.*]] = modk.alloc {{.*}} : memref<?x16x64xbf16>
+// CHECK: modk.cross_entropy(%[[L]], %{{.*}}, %[[DL]], %{{.*}}) : memref<?x16x64xf32>, memref<?x16xi32>, memref<?x16x64xbf16>, memref<3xf32>
+// CHECK: modk.gemm_wgrad(%[[DL]], %[[N]], {{.*}} : memref<?x16x64xbf16>, memref<?x16x32xbf16>
 // CHECK-NOT: xbf16
 modk.entry @grad attributes {dtype = "bf16", model = "{}", modes = ["topk"], params = [{init = "ones", name = "w", shape = [32]}, {init = "ones", name = "wq", shape = [32, 32]}, {init = "ones", name = "wg", shape = [64, 32]}, {init = "ones", name = "wu", shape = [64, 32]}, {init = "ones", name = "wd", shape = [32, 64]}], seq_len = 16 : i64, vocab_size = 64 : i64} {
   %w = modk.param "w" : memref<32xf32>
@@ -171,4 +177,10 @@ modk.entry @grad attributes {dtype = "bf16", model = "{}", modes = ["topk"], par
   modk.add %dinplace, %dd rows %seg -> %dinplace : memref<?x16x32xf32>, memref<?x16x32xf32>, memref<?x1xi64>, memref<?x16x32xf32>
   %dwo4 = modk.output "grad.wo4" : memref<32x32xf32>
   modk.gemm_wgrad(%dinplace, %n, %seg, %dwo4) : memref<?x16x32xf32>, memref<?x16x32xf32>, memref<?x1xi64>, memref<32x32xf32>
+  %logits = modk.alloc : memref<?x16x64xf32>
+  %losses = modk.output "losses" : memref<3xf32>
+  %dlogits = modk.alloc : memref<?x16x64xf32>
+  modk.cross_entropy(%logits, %pos, %dlogits, %losses) : memref<?x16x64xf32>, memref<?x16xi32>, memref<?x16x64xf32>, memref<3xf32>
+  %dwe = modk.output "grad.we" : memref<64x32xf32>
+  modk.gemm_wgrad(%dlogits, %n, %seg, %dwe) : memref<?x16x64xf32>, memref<?x16x32xf32>, memref<?x1xi64>, memref<64x32xf32>
 }

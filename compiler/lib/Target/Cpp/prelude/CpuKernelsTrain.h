@@ -103,18 +103,25 @@ inline float siluGrad(float z) {
 /// Softmax cross-entropy over logits[rows, V] with targets in [0, V). Returns
 /// the SUM over rows of -log softmax(logits_i)[t_i] (max-subtracted, summed in
 /// double) and writes dlogits_i = scale * (softmax(logits_i) - onehot(t_i))
-/// (overwrite). dlogits may alias logits.
-template <int V>
+/// (overwrite). dlogits may alias logits, or be bf16 (each row computed in
+/// f32, then rounded: a bf16 model's logits gradient, which only products
+/// read).
+template <int V, typename Out>
 inline double cross_entropy(const float *logits, const int32_t *targets,
-                            int64_t rows, float scale, float *dlogits) {
+                            int64_t rows, float scale, Out *dlogits) {
   using namespace detail;
+  constexpr bool kStaged = !std::is_same_v<Out, float>;
   constexpr int64_t NV = V / kVW * kVW;
   double loss = 0.0;
   chunkedReduce<double>(rows, 1, &loss, rows * V > kMinParallelWork,
                         [&](int64_t i0, int64_t i1, double *part) {
                           for (int64_t i = i0; i < i1; ++i) {
                             const float *z = logits + i * V;
-                            float *dz = dlogits + i * V;
+                            float *dz;
+                            if constexpr (kStaged)
+                              dz = scratchFloats(V, 2); // this thread's row
+                            else
+                              dz = dlogits + i * V;
                             // Target logit first: dlogits may alias logits.
                             const float zt = z[targets[i]];
                             float mx = -std::numeric_limits<float>::infinity();
@@ -150,6 +157,8 @@ inline double cross_entropy(const float *logits, const int32_t *targets,
                             for (int64_t c = 0; c < V; ++c)
                               dz[c] *= f;
                             dz[targets[i]] -= scale;
+                            if constexpr (kStaged)
+                              storeRow(dlogits + i * V, dz, V);
                           }
                         });
   return loss;

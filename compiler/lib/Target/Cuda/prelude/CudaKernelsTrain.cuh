@@ -111,16 +111,16 @@ inline int64_t row_reduce_scratch_floats(int64_t max_rows, int64_t W) {
 
 namespace train_detail {
 
-template <int V>
+template <int V, typename Out>
 __global__ void __launch_bounds__(colThreads<V>())
     crossEntropyRows(const float *logits, const int32_t *targets, float scale,
-                     float *dlogits, double *rowLoss) {
+                     Out *dlogits, double *rowLoss) {
   constexpr int T = colThreads<V>();
   __shared__ float fscratch[32];
   __shared__ double dscratch[32];
   const int64_t i = blockIdx.x;
   const float *z = logits + i * V;
-  float *dz = dlogits + i * V;
+  Out *dz = dlogits + i * V;
   const int t = targets[i];
   const float zt = z[t]; // before any write: dlogits may alias logits
   float mx = negInf();
@@ -137,7 +137,7 @@ __global__ void __launch_bounds__(colThreads<V>())
     float val = expf(z[c] - mx) * f;
     if (c == t)
       val -= scale;
-    dz[c] = val;
+    dz[c] = Out(val);
   }
   if (threadIdx.x == 0)
     rowLoss[i] = double(mx) + log(sum) - double(zt);
@@ -187,17 +187,18 @@ inline int64_t cross_entropy_scratch_bytes(int64_t rows) {
 
 /// Softmax cross-entropy over logits[rows, V] (rows = B * S, a host count),
 /// targets in [0, V). Writes dlogits = scale * (softmax - onehot) (overwrite;
-/// may alias logits) and, on the device, losses[1] = mean row loss,
+/// may alias logits, or be bf16: rounded, a bf16 model's logits gradient,
+/// which only products read) and, on the device, losses[1] = mean row loss,
 /// losses[0] = losses[1], losses[2] = 0 (what the CPU emitter does on the
 /// host with modk_cpu::cross_entropy's sum). The row losses are summed in
 /// double in a fixed order. `scratch`: cross_entropy_scratch_bytes(rows).
-template <int V>
+template <int V, typename Out>
 inline void cross_entropy(const float *logits, const int32_t *targets,
-                          int64_t rows, float scale, float *dlogits,
+                          int64_t rows, float scale, Out *dlogits,
                           float *losses, double *scratch, cudaStream_t stream) {
   using namespace train_detail;
   if (rows > 0) {
-    auto k = crossEntropyRows<V>;
+    auto k = crossEntropyRows<V, Out>;
     MODC_LAUNCH(k, (unsigned)rows, colThreads<V>(), 0, stream, logits, targets,
                 scale, dlogits, scratch);
   }
