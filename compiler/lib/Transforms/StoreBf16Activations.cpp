@@ -11,6 +11,7 @@
 #include "modc/Transforms/Passes.h"
 
 #include "mlir/IR/BuiltinTypes.h"
+#include "llvm/ADT/TypeSwitch.h"
 
 namespace modc {
 #define GEN_PASS_DEF_STOREBF16ACTIVATIONS
@@ -49,17 +50,6 @@ Use classify(OpOperand &use) {
   auto writes = [&](OpOperand &output) {
     return &use == &output ? Use::RoundingWrite : Use::Other;
   };
-  if (auto norm = dyn_cast<modk::RMSNormOp>(op))
-    return writes(norm.getOutputMutable());
-  if (auto route = dyn_cast<modk::RouteSelectGatherOp>(op))
-    return writes(route.getNormedMutable());
-  if (auto route = dyn_cast<modk::DecodeRouteOp>(op))
-    return writes(route.getNormedMutable());
-  if (auto attn = dyn_cast<modk::AttentionOp>(op))
-    return writes(attn.getOutputMutable());
-  // Training's activation, out of place (the GEMM keeps the pre-activation).
-  if (auto act = dyn_cast<modk::ActivationOp>(op))
-    return writes(act.getOutputMutable());
   // The gradients of the pre-activations, which the products of the gate
   // and up projections read.
   if (auto grad = dyn_cast<modk::ActivationGradOp>(op))
@@ -67,24 +57,29 @@ Use classify(OpOperand &use) {
                    (grad.getDgate() && &use == &grad.getDgateMutable()[0])
                ? Use::RoundingWrite
                : Use::Other;
-  // The values' gradient, and the queries' and keys' once rope_grad has
-  // rotated them (attention_grad's dq and dk, which rope_grad reads, stay
-  // f32).
-  if (auto grad = dyn_cast<modk::AttentionGradOp>(op))
-    return writes(grad.getDvMutable());
-  if (auto rope = dyn_cast<modk::RopeGradOp>(op))
-    return writes(rope.getOutputMutable());
-  // The residual stream's gradient as a block's branch reads it: the copy
-  // a dense block's branch takes of it, and a routed block's sum of its
-  // two paths (out of place), which the output projections' products read.
-  // The logits' gradient, which the LM head's products read.
-  if (auto ce = dyn_cast<modk::CrossEntropyOp>(op))
-    return writes(ce.getDlogitsMutable());
-  if (auto copy = dyn_cast<modk::CopyOp>(op))
-    return writes(copy.getOutputMutable());
-  if (auto add = dyn_cast<modk::AddOp>(op))
-    return writes(add.getOutputMutable());
-  return Use::Other;
+  // Kernels that can round what they store into one output:
+  // - the norms, attention's output, training's out-of-place activation
+  //   (the GEMM keeps the pre-activation), the routed rows' normalised copy;
+  // - the values' gradient, and the queries' and keys' once rope_grad has
+  //   rotated them (attention_grad's dq and dk, which rope_grad reads, stay
+  //   f32);
+  // - the residual stream's gradient as the output projections read it: a
+  //   dense block's branch copy and a routed block's out-of-place sum of its
+  //   two paths;
+  // - the logits' gradient, which the LM head's products read.
+  return llvm::TypeSwitch<Operation *, Use>(op)
+      .Case<modk::RMSNormOp, modk::AttentionOp, modk::ActivationOp,
+            modk::RopeGradOp, modk::CopyOp, modk::AddOp>(
+          [&](auto typed) { return writes(typed.getOutputMutable()); })
+      .Case<modk::RouteSelectGatherOp, modk::DecodeRouteOp>(
+          [&](auto typed) { return writes(typed.getNormedMutable()); })
+      .Case([&](modk::AttentionGradOp grad) {
+        return writes(grad.getDvMutable());
+      })
+      .Case([&](modk::CrossEntropyOp ce) {
+        return writes(ce.getDlogitsMutable());
+      })
+      .Default([](Operation *) { return Use::Other; });
 }
 
 struct StoreBf16ActivationsPass
