@@ -2528,15 +2528,6 @@ __global__ __launch_bounds__(kThreads) void addKernel(const float *x,
     out[e] = Out(x[e] + y[e]);
 }
 
-template <typename Out>
-__global__ __launch_bounds__(kThreads) void storeKernel(const float *src,
-                                                       int64_t total,
-                                                       Out *dst) {
-  for (int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; e < total;
-       e += int64_t(gridDim.x) * blockDim.x)
-    dst[e] = Out(src[e]);
-}
-
 template <int N, typename Out>
 __global__ __launch_bounds__(kThreads) void geluKernel(const float *x,
                                                       const int64_t *rows,
@@ -3692,16 +3683,16 @@ inline void add_rows(const float *x, const float *y, const int64_t *rows,
               x, y, rows, int64_t(D), out);
 }
 
-/// dst[rows, N] = src as Out (modk_cpu::store_rows; bf16: rounded, what the
-/// products read). `rows` is known on the host (a whole buffer).
-template <int N, typename Out>
-inline void store_rows(const float *src, int64_t rows, Out *dst,
+/// dst[rows, N] = src rounded to bf16 (modk_cpu::store_rows into bf16: what
+/// the products read), by the kernel that rounds the weights' copies.
+/// `rows` is known on the host (a whole buffer).
+template <int N>
+inline void store_rows(const float *src, int64_t rows, bf16 *dst,
                        cudaStream_t stream) {
   if (rows <= 0)
     return;
-  auto k = detail::storeKernel<Out>;
-  MODC_LAUNCH(k, detail::strideGrid(rows * N), detail::kThreads, 0, stream, src,
-              rows * N, dst);
+  MODC_LAUNCH(detail::roundToBf16Kernel, detail::strideGrid(rows * N),
+              detail::kThreads, 0, stream, src, dst, rows * N);
 }
 
 /// pos[b*S + i] = i, seg[b] = b*S (B + 1 entries).
