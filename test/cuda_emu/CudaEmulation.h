@@ -19,9 +19,20 @@
 /// deadlock. TMA loads and mbarriers are emulated here (they depend on the
 /// tensor map, which the emulated driver API encodes).
 ///
+/// Threads (and blocks) run in ascending order, or in descending order under
+/// MODC_EMU_ORDER=reverse: a missing barrier shows in one of the two orders,
+/// whichever thread reads the other's data. What a GPU leaves undefined is
+/// poisoned (every byte 0xFF: NaN as float or bf16, -1 as an integer):
+/// memory from cudaMalloc, and dynamic shared memory at the start of each
+/// block. A launch that a GPU would refuse stops the program with the reason
+/// (a block of over 1024 threads, an empty or oversized grid, dynamic shared
+/// memory above 48 KiB without the kernel's cudaFuncSetAttribute, or above
+/// the 227 KiB an sm_90 block can have).
+///
 /// What it does not model: warp-synchronous code without `__syncwarp`, memory
-/// ordering beyond the barriers, tensor-core instructions (inline PTX), and
-/// speed. Kernels that use inline PTX must keep a portable path for it (the
+/// ordering beyond the barriers, tensor-core instructions (inline PTX), the
+/// initial contents of static `__shared__` arrays (zero, then what the last
+/// block left), and speed. Kernels that use inline PTX must keep a portable path for it (the
 /// preludes emulate their mma and wgmma instructions themselves).
 ///
 //===----------------------------------------------------------------------===//
@@ -36,6 +47,7 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <cstdio>
@@ -103,9 +115,59 @@ enum cudaMemcpyKind {
 };
 enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize = 8 };
 
+namespace modc_emu {
+inline std::mutex &launchMutex() {
+  static std::mutex m;
+  return m;
+}
+/// Whether threads and blocks run in descending order: MODC_EMU_ORDER, or
+/// set by a test.
+inline bool &reverseOrder() {
+  static bool reverse = [] {
+    const char *order = std::getenv("MODC_EMU_ORDER");
+    if (!order || !*order || !std::strcmp(order, "forward"))
+      return false;
+    if (!std::strcmp(order, "reverse"))
+      return true;
+    std::fprintf(stderr,
+                 "CUDA emulation: MODC_EMU_ORDER is '%s'; it must be forward "
+                 "or reverse\n",
+                 order);
+    std::exit(2);
+  }();
+  return reverse;
+}
+/// The bytes a GPU leaves undefined are set to (see the file comment).
+constexpr unsigned char kPoison = 0xFF;
+} // namespace modc_emu
+
 inline cudaError_t cudaGetLastError() { return cudaSuccess; }
-template <typename F>
-inline cudaError_t cudaFuncSetAttribute(F, cudaFuncAttribute, int) {
+
+namespace modc_emu {
+/// Dynamic shared memory a block may use without opting in, and with.
+constexpr long kDefaultDynamicShared = 48 * 1024;
+constexpr long kMaxDynamicShared = 227 * 1024;
+/// The dynamic shared memory each kernel opted into (cudaFuncSetAttribute).
+inline std::map<const void *, long> &dynamicSharedLimits() {
+  static std::map<const void *, long> limits;
+  return limits;
+}
+[[noreturn]] inline void refuse(const char *what) {
+  std::fprintf(stderr, "CUDA emulation: %s\n", what);
+  std::abort();
+}
+} // namespace modc_emu
+
+template <typename... P>
+inline cudaError_t cudaFuncSetAttribute(void (*kernel)(P...),
+                                        cudaFuncAttribute attribute,
+                                        int value) {
+  if (attribute != cudaFuncAttributeMaxDynamicSharedMemorySize || value < 0 ||
+      value > modc_emu::kMaxDynamicShared)
+    return cudaErrorInvalidValue;
+  std::lock_guard<std::mutex> lock(modc_emu::launchMutex());
+  modc_emu::dynamicSharedLimits()[reinterpret_cast<const void *>(kernel)] =
+      value;
   return cudaSuccess;
 }
 
@@ -258,7 +320,8 @@ inline void runBlock(BlockState &state, dim3 block) {
     // A round in which only spinning threads ran, and they spin still, can
     // change nothing: that is a deadlock.
     bool progress = false, spinning = false;
-    for (int t = 0; t < threads; ++t) {
+    for (int i = 0; i < threads; ++i) {
+      const int t = reverseOrder() ? threads - 1 - i : i;
       Fiber &f = state.fibers[t];
       if (f.state != Fiber::Ready && f.state != Fiber::Spinning)
         continue;
@@ -334,9 +397,31 @@ void runGrid(void (*kernel)(P...), dim3 grid, dim3 block, size_t shmem,
              A... args);
 
 /// Runs kernel(args...) over the grid: each block's threads on CPU threads.
+/// Refuses the launches a GPU would refuse (cudaErrorInvalidConfiguration,
+/// or too much shared memory).
+inline void checkLaunch(const void *kernel, dim3 grid, dim3 block,
+                        size_t shmem) {
+  const long threads = long(block.x) * block.y * block.z;
+  if (threads == 0 || threads > 1024 || block.z > 64)
+    refuse("launch refused: a block of 1 to 1024 threads (z at most 64) is "
+           "required");
+  if (grid.x == 0 || grid.y == 0 || grid.z == 0 || grid.y > 65535 ||
+      grid.z > 65535)
+    refuse("launch refused: an empty grid, or grid.y or grid.z above 65535");
+  if (long(shmem) > kDefaultDynamicShared) {
+    std::lock_guard<std::mutex> lock(launchMutex());
+    auto opted = dynamicSharedLimits().find(kernel);
+    if (opted == dynamicSharedLimits().end() || long(shmem) > opted->second)
+      refuse("launch refused: dynamic shared memory above 48 KiB needs "
+             "cudaFuncSetAttribute(kernel, "
+             "cudaFuncAttributeMaxDynamicSharedMemorySize, bytes) first");
+  }
+}
+
 template <typename... P, typename... A>
 void launch(void (*kernel)(P...), dim3 grid, dim3 block, size_t shmem,
             cudaStream_t, A &&...args) {
+  checkLaunch(reinterpret_cast<const void *>(kernel), grid, block, shmem);
   std::tuple<std::decay_t<A>...> saved(std::forward<A>(args)...);
   enqueue([=] {
     std::apply([&](auto... a) { runGrid(kernel, grid, block, shmem, a...); },
@@ -349,10 +434,8 @@ void runGrid(void (*kernel)(P...), dim3 grid, dim3 block, size_t shmem,
              A... args) {
   const int threads = int(block.x * block.y * block.z);
   const int64_t blocks = int64_t(grid.x) * grid.y * grid.z;
-  if (threads <= 0 || blocks <= 0)
-    return;
   BlockState state;
-  state.dynamicShared.assign(shmem + 16, 0);
+  state.dynamicShared.resize(shmem + 16);
   state.fibers.resize(threads);
   state.warps.resize((threads + 31) / 32);
   std::tuple<A...> saved(args...);
@@ -362,7 +445,9 @@ void runGrid(void (*kernel)(P...), dim3 grid, dim3 block, size_t shmem,
   currentBlock = &state;
   blockDim = block;
   gridDim = grid;
-  for (int64_t b = 0; b < blocks; ++b) {
+  for (int64_t i = 0; i < blocks; ++i) {
+    const int64_t b = reverseOrder() ? blocks - 1 - i : i;
+    std::fill(state.dynamicShared.begin(), state.dynamicShared.end(), kPoison);
     blockIdx = dim3(unsigned(b % grid.x), unsigned((b / grid.x) % grid.y),
                     unsigned(b / (int64_t(grid.x) * grid.y)));
     runBlock(state, block);
@@ -403,8 +488,12 @@ inline cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes,
   return cudaSuccess;
 }
 inline cudaError_t cudaMalloc(void **p, size_t bytes) {
-  *p = std::aligned_alloc(256, ((bytes + 255) / 256) * 256);
-  return *p ? cudaSuccess : cudaErrorInvalidValue;
+  const size_t rounded = ((bytes + 255) / 256) * 256;
+  *p = std::aligned_alloc(256, rounded);
+  if (!*p)
+    return cudaErrorInvalidValue;
+  std::memset(*p, modc_emu::kPoison, rounded); // a GPU does not clear it
+  return cudaSuccess;
 }
 template <typename T> inline cudaError_t cudaMalloc(T **p, size_t bytes) {
   return cudaMalloc(reinterpret_cast<void **>(p), bytes);

@@ -1,8 +1,10 @@
 //===- EmulationSelfTest.cpp - The CUDA emulation itself ------------------===//
 //
 // The CPU emulation is what tests the CUDA kernels without a GPU, so it is
-// checked first: block sums, shuffles, barriers, dynamic shared memory and
-// threads that leave early.
+// checked first: block sums, shuffles, barriers, dynamic shared memory,
+// threads that leave early, and the checks it adds: the reverse order that
+// exposes a missing barrier, the poisoned undefined memory, the refused
+// launches.
 //
 //===----------------------------------------------------------------------===//
 
@@ -10,6 +12,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <numeric>
 #include <random>
 
@@ -99,6 +102,96 @@ TEST(CudaEmulation, ShufflesAndBallot) {
   }
   EXPECT_EQ(out[64], 1);
   EXPECT_EQ(out[65], 1);
+}
+
+// Each thread reads its left neighbour's write with no barrier between.
+__global__ void missingBarrierKernel(int *out) {
+  MODC_DYNAMIC_SHARED(int, tile);
+  tile[threadIdx.x] = int(threadIdx.x) + 1;
+  out[threadIdx.x] = threadIdx.x ? tile[threadIdx.x - 1] : 0;
+}
+
+/// Runs the emulated blocks' threads in one order for a scope.
+struct ScopedOrder {
+  bool saved = modc_emu::reverseOrder();
+  explicit ScopedOrder(bool reverse) { modc_emu::reverseOrder() = reverse; }
+  ~ScopedOrder() { modc_emu::reverseOrder() = saved; }
+};
+
+TEST(CudaEmulation, ReverseOrderExposesAMissingBarrier) {
+  // Ascending order happens to run the writer first; descending runs the
+  // reader first, which then finds the poisoned (0xFF) shared memory.
+  auto k = missingBarrierKernel;
+  std::vector<int> forward(64), reverse(64);
+  {
+    ScopedOrder order(false);
+    MODC_LAUNCH(k, 1, 64, 64 * sizeof(int), nullptr, forward.data());
+  }
+  {
+    ScopedOrder order(true);
+    MODC_LAUNCH(k, 1, 64, 64 * sizeof(int), nullptr, reverse.data());
+  }
+  for (int t = 1; t < 64; ++t) {
+    EXPECT_EQ(forward[t], t) << "thread " << t;
+    EXPECT_EQ(reverse[t], -1) << "thread " << t;
+  }
+  // With the barrier, both orders agree (DynamicSharedAndBarrier, reversed).
+  ScopedOrder order(true);
+  std::vector<int> in(64), out(64);
+  std::iota(in.begin(), in.end(), 5);
+  auto good = reverseKernel;
+  MODC_LAUNCH(good, 1, 64, 64 * sizeof(int), nullptr, in.data(), out.data());
+  for (int t = 0; t < 64; ++t)
+    EXPECT_EQ(out[t], in[63 - t]);
+}
+
+// Block b reads its dynamic shared memory before writing it.
+__global__ void sharedAtStartKernel(float *out) {
+  MODC_DYNAMIC_SHARED(float, tile);
+  if (threadIdx.x == 0) {
+    out[blockIdx.x] = tile[0];
+    tile[0] = 1.0f; // what a next block must not see
+  }
+}
+
+TEST(CudaEmulation, UndefinedMemoryIsPoisoned) {
+  float *device = nullptr;
+  ASSERT_EQ(cudaMalloc(&device, 10 * sizeof(float)), cudaSuccess);
+  for (int i = 0; i < 10; ++i)
+    EXPECT_TRUE(std::isnan(device[i])) << i;
+  std::vector<float> out(3, 0.0f);
+  auto k = sharedAtStartKernel;
+  MODC_LAUNCH(k, 3, 32, sizeof(float), nullptr, out.data());
+  for (int b = 0; b < 3; ++b)
+    EXPECT_TRUE(std::isnan(out[b])) << "block " << b;
+  cudaFree(device);
+}
+
+__global__ void noopKernel(int *) {}
+__global__ void optedInKernel(int *) {}
+
+TEST(CudaEmulationDeathTest, RefusesWhatAGpuRefuses) {
+  auto k = noopKernel;
+  EXPECT_DEATH(MODC_LAUNCH(k, 1, 1025, 0, nullptr, nullptr),
+               "block of 1 to 1024 threads");
+  EXPECT_DEATH(MODC_LAUNCH(k, 0, 32, 0, nullptr, nullptr), "empty grid");
+  EXPECT_DEATH(MODC_LAUNCH(k, dim3(1, 65536), 32, 0, nullptr, nullptr),
+               "grid.y or grid.z above 65535");
+  EXPECT_DEATH(MODC_LAUNCH(k, 1, 32, 48 * 1024 + 16, nullptr, nullptr),
+               "above 48 KiB needs cudaFuncSetAttribute");
+  // Opting in allows up to the size opted into, and no more than 227 KiB.
+  auto big = optedInKernel;
+  EXPECT_EQ(cudaFuncSetAttribute(big,
+                                 cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 228 * 1024),
+            cudaErrorInvalidValue);
+  ASSERT_EQ(cudaFuncSetAttribute(big,
+                                 cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 100 * 1024),
+            cudaSuccess);
+  MODC_LAUNCH(big, 1, 32, 100 * 1024, nullptr, nullptr);
+  EXPECT_DEATH(MODC_LAUNCH(big, 1, 32, 100 * 1024 + 4, nullptr, nullptr),
+               "above 48 KiB needs cudaFuncSetAttribute");
 }
 
 } // namespace
