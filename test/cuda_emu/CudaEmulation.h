@@ -47,7 +47,10 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <dlfcn.h>
 #include <map>
+#include <set>
+#include <string>
 #include <memory>
 #include <mutex>
 #include <cstdio>
@@ -397,10 +400,41 @@ void runGrid(void (*kernel)(P...), dim3 grid, dim3 block, size_t shmem,
              A... args);
 
 /// Runs kernel(args...) over the grid: each block's threads on CPU threads.
+/// Under MODC_EMU_LAUNCH_LOG=FILE, appends each distinct launch to FILE as
+/// 'launch SYMBOL THREADS DYNAMIC_SHARED_BYTES': what a GPU checks against
+/// the kernel's compiled resources (registers, static shared memory, launch
+/// bounds), which test/lit/Inputs/launch_limits.py compares with ptxas's
+/// report. SYMBOL is the kernel's mangled name ('?' where the kernel is not
+/// an exported symbol: emulated packages export theirs).
+inline void logLaunch(const void *kernel, dim3 block, size_t shmem) {
+  static const char *path = std::getenv("MODC_EMU_LAUNCH_LOG");
+  if (!path || !*path)
+    return;
+  Dl_info info{};
+  const char *name = dladdr(kernel, &info) && info.dli_sname &&
+                             info.dli_saddr == kernel
+                         ? info.dli_sname
+                         : "?";
+  std::string line = std::string("launch ") + name + " " +
+                     std::to_string(block.x * block.y * block.z) + " " +
+                     std::to_string(shmem) + "\n";
+  std::lock_guard<std::mutex> lock(launchMutex());
+  static std::set<std::string> logged;
+  if (!logged.insert(line).second)
+    return;
+  if (FILE *f = std::fopen(path, "a")) {
+    std::fputs(line.c_str(), f);
+    std::fclose(f);
+  } else {
+    refuse("cannot append to MODC_EMU_LAUNCH_LOG");
+  }
+}
+
 /// Refuses the launches a GPU would refuse (cudaErrorInvalidConfiguration,
 /// or too much shared memory).
 inline void checkLaunch(const void *kernel, dim3 grid, dim3 block,
                         size_t shmem) {
+  logLaunch(kernel, block, shmem);
   const long threads = long(block.x) * block.y * block.z;
   if (threads == 0 || threads > 1024 || block.z > 64)
     refuse("launch refused: a block of 1 to 1024 threads (z at most 64) is "
@@ -627,9 +661,11 @@ enum CUtensorMapL2promotion {
   CU_TENSOR_MAP_L2_PROMOTION_L2_256B = 3
 };
 enum CUtensorMapFloatOOBfill { CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE = 0 };
-struct alignas(64) CUtensorMap {
+// Named as in cuda.h, so that kernels taking one mangle as nvcc's do.
+struct alignas(64) CUtensorMap_st {
   unsigned long long opaque[16];
 };
+typedef CUtensorMap_st CUtensorMap;
 #define __grid_constant__
 enum cudaDriverEntryPointQueryResult {
   cudaDriverEntryPointSuccess = 0,

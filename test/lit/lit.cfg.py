@@ -23,6 +23,8 @@ if nvcc:
     config.available_features.add("nvcc")
     config.environment["NVCC"] = nvcc
     config.substitutions.append(("%nvcc", nvcc))
+    # ptxas sits beside nvcc in every CUDA Toolkit.
+    config.substitutions.append(("%ptxas", os.path.join(os.path.dirname(os.path.realpath(nvcc)), "ptxas")))
 config.substitutions.append(("%prelude", os.path.join(config.modc_src_root, "compiler", "lib", "Target", "Cuda", "prelude")))
 config.substitutions.append(("%cudaemu", os.path.join(config.modc_src_root, "test", "cuda_emu")))
 # A machine with an NVIDIA GPU runs CUDA packages; tests of what happens

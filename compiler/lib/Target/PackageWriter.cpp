@@ -136,10 +136,11 @@ static llvm::Error compileEmulatedCudaSource(const PackageOptions &opts,
   llvm::sys::path::append(source, "model.cu");
   llvm::sys::path::append(library, "libmodel.so");
   llvm::sys::path::append(log, "build.log");
+  // Symbols stay visible: the emulation's launch log names kernels by them.
   llvm::SmallVector<std::string> args = {
-      *cxx, "-std=c++20", "-O2", "-x", "c++", "-fPIC", "-shared",
-      "-fvisibility=hidden", "-pthread", "-I" + opts.cudaEmulationDir,
-      "-o", std::string(library), std::string(source)};
+      *cxx, "-std=c++20", "-O2", "-x", "c++", "-fPIC", "-shared", "-pthread",
+      "-I" + opts.cudaEmulationDir, "-o", std::string(library),
+      std::string(source)};
   if (llvm::Error e = runLogged(args, log, opts.verbose, "CUDA (emulated)"))
     return e;
   fs::remove(log);
