@@ -415,8 +415,9 @@ PROFILE_NOTE = (
 GEMM_NOTE = (
     " cuBLAS is timed with CUDA events over a CUDA graph of back-to-back "
     "calls (torch_gpu.py), operands in L2, so ours/cuBLAS is on the low "
-    "side, most for the short d x d GEMMs. Our bf16 GEMMs read f32 "
-    "activations and weights (bf16 products), cuBLAS bf16 reads bf16; our "
+    "side, most for the short d x d GEMMs. Our bf16 forward GEMMs on sm_90a "
+    "read bf16 operands through TMA as cuBLAS bf16 reads bf16 (activations "
+    "stored as bf16, bf16 copies of the weights) but most write f32; our "
     "f32 GEMMs are 3xTF32, cuBLAS f32 is FP32 (TF32 off). The "
     "gate_scale_scatter line includes its scatter kernel; cuBLAS's swiglu "
     "time is twice the 4d x d GEMM (two weights).")

@@ -16,8 +16,8 @@
 # Environment: BUDGET_S (450: whole run, seconds), BATCH (8), ITERS (10),
 #   WARMUP (2), DECODE_ITERS (100), MAX_SECONDS (8: cap of each of our
 #   measurements, fewer iterations when slower), DTYPES (bf16,f32: both
-#   ours and PyTorch's), D_MODELS (1024,2048), TORCH_COMPILE=0 to skip
-#   torch.compile, PROFILE=0 to skip the per-kernel profile of our MoD
+#   ours and PyTorch's), D_MODELS (1024,2048), TORCH=0 to skip PyTorch,
+#   TORCH_COMPILE=0 to skip torch.compile, PROFILE=0 to skip the per-kernel profile of our MoD
 #   packages, WGMMA_COMPARE=0 to skip timing the bf16 sm_90a packages a
 #   second time on mma.sync (MODC_CUDA_WGMMA=0) and a third on wgmma
 #   without TMA (MODC_CUDA_TMA=0), TORCH_ARGS (extra torch_gpu.py
@@ -146,7 +146,9 @@ fi
 
 # 2. PyTorch: eager first, torch.compile last, inside what is left.
 left=$(( budget - $(elapsed) - 20 ))
-if [[ "$torch_device" == cpu ]] ||
+if [[ "${TORCH:-1}" == 0 ]]; then
+  say "TORCH=0: no PyTorch baseline"
+elif [[ "$torch_device" == cpu ]] ||
    python3 -c "import torch; assert torch.cuda.is_available()" 2>> "$logf"; then
   compile_flag=()
   [[ "${TORCH_COMPILE:-1}" == 0 ]] && compile_flag=(--no-compile)
