@@ -19,9 +19,12 @@
 /// deadlock. TMA loads and mbarriers are emulated here (they depend on the
 /// tensor map, which the emulated driver API encodes).
 ///
-/// Threads (and blocks) run in ascending order, or in descending order under
-/// MODC_EMU_ORDER=reverse: a missing barrier shows in one of the two orders,
-/// whichever thread reads the other's data. What a GPU leaves undefined is
+/// Threads (and blocks) run in ascending order, every thread up to its next
+/// barrier or shuffle in turn; or, under MODC_EMU_ORDER=reverse, in
+/// descending order with each warp running ahead of the others up to its
+/// next __syncthreads. A missing barrier shows in one of the two schedules,
+/// whichever thread reads the other's data, and so does a warp overwriting
+/// shared data after its shuffles while other warps still have to read it. What a GPU leaves undefined is
 /// poisoned (every byte 0xFF: NaN as float or bf16, -1 as an integer):
 /// memory from cudaMalloc, and dynamic shared memory at the start of each
 /// block. A launch that a GPU would refuse stops the program with the reason
@@ -305,9 +308,13 @@ inline void fiberMain() {
   // Returning resumes the scheduler (uc_link).
 }
 
-/// Runs one block: every fiber until it parks or ends; then releases a warp
-/// whose live lanes all wait at a warp barrier, or else the block when all
-/// live threads wait at __syncthreads. Threads that returned no longer count.
+/// Runs one block in rounds. In the default order a round runs every fiber,
+/// ascending, until it parks or ends, then releases each warp whose live
+/// lanes all wait at a warp barrier; in reverse order (reverseOrder()) the
+/// warps take turns descending and each runs ahead, its lanes descending
+/// and its warp barriers released at once, until its lanes wait at
+/// __syncthreads, spin or end. When no warp can move, the block is
+/// released from __syncthreads. Threads that returned no longer count.
 inline void runBlock(BlockState &state, dim3 block) {
   const int threads = (int)state.fibers.size();
   for (int t = 0; t < threads; ++t) {
@@ -319,40 +326,61 @@ inline void runBlock(BlockState &state, dim3 block) {
     makecontext(&f.context, fiberMain, 0);
     f.state = Fiber::Ready;
   }
-  for (;;) {
-    // A round in which only spinning threads ran, and they spin still, can
-    // change nothing: that is a deadlock.
-    bool progress = false, spinning = false;
-    for (int i = 0; i < threads; ++i) {
-      const int t = reverseOrder() ? threads - 1 - i : i;
-      Fiber &f = state.fibers[t];
-      if (f.state != Fiber::Ready && f.state != Fiber::Spinning)
-        continue;
-      const bool wasSpinning = f.state == Fiber::Spinning;
-      f.state = Fiber::Ready;
-      linearThread = t;
-      threadIdx = dim3(unsigned(t % block.x), unsigned((t / block.x) % block.y),
-                       unsigned(t / (block.x * block.y)));
-      swapcontext(&state.scheduler, &f.context);
-      spinning |= f.state == Fiber::Spinning;
-      progress |= !(wasSpinning && f.state == Fiber::Spinning);
+  const int warps = (threads + 31) / 32;
+  // A round in which only spinning threads ran, and they spin still, can
+  // change nothing: that is a deadlock.
+  bool progress = false, spinning = false;
+  auto runThread = [&](int t) {
+    Fiber &f = state.fibers[t];
+    if (f.state != Fiber::Ready && f.state != Fiber::Spinning)
+      return;
+    const bool wasSpinning = f.state == Fiber::Spinning;
+    f.state = Fiber::Ready;
+    linearThread = t;
+    threadIdx = dim3(unsigned(t % block.x), unsigned((t / block.x) % block.y),
+                     unsigned(t / (block.x * block.y)));
+    swapcontext(&state.scheduler, &f.context);
+    spinning |= f.state == Fiber::Spinning;
+    progress |= !(wasSpinning && f.state == Fiber::Spinning);
+  };
+  // Releases warp w if all its live lanes wait at a warp barrier.
+  auto releaseWarp = [&](int w) {
+    const int end = std::min(threads, w * 32 + 32);
+    int live = 0, waiting = 0;
+    for (int t = w * 32; t < end; ++t) {
+      live += state.fibers[t].state != Fiber::Done;
+      waiting += state.fibers[t].state == Fiber::AtWarpBarrier;
     }
-    bool released = false, anyLive = false, allAtBlock = true;
-    for (int w = 0; w * 32 < threads; ++w) {
-      int live = 0, waiting = 0;
-      for (int t = w * 32; t < std::min(threads, w * 32 + 32); ++t) {
-        Fiber::State st = state.fibers[t].state;
-        live += st != Fiber::Done;
-        waiting += st == Fiber::AtWarpBarrier;
-        allAtBlock &= st == Fiber::Done || st == Fiber::AtBlockBarrier;
+    if (live == 0 || waiting != live)
+      return false;
+    for (int t = w * 32; t < end; ++t)
+      if (state.fibers[t].state == Fiber::AtWarpBarrier)
+        state.fibers[t].state = Fiber::Ready;
+    return true;
+  };
+  for (;;) {
+    progress = spinning = false;
+    bool released = false;
+    if (!reverseOrder()) {
+      for (int t = 0; t < threads; ++t)
+        runThread(t);
+      for (int w = 0; w < warps; ++w)
+        released |= releaseWarp(w);
+    } else {
+      for (int w = warps - 1; w >= 0; --w) {
+        for (;;) {
+          for (int t = std::min(threads, w * 32 + 32) - 1; t >= w * 32; --t)
+            runThread(t);
+          if (!releaseWarp(w))
+            break;
+          released = true;
+        }
       }
-      anyLive |= live > 0;
-      if (live > 0 && waiting == live) {
-        for (int t = w * 32; t < std::min(threads, w * 32 + 32); ++t)
-          if (state.fibers[t].state == Fiber::AtWarpBarrier)
-            state.fibers[t].state = Fiber::Ready;
-        released = true;
-      }
+    }
+    bool anyLive = false, allAtBlock = true;
+    for (const Fiber &f : state.fibers) {
+      anyLive |= f.state != Fiber::Done;
+      allAtBlock &= f.state == Fiber::Done || f.state == Fiber::AtBlockBarrier;
     }
     if (!anyLive)
       return;

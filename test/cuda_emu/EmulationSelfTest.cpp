@@ -145,6 +145,48 @@ TEST(CudaEmulation, ReverseOrderExposesAMissingBarrier) {
     EXPECT_EQ(out[t], in[63 - t]);
 }
 
+// Two block sums through one scratch array without the barrier that keeps a
+// warp from overwriting it (after its shuffles) before the others have read
+// the first sum; thread 0 reports both.
+__global__ void racingSumsKernel(float *out) {
+  __shared__ float scratch[32];
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  float total[2];
+  for (int call = 0; call < 2; ++call) {
+    float v = modk_cuda::warpSum(float(call + 1));
+    if (lane == 0)
+      scratch[warp] = v;
+    __syncthreads();
+    total[call] = 0.0f;
+    for (int w = 0; w < int(blockDim.x / 32); ++w)
+      total[call] += scratch[w];
+  }
+  if (threadIdx.x == 0) {
+    out[0] = total[0];
+    out[1] = total[1];
+  }
+}
+
+TEST(CudaEmulation, ReverseOrderLetsAWarpRunAhead) {
+  // In rounds every thread reads the first sum before any passes a shuffle,
+  // so the race stays hidden; when warp 1 runs ahead it overwrites its
+  // slot before warp 0 reads the first sum.
+  auto k = racingSumsKernel;
+  std::vector<float> forward(2), reverse(2);
+  {
+    ScopedOrder order(false);
+    MODC_LAUNCH(k, 1, 64, 0, nullptr, forward.data());
+  }
+  {
+    ScopedOrder order(true);
+    MODC_LAUNCH(k, 1, 64, 0, nullptr, reverse.data());
+  }
+  EXPECT_EQ(forward[0], 64.0f);
+  EXPECT_EQ(forward[1], 128.0f);
+  EXPECT_EQ(reverse[0], 32.0f + 64.0f); // warp 1's second sum, read early
+  EXPECT_EQ(reverse[1], 128.0f);
+}
+
 // Block b reads its dynamic shared memory before writing it.
 __global__ void sharedAtStartKernel(float *out) {
   MODC_DYNAMIC_SHARED(float, tile);
