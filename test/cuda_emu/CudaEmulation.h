@@ -24,19 +24,21 @@
 /// descending order with each warp running ahead of the others up to its
 /// next __syncthreads. A missing barrier shows in one of the two schedules,
 /// whichever thread reads the other's data, and so does a warp overwriting
-/// shared data after its shuffles while other warps still have to read it. What a GPU leaves undefined is
-/// poisoned (every byte 0xFF: NaN as float or bf16, -1 as an integer):
-/// memory from cudaMalloc, and dynamic shared memory at the start of each
-/// block. A launch that a GPU would refuse stops the program with the reason
-/// (a block of over 1024 threads, an empty or oversized grid, dynamic shared
-/// memory above 48 KiB without the kernel's cudaFuncSetAttribute, or above
-/// the 227 KiB an sm_90 block can have).
+/// shared data after its shuffles while other warps still have to read it.
 ///
-/// What it does not model: warp-synchronous code without `__syncwarp`, memory
-/// ordering beyond the barriers, tensor-core instructions (inline PTX), the
-/// initial contents of static `__shared__` arrays (zero, then what the last
-/// block left), and speed. Kernels that use inline PTX must keep a portable path for it (the
-/// preludes emulate their mma and wgmma instructions themselves).
+/// What a GPU leaves undefined is poisoned (every byte 0xFF: NaN as float or
+/// bf16, -1 as an integer): memory from cudaMalloc, and dynamic shared
+/// memory at the start of each block. A launch that a GPU would refuse stops
+/// the program with the reason (a block of over 1024 threads, an empty or
+/// oversized grid, dynamic shared memory above 48 KiB without the kernel's
+/// cudaFuncSetAttribute, or above the 227 KiB an sm_90 block can have).
+///
+/// What it does not model: warp-synchronous code without `__syncwarp`,
+/// memory ordering beyond the barriers, tensor-core instructions (inline
+/// PTX), the initial contents of static `__shared__` arrays (zero, then what
+/// the last block left), and speed. Kernels that use inline PTX must keep a
+/// portable path for it (the preludes emulate their mma and wgmma
+/// instructions themselves).
 ///
 //===----------------------------------------------------------------------===//
 
@@ -49,12 +51,12 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
-#include <functional>
 #include <dlfcn.h>
+#include <functional>
 #include <map>
+#include <memory>
 #include <set>
 #include <string>
-#include <memory>
 #include <mutex>
 #include <cstdio>
 #include <cstdlib>
