@@ -160,7 +160,8 @@ inline std::map<const void *, long> &dynamicSharedLimits() {
   static std::map<const void *, long> limits;
   return limits;
 }
-[[noreturn]] inline void refuse(const char *what) {
+/// Stops the program with the reason, where a GPU would fail or hang.
+[[noreturn]] inline void fatal(const char *what) {
   std::fprintf(stderr, "CUDA emulation: %s\n", what);
   std::abort();
 }
@@ -389,18 +390,13 @@ inline void runBlock(BlockState &state, dim3 block) {
     if (released)
       continue;
     if (spinning) {
-      if (!progress) {
-        std::fprintf(stderr, "CUDA emulation: deadlock: threads wait for a "
-                             "condition that no thread can change\n");
-        std::abort();
-      }
+      if (!progress)
+        fatal("deadlock: threads wait for a condition that no thread can "
+              "change");
       continue;
     }
-    if (!allAtBlock) {
-      std::fprintf(stderr, "CUDA emulation: deadlock: threads wait at "
-                           "different barriers\n");
-      std::abort();
-    }
+    if (!allAtBlock)
+      fatal("deadlock: threads wait at different barriers");
     for (Fiber &f : state.fibers)
       if (f.state == Fiber::AtBlockBarrier)
         f.state = Fiber::Ready;
@@ -429,7 +425,6 @@ template <typename... P, typename... A>
 void runGrid(void (*kernel)(P...), dim3 grid, dim3 block, size_t shmem,
              A... args);
 
-/// Runs kernel(args...) over the grid: each block's threads on CPU threads.
 /// Under MODC_EMU_LAUNCH_LOG=FILE, appends each distinct launch to FILE as
 /// 'launch SYMBOL THREADS DYNAMIC_SHARED_BYTES': what a GPU checks against
 /// the kernel's compiled resources (registers, static shared memory, launch
@@ -456,7 +451,7 @@ inline void logLaunch(const void *kernel, dim3 block, size_t shmem) {
     std::fputs(line.c_str(), f);
     std::fclose(f);
   } else {
-    refuse("cannot append to MODC_EMU_LAUNCH_LOG");
+    fatal("cannot append to MODC_EMU_LAUNCH_LOG");
   }
 }
 
@@ -467,21 +462,22 @@ inline void checkLaunch(const void *kernel, dim3 grid, dim3 block,
   logLaunch(kernel, block, shmem);
   const long threads = long(block.x) * block.y * block.z;
   if (threads == 0 || threads > 1024 || block.z > 64)
-    refuse("launch refused: a block of 1 to 1024 threads (z at most 64) is "
+    fatal("launch refused: a block of 1 to 1024 threads (z at most 64) is "
            "required");
   if (grid.x == 0 || grid.y == 0 || grid.z == 0 || grid.y > 65535 ||
       grid.z > 65535)
-    refuse("launch refused: an empty grid, or grid.y or grid.z above 65535");
+    fatal("launch refused: an empty grid, or grid.y or grid.z above 65535");
   if (long(shmem) > kDefaultDynamicShared) {
     std::lock_guard<std::mutex> lock(launchMutex());
     auto opted = dynamicSharedLimits().find(kernel);
     if (opted == dynamicSharedLimits().end() || long(shmem) > opted->second)
-      refuse("launch refused: dynamic shared memory above 48 KiB needs "
+      fatal("launch refused: dynamic shared memory above 48 KiB needs "
              "cudaFuncSetAttribute(kernel, "
              "cudaFuncAttributeMaxDynamicSharedMemorySize, bytes) first");
   }
 }
 
+/// Runs kernel(args...) over the grid: each block's threads on CPU threads.
 template <typename... P, typename... A>
 void launch(void (*kernel)(P...), dim3 grid, dim3 block, size_t shmem,
             cudaStream_t, A &&...args) {
@@ -783,11 +779,8 @@ inline void mbarrierInit(uint64_t *bar, unsigned count) {
 inline void mbarrierArriveExpectTx(uint64_t *bar, unsigned bytes) {
   Mbarrier &b = mbarrier(bar);
   b.set(b.tx() + int32_t(bytes), b.phase());
-  if (b.pending == 0) {
-    std::fprintf(stderr, "CUDA emulation: more arrivals at an mbarrier than "
-                         "its count\n");
-    std::abort();
-  }
+  if (b.pending == 0)
+    fatal("more arrivals at an mbarrier than its count");
   --b.pending;
   b.settle();
 }
@@ -815,11 +808,8 @@ inline void tmaLoad2d(void *dst, const CUtensorMap *map, int c0, int c1,
   TensorMapFields f;
   std::memcpy(&f, map, sizeof(f));
   const uintptr_t d = reinterpret_cast<uintptr_t>(dst);
-  if (f.rank != 2 || d % (f.swizzle == CU_TENSOR_MAP_SWIZZLE_128B ? 1024 : 128)) {
-    std::fprintf(stderr, "CUDA emulation: a 2-D TMA load needs a 2-D map "
-                         "and an aligned shared destination\n");
-    std::abort();
-  }
+  if (f.rank != 2 || d % (f.swizzle == CU_TENSOR_MAP_SWIZZLE_128B ? 1024 : 128))
+    fatal("a 2-D TMA load needs a 2-D map and an aligned shared destination");
   const uint32_t eb = f.elementBytes;
   for (uint32_t i1 = 0; i1 < f.box[1]; ++i1)
     for (uint32_t i0 = 0; i0 < f.box[0]; ++i0) {
