@@ -183,6 +183,14 @@ struct bf16 {
 };
 
 namespace detail {
+/// kVW bf16 values widened to floats (exact).
+inline VecF loadu(const bf16 *p) {
+  VecF v;
+  for (int l = 0; l < kVW; ++l)
+    v[l] = static_cast<float>(p[l]);
+  return v;
+}
+
 /// dst[0 .. n) = src[0 .. n) as elements C (float, or bf16: rounded).
 template <typename C>
 inline void storeRow(C *dst, const float *src, int64_t n) {

@@ -167,6 +167,35 @@ namespace detail {
 /// every vector width).
 constexpr int kDecodeBK = 64;
 
+/// q[0:N] . x[0:N] with x float or bf16, in one order of operations for
+/// both element types (whole vectors, one horizontal sum, then the scalar
+/// tail), written out rather than left to `omp simd`: the compiler vectorises
+/// the two instantiations differently on some ISAs (AVX2), and a bf16 cache
+/// must give the same bits as an f32 cache holding the same values.
+template <int N, typename C>
+inline float dotRow(const float *q, const C *x) {
+  VecF acc = VecF{};
+  int d = 0;
+  for (; d + kVW <= N; d += kVW)
+    acc += loadu(q + d) * loadu(x + d);
+  float s = hsum(acc);
+  for (; d < N; ++d)
+    s += q[d] * static_cast<float>(x[d]);
+  return s;
+}
+
+/// acc[0:N] += p * x[0:N] with x float or bf16, in the same operations for
+/// both element types (see dotRow).
+template <int N, typename C>
+inline void axpyRow(float *acc, float p, const C *x) {
+  const VecF pv = splat(p);
+  int d = 0;
+  for (; d + kVW <= N; d += kVW)
+    storeu(acc + d, loadu(acc + d) + pv * loadu(x + d));
+  for (; d < N; ++d)
+    acc[d] += p * static_cast<float>(x[d]);
+}
+
 /// out[0:HD] = softmax_t(q . k_t / sqrt(HD)) v_t over the n >= 1 cached keys
 /// t of one head; key t is at kc + t * LD and value t at vc + t * LD, with
 /// LD = H * HD. Streams blocks of kDecodeBK keys with a max-subtracted online
@@ -192,11 +221,7 @@ inline void decodeAttendHead(const float *q, const C *kc, const C *vc,
     const int kn = static_cast<int>(std::min<int64_t>(BK, n - t0));
     float bmax = -std::numeric_limits<float>::infinity();
     for (int t = 0; t < kn; ++t) {
-      const C *kt = kc + (t0 + t) * LD;
-      float s = 0.0f;
-#pragma omp simd reduction(+ : s)
-      for (int d = 0; d < HD; ++d)
-        s += qs[d] * kt[d];
+      const float s = dotRow<HD>(qs, kc + (t0 + t) * LD);
       sc[t] = s;
       bmax = std::max(bmax, s);
     }
@@ -218,13 +243,8 @@ inline void decodeAttendHead(const float *q, const C *kc, const C *vc,
 #pragma omp simd
     for (int d = 0; d < HD; ++d)
       acc[d] *= alpha;
-    for (int t = 0; t < kn; ++t) {
-      const float p = sc[t];
-      const C *vt = vc + (t0 + t) * LD;
-#pragma omp simd
-      for (int d = 0; d < HD; ++d)
-        acc[d] += p * vt[d];
-    }
+    for (int t = 0; t < kn; ++t)
+      axpyRow<HD>(acc, sc[t], vc + (t0 + t) * LD);
     mrun = mnew;
   }
   const float inv = 1.0f / lrun;
