@@ -4,6 +4,7 @@
 // the exact key path ("layers[1].capacity") and what was expected.
 //
 //===----------------------------------------------------------------------===//
+#include "modrt/CpuFeatures.h"
 #include "modrt/Error.h"
 #include "modrt/Package.h"
 #include "modrt/abi.h"
@@ -130,6 +131,26 @@ Manifest Manifest::parse(const std::string &jsonText,
   m.target = r.string(root, "", "target");
   if (m.target == "cuda")
     m.arch = r.string(root, "", "arch");
+  if (m.target == "cpu") {
+    const json &cpu = r.object(root, "", "cpu");
+    m.cpuMarch = r.string(cpu, "cpu", "march");
+    const json &features = r.array(cpu, "cpu", "features");
+    for (size_t i = 0; i < features.size(); ++i) {
+      std::string key = fmt::format("cpu.features[{}]", i);
+      if (!features[i].is_string())
+        r.fail(key, fmt::format("expected a string, got {}",
+                                features[i].type_name()));
+      std::string name = features[i].get<std::string>();
+      bool known = false;
+      for (const CpuFeature &f : knownCpuFeatures())
+        known = known || name == f.name;
+      if (!known)
+        r.fail(key, fmt::format("unknown CPU feature \"{}\" (a package from "
+                                "a newer modc? recompile it with this one)",
+                                name));
+      m.cpuFeatures.push_back(std::move(name));
+    }
+  }
 
   // model: only the keys the runtime needs are checked; the rest is the
   // compiler's business and is kept verbatim.

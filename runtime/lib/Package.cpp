@@ -8,10 +8,12 @@
 //===----------------------------------------------------------------------===//
 #include "modrt/Package.h"
 #include "CudaExecutor.h"
+#include "modrt/CpuFeatures.h"
 #include "modrt/Error.h"
 #include "modrt/abi.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cmath>
@@ -157,6 +159,21 @@ Package Package::open(const std::string &dir) {
                             dir, onDisk["abi_version"].get<uint64_t>(),
                             MODC_ABI_VERSION));
 
+  // Validate the manifest, and refuse a package built for CPU features this
+  // CPU lacks, before loading the library: its code could die on an illegal
+  // instruction as soon as it is mapped (static initialisers).
+  Manifest manifest = Manifest::parse(text, manifestPath);
+  std::vector<std::string> missing;
+  for (const std::string &f : manifest.cpuFeatures)
+    if (!cpuHasFeature(f))
+      missing.push_back(f);
+  if (!missing.empty())
+    throw Error(fmt::format(
+        "{}: package compiled for --march={} needs CPU features this CPU "
+        "lacks: {}; recompile it on this machine, or with a portable "
+        "--march such as x86-64-v3",
+        dir, manifest.cpuMarch, fmt::join(missing, ", ")));
+
   auto impl = std::make_unique<Impl>();
   impl->dir = dir;
   ::dlerror();
@@ -203,7 +220,7 @@ Package Package::open(const std::string &dir) {
                             "(edited, or copied from another package)",
                             dir));
 
-  impl->manifest = Manifest::parse(text, manifestPath);
+  impl->manifest = std::move(manifest);
   if (impl->manifest.abiVersion != MODC_ABI_VERSION)
     throw Error(fmt::format("{}: package ABI {}, runtime expects {}; "
                             "recompile the package with this modc",

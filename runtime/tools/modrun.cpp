@@ -17,6 +17,7 @@
 #include "modrt/Training.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -919,6 +920,10 @@ int runInfo(int argc, char **argv) {
   fmt::print("target:    {}{} (abi {}, compiled by modc {})\n", m.target,
              m.arch.empty() ? "" : " " + m.arch,
              m.abiVersion, m.compilerVersion);
+  if (m.target == "cpu")
+    fmt::print("cpu:       --march={} ({})\n", m.cpuMarch,
+               m.cpuFeatures.empty() ? std::string("baseline ISA")
+                                     : fmt::format("{}", fmt::join(m.cpuFeatures, " ")));
   fmt::print("shape:     seq_len {}, vocab {}, d_model {}, dtype {}\n",
              m.seqLen, m.vocabSize, m.dModel, m.dtype);
   fmt::print("layers:    {} ({} routed)\n", m.layers.size(),

@@ -31,3 +31,15 @@ config.substitutions.append(("%cudaemu", os.path.join(config.modc_src_root, "tes
 # without one say UNSUPPORTED: gpu.
 if os.path.exists("/dev/nvidiactl"):
     config.available_features.add("gpu")
+# A CPU with AVX-512 (the flags of x86-64-v4) runs packages compiled with
+# --march=x86-64-v4; tests of the refusal elsewhere say UNSUPPORTED: avx512.
+try:
+    with open("/proc/cpuinfo") as cpuinfo:
+        flags = next((l.split(":", 1)[1].split() for l in cpuinfo if l.startswith("flags")), [])
+except OSError:
+    flags = []
+if all(f in flags for f in ["avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl"]):
+    config.available_features.add("avx512")
+# Every flag as cpu-FLAG, spelled as /proc/cpuinfo does (cpu-avx512_fp16).
+for f in flags:
+    config.available_features.add("cpu-" + f)

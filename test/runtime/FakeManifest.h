@@ -78,6 +78,7 @@ static const char kFakeManifest[] =
   "abi_version": 4,
   "compiler_version": "0.1.0",
   "target": ")" FAKE_TARGET R"(",
+  "cpu": {"march": "x86-64", "features": []},
   "model": {"name": "fake", "vocab_size": )" FAKE_VOCAB_STR
     R"(, "d_model": 4, "n_layers": 2,
             "seq_len": 4,

@@ -160,6 +160,10 @@ TEST(ManifestTest, MissingKeysAreNamed) {
       // The training entries come as a pair; the missing one is named.
       {"/entries/grad", "entries.grad"},
       {"/entries/adamw", "entries.adamw"},
+      // A cpu package says which ISA it was compiled for.
+      {"/cpu", "cpu"},
+      {"/cpu/march", "cpu.march"},
+      {"/cpu/features", "cpu.features"},
   };
   for (const auto &[pointer, key] : cases) {
     json j = base();
@@ -213,6 +217,10 @@ TEST(ManifestTest, WrongTypesAreNamed) {
       {"/entries/adamw", json::array(), "entries.adamw"},
       {"/entries/grad/workspace_bytes_per_sequence", 1.5,
        "entries.grad.workspace_bytes_per_sequence"},
+      {"/cpu", "native", "cpu"},
+      {"/cpu/march", 3, "cpu.march"},
+      {"/cpu/features", "avx2", "cpu.features"},
+      {"/cpu/features", json::array({"avx2", 2}), "cpu.features[1]"},
       // causal listed although the model has no causal router.
       {"/model/mod/causal_router", "none", "entries.forward.modes"},
   };
@@ -222,6 +230,24 @@ TEST(ManifestTest, WrongTypesAreNamed) {
     EXPECT_TRUE(parseFails(j, {"'" + key + "'"}))
         << pointer << " = " << value.dump();
   }
+}
+
+TEST(ManifestTest, CpuIsa) {
+  json j = base();
+  j["cpu"] = {{"march", "x86-64-v3"}, {"features", {"avx", "avx2", "fma"}}};
+  Manifest m = Manifest::parse(j.dump(), "m.json");
+  EXPECT_EQ(m.cpuMarch, "x86-64-v3");
+  EXPECT_EQ(m.cpuFeatures, (std::vector<std::string>{"avx", "avx2", "fma"}));
+  // A name outside the table cannot be checked, so it is refused.
+  j["cpu"]["features"].push_back("avx1024");
+  EXPECT_TRUE(parseFails(j, {"'cpu.features[3]'", "unknown CPU feature",
+                             "\"avx1024\""}));
+  // A cuda package needs no cpu object.
+  j = base();
+  j["target"] = "cuda";
+  j["arch"] = "sm_90a";
+  j.erase("cpu");
+  EXPECT_TRUE(Manifest::parse(j.dump(), "m.json").cpuFeatures.empty());
 }
 
 TEST(ManifestTest, DenseModelWithoutMod) {

@@ -5,6 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "modrt/Package.h"
+#include "modrt/CpuFeatures.h"
 #include "TestUtil.h"
 #include "modrt/abi.h"
 
@@ -168,6 +169,38 @@ TEST_F(PackageTest, WrongTarget) {
   EXPECT_TRUE(throwsError([&] { Package::open(dir); },
                           {"package target is \"tpu\"",
                            "runs \"cpu\" and \"cuda\" packages"}));
+}
+
+/// A package compiled for a CPU feature this CPU lacks is refused before its
+/// library is loaded (the manifest names the feature; the fake library has
+/// none of it, so loading it would have worked).
+TEST_F(PackageTest, RefusesMissingCpuFeature) {
+  std::string lacking;
+  for (const CpuFeature &f : knownCpuFeatures())
+    if (!cpuHasFeature(f.name)) {
+      lacking = f.name;
+      break;
+    }
+  if (lacking.empty())
+    GTEST_SKIP() << "this CPU has every feature a manifest can name";
+  std::string dir = makePackage(tmp, FAKE_MODEL_V0, [&](json &m) {
+    m["cpu"] = {{"march", "x86-64-v4"}, {"features", {"sse3", lacking}}};
+  });
+  EXPECT_TRUE(throwsError([&] { Package::open(dir); },
+                          {dir, "--march=x86-64-v4",
+                           "needs CPU features this CPU lacks: " + lacking +
+                               ";",
+                           "x86-64-v3"}));
+}
+
+/// The features of an x86-64-v3 package, which every machine this suite
+/// runs on has, pass the check (and the manifest mismatch is then found).
+TEST_F(PackageTest, AcceptsCpuFeaturesPresent) {
+  std::string dir = makePackage(tmp, FAKE_MODEL_V0, [&](json &m) {
+    m["cpu"]["features"] = {"avx", "avx2", "fma"};
+  });
+  EXPECT_TRUE(throwsError([&] { Package::open(dir); },
+                          {dir, "manifest.json does not match the library"}));
 }
 
 TEST_F(PackageTest, OpensGoodPackage) {

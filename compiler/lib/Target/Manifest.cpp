@@ -12,7 +12,8 @@ using namespace modc;
 namespace json = llvm::json;
 
 std::string modc::buildManifest(llvm::ArrayRef<modk::EntryOp> entryOps,
-                                llvm::StringRef target, llvm::StringRef arch) {
+                                llvm::StringRef target, llvm::StringRef arch,
+                                const CpuIsa *cpuIsa) {
   modk::EntryOp entry, grad, decode;
   for (modk::EntryOp e : entryOps)
     (e.getSymName() == "grad"     ? grad
@@ -89,6 +90,13 @@ std::string modc::buildManifest(llvm::ArrayRef<modk::EntryOp> entryOps,
   };
   if (!arch.empty())
     manifest["arch"] = arch.str();
+  if (cpuIsa) {
+    json::Array features;
+    for (const std::string &f : cpuIsa->features)
+      features.push_back(f);
+    manifest["cpu"] = json::Object{{"march", cpuIsa->march},
+                                   {"features", std::move(features)}};
+  }
   std::string text;
   llvm::raw_string_ostream os(text);
   os << llvm::formatv("{0:2}", json::Value(std::move(manifest))) << "\n";

@@ -7,9 +7,12 @@
 //===----------------------------------------------------------------------===//
 
 #include "modc/Target/Package.h"
+#include "modrt/CpuFeatures.h"
 
 #include "mlir/IR/BuiltinOps.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FileUtilities.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
@@ -91,6 +94,49 @@ static llvm::Error runLogged(llvm::ArrayRef<std::string> args,
                      "):\n" + output);
   }
   return llvm::Error::success();
+}
+
+llvm::Expected<CpuIsa> modc::queryCpuIsa(llvm::StringRef cxx,
+                                         llvm::StringRef march) {
+  llvm::ErrorOr<std::string> program = llvm::sys::findProgramByName(cxx);
+  if (!program || !fs::can_execute(*program))
+    return makeError("C++ compiler '" + cxx +
+                     "' not found (set --cxx or the CXX environment variable)");
+  llvm::SmallString<128> macros;
+  if (std::error_code ec =
+          fs::createTemporaryFile("modc-march", "txt", macros))
+    return makeError("cannot create a temporary file: " + ec.message());
+  llvm::FileRemover removeMacros(macros);
+  std::string marchFlag = ("-march=" + march).str();
+  llvm::StringRef args[] = {*program, "-x",  "c++", marchFlag,
+                            "-dM",    "-E", "/dev/null"};
+  std::optional<llvm::StringRef> redirects[] = {std::nullopt, macros.str(),
+                                                macros.str()};
+  int rc = llvm::sys::ExecuteAndWait(*program, args, std::nullopt,
+                                     redirects);
+  auto buffer = llvm::MemoryBuffer::getFile(macros);
+  if (rc != 0 || !buffer)
+    return makeError(
+        "the C++ compiler '" + cxx + "' rejects --march=" + march + " (" +
+        (rc < 0 ? "could not run it" : "exit " + std::to_string(rc)) +
+        "; modc asks it which CPU features that enables)" +
+        (buffer ? ":\n" + (*buffer)->getBuffer().take_back(2000).str()
+                : std::string()));
+  // "#define __AVX2__ 1" for each enabled feature.
+  llvm::StringSet<> defined;
+  llvm::SmallVector<llvm::StringRef> lines;
+  (*buffer)->getBuffer().split(lines, '\n');
+  for (llvm::StringRef line : lines) {
+    llvm::SmallVector<llvm::StringRef, 3> words;
+    line.split(words, ' ', 2, /*KeepEmpty=*/false);
+    if (words.size() >= 2 && words[0] == "#define")
+      defined.insert(words[1]);
+  }
+  CpuIsa isa{march.str(), {}};
+  for (const modrt::CpuFeature &f : modrt::knownCpuFeatures())
+    if (defined.contains(f.macro))
+      isa.features.push_back(f.name);
+  return isa;
 }
 
 static llvm::Error compileCpuSource(const PackageOptions &opts,
@@ -216,17 +262,25 @@ llvm::Error modc::writePackage(ModuleOp module, const PackageOptions &opts) {
   if (llvm::Error e = writeFile(inTemp("model.modk.mlir"),
                                 [&](llvm::raw_ostream &os) { module.print(os); }))
     return e;
+  std::optional<CpuIsa> cpuIsa;
+  if (!cuda) {
+    llvm::Expected<CpuIsa> isa = queryCpuIsa(opts.cxx, opts.cpuArch);
+    if (!isa)
+      return isa.takeError();
+    cpuIsa = std::move(*isa);
+  }
   bool emitted = true;
   std::string source = inTemp(cuda ? "model.cu" : "model.cpp");
   if (llvm::Error e = writeFile(source, [&](llvm::raw_ostream &os) {
         emitted = succeeded(cuda ? emitCuda(module, os, opts.cudaArch)
-                                 : emitCpp(module, os));
+                                 : emitCpp(module, os, &*cpuIsa));
       }))
     return e;
   if (!emitted)
     return makeError(cuda ? "CUDA emission failed" : "C++ emission failed");
   if (llvm::Error e = writeFile(inTemp("manifest.json"), [&](llvm::raw_ostream &os) {
-        os << buildManifest(entries, opts.target, cuda ? opts.cudaArch : "");
+        os << buildManifest(entries, opts.target, cuda ? opts.cudaArch : "",
+                            cpuIsa ? &*cpuIsa : nullptr);
       }))
     return e;
   llvm::errs() << "modc: compiling the generated kernels (" << source

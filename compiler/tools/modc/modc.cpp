@@ -123,18 +123,22 @@ static int runCompile() {
     module->print(llvm::outs());
     return 0;
   }
-  if (emitStage == EmitStage::Source)
-    return failed(target == "cuda"
-                      ? modc::emitCuda(*module, llvm::outs(), cudaArch)
-                      : modc::emitCpp(*module, llvm::outs()))
-               ? 1
-               : 0;
+  std::string hostCxx = !cxx.empty()          ? cxx.getValue()
+                        : std::getenv("CXX") ? std::string(std::getenv("CXX"))
+                                              : std::string("c++");
+  if (emitStage == EmitStage::Source) {
+    if (target == "cuda")
+      return failed(modc::emitCuda(*module, llvm::outs(), cudaArch)) ? 1 : 0;
+    // The embedded manifest names the ISA, as the package's would.
+    llvm::Expected<modc::CpuIsa> isa = modc::queryCpuIsa(hostCxx, cpuArch);
+    if (!isa)
+      return fail(llvm::toString(isa.takeError()));
+    return failed(modc::emitCpp(*module, llvm::outs(), &*isa)) ? 1 : 0;
+  }
 
   modc::PackageOptions options;
   options.outputDir = outputDir;
-  options.cxx = !cxx.empty()          ? cxx.getValue()
-                : std::getenv("CXX") ? std::string(std::getenv("CXX"))
-                                      : std::string("c++");
+  options.cxx = hostCxx;
   options.cpuArch = cpuArch;
   options.target = target;
   options.cudaArch = cudaArch;

@@ -52,6 +52,10 @@ struct Manifest {
   std::string target; ///< "cpu" or "cuda"
   /// CUDA architecture of a cuda package ("sm_90a", "sm_80"); "" for cpu.
   std::string arch;
+  /// A cpu package's `-march` value ("native", "x86-64-v3") and the CPU
+  /// features it implies (modrt/CpuFeatures.h names); empty for cuda.
+  std::string cpuMarch;
+  std::vector<std::string> cpuFeatures;
   uint32_t abiVersion = 0;
   std::string compilerVersion;
   int64_t seqLen = 0, vocabSize = 0, dModel = 0;

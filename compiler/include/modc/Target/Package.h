@@ -8,6 +8,9 @@
 #include "llvm/Support/Error.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <string>
+#include <vector>
+
 namespace modc {
 
 /// Version of the package ABI this compiler writes (runtime/include/modrt/abi.h).
@@ -20,15 +23,32 @@ inline int64_t kvCacheBytesPerSequence(int64_t layers, int64_t seqLen,
   return layers * 2 * seqLen * dModel * (bf16 ? 2 : int64_t(sizeof(float)));
 }
 
+/// The instruction set a CPU package is compiled for: the `-march` value and
+/// the CPU features it turns on (names of runtime/include/modrt/CpuFeatures.h).
+struct CpuIsa {
+  std::string march;
+  std::vector<std::string> features;
+};
+
+/// Asks the C++ compiler `cxx` which CPU features `-march=<march>` enables
+/// (its predefined macros). Fails, naming the value, when the compiler
+/// rejects it.
+llvm::Expected<CpuIsa> queryCpuIsa(llvm::StringRef cxx, llvm::StringRef march);
+
 /// The manifest.json text of a package built from its entries: @forward and,
 /// when present, @grad and @decode (docs/internals.md). `arch` is the CUDA
-/// architecture of a cuda package ("" for cpu).
+/// architecture of a cuda package ("" for cpu); `cpuIsa`, when given, is
+/// recorded as the manifest's "cpu" object.
 std::string buildManifest(llvm::ArrayRef<modk::EntryOp> entries,
-                          llvm::StringRef target, llvm::StringRef arch = "");
+                          llvm::StringRef target, llvm::StringRef arch = "",
+                          const CpuIsa *cpuIsa = nullptr);
 
 /// Writes the C++ source of the package for the single modk.entry in
 /// `module`: the kernel prelude, then one specialised function per kernel.
-mlir::LogicalResult emitCpp(mlir::ModuleOp module, llvm::raw_ostream &os);
+/// `cpuIsa` goes into the embedded manifest (a package needs it; without it
+/// the runtime refuses the library).
+mlir::LogicalResult emitCpp(mlir::ModuleOp module, llvm::raw_ostream &os,
+                            const CpuIsa *cpuIsa = nullptr);
 
 /// Registers the `modk-to-cpp` translation of mod-translate.
 void registerModkToCppTranslation();

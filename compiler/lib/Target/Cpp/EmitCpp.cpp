@@ -30,10 +30,13 @@ static const char kDecodePrelude[] =
 namespace {
 class CppEmitter : public PlanEmitter {
 public:
-  using PlanEmitter::PlanEmitter;
+  CppEmitter(llvm::ArrayRef<modk::EntryOp> entries, llvm::raw_ostream &os,
+             const CpuIsa *cpuIsa)
+      : PlanEmitter(entries, os), cpuIsa(cpuIsa) {}
   LogicalResult emit();
 
 private:
+  const CpuIsa *cpuIsa;
   const char *kernelNamespace() const override { return "modk_cpu"; }
   LogicalResult emitEntry(modk::EntryOp entry) override;
   void emitAdamW(modk::EntryOp grad) override;
@@ -187,7 +190,7 @@ LogicalResult CppEmitter::emit() {
   if (failed(classifyEntries(forward, grad, decode)))
     return failure();
 
-  std::string manifest = buildManifest(entries, "cpu");
+  std::string manifest = buildManifest(entries, "cpu", "", cpuIsa);
   emitBanner(forward);
   os << kPrelude << "\n";
   if (grad)
@@ -301,11 +304,12 @@ modc_adamw(const modc_adamw_args *args) {{
                     sizes, decay, grad.getParams().size());
 }
 
-LogicalResult modc::emitCpp(ModuleOp module, llvm::raw_ostream &os) {
+LogicalResult modc::emitCpp(ModuleOp module, llvm::raw_ostream &os,
+                            const CpuIsa *cpuIsa) {
   auto entries = llvm::to_vector(module.getOps<modk::EntryOp>());
   if (entries.empty())
     return module.emitError("expected a modk.entry to emit");
-  return CppEmitter(entries, os).emit();
+  return CppEmitter(entries, os, cpuIsa).emit();
 }
 
 void modc::registerModkToCppTranslation() {
