@@ -14,7 +14,7 @@ using namespace modc::lowering;
 modk::GemmOp modc::lowering::createGemm(OpBuilder &b, Location loc, Value input,
                                ValueRange weights, Value segments,
                                ValueRange extra, Value output,
-                               StringRef epilogue) {
+                               modk::Epilogue epilogue) {
   return modk::GemmOp::create(b, loc, input, weights, segments, extra, output,
                               epilogue, /*gate=*/nullptr, /*n_heads=*/nullptr,
                               /*rope_theta=*/nullptr);
@@ -84,7 +84,7 @@ void ModelLowering::lowerAttention(mod::AttentionOp op) {
   Value q = alloc({r, d}, f32), k = alloc({r, d}, f32), v = alloc({r, d}, f32);
   auto rope = [&](Value w, Value out) {
     auto gemm = createGemm(b, loc, n, ValueRange{w}, rows.segments,
-                                     ValueRange{rows.positions}, out, "rope");
+                                     ValueRange{rows.positions}, out, modk::Epilogue::rope);
     gemm.setNHeadsAttr(b.getI64IntegerAttr(model.getNHeads()));
     gemm.setRopeThetaAttr(model.getRopeThetaAttr());
   };
@@ -92,7 +92,7 @@ void ModelLowering::lowerAttention(mod::AttentionOp op) {
   rope(blockParam(layer, "attn.wk.weight", {d, d}), k);
   createGemm(b, loc, n,
                        ValueRange{blockParam(layer, "attn.wv.weight", {d, d})},
-                       rows.segments, ValueRange{}, v, "none");
+                       rows.segments, ValueRange{}, v, modk::Epilogue::none);
   Value o = alloc({r, d}, f32);
   if (decoding())
     modk::DecodeAttentionOp::create(b, loc, q, k, v, rows.positions,
@@ -113,7 +113,7 @@ void ModelLowering::lowerAttention(mod::AttentionOp op) {
                                             rows.segments) {
       Value stream = buffers[add.getLhs()];
       createGemm(b, loc, o, ValueRange{wo}, rows.segments,
-                           ValueRange{stream}, stream, "residual_add");
+                           ValueRange{stream}, stream, modk::Epilogue::residual_add);
       buffers[add.getResult()] = stream;
       rowSets[add.getResult()] = rows;
       buffers[op.getResult()] = nullptr; // consumed by the fused add
@@ -122,7 +122,7 @@ void ModelLowering::lowerAttention(mod::AttentionOp op) {
   }
   Value a = alloc({r, d}, f32);
   createGemm(b, loc, o, ValueRange{wo}, rows.segments, ValueRange{},
-                       a, "none");
+                       a, modk::Epilogue::none);
   buffers[op.getResult()] = a;
   rowSets[op.getResult()] = rows;
   saved[op] = {{"q", q}, {"k", k}, {"v", v}, {"o", o}};
@@ -147,11 +147,11 @@ Value ModelLowering::lowerMlpUp(Operation *op, Value input, RowSet rows,
     Value gatePre = swiglu ? alloc({r, ff}, f32) : Value();
     if (swiglu)
       createGemm(b, loc, input, ValueRange{gate}, rows.segments, ValueRange{},
-                 gatePre, "none");
+                 gatePre, modk::Epilogue::none);
     createGemm(b, loc, input, ValueRange{up}, rows.segments, ValueRange{},
-               upPre, "none");
+               upPre, modk::Epilogue::none);
     modk::ActivationOp::create(b, loc, gatePre, upPre, rows.segments, hidden,
-                               model.getMlp());
+                               toModkActivation(model.getMlp()));
     saved[op]["gate"] = gatePre;
     saved[op]["up"] = upPre;
     saved[op]["hidden"] = hidden;
@@ -160,10 +160,10 @@ Value ModelLowering::lowerMlpUp(Operation *op, Value input, RowSet rows,
   if (swiglu) {
     Value gated = alloc({r, ff}, f32);
     createGemm(b, loc, input, ValueRange{gate, up}, rows.segments,
-               ValueRange{gated}, hidden, "swiglu");
+               ValueRange{gated}, hidden, modk::Epilogue::swiglu);
   } else {
     createGemm(b, loc, input, ValueRange{up}, rows.segments, ValueRange{},
-               hidden, "gelu");
+               hidden, modk::Epilogue::gelu);
   }
   return hidden;
 }
@@ -176,7 +176,9 @@ void ModelLowering::lowerRoute(mod::RouteOp op) {
   // Causal mode routes a varying number of tokens: room for all of them.
   // Training selects by top-k only.
   bool causal = op.getCausalRouter() != "none" && !training();
-  StringRef causalRouter = causal ? op.getCausalRouter() : "none";
+  modk::CausalRouter causalRouter =
+      causal ? toModkCausalRouter(op.getCausalRouter())
+             : modk::CausalRouter::none;
   int64_t maxRows = causal ? seqLen : op.getK();
   Type f32 = b.getF32Type();
   Value r = alloc({seqLen}, f32);
@@ -232,8 +234,8 @@ void ModelLowering::lowerMlpScatter(mod::MlpScatterOp op) {
       rows.segments,
       ValueRange{scratch, buffers[op.getScores()], buffers[op.getAttn()],
                  rows.positions},
-      stream, "gate_scale_scatter");
-  gemm.setGateAttr(op.getGateAttr());
+      stream, modk::Epilogue::gate_scale_scatter);
+  gemm.setGate(toModkGate(op.getGate()));
   buffers[op.getResult()] = stream;
   rowSets[op.getResult()] = rowSets[op.getInput()];
 }
@@ -324,7 +326,7 @@ LogicalResult ModelLowering::lower(Operation *op) {
           rowSets[add.getLhs()].segments == rows.segments) {
         Value stream = buffers[add.getLhs()];
         createGemm(b, loc, hidden, ValueRange{down}, rows.segments,
-                             ValueRange{stream}, stream, "residual_add");
+                             ValueRange{stream}, stream, modk::Epilogue::residual_add);
         buffers[add.getResult()] = stream;
         rowSets[add.getResult()] = rows;
         return success();
@@ -332,7 +334,7 @@ LogicalResult ModelLowering::lower(Operation *op) {
     }
     Value out = alloc({r, d}, f32);
     createGemm(b, loc, hidden, ValueRange{down}, rows.segments,
-                         ValueRange{}, out, "none");
+                         ValueRange{}, out, modk::Epilogue::none);
     buffers[mlp] = out;
     rowSets[mlp] = rows;
     return success();
@@ -373,7 +375,7 @@ LogicalResult ModelLowering::lower(Operation *op) {
                               : output("logits", {seqLen, v}, f32);
     createGemm(b, loc, buffers[head.getInput()], ValueRange{w},
                          rowSets[head.getInput()].segments, ValueRange{},
-                         logits, "none");
+                         logits, modk::Epilogue::none);
     buffers[head] = logits;
     rowSets[head] = rowSets[head.getInput()];
     return success();
@@ -413,7 +415,9 @@ FailureOr<modk::EntryOp> ModelLowering::run() {
       b.getI64IntegerAttr(model.getSeqLen()),
       b.getI64IntegerAttr(model.getVocabSize()), b.getArrayAttr({}),
       b.getArrayAttr(modeAttrs), nullptr,
-      model.getDtype() == "bf16" ? b.getStringAttr("bf16") : nullptr);
+      model.getDtype() == "bf16"
+          ? modk::DTypeAttr::get(b.getContext(), modk::DType::bf16)
+          : nullptr);
   body = new Block();
   entry.getBody().push_back(body);
   b.setInsertionPointToEnd(body);

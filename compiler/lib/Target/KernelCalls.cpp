@@ -90,7 +90,7 @@ KernelCall PlanEmitter::roundOutputCall(modk::GemmOp gemm) {
 bool PlanEmitter::roundsOutput(modk::GemmOp gemm) {
   if (!entry.isBf16())
     return false;
-  if (gemm.getEpilogue() == "rope")
+  if (gemm.getEpilogue() == modk::Epilogue::rope)
     return true;
   Value buffer = gemm.getOutput();
   auto isQkv = [&](auto attn) {
@@ -111,10 +111,10 @@ LogicalResult PlanEmitter::emitKernel(Operation *op) {
     int64_t n = cast<MemRefType>(gemm.getWeights()[0].getType()).getDimSize(0);
     int64_t k = cast<MemRefType>(gemm.getWeights()[0].getType()).getDimSize(1);
     int indent = openGroup(fmt::format("modk.gemm [{} x {}] epilogue={}", n, k,
-                                       gemm.getEpilogue().str()));
+                                       modk::stringifyEpilogue(gemm.getEpilogue()).str()));
     emitGemm(gemm, indent);
     // Both targets scatter the gated update in a kernel of its own.
-    if (gemm.getEpilogue() == "gate_scale_scatter")
+    if (gemm.getEpilogue() == modk::Epilogue::gate_scale_scatter)
       emitCall(gemmScatterCall(gemm), indent);
     closeGroup();
     return success();
@@ -186,9 +186,10 @@ LogicalResult PlanEmitter::emitKernel(Operation *op) {
     std::string pos = name(route.getPositions()),
                 seg = name(route.getSegments());
     std::string mask = name(route.getMask()), r = name(route.getScores());
-    StringRef causal = route.getCausalRouter();
-    std::string logits =
-        causal == "predictor" ? name(route.getCausalScores()) : r;
+    modk::CausalRouter causal = route.getCausalRouter();
+    std::string logits = causal == modk::CausalRouter::predictor
+                             ? name(route.getCausalScores())
+                             : r;
     int indent = openGroup(fmt::format("modk.route_select_gather layer {} k={}",
                                        route.getLayer(), k));
     std::string pad(indent, ' ');
@@ -197,7 +198,7 @@ LogicalResult PlanEmitter::emitKernel(Operation *op) {
               {name(route.getInput()), "B", name(route.getRouterWeight()), r}},
              indent);
     KernelCall topk{"select_topk", {seqLen, k}, {r, "B", pos, seg, mask}};
-    if (causal != "none") {
+    if (causal != modk::CausalRouter::none) {
       os << pad << "if (causal)\n";
       emitCall({"select_causal", {seqLen}, {logits, "B", pos, seg, mask}},
                indent + 2);
@@ -247,7 +248,7 @@ LogicalResult PlanEmitter::emitKernel(Operation *op) {
     int64_t n = width(act.getOutput());
     std::string out = name(act.getOutput()), up = name(act.getUp());
     KernelArg rows = rowsArg(act.getSegments(), act.getOutput());
-    if (act.getKind() == "swiglu")
+    if (act.getKind() == modk::Activation::swiglu)
       emitCall({"swiglu", {n}, {name(act.getGate()), up, rows, out}});
     else
       emitCall({"gelu", {n}, {up, rows, out}});
@@ -330,7 +331,7 @@ LogicalResult PlanEmitter::emitKernel(Operation *op) {
   if (auto act = dyn_cast<modk::ActivationGradOp>(op)) {
     int64_t n = width(act.getUp());
     KernelArg rows = rowsArg(act.getSegments(), act.getUp());
-    if (act.getKind() == "swiglu")
+    if (act.getKind() == modk::Activation::swiglu)
       emitCall({"swiglu_grad",
                 {n},
                 {name(act.getGate()), name(act.getUp()), name(act.getDu()),
@@ -413,7 +414,8 @@ LogicalResult PlanEmitter::emitKernel(Operation *op) {
   if (auto route = dyn_cast<modk::DecodeRouteOp>(op)) {
     int64_t d = width(route.getGathered());
     std::string r = name(route.getScores());
-    std::string decision = route.getCausalRouter() == "predictor"
+    std::string decision = route.getCausalRouter() ==
+                                   modk::CausalRouter::predictor
                                ? name(route.getCausalScores())
                                : r;
     int indent =

@@ -332,7 +332,8 @@ LogicalResult PlanEmitter::emitKernels(modk::EntryOp e, StringRef profileArgs) {
       // The weight shape N x K (of each weight: swiglu has two of the same
       // shape, "x2") lets a report turn the profile's times into FLOP rates.
       auto w = cast<MemRefType>(gemm.getWeights()[0].getType());
-      what += fmt::format(" {} [{}x{}]", gemm.getEpilogue().str(),
+      what += fmt::format(" {} [{}x{}]",
+                          modk::stringifyEpilogue(gemm.getEpilogue()).str(),
                           w.getDimSize(0), w.getDimSize(1));
       if (gemm.getWeights().size() > 1)
         what += fmt::format("x{}", gemm.getWeights().size());

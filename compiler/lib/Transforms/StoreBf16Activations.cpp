@@ -33,9 +33,9 @@ Use classify(OpOperand &use) {
   if (auto gemm = dyn_cast<modk::GemmOp>(op)) {
     if (&use == &gemm.getInputMutable())
       return Use::ProductInput;
-    StringRef e = gemm.getEpilogue();
+    modk::Epilogue e = gemm.getEpilogue();
     if (&use == &gemm.getOutputMutable() &&
-        (e == "none" || e == "gelu" || e == "swiglu"))
+        (e == modk::Epilogue::none || e == modk::Epilogue::gelu || e == modk::Epilogue::swiglu))
       return Use::RoundingWrite;
     return Use::Other;
   }

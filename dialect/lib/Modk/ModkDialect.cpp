@@ -10,11 +10,20 @@ using namespace mlir;
 using namespace modc::modk;
 
 #include "modc/Dialect/Modk/ModkDialect.cpp.inc"
+#include "modc/Dialect/Modk/ModkEnums.cpp.inc"
+
+#include "llvm/ADT/TypeSwitch.h"
+#define GET_ATTRDEF_CLASSES
+#include "modc/Dialect/Modk/ModkAttrs.cpp.inc"
 
 void ModkDialect::initialize() {
   addOperations<
 #define GET_OP_LIST
 #include "modc/Dialect/Modk/ModkOps.cpp.inc"
+      >();
+  addAttributes<
+#define GET_ATTRDEF_LIST
+#include "modc/Dialect/Modk/ModkAttrs.cpp.inc"
       >();
 }
 
@@ -35,9 +44,6 @@ LogicalResult EntryOp::verify() {
     if (!mode || (mode.getValue() != "topk" && mode.getValue() != "causal"))
       return emitOpError("modes must be 'topk' or 'causal'");
   }
-  if (getDtype() && *getDtype() != "f32" && *getDtype() != "bf16")
-    return emitOpError("dtype must be 'f32' or 'bf16', got '")
-           << *getDtype() << "'";
   return success();
 }
 
@@ -81,28 +87,33 @@ int64_t AllocOp::getBytesPerSequence() {
   return llvm::alignTo(bytes, 64) + 64;
 }
 
+/// Weights and extra operands each epilogue takes.
+static std::pair<size_t, size_t> gemmOperandCounts(Epilogue e) {
+  switch (e) {
+  case Epilogue::none:
+  case Epilogue::gelu:
+    return {1, 0};
+  case Epilogue::rope:
+  case Epilogue::residual_add:
+    return {1, 1};
+  case Epilogue::swiglu:
+    return {2, 1};
+  case Epilogue::gate_scale_scatter:
+    return {1, 4};
+  }
+  llvm_unreachable("unknown epilogue");
+}
+
 LogicalResult GemmOp::verify() {
-  StringRef e = getEpilogue();
-  size_t weights = getWeights().size(), extra = getExtra().size();
-  auto expect = [&](size_t w, size_t x) -> LogicalResult {
-    if (weights != w || extra != x)
-      return emitOpError() << "epilogue '" << e << "' takes " << w
-                           << " weight(s) and " << x << " extra operand(s)";
-    return success();
-  };
-  LogicalResult counts =
-      e == "none" || e == "gelu" ? expect(1, 0)
-      : e == "rope"              ? expect(1, 1)
-      : e == "residual_add"      ? expect(1, 1)
-      : e == "swiglu"            ? expect(2, 1)
-      : e == "gate_scale_scatter"
-          ? expect(1, 4)
-          : emitOpError() << "unknown epilogue '" << e << "'";
-  if (failed(counts))
-    return failure();
-  if (e == "rope" && (!getNHeads() || !getRopeTheta()))
+  Epilogue e = getEpilogue();
+  auto [w, x] = gemmOperandCounts(e);
+  if (getWeights().size() != w || getExtra().size() != x)
+    return emitOpError() << "epilogue '" << stringifyEpilogue(e) << "' takes "
+                         << w << " weight(s) and " << x
+                         << " extra operand(s)";
+  if (e == Epilogue::rope && (!getNHeads() || !getRopeTheta()))
     return emitOpError("the rope epilogue needs n_heads and rope_theta");
-  if (e == "gate_scale_scatter" && !getGate())
+  if (e == Epilogue::gate_scale_scatter && !getGate())
     return emitOpError("the gate_scale_scatter epilogue needs a gate");
   for (Value w : getWeights()) {
     auto shape = cast<MemRefType>(w.getType()).getShape();
@@ -110,7 +121,8 @@ LogicalResult GemmOp::verify() {
       return emitOpError("weights must be [N, K] with K the input width");
   }
   int64_t n = cast<MemRefType>(getWeights()[0].getType()).getShape()[0];
-  Value rowsOut = e == "gate_scale_scatter" ? getExtra()[0] : getOutput();
+  Value rowsOut =
+      e == Epilogue::gate_scale_scatter ? getExtra()[0] : getOutput();
   if (lastDim(rowsOut) != n)
     return emitOpError() << "output width " << lastDim(rowsOut)
                          << " differs from the weight's N = " << n;
@@ -129,10 +141,8 @@ LogicalResult AttentionOp::verify() {
 }
 
 LogicalResult RouteSelectGatherOp::verify() {
-  StringRef c = getCausalRouter();
-  if (c != "aux_loss" && c != "predictor" && c != "none")
-    return emitOpError() << "unknown causal_router '" << c << "'";
-  if ((c == "predictor") != (getCausalScores() != nullptr))
+  CausalRouter c = getCausalRouter();
+  if ((c == CausalRouter::predictor) != (getCausalScores() != nullptr))
     return emitOpError("causal scores are given exactly for the predictor");
   auto scores = cast<MemRefType>(getScores().getType());
   int64_t seqLen = scores.getShape().back();
@@ -140,7 +150,7 @@ LogicalResult RouteSelectGatherOp::verify() {
     return emitOpError() << "k = " << getK() << " must be in [1, " << seqLen
                          << "]";
   int64_t rows = cast<MemRefType>(getGathered().getType()).getDimSize(1);
-  int64_t needed = c == "none" ? getK() : seqLen;
+  int64_t needed = c == CausalRouter::none ? getK() : seqLen;
   if (rows < needed)
     return emitOpError() << "gathered buffer holds " << rows
                          << " rows a sequence, needs " << needed;
@@ -148,10 +158,7 @@ LogicalResult RouteSelectGatherOp::verify() {
 }
 
 LogicalResult ActivationGradOp::verify() {
-  StringRef kind = getKind();
-  if (kind != "swiglu" && kind != "gelu")
-    return emitOpError() << "kind must be swiglu or gelu, got '" << kind << "'";
-  bool swiglu = kind == "swiglu";
+  bool swiglu = getKind() == Activation::swiglu;
   if (swiglu != (getGate() != nullptr) || swiglu != (getDgate() != nullptr))
     return emitOpError("gate and dgate are given exactly for swiglu");
   return success();

@@ -14,10 +14,10 @@
 // the block and append to the layer-1 cache.
 // CHECK: modk.predictor %[[X:[0-9]+]], {{.*}} -> %[[P:[0-9]+]] :
 // CHECK: %[[MASK:.*]] = modk.output "routed.1" : memref<?x1xi32>
-// CHECK: modk.decode_route(%[[X]], %{{.*}}, %{{.*}}, %[[POS]], %[[ACT]], %[[R:[0-9]+]], %[[RPOS:[0-9]+]], %[[RSEG:[0-9]+]], %{{.*}}, %{{.*}}, %[[MASK]], %[[P]]) {causal_router = "predictor"{{.*}}layer = 1 : i64}
-// CHECK: modk.gemm {{.*}} rows %[[RSEG]] extra(%[[RPOS]]) -> %{{.*}} {epilogue = "rope"
+// CHECK: modk.decode_route(%[[X]], %{{.*}}, %{{.*}}, %[[POS]], %[[ACT]], %[[R:[0-9]+]], %[[RPOS:[0-9]+]], %[[RSEG:[0-9]+]], %{{.*}}, %{{.*}}, %[[MASK]], %[[P]]) {causal_router = #modk.causal_router<predictor>{{.*}}layer = 1 : i64}
+// CHECK: modk.gemm {{.*}} rows %[[RSEG]] extra(%[[RPOS]]) -> %{{.*}} {epilogue = #modk.epilogue<rope>
 // CHECK: modk.decode_attention({{.*}}, %[[RPOS]], %[[RSEG]], %[[ACT]], %{{.*}}) {layer = 1 : i64, n_heads = 2 : i64}
-// CHECK: modk.gemm {{.*}} rows %[[RSEG]] extra(%{{.*}}, %[[R]], %{{.*}}, %[[RPOS]]) -> %[[X]] {epilogue = "gate_scale_scatter", gate = "sigmoid"}
+// CHECK: modk.gemm {{.*}} rows %[[RSEG]] extra(%{{.*}}, %[[R]], %{{.*}}, %[[RPOS]]) -> %[[X]] {epilogue = #modk.epilogue<gate_scale_scatter>, gate = #modk.gate<sigmoid>}
 // CHECK: modk.output "logits" : memref<?x1x64xf32>
 module {
   mod.model @small attributes {aux_loss_weight = 1.000000e-02 : f64, capacity = 2.500000e-01 : f64, causal_router = "predictor", d_ff = 64 : i64, d_model = 32 : i64, dtype = "f32", gate = "sigmoid", mlp = "swiglu", n_heads = 2 : i64, n_layers = 2 : i64, norm_eps = 1.000000e-05 : f64, predictor_hidden = 8 : i64, rope_theta = 1.000000e+04 : f64, schedule = "every_other", seq_len = 16 : i64, tie_embeddings = true, vocab_size = 64 : i64} {

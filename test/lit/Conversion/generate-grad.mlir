@@ -9,16 +9,16 @@
 // CHECK: %[[T:.*]] = modk.input "tokens" : memref<?x17xi32>
 // CHECK: modk.split_tokens(%[[T]], %[[IN:.*]], %[[TGT:.*]]) :
 // Training keeps pre-activations: no activation fused into the GEMM.
-// CHECK: modk.activation({{.*}}) {kind = "swiglu"}
+// CHECK: modk.activation({{.*}}) {kind = #modk.activation<swiglu>}
 // CHECK-NOT: epilogue = "swiglu"
 // CHECK-NOT: epilogue = "residual_add"
 // The predictor runs in training (its loss reads it).
 // CHECK: modk.predictor %{{.*}} -> %[[P:[0-9]+]] :
 // Training selects by top-k only: k rows a sequence.
-// CHECK: modk.route_select_gather %[[X1:[0-9]+]], {{.*}} -> %[[R:[0-9]+]], %[[POS:[0-9]+]], %[[SEG:[0-9]+]], %[[XS:[0-9]+]], %{{.*}}, %[[MASK:[0-9]+]] {causal_router = "none"{{.*}}k = 4 : i64{{.*}}memref<?x4x32xf32>
+// CHECK: modk.route_select_gather %[[X1:[0-9]+]], {{.*}} -> %[[R:[0-9]+]], %[[POS:[0-9]+]], %[[SEG:[0-9]+]], %[[XS:[0-9]+]], %{{.*}}, %[[MASK:[0-9]+]] {causal_router = #modk.causal_router<none>{{.*}}k = 4 : i64{{.*}}memref<?x4x32xf32>
 // The scatter writes into a copy: the block input is kept for the backward.
 // CHECK: modk.copy(%[[X1]], %[[Y:[0-9]+]])
-// CHECK: modk.gemm {{.*}} rows %[[SEG]] extra(%[[M:[0-9]+]], %[[R]], %[[A:[0-9]+]], %[[POS]]) -> %[[Y]] {epilogue = "gate_scale_scatter", gate = "sigmoid"}
+// CHECK: modk.gemm {{.*}} rows %[[SEG]] extra(%[[M:[0-9]+]], %[[R]], %[[A:[0-9]+]], %[[POS]]) -> %[[Y]] {epilogue = #modk.epilogue<gate_scale_scatter>, gate = #modk.gate<sigmoid>}
 // Losses and zeroed parameter gradients.
 // CHECK: %[[L:.*]] = modk.output "losses" : memref<3xf32>
 // CHECK: %[[GE:.*]] = modk.output "grad.embed.weight" : memref<64x32xf32>
@@ -29,7 +29,7 @@
 // CHECK: modk.gemm_wgrad(%{{.*}}, %{{.*}}, %{{.*}}, %[[GE]])
 // The gate gradient dr = g'(r) <dy, f> with f = a + m, on the k rows.
 // CHECK: modk.add %[[A]], %[[M]] rows %[[SEG]] -> %[[F:[0-9]+]]
-// CHECK: modk.scatter_grad(%{{.*}}, %[[R]], %[[F]], %[[POS]], %[[SEG]], %{{.*}}, %[[DR:[0-9]+]]) {gate = "sigmoid"}
+// CHECK: modk.scatter_grad(%{{.*}}, %[[R]], %[[F]], %[[POS]], %[[SEG]], %{{.*}}, %[[DR:[0-9]+]]) {gate = #modk.gate<sigmoid>}
 // GEMM gradients of the routed block run on its gathered rows only.
 // CHECK: modk.gemm_dgrad({{.*}}, %[[SEG]], {{.*}}) {accumulate = false} : memref<?x4x32xf32>
 // CHECK: modk.attention_grad({{.*}}, %[[POS]], %[[SEG]], %[[DQR:[0-9]+]], %[[DKR:[0-9]+]], %{{[0-9]+}}) {n_heads = 2 : i64}

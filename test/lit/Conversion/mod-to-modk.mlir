@@ -16,26 +16,26 @@
 // Dense block: QKV with RoPE in the epilogue, attention, O-projection and
 // down projection accumulate into the stream in place.
 // CHECK: modk.rmsnorm %[[X]], %{{.*}} rows %[[SEG]] -> %[[N:.*]] {eps
-// CHECK: modk.gemm %[[N]], [%{{.*}}] rows %[[SEG]] extra(%[[POS]]) -> %[[Q:.*]] {epilogue = "rope", n_heads = 2 : i64
-// CHECK: modk.gemm %[[N]], [%{{.*}}] rows %[[SEG]] extra(%[[POS]]) -> %[[K:.*]] {epilogue = "rope"
-// CHECK: modk.gemm %[[N]], [%{{.*}}] rows %[[SEG]] -> %[[V:.*]] {epilogue = "none"}
+// CHECK: modk.gemm %[[N]], [%{{.*}}] rows %[[SEG]] extra(%[[POS]]) -> %[[Q:.*]] {epilogue = #modk.epilogue<rope>, n_heads = 2 : i64
+// CHECK: modk.gemm %[[N]], [%{{.*}}] rows %[[SEG]] extra(%[[POS]]) -> %[[K:.*]] {epilogue = #modk.epilogue<rope>
+// CHECK: modk.gemm %[[N]], [%{{.*}}] rows %[[SEG]] -> %[[V:.*]] {epilogue = #modk.epilogue<none>}
 // CHECK: modk.attention %[[Q]], %[[K]], %[[V]] rows %[[POS]], %[[SEG]] -> %[[O:[0-9]+]] {layer = 0 : i64, n_heads = 2 : i64}
-// CHECK: modk.gemm %[[O]], [%{{.*}}] rows %[[SEG]] extra(%[[X]]) -> %[[X]] {epilogue = "residual_add"}
-// CHECK: modk.gemm %{{.*}}, [%{{.*}}, %{{.*}}] rows %[[SEG]] extra(%{{.*}}) -> %[[U:.*]] {epilogue = "swiglu"}
-// CHECK: modk.gemm %[[U]], [%{{.*}}] rows %[[SEG]] extra(%[[X]]) -> %[[X]] {epilogue = "residual_add"}
+// CHECK: modk.gemm %[[O]], [%{{.*}}] rows %[[SEG]] extra(%[[X]]) -> %[[X]] {epilogue = #modk.epilogue<residual_add>}
+// CHECK: modk.gemm %{{.*}}, [%{{.*}}, %{{.*}}] rows %[[SEG]] extra(%{{.*}}) -> %[[U:.*]] {epilogue = #modk.epilogue<swiglu>}
+// CHECK: modk.gemm %[[U]], [%{{.*}}] rows %[[SEG]] extra(%[[X]]) -> %[[X]] {epilogue = #modk.epilogue<residual_add>}
 // Routed block.
 // CHECK: modk.predictor %[[X]], [{{.*}}] scratch %{{.*}} -> %[[P:[0-9]+]] {causal_only} :
 // CHECK: %[[MASK:.*]] = modk.output "routed.1" : memref<?x16xi32>
-// CHECK: modk.route_select_gather %[[X]], %{{.*}}, %{{.*}} causal(%[[P]]) -> %[[R:.*]], %[[RPOS:.*]], %[[RSEG:.*]], %[[XS:.*]], %[[RN:.*]], %[[MASK]] {causal_router = "predictor", eps = 1.000000e-05 : f64, k = 4 : i64, layer = 1 : i64} : memref<?x16x32xf32>, memref<1x32xf32>, memref<32xf32>, memref<?x16xf32>, memref<?x16xf32>, memref<?x16xi32>, memref<?x1xi64>, memref<?x16x32xf32>, memref<?x16x32xf32>, memref<?x16xi32>
-// CHECK: modk.gemm %[[RN]], [%{{.*}}] rows %[[RSEG]] extra(%[[RPOS]]) -> %{{.*}} {epilogue = "rope"
+// CHECK: modk.route_select_gather %[[X]], %{{.*}}, %{{.*}} causal(%[[P]]) -> %[[R:.*]], %[[RPOS:.*]], %[[RSEG:.*]], %[[XS:.*]], %[[RN:.*]], %[[MASK]] {causal_router = #modk.causal_router<predictor>, eps = 1.000000e-05 : f64, k = 4 : i64, layer = 1 : i64} : memref<?x16x32xf32>, memref<1x32xf32>, memref<32xf32>, memref<?x16xf32>, memref<?x16xf32>, memref<?x16xi32>, memref<?x1xi64>, memref<?x16x32xf32>, memref<?x16x32xf32>, memref<?x16xi32>
+// CHECK: modk.gemm %[[RN]], [%{{.*}}] rows %[[RSEG]] extra(%[[RPOS]]) -> %{{.*}} {epilogue = #modk.epilogue<rope>
 // CHECK: modk.attention {{.*}} rows %[[RPOS]], %[[RSEG]] -> %[[RO:[0-9]+]] {layer = 1 : i64, n_heads = 2 : i64}
-// CHECK: modk.gemm %[[RO]], [%{{.*}}] rows %[[RSEG]] -> %[[A:.*]] {epilogue = "none"}
+// CHECK: modk.gemm %[[RO]], [%{{.*}}] rows %[[RSEG]] -> %[[A:.*]] {epilogue = #modk.epilogue<none>}
 // CHECK: modk.add %[[XS]], %[[A]] rows %[[RSEG]] -> %[[XS]]
-// CHECK: modk.gemm %{{.*}}, [%{{.*}}, %{{.*}}] rows %[[RSEG]] extra(%{{.*}}) -> %[[RU:.*]] {epilogue = "swiglu"}
-// CHECK: modk.gemm %[[RU]], [%{{.*}}] rows %[[RSEG]] extra(%{{.*}}, %[[R]], %[[A]], %[[RPOS]]) -> %[[X]] {epilogue = "gate_scale_scatter", gate = "sigmoid"}
+// CHECK: modk.gemm %{{.*}}, [%{{.*}}, %{{.*}}] rows %[[RSEG]] extra(%{{.*}}) -> %[[RU:.*]] {epilogue = #modk.epilogue<swiglu>}
+// CHECK: modk.gemm %[[RU]], [%{{.*}}] rows %[[RSEG]] extra(%{{.*}}, %[[R]], %[[A]], %[[RPOS]]) -> %[[X]] {epilogue = #modk.epilogue<gate_scale_scatter>, gate = #modk.gate<sigmoid>}
 // CHECK: modk.rmsnorm %[[X]]
 // CHECK: %[[LOGITS:.*]] = modk.output "logits" : memref<?x16x64xf32>
-// CHECK: modk.gemm %{{.*}}, [%[[EMB]]] rows %[[SEG]] -> %[[LOGITS]] {epilogue = "none"}
+// CHECK: modk.gemm %{{.*}}, [%[[EMB]]] rows %[[SEG]] -> %[[LOGITS]] {epilogue = #modk.epilogue<none>}
 // CHECK-NOT: mod.
 module {
   mod.model @small attributes {aux_loss_weight = 1.000000e-02 : f64, capacity = 2.500000e-01 : f64, causal_router = "predictor", d_ff = 64 : i64, d_model = 32 : i64, dtype = "f32", gate = "sigmoid", mlp = "swiglu", n_heads = 2 : i64, n_layers = 2 : i64, norm_eps = 1.000000e-05 : f64, predictor_hidden = 8 : i64, rope_theta = 1.000000e+04 : f64, schedule = "every_other", seq_len = 16 : i64, tie_embeddings = true, vocab_size = 64 : i64} {

@@ -3,15 +3,35 @@
 
 func.func @swiglu_needs_two_weights(%a: memref<?x16x32xf32>, %w: memref<64x32xf32>, %seg: memref<?x1xi64>, %s: memref<?x16x64xf32>, %y: memref<?x16x64xf32>) {
   // expected-error @+1 {{epilogue 'swiglu' takes 2 weight(s) and 1 extra operand(s)}}
-  modk.gemm %a, [%w] rows %seg extra(%s) -> %y {epilogue = "swiglu"} : memref<?x16x32xf32>, memref<64x32xf32>, memref<?x1xi64>, memref<?x16x64xf32>, memref<?x16x64xf32>
+  modk.gemm %a, [%w] rows %seg extra(%s) -> %y {epilogue = #modk.epilogue<swiglu>} : memref<?x16x32xf32>, memref<64x32xf32>, memref<?x1xi64>, memref<?x16x64xf32>, memref<?x16x64xf32>
   return
 }
 
 // -----
 
+// The epilogue is an enum: the parser names the cases there are.
 func.func @unknown_epilogue(%a: memref<?x16x32xf32>, %w: memref<64x32xf32>, %seg: memref<?x1xi64>, %y: memref<?x16x64xf32>) {
-  // expected-error @+1 {{unknown epilogue 'relu'}}
-  modk.gemm %a, [%w] rows %seg -> %y {epilogue = "relu"} : memref<?x16x32xf32>, memref<64x32xf32>, memref<?x1xi64>, memref<?x16x64xf32>
+  // expected-error @+2 {{expected ::modc::modk::Epilogue to be one of: none, rope, residual_add, swiglu, gelu, gate_scale_scatter}}
+  // expected-error @+1 {{failed to parse Modk_EpilogueAttr parameter 'value'}}
+  modk.gemm %a, [%w] rows %seg -> %y {epilogue = #modk.epilogue<relu>} : memref<?x16x32xf32>, memref<64x32xf32>, memref<?x1xi64>, memref<?x16x64xf32>
+  return
+}
+
+// -----
+
+// A string where the enum belongs is refused, naming the attribute.
+func.func @string_epilogue(%a: memref<?x16x32xf32>, %w: memref<64x32xf32>, %seg: memref<?x1xi64>, %y: memref<?x16x64xf32>) {
+  // expected-error @+1 {{attribute 'epilogue' failed to satisfy constraint}}
+  modk.gemm %a, [%w] rows %seg -> %y {epilogue = "none"} : memref<?x16x32xf32>, memref<64x32xf32>, memref<?x1xi64>, memref<?x16x64xf32>
+  return
+}
+
+// -----
+
+func.func @unknown_gate(%a: memref<?x4x64xf32>, %w: memref<32x64xf32>, %seg: memref<?x1xi64>, %m: memref<?x4x32xf32>, %r: memref<?x16xf32>, %at: memref<?x4x32xf32>, %pos: memref<?x4xi32>, %x: memref<?x16x32xf32>) {
+  // expected-error @+2 {{expected ::modc::modk::Gate to be one of: linear, sigmoid, one}}
+  // expected-error @+1 {{failed to parse Modk_GateAttr parameter 'value'}}
+  modk.gemm %a, [%w] rows %seg extra(%m, %r, %at, %pos) -> %x {epilogue = #modk.epilogue<gate_scale_scatter>, gate = #modk.gate<tanh>} : memref<?x4x64xf32>, memref<32x64xf32>, memref<?x1xi64>, memref<?x4x32xf32>, memref<?x16xf32>, memref<?x4x32xf32>, memref<?x4xi32>, memref<?x16x32xf32>
   return
 }
 
@@ -19,7 +39,7 @@ func.func @unknown_epilogue(%a: memref<?x16x32xf32>, %w: memref<64x32xf32>, %seg
 
 func.func @rope_needs_heads(%a: memref<?x16x32xf32>, %w: memref<32x32xf32>, %seg: memref<?x1xi64>, %pos: memref<?x16xi32>, %y: memref<?x16x32xf32>) {
   // expected-error @+1 {{the rope epilogue needs n_heads and rope_theta}}
-  modk.gemm %a, [%w] rows %seg extra(%pos) -> %y {epilogue = "rope"} : memref<?x16x32xf32>, memref<32x32xf32>, memref<?x1xi64>, memref<?x16xi32>, memref<?x16x32xf32>
+  modk.gemm %a, [%w] rows %seg extra(%pos) -> %y {epilogue = #modk.epilogue<rope>} : memref<?x16x32xf32>, memref<32x32xf32>, memref<?x1xi64>, memref<?x16xi32>, memref<?x16x32xf32>
   return
 }
 
@@ -27,7 +47,7 @@ func.func @rope_needs_heads(%a: memref<?x16x32xf32>, %w: memref<32x32xf32>, %seg
 
 func.func @weight_width(%a: memref<?x16x32xf32>, %w: memref<64x16xf32>, %seg: memref<?x1xi64>, %y: memref<?x16x64xf32>) {
   // expected-error @+1 {{weights must be [N, K] with K the input width}}
-  modk.gemm %a, [%w] rows %seg -> %y {epilogue = "none"} : memref<?x16x32xf32>, memref<64x16xf32>, memref<?x1xi64>, memref<?x16x64xf32>
+  modk.gemm %a, [%w] rows %seg -> %y {epilogue = #modk.epilogue<none>} : memref<?x16x32xf32>, memref<64x16xf32>, memref<?x1xi64>, memref<?x16x64xf32>
   return
 }
 
@@ -35,7 +55,7 @@ func.func @weight_width(%a: memref<?x16x32xf32>, %w: memref<64x16xf32>, %seg: me
 
 func.func @output_width(%a: memref<?x16x32xf32>, %w: memref<64x32xf32>, %seg: memref<?x1xi64>, %y: memref<?x16x32xf32>) {
   // expected-error @+1 {{output width 32 differs from the weight's N = 64}}
-  modk.gemm %a, [%w] rows %seg -> %y {epilogue = "none"} : memref<?x16x32xf32>, memref<64x32xf32>, memref<?x1xi64>, memref<?x16x32xf32>
+  modk.gemm %a, [%w] rows %seg -> %y {epilogue = #modk.epilogue<none>} : memref<?x16x32xf32>, memref<64x32xf32>, memref<?x1xi64>, memref<?x16x32xf32>
   return
 }
 
@@ -43,7 +63,7 @@ func.func @output_width(%a: memref<?x16x32xf32>, %w: memref<64x32xf32>, %seg: me
 
 func.func @scatter_needs_gate(%a: memref<?x4x64xf32>, %w: memref<32x64xf32>, %seg: memref<?x1xi64>, %m: memref<?x4x32xf32>, %r: memref<?x16xf32>, %at: memref<?x4x32xf32>, %pos: memref<?x4xi32>, %x: memref<?x16x32xf32>) {
   // expected-error @+1 {{the gate_scale_scatter epilogue needs a gate}}
-  modk.gemm %a, [%w] rows %seg extra(%m, %r, %at, %pos) -> %x {epilogue = "gate_scale_scatter"} : memref<?x4x64xf32>, memref<32x64xf32>, memref<?x1xi64>, memref<?x4x32xf32>, memref<?x16xf32>, memref<?x4x32xf32>, memref<?x4xi32>, memref<?x16x32xf32>
+  modk.gemm %a, [%w] rows %seg extra(%m, %r, %at, %pos) -> %x {epilogue = #modk.epilogue<gate_scale_scatter>} : memref<?x4x64xf32>, memref<32x64xf32>, memref<?x1xi64>, memref<?x4x32xf32>, memref<?x16xf32>, memref<?x4x32xf32>, memref<?x4xi32>, memref<?x16x32xf32>
   return
 }
 
@@ -59,7 +79,7 @@ func.func @attention_heads(%q: memref<?x16x32xf32>, %pos: memref<?x16xi32>, %seg
 
 func.func @causal_needs_room(%x: memref<?x16x32xf32>, %rw: memref<1x32xf32>, %nw: memref<32xf32>, %r: memref<?x16xf32>, %pos: memref<?x4xi32>, %seg: memref<?x1xi64>, %xs: memref<?x4x32xf32>, %mask: memref<?x16xi32>) {
   // expected-error @+1 {{gathered buffer holds 4 rows a sequence, needs 16}}
-  modk.route_select_gather %x, %rw, %nw -> %r, %pos, %seg, %xs, %xs, %mask {causal_router = "aux_loss", eps = 1.0e-05 : f64, k = 4 : i64, layer = 1 : i64} : memref<?x16x32xf32>, memref<1x32xf32>, memref<32xf32>, memref<?x16xf32>, memref<?x4xi32>, memref<?x1xi64>, memref<?x4x32xf32>, memref<?x4x32xf32>, memref<?x16xi32>
+  modk.route_select_gather %x, %rw, %nw -> %r, %pos, %seg, %xs, %xs, %mask {causal_router = #modk.causal_router<aux_loss>, eps = 1.0e-05 : f64, k = 4 : i64, layer = 1 : i64} : memref<?x16x32xf32>, memref<1x32xf32>, memref<32xf32>, memref<?x16xf32>, memref<?x4xi32>, memref<?x1xi64>, memref<?x4x32xf32>, memref<?x4x32xf32>, memref<?x16xi32>
   return
 }
 
@@ -67,7 +87,7 @@ func.func @causal_needs_room(%x: memref<?x16x32xf32>, %rw: memref<1x32xf32>, %nw
 
 func.func @k_out_of_range(%x: memref<?x16x32xf32>, %rw: memref<1x32xf32>, %nw: memref<32xf32>, %r: memref<?x16xf32>, %pos: memref<?x20xi32>, %seg: memref<?x1xi64>, %xs: memref<?x20x32xf32>, %mask: memref<?x16xi32>) {
   // expected-error @+1 {{k = 20 must be in [1, 16]}}
-  modk.route_select_gather %x, %rw, %nw -> %r, %pos, %seg, %xs, %xs, %mask {causal_router = "none", eps = 1.0e-05 : f64, k = 20 : i64, layer = 1 : i64} : memref<?x16x32xf32>, memref<1x32xf32>, memref<32xf32>, memref<?x16xf32>, memref<?x20xi32>, memref<?x1xi64>, memref<?x20x32xf32>, memref<?x20x32xf32>, memref<?x16xi32>
+  modk.route_select_gather %x, %rw, %nw -> %r, %pos, %seg, %xs, %xs, %mask {causal_router = #modk.causal_router<none>, eps = 1.0e-05 : f64, k = 20 : i64, layer = 1 : i64} : memref<?x16x32xf32>, memref<1x32xf32>, memref<32xf32>, memref<?x16xf32>, memref<?x20xi32>, memref<?x1xi64>, memref<?x20x32xf32>, memref<?x20x32xf32>, memref<?x16xi32>
   return
 }
 

@@ -103,18 +103,18 @@ module {
     %30 = modk.alloc {offset = 4480 : i64} : memref<?x16x32xf32>
     %31 = modk.alloc {offset = 6592 : i64} : memref<?x16x32xf32>
     %32 = modk.alloc {offset = 8704 : i64} : memref<?x16x32xf32>
-    modk.gemm %29, [%2] rows %28 extra(%27) -> %30 {epilogue = "rope", n_heads = 2 : i64, rope_theta = 1.000000e+04 : f64} : memref<?x16x32xf32>, memref<32x32xf32>, memref<?x1xi64>, memref<?x16xi32>, memref<?x16x32xf32>
-    modk.gemm %29, [%3] rows %28 extra(%27) -> %31 {epilogue = "rope", n_heads = 2 : i64, rope_theta = 1.000000e+04 : f64} : memref<?x16x32xf32>, memref<32x32xf32>, memref<?x1xi64>, memref<?x16xi32>, memref<?x16x32xf32>
-    modk.gemm %29, [%4] rows %28 -> %32 {epilogue = "none"} : memref<?x16x32xf32>, memref<32x32xf32>, memref<?x1xi64>, memref<?x16x32xf32>
+    modk.gemm %29, [%2] rows %28 extra(%27) -> %30 {epilogue = #modk.epilogue<rope>, n_heads = 2 : i64, rope_theta = 1.000000e+04 : f64} : memref<?x16x32xf32>, memref<32x32xf32>, memref<?x1xi64>, memref<?x16xi32>, memref<?x16x32xf32>
+    modk.gemm %29, [%3] rows %28 extra(%27) -> %31 {epilogue = #modk.epilogue<rope>, n_heads = 2 : i64, rope_theta = 1.000000e+04 : f64} : memref<?x16x32xf32>, memref<32x32xf32>, memref<?x1xi64>, memref<?x16xi32>, memref<?x16x32xf32>
+    modk.gemm %29, [%4] rows %28 -> %32 {epilogue = #modk.epilogue<none>} : memref<?x16x32xf32>, memref<32x32xf32>, memref<?x1xi64>, memref<?x16x32xf32>
     %33 = modk.alloc {offset = 2368 : i64} : memref<?x16x32xf32>
     modk.attention %30, %31, %32 rows %27, %28 -> %33 {n_heads = 2 : i64} : memref<?x16x32xf32>, memref<?x16x32xf32>, memref<?x16x32xf32>, memref<?x16xi32>, memref<?x1xi64>, memref<?x16x32xf32>
-    modk.gemm %33, [%5] rows %28 extra(%26) -> %26 {epilogue = "residual_add"} : memref<?x16x32xf32>, memref<32x32xf32>, memref<?x1xi64>, memref<?x16x32xf32>, memref<?x16x32xf32>
+    modk.gemm %33, [%5] rows %28 extra(%26) -> %26 {epilogue = #modk.epilogue<residual_add>} : memref<?x16x32xf32>, memref<32x32xf32>, memref<?x1xi64>, memref<?x16x32xf32>, memref<?x16x32xf32>
     %34 = modk.alloc {offset = 2368 : i64} : memref<?x16x32xf32>
     modk.rmsnorm %26, %6 rows %28 -> %34 {eps = 1.000000e-05 : f64} : memref<?x16x32xf32>, memref<32xf32>, memref<?x1xi64>, memref<?x16x32xf32>
     %35 = modk.alloc {offset = 4480 : i64} : memref<?x16x64xf32>
     %36 = modk.alloc {offset = 8640 : i64} : memref<?x16x64xf32>
-    modk.gemm %34, [%7, %8] rows %28 extra(%36) -> %35 {epilogue = "swiglu"} : memref<?x16x32xf32>, memref<64x32xf32>, memref<64x32xf32>, memref<?x1xi64>, memref<?x16x64xf32>, memref<?x16x64xf32>
-    modk.gemm %35, [%9] rows %28 extra(%26) -> %26 {epilogue = "residual_add"} : memref<?x16x64xf32>, memref<32x64xf32>, memref<?x1xi64>, memref<?x16x32xf32>, memref<?x16x32xf32>
+    modk.gemm %34, [%7, %8] rows %28 extra(%36) -> %35 {epilogue = #modk.epilogue<swiglu>} : memref<?x16x32xf32>, memref<64x32xf32>, memref<64x32xf32>, memref<?x1xi64>, memref<?x16x64xf32>, memref<?x16x64xf32>
+    modk.gemm %35, [%9] rows %28 extra(%26) -> %26 {epilogue = #modk.epilogue<residual_add>} : memref<?x16x64xf32>, memref<32x64xf32>, memref<?x1xi64>, memref<?x16x32xf32>, memref<?x16x32xf32>
     %37 = modk.alloc {offset = 2368 : i64} : memref<?x16x8xf32>
     %38 = modk.alloc {offset = 2112 : i64} : memref<?x16xf32>
     modk.predictor %26, [%10, %11, %12, %13] scratch %37 -> %38 {causal_only} : memref<?x16x32xf32>, memref<8x32xf32>, memref<8xf32>, memref<1x8xf32>, memref<1xf32>, memref<?x16x8xf32>, memref<?x16xf32>
@@ -124,29 +124,29 @@ module {
     %42 = modk.alloc {offset = 2752 : i64} : memref<?x16x32xf32>
     %43 = modk.alloc {offset = 4864 : i64} : memref<?x16x32xf32>
     %44 = modk.output "routed.1" : memref<?x16xi32>
-    modk.route_select_gather %26, %14, %15 causal(%38) -> %39, %40, %41, %42, %43, %44 {causal_router = "predictor", eps = 1.000000e-05 : f64, k = 4 : i64, layer = 1 : i64} : memref<?x16x32xf32>, memref<1x32xf32>, memref<32xf32>, memref<?x16xf32>, memref<?x16xf32>, memref<?x16xi32>, memref<?x1xi64>, memref<?x16x32xf32>, memref<?x16x32xf32>, memref<?x16xi32>
+    modk.route_select_gather %26, %14, %15 causal(%38) -> %39, %40, %41, %42, %43, %44 {causal_router = #modk.causal_router<predictor>, eps = 1.000000e-05 : f64, k = 4 : i64, layer = 1 : i64} : memref<?x16x32xf32>, memref<1x32xf32>, memref<32xf32>, memref<?x16xf32>, memref<?x16xf32>, memref<?x16xi32>, memref<?x1xi64>, memref<?x16x32xf32>, memref<?x16x32xf32>, memref<?x16xi32>
     %45 = modk.alloc {offset = 6976 : i64} : memref<?x16x32xf32>
     %46 = modk.alloc {offset = 9088 : i64} : memref<?x16x32xf32>
     %47 = modk.alloc {offset = 11200 : i64} : memref<?x16x32xf32>
-    modk.gemm %43, [%16] rows %41 extra(%40) -> %45 {epilogue = "rope", n_heads = 2 : i64, rope_theta = 1.000000e+04 : f64} : memref<?x16x32xf32>, memref<32x32xf32>, memref<?x1xi64>, memref<?x16xi32>, memref<?x16x32xf32>
-    modk.gemm %43, [%17] rows %41 extra(%40) -> %46 {epilogue = "rope", n_heads = 2 : i64, rope_theta = 1.000000e+04 : f64} : memref<?x16x32xf32>, memref<32x32xf32>, memref<?x1xi64>, memref<?x16xi32>, memref<?x16x32xf32>
-    modk.gemm %43, [%18] rows %41 -> %47 {epilogue = "none"} : memref<?x16x32xf32>, memref<32x32xf32>, memref<?x1xi64>, memref<?x16x32xf32>
+    modk.gemm %43, [%16] rows %41 extra(%40) -> %45 {epilogue = #modk.epilogue<rope>, n_heads = 2 : i64, rope_theta = 1.000000e+04 : f64} : memref<?x16x32xf32>, memref<32x32xf32>, memref<?x1xi64>, memref<?x16xi32>, memref<?x16x32xf32>
+    modk.gemm %43, [%17] rows %41 extra(%40) -> %46 {epilogue = #modk.epilogue<rope>, n_heads = 2 : i64, rope_theta = 1.000000e+04 : f64} : memref<?x16x32xf32>, memref<32x32xf32>, memref<?x1xi64>, memref<?x16xi32>, memref<?x16x32xf32>
+    modk.gemm %43, [%18] rows %41 -> %47 {epilogue = #modk.epilogue<none>} : memref<?x16x32xf32>, memref<32x32xf32>, memref<?x1xi64>, memref<?x16x32xf32>
     %48 = modk.alloc {offset = 4864 : i64} : memref<?x16x32xf32>
     modk.attention %45, %46, %47 rows %40, %41 -> %48 {n_heads = 2 : i64} : memref<?x16x32xf32>, memref<?x16x32xf32>, memref<?x16x32xf32>, memref<?x16xi32>, memref<?x1xi64>, memref<?x16x32xf32>
     %49 = modk.alloc {offset = 6976 : i64} : memref<?x16x32xf32>
-    modk.gemm %48, [%19] rows %41 -> %49 {epilogue = "none"} : memref<?x16x32xf32>, memref<32x32xf32>, memref<?x1xi64>, memref<?x16x32xf32>
+    modk.gemm %48, [%19] rows %41 -> %49 {epilogue = #modk.epilogue<none>} : memref<?x16x32xf32>, memref<32x32xf32>, memref<?x1xi64>, memref<?x16x32xf32>
     modk.add %42, %49 rows %41 -> %42 : memref<?x16x32xf32>, memref<?x16x32xf32>, memref<?x1xi64>, memref<?x16x32xf32>
     %50 = modk.alloc {offset = 4864 : i64} : memref<?x16x32xf32>
     modk.rmsnorm %42, %20 rows %41 -> %50 {eps = 1.000000e-05 : f64} : memref<?x16x32xf32>, memref<32xf32>, memref<?x1xi64>, memref<?x16x32xf32>
     %51 = modk.alloc {offset = 9088 : i64} : memref<?x16x64xf32>
     %52 = modk.alloc {offset = 13248 : i64} : memref<?x16x64xf32>
-    modk.gemm %50, [%21, %22] rows %41 extra(%52) -> %51 {epilogue = "swiglu"} : memref<?x16x32xf32>, memref<64x32xf32>, memref<64x32xf32>, memref<?x1xi64>, memref<?x16x64xf32>, memref<?x16x64xf32>
+    modk.gemm %50, [%21, %22] rows %41 extra(%52) -> %51 {epilogue = #modk.epilogue<swiglu>} : memref<?x16x32xf32>, memref<64x32xf32>, memref<64x32xf32>, memref<?x1xi64>, memref<?x16x64xf32>, memref<?x16x64xf32>
     %53 = modk.alloc {offset = 2752 : i64} : memref<?x16x32xf32>
-    modk.gemm %51, [%23] rows %41 extra(%53, %39, %49, %40) -> %26 {epilogue = "gate_scale_scatter", gate = "sigmoid"} : memref<?x16x64xf32>, memref<32x64xf32>, memref<?x1xi64>, memref<?x16x32xf32>, memref<?x16xf32>, memref<?x16x32xf32>, memref<?x16xi32>, memref<?x16x32xf32>
+    modk.gemm %51, [%23] rows %41 extra(%53, %39, %49, %40) -> %26 {epilogue = #modk.epilogue<gate_scale_scatter>, gate = #modk.gate<sigmoid>} : memref<?x16x64xf32>, memref<32x64xf32>, memref<?x1xi64>, memref<?x16x32xf32>, memref<?x16xf32>, memref<?x16x32xf32>, memref<?x16xi32>, memref<?x16x32xf32>
     %54 = modk.alloc {offset = 2368 : i64} : memref<?x16x32xf32>
     modk.rmsnorm %26, %24 rows %28 -> %54 {eps = 1.000000e-05 : f64} : memref<?x16x32xf32>, memref<32xf32>, memref<?x1xi64>, memref<?x16x32xf32>
     %55 = modk.output "logits" : memref<?x16x64xf32>
-    modk.gemm %54, [%0] rows %28 -> %55 {epilogue = "none"} : memref<?x16x32xf32>, memref<64x32xf32>, memref<?x1xi64>, memref<?x16x64xf32>
+    modk.gemm %54, [%0] rows %28 -> %55 {epilogue = #modk.epilogue<none>} : memref<?x16x32xf32>, memref<64x32xf32>, memref<?x1xi64>, memref<?x16x64xf32>
   }
   modk.entry @grad attributes {model = "{\22d_ff\22:64,\22d_model\22:32,\22dtype\22:\22f32\22,\22mlp\22:\22swiglu\22,\22mod\22:{\22aux_loss_weight\22:0.01,\22capacity\22:0.25,\22causal_router\22:\22predictor\22,\22gate\22:\22sigmoid\22,\22predictor_hidden\22:8,\22schedule\22:\22every_other\22},\22n_heads\22:2,\22n_layers\22:2,\22name\22:\22small\22,\22norm_eps\22:1.0000000000000001e-05,\22rope_theta\22:10000,\22seq_len\22:16,\22tie_embeddings\22:true,\22vocab_size\22:64}", modes = ["topk"], params = [{decay = true, init = "normal", name = "embed.weight", shape = [64, 32], std = 2.000000e-02 : f64}, {decay = false, init = "ones", name = "blocks.0.attn_norm.weight", shape = [32]}, {decay = true, init = "normal", name = "blocks.0.attn.wq.weight", shape = [32, 32], std = 2.000000e-02 : f64}, {decay = true, init = "normal", name = "blocks.0.attn.wk.weight", shape = [32, 32], std = 2.000000e-02 : f64}, {decay = true, init = "normal", name = "blocks.0.attn.wv.weight", shape = [32, 32], std = 2.000000e-02 : f64}, {decay = true, init = "normal", name = "blocks.0.attn.wo.weight", shape = [32, 32], std = 1.000000e-02 : f64}, {decay = false, init = "ones", name = "blocks.0.mlp_norm.weight", shape = [32]}, {decay = true, init = "normal", name = "blocks.0.mlp.w_gate.weight", shape = [64, 32], std = 2.000000e-02 : f64}, {decay = true, init = "normal", name = "blocks.0.mlp.w_up.weight", shape = [64, 32], std = 2.000000e-02 : f64}, {decay = true, init = "normal", name = "blocks.0.mlp.w_down.weight", shape = [32, 64], std = 1.000000e-02 : f64}, {decay = true, init = "normal", name = "blocks.1.predictor.fc1.weight", shape = [8, 32], std = 2.000000e-02 : f64}, {decay = false, init = "zeros", name = "blocks.1.predictor.fc1.bias", shape = [8]}, {decay = true, init = "normal", name = "blocks.1.predictor.fc2.weight", shape = [1, 8], std = 2.000000e-02 : f64}, {decay = false, init = "zeros", name = "blocks.1.predictor.fc2.bias", shape = [1]}, {decay = true, init = "normal", name = "blocks.1.router.weight", shape = [1, 32], std = 2.000000e-02 : f64}, {decay = false, init = "ones", name = "blocks.1.attn_norm.weight", shape = [32]}, {decay = true, init = "normal", name = "blocks.1.attn.wq.weight", shape = [32, 32], std = 2.000000e-02 : f64}, {decay = true, init = "normal", name = "blocks.1.attn.wk.weight", shape = [32, 32], std = 2.000000e-02 : f64}, {decay = true, init = "normal", name = "blocks.1.attn.wv.weight", shape = [32, 32], std = 2.000000e-02 : f64}, {decay = true, init = "normal", name = "blocks.1.attn.wo.weight", shape = [32, 32], std = 1.000000e-02 : f64}, {decay = false, init = "ones", name = "blocks.1.mlp_norm.weight", shape = [32]}, {decay = true, init = "normal", name = "blocks.1.mlp.w_gate.weight", shape = [64, 32], std = 2.000000e-02 : f64}, {decay = true, init = "normal", name = "blocks.1.mlp.w_up.weight", shape = [64, 32], std = 2.000000e-02 : f64}, {decay = true, init = "normal", name = "blocks.1.mlp.w_down.weight", shape = [32, 64], std = 1.000000e-02 : f64}, {decay = false, init = "ones", name = "final_norm.weight", shape = [32]}], seq_len = 16 : i64, vocab_size = 64 : i64, workspace_bytes_per_sequence = 54528 : i64} {
     %0 = modk.param "embed.weight" : memref<64x32xf32>
@@ -188,13 +188,13 @@ module {
     %32 = modk.alloc {offset = 4736 : i64} : memref<?x16x32xf32>
     %33 = modk.alloc {offset = 6848 : i64} : memref<?x16x32xf32>
     %34 = modk.alloc {offset = 8960 : i64} : memref<?x16x32xf32>
-    modk.gemm %31, [%2] rows %30 extra(%29) -> %32 {epilogue = "rope", n_heads = 2 : i64, rope_theta = 1.000000e+04 : f64} : memref<?x16x32xf32>, memref<32x32xf32>, memref<?x1xi64>, memref<?x16xi32>, memref<?x16x32xf32>
-    modk.gemm %31, [%3] rows %30 extra(%29) -> %33 {epilogue = "rope", n_heads = 2 : i64, rope_theta = 1.000000e+04 : f64} : memref<?x16x32xf32>, memref<32x32xf32>, memref<?x1xi64>, memref<?x16xi32>, memref<?x16x32xf32>
-    modk.gemm %31, [%4] rows %30 -> %34 {epilogue = "none"} : memref<?x16x32xf32>, memref<32x32xf32>, memref<?x1xi64>, memref<?x16x32xf32>
+    modk.gemm %31, [%2] rows %30 extra(%29) -> %32 {epilogue = #modk.epilogue<rope>, n_heads = 2 : i64, rope_theta = 1.000000e+04 : f64} : memref<?x16x32xf32>, memref<32x32xf32>, memref<?x1xi64>, memref<?x16xi32>, memref<?x16x32xf32>
+    modk.gemm %31, [%3] rows %30 extra(%29) -> %33 {epilogue = #modk.epilogue<rope>, n_heads = 2 : i64, rope_theta = 1.000000e+04 : f64} : memref<?x16x32xf32>, memref<32x32xf32>, memref<?x1xi64>, memref<?x16xi32>, memref<?x16x32xf32>
+    modk.gemm %31, [%4] rows %30 -> %34 {epilogue = #modk.epilogue<none>} : memref<?x16x32xf32>, memref<32x32xf32>, memref<?x1xi64>, memref<?x16x32xf32>
     %35 = modk.alloc {offset = 11072 : i64} : memref<?x16x32xf32>
     modk.attention %32, %33, %34 rows %29, %30 -> %35 {n_heads = 2 : i64} : memref<?x16x32xf32>, memref<?x16x32xf32>, memref<?x16x32xf32>, memref<?x16xi32>, memref<?x1xi64>, memref<?x16x32xf32>
     %36 = modk.alloc {offset = 13184 : i64} : memref<?x16x32xf32>
-    modk.gemm %35, [%5] rows %30 -> %36 {epilogue = "none"} : memref<?x16x32xf32>, memref<32x32xf32>, memref<?x1xi64>, memref<?x16x32xf32>
+    modk.gemm %35, [%5] rows %30 -> %36 {epilogue = #modk.epilogue<none>} : memref<?x16x32xf32>, memref<32x32xf32>, memref<?x1xi64>, memref<?x16x32xf32>
     %37 = modk.alloc {offset = 15296 : i64} : memref<?x16x32xf32>
     modk.add %28, %36 rows %30 -> %37 : memref<?x16x32xf32>, memref<?x16x32xf32>, memref<?x1xi64>, memref<?x16x32xf32>
     %38 = modk.alloc {offset = 13184 : i64} : memref<?x16x32xf32>
@@ -202,11 +202,11 @@ module {
     %39 = modk.alloc {offset = 25728 : i64} : memref<?x16x64xf32>
     %40 = modk.alloc {offset = 21568 : i64} : memref<?x16x64xf32>
     %41 = modk.alloc {offset = 17408 : i64} : memref<?x16x64xf32>
-    modk.gemm %38, [%7] rows %30 -> %41 {epilogue = "none"} : memref<?x16x32xf32>, memref<64x32xf32>, memref<?x1xi64>, memref<?x16x64xf32>
-    modk.gemm %38, [%8] rows %30 -> %40 {epilogue = "none"} : memref<?x16x32xf32>, memref<64x32xf32>, memref<?x1xi64>, memref<?x16x64xf32>
-    modk.activation(%41, %40, %30, %39) {kind = "swiglu"} : memref<?x16x64xf32>, memref<?x16x64xf32>, memref<?x1xi64>, memref<?x16x64xf32>
+    modk.gemm %38, [%7] rows %30 -> %41 {epilogue = #modk.epilogue<none>} : memref<?x16x32xf32>, memref<64x32xf32>, memref<?x1xi64>, memref<?x16x64xf32>
+    modk.gemm %38, [%8] rows %30 -> %40 {epilogue = #modk.epilogue<none>} : memref<?x16x32xf32>, memref<64x32xf32>, memref<?x1xi64>, memref<?x16x64xf32>
+    modk.activation(%41, %40, %30, %39) {kind = #modk.activation<swiglu>} : memref<?x16x64xf32>, memref<?x16x64xf32>, memref<?x1xi64>, memref<?x16x64xf32>
     %42 = modk.alloc {offset = 29888 : i64} : memref<?x16x32xf32>
-    modk.gemm %39, [%9] rows %30 -> %42 {epilogue = "none"} : memref<?x16x64xf32>, memref<32x64xf32>, memref<?x1xi64>, memref<?x16x32xf32>
+    modk.gemm %39, [%9] rows %30 -> %42 {epilogue = #modk.epilogue<none>} : memref<?x16x64xf32>, memref<32x64xf32>, memref<?x1xi64>, memref<?x16x32xf32>
     %43 = modk.alloc {offset = 32000 : i64} : memref<?x16x32xf32>
     modk.add %37, %42 rows %30 -> %43 : memref<?x16x32xf32>, memref<?x16x32xf32>, memref<?x1xi64>, memref<?x16x32xf32>
     %44 = modk.alloc {offset = 29888 : i64} : memref<?x16x8xf32>
@@ -218,17 +218,17 @@ module {
     %49 = modk.alloc {offset = 30592 : i64} : memref<?x4x32xf32>
     %50 = modk.alloc {offset = 31168 : i64} : memref<?x4x32xf32>
     %51 = modk.alloc {offset = 30272 : i64} : memref<?x16xi32>
-    modk.route_select_gather %43, %14, %15 -> %46, %47, %48, %49, %50, %51 {causal_router = "none", eps = 1.000000e-05 : f64, k = 4 : i64, layer = 1 : i64} : memref<?x16x32xf32>, memref<1x32xf32>, memref<32xf32>, memref<?x16xf32>, memref<?x4xi32>, memref<?x1xi64>, memref<?x4x32xf32>, memref<?x4x32xf32>, memref<?x16xi32>
+    modk.route_select_gather %43, %14, %15 -> %46, %47, %48, %49, %50, %51 {causal_router = #modk.causal_router<none>, eps = 1.000000e-05 : f64, k = 4 : i64, layer = 1 : i64} : memref<?x16x32xf32>, memref<1x32xf32>, memref<32xf32>, memref<?x16xf32>, memref<?x4xi32>, memref<?x1xi64>, memref<?x4x32xf32>, memref<?x4x32xf32>, memref<?x16xi32>
     %52 = modk.alloc {offset = 34112 : i64} : memref<?x4x32xf32>
     %53 = modk.alloc {offset = 34688 : i64} : memref<?x4x32xf32>
     %54 = modk.alloc {offset = 35264 : i64} : memref<?x4x32xf32>
-    modk.gemm %50, [%16] rows %48 extra(%47) -> %52 {epilogue = "rope", n_heads = 2 : i64, rope_theta = 1.000000e+04 : f64} : memref<?x4x32xf32>, memref<32x32xf32>, memref<?x1xi64>, memref<?x4xi32>, memref<?x4x32xf32>
-    modk.gemm %50, [%17] rows %48 extra(%47) -> %53 {epilogue = "rope", n_heads = 2 : i64, rope_theta = 1.000000e+04 : f64} : memref<?x4x32xf32>, memref<32x32xf32>, memref<?x1xi64>, memref<?x4xi32>, memref<?x4x32xf32>
-    modk.gemm %50, [%18] rows %48 -> %54 {epilogue = "none"} : memref<?x4x32xf32>, memref<32x32xf32>, memref<?x1xi64>, memref<?x4x32xf32>
+    modk.gemm %50, [%16] rows %48 extra(%47) -> %52 {epilogue = #modk.epilogue<rope>, n_heads = 2 : i64, rope_theta = 1.000000e+04 : f64} : memref<?x4x32xf32>, memref<32x32xf32>, memref<?x1xi64>, memref<?x4xi32>, memref<?x4x32xf32>
+    modk.gemm %50, [%17] rows %48 extra(%47) -> %53 {epilogue = #modk.epilogue<rope>, n_heads = 2 : i64, rope_theta = 1.000000e+04 : f64} : memref<?x4x32xf32>, memref<32x32xf32>, memref<?x1xi64>, memref<?x4xi32>, memref<?x4x32xf32>
+    modk.gemm %50, [%18] rows %48 -> %54 {epilogue = #modk.epilogue<none>} : memref<?x4x32xf32>, memref<32x32xf32>, memref<?x1xi64>, memref<?x4x32xf32>
     %55 = modk.alloc {offset = 35840 : i64} : memref<?x4x32xf32>
     modk.attention %52, %53, %54 rows %47, %48 -> %55 {n_heads = 2 : i64} : memref<?x4x32xf32>, memref<?x4x32xf32>, memref<?x4x32xf32>, memref<?x4xi32>, memref<?x1xi64>, memref<?x4x32xf32>
     %56 = modk.alloc {offset = 36416 : i64} : memref<?x4x32xf32>
-    modk.gemm %55, [%19] rows %48 -> %56 {epilogue = "none"} : memref<?x4x32xf32>, memref<32x32xf32>, memref<?x1xi64>, memref<?x4x32xf32>
+    modk.gemm %55, [%19] rows %48 -> %56 {epilogue = #modk.epilogue<none>} : memref<?x4x32xf32>, memref<32x32xf32>, memref<?x1xi64>, memref<?x4x32xf32>
     %57 = modk.alloc {offset = 36992 : i64} : memref<?x4x32xf32>
     modk.add %49, %56 rows %48 -> %57 : memref<?x4x32xf32>, memref<?x4x32xf32>, memref<?x1xi64>, memref<?x4x32xf32>
     %58 = modk.alloc {offset = 37568 : i64} : memref<?x4x32xf32>
@@ -236,17 +236,17 @@ module {
     %59 = modk.alloc {offset = 40320 : i64} : memref<?x4x64xf32>
     %60 = modk.alloc {offset = 39232 : i64} : memref<?x4x64xf32>
     %61 = modk.alloc {offset = 38144 : i64} : memref<?x4x64xf32>
-    modk.gemm %58, [%21] rows %48 -> %61 {epilogue = "none"} : memref<?x4x32xf32>, memref<64x32xf32>, memref<?x1xi64>, memref<?x4x64xf32>
-    modk.gemm %58, [%22] rows %48 -> %60 {epilogue = "none"} : memref<?x4x32xf32>, memref<64x32xf32>, memref<?x1xi64>, memref<?x4x64xf32>
-    modk.activation(%61, %60, %48, %59) {kind = "swiglu"} : memref<?x4x64xf32>, memref<?x4x64xf32>, memref<?x1xi64>, memref<?x4x64xf32>
+    modk.gemm %58, [%21] rows %48 -> %61 {epilogue = #modk.epilogue<none>} : memref<?x4x32xf32>, memref<64x32xf32>, memref<?x1xi64>, memref<?x4x64xf32>
+    modk.gemm %58, [%22] rows %48 -> %60 {epilogue = #modk.epilogue<none>} : memref<?x4x32xf32>, memref<64x32xf32>, memref<?x1xi64>, memref<?x4x64xf32>
+    modk.activation(%61, %60, %48, %59) {kind = #modk.activation<swiglu>} : memref<?x4x64xf32>, memref<?x4x64xf32>, memref<?x1xi64>, memref<?x4x64xf32>
     %62 = modk.alloc {offset = 43520 : i64} : memref<?x4x32xf32>
     %63 = modk.alloc {offset = 41408 : i64} : memref<?x16x32xf32>
     modk.copy(%43, %63) : memref<?x16x32xf32>, memref<?x16x32xf32>
-    modk.gemm %59, [%23] rows %48 extra(%62, %46, %56, %47) -> %63 {epilogue = "gate_scale_scatter", gate = "sigmoid"} : memref<?x4x64xf32>, memref<32x64xf32>, memref<?x1xi64>, memref<?x4x32xf32>, memref<?x16xf32>, memref<?x4x32xf32>, memref<?x4xi32>, memref<?x16x32xf32>
+    modk.gemm %59, [%23] rows %48 extra(%62, %46, %56, %47) -> %63 {epilogue = #modk.epilogue<gate_scale_scatter>, gate = #modk.gate<sigmoid>} : memref<?x4x64xf32>, memref<32x64xf32>, memref<?x1xi64>, memref<?x4x32xf32>, memref<?x16xf32>, memref<?x4x32xf32>, memref<?x4xi32>, memref<?x16x32xf32>
     %64 = modk.alloc {offset = 44096 : i64} : memref<?x16x32xf32>
     modk.rmsnorm %63, %24 rows %30 -> %64 {eps = 1.000000e-05 : f64} : memref<?x16x32xf32>, memref<32xf32>, memref<?x1xi64>, memref<?x16x32xf32>
     %65 = modk.alloc {offset = 46208 : i64} : memref<?x16x64xf32>
-    modk.gemm %64, [%0] rows %30 -> %65 {epilogue = "none"} : memref<?x16x32xf32>, memref<64x32xf32>, memref<?x1xi64>, memref<?x16x64xf32>
+    modk.gemm %64, [%0] rows %30 -> %65 {epilogue = #modk.epilogue<none>} : memref<?x16x32xf32>, memref<64x32xf32>, memref<?x1xi64>, memref<?x16x64xf32>
     %66 = modk.output "losses" : memref<3xf32>
     %67 = modk.output "grad.embed.weight" : memref<64x32xf32>
     modk.zero(%67) : memref<64x32xf32>
@@ -310,13 +310,13 @@ module {
     %96 = modk.alloc {offset = 36416 : i64} : memref<?x4x32xf32>
     %97 = modk.alloc {offset = 128 : i64} : memref<?x16xf32>
     modk.zero(%97) : memref<?x16xf32>
-    modk.scatter_grad(%94, %46, %95, %47, %48, %96, %97) {gate = "sigmoid"} : memref<?x16x32xf32>, memref<?x16xf32>, memref<?x4x32xf32>, memref<?x4xi32>, memref<?x1xi64>, memref<?x4x32xf32>, memref<?x16xf32>
+    modk.scatter_grad(%94, %46, %95, %47, %48, %96, %97) {gate = #modk.gate<sigmoid>} : memref<?x16x32xf32>, memref<?x16xf32>, memref<?x4x32xf32>, memref<?x4xi32>, memref<?x1xi64>, memref<?x4x32xf32>, memref<?x16xf32>
     %98 = modk.alloc {offset = 41408 : i64} : memref<?x4x64xf32>
     modk.gemm_dgrad(%96, %23, %48, %98) {accumulate = false} : memref<?x4x32xf32>, memref<32x64xf32>, memref<?x1xi64>, memref<?x4x64xf32>
     modk.gemm_wgrad(%96, %59, %48, %90) : memref<?x4x32xf32>, memref<?x4x64xf32>, memref<?x1xi64>, memref<32x64xf32>
     %99 = modk.alloc {offset = 40320 : i64} : memref<?x4x64xf32>
     %100 = modk.alloc {offset = 42496 : i64} : memref<?x4x64xf32>
-    modk.activation_grad(%61, %60, %98, %48, %100, %99) {kind = "swiglu", operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1>} : memref<?x4x64xf32>, memref<?x4x64xf32>, memref<?x4x64xf32>, memref<?x1xi64>, memref<?x4x64xf32>, memref<?x4x64xf32>
+    modk.activation_grad(%61, %60, %98, %48, %100, %99) {kind = #modk.activation<swiglu>, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1>} : memref<?x4x64xf32>, memref<?x4x64xf32>, memref<?x4x64xf32>, memref<?x1xi64>, memref<?x4x64xf32>, memref<?x4x64xf32>
     %101 = modk.alloc {offset = 38144 : i64} : memref<?x4x32xf32>
     modk.gemm_dgrad(%99, %22, %48, %101) {accumulate = false} : memref<?x4x64xf32>, memref<64x32xf32>, memref<?x1xi64>, memref<?x4x32xf32>
     modk.gemm_wgrad(%99, %58, %48, %89) : memref<?x4x64xf32>, memref<?x4x32xf32>, memref<?x1xi64>, memref<64x32xf32>
@@ -356,7 +356,7 @@ module {
     modk.gemm_wgrad(%110, %39, %30, %76) : memref<?x16x32xf32>, memref<?x16x64xf32>, memref<?x1xi64>, memref<32x64xf32>
     %112 = modk.alloc {offset = 25728 : i64} : memref<?x16x64xf32>
     %113 = modk.alloc {offset = 36160 : i64} : memref<?x16x64xf32>
-    modk.activation_grad(%41, %40, %111, %30, %113, %112) {kind = "swiglu", operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1>} : memref<?x16x64xf32>, memref<?x16x64xf32>, memref<?x16x64xf32>, memref<?x1xi64>, memref<?x16x64xf32>, memref<?x16x64xf32>
+    modk.activation_grad(%41, %40, %111, %30, %113, %112) {kind = #modk.activation<swiglu>, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1>} : memref<?x16x64xf32>, memref<?x16x64xf32>, memref<?x16x64xf32>, memref<?x1xi64>, memref<?x16x64xf32>, memref<?x16x64xf32>
     %114 = modk.alloc {offset = 17408 : i64} : memref<?x16x32xf32>
     modk.gemm_dgrad(%112, %8, %30, %114) {accumulate = false} : memref<?x16x64xf32>, memref<64x32xf32>, memref<?x1xi64>, memref<?x16x32xf32>
     modk.gemm_wgrad(%112, %38, %30, %75) : memref<?x16x64xf32>, memref<?x16x32xf32>, memref<?x1xi64>, memref<64x32xf32>

@@ -7,7 +7,7 @@
 // down projection's output (added to the stream) stay f32. bf16 buffers
 // take half the bytes: 9600 a sequence against 12672 all f32.
 // CHECK-LABEL: modk.entry @forward
-// CHECK-SAME: dtype = "bf16"
+// CHECK-SAME: dtype = #modk.dtype<bf16>
 // CHECK-SAME: workspace_bytes_per_sequence = 9600
 // CHECK: %[[X:.*]] = modk.alloc {{.*}} : memref<?x16x32xf32>
 // CHECK: %[[N:.*]] = modk.alloc {{.*}} : memref<?x16x32xbf16>
@@ -16,7 +16,7 @@
 // CHECK: %[[H:.*]] = modk.alloc {{.*}} : memref<?x16x64xbf16>
 // CHECK: %[[G:.*]] = modk.alloc {{.*}} : memref<?x16x64xf32>
 // CHECK: %[[D:.*]] = modk.alloc {{.*}} : memref<?x16x32xf32>
-modk.entry @forward attributes {dtype = "bf16", model = "{}", modes = ["topk"], params = [{init = "ones", name = "w", shape = [32]}, {init = "ones", name = "wq", shape = [32, 32]}, {init = "ones", name = "wg", shape = [64, 32]}, {init = "ones", name = "wu", shape = [64, 32]}, {init = "ones", name = "wd", shape = [32, 64]}], seq_len = 16 : i64, vocab_size = 64 : i64} {
+modk.entry @forward attributes {dtype = #modk.dtype<bf16>, model = "{}", modes = ["topk"], params = [{init = "ones", name = "w", shape = [32]}, {init = "ones", name = "wq", shape = [32, 32]}, {init = "ones", name = "wg", shape = [64, 32]}, {init = "ones", name = "wu", shape = [64, 32]}, {init = "ones", name = "wd", shape = [32, 64]}], seq_len = 16 : i64, vocab_size = 64 : i64} {
   %w = modk.param "w" : memref<32xf32>
   %wq = modk.param "wq" : memref<32x32xf32>
   %wg = modk.param "wg" : memref<64x32xf32>
@@ -29,14 +29,14 @@ modk.entry @forward attributes {dtype = "bf16", model = "{}", modes = ["topk"], 
   %n = modk.alloc : memref<?x16x32xf32>
   modk.rmsnorm %x, %w rows %seg -> %n {eps = 1.0e-05 : f64} : memref<?x16x32xf32>, memref<32xf32>, memref<?x1xi64>, memref<?x16x32xf32>
   %q = modk.alloc : memref<?x16x32xf32>
-  modk.gemm %n, [%wq] rows %seg -> %q {epilogue = "none"} : memref<?x16x32xf32>, memref<32x32xf32>, memref<?x1xi64>, memref<?x16x32xf32>
+  modk.gemm %n, [%wq] rows %seg -> %q {epilogue = #modk.epilogue<none>} : memref<?x16x32xf32>, memref<32x32xf32>, memref<?x1xi64>, memref<?x16x32xf32>
   %o = modk.alloc : memref<?x16x32xf32>
   modk.attention %q, %q, %q rows %pos, %seg -> %o {n_heads = 2 : i64} : memref<?x16x32xf32>, memref<?x16x32xf32>, memref<?x16x32xf32>, memref<?x16xi32>, memref<?x1xi64>, memref<?x16x32xf32>
   %h = modk.alloc : memref<?x16x64xf32>
   %g = modk.alloc : memref<?x16x64xf32>
-  modk.gemm %o, [%wg, %wu] rows %seg extra(%g) -> %h {epilogue = "swiglu"} : memref<?x16x32xf32>, memref<64x32xf32>, memref<64x32xf32>, memref<?x1xi64>, memref<?x16x64xf32>, memref<?x16x64xf32>
+  modk.gemm %o, [%wg, %wu] rows %seg extra(%g) -> %h {epilogue = #modk.epilogue<swiglu>} : memref<?x16x32xf32>, memref<64x32xf32>, memref<64x32xf32>, memref<?x1xi64>, memref<?x16x64xf32>, memref<?x16x64xf32>
   %d = modk.alloc : memref<?x16x32xf32>
-  modk.gemm %h, [%wd] rows %seg -> %d {epilogue = "none"} : memref<?x16x64xf32>, memref<32x64xf32>, memref<?x1xi64>, memref<?x16x32xf32>
+  modk.gemm %h, [%wd] rows %seg -> %d {epilogue = #modk.epilogue<none>} : memref<?x16x64xf32>, memref<32x64xf32>, memref<?x1xi64>, memref<?x16x32xf32>
   modk.add %x, %d rows %seg -> %x : memref<?x16x32xf32>, memref<?x16x32xf32>, memref<?x1xi64>, memref<?x16x32xf32>
 }
 
@@ -53,7 +53,7 @@ modk.entry @forward attributes {model = "{}", modes = ["topk"], params = [{init 
   %n = modk.alloc : memref<?x16x32xf32>
   modk.rmsnorm %x, %w rows %seg -> %n {eps = 1.0e-05 : f64} : memref<?x16x32xf32>, memref<32xf32>, memref<?x1xi64>, memref<?x16x32xf32>
   %q = modk.alloc : memref<?x16x32xf32>
-  modk.gemm %n, [%wq] rows %seg -> %q {epilogue = "none"} : memref<?x16x32xf32>, memref<32x32xf32>, memref<?x1xi64>, memref<?x16x32xf32>
+  modk.gemm %n, [%wq] rows %seg -> %q {epilogue = #modk.epilogue<none>} : memref<?x16x32xf32>, memref<32x32xf32>, memref<?x1xi64>, memref<?x16x32xf32>
 }
 
 // -----
@@ -115,7 +115,7 @@ modk.entry @forward attributes {model = "{}", modes = ["topk"], params = [{init 
 // CHECK: modk.cross_entropy(%[[L]], %{{.*}}, %[[DL]], %{{.*}}) : memref<?x16x64xf32>, memref<?x16xi32>, memref<?x16x64xbf16>, memref<3xf32>
 // CHECK: modk.gemm_wgrad(%[[DL]], %[[N]], {{.*}} : memref<?x16x64xbf16>, memref<?x16x32xbf16>
 // CHECK-NOT: xbf16
-modk.entry @grad attributes {dtype = "bf16", model = "{}", modes = ["topk"], params = [{init = "ones", name = "w", shape = [32]}, {init = "ones", name = "wq", shape = [32, 32]}, {init = "ones", name = "wg", shape = [64, 32]}, {init = "ones", name = "wu", shape = [64, 32]}, {init = "ones", name = "wd", shape = [32, 64]}], seq_len = 16 : i64, vocab_size = 64 : i64} {
+modk.entry @grad attributes {dtype = #modk.dtype<bf16>, model = "{}", modes = ["topk"], params = [{init = "ones", name = "w", shape = [32]}, {init = "ones", name = "wq", shape = [32, 32]}, {init = "ones", name = "wg", shape = [64, 32]}, {init = "ones", name = "wu", shape = [64, 32]}, {init = "ones", name = "wd", shape = [32, 64]}], seq_len = 16 : i64, vocab_size = 64 : i64} {
   %w = modk.param "w" : memref<32xf32>
   %wq = modk.param "wq" : memref<32x32xf32>
   %wg = modk.param "wg" : memref<64x32xf32>
@@ -128,24 +128,24 @@ modk.entry @grad attributes {dtype = "bf16", model = "{}", modes = ["topk"], par
   %n = modk.alloc : memref<?x16x32xf32>
   modk.rmsnorm %x, %w rows %seg -> %n {eps = 1.0e-05 : f64} : memref<?x16x32xf32>, memref<32xf32>, memref<?x1xi64>, memref<?x16x32xf32>
   %q = modk.alloc : memref<?x16x32xf32>
-  modk.gemm %n, [%wq] rows %seg -> %q {epilogue = "none"} : memref<?x16x32xf32>, memref<32x32xf32>, memref<?x1xi64>, memref<?x16x32xf32>
+  modk.gemm %n, [%wq] rows %seg -> %q {epilogue = #modk.epilogue<none>} : memref<?x16x32xf32>, memref<32x32xf32>, memref<?x1xi64>, memref<?x16x32xf32>
   %o = modk.alloc : memref<?x16x32xf32>
   modk.attention %q, %q, %q rows %pos, %seg -> %o {n_heads = 2 : i64} : memref<?x16x32xf32>, memref<?x16x32xf32>, memref<?x16x32xf32>, memref<?x16xi32>, memref<?x1xi64>, memref<?x16x32xf32>
   %g = modk.alloc : memref<?x16x64xf32>
-  modk.gemm %n, [%wg] rows %seg -> %g {epilogue = "none"} : memref<?x16x32xf32>, memref<64x32xf32>, memref<?x1xi64>, memref<?x16x64xf32>
+  modk.gemm %n, [%wg] rows %seg -> %g {epilogue = #modk.epilogue<none>} : memref<?x16x32xf32>, memref<64x32xf32>, memref<?x1xi64>, memref<?x16x64xf32>
   %u = modk.alloc : memref<?x16x64xf32>
-  modk.gemm %n, [%wu] rows %seg -> %u {epilogue = "none"} : memref<?x16x32xf32>, memref<64x32xf32>, memref<?x1xi64>, memref<?x16x64xf32>
+  modk.gemm %n, [%wu] rows %seg -> %u {epilogue = #modk.epilogue<none>} : memref<?x16x32xf32>, memref<64x32xf32>, memref<?x1xi64>, memref<?x16x64xf32>
   %h = modk.alloc : memref<?x16x64xf32>
-  modk.activation(%g, %u, %seg, %h) {kind = "swiglu"} : memref<?x16x64xf32>, memref<?x16x64xf32>, memref<?x1xi64>, memref<?x16x64xf32>
+  modk.activation(%g, %u, %seg, %h) {kind = #modk.activation<swiglu>} : memref<?x16x64xf32>, memref<?x16x64xf32>, memref<?x1xi64>, memref<?x16x64xf32>
   %dd = modk.alloc : memref<?x16x32xf32>
-  modk.gemm %h, [%wd] rows %seg -> %dd {epilogue = "none"} : memref<?x16x64xf32>, memref<32x64xf32>, memref<?x1xi64>, memref<?x16x32xf32>
+  modk.gemm %h, [%wd] rows %seg -> %dd {epilogue = #modk.epilogue<none>} : memref<?x16x64xf32>, memref<32x64xf32>, memref<?x1xi64>, memref<?x16x32xf32>
   %dwd = modk.output "grad.wd" : memref<32x64xf32>
   modk.gemm_wgrad(%dd, %h, %seg, %dwd) : memref<?x16x32xf32>, memref<?x16x64xf32>, memref<?x1xi64>, memref<32x64xf32>
   %dh = modk.alloc : memref<?x16x64xf32>
   modk.gemm_dgrad(%dd, %wd, %seg, %dh) {accumulate = false} : memref<?x16x32xf32>, memref<32x64xf32>, memref<?x1xi64>, memref<?x16x64xf32>
   %dgate = modk.alloc : memref<?x16x64xf32>
   %dup = modk.alloc : memref<?x16x64xf32>
-  modk.activation_grad(%g, %u, %dh, %seg, %dgate, %dup) {kind = "swiglu", operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1>} : memref<?x16x64xf32>, memref<?x16x64xf32>, memref<?x16x64xf32>, memref<?x1xi64>, memref<?x16x64xf32>, memref<?x16x64xf32>
+  modk.activation_grad(%g, %u, %dh, %seg, %dgate, %dup) {kind = #modk.activation<swiglu>, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1>} : memref<?x16x64xf32>, memref<?x16x64xf32>, memref<?x16x64xf32>, memref<?x1xi64>, memref<?x16x64xf32>, memref<?x16x64xf32>
   %dwg = modk.output "grad.wg" : memref<64x32xf32>
   modk.gemm_wgrad(%dgate, %n, %seg, %dwg) : memref<?x16x64xf32>, memref<?x16x32xf32>, memref<?x1xi64>, memref<64x32xf32>
   %dn = modk.alloc : memref<?x16x32xf32>

@@ -88,7 +88,7 @@ void CppEmitter::emitGemm(modk::GemmOp op, int indent) {
   int64_t n = weightShape[0], k = weightShape[1];
   std::string a = name(op.getInput()), y = name(op.getOutput());
   std::string w = name(op.getWeights()[0]);
-  StringRef e = op.getEpilogue();
+  modk::Epilogue e = op.getEpilogue();
   os << fmt::format("{:{}}const int64_t rows = {};\n", "", indent,
                     hostRows(op.getSegments(), op.getInput()));
   // sgemm writes f32: a bf16 output is staged, epilogue included, and
@@ -101,11 +101,11 @@ void CppEmitter::emitGemm(modk::GemmOp op, int indent) {
   }
   // The epilogues are kernels of their own after the GEMM (linear).
   std::vector<int64_t> shape = gemmShape(n, k);
-  if (e == "none" || e == "gelu" || e == "rope") {
+  if (e == modk::Epilogue::none || e == modk::Epilogue::gelu || e == modk::Epilogue::rope) {
     emitCall({"linear", shape, {a, "rows", w, y}}, indent);
-    if (e == "gelu")
+    if (e == modk::Epilogue::gelu)
       emitCall({"gelu", {n}, {y, "rows", y}}, indent);
-    if (e == "rope") {
+    if (e == modk::Epilogue::rope) {
       int64_t heads = *op.getNHeads();
       emitCall({"rope",
                 {heads, n / heads},
@@ -113,7 +113,7 @@ void CppEmitter::emitGemm(modk::GemmOp op, int indent) {
                  floatLiteral(op.getRopeTheta()->convertToDouble())}},
                indent);
     }
-  } else if (e == "residual_add") {
+  } else if (e == modk::Epilogue::residual_add) {
     // Accumulate into the stream: the GEMM's beta = 1 is the residual add.
     std::string residual = name(op.getExtra()[0]);
     if (residual != y)
@@ -121,13 +121,13 @@ void CppEmitter::emitGemm(modk::GemmOp op, int indent) {
           "{:{}}std::memcpy({}, {}, sizeof(float) * rows * {});\n", "", indent,
           y, residual, n);
     emitCall({"linear_residual", shape, {a, "rows", w, y}}, indent);
-  } else if (e == "swiglu") {
+  } else if (e == modk::Epilogue::swiglu) {
     std::string gated = name(op.getExtra()[0]);
     emitCall({"linear", shape, {a, "rows", w, gated}}, indent);
     emitCall({"linear", shape, {a, "rows", name(op.getWeights()[1]), y}},
              indent);
     emitCall({"swiglu", {n}, {gated, y, "rows", y}}, indent);
-  } else if (e == "gate_scale_scatter") {
+  } else if (e == modk::Epilogue::gate_scale_scatter) {
     // The update; emitKernel scatters it.
     emitCall({"linear", shape, {a, "rows", w, name(op.getExtra()[0])}}, indent);
   }

@@ -114,19 +114,19 @@ void CudaEmitter::emitGemm(modk::GemmOp op, int indent) {
   std::string a = name(op.getInput()), y = name(op.getOutput());
   std::string w = name(op.getWeights()[0]);
   KernelArg rows = rowsArg(op.getSegments(), op.getInput());
-  StringRef e = op.getEpilogue();
+  modk::Epilogue e = op.getEpilogue();
   // The epilogues are fused into the GEMM kernel, and so is the bf16
   // rounding of what attention reads (linear_rope rounds in a bf16 entry).
   std::vector<int64_t> shape = gemmShape(n, k);
   bool rounded = roundsOutput(op);
-  if (e == "none" && rounded) {
+  if (e == modk::Epilogue::none && rounded) {
     emitCall({"linear_to_bf16", {n, k}, {a, rows, w, y}}, indent);
     rounded = false;
-  } else if (e == "none") {
+  } else if (e == modk::Epilogue::none) {
     emitCall({"linear", shape, {a, rows, w, y}}, indent);
-  } else if (e == "gelu") {
+  } else if (e == modk::Epilogue::gelu) {
     emitCall({"linear_gelu", shape, {a, rows, w, y}}, indent);
-  } else if (e == "rope") {
+  } else if (e == modk::Epilogue::rope) {
     int64_t heads = *op.getNHeads();
     // The angle table of the fused epilogue covers a sequence's positions.
     emitCall({"linear_rope",
@@ -136,17 +136,17 @@ void CudaEmitter::emitGemm(modk::GemmOp op, int indent) {
                std::to_string(seqLen), y}},
              indent);
     rounded = false;
-  } else if (e == "residual_add") {
+  } else if (e == modk::Epilogue::residual_add) {
     emitCall(
         {"linear_residual", shape, {a, rows, w, name(op.getExtra()[0]), y}},
         indent);
-  } else if (e == "swiglu") {
+  } else if (e == modk::Epilogue::swiglu) {
     emitCall(
         {"linear_swiglu",
          shape,
          {a, rows, w, name(op.getWeights()[1]), name(op.getExtra()[0]), y}},
         indent);
-  } else if (e == "gate_scale_scatter") {
+  } else if (e == modk::Epilogue::gate_scale_scatter) {
     // The update; emitKernel scatters it.
     emitCall({"linear", shape, {a, rows, w, name(op.getExtra()[0])}}, indent);
   }

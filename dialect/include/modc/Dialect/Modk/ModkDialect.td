@@ -23,6 +23,7 @@ def Modk_Dialect : Dialect {
   }];
   let cppNamespace = "::modc::modk";
   let dependentDialects = ["::mlir::memref::MemRefDialect"];
+  let useDefaultAttributePrinterParser = 1;
 }
 
 class Modk_Op<string mnemonic, list<Trait> traits = []>

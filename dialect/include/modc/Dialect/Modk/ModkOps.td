@@ -3,7 +3,7 @@
 #ifndef MODC_DIALECT_MODK_OPS
 #define MODC_DIALECT_MODK_OPS
 
-include "modc/Dialect/Modk/ModkDialect.td"
+include "modc/Dialect/Modk/ModkAttrs.td"
 include "mlir/IR/SymbolInterfaces.td"
 
 //===----------------------------------------------------------------------===//
@@ -18,7 +18,7 @@ def Modk_EntryOp : Modk_Op<"entry", [Symbol, SingleBlock, NoTerminator,
     every parameter of the model in ABI order (name, shape, init).
     `model` is the normalised model description (JSON) the plan was made
     from. `workspace_bytes_per_sequence` is set by `modk-plan-memory`.
-    `dtype = "bf16"` (the model's dtype; absent: f32) makes every matrix
+    `dtype = #modk.dtype<bf16>` (the model's dtype; absent: f32) makes every matrix
     product (gemm, gemm_dgrad, gemm_wgrad) read its operands rounded to bf16
     and accumulate in f32, and rounds the query, key and value rows that
     attention reads (and the KV cache holds) to bf16: the values bf16
@@ -28,10 +28,10 @@ def Modk_EntryOp : Modk_Op<"entry", [Symbol, SingleBlock, NoTerminator,
                    I64Attr:$seq_len, I64Attr:$vocab_size, ArrayAttr:$params,
                    ArrayAttr:$modes,
                    OptionalAttr<I64Attr>:$workspace_bytes_per_sequence,
-                   OptionalAttr<StrAttr>:$dtype);
+                   OptionalAttr<Modk_DTypeAttr>:$dtype);
   let extraClassDeclaration = [{
     /// Whether the entry's products and attention inputs are bf16.
-    bool isBf16() { return getDtype() && *getDtype() == "bf16"; }
+    bool isBf16() { return getDtype() == DType::bf16; }
   }];
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = "$sym_name attr-dict-with-keyword $body";
@@ -117,8 +117,8 @@ def Modk_GemmOp : Modk_Op<"gemm", [AttrSizedOperandSegments]> {
   }];
   let arguments = (ins AnyMemRef:$input, Variadic<AnyMemRef>:$weights,
                    AnyMemRef:$segments, Variadic<AnyMemRef>:$extra,
-                   AnyMemRef:$output, StrAttr:$epilogue,
-                   OptionalAttr<StrAttr>:$gate, OptionalAttr<I64Attr>:$n_heads,
+                   AnyMemRef:$output, Modk_EpilogueAttr:$epilogue,
+                   OptionalAttr<Modk_GateAttr>:$gate, OptionalAttr<I64Attr>:$n_heads,
                    OptionalAttr<F64Attr>:$rope_theta);
   let assemblyFormat = [{
     $input `,` `[` $weights `]` `rows` $segments
@@ -181,7 +181,7 @@ def Modk_RouteSelectGatherOp : Modk_Op<"route_select_gather"> {
                    AnyMemRef:$segments, AnyMemRef:$gathered,
                    AnyMemRef:$normed, AnyMemRef:$mask, I64Attr:$layer,
                    I64Attr:$k,
-                   StrAttr:$causal_router, F64Attr:$eps);
+                   Modk_CausalRouterAttr:$causal_router, F64Attr:$eps);
   let assemblyFormat = [{
     $input `,` $router_weight `,` $norm_weight
     (`causal` `(` $causal_scores^ `)`)?
@@ -225,7 +225,7 @@ def Modk_ActivationOp : Modk_GenericOp<"activation"> {
     for gelu.
   }];
   let arguments = (ins Optional<AnyMemRef>:$gate, AnyMemRef:$up,
-                   AnyMemRef:$segments, AnyMemRef:$output, StrAttr:$kind);
+                   AnyMemRef:$segments, AnyMemRef:$output, Modk_ActivationAttr:$kind);
 }
 
 def Modk_CrossEntropyOp : Modk_GenericOp<"cross_entropy"> {
@@ -292,7 +292,7 @@ def Modk_ActivationGradOp : Modk_GenericOp<"activation_grad",
   let summary = "Gradients of the pre-activations of swiglu or gelu";
   let arguments = (ins Optional<AnyMemRef>:$gate, AnyMemRef:$up,
                    AnyMemRef:$du, AnyMemRef:$segments,
-                   Optional<AnyMemRef>:$dgate, AnyMemRef:$dup, StrAttr:$kind);
+                   Optional<AnyMemRef>:$dgate, AnyMemRef:$dup, Modk_ActivationAttr:$kind);
   let hasVerifier = 1;
 }
 
@@ -300,7 +300,7 @@ def Modk_ScatterGradOp : Modk_GenericOp<"scatter_grad"> {
   let summary = "Gradient of the gated scatter: df = g(r) dy, dr += g'(r)<dy, f>";
   let arguments = (ins AnyMemRef:$dy, AnyMemRef:$scores, AnyMemRef:$update,
                    AnyMemRef:$positions, AnyMemRef:$segments, AnyMemRef:$df,
-                   AnyMemRef:$dscores, StrAttr:$gate);
+                   AnyMemRef:$dscores, Modk_GateAttr:$gate);
 }
 
 def Modk_GatherGradOp : Modk_GenericOp<"gather_grad"> {
@@ -369,7 +369,7 @@ def Modk_DecodeRouteOp : Modk_GenericOp<"decode_route"> {
                    AnyMemRef:$active, AnyMemRef:$scores, AnyMemRef:$positions,
                    AnyMemRef:$segments, AnyMemRef:$gathered, AnyMemRef:$normed,
                    AnyMemRef:$mask, Optional<AnyMemRef>:$causal_scores,
-                   I64Attr:$layer, StrAttr:$causal_router, F64Attr:$eps);
+                   I64Attr:$layer, Modk_CausalRouterAttr:$causal_router, F64Attr:$eps);
 }
 
 #endif // MODC_DIALECT_MODK_OPS
