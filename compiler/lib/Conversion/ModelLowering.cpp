@@ -17,7 +17,7 @@ modk::GemmOp modc::lowering::createGemm(OpBuilder &b, Location loc, Value input,
                                modk::Epilogue epilogue) {
   return modk::GemmOp::create(b, loc, input, weights, segments, extra, output,
                               epilogue, /*gate=*/nullptr, /*n_heads=*/nullptr,
-                              /*rope_theta=*/nullptr);
+                              /*rope_theta=*/nullptr, /*round_bf16=*/false);
 }
 
 Value ModelLowering::param(StringRef name, ArrayRef<int64_t> shape,

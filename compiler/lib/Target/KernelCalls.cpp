@@ -87,25 +87,6 @@ KernelCall PlanEmitter::roundOutputCall(modk::GemmOp gemm) {
            rowsArg(gemm.getSegments(), gemm.getInput())}};
 }
 
-bool PlanEmitter::roundsOutput(modk::GemmOp gemm) {
-  if (!entry.isBf16())
-    return false;
-  if (gemm.getEpilogue() == modk::Epilogue::rope)
-    return true;
-  Value buffer = gemm.getOutput();
-  auto isQkv = [&](auto attn) {
-    return buffer == attn.getQ() || buffer == attn.getK() ||
-           buffer == attn.getV();
-  };
-  return llvm::any_of(buffer.getUsers(), [&](Operation *user) {
-    if (auto attn = dyn_cast<modk::AttentionOp>(user))
-      return isQkv(attn);
-    if (auto attn = dyn_cast<modk::DecodeAttentionOp>(user))
-      return isQkv(attn);
-    return false;
-  });
-}
-
 LogicalResult PlanEmitter::emitKernel(Operation *op) {
   if (auto gemm = dyn_cast<modk::GemmOp>(op)) {
     int64_t n = cast<MemRefType>(gemm.getWeights()[0].getType()).getDimSize(0);

@@ -185,10 +185,6 @@ protected:
   std::vector<int64_t> gemmShape(int64_t n, int64_t k) {
     return withBf16Flag({n, k});
   }
-  /// Whether the output of `gemm` is rounded to bf16 once written: in a bf16
-  /// entry, what attention reads (queries, keys, values; the KV cache keeps
-  /// them), which is every rope GEMM's output.
-  bool roundsOutput(modk::GemmOp gemm);
   /// round_bf16 on the output rows of `gemm`.
   KernelCall roundOutputCall(modk::GemmOp gemm);
   /// Layer `layer`'s keys (or `values`) in args->kv_cache, [B, S, d] each,

@@ -14,8 +14,9 @@ void modc::buildModToModkPipeline(OpPassManager &pm, bool bf16Storage) {
   pm.addPass(createGenerateDecode());
   pm.addPass(createConvertModToModk());
   OpPassManager &entry = pm.nest<modk::EntryOp>();
-  if (bf16Storage)
-    entry.addPass(createStoreBf16Activations());
+  StoreBf16ActivationsOptions bf16;
+  bf16.activations = bf16Storage;
+  entry.addPass(createStoreBf16Activations(bf16));
   entry.addPass(createPlanMemory());
 }
 

@@ -82,15 +82,41 @@ Use classify(OpOperand &use) {
       .Default([](Operation *) { return Use::Other; });
 }
 
+/// Whether a bf16 entry rounds `gemm`'s output as it stores it: the queries
+/// and keys (rope epilogue) and the values, which attention and the KV cache
+/// read as bf16 values.
+bool roundsAttentionInput(modk::GemmOp gemm) {
+  if (gemm.getEpilogue() == modk::Epilogue::rope)
+    return true;
+  Value buffer = gemm.getOutput();
+  auto isQkv = [&](auto attn) {
+    return buffer == attn.getQ() || buffer == attn.getK() ||
+           buffer == attn.getV();
+  };
+  return llvm::any_of(buffer.getUsers(), [&](Operation *user) {
+    return llvm::TypeSwitch<Operation *, bool>(user)
+        .Case<modk::AttentionOp, modk::DecodeAttentionOp>(
+            [&](auto attn) { return isQkv(attn); })
+        .Default([](Operation *) { return false; });
+  });
+}
+
 struct StoreBf16ActivationsPass
     : public modc::impl::StoreBf16ActivationsBase<StoreBf16ActivationsPass> {
+  using StoreBf16ActivationsBase::StoreBf16ActivationsBase;
+
   void runOnOperation() override {
     modk::EntryOp entry = getOperation();
+    if (!entry.isBf16())
+      return;
+    for (auto gemm : entry.getBody().front().getOps<modk::GemmOp>())
+      if (roundsAttentionInput(gemm))
+        gemm.setRoundBf16(true);
+    if (!activations)
+      return;
     // In @grad, a buffer that a backward kernel reads (attention's output,
     // which attention_grad reads; the pre-activations; the gradients that
     // flow on through the residual stream) has another use and stays f32.
-    if (!entry.isBf16())
-      return;
     Type bf16 = BFloat16Type::get(&getContext());
     for (auto alloc : entry.getBody().front().getOps<modk::AllocOp>()) {
       MemRefType type = alloc.getType();

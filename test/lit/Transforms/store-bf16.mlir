@@ -1,4 +1,23 @@
 // RUN: mod-opt %s -split-input-file --pass-pipeline='builtin.module(modk.entry(modk-store-bf16,modk-plan-memory))' | FileCheck %s
+// RUN: mod-opt %s -split-input-file --pass-pipeline='builtin.module(modk.entry(modk-store-bf16))' | FileCheck %s --check-prefix=ROUND
+// RUN: mod-opt %s -split-input-file --pass-pipeline='builtin.module(modk.entry(modk-store-bf16{activations=false}))' | FileCheck %s --check-prefix=F32ACT
+
+// The prefixes ROUND and F32ACT check that the pass also decides which GEMMs round their output to
+// bf16 values as they store it (round_bf16): the one whose output attention
+// reads as q, k and v, not the swiglu or down projections, whose outputs
+// have other readers. That is the model's semantics, so it is decided with
+// activations=false (modc --f32-activations) too, where every buffer stays
+// f32.
+// ROUND-LABEL: modk.entry @forward
+// ROUND: modk.gemm {{.*}} -> %{{.*}} {epilogue = #modk.epilogue<none>, round_bf16}
+// ROUND: modk.gemm {{.*}} {epilogue = #modk.epilogue<swiglu>} :
+// ROUND: modk.gemm {{.*}} {epilogue = #modk.epilogue<none>} :
+// F32ACT-LABEL: modk.entry @forward
+// F32ACT-NOT: xbf16>
+// F32ACT: modk.gemm {{.*}} -> %{{.*}} {epilogue = #modk.epilogue<none>, round_bf16} : memref<?x16x32xf32>
+// F32ACT-NOT: xbf16>
+// F32ACT: modk.gemm {{.*}} {epilogue = #modk.epilogue<swiglu>} :
+// F32ACT: modk.gemm {{.*}} {epilogue = #modk.epilogue<none>} :
 
 // A bf16 forward entry: the normalised rows (read only by GEMMs), the swiglu
 // hidden rows (written by a GEMM epilogue that rounds, read by the down
@@ -42,9 +61,12 @@ modk.entry @forward attributes {dtype = #modk.dtype<bf16>, model = "{}", modes =
 
 // -----
 
-// The same plan without dtype bf16 keeps f32 arrays.
+// The same plan without dtype bf16 keeps f32 arrays and rounds nothing.
 // CHECK-LABEL: modk.entry @forward
 // CHECK-NOT: bf16
+// ROUND-LABEL: modk.entry @forward
+// ROUND-NOT: round_bf16
+// ROUND-LABEL: modk.entry @grad
 modk.entry @forward attributes {model = "{}", modes = ["topk"], params = [{init = "ones", name = "w", shape = [32]}, {init = "ones", name = "wq", shape = [32, 32]}], seq_len = 16 : i64, vocab_size = 64 : i64} {
   %w = modk.param "w" : memref<32xf32>
   %wq = modk.param "wq" : memref<32x32xf32>

@@ -111,9 +111,24 @@ def StoreBf16Activations : Pass<"modk-store-bf16", "::modc::modk::EntryOp"> {
     buffers by their bytes.
 
     Before: `%4 = modk.alloc : memref<?x8x64xf32>` (written by
-    `modk.gemm ... {epilogue = "swiglu"}`, read by the down projection)
+    `modk.gemm ... {epilogue = #modk.epilogue<swiglu>}`, read by the down
+    projection)
     After:  `%4 = modk.alloc : memref<?x8x64xbf16>`
+
+    It also decides which products round what they store: in a bf16 entry,
+    a `modk.gemm` whose output is the queries, keys or values that
+    attention reads (a rope epilogue, or an output `modk.attention` or
+    `modk.decode_attention` reads as q, k or v) gets `round_bf16`, so the
+    attention inputs and the KV cache hold bf16 values. That is the model's
+    semantics, not a storage choice: it is made with `activations=false`
+    too, and the emitters only print it.
   }];
+  let options = [
+    Option<"activations", "activations", "bool", /*default=*/"true",
+           "Store the buffers only products read as bf16 (modc's "
+           "--f32-activations sets false: every buffer stays f32, with the "
+           "same values)">
+  ];
 }
 
 def PlanMemory : Pass<"modk-plan-memory", "::modc::modk::EntryOp"> {

@@ -133,7 +133,7 @@ void CppEmitter::emitGemm(modk::GemmOp op, int indent) {
   }
   if (staged)
     emitCall({"store_rows", {n}, {y, "rows", name(op.getOutput())}}, indent);
-  if (roundsOutput(op))
+  if (op.getRoundBf16())
     emitCall(roundOutputCall(op), indent);
 }
 

@@ -118,7 +118,7 @@ void CudaEmitter::emitGemm(modk::GemmOp op, int indent) {
   // The epilogues are fused into the GEMM kernel, and so is the bf16
   // rounding of what attention reads (linear_rope rounds in a bf16 entry).
   std::vector<int64_t> shape = gemmShape(n, k);
-  bool rounded = roundsOutput(op);
+  bool rounded = op.getRoundBf16();
   if (e == modk::Epilogue::none && rounded) {
     emitCall({"linear_to_bf16", {n, k}, {a, rows, w, y}}, indent);
     rounded = false;

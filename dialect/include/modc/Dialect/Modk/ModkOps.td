@@ -114,12 +114,15 @@ def Modk_GemmOp : Modk_Op<"gemm", [AttrSizedOperandSegments]> {
       stream, written in place at the selected rows only:
       y[seq, pos_j] += g(r[seq, pos_j]) * (attn_j + (a W^T)_j)
       (extra: scratch rows, router scores, attention rows, positions).
+    `round_bf16` (set by modk-store-bf16 in a bf16 entry): the output rows
+    are rounded to bf16 values as they are stored, in an f32 buffer: the
+    queries, keys and values that attention reads.
   }];
   let arguments = (ins AnyMemRef:$input, Variadic<AnyMemRef>:$weights,
                    AnyMemRef:$segments, Variadic<AnyMemRef>:$extra,
                    AnyMemRef:$output, Modk_EpilogueAttr:$epilogue,
                    OptionalAttr<Modk_GateAttr>:$gate, OptionalAttr<I64Attr>:$n_heads,
-                   OptionalAttr<F64Attr>:$rope_theta);
+                   OptionalAttr<F64Attr>:$rope_theta, UnitAttr:$round_bf16);
   let assemblyFormat = [{
     $input `,` `[` $weights `]` `rows` $segments
     (`extra` `(` $extra^ `)`)? `->` $output attr-dict `:` type(operands)
