@@ -94,56 +94,13 @@ void PlanEmitter::emitBanner(modk::EntryOp forward) {
      << "'. Do not edit.\n";
 }
 
-const char *PlanEmitter::abiStructs() {
-  return R"cpp(
-extern "C" {
-typedef struct modc_forward_args {
-  int64_t batch;
-  int64_t seq_len;
-  int32_t mode;
-  const int32_t *tokens;
-  const float *const *params;
-  float *logits;
-  int32_t *routed;
-  void *workspace;
-  int32_t *causal_decisions;
-  const int32_t *prefill_lengths;
-  float *kv_cache;
-  int32_t *kv_counts;
-} modc_forward_args;
-typedef struct modc_grad_args {
-  int64_t batch;
-  int64_t seq_len;
-  const int32_t *tokens;
-  const float *const *params;
-  float *const *grads;
-  float *losses;
-  void *workspace;
-} modc_grad_args;
-typedef struct modc_adamw_args {
-  float *const *params;
-  const float *const *grads;
-  float *const *m;
-  float *const *v;
-  int64_t step;
-  float lr, beta1, beta2, eps, weight_decay;
-  float clip_norm;
-  float *grad_norm;
-} modc_adamw_args;
-typedef struct modc_decode_args {
-  int64_t batch;
-  const int32_t *tokens;
-  const int32_t *positions;
-  const uint8_t *active;
-  const float *const *params;
-  float *logits;
-  int32_t *routed;
-  float *kv_cache;
-  int32_t *kv_counts;
-  void *workspace;
-} modc_decode_args;
-}
-)cpp";
+const char *PlanEmitter::abiHeader() {
+  // runtime/include/modrt/abi.h, verbatim: the structs and declarations the
+  // runtime calls through.
+  static const char kAbi[] =
+#include "PackageAbi.inc"
+      ;
+  return kAbi;
 }
 
 void PlanEmitter::emitHostSupport(StringRef extraIncludes) {
@@ -155,7 +112,7 @@ void PlanEmitter::emitHostSupport(StringRef extraIncludes) {
 #include <cstring>
 #include <string>
 )cpp" << extraIncludes;
-  os << abiStructs();
+  os << abiHeader();
   os << R"cpp(
 namespace {
 thread_local std::string lastError;

@@ -3,8 +3,9 @@
 // Every package that `modc compile` writes is a shared library exporting the
 // functions below. The runtime never trusts a package before checking
 // modc_abi_version() and comparing modc_manifest_json() with manifest.json.
-// The generated source declares the same structs; bump MODC_ABI_VERSION on
-// any change here.
+// modc pastes this header verbatim into every generated source (it is
+// embedded when modc is built), so packages and runtime share one
+// declaration; bump MODC_ABI_VERSION on any change here.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MODRT_ABI_H

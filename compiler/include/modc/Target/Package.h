@@ -3,6 +3,7 @@
 #define MODC_TARGET_PACKAGE_H
 
 #include "modc/Dialect/Modk/ModkDialect.h"
+#include "modrt/abi.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/Support/Error.h"
@@ -13,8 +14,8 @@
 
 namespace modc {
 
-/// Version of the package ABI this compiler writes (runtime/include/modrt/abi.h).
-constexpr unsigned kPackageAbiVersion = 4;
+/// Version of the package ABI this compiler writes: the runtime's own.
+constexpr unsigned kPackageAbiVersion = MODC_ABI_VERSION;
 
 /// KV-cache bytes a decode step keeps per sequence: K and V of up to seq_len
 /// tokens in every layer, as f32, or as bf16 in a bf16 model.
