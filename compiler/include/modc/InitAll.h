@@ -4,7 +4,7 @@
 
 #include "modc/Dialect/Mod/ModDialect.h"
 #include "modc/Dialect/Modk/ModkDialect.h"
-#include "modc/Transforms/Passes.h"
+#include "modc/Pipelines/Pipelines.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"

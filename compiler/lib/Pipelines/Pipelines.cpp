@@ -1,6 +1,6 @@
 //===- Pipelines.cpp - The mod-to-modk pipeline and registration -*- C++ -*-===//
 
-#include "modc/Transforms/Passes.h"
+#include "modc/Pipelines/Pipelines.h"
 
 using namespace mlir;
 
@@ -21,7 +21,9 @@ void modc::buildModToModkPipeline(OpPassManager &pm, bool bf16Storage) {
 }
 
 void modc::registerModcPassesAndPipelines() {
-  registerModcPasses();
+  registerModTransformsPasses();
+  registerModkTransformsPasses();
+  registerModToModkPasses();
   PassPipelineRegistration<>(
       "mod-to-modk",
       "Lower a mod.model to a memory-planned modk.entry (what modc runs)",

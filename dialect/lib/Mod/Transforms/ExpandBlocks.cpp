@@ -1,13 +1,13 @@
 //===- ExpandBlocks.cpp - Replace mod.block by its components ---*- C++ -*-===//
 
-#include "modc/Transforms/Passes.h"
+#include "modc/Dialect/Mod/Transforms/Passes.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/PatternMatch.h"
 
 namespace modc {
 #define GEN_PASS_DEF_EXPANDBLOCKS
-#include "modc/Transforms/Passes.h.inc"
+#include "modc/Dialect/Mod/Transforms/Passes.h.inc"
 } // namespace modc
 
 using namespace mlir;

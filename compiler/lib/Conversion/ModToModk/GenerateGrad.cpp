@@ -1,11 +1,11 @@
 //===- GenerateGrad.cpp - Derive the training entry from the model -*- C++ -*-===//
 
 #include "ModelLowering.h"
-#include "modc/Transforms/Passes.h"
+#include "modc/Conversion/ModToModk/Passes.h"
 
 namespace modc {
 #define GEN_PASS_DEF_GENERATEGRAD
-#include "modc/Transforms/Passes.h.inc"
+#include "modc/Conversion/ModToModk/Passes.h.inc"
 } // namespace modc
 
 using namespace mlir;

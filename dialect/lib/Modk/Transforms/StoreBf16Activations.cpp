@@ -8,14 +8,14 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "modc/Transforms/Passes.h"
+#include "modc/Dialect/Modk/Transforms/Passes.h"
 
 #include "mlir/IR/BuiltinTypes.h"
 #include "llvm/ADT/TypeSwitch.h"
 
 namespace modc {
 #define GEN_PASS_DEF_STOREBF16ACTIVATIONS
-#include "modc/Transforms/Passes.h.inc"
+#include "modc/Dialect/Modk/Transforms/Passes.h.inc"
 } // namespace modc
 
 using namespace mlir;

@@ -1,6 +1,6 @@
 //===- PlanMemory.cpp - Place workspace buffers by liveness -----*- C++ -*-===//
 
-#include "modc/Transforms/Passes.h"
+#include "modc/Dialect/Modk/Transforms/Passes.h"
 
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/DenseMap.h"
@@ -9,7 +9,7 @@
 
 namespace modc {
 #define GEN_PASS_DEF_PLANMEMORY
-#include "modc/Transforms/Passes.h.inc"
+#include "modc/Dialect/Modk/Transforms/Passes.h.inc"
 } // namespace modc
 
 using namespace mlir;

@@ -1,11 +1,11 @@
 //===- GenerateDecode.cpp - Derive the decode-step entry --------*- C++ -*-===//
 
 #include "ModelLowering.h"
-#include "modc/Transforms/Passes.h"
+#include "modc/Conversion/ModToModk/Passes.h"
 
 namespace modc {
 #define GEN_PASS_DEF_GENERATEDECODE
-#include "modc/Transforms/Passes.h.inc"
+#include "modc/Conversion/ModToModk/Passes.h.inc"
 } // namespace modc
 
 using namespace mlir;

@@ -1,6 +1,6 @@
 //===- ExpandSchedule.cpp - Decide routed blocks and capacities -*- C++ -*-===//
 
-#include "modc/Transforms/Passes.h"
+#include "modc/Dialect/Mod/Transforms/Passes.h"
 
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/STLExtras.h"
@@ -9,7 +9,7 @@
 
 namespace modc {
 #define GEN_PASS_DEF_EXPANDSCHEDULE
-#include "modc/Transforms/Passes.h.inc"
+#include "modc/Dialect/Mod/Transforms/Passes.h.inc"
 } // namespace modc
 
 using namespace mlir;

@@ -1,13 +1,13 @@
 //===- FuseResidual.cpp - gate scale + scatter into the MLP -----*- C++ -*-===//
 
-#include "modc/Transforms/Passes.h"
+#include "modc/Dialect/Mod/Transforms/Passes.h"
 
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
 namespace modc {
 #define GEN_PASS_DEF_FUSERESIDUAL
-#include "modc/Transforms/Passes.h.inc"
+#include "modc/Dialect/Mod/Transforms/Passes.h.inc"
 } // namespace modc
 
 using namespace mlir;

@@ -1,0 +1,20 @@
+//===- Passes.h - mod to modk conversion -*- C++ -*-===//
+#ifndef MODC_CONVERSION_MODTOMODK_PASSES_H
+#define MODC_CONVERSION_MODTOMODK_PASSES_H
+
+#include "modc/Dialect/Mod/ModDialect.h"
+#include "modc/Dialect/Modk/ModkDialect.h"
+
+#include "mlir/Pass/Pass.h"
+
+namespace modc {
+
+#define GEN_PASS_DECL
+#include "modc/Conversion/ModToModk/Passes.h.inc"
+
+#define GEN_PASS_REGISTRATION
+#include "modc/Conversion/ModToModk/Passes.h.inc"
+
+} // namespace modc
+
+#endif // MODC_CONVERSION_MODTOMODK_PASSES_H

@@ -1,0 +1,25 @@
+//===- Pipelines.h - The mod-to-modk pipeline and registration -*- C++ -*-===//
+#ifndef MODC_PIPELINES_PIPELINES_H
+#define MODC_PIPELINES_PIPELINES_H
+
+#include "modc/Conversion/ModToModk/Passes.h"
+#include "modc/Dialect/Mod/Transforms/Passes.h"
+#include "modc/Dialect/Modk/Transforms/Passes.h"
+
+#include "mlir/Pass/PassManager.h"
+
+namespace modc {
+
+/// The pipeline from a `mod.model` to a memory-planned `modk.entry`; the
+/// same one `mod-opt --mod-to-modk` and `modc` run. `bf16Storage` false
+/// runs modk-store-bf16 with activations=false: a bf16 model's buffers stay
+/// f32 arrays holding the same values, to compare with.
+void buildModToModkPipeline(mlir::OpPassManager &pm, bool bf16Storage = true);
+
+/// Registers every pass (the mod and modk transforms and the conversion)
+/// and the named `mod-to-modk` pipeline.
+void registerModcPassesAndPipelines();
+
+} // namespace modc
+
+#endif // MODC_PIPELINES_PIPELINES_H

@@ -1,0 +1,53 @@
+//===- Passes.td - Transforms of the mod dialect -*- tablegen -*-===//
+
+#ifndef MODC_DIALECT_MOD_TRANSFORMS_PASSES
+#define MODC_DIALECT_MOD_TRANSFORMS_PASSES
+
+include "mlir/Pass/PassBase.td"
+
+def ExpandSchedule : Pass<"mod-expand-schedule", "::modc::mod::ModelOp"> {
+  let summary = "Decide which blocks are routed and give each its capacity";
+  let description = [{
+    Reads the model's `schedule` (`every_other`: layers 1, 3, 5, ...; `all`;
+    `none`; or a list of layer indices) and its capacity, and annotates every
+    routed `mod.block` with k = clamp(ceil(capacity * seq_len), 1, seq_len)
+    (or `capacity_tokens`), its gate and its causal router.
+
+    Before: `%1 = mod.block %0 {layer = 1 : i64} : ...`
+    After:  `%1 = mod.block %0 {capacity = 2 : i64, causal_router = "predictor",
+              gate = "linear", layer = 1 : i64} : ...`
+  }];
+  let dependentDialects = ["::modc::mod::ModDialect"];
+}
+
+def ExpandBlocks : Pass<"mod-expand-blocks", "::modc::mod::ModelOp"> {
+  let summary = "Replace each mod.block by its components";
+  let description = [{
+    A dense block becomes rmsnorm, attention, add, rmsnorm, mlp, add. A routed
+    block becomes router, (predictor,) topk, gather, rmsnorm, attention at the
+    selected positions, add, rmsnorm, mlp, add and gated_residual.
+  }];
+  let dependentDialects = ["::modc::mod::ModDialect"];
+}
+
+def FuseRouting : Pass<"mod-fuse-routing", "::modc::mod::ModelOp"> {
+  let summary = "Fuse router + top-k + gather + RMSNorm into mod.route";
+  let description = [{
+    rmsnorm(gather(x, topk(router(x)))) becomes one `mod.route` op: a single
+    pass over the residual stream computes the router scores, selects k
+    tokens per sequence, gathers them in position order and normalises them.
+  }];
+  let dependentDialects = ["::modc::mod::ModDialect"];
+}
+
+def FuseResidual : Pass<"mod-fuse-residual", "::modc::mod::ModelOp"> {
+  let summary = "Fuse the gate scale and scatter into the MLP's last GEMM";
+  let description = [{
+    gated_residual(x, add(a, mlp(n)), r, idx) becomes `mod.mlp_scatter`: the
+    down projection's epilogue writes x[idx] + g(r) * (a + m) into the
+    residual stream in place; skipped tokens are never read or written.
+  }];
+  let dependentDialects = ["::modc::mod::ModDialect"];
+}
+
+#endif // MODC_DIALECT_MOD_TRANSFORMS_PASSES

@@ -1,0 +1,55 @@
+//===- Passes.td - Transforms of the modk dialect -*- tablegen -*-===//
+
+#ifndef MODC_DIALECT_MODK_TRANSFORMS_PASSES
+#define MODC_DIALECT_MODK_TRANSFORMS_PASSES
+
+include "mlir/Pass/PassBase.td"
+
+def StoreBf16Activations : Pass<"modk-store-bf16", "::modc::modk::EntryOp"> {
+  let summary = "Store the product operands of a bf16 model as bf16";
+  let description = [{
+    In a bf16 model every product rounds its operands to bf16, so a buffer
+    that only products read holds bf16 values in f32 arrays. In all
+    entries of a bf16 model, such a buffer becomes `memref<...xbf16>` (half
+    the bytes, the same values) when every use reads it as a product operand
+    (a `modk.gemm` input, the activations of a `modk.gemm_wgrad`) and every
+    write can round as it stores: `modk.rmsnorm`, the normalised rows of
+    `modk.route_select_gather` and `modk.decode_route`, a `modk.gemm` with
+    epilogue `none`, `gelu` or `swiglu`, the output of `modk.attention` (not
+    yet of `modk.decode_attention`, whose CUDA kernel keeps per-row data in
+    it) and of `modk.activation`. Run before modk-plan-memory, which sizes
+    buffers by their bytes.
+
+    Before: `%4 = modk.alloc : memref<?x8x64xf32>` (written by
+    `modk.gemm ... {epilogue = #modk.epilogue<swiglu>}`, read by the down
+    projection)
+    After:  `%4 = modk.alloc : memref<?x8x64xbf16>`
+
+    It also decides which products round what they store: in a bf16 entry,
+    a `modk.gemm` whose output is the queries, keys or values that
+    attention reads (a rope epilogue, or an output `modk.attention` or
+    `modk.decode_attention` reads as q, k or v) gets `round_bf16`, so the
+    attention inputs and the KV cache hold bf16 values. That is the model's
+    semantics, not a storage choice: it is made with `activations=false`
+    too, and the emitters only print it.
+  }];
+  let options = [
+    Option<"activations", "activations", "bool", /*default=*/"true",
+           "Store the buffers only products read as bf16 (modc's "
+           "--f32-activations sets false: every buffer stays f32, with the "
+           "same values)">
+  ];
+}
+
+def PlanMemory : Pass<"modk-plan-memory", "::modc::modk::EntryOp"> {
+  let summary = "Place every workspace buffer, reusing memory by liveness";
+  let description = [{
+    Buffers whose live ranges (first to last kernel that touches them) do not
+    overlap share memory: first-fit placement in three orders (first use,
+    largest first, latest last use first), the smallest plan kept. Sets
+    `offset` (bytes per sequence) on each `modk.alloc` and
+    `workspace_bytes_per_sequence` on the entry.
+  }];
+}
+
+#endif // MODC_DIALECT_MODK_TRANSFORMS_PASSES
