@@ -29,14 +29,16 @@ namespace cl = llvm::cl;
 
 static cl::SubCommand compileCommand("compile",
                                      "Compile a model description to a package");
+/// modc's own options; --help shows these and hides LLVM's internal ones.
+static cl::OptionCategory modcCategory("modc compile options");
 
 static cl::opt<std::string> inputFile(cl::Positional, cl::desc("MODEL.json"),
-                                      cl::Required, cl::sub(compileCommand));
+                                      cl::Required, cl::sub(compileCommand), cl::cat(modcCategory));
 static cl::opt<std::string> outputDir("o", cl::desc("Package directory to write"),
                                       cl::value_desc("PKG"),
-                                      cl::sub(compileCommand));
+                                      cl::sub(compileCommand), cl::cat(modcCategory));
 static cl::opt<std::string> target("target", cl::desc("cpu (default) or cuda"),
-                                   cl::init("cpu"), cl::sub(compileCommand));
+                                   cl::init("cpu"), cl::sub(compileCommand), cl::cat(modcCategory));
 enum class EmitStage { Mlir, Modk, Source, Package };
 static cl::opt<EmitStage> emitStage(
     "emit", cl::desc("Stop after this stage and print it"),
@@ -45,30 +47,33 @@ static cl::opt<EmitStage> emitStage(
                clEnumValN(EmitStage::Source, "source", "the generated C++"),
                clEnumValN(EmitStage::Package, "package",
                           "a package directory (default)")),
-    cl::init(EmitStage::Package), cl::sub(compileCommand));
+    cl::init(EmitStage::Package), cl::sub(compileCommand), cl::cat(modcCategory));
 static cl::opt<std::string> cxx("cxx", cl::desc("Host C++ compiler"),
-                                cl::init(""), cl::sub(compileCommand));
+                                cl::init(""), cl::sub(compileCommand), cl::cat(modcCategory));
 static cl::opt<std::string> cpuArch("march",
-                                    cl::desc("CPU architecture for -march"),
-                                    cl::init("native"), cl::sub(compileCommand));
+                                    cl::desc("CPU for -march: native "
+                                             "(default), or x86-64-v3 for a "
+                                             "package that moves between "
+                                             "machines"),
+                                    cl::init("native"), cl::sub(compileCommand), cl::cat(modcCategory));
 static cl::opt<std::string> cudaArch("arch",
                                      cl::desc("CUDA architecture: sm_90a "
                                               "(default) or sm_80"),
-                                     cl::init("sm_90a"), cl::sub(compileCommand));
+                                     cl::init("sm_90a"), cl::sub(compileCommand), cl::cat(modcCategory));
 static cl::opt<std::string> nvcc("nvcc", cl::desc("CUDA compiler"),
-                                 cl::init(""), cl::sub(compileCommand));
+                                 cl::init(""), cl::sub(compileCommand), cl::cat(modcCategory));
 static cl::opt<std::string> cudaEmulation(
     "cuda-emulation",
     cl::desc("Tests only: build --target cuda with the host C++ compiler "
              "against the CPU emulation of CUDA in DIR"),
-    cl::value_desc("DIR"), cl::init(""), cl::Hidden, cl::sub(compileCommand));
+    cl::value_desc("DIR"), cl::init(""), cl::Hidden, cl::sub(compileCommand), cl::cat(modcCategory));
 static cl::opt<bool> f32Activations(
     "f32-activations",
     cl::desc("Tests only: keep a bf16 model's activation buffers f32 arrays "
              "(the same values in twice the bytes), to compare with"),
-    cl::init(false), cl::Hidden, cl::sub(compileCommand));
+    cl::init(false), cl::Hidden, cl::sub(compileCommand), cl::cat(modcCategory));
 static cl::opt<bool> verbose("v", cl::desc("Show the commands run"),
-                             cl::sub(compileCommand));
+                             cl::sub(compileCommand), cl::cat(modcCategory));
 
 static int fail(const llvm::Twine &message) {
   llvm::WithColor::error(llvm::errs(), "modc") << message << "\n";
@@ -155,6 +160,8 @@ static int runCompile() {
 
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
+  cl::HideUnrelatedOptions(modcCategory);
+  cl::HideUnrelatedOptions(modcCategory, compileCommand);
   cl::ParseCommandLineOptions(argc, argv,
                               "modc: the Mixture-of-Depths compiler\n\n"
                               "  modc compile MODEL.json --target cpu -o PKG\n"
