@@ -207,8 +207,51 @@ private:
 };
 } // namespace
 
+/// Deepest nesting of arrays and objects a description may have: a model
+/// needs 2 (the "mod" object); the limit leaves room and keeps the
+/// recursive parsers (LLVM's and DuplicateKeyFinder) far from the stack's
+/// end on hostile input.
+constexpr int kMaxJsonDepth = 64;
+
+/// Refuses text nested deeper than kMaxJsonDepth, naming where, before any
+/// recursive parser sees it. Brackets inside strings do not count.
+static llvm::Error checkNestingDepth(llvm::StringRef text,
+                                     llvm::StringRef file) {
+  int depth = 0;
+  bool inString = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    char c = text[i];
+    if (inString) {
+      if (c == '\\')
+        ++i;
+      else if (c == '"')
+        inString = false;
+      continue;
+    }
+    if (c == '"') {
+      inString = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > kMaxJsonDepth) {
+        llvm::StringRef before = text.take_front(i);
+        size_t line = before.count('\n') + 1;
+        size_t column = i - (before.rfind('\n') + 1) + 1;
+        return llvm::createStringError(
+            llvm::inconvertibleErrorCode(),
+            llvm::formatv("{0}:{1}:{2}: JSON nested deeper than {3} levels "
+                          "(a model description needs 2)",
+                          file, line, column, kMaxJsonDepth));
+      }
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return llvm::Error::success();
+}
+
 static llvm::Expected<ModelDescription> parseDescription(llvm::StringRef text,
                                                          llvm::StringRef file) {
+  if (llvm::Error e = checkNestingDepth(text, file))
+    return std::move(e);
   llvm::Expected<json::Value> root = json::parse(text);
   if (!root)
     return llvm::createStringError(
