@@ -76,6 +76,10 @@ void appendFile(const std::string &path, std::string &out) {
     throw Error(fmt::format("{}: no such file", path));
   if (std::filesystem::is_directory(path, ec))
     throw Error(fmt::format("{}: is a directory, not a text file", path));
+  if (!std::filesystem::is_regular_file(path, ec))
+    throw Error(fmt::format("{}: not a regular file (a device or a pipe, "
+                            "which may never end); give a text file",
+                            path));
   errno = 0;
   std::ifstream in(path, std::ios::binary);
   if (!in)
@@ -88,6 +92,11 @@ void appendFile(const std::string &path, std::string &out) {
     std::streamsize got = in.gcount();
     if (got > 0)
       out.append(buffer.data(), static_cast<size_t>(got));
+    if (out.size() > Corpus::kMaxBytes)
+      throw Error(fmt::format("{}: the training data exceed {} bytes (4 GiB), "
+                              "the most modrun holds in memory; use a part "
+                              "of it",
+                              path, Corpus::kMaxBytes));
     if (in.eof())
       break;
     if (!in)

@@ -958,38 +958,42 @@ int runInfo(int argc, char **argv) {
   return 0;
 }
 
-/// Appends up to `limit - corpus.size()` bytes of `path` to `corpus` and
-/// returns the file's size in bytes. Throws Error naming the file when it
-/// cannot be read or is empty.
+/// Appends up to `limit - corpus.size()` bytes of `path` to `corpus` (it
+/// reads no further) and returns the file's size in bytes. Throws Error
+/// naming the file when it is not a regular file (a device such as
+/// /dev/zero or a pipe could be endless), cannot be read or is empty.
 uint64_t readCorpusFile(const std::string &path, std::string &corpus,
                         uint64_t limit) {
   std::error_code ec;
+  if (!std::filesystem::exists(path, ec))
+    throw Error(fmt::format("{}: cannot open: {}", path,
+                            std::strerror(ENOENT)));
   if (std::filesystem::is_directory(path, ec))
     throw Error(fmt::format("{}: is a directory, not a text file", path));
+  if (!std::filesystem::is_regular_file(path, ec))
+    throw Error(fmt::format("{}: not a regular file (a device or a pipe, "
+                            "which may never end); give a text file",
+                            path));
+  uint64_t size = std::filesystem::file_size(path, ec);
+  if (ec)
+    throw Error(fmt::format("{}: cannot read its size: {}", path,
+                            ec.message()));
+  if (size == 0)
+    throw Error(fmt::format("{}: file is empty (no bytes to tokenize)", path));
   errno = 0;
   std::ifstream in(path, std::ios::binary);
   if (!in)
     throw Error(fmt::format("{}: cannot open: {}", path,
                             errno ? std::strerror(errno) : "unknown error"));
-  uint64_t size = 0;
-  std::vector<char> buffer(1 << 16);
-  while (true) {
-    in.read(buffer.data(), static_cast<std::streamsize>(buffer.size()));
-    std::streamsize got = in.gcount();
-    if (got > 0) {
-      uint64_t room = limit > corpus.size() ? limit - corpus.size() : 0;
-      corpus.append(buffer.data(), static_cast<size_t>(std::min<uint64_t>(
-                                       room, static_cast<uint64_t>(got))));
-      size += static_cast<uint64_t>(got);
-    }
-    if (in.eof())
-      break;
-    if (!in)
-      throw Error(fmt::format("{}: read failed after {} bytes: {}", path, size,
-                              errno ? std::strerror(errno) : "I/O error"));
-  }
-  if (size == 0)
-    throw Error(fmt::format("{}: file is empty (no bytes to tokenize)", path));
+  uint64_t room = limit > corpus.size() ? limit - corpus.size() : 0;
+  uint64_t want = std::min(room, size);
+  size_t start = corpus.size();
+  corpus.resize(start + want);
+  in.read(corpus.data() + start, static_cast<std::streamsize>(want));
+  if (static_cast<uint64_t>(in.gcount()) != want)
+    throw Error(fmt::format("{}: read failed after {} of {} bytes: {}", path,
+                            in.gcount(), want,
+                            errno ? std::strerror(errno) : "I/O error"));
   return size;
 }
 

@@ -11,6 +11,7 @@
 
 #include <cstring>
 #include <dlfcn.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -236,6 +237,21 @@ TEST_F(ModrunTest, TokenizeErrors) {
   EXPECT_NE(r.err.find(tmp.str() + ": is a directory"), std::string::npos)
       << r.err;
 
+  // A device or a pipe may never end (/dev/zero read 2.8 GB in 4 s): it is
+  // refused before anything is read, and no output is written.
+  std::string fifo = tmp.path("fifo");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  for (const std::string &endless : {std::string("/dev/zero"), fifo}) {
+    r = run("tokenize '" + endless + "' --seq-len 4 --out '" + t + "'");
+    EXPECT_EQ(r.code, 1) << endless;
+    EXPECT_NE(r.err.find(endless + ": not a regular file (a device or a pipe, "
+                                   "which may never end); give a text file\n"),
+              std::string::npos)
+        << r.err;
+    EXPECT_FALSE(std::filesystem::exists(t));
+  }
+  std::filesystem::remove(fifo);
+
   if (::geteuid() != 0) { // root reads anything
     std::string locked = tmp.path("locked.txt");
     writeFile(locked, "abcd");
@@ -396,6 +412,7 @@ TEST_F(ModrunTest, TrainUsageAndRefusals) {
           " --steps 2 --batch 1 --lr 1 --seed 1 --resume x --weights y");
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("exclude each other"), std::string::npos) << r.err;
+
   // The default fake package has vocab 8: byte-level text does not fit.
   r = run("train '" + pkg + "'" + data + ck +
           " --steps 2 --batch 1 --lr 1 --seed 1");
@@ -421,8 +438,17 @@ TEST_F(ModrunTest, TrainAndResume) {
                        tmp.path("b.txt") +
                        "' --steps 12 --batch 2 --lr 0.05 --seed 3 "
                        "--eval-every 4";
-  RunResult r =
-      run("train '" + v6 + "'" + common + " --out '" + tmp.path("full.st") +
+  // Endless training data (a device; /dev/zero read 2.8 GB in 4 s) is
+  // refused before training starts, and nothing is written.
+  RunResult r = run("train '" + v6 + "' --data /dev/zero --steps 2 --batch 1 "
+                    "--lr 0.05 --seed 3 --out '" + tmp.path("zero.st") + "'");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("/dev/zero: not a regular file (a device or a pipe, "
+                       "which may never end); give a text file\n"),
+            std::string::npos)
+      << r.err;
+  EXPECT_FALSE(std::filesystem::exists(tmp.path("zero.st")));
+  r = run("train '" + v6 + "'" + common + " --out '" + tmp.path("full.st") +
           "' --log '" + tmp.path("full.csv") + "'");
   ASSERT_EQ(r.code, 0) << r.err;
   // Not a terminal: plain lines, with the eval results.

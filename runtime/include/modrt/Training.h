@@ -47,9 +47,14 @@ uint64_t fnv1a64(const void *data, size_t size,
 /// offset in the training part where the next window begins.
 class Corpus {
 public:
+  /// Largest corpus load() reads (all files together): the bytes are held
+  /// in memory.
+  static constexpr uint64_t kMaxBytes = uint64_t(4) << 30;
+
   /// Reads `files` and concatenates them in order. Throws Error naming a
-  /// file that is missing, unreadable or empty, or saying the sizes when a
-  /// part is shorter than one batch.
+  /// file that is missing, unreadable, empty, not a regular file (a device
+  /// such as /dev/zero or a pipe, which could be endless), or past
+  /// kMaxBytes, or saying the sizes when a part is shorter than one batch.
   static Corpus load(const std::vector<std::string> &files, int64_t seqLen,
                      int64_t batch);
   /// The same from bytes in memory; `what` names them in errors.
