@@ -149,6 +149,43 @@ struct UsageError {
   const char *usage;
 };
 
+/// Whether paths `a` and `b` name one file: the same existing file by any
+/// path (links included), or the same path once normalised.
+bool sameFile(const std::string &a, const std::string &b) {
+  std::error_code ec;
+  if (std::filesystem::exists(a, ec) && std::filesystem::exists(b, ec))
+    return std::filesystem::equivalent(a, b, ec);
+  auto normal = [&](const std::string &p) {
+    return std::filesystem::weakly_canonical(std::filesystem::absolute(p, ec),
+                                             ec);
+  };
+  return normal(a) == normal(b);
+}
+
+/// Refuses an output that would overwrite an input: `out` (given as
+/// `outFlag`) against each (flag, path) of `inputs`. Checked before any
+/// work, so the input is never touched.
+void refuseOverwritingInput(
+    const std::string &outFlag, const std::string &out,
+    const std::vector<std::pair<std::string, std::string>> &inputs) {
+  for (const auto &[flag, path] : inputs)
+    if (sameFile(out, path))
+      throw Error(fmt::format("{} {} is the same file as {} {}: writing it "
+                              "would destroy that file; choose another {}",
+                              outFlag, out, flag, path, outFlag));
+}
+
+/// Refuses an output file whose directory does not exist, before any work
+/// (a training run would otherwise fail only at its first save).
+void requireOutputDirectory(const std::string &outFlag,
+                            const std::string &out) {
+  std::filesystem::path parent = std::filesystem::path(out).parent_path();
+  std::error_code ec;
+  if (!parent.empty() && !std::filesystem::is_directory(parent, ec))
+    throw Error(fmt::format("{} {}: directory {} does not exist", outFlag, out,
+                            parent.string()));
+}
+
 /// Positional arguments plus --key value options of one subcommand.
 struct Args {
   std::string pkg; ///< the first positional argument
@@ -259,6 +296,9 @@ int runInit(int argc, char **argv) {
   }
   uint64_t seed = parseSeed(args.require("seed", kInitUsage));
   std::string out = args.require("out", kInitUsage);
+  refuseOverwritingInput("--out", out,
+                         {{"PKG/manifest.json", args.pkg + "/manifest.json"},
+                          {"PKG/libmodel.so", args.pkg + "/libmodel.so"}});
   Package pkg = Package::open(args.pkg);
   TensorMap weights = pkg.initWeights(seed);
   weights.metadata["modrun.seed"] = std::to_string(seed);
@@ -276,6 +316,8 @@ int runForward(int argc, char **argv) {
   std::string weightsPath = args.require("weights", kForwardUsage);
   std::string tokensPath = args.require("tokens", kForwardUsage);
   std::string out = args.require("out", kForwardUsage);
+  refuseOverwritingInput("--out", out,
+                         {{"--weights", weightsPath}, {"--tokens", tokensPath}});
   RouteMode mode = RouteMode::TopK;
   if (args.options.count("mode")) {
     const std::string &m = args.options["mode"];
@@ -342,6 +384,8 @@ int runGrad(int argc, char **argv) {
   std::string weightsPath = args.require("weights", kGradUsage);
   std::string tokensPath = args.require("tokens", kGradUsage);
   std::string out = args.require("out", kGradUsage);
+  refuseOverwritingInput("--out", out,
+                         {{"--weights", weightsPath}, {"--tokens", tokensPath}});
 
   Package pkg = Package::open(args.pkg);
   const Manifest &man = pkg.manifest();
@@ -435,6 +479,19 @@ int runTrain(int argc, char **argv) {
     throw UsageError{"missing --data FILE...", usage};
   const std::vector<std::string> &dataFiles = args.listValues["data"];
   std::string out = args.require("out", usage);
+  {
+    // --out may be --resume's checkpoint (updated in place), not the data.
+    std::vector<std::pair<std::string, std::string>> inputs;
+    for (const std::string &file : dataFiles)
+      inputs.push_back({"--data", file});
+    refuseOverwritingInput("--out", out, inputs);
+    requireOutputDirectory("--out", out);
+    if (has("log")) {
+      inputs.push_back({"--out", out});
+      refuseOverwritingInput("--log", args.options["log"], inputs);
+      requireOutputDirectory("--log", args.options["log"]);
+    }
+  }
   bool resume = has("resume");
   if (resume && has("weights"))
     throw UsageError{"--resume and --weights exclude each other (a "
@@ -1013,6 +1070,12 @@ int runTokenize(int argc, char **argv) {
   if (args.options.count("offset"))
     offset = parseUnsigned("offset", args.options["offset"], kTokenizeUsage);
   std::string out = args.require("out", kTokenizeUsage);
+  {
+    std::vector<std::pair<std::string, std::string>> inputs;
+    for (const std::string &file : args.positional)
+      inputs.push_back({"FILE", file});
+    refuseOverwritingInput("--out", out, inputs);
+  }
 
   uint64_t windowBytes = 0, needed = 0;
   if (__builtin_mul_overflow(batch, seqLen, &windowBytes) ||

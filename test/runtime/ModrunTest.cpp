@@ -136,6 +136,60 @@ TEST_F(ModrunTest, InitForwardInfo) {
   EXPECT_NE(r.out.find("256 bytes per sequence"), std::string::npos) << r.out;
 }
 
+/// An output that names an input (by the same path, another spelling of it
+/// or a link) is refused before any work, and the input keeps its bytes.
+TEST_F(ModrunTest, OutputsNeverOverwriteInputs) {
+  std::string w = tmp.path("w.safetensors"), t = tmp.path("t.safetensors");
+  ASSERT_EQ(run("init '" + pkg + "' --seed 1 --out '" + w + "'").code, 0);
+  writeTokens(t, {1, 4}, {1, 2, 3, 4});
+  std::filesystem::create_symlink(w, tmp.path("w-link.safetensors"));
+  std::string text = tmp.path("a.txt");
+  writeFile(text, std::string(400, 'a'));
+  const std::string wBytes = readFile(w), tBytes = readFile(t),
+                    manifest = readFile(pkg + "/manifest.json");
+
+  struct Case {
+    std::string args, message;
+  };
+  const std::vector<Case> cases = {
+      {"forward '" + pkg + "' --weights '" + w + "' --tokens '" + t +
+           "' --out '" + t + "'",
+       "--out " + t + " is the same file as --tokens " + t},
+      {"forward '" + pkg + "' --weights '" + w + "' --tokens '" + t +
+           "' --out '" + tmp.path("w-link.safetensors") + "'",
+       "is the same file as --weights"},
+      {"grad '" + pkg + "' --weights '" + w + "' --tokens '" + t +
+           "' --out '" + tmp.str() + "/./w.safetensors'",
+       "is the same file as --weights"},
+      {"tokenize '" + text + "' --seq-len 4 --out '" + text + "'",
+       "is the same file as FILE"},
+      {"init '" + pkg + "' --seed 1 --out '" + pkg + "/manifest.json'",
+       "is the same file as PKG/manifest.json"},
+      {"train '" + pkg + "' --data '" + text + "' --out '" + text +
+           "' --steps 1 --batch 1 --lr 1 --seed 1",
+       "is the same file as --data"},
+      {"train '" + pkg + "' --data '" + text + "' --out '" +
+           tmp.path("ck.st") + "' --log '" + tmp.str() +
+           "/./ck.st' --steps 1 --batch 1 --lr 1 --seed 1",
+       "--log " + tmp.str() + "/./ck.st is the same file as --out"},
+      {"train '" + pkg + "' --data '" + text + "' --out '" +
+           tmp.path("nodir/ck.st") + "' --steps 1 --batch 1 --lr 1 --seed 1",
+       "--out " + tmp.path("nodir/ck.st") + ": directory " +
+           tmp.path("nodir") + " does not exist"},
+  };
+  for (const Case &c : cases) {
+    RunResult r = run(c.args);
+    EXPECT_EQ(r.code, 1) << c.args;
+    EXPECT_NE(r.err.find(c.message), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.back(), '\n') << r.err;
+  }
+  EXPECT_EQ(readFile(w), wBytes);
+  EXPECT_EQ(readFile(t), tBytes);
+  EXPECT_EQ(readFile(text), std::string(400, 'a'));
+  EXPECT_EQ(readFile(pkg + "/manifest.json"), manifest);
+  EXPECT_FALSE(std::filesystem::exists(tmp.path("ck.st")));
+}
+
 TEST_F(ModrunTest, ErrorsLeaveNoOutput) {
   std::string w = tmp.path("w.safetensors"), t = tmp.path("t.safetensors"),
               o = tmp.path("o.safetensors");
