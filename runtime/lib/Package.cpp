@@ -18,7 +18,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <dlfcn.h>
+#include <elf.h>
 #include <fstream>
 #include <mutex>
 #include <random>
@@ -72,6 +74,54 @@ std::string readText(const std::string &path) {
   if (in.bad())
     throw Error(fmt::format("{}: read failed", path));
   return ss.str();
+}
+
+/// Why the ELF shared object at `path` cannot be mapped whole, or "" when
+/// its headers and every loadable segment lie inside the file. dlopen maps
+/// segments past the end of a truncated file (an interrupted copy) and the
+/// process then dies with SIGBUS when the loader touches them; this check
+/// runs first. Files that are not 64-bit ELF are left to dlopen's message.
+std::string truncatedElfReason(const std::string &path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    return "";
+  in.seekg(0, std::ios::end);
+  const uint64_t size = static_cast<uint64_t>(in.tellg());
+  in.seekg(0);
+  Elf64_Ehdr eh{};
+  in.read(reinterpret_cast<char *>(&eh), sizeof(eh));
+  const bool elf64 = in.gcount() == sizeof(eh) &&
+                     std::memcmp(eh.e_ident, ELFMAG, SELFMAG) == 0 &&
+                     eh.e_ident[EI_CLASS] == ELFCLASS64;
+  if (!elf64) {
+    // An ELF magic with a header cut short is a truncated library too.
+    if (size >= SELFMAG && std::memcmp(eh.e_ident, ELFMAG, SELFMAG) == 0 &&
+        size < sizeof(eh))
+      return fmt::format("{} bytes, less than its ELF header", size);
+    return "";
+  }
+  auto past = [&](uint64_t offset, uint64_t count, uint64_t each) {
+    return offset > size || count * each > size - offset;
+  };
+  if (past(eh.e_phoff, eh.e_phnum, eh.e_phentsize))
+    return fmt::format("{} bytes, but its program headers end at byte {}",
+                       size, eh.e_phoff + uint64_t(eh.e_phnum) * eh.e_phentsize);
+  in.seekg(static_cast<std::streamoff>(eh.e_phoff));
+  for (int i = 0; i < eh.e_phnum; ++i) {
+    Elf64_Phdr ph{};
+    in.read(reinterpret_cast<char *>(&ph), sizeof(ph));
+    if (in.gcount() != sizeof(ph))
+      return fmt::format("{} bytes, cut inside its program headers", size);
+    if (eh.e_phentsize > sizeof(ph))
+      in.seekg(eh.e_phentsize - sizeof(ph), std::ios::cur);
+    if (ph.p_type == PT_LOAD && past(ph.p_offset, 1, ph.p_filesz))
+      return fmt::format("{} bytes, but a loadable segment ends at byte {}",
+                         size, ph.p_offset + ph.p_filesz);
+  }
+  if (eh.e_shnum && past(eh.e_shoff, eh.e_shnum, eh.e_shentsize))
+    return fmt::format("{} bytes, but its section headers end at byte {}",
+                       size, eh.e_shoff + uint64_t(eh.e_shnum) * eh.e_shentsize);
+  return "";
 }
 
 /// FNV-1a, to give each param its own random stream.
@@ -173,6 +223,13 @@ Package Package::open(const std::string &dir) {
         "lacks: {}; recompile it on this machine, or with a portable "
         "--march such as x86-64-v3",
         dir, manifest.cpuMarch, fmt::join(missing, ", ")));
+
+  std::string truncated = truncatedElfReason(libPath);
+  if (!truncated.empty())
+    throw Error(fmt::format("{}: cannot load libmodel.so: the file is "
+                            "truncated ({}); an interrupted copy? Copy or "
+                            "compile the package again",
+                            dir, truncated));
 
   auto impl = std::make_unique<Impl>();
   impl->dir = dir;

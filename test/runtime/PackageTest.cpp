@@ -128,6 +128,23 @@ TEST_F(PackageTest, LibraryIsNotASharedObject) {
                           {dir, "cannot load libmodel.so"}));
 }
 
+/// A library cut short (an interrupted copy) is refused with a clean error
+/// before dlopen, which would map its missing pages and die with SIGBUS.
+TEST_F(PackageTest, TruncatedLibrary) {
+  const uint64_t full = std::filesystem::file_size(FAKE_MODEL_V0);
+  for (uint64_t cut : {uint64_t(16), uint64_t(64), uint64_t(1024),
+                       uint64_t(4096), full / 2, full - 1}) {
+    SCOPED_TRACE(cut);
+    std::string dir = makePackage(tmp, FAKE_MODEL_V0);
+    std::filesystem::resize_file(dir + "/libmodel.so", cut);
+    EXPECT_TRUE(throwsError([&] { Package::open(dir); },
+                            {dir, "cannot load libmodel.so",
+                             "the file is truncated (" + std::to_string(cut) +
+                                 " bytes",
+                             "Copy or compile the package again"}));
+  }
+}
+
 TEST_F(PackageTest, ManifestNotJson) {
   std::string dir = makePackage(tmp, FAKE_MODEL_V0);
   writeFile(dir + "/manifest.json", "{oops");
