@@ -418,10 +418,22 @@ void TensorMap::save(const std::string &path) const {
     lenBytes[i] = static_cast<unsigned char>(len >> (8 * i));
 
   std::string tmp = fmt::format("{}.tmp.{}", path, ::getpid());
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  std::string dir = path.find('/') == std::string::npos
+                        ? std::string(".")
+                        : path.substr(0, path.rfind('/') + 1);
+  // The data go into an unnamed file (O_TMPFILE) that gets the temporary
+  // name only once complete, just before the rename: a crash or kill -9
+  // while writing leaves nothing behind. Where the file system lacks
+  // O_TMPFILE, the temporary is named from the start (modrun train removes
+  // the ones of dead processes).
+  int fd = ::open(dir.c_str(), O_TMPFILE | O_WRONLY | O_CLOEXEC, 0644);
+  const bool unnamed = fd >= 0;
+  if (!unnamed)
+    fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0)
     throw Error(fmt::format("{}: cannot create '{}': {}", path, tmp,
                             std::strerror(errno)));
+  bool named = !unnamed;
   try {
     writeAll(fd, lenBytes, 8, tmp);
     writeAll(fd, text.data(), text.size(), tmp);
@@ -431,6 +443,15 @@ void TensorMap::save(const std::string &path) const {
     if (::fsync(fd) != 0)
       throw Error(
           fmt::format("{}: fsync failed: {}", tmp, std::strerror(errno)));
+    if (unnamed) {
+      ::unlink(tmp.c_str()); // a leftover of an earlier process with our pid
+      std::string self = fmt::format("/proc/self/fd/{}", fd);
+      if (::linkat(AT_FDCWD, self.c_str(), AT_FDCWD, tmp.c_str(),
+                   AT_SYMLINK_FOLLOW) != 0)
+        throw Error(fmt::format("{}: cannot name the written file '{}': {}",
+                                path, tmp, std::strerror(errno)));
+      named = true;
+    }
     int rc = ::close(fd);
     fd = -1;
     if (rc != 0)
@@ -442,14 +463,12 @@ void TensorMap::save(const std::string &path) const {
   } catch (...) {
     if (fd >= 0)
       ::close(fd);
-    ::unlink(tmp.c_str());
+    if (named)
+      ::unlink(tmp.c_str());
     throw;
   }
   // Make the rename itself durable; failure here loses nothing already
   // written, so it is best effort.
-  std::string dir = path.find('/') == std::string::npos
-                        ? std::string(".")
-                        : path.substr(0, path.rfind('/') + 1);
   int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dfd >= 0) {
     (void)::fsync(dfd);

@@ -31,6 +31,7 @@
 #include <fstream>
 #include <map>
 #include <string>
+#include <signal.h>
 #include <unistd.h>
 #include <vector>
 
@@ -184,6 +185,35 @@ void requireOutputDirectory(const std::string &outFlag,
   if (!parent.empty() && !std::filesystem::is_directory(parent, ec))
     throw Error(fmt::format("{} {}: directory {} does not exist", outFlag, out,
                             parent.string()));
+}
+
+/// Removes the temporary files `OUT.tmp.PID` that a process writing `out`
+/// left behind when it was killed (a file system without O_TMPFILE names
+/// them while writing), when PID no longer runs; says so for each.
+void removeStaleTemporaries(const std::string &out) {
+  namespace fs = std::filesystem;
+  fs::path outPath(out);
+  fs::path dir = outPath.parent_path().empty() ? fs::path(".")
+                                               : outPath.parent_path();
+  const std::string prefix = outPath.filename().string() + ".tmp.";
+  std::error_code ec;
+  for (const fs::directory_entry &e : fs::directory_iterator(dir, ec)) {
+    std::string name = e.path().filename().string();
+    if (name.rfind(prefix, 0) != 0 || name.size() == prefix.size())
+      continue;
+    std::string digits = name.substr(prefix.size());
+    if (digits.find_first_not_of("0123456789") != std::string::npos ||
+        digits.size() > 9)
+      continue;
+    pid_t pid = static_cast<pid_t>(std::stol(digits));
+    if (pid <= 0 || ::kill(pid, 0) == 0 || errno != ESRCH)
+      continue; // that process still runs (or is not ours to judge)
+    if (fs::remove(e.path(), ec))
+      fmt::print(stderr,
+                 "modrun: removed {}, a temporary checkpoint of process {}, "
+                 "which no longer runs\n",
+                 e.path().string(), pid);
+  }
 }
 
 /// Positional arguments plus --key value options of one subcommand.
@@ -486,6 +516,7 @@ int runTrain(int argc, char **argv) {
       inputs.push_back({"--data", file});
     refuseOverwritingInput("--out", out, inputs);
     requireOutputDirectory("--out", out);
+    removeStaleTemporaries(out);
     if (has("log")) {
       inputs.push_back({"--out", out});
       refuseOverwritingInput("--log", args.options["log"], inputs);

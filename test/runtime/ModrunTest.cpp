@@ -9,7 +9,10 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <csignal>
 #include <cstring>
+#include <random>
 #include <dlfcn.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -555,4 +558,105 @@ TEST_F(ModrunTest, TrainAndResume) {
           "' --tokens '" + tmp.path("t.st") + "' --out '" + tmp.path("o.st") +
           "'");
   EXPECT_EQ(r.code, 0) << r.err;
+}
+
+/// kill -9 at random moments of a training run that saves at every step:
+/// each time, no temporary file remains, the checkpoint on disk (if one was
+/// saved) loads, and --resume from it ends with the bytes of an
+/// uninterrupted run. A stale temporary of a dead process is removed, and
+/// said so, when training starts.
+TEST_F(ModrunTest, KilledTrainingLeavesWholeCheckpoints) {
+  std::string v6 = makeFakePackage(tmp.path("v6"), FAKE_MODEL_V6);
+  std::string text;
+  for (int i = 0; i < 300; ++i)
+    text += static_cast<char>('a' + i * 7 % 26);
+  writeFile(tmp.path("a.txt"), text);
+  const std::vector<std::string> common = {
+      "train", v6, "--data", tmp.path("a.txt"), "--steps", "60", "--batch",
+      "2",     "--lr", "0.05", "--seed", "3", "--save-every", "1"};
+  auto argsWith = [&](const std::string &out) {
+    std::string a;
+    for (const std::string &c : common)
+      a += "'" + c + "' ";
+    return a + "--out '" + out + "'";
+  };
+  auto start = std::chrono::steady_clock::now();
+  RunResult full = run(argsWith(tmp.path("full.st")));
+  ASSERT_EQ(full.code, 0) << full.err;
+  const double runUs = std::chrono::duration<double, std::micro>(
+                           std::chrono::steady_clock::now() - start)
+                           .count();
+  const std::string fullBytes = readFile(tmp.path("full.st"));
+
+  std::random_device seedSource;
+  const unsigned seed = seedSource();
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<double> when(0.0, 1.2 * runUs);
+  SCOPED_TRACE("kill schedule seed " + std::to_string(seed));
+  const std::string out = tmp.path("killed.st");
+  int resumed = 0;
+  for (int kill = 0; kill < 20; ++kill) {
+    SCOPED_TRACE("kill " + std::to_string(kill));
+    std::filesystem::remove(out);
+    pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      std::vector<std::string> argv = {"modrun"};
+      argv.insert(argv.end(), common.begin(), common.end());
+      argv.insert(argv.end(), {"--out", out});
+      std::vector<char *> cargv;
+      for (std::string &a : argv)
+        cargv.push_back(a.data());
+      cargv.push_back(nullptr);
+      std::freopen("/dev/null", "w", stdout);
+      std::freopen("/dev/null", "w", stderr);
+      ::execv(MODRUN_PATH, cargv.data());
+      ::_exit(127);
+    }
+    ::usleep(static_cast<useconds_t>(when(rng)));
+    ::kill(pid, SIGKILL);
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    // Then train on: resume from the checkpoint when one was saved (it
+    // must load), else start again. A kill in the instant between naming a
+    // finished temporary and renaming it leaves that file; the next run
+    // removes it, so none remains once it has started.
+    if (std::filesystem::exists(out)) {
+      TensorMap saved;
+      ASSERT_NO_THROW(saved = TensorMap::load(out));
+      RunResult r = saved.metadata.at("step") == "60" // it had finished
+                        ? run(argsWith(tmp.path("again.st")))
+                        : run("train '" + v6 + "' --data '" +
+                              tmp.path("a.txt") + "' --resume '" + out +
+                              "' --save-every 1 --out '" + out + "'");
+      ASSERT_EQ(r.code, 0) << r.err;
+      resumed += saved.metadata.at("step") != "60";
+    } else {
+      RunResult r = run(argsWith(out));
+      ASSERT_EQ(r.code, 0) << r.err;
+    }
+    EXPECT_EQ(readFile(out), fullBytes);
+    for (const std::string &name : tmp.list())
+      EXPECT_EQ(name.find(".tmp."), std::string::npos) << name;
+  }
+  RecordProperty("resumed_after_kill", resumed);
+  std::printf("kill -9 schedule seed %u: 20 kills, %d resumed exactly from "
+              "a mid-run checkpoint\n",
+              seed, resumed);
+
+  // A temporary left by a process that no longer runs is removed at start.
+  const pid_t dead = ::fork();
+  if (dead == 0)
+    ::_exit(0);
+  ::waitpid(dead, nullptr, 0);
+  std::string stale = out + ".tmp." + std::to_string(dead);
+  writeFile(stale, "partial");
+  RunResult r = run(argsWith(out));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("modrun: removed " + stale +
+                       ", a temporary checkpoint of process " +
+                       std::to_string(dead) + ", which no longer runs\n"),
+            std::string::npos)
+      << r.err;
+  EXPECT_FALSE(std::filesystem::exists(stale));
 }
