@@ -4,7 +4,7 @@
 # used by the demo.
 set -euo pipefail
 packages=(
-  build-essential cmake ninja-build git python3
+  build-essential cmake ninja-build git python3 pkg-config
   libmlir-22-dev mlir-22-tools llvm-22-dev llvm-22-tools
   libfmt-dev nlohmann-json3-dev libgtest-dev libopenblas-dev libopenblas-openmp-dev
   fortunes fortunes-min
