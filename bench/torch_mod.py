@@ -1,18 +1,18 @@
 #!/usr/bin/env python3
 # ===- torch_mod.py - PyTorch CPU baseline of the MoD forward pass ---------===#
 #
-# A PyTorch implementation of SPEC.md's forward pass, for benchmarking only.
-# It reads the same model JSON as modc, builds random weights, and times the
-# forward in eager mode and under torch.compile. Routed layers gather the
-# top-k tokens (ties to the lower position, selected set in ascending
-# position order), run the block on them with RoPE at original positions and
-# causal attention among them, and scatter y = x + g(r) * (a + m) back, as
-# public MoD implementations do.
+# A PyTorch implementation of the forward pass of docs/model-format.md, for
+# benchmarking only. It reads the same model JSON as modc, builds random
+# weights, and times the forward in eager mode and under torch.compile. Routed
+# layers gather the top-k tokens (ties to the lower position, selected set in
+# ascending position order), run the block on them with RoPE at original
+# positions and causal attention among them, and scatter y = x + g(r) * (a + m)
+# back, as public MoD implementations do.
 #
 # With --train it times one training step instead: the forward in top-k
 # mode on t[:, :S], the cross-entropy against t[:, 1:], the aux/predictor
-# loss of SPEC.md section 4 (aux_loss_weight times the mean over routed
-# layers of BCEWithLogits against the top-k mask; the predictor reads
+# loss of docs/model-format.md section 4 (aux_loss_weight times the mean over
+# routed layers of BCEWithLogits against the top-k mask; the predictor reads
 # stopgrad(x)), backward, global-norm clipping at 1.0 and a
 # torch.optim.AdamW step (betas 0.9/0.95, eps 1e-8, weight decay 0.1 except
 # on norm weights and biases), as modrun train does. torch.compile then
@@ -36,7 +36,7 @@ import torch.nn.functional as F
 
 
 def parse_config(desc):
-    """Applies SPEC.md section 1 defaults; returns a plain dict."""
+    """Applies docs/model-format.md section 1 defaults; returns a plain dict."""
     c = dict(desc)
     c.setdefault("mlp", "swiglu")
     c.setdefault("norm_eps", 1e-5)
@@ -71,7 +71,8 @@ def parse_config(desc):
 
 
 def make_weights(c, seed=0):
-    """Random weights with the SPEC.md section 2 names and shapes."""
+    """Random weights with the names and shapes of docs/model-format.md
+    section 2."""
     g = torch.Generator().manual_seed(seed)
     d, ff, V, H = c["d_model"], c["d_ff"], c["vocab_size"], c["predictor_hidden"]
 
@@ -104,7 +105,7 @@ def make_weights(c, seed=0):
 
 
 class ModModel(torch.nn.Module):
-    """SPEC.md section 3 as a module; weights are plain tensors."""
+    """docs/model-format.md section 3 as a module; weights are plain tensors."""
 
     def __init__(self, c, weights, mode="topk"):
         super().__init__()
@@ -129,8 +130,9 @@ class ModModel(torch.nn.Module):
         return torch.cat((lo * cos - hi * sin, hi * cos + lo * sin), dim=-1)
 
     def block(self, l, x, pos):
-        """a and m of SPEC.md on rows x [B, n, d] at positions pos [B, n]
-        (ascending, so causal by position is the lower triangle)."""
+        """a and m of docs/model-format.md section 3 on rows x [B, n, d] at
+        positions pos [B, n] (ascending, so causal by position is the lower
+        triangle)."""
         c, w, p = self.c, self.w, f"blocks.{l}."
         B, n, d = x.shape
         h = c["n_heads"]
@@ -236,7 +238,8 @@ def forward_flops(c, batch):
 
 
 class TrainLoss(torch.nn.Module):
-    """Total training loss of SPEC.md section 4 on tokens [B, S + 1]."""
+    """Total training loss of docs/model-format.md section 4 on tokens
+    [B, S + 1]."""
 
     def __init__(self, model):
         super().__init__()

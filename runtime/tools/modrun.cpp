@@ -3,11 +3,10 @@
 // modrun init | forward | grad | train | sample | eval | info: thin wrappers
 // over modrt::Package, modrt::train and modrt::generate so that a compiled
 // package can be used, trained and sampled from the shell; modrun
-// tokenize | show: the
-// byte-level tokenizer of SPEC.md section 6 and a safetensors summary. Usage
-// errors exit 2, runtime errors (modrt::Error) print "modrun: error: <msg>"
-// and exit 1. Outputs are written atomically, so a failed run leaves no file
-// behind.
+// tokenize | show: the byte-level tokenizer of docs/model-format.md section 6
+// and a safetensors summary. Usage errors exit 2, runtime errors
+// (modrt::Error) print "modrun: error: <msg>" and exit 1. Outputs are written
+// atomically, so a failed run leaves no file behind.
 //
 //===----------------------------------------------------------------------===//
 #include "modrt/Error.h"

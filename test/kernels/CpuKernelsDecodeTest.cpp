@@ -6,8 +6,8 @@
 ///
 /// \file
 /// Checks the modk_cpu decode-step kernels (CpuKernelsDecode.h) against fp64
-/// references written here from SPEC.md sections 3-4, on random normal
-/// inputs with fixed seeds:
+/// references written here from docs/model-format.md sections 3-4, on random
+/// normal inputs with fixed seeds:
 ///  - decode_attention stepped token by token through 40 positions, with a
 ///    random subset of tokens routed (only those appended, RoPE at original
 ///    positions on compacted rows), equals causal attention by position over

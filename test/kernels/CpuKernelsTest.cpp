@@ -6,10 +6,10 @@
 ///
 /// \file
 /// Checks every modk_cpu kernel against a naive fp64 implementation written
-/// here straight from SPEC.md section 3 (sharing no code with the header), on
-/// random normal inputs with fixed seeds. Float outputs must agree to a
-/// relative error of 1e-5 (max abs error / max abs reference); integer outputs
-/// must agree exactly.
+/// here straight from docs/model-format.md section 3 (sharing no code with the
+/// header), on random normal inputs with fixed seeds. Float outputs must agree
+/// to a relative error of 1e-5 (max abs error / max abs reference); integer
+/// outputs must agree exactly.
 ///
 //===----------------------------------------------------------------------===//
 

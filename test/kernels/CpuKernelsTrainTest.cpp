@@ -6,8 +6,8 @@
 ///
 /// \file
 /// Checks every modk_cpu training kernel (CpuKernelsTrain.h) against fp64
-/// references written here from SPEC.md sections 3-5, sharing no code with
-/// the header, on random normal inputs with fixed seeds:
+/// references written here from docs/model-format.md sections 3-5, sharing
+/// no code with the header, on random normal inputs with fixed seeds:
 ///  - each backward kernel against the analytic fp64 gradient (relative error
 ///    max |got - ref| / max |ref| <= 1e-4);
 ///  - the analytic fp64 gradients of the non-trivial kernels against central

@@ -63,8 +63,8 @@ inline const modrt::Package *package(const nlohmann::json &desc) {
 }
 
 /// The reference weights as runtime tensors, in the manifest's order. Fails
-/// the test if the manifest names a parameter SPEC.md does not, or a shape
-/// differs.
+/// the test if the manifest names a parameter docs/model-format.md does not,
+/// or a shape differs.
 inline modrt::TensorMap toTensorMap(const modref::Weights &weights,
                                     const modref::ModelConfig &config,
                                     const modrt::Manifest &manifest) {
@@ -76,7 +76,7 @@ inline modrt::TensorMap toTensorMap(const modref::Weights &weights,
     auto it = weights.find(p.name);
     if (it == weights.end()) {
       ADD_FAILURE() << "manifest parameter '" << p.name
-                    << "' is not a SPEC.md parameter of this model";
+                    << "' is not a parameter of this model (docs/model-format.md section 2)";
       continue;
     }
     EXPECT_EQ(p.shape, shapes[p.name]) << p.name;

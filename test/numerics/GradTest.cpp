@@ -2,10 +2,10 @@
 //
 // Every configuration is compiled with the real `modc` (CompiledPackages.h),
 // given random weights and random tokens [B, S + 1], and its gradient entry
-// (modrt::Package::grad) is compared with the reference of SPEC.md sections
-// 4 and 5: the losses with the fp64 reference loss (relative error <= 1e-5
-// each), every gradient tensor with central finite differences of that loss
-// in double under the stop-gradient semantics (max|ours - ref| / max|ref|
+// (modrt::Package::grad) is compared with the reference of docs/model-format.md
+// sections 4 and 5: the losses with the fp64 reference loss (relative error
+// <= 1e-5 each), every gradient tensor with central finite differences of that
+// loss in double under the stop-gradient semantics (max|ours - ref| / max|ref|
 // <= 1e-3 per tensor, the worst coordinate named on failure).
 //
 // Top-k is a constant of the gradient: instances whose routing margin is

@@ -223,8 +223,9 @@ INSTANTIATE_TEST_SUITE_P(Matrix, CompiledVsReference,
                            return info.param.name;
                          });
 
-/// The manifest describes exactly the model of the description: SPEC.md
-/// section 2 names and shapes, routed layers and their capacity k.
+/// The manifest describes exactly the model of the description:
+/// docs/model-format.md section 2 names and shapes, routed layers and their
+/// capacity k.
 class ManifestMatchesSpec : public ::testing::TestWithParam<json> {};
 
 TEST_P(ManifestMatchesSpec, ParamsAndLayers) {
@@ -268,8 +269,8 @@ INSTANTIATE_TEST_SUITE_P(
       return n;
     });
 
-/// SPEC.md section 3: capacity 1.0 with g = 1 is the dense layer. Both
-/// packages are compiled and run on the same weights.
+/// docs/model-format.md section 3: capacity 1.0 with g = 1 is the dense
+/// layer. Both packages are compiled and run on the same weights.
 TEST(CompiledEquivalence, FullCapacityGateOneEqualsDense) {
   json routedDesc = capacityOneGateOne();
   json denseDesc = denseGeluUntied();
@@ -299,7 +300,8 @@ TEST(CompiledEquivalence, FullCapacityGateOneEqualsDense) {
   EXPECT_LE(modtest::relativeError(r.logits, dense64), 2e-6);
 }
 
-/// SPEC.md section 4: mode `causal` is refused when causal_router is none.
+/// docs/model-format.md section 4: mode `causal` is refused when
+/// causal_router is none.
 TEST(CompiledErrors, CausalModeRefusedWithoutCausalRouter) {
   json desc = listFullCapacity();
   modref::ModelConfig config = modref::ModelConfig::fromJson(desc);

@@ -1,9 +1,9 @@
 //===- ReferenceSelfTest.cpp - Checks of the fp64 reference itself --------===//
 //
 // The oracle must be right before it can judge anything: these tests check
-// properties SPEC.md implies (softmax normalisation, causality, capacity 1.0
-// with g = 1 equals dense, top-k counts and tie-breaking, untouched skipped
-// tokens, description defaults) using the reference alone.
+// properties docs/model-format.md implies (softmax normalisation, causality,
+// capacity 1.0 with g = 1 equals dense, top-k counts and tie-breaking,
+// untouched skipped tokens, description defaults) using the reference alone.
 //
 //===----------------------------------------------------------------------===//
 
@@ -153,7 +153,8 @@ TEST(ReferenceForward, CausalInTokens) {
   EXPECT_GT(diff, 0.0);
 }
 
-/// SPEC.md section 3: capacity 1.0 with g = 1 is exactly the dense layer.
+/// docs/model-format.md section 3: capacity 1.0 with g = 1 is exactly the
+/// dense layer.
 TEST(ReferenceForward, FullCapacityGateOneEqualsDense) {
   json dense = denseModel("m", 32, 2, 2, 16, "gelu", false);
   json routed = withMod(dense, {{"capacity", 1.0},

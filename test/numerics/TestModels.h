@@ -2,9 +2,9 @@
 //-*-===//
 //
 // Helpers shared by the reference self-tests and the compiled-vs-reference
-// tests: a builder for SPEC.md model descriptions, deterministic random
-// weights (generated in float so the reference sees exactly the values the
-// package sees), random tokens, and error measures.
+// tests: a builder for model descriptions (docs/model-format.md),
+// deterministic random weights (generated in float so the reference sees
+// exactly the values the package sees), random tokens, and error measures.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MODC_TEST_NUMERICS_TESTMODELS_H
@@ -24,7 +24,8 @@
 
 namespace modtest {
 
-/// A SPEC.md section 1 description with every key spelled out.
+/// A model description (docs/model-format.md section 1) with every key
+/// spelled out.
 inline nlohmann::json denseModel(const std::string &name, int64_t dModel,
                                  int64_t nHeads, int64_t nLayers,
                                  int64_t seqLen, const std::string &mlp,

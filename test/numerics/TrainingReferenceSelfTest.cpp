@@ -1,10 +1,11 @@
 //===- TrainingReferenceSelfTest.cpp - Checks of the fp64 training oracle -===//
 //
-// The reference loss (SPEC.md section 4) and its finite-difference gradients
-// (section 5) judge the compiled gradient entry, so they are checked first on
-// their own: the loss against quantities recomputed here from the forward
-// pass, the finite differences against closed forms where one exists, against
-// themselves at two step sizes, and against the stop-gradient semantics.
+// The reference loss (docs/model-format.md section 4) and its finite-difference
+// gradients (section 5) judge the compiled gradient entry, so they are checked
+// first on their own: the loss against quantities recomputed here from the
+// forward pass, the finite differences against closed forms where one exists,
+// against themselves at two step sizes, and against the stop-gradient
+// semantics.
 //
 //===----------------------------------------------------------------------===//
 
@@ -336,9 +337,9 @@ TEST(ReferenceGradient, PredictorLossStopsAtItsInput) {
   EXPECT_GT(m, 0.0);
 }
 
-/// Capacity 1.0 with g = 1 is the dense layer (SPEC.md section 3), so their
-/// gradients are the same, and the router, which then affects nothing,
-/// gets none.
+/// Capacity 1.0 with g = 1 is the dense layer
+/// (docs/model-format.md section 3), so their gradients are the same, and the
+/// router, which then affects nothing, gets none.
 TEST(ReferenceGradient, FullCapacityGateOneEqualsDense) {
   const int64_t batch = 2, S = 8;
   json denseDesc = tinyModel("d", 2, S, "gelu", false);

@@ -1,7 +1,7 @@
 //===- ReferenceModel.cpp - Naive fp64 reference of the MoD forward -------===//
 //
-// Follows SPEC.md literally, one loop per formula, in double. Clarity beats
-// speed here: the shapes the tests use are small.
+// Follows docs/model-format.md literally, one loop per formula, in double.
+// Clarity beats speed here: the shapes the tests use are small.
 //
 //===----------------------------------------------------------------------===//
 

@@ -1,10 +1,10 @@
 //===- ReferenceModel.h - Naive fp64 reference of the MoD forward -*- C++
 //-*-===//
 //
-// An independent oracle for SPEC.md: the forward pass of a Mixture-of-Depths
-// transformer written with straight loops in double precision. It shares no
-// code with the compiler, the runtime or the CPU kernels; every numerics test
-// compares a compiled package against it.
+// An independent oracle for docs/model-format.md: the forward pass of a
+// Mixture-of-Depths transformer written with straight loops in double
+// precision. It shares no code with the compiler, the runtime or the CPU
+// kernels; every numerics test compares a compiled package against it.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MODC_TEST_REFERENCE_REFERENCEMODEL_H
@@ -21,27 +21,30 @@
 
 namespace modref {
 
-/// Selection rule of routed layers (SPEC.md sections 3 and 4).
+/// Selection rule of routed layers (docs/model-format.md sections 3 and 4).
 enum class RouteMode { TopK, Causal };
 
 /// Gate applied to the router logit of a selected token. `One` (g = 1) is an
 /// ablation gate the compiler accepts; capacity 1.0 with it equals dense.
 enum class Gate { Linear, Sigmoid, One };
 
-/// How the causal (sampling) decision is made (SPEC.md section 4).
+/// How the causal (sampling) decision is made
+/// (docs/model-format.md section 4).
 enum class CausalRouter { AuxLoss, Predictor, None };
 
 /// Activation of the MLP.
 enum class Mlp { SwiGLU, GELU };
 
 /// Thrown for a model description the reference cannot interpret or for a
-/// request SPEC.md forbids (such as causal mode without a causal router).
+/// request docs/model-format.md forbids (such as causal mode without a causal
+/// router).
 class ReferenceError : public std::runtime_error {
 public:
   using std::runtime_error::runtime_error;
 };
 
-/// The model description of SPEC.md section 1, with every default applied.
+/// The model description of docs/model-format.md section 1, with every
+/// default applied.
 struct ModelConfig {
   std::string name;
   int64_t vocabSize = 0;
@@ -72,16 +75,17 @@ struct ModelConfig {
   int64_t headDim() const { return dModel / nHeads; }
   int64_t numRoutedLayers() const;
 
-  /// Parses the JSON of SPEC.md section 1. Throws ReferenceError naming the
-  /// offending key for anything the reference does not understand.
+  /// Parses the JSON of docs/model-format.md section 1. Throws ReferenceError
+  /// naming the offending key for anything the reference does not understand.
   static ModelConfig fromJson(const nlohmann::json &j);
 };
 
-/// Weights keyed by the SPEC.md section 2 names, row-major, in double.
+/// Weights keyed by the docs/model-format.md section 2 names, row-major, in
+/// double.
 using Weights = std::map<std::string, std::vector<double>>;
 
 /// Every parameter the model needs, in a fixed order, with its shape
-/// (SPEC.md section 2). Tied models have no `lm_head.weight`.
+/// (docs/model-format.md section 2). Tied models have no `lm_head.weight`.
 std::vector<std::pair<std::string, std::vector<int64_t>>>
 parameterShapes(const ModelConfig &config);
 
@@ -99,23 +103,23 @@ struct ReferenceOutput {
   std::vector<std::vector<double>> predictorLogits;
 };
 
-/// Runs the forward pass of SPEC.md section 3 on `tokens` ([batch, seq_len])
-/// in double precision. Throws ReferenceError on a missing weight, a wrong
-/// weight size, an out-of-range token, or causal mode without a causal
-/// router.
+/// Runs the forward pass of docs/model-format.md section 3 on `tokens`
+/// ([batch, seq_len]) in double precision. Throws ReferenceError on a missing
+/// weight, a wrong weight size, an out-of-range token, or causal mode without
+/// a causal router.
 ReferenceOutput forward(const ModelConfig &config, const Weights &weights,
                         const std::vector<int32_t> &tokens, int64_t batch,
                         RouteMode mode);
 
 //===----------------------------------------------------------------------===//
-// Training loss and gradients (SPEC.md sections 4 and 5)
+// Training loss and gradients (docs/model-format.md sections 4 and 5)
 //===----------------------------------------------------------------------===//
 
 /// A top-k selection: one [B, S] mask (1 = selected) per routed layer, in
 /// ascending layer index, as in ReferenceOutput::routed.
 using Selection = std::vector<std::vector<int32_t>>;
 
-/// The training loss of SPEC.md section 4 and its parts.
+/// The training loss of docs/model-format.md section 4 and its parts.
 struct LossBreakdown {
   /// ce + auxLossWeight * aux.
   double total = 0.0;
@@ -139,11 +143,12 @@ struct LossBreakdown {
   bool topkDiffersFromFixed = false;
 };
 
-/// The training loss of SPEC.md section 4 on `tokens` ([batch, seq_len + 1]):
-/// the forward in top-k mode on tokens[:, :S], cross-entropy against
-/// tokens[:, 1:S+1], and the causal-router BCE. With `fixed`, routed layers
-/// use that selection instead of their own top-k (top-k as a constant, the
-/// way section 5 differentiates). Throws ReferenceError like forward().
+/// The training loss of docs/model-format.md section 4 on `tokens`
+/// ([batch, seq_len + 1]): the forward in top-k mode on tokens[:, :S],
+/// cross-entropy against tokens[:, 1:S+1], and the causal-router BCE. With
+/// `fixed`, routed layers use that selection instead of their own top-k (top-k
+/// as a constant, the way section 5 differentiates). Throws ReferenceError like
+/// forward().
 LossBreakdown referenceLoss(const ModelConfig &config, const Weights &weights,
                             const std::vector<int32_t> &tokens, int64_t batch,
                             const Selection *fixed = nullptr);
@@ -152,9 +157,9 @@ LossBreakdown referenceLoss(const ModelConfig &config, const Weights &weights,
 bool isPredictorParameter(const std::string &name);
 
 /// The scalar whose gradient a parameter receives under the stop-gradient
-/// semantics of SPEC.md sections 4 and 5: predictor parameters see only
-/// auxLossWeight * predictorBce (the predictor does not affect the forward);
-/// every other parameter sees ce + auxLossWeight * routerBce with the
+/// semantics of docs/model-format.md sections 4 and 5: predictor parameters see
+/// only auxLossWeight * predictorBce (the predictor does not affect the
+/// forward); every other parameter sees ce + auxLossWeight * routerBce with the
 /// aux_loss router, and ce alone otherwise (the predictor's loss stops at
 /// stopgrad(x)). Both sum to the total loss's gradient.
 double gradientObjective(const ModelConfig &config, const LossBreakdown &loss,

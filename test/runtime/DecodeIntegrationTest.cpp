@@ -1,8 +1,8 @@
 //===- DecodeIntegrationTest.cpp - Decoding real compiled packages -------===//
 //
 // Compiles small models with the real modc (predictor and aux_loss routers,
-// schedules every_other and all, and a dense model) and checks SPEC.md
-// section 4 through the runtime:
+// schedules every_other and all, and a dense model) and checks
+// docs/model-format.md section 4 through the runtime:
 //   - decoding token by token (DecodeSession, a batch of 3 prompts of
 //     lengths 5, 17 and 32 stepped in lockstep) gives the logits of the
 //     full-sequence causal forward at every prompt position (relative error

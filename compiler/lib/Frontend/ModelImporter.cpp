@@ -111,7 +111,8 @@ public:
   std::string filename;
 };
 
-/// Everything SPEC.md section 1 allows, validated and with defaults filled in.
+/// Everything docs/model-format.md section 1 allows, validated and with
+/// defaults filled in.
 struct ModelDescription {
   std::string name = "model";
   int64_t vocabSize, dModel, nLayers, nHeads, dFf, seqLen;

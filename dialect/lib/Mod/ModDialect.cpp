@@ -1,8 +1,8 @@
 //===- ModDialect.cpp - The model-level MoD dialect -------------*- C++ -*-===//
 //
-// Verifiers reject what SPEC.md forbids: inconsistent shapes, capacities
-// outside [1, seq_len], head dimensions that RoPE cannot rotate, unknown
-// gates and causal routers.
+// Verifiers reject what docs/model-format.md forbids: inconsistent shapes,
+// capacities outside [1, seq_len], head dimensions that RoPE cannot rotate,
+// unknown gates and causal routers.
 //
 //===----------------------------------------------------------------------===//
 

@@ -6,11 +6,11 @@
 // turns the logits the package returns into tokens (decoding policy:
 // temperature, top-k, top-p), and drives byte-level generation.
 //
-// Decoding follows SPEC.md section 4: routed layers decide causally (router
-// r > 0 with aux_loss, predictor p > 0 with predictor), and a token skipped
-// by a routed layer writes nothing to that layer's cache, so decoding a
-// sequence token by token gives the logits of the full-sequence forward pass
-// in causal mode.
+// Decoding follows docs/model-format.md section 4: routed layers decide
+// causally (router r > 0 with aux_loss, predictor p > 0 with predictor), and a
+// token skipped by a routed layer writes nothing to that layer's cache, so
+// decoding a sequence token by token gives the logits of the full-sequence
+// forward pass in causal mode.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MODRT_GENERATE_H
@@ -146,7 +146,8 @@ int32_t sampleToken(const float *logits, int64_t vocab,
 /// prompt gives the same text alone or at the same index of a batch.
 std::mt19937_64 samplingStream(uint64_t seed, uint64_t index);
 
-/// Byte-level tokens of `text` (SPEC.md section 6: token = byte value).
+/// Byte-level tokens of `text` (docs/model-format.md section 6:
+/// token = byte value).
 /// Throws Error for an empty text, one longer than the model's context
 /// (saying both lengths), or a byte outside the model's vocabulary (naming
 /// the byte and its position). `what` names the text in messages ("prompt

@@ -100,7 +100,7 @@ struct Manifest {
   static Manifest parse(const std::string &jsonText, const std::string &where);
 };
 
-/// Selection rule of routed layers (SPEC.md sections 3 and 4).
+/// Selection rule of routed layers (docs/model-format.md sections 3 and 4).
 enum class RouteMode { TopK, Causal };
 
 /// Outputs of Package::forward.
@@ -112,8 +112,8 @@ struct ForwardResult {
   std::vector<std::vector<int32_t>> routed;
 };
 
-/// The three losses of SPEC.md section 4 for one batch: total = ce +
-/// aux_loss_weight * aux.
+/// The three losses of docs/model-format.md section 4 for one batch:
+/// total = ce + aux_loss_weight * aux.
 struct Losses {
   double total = 0, ce = 0, aux = 0;
 };

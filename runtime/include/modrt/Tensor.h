@@ -2,8 +2,9 @@
 //
 // A Tensor is a dense row-major host buffer with a dtype and a shape; a
 // TensorMap is an insertion-ordered set of named tensors that reads and writes
-// the safetensors format (SPEC.md section 6): an 8-byte little-endian header
-// length N, N bytes of JSON header, then the raw little-endian data.
+// the safetensors format (docs/model-format.md section 6): an 8-byte
+// little-endian header length N, N bytes of JSON header, then the raw
+// little-endian data.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MODRT_TENSOR_H

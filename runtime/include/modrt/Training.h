@@ -36,8 +36,8 @@ double learningRate(int64_t step, int64_t totalSteps, double peak,
 uint64_t fnv1a64(const void *data, size_t size,
                  uint64_t hash = 0xcbf29ce484222325ull);
 
-/// Byte-level training text (SPEC.md section 6: token = byte value), split
-/// into a training part and a held-out part.
+/// Byte-level training text (docs/model-format.md section 6:
+/// token = byte value), split into a training part and a held-out part.
 ///
 /// The last 10% of the bytes (rounded up, and at least one batch of
 /// batch * (seqLen + 1) bytes) are held out. Training windows are runs of

@@ -19,7 +19,7 @@ extern "C" {
 
 #define MODC_ABI_VERSION 4u
 
-/// Selection rule of routed layers (SPEC.md section 3 and 4).
+/// Selection rule of routed layers (docs/model-format.md sections 3 and 4).
 enum modc_route_mode { MODC_MODE_TOPK = 0, MODC_MODE_CAUSAL = 1 };
 
 /// Status codes returned by entry points; modc_last_error() has the text.
@@ -82,8 +82,8 @@ typedef struct modc_decode_args {
 
 /// Arguments of the training gradient: forward in top-k mode on
 /// tokens[:, :S], cross-entropy against tokens[:, 1:], the causal-router loss
-/// (SPEC.md section 4), and the gradient of the total loss for every
-/// parameter.
+/// (docs/model-format.md section 4), and the gradient of the total loss for
+/// every parameter.
 typedef struct modc_grad_args {
   int64_t batch;               ///< number of sequences B (>= 1)
   int64_t seq_len;             ///< must equal the compiled seq_len S

@@ -1,4 +1,4 @@
-// The verifiers reject what SPEC.md forbids.
+// The verifiers reject what docs/model-format.md forbids.
 // RUN: mod-opt %s -split-input-file -verify-diagnostics
 
 // expected-error @+1 {{d_model (30) must be divisible by n_heads (4)}}

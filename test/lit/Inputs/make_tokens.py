@@ -1,5 +1,5 @@
 """Writes a modrun token batch: a safetensors file with one I32 tensor
-'tokens' of shape [B, S] (SPEC.md section 6).
+'tokens' of shape [B, S] (docs/model-format.md section 6).
 
   make_tokens.py OUT --batch B --seq S --vocab V [--set ROW,POS=VALUE ...]
 

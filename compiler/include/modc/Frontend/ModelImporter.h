@@ -1,8 +1,8 @@
 //===- ModelImporter.h - Model description (JSON) to mod IR -------*- C++ -*-===//
 //
-// Reads the model description of SPEC.md section 1, validates every field and
-// builds a `mod.model` op. Errors name the offending key (and the line and
-// column for JSON syntax errors).
+// Reads the model description of docs/model-format.md section 1, validates
+// every field and builds a `mod.model` op. Errors name the offending key (and
+// the line and column for JSON syntax errors).
 //
 //===----------------------------------------------------------------------===//
 #ifndef MODC_FRONTEND_MODELIMPORTER_H

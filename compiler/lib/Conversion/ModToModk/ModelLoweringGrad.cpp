@@ -5,7 +5,7 @@
 // the gradient of its result, and contributes to the gradients of its
 // operands. Parameter gradients are entry outputs, zeroed first and then
 // accumulated into by every kernel that reaches them. Top-k is a constant
-// selection (SPEC.md section 5).
+// selection (docs/model-format.md section 5).
 //
 //===----------------------------------------------------------------------===//
 

@@ -13,8 +13,8 @@ namespace modc {
 using namespace mlir;
 using namespace modc;
 
-/// Builds the components of `block` (SPEC.md section 3) before it and
-/// returns the value that replaces its result.
+/// Builds the components of `block` (docs/model-format.md section 3) before
+/// it and returns the value that replaces its result.
 static Value expandBlock(OpBuilder &b, mod::ModelOp model,
                          mod::BlockOp block) {
   Location loc = block.getLoc();

@@ -1,10 +1,10 @@
 //===- StoreBf16Activations.cpp - bf16 buffers for products ------*- C++ -*-===//
 //
-// A bf16 model rounds both operands of every product to bf16 (SPEC: bf16
-// storage, f32 accumulation). Where a buffer is read only as the input of
-// GEMMs, storing it as bf16 keeps exactly the values the GEMMs read, in half
-// the bytes: the writer rounds as it stores instead of each reader rounding
-// as it loads.
+// A bf16 model rounds both operands of every product to bf16
+// (docs/model-format.md section 1: bf16 storage, f32 accumulation). Where a
+// buffer is read only as the input of GEMMs, storing it as bf16 keeps exactly
+// the values the GEMMs read, in half the bytes: the writer rounds as it stores
+// instead of each reader rounding as it loads.
 //
 //===----------------------------------------------------------------------===//
 

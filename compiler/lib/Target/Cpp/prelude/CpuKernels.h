@@ -10,7 +10,7 @@
 /// functions that call these templates with the plan's static shapes. The
 /// result is built with `-O3 -march=native -fopenmp` and linked to OpenBLAS.
 ///
-/// Conventions (see docs/internals.md and SPEC.md section 3):
+/// Conventions (see docs/internals.md and docs/model-format.md section 3):
 ///  - All tensors are row-major f32 unless stated otherwise.
 ///  - `rows` is a runtime row count.
 ///  - Segments: rows [seg[s], seg[s+1]) are sequence s, in ascending original

@@ -8,7 +8,8 @@
 /// The backward (training) kernels of modc's CPU target: loss functions, the
 /// gradient of every forward kernel in CpuKernels.h, and the AdamW step. The
 /// C++ emitter pastes CpuKernels.h and then this header verbatim into every
-/// generated `model.cpp`; the same conventions hold (SPEC.md sections 3-5):
+/// generated `model.cpp`; the same conventions hold (docs/model-format.md
+/// sections 3-5):
 ///  - row-major f32, `rows` a runtime row count, segments and positions as in
 ///    CpuKernels.h;
 ///  - "accumulate" means the kernel adds into its output, which the caller

@@ -16,7 +16,8 @@
 #include "modc/Dialect/Mod/ModOps.h.inc"
 
 namespace modc::mod {
-/// Names of SPEC.md's parameters, in one place so every layer agrees.
+/// Names of the parameters of docs/model-format.md section 2, in one place so
+/// every layer agrees.
 std::string blockParam(int64_t layer, llvm::StringRef suffix);
 } // namespace modc::mod
 

@@ -23,9 +23,10 @@ def Mod_ModelOp : Mod_Op<"model", [Symbol, SingleBlock, NoTerminator,
                                    IsolatedFromAbove]> {
   let summary = "A Mixture-of-Depths language model";
   let description = [{
-    Holds the configuration of SPEC.md section 1. Before `mod-expand-schedule`
-    the model carries `schedule` and `capacity` (or `capacity_tokens`); after
-    it, every routed `mod.block` carries its own static capacity.
+    Holds the configuration of docs/model-format.md section 1. Before
+    `mod-expand-schedule` the model carries `schedule` and `capacity` (or
+    `capacity_tokens`); after it, every routed `mod.block` carries its own
+    static capacity.
 
     ```mlir
     mod.model @tiny attributes {vocab_size = 256 : i64, d_model = 64 : i64, ...} {
