@@ -139,6 +139,16 @@ llvm::Expected<CpuIsa> modc::queryCpuIsa(llvm::StringRef cxx,
   return isa;
 }
 
+/// A modc built with MODC_SANITIZE compiles its packages with the same
+/// sanitizers: its tests load them into sanitized processes.
+static void appendSanitizeFlags(llvm::SmallVectorImpl<std::string> &args) {
+  llvm::SmallVector<llvm::StringRef> flags;
+  llvm::StringRef(MODC_PACKAGE_SANITIZE_FLAGS)
+      .split(flags, ' ', -1, /*KeepEmpty=*/false);
+  for (llvm::StringRef flag : flags)
+    args.push_back(flag.str());
+}
+
 static llvm::Error compileCpuSource(const PackageOptions &opts,
                                     llvm::StringRef dir) {
   llvm::ErrorOr<std::string> cxx = llvm::sys::findProgramByName(opts.cxx);
@@ -161,6 +171,7 @@ static llvm::Error compileCpuSource(const PackageOptions &opts,
     args.push_back("-L" MODC_OPENMP_BLAS_DIR);
     args.push_back("-Wl,-rpath," MODC_OPENMP_BLAS_DIR);
   }
+  appendSanitizeFlags(args);
   args.append({"-o", std::string(library), std::string(source), "-lopenblas"});
   if (llvm::Error e = runLogged(args, log, opts.verbose, "C++"))
     return e;
@@ -187,6 +198,7 @@ static llvm::Error compileEmulatedCudaSource(const PackageOptions &opts,
       *cxx, "-std=c++20", "-O2", "-x", "c++", "-fPIC", "-shared", "-pthread",
       "-I" + opts.cudaEmulationDir, "-o", std::string(library),
       std::string(source)};
+  appendSanitizeFlags(args);
   if (llvm::Error e = runLogged(args, log, opts.verbose, "CUDA (emulated)"))
     return e;
   fs::remove(log);
