@@ -277,11 +277,9 @@ Package Package::open(const std::string &dir) {
                             "(edited, or copied from another package)",
                             dir));
 
+  // The manifest's ABI was checked before loading (Manifest::parse admits
+  // only unsigned abi_version values, which that check compares).
   impl->manifest = std::move(manifest);
-  if (impl->manifest.abiVersion != MODC_ABI_VERSION)
-    throw Error(fmt::format("{}: package ABI {}, runtime expects {}; "
-                            "recompile the package with this modc",
-                            dir, impl->manifest.abiVersion, MODC_ABI_VERSION));
   if (impl->manifest.target != "cpu" && impl->manifest.target != "cuda")
     throw Error(fmt::format("{}: package target is \"{}\"; this runtime "
                             "runs \"cpu\" and \"cuda\" packages",

@@ -67,6 +67,16 @@ uint64_t modrt::fnv1a64(const void *data, size_t size, uint64_t hash) {
 // Corpus
 //===----------------------------------------------------------------------===//
 
+void modrt::requireRegularTextFile(const std::string &path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw Error(fmt::format("{}: is a directory, not a text file", path));
+  if (!std::filesystem::is_regular_file(path, ec))
+    throw Error(fmt::format("{}: not a regular file (a device or a pipe, "
+                            "which may never end); give a text file",
+                            path));
+}
+
 namespace {
 /// Appends the bytes of `path` to `out`; throws Error naming the file when
 /// it is missing, unreadable or empty.
@@ -74,12 +84,7 @@ void appendFile(const std::string &path, std::string &out) {
   std::error_code ec;
   if (!std::filesystem::exists(path, ec))
     throw Error(fmt::format("{}: no such file", path));
-  if (std::filesystem::is_directory(path, ec))
-    throw Error(fmt::format("{}: is a directory, not a text file", path));
-  if (!std::filesystem::is_regular_file(path, ec))
-    throw Error(fmt::format("{}: not a regular file (a device or a pipe, "
-                            "which may never end); give a text file",
-                            path));
+  requireRegularTextFile(path);
   errno = 0;
   std::ifstream in(path, std::ios::binary);
   if (!in)

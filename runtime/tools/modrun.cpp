@@ -1007,10 +1007,11 @@ int runInfo(int argc, char **argv) {
   fmt::print("target:    {}{} (abi {}, compiled by modc {})\n", m.target,
              m.arch.empty() ? "" : " " + m.arch,
              m.abiVersion, m.compilerVersion);
-  if (m.target == "cpu")
+  if (m.target == "cpu") {
+    std::string features = fmt::format("{}", fmt::join(m.cpuFeatures, " "));
     fmt::print("cpu:       --march={} ({})\n", m.cpuMarch,
-               m.cpuFeatures.empty() ? std::string("baseline ISA")
-                                     : fmt::format("{}", fmt::join(m.cpuFeatures, " ")));
+               features.empty() ? "baseline ISA" : features);
+  }
   fmt::print("shape:     seq_len {}, vocab {}, d_model {}, dtype {}\n",
              m.seqLen, m.vocabSize, m.dModel, m.dtype);
   fmt::print("layers:    {} ({} routed)\n", m.layers.size(),
@@ -1055,12 +1056,7 @@ uint64_t readCorpusFile(const std::string &path, std::string &corpus,
   if (!std::filesystem::exists(path, ec))
     throw Error(fmt::format("{}: cannot open: {}", path,
                             std::strerror(ENOENT)));
-  if (std::filesystem::is_directory(path, ec))
-    throw Error(fmt::format("{}: is a directory, not a text file", path));
-  if (!std::filesystem::is_regular_file(path, ec))
-    throw Error(fmt::format("{}: not a regular file (a device or a pipe, "
-                            "which may never end); give a text file",
-                            path));
+  requireRegularTextFile(path);
   uint64_t size = std::filesystem::file_size(path, ec);
   if (ec)
     throw Error(fmt::format("{}: cannot read its size: {}", path,

@@ -45,6 +45,11 @@ uint64_t fnv1a64(const void *data, size_t size,
 /// non-overlapping, read cyclically through the training part: a window that
 /// passes its end continues at its start. The data position is the byte
 /// offset in the training part where the next window begins.
+/// Throws Error naming `path` when it is a directory or not a regular file:
+/// text inputs (training data, tokenize's files) must be regular files, as
+/// a device such as /dev/zero or a pipe may never end.
+void requireRegularTextFile(const std::string &path);
+
 class Corpus {
 public:
   /// Largest corpus load() reads (all files together): the bytes are held
