@@ -292,9 +292,12 @@ Args parseArgs(int argc, char **argv, const std::vector<std::string> &known,
   return args;
 }
 
-/// Parses the value of option --`key` as a decimal integer >= `minimum`.
+/// Parses the value of option --`key` as a decimal integer in [`minimum`,
+/// `maximum`]. A value past `maximum` is refused, never capped: a capped
+/// value would run another job than the one asked for (docs/errors.md).
 uint64_t parseUnsigned(const std::string &key, const std::string &text,
-                       const char *usage, uint64_t minimum = 0) {
+                       const char *usage, uint64_t minimum = 0,
+                       uint64_t maximum = UINT64_MAX) {
   const char *what =
       minimum == 0 ? "a non-negative integer" : "a positive integer";
   if (text.empty() || text[0] == '-' || text[0] == '+')
@@ -303,15 +306,29 @@ uint64_t parseUnsigned(const std::string &key, const std::string &text,
   errno = 0;
   char *end = nullptr;
   unsigned long long v = std::strtoull(text.c_str(), &end, 10);
-  if (errno != 0 || *end != '\0')
+  bool tooLarge = errno == ERANGE || v > maximum;
+  if (*end != '\0' || (errno != 0 && errno != ERANGE) ||
+      (tooLarge && maximum == UINT64_MAX))
     throw UsageError{
         fmt::format("--{} must be {} below 2^64, got '{}'", key, what, text),
         usage};
+  if (tooLarge)
+    throw UsageError{fmt::format("--{} must be an integer in [{}, {}], got "
+                                 "'{}'",
+                                 key, minimum, maximum, text),
+                     usage};
   if (v < minimum)
     throw UsageError{fmt::format("--{} must be {}, got '{}'", key, what, text),
                      usage};
   return v;
 }
+
+/// The largest --batch of train and eval: B x (seq_len + 1) bytes per batch
+/// stay far from overflow for any seq_len a model may have (at most 2^20).
+constexpr uint64_t kMaxBatch = uint64_t(1) << 20;
+/// The largest step count (--steps, --warmup, ...): steps are int64_t, and
+/// 2^62 leaves room for the arithmetic on them.
+constexpr uint64_t kMaxSteps = uint64_t(1) << 62;
 
 uint64_t parseSeed(const std::string &text) {
   return parseUnsigned("seed", text, kInitUsage);
@@ -539,8 +556,9 @@ int runTrain(int argc, char **argv) {
   auto positive = [&](const char *key) -> std::optional<int64_t> {
     if (!has(key))
       return std::nullopt;
-    return static_cast<int64_t>(std::min<uint64_t>(
-        parseUnsigned(key, args.options[key], usage, 1), uint64_t(1) << 62));
+    uint64_t maximum = std::string(key) == "batch" ? kMaxBatch : kMaxSteps;
+    return static_cast<int64_t>(
+        parseUnsigned(key, args.options[key], usage, 1, maximum));
   };
   auto number = [&](const char *key, bool strict) -> std::optional<double> {
     if (!has(key))
@@ -559,8 +577,8 @@ int runTrain(int argc, char **argv) {
   if (has("seed"))
     seed = parseUnsigned("seed", args.options["seed"], usage);
   if (has("warmup"))
-    warmup = static_cast<int64_t>(std::min<uint64_t>(
-        parseUnsigned("warmup", args.options["warmup"], usage), 1ull << 62));
+    warmup = static_cast<int64_t>(
+        parseUnsigned("warmup", args.options["warmup"], usage, 0, kMaxSteps));
 
   Package pkg = Package::open(args.pkg);
   const Manifest &man = pkg.manifest();
@@ -757,16 +775,15 @@ int runSample(int argc, char **argv) {
                                   : "give one of --prompt, --prompt-file and "
                                     "--batch-file",
                      usage};
-  uint64_t maxNew64 =
-      parseUnsigned("max-new", args.require("max-new", usage), usage);
-  int maxNew = static_cast<int>(std::min<uint64_t>(maxNew64, INT_MAX));
+  int maxNew = static_cast<int>(parseUnsigned(
+      "max-new", args.require("max-new", usage), usage, 0, INT_MAX));
   SamplingConfig config;
   if (has("temperature"))
     config.temperature =
         parseNumber("temperature", args.options["temperature"], usage, 0);
   if (has("top-k"))
-    config.topK = static_cast<int>(std::min<uint64_t>(
-        parseUnsigned("top-k", args.options["top-k"], usage), INT_MAX));
+    config.topK = static_cast<int>(
+        parseUnsigned("top-k", args.options["top-k"], usage, 0, INT_MAX));
   if (has("top-p")) {
     config.topP = parseNumber("top-p", args.options["top-p"], usage, 0,
                               /*strict=*/true);
@@ -899,8 +916,8 @@ int runEval(int argc, char **argv) {
   int64_t batch = 8;
   uint64_t maxBatches = 8;
   if (args.options.count("batch"))
-    batch = static_cast<int64_t>(std::min<uint64_t>(
-        parseUnsigned("batch", args.options["batch"], usage, 1), 1u << 20));
+    batch = static_cast<int64_t>(
+        parseUnsigned("batch", args.options["batch"], usage, 1, kMaxBatch));
   if (args.options.count("batches"))
     maxBatches = parseUnsigned("batches", args.options["batches"], usage, 1);
 

@@ -484,6 +484,51 @@ TEST_F(ModrunTest, TrainUsageAndRefusals) {
   EXPECT_FALSE(std::filesystem::exists(tmp.path("ck.safetensors")));
 }
 
+// Huge counts are refused with the flag and its range, never capped to
+// another value (docs/errors.md, "modrun: the command line").
+TEST_F(ModrunTest, OutOfRangeCountsAreRefused) {
+  writeFile(tmp.path("a.txt"), std::string(400, 'a'));
+  std::string train = "train '" + pkg + "' --data '" + tmp.path("a.txt") +
+                      "' --out '" + tmp.path("ck.safetensors") +
+                      "' --lr 1 --seed 1";
+  struct Case {
+    std::string args, message;
+  };
+  const std::string big = "99999999999999999999"; // > 2^64
+  for (const Case &c : std::vector<Case>{
+           {train + " --steps 4611686018427387905 --batch 1",
+            "--steps must be an integer in [1, 4611686018427387904], got "
+            "'4611686018427387905'"},
+           {train + " --steps 2 --batch 1048577",
+            "--batch must be an integer in [1, 1048576], got '1048577'"},
+           {train + " --steps 2 --batch 1 --warmup 4611686018427387905",
+            "--warmup must be an integer in [0, 4611686018427387904]"},
+           {train + " --steps 2 --batch 1 --stop-after " + big,
+            "--stop-after must be an integer in [1, 4611686018427387904], "
+            "got '" + big + "'"},
+           {"eval '" + pkg + "' --weights w --data a --batch 1048577",
+            "--batch must be an integer in [1, 1048576], got '1048577'"},
+           {"sample '" + pkg + "' --weights w --prompt a --max-new 2147483648",
+            "--max-new must be an integer in [0, 2147483647], got "
+            "'2147483648'"},
+           {"sample '" + pkg + "' --weights w --prompt a --max-new 1 "
+            "--top-k 2147483648",
+            "--top-k must be an integer in [0, 2147483647], got "
+            "'2147483648'"},
+       }) {
+    RunResult r = run(c.args);
+    EXPECT_EQ(r.code, 2) << c.args << "\n" << r.err;
+    EXPECT_NE(r.err.find("modrun: " + c.message), std::string::npos)
+        << c.args << "\n" << r.err;
+  }
+  // The largest values in range still pass the parser (they fail later,
+  // and not with a range error).
+  RunResult r = run("sample '" + pkg + "' --weights w --prompt a "
+                    "--max-new 2147483647");
+  EXPECT_EQ(r.err.find("must be an integer in"), std::string::npos) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(tmp.path("ck.safetensors")));
+}
+
 TEST_F(ModrunTest, TrainAndResume) {
   std::string v6 = makeFakePackage(tmp.path("v6"), FAKE_MODEL_V6);
   std::string text;
