@@ -17,6 +17,7 @@ void modc::buildModToModkPipeline(OpPassManager &pm, bool bf16Storage) {
   StoreBf16ActivationsOptions bf16;
   bf16.activations = bf16Storage;
   entry.addPass(createStoreBf16Activations(bf16));
+  entry.addPass(createGeneralize());
   entry.addPass(createPlanMemory());
 }
 

@@ -100,6 +100,14 @@ LogicalResult PlanEmitter::emitKernel(Operation *op) {
     closeGroup();
     return success();
   }
+  if (auto rows = dyn_cast<modk::RowsOp>(op)) {
+    emitRowKernelLaunch(rows, rowKernelOf.lookup(rows));
+    return success();
+  }
+  if (isa<modk::RMSNormOp, modk::AddOp, modk::ActivationOp,
+          modk::ActivationGradOp>(op))
+    return op->emitOpError("is generated from its math: run modk-generalize "
+                           "before emitting");
   if (auto ids = dyn_cast<modk::IdentityRowsOp>(op)) {
     emitCall({"identity_segments",
               {seqLen},
@@ -112,15 +120,6 @@ LogicalResult PlanEmitter::emitKernel(Operation *op) {
               {name(embed.getTokens()),
                fmt::format("B * {}", width(embed.getTokens())),
                name(embed.getTable()), name(embed.getOutput())}});
-    return success();
-  }
-  if (auto norm = dyn_cast<modk::RMSNormOp>(op)) {
-    emitCall(
-        {"rmsnorm",
-         {width(norm.getOutput())},
-         {name(norm.getInput()), rowsArg(norm.getSegments(), norm.getInput()),
-          name(norm.getWeight()), floatLiteral(norm.getEps().convertToDouble()),
-          name(norm.getOutput())}});
     return success();
   }
   if (auto attn = dyn_cast<modk::AttentionOp>(op)) {
@@ -152,14 +151,6 @@ LogicalResult PlanEmitter::emitKernel(Operation *op) {
             fmt::format("args->kv_counts + (int64_t){} * B", layer)}},
           4);
     }
-    return success();
-  }
-  if (auto add = dyn_cast<modk::AddOp>(op)) {
-    emitCall({"add_rows",
-              {width(add.getOutput())},
-              {name(add.getLhs()), name(add.getRhs()),
-               rowsArg(add.getSegments(), add.getOutput()),
-               name(add.getOutput())}});
     return success();
   }
   if (auto route = dyn_cast<modk::RouteSelectGatherOp>(op)) {
@@ -221,18 +212,6 @@ LogicalResult PlanEmitter::emitKernel(Operation *op) {
               {n},
               {name(in), fmt::format("({}) / {}", elements(out), n),
                name(out)}});
-    return success();
-  }
-  if (auto act = dyn_cast<modk::ActivationOp>(op)) {
-    // Out of place: the pre-activations stay for the backward pass, and the
-    // output may be bf16 (modk-store-bf16).
-    int64_t n = width(act.getOutput());
-    std::string out = name(act.getOutput()), up = name(act.getUp());
-    KernelArg rows = rowsArg(act.getSegments(), act.getOutput());
-    if (act.getKind() == modk::Activation::swiglu)
-      emitCall({"swiglu", {n}, {name(act.getGate()), up, rows, out}});
-    else
-      emitCall({"gelu", {n}, {up, rows, out}});
     return success();
   }
   if (auto dgrad = dyn_cast<modk::GemmDgradOp>(op)) {
@@ -307,21 +286,6 @@ LogicalResult PlanEmitter::emitKernel(Operation *op) {
     // As in the forward: bf16 inputs, fewer tensor-core instructions.
     call.deviceTemplateArgs = withBf16Flag({});
     emitCall(call);
-    return success();
-  }
-  if (auto act = dyn_cast<modk::ActivationGradOp>(op)) {
-    int64_t n = width(act.getUp());
-    KernelArg rows = rowsArg(act.getSegments(), act.getUp());
-    if (act.getKind() == modk::Activation::swiglu)
-      emitCall({"swiglu_grad",
-                {n},
-                {name(act.getGate()), name(act.getUp()), name(act.getDu()),
-                 rows, name(act.getDgate()), name(act.getDup())}});
-    else
-      emitCall(
-          {"gelu_grad",
-           {n},
-           {name(act.getUp()), name(act.getDu()), rows, name(act.getDup())}});
     return success();
   }
   if (auto scatter = dyn_cast<modk::ScatterGradOp>(op)) {

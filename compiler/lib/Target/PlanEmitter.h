@@ -207,8 +207,26 @@ protected:
   void writeCall(llvm::StringRef ns, const KernelCall &call,
                  llvm::ArrayRef<std::string> args, int indent);
 
+  //===--- Kernels generated from modk.rows (RowKernels.cpp) ---------------===//
+
+  /// Numbers the distinct row kernels of all entries (identical ops share
+  /// one): modc_rows_<n>.
+  void collectRowKernels();
+  /// Writes the definition of every row kernel for the target.
+  mlir::LogicalResult emitRowKernelDefinitions();
+  /// What makes two row kernels the same kernel: operand types and math.
+  static std::string rowKernelKey(modk::RowsOp op);
+  /// The kernel's pointer parameters: the inputs, then the outputs.
+  std::string rowKernelParams(modk::RowsOp op);
+  /// The buffers a call passes for those parameters.
+  std::vector<std::string> rowKernelArgs(modk::RowsOp op);
+  std::vector<modk::RowsOp> rowKernels;
+  llvm::DenseMap<mlir::Operation *, int> rowKernelOf;
+
   //===--- What each target writes its own way ----------------------------===//
 
+  /// Launches row kernel `index` (modc_rows_<index>) for `op`.
+  virtual void emitRowKernelLaunch(modk::RowsOp op, int index) = 0;
   /// Renders `call` for the target at `indent` spaces.
   virtual void emitCall(const KernelCall &call, int indent = 2) = 0;
   /// The kernels of the ops whose code differs per target, beyond a call's

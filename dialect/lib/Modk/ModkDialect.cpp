@@ -164,5 +164,100 @@ LogicalResult ActivationGradOp::verify() {
   return success();
 }
 
+//===----------------------------------------------------------------------===//
+// modk.rows
+//===----------------------------------------------------------------------===//
+
+int64_t RowsOp::getWidth() { return lastDim(getOutputs().front()); }
+
+bool RowsOp::isColumnVector(Value input) {
+  return cast<MemRefType>(input.getType()).getRank() == 1;
+}
+
+unsigned RowsOp::getNumReductions() {
+  return getReduce().front().getTerminator()->getNumOperands();
+}
+
+void RowsOp::getEffects(
+    SmallVectorImpl<SideEffects::EffectInstance<MemoryEffects::Effect>>
+        &effects) {
+  for (OpOperand &in : getInputsMutable())
+    effects.emplace_back(MemoryEffects::Read::get(), &in);
+  effects.emplace_back(MemoryEffects::Read::get(), &getSegmentsMutable());
+  for (OpOperand &out : getOutputsMutable())
+    effects.emplace_back(MemoryEffects::Write::get(), &out);
+}
+
+/// Element types a row kernel loads and stores.
+static bool isRowElement(Type t) { return t.isF32() || t.isBF16(); }
+
+LogicalResult RowsOp::verify() {
+  if (getOutputs().empty())
+    return emitOpError("needs at least one output");
+  auto rowShape = [](Value v) {
+    return cast<MemRefType>(v.getType()).getShape().drop_back();
+  };
+  Value first = getOutputs().front();
+  if (cast<MemRefType>(first.getType()).getRank() < 2)
+    return emitOpError("outputs must be row buffers [B, rows, width]");
+  int64_t width = getWidth();
+  for (Value out : getOutputs()) {
+    if (rowShape(out) != rowShape(first) || lastDim(out) != width)
+      return emitOpError("all outputs must have one shape");
+    if (!isRowElement(cast<MemRefType>(out.getType()).getElementType()))
+      return emitOpError("outputs must hold f32 or bf16");
+  }
+  for (Value in : getInputs()) {
+    auto type = cast<MemRefType>(in.getType());
+    if (!isRowElement(type.getElementType()))
+      return emitOpError("inputs must hold f32 or bf16");
+    if (isColumnVector(in) ? type.getDimSize(0) != width
+                           : rowShape(in) != rowShape(first) ||
+                                 lastDim(in) != width)
+      return emitOpError()
+             << "each input must be a row buffer shaped like the outputs or "
+                "a vector of the row width "
+             << width;
+  }
+  return success();
+}
+
+/// Checks that `block` takes `args` f32 arguments and yields `results`
+/// f32 values, and holds only arith and math ops.
+static LogicalResult verifyRowsBlock(RowsOp op, Block &block, StringRef what,
+                                     unsigned args,
+                                     std::optional<unsigned> results) {
+  if (block.getNumArguments() != args)
+    return op.emitOpError() << "'" << what << "' takes " << args
+                            << " f32 arguments, has "
+                            << block.getNumArguments();
+  for (BlockArgument arg : block.getArguments())
+    if (!arg.getType().isF32())
+      return op.emitOpError() << "'" << what << "' arguments must be f32";
+  if (results && block.getTerminator()->getNumOperands() != *results)
+    return op.emitOpError() << "'" << what << "' must yield " << *results
+                            << " values, one per output";
+  for (Operation &inner : block.without_terminator()) {
+    StringRef ns = inner.getDialect() ? inner.getDialect()->getNamespace() : "";
+    if (ns != "arith" && ns != "math")
+      return inner.emitOpError("is not allowed in modk.rows: only arith and "
+                               "math ops are");
+    for (Type t : inner.getResultTypes())
+      if (!t.isF32() && !t.isInteger(1))
+        return inner.emitOpError("in modk.rows must compute f32 (or i1)");
+  }
+  return success();
+}
+
+LogicalResult RowsOp::verifyRegions() {
+  unsigned n = getInputs().size();
+  if (failed(verifyRowsBlock(*this, getReduce().front(), "reduce", n,
+                             std::nullopt)) ||
+      failed(verifyRowsBlock(*this, getBody().front(), "body",
+                             n + getNumReductions(), getOutputs().size())))
+    return failure();
+  return success();
+}
+
 #define GET_OP_CLASSES
 #include "modc/Dialect/Modk/ModkOps.cpp.inc"

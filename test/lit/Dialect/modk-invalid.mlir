@@ -124,3 +124,66 @@ modk.entry @forward attributes {model = "{}", modes = ["topk"], params = [{init 
 // expected-error @+1 {{modes must be 'topk' or 'causal'}}
 modk.entry @forward attributes {model = "{}", modes = ["greedy"], params = [], seq_len = 16 : i64, vocab_size = 64 : i64} {
 }
+
+// -----
+
+// modk.rows: inputs are row buffers shaped like the outputs, or vectors of
+// the row width.
+func.func @rows_input_shape(%x: memref<?x16x32xf32>, %w: memref<16xf32>, %seg: memref<?x1xi64>, %y: memref<?x16x32xf32>) {
+  // expected-error @+1 {{each input must be a row buffer shaped like the outputs or a vector of the row width 32}}
+  modk.rows ins(%x, %w : memref<?x16x32xf32>, memref<16xf32>) rows %seg : memref<?x1xi64> outs(%y : memref<?x16x32xf32>) reduce {
+  ^bb0(%a: f32, %b: f32):
+    modk.yield
+  } body {
+  ^bb0(%a: f32, %b: f32):
+    modk.yield %a : f32
+  }
+  return
+}
+
+// -----
+
+// The body takes the inputs' elements, then the row's sums.
+func.func @rows_body_arguments(%x: memref<?x16x32xf32>, %seg: memref<?x1xi64>, %y: memref<?x16x32xf32>) {
+  // expected-error @+1 {{'body' takes 2 f32 arguments, has 1}}
+  modk.rows ins(%x : memref<?x16x32xf32>) rows %seg : memref<?x1xi64> outs(%y : memref<?x16x32xf32>) reduce {
+  ^bb0(%a: f32):
+    %s = arith.mulf %a, %a : f32
+    modk.yield %s : f32
+  } body {
+  ^bb0(%a: f32):
+    modk.yield %a : f32
+  }
+  return
+}
+
+// -----
+
+// One value per output.
+func.func @rows_body_results(%x: memref<?x16x32xf32>, %seg: memref<?x1xi64>, %y: memref<?x16x32xf32>) {
+  // expected-error @+1 {{'body' must yield 1 values, one per output}}
+  modk.rows ins(%x : memref<?x16x32xf32>) rows %seg : memref<?x1xi64> outs(%y : memref<?x16x32xf32>) reduce {
+  ^bb0(%a: f32):
+    modk.yield
+  } body {
+  ^bb0(%a: f32):
+    modk.yield %a, %a : f32, f32
+  }
+  return
+}
+
+// -----
+
+// Only arith and math: what both emitters can generate.
+func.func @rows_foreign_op(%x: memref<?x16x32xf32>, %seg: memref<?x1xi64>, %y: memref<?x16x32xf32>, %s: memref<f32>) {
+  modk.rows ins(%x : memref<?x16x32xf32>) rows %seg : memref<?x1xi64> outs(%y : memref<?x16x32xf32>) reduce {
+  ^bb0(%a: f32):
+    modk.yield
+  } body {
+  ^bb0(%a: f32):
+    // expected-error @+1 {{is not allowed in modk.rows: only arith and math ops are}}
+    %c = memref.load %s[] : memref<f32>
+    modk.yield %c : f32
+  }
+  return
+}

@@ -1,9 +1,46 @@
-// RUN: mod-translate --modk-to-cpp %s | FileCheck %s
+// RUN: mod-opt --pass-pipeline='builtin.module(modk.entry(modk-generalize))' %s | mod-translate --modk-to-cpp | FileCheck %s
+// RUN: not mod-translate --modk-to-cpp %s 2>&1 | FileCheck %s --check-prefix=NAMED
 // RUN: not mod-translate --modk-to-cpp %inputs/unplanned.mlir 2>&1 | FileCheck %s --check-prefix=UNPLANNED
 
 // The planned launch plan of a 2-layer model (layer 1 routed, k = 4 of 16,
 // sigmoid gate, predictor router), emitted as C++ specialised on its shapes.
 // CHECK: namespace modk_cpu
+// The row kernels, generated from the modk.rows regions. RMSNorm: the sum
+// of squares in one SIMD pass, the row's scale once, then the elements.
+// CHECK-LABEL: void modc_rows_0(int64_t rows, const float *in0, const float *in1, float *out0) {
+// CHECK-NEXT: #pragma omp parallel for if (rows * 32 > modk_cpu::detail::kMinParallelWork)
+// CHECK-NEXT: for (int64_t i = 0; i < rows; ++i) {
+// CHECK-NEXT: float sum0 = 0.0f;
+// CHECK-NEXT: #pragma omp simd reduction(+ : sum0)
+// CHECK-NEXT: for (int64_t c = 0; c < 32; ++c) {
+// CHECK-NEXT: const float x0 = static_cast<float>(in0[i * 32 + c]);
+// CHECK-NEXT: const float t0 = x0 * x0;
+// CHECK-NEXT: sum0 += t0;
+// CHECK-NEXT: }
+// CHECK-NEXT: const float t1 = sum0 / 32.0000000f;
+// CHECK-NEXT: const float t2 = t1 + 9.99999975e-06f;
+// CHECK-NEXT: const float t3 = std::sqrt(t2);
+// CHECK-NEXT: const float t4 = 1.00000000f / t3;
+// CHECK-NEXT: #pragma omp simd
+// CHECK-NEXT: for (int64_t c = 0; c < 32; ++c) {
+// CHECK-NEXT: const float x0 = static_cast<float>(in0[i * 32 + c]);
+// CHECK-NEXT: const float x1 = static_cast<float>(in1[c]);
+// CHECK-NEXT: const float t5 = x0 * t4;
+// CHECK-NEXT: const float t6 = t5 * x1;
+// CHECK-NEXT: out0[i * 32 + c] = t6;
+// The swiglu of training (out of place): silu through the vectorisable exp.
+// CHECK-LABEL: void modc_rows_{{[0-9]+}}(int64_t rows, const float *in0, const float *in1, float *out0) {
+// CHECK-NOT: sum0
+// CHECK: const float t0 = -x0;
+// CHECK-NEXT: const float t1 = modk_cpu::detail::expLanes(t0);
+// CHECK-NEXT: const float t2 = t1 + 1.00000000f;
+// CHECK-NEXT: const float t3 = x0 / t2;
+// CHECK-NEXT: const float t4 = t3 * x1;
+// CHECK-NEXT: out0[i * 64 + c] = t4;
+// Its gradient: two outputs from one pass.
+// CHECK-LABEL: const float *in2, float *out0, float *out1) {
+// CHECK: out0[i * 64 + c] =
+// CHECK-NEXT: out1[i * 64 + c] =
 // CHECK: modc_abi_version(void) { return 4u; }
 // CHECK: modc_manifest_json(void)
 // CHECK: "workspace_bytes_per_sequence": [[WS:[0-9]+]]
@@ -17,6 +54,7 @@
 // CHECK: float *[[X:buf[0-9]+]] = reinterpret_cast<float *>(ws + B * 0);
 // CHECK: int32_t *routed1 = args->routed + (int64_t)0 * B * 16;
 // CHECK: modk_cpu::embed<32>(args->tokens, B * 16, w0, [[X]]);
+// CHECK: modc_rows_0([[SEG0:buf[0-9]+]][B], [[X]], w1, {{buf[0-9]+}});
 // CHECK: modk_cpu::rope<2, 16>(
 // CHECK: modk_cpu::causal_attention<2, 16>(
 // The O-projection accumulates into the stream: the fused residual add.
@@ -37,6 +75,11 @@
 // CHECK-NEXT: modk_cpu::gather_rmsnorm<16, 32>([[X]], B, [[SEG]], [[POS]],
 // Gathered GEMMs run on the rows the selection made.
 // CHECK: const int64_t rows = [[SEG]][B];
+// The routed block's attention residual, in place on its gathered rows, and
+// its MLP norm: the dense layers' kernel again (modc_rows_0).
+// CHECK: modc_rows_{{[0-9]+}}([[SEG]][B], [[G:buf[0-9]+]], {{buf[0-9]+}}, [[G]]);
+// CHECK-NEXT: if (profile)
+// CHECK-NEXT: modc_rows_0([[SEG]][B], [[G]], w{{[0-9]+}}, {{buf[0-9]+}});
 // The down projection's epilogue scales by the sigmoid gate (1) and scatters
 // into the stream at the selected positions.
 // CHECK: modk.gemm [32 x 64] epilogue=gate_scale_scatter
@@ -48,7 +91,7 @@
 // CHECK: float *g0 = args->grads[0]; // embed.weight
 // CHECK: modk_cpu::cross_entropy<64>(
 // CHECK: modk_cpu::gate_scale_scatter_grad<16, 32, 1>(
-// CHECK: modk_cpu::swiglu_grad<64>(
+// CHECK: modc_rows_{{[0-9]+}}({{buf[0-9]+}}[B], {{buf[0-9]+}}, {{buf[0-9]+}}, {{buf[0-9]+}}, {{buf[0-9]+}}, {{buf[0-9]+}});
 // CHECK: modk_cpu::causal_attention_grad<2, 16>(
 // CHECK: modk_cpu::rope_grad<2, 16>([[DY:buf[0-9]+]], {{.*}}, static_cast<float>(10000), [[DY]]);
 // CHECK: modk_cpu::gather_grad<16, 32>(
@@ -63,6 +106,7 @@
 // CHECK: modc_adamw(const modc_adamw_args *args)
 // CHECK: static const bool kDecay[] = {true, false, true,
 
+// NAMED: error: 'modk.rmsnorm' op is generated from its math: run modk-generalize before emitting
 // UNPLANNED: error: 'modk.entry' op has no memory plan; run modk-plan-memory first
 
 module {

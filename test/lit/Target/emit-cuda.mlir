@@ -1,6 +1,8 @@
-// RUN: mod-translate --modk-to-cuda %S/emit-cpp.mlir | FileCheck %s
-// RUN: mod-translate --modk-to-cuda --cuda-arch=sm_80 %S/emit-cpp.mlir | FileCheck %s --check-prefix=SM80
-// RUN: not mod-translate --modk-to-cuda --cuda-arch=sm_70 %S/emit-cpp.mlir 2>&1 | FileCheck %s --check-prefix=BADARCH
+// RUN: mod-opt --pass-pipeline='builtin.module(modk.entry(modk-generalize))' %S/emit-cpp.mlir -o %t.mlir
+// RUN: mod-translate --modk-to-cuda %t.mlir | FileCheck %s
+// RUN: mod-translate --modk-to-cuda --cuda-arch=sm_80 %t.mlir | FileCheck %s --check-prefix=SM80
+// RUN: not mod-translate --modk-to-cuda --cuda-arch=sm_70 %t.mlir 2>&1 | FileCheck %s --check-prefix=BADARCH
+// RUN: not mod-translate --modk-to-cuda %S/emit-cpp.mlir 2>&1 | FileCheck %s --check-prefix=NAMED
 // RUN: not mod-translate --modk-to-cuda %inputs/unplanned.mlir 2>&1 | FileCheck %s --check-prefix=UNPLANNED
 
 // The launch plan of emit-cpp.mlir (2 layers, layer 1 routed with k = 4 of
@@ -13,6 +15,27 @@
 // CHECK: asm("cvt.rna.tf32.f32
 // CHECK: asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32
 // CHECK: cp.async
+// The row kernels of the same modk.rows regions as the CPU's (emit-cpp.mlir):
+// the same statements, a warp per row, the sums by warp shuffles.
+// CHECK-LABEL: __global__ __launch_bounds__(modk_cuda::detail::kThreads) void modc_rows_0(const int64_t *rows, const float *in0, const float *in1, float *out0) {
+// CHECK-NEXT: const int64_t i = int64_t(blockIdx.x) * modk_cuda::detail::kRowWarps + threadIdx.x / modk_cuda::kWarp;
+// CHECK-NEXT: if (i >= *rows)
+// CHECK-NEXT: return;
+// CHECK-NEXT: const int lane = threadIdx.x % modk_cuda::kWarp;
+// CHECK-NEXT: float sum0 = 0.0f;
+// CHECK-NEXT: for (int c = lane; c < 32; c += modk_cuda::kWarp) {
+// CHECK-NEXT: const float x0 = static_cast<float>(in0[i * 32 + c]);
+// CHECK-NEXT: const float t0 = x0 * x0;
+// CHECK-NEXT: sum0 += t0;
+// CHECK-NEXT: }
+// CHECK-NEXT: sum0 = modk_cuda::warpSum(sum0);
+// CHECK-NEXT: const float t1 = sum0 / 32.0000000f;
+// CHECK-NEXT: const float t2 = t1 + 9.99999975e-06f;
+// CHECK-NEXT: const float t3 = sqrtf(t2);
+// CHECK-NEXT: const float t4 = 1.00000000f / t3;
+// CHECK-NEXT: for (int c = lane; c < 32; c += modk_cuda::kWarp) {
+// CHECK: out0[i * 32 + c] = t6;
+// CHECK: const float t1 = expf(t0);
 // CHECK: modc_abi_version(void) { return 4u; }
 // CHECK: "arch": "sm_90a"
 // CHECK: "target": "cuda"
@@ -30,7 +53,8 @@
 // CHECK: float *[[X:buf[0-9]+]] = reinterpret_cast<float *>(ws + B * 0);
 // CHECK: modk_cuda::embed<32>(safeTokens, B * 16, w0, [[X]], s);
 // Row counts are device pointers (seg + B) with a static bound (B * rows).
-// CHECK: modk_cuda::rmsnorm<32>([[X]], [[SEG:buf[0-9]+]] + B, B * 16, w1,
+// CHECK: if (B * 16 > 0)
+// CHECK-NEXT: MODC_LAUNCH(modc_rows_0, unsigned(modk_cuda::ceilDiv(B * 16, modk_cuda::detail::kRowWarps)), modk_cuda::detail::kThreads, 0, s, [[SEG:buf[0-9]+]] + B, [[X]], w1,
 // CHECK: modk_cuda::linear_rope<2, 16, 32>(
 // CHECK: modk_cuda::causal_attention<2, 16>(
 // The O-projection accumulates into the stream: the fused residual add.
@@ -56,4 +80,5 @@
 // SM80-NEXT: constexpr bool kArchExact = false;
 
 // BADARCH: unsupported CUDA architecture 'sm_70'; expected sm_90a or sm_80
+// NAMED: error: 'modk.rmsnorm' op is generated from its math: run modk-generalize before emitting
 // UNPLANNED: has no memory plan; run modk-plan-memory first

@@ -13,6 +13,7 @@
 #include "mlir/Tools/mlir-translate/Translation.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 using namespace mlir;
 using namespace modc;
@@ -43,6 +44,11 @@ private:
 
   // PlanEmitter's hooks: row counts are host values here (seg[B]).
   void emitCall(const KernelCall &call, int indent = 2) override;
+  void emitRowKernelLaunch(modk::RowsOp op, int index) override {
+    std::vector<std::string> args = rowKernelArgs(op);
+    os << fmt::format("  modc_rows_{}({}[B], {});\n", index,
+                      name(op.getSegments()), fmt::join(args, ", "));
+  }
   LogicalResult emitTargetKernel(Operation *op) override;
   void emitGemm(modk::GemmOp op, int indent) override;
   std::string hostRows(Value segments, Value) override {
@@ -191,6 +197,7 @@ LogicalResult CppEmitter::emit() {
     return failure();
 
   std::string manifest = buildManifest(entries, "cpu", "", cpuIsa);
+  collectRowKernels();
   emitBanner(forward);
   os << kPrelude << "\n";
   if (grad)
@@ -198,6 +205,8 @@ LogicalResult CppEmitter::emit() {
   if (decode)
     os << kDecodePrelude << "\n";
   emitHostSupport("");
+  if (failed(emitRowKernelDefinitions()))
+    return failure();
   os << R"cpp(/// Prints the time since `tick` for kernel `index` and restarts the clock.
 void modcProfile(int index, const char *what,
                  std::chrono::steady_clock::time_point &tick) {

@@ -16,6 +16,7 @@
 #include "mlir/Tools/mlir-translate/Translation.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 using namespace mlir;
 using namespace modc;
@@ -56,6 +57,18 @@ private:
   // sizes copies and grids by the most rows a row set can hold; every call
   // is enqueued on the stream `s`.
   void emitCall(const KernelCall &call, int indent = 2) override;
+  void emitRowKernelLaunch(modk::RowsOp op, int index) override {
+    // A warp per row: the grid covers the most rows the set can hold, the
+    // kernel reads how many it has.
+    std::string bound = maxRows(op.getOutputs().front());
+    std::vector<std::string> args = rowKernelArgs(op);
+    os << fmt::format("  if ({0} > 0)\n    MODC_LAUNCH(modc_rows_{1}, "
+                      "unsigned(modk_cuda::ceilDiv({0}, "
+                      "modk_cuda::detail::kRowWarps)), "
+                      "modk_cuda::detail::kThreads, 0, s, {2} + B, {3});\n",
+                      bound, index, name(op.getSegments()),
+                      fmt::join(args, ", "));
+  }
   LogicalResult emitTargetKernel(Operation *op) override;
   void emitGemm(modk::GemmOp op, int indent) override;
   std::string hostRows(Value, Value buffer) override { return maxRows(buffer); }
@@ -397,6 +410,7 @@ LogicalResult CudaEmitter::emit() {
   if (failed(classifyEntries(forward, grad, decode)))
     return failure();
   std::string manifest = buildManifest(entries, "cuda", arch);
+  collectRowKernels();
   emitBanner(forward);
   os << "// Target: CUDA " << arch << ".\n";
   // sm_90a: the bf16 products run on warpgroup tensor cores (wgmma).
@@ -408,6 +422,8 @@ LogicalResult CudaEmitter::emit() {
   if (decode)
     os << kDecodePrelude << "\n";
   emitHostSupport("#include <vector>\n");
+  if (failed(emitRowKernelDefinitions()))
+    return failure();
   os << R"cpp(/// MODC_PROFILE: a CUDA event after each kernel group of an entry, timed
 /// when the entry ends, so that each time is the GPU's, with no host wait
 /// between the kernels.

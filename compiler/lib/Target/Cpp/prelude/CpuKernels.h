@@ -130,6 +130,29 @@ inline VecF vexp(VecF x) {
   return select(under, VecF{}, p * (VecF)e);
 }
 
+/// exp(x) of one lane: vexp's arithmetic, branch-free, so that the `omp
+/// simd` loops of generated row kernels that call it stay vectorised (a
+/// call of std::exp would make them scalar).
+inline float expLanes(float x) {
+  const bool under = x < -87.3365447f;
+  x = under ? -87.3365447f : x;
+  x = x > 88.3762626647949f ? 88.3762626647949f : x;
+  const float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
+  float r = x - n * 0.693359375f;
+  r = r - n * -2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * (r * r) + r + 1.0f;
+  const int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
+  float scale;
+  std::memcpy(&scale, &bits, sizeof(scale));
+  return under ? 0.0f : p * scale;
+}
+
 inline float silu(float z) { return z / (1.0f + std::exp(-z)); }
 
 /// Segment index of row j: the s with seg[s] <= j < seg[s+1].

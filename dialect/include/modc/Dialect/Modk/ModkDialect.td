@@ -22,7 +22,10 @@ def Modk_Dialect : Dialect {
     varying number).
   }];
   let cppNamespace = "::modc::modk";
-  let dependentDialects = ["::mlir::memref::MemRefDialect"];
+  // modk.rows regions are arith and math ops.
+  let dependentDialects = ["::mlir::memref::MemRefDialect",
+                           "::mlir::arith::ArithDialect",
+                           "::mlir::math::MathDialect"];
   let useDefaultAttributePrinterParser = 1;
 }
 

@@ -5,6 +5,8 @@
 
 include "modc/Dialect/Modk/ModkAttrs.td"
 include "mlir/IR/SymbolInterfaces.td"
+include "mlir/Interfaces/ControlFlowInterfaces.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
 
 //===----------------------------------------------------------------------===//
 // Entry functions and buffers
@@ -192,6 +194,69 @@ def Modk_RouteSelectGatherOp : Modk_Op<"route_select_gather"> {
     attr-dict `:` type(operands)
   }];
   let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Generated row kernels
+//===----------------------------------------------------------------------===//
+
+def Modk_RowsOp : Modk_Op<"rows", [AttrSizedOperandSegments,
+    DeclareOpInterfaceMethods<MemoryEffectsOpInterface>]> {
+  let summary = "A row-wise kernel whose math is its regions";
+  let description = [{
+    For every row i of the row set (rows [0, seg[B]) of the row buffers),
+    with every column c in [0, width):
+    - `reduce` gets the element of each input at (i, c) (row buffers) or at
+      c (vectors of `width`), as f32, and yields the terms of the row's
+      sums; each yielded value is summed over c.
+    - `body` gets the same elements, then the row's sums, and yields the
+      value of each output at (i, c), stored as the output's element type
+      (bf16: rounded to the nearest, ties to even).
+    Both regions hold `arith` and `math` ops on f32 only; the emitters
+    generate each target's kernel from them (docs/compiler.md). An output
+    may be an input (in place): every element of a row is read before any
+    of that row is written.
+
+    ```mlir
+    modk.rows ins(%x, %w : memref<?x16x32xf32>, memref<32xf32>)
+        rows %seg : memref<?xi64> outs(%y : memref<?x16x32xf32>)
+    reduce {
+    ^bb0(%xc: f32, %wc: f32):
+      %sq = arith.mulf %xc, %xc : f32
+      modk.yield %sq : f32
+    } body {
+    ^bb0(%xc: f32, %wc: f32, %ss: f32):
+      ...
+      modk.yield %yc : f32
+    }
+    ```
+  }];
+  let arguments = (ins Variadic<AnyMemRef>:$inputs, AnyMemRef:$segments,
+                   Variadic<AnyMemRef>:$outputs);
+  let regions = (region SizedRegion<1>:$reduce, SizedRegion<1>:$body);
+  let assemblyFormat = [{
+    (`ins` `(` $inputs^ `:` type($inputs) `)`)? `rows` $segments `:`
+    type($segments) `outs` `(` $outputs `:` type($outputs) `)`
+    attr-dict-with-keyword `reduce` $reduce `body` $body
+  }];
+  let hasVerifier = 1;
+  let hasRegionVerifier = 1;
+  let extraClassDeclaration = [{
+    /// Elements of a row: the last dimension of the outputs.
+    int64_t getWidth();
+    /// Whether `input` holds one value per column (a vector of `width`)
+    /// rather than one per row element.
+    bool isColumnVector(mlir::Value input);
+    /// The number of sums per row that `reduce` yields.
+    unsigned getNumReductions();
+  }];
+}
+
+def Modk_YieldOp : Modk_Op<"yield", [Pure, Terminator, ReturnLike,
+                                     HasParent<"RowsOp">]> {
+  let summary = "The values of a modk.rows region at one element";
+  let arguments = (ins Variadic<F32>:$values);
+  let assemblyFormat = "attr-dict ($values^ `:` type($values))?";
 }
 
 //===----------------------------------------------------------------------===//

@@ -41,6 +41,35 @@ def StoreBf16Activations : Pass<"modk-store-bf16", "::modc::modk::EntryOp"> {
   ];
 }
 
+def Generalize : Pass<"modk-generalize", "::modc::modk::EntryOp"> {
+  let summary = "Rewrite the named row kernels into modk.rows with their math";
+  let description = [{
+    `modk.rmsnorm`, `modk.add`, `modk.activation` and
+    `modk.activation_grad` become `modk.rows` ops whose `reduce` and `body`
+    regions hold the kernel's arithmetic as `arith` and `math` ops
+    (docs/model-format.md section 3, in the order of operations the
+    numerics tests pin). The emitters generate both targets' kernels from
+    those regions; they have no kernel of their own for the named ops. Run
+    after modk-store-bf16, whose element types the rows ops then store.
+
+    Before: `modk.add %a, %b rows %seg -> %y`
+    After:
+    ```mlir
+    modk.rows ins(%a, %b : ...) rows %seg : memref<?xi64> outs(%y : ...)
+    reduce {
+    ^bb0(%x: f32, %z: f32):
+      modk.yield
+    } body {
+    ^bb0(%x: f32, %z: f32):
+      %s = arith.addf %x, %z : f32
+      modk.yield %s : f32
+    }
+    ```
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::math::MathDialect"];
+}
+
 def PlanMemory : Pass<"modk-plan-memory", "::modc::modk::EntryOp"> {
   let summary = "Place every workspace buffer, reusing memory by liveness";
   let description = [{

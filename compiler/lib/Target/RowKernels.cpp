@@ -1,0 +1,311 @@
+//===- RowKernels.cpp - Kernels generated from modk.rows --------*- C++ -*-===//
+//
+// A modk.rows op carries its math as arith and math ops (modk-generalize).
+// Both emitters turn those regions into code the same way: one C statement
+// per op, the row's sums first, then what depends only on the sums (once a
+// row), then the elements. Only the loops around the statements differ:
+//
+//  - CPU: rows in parallel (OpenMP), columns in `omp simd` loops;
+//  - CUDA: a warp per row, lanes over columns, sums by warp shuffles.
+//
+// Identical ops (one per layer, usually) share one kernel.
+//
+//===----------------------------------------------------------------------===//
+
+#include "PlanEmitter.h"
+
+#include "llvm/ADT/SetVector.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+#include <fmt/format.h>
+
+using namespace mlir;
+using namespace modc;
+
+namespace {
+/// A float constant as a C++ literal that reads back the same float.
+FailureOr<std::string> floatConstant(arith::ConstantOp op) {
+  auto attr = dyn_cast<FloatAttr>(op.getValue());
+  if (!attr || !attr.getType().isF32())
+    return op.emitOpError("in modk.rows must be an f32 constant"), failure();
+  double v = attr.getValueAsDouble();
+  if (!std::isfinite(v))
+    return op.emitOpError("non-finite constants are not supported in "
+                          "modk.rows"),
+           failure();
+  return fmt::format("{:#.9g}f", v);
+}
+
+/// The statements of one kernel, written from its regions.
+class RowStatements {
+public:
+  RowStatements(modk::RowsOp op, bool cuda) : op(op), cuda(cuda) {}
+
+  /// The C expression of `v`: a named value or a literal.
+  std::string operator[](Value v) const { return names.lookup(v); }
+
+  /// Names block arguments: `prefix<j>` for the inputs' elements, then
+  /// `sum<k>` for the row's sums.
+  void nameArguments(Block &block) {
+    unsigned inputs = op.getInputs().size();
+    for (BlockArgument arg : block.getArguments())
+      names[arg] = arg.getArgNumber() < inputs
+                       ? fmt::format("x{}", arg.getArgNumber())
+                       : fmt::format("sum{}", arg.getArgNumber() - inputs);
+  }
+
+  /// Whether `o` depends on no element of a row (only on its sums and on
+  /// constants): computed once a row, before the element loop.
+  bool rowInvariant(Operation &o) const { return invariant.contains(&o); }
+
+  void findRowInvariants(Block &body) {
+    unsigned inputs = op.getInputs().size();
+    auto isInvariant = [&](Value v) {
+      if (auto arg = dyn_cast<BlockArgument>(v))
+        return arg.getArgNumber() >= inputs;
+      return invariant.contains(v.getDefiningOp());
+    };
+    for (Operation &o : body.without_terminator())
+      if (llvm::all_of(o.getOperands(), isInvariant))
+        invariant.insert(&o);
+  }
+
+  /// Writes the loads of the input elements that the ops `pick` accepts
+  /// (or the block's yield) read at row `row`, column `col`.
+  void writeLoads(Block &block, function_ref<bool(Operation &)> pick,
+                  StringRef row, StringRef col, int indent,
+                  llvm::raw_ostream &os) {
+    unsigned inputs = op.getInputs().size();
+    int64_t width = op.getWidth();
+    llvm::SetVector<unsigned> used;
+    for (Operation &o : block)
+      if (o.hasTrait<OpTrait::IsTerminator>() || pick(o))
+        for (Value v : o.getOperands())
+          if (auto arg = dyn_cast<BlockArgument>(v))
+            if (arg.getArgNumber() < inputs)
+              used.insert(arg.getArgNumber());
+    for (unsigned j : used) {
+      Value in = op.getInputs()[j];
+      std::string index = op.isColumnVector(in)
+                              ? col.str()
+                              : fmt::format("{} * {} + {}", row.str(), width,
+                                            col.str());
+      os << fmt::format("{:{}}const float x{} = static_cast<float>(in{}[{}]);\n",
+                        "", indent, j, j, index);
+    }
+  }
+
+  /// Writes `const float tN = ...;` for every op of `block` that `pick`
+  /// accepts, in order.
+  LogicalResult writeOps(Block &block, function_ref<bool(Operation &)> pick,
+                         int indent, llvm::raw_ostream &os) {
+    for (Operation &o : block.without_terminator()) {
+      if (!pick(o))
+        continue;
+      if (auto constant = dyn_cast<arith::ConstantOp>(o)) {
+        FailureOr<std::string> literal = floatConstant(constant);
+        if (failed(literal))
+          return failure();
+        names[constant.getResult()] = *literal;
+        continue;
+      }
+      FailureOr<std::string> expr = expression(o);
+      if (failed(expr))
+        return failure();
+      std::string name = fmt::format("t{}", next++);
+      os << fmt::format("{:{}}const float {} = {};\n", "", indent, name, *expr);
+      names[o.getResult(0)] = name;
+    }
+    return success();
+  }
+
+private:
+  /// The C expression of one arith or math op over its operands' names.
+  FailureOr<std::string> expression(Operation &o) {
+    auto operand = [&](unsigned i) { return names.lookup(o.getOperand(i)); };
+    auto binary = [&](const char *sym) {
+      return fmt::format("{} {} {}", operand(0), sym, operand(1));
+    };
+    // The math library of each target: the CPU's exp is the prelude's
+    // vectorisable one (the loops stay SIMD), CUDA's the device's.
+    auto call = [&](const char *cpu, const char *device) {
+      return fmt::format("{}({})", cuda ? device : cpu, operand(0));
+    };
+    return llvm::TypeSwitch<Operation *, FailureOr<std::string>>(&o)
+        .Case([&](arith::AddFOp) { return binary("+"); })
+        .Case([&](arith::SubFOp) { return binary("-"); })
+        .Case([&](arith::MulFOp) { return binary("*"); })
+        .Case([&](arith::DivFOp) { return binary("/"); })
+        .Case([&](arith::NegFOp) { return "-" + operand(0); })
+        .Case([&](math::ExpOp) {
+          return call("modk_cpu::detail::expLanes", "expf");
+        })
+        .Case([&](math::ErfOp) { return call("std::erf", "erff"); })
+        .Case([&](math::SqrtOp) { return call("std::sqrt", "sqrtf"); })
+        .Case([&](math::TanhOp) { return call("std::tanh", "tanhf"); })
+        .Default([&](Operation *other) -> FailureOr<std::string> {
+          return other->emitOpError("has no code generator in modk.rows"),
+                 failure();
+        });
+  }
+
+  modk::RowsOp op;
+  bool cuda;
+  llvm::DenseMap<Value, std::string> names;
+  llvm::SmallPtrSet<Operation *, 16> invariant;
+  int next = 0;
+};
+} // namespace
+
+std::string PlanEmitter::rowKernelKey(modk::RowsOp op) {
+  // Operand types, then each op of the regions with its attributes and its
+  // operands as positions within the block: the same for the same math.
+  std::string key;
+  llvm::raw_string_ostream os(key);
+  for (Type t : op->getOperandTypes())
+    os << t << ";";
+  for (Region *region : {&op.getReduce(), &op.getBody()}) {
+    Block &block = region->front();
+    llvm::DenseMap<Value, unsigned> position;
+    for (BlockArgument arg : block.getArguments())
+      position[arg] = position.size();
+    os << "|" << block.getNumArguments();
+    for (Operation &o : block) {
+      os << ";" << o.getName() << o.getAttrDictionary();
+      for (Value v : o.getOperands())
+        os << "," << position.lookup(v);
+      for (Value r : o.getResults())
+        position[r] = position.size();
+    }
+  }
+  return key;
+}
+
+void PlanEmitter::collectRowKernels() {
+  std::map<std::string, int> byKey;
+  for (modk::EntryOp e : entries)
+    e.walk([&](modk::RowsOp op) {
+      auto [it, added] =
+          byKey.try_emplace(rowKernelKey(op), int(rowKernels.size()));
+      if (added)
+        rowKernels.push_back(op);
+      rowKernelOf[op] = it->second;
+    });
+}
+
+std::string PlanEmitter::rowKernelParams(modk::RowsOp op) {
+  std::vector<std::string> params;
+  for (auto [j, in] : llvm::enumerate(op.getInputs()))
+    params.push_back(fmt::format(
+        "const {} *in{}",
+        cType(cast<MemRefType>(in.getType()).getElementType()), j));
+  for (auto [j, out] : llvm::enumerate(op.getOutputs()))
+    params.push_back(fmt::format(
+        "{} *out{}", cType(cast<MemRefType>(out.getType()).getElementType()),
+        j));
+  return fmt::format("{}", fmt::join(params, ", "));
+}
+
+std::vector<std::string> PlanEmitter::rowKernelArgs(modk::RowsOp op) {
+  std::vector<std::string> args;
+  for (Value v : op.getInputs())
+    args.push_back(name(v));
+  for (Value v : op.getOutputs())
+    args.push_back(name(v));
+  return args;
+}
+
+LogicalResult PlanEmitter::emitRowKernelDefinitions() {
+  bool cuda = StringRef(kernelNamespace()) == "modk_cuda";
+  for (auto [index, op] : llvm::enumerate(rowKernels)) {
+    RowStatements stmts(op, cuda);
+    Block &reduce = op.getReduce().front(), &body = op.getBody().front();
+    stmts.nameArguments(reduce);
+    int64_t width = op.getWidth();
+    unsigned sums = op.getNumReductions();
+    auto all = [](Operation &) { return true; };
+    std::string ns = kernelNamespace();
+    os << fmt::format("/// modk.rows: {} input(s), {} output(s), {} sum(s) a "
+                      "row of {}.\n",
+                      op.getInputs().size(), op.getOutputs().size(), sums,
+                      width);
+    // Rows, then the sums of a row, then its elements.
+    int inner;
+    std::string col;
+    if (cuda) {
+      os << fmt::format(
+          "__global__ __launch_bounds__(modk_cuda::detail::kThreads) void "
+          "modc_rows_{}(const int64_t *rows, {}) {{\n"
+          "  const int64_t i = int64_t(blockIdx.x) * "
+          "modk_cuda::detail::kRowWarps + threadIdx.x / modk_cuda::kWarp;\n"
+          "  if (i >= *rows)\n    return;\n"
+          "  const int lane = threadIdx.x % modk_cuda::kWarp;\n",
+          index, rowKernelParams(op));
+      inner = 2;
+      col = "c";
+    } else {
+      os << fmt::format(
+          "void modc_rows_{}(int64_t rows, {}) {{\n"
+          "#pragma omp parallel for if (rows * {} > "
+          "modk_cpu::detail::kMinParallelWork)\n"
+          "  for (int64_t i = 0; i < rows; ++i) {{\n",
+          index, rowKernelParams(op), width);
+      inner = 4;
+      col = "c";
+    }
+    std::string pad(inner, ' ');
+    auto openColumns = [&](StringRef simd) {
+      if (cuda)
+        os << fmt::format("{}for (int c = lane; c < {}; c += modk_cuda::kWarp) "
+                          "{{\n",
+                          pad, width);
+      else
+        os << fmt::format("#pragma omp simd{}\n{}for (int64_t c = 0; c < {}; "
+                          "++c) {{\n",
+                          simd.str(), pad, width);
+    };
+    if (sums > 0) {
+      std::vector<std::string> sumNames;
+      for (unsigned k = 0; k < sums; ++k) {
+        sumNames.push_back(fmt::format("sum{}", k));
+        os << fmt::format("{}float sum{} = 0.0f;\n", pad, k);
+      }
+      openColumns(fmt::format(" reduction(+ : {})", fmt::join(sumNames, ", ")));
+      stmts.writeLoads(reduce, all, "i", col, inner + 2, os);
+      if (failed(stmts.writeOps(reduce, all, inner + 2, os)))
+        return failure();
+      for (auto [k, v] : llvm::enumerate(reduce.getTerminator()->getOperands()))
+        os << fmt::format("{}  sum{} += {};\n", pad, k, stmts[v]);
+      os << pad << "}\n";
+      if (cuda)
+        for (unsigned k = 0; k < sums; ++k)
+          os << fmt::format("{}sum{} = modk_cuda::warpSum(sum{});\n", pad, k,
+                            k);
+    }
+    stmts.nameArguments(body);
+    stmts.findRowInvariants(body);
+    auto once = [&](Operation &o) { return stmts.rowInvariant(o); };
+    auto perElement = [&](Operation &o) {
+      return !stmts.rowInvariant(o) || isa<arith::ConstantOp>(o);
+    };
+    if (failed(stmts.writeOps(body, once, inner, os)))
+      return failure();
+    openColumns("");
+    stmts.writeLoads(body, perElement, "i", col, inner + 2, os);
+    if (failed(stmts.writeOps(body, perElement, inner + 2, os)))
+      return failure();
+    for (auto [k, v] : llvm::enumerate(body.getTerminator()->getOperands())) {
+      Type element =
+          cast<MemRefType>(op.getOutputs()[k].getType()).getElementType();
+      std::string value = element.isBF16()
+                              ? fmt::format("{}::bf16({})", ns, stmts[v])
+                              : stmts[v];
+      os << fmt::format("{}  out{}[i * {} + c] = {};\n", pad, k, width, value);
+    }
+    os << pad << "}\n";
+    if (!cuda)
+      os << "  }\n";
+    os << "}\n\n";
+  }
+  return success();
+}

@@ -1,0 +1,183 @@
+//===- Generalize.cpp - Named row kernels to modk.rows ----------*- C++ -*-===//
+//
+// The row-wise kernels of the plan (RMSNorm, the residual add, the MLP's
+// activation and its gradient) are rewritten into modk.rows ops whose
+// regions spell their math in arith and math ops, so that the emitters
+// generate each target's kernel from one description instead of calling a
+// hand-written kernel per target. The arithmetic is that of
+// docs/model-format.md section 3 in the order the reference kernels used.
+//
+//===----------------------------------------------------------------------===//
+
+#include "modc/Dialect/Modk/Transforms/Passes.h"
+
+#include "mlir/IR/PatternMatch.h"
+#include "mlir/Transforms/WalkPatternRewriteDriver.h"
+
+namespace modc {
+#define GEN_PASS_DEF_GENERALIZE
+#include "modc/Dialect/Modk/Transforms/Passes.h.inc"
+} // namespace modc
+
+using namespace mlir;
+using namespace modc;
+
+namespace {
+/// Builds the f32 math of a region: a thin layer over OpBuilder so that the
+/// formulas below read like the formulas of the docs.
+struct F32Math {
+  OpBuilder &b;
+  Location loc;
+  Value c(double v) {
+    return arith::ConstantOp::create(b, loc, b.getF32FloatAttr(float(v)));
+  }
+  Value add(Value x, Value y) { return arith::AddFOp::create(b, loc, x, y); }
+  Value sub(Value x, Value y) { return arith::SubFOp::create(b, loc, x, y); }
+  Value mul(Value x, Value y) { return arith::MulFOp::create(b, loc, x, y); }
+  Value div(Value x, Value y) { return arith::DivFOp::create(b, loc, x, y); }
+  Value neg(Value x) { return arith::NegFOp::create(b, loc, x); }
+  Value exp(Value x) { return math::ExpOp::create(b, loc, x); }
+  Value erf(Value x) { return math::ErfOp::create(b, loc, x); }
+  Value sqrt(Value x) { return math::SqrtOp::create(b, loc, x); }
+  /// sigmoid(z) = 1 / (e^-z + 1).
+  Value sigmoid(Value z) { return div(c(1.0), add(exp(neg(z)), c(1.0))); }
+  /// silu(z) = z / (e^-z + 1).
+  Value silu(Value z) { return div(z, add(exp(neg(z)), c(1.0))); }
+  /// The exact GELU's Phi(x) = 0.5 (1 + erf(x / sqrt 2)).
+  Value normalCdf(Value x) {
+    return mul(c(0.5), add(c(1.0), erf(mul(x, c(0.70710678118654752)))));
+  }
+};
+
+using RegionFn =
+    llvm::function_ref<SmallVector<Value>(F32Math &, ValueRange args)>;
+
+/// Replaces `op` by a modk.rows over `inputs` into `outputs` on the row set
+/// `segments`, with `reduce` and `body` building its regions.
+void replaceWithRows(PatternRewriter &rewriter, Operation *op,
+                     ValueRange inputs, Value segments, ValueRange outputs,
+                     unsigned reductions, RegionFn reduce, RegionFn body) {
+  Location loc = op->getLoc();
+  auto rows = modk::RowsOp::create(rewriter, loc, inputs, segments, outputs);
+  Type f32 = rewriter.getF32Type();
+  auto fill = [&](Region &region, unsigned args, RegionFn fn) {
+    SmallVector<Type> types(args, f32);
+    SmallVector<Location> locs(args, loc);
+    Block *block = rewriter.createBlock(&region, {}, types, locs);
+    OpBuilder::InsertionGuard guard(rewriter);
+    rewriter.setInsertionPointToStart(block);
+    F32Math math{rewriter, loc};
+    SmallVector<Value> results = fn(math, block->getArguments());
+    modk::YieldOp::create(rewriter, loc, results);
+  };
+  fill(rows.getReduce(), inputs.size(), reduce);
+  fill(rows.getBody(), inputs.size() + reductions, body);
+  rewriter.eraseOp(op);
+}
+
+SmallVector<Value> noSums(F32Math &, ValueRange) { return {}; }
+
+/// y = x / sqrt(mean(x^2) + eps) * w (docs/model-format.md section 3).
+struct RMSNormToRows : OpRewritePattern<modk::RMSNormOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(modk::RMSNormOp op,
+                                PatternRewriter &rewriter) const override {
+    double width = cast<MemRefType>(op.getOutput().getType()).getShape().back();
+    float eps = float(op.getEps().convertToDouble());
+    replaceWithRows(
+        rewriter, op, {op.getInput(), op.getWeight()}, op.getSegments(),
+        op.getOutput(), 1,
+        [](F32Math &m, ValueRange a) -> SmallVector<Value> {
+          return {m.mul(a[0], a[0])};
+        },
+        [&](F32Math &m, ValueRange a) -> SmallVector<Value> {
+          Value x = a[0], w = a[1], squares = a[2];
+          Value inv =
+              m.div(m.c(1.0), m.sqrt(m.add(m.div(squares, m.c(width)),
+                                           m.c(eps))));
+          return {m.mul(m.mul(x, inv), w)};
+        });
+    return success();
+  }
+};
+
+/// y = a + b.
+struct AddToRows : OpRewritePattern<modk::AddOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(modk::AddOp op,
+                                PatternRewriter &rewriter) const override {
+    replaceWithRows(rewriter, op, {op.getLhs(), op.getRhs()},
+                    op.getSegments(), op.getOutput(), 0, noSums,
+                    [](F32Math &m, ValueRange a) -> SmallVector<Value> {
+                      return {m.add(a[0], a[1])};
+                    });
+    return success();
+  }
+};
+
+/// u = silu(gate) * up, or u = gelu(pre).
+struct ActivationToRows : OpRewritePattern<modk::ActivationOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(modk::ActivationOp op,
+                                PatternRewriter &rewriter) const override {
+    if (op.getKind() == modk::Activation::swiglu) {
+      replaceWithRows(rewriter, op, {op.getGate(), op.getUp()},
+                      op.getSegments(), op.getOutput(), 0, noSums,
+                      [](F32Math &m, ValueRange a) -> SmallVector<Value> {
+                        return {m.mul(m.silu(a[0]), a[1])};
+                      });
+      return success();
+    }
+    replaceWithRows(rewriter, op, {op.getUp()}, op.getSegments(),
+                    op.getOutput(), 0, noSums,
+                    [](F32Math &m, ValueRange a) -> SmallVector<Value> {
+                      Value x = a[0];
+                      return {m.mul(m.mul(m.c(0.5), x),
+                                    m.add(m.c(1.0),
+                                          m.erf(m.mul(x, m.c(0.70710678118654752)))))};
+                    });
+    return success();
+  }
+};
+
+/// swiglu: dgate = du up s (1 + g (1 - s)), dup = du g s with s =
+/// sigmoid(g); gelu: dpre = du (Phi(x) + x phi(x)).
+struct ActivationGradToRows : OpRewritePattern<modk::ActivationGradOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(modk::ActivationGradOp op,
+                                PatternRewriter &rewriter) const override {
+    if (op.getKind() == modk::Activation::swiglu) {
+      replaceWithRows(
+          rewriter, op, {op.getGate(), op.getUp(), op.getDu()},
+          op.getSegments(), {op.getDgate(), op.getDup()}, 0, noSums,
+          [](F32Math &m, ValueRange a) -> SmallVector<Value> {
+            Value g = a[0], u = a[1], du = a[2];
+            Value s = m.sigmoid(g);
+            Value dsilu = m.mul(s, m.add(m.c(1.0), m.mul(g, m.sub(m.c(1.0), s))));
+            return {m.mul(m.mul(du, u), dsilu), m.mul(du, m.mul(g, s))};
+          });
+      return success();
+    }
+    replaceWithRows(
+        rewriter, op, {op.getUp(), op.getDu()}, op.getSegments(), op.getDup(),
+        0, noSums, [](F32Math &m, ValueRange a) -> SmallVector<Value> {
+          Value x = a[0], du = a[1];
+          Value pdf = m.mul(m.c(0.39894228040143268),
+                            m.exp(m.mul(m.mul(m.c(-0.5), x), x)));
+          return {m.mul(du, m.add(m.normalCdf(x), m.mul(x, pdf)))};
+        });
+    return success();
+  }
+};
+
+struct GeneralizePass : public modc::impl::GeneralizeBase<GeneralizePass> {
+  void runOnOperation() override {
+    RewritePatternSet patterns(&getContext());
+    patterns.add<RMSNormToRows, AddToRows, ActivationToRows,
+                 ActivationGradToRows>(&getContext());
+    // One walk, each op rewritten where it stands: the plan's order is its
+    // execution order, and nothing is folded or erased as dead.
+    walkAndApplyPatterns(getOperation(), std::move(patterns));
+  }
+};
+} // namespace

@@ -1,0 +1,87 @@
+// RUN: mod-opt %s --pass-pipeline='builtin.module(modk.entry(modk-generalize))' | FileCheck %s
+// RUN: mod-opt %s --pass-pipeline='builtin.module(modk.entry(modk-generalize))' | mod-opt --verify-roundtrip | FileCheck %s --check-prefix=ROUNDTRIP
+
+// Every named row kernel becomes a modk.rows whose regions spell its math;
+// kernels of other kinds (here a GEMM) are left as they are, in place.
+// ROUNDTRIP-COUNT-6: modk.rows
+
+// RMSNorm: the sum of squares is the reduction; the body scales each
+// element by 1 / sqrt(sum / D + eps) and the weight (a vector of D).
+// CHECK-LABEL: modk.entry @forward
+// CHECK: modk.rows ins(%[[X:.*]], %[[W:.*]] : memref<?x16x32xf32>, memref<32xf32>) rows %[[SEG:.*]] : memref<?x1xi64> outs(%[[N:.*]] : memref<?x16x32xbf16>) reduce {
+// CHECK-NEXT: ^bb0(%[[XR:.*]]: f32, %{{.*}}: f32):
+// CHECK-NEXT: %[[SQ:.*]] = arith.mulf %[[XR]], %[[XR]] : f32
+// CHECK-NEXT: modk.yield %[[SQ]] : f32
+// CHECK-NEXT: } body {
+// CHECK-NEXT: ^bb0(%[[XE:.*]]: f32, %[[WE:.*]]: f32, %[[SUM:.*]]: f32):
+// CHECK-DAG: %[[D:.*]] = arith.constant 3.200000e+01 : f32
+// CHECK-DAG: %[[EPS:.*]] = arith.constant 9.99999974E-6 : f32
+// CHECK: %[[MEAN:.*]] = arith.divf %[[SUM]], %[[D]] : f32
+// CHECK: %[[VAR:.*]] = arith.addf %[[MEAN]], %[[EPS]] : f32
+// CHECK: %[[RMS:.*]] = math.sqrt %[[VAR]] : f32
+// CHECK: %[[ONE:.*]] = arith.constant 1.000000e+00 : f32
+// CHECK: %[[INV:.*]] = arith.divf %[[ONE]], %[[RMS]] : f32
+// CHECK: %[[XS:.*]] = arith.mulf %[[XE]], %[[INV]] : f32
+// CHECK: %[[Y:.*]] = arith.mulf %[[XS]], %[[WE]] : f32
+// CHECK: modk.yield %[[Y]] : f32
+// CHECK: modk.gemm
+// The residual add, in place: no reduction, one sum.
+// CHECK: modk.rows ins(%[[S:.*]], %[[A:.*]] : memref<?x16x32xf32>, memref<?x16x32xf32>) rows %[[SEG]] : memref<?x1xi64> outs(%[[S]] : memref<?x16x32xf32>) reduce {
+// CHECK-NEXT: ^bb0(%{{.*}}: f32, %{{.*}}: f32):
+// CHECK-NEXT: modk.yield{{$}}
+// CHECK-NEXT: } body {
+// CHECK-NEXT: ^bb0(%[[L:.*]]: f32, %[[R:.*]]: f32):
+// CHECK-NEXT: %[[SUMLR:.*]] = arith.addf %[[L]], %[[R]] : f32
+// CHECK-NEXT: modk.yield %[[SUMLR]] : f32
+// CHECK-NOT: modk.rmsnorm
+// CHECK-NOT: modk.add
+modk.entry @forward attributes {model = "{}", modes = ["topk"], params = [{init = "ones", name = "norm.weight", shape = [32]}, {init = "normal", name = "wq.weight", shape = [32, 32]}], seq_len = 16 : i64, vocab_size = 64 : i64} {
+  %w = modk.param "norm.weight" : memref<32xf32>
+  %wq = modk.param "wq.weight" : memref<32x32xf32>
+  %x = modk.alloc : memref<?x16x32xf32>
+  %n = modk.alloc : memref<?x16x32xbf16>
+  %a = modk.alloc : memref<?x16x32xf32>
+  %seg = modk.alloc : memref<?x1xi64>
+  modk.rmsnorm %x, %w rows %seg -> %n {eps = 1.000000e-05 : f64} : memref<?x16x32xf32>, memref<32xf32>, memref<?x1xi64>, memref<?x16x32xbf16>
+  modk.gemm %n, [%wq] rows %seg -> %a {epilogue = #modk.epilogue<none>} : memref<?x16x32xbf16>, memref<32x32xf32>, memref<?x1xi64>, memref<?x16x32xf32>
+  modk.add %x, %a rows %seg -> %x : memref<?x16x32xf32>, memref<?x16x32xf32>, memref<?x1xi64>, memref<?x16x32xf32>
+}
+
+// The training entry's activations and their gradients.
+// swiglu: u = silu(g) * up, silu(g) = g / (exp(-g) + 1).
+// CHECK-LABEL: modk.entry @grad
+// CHECK: modk.rows ins(%[[G:.*]], %[[U:.*]] : memref<?x16x64xf32>, memref<?x16x64xf32>) rows %{{.*}} outs(%{{.*}} : memref<?x16x64xf32>)
+// CHECK: } body {
+// CHECK-NEXT: ^bb0(%[[GE:.*]]: f32, %[[UE:.*]]: f32):
+// CHECK-NEXT: %[[ONE:.*]] = arith.constant 1.000000e+00 : f32
+// CHECK-NEXT: %[[NG:.*]] = arith.negf %[[GE]] : f32
+// CHECK-NEXT: %[[E:.*]] = math.exp %[[NG]] : f32
+// CHECK-NEXT: %[[DEN:.*]] = arith.addf %[[E]], %[[ONE]] : f32
+// CHECK-NEXT: %[[SILU:.*]] = arith.divf %[[GE]], %[[DEN]] : f32
+// CHECK-NEXT: %[[H:.*]] = arith.mulf %[[SILU]], %[[UE]] : f32
+// CHECK-NEXT: modk.yield %[[H]] : f32
+// gelu: 0.5 x (1 + erf(x / sqrt 2)).
+// CHECK: modk.rows ins(%{{.*}} : memref<?x16x64xf32>) rows
+// CHECK: math.erf
+// swiglu's gradient: two outputs (dgate, dup) from one body.
+// CHECK: modk.rows ins(%{{.*}}, %{{.*}}, %{{.*}} : memref<?x16x64xf32>, memref<?x16x64xf32>, memref<?x16x64xf32>) rows %{{.*}} outs(%{{.*}}, %{{.*}} : memref<?x16x64xbf16>, memref<?x16x64xbf16>)
+// CHECK: math.exp
+// CHECK: modk.yield %{{.*}}, %{{.*}} : f32, f32
+// gelu's gradient: du (Phi(x) + x phi(x)), phi through exp(-x^2 / 2).
+// CHECK: modk.rows ins(%{{.*}}, %{{.*}} : memref<?x16x64xf32>, memref<?x16x64xf32>) rows
+// CHECK-DAG: arith.constant 0.398942292 : f32
+// CHECK-DAG: math.erf
+// CHECK-DAG: math.exp
+// CHECK-NOT: modk.activation
+modk.entry @grad attributes {model = "{}", modes = ["topk"], params = [], seq_len = 16 : i64, vocab_size = 64 : i64} {
+  %g = modk.alloc : memref<?x16x64xf32>
+  %u = modk.alloc : memref<?x16x64xf32>
+  %h = modk.alloc : memref<?x16x64xf32>
+  %dg = modk.alloc : memref<?x16x64xbf16>
+  %du = modk.alloc : memref<?x16x64xbf16>
+  %seg = modk.alloc : memref<?x1xi64>
+  modk.activation(%g, %u, %seg, %h) {kind = #modk.activation<swiglu>} : memref<?x16x64xf32>, memref<?x16x64xf32>, memref<?x1xi64>, memref<?x16x64xf32>
+  modk.activation(%u, %seg, %h) {kind = #modk.activation<gelu>} : memref<?x16x64xf32>, memref<?x1xi64>, memref<?x16x64xf32>
+  modk.activation_grad(%g, %u, %h, %seg, %dg, %du) {kind = #modk.activation<swiglu>, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1>} : memref<?x16x64xf32>, memref<?x16x64xf32>, memref<?x16x64xf32>, memref<?x1xi64>, memref<?x16x64xbf16>, memref<?x16x64xbf16>
+  modk.activation_grad(%u, %h, %seg, %du) {kind = #modk.activation<gelu>, operandSegmentSizes = array<i32: 0, 1, 1, 1, 0, 1>} : memref<?x16x64xf32>, memref<?x16x64xf32>, memref<?x1xi64>, memref<?x16x64xbf16>
+}
