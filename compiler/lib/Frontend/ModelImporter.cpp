@@ -71,6 +71,10 @@ public:
     std::optional<double> d = v->getAsNumber();
     if (!d)
       return error(key, "expected a number, got " + describe(*v));
+    // A literal too large for a double (1e999) parses as inf, which passes
+    // "> 0" and would reach the manifest as invalid JSON.
+    if (!std::isfinite(*d))
+      return error(key, "expected a finite number, got " + describe(*v));
     return *d;
   }
 
