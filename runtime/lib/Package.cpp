@@ -723,10 +723,23 @@ double Package::adamwStep(TensorMap &weights, const TensorMap &grads,
   args.clip_norm =
       std::isinf(config.clipNorm) ? 0.0f : static_cast<float>(config.clipNorm);
   args.grad_norm = &gradNorm;
-  if (impl->cuda)
-    impl->cuda->adamw(args);
-  else
-    impl->check(impl->abi.adamw(&args), "adamw");
+  // A non-finite gradient norm is reported, not failed: the package refuses
+  // the update (nothing changed) and the caller decides (modrt::train stops
+  // with "gradient norm is not finite", docs/errors.md).
+  if (impl->cuda) {
+    try {
+      impl->cuda->adamw(args);
+    } catch (const Error &) {
+      if (!std::isfinite(gradNorm))
+        return gradNorm;
+      throw;
+    }
+  } else {
+    int32_t status = impl->abi.adamw(&args);
+    if (status != MODC_OK && !std::isfinite(gradNorm))
+      return gradNorm;
+    impl->check(status, "adamw");
+  }
   state.step += 1;
   return gradNorm;
 }

@@ -274,7 +274,8 @@ public:
   /// One AdamW update of `weights` in place (modc_adamw): increments
   /// state.step, updates the moments, and returns the global gradient norm
   /// before clipping. The caller checks that norm: when it is not finite the
-  /// updated weights are not finite either and must be discarded.
+  /// package refused the update (weights, moments and state.step are as
+  /// they were), and the caller should stop.
   double adamwStep(TensorMap &weights, const TensorMap &grads,
                    OptimizerState &state, double lr,
                    const AdamWConfig &config) const;
