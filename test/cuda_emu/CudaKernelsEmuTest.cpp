@@ -25,6 +25,8 @@
 #include <vector>
 
 #include "EmuTestData.h"
+#define MODC_ROW_KERNELS_CUDA 1
+#include "RowKernels.h"
 
 namespace {
 using namespace modc_emu_test;
@@ -252,15 +254,18 @@ TEST(CudaKernels, LinearGeluAndGelu) {
     modk_cpu::gelu<N>(ref.data(), rows, ref.data());
     expectClose(y.data(), ref.data(), rows * N, "linear_gelu");
     expectSentinel(y.data(), rows * N, maxRows * N, "linear_gelu");
-    // Standalone gelu on the pre-activations.
+    // Standalone gelu on the pre-activations: the kernel modc generates
+    // (modk.rows), in place.
+    static_assert(N == 67, "gen_cuda::gelu67");
     std::vector<float> g(pre);
-    modk_cuda::gelu<N>(g.data(), &rows, maxRows, g.data(), nullptr);
+    gen_cuda::launch(gen_cuda::gelu67, &rows, maxRows, g.data(), g.data());
     expectClose(g.data(), ref.data(), rows * N, "gelu");
     expectSentinel(g.data(), rows * N, maxRows * N, "gelu");
     // Into bf16 (a bf16 model's hidden rows): the f32 result, rounded.
     const modk_cuda::bf16 unset(kSentinel);
     std::vector<modk_cuda::bf16> gb(maxRows * N, unset);
-    modk_cuda::gelu<N>(pre.data(), &rows, maxRows, gb.data(), nullptr);
+    gen_cuda::launch(gen_cuda::gelu67Bf16, &rows, maxRows, pre.data(),
+                     gb.data());
     expectBf16Of(gb, g.data(), rows * N, unset, "gelu into bf16");
   });
 }
@@ -285,10 +290,13 @@ TEST(CudaKernels, LinearSwigluAndSwiglu) {
     expectSentinel(gate.data(), rows * N, maxRows * N, "swiglu gate");
     const modk_cuda::bf16 unset(kSentinel);
     std::vector<modk_cuda::bf16> yb(maxRows * N, unset);
-    modk_cuda::swiglu<N>(rg.data(), up.data(), &rows, maxRows, yb.data(),
-                         nullptr);
-    modk_cuda::swiglu<N>(rg.data(), up.data(), &rows, maxRows, up.data(),
-                         nullptr);
+    // The standalone swiglu modc generates (modk.rows): into bf16, and in
+    // place into up.
+    static_assert(N == 50, "gen_cuda::swiglu50");
+    gen_cuda::launch(gen_cuda::swiglu50Bf16, &rows, maxRows, rg.data(),
+                     up.data(), yb.data());
+    gen_cuda::launch(gen_cuda::swiglu50, &rows, maxRows, rg.data(), up.data(),
+                     up.data());
     expectBf16Of(yb, up.data(), rows * N, unset, "swiglu into bf16");
     expectClose(up.data(), ry.data(), rows * N, "swiglu");
     expectSentinel(up.data(), rows * N, maxRows * N, "swiglu");
@@ -627,33 +635,34 @@ TEST(CudaKernels, Embed) {
   EXPECT_EQ(out, ref);
 }
 
+// The RMSNorm and residual add modc generates for both targets (modk.rows).
 TEST(CudaKernels, RmsnormAndAdd) {
   constexpr int D = 90;
   const int64_t maxRows = 21, rows = 18;
   auto x = randomFloats(maxRows * D, 81, -3, 3), w = randomFloats(D, 82);
   std::vector<float> y(maxRows * D, kSentinel), ref(maxRows * D, kSentinel);
-  modk_cuda::rmsnorm<D>(x.data(), &rows, maxRows, w.data(), 1e-5f, y.data(),
-                        nullptr);
-  modk_cpu::rmsnorm<D>(x.data(), rows, w.data(), 1e-5f, ref.data());
+  gen_cuda::launch(gen_cuda::rmsnorm90, &rows, maxRows, x.data(), w.data(),
+                   y.data());
+  gen_cpu::rmsnorm90(rows, x.data(), w.data(), ref.data());
   expectClose(y.data(), ref.data(), rows * D, "rmsnorm");
   expectSentinel(y.data(), rows * D, maxRows * D, "rmsnorm");
 
   auto b = randomFloats(maxRows * D, 83);
   std::vector<float> s(maxRows * D, kSentinel), sref(rows * D);
-  modk_cuda::add_rows<D>(x.data(), b.data(), &rows, maxRows, s.data(),
-                         nullptr);
-  modk_cpu::add_rows<D>(x.data(), b.data(), rows, sref.data());
+  gen_cuda::launch(gen_cuda::add90, &rows, maxRows, x.data(), b.data(),
+                   s.data());
+  gen_cpu::add90(rows, x.data(), b.data(), sref.data());
   expectClose(s.data(), sref.data(), rows * D, "add", 0.0f);
   expectSentinel(s.data(), rows * D, maxRows * D, "add");
   std::vector<float> inPlace(x);
-  modk_cuda::add_rows<D>(inPlace.data(), b.data(), &rows, maxRows,
-                         inPlace.data(), nullptr);
+  gen_cuda::launch(gen_cuda::add90, &rows, maxRows, inPlace.data(), b.data(),
+                   inPlace.data());
   expectClose(inPlace.data(), sref.data(), rows * D, "add in place", 0.0f);
   // Into bf16 (a gradient only products read): the f32 sum, rounded.
   const modk_cuda::bf16 unset(kSentinel);
   std::vector<modk_cuda::bf16> sb(maxRows * D, unset);
-  modk_cuda::add_rows<D>(x.data(), b.data(), &rows, maxRows, sb.data(),
-                         nullptr);
+  gen_cuda::launch(gen_cuda::add90Bf16, &rows, maxRows, x.data(), b.data(),
+                   sb.data());
   expectBf16Of(sb, sref.data(), rows * D, unset, "add into bf16");
   // A whole buffer's rounding copy.
   std::vector<modk_cuda::bf16> xb(maxRows * D, unset);

@@ -28,6 +28,8 @@
 #include <vector>
 
 #include "EmuTestData.h"
+#define MODC_ROW_KERNELS_CUDA 1
+#include "RowKernels.h"
 
 namespace {
 using namespace modc_emu_test;
@@ -234,28 +236,29 @@ TEST(CudaTrainKernels, RopeGradMatchesCpu) {
   expectBf16Of(gotBf16, got.data(), rows * H * HD, unset, "dx into bf16");
 }
 
+// The activations' gradients modc generates for both targets (modk.rows).
 TEST(CudaTrainKernels, SwigluAndGeluGradMatchCpu) {
-  constexpr int N = 50;
+  constexpr int N = 50; // gen_cpu::swigluGrad50 and the others
   const int64_t rows = 13, maxRows = 20;
   auto gate = randomFloats(maxRows * N, 61, -5.0f, 5.0f);
   auto up = randomFloats(maxRows * N, 62, -3.0f, 3.0f);
   auto du = randomFloats(maxRows * N, 63);
   std::vector<float> wantG(rows * N), wantU(rows * N);
-  modk_cpu::swiglu_grad<N>(gate.data(), up.data(), du.data(), rows,
-                           wantG.data(), wantU.data());
+  gen_cpu::swigluGrad50(rows, gate.data(), up.data(), du.data(), wantG.data(),
+                        wantU.data());
   std::vector<float> gotG(maxRows * N, kSentinel), gotU(maxRows * N, kSentinel);
   int64_t devRows = rows;
-  modk_cuda::swiglu_grad<N>(gate.data(), up.data(), du.data(), &devRows,
-                            maxRows, gotG.data(), gotU.data(), nullptr);
+  gen_cuda::launch(gen_cuda::swigluGrad50, &devRows, maxRows, gate.data(),
+                   up.data(), du.data(), gotG.data(), gotU.data());
   expectClose(gotG.data(), wantG.data(), rows * N, 1e-5, "dgate");
   expectClose(gotU.data(), wantU.data(), rows * N, 1e-5, "dup");
   expectSentinel(gotG.data() + rows * N, (maxRows - rows) * N, "dgate");
   expectSentinel(gotU.data() + rows * N, (maxRows - rows) * N, "dup");
 
   std::vector<float> wantP(rows * N), gotP(maxRows * N, kSentinel);
-  modk_cpu::gelu_grad<N>(gate.data(), du.data(), rows, wantP.data());
-  modk_cuda::gelu_grad<N>(gate.data(), du.data(), &devRows, maxRows,
-                          gotP.data(), nullptr);
+  gen_cpu::geluGrad50(rows, gate.data(), du.data(), wantP.data());
+  gen_cuda::launch(gen_cuda::geluGrad50, &devRows, maxRows, gate.data(),
+                   du.data(), gotP.data());
   expectClose(gotP.data(), wantP.data(), rows * N, 1e-5, "dpre");
   expectSentinel(gotP.data() + rows * N, (maxRows - rows) * N, "dpre");
 
@@ -264,10 +267,10 @@ TEST(CudaTrainKernels, SwigluAndGeluGradMatchCpu) {
   const modk_cuda::bf16 unset(kSentinel);
   std::vector<modk_cuda::bf16> bG(maxRows * N, unset), bU(maxRows * N, unset),
       bP(maxRows * N, unset);
-  modk_cuda::swiglu_grad<N>(gate.data(), up.data(), du.data(), &devRows,
-                            maxRows, bG.data(), bU.data(), nullptr);
-  modk_cuda::gelu_grad<N>(gate.data(), du.data(), &devRows, maxRows, bP.data(),
-                          nullptr);
+  gen_cuda::launch(gen_cuda::swigluGrad50Bf16, &devRows, maxRows, gate.data(),
+                   up.data(), du.data(), bG.data(), bU.data());
+  gen_cuda::launch(gen_cuda::geluGrad50Bf16, &devRows, maxRows, gate.data(),
+                   du.data(), bP.data());
   expectBf16Of(bG, gotG.data(), rows * N, unset, "dgate into bf16");
   expectBf16Of(bU, gotU.data(), rows * N, unset, "dup into bf16");
   expectBf16Of(bP, gotP.data(), rows * N, unset, "dpre into bf16");

@@ -16,6 +16,7 @@
 #include "CpuKernels.h"
 
 #include "Bf16Expect.h"
+#include "RowKernels.h"
 
 #include <gtest/gtest.h>
 
@@ -84,12 +85,14 @@ TEST(CpuKernels, Embed) {
       ASSERT_EQ(out[i * D + d], table[tok[i] * D + d]);
 }
 
+// RMSNorm as modc generates it (modk.rows, test/common/RowKernels.mlir).
 TEST(CpuKernels, RmsNorm) {
   constexpr int D = 96;
   const int64_t rows = 37;
   auto x = randn(rows * D, 3, 2.0f), w = randn(D, 4);
   std::vector<float> out(rows * D);
-  modk_cpu::rmsnorm<D>(x.data(), rows, w.data(), 1e-5f, out.data());
+  static_assert(D == 96, "gen_cpu::rmsnorm96");
+  gen_cpu::rmsnorm96(rows, x.data(), w.data(), out.data());
   std::vector<double> ref(rows * D);
   for (int64_t i = 0; i < rows; ++i)
     rmsnormRef(&x[i * D], D, w.data(), 1e-5, &ref[i * D]);
@@ -194,6 +197,7 @@ TEST(CpuKernels, Gelu) {
   EXPECT_LE(relErr(x, ref), kTol);
 }
 
+// The residual add as modc generates it (gen_cpu::add40).
 TEST(CpuKernels, AddRows) {
   constexpr int D = 40;
   const int64_t rows = 7;
@@ -202,14 +206,14 @@ TEST(CpuKernels, AddRows) {
   for (size_t i = 0; i < x.size(); ++i)
     ref[i] = double(x[i]) + y[i];
   std::vector<float> sum(x.size());
-  modk_cpu::add_rows<D>(x.data(), y.data(), rows, sum.data());
+  gen_cpu::add40(rows, x.data(), y.data(), sum.data());
   EXPECT_LE(relErr(sum, ref), kTol);
   // Into bf16 (a gradient only products read): the f32 sum, rounded once.
   std::vector<modk_cpu::bf16> sumBf16(x.size());
-  modk_cpu::add_rows<D>(x.data(), y.data(), rows, sumBf16.data());
+  gen_cpu::add40Bf16(rows, x.data(), y.data(), sumBf16.data());
   expectRoundedCopy(sumBf16, sum, "add into bf16");
   // In place: the same sum.
-  modk_cpu::add_rows<D>(x.data(), y.data(), rows, x.data());
+  gen_cpu::add40(rows, x.data(), y.data(), x.data());
   EXPECT_EQ(x, sum);
 }
 
@@ -588,7 +592,7 @@ TEST(CpuKernels, LargeShapesTakeTheParallelPaths) {
   checkTopk<S, K>(r, B);
 
   std::vector<float> n(B * S * D);
-  modk_cpu::rmsnorm<D>(x.data(), B * S, w.data(), 1e-6f, n.data());
+  gen_cpu::rmsnorm128(B * S, x.data(), w.data(), n.data());
   std::vector<double> refN(n.size());
   for (int64_t i = 0; i < B * S; ++i)
     rmsnormRef(&x[i * D], D, w.data(), 1e-6, &refN[i * D]);

@@ -21,6 +21,7 @@
 #include "CpuKernelsTrain.h"
 
 #include "Bf16Expect.h"
+#include "RowKernels.h"
 
 #include <gtest/gtest.h>
 
@@ -461,7 +462,7 @@ TEST(CpuKernelsTrain, RopeGradInvertsRope) {
 //===----------------------------------------------------------------------===//
 
 TEST(CpuKernelsTrain, SwiGluGrad) {
-  constexpr int N = 40;
+  constexpr int N = 40; // gen_cpu::swigluGrad40: modc generates it
   for (int64_t rows : {int64_t(3), int64_t(2000)}) {
     const int64_t n = rows * N;
     auto g = randn(n, 40, 3.0f), u = randn(n, 41), du = randn(n, 42);
@@ -469,8 +470,8 @@ TEST(CpuKernelsTrain, SwiGluGrad) {
     g[1] = -30.0f;
     g[2] = 0.0f;
     std::vector<float> dg(n, NAN), dup(n, NAN);
-    modk_cpu::swiglu_grad<N>(g.data(), u.data(), du.data(), rows, dg.data(),
-                             dup.data());
+    gen_cpu::swigluGrad40(rows, g.data(), u.data(), du.data(), dg.data(),
+                          dup.data());
     Vec rg(n), ru(n);
     for (int64_t i = 0; i < n; ++i) {
       rg[i] = double(du[i]) * u[i] * siluGrad64(g[i]);
@@ -480,8 +481,8 @@ TEST(CpuKernelsTrain, SwiGluGrad) {
     EXPECT_LE(relErr(dup, ru), kTol) << rows;
     // Into bf16 (a bf16 model's gradients that only products read).
     std::vector<modk_cpu::bf16> dgB(n), dupB(n);
-    modk_cpu::swiglu_grad<N>(g.data(), u.data(), du.data(), rows, dgB.data(),
-                             dupB.data());
+    gen_cpu::swigluGrad40Bf16(rows, g.data(), u.data(), du.data(), dgB.data(),
+                              dupB.data());
     expectRoundedCopy(dgB, dg, "dgate into bf16");
     expectRoundedCopy(dupB, dup, "dup into bf16");
     if (rows == 3) {
@@ -508,14 +509,14 @@ double gelu64(double x) {
 }
 
 TEST(CpuKernelsTrain, GeluGrad) {
-  constexpr int N = 33;
+  constexpr int N = 33; // gen_cpu::geluGrad33
   for (int64_t rows : {int64_t(4), int64_t(3000)}) {
     const int64_t n = rows * N;
     auto x = randn(n, 50, 2.5f), du = randn(n, 51);
     std::vector<float> dx(n, NAN);
-    modk_cpu::gelu_grad<N>(x.data(), du.data(), rows, dx.data());
+    gen_cpu::geluGrad33(rows, x.data(), du.data(), dx.data());
     std::vector<modk_cpu::bf16> dxB(n);
-    modk_cpu::gelu_grad<N>(x.data(), du.data(), rows, dxB.data());
+    gen_cpu::geluGrad33Bf16(rows, x.data(), du.data(), dxB.data());
     expectRoundedCopy(dxB, dx, "dpre into bf16");
     Vec ref(n);
     for (int64_t i = 0; i < n; ++i) {

@@ -35,6 +35,11 @@ public:
              const CpuIsa *cpuIsa)
       : PlanEmitter(entries, os), cpuIsa(cpuIsa) {}
   LogicalResult emit();
+  /// Only the kernels generated from modk.rows (the kernel tests' input).
+  LogicalResult emitRowKernels() {
+    collectRowKernels();
+    return emitRowKernelDefinitions();
+  }
 
 private:
   const CpuIsa *cpuIsa;
@@ -329,6 +334,19 @@ void modc::registerModkToCppTranslation() {
         if (!module)
           return op->emitError("expected a builtin.module");
         return emitCpp(module, os);
+      },
+      [](DialectRegistry &registry) {
+        registry.insert<modk::ModkDialect, memref::MemRefDialect>();
+      });
+  TranslateFromMLIRRegistration rows(
+      "modk-rows-to-cpp",
+      "Emit only the CPU kernels of the modk.rows ops (for kernel tests)",
+      [](Operation *op, llvm::raw_ostream &os) -> LogicalResult {
+        auto module = dyn_cast<ModuleOp>(op);
+        if (!module || module.getOps<modk::EntryOp>().empty())
+          return op->emitError("expected a builtin.module of modk.entry ops");
+        auto entries = llvm::to_vector(module.getOps<modk::EntryOp>());
+        return CppEmitter(entries, os, nullptr).emitRowKernels();
       },
       [](DialectRegistry &registry) {
         registry.insert<modk::ModkDialect, memref::MemRefDialect>();

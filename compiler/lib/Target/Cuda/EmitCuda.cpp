@@ -41,6 +41,11 @@ public:
               StringRef arch)
       : PlanEmitter(entries, os), arch(arch) {}
   LogicalResult emit();
+  /// Only the kernels generated from modk.rows (the kernel tests' input).
+  LogicalResult emitRowKernels() {
+    collectRowKernels();
+    return emitRowKernelDefinitions();
+  }
   const char *kernelNamespace() const override { return "modk_cuda"; }
 
 private:
@@ -704,6 +709,19 @@ void modc::registerModkToCudaTranslation() {
         if (!module)
           return op->emitError("expected a builtin.module");
         return emitCuda(module, os, arch);
+      },
+      [](DialectRegistry &registry) {
+        registry.insert<modk::ModkDialect, memref::MemRefDialect>();
+      });
+  TranslateFromMLIRRegistration rows(
+      "modk-rows-to-cuda",
+      "Emit only the CUDA kernels of the modk.rows ops (for kernel tests)",
+      [](Operation *op, llvm::raw_ostream &os) -> LogicalResult {
+        auto module = dyn_cast<ModuleOp>(op);
+        if (!module || module.getOps<modk::EntryOp>().empty())
+          return op->emitError("expected a builtin.module of modk.entry ops");
+        auto entries = llvm::to_vector(module.getOps<modk::EntryOp>());
+        return CudaEmitter(entries, os, arch).emitRowKernels();
       },
       [](DialectRegistry &registry) {
         registry.insert<modk::ModkDialect, memref::MemRefDialect>();

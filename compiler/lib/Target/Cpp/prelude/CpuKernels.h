@@ -256,16 +256,6 @@ inline void rmsnormRow(const float *x, const float *w, float eps, Out *out) {
 }
 } // namespace detail
 
-/// out = x / sqrt(mean(x^2) + eps) * w, row by row; x, out are [rows, D]
-/// (out float, or bf16 in a bf16 model where only products read it).
-template <int D, typename Out>
-inline void rmsnorm(const float *x, int64_t rows, const float *w, float eps,
-                    Out *out) {
-#pragma omp parallel for if (rows * D > detail::kMinParallelWork)
-  for (int64_t i = 0; i < rows; ++i)
-    detail::rmsnormRow<D>(x + i * D, w, eps, out + i * D);
-}
-
 //===----------------------------------------------------------------------===//
 // bf16 models: products of bf16 operands, accumulated in f32
 //===----------------------------------------------------------------------===//
@@ -478,16 +468,6 @@ inline void gelu(const float *x, int64_t rows, Out *out) {
 #pragma omp parallel for if (total > detail::kMinParallelWork)
   for (int64_t i = 0; i < total; ++i)
     out[i] = Out(0.5f * x[i] * (1.0f + std::erf(x[i] * 0.70710678118654752f)));
-}
-
-/// out = x + y on [rows, D]; out may be x (in place), or bf16 (rounded: a
-/// bf16 model's gradient that only products read).
-template <int D, typename Out>
-inline void add_rows(const float *x, const float *y, int64_t rows, Out *out) {
-  const int64_t total = rows * D;
-#pragma omp parallel for simd if (total > detail::kMinParallelWork)
-  for (int64_t i = 0; i < total; ++i)
-    out[i] = Out(x[i] + y[i]);
 }
 
 //===----------------------------------------------------------------------===//

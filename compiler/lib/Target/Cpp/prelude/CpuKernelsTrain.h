@@ -290,46 +290,6 @@ inline void rope_grad(const float *dy, int64_t rows, const int32_t *pos,
   detail::ropeRotate<H, HD, true>(dy, rows, pos, theta, dx);
 }
 
-/// Gradient of u = silu(gate) * up on [rows, N] (gate, up pre-activation):
-/// dgate = du * up * silu'(gate), dup = du * silu(gate) (overwrite). The
-/// gradients may be stored as bf16 (rounded; modk-store-bf16, where only
-/// products read them).
-template <int N, typename TG, typename TU>
-inline void swiglu_grad(const float *gate, const float *up, const float *du,
-                        int64_t rows, TG *dgate, TU *dup) {
-  using namespace detail;
-  const int64_t total = rows * N;
-  const int64_t nvec = total / kVW * kVW;
-#pragma omp parallel for if (total > kMinParallelWork)
-  for (int64_t i = 0; i < nvec; i += kVW) {
-    const VecF g = loadu(gate + i), u = loadu(up + i), d = loadu(du + i);
-    const VecF s = 1.0f / (vexp(-g) + 1.0f);
-    storeu(dgate + i, d * u * (s * (1.0f + g * (1.0f - s))));
-    storeu(dup + i, d * (g * s));
-  }
-  for (int64_t i = nvec; i < total; ++i) {
-    const float g = gate[i], u = up[i], d = du[i];
-    const float sg = detail::silu(g);
-    dgate[i] = TG(d * u * siluGrad(g));
-    dup[i] = TU(d * sg);
-  }
-}
-
-/// Gradient of the exact GELU: dpre = du * (Phi(x) + x phi(x)) (overwrite;
-/// dpre may be bf16, rounded).
-template <int N, typename TP>
-inline void gelu_grad(const float *pre, const float *du, int64_t rows,
-                      TP *dpre) {
-  const int64_t total = rows * N;
-#pragma omp parallel for if (total > detail::kMinParallelWork / 4)
-  for (int64_t i = 0; i < total; ++i) {
-    const float x = pre[i];
-    const float cdf = 0.5f * (1.0f + std::erf(x * 0.70710678118654752f));
-    const float pdf = 0.39894228040143268f * std::exp(-0.5f * x * x);
-    dpre[i] = TP(du[i] * (cdf + x * pdf));
-  }
-}
-
 /// dtable[tokens[i]] += dx[i] for i < rows; dtable is [V, D]. Threads own
 /// disjoint column blocks and visit rows in order, so repeated tokens need no
 /// atomics and the sum order is fixed.

@@ -2508,36 +2508,6 @@ __device__ __forceinline__ void rmsnormWarp(const float *x, const float *w,
     y[d] = Out(x[d] * inv * w[d]);
 }
 
-template <int D, typename Out>
-__global__ __launch_bounds__(kThreads) void rmsnormKernel(
-    const float *x, const int64_t *rows, const float *w, float eps, Out *y) {
-  const int64_t i = int64_t(blockIdx.x) * kRowWarps + threadIdx.x / kWarp;
-  if (i >= *rows)
-    return;
-  rmsnormWarp<D>(x + i * D, w, eps, y + i * D, threadIdx.x % kWarp);
-}
-
-template <typename Out>
-__global__ __launch_bounds__(kThreads) void addKernel(const float *x,
-                                                     const float *y,
-                                                     const int64_t *rows,
-                                                     int64_t width, Out *out) {
-  const int64_t total = *rows * width;
-  for (int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; e < total;
-       e += int64_t(gridDim.x) * blockDim.x)
-    out[e] = Out(x[e] + y[e]);
-}
-
-template <int N, typename Out>
-__global__ __launch_bounds__(kThreads) void geluKernel(const float *x,
-                                                      const int64_t *rows,
-                                                      Out *out) {
-  const int64_t total = *rows * N;
-  for (int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; e < total;
-       e += int64_t(gridDim.x) * blockDim.x)
-    out[e] = Out(geluf(x[e]));
-}
-
 template <int N>
 __global__
 __launch_bounds__(kThreads) void roundBf16Kernel(float *x,
@@ -2546,17 +2516,6 @@ __launch_bounds__(kThreads) void roundBf16Kernel(float *x,
   for (int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; e < total;
        e += int64_t(gridDim.x) * blockDim.x)
     x[e] = bf16Round(x[e]);
-}
-
-template <int N, typename Out>
-__global__ __launch_bounds__(kThreads) void swigluKernel(const float *gate,
-                                                        const float *up,
-                                                        const int64_t *rows,
-                                                        Out *out) {
-  const int64_t total = *rows * N;
-  for (int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; e < total;
-       e += int64_t(gridDim.x) * blockDim.x)
-    out[e] = Out(siluf(gate[e]) * up[e]);
 }
 
 /// RoPE: one CTA of 64 threads per row. Thread t takes the pair index j of
@@ -3621,15 +3580,6 @@ inline void launchRowsOfN(Kernel kernel, int64_t max_rows, cudaStream_t stream,
 }
 } // namespace detail
 
-/// out = exact GELU of x on [rows, N]; out may be x (float), or bf16
-/// (rounded: a bf16 model's hidden rows, which only products read).
-template <int N, typename Out>
-inline void gelu(const float *x, const int64_t *rows, int64_t max_rows,
-                 Out *out, cudaStream_t stream) {
-  detail::launchRowsOfN<N>(detail::geluKernel<N, Out>, max_rows, stream, x,
-                           rows, out);
-}
-
 /// x[rows, N] rounded to bf16 in place (the query, key and value rows of a
 /// bf16 model): the CPU's round_bf16.
 template <int N>
@@ -3637,15 +3587,6 @@ inline void round_bf16(float *x, const int64_t *rows, int64_t max_rows,
                        cudaStream_t stream) {
   detail::launchRowsOfN<N>(detail::roundBf16Kernel<N>, max_rows, stream, x,
                            rows);
-}
-
-/// out = silu(gate) * up on [rows, N]; out may be up (float), or bf16
-/// (rounded).
-template <int N, typename Out>
-inline void swiglu(const float *gate, const float *up, const int64_t *rows,
-                   int64_t max_rows, Out *out, cudaStream_t stream) {
-  detail::launchRowsOfN<N>(detail::swigluKernel<N, Out>, max_rows, stream,
-                           gate, up, rows, out);
 }
 
 /// out[i] = table[tokens[i]] for i < n (n a host count); table is [V, D].
@@ -3657,30 +3598,6 @@ inline void embed(const int32_t *tokens, int64_t n, const float *table,
   auto k = detail::embedKernel<D>;
   MODC_LAUNCH(k, detail::strideGrid(n * D), detail::kThreads, 0, stream, tokens,
               n, table, out);
-}
-
-/// y = x / sqrt(mean(x^2) + eps) * w on rows < *rows (y float, or bf16 in a
-/// bf16 model where only products read it).
-template <int D, typename Out>
-inline void rmsnorm(const float *x, const int64_t *rows, int64_t max_rows,
-                    const float *w, float eps, Out *y, cudaStream_t stream) {
-  if (max_rows <= 0)
-    return;
-  auto k = detail::rmsnormKernel<D, Out>;
-  MODC_LAUNCH(k, unsigned(ceilDiv(max_rows, detail::kRowWarps)),
-              detail::kThreads, 0, stream, x, rows, w, eps, y);
-}
-
-/// out = x + y on [rows, D] (modk_cpu::add_rows); out may be x (in place),
-/// or bf16 (rounded: a bf16 model's gradient that only products read).
-template <int D, typename Out>
-inline void add_rows(const float *x, const float *y, const int64_t *rows,
-                     int64_t max_rows, Out *out, cudaStream_t stream) {
-  if (max_rows <= 0)
-    return;
-  auto k = detail::addKernel<Out>;
-  MODC_LAUNCH(k, detail::strideGrid(max_rows * D), detail::kThreads, 0, stream,
-              x, y, rows, int64_t(D), out);
 }
 
 /// dst[rows, N] = src rounded to bf16 (modk_cpu::store_rows into bf16: what

@@ -309,31 +309,6 @@ __global__ void ropeGradKernel(const float *dy, const int64_t *rowsp,
   }
 }
 
-template <int N, typename TG, typename TU>
-__global__ void swigluGradKernel(const float *gate, const float *up,
-                                 const float *du, const int64_t *rowsp,
-                                 TG *dgate, TU *dup) {
-  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= *rowsp * N)
-    return;
-  const float g = gate[i], u = up[i], d = du[i];
-  const float s = 1.0f / (expf(-g) + 1.0f);
-  dgate[i] = TG(d * u * (s * (1.0f + g * (1.0f - s))));
-  dup[i] = TU(d * (g * s));
-}
-
-template <int N, typename TP>
-__global__ void geluGradKernel(const float *pre, const float *du,
-                               const int64_t *rowsp, TP *dpre) {
-  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= *rowsp * N)
-    return;
-  const float x = pre[i];
-  const float cdf = 0.5f * (1.0f + erff(x * 0.70710678118654752f));
-  const float pdf = 0.39894228040143268f * expf(-0.5f * x * x);
-  dpre[i] = TP(du[i] * (cdf + x * pdf));
-}
-
 } // namespace train_detail
 
 /// Gradient of RMSNorm on [rows, D] (modk_cpu::rmsnorm_grad):
@@ -371,31 +346,6 @@ inline void rope_grad(const float *dy, const int64_t *rows, int64_t max_rows,
   auto k = train_detail::ropeGradKernel<H, HD, Out>;
   MODC_LAUNCH(k, (unsigned)max_rows, train_detail::colThreads<H *(HD / 2)>(),
               0, stream, dy, rows, pos, theta, dx);
-}
-
-/// Gradient of u = silu(gate) * up on [rows, N] (overwrite dgate, dup; each
-/// may be bf16, rounded: modk-store-bf16, only products read them).
-template <int N, typename TG, typename TU>
-inline void swiglu_grad(const float *gate, const float *up, const float *du,
-                        const int64_t *rows, int64_t max_rows, TG *dgate,
-                        TU *dup, cudaStream_t stream) {
-  if (max_rows <= 0)
-    return;
-  auto k = train_detail::swigluGradKernel<N, TG, TU>;
-  MODC_LAUNCH(k, (unsigned)ceilDiv(max_rows * N, 256), 256, 0, stream, gate,
-              up, du, rows, dgate, dup);
-}
-
-/// Gradient of the exact GELU: dpre = du * (Phi(x) + x phi(x)) (overwrite;
-/// dpre may be bf16, rounded).
-template <int N, typename TP>
-inline void gelu_grad(const float *pre, const float *du, const int64_t *rows,
-                      int64_t max_rows, TP *dpre, cudaStream_t stream) {
-  if (max_rows <= 0)
-    return;
-  auto k = train_detail::geluGradKernel<N, TP>;
-  MODC_LAUNCH(k, (unsigned)ceilDiv(max_rows * N, 256), 256, 0, stream, pre, du,
-              rows, dpre);
 }
 
 //===----------------------------------------------------------------------===//

@@ -1,0 +1,74 @@
+//===- RowKernels.h - The generated row kernels the tests run ---*- C++ -*-===//
+//
+// The kernels modc generates from the modk.rows ops of
+// test/common/RowKernels.mlir (test/cmake/RowKernels.cmake), named after the
+// ops they come from. Include after the CPU prelude (CpuKernels.h) and, for
+// the CUDA ones, after the CUDA preludes with MODC_ROW_KERNELS_CUDA defined.
+// Each translation unit gets its own copy (an anonymous namespace).
+//
+//===----------------------------------------------------------------------===//
+#ifndef MODC_TEST_COMMON_ROWKERNELS_H
+#define MODC_TEST_COMMON_ROWKERNELS_H
+
+#include <cstdint>
+
+namespace {
+namespace rows_cpu {
+#include "RowKernelsCpu.inc"
+} // namespace rows_cpu
+
+/// The CPU kernels of RowKernels.mlir: (row count, inputs..., outputs...).
+namespace gen_cpu {
+constexpr auto rmsnorm96 = rows_cpu::modc_rows_0;      // eps 1e-5
+constexpr auto rmsnorm128 = rows_cpu::modc_rows_1;     // eps 1e-6
+constexpr auto swigluGrad40 = rows_cpu::modc_rows_2;   // -> f32, f32
+constexpr auto swigluGrad40Bf16 = rows_cpu::modc_rows_3;
+constexpr auto geluGrad33 = rows_cpu::modc_rows_4;
+constexpr auto geluGrad33Bf16 = rows_cpu::modc_rows_5;
+constexpr auto rmsnorm90 = rows_cpu::modc_rows_6;      // eps 1e-5
+constexpr auto add90 = rows_cpu::modc_rows_7;
+constexpr auto gelu67 = rows_cpu::modc_rows_8;
+constexpr auto gelu67Bf16 = rows_cpu::modc_rows_9;
+constexpr auto swiglu50 = rows_cpu::modc_rows_10;
+constexpr auto swiglu50Bf16 = rows_cpu::modc_rows_11;
+constexpr auto swigluGrad50 = rows_cpu::modc_rows_12;
+constexpr auto swigluGrad50Bf16 = rows_cpu::modc_rows_13;
+constexpr auto geluGrad50 = rows_cpu::modc_rows_14;
+constexpr auto geluGrad50Bf16 = rows_cpu::modc_rows_15;
+constexpr auto add40 = rows_cpu::modc_rows_16;
+constexpr auto add40Bf16 = rows_cpu::modc_rows_17;
+} // namespace gen_cpu
+
+#ifdef MODC_ROW_KERNELS_CUDA
+namespace rows_cuda {
+#include "RowKernelsCuda.inc"
+} // namespace rows_cuda
+
+/// The CUDA kernels, launched as the CUDA emitter does: a warp per row over
+/// `maxRows` rows, of which the kernel reads how many there are (`*rows`).
+namespace gen_cuda {
+template <typename... Params, typename... Args>
+void launch(void (*kernel)(const int64_t *, Params...), const int64_t *rows,
+            int64_t maxRows, Args... args) {
+  if (maxRows > 0)
+    MODC_LAUNCH(kernel,
+                unsigned(modk_cuda::ceilDiv(maxRows,
+                                            modk_cuda::detail::kRowWarps)),
+                modk_cuda::detail::kThreads, 0, nullptr, rows, args...);
+}
+constexpr auto rmsnorm90 = rows_cuda::modc_rows_6;
+constexpr auto add90 = rows_cuda::modc_rows_7;
+constexpr auto gelu67 = rows_cuda::modc_rows_8;
+constexpr auto gelu67Bf16 = rows_cuda::modc_rows_9;
+constexpr auto swiglu50 = rows_cuda::modc_rows_10;
+constexpr auto swiglu50Bf16 = rows_cuda::modc_rows_11;
+constexpr auto swigluGrad50 = rows_cuda::modc_rows_12;
+constexpr auto swigluGrad50Bf16 = rows_cuda::modc_rows_13;
+constexpr auto geluGrad50 = rows_cuda::modc_rows_14;
+constexpr auto geluGrad50Bf16 = rows_cuda::modc_rows_15;
+constexpr auto add90Bf16 = rows_cuda::modc_rows_18;
+} // namespace gen_cuda
+#endif
+} // namespace
+
+#endif // MODC_TEST_COMMON_ROWKERNELS_H
