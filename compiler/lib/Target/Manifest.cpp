@@ -14,10 +14,11 @@ namespace json = llvm::json;
 std::string modc::buildManifest(llvm::ArrayRef<modk::EntryOp> entryOps,
                                 llvm::StringRef target, llvm::StringRef arch,
                                 const CpuIsa *cpuIsa) {
-  modk::EntryOp entry, grad, decode;
+  modk::EntryOp entry, grad, decode, eval;
   for (modk::EntryOp e : entryOps)
     (e.getSymName() == "grad"     ? grad
      : e.getSymName() == "decode" ? decode
+     : e.getSymName() == "eval"   ? eval
                                   : entry) = e;
   json::Value model = cantFail(json::parse(entry.getModel()));
   int64_t nLayers = *model.getAsObject()->getInteger("n_layers");
@@ -66,6 +67,10 @@ std::string modc::buildManifest(llvm::ArrayRef<modk::EntryOp> entryOps,
          grad.getWorkspaceBytesPerSequence().value_or(0)}};
     entries["adamw"] = json::Object{};
   }
+  if (eval)
+    entries["eval"] = json::Object{
+        {"workspace_bytes_per_sequence",
+         eval.getWorkspaceBytesPerSequence().value_or(0)}};
   if (decode) {
     // The forward entry fills the decode cache in a causal prefill.
     entries.getObject("forward")->try_emplace("prefill", true);

@@ -22,6 +22,8 @@ std::string PlanEmitter::functionName(modk::EntryOp e) {
     return "modc_grad";
   if (e.getSymName() == "decode")
     return "modc_decode";
+  if (e.getSymName() == "eval")
+    return "modc_eval";
   return "modc_forward";
 }
 
@@ -70,15 +72,18 @@ LogicalResult PlanEmitter::classifyEntries(modk::EntryOp &forward,
       grad = e;
     else if (e.getSymName() == "decode")
       decode = e;
+    else if (e.getSymName() == "eval")
+      eval = e;
     else
-      return e.emitOpError("unknown entry; expected @forward, @grad or @decode");
+      return e.emitOpError(
+          "unknown entry; expected @forward, @grad, @eval or @decode");
   }
   if (!forward)
     return modk::EntryOp(entries.front())
         .emitOpError("a package needs a @forward entry");
   // Both entries index parameters by the manifest's order.
   hasDecode = bool(decode);
-  for (modk::EntryOp other : {grad, decode})
+  for (modk::EntryOp other : {grad, decode, eval})
     if (other && other.getParams() != forward.getParams())
       return other.emitOpError("parameters differ from the @forward entry's");
   return success();
@@ -133,6 +138,8 @@ LogicalResult PlanEmitter::emitEntries(modk::EntryOp forward,
       return failure();
     emitAdamW(grad);
   }
+  if (eval && failed(emitEntry(eval)))
+    return failure();
   if (decode) {
     if (failed(emitEntry(decode)))
       return failure();
@@ -165,6 +172,7 @@ void PlanEmitter::beginEntry(modk::EntryOp e) {
 
 void PlanEmitter::emitEntryPrologue(modk::EntryOp e, StringRef exportAttr) {
   bool isGrad = e.getSymName() == "grad";
+  bool isEval = e.getSymName() == "eval";
   bool isDecode = e.getSymName() == "decode";
   std::string fn = functionName(e);
   std::string argsType = fn + "_args";
@@ -199,6 +207,10 @@ void PlanEmitter::emitEntryPrologue(modk::EntryOp e, StringRef exportAttr) {
        << (routedIndex.empty() ? "" : " || !args->routed")
        << ")\n    return fail(1, \"modc_decode: a required pointer is "
           "null\");\n";
+  } else if (isEval) {
+    os << "  if (!args->tokens || !args->params || !args->losses || "
+          "!args->workspace)\n    return fail(1, \"modc_eval: a required "
+          "pointer is null\");\n";
   } else if (!isGrad) {
     os << "  if (args->mode != 0 && args->mode != 1)\n    return fail(1, "
           "\"modc_forward: mode must be 0 (topk) or 1 (causal)\");\n";
@@ -226,7 +238,8 @@ void PlanEmitter::emitEntryPrologue(modk::EntryOp e, StringRef exportAttr) {
           "a required pointer is null\");\n";
   }
   os << "  const int64_t B = args->batch;\n";
-  os << (isGrad     ? "  const bool causal = false; // training selects by top-k\n"
+  os << (isGrad || isEval
+             ? "  const bool causal = false; // training selects by top-k\n"
          : isDecode ? "  const bool causal = true; // decoding cannot see ahead\n"
                     : "  const bool causal = args->mode == 1;\n");
   os << "  (void)causal;\n";

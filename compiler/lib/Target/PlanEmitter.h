@@ -122,7 +122,7 @@ protected:
   static std::string maxRows(mlir::Value buffer);
 
   /// Finds the entries (forward required), checks their memory plans and
-  /// that they index the same parameters; sets hasDecode.
+  /// that they index the same parameters; sets hasDecode and eval.
   mlir::LogicalResult classifyEntries(modk::EntryOp &forward,
                                       modk::EntryOp &grad,
                                       modk::EntryOp &decode);
@@ -137,8 +137,8 @@ protected:
   /// (and `extraIncludes`), the ABI structs, and the last error with fail()
   /// in an anonymous namespace, left open for the target's own helpers.
   void emitHostSupport(llvm::StringRef extraIncludes);
-  /// The entries' functions: forward, then grad and modc_adamw, then decode
-  /// and modc_kv_cache_bytes.
+  /// The entries' functions: forward, then grad and modc_adamw, then eval,
+  /// then decode and modc_kv_cache_bytes.
   mlir::LogicalResult emitEntries(modk::EntryOp forward, modk::EntryOp grad,
                                   modk::EntryOp decode);
   virtual mlir::LogicalResult emitEntry(modk::EntryOp e) = 0;
@@ -256,6 +256,13 @@ protected:
   std::map<int64_t, int> routedIndex;
   /// The package has a decode entry: its forward can prefill the KV cache.
   bool hasDecode = false;
+  /// The loss-only entry (modc_eval), when the plan has one.
+  modk::EntryOp eval;
+  /// Whether `e` reads tokens [B, S + 1] (inputs and next-token targets):
+  /// the training entry and the loss-only one.
+  static bool takesTargets(modk::EntryOp e) {
+    return e.getSymName() == "grad" || e.getSymName() == "eval";
+  }
   llvm::raw_ostream &os;
   int64_t seqLen;
   llvm::DenseMap<mlir::Value, std::string> names;

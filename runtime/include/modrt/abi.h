@@ -17,7 +17,7 @@
 extern "C" {
 #endif
 
-#define MODC_ABI_VERSION 4u
+#define MODC_ABI_VERSION 5u
 
 /// Selection rule of routed layers (docs/model-format.md sections 3 and 4).
 enum modc_route_mode { MODC_MODE_TOPK = 0, MODC_MODE_CAUSAL = 1 };
@@ -94,6 +94,18 @@ typedef struct modc_grad_args {
   void *workspace;             ///< modc_grad_workspace_bytes(B), 64-aligned
 } modc_grad_args;
 
+/// Arguments of the loss-only entry: modc_grad's forward pass and losses
+/// (the same kernels: the same losses bit for bit) without the backward
+/// pass, for held-out evaluation.
+typedef struct modc_eval_args {
+  int64_t batch;               ///< number of sequences B (>= 1)
+  int64_t seq_len;             ///< must equal the compiled seq_len S
+  const int32_t *tokens;       ///< [B, S + 1], each in [0, vocab_size)
+  const float *const *params;  ///< one pointer per manifest "params" entry
+  float *losses;               ///< out: [3] = total, cross-entropy, aux
+  void *workspace;             ///< modc_eval_workspace_bytes(B), 64-aligned
+} modc_eval_args;
+
 /// Arguments of one AdamW step over every parameter, in place.
 typedef struct modc_adamw_args {
   float *const *params;        ///< updated in place
@@ -118,6 +130,10 @@ int32_t modc_forward(const modc_forward_args *args);
 uint64_t modc_grad_workspace_bytes(int64_t batch);
 /// Computes losses and gradients. Returns a modc_status.
 int32_t modc_grad(const modc_grad_args *args);
+/// Workspace bytes the loss-only entry needs for `batch` sequences.
+uint64_t modc_eval_workspace_bytes(int64_t batch);
+/// Computes the losses of modc_grad, no gradients. Returns a modc_status.
+int32_t modc_eval(const modc_eval_args *args);
 /// One AdamW update (weight decay skipped for norm weights and biases, as the
 /// manifest's "decay" flags say). Returns a modc_status.
 int32_t modc_adamw(const modc_adamw_args *args);

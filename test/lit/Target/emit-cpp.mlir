@@ -41,7 +41,7 @@
 // CHECK-LABEL: const float *in2, float *out0, float *out1) {
 // CHECK: out0[i * 64 + c] =
 // CHECK-NEXT: out1[i * 64 + c] =
-// CHECK: modc_abi_version(void) { return 4u; }
+// CHECK: modc_abi_version(void) { return 5u; }
 // CHECK: modc_manifest_json(void)
 // CHECK: "workspace_bytes_per_sequence": [[WS:[0-9]+]]
 // CHECK: "capacity": 4,

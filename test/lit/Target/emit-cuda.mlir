@@ -36,7 +36,7 @@
 // CHECK-NEXT: for (int c = lane; c < 32; c += modk_cuda::kWarp) {
 // CHECK: out0[i * 32 + c] = t6;
 // CHECK: const float t1 = expf(t0);
-// CHECK: modc_abi_version(void) { return 4u; }
+// CHECK: modc_abi_version(void) { return 5u; }
 // CHECK: "arch": "sm_90a"
 // CHECK: "target": "cuda"
 // CHECK: constexpr int kArchMajor = 9, kArchMinor = 0;

@@ -51,8 +51,9 @@ struct RowSet {
   Value positions, segments;
 };
 
-/// Which entry point a lowering builds.
-enum class EntryKind { Forward, Grad, Decode };
+/// Which entry point a lowering builds. Eval is training's forward pass and
+/// losses without the backward pass (GenerateEval.cpp).
+enum class EntryKind { Forward, Grad, Decode, Eval };
 
 class ModelLowering {
 public:
@@ -78,19 +79,26 @@ private:
   Value lowerMlpUp(Operation *op, Value input, RowSet rows, int64_t layer);
 
   /// True when no op after `op` reads `v`: its buffer may be overwritten.
-  /// Training keeps every value for the backward pass.
+  /// Training keeps every value for the backward pass; so does eval, whose
+  /// losses must be grad's bit for bit (the same kernels).
   bool deadAfter(Value v, Operation *op) {
     return !training() && llvm::all_of(v.getUsers(), [&](Operation *user) {
       return user == op || user->isBeforeInBlock(op);
     });
   }
-  bool training() const { return kind == EntryKind::Grad; }
+  /// Grad and eval: training's forward pass on tokens [B, S + 1], in top-k.
+  bool training() const {
+    return kind == EntryKind::Grad || kind == EntryKind::Eval;
+  }
   bool decoding() const { return kind == EntryKind::Decode; }
   /// Rows a sequence has in this entry: seq_len, or one in a decode step.
   int64_t stepRows() { return decoding() ? 1 : model.getSeqLen(); }
 
   // The backward half (ModelLoweringGrad.cpp).
   LogicalResult emitBackward();
+  /// Eval's losses: grad's loss kernels in grad's order, loss-only forms
+  /// (GenerateEval.cpp).
+  LogicalResult emitLosses();
   LogicalResult backward(Operation *op);
   void backwardAttention(mod::AttentionOp op);
   void backwardMlp(Operation *op, Value input, Value dm, int64_t layer);
@@ -146,7 +154,7 @@ private:
   DenseMap<Operation *, llvm::StringMap<Value>> saved;
   DenseMap<Value, Value> grads;     // tensor -> its gradient buffer
   llvm::StringMap<Value> paramGrads;
-  Value losses, targets;            // training only
+  Value losses, targets;            // training and eval only
   int64_t nRouted = 0;              // training only: routed layers
   Value stepPositions, active;      // decoding only
   SmallVector<Operation *> forwardOps;

@@ -55,6 +55,8 @@ private:
                       name(op.getSegments()), fmt::join(args, ", "));
   }
   LogicalResult emitTargetKernel(Operation *op) override;
+  /// The loss-only kernels of @eval; failure for any other op.
+  LogicalResult emitLossOnly(Operation *op);
   void emitGemm(modk::GemmOp op, int indent) override;
   std::string hostRows(Value segments, Value) override {
     return name(segments) + "[B]";
@@ -193,7 +195,42 @@ LogicalResult CppEmitter::emitTargetKernel(Operation *op) {
         weight, name(bce.getDlogits()), l);
     return success();
   }
+  if (succeeded(emitLossOnly(op)))
+    return success();
   return op->emitOpError("has no C++ emitter");
+}
+
+// The losses of modk.cross_entropy and modk.bce_loss, from the same prelude
+// calls with no gradient (a null dlogits), so @eval's losses are @grad's.
+LogicalResult CppEmitter::emitLossOnly(Operation *op) {
+  if (auto ce = dyn_cast<modk::CrossEntropyLossOp>(op)) {
+    std::string l = name(ce.getLosses());
+    os << fmt::format(
+        "  {{ // mean next-token cross-entropy, no gradient\n"
+        "    const int64_t rows = B * {0};\n"
+        "    const double sum = modk_cpu::cross_entropy<{1}>({2}, {3}, rows, "
+        "1.0f / (float)rows, static_cast<float *>(nullptr));\n"
+        "    {4}[1] = (float)(sum / (double)rows);\n"
+        "    {4}[0] = {4}[1];\n    {4}[2] = 0.0f;\n  }}\n",
+        seqLen, width(ce.getLogits()), name(ce.getLogits()),
+        name(ce.getTargets()), l);
+    return success();
+  }
+  if (auto bce = dyn_cast<modk::BCELossValueOp>(op)) {
+    std::string l = name(bce.getLosses());
+    double weight = bce.getWeight().convertToDouble();
+    os << fmt::format(
+        "  {{ // causal-router loss, mean over [B, S] and routed layers\n"
+        "    const double scale = 1.0 / ((double)B * {0} * {1});\n"
+        "    const double sum = modk_cpu::bce_with_logits<{0}>({2}, {3}, B, "
+        "(float)({4:.17g} * scale), nullptr);\n"
+        "    {5}[2] += (float)(sum * scale);\n"
+        "    {5}[0] += (float)({4:.17g} * sum * scale);\n  }}\n",
+        seqLen, bce.getNRouted(), name(bce.getLogits()), name(bce.getMask()),
+        weight, l);
+    return success();
+  }
+  return failure();
 }
 
 LogicalResult CppEmitter::emit() {
@@ -241,7 +278,7 @@ __attribute__((visibility("default"))) const char *modc_last_error(void) {
 
 LogicalResult CppEmitter::emitEntry(modk::EntryOp e) {
   beginEntry(e);
-  bool isGrad = e.getSymName() == "grad";
+  bool isGrad = takesTargets(e); // grad or eval: tokens [B, S + 1]
   bool isDecode = e.getSymName() == "decode";
   std::string fn = functionName(e);
   emitEntryPrologue(e, kExport);

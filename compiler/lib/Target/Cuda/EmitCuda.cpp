@@ -75,6 +75,8 @@ private:
                       fmt::join(args, ", "));
   }
   LogicalResult emitTargetKernel(Operation *op) override;
+  /// The loss-only kernels of @eval; failure for any other op.
+  LogicalResult emitLossOnly(Operation *op);
   void emitGemm(modk::GemmOp op, int indent) override;
   std::string hostRows(Value, Value buffer) override { return maxRows(buffer); }
   void emitMemcpy(StringRef dst, StringRef src, StringRef bytes) override {
@@ -172,6 +174,35 @@ void CudaEmitter::emitGemm(modk::GemmOp op, int indent) {
     emitCall(roundOutputCall(op), indent);
 }
 
+// The losses of modk.cross_entropy and modk.bce_loss, from the same prelude
+// calls with no gradient (a null dlogits), so @eval's losses are @grad's.
+LogicalResult CudaEmitter::emitLossOnly(Operation *op) {
+  if (auto ce = dyn_cast<modk::CrossEntropyLossOp>(op)) {
+    emitCall(KernelCall{"cross_entropy",
+                        {width(ce.getLogits())},
+                        {name(ce.getLogits()), name(ce.getTargets()),
+                         fmt::format("B * {}", seqLen),
+                         fmt::format("1.0f / (float)(B * {})", seqLen),
+                         "static_cast<float *>(nullptr)", name(ce.getLosses())}}
+                 .withScratch("double",
+                              fmt::format("modk_cuda::cross_entropy_scratch_"
+                                          "bytes(B * {})",
+                                          seqLen)));
+    return success();
+  }
+  if (auto bce = dyn_cast<modk::BCELossValueOp>(op)) {
+    emitCall(
+        {"bce_with_logits",
+         {seqLen},
+         {name(bce.getLogits()), name(bce.getMask()), "B",
+          fmt::format("{:.17g}", bce.getWeight().convertToDouble()),
+          fmt::format("1.0 / ((double)B * {} * {})", seqLen, bce.getNRouted()),
+          "nullptr", name(bce.getLosses())}});
+    return success();
+  }
+  return failure();
+}
+
 LogicalResult CudaEmitter::emitTargetKernel(Operation *op) {
   if (auto predictor = dyn_cast<modk::PredictorOp>(op)) {
     emitPredictor(predictor, 2);
@@ -209,6 +240,8 @@ LogicalResult CudaEmitter::emitTargetKernel(Operation *op) {
           name(bce.getDlogits()), name(bce.getLosses())}});
     return success();
   }
+  if (succeeded(emitLossOnly(op)))
+    return success();
   return op->emitOpError("has no CUDA emitter");
 }
 
@@ -532,7 +565,7 @@ extern "C" {
 
 LogicalResult CudaEmitter::emitEntry(modk::EntryOp e) {
   beginEntry(e);
-  bool isGrad = e.getSymName() == "grad";
+  bool isGrad = takesTargets(e); // grad or eval: tokens [B, S + 1]
   bool isDecode = e.getSymName() == "decode";
   std::string fn = functionName(e);
   // Scratch of the kernels that reduce in a fixed order (deterministic

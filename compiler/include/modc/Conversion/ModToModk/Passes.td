@@ -34,6 +34,20 @@ def GenerateGrad : Pass<"mod-generate-grad", "::mlir::ModuleOp"> {
                            "::mlir::memref::MemRefDialect"];
 }
 
+def GenerateEval : Pass<"mod-generate-eval", "::mlir::ModuleOp"> {
+  let summary = "Derive the loss-only entry (losses, no gradients) of each model";
+  let description = [{
+    Builds `modk.entry @eval` beside each fused mod.model: the forward pass of
+    the training entry (tokens [B, S + 1], top-k, the same kernels in the same
+    order) and its losses [total, ce, aux] by the loss-only kernels
+    `modk.cross_entropy_loss` and `modk.bce_loss_value`, in the training
+    entry's order, so that its losses equal @grad's bit for bit. No backward
+    pass and no gradient buffers.
+  }];
+  let dependentDialects = ["::modc::modk::ModkDialect",
+                           "::mlir::memref::MemRefDialect"];
+}
+
 def GenerateDecode : Pass<"mod-generate-decode", "::mlir::ModuleOp"> {
   let summary = "Derive the decode-step entry (sampling with KV caches)";
   let description = [{

@@ -106,7 +106,7 @@ inline float siluGrad(float z) {
 /// double) and writes dlogits_i = scale * (softmax(logits_i) - onehot(t_i))
 /// (overwrite). dlogits may alias logits, or be bf16 (each row computed in
 /// f32, then rounded: a bf16 model's logits gradient, which only products
-/// read).
+/// read), or null: the loss alone (the eval entry), the same sum.
 template <int V, typename Out>
 inline double cross_entropy(const float *logits, const int32_t *targets,
                             int64_t rows, float scale, Out *dlogits) {
@@ -118,11 +118,13 @@ inline double cross_entropy(const float *logits, const int32_t *targets,
                         [&](int64_t i0, int64_t i1, double *part) {
                           for (int64_t i = i0; i < i1; ++i) {
                             const float *z = logits + i * V;
+                            // This thread's row when staged or loss-only.
                             float *dz;
                             if constexpr (kStaged)
-                              dz = scratchFloats(V, 2); // this thread's row
+                              dz = scratchFloats(V, 2);
                             else
-                              dz = dlogits + i * V;
+                              dz = dlogits ? dlogits + i * V
+                                           : scratchFloats(V, 2);
                             // Target logit first: dlogits may alias logits.
                             const float zt = z[targets[i]];
                             float mx = -std::numeric_limits<float>::infinity();
@@ -153,6 +155,8 @@ inline double cross_entropy(const float *logits, const int32_t *targets,
                               sum += dz[c];
                             }
                             part[0] += double(mx) + std::log(sum) - double(zt);
+                            if (!dlogits)
+                              continue;
                             const float f = static_cast<float>(scale / sum);
 #pragma omp simd
                             for (int64_t c = 0; c < V; ++c)
@@ -167,7 +171,8 @@ inline double cross_entropy(const float *logits, const int32_t *targets,
 
 /// Binary cross-entropy with logits over the B*S entries of z: returns the SUM
 /// of max(z,0) - z t + log(1 + e^-|z|) (in double) and accumulates
-/// dz += scale * (sigmoid(z) - t). t is 0 or 1.
+/// dz += scale * (sigmoid(z) - t) unless dz is null (the eval entry: the
+/// loss alone, the same sum). t is 0 or 1.
 template <int S>
 inline double bce_with_logits(const float *z, const int32_t *target, int64_t B,
                               float scale, float *dz) {
@@ -180,6 +185,8 @@ inline double bce_with_logits(const float *z, const int32_t *target, int64_t B,
           const double zi = z[i], ti = target[i] ? 1.0 : 0.0;
           part[0] += std::max(zi, 0.0) - zi * ti +
                      std::log1p(std::exp(-std::fabs(zi)));
+          if (!dz)
+            continue;
           // Stable sigmoid: exp of a non-positive argument only.
           const double e = std::exp(-std::fabs(zi));
           const double sg = zi >= 0.0 ? 1.0 / (1.0 + e) : e / (1.0 + e);

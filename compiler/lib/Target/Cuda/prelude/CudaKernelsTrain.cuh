@@ -120,7 +120,6 @@ __global__ void __launch_bounds__(colThreads<V>())
   __shared__ double dscratch[32];
   const int64_t i = blockIdx.x;
   const float *z = logits + i * V;
-  Out *dz = dlogits + i * V;
   const int t = targets[i];
   const float zt = z[t]; // before any write: dlogits may alias logits
   float mx = negInf();
@@ -132,8 +131,10 @@ __global__ void __launch_bounds__(colThreads<V>())
     part += expf(z[c] - mx);
   const double sum = blockSum(part, dscratch);
   const float f = static_cast<float>(scale / sum);
-  // Each thread rewrites only the columns it read.
-  for (int c = threadIdx.x; c < V; c += T) {
+  // Each thread rewrites only the columns it read; none without dlogits
+  // (the eval entry: the loss alone).
+  Out *dz = dlogits ? dlogits + i * V : nullptr;
+  for (int c = threadIdx.x; dz && c < V; c += T) {
     float val = expf(z[c] - mx) * f;
     if (c == t)
       val -= scale;
@@ -168,6 +169,8 @@ __global__ void bceKernel(const float *z, const int32_t *target, int64_t n,
     const double zi = z[i], ti = target[i] ? 1.0 : 0.0;
     const double e = exp(-fabs(zi));
     acc += fmax(zi, 0.0) - zi * ti + log1p(e);
+    if (!dz) // the eval entry: the loss alone
+      continue;
     const double sg = zi >= 0.0 ? 1.0 / (1.0 + e) : e / (1.0 + e);
     dz[i] += static_cast<float>(double(gradScale) * (sg - ti));
   }
@@ -188,10 +191,11 @@ inline int64_t cross_entropy_scratch_bytes(int64_t rows) {
 /// Softmax cross-entropy over logits[rows, V] (rows = B * S, a host count),
 /// targets in [0, V). Writes dlogits = scale * (softmax - onehot) (overwrite;
 /// may alias logits, or be bf16: rounded, a bf16 model's logits gradient,
-/// which only products read) and, on the device, losses[1] = mean row loss,
-/// losses[0] = losses[1], losses[2] = 0 (what the CPU emitter does on the
-/// host with modk_cpu::cross_entropy's sum). The row losses are summed in
-/// double in a fixed order. `scratch`: cross_entropy_scratch_bytes(rows).
+/// which only products read; null: none) and, on the device, losses[1] =
+/// mean row loss, losses[0] = losses[1], losses[2] = 0 (what the CPU emitter
+/// does on the host with modk_cpu::cross_entropy's sum). The row losses are
+/// summed in double in a fixed order. `scratch`:
+/// cross_entropy_scratch_bytes(rows).
 template <int V, typename Out>
 inline void cross_entropy(const float *logits, const int32_t *targets,
                           int64_t rows, float scale, Out *dlogits,
@@ -209,7 +213,8 @@ inline void cross_entropy(const float *logits, const int32_t *targets,
 /// Binary cross-entropy with logits over the B*S entries of z (the causal
 /// router loss), everything the CPU emitter's bce_loss does, on the device:
 /// with sum = SUM of max(z,0) - z t + log(1 + e^-|z|) (double),
-///   dz += (float)(weight * scale) * (sigmoid(z) - t)   (accumulate),
+///   dz += (float)(weight * scale) * (sigmoid(z) - t)   (accumulate; none
+///                                                       when dz is null),
 ///   losses[2] += (float)(sum * scale),
 ///   losses[0] += (float)(weight * sum * scale),
 /// where the emitter passes scale = 1.0 / ((double)B * S * n_routed) and

@@ -317,6 +317,28 @@ def Modk_BCELossOp : Modk_GenericOp<"bce_loss"> {
                    AnyMemRef:$losses, F64Attr:$weight, I64Attr:$n_routed);
 }
 
+// The loss-only forms of the two losses: the `eval` entry reads the losses
+// and needs no gradient buffers (docs/compiler.md, mod-generate-eval).
+def Modk_CrossEntropyLossOp : Modk_GenericOp<"cross_entropy_loss"> {
+  let summary = "Mean next-token cross-entropy, without its gradient";
+  let description = [{
+    losses = [total, ce, aux]: sets total = ce = mean(-log softmax[target])
+    and aux = 0, bit for bit as modk.cross_entropy does.
+  }];
+  let arguments = (ins AnyMemRef:$logits, AnyMemRef:$targets,
+                   AnyMemRef:$losses);
+}
+
+def Modk_BCELossValueOp : Modk_GenericOp<"bce_loss_value"> {
+  let summary = "Causal-router loss of one routed layer, without its gradient";
+  let description = [{
+    What modk.bce_loss adds to losses[2] and losses[0], bit for bit, with no
+    gradient written.
+  }];
+  let arguments = (ins AnyMemRef:$logits, AnyMemRef:$mask, AnyMemRef:$losses,
+                   F64Attr:$weight, I64Attr:$n_routed);
+}
+
 def Modk_GemmDgradOp : Modk_GenericOp<"gemm_dgrad"> {
   let summary = "dA (+)= dY . W on the rows of a row set";
   let arguments = (ins AnyMemRef:$dy, AnyMemRef:$weight, AnyMemRef:$segments,

@@ -1,0 +1,69 @@
+//===- GenerateEval.cpp - Derive the loss-only entry -------------*- C++ -*-===//
+//
+// `modk.entry @eval` is what `modrun eval` and modrt::evaluate run: the
+// training entry's forward pass (the same kernels in the same order, top-k
+// selection, tokens [B, S + 1]) and its losses, with no backward pass. Its
+// losses are those of @grad bit for bit, so held-out and training losses
+// are the same function; without gradient buffers its workspace is smaller
+// (docs/compiler.md, stage 5a').
+//
+//===----------------------------------------------------------------------===//
+
+#include "ModelLowering.h"
+#include "modc/Conversion/ModToModk/Passes.h"
+
+namespace modc {
+#define GEN_PASS_DEF_GENERATEEVAL
+#include "modc/Conversion/ModToModk/Passes.h.inc"
+} // namespace modc
+
+using namespace mlir;
+using namespace modc;
+using namespace modc::lowering;
+
+LogicalResult ModelLowering::emitLosses() {
+  Location loc = model.getLoc();
+  losses = modk::OutputOp::create(
+      b, loc, MemRefType::get({3}, b.getF32Type()), "losses");
+  model.walk([&](mod::RouteOp) { ++nRouted; });
+  // The order of emitBackward: the cross-entropy sets the losses, then each
+  // routed layer's causal-router loss adds to them, last layer first. The
+  // float sums are then the same as in @grad.
+  for (Operation *op : llvm::reverse(forwardOps)) {
+    if (auto head = dyn_cast<mod::LMHeadOp>(op)) {
+      modk::CrossEntropyLossOp::create(b, loc, buffers[head], targets, losses);
+    } else if (auto route = dyn_cast<mod::RouteOp>(op)) {
+      if (route.getCausalRouter() == "aux_loss")
+        modk::BCELossValueOp::create(b, loc, buffers[route.getScores()],
+                                     saved[route]["mask"], losses,
+                                     *model.getAuxLossWeight(), nRouted);
+    } else if (auto predictor = dyn_cast<mod::PredictorOp>(op)) {
+      mod::RouteOp route;
+      for (Operation *user : predictor->getUsers())
+        if (auto r = dyn_cast<mod::RouteOp>(user))
+          route = r;
+      if (!route)
+        return op->emitOpError("is not read by a mod.route");
+      modk::BCELossValueOp::create(b, loc, buffers[predictor],
+                                   saved[route]["mask"], losses,
+                                   *model.getAuxLossWeight(), nRouted);
+    }
+  }
+  return success();
+}
+
+namespace {
+/// Builds `modk.entry @eval` beside each mod.model; the model stays for the
+/// passes after it.
+struct GenerateEvalPass
+    : public modc::impl::GenerateEvalBase<GenerateEvalPass> {
+  void runOnOperation() override {
+    SmallVector<mod::ModelOp> models(getOperation().getOps<mod::ModelOp>());
+    for (mod::ModelOp model : models) {
+      ModelLowering modelLowering(model, EntryKind::Eval);
+      if (failed(modelLowering.run()))
+        return signalPassFailure();
+    }
+  }
+};
+} // namespace
