@@ -10,6 +10,8 @@ void modc::buildModToModkPipeline(OpPassManager &pm, bool bf16Storage) {
   model.addPass(createExpandBlocks());
   model.addPass(createFuseRouting());
   model.addPass(createFuseResidual());
+  // Each entry goes right after the model: eval first keeps it last.
+  pm.addPass(createGenerateEval());
   pm.addPass(createGenerateGrad());
   pm.addPass(createGenerateDecode());
   pm.addPass(createConvertModToModk());

@@ -408,9 +408,10 @@ FailureOr<modk::EntryOp> ModelLowering::run() {
     modeAttrs.push_back(b.getStringAttr(m));
   entry = modk::EntryOp::create(
       b, model.getLoc(),
-      b.getStringAttr(training()   ? "grad"
-                      : decoding() ? "decode"
-                                   : "forward"),
+      b.getStringAttr(kind == EntryKind::Eval ? "eval"
+                      : training()            ? "grad"
+                      : decoding()            ? "decode"
+                                              : "forward"),
       b.getStringAttr(modelDescriptionJson(model)),
       b.getI64IntegerAttr(model.getSeqLen()),
       b.getI64IntegerAttr(model.getVocabSize()), b.getArrayAttr({}),
@@ -426,7 +427,9 @@ FailureOr<modk::EntryOp> ModelLowering::run() {
       return failure();
     forwardOps.push_back(&op);
   }
-  if (training() && failed(emitBackward()))
+  if (kind == EntryKind::Grad && failed(emitBackward()))
+    return failure();
+  if (kind == EntryKind::Eval && failed(emitLosses()))
     return failure();
   entry.setParamsAttr(b.getArrayAttr(params));
   return entry;
