@@ -259,6 +259,22 @@ void CudaExecutor::grad(const modc_grad_args &h, uint64_t workspaceBytes) {
   deliver("grads", grads, h.grads);
 }
 
+void CudaExecutor::eval(const modc_eval_args &h, uint64_t workspaceBytes) {
+  ready();
+  const uint64_t B = static_cast<uint64_t>(h.batch);
+  const uint64_t S = static_cast<uint64_t>(manifest.seqLen);
+  const std::vector<float *> &params = uploadParams("params", h.params);
+  modc_eval_args d = h;
+  d.params = params.data();
+  d.tokens = static_cast<const int32_t *>(
+      upload("tokens", h.tokens, B * (S + 1) * sizeof(int32_t)));
+  d.losses = static_cast<float *>(slot("losses", 3 * sizeof(float)));
+  d.workspace = slot("workspace", workspaceBytes);
+  check(entries.eval(&d), "eval");
+  check(api.sync(), "eval");
+  download(h.losses, d.losses, 3 * sizeof(float));
+}
+
 void CudaExecutor::adamw(const modc_adamw_args &h) {
   ready();
   const std::vector<float *> &params = uploadParams("params", h.params);

@@ -1,12 +1,13 @@
 //===- CudaExecutor.h - Running CUDA packages from host buffers -*- C++ -*-===//
 //
-// The runtime's public calls (Package::forward, grad, adamwStep, and the raw
-// calls DecodeSession makes) build argument blocks over host memory. For a
-// CUDA package this executor mirrors them on the device through the
-// package's own device API (modrt/abi.h, modc_cuda_*), so modrt links no
-// CUDA: inputs are copied up, the entry runs, outputs are copied down. A KV
-// cache stays on the device between decode steps (its host buffer is only
-// the key), so a decode step moves tokens, counts and logits, not the cache.
+// The runtime's public calls (Package::forward, grad, eval, adamwStep, and
+// the raw calls DecodeSession makes) build argument blocks over host
+// memory. For a CUDA package this executor mirrors them on the device
+// through the package's own device API (modrt/abi.h, modc_cuda_*), so modrt
+// links no CUDA: inputs are copied up, the entry runs, outputs are copied
+// down. A KV cache stays on the device between decode steps (its host buffer
+// is only the key), so a decode step moves tokens, counts and logits, not
+// the cache.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MODRT_LIB_CUDAEXECUTOR_H
@@ -25,6 +26,7 @@ namespace modrt {
 struct EntryPoints {
   decltype(&::modc_forward) forward = nullptr;
   decltype(&::modc_grad) grad = nullptr;
+  decltype(&::modc_eval) eval = nullptr;
   decltype(&::modc_adamw) adamw = nullptr;
   decltype(&::modc_decode) decode = nullptr;
   decltype(&::modc_last_error) lastError = nullptr;
@@ -62,6 +64,7 @@ public:
   // throws Error with the package's message on failure.
   void forward(const modc_forward_args &args, uint64_t workspaceBytes);
   void grad(const modc_grad_args &args, uint64_t workspaceBytes);
+  void eval(const modc_eval_args &args, uint64_t workspaceBytes);
   void adamw(const modc_adamw_args &args);
   void decode(const modc_decode_args &args, uint64_t workspaceBytes,
               uint64_t kvCacheBytes);

@@ -304,6 +304,17 @@ Manifest Manifest::parse(const std::string &jsonText,
     m.gradWorkspaceBytesPerSequence = gws.get<uint64_t>();
     m.supportsTraining = true;
   }
+  if (entries.contains("eval")) {
+    const json &eval = r.object(entries, "entries", "eval");
+    const json &ews =
+        r.field(eval, "entries.eval", "workspace_bytes_per_sequence");
+    if (!ews.is_number_unsigned())
+      r.fail("entries.eval.workspace_bytes_per_sequence",
+             fmt::format("expected a non-negative integer, got {}",
+                         Reader::describe(ews)));
+    m.evalWorkspaceBytesPerSequence = ews.get<uint64_t>();
+    m.supportsEval = true;
+  }
   m.causalRouter = causalRouter;
   if (entries.contains("decode")) {
     const json &dec = r.object(entries, "entries", "decode");

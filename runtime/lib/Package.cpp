@@ -42,6 +42,9 @@ struct Abi {
   decltype(&::modc_grad_workspace_bytes) gradWorkspaceBytes = nullptr;
   decltype(&::modc_grad) grad = nullptr;
   decltype(&::modc_adamw) adamw = nullptr;
+  /// The loss-only entry: resolved only when the manifest lists it.
+  decltype(&::modc_eval_workspace_bytes) evalWorkspaceBytes = nullptr;
+  decltype(&::modc_eval) eval = nullptr;
   /// Decode entry points: resolved only when the manifest lists them.
   decltype(&::modc_kv_cache_bytes) kvCacheBytes = nullptr;
   decltype(&::modc_decode_workspace_bytes) decodeWorkspaceBytes = nullptr;
@@ -157,7 +160,8 @@ struct Package::Impl {
   std::unique_ptr<CudaExecutor> cuda;
 
   EntryPoints entryPoints() const {
-    return {abi.forward, abi.grad, abi.adamw, abi.decode, abi.lastError};
+    return {abi.forward, abi.grad,   abi.eval,
+            abi.adamw,   abi.decode, abi.lastError};
   }
   /// Throws Error with the package's message unless `status` is OK.
   void check(int32_t status, const char *what) const {
@@ -288,6 +292,10 @@ Package Package::open(const std::string &dir) {
     resolve(abi.gradWorkspaceBytes, "modc_grad_workspace_bytes");
     resolve(abi.grad, "modc_grad");
     resolve(abi.adamw, "modc_adamw");
+  }
+  if (impl->manifest.supportsEval) {
+    resolve(abi.evalWorkspaceBytes, "modc_eval_workspace_bytes");
+    resolve(abi.eval, "modc_eval");
   }
   if (impl->manifest.supportsDecode) {
     resolve(abi.kvCacheBytes, "modc_kv_cache_bytes");
@@ -551,6 +559,31 @@ void Package::decodeRaw(const modc_decode_args &args) const {
     impl->check(impl->abi.decode(&args), "decode");
 }
 
+namespace {
+/// Throws Error unless `tokens` is [batch, seq_len + 1] with every token in
+/// the vocabulary: the input of the grad and eval entries (`what`).
+void checkTargetTokens(const Manifest &m, const std::vector<int32_t> &tokens,
+                       int64_t batch, const char *what) {
+  if (batch < 1)
+    throw Error(fmt::format("{}: batch must be >= 1, got {}", what, batch));
+  const int64_t row = m.seqLen + 1;
+  int64_t want;
+  if (__builtin_mul_overflow(batch, row, &want) ||
+      static_cast<uint64_t>(want) != tokens.size())
+    throw Error(fmt::format("{}: tokens must be [B, seq_len + 1] = [{}, {}] "
+                            "({} values: inputs t[:, :{}], targets t[:, 1:]), "
+                            "got {} values",
+                            what, batch, row, batch * row, m.seqLen,
+                            tokens.size()));
+  for (size_t i = 0; i < tokens.size(); ++i)
+    if (tokens[i] < 0 || tokens[i] >= m.vocabSize)
+      throw Error(fmt::format("{}: token {} at batch row {}, position {} "
+                              "is out of range [0, {})",
+                              what, tokens[i], static_cast<int64_t>(i) / row,
+                              static_cast<int64_t>(i) % row, m.vocabSize));
+}
+} // namespace
+
 GradResult Package::grad(const TensorMap &weights,
                          const std::vector<int32_t> &tokens,
                          int64_t batch) const {
@@ -568,22 +601,7 @@ Losses Package::grad(const TensorMap &weights,
                             "(modc_grad, modc_adamw); recompile with this "
                             "modc",
                             impl->dir));
-  if (batch < 1)
-    throw Error(fmt::format("grad: batch must be >= 1, got {}", batch));
-  const int64_t row = m.seqLen + 1;
-  int64_t want;
-  if (__builtin_mul_overflow(batch, row, &want) ||
-      static_cast<uint64_t>(want) != tokens.size())
-    throw Error(fmt::format("grad: tokens must be [B, seq_len + 1] = [{}, {}] "
-                            "({} values: inputs t[:, :{}], targets t[:, 1:]), "
-                            "got {} values",
-                            batch, row, batch * row, m.seqLen, tokens.size()));
-  for (size_t i = 0; i < tokens.size(); ++i)
-    if (tokens[i] < 0 || tokens[i] >= m.vocabSize)
-      throw Error(fmt::format("grad: token {} at batch row {}, position {} "
-                              "is out of range [0, {})",
-                              tokens[i], static_cast<int64_t>(i) / row,
-                              static_cast<int64_t>(i) % row, m.vocabSize));
+  checkTargetTokens(m, tokens, batch, "grad");
   checkWeights(weights);
   bool reuse = true;
   try {
@@ -628,6 +646,47 @@ Losses Package::grad(const TensorMap &weights,
     impl->cuda->grad(args, wsBytes);
   else
     impl->check(impl->abi.grad(&args), "grad");
+  return Losses{losses[0], losses[1], losses[2]};
+}
+
+Losses Package::eval(const TensorMap &weights,
+                     const std::vector<int32_t> &tokens, int64_t batch) const {
+  const Manifest &m = impl->manifest;
+  if (!m.supportsEval)
+    throw Error(fmt::format("{}: this package has no loss-only entry point "
+                            "(modc_eval); recompile it with this modc",
+                            impl->dir));
+  checkTargetTokens(m, tokens, batch, "eval");
+  checkWeights(weights);
+  std::vector<const float *> params = paramPointers(m, weights);
+  uint64_t wsManifest;
+  if (__builtin_mul_overflow(m.evalWorkspaceBytesPerSequence,
+                             static_cast<uint64_t>(batch), &wsManifest))
+    throw Error(fmt::format("eval: batch {} is too large", batch));
+  uint64_t wsBytes = std::max(wsManifest, impl->abi.evalWorkspaceBytes(batch));
+  std::lock_guard<std::mutex> lock(impl->workspaceMutex);
+  AlignedBytes &workspace = impl->workspace;
+  try {
+    if (workspace.size() < std::max<uint64_t>(wsBytes, 64))
+      workspace.resize(std::max<uint64_t>(wsBytes, 64));
+  } catch (const std::bad_alloc &) {
+    throw Error(fmt::format("eval: out of memory for batch {} ({} bytes of "
+                            "workspace)",
+                            batch, wsBytes));
+  }
+
+  float losses[3] = {0, 0, 0};
+  modc_eval_args args{};
+  args.batch = batch;
+  args.seq_len = m.seqLen;
+  args.tokens = tokens.data();
+  args.params = params.data();
+  args.losses = losses;
+  args.workspace = workspace.data();
+  if (impl->cuda)
+    impl->cuda->eval(args, wsBytes);
+  else
+    impl->check(impl->abi.eval(&args), "eval");
   return Losses{losses[0], losses[1], losses[2]};
 }
 

@@ -379,10 +379,11 @@ double modrt::evaluate(const Package &package, const TensorMap &weights,
                        int64_t batch) {
   if (batches.empty())
     throw Error("evaluate: no held-out batches");
-  TensorMap grads;
+  // The compiled loss-only entry: the training entry's losses without its
+  // backward pass (docs/runtime.md).
   double sum = 0;
   for (const std::vector<int32_t> &tokens : batches)
-    sum += package.grad(weights, tokens, batch, grads).ce;
+    sum += package.eval(weights, tokens, batch).ce;
   return sum / static_cast<double>(batches.size());
 }
 

@@ -883,7 +883,9 @@ int runSample(int argc, char **argv) {
 }
 
 /// Sum over the rows of -log softmax(logits)[target] for `tokens` [B, S+1]
-/// (targets tokens[:, 1:]) given logits [B, S, V].
+/// (targets tokens[:, 1:]) given logits [B, S, V]: the causal pass's loss,
+/// which no compiled entry computes yet (the loss-only entry selects by
+/// top-k, as training does).
 double crossEntropySum(const std::vector<float> &logits,
                        const std::vector<int32_t> &tokens, int64_t batch,
                        int64_t seqLen, int64_t vocab) {
@@ -943,10 +945,15 @@ int runEval(int argc, char **argv) {
     for (int64_t b = 0; b < batch; ++b)
       std::copy(tokens.begin() + b * (S + 1),
                 tokens.begin() + b * (S + 1) + S, inputs.begin() + b * S);
+    // The top-k loss is the training loss: the compiled loss-only entry
+    // (modc_eval), mean over the batch's B * S predictions.
+    ceTopk += pkg.eval(weights, tokens, batch).ce *
+              static_cast<double>(batch * S);
+    if (dense) // no routing to report; causal mode is top-k mode
+      continue;
     std::vector<std::vector<int32_t>> decisions;
     ForwardResult topk =
         pkg.forward(weights, inputs, batch, RouteMode::TopK, &decisions);
-    ceTopk += crossEntropySum(topk.logits, tokens, batch, S, V);
     for (size_t l = 0; l < nRouted; ++l)
       for (size_t i = 0; i < topk.routed[l].size(); ++i) {
         topkRouted[l] += topk.routed[l][i] != 0;
@@ -1050,6 +1057,9 @@ int runInfo(int argc, char **argv) {
   if (m.supportsTraining)
     fmt::print("training:  grad + adamw, {} bytes of workspace per sequence\n",
                m.gradWorkspaceBytesPerSequence);
+  if (m.supportsEval)
+    fmt::print("eval:      losses only, {} bytes of workspace per sequence\n",
+               m.evalWorkspaceBytesPerSequence);
   else
     fmt::print("training:  no (inference-only package)\n");
   if (m.supportsDecode)

@@ -39,7 +39,8 @@
 #else
 #define FAKE_TRAINING 1
 #define FAKE_TRAINING_ENTRIES                                                  \
-  ",\n  \"grad\": {\"workspace_bytes_per_sequence\": 128}, \"adamw\": {}"
+  ",\n  \"grad\": {\"workspace_bytes_per_sequence\": 128}, \"adamw\": {},"  \
+  "\n  \"eval\": {\"workspace_bytes_per_sequence\": 64}"
 #endif
 
 #if FAKE_VARIANT == 4
@@ -65,7 +66,8 @@
 /// Training test doubles (not a real gradient; see FakeModel.cpp):
 /// ce = mean of the target tokens t[:, 1:], aux = 0.5 * sum of every weight
 /// squared, total = ce + aux, grads = the weights (d aux / d w); adamw is
-/// momentum SGD with decoupled weight decay on the "decay" params.
+/// momentum SGD with decoupled weight decay on the "decay" params. eval
+/// returns grad's losses.
 /// Decode test double (not a transformer; see FakeModel.cpp): a step of
 /// token t at position p in sequence b caches (t, p) in layer 0 (dense) and,
 /// when r_t = router . E[t] > 0, in layer 1 (routed); its logits are

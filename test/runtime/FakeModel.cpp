@@ -143,6 +143,44 @@ int32_t modc_grad(const modc_grad_args *a) {
   return MODC_OK;
 }
 
+uint64_t modc_eval_workspace_bytes(int64_t batch) {
+  return 64u * static_cast<uint64_t>(batch);
+}
+
+/// modc_grad's losses (the same closed form), no gradients.
+int32_t modc_eval(const modc_eval_args *a) {
+  lastError.clear();
+  if (a->seq_len != S)
+    return fail("fake: wrong seq_len");
+  if (a->batch < 1)
+    return fail("fake: batch < 1");
+  if (reinterpret_cast<uintptr_t>(a->workspace) % 64 != 0)
+    return fail("fake: workspace not 64-byte aligned");
+  std::memset(a->workspace, 0xab, modc_eval_workspace_bytes(a->batch));
+  double ce = 0;
+  bool nanLoss = false;
+  for (int64_t b = 0; b < a->batch; ++b)
+    for (int64_t i = 1; i <= S; ++i) {
+      int32_t t = a->tokens[b * (S + 1) + i];
+      if (t < 0 || t >= V)
+        return fail("fake: token out of range");
+      nanLoss |= t == 0xFE;
+      ce += t;
+    }
+  ce /= static_cast<double>(a->batch * S);
+  double aux = 0;
+  for (int p = 0; p < 3; ++p)
+    for (int64_t j = 0; j < kParamSize[p]; ++j) {
+      float w = a->params[p][j];
+      aux += 0.5 * static_cast<double>(w) * w;
+    }
+  float nan = std::numeric_limits<float>::quiet_NaN();
+  a->losses[0] = nanLoss ? nan : static_cast<float>(ce + aux);
+  a->losses[1] = nanLoss ? nan : static_cast<float>(ce);
+  a->losses[2] = static_cast<float>(aux);
+  return MODC_OK;
+}
+
 int32_t modc_adamw(const modc_adamw_args *a) {
   lastError.clear();
   if (a->step < 1)

@@ -75,6 +75,11 @@ struct Manifest {
   bool supportsTraining = false;
   /// entries.grad.workspace_bytes_per_sequence (0 without training).
   uint64_t gradWorkspaceBytesPerSequence = 0;
+  /// Whether the package exports the loss-only entry modc_eval (the
+  /// manifest has entries.eval).
+  bool supportsEval = false;
+  /// entries.eval.workspace_bytes_per_sequence (0 without it).
+  uint64_t evalWorkspaceBytesPerSequence = 0;
   /// model.mod.causal_router: "aux_loss", "predictor" or "none" (also
   /// "none" for a dense model).
   std::string causalRouter = "none";
@@ -249,6 +254,14 @@ public:
   /// loop allocates them once.
   Losses grad(const TensorMap &weights, const std::vector<int32_t> &tokens,
               int64_t batch, TensorMap &grads) const;
+
+  /// The losses of one batch without gradients (modc_eval): what grad
+  /// returns for the same weights and tokens, bit for bit, from the same
+  /// compiled forward pass and loss kernels, with no backward pass. `tokens`
+  /// is [batch, seqLen + 1] as for grad. Throws Error as grad does, or for a
+  /// package without the entry.
+  Losses eval(const TensorMap &weights, const std::vector<int32_t> &tokens,
+              int64_t batch) const;
 
   /// For CUDA packages: the device copy of `tensors` (one tensor per manifest
   /// param, such as the weights, gradients or AdamW moments) is copied once

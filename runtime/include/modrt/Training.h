@@ -167,7 +167,7 @@ struct StepRecord {
 };
 
 /// Mean cross-entropy of `weights` over `batches` (each [corpusBatch,
-/// seqLen + 1]), computed with Package::grad.
+/// seqLen + 1]), computed with Package::eval.
 double evaluate(const Package &package, const TensorMap &weights,
                 const std::vector<std::vector<int32_t>> &batches,
                 int64_t batch);
