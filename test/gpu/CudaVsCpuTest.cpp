@@ -268,6 +268,24 @@ TEST_P(CudaVsCpu, GradientsAndAdamWMatch) {
         << p.name;
 }
 
+// The loss-only entry (modc_eval) runs grad's forward kernels and loss
+// kernels: on each target its losses are grad's bit for bit.
+TEST_P(CudaVsCpu, EvalLossesAreGradLosses) {
+  const int64_t B = 2;
+  std::vector<int32_t> tokens = randomTokens(B * (kSeqLen + 1), 96, 13);
+  for (const Package *p : {cuda.get(), cpu.get()}) {
+    SCOPED_TRACE(p->manifest().target);
+    ASSERT_TRUE(p->manifest().supportsEval);
+    Losses e = p->eval(weights, tokens, B);
+    Losses g = p->grad(weights, tokens, B).losses;
+    // Both are floats widened to double: equal doubles, equal bits.
+    EXPECT_EQ(e.total, g.total);
+    EXPECT_EQ(e.ce, g.ce);
+    EXPECT_EQ(e.aux, g.aux);
+    EXPECT_GT(e.aux, 0.0); // every variant has a causal router
+  }
+}
+
 TEST_P(CudaVsCpu, TrainingRunMatches) {
   // Four steps of modrt::train (batch, grad, clip, AdamW with the schedule)
   // on each package from the same weights: the CUDA executor is driven the
