@@ -259,7 +259,8 @@ void CudaExecutor::grad(const modc_grad_args &h, uint64_t workspaceBytes) {
   deliver("grads", grads, h.grads);
 }
 
-void CudaExecutor::eval(const modc_eval_args &h, uint64_t workspaceBytes) {
+void CudaExecutor::eval(const modc_eval_args &h, uint64_t workspaceBytes,
+                        bool causal) {
   ready();
   const uint64_t B = static_cast<uint64_t>(h.batch);
   const uint64_t S = static_cast<uint64_t>(manifest.seqLen);
@@ -270,8 +271,9 @@ void CudaExecutor::eval(const modc_eval_args &h, uint64_t workspaceBytes) {
       upload("tokens", h.tokens, B * (S + 1) * sizeof(int32_t)));
   d.losses = static_cast<float *>(slot("losses", 3 * sizeof(float)));
   d.workspace = slot("workspace", workspaceBytes);
-  check(entries.eval(&d), "eval");
-  check(api.sync(), "eval");
+  const char *what = causal ? "eval_causal" : "eval";
+  check((causal ? entries.evalCausal : entries.eval)(&d), what);
+  check(api.sync(), what);
   download(h.losses, d.losses, 3 * sizeof(float));
 }
 

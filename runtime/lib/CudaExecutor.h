@@ -27,6 +27,7 @@ struct EntryPoints {
   decltype(&::modc_forward) forward = nullptr;
   decltype(&::modc_grad) grad = nullptr;
   decltype(&::modc_eval) eval = nullptr;
+  decltype(&::modc_eval_causal) evalCausal = nullptr;
   decltype(&::modc_adamw) adamw = nullptr;
   decltype(&::modc_decode) decode = nullptr;
   decltype(&::modc_last_error) lastError = nullptr;
@@ -64,7 +65,8 @@ public:
   // throws Error with the package's message on failure.
   void forward(const modc_forward_args &args, uint64_t workspaceBytes);
   void grad(const modc_grad_args &args, uint64_t workspaceBytes);
-  void eval(const modc_eval_args &args, uint64_t workspaceBytes);
+  /// modc_eval, or modc_eval_causal when `causal`.
+  void eval(const modc_eval_args &args, uint64_t workspaceBytes, bool causal);
   void adamw(const modc_adamw_args &args);
   void decode(const modc_decode_args &args, uint64_t workspaceBytes,
               uint64_t kvCacheBytes);

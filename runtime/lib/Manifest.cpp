@@ -314,6 +314,15 @@ Manifest Manifest::parse(const std::string &jsonText,
                          Reader::describe(ews)));
     m.evalWorkspaceBytesPerSequence = ews.get<uint64_t>();
     m.supportsEval = true;
+    if (eval.contains("causal_workspace_bytes_per_sequence")) {
+      const json &cws = eval["causal_workspace_bytes_per_sequence"];
+      if (!cws.is_number_unsigned())
+        r.fail("entries.eval.causal_workspace_bytes_per_sequence",
+               fmt::format("expected a non-negative integer, got {}",
+                           Reader::describe(cws)));
+      m.evalCausalWorkspaceBytesPerSequence = cws.get<uint64_t>();
+      m.supportsEvalCausal = true;
+    }
   }
   m.causalRouter = causalRouter;
   if (entries.contains("decode")) {

@@ -45,6 +45,9 @@ struct Abi {
   /// The loss-only entry: resolved only when the manifest lists it.
   decltype(&::modc_eval_workspace_bytes) evalWorkspaceBytes = nullptr;
   decltype(&::modc_eval) eval = nullptr;
+  decltype(&::modc_eval_causal_workspace_bytes) evalCausalWorkspaceBytes =
+      nullptr;
+  decltype(&::modc_eval_causal) evalCausal = nullptr;
   /// Decode entry points: resolved only when the manifest lists them.
   decltype(&::modc_kv_cache_bytes) kvCacheBytes = nullptr;
   decltype(&::modc_decode_workspace_bytes) decodeWorkspaceBytes = nullptr;
@@ -160,7 +163,7 @@ struct Package::Impl {
   std::unique_ptr<CudaExecutor> cuda;
 
   EntryPoints entryPoints() const {
-    return {abi.forward, abi.grad,   abi.eval,
+    return {abi.forward, abi.grad,   abi.eval,     abi.evalCausal,
             abi.adamw,   abi.decode, abi.lastError};
   }
   /// Throws Error with the package's message unless `status` is OK.
@@ -296,6 +299,10 @@ Package Package::open(const std::string &dir) {
   if (impl->manifest.supportsEval) {
     resolve(abi.evalWorkspaceBytes, "modc_eval_workspace_bytes");
     resolve(abi.eval, "modc_eval");
+  }
+  if (impl->manifest.supportsEvalCausal) {
+    resolve(abi.evalCausalWorkspaceBytes, "modc_eval_causal_workspace_bytes");
+    resolve(abi.evalCausal, "modc_eval_causal");
   }
   if (impl->manifest.supportsDecode) {
     resolve(abi.kvCacheBytes, "modc_kv_cache_bytes");
@@ -650,20 +657,34 @@ Losses Package::grad(const TensorMap &weights,
 }
 
 Losses Package::eval(const TensorMap &weights,
-                     const std::vector<int32_t> &tokens, int64_t batch) const {
+                     const std::vector<int32_t> &tokens, int64_t batch,
+                     RouteMode mode) const {
   const Manifest &m = impl->manifest;
+  const bool causal = mode == RouteMode::Causal;
   if (!m.supportsEval)
     throw Error(fmt::format("{}: this package has no loss-only entry point "
                             "(modc_eval); recompile it with this modc",
                             impl->dir));
+  if (causal && !m.supportsEvalCausal)
+    throw Error(m.supportsCausal
+                    ? fmt::format("{}: this package has no causal loss-only "
+                                  "entry point (modc_eval_causal); recompile "
+                                  "it with this modc",
+                                  impl->dir)
+                    : std::string("causal mode needs mod.causal_router "
+                                  "aux_loss or predictor; this model has "
+                                  "none"));
   checkTargetTokens(m, tokens, batch, "eval");
   checkWeights(weights);
   std::vector<const float *> params = paramPointers(m, weights);
   uint64_t wsManifest;
-  if (__builtin_mul_overflow(m.evalWorkspaceBytesPerSequence,
+  if (__builtin_mul_overflow(causal ? m.evalCausalWorkspaceBytesPerSequence
+                                    : m.evalWorkspaceBytesPerSequence,
                              static_cast<uint64_t>(batch), &wsManifest))
     throw Error(fmt::format("eval: batch {} is too large", batch));
-  uint64_t wsBytes = std::max(wsManifest, impl->abi.evalWorkspaceBytes(batch));
+  uint64_t wsBytes =
+      std::max(wsManifest, causal ? impl->abi.evalCausalWorkspaceBytes(batch)
+                                  : impl->abi.evalWorkspaceBytes(batch));
   std::lock_guard<std::mutex> lock(impl->workspaceMutex);
   AlignedBytes &workspace = impl->workspace;
   try {
@@ -684,7 +705,9 @@ Losses Package::eval(const TensorMap &weights,
   args.losses = losses;
   args.workspace = workspace.data();
   if (impl->cuda)
-    impl->cuda->eval(args, wsBytes);
+    impl->cuda->eval(args, wsBytes, causal);
+  else if (causal)
+    impl->check(impl->abi.evalCausal(&args), "eval_causal");
   else
     impl->check(impl->abi.eval(&args), "eval");
   return Losses{losses[0], losses[1], losses[2]};

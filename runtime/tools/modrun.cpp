@@ -882,27 +882,6 @@ int runSample(int argc, char **argv) {
   return 0;
 }
 
-/// Sum over the rows of -log softmax(logits)[target] for `tokens` [B, S+1]
-/// (targets tokens[:, 1:]) given logits [B, S, V]: the causal pass's loss,
-/// which no compiled entry computes yet (the loss-only entry selects by
-/// top-k, as training does).
-double crossEntropySum(const std::vector<float> &logits,
-                       const std::vector<int32_t> &tokens, int64_t batch,
-                       int64_t seqLen, int64_t vocab) {
-  double sum = 0;
-  for (int64_t b = 0; b < batch; ++b)
-    for (int64_t i = 0; i < seqLen; ++i) {
-      const float *row = logits.data() + (b * seqLen + i) * vocab;
-      float top = *std::max_element(row, row + vocab);
-      double z = 0;
-      for (int64_t v = 0; v < vocab; ++v)
-        z += std::exp(static_cast<double>(row[v]) - top);
-      int32_t target = tokens[b * (seqLen + 1) + i + 1];
-      sum += std::log(z) + top - static_cast<double>(row[target]);
-    }
-  return sum;
-}
-
 int runEval(int argc, char **argv) {
   const char *usage = kEvalUsage;
   Args args = parseArgs(argc, argv, {"weights", "batch", "batches"}, usage,
@@ -934,7 +913,7 @@ int runEval(int argc, char **argv) {
   std::vector<std::vector<int32_t>> batches =
       corpus.heldOutBatches(static_cast<size_t>(maxBatches));
 
-  const int64_t S = man.seqLen, V = man.vocabSize;
+  const int64_t S = man.seqLen;
   const size_t nRouted = man.routedLayers.size();
   const bool dense = nRouted == 0;
   double ceTopk = 0, ceCausal = 0;
@@ -963,9 +942,11 @@ int runEval(int argc, char **argv) {
         }
       }
     if (man.supportsCausal) {
+      // The loss of causal routing: modc_eval_causal.
+      ceCausal += pkg.eval(weights, tokens, batch, RouteMode::Causal).ce *
+                  static_cast<double>(batch * S);
       ForwardResult causal =
           pkg.forward(weights, inputs, batch, RouteMode::Causal);
-      ceCausal += crossEntropySum(causal.logits, tokens, batch, S, V);
       for (size_t l = 0; l < nRouted; ++l)
         for (int32_t r : causal.routed[l])
           causalRouted[l] += r != 0;
@@ -1058,8 +1039,12 @@ int runInfo(int argc, char **argv) {
     fmt::print("training:  grad + adamw, {} bytes of workspace per sequence\n",
                m.gradWorkspaceBytesPerSequence);
   if (m.supportsEval)
-    fmt::print("eval:      losses only, {} bytes of workspace per sequence\n",
-               m.evalWorkspaceBytesPerSequence);
+    fmt::print("eval:      losses only, {} bytes of workspace per sequence{}\n",
+               m.evalWorkspaceBytesPerSequence,
+               m.supportsEvalCausal
+                   ? fmt::format(" ({} in causal mode)",
+                                 m.evalCausalWorkspaceBytesPerSequence)
+                   : "");
   else
     fmt::print("training:  no (inference-only package)\n");
   if (m.supportsDecode)

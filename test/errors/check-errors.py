@@ -864,6 +864,8 @@ int32_t modc_grad(const void *a) { return fails("grad"); }
 int32_t modc_adamw(const void *a) { return fails("adamw"); }
 uint64_t modc_eval_workspace_bytes(int64_t b) { return 64 * b; }
 int32_t modc_eval(const void *a) { return fails("eval"); }
+uint64_t modc_eval_causal_workspace_bytes(int64_t b) { return 64 * b; }
+int32_t modc_eval_causal(const void *a) { return fails("eval_causal"); }
 uint64_t modc_kv_cache_bytes(int64_t b) { return 64 * b; }
 uint64_t modc_decode_workspace_bytes(int64_t b) { return 64 * b; }
 int32_t modc_decode(const void *a) { return fails("decode"); }

@@ -284,6 +284,11 @@ TEST_P(CudaVsCpu, EvalLossesAreGradLosses) {
     EXPECT_EQ(e.aux, g.aux);
     EXPECT_GT(e.aux, 0.0); // every variant has a causal router
   }
+  // The loss of causal routing (modc_eval_causal) agrees across targets.
+  Losses a = cuda->eval(weights, tokens, B, RouteMode::Causal);
+  Losses b = cpu->eval(weights, tokens, B, RouteMode::Causal);
+  EXPECT_NEAR(a.ce, b.ce, tol(1e-4) * std::fabs(b.ce));
+  EXPECT_EQ(a.total, a.ce);
 }
 
 TEST_P(CudaVsCpu, TrainingRunMatches) {

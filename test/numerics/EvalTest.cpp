@@ -6,6 +6,9 @@
 // bit, and the fp64 reference loss of docs/model-format.md section 4 within
 // GradTest's tolerance. Weights and tokens are random (never zeros), so a
 // loss term that went missing or was summed in another order shows.
+// modc_eval_causal (Package::eval in causal mode) is the cross-entropy of the
+// forward pass in causal mode: it must match that of Package::forward's
+// causal logits and the fp64 reference's.
 //
 //===----------------------------------------------------------------------===//
 
@@ -18,6 +21,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -81,6 +85,24 @@ std::vector<Case> evalCases() {
   return cases;
 }
 
+/// Mean over [B, S] of -log softmax(logits)[target] in double, targets
+/// tokens[:, 1:] of `tokens` [B, S + 1].
+template <typename T>
+double crossEntropy(const std::vector<T> &logits,
+                    const std::vector<int32_t> &tokens, int64_t batch,
+                    int64_t S, int64_t V) {
+  double sum = 0;
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t i = 0; i < S; ++i) {
+      const T *row = logits.data() + (b * S + i) * V;
+      double top = *std::max_element(row, row + V), z = 0;
+      for (int64_t v = 0; v < V; ++v)
+        z += std::exp(static_cast<double>(row[v]) - top);
+      sum += std::log(z) + top - row[tokens[b * (S + 1) + i + 1]];
+    }
+  return sum / static_cast<double>(batch * S);
+}
+
 /// The float the package wrote: Losses holds it widened to double.
 uint32_t bits(double widened) {
   float f = static_cast<float>(widened);
@@ -106,6 +128,7 @@ TEST_P(CompiledEval, LossesAreGradsBitForBitAndMatchTheReference) {
   RecordProperty("grad_workspace_bytes",
                  std::to_string(m.gradWorkspaceBytesPerSequence));
 
+  int causalChecked = 0; // batches whose causal loss was compared
   for (int64_t batch : {1, 3}) {
     SCOPED_TRACE("batch " + std::to_string(batch));
     // A well-separated top-k, so that the compiled pass and the fp64 one
@@ -159,7 +182,42 @@ TEST_P(CompiledEval, LossesAreGradsBitForBitAndMatchTheReference) {
     EXPECT_PRED2(lossOk, eval.ce, ref.ce) << "cross-entropy";
     EXPECT_PRED2(lossOk, eval.aux, ref.aux) << "L_aux";
     EXPECT_PRED2(lossOk, eval.total, ref.total) << "total";
+
+    // Causal mode, where the model has one.
+    if (!m.supportsCausal) {
+      EXPECT_FALSE(m.supportsEvalCausal);
+      continue;
+    }
+    ASSERT_TRUE(m.supportsEvalCausal) << "no causal_workspace in entries.eval";
+    std::vector<int32_t> inputs;
+    for (int64_t b = 0; b < batch; ++b)
+      inputs.insert(inputs.end(), tokens.begin() + b * (S + 1),
+                    tokens.begin() + b * (S + 1) + S);
+    modref::ReferenceOutput causalRef =
+        modref::forward(config, weights, inputs, batch, RouteMode::Causal);
+    if (modtest::routingMargin(config, causalRef, batch, RouteMode::Causal) <=
+        1e-4)
+      continue; // a causal decision within rounding of its threshold
+    modrt::Losses causal;
+    modrt::ForwardResult fwd;
+    try {
+      causal = pkg->eval(w, tokens, batch, modrt::RouteMode::Causal);
+      fwd = pkg->forward(w, inputs, batch, modrt::RouteMode::Causal);
+    } catch (const modrt::Error &e) {
+      FAIL() << e.what();
+    }
+    EXPECT_EQ(causal.total, causal.ce);
+    EXPECT_EQ(causal.aux, 0.0);
+    const int64_t V = config.vocabSize;
+    double fromLogits = crossEntropy(fwd.logits, tokens, batch, S, V);
+    EXPECT_NEAR(causal.ce, fromLogits, 1e-6 * fromLogits)
+        << "cross-entropy of the causal forward's logits";
+    EXPECT_PRED2(lossOk, causal.ce,
+                 crossEntropy(causalRef.logits, tokens, batch, S, V))
+        << "causal cross-entropy against the reference";
+    ++causalChecked;
   }
+  RecordProperty("causal_batches_checked", causalChecked);
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, CompiledEval, ::testing::ValuesIn(evalCases()),

@@ -40,17 +40,19 @@
 #define FAKE_TRAINING 1
 #define FAKE_TRAINING_ENTRIES                                                  \
   ",\n  \"grad\": {\"workspace_bytes_per_sequence\": 128}, \"adamw\": {},"  \
-  "\n  \"eval\": {\"workspace_bytes_per_sequence\": 64}"
+  "\n  \"eval\": {\"workspace_bytes_per_sequence\": 64" FAKE_EVAL_CAUSAL "}"
 #endif
 
 #if FAKE_VARIANT == 4
 #define FAKE_ROUTER "none"
 #define FAKE_MODES "[\"topk\"]"
+#define FAKE_EVAL_CAUSAL ""
 #define FAKE_DECODE 0
 #define FAKE_DECODE_ENTRY ""
 #else
 #define FAKE_ROUTER "aux_loss"
 #define FAKE_MODES "[\"topk\", \"causal\"]"
+#define FAKE_EVAL_CAUSAL ", \"causal_workspace_bytes_per_sequence\": 64"
 #define FAKE_DECODE 1
 /// kv_cache_bytes_per_sequence = n_layers * seq_len * 2 * d_model * 4 = 256.
 #define FAKE_DECODE_ENTRY                                                      \
@@ -67,7 +69,8 @@
 /// ce = mean of the target tokens t[:, 1:], aux = 0.5 * sum of every weight
 /// squared, total = ce + aux, grads = the weights (d aux / d w); adamw is
 /// momentum SGD with decoupled weight decay on the "decay" params. eval
-/// returns grad's losses.
+/// returns grad's losses; eval_causal the cross-entropy of the forward's
+/// logits (which do not depend on the routing) as total and ce, aux 0.
 /// Decode test double (not a transformer; see FakeModel.cpp): a step of
 /// token t at position p in sequence b caches (t, p) in layer 0 (dense) and,
 /// when r_t = router . E[t] > 0, in layer 1 (routed); its logits are

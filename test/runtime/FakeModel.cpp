@@ -181,6 +181,48 @@ int32_t modc_eval(const modc_eval_args *a) {
   return MODC_OK;
 }
 
+#if FAKE_VARIANT != 4
+uint64_t modc_eval_causal_workspace_bytes(int64_t batch) {
+  return 64u * static_cast<uint64_t>(batch);
+}
+
+/// The mean cross-entropy of modc_forward's logits against tokens[:, 1:].
+int32_t modc_eval_causal(const modc_eval_args *a) {
+  lastError.clear();
+  if (a->seq_len != S)
+    return fail("fake: wrong seq_len");
+  if (a->batch < 1)
+    return fail("fake: batch < 1");
+  if (reinterpret_cast<uintptr_t>(a->workspace) % 64 != 0)
+    return fail("fake: workspace not 64-byte aligned");
+  std::memset(a->workspace, 0xab, modc_eval_causal_workspace_bytes(a->batch));
+  const float *E = a->params[0], *N = a->params[2];
+  double ce = 0;
+  for (int64_t b = 0; b < a->batch; ++b)
+    for (int64_t i = 0; i < S; ++i) {
+      const int32_t t = a->tokens[b * (S + 1) + i];
+      const int32_t target = a->tokens[b * (S + 1) + i + 1];
+      if (t < 0 || t >= V || target < 0 || target >= V)
+        return fail("fake: token out of range");
+      const float *e = E + t * D;
+      double z = 0, zt = 0;
+      for (int64_t v = 0; v < V; ++v) {
+        float acc = 0;
+        for (int64_t j = 0; j < D; ++j)
+          acc += e[j] * N[j] * E[v * D + j];
+        z += std::exp(static_cast<double>(acc));
+        if (v == target)
+          zt = acc;
+      }
+      ce += std::log(z) - zt;
+    }
+  ce /= static_cast<double>(a->batch * S);
+  a->losses[0] = a->losses[1] = static_cast<float>(ce);
+  a->losses[2] = 0.0f;
+  return MODC_OK;
+}
+#endif
+
 int32_t modc_adamw(const modc_adamw_args *a) {
   lastError.clear();
   if (a->step < 1)

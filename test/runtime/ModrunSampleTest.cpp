@@ -185,8 +185,9 @@ TEST_F(ModrunSampleTest, EvalPrintsLossesAndAgreement) {
   ASSERT_EQ(r.code, 0) << r.err;
 
   // The same numbers computed here: the top-k loss is the loss-only entry's
-  // (the fake's: the mean target byte), the causal one from
-  // Package::forward's logits, the agreement from its masks.
+  // (the fake's: the mean target byte), the causal one the causal entry's
+  // (the fake's: the cross-entropy of Package::forward's logits), the
+  // agreement from the forward's masks.
   Package p = Package::open(pkg);
   TensorMap w = TensorMap::load(weights);
   Corpus corpus = Corpus::fromBytes(data, 4, 4);

@@ -176,9 +176,12 @@ LogicalResult PlanEmitter::emitKernel(Operation *op) {
                indent + 2);
       os << pad << "else\n";
       emitCall(topk, indent + 2);
-      // The causal decision of every token on this pass's stream, on request.
-      os << pad << "if (args->causal_decisions)\n";
-      emitCausalDecisions(routedIndex[route.getLayer()], logits, indent + 2);
+      // The causal decision of every token on this pass's stream, on request
+      // (modc_forward's argument).
+      if (entry.getSymName() == "forward") {
+        os << pad << "if (args->causal_decisions)\n";
+        emitCausalDecisions(routedIndex[route.getLayer()], logits, indent + 2);
+      }
     } else {
       emitCall(topk, indent);
     }

@@ -14,12 +14,13 @@ namespace json = llvm::json;
 std::string modc::buildManifest(llvm::ArrayRef<modk::EntryOp> entryOps,
                                 llvm::StringRef target, llvm::StringRef arch,
                                 const CpuIsa *cpuIsa) {
-  modk::EntryOp entry, grad, decode, eval;
+  modk::EntryOp entry, grad, decode, eval, evalCausal;
   for (modk::EntryOp e : entryOps)
-    (e.getSymName() == "grad"     ? grad
-     : e.getSymName() == "decode" ? decode
-     : e.getSymName() == "eval"   ? eval
-                                  : entry) = e;
+    (e.getSymName() == "grad"          ? grad
+     : e.getSymName() == "decode"      ? decode
+     : e.getSymName() == "eval"        ? eval
+     : e.getSymName() == "eval_causal" ? evalCausal
+                                       : entry) = e;
   json::Value model = cantFail(json::parse(entry.getModel()));
   int64_t nLayers = *model.getAsObject()->getInteger("n_layers");
 
@@ -67,10 +68,16 @@ std::string modc::buildManifest(llvm::ArrayRef<modk::EntryOp> entryOps,
          grad.getWorkspaceBytesPerSequence().value_or(0)}};
     entries["adamw"] = json::Object{};
   }
-  if (eval)
+  if (eval) {
     entries["eval"] = json::Object{
         {"workspace_bytes_per_sequence",
          eval.getWorkspaceBytesPerSequence().value_or(0)}};
+    // modc_eval_causal: the loss of causal routing.
+    if (evalCausal)
+      entries.getObject("eval")->try_emplace(
+          "causal_workspace_bytes_per_sequence",
+          evalCausal.getWorkspaceBytesPerSequence().value_or(0));
+  }
   if (decode) {
     // The forward entry fills the decode cache in a causal prefill.
     entries.getObject("forward")->try_emplace("prefill", true);

@@ -24,6 +24,8 @@ std::string PlanEmitter::functionName(modk::EntryOp e) {
     return "modc_decode";
   if (e.getSymName() == "eval")
     return "modc_eval";
+  if (e.getSymName() == "eval_causal")
+    return "modc_eval_causal";
   return "modc_forward";
 }
 
@@ -74,16 +76,18 @@ LogicalResult PlanEmitter::classifyEntries(modk::EntryOp &forward,
       decode = e;
     else if (e.getSymName() == "eval")
       eval = e;
+    else if (e.getSymName() == "eval_causal")
+      evalCausal = e;
     else
-      return e.emitOpError(
-          "unknown entry; expected @forward, @grad, @eval or @decode");
+      return e.emitOpError("unknown entry; expected @forward, @grad, @eval, "
+                           "@eval_causal or @decode");
   }
   if (!forward)
     return modk::EntryOp(entries.front())
         .emitOpError("a package needs a @forward entry");
   // Both entries index parameters by the manifest's order.
   hasDecode = bool(decode);
-  for (modk::EntryOp other : {grad, decode, eval})
+  for (modk::EntryOp other : {grad, decode, eval, evalCausal})
     if (other && other.getParams() != forward.getParams())
       return other.emitOpError("parameters differ from the @forward entry's");
   return success();
@@ -140,6 +144,8 @@ LogicalResult PlanEmitter::emitEntries(modk::EntryOp forward,
   }
   if (eval && failed(emitEntry(eval)))
     return failure();
+  if (evalCausal && failed(emitEntry(evalCausal)))
+    return failure();
   if (decode) {
     if (failed(emitEntry(decode)))
       return failure();
@@ -172,10 +178,11 @@ void PlanEmitter::beginEntry(modk::EntryOp e) {
 
 void PlanEmitter::emitEntryPrologue(modk::EntryOp e, StringRef exportAttr) {
   bool isGrad = e.getSymName() == "grad";
-  bool isEval = e.getSymName() == "eval";
+  bool isEval = e.getSymName() == "eval" || e.getSymName() == "eval_causal";
   bool isDecode = e.getSymName() == "decode";
   std::string fn = functionName(e);
-  std::string argsType = fn + "_args";
+  // Both loss-only entries take modc_eval_args.
+  std::string argsType = (isEval ? std::string("modc_eval") : fn) + "_args";
   int64_t perSequence = *e.getWorkspaceBytesPerSequence();
   os << fmt::format("{} uint64_t {}_workspace_bytes(int64_t batch) {{\n  return "
                     "batch < 1 ? 0 : (uint64_t)batch * {}u;\n}}\n",
@@ -208,9 +215,10 @@ void PlanEmitter::emitEntryPrologue(modk::EntryOp e, StringRef exportAttr) {
        << ")\n    return fail(1, \"modc_decode: a required pointer is "
           "null\");\n";
   } else if (isEval) {
-    os << "  if (!args->tokens || !args->params || !args->losses || "
-          "!args->workspace)\n    return fail(1, \"modc_eval: a required "
-          "pointer is null\");\n";
+    os << fmt::format("  if (!args->tokens || !args->params || !args->losses "
+                      "|| !args->workspace)\n    return fail(1, \"{}: a "
+                      "required pointer is null\");\n",
+                      fn);
   } else if (!isGrad) {
     os << "  if (args->mode != 0 && args->mode != 1)\n    return fail(1, "
           "\"modc_forward: mode must be 0 (topk) or 1 (causal)\");\n";
@@ -238,7 +246,9 @@ void PlanEmitter::emitEntryPrologue(modk::EntryOp e, StringRef exportAttr) {
           "a required pointer is null\");\n";
   }
   os << "  const int64_t B = args->batch;\n";
-  os << (isGrad || isEval
+  os << (e.getSymName() == "eval_causal"
+             ? "  const bool causal = true; // the loss of causal routing\n"
+         : isGrad || isEval
              ? "  const bool causal = false; // training selects by top-k\n"
          : isDecode ? "  const bool causal = true; // decoding cannot see ahead\n"
                     : "  const bool causal = args->mode == 1;\n");

@@ -122,7 +122,8 @@ protected:
   static std::string maxRows(mlir::Value buffer);
 
   /// Finds the entries (forward required), checks their memory plans and
-  /// that they index the same parameters; sets hasDecode and eval.
+  /// that they index the same parameters; sets hasDecode, eval and
+  /// evalCausal.
   mlir::LogicalResult classifyEntries(modk::EntryOp &forward,
                                       modk::EntryOp &grad,
                                       modk::EntryOp &decode);
@@ -256,12 +257,14 @@ protected:
   std::map<int64_t, int> routedIndex;
   /// The package has a decode entry: its forward can prefill the KV cache.
   bool hasDecode = false;
-  /// The loss-only entry (modc_eval), when the plan has one.
-  modk::EntryOp eval;
+  /// The loss-only entries (modc_eval, modc_eval_causal), when the plan has
+  /// them.
+  modk::EntryOp eval, evalCausal;
   /// Whether `e` reads tokens [B, S + 1] (inputs and next-token targets):
-  /// the training entry and the loss-only one.
+  /// the training entry and the loss-only ones.
   static bool takesTargets(modk::EntryOp e) {
-    return e.getSymName() == "grad" || e.getSymName() == "eval";
+    return e.getSymName() == "grad" || e.getSymName() == "eval" ||
+           e.getSymName() == "eval_causal";
   }
   llvm::raw_ostream &os;
   int64_t seqLen;

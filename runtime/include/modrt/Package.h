@@ -80,6 +80,10 @@ struct Manifest {
   bool supportsEval = false;
   /// entries.eval.workspace_bytes_per_sequence (0 without it).
   uint64_t evalWorkspaceBytesPerSequence = 0;
+  /// Whether it also exports modc_eval_causal, the loss of causal routing
+  /// (entries.eval.causal_workspace_bytes_per_sequence, then its value).
+  bool supportsEvalCausal = false;
+  uint64_t evalCausalWorkspaceBytesPerSequence = 0;
   /// model.mod.causal_router: "aux_loss", "predictor" or "none" (also
   /// "none" for a dense model).
   std::string causalRouter = "none";
@@ -255,13 +259,15 @@ public:
   Losses grad(const TensorMap &weights, const std::vector<int32_t> &tokens,
               int64_t batch, TensorMap &grads) const;
 
-  /// The losses of one batch without gradients (modc_eval): what grad
+  /// The losses of one batch without gradients. TopK (modc_eval): what grad
   /// returns for the same weights and tokens, bit for bit, from the same
-  /// compiled forward pass and loss kernels, with no backward pass. `tokens`
-  /// is [batch, seqLen + 1] as for grad. Throws Error as grad does, or for a
-  /// package without the entry.
+  /// compiled forward pass and loss kernels, with no backward pass. Causal
+  /// (modc_eval_causal): the cross-entropy of the forward pass in causal
+  /// mode, as sampling routes (total = ce, aux = 0). `tokens` is [batch,
+  /// seqLen + 1] as for grad. Throws Error as grad does, or for a package
+  /// without the entry (causal: a model without a causal router).
   Losses eval(const TensorMap &weights, const std::vector<int32_t> &tokens,
-              int64_t batch) const;
+              int64_t batch, RouteMode mode = RouteMode::TopK) const;
 
   /// For CUDA packages: the device copy of `tensors` (one tensor per manifest
   /// param, such as the weights, gradients or AdamW moments) is copied once

@@ -94,16 +94,19 @@ typedef struct modc_grad_args {
   void *workspace;             ///< modc_grad_workspace_bytes(B), 64-aligned
 } modc_grad_args;
 
-/// Arguments of the loss-only entry: modc_grad's forward pass and losses
-/// (the same kernels: the same losses bit for bit) without the backward
-/// pass, for held-out evaluation.
+/// Arguments of the loss-only entries. modc_eval: modc_grad's forward pass
+/// and losses (the same kernels: the same losses bit for bit) without the
+/// backward pass, for held-out evaluation. modc_eval_causal: modc_forward's
+/// pass in causal mode on tokens[:, :S] and its cross-entropy against
+/// tokens[:, 1:] (losses = [ce, ce, 0]), the loss of causal routing.
 typedef struct modc_eval_args {
   int64_t batch;               ///< number of sequences B (>= 1)
   int64_t seq_len;             ///< must equal the compiled seq_len S
   const int32_t *tokens;       ///< [B, S + 1], each in [0, vocab_size)
   const float *const *params;  ///< one pointer per manifest "params" entry
   float *losses;               ///< out: [3] = total, cross-entropy, aux
-  void *workspace;             ///< modc_eval_workspace_bytes(B), 64-aligned
+  void *workspace;             ///< modc_eval_workspace_bytes(B) (or
+                               ///< modc_eval_causal_...), 64-aligned
 } modc_eval_args;
 
 /// Arguments of one AdamW step over every parameter, in place.
@@ -134,6 +137,11 @@ int32_t modc_grad(const modc_grad_args *args);
 uint64_t modc_eval_workspace_bytes(int64_t batch);
 /// Computes the losses of modc_grad, no gradients. Returns a modc_status.
 int32_t modc_eval(const modc_eval_args *args);
+/// Packages with a causal mode (manifest entries.eval lists
+/// causal_workspace_bytes_per_sequence): the workspace and the loss of
+/// causal routing.
+uint64_t modc_eval_causal_workspace_bytes(int64_t batch);
+int32_t modc_eval_causal(const modc_eval_args *args);
 /// One AdamW update (weight decay skipped for norm weights and biases, as the
 /// manifest's "decay" flags say). Returns a modc_status.
 int32_t modc_adamw(const modc_adamw_args *args);

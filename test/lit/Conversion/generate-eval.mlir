@@ -35,18 +35,34 @@
 // CHECK-NEXT: modk.cross_entropy_loss(%[[LOGITS]], %[[TGT]], %[[L]])
 // CHECK-NEXT: modk.bce_loss_value(%[[P]], %[[MASK]], %[[L]]) {n_routed = 1 : i64, weight = 1.000000e-02 : f64}
 // CHECK-NEXT: }
+// The loss of causal routing: the forward entry's pass in causal mode (room
+// for every token in the routed rows) on the same [B, S + 1] tokens, and its
+// cross-entropy alone.
+// CHECK-LABEL: modk.entry @eval_causal
+// CHECK-NOT: _grad
+// CHECK: %[[CT:.*]] = modk.input "tokens" : memref<?x17xi32>
+// CHECK: modk.split_tokens(%[[CT]], %{{.*}}, %[[CTGT:.*]]) :
+// CHECK: modk.route_select_gather {{.*}} causal(%{{.*}}) -> {{.*}} {causal_router = #modk.causal_router<predictor>{{.*}}memref<?x16x32xf32>
+// CHECK: %[[CL:.*]] = modk.output "losses" : memref<3xf32>
+// CHECK-NEXT: modk.cross_entropy_loss(%{{.*}}, %[[CTGT]], %[[CL]])
+// CHECK-NEXT: }
 // CHECK-NOT: _grad
 // CHECK-NOT: modk.zero
 
-// In the pipeline the eval entry comes last, with a workspace of its own.
+// In the pipeline the eval entries come last, with workspaces of their own.
 // PLAN-LABEL: modk.entry @forward
 // PLAN-LABEL: modk.entry @decode
 // PLAN-LABEL: modk.entry @grad
-// PLAN-LABEL: modk.entry @eval
+// PLAN: modk.entry @eval attributes
 // PLAN-SAME: workspace_bytes_per_sequence =
 // PLAN-NOT: _grad
 // PLAN: modk.cross_entropy_loss
 // PLAN-NEXT: modk.bce_loss_value
+// PLAN: modk.entry @eval_causal attributes
+// PLAN-SAME: workspace_bytes_per_sequence =
+// PLAN-NOT: _grad
+// PLAN: modk.cross_entropy_loss
+// PLAN-NOT: modk.bce_loss_value
 module {
   mod.model @small attributes {aux_loss_weight = 1.000000e-02 : f64, capacity = 2.500000e-01 : f64, causal_router = "predictor", d_ff = 64 : i64, d_model = 32 : i64, dtype = "f32", gate = "sigmoid", mlp = "swiglu", n_heads = 2 : i64, n_layers = 2 : i64, norm_eps = 1.000000e-05 : f64, predictor_hidden = 8 : i64, rope_theta = 1.000000e+04 : f64, schedule = "every_other", seq_len = 16 : i64, tie_embeddings = true, vocab_size = 64 : i64} {
     %0 = mod.tokens : tensor<?x16xi32>
@@ -79,11 +95,19 @@ module {
 // CHECK-NEXT: modk.cross_entropy_loss(%{{.*}}, %{{.*}}, %[[L]])
 // CHECK-NEXT: modk.bce_loss_value(%[[R]], %[[MASK]], %[[L]]) {n_routed = 1 : i64, weight = 1.000000e-02 : f64}
 // CHECK-NEXT: }
+// CHECK-LABEL: modk.entry @eval_causal
+// CHECK: modk.route_select_gather {{.*}} {causal_router = #modk.causal_router<aux_loss>
+// CHECK: modk.cross_entropy_loss
+// CHECK-NEXT: }
 // CHECK-NOT: _grad
-// PLAN-LABEL: modk.entry @eval
+// PLAN: modk.entry @eval attributes
 // PLAN-NOT: _grad
 // PLAN: modk.cross_entropy_loss
 // PLAN-NEXT: modk.bce_loss_value
+// PLAN: modk.entry @eval_causal attributes
+// PLAN-NOT: _grad
+// PLAN: modk.cross_entropy_loss
+// PLAN-NEXT: }
 module {
   mod.model @aux attributes {aux_loss_weight = 1.000000e-02 : f64, capacity = 2.500000e-01 : f64, causal_router = "aux_loss", d_ff = 64 : i64, d_model = 32 : i64, dtype = "f32", gate = "sigmoid", mlp = "swiglu", n_heads = 2 : i64, n_layers = 2 : i64, norm_eps = 1.000000e-05 : f64, predictor_hidden = 8 : i64, rope_theta = 1.000000e+04 : f64, schedule = "every_other", seq_len = 16 : i64, tie_embeddings = true, vocab_size = 64 : i64} {
     %0 = mod.tokens : tensor<?x16xi32>

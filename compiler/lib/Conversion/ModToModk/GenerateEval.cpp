@@ -5,7 +5,9 @@
 // selection, tokens [B, S + 1]) and its losses, with no backward pass. Its
 // losses are those of @grad bit for bit, so held-out and training losses
 // are the same function; without gradient buffers its workspace is smaller
-// (docs/compiler.md, stage 5a').
+// (docs/compiler.md, stage 5a'). `modk.entry @eval_causal`, for models with a
+// causal router, is the forward entry's pass in causal mode (what sampling
+// runs) and its cross-entropy: the held-out loss of causal routing.
 //
 //===----------------------------------------------------------------------===//
 
@@ -26,6 +28,14 @@ LogicalResult ModelLowering::emitLosses() {
   losses = modk::OutputOp::create(
       b, loc, MemRefType::get({3}, b.getF32Type()), "losses");
   model.walk([&](mod::RouteOp) { ++nRouted; });
+  // Causal mode has no causal-router loss: the router is what selects.
+  if (kind == EntryKind::EvalCausal) {
+    for (Operation *op : forwardOps)
+      if (auto head = dyn_cast<mod::LMHeadOp>(op))
+        modk::CrossEntropyLossOp::create(b, loc, buffers[head], targets,
+                                         losses);
+    return success();
+  }
   // The order of emitBackward: the cross-entropy sets the losses, then each
   // routed layer's causal-router loss adds to them, last layer first. The
   // float sums are then the same as in @grad.
@@ -53,13 +63,20 @@ LogicalResult ModelLowering::emitLosses() {
 }
 
 namespace {
-/// Builds `modk.entry @eval` beside each mod.model; the model stays for the
-/// passes after it.
+/// Builds `modk.entry @eval` beside each mod.model, and `@eval_causal` where
+/// the model has a causal mode; the model stays for the passes after it.
 struct GenerateEvalPass
     : public modc::impl::GenerateEvalBase<GenerateEvalPass> {
   void runOnOperation() override {
     SmallVector<mod::ModelOp> models(getOperation().getOps<mod::ModelOp>());
     for (mod::ModelOp model : models) {
+      // Each entry goes right after the model: @eval_causal first keeps it
+      // after @eval.
+      if (model.isMixtureOfDepths() && *model.getCausalRouter() != "none") {
+        ModelLowering causal(model, EntryKind::EvalCausal);
+        if (failed(causal.run()))
+          return signalPassFailure();
+      }
       ModelLowering modelLowering(model, EntryKind::Eval);
       if (failed(modelLowering.run()))
         return signalPassFailure();

@@ -184,9 +184,10 @@ void ModelLowering::lowerRoute(mod::RouteOp op) {
   Value r = alloc({seqLen}, f32);
   RowSet rows{alloc({maxRows}, b.getI32Type()), alloc({1}, b.getI64Type())};
   Value xs = alloc({maxRows, d}, f32), n = alloc({maxRows, d}, f32);
-  Value mask = training() ? alloc({seqLen}, b.getI32Type())
-                          : output(("routed." + Twine(layer)).str(), {seqLen},
-                                   b.getI32Type());
+  Value mask = readsTargets()
+                   ? alloc({seqLen}, b.getI32Type())
+                   : output(("routed." + Twine(layer)).str(), {seqLen},
+                            b.getI32Type());
   Value causalScores = op.getCausalScores() && causal
                            ? buffers[op.getCausalScores()]
                            : Value();
@@ -258,7 +259,7 @@ LogicalResult ModelLowering::lower(Operation *op) {
                                      "active");
       return success();
     }
-    if (!training()) {
+    if (!readsTargets()) {
       buffers[tokens] = modk::InputOp::create(
           b, loc,
           MemRefType::get({ShapedType::kDynamic, seqLen}, b.getI32Type()),
@@ -371,8 +372,8 @@ LogicalResult ModelLowering::lower(Operation *op) {
   if (auto head = dyn_cast<mod::LMHeadOp>(op)) {
     int64_t v = model.getVocabSize();
     Value w = param(head.getParam(), {v, d}, "normal", 0.02);
-    Value logits = training() ? alloc({seqLen, v}, f32)
-                              : output("logits", {seqLen, v}, f32);
+    Value logits = readsTargets() ? alloc({seqLen, v}, f32)
+                                  : output("logits", {seqLen, v}, f32);
     createGemm(b, loc, buffers[head.getInput()], ValueRange{w},
                          rowSets[head.getInput()].segments, ValueRange{},
                          logits, modk::Epilogue::none);
@@ -408,10 +409,11 @@ FailureOr<modk::EntryOp> ModelLowering::run() {
     modeAttrs.push_back(b.getStringAttr(m));
   entry = modk::EntryOp::create(
       b, model.getLoc(),
-      b.getStringAttr(kind == EntryKind::Eval ? "eval"
-                      : training()            ? "grad"
-                      : decoding()            ? "decode"
-                                              : "forward"),
+      b.getStringAttr(kind == EntryKind::Eval         ? "eval"
+                      : kind == EntryKind::EvalCausal ? "eval_causal"
+                      : training()                    ? "grad"
+                      : decoding()                    ? "decode"
+                                                      : "forward"),
       b.getStringAttr(modelDescriptionJson(model)),
       b.getI64IntegerAttr(model.getSeqLen()),
       b.getI64IntegerAttr(model.getVocabSize()), b.getArrayAttr({}),
@@ -429,7 +431,8 @@ FailureOr<modk::EntryOp> ModelLowering::run() {
   }
   if (kind == EntryKind::Grad && failed(emitBackward()))
     return failure();
-  if (kind == EntryKind::Eval && failed(emitLosses()))
+  if ((kind == EntryKind::Eval || kind == EntryKind::EvalCausal) &&
+      failed(emitLosses()))
     return failure();
   entry.setParamsAttr(b.getArrayAttr(params));
   return entry;

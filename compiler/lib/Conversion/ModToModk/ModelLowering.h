@@ -52,8 +52,9 @@ struct RowSet {
 };
 
 /// Which entry point a lowering builds. Eval is training's forward pass and
-/// losses without the backward pass (GenerateEval.cpp).
-enum class EntryKind { Forward, Grad, Decode, Eval };
+/// losses without the backward pass; EvalCausal the forward entry's pass in
+/// causal mode and its cross-entropy (GenerateEval.cpp).
+enum class EntryKind { Forward, Grad, Decode, Eval, EvalCausal };
 
 class ModelLowering {
 public:
@@ -91,13 +92,19 @@ private:
     return kind == EntryKind::Grad || kind == EntryKind::Eval;
   }
   bool decoding() const { return kind == EntryKind::Decode; }
+  /// Entries whose tokens are [B, S + 1] (inputs and next-token targets) and
+  /// whose logits and routing masks stay in the workspace: grad, eval and
+  /// eval_causal.
+  bool readsTargets() const {
+    return training() || kind == EntryKind::EvalCausal;
+  }
   /// Rows a sequence has in this entry: seq_len, or one in a decode step.
   int64_t stepRows() { return decoding() ? 1 : model.getSeqLen(); }
 
   // The backward half (ModelLoweringGrad.cpp).
   LogicalResult emitBackward();
-  /// Eval's losses: grad's loss kernels in grad's order, loss-only forms
-  /// (GenerateEval.cpp).
+  /// Eval's losses: grad's loss kernels in grad's order, loss-only forms;
+  /// eval_causal's cross-entropy (GenerateEval.cpp).
   LogicalResult emitLosses();
   LogicalResult backward(Operation *op);
   void backwardAttention(mod::AttentionOp op);
