@@ -42,20 +42,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       mlir::parseSourceString<mlir::ModuleOp>(text, &ctx);
   if (!module)
     return 0;
-  // Known finding (docs/testing.md; inputs in findings/): mod.model's
-  // verifier admits a MoD model (gate set) that lacks one of its other MoD
-  // attributes, and the passes then read the null attribute (crashes seen
-  // for capacity and aux_loss_weight). Such models are skipped here until
-  // the verifier refuses them, so that the smoke run finds other crashes.
-  bool incomplete = false;
-  module->walk([&](modc::mod::ModelOp m) {
-    incomplete |= m.getGate() &&
-                  (!(m.getCapacity() || m.getCapacityTokens()) ||
-                   !m.getScheduleAttr() || !m.getCausalRouter() ||
-                   !m.getAuxLossWeight() || !m.getPredictorHidden());
-  });
-  if (incomplete)
-    return 0;
   mlir::PassManager pm(&ctx);
   modc::buildModToModkPipeline(pm);
   (void)pm.run(*module);

@@ -13,6 +13,8 @@
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/TypeSwitch.h"
 
+#include <cmath>
+
 using namespace mlir;
 using namespace modc::mod;
 
@@ -135,6 +137,35 @@ LogicalResult ModelOp::verify() {
     } else {
       return emitOpError("schedule must be a string or a list of integers");
     }
+  }
+  // A gate makes the model Mixture-of-Depths; the passes then read every
+  // routing attribute (docs/model-format.md section 1), so each must be
+  // there. Without a gate they would be ignored silently.
+  if (isMixtureOfDepths()) {
+    if (!getCapacity() && !getCapacityTokens())
+      return emitOpError("a Mixture-of-Depths model (it has a gate) needs "
+                         "capacity or capacity_tokens");
+    if (!getCausalRouter())
+      return emitOpError("a Mixture-of-Depths model (it has a gate) needs "
+                         "causal_router");
+    if (!getAuxLossWeight())
+      return emitOpError("a Mixture-of-Depths model (it has a gate) needs "
+                         "aux_loss_weight");
+    if (!getPredictorHidden())
+      return emitOpError("a Mixture-of-Depths model (it has a gate) needs "
+                         "predictor_hidden");
+    double w = getAuxLossWeight()->convertToDouble();
+    if (!(w >= 0 && std::isfinite(w)))
+      return emitOpError() << "aux_loss_weight must be finite and >= 0, got "
+                           << w;
+    if (*getPredictorHidden() < 1)
+      return emitOpError() << "predictor_hidden must be positive, got "
+                           << *getPredictorHidden();
+  } else if (getCapacityAttr() || getCapacityTokens() || getScheduleAttr() ||
+             getCausalRouter() || getAuxLossWeight() || getPredictorHidden()) {
+    return emitOpError("capacity, capacity_tokens, schedule, causal_router, "
+                       "aux_loss_weight and predictor_hidden describe routing: "
+                       "they need a gate (a Mixture-of-Depths model)");
   }
   return success();
 }

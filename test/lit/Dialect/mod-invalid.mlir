@@ -107,3 +107,24 @@ func.func @attention_positions(%n: tensor<?x4x32xf32>, %i: tensor<?x3xi32>) {
   %0 = mod.attention %n positions(%i : tensor<?x3xi32>) {layer = 1 : i64} : tensor<?x4x32xf32>
   return
 }
+
+// -----
+
+// A gate makes the model Mixture-of-Depths: the routing attributes the
+// passes read must all be there (found by fuzzing: the passes crashed).
+// expected-error @+1 {{a Mixture-of-Depths model (it has a gate) needs capacity or capacity_tokens}}
+mod.model @no_capacity attributes {aux_loss_weight = 1.000000e-02 : f64, causal_router = "predictor", d_ff = 16 : i64, d_model = 8 : i64, dtype = "f32", gate = "linear", mlp = "swiglu", n_heads = 2 : i64, n_layers = 2 : i64, norm_eps = 1.000000e-05 : f64, predictor_hidden = 8 : i64, rope_theta = 1.000000e+04 : f64, schedule = "every_other", seq_len = 8 : i64, tie_embeddings = true, vocab_size = 16 : i64} {
+}
+
+// -----
+
+// expected-error @+1 {{a Mixture-of-Depths model (it has a gate) needs aux_loss_weight}}
+mod.model @no_aux_weight attributes {capacity = 5.000000e-01 : f64, causal_router = "predictor", d_ff = 16 : i64, d_model = 8 : i64, dtype = "f32", gate = "linear", mlp = "swiglu", n_heads = 2 : i64, n_layers = 2 : i64, norm_eps = 1.000000e-05 : f64, predictor_hidden = 8 : i64, rope_theta = 1.000000e+04 : f64, schedule = "every_other", seq_len = 8 : i64, tie_embeddings = true, vocab_size = 16 : i64} {
+}
+
+// -----
+
+// Routing attributes without a gate would be ignored: refused.
+// expected-error @+1 {{they need a gate (a Mixture-of-Depths model)}}
+mod.model @capacity_without_gate attributes {capacity = 5.000000e-01 : f64, d_ff = 16 : i64, d_model = 8 : i64, dtype = "f32", mlp = "swiglu", n_heads = 2 : i64, n_layers = 2 : i64, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, seq_len = 8 : i64, tie_embeddings = true, vocab_size = 16 : i64} {
+}
