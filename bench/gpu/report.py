@@ -46,7 +46,7 @@
 #     timed pass after the warm-up pass.
 #   - the routed block: that call's kernels less the model's own: the
 #     leading modk.embed and modk.identity_rows (the 0-layer model runs them
-#     too), and the last two, the final modk.rmsnorm and the LM head (the
+#     too), and the last two, the final norm (modk.rows) and the LM head (the
 #     last modk.gemm, N = the vocabulary, 256). What is left is the layer.
 #   - the gathered GEMMs: the block's modk.gemm lines, "modk.gemm EPILOGUE
 #     [NxK]" or "[NxK]x2" (swiglu: two weights of that shape); FLOPs
@@ -290,7 +290,9 @@ def forward_block(calls):
                                                   "modk.identity_rows"):
         start += 1
     end = len(call) - 1  # the LM head
-    if end > start and call[end - 1][1] == "modk.rmsnorm":
+    # The final norm: a generated row kernel ("modk.rows modc_rows_N").
+    if end > start and call[end - 1][1].split()[0] in ("modk.rmsnorm",
+                                                      "modk.rows"):
         end -= 1  # the final norm
     else:
         return None, "no final modk.rmsnorm before the LM head"

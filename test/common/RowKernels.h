@@ -4,7 +4,9 @@
 // test/common/RowKernels.mlir (test/cmake/RowKernels.cmake), named after the
 // ops they come from. Include after the CPU prelude (CpuKernels.h) and, for
 // the CUDA ones, after the CUDA preludes with MODC_ROW_KERNELS_CUDA defined.
-// Each translation unit gets its own copy (an anonymous namespace).
+// Each translation unit gets its own copy of the CPU kernels (an anonymous
+// namespace); the CUDA ones are in namespace modc_rows, as in a package, and
+// inline under the emulation (__global__).
 //
 //===----------------------------------------------------------------------===//
 #ifndef MODC_TEST_COMMON_ROWKERNELS_H
@@ -39,10 +41,13 @@ constexpr auto add40 = rows_cpu::modc_rows_16;
 constexpr auto add40Bf16 = rows_cpu::modc_rows_17;
 } // namespace gen_cpu
 
+} // namespace
+
 #ifdef MODC_ROW_KERNELS_CUDA
-namespace rows_cuda {
 #include "RowKernelsCuda.inc"
-} // namespace rows_cuda
+
+namespace {
+namespace rows_cuda = ::modc_rows;
 
 /// The CUDA kernels, launched as the CUDA emitter does: a warp per row over
 /// `maxRows` rows, of which the kernel reads how many there are (`*rows`).
@@ -68,7 +73,7 @@ constexpr auto geluGrad50 = rows_cuda::modc_rows_14;
 constexpr auto geluGrad50Bf16 = rows_cuda::modc_rows_15;
 constexpr auto add90Bf16 = rows_cuda::modc_rows_18;
 } // namespace gen_cuda
-#endif
 } // namespace
+#endif
 
 #endif // MODC_TEST_COMMON_ROWKERNELS_H

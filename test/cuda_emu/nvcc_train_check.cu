@@ -28,8 +28,6 @@ void instantiate(cudaStream_t st) {
   rope_grad<H, HD>(f, seg + B, maxRows, i32, 10000.0f, f, st);
   bf16 *h = nullptr; // a bf16 model's rotated gradients
   rope_grad<H, HD>(f, seg + B, maxRows, i32, 10000.0f, h, st);
-  swiglu_grad<FF>(f, f, f, seg + B, maxRows, f, f, st);
-  gelu_grad<FF>(f, f, seg + B, maxRows, f, st);
   embed_grad<D>(i32, maxRows, f, f, st);
   gate_scale_scatter_grad<S, D, train_gate::kLinear>(f, B, seg, i32, f, f, f,
                                                      f, st);

@@ -318,6 +318,9 @@ LogicalResult PlanEmitter::emitKernels(modk::EntryOp e, StringRef profileArgs) {
       if (gemm.getWeights().size() > 1)
         what += fmt::format("x{}", gemm.getWeights().size());
     }
+    // A generated row kernel by its name in the source.
+    if (auto rows = dyn_cast<modk::RowsOp>(op))
+      what += fmt::format(" modc_rows_{}", rowKernelOf.lookup(rows));
     os << fmt::format("  if (profile) modcProfile({}, \"{}\", {});\n", kernel++,
                       what, profileArgs.str());
   }

@@ -54,7 +54,7 @@
 // CHECK: modk_cuda::embed<32>(safeTokens, B * 16, w0, [[X]], s);
 // Row counts are device pointers (seg + B) with a static bound (B * rows).
 // CHECK: if (B * 16 > 0)
-// CHECK-NEXT: MODC_LAUNCH(modc_rows_0, unsigned(modk_cuda::ceilDiv(B * 16, modk_cuda::detail::kRowWarps)), modk_cuda::detail::kThreads, 0, s, [[SEG:buf[0-9]+]] + B, [[X]], w1,
+// CHECK-NEXT: MODC_LAUNCH(modc_rows::modc_rows_0, unsigned(modk_cuda::ceilDiv(B * 16, modk_cuda::detail::kRowWarps)), modk_cuda::detail::kThreads, 0, s, [[SEG:buf[0-9]+]] + B, [[X]], w1,
 // CHECK: modk_cuda::linear_rope<2, 16, 32>(
 // CHECK: modk_cuda::causal_attention<2, 16>(
 // The O-projection accumulates into the stream: the fused residual add.

@@ -44,7 +44,17 @@ public:
   /// Only the kernels generated from modk.rows (the kernel tests' input).
   LogicalResult emitRowKernels() {
     collectRowKernels();
-    return emitRowKernelDefinitions();
+    return emitNamedRowKernels();
+  }
+  /// The row kernels in namespace modc_rows: named kernels (not in the
+  /// anonymous namespace) keep one mangled name in the PTX and in the host
+  /// code, which the launch checks of the emulation match up.
+  LogicalResult emitNamedRowKernels() {
+    os << "namespace modc_rows {\n";
+    if (failed(emitRowKernelDefinitions()))
+      return failure();
+    os << "} // namespace modc_rows\n";
+    return success();
   }
   const char *kernelNamespace() const override { return "modk_cuda"; }
 
@@ -67,7 +77,7 @@ private:
     // kernel reads how many it has.
     std::string bound = maxRows(op.getOutputs().front());
     std::vector<std::string> args = rowKernelArgs(op);
-    os << fmt::format("  if ({0} > 0)\n    MODC_LAUNCH(modc_rows_{1}, "
+    os << fmt::format("  if ({0} > 0)\n    MODC_LAUNCH(modc_rows::modc_rows_{1}, "
                       "unsigned(modk_cuda::ceilDiv({0}, "
                       "modk_cuda::detail::kRowWarps)), "
                       "modk_cuda::detail::kThreads, 0, s, {2} + B, {3});\n",
@@ -459,9 +469,9 @@ LogicalResult CudaEmitter::emit() {
     os << kTrainPrelude << "\n";
   if (decode)
     os << kDecodePrelude << "\n";
-  emitHostSupport("#include <vector>\n");
-  if (failed(emitRowKernelDefinitions()))
+  if (failed(emitNamedRowKernels()))
     return failure();
+  emitHostSupport("#include <vector>\n");
   os << R"cpp(/// MODC_PROFILE: a CUDA event after each kernel group of an entry, timed
 /// when the entry ends, so that each time is the GPU's, with no host wait
 /// between the kernels.
