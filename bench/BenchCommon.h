@@ -60,16 +60,19 @@ inline double median(std::vector<double> v) {
 
 /// Compiles `jsonPath` into `out` with modc; returns modc's output on failure.
 /// MODC_BENCH_MARCH (default native) is passed as modc's --march, so one ISA
-/// can be timed against another (bench/run_isa.sh).
+/// can be timed against another (bench/run_isa.sh); MODC_BENCH_FLAGS holds
+/// further modc options, such as --no-fuse=... (bench/run_fusion.sh).
 inline std::optional<std::string> compile(const std::string &jsonPath,
                                           const std::string &out) {
   fs::remove_all(out);
   std::string log = out + ".log";
   const char *march = std::getenv("MODC_BENCH_MARCH");
+  const char *flags = std::getenv("MODC_BENCH_FLAGS");
   std::string cmd = std::string("'") + MODC_BINARY + "' compile '" + jsonPath +
                     "' --target cpu --march='" +
-                    (march && *march ? march : "native") + "' -o '" + out +
-                    "' > '" + log + "' 2>&1";
+                    (march && *march ? march : "native") + "' " +
+                    (flags ? flags : "") + " -o '" + out + "' > '" + log +
+                    "' 2>&1";
   int rc = std::system(cmd.c_str());
   if (rc == 0)
     return std::nullopt;

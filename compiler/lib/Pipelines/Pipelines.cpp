@@ -4,7 +4,8 @@
 
 using namespace mlir;
 
-void modc::buildModToModkPipeline(OpPassManager &pm, bool bf16Storage) {
+void modc::buildModToModkPipeline(OpPassManager &pm,
+                                  const PipelineOptions &options) {
   OpPassManager &model = pm.nest<mod::ModelOp>();
   model.addPass(createExpandSchedule());
   model.addPass(createExpandBlocks());
@@ -16,8 +17,12 @@ void modc::buildModToModkPipeline(OpPassManager &pm, bool bf16Storage) {
   pm.addPass(createGenerateDecode());
   pm.addPass(createConvertModToModk());
   OpPassManager &entry = pm.nest<modk::EntryOp>();
+  FuseEpiloguesOptions fuse;
+  fuse.residualAdd = options.fuseResidualAdd;
+  fuse.activation = options.fuseActivation;
+  entry.addPass(createFuseEpilogues(fuse));
   StoreBf16ActivationsOptions bf16;
-  bf16.activations = bf16Storage;
+  bf16.activations = options.bf16Storage;
   entry.addPass(createStoreBf16Activations(bf16));
   entry.addPass(createGeneralize());
   entry.addPass(createPlanMemory());

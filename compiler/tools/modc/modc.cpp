@@ -72,6 +72,13 @@ static cl::opt<bool> f32Activations(
     cl::desc("Tests only: keep a bf16 model's activation buffers f32 arrays "
              "(the same values in twice the bytes), to compare with"),
     cl::init(false), cl::Hidden, cl::sub(compileCommand), cl::cat(modcCategory));
+static cl::list<std::string> noFuse(
+    "no-fuse",
+    cl::desc("Fusions to leave out, to measure them: residual-add (into the "
+             "GEMM that produces the sum's operand), activation (the MLP's, "
+             "into its up projection)"),
+    cl::value_desc("FUSION,..."), cl::CommaSeparated, cl::sub(compileCommand),
+    cl::cat(modcCategory));
 static cl::opt<bool> verbose("v", cl::desc("Show the commands run"),
                              cl::sub(compileCommand), cl::cat(modcCategory));
 
@@ -120,8 +127,19 @@ static int runCompile() {
     module->print(llvm::outs());
     return 0;
   }
+  modc::PipelineOptions pipeline;
+  pipeline.bf16Storage = !f32Activations;
+  for (const std::string &fusion : noFuse) {
+    if (fusion == "residual-add")
+      pipeline.fuseResidualAdd = false;
+    else if (fusion == "activation")
+      pipeline.fuseActivation = false;
+    else
+      return fail("--no-fuse takes residual-add and activation, got '" +
+                  fusion + "'");
+  }
   PassManager pm(&context);
-  modc::buildModToModkPipeline(pm, /*bf16Storage=*/!f32Activations);
+  modc::buildModToModkPipeline(pm, pipeline);
   if (failed(pm.run(*module)))
     return fail("lowering " + inputFile + " failed");
   if (emitStage == EmitStage::Modk) {

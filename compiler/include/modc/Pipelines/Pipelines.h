@@ -10,11 +10,20 @@
 
 namespace modc {
 
+/// The choices modc's options make in the pipeline.
+struct PipelineOptions {
+  /// false: modk-store-bf16 with activations=false (modc --f32-activations):
+  /// a bf16 model's buffers stay f32 arrays holding the same values.
+  bool bf16Storage = true;
+  /// modk-fuse-epilogues' fusions (modc --no-fuse=residual-add,activation).
+  bool fuseResidualAdd = true;
+  bool fuseActivation = true;
+};
+
 /// The pipeline from a `mod.model` to a memory-planned `modk.entry`; the
-/// same one `mod-opt --mod-to-modk` and `modc` run. `bf16Storage` false
-/// runs modk-store-bf16 with activations=false: a bf16 model's buffers stay
-/// f32 arrays holding the same values, to compare with.
-void buildModToModkPipeline(mlir::OpPassManager &pm, bool bf16Storage = true);
+/// same one `mod-opt --mod-to-modk` and `modc` run.
+void buildModToModkPipeline(mlir::OpPassManager &pm,
+                            const PipelineOptions &options = {});
 
 /// Registers every pass (the mod and modk transforms and the conversion)
 /// and the named `mod-to-modk` pipeline.

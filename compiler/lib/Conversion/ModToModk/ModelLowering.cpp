@@ -103,23 +103,8 @@ void ModelLowering::lowerAttention(mod::AttentionOp op) {
                               o, model.getNHeads(),
                               b.getI64IntegerAttr(layer));
   Value wo = blockParam(layer, "attn.wo.weight", {d, d});
-
-  // Fuse the residual add of a dense block into the O-projection when the
-  // stream is dead after the add: x += o Wo^T in place.
-  if (op->hasOneUse()) {
-    auto add = dyn_cast<mod::AddOp>(*op->user_begin());
-    if (add && add.getRhs() == op.getResult() &&
-        deadAfter(add.getLhs(), add) && rowSets[add.getLhs()].segments ==
-                                            rows.segments) {
-      Value stream = buffers[add.getLhs()];
-      createGemm(b, loc, o, ValueRange{wo}, rows.segments,
-                           ValueRange{stream}, stream, modk::Epilogue::residual_add);
-      buffers[add.getResult()] = stream;
-      rowSets[add.getResult()] = rows;
-      buffers[op.getResult()] = nullptr; // consumed by the fused add
-      return;
-    }
-  }
+  // The residual add that follows is a modk.add of its own: whether it
+  // becomes this GEMM's epilogue is modk-fuse-epilogues' decision.
   Value a = alloc({r, d}, f32);
   createGemm(b, loc, o, ValueRange{wo}, rows.segments, ValueRange{},
                        a, modk::Epilogue::none);
@@ -128,10 +113,10 @@ void ModelLowering::lowerAttention(mod::AttentionOp op) {
   saved[op] = {{"q", q}, {"k", k}, {"v", v}, {"o", o}};
 }
 
-/// Emits the MLP's up projection with its activation and returns the
-/// activated rows; the caller emits the down projection with its epilogue.
-/// Training keeps the pre-activations (saved under "gate", "up") instead of
-/// fusing the activation into the GEMM.
+/// Emits the MLP's up projection and its activation (a modk.activation of
+/// its own, which modk-fuse-epilogues may fold into the GEMM) and returns
+/// the activated rows. Training keeps the pre-activations (saved under
+/// "gate", "up") for the backward pass.
 Value ModelLowering::lowerMlpUp(Operation *op, Value input, RowSet rows,
                                 int64_t layer) {
   Location loc = op->getLoc();
@@ -141,29 +126,20 @@ Value ModelLowering::lowerMlpUp(Operation *op, Value input, RowSet rows,
   Value gate = swiglu ? blockParam(layer, "mlp.w_gate.weight", {ff, d}) : Value();
   Value up = blockParam(layer, "mlp.w_up.weight", {ff, d});
   Type f32 = b.getF32Type();
+  Value gatePre = swiglu ? alloc({r, ff}, f32) : Value();
+  Value upPre = alloc({r, ff}, f32);
   Value hidden = alloc({r, ff}, f32);
+  if (swiglu)
+    createGemm(b, loc, input, ValueRange{gate}, rows.segments, ValueRange{},
+               gatePre, modk::Epilogue::none);
+  createGemm(b, loc, input, ValueRange{up}, rows.segments, ValueRange{},
+             upPre, modk::Epilogue::none);
+  modk::ActivationOp::create(b, loc, gatePre, upPre, rows.segments, hidden,
+                             toModkActivation(model.getMlp()));
   if (training()) {
-    Value upPre = alloc({r, ff}, f32);
-    Value gatePre = swiglu ? alloc({r, ff}, f32) : Value();
-    if (swiglu)
-      createGemm(b, loc, input, ValueRange{gate}, rows.segments, ValueRange{},
-                 gatePre, modk::Epilogue::none);
-    createGemm(b, loc, input, ValueRange{up}, rows.segments, ValueRange{},
-               upPre, modk::Epilogue::none);
-    modk::ActivationOp::create(b, loc, gatePre, upPre, rows.segments, hidden,
-                               toModkActivation(model.getMlp()));
     saved[op]["gate"] = gatePre;
     saved[op]["up"] = upPre;
     saved[op]["hidden"] = hidden;
-    return hidden;
-  }
-  if (swiglu) {
-    Value gated = alloc({r, ff}, f32);
-    createGemm(b, loc, input, ValueRange{gate, up}, rows.segments,
-               ValueRange{gated}, hidden, modk::Epilogue::swiglu);
-  } else {
-    createGemm(b, loc, input, ValueRange{up}, rows.segments, ValueRange{},
-               hidden, modk::Epilogue::gelu);
   }
   return hidden;
 }
@@ -301,8 +277,6 @@ LogicalResult ModelLowering::lower(Operation *op) {
     return success();
   }
   if (auto add = dyn_cast<mod::AddOp>(op)) {
-    if (buffers.count(add.getResult()))
-      return success(); // fused into the producer's epilogue
     RowSet rows = rowSets[add.getLhs()];
     Value out = deadAfter(add.getLhs(), add)
                     ? buffers[add.getLhs()]
@@ -319,20 +293,6 @@ LogicalResult ModelLowering::lower(Operation *op) {
     RowSet rows = rowSets[mlp.getInput()];
     Value hidden = lowerMlpUp(mlp, buffers[mlp.getInput()], rows, layer);
     Value down = blockParam(layer, "mlp.w_down.weight", {d, ff});
-    // Dense block: y = h + MLP(...) in place on the stream when h is dead.
-    if (mlp->hasOneUse()) {
-      auto add = dyn_cast<mod::AddOp>(*mlp->user_begin());
-      if (add && add.getRhs() == mlp.getResult() &&
-          deadAfter(add.getLhs(), add) &&
-          rowSets[add.getLhs()].segments == rows.segments) {
-        Value stream = buffers[add.getLhs()];
-        createGemm(b, loc, hidden, ValueRange{down}, rows.segments,
-                             ValueRange{stream}, stream, modk::Epilogue::residual_add);
-        buffers[add.getResult()] = stream;
-        rowSets[add.getResult()] = rows;
-        return success();
-      }
-    }
     Value out = alloc({r, d}, f32);
     createGemm(b, loc, hidden, ValueRange{down}, rows.segments,
                          ValueRange{}, out, modk::Epilogue::none);

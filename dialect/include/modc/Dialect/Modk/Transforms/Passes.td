@@ -41,6 +41,34 @@ def StoreBf16Activations : Pass<"modk-store-bf16", "::modc::modk::EntryOp"> {
   ];
 }
 
+def FuseEpilogues : Pass<"modk-fuse-epilogues", "::modc::modk::EntryOp"> {
+  let summary = "Fold the row kernels that finish a GEMM's rows into it";
+  let description = [{
+    A `modk.add` or `modk.activation` that reads a GEMM's output becomes
+    that GEMM's epilogue when the GEMM (epilogue `none`) runs right before
+    it and nothing else reads the output: the intermediate rows are never
+    stored, and their buffer goes.
+
+    - residual add: `gemm -> %t; add %x, %t -> %y` becomes
+      `gemm extra(%x) -> %y {epilogue = residual_add}` (in place when %y
+      is %x);
+    - activation: `gemm [Wg] -> %g; gemm [Wu] -> %u; activation(%g, %u) ->
+      %h` becomes `gemm [Wg, Wu] extra(%g) -> %h {epilogue = swiglu}` (%g
+      stays as the epilogue's scratch); gelu likewise with one GEMM.
+
+    Not fused: a value with a second reader, such as training's
+    pre-activations (the backward pass reads them) or a routed block's
+    attention rows (its gated scatter reads them). Each fusion can be
+    switched off (`modc --no-fuse=...`), so that its effect can be measured.
+  }];
+  let options = [
+    Option<"residualAdd", "residual-add", "bool", /*default=*/"true",
+           "Fold residual adds into the GEMM that produces their operand">,
+    Option<"activation", "activation", "bool", /*default=*/"true",
+           "Fold the MLP's activation into its up projection">
+  ];
+}
+
 def Generalize : Pass<"modk-generalize", "::modc::modk::EntryOp"> {
   let summary = "Rewrite the named row kernels into modk.rows with their math";
   let description = [{
