@@ -86,7 +86,13 @@ private:
   }
   LogicalResult emitTargetKernel(Operation *op) override;
   /// The loss-only kernels of @eval; failure for any other op.
-  LogicalResult emitLossOnly(Operation *op);
+  /// The mean cross-entropy into losses (dlogits: the gradient's buffer,
+  /// or a null pointer for the loss alone).
+  void emitCrossEntropy(Value logits, Value targets,
+                        const std::string &dlogits, Value losses);
+  /// A routed layer's causal-router loss added into losses.
+  void emitBceLoss(Value logits, Value mask, const std::string &dlogits,
+                   Value losses, double weight, int64_t nRouted);
   void emitGemm(modk::GemmOp op, int indent) override;
   std::string hostRows(Value, Value buffer) override { return maxRows(buffer); }
   void emitMemcpy(StringRef dst, StringRef src, StringRef bytes) override {
@@ -184,33 +190,29 @@ void CudaEmitter::emitGemm(modk::GemmOp op, int indent) {
     emitCall(roundOutputCall(op), indent);
 }
 
-// The losses of modk.cross_entropy and modk.bce_loss, from the same prelude
-// calls with no gradient (a null dlogits), so @eval's losses are @grad's.
-LogicalResult CudaEmitter::emitLossOnly(Operation *op) {
-  if (auto ce = dyn_cast<modk::CrossEntropyLossOp>(op)) {
-    emitCall(KernelCall{"cross_entropy",
-                        {width(ce.getLogits())},
-                        {name(ce.getLogits()), name(ce.getTargets()),
-                         fmt::format("B * {}", seqLen),
-                         fmt::format("1.0f / (float)(B * {})", seqLen),
-                         "static_cast<float *>(nullptr)", name(ce.getLosses())}}
-                 .withScratch("double",
-                              fmt::format("modk_cuda::cross_entropy_scratch_"
-                                          "bytes(B * {})",
-                                          seqLen)));
-    return success();
-  }
-  if (auto bce = dyn_cast<modk::BCELossValueOp>(op)) {
-    emitCall(
-        {"bce_with_logits",
-         {seqLen},
-         {name(bce.getLogits()), name(bce.getMask()), "B",
-          fmt::format("{:.17g}", bce.getWeight().convertToDouble()),
-          fmt::format("1.0 / ((double)B * {} * {})", seqLen, bce.getNRouted()),
-          "nullptr", name(bce.getLosses())}});
-    return success();
-  }
-  return failure();
+void CudaEmitter::emitCrossEntropy(Value logits, Value targets,
+                                   const std::string &dlogits, Value losses) {
+  emitCall(KernelCall{"cross_entropy",
+                      {width(logits)},
+                      {name(logits), name(targets),
+                       fmt::format("B * {}", seqLen),
+                       fmt::format("1.0f / (float)(B * {})", seqLen), dlogits,
+                       name(losses)}}
+               .withScratch("double",
+                            fmt::format("modk_cuda::cross_entropy_scratch_"
+                                        "bytes(B * {})",
+                                        seqLen)));
+}
+
+void CudaEmitter::emitBceLoss(Value logits, Value mask,
+                              const std::string &dlogits, Value losses,
+                              double weight, int64_t nRouted) {
+  // Mean over [B, S] and the routed layers.
+  emitCall({"bce_with_logits",
+            {seqLen},
+            {name(logits), name(mask), "B", fmt::format("{:.17g}", weight),
+             fmt::format("1.0 / ((double)B * {} * {})", seqLen, nRouted),
+             dlogits, name(losses)}});
 }
 
 LogicalResult CudaEmitter::emitTargetKernel(Operation *op) {
@@ -225,33 +227,29 @@ LogicalResult CudaEmitter::emitTargetKernel(Operation *op) {
                name(split.getTargets())}});
     return success();
   }
-  // The losses are reduced on the device, into args->losses there.
+  // The losses are reduced on the device, into args->losses there; the
+  // loss-only forms (@eval) pass no gradient, so their sums are @grad's.
   if (auto ce = dyn_cast<modk::CrossEntropyOp>(op)) {
-    emitCall(KernelCall{"cross_entropy",
-                        {width(ce.getLogits())},
-                        {name(ce.getLogits()), name(ce.getTargets()),
-                         fmt::format("B * {}", seqLen),
-                         fmt::format("1.0f / (float)(B * {})", seqLen),
-                         name(ce.getDlogits()), name(ce.getLosses())}}
-                 .withScratch("double",
-                              fmt::format("modk_cuda::cross_entropy_scratch_"
-                                          "bytes(B * {})",
-                                          seqLen)));
+    emitCrossEntropy(ce.getLogits(), ce.getTargets(), name(ce.getDlogits()),
+                     ce.getLosses());
+    return success();
+  }
+  if (auto ce = dyn_cast<modk::CrossEntropyLossOp>(op)) {
+    emitCrossEntropy(ce.getLogits(), ce.getTargets(),
+                     "static_cast<float *>(nullptr)", ce.getLosses());
     return success();
   }
   if (auto bce = dyn_cast<modk::BCELossOp>(op)) {
-    // Mean over [B, S] and the routed layers.
-    emitCall(
-        {"bce_with_logits",
-         {seqLen},
-         {name(bce.getLogits()), name(bce.getMask()), "B",
-          fmt::format("{:.17g}", bce.getWeight().convertToDouble()),
-          fmt::format("1.0 / ((double)B * {} * {})", seqLen, bce.getNRouted()),
-          name(bce.getDlogits()), name(bce.getLosses())}});
+    emitBceLoss(bce.getLogits(), bce.getMask(), name(bce.getDlogits()),
+                bce.getLosses(), bce.getWeight().convertToDouble(),
+                bce.getNRouted());
     return success();
   }
-  if (succeeded(emitLossOnly(op)))
+  if (auto bce = dyn_cast<modk::BCELossValueOp>(op)) {
+    emitBceLoss(bce.getLogits(), bce.getMask(), "nullptr", bce.getLosses(),
+                bce.getWeight().convertToDouble(), bce.getNRouted());
     return success();
+  }
   return op->emitOpError("has no CUDA emitter");
 }
 
