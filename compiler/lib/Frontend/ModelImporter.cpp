@@ -75,7 +75,9 @@ public:
     // "> 0" and would reach the manifest as invalid JSON.
     if (!std::isfinite(*d))
       return error(key, "expected a finite number, got " + describe(*v));
-    return *d;
+    // -0 is 0: the normalised description would print "-0", which reads
+    // back as the integer 0 and normalises differently (found by fuzzing).
+    return *d + 0.0;
   }
 
   llvm::Expected<bool> boolean(llvm::StringRef key, bool fallback) const {
