@@ -230,8 +230,9 @@ LogicalResult PlanEmitter::emitRowKernelDefinitions() {
                       op.getInputs().size(), op.getOutputs().size(), sums,
                       width);
     // Rows, then the sums of a row, then its elements.
+    // The statements' indent: inside the row loop on the CPU, the kernel's
+    // body on CUDA (a warp is the row).
     int inner;
-    std::string col;
     if (cuda) {
       os << fmt::format(
           "__global__ __launch_bounds__(modk_cuda::detail::kThreads) void "
@@ -242,7 +243,6 @@ LogicalResult PlanEmitter::emitRowKernelDefinitions() {
           "  const int lane = threadIdx.x % modk_cuda::kWarp;\n",
           index, rowKernelParams(op));
       inner = 2;
-      col = "c";
     } else {
       os << fmt::format(
           "void modc_rows_{}(int64_t rows, {}) {{\n"
@@ -251,7 +251,6 @@ LogicalResult PlanEmitter::emitRowKernelDefinitions() {
           "  for (int64_t i = 0; i < rows; ++i) {{\n",
           index, rowKernelParams(op), width);
       inner = 4;
-      col = "c";
     }
     std::string pad(inner, ' ');
     auto openColumns = [&](StringRef simd) {
@@ -271,7 +270,7 @@ LogicalResult PlanEmitter::emitRowKernelDefinitions() {
         os << fmt::format("{}float sum{} = 0.0f;\n", pad, k);
       }
       openColumns(fmt::format(" reduction(+ : {})", fmt::join(sumNames, ", ")));
-      stmts.writeLoads(reduce, all, "i", col, inner + 2, os);
+      stmts.writeLoads(reduce, all, "i", "c", inner + 2, os);
       if (failed(stmts.writeOps(reduce, all, inner + 2, os)))
         return failure();
       for (auto [k, v] : llvm::enumerate(reduce.getTerminator()->getOperands()))
@@ -291,7 +290,7 @@ LogicalResult PlanEmitter::emitRowKernelDefinitions() {
     if (failed(stmts.writeOps(body, once, inner, os)))
       return failure();
     openColumns("");
-    stmts.writeLoads(body, perElement, "i", col, inner + 2, os);
+    stmts.writeLoads(body, perElement, "i", "c", inner + 2, os);
     if (failed(stmts.writeOps(body, perElement, inner + 2, os)))
       return failure();
     for (auto [k, v] : llvm::enumerate(body.getTerminator()->getOperands())) {
