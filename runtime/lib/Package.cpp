@@ -166,6 +166,27 @@ struct Package::Impl {
     return {abi.forward, abi.grad,   abi.eval,     abi.evalCausal,
             abi.adamw,   abi.decode, abi.lastError};
   }
+  /// Grows the shared workspace for `entry` at `batch` and returns its
+  /// bytes: the larger of the manifest's `perSequence` times batch and the
+  /// library's own answer `fromLibrary`, so a disagreement cannot cause an
+  /// overrun. Call with workspaceMutex held.
+  uint64_t reserveWorkspace(const char *entry, uint64_t perSequence,
+                            uint64_t fromLibrary, int64_t batch) {
+    uint64_t wsManifest;
+    if (__builtin_mul_overflow(perSequence, static_cast<uint64_t>(batch),
+                               &wsManifest))
+      throw Error(fmt::format("{}: batch {} is too large", entry, batch));
+    const uint64_t wsBytes = std::max(wsManifest, fromLibrary);
+    try {
+      if (workspace.size() < std::max<uint64_t>(wsBytes, 64))
+        workspace.resize(std::max<uint64_t>(wsBytes, 64));
+    } catch (const std::bad_alloc &) {
+      throw Error(fmt::format("{}: out of memory for batch {} ({} bytes of "
+                              "workspace)",
+                              entry, batch, wsBytes));
+    }
+    return wsBytes;
+  }
   /// Throws Error with the package's message unless `status` is OK.
   void check(int32_t status, const char *what) const {
     if (status == MODC_OK)
@@ -624,21 +645,11 @@ Losses Package::grad(const TensorMap &weights,
   std::vector<const float *> params = paramPointers(m, weights);
   std::vector<float *> gradPtrs = paramPointers(m, grads);
 
-  uint64_t wsManifest;
-  if (__builtin_mul_overflow(m.gradWorkspaceBytesPerSequence,
-                             static_cast<uint64_t>(batch), &wsManifest))
-    throw Error(fmt::format("grad: batch {} is too large", batch));
-  uint64_t wsBytes = std::max(wsManifest, impl->abi.gradWorkspaceBytes(batch));
   std::lock_guard<std::mutex> lock(impl->workspaceMutex);
+  const uint64_t wsBytes = impl->reserveWorkspace(
+      "grad", m.gradWorkspaceBytesPerSequence,
+      impl->abi.gradWorkspaceBytes(batch), batch);
   AlignedBytes &workspace = impl->workspace;
-  try {
-    if (workspace.size() < std::max<uint64_t>(wsBytes, 64))
-      workspace.resize(std::max<uint64_t>(wsBytes, 64));
-  } catch (const std::bad_alloc &) {
-    throw Error(fmt::format("grad: out of memory for batch {} ({} bytes of "
-                            "workspace)",
-                            batch, wsBytes));
-  }
 
   float losses[3] = {0, 0, 0};
   modc_grad_args args{};
@@ -677,24 +688,15 @@ Losses Package::eval(const TensorMap &weights,
   checkTargetTokens(m, tokens, batch, "eval");
   checkWeights(weights);
   std::vector<const float *> params = paramPointers(m, weights);
-  uint64_t wsManifest;
-  if (__builtin_mul_overflow(causal ? m.evalCausalWorkspaceBytesPerSequence
-                                    : m.evalWorkspaceBytesPerSequence,
-                             static_cast<uint64_t>(batch), &wsManifest))
-    throw Error(fmt::format("eval: batch {} is too large", batch));
-  uint64_t wsBytes =
-      std::max(wsManifest, causal ? impl->abi.evalCausalWorkspaceBytes(batch)
-                                  : impl->abi.evalWorkspaceBytes(batch));
   std::lock_guard<std::mutex> lock(impl->workspaceMutex);
+  const uint64_t wsBytes = impl->reserveWorkspace(
+      "eval",
+      causal ? m.evalCausalWorkspaceBytesPerSequence
+             : m.evalWorkspaceBytesPerSequence,
+      causal ? impl->abi.evalCausalWorkspaceBytes(batch)
+             : impl->abi.evalWorkspaceBytes(batch),
+      batch);
   AlignedBytes &workspace = impl->workspace;
-  try {
-    if (workspace.size() < std::max<uint64_t>(wsBytes, 64))
-      workspace.resize(std::max<uint64_t>(wsBytes, 64));
-  } catch (const std::bad_alloc &) {
-    throw Error(fmt::format("eval: out of memory for batch {} ({} bytes of "
-                            "workspace)",
-                            batch, wsBytes));
-  }
 
   float losses[3] = {0, 0, 0};
   modc_eval_args args{};
