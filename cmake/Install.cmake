@@ -11,6 +11,11 @@ install(TARGETS modrt_shared EXPORT modrtTargets
 install(DIRECTORY runtime/include/modrt
   DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(TARGETS modrun RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+# The communicator plugins (docs/distributed.md), beside libmodrt.so, where
+# modrt looks for them.
+if(MODRT_PLUGINS)
+  install(TARGETS ${MODRT_PLUGINS} LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+endif()
 if(MODC_BUILD_COMPILER)
   install(TARGETS modc mod-opt mod-translate
     RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs what modc needs on Debian 12 (run as root): LLVM/MLIR 22, fmt,
 # nlohmann-json, GoogleTest, OpenBLAS, a C++ toolchain, the fortunes corpus
-# used by the demo, and clang-14 with libFuzzer for the fuzz targets
-# (docs/testing.md).
+# used by the demo, clang-14 with libFuzzer for the fuzz targets
+# (docs/testing.md), and Open MPI for data-parallel training and its tests
+# (docs/distributed.md).
 set -euo pipefail
 packages=(
   build-essential cmake ninja-build git python3 pkg-config
@@ -10,6 +11,7 @@ packages=(
   libfmt-dev nlohmann-json3-dev libgtest-dev libopenblas-dev libopenblas-openmp-dev
   fortunes fortunes-min
   clang-14 libclang-rt-14-dev
+  openmpi-bin libopenmpi-dev
 )
 missing=()
 for p in "${packages[@]}"; do

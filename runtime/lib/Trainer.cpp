@@ -168,19 +168,31 @@ Corpus Corpus::fromBytes(std::string bytes, int64_t seqLen, int64_t batch,
 
 uint64_t Corpus::trainBatch(uint64_t position,
                             std::vector<int32_t> &tokens) const {
+  return trainWindows(position, 0, batch_, tokens);
+}
+
+uint64_t Corpus::trainWindows(uint64_t position, int64_t first, int64_t count,
+                              std::vector<int32_t> &tokens) const {
   if (position >= trainSize)
     throw Error(fmt::format("data position {} is outside the training split "
                             "of {} bytes",
                             position, trainSize));
-  uint64_t n = batchBytes();
+  if (first < 0 || count < 0 || first + count > batch_)
+    throw Error(fmt::format("windows {}..{} are outside a batch of {}", first,
+                            first + count, batch_));
+  const uint64_t window = static_cast<uint64_t>(seqLen_) + 1;
+  uint64_t n = static_cast<uint64_t>(count) * window;
   tokens.resize(n);
-  uint64_t p = position;
+  uint64_t p =
+      (position + (static_cast<uint64_t>(first) * window) % trainSize) %
+      trainSize;
   for (uint64_t i = 0; i < n; ++i) {
     tokens[i] = static_cast<unsigned char>(bytes[p]);
     if (++p == trainSize)
       p = 0;
   }
-  return p;
+  // The next batch starts after the whole batch, wherever this part ends.
+  return (position + batchBytes() % trainSize) % trainSize;
 }
 
 std::vector<std::vector<int32_t>>
@@ -420,6 +432,81 @@ std::string lossText(const Losses &l) {
 }
 } // namespace
 
+void modrt::requireSameOnAllRanks(
+    Communicator &comm,
+    const std::vector<std::pair<std::string, uint64_t>> &items) {
+  const size_t n = items.size(), ranks = static_cast<size_t>(comm.size());
+  std::vector<uint64_t> mine(n), all(n * ranks);
+  for (size_t i = 0; i < n; ++i)
+    mine[i] = items[i].second;
+  comm.allGather(mine.data(), n * sizeof(uint64_t), all.data(),
+                 "the start-up comparison of the ranks");
+  for (size_t i = 0; i < n; ++i) {
+    std::vector<std::string> differ;
+    for (size_t r = 1; r < ranks; ++r)
+      if (all[r * n + i] != all[i])
+        differ.push_back(fmt::format("rank {} has {}", r, hex(all[r * n + i])));
+    if (!differ.empty()) {
+      std::string list;
+      for (const std::string &d : differ)
+        list += (list.empty() ? "" : ", ") + d;
+      throw CollectiveError(fmt::format(
+          "the ranks do not agree on the {}: rank 0 has hash {}, {}; every "
+          "rank must start from the same package, weights, data and settings",
+          items[i].first, hex(all[i]), list));
+    }
+  }
+}
+
+namespace {
+/// FNV-1a 64 of the file at `path` ("" when it cannot be read: the package
+/// opened it already, so that does not happen in practice).
+uint64_t fileHash(const std::string &path) {
+  std::ifstream in(path, std::ios::binary);
+  uint64_t h = fnv1a64(nullptr, 0);
+  std::vector<char> buffer(1 << 16);
+  while (in) {
+    in.read(buffer.data(), static_cast<std::streamsize>(buffer.size()));
+    h = fnv1a64(buffer.data(), static_cast<size_t>(in.gcount()), h);
+  }
+  return h;
+}
+
+uint64_t tensorsHash(const TensorMap &tensors, uint64_t h) {
+  for (const auto &[name, t] : tensors) {
+    h = fnv1a64(name.data(), name.size(), h);
+    h = fnv1a64(t.data.data(), t.byteSize(), h);
+  }
+  return h;
+}
+
+/// The parameters back to back, in manifest order.
+void flatten(const Manifest &m, const TensorMap &tensors,
+             std::vector<float> &flat) {
+  size_t at = 0;
+  for (const ParamInfo &p : m.params) {
+    const Tensor *t = tensors.find(p.name);
+    size_t n = t->byteSize() / sizeof(float);
+    if (flat.size() < at + n)
+      flat.resize(at + n);
+    std::memcpy(flat.data() + at, t->f32(), n * sizeof(float));
+    at += n;
+  }
+  flat.resize(at);
+}
+
+void unflatten(const Manifest &m, const std::vector<float> &flat,
+               TensorMap &tensors) {
+  size_t at = 0;
+  for (const ParamInfo &p : m.params) {
+    Tensor *t = tensors.find(p.name);
+    size_t n = t->byteSize() / sizeof(float);
+    std::memcpy(t->f32(), flat.data() + at, n * sizeof(float));
+    at += n;
+  }
+}
+} // namespace
+
 void modrt::train(const Package &package, const Corpus &corpus,
                   const TrainConfig &config, TrainState &state,
                   const std::function<void(const StepRecord &)> &onStep) {
@@ -432,6 +519,17 @@ void modrt::train(const Package &package, const Corpus &corpus,
     throw Error(fmt::format("train: corpus windows are for seq_len {}, the "
                             "model's seq_len is {}",
                             corpus.seqLen(), m.seqLen));
+  const int ranks = config.comm ? config.comm->size() : 1;
+  const int rank = config.comm ? config.comm->rank() : 0;
+  if (config.shards < 1)
+    throw Error(fmt::format("train: shards must be >= 1, got {}",
+                            config.shards));
+  if (ranks > 1 && config.shards > 1)
+    throw Error(fmt::format("train: --shards {} is for one process; the {} "
+                            "ranks of this job split each batch {} ways "
+                            "already",
+                            config.shards, ranks, ranks));
+  const int64_t parts = ranks > 1 ? ranks : config.shards;
   int64_t last = config.stopAfter > 0 ? std::min(config.stopAfter, config.steps)
                                       : config.steps;
   int64_t first = state.optimizer.step + 1;
@@ -445,11 +543,46 @@ void modrt::train(const Package &package, const Corpus &corpus,
   // Validated once up front so a bad setting fails before any work.
   learningRate(last, config.steps, config.lr, config.warmup, config.minLrRatio);
 
+  if (ranks > 1) {
+    // Every rank must compute the same thing: compare what goes in.
+    uint64_t settings = fnv1a64(nullptr, 0);
+    auto mix = [&](const auto &v) { settings = fnv1a64(&v, sizeof v, settings); };
+    for (int64_t v : {config.steps, config.stopAfter, config.warmup,
+                      config.evalEvery, config.saveEvery, corpus.batch(),
+                      static_cast<int64_t>(config.evalBatches)})
+      mix(v);
+    for (double v : {config.lr, config.minLrRatio, config.adamw.beta1,
+                     config.adamw.beta2, config.adamw.eps,
+                     config.adamw.weightDecay, config.adamw.clipNorm})
+      mix(v);
+    mix(config.seed);
+    uint64_t start = tensorsHash(state.weights, fnv1a64(nullptr, 0));
+    start = tensorsHash(state.optimizer.m, start);
+    start = tensorsHash(state.optimizer.v, start);
+    start = fnv1a64(&state.optimizer.step, sizeof state.optimizer.step, start);
+    start = fnv1a64(&state.dataPosition, sizeof state.dataPosition, start);
+    requireSameOnAllRanks(
+        *config.comm,
+        {{"package library (libmodel.so)",
+          fileHash(package.directory() + "/libmodel.so")},
+         {"model (manifest hash)", m.modelHash},
+         {"training data", corpus.hash()},
+         {"start weights, optimizer state and data position", start},
+         {"training settings", settings}});
+  }
+  BatchSplit split;
+  try {
+    split = BatchSplit::of(corpus.batch(), parts);
+  } catch (const Error &e) {
+    // The ranks agree on the batch by now: they all stop here.
+    throw CollectiveError(e.what());
+  }
+
   std::vector<std::vector<int32_t>> heldOut;
   if (config.evalEvery > 0)
     heldOut = corpus.heldOutBatches(config.evalBatches);
   FilePtr log;
-  if (!config.logPath.empty())
+  if (!config.logPath.empty() && rank == 0)
     log = openLog(config.logPath, first > 1);
 
   CheckpointInfo info;
@@ -475,7 +608,8 @@ void modrt::train(const Package &package, const Corpus &corpus,
                           std::min(last, (first - 1) / saveEvery * saveEvery +
                                              saveEvery),
                           config.outPath);
-    throw Error(
+    // Every rank sees the same global losses and norm, so all stop here.
+    throw CollectiveError(
         fmt::format("step {}: {}; training stopped, {}", step, what, kept));
   };
 
@@ -484,21 +618,75 @@ void modrt::train(const Package &package, const Corpus &corpus,
   TensorMap grads;
   for (const ParamInfo &param : m.params)
     grads.insert(param.name, Tensor::zeros(DType::F32, param.shape));
+  // The reduction rewrites the gradients on the host, so they stay there
+  // when the batch is split; weights and moments are only written by the
+  // package and stay on the device.
+  const bool splitBatch = parts > 1;
+  TensorMap partGrads;
+  std::vector<float> flat;
+  std::vector<double> acc;
+  if (splitBatch && ranks == 1)
+    for (const ParamInfo &param : m.params)
+      partGrads.insert(param.name, Tensor::zeros(DType::F32, param.shape));
   // CUDA packages keep the training state on the GPU between steps; the
   // host copies are brought up to date for checkpoints and when the guards
   // go (also on an error). CPU packages ignore this.
-  ResidentTensors resident[] = {package.keepOnDevice(state.weights),
-                                package.keepOnDevice(grads),
-                                package.keepOnDevice(state.optimizer.m),
-                                package.keepOnDevice(state.optimizer.v)};
+  ResidentTensors resident[] = {
+      package.keepOnDevice(state.weights),
+      splitBatch ? ResidentTensors() : package.keepOnDevice(grads),
+      package.keepOnDevice(state.optimizer.m),
+      package.keepOnDevice(state.optimizer.v)};
   for (int64_t step = first; step <= last; ++step) {
     StepRecord rec;
     rec.step = step;
     rec.totalSteps = config.steps;
     rec.lastStep = last;
+    rec.ranks = ranks;
     auto start = std::chrono::steady_clock::now();
-    uint64_t next = corpus.trainBatch(state.dataPosition, tokens);
-    rec.losses = package.grad(state.weights, tokens, corpus.batch(), grads);
+    uint64_t next = 0;
+    if (!splitBatch) {
+      next = corpus.trainBatch(state.dataPosition, tokens);
+      rec.losses = package.grad(state.weights, tokens, corpus.batch(), grads);
+    } else {
+      // The losses and gradients of the parts, combined in part order
+      // (accumulatePart, docs/distributed.md): the same arithmetic whether
+      // the parts run here one after another or on the ranks of a job.
+      std::vector<double> partLosses(3 * static_cast<size_t>(parts));
+      if (ranks == 1) {
+        for (int64_t p = 0; p < parts; ++p) {
+          next = corpus.trainWindows(state.dataPosition, split.first[p],
+                                     split.counts[p], tokens);
+          Losses l =
+              package.grad(state.weights, tokens, split.counts[p], partGrads);
+          partLosses[3 * p] = l.total;
+          partLosses[3 * p + 1] = l.ce;
+          partLosses[3 * p + 2] = l.aux;
+          flatten(m, partGrads, flat);
+          if (p == 0)
+            acc.assign(flat.size(), 0.0);
+          accumulatePart(flat.data(), split.counts[p], acc.data(), acc.size());
+        }
+        finishAccumulation(acc.data(), corpus.batch(), flat.data(),
+                           flat.size());
+      } else {
+        next = corpus.trainWindows(state.dataPosition, split.first[rank],
+                                   split.counts[rank], tokens);
+        Losses l = package.grad(state.weights, tokens, split.counts[rank],
+                                grads);
+        double mine[3] = {l.total, l.ce, l.aux};
+        config.comm->allGather(mine, sizeof mine, partLosses.data(),
+                               "the loss all-gather");
+        flatten(m, grads, flat);
+        reduceGradients(*config.comm, split, flat);
+      }
+      unflatten(m, flat, grads);
+      double sums[3] = {0, 0, 0};
+      for (int64_t p = 0; p < parts; ++p)
+        for (int k = 0; k < 3; ++k)
+          sums[k] += partLosses[3 * p + k] * static_cast<double>(split.counts[p]);
+      const double n = static_cast<double>(corpus.batch());
+      rec.losses = Losses{sums[0] / n, sums[1] / n, sums[2] / n};
+    }
     if (!std::isfinite(rec.losses.total) || !std::isfinite(rec.losses.ce) ||
         !std::isfinite(rec.losses.aux))
       fail(step, fmt::format("loss is not finite ({})", lossText(rec.losses)));
@@ -516,8 +704,26 @@ void modrt::train(const Package &package, const Corpus &corpus,
     rec.tokensPerSecond =
         rec.seconds > 0 ? static_cast<double>(tokensPerStep) / rec.seconds : 0;
 
-    if (config.evalEvery > 0 && (step % config.evalEvery == 0 || step == last))
-      rec.evalLoss = evaluate(package, state.weights, heldOut, corpus.batch());
+    if (config.evalEvery > 0 && (step % config.evalEvery == 0 || step == last)) {
+      if (ranks == 1) {
+        rec.evalLoss =
+            evaluate(package, state.weights, heldOut, corpus.batch());
+      } else {
+        // Held-out batch j is evaluated by rank j % ranks; the sum runs in
+        // batch order as evaluate's does, so the value is the same.
+        std::vector<double> mine(heldOut.size(), 0.0),
+            all(heldOut.size() * static_cast<size_t>(ranks));
+        for (size_t j = static_cast<size_t>(rank); j < heldOut.size();
+             j += static_cast<size_t>(ranks))
+          mine[j] = package.eval(state.weights, heldOut[j], corpus.batch()).ce;
+        config.comm->allGather(mine.data(), mine.size() * sizeof(double),
+                               all.data(), "the held-out loss all-gather");
+        double sum = 0;
+        for (size_t j = 0; j < heldOut.size(); ++j)
+          sum += all[(j % static_cast<size_t>(ranks)) * heldOut.size() + j];
+        rec.evalLoss = sum / static_cast<double>(heldOut.size());
+      }
+    }
     if (log) {
       std::fputs(fmt::format("{},{},{},{},{},{},{:.1f},{}\n", step,
                              rec.losses.total, rec.losses.ce, rec.losses.aux,
@@ -535,7 +741,9 @@ void modrt::train(const Package &package, const Corpus &corpus,
       package.syncFromDevice(state.weights);
       package.syncFromDevice(state.optimizer.m);
       package.syncFromDevice(state.optimizer.v);
-      saveCheckpoint(config.outPath, state.weights, state.optimizer, info);
+      // Every rank holds the same state; rank 0 writes it (atomically).
+      if (rank == 0)
+        saveCheckpoint(config.outPath, state.weights, state.optimizer, info);
       lastSaved = step;
       rec.saved = true;
     }

@@ -9,6 +9,7 @@
 // atomically, so a failed run leaves no file behind.
 //
 //===----------------------------------------------------------------------===//
+#include "modrt/Comm.h"
 #include "modrt/Error.h"
 #include "modrt/Generate.h"
 #include "modrt/Package.h"
@@ -83,7 +84,9 @@ const char *kTrainUsage =
     "                    --steps N --batch B --lr LR (--seed S | --weights W)\n"
     "                    [--resume CKPT] [--warmup W] [--weight-decay WD]\n"
     "                    [--clip C] [--eval-every K] [--save-every K]\n"
-    "                    [--stop-after K] [--log run.csv]\n"
+    "                    [--stop-after K] [--log run.csv] [--shards P]\n"
+    "                    [--comm auto|single|mpi|nccl] [--comm-timeout SEC]\n"
+    "                    [--rank-log DIR]\n"
     "\n"
     "Trains on the bytes of the FILEs (concatenated; the last 10% held out)\n"
     "with AdamW and a learning rate warmed up linearly over W steps (default\n"
@@ -93,7 +96,15 @@ const char *kTrainUsage =
     "data position) is written at every save and at the end. --eval-every K\n"
     "reports the mean held-out cross-entropy every K steps. --stop-after K\n"
     "ends after step K of the N-step schedule. --resume CKPT continues a run\n"
-    "exactly; the settings default to the checkpoint's.\n";
+    "exactly; the settings default to the checkpoint's.\n"
+    "\n"
+    "Data-parallel (docs/distributed.md): started by mpirun or srun, each\n"
+    "rank trains on its part of every batch of B and the gradients are\n"
+    "summed in rank order; --comm picks the backend (auto: mpi when launched\n"
+    "as several ranks), --comm-timeout how long a rank waits for the others\n"
+    "(default 600 s), --rank-log DIR where ranks other than 0 write their\n"
+    "progress (DIR/rank-R.log). --shards P in one process splits each batch\n"
+    "as P ranks would, for the same result bit for bit.\n";
 
 const char *kSampleUsage =
     "usage: modrun sample PKG --weights W (--prompt TEXT | --prompt-file F |\n"
@@ -142,6 +153,13 @@ const char *kShowUsage =
     "Lists the file's metadata and, one line per tensor: name, dtype, shape\n"
     "and the mean of its values (with min and max for I32 tensors; the mean\n"
     "of a 'routed.<l>' mask is the fraction of tokens routed).\n";
+
+/// The communicator of a data-parallel `train` (docs/distributed.md), so
+/// that main can end every rank when one fails; null otherwise.
+std::unique_ptr<Communicator> gComm;
+/// Where a rank other than 0 writes its progress and errors (--rank-log);
+/// null: nowhere (its errors still go to stderr).
+std::FILE *gRankLog = nullptr;
 
 /// A mistake in the command line: exit 2 with the command's usage.
 struct UsageError {
@@ -512,7 +530,8 @@ int runTrain(int argc, char **argv) {
   Args args = parseArgs(
       argc, argv,
       {"weights", "steps", "batch", "lr", "seed", "out", "eval-every", "log",
-       "resume", "warmup", "weight-decay", "clip", "save-every", "stop-after"},
+       "resume", "warmup", "weight-decay", "clip", "save-every", "stop-after",
+       "shards", "comm", "comm-timeout", "rank-log"},
       kTrainUsage, /*maxPositional=*/1, "missing package directory PKG",
       /*lists=*/{"data"});
   if (args.help) {
@@ -532,7 +551,11 @@ int runTrain(int argc, char **argv) {
       inputs.push_back({"--data", file});
     refuseOverwritingInput("--out", out, inputs);
     requireOutputDirectory("--out", out);
-    removeStaleTemporaries(out);
+    // Only rank 0 writes the checkpoint, and only it may judge temporaries
+    // (another machine's process ids mean nothing here).
+    std::optional<LaunchInfo> launch = launchInfoFromEnvironment();
+    if (!launch || launch->rank == 0)
+      removeStaleTemporaries(out);
     if (has("log")) {
       inputs.push_back({"--out", out});
       refuseOverwritingInput("--log", args.options["log"], inputs);
@@ -579,6 +602,50 @@ int runTrain(int argc, char **argv) {
   if (has("warmup"))
     warmup = static_cast<int64_t>(
         parseUnsigned("warmup", args.options["warmup"], usage, 0, kMaxSteps));
+  std::optional<int64_t> shards = positive("shards");
+  CommOptions commOptions;
+  if (has("comm")) {
+    commOptions.backend = args.options["comm"];
+    if (commOptions.backend != "auto" && commOptions.backend != "single" &&
+        commOptions.backend != "mpi" && commOptions.backend != "nccl")
+      throw UsageError{fmt::format("--comm must be auto, single, mpi or nccl, "
+                                   "got '{}'",
+                                   commOptions.backend),
+                       usage};
+  }
+  if (has("comm-timeout"))
+    commOptions.timeoutSeconds =
+        parseNumber("comm-timeout", args.options["comm-timeout"], usage, 0,
+                    /*strict=*/true);
+
+  if (std::optional<LaunchInfo> launch = launchInfoFromEnvironment();
+      launch && launch->size > 1 && shards && *shards > 1)
+    throw UsageError{fmt::format("--shards is for one process; the {} ranks "
+                                 "of this job split each batch {} ways already",
+                                 launch->size, launch->size),
+                     usage};
+
+  // The job: from here on, an error on one rank ends every rank (main).
+  gComm = Communicator::connect(commOptions);
+  const int rank = gComm->rank(), ranks = gComm->size();
+  if (has("rank-log") && rank > 0) {
+    std::string path = fmt::format("{}/rank-{}.log", args.options["rank-log"],
+                                   rank);
+    errno = 0;
+    gRankLog = std::fopen(path.c_str(), "w");
+    if (!gRankLog)
+      throw Error(fmt::format("--rank-log {}: cannot write {}: {}",
+                              args.options["rank-log"], path,
+                              errno ? std::strerror(errno) : "unknown error"));
+  }
+  // Rank 0 reports on stderr; the others into their --rank-log file.
+  std::FILE *report = rank == 0 ? stderr : gRankLog;
+  auto say = [&](const std::string &text) {
+    if (report) {
+      std::fputs(text.c_str(), report);
+      std::fflush(report);
+    }
+  };
 
   Package pkg = Package::open(args.pkg);
   const Manifest &man = pkg.manifest();
@@ -632,6 +699,8 @@ int runTrain(int argc, char **argv) {
   config.outPath = out;
   if (has("log"))
     config.logPath = args.options["log"];
+  config.comm = gComm.get();
+  config.shards = shards.value_or(1);
 
   Corpus corpus = Corpus::load(dataFiles, man.seqLen, batch);
   if (ckpt) {
@@ -653,10 +722,9 @@ int runTrain(int argc, char **argv) {
                               args.options["resume"], info.dataPosition,
                               corpus.trainBytes()));
     for (const std::string &c : changed)
-      fmt::print(stderr,
-                 "modrun: note: resuming with {}; the run will not "
-                 "repeat an uninterrupted one\n",
-                 c);
+      say(fmt::format("modrun: note: resuming with {}; the run will not "
+                      "repeat an uninterrupted one\n",
+                      c));
     state.weights = std::move(ckpt->weights);
     state.optimizer = std::move(ckpt->optimizer);
     state.dataPosition = info.dataPosition;
@@ -677,16 +745,29 @@ int runTrain(int argc, char **argv) {
 
   int64_t last = config.stopAfter > 0 ? std::min(config.stopAfter, config.steps)
                                       : config.steps;
-  fmt::print(stderr,
-             "modrun: training {} (seq_len {}) on {} bytes ({} held out), "
-             "batch {}, steps {}..{} of {}\n",
-             man.model.value("name", std::string("?")), man.seqLen,
-             corpus.size(), corpus.heldOutBytes(), batch,
-             state.optimizer.step + 1, last, config.steps);
+  std::string parts;
+  if (ranks > 1 || config.shards > 1) {
+    int64_t n = ranks > 1 ? ranks : config.shards;
+    // train refuses a batch smaller than n, once the ranks agree on it.
+    BatchSplit split = BatchSplit::of(std::max(batch, n), n);
+    parts = fmt::format(" ({} {} of {}{} sequences{})", n,
+                        ranks > 1 ? "ranks" : "shards", split.counts.front(),
+                        split.counts.front() == split.counts.back()
+                            ? ""
+                            : fmt::format("..{}", split.counts.back()),
+                        ranks > 1 ? fmt::format(", {} backend",
+                                                gComm->backend())
+                                  : "");
+  }
+  say(fmt::format("modrun: training {} (seq_len {}) on {} bytes ({} held "
+                  "out), batch {}{}, steps {}..{} of {}\n",
+                  man.model.value("name", std::string("?")), man.seqLen,
+                  corpus.size(), corpus.heldOutBytes(), batch, parts,
+                  state.optimizer.step + 1, last, config.steps));
 
   // Progress: one line rewritten in place on a terminal, otherwise a line
   // every ~5% of the run.
-  bool tty = ::isatty(STDERR_FILENO) == 1;
+  bool tty = rank == 0 && ::isatty(STDERR_FILENO) == 1;
   int64_t firstStep = state.optimizer.step + 1;
   int64_t every = std::max<int64_t>(1, (last - firstStep + 1) / 20);
   double elapsed = 0;
@@ -709,7 +790,7 @@ int runTrain(int argc, char **argv) {
       fmt::print(stderr, "\r{}{}{}", line, pad, r.evalLoss ? "\n" : "");
       lastWidth = r.evalLoss ? 0 : line.size();
     } else if (show) {
-      fmt::print(stderr, "{}\n", line);
+      say(line + "\n");
     }
     std::fflush(stderr);
   };
@@ -722,8 +803,9 @@ int runTrain(int argc, char **argv) {
   }
   if (tty && lastWidth)
     std::fputc('\n', stderr);
-  fmt::print(stderr, "modrun: step {} checkpoint written to {} in {}\n", last,
-             out, formatDuration(elapsed));
+  say(fmt::format("modrun: step {} checkpoint {} {} in {}\n", last,
+                  rank == 0 ? "written to" : "written by rank 0 to", out,
+                  formatDuration(elapsed)));
   return 0;
 }
 
@@ -1201,6 +1283,39 @@ int runShow(int argc, char **argv) {
   return 0;
 }
 
+/// The rank of this process in a job with several ranks, else -1.
+int rankOfJob() {
+  if (gComm)
+    return gComm->size() > 1 ? gComm->rank() : -1;
+  try {
+    std::optional<LaunchInfo> launch = launchInfoFromEnvironment();
+    return launch && launch->size > 1 ? launch->rank : -1;
+  } catch (const Error &) {
+    return -1;
+  }
+}
+
+/// Prints "modrun: error: MSG". In a job, an error of this rank alone
+/// names the rank (and goes to its --rank-log too); a collective one is
+/// printed by rank 0 only.
+void reportError(const std::string &message, bool collective) {
+  int rank = rankOfJob();
+  std::string text;
+  if (rank < 0 || (collective && rank == 0))
+    text = fmt::format("modrun: error: {}\n", message);
+  else if (!collective)
+    text = fmt::format("modrun: error: rank {}{}: {}\n", rank,
+                       gComm ? fmt::format(" of {}", gComm->size()) : "",
+                       message);
+  if (!text.empty() && (!collective || rank <= 0))
+    std::fputs(text.c_str(), stderr);
+  if (gRankLog)
+    std::fputs(fmt::format("modrun: error: {}\n", message).c_str(), gRankLog);
+  std::fflush(stderr);
+  if (gRankLog)
+    std::fflush(gRankLog);
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -1220,8 +1335,11 @@ int main(int argc, char **argv) {
       return runForward(argc - 2, argv + 2);
     if (cmd == "grad")
       return runGrad(argc - 2, argv + 2);
-    if (cmd == "train")
-      return runTrain(argc - 2, argv + 2);
+    if (cmd == "train") {
+      int status = runTrain(argc - 2, argv + 2);
+      gComm.reset(); // MPI_Finalize while the process is whole
+      return status;
+    }
     if (cmd == "sample")
       return runSample(argc - 2, argv + 2);
     if (cmd == "eval")
@@ -1235,14 +1353,28 @@ int main(int argc, char **argv) {
     fmt::print(stderr, "modrun: unknown command '{}'\n\n{}", cmd, kMainUsage);
     return 2;
   } catch (const UsageError &e) {
-    fmt::print(stderr, "modrun: {}\n\n{}", e.message, e.usage);
+    // Rank 0 of a job prints the usage; the others name themselves in one
+    // line, since their command line may differ (mpirun A : B).
+    int rank = rankOfJob();
+    if (rank <= 0)
+      fmt::print(stderr, "modrun: {}\n\n{}", e.message, e.usage);
+    else
+      fmt::print(stderr, "modrun: rank {}: {}\n", rank, e.message);
+    if (gComm && gComm->size() > 1)
+      gComm->abort(2);
     return 2;
-  } catch (const Error &e) {
-    fmt::print(stderr, "modrun: error: {}\n", e.what());
+  } catch (const CollectiveError &e) {
+    // Every rank raised it together (docs/distributed.md): rank 0 reports,
+    // and the ranks end normally.
+    reportError(e.what(), /*collective=*/true);
+    gComm.reset();
     return 1;
   } catch (const std::exception &e) {
-    // Not expected (bad_alloc and the like), but never a crash.
-    fmt::print(stderr, "modrun: error: {}\n", e.what());
+    // Error, or not expected (bad_alloc and the like), but never a crash.
+    // On one rank of a job, the rank names itself and ends the job.
+    reportError(e.what(), /*collective=*/false);
+    if (gComm && gComm->size() > 1)
+      gComm->abort(1);
     return 1;
   }
 }

@@ -12,6 +12,8 @@
 #ifndef MODRT_TRAINING_H
 #define MODRT_TRAINING_H
 
+#include "modrt/Comm.h"
+#include "modrt/Error.h"
 #include "modrt/Package.h"
 #include "modrt/Tensor.h"
 
@@ -80,6 +82,13 @@ public:
   /// `tokens` ([batch, seqLen + 1], resized) and returns the position of the
   /// next batch. Throws Error if position >= trainBytes().
   uint64_t trainBatch(uint64_t position, std::vector<int32_t> &tokens) const;
+  /// Windows first .. first + count - 1 of the training batch at
+  /// `position` (a rank's or a part's share, docs/distributed.md) into
+  /// `tokens` ([count, seqLen + 1]); returns the position of the next batch,
+  /// as trainBatch does. Throws Error as trainBatch does, or for windows
+  /// outside the batch.
+  uint64_t trainWindows(uint64_t position, int64_t first, int64_t count,
+                        std::vector<int32_t> &tokens) const;
 
   /// The fixed held-out batches: consecutive windows from the start of the
   /// held-out part, grouped into at most `maxBatches` full batches (at least
@@ -146,7 +155,36 @@ struct TrainConfig {
   int64_t saveEvery = 0;
   std::string outPath; ///< checkpoint file (required)
   std::string logPath; ///< CSV log; empty: none
+  /// Data-parallel training (docs/distributed.md): the ranks of the job;
+  /// null or a single-process communicator: this process alone. Every rank
+  /// calls train with the same package, data, state and settings (checked
+  /// at the start); each computes the gradient of its part of every batch
+  /// (BatchSplit), the parts are reduced in rank order (reduceGradients),
+  /// and every rank applies the same update. Only rank 0 writes the
+  /// checkpoint and the CSV log.
+  Communicator *comm = nullptr;
+  /// One process only: split every batch into this many parts and reduce
+  /// them as that many ranks would, which gives bit for bit the run of
+  /// `shards` ranks (docs/distributed.md). 1: the whole batch in one call.
+  int64_t shards = 1;
 };
+
+/// An error that every rank of a job raises together with the same message
+/// (a non-finite loss of the global batch, ranks that disagree at start-up):
+/// rank 0 reports it and the ranks end normally. Any other Error on one
+/// rank of a job must end the job (Communicator::abort).
+class CollectiveError : public Error {
+public:
+  using Error::Error;
+};
+
+/// Compares `items` (a name and a hash each, the same names in the same
+/// order on every rank) across the ranks of `comm`; throws CollectiveError
+/// on every rank, naming the first item and the ranks that differ from
+/// rank 0, when one does.
+void requireSameOnAllRanks(
+    Communicator &comm,
+    const std::vector<std::pair<std::string, uint64_t>> &items);
 
 /// Weights, moments and data position: everything a step changes.
 struct TrainState {
@@ -160,8 +198,9 @@ struct StepRecord {
   int64_t step = 0, totalSteps = 0, lastStep = 0;
   Losses losses; ///< of this step's batch, before the update
   double lr = 0, gradNorm = 0;
-  double seconds = 0; ///< wall time of grad + update
-  double tokensPerSecond = 0;
+  double seconds = 0; ///< wall time of grad + reduction + update
+  double tokensPerSecond = 0; ///< of the global batch, all ranks together
+  int ranks = 1;              ///< ranks of the job
   std::optional<double> evalLoss; ///< mean held-out cross-entropy
   bool saved = false;             ///< a checkpoint was written after this step
 };
@@ -172,11 +211,12 @@ double evaluate(const Package &package, const TensorMap &weights,
                 const std::vector<std::vector<int32_t>> &batches,
                 int64_t batch);
 
-/// Runs steps state.optimizer.step + 1 .. (stopAfter or steps): batch, grad,
+/// Runs steps state.optimizer.step + 1 .. (stopAfter or steps): batch (or
+/// this rank's part of it), grad, reduction across parts and ranks,
 /// finite check of the losses, AdamW update with the scheduled learning
 /// rate, finite check of the gradient norm, then evaluation, log row and
 /// checkpoint as configured. `onStep` sees every step. A non-finite loss or
-/// gradient norm throws Error naming the step; the checkpoint file then
+/// gradient norm throws CollectiveError naming the step; the checkpoint file then
 /// keeps the last good state written before it. The CSV log is started
 /// afresh at step 0 and appended to when resuming.
 void train(const Package &package, const Corpus &corpus,
