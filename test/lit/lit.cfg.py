@@ -43,3 +43,17 @@ if all(f in flags for f in ["avx512f", "avx512bw", "avx512cd", "avx512dq", "avx5
 # Every flag as cpu-FLAG, spelled as /proc/cpuinfo does (cpu-avx512_fp16).
 for f in flags:
     config.available_features.add("cpu-" + f)
+# Data-parallel training (docs/distributed.md): tests that launch ranks need
+# Open MPI's mpirun and the mpi plugin beside modrun, and say REQUIRES: mpi.
+# %mpirun runs them over loopback only, as root if need be, with one OpenMP
+# thread per rank (test machines may have 2 cores for 3 ranks).
+mpirun = shutil.which("mpirun")
+if mpirun and os.path.exists(os.path.join(config.modrun_dir, "libmodrt_mpi.so")):
+    config.available_features.add("mpi")
+    config.environment["OMPI_ALLOW_RUN_AS_ROOT"] = "1"
+    config.environment["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"] = "1"
+    config.environment["OMPI_MCA_btl"] = "self,tcp"
+    config.environment["OMPI_MCA_btl_tcp_if_include"] = "lo"
+    config.environment["OMPI_MCA_oob_tcp_if_include"] = "lo"
+    config.substitutions.append(
+        ("%mpirun", mpirun + " --oversubscribe -x OMP_NUM_THREADS=1"))

@@ -1,0 +1,80 @@
+"""Starts an mpirun job, hurts one rank once the job has saved a checkpoint,
+and reports how the job ended (test/lit/modrun/distributed-faults.test).
+
+  mpi_fault.py kill|stop RANK CKPT LIMIT -- MPIRUN ARGS...
+
+kill sends SIGKILL to rank RANK, stop sends SIGSTOP (the rank hangs). The
+ranks are found among mpirun's descendants by OMPI_COMM_WORLD_RANK. Prints
+the job's output, then "job ended: exit status N after S s", or "job hung"
+(exit 1) when it did not end within LIMIT seconds after the signal. Any
+process of the job still alive at the end is killed.
+"""
+import os
+import signal
+import subprocess
+import sys
+import time
+
+mode, rank, ckpt, limit = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
+cmd = sys.argv[sys.argv.index("--") + 1:]
+job = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                       start_new_session=True)
+
+
+def descendants(root):
+    children = {}
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % pid) as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        children.setdefault(ppid, []).append(int(pid))
+    out, todo = [], [root]
+    while todo:
+        for c in children.get(todo.pop(), []):
+            out.append(c)
+            todo.append(c)
+    return out
+
+
+def rank_of(pid):
+    try:
+        with open("/proc/%d/environ" % pid, "rb") as f:
+            for entry in f.read().split(b"\0"):
+                if entry.startswith(b"OMPI_COMM_WORLD_RANK="):
+                    return entry.split(b"=", 1)[1].decode()
+    except OSError:
+        pass
+    return None
+
+
+deadline = time.time() + 120
+while not os.path.exists(ckpt):
+    if job.poll() is not None or time.time() > deadline:
+        print(job.stdout.read().decode(errors="replace"))
+        print("the job ended or stalled before its first checkpoint")
+        sys.exit(1)
+    time.sleep(0.05)
+victims = [p for p in descendants(job.pid) if rank_of(p) == rank]
+if not victims:
+    print("no process of rank %s found" % rank)
+    sys.exit(1)
+os.kill(victims[0], signal.SIGKILL if mode == "kill" else signal.SIGSTOP)
+start = time.time()
+try:
+    out, _ = job.communicate(timeout=limit)
+    print(out.decode(errors="replace"))
+    print("job ended: exit status %d after %.0f s" % (job.returncode, time.time() - start))
+    status = 0
+except subprocess.TimeoutExpired:
+    print("job hung")
+    status = 1
+for pid in descendants(job.pid) + victims + [job.pid]:
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except OSError:
+        pass
+sys.exit(status)
