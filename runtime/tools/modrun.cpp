@@ -750,11 +750,11 @@ int runTrain(int argc, char **argv) {
     int64_t n = ranks > 1 ? ranks : config.shards;
     // train refuses a batch smaller than n, once the ranks agree on it.
     BatchSplit split = BatchSplit::of(std::max(batch, n), n);
-    parts = fmt::format(" ({} {} of {}{} sequences{})", n,
+    bool even = split.counts.front() == split.counts.back();
+    parts = fmt::format(" ({} {} of {}{} sequence{}{})", n,
                         ranks > 1 ? "ranks" : "shards", split.counts.front(),
-                        split.counts.front() == split.counts.back()
-                            ? ""
-                            : fmt::format("..{}", split.counts.back()),
+                        even ? "" : fmt::format("..{}", split.counts.back()),
+                        even && split.counts.front() == 1 ? "" : "s",
                         ranks > 1 ? fmt::format(", {} backend",
                                                 gComm->backend())
                                   : "");

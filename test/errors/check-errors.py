@@ -47,6 +47,14 @@ BASE = ('"name": "m", "vocab_size": 16, "d_model": 8, "n_layers": 2, '
         '"n_heads": 2, "d_ff": 16, "seq_len": 8')
 
 P = "{tmp}/pkg"  # need not exist: usage errors come first
+# A data-parallel training run, and mpirun over loopback only
+# (docs/distributed.md); cases that name mpirun are skipped without it.
+DP = ("{modrun} train {tmp}/pa --data {tmp}/data.txt --steps 2 --batch 2 "
+      "--lr 0.01 --seed 1 --out {tmp}/dp.st")
+MPIRUN = "mpirun --oversubscribe"
+MPIENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
+          "OMPI_MCA_btl": "self,tcp", "OMPI_MCA_btl_tcp_if_include": "lo",
+          "OMPI_MCA_oob_tcp_if_include": "lo", "OMP_NUM_THREADS": "1"}
 CASES = {
     # modc: the command line
     "`missing command; try 'modc compile --help'`": [
@@ -788,10 +796,73 @@ CASES.update({
          E("{tmp}/ta.st: MODC_CUDA_DEVICE must be a device number, got "
            "\"gpu0\""),
          {"env": {"MODC_CUDA_DEVICE": "gpu0"}})],
+
+    # Data-parallel training (docs/distributed.md)
+    "`--comm must be auto, single, mpi or nccl, got 'X'`": [
+        (DP + " --comm tcp", 2,
+         "modrun: --comm must be auto, single, mpi or nccl, got 'tcp'")],
+    "`--comm-timeout must be a number > 0, got 'X'`": [
+        (DP + " --comm-timeout 0", 2,
+         "modrun: --comm-timeout must be a number > 0, got '0'")],
+    "`--shards is for one process; the N ranks of this job split each batch N ways already`": [
+        (DP + " --shards 2", 2, "modrun: --shards is for one process; the 2 "
+         "ranks of this job split each batch 2 ways already",
+         {"env": {"OMPI_COMM_WORLD_RANK": "0", "OMPI_COMM_WORLD_SIZE": "2"}})],
+    "`a batch of B sequences cannot be split into P parts of at least one sequence each; give --batch >= P`": [
+        (DP + " --shards 3", 1, E("a batch of 2 sequences cannot be split "
+                                  "into 3 parts of at least one sequence "
+                                  "each; give --batch >= 3"))],
+    "`the ranks do not agree on the T: rank 0 has hash H, rank R has H2; every rank must start from the same package, weights, data and settings`": [
+        (MPIRUN + " -np 1 " + DP + " : -np 1 " + DP.replace("0.01", "0.02"), 1,
+         re.compile(r"modrun: error: the ranks do not agree on the training "
+                    r"settings: rank 0 has hash [0-9a-f]{16}, rank 1 has "
+                    r"[0-9a-f]{16}; every rank must start from the same "
+                    r"package, weights, data and settings"), {"env": MPIENV})],
+    "`the mpi backend is not available: its plugin libmodrt_mpi.so is not built or not found (looked for ...); build modrt where MPI (libopenmpi-dev) is installed (docs/distributed.md), or set MODRT_PLUGIN_DIR` (also `nccl`)": [
+        (DP.replace("{modrun}", "{tmp}/alone/modrun") + " --comm mpi", 1,
+         E("the mpi backend is not available: its plugin libmodrt_mpi.so is "
+           "not built or not found (looked for {tmp}/alone/libmodrt_mpi.so, "
+           "{tmp}/alone/../lib/libmodrt_mpi.so, libmodrt_mpi.so); build "
+           "modrt where MPI (libopenmpi-dev) is installed "
+           "(docs/distributed.md), or set MODRT_PLUGIN_DIR"))],
+    "`PLUGIN: cannot load the mpi backend: ...`": [
+        (DP.replace("{modrun}", "{tmp}/alone/modrun") + " --comm nccl", 1,
+         E("{tmp}/alone/libmodrt_nccl.so: cannot load the nccl backend: "
+           "{tmp}/alone/libmodrt_nccl.so: file too short"))],
+    "`the mpi backend's plugin lacks modrt_comm_plugin_create; it is damaged or from another build`": [
+        (DP.replace("{modrun}", "{tmp}/alone2/modrun") + " --comm mpi", 1,
+         E("the mpi backend's plugin lacks modrt_comm_plugin_create; it is "
+           "damaged or from another build"))],
+    "`this process is rank R of N (VARS), but the single-process communicator was asked for; use --comm mpi (or auto), or launch one process`": [
+        (DP + " --comm single", 1,
+         E("rank 1: this process is rank 1 of 2 (OMPI_COMM_WORLD_RANK/"
+           "OMPI_COMM_WORLD_SIZE), but the single-process communicator was "
+           "asked for; use --comm mpi (or auto), or launch one process"),
+         {"env": {"OMPI_COMM_WORLD_RANK": "1", "OMPI_COMM_WORLD_SIZE": "2"}})],
+    "`environment variable X=\"V\" is not a rank or process count` / `environment variables A=R and B=N do not describe a rank of the job`": [
+        (DP, 1, E("environment variable SLURM_PROCID=\"x\" is not a rank or "
+                  "process count"),
+         {"env": {"SLURM_PROCID": "x", "SLURM_NTASKS": "2"}}),
+        (DP, 1, E("environment variables PMI_RANK=2 and PMI_SIZE=2 do not "
+                  "describe a rank of the job"),
+         {"env": {"PMI_RANK": "2", "PMI_SIZE": "2"}})],
+    "`--rank-log DIR: cannot write DIR/rank-R.log: ...`": [
+        (MPIRUN + " -np 2 " + DP + " --rank-log {tmp}/nodir", 1,
+         E("rank 1 of 2: --rank-log {tmp}/nodir: cannot write "
+           "{tmp}/nodir/rank-1.log: No such file or directory"),
+         {"env": MPIENV})],
 })
 
 # Rows that no command can reach on a machine without a GPU, each with why.
 NOT_RUNNABLE = {
+    # Data-parallel training: faults of a running job.
+    "`COLLECTIVE did not complete within T s: another rank stopped answering (killed, stuck, or failed without ending the job); ending the job (--comm-timeout sets the limit)`":
+        "needs a rank that hangs; test/lit/modrun/distributed-faults.test "
+        "stops one with SIGSTOP and checks this message",
+    "`MPI_Init failed; is this process started by mpirun, mpiexec or srun?` / `COLLECTIVE failed: ...`":
+        "needs a broken MPI installation or network",
+    "`the nccl backend needs a GPU, and this machine has none` / `CUDA device D does not exist (N found)` / `COLLECTIVE failed (NCCL): ...`":
+        "needs the nccl plugin (CUDA and NCCL) and GPUs",
     "`FILE: the model does not verify`":
         "every description the checks let through verifies; an internal bug",
     "`lowering FILE failed`":
@@ -1105,6 +1176,22 @@ def setup(tmp, modc, modrun, root):
         return change
     make_fake(tmp, "f-tpu", edited(target("tpu")), cc, abi)
     make_fake(tmp, "f-cuda", edited(target("cuda", "sm_90a")), cc, abi)
+
+    # modrun copied alone (no plugin beside it; a damaged nccl plugin), and
+    # beside a library that is no plugin.
+    for d in ("alone", "alone2"):
+        os.makedirs(path(d))
+        shutil.copy(modrun, path(d, "modrun"))
+    write("alone/libmodrt_nccl.so", "garbage\n")
+    write("noplugin.c", "int modrt_something_else;\n")
+    subprocess.run([cc, "-shared", "-fPIC", "-o",
+                    path("alone2", "libmodrt_mpi.so"), path("noplugin.c")],
+                   check=True)
+    if not shutil.which("mpirun"):
+        skips["mpirun"] = "Open MPI's mpirun is not installed"
+    elif not os.path.exists(os.path.join(os.path.dirname(modrun),
+                                         "libmodrt_mpi.so")):
+        skips["mpirun"] = "modrt was built without MPI (no libmodrt_mpi.so)"
     return skips
 
 
