@@ -201,7 +201,15 @@ Communicator::connect(const CommOptions &options) {
     throw Error(message[0] ? std::string(message)
                            : fmt::format("the {} backend failed to start",
                                          backend));
-  return std::unique_ptr<Communicator>(comm);
+  std::unique_ptr<Communicator> owned(comm);
+  // A launcher whose ranks MPI does not see (srun without the PMI that MPI
+  // was built with) would start N independent runs of one process each.
+  if (launch && launch->size != owned->size())
+    throw Error(fmt::format(
+        "the launcher reports {} ranks ({}), but {} sees {}: MPI does not "
+        "know this launcher (with srun, try --mpi=pmix or --mpi=pmi2)",
+        launch->size, launch->source, backend, owned->size()));
+  return owned;
 }
 
 //===----------------------------------------------------------------------===//

@@ -846,6 +846,14 @@ CASES.update({
         (DP, 1, E("environment variables PMI_RANK=2 and PMI_SIZE=2 do not "
                   "describe a rank of the job"),
          {"env": {"PMI_RANK": "2", "PMI_SIZE": "2"}})],
+    "`the launcher reports N ranks (VARS), but mpi sees M: MPI does not know this launcher (with srun, try --mpi=pmix or --mpi=pmi2)`": [
+        # Slurm's variables without Slurm: MPI starts a job of one process
+        # (the word mpirun_... skips the case where modrt has no MPI).
+        ("env mpirun_not_needed=1 " + DP + " --comm mpi", 1,
+         E("rank 0: the launcher reports 2 ranks (SLURM_PROCID/SLURM_NTASKS), "
+           "but mpi sees 1: MPI does not know this launcher (with srun, try "
+           "--mpi=pmix or --mpi=pmi2)"),
+         {"env": dict(MPIENV, SLURM_PROCID="0", SLURM_NTASKS="2")})],
     "`--rank-log DIR: cannot write DIR/rank-R.log: ...`": [
         (MPIRUN + " -np 2 " + DP + " --rank-log {tmp}/nodir", 1,
          E("rank 1 of 2: --rank-log {tmp}/nodir: cannot write "
