@@ -35,7 +35,11 @@
 // Usage: bench_gpu PKG_DIR [--batch 8] [--iters 20] [--warmup 3]
 //                  [--decode-iters 100] [--decode-warmup 10] [--prefill N]
 //                  [--only forward,fwd_bwd,decode] [--device N]
-//                  [--max-seconds 10]
+//                  [--max-seconds 10] [--impl modc]
+//
+// --impl names the lines' implementation: run.sh times the packages that
+// prepare.sh compiled with --cuda-gemms='path=mma' as "modc_mma" and with
+// 'tma=false' as "modc_notma" (report.py's comparisons).
 //
 // --max-seconds caps each measurement: when the warm-up runs say that
 // --iters iterations would take longer, fewer are timed (at least 3); the
@@ -82,6 +86,7 @@ struct Options {
   double maxSeconds = 10; // per measurement: fewer iterations when slower
   std::set<std::string> only = {"forward", "fwd_bwd", "decode"};
   int device = 0;
+  std::string impl = "modc";
 };
 
 [[noreturn]] void usage(int rc) {
@@ -90,7 +95,7 @@ struct Options {
                "                 [--decode-iters N] [--decode-warmup N] "
                "[--prefill N]\n"
                "                 [--only forward,fwd_bwd,decode] [--device N]\n"
-               "                 [--max-seconds S]\n"
+               "                 [--max-seconds S] [--impl NAME]\n"
                "Times a CUDA modc package with CUDA events; one JSON line per "
                "measurement.\n");
   std::exit(rc);
@@ -125,6 +130,8 @@ Options parseArgs(int argc, char **argv) {
       o.maxSeconds = std::stod(next());
     else if (a == "--device")
       o.device = std::stoi(next());
+    else if (a == "--impl")
+      o.impl = next();
     else if (a == "--only") {
       o.only.clear();
       std::stringstream ss(next());
@@ -493,17 +500,7 @@ int main(int argc, char **argv) {
   char date[32];
   std::time_t now = std::time(nullptr);
   std::strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
-  // MODC_CUDA_WGMMA=0 puts an sm_90a package's bf16 products on mma.sync
-  // instead of wgmma: those lines are "modc_mma"; MODC_CUDA_TMA=0 keeps
-  // them on wgmma without TMA: "modc_notma" (report.py's comparisons).
-  auto envOff = [](const char *name) {
-    const char *v = std::getenv(name);
-    return v && std::string(v) == "0";
-  };
-  const bool sm90Bf16 = dtype == "bf16" && std::string(api.arch()) == "sm_90a";
-  const std::string impl = sm90Bf16 && envOff("MODC_CUDA_WGMMA") ? "modc_mma"
-                           : sm90Bf16 && envOff("MODC_CUDA_TMA") ? "modc_notma"
-                                                                 : "modc";
+  const std::string impl = opt.impl;
   auto emit = [&](const std::string &what, const Stats &st, int iters,
                   json extra) {
     json j = {{"impl", impl},        {"dtype", dtype}, {"scope", "model"},

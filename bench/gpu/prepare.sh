@@ -109,6 +109,21 @@ for job in "${jobs[@]}"; do
     fi
     echo "prepare.sh: $m ($dt) -> $pkg ($(( $(date +%s) - t0 )) s)"
     rm -f "$out/$m.log"
+    # run.sh's comparisons, for the bf16 sm_90a packages of the 0-layer and
+    # the MoD model: the products pinned to mma.sync, and to wgmma without
+    # TMA (modk-configure-gemms' options).
+    if [[ "$dt" == bf16 && "$arch" == sm_90a && ( "$base" == gpu_none_* || "$base" == gpu_mod_* ) ]]; then
+      for pin in "mma path=mma" "notma tma=false"; do
+        read -r suffix options <<< "$pin"
+        if ! "$modc" compile "$src" --target cuda --arch "$arch" \
+             --cuda-gemms="$options" -o "${pkg}_$suffix" > "$out/${m}_$suffix.log" 2>&1; then
+          echo "prepare.sh: modc failed for ${m}_$suffix (log: $out/${m}_$suffix.log)" >&2
+          failed=1
+        else
+          rm -f "$out/${m}_$suffix.log"
+        fi
+      done
+    fi
   else
     echo "prepare.sh: modc failed for $m (log: $out/$m.log):" >&2
     tail -20 "$out/$m.log" >&2

@@ -28,10 +28,10 @@
 #   9. Routing's share of the MoD block.
 #  10. bf16 on sm_90a: the MoD block with its products on wgmma (impl
 #      "modc") against mma.sync (impl "modc_mma": run.sh's second run with
-#      MODC_CUDA_WGMMA=0).
+#      --cuda-gemms='path=mma').
 #  11. bf16 on sm_90a, forward and forward+backward: wgmma fed by TMA
 #      (impl "modc") against wgmma reading its operands itself (impl
-#      "modc_notma": the third run, MODC_CUDA_TMA=0).
+#      "modc_notma": the third run, --cuda-gemms='tma=false').
 #
 # 8 and 9 read the per-kernel profiles run.sh writes beside the JSON lines,
 # profile_mod_dN.txt (f32) and profile_mod_dN_bf16.txt: bench_gpu's stderr
@@ -648,7 +648,7 @@ def report(T, P=None):
             rows.append([str(d), w, fmt(wg), fmt(mma), fmt(ratio(wg, mma), 2)])
     if rows:
         parts.append("### bf16 MoD block on sm_90a: products on wgmma "
-                     "against mma.sync (ms; MODC_CUDA_WGMMA=0; < 1: wgmma "
+                     "against mma.sync (ms; --cuda-gemms='path=mma'; < 1: wgmma "
                      "faster)\n\n" + table(head, rows))
 
     rows = []
@@ -662,7 +662,7 @@ def report(T, P=None):
                          fmt(ratio(tma, direct), 2)])
     if rows:
         parts.append("### bf16 MoD block on sm_90a: wgmma fed by TMA against "
-                     "wgmma reading its operands (ms; MODC_CUDA_TMA=0; < 1: "
+                     "wgmma reading its operands (ms; --cuda-gemms='tma=false'; < 1: "
                      "TMA faster)\n\n" +
                      table(["d_model", "pass", "TMA", "no TMA", "TMA/no TMA"],
                            rows))

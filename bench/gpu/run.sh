@@ -19,8 +19,8 @@
 #   ours and PyTorch's), D_MODELS (1024,2048), TORCH=0 to skip PyTorch,
 #   TORCH_COMPILE=0 to skip torch.compile, PROFILE=0 to skip the per-kernel profile of our MoD
 #   packages, WGMMA_COMPARE=0 to skip timing the bf16 sm_90a packages a
-#   second time on mma.sync (MODC_CUDA_WGMMA=0) and a third on wgmma
-#   without TMA (MODC_CUDA_TMA=0), TORCH_ARGS (extra torch_gpu.py
+#   package twins prepare.sh compiled on mma.sync (--cuda-gemms='path=mma')
+#   and on wgmma without TMA ('tma=false'), TORCH_ARGS (extra torch_gpu.py
 #   arguments). For a dry run of the whole pipeline without a GPU (README.md):
 #   BENCH_GPU (a bench_gpu built with -DBENCH_GPU_HOST_TIMER), TORCH_DEVICE=cpu
 #   and TORCH_ARGS=--tiny.
@@ -106,25 +106,20 @@ if [[ -n "$bench" ]]; then
   # report.py takes the gathered GEMMs' rates and routing's share of the
   # block from the forward pass of these files.
   # The bf16 products of sm_90a packages on mma.sync instead of wgmma
-  # (MODC_CUDA_WGMMA=0; "modc_mma" lines): the 0-layer and the MoD model.
+  # (compiled with --cuda-gemms='path=mma'; "modc_mma" lines) and on wgmma
+  # without TMA ('tma=false'; "modc_notma"): the 0-layer and the MoD model.
   if [[ ",$dtypes," == *,bf16,* && "${WGMMA_COMPARE:-1}" != 0 ]]; then
     for d in "${ds[@]}"; do
       for kind in none mod; do
-        pkg="$packages/gpu_${kind}_d${d}_bf16"
-        [[ -f "$pkg/libmodel.so" ]] || continue
-        grep -q '"arch": *"sm_90a"' "$pkg/manifest.json" || continue
-        say "bench_gpu $(basename "$pkg") with MODC_CUDA_WGMMA=0 (mma.sync)"
-        MODC_CUDA_WGMMA=0 timeout 120 "$bench" "$pkg" --batch "$batch" \
-          --iters "$iters" --warmup "$warmup" --max-seconds "$max_s" \
-          --only forward,fwd_bwd >> "$raw" 2>> "$logf" ||
-          say "bench_gpu (mma.sync) failed on $pkg (rc $?): $(tail -1 "$logf")"
-        # The products on wgmma without TMA ("modc_notma"): the forward's,
-        # and the backward's of the gradients stored as bf16.
-        say "bench_gpu $(basename "$pkg") with MODC_CUDA_TMA=0 (wgmma, no TMA)"
-        MODC_CUDA_TMA=0 timeout 120 "$bench" "$pkg" --batch "$batch" \
-          --iters "$iters" --warmup "$warmup" --max-seconds "$max_s" \
-          --only forward,fwd_bwd >> "$raw" 2>> "$logf" ||
-          say "bench_gpu (no TMA) failed on $pkg (rc $?): $(tail -1 "$logf")"
+        for suffix in mma notma; do
+          pkg="$packages/gpu_${kind}_d${d}_bf16_$suffix"
+          [[ -f "$pkg/libmodel.so" ]] || continue
+          say "bench_gpu $(basename "$pkg") (modc_$suffix)"
+          timeout 120 "$bench" "$pkg" --batch "$batch" --impl "modc_$suffix" \
+            --iters "$iters" --warmup "$warmup" --max-seconds "$max_s" \
+            --only forward,fwd_bwd >> "$raw" 2>> "$logf" ||
+            say "bench_gpu ($suffix) failed on $pkg (rc $?): $(tail -1 "$logf")"
+        done
       done
     done
   fi

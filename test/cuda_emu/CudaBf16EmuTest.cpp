@@ -13,6 +13,7 @@
 #include "CudaKernels.cuh"
 #include "CudaKernelsDecode.cuh"
 #include "CudaKernelsTrain.cuh"
+#include "GemmPlanHooks.h" // the plan of calls that name none
 
 #include "CpuKernels.h"
 #include "CpuKernelsDecode.h"
@@ -184,7 +185,7 @@ TEST(CudaBf16, DgradAndWgrad) {
     EXPECT_EQ(0, std::memcmp(bDw.data(), gotDw.data(), sizeof(float) * bDw.size()))
         << "wgrad of bf16 dy and a";
     // Split into row chunks (scratch), summed in chunk order.
-    modk_cuda::detail::wgradChunkOverride() = 64;
+    gemm_hooks::wgradChunk() = 64;
     const int64_t floats = modk_cuda::linear_wgrad_scratch_floats<N, K>(rows);
     ASSERT_GT(floats, 0);
     std::vector<float> scratch(floats), splitDw(N * K, 0.0f),
@@ -195,7 +196,7 @@ TEST(CudaBf16, DgradAndWgrad) {
     modk_cuda::linear_wgrad<N, K, true>(dyB.data(), &dRows, rows, aB.data(),
                                         splitBDw.data(), scratch.data(),
                                         nullptr);
-    modk_cuda::detail::wgradChunkOverride() = 0;
+    gemm_hooks::wgradChunk() = 0;
     expectClose(splitDw, dw, 1e-5, "CUDA bf16 split wgrad");
     EXPECT_EQ(0, std::memcmp(splitBDw.data(), splitDw.data(),
                              sizeof(float) * splitDw.size()))
@@ -233,7 +234,7 @@ template <int H, int HD> void checkAttentionBf16(uint32_t seed) {
   constexpr int LD = H * HD;
   Bf16AttentionInputs in(LD, seed);
   const int64_t rows = in.rows();
-  modk_cuda::detail::gemmTensorCores() = true;
+  modk_cuda::detail::attentionTensorCores() = true;
   std::vector<float> full(rows * LD), skipped(rows * LD);
   modk_cuda::causal_attention<H, HD>(in.q.data(), in.k.data(), in.v.data(), 2,
                                      in.seg.data(), in.pos.data(),
@@ -241,7 +242,7 @@ template <int H, int HD> void checkAttentionBf16(uint32_t seed) {
   modk_cuda::causal_attention<H, HD, true>(
       in.q.data(), in.k.data(), in.v.data(), 2, in.seg.data(), in.pos.data(),
       in.kMaxSegRows, skipped.data(), nullptr);
-  modk_cuda::detail::gemmTensorCores() = MODC_CUDA_TENSOR_CORES != 0;
+  modk_cuda::detail::attentionTensorCores() = MODC_CUDA_TENSOR_CORES != 0;
   for (int64_t i = 0; i < rows * LD; ++i)
     ASSERT_EQ(skipped[i], full[i]) << "HD " << HD << " element " << i;
 }
@@ -254,7 +255,7 @@ template <int H, int HD> void checkAttentionGradBf16(uint32_t seed) {
   const int64_t rows = in.rows();
   auto o = randomFloats(rows * LD, seed + 3),
        dout = randomFloats(rows * LD, seed + 4);
-  modk_cuda::detail::gemmTensorCores() = true;
+  modk_cuda::detail::attentionTensorCores() = true;
   std::vector<float> grads[2][3];
   for (int bf = 0; bf < 2; ++bf) {
     for (auto &g : grads[bf])
@@ -271,7 +272,7 @@ template <int H, int HD> void checkAttentionGradBf16(uint32_t seed) {
     else
       run(modk_cuda::causal_attention_grad<H, HD>);
   }
-  modk_cuda::detail::gemmTensorCores() = MODC_CUDA_TENSOR_CORES != 0;
+  modk_cuda::detail::attentionTensorCores() = MODC_CUDA_TENSOR_CORES != 0;
   const char *names[3] = {"dq", "dk", "dv"};
   for (int g = 0; g < 3; ++g)
     for (int64_t i = 0; i < rows * LD; ++i)

@@ -11,6 +11,7 @@
 
 #include "CudaCommon.cuh"
 #include "CudaKernels.cuh"
+#include "GemmPlanHooks.h" // the plan of calls that name none
 
 #include "CpuKernels.h"
 #include "CpuKernelsDecode.h"
@@ -67,21 +68,21 @@ void expectSentinel(const float *p, size_t from, size_t to, const char *what) {
 
 /// Runs the test body under each GEMM tile choice.
 struct TileGuard {
-  explicit TileGuard(int c) { modk_cuda::detail::gemmTileOverride() = c; }
-  ~TileGuard() { modk_cuda::detail::gemmTileOverride() = 0; }
+  explicit TileGuard(int c) { gemm_hooks::tile() = c; }
+  ~TileGuard() { gemm_hooks::tile() = 0; }
 };
 
 /// Runs f once on the SIMT GEMM and once on the tensor-core GEMM.
 template <typename F> void forEachGemmPath(F f) {
   for (int tc = 0; tc <= 1; ++tc) {
-    modk_cuda::detail::gemmTensorCores() = tc != 0;
+    gemm_hooks::path() = tc ? gemm_hooks::Mma : gemm_hooks::Simt;
     gemmPathUnderTest = tc;
     {
       SCOPED_TRACE(tc ? "tensor-core GEMM" : "SIMT GEMM");
       f();
     }
     gemmPathUnderTest = -1;
-    modk_cuda::detail::gemmTensorCores() = MODC_CUDA_TENSOR_CORES != 0;
+    gemm_hooks::path() = gemm_hooks::Mma;
   }
 }
 
@@ -362,9 +363,9 @@ TEST(CudaKernels, LinearDgrad) {
 /// Sets the chunk rows of the split weight gradient (0: by shape).
 struct WgradChunkGuard {
   explicit WgradChunkGuard(int64_t c) {
-    modk_cuda::detail::wgradChunkOverride() = c;
+    gemm_hooks::wgradChunk() = c;
   }
-  ~WgradChunkGuard() { modk_cuda::detail::wgradChunkOverride() = 0; }
+  ~WgradChunkGuard() { gemm_hooks::wgradChunk() = 0; }
 };
 
 /// Worst |got - exact| / max(1, |exact|) of the weight gradients against a
@@ -411,7 +412,7 @@ int64_t checkSplitWgrad(const std::vector<float> &dyp,
   WgradChunkGuard chunkGuard(chunk);
   SCOPED_TRACE(testing::Message() << "split, chunk override " << chunk);
   const int64_t floats = modk_cuda::linear_wgrad_scratch_floats<N, K>(maxRows);
-  const int64_t splits = modk_cuda::detail::wgradSplit<N, K>(maxRows).splits;
+  const int64_t splits = modk_cuda::detail::wgradSplit<N, K, modk_cuda::DefaultGemmPlan>(maxRows).splits;
   EXPECT_EQ(floats, splits > 1 ? splits * N * K : 0);
   std::vector<float> runs[2];
   for (auto &dw : runs) {
@@ -518,32 +519,44 @@ TEST(CudaKernels, LinearWgradSplit) {
                 worstWgradError[p][1], worstWgradError[p][2]);
 }
 
-/// The split chosen for the benchmark shapes (B*S = 16384 rows): 4 tiles of
-/// a 128 x 128 weight in 64 chunks of 256 rows; no split where the output
-/// tiles already fill the GPU, or with too few rows.
+/// A weight gradient's plan with up to S chunks (modk-configure-gemms
+/// chooses S from the output's tiles: test/lit/Transforms/configure-gemms).
+template <int64_t S>
+using SplitPlan = modk_cuda::detail::GemmPlan<
+    S, 0, modk_cuda::detail::GemmVariant<0, modk_cuda::detail::PathMma, 64, 64>>;
+
+/// The chunks of the benchmark shapes' splits (B*S = 16384 rows) on a
+/// 132-SM part: a 128 x 128 weight (up to 66 chunks) in 64 chunks of 256
+/// rows, 512 x 128 (17) in 17, 1024 x 512 (3) in 3; no split where the plan
+/// has none (the output tiles already fill the GPU), or with too few rows.
 TEST(CudaKernels, LinearWgradSplitPlan) {
   using modk_cuda::detail::wgradSplit;
-  EXPECT_EQ(64, (wgradSplit<128, 128>(16384).splits));
-  EXPECT_EQ(256, (wgradSplit<128, 128>(16384).chunk));
+  EXPECT_EQ(64, (wgradSplit<128, 128, SplitPlan<66>>(16384).splits));
+  EXPECT_EQ(256, (wgradSplit<128, 128, SplitPlan<66>>(16384).chunk));
   EXPECT_EQ(64 * 128 * 128,
-            (modk_cuda::linear_wgrad_scratch_floats<128, 128>(16384)));
-  EXPECT_EQ(17, (wgradSplit<512, 128>(16384).splits));
-  EXPECT_EQ(3, (wgradSplit<1024, 512>(16384).splits));
-  EXPECT_EQ(1, (wgradSplit<1024, 1024>(16384).splits));
-  EXPECT_EQ(0, (modk_cuda::linear_wgrad_scratch_floats<2048, 2048>(16384)));
-  EXPECT_EQ(0, (modk_cuda::linear_wgrad_scratch_floats<128, 128>(300)));
-  EXPECT_EQ(0, (modk_cuda::linear_wgrad_scratch_floats<128, 128>(0)));
+            (modk_cuda::linear_wgrad_scratch_floats<128, 128, SplitPlan<66>>(
+                16384)));
+  EXPECT_EQ(17, (wgradSplit<128, 128, SplitPlan<17>>(16384).splits));
+  EXPECT_EQ(976, (wgradSplit<128, 128, SplitPlan<17>>(16384).chunk));
+  EXPECT_EQ(3, (wgradSplit<128, 128, SplitPlan<3>>(16384).splits));
+  EXPECT_EQ(1, (wgradSplit<128, 128, SplitPlan<1>>(16384).splits));
+  EXPECT_EQ(0, (modk_cuda::linear_wgrad_scratch_floats<2048, 2048,
+                                                       SplitPlan<1>>(16384)));
+  EXPECT_EQ(0, (modk_cuda::linear_wgrad_scratch_floats<128, 128,
+                                                       SplitPlan<66>>(300)));
+  EXPECT_EQ(0, (modk_cuda::linear_wgrad_scratch_floats<128, 128,
+                                                       SplitPlan<66>>(0)));
   for (int64_t maxRows :
        {int64_t(1), int64_t(257), int64_t(1000), int64_t(16384),
         int64_t(100000), int64_t(1) << 26}) {
-    const auto s = wgradSplit<64, 64>(maxRows);
+    const auto s = wgradSplit<128, 128, SplitPlan<66>>(maxRows);
     EXPECT_GE(s.splits, 1);
     EXPECT_LE(s.splits, 65535);
     EXPECT_GE(s.splits * s.chunk, maxRows);
     EXPECT_LT((s.splits - 1) * s.chunk, maxRows);
   }
   WgradChunkGuard chunkGuard(1); // more chunks than the grid's z allows
-  EXPECT_EQ(50000, (wgradSplit<64, 64>(100000).splits));
+  EXPECT_EQ(50000, (wgradSplit<64, 64, modk_cuda::DefaultGemmPlan>(100000).splits));
 }
 
 /// A long reduction (K = 1000, not a multiple of the tiles) against a double
@@ -604,11 +617,12 @@ TEST(CudaKernels, GemmRunsAcrossTheReductionEnd) {
       TileGuard guard(tile);
       SCOPED_TRACE(testing::Message() << "tile " << tile);
       std::vector<float> y(M * N, kSentinel), yt(M * N, kSentinel);
-      modk_cuda::detail::launchGemm<true, true, 0, modk_cuda::detail::EpiStore>(
+      modk_cuda::detail::launchGemm<modk_cuda::DefaultGemmPlan, true, true, 0,
+                                    modk_cuda::detail::EpiStore>(
           a.data(), LD, w.data(), LD, y.data(), N, nullptr, M, N, K, nullptr,
           nullptr);
       expectClose(y.data(), want.data(), M * N, "reduction contiguous");
-      modk_cuda::detail::launchGemm<false, false, 0,
+      modk_cuda::detail::launchGemm<modk_cuda::DefaultGemmPlan, false, false, 0,
                                     modk_cuda::detail::EpiStore>(
           at.data(), LDT, wt.data(), LDW, yt.data(), N, nullptr, M, N, K,
           nullptr, nullptr);
@@ -892,12 +906,12 @@ void checkAttention(const RowSet &rs, int64_t B, int64_t maxSegRows,
                                     rs.pos.data(), ref.data());
   constexpr bool hasTc = modk_cuda::detail::attentionTcHeadDim<HD>;
   for (int tc = 0; tc <= (hasTc ? 1 : 0); ++tc) {
-    modk_cuda::detail::gemmTensorCores() = tc != 0;
+    modk_cuda::detail::attentionTensorCores() = tc != 0;
     std::vector<float> out(cap * LD + offset, kSentinel);
     modk_cuda::causal_attention<H, HD>(
         q.data() + offset, k.data() + offset, v.data() + offset, B,
         rs.seg.data(), rs.pos.data(), maxSegRows, out.data() + offset, nullptr);
-    modk_cuda::detail::gemmTensorCores() = MODC_CUDA_TENSOR_CORES != 0;
+    modk_cuda::detail::attentionTensorCores() = MODC_CUDA_TENSOR_CORES != 0;
     SCOPED_TRACE(testing::Message()
                  << (tc ? "tensor cores" : "SIMT") << ", H " << H << " HD "
                  << HD << " rows " << rows << " offset " << offset);

@@ -26,6 +26,7 @@
 
 #include "CudaCommon.cuh"
 #include "CudaKernels.cuh"
+#include "GemmPlanHooks.h" // the plan of calls that name none
 
 #include <gtest/gtest.h>
 
@@ -327,14 +328,14 @@ template <int N, int K> void checkBf16Gemms(int64_t rows, uint32_t seed) {
   if (rows <= 64)
     return;
   // The rows in chunks of 64 (scratch), the partials summed in chunk order.
-  modk_cuda::detail::wgradChunkOverride() = 64;
+  gemm_hooks::wgradChunk() = 64;
   const int64_t floats = modk_cuda::linear_wgrad_scratch_floats<N, K>(rows);
   EXPECT_GT(floats, 0);
   DeviceCopy<float> scratch(std::vector<float>(std::max<int64_t>(floats, 1)));
   DeviceCopy<float> dDwSplit(std::vector<float>(N * K, 0.0f));
   modk_cuda::linear_wgrad<N, K, true>(dDy.get(), dRows.get(), rows, dA.get(),
                                       dDwSplit.get(), scratch.get(), nullptr);
-  modk_cuda::detail::wgradChunkOverride() = 0;
+  gemm_hooks::wgradChunk() = 0;
   expectGemm(dDwSplit.read(), dw, dwMag, "bf16 split wgrad");
 }
 
@@ -350,21 +351,15 @@ template <typename F> void forEachBf16GemmPath(F f) {
 #endif
   const char *names[3] = {"SIMT", "mma.sync", "wgmma"};
   for (int path = first; path <= last; ++path) {
-#if !defined(__CUDACC__)
-    modk_cuda::detail::gemmTensorCores() = path >= 1;
-#endif
-    modk_cuda::detail::gemmWgmma() = path == 2;
+    gemm_hooks::path() = path;
     for (int tile = 0; tile <= 2; ++tile) {
-      modk_cuda::detail::gemmTileOverride() = tile;
+      gemm_hooks::tile() = tile;
       SCOPED_TRACE(testing::Message() << names[path] << ", tile " << tile);
       f();
     }
   }
-  modk_cuda::detail::gemmTileOverride() = 0;
-#if !defined(__CUDACC__)
-  modk_cuda::detail::gemmTensorCores() = MODC_CUDA_TENSOR_CORES != 0;
-#endif
-  modk_cuda::detail::gemmWgmma() = MODC_CUDA_WGMMA != 0;
+  gemm_hooks::tile() = 0;
+  gemm_hooks::path() = gemm_hooks::kDefaultPath;
 }
 
 /// x (a bf16 value) as the bf16 the kernels store: its high 16 bits.
@@ -476,7 +471,7 @@ void checkBf16StoredOperands(int64_t rows, int offset, uint32_t seed) {
       }
   for (int64_t chunk : {int64_t(0), int64_t(16)}) {
     SCOPED_TRACE(testing::Message() << "wgrad row chunk " << chunk);
-    modk_cuda::detail::wgradChunkOverride() = chunk;
+    gemm_hooks::wgradChunk() = chunk;
     const int64_t floats =
         chunk ? modk_cuda::linear_wgrad_scratch_floats<N, K>(rows) : 0;
     DeviceCopy<float> scratch(std::vector<float>(std::max<int64_t>(floats, 1)));
@@ -489,7 +484,7 @@ void checkBf16StoredOperands(int64_t rows, int offset, uint32_t seed) {
     expectSameBits(dwGot.read(), dwWant.read(), "wgrad, bf16 activations");
     expectGemm(dwGot.read(), dwRef, dwMag, "wgrad, bf16 activations, fp64");
   }
-  modk_cuda::detail::wgradChunkOverride() = 0;
+  gemm_hooks::wgradChunk() = 0;
 }
 
 /// Stored bf16 operands on aligned and unaligned rows, ragged edges, few
@@ -505,20 +500,11 @@ inline void checkBf16StoredOperandShapes() {
 /// lifetime; then restores the defaults (the tile override and the TMA CTA
 /// limit too).
 struct OnWgmmaPath {
-  OnWgmmaPath() {
-#if !defined(__CUDACC__)
-    modk_cuda::detail::gemmTensorCores() = true;
-#endif
-    modk_cuda::detail::gemmWgmma() = true;
-  }
+  OnWgmmaPath() { gemm_hooks::path() = gemm_hooks::Wgmma; }
   ~OnWgmmaPath() {
-    namespace d = modk_cuda::detail;
-    d::gemmTileOverride() = 0;
-    d::tmaCtaLimit() = 0;
-#if !defined(__CUDACC__)
-    d::gemmTensorCores() = MODC_CUDA_TENSOR_CORES != 0;
-#endif
-    d::gemmWgmma() = MODC_CUDA_WGMMA != 0;
+    gemm_hooks::tile() = 0;
+    gemm_hooks::tmaCtas() = 0;
+    gemm_hooks::path() = gemm_hooks::kDefaultPath;
   }
 };
 
@@ -535,13 +521,13 @@ void compareTmaWithWgmma(std::initializer_list<int> ctaLimits, Run run,
   namespace d = modk_cuda::detail;
   for (int tile = 1; tile <= 2; ++tile) {
     SCOPED_TRACE(testing::Message() << "tile " << tile);
-    d::gemmTileOverride() = tile;
-    d::gemmTma() = false;
+    gemm_hooks::tile() = tile;
+    gemm_hooks::tma() = false;
     const auto direct = run();
-    d::gemmTma() = true;
+    gemm_hooks::tma() = true;
     for (int ctas : ctaLimits) {
       SCOPED_TRACE(testing::Message() << "CTAs " << ctas);
-      d::tmaCtaLimit() = ctas;
+      gemm_hooks::tmaCtas() = ctas;
       const d::TmaStats before = d::tmaStats();
       decltype(run()) viaTma;
       {
@@ -550,9 +536,9 @@ void compareTmaWithWgmma(std::initializer_list<int> ctaLimits, Run run,
       }
       check(viaTma, direct, before);
     }
-    d::tmaCtaLimit() = 0;
+    gemm_hooks::tmaCtas() = 0;
   }
-  d::gemmTileOverride() = 0;
+  gemm_hooks::tile() = 0;
 }
 
 /// The TMA-fed wgmma kernel (sm_90a; bf16 A stored, the weight's bf16 copy
@@ -645,7 +631,7 @@ void checkTmaGemms(int64_t count, int64_t bound, uint32_t seed) {
                       });
   for (int tile = 1; tile <= 2; ++tile) {
     SCOPED_TRACE(testing::Message() << "tile " << tile);
-    d::gemmTileOverride() = tile;
+    gemm_hooks::tile() = tile;
     // New weight values at the same address: the next call rounds again.
     auto changed = randomFloats(N * K, seed + 10 + tile);
     cudaMemcpy(dW.get(), changed.data(), changed.size() * sizeof(float),
@@ -665,10 +651,10 @@ void checkTmaGemms(int64_t count, int64_t bound, uint32_t seed) {
   // A declared version of the parameters: the copies of its first call are
   // reused by the next, rounded again after a new version or an AdamW step
   // (params_written); the results stay the bits of the direct kernel.
-  d::gemmTileOverride() = 1;
-  d::gemmTma() = false;
+  gemm_hooks::tile() = 1;
+  gemm_hooks::tma() = false;
   const auto direct = run();
-  d::gemmTma() = true;
+  gemm_hooks::tma() = true;
   auto roundingsOfOneCall = [&]() {
     const int64_t before = d::tmaStats().roundings;
     std::vector<std::vector<float>> out;
@@ -691,7 +677,7 @@ void checkTmaGemms(int64_t count, int64_t bound, uint32_t seed) {
   modk_cuda::declare_params_version(0);
   EXPECT_EQ(roundingsOfOneCall(), 2) << "unknown version";
   EXPECT_EQ(roundingsOfOneCall(), 2) << "unknown version, every call";
-  d::gemmTileOverride() = 0;
+  gemm_hooks::tile() = 0;
 
   // Copies no call has used for kWeightCopyIdleCalls calls are freed.
   EXPECT_FALSE(d::weightCopies().copies.empty());
@@ -772,13 +758,13 @@ void checkTmaBackward(int64_t count, int64_t bound, uint32_t seed) {
                                         accDa.get(), true, nullptr);
     modk_cuda::linear_wgrad<N, K, true>(dDy.get(), dRows.get(), bound, dA.get(),
                                         outDw.get(), nullptr);
-    d::wgradChunkOverride() = 48;
+    gemm_hooks::wgradChunk() = 48;
     const int64_t floats = modk_cuda::linear_wgrad_scratch_floats<N, K>(bound);
     EXPECT_GT(floats, 0);
     DeviceCopy<float> scratch(std::vector<float>(floats, kSentinel));
     modk_cuda::linear_wgrad<N, K, true>(dDy.get(), dRows.get(), bound, dA.get(),
                                         splitDw.get(), scratch.get(), nullptr);
-    d::wgradChunkOverride() = 0;
+    gemm_hooks::wgradChunk() = 0;
     return std::vector<std::vector<float>>{outDa.read(), accDa.read(),
                                            outDw.read(), splitDw.read()};
   };
@@ -820,17 +806,10 @@ inline void checkTmaBackwardShapes() {
 /// The GEMM path a product of `rows` rows (the static bound) takes now, as
 /// launchGemm picks it: 0 SIMT, 1 mma.sync, 2 wgmma.
 inline int currentGemmPath(bool bf16Product, int64_t rows) {
-  namespace d = modk_cuda::detail;
-#if defined(__CUDACC__)
-  const bool tensorCores = MODC_CUDA_TENSOR_CORES != 0;
-  const bool wgmma = MODC_CUDA_WGMMA != 0 && d::gemmWgmma();
-#else
-  const bool tensorCores = d::gemmTensorCores();
-  const bool wgmma = d::gemmWgmma();
-#endif
-  if (!tensorCores)
+  if (gemm_hooks::path() == gemm_hooks::Simt)
     return 0;
-  const bool wgmmaRows = rows >= d::kWgmmaMinRows || d::gemmTileOverride() != 0;
+  const bool wgmma = MODC_TEST_WGMMA_BUILT && gemm_hooks::path() == gemm_hooks::Wgmma;
+  const bool wgmmaRows = rows >= 64 || gemm_hooks::tile() != 0;
   return bf16Product && wgmma && wgmmaRows ? 2 : 1;
 }
 
@@ -906,7 +885,7 @@ void checkFusedRope(int64_t count, int64_t bound, int32_t positions,
   const bool fits = ropeFitsPath<HD>(path);
   const int64_t fusedBefore = d::fusedRopeLaunches();
   DeviceCopy<float> fused(sentinel), unfused(sentinel);
-  const bool wasFused = d::linearEpi<N, K, d::epiRope<HD, false>(), BF>(
+  const bool wasFused = d::linearEpi<N, K, d::epiRope<HD, false>(), BF, modk_cuda::DefaultGemmPlan>(
       dA.get(), dRows.get(), bound, dW.get(),
       ropeArgs<HD>(dPos.get(), theta, positions), fused.get(), nullptr);
   EXPECT_EQ(wasFused, fits) << "path " << path << ", head dim " << HD;

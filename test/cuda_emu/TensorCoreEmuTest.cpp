@@ -58,7 +58,7 @@ TEST(TensorCores, RopeDuringCaptureTakesTheKernel) {
   const float theta = 12345.0f; // a table no other test built
   const auto a = randomFloats(rows * K, 3901), w = randomFloats(N * K, 3902);
   const auto pos = randomInts(rows, 3903, 0, 99);
-  d::gemmTileOverride() = 2; // the mma.sync tile that holds heads of 32
+  gemm_hooks::tile() = 2; // the mma.sync tile that holds heads of 32
   std::vector<float> captured(rows * N, kSentinel), fused(rows * N, kSentinel);
   const int64_t before = d::fusedRopeLaunches();
   cudaStream_t s = nullptr;
@@ -77,7 +77,7 @@ TEST(TensorCores, RopeDuringCaptureTakesTheKernel) {
   modk_cuda::linear_rope<H, HD, K>(a.data(), &count, rows, w.data(),
                                    pos.data(), theta, 100, fused.data(), s);
   EXPECT_EQ(d::fusedRopeLaunches(), before + 1);
-  d::gemmTileOverride() = 0;
+  gemm_hooks::tile() = 0;
   expectSameBits(captured, fused, "captured rope against the fused epilogue");
 }
 

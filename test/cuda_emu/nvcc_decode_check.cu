@@ -12,6 +12,7 @@
 #include "CudaCommon.cuh"
 #include "CudaKernels.cuh"
 #include "CudaKernelsDecode.cuh"
+#include "GemmPlanHooks.h" // the plan of calls that name none
 
 namespace {
 

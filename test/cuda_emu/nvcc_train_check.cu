@@ -9,6 +9,7 @@
 #include "CudaKernels.cuh"
 #include "CudaKernelsTrain.cuh"
 #include "CudaKernelsDecode.cuh" // all preludes together, as in model.cu
+#include "GemmPlanHooks.h" // the plan of calls that name none
 
 namespace {
 

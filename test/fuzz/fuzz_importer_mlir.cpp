@@ -43,7 +43,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (!module)
     return 0;
   mlir::PassManager pm(&ctx);
-  modc::buildModToModkPipeline(pm);
+  (void)modc::buildModToModkPipeline(pm);
   (void)pm.run(*module);
   return 0;
 }

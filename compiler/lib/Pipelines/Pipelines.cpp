@@ -4,8 +4,9 @@
 
 using namespace mlir;
 
-void modc::buildModToModkPipeline(OpPassManager &pm,
-                                  const PipelineOptions &options) {
+LogicalResult modc::buildModToModkPipeline(OpPassManager &pm,
+                                           const PipelineOptions &options,
+                                           llvm::raw_ostream &errors) {
   OpPassManager &model = pm.nest<mod::ModelOp>();
   model.addPass(createExpandSchedule());
   model.addPass(createExpandBlocks());
@@ -26,6 +27,17 @@ void modc::buildModToModkPipeline(OpPassManager &pm,
   entry.addPass(createStoreBf16Activations(bf16));
   entry.addPass(createGeneralize());
   entry.addPass(createPlanMemory());
+  if (options.cudaGemms.empty())
+    return success();
+  std::unique_ptr<Pass> configure = createConfigureGemms();
+  if (failed(configure->initializeOptions(
+          options.cudaGemms, [&](const Twine &message) {
+            errors << "modk-configure-gemms: " << message << "\n";
+            return failure();
+          })))
+    return failure();
+  entry.addPass(std::move(configure));
+  return success();
 }
 
 void modc::registerModcPassesAndPipelines() {
@@ -35,5 +47,5 @@ void modc::registerModcPassesAndPipelines() {
   PassPipelineRegistration<>(
       "mod-to-modk",
       "Lower a mod.model to a memory-planned modk.entry (what modc runs)",
-      [](OpPassManager &pm) { buildModToModkPipeline(pm); });
+      [](OpPassManager &pm) { (void)buildModToModkPipeline(pm); });
 }

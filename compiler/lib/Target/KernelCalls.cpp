@@ -18,8 +18,13 @@ using namespace modc;
 
 void PlanEmitter::writeCall(StringRef ns, const KernelCall &call,
                             ArrayRef<std::string> args, int indent) {
+  std::vector<std::string> templateArgs;
+  for (int64_t a : call.templateArgs)
+    templateArgs.push_back(std::to_string(a));
+  if (!call.devicePlan.empty())
+    templateArgs.push_back(call.devicePlan);
   os << fmt::format("{:{}}{}::{}<{}>({});\n", "", indent, ns.str(), call.fn,
-                    fmt::join(call.templateArgs, ", "), fmt::join(args, ", "));
+                    fmt::join(templateArgs, ", "), fmt::join(args, ", "));
 }
 
 KernelCall PlanEmitter::gemmScatterCall(modk::GemmOp op) {
@@ -56,13 +61,16 @@ void PlanEmitter::emitPredictor(modk::PredictorOp op, int unguardedIndent) {
     os << "  if (causal || args->causal_decisions) // only causal decisions "
           "read it\n";
   emitCall(
-      {"predictor",
-       {fc1[1], fc1[0]},
-       {name(op.getInput()),
-        fmt::format("B * {}",
-                    cast<MemRefType>(op.getInput().getType()).getDimSize(1)),
-        name(op.getFc1Weight()), name(op.getFc1Bias()), name(op.getFc2Weight()),
-        name(op.getFc2Bias()), name(op.getHidden()), name(op.getOutput())}},
+      withGemmPlan(
+          {"predictor",
+           {fc1[1], fc1[0]},
+           {name(op.getInput()),
+            fmt::format("B * {}",
+                        cast<MemRefType>(op.getInput().getType()).getDimSize(1)),
+            name(op.getFc1Weight()), name(op.getFc1Bias()),
+            name(op.getFc2Weight()), name(op.getFc2Bias()), name(op.getHidden()),
+            name(op.getOutput())}},
+          op, /*bf16Slot=*/false),
       op.getCausalOnly() ? 4 : unguardedIndent);
 }
 
@@ -219,11 +227,13 @@ LogicalResult PlanEmitter::emitKernel(Operation *op) {
   }
   if (auto dgrad = dyn_cast<modk::GemmDgradOp>(op)) {
     auto w = cast<MemRefType>(dgrad.getWeight().getType()).getShape();
-    emitCall({"linear_dgrad",
-              gemmShape(w[0], w[1]),
-              {name(dgrad.getDy()), rowsArg(dgrad.getSegments(), dgrad.getDy()),
-               name(dgrad.getWeight()), name(dgrad.getDa()),
-               boolLiteral(dgrad.getAccumulate())}});
+    emitCall(withGemmPlan(
+        {"linear_dgrad",
+         gemmShape(w[0], w[1]),
+         {name(dgrad.getDy()), rowsArg(dgrad.getSegments(), dgrad.getDy()),
+          name(dgrad.getWeight()), name(dgrad.getDa()),
+          boolLiteral(dgrad.getAccumulate())}},
+        dgrad));
     return success();
   }
   if (auto wgrad = dyn_cast<modk::GemmWgradOp>(op)) {
@@ -231,17 +241,18 @@ LogicalResult PlanEmitter::emitKernel(Operation *op) {
     // The CUDA kernel always accumulates; the CPU one is told to. On CUDA a
     // small weight splits the rows into chunks whose partials are summed in a
     // fixed order (scratch), so few output tiles still fill the GPU.
-    emitCall(KernelCall{"linear_wgrad",
-                        gemmShape(w[0], w[1]),
-                        {name(wgrad.getDy()),
-                         rowsArg(wgrad.getSegments(), wgrad.getDy()),
-                         name(wgrad.getInput()), name(wgrad.getDw()),
-                         KernelArg::hostOnly("true")}}
-                 .withScratch("float",
-                              fmt::format("sizeof(float) * "
-                                          "modk_cuda::linear_wgrad_scratch_"
-                                          "floats<{}, {}>({})",
-                                          w[0], w[1], maxRows(wgrad.getDy()))));
+    KernelCall call = withGemmPlan({"linear_wgrad",
+                                    gemmShape(w[0], w[1]),
+                                    {name(wgrad.getDy()),
+                                     rowsArg(wgrad.getSegments(), wgrad.getDy()),
+                                     name(wgrad.getInput()), name(wgrad.getDw()),
+                                     KernelArg::hostOnly("true")}},
+                                   wgrad);
+    std::string plan = call.devicePlan.empty() ? "" : ", " + call.devicePlan;
+    emitCall(std::move(call).withScratch(
+        "float", fmt::format("sizeof(float) * "
+                             "modk_cuda::linear_wgrad_scratch_floats<{}, {}{}>({})",
+                             w[0], w[1], plan, maxRows(wgrad.getDy()))));
     return success();
   }
   if (auto norm = dyn_cast<modk::RMSNormGradOp>(op)) {

@@ -85,6 +85,9 @@ struct KernelCall {
   std::vector<KernelArg> args;
   /// Template arguments only the CUDA kernel takes, after templateArgs.
   std::vector<int64_t> deviceTemplateArgs;
+  /// A CUDA product's GemmPlan (the name of its #modk.gemm_config), the
+  /// last template argument; empty elsewhere.
+  std::string devicePlan;
   /// CUDA kernels that reduce in a fixed order take a scratch pointer after
   /// their arguments: its element type and the bytes it needs (an expression
   /// in B). Empty when the kernel takes none; the CPU never does.
@@ -187,6 +190,22 @@ protected:
   std::vector<int64_t> gemmShape(int64_t n, int64_t k) {
     return withBf16Flag({n, k});
   }
+  /// `call` of a product `op` (a modk.gemm, gemm_dgrad, gemm_wgrad or
+  /// predictor) with its GemmPlan where the target has one (CUDA): then the
+  /// BF16 flag before it is written even where it is 0 (`bf16Slot`: the
+  /// kernel has one).
+  KernelCall withGemmPlan(KernelCall call, mlir::Operation *op,
+                          bool bf16Slot = true) {
+    std::string plan = gemmPlanName(op);
+    if (plan.empty())
+      return call;
+    if (bf16Slot && !entry.isBf16())
+      call.deviceTemplateArgs.push_back(0);
+    call.devicePlan = std::move(plan);
+    return call;
+  }
+  /// The name of `op`'s GemmPlan in the generated source (CUDA), or empty.
+  virtual std::string gemmPlanName(mlir::Operation *op) { return {}; }
   /// round_bf16 on the output rows of `gemm`.
   KernelCall roundOutputCall(modk::GemmOp gemm);
   /// Layer `layer`'s keys (or `values`) in args->kv_cache, [B, S, d] each,

@@ -79,6 +79,13 @@ static cl::list<std::string> noFuse(
              "into its up projection)"),
     cl::value_desc("FUSION,..."), cl::CommaSeparated, cl::sub(compileCommand),
     cl::cat(modcCategory));
+static cl::opt<std::string> cudaGemms(
+    "cuda-gemms",
+    cl::desc("Tests and benchmarks: pin the CUDA products' kernels with "
+             "modk-configure-gemms' options, e.g. 'path=mma tma=false "
+             "tile=small' (docs/cuda.md)"),
+    cl::value_desc("OPTIONS"), cl::init(""), cl::Hidden,
+    cl::sub(compileCommand), cl::cat(modcCategory));
 static cl::opt<bool> verbose("v", cl::desc("Show the commands run"),
                              cl::sub(compileCommand), cl::cat(modcCategory));
 
@@ -138,8 +145,19 @@ static int runCompile() {
       return fail("--no-fuse takes residual-add and activation, got '" +
                   fusion + "'");
   }
+  if (target == "cuda") {
+    if (llvm::StringRef(cudaGemms).contains("arch="))
+      return fail("--cuda-gemms takes no arch=; use --arch");
+    pipeline.cudaGemms = "arch=" + cudaArch + " " + cudaGemms;
+  } else if (!cudaGemms.empty()) {
+    return fail("--cuda-gemms is for --target cuda");
+  }
   PassManager pm(&context);
-  modc::buildModToModkPipeline(pm, pipeline);
+  std::string optionErrors;
+  llvm::raw_string_ostream optionErrorStream(optionErrors);
+  if (failed(modc::buildModToModkPipeline(pm, pipeline, optionErrorStream)))
+    return fail("bad --cuda-gemms '" + cudaGemms + "': " +
+                llvm::StringRef(optionErrors).trim());
   if (failed(pm.run(*module)))
     return fail("lowering " + inputFile + " failed");
   if (emitStage == EmitStage::Modk) {

@@ -27,6 +27,112 @@ void ModkDialect::initialize() {
       >();
 }
 
+//===----------------------------------------------------------------------===//
+// #modk.gemm_config
+//===----------------------------------------------------------------------===//
+
+// <variant (, variant)* (, split N)? (, chunk N)?>, a variant being
+// (from ROWS:)? PATH ROWSxCOLS (tma CTAS)? (separate_epilogue)?
+Attribute GemmConfigAttr::parse(AsmParser &parser, Type) {
+  SmallVector<GemmVariant> variants;
+  int64_t maxSplits = 1, chunkRows = 0;
+  if (parser.parseLess())
+    return {};
+  do {
+    if (succeeded(parser.parseOptionalKeyword("split"))) {
+      if (parser.parseInteger(maxSplits))
+        return {};
+      continue;
+    }
+    if (succeeded(parser.parseOptionalKeyword("chunk"))) {
+      if (parser.parseInteger(chunkRows))
+        return {};
+      continue;
+    }
+    GemmVariant v;
+    if (succeeded(parser.parseOptionalKeyword("from")) &&
+        (parser.parseInteger(v.minRows) || parser.parseColon()))
+      return {};
+    std::string pathName;
+    SMLoc pathLoc = parser.getCurrentLocation();
+    if (parser.parseKeywordOrString(&pathName))
+      return {};
+    std::optional<GemmPath> path = symbolizeGemmPath(pathName);
+    if (!path) {
+      parser.emitError(pathLoc, "unknown GEMM path '")
+          << pathName << "'; expected simt, mma or wgmma";
+      return {};
+    }
+    v.path = *path;
+    SmallVector<int64_t, 2> tile;
+    SMLoc tileLoc = parser.getCurrentLocation();
+    if (parser.parseDimensionList(tile, /*allowDynamic=*/false,
+                                  /*withTrailingX=*/false))
+      return {};
+    if (tile.size() != 2) {
+      parser.emitError(tileLoc, "a tile is ROWSxCOLUMNS");
+      return {};
+    }
+    v.tileRows = tile[0];
+    v.tileCols = tile[1];
+    if (succeeded(parser.parseOptionalKeyword("tma")) &&
+        parser.parseInteger(v.tmaCtas))
+      return {};
+    v.separateEpilogue =
+        succeeded(parser.parseOptionalKeyword("separate_epilogue"));
+    variants.push_back(v);
+  } while (succeeded(parser.parseOptionalComma()));
+  if (parser.parseGreater())
+    return {};
+  return parser.getChecked<GemmConfigAttr>(parser.getContext(), variants,
+                                           maxSplits, chunkRows);
+}
+
+void GemmConfigAttr::print(AsmPrinter &printer) const {
+  printer << "<";
+  llvm::interleaveComma(getVariants(), printer, [&](const GemmVariant &v) {
+    if (v.minRows != 0)
+      printer << "from " << v.minRows << ": ";
+    printer << stringifyGemmPath(v.path) << " " << v.tileRows << "x"
+            << v.tileCols;
+    if (v.tmaCtas)
+      printer << " tma " << v.tmaCtas;
+    if (v.separateEpilogue)
+      printer << " separate_epilogue";
+  });
+  if (getMaxSplits() != 1)
+    printer << ", split " << getMaxSplits();
+  if (getChunkRows() != 0)
+    printer << ", chunk " << getChunkRows();
+  printer << ">";
+}
+
+LogicalResult
+GemmConfigAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                       ArrayRef<GemmVariant> variants, int64_t maxSplits,
+                       int64_t chunkRows) {
+  if (variants.empty())
+    return emitError() << "a GEMM configuration needs at least one variant";
+  if (variants.front().minRows != 0)
+    return emitError() << "the first variant must cover rows from 0, not "
+                       << variants.front().minRows;
+  for (auto [i, v] : llvm::enumerate(variants)) {
+    if (i > 0 && v.minRows <= variants[i - 1].minRows)
+      return emitError() << "variant " << i << " starts at " << v.minRows
+                         << " rows, not after the previous one's "
+                         << variants[i - 1].minRows;
+    if (v.tileRows <= 0 || v.tileCols <= 0)
+      return emitError() << "variant " << i << " has an empty tile";
+    if (v.tmaCtas < 0 || (v.tmaCtas > 0 && v.path != GemmPath::wgmma))
+      return emitError() << "variant " << i
+                         << ": only wgmma kernels are fed by TMA, on a "
+                            "positive number of CTAs";
+  }
+  if (maxSplits < 1 || chunkRows < 0)
+    return emitError() << "split must be at least 1 and chunk at least 0";
+  return success();
+}
+
 /// Row width (elements) of a [B, rows, width] or [B, width] buffer.
 static int64_t lastDim(Value v) {
   return cast<MemRefType>(v.getType()).getShape().back();

@@ -1,8 +1,14 @@
-// RUN: mod-opt --pass-pipeline='builtin.module(modk.entry(modk-generalize))' %S/emit-cpp.mlir -o %t.mlir
+// RUN: mod-opt --pass-pipeline='builtin.module(modk.entry(modk-generalize,modk-configure-gemms))' %S/emit-cpp.mlir -o %t.mlir
+// RUN: mod-opt --pass-pipeline='builtin.module(modk.entry(modk-generalize,modk-configure-gemms{arch=sm_80}))' %S/emit-cpp.mlir -o %t-sm80.mlir
+// RUN: mod-opt --pass-pipeline='builtin.module(modk.entry(modk-generalize))' %S/emit-cpp.mlir -o %t-unconfigured.mlir
 // RUN: mod-translate --modk-to-cuda %t.mlir | FileCheck %s
-// RUN: mod-translate --modk-to-cuda --cuda-arch=sm_80 %t.mlir | FileCheck %s --check-prefix=SM80
+// RUN: mod-translate --modk-to-cuda --cuda-arch=sm_80 %t-sm80.mlir | FileCheck %s --check-prefix=SM80
+// RUN: not mod-translate --modk-to-cuda %t-unconfigured.mlir 2>&1 | FileCheck %s --check-prefix=UNCONFIGURED
+// RUN: modc compile %examples/tiny-mod-bf16.json --target cuda --arch sm_90a --emit=modk -o - > %t-bf16.mlir
+// RUN: not mod-translate --modk-to-cuda --cuda-arch=sm_80 %t-bf16.mlir 2>&1 | FileCheck %s --check-prefix=WRONGARCH
 // RUN: not mod-translate --modk-to-cuda --cuda-arch=sm_70 %t.mlir 2>&1 | FileCheck %s --check-prefix=BADARCH
-// RUN: not mod-translate --modk-to-cuda %S/emit-cpp.mlir 2>&1 | FileCheck %s --check-prefix=NAMED
+// RUN: mod-opt --pass-pipeline='builtin.module(modk.entry(modk-configure-gemms))' %S/emit-cpp.mlir -o %t-named.mlir
+// RUN: not mod-translate --modk-to-cuda %t-named.mlir 2>&1 | FileCheck %s --check-prefix=NAMED
 // RUN: not mod-translate --modk-to-cuda %inputs/unplanned.mlir 2>&1 | FileCheck %s --check-prefix=UNPLANNED
 
 // The launch plan of emit-cpp.mlir (2 layers, layer 1 routed with k = 4 of
@@ -15,6 +21,14 @@
 // CHECK: asm("cvt.rna.tf32.f32
 // CHECK: asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32
 // CHECK: cp.async
+// Each product's #modk.gemm_config becomes a GemmPlan, the attribute beside
+// it; the calls name their plan (an f32 entry: mma.sync only).
+// CHECK: // The kernels of each product, chosen by modk-configure-gemms for sm_90a.
+// CHECK-NEXT: // #modk.gemm_config<mma 64x64, from 33665: mma 128x128>
+// CHECK-NEXT: using [[PLAN:gemm_plan_[0-9]+]] = modk_cuda::detail::GemmPlan<1, 0, modk_cuda::detail::GemmVariant<0, modk_cuda::detail::PathMma, 64, 64, 0, false>, modk_cuda::detail::GemmVariant<33665, modk_cuda::detail::PathMma, 128, 128, 0, false>>;
+// The weight gradients: up to 264 chunks of their rows (two waves of 132).
+// CHECK-NEXT: // #modk.gemm_config<mma 64x64, split 264>
+// CHECK-NEXT: using gemm_plan_{{[0-9]+}} = modk_cuda::detail::GemmPlan<264, 0, modk_cuda::detail::GemmVariant<0, modk_cuda::detail::PathMma, 64, 64, 0, false>>;
 // The row kernels of the same modk.rows regions as the CPU's (emit-cpp.mlir):
 // the same statements, a warp per row, the sums by warp shuffles.
 // CHECK-LABEL: __global__ __launch_bounds__(modk_cuda::detail::kThreads) void modc_rows_0(const int64_t *rows, const float *in0, const float *in1, float *out0) {
@@ -55,11 +69,11 @@
 // Row counts are device pointers (seg + B) with a static bound (B * rows).
 // CHECK: if (B * 16 > 0)
 // CHECK-NEXT: MODC_LAUNCH(modc_rows::modc_rows_0, unsigned(modk_cuda::ceilDiv(B * 16, modk_cuda::detail::kRowWarps)), modk_cuda::detail::kThreads, 0, s, [[SEG:buf[0-9]+]] + B, [[X]], w1,
-// CHECK: modk_cuda::linear_rope<2, 16, 32>(
+// CHECK: modk_cuda::linear_rope<2, 16, 32, 0, [[PLAN]]>(
 // CHECK: modk_cuda::causal_attention<2, 16>(
 // The O-projection accumulates into the stream: the fused residual add.
-// CHECK: modk_cuda::linear_residual<32, 32>({{buf[0-9]+}}, [[SEG]] + B, B * 16, w5, [[X]], [[X]], s);
-// CHECK: modk_cuda::linear_swiglu<64, 32>(
+// CHECK: modk_cuda::linear_residual<32, 32, 0, [[PLAN]]>({{buf[0-9]+}}, [[SEG]] + B, B * 16, w5, [[X]], [[X]], s);
+// CHECK: modk_cuda::linear_swiglu<64, 32, 0, [[PLAN]]>(
 // CHECK: modk.route_select_gather layer 1 k=4
 // CHECK-NEXT: modk_cuda::router_logits<16, 32>([[X]], B, w{{[0-9]+}}, [[R:buf[0-9]+]], s);
 // CHECK-NEXT: if (causal)
@@ -82,3 +96,5 @@
 // BADARCH: unsupported CUDA architecture 'sm_70'; expected sm_90a or sm_80
 // NAMED: error: 'modk.rmsnorm' op is generated from its math: run modk-generalize before emitting
 // UNPLANNED: has no memory plan; run modk-plan-memory first
+// UNCONFIGURED: error: a CUDA product needs its kernels chosen: run modk-configure-gemms first
+// WRONGARCH: error: the kernels chosen for this product need sm_90a (wgmma), not sm_80: run modk-configure-gemms{arch=sm_80}

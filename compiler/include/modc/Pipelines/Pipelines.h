@@ -18,12 +18,19 @@ struct PipelineOptions {
   /// modk-fuse-epilogues' fusions (modc --no-fuse=residual-add,activation).
   bool fuseResidualAdd = true;
   bool fuseActivation = true;
+  /// A CUDA target: modk-configure-gemms' options (arch=sm_90a and any
+  /// pinned choice, `modc --arch`, `--cuda-gemms`). Empty: a CPU target,
+  /// whose products need no configuration.
+  std::string cudaGemms;
 };
 
 /// The pipeline from a `mod.model` to a memory-planned `modk.entry`; the
-/// same one `mod-opt --mod-to-modk` and `modc` run.
-void buildModToModkPipeline(mlir::OpPassManager &pm,
-                            const PipelineOptions &options = {});
+/// same one `mod-opt --mod-to-modk` and `modc` run. Fails (with a message
+/// on `errors`) where options.cudaGemms is not a valid option string.
+mlir::LogicalResult buildModToModkPipeline(mlir::OpPassManager &pm,
+                                           const PipelineOptions &options = {},
+                                           llvm::raw_ostream &errors =
+                                               llvm::errs());
 
 /// Registers every pass (the mod and modk transforms and the conversion)
 /// and the named `mod-to-modk` pipeline.

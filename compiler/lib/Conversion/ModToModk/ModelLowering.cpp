@@ -17,7 +17,8 @@ modk::GemmOp modc::lowering::createGemm(OpBuilder &b, Location loc, Value input,
                                modk::Epilogue epilogue) {
   return modk::GemmOp::create(b, loc, input, weights, segments, extra, output,
                               epilogue, /*gate=*/nullptr, /*n_heads=*/nullptr,
-                              /*rope_theta=*/nullptr, /*round_bf16=*/false);
+                              /*rope_theta=*/nullptr, /*round_bf16=*/false,
+                              /*config=*/nullptr);
 }
 
 Value ModelLowering::param(StringRef name, ArrayRef<int64_t> shape,
@@ -310,7 +311,7 @@ LogicalResult ModelLowering::lower(Operation *op) {
     Value fc2w = blockParam(layer, "predictor.fc2.weight", {1, h});
     Value fc2b = blockParam(layer, "predictor.fc2.bias", {1});
     auto kernel = modk::PredictorOp::create(b, loc, buffers[predictor.getInput()],
-                                            fc1w, fc1b, fc2w, fc2b, hidden, p);
+                                            fc1w, fc1b, fc2w, fc2b, hidden, p, false, nullptr);
     // Forward: only the causal decision reads it. Training: its loss does;
     // decoding: every step's decision does.
     if (kind == EntryKind::Forward)

@@ -76,9 +76,9 @@ void ModelLowering::backwardAttention(mod::AttentionOp op) {
 
   // O projection.
   Value dout = like(s["o"]);
-  modk::GemmDgradOp::create(b, loc, da, wo, rows.segments, dout, false);
+  modk::GemmDgradOp::create(b, loc, da, wo, rows.segments, dout, false, nullptr);
   modk::GemmWgradOp::create(b, loc, da, s["o"], rows.segments,
-                            paramGrad(paramName(wo)));
+                            paramGrad(paramName(wo)), nullptr);
   // Softmax attention, then the transpose of RoPE on dq and dk (out of
   // place: the rotated gradients feed only the products).
   Value dqRoped = like(s["q"]), dkRoped = like(s["k"]), dv = like(s["v"]);
@@ -93,9 +93,9 @@ void ModelLowering::backwardAttention(mod::AttentionOp op) {
   Value dn = like(n);
   bool first = true;
   for (auto [g, w] : {std::pair{dq, wq}, {dk, wk}, {dv, wv}}) {
-    modk::GemmDgradOp::create(b, loc, g, w, rows.segments, dn, !first);
+    modk::GemmDgradOp::create(b, loc, g, w, rows.segments, dn, !first, nullptr);
     modk::GemmWgradOp::create(b, loc, g, n, rows.segments,
-                              paramGrad(paramName(w)));
+                              paramGrad(paramName(w)), nullptr);
     first = false;
   }
   contribute(op.getInput(), dn, /*owned=*/true);
@@ -115,22 +115,22 @@ void ModelLowering::backwardMlp(Operation *op, Value input, Value dm,
   Value gate = swiglu ? weight("mlp.w_gate.weight") : Value();
 
   Value du = like(s["hidden"]);
-  modk::GemmDgradOp::create(b, loc, dm, down, rows.segments, du, false);
+  modk::GemmDgradOp::create(b, loc, dm, down, rows.segments, du, false, nullptr);
   modk::GemmWgradOp::create(b, loc, dm, s["hidden"], rows.segments,
-                            paramGrad(paramName(down)));
+                            paramGrad(paramName(down)), nullptr);
   Value dup = like(s["up"]);
   Value dgate = swiglu ? like(s["gate"]) : Value();
   modk::ActivationGradOp::create(b, loc, swiglu ? s["gate"] : Value(), s["up"],
                                  du, rows.segments, dgate, dup,
                                  toModkActivation(model.getMlp()));
   Value dn = like(n);
-  modk::GemmDgradOp::create(b, loc, dup, up, rows.segments, dn, false);
+  modk::GemmDgradOp::create(b, loc, dup, up, rows.segments, dn, false, nullptr);
   modk::GemmWgradOp::create(b, loc, dup, n, rows.segments,
-                            paramGrad(paramName(up)));
+                            paramGrad(paramName(up)), nullptr);
   if (swiglu) {
-    modk::GemmDgradOp::create(b, loc, dgate, gate, rows.segments, dn, true);
+    modk::GemmDgradOp::create(b, loc, dgate, gate, rows.segments, dn, true, nullptr);
     modk::GemmWgradOp::create(b, loc, dgate, n, rows.segments,
-                              paramGrad(paramName(gate)));
+                              paramGrad(paramName(gate)), nullptr);
   }
   contribute(input, dn, /*owned=*/true);
 }
@@ -180,9 +180,9 @@ LogicalResult ModelLowering::backward(Operation *op) {
     RowSet rows = rowSets[head.getInput()];
     Value w = paramValue(head.getParam());
     Value dn = like(buffers[head.getInput()]);
-    modk::GemmDgradOp::create(b, loc, dlogits, w, rows.segments, dn, false);
+    modk::GemmDgradOp::create(b, loc, dlogits, w, rows.segments, dn, false, nullptr);
     modk::GemmWgradOp::create(b, loc, dlogits, buffers[head.getInput()],
-                              rows.segments, paramGrad(head.getParam()));
+                              rows.segments, paramGrad(head.getParam()), nullptr);
     contribute(head.getInput(), dn, /*owned=*/true);
     return success();
   }

@@ -57,6 +57,14 @@ public:
     return success();
   }
   const char *kernelNamespace() const override { return "modk_cuda"; }
+  std::string gemmPlanName(Operation *op) override {
+    auto config = op->getAttrOfType<modk::GemmConfigAttr>("config");
+    return config ? gemmPlans.lookup(config) : std::string();
+  }
+  /// Names every product's #modk.gemm_config (identical ones share a
+  /// name) and writes each as a GemmPlan alias, the attribute beside it.
+  /// Fails where a product has none (modk-configure-gemms did not run).
+  LogicalResult emitGemmPlans();
 
 private:
   LogicalResult emitEntry(modk::EntryOp entry) override;
@@ -113,6 +121,7 @@ private:
 
   std::string arch;
   std::vector<std::string> scratchNeeds;
+  llvm::DenseMap<Attribute, std::string> gemmPlans;
 };
 } // namespace
 
@@ -138,6 +147,58 @@ void CudaEmitter::emitCall(const KernelCall &call, int indent) {
   writeCall(kernelNamespace(), withDeviceArgs, args, indent);
 }
 
+LogicalResult CudaEmitter::emitGemmPlans() {
+  os << "// The kernels of each product, chosen by modk-configure-gemms for "
+     << arch << ".\n";
+  for (modk::EntryOp e : entries) {
+    WalkResult walk = e.walk([&](Operation *op) {
+      if (!isa<modk::GemmOp, modk::GemmDgradOp, modk::GemmWgradOp,
+               modk::PredictorOp>(op))
+        return WalkResult::advance();
+      auto config = op->getAttrOfType<modk::GemmConfigAttr>("config");
+      if (!config) {
+        op->emitError("a CUDA product needs its kernels chosen: run "
+                      "modk-configure-gemms first");
+        return WalkResult::interrupt();
+      }
+      for (const modk::GemmVariant &v : config.getVariants())
+        if ((v.path == modk::GemmPath::wgmma || v.tmaCtas > 0) &&
+            arch != "sm_90a") {
+          op->emitError("the kernels chosen for this product need sm_90a "
+                        "(wgmma), not ")
+              << arch << ": run modk-configure-gemms{arch=" << arch << "}";
+          return WalkResult::interrupt();
+        }
+      if (gemmPlans.count(config))
+        return WalkResult::advance();
+      std::string planName = fmt::format("gemm_plan_{}", gemmPlans.size());
+      gemmPlans[config] = planName;
+      std::vector<std::string> variants;
+      for (const modk::GemmVariant &v : config.getVariants())
+        variants.push_back(fmt::format(
+            "modk_cuda::detail::GemmVariant<{}, modk_cuda::detail::Path{}, "
+            "{}, {}, {}, {}>",
+            v.minRows,
+            v.path == modk::GemmPath::simt    ? "Simt"
+            : v.path == modk::GemmPath::mma ? "Mma"
+                                            : "Wgmma",
+            v.tileRows, v.tileCols, v.tmaCtas,
+            v.separateEpilogue ? "true" : "false"));
+      std::string text;
+      llvm::raw_string_ostream attr(text);
+      attr << config;
+      os << fmt::format("// {}\nusing {} = modk_cuda::detail::GemmPlan<{}, {}, "
+                        "{}>;\n",
+                        text, planName, config.getMaxSplits(),
+                        config.getChunkRows(), fmt::join(variants, ", "));
+      return WalkResult::advance();
+    });
+    if (walk.wasInterrupted())
+      return failure();
+  }
+  return success();
+}
+
 void CudaEmitter::emitCausalDecisions(int index, StringRef logits, int indent) {
   os << fmt::format("{0:{1}}modc_glue::decisions(args->causal_decisions + "
                     "(int64_t){2} * B * {3}, {4}, B * {3}, s);\n",
@@ -155,36 +216,35 @@ void CudaEmitter::emitGemm(modk::GemmOp op, int indent) {
   // rounding of what attention reads (linear_rope rounds in a bf16 entry).
   std::vector<int64_t> shape = gemmShape(n, k);
   bool rounded = op.getRoundBf16();
+  // Each call names the product's plan (#modk.gemm_config).
+  auto call = [&](KernelCall c, bool bf16Slot = true) {
+    emitCall(withGemmPlan(std::move(c), op, bf16Slot), indent);
+  };
   if (e == modk::Epilogue::none && rounded) {
-    emitCall({"linear_to_bf16", {n, k}, {a, rows, w, y}}, indent);
+    call({"linear_to_bf16", {n, k}, {a, rows, w, y}}, /*bf16Slot=*/false);
     rounded = false;
   } else if (e == modk::Epilogue::none) {
-    emitCall({"linear", shape, {a, rows, w, y}}, indent);
+    call({"linear", shape, {a, rows, w, y}});
   } else if (e == modk::Epilogue::gelu) {
-    emitCall({"linear_gelu", shape, {a, rows, w, y}}, indent);
+    call({"linear_gelu", shape, {a, rows, w, y}});
   } else if (e == modk::Epilogue::rope) {
     int64_t heads = *op.getNHeads();
     // The angle table of the fused epilogue covers a sequence's positions.
-    emitCall({"linear_rope",
-              withBf16Flag({heads, n / heads, k}),
-              {a, rows, w, name(op.getExtra()[0]),
-               floatLiteral(op.getRopeTheta()->convertToDouble()),
-               std::to_string(seqLen), y}},
-             indent);
+    call({"linear_rope",
+          withBf16Flag({heads, n / heads, k}),
+          {a, rows, w, name(op.getExtra()[0]),
+           floatLiteral(op.getRopeTheta()->convertToDouble()),
+           std::to_string(seqLen), y}});
     rounded = false;
   } else if (e == modk::Epilogue::residual_add) {
-    emitCall(
-        {"linear_residual", shape, {a, rows, w, name(op.getExtra()[0]), y}},
-        indent);
+    call({"linear_residual", shape, {a, rows, w, name(op.getExtra()[0]), y}});
   } else if (e == modk::Epilogue::swiglu) {
-    emitCall(
-        {"linear_swiglu",
-         shape,
-         {a, rows, w, name(op.getWeights()[1]), name(op.getExtra()[0]), y}},
-        indent);
+    call({"linear_swiglu",
+          shape,
+          {a, rows, w, name(op.getWeights()[1]), name(op.getExtra()[0]), y}});
   } else if (e == modk::Epilogue::gate_scale_scatter) {
     // The update; emitKernel scatters it.
-    emitCall({"linear", shape, {a, rows, w, name(op.getExtra()[0])}}, indent);
+    call({"linear", shape, {a, rows, w, name(op.getExtra()[0])}});
   }
   if (rounded) // an epilogue with no rounding of its own
     emitCall(roundOutputCall(op), indent);
@@ -459,10 +519,9 @@ LogicalResult CudaEmitter::emit() {
   collectRowKernels();
   emitBanner(forward);
   os << "// Target: CUDA " << arch << ".\n";
-  // sm_90a: the bf16 products run on warpgroup tensor cores (wgmma).
-  if (arch == "sm_90a")
-    os << "#define MODC_CUDA_WGMMA 1\n";
   os << kCommonPrelude << "\n" << kPrelude << "\n";
+  if (failed(emitGemmPlans()))
+    return failure();
   if (grad)
     os << kTrainPrelude << "\n";
   if (decode)

@@ -66,7 +66,7 @@ struct FuseResidualAdd : OpRewritePattern<modk::AddOp> {
                            gemm.getWeights(), gemm.getSegments(),
                            ValueRange{residual}, add.getOutput(),
                            modk::Epilogue::residual_add, nullptr, nullptr,
-                           nullptr, false);
+                           nullptr, false, nullptr);
       rewriter.eraseOp(add);
       rewriter.eraseOp(gemm);
       eraseIfDead(rewriter, product);
@@ -90,7 +90,7 @@ struct FuseActivation : OpRewritePattern<modk::ActivationOp> {
       modk::GemmOp::create(rewriter, up.getLoc(), up.getInput(),
                            up.getWeights(), up.getSegments(), ValueRange{},
                            act.getOutput(), modk::Epilogue::gelu, nullptr,
-                           nullptr, nullptr, false);
+                           nullptr, nullptr, false, nullptr);
       Value upRows = act.getUp();
       rewriter.eraseOp(act);
       rewriter.eraseOp(up);
@@ -108,7 +108,7 @@ struct FuseActivation : OpRewritePattern<modk::ActivationOp> {
         rewriter, up.getLoc(), up.getInput(),
         ValueRange{gate.getWeights()[0], up.getWeights()[0]},
         up.getSegments(), ValueRange{act.getGate()}, act.getOutput(),
-        modk::Epilogue::swiglu, nullptr, nullptr, nullptr, false);
+        modk::Epilogue::swiglu, nullptr, nullptr, nullptr, false, nullptr);
     Value upRows = act.getUp();
     rewriter.eraseOp(act);
     rewriter.eraseOp(up);

@@ -18,17 +18,17 @@
 /// Every kernel computes in f32 with the CPU kernel's semantics (selection
 /// order and tie-breaking of the routers exactly; sums up to rounding).
 /// The GEMMs are one kernel family with an index map per operand layout and
-/// an epilogue parameter: by default on tensor cores (mma.m16n8k8 on tf32
-/// with the 3xTF32 split, near-f32 accuracy, sm_80 and later; cp.async
-/// double-buffered shared tiles; a bf16 model's products on bf16 mma, and on
-/// sm_90a with MODC_CUDA_WGMMA on warpgroup wgmma from shared tiles the
-/// threads round to bf16, or, for operands stored as bf16 (the forward's
-/// activations, training's bf16 gradients), on a persistent
-/// warp-specialised wgmma kernel fed by TMA), with the
-/// epilogues fused (RoPE too where a warp holds whole heads), or with
-/// -DMODC_CUDA_TENSOR_CORES=0 a tiled
-/// SIMT f32 kernel (register micro-tiles, a register prefetch of the next
-/// tile). The weight gradient reduces over the rows in one CTA per output
+/// an epilogue parameter, in three mainloops: mma.m16n8k8 on tf32 with the
+/// 3xTF32 split (near-f32 accuracy, sm_80 and later; cp.async
+/// double-buffered shared tiles; a bf16 model's products on bf16 mma),
+/// warpgroup wgmma (sm_90a, bf16) from shared tiles the threads round, or,
+/// for operands stored as bf16, a persistent warp-specialised wgmma kernel
+/// fed by TMA, and a tiled SIMT f32 kernel (register micro-tiles, a
+/// register prefetch of the next tile); the epilogues fused (RoPE too where
+/// a warp holds whole heads). Which mainloop and tile a product runs is its
+/// caller's GemmPlan, chosen by the compiler (modk-configure-gemms,
+/// docs/cuda.md): nothing is chosen at run time but the plan's row range.
+/// The weight gradient reduces over the rows in one CTA per output
 /// tile, or, with scratch and few output tiles, in fixed row chunks whose
 /// partials a second kernel adds in chunk order; deterministic either way
 /// (no float atomics). causal_attention likewise runs on tensor
@@ -58,20 +58,19 @@
 #include <cuda_bf16.h>
 #endif
 
-/// The GEMMs and the attention run on tensor cores (mma.m16n8k8 tf32 with the
-/// 3xTF32 split, sm_80 and later) unless this is defined to 0 (the SIMT f32
-/// kernels).
+/// Attention runs on tensor cores (mma.sync, sm_80 and later) unless this is
+/// defined to 0 (the SIMT f32 kernels). Which kernels the GEMMs run is not
+/// chosen here: each call names its GemmPlan (modk-configure-gemms).
 #ifndef MODC_CUDA_TENSOR_CORES
 #define MODC_CUDA_TENSOR_CORES 1
 #endif
 
-/// The bf16 GEMMs run on warpgroup tensor cores (wgmma, sm_90a only) when
-/// this is 1; the CUDA emitter defines it for sm_90a packages.
-#ifndef MODC_CUDA_WGMMA
-#define MODC_CUDA_WGMMA 0
-#endif
-
 namespace modk_cuda {
+
+/// The GemmPlan of a product whose caller names none. Packages always name
+/// theirs; a program that calls the library without one defines this type
+/// (complete before the calls are instantiated).
+struct DefaultGemmPlan;
 
 /// Router gate g(r), as the CPU prelude's `Gate`.
 enum Gate { GateLinear = 0, GateSigmoid = 1, GateOne = 2 };
@@ -1585,49 +1584,11 @@ __global__ __launch_bounds__(kThreads, T::MINB) void gemmWgKernel(
                          mValid, nValid);
 }
 
-/// An environment switch: `fallback` where the variable is unset or empty,
-/// off where it is "0", on otherwise.
-inline bool envSwitch(const char *name, bool fallback) {
-  const char *env = std::getenv(name);
-  if (!env || !*env)
-    return fallback;
-  return std::strcmp(env, "0") != 0;
-}
-
-/// Test hook: 0 picks the tile by problem size, 1 forces the small tile
-/// (GemmSmall, TcSmall, WgSmall or TmaSmall), 2 the large one.
-inline int &gemmTileOverride() {
-  static int choice = 0;
-  return choice;
-}
-
 /// Whether tile T can run epilogue EPI: RoPE rotates in registers, so each
 /// warp's accumulator columns (T::WarpCols) must be whole heads.
 template <int EPI, typename T> __host__ __device__ constexpr bool epilogueFits() {
   return !isEpiRope(EPI) ||
          (T::WarpCols > 0 && T::WarpCols % epiRopeHeadDim(EPI) == 0);
-}
-
-/// The tile of a GEMM: gemmTileOverride's choice, else the large tile (2)
-/// where it still gives at least `minCtas` CTAs (a few waves; a wgmma CTA
-/// holds a whole SM's worth of work, so one wave), else the small one (1);
-/// the other tile where the epilogue does not fit the chosen one, 0 where it
-/// fits neither.
-template <int EPI, typename Small, typename Large>
-inline int gemmTileChoice(int64_t M, int64_t Ncols, int64_t minCtas) {
-  constexpr bool small = epilogueFits<EPI, Small>();
-  constexpr bool large = epilogueFits<EPI, Large>();
-  if (!small && !large)
-    return 0;
-  int choice = gemmTileOverride();
-  if (choice == 0)
-    choice =
-        ceilDiv(M, Large::BM) * ceilDiv(Ncols, Large::BN) >= minCtas ? 2 : 1;
-  if (choice == 2 && !large)
-    return 1;
-  if (choice == 1 && !small)
-    return 2;
-  return choice;
 }
 
 /// The epilogue's name in traces.
@@ -1646,7 +1607,10 @@ constexpr const char *epilogueName(int epi) {
 /// kernel, shape, tile and epilogue to stderr (which path a product took).
 inline void traceGemm(const char *path, int64_t M, int64_t Ncols, int64_t L,
                       int BM, int BN, int epi) {
-  static const bool on = envSwitch("MODC_CUDA_TRACE_GEMMS", false);
+  static const bool on = [] {
+    const char *env = std::getenv("MODC_CUDA_TRACE_GEMMS");
+    return env && *env && std::strcmp(env, "0") != 0;
+  }();
   if (on)
     std::fprintf(stderr,
                  "modc gemm: %s %lld x %lld x %lld, tile %d x %d, epilogue %s\n",
@@ -1975,30 +1939,6 @@ __global__ __launch_bounds__(kTmaThreads, T::MINB) void gemmTmaKernel(
   }
 }
 
-/// Test hook: CTAs of a TMA GEMM grid at most (0: as many as the GPU holds
-/// at once), so that a check can make each CTA take several tiles.
-inline int &tmaCtaLimit() {
-  static int limit = 0;
-  return limit;
-}
-
-/// The persistent grid of a TMA GEMM over `tiles` output tiles: one CTA a
-/// tile up to the CTAs the GPU holds at once (MINB per SM).
-template <typename T> inline unsigned tmaGrid(int64_t tiles) {
-  static const int sms = [] {
-    int device = 0, n = 0;
-    if (cudaGetDevice(&device) != cudaSuccess ||
-        cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device) !=
-            cudaSuccess)
-      n = 132;
-    return n;
-  }();
-  int64_t ctas = int64_t(sms) * T::MINB;
-  if (tmaCtaLimit() > 0)
-    ctas = tmaCtaLimit();
-  return unsigned(tiles < ctas ? tiles : ctas);
-}
-
 /// Test hook: TMA kernel launches and weight roundings so far (host
 /// counters), so that a check can tell that the TMA path ran.
 struct TmaStats {
@@ -2057,13 +1997,14 @@ inline bool encodeOperandMap(CUtensorMap &map, const bf16 *base, int64_t rows,
 /// memory, so that the caller takes the wgmma kernel that reads them itself.
 /// `kBound`: the reduction steps the operands hold (L, or for a
 /// device-sized reduction the rows' bound); `splits` chunks of L steps for
-/// DYN 3.
+/// DYN 3; a persistent grid of at most `ctas` CTAs (the configuration's).
 template <typename T, bool AK, bool BKc, int DYN, int EPI, typename TC>
 inline bool launchGemmTmaTile(const bf16 *A, int64_t lda, const bf16 *B,
                               int64_t ldb, TC *C, int64_t ldc, const EpiArgs &epi,
                               int64_t M, int64_t Ncols, int64_t L,
                               int64_t kBound, const int64_t *dynRows,
-                              cudaStream_t stream, int64_t splits) {
+                              cudaStream_t stream, int64_t splits,
+                              int64_t ctas) {
   alignas(64) CUtensorMap mapA, mapB;
   // K-major: boxes of 64 steps by the tile's rows; MN-major: boxes of 64
   // rows by BK steps.
@@ -2083,7 +2024,8 @@ inline bool launchGemmTmaTile(const bf16 *A, int64_t lda, const bf16 *B,
   // M is the bound of the rows (DYN 1: the kernel reads the count).
   const int64_t items =
       ceilDiv(M, T::BM) * ceilDiv(Ncols, T::BN) * (DYN == 3 ? splits : 1);
-  MODC_LAUNCH(kernel, tmaGrid<T>(items), kTmaThreads, T::SmemBytes, stream,
+  MODC_LAUNCH(kernel, unsigned(items < ctas ? items : ctas), kTmaThreads,
+              T::SmemBytes, stream,
               mapA, mapB, C, ldc, epi, M, Ncols, L, dynRows, splits);
   ++tmaStats().launches;
   traceGemm("tma+wgmma", M, Ncols, L, T::BM, T::BN, EPI);
@@ -2170,14 +2112,6 @@ inline const bf16 *weightCopyFor(const float *w, int64_t count,
   return found->copy;
 }
 
-/// Test hook and fallback: whether bf16 products whose operands can be bf16
-/// in global memory take the TMA kernel (MODC_CUDA_TMA=0 in the environment
-/// keeps them on the wgmma kernel that reads its operands itself).
-inline bool &gemmTma() {
-  static bool on = envSwitch("MODC_CUDA_TMA", true);
-  return on;
-}
-
 /// Whether a product's operands can go to TMA: a bf16 A (K-major: the
 /// forward's activations, the input gradient's output gradient; MN-major:
 /// the weight gradient's output gradient) and a B that is either a weight
@@ -2193,21 +2127,41 @@ constexpr bool tmaOperandsOk() {
          (DYN <= 1 || (!AK && !BKc));
 }
 
-/// The TMA path of a bf16 product with tmaOperandsOk: B's bf16 copy where B
-/// is a weight, the tile (gemmTileChoice, as for the wgmma kernel), the
-/// launch. False where it does not apply, and nothing was enqueued but
-/// perhaps the weight's rounding. `kBound` and `splits` as for
+/// The GEMM kernel families: SIMT f32, mma.sync (3xTF32 or bf16) and wgmma
+/// (bf16 on sm_90a), as #modk.gemm_config names them.
+enum GemmPath { PathSimt, PathMma, PathWgmma };
+
+/// The library's tiles by family and shape (modk-configure-gemms knows the
+/// same list); TMA: the stages fed by TMA.
+template <int P, bool TMA, int BM, int BN> struct GemmTileFor {
+  static_assert(P < 0, "the kernel library has no such GEMM tile");
+};
+template <> struct GemmTileFor<PathSimt, false, 64, 64> { using T = GemmSmall; };
+template <> struct GemmTileFor<PathSimt, false, 128, 128> { using T = GemmLarge; };
+template <> struct GemmTileFor<PathMma, false, 64, 64> { using T = TcSmall; };
+template <> struct GemmTileFor<PathMma, false, 128, 128> { using T = TcLarge; };
+template <> struct GemmTileFor<PathWgmma, false, 128, 64> { using T = WgSmall; };
+template <> struct GemmTileFor<PathWgmma, false, 128, 128> { using T = WgLarge; };
+template <> struct GemmTileFor<PathWgmma, true, 128, 64> { using T = TmaSmall; };
+template <> struct GemmTileFor<PathWgmma, true, 128, 128> { using T = TmaLarge; };
+
+/// The TMA path of a bf16 product with tmaOperandsOk on tile T: B's bf16
+/// copy where B is a weight, the launch on at most `ctas` CTAs. False where
+/// it cannot run (no weight copy outside a WeightCopyScope, operands TMA
+/// cannot describe, no driver support): nothing was enqueued then but
+/// perhaps the weight's rounding, and the caller takes the wgmma kernel
+/// that reads its operands itself. `kBound` and `splits` as for
 /// launchGemmTmaTile (kBound 0: unknown, no TMA).
-template <bool AK, bool BKc, int DYN, int EPI, typename TB, typename TC>
+template <typename T, bool AK, bool BKc, int DYN, int EPI, typename TB,
+          typename TC>
 inline bool launchGemmTma(const bf16 *A, int64_t lda, const TB *B,
                           int64_t ldb, TC *C, int64_t ldc, const EpiArgs &epi,
                           int64_t M, int64_t Ncols, int64_t L, int64_t kBound,
                           const int64_t *dynRows, cudaStream_t stream,
-                          int64_t splits) {
+                          int64_t splits, int64_t ctas) {
   constexpr bool weightB = std::is_same<TB, float>::value;
-  const int choice = gemmTileChoice<EPI, TmaSmall, TmaLarge>(M, Ncols, 132);
-  if (choice == 0 || !gemmTma() || (weightB && !weightCopies().open) ||
-      kBound <= 0 || lda % 8 != 0 || ldb % 8 != 0 ||
+  if ((weightB && !weightCopies().open) || kBound <= 0 || ctas <= 0 ||
+      lda % 8 != 0 || ldb % 8 != 0 ||
       reinterpret_cast<uintptr_t>(A) % 16 != 0 || !encodeTiledFn())
     return false;
   const bf16 *Bbf16;
@@ -2220,66 +2174,14 @@ inline bool launchGemmTma(const bf16 *A, int64_t lda, const TB *B,
   } else {
     Bbf16 = B;
   }
-  if constexpr (epilogueFits<EPI, TmaLarge>())
-    if (choice == 2)
-      return launchGemmTmaTile<TmaLarge, AK, BKc, DYN, EPI>(
-          A, lda, Bbf16, ldb, C, ldc, epi, M, Ncols, L, kBound, dynRows,
-          stream, splits);
-  if constexpr (epilogueFits<EPI, TmaSmall>())
-    return launchGemmTmaTile<TmaSmall, AK, BKc, DYN, EPI>(
-        A, lda, Bbf16, ldb, C, ldc, epi, M, Ncols, L, kBound, dynRows, stream,
-        splits);
-  return false;
+  return launchGemmTmaTile<T, AK, BKc, DYN, EPI>(A, lda, Bbf16, ldb, C, ldc,
+                                                 epi, M, Ncols, L, kBound,
+                                                 dynRows, stream, splits, ctas);
 }
 
-#if defined(__CUDACC__)
-#if MODC_CUDA_TENSOR_CORES && defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
-#error "the tensor-core GEMM needs sm_80 or later: build with -DMODC_CUDA_TENSOR_CORES=0"
+#if defined(__CUDACC__) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+#error "the GEMM kernels need sm_80 or later"
 #endif
-#if MODC_CUDA_WGMMA && defined(__CUDA_ARCH__) &&                              \
-    !defined(__CUDA_ARCH_FEAT_SM90_ALL)
-#error "MODC_CUDA_WGMMA needs sm_90a (wgmma): build for sm_90a or define it 0"
-#endif
-#else
-/// Emulation test hook: whether the GEMMs take the tensor-core kernel
-/// (default MODC_CUDA_TENSOR_CORES). nvcc builds fix the path at compile
-/// time, so that only one kernel family is instantiated.
-inline bool &gemmTensorCores() {
-  static bool on = MODC_CUDA_TENSOR_CORES != 0;
-  return on;
-}
-#endif
-
-/// Whether bf16 products take the wgmma kernel: in MODC_CUDA_WGMMA builds
-/// (sm_90a packages, which carry the mma.sync kernels too) unless the
-/// environment variable MODC_CUDA_WGMMA is "0" when the first GEMM is
-/// launched: a fallback, and the benchmark's comparison. Tests set it.
-inline bool &gemmWgmma() {
-  static bool on = MODC_CUDA_WGMMA != 0 && envSwitch("MODC_CUDA_WGMMA", true);
-  return on;
-}
-
-/// The GEMM kernel families: SIMT f32, mma.sync (3xTF32 or bf16) and wgmma
-/// (bf16 on sm_90a).
-enum GemmPath { PathSimt, PathMma, PathWgmma };
-
-/// Below this many rows a bf16 product stays on mma.sync: a wgmma tile has
-/// 128 rows, and few-row products (decode) are weight-bandwidth bound.
-constexpr int64_t kWgmmaMinRows = 64;
-
-template <int P> struct GemmTiles;
-template <> struct GemmTiles<PathSimt> {
-  using Small = GemmSmall;
-  using Large = GemmLarge;
-};
-template <> struct GemmTiles<PathMma> {
-  using Small = TcSmall;
-  using Large = TcLarge;
-};
-template <> struct GemmTiles<PathWgmma> {
-  using Small = WgSmall;
-  using Large = WgLarge;
-};
 
 /// The kernel of a path and tile (only that one is instantiated).
 template <int P, typename T, bool AK, bool BKc, int DYN, int EPI, bool BF,
@@ -2295,21 +2197,95 @@ inline auto gemmKernelFor() {
   }
 }
 
-/// C = epilogue(A B) on path P's tile (gemmTileChoice); false where the
-/// epilogue fits neither tile of the path (nothing is enqueued).
-template <int P, bool AK, bool BKc, int DYN, int EPI, bool BF, typename TA,
-          typename TB, typename TC>
-inline bool launchGemmPath(const TA *A, int64_t lda, const TB *B,
-                           int64_t ldb, TC *C, int64_t ldc, const EpiArgs &epi,
-                           int64_t M, int64_t Ncols, int64_t L,
-                           const int64_t *dynRows, cudaStream_t stream,
-                           unsigned splits) {
-  using Small = typename GemmTiles<P>::Small;
-  using Large = typename GemmTiles<P>::Large;
-  const int choice = gemmTileChoice<EPI, Small, Large>(
-      M, Ncols, P == PathWgmma ? 132 : 264);
-  auto launch = [&](auto tile) {
-    using T = decltype(tile);
+/// One row of a product's configuration (#modk.gemm_config, chosen by
+/// modk-configure-gemms, docs/cuda.md): from MinRows rows on, kernel family
+/// P on a BM x BN tile, fed by TMA on a persistent grid of TmaCtas CTAs
+/// where nonzero, the epilogue as a kernel of its own where
+/// SeparateEpilogue. The library reads a variant through `path`,
+/// `tileRows`, `tileCols`, `tma`, `separateEpilogue` and `tmaCtas()`.
+template <int64_t MinRows, int P, int BM, int BN, int64_t TmaCtas = 0,
+          bool SeparateEpilogue = false>
+struct GemmVariant {
+  static constexpr int64_t minRows = MinRows;
+  static constexpr int path = P, tileRows = BM, tileCols = BN;
+  static constexpr bool tma = TmaCtas > 0;
+  static constexpr bool separateEpilogue = SeparateEpilogue;
+  static constexpr int64_t tmaCtas() { return TmaCtas; }
+};
+
+/// The first type of a pack.
+template <typename First, typename...> struct FirstOf {
+  using type = First;
+};
+
+/// What a plan may look at besides the rows and columns: the product's
+/// epilogue, whether it rounds its operands to bf16, and whether its
+/// operand types allow TMA (tmaOperandsOk).
+template <int EPI, bool BF, bool TmaOperands> struct GemmProduct {
+  static constexpr int epilogue = EPI;
+  static constexpr bool bf16 = BF, tmaOperands = TmaOperands;
+};
+
+/// A product's configuration: its variants by ascending MinRows (the first
+/// from 0), and for a weight gradient the split of its rows (up to
+/// MaxSplits chunks; ChunkRows > 0 fixes a chunk's rows).
+/// `dispatch<Product>(rows, cols, f)` calls f with the variant of `rows`.
+/// Callers of the library may pass any type with the same members (the
+/// kernel tests pass one that sweeps the choices).
+template <int64_t MaxSplits, int64_t ChunkRows, typename... V> struct GemmPlan {
+  static_assert(sizeof...(V) > 0, "a GEMM plan needs a variant");
+  template <int N, int K> static constexpr int64_t maxSplits() {
+    return MaxSplits;
+  }
+  static constexpr int64_t chunkRows() { return ChunkRows; }
+  template <typename Product, typename F>
+  static bool dispatch(int64_t rows, int64_t /*cols*/, F &&f) {
+    return pick<V...>(rows, f);
+  }
+
+private:
+  template <typename First, typename... Rest, typename F>
+  static bool pick(int64_t rows, F &f) {
+    if constexpr (sizeof...(Rest) > 0) {
+      using Next = typename FirstOf<Rest...>::type;
+      static_assert(Next::minRows > First::minRows, "variants by rows");
+      if (rows >= Next::minRows)
+        return pick<Rest...>(rows, f);
+    }
+    return f(First{});
+  }
+};
+
+/// C = epilogue(A B) on variant V: its tile on its path; a TMA variant's
+/// kernel where its operands can be described to TMA, else the wgmma
+/// kernel of the same tile. False only where V's tile cannot hold the
+/// epilogue (V says separateEpilogue): nothing is enqueued, and the caller
+/// runs the product with a plain store, then the epilogue as a kernel.
+template <typename V, bool AK, bool BKc, int DYN, int EPI, bool BF,
+          typename TA, typename TB, typename TC>
+inline bool launchGemmVariant(const TA *A, int64_t lda, const TB *B,
+                              int64_t ldb, TC *C, int64_t ldc,
+                              const EpiArgs &epi, int64_t M, int64_t Ncols,
+                              int64_t L, const int64_t *dynRows,
+                              cudaStream_t stream, unsigned splits,
+                              int64_t kBound) {
+  constexpr int P = V::path;
+  using T = typename GemmTileFor<P, false, V::tileRows, V::tileCols>::T;
+  if constexpr (!epilogueFits<EPI, T>()) {
+    static_assert(V::separateEpilogue,
+                  "the configured tile cannot hold this epilogue");
+    return false;
+  } else {
+    static_assert(P != PathWgmma || BF, "wgmma runs the bf16 products only");
+    if constexpr (V::tma) {
+      static_assert(tmaOperandsOk<TA, TB, AK, BKc, DYN>(),
+                    "TMA configured for operands it cannot read");
+      using TT = typename GemmTileFor<P, true, V::tileRows, V::tileCols>::T;
+      if (launchGemmTma<TT, AK, BKc, DYN, EPI>(
+              A, lda, B, ldb, C, ldc, epi, M, Ncols, L, kBound, dynRows,
+              stream, splits, V::tmaCtas()))
+        return true;
+    }
     auto kernel = gemmKernelFor<P, T, AK, BKc, DYN, EPI, BF, TA, TB, TC>();
     traceGemm(P == PathWgmma ? "wgmma" : P == PathMma ? "mma.sync" : "simt", M,
               Ncols, L, T::BM, T::BN, EPI);
@@ -2319,26 +2295,17 @@ inline bool launchGemmPath(const TA *A, int64_t lda, const TB *B,
                 kThreads, 0, stream, A, lda, B, ldb, C, ldc, epi, M, Ncols, L,
                 dynRows);
     return true;
-  };
-  if constexpr (epilogueFits<EPI, Large>())
-    if (choice == 2)
-      return launch(Large{});
-  if constexpr (epilogueFits<EPI, Small>())
-    if (choice == 1)
-      return launch(Small{});
-  return false;
+  }
 }
 
-/// C = epilogue(A B) over the tensor-core kernel (3xTF32) unless
-/// MODC_CUDA_TENSOR_CORES is 0, else over the SIMT f32 kernel. `splits`
-/// CTAs along z (DYN == 3 only: the chunks of the split reduction).
-/// `kBound`: for DYN 3, the bound of the rows the chunks split (the TMA
-/// kernel's maps reach it; 0: unknown, no TMA); otherwise L. BF: the
-/// operands are rounded to bf16 (bf16 mma on the tensor-core path; wgmma
-/// when MODC_CUDA_WGMMA, from kWgmmaMinRows rows). A and C may hold bf16
-/// where gemmTypesOk allows. False only where the epilogue (RoPE) fits no
-/// tile of the path the product takes: nothing was enqueued then.
-template <bool AK, bool BKc, int DYN, int EPI, bool BF = false,
+/// C = epilogue(A B) on the variant of PLAN (a GemmPlan) for M rows.
+/// `splits` CTAs along z (DYN == 3 only: the chunks of the split
+/// reduction). `kBound`: for DYN 3, the bound of the rows the chunks split
+/// (the TMA kernel's maps reach it; 0: unknown, no TMA); otherwise L. BF:
+/// the operands are rounded to bf16. A and C may hold bf16 where gemmTypesOk
+/// allows. False only where the variant keeps the epilogue (RoPE) apart:
+/// nothing was enqueued then.
+template <typename PLAN, bool AK, bool BKc, int DYN, int EPI, bool BF = false,
           typename TA = float, typename TB = float, typename TC = float>
 inline bool launchGemm(const TA *A, int64_t lda, const TB *B, int64_t ldb,
                        TC *C, int64_t ldc, const EpiArgs &epi, int64_t M,
@@ -2351,40 +2318,13 @@ inline bool launchGemm(const TA *A, int64_t lda, const TB *B, int64_t ldb,
   static_assert(!isEpiRope(EPI) || DYN != 3, "RoPE of a partial product");
   if (M <= 0 || Ncols <= 0)
     return true;
-#define MODC_GEMM_ON(path)                                                     \
-  return launchGemmPath<path, AK, BKc, DYN, EPI, BF, TA, TB, TC>(              \
-      A, lda, B, ldb, C, ldc, epi, M, Ncols, L, dynRows, stream, splits)
-  // Tests force the wgmma kernel on few rows too (a tile override).
-  [[maybe_unused]] const bool wgmmaRows = M >= kWgmmaMinRows || gemmTileOverride() != 0;
-  // Operands TMA can read (a bf16 A; B a weight with a bf16 copy in this
-  // call) go to the TMA kernel, else the wgmma kernel reads them itself.
-#define MODC_GEMM_ON_WGMMA()                                                   \
-  do {                                                                         \
-    if constexpr (tmaOperandsOk<TA, TB, AK, BKc, DYN>())                       \
-      if (launchGemmTma<AK, BKc, DYN, EPI>(A, lda, B, ldb, C, ldc, epi, M,     \
-                                           Ncols, L, DYN == 3 ? kBound : L,    \
-                                           dynRows, stream, splits))           \
-        return true;                                                           \
-    MODC_GEMM_ON(PathWgmma);                                                   \
-  } while (0)
-#if defined(__CUDACC__)
-  if constexpr (BF && MODC_CUDA_TENSOR_CORES && MODC_CUDA_WGMMA) {
-    if (wgmmaRows && gemmWgmma())
-      MODC_GEMM_ON_WGMMA();
-  }
-  MODC_GEMM_ON(MODC_CUDA_TENSOR_CORES ? PathMma : PathSimt);
-#else
-  if constexpr (BF) {
-    if (gemmTensorCores() && gemmWgmma() && wgmmaRows)
-      MODC_GEMM_ON_WGMMA();
-  }
-  if (gemmTensorCores())
-    MODC_GEMM_ON(PathMma);
-  else
-    MODC_GEMM_ON(PathSimt);
-#endif
-#undef MODC_GEMM_ON_WGMMA
-#undef MODC_GEMM_ON
+  using Product =
+      GemmProduct<EPI, BF, tmaOperandsOk<TA, TB, AK, BKc, DYN>()>;
+  return PLAN::template dispatch<Product>(M, Ncols, [&](auto variant) {
+    return launchGemmVariant<decltype(variant), AK, BKc, DYN, EPI, BF>(
+        A, lda, B, ldb, C, ldc, epi, M, Ncols, L, dynRows, stream, splits,
+        DYN == 3 ? kBound : L);
+  });
 }
 
 /// y[M, N] = epilogue(a[M, K] w[N, K]^T), M = *rows (or n when rows is null).
@@ -2393,16 +2333,19 @@ template <int N, int K> constexpr bool gemmWidthsOk() {
   return N > 0 && K > 0 && N < (1 << 24) && K < (1 << 24);
 }
 
-template <int N, int K, int EPI, bool BF, typename TA, typename TC>
+template <int N, int K, int EPI, bool BF, typename PLAN, typename TA,
+          typename TC>
 inline bool linearEpi(const TA *a, const int64_t *rows, int64_t max_rows,
                       const float *w, const EpiArgs &epi, TC *y,
                       cudaStream_t stream) {
   static_assert(gemmWidthsOk<N, K>(), "GEMM widths must be in [1, 2^24)");
   if (rows)
-    return launchGemm<true, true, 1, EPI, BF>(a, K, w, K, y, N, epi, max_rows,
-                                              N, K, rows, stream);
-  return launchGemm<true, true, 0, EPI, BF>(a, K, w, K, y, N, epi, max_rows, N,
-                                            K, nullptr, stream);
+    return launchGemm<PLAN, true, true, 1, EPI, BF>(a, K, w, K, y, N, epi,
+                                                    max_rows, N, K, rows,
+                                                    stream);
+  return launchGemm<PLAN, true, true, 0, EPI, BF>(a, K, w, K, y, N, epi,
+                                                  max_rows, N, K, nullptr,
+                                                  stream);
 }
 
 //===----------------------------------------------------------------------===//
@@ -2415,31 +2358,22 @@ struct WgradSplit {
   int64_t splits, chunk;
 };
 
-constexpr int64_t kWgradTargetCtas = 2 * 132; ///< ~2 waves of a 132-SM GPU
-constexpr int64_t kWgradMinChunk = 256;       ///< rows of a chunk, at least
-constexpr int64_t kWgradChunkAlign = 16;      ///< whole k tiles of every GEMM
+constexpr int64_t kWgradMinChunk = 256;  ///< rows of a chunk, at least
+constexpr int64_t kWgradChunkAlign = 16; ///< whole k tiles of every GEMM
 
-/// Test hook: rows of a chunk of the split weight gradient (0: by shape);
-/// any positive count, so that small shapes split as well.
-inline int64_t &wgradChunkOverride() {
-  static int64_t chunk = 0;
-  return chunk;
-}
-
-/// The split of an [N, K] weight gradient over at most max_rows rows, from
-/// the static shapes only: split where the 64 x 64 output tiles are at most
-/// half of kWgradTargetCtas, into as many chunks as bring the CTAs to
-/// kWgradTargetCtas, each of at least kWgradMinChunk rows (a multiple of
-/// kWgradChunkAlign), at most 65535 (the grid's z).
-template <int N, int K> inline WgradSplit wgradSplit(int64_t max_rows) {
-  if (max_rows <= 0)
-    return {1, 0};
-  int64_t chunk = wgradChunkOverride();
+/// The split of an [N, K] weight gradient over at most max_rows rows by
+/// PLAN: its chunkRows() where positive, else up to maxSplits<N, K>()
+/// chunks (chosen by modk-configure-gemms from the output's tiles and the
+/// part's SMs), each of at least kWgradMinChunk rows (a multiple of
+/// kWgradChunkAlign); at most 65535 chunks (the grid's z).
+template <int N, int K, typename PLAN>
+inline WgradSplit wgradSplit(int64_t max_rows) {
+  const int64_t maxSplits = PLAN::template maxSplits<N, K>();
+  if (max_rows <= 0 || (maxSplits <= 1 && PLAN::chunkRows() <= 0))
+    return {1, max_rows > 0 ? max_rows : 0};
+  int64_t chunk = PLAN::chunkRows();
   if (chunk <= 0) {
-    const int64_t tiles = ceilDiv(N, 64) * ceilDiv(K, 64);
-    if (2 * tiles > kWgradTargetCtas)
-      return {1, max_rows};
-    int64_t want = ceilDiv(kWgradTargetCtas, tiles);
+    int64_t want = maxSplits;
     const int64_t most = max_rows / kWgradMinChunk;
     want = want < most ? want : most;
     if (want <= 1)
@@ -3419,55 +3353,60 @@ struct WeightCopyScope {
 /// y[m, n] = sum_k a[m, k] w[n, k] for m < *rows; w is [N, K]. BF16 (here
 /// and in every product below): both operands rounded to bf16, f32
 /// accumulation (a bf16 model).
-template <int N, int K, bool BF16 = false, typename TA, typename TC>
+template <int N, int K, bool BF16 = false, typename PLAN = DefaultGemmPlan,
+          typename TA, typename TC>
 inline void linear(const TA *a, const int64_t *rows, int64_t max_rows,
                    const float *w, TC *y, cudaStream_t stream) {
-  detail::linearEpi<N, K, detail::EpiStore, BF16>(a, rows, max_rows, w, nullptr,
-                                                  y, stream);
+  detail::linearEpi<N, K, detail::EpiStore, BF16, PLAN>(a, rows, max_rows, w,
+                                                        nullptr, y, stream);
 }
 
 /// y = residual + a w^T (residual may be y).
-template <int N, int K, bool BF16 = false, typename TA>
+template <int N, int K, bool BF16 = false, typename PLAN = DefaultGemmPlan,
+          typename TA>
 inline void linear_residual(const TA *a, const int64_t *rows,
                             int64_t max_rows, const float *w,
                             const float *residual, float *y,
                             cudaStream_t stream) {
-  detail::linearEpi<N, K, detail::EpiAdd, BF16>(a, rows, max_rows, w, residual,
-                                                y, stream);
+  detail::linearEpi<N, K, detail::EpiAdd, BF16, PLAN>(a, rows, max_rows, w,
+                                                      residual, y, stream);
 }
 
 /// y = gelu(a w^T), exact GELU.
-template <int N, int K, bool BF16 = false, typename TA, typename TC>
+template <int N, int K, bool BF16 = false, typename PLAN = DefaultGemmPlan,
+          typename TA, typename TC>
 inline void linear_gelu(const TA *a, const int64_t *rows, int64_t max_rows,
                         const float *w, TC *y, cudaStream_t stream) {
-  detail::linearEpi<N, K, detail::EpiGelu, BF16>(a, rows, max_rows, w, nullptr,
-                                                 y, stream);
+  detail::linearEpi<N, K, detail::EpiGelu, BF16, PLAN>(a, rows, max_rows, w,
+                                                       nullptr, y, stream);
 }
 
 /// gate_scratch = a w_gate^T; y = silu(gate_scratch) * (a w_up^T), the CPU's
 /// linear + linear + swiglu (gate_scratch keeps the gate pre-activation).
-template <int N, int K, bool BF16 = false, typename TA, typename TC>
+template <int N, int K, bool BF16 = false, typename PLAN = DefaultGemmPlan,
+          typename TA, typename TC>
 inline void linear_swiglu(const TA *a, const int64_t *rows, int64_t max_rows,
                           const float *w_gate, const float *w_up,
                           float *gate_scratch, TC *y, cudaStream_t stream) {
-  detail::linearEpi<N, K, detail::EpiStore, BF16>(
+  detail::linearEpi<N, K, detail::EpiStore, BF16, PLAN>(
       a, rows, max_rows, w_gate, nullptr, gate_scratch, stream);
-  detail::linearEpi<N, K, detail::EpiSwiglu, BF16>(a, rows, max_rows, w_up,
-                                                   gate_scratch, y, stream);
+  detail::linearEpi<N, K, detail::EpiSwiglu, BF16, PLAN>(
+      a, rows, max_rows, w_up, gate_scratch, y, stream);
 }
 
 /// da[m, k] (+)= sum_n dy[m, n] w[n, k] for m < *rows. In a bf16 product
 /// dy may be stored as bf16 (modk-store-bf16).
-template <int N, int K, bool BF16 = false, typename TD = float>
+template <int N, int K, bool BF16 = false, typename PLAN = DefaultGemmPlan,
+          typename TD = float>
 inline void linear_dgrad(const TD *dy, const int64_t *rows, int64_t max_rows,
                          const float *w, float *da, bool accumulate,
                          cudaStream_t stream) {
   static_assert(detail::gemmWidthsOk<N, K>(), "GEMM widths must be in [1, 2^24)");
   if (accumulate)
-    detail::launchGemm<true, false, 1, detail::EpiAdd, BF16>(
+    detail::launchGemm<PLAN, true, false, 1, detail::EpiAdd, BF16>(
         dy, N, w, K, da, K, da, max_rows, K, N, rows, stream);
   else
-    detail::launchGemm<true, false, 1, detail::EpiStore, BF16>(
+    detail::launchGemm<PLAN, true, false, 1, detail::EpiStore, BF16>(
         dy, N, w, K, da, K, nullptr, max_rows, K, N, rows, stream);
 }
 
@@ -3475,22 +3414,22 @@ inline void linear_dgrad(const TD *dy, const int64_t *rows, int64_t max_rows,
 /// reduces over all rows (deterministic, no atomics). The overload with
 /// scratch below splits the rows where the output has few tiles. In a bf16
 /// product `dy` and `a` may be stored as bf16 (modk-store-bf16).
-template <int N, int K, bool BF16 = false, typename TA = float,
-          typename TD = float>
+template <int N, int K, bool BF16 = false, typename PLAN = DefaultGemmPlan,
+          typename TA = float, typename TD = float>
 inline void linear_wgrad(const TD *dy, const int64_t *rows, int64_t max_rows,
                          const TA *a, float *dw, cudaStream_t stream) {
   static_assert(detail::gemmWidthsOk<N, K>(), "GEMM widths must be in [1, 2^24)");
   // L: the rows' bound (the kernels read the count on the device; the TMA
   // kernel's maps reach the bound).
-  detail::launchGemm<false, false, 2, detail::EpiAdd, BF16>(
+  detail::launchGemm<PLAN, false, false, 2, detail::EpiAdd, BF16>(
       dy, N, a, K, dw, K, dw, N, K, max_rows, rows, stream);
 }
 
 /// Floats of scratch the split linear_wgrad needs for at most max_rows rows
 /// (0 where the shapes do not split).
-template <int N, int K>
+template <int N, int K, typename PLAN = DefaultGemmPlan>
 inline int64_t linear_wgrad_scratch_floats(int64_t max_rows) {
-  const detail::WgradSplit s = detail::wgradSplit<N, K>(max_rows);
+  const detail::WgradSplit s = detail::wgradSplit<N, K, PLAN>(max_rows);
   return s.splits > 1 ? s.splits * int64_t(N) * K : 0;
 }
 
@@ -3500,18 +3439,18 @@ inline int64_t linear_wgrad_scratch_floats(int64_t max_rows) {
 /// chunks that hold rows to dw in chunk order (deterministic: the result
 /// depends on *rows and max_rows, never on the run). `scratch`:
 /// linear_wgrad_scratch_floats<N, K>(max_rows) floats (null: no split).
-template <int N, int K, bool BF16 = false, typename TA = float,
-          typename TD = float>
+template <int N, int K, bool BF16 = false, typename PLAN = DefaultGemmPlan,
+          typename TA = float, typename TD = float>
 inline void linear_wgrad(const TD *dy, const int64_t *rows, int64_t max_rows,
                          const TA *a, float *dw, float *scratch,
                          cudaStream_t stream) {
   static_assert(detail::gemmWidthsOk<N, K>(), "GEMM widths must be in [1, 2^24)");
-  const detail::WgradSplit s = detail::wgradSplit<N, K>(max_rows);
+  const detail::WgradSplit s = detail::wgradSplit<N, K, PLAN>(max_rows);
   if (s.splits <= 1 || scratch == nullptr) {
-    linear_wgrad<N, K, BF16>(dy, rows, max_rows, a, dw, stream);
+    linear_wgrad<N, K, BF16, PLAN>(dy, rows, max_rows, a, dw, stream);
     return;
   }
-  detail::launchGemm<false, false, 3, detail::EpiStore, BF16>(
+  detail::launchGemm<PLAN, false, false, 3, detail::EpiStore, BF16>(
       dy, N, a, K, scratch, K, nullptr, N, K, s.chunk, rows, stream,
       unsigned(s.splits), max_rows);
   auto k = detail::splitSumKernel;
@@ -3538,7 +3477,8 @@ inline void rope(float *x, const int64_t *rows, int64_t max_rows,
 /// holds whole heads in each warp (HD a multiple of 16 that divides a
 /// warp's columns: the wgmma and TMA tiles up to 128, the mma.sync tiles up
 /// to 16 or 32), else (or with no table) a second kernel.
-template <int H, int HD, int K, bool BF16 = false, typename TA>
+template <int H, int HD, int K, bool BF16 = false,
+          typename PLAN = DefaultGemmPlan, typename TA>
 inline void linear_rope(const TA *a, const int64_t *rows, int64_t max_rows,
                         const float *w, const int32_t *pos, float theta,
                         int32_t positions, float *y, cudaStream_t stream) {
@@ -3548,24 +3488,24 @@ inline void linear_rope(const TA *a, const int64_t *rows, int64_t max_rows,
     epi.ropeTable = detail::ropeTableFor<HD>(theta, positions, stream);
     epi.ropePositions = positions;
     if (epi.ropeTable &&
-        detail::linearEpi<H * HD, K, detail::epiRope<HD, BF16>(), BF16>(
+        detail::linearEpi<H * HD, K, detail::epiRope<HD, BF16>(), BF16, PLAN>(
             a, rows, max_rows, w, epi, y, stream)) {
       ++detail::fusedRopeLaunches();
       return;
     }
   }
-  linear<H * HD, K, BF16>(a, rows, max_rows, w, y, stream);
+  linear<H * HD, K, BF16, PLAN>(a, rows, max_rows, w, y, stream);
   rope<H, HD, BF16>(y, rows, max_rows, pos, theta, stream);
 }
 
 /// y = bf16(a w^T) with bf16 operands: the values of a bf16 model (linear
 /// then round_bf16 in one pass).
-template <int N, int K, typename TA>
+template <int N, int K, typename PLAN = DefaultGemmPlan, typename TA>
 inline void linear_to_bf16(const TA *a, const int64_t *rows,
                            int64_t max_rows, const float *w, float *y,
                            cudaStream_t stream) {
-  detail::linearEpi<N, K, detail::EpiStoreBf16, true>(a, rows, max_rows, w,
-                                                      nullptr, y, stream);
+  detail::linearEpi<N, K, detail::EpiStoreBf16, true, PLAN>(
+      a, rows, max_rows, w, nullptr, y, stream);
 }
 
 namespace detail {
@@ -3673,15 +3613,15 @@ inline void gather_rmsnorm(const float *x, int64_t B, const int64_t *seg,
 
 /// Causal-routing predictor on n (host) rows: hidden = silu(x fc1_w^T +
 /// fc1_b), out = hidden . fc2_w + fc2_b.
-template <int D, int HID>
+template <int D, int HID, typename PLAN = DefaultGemmPlan>
 inline void predictor(const float *x, int64_t n, const float *fc1_w,
                       const float *fc1_b, const float *fc2_w,
                       const float *fc2_b, float *hidden, float *out,
                       cudaStream_t stream) {
   if (n <= 0)
     return;
-  detail::linearEpi<HID, D, detail::EpiBiasSilu, false>(x, nullptr, n, fc1_w,
-                                                        fc1_b, hidden, stream);
+  detail::linearEpi<HID, D, detail::EpiBiasSilu, false, PLAN>(
+      x, nullptr, n, fc1_w, fc1_b, hidden, stream);
   auto k = detail::predictorOutKernel<HID>;
   MODC_LAUNCH(k, unsigned(ceilDiv(n, detail::kRowWarps)), detail::kThreads, 0,
               stream, hidden, n, fc2_w, fc2_b, out);
@@ -3703,13 +3643,24 @@ inline void gate_scale_scatter(float *x, int64_t nseg, const int64_t *seg,
               detail::kThreads, 0, stream, x, nseg, seg, pos, r, attn, f);
 }
 
+#if !defined(__CUDACC__)
+namespace detail {
+/// Emulation only: whether attention takes its tensor-core kernels (nvcc
+/// builds fix that with MODC_CUDA_TENSOR_CORES, instantiating one family).
+inline bool &attentionTensorCores() {
+  static bool on = MODC_CUDA_TENSOR_CORES != 0;
+  return on;
+}
+} // namespace detail
+#endif
+
 /// Causal multi-head attention over segments (the CPU's causal_attention):
 /// q, k, v, out are [rows, H * HD], rows = seg[nseg]; row i attends to the
 /// rows j of its segment with pos[j] <= pos[i], scale 1/sqrt(HD).
 /// `max_seg_rows` bounds the rows of one segment (S, or K for a top-k row
 /// set) and sizes the grid. Runs attentionTcKernel (tensor cores, 3xTF32)
 /// where attentionTcHeadDim<HD> and MODC_CUDA_TENSOR_CORES (emulated:
-/// gemmTensorCores()) allow, else attentionKernel (SIMT f32). BF16: q, k, v
+/// attentionTensorCores()) allow, else attentionKernel (SIMT f32). BF16: q, k, v
 /// hold bf16 values (a bf16 model); the result is the same, with fewer
 /// tensor-core instructions. out: float, or bf16 (rounded) where only
 /// products read it.
@@ -3727,7 +3678,7 @@ inline void causal_attention(const float *q, const float *k, const float *v,
     detail::launchAttention<MODC_CUDA_TENSOR_CORES != 0, H, HD, BF16>(
         grid, q, k, v, seg, pos, out, stream);
 #else
-    if (detail::gemmTensorCores())
+    if (detail::attentionTensorCores())
       detail::launchAttention<true, H, HD, BF16>(grid, q, k, v, seg, pos, out,
                                                  stream);
     else

@@ -1412,7 +1412,7 @@ inline int64_t attention_grad_scratch_floats(int64_t max_rows) {
 /// statistics, key side dk and dv); no atomics, deterministic. For head dims
 /// that are multiples of 8 up to 128 they run on tensor cores (3xTF32
 /// mma.m16n8k8, f32 accuracy: attnGradQueryTc, attnGradKeyTc) unless
-/// MODC_CUDA_TENSOR_CORES is 0 (emulated: gemmTensorCores()), else on the
+/// MODC_CUDA_TENSOR_CORES is 0 (emulated: attentionTensorCores()), else on the
 /// SIMT kernels (attnGradQuery, attnGradKey); same scratch either way.
 /// BF16: q, k, v hold bf16 values (a bf16 model); the same result, with
 /// fewer tensor-core instructions. dv may be bf16 (rounded as stored:
@@ -1434,7 +1434,7 @@ inline void causal_attention_grad(const float *q, const float *k,
         nseg, max_seg_rows, q, k, v, o, dout, seg, pos, dq, dk, dv, scratch,
         stream);
 #else
-    if (detail::gemmTensorCores())
+    if (detail::attentionTensorCores())
       launchAttentionGrad<true, H, HD, BF16, TV>(nseg, max_seg_rows, q, k, v, o,
                                              dout, seg, pos, dq, dk, dv,
                                              scratch, stream);

@@ -59,6 +59,15 @@ def Modk_DType : I32EnumAttr<"DType", "element type of an entry's products", [
   let genSpecializedAttr = 0;
 }
 
+def Modk_GemmPath : I32EnumAttr<"GemmPath", "a CUDA GEMM kernel family", [
+  I32EnumAttrCase<"simt", 0>,
+  I32EnumAttrCase<"mma", 1>,
+  I32EnumAttrCase<"wgmma", 2>
+]> {
+  let cppNamespace = "::modc::modk";
+  let genSpecializedAttr = 0;
+}
+
 class Modk_EnumAttr<EnumAttrInfo info, string name>
     : EnumAttr<Modk_Dialect, info, name> {
   let assemblyFormat = "`<` $value `>`";
@@ -69,5 +78,30 @@ def Modk_GateAttr : Modk_EnumAttr<Modk_Gate, "gate">;
 def Modk_ActivationAttr : Modk_EnumAttr<Modk_Activation, "activation">;
 def Modk_CausalRouterAttr : Modk_EnumAttr<Modk_CausalRouter, "causal_router">;
 def Modk_DTypeAttr : Modk_EnumAttr<Modk_DType, "dtype">;
+
+def Modk_GemmConfigAttr : AttrDef<Modk_Dialect, "GemmConfig"> {
+  let mnemonic = "gemm_config";
+  let summary = "The CUDA kernels of one product, chosen by modk-configure-gemms";
+  let description = [{
+    A product's row count is known only at run time (the batch), so the
+    configuration is a table by rows: each variant runs from its `from`
+    row count up to the next variant's. A variant names the kernel family
+    (`simt`, `mma` for mma.sync, `wgmma`), the output tile (rows x
+    columns of a CTA), `tma N` where the wgmma kernel is fed by TMA on a
+    persistent grid of N CTAs, and `separate_epilogue` where the
+    epilogue (RoPE) does not fit the tile and runs as a kernel of its own.
+    `split N` (weight gradients): the rows may be split into up to N
+    chunks whose partial products are summed in chunk order; `chunk N`
+    fixes the chunk's rows.
+
+    `#modk.gemm_config<mma 64x64, from 64: wgmma 128x64 tma 264>`
+  }];
+  let parameters = (ins
+    ArrayRefParameter<"::modc::modk::GemmVariant", "variants by rows">:$variants,
+    DefaultValuedParameter<"int64_t", "1">:$maxSplits,
+    DefaultValuedParameter<"int64_t", "0">:$chunkRows);
+  let hasCustomAssemblyFormat = 1;
+  let genVerifyDecl = 1;
+}
 
 #endif // MODC_DIALECT_MODK_ATTRS

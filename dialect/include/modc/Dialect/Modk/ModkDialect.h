@@ -18,6 +18,30 @@
 #include "modc/Dialect/Modk/ModkDialect.h.inc"
 #include "modc/Dialect/Modk/ModkEnums.h.inc"
 
+namespace modc::modk {
+/// One row of a #modk.gemm_config: from `minRows` rows on, the product runs
+/// on `path` with a tileRows x tileCols output tile (TMA-fed on a persistent
+/// grid of `tmaCtas` CTAs where nonzero; the epilogue as a kernel of its own
+/// where `separateEpilogue`).
+struct GemmVariant {
+  int64_t minRows = 0;
+  GemmPath path = GemmPath::mma;
+  int64_t tileRows = 64, tileCols = 64;
+  int64_t tmaCtas = 0;
+  bool separateEpilogue = false;
+
+  bool operator==(const GemmVariant &o) const {
+    return minRows == o.minRows && path == o.path && tileRows == o.tileRows &&
+           tileCols == o.tileCols && tmaCtas == o.tmaCtas &&
+           separateEpilogue == o.separateEpilogue;
+  }
+};
+inline llvm::hash_code hash_value(const GemmVariant &v) {
+  return llvm::hash_combine(v.minRows, v.path, v.tileRows, v.tileCols,
+                            v.tmaCtas, v.separateEpilogue);
+}
+} // namespace modc::modk
+
 #define GET_ATTRDEF_CLASSES
 #include "modc/Dialect/Modk/ModkAttrs.h.inc"
 

@@ -118,13 +118,15 @@ def Modk_GemmOp : Modk_Op<"gemm", [AttrSizedOperandSegments]> {
       (extra: scratch rows, router scores, attention rows, positions).
     `round_bf16` (set by modk-store-bf16 in a bf16 entry): the output rows
     are rounded to bf16 values as they are stored, in an f32 buffer: the
-    queries, keys and values that attention reads.
+    queries, keys and values that attention reads. `config` (set by
+    modk-configure-gemms for a CUDA target): the kernels that run it.
   }];
   let arguments = (ins AnyMemRef:$input, Variadic<AnyMemRef>:$weights,
                    AnyMemRef:$segments, Variadic<AnyMemRef>:$extra,
                    AnyMemRef:$output, Modk_EpilogueAttr:$epilogue,
                    OptionalAttr<Modk_GateAttr>:$gate, OptionalAttr<I64Attr>:$n_heads,
-                   OptionalAttr<F64Attr>:$rope_theta, UnitAttr:$round_bf16);
+                   OptionalAttr<F64Attr>:$rope_theta, UnitAttr:$round_bf16,
+                   OptionalAttr<Modk_GemmConfigAttr>:$config);
   let assemblyFormat = [{
     $input `,` `[` $weights `]` `rows` $segments
     (`extra` `(` $extra^ `)`)? `->` $output attr-dict `:` type(operands)
@@ -165,7 +167,8 @@ def Modk_PredictorOp : Modk_Op<"predictor"> {
   let arguments = (ins AnyMemRef:$input, AnyMemRef:$fc1_weight,
                    AnyMemRef:$fc1_bias, AnyMemRef:$fc2_weight,
                    AnyMemRef:$fc2_bias, AnyMemRef:$hidden, AnyMemRef:$output,
-                   UnitAttr:$causal_only);
+                   UnitAttr:$causal_only,
+                   OptionalAttr<Modk_GemmConfigAttr>:$config);
   let assemblyFormat = [{
     $input `,` `[` $fc1_weight `,` $fc1_bias `,` $fc2_weight `,` $fc2_bias `]`
     `scratch` $hidden `->` $output attr-dict `:` type(operands)
@@ -342,13 +345,14 @@ def Modk_BCELossValueOp : Modk_GenericOp<"bce_loss_value"> {
 def Modk_GemmDgradOp : Modk_GenericOp<"gemm_dgrad"> {
   let summary = "dA (+)= dY . W on the rows of a row set";
   let arguments = (ins AnyMemRef:$dy, AnyMemRef:$weight, AnyMemRef:$segments,
-                   AnyMemRef:$da, BoolAttr:$accumulate);
+                   AnyMemRef:$da, BoolAttr:$accumulate,
+                   OptionalAttr<Modk_GemmConfigAttr>:$config);
 }
 
 def Modk_GemmWgradOp : Modk_GenericOp<"gemm_wgrad"> {
   let summary = "dW += dY^T . A over the rows of a row set";
   let arguments = (ins AnyMemRef:$dy, AnyMemRef:$input, AnyMemRef:$segments,
-                   AnyMemRef:$dw);
+                   AnyMemRef:$dw, OptionalAttr<Modk_GemmConfigAttr>:$config);
 }
 
 def Modk_RMSNormGradOp : Modk_GenericOp<"rmsnorm_grad"> {

@@ -98,6 +98,51 @@ def Generalize : Pass<"modk-generalize", "::modc::modk::EntryOp"> {
                            "::mlir::math::MathDialect"];
 }
 
+def ConfigureGemms : Pass<"modk-configure-gemms", "::modc::modk::EntryOp"> {
+  let summary = "Choose each product's CUDA kernels from the target's description";
+  let description = [{
+    Sets `config` (#modk.gemm_config) on every `modk.gemm`,
+    `modk.gemm_dgrad`, `modk.gemm_wgrad` and `modk.predictor`, from the
+    description of the `arch`'s part (SM count, shared memory, whether it
+    has wgmma and TMA) and the tiles the kernel library has:
+
+    - path: bf16 products from 64 rows on take wgmma on sm_90a (below,
+      and f32 products, mma.sync);
+    - TMA: a wgmma product whose A operand is stored bf16 and whose B is a
+      weight or stored bf16, with widths in whole 16-byte rows, is fed by
+      TMA on a persistent grid of (SMs x CTAs a tile fits on an SM) CTAs;
+    - tile: the large tile from the row count where it still gives a
+      wave of CTAs (two on mma.sync), below it the small one; a RoPE
+      epilogue takes a tile whose warps hold whole heads, and runs as its
+      own kernel where none does;
+    - split: a weight gradient whose output has few tiles splits its rows
+      in up to as many chunks as bring its CTAs to two waves.
+
+    The shipped CUDA code chooses nothing at run time: the emitter passes
+    each configuration to the kernel library as a template argument. The
+    options other than `arch` pin choices, for tests and benchmarks.
+  }];
+  let options = [
+    Option<"arch", "arch", "std::string", /*default=*/"\"sm_90a\"",
+           "CUDA architecture: sm_90a (H100-class) or sm_80 (A100-class)">,
+    Option<"smCount", "sm-count", "int64_t", /*default=*/"0",
+           "SMs of the part (0: the architecture's reference part)">,
+    Option<"path", "path", "std::string", /*default=*/"\"auto\"",
+           "auto, or the kernel family of every product: simt, mma, or "
+           "wgmma (bf16 products; the others take mma)">,
+    Option<"tile", "tile", "std::string", /*default=*/"\"auto\"",
+           "auto, small or large: the tile of every product, at any rows">,
+    Option<"tma", "tma", "bool", /*default=*/"true",
+           "Feed wgmma products by TMA where their operands allow it">,
+    Option<"tmaCtas", "tma-ctas", "int64_t", /*default=*/"0",
+           "CTAs of a TMA product's persistent grid (0: as many as the "
+           "part holds at once)">,
+    Option<"wgradChunkRows", "wgrad-chunk-rows", "int64_t", /*default=*/"0",
+           "Rows of a chunk of every weight gradient's split (0: split by "
+           "shape)">
+  ];
+}
+
 def PlanMemory : Pass<"modk-plan-memory", "::modc::modk::EntryOp"> {
   let summary = "Place every workspace buffer, reusing memory by liveness";
   let description = [{

@@ -1,0 +1,268 @@
+//===- ConfigureGemms.cpp - Each product's CUDA kernels --------*- C++ -*-===//
+//
+// The CUDA kernel library has GEMM mainloops in three families (SIMT f32,
+// mma.sync, wgmma; the last also TMA-fed), each in a small and a large tile.
+// Which one a product runs is a function of the part (SMs, shared memory,
+// instructions), the product's shape and its operands' storage, all known
+// here but the row count, which depends on the batch. So the choice is made
+// here, as a table by rows (#modk.gemm_config), and the emitter hands it to
+// the library as a template argument: nothing is chosen at run time.
+//
+//===----------------------------------------------------------------------===//
+
+#include "modc/Dialect/Modk/Transforms/Passes.h"
+
+#include "llvm/ADT/StringSwitch.h"
+
+#include <limits>
+
+namespace modc {
+#define GEN_PASS_DEF_CONFIGUREGEMMS
+#include "modc/Dialect/Modk/Transforms/Passes.h.inc"
+} // namespace modc
+
+using namespace mlir;
+using namespace modc;
+using modk::GemmPath;
+using modk::GemmVariant;
+
+namespace {
+/// The parts a CUDA package is compiled for (docs/cuda.md).
+struct CudaPart {
+  llvm::StringRef arch, name;
+  int64_t sms;
+  int64_t sharedBytesPerSm; ///< what the CTAs on one SM can share
+  bool wgmma;               ///< wgmma and TMA (sm_90a)
+};
+constexpr CudaPart kParts[] = {
+    {"sm_90a", "H100 SXM", 132, 227 * 1024, true},
+    {"sm_80", "A100 SXM", 108, 163 * 1024, false},
+};
+
+/// A tile of the kernel library: rows x cols outputs a CTA, a warp's
+/// accumulator columns (0: no m16n8 fragments; a RoPE epilogue needs whole
+/// heads in them), CTAs an SM its registers allow, dynamic shared memory.
+struct Tile {
+  int64_t rows, cols, warpCols, ctasPerSm, sharedBytes;
+};
+struct PathTiles {
+  Tile small, large;
+};
+// The library's tiles (compiler/lib/Target/Cuda/prelude, GemmTileFor).
+constexpr PathTiles kSimtTiles = {{64, 64, 0, 2, 0}, {128, 128, 0, 2, 0}};
+constexpr PathTiles kMmaTiles = {{64, 64, 16, 2, 0}, {128, 128, 32, 1, 0}};
+constexpr PathTiles kWgmmaTiles = {{128, 64, 64, 2, 0}, {128, 128, 128, 1, 0}};
+// TMA stages: 4 of (16 + 8) KiB, 6 of (16 + 16) KiB, plus 1 KiB alignment.
+constexpr PathTiles kTmaTiles = {{128, 64, 64, 2, 4 * 24576 + 1024},
+                                 {128, 128, 128, 1, 6 * 32768 + 1024}};
+
+/// Below this many rows a bf16 product stays on mma.sync: a wgmma tile has
+/// 128 rows, and few-row products (decode) are weight-bandwidth bound.
+constexpr int64_t kWgmmaMinRows = 64;
+constexpr int64_t kAnyRows = std::numeric_limits<int64_t>::max();
+
+int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+/// What the configuration of one product depends on.
+struct Product {
+  int64_t cols;          ///< output columns
+  int64_t staticRows;    ///< the row count where it is static (0: not)
+  bool bf16;             ///< operands rounded to bf16
+  bool tmaOperands;      ///< operands TMA can read (stored bf16, aligned)
+  int64_t ropeHeadDim;   ///< a RoPE epilogue's head width (0: none)
+};
+
+class ConfigureGemmsPass
+    : public modc::impl::ConfigureGemmsBase<ConfigureGemmsPass> {
+public:
+  using ConfigureGemmsBase::ConfigureGemmsBase;
+
+  void runOnOperation() override {
+    const CudaPart *part = nullptr;
+    for (const CudaPart &p : kParts)
+      if (p.arch == arch)
+        part = &p;
+    if (!part) {
+      emitError(getOperation().getLoc())
+          << "modk-configure-gemms: unknown arch '" << arch
+          << "'; expected sm_90a or sm_80";
+      return signalPassFailure();
+    }
+    forcedPath = llvm::StringSwitch<int>(path)
+                     .Case("auto", -1)
+                     .Case("simt", int(GemmPath::simt))
+                     .Case("mma", int(GemmPath::mma))
+                     .Case("wgmma", int(GemmPath::wgmma))
+                     .Default(-2);
+    forcedTile =
+        llvm::StringSwitch<int>(tile).Case("auto", 0).Case("small", 1).Case(
+            "large", 2).Default(-1);
+    if (forcedPath == -2 || forcedTile < 0 || smCount < 0 || tmaCtas < 0 ||
+        wgradChunkRows < 0) {
+      emitError(getOperation().getLoc())
+          << "modk-configure-gemms: bad option (path '" << path
+          << "', tile '" << tile << "', sm-count " << smCount
+          << ", tma-ctas " << tmaCtas << ", wgrad-chunk-rows "
+          << wgradChunkRows << ")";
+      return signalPassFailure();
+    }
+    if (forcedPath == int(GemmPath::wgmma) && !part->wgmma) {
+      emitError(getOperation().getLoc())
+          << "modk-configure-gemms: " << arch << " has no wgmma";
+      return signalPassFailure();
+    }
+    target = part;
+    sms = smCount > 0 ? smCount : part->sms;
+
+    modk::EntryOp entry = getOperation();
+    bool bf16 = entry.isBf16();
+    // A weight's bf16 copy for TMA is made within a call's WeightCopyScope,
+    // which every entry but decode opens.
+    bool weightCopies = entry.getSymName() != "decode";
+    MLIRContext *ctx = &getContext();
+    entry.walk([&](Operation *op) {
+      if (auto gemm = dyn_cast<modk::GemmOp>(op)) {
+        auto w = cast<MemRefType>(gemm.getWeights()[0].getType()).getShape();
+        // linear_to_bf16 rounds its operands in an f32 entry too.
+        bool products16 = bf16 || gemm.getRoundBf16();
+        Product p{w[0], 0, products16,
+                  weightCopies && isBf16(gemm.getInput()) && w[1] % 8 == 0,
+                  0};
+        if (gemm.getEpilogue() == modk::Epilogue::rope)
+          p.ropeHeadDim = w[0] / *gemm.getNHeads();
+        gemm.setConfigAttr(configure(ctx, p));
+      } else if (auto dgrad = dyn_cast<modk::GemmDgradOp>(op)) {
+        // dA [rows, K] = dY [rows, N] W [N, K].
+        auto w = cast<MemRefType>(dgrad.getWeight().getType()).getShape();
+        Product p{w[1], 0, bf16,
+                  weightCopies && isBf16(dgrad.getDy()) && w[0] % 8 == 0 &&
+                      w[1] % 8 == 0,
+                  0};
+        dgrad.setConfigAttr(configure(ctx, p));
+      } else if (auto wgrad = dyn_cast<modk::GemmWgradOp>(op)) {
+        // dW [N, K] += dY^T A over the rows: N rows of output, static.
+        auto w = cast<MemRefType>(wgrad.getDw().getType()).getShape();
+        Product p{w[1], w[0], bf16,
+                  isBf16(wgrad.getDy()) && isBf16(wgrad.getInput()) &&
+                      w[0] % 8 == 0 && w[1] % 8 == 0,
+                  0};
+        wgrad.setConfigAttr(configure(ctx, p, wgradSplit(w[0], w[1])));
+      } else if (auto predictor = dyn_cast<modk::PredictorOp>(op)) {
+        auto fc1 =
+            cast<MemRefType>(predictor.getFc1Weight().getType()).getShape();
+        predictor.setConfigAttr(configure(ctx, {fc1[0], 0, false, false, 0}));
+      }
+    });
+  }
+
+private:
+  static bool isBf16(Value v) {
+    return cast<MemRefType>(v.getType()).getElementType().isBF16();
+  }
+
+  /// The tiles of a path, TMA-fed or not.
+  static const PathTiles &tilesOf(GemmPath path, bool tma) {
+    if (path == GemmPath::simt)
+      return kSimtTiles;
+    if (path == GemmPath::mma)
+      return kMmaTiles;
+    return tma ? kTmaTiles : kWgmmaTiles;
+  }
+
+  /// Whether a tile of `path` can hold the product's epilogue.
+  static bool fits(const Tile &t, const Product &p) {
+    return p.ropeHeadDim == 0 ||
+           (t.warpCols > 0 && t.warpCols % p.ropeHeadDim == 0);
+  }
+
+  /// Whether TMA stages of `t` fit the part's shared memory.
+  bool sharedFits(const Tile &t) const {
+    return t.ctasPerSm * t.sharedBytes <= target->sharedBytesPerSm;
+  }
+
+  /// The variants of `path` over rows [from, until): the small tile below
+  /// the row count from which the large one gives `waves` waves of CTAs,
+  /// the large one from there (or a forced tile throughout); the other tile
+  /// where the chosen one cannot hold the epilogue.
+  void addPathVariants(SmallVectorImpl<GemmVariant> &out, GemmPath path,
+                       int64_t from, int64_t until, const Product &p) const {
+    bool fed = path == GemmPath::wgmma && tma.getValue() && p.tmaOperands &&
+               sharedFits(kTmaTiles.small) && sharedFits(kTmaTiles.large);
+    const PathTiles &tiles = tilesOf(path, fed);
+    int64_t waves = path == GemmPath::wgmma ? 1 : 2;
+    // ceil(rows / L.rows) * ceil(cols / L.cols) >= waves * SMs from here.
+    int64_t need = ceilDiv(waves * sms, ceilDiv(p.cols, tiles.large.cols));
+    int64_t largeFrom = need <= 1 ? 0 : (need - 1) * tiles.large.rows + 1;
+    if (forcedTile != 0)
+      largeFrom = forcedTile == 2 ? 0 : kAnyRows;
+    if (p.staticRows > 0) // one variant: the choice at the known rows
+      largeFrom = p.staticRows >= largeFrom ? 0 : kAnyRows;
+    auto add = [&](int64_t start, bool large) {
+      const Tile *t = large ? &tiles.large : &tiles.small;
+      const Tile *other = large ? &tiles.small : &tiles.large;
+      if (!fits(*t, p) && fits(*other, p))
+        std::swap(t, other);
+      GemmVariant v;
+      v.minRows = start;
+      v.path = path;
+      v.tileRows = t->rows;
+      v.tileCols = t->cols;
+      v.separateEpilogue = !fits(*t, p);
+      if (fed)
+        v.tmaCtas = tmaCtas > 0 ? tmaCtas : sms * t->ctasPerSm;
+      if (!out.empty() && out.back().path == v.path &&
+          out.back().tileRows == v.tileRows &&
+          out.back().tileCols == v.tileCols &&
+          out.back().tmaCtas == v.tmaCtas &&
+          out.back().separateEpilogue == v.separateEpilogue)
+        return; // the same kernel as the rows below
+      out.push_back(v);
+    };
+    if (from < std::min(largeFrom, until))
+      add(from, false);
+    if (std::max(largeFrom, from) < until)
+      add(std::max(largeFrom, from), true);
+  }
+
+  /// The configuration of one product (`maxSplits`: a weight gradient's).
+  modk::GemmConfigAttr configure(MLIRContext *ctx, const Product &p,
+                                 int64_t maxSplits = 1) const {
+    SmallVector<GemmVariant> variants;
+    GemmPath tensorPath = GemmPath::mma;
+    bool wgmma = target->wgmma && p.bf16;
+    if (forcedPath >= 0) {
+      tensorPath = GemmPath(forcedPath);
+      if (tensorPath == GemmPath::wgmma && !p.bf16)
+        tensorPath = GemmPath::mma; // wgmma runs bf16 products only
+      wgmma = false;
+    }
+    if (wgmma && forcedTile == 0 && p.staticRows == 0) {
+      addPathVariants(variants, GemmPath::mma, 0, kWgmmaMinRows, p);
+      addPathVariants(variants, GemmPath::wgmma, kWgmmaMinRows, kAnyRows, p);
+    } else if (wgmma && (forcedTile != 0 || p.staticRows >= kWgmmaMinRows)) {
+      addPathVariants(variants, GemmPath::wgmma, 0, kAnyRows, p);
+    } else {
+      addPathVariants(variants, tensorPath, 0, kAnyRows, p);
+    }
+    return modk::GemmConfigAttr::get(ctx, variants, maxSplits,
+                                     maxSplits > 1 ? wgradChunkRows : 0);
+  }
+
+  /// Chunks a weight gradient's rows may split into: as many as bring its
+  /// 64 x 64 output tiles to two waves of CTAs, where they are at most one
+  /// wave (1: no split). A forced chunk size splits every weight gradient.
+  int64_t wgradSplit(int64_t n, int64_t k) const {
+    if (wgradChunkRows > 0)
+      return 65535;
+    int64_t tiles = ceilDiv(n, 64) * ceilDiv(k, 64);
+    int64_t target2 = 2 * sms;
+    if (2 * tiles > target2)
+      return 1;
+    return std::min<int64_t>(ceilDiv(target2, tiles), 65535);
+  }
+
+  const CudaPart *target = nullptr;
+  int64_t sms = 0;
+  int forcedPath = -1, forcedTile = 0;
+};
+} // namespace

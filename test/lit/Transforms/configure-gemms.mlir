@@ -1,0 +1,96 @@
+// RUN: mod-opt %s -split-input-file --pass-pipeline='builtin.module(modk.entry(modk-configure-gemms))' | FileCheck %s
+// RUN: mod-opt %s -split-input-file --pass-pipeline='builtin.module(modk.entry(modk-configure-gemms{arch=sm_80}))' | FileCheck %s --check-prefix=A100
+// RUN: mod-opt %s -split-input-file --pass-pipeline='builtin.module(modk.entry(modk-configure-gemms{sm-count=114}))' | FileCheck %s --check-prefix=SMS
+// RUN: mod-opt %s -split-input-file --pass-pipeline='builtin.module(modk.entry(modk-configure-gemms{path=mma tma=false tile=large wgrad-chunk-rows=64}))' | FileCheck %s --check-prefix=PINNED
+// RUN: not mod-opt %s -split-input-file --pass-pipeline='builtin.module(modk.entry(modk-configure-gemms{arch=sm_70}))' 2>&1 | FileCheck %s --check-prefix=BADARCH
+// RUN: not mod-opt %s -split-input-file --pass-pipeline='builtin.module(modk.entry(modk-configure-gemms{arch=sm_80 path=wgmma}))' 2>&1 | FileCheck %s --check-prefix=NOWGMMA
+
+// A bf16 training entry on sm_90a (132 SMs). Few rows (decode-sized) stay
+// on mma.sync, 64 rows and more take wgmma, and the large tile from the rows
+// where it still gives a wave of CTAs: 132 CTAs of 128 x 128 over 128
+// columns need 131 * 128 + 1 rows.
+// - The queries (RoPE, heads of 64): no mma.sync tile has warps that hold a
+//   whole head, so below 64 rows RoPE runs as its own kernel; the wgmma
+//   tiles hold it. Their bf16-stored input is fed by TMA on a persistent
+//   grid of two CTAs an SM on the small tile, one on the large.
+// - An f32-stored input cannot be read by TMA: the same kernels without it.
+// - The weight gradient of a 128 x 64 weight has 128 rows of output, known
+//   statically: one variant. Its two 64 x 64 output tiles split the rows in
+//   up to 132 chunks (two waves); a 2048 x 2048 weight's 1024 tiles do not.
+// - The predictor's f32 product: mma.sync, two waves of 64 x 64 CTAs.
+// CHECK-LABEL: modk.entry @grad
+// CHECK: modk.gemm %{{.*}} -> %[[Q:.*]] {config = #modk.gemm_config<mma 64x64 separate_epilogue, from 64: wgmma 128x64 tma 264, from 16769: wgmma 128x128 tma 132>, epilogue = #modk.epilogue<rope>
+// CHECK: modk.gemm %{{.*}} {config = #modk.gemm_config<mma 64x64, from 64: wgmma 128x64, from 16769: wgmma 128x128>, epilogue = #modk.epilogue<none>}
+// CHECK: modk.predictor {{.*}} {config = #modk.gemm_config<mma 64x64, from 33665: mma 128x128>}
+// CHECK: modk.gemm_dgrad{{.*}} {accumulate = false, config = #modk.gemm_config<mma 64x64, from 64: wgmma 128x64 tma 264, from 16769: wgmma 128x128 tma 132>}
+// CHECK: modk.gemm_wgrad{{.*}} {config = #modk.gemm_config<wgmma 128x64 tma 264, split 132>}
+// CHECK: modk.gemm_wgrad{{.*}} {config = #modk.gemm_config<wgmma 128x128 tma 132>}
+// An A100 (sm_80, 108 SMs): mma.sync for every product, two waves of 108.
+// A100-LABEL: modk.entry @grad
+// A100: config = #modk.gemm_config<mma 64x64 separate_epilogue, from 27521: mma 128x128 separate_epilogue>
+// A100: config = #modk.gemm_config<mma 64x64, from 27521: mma 128x128>
+// A100: modk.predictor {{.*}} {config = #modk.gemm_config<mma 64x64, from 27521: mma 128x128>}
+// A100: modk.gemm_wgrad{{.*}} {config = #modk.gemm_config<mma 64x64, split 108>}
+// An sm_90a part of 114 SMs (sm-count): the waves and grids follow.
+// SMS-LABEL: modk.entry @grad
+// SMS: config = #modk.gemm_config<mma 64x64 separate_epilogue, from 64: wgmma 128x64 tma 228, from 14465: wgmma 128x128 tma 114>
+// Pinned choices (what tests and benchmarks compile with): every product
+// on one kernel at any rows; the RoPE epilogue fits no mma.sync tile; every
+// weight gradient in chunks of 64 rows.
+// PINNED-LABEL: modk.entry @grad
+// PINNED: config = #modk.gemm_config<mma 128x128 separate_epilogue>
+// PINNED: config = #modk.gemm_config<mma 128x128>
+// PINNED: modk.gemm_wgrad{{.*}} {config = #modk.gemm_config<mma 128x128, split 65535, chunk 64>}
+// BADARCH: error: modk-configure-gemms: unknown arch 'sm_70'; expected sm_90a or sm_80
+// NOWGMMA: error: modk-configure-gemms: sm_80 has no wgmma
+modk.entry @grad attributes {dtype = #modk.dtype<bf16>, model = "{}", modes = ["topk"], params = [{init = "ones", name = "wq", shape = [128, 64]}, {init = "ones", name = "wo", shape = [128, 64]}, {init = "ones", name = "w1", shape = [8, 64]}, {init = "ones", name = "b1", shape = [8]}, {init = "ones", name = "w2", shape = [1, 8]}, {init = "ones", name = "b2", shape = [1]}, {init = "ones", name = "wbig", shape = [2048, 2048]}], seq_len = 16 : i64, vocab_size = 64 : i64} {
+  %wq = modk.param "wq" : memref<128x64xf32>
+  %wo = modk.param "wo" : memref<128x64xf32>
+  %w1 = modk.param "w1" : memref<8x64xf32>
+  %b1 = modk.param "b1" : memref<8xf32>
+  %w2 = modk.param "w2" : memref<1x8xf32>
+  %b2 = modk.param "b2" : memref<1xf32>
+  %wbig = modk.param "wbig" : memref<2048x2048xf32>
+  %pos = modk.alloc : memref<?x16xi32>
+  %seg = modk.alloc : memref<?x1xi64>
+  modk.identity_rows -> %pos, %seg : memref<?x16xi32>, memref<?x1xi64>
+  %n = modk.alloc : memref<?x16x64xbf16>
+  %x = modk.alloc : memref<?x16x64xf32>
+  %q = modk.alloc : memref<?x16x128xf32>
+  modk.gemm %n, [%wq] rows %seg extra(%pos) -> %q {epilogue = #modk.epilogue<rope>, n_heads = 2 : i64, rope_theta = 1.0e+04 : f64} : memref<?x16x64xbf16>, memref<128x64xf32>, memref<?x1xi64>, memref<?x16xi32>, memref<?x16x128xf32>
+  %o = modk.alloc : memref<?x16x128xf32>
+  modk.gemm %x, [%wo] rows %seg -> %o {epilogue = #modk.epilogue<none>} : memref<?x16x64xf32>, memref<128x64xf32>, memref<?x1xi64>, memref<?x16x128xf32>
+  %h = modk.alloc : memref<?x16x8xf32>
+  %p = modk.alloc : memref<?x16xf32>
+  modk.predictor %x, [%w1, %b1, %w2, %b2] scratch %h -> %p : memref<?x16x64xf32>, memref<8x64xf32>, memref<8xf32>, memref<1x8xf32>, memref<1xf32>, memref<?x16x8xf32>, memref<?x16xf32>
+  %dq = modk.alloc : memref<?x16x128xbf16>
+  %dn = modk.alloc : memref<?x16x64xf32>
+  modk.gemm_dgrad(%dq, %wq, %seg, %dn) {accumulate = false} : memref<?x16x128xbf16>, memref<128x64xf32>, memref<?x1xi64>, memref<?x16x64xf32>
+  %dwq = modk.output "grad.wq" : memref<128x64xf32>
+  modk.gemm_wgrad(%dq, %n, %seg, %dwq) : memref<?x16x128xbf16>, memref<?x16x64xbf16>, memref<?x1xi64>, memref<128x64xf32>
+  %dy = modk.alloc : memref<?x16x2048xbf16>
+  %a = modk.alloc : memref<?x16x2048xbf16>
+  %dwbig = modk.output "grad.wbig" : memref<2048x2048xf32>
+  modk.gemm_wgrad(%dy, %a, %seg, %dwbig) : memref<?x16x2048xbf16>, memref<?x16x2048xbf16>, memref<?x1xi64>, memref<2048x2048xf32>
+}
+
+// -----
+
+// Decode makes no bf16 weight copies (no WeightCopyScope): its products
+// read their weights themselves, never through TMA. A wide product (32768
+// columns, 256 large tiles across) fills a wave on the large wgmma tile at
+// any row count.
+// CHECK-LABEL: modk.entry @decode
+// CHECK: config = #modk.gemm_config<mma 64x64, from 64: wgmma 128x64, from 16769: wgmma 128x128>
+// CHECK: config = #modk.gemm_config<mma 64x64, from 64: wgmma 128x128>, epilogue = #modk.epilogue<none>, round_bf16
+modk.entry @decode attributes {dtype = #modk.dtype<bf16>, model = "{}", modes = ["causal"], params = [{init = "ones", name = "wq", shape = [128, 64]}, {init = "ones", name = "wv", shape = [32768, 64]}], seq_len = 16 : i64, vocab_size = 64 : i64} {
+  %wq = modk.param "wq" : memref<128x64xf32>
+  %wv = modk.param "wv" : memref<32768x64xf32>
+  %seg = modk.alloc : memref<?x1xi64>
+  %n = modk.alloc : memref<?x64xbf16>
+  %q = modk.alloc : memref<?x128xf32>
+  modk.gemm %n, [%wq] rows %seg -> %q {epilogue = #modk.epilogue<none>} : memref<?x64xbf16>, memref<128x64xf32>, memref<?x1xi64>, memref<?x128xf32>
+  %x = modk.alloc : memref<?x64xf32>
+  %v = modk.alloc : memref<?x32768xf32>
+  modk.gemm %x, [%wv] rows %seg -> %v {epilogue = #modk.epilogue<none>, round_bf16} : memref<?x64xf32>, memref<32768x64xf32>, memref<?x1xi64>, memref<?x32768xf32>
+}
