@@ -234,7 +234,6 @@ template <int H, int HD> void checkAttentionBf16(uint32_t seed) {
   constexpr int LD = H * HD;
   Bf16AttentionInputs in(LD, seed);
   const int64_t rows = in.rows();
-  modk_cuda::detail::attentionTensorCores() = true;
   std::vector<float> full(rows * LD), skipped(rows * LD);
   modk_cuda::causal_attention<H, HD>(in.q.data(), in.k.data(), in.v.data(), 2,
                                      in.seg.data(), in.pos.data(),
@@ -242,7 +241,6 @@ template <int H, int HD> void checkAttentionBf16(uint32_t seed) {
   modk_cuda::causal_attention<H, HD, true>(
       in.q.data(), in.k.data(), in.v.data(), 2, in.seg.data(), in.pos.data(),
       in.kMaxSegRows, skipped.data(), nullptr);
-  modk_cuda::detail::attentionTensorCores() = MODC_CUDA_TENSOR_CORES != 0;
   for (int64_t i = 0; i < rows * LD; ++i)
     ASSERT_EQ(skipped[i], full[i]) << "HD " << HD << " element " << i;
 }
@@ -255,7 +253,6 @@ template <int H, int HD> void checkAttentionGradBf16(uint32_t seed) {
   const int64_t rows = in.rows();
   auto o = randomFloats(rows * LD, seed + 3),
        dout = randomFloats(rows * LD, seed + 4);
-  modk_cuda::detail::attentionTensorCores() = true;
   std::vector<float> grads[2][3];
   for (int bf = 0; bf < 2; ++bf) {
     for (auto &g : grads[bf])
@@ -272,7 +269,6 @@ template <int H, int HD> void checkAttentionGradBf16(uint32_t seed) {
     else
       run(modk_cuda::causal_attention_grad<H, HD>);
   }
-  modk_cuda::detail::attentionTensorCores() = MODC_CUDA_TENSOR_CORES != 0;
   const char *names[3] = {"dq", "dk", "dv"};
   for (int g = 0; g < 3; ++g)
     for (int64_t i = 0; i < rows * LD; ++i)

@@ -32,6 +32,15 @@
 namespace {
 using namespace modc_emu_test;
 
+/// causal_attention on the tensor-core mainloop (tc) or the SIMT one: the
+/// compiler's choice for a package, both here.
+template <int H, int HD, typename... Args> void attentionOn(int tc, Args... args) {
+  if (tc)
+    modk_cuda::causal_attention<H, HD, false, true>(args...);
+  else
+    modk_cuda::causal_attention<H, HD, false, false>(args...);
+}
+
 
 /// The GEMM path under test (-1: none, 0: SIMT, 1: tensor cores) and the
 /// worst |got - want| / max(1, |want|) seen on each path.
@@ -906,12 +915,10 @@ void checkAttention(const RowSet &rs, int64_t B, int64_t maxSegRows,
                                     rs.pos.data(), ref.data());
   constexpr bool hasTc = modk_cuda::detail::attentionTcHeadDim<HD>;
   for (int tc = 0; tc <= (hasTc ? 1 : 0); ++tc) {
-    modk_cuda::detail::attentionTensorCores() = tc != 0;
     std::vector<float> out(cap * LD + offset, kSentinel);
-    modk_cuda::causal_attention<H, HD>(
-        q.data() + offset, k.data() + offset, v.data() + offset, B,
-        rs.seg.data(), rs.pos.data(), maxSegRows, out.data() + offset, nullptr);
-    modk_cuda::detail::attentionTensorCores() = MODC_CUDA_TENSOR_CORES != 0;
+    attentionOn<H, HD>(tc, q.data() + offset, k.data() + offset,
+                       v.data() + offset, B, rs.seg.data(), rs.pos.data(),
+                       maxSegRows, out.data() + offset, nullptr);
     SCOPED_TRACE(testing::Message()
                  << (tc ? "tensor cores" : "SIMT") << ", H " << H << " HD "
                  << HD << " rows " << rows << " offset " << offset);

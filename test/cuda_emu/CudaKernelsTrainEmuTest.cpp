@@ -35,6 +35,16 @@
 namespace {
 using namespace modc_emu_test;
 
+/// causal_attention_grad on the tensor-core mainloop (tc) or the SIMT one:
+/// the compiler's choice for a package, both here.
+template <int H, int HD, typename... Args>
+void attentionGradOn(int tc, Args... args) {
+  if (tc)
+    modk_cuda::causal_attention_grad<H, HD, false, true>(args...);
+  else
+    modk_cuda::causal_attention_grad<H, HD, false, false>(args...);
+}
+
 
 
 /// |got - want| <= tol * (|want| + max|want|/10) elementwise over [0, n):
@@ -470,15 +480,13 @@ void checkAttentionGrad(const std::vector<int64_t> &lens, int S, unsigned seed,
   constexpr bool hasTc = modk_cuda::train_detail::attentionGradTcHeadDim<HD>;
   for (int tc = 0; tc <= (hasTc ? 1 : 0); ++tc) {
     SCOPED_TRACE(tc ? "tensor cores" : "SIMT");
-    modk_cuda::detail::attentionTensorCores() = tc != 0;
     std::vector<float> gq(maxRows * LD, kSentinel),
         gk(maxRows * LD, kSentinel), gv(maxRows * LD, kSentinel);
     std::vector<float> scratch(
         modk_cuda::attention_grad_scratch_floats<H>(maxRows));
-    modk_cuda::causal_attention_grad<H, HD>(
+    attentionGradOn<H, HD>(tc,
         qp, kp, vp, op, dop, B, rt.seg.data(), rt.pos.data(), int64_t(S),
         gq.data(), gk.data(), gv.data(), scratch.data(), nullptr);
-    modk_cuda::detail::attentionTensorCores() = MODC_CUDA_TENSOR_CORES != 0;
     expectClose(gq.data(), wq.data(), rows * LD, 1e-4, "dq");
     expectClose(gk.data(), wk.data(), rows * LD, 1e-4, "dk");
     expectClose(gv.data(), wv.data(), rows * LD, 1e-4, "dv");
@@ -490,11 +498,9 @@ void checkAttentionGrad(const std::vector<int64_t> &lens, int S, unsigned seed,
     const modk_cuda::bf16 unset(kSentinel);
     std::vector<modk_cuda::bf16> bv(maxRows * LD, unset);
     std::vector<float> gq2(maxRows * LD, kSentinel), gk2(maxRows * LD, kSentinel);
-    modk_cuda::detail::attentionTensorCores() = tc != 0;
-    modk_cuda::causal_attention_grad<H, HD>(
+    attentionGradOn<H, HD>(tc,
         qp, kp, vp, op, dop, B, rt.seg.data(), rt.pos.data(), int64_t(S),
         gq2.data(), gk2.data(), bv.data(), scratch.data(), nullptr);
-    modk_cuda::detail::attentionTensorCores() = MODC_CUDA_TENSOR_CORES != 0;
     expectBf16Of(bv, gv.data(), rows * LD, unset, "dv into bf16");
     EXPECT_EQ(0, std::memcmp(gq2.data(), gq.data(), sizeof(float) * gq.size()));
     EXPECT_EQ(0, std::memcmp(gk2.data(), gk.data(), sizeof(float) * gk.size()));
@@ -571,17 +577,15 @@ TEST(CudaTrainKernels, ReductionsAreBitwiseRepeatable) {
        dout = randomFloats(n * LD, 179);
   std::vector<float> as(modk_cuda::attention_grad_scratch_floats<H>(n));
   for (int tc = 0; tc <= 1; ++tc) { // SIMT and tensor-core attention
-    modk_cuda::detail::attentionTensorCores() = tc != 0;
     std::vector<float> out[2][3];
     for (auto &run : out) {
       for (auto &t : run)
         t.assign(n * LD, 0.0f);
-      modk_cuda::causal_attention_grad<H, HD>(
+      attentionGradOn<H, HD>(tc,
           q.data(), k.data(), v.data(), o.data(), dout.data(), 2,
           rt.seg.data(), rt.pos.data(), 64, run[0].data(), run[1].data(),
           run[2].data(), as.data(), nullptr);
     }
-    modk_cuda::detail::attentionTensorCores() = MODC_CUDA_TENSOR_CORES != 0;
     for (int t = 0; t < 3; ++t)
       EXPECT_EQ(out[0][t], out[1][t]) << "output " << t << " path " << tc;
   }

@@ -143,8 +143,9 @@ LogicalResult PlanEmitter::emitKernel(Operation *op) {
              "{}", cast<MemRefType>(attn.getQ().getType()).getDimSize(1))),
          name(attn.getOutput())}};
     // Its inputs are bf16 values: the tensor cores skip their zero tf32
-    // lo parts (the same result; the CPU kernel has nothing to skip).
-    call.deviceTemplateArgs = withBf16Flag({});
+    // lo parts (the same result; the CPU kernel has nothing to skip). Then
+    // the configured mainloop.
+    call.deviceTemplateArgs = attentionTemplateArgs(attn.getMainloop());
     emitCall(call);
     if (hasDecode && attn.getLayer() && entry.getSymName() == "forward") {
       // Causal prefill: the same keys and values fill the decode cache.
@@ -297,8 +298,9 @@ LogicalResult PlanEmitter::emitKernel(Operation *op) {
                          fmt::format("sizeof(float) * modk_cuda::"
                                      "attention_grad_scratch_floats<{}>({})",
                                      heads, maxRows(attn.getQ())));
-    // As in the forward: bf16 inputs, fewer tensor-core instructions.
-    call.deviceTemplateArgs = withBf16Flag({});
+    // As in the forward: bf16 inputs, fewer tensor-core instructions; the
+    // configured mainloop.
+    call.deviceTemplateArgs = attentionTemplateArgs(attn.getMainloop());
     emitCall(call);
     return success();
   }

@@ -186,6 +186,15 @@ protected:
       args.push_back(1);
     return args;
   }
+  /// The CUDA attention kernels' template arguments after H and HD: the
+  /// BF16 flag, then whether the configured mainloop (modk-configure-gemms)
+  /// is the tensor-core one; only the flag where none was configured.
+  std::vector<int64_t> attentionTemplateArgs(
+      std::optional<modk::GemmPath> mainloop) {
+    if (!mainloop)
+      return withBf16Flag({});
+    return {entry.isBf16() ? 1 : 0, *mainloop == modk::GemmPath::mma ? 1 : 0};
+  }
   /// The template arguments of a product over an [n, k] weight.
   std::vector<int64_t> gemmShape(int64_t n, int64_t k) {
     return withBf16Flag({n, k});

@@ -70,7 +70,7 @@
 // CHECK: if (B * 16 > 0)
 // CHECK-NEXT: MODC_LAUNCH(modc_rows::modc_rows_0, unsigned(modk_cuda::ceilDiv(B * 16, modk_cuda::detail::kRowWarps)), modk_cuda::detail::kThreads, 0, s, [[SEG:buf[0-9]+]] + B, [[X]], w1,
 // CHECK: modk_cuda::linear_rope<2, 16, 32, 0, [[PLAN]]>(
-// CHECK: modk_cuda::causal_attention<2, 16>(
+// CHECK: modk_cuda::causal_attention<2, 16, 0, 1>(
 // The O-projection accumulates into the stream: the fused residual add.
 // CHECK: modk_cuda::linear_residual<32, 32, 0, [[PLAN]]>({{buf[0-9]+}}, [[SEG]] + B, B * 16, w5, [[X]], [[X]], s);
 // CHECK: modk_cuda::linear_swiglu<64, 32, 0, [[PLAN]]>(

@@ -2,6 +2,7 @@
 // RUN: mod-opt %s -split-input-file --pass-pipeline='builtin.module(modk.entry(modk-configure-gemms{arch=sm_80}))' | FileCheck %s --check-prefix=A100
 // RUN: mod-opt %s -split-input-file --pass-pipeline='builtin.module(modk.entry(modk-configure-gemms{sm-count=114}))' | FileCheck %s --check-prefix=SMS
 // RUN: mod-opt %s -split-input-file --pass-pipeline='builtin.module(modk.entry(modk-configure-gemms{path=mma tma=false tile=large wgrad-chunk-rows=64}))' | FileCheck %s --check-prefix=PINNED
+// RUN: mod-opt %s -split-input-file --pass-pipeline='builtin.module(modk.entry(modk-configure-gemms{path=simt}))' | FileCheck %s --check-prefix=SIMT
 // RUN: not mod-opt %s -split-input-file --pass-pipeline='builtin.module(modk.entry(modk-configure-gemms{arch=sm_70}))' 2>&1 | FileCheck %s --check-prefix=BADARCH
 // RUN: not mod-opt %s -split-input-file --pass-pipeline='builtin.module(modk.entry(modk-configure-gemms{arch=sm_80 path=wgmma}))' 2>&1 | FileCheck %s --check-prefix=NOWGMMA
 
@@ -22,6 +23,10 @@
 // CHECK: modk.gemm %{{.*}} -> %[[Q:.*]] {config = #modk.gemm_config<mma 64x64 separate_epilogue, from 64: wgmma 128x64 tma 264, from 16769: wgmma 128x128 tma 132>, epilogue = #modk.epilogue<rope>
 // CHECK: modk.gemm %{{.*}} {config = #modk.gemm_config<mma 64x64, from 64: wgmma 128x64, from 16769: wgmma 128x128>, epilogue = #modk.epilogue<none>}
 // CHECK: modk.predictor {{.*}} {config = #modk.gemm_config<mma 64x64, from 33665: mma 128x128>}
+// Attention: the mma.sync flash kernels for heads of 64; heads of 12 are
+// no multiple of 8: SIMT.
+// CHECK: modk.attention {{.*}} {mainloop = #modk.gemm_path<mma>, n_heads = 2 : i64}
+// CHECK: modk.attention {{.*}} {mainloop = #modk.gemm_path<simt>, n_heads = 2 : i64}
 // CHECK: modk.gemm_dgrad{{.*}} {accumulate = false, config = #modk.gemm_config<mma 64x64, from 64: wgmma 128x64 tma 264, from 16769: wgmma 128x128 tma 132>}
 // CHECK: modk.gemm_wgrad{{.*}} {config = #modk.gemm_config<wgmma 128x64 tma 264, split 132>}
 // CHECK: modk.gemm_wgrad{{.*}} {config = #modk.gemm_config<wgmma 128x128 tma 132>}
@@ -40,7 +45,12 @@
 // PINNED-LABEL: modk.entry @grad
 // PINNED: config = #modk.gemm_config<mma 128x128 separate_epilogue>
 // PINNED: config = #modk.gemm_config<mma 128x128>
+// PINNED: modk.attention {{.*}} {mainloop = #modk.gemm_path<mma>
 // PINNED: modk.gemm_wgrad{{.*}} {config = #modk.gemm_config<mma 128x128, split 65535, chunk 64>}
+// path=simt: every product and attention on the SIMT kernels.
+// SIMT-LABEL: modk.entry @grad
+// SIMT: config = #modk.gemm_config<simt 64x64 separate_epilogue, from 33665: simt 128x128 separate_epilogue>
+// SIMT: modk.attention {{.*}} {mainloop = #modk.gemm_path<simt>
 // BADARCH: error: modk-configure-gemms: unknown arch 'sm_70'; expected sm_90a or sm_80
 // NOWGMMA: error: modk-configure-gemms: sm_80 has no wgmma
 modk.entry @grad attributes {dtype = #modk.dtype<bf16>, model = "{}", modes = ["topk"], params = [{init = "ones", name = "wq", shape = [128, 64]}, {init = "ones", name = "wo", shape = [128, 64]}, {init = "ones", name = "w1", shape = [8, 64]}, {init = "ones", name = "b1", shape = [8]}, {init = "ones", name = "w2", shape = [1, 8]}, {init = "ones", name = "b2", shape = [1]}, {init = "ones", name = "wbig", shape = [2048, 2048]}], seq_len = 16 : i64, vocab_size = 64 : i64} {
@@ -63,6 +73,11 @@ modk.entry @grad attributes {dtype = #modk.dtype<bf16>, model = "{}", modes = ["
   %h = modk.alloc : memref<?x16x8xf32>
   %p = modk.alloc : memref<?x16xf32>
   modk.predictor %x, [%w1, %b1, %w2, %b2] scratch %h -> %p : memref<?x16x64xf32>, memref<8x64xf32>, memref<8xf32>, memref<1x8xf32>, memref<1xf32>, memref<?x16x8xf32>, memref<?x16xf32>
+  %att = modk.alloc : memref<?x16x128xf32>
+  modk.attention %q, %q, %q rows %pos, %seg -> %att {n_heads = 2 : i64} : memref<?x16x128xf32>, memref<?x16x128xf32>, memref<?x16x128xf32>, memref<?x16xi32>, memref<?x1xi64>, memref<?x16x128xf32>
+  %q12 = modk.alloc : memref<?x16x24xf32>
+  %att12 = modk.alloc : memref<?x16x24xf32>
+  modk.attention %q12, %q12, %q12 rows %pos, %seg -> %att12 {n_heads = 2 : i64} : memref<?x16x24xf32>, memref<?x16x24xf32>, memref<?x16x24xf32>, memref<?x16xi32>, memref<?x1xi64>, memref<?x16x24xf32>
   %dq = modk.alloc : memref<?x16x128xbf16>
   %dn = modk.alloc : memref<?x16x64xf32>
   modk.gemm_dgrad(%dq, %wq, %seg, %dn) {accumulate = false} : memref<?x16x128xbf16>, memref<128x64xf32>, memref<?x1xi64>, memref<?x16x64xf32>

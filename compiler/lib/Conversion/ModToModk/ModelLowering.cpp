@@ -102,7 +102,7 @@ void ModelLowering::lowerAttention(mod::AttentionOp op) {
   else
     modk::AttentionOp::create(b, loc, q, k, v, rows.positions, rows.segments,
                               o, model.getNHeads(),
-                              b.getI64IntegerAttr(layer));
+                              b.getI64IntegerAttr(layer), /*mainloop=*/nullptr);
   Value wo = blockParam(layer, "attn.wo.weight", {d, d});
   // The residual add that follows is a modk.add of its own: whether it
   // becomes this GEMM's epilogue is modk-fuse-epilogues' decision.

@@ -84,7 +84,8 @@ void ModelLowering::backwardAttention(mod::AttentionOp op) {
   Value dqRoped = like(s["q"]), dkRoped = like(s["k"]), dv = like(s["v"]);
   modk::AttentionGradOp::create(b, loc, s["q"], s["k"], s["v"], s["o"], dout,
                                 rows.positions, rows.segments, dqRoped,
-                                dkRoped, dv, model.getNHeads());
+                                dkRoped, dv, model.getNHeads(),
+                                /*mainloop=*/nullptr);
   Value dq = like(s["q"]), dk = like(s["k"]);
   for (auto [roped, g] : {std::pair{dqRoped, dq}, {dkRoped, dk}})
     modk::RopeGradOp::create(b, loc, roped, rows.positions, rows.segments, g,

@@ -152,6 +152,12 @@ LogicalResult CudaEmitter::emitGemmPlans() {
      << arch << ".\n";
   for (modk::EntryOp e : entries) {
     WalkResult walk = e.walk([&](Operation *op) {
+      if (isa<modk::AttentionOp, modk::AttentionGradOp>(op) &&
+          !op->hasAttr("mainloop")) {
+        op->emitError("CUDA attention needs its mainloop chosen: run "
+                      "modk-configure-gemms first");
+        return WalkResult::interrupt();
+      }
       if (!isa<modk::GemmOp, modk::GemmDgradOp, modk::GemmWgradOp,
                modk::PredictorOp>(op))
         return WalkResult::advance();

@@ -147,6 +147,12 @@ public:
                       w[0] % 8 == 0 && w[1] % 8 == 0,
                   0};
         wgrad.setConfigAttr(configure(ctx, p, wgradSplit(w[0], w[1])));
+      } else if (auto attn = dyn_cast<modk::AttentionOp>(op)) {
+        attn.setMainloopAttr(attentionMainloop(ctx, attn.getQ(),
+                                               attn.getNHeads()));
+      } else if (auto grad = dyn_cast<modk::AttentionGradOp>(op)) {
+        grad.setMainloopAttr(attentionMainloop(ctx, grad.getQ(),
+                                               grad.getNHeads()));
       } else if (auto predictor = dyn_cast<modk::PredictorOp>(op)) {
         auto fc1 =
             cast<MemRefType>(predictor.getFc1Weight().getType()).getShape();
@@ -158,6 +164,17 @@ public:
 private:
   static bool isBf16(Value v) {
     return cast<MemRefType>(v.getType()).getElementType().isBF16();
+  }
+
+  /// Flash attention's mainloop: mma.sync where the head dim is a multiple
+  /// of 8 up to 128 (the tensor-core kernels' fragments), else SIMT.
+  modk::GemmPathAttr attentionMainloop(MLIRContext *ctx, Value q,
+                                       int64_t heads) const {
+    int64_t headDim = cast<MemRefType>(q.getType()).getShape().back() / heads;
+    bool tensorCores = forcedPath != int(GemmPath::simt) && headDim > 0 &&
+                       headDim % 8 == 0 && headDim <= 128;
+    return modk::GemmPathAttr::get(
+        ctx, tensorCores ? GemmPath::mma : GemmPath::simt);
   }
 
   /// The tiles of a path, TMA-fed or not.

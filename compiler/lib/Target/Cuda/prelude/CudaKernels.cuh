@@ -33,8 +33,8 @@
 /// partials a second kernel adds in chunk order; deterministic either way
 /// (no float atomics). causal_attention likewise runs on tensor
 /// cores (3xTF32 Q K^T and P V, online softmax in f32 registers) for head
-/// dims that are multiples of 8 up to 128, else (or with
-/// -DMODC_CUDA_TENSOR_CORES=0) on a SIMT f32 kernel.
+/// dims that are multiples of 8 up to 128, else on a SIMT f32 kernel; which
+/// one is again the caller's template argument (the compiler's choice).
 ///
 //===----------------------------------------------------------------------===//
 
@@ -56,13 +56,6 @@
 #if defined(__CUDACC__)
 #include <cuda.h> // CUtensorMap and its enums (no driver library is linked)
 #include <cuda_bf16.h>
-#endif
-
-/// Attention runs on tensor cores (mma.sync, sm_80 and later) unless this is
-/// defined to 0 (the SIMT f32 kernels). Which kernels the GEMMs run is not
-/// chosen here: each call names its GemmPlan (modk-configure-gemms).
-#ifndef MODC_CUDA_TENSOR_CORES
-#define MODC_CUDA_TENSOR_CORES 1
 #endif
 
 namespace modk_cuda {
@@ -3643,28 +3636,18 @@ inline void gate_scale_scatter(float *x, int64_t nseg, const int64_t *seg,
               detail::kThreads, 0, stream, x, nseg, seg, pos, r, attn, f);
 }
 
-#if !defined(__CUDACC__)
-namespace detail {
-/// Emulation only: whether attention takes its tensor-core kernels (nvcc
-/// builds fix that with MODC_CUDA_TENSOR_CORES, instantiating one family).
-inline bool &attentionTensorCores() {
-  static bool on = MODC_CUDA_TENSOR_CORES != 0;
-  return on;
-}
-} // namespace detail
-#endif
-
 /// Causal multi-head attention over segments (the CPU's causal_attention):
 /// q, k, v, out are [rows, H * HD], rows = seg[nseg]; row i attends to the
 /// rows j of its segment with pos[j] <= pos[i], scale 1/sqrt(HD).
 /// `max_seg_rows` bounds the rows of one segment (S, or K for a top-k row
 /// set) and sizes the grid. Runs attentionTcKernel (tensor cores, 3xTF32)
-/// where attentionTcHeadDim<HD> and MODC_CUDA_TENSOR_CORES (emulated:
-/// attentionTensorCores()) allow, else attentionKernel (SIMT f32). BF16: q, k, v
+/// where TensorCores (the compiler's mainloop choice) and
+/// attentionTcHeadDim<HD> allow, else attentionKernel (SIMT f32). BF16: q, k, v
 /// hold bf16 values (a bf16 model); the result is the same, with fewer
 /// tensor-core instructions. out: float, or bf16 (rounded) where only
 /// products read it.
-template <int H, int HD, bool BF16 = false, typename Out>
+template <int H, int HD, bool BF16 = false, bool TensorCores = true,
+          typename Out>
 inline void causal_attention(const float *q, const float *k, const float *v,
                              int64_t nseg, const int64_t *seg,
                              const int32_t *pos, int64_t max_seg_rows,
@@ -3673,18 +3656,9 @@ inline void causal_attention(const float *q, const float *k, const float *v,
     return;
   const dim3 grid(unsigned(ceilDiv(max_seg_rows, detail::kAttnBQ)), unsigned(H),
                   unsigned(nseg));
-  if constexpr (detail::attentionTcHeadDim<HD>) {
-#if defined(__CUDACC__)
-    detail::launchAttention<MODC_CUDA_TENSOR_CORES != 0, H, HD, BF16>(
-        grid, q, k, v, seg, pos, out, stream);
-#else
-    if (detail::attentionTensorCores())
-      detail::launchAttention<true, H, HD, BF16>(grid, q, k, v, seg, pos, out,
-                                                 stream);
-    else
-      detail::launchAttention<false, H, HD, false>(grid, q, k, v, seg, pos,
-                                                   out, stream);
-#endif
+  if constexpr (TensorCores && detail::attentionTcHeadDim<HD>) {
+    detail::launchAttention<true, H, HD, BF16>(grid, q, k, v, seg, pos, out,
+                                               stream);
   } else {
     detail::launchAttention<false, H, HD, false>(grid, q, k, v, seg, pos, out,
                                                  stream);

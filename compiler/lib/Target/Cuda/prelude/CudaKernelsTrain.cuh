@@ -1411,13 +1411,14 @@ inline int64_t attention_grad_scratch_floats(int64_t max_rows) {
 /// seg[nseg] (nseg * max_seg_rows will do). Two kernels (query side writes dq and the softmax
 /// statistics, key side dk and dv); no atomics, deterministic. For head dims
 /// that are multiples of 8 up to 128 they run on tensor cores (3xTF32
-/// mma.m16n8k8, f32 accuracy: attnGradQueryTc, attnGradKeyTc) unless
-/// MODC_CUDA_TENSOR_CORES is 0 (emulated: attentionTensorCores()), else on the
-/// SIMT kernels (attnGradQuery, attnGradKey); same scratch either way.
+/// mma.m16n8k8, f32 accuracy: attnGradQueryTc, attnGradKeyTc) where
+/// TensorCores (the compiler's mainloop choice), else on the SIMT kernels
+/// (attnGradQuery, attnGradKey); same scratch either way.
 /// BF16: q, k, v hold bf16 values (a bf16 model); the same result, with
 /// fewer tensor-core instructions. dv may be bf16 (rounded as stored:
 /// modk-store-bf16, only products read it).
-template <int H, int HD, bool BF16 = false, typename TV = float>
+template <int H, int HD, bool BF16 = false, bool TensorCores = true,
+          typename TV = float>
 inline void causal_attention_grad(const float *q, const float *k,
                                   const float *v, const float *o,
                                   const float *dout, int64_t nseg,
@@ -1428,21 +1429,10 @@ inline void causal_attention_grad(const float *q, const float *k,
   using namespace train_detail;
   if (nseg <= 0 || max_seg_rows <= 0)
     return;
-  if constexpr (attentionGradTcHeadDim<HD>) {
-#if defined(__CUDACC__)
-    launchAttentionGrad<MODC_CUDA_TENSOR_CORES != 0, H, HD, BF16, TV>(
-        nseg, max_seg_rows, q, k, v, o, dout, seg, pos, dq, dk, dv, scratch,
-        stream);
-#else
-    if (detail::attentionTensorCores())
-      launchAttentionGrad<true, H, HD, BF16, TV>(nseg, max_seg_rows, q, k, v, o,
-                                             dout, seg, pos, dq, dk, dv,
-                                             scratch, stream);
-    else
-      launchAttentionGrad<false, H, HD, false, TV>(nseg, max_seg_rows, q, k, v, o,
+  if constexpr (TensorCores && attentionGradTcHeadDim<HD>) {
+    launchAttentionGrad<true, H, HD, BF16, TV>(nseg, max_seg_rows, q, k, v, o,
                                                dout, seg, pos, dq, dk, dv,
                                                scratch, stream);
-#endif
   } else {
     launchAttentionGrad<false, H, HD, false, TV>(nseg, max_seg_rows, q, k, v, o,
                                              dout, seg, pos, dq, dk, dv,

@@ -138,12 +138,14 @@ def Modk_AttentionOp : Modk_Op<"attention"> {
   let summary = "Causal attention within each sequence of a row set";
   let description = [{
     `layer` names the KV cache a causal prefill fills with the keys and
-    values (forward entry of packages that decode).
+    values (forward entry of packages that decode). `mainloop` (set by
+    modk-configure-gemms for a CUDA target): `mma` or `simt`.
   }];
   let arguments = (ins AnyMemRef:$q, AnyMemRef:$k, AnyMemRef:$v,
                    AnyMemRef:$positions, AnyMemRef:$segments,
                    AnyMemRef:$output, I64Attr:$n_heads,
-                   OptionalAttr<I64Attr>:$layer);
+                   OptionalAttr<I64Attr>:$layer,
+                   OptionalAttr<Modk_GemmPathAttr>:$mainloop);
   let assemblyFormat = [{
     $q `,` $k `,` $v `rows` $positions `,` $segments `->` $output attr-dict
     `:` type(operands)
@@ -378,7 +380,8 @@ def Modk_AttentionGradOp : Modk_GenericOp<"attention_grad"> {
   let arguments = (ins AnyMemRef:$q, AnyMemRef:$k, AnyMemRef:$v,
                    AnyMemRef:$o, AnyMemRef:$dout, AnyMemRef:$positions,
                    AnyMemRef:$segments, AnyMemRef:$dq, AnyMemRef:$dk,
-                   AnyMemRef:$dv, I64Attr:$n_heads);
+                   AnyMemRef:$dv, I64Attr:$n_heads,
+                   OptionalAttr<Modk_GemmPathAttr>:$mainloop);
 }
 
 def Modk_ActivationGradOp : Modk_GenericOp<"activation_grad",

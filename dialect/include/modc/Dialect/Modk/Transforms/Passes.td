@@ -116,7 +116,10 @@ def ConfigureGemms : Pass<"modk-configure-gemms", "::modc::modk::EntryOp"> {
       epilogue takes a tile whose warps hold whole heads, and runs as its
       own kernel where none does;
     - split: a weight gradient whose output has few tiles splits its rows
-      in up to as many chunks as bring its CTAs to two waves.
+      in up to as many chunks as bring its CTAs to two waves;
+    - attention (`modk.attention`, `modk.attention_grad`): `mainloop` is
+      `mma` (mma.sync flash attention) where the head dim is a multiple of
+      8 up to 128, else `simt`.
 
     The shipped CUDA code chooses nothing at run time: the emitter passes
     each configuration to the kernel library as a template argument. The
@@ -129,7 +132,8 @@ def ConfigureGemms : Pass<"modk-configure-gemms", "::modc::modk::EntryOp"> {
            "SMs of the part (0: the architecture's reference part)">,
     Option<"path", "path", "std::string", /*default=*/"\"auto\"",
            "auto, or the kernel family of every product: simt, mma, or "
-           "wgmma (bf16 products; the others take mma)">,
+           "wgmma (bf16 products; the others take mma); simt also puts "
+           "attention on its SIMT mainloop">,
     Option<"tile", "tile", "std::string", /*default=*/"\"auto\"",
            "auto, small or large: the tile of every product, at any rows">,
     Option<"tma", "tma", "bool", /*default=*/"true",
