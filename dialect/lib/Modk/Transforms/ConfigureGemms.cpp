@@ -101,9 +101,9 @@ public:
         wgradChunkRows < 0) {
       emitError(getOperation().getLoc())
           << "modk-configure-gemms: bad option (path '" << path
-          << "', tile '" << tile << "', sm-count " << smCount
-          << ", tma-ctas " << tmaCtas << ", wgrad-chunk-rows "
-          << wgradChunkRows << ")";
+          << "', tile '" << tile << "', sm-count " << smCount.getValue()
+          << ", tma-ctas " << tmaCtas.getValue() << ", wgrad-chunk-rows "
+          << wgradChunkRows.getValue() << ")";
       return signalPassFailure();
     }
     if (forcedPath == int(GemmPath::wgmma) && !part->wgmma) {
