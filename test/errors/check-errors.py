@@ -55,6 +55,8 @@ MPIRUN = "mpirun --oversubscribe"
 MPIENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
           "OMPI_MCA_btl": "self,tcp", "OMPI_MCA_btl_tcp_if_include": "lo",
           "OMPI_MCA_oob_tcp_if_include": "lo", "OMP_NUM_THREADS": "1"}
+# modc --cuda-gemms cases stop at --emit=modk: no nvcc needed.
+CUDA_GEMMS = "{modc} compile {tmp}/m.json --target cuda --emit=modk --cuda-gemms="
 CASES = {
     # modc: the command line
     "`missing command; try 'modc compile --help'`": [
@@ -81,6 +83,32 @@ CASES = {
     "`--arch is for --target cuda; the CPU target takes --march`": [
         ("{modc} compile {tmp}/m.json --arch sm_80 -o {tmp}/o", 1,
          "modc: error: --arch is for --target cuda; the CPU target takes --march")],
+    "`--cuda-gemms is for --target cuda`": [
+        ("{modc} compile {tmp}/m.json --cuda-gemms=path=mma -o {tmp}/o", 1,
+         "modc: error: --cuda-gemms is for --target cuda")],
+    "`--cuda-gemms takes no arch=; use --arch`": [
+        (CUDA_GEMMS + "arch=sm_80", 1,
+         "modc: error: --cuda-gemms takes no arch=; use --arch")],
+    "`bad --cuda-gemms 'X': modk-configure-gemms: <Pass-Options-Parser>: no such option Y`": [
+        (CUDA_GEMMS + "tiles=large", 1,
+         "modc: error: bad --cuda-gemms 'tiles=large': modk-configure-gemms: "
+         "<Pass-Options-Parser>: no such option tiles")],
+    "`error: modk-configure-gemms: path 'X'; expected auto, simt, mma or wgmma` / `error: modk-configure-gemms: tile 'X'; expected auto, small or large`": [
+        (CUDA_GEMMS + "path=tensor", 1,
+         "error: modk-configure-gemms: path 'tensor'; expected auto, simt, mma "
+         "or wgmma"),
+        (CUDA_GEMMS + "tile=medium", 1,
+         "error: modk-configure-gemms: tile 'medium'; expected auto, small or "
+         "large")],
+    "`error: modk-configure-gemms: sm-count N; expected 0 (auto) or more`": [
+        (CUDA_GEMMS + "sm-count=-4", 1,
+         "error: modk-configure-gemms: sm-count -4; expected 0 (auto) or more"),
+        (CUDA_GEMMS + "wgrad-chunk-rows=-1", 1,
+         "error: modk-configure-gemms: wgrad-chunk-rows -1; expected 0 (auto) "
+         "or more")],
+    "`error: modk-configure-gemms: sm_80 has no wgmma`": [
+        (CUDA_GEMMS + "path=wgmma --arch sm_80", 1,
+         "error: modk-configure-gemms: sm_80 has no wgmma")],
     "`CUDA compiler 'X' not found (install the CUDA Toolkit, or set --nvcc or the NVCC environment variable)`": [
         ("{modc} compile {tmp}/m.json --target cuda --nvcc {tmp}/no-nvcc -o {tmp}/o",
          1, "modc: error: CUDA compiler '{tmp}/no-nvcc' not found (install the "

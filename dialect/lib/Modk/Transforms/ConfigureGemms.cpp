@@ -77,43 +77,46 @@ class ConfigureGemmsPass
 public:
   using ConfigureGemmsBase::ConfigureGemmsBase;
 
-  void runOnOperation() override {
-    const CudaPart *part = nullptr;
+  /// Checks the options once per pipeline, not once per entry.
+  LogicalResult initialize(MLIRContext *ctx) override {
+    Location loc = UnknownLoc::get(ctx);
+    target = nullptr;
     for (const CudaPart &p : kParts)
       if (p.arch == arch)
-        part = &p;
-    if (!part) {
-      emitError(getOperation().getLoc())
-          << "modk-configure-gemms: unknown arch '" << arch
-          << "'; expected sm_90a or sm_80";
-      return signalPassFailure();
-    }
+        target = &p;
+    if (!target)
+      return emitError(loc) << "modk-configure-gemms: unknown arch '" << arch
+                            << "'; expected sm_90a or sm_80";
     forcedPath = llvm::StringSwitch<int>(path)
                      .Case("auto", -1)
                      .Case("simt", int(GemmPath::simt))
                      .Case("mma", int(GemmPath::mma))
                      .Case("wgmma", int(GemmPath::wgmma))
                      .Default(-2);
+    if (forcedPath == -2)
+      return emitError(loc) << "modk-configure-gemms: path '" << path
+                            << "'; expected auto, simt, mma or wgmma";
     forcedTile =
         llvm::StringSwitch<int>(tile).Case("auto", 0).Case("small", 1).Case(
             "large", 2).Default(-1);
-    if (forcedPath == -2 || forcedTile < 0 || smCount < 0 || tmaCtas < 0 ||
-        wgradChunkRows < 0) {
-      emitError(getOperation().getLoc())
-          << "modk-configure-gemms: bad option (path '" << path
-          << "', tile '" << tile << "', sm-count " << smCount.getValue()
-          << ", tma-ctas " << tmaCtas.getValue() << ", wgrad-chunk-rows "
-          << wgradChunkRows.getValue() << ")";
-      return signalPassFailure();
-    }
-    if (forcedPath == int(GemmPath::wgmma) && !part->wgmma) {
-      emitError(getOperation().getLoc())
-          << "modk-configure-gemms: " << arch << " has no wgmma";
-      return signalPassFailure();
-    }
-    target = part;
-    sms = smCount > 0 ? smCount : part->sms;
+    if (forcedTile < 0)
+      return emitError(loc) << "modk-configure-gemms: tile '" << tile
+                            << "'; expected auto, small or large";
+    for (auto [name, value] :
+         {std::pair<const char *, int64_t>{"sm-count", smCount},
+          {"tma-ctas", tmaCtas},
+          {"wgrad-chunk-rows", wgradChunkRows}})
+      if (value < 0)
+        return emitError(loc) << "modk-configure-gemms: " << name << " "
+                              << value << "; expected 0 (auto) or more";
+    if (forcedPath == int(GemmPath::wgmma) && !target->wgmma)
+      return emitError(loc)
+             << "modk-configure-gemms: " << arch << " has no wgmma";
+    sms = smCount > 0 ? smCount : target->sms;
+    return success();
+  }
 
+  void runOnOperation() override {
     modk::EntryOp entry = getOperation();
     bool bf16 = entry.isBf16();
     // A weight's bf16 copy for TMA is made within a call's WeightCopyScope,
