@@ -55,9 +55,9 @@
 #     same dtype, d_model and M, N, K (twice its time for x2). ours/cuBLAS
 #     = cuBLAS time / ours (throughput ratio); all together = the sum of
 #     cuBLAS times / the sum of ours (time-weighted).
-#   - routing: the block's modk.route_select_gather lines (router logits,
-#     top-k select, gather, with the layer's first RMSNorm fused into the
-#     gather) / the sum of all the block's lines.
+#   - routing: the block's modk.route_select lines (router logits, top-k
+#     select) and the modk.rows line after each (the gather, with the
+#     layer's first RMSNorm) / the sum of all the block's lines.
 # The profile records a CUDA event after every kernel group and reads them
 # when the entry ends: GPU times with no host wait, but each group still
 # starts with its launch (no CUDA graph), so short kernels look a little
@@ -236,7 +236,7 @@ PROFILE_LINE = re.compile(
 GEMM_NAME = re.compile(r"^modk\.gemm (\S+) \[(\d+)x(\d+)\](?:x(\d+))?$")
 PROFILE_FILE = re.compile(r"^profile_mod_d(\d+)(_bf16)?\.txt$")
 BACKWARD = ("grad", "cross_entropy", "bce_loss", "split_tokens")
-ROUTING = "modk.route_select_gather"
+ROUTING = "modk.route_select"
 
 
 def parse_gemm(name):
@@ -370,9 +370,14 @@ def routing_share(P, dt, d):
     block = P.block.get((dt, d))
     if block is None:
         return None, None, None
-    route = sum(t for _, name, t in block if name == ROUTING)
+    # Each modk.route_select line and the gather + RMSNorm after it (the
+    # modk.rows that modk-generalize puts right after it).
+    route = sum(t for n, (_, name, t) in enumerate(block)
+                if name.startswith(ROUTING) or
+                (n > 0 and block[n - 1][1].startswith(ROUTING) and
+                 name.startswith("modk.rows")))
     total = sum(t for _, _, t in block)
-    if total <= 0 or not any(name == ROUTING for _, name, _ in block):
+    if total <= 0 or not any(name.startswith(ROUTING) for _, name, _ in block):
         return None, route, total
     return route / total, route, total
 
@@ -421,13 +426,14 @@ GEMM_NOTE = (
     "read bf16 operands through TMA as cuBLAS bf16 reads bf16 (activations "
     "stored as bf16, bf16 copies of the weights) but most write f32; our "
     "f32 GEMMs are 3xTF32, cuBLAS f32 is FP32 (TF32 off). The "
-    "gate_scale_scatter line includes its scatter kernel; cuBLAS's swiglu "
+    "down projection's line is its GEMM alone (the gated scatter is the "
+    "modk.rows line after it); cuBLAS's swiglu "
     "time is twice the 4d x d GEMM (two weights).")
 ROUTING_NOTE = (
-    " The route_select_gather line is the router logits, the top-k select "
-    "and the gather, with the layer's first RMSNorm (of the k rows) fused "
-    "into the gather; the scatter of the update back into the stream is "
-    "counted with the last GEMM, not as routing. A similar overhead on each "
+    " The route_select line is the router logits and the top-k select; the "
+    "modk.rows line after it is the gather, with the layer's first RMSNorm "
+    "(of the k rows) fused into it; the scatter of the update back into the "
+    "stream (a modk.rows after the last GEMM) is not counted as routing. A similar overhead on each "
     "of the block's lines pulls every share toward 1 / the number of lines "
     "(10: 1/10, so the verdict against 10 % barely moves); routing's line "
     "launches three or four kernels, a little more overhead than most.")
@@ -502,7 +508,7 @@ def routing_table(P, ds):
                          f"{P.which[(dt, d)]}"])
     return profile_section(
         P, "Routing's share of the MoD block, forward (per-kernel profile: "
-        "modk.route_select_gather / the block's kernels, i.e. the forward's "
+        "modk.route_select and its gather / the block's kernels, i.e. the forward's "
         "kernels less embed, identity_rows, final norm and LM head)", head,
         rows, ROUTING_NOTE, missing)
 

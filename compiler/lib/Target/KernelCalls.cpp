@@ -27,21 +27,6 @@ void PlanEmitter::writeCall(StringRef ns, const KernelCall &call,
                     fmt::join(templateArgs, ", "), fmt::join(args, ", "));
 }
 
-KernelCall PlanEmitter::gemmScatterCall(modk::GemmOp op) {
-  int64_t n = cast<MemRefType>(op.getWeights()[0].getType()).getDimSize(0);
-  auto extra = op.getExtra();
-  int gate = gateKind(*op.getGate());
-  std::string y = name(op.getOutput()), seg = name(op.getSegments());
-  if (entry.getSymName() == "decode")
-    return {"decode_gate_scale_scatter",
-            {n, gate},
-            {y, "B", seg, name(extra[1]), name(extra[2]), name(extra[0])}};
-  return {"gate_scale_scatter",
-          {seqLen, n, gate},
-          {y, "B", seg, name(extra[3]), name(extra[1]), name(extra[2]),
-           name(extra[0])}};
-}
-
 KernelCall PlanEmitter::decodeAttentionCall(modk::DecodeAttentionOp op,
                                             std::string cacheK,
                                             std::string cacheV) {
@@ -97,14 +82,15 @@ KernelCall PlanEmitter::roundOutputCall(modk::GemmOp gemm) {
 
 LogicalResult PlanEmitter::emitKernel(Operation *op) {
   if (auto gemm = dyn_cast<modk::GemmOp>(op)) {
+    if (gemm.getEpilogue() == modk::Epilogue::gate_scale_scatter)
+      return op->emitOpError("with a gate_scale_scatter epilogue is "
+                             "generated from its math: run modk-generalize "
+                             "before emitting");
     int64_t n = cast<MemRefType>(gemm.getWeights()[0].getType()).getDimSize(0);
     int64_t k = cast<MemRefType>(gemm.getWeights()[0].getType()).getDimSize(1);
     int indent = openGroup(fmt::format("modk.gemm [{} x {}] epilogue={}", n, k,
                                        modk::stringifyEpilogue(gemm.getEpilogue()).str()));
     emitGemm(gemm, indent);
-    // Both targets scatter the gated update in a kernel of its own.
-    if (gemm.getEpilogue() == modk::Epilogue::gate_scale_scatter)
-      emitCall(gemmScatterCall(gemm), indent);
     closeGroup();
     return success();
   }
@@ -113,7 +99,8 @@ LogicalResult PlanEmitter::emitKernel(Operation *op) {
     return success();
   }
   if (isa<modk::RMSNormOp, modk::AddOp, modk::ActivationOp,
-          modk::ActivationGradOp>(op))
+          modk::ActivationGradOp, modk::RouteSelectGatherOp,
+          modk::DecodeRouteOp>(op))
     return op->emitOpError("is generated from its math: run modk-generalize "
                            "before emitting");
   if (auto ids = dyn_cast<modk::IdentityRowsOp>(op)) {
@@ -162,8 +149,8 @@ LogicalResult PlanEmitter::emitKernel(Operation *op) {
     }
     return success();
   }
-  if (auto route = dyn_cast<modk::RouteSelectGatherOp>(op)) {
-    int64_t d = width(route.getGathered()), k = route.getK();
+  if (auto route = dyn_cast<modk::RouteSelectOp>(op)) {
+    int64_t d = width(route.getInput()), k = route.getK();
     std::string pos = name(route.getPositions()),
                 seg = name(route.getSegments());
     std::string mask = name(route.getMask()), r = name(route.getScores());
@@ -171,7 +158,7 @@ LogicalResult PlanEmitter::emitKernel(Operation *op) {
     std::string logits = causal == modk::CausalRouter::predictor
                              ? name(route.getCausalScores())
                              : r;
-    int indent = openGroup(fmt::format("modk.route_select_gather layer {} k={}",
+    int indent = openGroup(fmt::format("modk.route_select layer {} k={}",
                                        route.getLayer(), k));
     std::string pad(indent, ' ');
     emitCall({"router_logits",
@@ -194,13 +181,6 @@ LogicalResult PlanEmitter::emitKernel(Operation *op) {
     } else {
       emitCall(topk, indent);
     }
-    emitCall(
-        {"gather_rmsnorm",
-         {seqLen, d},
-         {name(route.getInput()), "B", seg, pos, name(route.getNormWeight()),
-          floatLiteral(route.getEps().convertToDouble()),
-          name(route.getGathered()), name(route.getNormed())}},
-        indent);
     closeGroup();
     return success();
   }
@@ -372,28 +352,21 @@ LogicalResult PlanEmitter::emitKernel(Operation *op) {
                name(rowsOp.getPositions()), name(rowsOp.getSegments())}});
     return success();
   }
-  if (auto route = dyn_cast<modk::DecodeRouteOp>(op)) {
-    int64_t d = width(route.getGathered());
+  if (auto route = dyn_cast<modk::DecodeSelectOp>(op)) {
+    int64_t d = width(route.getInput());
     std::string r = name(route.getScores());
     std::string decision = route.getCausalRouter() ==
                                    modk::CausalRouter::predictor
                                ? name(route.getCausalScores())
                                : r;
     int indent =
-        openGroup(fmt::format("modk.decode_route layer {}", route.getLayer()));
+        openGroup(fmt::format("modk.decode_select layer {}", route.getLayer()));
     emitCall({"decode_route",
               {d},
               {name(route.getInput()), "B", name(route.getRouterWeight()),
                decision, name(route.getStepPositions()),
                name(route.getActive()), r, name(route.getPositions()),
                name(route.getSegments()), name(route.getMask())}},
-             indent);
-    emitCall({"decode_gather_rmsnorm",
-              {d},
-              {name(route.getInput()), "B", name(route.getSegments()),
-               name(route.getNormWeight()),
-               floatLiteral(route.getEps().convertToDouble()),
-               name(route.getGathered()), name(route.getNormed())}},
              indent);
     closeGroup();
     return success();

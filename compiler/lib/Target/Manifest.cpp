@@ -25,7 +25,7 @@ std::string modc::buildManifest(llvm::ArrayRef<modk::EntryOp> entryOps,
   int64_t nLayers = *model.getAsObject()->getInteger("n_layers");
 
   std::map<int64_t, int64_t> capacities;
-  entry.walk([&](modk::RouteSelectGatherOp route) {
+  entry.walk([&](modk::RouteSelectOp route) {
     capacities[route.getLayer()] = route.getK();
   });
   json::Array layers;

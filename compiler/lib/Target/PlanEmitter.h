@@ -223,8 +223,6 @@ protected:
   std::string kvCacheRegion(int64_t layer, bool values, int64_t d);
   /// The namespace of the target's kernels (modk_cpu, modk_cuda).
   virtual const char *kernelNamespace() const = 0;
-  /// The scatter of a gate_scale_scatter GEMM's update into the stream.
-  KernelCall gemmScatterCall(modk::GemmOp op);
   /// A decode step's attention over layer l's KV cache at cacheK, cacheV.
   KernelCall decodeAttentionCall(modk::DecodeAttentionOp op, std::string cacheK,
                                  std::string cacheV);
@@ -249,6 +247,9 @@ protected:
   std::string rowKernelParams(modk::RowsOp op);
   /// The buffers a call passes for those parameters.
   std::vector<std::string> rowKernelArgs(modk::RowsOp op);
+  /// A buffer of `op`'s row set (not addressed at tokens): its rows bound
+  /// the row count.
+  static mlir::Value rowBuffer(modk::RowsOp op);
   std::vector<modk::RowsOp> rowKernels;
   llvm::DenseMap<mlir::Operation *, int> rowKernelOf;
 

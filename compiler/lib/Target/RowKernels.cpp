@@ -60,9 +60,11 @@ public:
 
   void findRowInvariants(Block &body) {
     unsigned inputs = op.getInputs().size();
+    // A row's sums and its token's scalars are the same for every element.
     auto isInvariant = [&](Value v) {
       if (auto arg = dyn_cast<BlockArgument>(v))
-        return arg.getArgNumber() >= inputs;
+        return arg.getArgNumber() >= inputs ||
+               op.isTokenScalar(arg.getArgNumber());
       return invariant.contains(v.getDefiningOp());
     };
     for (Operation &o : body.without_terminator())
@@ -85,14 +87,46 @@ public:
             if (arg.getArgNumber() < inputs)
               used.insert(arg.getArgNumber());
     for (unsigned j : used) {
+      if (op.isTokenScalar(j))
+        continue; // loaded once a row (writeTokenScalars)
       Value in = op.getInputs()[j];
-      std::string index = op.isColumnVector(in)
-                              ? col.str()
-                              : fmt::format("{} * {} + {}", row.str(), width,
-                                            col.str());
+      std::string index =
+          op.isColumnVector(in)
+              ? col.str()
+              : fmt::format("{} * {} + {}", rowOf(j, row), width, col.str());
       os << fmt::format("{:{}}const float x{} = static_cast<float>(in{}[{}]);\n",
                         "", indent, j, j, index);
     }
+  }
+
+  /// The row of operand `index` (of the inputs, then the outputs) that row
+  /// `row` of the row set reads or writes: the row itself, or its token
+  /// `seq * T + pos` (writeTokenIndex).
+  std::string rowOf(unsigned index, StringRef row) {
+    if (!op.isTokenOperand(index))
+      return row.str();
+    unsigned nIn = op.getInputs().size();
+    Value v = index < nIn ? op.getInputs()[index] : op.getOutputs()[index - nIn];
+    int64_t tokens = cast<MemRefType>(v.getType()).getDimSize(1);
+    return op.getPositions() ? fmt::format("(seq * {} + tok)", tokens)
+                             : std::string("seq");
+  }
+
+  /// Writes the sequence (and position) of row `row` where token operands
+  /// need them, then loads the token scalars, once a row.
+  void writeTokenIndex(StringRef row, int indent, llvm::raw_ostream &os) {
+    if (op.getTokenOperands().empty())
+      return;
+    std::string ns = cuda ? "modk_cuda" : "modk_cpu::detail";
+    os << fmt::format("{:{}}const int64_t seq = {}::segmentOf(seg, nseg, {});\n",
+                      "", indent, ns, row.str());
+    if (op.getPositions())
+      os << fmt::format("{:{}}const int64_t tok = pos[{}];\n", "", indent,
+                        row.str());
+    for (unsigned j = 0, e = op.getInputs().size(); j < e; ++j)
+      if (op.isTokenScalar(j))
+        os << fmt::format("{:{}}const float x{} = static_cast<float>(in{}[{}]);\n",
+                          "", indent, j, j, rowOf(j, row));
   }
 
   /// Writes `const float tN = ...;` for every op of `block` that `pick`
@@ -164,6 +198,8 @@ std::string PlanEmitter::rowKernelKey(modk::RowsOp op) {
   llvm::raw_string_ostream os(key);
   for (Type t : op->getOperandTypes())
     os << t << ";";
+  for (int64_t t : op.getTokenOperands())
+    os << "token" << t << ";";
   for (Region *region : {&op.getReduce(), &op.getBody()}) {
     Block &block = region->front();
     llvm::DenseMap<Value, unsigned> position;
@@ -195,6 +231,11 @@ void PlanEmitter::collectRowKernels() {
 
 std::string PlanEmitter::rowKernelParams(modk::RowsOp op) {
   std::vector<std::string> params;
+  if (!op.getTokenOperands().empty()) {
+    params.push_back("const int64_t *seg, int64_t nseg");
+    if (op.getPositions())
+      params.push_back("const int32_t *pos");
+  }
   for (auto [j, in] : llvm::enumerate(op.getInputs()))
     params.push_back(fmt::format(
         "const {} *in{}",
@@ -206,8 +247,23 @@ std::string PlanEmitter::rowKernelParams(modk::RowsOp op) {
   return fmt::format("{}", fmt::join(params, ", "));
 }
 
+Value PlanEmitter::rowBuffer(modk::RowsOp op) {
+  SmallVector<Value> operands(op.getInputs());
+  llvm::append_range(operands, op.getOutputs());
+  for (auto [i, v] : llvm::enumerate(operands))
+    if (!op.isTokenOperand(i) && !op.isColumnVector(v))
+      return v;
+  return op.getOutputs().front(); // the verifier requires one
+}
+
 std::vector<std::string> PlanEmitter::rowKernelArgs(modk::RowsOp op) {
   std::vector<std::string> args;
+  if (!op.getTokenOperands().empty()) {
+    args.push_back(name(op.getSegments()));
+    args.push_back("B");
+    if (Value pos = op.getPositions())
+      args.push_back(name(pos));
+  }
   for (Value v : op.getInputs())
     args.push_back(name(v));
   for (Value v : op.getOutputs())
@@ -243,6 +299,7 @@ LogicalResult PlanEmitter::emitRowKernelDefinitions() {
           "  const int lane = threadIdx.x % modk_cuda::kWarp;\n",
           index, rowKernelParams(op));
       inner = 2;
+      stmts.writeTokenIndex("i", inner, os);
     } else {
       os << fmt::format(
           "void modc_rows_{}(int64_t rows, {}) {{\n"
@@ -251,6 +308,7 @@ LogicalResult PlanEmitter::emitRowKernelDefinitions() {
           "  for (int64_t i = 0; i < rows; ++i) {{\n",
           index, rowKernelParams(op), width);
       inner = 4;
+      stmts.writeTokenIndex("i", inner, os);
     }
     std::string pad(inner, ' ');
     auto openColumns = [&](StringRef simd) {
@@ -299,7 +357,9 @@ LogicalResult PlanEmitter::emitRowKernelDefinitions() {
       std::string value = element.isBF16()
                               ? fmt::format("{}::bf16({})", ns, stmts[v])
                               : stmts[v];
-      os << fmt::format("{}  out{}[i * {} + c] = {};\n", pad, k, width, value);
+      os << fmt::format("{}  out{}[{} * {} + c] = {};\n", pad, k,
+                        stmts.rowOf(op.getInputs().size() + k, "i"), width,
+                        value);
     }
     os << pad << "}\n";
     if (!cuda)

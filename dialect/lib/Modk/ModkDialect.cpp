@@ -263,6 +263,22 @@ LogicalResult RouteSelectGatherOp::verify() {
   return success();
 }
 
+LogicalResult RouteSelectOp::verify() {
+  CausalRouter c = getCausalRouter();
+  if ((c == CausalRouter::predictor) != (getCausalScores() != nullptr))
+    return emitOpError("causal scores are given exactly for the predictor");
+  int64_t seqLen = cast<MemRefType>(getScores().getType()).getShape().back();
+  if (getK() < 1 || getK() > seqLen)
+    return emitOpError() << "k = " << getK() << " must be in [1, " << seqLen
+                         << "]";
+  int64_t rows = cast<MemRefType>(getPositions().getType()).getDimSize(1);
+  int64_t needed = c == CausalRouter::none ? getK() : seqLen;
+  if (rows < needed)
+    return emitOpError() << "positions hold " << rows
+                         << " rows a sequence, needs " << needed;
+  return success();
+}
+
 LogicalResult ActivationGradOp::verify() {
   bool swiglu = getKind() == Activation::swiglu;
   if (swiglu != (getGate() != nullptr) || swiglu != (getDgate() != nullptr))
@@ -284,12 +300,23 @@ unsigned RowsOp::getNumReductions() {
   return getReduce().front().getTerminator()->getNumOperands();
 }
 
+bool RowsOp::isTokenOperand(unsigned index) {
+  return llvm::is_contained(getTokenOperands(), int64_t(index));
+}
+
+bool RowsOp::isTokenScalar(unsigned index) {
+  return index < getInputs().size() && isTokenOperand(index) &&
+         cast<MemRefType>(getInputs()[index].getType()).getRank() == 2;
+}
+
 void RowsOp::getEffects(
     SmallVectorImpl<SideEffects::EffectInstance<MemoryEffects::Effect>>
         &effects) {
   for (OpOperand &in : getInputsMutable())
     effects.emplace_back(MemoryEffects::Read::get(), &in);
   effects.emplace_back(MemoryEffects::Read::get(), &getSegmentsMutable());
+  for (OpOperand &pos : getPositionsMutable())
+    effects.emplace_back(MemoryEffects::Read::get(), &pos);
   for (OpOperand &out : getOutputsMutable())
     effects.emplace_back(MemoryEffects::Write::get(), &out);
 }
@@ -300,30 +327,62 @@ static bool isRowElement(Type t) { return t.isF32() || t.isBF16(); }
 LogicalResult RowsOp::verify() {
   if (getOutputs().empty())
     return emitOpError("needs at least one output");
+  unsigned nIn = getInputs().size();
+  auto operandAt = [&](unsigned i) {
+    return i < nIn ? getInputs()[i] : getOutputs()[i - nIn];
+  };
+  for (int64_t i : getTokenOperands())
+    if (i < 0 || i >= int64_t(nIn + getOutputs().size()))
+      return emitOpError() << "token operand " << i << " does not exist";
+  for (Value out : getOutputs())
+    if (cast<MemRefType>(out.getType()).getRank() != 3)
+      return emitOpError("outputs must be buffers [B, rows or tokens, width]");
   auto rowShape = [](Value v) {
     return cast<MemRefType>(v.getType()).getShape().drop_back();
   };
-  Value first = getOutputs().front();
-  if (cast<MemRefType>(first.getType()).getRank() < 2)
-    return emitOpError("outputs must be row buffers [B, rows, width]");
   int64_t width = getWidth();
-  for (Value out : getOutputs()) {
-    if (rowShape(out) != rowShape(first) || lastDim(out) != width)
-      return emitOpError("all outputs must have one shape");
-    if (!isRowElement(cast<MemRefType>(out.getType()).getElementType()))
-      return emitOpError("outputs must hold f32 or bf16");
-  }
-  for (Value in : getInputs()) {
-    auto type = cast<MemRefType>(in.getType());
+  // The row buffers (operands at their row) share one shape; token buffers
+  // hold T tokens a sequence, and T = 1 without positions.
+  std::optional<ArrayRef<int64_t>> rows;
+  for (unsigned i = 0, e = nIn + getOutputs().size(); i < e; ++i) {
+    Value v = operandAt(i);
+    auto type = cast<MemRefType>(v.getType());
+    bool output = i >= nIn;
     if (!isRowElement(type.getElementType()))
-      return emitOpError("inputs must hold f32 or bf16");
-    if (isColumnVector(in) ? type.getDimSize(0) != width
-                           : rowShape(in) != rowShape(first) ||
-                                 lastDim(in) != width)
+      return emitOpError() << (output ? "outputs" : "inputs")
+                           << " must hold f32 or bf16";
+    if (!output && isColumnVector(v)) {
+      if (isTokenOperand(i) || type.getDimSize(0) != width)
+        return emitOpError() << "a vector input must hold the row width "
+                             << width << " and not be a token operand";
+      continue;
+    }
+    if (isTokenOperand(i)) {
+      bool scalar = type.getRank() == 2 && !output;
+      if (!(type.getRank() == 3 && lastDim(v) == width) && !scalar)
+        return emitOpError()
+               << "token operand " << i << " must be [B, T, " << width
+               << "], or an input [B, T] of one value a token";
+      if (!getPositions() && type.getDimSize(1) != 1)
+        return emitOpError() << "token operand " << i << " holds "
+                             << type.getDimSize(1)
+                             << " tokens a sequence: give the rows' positions";
+      continue;
+    }
+    if (type.getRank() != 3 || lastDim(v) != width)
       return emitOpError()
-             << "each input must be a row buffer shaped like the outputs or "
-                "a vector of the row width "
-             << width;
+             << "each operand must be a row buffer [B, rows, " << width
+             << "], a vector of the row width, or a token operand";
+    if (rows && rowShape(v) != *rows)
+      return emitOpError("all row buffers must have one shape");
+    rows = rowShape(v);
+  }
+  if (Value pos = getPositions()) {
+    auto type = cast<MemRefType>(pos.getType());
+    if (!type.getElementType().isInteger(32) || type.getRank() != 2)
+      return emitOpError("positions must be [B, rows] of i32");
+    if (getTokenOperands().empty())
+      return emitOpError("has positions but no token operand");
   }
   return success();
 }

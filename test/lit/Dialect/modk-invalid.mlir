@@ -130,7 +130,7 @@ modk.entry @forward attributes {model = "{}", modes = ["greedy"], params = [], s
 // modk.rows: inputs are row buffers shaped like the outputs, or vectors of
 // the row width.
 func.func @rows_input_shape(%x: memref<?x16x32xf32>, %w: memref<16xf32>, %seg: memref<?x1xi64>, %y: memref<?x16x32xf32>) {
-  // expected-error @+1 {{each input must be a row buffer shaped like the outputs or a vector of the row width 32}}
+  // expected-error @+1 {{a vector input must hold the row width 32 and not be a token operand}}
   modk.rows ins(%x, %w : memref<?x16x32xf32>, memref<16xf32>) rows %seg : memref<?x1xi64> outs(%y : memref<?x16x32xf32>) reduce {
   ^bb0(%a: f32, %b: f32):
     modk.yield
@@ -184,6 +184,81 @@ func.func @rows_foreign_op(%x: memref<?x16x32xf32>, %seg: memref<?x1xi64>, %y: m
     // expected-error @+1 {{is not allowed in modk.rows: only arith and math ops are}}
     %c = memref.load %s[] : memref<f32>
     modk.yield %c : f32
+  }
+  return
+}
+
+// -----
+
+// Row buffers of one row set share their shape.
+func.func @rows_row_shapes(%x: memref<?x8x32xf32>, %seg: memref<?x1xi64>, %y: memref<?x16x32xf32>) {
+  // expected-error @+1 {{all row buffers must have one shape}}
+  modk.rows ins(%x : memref<?x8x32xf32>) rows %seg : memref<?x1xi64> outs(%y : memref<?x16x32xf32>) reduce {
+  ^bb0(%a: f32):
+    modk.yield
+  } body {
+  ^bb0(%a: f32):
+    modk.yield %a : f32
+  }
+  return
+}
+
+// -----
+
+// A token operand of 16 tokens a sequence needs the rows' positions.
+func.func @rows_tokens_need_positions(%x: memref<?x16x32xf32>, %seg: memref<?x1xi64>, %y: memref<?x4x32xf32>) {
+  // expected-error @+1 {{token operand 0 holds 16 tokens a sequence: give the rows' positions}}
+  modk.rows ins(%x : memref<?x16x32xf32>) rows %seg : memref<?x1xi64> outs(%y : memref<?x4x32xf32>) attributes {token_operands = array<i64: 0>} reduce {
+  ^bb0(%a: f32):
+    modk.yield
+  } body {
+  ^bb0(%a: f32):
+    modk.yield %a : f32
+  }
+  return
+}
+
+// -----
+
+// One value a token ([B, T]) is an input's form only: outputs are rows.
+func.func @rows_token_scalar_output(%x: memref<?x4x32xf32>, %seg: memref<?x1xi64>, %pos: memref<?x4xi32>, %r: memref<?x16xf32>) {
+  // expected-error @+1 {{outputs must be buffers [B, rows or tokens, width]}}
+  modk.rows ins(%x : memref<?x4x32xf32>) rows %seg : memref<?x1xi64> tokens(%pos : memref<?x4xi32>) outs(%r : memref<?x16xf32>) attributes {token_operands = array<i64: 1>} reduce {
+  ^bb0(%a: f32):
+    modk.yield
+  } body {
+  ^bb0(%a: f32):
+    modk.yield %a : f32
+  }
+  return
+}
+
+// -----
+
+// Token operands name operands that exist.
+func.func @rows_token_index(%x: memref<?x4x32xf32>, %seg: memref<?x1xi64>, %y: memref<?x4x32xf32>) {
+  // expected-error @+1 {{token operand 2 does not exist}}
+  modk.rows ins(%x : memref<?x4x32xf32>) rows %seg : memref<?x1xi64> outs(%y : memref<?x4x32xf32>) attributes {token_operands = array<i64: 2>} reduce {
+  ^bb0(%a: f32):
+    modk.yield
+  } body {
+  ^bb0(%a: f32):
+    modk.yield %a : f32
+  }
+  return
+}
+
+// -----
+
+// Positions are i32, one a row.
+func.func @rows_positions_type(%x: memref<?x16x32xf32>, %seg: memref<?x1xi64>, %pos: memref<?x4xi64>, %y: memref<?x4x32xf32>) {
+  // expected-error @+1 {{positions must be [B, rows] of i32}}
+  modk.rows ins(%x : memref<?x16x32xf32>) rows %seg : memref<?x1xi64> tokens(%pos : memref<?x4xi64>) outs(%y : memref<?x4x32xf32>) attributes {token_operands = array<i64: 0>} reduce {
+  ^bb0(%a: f32):
+    modk.yield
+  } body {
+  ^bb0(%a: f32):
+    modk.yield %a : f32
   }
   return
 }

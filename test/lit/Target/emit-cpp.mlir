@@ -28,6 +28,29 @@
 // CHECK-NEXT: const float t5 = x0 * t4;
 // CHECK-NEXT: const float t6 = t5 * x1;
 // CHECK-NEXT: out0[i * 32 + c] = t6;
+// The routed block's gather + RMSNorm: the stream read at each selected
+// row's token (sequence seq, position tok), the copy and the norm written at
+// the row.
+// CHECK-LABEL: void modc_rows_{{[0-9]+}}(int64_t rows, const int64_t *seg, int64_t nseg, const int32_t *pos, const float *in0, const float *in1, float *out0, float *out1) {
+// CHECK: const int64_t seq = modk_cpu::detail::segmentOf(seg, nseg, i);
+// CHECK-NEXT: const int64_t tok = pos[i];
+// CHECK: const float x0 = static_cast<float>(in0[(seq * 16 + tok) * 32 + c]);
+// CHECK-NEXT: const float t0 = x0 * x0;
+// CHECK: out0[i * 32 + c] = x0;
+// CHECK-NEXT: out1[i * 32 + c] = t6;
+// The gated scatter: the sigmoid of the token's router score once a row,
+// then x[token] = x[token] + g * (a + m).
+// CHECK-LABEL: const float *in2, const float *in3, float *out0) {
+// CHECK: const float x2 = static_cast<float>(in2[(seq * 16 + tok)]);
+// CHECK-NEXT: const float t0 = -x2;
+// CHECK-NEXT: const float t1 = modk_cpu::detail::expLanes(t0);
+// CHECK-NEXT: const float t2 = t1 + 1.00000000f;
+// CHECK-NEXT: const float t3 = 1.00000000f / t2;
+// CHECK-NEXT: #pragma omp simd
+// CHECK: const float t4 = x0 + x1;
+// CHECK-NEXT: const float t5 = t3 * t4;
+// CHECK-NEXT: const float t6 = x3 + t5;
+// CHECK-NEXT: out0[(seq * 16 + tok) * 32 + c] = t6;
 // The swiglu of training (out of place): silu through the vectorisable exp.
 // CHECK-LABEL: void modc_rows_{{[0-9]+}}(int64_t rows, const float *in0, const float *in1, float *out0) {
 // CHECK-NOT: sum0
@@ -62,7 +85,7 @@
 // CHECK: modk_cpu::swiglu<64>(
 // CHECK: if (causal || args->causal_decisions) // only causal decisions read it
 // CHECK-NEXT: modk_cpu::predictor<32, 8>([[X]], B * 16, {{.*}}, [[P:buf[0-9]+]]);
-// CHECK: modk.route_select_gather layer 1 k=4
+// CHECK: modk.route_select layer 1 k=4
 // CHECK-NEXT: modk_cpu::router_logits<16, 32>([[X]], B, w{{[0-9]+}}, [[R:buf[0-9]+]]);
 // CHECK-NEXT: if (causal)
 // CHECK-NEXT: modk_cpu::select_causal<16>(
@@ -72,7 +95,8 @@
 // CHECK-NEXT: if (args->causal_decisions)
 // CHECK-NEXT: for (int64_t i = 0; i < B * 16; ++i)
 // CHECK-NEXT: args->causal_decisions[(int64_t)0 * B * 16 + i] = [[P]][i] > 0.0f;
-// CHECK-NEXT: modk_cpu::gather_rmsnorm<16, 32>([[X]], B, [[SEG]], [[POS]],
+// The gather + RMSNorm of the selected rows (the generated kernel above).
+// CHECK: modc_rows_[[GATHER:[0-9]+]]([[SEG]][B], [[SEG]], B, [[POS]], [[X]], w{{[0-9]+}}, {{buf[0-9]+}}, {{buf[0-9]+}});
 // Gathered GEMMs run on the rows the selection made.
 // CHECK: const int64_t rows = [[SEG]][B];
 // The routed block's attention residual, in place on its gathered rows, and
@@ -80,10 +104,12 @@
 // CHECK: modc_rows_{{[0-9]+}}([[SEG]][B], [[G:buf[0-9]+]], {{buf[0-9]+}}, [[G]]);
 // CHECK-NEXT: if (profile)
 // CHECK-NEXT: modc_rows_0([[SEG]][B], [[G]], w{{[0-9]+}}, {{buf[0-9]+}});
-// The down projection's epilogue scales by the sigmoid gate (1) and scatters
-// into the stream at the selected positions.
-// CHECK: modk.gemm [32 x 64] epilogue=gate_scale_scatter
-// CHECK: modk_cpu::gate_scale_scatter<16, 32, 1>([[X]], B, [[SEG]], [[POS]], [[R]],
+// The down projection into its scratch rows, then the generated gated
+// scatter into the stream at the selected positions.
+// CHECK: modk.gemm [32 x 64] epilogue=none
+// CHECK-NEXT: const int64_t rows = [[SEG]][B];
+// CHECK-NEXT: modk_cpu::linear<32, 64>({{buf[0-9]+}}, rows, w{{[0-9]+}}, [[M:buf[0-9]+]]);
+// CHECK: modc_rows_{{[0-9]+}}([[SEG]][B], [[SEG]], B, [[POS]], {{buf[0-9]+}}, [[M]], [[R]], [[X]], [[X]]);
 // CHECK: return 0;
 // The training entry: losses, then gradients in reverse order.
 // CHECK: modc_grad_workspace_bytes(int64_t batch)

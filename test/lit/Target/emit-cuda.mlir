@@ -49,6 +49,11 @@
 // CHECK-NEXT: const float t4 = 1.00000000f / t3;
 // CHECK-NEXT: for (int c = lane; c < 32; c += modk_cuda::kWarp) {
 // CHECK: out0[i * 32 + c] = t6;
+// The routed rows' gather + RMSNorm: each warp finds its row's token.
+// CHECK-LABEL: void modc_rows_{{[0-9]+}}(const int64_t *rows, const int64_t *seg, int64_t nseg, const int32_t *pos, const float *in0, const float *in1, float *out0, float *out1) {
+// CHECK: const int64_t seq = modk_cuda::segmentOf(seg, nseg, i);
+// CHECK-NEXT: const int64_t tok = pos[i];
+// CHECK: const float x0 = static_cast<float>(in0[(seq * 16 + tok) * 32 + c]);
 // CHECK: const float t1 = expf(t0);
 // CHECK: modc_abi_version(void) { return 5u; }
 // CHECK: "arch": "sm_90a"
@@ -74,16 +79,19 @@
 // The O-projection accumulates into the stream: the fused residual add.
 // CHECK: modk_cuda::linear_residual<32, 32, 0, [[PLAN]]>({{buf[0-9]+}}, [[SEG]] + B, B * 16, w5, [[X]], [[X]], s);
 // CHECK: modk_cuda::linear_swiglu<64, 32, 0, [[PLAN]]>(
-// CHECK: modk.route_select_gather layer 1 k=4
+// CHECK: modk.route_select layer 1 k=4
 // CHECK-NEXT: modk_cuda::router_logits<16, 32>([[X]], B, w{{[0-9]+}}, [[R:buf[0-9]+]], s);
 // CHECK-NEXT: if (causal)
 // CHECK-NEXT: modk_cuda::select_causal<16>(
 // CHECK-NEXT: else
 // CHECK-NEXT: modk_cuda::select_topk<16, 4>([[R]], B,
 // CHECK: modc_glue::decisions(args->causal_decisions
-// CHECK: modk_cuda::gather_rmsnorm<16, 32>(
+// The gather + RMSNorm: a warp per selected row, at most B * 16.
+// CHECK: MODC_LAUNCH(modc_rows::modc_rows_{{[0-9]+}}, unsigned(modk_cuda::ceilDiv(B * 16, modk_cuda::detail::kRowWarps)), modk_cuda::detail::kThreads, 0, s, [[RSEG:buf[0-9]+]] + B, [[RSEG]], B, [[POS:buf[0-9]+]], [[X]], w{{[0-9]+}},
 // The routed block's last GEMM, then the gated scatter into the stream.
-// CHECK: modk_cuda::gate_scale_scatter<16, 32, 1>([[X]], B,
+// CHECK: modk.gemm [32 x 64] epilogue=none
+// CHECK-NEXT: modk_cuda::linear<32, 64, 0, [[PLAN]]>({{buf[0-9]+}}, [[RSEG]] + B, B * 16, w{{[0-9]+}}, [[M:buf[0-9]+]], s);
+// CHECK: MODC_LAUNCH(modc_rows::modc_rows_{{[0-9]+}}, {{.*}}, s, [[RSEG]] + B, [[RSEG]], B, [[POS]], {{buf[0-9]+}}, [[M]], [[R]], [[X]], [[X]]);
 // CHECK: if (profile) modcProfile(
 // CHECK: launching the kernels
 // CHECK: static size_t modc_forward_scratch_bytes(int64_t B)

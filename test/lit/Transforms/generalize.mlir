@@ -3,7 +3,7 @@
 
 // Every named row kernel becomes a modk.rows whose regions spell its math;
 // kernels of other kinds (here a GEMM) are left as they are, in place.
-// ROUNDTRIP-COUNT-6: modk.rows
+// ROUNDTRIP-COUNT-10: modk.rows
 
 // RMSNorm: the sum of squares is the reduction; the body scales each
 // element by 1 / sqrt(sum / D + eps) and the weight (a vector of D).
@@ -84,4 +84,88 @@ modk.entry @grad attributes {model = "{}", modes = ["topk"], params = [], seq_le
   modk.activation(%u, %seg, %h) {kind = #modk.activation<gelu>} : memref<?x16x64xf32>, memref<?x1xi64>, memref<?x16x64xf32>
   modk.activation_grad(%g, %u, %h, %seg, %dg, %du) {kind = #modk.activation<swiglu>, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1>} : memref<?x16x64xf32>, memref<?x16x64xf32>, memref<?x16x64xf32>, memref<?x1xi64>, memref<?x16x64xbf16>, memref<?x16x64xbf16>
   modk.activation_grad(%u, %h, %seg, %du) {kind = #modk.activation<gelu>, operandSegmentSizes = array<i32: 0, 1, 1, 1, 0, 1>} : memref<?x16x64xf32>, memref<?x16x64xf32>, memref<?x1xi64>, memref<?x16x64xbf16>
+}
+
+// A routed block: route_select_gather becomes the selection (route_select)
+// and the gather + RMSNorm of the selected tokens as a modk.rows whose
+// stream operand (token operand 0) is read at each row's token; the down
+// projection's gate_scale_scatter epilogue becomes a plain GEMM into its
+// scratch rows and a modk.rows that reads the router score (one value a
+// token) and the stream at the token and writes the stream there:
+// x = x + sigmoid(r) * (a + m).
+// CHECK-LABEL: modk.entry @routed
+// CHECK: modk.route_select %[[RX:.*]], %[[RW:.*]] causal(%[[P:.*]]) -> %[[RR:.*]], %[[POS:.*]], %[[RSEG:.*]], %[[MASK:.*]] {causal_router = #modk.causal_router<predictor>, k = 4 : i64, layer = 1 : i64}
+// CHECK-NEXT: modk.rows ins(%[[RX]], %[[NW:.*]] : memref<?x16x32xf32>, memref<32xf32>) rows %[[RSEG]] : memref<?x1xi64> tokens(%[[POS]] : memref<?x16xi32>) outs(%[[XS:.*]], %[[XN:.*]] : memref<?x16x32xf32>, memref<?x16x32xf32>) attributes {token_operands = array<i64: 0>} reduce {
+// CHECK-NEXT: ^bb0(%[[GX:.*]]: f32, %{{.*}}: f32):
+// CHECK-NEXT: %[[GSQ:.*]] = arith.mulf %[[GX]], %[[GX]] : f32
+// CHECK-NEXT: modk.yield %[[GSQ]] : f32
+// CHECK-NEXT: } body {
+// CHECK-NEXT: ^bb0(%[[BX:.*]]: f32, %[[BW:.*]]: f32, %[[BS:.*]]: f32):
+// CHECK: math.sqrt
+// CHECK: %[[BN:.*]] = arith.mulf %{{.*}}, %[[BW]] : f32
+// CHECK-NEXT: modk.yield %[[BX]], %[[BN]] : f32, f32
+// CHECK: modk.gemm %[[H:.*]], [%[[WD:.*]]] rows %[[RSEG]] -> %[[M:.*]] {epilogue = #modk.epilogue<none>} : memref<?x16x64xf32>, memref<32x64xf32>, memref<?x1xi64>, memref<?x16x32xf32>
+// CHECK-NEXT: modk.rows ins(%[[A:.*]], %[[M]], %[[RR]], %[[RX]] : memref<?x16x32xf32>, memref<?x16x32xf32>, memref<?x16xf32>, memref<?x16x32xf32>) rows %[[RSEG]] : memref<?x1xi64> tokens(%[[POS]] : memref<?x16xi32>) outs(%[[RX]] : memref<?x16x32xf32>) attributes {token_operands = array<i64: 2, 3, 4>} reduce {
+// CHECK: } body {
+// CHECK-NEXT: ^bb0(%[[SA:.*]]: f32, %[[SM:.*]]: f32, %[[SR:.*]]: f32, %[[SX:.*]]: f32):
+// CHECK-NEXT: %[[F:.*]] = arith.addf %[[SA]], %[[SM]] : f32
+// CHECK: %[[NR:.*]] = arith.negf %[[SR]] : f32
+// CHECK-NEXT: %[[ER:.*]] = math.exp %[[NR]] : f32
+// CHECK: %[[G:.*]] = arith.divf
+// CHECK-NEXT: %[[GF:.*]] = arith.mulf %[[G]], %[[F]] : f32
+// CHECK-NEXT: %[[SUMX:.*]] = arith.addf %[[SX]], %[[GF]] : f32
+// CHECK-NEXT: modk.yield %[[SUMX]] : f32
+// CHECK-NOT: route_select_gather
+// CHECK-NOT: gate_scale_scatter
+modk.entry @routed attributes {model = "{}", modes = ["topk", "causal"], params = [{init = "normal", name = "router.weight", shape = [1, 32]}, {init = "ones", name = "norm.weight", shape = [32]}, {init = "normal", name = "down.weight", shape = [32, 64]}], seq_len = 16 : i64, vocab_size = 64 : i64} {
+  %rw = modk.param "router.weight" : memref<1x32xf32>
+  %nw = modk.param "norm.weight" : memref<32xf32>
+  %wd = modk.param "down.weight" : memref<32x64xf32>
+  %x = modk.alloc : memref<?x16x32xf32>
+  %p = modk.alloc : memref<?x16xf32>
+  %r = modk.alloc : memref<?x16xf32>
+  %pos = modk.alloc : memref<?x16xi32>
+  %seg = modk.alloc : memref<?x1xi64>
+  %xs = modk.alloc : memref<?x16x32xf32>
+  %xn = modk.alloc : memref<?x16x32xf32>
+  %mask = modk.alloc : memref<?x16xi32>
+  %h = modk.alloc : memref<?x16x64xf32>
+  %m = modk.alloc : memref<?x16x32xf32>
+  %a = modk.alloc : memref<?x16x32xf32>
+  modk.route_select_gather %x, %rw, %nw causal(%p) -> %r, %pos, %seg, %xs, %xn, %mask {causal_router = #modk.causal_router<predictor>, eps = 1.000000e-05 : f64, k = 4 : i64, layer = 1 : i64} : memref<?x16x32xf32>, memref<1x32xf32>, memref<32xf32>, memref<?x16xf32>, memref<?x16xf32>, memref<?x16xi32>, memref<?x1xi64>, memref<?x16x32xf32>, memref<?x16x32xf32>, memref<?x16xi32>
+  modk.gemm %h, [%wd] rows %seg extra(%m, %r, %a, %pos) -> %x {epilogue = #modk.epilogue<gate_scale_scatter>, gate = #modk.gate<sigmoid>} : memref<?x16x64xf32>, memref<32x64xf32>, memref<?x1xi64>, memref<?x16x32xf32>, memref<?x16xf32>, memref<?x16x32xf32>, memref<?x16xi32>, memref<?x16x32xf32>
+}
+
+// A decode step's stream holds one token a sequence: no positions, the
+// token of row i is its sequence's. The linear gate: x = x + r * (a + m).
+// CHECK-LABEL: modk.entry @decode
+// CHECK: modk.decode_select(%[[DX:[^,]*]],
+// CHECK-NEXT: modk.rows ins(%[[DX]], %{{.*}} : memref<?x1x32xf32>, memref<32xf32>) rows %[[DSEG:.*]] : memref<?x1xi64> outs(%{{.*}}, %{{.*}} : memref<?x1x32xf32>, memref<?x1x32xf32>) attributes {token_operands = array<i64: 0>} reduce {
+// CHECK: modk.gemm {{.*}} {epilogue = #modk.epilogue<none>}
+// CHECK-NEXT: modk.rows ins({{.*}}) rows %[[DSEG]] : memref<?x1xi64> outs(%[[DX]] : memref<?x1x32xf32>) attributes {token_operands = array<i64: 2, 3, 4>} reduce {
+// CHECK: } body {
+// CHECK-NEXT: ^bb0(%[[DA:.*]]: f32, %[[DM:.*]]: f32, %[[DR:.*]]: f32, %[[DXE:.*]]: f32):
+// CHECK-NEXT: %[[DF:.*]] = arith.addf %[[DA]], %[[DM]] : f32
+// CHECK-NEXT: %[[DG:.*]] = arith.mulf %[[DR]], %[[DF]] : f32
+// CHECK-NEXT: %[[DY:.*]] = arith.addf %[[DXE]], %[[DG]] : f32
+// CHECK-NEXT: modk.yield %[[DY]] : f32
+// CHECK-NOT: decode_route
+modk.entry @decode attributes {model = "{}", modes = ["causal"], params = [{init = "normal", name = "router.weight", shape = [1, 32]}, {init = "ones", name = "norm.weight", shape = [32]}, {init = "normal", name = "down.weight", shape = [32, 64]}], seq_len = 16 : i64, vocab_size = 64 : i64} {
+  %rw = modk.param "router.weight" : memref<1x32xf32>
+  %nw = modk.param "norm.weight" : memref<32xf32>
+  %wd = modk.param "down.weight" : memref<32x64xf32>
+  %x = modk.alloc : memref<?x1x32xf32>
+  %step = modk.alloc : memref<?x1xi32>
+  %active = modk.alloc : memref<?x1xi8>
+  %r = modk.alloc : memref<?x1xf32>
+  %pos = modk.alloc : memref<?x1xi32>
+  %seg = modk.alloc : memref<?x1xi64>
+  %xs = modk.alloc : memref<?x1x32xf32>
+  %xn = modk.alloc : memref<?x1x32xf32>
+  %mask = modk.alloc : memref<?x1xi32>
+  %h = modk.alloc : memref<?x1x64xf32>
+  %m = modk.alloc : memref<?x1x32xf32>
+  %a = modk.alloc : memref<?x1x32xf32>
+  modk.decode_route(%x, %rw, %nw, %step, %active, %r, %pos, %seg, %xs, %xn, %mask) {causal_router = #modk.causal_router<aux_loss>, eps = 1.000000e-05 : f64, layer = 1 : i64} : memref<?x1x32xf32>, memref<1x32xf32>, memref<32xf32>, memref<?x1xi32>, memref<?x1xi8>, memref<?x1xf32>, memref<?x1xi32>, memref<?x1xi64>, memref<?x1x32xf32>, memref<?x1x32xf32>, memref<?x1xi32>
+  modk.gemm %h, [%wd] rows %seg extra(%m, %r, %a, %pos) -> %x {epilogue = #modk.epilogue<gate_scale_scatter>, gate = #modk.gate<linear>} : memref<?x1x64xf32>, memref<32x64xf32>, memref<?x1xi64>, memref<?x1x32xf32>, memref<?x1xf32>, memref<?x1x32xf32>, memref<?x1xi32>, memref<?x1x32xf32>
 }

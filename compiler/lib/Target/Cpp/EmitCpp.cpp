@@ -146,9 +146,6 @@ void CppEmitter::emitGemm(modk::GemmOp op, int indent) {
     emitCall({"linear", shape, {a, "rows", name(op.getWeights()[1]), y}},
              indent);
     emitCall({"swiglu", {n}, {gated, y, "rows", y}}, indent);
-  } else if (e == modk::Epilogue::gate_scale_scatter) {
-    // The update; emitKernel scatters it.
-    emitCall({"linear", shape, {a, "rows", w, name(op.getExtra()[0])}}, indent);
   }
   if (staged)
     emitCall({"store_rows", {n}, {y, "rows", name(op.getOutput())}}, indent);

@@ -83,7 +83,7 @@ private:
   void emitRowKernelLaunch(modk::RowsOp op, int index) override {
     // A warp per row: the grid covers the most rows the set can hold, the
     // kernel reads how many it has.
-    std::string bound = maxRows(op.getOutputs().front());
+    std::string bound = maxRows(rowBuffer(op));
     std::vector<std::string> args = rowKernelArgs(op);
     os << fmt::format("  if ({0} > 0)\n    MODC_LAUNCH(modc_rows::modc_rows_{1}, "
                       "unsigned(modk_cuda::ceilDiv({0}, "
@@ -248,9 +248,6 @@ void CudaEmitter::emitGemm(modk::GemmOp op, int indent) {
     call({"linear_swiglu",
           shape,
           {a, rows, w, name(op.getWeights()[1]), name(op.getExtra()[0]), y}});
-  } else if (e == modk::Epilogue::gate_scale_scatter) {
-    // The update; emitKernel scatters it.
-    call({"linear", shape, {a, rows, w, name(op.getExtra()[0])}});
   }
   if (rounded) // an epilogue with no rounding of its own
     emitCall(roundOutputCall(op), indent);

@@ -1,7 +1,8 @@
 //===- Generalize.cpp - Named row kernels to modk.rows ----------*- C++ -*-===//
 //
 // The row-wise kernels of the plan (RMSNorm, the residual add, the MLP's
-// activation and its gradient) are rewritten into modk.rows ops whose
+// activation and its gradient, a routed block's gather + RMSNorm and its
+// gated scatter back into the stream) are rewritten into modk.rows ops whose
 // regions spell their math in arith and math ops, so that the emitters
 // generate each target's kernel from one description instead of calling a
 // hand-written kernel per target. The arithmetic is that of
@@ -52,13 +53,24 @@ struct F32Math {
 using RegionFn =
     llvm::function_ref<SmallVector<Value>(F32Math &, ValueRange args)>;
 
-/// Replaces `op` by a modk.rows over `inputs` into `outputs` on the row set
-/// `segments`, with `reduce` and `body` building its regions.
-void replaceWithRows(PatternRewriter &rewriter, Operation *op,
-                     ValueRange inputs, Value segments, ValueRange outputs,
-                     unsigned reductions, RegionFn reduce, RegionFn body) {
+/// Where a modk.rows reads and writes at its rows' tokens: the operands
+/// (indices into the inputs followed by the outputs) and the rows'
+/// positions within their sequences (none: one token a sequence).
+struct TokenAccess {
+  Value positions;
+  SmallVector<int64_t> operands;
+};
+
+/// Creates a modk.rows over `inputs` into `outputs` on the row set
+/// `segments` before `op`, with `reduce` and `body` building its regions.
+void createRows(PatternRewriter &rewriter, Operation *op, ValueRange inputs,
+                Value segments, ValueRange outputs, unsigned reductions,
+                RegionFn reduce, RegionFn body,
+                const TokenAccess &tokens = {}) {
   Location loc = op->getLoc();
-  auto rows = modk::RowsOp::create(rewriter, loc, inputs, segments, outputs);
+  auto rows = modk::RowsOp::create(rewriter, loc, inputs, segments,
+                                   tokens.positions, outputs,
+                                   rewriter.getDenseI64ArrayAttr(tokens.operands));
   Type f32 = rewriter.getF32Type();
   auto fill = [&](Region &region, unsigned args, RegionFn fn) {
     SmallVector<Type> types(args, f32);
@@ -72,10 +84,26 @@ void replaceWithRows(PatternRewriter &rewriter, Operation *op,
   };
   fill(rows.getReduce(), inputs.size(), reduce);
   fill(rows.getBody(), inputs.size() + reductions, body);
+}
+
+/// Replaces `op` by the modk.rows that createRows builds.
+void replaceWithRows(PatternRewriter &rewriter, Operation *op,
+                     ValueRange inputs, Value segments, ValueRange outputs,
+                     unsigned reductions, RegionFn reduce, RegionFn body) {
+  createRows(rewriter, op, inputs, segments, outputs, reductions, reduce,
+             body);
   rewriter.eraseOp(op);
 }
 
 SmallVector<Value> noSums(F32Math &, ValueRange) { return {}; }
+
+/// One element of rmsnorm: x / sqrt(sum(x^2) / width + eps) * w.
+Value rmsnormElement(F32Math &m, Value x, Value w, Value squares, double width,
+                     float eps) {
+  Value inv =
+      m.div(m.c(1.0), m.sqrt(m.add(m.div(squares, m.c(width)), m.c(eps))));
+  return m.mul(m.mul(x, inv), w);
+}
 
 /// y = x / sqrt(mean(x^2) + eps) * w (docs/model-format.md section 3).
 struct RMSNormToRows : OpRewritePattern<modk::RMSNormOp> {
@@ -91,12 +119,111 @@ struct RMSNormToRows : OpRewritePattern<modk::RMSNormOp> {
           return {m.mul(a[0], a[0])};
         },
         [&](F32Math &m, ValueRange a) -> SmallVector<Value> {
-          Value x = a[0], w = a[1], squares = a[2];
-          Value inv =
-              m.div(m.c(1.0), m.sqrt(m.add(m.div(squares, m.c(width)),
-                                           m.c(eps))));
-          return {m.mul(m.mul(x, inv), w)};
+          return {rmsnormElement(m, a[0], a[1], a[2], width, eps)};
         });
+    return success();
+  }
+};
+
+/// The sums of the RMSNorm statistics: x^2.
+SmallVector<Value> squares(F32Math &m, ValueRange a) {
+  return {m.mul(a[0], a[0])};
+}
+
+/// The gathered copy and the normalised row of a routed block's selected
+/// tokens: x = stream[token], n = rmsnorm(x; w) (model-format.md section 3,
+/// step 3), in the arithmetic of RMSNormToRows.
+void gatherRmsnorm(PatternRewriter &rewriter, Operation *op, Value stream,
+                   Value weight, Value segments, Value positions,
+                   Value gathered, Value normed, double eps) {
+  double width = cast<MemRefType>(normed.getType()).getShape().back();
+  createRows(
+      rewriter, op, {stream, weight}, segments, {gathered, normed}, 1, squares,
+      [&](F32Math &m, ValueRange a) -> SmallVector<Value> {
+        return {a[0], rmsnormElement(m, a[0], a[1], a[2], width, float(eps))};
+      },
+      TokenAccess{positions, {0}});
+}
+
+/// route_select_gather = route_select (router, selection, compaction) and
+/// the gather + RMSNorm of the selected tokens as a modk.rows.
+struct RouteSelectGatherToRows
+    : OpRewritePattern<modk::RouteSelectGatherOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(modk::RouteSelectGatherOp op,
+                                PatternRewriter &rewriter) const override {
+    modk::RouteSelectOp::create(
+        rewriter, op.getLoc(), op.getInput(), op.getRouterWeight(),
+        op.getCausalScores(), op.getScores(), op.getPositions(),
+        op.getSegments(), op.getMask(), op.getLayerAttr(), op.getKAttr(),
+        op.getCausalRouterAttr());
+    gatherRmsnorm(rewriter, op, op.getInput(), op.getNormWeight(),
+                  op.getSegments(), op.getPositions(), op.getGathered(),
+                  op.getNormed(), op.getEps().convertToDouble());
+    rewriter.eraseOp(op);
+    return success();
+  }
+};
+
+/// decode_route = decode_select and the gather + RMSNorm of the routed
+/// sequences' one token each (no positions: the stream holds one token a
+/// sequence).
+struct DecodeRouteToRows : OpRewritePattern<modk::DecodeRouteOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(modk::DecodeRouteOp op,
+                                PatternRewriter &rewriter) const override {
+    modk::DecodeSelectOp::create(
+        rewriter, op.getLoc(), op.getInput(), op.getRouterWeight(),
+        op.getStepPositions(), op.getActive(), op.getScores(),
+        op.getPositions(), op.getSegments(), op.getMask(),
+        op.getCausalScores(), op.getLayerAttr(), op.getCausalRouterAttr());
+    gatherRmsnorm(rewriter, op, op.getInput(), op.getNormWeight(),
+                  op.getSegments(), Value(), op.getGathered(), op.getNormed(),
+                  op.getEps().convertToDouble());
+    rewriter.eraseOp(op);
+    return success();
+  }
+};
+
+/// The routed block's gated residual (model-format.md section 3, step 5):
+/// the down projection's epilogue `gate_scale_scatter` becomes a plain GEMM
+/// into its scratch rows m, then a modk.rows that writes
+/// x[token] = x[token] + g(r[token]) * (a + m) for each selected row, where
+/// a is the block's attention rows. Tokens that skip the block are neither
+/// read nor written.
+struct GateScaleScatterToRows : OpRewritePattern<modk::GemmOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(modk::GemmOp op,
+                                PatternRewriter &rewriter) const override {
+    if (op.getEpilogue() != modk::Epilogue::gate_scale_scatter)
+      return failure();
+    // extra: scratch rows m, router scores r, attention rows a, positions.
+    SmallVector<Value> extra(op.getExtra());
+    Value update = extra[0], scores = extra[1], attention = extra[2];
+    Value stream = op.getOutput();
+    modk::Gate gate = *op.getGate();
+    // A decode step's stream holds one token a sequence: no positions.
+    bool oneToken =
+        cast<MemRefType>(stream.getType()).getDimSize(1) == 1;
+    Value positions = oneToken ? Value() : extra[3];
+    rewriter.setInsertionPointAfter(op);
+    createRows(
+        rewriter, op, {attention, update, scores, stream}, op.getSegments(),
+        stream, 0, noSums,
+        [gate](F32Math &m, ValueRange a) -> SmallVector<Value> {
+          Value f = m.add(a[0], a[1]), r = a[2], x = a[3];
+          if (gate == modk::Gate::one)
+            return {m.add(x, f)};
+          Value g = gate == modk::Gate::sigmoid ? m.sigmoid(r) : r;
+          return {m.add(x, m.mul(g, f))};
+        },
+        TokenAccess{positions, {2, 3, 4}});
+    rewriter.modifyOpInPlace(op, [&] {
+      op.getExtraMutable().clear();
+      op.getOutputMutable().assign(update);
+      op.setEpilogue(modk::Epilogue::none);
+      op.removeGateAttr();
+    });
     return success();
   }
 };
@@ -174,7 +301,8 @@ struct GeneralizePass : public modc::impl::GeneralizeBase<GeneralizePass> {
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
     patterns.add<RMSNormToRows, AddToRows, ActivationToRows,
-                 ActivationGradToRows>(&getContext());
+                 ActivationGradToRows, RouteSelectGatherToRows,
+                 DecodeRouteToRows, GateScaleScatterToRows>(&getContext());
     // One walk, each op rewritten where it stands: the plan's order is its
     // execution order, and nothing is folded or erased as dead.
     walkAndApplyPatterns(getOperation(), std::move(patterns));

@@ -201,6 +201,28 @@ def Modk_RouteSelectGatherOp : Modk_Op<"route_select_gather"> {
   let hasVerifier = 1;
 }
 
+def Modk_RouteSelectOp : Modk_Op<"route_select"> {
+  let summary = "Router + selection + ordered compaction (the gather is a modk.rows)";
+  let description = [{
+    modk.route_select_gather without its gather and RMSNorm, which
+    modk-generalize writes as a modk.rows over the selected tokens: per
+    sequence, router scores r = w . x, the selection (top-k in `topk` mode;
+    causal decision in `causal` mode), positions in ascending order, segment
+    offsets and the routing mask output.
+  }];
+  let arguments = (ins AnyMemRef:$input, AnyMemRef:$router_weight,
+                   Optional<AnyMemRef>:$causal_scores, AnyMemRef:$scores,
+                   AnyMemRef:$positions, AnyMemRef:$segments, AnyMemRef:$mask,
+                   I64Attr:$layer, I64Attr:$k,
+                   Modk_CausalRouterAttr:$causal_router);
+  let assemblyFormat = [{
+    $input `,` $router_weight (`causal` `(` $causal_scores^ `)`)?
+    `->` $scores `,` $positions `,` $segments `,` $mask
+    attr-dict `:` type(operands)
+  }];
+  let hasVerifier = 1;
+}
+
 //===----------------------------------------------------------------------===//
 // Generated row kernels
 //===----------------------------------------------------------------------===//
@@ -217,6 +239,15 @@ def Modk_RowsOp : Modk_Op<"rows", [AttrSizedOperandSegments,
     - `body` gets the same elements, then the row's sums, and yields the
       value of each output at (i, c), stored as the output's element type
       (bf16: rounded to the nearest, ties to even).
+    Token operands (`token_operands`: indices into the inputs followed by
+    the outputs) are read and written at the token of the row rather than
+    at the row: row i of sequence s (rows [seg[s], seg[s+1])) is token
+    t = s * T + p, where T is the operand's tokens a sequence (its second
+    dimension) and p is `positions`[i] (the `tokens` operand), or 0 without
+    it (T = 1). A token operand is a buffer [B, T, width], or an input
+    [B, T] that holds one value a token (such as a router score). This is
+    how a routed block gathers the rows it selected and scatters its update
+    back into the residual stream.
     Both regions hold `arith` and `math` ops on f32 only; the emitters
     generate each target's kernel from them (docs/compiler.md). An output
     may be an input (in place): every element of a row is read before any
@@ -237,11 +268,14 @@ def Modk_RowsOp : Modk_Op<"rows", [AttrSizedOperandSegments,
     ```
   }];
   let arguments = (ins Variadic<AnyMemRef>:$inputs, AnyMemRef:$segments,
-                   Variadic<AnyMemRef>:$outputs);
+                   Optional<AnyMemRef>:$positions,
+                   Variadic<AnyMemRef>:$outputs,
+                   DefaultValuedAttr<DenseI64ArrayAttr, "{}">:$token_operands);
   let regions = (region SizedRegion<1>:$reduce, SizedRegion<1>:$body);
   let assemblyFormat = [{
     (`ins` `(` $inputs^ `:` type($inputs) `)`)? `rows` $segments `:`
-    type($segments) `outs` `(` $outputs `:` type($outputs) `)`
+    type($segments) (`tokens` `(` $positions^ `:` type($positions) `)`)?
+    `outs` `(` $outputs `:` type($outputs) `)`
     attr-dict-with-keyword `reduce` $reduce `body` $body
   }];
   let hasVerifier = 1;
@@ -254,6 +288,11 @@ def Modk_RowsOp : Modk_Op<"rows", [AttrSizedOperandSegments,
     bool isColumnVector(mlir::Value input);
     /// The number of sums per row that `reduce` yields.
     unsigned getNumReductions();
+    /// Whether operand `index` of the inputs followed by the outputs is
+    /// addressed at its row's token.
+    bool isTokenOperand(unsigned index);
+    /// Whether input `index` holds one value a token ([B, T]).
+    bool isTokenScalar(unsigned index);
   }];
 }
 
@@ -467,6 +506,20 @@ def Modk_DecodeRouteOp : Modk_GenericOp<"decode_route"> {
                    AnyMemRef:$segments, AnyMemRef:$gathered, AnyMemRef:$normed,
                    AnyMemRef:$mask, Optional<AnyMemRef>:$causal_scores,
                    I64Attr:$layer, Modk_CausalRouterAttr:$causal_router, F64Attr:$eps);
+}
+
+def Modk_DecodeSelectOp : Modk_GenericOp<"decode_select"> {
+  let summary = "Causal decision per sequence and compaction (the gather is a modk.rows)";
+  let description = [{
+    modk.decode_route without its gather and RMSNorm, which modk-generalize
+    writes as a modk.rows over the routed sequences.
+  }];
+  let arguments = (ins AnyMemRef:$input, AnyMemRef:$router_weight,
+                   AnyMemRef:$step_positions, AnyMemRef:$active,
+                   AnyMemRef:$scores, AnyMemRef:$positions,
+                   AnyMemRef:$segments, AnyMemRef:$mask,
+                   Optional<AnyMemRef>:$causal_scores, I64Attr:$layer,
+                   Modk_CausalRouterAttr:$causal_router);
 }
 
 #endif // MODC_DIALECT_MODK_OPS
