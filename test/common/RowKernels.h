@@ -39,6 +39,36 @@ constexpr auto geluGrad50 = rows_cpu::modc_rows_14;
 constexpr auto geluGrad50Bf16 = rows_cpu::modc_rows_15;
 constexpr auto add40 = rows_cpu::modc_rows_16;
 constexpr auto add40Bf16 = rows_cpu::modc_rows_17;
+// The routed blocks' kernels; the forward forms take
+// (rows, seg, nseg, pos, ...), the decode forms (one token a sequence)
+// (rows, seg, nseg, ...), where rows = seg[nseg].
+// Gather + RMSNorm: (..., stream x, norm weight, gathered, normed).
+constexpr auto gatherRmsnorm32x48 = rows_cpu::modc_rows_19;   // S 32, eps 1e-5
+constexpr auto gatherRmsnorm512x128 = rows_cpu::modc_rows_20; // eps 1e-6
+constexpr auto gatherRmsnorm40x70 = rows_cpu::modc_rows_21;   // eps 1e-5
+constexpr auto gatherRmsnorm1x48 = rows_cpu::modc_rows_22;    // S 1, eps 1e-5
+// Gated scatter, x[tok] += g(r[tok]) * (a[row] + m[row]) in place:
+// (..., a, m, r, x, x).
+constexpr auto scatterLinear40x32 = rows_cpu::modc_rows_23;
+constexpr auto scatterSigmoid40x32 = rows_cpu::modc_rows_24;
+constexpr auto scatterOne40x32 = rows_cpu::modc_rows_25;
+constexpr auto scatterSigmoid512x128 = rows_cpu::modc_rows_26;
+constexpr auto scatterLinear40x70 = rows_cpu::modc_rows_27;
+constexpr auto scatterSigmoid40x70 = rows_cpu::modc_rows_28;
+constexpr auto scatterOne40x70 = rows_cpu::modc_rows_29;
+// A decode step's (eps 1e-5; the scatter needs at most one row a sequence).
+constexpr auto decodeGatherRmsnorm48 = rows_cpu::modc_rows_30;
+constexpr auto decodeGatherRmsnorm64 = rows_cpu::modc_rows_31;
+constexpr auto decodeGatherRmsnorm128 = rows_cpu::modc_rows_32;
+constexpr auto decodeGatherRmsnorm96 = rows_cpu::modc_rows_33;
+constexpr auto decodeGatherRmsnorm32 = rows_cpu::modc_rows_34;
+constexpr auto decodeScatterLinear36 = rows_cpu::modc_rows_35;
+constexpr auto decodeScatterSigmoid36 = rows_cpu::modc_rows_36;
+constexpr auto decodeScatterOne36 = rows_cpu::modc_rows_37;
+constexpr auto decodeScatterLinear64 = rows_cpu::modc_rows_38;
+constexpr auto decodeScatterSigmoid64 = rows_cpu::modc_rows_39;
+constexpr auto decodeScatterOne64 = rows_cpu::modc_rows_40;
+constexpr auto decodeScatterSigmoid200 = rows_cpu::modc_rows_41;
 } // namespace gen_cpu
 
 } // namespace
@@ -72,6 +102,19 @@ constexpr auto swigluGrad50Bf16 = rows_cuda::modc_rows_13;
 constexpr auto geluGrad50 = rows_cuda::modc_rows_14;
 constexpr auto geluGrad50Bf16 = rows_cuda::modc_rows_15;
 constexpr auto add90Bf16 = rows_cuda::modc_rows_18;
+// The routed blocks' kernels, as gen_cpu's.
+constexpr auto gatherRmsnorm40x70 = rows_cuda::modc_rows_21;
+constexpr auto scatterLinear40x70 = rows_cuda::modc_rows_27;
+constexpr auto scatterSigmoid40x70 = rows_cuda::modc_rows_28;
+constexpr auto scatterOne40x70 = rows_cuda::modc_rows_29;
+constexpr auto decodeGatherRmsnorm64 = rows_cuda::modc_rows_31;
+constexpr auto decodeGatherRmsnorm128 = rows_cuda::modc_rows_32;
+constexpr auto decodeGatherRmsnorm96 = rows_cuda::modc_rows_33;
+constexpr auto decodeGatherRmsnorm32 = rows_cuda::modc_rows_34;
+constexpr auto decodeScatterLinear64 = rows_cuda::modc_rows_38;
+constexpr auto decodeScatterSigmoid64 = rows_cuda::modc_rows_39;
+constexpr auto decodeScatterOne64 = rows_cuda::modc_rows_40;
+constexpr auto decodeScatterSigmoid200 = rows_cuda::modc_rows_41;
 } // namespace gen_cuda
 } // namespace
 #endif

@@ -2,9 +2,10 @@
 // ops that modk-generalize turns into modk.rows, and that
 // `mod-translate --modk-rows-to-cpp` / `--modk-rows-to-cuda` generate, as
 // modc does for a package. Kernel n is modc_rows_<n>, in the order below;
-// every op differs from the others in width or element type, so none is
-// shared. RowKernels.h names them.
-modk.entry @forward attributes {model = "{}", modes = ["topk"], params = [{init = "ones", name = "w96", shape = [96]}, {init = "ones", name = "w128", shape = [128]}, {init = "ones", name = "w90", shape = [90]}], seq_len = 1 : i64, vocab_size = 1 : i64} {
+// every op differs from the others (width, element type, sequence length,
+// eps, gate, or forward and decode form), so none is shared. RowKernels.h
+// names them.
+modk.entry @forward attributes {model = "{}", modes = ["topk", "causal"], params = [{init = "ones", name = "w96", shape = [96]}, {init = "ones", name = "w128", shape = [128]}, {init = "ones", name = "w90", shape = [90]}, {init = "ones", name = "rw48", shape = [1, 48]}, {init = "ones", name = "w48", shape = [48]}, {init = "ones", name = "rw128", shape = [1, 128]}, {init = "ones", name = "rw70", shape = [1, 70]}, {init = "ones", name = "w70", shape = [70]}, {init = "ones", name = "wd32", shape = [32, 8]}, {init = "ones", name = "wd128", shape = [128, 8]}, {init = "ones", name = "wd70", shape = [70, 8]}, {init = "ones", name = "rw64", shape = [1, 64]}, {init = "ones", name = "w64", shape = [64]}, {init = "ones", name = "rw96", shape = [1, 96]}, {init = "ones", name = "rw32", shape = [1, 32]}, {init = "ones", name = "w32", shape = [32]}, {init = "ones", name = "wd36", shape = [36, 8]}, {init = "ones", name = "wd64", shape = [64, 8]}, {init = "ones", name = "wd200", shape = [200, 8]}], seq_len = 1 : i64, vocab_size = 1 : i64} {
   %w96 = modk.param "w96" : memref<96xf32>
   %w128 = modk.param "w128" : memref<128xf32>
   %w90 = modk.param "w90" : memref<90xf32>
@@ -51,4 +52,122 @@ modk.entry @forward attributes {model = "{}", modes = ["topk"], params = [{init 
   modk.add %a40b, %a40b rows %seg -> %b40b : memref<?x2x40xf32>, memref<?x2x40xf32>, memref<?x1xi64>, memref<?x2x40xbf16>
   // 18: the add of D = 90 into bf16.
   modk.add %x90, %x90 rows %seg -> %b90 : memref<?x1x90xf32>, memref<?x1x90xf32>, memref<?x1xi64>, memref<?x1x90xbf16>
+  // The routed blocks' kernels (modk-generalize turns route_select_gather,
+  // decode_route and a gate_scale_scatter GEMM into modk.rows with token
+  // operands; the selections and the plain GEMMs they leave are not row
+  // kernels). Their buffers:
+  %rw48 = modk.param "rw48" : memref<1x48xf32>
+  %w48 = modk.param "w48" : memref<48xf32>
+  %x32x48 = modk.alloc : memref<?x32x48xf32>
+  %p32 = modk.alloc : memref<?x32xf32>
+  %r32 = modk.alloc : memref<?x32xf32>
+  %pos32 = modk.alloc : memref<?x32xi32>
+  %mask32 = modk.alloc : memref<?x32xi32>
+  %xs32x48 = modk.alloc : memref<?x32x48xf32>
+  %xn32x48 = modk.alloc : memref<?x32x48xf32>
+  %rw128 = modk.param "rw128" : memref<1x128xf32>
+  %x512x128 = modk.alloc : memref<?x512x128xf32>
+  %p512 = modk.alloc : memref<?x512xf32>
+  %r512 = modk.alloc : memref<?x512xf32>
+  %pos512 = modk.alloc : memref<?x512xi32>
+  %mask512 = modk.alloc : memref<?x512xi32>
+  %xs512x128 = modk.alloc : memref<?x512x128xf32>
+  %xn512x128 = modk.alloc : memref<?x512x128xf32>
+  %rw70 = modk.param "rw70" : memref<1x70xf32>
+  %w70 = modk.param "w70" : memref<70xf32>
+  %x40x70 = modk.alloc : memref<?x40x70xf32>
+  %p40 = modk.alloc : memref<?x40xf32>
+  %r40 = modk.alloc : memref<?x40xf32>
+  %pos40 = modk.alloc : memref<?x40xi32>
+  %mask40 = modk.alloc : memref<?x40xi32>
+  %xs40x70 = modk.alloc : memref<?x40x70xf32>
+  %xn40x70 = modk.alloc : memref<?x40x70xf32>
+  %x1x48 = modk.alloc : memref<?x1x48xf32>
+  %p1 = modk.alloc : memref<?x1xf32>
+  %r1 = modk.alloc : memref<?x1xf32>
+  %pos1 = modk.alloc : memref<?x1xi32>
+  %mask1 = modk.alloc : memref<?x1xi32>
+  %xs1x48 = modk.alloc : memref<?x1x48xf32>
+  %xn1x48 = modk.alloc : memref<?x1x48xf32>
+  %wd32 = modk.param "wd32" : memref<32x8xf32>
+  %x40x32 = modk.alloc : memref<?x40x32xf32>
+  %h40 = modk.alloc : memref<?x40x8xf32>
+  %m40x32 = modk.alloc : memref<?x40x32xf32>
+  %a40x32 = modk.alloc : memref<?x40x32xf32>
+  %wd128 = modk.param "wd128" : memref<128x8xf32>
+  %h512 = modk.alloc : memref<?x512x8xf32>
+  %m512x128 = modk.alloc : memref<?x512x128xf32>
+  %a512x128 = modk.alloc : memref<?x512x128xf32>
+  %wd70 = modk.param "wd70" : memref<70x8xf32>
+  %m40x70 = modk.alloc : memref<?x40x70xf32>
+  %a40x70 = modk.alloc : memref<?x40x70xf32>
+  %step = modk.alloc : memref<?x1xi32>
+  %active = modk.alloc : memref<?x1xi8>
+  %rw64 = modk.param "rw64" : memref<1x64xf32>
+  %w64 = modk.param "w64" : memref<64xf32>
+  %x1x64 = modk.alloc : memref<?x1x64xf32>
+  %xs1x64 = modk.alloc : memref<?x1x64xf32>
+  %xn1x64 = modk.alloc : memref<?x1x64xf32>
+  %x1x128 = modk.alloc : memref<?x1x128xf32>
+  %xs1x128 = modk.alloc : memref<?x1x128xf32>
+  %xn1x128 = modk.alloc : memref<?x1x128xf32>
+  %rw96 = modk.param "rw96" : memref<1x96xf32>
+  %x1x96 = modk.alloc : memref<?x1x96xf32>
+  %xs1x96 = modk.alloc : memref<?x1x96xf32>
+  %xn1x96 = modk.alloc : memref<?x1x96xf32>
+  %rw32 = modk.param "rw32" : memref<1x32xf32>
+  %w32 = modk.param "w32" : memref<32xf32>
+  %x1x32 = modk.alloc : memref<?x1x32xf32>
+  %xs1x32 = modk.alloc : memref<?x1x32xf32>
+  %xn1x32 = modk.alloc : memref<?x1x32xf32>
+  %wd36 = modk.param "wd36" : memref<36x8xf32>
+  %x1x36 = modk.alloc : memref<?x1x36xf32>
+  %h1 = modk.alloc : memref<?x1x8xf32>
+  %m1x36 = modk.alloc : memref<?x1x36xf32>
+  %a1x36 = modk.alloc : memref<?x1x36xf32>
+  %wd64 = modk.param "wd64" : memref<64x8xf32>
+  %m1x64 = modk.alloc : memref<?x1x64xf32>
+  %a1x64 = modk.alloc : memref<?x1x64xf32>
+  %wd200 = modk.param "wd200" : memref<200x8xf32>
+  %x1x200 = modk.alloc : memref<?x1x200xf32>
+  %m1x200 = modk.alloc : memref<?x1x200xf32>
+  %a1x200 = modk.alloc : memref<?x1x200xf32>
+  // 19-22: the routed gather + RMSNorm of the selected tokens: S = 32,
+  // D = 48 (CpuKernels.GatherRmsNorm); S = 512, D = 128, eps 1e-6 (the
+  // parallel path); S = 40, D = 70 (CudaKernels.GatherRmsnorm); S = 1,
+  // D = 48, the forward form CpuKernelsDecode.GatherRmsNorm compares its
+  // decode form with.
+  modk.route_select_gather %x32x48, %rw48, %w48 causal(%p32) -> %r32, %pos32, %seg, %xs32x48, %xn32x48, %mask32 {causal_router = #modk.causal_router<predictor>, eps = 1.000000e-05 : f64, k = 32 : i64, layer = 1 : i64} : memref<?x32x48xf32>, memref<1x48xf32>, memref<48xf32>, memref<?x32xf32>, memref<?x32xf32>, memref<?x32xi32>, memref<?x1xi64>, memref<?x32x48xf32>, memref<?x32x48xf32>, memref<?x32xi32>
+  modk.route_select_gather %x512x128, %rw128, %w128 causal(%p512) -> %r512, %pos512, %seg, %xs512x128, %xn512x128, %mask512 {causal_router = #modk.causal_router<predictor>, eps = 1.000000e-06 : f64, k = 512 : i64, layer = 1 : i64} : memref<?x512x128xf32>, memref<1x128xf32>, memref<128xf32>, memref<?x512xf32>, memref<?x512xf32>, memref<?x512xi32>, memref<?x1xi64>, memref<?x512x128xf32>, memref<?x512x128xf32>, memref<?x512xi32>
+  modk.route_select_gather %x40x70, %rw70, %w70 causal(%p40) -> %r40, %pos40, %seg, %xs40x70, %xn40x70, %mask40 {causal_router = #modk.causal_router<predictor>, eps = 1.000000e-05 : f64, k = 40 : i64, layer = 1 : i64} : memref<?x40x70xf32>, memref<1x70xf32>, memref<70xf32>, memref<?x40xf32>, memref<?x40xf32>, memref<?x40xi32>, memref<?x1xi64>, memref<?x40x70xf32>, memref<?x40x70xf32>, memref<?x40xi32>
+  modk.route_select_gather %x1x48, %rw48, %w48 causal(%p1) -> %r1, %pos1, %seg, %xs1x48, %xn1x48, %mask1 {causal_router = #modk.causal_router<predictor>, eps = 1.000000e-05 : f64, k = 1 : i64, layer = 1 : i64} : memref<?x1x48xf32>, memref<1x48xf32>, memref<48xf32>, memref<?x1xf32>, memref<?x1xf32>, memref<?x1xi32>, memref<?x1xi64>, memref<?x1x48xf32>, memref<?x1x48xf32>, memref<?x1xi32>
+  // 23-29: the gated scatter into the stream: S = 40, D = 32, gates linear,
+  // sigmoid, one (CpuKernels.GateScaleScatter); S = 512, D = 128, sigmoid;
+  // S = 40, D = 70, the three gates (CudaKernels.GateScaleScatter).
+  modk.gemm %h40, [%wd32] rows %seg extra(%m40x32, %r40, %a40x32, %pos40) -> %x40x32 {epilogue = #modk.epilogue<gate_scale_scatter>, gate = #modk.gate<linear>} : memref<?x40x8xf32>, memref<32x8xf32>, memref<?x1xi64>, memref<?x40x32xf32>, memref<?x40xf32>, memref<?x40x32xf32>, memref<?x40xi32>, memref<?x40x32xf32>
+  modk.gemm %h40, [%wd32] rows %seg extra(%m40x32, %r40, %a40x32, %pos40) -> %x40x32 {epilogue = #modk.epilogue<gate_scale_scatter>, gate = #modk.gate<sigmoid>} : memref<?x40x8xf32>, memref<32x8xf32>, memref<?x1xi64>, memref<?x40x32xf32>, memref<?x40xf32>, memref<?x40x32xf32>, memref<?x40xi32>, memref<?x40x32xf32>
+  modk.gemm %h40, [%wd32] rows %seg extra(%m40x32, %r40, %a40x32, %pos40) -> %x40x32 {epilogue = #modk.epilogue<gate_scale_scatter>, gate = #modk.gate<one>} : memref<?x40x8xf32>, memref<32x8xf32>, memref<?x1xi64>, memref<?x40x32xf32>, memref<?x40xf32>, memref<?x40x32xf32>, memref<?x40xi32>, memref<?x40x32xf32>
+  modk.gemm %h512, [%wd128] rows %seg extra(%m512x128, %r512, %a512x128, %pos512) -> %x512x128 {epilogue = #modk.epilogue<gate_scale_scatter>, gate = #modk.gate<sigmoid>} : memref<?x512x8xf32>, memref<128x8xf32>, memref<?x1xi64>, memref<?x512x128xf32>, memref<?x512xf32>, memref<?x512x128xf32>, memref<?x512xi32>, memref<?x512x128xf32>
+  modk.gemm %h40, [%wd70] rows %seg extra(%m40x70, %r40, %a40x70, %pos40) -> %x40x70 {epilogue = #modk.epilogue<gate_scale_scatter>, gate = #modk.gate<linear>} : memref<?x40x8xf32>, memref<70x8xf32>, memref<?x1xi64>, memref<?x40x70xf32>, memref<?x40xf32>, memref<?x40x70xf32>, memref<?x40xi32>, memref<?x40x70xf32>
+  modk.gemm %h40, [%wd70] rows %seg extra(%m40x70, %r40, %a40x70, %pos40) -> %x40x70 {epilogue = #modk.epilogue<gate_scale_scatter>, gate = #modk.gate<sigmoid>} : memref<?x40x8xf32>, memref<70x8xf32>, memref<?x1xi64>, memref<?x40x70xf32>, memref<?x40xf32>, memref<?x40x70xf32>, memref<?x40xi32>, memref<?x40x70xf32>
+  modk.gemm %h40, [%wd70] rows %seg extra(%m40x70, %r40, %a40x70, %pos40) -> %x40x70 {epilogue = #modk.epilogue<gate_scale_scatter>, gate = #modk.gate<one>} : memref<?x40x8xf32>, memref<70x8xf32>, memref<?x1xi64>, memref<?x40x70xf32>, memref<?x40xf32>, memref<?x40x70xf32>, memref<?x40xi32>, memref<?x40x70xf32>
+  // 30-34: a decode step's gather + RMSNorm (one token a sequence) of D = 48
+  // (CpuKernelsDecode.GatherRmsNorm) and 64, 128, 96, 32
+  // (CudaDecodeKernels.DecodeRoute*).
+  modk.decode_route(%x1x48, %rw48, %w48, %step, %active, %r1, %pos1, %seg, %xs1x48, %xn1x48, %mask1) {causal_router = #modk.causal_router<aux_loss>, eps = 1.000000e-05 : f64, layer = 1 : i64} : memref<?x1x48xf32>, memref<1x48xf32>, memref<48xf32>, memref<?x1xi32>, memref<?x1xi8>, memref<?x1xf32>, memref<?x1xi32>, memref<?x1xi64>, memref<?x1x48xf32>, memref<?x1x48xf32>, memref<?x1xi32>
+  modk.decode_route(%x1x64, %rw64, %w64, %step, %active, %r1, %pos1, %seg, %xs1x64, %xn1x64, %mask1) {causal_router = #modk.causal_router<aux_loss>, eps = 1.000000e-05 : f64, layer = 1 : i64} : memref<?x1x64xf32>, memref<1x64xf32>, memref<64xf32>, memref<?x1xi32>, memref<?x1xi8>, memref<?x1xf32>, memref<?x1xi32>, memref<?x1xi64>, memref<?x1x64xf32>, memref<?x1x64xf32>, memref<?x1xi32>
+  modk.decode_route(%x1x128, %rw128, %w128, %step, %active, %r1, %pos1, %seg, %xs1x128, %xn1x128, %mask1) {causal_router = #modk.causal_router<aux_loss>, eps = 1.000000e-05 : f64, layer = 1 : i64} : memref<?x1x128xf32>, memref<1x128xf32>, memref<128xf32>, memref<?x1xi32>, memref<?x1xi8>, memref<?x1xf32>, memref<?x1xi32>, memref<?x1xi64>, memref<?x1x128xf32>, memref<?x1x128xf32>, memref<?x1xi32>
+  modk.decode_route(%x1x96, %rw96, %w96, %step, %active, %r1, %pos1, %seg, %xs1x96, %xn1x96, %mask1) {causal_router = #modk.causal_router<aux_loss>, eps = 1.000000e-05 : f64, layer = 1 : i64} : memref<?x1x96xf32>, memref<1x96xf32>, memref<96xf32>, memref<?x1xi32>, memref<?x1xi8>, memref<?x1xf32>, memref<?x1xi32>, memref<?x1xi64>, memref<?x1x96xf32>, memref<?x1x96xf32>, memref<?x1xi32>
+  modk.decode_route(%x1x32, %rw32, %w32, %step, %active, %r1, %pos1, %seg, %xs1x32, %xn1x32, %mask1) {causal_router = #modk.causal_router<aux_loss>, eps = 1.000000e-05 : f64, layer = 1 : i64} : memref<?x1x32xf32>, memref<1x32xf32>, memref<32xf32>, memref<?x1xi32>, memref<?x1xi8>, memref<?x1xf32>, memref<?x1xi32>, memref<?x1xi64>, memref<?x1x32xf32>, memref<?x1x32xf32>, memref<?x1xi32>
+  // 35-41: a decode step's gated scatter (a [B, 1, D] stream: the decode
+  // form, one token a sequence): D = 36, the three gates
+  // (CpuKernelsDecode.GateScaleScatter); D = 64, the three gates, and
+  // D = 200, sigmoid (CudaDecodeKernels.DecodeGateScaleScatterMatchesCpu).
+  modk.gemm %h1, [%wd36] rows %seg extra(%m1x36, %r1, %a1x36, %pos1) -> %x1x36 {epilogue = #modk.epilogue<gate_scale_scatter>, gate = #modk.gate<linear>} : memref<?x1x8xf32>, memref<36x8xf32>, memref<?x1xi64>, memref<?x1x36xf32>, memref<?x1xf32>, memref<?x1x36xf32>, memref<?x1xi32>, memref<?x1x36xf32>
+  modk.gemm %h1, [%wd36] rows %seg extra(%m1x36, %r1, %a1x36, %pos1) -> %x1x36 {epilogue = #modk.epilogue<gate_scale_scatter>, gate = #modk.gate<sigmoid>} : memref<?x1x8xf32>, memref<36x8xf32>, memref<?x1xi64>, memref<?x1x36xf32>, memref<?x1xf32>, memref<?x1x36xf32>, memref<?x1xi32>, memref<?x1x36xf32>
+  modk.gemm %h1, [%wd36] rows %seg extra(%m1x36, %r1, %a1x36, %pos1) -> %x1x36 {epilogue = #modk.epilogue<gate_scale_scatter>, gate = #modk.gate<one>} : memref<?x1x8xf32>, memref<36x8xf32>, memref<?x1xi64>, memref<?x1x36xf32>, memref<?x1xf32>, memref<?x1x36xf32>, memref<?x1xi32>, memref<?x1x36xf32>
+  modk.gemm %h1, [%wd64] rows %seg extra(%m1x64, %r1, %a1x64, %pos1) -> %x1x64 {epilogue = #modk.epilogue<gate_scale_scatter>, gate = #modk.gate<linear>} : memref<?x1x8xf32>, memref<64x8xf32>, memref<?x1xi64>, memref<?x1x64xf32>, memref<?x1xf32>, memref<?x1x64xf32>, memref<?x1xi32>, memref<?x1x64xf32>
+  modk.gemm %h1, [%wd64] rows %seg extra(%m1x64, %r1, %a1x64, %pos1) -> %x1x64 {epilogue = #modk.epilogue<gate_scale_scatter>, gate = #modk.gate<sigmoid>} : memref<?x1x8xf32>, memref<64x8xf32>, memref<?x1xi64>, memref<?x1x64xf32>, memref<?x1xf32>, memref<?x1x64xf32>, memref<?x1xi32>, memref<?x1x64xf32>
+  modk.gemm %h1, [%wd64] rows %seg extra(%m1x64, %r1, %a1x64, %pos1) -> %x1x64 {epilogue = #modk.epilogue<gate_scale_scatter>, gate = #modk.gate<one>} : memref<?x1x8xf32>, memref<64x8xf32>, memref<?x1xi64>, memref<?x1x64xf32>, memref<?x1xf32>, memref<?x1x64xf32>, memref<?x1xi32>, memref<?x1x64xf32>
+  modk.gemm %h1, [%wd200] rows %seg extra(%m1x200, %r1, %a1x200, %pos1) -> %x1x200 {epilogue = #modk.epilogue<gate_scale_scatter>, gate = #modk.gate<sigmoid>} : memref<?x1x8xf32>, memref<200x8xf32>, memref<?x1xi64>, memref<?x1x200xf32>, memref<?x1xf32>, memref<?x1x200xf32>, memref<?x1xi32>, memref<?x1x200xf32>
 }

@@ -3,7 +3,9 @@
 // The decode-step kernels of CudaKernelsDecode.cuh, run through the CPU
 // emulation, against their CPU twins of CpuKernelsDecode.h on the same random
 // inputs: routing decisions, positions, segments, counts and caches must be
-// identical, floats within a relative error of 1e-5.
+// identical, floats within a relative error of 1e-5. A decode step's gather +
+// RMSNorm and gated scatter are the kernels modc generates (RowKernels.h),
+// CUDA against CPU.
 //
 //===----------------------------------------------------------------------===//
 
@@ -13,6 +15,7 @@
 #include "CpuKernelsDecode.h"
 
 #include "CudaCommon.cuh"
+#include "CudaKernels.cuh" // the generated row kernels' launch constants
 #include "CudaKernelsDecode.cuh"
 
 #include <gtest/gtest.h>
@@ -24,6 +27,8 @@
 #include <vector>
 
 #include "EmuTestData.h"
+#define MODC_ROW_KERNELS_CUDA 1
+#include "RowKernels.h"
 
 namespace {
 using namespace modc_emu_test;
@@ -106,8 +111,25 @@ TEST(CudaDecodeKernels, DecodeRowsMatchesCpu) {
 }
 
 //===----------------------------------------------------------------------===//
-// decode_route + decode_gather_rmsnorm
+// decode_route + the gather + RMSNorm
 //===----------------------------------------------------------------------===//
+
+/// The generated gather + RMSNorm of a decode step (eps 1e-5) of width D,
+/// CUDA or CPU.
+template <int D, bool Cuda> constexpr auto decodeGather() {
+  static_assert(D == 64 || D == 128 || D == 96 || D == 32,
+                "no gen_*::decodeGatherRmsnorm of this width");
+  if constexpr (Cuda)
+    return D == 64    ? gen_cuda::decodeGatherRmsnorm64
+           : D == 128 ? gen_cuda::decodeGatherRmsnorm128
+           : D == 96  ? gen_cuda::decodeGatherRmsnorm96
+                      : gen_cuda::decodeGatherRmsnorm32;
+  else
+    return D == 64    ? gen_cpu::decodeGatherRmsnorm64
+           : D == 128 ? gen_cpu::decodeGatherRmsnorm128
+           : D == 96  ? gen_cpu::decodeGatherRmsnorm96
+                      : gen_cpu::decodeGatherRmsnorm32;
+}
 
 struct RouteResult {
   std::vector<float> r;
@@ -132,21 +154,22 @@ RouteResult runRoute(const std::vector<float> &x, int64_t B,
   o.gathered.assign((B + 1) * D, -5.0f);
   o.normed.assign((B + 1) * D, -5.0f);
   const float *decision = logits ? logits->data() : o.r.data();
-  const float eps = 1e-5f;
+  constexpr auto gather = decodeGather<D, Cuda>();
   if constexpr (Cuda) {
     modk_cuda::decode_route<D>(x.data(), B, w.data(), decision,
                                positions.data(), active.data(), o.r.data(),
                                o.pos.data(), o.seg.data(), o.mask.data(),
                                nullptr);
-    modk_cuda::decode_gather_rmsnorm<D>(x.data(), B, o.seg.data(), nw.data(),
-                                        eps, o.gathered.data(),
-                                        o.normed.data(), nullptr);
+    // At most one row a sequence: B rows bound the launch; the count is
+    // read on the device (seg + B).
+    gen_cuda::launch(gather, o.seg.data() + B, B, o.seg.data(), B, x.data(),
+                     nw.data(), o.gathered.data(), o.normed.data());
   } else {
     modk_cpu::decode_route<D>(x.data(), B, w.data(), decision,
                               positions.data(), active.data(), o.r.data(),
                               o.pos.data(), o.seg.data(), o.mask.data());
-    modk_cpu::decode_gather_rmsnorm<D>(x.data(), B, o.seg.data(), nw.data(),
-                                       eps, o.gathered.data(), o.normed.data());
+    gather(o.seg[B], o.seg.data(), B, x.data(), nw.data(), o.gathered.data(),
+           o.normed.data());
   }
   return o;
 }
@@ -207,13 +230,36 @@ TEST(CudaDecodeKernels, DecodeRouteNoneRoutedAndEmptyBatch) {
 }
 
 //===----------------------------------------------------------------------===//
-// decode_gate_scale_scatter
+// The gated scatter of a decode step
 //===----------------------------------------------------------------------===//
+
+/// The generated gated scatter of a decode step, CUDA or CPU: D = 64 with
+/// each gate, D = 200 with the sigmoid.
+template <int D, int G, bool Cuda> constexpr auto decodeScatter() {
+  static_assert(D == 64 || (D == 200 && G == modk_cpu::GateSigmoid),
+                "no gen_*::decodeScatter of this width and gate");
+  if constexpr (Cuda)
+    return D == 200                     ? gen_cuda::decodeScatterSigmoid200
+           : G == modk_cpu::GateLinear  ? gen_cuda::decodeScatterLinear64
+           : G == modk_cpu::GateSigmoid ? gen_cuda::decodeScatterSigmoid64
+                                        : gen_cuda::decodeScatterOne64;
+  else
+    return D == 200                     ? gen_cpu::decodeScatterSigmoid200
+           : G == modk_cpu::GateLinear  ? gen_cpu::decodeScatterLinear64
+           : G == modk_cpu::GateSigmoid ? gen_cpu::decodeScatterSigmoid64
+                                        : gen_cpu::decodeScatterOne64;
+}
 
 template <int D, int G> void checkScatter(uint32_t seed) {
   SCOPED_TRACE("D " + std::to_string(D) + " gate " + std::to_string(G));
-  // Rows per sequence: 0, 1, 2 (a prefill chunk), with empty ones between.
-  const std::vector<int> rowsPer = {1, 0, 1, 2, 0, 0, 1, 3, 0, 1, 1};
+  // Rows per sequence: 0 or 1, with empty ones between. A decode step routes
+  // at most one row a sequence (its one token; the gathered buffers hold one
+  // row a sequence), and the generated scatter needs rows at distinct
+  // tokens: each row writes x[b] = x[b] + g * (a + m) on its own, so two
+  // rows of one sequence would race on x[b]. (The hand-written kernel this
+  // replaced also took several rows a sequence, a prefill chunk, which no
+  // decode step makes.)
+  const std::vector<int> rowsPer = {1, 0, 1, 1, 0, 0, 1, 1, 0, 1, 1};
   const int64_t B = static_cast<int64_t>(rowsPer.size());
   std::vector<int64_t> seg(B + 1, 0);
   for (int64_t b = 0; b < B; ++b)
@@ -224,10 +270,10 @@ template <int D, int G> void checkScatter(uint32_t seed) {
   std::vector<float> a = randomFloats(rows * D, seed + 2);
   std::vector<float> m = randomFloats(rows * D, seed + 3);
   std::vector<float> xg = x, xc = x;
-  modk_cuda::decode_gate_scale_scatter<D, G>(xg.data(), B, seg.data(), r.data(),
-                                             a.data(), m.data(), nullptr);
-  modk_cpu::decode_gate_scale_scatter<D, G>(xc.data(), B, seg.data(), r.data(),
-                                            a.data(), m.data());
+  gen_cuda::launch(decodeScatter<D, G, true>(), seg.data() + B, B, seg.data(),
+                   B, a.data(), m.data(), r.data(), xg.data(), xg.data());
+  decodeScatter<D, G, false>()(rows, seg.data(), B, a.data(), m.data(),
+                               r.data(), xc.data(), xc.data());
   expectClose(xg, xc, B * D, D, "x");
   for (int64_t b = 0; b < B; ++b)
     if (rowsPer[b] == 0)

@@ -5,7 +5,8 @@
 // results to a relative 1e-5, routing decisions (positions, segments, masks)
 // exactly. Shapes are small (one CPU thread per CUDA thread) and chosen to
 // not be multiples of the tiles; dynamic row counts stay below their bounds
-// and the rows past them must keep a sentinel.
+// and the rows past them must keep a sentinel. The row kernels modc generates
+// (test/common/RowKernels.h) are compared the same way, CUDA against CPU.
 //
 //===----------------------------------------------------------------------===//
 
@@ -826,16 +827,21 @@ template <int S> RowSet causalRows(int64_t B, uint32_t seed) {
   return rs;
 }
 
+/// The routed gather + RMSNorm as modc generates it (modk.rows with the
+/// stream as a token operand), CUDA against CPU: launched over the row
+/// buffer's capacity B * S, the row count on the device (seg + B).
 template <int S, int D>
 void checkGatherRmsnorm(const RowSet &rs, int64_t B, uint32_t seed) {
+  static_assert(S == 40 && D == 70, "gen_cuda::gatherRmsnorm40x70");
   auto x = randomFloats(B * S * D, seed, -2, 2), w = randomFloats(D, seed + 1);
   const int64_t rows = rs.rows(), cap = B * S;
   std::vector<float> g(cap * D, kSentinel), n(cap * D, kSentinel);
   std::vector<float> rg(cap * D, kSentinel), rn(cap * D, kSentinel);
-  modk_cuda::gather_rmsnorm<S, D>(x.data(), B, rs.seg.data(), rs.pos.data(),
-                                  w.data(), 1e-5f, g.data(), n.data(), nullptr);
-  modk_cpu::gather_rmsnorm<S, D>(x.data(), B, rs.seg.data(), rs.pos.data(),
-                                 w.data(), 1e-5f, rg.data(), rn.data());
+  gen_cuda::launch(gen_cuda::gatherRmsnorm40x70, rs.seg.data() + B, cap,
+                   rs.seg.data(), B, rs.pos.data(), x.data(), w.data(),
+                   g.data(), n.data());
+  gen_cpu::gatherRmsnorm40x70(rows, rs.seg.data(), B, rs.pos.data(), x.data(),
+                              w.data(), rg.data(), rn.data());
   EXPECT_EQ(g, rg);
   expectClose(n.data(), rn.data(), rows * D, "gather_rmsnorm");
   expectSentinel(n.data(), rows * D, cap * D, "gather_rmsnorm");
@@ -864,18 +870,27 @@ TEST(CudaKernels, Predictor) {
   });
 }
 
+/// The gated scatter as modc generates it, x[t] += g(r[t]) * (a[j] + f[j])
+/// in place for row j at token t (G: 0 linear, 1 sigmoid, 2 one), CUDA
+/// against CPU.
 template <int S, int D, int G>
 void checkScatter(const RowSet &rs, int64_t B, uint32_t seed) {
+  static_assert(S == 40 && D == 70, "gen_cuda::scatter*40x70");
+  constexpr auto cudaKernel = G == 0   ? gen_cuda::scatterLinear40x70
+                              : G == 1 ? gen_cuda::scatterSigmoid40x70
+                                       : gen_cuda::scatterOne40x70;
+  constexpr auto cpuKernel = G == 0   ? gen_cpu::scatterLinear40x70
+                             : G == 1 ? gen_cpu::scatterSigmoid40x70
+                                      : gen_cpu::scatterOne40x70;
   const int64_t cap = B * S;
   auto x = randomFloats(B * S * D, seed), r = randomFloats(B * S, seed + 1, -3, 3),
        a = randomFloats(cap * D, seed + 2), f = randomFloats(cap * D, seed + 3);
   std::vector<float> y(x), ref(x);
-  modk_cuda::gate_scale_scatter<S, D, G>(y.data(), B, rs.seg.data(),
-                                         rs.pos.data(), r.data(), a.data(),
-                                         f.data(), nullptr);
-  modk_cpu::gate_scale_scatter<S, D, G>(ref.data(), B, rs.seg.data(),
-                                        rs.pos.data(), r.data(), a.data(),
-                                        f.data());
+  gen_cuda::launch(cudaKernel, rs.seg.data() + B, cap, rs.seg.data(), B,
+                   rs.pos.data(), a.data(), f.data(), r.data(), y.data(),
+                   y.data());
+  cpuKernel(rs.rows(), rs.seg.data(), B, rs.pos.data(), a.data(), f.data(),
+            r.data(), ref.data(), ref.data());
   SCOPED_TRACE(testing::Message() << "gate " << G);
   expectClose(y.data(), ref.data(), y.size(), "gate_scale_scatter");
   // Unselected rows stay bit-identical.

@@ -42,11 +42,7 @@ void instantiate(cudaStream_t st) {
   router_logits<S, D>(cf, B, cf, f, st);
   select_topk<S, K>(cf, B, pos, seg, mask, st);
   select_causal<S>(cf, B, pos, seg, mask, st);
-  gather_rmsnorm<S, D>(cf, B, seg, pos, cf, 1e-5f, f, f, st);
   predictor<D, HID>(cf, maxRows, cf, cf, cf, cf, f, f, st);
-  gate_scale_scatter<S, D, 0>(f, B, seg, pos, cf, cf, cf, st);
-  gate_scale_scatter<S, D, 1>(f, B, seg, pos, cf, cf, cf, st);
-  gate_scale_scatter<S, D, 2>(f, B, seg, pos, cf, cf, cf, st);
   causal_attention<H, HD>(cf, cf, cf, B, seg, pos, S, f, st);
   cache_append<S, D>(cf, cf, B, seg, pos, tok, f, f, mask, st);
 }

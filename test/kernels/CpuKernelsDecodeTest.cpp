@@ -18,9 +18,10 @@
 ///    overflow guard (NaN out, nothing appended, counts unchanged);
 ///  - decode_rows and decode_route: compaction, masks, inactive rows, a
 ///    decision of exactly +0 or -0 (not routed), NaN, r aliased as decision;
-///  - decode_gather_rmsnorm and decode_gate_scale_scatter: values, bit-exact
-///    copies and untouched rows (memcmp), and bit-identity with their
-///    full-sequence twins in CpuKernels.h.
+///  - a decode step's gather + RMSNorm and gated scatter, as modc generates
+///    them (modk.rows, test/common/RowKernels.mlir): values, bit-exact
+///    copies and untouched rows (memcmp), and the gather's bit-identity with
+///    the forward form at S = 1.
 ///
 //===----------------------------------------------------------------------===//
 
@@ -31,6 +32,8 @@
 #include "CpuKernelsTrain.h"
 #include "CpuKernelsDecode.h"
 // clang-format on
+
+#include "RowKernels.h"
 
 #include <gtest/gtest.h>
 
@@ -248,15 +251,18 @@ TEST(CpuKernelsDecode, DecodeRouteWithPredictorLogits) {
 // Gather and scatter
 //===----------------------------------------------------------------------===//
 
+// A decode step's gather + RMSNorm (gen_cpu::decodeGatherRmsnorm48, eps
+// 1e-5): row j of sequence b reads the stream's row b.
 TEST(CpuKernelsDecode, GatherRmsNorm) {
   constexpr int D = 48;
+  static_assert(D == 48, "gen_cpu::decodeGatherRmsnorm48");
   const int64_t B = 7;
   auto x = randn(B * D, 5, 2.0f), w = randn(D, 6);
   const std::vector<int64_t> seg = {0, 1, 1, 2, 3, 3, 3, 4};
   const int64_t rows = seg[B];
   std::vector<float> xs((rows + 1) * D, 42.0f), n((rows + 1) * D, 42.0f);
-  modk_cpu::decode_gather_rmsnorm<D>(x.data(), B, seg.data(), w.data(), 1e-5f,
-                                     xs.data(), n.data());
+  gen_cpu::decodeGatherRmsnorm48(rows, seg.data(), B, x.data(), w.data(),
+                                 xs.data(), n.data());
   std::vector<double> ref(rows * D);
   for (int64_t b = 0; b < B; ++b)
     for (int64_t j = seg[b]; j < seg[b + 1]; ++j) {
@@ -271,16 +277,24 @@ TEST(CpuKernelsDecode, GatherRmsNorm) {
     ASSERT_EQ(n[rows * D + d], 42.0f) << "wrote past the rows";
   }
 
-  // Bit-identical to the full-sequence gather with S = 1.
+  // Bit-identical to the forward form (positions) with S = 1, which modc
+  // generates from the same region.
   std::vector<int32_t> pos0(rows, 0);
   std::vector<float> xs1(rows * D), n1(rows * D);
-  modk_cpu::gather_rmsnorm<1, D>(x.data(), B, seg.data(), pos0.data(), w.data(),
-                                 1e-5f, xs1.data(), n1.data());
+  gen_cpu::gatherRmsnorm1x48(rows, seg.data(), B, pos0.data(), x.data(),
+                             w.data(), xs1.data(), n1.data());
+  EXPECT_EQ(0, std::memcmp(xs.data(), xs1.data(), sizeof(float) * rows * D));
   EXPECT_EQ(0, std::memcmp(n.data(), n1.data(), sizeof(float) * rows * D));
 }
 
+/// A decode step's gated scatter (gen_cpu::decodeScatter*36): x[b] +=
+/// g(r[b]) * (a[j] + m[j]) for the one row j of sequence b, in place.
 template <int G> void checkGateScaleScatter(unsigned seed) {
   constexpr int D = 36;
+  constexpr auto scatter =
+      G == modk_cpu::GateLinear    ? gen_cpu::decodeScatterLinear36
+      : G == modk_cpu::GateSigmoid ? gen_cpu::decodeScatterSigmoid36
+                                   : gen_cpu::decodeScatterOne36;
   const int64_t B = 8;
   const std::vector<int32_t> routed = {0, 1, 1, 0, 1, 0, 0, 1};
   std::vector<int64_t> seg(B + 1, 0);
@@ -290,8 +304,8 @@ template <int G> void checkGateScaleScatter(unsigned seed) {
   auto x = randn(B * D, seed), r = randn(B, seed + 1);
   auto a = randn(rows * D, seed + 2), m = randn(rows * D, seed + 3);
   auto y = x;
-  modk_cpu::decode_gate_scale_scatter<D, G>(y.data(), B, seg.data(), r.data(),
-                                            a.data(), m.data());
+  scatter(rows, seg.data(), B, a.data(), m.data(), r.data(), y.data(),
+          y.data());
   std::vector<float> got;
   std::vector<double> ref;
   for (int64_t b = 0; b < B; ++b) {
@@ -312,13 +326,9 @@ template <int G> void checkGateScaleScatter(unsigned seed) {
     }
   }
   EXPECT_LE(relErr(got, ref), kTol);
-
-  // Bit-identical to the full-sequence scatter with S = 1.
-  auto y1 = x;
-  std::vector<int32_t> pos0(rows, 0);
-  modk_cpu::gate_scale_scatter<1, D, G>(y1.data(), B, seg.data(), pos0.data(),
-                                        r.data(), a.data(), m.data());
-  EXPECT_EQ(0, std::memcmp(y.data(), y1.data(), sizeof(float) * B * D));
+  // No comparison with a forward form at S = 1, as the gather has: a
+  // [B, 1, D] stream always gets the decode form (modk-generalize), and both
+  // forms are generated from one region.
 }
 
 TEST(CpuKernelsDecode, GateScaleScatter) {

@@ -493,16 +493,19 @@ void routedLayout(int S, const std::vector<int64_t> &lens, unsigned seed,
   gatheredLayout(lens, S, seed, seg, pos);
 }
 
+// The routed gather + RMSNorm as modc generates it (modk.rows with the
+// stream as a token operand; gen_cpu::gatherRmsnorm32x48, eps 1e-5).
 TEST(CpuKernels, GatherRmsNorm) {
   constexpr int S = 32, D = 48;
+  static_assert(S == 32 && D == 48, "gen_cpu::gatherRmsnorm32x48");
   std::vector<int64_t> seg;
   std::vector<int32_t> pos;
   routedLayout(S, {5, 0, 32, 1}, 50, seg, pos);
   const int64_t B = 4, rows = seg.back();
   auto x = randn(B * S * D, 51), w = randn(D, 52);
   std::vector<float> xs(rows * D), n(rows * D);
-  modk_cpu::gather_rmsnorm<S, D>(x.data(), B, seg.data(), pos.data(),
-                                 w.data(), 1e-5f, xs.data(), n.data());
+  gen_cpu::gatherRmsnorm32x48(rows, seg.data(), B, pos.data(), x.data(),
+                              w.data(), xs.data(), n.data());
   std::vector<double> refN(rows * D);
   for (int64_t s = 0; s < B; ++s)
     for (int64_t j = seg[s]; j < seg[s + 1]; ++j) {
@@ -542,8 +545,15 @@ TEST(CpuKernels, Predictor) {
   }
 }
 
+/// The gated scatter as modc generates it (modk.rows writing the stream at
+/// the rows' tokens, in place): x[t] += g(r[t]) * (a[j] + m[j]) for row j
+/// at token t, with gate G (modk_cpu::Gate numbering) and S = 40, D = 32.
 template <int G> void checkGateScaleScatter(unsigned seed) {
   constexpr int S = 40, D = 32;
+  constexpr auto scatter =
+      G == modk_cpu::GateLinear    ? gen_cpu::scatterLinear40x32
+      : G == modk_cpu::GateSigmoid ? gen_cpu::scatterSigmoid40x32
+                                   : gen_cpu::scatterOne40x32;
   std::vector<int64_t> seg;
   std::vector<int32_t> pos;
   routedLayout(S, {10, 1, 0, 40, 3}, seed, seg, pos);
@@ -551,8 +561,8 @@ template <int G> void checkGateScaleScatter(unsigned seed) {
   auto x = randn(B * S * D, seed + 1), r = randn(B * S, seed + 2);
   auto a = randn(rows * D, seed + 3), m = randn(rows * D, seed + 4);
   auto orig = x;
-  modk_cpu::gate_scale_scatter<S, D, G>(x.data(), B, seg.data(), pos.data(),
-                                        r.data(), a.data(), m.data());
+  scatter(rows, seg.data(), B, pos.data(), a.data(), m.data(), r.data(),
+          x.data(), x.data());
   std::vector<char> selected(B * S, 0);
   std::vector<float> got;
   std::vector<double> ref;
@@ -603,8 +613,9 @@ TEST(CpuKernels, LargeShapesTakeTheParallelPaths) {
   modk_cpu::select_topk<S, K>(r.data(), B, pos.data(), seg.data(),
                               mask.data());
   std::vector<float> xs(B * K * D), ns(B * K * D);
-  modk_cpu::gather_rmsnorm<S, D>(x.data(), B, seg.data(), pos.data(),
-                                 w.data(), 1e-6f, xs.data(), ns.data());
+  static_assert(S == 512 && D == 128, "gen_cpu::*512x128");
+  gen_cpu::gatherRmsnorm512x128(seg[B], seg.data(), B, pos.data(), x.data(),
+                                w.data(), xs.data(), ns.data());
   std::vector<double> refNs(ns.size());
   for (int64_t s = 0; s < B; ++s)
     for (int64_t j = seg[s]; j < seg[s + 1]; ++j) {
@@ -616,8 +627,8 @@ TEST(CpuKernels, LargeShapesTakeTheParallelPaths) {
 
   auto a = randn(B * K * D, 103), m = randn(B * K * D, 104);
   auto y = x;
-  modk_cpu::gate_scale_scatter<S, D, modk_cpu::GateSigmoid>(
-      y.data(), B, seg.data(), pos.data(), r.data(), a.data(), m.data());
+  gen_cpu::scatterSigmoid512x128(seg[B], seg.data(), B, pos.data(), a.data(),
+                                 m.data(), r.data(), y.data(), y.data());
   std::vector<float> got;
   std::vector<double> ref;
   for (int64_t s = 0; s < B; ++s)

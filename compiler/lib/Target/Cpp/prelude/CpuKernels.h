@@ -240,22 +240,6 @@ inline void embed(const int32_t *tokens, int64_t rows, const float *table,
                 sizeof(float) * D);
 }
 
-namespace detail {
-/// One row of RMSNorm: out = x / sqrt(mean(x^2) + eps) * w, stored as Out
-/// (float, or bf16: rounded).
-template <int D, typename Out>
-inline void rmsnormRow(const float *x, const float *w, float eps, Out *out) {
-  float ss = 0.0f;
-#pragma omp simd reduction(+ : ss)
-  for (int d = 0; d < D; ++d)
-    ss += x[d] * x[d];
-  const float inv = 1.0f / std::sqrt(ss / static_cast<float>(D) + eps);
-#pragma omp simd
-  for (int d = 0; d < D; ++d)
-    out[d] = Out(x[d] * inv * w[d]);
-}
-} // namespace detail
-
 //===----------------------------------------------------------------------===//
 // bf16 models: products of bf16 operands, accumulated in f32
 //===----------------------------------------------------------------------===//
@@ -884,21 +868,6 @@ inline int64_t select_causal(const float *logit, int64_t B, int32_t *pos,
   return c;
 }
 
-/// For row j of segment s: xs[j] = x[s*S + pos[j]], n[j] = rmsnorm(xs[j]; w).
-template <int S, int D, typename Out>
-inline void gather_rmsnorm(const float *x, int64_t nseg, const int64_t *seg,
-                           const int32_t *pos, const float *w, float eps,
-                           float *xs, Out *n) {
-  const int64_t rows = seg[nseg];
-#pragma omp parallel for if (rows * D > detail::kMinParallelWork)
-  for (int64_t j = 0; j < rows; ++j) {
-    const int64_t s = detail::segmentOf(seg, nseg, j);
-    const float *src = x + (s * S + pos[j]) * D;
-    std::memcpy(xs + j * D, src, sizeof(float) * D);
-    detail::rmsnormRow<D>(src, w, eps, n + j * D);
-  }
-}
-
 /// Causal-routing predictor: p[i] = fc2_w . silu(fc1_w x_i + fc1_b) + fc2_b,
 /// with fc1_w [HID, D], fc2_w [1, HID]; hidden is scratch [rows, HID].
 template <int D, int HID>
@@ -921,38 +890,10 @@ inline void predictor(const float *x, int64_t rows, const float *fc1_w,
 }
 
 /// Router gate g(r): GateLinear g = r (the paper), GateSigmoid g = sigmoid(r),
-/// GateOne g = 1 (turns a capacity-1 routed layer into a dense one).
+/// GateOne g = 1 (turns a capacity-1 routed layer into a dense one). The
+/// template parameter G of gate_scale_scatter_grad (CpuKernelsTrain.h); the
+/// forward gated scatter is a row kernel modc generates (modk.rows).
 enum Gate { GateLinear = 0, GateSigmoid = 1, GateOne = 2 };
-
-/// For row j of segment s with t = s*S + pos[j]:
-/// x[t] += g(r[t]) * (a[j] + m[j]). Rows of x that are not selected are not
-/// read or written, so they stay bit-identical.
-template <int S, int D, int G>
-inline void gate_scale_scatter(float *x, int64_t nseg, const int64_t *seg,
-                               const int32_t *pos, const float *r,
-                               const float *a, const float *m) {
-  static_assert(G == GateLinear || G == GateSigmoid || G == GateOne,
-                "unknown gate");
-  const int64_t rows = seg[nseg];
-#pragma omp parallel for if (rows * D > detail::kMinParallelWork)
-  for (int64_t j = 0; j < rows; ++j) {
-    const int64_t s = detail::segmentOf(seg, nseg, j);
-    const int64_t t = s * S + pos[j];
-    float g = 1.0f;
-    if (G == GateLinear)
-      g = r[t];
-    else if (G == GateSigmoid)
-      g = 1.0f / (1.0f + std::exp(-r[t]));
-    float *xt = x + t * D;
-    const float *aj = a + j * D;
-    const float *mj = m + j * D;
-#pragma omp simd
-    for (int d = 0; d < D; ++d) {
-      const float f = aj[d] + mj[d];
-      xt[d] += g * f;
-    }
-  }
-}
 
 } // namespace modk_cpu
 

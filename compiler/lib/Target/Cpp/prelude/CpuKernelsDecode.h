@@ -25,10 +25,11 @@
 ///    positions;
 ///  - cblas is never called here (and never inside a parallel region).
 ///
-/// The kernels that have a full-sequence twin in CpuKernels.h (router
-/// logits, RMSNorm, the gate scatter) use the same arithmetic in the same
-/// order, so that a decode step reproduces the forward pass's routing
-/// decisions as closely as the compiler allows.
+/// decode_route's router logits use router_logits' arithmetic (CpuKernels.h)
+/// in the same order, so that a decode step reproduces the forward pass's
+/// routing decisions as closely as the compiler allows. A step's gather +
+/// RMSNorm and gated scatter are row kernels modc generates (modk.rows) from
+/// the same regions as the forward pass's.
 ///
 //===----------------------------------------------------------------------===//
 
@@ -105,56 +106,6 @@ inline void decode_route(const float *x, int64_t B, const float *router_w,
       pos[c++] = positions[b];
   }
   seg[B] = c;
-}
-
-/// For row j of sequence b (rows [seg[b], seg[b+1])): xs[j] = x[b] (a bit
-/// copy) and n[j] = rmsnorm(x[b]; w). x is [B, D]; xs and n are
-/// [seg[B], D] (n float, or bf16: rounded).
-template <int D, typename Out>
-inline void decode_gather_rmsnorm(const float *x, int64_t B, const int64_t *seg,
-                                  const float *w, float eps, float *xs,
-                                  Out *n) {
-#pragma omp parallel for if (seg[B] * D > detail::kMinParallelWork)
-  for (int64_t b = 0; b < B; ++b) {
-    const float *src = x + b * D;
-    for (int64_t j = seg[b]; j < seg[b + 1]; ++j) {
-      std::memcpy(xs + j * D, src, sizeof(float) * D);
-      detail::rmsnormRow<D>(src, w, eps, n + j * D);
-    }
-  }
-}
-
-/// x[b] += g(r[b]) * (a[j] + m[j]) for each row j of sequence b, with the
-/// gate G of CpuKernels.h (GateLinear g = r, GateSigmoid g = sigmoid(r),
-/// GateOne g = 1). x is [B, D], r [B], a and m [seg[B], D]. Sequences
-/// without a row are neither read nor written, so they stay bit-identical.
-template <int D, int G>
-inline void decode_gate_scale_scatter(float *x, int64_t B, const int64_t *seg,
-                                      const float *r, const float *a,
-                                      const float *m) {
-  static_assert(G == GateLinear || G == GateSigmoid || G == GateOne,
-                "unknown gate");
-#pragma omp parallel for if (seg[B] * D > detail::kMinParallelWork)
-  for (int64_t b = 0; b < B; ++b) {
-    if (seg[b] == seg[b + 1])
-      continue;
-    // Same arithmetic as gate_scale_scatter.
-    float g = 1.0f;
-    if (G == GateLinear)
-      g = r[b];
-    else if (G == GateSigmoid)
-      g = 1.0f / (1.0f + std::exp(-r[b]));
-    float *xb = x + b * D;
-    for (int64_t j = seg[b]; j < seg[b + 1]; ++j) {
-      const float *aj = a + j * D;
-      const float *mj = m + j * D;
-#pragma omp simd
-      for (int d = 0; d < D; ++d) {
-        const float f = aj[d] + mj[d];
-        xb[d] += g * f;
-      }
-    }
-  }
 }
 
 //===----------------------------------------------------------------------===//

@@ -65,9 +65,6 @@ namespace modk_cuda {
 /// (complete before the calls are instantiated).
 struct DefaultGemmPlan;
 
-/// Router gate g(r), as the CPU prelude's `Gate`.
-enum Gate { GateLinear = 0, GateSigmoid = 1, GateOne = 2 };
-
 namespace detail {
 
 constexpr int kThreads = 256;    ///< threads of most blocks
@@ -2421,20 +2418,6 @@ __global__ __launch_bounds__(kThreads) void embedKernel(
   }
 }
 
-/// One warp per row: y = x / sqrt(mean(x^2) + eps) * w, stored as Out
-/// (float, or bf16: rounded).
-template <int D, typename Out>
-__device__ __forceinline__ void rmsnormWarp(const float *x, const float *w,
-                                            float eps, Out *y, int lane) {
-  float ss = 0.0f;
-  for (int d = lane; d < D; d += kWarp)
-    ss = fmaf(x[d], x[d], ss);
-  ss = warpSum(ss);
-  const float inv = 1.0f / sqrtf(ss / static_cast<float>(D) + eps);
-  for (int d = lane; d < D; d += kWarp)
-    y[d] = Out(x[d] * inv * w[d]);
-}
-
 template <int N>
 __global__
 __launch_bounds__(kThreads) void roundBf16Kernel(float *x,
@@ -2728,22 +2711,6 @@ __global__ __launch_bounds__(kThreads) void causalSelectKernel(
     seg[B] = offset;
 }
 
-/// One warp per gathered row j (bounded by nseg * S rows).
-template <int S, int D, typename Out>
-__global__ __launch_bounds__(kThreads) void gatherRmsnormKernel(
-    const float *x, int64_t nseg, const int64_t *seg, const int32_t *pos,
-    const float *w, float eps, float *xs, Out *n) {
-  const int64_t j = int64_t(blockIdx.x) * kRowWarps + threadIdx.x / kWarp;
-  if (j >= seg[nseg])
-    return;
-  const int lane = threadIdx.x % kWarp;
-  const int64_t s = segmentOf(seg, nseg, j);
-  const float *src = x + (s * S + pos[j]) * D;
-  for (int d = lane; d < D; d += kWarp)
-    xs[j * D + d] = src[d];
-  rmsnormWarp<D>(src, w, eps, n + j * D, lane);
-}
-
 /// p[i] = fc2_w . hidden[i] + fc2_b, one warp per row.
 template <int HID>
 __global__ __launch_bounds__(kThreads) void predictorOutKernel(
@@ -2759,28 +2726,6 @@ __global__ __launch_bounds__(kThreads) void predictorOutKernel(
   acc = warpSum(acc);
   if (lane == 0)
     p[i] = acc + fc2_b[0];
-}
-
-/// One warp per selected row j: x[t] += g(r[t]) * (a[j] + m[j]).
-template <int S, int D, int G>
-__global__ __launch_bounds__(kThreads) void gateScatterKernel(
-    float *x, int64_t nseg, const int64_t *seg, const int32_t *pos,
-    const float *r, const float *a, const float *m) {
-  const int64_t j = int64_t(blockIdx.x) * kRowWarps + threadIdx.x / kWarp;
-  if (j >= seg[nseg])
-    return;
-  const int lane = threadIdx.x % kWarp;
-  const int64_t s = segmentOf(seg, nseg, j);
-  const int64_t t = s * S + pos[j];
-  float g = 1.0f;
-  if (G == GateLinear)
-    g = r[t];
-  else if (G == GateSigmoid)
-    g = 1.0f / (1.0f + expf(-r[t]));
-  float *xt = x + t * D;
-  const float *aj = a + j * D, *mj = m + j * D;
-  for (int d = lane; d < D; d += kWarp)
-    xt[d] += g * (aj[d] + mj[d]);
 }
 
 /// Prefill of the decode cache. Grid (row chunks of 8 warps, nseg): every
@@ -3590,20 +3535,6 @@ inline void select_causal(const float *logits, int64_t B, int32_t *pos,
   MODC_LAUNCH(k, 1, detail::kThreads, 0, stream, logits, B, pos, seg, mask);
 }
 
-/// Row j of segment s: gathered[j] = x[s*S + pos[j]], normed[j] =
-/// rmsnorm(gathered[j]; w).
-template <int S, int D, typename Out>
-inline void gather_rmsnorm(const float *x, int64_t B, const int64_t *seg,
-                           const int32_t *pos, const float *w, float eps,
-                           float *gathered, Out *normed,
-                           cudaStream_t stream) {
-  if (B <= 0)
-    return;
-  auto k = detail::gatherRmsnormKernel<S, D, Out>;
-  MODC_LAUNCH(k, unsigned(ceilDiv(B * S, detail::kRowWarps)), detail::kThreads,
-              0, stream, x, B, seg, pos, w, eps, gathered, normed);
-}
-
 /// Causal-routing predictor on n (host) rows: hidden = silu(x fc1_w^T +
 /// fc1_b), out = hidden . fc2_w + fc2_b.
 template <int D, int HID, typename PLAN = DefaultGemmPlan>
@@ -3618,22 +3549,6 @@ inline void predictor(const float *x, int64_t n, const float *fc1_w,
   auto k = detail::predictorOutKernel<HID>;
   MODC_LAUNCH(k, unsigned(ceilDiv(n, detail::kRowWarps)), detail::kThreads, 0,
               stream, hidden, n, fc2_w, fc2_b, out);
-}
-
-/// For row j of segment s, t = s*S + pos[j]: x[t] += g(r[t]) * (attn[j] +
-/// f[j]) (G: 0 linear, 1 sigmoid, 2 one). Other rows of x are untouched.
-template <int S, int D, int G>
-inline void gate_scale_scatter(float *x, int64_t nseg, const int64_t *seg,
-                               const int32_t *pos, const float *r,
-                               const float *attn, const float *f,
-                               cudaStream_t stream) {
-  static_assert(G == GateLinear || G == GateSigmoid || G == GateOne,
-                "unknown gate");
-  if (nseg <= 0)
-    return;
-  auto k = detail::gateScatterKernel<S, D, G>;
-  MODC_LAUNCH(k, unsigned(ceilDiv(nseg * S, detail::kRowWarps)),
-              detail::kThreads, 0, stream, x, nseg, seg, pos, r, attn, f);
 }
 
 /// Causal multi-head attention over segments (the CPU's causal_attention):

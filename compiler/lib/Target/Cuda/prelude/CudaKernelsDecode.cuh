@@ -37,11 +37,8 @@ namespace modk_cuda {
 
 namespace decode_detail {
 
-/// Gate kinds, as modk_cpu::Gate (GateLinear g = r, GateSigmoid g =
-/// sigmoid(r), GateOne g = 1); the emitter passes the same integers.
-constexpr int kGateLinear = 0, kGateSigmoid = 1, kGateOne = 2;
-
-/// Threads of the element-wise decode kernels (rows, gathers, scatters).
+/// Threads of the row-wise decode kernels (the cache append, the split-K
+/// combine).
 constexpr int kRowThreads = 128;
 /// Threads of the single-CTA routing scan (one tile of B per iteration).
 constexpr int kScanThreads = 256;
@@ -161,57 +158,6 @@ __global__ void __launch_bounds__(NT)
   }
   if (threadIdx.x == 0)
     seg[B] = carry;
-}
-
-/// Rows j < seg[B], a block each in turn: xs[j] = x[b], n[j] =
-/// rmsnorm(x[b]; w) for the sequence b of row j; rmsnormRow's arithmetic
-/// (the sum of squares in another order). n: float, or bf16 (rounded).
-template <int D, typename Out>
-__global__ void __launch_bounds__(kRowThreads)
-    decodeGatherRmsnormKernel(const float *x, int64_t B, const int64_t *seg,
-                              const float *w, float eps, float *xs, Out *n) {
-  __shared__ float scratch[kWarp];
-  const int64_t rows = seg[B];
-  for (int64_t j = blockIdx.x; j < rows; j += gridDim.x) {
-    const int64_t b = segmentOf(seg, B, j);
-    const float *src = x + b * D;
-    float ss = 0.0f;
-    for (int d = threadIdx.x; d < D; d += blockDim.x) {
-      const float v = src[d];
-      xs[j * D + d] = v;
-      ss += v * v;
-    }
-    ss = blockSum(ss, scratch); // its first barrier orders the scratch reuse
-    const float inv = 1.0f / sqrtf(ss / static_cast<float>(D) + eps);
-    for (int d = threadIdx.x; d < D; d += blockDim.x)
-      n[j * D + d] = Out(src[d] * inv * w[d]);
-  }
-}
-
-/// Block (b, part): x[b][d] += g(r[b]) * (a[j][d] + m[j][d]) for the rows j of
-/// sequence b in order, d in the part's kRowThreads columns.
-template <int D, int G>
-__global__ void __launch_bounds__(kRowThreads)
-    decodeGateScaleScatterKernel(float *x, const int64_t *seg, const float *r,
-                                 const float *a, const float *m) {
-  const int64_t b = blockIdx.x;
-  const int64_t first = seg[b], last = seg[b + 1];
-  if (first == last)
-    return;
-  const int d = blockIdx.y * kRowThreads + threadIdx.x;
-  if (d >= D)
-    return;
-  float g = 1.0f;
-  if (G == kGateLinear)
-    g = r[b];
-  else if (G == kGateSigmoid)
-    g = 1.0f / (1.0f + expf(-r[b]));
-  float xv = x[b * D + d];
-  for (int64_t j = first; j < last; ++j) {
-    const float f = a[j * D + d] + m[j * D + d];
-    xv += g * f;
-  }
-  x[b * D + d] = xv;
 }
 
 //===----------------------------------------------------------------------===//
@@ -560,38 +506,6 @@ inline void decode_route(const float *x, int64_t B, const float *router_w,
   auto scan = decodeRouteScanKernel<kScanThreads>;
   MODC_LAUNCH(scan, dim3(1), dim3(kScanThreads), 0, stream, B, decision,
               positions, active, pos, seg, mask);
-}
-
-/// For row j of sequence b: xs[j] = x[b] (a bit copy), n[j] = rmsnorm(x[b]; w).
-/// Rows live on the device (seg[B]); the grid has B blocks (one row a
-/// sequence in a decode step) and takes any further rows in turn.
-template <int D, typename Out>
-inline void decode_gather_rmsnorm(const float *x, int64_t B, const int64_t *seg,
-                                  const float *w, float eps, float *xs,
-                                  Out *n, cudaStream_t stream) {
-  using namespace decode_detail;
-  if (B <= 0)
-    return;
-  auto kernel = decodeGatherRmsnormKernel<D, Out>;
-  MODC_LAUNCH(kernel, dim3(unsigned(B)), dim3(kRowThreads), 0, stream, x, B,
-              seg, w, eps, xs, n);
-}
-
-/// x[b] += g(r[b]) * (a[j] + m[j]) for each row j of sequence b (G as
-/// modk_cpu::Gate: 0 linear, 1 sigmoid, 2 one). Sequences without a row are
-/// neither read nor written.
-template <int D, int G>
-inline void decode_gate_scale_scatter(float *x, int64_t B, const int64_t *seg,
-                                      const float *r, const float *a,
-                                      const float *m, cudaStream_t stream) {
-  using namespace decode_detail;
-  static_assert(G == kGateLinear || G == kGateSigmoid || G == kGateOne,
-                "unknown gate");
-  if (B <= 0)
-    return;
-  auto kernel = decodeGateScaleScatterKernel<D, G>;
-  MODC_LAUNCH(kernel, dim3(unsigned(B), unsigned(ceilDiv(D, kRowThreads))),
-              dim3(kRowThreads), 0, stream, x, seg, r, a, m);
 }
 
 /// Floats of split-K scratch decode_attention may use for at most B rows
