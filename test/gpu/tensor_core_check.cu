@@ -11,6 +11,7 @@
 //
 //   nvcc -std=c++17 -O2 -gencode=arch=compute_90a,code=sm_90a
 //        -DMODC_CUDA_WGMMA=1 -Icompiler/lib/Target/Cuda/prelude
+//        -Icompiler/lib/Target/Mainloops/Cuda
 //        -Itest/cuda_emu test/gpu/tensor_core_check.cu -lgtest -lgtest_main
 //
 // Without a GPU, or on one that is not compute capability 9.0, every test

@@ -26,6 +26,7 @@ if nvcc:
     # ptxas sits beside nvcc in every CUDA Toolkit.
     config.substitutions.append(("%ptxas", os.path.join(os.path.dirname(os.path.realpath(nvcc)), "ptxas")))
 config.substitutions.append(("%prelude", os.path.join(config.modc_src_root, "compiler", "lib", "Target", "Cuda", "prelude")))
+config.substitutions.append(("%mainloops", os.path.join(config.modc_src_root, "compiler", "lib", "Target", "Mainloops", "Cuda")))
 config.substitutions.append(("%cudaemu", os.path.join(config.modc_src_root, "test", "cuda_emu")))
 # A machine with an NVIDIA GPU runs CUDA packages; tests of what happens
 # without one say UNSUPPORTED: gpu.

@@ -24,6 +24,14 @@ using namespace modc;
 static const char kCommonPrelude[] =
 #include "CudaCommonPrelude.inc"
     ;
+// The mainloop library (lib/Target/Mainloops/Cuda): GEMM tiles and flash
+// attention, the only kernel bodies besides the preludes not generated.
+static const char kGemmTiles[] =
+#include "CudaGemmTiles.inc"
+    ;
+static const char kFlashAttention[] =
+#include "CudaFlashAttention.inc"
+    ;
 static const char kPrelude[] =
 #include "CudaKernelsPrelude.inc"
     ;
@@ -522,7 +530,8 @@ LogicalResult CudaEmitter::emit() {
   collectRowKernels();
   emitBanner(forward);
   os << "// Target: CUDA " << arch << ".\n";
-  os << kCommonPrelude << "\n" << kPrelude << "\n";
+  os << kCommonPrelude << "\n" << kGemmTiles << "\n" << kFlashAttention
+     << "\n" << kPrelude << "\n";
   if (failed(emitGemmPlans()))
     return failure();
   if (grad)

@@ -137,6 +137,74 @@ struct bf16 {
   }
 };
 
+
+namespace detail {
+
+constexpr int kThreads = 256;    ///< threads of most blocks
+constexpr int kRowWarps = 8;     ///< rows per block of the warp-per-row kernels
+constexpr int kMaxGrid = 1 << 16; ///< elementwise grids are capped (grid-stride)
+
+__device__ __forceinline__ int64_t minI64(int64_t a, int64_t b) {
+  return a < b ? a : b;
+}
+
+__device__ __forceinline__ float geluf(float x) {
+  return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
+}
+
+/// x rounded to the nearest bf16 (ties to even), as the f32 of the same
+/// value: the CPU prelude's bf16_round, bit for bit (NaN stays NaN).
+__device__ __forceinline__ float bf16Round(float x) {
+  return float(bf16(x));
+}
+
+/// Exclusive prefix sum over the block of one int per thread (blockDim a
+/// multiple of 32, at most 1024); `*total` gets the block's sum. `scratch`
+/// is 32 ints of shared memory. Every thread of the block must call it.
+__device__ __forceinline__ int blockExclusiveScan(int v, int *scratch,
+                                                  int *total) {
+  const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
+  const int warps = (blockDim.x + kWarp - 1) / kWarp;
+  int inc = v;
+  for (int o = 1; o < kWarp; o *= 2) {
+    const int t = __shfl_up_sync(0xffffffffu, inc, o);
+    if (lane >= o)
+      inc += t;
+  }
+  __syncthreads(); // scratch may still be read by a previous call
+  if (lane == kWarp - 1)
+    scratch[warp] = inc;
+  __syncthreads();
+  int before = 0, sum = 0;
+  for (int w = 0; w < warps; ++w) {
+    const int s = scratch[w];
+    before += w < warp ? s : 0;
+    sum += s;
+  }
+  *total = sum;
+  return before + inc - v;
+}
+
+/// Minimum over the block (same contract as blockExclusiveScan).
+__device__ __forceinline__ int64_t blockMinI64(int64_t v, int64_t *scratch) {
+  const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
+  const int warps = (blockDim.x + kWarp - 1) / kWarp;
+  for (int o = kWarp / 2; o > 0; o /= 2) {
+    const int64_t t = __shfl_xor_sync(0xffffffffu, v, o);
+    v = t < v ? t : v;
+  }
+  __syncthreads();
+  if (lane == 0)
+    scratch[warp] = v;
+  __syncthreads();
+  int64_t m = scratch[0];
+  for (int w = 1; w < warps; ++w)
+    m = scratch[w] < m ? scratch[w] : m;
+  return m;
+}
+
+} // namespace detail
+
 } // namespace modk_cuda
 
 #endif // MODC_CUDA_COMMON_INCLUDED

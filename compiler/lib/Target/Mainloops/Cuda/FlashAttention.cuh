@@ -1,0 +1,514 @@
+//===- FlashAttention.cuh - The CUDA causal attention mainloops -*- CUDA -*-===//
+//
+// Part of the modc project.
+//
+//===----------------------------------------------------------------------===//
+///
+/// \file
+/// Causal flash attention of modc's CUDA target: a SIMT f32 kernel and a
+/// tensor-core kernel (3xTF32 mma.m16n8k8 for Q K^T and P V, online softmax
+/// in f32 registers), over the rows of a row set by their positions. Which
+/// one runs is the caller's template argument, set by modk-configure-gemms
+/// (docs/cuda.md). Uses the mma building blocks of GemmTiles.cuh; a package
+/// pastes this file after it.
+///
+//===----------------------------------------------------------------------===//
+
+#ifndef MODC_CUDA_FLASH_ATTENTION_INCLUDED
+#define MODC_CUDA_FLASH_ATTENTION_INCLUDED
+
+#ifndef MODC_CUDA_GEMM_TILES_INCLUDED
+#include "GemmTiles.cuh"
+#endif
+
+namespace modk_cuda {
+namespace detail {
+
+//===----------------------------------------------------------------------===//
+// Causal attention (flash-style)
+//===----------------------------------------------------------------------===//
+
+constexpr int kAttnBQ = 64;  ///< queries per CTA
+constexpr int kAttnBKV = 64; ///< keys per shared tile
+
+/// Shared memory layout of the attention kernel (floats).
+template <int HD> struct AttnSmem {
+  static constexpr int QLD = kAttnBQ + 4;  // Qs[HD][QLD]: scaled, transposed
+  static constexpr int KLD = kAttnBKV + 4; // Ks[HD][KLD]: transposed
+  static constexpr int VLD = HD;           // Vs[BKV][VLD]
+  static constexpr int PLD = kAttnBQ + 4;  // Ps[BKV][PLD]: transposed
+  // Ps reuses the key tile's memory: the scores are in registers by then.
+  static constexpr int KP = HD * KLD > kAttnBKV * PLD ? HD * KLD
+                                                      : kAttnBKV * PLD;
+  static constexpr int Q = 0;
+  static constexpr int Kt = Q + HD * QLD;
+  static constexpr int P = Kt;
+  static constexpr int V = Kt + KP;
+  static constexpr int QPos = V + kAttnBKV * VLD; // int32 [BQ]
+  static constexpr int KPos = QPos + kAttnBQ;     // int32 [BKV]
+  static constexpr int Floats = KPos + kAttnBKV;
+  static constexpr size_t Bytes = size_t(Floats) * sizeof(float);
+};
+
+/// CTA (query tile, head, segment), 256 threads as 16 x 16: thread (ty, tx)
+/// owns query rows ty*4 + i (i < 4), score columns tx*4 + c (c < 4) and
+/// output columns tx + 16*c. Online softmax in f32 with the running max
+/// subtracted; keys j of the segment with pos[j] <= pos[i] are attended.
+template <int H, int HD, typename Out>
+__global__ __launch_bounds__(kThreads) void attentionKernel(
+    const float *__restrict__ q, const float *__restrict__ k,
+    const float *__restrict__ v, const int64_t *seg, const int32_t *pos,
+    Out *__restrict__ out) {
+  using L = AttnSmem<HD>;
+  constexpr int BQ = kAttnBQ, BKV = kAttnBKV;
+  constexpr int DC = (HD + 15) / 16; // output columns per thread
+  constexpr int64_t LD = int64_t(H) * HD;
+  const int64_t s = blockIdx.z;
+  const int h = blockIdx.y;
+  const int64_t base = seg[s], n = seg[s + 1] - base;
+  // Later query tiles see more keys: they get the lower block indices, so
+  // they are scheduled first.
+  const int64_t i0 = int64_t(gridDim.x - 1 - blockIdx.x) * BQ;
+  if (i0 >= n)
+    return;
+  const int qn = int(minI64(BQ, n - i0));
+
+  MODC_DYNAMIC_SHARED(float, smem);
+  float *Qs = smem + L::Q, *Ks = smem + L::Kt, *Vs = smem + L::V,
+        *Ps = smem + L::P;
+  int32_t *qpos = reinterpret_cast<int32_t *>(smem + L::QPos);
+  int32_t *kpos = reinterpret_cast<int32_t *>(smem + L::KPos);
+
+  const int tid = threadIdx.x, tx = tid % 16, ty = tid / 16;
+  const float scale = 1.0f / sqrtf(static_cast<float>(HD));
+  const int32_t *ps = pos + base;
+  const float *qh = q + (base + i0) * LD + int64_t(h) * HD;
+  for (int e = tid; e < BQ * HD; e += kThreads) {
+    const int r = e / HD, d = e % HD;
+    Qs[d * L::QLD + r] = r < qn ? qh[int64_t(r) * LD + d] * scale : 0.0f;
+  }
+  for (int r = tid; r < BQ; r += kThreads)
+    qpos[r] = r < qn ? ps[i0 + r] : 0x7fffffff; // padding rows see every key
+  const int32_t lastPos = ps[i0 + qn - 1];
+
+  float o[4][DC], mrow[4], lrow[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    mrow[i] = -INFINITY;
+    lrow[i] = 0.0f;
+#pragma unroll
+    for (int c = 0; c < DC; ++c)
+      o[i][c] = 0.0f;
+  }
+
+  // Positions ascend within a segment: the keys to visit are a prefix.
+  for (int64_t k0 = 0; k0 < n && ps[k0] <= lastPos; k0 += BKV) {
+    const int kc = int(minI64(BKV, n - k0));
+    __syncthreads(); // the previous tile is consumed (and Qs is written)
+    const float *kh = k + (base + k0) * LD + int64_t(h) * HD;
+    const float *vh = v + (base + k0) * LD + int64_t(h) * HD;
+    for (int e = tid; e < BKV * HD; e += kThreads) {
+      const int c = e / HD, d = e % HD;
+      const bool ok = c < kc;
+      Ks[d * L::KLD + c] = ok ? kh[int64_t(c) * LD + d] : 0.0f;
+      Vs[c * L::VLD + d] = ok ? vh[int64_t(c) * LD + d] : 0.0f;
+    }
+    for (int c = tid; c < BKV; c += kThreads)
+      kpos[c] = c < kc ? ps[k0 + c] : 0x7fffffff;
+    __syncthreads();
+
+    // Scores of rows ty*4 + i, keys tx*4 + c.
+    float sc[4][4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+#pragma unroll
+      for (int c = 0; c < 4; ++c)
+        sc[i][c] = 0.0f;
+#pragma unroll 8
+    for (int d = 0; d < HD; ++d) {
+      const float4 qa = *reinterpret_cast<const float4 *>(&Qs[d * L::QLD + ty * 4]);
+      const float4 kb = *reinterpret_cast<const float4 *>(&Ks[d * L::KLD + tx * 4]);
+      const float qv[4] = {qa.x, qa.y, qa.z, qa.w};
+      const float kv[4] = {kb.x, kb.y, kb.z, kb.w};
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int c = 0; c < 4; ++c)
+          sc[i][c] = fmaf(qv[i], kv[c], sc[i][c]);
+    }
+    __syncthreads(); // Ks is read by all before Ps (its memory) is written
+
+    // Online softmax; the 16 threads of a row are one half-warp.
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int32_t qp = qpos[ty * 4 + i];
+      float mx = -INFINITY;
+#pragma unroll
+      for (int c = 0; c < 4; ++c) {
+        if (kpos[tx * 4 + c] > qp)
+          sc[i][c] = -INFINITY;
+        mx = fmaxf(mx, sc[i][c]);
+      }
+      for (int off = 8; off > 0; off /= 2)
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
+      // Key 0 of the segment is seen by every query, so the first tile
+      // makes mnew finite for every row.
+      const float mnew = fmaxf(mrow[i], mx);
+      const float alpha = expf(mrow[i] - mnew);
+      mrow[i] = mnew;
+      float sum = 0.0f;
+#pragma unroll
+      for (int c = 0; c < 4; ++c) {
+        const float p = expf(sc[i][c] - mnew);
+        sum += p;
+        Ps[(tx * 4 + c) * L::PLD + ty * 4 + i] = p;
+      }
+      for (int off = 8; off > 0; off /= 2)
+        sum += __shfl_xor_sync(0xffffffffu, sum, off);
+      lrow[i] = lrow[i] * alpha + sum;
+#pragma unroll
+      for (int c = 0; c < DC; ++c)
+        o[i][c] *= alpha;
+    }
+    __syncthreads();
+
+    // O += P V over the tile's keys (masked keys have p = 0).
+#pragma unroll 4
+    for (int c = 0; c < kc; ++c) {
+      const float4 pa = *reinterpret_cast<const float4 *>(&Ps[c * L::PLD + ty * 4]);
+      const float pv[4] = {pa.x, pa.y, pa.z, pa.w};
+#pragma unroll
+      for (int dc = 0; dc < DC; ++dc) {
+        const int d = tx + 16 * dc;
+        const float vv = (HD % 16 == 0 || d < HD) ? Vs[c * L::VLD + d] : 0.0f;
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+          o[i][dc] = fmaf(pv[i], vv, o[i][dc]);
+      }
+    }
+  }
+
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const int r = ty * 4 + i;
+    if (r >= qn)
+      continue;
+    const float inv = 1.0f / lrow[i];
+    Out *dst = out + (base + i0 + r) * LD + int64_t(h) * HD;
+#pragma unroll
+    for (int dc = 0; dc < DC; ++dc) {
+      const int d = tx + 16 * dc;
+      if (HD % 16 == 0 || d < HD)
+        dst[d] = Out(o[i][dc] * inv);
+    }
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Causal attention on tensor cores (3xTF32 mma.m16n8k8)
+//===----------------------------------------------------------------------===//
+
+constexpr int kAttnTcThreads = 128; ///< 4 warps of 16 query rows
+
+/// Head dims with a tensor-core attention kernel: whole k8 steps of Q K^T
+/// and n8 tiles of P V (HD % 8 == 0), and at most 128 (the accumulators of
+/// a thread stay in registers).
+template <int HD>
+constexpr bool attentionTcHeadDim = HD > 0 && HD % 8 == 0 && HD <= 128;
+
+/// The launch bounds' minimum CTAs per SM of attentionTcKernel: 2 below head
+/// dim 32 (ptxas's own allocation spilled 4-12 bytes at head dims 16 and 24
+/// on bf16 inputs), none (0) from 32 on, where its allocation spills nothing
+/// with fewer registers (an explicit bound takes head dim 64 from 145 to 209
+/// registers and makes 128 spill).
+constexpr int attnTcMinBlocks(int hd) { return hd < 32 ? 2 : 0; }
+
+/// Shared memory of attentionTcKernel (floats). Q (scaled), K and V tiles
+/// are [row][LD] with LD = HD + 4 = 4 (mod 8): the fragment reads (8 rows g
+/// x 4 columns t of Q and K; rows 2t, 2t + 1 x 8 columns g of V) fall on 32
+/// different banks, and every row starts 16-byte aligned for cp.async.
+/// Key positions are double-buffered: tile t + 1's are written while tile
+/// t's are read by the softmax.
+template <int HD> struct AttnTcSmem {
+  static constexpr int LD = HD + 4;
+  static_assert(LD % 8 == 4, "conflict-free stride");
+  static constexpr int Q = 0;
+  static constexpr int K = Q + kAttnBQ * LD;
+  static constexpr int V = K + kAttnBKV * LD;
+  static constexpr int KPos = V + kAttnBKV * LD; // int32 [2][BKV]
+  static constexpr int Floats = KPos + 2 * kAttnBKV;
+  static constexpr size_t Bytes = size_t(Floats) * sizeof(float);
+};
+
+/// The tensor-core twin of attentionKernel (same grid, arguments, masking
+/// and online softmax): CTA (query tile of 64, head, segment) of 4 warps,
+/// warp w owning query rows 16w .. 16w + 15 (lane: rows g, g + 8 with g =
+/// lane / 4, t = lane % 4).
+///  - S = Q K^T: per k8 step of the head dim, mma3xTf32 over the warp's
+///    16 x 64 scores (8 n8 tiles) from Qs and Ks, in f32 registers;
+///  - masking (pos[key] > pos[query] -> -inf) and the online softmax in f32
+///    registers: row max over the quad (two shuffles), the running sums kept
+///    per lane and added over the quad at the end;
+///  - O += P V from the score registers, no shared round trip: the C
+///    fragment of lane (g, t) holds keys 2t, 2t + 1 of its rows, used as A
+///    columns t and t + 4 of the mma, with V rows 2t and 2t + 1 as B rows t
+///    and t + 4 (the keys of a k8 step permuted, which the sum ignores);
+///  - K and V tiles are copied with cp.async (16 bytes when k and v are
+///    16-byte aligned, else 4) into one buffer each, as two copy groups:
+///    tile t + 1's keys are copied during the softmax and P V of tile t,
+///    its values during the next Q K^T.
+/// A warp whose rows all precede the tile's first key (or that has no rows)
+/// skips the tile's math but not its barriers.
+/// BF: q, k, v hold bf16 values (a bf16 model), which tf32 holds exactly:
+/// the mmas of their zero lo parts are skipped (Q K^T: one mma instead of
+/// three where the scaled queries stay bf16, i.e. 1/sqrt(HD) is a power of
+/// two; P V: two), with the same result.
+template <int H, int HD, bool BF, typename Out>
+__global__ __launch_bounds__(kAttnTcThreads, attnTcMinBlocks(HD)) void attentionTcKernel(
+    const float *__restrict__ q, const float *__restrict__ k,
+    const float *__restrict__ v, const int64_t *seg, const int32_t *pos,
+    Out *__restrict__ out) {
+  static_assert(attentionTcHeadDim<HD>, "head dim of the tensor-core kernel");
+  using L = AttnTcSmem<HD>;
+  constexpr int BQ = kAttnBQ, BKV = kAttnBKV, LDS = L::LD;
+  constexpr int NT = BKV / 8;                 // n8 score tiles of a warp
+  constexpr int DT = HD / 8;                  // k8 steps of S, n8 tiles of O
+  constexpr int D1 = DT < 8 ? DT : 8;         // O tiles in the first batch
+  constexpr int D2 = DT - D1;                 // and in the second
+  constexpr int64_t LD = int64_t(H) * HD;
+  constexpr int32_t kNoPos = 0x7fffffff;
+  // Whether q * 1/sqrt(HD) is bf16 when q is: HD a power of 4.
+  constexpr bool kScaleExact = (HD & (HD - 1)) == 0 && (HD & 0x55555555) != 0;
+  constexpr bool kSplitQ = !(BF && kScaleExact), kSplitKV = !BF;
+  const int64_t s = blockIdx.z;
+  const int h = blockIdx.y;
+  const int64_t base = seg[s], n = seg[s + 1] - base;
+  // Later query tiles see more keys: they get the lower block indices.
+  const int64_t i0 = int64_t(gridDim.x - 1 - blockIdx.x) * BQ;
+  if (i0 >= n)
+    return;
+  const int qn = int(minI64(BQ, n - i0));
+
+  MODC_DYNAMIC_SHARED(float, smem);
+  float *Qs = smem + L::Q, *Ks = smem + L::K, *Vs = smem + L::V;
+  int32_t *kposBuf = reinterpret_cast<int32_t *>(smem + L::KPos);
+
+  const int tid = threadIdx.x, lane = tid % kWarp, warp = tid / kWarp;
+  const int g = lane >> 2, tg = lane & 3;
+  const int wr = warp * 16; // the warp's first query row
+  const float scale = 1.0f / sqrtf(static_cast<float>(HD));
+  const int32_t *ps = pos + base;
+  const int64_t hoff = int64_t(h) * HD;
+  const bool vec = aligned16(k, v);
+
+  // Starts the copy of the key (or value) rows k0 .. k0 + kc of this head
+  // into dst (zero past kc) as one copy group.
+  static_assert(LDS == HD + 4, "copyHeadRows's row stride");
+  auto copyTile = [&](float *dst, const float *src, int64_t k0, int kc) {
+    copyHeadRows<H, HD, BKV, kAttnTcThreads>(dst, src, base + k0, hoff, kc,
+                                             vec);
+    copyAsyncCommit();
+  };
+  auto copyKeys = [&](int64_t k0, int buf) {
+    const int kc = int(minI64(BKV, n - k0));
+    copyTile(Ks, k, k0, kc);
+    for (int c = tid; c < BKV; c += kAttnTcThreads)
+      kposBuf[buf * BKV + c] = c < kc ? ps[k0 + c] : kNoPos;
+  };
+  auto copyValues = [&](int64_t k0) {
+    copyTile(Vs, v, k0, int(minI64(BKV, n - k0)));
+  };
+
+  copyKeys(0, 0);
+  copyValues(0);
+  const float *qh = q + (base + i0) * LD + hoff;
+  for (int e = tid; e < BQ * HD; e += kAttnTcThreads) {
+    const int r = e / HD, d = e % HD;
+    Qs[r * LDS + d] = r < qn ? qh[int64_t(r) * LD + d] * scale : 0.0f;
+  }
+
+  // Positions of this lane's rows; rows past qn see every key (unused).
+  const int32_t lastPos = ps[i0 + qn - 1];
+  int32_t qp[2];
+#pragma unroll
+  for (int hh = 0; hh < 2; ++hh) {
+    const int r = wr + g + 8 * hh;
+    qp[hh] = r < qn ? ps[i0 + r] : kNoPos;
+  }
+  const bool warpRows = wr < qn;
+  const int32_t warpMaxPos = wr + 15 < qn ? ps[i0 + wr + 15] : kNoPos;
+
+  float o1[1][D1][4], o2[1][D2 > 0 ? D2 : 1][4], mrow[2], lrow[2];
+  zeroFragments(o1);
+  zeroFragments(o2);
+#pragma unroll
+  for (int hh = 0; hh < 2; ++hh) {
+    mrow[hh] = -INFINITY;
+    lrow[hh] = 0.0f;
+  }
+
+  // Positions ascend within a segment: the keys to visit are a prefix.
+  int64_t k0 = 0;
+  for (int t = 0;; ++t) {
+    const int64_t k1 = k0 + BKV;
+    const bool more = k1 < n && ps[k1] <= lastPos;
+    copyAsyncWait<1>(); // this tile's keys are in (its values may not be)
+    __syncthreads();    // ... for every thread (and Qs is written)
+    const int32_t *kpos = kposBuf + (t & 1) * BKV;
+    const bool active = warpRows && kpos[0] <= warpMaxPos;
+
+    float sc[1][NT][4];
+    zeroFragments(sc);
+    if (active) // fully unrolled
+      addRowProducts<HD, NT, kSplitQ, kSplitKV, DT>(sc, Qs + wr * LDS, Ks);
+    __syncthreads(); // every warp has read this tile's keys
+    if (more)
+      copyKeys(k1, (t + 1) & 1);
+
+    if (active) {
+      // Masking and the online softmax; column 8j + 2t + (e & 1), row
+      // g + 8 (e >> 1). Key 0 of the segment is seen by every row, so the
+      // first tile makes the running max finite (the guard is for safety).
+      float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+      for (int j = 0; j < NT; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          if (kpos[8 * j + 2 * tg + (e & 1)] > qp[e >> 1])
+            sc[0][j][e] = -INFINITY;
+          mx[e >> 1] = fmaxf(mx[e >> 1], sc[0][j][e]);
+        }
+      float msub[2], alpha[2], rs[2] = {0.0f, 0.0f};
+#pragma unroll
+      for (int hh = 0; hh < 2; ++hh) {
+        mx[hh] = fmaxf(mx[hh], __shfl_xor_sync(0xffffffffu, mx[hh], 1));
+        mx[hh] = fmaxf(mx[hh], __shfl_xor_sync(0xffffffffu, mx[hh], 2));
+        const float mnew = fmaxf(mrow[hh], mx[hh]);
+        msub[hh] = mnew == -INFINITY ? 0.0f : mnew;
+        alpha[hh] = expf(mrow[hh] - msub[hh]);
+        mrow[hh] = mnew;
+      }
+#pragma unroll
+      for (int j = 0; j < NT; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const float p = expf(sc[0][j][e] - msub[e >> 1]);
+          sc[0][j][e] = p;
+          rs[e >> 1] += p;
+        }
+#pragma unroll
+      for (int hh = 0; hh < 2; ++hh)
+        lrow[hh] = lrow[hh] * alpha[hh] + rs[hh];
+#pragma unroll
+      for (int j = 0; j < D1; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+          o1[0][j][e] *= alpha[e >> 1];
+      if constexpr (D2 > 0) {
+#pragma unroll
+        for (int j = 0; j < D2; ++j)
+#pragma unroll
+          for (int e = 0; e < 4; ++e)
+            o2[0][j][e] *= alpha[e >> 1];
+      }
+    }
+
+    if (more)
+      copyAsyncWait<1>(); // this tile's values are in (the next keys may not be)
+    else
+      copyAsyncWait<0>();
+    __syncthreads();
+
+    if (active) {
+      // O += P V, k8 step kb over keys 8kb .. 8kb + 7 (masked keys have
+      // p = 0; keys past the segment have zero values).
+#pragma unroll
+      for (int kb = 0; kb < NT; ++kb) {
+        auto fragP = [&](int, float (&f)[4]) {
+          f[0] = sc[0][kb][0]; // row g,     key 2t     -> A column t
+          f[1] = sc[0][kb][2]; // row g + 8, key 2t
+          f[2] = sc[0][kb][1]; // row g,     key 2t + 1 -> A column t + 4
+          f[3] = sc[0][kb][3]; // row g + 8, key 2t + 1
+        };
+        const float *vr = Vs + (8 * kb + 2 * tg) * LDS + g;
+        auto fragV1 = [&](int j, float (&f)[2]) {
+          f[0] = vr[8 * j];
+          f[1] = vr[LDS + 8 * j];
+        };
+        mma3xTf32<1, D1, true, kSplitKV>(o1, fragP, fragV1);
+        if constexpr (D2 > 0) {
+          auto fragV2 = [&](int j, float (&f)[2]) {
+            f[0] = vr[8 * (D1 + j)];
+            f[1] = vr[LDS + 8 * (D1 + j)];
+          };
+          mma3xTf32<1, D2, true, kSplitKV>(o2, fragP, fragV2);
+        }
+      }
+    }
+    if (!more)
+      break;
+    __syncthreads(); // every warp has read this tile's values
+    copyValues(k1);
+    k0 = k1;
+  }
+
+#pragma unroll
+  for (int hh = 0; hh < 2; ++hh) {
+    lrow[hh] += __shfl_xor_sync(0xffffffffu, lrow[hh], 1);
+    lrow[hh] += __shfl_xor_sync(0xffffffffu, lrow[hh], 2);
+  }
+#pragma unroll
+  for (int hh = 0; hh < 2; ++hh) {
+    const int r = wr + g + 8 * hh;
+    if (r >= qn)
+      continue;
+    const float inv = 1.0f / lrow[hh];
+    Out *dst = out + (base + i0 + r) * LD + hoff + 2 * tg;
+#pragma unroll
+    for (int j = 0; j < D1; ++j) {
+      dst[8 * j] = Out(o1[0][j][2 * hh] * inv);
+      dst[8 * j + 1] = Out(o1[0][j][2 * hh + 1] * inv);
+    }
+    if constexpr (D2 > 0) {
+#pragma unroll
+      for (int j = 0; j < D2; ++j) {
+        dst[8 * (D1 + j)] = Out(o2[0][j][2 * hh] * inv);
+        dst[8 * (D1 + j) + 1] = Out(o2[0][j][2 * hh + 1] * inv);
+      }
+    }
+  }
+}
+
+/// Launches the tensor-core attention kernel (TC; BF: on bf16 inputs) or
+/// the SIMT one; only the chosen kernel is instantiated.
+template <bool TC, int H, int HD, bool BF, typename Out>
+inline void launchAttention(dim3 grid, const float *q, const float *k,
+                            const float *v, const int64_t *seg,
+                            const int32_t *pos, Out *out,
+                            cudaStream_t stream) {
+  auto kern = [] {
+    if constexpr (TC)
+      return attentionTcKernel<H, HD, BF, Out>;
+    else
+      return attentionKernel<H, HD, Out>;
+  }();
+  constexpr size_t bytes = [] {
+    if constexpr (TC)
+      return AttnTcSmem<HD>::Bytes;
+    else
+      return AttnSmem<HD>::Bytes;
+  }();
+  static bool configured = false; // the attribute is per function
+  if (!configured) {
+    cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                         int(bytes));
+    configured = true;
+  }
+  MODC_LAUNCH(kern, grid, TC ? kAttnTcThreads : kThreads, bytes, stream, q, k,
+              v, seg, pos, out);
+}
+
+} // namespace detail
+} // namespace modk_cuda
+
+#endif // MODC_CUDA_FLASH_ATTENTION_INCLUDED

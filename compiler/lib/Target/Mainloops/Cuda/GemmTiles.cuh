@@ -1,0 +1,2316 @@
+//===- GemmTiles.cuh - The CUDA GEMM mainloops -------------------*- CUDA -*-===//
+//
+// Part of the modc project.
+//
+//===----------------------------------------------------------------------===//
+///
+/// \file
+/// The hand-written GEMM mainloops of modc's CUDA target, one kernel family
+/// with an index map per operand layout and an epilogue parameter: a tiled
+/// SIMT f32 kernel, mma.m16n8k8 on tf32 with the 3xTF32 split (and on bf16
+/// operands), warpgroup wgmma (sm_90a), and a persistent warp-specialised
+/// wgmma kernel fed by TMA; the GemmPlan dispatch that runs the variant the
+/// compiler chose (modk-configure-gemms, docs/cuda.md) and the weight
+/// gradient's deterministic row split. What runs around them (row kernels,
+/// routing, the epilogues' math outside the tile) is generated or lives in
+/// the prelude (Cuda/prelude). A package pastes this file after
+/// CudaCommon.cuh and before the preludes.
+///
+//===----------------------------------------------------------------------===//
+
+#ifndef MODC_CUDA_GEMM_TILES_INCLUDED
+#define MODC_CUDA_GEMM_TILES_INCLUDED
+
+#ifndef MODC_CUDA_COMMON_INCLUDED
+#include "CudaCommon.cuh"
+#endif
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <type_traits>
+#include <vector>
+#if defined(__CUDACC__)
+#include <cuda.h> // CUtensorMap and its enums (no driver library is linked)
+#include <cuda_bf16.h>
+#endif
+
+namespace modk_cuda {
+
+/// The GemmPlan of a product whose caller names none. Packages always name
+/// theirs; a program that calls the library without one defines this type
+/// (complete before the calls are instantiated).
+struct DefaultGemmPlan;
+
+namespace detail {
+
+//===----------------------------------------------------------------------===//
+// GEMM: C[m, n] = epilogue(sum_l A(m, l) B(l, n))
+//===----------------------------------------------------------------------===//
+
+/// Epilogues of the GEMM (idx = m * ldc + n):
+enum Epilogue {
+  EpiStore = 0,    ///< C = acc
+  EpiAdd = 1,      ///< C = aux[idx] + acc (aux may be C: accumulate)
+  EpiGelu = 2,     ///< C = gelu(acc)
+  EpiSwiglu = 3,   ///< C = silu(aux[idx]) * acc
+  EpiBiasSilu = 4, ///< C = silu(acc + aux[n])
+  EpiStoreBf16 = 5, ///< C = bf16(acc): values attention reads in a bf16 model
+  /// From here, epiRope<HD, Round>(): C = rope(acc) per head of HD columns
+  /// at the row's position (then rounded to bf16 when Round): the queries
+  /// and keys. Only tiles whose warps hold whole heads take it
+  /// (epilogueFits).
+  EpiRopeFirst = 64,
+};
+
+template <int HD, bool Round> __host__ __device__ constexpr int epiRope() {
+  static_assert(HD > 0 && HD % 16 == 0, "fused RoPE pairs whole m16n8 columns");
+  return EpiRopeFirst + 2 * HD + (Round ? 1 : 0);
+}
+__host__ __device__ constexpr bool isEpiRope(int epi) { return epi >= EpiRopeFirst; }
+__host__ __device__ constexpr int epiRopeHeadDim(int epi) { return (epi - EpiRopeFirst) / 2; }
+__host__ __device__ constexpr bool epiRopeRounds(int epi) { return (epi - EpiRopeFirst) % 2 == 1; }
+
+/// What an epilogue reads besides the accumulator. A plain pointer converts
+/// to it (the aux of the elementwise epilogues). Device code takes it by
+/// value: a reference to the kernel parameter would copy it to the stack.
+struct EpiArgs {
+  /// EpiAdd, EpiSwiglu: per output element; EpiBiasSilu: per column.
+  const float *aux = nullptr;
+  /// RoPE: the position of each row, below ropePositions, and the (cos,
+  /// sin) table of positions 0 .. ropePositions - 1 (ropeTableFor).
+  const int32_t *pos = nullptr;
+  const float2 *ropeTable = nullptr;
+  int32_t ropePositions = 0;
+  EpiArgs() = default;
+  EpiArgs(const float *aux) : aux(aux) {}
+};
+
+/// RoPE's (cos, sin) for pair j of a head of HD at position p: the angle in
+/// double, only cos and sin rounded (modk_cpu::ropeRotate's values).
+template <int HD>
+__device__ __forceinline__ float2 ropeAngle(int32_t p, int j, float theta) {
+  const double a = static_cast<double>(p) *
+                   pow(static_cast<double>(theta), -2.0 * j / HD);
+  return make_float2(static_cast<float>(cos(a)), static_cast<float>(sin(a)));
+}
+
+/// The angle of pair j at position p from the epilogue's table. Positions
+/// are below the table's length (linear_rope's contract; clamped only so
+/// that a broken contract cannot read outside the table). No angle is
+/// computed here: the double-precision sin and cos would take the GEMM's
+/// registers (spills on the small TMA tile).
+template <int HD>
+__device__ __forceinline__ float2 ropeAngleAt(const EpiArgs epi, int32_t p,
+                                              int j) {
+  p = p < 0 ? 0 : (p < epi.ropePositions ? p : epi.ropePositions - 1);
+  return epi.ropeTable[int64_t(p) * (HD / 2) + j];
+}
+
+/// Rotates the pair (x0, x1) = (x[j], x[j + HD / 2]) by (cos, sin) =
+/// (cs.x, cs.y). Rounded products and sums (no fused multiply-add), so that
+/// every CUDA kernel that rotates (the GEMM epilogue, rope, rope_grad) gives
+/// the same bits.
+__device__ __forceinline__ void ropeRotatePair(float &x0, float &x1,
+                                               float2 cs) {
+  const float y0 = __fsub_rn(__fmul_rn(x0, cs.x), __fmul_rn(x1, cs.y));
+  const float y1 = __fadd_rn(__fmul_rn(x1, cs.x), __fmul_rn(x0, cs.y));
+  x0 = y0;
+  x1 = y1;
+}
+
+/// The epilogue applied to acc, the sum at output idx (column n); not RoPE,
+/// which pairs columns (storeAccumulators).
+template <int EPI>
+__device__ __forceinline__ float gemmEpilogue(float acc, const EpiArgs epi,
+                                              int64_t idx, int64_t n) {
+  static_assert(!isEpiRope(EPI), "RoPE is applied to column pairs");
+  if (EPI == EpiStore)
+    return acc;
+  if (EPI == EpiAdd)
+    return epi.aux[idx] + acc;
+  if (EPI == EpiGelu)
+    return geluf(acc);
+  if (EPI == EpiSwiglu)
+    return siluf(epi.aux[idx]) * acc;
+  if (EPI == EpiStoreBf16)
+    return bf16Round(acc);
+  return siluf(acc + epi.aux[n]);
+}
+
+/// The element types a GEMM may take besides f32 (a bf16 model's buffers
+/// that only products read, modk-store-bf16): A and B as bf16 in a bf16
+/// product (the forward's activations, the gradients of the activation and
+/// of the values, the activations a weight gradient reduces over their
+/// rows), C as bf16 where the epilogue neither reads C nor splits the
+/// reduction.
+template <typename TA, typename TB, typename TC, bool AK, int EPI, bool BF,
+          int DYN>
+constexpr bool gemmTypesOk() {
+  constexpr bool aOk =
+      std::is_same<TA, float>::value || (std::is_same<TA, bf16>::value && BF);
+  constexpr bool bOk =
+      std::is_same<TB, float>::value || (std::is_same<TB, bf16>::value && BF);
+  constexpr bool cOk =
+      std::is_same<TC, float>::value ||
+      (std::is_same<TC, bf16>::value && DYN != 3 &&
+       (EPI == EpiStore || EPI == EpiGelu || EPI == EpiSwiglu ||
+        EPI == EpiStoreBf16 || isEpiRope(EPI)));
+  return aOk && bOk && cOk;
+}
+
+/// Tile shapes: BM x BN outputs per CTA of 256 threads, BK reduction steps
+/// per shared tile, TM x TN outputs per thread (in groups of 4 rows/columns
+/// spread over the tile, so that a warp's float4 shared reads do not conflict).
+template <int BM_, int BN_, int BK_, int TM_, int TN_, int MINB_>
+struct GemmTile {
+  static constexpr int BM = BM_, BN = BN_, BK = BK_, TM = TM_, TN = TN_;
+  static constexpr int MINB = MINB_; // CTAs per SM the registers must allow
+  static constexpr int TX = BN / TN, TY = BM / TM;
+  static_assert(TX * TY == kThreads, "one output micro-tile per thread");
+  static_assert(TM % 4 == 0 && TN % 4 == 0, "micro-tiles in groups of 4");
+  static_assert(BM * BK % kThreads == 0 && BN * BK % kThreads == 0,
+                "tile loads split evenly over the threads");
+  static constexpr int LA = BM * BK / kThreads, LB = BN * BK / kThreads;
+  static constexpr int PAD = 4; // keeps float4 alignment of the rows
+  static constexpr int WarpCols = 0; // no m16n8 fragments (epilogueFits)
+};
+using GemmSmall = GemmTile<64, 64, 16, 4, 4, 2>;
+using GemmLarge = GemmTile<128, 128, 8, 8, 8, 2>;
+
+/// DYN == 3 of the GEMM kernels: the reduction rows 0 .. *dynRows split in
+/// chunks of `chunk` rows (L, the kernel argument), chunk z = blockIdx.z
+/// (the last chunk of the grid takes every row left). The kernel moves A
+/// and B to the chunk's first row, k0 = z * chunk, and C to partial z
+/// (C + z * M * ldc). Returns the chunk's length: <= 0 for a chunk past the
+/// rows, whose CTAs write nothing (splitSumKernel does not read them).
+__device__ __forceinline__ int64_t splitChunk(int64_t chunk,
+                                              const int64_t *dynRows,
+                                              int64_t &k0) {
+  const int64_t z = blockIdx.z;
+  k0 = z * chunk;
+  const int64_t len = *dynRows - k0;
+  return z + 1 < int64_t(gridDim.z) ? minI64(len, chunk) : len;
+}
+
+/// The start both GEMM kernels share: the sizes a DYN mode reads on the
+/// device (DYN 1: M, 2: L, 3: the split chunk, which also moves A, B and C to
+/// it) and the CTA's tile origin (m0, n0). False when the CTA has nothing to
+/// do; the whole CTA then returns.
+template <bool AK, bool BKc, int DYN, int BM, int BN, typename TA, typename TB,
+          typename TC>
+__device__ __forceinline__ bool
+gemmCta(const TA *__restrict__ &A, int64_t lda,
+        const TB *__restrict__ &B, int64_t ldb, TC *&C, int64_t ldc,
+        int64_t &M, int64_t Ncols, int64_t &L,
+        const int64_t *dynRows, int64_t &m0, int64_t &n0) {
+  if (DYN == 1)
+    M = *dynRows;
+  if (DYN == 2)
+    L = *dynRows;
+  if (DYN == 3) {
+    int64_t k0;
+    L = splitChunk(L, dynRows, k0);
+    A += AK ? k0 : k0 * lda;
+    B += BKc ? k0 : k0 * ldb;
+    C += int64_t(blockIdx.z) * M * ldc;
+  }
+  m0 = int64_t(blockIdx.y) * BM;
+  n0 = int64_t(blockIdx.x) * BN;
+  return m0 < M && n0 < Ncols && !(DYN == 3 && L <= 0);
+}
+
+/// Tile coordinates of load slot idx of an operand tile (row r among ROWS in
+/// the M or N dimension, column c among BK in the reduction), consecutive
+/// slots along the operand's contiguous dimension in global memory (the
+/// reduction when KC).
+template <bool KC, int ROWS, int BK>
+__device__ __forceinline__ void tileSlot(int idx, int &r, int &c) {
+  r = KC ? idx / BK : idx % ROWS;
+  c = KC ? idx % BK : idx / ROWS;
+}
+
+/// The GEMM kernel. A(m, l) is A[m * lda + l] when AK (reduction dimension
+/// contiguous) and A[l * lda + m] otherwise; B(l, n) is B[n * ldb + l] when BK
+/// and B[l * ldb + n] otherwise. M = *dynRows when DYN == 1 (else M is the
+/// argument), and the reduction length L = *dynRows when DYN == 2. DYN == 3
+/// is the split reduction (splitReduction): the reduction length is *dynRows,
+/// the L argument the chunk length, and CTA z of the grid's z dimension
+/// writes its chunk's partial product. BF: the operands are rounded to bf16
+/// as they enter shared memory (a bf16 model's products). TA, TB, TC: the
+/// element types of A, B and C (gemmTypesOk).
+template <typename T, bool AK, bool BKc, int DYN, int EPI, bool BF,
+          typename TA, typename TB, typename TC>
+__global__ __launch_bounds__(kThreads, T::MINB) void gemmKernel(
+    const TA *__restrict__ A, int64_t lda, const TB *__restrict__ B,
+    int64_t ldb, TC *C, int64_t ldc, const EpiArgs epi, int64_t M,
+    int64_t Ncols, int64_t L, const int64_t *dynRows) {
+  constexpr int BM = T::BM, BN = T::BN, BK = T::BK, TM = T::TM, TN = T::TN;
+  constexpr int PAD = T::PAD, LA = T::LA, LB = T::LB;
+  int64_t m0, n0;
+  if (!gemmCta<AK, BKc, DYN, BM, BN>(A, lda, B, ldb, C, ldc, M, Ncols, L,
+                                     dynRows, m0, n0))
+    return;
+
+  __shared__ __align__(16) float As[2][BK][BM + PAD];
+  __shared__ __align__(16) float Bs[2][BK][BN + PAD];
+
+  const int tid = threadIdx.x;
+  const int tx = tid % T::TX, ty = tid / T::TX;
+  const int mValid = int(minI64(BM, M - m0));
+  const int nValid = int(minI64(BN, Ncols - n0));
+
+  // This thread's load slots: tile coordinates (row r in the M or N
+  // dimension, column c in the reduction) and the 32-bit offset of each
+  // element from the tile's first element.
+  float ra[LA], rb[LB];
+  auto slotA = [&](int i, int &r, int &c) {
+    tileSlot<AK, BM, BK>(tid + i * kThreads, r, c);
+  };
+  auto slotB = [&](int i, int &r, int &c) {
+    tileSlot<BKc, BN, BK>(tid + i * kThreads, r, c);
+  };
+  // In-tile offsets fit in 32 bits (the wrappers' widths are < 2^24).
+  const int ilda = int(lda), ildb = int(ldb);
+  const TA *Abase = A + (AK ? m0 * lda : m0);
+  const TB *Bbase = B + (BKc ? n0 * ldb : n0);
+  // Loads tile k0 of A and B into registers (zero outside the matrices).
+  auto loadTile = [&](int64_t k0) {
+    const int kValid = int(minI64(BK, L - k0));
+    const TA *At = Abase + (AK ? k0 : k0 * lda);
+    const TB *Bt = Bbase + (BKc ? k0 : k0 * ldb);
+#pragma unroll
+    for (int i = 0; i < LA; ++i) {
+      int r, c;
+      slotA(i, r, c);
+      const int off = AK ? r * ilda + c : c * ilda + r;
+      ra[i] = (r < mValid && c < kValid) ? float(At[off]) : 0.0f;
+    }
+#pragma unroll
+    for (int i = 0; i < LB; ++i) {
+      int r, c;
+      slotB(i, r, c);
+      const int off = BKc ? r * ildb + c : c * ildb + r;
+      rb[i] = (r < nValid && c < kValid) ? float(Bt[off]) : 0.0f;
+    }
+  };
+  auto storeTile = [&](int buf) {
+#pragma unroll
+    for (int i = 0; i < LA; ++i) {
+      int r, c;
+      slotA(i, r, c);
+      As[buf][c][r] = BF ? bf16Round(ra[i]) : ra[i];
+    }
+#pragma unroll
+    for (int i = 0; i < LB; ++i) {
+      int r, c;
+      slotB(i, r, c);
+      Bs[buf][c][r] = BF ? bf16Round(rb[i]) : rb[i];
+    }
+  };
+
+  float acc[TM][TN];
+#pragma unroll
+  for (int i = 0; i < TM; ++i)
+#pragma unroll
+    for (int j = 0; j < TN; ++j)
+      acc[i][j] = 0.0f;
+
+  constexpr int GM = TM / 4, GN = TN / 4;          // groups of 4
+  constexpr int SM = BM / GM, SN = BN / GN;        // group strides
+  const int64_t ntiles = (L + BK - 1) / BK;
+  if (ntiles > 0) {
+    loadTile(0);
+    storeTile(0);
+    __syncthreads();
+  }
+  for (int64_t t = 0; t < ntiles; ++t) {
+    const int buf = int(t & 1);
+    if (t + 1 < ntiles)
+      loadTile((t + 1) * BK); // global loads in flight during the math
+#pragma unroll
+    for (int kk = 0; kk < BK; ++kk) {
+      float a[TM], b[TN];
+#pragma unroll
+      for (int g = 0; g < GM; ++g) {
+        const float4 v =
+            *reinterpret_cast<const float4 *>(&As[buf][kk][g * SM + ty * 4]);
+        a[g * 4 + 0] = v.x;
+        a[g * 4 + 1] = v.y;
+        a[g * 4 + 2] = v.z;
+        a[g * 4 + 3] = v.w;
+      }
+#pragma unroll
+      for (int g = 0; g < GN; ++g) {
+        const float4 v =
+            *reinterpret_cast<const float4 *>(&Bs[buf][kk][g * SN + tx * 4]);
+        b[g * 4 + 0] = v.x;
+        b[g * 4 + 1] = v.y;
+        b[g * 4 + 2] = v.z;
+        b[g * 4 + 3] = v.w;
+      }
+#pragma unroll
+      for (int i = 0; i < TM; ++i)
+#pragma unroll
+        for (int j = 0; j < TN; ++j)
+          acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
+    }
+    if (t + 1 < ntiles) {
+      // The other buffer was last read in iteration t - 1, before the
+      // barrier that ended it, so it can be filled now.
+      storeTile(buf ^ 1);
+      __syncthreads();
+    }
+  }
+
+#pragma unroll
+  for (int i = 0; i < TM; ++i) {
+    const int r = (i / 4) * SM + ty * 4 + i % 4;
+    if (r >= mValid)
+      continue;
+    const int64_t row = (m0 + r) * ldc;
+#pragma unroll
+    for (int j = 0; j < TN; ++j) {
+      const int c = (j / 4) * SN + tx * 4 + j % 4;
+      if (c >= nValid)
+        continue;
+      const int64_t idx = row + n0 + c;
+      C[idx] = TC(gemmEpilogue<EPI>(acc[i][j], epi, idx, n0 + c));
+    }
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Tensor cores: mma.m16n8k8 on tf32 operands, f32 accuracy by 3xTF32
+//===----------------------------------------------------------------------===//
+
+/// cvt.rna.tf32.f32: x rounded to tf32 (10 mantissa bits, to nearest, ties
+/// away from zero), returned as its f32 bit pattern (low 13 bits zero).
+__device__ __forceinline__ uint32_t tf32_rna(float x) {
+#if defined(__CUDACC__)
+  uint32_t r;
+  asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(x));
+  return r;
+#else
+  uint32_t u = __float_as_uint(x);
+  if ((u & 0x7fffffffu) > 0x7f800000u)
+    return 0x7fffffffu; // NaN stays NaN (canonical)
+  if ((u & 0x7f800000u) != 0x7f800000u)
+    u += 0x1000u; // half an ulp of tf32 on the magnitude: ties go away from 0
+  return u & 0xffffe000u; // (a carry out of the largest binade gives inf)
+#endif
+}
+
+/// The 3xTF32 split: x = hi + lo + O(2^-22 |x|), hi = tf32(x), lo = tf32(x -
+/// hi) (x - hi is exact in f32).
+__device__ __forceinline__ void tf32_split(float x, uint32_t &hi,
+                                           uint32_t &lo) {
+  hi = tf32_rna(x);
+  lo = tf32_rna(x - __uint_as_float(hi));
+}
+
+#if !defined(__CUDACC__)
+/// Emulation of the warp-wide mma: each lane posts its fragment registers
+/// here and reads the others' after a __syncwarp (blocks run one at a time
+/// on one OS thread, so one buffer per warp index serves every block). Two
+/// slots, alternated per exchange, so that one __syncwarp per exchange
+/// suffices: a lane overwrites slot p only two exchanges later, after every
+/// lane has passed the barrier of the exchange in between and so has
+/// finished reading slot p.
+struct MmaExchange {
+  static constexpr int Words = 64; ///< registers a lane may post at once
+  uint32_t w[2][kWarp][Words];
+  uint8_t parity[kWarp];
+};
+inline MmaExchange &mmaExchange(int warp) {
+  static thread_local MmaExchange x[1024 / kWarp];
+  return x[warp];
+}
+
+/// Posts `n` registers of this lane; returns the warp's slot to read after
+/// the __syncwarp that the caller does next.
+inline const uint32_t (*mmaPost(const uint32_t *regs, int n))[MmaExchange::Words] {
+  const int tid = int(threadIdx.x + blockDim.x * (threadIdx.y +
+                                                  blockDim.y * threadIdx.z));
+  const int lane = tid % kWarp;
+  MmaExchange &x = mmaExchange(tid / kWarp);
+  const int p = x.parity[lane];
+  x.parity[lane] = uint8_t(p ^ 1);
+  for (int i = 0; i < n; ++i)
+    x.w[p][lane][i] = regs[i];
+  return x.w[p];
+}
+
+inline int mmaLane() {
+  return int(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y *
+                                                       threadIdx.z)) %
+         kWarp;
+}
+
+/// Rows g and g + 8 of the A whose fragment of lane l is registers ao..ao+3
+/// of slot[l], as the tf32 values the tensor core reads (the low 13 bits
+/// ignored): A[row][k] is register (row >= 8) + 2 (k >= 4) of lane
+/// (row % 8) * 4 + k % 4.
+inline void mmaEmuRowsA(float rows[2][8],
+                        const uint32_t (*slot)[MmaExchange::Words], int ao) {
+  const int g = mmaLane() >> 2;
+  for (int h = 0; h < 2; ++h)
+    for (int k = 0; k < 8; ++k)
+      rows[h][k] =
+          __uint_as_float(slot[g * 4 + k % 4][ao + h + 2 * (k / 4)] & 0xffffe000u);
+}
+
+/// Columns 2t and 2t + 1 of the B whose fragment of lane l is registers bo,
+/// bo+1 of slot[l]: B[k][col] is register (k >= 4) of lane col * 4 + k % 4.
+inline void mmaEmuColsB(float cols[2][8],
+                        const uint32_t (*slot)[MmaExchange::Words], int bo) {
+  const int t = mmaLane() & 3;
+  for (int e = 0; e < 2; ++e)
+    for (int k = 0; k < 8; ++k)
+      cols[e][k] =
+          __uint_as_float(slot[(2 * t + e) * 4 + k % 4][bo + k / 4] & 0xffffe000u);
+}
+
+/// This lane's d = A B + c: the eight exact products added to c in k order.
+inline void mmaEmuDot(float d[4], const float rows[2][8],
+                      const float cols[2][8], const float c[4]) {
+  float out[4];
+  for (int i = 0; i < 4; ++i) {
+    float s = c[i];
+    for (int k = 0; k < 8; ++k)
+      s = fmaf(rows[i >> 1][k], cols[i & 1][k], s);
+    out[i] = s;
+  }
+  for (int i = 0; i < 4; ++i)
+    d[i] = out[i];
+}
+#endif
+
+/// d = A B + c with A 16x8 (row), B 8x8 (col), tf32 operands and f32
+/// accumulators, for the whole warp (every lane must call it). Fragments as
+/// the PTX ISA's "Matrix Fragments for mma.m16n8k8" (.tf32), with g =
+/// lane >> 2 and t = lane % 4:
+///   a0 = A[g][t], a1 = A[g+8][t], a2 = A[g][t+4], a3 = A[g+8][t+4];
+///   b0 = B[t][g], b1 = B[t+4][g];
+///   c0,c1 = C[g][2t], C[g][2t+1]; c2,c3 = C[g+8][2t], C[g+8][2t+1].
+/// d may be c. The emulation reads only the tf32 bits of the operands (the
+/// hardware ignores the low 13) and adds the eight exact products to c in k
+/// order with f32 rounding; the hardware's internal order and rounding of
+/// that sum are not specified by PTX, so results may differ in the last bits.
+__device__ __forceinline__ void mma_tf32_m16n8k8(float d[4],
+                                                 const uint32_t a[4],
+                                                 const uint32_t b[2],
+                                                 const float c[4]) {
+#if defined(__CUDACC__)
+  asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 "
+               "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+               "{%10, %11, %12, %13};\n"
+               : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]),
+                 "r"(b[1]), "f"(c[0]), "f"(c[1]), "f"(c[2]), "f"(c[3]));
+#else
+  const uint32_t regs[6] = {a[0], a[1], a[2], a[3], b[0], b[1]};
+  const auto slot = mmaPost(regs, 6);
+  __syncwarp();
+  float ra[2][8], cb[2][8];
+  mmaEmuRowsA(ra, slot, 0);
+  mmaEmuColsB(cb, slot, 4);
+  mmaEmuDot(d, ra, cb, c);
+#endif
+}
+
+/// One k8 step of a warp's MI x NI tiles of 16x8 in 3xTF32. fragA(i, a)
+/// gives A fragment i (4 f32 registers), fragB(j, b) B fragment j (2); each
+/// is split into tf32 hi + lo, and for each (i, j) t = a_lo b_hi + a_hi b_lo
+/// + a_hi b_hi (three mma_tf32_m16n8k8 from zero, small terms first), then
+/// acc += t. Summing the step apart from acc puts one f32 rounding per k8
+/// step on the large accumulator instead of 24 (blocked summation: at
+/// K = 1000 the error is below the SIMT kernel's). On the GPU the B
+/// fragments are split first and A one tile at a time (fewer live
+/// registers; with MI = 1, A first and each B fragment at its mmas). The
+/// emulation exchanges all the fragments at once (one
+/// __syncwarp instead of 3 MI NI) and computes the same mmas in the same
+/// order with the same lane arithmetic (mmaEmuRowsA, mmaEmuColsB, mmaEmuDot).
+/// SplitA = false (SplitB = false) says every A (B) value is a tf32 value
+/// already (a bf16 one, say): its lo part is zero, and the mma of that lo
+/// part is skipped, which leaves every sum as it was (its products are
+/// zeros); both false: one mma instead of three.
+template <int MI, int NI, bool SplitA = true, bool SplitB = true,
+          typename FA, typename FB>
+__device__ __forceinline__ void mma3xTf32(float (&acc)[MI][NI][4], FA fragA,
+                                          FB fragB) {
+#if defined(__CUDACC__)
+  if constexpr (MI == 1) {
+    // One A tile (the attention kernel): A split once, each B fragment
+    // split just before its mmas (4 live B registers instead of 4 NI).
+    float a[4];
+    fragA(0, a);
+    uint32_t ahi[4], alo[4];
+#pragma unroll
+    for (int e = 0; e < 4; ++e)
+      tf32_split(a[e], ahi[e], alo[e]);
+#pragma unroll
+    for (int j = 0; j < NI; ++j) {
+      float b[2];
+      fragB(j, b);
+      uint32_t bhi[2], blo[2];
+      tf32_split(b[0], bhi[0], blo[0]);
+      tf32_split(b[1], bhi[1], blo[1]);
+      float t[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+      if constexpr (SplitA)
+        mma_tf32_m16n8k8(t, alo, bhi, t);
+      if constexpr (SplitB)
+        mma_tf32_m16n8k8(t, ahi, blo, t);
+      mma_tf32_m16n8k8(t, ahi, bhi, t);
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        acc[0][j][e] += t[e];
+    }
+  } else {
+    uint32_t bhi[NI][2], blo[NI][2];
+#pragma unroll
+    for (int j = 0; j < NI; ++j) {
+      float b[2];
+      fragB(j, b);
+      tf32_split(b[0], bhi[j][0], blo[j][0]);
+      tf32_split(b[1], bhi[j][1], blo[j][1]);
+    }
+#pragma unroll
+    for (int i = 0; i < MI; ++i) {
+      float a[4];
+      fragA(i, a);
+      uint32_t ahi[4], alo[4];
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        tf32_split(a[e], ahi[e], alo[e]);
+#pragma unroll
+      for (int j = 0; j < NI; ++j) {
+        float t[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        if constexpr (SplitA)
+          mma_tf32_m16n8k8(t, alo, bhi[j], t);
+        if constexpr (SplitB)
+          mma_tf32_m16n8k8(t, ahi, blo[j], t);
+        mma_tf32_m16n8k8(t, ahi, bhi[j], t);
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+          acc[i][j][e] += t[e];
+      }
+    }
+  }
+#else
+  // Posted: a_hi of tile i at 4i, a_lo at 4 MI + 4i, b_hi of tile j at
+  // 8 MI + 2j, b_lo at 8 MI + 2 NI + 2j.
+  constexpr int AL = 4 * MI, BH = 8 * MI, BL = 8 * MI + 2 * NI;
+  static_assert(BL + 2 * NI <= MmaExchange::Words, "too many fragments");
+  uint32_t regs[BL + 2 * NI];
+  for (int i = 0; i < MI; ++i) {
+    float a[4];
+    fragA(i, a);
+    for (int e = 0; e < 4; ++e)
+      tf32_split(a[e], regs[4 * i + e], regs[AL + 4 * i + e]);
+  }
+  for (int j = 0; j < NI; ++j) {
+    float b[2];
+    fragB(j, b);
+    for (int e = 0; e < 2; ++e)
+      tf32_split(b[e], regs[BH + 2 * j + e], regs[BL + 2 * j + e]);
+  }
+  const auto slot = mmaPost(regs, BL + 2 * NI);
+  __syncwarp();
+  float rhi[MI][2][8], rlo[MI][2][8], chi[NI][2][8], clo[NI][2][8];
+  for (int i = 0; i < MI; ++i) {
+    mmaEmuRowsA(rhi[i], slot, 4 * i);
+    mmaEmuRowsA(rlo[i], slot, AL + 4 * i);
+  }
+  for (int j = 0; j < NI; ++j) {
+    mmaEmuColsB(chi[j], slot, BH + 2 * j);
+    mmaEmuColsB(clo[j], slot, BL + 2 * j);
+  }
+  for (int i = 0; i < MI; ++i)
+    for (int j = 0; j < NI; ++j) {
+      float t[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+      if (SplitA)
+        mmaEmuDot(t, rlo[i], chi[j], t);
+      if (SplitB)
+        mmaEmuDot(t, rhi[i], clo[j], t);
+      mmaEmuDot(t, rhi[i], chi[j], t);
+      for (int e = 0; e < 4; ++e)
+        acc[i][j][e] += t[e];
+    }
+#endif
+}
+
+//===----------------------------------------------------------------------===//
+// Tensor cores on bf16 operands: mma.m16n8k8, f32 accumulators
+//===----------------------------------------------------------------------===//
+
+/// Two f32 values rounded to bf16 (to nearest, ties to even) and packed as
+/// the .bf16x2 register of an mma fragment: lo in the low half.
+__device__ __forceinline__ uint32_t packBf16x2(float lo, float hi) {
+#if defined(__CUDACC__)
+  __nv_bfloat162 p = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<uint32_t *>(&p);
+#else
+  return (__float_as_uint(bf16Round(lo)) >> 16) |
+         (__float_as_uint(bf16Round(hi)) & 0xffff0000u);
+#endif
+}
+
+#if !defined(__CUDACC__)
+/// The f32 value of the bf16 in half h (0: low) of a .bf16x2 register.
+inline float bf16Half(uint32_t reg, int h) {
+  return __uint_as_float(h ? reg & 0xffff0000u : reg << 16);
+}
+#endif
+
+/// d = A B + c with A 16x8 (row), B 8x8 (col), bf16 operands and f32
+/// accumulators, for the whole warp. Fragments as the PTX ISA's "Matrix
+/// Fragments for mma.m16n8k8" (.bf16), with g = lane >> 2, t = lane % 4,
+/// the lower index of each pair in the low half:
+///   a0 = A[g][2t, 2t+1], a1 = A[g+8][2t, 2t+1]; b0 = B[2t, 2t+1][g];
+///   c0,c1 = C[g][2t], C[g][2t+1]; c2,c3 = C[g+8][2t], C[g+8][2t+1].
+/// The products of bf16 values are exact in f32; the emulation adds them to
+/// c in k order (the hardware's order of that sum is not specified).
+__device__ __forceinline__ void mma_bf16_m16n8k8(float d[4],
+                                                 const uint32_t a[2],
+                                                 uint32_t b, const float c[4]) {
+#if defined(__CUDACC__)
+  asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.bf16.bf16.f32 "
+               "{%0, %1, %2, %3}, {%4, %5}, {%6}, {%7, %8, %9, %10};\n"
+               : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+               : "r"(a[0]), "r"(a[1]), "r"(b), "f"(c[0]), "f"(c[1]), "f"(c[2]),
+                 "f"(c[3]));
+#else
+  const uint32_t regs[3] = {a[0], a[1], b};
+  const auto slot = mmaPost(regs, 3);
+  __syncwarp();
+  const int g = mmaLane() >> 2, t = mmaLane() & 3;
+  float out[4];
+  for (int i = 0; i < 4; ++i) {
+    const int row = g + 8 * (i >> 1), col = 2 * t + (i & 1);
+    float s = c[i];
+    for (int k = 0; k < 8; ++k) {
+      // A[row][k]: lane (row % 8) * 4 + k / 2, register row >= 8;
+      // B[k][col]: lane col * 4 + k / 2; half k % 2 of each.
+      const float av = bf16Half(slot[(row % 8) * 4 + k / 2][row >= 8], k % 2);
+      const float bv = bf16Half(slot[col * 4 + k / 2][2], k % 2);
+      s = fmaf(av, bv, s);
+    }
+    out[i] = s;
+  }
+  for (int i = 0; i < 4; ++i)
+    d[i] = out[i];
+#endif
+}
+
+/// A shared-memory address as PTX takes it (the emulation: the pointer's low
+/// 32 bits, which the emulated wgmma matches against its anchor).
+__device__ __forceinline__ uint32_t sharedAddress(const void *p) {
+#if defined(__CUDACC__)
+  return uint32_t(__cvta_generic_to_shared(p));
+#else
+  return uint32_t(reinterpret_cast<uintptr_t>(p));
+#endif
+}
+
+/// Asynchronous 4-byte copy global -> shared (cp.async, sm_80+), or zero
+/// into *dst when !in (src-size 0: src is not read). The emulation copies at
+/// once.
+__device__ __forceinline__ void copyAsync4(float *dst, const float *src,
+                                           bool in) {
+#if defined(__CUDACC__)
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(
+                   sharedAddress(dst)),
+               "l"(src), "r"(in ? 4 : 0));
+#else
+  *dst = in ? *src : 0.0f;
+#endif
+}
+
+/// Asynchronous 16-byte copy global -> shared (cp.async.cg, sm_80+; both
+/// addresses 16-byte aligned), or 16 zero bytes into dst when !in (src is
+/// not read). The emulation copies at once.
+__device__ __forceinline__ void copyAsync16(float *dst, const float *src,
+                                            bool in) {
+#if defined(__CUDACC__)
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(
+                   sharedAddress(dst)),
+               "l"(src), "r"(in ? 16 : 0));
+#else
+  for (int i = 0; i < 4; ++i)
+    dst[i] = in ? src[i] : 0.0f;
+#endif
+}
+
+__device__ __forceinline__ void copyAsyncCommit() {
+#if defined(__CUDACC__)
+  asm volatile("cp.async.commit_group;\n" ::);
+#endif
+}
+
+/// Waits until at most N committed copy groups of this thread are pending.
+template <int N> __device__ __forceinline__ void copyAsyncWait() {
+#if defined(__CUDACC__)
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+#endif
+}
+
+/// acc[NT] (16 x 8 NT, rows of A16 from `a`, columns = rows of `b`) += A B^T
+/// over the head dim: per k8 step one mma3xTf32 with A = rows
+/// a[0..15][kk..kk+7] and B = b[8j + g][kk + t] (both [row][HD + 4] in
+/// shared), UNROLL k8 steps unrolled at a time. SplitA / SplitB false: a / b
+/// hold tf32 values (bf16 ones), whose zero lo parts mma3xTf32 skips. Q K^T
+/// of the attention kernels, forward and backward.
+template <int HD, int NT, bool SplitA, bool SplitB, int UNROLL>
+__device__ __forceinline__ void addRowProducts(float (&acc)[1][NT][4],
+                                               const float *a,
+                                               const float *b) {
+  constexpr int LDS = HD + 4;
+  const int lane = threadIdx.x % kWarp, g = lane >> 2, tg = lane & 3;
+#pragma unroll UNROLL
+  for (int kk = 0; kk < HD; kk += 8) {
+    auto fragA = [&](int, float (&f)[4]) {
+      const float *r = a + g * LDS + kk + tg;
+      f[0] = r[0];
+      f[1] = r[8 * LDS];
+      f[2] = r[4];
+      f[3] = r[8 * LDS + 4];
+    };
+    auto fragB = [&](int j, float (&f)[2]) {
+      const float *r = b + (8 * j + g) * LDS + kk + tg;
+      f[0] = r[0];
+      f[1] = r[4];
+    };
+    mma3xTf32<1, NT, SplitA, SplitB>(acc, fragA, fragB);
+  }
+}
+
+/// Whether every pointer is 16-byte aligned: the attention kernels copy
+/// their tiles 16 bytes at a time then (copyHeadRows's `vec`).
+template <typename... P>
+__device__ __forceinline__ bool aligned16(const P *...p) {
+  return ((reinterpret_cast<uintptr_t>(p) | ...) & 15u) == 0;
+}
+
+/// Starts the copy of rows r0 .. r0 + valid of one head (HD columns at hoff
+/// of a [rows, H * HD] tensor) into dst[ROWS][HD + 4], zero past valid, with
+/// cp.async (16 bytes when `vec`: src 16-byte aligned, else 4), by the
+/// block's T threads. Does not commit. Shared by the attention kernels,
+/// forward and backward.
+template <int H, int HD, int ROWS, int T>
+__device__ __forceinline__ void copyHeadRows(float *dst, const float *src,
+                                             int64_t r0, int64_t hoff,
+                                             int valid, bool vec) {
+  constexpr int64_t LDG = int64_t(H) * HD;
+  constexpr int LDS = HD + 4, C4 = HD / 4;
+  for (int e = threadIdx.x; e < ROWS * C4; e += T) {
+    const int r = e / C4, d = (e % C4) * 4;
+    const bool in = r < valid;
+    const float *sp = in ? src + (r0 + r) * LDG + hoff + d : src;
+    float *dp = dst + r * LDS + d;
+    if (vec) {
+      copyAsync16(dp, sp, in);
+    } else {
+#pragma unroll
+      for (int x = 0; x < 4; ++x)
+        copyAsync4(dp + x, in ? sp + x : src, in);
+    }
+  }
+}
+
+/// Tensor-core tile shapes: BM x BN outputs per CTA of 8 warps in a WM x WN
+/// grid, each warp a (BM / WM) x (BN / WN) tile of MI x NI mma tiles (16x8),
+/// BK = 16 reduction steps per shared tile (two k8 steps).
+template <int BM_, int BN_, int BK_, int WM_, int WN_, int MINB_>
+struct TcTile {
+  static constexpr int BM = BM_, BN = BN_, BK = BK_, WM = WM_, WN = WN_;
+  static_assert(BK % 8 == 0, "whole k8 steps");
+  static constexpr int MINB = MINB_; // CTAs per SM the registers must allow
+  static_assert(WM * WN * kWarp == kThreads, "8 warps");
+  static constexpr int WTM = BM / WM, WTN = BN / WN; // a warp's tile
+  static constexpr int MI = WTM / 16, NI = WTN / 8;
+  static_assert(MI * 16 == WTM && NI * 8 == WTN, "warp tiles of whole mmas");
+  static_assert(BM * BK % kThreads == 0 && BN * BK % kThreads == 0,
+                "tile loads split evenly over the threads");
+  static constexpr int LA = BM * BK / kThreads, LB = BN * BK / kThreads;
+  static constexpr int WarpCols = WTN; // a warp's accumulator columns
+};
+using TcSmall = TcTile<64, 64, 16, 2, 4, 2>;
+using TcLarge = TcTile<128, 128, 8, 2, 4, 1>;
+
+/// Shared layout of an R x BK operand tile (R rows of M or N, BK reduction
+/// columns). With the reduction contiguous in global memory (KC) it is
+/// [r][k] with stride BK + 4, else [k][r] with stride R + 8; either way the
+/// stride puts the 8 groups x 4 lanes of an mma fragment read on 32
+/// different banks, and the [k][r] tile's stores (consecutive r) as well.
+template <int R, int BK, bool KC> struct TcSmem {
+  static constexpr int LD = KC ? BK + 4 : R + 8;
+  static_assert(KC ? (LD % 8 == 4) : (LD % 32 == 8), "conflict-free stride");
+  static constexpr int Size = KC ? R * LD : BK * LD;
+  __device__ static constexpr int at(int r, int k) {
+    return KC ? r * LD + k : k * LD + r;
+  }
+};
+
+/// Sets MI x NI m16n8 fragments (acc[i][j][4], as storeAccumulators reads
+/// them) to zero.
+template <int MI, int NI>
+__device__ __forceinline__ void zeroFragments(float (&acc)[MI][NI][4]) {
+#pragma unroll
+  for (int i = 0; i < MI; ++i)
+#pragma unroll
+    for (int j = 0; j < NI; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        acc[i][j][e] = 0.0f;
+}
+
+/// Writes a warp's MI x NI m16n8 accumulator fragments through the epilogue,
+/// inside mValid x nValid of the CTA's tile at (m0, n0): the layout of
+/// mma.m16n8k8 and of each warp's 16 rows of a wgmma, acc[i][j][2h + e]
+/// being row r0 + 16 i + g + 8 h, column c0 + 8 j + 2 t + e (g = lane >> 2,
+/// t = lane % 4).
+///
+/// RoPE (isEpiRope) pairs column x of a head with column x + HD / 2, which
+/// is fragment j + HD / 16 of the same thread when the warp's NI * 8
+/// columns are whole heads, starting at a head (epilogueFits): the rotation
+/// happens in registers.
+template <int EPI, int MI, int NI, typename TC>
+__device__ __forceinline__ void
+storeAccumulators(const float (&acc)[MI][NI][4], TC *C, int64_t ldc,
+                  const EpiArgs epi, int64_t m0, int64_t n0, int r0, int c0,
+                  int mValid, int nValid) {
+  const int g = (threadIdx.x % kWarp) >> 2, tg = threadIdx.x & 3;
+#pragma unroll
+  for (int i = 0; i < MI; ++i)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int r = r0 + i * 16 + g + 8 * h;
+      if (r >= mValid)
+        continue;
+      const int64_t row = (m0 + r) * ldc;
+      if constexpr (isEpiRope(EPI)) {
+        constexpr int HD = epiRopeHeadDim(EPI), Half = HD / 2;
+        static_assert(NI * 8 % HD == 0, "a warp's columns are whole heads");
+        const int32_t p = epi.pos[m0 + r];
+#pragma unroll
+        for (int j = 0; j < NI; ++j) {
+          if (j * 8 % HD >= Half)
+            continue; // the second half of a head: rotated with the first
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            // Heads are whole inside nValid (the width is H * HD).
+            const int c = c0 + j * 8 + 2 * tg + e;
+            if (c >= nValid)
+              continue;
+            float x0 = acc[i][j][2 * h + e], x1 = acc[i][j + Half / 8][2 * h + e];
+            ropeRotatePair(x0, x1, ropeAngleAt<HD>(epi, p, j * 8 % HD + 2 * tg + e));
+            if (epiRopeRounds(EPI)) {
+              x0 = bf16Round(x0);
+              x1 = bf16Round(x1);
+            }
+            C[row + n0 + c] = TC(x0);
+            C[row + n0 + c + Half] = TC(x1);
+          }
+        }
+      } else {
+#pragma unroll
+        for (int j = 0; j < NI; ++j)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const int c = c0 + j * 8 + 2 * tg + e;
+            if (c >= nValid)
+              continue;
+            const int64_t idx = row + n0 + c;
+            C[idx] =
+                TC(gemmEpilogue<EPI>(acc[i][j][2 * h + e], epi, idx, n0 + c));
+          }
+      }
+    }
+}
+
+/// Starts the cp.async copy of an operand tile into `dst` (TcSmem<ROWS, BK,
+/// KC> layout): element (r, c) (row r of ROWS, reduction step c of BK) from
+/// src[r * ld + c] when KC, else src[c * ld + r]; zero outside rValid x
+/// kValid (`any`, a valid address, stands in for what is not read). Each
+/// thread copies its L elements, consecutive threads along the contiguous
+/// dimension: with `vec` (runs 16-byte aligned) as runs of 4 in one 16-byte
+/// copy (4 at a time where a run crosses the matrix's edge), else one by one.
+template <int ROWS, int BK, bool KC, int L>
+__device__ __forceinline__ void copyTcTile(float *dst, const float *src, int ld,
+                                           int rValid, int kValid, bool vec,
+                                           const float *any) {
+  using S = TcSmem<ROWS, BK, KC>;
+  const int tid = threadIdx.x;
+  auto copyOne = [&](int r, int c) {
+    const bool in = r < rValid && c < kValid;
+    copyAsync4(dst + S::at(r, c), in ? src + (KC ? r * ld + c : c * ld + r) : any,
+               in);
+  };
+  if (vec) {
+    static_assert(L % 4 == 0, "whole runs of 4 per thread");
+#pragma unroll
+    for (int j = 0; j < L / 4; ++j) {
+      const int run = tid + j * kThreads;
+      const int r = KC ? run / (BK / 4) : run % (ROWS / 4) * 4;
+      const int c = KC ? run % (BK / 4) * 4 : run / (ROWS / 4);
+      const int rEnd = KC ? r + 1 : r + 4, cEnd = KC ? c + 4 : c + 1;
+      const bool full = rEnd <= rValid && cEnd <= kValid;
+      if (full || r >= rValid || c >= kValid) {
+        copyAsync16(dst + S::at(r, c),
+                    full ? src + (KC ? r * ld + c : c * ld + r) : any, full);
+      } else {
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+          copyOne(KC ? r : r + e, KC ? c + e : c);
+      }
+    }
+    return;
+  }
+#pragma unroll
+  for (int i = 0; i < L; ++i) {
+    int r, c;
+    tileSlot<KC, ROWS, BK>(tid + i * kThreads, r, c);
+    copyOne(r, c);
+  }
+}
+
+/// Stores an operand tile held as bf16 in global memory into `dst`
+/// (TcSmem<ROWS, BK, KC> layout) as f32, with plain loads: element (r, c)
+/// from src[r * ld + c] when KC, else src[c * ld + r]; zero outside
+/// rValid x kValid. The caller's barrier publishes it, as for copyTcTile.
+template <int ROWS, int BK, bool KC, int L>
+__device__ __forceinline__ void storeTcTileWidened(float *dst, const bf16 *src,
+                                                   int ld, int rValid,
+                                                   int kValid) {
+  using S = TcSmem<ROWS, BK, KC>;
+#pragma unroll
+  for (int i = 0; i < L; ++i) {
+    int r, c;
+    tileSlot<KC, ROWS, BK>(int(threadIdx.x) + i * kThreads, r, c);
+    dst[S::at(r, c)] = r < rValid && c < kValid
+                           ? float(src[KC ? r * ld + c : c * ld + r])
+                           : 0.0f;
+  }
+}
+
+/// The tensor-core twin of gemmKernel (same arguments, layouts, DYN, split
+/// and epilogues): A and B tiles zero-filled past the matrices, copied with
+/// cp.async into double-buffered shared tiles (the next tile's copy in
+/// flight during the math); each k8 step splits the
+/// fragments into tf32 hi/lo and adds lo*hi + hi*lo + hi*hi (small terms
+/// first, three mma.m16n8k8) to the f32 accumulators (mma3xTf32). BF: one
+/// bf16 mma.m16n8k8 per k8 step instead, on the operands rounded to bf16 as
+/// the fragments are formed (a bf16 model's products). A bf16 A or B (TA,
+/// TB) is read into registers and stored widened (not copied by cp.async:
+/// its shared tile stays f32).
+template <typename T, bool AK, bool BKc, int DYN, int EPI, bool BF,
+          typename TA, typename TB, typename TC>
+__global__ __launch_bounds__(kThreads, T::MINB) void gemmTcKernel(
+    const TA *__restrict__ A, int64_t lda, const TB *__restrict__ B,
+    int64_t ldb, TC *C, int64_t ldc, const EpiArgs epi, int64_t M,
+    int64_t Ncols, int64_t L, const int64_t *dynRows) {
+  constexpr int BM = T::BM, BN = T::BN, BK = T::BK, MI = T::MI, NI = T::NI;
+  constexpr int LA = T::LA, LB = T::LB;
+  using SA = TcSmem<BM, BK, AK>;
+  using SB = TcSmem<BN, BK, BKc>;
+  int64_t m0, n0;
+  // Whole CTAs only: every warp below runs the mma loop in full.
+  if (!gemmCta<AK, BKc, DYN, BM, BN>(A, lda, B, ldb, C, ldc, M, Ncols, L,
+                                     dynRows, m0, n0))
+    return;
+
+  __shared__ __align__(16) float As[2][SA::Size];
+  __shared__ __align__(16) float Bs[2][SB::Size];
+
+  const int tid = threadIdx.x, lane = tid % kWarp, warp = tid / kWarp;
+  const int g = lane >> 2, tg = lane & 3;
+  const int wm0 = (warp / T::WN) * T::WTM, wn0 = (warp % T::WN) * T::WTN;
+  const int mValid = int(minI64(BM, M - m0));
+  const int nValid = int(minI64(BN, Ncols - n0));
+
+  const TA *Abase = A + (AK ? m0 * lda : m0);
+  const TB *Bbase = B + (BKc ? n0 * ldb : n0);
+  // 16-byte copies where the operand's runs along its contiguous dimension
+  // start 16-byte aligned (m0, n0 and the k tiles are multiples of 4).
+  const bool vecA = lda % 4 == 0 && aligned16(Abase);
+  const bool vecB = ldb % 4 == 0 && aligned16(Bbase);
+  // Starts the copy of tile k0 into buffer buf (zero outside the matrices).
+  auto copyTile = [&](int64_t k0, int buf) {
+    const int kValid = int(minI64(BK, L - k0));
+    if constexpr (std::is_same<TA, float>::value)
+      copyTcTile<BM, BK, AK, LA>(As[buf], Abase + (AK ? k0 : k0 * lda),
+                                 int(lda), mValid, kValid, vecA, A);
+    else
+      storeTcTileWidened<BM, BK, AK, LA>(As[buf], Abase + (AK ? k0 : k0 * lda),
+                                         int(lda), mValid, kValid);
+    if constexpr (std::is_same<TB, float>::value)
+      copyTcTile<BN, BK, BKc, LB>(Bs[buf], Bbase + (BKc ? k0 : k0 * ldb),
+                                  int(ldb), nValid, kValid, vecB, B);
+    else
+      storeTcTileWidened<BN, BK, BKc, LB>(Bs[buf],
+                                          Bbase + (BKc ? k0 : k0 * ldb),
+                                          int(ldb), nValid, kValid);
+    copyAsyncCommit();
+  };
+
+  float acc[MI][NI][4];
+  zeroFragments(acc);
+
+  const int64_t ntiles = (L + BK - 1) / BK;
+  if (ntiles > 0)
+    copyTile(0, 0);
+  for (int64_t t = 0; t < ntiles; ++t) {
+    const int buf = int(t & 1);
+    // Tile t + 1 goes into the other buffer (last read in iteration t - 1,
+    // before the barrier that ended it) while tile t is used.
+    if (t + 1 < ntiles) {
+      copyTile((t + 1) * BK, buf ^ 1);
+      copyAsyncWait<1>();
+    } else {
+      copyAsyncWait<0>();
+    }
+    __syncthreads(); // tile t is in shared memory for every thread
+    const float *as = As[buf], *bs = Bs[buf];
+#pragma unroll
+    for (int kk = 0; kk < BK; kk += 8) {
+      if constexpr (BF) {
+        // Columns 2t, 2t + 1 of the k8 step in each register.
+        uint32_t fb[NI];
+#pragma unroll
+        for (int j = 0; j < NI; ++j) {
+          const int n = wn0 + j * 8 + g;
+          fb[j] = packBf16x2(bs[SB::at(n, kk + 2 * tg)],
+                             bs[SB::at(n, kk + 2 * tg + 1)]);
+        }
+#pragma unroll
+        for (int i = 0; i < MI; ++i) {
+          const int r = wm0 + i * 16 + g;
+          const uint32_t fa[2] = {
+              packBf16x2(as[SA::at(r, kk + 2 * tg)],
+                         as[SA::at(r, kk + 2 * tg + 1)]),
+              packBf16x2(as[SA::at(r + 8, kk + 2 * tg)],
+                         as[SA::at(r + 8, kk + 2 * tg + 1)])};
+#pragma unroll
+          for (int j = 0; j < NI; ++j)
+            mma_bf16_m16n8k8(acc[i][j], fa, fb[j], acc[i][j]);
+        }
+        continue;
+      }
+      auto fragA = [&](int i, float (&f)[4]) {
+        const int r = wm0 + i * 16 + g;
+        f[0] = as[SA::at(r, kk + tg)];
+        f[1] = as[SA::at(r + 8, kk + tg)];
+        f[2] = as[SA::at(r, kk + tg + 4)];
+        f[3] = as[SA::at(r + 8, kk + tg + 4)];
+      };
+      auto fragB = [&](int j, float (&f)[2]) {
+        const int n = wn0 + j * 8 + g;
+        f[0] = bs[SB::at(n, kk + tg)];
+        f[1] = bs[SB::at(n, kk + tg + 4)];
+      };
+      mma3xTf32<MI, NI>(acc, fragA, fragB);
+    }
+    __syncthreads(); // buffer buf is read by all before it is refilled
+  }
+  storeAccumulators<EPI>(acc, C, ldc, epi, m0, n0, wm0, wn0, mValid, nValid);
+}
+
+//===----------------------------------------------------------------------===//
+// Warpgroup tensor cores on bf16 operands (sm_90a): wgmma.mma_async
+//===----------------------------------------------------------------------===//
+
+/// The wgmma matrix descriptor of a K-major bf16 operand in shared memory
+/// without swizzle (PTX ISA, "Matrix Descriptor Format"): core matrices of 8
+/// rows x 8 bf16 (16 bytes a row, 128 contiguous bytes), `lbo` bytes between
+/// core matrices adjacent along K and `sbo` between those adjacent along M
+/// (or N). Start address, LBO and SBO in 16-byte units at bits 0, 16 and 32;
+/// base offset (bits 49-51) zero; `layout` (bits 62-63) 0 for no swizzle
+/// (wgmmaDescriptorSw128 sets the 128-byte swizzle).
+__device__ __forceinline__ uint64_t wgmmaDescriptor(const void *operand,
+                                                    uint32_t lbo, uint32_t sbo,
+                                                    uint64_t layout = 0) {
+  return uint64_t((sharedAddress(operand) & 0x3ffffu) >> 4) |
+         uint64_t((lbo >> 4) & 0x3fffu) << 16 |
+         uint64_t((sbo >> 4) & 0x3fffu) << 32 | layout << 62;
+}
+
+#if !defined(__CUDACC__)
+/// An operand of the emulated wgmma, read through its descriptor the way the
+/// hardware reads it: the address comes from the descriptor's 18 bits,
+/// resolved against `anchor` (a shared address at or below the operand,
+/// within 256 KB), so that a wrong start, LBO or SBO reads wrong values here
+/// as it would on a GPU. Three layouts are modelled: K-major without swizzle
+/// (core matrices LBO apart along K, SBO apart along the rows), K-major with
+/// the 128-byte swizzle (a 128-byte row per operand row, 8-row groups SBO
+/// apart) and, for a transposed operand (`mnMajor`: wgmma's imm-trans 1),
+/// MN-major with the 128-byte swizzle (a 128-byte row of 64 rows' elements
+/// per reduction step, 8-step groups SBO apart, 64-row groups LBO apart:
+/// the PTX ISA's canonical layout ((8 x 16 B, n), (8, k)) : ((16 B, LBO),
+/// (128 B, SBO))); with the swizzle the 16-byte chunk index is XORed with
+/// address bits 7..9, as TMA stores it.
+struct WgmmaOperandView {
+  const unsigned char *start;
+  uint32_t lbo, sbo;
+  bool swizzle128, mnMajor;
+  WgmmaOperandView(uint64_t desc, const void *anchor, bool transposed)
+      : mnMajor(transposed) {
+    const unsigned layout = unsigned(desc >> 62);
+    if ((layout != 0 && layout != 1) || ((desc >> 49) & 7u) != 0) {
+      std::fprintf(stderr, "emulated wgmma: only unswizzled and 128-byte "
+                           "swizzled descriptors with base offset 0 are "
+                           "modelled\n");
+      std::abort();
+    }
+    swizzle128 = layout == 1;
+    if (mnMajor && !swizzle128) {
+      std::fprintf(stderr, "emulated wgmma: a transposed operand is modelled "
+                           "with the 128-byte swizzle only\n");
+      std::abort();
+    }
+    const uintptr_t a = reinterpret_cast<uintptr_t>(anchor);
+    uintptr_t s = (a & ~uintptr_t(0x3ffff)) | uintptr_t(desc & 0x3fffu) << 4;
+    if (s < a)
+      s += 0x40000;
+    start = reinterpret_cast<const unsigned char *>(s);
+    lbo = uint32_t((desc >> 16) & 0x3fffu) << 4;
+    sbo = uint32_t((desc >> 32) & 0x3fffu) << 4;
+  }
+  /// Element (row, k) of the operand (row along M or N), as f32.
+  float at(int row, int k) const {
+    uint16_t h;
+    uintptr_t at = reinterpret_cast<uintptr_t>(start);
+    if (mnMajor) {
+      at = modc_emu::swizzle128(at + (row / 64) * lbo + (k / 8) * sbo +
+                                (k % 8) * 128 + (row % 64) * 2);
+    } else if (swizzle128) {
+      at += (row / 8) * sbo;
+      at = modc_emu::swizzle128(at + (row % 8) * 128 + k * 2);
+    } else {
+      at += (row / 8) * sbo + (k / 8) * lbo + (row % 8) * 16 + (k % 8) * 2;
+    }
+    std::memcpy(&h, reinterpret_cast<const unsigned char *>(at), 2);
+    return __uint_as_float(uint32_t(h) << 16);
+  }
+};
+#endif
+
+#define MODC_WG_ACC8(j)                                                        \
+  "+f"(d[j][0]), "+f"(d[j][1]), "+f"(d[j][2]), "+f"(d[j][3]),                  \
+      "+f"(d[j + 1][0]), "+f"(d[j + 1][1]), "+f"(d[j + 1][2]), "+f"(d[j + 1][3])
+
+/// d (64 x N, f32) += A (64 x 16) B (16 x N): A and B bf16 in shared memory
+/// (wgmmaDescriptor: A 64 rows, B N rows; K-major, or MN-major where TRANS_A
+/// or TRANS_B, wgmma's imm-trans-a/b: the 128-byte swizzled layout of
+/// wgmmaDescriptorMnSw128), issued by the whole
+/// warpgroup (128 threads; every one calls it). The accumulator fragment is
+/// the PTX ISA's for wgmma.mma_async .m64nNk16 (f32): with w the warp of the
+/// warpgroup, g = lane >> 2, t = lane % 4,
+///   d[j][2h + e] = D[16w + g + 8h][8j + 2t + e]
+/// (each warp's 16 rows an m16n8 fragment per 8 columns, as storeAccumulators
+/// writes them).
+/// Asynchronous: issue between wgmmaFence and wgmmaCommit, and touch d again
+/// only after wgmmaWait. `anchor` (any shared address at or below both
+/// operands, within 256 KB) is for the emulation, which computes at once:
+/// the products of bf16 values are exact in f32 and added to d in k order
+/// (the hardware's order of that sum is not specified).
+template <int N, bool TRANS_A = false, bool TRANS_B = false>
+__device__ __forceinline__ void wgmmaBf16(float (&d)[N / 8][4], uint64_t descA,
+                                          uint64_t descB, const void *anchor) {
+  static_assert(N == 64 || N == 128, "wgmma widths of the GEMM tiles");
+#if defined(__CUDACC__)
+  (void)anchor;
+  if constexpr (N == 64)
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, "
+        "%15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, "
+        "%29, %30, %31}, %32, %33, p, 1, 1, %35, %36;\n}\n"
+        : MODC_WG_ACC8(0), MODC_WG_ACC8(2), MODC_WG_ACC8(4), MODC_WG_ACC8(6)
+        : "l"(descA), "l"(descB), "n"(1), "n"(int(TRANS_A)),
+          "n"(int(TRANS_B)));
+  else
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, "
+        "%15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, "
+        "%29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, "
+        "%43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, "
+        "%57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, %67, %68;\n}\n"
+        : MODC_WG_ACC8(0), MODC_WG_ACC8(2), MODC_WG_ACC8(4), MODC_WG_ACC8(6),
+          MODC_WG_ACC8(8), MODC_WG_ACC8(10), MODC_WG_ACC8(12),
+          MODC_WG_ACC8(14)
+        : "l"(descA), "l"(descB), "n"(1), "n"(int(TRANS_A)),
+          "n"(int(TRANS_B)));
+#else
+  const WgmmaOperandView a(descA, anchor, TRANS_A), b(descB, anchor, TRANS_B);
+  const int tid = int(threadIdx.x + blockDim.x * (threadIdx.y +
+                                                  blockDim.y * threadIdx.z));
+  const int w = (tid % 128) / kWarp, g = (tid % kWarp) >> 2, t = tid % 4;
+  for (int j = 0; j < N / 8; ++j)
+    for (int x = 0; x < 4; ++x) { // x = 2h + e
+      const int row = 16 * w + g + 8 * (x / 2), col = 8 * j + 2 * t + x % 2;
+      float s = d[j][x];
+      for (int k = 0; k < 16; ++k)
+        s = fmaf(a.at(row, k), b.at(col, k), s);
+      d[j][x] = s;
+    }
+#endif
+}
+#undef MODC_WG_ACC8
+
+/// Keeps the compiler from moving accesses of the accumulators across the
+/// wgmma fences (their registers are the asynchronous wgmma's meanwhile).
+template <int J>
+__device__ __forceinline__ void wgmmaPinAccumulators(float (&d)[J][4]) {
+#if defined(__CUDACC__)
+#pragma unroll
+  for (int j = 0; j < J; ++j)
+#pragma unroll
+    for (int x = 0; x < 4; ++x)
+      asm volatile("" : "+f"(d[j][x])::"memory");
+#else
+  (void)d;
+#endif
+}
+
+/// Orders this warpgroup's earlier register and shared accesses before the
+/// wgmmas that follow (wgmma.fence).
+template <int J>
+__device__ __forceinline__ void wgmmaFence(float (&d)[J][4]) {
+  wgmmaPinAccumulators(d);
+#if defined(__CUDACC__)
+  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#endif
+}
+
+/// Closes the group of wgmmas issued since the last commit.
+__device__ __forceinline__ void wgmmaCommit() {
+#if defined(__CUDACC__)
+  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+#endif
+}
+
+/// Waits until at most PENDING committed wgmma groups are in flight; d is
+/// then the wgmmas' result.
+template <int PENDING, int J>
+__device__ __forceinline__ void wgmmaWait(float (&d)[J][4]) {
+#if defined(__CUDACC__)
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(PENDING) : "memory");
+#endif
+  wgmmaPinAccumulators(d);
+}
+
+/// Makes this thread's shared stores visible to the async proxy (the wgmma
+/// operand reads): after the stores, before the barrier that publishes them.
+__device__ __forceinline__ void fenceProxyAsync() {
+#if defined(__CUDACC__)
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+#endif
+}
+
+/// wgmma tile shapes: BM x BN outputs per CTA of two warpgroups, each a 64 x
+/// BN slab (one m64nBNk16 wgmma per k16 step), BK = 32 reduction steps per
+/// shared tile.
+template <int BN_, int MINB_> struct WgTile {
+  static constexpr int BM = 128, BN = BN_, BK = 32, MINB = MINB_;
+  static_assert(BM / 64 * 128 == kThreads, "a warpgroup per 64 rows");
+  static constexpr int WarpCols = BN; // every warp holds whole rows
+};
+using WgSmall = WgTile<64, 2>;
+using WgLarge = WgTile<128, 1>;
+
+/// Shared layout of an R x BK bf16 operand tile for wgmma (K-major, no
+/// swizzle): row block r / 8 holds BK / 8 core matrices of 128 bytes, core
+/// matrix k / 8 of it holding k % 8 of row r % 8 at byte 16 (r % 8) + 2 (k % 8).
+/// So LBO = 128 and SBO = the row block's bytes.
+template <int R, int BK> struct WgSmem {
+  static_assert(R % 64 == 0 && BK % 16 == 0, "whole wgmma operands");
+  static constexpr uint32_t LBO = 128, SBO = BK / 8 * 128;
+  static constexpr int Bytes = R * BK * 2;
+  /// Per thread: chunks of 8 reduction steps of one row (16 bytes).
+  static constexpr int Chunks = R * BK / 8 / kThreads;
+  static_assert(Chunks * kThreads * 8 == R * BK, "chunks split evenly");
+  /// Byte offset of the chunk of row r, steps 8 kb .. 8 kb + 7.
+  __device__ static constexpr int chunkAt(int r, int kb) {
+    return (r / 8 * (BK / 8) + kb) * 128 + (r % 8) * 16;
+  }
+  /// The row and step block of chunk c. With the reduction contiguous in
+  /// global memory (KC) the 8 threads of a 16-byte store phase take rows
+  /// r..r+7 of one block and a warp reads 8 whole rows of 128 bytes; else
+  /// consecutive threads take consecutive rows (coalesced per step).
+  template <bool KC> __device__ static void chunkSlot(int c, int &r, int &kb) {
+    if (KC) {
+      r = c / (8 * (BK / 8)) * 8 + c % 8;
+      kb = c / 8 % (BK / 8);
+    } else {
+      r = c % R;
+      kb = c / R;
+    }
+  }
+};
+
+/// This thread's chunks of an R x BK operand tile (element (r, k) at
+/// src[r * ld + k] when KC, else src[k * ld + r]; zero outside rValid x
+/// kValid), rounded to bf16 and packed in pairs. `vec`: KC rows may be read
+/// 16 bytes at a time (src 16-byte aligned, ld a multiple of 16 bytes): a
+/// bf16 src's 8 steps as they are, an f32 src's as two float4.
+template <int R, int BK, bool KC, typename TS>
+__device__ __forceinline__ void
+wgLoadChunks(uint32_t (&v)[WgSmem<R, BK>::Chunks][4], const TS *src,
+             int64_t ld, int rValid, int kValid, bool vec) {
+  using S = WgSmem<R, BK>;
+#pragma unroll
+  for (int i = 0; i < S::Chunks; ++i) {
+    int r, kb;
+    S::template chunkSlot<KC>(int(threadIdx.x) + i * kThreads, r, kb);
+    const int k = kb * 8;
+    float x[8];
+    if (KC && vec && r < rValid && k + 8 <= kValid) {
+      if constexpr (std::is_same<TS, bf16>::value) {
+        const uint4 raw = *reinterpret_cast<const uint4 *>(src + r * ld + k);
+        v[i][0] = raw.x, v[i][1] = raw.y, v[i][2] = raw.z, v[i][3] = raw.w;
+        continue; // already packed bf16 pairs
+      } else {
+        const float4 *p = reinterpret_cast<const float4 *>(src + r * ld + k);
+        const float4 lo = p[0], hi = p[1];
+        x[0] = lo.x, x[1] = lo.y, x[2] = lo.z, x[3] = lo.w;
+        x[4] = hi.x, x[5] = hi.y, x[6] = hi.z, x[7] = hi.w;
+      }
+    } else {
+#pragma unroll
+      for (int e = 0; e < 8; ++e)
+        x[e] = r < rValid && k + e < kValid
+                   ? float(src[KC ? r * ld + k + e : (k + e) * ld + r])
+                   : 0.0f;
+    }
+#pragma unroll
+    for (int p = 0; p < 4; ++p)
+      v[i][p] = packBf16x2(x[2 * p], x[2 * p + 1]);
+  }
+}
+
+/// Stores the chunks of wgLoadChunks into the tile at `dst` (WgSmem layout);
+/// the caller fences them (fenceProxyAsync) for the wgmmas that read them.
+template <int R, int BK, bool KC>
+__device__ __forceinline__ void
+wgStoreChunks(unsigned char *dst, const uint32_t (&v)[WgSmem<R, BK>::Chunks][4]) {
+  using S = WgSmem<R, BK>;
+#pragma unroll
+  for (int i = 0; i < S::Chunks; ++i) {
+    int r, kb;
+    S::template chunkSlot<KC>(int(threadIdx.x) + i * kThreads, r, kb);
+    *reinterpret_cast<uint4 *>(dst + S::chunkAt(r, kb)) =
+        make_uint4(v[i][0], v[i][1], v[i][2], v[i][3]);
+  }
+}
+
+/// The wgmma twin of gemmTcKernel for bf16 products on sm_90a (same
+/// arguments, layouts, DYN, split and epilogues): each tile of A and B is
+/// read into registers, rounded to bf16 and stored K-major into shared memory
+/// (double-buffered: the next tile is read from global memory while the
+/// wgmmas of this one run), and each warpgroup adds its 64 x BN slab with one
+/// wgmma per k16 step.
+template <typename T, bool AK, bool BKc, int DYN, int EPI, typename TA,
+          typename TB, typename TC>
+__global__ __launch_bounds__(kThreads, T::MINB) void gemmWgKernel(
+    const TA *__restrict__ A, int64_t lda, const TB *__restrict__ B,
+    int64_t ldb, TC *C, int64_t ldc, const EpiArgs epi, int64_t M,
+    int64_t Ncols, int64_t L, const int64_t *dynRows) {
+  constexpr int BM = T::BM, BN = T::BN, BK = T::BK;
+  using SA = WgSmem<BM, BK>;
+  using SB = WgSmem<BN, BK>;
+  int64_t m0, n0;
+  // Whole CTAs only: every warpgroup issues its wgmmas in full.
+  if (!gemmCta<AK, BKc, DYN, BM, BN>(A, lda, B, ldb, C, ldc, M, Ncols, L,
+                                     dynRows, m0, n0))
+    return;
+
+  __shared__ __align__(128) unsigned char tiles[2][SA::Bytes + SB::Bytes];
+
+  const int tid = threadIdx.x, wg = tid / 128, warp = (tid % 128) / kWarp;
+  const int mValid = int(minI64(BM, M - m0));
+  const int nValid = int(minI64(BN, Ncols - n0));
+  const TA *Abase = A + (AK ? m0 * lda : m0);
+  const TB *Bbase = B + (BKc ? n0 * ldb : n0);
+  const bool vecA =
+      AK && lda % (16 / sizeof(TA)) == 0 && aligned16(Abase);
+  const bool vecB =
+      BKc && ldb % (16 / sizeof(TB)) == 0 && aligned16(Bbase);
+
+  uint32_t ra[SA::Chunks][4], rb[SB::Chunks][4];
+  auto read = [&](int64_t k0) {
+    const int kValid = int(minI64(BK, L - k0));
+    wgLoadChunks<BM, BK, AK>(ra, Abase + (AK ? k0 : k0 * lda), lda, mValid,
+                             kValid, vecA);
+    wgLoadChunks<BN, BK, BKc>(rb, Bbase + (BKc ? k0 : k0 * ldb), ldb, nValid,
+                              kValid, vecB);
+  };
+  auto write = [&](int buf) {
+    wgStoreChunks<BM, BK, AK>(tiles[buf], ra);
+    wgStoreChunks<BN, BK, BKc>(tiles[buf] + SA::Bytes, rb);
+    fenceProxyAsync();
+  };
+
+  // One m16n8 fragment row (storeAccumulators' MI = 1) per warp.
+  float acc[1][BN / 8][4];
+  zeroFragments(acc);
+
+  const int64_t ntiles = (L + BK - 1) / BK;
+  if (ntiles > 0) {
+    read(0);
+    write(0);
+  }
+  __syncthreads(); // tile 0 is in shared memory for every warpgroup
+  for (int64_t t = 0; t < ntiles; ++t) {
+    const int buf = int(t & 1);
+    const unsigned char *a = tiles[buf] + wg * 64 * BK * 2; // this slab's rows
+    const unsigned char *b = tiles[buf] + SA::Bytes;
+    wgmmaFence(acc[0]);
+#pragma unroll
+    for (int s = 0; s < BK / 16; ++s) // k16 step s: core matrices 2s, 2s + 1
+      wgmmaBf16<BN>(acc[0], wgmmaDescriptor(a + 2 * s * SA::LBO, SA::LBO, SA::SBO),
+                    wgmmaDescriptor(b + 2 * s * SB::LBO, SB::LBO, SB::SBO),
+                    tiles);
+    wgmmaCommit();
+    // Tile t + 1 goes into the other buffer, whose wgmmas (iteration t - 1)
+    // every warpgroup waited for before the barrier that ended it.
+    if (t + 1 < ntiles) {
+      read((t + 1) * BK);
+      write(buf ^ 1);
+    }
+    wgmmaWait<0>(acc[0]);
+    __syncthreads(); // tile t + 1 is stored; buffer buf is no longer read
+  }
+  storeAccumulators<EPI>(acc, C, ldc, epi, m0, n0, wg * 64 + warp * 16, 0,
+                         mValid, nValid);
+}
+
+/// Whether tile T can run epilogue EPI: RoPE rotates in registers, so each
+/// warp's accumulator columns (T::WarpCols) must be whole heads.
+template <int EPI, typename T> __host__ __device__ constexpr bool epilogueFits() {
+  return !isEpiRope(EPI) ||
+         (T::WarpCols > 0 && T::WarpCols % epiRopeHeadDim(EPI) == 0);
+}
+
+/// The epilogue's name in traces.
+constexpr const char *epilogueName(int epi) {
+  return isEpiRope(epi)        ? "rope"
+         : epi == EpiStore     ? "store"
+         : epi == EpiAdd       ? "add"
+         : epi == EpiGelu      ? "gelu"
+         : epi == EpiSwiglu    ? "swiglu"
+         : epi == EpiBiasSilu  ? "bias_silu"
+         : epi == EpiStoreBf16 ? "store_bf16"
+                               : "?";
+}
+
+/// MODC_CUDA_TRACE_GEMMS=1 in the environment: each GEMM launch prints its
+/// kernel, shape, tile and epilogue to stderr (which path a product took).
+inline void traceGemm(const char *path, int64_t M, int64_t Ncols, int64_t L,
+                      int BM, int BN, int epi) {
+  static const bool on = [] {
+    const char *env = std::getenv("MODC_CUDA_TRACE_GEMMS");
+    return env && *env && std::strcmp(env, "0") != 0;
+  }();
+  if (on)
+    std::fprintf(stderr,
+                 "modc gemm: %s %lld x %lld x %lld, tile %d x %d, epilogue %s\n",
+                 path, (long long)M, (long long)Ncols, (long long)L, BM, BN,
+                 epilogueName(epi));
+}
+
+//===----------------------------------------------------------------------===//
+// TMA-fed wgmma (sm_90a): both operands bf16 in global memory
+//===----------------------------------------------------------------------===//
+
+/// The wgmma descriptor of a K-major bf16 operand stored with the 128-byte
+/// swizzle, as TMA writes it (PTX ISA, "Matrix Descriptor Format"; layout
+/// type 1 at bits 62-63): one 128-byte row per operand row (64 bf16 of the
+/// reduction), the 16-byte chunk j of row r at chunk j ^ (r % 8), 8-row
+/// groups SBO = 1024 bytes apart; LBO is unused (the k16 step stays within
+/// a row) and set to 16 bytes. The start may be advanced within the row by
+/// 32 bytes a k16 step: the swizzle is applied to the address bits, so the
+/// tile itself must be 1024-byte aligned (base offset 0).
+__device__ __forceinline__ uint64_t wgmmaDescriptorSw128(const void *operand) {
+  return wgmmaDescriptor(operand, 16, 1024, 1);
+}
+
+/// The wgmma descriptor of an MN-major (transposed) bf16 operand stored with
+/// the 128-byte swizzle, as TMA writes boxes of 64 elements along M (or N)
+/// by `steps` reduction steps: one 128-byte row per reduction step (the 64
+/// elements of a 64-row group), 8-step groups SBO = 1024 bytes apart, and
+/// the 64-row groups LBO = steps * 128 bytes apart (PTX ISA, "Matrix
+/// Descriptor Format", MN-major layouts: the leading dimension is M or N).
+/// The start advances by 2048 bytes (16 rows of 128 bytes) a k16 step; the
+/// tile must be 1024-byte aligned.
+__device__ __forceinline__ uint64_t wgmmaDescriptorMnSw128(const void *operand,
+                                                           int steps) {
+  return wgmmaDescriptor(operand, uint32_t(steps) * 128, 1024, 1);
+}
+
+/// mbarrier.init (shared::cta): `count` arrivals complete a phase.
+__device__ __forceinline__ void mbarrierInit(uint64_t *bar, unsigned count) {
+#if defined(__CUDACC__)
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(
+                   sharedAddress(bar)),
+               "r"(count)
+               : "memory");
+#else
+  modc_emu::mbarrierInit(bar, count);
+#endif
+}
+
+/// Makes initialised mbarriers visible to the async proxy (TMA), before the
+/// barrier that publishes them.
+__device__ __forceinline__ void fenceMbarrierInit() {
+#if defined(__CUDACC__)
+  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+#endif
+}
+
+/// This thread's arrival, announcing `bytes` that TMA copies will complete.
+__device__ __forceinline__ void mbarrierArriveExpectTx(uint64_t *bar,
+                                                       unsigned bytes) {
+#if defined(__CUDACC__)
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(
+                   sharedAddress(bar)),
+               "r"(bytes)
+               : "memory");
+#else
+  modc_emu::mbarrierArriveExpectTx(bar, bytes);
+#endif
+}
+
+/// Waits until the phase of parity `parity` of the mbarrier has completed.
+__device__ __forceinline__ void mbarrierWait(uint64_t *bar, unsigned parity) {
+#if defined(__CUDACC__)
+  // A phase that has not completed after ~2^34 cycles (seconds; a stage
+  // takes microseconds) never will: a lost TMA load. Trap, so that the
+  // launch fails with an error instead of hanging the process. (No printf:
+  // a call here would make ptxas serialize the kernel's wgmmas.)
+  constexpr long long kHangCycles = 1LL << 34;
+  const long long start = clock64();
+  uint32_t done = 0;
+  while (!done) {
+    asm volatile("{\n.reg .pred p;\n"
+                 "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+                 "selp.u32 %0, 1, 0, p;\n}\n"
+                 : "=r"(done)
+                 : "r"(sharedAddress(bar)), "r"(parity)
+                 : "memory");
+    if (!done && clock64() - start > kHangCycles)
+      __trap();
+  }
+#else
+  while (!modc_emu::mbarrierTryWaitParity(bar, parity))
+    modc_emu::spin();
+#endif
+}
+
+/// TMA: the box of `map` at element coordinates (c0 along the contiguous
+/// dimension, c1 along the rows) into shared `dst`, completing its bytes on
+/// `bar` (cp.async.bulk.tensor.2d, zero outside the tensor).
+__device__ __forceinline__ void tmaLoad2d(void *dst, const CUtensorMap *map,
+                                          int c0, int c1, uint64_t *bar) {
+#if defined(__CUDACC__)
+  asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::"
+               "complete_tx::bytes [%0], [%1, {%3, %4}], [%2];\n" ::"r"(
+                   sharedAddress(dst)),
+               "l"(reinterpret_cast<uint64_t>(map)), "r"(sharedAddress(bar)),
+               "r"(c0), "r"(c1)
+               : "memory");
+#else
+  modc_emu::tmaLoad2d(dst, map, c0, c1, bar);
+#endif
+}
+
+/// This thread's arrival on the mbarrier (no transaction bytes).
+__device__ __forceinline__ void mbarrierArrive(uint64_t *bar) {
+#if defined(__CUDACC__)
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(
+                   sharedAddress(bar))
+               : "memory");
+#else
+  modc_emu::mbarrierArrive(bar);
+#endif
+}
+
+/// Threads of a TMA GEMM CTA: a producer warpgroup (one thread issues the
+/// loads) and two consumer warpgroups (the wgmmas and the epilogue).
+constexpr int kTmaThreads = 384;
+constexpr int kTmaConsumerWarps = 8;
+
+/// TMA GEMM tiles: BM x BN outputs per tile, a 64 x BN slab for each
+/// consumer warpgroup, BK = 64 reduction steps a stage (one swizzled
+/// 128-byte row per operand row), STAGES stages in flight: as many as the
+/// shared memory of MINB CTAs an SM holds (227 KB on sm_90).
+template <int BN_, int MINB_, int STAGES_> struct TmaTile {
+  static constexpr int BM = 128, BN = BN_, BK = 64, MINB = MINB_;
+  static constexpr int STAGES = STAGES_;
+  static constexpr int WarpCols = BN; // every warp holds whole rows
+  static constexpr int ABytes = BM * BK * 2, BBytes = BN * BK * 2;
+  static constexpr int StageBytes = ABytes + BBytes;
+  /// Dynamic shared memory: the stages plus room to align them to 1024.
+  static constexpr int SmemBytes = STAGES * StageBytes + 1024;
+  static_assert(ABytes % 1024 == 0 && BBytes % 1024 == 0,
+                "every operand tile 1024-byte aligned (the swizzle)");
+  static_assert(MINB * SmemBytes <= 227 * 1024, "the stages fit an SM");
+};
+using TmaSmall = TmaTile<64, 2, 4>;  // 97 KB: two CTAs an SM
+using TmaLarge = TmaTile<128, 1, 6>; // 193 KB
+
+/// The wgmma GEMM fed by TMA: C = epilogue(A B^T), A [M, L] and B [Ncols, L]
+/// bf16 in global memory, each either K-major (AK, BKc: the reduction
+/// contiguous, a box of BK steps by BM or BN rows) or MN-major (the rows
+/// contiguous, the layout of gemmKernel's !AK / !BKc: boxes of 64 rows by
+/// BK steps, one per 64-row group), described by the tensor maps (128-byte
+/// swizzle). The products of training's backward pass are the MN-major
+/// ones: the input gradient reads the weight's bf16 copy MN-major, the
+/// weight gradient reads the output gradient and the activations MN-major,
+/// reducing over their rows.
+/// Persistent and warp-specialised: CTA b takes work items b, b + grid, ...;
+/// an item is an output tile (row-major over the tile grid) and, for the
+/// split reduction (DYN 3), a chunk of the reduction, chunk-major. Thread 0
+/// of the producer warpgroup streams every k-tile of those items through the
+/// STAGES stages: it waits until a stage is empty, then loads it, the stage
+/// completing on its `full` mbarrier. The consumer warpgroups wait for a
+/// full stage, issue one wgmma per k16 step and keep one group in flight;
+/// once a k-tile's wgmmas completed, each consumer warp arrives on that
+/// stage's `empty` mbarrier. So the loads of the next item run during this
+/// item's epilogue. k-tile number it (counted over all of the CTA's items)
+/// uses stage it % STAGES for the (it / STAGES)-th time: `full` phase
+/// it / STAGES, and `empty` phase it / STAGES - 1 must have completed (on a
+/// fresh barrier the phase before the first counts as completed).
+/// DYN as gemmKernel's: 1, M = *dynRows; 2, L = *dynRows; 3, the reduction
+/// *dynRows split into chunks of L steps (the last item's chunk takes every
+/// step left), item z's partial product stored at C + z * M * ldc. A
+/// device-sized reduction (DYN 2, 3) is a row count: the maps reach the
+/// rows' bound, so the steps of the last k-tile past the chunk's end are
+/// someone else's rows or stale: the consumer threads zero them in A and B
+/// (their 128-byte rows: MN-major operands only) and meet on the `zeroed`
+/// mbarrier before their wgmmas.
+template <typename T, bool AK, bool BKc, int DYN, int EPI, typename TC>
+__global__ __launch_bounds__(kTmaThreads, T::MINB) void gemmTmaKernel(
+    const __grid_constant__ CUtensorMap mapA,
+    const __grid_constant__ CUtensorMap mapB, TC *C, int64_t ldc,
+    const EpiArgs epi, int64_t M, int64_t Ncols, int64_t L,
+    const int64_t *dynRows, int64_t splits) {
+  constexpr int BM = T::BM, BN = T::BN, BK = T::BK, S = T::STAGES;
+  static_assert(DYN <= 1 || (!AK && !BKc),
+                "a device-sized reduction runs over rows: MN-major operands");
+  static_assert(DYN != 3 || EPI == EpiStore, "partial products are stored");
+  int64_t total = L; // the reduction's steps (DYN 3: every chunk's)
+  if (DYN == 1)
+    M = *dynRows;
+  if (DYN == 2 || DYN == 3)
+    total = *dynRows;
+  if (DYN != 3)
+    splits = 1;
+  const int64_t tilesN = (Ncols + BN - 1) / BN;
+  const int64_t tiles = (M + BM - 1) / BM * tilesN;
+  if (int64_t(blockIdx.x) >= tiles * splits)
+    return; // the whole CTA, before any barrier
+
+  MODC_DYNAMIC_SHARED(unsigned char, smemRaw);
+  unsigned char *smem = reinterpret_cast<unsigned char *>(
+      (reinterpret_cast<uintptr_t>(smemRaw) + 1023) & ~uintptr_t(1023));
+  __shared__ __align__(8) uint64_t full[S], empty[S], zeroed;
+
+  const int tid = threadIdx.x, wg = tid / 128;
+  if (tid == 0) {
+    for (int s = 0; s < S; ++s) {
+      mbarrierInit(&full[s], 1);
+      mbarrierInit(&empty[s], kTmaConsumerWarps);
+    }
+    mbarrierInit(&zeroed, kTmaConsumerWarps * kWarp);
+    fenceMbarrierInit();
+  }
+  __syncthreads(); // the only block barrier: the roles part here
+
+  // Work item w: its output tile, its reduction steps [k0, k0 + len).
+  auto item = [&](int64_t w, int64_t &m0, int64_t &n0, int64_t &k0,
+                  int64_t &len) {
+    const int64_t z = w / tiles, tile = w % tiles;
+    m0 = (tile / tilesN) * BM, n0 = (tile % tilesN) * BN;
+    k0 = DYN == 3 ? z * L : 0;
+    len = DYN == 3 ? (z + 1 < splits ? minI64(total - k0, L) : total - k0)
+                   : total;
+  };
+
+  if (wg == 0) {
+    if (tid != 0)
+      return;
+    int64_t it = 0;
+    for (int64_t w = blockIdx.x; w < tiles * splits; w += gridDim.x) {
+      int64_t m0, n0, k0, len;
+      item(w, m0, n0, k0, len);
+      for (int64_t kt = 0; kt * BK < len; ++kt, ++it) {
+        const int st = int(it % S);
+        const unsigned use = unsigned(it / S);
+        mbarrierWait(&empty[st], (use & 1) ^ 1);
+        unsigned char *stage = smem + st * T::StageBytes;
+        const int k = int(k0 + kt * BK);
+        mbarrierArriveExpectTx(&full[st], T::StageBytes);
+        if (AK) {
+          tmaLoad2d(stage, &mapA, k, int(m0), &full[st]);
+        } else {
+          for (int j = 0; j < BM / 64; ++j)
+            tmaLoad2d(stage + j * BK * 128, &mapA, int(m0) + 64 * j, k,
+                      &full[st]);
+        }
+        unsigned char *b = stage + T::ABytes;
+        if (BKc) {
+          tmaLoad2d(b, &mapB, k, int(n0), &full[st]);
+        } else {
+          for (int j = 0; j < BN / 64; ++j)
+            tmaLoad2d(b + j * BK * 128, &mapB, int(n0) + 64 * j, k, &full[st]);
+        }
+      }
+    }
+    return;
+  }
+
+  const int slab = wg - 1, warp = (tid % 128) / kWarp, lane = tid % kWarp;
+  int64_t it = 0;
+  unsigned zeroings = 0; // uses of `zeroed` so far
+  for (int64_t w = blockIdx.x; w < tiles * splits; w += gridDim.x) {
+    int64_t m0, n0, k0, len;
+    item(w, m0, n0, k0, len);
+    const int mValid = int(minI64(BM, M - m0));
+    const int nValid = int(minI64(BN, Ncols - n0));
+    // One m16n8 fragment row (storeAccumulators' MI = 1) per warp.
+    float acc[1][BN / 8][4];
+    zeroFragments(acc);
+    int64_t kt = 0;
+    for (; kt * BK < len; ++kt, ++it) {
+      const int st = int(it % S);
+      mbarrierWait(&full[st], unsigned(it / S) & 1);
+      unsigned char *stage = smem + st * T::StageBytes;
+      // A's slab: rows 64 slab .. 64 slab + 63 (K-major: 64 rows of 128
+      // bytes; MN-major: the slab-th 64-row group, BK rows of 128 bytes).
+      static_assert(BK == 64, "a 64-row group or slab is 8 KB either way");
+      unsigned char *a = stage + slab * 64 * 128;
+      unsigned char *b = stage + T::ABytes;
+      if constexpr (DYN == 2 || DYN == 3) {
+        const int steps = int(minI64(BK, len - kt * BK));
+        if (steps < BK) {
+          // Steps [steps, BK): their 128-byte rows in each 64-row group of
+          // A and B (all 8 chunks, wherever the swizzle put them).
+          constexpr int groups = BM / 64 + BN / 64;
+          const int rows = BK - steps;
+          for (int i = tid - 128; i < groups * rows * 8;
+               i += kTmaConsumerWarps * kWarp) {
+            const int chunk = i % 8, row = steps + i / 8 % rows;
+            const int group = i / 8 / rows; // A's groups, then B's
+            *reinterpret_cast<uint4 *>(stage + group * BK * 128 + row * 128 +
+                                       chunk * 16) = make_uint4(0, 0, 0, 0);
+          }
+          fenceProxyAsync();
+          mbarrierArrive(&zeroed);
+          mbarrierWait(&zeroed, zeroings & 1);
+          ++zeroings;
+        }
+      }
+      // The lanes may leave the wait loops apart; the .aligned wgmma
+      // instructions need the warp converged.
+      __syncwarp();
+      wgmmaFence(acc[0]);
+#pragma unroll
+      for (int s = 0; s < BK / 16; ++s) // k16 step s
+        wgmmaBf16<BN, !AK, !BKc>(
+            acc[0],
+            AK ? wgmmaDescriptorSw128(a + 32 * s)
+               : wgmmaDescriptorMnSw128(a + 2048 * s, BK),
+            BKc ? wgmmaDescriptorSw128(b + 32 * s)
+                : wgmmaDescriptorMnSw128(b + 2048 * s, BK),
+            smem);
+      wgmmaCommit();
+      wgmmaWait<1>(acc[0]); // this warp's wgmmas of k-tile it - 1 are done
+      if (kt > 0 && lane == 0)
+        mbarrierArrive(&empty[(it - 1) % S]);
+    }
+    wgmmaWait<0>(acc[0]);
+    if (kt > 0 && lane == 0)
+      mbarrierArrive(&empty[(it - 1) % S]);
+    if (DYN == 3 && len <= 0)
+      continue; // a chunk past the rows: splitSumKernel does not read it
+    TC *out = DYN == 3 ? C + (w / tiles) * M * ldc : C;
+    storeAccumulators<EPI>(acc, out, ldc, epi, m0, n0, slab * 64 + warp * 16, 0,
+                           mValid, nValid);
+  }
+}
+
+/// Test hook: TMA kernel launches and weight roundings so far (host
+/// counters), so that a check can tell that the TMA path ran.
+struct TmaStats {
+  int64_t launches = 0, roundings = 0;
+};
+inline TmaStats &tmaStats() {
+  static TmaStats stats;
+  return stats;
+}
+
+/// cuTensorMapEncodeTiled, from the driver through the runtime (the package
+/// links no driver library); null where the driver lacks it.
+using EncodeTiledFn = CUresult (*)(CUtensorMap *, CUtensorMapDataType,
+                                   cuuint32_t, void *, const cuuint64_t *,
+                                   const cuuint64_t *, const cuuint32_t *,
+                                   const cuuint32_t *, CUtensorMapInterleave,
+                                   CUtensorMapSwizzle, CUtensorMapL2promotion,
+                                   CUtensorMapFloatOOBfill);
+inline EncodeTiledFn encodeTiledFn() {
+  static const EncodeTiledFn fn = [] {
+    void *p = nullptr;
+    cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000,
+                                         cudaEnableDefault,
+                                         &found) != cudaSuccess ||
+        found != cudaDriverEntryPointSuccess)
+      p = nullptr;
+    return reinterpret_cast<EncodeTiledFn>(p);
+  }();
+  return fn;
+}
+
+/// The tensor map of a K-contiguous bf16 operand of `rows` rows of L
+/// elements, `ld` apart, read in boxes of 64 x boxRows with the 128-byte
+/// swizzle (rows and steps past the operand read as zero). False where TMA
+/// cannot read it (alignment, stride, or no driver support).
+inline bool encodeOperandMap(CUtensorMap &map, const bf16 *base, int64_t rows,
+                             int64_t L, int64_t ld, int boxRows) {
+  const EncodeTiledFn encode = encodeTiledFn();
+  if (!encode || reinterpret_cast<uintptr_t>(base) % 16 != 0 ||
+      (ld * 2) % 16 != 0 || rows <= 0 || L <= 0)
+    return false;
+  const cuuint64_t dims[2] = {cuuint64_t(L), cuuint64_t(rows)};
+  const cuuint64_t strides[1] = {cuuint64_t(ld * 2)};
+  const cuuint32_t box[2] = {64, cuuint32_t(boxRows)};
+  const cuuint32_t unit[2] = {1, 1};
+  return encode(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2,
+                const_cast<bf16 *>(base), dims, strides, box, unit,
+                CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+/// Launches gemmTmaKernel on tile T; false (nothing launched) where the
+/// operands cannot be described to TMA or the kernel cannot get its shared
+/// memory, so that the caller takes the wgmma kernel that reads them itself.
+/// `kBound`: the reduction steps the operands hold (L, or for a
+/// device-sized reduction the rows' bound); `splits` chunks of L steps for
+/// DYN 3; a persistent grid of at most `ctas` CTAs (the configuration's).
+template <typename T, bool AK, bool BKc, int DYN, int EPI, typename TC>
+inline bool launchGemmTmaTile(const bf16 *A, int64_t lda, const bf16 *B,
+                              int64_t ldb, TC *C, int64_t ldc, const EpiArgs &epi,
+                              int64_t M, int64_t Ncols, int64_t L,
+                              int64_t kBound, const int64_t *dynRows,
+                              cudaStream_t stream, int64_t splits,
+                              int64_t ctas) {
+  alignas(64) CUtensorMap mapA, mapB;
+  // K-major: boxes of 64 steps by the tile's rows; MN-major: boxes of 64
+  // rows by BK steps.
+  const bool mapped =
+      (AK ? encodeOperandMap(mapA, A, M, kBound, lda, T::BM)
+          : encodeOperandMap(mapA, A, kBound, M, lda, T::BK)) &&
+      (BKc ? encodeOperandMap(mapB, B, Ncols, kBound, ldb, T::BN)
+           : encodeOperandMap(mapB, B, kBound, Ncols, ldb, T::BK));
+  if (!mapped)
+    return false;
+  auto kernel = gemmTmaKernel<T, AK, BKc, DYN, EPI, TC>;
+  static const bool sized =
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           T::SmemBytes) == cudaSuccess;
+  if (!sized)
+    return false;
+  // M is the bound of the rows (DYN 1: the kernel reads the count).
+  const int64_t items =
+      ceilDiv(M, T::BM) * ceilDiv(Ncols, T::BN) * (DYN == 3 ? splits : 1);
+  MODC_LAUNCH(kernel, unsigned(items < ctas ? items : ctas), kTmaThreads,
+              T::SmemBytes, stream,
+              mapA, mapB, C, ldc, epi, M, Ncols, L, dynRows, splits);
+  ++tmaStats().launches;
+  traceGemm("tma+wgmma", M, Ncols, L, T::BM, T::BN, EPI);
+  return true;
+}
+
+//===----------------------------------------------------------------------===//
+// bf16 copies of the weights, for TMA
+//===----------------------------------------------------------------------===//
+
+/// TMA copies bytes, so a product it feeds needs its weight as bf16 in
+/// global memory, while the parameters stay f32 (master weights). A forward
+/// entry opens a WeightCopyScope; within it the first GEMM that asks for a
+/// weight enqueues its rounding into a package-held copy, and later GEMMs of
+/// the call reuse it. Every call rounds again (the caller may have changed
+/// the weights between calls), so a copy is never stale, unless the caller
+/// declared the parameters' version (modc_cuda_params_version): then a copy
+/// rounded at the current generation of that version is reused. Outside a
+/// scope (decode, training) no copy is made.
+struct WeightCopy {
+  const float *src;
+  int64_t count;
+  bf16 *copy;
+  uint64_t epoch;      ///< the call that last used it
+  uint64_t generation; ///< the parameters' generation it was rounded at
+};
+struct WeightCopies {
+  std::vector<WeightCopy> copies;
+  uint64_t epoch = 0;
+  bool open = false;
+  /// The version the caller declared for the parameters (0: none, every
+  /// call rounds), and a generation that changes with every new version and
+  /// every AdamW step (which writes the parameters itself).
+  uint64_t version = 0, generation = 1;
+};
+inline WeightCopies &weightCopies() {
+  static WeightCopies w;
+  return w;
+}
+
+/// Copies unused for this many calls are freed (their weights moved).
+constexpr uint64_t kWeightCopyIdleCalls = 16;
+
+__global__ void roundToBf16Kernel(const float *__restrict__ src,
+                                  bf16 *__restrict__ dst, int64_t n) {
+  const int64_t step = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += step)
+    dst[i] = bf16(src[i]);
+}
+
+/// The bf16 copy of the `count` floats at w, rounded in this call; null
+/// outside a WeightCopyScope or where no device memory is left.
+inline const bf16 *weightCopyFor(const float *w, int64_t count,
+                                 cudaStream_t stream) {
+  WeightCopies &all = weightCopies();
+  if (!all.open || count <= 0)
+    return nullptr;
+  WeightCopy *found = nullptr;
+  for (WeightCopy &c : all.copies)
+    if (c.src == w && c.count == count)
+      found = &c;
+  if (!found) {
+    void *p = nullptr;
+    if (cudaMalloc(&p, size_t(count) * sizeof(bf16)) != cudaSuccess) {
+      cudaGetLastError(); // out of memory: this product reads f32 instead
+      return nullptr;
+    }
+    all.copies.push_back({w, count, static_cast<bf16 *>(p), 0, 0});
+    found = &all.copies.back();
+  }
+  // Rounded already in this call, or at the declared parameters' current
+  // generation: reused as it is.
+  const bool current = all.version != 0 && found->generation == all.generation;
+  if (found->epoch != all.epoch && !current) {
+    MODC_LAUNCH(roundToBf16Kernel,
+                unsigned(std::min<int64_t>(ceilDiv(count, kThreads), kMaxGrid)),
+                kThreads,
+                0, stream, w, found->copy, count);
+    ++tmaStats().roundings;
+  }
+  found->epoch = all.epoch;
+  found->generation = all.generation;
+  return found->copy;
+}
+
+/// Whether a product's operands can go to TMA: a bf16 A (K-major: the
+/// forward's activations, the input gradient's output gradient; MN-major:
+/// the weight gradient's output gradient) and a B that is either a weight
+/// (f32, rounded into its bf16 copy; K-major in the forward, MN-major in
+/// the input gradient) or stored bf16 (the weight gradient's activations).
+/// A reduction sized on the device (DYN 2, 3: the weight gradient's rows)
+/// runs over rows, so both operands are MN-major there.
+template <typename TA, typename TB, bool AK, bool BKc, int DYN>
+constexpr bool tmaOperandsOk() {
+  constexpr bool weightB = std::is_same<TB, float>::value && DYN <= 1;
+  return std::is_same<TA, bf16>::value &&
+         (std::is_same<TB, bf16>::value || weightB) &&
+         (DYN <= 1 || (!AK && !BKc));
+}
+
+/// The GEMM kernel families: SIMT f32, mma.sync (3xTF32 or bf16) and wgmma
+/// (bf16 on sm_90a), as #modk.gemm_config names them.
+enum GemmPath { PathSimt, PathMma, PathWgmma };
+
+/// The library's tiles by family and shape (modk-configure-gemms knows the
+/// same list); TMA: the stages fed by TMA.
+template <int P, bool TMA, int BM, int BN> struct GemmTileFor {
+  static_assert(P < 0, "the kernel library has no such GEMM tile");
+};
+template <> struct GemmTileFor<PathSimt, false, 64, 64> { using T = GemmSmall; };
+template <> struct GemmTileFor<PathSimt, false, 128, 128> { using T = GemmLarge; };
+template <> struct GemmTileFor<PathMma, false, 64, 64> { using T = TcSmall; };
+template <> struct GemmTileFor<PathMma, false, 128, 128> { using T = TcLarge; };
+template <> struct GemmTileFor<PathWgmma, false, 128, 64> { using T = WgSmall; };
+template <> struct GemmTileFor<PathWgmma, false, 128, 128> { using T = WgLarge; };
+template <> struct GemmTileFor<PathWgmma, true, 128, 64> { using T = TmaSmall; };
+template <> struct GemmTileFor<PathWgmma, true, 128, 128> { using T = TmaLarge; };
+
+/// The TMA path of a bf16 product with tmaOperandsOk on tile T: B's bf16
+/// copy where B is a weight, the launch on at most `ctas` CTAs. False where
+/// it cannot run (no weight copy outside a WeightCopyScope, operands TMA
+/// cannot describe, no driver support): nothing was enqueued then but
+/// perhaps the weight's rounding, and the caller takes the wgmma kernel
+/// that reads its operands itself. `kBound` and `splits` as for
+/// launchGemmTmaTile (kBound 0: unknown, no TMA).
+template <typename T, bool AK, bool BKc, int DYN, int EPI, typename TB,
+          typename TC>
+inline bool launchGemmTma(const bf16 *A, int64_t lda, const TB *B,
+                          int64_t ldb, TC *C, int64_t ldc, const EpiArgs &epi,
+                          int64_t M, int64_t Ncols, int64_t L, int64_t kBound,
+                          const int64_t *dynRows, cudaStream_t stream,
+                          int64_t splits, int64_t ctas) {
+  constexpr bool weightB = std::is_same<TB, float>::value;
+  if ((weightB && !weightCopies().open) || kBound <= 0 || ctas <= 0 ||
+      lda % 8 != 0 || ldb % 8 != 0 ||
+      reinterpret_cast<uintptr_t>(A) % 16 != 0 || !encodeTiledFn())
+    return false;
+  const bf16 *Bbf16;
+  if constexpr (weightB) {
+    // The weight [rows, ldb]: Ncols rows in the forward (K-major), the
+    // reduction's L in the input gradient (MN-major): the same copy.
+    Bbf16 = weightCopyFor(B, (BKc ? Ncols : L) * ldb, stream);
+    if (!Bbf16)
+      return false;
+  } else {
+    Bbf16 = B;
+  }
+  return launchGemmTmaTile<T, AK, BKc, DYN, EPI>(A, lda, Bbf16, ldb, C, ldc,
+                                                 epi, M, Ncols, L, kBound,
+                                                 dynRows, stream, splits, ctas);
+}
+
+#if defined(__CUDACC__) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+#error "the GEMM kernels need sm_80 or later"
+#endif
+
+/// The kernel of a path and tile (only that one is instantiated).
+template <int P, typename T, bool AK, bool BKc, int DYN, int EPI, bool BF,
+          typename TA, typename TB, typename TC>
+inline auto gemmKernelFor() {
+  if constexpr (P == PathWgmma) {
+    static_assert(BF, "wgmma runs the bf16 products only");
+    return gemmWgKernel<T, AK, BKc, DYN, EPI, TA, TB, TC>;
+  } else if constexpr (P == PathMma) {
+    return gemmTcKernel<T, AK, BKc, DYN, EPI, BF, TA, TB, TC>;
+  } else {
+    return gemmKernel<T, AK, BKc, DYN, EPI, BF, TA, TB, TC>;
+  }
+}
+
+/// One row of a product's configuration (#modk.gemm_config, chosen by
+/// modk-configure-gemms, docs/cuda.md): from MinRows rows on, kernel family
+/// P on a BM x BN tile, fed by TMA on a persistent grid of TmaCtas CTAs
+/// where nonzero, the epilogue as a kernel of its own where
+/// SeparateEpilogue. The library reads a variant through `path`,
+/// `tileRows`, `tileCols`, `tma`, `separateEpilogue` and `tmaCtas()`.
+template <int64_t MinRows, int P, int BM, int BN, int64_t TmaCtas = 0,
+          bool SeparateEpilogue = false>
+struct GemmVariant {
+  static constexpr int64_t minRows = MinRows;
+  static constexpr int path = P, tileRows = BM, tileCols = BN;
+  static constexpr bool tma = TmaCtas > 0;
+  static constexpr bool separateEpilogue = SeparateEpilogue;
+  static constexpr int64_t tmaCtas() { return TmaCtas; }
+};
+
+/// The first type of a pack.
+template <typename First, typename...> struct FirstOf {
+  using type = First;
+};
+
+/// What a plan may look at besides the rows and columns: the product's
+/// epilogue, whether it rounds its operands to bf16, and whether its
+/// operand types allow TMA (tmaOperandsOk).
+template <int EPI, bool BF, bool TmaOperands> struct GemmProduct {
+  static constexpr int epilogue = EPI;
+  static constexpr bool bf16 = BF, tmaOperands = TmaOperands;
+};
+
+/// A product's configuration: its variants by ascending MinRows (the first
+/// from 0), and for a weight gradient the split of its rows (up to
+/// MaxSplits chunks; ChunkRows > 0 fixes a chunk's rows).
+/// `dispatch<Product>(rows, cols, f)` calls f with the variant of `rows`.
+/// Callers of the library may pass any type with the same members (the
+/// kernel tests pass one that sweeps the choices).
+template <int64_t MaxSplits, int64_t ChunkRows, typename... V> struct GemmPlan {
+  static_assert(sizeof...(V) > 0, "a GEMM plan needs a variant");
+  template <int N, int K> static constexpr int64_t maxSplits() {
+    return MaxSplits;
+  }
+  static constexpr int64_t chunkRows() { return ChunkRows; }
+  template <typename Product, typename F>
+  static bool dispatch(int64_t rows, int64_t /*cols*/, F &&f) {
+    return pick<V...>(rows, f);
+  }
+
+private:
+  template <typename First, typename... Rest, typename F>
+  static bool pick(int64_t rows, F &f) {
+    if constexpr (sizeof...(Rest) > 0) {
+      using Next = typename FirstOf<Rest...>::type;
+      static_assert(Next::minRows > First::minRows, "variants by rows");
+      if (rows >= Next::minRows)
+        return pick<Rest...>(rows, f);
+    }
+    return f(First{});
+  }
+};
+
+/// C = epilogue(A B) on variant V: its tile on its path; a TMA variant's
+/// kernel where its operands can be described to TMA, else the wgmma
+/// kernel of the same tile. False only where V's tile cannot hold the
+/// epilogue (V says separateEpilogue): nothing is enqueued, and the caller
+/// runs the product with a plain store, then the epilogue as a kernel.
+template <typename V, bool AK, bool BKc, int DYN, int EPI, bool BF,
+          typename TA, typename TB, typename TC>
+inline bool launchGemmVariant(const TA *A, int64_t lda, const TB *B,
+                              int64_t ldb, TC *C, int64_t ldc,
+                              const EpiArgs &epi, int64_t M, int64_t Ncols,
+                              int64_t L, const int64_t *dynRows,
+                              cudaStream_t stream, unsigned splits,
+                              int64_t kBound) {
+  constexpr int P = V::path;
+  using T = typename GemmTileFor<P, false, V::tileRows, V::tileCols>::T;
+  if constexpr (!epilogueFits<EPI, T>()) {
+    static_assert(V::separateEpilogue,
+                  "the configured tile cannot hold this epilogue");
+    return false;
+  } else {
+    static_assert(P != PathWgmma || BF, "wgmma runs the bf16 products only");
+    if constexpr (V::tma) {
+      static_assert(tmaOperandsOk<TA, TB, AK, BKc, DYN>(),
+                    "TMA configured for operands it cannot read");
+      using TT = typename GemmTileFor<P, true, V::tileRows, V::tileCols>::T;
+      if (launchGemmTma<TT, AK, BKc, DYN, EPI>(
+              A, lda, B, ldb, C, ldc, epi, M, Ncols, L, kBound, dynRows,
+              stream, splits, V::tmaCtas()))
+        return true;
+    }
+    auto kernel = gemmKernelFor<P, T, AK, BKc, DYN, EPI, BF, TA, TB, TC>();
+    traceGemm(P == PathWgmma ? "wgmma" : P == PathMma ? "mma.sync" : "simt", M,
+              Ncols, L, T::BM, T::BN, EPI);
+    MODC_LAUNCH(kernel,
+                dim3(unsigned(ceilDiv(Ncols, T::BN)),
+                     unsigned(ceilDiv(M, T::BM)), splits),
+                kThreads, 0, stream, A, lda, B, ldb, C, ldc, epi, M, Ncols, L,
+                dynRows);
+    return true;
+  }
+}
+
+/// C = epilogue(A B) on the variant of PLAN (a GemmPlan) for M rows.
+/// `splits` CTAs along z (DYN == 3 only: the chunks of the split
+/// reduction). `kBound`: for DYN 3, the bound of the rows the chunks split
+/// (the TMA kernel's maps reach it; 0: unknown, no TMA); otherwise L. BF:
+/// the operands are rounded to bf16. A and C may hold bf16 where gemmTypesOk
+/// allows. False only where the variant keeps the epilogue (RoPE) apart:
+/// nothing was enqueued then.
+template <typename PLAN, bool AK, bool BKc, int DYN, int EPI, bool BF = false,
+          typename TA = float, typename TB = float, typename TC = float>
+inline bool launchGemm(const TA *A, int64_t lda, const TB *B, int64_t ldb,
+                       TC *C, int64_t ldc, const EpiArgs &epi, int64_t M,
+                       int64_t Ncols, int64_t L, const int64_t *dynRows,
+                       cudaStream_t stream, unsigned splits = 1,
+                       int64_t kBound = 0) {
+  static_assert(gemmTypesOk<TA, TB, TC, AK, EPI, BF, DYN>(),
+                "bf16 A or B needs a bf16 product; bf16 C an epilogue that "
+                "does not read C");
+  static_assert(!isEpiRope(EPI) || DYN != 3, "RoPE of a partial product");
+  if (M <= 0 || Ncols <= 0)
+    return true;
+  using Product =
+      GemmProduct<EPI, BF, tmaOperandsOk<TA, TB, AK, BKc, DYN>()>;
+  return PLAN::template dispatch<Product>(M, Ncols, [&](auto variant) {
+    return launchGemmVariant<decltype(variant), AK, BKc, DYN, EPI, BF>(
+        A, lda, B, ldb, C, ldc, epi, M, Ncols, L, dynRows, stream, splits,
+        DYN == 3 ? kBound : L);
+  });
+}
+
+/// y[M, N] = epilogue(a[M, K] w[N, K]^T), M = *rows (or n when rows is null).
+/// The GEMM's in-tile offsets are 32-bit: widths below 2^24.
+template <int N, int K> constexpr bool gemmWidthsOk() {
+  return N > 0 && K > 0 && N < (1 << 24) && K < (1 << 24);
+}
+
+template <int N, int K, int EPI, bool BF, typename PLAN, typename TA,
+          typename TC>
+inline bool linearEpi(const TA *a, const int64_t *rows, int64_t max_rows,
+                      const float *w, const EpiArgs &epi, TC *y,
+                      cudaStream_t stream) {
+  static_assert(gemmWidthsOk<N, K>(), "GEMM widths must be in [1, 2^24)");
+  if (rows)
+    return launchGemm<PLAN, true, true, 1, EPI, BF>(a, K, w, K, y, N, epi,
+                                                    max_rows, N, K, rows,
+                                                    stream);
+  return launchGemm<PLAN, true, true, 0, EPI, BF>(a, K, w, K, y, N, epi,
+                                                  max_rows, N, K, nullptr,
+                                                  stream);
+}
+
+//===----------------------------------------------------------------------===//
+// Weight gradient with the rows split (deterministic split-K)
+//===----------------------------------------------------------------------===//
+
+/// The split of a weight gradient's rows: `splits` chunks of `chunk` rows
+/// (the last takes every row left); splits == 1: no split.
+struct WgradSplit {
+  int64_t splits, chunk;
+};
+
+constexpr int64_t kWgradMinChunk = 256;  ///< rows of a chunk, at least
+constexpr int64_t kWgradChunkAlign = 16; ///< whole k tiles of every GEMM
+
+/// The split of an [N, K] weight gradient over at most max_rows rows by
+/// PLAN: its chunkRows() where positive, else up to maxSplits<N, K>()
+/// chunks (chosen by modk-configure-gemms from the output's tiles and the
+/// part's SMs), each of at least kWgradMinChunk rows (a multiple of
+/// kWgradChunkAlign); at most 65535 chunks (the grid's z).
+template <int N, int K, typename PLAN>
+inline WgradSplit wgradSplit(int64_t max_rows) {
+  const int64_t maxSplits = PLAN::template maxSplits<N, K>();
+  if (max_rows <= 0 || (maxSplits <= 1 && PLAN::chunkRows() <= 0))
+    return {1, max_rows > 0 ? max_rows : 0};
+  int64_t chunk = PLAN::chunkRows();
+  if (chunk <= 0) {
+    int64_t want = maxSplits;
+    const int64_t most = max_rows / kWgradMinChunk;
+    want = want < most ? want : most;
+    if (want <= 1)
+      return {1, max_rows};
+    chunk = ceilDiv(ceilDiv(max_rows, want), kWgradChunkAlign) *
+            kWgradChunkAlign;
+  }
+  if (ceilDiv(max_rows, chunk) > 65535)
+    chunk = ceilDiv(max_rows, 65535);
+  return {ceilDiv(max_rows, chunk), chunk};
+}
+
+/// dw[i] += sum over the chunks z that hold rows (z * chunk < *rows, at most
+/// `splits`) of part[z * n + i], in chunk order, for i < n.
+__global__ __launch_bounds__(kThreads) void splitSumKernel(
+    const float *__restrict__ part, int64_t n, int64_t splits, int64_t chunk,
+    const int64_t *rows, float *dw) {
+  const int64_t r = *rows;
+  int64_t nz = r > 0 ? (r + chunk - 1) / chunk : 0;
+  nz = minI64(nz, splits);
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    float s = 0.0f;
+    for (int64_t z = 0; z < nz; ++z)
+      s += part[z * n + i];
+    dw[i] += s;
+  }
+}
+
+} // namespace detail
+} // namespace modk_cuda
+
+#endif // MODC_CUDA_GEMM_TILES_INCLUDED
