@@ -246,37 +246,35 @@ LogicalResult AttentionOp::verify() {
   return success();
 }
 
-LogicalResult RouteSelectGatherOp::verify() {
-  CausalRouter c = getCausalRouter();
-  if ((c == CausalRouter::predictor) != (getCausalScores() != nullptr))
-    return emitOpError("causal scores are given exactly for the predictor");
-  auto scores = cast<MemRefType>(getScores().getType());
-  int64_t seqLen = scores.getShape().back();
-  if (getK() < 1 || getK() > seqLen)
-    return emitOpError() << "k = " << getK() << " must be in [1, " << seqLen
-                         << "]";
-  int64_t rows = cast<MemRefType>(getGathered().getType()).getDimSize(1);
-  int64_t needed = c == CausalRouter::none ? getK() : seqLen;
+/// The checks both routing ops share: causal scores exactly for the
+/// predictor, k within the sequence, and `held` (the named buffer's rows a
+/// sequence) enough for every row the selection may make.
+template <typename RoutingOp>
+static LogicalResult verifyRouting(RoutingOp op, Value held,
+                                   StringRef heldName) {
+  CausalRouter c = op.getCausalRouter();
+  if ((c == CausalRouter::predictor) != (op.getCausalScores() != nullptr))
+    return op.emitOpError("causal scores are given exactly for the predictor");
+  int64_t seqLen =
+      cast<MemRefType>(op.getScores().getType()).getShape().back();
+  int64_t k = op.getK();
+  if (k < 1 || k > seqLen)
+    return op.emitOpError() << "k = " << k << " must be in [1, " << seqLen
+                            << "]";
+  int64_t rows = cast<MemRefType>(held.getType()).getDimSize(1);
+  int64_t needed = c == CausalRouter::none ? k : seqLen;
   if (rows < needed)
-    return emitOpError() << "gathered buffer holds " << rows
-                         << " rows a sequence, needs " << needed;
+    return op.emitOpError() << heldName << " " << rows
+                            << " rows a sequence, needs " << needed;
   return success();
 }
 
+LogicalResult RouteSelectGatherOp::verify() {
+  return verifyRouting(*this, getGathered(), "gathered buffer holds");
+}
+
 LogicalResult RouteSelectOp::verify() {
-  CausalRouter c = getCausalRouter();
-  if ((c == CausalRouter::predictor) != (getCausalScores() != nullptr))
-    return emitOpError("causal scores are given exactly for the predictor");
-  int64_t seqLen = cast<MemRefType>(getScores().getType()).getShape().back();
-  if (getK() < 1 || getK() > seqLen)
-    return emitOpError() << "k = " << getK() << " must be in [1, " << seqLen
-                         << "]";
-  int64_t rows = cast<MemRefType>(getPositions().getType()).getDimSize(1);
-  int64_t needed = c == CausalRouter::none ? getK() : seqLen;
-  if (rows < needed)
-    return emitOpError() << "positions hold " << rows
-                         << " rows a sequence, needs " << needed;
-  return success();
+  return verifyRouting(*this, getPositions(), "positions hold");
 }
 
 LogicalResult ActivationGradOp::verify() {
