@@ -408,8 +408,8 @@ struct FileCloser {
 };
 using FilePtr = std::unique_ptr<std::FILE, FileCloser>;
 
-const char *kLogHeader =
-    "step,loss,ce,aux,lr,grad_norm,tokens_per_s,eval_loss\n";
+const char *kLogHeader = "step,loss,ce,aux,lr,grad_norm,tokens_per_s,eval_loss,"
+                         "comm_s,comm_bytes\n";
 
 /// Opens the CSV log: fresh with a header, or appended to when resuming
 /// into a log that exists.
@@ -674,10 +674,18 @@ void modrt::train(const Package &package, const Corpus &corpus,
         Losses l = package.grad(state.weights, tokens, split.counts[rank],
                                 grads);
         double mine[3] = {l.total, l.ce, l.aux};
+        flatten(m, grads, flat);
+        // The collectives alone are timed (flatten and unflatten are local
+        // copies); a rank that finishes its part first waits here for the
+        // others, so load imbalance shows as communication time.
+        auto commStart = std::chrono::steady_clock::now();
         config.comm->allGather(mine, sizeof mine, partLosses.data(),
                                "the loss all-gather");
-        flatten(m, grads, flat);
         reduceGradients(*config.comm, split, flat);
+        rec.commSeconds = std::chrono::duration<double>(
+                              std::chrono::steady_clock::now() - commStart)
+                              .count();
+        rec.commBytes = flat.size() * sizeof(float);
       }
       unflatten(m, flat, grads);
       double sums[3] = {0, 0, 0};
@@ -725,10 +733,11 @@ void modrt::train(const Package &package, const Corpus &corpus,
       }
     }
     if (log) {
-      std::fputs(fmt::format("{},{},{},{},{},{},{:.1f},{}\n", step,
+      std::fputs(fmt::format("{},{},{},{},{},{},{:.1f},{},{:.6f},{}\n", step,
                              rec.losses.total, rec.losses.ce, rec.losses.aux,
                              rec.lr, rec.gradNorm, rec.tokensPerSecond,
-                             rec.evalLoss ? exact(*rec.evalLoss) : "")
+                             rec.evalLoss ? exact(*rec.evalLoss) : "",
+                             rec.commSeconds, rec.commBytes)
                      .c_str(),
                  log.get());
       if (std::fflush(log.get()) != 0 || std::ferror(log.get()))

@@ -71,6 +71,7 @@ struct Row {
   double loss = 0, ce = 0, aux = 0, lr = 0, gradNorm = 0;
   std::string evalLoss;
   std::string exact; ///< every column except tokens_per_s, verbatim
+  std::string commSeconds, commBytes; ///< "0.000000" and "0" in one process
 };
 
 std::vector<Row> readLog(const std::string &path) {
@@ -78,16 +79,15 @@ std::vector<Row> readLog(const std::string &path) {
   std::istringstream in(readFile(path));
   std::string line;
   std::getline(in, line);
-  EXPECT_EQ(line, "step,loss,ce,aux,lr,grad_norm,tokens_per_s,eval_loss");
+  EXPECT_EQ(line, "step,loss,ce,aux,lr,grad_norm,tokens_per_s,eval_loss,"
+                  "comm_s,comm_bytes");
   while (std::getline(in, line)) {
     std::vector<std::string> f;
     std::istringstream fields(line);
     for (std::string x; std::getline(fields, x, ',');)
       f.push_back(x);
-    if (line.back() == ',')
-      f.push_back("");
-    EXPECT_EQ(f.size(), 8u) << line;
-    if (f.size() != 8)
+    EXPECT_EQ(f.size(), 10u) << line;
+    if (f.size() != 10)
       break;
     Row r;
     r.step = std::stoll(f[0]);
@@ -99,6 +99,8 @@ std::vector<Row> readLog(const std::string &path) {
     r.evalLoss = f[7];
     r.exact = f[0] + "," + f[1] + "," + f[2] + "," + f[3] + "," + f[4] + "," +
               f[5] + "," + f[7];
+    r.commSeconds = f[8];
+    r.commBytes = f[9];
     rows.push_back(r);
   }
   return rows;
@@ -145,6 +147,9 @@ TEST_F(TrainIntegrationTest, LossFallsOnShippedText) {
   for (const Row &r : rows) {
     EXPECT_TRUE(std::isfinite(r.gradNorm)) << r.step;
     EXPECT_NEAR(r.loss, r.ce + 0.01 * r.aux, 1e-4 * r.loss) << r.step;
+    // One process: no collectives.
+    EXPECT_EQ(r.commSeconds, "0.000000") << r.step;
+    EXPECT_EQ(r.commBytes, "0") << r.step;
   }
 }
 

@@ -489,17 +489,23 @@ TEST_F(TrainingTest, TrainLogsSavesAndAdvancesData) {
     EXPECT_DOUBLE_EQ(r.lr, learningRate(r.step, 20, 0.05, 2)) << r.step;
     EXPECT_EQ(r.evalLoss.has_value(), r.step % 5 == 0) << r.step;
     EXPECT_EQ(r.saved, r.step % 5 == 0) << r.step; // saves follow evals
+    EXPECT_EQ(r.commSeconds, 0.0) << r.step;         // one process
+    EXPECT_EQ(r.commBytes, 0u) << r.step;
   }
   // The fake's aux (half the squared weights) shrinks under weight decay.
   EXPECT_LT(recs.back().losses.aux, recs.front().losses.aux);
 
   std::vector<std::string> log = lines(readFile(cfg.logPath));
   ASSERT_EQ(log.size(), 21u);
-  EXPECT_EQ(log[0], "step,loss,ce,aux,lr,grad_norm,tokens_per_s,eval_loss");
+  EXPECT_EQ(log[0], "step,loss,ce,aux,lr,grad_norm,tokens_per_s,eval_loss,"
+                    "comm_s,comm_bytes");
   EXPECT_EQ(log[1].rfind("1,", 0), 0u);
-  EXPECT_EQ(log[1].back(), ','); // no eval at step 1
-  EXPECT_NE(log[5].back(), ',');
-  EXPECT_EQ(std::count(log[5].begin(), log[5].end(), ','), 7);
+  // No eval at step 1; one process: no collectives, so comm_s and
+  // comm_bytes are 0.
+  EXPECT_EQ(log[1].substr(log[1].size() - 12), ",,0.000000,0") << log[1];
+  EXPECT_EQ(log[5].find(",,"), std::string::npos) << log[5];
+  EXPECT_EQ(std::count(log[5].begin(), log[5].end(), ','), 9);
+  EXPECT_EQ(log[5].substr(log[5].size() - 11), ",0.000000,0") << log[5];
 
   Checkpoint c = loadCheckpoint(cfg.outPath, p);
   EXPECT_EQ(c.info.step, 20);

@@ -201,6 +201,14 @@ struct StepRecord {
   double seconds = 0; ///< wall time of grad + reduction + update
   double tokensPerSecond = 0; ///< of the global batch, all ranks together
   int ranks = 1;              ///< ranks of the job
+  /// Wall time of this rank's collectives in the step (the loss all-gather
+  /// and reduceGradients, waiting for slower ranks included), a part of
+  /// `seconds`; 0 in one process (also with TrainConfig::shards).
+  double commSeconds = 0;
+  /// Bytes of the gradient that this rank puts into the reduction (all
+  /// parameters, f32): the all-to-all and the all-gather of reduceGradients
+  /// each send (P-1)/P of it to the other ranks. 0 in one process.
+  uint64_t commBytes = 0;
   std::optional<double> evalLoss; ///< mean held-out cross-entropy
   bool saved = false;             ///< a checkpoint was written after this step
 };
