@@ -45,6 +45,8 @@
 #ifndef MODC_TEST_CUDA_EMULATION_H
 #define MODC_TEST_CUDA_EMULATION_H
 
+#include "TestCounters.h" // before the kernels, in every emulated unit
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>

@@ -24,6 +24,7 @@
 #ifndef MODC_TEST_CUDA_EMU_TENSORCORECHECKS_H
 #define MODC_TEST_CUDA_EMU_TENSORCORECHECKS_H
 
+#include "TestCounters.h" // before the kernels (the GPU build)
 #include "CudaCommon.cuh"
 #include "CudaKernels.cuh"
 #include "GemmPlanHooks.h" // the plan of calls that name none

@@ -42,6 +42,12 @@
 #include "CudaEmulation.h"
 #endif
 
+// A host-side count that a test reads (test/cuda_emu/TestCounters.h defines
+// it before the kernels); nothing in a package.
+#ifndef MODC_TEST_COUNT
+#define MODC_TEST_COUNT(counter) ((void)0)
+#endif
+
 namespace modk_cuda {
 
 constexpr int kWarp = 32;

@@ -176,13 +176,6 @@ inline const float2 *ropeTableFor(float theta, int32_t positions,
   return table;
 }
 
-/// Test hook: GEMM launches that applied RoPE in their epilogue (host
-/// counter).
-inline int64_t &fusedRopeLaunches() {
-  static int64_t n = 0;
-  return n;
-}
-
 template <int S>
 __global__ __launch_bounds__(kThreads) void identityKernel(int64_t B,
                                                           int32_t *pos,
@@ -607,7 +600,7 @@ inline void linear_rope(const TA *a, const int64_t *rows, int64_t max_rows,
     if (epi.ropeTable &&
         detail::linearEpi<H * HD, K, detail::epiRope<HD, BF16>(), BF16, PLAN>(
             a, rows, max_rows, w, epi, y, stream)) {
-      ++detail::fusedRopeLaunches();
+      MODC_TEST_COUNT(fusedRopeLaunches);
       return;
     }
   }

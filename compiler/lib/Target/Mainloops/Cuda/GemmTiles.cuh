@@ -1846,16 +1846,6 @@ __global__ __launch_bounds__(kTmaThreads, T::MINB) void gemmTmaKernel(
   }
 }
 
-/// Test hook: TMA kernel launches and weight roundings so far (host
-/// counters), so that a check can tell that the TMA path ran.
-struct TmaStats {
-  int64_t launches = 0, roundings = 0;
-};
-inline TmaStats &tmaStats() {
-  static TmaStats stats;
-  return stats;
-}
-
 /// cuTensorMapEncodeTiled, from the driver through the runtime (the package
 /// links no driver library); null where the driver lacks it.
 using EncodeTiledFn = CUresult (*)(CUtensorMap *, CUtensorMapDataType,
@@ -1934,7 +1924,7 @@ inline bool launchGemmTmaTile(const bf16 *A, int64_t lda, const bf16 *B,
   MODC_LAUNCH(kernel, unsigned(items < ctas ? items : ctas), kTmaThreads,
               T::SmemBytes, stream,
               mapA, mapB, C, ldc, epi, M, Ncols, L, dynRows, splits);
-  ++tmaStats().launches;
+  MODC_TEST_COUNT(tmaLaunches);
   traceGemm("tma+wgmma", M, Ncols, L, T::BM, T::BN, EPI);
   return true;
 }
@@ -2012,7 +2002,7 @@ inline const bf16 *weightCopyFor(const float *w, int64_t count,
                 unsigned(std::min<int64_t>(ceilDiv(count, kThreads), kMaxGrid)),
                 kThreads,
                 0, stream, w, found->copy, count);
-    ++tmaStats().roundings;
+    MODC_TEST_COUNT(tmaRoundings);
   }
   found->epoch = all.epoch;
   found->generation = all.generation;

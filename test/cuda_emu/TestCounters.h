@@ -1,0 +1,40 @@
+//===- TestCounters.h - Counters the CUDA kernel tests read -------*- C++ -*-===//
+//
+// The CUDA preludes and mainloops count a few host-side events for tests
+// (MODC_TEST_COUNT, a no-op in a package): TMA GEMM launches, the weight
+// roundings for them, and GEMMs that applied RoPE in their epilogue, so that
+// a check can tell which path ran. This header makes the counts real and
+// offers them as modk_cuda::detail::tmaStats() and fusedRopeLaunches(). It is
+// included before the kernels: through CudaEmulation.h in every emulated
+// translation unit (so every unit agrees on the inline functions), and by
+// TensorCoreChecks.h for the GPU build of test/gpu/tensor_core_check.cu.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MODC_TEST_CUDA_EMU_TESTCOUNTERS_H
+#define MODC_TEST_CUDA_EMU_TESTCOUNTERS_H
+
+#include <cstdint>
+
+namespace modc_test_counters {
+inline int64_t tmaLaunches = 0, tmaRoundings = 0, fusedRopeLaunches = 0;
+} // namespace modc_test_counters
+
+#define MODC_TEST_COUNT(counter) (++::modc_test_counters::counter)
+
+namespace modk_cuda {
+namespace detail {
+/// TMA kernel launches and weight roundings so far.
+struct TmaStats {
+  int64_t launches = 0, roundings = 0;
+};
+inline TmaStats tmaStats() {
+  return {modc_test_counters::tmaLaunches, modc_test_counters::tmaRoundings};
+}
+/// GEMM launches that applied RoPE in their epilogue so far.
+inline int64_t fusedRopeLaunches() {
+  return modc_test_counters::fusedRopeLaunches;
+}
+} // namespace detail
+} // namespace modk_cuda
+
+#endif // MODC_TEST_CUDA_EMU_TESTCOUNTERS_H
