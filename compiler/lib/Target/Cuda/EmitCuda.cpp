@@ -25,12 +25,16 @@ static const char kCommonPrelude[] =
 #include "CudaCommonPrelude.inc"
     ;
 // The mainloop library (lib/Target/Mainloops/Cuda): GEMM tiles and flash
-// attention, the only kernel bodies besides the preludes not generated.
+// attention forward and backward, the only kernel bodies besides the
+// preludes not generated.
 static const char kGemmTiles[] =
 #include "CudaGemmTiles.inc"
     ;
 static const char kFlashAttention[] =
 #include "CudaFlashAttention.inc"
+    ;
+static const char kFlashAttentionGrad[] =
+#include "CudaFlashAttentionGrad.inc"
     ;
 static const char kPrelude[] =
 #include "CudaKernelsPrelude.inc"
@@ -535,7 +539,7 @@ LogicalResult CudaEmitter::emit() {
   if (failed(emitGemmPlans()))
     return failure();
   if (grad)
-    os << kTrainPrelude << "\n";
+    os << kFlashAttentionGrad << "\n" << kTrainPrelude << "\n";
   if (decode)
     os << kDecodePrelude << "\n";
   if (failed(emitNamedRowKernels()))

@@ -1,0 +1,758 @@
+//===- FlashAttentionGrad.cuh - CUDA causal attention backward -*- CUDA -*-===//
+//
+// Part of the modc project.
+//
+//===----------------------------------------------------------------------===//
+///
+/// \file
+/// The backward pass of causal flash attention on modc's CUDA target: a
+/// query-side kernel (dq and the softmax statistics) and a key-side kernel
+/// (dk, dv), on SIMT f32 or on tensor cores (3xTF32 mma.m16n8k8) as the
+/// compiler chose (modk-configure-gemms, docs/cuda.md); no atomics, so the
+/// gradients repeat bit for bit. Built on the tiles of FlashAttention.cuh
+/// and GemmTiles.cuh; a package with a training entry pastes it after them.
+///
+//===----------------------------------------------------------------------===//
+
+#ifndef MODC_CUDA_FLASH_ATTENTION_GRAD_INCLUDED
+#define MODC_CUDA_FLASH_ATTENTION_GRAD_INCLUDED
+
+#ifndef MODC_CUDA_FLASH_ATTENTION_INCLUDED
+#include "FlashAttention.cuh"
+#endif
+
+namespace modk_cuda {
+
+//===----------------------------------------------------------------------===//
+// Causal attention backward
+//===----------------------------------------------------------------------===//
+
+namespace train_detail {
+
+/// Query rows and keys per tile, threads per block. Thread t works on row
+/// t / 4 of its tile and on every fourth key (or head column) from t % 4.
+constexpr int kAgBQ = 32, kAgBK = 32, kAgThreads = 128;
+
+template <int HD> constexpr int attnGradSmemFloats() {
+  return (2 * kAgBQ + 2 * kAgBK) * (HD + 1) + 2 * kAgBK * (kAgBQ + 1) +
+         2 * kAgBQ;
+}
+
+/// Query side: per (query tile, head, segment), the log-sum-exp of every
+/// query row (online over the key tiles), D = rowsum(dout * o), both stored
+/// to stats[(row * H + h) * 2 + {0, 1}] for the key side, then
+/// dq = scale * sum_keys dS K with dS = P (dP - D), P = exp(S - lse).
+template <int H, int HD>
+__global__ void __launch_bounds__(kAgThreads)
+    attnGradQuery(const float *q, const float *k, const float *v,
+                  const float *o, const float *dout, const int64_t *seg,
+                  const int32_t *pos, float *dq, float *stats) {
+  constexpr int BQ = kAgBQ, BK = kAgBK, P = HD + 1, NI = BK / 4, ND = HD / 4;
+  constexpr int64_t LD = int64_t(H) * HD;
+  static_assert(HD % 4 == 0, "head dim must be a multiple of 4");
+  MODC_DYNAMIC_SHARED(float, sm);
+  float *Qs = sm, *dOs = Qs + BQ * P, *Ks = dOs + BQ * P, *Vs = Ks + BK * P;
+  float *dSs = Vs + BK * P; // [BQ][BK + 1]
+
+  const int s = blockIdx.z, h = blockIdx.y;
+  const int64_t base = seg[s], n = seg[s + 1] - base;
+  const int64_t i0 = int64_t(blockIdx.x) * BQ;
+  if (i0 >= n)
+    return;
+  const int qn = static_cast<int>(detail::minI64(BQ, n - i0));
+  const int t = threadIdx.x, r = t >> 2, g = t & 3;
+  const float scale = 1.0f / sqrtf(static_cast<float>(HD));
+  const int32_t *ps = pos + base;
+  const int64_t hoff = int64_t(h) * HD;
+  const float ninf = negInf();
+
+  for (int e = t; e < BQ * HD; e += kAgThreads) {
+    const int rr = e / HD, d = e % HD;
+    const bool ok = rr < qn;
+    const int64_t src = (base + i0 + rr) * LD + hoff + d;
+    Qs[rr * P + d] = ok ? q[src] * scale : 0.0f;
+    dOs[rr * P + d] = ok ? dout[src] : 0.0f;
+  }
+  const int64_t qi = i0 + r;
+  float dd = 0.0f;
+  if (r < qn) {
+#pragma unroll
+    for (int c = 0; c < ND; ++c) {
+      const int64_t src = (base + qi) * LD + hoff + g + 4 * c;
+      dd += dout[src] * o[src];
+    }
+  }
+  dd += __shfl_xor_sync(0xffffffffu, dd, 1);
+  dd += __shfl_xor_sync(0xffffffffu, dd, 2);
+  const int32_t pq = r < qn ? ps[qi] : 0;
+  const int64_t last = i0 + qn - 1;
+  const int32_t plast = ps[last];
+
+  // Pass 1: online max and sum of the visible scores of row r.
+  float m = ninf, l = 0.0f;
+  for (int64_t k0 = 0; k0 < n && (k0 <= last || ps[k0] <= plast); k0 += BK) {
+    __syncthreads();
+    for (int e = t; e < BK * HD; e += kAgThreads) {
+      const int cc = e / HD, d = e % HD;
+      Ks[cc * P + d] =
+          k0 + cc < n ? k[(base + k0 + cc) * LD + hoff + d] : 0.0f;
+    }
+    __syncthreads();
+    float sv[NI];
+    float mt = ninf;
+#pragma unroll
+    for (int c = 0; c < NI; ++c) {
+      const int cc = g + 4 * c;
+      const int64_t j = k0 + cc;
+      const bool vis = r < qn && j < n && (j <= qi || ps[j] <= pq);
+      float acc = 0.0f;
+#pragma unroll 8
+      for (int d = 0; d < HD; ++d)
+        acc += Qs[r * P + d] * Ks[cc * P + d];
+      sv[c] = vis ? acc : ninf;
+      mt = fmaxf(mt, sv[c]);
+    }
+    mt = fmaxf(mt, __shfl_xor_sync(0xffffffffu, mt, 1));
+    mt = fmaxf(mt, __shfl_xor_sync(0xffffffffu, mt, 2));
+    const float mnew = fmaxf(m, mt);
+    const float msafe = mnew == ninf ? 0.0f : mnew;
+    float sum = 0.0f;
+#pragma unroll
+    for (int c = 0; c < NI; ++c)
+      sum += expf(sv[c] - msafe);
+    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+    l = (m == ninf ? 0.0f : l * expf(m - mnew)) + sum;
+    m = mnew;
+  }
+  const float lse = m + logf(l);
+  if (g == 0 && r < qn) {
+    stats[((base + qi) * H + h) * 2] = lse;
+    stats[((base + qi) * H + h) * 2 + 1] = dd;
+  }
+
+  // Pass 2: dQ.
+  float acc[ND];
+#pragma unroll
+  for (int c = 0; c < ND; ++c)
+    acc[c] = 0.0f;
+  for (int64_t k0 = 0; k0 < n && (k0 <= last || ps[k0] <= plast); k0 += BK) {
+    __syncthreads();
+    for (int e = t; e < BK * HD; e += kAgThreads) {
+      const int cc = e / HD, d = e % HD;
+      const bool ok = k0 + cc < n;
+      const int64_t src = (base + k0 + cc) * LD + hoff + d;
+      Ks[cc * P + d] = ok ? k[src] : 0.0f;
+      Vs[cc * P + d] = ok ? v[src] : 0.0f;
+    }
+    __syncthreads();
+#pragma unroll
+    for (int c = 0; c < NI; ++c) {
+      const int cc = g + 4 * c;
+      const int64_t j = k0 + cc;
+      const bool vis = r < qn && j < n && (j <= qi || ps[j] <= pq);
+      float sc = 0.0f, dp = 0.0f;
+#pragma unroll 8
+      for (int d = 0; d < HD; ++d) {
+        sc += Qs[r * P + d] * Ks[cc * P + d];
+        dp += dOs[r * P + d] * Vs[cc * P + d];
+      }
+      const float p = vis ? expf(sc - lse) : 0.0f;
+      dSs[r * (BK + 1) + cc] = p * (dp - dd);
+    }
+    __syncthreads();
+    for (int cc = 0; cc < BK; ++cc) {
+      const float ds = dSs[r * (BK + 1) + cc];
+#pragma unroll
+      for (int c = 0; c < ND; ++c)
+        acc[c] += ds * Ks[cc * P + g + 4 * c];
+    }
+  }
+  if (r < qn) {
+#pragma unroll
+    for (int c = 0; c < ND; ++c)
+      dq[(base + qi) * LD + hoff + g + 4 * c] = acc[c] * scale;
+  }
+}
+
+/// Key side: per (key tile, head, segment), over every query tile that sees
+/// the keys: dV = sum P^T dO, dK = sum dS^T (q * scale).
+template <int H, int HD, typename TV>
+__global__ void __launch_bounds__(kAgThreads)
+    attnGradKey(const float *q, const float *k, const float *v,
+                const float *dout, const int64_t *seg, const int32_t *pos,
+                const float *stats, float *dk, TV *dv) {
+  constexpr int BQ = kAgBQ, BK = kAgBK, P = HD + 1, NI = BQ / 4, ND = HD / 4;
+  constexpr int64_t LD = int64_t(H) * HD;
+  MODC_DYNAMIC_SHARED(float, sm);
+  float *Qs = sm, *dOs = Qs + BQ * P, *Ks = dOs + BQ * P, *Vs = Ks + BK * P;
+  float *Ps = Vs + BK * P;       // [BK][BQ + 1]
+  float *dSs = Ps + BK * (BQ + 1); // [BK][BQ + 1]
+  float *lseS = dSs + BK * (BQ + 1), *DdS = lseS + BQ;
+
+  const int s = blockIdx.z, h = blockIdx.y;
+  const int64_t base = seg[s], n = seg[s + 1] - base;
+  const int64_t k0 = int64_t(blockIdx.x) * BK;
+  if (k0 >= n)
+    return;
+  const int kc = static_cast<int>(detail::minI64(BK, n - k0));
+  const int t = threadIdx.x, c = t >> 2, g = t & 3;
+  const float scale = 1.0f / sqrtf(static_cast<float>(HD));
+  const int32_t *ps = pos + base;
+  const int64_t hoff = int64_t(h) * HD;
+  const int64_t kj = k0 + c;
+  const int32_t pk = c < kc ? ps[kj] : 0;
+
+  for (int e = t; e < BK * HD; e += kAgThreads) {
+    const int cc = e / HD, d = e % HD;
+    const bool ok = cc < kc;
+    const int64_t src = (base + k0 + cc) * LD + hoff + d;
+    Ks[cc * P + d] = ok ? k[src] : 0.0f;
+    Vs[cc * P + d] = ok ? v[src] : 0.0f;
+  }
+  // First query that sees key k0: positions ascend, so only queries just
+  // before k0 with the same position can.
+  int64_t qs = k0;
+  while (qs > 0 && ps[qs - 1] >= ps[k0])
+    --qs;
+
+  float accK[ND], accV[ND];
+#pragma unroll
+  for (int i = 0; i < ND; ++i)
+    accK[i] = accV[i] = 0.0f;
+  for (int64_t q0 = qs / BQ * BQ; q0 < n; q0 += BQ) {
+    const int qn = static_cast<int>(detail::minI64(BQ, n - q0));
+    __syncthreads();
+    for (int e = t; e < BQ * HD; e += kAgThreads) {
+      const int rr = e / HD, d = e % HD;
+      const bool ok = rr < qn;
+      const int64_t src = (base + q0 + rr) * LD + hoff + d;
+      Qs[rr * P + d] = ok ? q[src] * scale : 0.0f;
+      dOs[rr * P + d] = ok ? dout[src] : 0.0f;
+    }
+    for (int e = t; e < BQ; e += kAgThreads) {
+      const bool ok = e < qn;
+      lseS[e] = ok ? stats[((base + q0 + e) * H + h) * 2] : 0.0f;
+      DdS[e] = ok ? stats[((base + q0 + e) * H + h) * 2 + 1] : 0.0f;
+    }
+    __syncthreads();
+#pragma unroll
+    for (int i = 0; i < NI; ++i) {
+      const int rr = g + 4 * i;
+      const int64_t qi = q0 + rr;
+      const bool vis = c < kc && rr < qn && (kj <= qi || pk <= ps[qi]);
+      float sc = 0.0f, dp = 0.0f;
+#pragma unroll 8
+      for (int d = 0; d < HD; ++d) {
+        sc += Qs[rr * P + d] * Ks[c * P + d];
+        dp += dOs[rr * P + d] * Vs[c * P + d];
+      }
+      const float p = vis ? expf(sc - lseS[rr]) : 0.0f;
+      Ps[c * (BQ + 1) + rr] = p;
+      dSs[c * (BQ + 1) + rr] = p * (dp - DdS[rr]);
+    }
+    __syncthreads();
+    for (int rr = 0; rr < BQ; ++rr) {
+      const float pv = Ps[c * (BQ + 1) + rr], ds = dSs[c * (BQ + 1) + rr];
+#pragma unroll
+      for (int i = 0; i < ND; ++i) {
+        accV[i] += pv * dOs[rr * P + g + 4 * i];
+        accK[i] += ds * Qs[rr * P + g + 4 * i];
+      }
+    }
+  }
+  if (c < kc) {
+#pragma unroll
+    for (int i = 0; i < ND; ++i) {
+      const int64_t dst = (base + kj) * LD + hoff + g + 4 * i;
+      dk[dst] = accK[i];
+      dv[dst] = TV(accV[i]);
+    }
+  }
+}
+
+
+//===----------------------------------------------------------------------===//
+// Causal attention backward on tensor cores (3xTF32 mma.m16n8k8)
+//===----------------------------------------------------------------------===//
+
+/// Threads of the tensor-core kernels: on the query side 4 warps of 16
+/// queries; on the key side 8 warps, warps w and w + 4 owning the same 16
+/// keys, w accumulating their dV and w + 4 their dK (one HD-wide accumulator
+/// tile a lane instead of two: no spills at head dim 128).
+constexpr int kAgTcThreads = 128, kAgTcKeyThreads = 256;
+/// Rows a CTA owns (16 a warp, or a warp pair) and rows of the tiles it
+/// loops over (keys on the query side, queries on the key side).
+constexpr int kAgTcOwn = 64, kAgTcTile = 32;
+
+/// Head dims of the tensor-core backward: those of the forward kernel.
+template <int HD>
+constexpr bool attentionGradTcHeadDim = detail::attentionTcHeadDim<HD>;
+
+/// n8 tiles of the head dim handled by one mma3xTf32 call: the largest
+/// divisor of dt that is at most 8 (the emulation's fragment exchange holds
+/// 8 + 4 * 8 words at most per call, as in attentionTcKernel's two batches).
+__host__ __device__ constexpr int agChunk(int dt) {
+  for (int w = dt < 8 ? dt : 8; w > 1; --w)
+    if (dt % w == 0)
+      return w;
+  return 1;
+}
+
+/// Shared memory of the tensor-core kernels (floats): two [64][LD] arrays
+/// (the owned rows: Q and dO on the query side, K and V on the key side),
+/// two [32][LD] arrays (the looped tile: K and V, or Q and dO), and three
+/// vectors of 32 (the tile's key positions; or its query positions, lse
+/// and D). LD = HD + 4 = 4 (mod 8) as in AttnTcSmem: the fragment reads fall
+/// on 32 different banks and rows start 16-byte aligned for cp.async.
+template <int HD> struct AttnGradTcSmem {
+  static constexpr int TILE = kAgTcTile;
+  static constexpr int LD = HD + 4;
+  static_assert(LD % 8 == 4, "conflict-free stride");
+  static constexpr int Own0 = 0;
+  static constexpr int Own1 = Own0 + kAgTcOwn * LD;
+  static constexpr int Tile0 = Own1 + kAgTcOwn * LD;
+  static constexpr int Tile1 = Tile0 + TILE * LD;
+  static constexpr int Vec = Tile1 + TILE * LD; // 3 x [TILE]
+  static constexpr int Floats = Vec + 3 * TILE;
+  static constexpr int Bytes = Floats * int(sizeof(float));
+};
+
+/// acc[NT] = A B^T over the head dim (detail::addRowProducts from zero),
+/// two k8 steps unrolled at a time (fewer live fragment loads).
+template <int HD, int NT, bool SplitA = true, bool SplitB = true>
+__device__ __forceinline__ void agRowProducts(float (&acc)[1][NT][4],
+                                              const float *a, const float *b) {
+  detail::zeroFragments(acc);
+  detail::addRowProducts<HD, NT, SplitA, SplitB, 2>(acc, a, b);
+}
+
+/// acc += X B with X the 16 x 8 NT register tile x (C-fragment layout of
+/// agRowProducts) and B = b[0 .. 8 NT)[0 .. HD) in shared ([row][LD]). As in
+/// attentionTcKernel's P V: the C fragment of lane (g, t) holds columns 2t,
+/// 2t + 1 of each n8 tile, used as A columns t and t + 4, with B rows 2t and
+/// 2t + 1 as B rows t and t + 4. acc is HD / 8 n8 tiles in NC chunks of DW.
+/// SplitB false: b holds tf32 (bf16) values.
+template <int HD, int NT, int NC, int DW, bool SplitB = true>
+__device__ __forceinline__ void agRegTimesRows(float (&acc)[NC][1][DW][4],
+                                               const float (&x)[1][NT][4],
+                                               const float *b) {
+  constexpr int LDS = HD + 4;
+  const int lane = threadIdx.x % kWarp, g = lane >> 2, tg = lane & 3;
+#pragma unroll
+  for (int kb = 0; kb < NT; ++kb) {
+    auto fragX = [&](int, float (&f)[4]) {
+      f[0] = x[0][kb][0]; // row g,     column 2t     -> A column t
+      f[1] = x[0][kb][2]; // row g + 8, column 2t
+      f[2] = x[0][kb][1]; // row g,     column 2t + 1 -> A column t + 4
+      f[3] = x[0][kb][3]; // row g + 8, column 2t + 1
+    };
+    const float *br = b + (8 * kb + 2 * tg) * LDS + g;
+#pragma unroll
+    for (int c = 0; c < NC; ++c) {
+      auto fragB = [&](int j, float (&f)[2]) {
+        f[0] = br[8 * (c * DW + j)];
+        f[1] = br[LDS + 8 * (c * DW + j)];
+      };
+      detail::mma3xTf32<1, DW, true, SplitB>(acc[c], fragX, fragB);
+    }
+  }
+}
+
+/// Writes the warp's 16 x HD accumulator tile times `mul` to rows
+/// r0 + (16w + g + 8 hh) < valid of dst (one head of [rows, H * HD]; TD
+/// float, or bf16: rounded).
+template <int H, int HD, int NC, int DW, typename TD>
+__device__ __forceinline__ void agStoreRows(TD *dst, int64_t r0,
+                                            int64_t hoff, int wr, int valid,
+                                            const float (&acc)[NC][1][DW][4],
+                                            float mul) {
+  constexpr int64_t LDG = int64_t(H) * HD;
+  const int lane = threadIdx.x % kWarp, g = lane >> 2, tg = lane & 3;
+#pragma unroll
+  for (int hh = 0; hh < 2; ++hh) {
+    const int r = wr + g + 8 * hh;
+    if (r >= valid)
+      continue;
+    TD *p = dst + (r0 + r) * LDG + hoff + 2 * tg;
+#pragma unroll
+    for (int c = 0; c < NC; ++c)
+#pragma unroll
+      for (int j = 0; j < DW; ++j) {
+        p[8 * (c * DW + j)] = TD(acc[c][0][j][2 * hh] * mul);
+        p[8 * (c * DW + j) + 1] = TD(acc[c][0][j][2 * hh + 1] * mul);
+      }
+  }
+}
+
+/// Tensor-core query side (same grid, statistics and result as
+/// attnGradQuery): CTA (64 queries, head, segment), warp w owning queries
+/// 16w .. 16w + 15 (lane: rows g, g + 8), over the visible prefix of 32-key
+/// tiles, twice. Pass 1: S = (Q K^T) * scale (mma3xTf32), masking
+/// (pos[key] > pos[query]) and the online max and sum in registers -> lse;
+/// D = rowsum(dO * O) in f32; both to stats. Pass 2: S again and dP = dO V^T,
+/// dS = P (dP - D) with P = exp(S - lse), in registers, and dQ += dS K from
+/// them (A from the score registers, as the forward's P V); dq = dQ * scale.
+/// Tiles are copied with cp.async; a warp whose queries all precede the
+/// tile's first key skips its math (P = 0 there) but not its barriers.
+/// BF: q, k, v hold bf16 values (a bf16 model): the mmas of their zero tf32
+/// lo parts are skipped, with the same result.
+template <int H, int HD, bool BF>
+__global__ __launch_bounds__(kAgTcThreads) void attnGradQueryTc(
+    const float *__restrict__ q, const float *__restrict__ k,
+    const float *__restrict__ v, const float *__restrict__ o,
+    const float *__restrict__ dout, const int64_t *seg, const int32_t *pos,
+    float *__restrict__ dq, float *__restrict__ stats) {
+  static_assert(attentionGradTcHeadDim<HD>, "head dim of the tensor-core kernel");
+  using L = AttnGradTcSmem<HD>;
+  constexpr int BQ = kAgTcOwn, BK = kAgTcTile, LDS = L::LD;
+  constexpr int T = kAgTcThreads;
+  constexpr int NT = BK / 8, DT = HD / 8, DW = agChunk(DT), NC = DT / DW;
+  constexpr int64_t LDG = int64_t(H) * HD;
+  constexpr int32_t kNoPos = 0x7fffffff;
+  const int s = blockIdx.z, h = blockIdx.y;
+  const int64_t base = seg[s], n = seg[s + 1] - base;
+  // Later query tiles see more keys: they get the lower block indices.
+  const int64_t i0 = int64_t(gridDim.x - 1 - blockIdx.x) * BQ;
+  if (i0 >= n)
+    return;
+  const int qn = int(detail::minI64(BQ, n - i0));
+
+  MODC_DYNAMIC_SHARED(float, sm);
+  float *Qs = sm + L::Own0, *dOs = sm + L::Own1;
+  float *Ks = sm + L::Tile0, *Vs = sm + L::Tile1;
+  int32_t *kposS = reinterpret_cast<int32_t *>(sm + L::Vec);
+
+  const int tid = threadIdx.x, lane = tid % kWarp, warp = tid / kWarp;
+  const int g = lane >> 2, tg = lane & 3, wr = warp * 16;
+  const float scale = 1.0f / sqrtf(static_cast<float>(HD));
+  const int32_t *ps = pos + base;
+  const int64_t hoff = int64_t(h) * HD;
+  const bool vec = detail::aligned16(q, k, v, dout);
+
+  detail::copyHeadRows<H, HD, BQ, T>(Qs, q, base + i0, hoff, qn, vec);
+  detail::copyHeadRows<H, HD, BQ, T>(dOs, dout, base + i0, hoff, qn, vec);
+  detail::copyAsyncCommit();
+
+  // This lane's rows: positions (rows past qn see every key; unused) and
+  // D = rowsum(dout * o), each lane a quarter of the columns.
+  int32_t qp[2];
+  float Dd[2];
+#pragma unroll
+  for (int hh = 0; hh < 2; ++hh) {
+    const int r = wr + g + 8 * hh;
+    qp[hh] = r < qn ? ps[i0 + r] : kNoPos;
+    float dd = 0.0f;
+    if (r < qn) {
+      const int64_t row = (base + i0 + r) * LDG + hoff;
+      for (int d = tg; d < HD; d += 4)
+        dd += dout[row + d] * o[row + d];
+    }
+    dd += __shfl_xor_sync(0xffffffffu, dd, 1);
+    dd += __shfl_xor_sync(0xffffffffu, dd, 2);
+    Dd[hh] = dd;
+  }
+  const int32_t lastPos = ps[i0 + qn - 1];
+  const bool warpRows = wr < qn;
+  const int32_t warpMaxPos = ps[i0 + (wr + 15 < qn ? wr + 15 : qn - 1)];
+
+  // Copies key tile k0 (and its values when withV) and waits for it.
+  auto loadTile = [&](int64_t k0, bool withV) {
+    const int kc = int(detail::minI64(BK, n - k0));
+    __syncthreads(); // every warp is done with the previous tile
+    detail::copyHeadRows<H, HD, BK, T>(Ks, k, base + k0, hoff, kc, vec);
+    if (withV)
+      detail::copyHeadRows<H, HD, BK, T>(Vs, v, base + k0, hoff, kc, vec);
+    detail::copyAsyncCommit();
+    for (int c = tid; c < BK; c += T)
+      kposS[c] = c < kc ? ps[k0 + c] : kNoPos;
+    detail::copyAsyncWait<0>();
+    __syncthreads();
+  };
+
+  // Pass 1: online max and sum of the visible scaled scores.
+  float mrow[2] = {-INFINITY, -INFINITY}, lrow[2] = {0.0f, 0.0f};
+  for (int64_t k0 = 0; k0 < n && ps[k0] <= lastPos; k0 += BK) {
+    loadTile(k0, false);
+    if (!(warpRows && kposS[0] <= warpMaxPos))
+      continue;
+    float sc[1][NT][4];
+    agRowProducts<HD, NT, !BF, !BF>(sc, Qs + wr * LDS, Ks);
+    float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+    for (int j = 0; j < NT; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const float x = kposS[8 * j + 2 * tg + (e & 1)] > qp[e >> 1]
+                            ? -INFINITY
+                            : sc[0][j][e] * scale;
+        sc[0][j][e] = x;
+        mx[e >> 1] = fmaxf(mx[e >> 1], x);
+      }
+    float msub[2], rs[2] = {0.0f, 0.0f};
+#pragma unroll
+    for (int hh = 0; hh < 2; ++hh) {
+      mx[hh] = fmaxf(mx[hh], __shfl_xor_sync(0xffffffffu, mx[hh], 1));
+      mx[hh] = fmaxf(mx[hh], __shfl_xor_sync(0xffffffffu, mx[hh], 2));
+      const float mnew = fmaxf(mrow[hh], mx[hh]);
+      msub[hh] = mnew == -INFINITY ? 0.0f : mnew;
+      lrow[hh] *= expf(mrow[hh] - msub[hh]);
+      mrow[hh] = mnew;
+    }
+#pragma unroll
+    for (int j = 0; j < NT; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        rs[e >> 1] += expf(sc[0][j][e] - msub[e >> 1]);
+#pragma unroll
+    for (int hh = 0; hh < 2; ++hh)
+      lrow[hh] += rs[hh];
+  }
+  float lse[2];
+#pragma unroll
+  for (int hh = 0; hh < 2; ++hh) {
+    lrow[hh] += __shfl_xor_sync(0xffffffffu, lrow[hh], 1);
+    lrow[hh] += __shfl_xor_sync(0xffffffffu, lrow[hh], 2);
+    lse[hh] = mrow[hh] + logf(lrow[hh]);
+    const int r = wr + g + 8 * hh;
+    if (tg == 0 && r < qn) {
+      stats[((base + i0 + r) * H + h) * 2] = lse[hh];
+      stats[((base + i0 + r) * H + h) * 2 + 1] = Dd[hh];
+    }
+  }
+
+  // Pass 2: dQ.
+  float acc[NC][1][DW][4];
+#pragma unroll
+  for (int c = 0; c < NC; ++c)
+    detail::zeroFragments(acc[c]);
+  for (int64_t k0 = 0; k0 < n && ps[k0] <= lastPos; k0 += BK) {
+    loadTile(k0, true);
+    if (!(warpRows && kposS[0] <= warpMaxPos))
+      continue;
+    float sc[1][NT][4], dp[1][NT][4];
+    agRowProducts<HD, NT, !BF, !BF>(sc, Qs + wr * LDS, Ks);
+    agRowProducts<HD, NT, true, !BF>(dp, dOs + wr * LDS, Vs);
+#pragma unroll
+    for (int j = 0; j < NT; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const float p = kposS[8 * j + 2 * tg + (e & 1)] > qp[e >> 1]
+                            ? 0.0f
+                            : expf(sc[0][j][e] * scale - lse[e >> 1]);
+        sc[0][j][e] = p * (dp[0][j][e] - Dd[e >> 1]);
+      }
+    agRegTimesRows<HD, NT, NC, DW, !BF>(acc, sc, Ks);
+  }
+  agStoreRows<H, HD, NC, DW>(dq, base + i0, hoff, wr, qn, acc, scale);
+}
+
+/// Tensor-core key side (same grid and result as attnGradKey): CTA (64
+/// keys, head, segment) of 8 warps, warps w and w + 4 owning keys 16 (w % 4)
+/// .. + 15, over the 32-query tiles from the first that sees key k0 to the
+/// segment's end. Both warps form S^T = (K Q^T) * scale (mma3xTf32) and
+/// P^T = exp(S^T - lse) masked, in registers (lse and D from the query
+/// side's stats); warp w adds dV += P^T dO, warp w + 4 forms dP^T = V dO^T,
+/// dS^T = P^T (dP^T - D) and adds dK += dS^T Q, both from the registers;
+/// dk = dK * scale. BF: as attnGradQueryTc's.
+template <int H, int HD, bool BF, typename TV>
+__global__ __launch_bounds__(kAgTcKeyThreads, 1) void attnGradKeyTc(
+    const float *__restrict__ q, const float *__restrict__ k,
+    const float *__restrict__ v, const float *__restrict__ dout,
+    const int64_t *seg, const int32_t *pos, const float *__restrict__ stats,
+    float *__restrict__ dk, TV *__restrict__ dv) {
+  static_assert(attentionGradTcHeadDim<HD>, "head dim of the tensor-core kernel");
+  using L = AttnGradTcSmem<HD>;
+  constexpr int BK = kAgTcOwn, BQ = kAgTcTile, LDS = L::LD;
+  constexpr int T = kAgTcKeyThreads;
+  constexpr int NT = BQ / 8, DT = HD / 8, DW = agChunk(DT), NC = DT / DW;
+  constexpr int32_t kNoPos = 0x7fffffff;
+  const int s = blockIdx.z, h = blockIdx.y;
+  const int64_t base = seg[s], n = seg[s + 1] - base;
+  const int64_t k0 = int64_t(blockIdx.x) * BK;
+  if (k0 >= n)
+    return;
+  const int kc = int(detail::minI64(BK, n - k0));
+
+  MODC_DYNAMIC_SHARED(float, sm);
+  float *Ks = sm + L::Own0, *Vs = sm + L::Own1;
+  float *Qs = sm + L::Tile0, *dOs = sm + L::Tile1;
+  int32_t *qposS = reinterpret_cast<int32_t *>(sm + L::Vec);
+  float *lseS = sm + L::Vec + BQ, *DdS = lseS + BQ;
+
+  const int tid = threadIdx.x, lane = tid % kWarp, warp = tid / kWarp;
+  const int g = lane >> 2, tg = lane & 3, wr = (warp % 4) * 16;
+  const bool dkWarp = warp >= 4;
+  const float scale = 1.0f / sqrtf(static_cast<float>(HD));
+  const int32_t *ps = pos + base;
+  const int64_t hoff = int64_t(h) * HD;
+  const bool vec = detail::aligned16(q, k, v, dout);
+
+  detail::copyHeadRows<H, HD, BK, T>(Ks, k, base + k0, hoff, kc, vec);
+  detail::copyHeadRows<H, HD, BK, T>(Vs, v, base + k0, hoff, kc, vec);
+  detail::copyAsyncCommit();
+
+  // This lane's keys (past kc: no query sees them).
+  int32_t kp[2];
+#pragma unroll
+  for (int hh = 0; hh < 2; ++hh) {
+    const int r = wr + g + 8 * hh;
+    kp[hh] = r < kc ? ps[k0 + r] : kNoPos;
+  }
+  const bool warpKeys = wr < kc;
+  const int32_t warpMinPos = warpKeys ? ps[k0 + wr] : kNoPos;
+  // First query that sees key k0: positions ascend, so only queries just
+  // before k0 with the same position can.
+  int64_t qs = k0;
+  while (qs > 0 && ps[qs - 1] >= ps[k0])
+    --qs;
+
+  float acc[NC][1][DW][4]; // dV (warps 0-3) or dK (warps 4-7)
+#pragma unroll
+  for (int c = 0; c < NC; ++c)
+    detail::zeroFragments(acc[c]);
+  for (int64_t q0 = qs / BQ * BQ; q0 < n; q0 += BQ) {
+    const int qn = int(detail::minI64(BQ, n - q0));
+    __syncthreads(); // every warp is done with the previous tile
+    detail::copyHeadRows<H, HD, BQ, T>(Qs, q, base + q0, hoff, qn, vec);
+    detail::copyHeadRows<H, HD, BQ, T>(dOs, dout, base + q0, hoff, qn, vec);
+    detail::copyAsyncCommit();
+    for (int e = tid; e < BQ; e += T) {
+      const bool ok = e < qn;
+      const int64_t st = ((base + q0 + e) * H + h) * 2;
+      qposS[e] = ok ? ps[q0 + e] : -1; // padded queries see no key
+      lseS[e] = ok ? stats[st] : 0.0f;
+      DdS[e] = ok ? stats[st + 1] : 0.0f;
+    }
+    detail::copyAsyncWait<0>();
+    __syncthreads();
+    if (!(warpKeys && qposS[qn - 1] >= warpMinPos))
+      continue;
+    float pt[1][NT][4];
+    agRowProducts<HD, NT, !BF, !BF>(pt, Ks + wr * LDS, Qs);
+#pragma unroll
+    for (int j = 0; j < NT; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int qc = 8 * j + 2 * tg + (e & 1);
+        pt[0][j][e] = kp[e >> 1] > qposS[qc]
+                          ? 0.0f
+                          : expf(pt[0][j][e] * scale - lseS[qc]);
+      }
+    if (!dkWarp) {
+      agRegTimesRows<HD, NT, NC, DW>(acc, pt, dOs);
+    } else {
+      float dst[1][NT][4];
+      agRowProducts<HD, NT, !BF, true>(dst, Vs + wr * LDS, dOs);
+#pragma unroll
+      for (int j = 0; j < NT; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+          dst[0][j][e] =
+              pt[0][j][e] * (dst[0][j][e] - DdS[8 * j + 2 * tg + (e & 1)]);
+      agRegTimesRows<HD, NT, NC, DW, !BF>(acc, dst, Qs);
+    }
+  }
+  if (dkWarp)
+    agStoreRows<H, HD, NC, DW>(dk, base + k0, hoff, wr, kc, acc, scale);
+  else
+    agStoreRows<H, HD, NC, DW>(dv, base + k0, hoff, wr, kc, acc, 1.0f);
+}
+
+/// Launches the tensor-core backward (TC; BF: on bf16 inputs) or the SIMT
+/// one; only the chosen kernels are instantiated.
+template <bool TC, int H, int HD, bool BF, typename TV>
+inline void launchAttentionGrad(int64_t nseg, int64_t max_seg_rows,
+                                const float *q, const float *k, const float *v,
+                                const float *o, const float *dout,
+                                const int64_t *seg, const int32_t *pos,
+                                float *dq, float *dk, TV *dv, float *stats,
+                                cudaStream_t stream) {
+  if constexpr (TC) {
+    constexpr int smemQ = AttnGradTcSmem<HD>::Bytes, smemK = smemQ;
+    auto kq = attnGradQueryTc<H, HD, BF>;
+    auto kk = attnGradKeyTc<H, HD, BF, TV>;
+    static bool configured = false; // the attribute is per function
+    if (!configured) {
+      cudaFuncSetAttribute(kq, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           smemQ);
+      cudaFuncSetAttribute(kk, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           smemK);
+      configured = true;
+    }
+    const dim3 gq((unsigned)ceilDiv(max_seg_rows, kAgTcOwn), H, (unsigned)nseg);
+    MODC_LAUNCH(kq, gq, kAgTcThreads, smemQ, stream, q, k, v, o, dout, seg,
+                pos, dq, stats);
+    const dim3 gk((unsigned)ceilDiv(max_seg_rows, kAgTcOwn), H, (unsigned)nseg);
+    MODC_LAUNCH(kk, gk, kAgTcKeyThreads, smemK, stream, q, k, v, dout, seg, pos,
+                static_cast<const float *>(stats), dk, dv);
+  } else {
+    constexpr int smem = attnGradSmemFloats<HD>() * int(sizeof(float));
+    auto kq = attnGradQuery<H, HD>;
+    auto kk = attnGradKey<H, HD, TV>;
+    if (smem > 48 * 1024) {
+      cudaFuncSetAttribute(kq, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           smem);
+      cudaFuncSetAttribute(kk, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           smem);
+    }
+    const dim3 gq((unsigned)ceilDiv(max_seg_rows, kAgBQ), H, (unsigned)nseg);
+    MODC_LAUNCH(kq, gq, kAgThreads, smem, stream, q, k, v, o, dout, seg, pos,
+                dq, stats);
+    const dim3 gk((unsigned)ceilDiv(max_seg_rows, kAgBK), H, (unsigned)nseg);
+    MODC_LAUNCH(kk, gk, kAgThreads, smem, stream, q, k, v, dout, seg, pos,
+                static_cast<const float *>(stats), dk, dv);
+  }
+}
+
+} // namespace train_detail
+
+/// Floats of scratch causal_attention_grad needs: lse and D per (row, head).
+template <int H>
+inline int64_t attention_grad_scratch_floats(int64_t max_rows) {
+  return 2 * (max_rows > 0 ? max_rows : 0) * H;
+}
+
+/// Backward of causal_attention (modk_cpu::causal_attention_grad). q, k are
+/// after RoPE; v, o (the forward output before the O projection) and dout are
+/// [rows, H * HD] with rows = seg[nseg]; writes dq, dk, dv (overwrite) for
+/// rows < seg[nseg]. Key j of a segment is visible to query i iff j <= i or
+/// pos[j] <= pos[i] (positions ascend within a segment), as in the forward.
+/// max_seg_rows bounds every segment's length (S, or the routed capacity) and
+/// sizes the grid, as in causal_attention. `scratch`:
+/// attention_grad_scratch_floats<H>(max_rows) floats for any max_rows >=
+/// seg[nseg] (nseg * max_seg_rows will do). Two kernels (query side writes dq and the softmax
+/// statistics, key side dk and dv); no atomics, deterministic. For head dims
+/// that are multiples of 8 up to 128 they run on tensor cores (3xTF32
+/// mma.m16n8k8, f32 accuracy: attnGradQueryTc, attnGradKeyTc) where
+/// TensorCores (the compiler's mainloop choice), else on the SIMT kernels
+/// (attnGradQuery, attnGradKey); same scratch either way.
+/// BF16: q, k, v hold bf16 values (a bf16 model); the same result, with
+/// fewer tensor-core instructions. dv may be bf16 (rounded as stored:
+/// modk-store-bf16, only products read it).
+template <int H, int HD, bool BF16 = false, bool TensorCores = true,
+          typename TV = float>
+inline void causal_attention_grad(const float *q, const float *k,
+                                  const float *v, const float *o,
+                                  const float *dout, int64_t nseg,
+                                  const int64_t *seg, const int32_t *pos,
+                                  int64_t max_seg_rows, float *dq, float *dk,
+                                  TV *dv, float *scratch,
+                                  cudaStream_t stream) {
+  using namespace train_detail;
+  if (nseg <= 0 || max_seg_rows <= 0)
+    return;
+  if constexpr (TensorCores && attentionGradTcHeadDim<HD>) {
+    launchAttentionGrad<true, H, HD, BF16, TV>(nseg, max_seg_rows, q, k, v, o,
+                                               dout, seg, pos, dq, dk, dv,
+                                               scratch, stream);
+  } else {
+    launchAttentionGrad<false, H, HD, false, TV>(nseg, max_seg_rows, q, k, v, o,
+                                             dout, seg, pos, dq, dk, dv,
+                                             scratch, stream);
+  }
+}
+
+} // namespace modk_cuda
+
+#endif // MODC_CUDA_FLASH_ATTENTION_GRAD_INCLUDED
