@@ -58,3 +58,17 @@ if mpirun and os.path.exists(os.path.join(config.modrun_dir, "libmodrt_mpi.so"))
     config.environment["OMPI_MCA_oob_tcp_if_include"] = "lo"
     config.substitutions.append(
         ("%mpirun", mpirun + " --oversubscribe -x OMP_NUM_THREADS=1"))
+# The NCCL backend runs one rank a GPU: its test needs the nccl plugin beside
+# modrun and two GPUs or more, and says REQUIRES: nccl, gpus2.
+if os.path.exists(os.path.join(config.modrun_dir, "libmodrt_nccl.so")):
+    config.available_features.add("nccl")
+nvidia_smi = shutil.which("nvidia-smi")
+if nvidia_smi:
+    import subprocess
+    try:
+        listed = subprocess.run([nvidia_smi, "-L"], capture_output=True,
+                                text=True, timeout=60).stdout
+        if sum(1 for l in listed.splitlines() if l.startswith("GPU ")) >= 2:
+            config.available_features.add("gpus2")
+    except (OSError, subprocess.SubprocessError):
+        pass
