@@ -105,9 +105,8 @@ public:
   std::string rowOf(unsigned index, StringRef row) {
     if (!op.isTokenOperand(index))
       return row.str();
-    unsigned nIn = op.getInputs().size();
-    Value v = index < nIn ? op.getInputs()[index] : op.getOutputs()[index - nIn];
-    int64_t tokens = cast<MemRefType>(v.getType()).getDimSize(1);
+    int64_t tokens =
+        cast<MemRefType>(op.getInputOrOutput(index).getType()).getDimSize(1);
     return op.getPositions() ? fmt::format("(seq * {} + tok)", tokens)
                              : std::string("seq");
   }
@@ -248,11 +247,12 @@ std::string PlanEmitter::rowKernelParams(modk::RowsOp op) {
 }
 
 Value PlanEmitter::rowBuffer(modk::RowsOp op) {
-  SmallVector<Value> operands(op.getInputs());
-  llvm::append_range(operands, op.getOutputs());
-  for (auto [i, v] : llvm::enumerate(operands))
+  for (unsigned i = 0, e = op.getInputs().size() + op.getOutputs().size();
+       i < e; ++i) {
+    Value v = op.getInputOrOutput(i);
     if (!op.isTokenOperand(i) && !op.isColumnVector(v))
       return v;
+  }
   return op.getOutputs().front(); // the verifier requires one
 }
 
@@ -299,7 +299,6 @@ LogicalResult PlanEmitter::emitRowKernelDefinitions() {
           "  const int lane = threadIdx.x % modk_cuda::kWarp;\n",
           index, rowKernelParams(op));
       inner = 2;
-      stmts.writeTokenIndex("i", inner, os);
     } else {
       os << fmt::format(
           "void modc_rows_{}(int64_t rows, {}) {{\n"
@@ -308,8 +307,8 @@ LogicalResult PlanEmitter::emitRowKernelDefinitions() {
           "  for (int64_t i = 0; i < rows; ++i) {{\n",
           index, rowKernelParams(op), width);
       inner = 4;
-      stmts.writeTokenIndex("i", inner, os);
     }
+    stmts.writeTokenIndex("i", inner, os);
     std::string pad(inner, ' ');
     auto openColumns = [&](StringRef simd) {
       if (cuda)

@@ -298,6 +298,11 @@ unsigned RowsOp::getNumReductions() {
   return getReduce().front().getTerminator()->getNumOperands();
 }
 
+Value RowsOp::getInputOrOutput(unsigned index) {
+  unsigned nIn = getInputs().size();
+  return index < nIn ? getInputs()[index] : getOutputs()[index - nIn];
+}
+
 bool RowsOp::isTokenOperand(unsigned index) {
   return llvm::is_contained(getTokenOperands(), int64_t(index));
 }
@@ -326,9 +331,6 @@ LogicalResult RowsOp::verify() {
   if (getOutputs().empty())
     return emitOpError("needs at least one output");
   unsigned nIn = getInputs().size();
-  auto operandAt = [&](unsigned i) {
-    return i < nIn ? getInputs()[i] : getOutputs()[i - nIn];
-  };
   for (int64_t i : getTokenOperands())
     if (i < 0 || i >= int64_t(nIn + getOutputs().size()))
       return emitOpError() << "token operand " << i << " does not exist";
@@ -343,7 +345,7 @@ LogicalResult RowsOp::verify() {
   // hold T tokens a sequence, and T = 1 without positions.
   std::optional<ArrayRef<int64_t>> rows;
   for (unsigned i = 0, e = nIn + getOutputs().size(); i < e; ++i) {
-    Value v = operandAt(i);
+    Value v = getInputOrOutput(i);
     auto type = cast<MemRefType>(v.getType());
     bool output = i >= nIn;
     if (!isRowElement(type.getElementType()))

@@ -105,6 +105,11 @@ Value rmsnormElement(F32Math &m, Value x, Value w, Value squares, double width,
   return m.mul(m.mul(x, inv), w);
 }
 
+/// The sums of the RMSNorm statistics: x^2.
+SmallVector<Value> squares(F32Math &m, ValueRange a) {
+  return {m.mul(a[0], a[0])};
+}
+
 /// y = x / sqrt(mean(x^2) + eps) * w (docs/model-format.md section 3).
 struct RMSNormToRows : OpRewritePattern<modk::RMSNormOp> {
   using OpRewritePattern::OpRewritePattern;
@@ -114,21 +119,13 @@ struct RMSNormToRows : OpRewritePattern<modk::RMSNormOp> {
     float eps = float(op.getEps().convertToDouble());
     replaceWithRows(
         rewriter, op, {op.getInput(), op.getWeight()}, op.getSegments(),
-        op.getOutput(), 1,
-        [](F32Math &m, ValueRange a) -> SmallVector<Value> {
-          return {m.mul(a[0], a[0])};
-        },
+        op.getOutput(), 1, squares,
         [&](F32Math &m, ValueRange a) -> SmallVector<Value> {
           return {rmsnormElement(m, a[0], a[1], a[2], width, eps)};
         });
     return success();
   }
 };
-
-/// The sums of the RMSNorm statistics: x^2.
-SmallVector<Value> squares(F32Math &m, ValueRange a) {
-  return {m.mul(a[0], a[0])};
-}
 
 /// The gathered copy and the normalised row of a routed block's selected
 /// tokens: x = stream[token], n = rmsnorm(x; w) (model-format.md section 3,

@@ -288,6 +288,9 @@ def Modk_RowsOp : Modk_Op<"rows", [AttrSizedOperandSegments,
     bool isColumnVector(mlir::Value input);
     /// The number of sums per row that `reduce` yields.
     unsigned getNumReductions();
+    /// Operand `index` of the inputs followed by the outputs (the numbering
+    /// of `token_operands`).
+    mlir::Value getInputOrOutput(unsigned index);
     /// Whether operand `index` of the inputs followed by the outputs is
     /// addressed at its row's token.
     bool isTokenOperand(unsigned index);
