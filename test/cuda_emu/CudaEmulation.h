@@ -549,18 +549,68 @@ inline cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes,
     std::memmove(dst, src, bytes);
   return cudaSuccess;
 }
+namespace modc_emu {
+/// The device memory that is still allocated. A package keeps some device
+/// buffers for the life of the process (RoPE tables, bf16 weight copies, the
+/// scratch buffer) and never frees them: a GPU's driver frees what a process
+/// leaves allocated when the process ends. The emulation does the same when
+/// the program (or the library that holds this copy of the emulation, for a
+/// package built with --cuda-emulation) ends, so that LeakSanitizer reports
+/// only memory that would leak on a GPU too: device memory that a package
+/// still frees by hand is unaffected. Constructed at the first cudaMalloc,
+/// after the sanitizer runtime, so it is destroyed before LeakSanitizer's
+/// check at exit. Hidden: one per shared library, as each package has its
+/// own allocations.
+struct __attribute__((visibility("hidden"))) DeviceAllocations {
+  std::mutex mutex;
+  std::set<void *> live;
+  ~DeviceAllocations() {
+    std::lock_guard<std::mutex> lock(mutex);
+    for (void *p : live)
+      std::free(p);
+    live.clear();
+    ended() = true;
+  }
+  /// Set when the process has freed its device memory: a cudaFree after
+  /// that (a later destructor) is a no-op, a cudaMalloc untracked.
+  static bool &ended() {
+    static bool e = false; // trivially destructible: usable to the end
+    return e;
+  }
+};
+inline __attribute__((visibility("hidden"))) DeviceAllocations &
+deviceAllocations() {
+  static DeviceAllocations a;
+  return a;
+}
+} // namespace modc_emu
+
 inline cudaError_t cudaMalloc(void **p, size_t bytes) {
   const size_t rounded = ((bytes + 255) / 256) * 256;
   *p = std::aligned_alloc(256, rounded);
   if (!*p)
     return cudaErrorInvalidValue;
   std::memset(*p, modc_emu::kPoison, rounded); // a GPU does not clear it
+  if (!modc_emu::DeviceAllocations::ended()) {
+    modc_emu::DeviceAllocations &a = modc_emu::deviceAllocations();
+    std::lock_guard<std::mutex> lock(a.mutex);
+    a.live.insert(*p);
+  }
   return cudaSuccess;
 }
 template <typename T> inline cudaError_t cudaMalloc(T **p, size_t bytes) {
   return cudaMalloc(reinterpret_cast<void **>(p), bytes);
 }
 inline cudaError_t cudaFree(void *p) {
+  if (!p)
+    return cudaSuccess;
+  if (modc_emu::DeviceAllocations::ended())
+    return cudaSuccess; // freed with the rest of the device memory
+  modc_emu::DeviceAllocations &a = modc_emu::deviceAllocations();
+  {
+    std::lock_guard<std::mutex> lock(a.mutex);
+    a.live.erase(p); // absent: memory of another library's emulation
+  }
   std::free(p);
   return cudaSuccess;
 }
