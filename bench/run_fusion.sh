@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-#===- run_fusion.sh - What each fusion of modk-fuse-epilogues brings -----===#
+#===- run_fusion.sh - What each epilogue fusion brings -------------------===#
 #
 # Usage: bench/run_fusion.sh [BUILD_DIR]
 #
 # Times the same models compiled with every fusion (modc's default), with
-# each fusion left out (modc --no-fuse=residual-add, --no-fuse=activation)
-# and with both left out, in one run: the forward pass (bench_forward) and
+# each fusion left out (modc --no-fuse=residual-add, --no-fuse=activation,
+# --no-fuse=rows-epilogue: the routed block's gated scatter, which only the
+# MoD model's forward pass has; training keeps the product for the backward
+# pass) and with all three left out, in one run: the forward pass (bench_forward) and
 # the training step (bench_train) of the 4-layer dense and MoD models. Each
 # time is printed against the default's. No PyTorch. Environment: BATCH (4),
 # ITERS (5), WARMUP (2); OMP_WAIT_POLICY as for run.sh.
@@ -16,13 +18,14 @@ here="$(cd "$(dirname "$0")" && pwd)"
 build="${1:-build}"
 batch="${BATCH:-4}"; iters="${ITERS:-5}"; warmup="${WARMUP:-2}"
 models=model_dense,model_mod
-variants=(all no-residual-add no-activation none)
+variants=(all no-residual-add no-activation no-rows-epilogue none)
 flags_of() {
   case "$1" in
     all) echo "" ;;
     no-residual-add) echo "--no-fuse=residual-add" ;;
     no-activation) echo "--no-fuse=activation" ;;
-    none) echo "--no-fuse=residual-add,activation" ;;
+    no-rows-epilogue) echo "--no-fuse=rows-epilogue" ;;
+    none) echo "--no-fuse=residual-add,activation,rows-epilogue" ;;
   esac
 }
 for t in bench_forward bench_train; do

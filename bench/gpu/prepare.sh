@@ -6,7 +6,8 @@
 # or H200) under BUILD_DIR/bench/gpu-packages: in f32 (the JSON as it is,
 # package NAME) and in bf16 (a twin generated from it with "dtype": "bf16"
 # and the name NAME_bf16, written to BUILD_DIR/bench/gpu-packages/models/,
-# package NAME_bf16). Then builds bench_gpu (BUILD_DIR/bench/gpu/bench_gpu)
+# package NAME_bf16); the 0-layer and MoD models also with every epilogue
+# fusion left out (NAME_nofuse, NAME_bf16_nofuse). Then builds bench_gpu (BUILD_DIR/bench/gpu/bench_gpu)
 # and copies the nlohmann/json headers beside the packages so that run.sh
 # can rebuild bench_gpu on the GPU machine if the carried binary does not
 # start there.
@@ -123,6 +124,16 @@ for job in "${jobs[@]}"; do
           rm -f "$out/${m}_$suffix.log"
         fi
       done
+    fi
+    # run.sh's fusion comparison, for the 0-layer and the MoD model of each
+    # dtype: every epilogue fusion left out (modc --no-fuse).
+    if [[ "$base" == gpu_none_* || "$base" == gpu_mod_* ]]; then
+      if ! "$modc" compile "$src" --target cuda --arch "$arch"            --no-fuse=residual-add,activation,rows-epilogue -o "${pkg}_nofuse"            > "$out/${m}_nofuse.log" 2>&1; then
+        echo "prepare.sh: modc failed for ${m}_nofuse (log: $out/${m}_nofuse.log)" >&2
+        failed=1
+      else
+        rm -f "$out/${m}_nofuse.log"
+      fi
     fi
   else
     echo "prepare.sh: modc failed for $m (log: $out/$m.log):" >&2

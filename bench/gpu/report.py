@@ -32,6 +32,9 @@
 #  11. bf16 on sm_90a, forward and forward+backward: wgmma fed by TMA
 #      (impl "modc") against wgmma reading its operands itself (impl
 #      "modc_notma": the third run, --cuda-gemms='tma=false').
+#  12. The MoD block with every epilogue fusion (impl "modc") against none
+#      (impl "modc_nofuse": packages compiled with --no-fuse=residual-add,
+#      activation,rows-epilogue), per dtype, forward and forward+backward.
 #
 # 8 and 9 read the per-kernel profiles run.sh writes beside the JSON lines,
 # profile_mod_dN.txt (f32) and profile_mod_dN_bf16.txt: bench_gpu's stderr
@@ -672,6 +675,23 @@ def report(T, P=None):
                      "TMA faster)\n\n" +
                      table(["d_model", "pass", "TMA", "no TMA", "TMA/no TMA"],
                            rows))
+
+    rows = []
+    for d in T.ds:
+        for dt in ("f32", "bf16"):
+            for w in WHATS:
+                fused = T.diff("modc", dt, "mod", d, w)
+                unfused = T.diff("modc_nofuse", dt, "mod", d, w)
+                if unfused is None:
+                    continue
+                rows.append([str(d), dt, w, fmt(fused), fmt(unfused),
+                             fmt(ratio(fused, unfused), 2)])
+    if rows:
+        parts.append("### MoD block with every epilogue fusion against none "
+                     "(ms; --no-fuse=residual-add,activation,rows-epilogue; "
+                     "< 1: the fusions pay)\n\n" +
+                     table(["d_model", "dtype", "pass", "fused", "unfused",
+                            "fused/unfused"], rows))
 
     if T.errors:
         lines = []

@@ -123,6 +123,26 @@ if [[ -n "$bench" ]]; then
       done
     done
   fi
+  # Every epilogue fusion left out (compiled with --no-fuse=residual-add,
+  # activation,rows-epilogue; "modc_nofuse" lines): the 0-layer and the MoD
+  # model of each dtype, so that report.py can set the MoD block's time
+  # with the fusions against without.
+  if [[ "${FUSION_COMPARE:-1}" != 0 ]]; then
+    for dt in "${dts[@]}"; do
+      sfx="$(pkg_suffix "$dt")" || continue
+      for d in "${ds[@]}"; do
+        for kind in none mod; do
+          pkg="$packages/gpu_${kind}_d${d}${sfx}_nofuse"
+          [[ -f "$pkg/libmodel.so" ]] || continue
+          say "bench_gpu $(basename "$pkg") (modc_nofuse)"
+          timeout 120 "$bench" "$pkg" --batch "$batch" --impl modc_nofuse \
+            --iters "$iters" --warmup "$warmup" --max-seconds "$max_s" \
+            --only forward,fwd_bwd >> "$raw" 2>> "$logf" ||
+            say "bench_gpu (nofuse) failed on $pkg (rc $?): $(tail -1 "$logf")"
+        done
+      done
+    done
+  fi
   if [[ "${PROFILE:-1}" != 0 ]]; then
     for dt in "${dts[@]}"; do
       sfx="$(pkg_suffix "$dt")" || continue

@@ -26,6 +26,9 @@ LogicalResult modc::buildModToModkPipeline(OpPassManager &pm,
   bf16.activations = options.bf16Storage;
   entry.addPass(createStoreBf16Activations(bf16));
   entry.addPass(createGeneralize());
+  FuseRowEpiloguesOptions rowEpilogues;
+  rowEpilogues.enabled = options.fuseRowEpilogues;
+  entry.addPass(createFuseRowEpilogues(rowEpilogues));
   entry.addPass(createPlanMemory());
   if (options.cudaGemms.empty())
     return success();

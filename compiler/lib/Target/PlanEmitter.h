@@ -251,7 +251,18 @@ protected:
   /// the row count.
   static mlir::Value rowBuffer(modk::RowsOp op);
   std::vector<modk::RowsOp> rowKernels;
+  /// CUDA: the distinct `rows` epilogues of GEMMs, each a functor
+  /// modk_cuda::detail::RowsEpilogue<n> that the GEMM's tiles apply to
+  /// each element of the product (rowKernelOf gives n).
+  std::vector<modk::RowsOp> rowEpilogues;
   llvm::DenseMap<mlir::Operation *, int> rowKernelOf;
+  /// The buffers a `rows` epilogue may name (the mainloop's EpiArgs slots).
+  static constexpr unsigned kEpilogueOperands = 8;
+  /// Writes the RowsEpilogue specializations (CUDA).
+  mlir::LogicalResult emitRowEpilogueDefinitions();
+  /// Statements (one a line) that declare `epi`, the EpiArgs of `gemm`'s
+  /// `rows` epilogue: its row set and its buffers in their slots.
+  std::string rowEpilogueArgs(modk::GemmOp gemm);
 
   //===--- What each target writes its own way ----------------------------===//
 

@@ -39,7 +39,17 @@ FailureOr<std::string> floatConstant(arith::ConstantOp op) {
 /// The statements of one kernel, written from its regions.
 class RowStatements {
 public:
-  RowStatements(modk::RowsOp op, bool cuda) : op(op), cuda(cuda) {}
+  /// `epilogue`: the statements of a GEMM's epilogue functor, where the
+  /// input that is the region's argument is the product's element in
+  /// registers, `acc`, never loaded. (As a row kernel, the CPU's form, that
+  /// input is a staged buffer like any other.)
+  RowStatements(modk::RowsOp op, bool cuda, bool epilogue = false)
+      : op(op), cuda(cuda) {
+    if (epilogue)
+      for (auto [j, in] : llvm::enumerate(op.getInputs()))
+        if (isa<BlockArgument>(in))
+          accInput = j;
+  }
 
   /// The C expression of `v`: a named value or a literal.
   std::string operator[](Value v) const { return names.lookup(v); }
@@ -49,7 +59,8 @@ public:
   void nameArguments(Block &block) {
     unsigned inputs = op.getInputs().size();
     for (BlockArgument arg : block.getArguments())
-      names[arg] = arg.getArgNumber() < inputs
+      names[arg] = arg.getArgNumber() == accInput ? std::string("acc")
+                   : arg.getArgNumber() < inputs
                        ? fmt::format("x{}", arg.getArgNumber())
                        : fmt::format("sum{}", arg.getArgNumber() - inputs);
   }
@@ -87,8 +98,8 @@ public:
             if (arg.getArgNumber() < inputs)
               used.insert(arg.getArgNumber());
     for (unsigned j : used) {
-      if (op.isTokenScalar(j))
-        continue; // loaded once a row (writeTokenScalars)
+      if (op.isTokenScalar(j) || accInput == j)
+        continue; // loaded once a row (writeTokenIndex), or in registers
       Value in = op.getInputs()[j];
       std::string index =
           op.isColumnVector(in)
@@ -184,6 +195,7 @@ private:
 
   modk::RowsOp op;
   bool cuda;
+  std::optional<unsigned> accInput;
   llvm::DenseMap<Value, std::string> names;
   llvm::SmallPtrSet<Operation *, 16> invariant;
   int next = 0;
@@ -217,13 +229,18 @@ std::string PlanEmitter::rowKernelKey(modk::RowsOp op) {
 }
 
 void PlanEmitter::collectRowKernels() {
-  std::map<std::string, int> byKey;
+  std::map<std::string, int> byKey, epilogueByKey;
+  // CUDA applies a GEMM's `rows` epilogue inside the GEMM's tiles (a
+  // functor); the CPU runs it as a row kernel over the staged product.
+  bool functors = StringRef(kernelNamespace()) == "modk_cuda";
   for (modk::EntryOp e : entries)
     e.walk([&](modk::RowsOp op) {
-      auto [it, added] =
-          byKey.try_emplace(rowKernelKey(op), int(rowKernels.size()));
+      bool epilogue = functors && isa<modk::GemmOp>(op->getParentOp());
+      auto &keys = epilogue ? epilogueByKey : byKey;
+      auto &list = epilogue ? rowEpilogues : rowKernels;
+      auto [it, added] = keys.try_emplace(rowKernelKey(op), int(list.size()));
       if (added)
-        rowKernels.push_back(op);
+        list.push_back(op);
       rowKernelOf[op] = it->second;
     });
 }
@@ -366,4 +383,83 @@ LogicalResult PlanEmitter::emitRowKernelDefinitions() {
     os << "}\n\n";
   }
   return success();
+}
+
+LogicalResult PlanEmitter::emitRowEpilogueDefinitions() {
+  if (rowEpilogues.empty())
+    return success();
+  os << "namespace modk_cuda {\nnamespace detail {\n";
+  for (auto [index, op] : llvm::enumerate(rowEpilogues)) {
+    unsigned nIn = op.getInputs().size(), nOut = op.getOutputs().size();
+    if (nIn + nOut > kEpilogueOperands)
+      return op.emitOpError() << "as a GEMM epilogue takes at most "
+                              << kEpilogueOperands << " buffers",
+             failure();
+    RowStatements stmts(op, /*cuda=*/true, /*epilogue=*/true);
+    Block &body = op.getBody().front();
+    stmts.nameArguments(body);
+    int64_t width = op.getWidth();
+    os << fmt::format(
+        "/// modk.rows as a GEMM's epilogue: element (i, c) of the product "
+        "is acc;\n/// {} input(s), {} output(s), rows of {}.\n"
+        "template <> struct RowsEpilogue<{}> {{\n"
+        "  static __device__ __forceinline__ void store(float acc, const "
+        "EpiArgs epi,\n"
+        "                                               int64_t i, int64_t c) "
+        "{{\n",
+        nIn, nOut, width, index);
+    if (!op.getTokenOperands().empty()) {
+      os << "    const int64_t *seg = epi.seg;\n"
+            "    const int64_t nseg = epi.nseg;\n";
+      if (op.getPositions())
+        os << "    const int32_t *pos = epi.pos;\n";
+    }
+    for (unsigned j = 0; j < nIn + nOut; ++j) {
+      Value v = op.getInputOrOutput(j);
+      if (isa<BlockArgument>(v))
+        continue;
+      std::string type =
+          cType(cast<MemRefType>(v.getType()).getElementType());
+      bool output = j >= nIn;
+      os << fmt::format(
+          "    {0}{1} *{2}{3} = static_cast<{0}{1} *>(epi.operands[{4}]);\n",
+          output ? "" : "const ", type, output ? "out" : "in",
+          output ? j - nIn : j, j);
+    }
+    stmts.writeTokenIndex("i", 4, os);
+    auto all = [](Operation &) { return true; };
+    stmts.writeLoads(body, all, "i", "c", 4, os);
+    if (failed(stmts.writeOps(body, all, 4, os)))
+      return failure();
+    for (auto [k, v] : llvm::enumerate(body.getTerminator()->getOperands())) {
+      Type element =
+          cast<MemRefType>(op.getOutputs()[k].getType()).getElementType();
+      std::string value = element.isBF16()
+                              ? fmt::format("modk_cuda::bf16({})", stmts[v])
+                              : stmts[v];
+      os << fmt::format("    out{}[{} * {} + c] = {};\n", k,
+                        stmts.rowOf(nIn + k, "i"), width, value);
+    }
+    os << "  }\n};\n\n";
+  }
+  os << "} // namespace detail\n} // namespace modk_cuda\n";
+  return success();
+}
+
+std::string PlanEmitter::rowEpilogueArgs(modk::GemmOp gemm) {
+  modk::RowsOp op = gemm.getEpilogueRows();
+  std::string text = "modk_cuda::detail::EpiArgs epi;\n";
+  if (!op.getTokenOperands().empty()) {
+    text += fmt::format("epi.seg = {};\nepi.nseg = B;\n",
+                        name(op.getSegments()));
+    if (Value pos = op.getPositions())
+      text += fmt::format("epi.pos = {};\n", name(pos));
+  }
+  for (unsigned j = 0, e = op.getInputs().size() + op.getOutputs().size();
+       j < e; ++j) {
+    Value v = op.getInputOrOutput(j);
+    if (!isa<BlockArgument>(v))
+      text += fmt::format("epi.operands[{}] = (void *)({});\n", j, name(v));
+  }
+  return text;
 }

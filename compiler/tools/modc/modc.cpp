@@ -76,7 +76,9 @@ static cl::list<std::string> noFuse(
     "no-fuse",
     cl::desc("Fusions to leave out, to measure them: residual-add (into the "
              "GEMM that produces the sum's operand), activation (the MLP's, "
-             "into its up projection)"),
+             "into its up projection), rows-epilogue (an elementwise row "
+             "kernel into the GEMM it reads: the routed block's gated "
+             "scatter, into its down projection)"),
     cl::value_desc("FUSION,..."), cl::CommaSeparated, cl::sub(compileCommand),
     cl::cat(modcCategory));
 static cl::opt<std::string> cudaGemms(
@@ -141,8 +143,11 @@ static int runCompile() {
       pipeline.fuseResidualAdd = false;
     else if (fusion == "activation")
       pipeline.fuseActivation = false;
+    else if (fusion == "rows-epilogue")
+      pipeline.fuseRowEpilogues = false;
     else
-      return fail("--no-fuse takes residual-add and activation, got '" +
+      return fail("--no-fuse takes residual-add, activation and "
+                  "rows-epilogue, got '" +
                   fusion + "'");
   }
   if (target == "cuda") {

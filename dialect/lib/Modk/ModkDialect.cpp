@@ -198,6 +198,7 @@ static std::pair<size_t, size_t> gemmOperandCounts(Epilogue e) {
   switch (e) {
   case Epilogue::none:
   case Epilogue::gelu:
+  case Epilogue::rows:
     return {1, 0};
   case Epilogue::rope:
   case Epilogue::residual_add:
@@ -232,6 +233,55 @@ LogicalResult GemmOp::verify() {
   if (lastDim(rowsOut) != n)
     return emitOpError() << "output width " << lastDim(rowsOut)
                          << " differs from the weight's N = " << n;
+  return success();
+}
+
+RowsOp GemmOp::getEpilogueRows() {
+  if (getEpilogue() != Epilogue::rows || getFusedRows().empty())
+    return nullptr;
+  return dyn_cast_or_null<RowsOp>(getFusedRows().front().empty()
+                                      ? nullptr
+                                      : &getFusedRows().front().front());
+}
+
+LogicalResult GemmOp::verifyRegions() {
+  Region &region = getFusedRows();
+  if (getEpilogue() != Epilogue::rows) {
+    if (!region.empty())
+      return emitOpError("only the `rows` epilogue has a region");
+    return success();
+  }
+  if (!region.hasOneBlock() || region.front().getNumArguments() != 1)
+    return emitOpError("the `rows` epilogue needs a region of one block with "
+                       "one argument, the product");
+  Block &block = region.front();
+  BlockArgument product = block.getArgument(0);
+  auto productType = dyn_cast<MemRefType>(product.getType());
+  auto inputShape = cast<MemRefType>(getInput().getType()).getShape();
+  int64_t n = cast<MemRefType>(getWeights()[0].getType()).getShape()[0];
+  if (!productType || !productType.getElementType().isF32() ||
+      productType.getShape().drop_back() != inputShape.drop_back() ||
+      productType.getShape().back() != n)
+    return emitOpError("the product argument must be an f32 buffer of the "
+                       "input's rows and the weight's N = ")
+           << n;
+  auto rows = getEpilogueRows();
+  if (!rows || !llvm::hasSingleElement(block))
+    return emitOpError("the `rows` epilogue region holds one modk.rows");
+  if (rows.getNumReductions() != 0)
+    return emitOpError("an epilogue's modk.rows cannot sum over its row: a "
+                       "tile holds part of a row");
+  if (rows.getSegments() != getSegments())
+    return emitOpError("the epilogue's rows must be the product's rows");
+  if (rows.getOutputs().size() != 1 || rows.getOutputs()[0] != getOutput())
+    return emitOpError("the epilogue's one output must be the GEMM's output");
+  if (!product.hasOneUse())
+    return emitOpError("the epilogue reads the product exactly once");
+  OpOperand &use = *product.use_begin();
+  unsigned index = use.getOperandNumber();
+  if (index >= rows.getInputs().size() || rows.isTokenOperand(index))
+    return emitOpError("the epilogue reads the product as an input at its "
+                       "row, not at a token");
   return success();
 }
 

@@ -262,3 +262,77 @@ func.func @rows_positions_type(%x: memref<?x16x32xf32>, %seg: memref<?x1xi64>, %
   }
   return
 }
+
+// -----
+
+// A GEMM's `rows` epilogue cannot sum over a row: a tile holds part of it.
+func.func @gemm_rows_epilogue_sums(%h: memref<?x4x64xf32>, %w: memref<32x64xf32>, %seg: memref<?x1xi64>, %y: memref<?x4x32xf32>) {
+  // expected-error @+1 {{an epilogue's modk.rows cannot sum over its row}}
+  modk.gemm %h, [%w] rows %seg -> %y {epilogue = #modk.epilogue<rows>} : memref<?x4x64xf32>, memref<32x64xf32>, memref<?x1xi64>, memref<?x4x32xf32> epilogue {
+  ^bb0(%p: memref<?x4x32xf32>):
+    modk.rows ins(%p : memref<?x4x32xf32>) rows %seg : memref<?x1xi64> outs(%y : memref<?x4x32xf32>) reduce {
+    ^bb0(%a: f32):
+      %sq = arith.mulf %a, %a : f32
+      modk.yield %sq : f32
+    } body {
+    ^bb0(%a: f32, %s: f32):
+      %r = arith.mulf %a, %s : f32
+      modk.yield %r : f32
+    }
+  }
+  return
+}
+
+// -----
+
+// The epilogue writes the GEMM's output, and reads the product at its row.
+func.func @gemm_rows_epilogue_output(%h: memref<?x4x64xf32>, %w: memref<32x64xf32>, %seg: memref<?x1xi64>, %y: memref<?x4x32xf32>, %z: memref<?x4x32xf32>) {
+  // expected-error @+1 {{the epilogue's one output must be the GEMM's output}}
+  modk.gemm %h, [%w] rows %seg -> %y {epilogue = #modk.epilogue<rows>} : memref<?x4x64xf32>, memref<32x64xf32>, memref<?x1xi64>, memref<?x4x32xf32> epilogue {
+  ^bb0(%p: memref<?x4x32xf32>):
+    modk.rows ins(%p : memref<?x4x32xf32>) rows %seg : memref<?x1xi64> outs(%z : memref<?x4x32xf32>) reduce {
+    ^bb0(%a: f32):
+      modk.yield
+    } body {
+    ^bb0(%a: f32):
+      modk.yield %a : f32
+    }
+  }
+  return
+}
+
+// -----
+
+// The product argument is the product: f32, of its shape.
+func.func @gemm_rows_epilogue_product(%h: memref<?x4x64xf32>, %w: memref<32x64xf32>, %seg: memref<?x1xi64>, %y: memref<?x4x32xf32>) {
+  // expected-error @+1 {{the product argument must be an f32 buffer of the input's rows and the weight's N = 32}}
+  modk.gemm %h, [%w] rows %seg -> %y {epilogue = #modk.epilogue<rows>} : memref<?x4x64xf32>, memref<32x64xf32>, memref<?x1xi64>, memref<?x4x32xf32> epilogue {
+  ^bb0(%p: memref<?x4x32xbf16>):
+    modk.rows ins(%p : memref<?x4x32xbf16>) rows %seg : memref<?x1xi64> outs(%y : memref<?x4x32xf32>) reduce {
+    ^bb0(%a: f32):
+      modk.yield
+    } body {
+    ^bb0(%a: f32):
+      modk.yield %a : f32
+    }
+  }
+  return
+}
+
+// -----
+
+// Only the `rows` epilogue has a region.
+func.func @gemm_region_without_rows(%h: memref<?x4x64xf32>, %w: memref<32x64xf32>, %seg: memref<?x1xi64>, %y: memref<?x4x32xf32>) {
+  // expected-error @+1 {{only the `rows` epilogue has a region}}
+  modk.gemm %h, [%w] rows %seg -> %y {epilogue = #modk.epilogue<none>} : memref<?x4x64xf32>, memref<32x64xf32>, memref<?x1xi64>, memref<?x4x32xf32> epilogue {
+  ^bb0(%p: memref<?x4x32xf32>):
+    modk.rows ins(%p : memref<?x4x32xf32>) rows %seg : memref<?x1xi64> outs(%y : memref<?x4x32xf32>) reduce {
+    ^bb0(%a: f32):
+      modk.yield
+    } body {
+    ^bb0(%a: f32):
+      modk.yield %a : f32
+    }
+  }
+  return
+}

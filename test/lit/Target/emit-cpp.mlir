@@ -1,5 +1,6 @@
 // RUN: mod-opt --pass-pipeline='builtin.module(modk.entry(modk-generalize))' %s | mod-translate --modk-to-cpp | FileCheck %s
 // RUN: not mod-translate --modk-to-cpp %s 2>&1 | FileCheck %s --check-prefix=NAMED
+// RUN: mod-opt --pass-pipeline='builtin.module(modk.entry(modk-generalize,modk-fuse-row-epilogues))' %s | mod-translate --modk-to-cpp | FileCheck %s --check-prefix=FUSED
 // RUN: not mod-translate --modk-to-cpp %inputs/unplanned.mlir 2>&1 | FileCheck %s --check-prefix=UNPLANNED
 
 // The planned launch plan of a 2-layer model (layer 1 routed, k = 4 of 16,
@@ -455,3 +456,15 @@ module {
     modk.embed_grad(%26, %94, %67) : memref<?x16xi32>, memref<?x16x32xf32>, memref<64x32xf32>
   }
 }
+
+// The routed block's gated scatter as its down projection's `rows`
+// epilogue (modk-fuse-row-epilogues): sgemm writes whole products, so the
+// product is staged per thread (no workspace) and the row kernel generated
+// from the epilogue's region finishes it at the selected tokens.
+// FUSED: void modc_rows_[[SCATTER:[0-9]+]](int64_t rows, const int64_t *seg, int64_t nseg, const int32_t *pos, const float *in0, const float *in1, const float *in2, const float *in3, float *out0) {
+// FUSED: out0[(seq * 16 + tok) * 32 + c] =
+// FUSED: { // modk.gemm [32 x 64] epilogue=rows
+// FUSED-NEXT: const int64_t rows = [[SEG:buf[0-9]+]][B];
+// FUSED-NEXT: float *product = modk_cpu::staged_rows<32>(rows);
+// FUSED-NEXT: modk_cpu::linear<32, 64>({{buf[0-9]+}}, rows, {{w[0-9]+}}, product);
+// FUSED-NEXT: modc_rows_[[SCATTER]]([[SEG]][B], [[SEG]], B, {{buf[0-9]+}}, {{buf[0-9]+}}, product, {{buf[0-9]+}}, [[X:buf[0-9]+]], [[X]]);

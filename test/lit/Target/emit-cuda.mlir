@@ -10,6 +10,7 @@
 // RUN: mod-opt --pass-pipeline='builtin.module(modk.entry(modk-configure-gemms))' %S/emit-cpp.mlir -o %t-named.mlir
 // RUN: not mod-translate --modk-to-cuda %t-named.mlir 2>&1 | FileCheck %s --check-prefix=NAMED
 // RUN: not mod-translate --modk-to-cuda %inputs/unplanned.mlir 2>&1 | FileCheck %s --check-prefix=UNPLANNED
+// RUN: mod-opt --pass-pipeline='builtin.module(modk.entry(modk-generalize,modk-fuse-row-epilogues,modk-configure-gemms))' %S/emit-cpp.mlir | mod-translate --modk-to-cuda | FileCheck %s --check-prefix=FUSED
 
 // The launch plan of emit-cpp.mlir (2 layers, layer 1 routed with k = 4 of
 // 16, sigmoid gate, predictor router) emitted as CUDA: the same entries and
@@ -106,3 +107,22 @@
 // UNPLANNED: has no memory plan; run modk-plan-memory first
 // UNCONFIGURED: error: a CUDA product needs its kernels chosen: run modk-configure-gemms first
 // WRONGARCH: error: the kernels chosen for this product need sm_90a (wgmma), not sm_80: run modk-configure-gemms{arch=sm_80}
+
+// The routed block's gated scatter as its down projection's `rows`
+// epilogue (modk-fuse-row-epilogues): a functor generated from the
+// epilogue's region, which the GEMM's tiles call for each element of the
+// product in registers (acc); its buffers travel in the GEMM's EpiArgs.
+// FUSED: template <> struct RowsEpilogue<[[EPI:[0-9]+]]> {
+// FUSED-NEXT: static __device__ __forceinline__ void store(float acc, const EpiArgs epi,
+// FUSED: const int64_t seq = modk_cuda::segmentOf(seg, nseg, i);
+// FUSED-NEXT: const int64_t tok = pos[i];
+// FUSED: const float t0 = x0 + acc;
+// FUSED: out0[(seq * 16 + tok) * 32 + c] =
+// FUSED: // modk.gemm [32 x 64] epilogue=rows
+// FUSED-NEXT: {
+// FUSED-NEXT: modk_cuda::detail::EpiArgs epi;
+// FUSED-NEXT: epi.seg = [[SEG:buf[0-9]+]];
+// FUSED-NEXT: epi.nseg = B;
+// FUSED-NEXT: epi.pos = {{buf[0-9]+}};
+// FUSED: modk_cuda::linear_rows_epilogue<32, 64, [[EPI]], 0, gemm_plan_{{[0-9]+}}>({{buf[0-9]+}}, [[SEG]] + B, B * 16, {{w[0-9]+}}, epi, s);
+// FUSED-NEXT: }

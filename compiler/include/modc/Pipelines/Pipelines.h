@@ -18,6 +18,7 @@ struct PipelineOptions {
   /// modk-fuse-epilogues' fusions (modc --no-fuse=residual-add,activation).
   bool fuseResidualAdd = true;
   bool fuseActivation = true;
+  bool fuseRowEpilogues = true;
   /// A CUDA target: modk-configure-gemms' options (arch=sm_90a and any
   /// pinned choice, `modc --arch`, `--cuda-gemms`). Empty: a CPU target,
   /// whose products need no configuration.

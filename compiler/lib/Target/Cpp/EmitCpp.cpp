@@ -110,6 +110,20 @@ void CppEmitter::emitGemm(modk::GemmOp op, int indent) {
   modk::Epilogue e = op.getEpilogue();
   os << fmt::format("{:{}}const int64_t rows = {};\n", "", indent,
                     hostRows(op.getSegments(), op.getInput()));
+  if (e == modk::Epilogue::rows) {
+    // sgemm stores the whole product: it is staged in a per-thread buffer
+    // (no workspace), then the generated row kernel finishes it.
+    modk::RowsOp epilogue = op.getEpilogueRows();
+    names[op.getFusedRows().front().getArgument(0)] = "product";
+    os << fmt::format("{:{}}float *product = modk_cpu::staged_rows<{}>(rows);\n",
+                      "", indent, n);
+    emitCall({"linear", gemmShape(n, k), {a, "rows", w, "product"}}, indent);
+    os << fmt::format("{:{}}modc_rows_{}({}[B], {});\n", "", indent,
+                      rowKernelOf.lookup(epilogue),
+                      name(epilogue.getSegments()),
+                      fmt::join(rowKernelArgs(epilogue), ", "));
+    return;
+  }
   // sgemm writes f32: a bf16 output is staged, epilogue included, and
   // rounded as it is stored.
   const bool staged = holdsBf16(op.getOutput());

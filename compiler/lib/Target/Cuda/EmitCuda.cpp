@@ -238,7 +238,23 @@ void CudaEmitter::emitGemm(modk::GemmOp op, int indent) {
   auto call = [&](KernelCall c, bool bf16Slot = true) {
     emitCall(withGemmPlan(std::move(c), op, bf16Slot), indent);
   };
-  if (e == modk::Epilogue::none && rounded) {
+  if (e == modk::Epilogue::rows) {
+    // The generated functor finishes each element in the tile (EpiArgs
+    // carries its buffers); the product is never stored.
+    std::string pad(indent, ' ');
+    os << pad << "{\n";
+    std::string args = rowEpilogueArgs(op);
+    for (StringRef line : llvm::split(StringRef(args).rtrim(), '\n'))
+      os << pad << "  " << line << "\n";
+    emitCall(withGemmPlan({"linear_rows_epilogue",
+                           withBf16Flag({n, k,
+                                         rowKernelOf.lookup(
+                                             op.getEpilogueRows())}),
+                           {a, rows, w, "epi"}},
+                          op),
+             indent + 2);
+    os << pad << "}\n";
+  } else if (e == modk::Epilogue::none && rounded) {
     call({"linear_to_bf16", {n, k}, {a, rows, w, y}}, /*bf16Slot=*/false);
     rounded = false;
   } else if (e == modk::Epilogue::none) {
@@ -542,7 +558,7 @@ LogicalResult CudaEmitter::emit() {
     os << kFlashAttentionGrad << "\n" << kTrainPrelude << "\n";
   if (decode)
     os << kDecodePrelude << "\n";
-  if (failed(emitNamedRowKernels()))
+  if (failed(emitNamedRowKernels()) || failed(emitRowEpilogueDefinitions()))
     return failure();
   emitHostSupport("#include <vector>\n");
   os << R"cpp(/// MODC_PROFILE: a CUDA event after each kernel group of an entry, timed

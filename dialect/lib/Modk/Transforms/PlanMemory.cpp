@@ -69,8 +69,10 @@ struct PlanMemoryPass : public modc::impl::PlanMemoryBase<PlanMemoryPass> {
     for (auto alloc : entry.getBody().front().getOps<modk::AllocOp>()) {
       Interval it{alloc, INT64_MAX, -1, alloc.getBytesPerSequence()};
       for (Operation *user : alloc->getUsers()) {
-        it.first = std::min(it.first, order[user]);
-        it.last = std::max(it.last, order[user]);
+        // A use inside a kernel's region (a GEMM's epilogue) is the kernel's.
+        Operation *kernel = entry.getBody().front().findAncestorOpInBlock(*user);
+        it.first = std::min(it.first, order.lookup(kernel));
+        it.last = std::max(it.last, order.lookup(kernel));
       }
       if (it.last < 0) { // never used: no memory at all
         it.first = it.last = order[alloc];

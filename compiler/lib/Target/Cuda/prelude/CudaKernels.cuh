@@ -608,6 +608,20 @@ inline void linear_rope(const TA *a, const int64_t *rows, int64_t max_rows,
   rope<H, HD, BF16>(y, rows, max_rows, pos, theta, stream);
 }
 
+/// The product a w^T (w is [N, K]) finished by the package's generated
+/// epilogue I (modk.gemm's `rows` epilogue, detail::RowsEpilogue<I>), which
+/// reads its buffers from epi and writes its outputs; the product itself is
+/// never stored.
+template <int N, int K, int I, bool BF16 = false,
+          typename PLAN = DefaultGemmPlan, typename TA>
+inline void linear_rows_epilogue(const TA *a, const int64_t *rows,
+                                 int64_t max_rows, const float *w,
+                                 const detail::EpiArgs &epi,
+                                 cudaStream_t stream) {
+  detail::linearEpi<N, K, detail::epiRows<I>(), BF16, PLAN>(
+      a, rows, max_rows, w, epi, static_cast<float *>(nullptr), stream);
+}
+
 /// y = bf16(a w^T) with bf16 operands: the values of a bf16 model (linear
 /// then round_bf16 in one pass).
 template <int N, int K, typename PLAN = DefaultGemmPlan, typename TA>

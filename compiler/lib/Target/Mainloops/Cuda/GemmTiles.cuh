@@ -59,6 +59,10 @@ enum Epilogue {
   EpiSwiglu = 3,   ///< C = silu(aux[idx]) * acc
   EpiBiasSilu = 4, ///< C = silu(acc + aux[n])
   EpiStoreBf16 = 5, ///< C = bf16(acc): values attention reads in a bf16 model
+  /// From here to EpiRopeFirst, epiRows<I>(): a generated epilogue
+  /// (modk.gemm's `rows` epilogue): RowsEpilogue<I>::store(acc, epi, m, n)
+  /// finishes each element and writes it where its math says (C unused).
+  EpiRowsFirst = 32,
   /// From here, epiRope<HD, Round>(): C = rope(acc) per head of HD columns
   /// at the row's position (then rounded to bf16 when Round): the queries
   /// and keys. Only tiles whose warps hold whole heads take it
@@ -71,6 +75,20 @@ template <int HD, bool Round> __host__ __device__ constexpr int epiRope() {
   return EpiRopeFirst + 2 * HD + (Round ? 1 : 0);
 }
 __host__ __device__ constexpr bool isEpiRope(int epi) { return epi >= EpiRopeFirst; }
+template <int I> __host__ __device__ constexpr int epiRows() {
+  static_assert(I >= 0 && I < EpiRopeFirst - EpiRowsFirst,
+                "generated epilogues are numbered below 32");
+  return EpiRowsFirst + I;
+}
+__host__ __device__ constexpr bool isEpiRows(int epi) {
+  return epi >= EpiRowsFirst && epi < EpiRopeFirst;
+}
+
+/// The generated epilogue I of a package: a struct with
+/// `static __device__ void store(float acc, const EpiArgs epi, int64_t m,
+/// int64_t n)` for the element at row m, column n of the product. modc
+/// writes one specialization per distinct `rows` epilogue.
+template <int I> struct RowsEpilogue;
 __host__ __device__ constexpr int epiRopeHeadDim(int epi) { return (epi - EpiRopeFirst) / 2; }
 __host__ __device__ constexpr bool epiRopeRounds(int epi) { return (epi - EpiRopeFirst) % 2 == 1; }
 
@@ -85,6 +103,12 @@ struct EpiArgs {
   const int32_t *pos = nullptr;
   const float2 *ropeTable = nullptr;
   int32_t ropePositions = 0;
+  /// A generated epilogue (isEpiRows): the row set's segments (nseg + 1
+  /// entries) for the rows' sequences, `pos` for their tokens, and its
+  /// buffers, in the slots its RowsEpilogue reads.
+  const int64_t *seg = nullptr;
+  int64_t nseg = 0;
+  void *operands[8] = {};
   EpiArgs() = default;
   EpiArgs(const float *aux) : aux(aux) {}
 };
@@ -378,7 +402,11 @@ __global__ __launch_bounds__(kThreads, T::MINB) void gemmKernel(
       if (c >= nValid)
         continue;
       const int64_t idx = row + n0 + c;
-      C[idx] = TC(gemmEpilogue<EPI>(acc[i][j], epi, idx, n0 + c));
+      if constexpr (isEpiRows(EPI))
+        RowsEpilogue<EPI - EpiRowsFirst>::store(acc[i][j], epi, m0 + r,
+                                                n0 + c);
+      else
+        C[idx] = TC(gemmEpilogue<EPI>(acc[i][j], epi, idx, n0 + c));
     }
   }
 }
@@ -925,8 +953,12 @@ storeAccumulators(const float (&acc)[MI][NI][4], TC *C, int64_t ldc,
             if (c >= nValid)
               continue;
             const int64_t idx = row + n0 + c;
-            C[idx] =
-                TC(gemmEpilogue<EPI>(acc[i][j][2 * h + e], epi, idx, n0 + c));
+            if constexpr (isEpiRows(EPI))
+              RowsEpilogue<EPI - EpiRowsFirst>::store(acc[i][j][2 * h + e],
+                                                      epi, m0 + r, n0 + c);
+            else
+              C[idx] = TC(
+                  gemmEpilogue<EPI>(acc[i][j][2 * h + e], epi, idx, n0 + c));
           }
       }
     }
@@ -1501,6 +1533,7 @@ template <int EPI, typename T> __host__ __device__ constexpr bool epilogueFits()
 /// The epilogue's name in traces.
 constexpr const char *epilogueName(int epi) {
   return isEpiRope(epi)        ? "rope"
+         : isEpiRows(epi)      ? "rows"
          : epi == EpiStore     ? "store"
          : epi == EpiAdd       ? "add"
          : epi == EpiGelu      ? "gelu"

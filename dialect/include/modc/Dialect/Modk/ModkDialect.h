@@ -45,6 +45,24 @@ inline llvm::hash_code hash_value(const GemmVariant &v) {
 #define GET_ATTRDEF_CLASSES
 #include "modc/Dialect/Modk/ModkAttrs.h.inc"
 
+namespace modc::modk {
+class RowsOp; // a GEMM's `rows` epilogue names it before it is declared
+
+/// The decode KV cache of a package (args->kv_cache): a causal prefill's
+/// attention writes it, a decode step's reads and appends to it.
+struct KVCacheResource
+    : public mlir::SideEffects::Resource::Base<KVCacheResource> {
+  llvm::StringRef getName() final { return "modk.kv_cache"; }
+};
+
+/// What an entry hands its caller besides its operands: the causal
+/// decisions a forward pass reports (args->causal_decisions).
+struct CallerOutputsResource
+    : public mlir::SideEffects::Resource::Base<CallerOutputsResource> {
+  llvm::StringRef getName() final { return "modk.caller_outputs"; }
+};
+} // namespace modc::modk
+
 #define GET_OP_CLASSES
 #include "modc/Dialect/Modk/ModkOps.h.inc"
 

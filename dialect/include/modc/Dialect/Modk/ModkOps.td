@@ -9,6 +9,23 @@ include "mlir/Interfaces/ControlFlowInterfaces.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 
 //===----------------------------------------------------------------------===//
+// Memory effects: each kernel declares what it reads and writes of its
+// buffer operands (destination style), and of the package state it touches
+// beyond them (the KV cache; the causal decisions returned to the caller).
+//===----------------------------------------------------------------------===//
+
+def Modk_KVCache : Resource<"::modc::modk::KVCacheResource">;
+def Modk_CallerOutputs : Resource<"::modc::modk::CallerOutputsResource">;
+def Modk_Read : Arg<AnyMemRef, "read", [MemRead]>;
+def Modk_Written : Arg<AnyMemRef, "written", [MemWrite]>;
+def Modk_ReadWritten : Arg<AnyMemRef, "read and written", [MemRead, MemWrite]>;
+def Modk_OptionalRead : Arg<Optional<AnyMemRef>, "read", [MemRead]>;
+def Modk_OptionalWritten : Arg<Optional<AnyMemRef>, "written", [MemWrite]>;
+def Modk_VariadicRead : Arg<Variadic<AnyMemRef>, "read", [MemRead]>;
+def Modk_VariadicReadWritten : Arg<Variadic<AnyMemRef>, "read and written",
+                                   [MemRead, MemWrite]>;
+
+//===----------------------------------------------------------------------===//
 // Entry functions and buffers
 //===----------------------------------------------------------------------===//
 
@@ -85,24 +102,25 @@ def Modk_AllocOp : Modk_Op<"alloc", [HasParent<"EntryOp">]> {
 
 def Modk_IdentityRowsOp : Modk_Op<"identity_rows"> {
   let summary = "Row set of a dense layer: every position, in order";
-  let arguments = (ins AnyMemRef:$positions, AnyMemRef:$segments);
+  let arguments = (ins Modk_Written:$positions, Modk_Written:$segments);
   let assemblyFormat = "`->` $positions `,` $segments attr-dict `:` type(operands)";
 }
 
 def Modk_EmbedOp : Modk_Op<"embed"> {
   let summary = "out[b, i] = table[tokens[b, i]]";
-  let arguments = (ins AnyMemRef:$tokens, AnyMemRef:$table, AnyMemRef:$output);
+  let arguments = (ins Modk_Read:$tokens, Modk_Read:$table, Modk_Written:$output);
   let assemblyFormat = "$tokens `,` $table `->` $output attr-dict `:` type(operands)";
 }
 
 def Modk_RMSNormOp : Modk_Op<"rmsnorm"> {
   let summary = "RMSNorm of the rows of a row set";
-  let arguments = (ins AnyMemRef:$input, AnyMemRef:$weight,
-                   AnyMemRef:$segments, AnyMemRef:$output, F64Attr:$eps);
+  let arguments = (ins Modk_Read:$input, Modk_Read:$weight,
+                   Modk_Read:$segments, Modk_Written:$output, F64Attr:$eps);
   let assemblyFormat = "$input `,` $weight `rows` $segments `->` $output attr-dict `:` type(operands)";
 }
 
-def Modk_GemmOp : Modk_Op<"gemm", [AttrSizedOperandSegments]> {
+def Modk_GemmOp : Modk_Op<"gemm", [AttrSizedOperandSegments, NoTerminator,
+                                     RecursiveMemoryEffects]> {
   let summary = "y = a . W^T on the rows of a row set, with a fused epilogue";
   let description = [{
     Epilogues:
@@ -116,34 +134,48 @@ def Modk_GemmOp : Modk_Op<"gemm", [AttrSizedOperandSegments]> {
       stream, written in place at the selected rows only:
       y[seq, pos_j] += g(r[seq, pos_j]) * (attn_j + (a W^T)_j)
       (extra: scratch rows, router scores, attention rows, positions).
+    - `rows`: the product is never stored; the region's one `modk.rows`
+      (no sums) finishes each element where it is computed, its block
+      argument standing for the product [B, rows, N]. y is that op's one
+      output, which it may write at the rows' tokens (the routed block's
+      gated scatter into the residual stream). Set by
+      modk-fuse-row-epilogues.
     `round_bf16` (set by modk-store-bf16 in a bf16 entry): the output rows
     are rounded to bf16 values as they are stored, in an f32 buffer: the
     queries, keys and values that attention reads. `config` (set by
     modk-configure-gemms for a CUDA target): the kernels that run it.
   }];
-  let arguments = (ins AnyMemRef:$input, Variadic<AnyMemRef>:$weights,
-                   AnyMemRef:$segments, Variadic<AnyMemRef>:$extra,
-                   AnyMemRef:$output, Modk_EpilogueAttr:$epilogue,
+  let arguments = (ins Modk_Read:$input, Modk_VariadicRead:$weights,
+                   Modk_Read:$segments, Modk_VariadicReadWritten:$extra,
+                   Modk_ReadWritten:$output, Modk_EpilogueAttr:$epilogue,
                    OptionalAttr<Modk_GateAttr>:$gate, OptionalAttr<I64Attr>:$n_heads,
                    OptionalAttr<F64Attr>:$rope_theta, UnitAttr:$round_bf16,
                    OptionalAttr<Modk_GemmConfigAttr>:$config);
+  let regions = (region AnyRegion:$fused_rows);
   let assemblyFormat = [{
     $input `,` `[` $weights `]` `rows` $segments
     (`extra` `(` $extra^ `)`)? `->` $output attr-dict `:` type(operands)
+    (`epilogue` $fused_rows^)?
   }];
   let hasVerifier = 1;
+  let hasRegionVerifier = 1;
+  let extraClassDeclaration = [{
+    /// The modk.rows that is the epilogue (`rows`), or null.
+    RowsOp getEpilogueRows();
+  }];
 }
 
-def Modk_AttentionOp : Modk_Op<"attention"> {
+def Modk_AttentionOp : Modk_Op<"attention",
+    [MemoryEffects<[MemWrite<Modk_KVCache>]>]> {
   let summary = "Causal attention within each sequence of a row set";
   let description = [{
     `layer` names the KV cache a causal prefill fills with the keys and
     values (forward entry of packages that decode). `mainloop` (set by
     modk-configure-gemms for a CUDA target): `mma` or `simt`.
   }];
-  let arguments = (ins AnyMemRef:$q, AnyMemRef:$k, AnyMemRef:$v,
-                   AnyMemRef:$positions, AnyMemRef:$segments,
-                   AnyMemRef:$output, I64Attr:$n_heads,
+  let arguments = (ins Modk_Read:$q, Modk_Read:$k, Modk_Read:$v,
+                   Modk_Read:$positions, Modk_Read:$segments,
+                   Modk_Written:$output, I64Attr:$n_heads,
                    OptionalAttr<I64Attr>:$layer,
                    OptionalAttr<Modk_GemmPathAttr>:$mainloop);
   let assemblyFormat = [{
@@ -155,8 +187,8 @@ def Modk_AttentionOp : Modk_Op<"attention"> {
 
 def Modk_AddOp : Modk_Op<"add"> {
   let summary = "y = a + b on the rows of a row set (y may be a, or bf16)";
-  let arguments = (ins AnyMemRef:$lhs, AnyMemRef:$rhs, AnyMemRef:$segments,
-                   AnyMemRef:$output);
+  let arguments = (ins Modk_Read:$lhs, Modk_Read:$rhs, Modk_Read:$segments,
+                   Modk_Written:$output);
   let assemblyFormat = "$lhs `,` $rhs `rows` $segments `->` $output attr-dict `:` type(operands)";
 }
 
@@ -166,9 +198,9 @@ def Modk_PredictorOp : Modk_Op<"predictor"> {
     With `causal_only` (the forward entry) the kernel runs only in `causal`
     mode, the only reader of its output there; training always runs it.
   }];
-  let arguments = (ins AnyMemRef:$input, AnyMemRef:$fc1_weight,
-                   AnyMemRef:$fc1_bias, AnyMemRef:$fc2_weight,
-                   AnyMemRef:$fc2_bias, AnyMemRef:$hidden, AnyMemRef:$output,
+  let arguments = (ins Modk_Read:$input, Modk_Read:$fc1_weight,
+                   Modk_Read:$fc1_bias, Modk_Read:$fc2_weight,
+                   Modk_Read:$fc2_bias, Modk_Written:$hidden, Modk_Written:$output,
                    UnitAttr:$causal_only,
                    OptionalAttr<Modk_GemmConfigAttr>:$config);
   let assemblyFormat = [{
@@ -177,7 +209,8 @@ def Modk_PredictorOp : Modk_Op<"predictor"> {
   }];
 }
 
-def Modk_RouteSelectGatherOp : Modk_Op<"route_select_gather"> {
+def Modk_RouteSelectGatherOp : Modk_Op<"route_select_gather",
+    [MemoryEffects<[MemWrite<Modk_CallerOutputs>]>]> {
   let summary = "Fused router + selection + ordered compaction + gather + RMSNorm";
   let description = [{
     Per sequence: router scores r = w . x, the selection (top-k in `topk`
@@ -185,11 +218,11 @@ def Modk_RouteSelectGatherOp : Modk_Op<"route_select_gather"> {
     segment offsets, the gathered rows and their attention-norm, and the
     routing mask output.
   }];
-  let arguments = (ins AnyMemRef:$input, AnyMemRef:$router_weight,
-                   AnyMemRef:$norm_weight, Optional<AnyMemRef>:$causal_scores,
-                   AnyMemRef:$scores, AnyMemRef:$positions,
-                   AnyMemRef:$segments, AnyMemRef:$gathered,
-                   AnyMemRef:$normed, AnyMemRef:$mask, I64Attr:$layer,
+  let arguments = (ins Modk_Read:$input, Modk_Read:$router_weight,
+                   Modk_Read:$norm_weight, Modk_OptionalRead:$causal_scores,
+                   Modk_Written:$scores, Modk_Written:$positions,
+                   Modk_Written:$segments, Modk_Written:$gathered,
+                   Modk_Written:$normed, Modk_Written:$mask, I64Attr:$layer,
                    I64Attr:$k,
                    Modk_CausalRouterAttr:$causal_router, F64Attr:$eps);
   let assemblyFormat = [{
@@ -201,7 +234,8 @@ def Modk_RouteSelectGatherOp : Modk_Op<"route_select_gather"> {
   let hasVerifier = 1;
 }
 
-def Modk_RouteSelectOp : Modk_Op<"route_select"> {
+def Modk_RouteSelectOp : Modk_Op<"route_select",
+    [MemoryEffects<[MemWrite<Modk_CallerOutputs>]>]> {
   let summary = "Router + selection + ordered compaction (the gather is a modk.rows)";
   let description = [{
     modk.route_select_gather without its gather and RMSNorm, which
@@ -210,9 +244,9 @@ def Modk_RouteSelectOp : Modk_Op<"route_select"> {
     causal decision in `causal` mode), positions in ascending order, segment
     offsets and the routing mask output.
   }];
-  let arguments = (ins AnyMemRef:$input, AnyMemRef:$router_weight,
-                   Optional<AnyMemRef>:$causal_scores, AnyMemRef:$scores,
-                   AnyMemRef:$positions, AnyMemRef:$segments, AnyMemRef:$mask,
+  let arguments = (ins Modk_Read:$input, Modk_Read:$router_weight,
+                   Modk_OptionalRead:$causal_scores, Modk_Written:$scores,
+                   Modk_Written:$positions, Modk_Written:$segments, Modk_Written:$mask,
                    I64Attr:$layer, I64Attr:$k,
                    Modk_CausalRouterAttr:$causal_router);
   let assemblyFormat = [{
@@ -318,18 +352,18 @@ class Modk_GenericOp<string mnemonic, list<Trait> traits = []>
 
 def Modk_ZeroOp : Modk_GenericOp<"zero"> {
   let summary = "Fills a whole buffer with zeros";
-  let arguments = (ins AnyMemRef:$output);
+  let arguments = (ins Modk_Written:$output);
 }
 
 def Modk_CopyOp : Modk_GenericOp<"copy"> {
   let summary = "Copies a whole [B, ...] buffer (f32 into bf16: rounded)";
-  let arguments = (ins AnyMemRef:$input, AnyMemRef:$output);
+  let arguments = (ins Modk_Read:$input, Modk_Written:$output);
 }
 
 def Modk_SplitTokensOp : Modk_GenericOp<"split_tokens"> {
   let summary = "tokens [B, S+1] -> inputs t[:, :S] and targets t[:, 1:]";
-  let arguments = (ins AnyMemRef:$tokens, AnyMemRef:$inputs,
-                   AnyMemRef:$targets);
+  let arguments = (ins Modk_Read:$tokens, Modk_Written:$inputs,
+                   Modk_Written:$targets);
 }
 
 def Modk_ActivationOp : Modk_GenericOp<"activation"> {
@@ -339,8 +373,8 @@ def Modk_ActivationOp : Modk_GenericOp<"activation"> {
     activation is not fused into the GEMM epilogue there. `gate` is absent
     for gelu.
   }];
-  let arguments = (ins Optional<AnyMemRef>:$gate, AnyMemRef:$up,
-                   AnyMemRef:$segments, AnyMemRef:$output, Modk_ActivationAttr:$kind);
+  let arguments = (ins Modk_OptionalRead:$gate, Modk_Read:$up,
+                   Modk_Read:$segments, Modk_Written:$output, Modk_ActivationAttr:$kind);
 }
 
 def Modk_CrossEntropyOp : Modk_GenericOp<"cross_entropy"> {
@@ -349,8 +383,8 @@ def Modk_CrossEntropyOp : Modk_GenericOp<"cross_entropy"> {
     losses = [total, ce, aux]: sets total = ce = mean(-log softmax[target])
     and aux = 0; dlogits = (softmax - onehot) / rows.
   }];
-  let arguments = (ins AnyMemRef:$logits, AnyMemRef:$targets,
-                   AnyMemRef:$dlogits, AnyMemRef:$losses);
+  let arguments = (ins Modk_Read:$logits, Modk_Read:$targets,
+                   Modk_Written:$dlogits, Modk_ReadWritten:$losses);
 }
 
 def Modk_BCELossOp : Modk_GenericOp<"bce_loss"> {
@@ -360,8 +394,8 @@ def Modk_BCELossOp : Modk_GenericOp<"bce_loss"> {
     added to losses[2] (aux) and, times `weight`, to losses[0] (total);
     dz += weight * (sigmoid(z) - mask) / (B S n_routed).
   }];
-  let arguments = (ins AnyMemRef:$logits, AnyMemRef:$mask, AnyMemRef:$dlogits,
-                   AnyMemRef:$losses, F64Attr:$weight, I64Attr:$n_routed);
+  let arguments = (ins Modk_Read:$logits, Modk_Read:$mask, Modk_Written:$dlogits,
+                   Modk_ReadWritten:$losses, F64Attr:$weight, I64Attr:$n_routed);
 }
 
 // The loss-only forms of the two losses: the `eval` entry reads the losses
@@ -372,8 +406,8 @@ def Modk_CrossEntropyLossOp : Modk_GenericOp<"cross_entropy_loss"> {
     losses = [total, ce, aux]: sets total = ce = mean(-log softmax[target])
     and aux = 0, bit for bit as modk.cross_entropy does.
   }];
-  let arguments = (ins AnyMemRef:$logits, AnyMemRef:$targets,
-                   AnyMemRef:$losses);
+  let arguments = (ins Modk_Read:$logits, Modk_Read:$targets,
+                   Modk_ReadWritten:$losses);
 }
 
 def Modk_BCELossValueOp : Modk_GenericOp<"bce_loss_value"> {
@@ -382,27 +416,27 @@ def Modk_BCELossValueOp : Modk_GenericOp<"bce_loss_value"> {
     What modk.bce_loss adds to losses[2] and losses[0], bit for bit, with no
     gradient written.
   }];
-  let arguments = (ins AnyMemRef:$logits, AnyMemRef:$mask, AnyMemRef:$losses,
+  let arguments = (ins Modk_Read:$logits, Modk_Read:$mask, Modk_ReadWritten:$losses,
                    F64Attr:$weight, I64Attr:$n_routed);
 }
 
 def Modk_GemmDgradOp : Modk_GenericOp<"gemm_dgrad"> {
   let summary = "dA (+)= dY . W on the rows of a row set";
-  let arguments = (ins AnyMemRef:$dy, AnyMemRef:$weight, AnyMemRef:$segments,
-                   AnyMemRef:$da, BoolAttr:$accumulate,
+  let arguments = (ins Modk_Read:$dy, Modk_Read:$weight, Modk_Read:$segments,
+                   Modk_ReadWritten:$da, BoolAttr:$accumulate,
                    OptionalAttr<Modk_GemmConfigAttr>:$config);
 }
 
 def Modk_GemmWgradOp : Modk_GenericOp<"gemm_wgrad"> {
   let summary = "dW += dY^T . A over the rows of a row set";
-  let arguments = (ins AnyMemRef:$dy, AnyMemRef:$input, AnyMemRef:$segments,
-                   AnyMemRef:$dw, OptionalAttr<Modk_GemmConfigAttr>:$config);
+  let arguments = (ins Modk_Read:$dy, Modk_Read:$input, Modk_Read:$segments,
+                   Modk_ReadWritten:$dw, OptionalAttr<Modk_GemmConfigAttr>:$config);
 }
 
 def Modk_RMSNormGradOp : Modk_GenericOp<"rmsnorm_grad"> {
   let summary = "dx (+)= and dw += the gradient of RMSNorm";
-  let arguments = (ins AnyMemRef:$input, AnyMemRef:$weight, AnyMemRef:$dy,
-                   AnyMemRef:$segments, AnyMemRef:$dx, AnyMemRef:$dw,
+  let arguments = (ins Modk_Read:$input, Modk_Read:$weight, Modk_Read:$dy,
+                   Modk_Read:$segments, Modk_ReadWritten:$dx, Modk_ReadWritten:$dw,
                    F64Attr:$eps, BoolAttr:$accumulate);
 }
 
@@ -412,60 +446,60 @@ def Modk_RopeGradOp : Modk_GenericOp<"rope_grad"> {
     Out of place, so that the rotated gradient can be stored as bf16 (a
     bf16 model's products read it) while attention_grad's output stays f32.
   }];
-  let arguments = (ins AnyMemRef:$grad, AnyMemRef:$positions,
-                   AnyMemRef:$segments, AnyMemRef:$output, I64Attr:$n_heads,
+  let arguments = (ins Modk_Read:$grad, Modk_Read:$positions,
+                   Modk_Read:$segments, Modk_Written:$output, I64Attr:$n_heads,
                    F64Attr:$rope_theta);
 }
 
 def Modk_AttentionGradOp : Modk_GenericOp<"attention_grad"> {
   let summary = "dq, dk, dv of causal attention within each sequence";
-  let arguments = (ins AnyMemRef:$q, AnyMemRef:$k, AnyMemRef:$v,
-                   AnyMemRef:$o, AnyMemRef:$dout, AnyMemRef:$positions,
-                   AnyMemRef:$segments, AnyMemRef:$dq, AnyMemRef:$dk,
-                   AnyMemRef:$dv, I64Attr:$n_heads,
+  let arguments = (ins Modk_Read:$q, Modk_Read:$k, Modk_Read:$v,
+                   Modk_Read:$o, Modk_Read:$dout, Modk_Read:$positions,
+                   Modk_Read:$segments, Modk_Written:$dq, Modk_Written:$dk,
+                   Modk_Written:$dv, I64Attr:$n_heads,
                    OptionalAttr<Modk_GemmPathAttr>:$mainloop);
 }
 
 def Modk_ActivationGradOp : Modk_GenericOp<"activation_grad",
                                           [AttrSizedOperandSegments]> {
   let summary = "Gradients of the pre-activations of swiglu or gelu";
-  let arguments = (ins Optional<AnyMemRef>:$gate, AnyMemRef:$up,
-                   AnyMemRef:$du, AnyMemRef:$segments,
-                   Optional<AnyMemRef>:$dgate, AnyMemRef:$dup, Modk_ActivationAttr:$kind);
+  let arguments = (ins Modk_OptionalRead:$gate, Modk_Read:$up,
+                   Modk_Read:$du, Modk_Read:$segments,
+                   Modk_OptionalWritten:$dgate, Modk_Written:$dup, Modk_ActivationAttr:$kind);
   let hasVerifier = 1;
 }
 
 def Modk_ScatterGradOp : Modk_GenericOp<"scatter_grad"> {
   let summary = "Gradient of the gated scatter: df = g(r) dy, dr += g'(r)<dy, f>";
-  let arguments = (ins AnyMemRef:$dy, AnyMemRef:$scores, AnyMemRef:$update,
-                   AnyMemRef:$positions, AnyMemRef:$segments, AnyMemRef:$df,
-                   AnyMemRef:$dscores, Modk_GateAttr:$gate);
+  let arguments = (ins Modk_Read:$dy, Modk_Read:$scores, Modk_Read:$update,
+                   Modk_Read:$positions, Modk_Read:$segments, Modk_Written:$df,
+                   Modk_Written:$dscores, Modk_GateAttr:$gate);
 }
 
 def Modk_GatherGradOp : Modk_GenericOp<"gather_grad"> {
   let summary = "dx[seq, pos_j] += dxs_j";
-  let arguments = (ins AnyMemRef:$dgathered, AnyMemRef:$positions,
-                   AnyMemRef:$segments, AnyMemRef:$dx);
+  let arguments = (ins Modk_Read:$dgathered, Modk_Read:$positions,
+                   Modk_Read:$segments, Modk_ReadWritten:$dx);
 }
 
 def Modk_RouterGradOp : Modk_GenericOp<"router_grad"> {
   let summary = "dx += dr w and dw += sum dr x for r = w . x";
-  let arguments = (ins AnyMemRef:$input, AnyMemRef:$weight,
-                   AnyMemRef:$dscores, AnyMemRef:$dx, AnyMemRef:$dw);
+  let arguments = (ins Modk_Read:$input, Modk_Read:$weight,
+                   Modk_Read:$dscores, Modk_ReadWritten:$dx, Modk_ReadWritten:$dw);
 }
 
 def Modk_PredictorGradOp : Modk_GenericOp<"predictor_grad"> {
   let summary = "Gradients of the predictor's parameters (input stop-gradient)";
-  let arguments = (ins AnyMemRef:$input, AnyMemRef:$fc1_weight,
-                   AnyMemRef:$fc1_bias, AnyMemRef:$fc2_weight, AnyMemRef:$dp,
-                   AnyMemRef:$hidden, AnyMemRef:$dfc1_weight,
-                   AnyMemRef:$dfc1_bias, AnyMemRef:$dfc2_weight,
-                   AnyMemRef:$dfc2_bias);
+  let arguments = (ins Modk_Read:$input, Modk_Read:$fc1_weight,
+                   Modk_Read:$fc1_bias, Modk_Read:$fc2_weight, Modk_Read:$dp,
+                   Modk_ReadWritten:$hidden, Modk_ReadWritten:$dfc1_weight,
+                   Modk_ReadWritten:$dfc1_bias, Modk_ReadWritten:$dfc2_weight,
+                   Modk_ReadWritten:$dfc2_bias);
 }
 
 def Modk_EmbedGradOp : Modk_GenericOp<"embed_grad"> {
   let summary = "dtable[token] += dx";
-  let arguments = (ins AnyMemRef:$tokens, AnyMemRef:$dx, AnyMemRef:$dtable);
+  let arguments = (ins Modk_Read:$tokens, Modk_Read:$dx, Modk_ReadWritten:$dtable);
 }
 
 //===----------------------------------------------------------------------===//
@@ -475,11 +509,12 @@ def Modk_EmbedGradOp : Modk_GenericOp<"embed_grad"> {
 
 def Modk_DecodeRowsOp : Modk_GenericOp<"decode_rows"> {
   let summary = "Row set of a dense layer in a decode step: one row a sequence";
-  let arguments = (ins AnyMemRef:$step_positions, AnyMemRef:$active,
-                   AnyMemRef:$positions, AnyMemRef:$segments);
+  let arguments = (ins Modk_Read:$step_positions, Modk_Read:$active,
+                   Modk_Written:$positions, Modk_Written:$segments);
 }
 
-def Modk_DecodeAttentionOp : Modk_GenericOp<"decode_attention"> {
+def Modk_DecodeAttentionOp : Modk_GenericOp<"decode_attention",
+    [MemoryEffects<[MemRead<Modk_KVCache>, MemWrite<Modk_KVCache>]>]> {
   let summary = "Append K, V of each row to its layer cache; attend over it";
   let description = [{
     For each row of an active sequence: K and V (RoPE'd at the row's original
@@ -488,9 +523,9 @@ def Modk_DecodeAttentionOp : Modk_GenericOp<"decode_attention"> {
     Routed layers pass only their routed rows, so their caches hold only
     routed tokens.
   }];
-  let arguments = (ins AnyMemRef:$q, AnyMemRef:$k, AnyMemRef:$v,
-                   AnyMemRef:$positions, AnyMemRef:$segments,
-                   AnyMemRef:$active, AnyMemRef:$output, I64Attr:$layer,
+  let arguments = (ins Modk_Read:$q, Modk_Read:$k, Modk_Read:$v,
+                   Modk_Read:$positions, Modk_Read:$segments,
+                   Modk_Read:$active, Modk_Written:$output, I64Attr:$layer,
                    I64Attr:$n_heads);
 }
 
@@ -503,11 +538,11 @@ def Modk_DecodeRouteOp : Modk_GenericOp<"decode_route"> {
     Routed rows are compacted in sequence order; with none routed, every
     kernel of the layer runs on zero rows.
   }];
-  let arguments = (ins AnyMemRef:$input, AnyMemRef:$router_weight,
-                   AnyMemRef:$norm_weight, AnyMemRef:$step_positions,
-                   AnyMemRef:$active, AnyMemRef:$scores, AnyMemRef:$positions,
-                   AnyMemRef:$segments, AnyMemRef:$gathered, AnyMemRef:$normed,
-                   AnyMemRef:$mask, Optional<AnyMemRef>:$causal_scores,
+  let arguments = (ins Modk_Read:$input, Modk_Read:$router_weight,
+                   Modk_Read:$norm_weight, Modk_Read:$step_positions,
+                   Modk_Read:$active, Modk_Written:$scores, Modk_Written:$positions,
+                   Modk_Written:$segments, Modk_Written:$gathered, Modk_Written:$normed,
+                   Modk_Written:$mask, Modk_OptionalRead:$causal_scores,
                    I64Attr:$layer, Modk_CausalRouterAttr:$causal_router, F64Attr:$eps);
 }
 
@@ -517,11 +552,11 @@ def Modk_DecodeSelectOp : Modk_GenericOp<"decode_select"> {
     modk.decode_route without its gather and RMSNorm, which modk-generalize
     writes as a modk.rows over the routed sequences.
   }];
-  let arguments = (ins AnyMemRef:$input, AnyMemRef:$router_weight,
-                   AnyMemRef:$step_positions, AnyMemRef:$active,
-                   AnyMemRef:$scores, AnyMemRef:$positions,
-                   AnyMemRef:$segments, AnyMemRef:$mask,
-                   Optional<AnyMemRef>:$causal_scores, I64Attr:$layer,
+  let arguments = (ins Modk_Read:$input, Modk_Read:$router_weight,
+                   Modk_Read:$step_positions, Modk_Read:$active,
+                   Modk_Written:$scores, Modk_Written:$positions,
+                   Modk_Written:$segments, Modk_Written:$mask,
+                   Modk_OptionalRead:$causal_scores, I64Attr:$layer,
                    Modk_CausalRouterAttr:$causal_router);
 }
 

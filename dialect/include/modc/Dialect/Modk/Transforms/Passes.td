@@ -98,6 +98,43 @@ def Generalize : Pass<"modk-generalize", "::modc::modk::EntryOp"> {
                            "::mlir::math::MathDialect"];
 }
 
+def FuseRowEpilogues : Pass<"modk-fuse-row-epilogues", "::modc::modk::EntryOp"> {
+  let summary = "Fold elementwise modk.rows kernels into the GEMM they finish";
+  let description = [{
+    A `modk.rows` without row sums that is the only reader of a plain
+    GEMM's output, and runs right after it, becomes that GEMM's `rows`
+    epilogue: the op moves into the GEMM's region, the product becomes the
+    region's block argument, and its buffer goes. Both emitters generate the
+    epilogue from the op's math: on CUDA a functor the GEMM tiles apply to
+    each element in registers; on the CPU the row kernel over the product
+    staged in a per-thread buffer. Run after modk-generalize (which writes
+    the routed block's gated scatter as such a kernel) and before
+    modk-plan-memory.
+
+    Before:
+    ```mlir
+    modk.gemm %h, [%w] rows %seg -> %m {epilogue = #modk.epilogue<none>} ...
+    modk.rows ins(%a, %m, %r, %x ...) rows %seg ... outs(%x ...) ...
+    ```
+    After:
+    ```mlir
+    modk.gemm %h, [%w] rows %seg -> %x {epilogue = #modk.epilogue<rows>} ...
+    epilogue {
+    ^bb0(%product: memref<?x32x128xf32>):
+      modk.rows ins(%a, %product, %r, %x ...) ... outs(%x ...) ...
+    }
+    ```
+    Not fused: a product with another reader (training's down projection
+    rows, which the backward pass reads), a kernel with row sums, or one
+    whose writes are not elementwise. `modc --no-fuse=rows-epilogue` turns
+    it off.
+  }];
+  let options = [
+    Option<"enabled", "enabled", "bool", /*default=*/"true",
+           "Fold elementwise row kernels into the GEMM they read">
+  ];
+}
+
 def ConfigureGemms : Pass<"modk-configure-gemms", "::modc::modk::EntryOp"> {
   let summary = "Choose each product's CUDA kernels from the target's description";
   let description = [{

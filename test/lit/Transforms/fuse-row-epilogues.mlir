@@ -1,0 +1,118 @@
+// RUN: mod-opt %s -split-input-file --pass-pipeline='builtin.module(modk.entry(modk-fuse-row-epilogues))' | FileCheck %s
+// RUN: mod-opt %s -split-input-file --pass-pipeline='builtin.module(modk.entry(modk-fuse-row-epilogues{enabled=false}))' | FileCheck %s --check-prefix=OFF
+
+// A routed block's gated scatter, x[tok] = x[tok] + r[tok] * (a + m), is
+// the only reader of the down projection's rows m and runs right after it:
+// it becomes the GEMM's `rows` epilogue, writing the stream x; m's buffer
+// goes.
+// CHECK-LABEL: modk.entry @forward
+// CHECK: modk.alloc : memref<?x4x32xf32>{{$}}
+// CHECK-NOT: modk.alloc : memref<?x4x32xf32>{{$}}
+// CHECK: modk.gemm %[[H:.*]], [%[[WD:.*]]] rows %[[SEG:.*]] -> %[[X:.*]] {epilogue = #modk.epilogue<rows>} : {{.*}} epilogue {
+// CHECK-NEXT: ^bb0(%[[P:.*]]: memref<?x4x32xf32>):
+// CHECK-NEXT: modk.rows ins(%[[A:.*]], %[[P]], %[[R:.*]], %[[X]] : {{.*}}) rows %[[SEG]] : memref<?x1xi64> tokens(%[[POS:.*]] : memref<?x4xi32>) outs(%[[X]] : memref<?x16x32xf32>)
+// CHECK: arith.mulf
+// CHECK: }
+// CHECK-NEXT: }
+// CHECK-NOT: modk.rows
+// OFF-LABEL: modk.entry @forward
+// OFF: modk.gemm {{.*}} -> %[[M:.*]] {epilogue = #modk.epilogue<none>}
+// OFF-NEXT: modk.rows ins(%{{.*}}, %[[M]],
+modk.entry @forward attributes {model = "{}", modes = ["topk"], params = [{init = "normal", name = "wd", shape = [32, 64]}], seq_len = 16 : i64, vocab_size = 64 : i64} {
+  %wd = modk.param "wd" : memref<32x64xf32>
+  %seg = modk.alloc : memref<?x1xi64>
+  %pos = modk.alloc : memref<?x4xi32>
+  %x = modk.alloc : memref<?x16x32xf32>
+  %r = modk.alloc : memref<?x16xf32>
+  %a = modk.alloc : memref<?x4x32xf32>
+  %h = modk.alloc : memref<?x4x64xf32>
+  %m = modk.alloc : memref<?x4x32xf32>
+  modk.gemm %h, [%wd] rows %seg -> %m {epilogue = #modk.epilogue<none>} : memref<?x4x64xf32>, memref<32x64xf32>, memref<?x1xi64>, memref<?x4x32xf32>
+  modk.rows ins(%a, %m, %r, %x : memref<?x4x32xf32>, memref<?x4x32xf32>, memref<?x16xf32>, memref<?x16x32xf32>) rows %seg : memref<?x1xi64> tokens(%pos : memref<?x4xi32>) outs(%x : memref<?x16x32xf32>) attributes {token_operands = array<i64: 2, 3, 4>} reduce {
+  ^bb0(%a0: f32, %a1: f32, %a2: f32, %a3: f32):
+    modk.yield
+  } body {
+  ^bb0(%a0: f32, %a1: f32, %a2: f32, %a3: f32):
+    %f = arith.addf %a0, %a1 : f32
+    %g = arith.mulf %a2, %f : f32
+    %y = arith.addf %a3, %g : f32
+    modk.yield %y : f32
+  }
+}
+
+// -----
+
+// Not fused:
+//  - training keeps the down projection's rows m for the backward pass (a
+//    second reader);
+//  - an RMSNorm after a GEMM sums over whole rows, which a tile does not
+//    hold;
+//  - a kernel that writes the GEMM's own input (other tiles still read it);
+//  - a kernel that reads its output at the row but writes it at the token.
+// CHECK-LABEL: modk.entry @grad
+// CHECK: modk.gemm {{.*}} {epilogue = #modk.epilogue<none>} : {{.*}}xf32>{{$}}
+// CHECK-NEXT: modk.rows
+// CHECK: modk.copy
+// CHECK: modk.gemm {{.*}} {epilogue = #modk.epilogue<none>} : {{.*}}xf32>{{$}}
+// CHECK-NEXT: modk.rows
+// CHECK: modk.gemm {{.*}} {epilogue = #modk.epilogue<none>} : {{.*}}xf32>{{$}}
+// CHECK-NEXT: modk.rows
+// CHECK: modk.gemm {{.*}} {epilogue = #modk.epilogue<none>} : {{.*}}xf32>{{$}}
+// CHECK-NEXT: modk.rows
+// CHECK-NOT: epilogue<rows>
+modk.entry @grad attributes {model = "{}", modes = ["topk"], params = [{init = "normal", name = "wd", shape = [32, 64]}, {init = "normal", name = "wo", shape = [32, 32]}, {init = "ones", name = "w", shape = [32]}], seq_len = 16 : i64, vocab_size = 64 : i64} {
+  %wd = modk.param "wd" : memref<32x64xf32>
+  %wo = modk.param "wo" : memref<32x32xf32>
+  %w = modk.param "w" : memref<32xf32>
+  %seg = modk.alloc : memref<?x1xi64>
+  %pos = modk.alloc : memref<?x4xi32>
+  %x = modk.alloc : memref<?x16x32xf32>
+  %a = modk.alloc : memref<?x4x32xf32>
+  %h = modk.alloc : memref<?x4x64xf32>
+  %m = modk.alloc : memref<?x4x32xf32>
+  modk.gemm %h, [%wd] rows %seg -> %m {epilogue = #modk.epilogue<none>} : memref<?x4x64xf32>, memref<32x64xf32>, memref<?x1xi64>, memref<?x4x32xf32>
+  modk.rows ins(%a, %m, %x : memref<?x4x32xf32>, memref<?x4x32xf32>, memref<?x16x32xf32>) rows %seg : memref<?x1xi64> tokens(%pos : memref<?x4xi32>) outs(%x : memref<?x16x32xf32>) attributes {token_operands = array<i64: 2, 3>} reduce {
+  ^bb0(%a0: f32, %a1: f32, %a2: f32):
+    modk.yield
+  } body {
+  ^bb0(%a0: f32, %a1: f32, %a2: f32):
+    %f = arith.addf %a0, %a1 : f32
+    %y = arith.addf %a2, %f : f32
+    modk.yield %y : f32
+  }
+  %keep = modk.alloc : memref<?x4x32xf32>
+  modk.copy(%m, %keep) : memref<?x4x32xf32>, memref<?x4x32xf32>
+  %o = modk.alloc : memref<?x4x32xf32>
+  %n = modk.alloc : memref<?x4x32xf32>
+  modk.gemm %a, [%wo] rows %seg -> %o {epilogue = #modk.epilogue<none>} : memref<?x4x32xf32>, memref<32x32xf32>, memref<?x1xi64>, memref<?x4x32xf32>
+  modk.rows ins(%o, %w : memref<?x4x32xf32>, memref<32xf32>) rows %seg : memref<?x1xi64> outs(%n : memref<?x4x32xf32>) reduce {
+  ^bb0(%a0: f32, %a1: f32):
+    %sq = arith.mulf %a0, %a0 : f32
+    modk.yield %sq : f32
+  } body {
+  ^bb0(%a0: f32, %a1: f32, %s: f32):
+    %y = arith.mulf %a0, %s : f32
+    modk.yield %y : f32
+  }
+  %o2 = modk.alloc : memref<?x4x32xf32>
+  modk.gemm %a, [%wo] rows %seg -> %o2 {epilogue = #modk.epilogue<none>} : memref<?x4x32xf32>, memref<32x32xf32>, memref<?x1xi64>, memref<?x4x32xf32>
+  modk.rows ins(%o2, %a : memref<?x4x32xf32>, memref<?x4x32xf32>) rows %seg : memref<?x1xi64> outs(%a : memref<?x4x32xf32>) reduce {
+  ^bb0(%a0: f32, %a1: f32):
+    modk.yield
+  } body {
+  ^bb0(%a0: f32, %a1: f32):
+    %y = arith.addf %a0, %a1 : f32
+    modk.yield %y : f32
+  }
+  %o3 = modk.alloc : memref<?x4x32xf32>
+  %y3 = modk.alloc : memref<?x4x32xf32>
+  modk.gemm %n, [%wo] rows %seg -> %o3 {epilogue = #modk.epilogue<none>} : memref<?x4x32xf32>, memref<32x32xf32>, memref<?x1xi64>, memref<?x4x32xf32>
+  modk.rows ins(%o3, %y3 : memref<?x4x32xf32>, memref<?x4x32xf32>) rows %seg : memref<?x1xi64> tokens(%pos : memref<?x4xi32>) outs(%y3 : memref<?x4x32xf32>) attributes {token_operands = array<i64: 2>} reduce {
+  ^bb0(%a0: f32, %a1: f32):
+    modk.yield
+  } body {
+  ^bb0(%a0: f32, %a1: f32):
+    %y = arith.addf %a0, %a1 : f32
+    modk.yield %y : f32
+  }
+}
