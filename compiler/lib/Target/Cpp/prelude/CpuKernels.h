@@ -126,7 +126,10 @@ inline VecF vexp(VecF x) {
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
   p = p * (r * r) + r + 1.0f;
-  VecI e = (__builtin_convertvector(n, VecI) + 127) << 23;
+  // A NaN lane (its result is NaN from p) takes exponent 0 here: the
+  // conversion of NaN to an integer is undefined.
+  VecI e = (__builtin_convertvector(select(n == n, n, VecF{}), VecI) + 127)
+           << 23;
   return select(under, VecF{}, p * (VecF)e);
 }
 
@@ -147,7 +150,9 @@ inline float expLanes(float x) {
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
   p = p * (r * r) + r + 1.0f;
-  const int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
+  // NaN (the result is NaN from p) takes exponent 0: converting NaN to an
+  // integer is undefined, and so would be the shift of what it gave.
+  const int32_t bits = ((n == n ? static_cast<int32_t>(n) : 0) + 127) << 23;
   float scale;
   std::memcpy(&scale, &bits, sizeof(scale));
   return under ? 0.0f : p * scale;
