@@ -100,11 +100,17 @@ if [[ -n "$bench" ]]; then
       done
     done
   done
-  # Where our time goes: MODC_PROFILE=1 makes the package wait after every
-  # kernel and print its time (a warm-up pass, then one timed pass; these
-  # timings include a host wait per kernel and are not the table's).
-  # report.py takes the gathered GEMMs' rates and routing's share of the
-  # block from the forward pass of these files.
+  # A package compiled with other choices, timed forward and
+  # forward+backward, its lines labelled `modc_SUFFIX`.
+  time_twin() {
+    local pkg=$1 suffix=$2
+    [[ -f "$pkg/libmodel.so" ]] || return 0
+    say "bench_gpu $(basename "$pkg") (modc_$suffix)"
+    timeout 120 "$bench" "$pkg" --batch "$batch" --impl "modc_$suffix" \
+      --iters "$iters" --warmup "$warmup" --max-seconds "$max_s" \
+      --only forward,fwd_bwd >> "$raw" 2>> "$logf" ||
+      say "bench_gpu ($suffix) failed on $pkg (rc $?): $(tail -1 "$logf")"
+  }
   # The bf16 products of sm_90a packages on mma.sync instead of wgmma
   # (compiled with --cuda-gemms='path=mma'; "modc_mma" lines) and on wgmma
   # without TMA ('tma=false'; "modc_notma"): the 0-layer and the MoD model.
@@ -112,13 +118,7 @@ if [[ -n "$bench" ]]; then
     for d in "${ds[@]}"; do
       for kind in none mod; do
         for suffix in mma notma; do
-          pkg="$packages/gpu_${kind}_d${d}_bf16_$suffix"
-          [[ -f "$pkg/libmodel.so" ]] || continue
-          say "bench_gpu $(basename "$pkg") (modc_$suffix)"
-          timeout 120 "$bench" "$pkg" --batch "$batch" --impl "modc_$suffix" \
-            --iters "$iters" --warmup "$warmup" --max-seconds "$max_s" \
-            --only forward,fwd_bwd >> "$raw" 2>> "$logf" ||
-            say "bench_gpu ($suffix) failed on $pkg (rc $?): $(tail -1 "$logf")"
+          time_twin "$packages/gpu_${kind}_d${d}_bf16_$suffix" "$suffix"
         done
       done
     done
@@ -132,17 +132,16 @@ if [[ -n "$bench" ]]; then
       sfx="$(pkg_suffix "$dt")" || continue
       for d in "${ds[@]}"; do
         for kind in none mod; do
-          pkg="$packages/gpu_${kind}_d${d}${sfx}_nofuse"
-          [[ -f "$pkg/libmodel.so" ]] || continue
-          say "bench_gpu $(basename "$pkg") (modc_nofuse)"
-          timeout 120 "$bench" "$pkg" --batch "$batch" --impl modc_nofuse \
-            --iters "$iters" --warmup "$warmup" --max-seconds "$max_s" \
-            --only forward,fwd_bwd >> "$raw" 2>> "$logf" ||
-            say "bench_gpu (nofuse) failed on $pkg (rc $?): $(tail -1 "$logf")"
+          time_twin "$packages/gpu_${kind}_d${d}${sfx}_nofuse" nofuse
         done
       done
     done
   fi
+  # Where our time goes: MODC_PROFILE=1 makes the package wait after every
+  # kernel and print its time (a warm-up pass, then one timed pass; these
+  # timings include a host wait per kernel and are not the table's).
+  # report.py takes the gathered GEMMs' rates and routing's share of the
+  # block from the forward pass of these files.
   if [[ "${PROFILE:-1}" != 0 ]]; then
     for dt in "${dts[@]}"; do
       sfx="$(pkg_suffix "$dt")" || continue

@@ -139,6 +139,26 @@ public:
                           "", indent, j, j, rowOf(j, row));
   }
 
+  /// Writes the stores of the values `body` yields, element (row, col) of
+  /// each output (at its token where it is a token operand), rounded to
+  /// the output's element type (bf16: the target namespace's bf16).
+  void writeStores(Block &body, StringRef row, StringRef col, int indent,
+                   llvm::raw_ostream &os) {
+    unsigned nIn = op.getInputs().size();
+    int64_t width = op.getWidth();
+    for (auto [k, v] : llvm::enumerate(body.getTerminator()->getOperands())) {
+      Type element =
+          cast<MemRefType>(op.getOutputs()[k].getType()).getElementType();
+      std::string value =
+          element.isBF16()
+              ? fmt::format("{}::bf16({})", cuda ? "modk_cuda" : "modk_cpu",
+                            names.lookup(v))
+              : names.lookup(v);
+      os << fmt::format("{:{}}out{}[{} * {} + {}] = {};\n", "", indent, k,
+                        rowOf(nIn + k, row), width, col.str(), value);
+    }
+  }
+
   /// Writes `const float tN = ...;` for every op of `block` that `pick`
   /// accepts, in order.
   LogicalResult writeOps(Block &block, function_ref<bool(Operation &)> pick,
@@ -297,7 +317,6 @@ LogicalResult PlanEmitter::emitRowKernelDefinitions() {
     int64_t width = op.getWidth();
     unsigned sums = op.getNumReductions();
     auto all = [](Operation &) { return true; };
-    std::string ns = kernelNamespace();
     os << fmt::format("/// modk.rows: {} input(s), {} output(s), {} sum(s) a "
                       "row of {}.\n",
                       op.getInputs().size(), op.getOutputs().size(), sums,
@@ -367,16 +386,7 @@ LogicalResult PlanEmitter::emitRowKernelDefinitions() {
     stmts.writeLoads(body, perElement, "i", "c", inner + 2, os);
     if (failed(stmts.writeOps(body, perElement, inner + 2, os)))
       return failure();
-    for (auto [k, v] : llvm::enumerate(body.getTerminator()->getOperands())) {
-      Type element =
-          cast<MemRefType>(op.getOutputs()[k].getType()).getElementType();
-      std::string value = element.isBF16()
-                              ? fmt::format("{}::bf16({})", ns, stmts[v])
-                              : stmts[v];
-      os << fmt::format("{}  out{}[{} * {} + c] = {};\n", pad, k,
-                        stmts.rowOf(op.getInputs().size() + k, "i"), width,
-                        value);
-    }
+    stmts.writeStores(body, "i", "c", inner + 2, os);
     os << pad << "}\n";
     if (!cuda)
       os << "  }\n";
@@ -403,11 +413,12 @@ LogicalResult PlanEmitter::emitRowEpilogueDefinitions() {
         "/// modk.rows as a GEMM's epilogue: element (i, c) of the product "
         "is acc;\n/// {} input(s), {} output(s), rows of {}.\n"
         "template <> struct RowsEpilogue<{}> {{\n"
+        "  static_assert({} <= kEpiOperands, \"EpiArgs holds the buffers\");\n"
         "  static __device__ __forceinline__ void store(float acc, const "
         "EpiArgs epi,\n"
         "                                               int64_t i, int64_t c) "
         "{{\n",
-        nIn, nOut, width, index);
+        nIn, nOut, width, index, nIn + nOut);
     if (!op.getTokenOperands().empty()) {
       os << "    const int64_t *seg = epi.seg;\n"
             "    const int64_t nseg = epi.nseg;\n";
@@ -431,15 +442,7 @@ LogicalResult PlanEmitter::emitRowEpilogueDefinitions() {
     stmts.writeLoads(body, all, "i", "c", 4, os);
     if (failed(stmts.writeOps(body, all, 4, os)))
       return failure();
-    for (auto [k, v] : llvm::enumerate(body.getTerminator()->getOperands())) {
-      Type element =
-          cast<MemRefType>(op.getOutputs()[k].getType()).getElementType();
-      std::string value = element.isBF16()
-                              ? fmt::format("modk_cuda::bf16({})", stmts[v])
-                              : stmts[v];
-      os << fmt::format("    out{}[{} * {} + c] = {};\n", k,
-                        stmts.rowOf(nIn + k, "i"), width, value);
-    }
+    stmts.writeStores(body, "i", "c", 4, os);
     os << "  }\n};\n\n";
   }
   os << "} // namespace detail\n} // namespace modk_cuda\n";

@@ -237,11 +237,11 @@ LogicalResult GemmOp::verify() {
 }
 
 RowsOp GemmOp::getEpilogueRows() {
-  if (getEpilogue() != Epilogue::rows || getFusedRows().empty())
+  Region &region = getFusedRows();
+  if (getEpilogue() != Epilogue::rows || region.empty() ||
+      region.front().empty())
     return nullptr;
-  return dyn_cast_or_null<RowsOp>(getFusedRows().front().empty()
-                                      ? nullptr
-                                      : &getFusedRows().front().front());
+  return dyn_cast<RowsOp>(region.front().front());
 }
 
 LogicalResult GemmOp::verifyRegions() {

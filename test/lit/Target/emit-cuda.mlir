@@ -113,6 +113,7 @@
 // epilogue's region, which the GEMM's tiles call for each element of the
 // product in registers (acc); its buffers travel in the GEMM's EpiArgs.
 // FUSED: template <> struct RowsEpilogue<[[EPI:[0-9]+]]> {
+// FUSED-NEXT: static_assert(5 <= kEpiOperands, "EpiArgs holds the buffers");
 // FUSED-NEXT: static __device__ __forceinline__ void store(float acc, const EpiArgs epi,
 // FUSED: const int64_t seq = modk_cuda::segmentOf(seg, nseg, i);
 // FUSED-NEXT: const int64_t tok = pos[i];

@@ -50,8 +50,12 @@ private:
   // PlanEmitter's hooks: row counts are host values here (seg[B]).
   void emitCall(const KernelCall &call, int indent = 2) override;
   void emitRowKernelLaunch(modk::RowsOp op, int index) override {
+    writeRowKernelCall(op, index, 2);
+  }
+  /// The call of row kernel `index` for `op`, at `indent` spaces.
+  void writeRowKernelCall(modk::RowsOp op, int index, int indent) {
     std::vector<std::string> args = rowKernelArgs(op);
-    os << fmt::format("  modc_rows_{}({}[B], {});\n", index,
+    os << fmt::format("{:{}}modc_rows_{}({}[B], {});\n", "", indent, index,
                       name(op.getSegments()), fmt::join(args, ", "));
   }
   LogicalResult emitTargetKernel(Operation *op) override;
@@ -118,10 +122,7 @@ void CppEmitter::emitGemm(modk::GemmOp op, int indent) {
     os << fmt::format("{:{}}float *product = modk_cpu::staged_rows<{}>(rows);\n",
                       "", indent, n);
     emitCall({"linear", gemmShape(n, k), {a, "rows", w, "product"}}, indent);
-    os << fmt::format("{:{}}modc_rows_{}({}[B], {});\n", "", indent,
-                      rowKernelOf.lookup(epilogue),
-                      name(epilogue.getSegments()),
-                      fmt::join(rowKernelArgs(epilogue), ", "));
+    writeRowKernelCall(epilogue, rowKernelOf.lookup(epilogue), indent);
     return;
   }
   // sgemm writes f32: a bf16 output is staged, epilogue included, and

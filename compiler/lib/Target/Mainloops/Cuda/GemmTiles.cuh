@@ -75,6 +75,9 @@ template <int HD, bool Round> __host__ __device__ constexpr int epiRope() {
   return EpiRopeFirst + 2 * HD + (Round ? 1 : 0);
 }
 __host__ __device__ constexpr bool isEpiRope(int epi) { return epi >= EpiRopeFirst; }
+__host__ __device__ constexpr int epiRopeHeadDim(int epi) { return (epi - EpiRopeFirst) / 2; }
+__host__ __device__ constexpr bool epiRopeRounds(int epi) { return (epi - EpiRopeFirst) % 2 == 1; }
+
 template <int I> __host__ __device__ constexpr int epiRows() {
   static_assert(I >= 0 && I < EpiRopeFirst - EpiRowsFirst,
                 "generated epilogues are numbered below 32");
@@ -89,8 +92,10 @@ __host__ __device__ constexpr bool isEpiRows(int epi) {
 /// int64_t n)` for the element at row m, column n of the product. modc
 /// writes one specialization per distinct `rows` epilogue.
 template <int I> struct RowsEpilogue;
-__host__ __device__ constexpr int epiRopeHeadDim(int epi) { return (epi - EpiRopeFirst) / 2; }
-__host__ __device__ constexpr bool epiRopeRounds(int epi) { return (epi - EpiRopeFirst) % 2 == 1; }
+
+/// Buffer slots of a generated epilogue in EpiArgs (modc checks its
+/// epilogues against the same number; each RowsEpilogue asserts it).
+constexpr int kEpiOperands = 8;
 
 /// What an epilogue reads besides the accumulator. A plain pointer converts
 /// to it (the aux of the elementwise epilogues). Device code takes it by
@@ -108,7 +113,7 @@ struct EpiArgs {
   /// buffers, in the slots its RowsEpilogue reads.
   const int64_t *seg = nullptr;
   int64_t nseg = 0;
-  void *operands[8] = {};
+  void *operands[kEpiOperands] = {};
   EpiArgs() = default;
   EpiArgs(const float *aux) : aux(aux) {}
 };
