@@ -9,11 +9,14 @@
 //===----------------------------------------------------------------------===//
 #include "FuzzUtil.h"
 #include "modc/Dialect/Mod/ModDialect.h"
+#include "modc/Conversion/ModToModk/Passes.h"
 #include "modc/Frontend/ModelImporter.h"
+#include "modc/Target/Package.h"
 #include "modc/InitAll.h"
 
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/Verifier.h"
+#include "llvm/Support/FormatVariadic.h"
 
 #include <memory>
 
@@ -39,6 +42,13 @@ modc::mod::ModelOp theModel(mlir::ModuleOp module) {
   fuzz::require(bool(model), "an imported module holds a mod.model");
   return model;
 }
+/// What the manifest records of `model`: its #modk.model attribute,
+/// printed as JSON.
+std::string normalised(modc::mod::ModelOp model) {
+  modc::modk::ModelAttr attr = modc::modelAttrOf(model);
+  fuzz::require(bool(attr), "an imported model is a valid #modk.model");
+  return llvm::formatv("{0}", llvm::json::Value(modc::manifestModel(attr)));
+}
 } // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -52,14 +62,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   mlir::ModuleOp module = imported->get();
   fuzz::require(mlir::succeeded(mlir::verify(module)),
                 "an imported model verifies");
-  std::string normal = modc::modelDescriptionJson(theModel(module));
+  std::string normal = normalised(theModel(module));
   auto again = modc::importModelJson(normal, "normal.json", &ctx);
   if (!again) {
     std::fprintf(stderr, "%s\n%s\n", normal.c_str(),
                  llvm::toString(again.takeError()).c_str());
     fuzz::require(false, "the normalised description imports");
   }
-  fuzz::require(modc::modelDescriptionJson(theModel(again->get())) == normal,
+  fuzz::require(normalised(theModel(again->get())) == normal,
                 "normalising is idempotent");
   return 0;
 }

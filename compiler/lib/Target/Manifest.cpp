@@ -11,6 +11,42 @@ using namespace mlir;
 using namespace modc;
 namespace json = llvm::json;
 
+json::Object modc::manifestModel(modk::ModelAttr model) {
+  json::Object o{
+      {"name", model.getName().str()},
+      {"vocab_size", model.getVocabSize()},
+      {"d_model", model.getDModel()},
+      {"n_layers", model.getNLayers()},
+      {"n_heads", model.getNHeads()},
+      {"d_ff", model.getDFf()},
+      {"seq_len", model.getSeqLen()},
+      {"mlp", modk::stringifyActivation(model.getMlp()).str()},
+      {"norm_eps", model.getNormEps().getValueAsDouble()},
+      {"rope_theta", model.getRopeTheta().getValueAsDouble()},
+      {"tie_embeddings", model.getTieEmbeddings().getValue()},
+      {"dtype", modk::stringifyDType(model.getDtype()).str()},
+  };
+  if (modk::MoDConfigAttr mod = model.getMod()) {
+    json::Object section{
+        {"gate", modk::stringifyGate(mod.getGate()).str()},
+        {"causal_router",
+         modk::stringifyCausalRouter(mod.getCausalRouter()).str()},
+        {"aux_loss_weight", mod.getAuxLossWeight().getValueAsDouble()},
+        {"predictor_hidden", mod.getPredictorHidden()},
+    };
+    if (FloatAttr capacity = mod.getCapacity())
+      section["capacity"] = capacity.getValueAsDouble();
+    if (std::optional<int64_t> tokens = mod.getCapacityTokens())
+      section["capacity_tokens"] = *tokens;
+    if (mod.getSchedule() == modk::Schedule::layers)
+      section["schedule"] = json::Array(mod.getLayers());
+    else
+      section["schedule"] = modk::stringifySchedule(mod.getSchedule()).str();
+    o["mod"] = std::move(section);
+  }
+  return o;
+}
+
 std::string modc::buildManifest(llvm::ArrayRef<modk::EntryOp> entryOps,
                                 llvm::StringRef target, llvm::StringRef arch,
                                 const CpuIsa *cpuIsa) {
@@ -21,8 +57,8 @@ std::string modc::buildManifest(llvm::ArrayRef<modk::EntryOp> entryOps,
      : e.getSymName() == "eval"        ? eval
      : e.getSymName() == "eval_causal" ? evalCausal
                                        : entry) = e;
-  json::Value model = cantFail(json::parse(entry.getModel()));
-  int64_t nLayers = *model.getAsObject()->getInteger("n_layers");
+  modk::ModelAttr model = entry.getModel();
+  int64_t nLayers = model.getNLayers();
 
   std::map<int64_t, int64_t> capacities;
   entry.walk([&](modk::RouteSelectOp route) {
@@ -81,13 +117,11 @@ std::string modc::buildManifest(llvm::ArrayRef<modk::EntryOp> entryOps,
   if (decode) {
     // The forward entry fills the decode cache in a causal prefill.
     entries.getObject("forward")->try_emplace("prefill", true);
-    const json::Object *m = model.getAsObject();
     entries["decode"] = json::Object{
         {"workspace_bytes_per_sequence",
          decode.getWorkspaceBytesPerSequence().value_or(0)},
         {"kv_cache_bytes_per_sequence",
-         kvCacheBytesPerSequence(nLayers, *m->getInteger("seq_len"),
-                                 *m->getInteger("d_model"),
+         kvCacheBytesPerSequence(nLayers, model.getSeqLen(), model.getDModel(),
                                  decode.isBf16())}};
   }
   json::Object manifest{
@@ -95,7 +129,7 @@ std::string modc::buildManifest(llvm::ArrayRef<modk::EntryOp> entryOps,
       {"abi_version", (int64_t)kPackageAbiVersion},
       {"compiler_version", MODC_VERSION},
       {"target", target.str()},
-      {"model", std::move(model)},
+      {"model", manifestModel(model)},
       {"layers", std::move(layers)},
       {"params", std::move(params)},
       {"entries", std::move(entries)},

@@ -133,6 +133,59 @@ GemmConfigAttr::verify(function_ref<InFlightDiagnostic()> emitError,
   return success();
 }
 
+LogicalResult
+MoDConfigAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                      FloatAttr capacity, std::optional<int64_t> capacityTokens,
+                      Schedule schedule, ArrayRef<int64_t> layers, Gate,
+                      CausalRouter, FloatAttr auxLossWeight,
+                      int64_t predictorHidden) {
+  if (bool(capacity) == capacityTokens.has_value())
+    return emitError() << "a MoD configuration has one of capacity and "
+                          "capacity_tokens";
+  if (capacity && !(capacity.getValueAsDouble() > 0 &&
+                    capacity.getValueAsDouble() <= 1))
+    return emitError() << "capacity must be in (0, 1], got "
+                       << capacity.getValueAsDouble();
+  if (capacityTokens && *capacityTokens < 1)
+    return emitError() << "capacity_tokens must be positive, got "
+                       << *capacityTokens;
+  // `layers` with no list routes nothing, as the empty list in the model
+  // file does.
+  if (schedule != Schedule::layers && !layers.empty())
+    return emitError() << "layers lists the routed layers of schedule "
+                          "'layers' only";
+  if (!auxLossWeight || predictorHidden < 1)
+    return emitError() << "a MoD configuration needs aux_loss_weight and a "
+                          "positive predictor_hidden";
+  return success();
+}
+
+LogicalResult ModelAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                StringRef, int64_t vocabSize, int64_t dModel,
+                                int64_t nLayers, int64_t nHeads, int64_t dFf,
+                                int64_t seqLen, Activation, FloatAttr normEps,
+                                FloatAttr ropeTheta, BoolAttr, DType,
+                                MoDConfigAttr mod) {
+  for (auto [value, key] :
+       {std::pair{vocabSize, "vocab_size"}, {dModel, "d_model"},
+        {nHeads, "n_heads"}, {dFf, "d_ff"}, {seqLen, "seq_len"}})
+    if (value < 1)
+      return emitError() << key << " must be positive, got " << value;
+  if (nLayers < 0)
+    return emitError() << "n_layers must be >= 0, got " << nLayers;
+  if (dModel % nHeads != 0 || (dModel / nHeads) % 2 != 0)
+    return emitError() << "d_model / n_heads must be an even whole number, got "
+                       << dModel << " / " << nHeads;
+  if (!(normEps.getValueAsDouble() > 0) || !(ropeTheta.getValueAsDouble() > 0))
+    return emitError() << "norm_eps and rope_theta must be positive";
+  if (mod)
+    for (int64_t layer : mod.getLayers())
+      if (layer < 0 || layer >= nLayers)
+        return emitError() << "routed layer " << layer << " is not in [0, "
+                           << nLayers << ")";
+  return success();
+}
+
 /// Row width (elements) of a [B, rows, width] or [B, width] buffer.
 static int64_t lastDim(Value v) {
   return cast<MemRefType>(v.getType()).getShape().back();

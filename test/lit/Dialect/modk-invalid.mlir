@@ -93,28 +93,28 @@ func.func @k_out_of_range(%x: memref<?x16x32xf32>, %rw: memref<1x32xf32>, %nw: m
 
 // -----
 
-modk.entry @forward attributes {model = "{}", modes = ["topk"], params = [{init = "ones", name = "w", shape = [4]}], seq_len = 16 : i64, vocab_size = 64 : i64} {
+modk.entry @forward attributes {model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = ["topk"], params = [{init = "ones", name = "w", shape = [4]}]} {
   // expected-error @+1 {{buffers are [B, ...] with a dynamic batch dimension}}
   %0 = modk.alloc : memref<4x16xf32>
 }
 
 // -----
 
-modk.entry @forward attributes {model = "{}", modes = ["topk"], params = [{init = "ones", name = "w", shape = [4]}], seq_len = 16 : i64, vocab_size = 64 : i64} {
+modk.entry @forward attributes {model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = ["topk"], params = [{init = "ones", name = "w", shape = [4]}]} {
   // expected-error @+1 {{offset must be a non-negative multiple of 64}}
   %0 = modk.alloc {offset = 8 : i64} : memref<?x16xf32>
 }
 
 // -----
 
-modk.entry @forward attributes {model = "{}", modes = ["topk"], params = [{init = "ones", name = "w", shape = [4]}], seq_len = 16 : i64, vocab_size = 64 : i64} {
+modk.entry @forward attributes {model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = ["topk"], params = [{init = "ones", name = "w", shape = [4]}]} {
   // expected-error @+1 {{'v' is not in the entry's params list}}
   %0 = modk.param "v" : memref<4xf32>
 }
 
 // -----
 
-modk.entry @forward attributes {model = "{}", modes = ["topk"], params = [{init = "ones", name = "w", shape = [4]}], seq_len = 16 : i64, vocab_size = 64 : i64} {
+modk.entry @forward attributes {model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = ["topk"], params = [{init = "ones", name = "w", shape = [4]}]} {
   // expected-error @+1 {{shape of 'w' differs from the entry's params list}}
   %0 = modk.param "w" : memref<8xf32>
 }
@@ -122,7 +122,7 @@ modk.entry @forward attributes {model = "{}", modes = ["topk"], params = [{init 
 // -----
 
 // expected-error @+1 {{modes must be 'topk' or 'causal'}}
-modk.entry @forward attributes {model = "{}", modes = ["greedy"], params = [], seq_len = 16 : i64, vocab_size = 64 : i64} {
+modk.entry @forward attributes {model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = ["greedy"], params = []} {
 }
 
 // -----
@@ -335,4 +335,39 @@ func.func @gemm_region_without_rows(%h: memref<?x4x64xf32>, %w: memref<32x64xf32
     }
   }
   return
+}
+
+// -----
+
+// The model attribute is typed: its verifier names the field at fault.
+// expected-error @+1 {{d_model / n_heads must be an even whole number, got 32 / 32}}
+modk.entry @forward attributes {model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 2, n_heads = 32, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = ["topk"], params = []} {
+}
+
+// -----
+
+// expected-error @+2 {{a MoD configuration has one of capacity and capacity_tokens}}
+// expected-error @+1 {{failed to parse Modk_ModelAttr parameter 'mod'}}
+modk.entry @forward attributes {model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 2, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32, mod = <capacity = 5.000000e-01 : f64, capacity_tokens = 4, schedule = all, gate = sigmoid, causal_router = none, aux_loss_weight = 1.000000e-02 : f64, predictor_hidden = 8>>, modes = ["topk"], params = []} {
+}
+
+// -----
+
+// expected-error @+2 {{layers lists the routed layers of schedule 'layers' only}}
+// expected-error @+1 {{failed to parse Modk_ModelAttr parameter 'mod'}}
+modk.entry @forward attributes {model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 2, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32, mod = <capacity = 5.000000e-01 : f64, schedule = all, layers = [1], gate = sigmoid, causal_router = none, aux_loss_weight = 1.000000e-02 : f64, predictor_hidden = 8>>, modes = ["topk"], params = []} {
+}
+
+// -----
+
+// expected-error @+1 {{routed layer 2 is not in [0, 2)}}
+modk.entry @forward attributes {model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 2, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32, mod = <capacity = 5.000000e-01 : f64, schedule = layers, layers = [1, 2], gate = sigmoid, causal_router = none, aux_loss_weight = 1.000000e-02 : f64, predictor_hidden = 8>>, modes = ["topk"], params = []} {
+}
+
+// -----
+
+// A choice outside the enum is a parse error naming the field.
+// expected-error @+2 {{expected ::modc::modk::Activation to be one of: swiglu, gelu}}
+// expected-error @+1 {{failed to parse Modk_ModelAttr parameter 'mlp'}}
+modk.entry @forward attributes {model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 2, n_heads = 2, d_ff = 64, seq_len = 16, mlp = relu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = ["topk"], params = []} {
 }

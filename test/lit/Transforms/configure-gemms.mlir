@@ -53,7 +53,7 @@
 // SIMT: modk.attention {{.*}} {mainloop = #modk.gemm_path<simt>
 // BADARCH: error: modk-configure-gemms: unknown arch 'sm_70'; expected sm_90a or sm_80
 // NOWGMMA: error: modk-configure-gemms: sm_80 has no wgmma
-modk.entry @grad attributes {dtype = #modk.dtype<bf16>, model = "{}", modes = ["topk"], params = [{init = "ones", name = "wq", shape = [128, 64]}, {init = "ones", name = "wo", shape = [128, 64]}, {init = "ones", name = "w1", shape = [8, 64]}, {init = "ones", name = "b1", shape = [8]}, {init = "ones", name = "w2", shape = [1, 8]}, {init = "ones", name = "b2", shape = [1]}, {init = "ones", name = "wbig", shape = [2048, 2048]}], seq_len = 16 : i64, vocab_size = 64 : i64} {
+modk.entry @grad attributes {model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = bf16>, modes = ["topk"], params = [{init = "ones", name = "wq", shape = [128, 64]}, {init = "ones", name = "wo", shape = [128, 64]}, {init = "ones", name = "w1", shape = [8, 64]}, {init = "ones", name = "b1", shape = [8]}, {init = "ones", name = "w2", shape = [1, 8]}, {init = "ones", name = "b2", shape = [1]}, {init = "ones", name = "wbig", shape = [2048, 2048]}]} {
   %wq = modk.param "wq" : memref<128x64xf32>
   %wo = modk.param "wo" : memref<128x64xf32>
   %w1 = modk.param "w1" : memref<8x64xf32>
@@ -98,7 +98,7 @@ modk.entry @grad attributes {dtype = #modk.dtype<bf16>, model = "{}", modes = ["
 // CHECK-LABEL: modk.entry @decode
 // CHECK: config = #modk.gemm_config<mma 64x64, from 64: wgmma 128x64, from 16769: wgmma 128x128>
 // CHECK: config = #modk.gemm_config<mma 64x64, from 64: wgmma 128x128>, epilogue = #modk.epilogue<none>, round_bf16
-modk.entry @decode attributes {dtype = #modk.dtype<bf16>, model = "{}", modes = ["causal"], params = [{init = "ones", name = "wq", shape = [128, 64]}, {init = "ones", name = "wv", shape = [32768, 64]}], seq_len = 16 : i64, vocab_size = 64 : i64} {
+modk.entry @decode attributes {model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = bf16>, modes = ["causal"], params = [{init = "ones", name = "wq", shape = [128, 64]}, {init = "ones", name = "wv", shape = [32768, 64]}]} {
   %wq = modk.param "wq" : memref<128x64xf32>
   %wv = modk.param "wv" : memref<32768x64xf32>
   %seg = modk.alloc : memref<?x1xi64>

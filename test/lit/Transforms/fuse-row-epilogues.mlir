@@ -18,7 +18,7 @@
 // OFF-LABEL: modk.entry @forward
 // OFF: modk.gemm {{.*}} -> %[[M:.*]] {epilogue = #modk.epilogue<none>}
 // OFF-NEXT: modk.rows ins(%{{.*}}, %[[M]],
-modk.entry @forward attributes {model = "{}", modes = ["topk"], params = [{init = "normal", name = "wd", shape = [32, 64]}], seq_len = 16 : i64, vocab_size = 64 : i64} {
+modk.entry @forward attributes {model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = ["topk"], params = [{init = "normal", name = "wd", shape = [32, 64]}]} {
   %wd = modk.param "wd" : memref<32x64xf32>
   %seg = modk.alloc : memref<?x1xi64>
   %pos = modk.alloc : memref<?x4xi32>
@@ -60,7 +60,7 @@ modk.entry @forward attributes {model = "{}", modes = ["topk"], params = [{init 
 // CHECK: modk.gemm {{.*}} {epilogue = #modk.epilogue<none>} : {{.*}}xf32>{{$}}
 // CHECK-NEXT: modk.rows
 // CHECK-NOT: epilogue<rows>
-modk.entry @grad attributes {model = "{}", modes = ["topk"], params = [{init = "normal", name = "wd", shape = [32, 64]}, {init = "normal", name = "wo", shape = [32, 32]}, {init = "ones", name = "w", shape = [32]}], seq_len = 16 : i64, vocab_size = 64 : i64} {
+modk.entry @grad attributes {model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = ["topk"], params = [{init = "normal", name = "wd", shape = [32, 64]}, {init = "normal", name = "wo", shape = [32, 32]}, {init = "ones", name = "w", shape = [32]}]} {
   %wd = modk.param "wd" : memref<32x64xf32>
   %wo = modk.param "wo" : memref<32x32xf32>
   %w = modk.param "w" : memref<32xf32>

@@ -35,7 +35,7 @@
 // CHECK-NEXT: modk.yield %[[SUMLR]] : f32
 // CHECK-NOT: modk.rmsnorm
 // CHECK-NOT: modk.add
-modk.entry @forward attributes {model = "{}", modes = ["topk"], params = [{init = "ones", name = "norm.weight", shape = [32]}, {init = "normal", name = "wq.weight", shape = [32, 32]}], seq_len = 16 : i64, vocab_size = 64 : i64} {
+modk.entry @forward attributes {model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = ["topk"], params = [{init = "ones", name = "norm.weight", shape = [32]}, {init = "normal", name = "wq.weight", shape = [32, 32]}]} {
   %w = modk.param "norm.weight" : memref<32xf32>
   %wq = modk.param "wq.weight" : memref<32x32xf32>
   %x = modk.alloc : memref<?x16x32xf32>
@@ -73,7 +73,7 @@ modk.entry @forward attributes {model = "{}", modes = ["topk"], params = [{init 
 // CHECK-DAG: math.erf
 // CHECK-DAG: math.exp
 // CHECK-NOT: modk.activation
-modk.entry @grad attributes {model = "{}", modes = ["topk"], params = [], seq_len = 16 : i64, vocab_size = 64 : i64} {
+modk.entry @grad attributes {model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = ["topk"], params = []} {
   %g = modk.alloc : memref<?x16x64xf32>
   %u = modk.alloc : memref<?x16x64xf32>
   %h = modk.alloc : memref<?x16x64xf32>
@@ -117,7 +117,7 @@ modk.entry @grad attributes {model = "{}", modes = ["topk"], params = [], seq_le
 // CHECK-NEXT: modk.yield %[[SUMX]] : f32
 // CHECK-NOT: route_select_gather
 // CHECK-NOT: gate_scale_scatter
-modk.entry @routed attributes {model = "{}", modes = ["topk", "causal"], params = [{init = "normal", name = "router.weight", shape = [1, 32]}, {init = "ones", name = "norm.weight", shape = [32]}, {init = "normal", name = "down.weight", shape = [32, 64]}], seq_len = 16 : i64, vocab_size = 64 : i64} {
+modk.entry @routed attributes {model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = ["topk", "causal"], params = [{init = "normal", name = "router.weight", shape = [1, 32]}, {init = "ones", name = "norm.weight", shape = [32]}, {init = "normal", name = "down.weight", shape = [32, 64]}]} {
   %rw = modk.param "router.weight" : memref<1x32xf32>
   %nw = modk.param "norm.weight" : memref<32xf32>
   %wd = modk.param "down.weight" : memref<32x64xf32>
@@ -150,7 +150,7 @@ modk.entry @routed attributes {model = "{}", modes = ["topk", "causal"], params 
 // CHECK-NEXT: %[[DY:.*]] = arith.addf %[[DXE]], %[[DG]] : f32
 // CHECK-NEXT: modk.yield %[[DY]] : f32
 // CHECK-NOT: decode_route
-modk.entry @decode attributes {model = "{}", modes = ["causal"], params = [{init = "normal", name = "router.weight", shape = [1, 32]}, {init = "ones", name = "norm.weight", shape = [32]}, {init = "normal", name = "down.weight", shape = [32, 64]}], seq_len = 16 : i64, vocab_size = 64 : i64} {
+modk.entry @decode attributes {model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = ["causal"], params = [{init = "normal", name = "router.weight", shape = [1, 32]}, {init = "ones", name = "norm.weight", shape = [32]}, {init = "normal", name = "down.weight", shape = [32, 64]}]} {
   %rw = modk.param "router.weight" : memref<1x32xf32>
   %nw = modk.param "norm.weight" : memref<32xf32>
   %wd = modk.param "down.weight" : memref<32x64xf32>

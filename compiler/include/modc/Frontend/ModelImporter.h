@@ -23,10 +23,6 @@ llvm::Expected<mlir::OwningOpRef<mlir::ModuleOp>>
 importModelJson(llvm::StringRef text, llvm::StringRef filename,
                 mlir::MLIRContext *context);
 
-/// The normalised model description of `model` (every default filled in), as
-/// written into the package manifest.
-std::string modelDescriptionJson(mod::ModelOp model);
-
 } // namespace modc
 
 #endif // MODC_FRONTEND_MODELIMPORTER_H

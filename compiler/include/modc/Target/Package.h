@@ -7,6 +7,7 @@
 
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/Support/Error.h"
+#include "llvm/Support/JSON.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <string>
@@ -35,6 +36,10 @@ struct CpuIsa {
 /// (its predefined macros). Fails, naming the value, when the compiler
 /// rejects it.
 llvm::Expected<CpuIsa> queryCpuIsa(llvm::StringRef cxx, llvm::StringRef march);
+
+/// The manifest's `model` object: the normalised model description
+/// (docs/model-format.md, section 1), with the keys of the model file.
+llvm::json::Object manifestModel(modk::ModelAttr model);
 
 /// The manifest.json text of a package built from its entries: @forward and,
 /// when present, @grad and @decode (docs/internals.md). `arch` is the CUDA

@@ -1,8 +1,8 @@
 //===- ModelLowering.cpp - The forward half of the lowering -----*- C++ -*-===//
 
 #include "ModelLowering.h"
+#include "modc/Conversion/ModToModk/Passes.h"
 
-#include "modc/Frontend/ModelImporter.h"
 
 #include <cmath>
 
@@ -353,6 +353,45 @@ LogicalResult ModelLowering::lower(Operation *op) {
   return op->emitOpError("cannot be lowered to modk");
 }
 
+modk::ModelAttr modc::modelAttrOf(mod::ModelOp model) {
+  // mod.model's verifier has checked each choice, so the symbolize calls
+  // succeed; the attributes' verifiers check the sizes once more.
+  MLIRContext *ctx = model.getContext();
+  auto emitError = [&] { return model.emitOpError(); };
+  modk::MoDConfigAttr modConfig;
+  if (model.isMixtureOfDepths()) {
+    // A model written without a schedule routes every other layer, as
+    // mod-expand-schedule reads it.
+    modk::Schedule schedule = modk::Schedule::every_other;
+    SmallVector<int64_t> layers;
+    if (auto name = dyn_cast_or_null<StringAttr>(model.getScheduleAttr())) {
+      schedule = *modk::symbolizeSchedule(name.getValue());
+    } else if (auto list = dyn_cast_or_null<ArrayAttr>(model.getScheduleAttr())) {
+      schedule = modk::Schedule::layers;
+      for (Attribute a : list)
+        layers.push_back(cast<IntegerAttr>(a).getInt());
+    }
+    std::optional<int64_t> capacityTokens;
+    if (model.getCapacityTokens())
+      capacityTokens = *model.getCapacityTokens();
+    modConfig = modk::MoDConfigAttr::getChecked(
+        emitError, ctx, model.getCapacityAttr(), capacityTokens, schedule,
+        ArrayRef<int64_t>(layers), *modk::symbolizeGate(*model.getGate()),
+        *modk::symbolizeCausalRouter(*model.getCausalRouter()),
+        model.getAuxLossWeightAttr(), int64_t(*model.getPredictorHidden()));
+    if (!modConfig)
+      return nullptr;
+  }
+  return modk::ModelAttr::getChecked(
+      emitError, ctx, model.getSymName(), int64_t(model.getVocabSize()),
+      int64_t(model.getDModel()), int64_t(model.getNLayers()),
+      int64_t(model.getNHeads()), int64_t(model.getDFf()),
+      int64_t(model.getSeqLen()),
+      *modk::symbolizeActivation(model.getMlp()), model.getNormEpsAttr(),
+      model.getRopeThetaAttr(), BoolAttr::get(ctx, model.getTieEmbeddings()),
+      *modk::symbolizeDType(model.getDtype()), modConfig);
+}
+
 FailureOr<modk::EntryOp> ModelLowering::run() {
   // The forward entry goes before the model, the others after it.
   if (kind == EntryKind::Forward)
@@ -368,6 +407,9 @@ FailureOr<modk::EntryOp> ModelLowering::run() {
   SmallVector<Attribute> modeAttrs;
   for (const std::string &m : modes)
     modeAttrs.push_back(b.getStringAttr(m));
+  modk::ModelAttr modelAttr = modelAttrOf(model);
+  if (!modelAttr)
+    return failure();
   entry = modk::EntryOp::create(
       b, model.getLoc(),
       b.getStringAttr(kind == EntryKind::Eval         ? "eval"
@@ -375,13 +417,7 @@ FailureOr<modk::EntryOp> ModelLowering::run() {
                       : training()                    ? "grad"
                       : decoding()                    ? "decode"
                                                       : "forward"),
-      b.getStringAttr(modelDescriptionJson(model)),
-      b.getI64IntegerAttr(model.getSeqLen()),
-      b.getI64IntegerAttr(model.getVocabSize()), b.getArrayAttr({}),
-      b.getArrayAttr(modeAttrs), nullptr,
-      model.getDtype() == "bf16"
-          ? modk::DTypeAttr::get(b.getContext(), modk::DType::bf16)
-          : nullptr);
+      modelAttr, b.getArrayAttr({}), b.getArrayAttr(modeAttrs), nullptr);
   body = new Block();
   entry.getBody().push_back(body);
   b.setInsertionPointToEnd(body);

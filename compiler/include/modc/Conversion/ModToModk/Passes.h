@@ -15,6 +15,10 @@ namespace modc {
 #define GEN_PASS_REGISTRATION
 #include "modc/Conversion/ModToModk/Passes.h.inc"
 
+/// The typed form of `model`'s configuration, as each modk.entry carries
+/// it. Null, with an error at the model, when it is no valid #modk.model.
+modk::ModelAttr modelAttrOf(mod::ModelOp model);
+
 } // namespace modc
 
 #endif // MODC_CONVERSION_MODTOMODK_PASSES_H

@@ -60,6 +60,16 @@ def Modk_DType : I32EnumAttr<"DType", "element type of an entry's products", [
   let genSpecializedAttr = 0;
 }
 
+def Modk_Schedule : I32EnumAttr<"Schedule", "which layers of a model are routed", [
+  I32EnumAttrCase<"every_other", 0>,
+  I32EnumAttrCase<"all", 1>,
+  I32EnumAttrCase<"none", 2>,
+  I32EnumAttrCase<"layers", 3>
+]> {
+  let cppNamespace = "::modc::modk";
+  let genSpecializedAttr = 0;
+}
+
 def Modk_GemmPath : I32EnumAttr<"GemmPath", "a CUDA GEMM kernel family", [
   I32EnumAttrCase<"simt", 0>,
   I32EnumAttrCase<"mma", 1>,
@@ -78,7 +88,6 @@ def Modk_EpilogueAttr : Modk_EnumAttr<Modk_Epilogue, "epilogue">;
 def Modk_GateAttr : Modk_EnumAttr<Modk_Gate, "gate">;
 def Modk_ActivationAttr : Modk_EnumAttr<Modk_Activation, "activation">;
 def Modk_CausalRouterAttr : Modk_EnumAttr<Modk_CausalRouter, "causal_router">;
-def Modk_DTypeAttr : Modk_EnumAttr<Modk_DType, "dtype">;
 def Modk_GemmPathAttr : Modk_EnumAttr<Modk_GemmPath, "gemm_path">;
 
 def Modk_GemmConfigAttr : AttrDef<Modk_Dialect, "GemmConfig"> {
@@ -104,6 +113,84 @@ def Modk_GemmConfigAttr : AttrDef<Modk_Dialect, "GemmConfig"> {
     DefaultValuedParameter<"int64_t", "0">:$chunkRows);
   let hasCustomAssemblyFormat = 1;
   let genVerifyDecl = 1;
+}
+
+// A list of integers printed and parsed in brackets, so that it can stand
+// among other fields of a struct: `layers = [1, 3]`.
+class Modk_IntList<string desc> : OptionalArrayRefParameter<"int64_t", desc> {
+  let parser = [{ [&]() -> ::mlir::FailureOr<::llvm::SmallVector<int64_t>> {
+    ::llvm::SmallVector<int64_t> values;
+    if ($_parser.parseCommaSeparatedList(
+            ::mlir::AsmParser::Delimiter::Square,
+            [&] { return $_parser.parseInteger(values.emplace_back()); }))
+      return ::mlir::failure();
+    return values;
+  }() }];
+  let printer = [{
+    $_printer << '[';
+    ::llvm::interleaveComma($_self, $_printer);
+    $_printer << ']';
+  }];
+}
+
+def Modk_MoDConfigAttr : AttrDef<Modk_Dialect, "MoDConfig"> {
+  let mnemonic = "mod_config";
+  let summary = "The Mixture-of-Depths settings of a model";
+  let description = [{
+    The `mod` section of the model description (docs/model-format.md,
+    section 1), normalised: one of `capacity` (a fraction of seq_len) and
+    `capacity_tokens`; `schedule` is `every_other`, `all`, `none`, or
+    `layers` with the routed layers listed in `layers`.
+
+    `#modk.mod_config<capacity = 1.250000e-01, schedule = every_other,
+    gate = linear, causal_router = predictor, aux_loss_weight = 1.000000e-02,
+    predictor_hidden = 128>`
+  }];
+  let parameters = (ins
+    OptionalParameter<"::mlir::FloatAttr", "fraction of seq_len">:$capacity,
+    OptionalParameter<"std::optional<int64_t>", "tokens a sequence">:$capacity_tokens,
+    EnumParameter<Modk_Schedule>:$schedule,
+    Modk_IntList<"the routed layers">:$layers,
+    EnumParameter<Modk_Gate>:$gate,
+    EnumParameter<Modk_CausalRouter>:$causal_router,
+    "::mlir::FloatAttr":$aux_loss_weight,
+    "int64_t":$predictor_hidden);
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+}
+
+def Modk_ModelAttr : AttrDef<Modk_Dialect, "Model"> {
+  let mnemonic = "model";
+  let summary = "The normalised model description an entry was made from";
+  let description = [{
+    Section 1 of docs/model-format.md, field by field: the package
+    manifest's `model` object is printed from it, and the emitters read
+    sizes from it. `mod` is absent for a dense model.
+
+    `#modk.model<name = "tiny", vocab_size = 256, d_model = 128,
+    n_layers = 4, n_heads = 4, d_ff = 512, seq_len = 256, mlp = swiglu,
+    norm_eps = 1.0000000000000001E-5, rope_theta = 1.000000e+04,
+    tie_embeddings = true, dtype = f32, mod = <...>>`
+  }];
+  let parameters = (ins
+    StringRefParameter<"the model's name">:$name,
+    "int64_t":$vocab_size,
+    "int64_t":$d_model,
+    "int64_t":$n_layers,
+    "int64_t":$n_heads,
+    "int64_t":$d_ff,
+    "int64_t":$seq_len,
+    EnumParameter<Modk_Activation>:$mlp,
+    "::mlir::FloatAttr":$norm_eps,
+    "::mlir::FloatAttr":$rope_theta,
+    "::mlir::BoolAttr":$tie_embeddings,
+    EnumParameter<Modk_DType>:$dtype,
+    OptionalParameter<"::modc::modk::MoDConfigAttr", "MoD settings">:$mod);
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+  let extraClassDeclaration = [{
+    int64_t getHeadDim() const { return getDModel() / getNHeads(); }
+  }];
 }
 
 #endif // MODC_DIALECT_MODK_ATTRS

@@ -35,22 +35,22 @@ def Modk_EntryOp : Modk_Op<"entry", [Symbol, SingleBlock, NoTerminator,
   let description = [{
     The body is the launch plan: kernels in execution order. `params` lists
     every parameter of the model in ABI order (name, shape, init).
-    `model` is the normalised model description (JSON) the plan was made
-    from. `workspace_bytes_per_sequence` is set by `modk-plan-memory`.
-    `dtype = #modk.dtype<bf16>` (the model's dtype; absent: f32) makes every matrix
+    `model` is the normalised model description the plan was made from
+    (`#modk.model`). `workspace_bytes_per_sequence` is set by `modk-plan-memory`.
+    A bf16 model (`dtype = bf16` in `model`) makes every matrix
     product (gemm, gemm_dgrad, gemm_wgrad) read its operands rounded to bf16
     and accumulate in f32, and rounds the query, key and value rows that
     attention reads (and the KV cache holds) to bf16: the values bf16
     storage gives. Everything else stays f32.
   }];
-  let arguments = (ins SymbolNameAttr:$sym_name, StrAttr:$model,
-                   I64Attr:$seq_len, I64Attr:$vocab_size, ArrayAttr:$params,
-                   ArrayAttr:$modes,
-                   OptionalAttr<I64Attr>:$workspace_bytes_per_sequence,
-                   OptionalAttr<Modk_DTypeAttr>:$dtype);
+  let arguments = (ins SymbolNameAttr:$sym_name, Modk_ModelAttr:$model,
+                   ArrayAttr:$params, ArrayAttr:$modes,
+                   OptionalAttr<I64Attr>:$workspace_bytes_per_sequence);
   let extraClassDeclaration = [{
+    int64_t getSeqLen() { return getModel().getSeqLen(); }
+    int64_t getVocabSize() { return getModel().getVocabSize(); }
     /// Whether the entry's products and attention inputs are bf16.
-    bool isBf16() { return getDtype() == DType::bf16; }
+    bool isBf16() { return getModel().getDtype() == DType::bf16; }
   }];
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = "$sym_name attr-dict-with-keyword $body";
