@@ -428,10 +428,10 @@ GEMM_NOTE = (
     "side, most for the short d x d GEMMs. Our bf16 forward GEMMs on sm_90a "
     "read bf16 operands through TMA as cuBLAS bf16 reads bf16 (activations "
     "stored as bf16, bf16 copies of the weights) but most write f32; our "
-    "f32 GEMMs are 3xTF32, cuBLAS f32 is FP32 (TF32 off). The "
-    "down projection's line is its GEMM alone (the gated scatter is the "
-    "modk.rows line after it); cuBLAS's swiglu "
-    "time is twice the 4d x d GEMM (two weights).")
+    "f32 GEMMs are 3xTF32, cuBLAS f32 is FP32 (TF32 off). A `rows` "
+    "line includes its generated epilogue: SwiGLU in the up projection "
+    "(the gate projection is the `none` line before it) and the gated "
+    "scatter into the stream in the down projection.")
 ROUTING_NOTE = (
     " The route_select line is the router logits and the top-k select; the "
     "modk.rows line after it is the gather, with the layer's first RMSNorm "

@@ -224,94 +224,51 @@ TEST(CudaKernels, LinearOddShapes) {
   });
 }
 
-TEST(CudaKernels, LinearResidual) {
-  forEachGemmPath([] {
-    constexpr int N = 72, K = 40;
-    const int64_t maxRows = 70, rows = 66;
-    auto a = randomFloats(maxRows * K, 11), w = randomFloats(N * K, 12);
-    auto res = randomFloats(maxRows * N, 13);
-    for (int tile = 1; tile <= 2; ++tile) {
-      TileGuard guard(tile);
-      // Separate residual.
-      std::vector<float> y(maxRows * N, kSentinel), ref(res);
-      modk_cpu::linear<N, K>(a.data(), rows, w.data(), ref.data());
-      for (int64_t i = 0; i < rows * N; ++i)
-        ref[i] += res[i];
-      modk_cuda::linear_residual<N, K>(a.data(), &rows, maxRows, w.data(),
-                                       res.data(), y.data(), nullptr);
-      expectClose(y.data(), ref.data(), rows * N, "linear_residual");
-      expectSentinel(y.data(), rows * N, maxRows * N, "linear_residual");
-      // Residual aliasing the output.
-      std::vector<float> x(res);
-      modk_cuda::linear_residual<N, K>(a.data(), &rows, maxRows, w.data(),
-                                       x.data(), x.data(), nullptr);
-      expectClose(x.data(), ref.data(), rows * N, "linear_residual aliased");
-      for (int64_t i = rows * N; i < maxRows * N; ++i)
-        ASSERT_EQ(x[i], res[i]);
-    }
-  });
+// The MLP's activations as modc generates them (modk.rows): the same
+// element math the up projection's rows epilogue runs.
+TEST(CudaKernels, Gelu) {
+  constexpr int N = 67;
+  static_assert(N == 67, "gen_cuda::gelu67");
+  const int64_t maxRows = 45, rows = 41;
+  auto pre = randomFloats(maxRows * N, 21, -4, 4);
+  std::vector<float> ref(maxRows * N, kSentinel);
+  for (int64_t i = 0; i < rows * N; ++i)
+    ref[i] = float(0.5 * pre[i] * (1.0 + std::erf(pre[i] / std::sqrt(2.0))));
+  std::vector<float> g(pre);
+  for (int64_t i = rows * N; i < maxRows * N; ++i)
+    g[i] = kSentinel;
+  gen_cuda::launch(gen_cuda::gelu67, &rows, maxRows, g.data(), g.data());
+  expectClose(g.data(), ref.data(), rows * N, "gelu");
+  expectSentinel(g.data(), rows * N, maxRows * N, "gelu");
+  // Into bf16 (a bf16 model's hidden rows): the f32 result, rounded.
+  const modk_cuda::bf16 unset(kSentinel);
+  std::vector<modk_cuda::bf16> gb(maxRows * N, unset);
+  gen_cuda::launch(gen_cuda::gelu67Bf16, &rows, maxRows, pre.data(),
+                   gb.data());
+  expectBf16Of(gb, g.data(), rows * N, unset, "gelu into bf16");
 }
 
-TEST(CudaKernels, LinearGeluAndGelu) {
-  forEachGemmPath([] {
-    constexpr int N = 67, K = 30;
-    const int64_t maxRows = 45, rows = 41;
-    auto a = randomFloats(maxRows * K, 21, -2, 2), w = randomFloats(N * K, 22);
-    std::vector<float> y(maxRows * N, kSentinel), ref(maxRows * N, kSentinel);
-    modk_cuda::linear_gelu<N, K>(a.data(), &rows, maxRows, w.data(), y.data(),
-                                 nullptr);
-    modk_cpu::linear<N, K>(a.data(), rows, w.data(), ref.data());
-    std::vector<float> pre(ref);
-    modk_cpu::gelu<N>(ref.data(), rows, ref.data());
-    expectClose(y.data(), ref.data(), rows * N, "linear_gelu");
-    expectSentinel(y.data(), rows * N, maxRows * N, "linear_gelu");
-    // Standalone gelu on the pre-activations: the kernel modc generates
-    // (modk.rows), in place.
-    static_assert(N == 67, "gen_cuda::gelu67");
-    std::vector<float> g(pre);
-    gen_cuda::launch(gen_cuda::gelu67, &rows, maxRows, g.data(), g.data());
-    expectClose(g.data(), ref.data(), rows * N, "gelu");
-    expectSentinel(g.data(), rows * N, maxRows * N, "gelu");
-    // Into bf16 (a bf16 model's hidden rows): the f32 result, rounded.
-    const modk_cuda::bf16 unset(kSentinel);
-    std::vector<modk_cuda::bf16> gb(maxRows * N, unset);
-    gen_cuda::launch(gen_cuda::gelu67Bf16, &rows, maxRows, pre.data(),
-                     gb.data());
-    expectBf16Of(gb, g.data(), rows * N, unset, "gelu into bf16");
-  });
-}
-
-TEST(CudaKernels, LinearSwigluAndSwiglu) {
-  forEachGemmPath([] {
-    constexpr int N = 50, K = 36;
-    const int64_t maxRows = 40, rows = 29;
-    auto a = randomFloats(maxRows * K, 31, -2, 2), wg = randomFloats(N * K, 32),
-         wu = randomFloats(N * K, 33);
-    std::vector<float> gate(maxRows * N, kSentinel), y(maxRows * N, kSentinel);
-    modk_cuda::linear_swiglu<N, K>(a.data(), &rows, maxRows, wg.data(), wu.data(),
-                                   gate.data(), y.data(), nullptr);
-    std::vector<float> rg(maxRows * N, kSentinel), ry(maxRows * N, kSentinel);
-    modk_cpu::linear<N, K>(a.data(), rows, wg.data(), rg.data());
-    modk_cpu::linear<N, K>(a.data(), rows, wu.data(), ry.data());
-    std::vector<float> up(ry);
-    modk_cpu::swiglu<N>(rg.data(), ry.data(), rows, ry.data());
-    expectClose(gate.data(), rg.data(), rows * N, "swiglu gate");
-    expectClose(y.data(), ry.data(), rows * N, "linear_swiglu");
-    expectSentinel(y.data(), rows * N, maxRows * N, "linear_swiglu");
-    expectSentinel(gate.data(), rows * N, maxRows * N, "swiglu gate");
-    const modk_cuda::bf16 unset(kSentinel);
-    std::vector<modk_cuda::bf16> yb(maxRows * N, unset);
-    // The standalone swiglu modc generates (modk.rows): into bf16, and in
-    // place into up.
-    static_assert(N == 50, "gen_cuda::swiglu50");
-    gen_cuda::launch(gen_cuda::swiglu50Bf16, &rows, maxRows, rg.data(),
-                     up.data(), yb.data());
-    gen_cuda::launch(gen_cuda::swiglu50, &rows, maxRows, rg.data(), up.data(),
-                     up.data());
-    expectBf16Of(yb, up.data(), rows * N, unset, "swiglu into bf16");
-    expectClose(up.data(), ry.data(), rows * N, "swiglu");
-    expectSentinel(up.data(), rows * N, maxRows * N, "swiglu");
-  });
+TEST(CudaKernels, Swiglu) {
+  constexpr int N = 50;
+  static_assert(N == 50, "gen_cuda::swiglu50");
+  const int64_t maxRows = 40, rows = 29;
+  auto gate = randomFloats(maxRows * N, 31, -6, 6),
+       up = randomFloats(maxRows * N, 32, -2, 2);
+  std::vector<float> ref(maxRows * N, kSentinel);
+  for (int64_t i = 0; i < rows * N; ++i)
+    ref[i] = float(double(gate[i]) / (1.0 + std::exp(-double(gate[i]))) * up[i]);
+  for (int64_t i = rows * N; i < maxRows * N; ++i)
+    up[i] = kSentinel;
+  const modk_cuda::bf16 unset(kSentinel);
+  std::vector<modk_cuda::bf16> yb(maxRows * N, unset);
+  // Into bf16, and in place into up.
+  gen_cuda::launch(gen_cuda::swiglu50Bf16, &rows, maxRows, gate.data(),
+                   up.data(), yb.data());
+  gen_cuda::launch(gen_cuda::swiglu50, &rows, maxRows, gate.data(), up.data(),
+                   up.data());
+  expectBf16Of(yb, up.data(), rows * N, unset, "swiglu into bf16");
+  expectClose(up.data(), ref.data(), rows * N, "swiglu");
+  expectSentinel(up.data(), rows * N, maxRows * N, "swiglu");
 }
 
 TEST(CudaKernels, LinearRopeAndRope) {

@@ -431,26 +431,17 @@ void checkBf16StoredOperands(int64_t rows, int offset, uint32_t seed) {
                                 got.get(), nullptr);
   expectSameBits(got.read(), want.read(), "linear, bf16 A");
 
-  // Both stored as bf16 (the MLP's hidden rows): the f32 result rounded.
+  // Both stored as bf16 (a product into bf16 rows): the f32 result
+  // rounded.
   const std::vector<modk_cuda::bf16> unset(rows * N, bf16Bits(kSentinel));
-  DeviceCopy<float> gate(sentinel), gateB(sentinel);
-  DeviceCopy<float> swWant(sentinel);
-  DeviceCopy<modk_cuda::bf16> swGot(unset);
-  modk_cuda::linear_swiglu<N, K, true>(dA.get(), dRows.get(), rows, dW.get(),
-                                       dW2.get(), gate.get(), swWant.get(),
-                                       nullptr);
-  modk_cuda::linear_swiglu<N, K, true>(aStored, dRows.get(), rows, dW.get(),
-                                       dW2.get(), gateB.get(), swGot.get(),
-                                       nullptr);
-  expectSameBits(gateB.read(), gate.read(), "swiglu gate, bf16 A");
-  expectSameBits(readBf16(swGot), rounded(swWant.read()), "swiglu, bf16 A and y");
-  DeviceCopy<float> geWant(sentinel);
-  DeviceCopy<modk_cuda::bf16> geGot(unset);
-  modk_cuda::linear_gelu<N, K, true>(dA.get(), dRows.get(), rows, dW.get(),
-                                     geWant.get(), nullptr);
-  modk_cuda::linear_gelu<N, K, true>(aStored, dRows.get(), rows, dW.get(),
-                                     geGot.get(), nullptr);
-  expectSameBits(readBf16(geGot), rounded(geWant.read()), "gelu, bf16 A and y");
+  DeviceCopy<float> upWant(sentinel);
+  DeviceCopy<modk_cuda::bf16> upGot(unset);
+  modk_cuda::linear<N, K, true>(dA.get(), dRows.get(), rows, dW2.get(),
+                                upWant.get(), nullptr);
+  modk_cuda::linear<N, K, true>(aStored, dRows.get(), rows, dW2.get(),
+                                upGot.get(), nullptr);
+  expectSameBits(readBf16(upGot), rounded(upWant.read()),
+                 "linear, bf16 A and y");
 
   // The weight gradient's activations stored as bf16 (its B operand, rows
   // along the reduction), accumulated into a nonzero dw: unsplit, and split
@@ -589,31 +580,33 @@ void checkTmaGemms(int64_t count, int64_t bound, uint32_t seed) {
       out.push_back(float(b));
     return out;
   };
-  // Every forward epilogue on the current path: linear, residual add, the
-  // swiglu pair and gelu (their bf16 outputs widened).
+  // Every stored form on the current path: linear, the accumulating
+  // epilogue (residual add, as the backward's products use it), and
+  // products into bf16 rows (widened).
   auto run = [&]() {
     std::vector<std::vector<float>> out;
     DeviceCopy<float> y(sentinel), yr(sentinel), gate(sentinel);
-    DeviceCopy<bf16> sw(unset), ge(unset);
+    DeviceCopy<bf16> up(unset), into(unset);
     modk_cuda::linear<N, K, true>(dA.get(), dRows.get(), bound, dW.get(),
                                   y.get(), nullptr);
-    modk_cuda::linear_residual<N, K, true>(dA.get(), dRows.get(), bound,
-                                           dW.get(), dRes.get(), yr.get(),
-                                           nullptr);
-    modk_cuda::linear_swiglu<N, K, true>(dA.get(), dRows.get(), bound, dW.get(),
-                                         dW2.get(), gate.get(), sw.get(),
-                                         nullptr);
-    modk_cuda::linear_gelu<N, K, true>(dA.get(), dRows.get(), bound, dW.get(),
-                                       ge.get(), nullptr);
+    d::linearEpi<N, K, d::EpiAdd, true, modk_cuda::DefaultGemmPlan>(
+        dA.get(), dRows.get(), bound, dW.get(), dRes.get(), yr.get(),
+        nullptr);
+    modk_cuda::linear<N, K, true>(dA.get(), dRows.get(), bound, dW.get(),
+                                  gate.get(), nullptr);
+    modk_cuda::linear<N, K, true>(dA.get(), dRows.get(), bound, dW2.get(),
+                                  up.get(), nullptr);
+    modk_cuda::linear<N, K, true>(dA.get(), dRows.get(), bound, dW.get(),
+                                  into.get(), nullptr);
     out.push_back(y.read());
     out.push_back(yr.read());
     out.push_back(gate.read());
-    out.push_back(widen(sw.read()));
-    out.push_back(widen(ge.read()));
+    out.push_back(widen(up.read()));
+    out.push_back(widen(into.read()));
     return out;
   };
-  const char *what[5] = {"linear", "residual add", "swiglu gate", "swiglu",
-                         "gelu"};
+  const char *what[5] = {"linear", "residual add", "second linear",
+                         "W2 into bf16", "W into bf16"};
 
   OnWgmmaPath onWgmma;
   std::vector<double> mag;

@@ -27,10 +27,6 @@ void instantiate(cudaStream_t st) {
   linear<D, D>(cf, rows, maxRows, cf, f, st);
   linear<V, D>(cf, rows, maxRows, cf, f, st);
   linear_rope<H, HD, D>(cf, rows, maxRows, cf, pos, 10000.0f, S, f, st);
-  linear_residual<D, D>(cf, rows, maxRows, cf, cf, f, st);
-  linear_residual<D, FF>(cf, rows, maxRows, cf, cf, f, st);
-  linear_gelu<FF, D>(cf, rows, maxRows, cf, f, st);
-  linear_swiglu<FF, D>(cf, rows, maxRows, cf, cf, f, f, st);
   linear_dgrad<D, D>(cf, rows, maxRows, cf, f, true, st);
   linear_dgrad<FF, D>(cf, rows, maxRows, cf, f, false, st);
   linear_wgrad<D, D>(cf, rows, maxRows, cf, f, st);
@@ -76,9 +72,7 @@ void instantiateBf16(cudaStream_t st) {
   linear<D, D, true>(cf, rows, maxRows, cf, f, st);
   linear<V, D, true>(cf, rows, maxRows, cf, f, st);
   linear_rope<H, D / H, D, true>(cf, rows, maxRows, cf, pos, 10000.0f, 2048, f, st);
-  linear_residual<D, FF, true>(cf, rows, maxRows, cf, cf, f, st);
-  linear_gelu<FF, D, true>(cf, rows, maxRows, cf, f, st);
-  linear_swiglu<FF, D, true>(cf, rows, maxRows, cf, cf, f, f, st);
+  linear<FF, D, true>(cf, rows, maxRows, cf, f, st);
   linear_dgrad<FF, D, true>(cf, rows, maxRows, cf, f, true, st);
   linear_dgrad<D, FF, true>(cf, rows, maxRows, cf, f, false, st);
   linear_wgrad<FF, D, true>(cf, rows, maxRows, cf, f, st);

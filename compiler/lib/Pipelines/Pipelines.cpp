@@ -28,6 +28,8 @@ LogicalResult modc::buildModToModkPipeline(OpPassManager &pm,
   entry.addPass(createGeneralize());
   FuseRowEpiloguesOptions rowEpilogues;
   rowEpilogues.enabled = options.fuseRowEpilogues;
+  // What modk-fuse-epilogues was told to leave out stays out.
+  rowEpilogues.ownRows = options.fuseResidualAdd && options.fuseActivation;
   entry.addPass(createFuseRowEpilogues(rowEpilogues));
   entry.addPass(createPlanMemory());
   if (options.cudaGemms.empty())

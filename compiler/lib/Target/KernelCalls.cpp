@@ -82,10 +82,13 @@ KernelCall PlanEmitter::roundOutputCall(modk::GemmOp gemm) {
 
 LogicalResult PlanEmitter::emitKernel(Operation *op) {
   if (auto gemm = dyn_cast<modk::GemmOp>(op)) {
-    if (gemm.getEpilogue() == modk::Epilogue::gate_scale_scatter)
-      return op->emitOpError("with a gate_scale_scatter epilogue is "
-                             "generated from its math: run modk-generalize "
-                             "before emitting");
+    modk::Epilogue e = gemm.getEpilogue();
+    if (e != modk::Epilogue::none && e != modk::Epilogue::rope &&
+        e != modk::Epilogue::rows)
+      return op->emitOpError("with a ")
+             << modk::stringifyEpilogue(e)
+             << " epilogue is generated from its math: run modk-generalize "
+                "before emitting";
     int64_t n = cast<MemRefType>(gemm.getWeights()[0].getType()).getDimSize(0);
     int64_t k = cast<MemRefType>(gemm.getWeights()[0].getType()).getDimSize(1);
     int indent = openGroup(fmt::format("modk.gemm [{} x {}] epilogue={}", n, k,

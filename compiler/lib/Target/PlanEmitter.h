@@ -215,6 +215,9 @@ protected:
   }
   /// The name of `op`'s GemmPlan in the generated source (CUDA), or empty.
   virtual std::string gemmPlanName(mlir::Operation *op) { return {}; }
+  /// Whether the target computes `op` (a GEMM's `rows` epilogue) without a
+  /// row kernel of its own: no kernel is generated for it.
+  virtual bool epilogueNeedsNoKernel(modk::RowsOp op) { return false; }
   /// round_bf16 on the output rows of `gemm`.
   KernelCall roundOutputCall(modk::GemmOp gemm);
   /// Layer `layer`'s keys (or `values`) in args->kv_cache, [B, S, d] each,

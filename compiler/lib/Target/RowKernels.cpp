@@ -255,6 +255,8 @@ void PlanEmitter::collectRowKernels() {
   bool functors = StringRef(kernelNamespace()) == "modk_cuda";
   for (modk::EntryOp e : entries)
     e.walk([&](modk::RowsOp op) {
+      if (isa<modk::GemmOp>(op->getParentOp()) && epilogueNeedsNoKernel(op))
+        return;
       bool epilogue = functors && isa<modk::GemmOp>(op->getParentOp());
       auto &keys = epilogue ? epilogueByKey : byKey;
       auto &list = epilogue ? rowEpilogues : rowKernels;

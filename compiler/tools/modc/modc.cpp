@@ -78,7 +78,9 @@ static cl::list<std::string> noFuse(
              "GEMM that produces the sum's operand), activation (the MLP's, "
              "into its up projection), rows-epilogue (an elementwise row "
              "kernel into the GEMM it reads: the routed block's gated "
-             "scatter, into its down projection)"),
+             "scatter, into its down projection; residual-add and "
+             "activation leave such kernels at their own rows unfused "
+             "too)"),
     cl::value_desc("FUSION,..."), cl::CommaSeparated, cl::sub(compileCommand),
     cl::cat(modcCategory));
 static cl::opt<std::string> cudaGemms(

@@ -186,6 +186,20 @@ LogicalResult ModelAttr::verify(function_ref<InFlightDiagnostic()> emitError,
   return success();
 }
 
+Operation *modc::modk::kernelBefore(Operation *op) {
+  Operation *prev = op->getPrevNode();
+  while (prev && isa<AllocOp>(prev))
+    prev = prev->getPrevNode();
+  return prev;
+}
+
+Operation *modc::modk::kernelAfter(Operation *op) {
+  Operation *next = op->getNextNode();
+  while (next && isa<AllocOp>(next))
+    next = next->getNextNode();
+  return next;
+}
+
 /// Row width (elements) of a [B, rows, width] or [B, width] buffer.
 static int64_t lastDim(Value v) {
   return cast<MemRefType>(v.getType()).getShape().back();

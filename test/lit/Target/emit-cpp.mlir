@@ -29,6 +29,17 @@
 // CHECK-NEXT: const float t5 = x0 * t4;
 // CHECK-NEXT: const float t6 = t5 * x1;
 // CHECK-NEXT: out0[i * 32 + c] = t6;
+// SwiGLU: the up projection's epilogue in the forward (over the staged
+// product, in1) and training's activation, one kernel: silu through the
+// vectorisable exp.
+// CHECK-LABEL: void modc_rows_{{[0-9]+}}(int64_t rows, const float *in0, const float *in1, float *out0) {
+// CHECK-NOT: sum0
+// CHECK: const float t0 = -x0;
+// CHECK-NEXT: const float t1 = modk_cpu::detail::expLanes(t0);
+// CHECK-NEXT: const float t2 = t1 + 1.00000000f;
+// CHECK-NEXT: const float t3 = x0 / t2;
+// CHECK-NEXT: const float t4 = t3 * x1;
+// CHECK-NEXT: out0[i * 64 + c] = t4;
 // The routed block's gather + RMSNorm: the stream read at each selected
 // row's token (sequence seq, position tok), the copy and the norm written at
 // the row.
@@ -52,15 +63,6 @@
 // CHECK-NEXT: const float t5 = t3 * t4;
 // CHECK-NEXT: const float t6 = x3 + t5;
 // CHECK-NEXT: out0[(seq * 16 + tok) * 32 + c] = t6;
-// The swiglu of training (out of place): silu through the vectorisable exp.
-// CHECK-LABEL: void modc_rows_{{[0-9]+}}(int64_t rows, const float *in0, const float *in1, float *out0) {
-// CHECK-NOT: sum0
-// CHECK: const float t0 = -x0;
-// CHECK-NEXT: const float t1 = modk_cpu::detail::expLanes(t0);
-// CHECK-NEXT: const float t2 = t1 + 1.00000000f;
-// CHECK-NEXT: const float t3 = x0 / t2;
-// CHECK-NEXT: const float t4 = t3 * x1;
-// CHECK-NEXT: out0[i * 64 + c] = t4;
 // Its gradient: two outputs from one pass.
 // CHECK-LABEL: const float *in2, float *out0, float *out1) {
 // CHECK: out0[i * 64 + c] =
@@ -82,8 +84,19 @@
 // CHECK: modk_cpu::rope<2, 16>(
 // CHECK: modk_cpu::causal_attention<2, 16>(
 // The O-projection accumulates into the stream: the fused residual add.
-// CHECK: modk_cpu::linear_residual<32, 32>({{buf[0-9]+}}, rows, w5, [[X]]);
-// CHECK: modk_cpu::swiglu<64>(
+// Its `rows` epilogue is y = y + product, which the CPU runs as sgemm's
+// beta = 1: no staging.
+// CHECK: modk.gemm [32 x 32] epilogue=rows
+// CHECK-NEXT: const int64_t rows =
+// CHECK-NEXT: modk_cpu::linear_residual<32, 32>({{buf[0-9]+}}, rows, w5, [[X]]);
+// SwiGLU: the gate product, then the up projection staged and finished by
+// the row kernel generated from its epilogue.
+// CHECK: modk_cpu::linear<64, 32>({{buf[0-9]+}}, rows, w7, [[G:buf[0-9]+]]);
+// CHECK: modk.gemm [64 x 32] epilogue=rows
+// CHECK-NEXT: const int64_t rows =
+// CHECK-NEXT: float *product = modk_cpu::staged_rows<64>(rows);
+// CHECK-NEXT: modk_cpu::linear<64, 32>({{buf[0-9]+}}, rows, w8, product);
+// CHECK-NEXT: modc_rows_{{[0-9]+}}({{buf[0-9]+}}[B], [[G]], product, {{buf[0-9]+}});
 // CHECK: if (causal || args->causal_decisions) // only causal decisions read it
 // CHECK-NEXT: modk_cpu::predictor<32, 8>([[X]], B * 16, {{.*}}, [[P:buf[0-9]+]]);
 // CHECK: modk.route_select layer 1 k=4
@@ -463,8 +476,7 @@ module {
 // from the epilogue's region finishes it at the selected tokens.
 // FUSED: void modc_rows_[[SCATTER:[0-9]+]](int64_t rows, const int64_t *seg, int64_t nseg, const int32_t *pos, const float *in0, const float *in1, const float *in2, const float *in3, float *out0) {
 // FUSED: out0[(seq * 16 + tok) * 32 + c] =
-// FUSED: { // modk.gemm [32 x 64] epilogue=rows
-// FUSED-NEXT: const int64_t rows = [[SEG:buf[0-9]+]][B];
-// FUSED-NEXT: float *product = modk_cpu::staged_rows<32>(rows);
+// (The dense blocks' down projections before it accumulate: sgemm's beta.)
+// FUSED: float *product = modk_cpu::staged_rows<32>(rows);
 // FUSED-NEXT: modk_cpu::linear<32, 64>({{buf[0-9]+}}, rows, {{w[0-9]+}}, product);
-// FUSED-NEXT: modc_rows_[[SCATTER]]([[SEG]][B], [[SEG]], B, {{buf[0-9]+}}, {{buf[0-9]+}}, product, {{buf[0-9]+}}, [[X:buf[0-9]+]], [[X]]);
+// FUSED-NEXT: modc_rows_[[SCATTER]]([[SEG:buf[0-9]+]][B], [[SEG]], B, {{buf[0-9]+}}, {{buf[0-9]+}}, product, {{buf[0-9]+}}, [[X:buf[0-9]+]], [[X]]);

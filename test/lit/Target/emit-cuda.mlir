@@ -10,6 +10,7 @@
 // RUN: mod-opt --pass-pipeline='builtin.module(modk.entry(modk-configure-gemms))' %S/emit-cpp.mlir -o %t-named.mlir
 // RUN: not mod-translate --modk-to-cuda %t-named.mlir 2>&1 | FileCheck %s --check-prefix=NAMED
 // RUN: not mod-translate --modk-to-cuda %inputs/unplanned.mlir 2>&1 | FileCheck %s --check-prefix=UNPLANNED
+// RUN: mod-opt --pass-pipeline='builtin.module(modk.entry(modk-generalize,modk-configure-gemms))' %S/emit-cpp.mlir | mod-translate --modk-to-cuda | FileCheck %s --check-prefix=GENERATED
 // RUN: mod-opt --pass-pipeline='builtin.module(modk.entry(modk-generalize,modk-fuse-row-epilogues,modk-configure-gemms))' %S/emit-cpp.mlir | mod-translate --modk-to-cuda | FileCheck %s --check-prefix=FUSED
 
 // The launch plan of emit-cpp.mlir (2 layers, layer 1 routed with k = 4 of
@@ -77,9 +78,20 @@
 // CHECK-NEXT: MODC_LAUNCH(modc_rows::modc_rows_0, unsigned(modk_cuda::ceilDiv(B * 16, modk_cuda::detail::kRowWarps)), modk_cuda::detail::kThreads, 0, s, [[SEG:buf[0-9]+]] + B, [[X]], w1,
 // CHECK: modk_cuda::linear_rope<2, 16, 32, 0, [[PLAN]]>(
 // CHECK: modk_cuda::causal_attention<2, 16, 0, 1>(
-// The O-projection accumulates into the stream: the fused residual add.
-// CHECK: modk_cuda::linear_residual<32, 32, 0, [[PLAN]]>({{buf[0-9]+}}, [[SEG]] + B, B * 16, w5, [[X]], [[X]], s);
-// CHECK: modk_cuda::linear_swiglu<64, 32, 0, [[PLAN]]>(
+// The O-projection accumulates into the stream: the fused residual add,
+// a functor generated from the GEMM's `rows` epilogue (modk-generalize,
+// EPI below), whose buffers (the stream, read and written) travel in
+// EpiArgs.
+// CHECK: modk.gemm [32 x 32] epilogue=rows
+// CHECK-NEXT: {
+// CHECK-NEXT: modk_cuda::detail::EpiArgs epi;
+// CHECK-NEXT: epi.operands[0] = (void *)([[X]]);
+// CHECK-NEXT: epi.operands[2] = (void *)([[X]]);
+// CHECK-NEXT: modk_cuda::linear_rows_epilogue<32, 32, 0, 0, [[PLAN]]>({{buf[0-9]+}}, [[SEG]] + B, B * 16, w5, epi, s);
+// The gate product first, then the up projection with the SwiGLU epilogue.
+// CHECK: modk_cuda::linear<64, 32, 0, [[PLAN]]>({{buf[0-9]+}}, [[SEG]] + B, B * 16, w7, [[G:buf[0-9]+]], s);
+// CHECK: epi.operands[0] = (void *)([[G]]);
+// CHECK: modk_cuda::linear_rows_epilogue<64, 32, 1, 0, [[PLAN]]>({{buf[0-9]+}}, [[SEG]] + B, B * 16, w8, epi, s);
 // CHECK: modk.route_select layer 1 k=4
 // CHECK-NEXT: modk_cuda::router_logits<16, 32>([[X]], B, w{{[0-9]+}}, [[R:buf[0-9]+]], s);
 // CHECK-NEXT: if (causal)
@@ -112,6 +124,11 @@
 // epilogue (modk-fuse-row-epilogues): a functor generated from the
 // epilogue's region, which the GEMM's tiles call for each element of the
 // product in registers (acc); its buffers travel in the GEMM's EpiArgs.
+// The residual add's and SwiGLU's functors come first.
+// FUSED: template <> struct RowsEpilogue<{{[0-9]+}}> {
+// FUSED-NEXT: static_assert(3 <= kEpiOperands
+// FUSED: template <> struct RowsEpilogue<{{[0-9]+}}> {
+// FUSED-NEXT: static_assert(3 <= kEpiOperands
 // FUSED: template <> struct RowsEpilogue<[[EPI:[0-9]+]]> {
 // FUSED-NEXT: static_assert(5 <= kEpiOperands, "EpiArgs holds the buffers");
 // FUSED-NEXT: static __device__ __forceinline__ void store(float acc, const EpiArgs epi,
@@ -119,11 +136,25 @@
 // FUSED-NEXT: const int64_t tok = pos[i];
 // FUSED: const float t0 = x0 + acc;
 // FUSED: out0[(seq * 16 + tok) * 32 + c] =
-// FUSED: // modk.gemm [32 x 64] epilogue=rows
-// FUSED-NEXT: {
-// FUSED-NEXT: modk_cuda::detail::EpiArgs epi;
-// FUSED-NEXT: epi.seg = [[SEG:buf[0-9]+]];
+// (The dense blocks' down projections before it: the residual add's.)
+// FUSED: epi.seg = [[SEG:buf[0-9]+]];
 // FUSED-NEXT: epi.nseg = B;
 // FUSED-NEXT: epi.pos = {{buf[0-9]+}};
 // FUSED: modk_cuda::linear_rows_epilogue<32, 64, [[EPI]], 0, gemm_plan_{{[0-9]+}}>({{buf[0-9]+}}, [[SEG]] + B, B * 16, {{w[0-9]+}}, epi, s);
 // FUSED-NEXT: }
+
+// The epilogues modk-fuse-epilogues named, generated: the residual add
+// (functor 0) and SwiGLU (functor 1, reading the gate product's rows).
+// GENERATED: template <> struct RowsEpilogue<0> {
+// GENERATED-NEXT: static_assert(3 <= kEpiOperands, "EpiArgs holds the buffers");
+// GENERATED: const float x0 = static_cast<float>(in0[i * 32 + c]);
+// GENERATED-NEXT: const float t0 = x0 + acc;
+// GENERATED-NEXT: out0[i * 32 + c] = t0;
+// GENERATED: template <> struct RowsEpilogue<1> {
+// GENERATED: const float x0 = static_cast<float>(in0[i * 64 + c]);
+// GENERATED-NEXT: const float t0 = -x0;
+// GENERATED-NEXT: const float t1 = expf(t0);
+// GENERATED-NEXT: const float t2 = t1 + 1.00000000f;
+// GENERATED-NEXT: const float t3 = x0 / t2;
+// GENERATED-NEXT: const float t4 = t3 * acc;
+// GENERATED-NEXT: out0[i * 64 + c] = t4;

@@ -1,5 +1,6 @@
 // RUN: mod-opt %s -split-input-file --pass-pipeline='builtin.module(modk.entry(modk-fuse-row-epilogues))' | FileCheck %s
 // RUN: mod-opt %s -split-input-file --pass-pipeline='builtin.module(modk.entry(modk-fuse-row-epilogues{enabled=false}))' | FileCheck %s --check-prefix=OFF
+// RUN: mod-opt %s -split-input-file --pass-pipeline='builtin.module(modk.entry(modk-fuse-row-epilogues{own-rows=false}))' | FileCheck %s --check-prefix=TOKENS
 
 // A routed block's gated scatter, x[tok] = x[tok] + r[tok] * (a + m), is
 // the only reader of the down projection's rows m and runs right after it:
@@ -113,6 +114,40 @@ modk.entry @grad attributes {model = #modk.model<name = "t", vocab_size = 64, d_
   } body {
   ^bb0(%a0: f32, %a1: f32):
     %y = arith.addf %a0, %a1 : f32
+    modk.yield %y : f32
+  }
+}
+
+// -----
+
+// A kernel written at the product's own rows (here GELU, as
+// `--no-fuse=activation` leaves it) is fused by default, and left a kernel
+// of its own with own-rows=false (modc sets it when --no-fuse names
+// activation or residual-add); the scatter written at tokens is fused
+// either way (the first case above, TOKENS).
+// CHECK-LABEL: modk.entry @own_rows
+// CHECK: modk.gemm {{.*}} -> %[[H:.*]] {epilogue = #modk.epilogue<rows>} : {{.*}} epilogue {
+// CHECK-NEXT: ^bb0(%[[P:.*]]: memref<?x4x64xf32>):
+// CHECK-NEXT: modk.rows ins(%[[P]] : memref<?x4x64xf32>) rows %{{.*}} outs(%[[H]] : memref<?x4x64xf32>)
+// TOKENS: epilogue = #modk.epilogue<rows>
+// TOKENS-LABEL: modk.entry @own_rows
+// TOKENS: modk.gemm {{.*}} -> %[[U:.*]] {epilogue = #modk.epilogue<none>}
+// TOKENS-NEXT: modk.rows ins(%[[U]] : memref<?x4x64xf32>)
+// TOKENS-NOT: epilogue<rows>
+modk.entry @own_rows attributes {model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = ["topk"], params = [{init = "normal", name = "w1", shape = [64, 32]}]} {
+  %w1 = modk.param "w1" : memref<64x32xf32>
+  %seg = modk.alloc : memref<?x1xi64>
+  %n = modk.alloc : memref<?x4x32xf32>
+  %u = modk.alloc : memref<?x4x64xf32>
+  %h = modk.alloc : memref<?x4x64xf32>
+  modk.gemm %n, [%w1] rows %seg -> %u {epilogue = #modk.epilogue<none>} : memref<?x4x32xf32>, memref<64x32xf32>, memref<?x1xi64>, memref<?x4x64xf32>
+  modk.rows ins(%u : memref<?x4x64xf32>) rows %seg : memref<?x1xi64> outs(%h : memref<?x4x64xf32>) reduce {
+  ^bb0(%a0: f32):
+    modk.yield
+  } body {
+  ^bb0(%a0: f32):
+    %e = math.erf %a0 : f32
+    %y = arith.mulf %a0, %e : f32
     modk.yield %y : f32
   }
 }

@@ -3,7 +3,7 @@
 
 // Every named row kernel becomes a modk.rows whose regions spell its math;
 // kernels of other kinds (here a GEMM) are left as they are, in place.
-// ROUNDTRIP-COUNT-10: modk.rows
+// ROUNDTRIP-COUNT-13: modk.rows
 
 // RMSNorm: the sum of squares is the reduction; the body scales each
 // element by 1 / sqrt(sum / D + eps) and the weight (a vector of D).
@@ -168,4 +168,53 @@ modk.entry @decode attributes {model = #modk.model<name = "t", vocab_size = 64, 
   %a = modk.alloc : memref<?x1x32xf32>
   modk.decode_route(%x, %rw, %nw, %step, %active, %r, %pos, %seg, %xs, %xn, %mask) {causal_router = #modk.causal_router<aux_loss>, eps = 1.000000e-05 : f64, layer = 1 : i64} : memref<?x1x32xf32>, memref<1x32xf32>, memref<32xf32>, memref<?x1xi32>, memref<?x1xi8>, memref<?x1xf32>, memref<?x1xi32>, memref<?x1xi64>, memref<?x1x32xf32>, memref<?x1x32xf32>, memref<?x1xi32>
   modk.gemm %h, [%wd] rows %seg extra(%m, %r, %a, %pos) -> %x {epilogue = #modk.epilogue<gate_scale_scatter>, gate = #modk.gate<linear>} : memref<?x1x64xf32>, memref<32x64xf32>, memref<?x1xi64>, memref<?x1x32xf32>, memref<?x1xf32>, memref<?x1x32xf32>, memref<?x1xi32>, memref<?x1x32xf32>
+}
+
+// The epilogues modk-fuse-epilogues named become `rows` epilogues: the
+// GEMM's region holds a modk.rows whose block argument is the product.
+// The residual add reads the stream and writes it at the row; GELU is the
+// product's alone (here into bf16 rows); SwiGLU's gate product becomes a
+// plain GEMM into its scratch rows first, which the up projection's
+// epilogue reads. RoPE keeps its name (it pairs columns).
+// CHECK-LABEL: modk.entry @epilogues
+// CHECK: modk.gemm %[[EA:.*]], [%[[EWO:.*]]] rows %[[ESEG:.*]] -> %[[EX:.*]] {epilogue = #modk.epilogue<rows>} : {{.*}} epilogue {
+// CHECK-NEXT: ^bb0(%[[P1:.*]]: memref<?x16x32xf32>):
+// CHECK-NEXT: modk.rows ins(%[[EX]], %[[P1]] : memref<?x16x32xf32>, memref<?x16x32xf32>) rows %[[ESEG]] : memref<?x1xi64> outs(%[[EX]] : memref<?x16x32xf32>) reduce {
+// CHECK: } body {
+// CHECK-NEXT: ^bb0(%[[RX:.*]]: f32, %[[RP:.*]]: f32):
+// CHECK-NEXT: %[[RS:.*]] = arith.addf %[[RX]], %[[RP]] : f32
+// CHECK-NEXT: modk.yield %[[RS]] : f32
+// CHECK: modk.gemm %[[EN:.*]], [%[[EW1:.*]]] rows %[[ESEG]] -> %[[EH:.*]] {epilogue = #modk.epilogue<rows>} : {{.*}} epilogue {
+// CHECK-NEXT: ^bb0(%[[P2:.*]]: memref<?x16x64xf32>):
+// CHECK-NEXT: modk.rows ins(%[[P2]] : memref<?x16x64xf32>) rows %[[ESEG]] : memref<?x1xi64> outs(%[[EH]] : memref<?x16x64xbf16>) reduce {
+// CHECK: math.erf
+// CHECK: modk.gemm %[[EN]], [%[[EWG:.*]]] rows %[[ESEG]] -> %[[EG:.*]] {epilogue = #modk.epilogue<none>}
+// CHECK-NEXT: modk.gemm %[[EN]], [%[[EWU:.*]]] rows %[[ESEG]] -> %[[EU:.*]] {epilogue = #modk.epilogue<rows>} : {{.*}} epilogue {
+// CHECK-NEXT: ^bb0(%[[P3:.*]]: memref<?x16x64xf32>):
+// CHECK-NEXT: modk.rows ins(%[[EG]], %[[P3]] : memref<?x16x64xf32>, memref<?x16x64xf32>) rows %[[ESEG]] : memref<?x1xi64> outs(%[[EU]] : memref<?x16x64xf32>) reduce {
+// CHECK: } body {
+// CHECK-NEXT: ^bb0(%[[SG:.*]]: f32, %[[SU:.*]]: f32):
+// CHECK: math.exp
+// CHECK: modk.gemm {{.*}} {epilogue = #modk.epilogue<rope>
+// CHECK-NOT: residual_add
+// CHECK-NOT: epilogue<gelu>
+// CHECK-NOT: epilogue<swiglu>
+modk.entry @epilogues attributes {model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = ["topk"], params = [{init = "normal", name = "wo", shape = [32, 32]}, {init = "normal", name = "w1", shape = [64, 32]}, {init = "normal", name = "wg", shape = [64, 32]}, {init = "normal", name = "wu", shape = [64, 32]}]} {
+  %wo = modk.param "wo" : memref<32x32xf32>
+  %w1 = modk.param "w1" : memref<64x32xf32>
+  %wg = modk.param "wg" : memref<64x32xf32>
+  %wu = modk.param "wu" : memref<64x32xf32>
+  %seg = modk.alloc : memref<?x1xi64>
+  %pos = modk.alloc : memref<?x16xi32>
+  %a = modk.alloc : memref<?x16x32xf32>
+  %x = modk.alloc : memref<?x16x32xf32>
+  %n = modk.alloc : memref<?x16x32xf32>
+  %h = modk.alloc : memref<?x16x64xbf16>
+  %g = modk.alloc : memref<?x16x64xf32>
+  %u = modk.alloc : memref<?x16x64xf32>
+  %q = modk.alloc : memref<?x16x32xf32>
+  modk.gemm %a, [%wo] rows %seg extra(%x) -> %x {epilogue = #modk.epilogue<residual_add>} : memref<?x16x32xf32>, memref<32x32xf32>, memref<?x1xi64>, memref<?x16x32xf32>, memref<?x16x32xf32>
+  modk.gemm %n, [%w1] rows %seg -> %h {epilogue = #modk.epilogue<gelu>} : memref<?x16x32xf32>, memref<64x32xf32>, memref<?x1xi64>, memref<?x16x64xbf16>
+  modk.gemm %n, [%wg, %wu] rows %seg extra(%g) -> %u {epilogue = #modk.epilogue<swiglu>} : memref<?x16x32xf32>, memref<64x32xf32>, memref<64x32xf32>, memref<?x1xi64>, memref<?x16x64xf32>, memref<?x16x64xf32>
+  modk.gemm %n, [%wo] rows %seg extra(%pos) -> %q {epilogue = #modk.epilogue<rope>, n_heads = 2 : i64, rope_theta = 1.000000e+04 : f64} : memref<?x16x32xf32>, memref<32x32xf32>, memref<?x1xi64>, memref<?x16xi32>, memref<?x16x32xf32>
 }

@@ -59,6 +59,7 @@ private:
                       name(op.getSegments()), fmt::join(args, ", "));
   }
   LogicalResult emitTargetKernel(Operation *op) override;
+  bool epilogueNeedsNoKernel(modk::RowsOp op) override;
   /// The loss-only kernels of @eval; failure for any other op.
   /// The mean cross-entropy into losses[0..2] (dlogits: the gradient's
   /// buffer, or a null pointer for the loss alone).
@@ -106,6 +107,36 @@ void CppEmitter::emitCausalDecisions(int index, StringRef logits, int indent) {
                     "", indent, seqLen, index, logits.str());
 }
 
+/// The buffer r of a `rows` epilogue that is exactly y = r + product, with
+/// r and y f32 rows read and written at the row: sgemm's beta = 1 computes
+/// it into y, with no staging. Null for any other epilogue.
+static Value accumulatedBuffer(modk::GemmOp gemm) {
+  modk::RowsOp rows = gemm.getEpilogueRows();
+  Block &body = rows.getBody().front();
+  if (rows.getPositions() || !llvm::hasNItems(body, 2))
+    return {};
+  auto add = dyn_cast<arith::AddFOp>(body.front());
+  if (!add || body.back().getOperands() != ValueRange(add.getResult()))
+    return {};
+  auto inputOf = [&](Value v) -> Value {
+    auto arg = dyn_cast<BlockArgument>(v);
+    return arg && arg.getOwner() == &body ? rows.getInputs()[arg.getArgNumber()]
+                                          : Value();
+  };
+  Value product = gemm.getFusedRows().front().getArgument(0);
+  Value lhs = inputOf(add.getLhs()), rhs = inputOf(add.getRhs());
+  Value addend = lhs == product ? rhs : rhs == product ? lhs : Value();
+  Value y = gemm.getOutput();
+  if (!addend || addend == product || addend.getType() != y.getType() ||
+      !cast<MemRefType>(y.getType()).getElementType().isF32())
+    return {};
+  return addend;
+}
+
+bool CppEmitter::epilogueNeedsNoKernel(modk::RowsOp op) {
+  return bool(accumulatedBuffer(cast<modk::GemmOp>(op->getParentOp())));
+}
+
 void CppEmitter::emitGemm(modk::GemmOp op, int indent) {
   auto weightShape = cast<MemRefType>(op.getWeights()[0].getType()).getShape();
   int64_t n = weightShape[0], k = weightShape[1];
@@ -115,6 +146,17 @@ void CppEmitter::emitGemm(modk::GemmOp op, int indent) {
   os << fmt::format("{:{}}const int64_t rows = {};\n", "", indent,
                     hostRows(op.getSegments(), op.getInput()));
   if (e == modk::Epilogue::rows) {
+    if (Value residual = accumulatedBuffer(op)) {
+      // y = r + a W^T: sgemm accumulates into y (beta = 1), r copied first
+      // when it is another buffer.
+      if (residual != op.getOutput())
+        os << fmt::format(
+            "{:{}}std::memcpy({}, {}, sizeof(float) * rows * {});\n", "",
+            indent, y, name(residual), n);
+      emitCall({"linear_residual", gemmShape(n, k), {a, "rows", w, y}},
+               indent);
+      return;
+    }
     // sgemm stores the whole product: it is staged in a per-thread buffer
     // (no workspace), then the generated row kernel finishes it.
     modk::RowsOp epilogue = op.getEpilogueRows();
@@ -133,34 +175,16 @@ void CppEmitter::emitGemm(modk::GemmOp op, int indent) {
     os << fmt::format("{:{}}float *staged = modk_cpu::staged_rows<{}>(rows);\n",
                       "", indent, n);
   }
-  // The epilogues are kernels of their own after the GEMM (linear).
-  std::vector<int64_t> shape = gemmShape(n, k);
-  if (e == modk::Epilogue::none || e == modk::Epilogue::gelu || e == modk::Epilogue::rope) {
-    emitCall({"linear", shape, {a, "rows", w, y}}, indent);
-    if (e == modk::Epilogue::gelu)
-      emitCall({"gelu", {n}, {y, "rows", y}}, indent);
-    if (e == modk::Epilogue::rope) {
-      int64_t heads = *op.getNHeads();
-      emitCall({"rope",
-                {heads, n / heads},
-                {y, "rows", name(op.getExtra()[0]),
-                 floatLiteral(op.getRopeTheta()->convertToDouble())}},
-               indent);
-    }
-  } else if (e == modk::Epilogue::residual_add) {
-    // Accumulate into the stream: the GEMM's beta = 1 is the residual add.
-    std::string residual = name(op.getExtra()[0]);
-    if (residual != y)
-      os << fmt::format(
-          "{:{}}std::memcpy({}, {}, sizeof(float) * rows * {});\n", "", indent,
-          y, residual, n);
-    emitCall({"linear_residual", shape, {a, "rows", w, y}}, indent);
-  } else if (e == modk::Epilogue::swiglu) {
-    std::string gated = name(op.getExtra()[0]);
-    emitCall({"linear", shape, {a, "rows", w, gated}}, indent);
-    emitCall({"linear", shape, {a, "rows", name(op.getWeights()[1]), y}},
+  // RoPE is a kernel of its own after the GEMM (linear); the other
+  // epilogues are `rows` epilogues by now (modk-generalize).
+  emitCall({"linear", gemmShape(n, k), {a, "rows", w, y}}, indent);
+  if (e == modk::Epilogue::rope) {
+    int64_t heads = *op.getNHeads();
+    emitCall({"rope",
+              {heads, n / heads},
+              {y, "rows", name(op.getExtra()[0]),
+               floatLiteral(op.getRopeTheta()->convertToDouble())}},
              indent);
-    emitCall({"swiglu", {n}, {gated, y, "rows", y}}, indent);
   }
   if (staged)
     emitCall({"store_rows", {n}, {y, "rows", name(op.getOutput())}}, indent);

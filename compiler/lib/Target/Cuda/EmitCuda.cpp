@@ -259,8 +259,6 @@ void CudaEmitter::emitGemm(modk::GemmOp op, int indent) {
     rounded = false;
   } else if (e == modk::Epilogue::none) {
     call({"linear", shape, {a, rows, w, y}});
-  } else if (e == modk::Epilogue::gelu) {
-    call({"linear_gelu", shape, {a, rows, w, y}});
   } else if (e == modk::Epilogue::rope) {
     int64_t heads = *op.getNHeads();
     // The angle table of the fused epilogue covers a sequence's positions.
@@ -270,12 +268,6 @@ void CudaEmitter::emitGemm(modk::GemmOp op, int indent) {
            floatLiteral(op.getRopeTheta()->convertToDouble()),
            std::to_string(seqLen), y}});
     rounded = false;
-  } else if (e == modk::Epilogue::residual_add) {
-    call({"linear_residual", shape, {a, rows, w, name(op.getExtra()[0]), y}});
-  } else if (e == modk::Epilogue::swiglu) {
-    call({"linear_swiglu",
-          shape,
-          {a, rows, w, name(op.getWeights()[1]), name(op.getExtra()[0]), y}});
   }
   if (rounded) // an epilogue with no rounding of its own
     emitCall(roundOutputCall(op), indent);

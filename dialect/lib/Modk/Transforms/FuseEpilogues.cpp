@@ -29,10 +29,7 @@ namespace {
 /// before `next` (workspace declarations aside), if nothing but that GEMM
 /// and `reader` uses `buffer`; null otherwise.
 modk::GemmOp soleProducer(Value buffer, Operation *next, Operation *reader) {
-  Operation *prev = next->getPrevNode();
-  while (prev && isa<modk::AllocOp>(prev))
-    prev = prev->getPrevNode();
-  auto gemm = dyn_cast_or_null<modk::GemmOp>(prev);
+  auto gemm = dyn_cast_or_null<modk::GemmOp>(modk::kernelBefore(next));
   if (!gemm || gemm.getOutput() != buffer ||
       gemm.getEpilogue() != modk::Epilogue::none || gemm.getRoundBf16())
     return nullptr;

@@ -34,14 +34,6 @@ using namespace mlir;
 using namespace modc;
 
 namespace {
-/// The kernel that runs right after `op`, workspace declarations aside.
-Operation *nextKernel(Operation *op) {
-  Operation *next = op->getNextNode();
-  while (next && isa<modk::AllocOp>(next))
-    next = next->getNextNode();
-  return next;
-}
-
 /// The buffers `op` declares it reads (its memory effects).
 llvm::SmallPtrSet<Value, 8> buffersRead(Operation *op) {
   SmallVector<MemoryEffects::EffectInstance> effects;
@@ -73,7 +65,8 @@ bool writesAreElementwise(modk::RowsOp rows, modk::GemmOp gemm) {
 /// Moves the kernel after `gemm` into its `rows` epilogue where that is
 /// safe; failure (nothing changed) otherwise. The kernel moves, so this is
 /// a rewrite over a list of GEMMs taken first, not a walk's pattern.
-LogicalResult fuseRowsIntoGemm(modk::GemmOp gemm, RewriterBase &rewriter) {
+LogicalResult fuseRowsIntoGemm(modk::GemmOp gemm, bool ownRows,
+                               RewriterBase &rewriter) {
     if (gemm.getEpilogue() != modk::Epilogue::none || gemm.getRoundBf16() ||
         gemm.getConfig())
       return failure(); // not a plain f32 product
@@ -81,11 +74,13 @@ LogicalResult fuseRowsIntoGemm(modk::GemmOp gemm, RewriterBase &rewriter) {
     auto alloc = product.getDefiningOp<modk::AllocOp>();
     if (!alloc || !alloc.getType().getElementType().isF32())
       return failure();
-    auto rows = dyn_cast_or_null<modk::RowsOp>(nextKernel(gemm));
+    auto rows = dyn_cast_or_null<modk::RowsOp>(modk::kernelAfter(gemm));
     if (!rows || rows.getNumReductions() != 0 ||
         rows.getSegments() != gemm.getSegments() ||
         rows.getOutputs().size() != 1)
       return failure(); // not an elementwise modk.rows on its rows
+    if (!ownRows && rows.getTokenOperands().empty())
+      return failure(); // written at its own rows: left as a kernel
     // The product is read once by the kernel, at its row, and by nothing
     // else.
     unsigned productInput = 0, reads = 0;
@@ -130,7 +125,7 @@ struct FuseRowEpiloguesPass
         getOperation().getBody().front().getOps<modk::GemmOp>());
     IRRewriter rewriter(&getContext());
     for (modk::GemmOp gemm : gemms)
-      (void)fuseRowsIntoGemm(gemm, rewriter);
+      (void)fuseRowsIntoGemm(gemm, ownRows, rewriter);
   }
 };
 } // namespace

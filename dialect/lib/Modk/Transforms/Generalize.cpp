@@ -2,7 +2,9 @@
 //
 // The row-wise kernels of the plan (RMSNorm, the residual add, the MLP's
 // activation and its gradient, a routed block's gather + RMSNorm and its
-// gated scatter back into the stream) are rewritten into modk.rows ops whose
+// gated scatter back into the stream), and the GEMM epilogues that
+// modk-fuse-epilogues named (residual add, GELU, SwiGLU), are rewritten
+// into modk.rows ops whose
 // regions spell their math in arith and math ops, so that the emitters
 // generate each target's kernel from one description instead of calling a
 // hand-written kernel per target. The arithmetic is that of
@@ -239,6 +241,74 @@ struct AddToRows : OpRewritePattern<modk::AddOp> {
   }
 };
 
+/// The MLP's activations (docs/model-format.md section 3).
+Value swigluElement(F32Math &m, Value gate, Value up) {
+  return m.mul(m.silu(gate), up);
+}
+Value geluElement(F32Math &m, Value x) {
+  return m.mul(m.mul(m.c(0.5), x),
+               m.add(m.c(1.0), m.erf(m.mul(x, m.c(0.70710678118654752)))));
+}
+
+/// The named epilogues of a GEMM become its `rows` epilogue: a modk.rows in
+/// the GEMM's region, whose block argument is the product, finishes each
+/// element as it is computed.
+///  - residual_add: y = r + a W^T;
+///  - gelu: y = gelu(a W^T);
+///  - swiglu: the gate product g = a W_gate^T becomes a plain GEMM into its
+///    scratch rows first, then y = silu(g) * (a W_up^T).
+/// modk-fuse-epilogues decided these fusions; this spells their math.
+struct NamedEpilogueToRows : OpRewritePattern<modk::GemmOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(modk::GemmOp op,
+                                PatternRewriter &rewriter) const override {
+    modk::Epilogue e = op.getEpilogue();
+    if (e != modk::Epilogue::residual_add && e != modk::Epilogue::gelu &&
+        e != modk::Epilogue::swiglu)
+      return failure();
+    if (op.getRoundBf16())
+      return rewriter.notifyMatchFailure(op, "rounds its output for attention");
+    SmallVector<Value> extra(op.getExtra());
+    if (e == modk::Epilogue::swiglu) {
+      rewriter.setInsertionPoint(op);
+      modk::GemmOp::create(rewriter, op.getLoc(), op.getInput(),
+                           op.getWeights()[0], op.getSegments(), ValueRange{},
+                           extra[0], modk::Epilogue::none, nullptr, nullptr,
+                           nullptr, false, nullptr);
+    }
+    Value up = op.getWeights().back();
+    rewriter.modifyOpInPlace(op, [&] {
+      op.getWeightsMutable().assign(up);
+      op.getExtraMutable().clear();
+      op.setEpilogue(modk::Epilogue::rows);
+    });
+    auto outType = cast<MemRefType>(op.getOutput().getType());
+    Block *block = rewriter.createBlock(
+        &op.getFusedRows(), {},
+        {MemRefType::get(outType.getShape(), rewriter.getF32Type())},
+        {op.getLoc()});
+    Value product = block->getArgument(0);
+    rewriter.setInsertionPointToEnd(block);
+    auto rows = [&](ValueRange inputs, RegionFn body) {
+      createRows(rewriter, op, inputs, op.getSegments(), op.getOutput(), 0,
+                 noSums, body);
+    };
+    if (e == modk::Epilogue::residual_add)
+      rows({extra[0], product}, [](F32Math &m, ValueRange a) -> SmallVector<Value> {
+        return {m.add(a[0], a[1])};
+      });
+    else if (e == modk::Epilogue::gelu)
+      rows({product}, [](F32Math &m, ValueRange a) -> SmallVector<Value> {
+        return {geluElement(m, a[0])};
+      });
+    else
+      rows({extra[0], product}, [](F32Math &m, ValueRange a) -> SmallVector<Value> {
+        return {swigluElement(m, a[0], a[1])};
+      });
+    return success();
+  }
+};
+
 /// u = silu(gate) * up, or u = gelu(pre).
 struct ActivationToRows : OpRewritePattern<modk::ActivationOp> {
   using OpRewritePattern::OpRewritePattern;
@@ -248,17 +318,14 @@ struct ActivationToRows : OpRewritePattern<modk::ActivationOp> {
       replaceWithRows(rewriter, op, {op.getGate(), op.getUp()},
                       op.getSegments(), op.getOutput(), 0, noSums,
                       [](F32Math &m, ValueRange a) -> SmallVector<Value> {
-                        return {m.mul(m.silu(a[0]), a[1])};
+                        return {swigluElement(m, a[0], a[1])};
                       });
       return success();
     }
     replaceWithRows(rewriter, op, {op.getUp()}, op.getSegments(),
                     op.getOutput(), 0, noSums,
                     [](F32Math &m, ValueRange a) -> SmallVector<Value> {
-                      Value x = a[0];
-                      return {m.mul(m.mul(m.c(0.5), x),
-                                    m.add(m.c(1.0),
-                                          m.erf(m.mul(x, m.c(0.70710678118654752)))))};
+                      return {geluElement(m, a[0])};
                     });
     return success();
   }
@@ -299,7 +366,8 @@ struct GeneralizePass : public modc::impl::GeneralizeBase<GeneralizePass> {
     RewritePatternSet patterns(&getContext());
     patterns.add<RMSNormToRows, AddToRows, ActivationToRows,
                  ActivationGradToRows, RouteSelectGatherToRows,
-                 DecodeRouteToRows, GateScaleScatterToRows>(&getContext());
+                 DecodeRouteToRows, GateScaleScatterToRows,
+                 NamedEpilogueToRows>(&getContext());
     // One walk, each op rewritten where it stands: the plan's order is its
     // execution order, and nothing is folded or erased as dead.
     walkAndApplyPatterns(getOperation(), std::move(patterns));

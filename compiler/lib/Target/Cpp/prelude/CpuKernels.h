@@ -430,35 +430,6 @@ inline void rope(float *x, int64_t rows, const int32_t *pos, float theta) {
   detail::ropeRotate<H, HD, false>(x, rows, pos, theta, x);
 }
 
-/// out = silu(gate) * up on [rows, N], silu(z) = z / (1 + e^-z); out may
-/// be up (float), or bf16 (rounded: a bf16 model's hidden rows, which only
-/// products read). The same arithmetic for either element type.
-template <int N, typename Out>
-inline void swiglu(const float *gate, const float *up, int64_t rows,
-                   Out *out) {
-  using namespace detail;
-  const int64_t total = rows * N;
-  const int64_t nvec = total / kVW * kVW;
-#pragma omp parallel for if (total > kMinParallelWork)
-  for (int64_t i = 0; i < nvec; i += kVW) {
-    const VecF g = loadu(gate + i);
-    const VecF sg = g / (vexp(-g) + 1.0f);
-    storeu(out + i, sg * loadu(up + i));
-  }
-  for (int64_t i = nvec; i < total; ++i)
-    out[i] = Out(silu(gate[i]) * up[i]);
-}
-
-/// out = exact GELU of x on [rows, N]: 0.5 x (1 + erf(x / sqrt 2)); out may
-/// be x (float), or bf16 (rounded).
-template <int N, typename Out>
-inline void gelu(const float *x, int64_t rows, Out *out) {
-  const int64_t total = rows * N;
-#pragma omp parallel for if (total > detail::kMinParallelWork)
-  for (int64_t i = 0; i < total; ++i)
-    out[i] = Out(0.5f * x[i] * (1.0f + std::erf(x[i] * 0.70710678118654752f)));
-}
-
 //===----------------------------------------------------------------------===//
 // Causal attention (flash-style, blocked over queries and keys)
 //===----------------------------------------------------------------------===//

@@ -154,10 +154,6 @@ __device__ __forceinline__ int64_t minI64(int64_t a, int64_t b) {
   return a < b ? a : b;
 }
 
-__device__ __forceinline__ float geluf(float x) {
-  return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
-}
-
 /// x rounded to the nearest bf16 (ties to even), as the f32 of the same
 /// value: the CPU prelude's bf16_round, bit for bit (NaN stays NaN).
 __device__ __forceinline__ float bf16Round(float x) {

@@ -471,39 +471,6 @@ inline void linear(const TA *a, const int64_t *rows, int64_t max_rows,
                                                         nullptr, y, stream);
 }
 
-/// y = residual + a w^T (residual may be y).
-template <int N, int K, bool BF16 = false, typename PLAN = DefaultGemmPlan,
-          typename TA>
-inline void linear_residual(const TA *a, const int64_t *rows,
-                            int64_t max_rows, const float *w,
-                            const float *residual, float *y,
-                            cudaStream_t stream) {
-  detail::linearEpi<N, K, detail::EpiAdd, BF16, PLAN>(a, rows, max_rows, w,
-                                                      residual, y, stream);
-}
-
-/// y = gelu(a w^T), exact GELU.
-template <int N, int K, bool BF16 = false, typename PLAN = DefaultGemmPlan,
-          typename TA, typename TC>
-inline void linear_gelu(const TA *a, const int64_t *rows, int64_t max_rows,
-                        const float *w, TC *y, cudaStream_t stream) {
-  detail::linearEpi<N, K, detail::EpiGelu, BF16, PLAN>(a, rows, max_rows, w,
-                                                       nullptr, y, stream);
-}
-
-/// gate_scratch = a w_gate^T; y = silu(gate_scratch) * (a w_up^T), the CPU's
-/// linear + linear + swiglu (gate_scratch keeps the gate pre-activation).
-template <int N, int K, bool BF16 = false, typename PLAN = DefaultGemmPlan,
-          typename TA, typename TC>
-inline void linear_swiglu(const TA *a, const int64_t *rows, int64_t max_rows,
-                          const float *w_gate, const float *w_up,
-                          float *gate_scratch, TC *y, cudaStream_t stream) {
-  detail::linearEpi<N, K, detail::EpiStore, BF16, PLAN>(
-      a, rows, max_rows, w_gate, nullptr, gate_scratch, stream);
-  detail::linearEpi<N, K, detail::EpiSwiglu, BF16, PLAN>(
-      a, rows, max_rows, w_up, gate_scratch, y, stream);
-}
-
 /// da[m, k] (+)= sum_n dy[m, n] w[n, k] for m < *rows. In a bf16 product
 /// dy may be stored as bf16 (modk-store-bf16).
 template <int N, int K, bool BF16 = false, typename PLAN = DefaultGemmPlan,

@@ -55,8 +55,6 @@ namespace detail {
 enum Epilogue {
   EpiStore = 0,    ///< C = acc
   EpiAdd = 1,      ///< C = aux[idx] + acc (aux may be C: accumulate)
-  EpiGelu = 2,     ///< C = gelu(acc)
-  EpiSwiglu = 3,   ///< C = silu(aux[idx]) * acc
   EpiBiasSilu = 4, ///< C = silu(acc + aux[n])
   EpiStoreBf16 = 5, ///< C = bf16(acc): values attention reads in a bf16 model
   /// From here to EpiRopeFirst, epiRows<I>(): a generated epilogue
@@ -101,7 +99,7 @@ constexpr int kEpiOperands = 8;
 /// to it (the aux of the elementwise epilogues). Device code takes it by
 /// value: a reference to the kernel parameter would copy it to the stack.
 struct EpiArgs {
-  /// EpiAdd, EpiSwiglu: per output element; EpiBiasSilu: per column.
+  /// EpiAdd: per output element; EpiBiasSilu: per column.
   const float *aux = nullptr;
   /// RoPE: the position of each row, below ropePositions, and the (cos,
   /// sin) table of positions 0 .. ropePositions - 1 (ropeTableFor).
@@ -161,10 +159,6 @@ __device__ __forceinline__ float gemmEpilogue(float acc, const EpiArgs epi,
     return acc;
   if (EPI == EpiAdd)
     return epi.aux[idx] + acc;
-  if (EPI == EpiGelu)
-    return geluf(acc);
-  if (EPI == EpiSwiglu)
-    return siluf(epi.aux[idx]) * acc;
   if (EPI == EpiStoreBf16)
     return bf16Round(acc);
   return siluf(acc + epi.aux[n]);
@@ -186,8 +180,7 @@ constexpr bool gemmTypesOk() {
   constexpr bool cOk =
       std::is_same<TC, float>::value ||
       (std::is_same<TC, bf16>::value && DYN != 3 &&
-       (EPI == EpiStore || EPI == EpiGelu || EPI == EpiSwiglu ||
-        EPI == EpiStoreBf16 || isEpiRope(EPI)));
+       (EPI == EpiStore || EPI == EpiStoreBf16 || isEpiRope(EPI)));
   return aOk && bOk && cOk;
 }
 
@@ -1541,8 +1534,6 @@ constexpr const char *epilogueName(int epi) {
          : isEpiRows(epi)      ? "rows"
          : epi == EpiStore     ? "store"
          : epi == EpiAdd       ? "add"
-         : epi == EpiGelu      ? "gelu"
-         : epi == EpiSwiglu    ? "swiglu"
          : epi == EpiBiasSilu  ? "bias_silu"
          : epi == EpiStoreBf16 ? "store_bf16"
                                : "?";

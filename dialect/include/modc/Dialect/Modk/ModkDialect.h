@@ -66,4 +66,12 @@ struct CallerOutputsResource
 #define GET_OP_CLASSES
 #include "modc/Dialect/Modk/ModkOps.h.inc"
 
+namespace modc::modk {
+/// The kernel that runs right before (after) `op` in its entry's plan,
+/// workspace declarations (modk.alloc) aside; null at either end. The
+/// fusion passes fuse kernels that are neighbours in execution order.
+mlir::Operation *kernelBefore(mlir::Operation *op);
+mlir::Operation *kernelAfter(mlir::Operation *op);
+} // namespace modc::modk
+
 #endif // MODC_DIALECT_MODK_MODKDIALECT_H

@@ -138,8 +138,10 @@ def Modk_GemmOp : Modk_Op<"gemm", [AttrSizedOperandSegments, NoTerminator,
       (no sums) finishes each element where it is computed, its block
       argument standing for the product [B, rows, N]. y is that op's one
       output, which it may write at the rows' tokens (the routed block's
-      gated scatter into the residual stream). Set by
-      modk-fuse-row-epilogues.
+      gated scatter into the residual stream). Set by modk-generalize
+      (from `residual_add`, `gelu`, `swiglu`) and modk-fuse-row-epilogues.
+    The emitters take `none`, `rope` and `rows`; modk-generalize rewrites
+    the other named epilogues.
     `round_bf16` (set by modk-store-bf16 in a bf16 entry): the output rows
     are rounded to bf16 values as they are stored, in an f32 buffer: the
     queries, keys and values that attention reads. `config` (set by

@@ -127,11 +127,18 @@ def FuseRowEpilogues : Pass<"modk-fuse-row-epilogues", "::modc::modk::EntryOp"> 
     Not fused: a product with another reader (training's down projection
     rows, which the backward pass reads), a kernel with row sums, or one
     whose writes are not elementwise. `modc --no-fuse=rows-epilogue` turns
-    it off.
+    it off. With `own-rows=false` it fuses only kernels that write at the
+    rows' tokens (the gated scatter), and leaves those written at the
+    product's own rows (an activation or an add) as kernels: modc sets it
+    when `--no-fuse` names `activation` or `residual-add`, so that what
+    modk-fuse-epilogues was told to leave out stays out.
   }];
   let options = [
     Option<"enabled", "enabled", "bool", /*default=*/"true",
-           "Fold elementwise row kernels into the GEMM they read">
+           "Fold elementwise row kernels into the GEMM they read">,
+    Option<"ownRows", "own-rows", "bool", /*default=*/"true",
+           "Also fold kernels written at the product's own rows (not at "
+           "tokens)">
   ];
 }
 
