@@ -580,32 +580,32 @@ void checkTmaGemms(int64_t count, int64_t bound, uint32_t seed) {
       out.push_back(float(b));
     return out;
   };
-  // Every stored form on the current path: linear, the accumulating
-  // epilogue (residual add, as the backward's products use it), and
-  // products into bf16 rows (widened).
+  // Every stored form on the current path, each product a different one:
+  // linear (both weights), the accumulating epilogue (residual add, as the
+  // backward's products use it), and products into bf16 rows (widened).
   auto run = [&]() {
     std::vector<std::vector<float>> out;
-    DeviceCopy<float> y(sentinel), yr(sentinel), gate(sentinel);
+    DeviceCopy<float> y(sentinel), yr(sentinel), y2(sentinel);
     DeviceCopy<bf16> up(unset), into(unset);
     modk_cuda::linear<N, K, true>(dA.get(), dRows.get(), bound, dW.get(),
                                   y.get(), nullptr);
     d::linearEpi<N, K, d::EpiAdd, true, modk_cuda::DefaultGemmPlan>(
         dA.get(), dRows.get(), bound, dW.get(), dRes.get(), yr.get(),
         nullptr);
-    modk_cuda::linear<N, K, true>(dA.get(), dRows.get(), bound, dW.get(),
-                                  gate.get(), nullptr);
+    modk_cuda::linear<N, K, true>(dA.get(), dRows.get(), bound, dW2.get(),
+                                  y2.get(), nullptr);
     modk_cuda::linear<N, K, true>(dA.get(), dRows.get(), bound, dW2.get(),
                                   up.get(), nullptr);
     modk_cuda::linear<N, K, true>(dA.get(), dRows.get(), bound, dW.get(),
                                   into.get(), nullptr);
     out.push_back(y.read());
     out.push_back(yr.read());
-    out.push_back(gate.read());
+    out.push_back(y2.read());
     out.push_back(widen(up.read()));
     out.push_back(widen(into.read()));
     return out;
   };
-  const char *what[5] = {"linear", "residual add", "second linear",
+  const char *what[5] = {"linear", "residual add", "linear W2",
                          "W2 into bf16", "W into bf16"};
 
   OnWgmmaPath onWgmma;

@@ -3,7 +3,6 @@
 #include "ModelLowering.h"
 #include "modc/Conversion/ModToModk/Passes.h"
 
-
 #include <cmath>
 
 using namespace mlir;
