@@ -7,7 +7,9 @@
 # each fusion left out (modc --no-fuse=residual-add, --no-fuse=activation,
 # --no-fuse=rows-epilogue: the routed block's gated scatter, which only the
 # MoD model's forward pass and decode steps have; training keeps the
-# product for the backward pass) and with all three left out, in one run:
+# product for the backward pass; --no-fuse=router-norm: the routed block's
+# RMSNorm statistics in its router's pass, the MoD model's forward and
+# training) and with all four left out, in one run:
 # the forward pass (bench_forward), the training step (bench_train) and
 # decoding (bench_decode) of the 4-layer dense and MoD models. The variants
 # run ROUNDS times in turn (all, no-residual-add, ..., all, ...); the table
@@ -22,14 +24,15 @@ build="${1:-build}"
 batch="${BATCH:-4}"; iters="${ITERS:-5}"; warmup="${WARMUP:-2}"
 rounds="${ROUNDS:-2}"; new_tokens="${NEW:-32}"
 models=model_dense,model_mod
-variants=(all no-residual-add no-activation no-rows-epilogue none)
+variants=(all no-residual-add no-activation no-rows-epilogue no-router-norm none)
 flags_of() {
   case "$1" in
     all) echo "" ;;
     no-residual-add) echo "--no-fuse=residual-add" ;;
     no-activation) echo "--no-fuse=activation" ;;
     no-rows-epilogue) echo "--no-fuse=rows-epilogue" ;;
-    none) echo "--no-fuse=residual-add,activation,rows-epilogue" ;;
+    no-router-norm) echo "--no-fuse=router-norm" ;;
+    none) echo "--no-fuse=residual-add,activation,rows-epilogue,router-norm" ;;
   esac
 }
 for t in bench_forward bench_train bench_decode; do

@@ -11,7 +11,7 @@ function(modc_generate_row_kernels target out)
   add_custom_command(
     OUTPUT ${CMAKE_CURRENT_BINARY_DIR}/${out}
     COMMAND $<TARGET_FILE:mod-opt>
-            "--pass-pipeline=builtin.module(modk.entry(modk-generalize))"
+            "--pass-pipeline=builtin.module(modk-generate-optimizer,modk.entry(modk-generalize))"
             ${input} -o ${generalized}
     COMMAND $<TARGET_FILE:mod-translate> --modk-rows-to-${target} ${generalized}
             -o ${CMAKE_CURRENT_BINARY_DIR}/${out}

@@ -5,7 +5,7 @@
 // every op differs from the others (width, element type, sequence length,
 // eps, gate, or forward and decode form), so none is shared. RowKernels.h
 // names them.
-modk.entry @forward attributes {model = #modk.model<name = "t", vocab_size = 1, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 1, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = ["topk", "causal"], params = [{init = "ones", name = "w96", shape = [96]}, {init = "ones", name = "w128", shape = [128]}, {init = "ones", name = "w90", shape = [90]}, {init = "ones", name = "rw48", shape = [1, 48]}, {init = "ones", name = "w48", shape = [48]}, {init = "ones", name = "rw128", shape = [1, 128]}, {init = "ones", name = "rw70", shape = [1, 70]}, {init = "ones", name = "w70", shape = [70]}, {init = "ones", name = "wd32", shape = [32, 8]}, {init = "ones", name = "wd128", shape = [128, 8]}, {init = "ones", name = "wd70", shape = [70, 8]}, {init = "ones", name = "rw64", shape = [1, 64]}, {init = "ones", name = "w64", shape = [64]}, {init = "ones", name = "rw96", shape = [1, 96]}, {init = "ones", name = "rw32", shape = [1, 32]}, {init = "ones", name = "w32", shape = [32]}, {init = "ones", name = "wd36", shape = [36, 8]}, {init = "ones", name = "wd64", shape = [64, 8]}, {init = "ones", name = "wd200", shape = [200, 8]}]} {
+modk.entry @forward attributes {model = #modk.model<name = "t", vocab_size = 1, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 1, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = ["topk", "causal"], params = [{init = "ones", name = "w96", shape = [96]}, {init = "ones", name = "w128", shape = [128]}, {init = "ones", name = "w90", shape = [90]}, {init = "ones", name = "rw48", shape = [1, 48]}, {init = "ones", name = "w48", shape = [48]}, {init = "ones", name = "rw128", shape = [1, 128]}, {init = "ones", name = "rw70", shape = [1, 70]}, {init = "ones", name = "w70", shape = [70]}, {init = "ones", name = "wd32", shape = [32, 8]}, {init = "ones", name = "wd128", shape = [128, 8]}, {init = "ones", name = "wd70", shape = [70, 8]}, {init = "ones", name = "rw64", shape = [1, 64]}, {init = "ones", name = "w64", shape = [64]}, {init = "ones", name = "rw96", shape = [1, 96]}, {init = "ones", name = "rw32", shape = [1, 32]}, {init = "ones", name = "w32", shape = [32]}, {init = "ones", name = "wd36", shape = [36, 8]}, {init = "ones", name = "wd64", shape = [64, 8]}, {init = "ones", name = "wd200", shape = [200, 8]}, {init = "ones", name = "rw40", shape = [1, 40]}, {init = "ones", name = "w40", shape = [40]}]} {
   %w96 = modk.param "w96" : memref<96xf32>
   %w128 = modk.param "w128" : memref<128xf32>
   %w90 = modk.param "w90" : memref<90xf32>
@@ -132,16 +132,17 @@ modk.entry @forward attributes {model = #modk.model<name = "t", vocab_size = 1, 
   %x1x200 = modk.alloc : memref<?x1x200xf32>
   %m1x200 = modk.alloc : memref<?x1x200xf32>
   %a1x200 = modk.alloc : memref<?x1x200xf32>
-  // 19-22: the routed gather + RMSNorm of the selected tokens: S = 32,
-  // D = 48 (CpuKernels.GatherRmsNorm); S = 512, D = 128, eps 1e-6 (the
-  // parallel path); S = 40, D = 70 (CudaKernels.GatherRmsnorm); S = 1,
-  // D = 48, the forward form CpuKernelsDecode.GatherRmsNorm compares its
-  // decode form with.
+  // 19-26: each routed layer's router over every token (r = w . x: 19,
+  // 21, 23, 25), then the gather + RMSNorm of the selected tokens (20, 22,
+  // 24, 26): S = 32, D = 48 (CpuKernels.GatherRmsNorm); S = 512, D = 128,
+  // eps 1e-6 (the parallel path); S = 40, D = 70 (CpuKernels.Router,
+  // CudaKernels.GatherRmsnorm); S = 1, D = 48, the forward form
+  // CpuKernelsDecode.GatherRmsNorm compares its decode form with.
   modk.route_select_gather %x32x48, %rw48, %w48 causal(%p32) -> %r32, %pos32, %seg, %xs32x48, %xn32x48, %mask32 {causal_router = #modk.causal_router<predictor>, eps = 1.000000e-05 : f64, k = 32 : i64, layer = 1 : i64} : memref<?x32x48xf32>, memref<1x48xf32>, memref<48xf32>, memref<?x32xf32>, memref<?x32xf32>, memref<?x32xi32>, memref<?x1xi64>, memref<?x32x48xf32>, memref<?x32x48xf32>, memref<?x32xi32>
   modk.route_select_gather %x512x128, %rw128, %w128 causal(%p512) -> %r512, %pos512, %seg, %xs512x128, %xn512x128, %mask512 {causal_router = #modk.causal_router<predictor>, eps = 1.000000e-06 : f64, k = 512 : i64, layer = 1 : i64} : memref<?x512x128xf32>, memref<1x128xf32>, memref<128xf32>, memref<?x512xf32>, memref<?x512xf32>, memref<?x512xi32>, memref<?x1xi64>, memref<?x512x128xf32>, memref<?x512x128xf32>, memref<?x512xi32>
   modk.route_select_gather %x40x70, %rw70, %w70 causal(%p40) -> %r40, %pos40, %seg, %xs40x70, %xn40x70, %mask40 {causal_router = #modk.causal_router<predictor>, eps = 1.000000e-05 : f64, k = 40 : i64, layer = 1 : i64} : memref<?x40x70xf32>, memref<1x70xf32>, memref<70xf32>, memref<?x40xf32>, memref<?x40xf32>, memref<?x40xi32>, memref<?x1xi64>, memref<?x40x70xf32>, memref<?x40x70xf32>, memref<?x40xi32>
   modk.route_select_gather %x1x48, %rw48, %w48 causal(%p1) -> %r1, %pos1, %seg, %xs1x48, %xn1x48, %mask1 {causal_router = #modk.causal_router<predictor>, eps = 1.000000e-05 : f64, k = 1 : i64, layer = 1 : i64} : memref<?x1x48xf32>, memref<1x48xf32>, memref<48xf32>, memref<?x1xf32>, memref<?x1xf32>, memref<?x1xi32>, memref<?x1xi64>, memref<?x1x48xf32>, memref<?x1x48xf32>, memref<?x1xi32>
-  // 23-29: the gated scatter into the stream: S = 40, D = 32, gates linear,
+  // 27-33: the gated scatter into the stream: S = 40, D = 32, gates linear,
   // sigmoid, one (CpuKernels.GateScaleScatter); S = 512, D = 128, sigmoid;
   // S = 40, D = 70, the three gates (CudaKernels.GateScaleScatter).
   modk.gemm %h40, [%wd32] rows %seg extra(%m40x32, %r40, %a40x32, %pos40) -> %x40x32 {epilogue = #modk.epilogue<gate_scale_scatter>, gate = #modk.gate<linear>} : memref<?x40x8xf32>, memref<32x8xf32>, memref<?x1xi64>, memref<?x40x32xf32>, memref<?x40xf32>, memref<?x40x32xf32>, memref<?x40xi32>, memref<?x40x32xf32>
@@ -151,7 +152,7 @@ modk.entry @forward attributes {model = #modk.model<name = "t", vocab_size = 1, 
   modk.gemm %h40, [%wd70] rows %seg extra(%m40x70, %r40, %a40x70, %pos40) -> %x40x70 {epilogue = #modk.epilogue<gate_scale_scatter>, gate = #modk.gate<linear>} : memref<?x40x8xf32>, memref<70x8xf32>, memref<?x1xi64>, memref<?x40x70xf32>, memref<?x40xf32>, memref<?x40x70xf32>, memref<?x40xi32>, memref<?x40x70xf32>
   modk.gemm %h40, [%wd70] rows %seg extra(%m40x70, %r40, %a40x70, %pos40) -> %x40x70 {epilogue = #modk.epilogue<gate_scale_scatter>, gate = #modk.gate<sigmoid>} : memref<?x40x8xf32>, memref<70x8xf32>, memref<?x1xi64>, memref<?x40x70xf32>, memref<?x40xf32>, memref<?x40x70xf32>, memref<?x40xi32>, memref<?x40x70xf32>
   modk.gemm %h40, [%wd70] rows %seg extra(%m40x70, %r40, %a40x70, %pos40) -> %x40x70 {epilogue = #modk.epilogue<gate_scale_scatter>, gate = #modk.gate<one>} : memref<?x40x8xf32>, memref<70x8xf32>, memref<?x1xi64>, memref<?x40x70xf32>, memref<?x40xf32>, memref<?x40x70xf32>, memref<?x40xi32>, memref<?x40x70xf32>
-  // 30-34: a decode step's gather + RMSNorm (one token a sequence) of D = 48
+  // 34-38: a decode step's gather + RMSNorm (one token a sequence) of D = 48
   // (CpuKernelsDecode.GatherRmsNorm) and 64, 128, 96, 32
   // (CudaDecodeKernels.DecodeRoute*).
   modk.decode_route(%x1x48, %rw48, %w48, %step, %active, %r1, %pos1, %seg, %xs1x48, %xn1x48, %mask1) {causal_router = #modk.causal_router<aux_loss>, eps = 1.000000e-05 : f64, layer = 1 : i64} : memref<?x1x48xf32>, memref<1x48xf32>, memref<48xf32>, memref<?x1xi32>, memref<?x1xi8>, memref<?x1xf32>, memref<?x1xi32>, memref<?x1xi64>, memref<?x1x48xf32>, memref<?x1x48xf32>, memref<?x1xi32>
@@ -159,7 +160,7 @@ modk.entry @forward attributes {model = #modk.model<name = "t", vocab_size = 1, 
   modk.decode_route(%x1x128, %rw128, %w128, %step, %active, %r1, %pos1, %seg, %xs1x128, %xn1x128, %mask1) {causal_router = #modk.causal_router<aux_loss>, eps = 1.000000e-05 : f64, layer = 1 : i64} : memref<?x1x128xf32>, memref<1x128xf32>, memref<128xf32>, memref<?x1xi32>, memref<?x1xi8>, memref<?x1xf32>, memref<?x1xi32>, memref<?x1xi64>, memref<?x1x128xf32>, memref<?x1x128xf32>, memref<?x1xi32>
   modk.decode_route(%x1x96, %rw96, %w96, %step, %active, %r1, %pos1, %seg, %xs1x96, %xn1x96, %mask1) {causal_router = #modk.causal_router<aux_loss>, eps = 1.000000e-05 : f64, layer = 1 : i64} : memref<?x1x96xf32>, memref<1x96xf32>, memref<96xf32>, memref<?x1xi32>, memref<?x1xi8>, memref<?x1xf32>, memref<?x1xi32>, memref<?x1xi64>, memref<?x1x96xf32>, memref<?x1x96xf32>, memref<?x1xi32>
   modk.decode_route(%x1x32, %rw32, %w32, %step, %active, %r1, %pos1, %seg, %xs1x32, %xn1x32, %mask1) {causal_router = #modk.causal_router<aux_loss>, eps = 1.000000e-05 : f64, layer = 1 : i64} : memref<?x1x32xf32>, memref<1x32xf32>, memref<32xf32>, memref<?x1xi32>, memref<?x1xi8>, memref<?x1xf32>, memref<?x1xi32>, memref<?x1xi64>, memref<?x1x32xf32>, memref<?x1x32xf32>, memref<?x1xi32>
-  // 35-41: a decode step's gated scatter (a [B, 1, D] stream: the decode
+  // 39-45: a decode step's gated scatter (a [B, 1, D] stream: the decode
   // form, one token a sequence): D = 36, the three gates
   // (CpuKernelsDecode.GateScaleScatter); D = 64, the three gates, and
   // D = 200, sigmoid (CudaDecodeKernels.DecodeGateScaleScatterMatchesCpu).
@@ -170,4 +171,26 @@ modk.entry @forward attributes {model = #modk.model<name = "t", vocab_size = 1, 
   modk.gemm %h1, [%wd64] rows %seg extra(%m1x64, %r1, %a1x64, %pos1) -> %x1x64 {epilogue = #modk.epilogue<gate_scale_scatter>, gate = #modk.gate<sigmoid>} : memref<?x1x8xf32>, memref<64x8xf32>, memref<?x1xi64>, memref<?x1x64xf32>, memref<?x1xf32>, memref<?x1x64xf32>, memref<?x1xi32>, memref<?x1x64xf32>
   modk.gemm %h1, [%wd64] rows %seg extra(%m1x64, %r1, %a1x64, %pos1) -> %x1x64 {epilogue = #modk.epilogue<gate_scale_scatter>, gate = #modk.gate<one>} : memref<?x1x8xf32>, memref<64x8xf32>, memref<?x1xi64>, memref<?x1x64xf32>, memref<?x1xf32>, memref<?x1x64xf32>, memref<?x1xi32>, memref<?x1x64xf32>
   modk.gemm %h1, [%wd200] rows %seg extra(%m1x200, %r1, %a1x200, %pos1) -> %x1x200 {epilogue = #modk.epilogue<gate_scale_scatter>, gate = #modk.gate<sigmoid>} : memref<?x1x8xf32>, memref<200x8xf32>, memref<?x1xi64>, memref<?x1x200xf32>, memref<?x1xf32>, memref<?x1x200xf32>, memref<?x1xi32>, memref<?x1x200xf32>
+  // 46, 47: the router of S = 40, D = 70 with the RMSNorm statistics
+  // riding on it (modk-fuse-router-norm: r and each token's scale), then
+  // the gather that only scales (CpuKernels.Router, GatherScale,
+  // CudaKernels.*). 48-51: the router and gather of S = 1, D = 40,
+  // unfused, then fused: a decode step's router is bit for bit both of
+  // these routers (CpuKernelsDecode.DecodeRouteWithRouterAsDecision).
+  %st40 = modk.alloc : memref<?x40xf32>
+  %st1 = modk.alloc : memref<?x1xf32>
+  %rw40 = modk.param "rw40" : memref<1x40xf32>
+  %w40 = modk.param "w40" : memref<40xf32>
+  %x1x40 = modk.alloc : memref<?x1x40xf32>
+  %xs1x40 = modk.alloc : memref<?x1x40xf32>
+  %xn1x40 = modk.alloc : memref<?x1x40xf32>
+  modk.route_select_gather %x40x70, %rw70, %w70 causal(%p40) -> %r40, %pos40, %seg, %xs40x70, %xn40x70, %mask40 stats(%st40) {causal_router = #modk.causal_router<predictor>, eps = 1.000000e-05 : f64, k = 40 : i64, layer = 1 : i64} : memref<?x40x70xf32>, memref<1x70xf32>, memref<70xf32>, memref<?x40xf32>, memref<?x40xf32>, memref<?x40xi32>, memref<?x1xi64>, memref<?x40x70xf32>, memref<?x40x70xf32>, memref<?x40xi32>, memref<?x40xf32>
+  modk.route_select_gather %x1x40, %rw40, %w40 causal(%p1) -> %r1, %pos1, %seg, %xs1x40, %xn1x40, %mask1 {causal_router = #modk.causal_router<predictor>, eps = 1.000000e-05 : f64, k = 1 : i64, layer = 1 : i64} : memref<?x1x40xf32>, memref<1x40xf32>, memref<40xf32>, memref<?x1xf32>, memref<?x1xf32>, memref<?x1xi32>, memref<?x1xi64>, memref<?x1x40xf32>, memref<?x1x40xf32>, memref<?x1xi32>
+  modk.route_select_gather %x1x40, %rw40, %w40 causal(%p1) -> %r1, %pos1, %seg, %xs1x40, %xn1x40, %mask1 stats(%st1) {causal_router = #modk.causal_router<predictor>, eps = 1.000000e-05 : f64, k = 1 : i64, layer = 1 : i64} : memref<?x1x40xf32>, memref<1x40xf32>, memref<40xf32>, memref<?x1xf32>, memref<?x1xf32>, memref<?x1xi32>, memref<?x1xi64>, memref<?x1x40xf32>, memref<?x1x40xf32>, memref<?x1xi32>, memref<?x1xf32>
+}
+// The optimizer's element update: modk-generate-optimizer writes
+// `modk.optimizer @adamw` beside this (empty) training entry, and the
+// translation emits it as modc_optimizer_update (CpuKernelsTrain.AdamW,
+// CudaTrainKernels.Adamw*).
+modk.entry @grad attributes {model = #modk.model<name = "t", vocab_size = 1, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 1, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = ["topk"], params = [{decay = true, init = "normal", name = "w", shape = [4, 4], std = 2.000000e-02 : f64}]} {
 }

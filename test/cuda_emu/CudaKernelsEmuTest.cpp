@@ -666,14 +666,25 @@ TEST(CudaKernels, IdentitySegments) {
 // Routing
 //===----------------------------------------------------------------------===//
 
-TEST(CudaKernels, RouterLogits) {
-  constexpr int S = 13, D = 75;
-  const int64_t B = 3;
+// The generated router over every token (one sum a row), and with the
+// RMSNorm statistics riding on it (modk-fuse-router-norm), CUDA against CPU.
+TEST(CudaKernels, Router) {
+  constexpr int S = 40, D = 70;
+  const int64_t B = 3, rows = B * S;
   auto x = randomFloats(B * S * D, 91), w = randomFloats(D, 92);
-  std::vector<float> r(B * S + 1, kSentinel), ref(B * S + 1, kSentinel);
-  modk_cuda::router_logits<S, D>(x.data(), B, w.data(), r.data(), nullptr);
-  modk_cpu::router_logits<S, D>(x.data(), B, w.data(), ref.data());
-  expectClose(r.data(), ref.data(), B * S + 1, "router_logits");
+  std::vector<float> r(rows + 1, kSentinel), ref(rows + 1, kSentinel);
+  gen_cuda::launch(gen_cuda::router40x70, &rows, rows, x.data(), w.data(),
+                   r.data());
+  gen_cpu::router40x70(rows, x.data(), w.data(), ref.data());
+  expectClose(r.data(), ref.data(), rows + 1, "router");
+  std::vector<float> rf(rows + 1, kSentinel), scale(rows + 1, kSentinel),
+      refScale(rows + 1, kSentinel);
+  gen_cuda::launch(gen_cuda::routerNorm40x70, &rows, rows, x.data(), w.data(),
+                   rf.data(), scale.data());
+  gen_cpu::routerNorm40x70(rows, x.data(), w.data(), ref.data(),
+                           refScale.data());
+  expectClose(rf.data(), ref.data(), rows + 1, "router with statistics");
+  expectClose(scale.data(), refScale.data(), rows + 1, "RMSNorm scale");
 }
 
 template <int S, int K>
@@ -807,6 +818,31 @@ void checkGatherRmsnorm(const RowSet &rs, int64_t B, uint32_t seed) {
 TEST(CudaKernels, GatherRmsnorm) {
   checkGatherRmsnorm<40, 70>(topkRows<40, 9>(3, 121), 3, 122);
   checkGatherRmsnorm<40, 70>(causalRows<40>(3, 123), 3, 124);
+}
+
+/// The gather that scales by the router pass's statistics
+/// (modk-fuse-router-norm), CUDA against CPU.
+template <int S, int D>
+void checkGatherScale(const RowSet &rs, int64_t B, uint32_t seed) {
+  static_assert(S == 40 && D == 70, "gen_cuda::gatherScale40x70");
+  auto x = randomFloats(B * S * D, seed, -2, 2), w = randomFloats(D, seed + 1),
+       scale = randomFloats(B * S, seed + 2, 0.5f, 2.0f);
+  const int64_t rows = rs.rows(), cap = B * S;
+  std::vector<float> g(cap * D, kSentinel), n(cap * D, kSentinel);
+  std::vector<float> rg(cap * D, kSentinel), rn(cap * D, kSentinel);
+  gen_cuda::launch(gen_cuda::gatherScale40x70, rs.seg.data() + B, cap,
+                   rs.seg.data(), B, rs.pos.data(), x.data(), scale.data(),
+                   w.data(), g.data(), n.data());
+  gen_cpu::gatherScale40x70(rows, rs.seg.data(), B, rs.pos.data(), x.data(),
+                            scale.data(), w.data(), rg.data(), rn.data());
+  EXPECT_EQ(g, rg);
+  expectClose(n.data(), rn.data(), rows * D, "gather_scale");
+  expectSentinel(n.data(), rows * D, cap * D, "gather_scale");
+}
+
+TEST(CudaKernels, GatherScale) {
+  checkGatherScale<40, 70>(topkRows<40, 9>(3, 125), 3, 126);
+  checkGatherScale<40, 70>(causalRows<40>(3, 127), 3, 128);
 }
 
 TEST(CudaKernels, Predictor) {

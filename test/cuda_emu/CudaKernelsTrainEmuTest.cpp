@@ -619,7 +619,21 @@ AdamCase makeAdamCase(const std::vector<int64_t> &sizes, unsigned seed) {
   return c;
 }
 
-/// The CPU emitter's modc_adamw body; returns false on a non-finite norm.
+/// The step's scalars of modk.optimizer after grad_scale, as modc_adamw
+/// forms them (docs/model-format.md, "The AdamW step").
+struct StepScalars {
+  float beta1, beta2, eps, stepSize, invSqrtBc2;
+  StepScalars(int64_t step, float lr, float b1, float b2, float eps)
+      : beta1(b1), beta2(b2), eps(eps) {
+    const double bc1 = 1.0 - std::pow(double(b1), double(step));
+    const double bc2 = 1.0 - std::pow(double(b2), double(step));
+    stepSize = static_cast<float>(lr / bc1);
+    invSqrtBc2 = static_cast<float>(1.0 / std::sqrt(bc2));
+  }
+};
+
+/// The CPU package's modc_adamw: the norm, then the generated CPU update;
+/// returns false on a non-finite norm.
 bool cpuAdamw(AdamCase &c, const std::vector<int64_t> &sizes,
               const bool *decay, int64_t step, float lr, float b1, float b2,
               float eps, float wd, float clip, float *gradNorm) {
@@ -632,30 +646,38 @@ bool cpuAdamw(AdamCase &c, const std::vector<int64_t> &sizes,
     return false;
   const float scale =
       clip > 0 && norm > clip ? (float)(clip / norm) : 1.0f;
+  const StepScalars k(step, lr, b1, b2, eps);
   for (size_t i = 0; i < sizes.size(); ++i)
-    modk_cpu::adamw(c.p[i].data(), c.g[i].data(), c.m[i].data(),
-                    c.v[i].data(), sizes[i], lr, b1, b2, eps,
-                    decay[i] ? wd : 0.0f, scale, step);
+    gen_cpu::adamwUpdate(sizes[i], c.p[i].data(), c.g[i].data(), c.m[i].data(),
+                         c.v[i].data(), scale,
+                         1.0f - lr * (decay[i] ? wd : 0.0f), k.beta1, k.beta2,
+                         k.eps, k.stepSize, k.invSqrtBc2);
   return true;
 }
 
+/// The CUDA package's modc_adamw: adamw_norm, then the generated CUDA
+/// update on each tensor, launched as the package launches it.
 void runCudaAdamw(AdamCase &c, const std::vector<int64_t> &sizes,
                   const bool *decay, int64_t step, float lr, float b1, float b2,
                   float eps, float wd, float clip, float *gradNorm) {
-  std::vector<float *> p, m, v;
   std::vector<const float *> g;
-  for (size_t i = 0; i < sizes.size(); ++i) {
-    p.push_back(c.p[i].data());
+  for (size_t i = 0; i < sizes.size(); ++i)
     g.push_back(c.g[i].data());
-    m.push_back(c.m[i].data());
-    v.push_back(c.v[i].data());
-  }
   const int n = int(sizes.size());
   std::vector<double> scratch(
       modk_cuda::adamw_scratch_bytes(sizes.data(), n) / 8 + 1);
-  modk_cuda::adamw_step(p.data(), g.data(), m.data(), v.data(), sizes.data(),
-                        decay, n, step, lr, b1, b2, eps, wd, clip, gradNorm,
-                        scratch.data(), nullptr);
+  const modk_cuda::AdamCtl *ctl = modk_cuda::adamw_norm(
+      g.data(), sizes.data(), n, clip, gradNorm, scratch.data(), nullptr);
+  const StepScalars k(step, lr, b1, b2, eps);
+  for (int i = 0; i < n; ++i)
+    MODC_LAUNCH(gen_cuda::adamwUpdate,
+                unsigned(std::min<int64_t>(
+                    modk_cuda::ceilDiv(sizes[i], modk_cuda::detail::kThreads),
+                    modk_cuda::detail::kMaxGrid)),
+                modk_cuda::detail::kThreads, 0, nullptr, sizes[i],
+                c.p[i].data(), c.g[i].data(), c.m[i].data(), c.v[i].data(), ctl,
+                1.0f - lr * (decay[i] ? wd : 0.0f), k.beta1, k.beta2, k.eps,
+                k.stepSize, k.invSqrtBc2);
 }
 
 void checkAdamw(float clip, bool expectClipped, bool poison) {

@@ -35,7 +35,6 @@ void instantiate(cudaStream_t st) {
   linear_wgrad<FF, D>(cf, rows, maxRows, cf, f, f, st);
   (void)linear_wgrad_scratch_floats<D, D>(maxRows);
   rope<H, HD>(f, rows, maxRows, pos, 10000.0f, st);
-  router_logits<S, D>(cf, B, cf, f, st);
   select_topk<S, K>(cf, B, pos, seg, mask, st);
   select_causal<S>(cf, B, pos, seg, mask, st);
   predictor<D, HID>(cf, maxRows, cf, cf, cf, cf, f, f, st);

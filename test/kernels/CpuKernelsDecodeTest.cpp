@@ -180,10 +180,16 @@ TEST(CpuKernelsDecode, DecodeRouteWithRouterAsDecision) {
   EXPECT_LE(relErr(r, refR), kTol);
   EXPECT_EQ(r[4], 0.0f);
 
-  // Bit-identical to the full-sequence router (S = 1: one token per row).
-  std::vector<float> rFull(B);
-  modk_cpu::router_logits<1, D>(x.data(), B, w.data(), rFull.data());
+  // Bit-identical to the forward pass's router as modc generates it (S = 1:
+  // one token per row), alone and with the RMSNorm statistics riding on it
+  // (modk-fuse-router-norm, the default): a decode step makes the forward
+  // pass's decisions.
+  static_assert(D == 40, "gen_cpu::router1x40");
+  std::vector<float> rFull(B, -1.0f), rFused(B, -1.0f), scale(B);
+  gen_cpu::router1x40(B, x.data(), w.data(), rFull.data());
+  gen_cpu::routerNorm1x40(B, x.data(), w.data(), rFused.data(), scale.data());
   EXPECT_EQ(0, std::memcmp(r.data(), rFull.data(), sizeof(float) * B));
+  EXPECT_EQ(0, std::memcmp(r.data(), rFused.data(), sizeof(float) * B));
 
   int64_t c = 0, nActiveSkipped = 0, nInactivePositive = 0;
   for (int64_t b = 0; b < B; ++b) {

@@ -350,20 +350,36 @@ TEST(CpuKernels, IdentitySegments) {
   EXPECT_EQ(seg, (std::vector<int64_t>{0, 5, 10, 15}));
 }
 
-TEST(CpuKernels, RouterLogits) {
-  constexpr int S = 16, D = 40;
-  const int64_t B = 3;
-  auto x = randn(B * S * D, 30), w = randn(D, 31);
-  std::vector<float> r(B * S);
-  modk_cpu::router_logits<S, D>(x.data(), B, w.data(), r.data());
-  std::vector<double> ref(B * S);
-  for (int64_t t = 0; t < B * S; ++t) {
-    double acc = 0.0;
-    for (int d = 0; d < D; ++d)
+// The router over every token as modc generates it (a modk.rows with one
+// sum a row: gen_cpu::router40x70), and with the RMSNorm statistics riding
+// on it (modk-fuse-router-norm: gen_cpu::routerNorm40x70, eps 1e-5).
+TEST(CpuKernels, Router) {
+  constexpr int S = 40, D = 70;
+  const int64_t B = 3, rows = B * S;
+  auto x = randn(B * S * D, 30, 2.0f), w = randn(D, 31);
+  std::vector<float> r(rows + 1, -7.0f), rFused(rows + 1, -7.0f),
+      scale(rows + 1, -7.0f);
+  gen_cpu::router40x70(rows, x.data(), w.data(), r.data());
+  gen_cpu::routerNorm40x70(rows, x.data(), w.data(), rFused.data(),
+                           scale.data());
+  std::vector<double> refR(rows), refScale(rows);
+  for (int64_t t = 0; t < rows; ++t) {
+    double acc = 0.0, squares = 0.0;
+    for (int d = 0; d < D; ++d) {
       acc += double(w[d]) * x[t * D + d];
-    ref[t] = acc;
+      squares += double(x[t * D + d]) * x[t * D + d];
+    }
+    refR[t] = acc;
+    refScale[t] = 1.0 / std::sqrt(squares / D + 1e-5);
   }
-  EXPECT_LE(relErr(r, ref), kTol);
+  EXPECT_EQ(r[rows], -7.0f) << "wrote past the rows";
+  EXPECT_EQ(scale[rows], -7.0f) << "wrote past the rows";
+  r.pop_back();
+  rFused.pop_back();
+  scale.pop_back();
+  EXPECT_LE(relErr(r, refR), kTol);
+  EXPECT_LE(relErr(rFused, refR), kTol);
+  EXPECT_LE(relErr(scale, refScale), kTol);
 }
 
 /// Reference top-k: sort indices by (value desc, position asc) and keep the
@@ -516,6 +532,34 @@ TEST(CpuKernels, GatherRmsNorm) {
       rmsnormRef(src, D, w.data(), 1e-5, &refN[j * D]);
     }
   EXPECT_LE(relErr(n, refN), kTol);
+}
+
+// The gather that only scales (gen_cpu::gatherScale40x70): x[token] times
+// its token's scale from the router's pass, times w; the same normalised
+// rows as the gather that sums x^2 itself, to rounding.
+TEST(CpuKernels, GatherScale) {
+  constexpr int S = 40, D = 70;
+  std::vector<int64_t> seg;
+  std::vector<int32_t> pos;
+  routedLayout(S, {7, 0, 40}, 32, seg, pos);
+  const int64_t B = 3, rows = seg.back();
+  auto x = randn(B * S * D, 33), w = randn(D, 34), wr = randn(D, 35);
+  std::vector<float> r(B * S), scale(B * S);
+  gen_cpu::routerNorm40x70(B * S, x.data(), wr.data(), r.data(), scale.data());
+  std::vector<float> xs(rows * D), n(rows * D), xsRef(rows * D),
+      nUnfused(rows * D);
+  gen_cpu::gatherScale40x70(rows, seg.data(), B, pos.data(), x.data(),
+                            scale.data(), w.data(), xs.data(), n.data());
+  gen_cpu::gatherRmsnorm40x70(rows, seg.data(), B, pos.data(), x.data(),
+                              w.data(), xsRef.data(), nUnfused.data());
+  EXPECT_EQ(xs, xsRef);
+  std::vector<double> refN(rows * D);
+  for (int64_t s = 0; s < B; ++s)
+    for (int64_t j = seg[s]; j < seg[s + 1]; ++j)
+      rmsnormRef(&x[(s * S + pos[j]) * D], D, w.data(), 1e-5, &refN[j * D]);
+  EXPECT_LE(relErr(n, refN), kTol);
+  for (int64_t i = 0; i < rows * D; ++i)
+    ASSERT_NEAR(n[i], nUnfused[i], 1e-6 * std::fabs(nUnfused[i]) + 1e-30) << i;
 }
 
 TEST(CpuKernels, Predictor) {

@@ -1002,6 +1002,19 @@ TEST(CpuKernelsTrain, SumSquares) {
   }
 }
 
+/// One AdamW step of the generated update (modk.optimizer @adamw), with the
+/// step's scalars formed as modc_adamw forms them (docs/model-format.md,
+/// "The AdamW step").
+void adamwStep(float *p, const float *g, float *m, float *v, int64_t n,
+               float lr, float beta1, float beta2, float eps, float weightDecay,
+               float gradScale, int64_t step) {
+  const double bc1 = 1.0 - std::pow(double(beta1), double(step));
+  const double bc2 = 1.0 - std::pow(double(beta2), double(step));
+  gen_cpu::adamwUpdate(n, p, g, m, v, gradScale, 1.0f - lr * weightDecay, beta1,
+                       beta2, eps, static_cast<float>(lr / bc1),
+                       static_cast<float>(1.0 / std::sqrt(bc2)));
+}
+
 TEST(CpuKernelsTrain, AdamW) {
   const int64_t n = 50000; // parallel path
   auto p = randn(n, 150), m0 = randn(n, 151, 0.1f);
@@ -1014,9 +1027,8 @@ TEST(CpuKernelsTrain, AdamW) {
   const double lr = 1e-2, b1 = 0.9, b2 = 0.95, eps = 1e-8, wd = 0.1, gs = 0.5;
   for (int64_t step = 1; step <= 3; ++step) {
     auto g = randn(n, 160 + unsigned(step));
-    modk_cpu::adamw(p.data(), g.data(), m.data(), v.data(), n, float(lr),
-                    float(b1), float(b2), float(eps), float(wd), float(gs),
-                    step);
+    adamwStep(p.data(), g.data(), m.data(), v.data(), n, float(lr), float(b1),
+              float(b2), float(eps), float(wd), float(gs), step);
     for (int64_t i = 0; i < n; ++i) {
       const double gi = g[i] * gs;
       mr[i] = b1 * mr[i] + (1 - b1) * gi;

@@ -17,6 +17,7 @@ LogicalResult modc::buildModToModkPipeline(OpPassManager &pm,
   pm.addPass(createGenerateGrad());
   pm.addPass(createGenerateDecode());
   pm.addPass(createConvertModToModk());
+  pm.addPass(createGenerateOptimizer());
   OpPassManager &entry = pm.nest<modk::EntryOp>();
   FuseEpiloguesOptions fuse;
   fuse.residualAdd = options.fuseResidualAdd;
@@ -25,6 +26,9 @@ LogicalResult modc::buildModToModkPipeline(OpPassManager &pm,
   StoreBf16ActivationsOptions bf16;
   bf16.activations = options.bf16Storage;
   entry.addPass(createStoreBf16Activations(bf16));
+  FuseRouterNormOptions routerNorm;
+  routerNorm.enabled = options.fuseRouterNorm;
+  entry.addPass(createFuseRouterNorm(routerNorm));
   entry.addPass(createGeneralize());
   FuseRowEpiloguesOptions rowEpilogues;
   rowEpilogues.enabled = options.fuseRowEpilogues;

@@ -108,7 +108,7 @@ LogicalResult PlanEmitter::emitKernel(Operation *op) {
                            "before emitting");
   if (auto ids = dyn_cast<modk::IdentityRowsOp>(op)) {
     emitCall({"identity_segments",
-              {seqLen},
+              {width(ids.getPositions())},
               {"B", name(ids.getPositions()), name(ids.getSegments())}});
     return success();
   }
@@ -153,7 +153,7 @@ LogicalResult PlanEmitter::emitKernel(Operation *op) {
     return success();
   }
   if (auto route = dyn_cast<modk::RouteSelectOp>(op)) {
-    int64_t d = width(route.getInput()), k = route.getK();
+    int64_t k = route.getK();
     std::string pos = name(route.getPositions()),
                 seg = name(route.getSegments());
     std::string mask = name(route.getMask()), r = name(route.getScores());
@@ -164,10 +164,6 @@ LogicalResult PlanEmitter::emitKernel(Operation *op) {
     int indent = openGroup(fmt::format("modk.route_select layer {} k={}",
                                        route.getLayer(), k));
     std::string pad(indent, ' ');
-    emitCall({"router_logits",
-              {seqLen, d},
-              {name(route.getInput()), "B", name(route.getRouterWeight()), r}},
-             indent);
     KernelCall topk{"select_topk", {seqLen, k}, {r, "B", pos, seg, mask}};
     if (causal != modk::CausalRouter::none) {
       os << pad << "if (causal)\n";

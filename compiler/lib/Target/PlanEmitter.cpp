@@ -15,7 +15,13 @@ std::string modc::floatLiteral(double v) {
 
 PlanEmitter::PlanEmitter(ArrayRef<modk::EntryOp> entries, llvm::raw_ostream &os)
     : entries(entries), os(os),
-      seqLen(modk::EntryOp(entries.front()).getSeqLen()) {}
+      seqLen(modk::EntryOp(entries.front()).getSeqLen()) {
+  if (auto module = entries.front()->getParentOfType<ModuleOp>()) {
+    auto optimizers = module.getOps<modk::OptimizerOp>();
+    if (!optimizers.empty())
+      optimizer = *optimizers.begin();
+  }
+}
 
 std::string PlanEmitter::functionName(modk::EntryOp e) {
   if (e.getSymName() == "grad")
@@ -134,7 +140,7 @@ LogicalResult PlanEmitter::emitEntries(modk::EntryOp forward,
   if (failed(emitEntry(forward)))
     return failure();
   if (grad) {
-    if (failed(emitEntry(grad)))
+    if (failed(emitEntry(grad)) || failed(checkOptimizer(grad)))
       return failure();
     emitAdamW(grad);
   }
@@ -334,6 +340,44 @@ void PlanEmitter::adamwTables(modk::EntryOp grad, std::string &sizes,
     sizes += fmt::format("{}, ", n);
     decay += flag && flag.getValue() ? "true, " : "false, ";
   }
+}
+
+std::string PlanEmitter::optimizerStepScalars() {
+  return R"cpp(  // The step's scalars of modk.optimizer (docs/model-format.md,
+  // "The AdamW step"): the bias corrections in f64.
+  const double bc1 = 1.0 - std::pow(double(args->beta1), double(args->step));
+  const double bc2 = 1.0 - std::pow(double(args->beta2), double(args->step));
+  const float step_size = static_cast<float>(args->lr / bc1);
+  const float inv_sqrt_bc2 = static_cast<float>(1.0 / std::sqrt(bc2));
+)cpp";
+}
+
+std::vector<std::string> PlanEmitter::optimizerScalarArgs(bool cuda) {
+  std::vector<std::string> args;
+  for (llvm::StringLiteral scalar :
+       modk::OptimizerOp::getArgumentNames().drop_front(
+           modk::OptimizerOp::kElements)) {
+    if (scalar == "grad_scale")
+      args.push_back(cuda ? "ctl" : "scale"); // CUDA: on the device
+    else if (scalar == "decay")
+      args.push_back(
+          "1.0f - args->lr * (kDecay[i] ? args->weight_decay : 0.0f)");
+    else if (scalar == "step_size" || scalar == "inv_sqrt_bc2")
+      args.push_back(scalar.str());
+    else
+      args.push_back("args->" + scalar.str());
+  }
+  return args;
+}
+
+LogicalResult PlanEmitter::checkOptimizer(modk::EntryOp grad) {
+  if (!optimizer)
+    return grad.emitOpError("is a training entry without a modk.optimizer "
+                            "for modc_adamw (run modk-generate-optimizer)");
+  if (optimizer.getParams() != grad.getParams())
+    return optimizer.emitOpError()
+           << "updates other parameters than @" << grad.getSymName() << " has";
+  return success();
 }
 
 int64_t PlanEmitter::kvCacheBytes(modk::EntryOp decode) const {

@@ -160,6 +160,15 @@ protected:
   /// (`kSizes`) and whether weight decay applies to it (`kDecay`).
   static void adamwTables(modk::EntryOp grad, std::string &sizes,
                           std::string &decay);
+  /// The host statements of modc_adamw that form the step's scalars
+  /// `step_size` and `inv_sqrt_bc2` from `args`.
+  static std::string optimizerStepScalars();
+  /// The arguments of modc_optimizer_update after the elements' pointers,
+  /// in the order of modk.optimizer's scalars, for parameter `i` of
+  /// modc_adamw's loop (CUDA: `ctl`, the device state, for grad_scale).
+  static std::vector<std::string> optimizerScalarArgs(bool cuda);
+  /// Fails unless the module has the modk.optimizer of `grad`'s parameters.
+  mlir::LogicalResult checkOptimizer(modk::EntryOp grad);
   /// Bytes of KV cache a sequence needs, for modc_kv_cache_bytes.
   int64_t kvCacheBytes(modk::EntryOp decode) const;
   /// Writes the kernels of entry `e` in plan order, each followed by its
@@ -261,6 +270,12 @@ protected:
   llvm::DenseMap<mlir::Operation *, int> rowKernelOf;
   /// The buffers a `rows` epilogue may name (the mainloop's EpiArgs slots).
   static constexpr unsigned kEpilogueOperands = 8;
+  /// The module's modk.optimizer, if it has one.
+  modk::OptimizerOp optimizer;
+  /// Writes modc_optimizer_update(n, p, g, m, v, scalars...): the element
+  /// loop of `optimizer`'s body over one parameter (part of the row
+  /// kernels' definitions).
+  mlir::LogicalResult emitOptimizerKernel();
   /// Writes the RowsEpilogue specializations (CUDA).
   mlir::LogicalResult emitRowEpilogueDefinitions();
   /// Statements (one a line) that declare `epi`, the EpiArgs of `gemm`'s

@@ -27,32 +27,123 @@ namespace {
 FailureOr<std::string> floatConstant(arith::ConstantOp op) {
   auto attr = dyn_cast<FloatAttr>(op.getValue());
   if (!attr || !attr.getType().isF32())
-    return op.emitOpError("in modk.rows must be an f32 constant"), failure();
+    return op.emitOpError("in a kernel region must be an f32 constant"),
+           failure();
   double v = attr.getValueAsDouble();
   if (!std::isfinite(v))
     return op.emitOpError("non-finite constants are not supported in "
-                          "modk.rows"),
+                          "kernel regions"),
            failure();
   return fmt::format("{:#.9g}f", v);
 }
 
-/// The statements of one kernel, written from its regions.
-class RowStatements {
+/// The statements of a kernel region: one C statement per arith or math
+/// op, over names of the block's arguments that the kernel gives them.
+class KernelStatements {
+public:
+  explicit KernelStatements(bool cuda) : cuda(cuda) {}
+
+  /// The C expression of `v`: a named value or a literal.
+  std::string operator[](Value v) const { return names.lookup(v); }
+  /// Gives `v` (a block argument) the C name `name`.
+  void setName(Value v, std::string name) { names[v] = std::move(name); }
+
+  /// Whether `o` depends on no element (only on a row's sums, the step's
+  /// scalars and constants): computed once, before the element loop.
+  bool rowInvariant(Operation &o) const { return invariant.contains(&o); }
+
+  /// Marks the ops of `body` that depend only on the arguments
+  /// `invariantArg` accepts.
+  void findInvariants(Block &body,
+                      function_ref<bool(BlockArgument)> invariantArg) {
+    auto isInvariant = [&](Value v) {
+      if (auto arg = dyn_cast<BlockArgument>(v))
+        return invariantArg(arg);
+      return invariant.contains(v.getDefiningOp());
+    };
+    for (Operation &o : body.without_terminator())
+      if (llvm::all_of(o.getOperands(), isInvariant))
+        invariant.insert(&o);
+  }
+
+  /// Writes `const float tN = ...;` for every op of `block` that `pick`
+  /// accepts, in order.
+  LogicalResult writeOps(Block &block, function_ref<bool(Operation &)> pick,
+                         int indent, llvm::raw_ostream &os) {
+    for (Operation &o : block.without_terminator()) {
+      if (!pick(o))
+        continue;
+      if (auto constant = dyn_cast<arith::ConstantOp>(o)) {
+        FailureOr<std::string> literal = floatConstant(constant);
+        if (failed(literal))
+          return failure();
+        names[constant.getResult()] = *literal;
+        continue;
+      }
+      FailureOr<std::string> expr = expression(o);
+      if (failed(expr))
+        return failure();
+      std::string name = fmt::format("t{}", next++);
+      os << fmt::format("{:{}}const float {} = {};\n", "", indent, name, *expr);
+      names[o.getResult(0)] = name;
+    }
+    return success();
+  }
+
+protected:
+  bool cuda;
+  llvm::DenseMap<Value, std::string> names;
+
+private:
+  /// The C expression of one arith or math op over its operands' names.
+  FailureOr<std::string> expression(Operation &o) {
+    auto operand = [&](unsigned i) { return names.lookup(o.getOperand(i)); };
+    auto binary = [&](const char *sym) {
+      return fmt::format("{} {} {}", operand(0), sym, operand(1));
+    };
+    // The math library of each target: the CPU's exp is the prelude's
+    // vectorisable one (the loops stay SIMD), CUDA's the device's.
+    auto call = [&](const char *cpu, const char *device) {
+      return fmt::format("{}({})", cuda ? device : cpu, operand(0));
+    };
+    return llvm::TypeSwitch<Operation *, FailureOr<std::string>>(&o)
+        .Case([&](arith::AddFOp) { return binary("+"); })
+        .Case([&](arith::SubFOp) { return binary("-"); })
+        .Case([&](arith::MulFOp) { return binary("*"); })
+        .Case([&](arith::DivFOp) { return binary("/"); })
+        .Case([&](arith::NegFOp) { return "-" + operand(0); })
+        .Case([&](math::ExpOp) {
+          return call("modk_cpu::detail::expLanes", "expf");
+        })
+        .Case([&](math::ErfOp) { return call("std::erf", "erff"); })
+        .Case([&](math::SqrtOp) { return call("std::sqrt", "sqrtf"); })
+        .Case([&](math::TanhOp) { return call("std::tanh", "tanhf"); })
+        .Default([&](Operation *other) -> FailureOr<std::string> {
+          return other->emitOpError("has no code generator in a kernel "
+                                    "region"),
+                 failure();
+        });
+  }
+
+  llvm::SmallPtrSet<Operation *, 16> invariant;
+  int next = 0;
+};
+
+/// The statements of one modk.rows kernel, written from its regions, with
+/// the loads and stores of its row buffers.
+class RowStatements : public KernelStatements {
 public:
   /// `epilogue`: the statements of a GEMM's epilogue functor, where the
   /// input that is the region's argument is the product's element in
   /// registers, `acc`, never loaded. (As a row kernel, the CPU's form, that
   /// input is a staged buffer like any other.)
   RowStatements(modk::RowsOp op, bool cuda, bool epilogue = false)
-      : op(op), cuda(cuda) {
+      : KernelStatements(cuda), op(op) {
     if (epilogue)
       for (auto [j, in] : llvm::enumerate(op.getInputs()))
         if (isa<BlockArgument>(in))
           accInput = j;
   }
-
-  /// The C expression of `v`: a named value or a literal.
-  std::string operator[](Value v) const { return names.lookup(v); }
 
   /// Names block arguments: `prefix<j>` for the inputs' elements, then
   /// `sum<k>` for the row's sums.
@@ -65,22 +156,13 @@ public:
                        : fmt::format("sum{}", arg.getArgNumber() - inputs);
   }
 
-  /// Whether `o` depends on no element of a row (only on its sums and on
-  /// constants): computed once a row, before the element loop.
-  bool rowInvariant(Operation &o) const { return invariant.contains(&o); }
-
   void findRowInvariants(Block &body) {
     unsigned inputs = op.getInputs().size();
     // A row's sums and its token's scalars are the same for every element.
-    auto isInvariant = [&](Value v) {
-      if (auto arg = dyn_cast<BlockArgument>(v))
-        return arg.getArgNumber() >= inputs ||
-               op.isTokenScalar(arg.getArgNumber());
-      return invariant.contains(v.getDefiningOp());
-    };
-    for (Operation &o : body.without_terminator())
-      if (llvm::all_of(o.getOperands(), isInvariant))
-        invariant.insert(&o);
+    findInvariants(body, [&](BlockArgument arg) {
+      return arg.getArgNumber() >= inputs ||
+             op.isTokenScalar(arg.getArgNumber());
+    });
   }
 
   /// Writes the loads of the input elements that the ops `pick` accepts
@@ -147,6 +229,8 @@ public:
     unsigned nIn = op.getInputs().size();
     int64_t width = op.getWidth();
     for (auto [k, v] : llvm::enumerate(body.getTerminator()->getOperands())) {
+      if (op.isRowScalar(op.getOutputs()[k]))
+        continue; // once a row: writeRowScalarStores
       Type element =
           cast<MemRefType>(op.getOutputs()[k].getType()).getElementType();
       std::string value =
@@ -159,66 +243,29 @@ public:
     }
   }
 
-  /// Writes `const float tN = ...;` for every op of `block` that `pick`
-  /// accepts, in order.
-  LogicalResult writeOps(Block &block, function_ref<bool(Operation &)> pick,
-                         int indent, llvm::raw_ostream &os) {
-    for (Operation &o : block.without_terminator()) {
-      if (!pick(o))
+  /// Writes the stores of the outputs that hold one value a row, at row
+  /// `row`; on CUDA by the warp's first lane.
+  void writeRowScalarStores(Block &body, StringRef row, int indent,
+                            llvm::raw_ostream &os) {
+    for (auto [k, v] : llvm::enumerate(body.getTerminator()->getOperands())) {
+      if (!op.isRowScalar(op.getOutputs()[k]))
         continue;
-      if (auto constant = dyn_cast<arith::ConstantOp>(o)) {
-        FailureOr<std::string> literal = floatConstant(constant);
-        if (failed(literal))
-          return failure();
-        names[constant.getResult()] = *literal;
-        continue;
-      }
-      FailureOr<std::string> expr = expression(o);
-      if (failed(expr))
-        return failure();
-      std::string name = fmt::format("t{}", next++);
-      os << fmt::format("{:{}}const float {} = {};\n", "", indent, name, *expr);
-      names[o.getResult(0)] = name;
+      os << fmt::format("{:{}}{}out{}[{}] = {};\n", "", indent,
+                        cuda ? "if (lane == 0)\n" + std::string(indent + 2, ' ')
+                             : std::string(),
+                        k, row.str(), names.lookup(v));
     }
-    return success();
+  }
+
+  /// Whether some output holds one value an element (not one a row).
+  bool hasElementOutputs() {
+    return llvm::any_of(op.getOutputs(),
+                        [&](Value out) { return !op.isRowScalar(out); });
   }
 
 private:
-  /// The C expression of one arith or math op over its operands' names.
-  FailureOr<std::string> expression(Operation &o) {
-    auto operand = [&](unsigned i) { return names.lookup(o.getOperand(i)); };
-    auto binary = [&](const char *sym) {
-      return fmt::format("{} {} {}", operand(0), sym, operand(1));
-    };
-    // The math library of each target: the CPU's exp is the prelude's
-    // vectorisable one (the loops stay SIMD), CUDA's the device's.
-    auto call = [&](const char *cpu, const char *device) {
-      return fmt::format("{}({})", cuda ? device : cpu, operand(0));
-    };
-    return llvm::TypeSwitch<Operation *, FailureOr<std::string>>(&o)
-        .Case([&](arith::AddFOp) { return binary("+"); })
-        .Case([&](arith::SubFOp) { return binary("-"); })
-        .Case([&](arith::MulFOp) { return binary("*"); })
-        .Case([&](arith::DivFOp) { return binary("/"); })
-        .Case([&](arith::NegFOp) { return "-" + operand(0); })
-        .Case([&](math::ExpOp) {
-          return call("modk_cpu::detail::expLanes", "expf");
-        })
-        .Case([&](math::ErfOp) { return call("std::erf", "erff"); })
-        .Case([&](math::SqrtOp) { return call("std::sqrt", "sqrtf"); })
-        .Case([&](math::TanhOp) { return call("std::tanh", "tanhf"); })
-        .Default([&](Operation *other) -> FailureOr<std::string> {
-          return other->emitOpError("has no code generator in modk.rows"),
-                 failure();
-        });
-  }
-
   modk::RowsOp op;
-  bool cuda;
   std::optional<unsigned> accInput;
-  llvm::DenseMap<Value, std::string> names;
-  llvm::SmallPtrSet<Operation *, 16> invariant;
-  int next = 0;
 };
 } // namespace
 
@@ -384,16 +431,87 @@ LogicalResult PlanEmitter::emitRowKernelDefinitions() {
     };
     if (failed(stmts.writeOps(body, once, inner, os)))
       return failure();
-    openColumns("");
-    stmts.writeLoads(body, perElement, "i", "c", inner + 2, os);
-    if (failed(stmts.writeOps(body, perElement, inner + 2, os)))
-      return failure();
-    stmts.writeStores(body, "i", "c", inner + 2, os);
-    os << pad << "}\n";
+    stmts.writeRowScalarStores(body, "i", inner, os);
+    if (stmts.hasElementOutputs()) {
+      openColumns("");
+      stmts.writeLoads(body, perElement, "i", "c", inner + 2, os);
+      if (failed(stmts.writeOps(body, perElement, inner + 2, os)))
+        return failure();
+      stmts.writeStores(body, "i", "c", inner + 2, os);
+      os << pad << "}\n";
+    }
     if (!cuda)
       os << "  }\n";
     os << "}\n\n";
   }
+  return emitOptimizerKernel();
+}
+
+LogicalResult PlanEmitter::emitOptimizerKernel() {
+  if (!optimizer)
+    return success();
+  bool cuda = StringRef(kernelNamespace()) == "modk_cuda";
+  Block &body = optimizer.getBody().front();
+  auto argNames = modk::OptimizerOp::getArgumentNames();
+  constexpr unsigned kElements = modk::OptimizerOp::kElements;
+  // Pointers p, g, m, v; their elements pi, gi, mi, vi; the scalars by
+  // their names. The body yields the new p, m and v.
+  KernelStatements stmts(cuda);
+  std::vector<std::string> params = {"int64_t n"};
+  for (auto [k, arg] : llvm::enumerate(body.getArguments())) {
+    std::string argName = argNames[k].str();
+    if (k < kElements) {
+      stmts.setName(arg, argName + "i");
+      params.push_back(
+          fmt::format("{}float *{}", argName == "g" ? "const " : "", argName));
+      continue;
+    }
+    stmts.setName(arg, argName);
+    if (cuda && argName == "grad_scale")
+      params.push_back("const modk_cuda::AdamCtl *ctl");
+    else
+      params.push_back("float " + argName);
+  }
+  stmts.findInvariants(
+      body, [&](BlockArgument arg) { return arg.getArgNumber() >= kElements; });
+  os << fmt::format("/// modk.optimizer @{}: one step's update of the n "
+                    "elements of a parameter.\n",
+                    optimizer.getSymName());
+  if (cuda)
+    os << fmt::format(
+        "__global__ __launch_bounds__(modk_cuda::detail::kThreads) void "
+        "modc_optimizer_update({}) {{\n"
+        "  if (!ctl->finite)\n"
+        "    return; // a non-finite gradient must not reach the weights\n"
+        "  const float grad_scale = ctl->scale;\n",
+        fmt::join(params, ", "));
+  else
+    os << fmt::format("void modc_optimizer_update({}) {{\n",
+                      fmt::join(params, ", "));
+  auto once = [&](Operation &o) { return stmts.rowInvariant(o); };
+  auto perElement = [&](Operation &o) {
+    return !stmts.rowInvariant(o) || isa<arith::ConstantOp>(o);
+  };
+  if (failed(stmts.writeOps(body, once, 2, os)))
+    return failure();
+  if (cuda)
+    os << "  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; "
+          "i < n;\n       i += int64_t(gridDim.x) * blockDim.x) {\n";
+  else
+    os << "#pragma omp parallel for simd if (n > "
+          "modk_cpu::detail::kMinParallelWork)\n"
+          "  for (int64_t i = 0; i < n; ++i) {\n";
+  // Every element is read before any is written (p, m, v in place).
+  for (BlockArgument arg : body.getArguments().take_front(kElements))
+    if (!arg.use_empty())
+      os << fmt::format("    const float {0}i = {0}[i];\n",
+                        argNames[arg.getArgNumber()].str());
+  if (failed(stmts.writeOps(body, perElement, 4, os)))
+    return failure();
+  static constexpr const char *kYielded[] = {"p", "m", "v"};
+  for (auto [k, v] : llvm::enumerate(body.getTerminator()->getOperands()))
+    os << fmt::format("    {}[i] = {};\n", kYielded[k], stmts[v]);
+  os << "  }\n}\n\n";
   return success();
 }
 

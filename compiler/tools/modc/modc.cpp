@@ -80,7 +80,8 @@ static cl::list<std::string> noFuse(
              "kernel into the GEMM it reads: the routed block's gated "
              "scatter, into its down projection; residual-add and "
              "activation leave such kernels at their own rows unfused "
-             "too)"),
+             "too), router-norm (a routed block's RMSNorm statistics, into "
+             "its router's pass over every token)"),
     cl::value_desc("FUSION,..."), cl::CommaSeparated, cl::sub(compileCommand),
     cl::cat(modcCategory));
 static cl::opt<std::string> cudaGemms(
@@ -147,9 +148,11 @@ static int runCompile() {
       pipeline.fuseActivation = false;
     else if (fusion == "rows-epilogue")
       pipeline.fuseRowEpilogues = false;
+    else if (fusion == "router-norm")
+      pipeline.fuseRouterNorm = false;
     else
-      return fail("--no-fuse takes residual-add, activation and "
-                  "rows-epilogue, got '" +
+      return fail("--no-fuse takes residual-add, activation, rows-epilogue "
+                  "and router-norm, got '" +
                   fusion + "'");
   }
   if (target == "cuda") {

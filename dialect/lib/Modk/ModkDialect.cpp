@@ -387,6 +387,9 @@ static LogicalResult verifyRouting(RoutingOp op, Value held,
 }
 
 LogicalResult RouteSelectGatherOp::verify() {
+  if (Value stats = getNormStats())
+    if (stats.getType() != getScores().getType())
+      return emitOpError("stats must be an f32 buffer [B, S] like the scores");
   return verifyRouting(*this, getGathered(), "gathered buffer holds");
 }
 
@@ -405,10 +408,24 @@ LogicalResult ActivationGradOp::verify() {
 // modk.rows
 //===----------------------------------------------------------------------===//
 
-int64_t RowsOp::getWidth() { return lastDim(getOutputs().front()); }
+int64_t RowsOp::getWidth() {
+  for (ValueRange operands :
+       {ValueRange(getOutputs()), ValueRange(getInputs())})
+    for (Value v : operands)
+      if (cast<MemRefType>(v.getType()).getRank() == 3)
+        return lastDim(v);
+  return lastDim(getOutputs().front());
+}
+
+bool RowsOp::isRowScalar(Value output) {
+  return llvm::is_contained(getOutputs(), output) &&
+         cast<MemRefType>(output.getType()).getRank() == 2;
+}
 
 bool RowsOp::isColumnVector(Value input) {
-  return cast<MemRefType>(input.getType()).getRank() == 1;
+  auto type = cast<MemRefType>(input.getType());
+  return type.getRank() == 1 ||
+         (type.getRank() == 2 && type.getShape().front() == 1);
 }
 
 unsigned RowsOp::getNumReductions() {
@@ -451,9 +468,12 @@ LogicalResult RowsOp::verify() {
   for (int64_t i : getTokenOperands())
     if (i < 0 || i >= int64_t(nIn + getOutputs().size()))
       return emitOpError() << "token operand " << i << " does not exist";
-  for (Value out : getOutputs())
-    if (cast<MemRefType>(out.getType()).getRank() != 3)
-      return emitOpError("outputs must be buffers [B, rows or tokens, width]");
+  for (auto [k, out] : llvm::enumerate(getOutputs())) {
+    int64_t rank = cast<MemRefType>(out.getType()).getRank();
+    if (rank != 3 && (rank != 2 || isTokenOperand(nIn + k)))
+      return emitOpError("outputs must be buffers [B, rows or tokens, "
+                         "width], or [B, rows] of one value a row");
+  }
   auto rowShape = [](Value v) {
     return cast<MemRefType>(v.getType()).getShape().drop_back();
   };
@@ -469,7 +489,7 @@ LogicalResult RowsOp::verify() {
       return emitOpError() << (output ? "outputs" : "inputs")
                            << " must hold f32 or bf16";
     if (!output && isColumnVector(v)) {
-      if (isTokenOperand(i) || type.getDimSize(0) != width)
+      if (isTokenOperand(i) || type.getShape().back() != width)
         return emitOpError() << "a vector input must hold the row width "
                              << width << " and not be a token operand";
       continue;
@@ -484,6 +504,12 @@ LogicalResult RowsOp::verify() {
         return emitOpError() << "token operand " << i << " holds "
                              << type.getDimSize(1)
                              << " tokens a sequence: give the rows' positions";
+      continue;
+    }
+    if (output && isRowScalar(v)) {
+      if (rows && type.getShape() != *rows)
+        return emitOpError("all row buffers must have one shape");
+      rows = type.getShape();
       continue;
     }
     if (type.getRank() != 3 || lastDim(v) != width)
@@ -506,27 +532,27 @@ LogicalResult RowsOp::verify() {
 
 /// Checks that `block` takes `args` f32 arguments and yields `results`
 /// f32 values, and holds only arith and math ops.
-static LogicalResult verifyRowsBlock(RowsOp op, Block &block, StringRef what,
-                                     unsigned args,
+static LogicalResult verifyRowsBlock(Operation *op, Block &block,
+                                     StringRef what, unsigned args,
                                      std::optional<unsigned> results) {
   if (block.getNumArguments() != args)
-    return op.emitOpError() << "'" << what << "' takes " << args
-                            << " f32 arguments, has "
-                            << block.getNumArguments();
+    return op->emitOpError()
+           << "'" << what << "' takes " << args << " f32 arguments, has "
+           << block.getNumArguments();
   for (BlockArgument arg : block.getArguments())
     if (!arg.getType().isF32())
-      return op.emitOpError() << "'" << what << "' arguments must be f32";
+      return op->emitOpError() << "'" << what << "' arguments must be f32";
   if (results && block.getTerminator()->getNumOperands() != *results)
-    return op.emitOpError() << "'" << what << "' must yield " << *results
-                            << " values, one per output";
+    return op->emitOpError() << "'" << what << "' must yield " << *results
+                             << " values, one per output";
   for (Operation &inner : block.without_terminator()) {
     StringRef ns = inner.getDialect() ? inner.getDialect()->getNamespace() : "";
     if (ns != "arith" && ns != "math")
-      return inner.emitOpError("is not allowed in modk.rows: only arith and "
-                               "math ops are");
+      return inner.emitOpError("is not allowed in a kernel region: only "
+                               "arith and math ops are");
     for (Type t : inner.getResultTypes())
       if (!t.isF32() && !t.isInteger(1))
-        return inner.emitOpError("in modk.rows must compute f32 (or i1)");
+        return inner.emitOpError("in a kernel region must compute f32 (or i1)");
   }
   return success();
 }
@@ -538,7 +564,56 @@ LogicalResult RowsOp::verifyRegions() {
       failed(verifyRowsBlock(*this, getBody().front(), "body",
                              n + getNumReductions(), getOutputs().size())))
     return failure();
+  // A value a row depends on no element: only on the row's sums, its
+  // token's scalars and constants.
+  Block &body = getBody().front();
+  llvm::SmallPtrSet<Value, 16> perRow;
+  for (BlockArgument arg : body.getArguments())
+    if (arg.getArgNumber() >= n || isTokenScalar(arg.getArgNumber()))
+      perRow.insert(arg);
+  for (Operation &inner : body.without_terminator())
+    if (llvm::all_of(inner.getOperands(),
+                     [&](Value v) { return perRow.contains(v); }))
+      perRow.insert(inner.getResult(0));
+  for (auto [k, out] : llvm::enumerate(getOutputs()))
+    if (isRowScalar(out) &&
+        !perRow.contains(body.getTerminator()->getOperand(k)))
+      return emitOpError() << "output " << k
+                           << " holds one value a row, but 'body' yields an "
+                              "element's value for it";
   return success();
+}
+
+LogicalResult OptimizerOp::verify() {
+  if (getParams().empty())
+    return emitOpError("updates no parameter: params is empty");
+  for (Attribute p : getParams()) {
+    auto dict = dyn_cast<DictionaryAttr>(p);
+    auto shape = dict ? dict.getAs<ArrayAttr>("shape") : nullptr;
+    if (!dict || !dict.getAs<StringAttr>("name") || !shape)
+      return emitOpError("each params entry needs name and shape");
+    for (Attribute d : shape) {
+      auto dim = dyn_cast<IntegerAttr>(d);
+      if (!dim || dim.getInt() <= 0)
+        return emitOpError()
+               << "parameter '" << dict.getAs<StringAttr>("name").getValue()
+               << "' needs a shape of positive sizes";
+    }
+  }
+  return success();
+}
+
+void OptimizerOp::getAsmBlockArgumentNames(Region &region,
+                                           OpAsmSetValueNameFn setName) {
+  auto names = getArgumentNames();
+  for (BlockArgument arg : region.getArguments())
+    if (arg.getArgNumber() < names.size())
+      setName(arg, names[arg.getArgNumber()]);
+}
+
+LogicalResult OptimizerOp::verifyRegions() {
+  return verifyRowsBlock(*this, getBody().front(), "body",
+                         getArgumentNames().size(), kResults);
 }
 
 #define GET_OP_CLASSES

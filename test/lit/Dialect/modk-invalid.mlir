@@ -181,7 +181,7 @@ func.func @rows_foreign_op(%x: memref<?x16x32xf32>, %seg: memref<?x1xi64>, %y: m
     modk.yield
   } body {
   ^bb0(%a: f32):
-    // expected-error @+1 {{is not allowed in modk.rows: only arith and math ops are}}
+    // expected-error @+1 {{is not allowed in a kernel region: only arith and math ops are}}
     %c = memref.load %s[] : memref<f32>
     modk.yield %c : f32
   }
@@ -370,4 +370,89 @@ modk.entry @forward attributes {model = #modk.model<name = "t", vocab_size = 64,
 // expected-error @+2 {{expected ::modc::modk::Activation to be one of: swiglu, gelu}}
 // expected-error @+1 {{failed to parse Modk_ModelAttr parameter 'mlp'}}
 modk.entry @forward attributes {model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 2, n_heads = 2, d_ff = 64, seq_len = 16, mlp = relu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = ["topk"], params = []} {
+}
+
+
+// -----
+
+// expected-error @+1 {{updates no parameter: params is empty}}
+modk.optimizer @adamw attributes {params = []} {
+^bb0(%p: f32, %g: f32, %m: f32, %v: f32, %grad_scale: f32, %decay: f32, %beta1: f32, %beta2: f32, %eps: f32, %step_size: f32, %inv_sqrt_bc2: f32):
+  modk.yield %p, %m, %v : f32, f32, f32
+}
+
+// -----
+
+// expected-error @+1 {{parameter 'w' needs a shape of positive sizes}}
+modk.optimizer @adamw attributes {params = [{name = "w", shape = [4, 0]}]} {
+^bb0(%p: f32, %g: f32, %m: f32, %v: f32, %grad_scale: f32, %decay: f32, %beta1: f32, %beta2: f32, %eps: f32, %step_size: f32, %inv_sqrt_bc2: f32):
+  modk.yield %p, %m, %v : f32, f32, f32
+}
+
+// -----
+
+// expected-error @+1 {{'body' takes 11 f32 arguments, has 4}}
+modk.optimizer @adamw attributes {params = [{name = "w", shape = [4]}]} {
+^bb0(%p: f32, %g: f32, %m: f32, %v: f32):
+  modk.yield %p, %m, %v : f32, f32, f32
+}
+
+// -----
+
+// expected-error @+1 {{'body' must yield 3 values, one per output}}
+modk.optimizer @adamw attributes {params = [{name = "w", shape = [4]}]} {
+^bb0(%p: f32, %g: f32, %m: f32, %v: f32, %grad_scale: f32, %decay: f32, %beta1: f32, %beta2: f32, %eps: f32, %step_size: f32, %inv_sqrt_bc2: f32):
+  modk.yield %p, %m : f32, f32
+}
+
+// -----
+
+modk.optimizer @adamw attributes {params = [{name = "w", shape = [4]}]} {
+^bb0(%p: f32, %g: f32, %m: f32, %v: f32, %grad_scale: f32, %decay: f32, %beta1: f32, %beta2: f32, %eps: f32, %step_size: f32, %inv_sqrt_bc2: f32):
+  // expected-error @+1 {{is not allowed in a kernel region: only arith and math ops are}}
+  %0 = memref.alloc() : memref<1xf32>
+  modk.yield %p, %m, %v : f32, f32, f32
+}
+
+// -----
+
+// An output [B, rows] holds one value a row: the body must yield it from
+// the row's sums, not from an element.
+func.func @rows_row_value_from_element(%x: memref<?x16x32xf32>, %w: memref<1x32xf32>, %seg: memref<?x1xi64>, %r: memref<?x16xf32>) {
+  // expected-error @+1 {{output 0 holds one value a row, but 'body' yields an element's value for it}}
+  modk.rows ins(%x, %w : memref<?x16x32xf32>, memref<1x32xf32>) rows %seg : memref<?x1xi64> outs(%r : memref<?x16xf32>) reduce {
+  ^bb0(%a: f32, %b: f32):
+    %p = arith.mulf %a, %b : f32
+    modk.yield %p : f32
+  } body {
+  ^bb0(%a: f32, %b: f32, %s: f32):
+    %p = arith.mulf %a, %s : f32
+    modk.yield %p : f32
+  }
+  return
+}
+
+// -----
+
+// A value a row is stored at its row, not at a token.
+func.func @rows_row_value_at_token(%x: memref<?x16x32xf32>, %seg: memref<?x1xi64>, %pos: memref<?x16xi32>, %r: memref<?x16xf32>) {
+  // expected-error @+1 {{outputs must be buffers [B, rows or tokens, width], or [B, rows] of one value a row}}
+  modk.rows ins(%x : memref<?x16x32xf32>) rows %seg : memref<?x1xi64> tokens(%pos : memref<?x16xi32>) outs(%r : memref<?x16xf32>) attributes {token_operands = array<i64: 0, 1>} reduce {
+  ^bb0(%a: f32):
+    %p = arith.mulf %a, %a : f32
+    modk.yield %p : f32
+  } body {
+  ^bb0(%a: f32, %s: f32):
+    modk.yield %s : f32
+  }
+  return
+}
+
+// -----
+
+// The router's statistics hold one f32 a token, like its scores.
+func.func @route_stats_shape(%x: memref<?x16x32xf32>, %rw: memref<1x32xf32>, %nw: memref<32xf32>, %r: memref<?x16xf32>, %pos: memref<?x16xi32>, %seg: memref<?x1xi64>, %xs: memref<?x16x32xf32>, %xn: memref<?x16x32xf32>, %mask: memref<?x16xi32>, %stats: memref<?x8xf32>) {
+  // expected-error @+1 {{stats must be an f32 buffer [B, S] like the scores}}
+  modk.route_select_gather %x, %rw, %nw -> %r, %pos, %seg, %xs, %xn, %mask stats(%stats) {causal_router = #modk.causal_router<none>, eps = 1.000000e-05 : f64, k = 4 : i64, layer = 1 : i64} : memref<?x16x32xf32>, memref<1x32xf32>, memref<32xf32>, memref<?x16xf32>, memref<?x16xi32>, memref<?x1xi64>, memref<?x16x32xf32>, memref<?x16x32xf32>, memref<?x16xi32>, memref<?x8xf32>
+  return
 }

@@ -1,6 +1,7 @@
-// RUN: mod-opt --pass-pipeline='builtin.module(modk.entry(modk-generalize))' %s | mod-translate --modk-to-cpp | FileCheck %s
+// RUN: mod-opt --pass-pipeline='builtin.module(modk-generate-optimizer,modk.entry(modk-generalize))' %s | mod-translate --modk-to-cpp | FileCheck %s
 // RUN: not mod-translate --modk-to-cpp %s 2>&1 | FileCheck %s --check-prefix=NAMED
-// RUN: mod-opt --pass-pipeline='builtin.module(modk.entry(modk-generalize,modk-fuse-row-epilogues))' %s | mod-translate --modk-to-cpp | FileCheck %s --check-prefix=FUSED
+// RUN: mod-opt --pass-pipeline='builtin.module(modk-generate-optimizer,modk.entry(modk-generalize,modk-fuse-row-epilogues))' %s | mod-translate --modk-to-cpp | FileCheck %s --check-prefix=FUSED
+// RUN: mod-opt --pass-pipeline='builtin.module(modk.entry(modk-generalize))' %s | not mod-translate --modk-to-cpp 2>&1 | FileCheck %s --check-prefix=NO-OPTIMIZER
 // RUN: not mod-translate --modk-to-cpp %inputs/unplanned.mlir 2>&1 | FileCheck %s --check-prefix=UNPLANNED
 
 // The planned launch plan of a 2-layer model (layer 1 routed, k = 4 of 16,
@@ -40,6 +41,18 @@
 // CHECK-NEXT: const float t3 = x0 / t2;
 // CHECK-NEXT: const float t4 = t3 * x1;
 // CHECK-NEXT: out0[i * 64 + c] = t4;
+// The router: one sum a row, stored once a row.
+// CHECK: void modc_rows_[[ROUTER:[0-9]+]](int64_t rows, const float *in0, const float *in1, float *out0) {
+// CHECK: #pragma omp simd reduction(+ : sum0)
+// CHECK-NEXT: for (int64_t c = 0; c < 32; ++c) {
+// CHECK-NEXT: const float x0 = static_cast<float>(in0[i * 32 + c]);
+// CHECK-NEXT: const float x1 = static_cast<float>(in1[c]);
+// CHECK-NEXT: const float t0 = x0 * x1;
+// CHECK-NEXT: sum0 += t0;
+// CHECK-NEXT: }
+// CHECK-NEXT: out0[i] = sum0;
+// CHECK-NEXT: }
+// CHECK-NEXT: }
 // The routed block's gather + RMSNorm: the stream read at each selected
 // row's token (sequence seq, position tok), the copy and the norm written at
 // the row.
@@ -67,6 +80,26 @@
 // CHECK-LABEL: const float *in2, float *out0, float *out1) {
 // CHECK: out0[i * 64 + c] =
 // CHECK-NEXT: out1[i * 64 + c] =
+// The AdamW update, generated from modk.optimizer @adamw: what depends
+// only on the step's scalars once, then one SIMD loop over the elements,
+// every element read before p, m and v are written.
+// CHECK-LABEL: void modc_optimizer_update(int64_t n, float *p, const float *g, float *m, float *v, float grad_scale, float decay, float beta1, float beta2, float eps, float step_size, float inv_sqrt_bc2) {
+// CHECK-NEXT: const float [[OMB1:t[0-9]+]] = 1.00000000f - beta1;
+// CHECK-NEXT: const float [[OMB2:t[0-9]+]] = 1.00000000f - beta2;
+// CHECK-NEXT: #pragma omp parallel for simd if (n > modk_cpu::detail::kMinParallelWork)
+// CHECK-NEXT: for (int64_t i = 0; i < n; ++i) {
+// CHECK-NEXT: const float pi = p[i];
+// CHECK-NEXT: const float gi = g[i];
+// CHECK-NEXT: const float mi = m[i];
+// CHECK-NEXT: const float vi = v[i];
+// CHECK-NEXT: const float [[G:t[0-9]+]] = gi * grad_scale;
+// CHECK: const float [[M:t[0-9]+]] = {{t[0-9]+}} + {{t[0-9]+}};
+// CHECK: const float [[V:t[0-9]+]] = {{t[0-9]+}} + {{t[0-9]+}};
+// CHECK-NEXT: const float {{t[0-9]+}} = std::sqrt([[V]]);
+// CHECK: const float [[P:t[0-9]+]] = {{t[0-9]+}} - {{t[0-9]+}};
+// CHECK-NEXT: p[i] = [[P]];
+// CHECK-NEXT: m[i] = [[M]];
+// CHECK-NEXT: v[i] = [[V]];
 // CHECK: modc_abi_version(void) { return 5u; }
 // CHECK: modc_manifest_json(void)
 // CHECK: "workspace_bytes_per_sequence": [[WS:[0-9]+]]
@@ -99,8 +132,10 @@
 // CHECK-NEXT: modc_rows_{{[0-9]+}}({{buf[0-9]+}}[B], [[G]], product, {{buf[0-9]+}});
 // CHECK: if (causal || args->causal_decisions) // only causal decisions read it
 // CHECK-NEXT: modk_cpu::predictor<32, 8>([[X]], B * 16, {{.*}}, [[P:buf[0-9]+]]);
+// The router, generated: r = w . x over every token (the identity row set
+// of the embedding), then the hand-written selection from r.
+// CHECK: modc_rows_[[ROUTER]]([[ALL:buf[0-9]+]][B], [[X]], w{{[0-9]+}}, [[R:buf[0-9]+]]);
 // CHECK: modk.route_select layer 1 k=4
-// CHECK-NEXT: modk_cpu::router_logits<16, 32>([[X]], B, w{{[0-9]+}}, [[R:buf[0-9]+]]);
 // CHECK-NEXT: if (causal)
 // CHECK-NEXT: modk_cpu::select_causal<16>(
 // CHECK-NEXT: else
@@ -145,8 +180,14 @@
 // AdamW over every parameter; norms and biases are not decayed.
 // CHECK: modc_adamw(const modc_adamw_args *args)
 // CHECK: static const bool kDecay[] = {true, false, true,
+// The step's scalars on the host, then the generated update of each
+// parameter.
+// CHECK: const float step_size = static_cast<float>(args->lr / bc1);
+// CHECK: modc_optimizer_update(kSizes[i], args->params[i], args->grads[i],
+// CHECK-NEXT: args->m[i], args->v[i], scale, 1.0f - args->lr * (kDecay[i] ? args->weight_decay : 0.0f), args->beta1, args->beta2, args->eps, step_size, inv_sqrt_bc2);
 
 // NAMED: error: 'modk.rmsnorm' op is generated from its math: run modk-generalize before emitting
+// NO-OPTIMIZER: error: 'modk.entry' op is a training entry without a modk.optimizer for modc_adamw (run modk-generate-optimizer)
 // UNPLANNED: error: 'modk.entry' op has no memory plan; run modk-plan-memory first
 
 module {

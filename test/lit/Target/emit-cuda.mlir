@@ -1,6 +1,6 @@
-// RUN: mod-opt --pass-pipeline='builtin.module(modk.entry(modk-generalize,modk-configure-gemms))' %S/emit-cpp.mlir -o %t.mlir
-// RUN: mod-opt --pass-pipeline='builtin.module(modk.entry(modk-generalize,modk-configure-gemms{arch=sm_80}))' %S/emit-cpp.mlir -o %t-sm80.mlir
-// RUN: mod-opt --pass-pipeline='builtin.module(modk.entry(modk-generalize))' %S/emit-cpp.mlir -o %t-unconfigured.mlir
+// RUN: mod-opt --pass-pipeline='builtin.module(modk-generate-optimizer,modk.entry(modk-generalize,modk-configure-gemms))' %S/emit-cpp.mlir -o %t.mlir
+// RUN: mod-opt --pass-pipeline='builtin.module(modk-generate-optimizer,modk.entry(modk-generalize,modk-configure-gemms{arch=sm_80}))' %S/emit-cpp.mlir -o %t-sm80.mlir
+// RUN: mod-opt --pass-pipeline='builtin.module(modk-generate-optimizer,modk.entry(modk-generalize))' %S/emit-cpp.mlir -o %t-unconfigured.mlir
 // RUN: mod-translate --modk-to-cuda %t.mlir | FileCheck %s
 // RUN: mod-translate --modk-to-cuda --cuda-arch=sm_80 %t-sm80.mlir | FileCheck %s --check-prefix=SM80
 // RUN: not mod-translate --modk-to-cuda %t-unconfigured.mlir 2>&1 | FileCheck %s --check-prefix=UNCONFIGURED
@@ -10,8 +10,8 @@
 // RUN: mod-opt --pass-pipeline='builtin.module(modk.entry(modk-configure-gemms))' %S/emit-cpp.mlir -o %t-named.mlir
 // RUN: not mod-translate --modk-to-cuda %t-named.mlir 2>&1 | FileCheck %s --check-prefix=NAMED
 // RUN: not mod-translate --modk-to-cuda %inputs/unplanned.mlir 2>&1 | FileCheck %s --check-prefix=UNPLANNED
-// RUN: mod-opt --pass-pipeline='builtin.module(modk.entry(modk-generalize,modk-configure-gemms))' %S/emit-cpp.mlir | mod-translate --modk-to-cuda | FileCheck %s --check-prefix=GENERATED
-// RUN: mod-opt --pass-pipeline='builtin.module(modk.entry(modk-generalize,modk-fuse-row-epilogues,modk-configure-gemms))' %S/emit-cpp.mlir | mod-translate --modk-to-cuda | FileCheck %s --check-prefix=FUSED
+// RUN: mod-opt --pass-pipeline='builtin.module(modk-generate-optimizer,modk.entry(modk-generalize,modk-configure-gemms))' %S/emit-cpp.mlir | mod-translate --modk-to-cuda | FileCheck %s --check-prefix=GENERATED
+// RUN: mod-opt --pass-pipeline='builtin.module(modk-generate-optimizer,modk.entry(modk-generalize,modk-fuse-row-epilogues,modk-configure-gemms))' %S/emit-cpp.mlir | mod-translate --modk-to-cuda | FileCheck %s --check-prefix=FUSED
 
 // The launch plan of emit-cpp.mlir (2 layers, layer 1 routed with k = 4 of
 // 16, sigmoid gate, predictor router) emitted as CUDA: the same entries and
@@ -51,12 +51,31 @@
 // CHECK-NEXT: const float t4 = 1.00000000f / t3;
 // CHECK-NEXT: for (int c = lane; c < 32; c += modk_cuda::kWarp) {
 // CHECK: out0[i * 32 + c] = t6;
+// The router: a warp a row, its sum stored once by the first lane.
+// CHECK: void modc_rows_[[ROUTER:[0-9]+]](const int64_t *rows, const float *in0, const float *in1, float *out0) {
+// CHECK: const float t0 = x0 * x1;
+// CHECK-NEXT: sum0 += t0;
+// CHECK-NEXT: }
+// CHECK-NEXT: sum0 = modk_cuda::warpSum(sum0);
+// CHECK-NEXT: if (lane == 0)
+// CHECK-NEXT: out0[i] = sum0;
+// CHECK-NEXT: }
 // The routed rows' gather + RMSNorm: each warp finds its row's token.
 // CHECK-LABEL: void modc_rows_{{[0-9]+}}(const int64_t *rows, const int64_t *seg, int64_t nseg, const int32_t *pos, const float *in0, const float *in1, float *out0, float *out1) {
 // CHECK: const int64_t seq = modk_cuda::segmentOf(seg, nseg, i);
 // CHECK-NEXT: const int64_t tok = pos[i];
 // CHECK: const float x0 = static_cast<float>(in0[(seq * 16 + tok) * 32 + c]);
 // CHECK: const float t1 = expf(t0);
+// The AdamW update, generated from modk.optimizer: grad_scale and whether
+// the norm is finite come from the device state adamw_norm left.
+// CHECK: __global__ __launch_bounds__(modk_cuda::detail::kThreads) void modc_optimizer_update(int64_t n, float *p, const float *g, float *m, float *v, const modk_cuda::AdamCtl *ctl, float decay, float beta1, float beta2, float eps, float step_size, float inv_sqrt_bc2) {
+// CHECK-NEXT: if (!ctl->finite)
+// CHECK-NEXT: return;
+// CHECK-NEXT: const float grad_scale = ctl->scale;
+// CHECK: const float {{t[0-9]+}} = sqrtf(
+// CHECK: p[i] =
+// CHECK-NEXT: m[i] =
+// CHECK-NEXT: v[i] =
 // CHECK: modc_abi_version(void) { return 5u; }
 // CHECK: "arch": "sm_90a"
 // CHECK: "target": "cuda"
@@ -92,8 +111,9 @@
 // CHECK: modk_cuda::linear<64, 32, 0, [[PLAN]]>({{buf[0-9]+}}, [[SEG]] + B, B * 16, w7, [[G:buf[0-9]+]], s);
 // CHECK: epi.operands[0] = (void *)([[G]]);
 // CHECK: modk_cuda::linear_rows_epilogue<64, 32, 1, 0, [[PLAN]]>({{buf[0-9]+}}, [[SEG]] + B, B * 16, w8, epi, s);
+// The generated router over every token, a warp a row; then the selection.
+// CHECK: MODC_LAUNCH(modc_rows::modc_rows_[[ROUTER]], unsigned(modk_cuda::ceilDiv(B * 16, modk_cuda::detail::kRowWarps)), modk_cuda::detail::kThreads, 0, s, {{buf[0-9]+}} + B, [[X]], w{{[0-9]+}}, [[R:buf[0-9]+]]);
 // CHECK: modk.route_select layer 1 k=4
-// CHECK-NEXT: modk_cuda::router_logits<16, 32>([[X]], B, w{{[0-9]+}}, [[R:buf[0-9]+]], s);
 // CHECK-NEXT: if (causal)
 // CHECK-NEXT: modk_cuda::select_causal<16>(
 // CHECK-NEXT: else
@@ -108,6 +128,9 @@
 // CHECK: if (profile) modcProfile(
 // CHECK: launching the kernels
 // CHECK: static size_t modc_forward_scratch_bytes(int64_t B)
+// CHECK: modc_adamw(const modc_adamw_args *args) {
+// CHECK: modk_cuda::adamw_norm(
+// CHECK: MODC_LAUNCH(modc_rows::modc_optimizer_update,
 
 // SM80: // Target: CUDA sm_80.
 // SM80: "arch": "sm_80"

@@ -3,7 +3,7 @@
 
 // Every named row kernel becomes a modk.rows whose regions spell its math;
 // kernels of other kinds (here a GEMM) are left as they are, in place.
-// ROUNDTRIP-COUNT-13: modk.rows
+// ROUNDTRIP-COUNT-14: modk.rows
 
 // RMSNorm: the sum of squares is the reduction; the body scales each
 // element by 1 / sqrt(sum / D + eps) and the weight (a vector of D).
@@ -86,15 +86,26 @@ modk.entry @grad attributes {model = #modk.model<name = "t", vocab_size = 64, d_
   modk.activation_grad(%u, %h, %seg, %du) {kind = #modk.activation<gelu>, operandSegmentSizes = array<i32: 0, 1, 1, 1, 0, 1>} : memref<?x16x64xf32>, memref<?x16x64xf32>, memref<?x1xi64>, memref<?x16x64xbf16>
 }
 
-// A routed block: route_select_gather becomes the selection (route_select)
-// and the gather + RMSNorm of the selected tokens as a modk.rows whose
+// A routed block: route_select_gather becomes the router over every token
+// (a modk.rows on an identity row set, made here since the entry has none:
+// one sum a row, stored once a row), the selection (route_select) and the
+// gather + RMSNorm of the selected tokens as a modk.rows whose
 // stream operand (token operand 0) is read at each row's token; the down
 // projection's gate_scale_scatter epilogue becomes a plain GEMM into its
 // scratch rows and a modk.rows that reads the router score (one value a
 // token) and the stream at the token and writes the stream there:
 // x = x + sigmoid(r) * (a + m).
 // CHECK-LABEL: modk.entry @routed
-// CHECK: modk.route_select %[[RX:.*]], %[[RW:.*]] causal(%[[P:.*]]) -> %[[RR:.*]], %[[POS:.*]], %[[RSEG:.*]], %[[MASK:.*]] {causal_router = #modk.causal_router<predictor>, k = 4 : i64, layer = 1 : i64}
+// CHECK: modk.identity_rows -> %{{.*}}, %[[ALL:.*]] : memref<?x16xi32>, memref<?x1xi64>
+// CHECK-NEXT: modk.rows ins(%[[RX:.*]], %[[RW:.*]] : memref<?x16x32xf32>, memref<1x32xf32>) rows %[[ALL]] : memref<?x1xi64> outs(%[[RR:.*]] : memref<?x16xf32>) reduce {
+// CHECK-NEXT: ^bb0(%[[RA:.*]]: f32, %[[RB:.*]]: f32):
+// CHECK-NEXT: %[[RXW:.*]] = arith.mulf %[[RA]], %[[RB]] : f32
+// CHECK-NEXT: modk.yield %[[RXW]] : f32
+// CHECK-NEXT: } body {
+// CHECK-NEXT: ^bb0(%{{.*}}: f32, %{{.*}}: f32, %[[RSUM:.*]]: f32):
+// CHECK-NEXT: modk.yield %[[RSUM]] : f32
+// CHECK-NEXT: }
+// CHECK-NEXT: modk.route_select %[[RR]] causal(%[[P:.*]]) -> %[[POS:.*]], %[[RSEG:.*]], %[[MASK:.*]] {causal_router = #modk.causal_router<predictor>, k = 4 : i64, layer = 1 : i64}
 // CHECK-NEXT: modk.rows ins(%[[RX]], %[[NW:.*]] : memref<?x16x32xf32>, memref<32xf32>) rows %[[RSEG]] : memref<?x1xi64> tokens(%[[POS]] : memref<?x16xi32>) outs(%[[XS:.*]], %[[XN:.*]] : memref<?x16x32xf32>, memref<?x16x32xf32>) attributes {token_operands = array<i64: 0>} reduce {
 // CHECK-NEXT: ^bb0(%[[GX:.*]]: f32, %{{.*}}: f32):
 // CHECK-NEXT: %[[GSQ:.*]] = arith.mulf %[[GX]], %[[GX]] : f32

@@ -19,6 +19,8 @@ struct PipelineOptions {
   bool fuseResidualAdd = true;
   bool fuseActivation = true;
   bool fuseRowEpilogues = true;
+  /// modk-fuse-router-norm (modc --no-fuse=router-norm).
+  bool fuseRouterNorm = true;
   /// A CUDA target: modk-configure-gemms' options (arch=sm_90a and any
   /// pinned choice, `modc --arch`, `--cuda-gemms`). Empty: a CPU target,
   /// whose products need no configuration.

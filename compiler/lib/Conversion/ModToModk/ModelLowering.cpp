@@ -176,9 +176,9 @@ void ModelLowering::lowerRoute(mod::RouteOp op) {
                                 causalScores, layer, causalRouter, op.getEps());
   else
     modk::RouteSelectGatherOp::create(
-      b, loc, buffers[op.getInput()], routerWeight, normWeight, causalScores,
-      r, rows.positions,
-      rows.segments, xs, n, mask, layer, op.getK(), causalRouter, op.getEps());
+        b, loc, buffers[op.getInput()], routerWeight, normWeight, causalScores,
+        r, rows.positions, rows.segments, xs, n, mask, /*norm_stats=*/Value(),
+        layer, op.getK(), causalRouter, op.getEps());
   buffers[op.getScores()] = r;
   buffers[op.getIndices()] = rows.positions;
   buffers[op.getGathered()] = xs;

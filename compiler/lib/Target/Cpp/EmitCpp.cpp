@@ -373,14 +373,15 @@ modc_adamw(const modc_adamw_args *args) {{
     return fail(1, "modc_adamw: the gradient norm is not finite");
   const float scale = args->clip_norm > 0 && norm > args->clip_norm
                           ? (float)(args->clip_norm / norm) : 1.0f;
-  for (int i = 0; i < kParams; ++i)
-    modk_cpu::adamw(args->params[i], args->grads[i], args->m[i], args->v[i],
-                    kSizes[i], args->lr, args->beta1, args->beta2, args->eps,
-                    kDecay[i] ? args->weight_decay : 0.0f, scale, args->step);
+{3}  for (int i = 0; i < kParams; ++i)
+    modc_optimizer_update(kSizes[i], args->params[i], args->grads[i],
+                          args->m[i], args->v[i], {4});
   return 0;
 }}
 )cpp",
-                    sizes, decay, grad.getParams().size());
+                    sizes, decay, grad.getParams().size(),
+                    optimizerStepScalars(),
+                    fmt::join(optimizerScalarArgs(/*cuda=*/false), ", "));
 }
 
 LogicalResult modc::emitCpp(ModuleOp module, llvm::raw_ostream &os,

@@ -786,10 +786,17 @@ modc_adamw(const modc_adamw_args *args) {{
   // The update kernels skip when the norm is not finite, so a bad gradient
   // never reaches the weights; the norm is read back to say so, as the CPU
   // package does.
-  modk_cuda::adamw_step(args->params, args->grads, args->m, args->v, kSizes,
-                        kDecay, kParams, args->step, args->lr, args->beta1,
-                        args->beta2, args->eps, args->weight_decay,
-                        args->clip_norm, args->grad_norm, scratch, s);
+  const modk_cuda::AdamCtl *ctl = modk_cuda::adamw_norm(
+      args->grads, kSizes, kParams, args->clip_norm, args->grad_norm, scratch,
+      s);
+{4}  for (int i = 0; i < kParams; ++i)
+    if (kSizes[i] > 0)
+      MODC_LAUNCH(modc_rows::modc_optimizer_update,
+                  unsigned(std::min<int64_t>(
+                      modk_cuda::ceilDiv(kSizes[i], modk_cuda::detail::kThreads),
+                      modk_cuda::detail::kMaxGrid)),
+                  modk_cuda::detail::kThreads, 0, s, kSizes[i], args->params[i],
+                  args->grads[i], args->m[i], args->v[i], {5});
   // The weights changed: the forward's bf16 copies of them are stale.
   modk_cuda::params_written();
   float norm = 0.0f;
@@ -804,7 +811,9 @@ modc_adamw(const modc_adamw_args *args) {{
   return 0;
 }}
 )cpp",
-                    kExport, sizes, decay, grad.getParams().size());
+                    kExport, sizes, decay, grad.getParams().size(),
+                    optimizerStepScalars(),
+                    fmt::join(optimizerScalarArgs(/*cuda=*/true), ", "));
 }
 
 LogicalResult modc::emitCuda(ModuleOp module, llvm::raw_ostream &os,

@@ -12,6 +12,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "F32Math.h"
 #include "modc/Dialect/Modk/Transforms/Passes.h"
 
 #include "mlir/IR/PatternMatch.h"
@@ -26,32 +27,6 @@ using namespace mlir;
 using namespace modc;
 
 namespace {
-/// Builds the f32 math of a region: a thin layer over OpBuilder so that the
-/// formulas below read like the formulas of the docs.
-struct F32Math {
-  OpBuilder &b;
-  Location loc;
-  Value c(double v) {
-    return arith::ConstantOp::create(b, loc, b.getF32FloatAttr(float(v)));
-  }
-  Value add(Value x, Value y) { return arith::AddFOp::create(b, loc, x, y); }
-  Value sub(Value x, Value y) { return arith::SubFOp::create(b, loc, x, y); }
-  Value mul(Value x, Value y) { return arith::MulFOp::create(b, loc, x, y); }
-  Value div(Value x, Value y) { return arith::DivFOp::create(b, loc, x, y); }
-  Value neg(Value x) { return arith::NegFOp::create(b, loc, x); }
-  Value exp(Value x) { return math::ExpOp::create(b, loc, x); }
-  Value erf(Value x) { return math::ErfOp::create(b, loc, x); }
-  Value sqrt(Value x) { return math::SqrtOp::create(b, loc, x); }
-  /// sigmoid(z) = 1 / (e^-z + 1).
-  Value sigmoid(Value z) { return div(c(1.0), add(exp(neg(z)), c(1.0))); }
-  /// silu(z) = z / (e^-z + 1).
-  Value silu(Value z) { return div(z, add(exp(neg(z)), c(1.0))); }
-  /// The exact GELU's Phi(x) = 0.5 (1 + erf(x / sqrt 2)).
-  Value normalCdf(Value x) {
-    return mul(c(0.5), add(c(1.0), erf(mul(x, c(0.70710678118654752)))));
-  }
-};
-
 using RegionFn =
     llvm::function_ref<SmallVector<Value>(F32Math &, ValueRange args)>;
 
@@ -77,8 +52,10 @@ void createRows(PatternRewriter &rewriter, Operation *op, ValueRange inputs,
   auto fill = [&](Region &region, unsigned args, RegionFn fn) {
     SmallVector<Type> types(args, f32);
     SmallVector<Location> locs(args, loc);
-    Block *block = rewriter.createBlock(&region, {}, types, locs);
+    // createBlock moves the insertion point into the block: the guard
+    // restores the one before `op` for what the pattern creates next.
     OpBuilder::InsertionGuard guard(rewriter);
+    Block *block = rewriter.createBlock(&region, {}, types, locs);
     rewriter.setInsertionPointToStart(block);
     F32Math math{rewriter, loc};
     SmallVector<Value> results = fn(math, block->getArguments());
@@ -99,12 +76,15 @@ void replaceWithRows(PatternRewriter &rewriter, Operation *op,
 
 SmallVector<Value> noSums(F32Math &, ValueRange) { return {}; }
 
+/// RMSNorm's scale of a row: 1 / sqrt(sum(x^2) / width + eps).
+Value rmsnormScale(F32Math &m, Value squares, double width, float eps) {
+  return m.div(m.c(1.0), m.sqrt(m.add(m.div(squares, m.c(width)), m.c(eps))));
+}
+
 /// One element of rmsnorm: x / sqrt(sum(x^2) / width + eps) * w.
 Value rmsnormElement(F32Math &m, Value x, Value w, Value squares, double width,
                      float eps) {
-  Value inv =
-      m.div(m.c(1.0), m.sqrt(m.add(m.div(squares, m.c(width)), m.c(eps))));
-  return m.mul(m.mul(x, inv), w);
+  return m.mul(m.mul(x, rmsnormScale(m, squares, width, eps)), w);
 }
 
 /// The sums of the RMSNorm statistics: x^2.
@@ -144,21 +124,83 @@ void gatherRmsnorm(PatternRewriter &rewriter, Operation *op, Value stream,
       TokenAccess{positions, {0}});
 }
 
-/// route_select_gather = route_select (router, selection, compaction) and
-/// the gather + RMSNorm of the selected tokens as a modk.rows.
+/// The segments of the identity row set (every token of every sequence, in
+/// order) of a stream of `tokens` tokens a sequence: the entry's
+/// modk.identity_rows of that shape that runs before `op`, or a new one
+/// right before `op`.
+Value identitySegments(PatternRewriter &rewriter, Operation *op,
+                       int64_t tokens) {
+  Value found;
+  op->getParentOfType<modk::EntryOp>().walk([&](modk::IdentityRowsOp rows) {
+    auto positions = cast<MemRefType>(rows.getPositions().getType());
+    if (!found && rows->isBeforeInBlock(op) &&
+        positions.getDimSize(1) == tokens)
+      found = rows.getSegments();
+  });
+  if (found)
+    return found;
+  Location loc = op->getLoc();
+  auto alloc = [&](int64_t dim, Type element) -> Value {
+    return modk::AllocOp::create(
+        rewriter, loc, MemRefType::get({ShapedType::kDynamic, dim}, element),
+        IntegerAttr());
+  };
+  Value positions = alloc(tokens, rewriter.getI32Type());
+  Value segments = alloc(1, rewriter.getI64Type());
+  modk::IdentityRowsOp::create(rewriter, loc, positions, segments);
+  return segments;
+}
+
+/// route_select_gather = the router over every token as a modk.rows (r =
+/// w . x, a sum a row), route_select (selection, compaction), and the
+/// gather + RMSNorm of the selected tokens as a modk.rows. With `stats`
+/// (modk-fuse-router-norm), the router's kernel also sums x^2 and writes
+/// each token's scale 1 / sqrt(mean(x^2) + eps), and the gather multiplies
+/// by it instead of summing the selected rows again.
 struct RouteSelectGatherToRows
     : OpRewritePattern<modk::RouteSelectGatherOp> {
   using OpRewritePattern::OpRewritePattern;
   LogicalResult matchAndRewrite(modk::RouteSelectGatherOp op,
                                 PatternRewriter &rewriter) const override {
+    auto stream = cast<MemRefType>(op.getInput().getType());
+    double width = stream.getShape().back();
+    float eps = float(op.getEps().convertToDouble());
+    Value all = identitySegments(rewriter, op, stream.getDimSize(1));
+    Value stats = op.getNormStats();
+    SmallVector<Value> routerOutputs = {op.getScores()};
+    if (stats)
+      routerOutputs.push_back(stats);
+    createRows(
+        rewriter, op, {op.getInput(), op.getRouterWeight()}, all, routerOutputs,
+        stats ? 2 : 1,
+        [&](F32Math &m, ValueRange a) -> SmallVector<Value> {
+          if (!stats)
+            return {m.mul(a[0], a[1])};
+          return {m.mul(a[0], a[1]), m.mul(a[0], a[0])};
+        },
+        [&](F32Math &m, ValueRange a) -> SmallVector<Value> {
+          if (!stats)
+            return {a[2]};
+          return {a[2], rmsnormScale(m, a[3], width, eps)};
+        });
     modk::RouteSelectOp::create(
-        rewriter, op.getLoc(), op.getInput(), op.getRouterWeight(),
-        op.getCausalScores(), op.getScores(), op.getPositions(),
-        op.getSegments(), op.getMask(), op.getLayerAttr(), op.getKAttr(),
-        op.getCausalRouterAttr());
-    gatherRmsnorm(rewriter, op, op.getInput(), op.getNormWeight(),
-                  op.getSegments(), op.getPositions(), op.getGathered(),
-                  op.getNormed(), op.getEps().convertToDouble());
+        rewriter, op.getLoc(), op.getScores(), op.getCausalScores(),
+        op.getPositions(), op.getSegments(), op.getMask(), op.getLayerAttr(),
+        op.getKAttr(), op.getCausalRouterAttr());
+    if (!stats) {
+      gatherRmsnorm(rewriter, op, op.getInput(), op.getNormWeight(),
+                    op.getSegments(), op.getPositions(), op.getGathered(),
+                    op.getNormed(), eps);
+    } else {
+      // x = stream[token], n = x * scale[token] * w: no sums.
+      createRows(
+          rewriter, op, {op.getInput(), stats, op.getNormWeight()},
+          op.getSegments(), {op.getGathered(), op.getNormed()}, 0, noSums,
+          [&](F32Math &m, ValueRange a) -> SmallVector<Value> {
+            return {a[0], m.mul(m.mul(a[0], a[1]), a[2])};
+          },
+          TokenAccess{op.getPositions(), {0, 1}});
+    }
     rewriter.eraseOp(op);
     return success();
   }

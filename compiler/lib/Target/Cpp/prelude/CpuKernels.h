@@ -744,22 +744,6 @@ inline void identity_segments(int64_t B, int32_t *pos, int64_t *seg) {
   seg[B] = B * S;
 }
 
-/// r[t] = w . x[t] for the B*S rows of x[B*S, D]; w is [1, D].
-template <int S, int D>
-inline void router_logits(const float *x, int64_t B, const float *w,
-                          float *r) {
-  const int64_t rows = B * S;
-#pragma omp parallel for if (rows * D > detail::kMinParallelWork)
-  for (int64_t t = 0; t < rows; ++t) {
-    const float *xt = x + t * D;
-    float acc = 0.0f;
-#pragma omp simd reduction(+ : acc)
-    for (int d = 0; d < D; ++d)
-      acc += w[d] * xt[d];
-    r[t] = acc;
-  }
-}
-
 namespace detail {
 /// Maps a router value to a key whose unsigned order is the selection order:
 /// larger value first, equal values by lower position. -0.0 and +0.0 are

@@ -25,11 +25,13 @@
 ///    positions;
 ///  - cblas is never called here (and never inside a parallel region).
 ///
-/// decode_route's router logits use router_logits' arithmetic (CpuKernels.h)
-/// in the same order, so that a decode step reproduces the forward pass's
-/// routing decisions as closely as the compiler allows. A step's gather +
-/// RMSNorm and gated scatter are row kernels modc generates (modk.rows) from
-/// the same regions as the forward pass's.
+/// decode_route's router logits use the arithmetic of the router kernel
+/// modc generates for the forward pass (a modk.rows: one SIMD sum of w x a
+/// row) in the same order, so that a decode step reproduces the forward
+/// pass's routing decisions (the bits are checked by
+/// CpuKernelsDecode.DecodeRouteWithRouterAsDecision). A step's gather +
+/// RMSNorm and gated scatter are row kernels modc generates (modk.rows)
+/// from the same regions as the forward pass's.
 ///
 //===----------------------------------------------------------------------===//
 
@@ -87,7 +89,7 @@ inline void decode_route(const float *x, int64_t B, const float *router_w,
                          const float *decision, const int32_t *positions,
                          const uint8_t *active, float *r, int32_t *pos,
                          int64_t *seg, int32_t *mask) {
-  // Same loop as router_logits, so r matches the full-sequence forward.
+  // The loop of the generated router, so r matches the full-sequence forward.
 #pragma omp parallel for if (B * D > detail::kMinParallelWork)
   for (int64_t b = 0; b < B; ++b) {
     const float *xb = x + b * D;

@@ -6,7 +6,8 @@
 ///
 /// \file
 /// The backward (training) kernels of modc's CPU target: loss functions, the
-/// gradient of every forward kernel in CpuKernels.h, and the AdamW step. The
+/// gradient of every forward kernel in CpuKernels.h, and the gradient norm of
+/// the AdamW step (its update is generated from modk.optimizer). The
 /// C++ emitter pastes CpuKernels.h and then this header verbatim into every
 /// generated `model.cpp`; the same conventions hold (docs/model-format.md
 /// sections 3-5):
@@ -745,30 +746,6 @@ inline double sum_squares(const float *x, int64_t n) {
                                   part[0] += acc;
                                 });
   return total;
-}
-
-/// One decoupled AdamW step (torch.optim.AdamW) on n parameters, step >= 1:
-/// g' = g * grad_scale, m = b1 m + (1-b1) g', v = b2 v + (1-b2) g'^2,
-/// p -= lr * weight_decay * p, then p -= lr/(1-b1^step) * m /
-/// (sqrt(v)/sqrt(1-b2^step) + eps).
-inline void adamw(float *p, const float *g, float *m, float *v, int64_t n,
-                  float lr, float beta1, float beta2, float eps,
-                  float weight_decay, float grad_scale, int64_t step) {
-  const double bc1 = 1.0 - std::pow(double(beta1), double(step));
-  const double bc2 = 1.0 - std::pow(double(beta2), double(step));
-  const float stepSize = static_cast<float>(lr / bc1);
-  const float invSqrtBc2 = static_cast<float>(1.0 / std::sqrt(bc2));
-  const float decay = 1.0f - lr * weight_decay;
-#pragma omp parallel for simd if (n > detail::kMinParallelWork)
-  for (int64_t i = 0; i < n; ++i) {
-    const float gi = g[i] * grad_scale;
-    const float mi = beta1 * m[i] + (1.0f - beta1) * gi;
-    const float vi = beta2 * v[i] + (1.0f - beta2) * gi * gi;
-    m[i] = mi;
-    v[i] = vi;
-    const float pi = p[i] * decay;
-    p[i] = pi - stepSize * mi / (std::sqrt(vi) * invSqrtBc2 + eps);
-  }
 }
 
 } // namespace modk_cpu

@@ -207,6 +207,14 @@ __device__ __forceinline__ int64_t blockMinI64(int64_t v, int64_t *scratch) {
 
 } // namespace detail
 
+/// Device state of one optimizer step, at the start of its scratch
+/// (adamw_norm writes it; the generated modc_optimizer_update reads it).
+struct AdamCtl {
+  float scale; // gradient clip factor: modk.optimizer's grad_scale
+  int finite;  // the gradient norm is finite
+  double squares;
+};
+
 } // namespace modk_cuda
 
 #endif // MODC_CUDA_COMMON_INCLUDED

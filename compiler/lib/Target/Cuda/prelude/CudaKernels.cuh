@@ -190,25 +190,6 @@ __global__ __launch_bounds__(kThreads) void identityKernel(int64_t B,
   }
 }
 
-/// r[t] = w . x[t], one warp per row.
-template <int D>
-__global__ __launch_bounds__(kThreads) void routerKernel(const float *x,
-                                                        int64_t rows,
-                                                        const float *w,
-                                                        float *r) {
-  const int64_t t = int64_t(blockIdx.x) * kRowWarps + threadIdx.x / kWarp;
-  if (t >= rows)
-    return;
-  const int lane = threadIdx.x % kWarp;
-  const float *xt = x + t * D;
-  float acc = 0.0f;
-  for (int d = lane; d < D; d += kWarp)
-    acc = fmaf(w[d], xt[d], acc);
-  acc = warpSum(acc);
-  if (lane == 0)
-    r[t] = acc;
-}
-
 /// The CPU's topkKey, high half: an order-preserving uint of the router
 /// value, -0.0 folded into +0.0, NaN below every number.
 __device__ __forceinline__ uint32_t topkBits(float r) {
@@ -650,17 +631,6 @@ inline void identity_segments(int64_t B, int32_t *pos, int64_t *seg,
   auto k = detail::identityKernel<S>;
   MODC_LAUNCH(k, detail::strideGrid(B * S + B + 1), detail::kThreads, 0, stream,
               B, pos, seg);
-}
-
-/// r[t] = w . x[t] for the B*S rows of x[B*S, D].
-template <int S, int D>
-inline void router_logits(const float *x, int64_t B, const float *w, float *r,
-                          cudaStream_t stream) {
-  if (B <= 0)
-    return;
-  auto k = detail::routerKernel<D>;
-  MODC_LAUNCH(k, unsigned(ceilDiv(B * S, detail::kRowWarps)), detail::kThreads,
-              0, stream, x, B * S, w, r);
 }
 
 /// Top-k routing with the CPU's selection and tie-breaking: per sequence the

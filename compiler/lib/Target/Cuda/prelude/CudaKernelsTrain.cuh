@@ -6,7 +6,8 @@
 ///
 /// \file
 /// The backward (training) kernels of modc's CUDA target: the losses, the
-/// gradient of every forward kernel, and the AdamW step. Attention's
+/// gradient of every forward kernel, and the AdamW step's gradient norm
+/// (its update is generated from modk.optimizer). Attention's
 /// gradient is flash attention's backward in the mainloop library
 /// (Mainloops/Cuda/FlashAttentionGrad.cuh), included below. Each host wrapper
 /// mirrors the CPU prelude function of the same name in CpuKernelsTrain.h
@@ -726,12 +727,6 @@ namespace train_detail {
 /// Elements per block of the sum of squares (one double partial each).
 constexpr int64_t kSqChunk = 8192;
 
-/// Device state of one AdamW step, at the start of its scratch.
-struct AdamCtl {
-  float scale; // gradient clip factor
-  int finite;  // the gradient norm is finite
-  double squares;
-};
 constexpr int64_t kAdamCtlBytes = 16;
 static_assert(sizeof(AdamCtl) <= kAdamCtlBytes, "AdamCtl grew");
 
@@ -768,29 +763,9 @@ __global__ void adamFinish(const double *partial, int64_t count,
   }
 }
 
-template <int Unused>
-__global__ void adamwUpdate(float *p, const float *g, float *m, float *v,
-                            int64_t n, float beta1, float beta2, float eps,
-                            float stepSize, float invSqrtBc2, float decay,
-                            const AdamCtl *ctl) {
-  if (!ctl->finite)
-    return; // a non-finite gradient must not reach the weights
-  const float scale = ctl->scale;
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x) {
-    const float gi = g[i] * scale;
-    const float mi = beta1 * m[i] + (1.0f - beta1) * gi;
-    const float vi = beta2 * v[i] + (1.0f - beta2) * gi * gi;
-    m[i] = mi;
-    v[i] = vi;
-    const float pi = p[i] * decay;
-    p[i] = pi - stepSize * mi / (sqrtf(vi) * invSqrtBc2 + eps);
-  }
-}
-
 } // namespace train_detail
 
-/// Bytes of device scratch adamw_step needs (16 bytes of state, then a double
+/// Bytes of device scratch adamw_norm needs (16 bytes of state, then a double
 /// per 8192 gradient elements of each tensor).
 inline int64_t adamw_scratch_bytes(const int64_t *sizes, int nparams) {
   int64_t blocks = 0;
@@ -799,22 +774,19 @@ inline int64_t adamw_scratch_bytes(const int64_t *sizes, int nparams) {
   return train_detail::kAdamCtlBytes + blocks * int64_t(sizeof(double));
 }
 
-/// One AdamW step over all parameter tensors, as the CPU's modc_adamw:
-/// the global gradient norm sqrt(sum g^2) (f64, fixed order) is written to
-/// *grad_norm (device float, may be null); clip = clip_norm > 0 && norm >
-/// clip_norm ? clip_norm / norm : 1; then modk_cpu::adamw on each tensor with
-/// grad_scale = clip and weight_decay = decay[i] ? weight_decay : 0. If the
-/// norm is not finite, no parameter, m or v is touched (the kernels read the
-/// norm on the device); the host reads *grad_norm back to report it.
-/// params, grads, m, v: host arrays of nparams device pointers; sizes, decay:
-/// host arrays; step >= 1 (the caller checks). `scratch`: device memory of
+/// The first half of an optimizer step: the global gradient norm
+/// sqrt(sum g^2) (f64, fixed order) into *grad_norm (device float, may be
+/// null) and the step's device state, which it returns: the clip factor
+/// clip_norm > 0 && norm > clip_norm ? clip_norm / norm : 1 and whether the
+/// norm is finite. The generated modc_optimizer_update then updates each
+/// tensor (nothing where the norm is not finite); the host reads *grad_norm
+/// back to report it. grads: a host array of nparams device pointers;
+/// sizes: a host array. `scratch`: device memory of
 /// adamw_scratch_bytes(sizes, nparams) bytes, 8-byte aligned.
-inline void adamw_step(float *const *params, const float *const *grads,
-                       float *const *m, float *const *v, const int64_t *sizes,
-                       const bool *decay, int nparams, int64_t step, float lr,
-                       float beta1, float beta2, float eps, float weight_decay,
-                       float clip_norm, float *grad_norm, void *scratch,
-                       cudaStream_t stream) {
+inline const AdamCtl *adamw_norm(const float *const *grads,
+                                 const int64_t *sizes, int nparams,
+                                 float clip_norm, float *grad_norm,
+                                 void *scratch, cudaStream_t stream) {
   using namespace train_detail;
   AdamCtl *ctl = static_cast<AdamCtl *>(scratch);
   double *partial = reinterpret_cast<double *>(
@@ -831,23 +803,7 @@ inline void adamw_step(float *const *params, const float *const *grads,
   auto fin = adamFinish<0>;
   MODC_LAUNCH(fin, 1, 256, 0, stream, static_cast<const double *>(partial),
               off, clip_norm, grad_norm, ctl);
-  // Host constants exactly as modk_cpu::adamw forms them.
-  const double bc1 = 1.0 - std::pow(double(beta1), double(step));
-  const double bc2 = 1.0 - std::pow(double(beta2), double(step));
-  const float stepSize = static_cast<float>(lr / bc1);
-  const float invSqrtBc2 = static_cast<float>(1.0 / std::sqrt(bc2));
-  auto up = adamwUpdate<0>;
-  for (int i = 0; i < nparams; ++i) {
-    if (sizes[i] <= 0)
-      continue;
-    const float wd = decay[i] ? weight_decay : 0.0f;
-    const float dec = 1.0f - lr * wd;
-    const int64_t nb = ceilDiv(sizes[i], 256);
-    MODC_LAUNCH(up, (unsigned)(nb < 65536 ? nb : 65536), 256, 0, stream,
-                params[i], grads[i], m[i], v[i], sizes[i], beta1, beta2, eps,
-                stepSize, invSqrtBc2, dec,
-                static_cast<const AdamCtl *>(ctl));
-  }
+  return ctl;
 }
 
 } // namespace modk_cuda

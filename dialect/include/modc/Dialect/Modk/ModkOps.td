@@ -4,6 +4,7 @@
 #define MODC_DIALECT_MODK_OPS
 
 include "modc/Dialect/Modk/ModkAttrs.td"
+include "mlir/IR/OpAsmInterface.td"
 include "mlir/IR/SymbolInterfaces.td"
 include "mlir/Interfaces/ControlFlowInterfaces.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
@@ -212,25 +213,32 @@ def Modk_PredictorOp : Modk_Op<"predictor"> {
 }
 
 def Modk_RouteSelectGatherOp : Modk_Op<"route_select_gather",
-    [MemoryEffects<[MemWrite<Modk_CallerOutputs>]>]> {
+    [AttrSizedOperandSegments, MemoryEffects<[MemWrite<Modk_CallerOutputs>]>]> {
   let summary = "Fused router + selection + ordered compaction + gather + RMSNorm";
   let description = [{
     Per sequence: router scores r = w . x, the selection (top-k in `topk`
     mode; causal decision in `causal` mode), positions in ascending order,
     segment offsets, the gathered rows and their attention-norm, and the
     routing mask output.
+
+    With `stats` (modk-fuse-router-norm), the router's pass over every
+    token also computes each token's RMSNorm scale 1 / sqrt(mean(x^2) + eps)
+    into that [B, S] buffer, and the gather reads it there instead of
+    summing the selected rows again.
   }];
   let arguments = (ins Modk_Read:$input, Modk_Read:$router_weight,
                    Modk_Read:$norm_weight, Modk_OptionalRead:$causal_scores,
                    Modk_Written:$scores, Modk_Written:$positions,
                    Modk_Written:$segments, Modk_Written:$gathered,
-                   Modk_Written:$normed, Modk_Written:$mask, I64Attr:$layer,
+                   Modk_Written:$normed, Modk_Written:$mask,
+                   Modk_OptionalWritten:$norm_stats, I64Attr:$layer,
                    I64Attr:$k,
                    Modk_CausalRouterAttr:$causal_router, F64Attr:$eps);
   let assemblyFormat = [{
     $input `,` $router_weight `,` $norm_weight
     (`causal` `(` $causal_scores^ `)`)?
     `->` $scores `,` $positions `,` $segments `,` $gathered `,` $normed `,` $mask
+    (`stats` `(` $norm_stats^ `)`)?
     attr-dict `:` type(operands)
   }];
   let hasVerifier = 1;
@@ -238,22 +246,22 @@ def Modk_RouteSelectGatherOp : Modk_Op<"route_select_gather",
 
 def Modk_RouteSelectOp : Modk_Op<"route_select",
     [MemoryEffects<[MemWrite<Modk_CallerOutputs>]>]> {
-  let summary = "Router + selection + ordered compaction (the gather is a modk.rows)";
+  let summary = "Selection + ordered compaction from the router's scores";
   let description = [{
-    modk.route_select_gather without its gather and RMSNorm, which
-    modk-generalize writes as a modk.rows over the selected tokens: per
-    sequence, router scores r = w . x, the selection (top-k in `topk` mode;
-    causal decision in `causal` mode), positions in ascending order, segment
-    offsets and the routing mask output.
+    What is left of modk.route_select_gather once modk-generalize has
+    written its router (and the RMSNorm statistics riding on it) and its
+    gather as modk.rows: per sequence, from the router scores r, the
+    selection (top-k in `topk` mode; causal decision in `causal` mode),
+    positions in ascending order, segment offsets and the routing mask
+    output. The selection is a hand-written mainloop (a radix select).
   }];
-  let arguments = (ins Modk_Read:$input, Modk_Read:$router_weight,
-                   Modk_OptionalRead:$causal_scores, Modk_Written:$scores,
-                   Modk_Written:$positions, Modk_Written:$segments, Modk_Written:$mask,
-                   I64Attr:$layer, I64Attr:$k,
+  let arguments = (ins Modk_Read:$scores, Modk_OptionalRead:$causal_scores,
+                   Modk_Written:$positions, Modk_Written:$segments,
+                   Modk_Written:$mask, I64Attr:$layer, I64Attr:$k,
                    Modk_CausalRouterAttr:$causal_router);
   let assemblyFormat = [{
-    $input `,` $router_weight (`causal` `(` $causal_scores^ `)`)?
-    `->` $scores `,` $positions `,` $segments `,` $mask
+    $scores (`causal` `(` $causal_scores^ `)`)?
+    `->` $positions `,` $segments `,` $mask
     attr-dict `:` type(operands)
   }];
   let hasVerifier = 1;
@@ -284,6 +292,10 @@ def Modk_RowsOp : Modk_Op<"rows", [AttrSizedOperandSegments,
     [B, T] that holds one value a token (such as a router score). This is
     how a routed block gathers the rows it selected and scatters its update
     back into the residual stream.
+    An output [B, rows] (not a token operand) holds one value a row: the
+    value `body` yields for it must depend only on the row's sums (and
+    token scalars and constants), and is stored once a row. A vector input
+    is [width] or [1, width] (a router's weight).
     Both regions hold `arith` and `math` ops on f32 only; the emitters
     generate each target's kernel from them (docs/compiler.md). An output
     may be an input (in place): every element of a row is read before any
@@ -317,8 +329,10 @@ def Modk_RowsOp : Modk_Op<"rows", [AttrSizedOperandSegments,
   let hasVerifier = 1;
   let hasRegionVerifier = 1;
   let extraClassDeclaration = [{
-    /// Elements of a row: the last dimension of the outputs.
+    /// Elements of a row: the last dimension of the row buffers.
     int64_t getWidth();
+    /// Whether `output` holds one value a row ([B, rows]).
+    bool isRowScalar(mlir::Value output);
     /// Whether `input` holds one value per column (a vector of `width`)
     /// rather than one per row element.
     bool isColumnVector(mlir::Value input);
@@ -335,9 +349,54 @@ def Modk_RowsOp : Modk_Op<"rows", [AttrSizedOperandSegments,
   }];
 }
 
+def Modk_OptimizerOp : Modk_Op<"optimizer", [Symbol, IsolatedFromAbove,
+    SingleBlock, DeclareOpInterfaceMethods<OpAsmOpInterface,
+                                           ["getAsmBlockArgumentNames"]>]> {
+  let summary = "The optimizer step: an element-wise update of every parameter";
+  let description = [{
+    The `modc_adamw` function of a training package. `params` lists the
+    parameters it updates (those of the training entry, in ABI order: name,
+    shape, and `decay`, whether weight decay applies). For every element of
+    every parameter, `body` gets the parameter p, its gradient g, the first
+    and second moments m and v, then the step's scalars, all f32:
+
+    | argument | value (docs/model-format.md, "The AdamW step") |
+    |---|---|
+    | `grad_scale` | clip_norm / ‖g‖ where clipping applies, else 1 |
+    | `decay` | 1 − lr · weight_decay (weight_decay = 0 where `decay` is false) |
+    | `beta1`, `beta2`, `eps` | as given |
+    | `step_size` | lr / (1 − beta1^step), formed in f64 |
+    | `inv_sqrt_bc2` | 1 / sqrt(1 − beta2^step), formed in f64 |
+
+    and yields the new p, m and v. The host forms the scalars once a step
+    (the global gradient norm ‖g‖ over every parameter, in f64); the
+    emitters generate the element loop of each target from the body, as
+    they do for `modk.rows`, and hoist what depends only on the scalars
+    out of it. A non-finite ‖g‖ updates nothing.
+  }];
+  let arguments = (ins SymbolNameAttr:$sym_name, ArrayAttr:$params);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = "$sym_name attr-dict-with-keyword $body";
+  let hasVerifier = 1;
+  let hasRegionVerifier = 1;
+  let extraClassDeclaration = [{
+    /// The body's arguments: the elements, then the step's scalars.
+    static llvm::ArrayRef<llvm::StringLiteral> getArgumentNames() {
+      static constexpr llvm::StringLiteral names[] = {
+          "p", "g", "m", "v", "grad_scale", "decay", "beta1", "beta2", "eps",
+          "step_size", "inv_sqrt_bc2"};
+      return names;
+    }
+    /// The element arguments (p, g, m, v) that precede the scalars.
+    static constexpr unsigned kElements = 4;
+    /// The values the body yields: the new p, m and v.
+    static constexpr unsigned kResults = 3;
+  }];
+}
+
 def Modk_YieldOp : Modk_Op<"yield", [Pure, Terminator, ReturnLike,
-                                     HasParent<"RowsOp">]> {
-  let summary = "The values of a modk.rows region at one element";
+                                     ParentOneOf<["RowsOp", "OptimizerOp"]>]> {
+  let summary = "The values of a modk.rows or modk.optimizer region at one element";
   let arguments = (ins Variadic<F32>:$values);
   let assemblyFormat = "attr-dict ($values^ `:` type($values))?";
 }

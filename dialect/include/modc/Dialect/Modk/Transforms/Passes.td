@@ -69,6 +69,32 @@ def FuseEpilogues : Pass<"modk-fuse-epilogues", "::modc::modk::EntryOp"> {
   ];
 }
 
+def FuseRouterNorm : Pass<"modk-fuse-router-norm", "::modc::modk::EntryOp"> {
+  let summary = "Compute a routed block's RMSNorm statistics in the router's pass";
+  let description = [{
+    A routed layer reads every token of the stream once for its router
+    (r = w . x) and then the selected tokens again for the gather's RMSNorm
+    (a sum of x^2 a row, then the scaled elements). This pass gives each
+    `modk.route_select_gather` a `stats` buffer [B, S]: modk-generalize then
+    writes one kernel over every token that sums both w . x and x^2 and
+    stores r and the token's scale 1 / sqrt(mean(x^2) + eps), and a gather
+    with no sums that multiplies each selected row by its token's scale.
+
+    Before: `modk.route_select_gather %x, %wr, %wn -> %r, %pos, %seg, %xs, %xn, %mask`
+    After:  `%s = modk.alloc : memref<?xSxf32>` and
+            `modk.route_select_gather ... -> ..., %mask stats(%s)`
+
+    Not fused: a decode step's `modk.decode_route`, whose router and norm
+    both read only the one token of each sequence. `enabled=false` (modc
+    `--no-fuse=router-norm`) leaves every router alone, so that the fusion's
+    effect can be measured.
+  }];
+  let options = [
+    Option<"enabled", "enabled", "bool", /*default=*/"true",
+           "Give each routed layer's router the RMSNorm statistics">
+  ];
+}
+
 def Generalize : Pass<"modk-generalize", "::modc::modk::EntryOp"> {
   let summary = "Rewrite the named row kernels into modk.rows with their math";
   let description = [{
@@ -189,6 +215,25 @@ def ConfigureGemms : Pass<"modk-configure-gemms", "::modc::modk::EntryOp"> {
            "Rows of a chunk of every weight gradient's split (0: split by "
            "shape)">
   ];
+}
+
+def GenerateOptimizer : Pass<"modk-generate-optimizer", "::mlir::ModuleOp"> {
+  let summary = "Write the AdamW step of each training entry as a modk.optimizer";
+  let description = [{
+    Adds `modk.optimizer @adamw` beside `modk.entry @grad`, over the same
+    parameters, with the decoupled AdamW update of one element as its body
+    (docs/model-format.md, "The AdamW step"):
+
+        g' = g · grad_scale
+        m' = beta1 · m + (1 − beta1) · g'
+        v' = beta2 · v + (1 − beta2) · g' · g'
+        p' = p · decay − step_size · m' / (sqrt(v') · inv_sqrt_bc2 + eps)
+
+    The emitters generate `modc_adamw`'s element loop from it. A module
+    without a training entry, or with an optimizer already, is left alone.
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::math::MathDialect"];
 }
 
 def PlanMemory : Pass<"modk-plan-memory", "::modc::modk::EntryOp"> {

@@ -1,0 +1,63 @@
+//===- F32Math.h - Building the f32 math of kernel regions ------*- C++ -*-===//
+//
+// The passes that write kernel math as IR (modk-generalize's modk.rows,
+// modk-generate-optimizer's modk.optimizer) build it through F32Math, so
+// that their formulas read like those of docs/model-format.md.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MODC_DIALECT_MODK_TRANSFORMS_F32MATH_H
+#define MODC_DIALECT_MODK_TRANSFORMS_F32MATH_H
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/IR/Builders.h"
+
+namespace modc {
+
+/// Builds the f32 math of a region: a thin layer over OpBuilder so that the
+/// formulas read like the formulas of the docs.
+struct F32Math {
+  mlir::OpBuilder &b;
+  mlir::Location loc;
+  mlir::Value c(double v) {
+    return mlir::arith::ConstantOp::create(b, loc, b.getF32FloatAttr(float(v)));
+  }
+  mlir::Value add(mlir::Value x, mlir::Value y) {
+    return mlir::arith::AddFOp::create(b, loc, x, y);
+  }
+  mlir::Value sub(mlir::Value x, mlir::Value y) {
+    return mlir::arith::SubFOp::create(b, loc, x, y);
+  }
+  mlir::Value mul(mlir::Value x, mlir::Value y) {
+    return mlir::arith::MulFOp::create(b, loc, x, y);
+  }
+  mlir::Value div(mlir::Value x, mlir::Value y) {
+    return mlir::arith::DivFOp::create(b, loc, x, y);
+  }
+  mlir::Value neg(mlir::Value x) {
+    return mlir::arith::NegFOp::create(b, loc, x);
+  }
+  mlir::Value exp(mlir::Value x) {
+    return mlir::math::ExpOp::create(b, loc, x);
+  }
+  mlir::Value erf(mlir::Value x) {
+    return mlir::math::ErfOp::create(b, loc, x);
+  }
+  mlir::Value sqrt(mlir::Value x) {
+    return mlir::math::SqrtOp::create(b, loc, x);
+  }
+  /// sigmoid(z) = 1 / (e^-z + 1).
+  mlir::Value sigmoid(mlir::Value z) {
+    return div(c(1.0), add(exp(neg(z)), c(1.0)));
+  }
+  /// silu(z) = z / (e^-z + 1).
+  mlir::Value silu(mlir::Value z) { return div(z, add(exp(neg(z)), c(1.0))); }
+  /// The exact GELU's Phi(x) = 0.5 (1 + erf(x / sqrt 2)).
+  mlir::Value normalCdf(mlir::Value x) {
+    return mul(c(0.5), add(c(1.0), erf(mul(x, c(0.70710678118654752)))));
+  }
+};
+
+} // namespace modc
+
+#endif // MODC_DIALECT_MODK_TRANSFORMS_F32MATH_H
