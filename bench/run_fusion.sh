@@ -15,7 +15,9 @@
 # run ROUNDS times in turn (all, no-residual-add, ..., all, ...); the table
 # gives each variant's median and its ratio to the default's. No PyTorch.
 # Environment: BATCH (4), ITERS (5), WARMUP (2), ROUNDS (2), NEW (32,
-# decode tokens); OMP_WAIT_POLICY as for run.sh.
+# decode tokens), VARIANTS (all of them; a space-separated subset starting
+# with "all", such as "all no-router-norm", times only those);
+# OMP_WAIT_POLICY as for run.sh.
 #
 #===----------------------------------------------------------------------===#
 set -euo pipefail
@@ -25,6 +27,10 @@ batch="${BATCH:-4}"; iters="${ITERS:-5}"; warmup="${WARMUP:-2}"
 rounds="${ROUNDS:-2}"; new_tokens="${NEW:-32}"
 models=model_dense,model_mod
 variants=(all no-residual-add no-activation no-rows-epilogue no-router-norm none)
+if [[ -n "${VARIANTS:-}" ]]; then
+  read -r -a variants <<< "$VARIANTS"
+  [[ "${variants[0]}" == all ]] || { echo "run_fusion.sh: VARIANTS must start with all" >&2; exit 2; }
+fi
 flags_of() {
   case "$1" in
     all) echo "" ;;
@@ -33,8 +39,10 @@ flags_of() {
     no-rows-epilogue) echo "--no-fuse=rows-epilogue" ;;
     no-router-norm) echo "--no-fuse=router-norm" ;;
     none) echo "--no-fuse=residual-add,activation,rows-epilogue,router-norm" ;;
+    *) echo "run_fusion.sh: unknown variant '$1'" >&2; exit 2 ;;
   esac
 }
+for v in "${variants[@]}"; do flags_of "$v" > /dev/null; done
 for t in bench_forward bench_train bench_decode; do
   [[ -x "$build/bench/$t" ]] || { echo "run_fusion.sh: $build/bench/$t not found; build it first" >&2; exit 1; }
 done

@@ -47,10 +47,10 @@ constexpr auto router40x70 = rows_cpu::modc_rows_23;
 // With the RMSNorm statistics (modk-fuse-router-norm): (rows, x, w, r,
 // scale); then the gather that scales, (..., x, scale, norm weight,
 // gathered, normed).
-constexpr auto routerNorm40x70 = rows_cpu::modc_rows_46;
-constexpr auto gatherScale40x70 = rows_cpu::modc_rows_47;
-constexpr auto router1x40 = rows_cpu::modc_rows_48;
-constexpr auto routerNorm1x40 = rows_cpu::modc_rows_50;
+constexpr auto routerNorm40x70 = rows_cpu::modc_rows_50;
+constexpr auto gatherScale40x70 = rows_cpu::modc_rows_51;
+constexpr auto router1x40 = rows_cpu::modc_rows_52;
+constexpr auto routerNorm1x40 = rows_cpu::modc_rows_54;
 // Gather + RMSNorm: (..., stream x, norm weight, gathered, normed).
 constexpr auto gatherRmsnorm32x48 = rows_cpu::modc_rows_20;   // S 32, eps 1e-5
 constexpr auto gatherRmsnorm512x128 = rows_cpu::modc_rows_22; // eps 1e-6
@@ -66,18 +66,24 @@ constexpr auto scatterLinear40x70 = rows_cpu::modc_rows_31;
 constexpr auto scatterSigmoid40x70 = rows_cpu::modc_rows_32;
 constexpr auto scatterOne40x70 = rows_cpu::modc_rows_33;
 // A decode step's (eps 1e-5; the scatter needs at most one row a sequence).
+// Its router over every sequence's token: (rows, x, w, r), rows = B (that
+// of D = 48 is router1x48's kernel: the same op).
+constexpr auto decodeRouter64 = rows_cpu::modc_rows_35;
+constexpr auto decodeRouter128 = rows_cpu::modc_rows_37;
+constexpr auto decodeRouter96 = rows_cpu::modc_rows_39;
+constexpr auto decodeRouter32 = rows_cpu::modc_rows_41;
 constexpr auto decodeGatherRmsnorm48 = rows_cpu::modc_rows_34;
-constexpr auto decodeGatherRmsnorm64 = rows_cpu::modc_rows_35;
-constexpr auto decodeGatherRmsnorm128 = rows_cpu::modc_rows_36;
-constexpr auto decodeGatherRmsnorm96 = rows_cpu::modc_rows_37;
-constexpr auto decodeGatherRmsnorm32 = rows_cpu::modc_rows_38;
-constexpr auto decodeScatterLinear36 = rows_cpu::modc_rows_39;
-constexpr auto decodeScatterSigmoid36 = rows_cpu::modc_rows_40;
-constexpr auto decodeScatterOne36 = rows_cpu::modc_rows_41;
-constexpr auto decodeScatterLinear64 = rows_cpu::modc_rows_42;
-constexpr auto decodeScatterSigmoid64 = rows_cpu::modc_rows_43;
-constexpr auto decodeScatterOne64 = rows_cpu::modc_rows_44;
-constexpr auto decodeScatterSigmoid200 = rows_cpu::modc_rows_45;
+constexpr auto decodeGatherRmsnorm64 = rows_cpu::modc_rows_36;
+constexpr auto decodeGatherRmsnorm128 = rows_cpu::modc_rows_38;
+constexpr auto decodeGatherRmsnorm96 = rows_cpu::modc_rows_40;
+constexpr auto decodeGatherRmsnorm32 = rows_cpu::modc_rows_42;
+constexpr auto decodeScatterLinear36 = rows_cpu::modc_rows_43;
+constexpr auto decodeScatterSigmoid36 = rows_cpu::modc_rows_44;
+constexpr auto decodeScatterOne36 = rows_cpu::modc_rows_45;
+constexpr auto decodeScatterLinear64 = rows_cpu::modc_rows_46;
+constexpr auto decodeScatterSigmoid64 = rows_cpu::modc_rows_47;
+constexpr auto decodeScatterOne64 = rows_cpu::modc_rows_48;
+constexpr auto decodeScatterSigmoid200 = rows_cpu::modc_rows_49;
 // The AdamW update of modk.optimizer @adamw: (n, p, g, m, v, grad_scale,
 // decay, beta1, beta2, eps, step_size, inv_sqrt_bc2).
 constexpr auto adamwUpdate = rows_cpu::modc_optimizer_update;
@@ -116,22 +122,26 @@ constexpr auto geluGrad50Bf16 = rows_cuda::modc_rows_15;
 constexpr auto add90Bf16 = rows_cuda::modc_rows_18;
 // The routed blocks' kernels, as gen_cpu's.
 constexpr auto router40x70 = rows_cuda::modc_rows_23;
-constexpr auto routerNorm40x70 = rows_cuda::modc_rows_46;
-constexpr auto gatherScale40x70 = rows_cuda::modc_rows_47;
-constexpr auto router1x40 = rows_cuda::modc_rows_48;
-constexpr auto routerNorm1x40 = rows_cuda::modc_rows_50;
+constexpr auto routerNorm40x70 = rows_cuda::modc_rows_50;
+constexpr auto gatherScale40x70 = rows_cuda::modc_rows_51;
+constexpr auto router1x40 = rows_cuda::modc_rows_52;
+constexpr auto routerNorm1x40 = rows_cuda::modc_rows_54;
 constexpr auto gatherRmsnorm40x70 = rows_cuda::modc_rows_24;
 constexpr auto scatterLinear40x70 = rows_cuda::modc_rows_31;
 constexpr auto scatterSigmoid40x70 = rows_cuda::modc_rows_32;
 constexpr auto scatterOne40x70 = rows_cuda::modc_rows_33;
-constexpr auto decodeGatherRmsnorm64 = rows_cuda::modc_rows_35;
-constexpr auto decodeGatherRmsnorm128 = rows_cuda::modc_rows_36;
-constexpr auto decodeGatherRmsnorm96 = rows_cuda::modc_rows_37;
-constexpr auto decodeGatherRmsnorm32 = rows_cuda::modc_rows_38;
-constexpr auto decodeScatterLinear64 = rows_cuda::modc_rows_42;
-constexpr auto decodeScatterSigmoid64 = rows_cuda::modc_rows_43;
-constexpr auto decodeScatterOne64 = rows_cuda::modc_rows_44;
-constexpr auto decodeScatterSigmoid200 = rows_cuda::modc_rows_45;
+constexpr auto decodeRouter64 = rows_cuda::modc_rows_35;
+constexpr auto decodeRouter128 = rows_cuda::modc_rows_37;
+constexpr auto decodeRouter96 = rows_cuda::modc_rows_39;
+constexpr auto decodeRouter32 = rows_cuda::modc_rows_41;
+constexpr auto decodeGatherRmsnorm64 = rows_cuda::modc_rows_36;
+constexpr auto decodeGatherRmsnorm128 = rows_cuda::modc_rows_38;
+constexpr auto decodeGatherRmsnorm96 = rows_cuda::modc_rows_40;
+constexpr auto decodeGatherRmsnorm32 = rows_cuda::modc_rows_42;
+constexpr auto decodeScatterLinear64 = rows_cuda::modc_rows_46;
+constexpr auto decodeScatterSigmoid64 = rows_cuda::modc_rows_47;
+constexpr auto decodeScatterOne64 = rows_cuda::modc_rows_48;
+constexpr auto decodeScatterSigmoid200 = rows_cuda::modc_rows_49;
 // As gen_cpu's, with the device state (AdamCtl) for grad_scale; launched
 // as modc_adamw launches it.
 constexpr auto adamwUpdate = rows_cuda::modc_optimizer_update;

@@ -152,15 +152,17 @@ modk.entry @forward attributes {model = #modk.model<name = "t", vocab_size = 1, 
   modk.gemm %h40, [%wd70] rows %seg extra(%m40x70, %r40, %a40x70, %pos40) -> %x40x70 {epilogue = #modk.epilogue<gate_scale_scatter>, gate = #modk.gate<linear>} : memref<?x40x8xf32>, memref<70x8xf32>, memref<?x1xi64>, memref<?x40x70xf32>, memref<?x40xf32>, memref<?x40x70xf32>, memref<?x40xi32>, memref<?x40x70xf32>
   modk.gemm %h40, [%wd70] rows %seg extra(%m40x70, %r40, %a40x70, %pos40) -> %x40x70 {epilogue = #modk.epilogue<gate_scale_scatter>, gate = #modk.gate<sigmoid>} : memref<?x40x8xf32>, memref<70x8xf32>, memref<?x1xi64>, memref<?x40x70xf32>, memref<?x40xf32>, memref<?x40x70xf32>, memref<?x40xi32>, memref<?x40x70xf32>
   modk.gemm %h40, [%wd70] rows %seg extra(%m40x70, %r40, %a40x70, %pos40) -> %x40x70 {epilogue = #modk.epilogue<gate_scale_scatter>, gate = #modk.gate<one>} : memref<?x40x8xf32>, memref<70x8xf32>, memref<?x1xi64>, memref<?x40x70xf32>, memref<?x40xf32>, memref<?x40x70xf32>, memref<?x40xi32>, memref<?x40x70xf32>
-  // 34-38: a decode step's gather + RMSNorm (one token a sequence) of D = 48
-  // (CpuKernelsDecode.GatherRmsNorm) and 64, 128, 96, 32
-  // (CudaDecodeKernels.DecodeRoute*).
+  // 34-42: a decode step's router over every sequence's token and its
+  // gather + RMSNorm (one token a sequence) of D = 48 (the router is 25's
+  // kernel; gather 34: CpuKernelsDecode.GatherRmsNorm), then of 64, 128, 96,
+  // 32 (routers 35, 37, 39, 41; gathers 36, 38, 40, 42:
+  // CudaDecodeKernels.DecodeRoute*).
   modk.decode_route(%x1x48, %rw48, %w48, %step, %active, %r1, %pos1, %seg, %xs1x48, %xn1x48, %mask1) {causal_router = #modk.causal_router<aux_loss>, eps = 1.000000e-05 : f64, layer = 1 : i64} : memref<?x1x48xf32>, memref<1x48xf32>, memref<48xf32>, memref<?x1xi32>, memref<?x1xi8>, memref<?x1xf32>, memref<?x1xi32>, memref<?x1xi64>, memref<?x1x48xf32>, memref<?x1x48xf32>, memref<?x1xi32>
   modk.decode_route(%x1x64, %rw64, %w64, %step, %active, %r1, %pos1, %seg, %xs1x64, %xn1x64, %mask1) {causal_router = #modk.causal_router<aux_loss>, eps = 1.000000e-05 : f64, layer = 1 : i64} : memref<?x1x64xf32>, memref<1x64xf32>, memref<64xf32>, memref<?x1xi32>, memref<?x1xi8>, memref<?x1xf32>, memref<?x1xi32>, memref<?x1xi64>, memref<?x1x64xf32>, memref<?x1x64xf32>, memref<?x1xi32>
   modk.decode_route(%x1x128, %rw128, %w128, %step, %active, %r1, %pos1, %seg, %xs1x128, %xn1x128, %mask1) {causal_router = #modk.causal_router<aux_loss>, eps = 1.000000e-05 : f64, layer = 1 : i64} : memref<?x1x128xf32>, memref<1x128xf32>, memref<128xf32>, memref<?x1xi32>, memref<?x1xi8>, memref<?x1xf32>, memref<?x1xi32>, memref<?x1xi64>, memref<?x1x128xf32>, memref<?x1x128xf32>, memref<?x1xi32>
   modk.decode_route(%x1x96, %rw96, %w96, %step, %active, %r1, %pos1, %seg, %xs1x96, %xn1x96, %mask1) {causal_router = #modk.causal_router<aux_loss>, eps = 1.000000e-05 : f64, layer = 1 : i64} : memref<?x1x96xf32>, memref<1x96xf32>, memref<96xf32>, memref<?x1xi32>, memref<?x1xi8>, memref<?x1xf32>, memref<?x1xi32>, memref<?x1xi64>, memref<?x1x96xf32>, memref<?x1x96xf32>, memref<?x1xi32>
   modk.decode_route(%x1x32, %rw32, %w32, %step, %active, %r1, %pos1, %seg, %xs1x32, %xn1x32, %mask1) {causal_router = #modk.causal_router<aux_loss>, eps = 1.000000e-05 : f64, layer = 1 : i64} : memref<?x1x32xf32>, memref<1x32xf32>, memref<32xf32>, memref<?x1xi32>, memref<?x1xi8>, memref<?x1xf32>, memref<?x1xi32>, memref<?x1xi64>, memref<?x1x32xf32>, memref<?x1x32xf32>, memref<?x1xi32>
-  // 39-45: a decode step's gated scatter (a [B, 1, D] stream: the decode
+  // 43-49: a decode step's gated scatter (a [B, 1, D] stream: the decode
   // form, one token a sequence): D = 36, the three gates
   // (CpuKernelsDecode.GateScaleScatter); D = 64, the three gates, and
   // D = 200, sigmoid (CudaDecodeKernels.DecodeGateScaleScatterMatchesCpu).
@@ -171,10 +173,10 @@ modk.entry @forward attributes {model = #modk.model<name = "t", vocab_size = 1, 
   modk.gemm %h1, [%wd64] rows %seg extra(%m1x64, %r1, %a1x64, %pos1) -> %x1x64 {epilogue = #modk.epilogue<gate_scale_scatter>, gate = #modk.gate<sigmoid>} : memref<?x1x8xf32>, memref<64x8xf32>, memref<?x1xi64>, memref<?x1x64xf32>, memref<?x1xf32>, memref<?x1x64xf32>, memref<?x1xi32>, memref<?x1x64xf32>
   modk.gemm %h1, [%wd64] rows %seg extra(%m1x64, %r1, %a1x64, %pos1) -> %x1x64 {epilogue = #modk.epilogue<gate_scale_scatter>, gate = #modk.gate<one>} : memref<?x1x8xf32>, memref<64x8xf32>, memref<?x1xi64>, memref<?x1x64xf32>, memref<?x1xf32>, memref<?x1x64xf32>, memref<?x1xi32>, memref<?x1x64xf32>
   modk.gemm %h1, [%wd200] rows %seg extra(%m1x200, %r1, %a1x200, %pos1) -> %x1x200 {epilogue = #modk.epilogue<gate_scale_scatter>, gate = #modk.gate<sigmoid>} : memref<?x1x8xf32>, memref<200x8xf32>, memref<?x1xi64>, memref<?x1x200xf32>, memref<?x1xf32>, memref<?x1x200xf32>, memref<?x1xi32>, memref<?x1x200xf32>
-  // 46, 47: the router of S = 40, D = 70 with the RMSNorm statistics
+  // 50, 51: the router of S = 40, D = 70 with the RMSNorm statistics
   // riding on it (modk-fuse-router-norm: r and each token's scale), then
   // the gather that only scales (CpuKernels.Router, GatherScale,
-  // CudaKernels.*). 48-51: the router and gather of S = 1, D = 40,
+  // CudaKernels.*). 52-55: the router and gather of S = 1, D = 40,
   // unfused, then fused: a decode step's router is bit for bit both of
   // these routers (CpuKernelsDecode.DecodeRouteWithRouterAsDecision).
   %st40 = modk.alloc : memref<?x40xf32>

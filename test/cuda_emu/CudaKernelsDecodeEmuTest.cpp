@@ -111,8 +111,25 @@ TEST(CudaDecodeKernels, DecodeRowsMatchesCpu) {
 }
 
 //===----------------------------------------------------------------------===//
-// decode_route + the gather + RMSNorm
+// The router, decode_select and the gather + RMSNorm
 //===----------------------------------------------------------------------===//
+
+/// The generated router of a decode step (one sum a row over every
+/// sequence's token) of width D, CUDA or CPU.
+template <int D, bool Cuda> constexpr auto decodeRouter() {
+  static_assert(D == 64 || D == 128 || D == 96 || D == 32,
+                "no gen_*::decodeRouter of this width");
+  if constexpr (Cuda)
+    return D == 64    ? gen_cuda::decodeRouter64
+           : D == 128 ? gen_cuda::decodeRouter128
+           : D == 96  ? gen_cuda::decodeRouter96
+                      : gen_cuda::decodeRouter32;
+  else
+    return D == 64    ? gen_cpu::decodeRouter64
+           : D == 128 ? gen_cpu::decodeRouter128
+           : D == 96  ? gen_cpu::decodeRouter96
+                      : gen_cpu::decodeRouter32;
+}
 
 /// The generated gather + RMSNorm of a decode step (eps 1e-5) of width D,
 /// CUDA or CPU.
@@ -154,20 +171,23 @@ RouteResult runRoute(const std::vector<float> &x, int64_t B,
   o.gathered.assign((B + 1) * D, -5.0f);
   o.normed.assign((B + 1) * D, -5.0f);
   const float *decision = logits ? logits->data() : o.r.data();
+  constexpr auto router = decodeRouter<D, Cuda>();
   constexpr auto gather = decodeGather<D, Cuda>();
   if constexpr (Cuda) {
-    modk_cuda::decode_route<D>(x.data(), B, w.data(), decision,
-                               positions.data(), active.data(), o.r.data(),
-                               o.pos.data(), o.seg.data(), o.mask.data(),
-                               nullptr);
+    // The router's row count: every sequence (the identity row set's
+    // seg[B] = B, on the device).
+    gen_cuda::launch(router, &B, B, x.data(), w.data(), o.r.data());
+    modk_cuda::decode_select(B, decision, positions.data(), active.data(),
+                             o.pos.data(), o.seg.data(), o.mask.data(),
+                             nullptr);
     // At most one row a sequence: B rows bound the launch; the count is
     // read on the device (seg + B).
     gen_cuda::launch(gather, o.seg.data() + B, B, o.seg.data(), B, x.data(),
                      nw.data(), o.gathered.data(), o.normed.data());
   } else {
-    modk_cpu::decode_route<D>(x.data(), B, w.data(), decision,
-                              positions.data(), active.data(), o.r.data(),
-                              o.pos.data(), o.seg.data(), o.mask.data());
+    router(B, x.data(), w.data(), o.r.data());
+    modk_cpu::decode_select(B, decision, positions.data(), active.data(),
+                            o.pos.data(), o.seg.data(), o.mask.data());
     gather(o.seg[B], o.seg.data(), B, x.data(), nw.data(), o.gathered.data(),
            o.normed.data());
   }

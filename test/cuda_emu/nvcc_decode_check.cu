@@ -17,8 +17,8 @@
 namespace {
 
 /// Every decode wrapper of a model with d_model D, H heads and seq_len S
-/// (a step's gather + RMSNorm and gated scatter are generated row kernels,
-/// compiled by the package tests).
+/// (a step's router, gather + RMSNorm and gated scatter are generated row
+/// kernels, compiled by the package tests).
 template <int S, int D, int H>
 void instantiate(const float *x, int64_t B, const int32_t *positions,
                  const uint8_t *active, int32_t *pos, int64_t *seg,
@@ -27,7 +27,7 @@ void instantiate(const float *x, int64_t B, const int32_t *positions,
                  cudaStream_t stream) {
   using namespace modk_cuda;
   decode_rows<S>(positions, active, B, pos, seg, stream);
-  decode_route<D>(x, B, w, r, positions, active, r, pos, seg, mask, stream);
+  decode_select(B, r, positions, active, pos, seg, mask, stream);
   decode_attention<S, H, D / H>(x, x, x, B, seg, pos, active, kc, vc, counts,
                                 a, stream);
   decode_attention<S, H, D / H>(x, x, x, B, seg, pos, active, kc, vc, counts,

@@ -16,7 +16,7 @@
 ///  - a large batch against a pre-filled cache (the parallel path, more keys
 ///    than one softmax block), prefill-style chunks of several rows, and the
 ///    overflow guard (NaN out, nothing appended, counts unchanged);
-///  - decode_rows and decode_route: compaction, masks, inactive rows, a
+///  - decode_rows and decode_select: compaction, masks, inactive rows, a
 ///    decision of exactly +0 or -0 (not routed), NaN, r aliased as decision;
 ///  - a decode step's gather + RMSNorm and gated scatter, as modc generates
 ///    them (modk.rows, test/common/RowKernels.mlir): values, bit-exact
@@ -165,10 +165,13 @@ TEST(CpuKernelsDecode, DecodeRouteWithRouterAsDecision) {
   std::vector<float> r(B, -5.0f);
   std::vector<int32_t> pos(B, -1), mask(B, -1);
   std::vector<int64_t> seg(B + 1, -1);
-  // r passed as its own decision (the aux_loss router).
-  modk_cpu::decode_route<D>(x.data(), B, w.data(), r.data(), positions.data(),
-                            active.data(), r.data(), pos.data(), seg.data(),
-                            mask.data());
+  // The step's router as modc generates it (gen_cpu::router1x40: one sum a
+  // row over every sequence's token), then the selection with r as its own
+  // decision (the aux_loss router).
+  static_assert(D == 40, "gen_cpu::router1x40");
+  gen_cpu::router1x40(B, x.data(), w.data(), r.data());
+  modk_cpu::decode_select(B, r.data(), positions.data(), active.data(),
+                          pos.data(), seg.data(), mask.data());
 
   std::vector<double> refR(B);
   for (int64_t b = 0; b < B; ++b) {
@@ -180,15 +183,11 @@ TEST(CpuKernelsDecode, DecodeRouteWithRouterAsDecision) {
   EXPECT_LE(relErr(r, refR), kTol);
   EXPECT_EQ(r[4], 0.0f);
 
-  // Bit-identical to the forward pass's router as modc generates it (S = 1:
-  // one token per row), alone and with the RMSNorm statistics riding on it
-  // (modk-fuse-router-norm, the default): a decode step makes the forward
-  // pass's decisions.
-  static_assert(D == 40, "gen_cpu::router1x40");
-  std::vector<float> rFull(B, -1.0f), rFused(B, -1.0f), scale(B);
-  gen_cpu::router1x40(B, x.data(), w.data(), rFull.data());
+  // Bit-identical to the forward pass's router with the RMSNorm statistics
+  // riding on it (modk-fuse-router-norm, the default; a decode step's router
+  // has no statistics): a decode step makes the forward pass's decisions.
+  std::vector<float> rFused(B, -1.0f), scale(B);
   gen_cpu::routerNorm1x40(B, x.data(), w.data(), rFused.data(), scale.data());
-  EXPECT_EQ(0, std::memcmp(r.data(), rFull.data(), sizeof(float) * B));
   EXPECT_EQ(0, std::memcmp(r.data(), rFused.data(), sizeof(float) * B));
 
   int64_t c = 0, nActiveSkipped = 0, nInactivePositive = 0;
@@ -211,42 +210,28 @@ TEST(CpuKernelsDecode, DecodeRouteWithRouterAsDecision) {
 }
 
 TEST(CpuKernelsDecode, DecodeRouteWithPredictorLogits) {
-  constexpr int D = 16;
   const int64_t B = 10;
-  auto x = randn(B * D, 3), w = randn(D, 4);
   const float nan = std::numeric_limits<float>::quiet_NaN();
   const float inf = std::numeric_limits<float>::infinity();
   const std::vector<float> logit = {1.5f, 0.0f,   -0.0f, -2.0f, nan,
                                     3.0f, 1e-30f, inf,   0.25f, -inf};
   const std::vector<uint8_t> active = {1, 1, 1, 1, 1, 0, 1, 1, 1, 1};
   const std::vector<int32_t> positions = {5, 0, 9, 2, 4, 7, 1, 6, 3, 8};
-  std::vector<float> r(B);
   std::vector<int32_t> pos(B, -1), mask(B, -1);
   std::vector<int64_t> seg(B + 1, -1);
-  modk_cpu::decode_route<D>(x.data(), B, w.data(), logit.data(),
-                            positions.data(), active.data(), r.data(),
-                            pos.data(), seg.data(), mask.data());
+  modk_cpu::decode_select(B, logit.data(), positions.data(), active.data(),
+                          pos.data(), seg.data(), mask.data());
   const std::vector<int32_t> wantMask = {1, 0, 0, 0, 0, 0, 1, 1, 1, 0};
   const std::vector<int64_t> wantSeg = {0, 1, 1, 1, 1, 1, 1, 2, 3, 4, 4};
   EXPECT_EQ(mask, wantMask);
   EXPECT_EQ(seg, wantSeg);
   EXPECT_EQ(std::vector<int32_t>(pos.begin(), pos.begin() + 4),
             (std::vector<int32_t>{5, 1, 6, 3}));
-  // r is still computed for every sequence, inactive ones included.
-  std::vector<double> refR(B);
-  for (int64_t b = 0; b < B; ++b) {
-    double acc = 0.0;
-    for (int d = 0; d < D; ++d)
-      acc += double(w[d]) * x[b * D + d];
-    refR[b] = acc;
-  }
-  EXPECT_LE(relErr(r, refR), kTol);
 
   // Nothing active: no rows.
   const std::vector<uint8_t> none(B, 0);
-  modk_cpu::decode_route<D>(x.data(), B, w.data(), logit.data(),
-                            positions.data(), none.data(), r.data(), pos.data(),
-                            seg.data(), mask.data());
+  modk_cpu::decode_select(B, logit.data(), positions.data(), none.data(),
+                          pos.data(), seg.data(), mask.data());
   for (int64_t b = 0; b <= B; ++b)
     EXPECT_EQ(seg[b], 0);
   for (int64_t b = 0; b < B; ++b)
@@ -350,14 +335,13 @@ TEST(CpuKernelsDecode, GateScaleScatter) {
 /// Steps B sequences token by token through T = 40 positions, as a model
 /// with one dense and one routed layer would. Sequence b is active at step
 /// t iff t < len[b]; its token is routed with probability 1/2 (via
-/// decode_route on predictor logits). The routed layer's cache receives only
+/// decode_select on predictor logits). The routed layer's cache receives only
 /// routed tokens; the dense layer's cache every active token. Every output
 /// row is compared with fp64 causal attention by position over the tokens
 /// its layer holds, with fp64 RoPE of the raw q and k.
 template <int S, int H, int HD> void checkSteppedDecode(unsigned seed) {
   constexpr int T = 40;
   constexpr int64_t LD = int64_t(H) * HD;
-  constexpr int DX = 8; // residual width, only for decode_route
   static_assert(S >= T, "cache must hold the whole sequence");
   const std::vector<int> len = {T, 23, 31, 0, 1};
   const int64_t B = int64_t(len.size());
@@ -369,7 +353,6 @@ template <int S, int H, int HD> void checkSteppedDecode(unsigned seed) {
   for (auto &v : isRouted)
     v = uint8_t(rng() & 1);
   isRouted[0 * T + 0] = 0; // sequence 0's first routed token is not at 0
-  auto xRes = randn(B * DX, seed + 4), wRouter = randn(DX, seed + 5);
 
   const float sentinel = 7.0f;
   std::vector<float> ckR(B * S * LD, sentinel), cvR(B * S * LD, sentinel);
@@ -382,7 +365,7 @@ template <int S, int H, int HD> void checkSteppedDecode(unsigned seed) {
   std::vector<int32_t> positions(B), pos(B), mask(B);
   std::vector<uint8_t> active(B);
   std::vector<int64_t> seg(B + 1);
-  std::vector<float> logit(B), r(B);
+  std::vector<float> logit(B);
   std::vector<float> q(B * LD), k(B * LD), v(B * LD), out(B * LD);
   for (int t = 0; t < T; ++t) {
     for (int64_t b = 0; b < B; ++b) {
@@ -418,9 +401,8 @@ template <int S, int H, int HD> void checkSteppedDecode(unsigned seed) {
     }
 
     // Routed layer: rows only for routed sequences, compacted.
-    modk_cpu::decode_route<DX>(xRes.data(), B, wRouter.data(), logit.data(),
-                               positions.data(), active.data(), r.data(),
-                               pos.data(), seg.data(), mask.data());
+    modk_cpu::decode_select(B, logit.data(), positions.data(), active.data(),
+                            pos.data(), seg.data(), mask.data());
     for (int64_t b = 0; b < B; ++b) {
       ASSERT_EQ(mask[b], int(active[b] && isRouted[b * T + t]));
       for (int64_t j = seg[b]; j < seg[b + 1]; ++j) {

@@ -23,8 +23,11 @@ void PlanEmitter::writeCall(StringRef ns, const KernelCall &call,
     templateArgs.push_back(std::to_string(a));
   if (!call.devicePlan.empty())
     templateArgs.push_back(call.devicePlan);
-  os << fmt::format("{:{}}{}::{}<{}>({});\n", "", indent, ns.str(), call.fn,
-                    fmt::join(templateArgs, ", "), fmt::join(args, ", "));
+  std::string templ = templateArgs.empty()
+                          ? std::string()
+                          : fmt::format("<{}>", fmt::join(templateArgs, ", "));
+  os << fmt::format("{:{}}{}::{}{}({});\n", "", indent, ns.str(), call.fn,
+                    templ, fmt::join(args, ", "));
 }
 
 KernelCall PlanEmitter::decodeAttentionCall(modk::DecodeAttentionOp op,
@@ -352,19 +355,16 @@ LogicalResult PlanEmitter::emitKernel(Operation *op) {
     return success();
   }
   if (auto route = dyn_cast<modk::DecodeSelectOp>(op)) {
-    int64_t d = width(route.getInput());
-    std::string r = name(route.getScores());
-    std::string decision = route.getCausalRouter() ==
-                                   modk::CausalRouter::predictor
-                               ? name(route.getCausalScores())
-                               : r;
+    std::string decision =
+        route.getCausalRouter() == modk::CausalRouter::predictor
+            ? name(route.getCausalScores())
+            : name(route.getScores());
     int indent =
         openGroup(fmt::format("modk.decode_select layer {}", route.getLayer()));
-    emitCall({"decode_route",
-              {d},
-              {name(route.getInput()), "B", name(route.getRouterWeight()),
-               decision, name(route.getStepPositions()),
-               name(route.getActive()), r, name(route.getPositions()),
+    emitCall({"decode_select",
+              {},
+              {"B", decision, name(route.getStepPositions()),
+               name(route.getActive()), name(route.getPositions()),
                name(route.getSegments()), name(route.getMask())}},
              indent);
     closeGroup();

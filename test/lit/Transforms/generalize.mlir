@@ -3,7 +3,7 @@
 
 // Every named row kernel becomes a modk.rows whose regions spell its math;
 // kernels of other kinds (here a GEMM) are left as they are, in place.
-// ROUNDTRIP-COUNT-14: modk.rows
+// ROUNDTRIP-COUNT-15: modk.rows
 
 // RMSNorm: the sum of squares is the reduction; the body scales each
 // element by 1 / sqrt(sum / D + eps) and the weight (a vector of D).
@@ -148,9 +148,14 @@ modk.entry @routed attributes {model = #modk.model<name = "t", vocab_size = 64, 
 }
 
 // A decode step's stream holds one token a sequence: no positions, the
-// token of row i is its sequence's. The linear gate: x = x + r * (a + m).
+// token of row i is its sequence's. Its router runs over every sequence's
+// token (an identity row set of one token a sequence, made here), as the
+// forward pass's router does, then decode_select decides from r. The
+// linear gate: x = x + r * (a + m).
 // CHECK-LABEL: modk.entry @decode
-// CHECK: modk.decode_select(%[[DX:[^,]*]],
+// CHECK: modk.identity_rows -> %{{.*}}, %[[DALL:.*]] : memref<?x1xi32>, memref<?x1xi64>
+// CHECK-NEXT: modk.rows ins(%[[DX:.*]], %{{.*}} : memref<?x1x32xf32>, memref<1x32xf32>) rows %[[DALL]] : memref<?x1xi64> outs(%[[DRS:.*]] : memref<?x1xf32>) reduce {
+// CHECK: modk.decode_select(%[[DRS]],
 // CHECK-NEXT: modk.rows ins(%[[DX]], %{{.*}} : memref<?x1x32xf32>, memref<32xf32>) rows %[[DSEG:.*]] : memref<?x1xi64> outs(%{{.*}}, %{{.*}} : memref<?x1x32xf32>, memref<?x1x32xf32>) attributes {token_operands = array<i64: 0>} reduce {
 // CHECK: modk.gemm {{.*}} {epilogue = #modk.epilogue<none>}
 // CHECK-NEXT: modk.rows ins({{.*}}) rows %[[DSEG]] : memref<?x1xi64> outs(%[[DX]] : memref<?x1x32xf32>) attributes {token_operands = array<i64: 2, 3, 4>} reduce {

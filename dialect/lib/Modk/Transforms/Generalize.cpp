@@ -206,17 +206,26 @@ struct RouteSelectGatherToRows
   }
 };
 
-/// decode_route = decode_select and the gather + RMSNorm of the routed
-/// sequences' one token each (no positions: the stream holds one token a
-/// sequence).
+/// decode_route = the router over every sequence's token (a modk.rows on
+/// the identity row set of one token a sequence, one sum a row, as the
+/// forward pass's router computes r), decode_select (decisions,
+/// compaction), and the gather + RMSNorm of the routed sequences' one token
+/// each (no positions: the stream holds one token a sequence).
 struct DecodeRouteToRows : OpRewritePattern<modk::DecodeRouteOp> {
   using OpRewritePattern::OpRewritePattern;
   LogicalResult matchAndRewrite(modk::DecodeRouteOp op,
                                 PatternRewriter &rewriter) const override {
+    Value all = identitySegments(rewriter, op, /*tokens=*/1);
+    createRows(
+        rewriter, op, {op.getInput(), op.getRouterWeight()}, all,
+        op.getScores(), 1,
+        [](F32Math &m, ValueRange a) -> SmallVector<Value> {
+          return {m.mul(a[0], a[1])};
+        },
+        [](F32Math &, ValueRange a) -> SmallVector<Value> { return {a[2]}; });
     modk::DecodeSelectOp::create(
-        rewriter, op.getLoc(), op.getInput(), op.getRouterWeight(),
-        op.getStepPositions(), op.getActive(), op.getScores(),
-        op.getPositions(), op.getSegments(), op.getMask(),
+        rewriter, op.getLoc(), op.getScores(), op.getStepPositions(),
+        op.getActive(), op.getPositions(), op.getSegments(), op.getMask(),
         op.getCausalScores(), op.getLayerAttr(), op.getCausalRouterAttr());
     gatherRmsnorm(rewriter, op, op.getInput(), op.getNormWeight(),
                   op.getSegments(), Value(), op.getGathered(), op.getNormed(),

@@ -25,13 +25,11 @@
 ///    positions;
 ///  - cblas is never called here (and never inside a parallel region).
 ///
-/// decode_route's router logits use the arithmetic of the router kernel
-/// modc generates for the forward pass (a modk.rows: one SIMD sum of w x a
-/// row) in the same order, so that a decode step reproduces the forward
-/// pass's routing decisions (the bits are checked by
-/// CpuKernelsDecode.DecodeRouteWithRouterAsDecision). A step's gather +
-/// RMSNorm and gated scatter are row kernels modc generates (modk.rows)
-/// from the same regions as the forward pass's.
+/// A decode step's router, gather + RMSNorm and gated scatter are row
+/// kernels modc generates (modk.rows) from the same regions as the forward
+/// pass's, so that a decode step makes the forward pass's routing decisions
+/// (CpuKernelsDecode.DecodeRouteWithRouterAsDecision checks the router's
+/// bits).
 ///
 //===----------------------------------------------------------------------===//
 
@@ -76,29 +74,17 @@ inline void decode_rows(const int32_t *positions, const uint8_t *active,
   seg[B] = B;
 }
 
-/// Causal routing of one decode step. r[b] = router_w . x[b] for every b
-/// (x is [B, D], router_w [1, D]), then sequence b is routed iff active[b]
-/// and decision[b] > 0 (a NaN or a zero of either sign is not routed).
-/// `decision` is either r itself (the aux_loss router; r is complete before
-/// any decision is read, so aliasing is fine) or the predictor logits [B].
-/// Routed sequences are compacted in b order: seg[b] is the number of routed
-/// sequences before b, seg[B] the total, pos[j] = positions[b] for the row j
-/// of sequence b, and mask[b] = 1 if routed else 0.
-template <int D>
-inline void decode_route(const float *x, int64_t B, const float *router_w,
-                         const float *decision, const int32_t *positions,
-                         const uint8_t *active, float *r, int32_t *pos,
-                         int64_t *seg, int32_t *mask) {
-  // The loop of the generated router, so r matches the full-sequence forward.
-#pragma omp parallel for if (B * D > detail::kMinParallelWork)
-  for (int64_t b = 0; b < B; ++b) {
-    const float *xb = x + b * D;
-    float acc = 0.0f;
-#pragma omp simd reduction(+ : acc)
-    for (int d = 0; d < D; ++d)
-      acc += router_w[d] * xb[d];
-    r[b] = acc;
-  }
+/// Causal routing of one decode step from its router scores (a row kernel
+/// modc generates before this one): sequence b is routed iff active[b] and
+/// decision[b] > 0 (a NaN or a zero of either sign is not routed).
+/// `decision` is the router's r (the aux_loss router) or the predictor
+/// logits [B]. Routed sequences are compacted in b order: seg[b] is the
+/// number of routed sequences before b, seg[B] the total, pos[j] =
+/// positions[b] for the row j of sequence b, and mask[b] = 1 if routed else
+/// 0.
+inline void decode_select(int64_t B, const float *decision,
+                          const int32_t *positions, const uint8_t *active,
+                          int32_t *pos, int64_t *seg, int32_t *mask) {
   int64_t c = 0;
   for (int64_t b = 0; b < B; ++b) {
     seg[b] = c;

@@ -42,8 +42,6 @@ namespace decode_detail {
 constexpr int kRowThreads = 128;
 /// Threads of the single-CTA routing scan (one tile of B per iteration).
 constexpr int kScanThreads = 256;
-/// Warps (= sequences) per block of the router dot products.
-constexpr int kRouterWarps = 4;
 
 /// Attention: threads per block, and keys per tile (one key a thread in the
 /// score phase).
@@ -102,23 +100,6 @@ __global__ void __launch_bounds__(256)
   if (!active[b])
     p = p < 0 ? 0 : (p > S - 1 ? S - 1 : p);
   pos[b] = p;
-}
-
-/// r[b] = w . x[b], one warp per sequence.
-template <int D>
-__global__ void __launch_bounds__(kRouterWarps * kWarp)
-    decodeRouterKernel(const float *x, int64_t B, const float *w, float *r) {
-  const int lane = threadIdx.x % kWarp;
-  const int64_t b = int64_t(blockIdx.x) * kRouterWarps + threadIdx.x / kWarp;
-  if (b >= B)
-    return; // whole warps leave together
-  const float *xb = x + b * D;
-  float acc = 0.0f;
-  for (int d = lane; d < D; d += kWarp)
-    acc += w[d] * xb[d];
-  acc = warpSum(acc);
-  if (lane == 0)
-    r[b] = acc;
 }
 
 /// One CTA: the ordered compaction of the routed sequences (a block-wide
@@ -487,22 +468,16 @@ inline void decode_rows(const int32_t *positions, const uint8_t *active,
               stream, positions, active, B, pos, seg);
 }
 
-/// Causal routing of one decode step: r[b] = router_w . x[b]; sequence b is
-/// routed iff active[b] and decision[b] > 0; routed sequences are compacted in
-/// b order into seg (B + 1 entries, seg[B] the routed count), pos and mask.
-/// `decision` may alias r (the aux_loss router): r is complete, in an earlier
-/// kernel, before any decision is read.
-template <int D>
-inline void decode_route(const float *x, int64_t B, const float *router_w,
-                         const float *decision, const int32_t *positions,
-                         const uint8_t *active, float *r, int32_t *pos,
-                         int64_t *seg, int32_t *mask, cudaStream_t stream) {
+/// Causal routing of one decode step from its router scores (a row kernel
+/// modc generates, earlier on the stream): sequence b is routed iff
+/// active[b] and decision[b] > 0; routed sequences are compacted in b order
+/// into seg (B + 1 entries, seg[B] the routed count), pos and mask, as the
+/// CPU's decode_select.
+inline void decode_select(int64_t B, const float *decision,
+                          const int32_t *positions, const uint8_t *active,
+                          int32_t *pos, int64_t *seg, int32_t *mask,
+                          cudaStream_t stream) {
   using namespace decode_detail;
-  if (B > 0) {
-    auto router = decodeRouterKernel<D>;
-    MODC_LAUNCH(router, dim3(unsigned(ceilDiv(B, kRouterWarps))),
-                dim3(kRouterWarps * kWarp), 0, stream, x, B, router_w, r);
-  }
   auto scan = decodeRouteScanKernel<kScanThreads>;
   MODC_LAUNCH(scan, dim3(1), dim3(kScanThreads), 0, stream, B, decision,
               positions, active, pos, seg, mask);

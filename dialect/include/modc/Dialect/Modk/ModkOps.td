@@ -608,14 +608,16 @@ def Modk_DecodeRouteOp : Modk_GenericOp<"decode_route"> {
 }
 
 def Modk_DecodeSelectOp : Modk_GenericOp<"decode_select"> {
-  let summary = "Causal decision per sequence and compaction (the gather is a modk.rows)";
+  let summary = "Causal decision per sequence and compaction (router and gather are modk.rows)";
   let description = [{
-    modk.decode_route without its gather and RMSNorm, which modk-generalize
-    writes as a modk.rows over the routed sequences.
+    modk.decode_route without its router and its gather + RMSNorm, which
+    modk-generalize writes as modk.rows (the router over every sequence's
+    token, the gather over the routed ones): from the scores r (and the
+    predictor's logits), sequence b goes through the layer iff active[b]
+    and its decision > 0; routed rows are compacted in sequence order.
   }];
-  let arguments = (ins Modk_Read:$input, Modk_Read:$router_weight,
-                   Modk_Read:$step_positions, Modk_Read:$active,
-                   Modk_Written:$scores, Modk_Written:$positions,
+  let arguments = (ins Modk_Read:$scores, Modk_Read:$step_positions,
+                   Modk_Read:$active, Modk_Written:$positions,
                    Modk_Written:$segments, Modk_Written:$mask,
                    Modk_OptionalRead:$causal_scores, I64Attr:$layer,
                    Modk_CausalRouterAttr:$causal_router);
