@@ -87,6 +87,10 @@ constexpr auto decodeScatterSigmoid200 = rows_cpu::modc_rows_49;
 // The AdamW update of modk.optimizer @adamw: (n, p, g, m, v, grad_scale,
 // decay, beta1, beta2, eps, step_size, inv_sqrt_bc2).
 constexpr auto adamwUpdate = rows_cpu::modc_optimizer_update;
+// The gather's gradient, dx[token] += dxs[row] in place:
+// (rows, seg, nseg, pos, dxs, dx, dx).
+constexpr auto gatherGrad64x300 = rows_cpu::modc_rows_56;
+constexpr auto gatherGrad16x40 = rows_cpu::modc_rows_57;
 } // namespace gen_cpu
 
 } // namespace
@@ -145,6 +149,7 @@ constexpr auto decodeScatterSigmoid200 = rows_cuda::modc_rows_49;
 // As gen_cpu's, with the device state (AdamCtl) for grad_scale; launched
 // as modc_adamw launches it.
 constexpr auto adamwUpdate = rows_cuda::modc_optimizer_update;
+constexpr auto gatherGrad16x40 = rows_cuda::modc_rows_57;
 } // namespace gen_cuda
 } // namespace
 #endif

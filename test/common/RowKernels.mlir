@@ -189,6 +189,18 @@ modk.entry @forward attributes {model = #modk.model<name = "t", vocab_size = 1, 
   modk.route_select_gather %x40x70, %rw70, %w70 causal(%p40) -> %r40, %pos40, %seg, %xs40x70, %xn40x70, %mask40 stats(%st40) {causal_router = #modk.causal_router<predictor>, eps = 1.000000e-05 : f64, k = 40 : i64, layer = 1 : i64} : memref<?x40x70xf32>, memref<1x70xf32>, memref<70xf32>, memref<?x40xf32>, memref<?x40xf32>, memref<?x40xi32>, memref<?x1xi64>, memref<?x40x70xf32>, memref<?x40x70xf32>, memref<?x40xi32>, memref<?x40xf32>
   modk.route_select_gather %x1x40, %rw40, %w40 causal(%p1) -> %r1, %pos1, %seg, %xs1x40, %xn1x40, %mask1 {causal_router = #modk.causal_router<predictor>, eps = 1.000000e-05 : f64, k = 1 : i64, layer = 1 : i64} : memref<?x1x40xf32>, memref<1x40xf32>, memref<40xf32>, memref<?x1xf32>, memref<?x1xf32>, memref<?x1xi32>, memref<?x1xi64>, memref<?x1x40xf32>, memref<?x1x40xf32>, memref<?x1xi32>
   modk.route_select_gather %x1x40, %rw40, %w40 causal(%p1) -> %r1, %pos1, %seg, %xs1x40, %xn1x40, %mask1 stats(%st1) {causal_router = #modk.causal_router<predictor>, eps = 1.000000e-05 : f64, k = 1 : i64, layer = 1 : i64} : memref<?x1x40xf32>, memref<1x40xf32>, memref<40xf32>, memref<?x1xf32>, memref<?x1xf32>, memref<?x1xi32>, memref<?x1xi64>, memref<?x1x40xf32>, memref<?x1x40xf32>, memref<?x1xi32>, memref<?x1xf32>
+  // 56, 57: the gradient of the routed gather, dx[token] += dxs[row] at
+  // each selected row's token: S = 64, D = 300 (CpuKernelsTrain.GatherGrad)
+  // and S = 16, D = 40 with 8 gathered rows a sequence
+  // (CudaTrainKernels.GatherGradMatchesCpu).
+  %dxs64x300 = modk.alloc : memref<?x64x300xf32>
+  %dx64x300 = modk.alloc : memref<?x64x300xf32>
+  %gpos64 = modk.alloc : memref<?x64xi32>
+  %dxs8x40 = modk.alloc : memref<?x8x40xf32>
+  %dx16x40 = modk.alloc : memref<?x16x40xf32>
+  %gpos8 = modk.alloc : memref<?x8xi32>
+  modk.gather_grad(%dxs64x300, %gpos64, %seg, %dx64x300) : memref<?x64x300xf32>, memref<?x64xi32>, memref<?x1xi64>, memref<?x64x300xf32>
+  modk.gather_grad(%dxs8x40, %gpos8, %seg, %dx16x40) : memref<?x8x40xf32>, memref<?x8xi32>, memref<?x1xi64>, memref<?x16x40xf32>
 }
 // The optimizer's element update: modk-generate-optimizer writes
 // `modk.optimizer @adamw` beside this (empty) training entry, and the

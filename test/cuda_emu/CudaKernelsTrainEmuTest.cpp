@@ -367,12 +367,22 @@ TEST(CudaTrainKernels, GatherGradMatchesCpu) {
   auto dxs = randomFloats(maxRows * D, 92);
   auto dx0 = randomFloats(B * S * D, 93);
   std::vector<float> want = dx0, got = dx0;
-  modk_cpu::gather_grad<S, D>(dxs.data(), B, rt.seg.data(), rt.pos.data(),
-                              want.data());
-  modk_cuda::gather_grad<S, D>(dxs.data(), B, rt.seg.data(), rt.pos.data(),
-                               got.data(), nullptr);
+  // The kernel modc generates (8 gathered rows a sequence), both targets,
+  // and an f64 reference.
+  static_assert(S == 16 && D == 40, "gen_*::gatherGrad16x40");
+  gen_cpu::gatherGrad16x40(rows, rt.seg.data(), B, rt.pos.data(), dxs.data(),
+                           want.data(), want.data());
+  gen_cuda::launch(gen_cuda::gatherGrad16x40, rt.seg.data() + B, maxRows,
+                   rt.seg.data(), B, rt.pos.data(), dxs.data(), got.data(),
+                   got.data());
   EXPECT_EQ(got, want); // one add per element, same as the CPU
-  (void)rows;
+  std::vector<double> ref(dx0.begin(), dx0.end());
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t j = rt.seg[b]; j < rt.seg[b + 1]; ++j)
+      for (int d = 0; d < D; ++d)
+        ref[(b * S + rt.pos[j]) * D + d] += double(dxs[j * D + d]);
+  for (size_t i = 0; i < ref.size(); ++i)
+    ASSERT_NEAR(want[i], ref[i], 1e-6 * (1.0 + std::fabs(ref[i]))) << i;
 }
 
 template <int S, int D> void checkRouterGrad(int64_t B) {

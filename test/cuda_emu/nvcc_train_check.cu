@@ -36,7 +36,6 @@ void instantiate(cudaStream_t st) {
                                                       f, st);
   gate_scale_scatter_grad<S, D, train_gate::kOne>(f, B, seg, i32, f, f, f, f,
                                                   st);
-  gather_grad<S, D>(f, B, seg, i32, f, st);
   router_grad<S, D>(f, B, f, f, f, f, f, st);
   predictor_grad<D, HID>(f, maxRows, f, f, f, f, f, f, f, f, f, f, st);
   causal_attention_grad<H, HD>(f, f, f, f, f, B, seg, i32, S, f, f, f, f, st);

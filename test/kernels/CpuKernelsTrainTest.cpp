@@ -843,8 +843,10 @@ TEST(CpuKernelsTrain, GatherGrad) {
   const int64_t nseg = int64_t(seg.size()) - 1, rows = seg.back();
   auto dxs = randn(rows * D, 101), pre = randn(nseg * S * D, 102);
   std::vector<float> dx = pre;
-  modk_cpu::gather_grad<S, D>(dxs.data(), nseg, seg.data(), pos.data(),
-                              dx.data());
+  // The kernel modc generates (gen_cpu::gatherGrad64x300), in place.
+  static_assert(S == 64 && D == 300, "gen_cpu::gatherGrad64x300");
+  gen_cpu::gatherGrad64x300(rows, seg.data(), nseg, pos.data(), dxs.data(),
+                            dx.data(), dx.data());
   Vec ref(pre.begin(), pre.end());
   for (int64_t s = 0; s < nseg; ++s)
     for (int64_t j = seg[s]; j < seg[s + 1]; ++j)

@@ -106,7 +106,7 @@ LogicalResult PlanEmitter::emitKernel(Operation *op) {
   }
   if (isa<modk::RMSNormOp, modk::AddOp, modk::ActivationOp,
           modk::ActivationGradOp, modk::RouteSelectGatherOp,
-          modk::DecodeRouteOp>(op))
+          modk::DecodeRouteOp, modk::GatherGradOp>(op))
     return op->emitOpError("is generated from its math: run modk-generalize "
                            "before emitting");
   if (auto ids = dyn_cast<modk::IdentityRowsOp>(op)) {
@@ -293,13 +293,6 @@ LogicalResult PlanEmitter::emitKernel(Operation *op) {
                name(scatter.getPositions()), name(scatter.getScores()),
                name(scatter.getUpdate()), name(scatter.getDf()),
                name(scatter.getDscores())}});
-    return success();
-  }
-  if (auto gather = dyn_cast<modk::GatherGradOp>(op)) {
-    emitCall({"gather_grad",
-              {seqLen, width(gather.getDx())},
-              {name(gather.getDgathered()), "B", name(gather.getSegments()),
-               name(gather.getPositions()), name(gather.getDx())}});
     return success();
   }
   if (auto router = dyn_cast<modk::RouterGradOp>(op)) {

@@ -169,7 +169,9 @@
 // CHECK: modc_rows_{{[0-9]+}}({{buf[0-9]+}}[B], {{buf[0-9]+}}, {{buf[0-9]+}}, {{buf[0-9]+}}, {{buf[0-9]+}}, {{buf[0-9]+}});
 // CHECK: modk_cpu::causal_attention_grad<2, 16>(
 // CHECK: modk_cpu::rope_grad<2, 16>([[DY:buf[0-9]+]], {{.*}}, static_cast<float>(10000), [[DY]]);
-// CHECK: modk_cpu::gather_grad<16, 32>(
+// The gather's gradient, generated: dx[token] += dxs[row], in place at
+// each selected row's token.
+// CHECK: modc_rows_[[GG:[0-9]+]]([[GSEG:buf[0-9]+]][B], [[GSEG]], B, [[GPOS:buf[0-9]+]], {{buf[0-9]+}}, [[GDX:buf[0-9]+]], [[GDX]]);
 // CHECK: modk_cpu::router_grad<16, 32>(
 // The predictor learns the top-k membership; its input gets no gradient.
 // CHECK: modk_cpu::bce_with_logits<16>(

@@ -3,7 +3,7 @@
 
 // Every named row kernel becomes a modk.rows whose regions spell its math;
 // kernels of other kinds (here a GEMM) are left as they are, in place.
-// ROUNDTRIP-COUNT-15: modk.rows
+// ROUNDTRIP-COUNT-16: modk.rows
 
 // RMSNorm: the sum of squares is the reduction; the body scales each
 // element by 1 / sqrt(sum / D + eps) and the weight (a vector of D).
@@ -233,4 +233,21 @@ modk.entry @epilogues attributes {model = #modk.model<name = "t", vocab_size = 6
   modk.gemm %n, [%w1] rows %seg -> %h {epilogue = #modk.epilogue<gelu>} : memref<?x16x32xf32>, memref<64x32xf32>, memref<?x1xi64>, memref<?x16x64xbf16>
   modk.gemm %n, [%wg, %wu] rows %seg extra(%g) -> %u {epilogue = #modk.epilogue<swiglu>} : memref<?x16x32xf32>, memref<64x32xf32>, memref<64x32xf32>, memref<?x1xi64>, memref<?x16x64xf32>, memref<?x16x64xf32>
   modk.gemm %n, [%wo] rows %seg extra(%pos) -> %q {epilogue = #modk.epilogue<rope>, n_heads = 2 : i64, rope_theta = 1.000000e+04 : f64} : memref<?x16x32xf32>, memref<32x32xf32>, memref<?x1xi64>, memref<?x16xi32>, memref<?x16x32xf32>
+}
+
+// The gradient of a routed block's gather: dx[token] += dxs[row] at each
+// selected row's token, in place (token operands: dx read and written).
+// CHECK-LABEL: modk.entry @gather_grad
+// CHECK: modk.rows ins(%[[DXS:.*]], %[[DX:.*]] : memref<?x4x32xf32>, memref<?x16x32xf32>) rows %{{.*}} : memref<?x1xi64> tokens(%{{.*}} : memref<?x4xi32>) outs(%[[DX]] : memref<?x16x32xf32>) attributes {token_operands = array<i64: 1, 2>} reduce {
+// CHECK: } body {
+// CHECK-NEXT: ^bb0(%[[GS:.*]]: f32, %[[GD:.*]]: f32):
+// CHECK-NEXT: %[[SUM:.*]] = arith.addf %[[GD]], %[[GS]] : f32
+// CHECK-NEXT: modk.yield %[[SUM]] : f32
+// CHECK-NOT: modk.gather_grad
+modk.entry @gather_grad attributes {model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = ["topk"], params = []} {
+  %dxs = modk.alloc : memref<?x4x32xf32>
+  %pos = modk.alloc : memref<?x4xi32>
+  %seg = modk.alloc : memref<?x1xi64>
+  %dx = modk.alloc : memref<?x16x32xf32>
+  modk.gather_grad(%dxs, %pos, %seg, %dx) : memref<?x4x32xf32>, memref<?x4xi32>, memref<?x1xi64>, memref<?x16x32xf32>
 }

@@ -412,13 +412,32 @@ struct ActivationGradToRows : OpRewritePattern<modk::ActivationGradOp> {
   }
 };
 
+/// The gradient of a routed block's gather (docs/model-format.md section
+/// 5): dx[token] = dx[token] + dxs[row] for each selected row, at its token
+/// (distinct tokens within a row set: no two rows add into one).
+struct GatherGradToRows : OpRewritePattern<modk::GatherGradOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(modk::GatherGradOp op,
+                                PatternRewriter &rewriter) const override {
+    createRows(
+        rewriter, op, {op.getDgathered(), op.getDx()}, op.getSegments(),
+        op.getDx(), 0, noSums,
+        [](F32Math &m, ValueRange a) -> SmallVector<Value> {
+          return {m.add(a[1], a[0])};
+        },
+        TokenAccess{op.getPositions(), {1, 2}});
+    rewriter.eraseOp(op);
+    return success();
+  }
+};
+
 struct GeneralizePass : public modc::impl::GeneralizeBase<GeneralizePass> {
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
-    patterns.add<RMSNormToRows, AddToRows, ActivationToRows,
-                 ActivationGradToRows, RouteSelectGatherToRows,
-                 DecodeRouteToRows, GateScaleScatterToRows,
-                 NamedEpilogueToRows>(&getContext());
+    patterns
+        .add<RMSNormToRows, AddToRows, ActivationToRows, ActivationGradToRows,
+             RouteSelectGatherToRows, DecodeRouteToRows, GateScaleScatterToRows,
+             GatherGradToRows, NamedEpilogueToRows>(&getContext());
     // One walk, each op rewritten where it stands: the plan's order is its
     // execution order, and nothing is folded or erased as dead.
     walkAndApplyPatterns(getOperation(), std::move(patterns));

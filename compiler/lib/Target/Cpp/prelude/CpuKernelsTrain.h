@@ -21,8 +21,9 @@
 ///    serially, and the chunk results are added in chunk order. Results are
 ///    therefore bit-identical for any thread count.
 ///
-/// Scatter-style gradients (gather_grad, gate_scale_scatter_grad) assume that
-/// no two gathered rows map to the same stream row, which top-k and causal
+/// Scatter-style gradients (gate_scale_scatter_grad, and the gather's, a row
+/// kernel modc generates) assume that no two gathered rows map to the same
+/// stream row, which top-k and causal
 /// routing guarantee (positions within a segment are distinct).
 ///
 //===----------------------------------------------------------------------===//
@@ -357,22 +358,6 @@ inline void gate_scale_scatter_grad(const float *dy, int64_t nseg,
     }
     if (G != GateOne)
       dr[t] += gp * dot;
-  }
-}
-
-/// Gradient of the gather x[s*S + pos[j]] -> xs[j]: dx[s*S + pos[j]] += dxs[j].
-template <int S, int D>
-inline void gather_grad(const float *dxs, int64_t nseg, const int64_t *seg,
-                        const int32_t *pos, float *dx) {
-  const int64_t rows = seg[nseg];
-#pragma omp parallel for if (rows * D > detail::kMinParallelWork)
-  for (int64_t j = 0; j < rows; ++j) {
-    const int64_t s = detail::segmentOf(seg, nseg, j);
-    float *dst = dx + (s * S + pos[j]) * D;
-    const float *src = dxs + j * D;
-#pragma omp simd
-    for (int d = 0; d < D; ++d)
-      dst[d] += src[d];
   }
 }
 

@@ -25,8 +25,9 @@
 /// is given by the `*_scratch_floats` / `*_scratch_bytes` helpers next to each
 /// wrapper.
 ///
-/// Scatter-style gradients (gather_grad, gate_scale_scatter_grad) assume, as
-/// the CPU does, that no two gathered rows map to the same stream row.
+/// Scatter-style gradients (gate_scale_scatter_grad, and the gather's, a row
+/// kernel modc generates) assume, as the CPU does, that no two gathered rows
+/// map to the same stream row.
 ///
 //===----------------------------------------------------------------------===//
 
@@ -480,22 +481,6 @@ __global__ void scatterGradKernel(const float *dy, int64_t nseg,
     dr[t] += gp * dot;
 }
 
-template <int S, int D>
-__global__ void gatherGradKernel(const float *dxs, int64_t nseg,
-                                 const int64_t *seg, const int32_t *pos,
-                                 float *dx) {
-  const int lane = threadIdx.x % kWarp;
-  const int64_t j = int64_t(blockIdx.x) * (blockDim.x / kWarp) +
-                    threadIdx.x / kWarp;
-  if (j >= seg[nseg])
-    return;
-  const int64_t s = segmentOf(seg, nseg, j);
-  float *dst = dx + (s * S + pos[j]) * D;
-  const float *src = dxs + j * D;
-  for (int d = lane; d < D; d += kWarp)
-    dst[d] += src[d];
-}
-
 template <int D>
 __global__ void __launch_bounds__(colThreads<D>())
     routerGradRows(const float *x, int64_t rows, const float *w,
@@ -650,18 +635,6 @@ inline void gate_scale_scatter_grad(const float *dy, int64_t nseg,
   auto k = train_detail::scatterGradKernel<S, D, G>;
   MODC_LAUNCH(k, (unsigned)ceilDiv(nseg * S, 8), 256, 0, stream, dy, nseg, seg,
               pos, r, f, df, dr);
-}
-
-/// Gradient of the gather x[s*S + pos[j]] -> xs[j]: dx[s*S + pos[j]] += dxs[j]
-/// for j < seg[nseg] <= nseg * S (the grid covers nseg * S rows).
-template <int S, int D>
-inline void gather_grad(const float *dxs, int64_t nseg, const int64_t *seg,
-                        const int32_t *pos, float *dx, cudaStream_t stream) {
-  if (nseg <= 0)
-    return;
-  auto k = train_detail::gatherGradKernel<S, D>;
-  MODC_LAUNCH(k, (unsigned)ceilDiv(nseg * S, 8), 256, 0, stream, dxs, nseg, seg,
-              pos, dx);
 }
 
 /// Gradient of r[t] = w . x[t] over the B*S rows: dx[t] += dr[t] w and
