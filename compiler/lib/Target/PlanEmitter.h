@@ -235,6 +235,9 @@ protected:
   std::string kvCacheRegion(int64_t layer, bool values, int64_t d);
   /// The namespace of the target's kernels (modk_cpu, modk_cuda).
   virtual const char *kernelNamespace() const = 0;
+  bool targetIsCuda() const {
+    return llvm::StringRef(kernelNamespace()) == "modk_cuda";
+  }
   /// A decode step's attention over layer l's KV cache at cacheK, cacheV.
   KernelCall decodeAttentionCall(modk::DecodeAttentionOp op, std::string cacheK,
                                  std::string cacheV);

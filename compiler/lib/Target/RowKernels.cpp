@@ -56,14 +56,7 @@ public:
   /// `invariantArg` accepts.
   void findInvariants(Block &body,
                       function_ref<bool(BlockArgument)> invariantArg) {
-    auto isInvariant = [&](Value v) {
-      if (auto arg = dyn_cast<BlockArgument>(v))
-        return invariantArg(arg);
-      return invariant.contains(v.getDefiningOp());
-    };
-    for (Operation &o : body.without_terminator())
-      if (llvm::all_of(o.getOperands(), isInvariant))
-        invariant.insert(&o);
+    invariant = modk::invariantOps(body, invariantArg);
   }
 
   /// Writes `const float tN = ...;` for every op of `block` that `pick`
@@ -157,11 +150,9 @@ public:
   }
 
   void findRowInvariants(Block &body) {
-    unsigned inputs = op.getInputs().size();
     // A row's sums and its token's scalars are the same for every element.
     findInvariants(body, [&](BlockArgument arg) {
-      return arg.getArgNumber() >= inputs ||
-             op.isTokenScalar(arg.getArgNumber());
+      return op.isRowInvariantArgument(arg);
     });
   }
 
@@ -299,7 +290,7 @@ void PlanEmitter::collectRowKernels() {
   std::map<std::string, int> byKey, epilogueByKey;
   // CUDA applies a GEMM's `rows` epilogue inside the GEMM's tiles (a
   // functor); the CPU runs it as a row kernel over the staged product.
-  bool functors = StringRef(kernelNamespace()) == "modk_cuda";
+  bool functors = targetIsCuda();
   for (modk::EntryOp e : entries)
     e.walk([&](modk::RowsOp op) {
       if (isa<modk::GemmOp>(op->getParentOp()) && epilogueNeedsNoKernel(op))
@@ -358,7 +349,7 @@ std::vector<std::string> PlanEmitter::rowKernelArgs(modk::RowsOp op) {
 }
 
 LogicalResult PlanEmitter::emitRowKernelDefinitions() {
-  bool cuda = StringRef(kernelNamespace()) == "modk_cuda";
+  bool cuda = targetIsCuda();
   for (auto [index, op] : llvm::enumerate(rowKernels)) {
     RowStatements stmts(op, cuda);
     Block &reduce = op.getReduce().front(), &body = op.getBody().front();
@@ -450,7 +441,7 @@ LogicalResult PlanEmitter::emitRowKernelDefinitions() {
 LogicalResult PlanEmitter::emitOptimizerKernel() {
   if (!optimizer)
     return success();
-  bool cuda = StringRef(kernelNamespace()) == "modk_cuda";
+  bool cuda = targetIsCuda();
   Block &body = optimizer.getBody().front();
   auto argNames = modk::OptimizerOp::getArgumentNames();
   constexpr unsigned kElements = modk::OptimizerOp::kElements;

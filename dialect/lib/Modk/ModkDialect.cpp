@@ -422,6 +422,11 @@ bool RowsOp::isRowScalar(Value output) {
          cast<MemRefType>(output.getType()).getRank() == 2;
 }
 
+bool RowsOp::isRowInvariantArgument(BlockArgument arg) {
+  return arg.getArgNumber() >= getInputs().size() ||
+         isTokenScalar(arg.getArgNumber());
+}
+
 bool RowsOp::isColumnVector(Value input) {
   auto type = cast<MemRefType>(input.getType());
   return type.getRank() == 1 ||
@@ -567,17 +572,17 @@ LogicalResult RowsOp::verifyRegions() {
   // A value a row depends on no element: only on the row's sums, its
   // token's scalars and constants.
   Block &body = getBody().front();
-  llvm::SmallPtrSet<Value, 16> perRow;
-  for (BlockArgument arg : body.getArguments())
-    if (arg.getArgNumber() >= n || isTokenScalar(arg.getArgNumber()))
-      perRow.insert(arg);
-  for (Operation &inner : body.without_terminator())
-    if (llvm::all_of(inner.getOperands(),
-                     [&](Value v) { return perRow.contains(v); }))
-      perRow.insert(inner.getResult(0));
+  auto perRowArg = [&](BlockArgument arg) {
+    return isRowInvariantArgument(arg);
+  };
+  llvm::SmallPtrSet<Operation *, 16> perRow = invariantOps(body, perRowArg);
+  auto isPerRow = [&](Value v) {
+    if (auto arg = dyn_cast<BlockArgument>(v))
+      return perRowArg(arg);
+    return perRow.contains(v.getDefiningOp());
+  };
   for (auto [k, out] : llvm::enumerate(getOutputs()))
-    if (isRowScalar(out) &&
-        !perRow.contains(body.getTerminator()->getOperand(k)))
+    if (isRowScalar(out) && !isPerRow(body.getTerminator()->getOperand(k)))
       return emitOpError() << "output " << k
                            << " holds one value a row, but 'body' yields an "
                               "element's value for it";
@@ -614,6 +619,21 @@ void OptimizerOp::getAsmBlockArgumentNames(Region &region,
 LogicalResult OptimizerOp::verifyRegions() {
   return verifyRowsBlock(*this, getBody().front(), "body",
                          getArgumentNames().size(), kResults);
+}
+
+llvm::SmallPtrSet<Operation *, 16>
+modc::modk::invariantOps(Block &block,
+                         function_ref<bool(BlockArgument)> invariant) {
+  llvm::SmallPtrSet<Operation *, 16> ops;
+  auto isInvariant = [&](Value v) {
+    if (auto arg = dyn_cast<BlockArgument>(v))
+      return invariant(arg);
+    return ops.contains(v.getDefiningOp());
+  };
+  for (Operation &o : block.without_terminator())
+    if (llvm::all_of(o.getOperands(), isInvariant))
+      ops.insert(&o);
+  return ops;
 }
 
 #define GET_OP_CLASSES

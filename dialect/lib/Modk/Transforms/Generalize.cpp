@@ -151,6 +151,33 @@ Value identitySegments(PatternRewriter &rewriter, Operation *op,
   return segments;
 }
 
+/// The router over every token of `stream` (the identity row set of its
+/// tokens a sequence) before `op`: a modk.rows with one sum a row,
+/// r = w . x, stored once a row into `scores`. With `stats`, the same pass
+/// also sums x^2 and stores each token's RMSNorm scale there
+/// (modk-fuse-router-norm).
+void createRouter(PatternRewriter &rewriter, Operation *op, Value stream,
+                  Value weight, Value scores, Value stats, float eps) {
+  auto type = cast<MemRefType>(stream.getType());
+  double width = type.getShape().back();
+  Value all = identitySegments(rewriter, op, type.getDimSize(1));
+  SmallVector<Value> outputs = {scores};
+  if (stats)
+    outputs.push_back(stats);
+  createRows(
+      rewriter, op, {stream, weight}, all, outputs, stats ? 2 : 1,
+      [&](F32Math &m, ValueRange a) -> SmallVector<Value> {
+        if (!stats)
+          return {m.mul(a[0], a[1])};
+        return {m.mul(a[0], a[1]), m.mul(a[0], a[0])};
+      },
+      [&](F32Math &m, ValueRange a) -> SmallVector<Value> {
+        if (!stats)
+          return {a[2]};
+        return {a[2], rmsnormScale(m, a[3], width, eps)};
+      });
+}
+
 /// route_select_gather = the router over every token as a modk.rows (r =
 /// w . x, a sum a row), route_select (selection, compaction), and the
 /// gather + RMSNorm of the selected tokens as a modk.rows. With `stats`
@@ -162,27 +189,10 @@ struct RouteSelectGatherToRows
   using OpRewritePattern::OpRewritePattern;
   LogicalResult matchAndRewrite(modk::RouteSelectGatherOp op,
                                 PatternRewriter &rewriter) const override {
-    auto stream = cast<MemRefType>(op.getInput().getType());
-    double width = stream.getShape().back();
     float eps = float(op.getEps().convertToDouble());
-    Value all = identitySegments(rewriter, op, stream.getDimSize(1));
     Value stats = op.getNormStats();
-    SmallVector<Value> routerOutputs = {op.getScores()};
-    if (stats)
-      routerOutputs.push_back(stats);
-    createRows(
-        rewriter, op, {op.getInput(), op.getRouterWeight()}, all, routerOutputs,
-        stats ? 2 : 1,
-        [&](F32Math &m, ValueRange a) -> SmallVector<Value> {
-          if (!stats)
-            return {m.mul(a[0], a[1])};
-          return {m.mul(a[0], a[1]), m.mul(a[0], a[0])};
-        },
-        [&](F32Math &m, ValueRange a) -> SmallVector<Value> {
-          if (!stats)
-            return {a[2]};
-          return {a[2], rmsnormScale(m, a[3], width, eps)};
-        });
+    createRouter(rewriter, op, op.getInput(), op.getRouterWeight(),
+                 op.getScores(), stats, eps);
     modk::RouteSelectOp::create(
         rewriter, op.getLoc(), op.getScores(), op.getCausalScores(),
         op.getPositions(), op.getSegments(), op.getMask(), op.getLayerAttr(),
@@ -215,14 +225,9 @@ struct DecodeRouteToRows : OpRewritePattern<modk::DecodeRouteOp> {
   using OpRewritePattern::OpRewritePattern;
   LogicalResult matchAndRewrite(modk::DecodeRouteOp op,
                                 PatternRewriter &rewriter) const override {
-    Value all = identitySegments(rewriter, op, /*tokens=*/1);
-    createRows(
-        rewriter, op, {op.getInput(), op.getRouterWeight()}, all,
-        op.getScores(), 1,
-        [](F32Math &m, ValueRange a) -> SmallVector<Value> {
-          return {m.mul(a[0], a[1])};
-        },
-        [](F32Math &, ValueRange a) -> SmallVector<Value> { return {a[2]}; });
+    createRouter(rewriter, op, op.getInput(), op.getRouterWeight(),
+                 op.getScores(), /*stats=*/Value(),
+                 float(op.getEps().convertToDouble()));
     modk::DecodeSelectOp::create(
         rewriter, op.getLoc(), op.getScores(), op.getStepPositions(),
         op.getActive(), op.getPositions(), op.getSegments(), op.getMask(),

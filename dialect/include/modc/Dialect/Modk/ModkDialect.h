@@ -14,6 +14,7 @@
 #include "mlir/IR/Dialect.h"
 #include "mlir/IR/OpDefinition.h"
 #include "mlir/IR/SymbolTable.h"
+#include "llvm/ADT/SmallPtrSet.h"
 
 #include "modc/Dialect/Modk/ModkDialect.h.inc"
 #include "modc/Dialect/Modk/ModkEnums.h.inc"
@@ -72,6 +73,14 @@ namespace modc::modk {
 /// fusion passes fuse kernels that are neighbours in execution order.
 mlir::Operation *kernelBefore(mlir::Operation *op);
 mlir::Operation *kernelAfter(mlir::Operation *op);
+
+/// The ops of a kernel region's `block` whose values depend only on the
+/// block arguments `invariant` accepts and on constants: what a kernel
+/// computes once (a row, a step) rather than for every element. The
+/// verifier of modk.rows and the emitters ask the same question.
+llvm::SmallPtrSet<mlir::Operation *, 16>
+invariantOps(mlir::Block &block,
+             llvm::function_ref<bool(mlir::BlockArgument)> invariant);
 } // namespace modc::modk
 
 #endif // MODC_DIALECT_MODK_MODKDIALECT_H

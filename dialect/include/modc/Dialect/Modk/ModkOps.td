@@ -333,6 +333,9 @@ def Modk_RowsOp : Modk_Op<"rows", [AttrSizedOperandSegments,
     int64_t getWidth();
     /// Whether `output` holds one value a row ([B, rows]).
     bool isRowScalar(mlir::Value output);
+    /// Whether `arg`, an argument of `body`, is the same for every element
+    /// of a row: one of the row's sums, or a token scalar input.
+    bool isRowInvariantArgument(mlir::BlockArgument arg);
     /// Whether `input` holds one value per column (a vector of `width`)
     /// rather than one per row element.
     bool isColumnVector(mlir::Value input);
