@@ -15,6 +15,10 @@
 #include <cstdint>
 
 namespace {
+/// The router gate g(r) of a gated kernel (docs/model-format.md): g = r,
+/// g = sigmoid(r), g = 1; the tests pick a generated kernel by it.
+enum Gate { GateLinear, GateSigmoid, GateOne };
+
 namespace rows_cpu {
 #include "RowKernelsCpu.inc"
 } // namespace rows_cpu
@@ -91,6 +95,16 @@ constexpr auto adamwUpdate = rows_cpu::modc_optimizer_update;
 // (rows, seg, nseg, pos, dxs, dx, dx).
 constexpr auto gatherGrad64x300 = rows_cpu::modc_rows_56;
 constexpr auto gatherGrad16x40 = rows_cpu::modc_rows_57;
+// The gated scatter's gradient, S x D, by gate: linear and sigmoid
+// (rows, seg, nseg, pos, dy, f, r, dr, df, dr), one (rows, seg, nseg, pos,
+// dy, df).
+constexpr auto scatterGradLinear16x12 = rows_cpu::modc_rows_58;
+constexpr auto scatterGradSigmoid16x12 = rows_cpu::modc_rows_59;
+constexpr auto scatterGradOne16x12 = rows_cpu::modc_rows_60;
+constexpr auto scatterGradSigmoid256x160 = rows_cpu::modc_rows_61;
+constexpr auto scatterGradLinear16x40 = rows_cpu::modc_rows_62;
+constexpr auto scatterGradSigmoid16x40 = rows_cpu::modc_rows_63;
+constexpr auto scatterGradOne16x40 = rows_cpu::modc_rows_64;
 } // namespace gen_cpu
 
 } // namespace
@@ -150,6 +164,9 @@ constexpr auto decodeScatterSigmoid200 = rows_cuda::modc_rows_49;
 // as modc_adamw launches it.
 constexpr auto adamwUpdate = rows_cuda::modc_optimizer_update;
 constexpr auto gatherGrad16x40 = rows_cuda::modc_rows_57;
+constexpr auto scatterGradLinear16x40 = rows_cuda::modc_rows_62;
+constexpr auto scatterGradSigmoid16x40 = rows_cuda::modc_rows_63;
+constexpr auto scatterGradOne16x40 = rows_cuda::modc_rows_64;
 } // namespace gen_cuda
 } // namespace
 #endif

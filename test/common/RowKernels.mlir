@@ -201,6 +201,33 @@ modk.entry @forward attributes {model = #modk.model<name = "t", vocab_size = 1, 
   %gpos8 = modk.alloc : memref<?x8xi32>
   modk.gather_grad(%dxs64x300, %gpos64, %seg, %dx64x300) : memref<?x64x300xf32>, memref<?x64xi32>, memref<?x1xi64>, memref<?x64x300xf32>
   modk.gather_grad(%dxs8x40, %gpos8, %seg, %dx16x40) : memref<?x8x40xf32>, memref<?x8xi32>, memref<?x1xi64>, memref<?x16x40xf32>
+  // 58 .. 64: the gradient of the gated scatter, df[row] = g(r) dy[token]
+  // and dr[token] += g'(r) <dy[token], f[row]>: S = 16, D = 12 with the
+  // gates linear, sigmoid and one; S = 256, D = 160 sigmoid
+  // (CpuKernelsTrain.GateScaleScatterGrad); S = 16, D = 40 with the three
+  // gates (CudaTrainKernels.GateScaleScatterGradMatchesCpu).
+  %sr16 = modk.alloc : memref<?x16xf32>
+  %sdr16 = modk.alloc : memref<?x16xf32>
+  %spos16 = modk.alloc : memref<?x16xi32>
+  %sr256 = modk.alloc : memref<?x256xf32>
+  %sdr256 = modk.alloc : memref<?x256xf32>
+  %spos256 = modk.alloc : memref<?x256xi32>
+  %sdy16x12 = modk.alloc : memref<?x16x12xf32>
+  %sf16x12 = modk.alloc : memref<?x16x12xf32>
+  %sdf16x12 = modk.alloc : memref<?x16x12xf32>
+  %sdy256x160 = modk.alloc : memref<?x256x160xf32>
+  %sf256x160 = modk.alloc : memref<?x256x160xf32>
+  %sdf256x160 = modk.alloc : memref<?x256x160xf32>
+  %sdy16x40 = modk.alloc : memref<?x16x40xf32>
+  %sf16x40 = modk.alloc : memref<?x16x40xf32>
+  %sdf16x40 = modk.alloc : memref<?x16x40xf32>
+  modk.scatter_grad(%sdy16x12, %sr16, %sf16x12, %spos16, %seg, %sdf16x12, %sdr16) {gate = #modk.gate<linear>} : memref<?x16x12xf32>, memref<?x16xf32>, memref<?x16x12xf32>, memref<?x16xi32>, memref<?x1xi64>, memref<?x16x12xf32>, memref<?x16xf32>
+  modk.scatter_grad(%sdy16x12, %sr16, %sf16x12, %spos16, %seg, %sdf16x12, %sdr16) {gate = #modk.gate<sigmoid>} : memref<?x16x12xf32>, memref<?x16xf32>, memref<?x16x12xf32>, memref<?x16xi32>, memref<?x1xi64>, memref<?x16x12xf32>, memref<?x16xf32>
+  modk.scatter_grad(%sdy16x12, %sr16, %sf16x12, %spos16, %seg, %sdf16x12, %sdr16) {gate = #modk.gate<one>} : memref<?x16x12xf32>, memref<?x16xf32>, memref<?x16x12xf32>, memref<?x16xi32>, memref<?x1xi64>, memref<?x16x12xf32>, memref<?x16xf32>
+  modk.scatter_grad(%sdy256x160, %sr256, %sf256x160, %spos256, %seg, %sdf256x160, %sdr256) {gate = #modk.gate<sigmoid>} : memref<?x256x160xf32>, memref<?x256xf32>, memref<?x256x160xf32>, memref<?x256xi32>, memref<?x1xi64>, memref<?x256x160xf32>, memref<?x256xf32>
+  modk.scatter_grad(%sdy16x40, %sr16, %sf16x40, %spos16, %seg, %sdf16x40, %sdr16) {gate = #modk.gate<linear>} : memref<?x16x40xf32>, memref<?x16xf32>, memref<?x16x40xf32>, memref<?x16xi32>, memref<?x1xi64>, memref<?x16x40xf32>, memref<?x16xf32>
+  modk.scatter_grad(%sdy16x40, %sr16, %sf16x40, %spos16, %seg, %sdf16x40, %sdr16) {gate = #modk.gate<sigmoid>} : memref<?x16x40xf32>, memref<?x16xf32>, memref<?x16x40xf32>, memref<?x16xi32>, memref<?x1xi64>, memref<?x16x40xf32>, memref<?x16xf32>
+  modk.scatter_grad(%sdy16x40, %sr16, %sf16x40, %spos16, %seg, %sdf16x40, %sdr16) {gate = #modk.gate<one>} : memref<?x16x40xf32>, memref<?x16xf32>, memref<?x16x40xf32>, memref<?x16xi32>, memref<?x1xi64>, memref<?x16x40xf32>, memref<?x16xf32>
 }
 // The optimizer's element update: modk-generate-optimizer writes
 // `modk.optimizer @adamw` beside this (empty) training entry, and the

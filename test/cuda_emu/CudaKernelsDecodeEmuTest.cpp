@@ -256,18 +256,18 @@ TEST(CudaDecodeKernels, DecodeRouteNoneRoutedAndEmptyBatch) {
 /// The generated gated scatter of a decode step, CUDA or CPU: D = 64 with
 /// each gate, D = 200 with the sigmoid.
 template <int D, int G, bool Cuda> constexpr auto decodeScatter() {
-  static_assert(D == 64 || (D == 200 && G == modk_cpu::GateSigmoid),
+  static_assert(D == 64 || (D == 200 && G == GateSigmoid),
                 "no gen_*::decodeScatter of this width and gate");
   if constexpr (Cuda)
-    return D == 200                     ? gen_cuda::decodeScatterSigmoid200
-           : G == modk_cpu::GateLinear  ? gen_cuda::decodeScatterLinear64
-           : G == modk_cpu::GateSigmoid ? gen_cuda::decodeScatterSigmoid64
-                                        : gen_cuda::decodeScatterOne64;
+    return D == 200           ? gen_cuda::decodeScatterSigmoid200
+           : G == GateLinear  ? gen_cuda::decodeScatterLinear64
+           : G == GateSigmoid ? gen_cuda::decodeScatterSigmoid64
+                              : gen_cuda::decodeScatterOne64;
   else
-    return D == 200                     ? gen_cpu::decodeScatterSigmoid200
-           : G == modk_cpu::GateLinear  ? gen_cpu::decodeScatterLinear64
-           : G == modk_cpu::GateSigmoid ? gen_cpu::decodeScatterSigmoid64
-                                        : gen_cpu::decodeScatterOne64;
+    return D == 200           ? gen_cpu::decodeScatterSigmoid200
+           : G == GateLinear  ? gen_cpu::decodeScatterLinear64
+           : G == GateSigmoid ? gen_cpu::decodeScatterSigmoid64
+                              : gen_cpu::decodeScatterOne64;
 }
 
 template <int D, int G> void checkScatter(uint32_t seed) {
@@ -303,10 +303,10 @@ template <int D, int G> void checkScatter(uint32_t seed) {
 }
 
 TEST(CudaDecodeKernels, DecodeGateScaleScatterMatchesCpu) {
-  checkScatter<64, modk_cpu::GateLinear>(401);
-  checkScatter<64, modk_cpu::GateSigmoid>(402);
-  checkScatter<64, modk_cpu::GateOne>(403);
-  checkScatter<200, modk_cpu::GateSigmoid>(404); // two column blocks, a tail
+  checkScatter<64, GateLinear>(401);
+  checkScatter<64, GateSigmoid>(402);
+  checkScatter<64, GateOne>(403);
+  checkScatter<200, GateSigmoid>(404); // two column blocks, a tail
 }
 
 //===----------------------------------------------------------------------===//

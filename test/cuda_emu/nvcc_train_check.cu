@@ -30,12 +30,6 @@ void instantiate(cudaStream_t st) {
   bf16 *h = nullptr; // a bf16 model's rotated gradients
   rope_grad<H, HD>(f, seg + B, maxRows, i32, 10000.0f, h, st);
   embed_grad<D>(i32, maxRows, f, f, st);
-  gate_scale_scatter_grad<S, D, train_gate::kLinear>(f, B, seg, i32, f, f, f,
-                                                     f, st);
-  gate_scale_scatter_grad<S, D, train_gate::kSigmoid>(f, B, seg, i32, f, f, f,
-                                                      f, st);
-  gate_scale_scatter_grad<S, D, train_gate::kOne>(f, B, seg, i32, f, f, f, f,
-                                                  st);
   router_grad<S, D>(f, B, f, f, f, f, f, st);
   predictor_grad<D, HID>(f, maxRows, f, f, f, f, f, f, f, f, f, f, st);
   causal_attention_grad<H, HD>(f, f, f, f, f, B, seg, i32, S, f, f, f, f, st);

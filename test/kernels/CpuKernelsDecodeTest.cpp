@@ -282,10 +282,9 @@ TEST(CpuKernelsDecode, GatherRmsNorm) {
 /// g(r[b]) * (a[j] + m[j]) for the one row j of sequence b, in place.
 template <int G> void checkGateScaleScatter(unsigned seed) {
   constexpr int D = 36;
-  constexpr auto scatter =
-      G == modk_cpu::GateLinear    ? gen_cpu::decodeScatterLinear36
-      : G == modk_cpu::GateSigmoid ? gen_cpu::decodeScatterSigmoid36
-                                   : gen_cpu::decodeScatterOne36;
+  constexpr auto scatter = G == GateLinear    ? gen_cpu::decodeScatterLinear36
+                           : G == GateSigmoid ? gen_cpu::decodeScatterSigmoid36
+                                              : gen_cpu::decodeScatterOne36;
   const int64_t B = 8;
   const std::vector<int32_t> routed = {0, 1, 1, 0, 1, 0, 0, 1};
   std::vector<int64_t> seg(B + 1, 0);
@@ -307,9 +306,9 @@ template <int G> void checkGateScaleScatter(unsigned seed) {
     }
     const int64_t j = seg[b];
     double g = 1.0;
-    if (G == modk_cpu::GateLinear)
+    if (G == GateLinear)
       g = r[b];
-    else if (G == modk_cpu::GateSigmoid)
+    else if (G == GateSigmoid)
       g = 1.0 / (1.0 + std::exp(-double(r[b])));
     for (int d = 0; d < D; ++d) {
       got.push_back(y[b * D + d]);
@@ -323,9 +322,9 @@ template <int G> void checkGateScaleScatter(unsigned seed) {
 }
 
 TEST(CpuKernelsDecode, GateScaleScatter) {
-  checkGateScaleScatter<modk_cpu::GateLinear>(10);
-  checkGateScaleScatter<modk_cpu::GateSigmoid>(20);
-  checkGateScaleScatter<modk_cpu::GateOne>(30);
+  checkGateScaleScatter<GateLinear>(10);
+  checkGateScaleScatter<GateSigmoid>(20);
+  checkGateScaleScatter<GateOne>(30);
 }
 
 //===----------------------------------------------------------------------===//

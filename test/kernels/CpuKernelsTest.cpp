@@ -593,13 +593,12 @@ TEST(CpuKernels, Predictor) {
 
 /// The gated scatter as modc generates it (modk.rows writing the stream at
 /// the rows' tokens, in place): x[t] += g(r[t]) * (a[j] + m[j]) for row j
-/// at token t, with gate G (modk_cpu::Gate numbering) and S = 40, D = 32.
+/// at token t, with gate G (RowKernels.h) and S = 40, D = 32.
 template <int G> void checkGateScaleScatter(unsigned seed) {
   constexpr int S = 40, D = 32;
-  constexpr auto scatter =
-      G == modk_cpu::GateLinear    ? gen_cpu::scatterLinear40x32
-      : G == modk_cpu::GateSigmoid ? gen_cpu::scatterSigmoid40x32
-                                   : gen_cpu::scatterOne40x32;
+  constexpr auto scatter = G == GateLinear    ? gen_cpu::scatterLinear40x32
+                           : G == GateSigmoid ? gen_cpu::scatterSigmoid40x32
+                                              : gen_cpu::scatterOne40x32;
   std::vector<int64_t> seg;
   std::vector<int32_t> pos;
   routedLayout(S, {10, 1, 0, 40, 3}, seed, seg, pos);
@@ -616,9 +615,9 @@ template <int G> void checkGateScaleScatter(unsigned seed) {
     for (int64_t j = seg[s]; j < seg[s + 1]; ++j) {
       const int64_t t = s * S + pos[j];
       selected[t] = 1;
-      double g = G == modk_cpu::GateLinear    ? double(r[t])
-                 : G == modk_cpu::GateSigmoid ? 1.0 / (1.0 + std::exp(-r[t]))
-                                              : 1.0;
+      double g = G == GateLinear    ? double(r[t])
+                 : G == GateSigmoid ? 1.0 / (1.0 + std::exp(-r[t]))
+                                    : 1.0;
       for (int d = 0; d < D; ++d) {
         got.push_back(x[t * D + d]);
         ref.push_back(orig[t * D + d] +
@@ -635,9 +634,9 @@ template <int G> void checkGateScaleScatter(unsigned seed) {
 }
 
 TEST(CpuKernels, GateScaleScatter) {
-  checkGateScaleScatter<modk_cpu::GateLinear>(70);
-  checkGateScaleScatter<modk_cpu::GateSigmoid>(80);
-  checkGateScaleScatter<modk_cpu::GateOne>(90);
+  checkGateScaleScatter<GateLinear>(70);
+  checkGateScaleScatter<GateSigmoid>(80);
+  checkGateScaleScatter<GateOne>(90);
 }
 
 TEST(CpuKernels, LargeShapesTakeTheParallelPaths) {

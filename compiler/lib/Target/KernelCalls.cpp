@@ -106,7 +106,7 @@ LogicalResult PlanEmitter::emitKernel(Operation *op) {
   }
   if (isa<modk::RMSNormOp, modk::AddOp, modk::ActivationOp,
           modk::ActivationGradOp, modk::RouteSelectGatherOp,
-          modk::DecodeRouteOp, modk::GatherGradOp>(op))
+          modk::DecodeRouteOp, modk::GatherGradOp, modk::ScatterGradOp>(op))
     return op->emitOpError("is generated from its math: run modk-generalize "
                            "before emitting");
   if (auto ids = dyn_cast<modk::IdentityRowsOp>(op)) {
@@ -284,15 +284,6 @@ LogicalResult PlanEmitter::emitKernel(Operation *op) {
     // configured mainloop.
     call.deviceTemplateArgs = attentionTemplateArgs(attn.getMainloop());
     emitCall(call);
-    return success();
-  }
-  if (auto scatter = dyn_cast<modk::ScatterGradOp>(op)) {
-    emitCall({"gate_scale_scatter_grad",
-              {seqLen, width(scatter.getDy()), gateKind(scatter.getGate())},
-              {name(scatter.getDy()), "B", name(scatter.getSegments()),
-               name(scatter.getPositions()), name(scatter.getScores()),
-               name(scatter.getUpdate()), name(scatter.getDf()),
-               name(scatter.getDscores())}});
     return success();
   }
   if (auto router = dyn_cast<modk::RouterGradOp>(op)) {

@@ -24,19 +24,6 @@
 
 namespace modc {
 
-/// The prelude's `Gate` enum value (linear 0, sigmoid 1, one 2) of a gate.
-inline int gateKind(modk::Gate gate) {
-  switch (gate) {
-  case modk::Gate::linear:
-    return 0;
-  case modk::Gate::sigmoid:
-    return 1;
-  case modk::Gate::one:
-    return 2;
-  }
-  llvm_unreachable("unknown gate");
-}
-
 /// The attribute that exports a package's C entry points.
 inline constexpr char kExport[] = "__attribute__((visibility(\"default\")))";
 

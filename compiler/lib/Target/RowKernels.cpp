@@ -235,16 +235,18 @@ public:
   }
 
   /// Writes the stores of the outputs that hold one value a row, at row
-  /// `row`; on CUDA by the warp's first lane.
+  /// `row` (or at its token: a token scalar); on CUDA by the warp's first
+  /// lane.
   void writeRowScalarStores(Block &body, StringRef row, int indent,
                             llvm::raw_ostream &os) {
+    unsigned nIn = op.getInputs().size();
     for (auto [k, v] : llvm::enumerate(body.getTerminator()->getOperands())) {
       if (!op.isRowScalar(op.getOutputs()[k]))
         continue;
       os << fmt::format("{:{}}{}out{}[{}] = {};\n", "", indent,
                         cuda ? "if (lane == 0)\n" + std::string(indent + 2, ' ')
                              : std::string(),
-                        k, row.str(), names.lookup(v));
+                        k, rowOf(nIn + k, row), names.lookup(v));
     }
   }
 

@@ -447,8 +447,8 @@ bool RowsOp::isTokenOperand(unsigned index) {
 }
 
 bool RowsOp::isTokenScalar(unsigned index) {
-  return index < getInputs().size() && isTokenOperand(index) &&
-         cast<MemRefType>(getInputs()[index].getType()).getRank() == 2;
+  return isTokenOperand(index) &&
+         cast<MemRefType>(getInputOrOutput(index).getType()).getRank() == 2;
 }
 
 void RowsOp::getEffects(
@@ -475,9 +475,9 @@ LogicalResult RowsOp::verify() {
       return emitOpError() << "token operand " << i << " does not exist";
   for (auto [k, out] : llvm::enumerate(getOutputs())) {
     int64_t rank = cast<MemRefType>(out.getType()).getRank();
-    if (rank != 3 && (rank != 2 || isTokenOperand(nIn + k)))
+    if (rank != 3 && rank != 2)
       return emitOpError("outputs must be buffers [B, rows or tokens, "
-                         "width], or [B, rows] of one value a row");
+                         "width], or [B, rows or tokens] of one value a row");
   }
   auto rowShape = [](Value v) {
     return cast<MemRefType>(v.getType()).getShape().drop_back();
@@ -500,11 +500,10 @@ LogicalResult RowsOp::verify() {
       continue;
     }
     if (isTokenOperand(i)) {
-      bool scalar = type.getRank() == 2 && !output;
+      bool scalar = type.getRank() == 2;
       if (!(type.getRank() == 3 && lastDim(v) == width) && !scalar)
-        return emitOpError()
-               << "token operand " << i << " must be [B, T, " << width
-               << "], or an input [B, T] of one value a token";
+        return emitOpError() << "token operand " << i << " must be [B, T, "
+                             << width << "], or [B, T] of one value a token";
       if (!getPositions() && type.getDimSize(1) != 1)
         return emitOpError() << "token operand " << i << " holds "
                              << type.getDimSize(1)

@@ -220,21 +220,6 @@ func.func @rows_tokens_need_positions(%x: memref<?x16x32xf32>, %seg: memref<?x1x
 
 // -----
 
-// One value a token ([B, T]) is an input's form only: outputs are rows.
-func.func @rows_token_scalar_output(%x: memref<?x4x32xf32>, %seg: memref<?x1xi64>, %pos: memref<?x4xi32>, %r: memref<?x16xf32>) {
-  // expected-error @+1 {{outputs must be buffers [B, rows or tokens, width]}}
-  modk.rows ins(%x : memref<?x4x32xf32>) rows %seg : memref<?x1xi64> tokens(%pos : memref<?x4xi32>) outs(%r : memref<?x16xf32>) attributes {token_operands = array<i64: 1>} reduce {
-  ^bb0(%a: f32):
-    modk.yield
-  } body {
-  ^bb0(%a: f32):
-    modk.yield %a : f32
-  }
-  return
-}
-
-// -----
-
 // Token operands name operands that exist.
 func.func @rows_token_index(%x: memref<?x4x32xf32>, %seg: memref<?x1xi64>, %y: memref<?x4x32xf32>) {
   // expected-error @+1 {{token operand 2 does not exist}}
@@ -434,16 +419,33 @@ func.func @rows_row_value_from_element(%x: memref<?x16x32xf32>, %w: memref<1x32x
 
 // -----
 
-// A value a row is stored at its row, not at a token.
-func.func @rows_row_value_at_token(%x: memref<?x16x32xf32>, %seg: memref<?x1xi64>, %pos: memref<?x16xi32>, %r: memref<?x16xf32>) {
-  // expected-error @+1 {{outputs must be buffers [B, rows or tokens, width], or [B, rows] of one value a row}}
+// A value stored once a row at its token ([B, T], a token operand) must
+// come from the row's sums too, not from an element.
+func.func @rows_token_value_from_element(%x: memref<?x16x32xf32>, %seg: memref<?x1xi64>, %pos: memref<?x16xi32>, %r: memref<?x16xf32>) {
+  // expected-error @+1 {{output 0 holds one value a row, but 'body' yields an element's value for it}}
   modk.rows ins(%x : memref<?x16x32xf32>) rows %seg : memref<?x1xi64> tokens(%pos : memref<?x16xi32>) outs(%r : memref<?x16xf32>) attributes {token_operands = array<i64: 0, 1>} reduce {
   ^bb0(%a: f32):
     %p = arith.mulf %a, %a : f32
     modk.yield %p : f32
   } body {
   ^bb0(%a: f32, %s: f32):
-    modk.yield %s : f32
+    %p = arith.mulf %a, %s : f32
+    modk.yield %p : f32
+  }
+  return
+}
+
+// -----
+
+// An output is a buffer of rows or tokens, never a vector.
+func.func @rows_vector_output(%x: memref<?x16x32xf32>, %seg: memref<?x1xi64>, %v: memref<32xf32>) {
+  // expected-error @+1 {{outputs must be buffers [B, rows or tokens, width], or [B, rows or tokens] of one value a row}}
+  modk.rows ins(%x : memref<?x16x32xf32>) rows %seg : memref<?x1xi64> outs(%v : memref<32xf32>) reduce {
+  ^bb0(%a: f32):
+    modk.yield
+  } body {
+  ^bb0(%a: f32):
+    modk.yield %a : f32
   }
   return
 }

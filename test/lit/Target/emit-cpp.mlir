@@ -165,7 +165,10 @@
 // CHECK: modc_grad(const modc_grad_args *args)
 // CHECK: float *g0 = args->grads[0]; // embed.weight
 // CHECK: modk_cpu::cross_entropy<64>(
-// CHECK: modk_cpu::gate_scale_scatter_grad<16, 32, 1>(
+// The gated scatter's gradient, generated (sigmoid gate): df[row] =
+// g(r) dy[token] and dr[token] += g'(r) <dy[token], f[row]>, dr read and
+// written at the token.
+// CHECK: modc_rows_{{[0-9]+}}([[SSEG:buf[0-9]+]][B], [[SSEG]], B, {{buf[0-9]+}}, {{buf[0-9]+}}, {{buf[0-9]+}}, {{buf[0-9]+}}, [[DR:buf[0-9]+]], {{buf[0-9]+}}, [[DR]]);
 // CHECK: modc_rows_{{[0-9]+}}({{buf[0-9]+}}[B], {{buf[0-9]+}}, {{buf[0-9]+}}, {{buf[0-9]+}}, {{buf[0-9]+}}, {{buf[0-9]+}});
 // CHECK: modk_cpu::causal_attention_grad<2, 16>(
 // CHECK: modk_cpu::rope_grad<2, 16>([[DY:buf[0-9]+]], {{.*}}, static_cast<float>(10000), [[DY]]);

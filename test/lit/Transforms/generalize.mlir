@@ -3,7 +3,7 @@
 
 // Every named row kernel becomes a modk.rows whose regions spell its math;
 // kernels of other kinds (here a GEMM) are left as they are, in place.
-// ROUNDTRIP-COUNT-16: modk.rows
+// ROUNDTRIP-COUNT-18: modk.rows
 
 // RMSNorm: the sum of squares is the reduction; the body scales each
 // element by 1 / sqrt(sum / D + eps) and the weight (a vector of D).
@@ -250,4 +250,39 @@ modk.entry @gather_grad attributes {model = #modk.model<name = "t", vocab_size =
   %seg = modk.alloc : memref<?x1xi64>
   %dx = modk.alloc : memref<?x16x32xf32>
   modk.gather_grad(%dxs, %pos, %seg, %dx) : memref<?x4x32xf32>, memref<?x4xi32>, memref<?x1xi64>, memref<?x16x32xf32>
+}
+
+// The gradient of the gated scatter: one sum a row, <dy[token], f[row]>;
+// df[row] = g(r) dy[token] at every element, and dr[token] = dr[token] +
+// g'(r) * sum once a row (a token scalar output, read and written at the
+// token). Sigmoid: g' = g (1 - g). The gate `one` leaves r and dr alone.
+// CHECK-LABEL: modk.entry @scatter_grad
+// CHECK: modk.rows ins(%[[DY:.*]], %[[F:.*]], %[[R:.*]], %[[DR:.*]] : memref<?x16x32xf32>, memref<?x4x32xf32>, memref<?x16xf32>, memref<?x16xf32>) rows %{{.*}} : memref<?x1xi64> tokens(%{{.*}} : memref<?x4xi32>) outs(%[[DF:.*]], %[[DR]] : memref<?x4x32xf32>, memref<?x16xf32>) attributes {token_operands = array<i64: 0, 2, 3, 5>} reduce {
+// CHECK-NEXT: ^bb0(%[[RDY:.*]]: f32, %[[RF:.*]]: f32, %{{.*}}: f32, %{{.*}}: f32):
+// CHECK-NEXT: %[[TERM:.*]] = arith.mulf %[[RDY]], %[[RF]] : f32
+// CHECK-NEXT: modk.yield %[[TERM]] : f32
+// CHECK: } body {
+// CHECK-NEXT: ^bb0(%[[BDY:.*]]: f32, %{{.*}}: f32, %[[BR:.*]]: f32, %[[BDR:.*]]: f32, %[[DOT:.*]]: f32):
+// CHECK: %[[G:.*]] = arith.divf
+// CHECK: %[[ONEMG:.*]] = arith.subf %{{.*}}, %[[G]] : f32
+// CHECK-NEXT: %[[SLOPE:.*]] = arith.mulf %[[G]], %[[ONEMG]] : f32
+// CHECK-NEXT: %[[DFV:.*]] = arith.mulf %[[G]], %[[BDY]] : f32
+// CHECK-NEXT: %[[STEP:.*]] = arith.mulf %[[SLOPE]], %[[DOT]] : f32
+// CHECK-NEXT: %[[DRV:.*]] = arith.addf %[[BDR]], %[[STEP]] : f32
+// CHECK-NEXT: modk.yield %[[DFV]], %[[DRV]] : f32, f32
+// CHECK: modk.rows ins(%[[DY]] : memref<?x16x32xf32>) rows %{{.*}} : memref<?x1xi64> tokens(%{{.*}} : memref<?x4xi32>) outs(%[[DF]] : memref<?x4x32xf32>) attributes {token_operands = array<i64: 0>} reduce {
+// CHECK: } body {
+// CHECK-NEXT: ^bb0(%[[ODY:.*]]: f32):
+// CHECK-NEXT: modk.yield %[[ODY]] : f32
+// CHECK-NOT: modk.scatter_grad
+modk.entry @scatter_grad attributes {model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = ["topk"], params = []} {
+  %dy = modk.alloc : memref<?x16x32xf32>
+  %r = modk.alloc : memref<?x16xf32>
+  %f = modk.alloc : memref<?x4x32xf32>
+  %pos = modk.alloc : memref<?x4xi32>
+  %seg = modk.alloc : memref<?x1xi64>
+  %df = modk.alloc : memref<?x4x32xf32>
+  %dr = modk.alloc : memref<?x16xf32>
+  modk.scatter_grad(%dy, %r, %f, %pos, %seg, %df, %dr) {gate = #modk.gate<sigmoid>} : memref<?x16x32xf32>, memref<?x16xf32>, memref<?x4x32xf32>, memref<?x4xi32>, memref<?x1xi64>, memref<?x4x32xf32>, memref<?x16xf32>
+  modk.scatter_grad(%dy, %r, %f, %pos, %seg, %df, %dr) {gate = #modk.gate<one>} : memref<?x16x32xf32>, memref<?x16xf32>, memref<?x4x32xf32>, memref<?x4xi32>, memref<?x1xi64>, memref<?x4x32xf32>, memref<?x16xf32>
 }

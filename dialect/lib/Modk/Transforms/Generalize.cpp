@@ -2,7 +2,8 @@
 //
 // The row-wise kernels of the plan (RMSNorm, the residual add, the MLP's
 // activation and its gradient, a routed block's gather + RMSNorm and its
-// gated scatter back into the stream), and the GEMM epilogues that
+// gated scatter back into the stream, and the gradients of that gather
+// and scatter), and the GEMM epilogues that
 // modk-fuse-epilogues named (residual add, GELU, SwiGLU), are rewritten
 // into modk.rows ops whose
 // regions spell their math in arith and math ops, so that the emitters
@@ -436,13 +437,54 @@ struct GatherGradToRows : OpRewritePattern<modk::GatherGradOp> {
   }
 };
 
+/// The gradient of the gated scatter x[t] += g(r[t]) f[j], t the token of
+/// selected row j (docs/model-format.md section 5): df[j] = g(r[t]) dy[t]
+/// and dr[t] = dr[t] + g'(r[t]) <dy[t], f[j]>, the dot product the row's
+/// one sum. With the gate `one` (g = 1) the router gets no gradient:
+/// df = dy, and r and dr are not touched.
+struct ScatterGradToRows : OpRewritePattern<modk::ScatterGradOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(modk::ScatterGradOp op,
+                                PatternRewriter &rewriter) const override {
+    modk::Gate gate = op.getGate();
+    if (gate == modk::Gate::one) {
+      createRows(
+          rewriter, op, op.getDy(), op.getSegments(), op.getDf(), 0, noSums,
+          [](F32Math &, ValueRange a) -> SmallVector<Value> { return {a[0]}; },
+          TokenAccess{op.getPositions(), {0}});
+      rewriter.eraseOp(op);
+      return success();
+    }
+    // Inputs dy (token), f, r (token), dr (token); outputs df, dr (token).
+    createRows(
+        rewriter, op,
+        {op.getDy(), op.getUpdate(), op.getScores(), op.getDscores()},
+        op.getSegments(), {op.getDf(), op.getDscores()}, 1,
+        [](F32Math &m, ValueRange a) -> SmallVector<Value> {
+          return {m.mul(a[0], a[1])};
+        },
+        [gate](F32Math &m, ValueRange a) -> SmallVector<Value> {
+          Value dy = a[0], r = a[2], dr = a[3], dot = a[4];
+          if (gate == modk::Gate::linear) // g = r, g' = 1
+            return {m.mul(r, dy), m.add(dr, dot)};
+          Value g = m.sigmoid(r);
+          Value slope = m.mul(g, m.sub(m.c(1.0), g)); // g' = g (1 - g)
+          return {m.mul(g, dy), m.add(dr, m.mul(slope, dot))};
+        },
+        TokenAccess{op.getPositions(), {0, 2, 3, 5}});
+    rewriter.eraseOp(op);
+    return success();
+  }
+};
+
 struct GeneralizePass : public modc::impl::GeneralizeBase<GeneralizePass> {
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
     patterns
         .add<RMSNormToRows, AddToRows, ActivationToRows, ActivationGradToRows,
              RouteSelectGatherToRows, DecodeRouteToRows, GateScaleScatterToRows,
-             GatherGradToRows, NamedEpilogueToRows>(&getContext());
+             GatherGradToRows, ScatterGradToRows, NamedEpilogueToRows>(
+            &getContext());
     // One walk, each op rewritten where it stands: the plan's order is its
     // execution order, and nothing is folded or erased as dead.
     walkAndApplyPatterns(getOperation(), std::move(patterns));

@@ -849,12 +849,6 @@ inline void predictor(const float *x, int64_t rows, const float *fc1_w,
   }
 }
 
-/// Router gate g(r): GateLinear g = r (the paper), GateSigmoid g = sigmoid(r),
-/// GateOne g = 1 (turns a capacity-1 routed layer into a dense one). The
-/// template parameter G of gate_scale_scatter_grad (CpuKernelsTrain.h); the
-/// forward gated scatter is a row kernel modc generates (modk.rows).
-enum Gate { GateLinear = 0, GateSigmoid = 1, GateOne = 2 };
-
 } // namespace modk_cpu
 
 #endif // MODC_TARGET_CPP_PRELUDE_CPUKERNELS_H

@@ -21,11 +21,6 @@
 ///    serially, and the chunk results are added in chunk order. Results are
 ///    therefore bit-identical for any thread count.
 ///
-/// Scatter-style gradients (gate_scale_scatter_grad, and the gather's, a row
-/// kernel modc generates) assume that no two gathered rows map to the same
-/// stream row, which top-k and causal
-/// routing guarantee (positions within a segment are distinct).
-///
 //===----------------------------------------------------------------------===//
 
 #ifndef MODC_TARGET_CPP_PRELUDE_CPUKERNELSTRAIN_H
@@ -323,43 +318,6 @@ inline void embed_grad(const int32_t *tokens, int64_t rows, const float *dx,
 //===----------------------------------------------------------------------===//
 // Routing gradients
 //===----------------------------------------------------------------------===//
-
-/// Gradient of gate_scale_scatter (x[t] += g(r[t]) f[j], t = s*S + pos[j]):
-/// df[j] = g(r[t]) dy[t] (overwrite, [rows, D]) and
-/// dr[t] += g'(r[t]) <dy[t], f[j]> (accumulate). dy passes through unchanged.
-/// With GateOne, r and dr are neither read nor written (may be null).
-template <int S, int D, int G>
-inline void gate_scale_scatter_grad(const float *dy, int64_t nseg,
-                                    const int64_t *seg, const int32_t *pos,
-                                    const float *r, const float *f, float *df,
-                                    float *dr) {
-  static_assert(G == GateLinear || G == GateSigmoid || G == GateOne,
-                "unknown gate");
-  const int64_t rows = seg[nseg];
-#pragma omp parallel for if (rows * D > detail::kMinParallelWork)
-  for (int64_t j = 0; j < rows; ++j) {
-    const int64_t s = detail::segmentOf(seg, nseg, j);
-    const int64_t t = s * S + pos[j];
-    float g = 1.0f, gp = 0.0f;
-    if (G == GateLinear) {
-      g = r[t];
-      gp = 1.0f;
-    } else if (G == GateSigmoid) {
-      g = detail::sigmoid(r[t]);
-      gp = g * (1.0f - g);
-    }
-    const float *dyt = dy + t * D, *fj = f + j * D;
-    float *dfj = df + j * D;
-    float dot = 0.0f;
-#pragma omp simd reduction(+ : dot)
-    for (int d = 0; d < D; ++d) {
-      dfj[d] = g * dyt[d];
-      dot += dyt[d] * fj[d];
-    }
-    if (G != GateOne)
-      dr[t] += gp * dot;
-  }
-}
 
 /// Gradient of r[t] = w . x[t] over the B*S rows: dx[t] += dr[t] w and
 /// dw += sum_t dr[t] x[t] (both accumulate).

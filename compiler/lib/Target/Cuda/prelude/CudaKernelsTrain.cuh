@@ -25,10 +25,6 @@
 /// is given by the `*_scratch_floats` / `*_scratch_bytes` helpers next to each
 /// wrapper.
 ///
-/// Scatter-style gradients (gate_scale_scatter_grad, and the gather's, a row
-/// kernel modc generates) assume, as the CPU does, that no two gathered rows
-/// map to the same stream row.
-///
 //===----------------------------------------------------------------------===//
 
 #ifndef MODC_CUDA_KERNELS_TRAIN_INCLUDED
@@ -50,12 +46,6 @@
 #include <cstdint>
 
 namespace modk_cuda {
-
-/// Router gate kinds (the template parameter G of gate_scale_scatter_grad),
-/// numbered as modk_cpu::Gate: g = r, g = sigmoid(r), g = 1.
-namespace train_gate {
-constexpr int kLinear = 0, kSigmoid = 1, kOne = 2;
-} // namespace train_gate
 
 namespace train_detail {
 
@@ -448,39 +438,6 @@ inline void split_tokens(const int32_t *tokens, int64_t B, int32_t *inputs,
 
 namespace train_detail {
 
-/// One warp per gathered row j (8 a block).
-template <int S, int D, int G>
-__global__ void scatterGradKernel(const float *dy, int64_t nseg,
-                                  const int64_t *seg, const int32_t *pos,
-                                  const float *r, const float *f, float *df,
-                                  float *dr) {
-  const int lane = threadIdx.x % kWarp;
-  const int64_t j = int64_t(blockIdx.x) * (blockDim.x / kWarp) +
-                    threadIdx.x / kWarp;
-  if (j >= seg[nseg])
-    return; // the whole warp leaves
-  const int64_t s = segmentOf(seg, nseg, j);
-  const int64_t t = s * S + pos[j];
-  float g = 1.0f, gp = 0.0f;
-  if (G == train_gate::kLinear) {
-    g = r[t];
-    gp = 1.0f;
-  } else if (G == train_gate::kSigmoid) {
-    g = sigmoidf_(r[t]);
-    gp = g * (1.0f - g);
-  }
-  const float *dyt = dy + t * D, *fj = f + j * D;
-  float *dfj = df + j * D;
-  float dot = 0.0f;
-  for (int d = lane; d < D; d += kWarp) {
-    dfj[d] = g * dyt[d];
-    dot += dyt[d] * fj[d];
-  }
-  dot = warpSum(dot);
-  if (G != train_gate::kOne && lane == 0)
-    dr[t] += gp * dot;
-}
-
 template <int D>
 __global__ void __launch_bounds__(colThreads<D>())
     routerGradRows(const float *x, int64_t rows, const float *w,
@@ -615,27 +572,6 @@ __global__ void __launch_bounds__(colThreads<HID>())
 }
 
 } // namespace train_detail
-
-/// Gradient of gate_scale_scatter (x[t] += g(r[t]) f[j], t = s*S + pos[j]):
-/// df[j] = g(r[t]) dy[t] (overwrite, [rows, D], rows = seg[nseg] <= nseg * S)
-/// and dr[t] += g'(r[t]) <dy[t], f[j]> (accumulate). G is a train_gate value
-/// (0 linear, 1 sigmoid, 2 one; = modk_cuda::Gate); with kOne, r and dr are
-/// unused (may be null). The grid covers nseg * S rows; rows past seg[nseg]
-/// exit.
-template <int S, int D, int G>
-inline void gate_scale_scatter_grad(const float *dy, int64_t nseg,
-                                    const int64_t *seg, const int32_t *pos,
-                                    const float *r, const float *f, float *df,
-                                    float *dr, cudaStream_t stream) {
-  static_assert(G == train_gate::kLinear || G == train_gate::kSigmoid ||
-                    G == train_gate::kOne,
-                "unknown gate");
-  if (nseg <= 0)
-    return;
-  auto k = train_detail::scatterGradKernel<S, D, G>;
-  MODC_LAUNCH(k, (unsigned)ceilDiv(nseg * S, 8), 256, 0, stream, dy, nseg, seg,
-              pos, r, f, df, dr);
-}
 
 /// Gradient of r[t] = w . x[t] over the B*S rows: dx[t] += dr[t] w and
 /// dw += sum_t dr[t] x[t] (both accumulate; dw deterministic). `scratch`:

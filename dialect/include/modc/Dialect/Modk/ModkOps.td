@@ -288,13 +288,14 @@ def Modk_RowsOp : Modk_Op<"rows", [AttrSizedOperandSegments,
     at the row: row i of sequence s (rows [seg[s], seg[s+1])) is token
     t = s * T + p, where T is the operand's tokens a sequence (its second
     dimension) and p is `positions`[i] (the `tokens` operand), or 0 without
-    it (T = 1). A token operand is a buffer [B, T, width], or an input
-    [B, T] that holds one value a token (such as a router score). This is
-    how a routed block gathers the rows it selected and scatters its update
-    back into the residual stream.
-    An output [B, rows] (not a token operand) holds one value a row: the
-    value `body` yields for it must depend only on the row's sums (and
-    token scalars and constants), and is stored once a row. A vector input
+    it (T = 1). A token operand is a buffer [B, T, width], or [B, T] that
+    holds one value a token (such as a router score, or its gradient). This
+    is how a routed block gathers the rows it selected and scatters its
+    update back into the residual stream.
+    An output [B, rows] holds one value a row, and a token operand output
+    [B, T] one value at the row's token: the value `body` yields for it
+    must depend only on the row's sums (and token scalars and constants),
+    and is stored once a row. A vector input
     is [width] or [1, width] (a router's weight).
     Both regions hold `arith` and `math` ops on f32 only; the emitters
     generate each target's kernel from them (docs/compiler.md). An output
@@ -347,7 +348,8 @@ def Modk_RowsOp : Modk_Op<"rows", [AttrSizedOperandSegments,
     /// Whether operand `index` of the inputs followed by the outputs is
     /// addressed at its row's token.
     bool isTokenOperand(unsigned index);
-    /// Whether input `index` holds one value a token ([B, T]).
+    /// Whether operand `index` (of the inputs, then the outputs) is a token
+    /// operand that holds one value a token ([B, T]).
     bool isTokenScalar(unsigned index);
   }];
 }
