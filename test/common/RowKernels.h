@@ -105,6 +105,22 @@ constexpr auto scatterGradSigmoid256x160 = rows_cpu::modc_rows_61;
 constexpr auto scatterGradLinear16x40 = rows_cpu::modc_rows_62;
 constexpr auto scatterGradSigmoid16x40 = rows_cpu::modc_rows_63;
 constexpr auto scatterGradOne16x40 = rows_cpu::modc_rows_64;
+// RMSNorm's gradient, eps 1e-5, by D: (rows, x, w, dy, dx, dw), and when dx
+// accumulates (rows, x, w, dy, dx, dx, dw); dw always accumulates.
+constexpr auto rmsnormGrad24 = rows_cpu::modc_rows_65;
+constexpr auto rmsnormGradAcc24 = rows_cpu::modc_rows_66;
+constexpr auto rmsnormGrad96 = rows_cpu::modc_rows_67;
+constexpr auto rmsnormGradAcc96 = rows_cpu::modc_rows_68;
+constexpr auto rmsnormGrad256 = rows_cpu::modc_rows_69;
+constexpr auto rmsnormGradAcc256 = rows_cpu::modc_rows_70;
+constexpr auto rmsnormGrad128 = rows_cpu::modc_rows_71;
+constexpr auto rmsnormGradAcc300 = rows_cpu::modc_rows_72;
+constexpr auto rmsnormGrad64 = rows_cpu::modc_rows_73;
+// The router's gradient over B * S rows: (rows, x, w, dr, dx, dx, dw).
+constexpr auto routerGrad5x24 = rows_cpu::modc_rows_74;
+constexpr auto routerGrad256x128 = rows_cpu::modc_rows_75;
+constexpr auto routerGrad16x40 = rows_cpu::modc_rows_76;
+constexpr auto routerGrad24x300 = rows_cpu::modc_rows_77;
 } // namespace gen_cpu
 
 } // namespace
@@ -167,6 +183,29 @@ constexpr auto gatherGrad16x40 = rows_cuda::modc_rows_57;
 constexpr auto scatterGradLinear16x40 = rows_cuda::modc_rows_62;
 constexpr auto scatterGradSigmoid16x40 = rows_cuda::modc_rows_63;
 constexpr auto scatterGradOne16x40 = rows_cuda::modc_rows_64;
+constexpr auto rmsnormGrad96 = rows_cuda::modc_rows_67;
+constexpr auto rmsnormGradAcc96 = rows_cuda::modc_rows_68;
+constexpr auto rmsnormGradAcc300 = rows_cuda::modc_rows_72;
+constexpr auto rmsnormGrad64 = rows_cuda::modc_rows_73;
+constexpr auto routerGrad16x40 = rows_cuda::modc_rows_76;
+constexpr auto routerGrad24x300 = rows_cuda::modc_rows_77;
+
+/// A kernel with column sums (W columns), launched as the CUDA emitter
+/// does: a block per kRB of the `maxRows` rows writes its partial sums into
+/// `scratch` (row_reduce_scratch_floats(maxRows, W) floats), which
+/// reduceColumns adds into `sums` in block order.
+template <int W, typename... Params, typename... Args>
+void launchColumnSum(void (*kernel)(const int64_t *, Params...),
+                     const int64_t *rows, int64_t maxRows, float *sums,
+                     float *scratch, Args... args) {
+  namespace td = modk_cuda::train_detail;
+  if (maxRows <= 0)
+    return;
+  MODC_LAUNCH(kernel, unsigned(modk_cuda::ceilDiv(maxRows, td::kRB)),
+              td::colThreads<W>(), 0, nullptr, rows, args..., scratch);
+  td::launchReduceColumns(scratch, W, rows, 0,
+                          td::ColOut{sums, sums, sums, W, 0}, nullptr);
+}
 } // namespace gen_cuda
 } // namespace
 #endif

@@ -5,7 +5,7 @@
 // every op differs from the others (width, element type, sequence length,
 // eps, gate, or forward and decode form), so none is shared. RowKernels.h
 // names them.
-modk.entry @forward attributes {model = #modk.model<name = "t", vocab_size = 1, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 1, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = ["topk", "causal"], params = [{init = "ones", name = "w96", shape = [96]}, {init = "ones", name = "w128", shape = [128]}, {init = "ones", name = "w90", shape = [90]}, {init = "ones", name = "rw48", shape = [1, 48]}, {init = "ones", name = "w48", shape = [48]}, {init = "ones", name = "rw128", shape = [1, 128]}, {init = "ones", name = "rw70", shape = [1, 70]}, {init = "ones", name = "w70", shape = [70]}, {init = "ones", name = "wd32", shape = [32, 8]}, {init = "ones", name = "wd128", shape = [128, 8]}, {init = "ones", name = "wd70", shape = [70, 8]}, {init = "ones", name = "rw64", shape = [1, 64]}, {init = "ones", name = "w64", shape = [64]}, {init = "ones", name = "rw96", shape = [1, 96]}, {init = "ones", name = "rw32", shape = [1, 32]}, {init = "ones", name = "w32", shape = [32]}, {init = "ones", name = "wd36", shape = [36, 8]}, {init = "ones", name = "wd64", shape = [64, 8]}, {init = "ones", name = "wd200", shape = [200, 8]}, {init = "ones", name = "rw40", shape = [1, 40]}, {init = "ones", name = "w40", shape = [40]}]} {
+modk.entry @forward attributes {model = #modk.model<name = "t", vocab_size = 1, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 1, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = ["topk", "causal"], params = [{init = "ones", name = "w96", shape = [96]}, {init = "ones", name = "w128", shape = [128]}, {init = "ones", name = "w90", shape = [90]}, {init = "ones", name = "rw48", shape = [1, 48]}, {init = "ones", name = "w48", shape = [48]}, {init = "ones", name = "rw128", shape = [1, 128]}, {init = "ones", name = "rw70", shape = [1, 70]}, {init = "ones", name = "w70", shape = [70]}, {init = "ones", name = "wd32", shape = [32, 8]}, {init = "ones", name = "wd128", shape = [128, 8]}, {init = "ones", name = "wd70", shape = [70, 8]}, {init = "ones", name = "rw64", shape = [1, 64]}, {init = "ones", name = "w64", shape = [64]}, {init = "ones", name = "rw96", shape = [1, 96]}, {init = "ones", name = "rw32", shape = [1, 32]}, {init = "ones", name = "w32", shape = [32]}, {init = "ones", name = "wd36", shape = [36, 8]}, {init = "ones", name = "wd64", shape = [64, 8]}, {init = "ones", name = "wd200", shape = [200, 8]}, {init = "ones", name = "rw40", shape = [1, 40]}, {init = "ones", name = "w40", shape = [40]}, {init = "ones", name = "ngw24", shape = [24]}, {init = "ones", name = "ngdw24", shape = [24]}, {init = "ones", name = "ngw64", shape = [64]}, {init = "ones", name = "ngdw64", shape = [64]}, {init = "ones", name = "ngw96", shape = [96]}, {init = "ones", name = "ngdw96", shape = [96]}, {init = "ones", name = "ngw128", shape = [128]}, {init = "ones", name = "ngdw128", shape = [128]}, {init = "ones", name = "ngw256", shape = [256]}, {init = "ones", name = "ngdw256", shape = [256]}, {init = "ones", name = "ngw300", shape = [300]}, {init = "ones", name = "ngdw300", shape = [300]}, {init = "ones", name = "rgw24", shape = [1, 24]}, {init = "ones", name = "rgdw24", shape = [1, 24]}, {init = "ones", name = "rgw128", shape = [1, 128]}, {init = "ones", name = "rgdw128", shape = [1, 128]}, {init = "ones", name = "rgw40", shape = [1, 40]}, {init = "ones", name = "rgdw40", shape = [1, 40]}, {init = "ones", name = "rgw300", shape = [1, 300]}, {init = "ones", name = "rgdw300", shape = [1, 300]}]} {
   %w96 = modk.param "w96" : memref<96xf32>
   %w128 = modk.param "w128" : memref<128xf32>
   %w90 = modk.param "w90" : memref<90xf32>
@@ -228,6 +228,65 @@ modk.entry @forward attributes {model = #modk.model<name = "t", vocab_size = 1, 
   modk.scatter_grad(%sdy16x40, %sr16, %sf16x40, %spos16, %seg, %sdf16x40, %sdr16) {gate = #modk.gate<linear>} : memref<?x16x40xf32>, memref<?x16xf32>, memref<?x16x40xf32>, memref<?x16xi32>, memref<?x1xi64>, memref<?x16x40xf32>, memref<?x16xf32>
   modk.scatter_grad(%sdy16x40, %sr16, %sf16x40, %spos16, %seg, %sdf16x40, %sdr16) {gate = #modk.gate<sigmoid>} : memref<?x16x40xf32>, memref<?x16xf32>, memref<?x16x40xf32>, memref<?x16xi32>, memref<?x1xi64>, memref<?x16x40xf32>, memref<?x16xf32>
   modk.scatter_grad(%sdy16x40, %sr16, %sf16x40, %spos16, %seg, %sdf16x40, %sdr16) {gate = #modk.gate<one>} : memref<?x16x40xf32>, memref<?x16xf32>, memref<?x16x40xf32>, memref<?x16xi32>, memref<?x1xi64>, memref<?x16x40xf32>, memref<?x16xf32>
+  // 65 .. 73: RMSNorm's gradient (two sums a row, dw a column sum), eps
+  // 1e-5, by D and whether dx accumulates: 24, 96, 256 both ways
+  // (CpuKernelsTrain.RmsNormGrad), 128 (its thread-count determinism test),
+  // 300 accumulating and 64 (CudaTrainKernels.RmsnormGradMatchesCpu).
+  %ngx24 = modk.alloc : memref<?x1x24xf32>
+  %ngw24 = modk.param "ngw24" : memref<24xf32>
+  %ngdw24 = modk.param "ngdw24" : memref<24xf32>
+  %ngx64 = modk.alloc : memref<?x1x64xf32>
+  %ngw64 = modk.param "ngw64" : memref<64xf32>
+  %ngdw64 = modk.param "ngdw64" : memref<64xf32>
+  %ngx96 = modk.alloc : memref<?x1x96xf32>
+  %ngw96 = modk.param "ngw96" : memref<96xf32>
+  %ngdw96 = modk.param "ngdw96" : memref<96xf32>
+  %ngx128 = modk.alloc : memref<?x1x128xf32>
+  %ngw128 = modk.param "ngw128" : memref<128xf32>
+  %ngdw128 = modk.param "ngdw128" : memref<128xf32>
+  %ngx256 = modk.alloc : memref<?x1x256xf32>
+  %ngw256 = modk.param "ngw256" : memref<256xf32>
+  %ngdw256 = modk.param "ngdw256" : memref<256xf32>
+  %ngx300 = modk.alloc : memref<?x1x300xf32>
+  %ngw300 = modk.param "ngw300" : memref<300xf32>
+  %ngdw300 = modk.param "ngdw300" : memref<300xf32>
+  modk.rmsnorm_grad(%ngx24, %ngw24, %ngx24, %seg, %ngx24, %ngdw24) {accumulate = false, eps = 1.000000e-05 : f64} : memref<?x1x24xf32>, memref<24xf32>, memref<?x1x24xf32>, memref<?x1xi64>, memref<?x1x24xf32>, memref<24xf32>
+  modk.rmsnorm_grad(%ngx24, %ngw24, %ngx24, %seg, %ngx24, %ngdw24) {accumulate = true, eps = 1.000000e-05 : f64} : memref<?x1x24xf32>, memref<24xf32>, memref<?x1x24xf32>, memref<?x1xi64>, memref<?x1x24xf32>, memref<24xf32>
+  modk.rmsnorm_grad(%ngx96, %ngw96, %ngx96, %seg, %ngx96, %ngdw96) {accumulate = false, eps = 1.000000e-05 : f64} : memref<?x1x96xf32>, memref<96xf32>, memref<?x1x96xf32>, memref<?x1xi64>, memref<?x1x96xf32>, memref<96xf32>
+  modk.rmsnorm_grad(%ngx96, %ngw96, %ngx96, %seg, %ngx96, %ngdw96) {accumulate = true, eps = 1.000000e-05 : f64} : memref<?x1x96xf32>, memref<96xf32>, memref<?x1x96xf32>, memref<?x1xi64>, memref<?x1x96xf32>, memref<96xf32>
+  modk.rmsnorm_grad(%ngx256, %ngw256, %ngx256, %seg, %ngx256, %ngdw256) {accumulate = false, eps = 1.000000e-05 : f64} : memref<?x1x256xf32>, memref<256xf32>, memref<?x1x256xf32>, memref<?x1xi64>, memref<?x1x256xf32>, memref<256xf32>
+  modk.rmsnorm_grad(%ngx256, %ngw256, %ngx256, %seg, %ngx256, %ngdw256) {accumulate = true, eps = 1.000000e-05 : f64} : memref<?x1x256xf32>, memref<256xf32>, memref<?x1x256xf32>, memref<?x1xi64>, memref<?x1x256xf32>, memref<256xf32>
+  modk.rmsnorm_grad(%ngx128, %ngw128, %ngx128, %seg, %ngx128, %ngdw128) {accumulate = false, eps = 1.000000e-05 : f64} : memref<?x1x128xf32>, memref<128xf32>, memref<?x1x128xf32>, memref<?x1xi64>, memref<?x1x128xf32>, memref<128xf32>
+  modk.rmsnorm_grad(%ngx300, %ngw300, %ngx300, %seg, %ngx300, %ngdw300) {accumulate = true, eps = 1.000000e-05 : f64} : memref<?x1x300xf32>, memref<300xf32>, memref<?x1x300xf32>, memref<?x1xi64>, memref<?x1x300xf32>, memref<300xf32>
+  modk.rmsnorm_grad(%ngx64, %ngw64, %ngx64, %seg, %ngx64, %ngdw64) {accumulate = false, eps = 1.000000e-05 : f64} : memref<?x1x64xf32>, memref<64xf32>, memref<?x1x64xf32>, memref<?x1xi64>, memref<?x1x64xf32>, memref<64xf32>
+  // 74 .. 77: the router's gradient over every token (its identity row
+  // set): dx += dr w, and dw += dr x a column sum; S x D = 5 x 24 and
+  // 256 x 128 (CpuKernelsTrain.RouterGrad), 16 x 40 and 24 x 300
+  // (CudaTrainKernels.RouterGradMatchesCpu).
+  %rgx5x24 = modk.alloc : memref<?x5x24xf32>
+  %rgdx5x24 = modk.alloc : memref<?x5x24xf32>
+  %rgw24 = modk.param "rgw24" : memref<1x24xf32>
+  %rgdw24 = modk.param "rgdw24" : memref<1x24xf32>
+  %rgdr5 = modk.alloc : memref<?x5xf32>
+  modk.router_grad(%rgx5x24, %rgw24, %rgdr5, %rgdx5x24, %rgdw24) : memref<?x5x24xf32>, memref<1x24xf32>, memref<?x5xf32>, memref<?x5x24xf32>, memref<1x24xf32>
+  %rgx256x128 = modk.alloc : memref<?x256x128xf32>
+  %rgdx256x128 = modk.alloc : memref<?x256x128xf32>
+  %rgw128 = modk.param "rgw128" : memref<1x128xf32>
+  %rgdw128 = modk.param "rgdw128" : memref<1x128xf32>
+  %rgdr256 = modk.alloc : memref<?x256xf32>
+  modk.router_grad(%rgx256x128, %rgw128, %rgdr256, %rgdx256x128, %rgdw128) : memref<?x256x128xf32>, memref<1x128xf32>, memref<?x256xf32>, memref<?x256x128xf32>, memref<1x128xf32>
+  %rgx16x40 = modk.alloc : memref<?x16x40xf32>
+  %rgdx16x40 = modk.alloc : memref<?x16x40xf32>
+  %rgw40 = modk.param "rgw40" : memref<1x40xf32>
+  %rgdw40 = modk.param "rgdw40" : memref<1x40xf32>
+  %rgdr16 = modk.alloc : memref<?x16xf32>
+  modk.router_grad(%rgx16x40, %rgw40, %rgdr16, %rgdx16x40, %rgdw40) : memref<?x16x40xf32>, memref<1x40xf32>, memref<?x16xf32>, memref<?x16x40xf32>, memref<1x40xf32>
+  %rgx24x300 = modk.alloc : memref<?x24x300xf32>
+  %rgdx24x300 = modk.alloc : memref<?x24x300xf32>
+  %rgw300 = modk.param "rgw300" : memref<1x300xf32>
+  %rgdw300 = modk.param "rgdw300" : memref<1x300xf32>
+  %rgdr24 = modk.alloc : memref<?x24xf32>
+  modk.router_grad(%rgx24x300, %rgw300, %rgdr24, %rgdx24x300, %rgdw300) : memref<?x24x300xf32>, memref<1x300xf32>, memref<?x24xf32>, memref<?x24x300xf32>, memref<1x300xf32>
 }
 // The optimizer's element update: modk-generate-optimizer writes
 // `modk.optimizer @adamw` beside this (empty) training entry, and the

@@ -187,27 +187,72 @@ TEST(CudaTrainKernels, SplitTokensMatchesCpuEmitter) {
 // Norm, rope, activations
 //===----------------------------------------------------------------------===//
 
+/// modc's generated RMSNorm gradient of width D (eps 1e-5) on both targets:
+/// the CPU's into wantDx/wantDw, CUDA's into gotDx/gotDw.
+template <int D>
+void rmsnormGradBoth(bool acc, int64_t rows, int64_t maxRows, const float *x,
+                     const float *w, const float *dy, float *wantDx,
+                     float *wantDw, float *gotDx, float *gotDw,
+                     float *scratch) {
+  static_assert(D == 96 || D == 300 || D == 64, "gen_*::rmsnormGrad<D>");
+  const int64_t devRows = rows;
+  if (D == 96 && !acc) {
+    gen_cpu::rmsnormGrad96(rows, x, w, dy, wantDx, wantDw);
+    gen_cuda::launchColumnSum<D>(gen_cuda::rmsnormGrad96, &devRows, maxRows,
+                                 gotDw, scratch, x, w, dy, gotDx, gotDw);
+  } else if (D == 96) {
+    gen_cpu::rmsnormGradAcc96(rows, x, w, dy, wantDx, wantDx, wantDw);
+    gen_cuda::launchColumnSum<D>(gen_cuda::rmsnormGradAcc96, &devRows, maxRows,
+                                 gotDw, scratch, x, w, dy, gotDx, gotDx, gotDw);
+  } else if (D == 300 && acc) {
+    gen_cpu::rmsnormGradAcc300(rows, x, w, dy, wantDx, wantDx, wantDw);
+    gen_cuda::launchColumnSum<D>(gen_cuda::rmsnormGradAcc300, &devRows, maxRows,
+                                 gotDw, scratch, x, w, dy, gotDx, gotDx, gotDw);
+  } else if (D == 64 && !acc) {
+    gen_cpu::rmsnormGrad64(rows, x, w, dy, wantDx, wantDw);
+    gen_cuda::launchColumnSum<D>(gen_cuda::rmsnormGrad64, &devRows, maxRows,
+                                 gotDw, scratch, x, w, dy, gotDx, gotDw);
+  } else {
+    ADD_FAILURE() << "no generated RMSNorm gradient of " << D << " acc " << acc;
+  }
+}
+
 template <int D> void checkRmsnormGrad(int64_t rows, int64_t maxRows, bool acc) {
   auto x = randomFloats(maxRows * D, 41 + D);
   auto w = randomFloats(D, 42, 0.5f, 1.5f);
   auto dy = randomFloats(maxRows * D, 43);
   auto dx0 = randomFloats(maxRows * D, 44);
   auto dw0 = randomFloats(D, 45);
-  const float eps = 1e-5f;
   std::vector<float> wantDx = dx0, wantDw = dw0;
-  modk_cpu::rmsnorm_grad<D>(x.data(), rows, w.data(), eps, dy.data(),
-                            wantDx.data(), wantDw.data(), acc);
   std::vector<float> gotDx = dx0, gotDw = dw0;
   std::fill(gotDx.begin() + rows * D, gotDx.end(), kSentinel);
-  std::vector<float> scratch(
-      modk_cuda::rmsnorm_grad_scratch_floats<D>(maxRows));
-  int64_t devRows = rows;
-  modk_cuda::rmsnorm_grad<D>(x.data(), &devRows, maxRows, w.data(), eps,
-                             dy.data(), gotDx.data(), gotDw.data(), acc,
-                             scratch.data(), nullptr);
+  std::vector<float> scratch(modk_cuda::row_reduce_scratch_floats(maxRows, D));
+  rmsnormGradBoth<D>(acc, rows, maxRows, x.data(), w.data(), dy.data(),
+                     wantDx.data(), wantDw.data(), gotDx.data(), gotDw.data(),
+                     scratch.data());
   expectClose(gotDx.data(), wantDx.data(), rows * D, 1e-5, "dx");
   expectSentinel(gotDx.data() + rows * D, (maxRows - rows) * D, "dx");
   expectClose(gotDw, wantDw, 1e-4, "dw");
+  // And against f64.
+  std::vector<double> refDw(dw0.begin(), dw0.end());
+  for (int64_t i = 0; i < rows; ++i) {
+    const float *xi = &x[i * D], *gi = &dy[i * D];
+    double ss = 0.0, dot = 0.0;
+    for (int d = 0; d < D; ++d) {
+      ss += double(xi[d]) * xi[d];
+      dot += double(gi[d]) * w[d] * xi[d];
+    }
+    const double inv = 1.0 / std::sqrt(ss / D + 1e-5);
+    for (int d = 0; d < D; ++d) {
+      const double dx =
+          inv * (double(gi[d]) * w[d] - xi[d] * dot * inv * inv / D) +
+          (acc ? double(dx0[i * D + d]) : 0.0);
+      ASSERT_NEAR(gotDx[i * D + d], dx, 1e-4 * (1.0 + std::fabs(dx))) << i;
+      refDw[d] += double(gi[d]) * xi[d] * inv;
+    }
+  }
+  for (int d = 0; d < D; ++d)
+    ASSERT_NEAR(gotDw[d], refDw[d], 1e-4 * (1.0 + std::fabs(refDw[d]))) << d;
 }
 
 TEST(CudaTrainKernels, RmsnormGradMatchesCpu) {
@@ -423,14 +468,33 @@ template <int S, int D> void checkRouterGrad(int64_t B) {
   auto dx0 = randomFloats(B * S * D, 104);
   auto dw0 = randomFloats(D, 105);
   std::vector<float> wantDx = dx0, wantDw = dw0;
-  modk_cpu::router_grad<S, D>(x.data(), B, w.data(), dr.data(), wantDx.data(),
-                              wantDw.data());
   std::vector<float> gotDx = dx0, gotDw = dw0;
-  std::vector<float> scratch(modk_cuda::router_grad_scratch_floats<S, D>(B));
-  modk_cuda::router_grad<S, D>(x.data(), B, w.data(), dr.data(), gotDx.data(),
-                               gotDw.data(), scratch.data(), nullptr);
+  // The kernels modc generates, both targets, over the B * S tokens.
+  static_assert((S == 16 && D == 40) || (S == 24 && D == 300),
+                "gen_*::routerGrad<S>x<D>");
+  constexpr auto cpu =
+      S == 16 ? gen_cpu::routerGrad16x40 : gen_cpu::routerGrad24x300;
+  constexpr auto cuda =
+      S == 16 ? gen_cuda::routerGrad16x40 : gen_cuda::routerGrad24x300;
+  const int64_t rows = B * S;
+  cpu(rows, x.data(), w.data(), dr.data(), wantDx.data(), wantDx.data(),
+      wantDw.data());
+  std::vector<float> scratch(modk_cuda::row_reduce_scratch_floats(rows, D));
+  gen_cuda::launchColumnSum<D>(cuda, &rows, rows, gotDw.data(), scratch.data(),
+                               x.data(), w.data(), dr.data(), gotDx.data(),
+                               gotDx.data(), gotDw.data());
   expectClose(gotDx, wantDx, 1e-6, "dx");
   expectClose(gotDw, wantDw, 1e-4, "dw");
+  // And against f64.
+  std::vector<double> refDw(dw0.begin(), dw0.end());
+  for (int64_t t = 0; t < rows; ++t)
+    for (int d = 0; d < D; ++d) {
+      const double want = dx0[t * D + d] + double(dr[t]) * w[d];
+      ASSERT_NEAR(gotDx[t * D + d], want, 1e-6 * (1.0 + std::fabs(want)));
+      refDw[d] += double(dr[t]) * x[t * D + d];
+    }
+  for (int d = 0; d < D; ++d)
+    ASSERT_NEAR(gotDw[d], refDw[d], 1e-4 * (1.0 + std::fabs(refDw[d]))) << d;
 }
 
 TEST(CudaTrainKernels, RouterGradMatchesCpu) {
@@ -598,16 +662,17 @@ TEST(CudaTrainKernels, ReductionsAreBitwiseRepeatable) {
   const int64_t rows = 45, maxRows = 64;
   auto x = randomFloats(maxRows * D, 171), w = randomFloats(D, 172);
   auto dy = randomFloats(maxRows * D, 173);
-  std::vector<float> scratch(modk_cuda::rmsnorm_grad_scratch_floats<D>(maxRows));
+  std::vector<float> scratch(modk_cuda::row_reduce_scratch_floats(maxRows, D));
   std::vector<float> dx1(maxRows * D), dx2(maxRows * D), dw1(D, 0.5f),
       dw2(D, 0.5f);
-  int64_t devRows = rows;
-  modk_cuda::rmsnorm_grad<D>(x.data(), &devRows, maxRows, w.data(), 1e-5f,
-                             dy.data(), dx1.data(), dw1.data(), false,
-                             scratch.data(), nullptr);
-  modk_cuda::rmsnorm_grad<D>(x.data(), &devRows, maxRows, w.data(), 1e-5f,
-                             dy.data(), dx2.data(), dw2.data(), false,
-                             scratch.data(), nullptr);
+  const int64_t devRows = rows;
+  static_assert(D == 64, "gen_cuda::rmsnormGrad64");
+  gen_cuda::launchColumnSum<D>(gen_cuda::rmsnormGrad64, &devRows, maxRows,
+                               dw1.data(), scratch.data(), x.data(), w.data(),
+                               dy.data(), dx1.data(), dw1.data());
+  gen_cuda::launchColumnSum<D>(gen_cuda::rmsnormGrad64, &devRows, maxRows,
+                               dw2.data(), scratch.data(), x.data(), w.data(),
+                               dy.data(), dx2.data(), dw2.data());
   EXPECT_EQ(dx1, dx2);
   EXPECT_EQ(dw1, dw2);
 

@@ -25,12 +25,10 @@ void instantiate(cudaStream_t st) {
   cross_entropy<V>(f, i32, maxRows, 1.0f / maxRows, f, f, dd, st);
   bce_with_logits<S>(f, i32, B, 0.01, 1.0 / (B * S), f, f, st);
   split_tokens<S>(i32, B, i32, i32, st);
-  rmsnorm_grad<D>(f, seg + B, maxRows, f, 1e-5f, f, f, f, true, f, st);
   rope_grad<H, HD>(f, seg + B, maxRows, i32, 10000.0f, f, st);
   bf16 *h = nullptr; // a bf16 model's rotated gradients
   rope_grad<H, HD>(f, seg + B, maxRows, i32, 10000.0f, h, st);
   embed_grad<D>(i32, maxRows, f, f, st);
-  router_grad<S, D>(f, B, f, f, f, f, f, st);
   predictor_grad<D, HID>(f, maxRows, f, f, f, f, f, f, f, f, f, f, st);
   causal_attention_grad<H, HD>(f, f, f, f, f, B, seg, i32, S, f, f, f, f, st);
   // A bf16 model's (q, k, v bf16: fewer mmas).

@@ -335,6 +335,29 @@ TEST(CpuKernelsTrain, RmsNormGradFiniteDifferences) {
   EXPECT_LE(relErr(dw, fdw), kFdTol);
 }
 
+/// modc's generated RMSNorm gradient of width D: dx overwritten, or added
+/// to (acc); dw always accumulates.
+template <int D>
+void rmsnormGrad(const float *x, int64_t rows, const float *w, const float *dy,
+                 float *dx, float *dw, bool acc) {
+  static_assert(D == 24 || D == 96 || D == 256 || D == 128,
+                "gen_cpu::rmsnormGrad<D>");
+  constexpr auto over = D == 24    ? gen_cpu::rmsnormGrad24
+                        : D == 96  ? gen_cpu::rmsnormGrad96
+                        : D == 256 ? gen_cpu::rmsnormGrad256
+                                   : gen_cpu::rmsnormGrad128;
+  if (!acc) {
+    over(rows, x, w, dy, dx, dw);
+  } else if constexpr (D == 128) {
+    ADD_FAILURE() << "no accumulating kernel of 128";
+  } else {
+    constexpr auto add = D == 24   ? gen_cpu::rmsnormGradAcc24
+                         : D == 96 ? gen_cpu::rmsnormGradAcc96
+                                   : gen_cpu::rmsnormGradAcc256;
+    add(rows, x, w, dy, dx, dx, dw);
+  }
+}
+
 template <int D> void checkRmsNormGrad(int64_t rows, unsigned seed) {
   const float eps = 1e-5f;
   auto x = randn(rows * D, seed, 2.0f), w = randn(D, seed + 1),
@@ -345,8 +368,8 @@ template <int D> void checkRmsNormGrad(int64_t rows, unsigned seed) {
     auto preX = randn(rows * D, seed + 3), preW = randn(D, seed + 4);
     std::vector<float> dx = acc ? preX : std::vector<float>(rows * D, NAN);
     std::vector<float> dw = preW; // dw always accumulates
-    modk_cpu::rmsnorm_grad<D>(x.data(), rows, w.data(), eps, dy.data(),
-                              dx.data(), dw.data(), acc);
+    rmsnormGrad<D>(x.data(), rows, w.data(), dy.data(), dx.data(), dw.data(),
+                   acc);
     Vec ex = rdx, ew = rdw;
     for (size_t i = 0; i < ex.size(); ++i)
       ex[i] += acc ? preX[i] : 0.0;
@@ -370,11 +393,11 @@ TEST(CpuKernelsTrain, RmsNormGradDeterministicAcrossThreadCounts) {
   std::vector<float> dx1(rows * D), dw1(D, 0.0f), dx2(rows * D), dw2(D, 0.0f);
   const int saved = omp_get_max_threads();
   omp_set_num_threads(1);
-  modk_cpu::rmsnorm_grad<D>(x.data(), rows, w.data(), 1e-5f, dy.data(),
-                            dx1.data(), dw1.data(), false);
+  rmsnormGrad<D>(x.data(), rows, w.data(), dy.data(), dx1.data(), dw1.data(),
+                 false);
   omp_set_num_threads(std::max(2, saved));
-  modk_cpu::rmsnorm_grad<D>(x.data(), rows, w.data(), 1e-5f, dy.data(),
-                            dx2.data(), dw2.data(), false);
+  rmsnormGrad<D>(x.data(), rows, w.data(), dy.data(), dx2.data(), dw2.data(),
+                 false);
   omp_set_num_threads(saved);
   EXPECT_EQ(0, std::memcmp(dw1.data(), dw2.data(), sizeof(float) * D));
   EXPECT_EQ(0, std::memcmp(dx1.data(), dx2.data(), sizeof(float) * rows * D));
@@ -869,8 +892,12 @@ template <int S, int D> void checkRouterGrad(int64_t B, unsigned seed) {
        dr = randn(B * S, seed + 2), preX = randn(B * S * D, seed + 3),
        preW = randn(D, seed + 4);
   std::vector<float> dx = preX, dw = preW;
-  modk_cpu::router_grad<S, D>(x.data(), B, w.data(), dr.data(), dx.data(),
-                              dw.data());
+  // The kernel modc generates, over the B * S tokens.
+  static_assert((S == 5 && D == 24) || (S == 256 && D == 128),
+                "gen_cpu::routerGrad<S>x<D>");
+  constexpr auto kernel =
+      S == 5 ? gen_cpu::routerGrad5x24 : gen_cpu::routerGrad256x128;
+  kernel(B * S, x.data(), w.data(), dr.data(), dx.data(), dx.data(), dw.data());
   Vec rx(preX.begin(), preX.end()), rw(preW.begin(), preW.end());
   for (int64_t t = 0; t < B * S; ++t)
     for (int d = 0; d < D; ++d) {

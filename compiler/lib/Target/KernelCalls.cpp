@@ -106,7 +106,8 @@ LogicalResult PlanEmitter::emitKernel(Operation *op) {
   }
   if (isa<modk::RMSNormOp, modk::AddOp, modk::ActivationOp,
           modk::ActivationGradOp, modk::RouteSelectGatherOp,
-          modk::DecodeRouteOp, modk::GatherGradOp, modk::ScatterGradOp>(op))
+          modk::DecodeRouteOp, modk::GatherGradOp, modk::ScatterGradOp,
+          modk::RMSNormGradOp, modk::RouterGradOp>(op))
     return op->emitOpError("is generated from its math: run modk-generalize "
                            "before emitting");
   if (auto ids = dyn_cast<modk::IdentityRowsOp>(op)) {
@@ -238,21 +239,6 @@ LogicalResult PlanEmitter::emitKernel(Operation *op) {
                              w[0], w[1], plan, maxRows(wgrad.getDy()))));
     return success();
   }
-  if (auto norm = dyn_cast<modk::RMSNormGradOp>(op)) {
-    int64_t d = width(norm.getInput());
-    emitCall(KernelCall{
-        "rmsnorm_grad",
-        {d},
-        {name(norm.getInput()), rowsArg(norm.getSegments(), norm.getInput()),
-         name(norm.getWeight()), floatLiteral(norm.getEps().convertToDouble()),
-         name(norm.getDy()), name(norm.getDx()), name(norm.getDw()),
-         boolLiteral(norm.getAccumulate())}}
-                 .withScratch("float",
-                              fmt::format("sizeof(float) * modk_cuda::"
-                                          "rmsnorm_grad_scratch_floats<{}>({})",
-                                          d, maxRows(norm.getInput()))));
-    return success();
-  }
   if (auto rope = dyn_cast<modk::RopeGradOp>(op)) {
     int64_t heads = rope.getNHeads();
     emitCall(
@@ -284,20 +270,6 @@ LogicalResult PlanEmitter::emitKernel(Operation *op) {
     // configured mainloop.
     call.deviceTemplateArgs = attentionTemplateArgs(attn.getMainloop());
     emitCall(call);
-    return success();
-  }
-  if (auto router = dyn_cast<modk::RouterGradOp>(op)) {
-    int64_t d = width(router.getInput());
-    emitCall(
-        KernelCall{"router_grad",
-                   {seqLen, d},
-                   {name(router.getInput()), "B", name(router.getWeight()),
-                    name(router.getDscores()), name(router.getDx()),
-                    name(router.getDw())}}
-            .withScratch("float",
-                         fmt::format("sizeof(float) * modk_cuda::"
-                                     "router_grad_scratch_floats<{}, {}>(B)",
-                                     seqLen, d)));
     return success();
   }
   if (auto pred = dyn_cast<modk::PredictorGradOp>(op)) {

@@ -171,7 +171,7 @@ public:
             if (arg.getArgNumber() < inputs)
               used.insert(arg.getArgNumber());
     for (unsigned j : used) {
-      if (op.isTokenScalar(j) || accInput == j)
+      if (op.isTokenScalar(j) || op.isRowScalarInput(j) || accInput == j)
         continue; // loaded once a row (writeTokenIndex), or in registers
       Value in = op.getInputs()[j];
       std::string index =
@@ -196,18 +196,20 @@ public:
   }
 
   /// Writes the sequence (and position) of row `row` where token operands
-  /// need them, then loads the token scalars, once a row.
+  /// need them, then loads the inputs that hold one value a row or a token,
+  /// once a row.
   void writeTokenIndex(StringRef row, int indent, llvm::raw_ostream &os) {
-    if (op.getTokenOperands().empty())
-      return;
-    std::string ns = cuda ? "modk_cuda" : "modk_cpu::detail";
-    os << fmt::format("{:{}}const int64_t seq = {}::segmentOf(seg, nseg, {});\n",
-                      "", indent, ns, row.str());
-    if (op.getPositions())
-      os << fmt::format("{:{}}const int64_t tok = pos[{}];\n", "", indent,
-                        row.str());
+    if (!op.getTokenOperands().empty()) {
+      std::string ns = cuda ? "modk_cuda" : "modk_cpu::detail";
+      os << fmt::format(
+          "{:{}}const int64_t seq = {}::segmentOf(seg, nseg, {});\n", "",
+          indent, ns, row.str());
+      if (op.getPositions())
+        os << fmt::format("{:{}}const int64_t tok = pos[{}];\n", "", indent,
+                          row.str());
+    }
     for (unsigned j = 0, e = op.getInputs().size(); j < e; ++j)
-      if (op.isTokenScalar(j))
+      if (op.isTokenScalar(j) || op.isRowScalarInput(j))
         os << fmt::format("{:{}}const float x{} = static_cast<float>(in{}[{}]);\n",
                           "", indent, j, j, rowOf(j, row));
   }
@@ -220,8 +222,9 @@ public:
     unsigned nIn = op.getInputs().size();
     int64_t width = op.getWidth();
     for (auto [k, v] : llvm::enumerate(body.getTerminator()->getOperands())) {
-      if (op.isRowScalar(op.getOutputs()[k]))
-        continue; // once a row: writeRowScalarStores
+      if (op.isRowScalar(op.getOutputs()[k]) ||
+          op.isColumnSum(op.getOutputs()[k]))
+        continue; // once a row, or added into the column sums
       Type element =
           cast<MemRefType>(op.getOutputs()[k].getType()).getElementType();
       std::string value =
@@ -235,19 +238,31 @@ public:
   }
 
   /// Writes the stores of the outputs that hold one value a row, at row
-  /// `row` (or at its token: a token scalar); on CUDA by the warp's first
-  /// lane.
-  void writeRowScalarStores(Block &body, StringRef row, int indent,
-                            llvm::raw_ostream &os) {
+  /// `row` (or at its token: a token scalar); on CUDA by the one thread
+  /// for which `firstThread` holds.
+  void writeRowScalarStores(Block &body, StringRef row, StringRef firstThread,
+                            int indent, llvm::raw_ostream &os) {
     unsigned nIn = op.getInputs().size();
     for (auto [k, v] : llvm::enumerate(body.getTerminator()->getOperands())) {
       if (!op.isRowScalar(op.getOutputs()[k]))
         continue;
       os << fmt::format("{:{}}{}out{}[{}] = {};\n", "", indent,
-                        cuda ? "if (lane == 0)\n" + std::string(indent + 2, ' ')
+                        cuda ? fmt::format("if ({})\n{:{}}", firstThread.str(),
+                                           "", indent + 2)
                              : std::string(),
                         k, rowOf(nIn + k, row), names.lookup(v));
     }
+  }
+
+  /// Writes the additions of element (row, c)'s values into the column sums:
+  /// `sum(n, c)` names the accumulator of the n-th column sum.
+  void writeColumnSums(Block &body, function_ref<std::string(unsigned)> sum,
+                       int indent, llvm::raw_ostream &os) {
+    unsigned n = 0;
+    for (auto [k, v] : llvm::enumerate(body.getTerminator()->getOperands()))
+      if (op.isColumnSum(op.getOutputs()[k]))
+        os << fmt::format("{:{}}{} += {};\n", "", indent, sum(n++),
+                          names.lookup(v));
   }
 
   /// Whether some output holds one value an element (not one a row).
@@ -363,11 +378,39 @@ LogicalResult PlanEmitter::emitRowKernelDefinitions() {
                       "row of {}.\n",
                       op.getInputs().size(), op.getOutputs().size(), sums,
                       width);
-    // Rows, then the sums of a row, then its elements.
+    // Rows, then the sums of a row, then its elements. A kernel with column
+    // sums runs its rows in chunks whose partial sums are added in chunk
+    // order (deterministic): on the CPU the prelude's chunkedReduce, on
+    // CUDA a block per kRB rows, threads over columns, then reduceColumns.
+    std::vector<Value> columnSums;
+    for (Value out : op.getOutputs())
+      if (op.isColumnSum(out))
+        columnSums.push_back(out);
+    unsigned nCols = columnSums.size();
+    bool perBlock = cuda && nCols > 0;
     // The statements' indent: inside the row loop on the CPU, the kernel's
-    // body on CUDA (a warp is the row).
+    // body on CUDA (a warp, or a block's row loop, is the row).
     int inner;
-    if (cuda) {
+    if (perBlock) {
+      os << fmt::format(
+          "__global__ __launch_bounds__(modk_cuda::train_detail::colThreads<"
+          "{1}>()) void modc_rows_{0}(const int64_t *rows, {2}, float "
+          "*partial) {{\n"
+          "  constexpr int T = modk_cuda::train_detail::colThreads<{1}>();\n"
+          "  constexpr int CT = ({1} + T - 1) / T; // columns a thread\n"
+          "  __shared__ float scratch[32];\n"
+          "  const int64_t n = *rows;\n"
+          "  const int64_t i0 = int64_t(blockIdx.x) * "
+          "modk_cuda::train_detail::kRB;\n"
+          "  if (i0 >= n)\n    return;\n"
+          "  const int64_t i1 = modk_cuda::detail::minI64(n, i0 + "
+          "modk_cuda::train_detail::kRB);\n",
+          index, width, rowKernelParams(op));
+      for (unsigned k = 0; k < nCols; ++k)
+        os << fmt::format("  float col{}[CT] = {{}};\n", k);
+      os << "  for (int64_t i = i0; i < i1; ++i) {\n";
+      inner = 4;
+    } else if (cuda) {
       os << fmt::format(
           "__global__ __launch_bounds__(modk_cuda::detail::kThreads) void "
           "modc_rows_{}(const int64_t *rows, {}) {{\n"
@@ -377,6 +420,25 @@ LogicalResult PlanEmitter::emitRowKernelDefinitions() {
           "  const int lane = threadIdx.x % modk_cuda::kWarp;\n",
           index, rowKernelParams(op));
       inner = 2;
+    } else if (nCols > 0) {
+      os << fmt::format("void modc_rows_{}(int64_t rows, {}) {{\n", index,
+                        rowKernelParams(op));
+      // One column sum accumulates in place; several in one buffer first.
+      if (nCols == 1)
+        os << fmt::format("  float *sums = out{};\n",
+                          llvm::find(op.getOutputs(), columnSums[0]) -
+                              op.getOutputs().begin());
+      else
+        os << fmt::format("  std::vector<float> sumBuffer({} * {}, 0.0f);\n"
+                          "  float *sums = sumBuffer.data();\n",
+                          nCols, width);
+      os << fmt::format("  modk_cpu::detail::chunkedReduce<float>(\n"
+                        "      rows, {0}, sums, rows * {1} > "
+                        "modk_cpu::detail::kMinParallelWork,\n"
+                        "      [&](int64_t i0, int64_t i1, float *part) {{\n"
+                        "    for (int64_t i = i0; i < i1; ++i) {{\n",
+                        nCols * width, width);
+      inner = 6;
     } else {
       os << fmt::format(
           "void modc_rows_{}(int64_t rows, {}) {{\n"
@@ -389,7 +451,10 @@ LogicalResult PlanEmitter::emitRowKernelDefinitions() {
     stmts.writeTokenIndex("i", inner, os);
     std::string pad(inner, ' ');
     auto openColumns = [&](StringRef simd) {
-      if (cuda)
+      if (perBlock)
+        os << fmt::format("{}for (int c = threadIdx.x; c < {}; c += T) {{\n",
+                          pad, width);
+      else if (cuda)
         os << fmt::format("{}for (int c = lane; c < {}; c += modk_cuda::kWarp) "
                           "{{\n",
                           pad, width);
@@ -411,10 +476,10 @@ LogicalResult PlanEmitter::emitRowKernelDefinitions() {
       for (auto [k, v] : llvm::enumerate(reduce.getTerminator()->getOperands()))
         os << fmt::format("{}  sum{} += {};\n", pad, k, stmts[v]);
       os << pad << "}\n";
-      if (cuda)
-        for (unsigned k = 0; k < sums; ++k)
-          os << fmt::format("{}sum{} = modk_cuda::warpSum(sum{});\n", pad, k,
-                            k);
+      for (unsigned k = 0; cuda && k < sums; ++k)
+        os << fmt::format("{}sum{} = modk_cuda::{}(sum{}{});\n", pad, k,
+                          perBlock ? "blockSum" : "warpSum", k,
+                          perBlock ? ", scratch" : "");
     }
     stmts.nameArguments(body);
     stmts.findRowInvariants(body);
@@ -424,17 +489,53 @@ LogicalResult PlanEmitter::emitRowKernelDefinitions() {
     };
     if (failed(stmts.writeOps(body, once, inner, os)))
       return failure();
-    stmts.writeRowScalarStores(body, "i", inner, os);
+    stmts.writeRowScalarStores(
+        body, "i", perBlock ? "threadIdx.x == 0" : "lane == 0", inner, os);
     if (stmts.hasElementOutputs()) {
-      openColumns("");
-      stmts.writeLoads(body, perElement, "i", "c", inner + 2, os);
-      if (failed(stmts.writeOps(body, perElement, inner + 2, os)))
+      int at = inner + 2;
+      if (perBlock) {
+        // Each thread's columns c = threadIdx.x + j T, its sums in col<n>[j].
+        os << fmt::format("#pragma unroll\n{0}for (int j = 0; j < CT; ++j) "
+                          "{{\n{0}  const int c = threadIdx.x + j * T;\n"
+                          "{0}  if (c >= {1})\n{0}    break;\n",
+                          pad, width);
+      } else {
+        openColumns("");
+      }
+      stmts.writeLoads(body, perElement, "i", "c", at, os);
+      if (failed(stmts.writeOps(body, perElement, at, os)))
         return failure();
-      stmts.writeStores(body, "i", "c", inner + 2, os);
+      stmts.writeStores(body, "i", "c", at, os);
+      stmts.writeColumnSums(
+          body,
+          [&](unsigned n) {
+            return perBlock ? fmt::format("col{}[j]", n)
+                            : fmt::format("part[{} + c]", n * width);
+          },
+          at, os);
       os << pad << "}\n";
     }
-    if (!cuda)
+    if (perBlock) {
+      os << "  }\n#pragma unroll\n  for (int j = 0; j < CT; ++j) {\n"
+            "    const int c = threadIdx.x + j * T;\n";
+      for (unsigned k = 0; k < nCols; ++k)
+        os << fmt::format(
+            "    if (c < {0})\n      partial[(int64_t(blockIdx.x) "
+            "* {1} + {2}) * {0} + c] = col{2}[j];\n",
+            width, nCols, k);
       os << "  }\n";
+    } else if (!cuda && nCols > 0) {
+      os << "    }\n  });\n";
+      if (nCols > 1)
+        for (auto [k, out] : llvm::enumerate(columnSums))
+          os << fmt::format(
+              "  for (int64_t c = 0; c < {0}; ++c)\n"
+              "    out{1}[c] += sums[{2} + c];\n",
+              width, llvm::find(op.getOutputs(), out) - op.getOutputs().begin(),
+              k * width);
+    } else if (!cuda) {
+      os << "  }\n";
+    }
     os << "}\n\n";
   }
   return emitOptimizerKernel();

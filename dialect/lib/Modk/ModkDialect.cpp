@@ -417,21 +417,41 @@ int64_t RowsOp::getWidth() {
   return lastDim(getOutputs().front());
 }
 
+/// A vector of the row width: [width] or [1, width].
+static bool isVectorShape(Value v) {
+  auto type = cast<MemRefType>(v.getType());
+  return type.getRank() == 1 ||
+         (type.getRank() == 2 && type.getShape().front() == 1);
+}
+
 bool RowsOp::isRowScalar(Value output) {
   return llvm::is_contained(getOutputs(), output) &&
-         cast<MemRefType>(output.getType()).getRank() == 2;
+         cast<MemRefType>(output.getType()).getRank() == 2 &&
+         !isVectorShape(output);
+}
+
+bool RowsOp::isColumnSum(Value output) {
+  return llvm::is_contained(getOutputs(), output) && isVectorShape(output);
+}
+
+bool RowsOp::hasColumnSums() {
+  return llvm::any_of(getOutputs(), [&](Value v) { return isColumnSum(v); });
 }
 
 bool RowsOp::isRowInvariantArgument(BlockArgument arg) {
   return arg.getArgNumber() >= getInputs().size() ||
-         isTokenScalar(arg.getArgNumber());
+         isTokenScalar(arg.getArgNumber()) ||
+         isRowScalarInput(arg.getArgNumber());
 }
 
-bool RowsOp::isColumnVector(Value input) {
-  auto type = cast<MemRefType>(input.getType());
-  return type.getRank() == 1 ||
-         (type.getRank() == 2 && type.getShape().front() == 1);
+bool RowsOp::isRowScalarInput(unsigned index) {
+  if (index >= getInputs().size() || isTokenOperand(index))
+    return false;
+  Value in = getInputs()[index];
+  return cast<MemRefType>(in.getType()).getRank() == 2 && !isVectorShape(in);
 }
+
+bool RowsOp::isColumnVector(Value input) { return isVectorShape(input); }
 
 unsigned RowsOp::getNumReductions() {
   return getReduce().front().getTerminator()->getNumOperands();
@@ -459,8 +479,12 @@ void RowsOp::getEffects(
   effects.emplace_back(MemoryEffects::Read::get(), &getSegmentsMutable());
   for (OpOperand &pos : getPositionsMutable())
     effects.emplace_back(MemoryEffects::Read::get(), &pos);
-  for (OpOperand &out : getOutputsMutable())
+  for (OpOperand &out : getOutputsMutable()) {
+    // A column sum adds to what its output holds.
+    if (isColumnSum(out.get()))
+      effects.emplace_back(MemoryEffects::Read::get(), &out);
     effects.emplace_back(MemoryEffects::Write::get(), &out);
+  }
 }
 
 /// Element types a row kernel loads and stores.
@@ -473,12 +497,28 @@ LogicalResult RowsOp::verify() {
   for (int64_t i : getTokenOperands())
     if (i < 0 || i >= int64_t(nIn + getOutputs().size()))
       return emitOpError() << "token operand " << i << " does not exist";
+  unsigned columnSums = 0;
   for (auto [k, out] : llvm::enumerate(getOutputs())) {
     int64_t rank = cast<MemRefType>(out.getType()).getRank();
-    if (rank != 3 && rank != 2)
+    if (rank != 3 && rank != 2 && rank != 1)
       return emitOpError("outputs must be buffers [B, rows or tokens, "
-                         "width], or [B, rows or tokens] of one value a row");
+                         "width], [B, rows or tokens] of one value a row, or "
+                         "column sums [width]");
+    if (isColumnSum(out)) {
+      if (isTokenOperand(nIn + k) || llvm::is_contained(getInputs(), out))
+        return emitOpError() << "output " << k
+                             << " is a column sum: it cannot be a token "
+                                "operand or an input";
+      if (!cast<MemRefType>(out.getType()).getElementType().isF32())
+        return emitOpError()
+               << "output " << k << " is a column sum: it must hold f32";
+      ++columnSums;
+    }
   }
+  if (columnSums > kMaxColumnSums)
+    return emitOpError() << "has " << columnSums
+                         << " column sums; a kernel adds at most "
+                         << kMaxColumnSums;
   auto rowShape = [](Value v) {
     return cast<MemRefType>(v.getType()).getShape().drop_back();
   };
@@ -499,6 +539,12 @@ LogicalResult RowsOp::verify() {
                              << width << " and not be a token operand";
       continue;
     }
+    if (output && isColumnSum(v)) {
+      if (type.getShape().back() != width)
+        return emitOpError()
+               << "a column sum must hold the row width " << width;
+      continue;
+    }
     if (isTokenOperand(i)) {
       bool scalar = type.getRank() == 2;
       if (!(type.getRank() == 3 && lastDim(v) == width) && !scalar)
@@ -510,7 +556,7 @@ LogicalResult RowsOp::verify() {
                              << " tokens a sequence: give the rows' positions";
       continue;
     }
-    if (output && isRowScalar(v)) {
+    if (output ? isRowScalar(v) : isRowScalarInput(i)) {
       if (rows && type.getShape() != *rows)
         return emitOpError("all row buffers must have one shape");
       rows = type.getShape();

@@ -437,10 +437,10 @@ func.func @rows_token_value_from_element(%x: memref<?x16x32xf32>, %seg: memref<?
 
 // -----
 
-// An output is a buffer of rows or tokens, never a vector.
-func.func @rows_vector_output(%x: memref<?x16x32xf32>, %seg: memref<?x1xi64>, %v: memref<32xf32>) {
-  // expected-error @+1 {{outputs must be buffers [B, rows or tokens, width], or [B, rows or tokens] of one value a row}}
-  modk.rows ins(%x : memref<?x16x32xf32>) rows %seg : memref<?x1xi64> outs(%v : memref<32xf32>) reduce {
+// An output is a buffer of rows or tokens, a value a row, or a column sum.
+func.func @rows_rank4_output(%x: memref<?x16x32xf32>, %seg: memref<?x1xi64>, %v: memref<?x16x32x2xf32>) {
+  // expected-error @+1 {{outputs must be buffers [B, rows or tokens, width], [B, rows or tokens] of one value a row, or column sums [width]}}
+  modk.rows ins(%x : memref<?x16x32xf32>) rows %seg : memref<?x1xi64> outs(%v : memref<?x16x32x2xf32>) reduce {
   ^bb0(%a: f32):
     modk.yield
   } body {
@@ -456,5 +456,82 @@ func.func @rows_vector_output(%x: memref<?x16x32xf32>, %seg: memref<?x1xi64>, %v
 func.func @route_stats_shape(%x: memref<?x16x32xf32>, %rw: memref<1x32xf32>, %nw: memref<32xf32>, %r: memref<?x16xf32>, %pos: memref<?x16xi32>, %seg: memref<?x1xi64>, %xs: memref<?x16x32xf32>, %xn: memref<?x16x32xf32>, %mask: memref<?x16xi32>, %stats: memref<?x8xf32>) {
   // expected-error @+1 {{stats must be an f32 buffer [B, S] like the scores}}
   modk.route_select_gather %x, %rw, %nw -> %r, %pos, %seg, %xs, %xn, %mask stats(%stats) {causal_router = #modk.causal_router<none>, eps = 1.000000e-05 : f64, k = 4 : i64, layer = 1 : i64} : memref<?x16x32xf32>, memref<1x32xf32>, memref<32xf32>, memref<?x16xf32>, memref<?x16xi32>, memref<?x1xi64>, memref<?x16x32xf32>, memref<?x16x32xf32>, memref<?x16xi32>, memref<?x8xf32>
+  return
+}
+
+// -----
+
+// A column sum adds over the rows: it is neither read at a token nor an
+// input of its kernel.
+func.func @rows_column_sum_is_input(%x: memref<?x16x32xf32>, %seg: memref<?x1xi64>, %dw: memref<32xf32>) {
+  // expected-error @+1 {{output 0 is a column sum: it cannot be a token operand or an input}}
+  modk.rows ins(%x, %dw : memref<?x16x32xf32>, memref<32xf32>) rows %seg : memref<?x1xi64> outs(%dw : memref<32xf32>) reduce {
+  ^bb0(%a: f32, %b: f32):
+    modk.yield
+  } body {
+  ^bb0(%a: f32, %b: f32):
+    modk.yield %a : f32
+  }
+  return
+}
+
+// -----
+
+// Column sums are f32 (they accumulate).
+func.func @rows_column_sum_bf16(%x: memref<?x16x32xf32>, %seg: memref<?x1xi64>, %dw: memref<32xbf16>) {
+  // expected-error @+1 {{output 0 is a column sum: it must hold f32}}
+  modk.rows ins(%x : memref<?x16x32xf32>) rows %seg : memref<?x1xi64> outs(%dw : memref<32xbf16>) reduce {
+  ^bb0(%a: f32):
+    modk.yield
+  } body {
+  ^bb0(%a: f32):
+    modk.yield %a : f32
+  }
+  return
+}
+
+// -----
+
+// A column sum holds the row width.
+func.func @rows_column_sum_width(%x: memref<?x16x32xf32>, %seg: memref<?x1xi64>, %dw: memref<1x16xf32>) {
+  // expected-error @+1 {{a column sum must hold the row width 32}}
+  modk.rows ins(%x : memref<?x16x32xf32>) rows %seg : memref<?x1xi64> outs(%dw : memref<1x16xf32>) reduce {
+  ^bb0(%a: f32):
+    modk.yield
+  } body {
+  ^bb0(%a: f32):
+    modk.yield %a : f32
+  }
+  return
+}
+
+// -----
+
+// At most three column sums a kernel (CUDA's reduction writes three).
+func.func @rows_four_column_sums(%x: memref<?x16x32xf32>, %seg: memref<?x1xi64>, %a0: memref<32xf32>, %a1: memref<32xf32>, %a2: memref<32xf32>, %a3: memref<32xf32>) {
+  // expected-error @+1 {{has 4 column sums; a kernel adds at most 3}}
+  modk.rows ins(%x : memref<?x16x32xf32>) rows %seg : memref<?x1xi64> outs(%a0, %a1, %a2, %a3 : memref<32xf32>, memref<32xf32>, memref<32xf32>, memref<32xf32>) reduce {
+  ^bb0(%a: f32):
+    modk.yield
+  } body {
+  ^bb0(%a: f32):
+    modk.yield %a, %a, %a, %a : f32, f32, f32, f32
+  }
+  return
+}
+
+// -----
+
+// An input of one value a row has the rows of the row buffers.
+func.func @rows_row_value_input_shape(%x: memref<?x16x32xf32>, %seg: memref<?x1xi64>, %dr: memref<?x8xf32>, %y: memref<?x16x32xf32>) {
+  // expected-error @+1 {{all row buffers must have one shape}}
+  modk.rows ins(%x, %dr : memref<?x16x32xf32>, memref<?x8xf32>) rows %seg : memref<?x1xi64> outs(%y : memref<?x16x32xf32>) reduce {
+  ^bb0(%a: f32, %b: f32):
+    modk.yield
+  } body {
+  ^bb0(%a: f32, %b: f32):
+    %p = arith.mulf %a, %b : f32
+    modk.yield %p : f32
+  }
   return
 }

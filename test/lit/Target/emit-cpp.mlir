@@ -1,6 +1,7 @@
 // RUN: mod-opt --pass-pipeline='builtin.module(modk-generate-optimizer,modk.entry(modk-generalize))' %s | mod-translate --modk-to-cpp | FileCheck %s
 // RUN: not mod-translate --modk-to-cpp %s 2>&1 | FileCheck %s --check-prefix=NAMED
 // RUN: mod-opt --pass-pipeline='builtin.module(modk-generate-optimizer,modk.entry(modk-generalize,modk-fuse-row-epilogues))' %s | mod-translate --modk-to-cpp | FileCheck %s --check-prefix=FUSED
+// RUN: mod-opt --pass-pipeline='builtin.module(modk-generate-optimizer,modk.entry(modk-generalize))' %s | mod-translate --modk-to-cpp | FileCheck %s --check-prefix=COLSUM
 // RUN: mod-opt --pass-pipeline='builtin.module(modk.entry(modk-generalize))' %s | not mod-translate --modk-to-cpp 2>&1 | FileCheck %s --check-prefix=NO-OPTIMIZER
 // RUN: not mod-translate --modk-to-cpp %inputs/unplanned.mlir 2>&1 | FileCheck %s --check-prefix=UNPLANNED
 
@@ -175,7 +176,9 @@
 // The gather's gradient, generated: dx[token] += dxs[row], in place at
 // each selected row's token.
 // CHECK: modc_rows_[[GG:[0-9]+]]([[GSEG:buf[0-9]+]][B], [[GSEG]], B, [[GPOS:buf[0-9]+]], {{buf[0-9]+}}, [[GDX:buf[0-9]+]], [[GDX]]);
-// CHECK: modk_cpu::router_grad<16, 32>(
+// The router's gradient, generated over every token: dx += dr w, and the
+// router weight's gradient dw += dr x, a column sum.
+// CHECK: modc_rows_{{[0-9]+}}({{buf[0-9]+}}[B], {{buf[0-9]+}}, w[[RW:[0-9]+]], {{buf[0-9]+}}, [[RDX:buf[0-9]+]], [[RDX]], g[[RW]]);
 // The predictor learns the top-k membership; its input gets no gradient.
 // CHECK: modk_cpu::bce_with_logits<16>(
 // CHECK: modk_cpu::predictor_grad<32, 8>(
@@ -190,6 +193,28 @@
 // CHECK: const float step_size = static_cast<float>(args->lr / bc1);
 // CHECK: modc_optimizer_update(kSizes[i], args->params[i], args->grads[i],
 // CHECK-NEXT: args->m[i], args->v[i], scale, 1.0f - args->lr * (kDecay[i] ? args->weight_decay : 0.0f), args->beta1, args->beta2, args->eps, step_size, inv_sqrt_bc2);
+
+// RMSNorm's gradient (the final norm's, dx overwritten): two sums a row,
+// dx at each element, and the weight's gradient a column sum, added in
+// row chunks in a fixed order (chunkedReduce) straight into dw.
+// COLSUM: void modc_rows_[[NG:[0-9]+]](int64_t rows, const float *in0, const float *in1, const float *in2, float *out0, float *out1) {
+// COLSUM-NEXT: float *sums = out1;
+// COLSUM-NEXT: modk_cpu::detail::chunkedReduce<float>(
+// COLSUM-NEXT: rows, 32, sums, rows * 32 > modk_cpu::detail::kMinParallelWork,
+// COLSUM-NEXT: [&](int64_t i0, int64_t i1, float *part) {
+// COLSUM-NEXT: for (int64_t i = i0; i < i1; ++i) {
+// COLSUM-NEXT: float sum0 = 0.0f;
+// COLSUM-NEXT: float sum1 = 0.0f;
+// COLSUM-NEXT: #pragma omp simd reduction(+ : sum0, sum1)
+// COLSUM: #pragma omp simd
+// COLSUM: out0[i * 32 + c] = [[DX:t[0-9]+]];
+// COLSUM-NEXT: part[0 + c] += [[DW:t[0-9]+]];
+// COLSUM-NEXT: }
+// COLSUM-NEXT: }
+// COLSUM-NEXT: });
+// COLSUM-NEXT: }
+// COLSUM: modc_grad(const modc_grad_args *args)
+// COLSUM: modc_rows_[[NG]]({{buf[0-9]+}}[B], {{buf[0-9]+}}, w[[FN:[0-9]+]], {{buf[0-9]+}}, {{buf[0-9]+}}, g[[FN]]);
 
 // NAMED: error: 'modk.rmsnorm' op is generated from its math: run modk-generalize before emitting
 // NO-OPTIMIZER: error: 'modk.entry' op is a training entry without a modk.optimizer for modc_adamw (run modk-generate-optimizer)

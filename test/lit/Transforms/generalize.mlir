@@ -3,7 +3,7 @@
 
 // Every named row kernel becomes a modk.rows whose regions spell its math;
 // kernels of other kinds (here a GEMM) are left as they are, in place.
-// ROUNDTRIP-COUNT-18: modk.rows
+// ROUNDTRIP-COUNT-20: modk.rows
 
 // RMSNorm: the sum of squares is the reduction; the body scales each
 // element by 1 / sqrt(sum / D + eps) and the weight (a vector of D).
@@ -285,4 +285,59 @@ modk.entry @scatter_grad attributes {model = #modk.model<name = "t", vocab_size 
   %dr = modk.alloc : memref<?x16xf32>
   modk.scatter_grad(%dy, %r, %f, %pos, %seg, %df, %dr) {gate = #modk.gate<sigmoid>} : memref<?x16x32xf32>, memref<?x16xf32>, memref<?x4x32xf32>, memref<?x4xi32>, memref<?x1xi64>, memref<?x4x32xf32>, memref<?x16xf32>
   modk.scatter_grad(%dy, %r, %f, %pos, %seg, %df, %dr) {gate = #modk.gate<one>} : memref<?x16x32xf32>, memref<?x16xf32>, memref<?x4x32xf32>, memref<?x4xi32>, memref<?x1xi64>, memref<?x4x32xf32>, memref<?x16xf32>
+}
+
+// RMSNorm's gradient: two sums a row (x^2 and dy w x); dx at every element
+// (here added to dx: accumulate), and dw, an output of the row width, a
+// column sum of dy x / rms.
+// CHECK-LABEL: modk.entry @rmsnorm_grad
+// CHECK: modk.rows ins(%[[X:.*]], %[[W:.*]], %[[DY:.*]], %[[DX:.*]] : memref<?x16x32xf32>, memref<32xf32>, memref<?x16x32xf32>, memref<?x16x32xf32>) rows %{{.*}} : memref<?x1xi64> outs(%[[DX]], %[[DW:.*]] : memref<?x16x32xf32>, memref<32xf32>) reduce {
+// CHECK-NEXT: ^bb0(%[[RX:.*]]: f32, %[[RW:.*]]: f32, %[[RDY:.*]]: f32, %{{.*}}: f32):
+// CHECK-NEXT: %[[SQ:.*]] = arith.mulf %[[RX]], %[[RX]] : f32
+// CHECK-NEXT: %[[GW:.*]] = arith.mulf %[[RDY]], %[[RW]] : f32
+// CHECK-NEXT: %[[GWX:.*]] = arith.mulf %[[GW]], %[[RX]] : f32
+// CHECK-NEXT: modk.yield %[[SQ]], %[[GWX]] : f32, f32
+// CHECK: } body {
+// CHECK-NEXT: ^bb0(%[[BX:.*]]: f32, %[[BW:.*]]: f32, %[[BDY:.*]]: f32, %[[BDX:.*]]: f32, %[[SS:.*]]: f32, %[[DOT:.*]]: f32):
+// CHECK: %[[ROOT:.*]] = math.sqrt
+// CHECK: %[[INV:.*]] = arith.divf %{{.*}}, %[[ROOT]] : f32
+// CHECK: %[[DXV:.*]] = arith.mulf %[[INV]], %{{.*}} : f32
+// CHECK-NEXT: %[[ACC:.*]] = arith.addf %[[BDX]], %[[DXV]] : f32
+// CHECK-NEXT: %[[GX:.*]] = arith.mulf %[[BDY]], %[[BX]] : f32
+// CHECK-NEXT: %[[DWV:.*]] = arith.mulf %[[GX]], %[[INV]] : f32
+// CHECK-NEXT: modk.yield %[[ACC]], %[[DWV]] : f32, f32
+// CHECK-NOT: modk.rmsnorm_grad
+modk.entry @rmsnorm_grad attributes {model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = ["topk"], params = [{init = "ones", name = "w", shape = [32]}]} {
+  %w = modk.param "w" : memref<32xf32>
+  %x = modk.alloc : memref<?x16x32xf32>
+  %dy = modk.alloc : memref<?x16x32xf32>
+  %seg = modk.alloc : memref<?x1xi64>
+  %dx = modk.alloc : memref<?x16x32xf32>
+  %dw = modk.output "grad.w" : memref<32xf32>
+  modk.rmsnorm_grad(%x, %w, %dy, %seg, %dx, %dw) {accumulate = true, eps = 1.000000e-05 : f64} : memref<?x16x32xf32>, memref<32xf32>, memref<?x16x32xf32>, memref<?x1xi64>, memref<?x16x32xf32>, memref<32xf32>
+}
+
+// The router's gradient, over every token (the identity row set, found
+// before it): dx = dx + dr w with dr one value a row ([B, S]), and the
+// column sum dw += dr x. No sums.
+// CHECK-LABEL: modk.entry @router_grad
+// CHECK: modk.identity_rows -> %{{.*}}, %[[ALL:.*]] :
+// CHECK: modk.rows ins(%[[X:.*]], %[[W:.*]], %[[DR:.*]], %[[DX:.*]] : memref<?x16x32xf32>, memref<1x32xf32>, memref<?x16xf32>, memref<?x16x32xf32>) rows %[[ALL]] : memref<?x1xi64> outs(%[[DX]], %[[DW:.*]] : memref<?x16x32xf32>, memref<1x32xf32>) reduce {
+// CHECK: } body {
+// CHECK-NEXT: ^bb0(%[[BX:.*]]: f32, %[[BW:.*]]: f32, %[[BDR:.*]]: f32, %[[BDX:.*]]: f32):
+// CHECK-NEXT: %[[STEP:.*]] = arith.mulf %[[BDR]], %[[BW]] : f32
+// CHECK-NEXT: %[[NDX:.*]] = arith.addf %[[BDX]], %[[STEP]] : f32
+// CHECK-NEXT: %[[NDW:.*]] = arith.mulf %[[BDR]], %[[BX]] : f32
+// CHECK-NEXT: modk.yield %[[NDX]], %[[NDW]] : f32, f32
+// CHECK-NOT: modk.router_grad
+modk.entry @router_grad attributes {model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = ["topk"], params = [{init = "normal", name = "r", shape = [1, 32]}]} {
+  %w = modk.param "r" : memref<1x32xf32>
+  %pos = modk.alloc : memref<?x16xi32>
+  %seg = modk.alloc : memref<?x1xi64>
+  modk.identity_rows -> %pos, %seg : memref<?x16xi32>, memref<?x1xi64>
+  %x = modk.alloc : memref<?x16x32xf32>
+  %dr = modk.alloc : memref<?x16xf32>
+  %dx = modk.alloc : memref<?x16x32xf32>
+  %dw = modk.output "grad.r" : memref<1x32xf32>
+  modk.router_grad(%x, %w, %dr, %dx, %dw) : memref<?x16x32xf32>, memref<1x32xf32>, memref<?x16xf32>, memref<?x16x32xf32>, memref<1x32xf32>
 }

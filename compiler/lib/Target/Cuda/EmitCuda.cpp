@@ -97,12 +97,47 @@ private:
     // kernel reads how many it has.
     std::string bound = maxRows(rowBuffer(op));
     std::vector<std::string> args = rowKernelArgs(op);
+    if (op.hasColumnSums()) {
+      emitColumnSumLaunch(op, index, bound, args);
+      return;
+    }
     os << fmt::format("  if ({0} > 0)\n    MODC_LAUNCH(modc_rows::modc_rows_{1}, "
                       "unsigned(modk_cuda::ceilDiv({0}, "
                       "modk_cuda::detail::kRowWarps)), "
                       "modk_cuda::detail::kThreads, 0, s, {2} + B, {3});\n",
                       bound, index, name(op.getSegments()),
                       fmt::join(args, ", "));
+  }
+  /// A row kernel with column sums: a block per kRB rows writes its
+  /// partial sums into the scratch, then reduceColumns adds them to the
+  /// outputs in block order.
+  void emitColumnSumLaunch(modk::RowsOp op, int index, const std::string &bound,
+                           std::vector<std::string> args) {
+    int64_t width = op.getWidth();
+    std::vector<std::string> outs;
+    for (Value out : op.getOutputs())
+      if (op.isColumnSum(out))
+        outs.push_back(name(out));
+    int64_t total = int64_t(outs.size()) * width;
+    needScratch(fmt::format(
+        "sizeof(float) * modk_cuda::row_reduce_scratch_floats({}, {})", bound,
+        total));
+    args.push_back("(float *)scratch");
+    // ColOut: the first width columns to outs[0], the next to outs[1], the
+    // rest to outs[2].
+    while (outs.size() < 3)
+      outs.push_back(outs.back());
+    os << fmt::format(
+        "  if ({0} > 0) {{\n"
+        "    MODC_LAUNCH(modc_rows::modc_rows_{1}, "
+        "unsigned(modk_cuda::ceilDiv({0}, modk_cuda::train_detail::kRB)), "
+        "modk_cuda::train_detail::colThreads<{2}>(), 0, s, {3} + B, {4});\n"
+        "    modk_cuda::train_detail::launchReduceColumns((const float "
+        "*)scratch, {5}, {3} + B, 0, modk_cuda::train_detail::ColOut{{{6}, "
+        "{7}, {8}, {2}, {9}}}, s);\n"
+        "  }}\n",
+        bound, index, width, name(op.getSegments()), fmt::join(args, ", "),
+        total, outs[0], outs[1], outs[2], total > width ? width : 0);
   }
   LogicalResult emitTargetKernel(Operation *op) override;
   /// The loss-only kernels of @eval; failure for any other op.

@@ -477,14 +477,71 @@ struct ScatterGradToRows : OpRewritePattern<modk::ScatterGradOp> {
   }
 };
 
+/// The gradient of y = x / sqrt(mean(x^2) + eps) * w (docs/model-format.md
+/// section 3) on the rows: two sums a row, ss = sum x^2 and
+/// dot = sum dy w x; with inv = 1 / sqrt(ss / D + eps),
+/// dx = inv (dy w - x dot inv^2 / D), added to dx when `accumulate`, and
+/// the column sum dw += dy x inv.
+struct RMSNormGradToRows : OpRewritePattern<modk::RMSNormGradOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(modk::RMSNormGradOp op,
+                                PatternRewriter &rewriter) const override {
+    double width = cast<MemRefType>(op.getInput().getType()).getShape().back();
+    float eps = float(op.getEps().convertToDouble());
+    bool accumulate = op.getAccumulate();
+    SmallVector<Value> inputs = {op.getInput(), op.getWeight(), op.getDy()};
+    if (accumulate)
+      inputs.push_back(op.getDx());
+    unsigned nIn = inputs.size();
+    replaceWithRows(
+        rewriter, op, inputs, op.getSegments(), {op.getDx(), op.getDw()}, 2,
+        [](F32Math &m, ValueRange a) -> SmallVector<Value> {
+          return {m.mul(a[0], a[0]), m.mul(m.mul(a[2], a[1]), a[0])};
+        },
+        [&](F32Math &m, ValueRange a) -> SmallVector<Value> {
+          Value x = a[0], w = a[1], dy = a[2];
+          Value ss = a[nIn], dot = a[nIn + 1];
+          Value inv = rmsnormScale(m, ss, width, eps);
+          // mean(dy w xhat) * inv, folded so xhat is never formed.
+          Value c = m.div(m.mul(m.mul(dot, inv), inv), m.c(width));
+          Value dx = m.mul(inv, m.sub(m.mul(dy, w), m.mul(x, c)));
+          if (accumulate)
+            dx = m.add(a[3], dx);
+          return {dx, m.mul(m.mul(dy, x), inv)};
+        });
+    return success();
+  }
+};
+
+/// The gradient of the router r = w . x over every token (the identity row
+/// set of the stream's tokens): dx = dx + dr w at every element, dr the
+/// row's one value, and the column sum dw += dr x.
+struct RouterGradToRows : OpRewritePattern<modk::RouterGradOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(modk::RouterGradOp op,
+                                PatternRewriter &rewriter) const override {
+    auto stream = cast<MemRefType>(op.getInput().getType());
+    Value all = identitySegments(rewriter, op, stream.getDimSize(1));
+    replaceWithRows(
+        rewriter, op,
+        {op.getInput(), op.getWeight(), op.getDscores(), op.getDx()}, all,
+        {op.getDx(), op.getDw()}, 0, noSums,
+        [](F32Math &m, ValueRange a) -> SmallVector<Value> {
+          Value x = a[0], w = a[1], dr = a[2], dx = a[3];
+          return {m.add(dx, m.mul(dr, w)), m.mul(dr, x)};
+        });
+    return success();
+  }
+};
+
 struct GeneralizePass : public modc::impl::GeneralizeBase<GeneralizePass> {
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
     patterns
         .add<RMSNormToRows, AddToRows, ActivationToRows, ActivationGradToRows,
              RouteSelectGatherToRows, DecodeRouteToRows, GateScaleScatterToRows,
-             GatherGradToRows, ScatterGradToRows, NamedEpilogueToRows>(
-            &getContext());
+             GatherGradToRows, ScatterGradToRows, RMSNormGradToRows,
+             RouterGradToRows, NamedEpilogueToRows>(&getContext());
     // One walk, each op rewritten where it stands: the plan's order is its
     // execution order, and nothing is folded or erased as dead.
     walkAndApplyPatterns(getOperation(), std::move(patterns));

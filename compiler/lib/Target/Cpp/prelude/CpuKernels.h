@@ -169,6 +169,43 @@ inline int64_t segmentOf(const int64_t *seg, int64_t nseg, int64_t j) {
 /// Rows below this run serially: OpenMP start-up would cost more than it saves.
 constexpr int64_t kMinParallelWork = 1 << 15;
 
+/// Row chunk size of deterministic reductions over n rows: at most about 64
+/// chunks, so the partial buffers stay small, and never fewer than 16 rows.
+/// Depends only on n, never on the thread count.
+inline int64_t reduceChunk(int64_t n) {
+  return std::max<int64_t>(16, (n + 63) / 64);
+}
+
+/// out[0:W] += sum over rows i < n of the per-row contributions that
+/// `body(i0, i1, partial)` adds into its zeroed `partial[0:W]` for the rows
+/// [i0, i1). Chunks run in parallel when `parallel`; the partials are then
+/// summed in chunk order, so the result is independent of the thread count.
+template <typename T, typename F>
+inline void chunkedReduce(int64_t n, int64_t W, T *out, bool parallel, F body) {
+  if (n <= 0)
+    return;
+  const int64_t chunk = reduceChunk(n);
+  const int64_t nchunks = (n + chunk - 1) / chunk;
+  static thread_local std::vector<T> partial;
+  if (int64_t(partial.size()) < nchunks * W)
+    partial.resize(nchunks * W);
+  T *pp = partial.data();
+#pragma omp parallel for schedule(static) if (parallel && nchunks > 1)
+  for (int64_t c = 0; c < nchunks; ++c) {
+    T *pc = pp + c * W;
+    std::fill(pc, pc + W, T(0));
+    body(c * chunk, std::min(n, (c + 1) * chunk), pc);
+  }
+#pragma omp parallel for schedule(static) if (parallel &&                      \
+                                              nchunks * W > kMinParallelWork)
+  for (int64_t w = 0; w < W; ++w) {
+    T acc = T(0);
+    for (int64_t c = 0; c < nchunks; ++c)
+      acc += pp[c * W + w];
+    out[w] += acc;
+  }
+}
+
 } // namespace detail
 
 //===----------------------------------------------------------------------===//

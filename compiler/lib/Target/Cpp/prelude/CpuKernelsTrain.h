@@ -47,43 +47,6 @@ namespace modk_cpu {
 
 namespace detail {
 
-/// Row chunk size of deterministic reductions over n rows: at most about 64
-/// chunks, so the partial buffers stay small, and never fewer than 16 rows.
-/// Depends only on n, never on the thread count.
-inline int64_t reduceChunk(int64_t n) {
-  return std::max<int64_t>(16, (n + 63) / 64);
-}
-
-/// out[0:W] += sum over rows i < n of the per-row contributions that
-/// `body(i0, i1, partial)` adds into its zeroed `partial[0:W]` for the rows
-/// [i0, i1). Chunks run in parallel when `parallel`; the partials are then
-/// summed in chunk order, so the result is independent of the thread count.
-template <typename T, typename F>
-inline void chunkedReduce(int64_t n, int64_t W, T *out, bool parallel, F body) {
-  if (n <= 0)
-    return;
-  const int64_t chunk = reduceChunk(n);
-  const int64_t nchunks = (n + chunk - 1) / chunk;
-  static thread_local std::vector<T> partial;
-  if (int64_t(partial.size()) < nchunks * W)
-    partial.resize(nchunks * W);
-  T *pp = partial.data();
-#pragma omp parallel for schedule(static) if (parallel && nchunks > 1)
-  for (int64_t c = 0; c < nchunks; ++c) {
-    T *pc = pp + c * W;
-    std::fill(pc, pc + W, T(0));
-    body(c * chunk, std::min(n, (c + 1) * chunk), pc);
-  }
-#pragma omp parallel for schedule(static) if (parallel &&                      \
-                                              nchunks * W > kMinParallelWork)
-  for (int64_t w = 0; w < W; ++w) {
-    T acc = T(0);
-    for (int64_t c = 0; c < nchunks; ++c)
-      acc += pp[c * W + w];
-    out[w] += acc;
-  }
-}
-
 inline float sigmoid(float z) { return 1.0f / (1.0f + std::exp(-z)); }
 
 /// d silu(z) / dz = s (1 + z (1 - s)) with s = sigmoid(z).
@@ -247,44 +210,6 @@ inline void linear_wgrad(const TD *dy, int64_t M, const TA *a, float *dw,
               accumulate ? 1.0f : 0.0f, dw, K);
 }
 
-/// Gradient of y = x / sqrt(mean(x^2) + eps) * w on [rows, D]:
-/// dx (+)= inv * (dy w - xhat * mean(dy w xhat)) with xhat = x * inv, and
-/// dw += sum over rows of dy * xhat (always accumulates).
-template <int D>
-inline void rmsnorm_grad(const float *x, int64_t rows, const float *w,
-                         float eps, const float *dy, float *dx, float *dw,
-                         bool accumulate_dx) {
-  detail::chunkedReduce<float>(
-      rows, D, dw, rows * D > detail::kMinParallelWork,
-      [&](int64_t i0, int64_t i1, float *pdw) {
-        for (int64_t i = i0; i < i1; ++i) {
-          const float *xi = x + i * D, *gi = dy + i * D;
-          float *dxi = dx + i * D;
-          float ss = 0.0f, dot = 0.0f;
-#pragma omp simd reduction(+ : ss, dot)
-          for (int d = 0; d < D; ++d) {
-            ss += xi[d] * xi[d];
-            dot += gi[d] * w[d] * xi[d];
-          }
-          const float inv = 1.0f / std::sqrt(ss / static_cast<float>(D) + eps);
-          // mean(dy w xhat) * inv, folded so xhat is never stored.
-          const float c = dot * inv * inv / static_cast<float>(D);
-          if (accumulate_dx) {
-#pragma omp simd
-            for (int d = 0; d < D; ++d)
-              dxi[d] += inv * (gi[d] * w[d] - xi[d] * c);
-          } else {
-#pragma omp simd
-            for (int d = 0; d < D; ++d)
-              dxi[d] = inv * (gi[d] * w[d] - xi[d] * c);
-          }
-#pragma omp simd
-          for (int d = 0; d < D; ++d)
-            pdw[d] += gi[d] * xi[d] * inv;
-        }
-      });
-}
-
 /// Transpose of `rope`: dx = dy[rows, H * HD] rotated by -angle, with the
 /// angles formed exactly as `rope` forms them. dx may be dy (in place), or
 /// bf16 (rounded: modk-store-bf16, only products read it).
@@ -318,27 +243,6 @@ inline void embed_grad(const int32_t *tokens, int64_t rows, const float *dx,
 //===----------------------------------------------------------------------===//
 // Routing gradients
 //===----------------------------------------------------------------------===//
-
-/// Gradient of r[t] = w . x[t] over the B*S rows: dx[t] += dr[t] w and
-/// dw += sum_t dr[t] x[t] (both accumulate).
-template <int S, int D>
-inline void router_grad(const float *x, int64_t B, const float *w,
-                        const float *dr, float *dx, float *dw) {
-  const int64_t rows = B * S;
-  detail::chunkedReduce<float>(rows, D, dw, rows * D > detail::kMinParallelWork,
-                               [&](int64_t i0, int64_t i1, float *pdw) {
-                                 for (int64_t t = i0; t < i1; ++t) {
-                                   const float g = dr[t];
-                                   const float *xt = x + t * D;
-                                   float *dxt = dx + t * D;
-#pragma omp simd
-                                   for (int d = 0; d < D; ++d) {
-                                     dxt[d] += g * w[d];
-                                     pdw[d] += g * xt[d];
-                                   }
-                                 }
-                               });
-}
 
 /// Gradient of the causal-routing predictor p = fc2_w . silu(fc1_w x + fc1_b)
 /// + fc2_b for the parameters only (x is behind a stop-gradient). Accumulates

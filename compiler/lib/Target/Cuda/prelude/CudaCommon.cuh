@@ -207,6 +207,63 @@ __device__ __forceinline__ int64_t blockMinI64(int64_t v, int64_t *scratch) {
 
 } // namespace detail
 
+//===----------------------------------------------------------------------===//
+// Column sums over rows, deterministic (the weight gradients, and the
+// generated row kernels' column sums)
+//===----------------------------------------------------------------------===//
+
+namespace train_detail {
+
+/// Rows per block of the row-reduction kernels (one partial row each).
+constexpr int kRB = 32;
+
+/// Threads of a block that covers W columns: a multiple of 32, at most 256.
+template <int W> __host__ __device__ constexpr int colThreads() {
+  return W >= 256 ? 256 : ((W + 31) / 32) * 32;
+}
+
+/// Where the columns of a row reduction go: column w < n0 to p0[w], then n1
+/// columns to p1, the rest to p2 (all accumulate).
+struct ColOut {
+  float *p0, *p1, *p2;
+  int n0, n1;
+};
+
+/// out[w] += sum over the blocks b < ceil(rows / kRB) of partial[b][w], in
+/// block order. rows = *rowsDev when given, else rowsHost.
+template <int RB>
+__global__ void reduceColumns(const float *partial, int W,
+                              const int64_t *rowsDev, int64_t rowsHost,
+                              ColOut out) {
+  const int w = blockIdx.x * blockDim.x + threadIdx.x;
+  if (w >= W)
+    return;
+  const int64_t rows = rowsDev ? *rowsDev : rowsHost;
+  const int64_t nb = (rows + RB - 1) / RB;
+  float acc = 0.0f;
+  for (int64_t b = 0; b < nb; ++b)
+    acc += partial[b * W + w];
+  float *dst = w < out.n0            ? out.p0 + w
+               : w < out.n0 + out.n1 ? out.p1 + (w - out.n0)
+                                     : out.p2 + (w - out.n0 - out.n1);
+  *dst += acc;
+}
+
+inline void launchReduceColumns(const float *partial, int W,
+                                const int64_t *rowsDev, int64_t rowsHost,
+                                ColOut out, cudaStream_t stream) {
+  auto k = reduceColumns<kRB>;
+  MODC_LAUNCH(k, (unsigned)ceilDiv(W, 256), 256, 0, stream, partial, W, rowsDev,
+              rowsHost, out);
+}
+
+} // namespace train_detail
+
+/// Floats of scratch for a row reduction of width W over at most max_rows.
+inline int64_t row_reduce_scratch_floats(int64_t max_rows, int64_t W) {
+  return ceilDiv(max_rows > 0 ? max_rows : 0, train_detail::kRB) * W;
+}
+
 /// Device state of one optimizer step, at the start of its scratch
 /// (adamw_norm writes it; the generated modc_optimizer_update reads it).
 struct AdamCtl {

@@ -49,60 +49,11 @@ namespace modk_cuda {
 
 namespace train_detail {
 
-/// Rows per block of the row-reduction kernels (one partial row each).
-constexpr int kRB = 32;
-
-/// Threads of a block that covers W columns: a multiple of 32, at most 256.
-template <int W> __host__ __device__ constexpr int colThreads() {
-  return W >= 256 ? 256 : ((W + 31) / 32) * 32;
-}
-
-
 __device__ __forceinline__ float sigmoidf_(float z) {
   return 1.0f / (1.0f + expf(-z));
 }
 
-/// Where the columns of a row reduction go: column w < n0 to p0[w], then n1
-/// columns to p1, the rest to p2 (all accumulate).
-struct ColOut {
-  float *p0, *p1, *p2;
-  int n0, n1;
-};
-
-/// out[w] += sum over the blocks b < ceil(rows / kRB) of partial[b][w], in
-/// block order. rows = *rowsDev when given, else rowsHost.
-template <int RB>
-__global__ void reduceColumns(const float *partial, int W,
-                              const int64_t *rowsDev, int64_t rowsHost,
-                              ColOut out) {
-  const int w = blockIdx.x * blockDim.x + threadIdx.x;
-  if (w >= W)
-    return;
-  const int64_t rows = rowsDev ? *rowsDev : rowsHost;
-  const int64_t nb = (rows + RB - 1) / RB;
-  float acc = 0.0f;
-  for (int64_t b = 0; b < nb; ++b)
-    acc += partial[b * W + w];
-  float *dst = w < out.n0             ? out.p0 + w
-               : w < out.n0 + out.n1 ? out.p1 + (w - out.n0)
-                                     : out.p2 + (w - out.n0 - out.n1);
-  *dst += acc;
-}
-
-inline void launchReduceColumns(const float *partial, int W,
-                                const int64_t *rowsDev, int64_t rowsHost,
-                                ColOut out, cudaStream_t stream) {
-  auto k = reduceColumns<kRB>;
-  MODC_LAUNCH(k, (unsigned)ceilDiv(W, 256), 256, 0, stream, partial, W,
-              rowsDev, rowsHost, out);
-}
-
 } // namespace train_detail
-
-/// Floats of scratch for a row reduction of width W over at most max_rows.
-inline int64_t row_reduce_scratch_floats(int64_t max_rows, int64_t W) {
-  return ceilDiv(max_rows > 0 ? max_rows : 0, train_detail::kRB) * W;
-}
 
 //===----------------------------------------------------------------------===//
 // Losses
@@ -234,58 +185,6 @@ inline void bce_with_logits(const float *z, const int32_t *target, int64_t B,
 
 namespace train_detail {
 
-template <int D>
-__global__ void __launch_bounds__(colThreads<D>())
-    rmsnormGradRows(const float *x, const int64_t *rowsp, const float *w,
-                    float eps, const float *dy, float *dx, bool accumulate,
-                    float *partial) {
-  constexpr int T = colThreads<D>(), CT = (D + T - 1) / T;
-  __shared__ float scratch[32];
-  const int64_t rows = *rowsp;
-  const int64_t i0 = int64_t(blockIdx.x) * kRB;
-  if (i0 >= rows)
-    return;
-  const int64_t i1 = detail::minI64(rows, i0 + kRB);
-  float pdw[CT], wr[CT];
-#pragma unroll
-  for (int c = 0; c < CT; ++c) {
-    const int d = threadIdx.x + c * T;
-    pdw[c] = 0.0f;
-    wr[c] = d < D ? w[d] : 0.0f;
-  }
-  for (int64_t i = i0; i < i1; ++i) {
-    float xv[CT], gv[CT];
-    float ss = 0.0f, dot = 0.0f;
-#pragma unroll
-    for (int c = 0; c < CT; ++c) {
-      const int d = threadIdx.x + c * T;
-      xv[c] = d < D ? x[i * D + d] : 0.0f;
-      gv[c] = d < D ? dy[i * D + d] : 0.0f;
-      ss += xv[c] * xv[c];
-      dot += gv[c] * wr[c] * xv[c];
-    }
-    ss = blockSum(ss, scratch);
-    dot = blockSum(dot, scratch);
-    const float inv = 1.0f / sqrtf(ss / static_cast<float>(D) + eps);
-    const float cc = dot * inv * inv / static_cast<float>(D);
-#pragma unroll
-    for (int c = 0; c < CT; ++c) {
-      const int d = threadIdx.x + c * T;
-      if (d < D) {
-        const float val = inv * (gv[c] * wr[c] - xv[c] * cc);
-        dx[i * D + d] = accumulate ? dx[i * D + d] + val : val;
-        pdw[c] += gv[c] * xv[c] * inv;
-      }
-    }
-  }
-#pragma unroll
-  for (int c = 0; c < CT; ++c) {
-    const int d = threadIdx.x + c * T;
-    if (d < D)
-      partial[int64_t(blockIdx.x) * D + d] = pdw[c];
-  }
-}
-
 template <int H, int HD, typename Out>
 __global__ void ropeGradKernel(const float *dy, const int64_t *rowsp,
                                const int32_t *pos, float theta, Out *dx) {
@@ -314,28 +213,6 @@ __global__ void ropeGradKernel(const float *dy, const int64_t *rowsp,
 }
 
 } // namespace train_detail
-
-/// Gradient of RMSNorm on [rows, D] (modk_cpu::rmsnorm_grad):
-/// dx (+)= inv * (dy w - x * mean(dy w xhat) * inv), dw += sum over rows of
-/// dy * xhat (always accumulates, deterministic). `scratch`:
-/// rmsnorm_grad_scratch_floats<D>(max_rows) floats.
-template <int D>
-inline int64_t rmsnorm_grad_scratch_floats(int64_t max_rows) {
-  return row_reduce_scratch_floats(max_rows, D);
-}
-template <int D>
-inline void rmsnorm_grad(const float *x, const int64_t *rows, int64_t max_rows,
-                         const float *w, float eps, const float *dy, float *dx,
-                         float *dw, bool accumulate_dx, float *scratch,
-                         cudaStream_t stream) {
-  using namespace train_detail;
-  if (max_rows <= 0)
-    return;
-  auto k = rmsnormGradRows<D>;
-  MODC_LAUNCH(k, (unsigned)ceilDiv(max_rows, kRB), colThreads<D>(), 0, stream,
-              x, rows, w, eps, dy, dx, accumulate_dx, scratch);
-  launchReduceColumns(scratch, D, rows, 0, ColOut{dw, dw, dw, D, 0}, stream);
-}
 
 /// Transpose of rope (modk_cpu::rope_grad): dx = dy[rows, H * HD] rotated
 /// by minus the angle, angles formed in double as the CPU does. dx may be dy
@@ -433,45 +310,10 @@ inline void split_tokens(const int32_t *tokens, int64_t B, int32_t *inputs,
 }
 
 //===----------------------------------------------------------------------===//
-// Routing gradients
+// The predictor's gradient
 //===----------------------------------------------------------------------===//
 
 namespace train_detail {
-
-template <int D>
-__global__ void __launch_bounds__(colThreads<D>())
-    routerGradRows(const float *x, int64_t rows, const float *w,
-                   const float *dr, float *dx, float *partial) {
-  constexpr int T = colThreads<D>(), CT = (D + T - 1) / T;
-  const int64_t i0 = int64_t(blockIdx.x) * kRB;
-  if (i0 >= rows)
-    return;
-  const int64_t i1 = detail::minI64(rows, i0 + kRB);
-  float pdw[CT], wr[CT];
-#pragma unroll
-  for (int c = 0; c < CT; ++c) {
-    const int d = threadIdx.x + c * T;
-    pdw[c] = 0.0f;
-    wr[c] = d < D ? w[d] : 0.0f;
-  }
-  for (int64_t t = i0; t < i1; ++t) {
-    const float g = dr[t];
-#pragma unroll
-    for (int c = 0; c < CT; ++c) {
-      const int d = threadIdx.x + c * T;
-      if (d < D) {
-        dx[t * D + d] += g * wr[c];
-        pdw[c] += g * x[t * D + d];
-      }
-    }
-  }
-#pragma unroll
-  for (int c = 0; c < CT; ++c) {
-    const int d = threadIdx.x + c * T;
-    if (d < D)
-      partial[int64_t(blockIdx.x) * D + d] = pdw[c];
-  }
-}
 
 /// C[m, n] (+)= sum_k A[m*sam + k*sak] * B[k*sbk + n*sbn]: a plain 32x32-tile
 /// SIMT GEMM (256 threads, 4 outputs each) whose k order is fixed, for the
@@ -572,28 +414,6 @@ __global__ void __launch_bounds__(colThreads<HID>())
 }
 
 } // namespace train_detail
-
-/// Gradient of r[t] = w . x[t] over the B*S rows: dx[t] += dr[t] w and
-/// dw += sum_t dr[t] x[t] (both accumulate; dw deterministic). `scratch`:
-/// router_grad_scratch_floats<S, D>(B) floats.
-template <int S, int D>
-inline int64_t router_grad_scratch_floats(int64_t B) {
-  return row_reduce_scratch_floats(B * S, D);
-}
-template <int S, int D>
-inline void router_grad(const float *x, int64_t B, const float *w,
-                        const float *dr, float *dx, float *dw, float *scratch,
-                        cudaStream_t stream) {
-  using namespace train_detail;
-  const int64_t rows = B * S;
-  if (rows <= 0)
-    return;
-  auto k = routerGradRows<D>;
-  MODC_LAUNCH(k, (unsigned)ceilDiv(rows, kRB), colThreads<D>(), 0, stream, x,
-              rows, w, dr, dx, scratch);
-  launchReduceColumns(scratch, D, nullptr, rows, ColOut{dw, dw, dw, D, 0},
-                      stream);
-}
 
 /// Gradient of the causal-routing predictor p = fc2_w . silu(fc1_w x + fc1_b)
 /// + fc2_b for the parameters only (modk_cpu::predictor_grad), rows = B * S

@@ -292,11 +292,17 @@ def Modk_RowsOp : Modk_Op<"rows", [AttrSizedOperandSegments,
     holds one value a token (such as a router score, or its gradient). This
     is how a routed block gathers the rows it selected and scatters its
     update back into the residual stream.
-    An output [B, rows] holds one value a row, and a token operand output
+    An input [B, rows] (not a token operand) holds one value a row, read
+    once a row. An output [B, rows] holds one value a row, and a token
+    operand output
     [B, T] one value at the row's token: the value `body` yields for it
     must depend only on the row's sums (and token scalars and constants),
     and is stored once a row. A vector input
-    is [width] or [1, width] (a router's weight).
+    is [width] or [1, width] (a router's weight). An output of that shape is
+    a column sum: for each column c it gets the sum over the rows of the
+    values `body` yields for it at (i, c), added to what it holds (a weight's
+    gradient), in an order that does not depend on the thread count; at
+    most three a kernel (kMaxColumnSums).
     Both regions hold `arith` and `math` ops on f32 only; the emitters
     generate each target's kernel from them (docs/compiler.md). An output
     may be an input (in place): every element of a row is read before any
@@ -334,6 +340,15 @@ def Modk_RowsOp : Modk_Op<"rows", [AttrSizedOperandSegments,
     int64_t getWidth();
     /// Whether `output` holds one value a row ([B, rows]).
     bool isRowScalar(mlir::Value output);
+    /// Whether input `index` holds one value a row ([B, rows], not a token
+    /// operand).
+    bool isRowScalarInput(unsigned index);
+    /// Whether `output` is a column sum ([width] or [1, width]).
+    bool isColumnSum(mlir::Value output);
+    /// Whether some output is a column sum.
+    bool hasColumnSums();
+    /// Column sums a kernel adds at most (the CUDA reduction's outputs).
+    static constexpr unsigned kMaxColumnSums = 3;
     /// Whether `arg`, an argument of `body`, is the same for every element
     /// of a row: one of the row's sums, or a token scalar input.
     bool isRowInvariantArgument(mlir::BlockArgument arg);
