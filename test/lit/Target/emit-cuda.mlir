@@ -12,6 +12,7 @@
 // RUN: not mod-translate --modk-to-cuda %inputs/unplanned.mlir 2>&1 | FileCheck %s --check-prefix=UNPLANNED
 // RUN: mod-opt --pass-pipeline='builtin.module(modk-generate-optimizer,modk.entry(modk-generalize,modk-configure-gemms))' %S/emit-cpp.mlir | mod-translate --modk-to-cuda | FileCheck %s --check-prefix=GENERATED
 // RUN: mod-opt --pass-pipeline='builtin.module(modk-generate-optimizer,modk.entry(modk-generalize,modk-fuse-row-epilogues,modk-configure-gemms))' %S/emit-cpp.mlir | mod-translate --modk-to-cuda | FileCheck %s --check-prefix=FUSED
+// RUN: mod-translate --modk-to-cuda %t.mlir | FileCheck %s --check-prefix=COLSUM
 
 // The launch plan of emit-cpp.mlir (2 layers, layer 1 routed with k = 4 of
 // 16, sigmoid gate, predictor router) emitted as CUDA: the same entries and
@@ -138,6 +139,26 @@
 // SM80-NEXT: constexpr bool kArchExact = false;
 
 // BADARCH: unsupported CUDA architecture 'sm_70'; expected sm_90a or sm_80
+// A row kernel with a column sum (the final RMSNorm's gradient, dw): a
+// block of threads over the columns runs 32 rows, its sums block-wide; each
+// thread keeps its columns' partial sums, written as the block's partial
+// row; reduceColumns adds the partial rows into dw in block order. The
+// entry's scratch holds the partials.
+// COLSUM: __global__ __launch_bounds__(modk_cuda::train_detail::colThreads<32>()) void modc_rows_[[NG:[0-9]+]](const int64_t *rows, const float *in0, const float *in1, const float *in2, float *out0, float *out1, float *partial) {
+// COLSUM: const int64_t i0 = int64_t(blockIdx.x) * modk_cuda::train_detail::kRB;
+// COLSUM: float col0[CT] = {};
+// COLSUM-NEXT: for (int64_t i = i0; i < i1; ++i) {
+// COLSUM: sum0 = modk_cuda::blockSum(sum0, scratch);
+// COLSUM-NEXT: sum1 = modk_cuda::blockSum(sum1, scratch);
+// COLSUM: const int c = threadIdx.x + j * T;
+// COLSUM: out0[i * 32 + c] = {{t[0-9]+}};
+// COLSUM-NEXT: col0[j] += {{t[0-9]+}};
+// COLSUM: partial[(int64_t(blockIdx.x) * 1 + 0) * 32 + c] = col0[j];
+// COLSUM: modc_grad(const modc_grad_args *args
+// COLSUM: MODC_LAUNCH(modc_rows::modc_rows_[[NG]], unsigned(modk_cuda::ceilDiv(B * 16, modk_cuda::train_detail::kRB)), modk_cuda::train_detail::colThreads<32>(), 0, s, [[SEG:buf[0-9]+]] + B, {{buf[0-9]+}}, w[[FN:[0-9]+]], {{buf[0-9]+}}, {{buf[0-9]+}}, g[[FN]], (float *)scratch);
+// COLSUM-NEXT: modk_cuda::train_detail::launchReduceColumns((const float *)scratch, 32, [[SEG]] + B, 0, modk_cuda::train_detail::ColOut{g[[FN]], g[[FN]], g[[FN]], 32, 0}, s);
+// COLSUM: sizeof(float) * modk_cuda::row_reduce_scratch_floats(B * 16, 32)
+
 // NAMED: error: 'modk.rmsnorm' op is generated from its math: run modk-generalize before emitting
 // UNPLANNED: has no memory plan; run modk-plan-memory first
 // UNCONFIGURED: error: a CUDA product needs its kernels chosen: run modk-configure-gemms first
