@@ -478,7 +478,7 @@ struct ScatterGradToRows : OpRewritePattern<modk::ScatterGradOp> {
 };
 
 /// The gradient of y = x / sqrt(mean(x^2) + eps) * w (docs/model-format.md
-/// section 3) on the rows: two sums a row, ss = sum x^2 and
+/// section 5) on the rows: two sums a row, ss = sum x^2 and
 /// dot = sum dy w x; with inv = 1 / sqrt(ss / D + eps),
 /// dx = inv (dy w - x dot inv^2 / D), added to dx when `accumulate`, and
 /// the column sum dw += dy x inv.
@@ -514,7 +514,7 @@ struct RMSNormGradToRows : OpRewritePattern<modk::RMSNormGradOp> {
 };
 
 /// The gradient of the router r = w . x over every token (the identity row
-/// set of the stream's tokens): dx = dx + dr w at every element, dr the
+/// set of the stream's tokens; docs/model-format.md section 5): dx = dx + dr w at every element, dr the
 /// row's one value, and the column sum dw += dr x.
 struct RouterGradToRows : OpRewritePattern<modk::RouterGradOp> {
   using OpRewritePattern::OpRewritePattern;
