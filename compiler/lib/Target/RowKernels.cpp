@@ -174,6 +174,11 @@ public:
       if (op.isTokenScalar(j) || op.isRowScalarInput(j) || accInput == j)
         continue; // loaded once a row (writeTokenIndex), or in registers
       Value in = op.getInputs()[j];
+      if (inRegisters) {
+        os << fmt::format("{:{}}const float x{} = {}{}[j];\n", "", indent, j,
+                          op.isColumnVector(in) ? "v" : "r", j);
+        continue;
+      }
       std::string index =
           op.isColumnVector(in)
               ? col.str()
@@ -181,6 +186,55 @@ public:
       os << fmt::format("{:{}}const float x{} = static_cast<float>(in{}[{}]);\n",
                         "", indent, j, j, index);
     }
+  }
+
+  /// Keeps the inputs' elements in per-thread register arrays indexed by
+  /// the thread's column slot j (a block-per-rows CUDA kernel): the vectors
+  /// once (writeVectorRegisters), a row's elements once a row
+  /// (writeRowRegisters), read by both the sums and the element loop.
+  void keepInRegisters() { inRegisters = true; }
+
+  /// The inputs read one element at a time (not once a row, not the
+  /// product in registers), of the vectors or of the row buffers.
+  SmallVector<unsigned> elementInputs(bool vectors) {
+    SmallVector<unsigned> inputs;
+    for (auto [j, in] : llvm::enumerate(op.getInputs())) {
+      if (op.isTokenScalar(j) || op.isRowScalarInput(j) || accInput == j ||
+          op.isColumnVector(in) != vectors)
+        continue;
+      bool used = false;
+      for (Region *region : {&op.getReduce(), &op.getBody()})
+        used |= !region->front().getArgument(j).use_empty();
+      if (used)
+        inputs.push_back(j);
+    }
+    return inputs;
+  }
+
+  /// Writes the loads of the `vectors` inputs (or the row buffers' elements
+  /// at row `row`) into register arrays v<j> (r<j>) of CT columns a thread.
+  void writeRegisterArrays(bool vectors, StringRef row, int indent,
+                           llvm::raw_ostream &os) {
+    SmallVector<unsigned> inputs = elementInputs(vectors);
+    if (inputs.empty())
+      return;
+    std::string pad(indent, ' ');
+    int64_t width = op.getWidth();
+    for (unsigned j : inputs)
+      os << fmt::format("{}float {}{}[CT];\n", pad, vectors ? "v" : "r", j);
+    os << fmt::format("#pragma unroll\n{0}for (int j = 0; j < CT; ++j) {{\n"
+                      "{0}  const int c = threadIdx.x + j * T;\n",
+                      pad);
+    for (unsigned j : inputs) {
+      std::string index =
+          vectors ? std::string("c")
+                  : fmt::format("{} * {} + c", rowOf(j, row), width);
+      os << fmt::format(
+          "{0}  {1}{2}[j] = c < {3} ? static_cast<float>(in{2}[{4}]) "
+          ": 0.0f;\n",
+          pad, vectors ? "v" : "r", j, width, index);
+    }
+    os << pad << "}\n";
   }
 
   /// The row of operand `index` (of the inputs, then the outputs) that row
@@ -274,6 +328,7 @@ public:
 private:
   modk::RowsOp op;
   std::optional<unsigned> accInput;
+  bool inRegisters = false;
 };
 } // namespace
 
@@ -408,6 +463,10 @@ LogicalResult PlanEmitter::emitRowKernelDefinitions() {
           index, width, rowKernelParams(op));
       for (unsigned k = 0; k < nCols; ++k)
         os << fmt::format("  float col{}[CT] = {{}};\n", k);
+      // Each thread's columns c = threadIdx.x + j T in registers: the
+      // vectors for every row, a row's elements for its sums and its body.
+      stmts.keepInRegisters();
+      stmts.writeRegisterArrays(/*vectors=*/true, "", 2, os);
       os << "  for (int64_t i = i0; i < i1; ++i) {\n";
       inner = 4;
     } else if (cuda) {
@@ -449,10 +508,14 @@ LogicalResult PlanEmitter::emitRowKernelDefinitions() {
       inner = 4;
     }
     stmts.writeTokenIndex("i", inner, os);
+    if (perBlock)
+      stmts.writeRegisterArrays(/*vectors=*/false, "i", inner, os);
     std::string pad(inner, ' ');
     auto openColumns = [&](StringRef simd) {
       if (perBlock)
-        os << fmt::format("{}for (int c = threadIdx.x; c < {}; c += T) {{\n",
+        os << fmt::format("#pragma unroll\n{0}for (int j = 0; j < CT; ++j) "
+                          "{{\n{0}  const int c = threadIdx.x + j * T;\n"
+                          "{0}  if (c >= {1})\n{0}    break;\n",
                           pad, width);
       else if (cuda)
         os << fmt::format("{}for (int c = lane; c < {}; c += modk_cuda::kWarp) "
@@ -493,15 +556,8 @@ LogicalResult PlanEmitter::emitRowKernelDefinitions() {
         body, "i", perBlock ? "threadIdx.x == 0" : "lane == 0", inner, os);
     if (stmts.hasElementOutputs()) {
       int at = inner + 2;
-      if (perBlock) {
-        // Each thread's columns c = threadIdx.x + j T, its sums in col<n>[j].
-        os << fmt::format("#pragma unroll\n{0}for (int j = 0; j < CT; ++j) "
-                          "{{\n{0}  const int c = threadIdx.x + j * T;\n"
-                          "{0}  if (c >= {1})\n{0}    break;\n",
-                          pad, width);
-      } else {
-        openColumns("");
-      }
+      // On CUDA per block, each thread's column sums are in col<n>[j].
+      openColumns("");
       stmts.writeLoads(body, perElement, "i", "c", at, os);
       if (failed(stmts.writeOps(body, perElement, at, os)))
         return failure();

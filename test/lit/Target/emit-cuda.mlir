@@ -141,13 +141,20 @@
 // BADARCH: unsupported CUDA architecture 'sm_70'; expected sm_90a or sm_80
 // A row kernel with a column sum (the final RMSNorm's gradient, dw): a
 // block of threads over the columns runs 32 rows, its sums block-wide; each
-// thread keeps its columns' partial sums, written as the block's partial
-// row; reduceColumns adds the partial rows into dw in block order. The
+// thread keeps its columns of the weight and of the row in registers (the
+// row read once for its sums and its elements) and its columns' partial
+// sums, written as the block's partial row; reduceColumns adds the partial rows into dw in block order. The
 // entry's scratch holds the partials.
 // COLSUM: __global__ __launch_bounds__(modk_cuda::train_detail::colThreads<32>()) void modc_rows_[[NG:[0-9]+]](const int64_t *rows, const float *in0, const float *in1, const float *in2, float *out0, float *out1, float *partial) {
 // COLSUM: const int64_t i0 = int64_t(blockIdx.x) * modk_cuda::train_detail::kRB;
 // COLSUM: float col0[CT] = {};
-// COLSUM-NEXT: for (int64_t i = i0; i < i1; ++i) {
+// COLSUM: float v1[CT];
+// COLSUM: v1[j] = c < 32 ? static_cast<float>(in1[c]) : 0.0f;
+// COLSUM: for (int64_t i = i0; i < i1; ++i) {
+// COLSUM-NEXT: float r0[CT];
+// COLSUM-NEXT: float r2[CT];
+// COLSUM: r0[j] = c < 32 ? static_cast<float>(in0[i * 32 + c]) : 0.0f;
+// COLSUM: const float x0 = r0[j];
 // COLSUM: sum0 = modk_cuda::blockSum(sum0, scratch);
 // COLSUM-NEXT: sum1 = modk_cuda::blockSum(sum1, scratch);
 // COLSUM: const int c = threadIdx.x + j * T;
