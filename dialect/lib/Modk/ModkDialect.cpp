@@ -338,6 +338,9 @@ LogicalResult GemmOp::verifyRegions() {
   if (rows.getNumReductions() != 0)
     return emitOpError("an epilogue's modk.rows cannot sum over its row: a "
                        "tile holds part of a row");
+  if (rows.hasColumnSums())
+    return emitOpError("an epilogue's modk.rows cannot have column sums: a "
+                       "tile holds some of the rows");
   if (rows.getSegments() != getSegments())
     return emitOpError("the epilogue's rows must be the product's rows");
   if (rows.getOutputs().size() != 1 || rows.getOutputs()[0] != getOutput())

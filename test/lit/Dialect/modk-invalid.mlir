@@ -270,6 +270,24 @@ func.func @gemm_rows_epilogue_sums(%h: memref<?x4x64xf32>, %w: memref<32x64xf32>
 
 // -----
 
+// Nor can it sum over the rows into a column sum: a tile holds some rows.
+func.func @gemm_rows_epilogue_column_sum(%h: memref<?x4x64xf32>, %w: memref<32x64xf32>, %seg: memref<?x1xi64>, %ds: memref<32xf32>) {
+  // expected-error @+1 {{an epilogue's modk.rows cannot have column sums: a tile holds some of the rows}}
+  modk.gemm %h, [%w] rows %seg -> %ds {epilogue = #modk.epilogue<rows>} : memref<?x4x64xf32>, memref<32x64xf32>, memref<?x1xi64>, memref<32xf32> epilogue {
+  ^bb0(%p: memref<?x4x32xf32>):
+    modk.rows ins(%p : memref<?x4x32xf32>) rows %seg : memref<?x1xi64> outs(%ds : memref<32xf32>) reduce {
+    ^bb0(%a: f32):
+      modk.yield
+    } body {
+    ^bb0(%a: f32):
+      modk.yield %a : f32
+    }
+  }
+  return
+}
+
+// -----
+
 // The epilogue writes the GEMM's output, and reads the product at its row.
 func.func @gemm_rows_epilogue_output(%h: memref<?x4x64xf32>, %w: memref<32x64xf32>, %seg: memref<?x1xi64>, %y: memref<?x4x32xf32>, %z: memref<?x4x32xf32>) {
   // expected-error @+1 {{the epilogue's one output must be the GEMM's output}}

@@ -151,3 +151,30 @@ modk.entry @own_rows attributes {model = #modk.model<name = "t", vocab_size = 64
     modk.yield %y : f32
   }
 }
+
+// -----
+
+// A kernel with a column sum (a weight's gradient, summed over the rows)
+// cannot finish a GEMM's tiles, each of which holds only some rows: though
+// it is the product's only reader, right after it, it stays a kernel.
+// CHECK-LABEL: modk.entry @column_sum
+// CHECK: modk.gemm {{.*}} -> %[[P:.*]] {epilogue = #modk.epilogue<none>}
+// CHECK-NEXT: modk.rows ins(%[[P]], %{{.*}} : memref<?x4x32xf32>, memref<?x4x32xf32>) rows %{{.*}} : memref<?x1xi64> outs(%{{.*}} : memref<32xf32>)
+// CHECK-NOT: epilogue<rows>
+modk.entry @column_sum attributes {model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = ["topk"], params = [{init = "normal", name = "w", shape = [32, 32]}, {init = "ones", name = "s", shape = [32]}]} {
+  %w = modk.param "w" : memref<32x32xf32>
+  %seg = modk.alloc : memref<?x1xi64>
+  %n = modk.alloc : memref<?x4x32xf32>
+  %x = modk.alloc : memref<?x4x32xf32>
+  %p = modk.alloc : memref<?x4x32xf32>
+  %ds = modk.output "grad.s" : memref<32xf32>
+  modk.gemm %n, [%w] rows %seg -> %p {epilogue = #modk.epilogue<none>} : memref<?x4x32xf32>, memref<32x32xf32>, memref<?x1xi64>, memref<?x4x32xf32>
+  modk.rows ins(%p, %x : memref<?x4x32xf32>, memref<?x4x32xf32>) rows %seg : memref<?x1xi64> outs(%ds : memref<32xf32>) reduce {
+  ^bb0(%a0: f32, %a1: f32):
+    modk.yield
+  } body {
+  ^bb0(%a0: f32, %a1: f32):
+    %y = arith.mulf %a0, %a1 : f32
+    modk.yield %y : f32
+  }
+}
