@@ -190,8 +190,8 @@ public:
 
   /// Keeps the inputs' elements in per-thread register arrays indexed by
   /// the thread's column slot j (a block-per-rows CUDA kernel): the vectors
-  /// once (writeVectorRegisters), a row's elements once a row
-  /// (writeRowRegisters), read by both the sums and the element loop.
+  /// once, a row's elements once a row (writeRegisterArrays), read by both
+  /// the sums and the element loop.
   void keepInRegisters() { inRegisters = true; }
 
   /// The inputs read one element at a time (not once a row, not the

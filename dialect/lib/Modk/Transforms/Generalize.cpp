@@ -69,9 +69,10 @@ void createRows(PatternRewriter &rewriter, Operation *op, ValueRange inputs,
 /// Replaces `op` by the modk.rows that createRows builds.
 void replaceWithRows(PatternRewriter &rewriter, Operation *op,
                      ValueRange inputs, Value segments, ValueRange outputs,
-                     unsigned reductions, RegionFn reduce, RegionFn body) {
-  createRows(rewriter, op, inputs, segments, outputs, reductions, reduce,
-             body);
+                     unsigned reductions, RegionFn reduce, RegionFn body,
+                     const TokenAccess &tokens = {}) {
+  createRows(rewriter, op, inputs, segments, outputs, reductions, reduce, body,
+             tokens);
   rewriter.eraseOp(op);
 }
 
@@ -425,14 +426,13 @@ struct GatherGradToRows : OpRewritePattern<modk::GatherGradOp> {
   using OpRewritePattern::OpRewritePattern;
   LogicalResult matchAndRewrite(modk::GatherGradOp op,
                                 PatternRewriter &rewriter) const override {
-    createRows(
+    replaceWithRows(
         rewriter, op, {op.getDgathered(), op.getDx()}, op.getSegments(),
         op.getDx(), 0, noSums,
         [](F32Math &m, ValueRange a) -> SmallVector<Value> {
           return {m.add(a[1], a[0])};
         },
         TokenAccess{op.getPositions(), {1, 2}});
-    rewriter.eraseOp(op);
     return success();
   }
 };
@@ -448,15 +448,14 @@ struct ScatterGradToRows : OpRewritePattern<modk::ScatterGradOp> {
                                 PatternRewriter &rewriter) const override {
     modk::Gate gate = op.getGate();
     if (gate == modk::Gate::one) {
-      createRows(
+      replaceWithRows(
           rewriter, op, op.getDy(), op.getSegments(), op.getDf(), 0, noSums,
           [](F32Math &, ValueRange a) -> SmallVector<Value> { return {a[0]}; },
           TokenAccess{op.getPositions(), {0}});
-      rewriter.eraseOp(op);
       return success();
     }
     // Inputs dy (token), f, r (token), dr (token); outputs df, dr (token).
-    createRows(
+    replaceWithRows(
         rewriter, op,
         {op.getDy(), op.getUpdate(), op.getScores(), op.getDscores()},
         op.getSegments(), {op.getDf(), op.getDscores()}, 1,
@@ -472,7 +471,6 @@ struct ScatterGradToRows : OpRewritePattern<modk::ScatterGradOp> {
           return {m.mul(g, dy), m.add(dr, m.mul(slope, dot))};
         },
         TokenAccess{op.getPositions(), {0, 2, 3, 5}});
-    rewriter.eraseOp(op);
     return success();
   }
 };
