@@ -121,6 +121,8 @@ constexpr auto routerGrad5x24 = rows_cpu::modc_rows_74;
 constexpr auto routerGrad256x128 = rows_cpu::modc_rows_75;
 constexpr auto routerGrad16x40 = rows_cpu::modc_rows_76;
 constexpr auto routerGrad24x300 = rows_cpu::modc_rows_77;
+// Two column sums, W = 40: (rows, x, y, a, b) with a += x, b += x * y.
+constexpr auto twoColumnSums40 = rows_cpu::modc_rows_78;
 } // namespace gen_cpu
 
 } // namespace
@@ -189,22 +191,34 @@ constexpr auto rmsnormGradAcc300 = rows_cuda::modc_rows_72;
 constexpr auto rmsnormGrad64 = rows_cuda::modc_rows_73;
 constexpr auto routerGrad16x40 = rows_cuda::modc_rows_76;
 constexpr auto routerGrad24x300 = rows_cuda::modc_rows_77;
+constexpr auto twoColumnSums40 = rows_cuda::modc_rows_78;
 
-/// A kernel with column sums (W columns), launched as the CUDA emitter
-/// does: a block per kRB of the `maxRows` rows writes its partial sums into
-/// `scratch` (row_reduce_scratch_floats(maxRows, W) floats), which
-/// reduceColumns adds into `sums` in block order.
+/// A kernel with `n` column sums of W columns, launched as the CUDA
+/// emitter does: a block per kRB of the `maxRows` rows writes its partial
+/// sums into `scratch` (row_reduce_scratch_floats(maxRows, n * W) floats),
+/// which reduceColumns adds into `out` (the first W columns to out.p0, the
+/// next to out.p1, the rest to out.p2) in block order.
 template <int W, typename... Params, typename... Args>
-void launchColumnSum(void (*kernel)(const int64_t *, Params...),
-                     const int64_t *rows, int64_t maxRows, float *sums,
-                     float *scratch, Args... args) {
+void launchColumnSums(void (*kernel)(const int64_t *, Params...),
+                      const int64_t *rows, int64_t maxRows,
+                      modk_cuda::train_detail::ColOut out, int n,
+                      float *scratch, Args... args) {
   namespace td = modk_cuda::train_detail;
   if (maxRows <= 0)
     return;
   MODC_LAUNCH(kernel, unsigned(modk_cuda::ceilDiv(maxRows, td::kRB)),
               td::colThreads<W>(), 0, nullptr, rows, args..., scratch);
-  td::launchReduceColumns(scratch, W, rows, 0,
-                          td::ColOut{sums, sums, sums, W, 0}, nullptr);
+  td::launchReduceColumns(scratch, n * W, rows, 0, out, nullptr);
+}
+
+/// launchColumnSums of a kernel with one column sum, into `sums`.
+template <int W, typename... Params, typename... Args>
+void launchColumnSum(void (*kernel)(const int64_t *, Params...),
+                     const int64_t *rows, int64_t maxRows, float *sums,
+                     float *scratch, Args... args) {
+  launchColumnSums<W>(kernel, rows, maxRows,
+                      modk_cuda::train_detail::ColOut{sums, sums, sums, W, 0},
+                      1, scratch, args...);
 }
 } // namespace gen_cuda
 } // namespace

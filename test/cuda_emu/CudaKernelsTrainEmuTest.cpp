@@ -497,6 +497,36 @@ template <int S, int D> void checkRouterGrad(int64_t B) {
     ASSERT_NEAR(gotDw[d], refDw[d], 1e-4 * (1.0 + std::fabs(refDw[d]))) << d;
 }
 
+// Two column sums in one generated kernel: the CUDA partial rows hold both
+// sums, which reduceColumns sends to their two outputs.
+TEST(CudaTrainKernels, TwoColumnSumsMatchCpu) {
+  constexpr int W = 40;
+  const int64_t rows = 70, maxRows = 80; // three blocks, the last partial
+  auto x = randomFloats(maxRows * W, 131), y = randomFloats(maxRows * W, 132);
+  auto a0 = randomFloats(W, 133), b0 = randomFloats(W, 134);
+  std::vector<float> wantA = a0, wantB = b0, gotA = a0, gotB = b0;
+  gen_cpu::twoColumnSums40(rows, x.data(), y.data(), wantA.data(),
+                           wantB.data());
+  std::vector<float> scratch(
+      modk_cuda::row_reduce_scratch_floats(maxRows, 2 * W));
+  gen_cuda::launchColumnSums<W>(
+      gen_cuda::twoColumnSums40, &rows, maxRows,
+      modk_cuda::train_detail::ColOut{gotA.data(), gotB.data(), gotB.data(), W,
+                                      W},
+      2, scratch.data(), x.data(), y.data(), gotA.data(), gotB.data());
+  expectClose(gotA, wantA, 1e-5, "a");
+  expectClose(gotB, wantB, 1e-5, "b");
+  for (int c = 0; c < W; ++c) {
+    double ra = a0[c], rb = b0[c];
+    for (int64_t i = 0; i < rows; ++i) {
+      ra += x[i * W + c];
+      rb += double(x[i * W + c]) * y[i * W + c];
+    }
+    ASSERT_NEAR(gotA[c], ra, 1e-4 * (1.0 + std::fabs(ra))) << c;
+    ASSERT_NEAR(gotB[c], rb, 1e-4 * (1.0 + std::fabs(rb))) << c;
+  }
+}
+
 TEST(CudaTrainKernels, RouterGradMatchesCpu) {
   checkRouterGrad<16, 40>(3);
   checkRouterGrad<24, 300>(2);

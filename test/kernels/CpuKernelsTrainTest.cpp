@@ -908,6 +908,25 @@ template <int S, int D> void checkRouterGrad(int64_t B, unsigned seed) {
   EXPECT_LE(relErr(dw, rw), kTol);
 }
 
+// Two column sums in one generated kernel (the CPU sums them in one
+// buffer, then adds each into its output): a += sum of x, b += sum x * y.
+TEST(CpuKernelsTrain, TwoColumnSums) {
+  constexpr int W = 40;
+  const int64_t rows = 1000; // rows * W past the parallel threshold
+  auto x = randn(rows * W, 120), y = randn(rows * W, 121), a0 = randn(W, 122),
+       b0 = randn(W, 123);
+  std::vector<float> a = a0, b = b0;
+  gen_cpu::twoColumnSums40(rows, x.data(), y.data(), a.data(), b.data());
+  Vec ra(a0.begin(), a0.end()), rb(b0.begin(), b0.end());
+  for (int64_t i = 0; i < rows; ++i)
+    for (int c = 0; c < W; ++c) {
+      ra[c] += x[i * W + c];
+      rb[c] += double(x[i * W + c]) * y[i * W + c];
+    }
+  EXPECT_LE(relErr(a, ra), kTol);
+  EXPECT_LE(relErr(b, rb), kTol);
+}
+
 TEST(CpuKernelsTrain, RouterGrad) {
   checkRouterGrad<5, 24>(2, 110);
   checkRouterGrad<256, 128>(4, 111); // parallel path
