@@ -34,7 +34,7 @@
 #      "modc_notma": the third run, --cuda-gemms='tma=false').
 #  12. The MoD block with every epilogue fusion (impl "modc") against none
 #      (impl "modc_nofuse": packages compiled with --no-fuse=residual-add,
-#      activation,rows-epilogue,router-norm), per dtype, forward and forward+backward.
+#      activation,rows-epilogue,router-norm,select-gather), per dtype, forward and forward+backward.
 #
 # 8 and 9 read the per-kernel profiles run.sh writes beside the JSON lines,
 # profile_mod_dN.txt (f32) and profile_mod_dN_bf16.txt: bench_gpu's stderr
@@ -688,7 +688,7 @@ def report(T, P=None):
                              fmt(ratio(fused, unfused), 2)])
     if rows:
         parts.append("### MoD block with every epilogue fusion against none "
-                     "(ms; --no-fuse=residual-add,activation,rows-epilogue,router-norm; "
+                     "(ms; --no-fuse=residual-add,activation,rows-epilogue,router-norm,select-gather; "
                      "< 1: the fusions pay)\n\n" +
                      table(["d_model", "dtype", "pass", "fused", "unfused",
                             "fused/unfused"], rows))

@@ -123,6 +123,11 @@ constexpr auto routerGrad16x40 = rows_cpu::modc_rows_76;
 constexpr auto routerGrad24x300 = rows_cpu::modc_rows_77;
 // Two column sums, W = 40: (rows, x, y, a, b) with a += x, b += x * y.
 constexpr auto twoColumnSums40 = rows_cpu::modc_rows_78;
+// Gathers fused into the selection, S = 40, D = 70: functors {pos, x, w,
+// gathered, normed} (RMSNorm, eps 1e-5) and {pos, x, scale, w, gathered,
+// normed}, for select_topk and gather_sequences.
+using FusedGatherRmsnorm40x70 = rows_cpu::modc_gather_0;
+using FusedGatherScale40x70 = rows_cpu::modc_gather_1;
 } // namespace gen_cpu
 
 } // namespace
@@ -192,6 +197,8 @@ constexpr auto rmsnormGrad64 = rows_cuda::modc_rows_73;
 constexpr auto routerGrad16x40 = rows_cuda::modc_rows_76;
 constexpr auto routerGrad24x300 = rows_cuda::modc_rows_77;
 constexpr auto twoColumnSums40 = rows_cuda::modc_rows_78;
+using FusedGatherRmsnorm40x70 = rows_cuda::modc_gather_0;
+using FusedGatherScale40x70 = rows_cuda::modc_gather_1;
 
 /// A kernel with `n` column sums of W columns, launched as the CUDA
 /// emitter does: a block per kRB of the `maxRows` rows writes its partial

@@ -302,6 +302,46 @@ modk.entry @forward attributes {model = #modk.model<name = "t", vocab_size = 1, 
     %cxy = arith.mulf %cx, %cy : f32
     modk.yield %cx, %cxy : f32, f32
   }
+  // Gathers fused into their selection (modk-fuse-select-gather), S = 40,
+  // k = 9, D = 70: the functors modc_gather_0 (the gather + RMSNorm, one
+  // sum a row, eps 1e-5) and modc_gather_1 (the gather that scales by the
+  // router pass's statistics), which select_topk and gather_sequences call
+  // (CpuKernels.SelectGatherFused, CudaKernels.SelectGatherFused).
+  %sgr = modk.alloc : memref<?x40xf32>
+  %sgpos = modk.alloc : memref<?x40xi32>
+  %sgseg = modk.alloc : memref<?x1xi64>
+  %sgmask = modk.alloc : memref<?x40xi32>
+  %sgscale = modk.alloc : memref<?x40xf32>
+  modk.route_select %sgr -> %sgpos, %sgseg, %sgmask {causal_router = #modk.causal_router<none>, k = 9 : i64, layer = 1 : i64} : memref<?x40xf32>, memref<?x40xi32>, memref<?x1xi64>, memref<?x40xi32> gather {
+    modk.rows ins(%x40x70, %w70 : memref<?x40x70xf32>, memref<70xf32>) rows %sgseg : memref<?x1xi64> tokens(%sgpos : memref<?x40xi32>) outs(%xs40x70, %xn40x70 : memref<?x40x70xf32>, memref<?x40x70xf32>) attributes {token_operands = array<i64: 0>} reduce {
+    ^bb0(%gx: f32, %gw: f32):
+      %gsq = arith.mulf %gx, %gx : f32
+      modk.yield %gsq : f32
+    } body {
+    ^bb0(%gx: f32, %gw: f32, %gss: f32):
+      %geps = arith.constant 9.99999974E-6 : f32
+      %gd = arith.constant 7.000000e+01 : f32
+      %gmean = arith.divf %gss, %gd : f32
+      %gvar = arith.addf %gmean, %geps : f32
+      %grms = math.sqrt %gvar : f32
+      %gone = arith.constant 1.000000e+00 : f32
+      %ginv = arith.divf %gone, %grms : f32
+      %gt = arith.mulf %gx, %ginv : f32
+      %gn = arith.mulf %gt, %gw : f32
+      modk.yield %gx, %gn : f32, f32
+    }
+  }
+  modk.route_select %sgr -> %sgpos, %sgseg, %sgmask {causal_router = #modk.causal_router<none>, k = 9 : i64, layer = 1 : i64} : memref<?x40xf32>, memref<?x40xi32>, memref<?x1xi64>, memref<?x40xi32> gather {
+    modk.rows ins(%x40x70, %sgscale, %w70 : memref<?x40x70xf32>, memref<?x40xf32>, memref<70xf32>) rows %sgseg : memref<?x1xi64> tokens(%sgpos : memref<?x40xi32>) outs(%xs40x70, %xn40x70 : memref<?x40x70xf32>, memref<?x40x70xf32>) attributes {token_operands = array<i64: 0, 1>} reduce {
+    ^bb0(%hx: f32, %hs: f32, %hw: f32):
+      modk.yield
+    } body {
+    ^bb0(%hx: f32, %hs: f32, %hw: f32):
+      %ht = arith.mulf %hx, %hs : f32
+      %hn = arith.mulf %ht, %hw : f32
+      modk.yield %hx, %hn : f32, f32
+    }
+  }
 }
 // The optimizer's element update: modk-generate-optimizer writes
 // `modk.optimizer @adamw` beside this (empty) training entry, and the

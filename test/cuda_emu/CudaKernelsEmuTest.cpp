@@ -845,6 +845,77 @@ TEST(CudaKernels, GatherScale) {
   checkGatherScale<40, 70>(causalRows<40>(3, 127), 3, 128);
 }
 
+/// The gathers fused into the selection (modk-fuse-select-gather), CUDA
+/// against CPU: the top-k kernel's warps gather the rows its block has just
+/// selected; after a causal selection gather_sequences does, a block a
+/// sequence. (The CPU's fused forms are checked against fp64 and against
+/// the unfused kernels in CpuKernels.SelectGatherFused.)
+TEST(CudaKernels, SelectGatherFused) {
+  constexpr int S = 40, K = 9, D = 70;
+  for (int64_t B : {1, 5}) {
+    auto r = randomFloats(B * S, 130), x = randomFloats(B * S * D, 131, -2, 2),
+         w = randomFloats(D, 132), scale = randomFloats(B * S, 133, 0.5f, 2);
+    const int64_t cap = B * S;
+    std::vector<int32_t> pos(cap, -7), rpos(cap, -7), mask(cap, -7),
+        rmask(cap, -7);
+    std::vector<int64_t> seg(B + 1, -7), rseg(B + 1, -7);
+    std::vector<float> xs(cap * D, kSentinel), xn(cap * D, kSentinel),
+        rxs(cap * D, kSentinel), rxn(cap * D, kSentinel);
+    modk_cuda::select_topk<S, K>(
+        r.data(), B, pos.data(), seg.data(), mask.data(),
+        gen_cuda::FusedGatherRmsnorm40x70{pos.data(), x.data(), w.data(),
+                                          xs.data(), xn.data()},
+        nullptr);
+    modk_cpu::select_topk<S, K>(
+        r.data(), B, rpos.data(), rseg.data(), rmask.data(),
+        gen_cpu::FusedGatherRmsnorm40x70{rpos.data(), x.data(), w.data(),
+                                         rxs.data(), rxn.data()});
+    EXPECT_EQ(pos, rpos);
+    EXPECT_EQ(seg, rseg);
+    EXPECT_EQ(mask, rmask);
+    EXPECT_EQ(xs, rxs);
+    expectClose(xn.data(), rxn.data(), B * K * D, "fused gather_rmsnorm");
+    expectSentinel(xn.data(), B * K * D, cap * D, "fused gather_rmsnorm");
+
+    std::vector<float> sn(cap * D, kSentinel), rsn(cap * D, kSentinel);
+    modk_cuda::select_topk<S, K>(
+        r.data(), B, pos.data(), seg.data(), mask.data(),
+        gen_cuda::FusedGatherScale40x70{pos.data(), x.data(), scale.data(),
+                                        w.data(), xs.data(), sn.data()},
+        nullptr);
+    modk_cpu::select_topk<S, K>(
+        r.data(), B, rpos.data(), rseg.data(), rmask.data(),
+        gen_cpu::FusedGatherScale40x70{rpos.data(), x.data(), scale.data(),
+                                       w.data(), rxs.data(), rsn.data()});
+    EXPECT_EQ(xs, rxs);
+    expectClose(sn.data(), rsn.data(), B * K * D, "fused gather_scale");
+    expectSentinel(sn.data(), B * K * D, cap * D, "fused gather_scale");
+
+    // Causal, the last sequence empty.
+    for (int i = 0; i < S; ++i)
+      r[(B - 1) * S + i] = -1.0f;
+    std::vector<float> cxs(cap * D, kSentinel), cxn(cap * D, kSentinel),
+        rcxs(cap * D, kSentinel), rcxn(cap * D, kSentinel);
+    modk_cuda::select_causal<S>(r.data(), B, pos.data(), seg.data(),
+                                mask.data(), nullptr);
+    modk_cuda::gather_sequences(
+        B, seg.data(),
+        gen_cuda::FusedGatherRmsnorm40x70{pos.data(), x.data(), w.data(),
+                                          cxs.data(), cxn.data()},
+        nullptr);
+    const int64_t total = modk_cpu::select_causal<S>(r.data(), B, rpos.data(),
+                                                     rseg.data(), rmask.data());
+    modk_cpu::gather_sequences(
+        B, rseg.data(),
+        gen_cpu::FusedGatherRmsnorm40x70{rpos.data(), x.data(), w.data(),
+                                         rcxs.data(), rcxn.data()});
+    EXPECT_EQ(seg, rseg);
+    EXPECT_EQ(cxs, rcxs);
+    expectClose(cxn.data(), rcxn.data(), total * D, "causal fused gather");
+    expectSentinel(cxn.data(), total * D, cap * D, "causal fused gather");
+  }
+}
+
 TEST(CudaKernels, Predictor) {
   forEachGemmPath([] {
     constexpr int D = 40, HID = 70;

@@ -562,6 +562,104 @@ TEST(CpuKernels, GatherScale) {
     ASSERT_NEAR(n[i], nUnfused[i], 1e-6 * std::fabs(nUnfused[i]) + 1e-30) << i;
 }
 
+/// got and want agree to within a few f32 roundings, element by element.
+void expectSameToRounding(const std::vector<float> &got,
+                          const std::vector<float> &want) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i)
+    ASSERT_NEAR(got[i], want[i], 1e-6 * std::fabs(want[i]) + 1e-30) << i;
+}
+
+// The gathers fused into the selection (modk-fuse-select-gather): select_topk
+// gathers each sequence's rows right after selecting them, gather_sequences
+// after a causal selection. Against fp64 (the selection by topkRef, the
+// gathered rows copied, RMSNorm by rmsnormRef), and against the same
+// selection followed by the gather kernel of its own: the same selection
+// and gathered rows, the same normalised rows to rounding (the compiler may
+// order a row's vectorised sum of squares differently in the two).
+TEST(CpuKernels, SelectGatherFused) {
+  constexpr int S = 40, K = 9, D = 70;
+  for (int64_t B : {1, 3}) {
+    auto r = randn(B * S, 70), x = randn(B * S * D, 71), w = randn(D, 72);
+    auto scale = randn(B * S, 73);
+    for (float &v : scale)
+      v = 0.5f + std::fabs(v);
+    // Top-k, fused, both gathers.
+    std::vector<int32_t> pos(B * S, -1), mask(B * S, -1);
+    std::vector<int64_t> seg(B + 1, -1);
+    std::vector<float> xs(B * K * D, -7.0f), xn(B * K * D, -7.0f),
+        ss(B * K * D, -7.0f), sn(B * K * D, -7.0f);
+    modk_cpu::select_topk<S, K>(
+        r.data(), B, pos.data(), seg.data(), mask.data(),
+        gen_cpu::FusedGatherRmsnorm40x70{pos.data(), x.data(), w.data(),
+                                         xs.data(), xn.data()});
+    std::vector<int32_t> pos2(B * S, -1), mask2(B * S, -1);
+    std::vector<int64_t> seg2(B + 1, -1);
+    modk_cpu::select_topk<S, K>(
+        r.data(), B, pos2.data(), seg2.data(), mask2.data(),
+        gen_cpu::FusedGatherScale40x70{pos2.data(), x.data(), scale.data(),
+                                       w.data(), ss.data(), sn.data()});
+    ASSERT_EQ(seg[B], B * K);
+    EXPECT_EQ(pos2, pos);
+    std::vector<double> refN(B * K * D), refS(B * K * D);
+    for (int64_t b = 0; b < B; ++b) {
+      auto ref = topkRef(r.data() + b * S, S, K);
+      ASSERT_EQ(
+          std::vector<int32_t>(pos.begin() + b * K, pos.begin() + (b + 1) * K),
+          ref)
+          << "B=" << B << " b=" << b;
+      for (int j = 0; j < K; ++j) {
+        const int64_t row = b * K + j, token = b * S + ref[j];
+        const float *src = &x[token * D];
+        ASSERT_EQ(0, std::memcmp(&xs[row * D], src, sizeof(float) * D));
+        ASSERT_EQ(0, std::memcmp(&ss[row * D], src, sizeof(float) * D));
+        rmsnormRef(src, D, w.data(), 1e-5, &refN[row * D]);
+        for (int c = 0; c < D; ++c)
+          refS[row * D + c] = double(src[c]) * scale[token] * w[c];
+      }
+    }
+    EXPECT_LE(relErr(xn, refN), kTol);
+    EXPECT_LE(relErr(sn, refS), kTol);
+    // The unfused forms: the same selection, then the gather kernels.
+    std::vector<float> uxs(B * K * D), uxn(B * K * D), uss(B * K * D),
+        usn(B * K * D);
+    std::vector<int32_t> upos(B * S, -1), umask(B * S, -1);
+    std::vector<int64_t> useg(B + 1, -1);
+    modk_cpu::select_topk<S, K>(r.data(), B, upos.data(), useg.data(),
+                                umask.data());
+    gen_cpu::gatherRmsnorm40x70(useg[B], useg.data(), B, upos.data(), x.data(),
+                                w.data(), uxs.data(), uxn.data());
+    gen_cpu::gatherScale40x70(useg[B], useg.data(), B, upos.data(), x.data(),
+                              scale.data(), w.data(), uss.data(), usn.data());
+    EXPECT_EQ(upos, pos);
+    EXPECT_EQ(umask, mask);
+    EXPECT_EQ(useg, seg);
+    EXPECT_EQ(uxs, xs);
+    EXPECT_EQ(uss, ss);
+    expectSameToRounding(xn, uxn);
+    EXPECT_EQ(usn, sn); // no sums: the same operations on the same values
+
+    // Causal: every sequence's routed tokens, then the fused gather a
+    // sequence at a time, against the gather kernel after the selection.
+    std::vector<int32_t> cpos(B * S, -1), cmask(B * S);
+    std::vector<int64_t> cseg(B + 1);
+    const int64_t total = modk_cpu::select_causal<S>(r.data(), B, cpos.data(),
+                                                     cseg.data(), cmask.data());
+    ASSERT_GT(total, 0);
+    std::vector<float> cxs(B * S * D, -7.0f), cxn(B * S * D, -7.0f),
+        rxs(B * S * D, -7.0f), rxn(B * S * D, -7.0f);
+    modk_cpu::gather_sequences(
+        B, cseg.data(),
+        gen_cpu::FusedGatherRmsnorm40x70{cpos.data(), x.data(), w.data(),
+                                         cxs.data(), cxn.data()});
+    gen_cpu::gatherRmsnorm40x70(total, cseg.data(), B, cpos.data(), x.data(),
+                                w.data(), rxs.data(), rxn.data());
+    EXPECT_EQ(cxs, rxs);
+    expectSameToRounding(cxn, rxn);
+    EXPECT_EQ(cxn[total * D], -7.0f); // nothing past the routed rows
+  }
+}
+
 TEST(CpuKernels, Predictor) {
   constexpr int D = 40, HID = 24;
   for (int64_t rows : {0, 1, 11}) {

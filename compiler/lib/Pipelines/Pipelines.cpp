@@ -35,6 +35,9 @@ LogicalResult modc::buildModToModkPipeline(OpPassManager &pm,
   // What modk-fuse-epilogues was told to leave out stays out.
   rowEpilogues.ownRows = options.fuseResidualAdd && options.fuseActivation;
   entry.addPass(createFuseRowEpilogues(rowEpilogues));
+  FuseSelectGatherOptions selectGather;
+  selectGather.enabled = options.fuseSelectGather;
+  entry.addPass(createFuseSelectGather(selectGather));
   entry.addPass(createPlanMemory());
   if (options.cudaGemms.empty())
     return success();

@@ -165,16 +165,27 @@ LogicalResult PlanEmitter::emitKernel(Operation *op) {
     std::string logits = causal == modk::CausalRouter::predictor
                              ? name(route.getCausalScores())
                              : r;
-    int indent = openGroup(fmt::format("modk.route_select layer {} k={}",
-                                       route.getLayer(), k));
+    modk::RowsOp gather = route.getGatherRows();
+    int indent =
+        openGroup(fmt::format("modk.route_select layer {} k={}{}",
+                              route.getLayer(), k, gather ? " + gather" : ""));
     std::string pad(indent, ' ');
     KernelCall topk{"select_topk", {seqLen, k}, {r, "B", pos, seg, mask}};
+    // A fused gather (modk-fuse-select-gather) runs in the top-k kernel, a
+    // sequence as soon as it is selected; after a causal selection, whose
+    // compaction spans the sequences, a sequence at a time.
+    if (gather)
+      topk.args.push_back(gatherFunctor(gather));
     if (causal != modk::CausalRouter::none) {
-      os << pad << "if (causal)\n";
+      os << pad << "if (causal) {\n";
       emitCall({"select_causal", {seqLen}, {logits, "B", pos, seg, mask}},
                indent + 2);
-      os << pad << "else\n";
+      if (gather)
+        emitCall({"gather_sequences", {}, {"B", seg, gatherFunctor(gather)}},
+                 indent + 2);
+      os << pad << "} else {\n";
       emitCall(topk, indent + 2);
+      os << pad << "}\n";
       // The causal decision of every token on this pass's stream, on request
       // (modc_forward's argument).
       if (entry.getSymName() == "forward") {

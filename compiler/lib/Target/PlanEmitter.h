@@ -257,7 +257,17 @@ protected:
   /// modk_cuda::detail::RowsEpilogue<n> that the GEMM's tiles apply to
   /// each element of the product (rowKernelOf gives n).
   std::vector<modk::RowsOp> rowEpilogues;
+  /// The distinct gathers fused into a selection (modk-fuse-select-gather),
+  /// each a functor modc_gather_<n> that the selection's kernel calls for
+  /// the rows of each sequence it has selected (rowKernelOf gives n).
+  std::vector<modk::RowsOp> rowGathers;
   llvm::DenseMap<mlir::Operation *, int> rowKernelOf;
+  /// Writes the modc_gather_<n> functors.
+  mlir::LogicalResult emitGatherDefinitions();
+  /// A gather functor's members: the positions, the inputs, the outputs.
+  std::vector<std::string> gatherMembers(modk::RowsOp op);
+  /// `op`'s gather functor, initialised with its buffers.
+  std::string gatherFunctor(modk::RowsOp op);
   /// The buffers a `rows` epilogue may name (the mainloop's EpiArgs slots).
   static constexpr unsigned kEpilogueOperands = 8;
   /// The module's modk.optimizer, if it has one.

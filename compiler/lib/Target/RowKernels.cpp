@@ -194,6 +194,10 @@ public:
   /// the sums and the element loop.
   void keepInRegisters() { inRegisters = true; }
 
+  /// The caller knows the row's sequence, `seq` (a gather a sequence at a
+  /// time): no search of the segments.
+  void giveSequence() { sequenceGiven = true; }
+
   /// The inputs read one element at a time (not once a row, not the
   /// product in registers), of the vectors or of the row buffers.
   SmallVector<unsigned> elementInputs(bool vectors) {
@@ -253,15 +257,15 @@ public:
   /// need them, then loads the inputs that hold one value a row or a token,
   /// once a row.
   void writeTokenIndex(StringRef row, int indent, llvm::raw_ostream &os) {
-    if (!op.getTokenOperands().empty()) {
+    if (!op.getTokenOperands().empty() && !sequenceGiven) {
       std::string ns = cuda ? "modk_cuda" : "modk_cpu::detail";
       os << fmt::format(
           "{:{}}const int64_t seq = {}::segmentOf(seg, nseg, {});\n", "",
           indent, ns, row.str());
-      if (op.getPositions())
-        os << fmt::format("{:{}}const int64_t tok = pos[{}];\n", "", indent,
-                          row.str());
     }
+    if (!op.getTokenOperands().empty() && op.getPositions())
+      os << fmt::format("{:{}}const int64_t tok = pos[{}];\n", "", indent,
+                        row.str());
     for (unsigned j = 0, e = op.getInputs().size(); j < e; ++j)
       if (op.isTokenScalar(j) || op.isRowScalarInput(j))
         os << fmt::format("{:{}}const float x{} = static_cast<float>(in{}[{}]);\n",
@@ -329,7 +333,86 @@ private:
   modk::RowsOp op;
   std::optional<unsigned> accInput;
   bool inRegisters = false;
+  bool sequenceGiven = false;
 };
+
+/// Writes the statements of row `i` of `op` at `inner` spaces: the row's
+/// token and its once-a-row loads, its sums, then its elements (stores and
+/// column sums). On CUDA the row is a warp's (`lane`), or with `perBlock`
+/// a block's (columns in the threads' registers, col<n>[j] the column
+/// sums); on the CPU part[] holds the chunk's column sums.
+LogicalResult writeRow(modk::RowsOp op, RowStatements &stmts, bool cuda,
+                       bool perBlock, int inner, llvm::raw_ostream &os) {
+  Block &reduce = op.getReduce().front(), &body = op.getBody().front();
+  int64_t width = op.getWidth();
+  unsigned sums = op.getNumReductions();
+  auto all = [](Operation &) { return true; };
+  stmts.writeTokenIndex("i", inner, os);
+  if (perBlock)
+    stmts.writeRegisterArrays(/*vectors=*/false, "i", inner, os);
+  std::string pad(inner, ' ');
+  auto openColumns = [&](StringRef simd) {
+    if (perBlock)
+      os << fmt::format("#pragma unroll\n{0}for (int j = 0; j < CT; ++j) "
+                        "{{\n{0}  const int c = threadIdx.x + j * T;\n"
+                        "{0}  if (c >= {1})\n{0}    break;\n",
+                        pad, width);
+    else if (cuda)
+      os << fmt::format("{}for (int c = lane; c < {}; c += modk_cuda::kWarp) "
+                        "{{\n",
+                        pad, width);
+    else
+      os << fmt::format("#pragma omp simd{}\n{}for (int64_t c = 0; c < {}; "
+                        "++c) {{\n",
+                        simd.str(), pad, width);
+  };
+  if (sums > 0) {
+    std::vector<std::string> sumNames;
+    for (unsigned k = 0; k < sums; ++k) {
+      sumNames.push_back(fmt::format("sum{}", k));
+      os << fmt::format("{}float sum{} = 0.0f;\n", pad, k);
+    }
+    openColumns(fmt::format(" reduction(+ : {})", fmt::join(sumNames, ", ")));
+    stmts.writeLoads(reduce, all, "i", "c", inner + 2, os);
+    if (failed(stmts.writeOps(reduce, all, inner + 2, os)))
+      return failure();
+    for (auto [k, v] : llvm::enumerate(reduce.getTerminator()->getOperands()))
+      os << fmt::format("{}  sum{} += {};\n", pad, k, stmts[v]);
+    os << pad << "}\n";
+    for (unsigned k = 0; cuda && k < sums; ++k)
+      os << fmt::format("{}sum{} = modk_cuda::{}(sum{}{});\n", pad, k,
+                        perBlock ? "blockSum" : "warpSum", k,
+                        perBlock ? ", scratch" : "");
+  }
+  stmts.nameArguments(body);
+  stmts.findRowInvariants(body);
+  auto once = [&](Operation &o) { return stmts.rowInvariant(o); };
+  auto perElement = [&](Operation &o) {
+    return !stmts.rowInvariant(o) || isa<arith::ConstantOp>(o);
+  };
+  if (failed(stmts.writeOps(body, once, inner, os)))
+    return failure();
+  stmts.writeRowScalarStores(
+      body, "i", perBlock ? "threadIdx.x == 0" : "lane == 0", inner, os);
+  if (stmts.hasElementOutputs()) {
+    int at = inner + 2;
+    // On CUDA per block, each thread's column sums are in col<n>[j].
+    openColumns("");
+    stmts.writeLoads(body, perElement, "i", "c", at, os);
+    if (failed(stmts.writeOps(body, perElement, at, os)))
+      return failure();
+    stmts.writeStores(body, "i", "c", at, os);
+    stmts.writeColumnSums(
+        body,
+        [&](unsigned n) {
+          return perBlock ? fmt::format("col{}[j]", n)
+                          : fmt::format("part[{} + c]", n * width);
+        },
+        at, os);
+    os << pad << "}\n";
+  }
+  return success();
+}
 } // namespace
 
 std::string PlanEmitter::rowKernelKey(modk::RowsOp op) {
@@ -359,7 +442,7 @@ std::string PlanEmitter::rowKernelKey(modk::RowsOp op) {
 }
 
 void PlanEmitter::collectRowKernels() {
-  std::map<std::string, int> byKey, epilogueByKey;
+  std::map<std::string, int> byKey, epilogueByKey, gatherByKey;
   // CUDA applies a GEMM's `rows` epilogue inside the GEMM's tiles (a
   // functor); the CPU runs it as a row kernel over the staged product.
   bool functors = targetIsCuda();
@@ -368,8 +451,9 @@ void PlanEmitter::collectRowKernels() {
       if (isa<modk::GemmOp>(op->getParentOp()) && epilogueNeedsNoKernel(op))
         return;
       bool epilogue = functors && isa<modk::GemmOp>(op->getParentOp());
-      auto &keys = epilogue ? epilogueByKey : byKey;
-      auto &list = epilogue ? rowEpilogues : rowKernels;
+      bool gather = isa<modk::RouteSelectOp>(op->getParentOp());
+      auto &keys = gather ? gatherByKey : epilogue ? epilogueByKey : byKey;
+      auto &list = gather ? rowGathers : epilogue ? rowEpilogues : rowKernels;
       auto [it, added] = keys.try_emplace(rowKernelKey(op), int(list.size()));
       if (added)
         list.push_back(op);
@@ -424,11 +508,9 @@ LogicalResult PlanEmitter::emitRowKernelDefinitions() {
   bool cuda = targetIsCuda();
   for (auto [index, op] : llvm::enumerate(rowKernels)) {
     RowStatements stmts(op, cuda);
-    Block &reduce = op.getReduce().front(), &body = op.getBody().front();
-    stmts.nameArguments(reduce);
+    stmts.nameArguments(op.getReduce().front());
     int64_t width = op.getWidth();
     unsigned sums = op.getNumReductions();
-    auto all = [](Operation &) { return true; };
     os << fmt::format("/// modk.rows: {} input(s), {} output(s), {} sum(s) a "
                       "row of {}.\n",
                       op.getInputs().size(), op.getOutputs().size(), sums,
@@ -507,70 +589,8 @@ LogicalResult PlanEmitter::emitRowKernelDefinitions() {
           index, rowKernelParams(op), width);
       inner = 4;
     }
-    stmts.writeTokenIndex("i", inner, os);
-    if (perBlock)
-      stmts.writeRegisterArrays(/*vectors=*/false, "i", inner, os);
-    std::string pad(inner, ' ');
-    auto openColumns = [&](StringRef simd) {
-      if (perBlock)
-        os << fmt::format("#pragma unroll\n{0}for (int j = 0; j < CT; ++j) "
-                          "{{\n{0}  const int c = threadIdx.x + j * T;\n"
-                          "{0}  if (c >= {1})\n{0}    break;\n",
-                          pad, width);
-      else if (cuda)
-        os << fmt::format("{}for (int c = lane; c < {}; c += modk_cuda::kWarp) "
-                          "{{\n",
-                          pad, width);
-      else
-        os << fmt::format("#pragma omp simd{}\n{}for (int64_t c = 0; c < {}; "
-                          "++c) {{\n",
-                          simd.str(), pad, width);
-    };
-    if (sums > 0) {
-      std::vector<std::string> sumNames;
-      for (unsigned k = 0; k < sums; ++k) {
-        sumNames.push_back(fmt::format("sum{}", k));
-        os << fmt::format("{}float sum{} = 0.0f;\n", pad, k);
-      }
-      openColumns(fmt::format(" reduction(+ : {})", fmt::join(sumNames, ", ")));
-      stmts.writeLoads(reduce, all, "i", "c", inner + 2, os);
-      if (failed(stmts.writeOps(reduce, all, inner + 2, os)))
-        return failure();
-      for (auto [k, v] : llvm::enumerate(reduce.getTerminator()->getOperands()))
-        os << fmt::format("{}  sum{} += {};\n", pad, k, stmts[v]);
-      os << pad << "}\n";
-      for (unsigned k = 0; cuda && k < sums; ++k)
-        os << fmt::format("{}sum{} = modk_cuda::{}(sum{}{});\n", pad, k,
-                          perBlock ? "blockSum" : "warpSum", k,
-                          perBlock ? ", scratch" : "");
-    }
-    stmts.nameArguments(body);
-    stmts.findRowInvariants(body);
-    auto once = [&](Operation &o) { return stmts.rowInvariant(o); };
-    auto perElement = [&](Operation &o) {
-      return !stmts.rowInvariant(o) || isa<arith::ConstantOp>(o);
-    };
-    if (failed(stmts.writeOps(body, once, inner, os)))
+    if (failed(writeRow(op, stmts, cuda, perBlock, inner, os)))
       return failure();
-    stmts.writeRowScalarStores(
-        body, "i", perBlock ? "threadIdx.x == 0" : "lane == 0", inner, os);
-    if (stmts.hasElementOutputs()) {
-      int at = inner + 2;
-      // On CUDA per block, each thread's column sums are in col<n>[j].
-      openColumns("");
-      stmts.writeLoads(body, perElement, "i", "c", at, os);
-      if (failed(stmts.writeOps(body, perElement, at, os)))
-        return failure();
-      stmts.writeStores(body, "i", "c", at, os);
-      stmts.writeColumnSums(
-          body,
-          [&](unsigned n) {
-            return perBlock ? fmt::format("col{}[j]", n)
-                            : fmt::format("part[{} + c]", n * width);
-          },
-          at, os);
-      os << pad << "}\n";
-    }
     if (perBlock) {
       os << "  }\n#pragma unroll\n  for (int j = 0; j < CT; ++j) {\n"
             "    const int c = threadIdx.x + j * T;\n";
@@ -594,7 +614,71 @@ LogicalResult PlanEmitter::emitRowKernelDefinitions() {
     }
     os << "}\n\n";
   }
+  if (failed(emitGatherDefinitions()))
+    return failure();
   return emitOptimizerKernel();
+}
+
+LogicalResult PlanEmitter::emitGatherDefinitions() {
+  bool cuda = targetIsCuda();
+  for (auto [index, op] : llvm::enumerate(rowGathers)) {
+    RowStatements stmts(op, cuda);
+    stmts.giveSequence();
+    stmts.nameArguments(op.getReduce().front());
+    os << fmt::format(
+        "/// modk.rows gathered a sequence at a time by the kernel that "
+        "selects the\n/// rows (modk-fuse-select-gather): {} input(s), {} "
+        "output(s), {} sum(s) a row of {}.\nstruct modc_gather_{} {{\n",
+        op.getInputs().size(), op.getOutputs().size(), op.getNumReductions(),
+        op.getWidth(), index);
+    for (const std::string &member : gatherMembers(op))
+      os << "  " << member << ";\n";
+    os << fmt::format("  static constexpr int64_t width = {};\n",
+                      op.getWidth());
+    int inner;
+    if (cuda) {
+      // Every lane of a warp, for row i of sequence seq.
+      os << "  __device__ __forceinline__ void operator()(int64_t i, int64_t "
+            "seq, int lane) const {\n";
+      inner = 4;
+    } else {
+      os << "  void operator()(int64_t seq, int64_t i0, int64_t i1) const {\n"
+            "    for (int64_t i = i0; i < i1; ++i) {\n";
+      inner = 6;
+    }
+    if (failed(writeRow(op, stmts, cuda, /*perBlock=*/false, inner, os)))
+      return failure();
+    os << (cuda ? "  }\n};\n\n" : "    }\n  }\n};\n\n");
+  }
+  return success();
+}
+
+std::vector<std::string> PlanEmitter::gatherMembers(modk::RowsOp op) {
+  std::vector<std::string> members;
+  if (op.getPositions())
+    members.push_back("const int32_t *pos");
+  for (auto [j, in] : llvm::enumerate(op.getInputs()))
+    members.push_back(
+        fmt::format("const {} *in{}",
+                    cType(cast<MemRefType>(in.getType()).getElementType()), j));
+  for (auto [j, out] : llvm::enumerate(op.getOutputs()))
+    members.push_back(fmt::format(
+        "{} *out{}", cType(cast<MemRefType>(out.getType()).getElementType()),
+        j));
+  return members;
+}
+
+std::string PlanEmitter::gatherFunctor(modk::RowsOp op) {
+  std::vector<std::string> args;
+  if (Value pos = op.getPositions())
+    args.push_back(name(pos));
+  for (Value v : op.getInputs())
+    args.push_back(name(v));
+  for (Value v : op.getOutputs())
+    args.push_back(name(v));
+  return fmt::format("{}modc_gather_{}{{{}}}",
+                     targetIsCuda() ? "modc_rows::" : "",
+                     rowKernelOf.lookup(op), fmt::join(args, ", "));
 }
 
 LogicalResult PlanEmitter::emitOptimizerKernel() {

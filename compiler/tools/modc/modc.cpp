@@ -81,7 +81,9 @@ static cl::list<std::string> noFuse(
              "scatter, into its down projection; residual-add and "
              "activation leave such kernels at their own rows unfused "
              "too), router-norm (a routed block's RMSNorm statistics, into "
-             "its router's pass over every token)"),
+             "its router's pass over every token), select-gather (a routed "
+             "block's gather of its selected rows, into the kernel that "
+             "selects them)"),
     cl::value_desc("FUSION,..."), cl::CommaSeparated, cl::sub(compileCommand),
     cl::cat(modcCategory));
 static cl::opt<std::string> cudaGemms(
@@ -150,9 +152,11 @@ static int runCompile() {
       pipeline.fuseRowEpilogues = false;
     else if (fusion == "router-norm")
       pipeline.fuseRouterNorm = false;
+    else if (fusion == "select-gather")
+      pipeline.fuseSelectGather = false;
     else
-      return fail("--no-fuse takes residual-add, activation, rows-epilogue "
-                  "and router-norm, got '" +
+      return fail("--no-fuse takes residual-add, activation, rows-epilogue, "
+                  "router-norm and select-gather, got '" +
                   fusion + "'");
   }
   if (target == "cuda") {

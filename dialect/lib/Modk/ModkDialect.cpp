@@ -400,6 +400,37 @@ LogicalResult RouteSelectOp::verify() {
   return verifyRouting(*this, getPositions(), "positions hold");
 }
 
+RowsOp RouteSelectOp::getGatherRows() {
+  Region &region = getFusedGather();
+  if (region.empty() || region.front().empty())
+    return nullptr;
+  return dyn_cast<RowsOp>(region.front().front());
+}
+
+LogicalResult RouteSelectOp::verifyRegions() {
+  Region &region = getFusedGather();
+  if (region.empty())
+    return success();
+  if (!region.hasOneBlock() || region.front().getNumArguments() != 0)
+    return emitOpError("the `gather` region is one block without arguments");
+  RowsOp rows = getGatherRows();
+  if (!rows || !llvm::hasSingleElement(region.front()))
+    return emitOpError("the `gather` region holds one modk.rows");
+  // It runs a sequence at a time, as soon as that sequence is selected.
+  if (rows.getSegments() != getSegments() ||
+      rows.getPositions() != getPositions())
+    return emitOpError("the gather's rows and tokens must be the ones this op "
+                       "selects");
+  if (rows.hasColumnSums())
+    return emitOpError("the gather cannot have column sums: each sequence's "
+                       "rows are done on their own");
+  for (Value v : rows->getOperands())
+    if (v == getScores() || v == getMask() || v == getCausalScores())
+      return emitOpError("the gather cannot read or write the selection's "
+                         "scores or mask");
+  return success();
+}
+
 LogicalResult ActivationGradOp::verify() {
   bool swiglu = getKind() == Activation::swiglu;
   if (swiglu != (getGate() != nullptr) || swiglu != (getDgate() != nullptr))

@@ -553,3 +553,51 @@ func.func @rows_row_value_input_shape(%x: memref<?x16x32xf32>, %seg: memref<?x1x
   }
   return
 }
+
+// -----
+
+// A gather fused into a selection runs a sequence at a time, as soon as
+// the selection has written that sequence's rows: it must be over those.
+func.func @gather_other_rows(%r: memref<?x16xf32>, %pos: memref<?x4xi32>, %seg: memref<?x1xi64>, %mask: memref<?x16xi32>, %seg2: memref<?x1xi64>, %x: memref<?x16x32xf32>, %xs: memref<?x4x32xf32>) {
+  // expected-error @+1 {{the gather's rows and tokens must be the ones this op selects}}
+  modk.route_select %r -> %pos, %seg, %mask {causal_router = #modk.causal_router<none>, k = 4 : i64, layer = 1 : i64} : memref<?x16xf32>, memref<?x4xi32>, memref<?x1xi64>, memref<?x16xi32> gather {
+    modk.rows ins(%x : memref<?x16x32xf32>) rows %seg2 : memref<?x1xi64> tokens(%pos : memref<?x4xi32>) outs(%xs : memref<?x4x32xf32>) attributes {token_operands = array<i64: 0>} reduce {
+    ^bb0(%a: f32):
+      modk.yield
+    } body {
+    ^bb0(%a: f32):
+      modk.yield %a : f32
+    }
+  }
+  return
+}
+
+// -----
+
+// Other sequences may still be selecting while one is gathered: the
+// gather cannot read the mask the selection writes.
+func.func @gather_reads_mask(%r: memref<?x16xf32>, %pos: memref<?x4xi32>, %seg: memref<?x1xi64>, %mask: memref<?x16xi32>, %x: memref<?x16x32xf32>, %xs: memref<?x4x32xf32>) {
+  // expected-error @+1 {{the gather cannot read or write the selection's scores or mask}}
+  modk.route_select %r -> %pos, %seg, %mask {causal_router = #modk.causal_router<none>, k = 4 : i64, layer = 1 : i64} : memref<?x16xf32>, memref<?x4xi32>, memref<?x1xi64>, memref<?x16xi32> gather {
+    modk.rows ins(%x, %r : memref<?x16x32xf32>, memref<?x16xf32>) rows %seg : memref<?x1xi64> tokens(%pos : memref<?x4xi32>) outs(%xs : memref<?x4x32xf32>) attributes {token_operands = array<i64: 0, 1>} reduce {
+    ^bb0(%a: f32, %s: f32):
+      modk.yield
+    } body {
+    ^bb0(%a: f32, %s: f32):
+      %y = arith.mulf %a, %s : f32
+      modk.yield %y : f32
+    }
+  }
+  return
+}
+
+// -----
+
+// The region holds the gather and nothing else.
+func.func @gather_region_not_rows(%r: memref<?x16xf32>, %pos: memref<?x4xi32>, %seg: memref<?x1xi64>, %mask: memref<?x16xi32>, %xs: memref<?x4x32xf32>) {
+  // expected-error @+1 {{the `gather` region holds one modk.rows}}
+  modk.route_select %r -> %pos, %seg, %mask {causal_router = #modk.causal_router<none>, k = 4 : i64, layer = 1 : i64} : memref<?x16xf32>, memref<?x4xi32>, memref<?x1xi64>, memref<?x16xi32> gather {
+    modk.zero(%xs) : memref<?x4x32xf32>
+  }
+  return
+}

@@ -2,6 +2,7 @@
 // RUN: not mod-translate --modk-to-cpp %s 2>&1 | FileCheck %s --check-prefix=NAMED
 // RUN: mod-opt --pass-pipeline='builtin.module(modk-generate-optimizer,modk.entry(modk-generalize,modk-fuse-row-epilogues))' %s | mod-translate --modk-to-cpp | FileCheck %s --check-prefix=FUSED
 // RUN: mod-opt --pass-pipeline='builtin.module(modk-generate-optimizer,modk.entry(modk-generalize))' %s | mod-translate --modk-to-cpp | FileCheck %s --check-prefix=COLSUM
+// RUN: mod-opt --pass-pipeline='builtin.module(modk-generate-optimizer,modk.entry(modk-generalize,modk-fuse-select-gather))' %s | mod-translate --modk-to-cpp | FileCheck %s --check-prefix=SELGATHER
 // RUN: mod-opt --pass-pipeline='builtin.module(modk.entry(modk-generalize))' %s | not mod-translate --modk-to-cpp 2>&1 | FileCheck %s --check-prefix=NO-OPTIMIZER
 // RUN: not mod-translate --modk-to-cpp %inputs/unplanned.mlir 2>&1 | FileCheck %s --check-prefix=UNPLANNED
 
@@ -137,10 +138,11 @@
 // of the embedding), then the hand-written selection from r.
 // CHECK: modc_rows_[[ROUTER]]([[ALL:buf[0-9]+]][B], [[X]], w{{[0-9]+}}, [[R:buf[0-9]+]]);
 // CHECK: modk.route_select layer 1 k=4
-// CHECK-NEXT: if (causal)
+// CHECK-NEXT: if (causal) {
 // CHECK-NEXT: modk_cpu::select_causal<16>(
-// CHECK-NEXT: else
+// CHECK-NEXT: } else {
 // CHECK-NEXT: modk_cpu::select_topk<16, 4>([[R]], B, [[POS:buf[0-9]+]], [[SEG:buf[0-9]+]], routed1);
+// CHECK-NEXT: }
 // On request, the causal decision (predictor p > 0) of every token.
 // CHECK-NEXT: if (args->causal_decisions)
 // CHECK-NEXT: for (int64_t i = 0; i < B * 16; ++i)
@@ -218,6 +220,28 @@
 
 // NAMED: error: 'modk.rmsnorm' op is generated from its math: run modk-generalize before emitting
 // NO-OPTIMIZER: error: 'modk.entry' op is a training entry without a modk.optimizer for modc_adamw (run modk-generate-optimizer)
+// The gather + RMSNorm fused into the selection (modk-fuse-select-gather):
+// a functor over a sequence's rows, its sequence given (no search of the
+// segments), which select_topk calls for each sequence right after
+// selecting it; after a causal selection gather_sequences calls it.
+// SELGATHER: struct modc_gather_[[GF:[0-9]+]] {
+// SELGATHER-NEXT: const int32_t *pos;
+// SELGATHER: void operator()(int64_t seq, int64_t i0, int64_t i1) const {
+// SELGATHER-NEXT: for (int64_t i = i0; i < i1; ++i) {
+// SELGATHER-NEXT: const int64_t tok = pos[i];
+// SELGATHER-NOT: segmentOf
+// SELGATHER: x0 = static_cast<float>(in0[(seq * 16 + tok) * 32 + c]);
+// SELGATHER: { // modk.route_select layer 1 k=4 + gather
+// SELGATHER-NEXT: if (causal) {
+// SELGATHER-NEXT: modk_cpu::select_causal<16>({{buf[0-9]+}}, B, [[POS:buf[0-9]+]], [[SEG:buf[0-9]+]], routed1);
+// SELGATHER-NEXT: modk_cpu::gather_sequences(B, [[SEG]], modc_gather_[[GF]]{[[POS]], [[X:buf[0-9]+]], w{{[0-9]+}}, {{buf[0-9]+}}, {{buf[0-9]+}}});
+// SELGATHER-NEXT: } else {
+// SELGATHER-NEXT: modk_cpu::select_topk<16, 4>({{buf[0-9]+}}, B, [[POS]], [[SEG]], routed1, modc_gather_[[GF]]{[[POS]], [[X]], w{{[0-9]+}}, {{buf[0-9]+}}, {{buf[0-9]+}}});
+// SELGATHER-NEXT: }
+// No gather kernel of its own is left between the selection and the
+// gathered rows' first GEMM.
+// SELGATHER-NOT: modc_rows_{{[0-9]+}}([[SEG]][B], [[SEG]], B, [[POS]], [[X]]
+// SELGATHER: modk.gemm [32 x 32] epilogue=rope
 // UNPLANNED: error: 'modk.entry' op has no memory plan; run modk-plan-memory first
 
 module {

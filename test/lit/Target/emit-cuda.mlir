@@ -13,6 +13,7 @@
 // RUN: mod-opt --pass-pipeline='builtin.module(modk-generate-optimizer,modk.entry(modk-generalize,modk-configure-gemms))' %S/emit-cpp.mlir | mod-translate --modk-to-cuda | FileCheck %s --check-prefix=GENERATED
 // RUN: mod-opt --pass-pipeline='builtin.module(modk-generate-optimizer,modk.entry(modk-generalize,modk-fuse-row-epilogues,modk-configure-gemms))' %S/emit-cpp.mlir | mod-translate --modk-to-cuda | FileCheck %s --check-prefix=FUSED
 // RUN: mod-translate --modk-to-cuda %t.mlir | FileCheck %s --check-prefix=COLSUM
+// RUN: mod-opt --pass-pipeline='builtin.module(modk-generate-optimizer,modk.entry(modk-generalize,modk-fuse-select-gather,modk-configure-gemms))' %S/emit-cpp.mlir | mod-translate --modk-to-cuda | FileCheck %s --check-prefix=SELGATHER
 
 // The launch plan of emit-cpp.mlir (2 layers, layer 1 routed with k = 4 of
 // 16, sigmoid gate, predictor router) emitted as CUDA: the same entries and
@@ -115,10 +116,11 @@
 // The generated router over every token, a warp a row; then the selection.
 // CHECK: MODC_LAUNCH(modc_rows::modc_rows_[[ROUTER]], unsigned(modk_cuda::ceilDiv(B * 16, modk_cuda::detail::kRowWarps)), modk_cuda::detail::kThreads, 0, s, {{buf[0-9]+}} + B, [[X]], w{{[0-9]+}}, [[R:buf[0-9]+]]);
 // CHECK: modk.route_select layer 1 k=4
-// CHECK-NEXT: if (causal)
+// CHECK-NEXT: if (causal) {
 // CHECK-NEXT: modk_cuda::select_causal<16>(
-// CHECK-NEXT: else
+// CHECK-NEXT: } else {
 // CHECK-NEXT: modk_cuda::select_topk<16, 4>([[R]], B,
+// CHECK-NEXT: }
 // CHECK: modc_glue::decisions(args->causal_decisions
 // The gather + RMSNorm: a warp per selected row, at most B * 16.
 // CHECK: MODC_LAUNCH(modc_rows::modc_rows_{{[0-9]+}}, unsigned(modk_cuda::ceilDiv(B * 16, modk_cuda::detail::kRowWarps)), modk_cuda::detail::kThreads, 0, s, [[RSEG:buf[0-9]+]] + B, [[RSEG]], B, [[POS:buf[0-9]+]], [[X]], w{{[0-9]+}},
@@ -193,6 +195,27 @@
 // FUSED-NEXT: epi.pos = {{buf[0-9]+}};
 // FUSED: modk_cuda::linear_rows_epilogue<32, 64, [[EPI]], 0, gemm_plan_{{[0-9]+}}>({{buf[0-9]+}}, [[SEG]] + B, B * 16, {{w[0-9]+}}, epi, s);
 // FUSED-NEXT: }
+
+// The gather + RMSNorm fused into the selection (modk-fuse-select-gather):
+// a device functor for one row, every lane of a warp, its sequence given
+// (no search of the segments). The top-k kernel's warps call it for the
+// rows of the sequence its block has just selected; after a causal
+// selection gather_sequences does, a block a sequence.
+// SELGATHER: struct modc_gather_[[GF:[0-9]+]] {
+// SELGATHER-NEXT: const int32_t *pos;
+// SELGATHER: __device__ __forceinline__ void operator()(int64_t i, int64_t seq, int lane) const {
+// SELGATHER-NEXT: const int64_t tok = pos[i];
+// SELGATHER-NOT: segmentOf
+// SELGATHER: sum0 = modk_cuda::warpSum(sum0);
+// SELGATHER: // modk.route_select layer 1 k=4 + gather
+// SELGATHER-NEXT: if (causal) {
+// SELGATHER-NEXT: modk_cuda::select_causal<16>({{buf[0-9]+}}, B, [[POS:buf[0-9]+]], [[SEG:buf[0-9]+]], routed1, s);
+// SELGATHER-NEXT: modk_cuda::gather_sequences(B, [[SEG]], modc_rows::modc_gather_[[GF]]{[[POS]], [[X:buf[0-9]+]], w{{[0-9]+}}, {{buf[0-9]+}}, {{buf[0-9]+}}}, s);
+// SELGATHER-NEXT: } else {
+// SELGATHER-NEXT: modk_cuda::select_topk<16, 4>({{buf[0-9]+}}, B, [[POS]], [[SEG]], routed1, modc_rows::modc_gather_[[GF]]{[[POS]], [[X]], w{{[0-9]+}}, {{buf[0-9]+}}, {{buf[0-9]+}}}, s);
+// SELGATHER-NEXT: }
+// SELGATHER-NOT: MODC_LAUNCH(modc_rows::modc_rows_{{[0-9]+}}, {{.*}}, [[SEG]] + B, [[SEG]], B, [[POS]], [[X]]
+// SELGATHER: modk.gemm [32 x 32] epilogue=rope
 
 // The epilogues modk-fuse-epilogues named, generated: the residual add
 // (functor 0) and SwiGLU (functor 1, reading the gate product's rows).

@@ -802,17 +802,32 @@ inline uint64_t topkKey(float r, int32_t i) {
 }
 } // namespace detail
 
+/// The gather of a selection that gathers nothing: modk-fuse-select-gather
+/// left the gather a kernel of its own.
+struct NoGather {
+  static constexpr int64_t width = 0;
+  void operator()(int64_t, int64_t, int64_t) const {}
+};
+
 /// Top-k routing: for each sequence b, the K largest r[b*S + i] (ties go to
 /// the lower position; NaN ranks below every number, NaNs among themselves by
 /// lower position) are written in ascending position order to
 /// pos[b*K .. b*K + K); seg[b] = b*K, seg[B] = B*K; mask[b*S + i] = 1 if
 /// selected else 0. Each (value, position) pair gets a distinct 64-bit key
 /// and nth_element partitions on it: expected O(S) per sequence.
-template <int S, int K>
+/// With a Gather (modk-fuse-select-gather: a generated functor, rows of
+/// Gather::width), the same parallel region then gathers the selected
+/// rows, gather(b, i, i + 1) for row i of sequence b, over all the rows at
+/// once, so that one sequence's rows are spread over the threads too.
+template <int S, int K, typename Gather = NoGather>
 inline void select_topk(const float *r, int64_t B, int32_t *pos, int64_t *seg,
-                        int32_t *mask) {
+                        int32_t *mask, Gather gather = {}) {
   static_assert(K >= 1 && K <= S, "capacity must be in [1, S]");
-#pragma omp parallel if (B > 1 && B * S > 4096)
+  constexpr bool gathers = !std::is_same_v<Gather, NoGather>;
+  const bool parallel =
+      (B > 1 && B * S > 4096) ||
+      (gathers && B * K * Gather::width > detail::kMinParallelWork);
+#pragma omp parallel if (parallel)
   {
     std::vector<uint64_t> keys(K < S ? S : 0); // per-thread scratch
 #pragma omp for
@@ -840,8 +855,25 @@ inline void select_topk(const float *r, int64_t B, int32_t *pos, int64_t *seg,
           pb[c++] = i;
       seg[b] = b * K;
     }
+    if constexpr (gathers) {
+      // (The loop above ends with a barrier: every row is selected.)
+#pragma omp for
+      for (int64_t i = 0; i < B * K; ++i)
+        gather(i / K, i, i + 1);
+    }
   }
   seg[B] = B * K;
+}
+
+/// gather(b, i, i + 1) for every row i of every sequence b (seg, B + 1
+/// offsets): a fused gather after a causal selection, whose compaction
+/// spans the sequences.
+template <typename Gather>
+inline void gather_sequences(int64_t B, const int64_t *seg, Gather gather) {
+  const int64_t rows = seg[B];
+#pragma omp parallel for if (rows * Gather::width > detail::kMinParallelWork)
+  for (int64_t i = 0; i < rows; ++i)
+    gather(detail::segmentOf(seg, B, i), i, i + 1);
 }
 
 /// Causal routing: row b*S+i is routed iff logit[b*S + i] > 0 (a NaN logit is

@@ -201,6 +201,12 @@ __device__ __forceinline__ uint32_t topkBits(float r) {
   return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
 }
 
+/// The gather of a selection that gathers nothing: modk-fuse-select-gather
+/// left the gather a kernel of its own.
+struct NoGather {
+  __device__ void operator()(int64_t, int64_t, int) const {}
+};
+
 /// One CTA per sequence. The K-th largest key T is found by a 4-pass radix
 /// select (8 bits a pass); the selection is every key > T plus the first
 /// `need` positions whose key is T (ties to the lower position, as the
@@ -209,11 +215,14 @@ __device__ __forceinline__ uint32_t topkBits(float r) {
 /// the router values); the histogram adds are aggregated per warp (router
 /// values share their top bits, so most land in one or two bins), and the
 /// digit of each pass is found by a block scan over the bins, a bin a thread.
-template <int S, int K>
-__global__ __launch_bounds__(kThreads) void topkKernel(const float *r,
-                                                      int64_t B, int32_t *pos,
-                                                      int64_t *seg,
-                                                      int32_t *mask) {
+/// Then, with a Gather (modk-fuse-select-gather), the block's warps gather
+/// the sequence's rows: gather(i, b, lane) by every lane of a warp, a warp
+/// a row.
+template <int S, int K, typename Gather>
+__global__
+__launch_bounds__(kThreads) void topkKernel(const float *r, int64_t B,
+                                            int32_t *pos, int64_t *seg,
+                                            int32_t *mask, Gather gather) {
   static_assert(K >= 1 && K <= S, "capacity must be in [1, S]");
   static_assert(kThreads == 256, "a thread per radix bin");
   constexpr int C = (S + kThreads - 1) / kThreads; // positions per thread
@@ -310,6 +319,24 @@ __global__ __launch_bounds__(kThreads) void topkKernel(const float *r,
     if (b == 0)
       seg[B] = B * K;
   }
+  if constexpr (!std::is_same_v<Gather, NoGather>) {
+    __syncthreads(); // the sequence's positions are written
+    const int warp = tid / kWarp, lane = tid % kWarp;
+    for (int64_t i = b * K + warp; i < b * K + K; i += kRowWarps)
+      gather(i, b, lane);
+  }
+}
+
+/// The fused gather after a causal selection (whose compaction spans the
+/// sequences): a block a sequence, a warp a row.
+template <typename Gather>
+__global__
+__launch_bounds__(kThreads) void gatherSequencesKernel(const int64_t *seg,
+                                                       Gather gather) {
+  const int64_t b = blockIdx.x;
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+  for (int64_t i = seg[b] + warp; i < seg[b + 1]; i += kRowWarps)
+    gather(i, b, lane);
 }
 
 /// One CTA: the sequences one after another, each an ordered compaction of
@@ -636,16 +663,34 @@ inline void identity_segments(int64_t B, int32_t *pos, int64_t *seg,
 /// Top-k routing with the CPU's selection and tie-breaking: per sequence the
 /// K largest r (ties to the lower position, NaN below every number), in
 /// ascending position at pos[b*K ..]; seg[b] = b*K (B + 1 entries); mask.
-template <int S, int K>
+/// With a Gather (modk-fuse-select-gather), each sequence's block then
+/// gathers its rows: gather(i, b, lane), a warp a row.
+template <int S, int K, typename Gather = detail::NoGather>
 inline void select_topk(const float *r, int64_t B, int32_t *pos, int64_t *seg,
-                        int32_t *mask, cudaStream_t stream) {
+                        int32_t *mask, Gather gather, cudaStream_t stream) {
   if (B <= 0) {
     cudaMemsetAsync(seg, 0, sizeof(int64_t), stream);
     return;
   }
-  auto k = detail::topkKernel<S, K>;
-  MODC_LAUNCH(k, unsigned(B), detail::kThreads, 0, stream, r, B, pos, seg,
-              mask);
+  auto k = detail::topkKernel<S, K, Gather>;
+  MODC_LAUNCH(k, unsigned(B), detail::kThreads, 0, stream, r, B, pos, seg, mask,
+              gather);
+}
+template <int S, int K>
+inline void select_topk(const float *r, int64_t B, int32_t *pos, int64_t *seg,
+                        int32_t *mask, cudaStream_t stream) {
+  select_topk<S, K>(r, B, pos, seg, mask, detail::NoGather{}, stream);
+}
+
+/// gather(i, b, lane) for the rows i of every sequence b (a warp a row): a
+/// fused gather after a causal selection.
+template <typename Gather>
+inline void gather_sequences(int64_t B, const int64_t *seg, Gather gather,
+                             cudaStream_t stream) {
+  if (B <= 0)
+    return;
+  auto k = detail::gatherSequencesKernel<Gather>;
+  MODC_LAUNCH(k, unsigned(B), detail::kThreads, 0, stream, seg, gather);
 }
 
 /// Causal routing: token (b, i) routed iff logits[b*S + i] > 0; routed rows

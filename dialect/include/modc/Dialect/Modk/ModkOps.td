@@ -245,7 +245,8 @@ def Modk_RouteSelectGatherOp : Modk_Op<"route_select_gather",
 }
 
 def Modk_RouteSelectOp : Modk_Op<"route_select",
-    [MemoryEffects<[MemWrite<Modk_CallerOutputs>]>]> {
+    [NoTerminator, RecursiveMemoryEffects,
+     MemoryEffects<[MemWrite<Modk_CallerOutputs>]>]> {
   let summary = "Selection + ordered compaction from the router's scores";
   let description = [{
     What is left of modk.route_select_gather once modk-generalize has
@@ -254,17 +255,31 @@ def Modk_RouteSelectOp : Modk_Op<"route_select",
     selection (top-k in `topk` mode; causal decision in `causal` mode),
     positions in ascending order, segment offsets and the routing mask
     output. The selection is a hand-written mainloop (a radix select).
+
+    With a `gather` region (modk-fuse-select-gather), the region's one
+    `modk.rows` (no column sums), over the rows and positions this op
+    writes, runs in the selection's kernel: in `topk` mode on CUDA each
+    sequence's thread block gathers the rows it has just selected, on the
+    CPU the parallel region that selects gathers every selected row. In
+    `causal` mode, whose compaction spans every sequence, it runs after
+    the selection.
   }];
   let arguments = (ins Modk_Read:$scores, Modk_OptionalRead:$causal_scores,
                    Modk_Written:$positions, Modk_Written:$segments,
                    Modk_Written:$mask, I64Attr:$layer, I64Attr:$k,
                    Modk_CausalRouterAttr:$causal_router);
+  let regions = (region AnyRegion:$fused_gather);
   let assemblyFormat = [{
     $scores (`causal` `(` $causal_scores^ `)`)?
     `->` $positions `,` $segments `,` $mask
-    attr-dict `:` type(operands)
+    attr-dict `:` type(operands) (`gather` $fused_gather^)?
   }];
   let hasVerifier = 1;
+  let hasRegionVerifier = 1;
+  let extraClassDeclaration = [{
+    /// The modk.rows of the `gather` region, or null.
+    RowsOp getGatherRows();
+  }];
 }
 
 //===----------------------------------------------------------------------===//

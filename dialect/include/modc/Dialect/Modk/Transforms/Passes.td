@@ -168,6 +168,43 @@ def FuseRowEpilogues : Pass<"modk-fuse-row-epilogues", "::modc::modk::EntryOp"> 
   ];
 }
 
+def FuseSelectGather : Pass<"modk-fuse-select-gather", "::modc::modk::EntryOp"> {
+  let summary = "Gather each sequence's selected rows in the kernel that selects them";
+  let description = [{
+    A routed layer selects its rows (`modk.route_select`: top-k, ordered
+    compaction) and then gathers them with their attention-norm (a
+    `modk.rows` over the rows and positions the selection wrote). This pass
+    moves that gather into the selection's `gather` region: both emitters
+    then run the selection and the gather of a sequence in one kernel, the
+    gather right after the sequence's selection (a work item a sequence on
+    the CPU, a thread block a sequence on CUDA), so the routed rows need no
+    second pass over the sequences and the selection no second launch.
+    Run after modk-generalize and before modk-plan-memory.
+
+    Before:
+    ```mlir
+    modk.route_select %r -> %pos, %seg, %mask ...
+    modk.rows ins(%x, ...) rows %seg ... tokens(%pos ...) outs(%xs, %xn ...) ...
+    ```
+    After:
+    ```mlir
+    modk.route_select %r -> %pos, %seg, %mask ... gather {
+      modk.rows ins(%x, ...) rows %seg ... tokens(%pos ...) outs(%xs, %xn ...) ...
+    }
+    ```
+    Not fused: a kernel that does not run right after the selection, that
+    is not over its rows and positions, that has column sums, or that reads
+    or writes the selection's scores or mask; a decode step's
+    `modk.decode_route`. `enabled=false` (modc `--no-fuse=select-gather`)
+    leaves every gather a kernel of its own, so that the fusion's effect
+    can be measured.
+  }];
+  let options = [
+    Option<"enabled", "enabled", "bool", /*default=*/"true",
+           "Gather the selected rows in the selection's kernel">
+  ];
+}
+
 def ConfigureGemms : Pass<"modk-configure-gemms", "::modc::modk::EntryOp"> {
   let summary = "Choose each product's CUDA kernels from the target's description";
   let description = [{
