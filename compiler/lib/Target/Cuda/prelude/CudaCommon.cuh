@@ -274,4 +274,10 @@ struct AdamCtl {
 
 } // namespace modk_cuda
 
+#if !defined(__CUDACC__)
+// The CPU emulation's forms of the PTX wrappers that the mainloops and
+// preludes define for nvcc only (test/cuda_emu; never in a package).
+#include "PtxEmulation.h"
+#endif
+
 #endif // MODC_CUDA_COMMON_INCLUDED

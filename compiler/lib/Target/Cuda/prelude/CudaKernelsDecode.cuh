@@ -61,26 +61,21 @@ __device__ __forceinline__ float quietNaN() {
 }
 
 /// Four consecutive floats (16-byte aligned on the device).
-__device__ __forceinline__ float4 load4(const float *p) {
 #if defined(__CUDACC__)
+__device__ __forceinline__ float4 load4(const float *p) {
   return *reinterpret_cast<const float4 *>(p);
-#else
-  return make_float4(p[0], p[1], p[2], p[3]);
-#endif
 }
+#endif
 
 /// Four consecutive bf16 as floats (8-byte aligned on the device).
-__device__ __forceinline__ float4 load4(const bf16 *p) {
 #if defined(__CUDACC__)
+__device__ __forceinline__ float4 load4(const bf16 *p) {
   const uint2 u = *reinterpret_cast<const uint2 *>(p);
-  return make_float4(__uint_as_float(u.x << 16),
-                     __uint_as_float(u.x & 0xffff0000u),
-                     __uint_as_float(u.y << 16),
-                     __uint_as_float(u.y & 0xffff0000u));
-#else
-  return make_float4(p[0], p[1], p[2], p[3]);
-#endif
+  return make_float4(
+      __uint_as_float(u.x << 16), __uint_as_float(u.x & 0xffff0000u),
+      __uint_as_float(u.y << 16), __uint_as_float(u.y & 0xffff0000u));
 }
+#endif
 
 //===----------------------------------------------------------------------===//
 // Row sets and routing

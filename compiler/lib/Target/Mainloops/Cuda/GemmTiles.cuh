@@ -415,20 +415,13 @@ __global__ __launch_bounds__(kThreads, T::MINB) void gemmKernel(
 
 /// cvt.rna.tf32.f32: x rounded to tf32 (10 mantissa bits, to nearest, ties
 /// away from zero), returned as its f32 bit pattern (low 13 bits zero).
-__device__ __forceinline__ uint32_t tf32_rna(float x) {
 #if defined(__CUDACC__)
+__device__ __forceinline__ uint32_t tf32_rna(float x) {
   uint32_t r;
   asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(x));
   return r;
-#else
-  uint32_t u = __float_as_uint(x);
-  if ((u & 0x7fffffffu) > 0x7f800000u)
-    return 0x7fffffffu; // NaN stays NaN (canonical)
-  if ((u & 0x7f800000u) != 0x7f800000u)
-    u += 0x1000u; // half an ulp of tf32 on the magnitude: ties go away from 0
-  return u & 0xffffe000u; // (a carry out of the largest binade gives inf)
-#endif
 }
+#endif
 
 /// The 3xTF32 split: x = hi + lo + O(2^-22 |x|), hi = tf32(x), lo = tf32(x -
 /// hi) (x - hi is exact in f32).
@@ -437,83 +430,6 @@ __device__ __forceinline__ void tf32_split(float x, uint32_t &hi,
   hi = tf32_rna(x);
   lo = tf32_rna(x - __uint_as_float(hi));
 }
-
-#if !defined(__CUDACC__)
-/// Emulation of the warp-wide mma: each lane posts its fragment registers
-/// here and reads the others' after a __syncwarp (blocks run one at a time
-/// on one OS thread, so one buffer per warp index serves every block). Two
-/// slots, alternated per exchange, so that one __syncwarp per exchange
-/// suffices: a lane overwrites slot p only two exchanges later, after every
-/// lane has passed the barrier of the exchange in between and so has
-/// finished reading slot p.
-struct MmaExchange {
-  static constexpr int Words = 64; ///< registers a lane may post at once
-  uint32_t w[2][kWarp][Words];
-  uint8_t parity[kWarp];
-};
-inline MmaExchange &mmaExchange(int warp) {
-  static thread_local MmaExchange x[1024 / kWarp];
-  return x[warp];
-}
-
-/// Posts `n` registers of this lane; returns the warp's slot to read after
-/// the __syncwarp that the caller does next.
-inline const uint32_t (*mmaPost(const uint32_t *regs, int n))[MmaExchange::Words] {
-  const int tid = int(threadIdx.x + blockDim.x * (threadIdx.y +
-                                                  blockDim.y * threadIdx.z));
-  const int lane = tid % kWarp;
-  MmaExchange &x = mmaExchange(tid / kWarp);
-  const int p = x.parity[lane];
-  x.parity[lane] = uint8_t(p ^ 1);
-  for (int i = 0; i < n; ++i)
-    x.w[p][lane][i] = regs[i];
-  return x.w[p];
-}
-
-inline int mmaLane() {
-  return int(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y *
-                                                       threadIdx.z)) %
-         kWarp;
-}
-
-/// Rows g and g + 8 of the A whose fragment of lane l is registers ao..ao+3
-/// of slot[l], as the tf32 values the tensor core reads (the low 13 bits
-/// ignored): A[row][k] is register (row >= 8) + 2 (k >= 4) of lane
-/// (row % 8) * 4 + k % 4.
-inline void mmaEmuRowsA(float rows[2][8],
-                        const uint32_t (*slot)[MmaExchange::Words], int ao) {
-  const int g = mmaLane() >> 2;
-  for (int h = 0; h < 2; ++h)
-    for (int k = 0; k < 8; ++k)
-      rows[h][k] =
-          __uint_as_float(slot[g * 4 + k % 4][ao + h + 2 * (k / 4)] & 0xffffe000u);
-}
-
-/// Columns 2t and 2t + 1 of the B whose fragment of lane l is registers bo,
-/// bo+1 of slot[l]: B[k][col] is register (k >= 4) of lane col * 4 + k % 4.
-inline void mmaEmuColsB(float cols[2][8],
-                        const uint32_t (*slot)[MmaExchange::Words], int bo) {
-  const int t = mmaLane() & 3;
-  for (int e = 0; e < 2; ++e)
-    for (int k = 0; k < 8; ++k)
-      cols[e][k] =
-          __uint_as_float(slot[(2 * t + e) * 4 + k % 4][bo + k / 4] & 0xffffe000u);
-}
-
-/// This lane's d = A B + c: the eight exact products added to c in k order.
-inline void mmaEmuDot(float d[4], const float rows[2][8],
-                      const float cols[2][8], const float c[4]) {
-  float out[4];
-  for (int i = 0; i < 4; ++i) {
-    float s = c[i];
-    for (int k = 0; k < 8; ++k)
-      s = fmaf(rows[i >> 1][k], cols[i & 1][k], s);
-    out[i] = s;
-  }
-  for (int i = 0; i < 4; ++i)
-    d[i] = out[i];
-}
-#endif
 
 /// d = A B + c with A 16x8 (row), B 8x8 (col), tf32 operands and f32
 /// accumulators, for the whole warp (every lane must call it). Fragments as
@@ -526,27 +442,19 @@ inline void mmaEmuDot(float d[4], const float rows[2][8],
 /// hardware ignores the low 13) and adds the eight exact products to c in k
 /// order with f32 rounding; the hardware's internal order and rounding of
 /// that sum are not specified by PTX, so results may differ in the last bits.
+#if defined(__CUDACC__)
 __device__ __forceinline__ void mma_tf32_m16n8k8(float d[4],
                                                  const uint32_t a[4],
                                                  const uint32_t b[2],
                                                  const float c[4]) {
-#if defined(__CUDACC__)
   asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 "
                "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
                "{%10, %11, %12, %13};\n"
                : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]),
                  "r"(b[1]), "f"(c[0]), "f"(c[1]), "f"(c[2]), "f"(c[3]));
-#else
-  const uint32_t regs[6] = {a[0], a[1], a[2], a[3], b[0], b[1]};
-  const auto slot = mmaPost(regs, 6);
-  __syncwarp();
-  float ra[2][8], cb[2][8];
-  mmaEmuRowsA(ra, slot, 0);
-  mmaEmuColsB(cb, slot, 4);
-  mmaEmuDot(d, ra, cb, c);
-#endif
 }
+#endif
 
 /// One k8 step of a warp's MI x NI tiles of 16x8 in 3xTF32. fragA(i, a)
 /// gives A fragment i (4 f32 registers), fragB(j, b) B fragment j (2); each
@@ -559,16 +467,16 @@ __device__ __forceinline__ void mma_tf32_m16n8k8(float d[4],
 /// registers; with MI = 1, A first and each B fragment at its mmas). The
 /// emulation exchanges all the fragments at once (one
 /// __syncwarp instead of 3 MI NI) and computes the same mmas in the same
-/// order with the same lane arithmetic (mmaEmuRowsA, mmaEmuColsB, mmaEmuDot).
+/// order with the same lane arithmetic (test/cuda_emu/PtxEmulation.h).
 /// SplitA = false (SplitB = false) says every A (B) value is a tf32 value
 /// already (a bf16 one, say): its lo part is zero, and the mma of that lo
 /// part is skipped, which leaves every sum as it was (its products are
 /// zeros); both false: one mma instead of three.
-template <int MI, int NI, bool SplitA = true, bool SplitB = true,
-          typename FA, typename FB>
+#if defined(__CUDACC__)
+template <int MI, int NI, bool SplitA = true, bool SplitB = true, typename FA,
+          typename FB>
 __device__ __forceinline__ void mma3xTf32(float (&acc)[MI][NI][4], FA fragA,
                                           FB fragB) {
-#if defined(__CUDACC__)
   if constexpr (MI == 1) {
     // One A tile (the attention kernel): A split once, each B fragment
     // split just before its mmas (4 live B registers instead of 4 NI).
@@ -626,48 +534,8 @@ __device__ __forceinline__ void mma3xTf32(float (&acc)[MI][NI][4], FA fragA,
       }
     }
   }
-#else
-  // Posted: a_hi of tile i at 4i, a_lo at 4 MI + 4i, b_hi of tile j at
-  // 8 MI + 2j, b_lo at 8 MI + 2 NI + 2j.
-  constexpr int AL = 4 * MI, BH = 8 * MI, BL = 8 * MI + 2 * NI;
-  static_assert(BL + 2 * NI <= MmaExchange::Words, "too many fragments");
-  uint32_t regs[BL + 2 * NI];
-  for (int i = 0; i < MI; ++i) {
-    float a[4];
-    fragA(i, a);
-    for (int e = 0; e < 4; ++e)
-      tf32_split(a[e], regs[4 * i + e], regs[AL + 4 * i + e]);
-  }
-  for (int j = 0; j < NI; ++j) {
-    float b[2];
-    fragB(j, b);
-    for (int e = 0; e < 2; ++e)
-      tf32_split(b[e], regs[BH + 2 * j + e], regs[BL + 2 * j + e]);
-  }
-  const auto slot = mmaPost(regs, BL + 2 * NI);
-  __syncwarp();
-  float rhi[MI][2][8], rlo[MI][2][8], chi[NI][2][8], clo[NI][2][8];
-  for (int i = 0; i < MI; ++i) {
-    mmaEmuRowsA(rhi[i], slot, 4 * i);
-    mmaEmuRowsA(rlo[i], slot, AL + 4 * i);
-  }
-  for (int j = 0; j < NI; ++j) {
-    mmaEmuColsB(chi[j], slot, BH + 2 * j);
-    mmaEmuColsB(clo[j], slot, BL + 2 * j);
-  }
-  for (int i = 0; i < MI; ++i)
-    for (int j = 0; j < NI; ++j) {
-      float t[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-      if (SplitA)
-        mmaEmuDot(t, rlo[i], chi[j], t);
-      if (SplitB)
-        mmaEmuDot(t, rhi[i], clo[j], t);
-      mmaEmuDot(t, rhi[i], chi[j], t);
-      for (int e = 0; e < 4; ++e)
-        acc[i][j][e] += t[e];
-    }
-#endif
 }
+#endif
 
 //===----------------------------------------------------------------------===//
 // Tensor cores on bf16 operands: mma.m16n8k8, f32 accumulators
@@ -675,20 +543,10 @@ __device__ __forceinline__ void mma3xTf32(float (&acc)[MI][NI][4], FA fragA,
 
 /// Two f32 values rounded to bf16 (to nearest, ties to even) and packed as
 /// the .bf16x2 register of an mma fragment: lo in the low half.
-__device__ __forceinline__ uint32_t packBf16x2(float lo, float hi) {
 #if defined(__CUDACC__)
+__device__ __forceinline__ uint32_t packBf16x2(float lo, float hi) {
   __nv_bfloat162 p = __floats2bfloat162_rn(lo, hi);
   return *reinterpret_cast<uint32_t *>(&p);
-#else
-  return (__float_as_uint(bf16Round(lo)) >> 16) |
-         (__float_as_uint(bf16Round(hi)) & 0xffff0000u);
-#endif
-}
-
-#if !defined(__CUDACC__)
-/// The f32 value of the bf16 in half h (0: low) of a .bf16x2 register.
-inline float bf16Half(uint32_t reg, int h) {
-  return __uint_as_float(h ? reg & 0xffff0000u : reg << 16);
 }
 #endif
 
@@ -700,89 +558,62 @@ inline float bf16Half(uint32_t reg, int h) {
 ///   c0,c1 = C[g][2t], C[g][2t+1]; c2,c3 = C[g+8][2t], C[g+8][2t+1].
 /// The products of bf16 values are exact in f32; the emulation adds them to
 /// c in k order (the hardware's order of that sum is not specified).
+#if defined(__CUDACC__)
 __device__ __forceinline__ void mma_bf16_m16n8k8(float d[4],
                                                  const uint32_t a[2],
                                                  uint32_t b, const float c[4]) {
-#if defined(__CUDACC__)
   asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.bf16.bf16.f32 "
                "{%0, %1, %2, %3}, {%4, %5}, {%6}, {%7, %8, %9, %10};\n"
                : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
                : "r"(a[0]), "r"(a[1]), "r"(b), "f"(c[0]), "f"(c[1]), "f"(c[2]),
                  "f"(c[3]));
-#else
-  const uint32_t regs[3] = {a[0], a[1], b};
-  const auto slot = mmaPost(regs, 3);
-  __syncwarp();
-  const int g = mmaLane() >> 2, t = mmaLane() & 3;
-  float out[4];
-  for (int i = 0; i < 4; ++i) {
-    const int row = g + 8 * (i >> 1), col = 2 * t + (i & 1);
-    float s = c[i];
-    for (int k = 0; k < 8; ++k) {
-      // A[row][k]: lane (row % 8) * 4 + k / 2, register row >= 8;
-      // B[k][col]: lane col * 4 + k / 2; half k % 2 of each.
-      const float av = bf16Half(slot[(row % 8) * 4 + k / 2][row >= 8], k % 2);
-      const float bv = bf16Half(slot[col * 4 + k / 2][2], k % 2);
-      s = fmaf(av, bv, s);
-    }
-    out[i] = s;
-  }
-  for (int i = 0; i < 4; ++i)
-    d[i] = out[i];
-#endif
 }
+#endif
 
 /// A shared-memory address as PTX takes it (the emulation: the pointer's low
 /// 32 bits, which the emulated wgmma matches against its anchor).
-__device__ __forceinline__ uint32_t sharedAddress(const void *p) {
 #if defined(__CUDACC__)
+__device__ __forceinline__ uint32_t sharedAddress(const void *p) {
   return uint32_t(__cvta_generic_to_shared(p));
-#else
-  return uint32_t(reinterpret_cast<uintptr_t>(p));
-#endif
 }
+#endif
 
 /// Asynchronous 4-byte copy global -> shared (cp.async, sm_80+), or zero
 /// into *dst when !in (src-size 0: src is not read). The emulation copies at
 /// once.
+#if defined(__CUDACC__)
 __device__ __forceinline__ void copyAsync4(float *dst, const float *src,
                                            bool in) {
-#if defined(__CUDACC__)
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(
                    sharedAddress(dst)),
                "l"(src), "r"(in ? 4 : 0));
-#else
-  *dst = in ? *src : 0.0f;
-#endif
 }
+#endif
 
 /// Asynchronous 16-byte copy global -> shared (cp.async.cg, sm_80+; both
 /// addresses 16-byte aligned), or 16 zero bytes into dst when !in (src is
 /// not read). The emulation copies at once.
+#if defined(__CUDACC__)
 __device__ __forceinline__ void copyAsync16(float *dst, const float *src,
                                             bool in) {
-#if defined(__CUDACC__)
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(
                    sharedAddress(dst)),
                "l"(src), "r"(in ? 16 : 0));
-#else
-  for (int i = 0; i < 4; ++i)
-    dst[i] = in ? src[i] : 0.0f;
-#endif
 }
+#endif
 
-__device__ __forceinline__ void copyAsyncCommit() {
 #if defined(__CUDACC__)
+__device__ __forceinline__ void copyAsyncCommit() {
   asm volatile("cp.async.commit_group;\n" ::);
-#endif
 }
+#endif
 
 /// Waits until at most N committed copy groups of this thread are pending.
-template <int N> __device__ __forceinline__ void copyAsyncWait() {
 #if defined(__CUDACC__)
+template <int N> __device__ __forceinline__ void copyAsyncWait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-#endif
 }
+#endif
 
 /// acc[NT] (16 x 8 NT, rows of A16 from `a`, columns = rows of `b`) += A B^T
 /// over the head dim: per k8 step one mma3xTf32 with A = rows
@@ -1168,66 +999,6 @@ __device__ __forceinline__ uint64_t wgmmaDescriptor(const void *operand,
          uint64_t((sbo >> 4) & 0x3fffu) << 32 | layout << 62;
 }
 
-#if !defined(__CUDACC__)
-/// An operand of the emulated wgmma, read through its descriptor the way the
-/// hardware reads it: the address comes from the descriptor's 18 bits,
-/// resolved against `anchor` (a shared address at or below the operand,
-/// within 256 KB), so that a wrong start, LBO or SBO reads wrong values here
-/// as it would on a GPU. Three layouts are modelled: K-major without swizzle
-/// (core matrices LBO apart along K, SBO apart along the rows), K-major with
-/// the 128-byte swizzle (a 128-byte row per operand row, 8-row groups SBO
-/// apart) and, for a transposed operand (`mnMajor`: wgmma's imm-trans 1),
-/// MN-major with the 128-byte swizzle (a 128-byte row of 64 rows' elements
-/// per reduction step, 8-step groups SBO apart, 64-row groups LBO apart:
-/// the PTX ISA's canonical layout ((8 x 16 B, n), (8, k)) : ((16 B, LBO),
-/// (128 B, SBO))); with the swizzle the 16-byte chunk index is XORed with
-/// address bits 7..9, as TMA stores it.
-struct WgmmaOperandView {
-  const unsigned char *start;
-  uint32_t lbo, sbo;
-  bool swizzle128, mnMajor;
-  WgmmaOperandView(uint64_t desc, const void *anchor, bool transposed)
-      : mnMajor(transposed) {
-    const unsigned layout = unsigned(desc >> 62);
-    if ((layout != 0 && layout != 1) || ((desc >> 49) & 7u) != 0) {
-      std::fprintf(stderr, "emulated wgmma: only unswizzled and 128-byte "
-                           "swizzled descriptors with base offset 0 are "
-                           "modelled\n");
-      std::abort();
-    }
-    swizzle128 = layout == 1;
-    if (mnMajor && !swizzle128) {
-      std::fprintf(stderr, "emulated wgmma: a transposed operand is modelled "
-                           "with the 128-byte swizzle only\n");
-      std::abort();
-    }
-    const uintptr_t a = reinterpret_cast<uintptr_t>(anchor);
-    uintptr_t s = (a & ~uintptr_t(0x3ffff)) | uintptr_t(desc & 0x3fffu) << 4;
-    if (s < a)
-      s += 0x40000;
-    start = reinterpret_cast<const unsigned char *>(s);
-    lbo = uint32_t((desc >> 16) & 0x3fffu) << 4;
-    sbo = uint32_t((desc >> 32) & 0x3fffu) << 4;
-  }
-  /// Element (row, k) of the operand (row along M or N), as f32.
-  float at(int row, int k) const {
-    uint16_t h;
-    uintptr_t at = reinterpret_cast<uintptr_t>(start);
-    if (mnMajor) {
-      at = modc_emu::swizzle128(at + (row / 64) * lbo + (k / 8) * sbo +
-                                (k % 8) * 128 + (row % 64) * 2);
-    } else if (swizzle128) {
-      at += (row / 8) * sbo;
-      at = modc_emu::swizzle128(at + (row % 8) * 128 + k * 2);
-    } else {
-      at += (row / 8) * sbo + (k / 8) * lbo + (row % 8) * 16 + (k % 8) * 2;
-    }
-    std::memcpy(&h, reinterpret_cast<const unsigned char *>(at), 2);
-    return __uint_as_float(uint32_t(h) << 16);
-  }
-};
-#endif
-
 #define MODC_WG_ACC8(j)                                                        \
   "+f"(d[j][0]), "+f"(d[j][1]), "+f"(d[j][2]), "+f"(d[j][3]),                  \
       "+f"(d[j + 1][0]), "+f"(d[j + 1][1]), "+f"(d[j + 1][2]), "+f"(d[j + 1][3])
@@ -1247,11 +1018,11 @@ struct WgmmaOperandView {
 /// operands, within 256 KB) is for the emulation, which computes at once:
 /// the products of bf16 values are exact in f32 and added to d in k order
 /// (the hardware's order of that sum is not specified).
+#if defined(__CUDACC__)
 template <int N, bool TRANS_A = false, bool TRANS_B = false>
 __device__ __forceinline__ void wgmmaBf16(float (&d)[N / 8][4], uint64_t descA,
                                           uint64_t descB, const void *anchor) {
   static_assert(N == 64 || N == 128, "wgmma widths of the GEMM tiles");
-#if defined(__CUDACC__)
   (void)anchor;
   if constexpr (N == 64)
     asm volatile(
@@ -1273,76 +1044,59 @@ __device__ __forceinline__ void wgmmaBf16(float (&d)[N / 8][4], uint64_t descA,
         "%43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, "
         "%57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, %67, %68;\n}\n"
         : MODC_WG_ACC8(0), MODC_WG_ACC8(2), MODC_WG_ACC8(4), MODC_WG_ACC8(6),
-          MODC_WG_ACC8(8), MODC_WG_ACC8(10), MODC_WG_ACC8(12),
-          MODC_WG_ACC8(14)
-        : "l"(descA), "l"(descB), "n"(1), "n"(int(TRANS_A)),
-          "n"(int(TRANS_B)));
-#else
-  const WgmmaOperandView a(descA, anchor, TRANS_A), b(descB, anchor, TRANS_B);
-  const int tid = int(threadIdx.x + blockDim.x * (threadIdx.y +
-                                                  blockDim.y * threadIdx.z));
-  const int w = (tid % 128) / kWarp, g = (tid % kWarp) >> 2, t = tid % 4;
-  for (int j = 0; j < N / 8; ++j)
-    for (int x = 0; x < 4; ++x) { // x = 2h + e
-      const int row = 16 * w + g + 8 * (x / 2), col = 8 * j + 2 * t + x % 2;
-      float s = d[j][x];
-      for (int k = 0; k < 16; ++k)
-        s = fmaf(a.at(row, k), b.at(col, k), s);
-      d[j][x] = s;
-    }
-#endif
+          MODC_WG_ACC8(8), MODC_WG_ACC8(10), MODC_WG_ACC8(12), MODC_WG_ACC8(14)
+        : "l"(descA), "l"(descB), "n"(1), "n"(int(TRANS_A)), "n"(int(TRANS_B)));
 }
+#endif
 #undef MODC_WG_ACC8
 
 /// Keeps the compiler from moving accesses of the accumulators across the
 /// wgmma fences (their registers are the asynchronous wgmma's meanwhile).
+#if defined(__CUDACC__)
 template <int J>
 __device__ __forceinline__ void wgmmaPinAccumulators(float (&d)[J][4]) {
-#if defined(__CUDACC__)
 #pragma unroll
   for (int j = 0; j < J; ++j)
 #pragma unroll
     for (int x = 0; x < 4; ++x)
       asm volatile("" : "+f"(d[j][x])::"memory");
-#else
-  (void)d;
-#endif
 }
+#endif
 
 /// Orders this warpgroup's earlier register and shared accesses before the
 /// wgmmas that follow (wgmma.fence).
+#if defined(__CUDACC__)
 template <int J>
 __device__ __forceinline__ void wgmmaFence(float (&d)[J][4]) {
   wgmmaPinAccumulators(d);
-#if defined(__CUDACC__)
   asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
-#endif
 }
+#endif
 
 /// Closes the group of wgmmas issued since the last commit.
-__device__ __forceinline__ void wgmmaCommit() {
 #if defined(__CUDACC__)
+__device__ __forceinline__ void wgmmaCommit() {
   asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-#endif
 }
+#endif
 
 /// Waits until at most PENDING committed wgmma groups are in flight; d is
 /// then the wgmmas' result.
+#if defined(__CUDACC__)
 template <int PENDING, int J>
 __device__ __forceinline__ void wgmmaWait(float (&d)[J][4]) {
-#if defined(__CUDACC__)
   asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(PENDING) : "memory");
-#endif
   wgmmaPinAccumulators(d);
 }
+#endif
 
 /// Makes this thread's shared stores visible to the async proxy (the wgmma
 /// operand reads): after the stores, before the barrier that publishes them.
-__device__ __forceinline__ void fenceProxyAsync() {
 #if defined(__CUDACC__)
+__device__ __forceinline__ void fenceProxyAsync() {
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-#endif
 }
+#endif
 
 /// wgmma tile shapes: BM x BN outputs per CTA of two warpgroups, each a 64 x
 /// BN slab (one m64nBNk16 wgmma per k16 step), BK = 32 reduction steps per
@@ -1584,41 +1338,37 @@ __device__ __forceinline__ uint64_t wgmmaDescriptorMnSw128(const void *operand,
 }
 
 /// mbarrier.init (shared::cta): `count` arrivals complete a phase.
-__device__ __forceinline__ void mbarrierInit(uint64_t *bar, unsigned count) {
 #if defined(__CUDACC__)
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(
-                   sharedAddress(bar)),
-               "r"(count)
-               : "memory");
-#else
-  modc_emu::mbarrierInit(bar, count);
-#endif
+__device__ __forceinline__ void mbarrierInit(uint64_t *bar, unsigned count) {
+  asm volatile(
+      "mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(sharedAddress(bar)),
+      "r"(count)
+      : "memory");
 }
+#endif
 
 /// Makes initialised mbarriers visible to the async proxy (TMA), before the
 /// barrier that publishes them.
-__device__ __forceinline__ void fenceMbarrierInit() {
 #if defined(__CUDACC__)
+__device__ __forceinline__ void fenceMbarrierInit() {
   asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-#endif
 }
+#endif
 
 /// This thread's arrival, announcing `bytes` that TMA copies will complete.
+#if defined(__CUDACC__)
 __device__ __forceinline__ void mbarrierArriveExpectTx(uint64_t *bar,
                                                        unsigned bytes) {
-#if defined(__CUDACC__)
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(
                    sharedAddress(bar)),
                "r"(bytes)
                : "memory");
-#else
-  modc_emu::mbarrierArriveExpectTx(bar, bytes);
-#endif
 }
+#endif
 
 /// Waits until the phase of parity `parity` of the mbarrier has completed.
-__device__ __forceinline__ void mbarrierWait(uint64_t *bar, unsigned parity) {
 #if defined(__CUDACC__)
+__device__ __forceinline__ void mbarrierWait(uint64_t *bar, unsigned parity) {
   // A phase that has not completed after ~2^34 cycles (seconds; a stage
   // takes microseconds) never will: a lost TMA load. Trap, so that the
   // launch fails with an error instead of hanging the process. (No printf:
@@ -1636,39 +1386,32 @@ __device__ __forceinline__ void mbarrierWait(uint64_t *bar, unsigned parity) {
     if (!done && clock64() - start > kHangCycles)
       __trap();
   }
-#else
-  while (!modc_emu::mbarrierTryWaitParity(bar, parity))
-    modc_emu::spin();
-#endif
 }
+#endif
 
 /// TMA: the box of `map` at element coordinates (c0 along the contiguous
 /// dimension, c1 along the rows) into shared `dst`, completing its bytes on
 /// `bar` (cp.async.bulk.tensor.2d, zero outside the tensor).
+#if defined(__CUDACC__)
 __device__ __forceinline__ void tmaLoad2d(void *dst, const CUtensorMap *map,
                                           int c0, int c1, uint64_t *bar) {
-#if defined(__CUDACC__)
   asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::"
                "complete_tx::bytes [%0], [%1, {%3, %4}], [%2];\n" ::"r"(
                    sharedAddress(dst)),
                "l"(reinterpret_cast<uint64_t>(map)), "r"(sharedAddress(bar)),
                "r"(c0), "r"(c1)
                : "memory");
-#else
-  modc_emu::tmaLoad2d(dst, map, c0, c1, bar);
-#endif
 }
+#endif
 
 /// This thread's arrival on the mbarrier (no transaction bytes).
-__device__ __forceinline__ void mbarrierArrive(uint64_t *bar) {
 #if defined(__CUDACC__)
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(
-                   sharedAddress(bar))
-               : "memory");
-#else
-  modc_emu::mbarrierArrive(bar);
-#endif
+__device__ __forceinline__ void mbarrierArrive(uint64_t *bar) {
+  asm volatile(
+      "mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(sharedAddress(bar))
+      : "memory");
 }
+#endif
 
 /// Threads of a TMA GEMM CTA: a producer warpgroup (one thread issues the
 /// loads) and two consumer warpgroups (the wgmmas and the epilogue).
