@@ -128,6 +128,9 @@ constexpr auto twoColumnSums40 = rows_cpu::modc_rows_78;
 // normed}, for select_topk and gather_sequences.
 using FusedGatherRmsnorm40x70 = rows_cpu::modc_gather_0;
 using FusedGatherScale40x70 = rows_cpu::modc_gather_1;
+// A decode step's gather + RMSNorm fused into decode_select, D = 64:
+// {x, w, gathered, normed}.
+using FusedDecodeGatherRmsnorm64 = rows_cpu::modc_gather_2;
 } // namespace gen_cpu
 
 } // namespace
@@ -199,6 +202,7 @@ constexpr auto routerGrad24x300 = rows_cuda::modc_rows_77;
 constexpr auto twoColumnSums40 = rows_cuda::modc_rows_78;
 using FusedGatherRmsnorm40x70 = rows_cuda::modc_gather_0;
 using FusedGatherScale40x70 = rows_cuda::modc_gather_1;
+using FusedDecodeGatherRmsnorm64 = rows_cuda::modc_gather_2;
 
 /// A kernel with `n` column sums of W columns, launched as the CUDA
 /// emitter does: a block per kRB of the `maxRows` rows writes its partial

@@ -342,6 +342,32 @@ modk.entry @forward attributes {model = #modk.model<name = "t", vocab_size = 1, 
       modk.yield %hx, %hn : f32, f32
     }
   }
+  // A decode step's gather + RMSNorm (D = 64, eps 1e-5) fused into its
+  // compaction (modk-fuse-select-gather): the functor modc_gather_2 that
+  // decode_select calls for each routed sequence's row
+  // (CudaDecodeKernels.DecodeRouteFusedGatherMatchesCpu).
+  %dgpos = modk.alloc : memref<?x1xi32>
+  %dgseg = modk.alloc : memref<?x1xi64>
+  %dgmask = modk.alloc : memref<?x1xi32>
+  modk.decode_select(%r1, %step, %active, %dgpos, %dgseg, %dgmask) {causal_router = #modk.causal_router<aux_loss>, layer = 1 : i64} : memref<?x1xf32>, memref<?x1xi32>, memref<?x1xi8>, memref<?x1xi32>, memref<?x1xi64>, memref<?x1xi32> gather {
+    modk.rows ins(%x1x64, %w64 : memref<?x1x64xf32>, memref<64xf32>) rows %dgseg : memref<?x1xi64> outs(%xs1x64, %xn1x64 : memref<?x1x64xf32>, memref<?x1x64xf32>) attributes {token_operands = array<i64: 0>} reduce {
+    ^bb0(%dx: f32, %dw: f32):
+      %dsq = arith.mulf %dx, %dx : f32
+      modk.yield %dsq : f32
+    } body {
+    ^bb0(%dx: f32, %dw: f32, %dss: f32):
+      %deps = arith.constant 9.99999974E-6 : f32
+      %dd = arith.constant 6.400000e+01 : f32
+      %dmean = arith.divf %dss, %dd : f32
+      %dvar = arith.addf %dmean, %deps : f32
+      %drms = math.sqrt %dvar : f32
+      %done = arith.constant 1.000000e+00 : f32
+      %dinv = arith.divf %done, %drms : f32
+      %dt = arith.mulf %dx, %dinv : f32
+      %dn = arith.mulf %dt, %dw : f32
+      modk.yield %dx, %dn : f32, f32
+    }
+  }
 }
 // The optimizer's element update: modk-generate-optimizer writes
 // `modk.optimizer @adamw` beside this (empty) training entry, and the

@@ -232,6 +232,80 @@ void checkRoute(int64_t B, uint32_t seed, bool predictor, double pActive) {
     ASSERT_EQ(g.normed[i], -5.0f) << "normed written past the rows";
 }
 
+/// The decode gather fused into decode_select (modk-fuse-select-gather), D =
+/// 64: the compaction's block (CUDA) or loop (CPU) gathers each routed
+/// sequence's row. Both against the unfused CPU kernels, and the CPU's
+/// normalised rows against fp64.
+TEST(CudaDecodeKernels, DecodeRouteFusedGatherMatchesCpu) {
+  constexpr int D = 64;
+  for (int64_t B : {int64_t(1), int64_t(37), int64_t(300)}) {
+    SCOPED_TRACE("B " + std::to_string(B));
+    const uint32_t seed = 140 + uint32_t(B);
+    std::vector<float> x = randomFloats(B * D + 1, seed);
+    std::vector<float> w = randomFloats(D, seed + 1);
+    std::vector<float> nw = randomFloats(D, seed + 2, 0.5f, 1.5f);
+    std::vector<int32_t> positions(B + 1);
+    for (int64_t b = 0; b <= B; ++b)
+      positions[b] = static_cast<int32_t>((b * 5 + seed) % 89);
+    std::vector<uint8_t> active = randomActive(B + 1, seed + 4, 0.8);
+    RouteResult ref =
+        runRoute<D, false>(x, B, w, nw, nullptr, positions, active);
+    const int64_t rows = ref.seg[B];
+    for (bool cuda : {false, true}) {
+      SCOPED_TRACE(cuda ? "CUDA" : "CPU");
+      RouteResult o;
+      o.r.assign(B + 1, -3.0f);
+      o.pos.assign(B + 1, -9);
+      o.mask.assign(B + 1, -9);
+      o.seg.assign(B + 1, -9);
+      o.gathered.assign((B + 1) * D, -5.0f);
+      o.normed.assign((B + 1) * D, -5.0f);
+      if (cuda) {
+        gen_cuda::launch(gen_cuda::decodeRouter64, &B, B, x.data(), w.data(),
+                         o.r.data());
+        modk_cuda::decode_select(
+            B, o.r.data(), positions.data(), active.data(), o.pos.data(),
+            o.seg.data(), o.mask.data(),
+            gen_cuda::FusedDecodeGatherRmsnorm64{
+                x.data(), nw.data(), o.gathered.data(), o.normed.data()},
+            nullptr);
+      } else {
+        gen_cpu::decodeRouter64(B, x.data(), w.data(), o.r.data());
+        modk_cpu::decode_select(
+            B, o.r.data(), positions.data(), active.data(), o.pos.data(),
+            o.seg.data(), o.mask.data(),
+            gen_cpu::FusedDecodeGatherRmsnorm64{
+                x.data(), nw.data(), o.gathered.data(), o.normed.data()});
+      }
+      expectEqualPrefix(o.mask, ref.mask, B, "mask");
+      expectEqualPrefix(o.seg, ref.seg, B + 1, "seg");
+      expectEqualPrefix(o.pos, ref.pos, rows, "pos");
+      expectBitEqual(o.gathered, ref.gathered, "gathered");
+      expectClose(o.normed, ref.normed, rows * D, D, "normed");
+      for (int64_t i = rows * D; i < (B + 1) * D; ++i)
+        ASSERT_EQ(o.normed[i], -5.0f) << "normed written past the rows";
+      if (cuda)
+        continue;
+      // fp64: row seg[b] of routed sequence b is x[b] normalised, times nw.
+      for (int64_t b = 0; b < B; ++b) {
+        if (!o.mask[b])
+          continue;
+        const float *xb = &x[b * D];
+        double ss = 0.0;
+        for (int c = 0; c < D; ++c)
+          ss += double(xb[c]) * xb[c];
+        const double inv = 1.0 / std::sqrt(ss / D + 1e-5);
+        for (int c = 0; c < D; ++c) {
+          const double want = double(xb[c]) * inv * nw[c];
+          ASSERT_NEAR(o.normed[o.seg[b] * D + c], want,
+                      1e-5 * std::fabs(want) + 1e-6)
+              << "b " << b << " c " << c;
+        }
+      }
+    }
+  }
+}
+
 TEST(CudaDecodeKernels, DecodeRouteAuxLossMatchesCpu) {
   checkRoute<64>(37, 101, /*predictor=*/false, 0.7);
   checkRoute<128>(300, 102, false, 0.8); // more than one scan tile

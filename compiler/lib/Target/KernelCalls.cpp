@@ -326,14 +326,20 @@ LogicalResult PlanEmitter::emitKernel(Operation *op) {
         route.getCausalRouter() == modk::CausalRouter::predictor
             ? name(route.getCausalScores())
             : name(route.getScores());
+    // A fused gather (modk-fuse-select-gather) runs in the compaction's
+    // kernel, after it.
+    modk::RowsOp gather = route.getGatherRows();
     int indent =
-        openGroup(fmt::format("modk.decode_select layer {}", route.getLayer()));
-    emitCall({"decode_select",
-              {},
-              {"B", decision, name(route.getStepPositions()),
-               name(route.getActive()), name(route.getPositions()),
-               name(route.getSegments()), name(route.getMask())}},
-             indent);
+        openGroup(fmt::format("modk.decode_select layer {}{}", route.getLayer(),
+                              gather ? " + gather" : ""));
+    KernelCall select{"decode_select",
+                      {},
+                      {"B", decision, name(route.getStepPositions()),
+                       name(route.getActive()), name(route.getPositions()),
+                       name(route.getSegments()), name(route.getMask())}};
+    if (gather)
+      select.args.push_back(gatherFunctor(gather));
+    emitCall(select, indent);
     closeGroup();
     return success();
   }

@@ -451,7 +451,8 @@ void PlanEmitter::collectRowKernels() {
       if (isa<modk::GemmOp>(op->getParentOp()) && epilogueNeedsNoKernel(op))
         return;
       bool epilogue = functors && isa<modk::GemmOp>(op->getParentOp());
-      bool gather = isa<modk::RouteSelectOp>(op->getParentOp());
+      bool gather =
+          isa<modk::RouteSelectOp, modk::DecodeSelectOp>(op->getParentOp());
       auto &keys = gather ? gatherByKey : epilogue ? epilogueByKey : byKey;
       auto &list = gather ? rowGathers : epilogue ? rowEpilogues : rowKernels;
       auto [it, added] = keys.try_emplace(rowKernelKey(op), int(list.size()));

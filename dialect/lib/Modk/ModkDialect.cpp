@@ -400,35 +400,59 @@ LogicalResult RouteSelectOp::verify() {
   return verifyRouting(*this, getPositions(), "positions hold");
 }
 
-RowsOp RouteSelectOp::getGatherRows() {
-  Region &region = getFusedGather();
+/// The modk.rows of a selection's `gather` region, or null.
+static RowsOp gatherRowsOf(Region &region) {
   if (region.empty() || region.front().empty())
     return nullptr;
   return dyn_cast<RowsOp>(region.front().front());
 }
 
-LogicalResult RouteSelectOp::verifyRegions() {
-  Region &region = getFusedGather();
+/// The rules of a selection's `gather` region (modk-fuse-select-gather):
+/// one modk.rows over the rows (`segments`) and tokens (`positions`, or
+/// none) that the selection writes, with no column sums, touching none of
+/// `selection` (what the selection reads or writes besides those).
+static LogicalResult verifyGatherRegion(Operation *op, Region &region,
+                                        Value segments, Value positions,
+                                        ArrayRef<Value> selection) {
   if (region.empty())
     return success();
   if (!region.hasOneBlock() || region.front().getNumArguments() != 0)
-    return emitOpError("the `gather` region is one block without arguments");
-  RowsOp rows = getGatherRows();
+    return op->emitOpError(
+        "the `gather` region is one block without arguments");
+  RowsOp rows = gatherRowsOf(region);
   if (!rows || !llvm::hasSingleElement(region.front()))
-    return emitOpError("the `gather` region holds one modk.rows");
+    return op->emitOpError("the `gather` region holds one modk.rows");
   // It runs a sequence at a time, as soon as that sequence is selected.
-  if (rows.getSegments() != getSegments() ||
-      rows.getPositions() != getPositions())
-    return emitOpError("the gather's rows and tokens must be the ones this op "
-                       "selects");
+  if (rows.getSegments() != segments || rows.getPositions() != positions)
+    return op->emitOpError("the gather's rows and tokens must be the ones "
+                           "this op selects");
   if (rows.hasColumnSums())
-    return emitOpError("the gather cannot have column sums: each sequence's "
-                       "rows are done on their own");
+    return op->emitOpError("the gather cannot have column sums: each "
+                           "sequence's rows are done on their own");
   for (Value v : rows->getOperands())
-    if (v == getScores() || v == getMask() || v == getCausalScores())
-      return emitOpError("the gather cannot read or write the selection's "
-                         "scores or mask");
+    if (v && llvm::is_contained(selection, v))
+      return op->emitOpError("the gather cannot read or write the "
+                             "selection's scores or mask");
   return success();
+}
+
+RowsOp RouteSelectOp::getGatherRows() { return gatherRowsOf(getFusedGather()); }
+
+LogicalResult RouteSelectOp::verifyRegions() {
+  return verifyGatherRegion(*this, getFusedGather(), getSegments(),
+                            getPositions(),
+                            {getScores(), getMask(), getCausalScores()});
+}
+
+RowsOp DecodeSelectOp::getGatherRows() {
+  return gatherRowsOf(getFusedGather());
+}
+
+LogicalResult DecodeSelectOp::verifyRegions() {
+  // The decode gather reads one token a sequence: no positions.
+  return verifyGatherRegion(*this, getFusedGather(), getSegments(), Value(),
+                            {getScores(), getMask(), getCausalScores(),
+                             getActive(), getStepPositions()});
 }
 
 LogicalResult ActivationGradOp::verify() {

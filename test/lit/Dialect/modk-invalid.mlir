@@ -601,3 +601,21 @@ func.func @gather_region_not_rows(%r: memref<?x16xf32>, %pos: memref<?x4xi32>, %
   }
   return
 }
+
+// -----
+
+// A decode step's gather reads one token a sequence, at the row's
+// sequence: it has no positions.
+func.func @decode_gather_positions(%r: memref<?x1xf32>, %step: memref<?x1xi32>, %active: memref<?x1xi8>, %pos: memref<?x1xi32>, %seg: memref<?x1xi64>, %mask: memref<?x1xi32>, %x: memref<?x1x32xf32>, %xs: memref<?x1x32xf32>) {
+  // expected-error @+1 {{the gather's rows and tokens must be the ones this op selects}}
+  modk.decode_select(%r, %step, %active, %pos, %seg, %mask) {causal_router = #modk.causal_router<aux_loss>, layer = 1 : i64} : memref<?x1xf32>, memref<?x1xi32>, memref<?x1xi8>, memref<?x1xi32>, memref<?x1xi64>, memref<?x1xi32> gather {
+    modk.rows ins(%x : memref<?x1x32xf32>) rows %seg : memref<?x1xi64> tokens(%pos : memref<?x1xi32>) outs(%xs : memref<?x1x32xf32>) attributes {token_operands = array<i64: 0>} reduce {
+    ^bb0(%a: f32):
+      modk.yield
+    } body {
+    ^bb0(%a: f32):
+      modk.yield %a : f32
+    }
+  }
+  return
+}

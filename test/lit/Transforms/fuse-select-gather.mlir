@@ -139,3 +139,36 @@ modk.entry @reads_scores attributes {model = #modk.model<name = "t", vocab_size 
     modk.yield %y : f32
   }
 }
+
+// -----
+
+// A decode step: the gather of the routed sequences' one token each (no
+// positions) moves into decode_select's region, run by the block that
+// compacts the routed sequences.
+// CHECK-LABEL: modk.entry @decode
+// CHECK: modk.decode_select(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[DSEG:.*]], %{{.*}}) {causal_router = #modk.causal_router<aux_loss>, layer = 1 : i64} : {{.*}} gather {
+// CHECK-NEXT: modk.rows ins(%{{.*}}, %{{.*}} : memref<?x1x32xf32>, memref<32xf32>) rows %[[DSEG]] : memref<?x1xi64> outs(
+// CHECK: math.sqrt
+// CHECK: modk.yield
+// CHECK-NEXT: }
+// CHECK-NEXT: }
+// CHECK-NEXT: modk.gemm
+// OFF-LABEL: modk.entry @decode
+// OFF-NOT: gather {
+modk.entry @decode attributes {model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = ["causal"], params = [{init = "normal", name = "router.weight", shape = [1, 32]}, {init = "ones", name = "norm.weight", shape = [32]}, {init = "normal", name = "q.weight", shape = [32, 32]}]} {
+  %rw = modk.param "router.weight" : memref<1x32xf32>
+  %nw = modk.param "norm.weight" : memref<32xf32>
+  %wq = modk.param "q.weight" : memref<32x32xf32>
+  %x = modk.alloc : memref<?x1x32xf32>
+  %step = modk.alloc : memref<?x1xi32>
+  %active = modk.alloc : memref<?x1xi8>
+  %r = modk.alloc : memref<?x1xf32>
+  %pos = modk.alloc : memref<?x1xi32>
+  %seg = modk.alloc : memref<?x1xi64>
+  %xs = modk.alloc : memref<?x1x32xf32>
+  %xn = modk.alloc : memref<?x1x32xf32>
+  %mask = modk.alloc : memref<?x1xi32>
+  %q = modk.alloc : memref<?x1x32xf32>
+  modk.decode_route(%x, %rw, %nw, %step, %active, %r, %pos, %seg, %xs, %xn, %mask) {causal_router = #modk.causal_router<aux_loss>, eps = 1.000000e-05 : f64, layer = 1 : i64} : memref<?x1x32xf32>, memref<1x32xf32>, memref<32xf32>, memref<?x1xi32>, memref<?x1xi8>, memref<?x1xf32>, memref<?x1xi32>, memref<?x1xi64>, memref<?x1x32xf32>, memref<?x1x32xf32>, memref<?x1xi32>
+  modk.gemm %xn, [%wq] rows %seg -> %q {epilogue = #modk.epilogue<none>} : memref<?x1x32xf32>, memref<32x32xf32>, memref<?x1xi64>, memref<?x1x32xf32>
+}

@@ -9,6 +9,10 @@
 // `gather` region. The rows are then gathered with no second launch and no
 // second pass over the sequences.
 //
+// A decode step's selection (modk.decode_select: one token a sequence, the
+// routed sequences compacted) is fused the same way: the one block that
+// compacts then gathers the routed rows.
+//
 // Not fused:
 //  - a kernel that is not the one right after the selection, or not over
 //    the rows and positions it writes (then it is not the gather);
@@ -31,21 +35,25 @@ using namespace mlir;
 using namespace modc;
 
 namespace {
-/// Moves the gather after `route` into its `gather` region where that is
-/// safe; failure (nothing changed) otherwise.
-LogicalResult fuseGatherIntoSelect(modk::RouteSelectOp route,
+/// Moves the gather after `select` (a modk.route_select or a decode step's
+/// modk.decode_select) into its `gather` region where that is safe;
+/// failure (nothing changed) otherwise. `positions`: the tokens the gather
+/// must read at (a decode step's gather has none); `selection`: what the
+/// gather may not touch.
+LogicalResult fuseGatherIntoSelect(Operation *select, Region &region,
+                                   Value segments, Value positions,
+                                   ArrayRef<Value> selection,
                                    RewriterBase &rewriter) {
-  if (!route.getFusedGather().empty())
+  if (!region.empty())
     return failure();
-  auto rows = dyn_cast_or_null<modk::RowsOp>(modk::kernelAfter(route));
-  if (!rows || rows.getSegments() != route.getSegments() ||
-      rows.getPositions() != route.getPositions() || rows.hasColumnSums())
+  auto rows = dyn_cast_or_null<modk::RowsOp>(modk::kernelAfter(select));
+  if (!rows || rows.getSegments() != segments ||
+      rows.getPositions() != positions || rows.hasColumnSums())
     return failure();
   for (Value v : rows->getOperands())
-    if (v == route.getScores() || v == route.getMask() ||
-        v == route.getCausalScores())
+    if (llvm::is_contained(selection, v))
       return failure();
-  Block *block = rewriter.createBlock(&route.getFusedGather());
+  Block *block = rewriter.createBlock(&region);
   rewriter.moveOpBefore(rows, block, block->end());
   return success();
 }
@@ -56,11 +64,27 @@ struct FuseSelectGatherPass
   void runOnOperation() override {
     if (!enabled)
       return;
-    SmallVector<modk::RouteSelectOp> routes(
-        getOperation().getBody().front().getOps<modk::RouteSelectOp>());
+    SmallVector<Operation *> selects;
+    for (Operation &op : getOperation().getBody().front())
+      if (isa<modk::RouteSelectOp, modk::DecodeSelectOp>(op))
+        selects.push_back(&op);
     IRRewriter rewriter(&getContext());
-    for (modk::RouteSelectOp route : routes)
-      (void)fuseGatherIntoSelect(route, rewriter);
+    for (Operation *op : selects) {
+      if (auto route = dyn_cast<modk::RouteSelectOp>(op)) {
+        (void)fuseGatherIntoSelect(
+            route, route.getFusedGather(), route.getSegments(),
+            route.getPositions(),
+            {route.getScores(), route.getMask(), route.getCausalScores()},
+            rewriter);
+        continue;
+      }
+      auto decode = cast<modk::DecodeSelectOp>(op);
+      (void)fuseGatherIntoSelect(
+          decode, decode.getFusedGather(), decode.getSegments(), Value(),
+          {decode.getScores(), decode.getMask(), decode.getCausalScores(),
+           decode.getActive(), decode.getStepPositions()},
+          rewriter);
+    }
   }
 };
 } // namespace

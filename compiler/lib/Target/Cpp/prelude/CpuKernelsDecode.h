@@ -81,10 +81,13 @@ inline void decode_rows(const int32_t *positions, const uint8_t *active,
 /// logits [B]. Routed sequences are compacted in b order: seg[b] is the
 /// number of routed sequences before b, seg[B] the total, pos[j] =
 /// positions[b] for the row j of sequence b, and mask[b] = 1 if routed else
-/// 0.
+/// 0. With a Gather (modk-fuse-select-gather), row j of routed sequence b
+/// is then gathered: gather(b, j, j + 1).
+template <typename Gather = NoGather>
 inline void decode_select(int64_t B, const float *decision,
                           const int32_t *positions, const uint8_t *active,
-                          int32_t *pos, int64_t *seg, int32_t *mask) {
+                          int32_t *pos, int64_t *seg, int32_t *mask,
+                          Gather gather = {}) {
   int64_t c = 0;
   for (int64_t b = 0; b < B; ++b) {
     seg[b] = c;
@@ -94,6 +97,12 @@ inline void decode_select(int64_t B, const float *decision,
       pos[c++] = positions[b];
   }
   seg[B] = c;
+  if constexpr (!std::is_same_v<Gather, NoGather>) {
+#pragma omp parallel for if (c * Gather::width > detail::kMinParallelWork)
+    for (int64_t b = 0; b < B; ++b)
+      if (mask[b])
+        gather(b, seg[b], seg[b] + 1);
+  }
 }
 
 //===----------------------------------------------------------------------===//

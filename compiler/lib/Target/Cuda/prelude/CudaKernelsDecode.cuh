@@ -99,11 +99,14 @@ __global__ void __launch_bounds__(256)
 
 /// One CTA: the ordered compaction of the routed sequences (a block-wide
 /// prefix sum over tiles of kScanThreads sequences, carried across tiles).
-template <int NT = kScanThreads>
+/// Then, with a Gather (modk-fuse-select-gather), the block's warps gather
+/// the routed rows: gather(seg[b], b, lane), a warp a row.
+template <int NT = kScanThreads, typename Gather = detail::NoGather>
 __global__ void __launch_bounds__(NT)
     decodeRouteScanKernel(int64_t B, const float *decision,
                           const int32_t *positions, const uint8_t *active,
-                          int32_t *pos, int64_t *seg, int32_t *mask) {
+                          int32_t *pos, int64_t *seg, int32_t *mask,
+                          Gather gather = {}) {
   __shared__ int warpTotals[NT / kWarp];
   const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
   constexpr int warps = NT / kWarp;
@@ -134,6 +137,12 @@ __global__ void __launch_bounds__(NT)
   }
   if (threadIdx.x == 0)
     seg[B] = carry;
+  if constexpr (!std::is_same_v<Gather, detail::NoGather>) {
+    __syncthreads(); // every sequence's mask and row are written
+    for (int64_t b = warp; b < B; b += warps)
+      if (mask[b])
+        gather(seg[b], b, lane);
+  }
 }
 
 //===----------------------------------------------------------------------===//
@@ -468,14 +477,24 @@ inline void decode_rows(const int32_t *positions, const uint8_t *active,
 /// active[b] and decision[b] > 0; routed sequences are compacted in b order
 /// into seg (B + 1 entries, seg[B] the routed count), pos and mask, as the
 /// CPU's decode_select.
+/// With a Gather (modk-fuse-select-gather), the same block then gathers the
+/// routed rows.
+template <typename Gather>
+inline void decode_select(int64_t B, const float *decision,
+                          const int32_t *positions, const uint8_t *active,
+                          int32_t *pos, int64_t *seg, int32_t *mask,
+                          Gather gather, cudaStream_t stream) {
+  using namespace decode_detail;
+  auto scan = decodeRouteScanKernel<kScanThreads, Gather>;
+  MODC_LAUNCH(scan, dim3(1), dim3(kScanThreads), 0, stream, B, decision,
+              positions, active, pos, seg, mask, gather);
+}
 inline void decode_select(int64_t B, const float *decision,
                           const int32_t *positions, const uint8_t *active,
                           int32_t *pos, int64_t *seg, int32_t *mask,
                           cudaStream_t stream) {
-  using namespace decode_detail;
-  auto scan = decodeRouteScanKernel<kScanThreads>;
-  MODC_LAUNCH(scan, dim3(1), dim3(kScanThreads), 0, stream, B, decision,
-              positions, active, pos, seg, mask);
+  decode_select(B, decision, positions, active, pos, seg, mask,
+                detail::NoGather{}, stream);
 }
 
 /// Floats of split-K scratch decode_attention may use for at most B rows

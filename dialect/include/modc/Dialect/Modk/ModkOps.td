@@ -642,7 +642,8 @@ def Modk_DecodeRouteOp : Modk_GenericOp<"decode_route"> {
                    I64Attr:$layer, Modk_CausalRouterAttr:$causal_router, F64Attr:$eps);
 }
 
-def Modk_DecodeSelectOp : Modk_GenericOp<"decode_select"> {
+def Modk_DecodeSelectOp : Modk_Op<"decode_select",
+    [NoTerminator, RecursiveMemoryEffects]> {
   let summary = "Causal decision per sequence and compaction (router and gather are modk.rows)";
   let description = [{
     modk.decode_route without its router and its gather + RMSNorm, which
@@ -650,12 +651,26 @@ def Modk_DecodeSelectOp : Modk_GenericOp<"decode_select"> {
     token, the gather over the routed ones): from the scores r (and the
     predictor's logits), sequence b goes through the layer iff active[b]
     and its decision > 0; routed rows are compacted in sequence order.
+
+    With a `gather` region (modk-fuse-select-gather), the region's one
+    `modk.rows` (over the rows this op writes, no column sums) runs in the
+    same kernel, right after the compaction: each routed sequence's row is
+    gathered by the block (CUDA) or loop (CPU) that compacted it.
   }];
   let arguments = (ins Modk_Read:$scores, Modk_Read:$step_positions,
                    Modk_Read:$active, Modk_Written:$positions,
                    Modk_Written:$segments, Modk_Written:$mask,
                    Modk_OptionalRead:$causal_scores, I64Attr:$layer,
                    Modk_CausalRouterAttr:$causal_router);
+  let regions = (region AnyRegion:$fused_gather);
+  let assemblyFormat = [{
+    `(` operands `)` attr-dict `:` type(operands) (`gather` $fused_gather^)?
+  }];
+  let hasRegionVerifier = 1;
+  let extraClassDeclaration = [{
+    /// The modk.rows of the `gather` region, or null.
+    RowsOp getGatherRows();
+  }];
 }
 
 #endif // MODC_DIALECT_MODK_OPS

@@ -194,8 +194,9 @@ def FuseSelectGather : Pass<"modk-fuse-select-gather", "::modc::modk::EntryOp"> 
     ```
     Not fused: a kernel that does not run right after the selection, that
     is not over its rows and positions, that has column sums, or that reads
-    or writes the selection's scores or mask; a decode step's
-    `modk.decode_route`. `enabled=false` (modc `--no-fuse=select-gather`)
+    or writes the selection's scores or mask. A decode step's
+    `modk.decode_select` (the routed sequences' one token each, compacted
+    by one block) gets its gather the same way. `enabled=false` (modc `--no-fuse=select-gather`)
     leaves every gather a kernel of its own, so that the fusion's effect
     can be measured.
   }];
