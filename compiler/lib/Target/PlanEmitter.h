@@ -245,10 +245,14 @@ protected:
   mlir::LogicalResult emitRowKernelDefinitions();
   /// What makes two row kernels the same kernel: operand types and math.
   static std::string rowKernelKey(modk::RowsOp op);
-  /// The kernel's pointer parameters: the inputs, then the outputs.
+  /// The kernel's parameters: the segments (unless `segments` is false: a
+  /// gather functor, told the sequence) and positions of a kernel with
+  /// token operands, the inputs, then the outputs; one declaration each.
+  std::vector<std::string> rowKernelParamList(modk::RowsOp op, bool segments);
+  /// Those of a row kernel, as its parameter list.
   std::string rowKernelParams(modk::RowsOp op);
   /// The buffers a call passes for those parameters.
-  std::vector<std::string> rowKernelArgs(modk::RowsOp op);
+  std::vector<std::string> rowKernelArgs(modk::RowsOp op, bool segments = true);
   /// A buffer of `op`'s row set (not addressed at tokens): its rows bound
   /// the row count.
   static mlir::Value rowBuffer(modk::RowsOp op);
@@ -264,8 +268,6 @@ protected:
   llvm::DenseMap<mlir::Operation *, int> rowKernelOf;
   /// Writes the modc_gather_<n> functors.
   mlir::LogicalResult emitGatherDefinitions();
-  /// A gather functor's members: the positions, the inputs, the outputs.
-  std::vector<std::string> gatherMembers(modk::RowsOp op);
   /// `op`'s gather functor, initialised with its buffers.
   std::string gatherFunctor(modk::RowsOp op);
   /// The buffers a `rows` epilogue may name (the mainloop's EpiArgs slots).

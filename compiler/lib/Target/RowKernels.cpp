@@ -462,10 +462,12 @@ void PlanEmitter::collectRowKernels() {
     });
 }
 
-std::string PlanEmitter::rowKernelParams(modk::RowsOp op) {
+std::vector<std::string> PlanEmitter::rowKernelParamList(modk::RowsOp op,
+                                                         bool segments) {
   std::vector<std::string> params;
   if (!op.getTokenOperands().empty()) {
-    params.push_back("const int64_t *seg, int64_t nseg");
+    if (segments)
+      params.push_back("const int64_t *seg, int64_t nseg");
     if (op.getPositions())
       params.push_back("const int32_t *pos");
   }
@@ -477,7 +479,11 @@ std::string PlanEmitter::rowKernelParams(modk::RowsOp op) {
     params.push_back(fmt::format(
         "{} *out{}", cType(cast<MemRefType>(out.getType()).getElementType()),
         j));
-  return fmt::format("{}", fmt::join(params, ", "));
+  return params;
+}
+
+std::string PlanEmitter::rowKernelParams(modk::RowsOp op) {
+  return fmt::format("{}", fmt::join(rowKernelParamList(op, true), ", "));
 }
 
 Value PlanEmitter::rowBuffer(modk::RowsOp op) {
@@ -490,11 +496,14 @@ Value PlanEmitter::rowBuffer(modk::RowsOp op) {
   return op.getOutputs().front(); // the verifier requires one
 }
 
-std::vector<std::string> PlanEmitter::rowKernelArgs(modk::RowsOp op) {
+std::vector<std::string> PlanEmitter::rowKernelArgs(modk::RowsOp op,
+                                                    bool segments) {
   std::vector<std::string> args;
   if (!op.getTokenOperands().empty()) {
-    args.push_back(name(op.getSegments()));
-    args.push_back("B");
+    if (segments) {
+      args.push_back(name(op.getSegments()));
+      args.push_back("B");
+    }
     if (Value pos = op.getPositions())
       args.push_back(name(pos));
   }
@@ -632,7 +641,7 @@ LogicalResult PlanEmitter::emitGatherDefinitions() {
         "output(s), {} sum(s) a row of {}.\nstruct modc_gather_{} {{\n",
         op.getInputs().size(), op.getOutputs().size(), op.getNumReductions(),
         op.getWidth(), index);
-    for (const std::string &member : gatherMembers(op))
+    for (const std::string &member : rowKernelParamList(op, false))
       os << "  " << member << ";\n";
     os << fmt::format("  static constexpr int64_t width = {};\n",
                       op.getWidth());
@@ -654,29 +663,10 @@ LogicalResult PlanEmitter::emitGatherDefinitions() {
   return success();
 }
 
-std::vector<std::string> PlanEmitter::gatherMembers(modk::RowsOp op) {
-  std::vector<std::string> members;
-  if (op.getPositions())
-    members.push_back("const int32_t *pos");
-  for (auto [j, in] : llvm::enumerate(op.getInputs()))
-    members.push_back(
-        fmt::format("const {} *in{}",
-                    cType(cast<MemRefType>(in.getType()).getElementType()), j));
-  for (auto [j, out] : llvm::enumerate(op.getOutputs()))
-    members.push_back(fmt::format(
-        "{} *out{}", cType(cast<MemRefType>(out.getType()).getElementType()),
-        j));
-  return members;
-}
-
 std::string PlanEmitter::gatherFunctor(modk::RowsOp op) {
-  std::vector<std::string> args;
-  if (Value pos = op.getPositions())
-    args.push_back(name(pos));
-  for (Value v : op.getInputs())
-    args.push_back(name(v));
-  for (Value v : op.getOutputs())
-    args.push_back(name(v));
+  // The kernel's arguments without the segments: the functor is told the
+  // sequence.
+  std::vector<std::string> args = rowKernelArgs(op, /*segments=*/false);
   return fmt::format("{}modc_gather_{}{{{}}}",
                      targetIsCuda() ? "modc_rows::" : "",
                      rowKernelOf.lookup(op), fmt::join(args, ", "));
