@@ -194,8 +194,11 @@ static llvm::Error compileEmulatedCudaSource(const PackageOptions &opts,
   llvm::sys::path::append(library, "libmodel.so");
   llvm::sys::path::append(log, "build.log");
   // Symbols stay visible: the emulation's launch log names kernels by them.
+  // -O1: two thirds of -O2's compile time, and the tests' small models run
+  // as fast (an hd128 bf16 package: 25 s against 37 s to build, gradients
+  // in 8 s either way).
   llvm::SmallVector<std::string> args = {
-      *cxx, "-std=c++20", "-O2", "-x", "c++", "-fPIC", "-shared", "-pthread",
+      *cxx, "-std=c++20", "-O1", "-x", "c++", "-fPIC", "-shared", "-pthread",
       "-I" + opts.cudaEmulationDir, "-o", std::string(library),
       std::string(source)};
   appendSanitizeFlags(args);
