@@ -643,8 +643,10 @@ LogicalResult PlanEmitter::emitGatherDefinitions() {
         op.getWidth(), index);
     for (const std::string &member : rowKernelParamList(op, false))
       os << "  " << member << ";\n";
-    os << fmt::format("  static constexpr int64_t width = {};\n",
-                      op.getWidth());
+    // The CPU prelude sizes its parallel regions by the row's width.
+    if (!cuda)
+      os << fmt::format("  static constexpr int64_t width = {};\n",
+                        op.getWidth());
     int inner;
     if (cuda) {
       // Every lane of a warp, for row i of sequence seq.
