@@ -123,6 +123,8 @@ constexpr auto routerGrad16x40 = rows_cpu::modc_rows_76;
 constexpr auto routerGrad24x300 = rows_cpu::modc_rows_77;
 // Two column sums, W = 40: (rows, x, y, a, b) with a += x, b += x * y.
 constexpr auto twoColumnSums40 = rows_cpu::modc_rows_78;
+// The embedding lookup, V = 19, D = 37: (rows, tokens, table, out).
+constexpr auto embed19x37 = rows_cpu::modc_rows_79;
 // Gathers fused into the selection, S = 40, D = 70: functors {pos, x, w,
 // gathered, normed} (RMSNorm, eps 1e-5) and {pos, x, scale, w, gathered,
 // normed}, for select_topk and gather_sequences.
@@ -200,6 +202,7 @@ constexpr auto rmsnormGrad64 = rows_cuda::modc_rows_73;
 constexpr auto routerGrad16x40 = rows_cuda::modc_rows_76;
 constexpr auto routerGrad24x300 = rows_cuda::modc_rows_77;
 constexpr auto twoColumnSums40 = rows_cuda::modc_rows_78;
+constexpr auto embed19x37 = rows_cuda::modc_rows_79;
 using FusedGatherRmsnorm40x70 = rows_cuda::modc_gather_0;
 using FusedGatherScale40x70 = rows_cuda::modc_gather_1;
 using FusedDecodeGatherRmsnorm64 = rows_cuda::modc_gather_2;

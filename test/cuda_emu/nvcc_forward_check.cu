@@ -22,7 +22,6 @@ void instantiate(cudaStream_t st) {
   int32_t *pos = nullptr, *mask = nullptr;
   const int32_t *tok = nullptr;
   const int64_t B = 8, maxRows = B * S;
-  embed<D>(tok, maxRows, cf, f, st);
   identity_segments<S>(B, pos, seg, st);
   linear<D, D>(cf, rows, maxRows, cf, f, st);
   linear<V, D>(cf, rows, maxRows, cf, f, st);

@@ -70,19 +70,25 @@ void rmsnormRef(const float *x, int D, const float *w, double eps,
 // Elementwise and row kernels
 //===----------------------------------------------------------------------===//
 
+// The embedding lookup as modc generates it (modk.rows with a lookup,
+// test/common/RowKernels.mlir): a bit copy of each token's table row, and
+// nothing past the rows.
 TEST(CpuKernels, Embed) {
-  constexpr int D = 24, V = 50;
+  constexpr int D = 37, V = 19;
   auto table = randn(V * D, 1);
   std::mt19937 rng(2);
-  std::vector<int32_t> tok(37);
+  std::vector<int32_t> tok(36); // 12 sequences of 3 tokens
   for (auto &t : tok)
     t = int32_t(rng() % V);
-  std::vector<float> out(tok.size() * D);
-  modk_cpu::embed<D>(tok.data(), int64_t(tok.size()), table.data(),
-                     out.data());
-  for (size_t i = 0; i < tok.size(); ++i)
+  tok[0] = 0;
+  tok[1] = V - 1;
+  const int64_t rows = int64_t(tok.size()) - 3; // the last sequence unused
+  std::vector<float> out(tok.size() * D, -7.0f);
+  gen_cpu::embed19x37(rows, tok.data(), table.data(), out.data());
+  for (int64_t i = 0; i < int64_t(tok.size()); ++i)
     for (int d = 0; d < D; ++d)
-      ASSERT_EQ(out[i * D + d], table[tok[i] * D + d]);
+      ASSERT_EQ(out[i * D + d], i < rows ? table[tok[i] * D + d] : -7.0f)
+          << "row " << i << " column " << d;
 }
 
 // RMSNorm as modc generates it (modk.rows, test/common/RowKernels.mlir).

@@ -107,21 +107,13 @@ LogicalResult PlanEmitter::emitKernel(Operation *op) {
   if (isa<modk::RMSNormOp, modk::AddOp, modk::ActivationOp,
           modk::ActivationGradOp, modk::RouteSelectGatherOp,
           modk::DecodeRouteOp, modk::GatherGradOp, modk::ScatterGradOp,
-          modk::RMSNormGradOp, modk::RouterGradOp>(op))
+          modk::RMSNormGradOp, modk::RouterGradOp, modk::EmbedOp>(op))
     return op->emitOpError("is generated from its math: run modk-generalize "
                            "before emitting");
   if (auto ids = dyn_cast<modk::IdentityRowsOp>(op)) {
     emitCall({"identity_segments",
               {width(ids.getPositions())},
               {"B", name(ids.getPositions()), name(ids.getSegments())}});
-    return success();
-  }
-  if (auto embed = dyn_cast<modk::EmbedOp>(op)) {
-    emitCall({"embed",
-              {width(embed.getOutput())},
-              {name(embed.getTokens()),
-               fmt::format("B * {}", width(embed.getTokens())),
-               name(embed.getTable()), name(embed.getOutput())}});
     return success();
   }
   if (auto attn = dyn_cast<modk::AttentionOp>(op)) {

@@ -245,6 +245,8 @@ public:
   /// `row` of the row set reads or writes: the row itself, or its token
   /// `seq * T + pos` (writeTokenIndex).
   std::string rowOf(unsigned index, StringRef row) {
+    if (std::optional<unsigned> ids = op.getLookupIds(index))
+      return fmt::format("id{}", *ids); // the table's row (writeTokenIndex)
     if (!op.isTokenOperand(index))
       return row.str();
     int64_t tokens =
@@ -266,10 +268,14 @@ public:
     if (!op.getTokenOperands().empty() && op.getPositions())
       os << fmt::format("{:{}}const int64_t tok = pos[{}];\n", "", indent,
                         row.str());
-    for (unsigned j = 0, e = op.getInputs().size(); j < e; ++j)
-      if (op.isTokenScalar(j) || op.isRowScalarInput(j))
+    for (unsigned j = 0, e = op.getInputs().size(); j < e; ++j) {
+      if (op.isLookupIds(j))
+        os << fmt::format("{:{}}const int64_t id{} = in{}[{}];\n", "", indent,
+                          j, j, rowOf(j, row));
+      else if (op.isTokenScalar(j) || op.isRowScalarInput(j))
         os << fmt::format("{:{}}const float x{} = static_cast<float>(in{}[{}]);\n",
                           "", indent, j, j, rowOf(j, row));
+    }
   }
 
   /// Writes the stores of the values `body` yields, element (row, col) of
@@ -424,6 +430,8 @@ std::string PlanEmitter::rowKernelKey(modk::RowsOp op) {
     os << t << ";";
   for (int64_t t : op.getTokenOperands())
     os << "token" << t << ";";
+  for (int64_t t : op.getLookups())
+    os << "lookup" << t << ";";
   for (Region *region : {&op.getReduce(), &op.getBody()}) {
     Block &block = region->front();
     llvm::DenseMap<Value, unsigned> position;
@@ -490,7 +498,7 @@ Value PlanEmitter::rowBuffer(modk::RowsOp op) {
   for (unsigned i = 0, e = op.getInputs().size() + op.getOutputs().size();
        i < e; ++i) {
     Value v = op.getInputOrOutput(i);
-    if (!op.isTokenOperand(i) && !op.isColumnVector(v))
+    if (!op.isTokenOperand(i) && !op.isColumnVector(v) && !op.getLookupIds(i))
       return v;
   }
   return op.getOutputs().front(); // the verifier requires one

@@ -502,8 +502,25 @@ bool RowsOp::isRowInvariantArgument(BlockArgument arg) {
          isRowScalarInput(arg.getArgNumber());
 }
 
+std::optional<unsigned> RowsOp::getLookupIds(unsigned index) {
+  ArrayRef<int64_t> pairs = getLookups();
+  for (size_t k = 0; k + 1 < pairs.size(); k += 2)
+    if (pairs[k] == int64_t(index))
+      return unsigned(pairs[k + 1]);
+  return std::nullopt;
+}
+
+bool RowsOp::isLookupIds(unsigned index) {
+  ArrayRef<int64_t> pairs = getLookups();
+  for (size_t k = 1; k < pairs.size(); k += 2)
+    if (pairs[k] == int64_t(index))
+      return true;
+  return false;
+}
+
 bool RowsOp::isRowScalarInput(unsigned index) {
-  if (index >= getInputs().size() || isTokenOperand(index))
+  if (index >= getInputs().size() || isTokenOperand(index) ||
+      getLookupIds(index))
     return false;
   Value in = getInputs()[index];
   return cast<MemRefType>(in.getType()).getRank() == 2 && !isVectorShape(in);
@@ -555,6 +572,32 @@ LogicalResult RowsOp::verify() {
   for (int64_t i : getTokenOperands())
     if (i < 0 || i >= int64_t(nIn + getOutputs().size()))
       return emitOpError() << "token operand " << i << " does not exist";
+  ArrayRef<int64_t> lookups = getLookups();
+  if (lookups.size() % 2 != 0)
+    return emitOpError("lookups must be pairs [table, ids, ...] of inputs");
+  for (size_t k = 0; k < lookups.size(); k += 2) {
+    int64_t table = lookups[k], ids = lookups[k + 1];
+    if (table < 0 || ids < 0 || table >= int64_t(nIn) || ids >= int64_t(nIn) ||
+        table == ids)
+      return emitOpError() << "lookup " << k / 2
+                           << " must name two different inputs";
+    if (isTokenOperand(table) || isTokenOperand(ids))
+      return emitOpError() << "lookup " << k / 2
+                           << " cannot read a token operand";
+    auto tableType = cast<MemRefType>(getInputs()[table].getType());
+    if (tableType.getRank() != 2 || tableType.getDimSize(0) < 2 ||
+        ShapedType::isDynamic(tableType.getDimSize(0)))
+      return emitOpError() << "lookup table (input " << table
+                           << ") must be [V, width] with V > 1";
+    auto idsType = cast<MemRefType>(getInputs()[ids].getType());
+    if (!idsType.getElementType().isInteger(32) || idsType.getRank() != 2)
+      return emitOpError() << "lookup ids (input " << ids
+                           << ") must be [B, rows] of i32";
+    for (size_t other = 0; other < k; other += 2)
+      if (lookups[other] == table)
+        return emitOpError()
+               << "input " << table << " is the table of two lookups";
+  }
   unsigned columnSums = 0;
   for (auto [k, out] : llvm::enumerate(getOutputs())) {
     int64_t rank = cast<MemRefType>(out.getType()).getRank();
@@ -588,6 +631,19 @@ LogicalResult RowsOp::verify() {
     Value v = getInputOrOutput(i);
     auto type = cast<MemRefType>(v.getType());
     bool output = i >= nIn;
+    if (!output && getLookupIds(i)) {
+      if (!isRowElement(type.getElementType()) || lastDim(v) != width)
+        return emitOpError()
+               << "lookup table (input " << i
+               << ") must hold f32 or bf16 rows of width " << width;
+      continue;
+    }
+    if (!output && isLookupIds(i)) {
+      if (rows && type.getShape() != *rows)
+        return emitOpError("all row buffers must have one shape");
+      rows = type.getShape();
+      continue;
+    }
     if (!isRowElement(type.getElementType()))
       return emitOpError() << (output ? "outputs" : "inputs")
                            << " must hold f32 or bf16";
@@ -672,6 +728,13 @@ LogicalResult RowsOp::verifyRegions() {
       failed(verifyRowsBlock(*this, getBody().front(), "body",
                              n + getNumReductions(), getOutputs().size())))
     return failure();
+  // A lookup's ids address the table; they are not an element.
+  for (unsigned j = 0; j < n; ++j)
+    if (isLookupIds(j) && (!getReduce().front().getArgument(j).use_empty() ||
+                           !getBody().front().getArgument(j).use_empty()))
+      return emitOpError() << "input " << j
+                           << " holds a lookup's ids: the regions cannot "
+                              "read it";
   // A value a row depends on no element: only on the row's sums, its
   // token's scalars and constants.
   Block &body = getBody().front();

@@ -14,6 +14,9 @@
 // CHECK-NEXT: %[[IN:.*]] = modk.alloc
 // CHECK-NEXT: %[[TGT:.*]] = modk.alloc
 // CHECK-NEXT: modk.split_tokens(%[[T]], %[[IN]], %[[TGT]]) :
+// CHECK-NEXT: %[[POS:.*]] = modk.alloc
+// CHECK-NEXT: %[[SEG:.*]] = modk.alloc
+// CHECK-NEXT: modk.identity_rows -> %[[POS]], %[[SEG]] :
 // CHECK-NEXT: %[[X:.*]] = modk.alloc
 // CHECK-NEXT: modk.embed %[[IN]], %{{.*}} -> %[[X]]
 // The kernels of training's forward pass, in its order: pre-activations kept,

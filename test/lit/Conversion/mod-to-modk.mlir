@@ -10,9 +10,11 @@
 // CHECK-NOT: lm_head.weight
 // CHECK: %[[EMB:.*]] = modk.param "embed.weight"
 // CHECK: %[[TOK:.*]] = modk.input "tokens" : memref<?x16xi32>
+// The identity row set (every token, in order) first: the embedding's
+// rows (modk-generalize makes the lookup a row kernel over them).
+// CHECK: modk.identity_rows -> %[[POS:.*]], %[[SEG:.*]] :
 // CHECK: %[[X:.*]] = modk.alloc : memref<?x16x32xf32>
 // CHECK: modk.embed %[[TOK]], %[[EMB]] -> %[[X]]
-// CHECK: modk.identity_rows -> %[[POS:.*]], %[[SEG:.*]] :
 // Dense block: QKV with RoPE in the epilogue, attention; the O-projection
 // and the down projection are plain GEMMs whose residual adds (in place on
 // the stream) and the MLP's activation are kernels of their own here:

@@ -619,3 +619,94 @@ func.func @decode_gather_positions(%r: memref<?x1xf32>, %step: memref<?x1xi32>, 
   }
   return
 }
+
+// -----
+
+// A lookup names a pair of inputs: [table, ids].
+func.func @rows_lookup_pairs(%t: memref<?x4xi32>, %e: memref<64x32xf32>, %seg: memref<?x1xi64>, %y: memref<?x4x32xf32>) {
+  // expected-error @+1 {{lookups must be pairs [table, ids, ...] of inputs}}
+  modk.rows ins(%t, %e : memref<?x4xi32>, memref<64x32xf32>) rows %seg : memref<?x1xi64> outs(%y : memref<?x4x32xf32>) attributes {lookups = array<i64: 1>} reduce {
+  ^bb0(%a: f32, %b: f32):
+    modk.yield
+  } body {
+  ^bb0(%a: f32, %b: f32):
+    modk.yield %b : f32
+  }
+  return
+}
+
+// -----
+
+// A lookup's ids are i32, one a row.
+func.func @rows_lookup_ids_type(%t: memref<?x4xf32>, %e: memref<64x32xf32>, %seg: memref<?x1xi64>, %y: memref<?x4x32xf32>) {
+  // expected-error @+1 {{lookup ids (input 0) must be [B, rows] of i32}}
+  modk.rows ins(%t, %e : memref<?x4xf32>, memref<64x32xf32>) rows %seg : memref<?x1xi64> outs(%y : memref<?x4x32xf32>) attributes {lookups = array<i64: 1, 0>} reduce {
+  ^bb0(%a: f32, %b: f32):
+    modk.yield
+  } body {
+  ^bb0(%a: f32, %b: f32):
+    modk.yield %b : f32
+  }
+  return
+}
+
+// -----
+
+// A lookup's table is [V, width] with V > 1 (a [1, width] input is a vector).
+func.func @rows_lookup_table_shape(%t: memref<?x4xi32>, %e: memref<1x32xf32>, %seg: memref<?x1xi64>, %y: memref<?x4x32xf32>) {
+  // expected-error @+1 {{lookup table (input 1) must be [V, width] with V > 1}}
+  modk.rows ins(%t, %e : memref<?x4xi32>, memref<1x32xf32>) rows %seg : memref<?x1xi64> outs(%y : memref<?x4x32xf32>) attributes {lookups = array<i64: 1, 0>} reduce {
+  ^bb0(%a: f32, %b: f32):
+    modk.yield
+  } body {
+  ^bb0(%a: f32, %b: f32):
+    modk.yield %b : f32
+  }
+  return
+}
+
+// -----
+
+// The table's rows hold the row width.
+func.func @rows_lookup_table_width(%t: memref<?x4xi32>, %e: memref<64x16xf32>, %seg: memref<?x1xi64>, %y: memref<?x4x32xf32>) {
+  // expected-error @+1 {{lookup table (input 1) must hold f32 or bf16 rows of width 32}}
+  modk.rows ins(%t, %e : memref<?x4xi32>, memref<64x16xf32>) rows %seg : memref<?x1xi64> outs(%y : memref<?x4x32xf32>) attributes {lookups = array<i64: 1, 0>} reduce {
+  ^bb0(%a: f32, %b: f32):
+    modk.yield
+  } body {
+  ^bb0(%a: f32, %b: f32):
+    modk.yield %b : f32
+  }
+  return
+}
+
+// -----
+
+// The ids address the table; the regions cannot read them as an element.
+func.func @rows_lookup_ids_read(%t: memref<?x4xi32>, %e: memref<64x32xf32>, %seg: memref<?x1xi64>, %y: memref<?x4x32xf32>) {
+  // expected-error @+1 {{input 0 holds a lookup's ids: the regions cannot read it}}
+  modk.rows ins(%t, %e : memref<?x4xi32>, memref<64x32xf32>) rows %seg : memref<?x1xi64> outs(%y : memref<?x4x32xf32>) attributes {lookups = array<i64: 1, 0>} reduce {
+  ^bb0(%a: f32, %b: f32):
+    modk.yield
+  } body {
+  ^bb0(%a: f32, %b: f32):
+    %s = arith.addf %a, %b : f32
+    modk.yield %s : f32
+  }
+  return
+}
+
+// -----
+
+// A lookup's table is an input of its own, not the ids.
+func.func @rows_lookup_same_input(%t: memref<?x4xi32>, %e: memref<64x32xf32>, %seg: memref<?x1xi64>, %y: memref<?x4x32xf32>) {
+  // expected-error @+1 {{lookup 0 must name two different inputs}}
+  modk.rows ins(%t, %e : memref<?x4xi32>, memref<64x32xf32>) rows %seg : memref<?x1xi64> outs(%y : memref<?x4x32xf32>) attributes {lookups = array<i64: 1, 1>} reduce {
+  ^bb0(%a: f32, %b: f32):
+    modk.yield
+  } body {
+  ^bb0(%a: f32, %b: f32):
+    modk.yield %b : f32
+  }
+  return
+}

@@ -9,9 +9,19 @@
 // The planned launch plan of a 2-layer model (layer 1 routed, k = 4 of 16,
 // sigmoid gate, predictor router), emitted as C++ specialised on its shapes.
 // CHECK: namespace modk_cpu
-// The row kernels, generated from the modk.rows regions. RMSNorm: the sum
-// of squares in one SIMD pass, the row's scale once, then the elements.
-// CHECK-LABEL: void modc_rows_0(int64_t rows, const float *in0, const float *in1, float *out0) {
+// The row kernels, generated from the modk.rows regions. First the
+// embedding lookup: each row's token selects the table's row (a lookup).
+// CHECK-LABEL: void modc_rows_0(int64_t rows, const int32_t *in0, const float *in1, float *out0) {
+// CHECK-NEXT: #pragma omp parallel for if (rows * 32 > modk_cpu::detail::kMinParallelWork)
+// CHECK-NEXT: for (int64_t i = 0; i < rows; ++i) {
+// CHECK-NEXT: const int64_t id0 = in0[i];
+// CHECK-NEXT: #pragma omp simd
+// CHECK-NEXT: for (int64_t c = 0; c < 32; ++c) {
+// CHECK-NEXT: const float x1 = static_cast<float>(in1[id0 * 32 + c]);
+// CHECK-NEXT: out0[i * 32 + c] = x1;
+// RMSNorm: the sum of squares in one SIMD pass, the row's scale once, then
+// the elements.
+// CHECK-LABEL: void modc_rows_1(int64_t rows, const float *in0, const float *in1, float *out0) {
 // CHECK-NEXT: #pragma omp parallel for if (rows * 32 > modk_cpu::detail::kMinParallelWork)
 // CHECK-NEXT: for (int64_t i = 0; i < rows; ++i) {
 // CHECK-NEXT: float sum0 = 0.0f;
@@ -114,8 +124,8 @@
 // CHECK: const float *w0 = args->params[0]; // embed.weight
 // CHECK: float *[[X:buf[0-9]+]] = reinterpret_cast<float *>(ws + B * 0);
 // CHECK: int32_t *routed1 = args->routed + (int64_t)0 * B * 16;
-// CHECK: modk_cpu::embed<32>(args->tokens, B * 16, w0, [[X]]);
-// CHECK: modc_rows_0([[SEG0:buf[0-9]+]][B], [[X]], w1, {{buf[0-9]+}});
+// CHECK: modc_rows_0([[SEG0:buf[0-9]+]][B], args->tokens, w0, [[X]]);
+// CHECK: modc_rows_1([[SEG0]][B], [[X]], w1, {{buf[0-9]+}});
 // CHECK: modk_cpu::rope<2, 16>(
 // CHECK: modk_cpu::causal_attention<2, 16>(
 // The O-projection accumulates into the stream: the fused residual add.
@@ -152,10 +162,10 @@
 // Gathered GEMMs run on the rows the selection made.
 // CHECK: const int64_t rows = [[SEG]][B];
 // The routed block's attention residual, in place on its gathered rows, and
-// its MLP norm: the dense layers' kernel again (modc_rows_0).
+// its MLP norm: the dense layers' kernel again (modc_rows_1).
 // CHECK: modc_rows_{{[0-9]+}}([[SEG]][B], [[G:buf[0-9]+]], {{buf[0-9]+}}, [[G]]);
 // CHECK-NEXT: if (profile)
-// CHECK-NEXT: modc_rows_0([[SEG]][B], [[G]], w{{[0-9]+}}, {{buf[0-9]+}});
+// CHECK-NEXT: modc_rows_1([[SEG]][B], [[G]], w{{[0-9]+}}, {{buf[0-9]+}});
 // The down projection into its scratch rows, then the generated gated
 // scatter into the stream at the selected positions.
 // CHECK: modk.gemm [32 x 64] epilogue=none
@@ -218,7 +228,7 @@
 // COLSUM: modc_grad(const modc_grad_args *args)
 // COLSUM: modc_rows_[[NG]]({{buf[0-9]+}}[B], {{buf[0-9]+}}, w[[FN:[0-9]+]], {{buf[0-9]+}}, {{buf[0-9]+}}, g[[FN]]);
 
-// NAMED: error: 'modk.rmsnorm' op is generated from its math: run modk-generalize before emitting
+// NAMED: error: 'modk.embed' op is generated from its math: run modk-generalize before emitting
 // NO-OPTIMIZER: error: 'modk.entry' op is a training entry without a modk.optimizer for modc_adamw (run modk-generate-optimizer)
 // The gather + RMSNorm fused into the selection (modk-fuse-select-gather):
 // a functor over a sequence's rows, its sequence given (no search of the
@@ -273,10 +283,10 @@ module {
     %24 = modk.param "final_norm.weight" : memref<32xf32>
     %25 = modk.input "tokens" : memref<?x16xi32>
     %26 = modk.alloc {offset = 0 : i64} : memref<?x16x32xf32>
-    modk.embed %25, %0 -> %26 : memref<?x16xi32>, memref<64x32xf32>, memref<?x16x32xf32>
     %27 = modk.alloc {offset = 2112 : i64} : memref<?x16xi32>
     %28 = modk.alloc {offset = 2240 : i64} : memref<?x1xi64>
     modk.identity_rows -> %27, %28 : memref<?x16xi32>, memref<?x1xi64>
+    modk.embed %25, %0 -> %26 : memref<?x16xi32>, memref<64x32xf32>, memref<?x16x32xf32>
     %29 = modk.alloc {offset = 2368 : i64} : memref<?x16x32xf32>
     modk.rmsnorm %26, %1 rows %28 -> %29 {eps = 1.000000e-05 : f64} : memref<?x16x32xf32>, memref<32xf32>, memref<?x1xi64>, memref<?x16x32xf32>
     %30 = modk.alloc {offset = 4480 : i64} : memref<?x16x32xf32>
@@ -358,10 +368,10 @@ module {
     %27 = modk.alloc {offset = 128 : i64} : memref<?x16xi32>
     modk.split_tokens(%25, %26, %27) : memref<?x17xi32>, memref<?x16xi32>, memref<?x16xi32>
     %28 = modk.alloc {offset = 256 : i64} : memref<?x16x32xf32>
-    modk.embed %26, %0 -> %28 : memref<?x16xi32>, memref<64x32xf32>, memref<?x16x32xf32>
     %29 = modk.alloc {offset = 2368 : i64} : memref<?x16xi32>
     %30 = modk.alloc {offset = 2496 : i64} : memref<?x1xi64>
     modk.identity_rows -> %29, %30 : memref<?x16xi32>, memref<?x1xi64>
+    modk.embed %26, %0 -> %28 : memref<?x16xi32>, memref<64x32xf32>, memref<?x16x32xf32>
     %31 = modk.alloc {offset = 2624 : i64} : memref<?x16x32xf32>
     modk.rmsnorm %28, %1 rows %30 -> %31 {eps = 1.000000e-05 : f64} : memref<?x16x32xf32>, memref<32xf32>, memref<?x1xi64>, memref<?x16x32xf32>
     %32 = modk.alloc {offset = 4736 : i64} : memref<?x16x32xf32>

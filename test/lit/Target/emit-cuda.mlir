@@ -34,8 +34,15 @@
 // CHECK-NEXT: // #modk.gemm_config<mma 64x64, split 264>
 // CHECK-NEXT: using gemm_plan_{{[0-9]+}} = modk_cuda::detail::GemmPlan<264, 0, modk_cuda::detail::GemmVariant<0, modk_cuda::detail::PathMma, 64, 64, 0, false>>;
 // The row kernels of the same modk.rows regions as the CPU's (emit-cpp.mlir):
-// the same statements, a warp per row, the sums by warp shuffles.
-// CHECK-LABEL: __global__ __launch_bounds__(modk_cuda::detail::kThreads) void modc_rows_0(const int64_t *rows, const float *in0, const float *in1, float *out0) {
+// the same statements, a warp per row, the sums by warp shuffles. The
+// embedding lookup:
+// CHECK-LABEL: __global__ __launch_bounds__(modk_cuda::detail::kThreads) void modc_rows_0(const int64_t *rows, const int32_t *in0, const float *in1, float *out0) {
+// CHECK: const int64_t id0 = in0[i];
+// CHECK-NEXT: for (int c = lane; c < 32; c += modk_cuda::kWarp) {
+// CHECK-NEXT: const float x1 = static_cast<float>(in1[id0 * 32 + c]);
+// CHECK-NEXT: out0[i * 32 + c] = x1;
+// RMSNorm:
+// CHECK-LABEL: __global__ __launch_bounds__(modk_cuda::detail::kThreads) void modc_rows_1(const int64_t *rows, const float *in0, const float *in1, float *out0) {
 // CHECK-NEXT: const int64_t i = int64_t(blockIdx.x) * modk_cuda::detail::kRowWarps + threadIdx.x / modk_cuda::kWarp;
 // CHECK-NEXT: if (i >= *rows)
 // CHECK-NEXT: return;
@@ -93,10 +100,11 @@
 // Every kernel reads the checked copy of the tokens, never args->tokens.
 // CHECK: checkTokens("modc_forward", args->tokens, nullptr, safeTokens, B * 16, 16, s);
 // CHECK: float *[[X:buf[0-9]+]] = reinterpret_cast<float *>(ws + B * 0);
-// CHECK: modk_cuda::embed<32>(safeTokens, B * 16, w0, [[X]], s);
 // Row counts are device pointers (seg + B) with a static bound (B * rows).
 // CHECK: if (B * 16 > 0)
-// CHECK-NEXT: MODC_LAUNCH(modc_rows::modc_rows_0, unsigned(modk_cuda::ceilDiv(B * 16, modk_cuda::detail::kRowWarps)), modk_cuda::detail::kThreads, 0, s, [[SEG:buf[0-9]+]] + B, [[X]], w1,
+// CHECK-NEXT: MODC_LAUNCH(modc_rows::modc_rows_0, unsigned(modk_cuda::ceilDiv(B * 16, modk_cuda::detail::kRowWarps)), modk_cuda::detail::kThreads, 0, s, [[SEG:buf[0-9]+]] + B, safeTokens, w0, [[X]]);
+// CHECK: if (B * 16 > 0)
+// CHECK-NEXT: MODC_LAUNCH(modc_rows::modc_rows_1, unsigned(modk_cuda::ceilDiv(B * 16, modk_cuda::detail::kRowWarps)), modk_cuda::detail::kThreads, 0, s, [[SEG]] + B, [[X]], w1,
 // CHECK: modk_cuda::linear_rope<2, 16, 32, 0, [[PLAN]]>(
 // CHECK: modk_cuda::causal_attention<2, 16, 0, 1>(
 // The O-projection accumulates into the stream: the fused residual add,
@@ -168,7 +176,7 @@
 // COLSUM-NEXT: modk_cuda::train_detail::launchReduceColumns((const float *)scratch, 32, [[SEG]] + B, 0, modk_cuda::train_detail::ColOut{g[[FN]], g[[FN]], g[[FN]], 32, 0}, s);
 // COLSUM: sizeof(float) * modk_cuda::row_reduce_scratch_floats(B * 16, 32)
 
-// NAMED: error: 'modk.rmsnorm' op is generated from its math: run modk-generalize before emitting
+// NAMED: error: 'modk.embed' op is generated from its math: run modk-generalize before emitting
 // UNPLANNED: has no memory plan; run modk-plan-memory first
 // UNCONFIGURED: error: a CUDA product needs its kernels chosen: run modk-configure-gemms first
 // WRONGARCH: error: the kernels chosen for this product need sm_90a (wgmma), not sm_80: run modk-configure-gemms{arch=sm_80}

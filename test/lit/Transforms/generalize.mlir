@@ -341,3 +341,39 @@ modk.entry @router_grad attributes {model = #modk.model<name = "t", vocab_size =
   %dw = modk.output "grad.r" : memref<1x32xf32>
   modk.router_grad(%x, %w, %dr, %dx, %dw) : memref<?x16x32xf32>, memref<1x32xf32>, memref<?x16xf32>, memref<?x16x32xf32>, memref<1x32xf32>
 }
+
+// The embedding lookup, over every token (the identity row set, found
+// before it): a modk.rows whose table input is read at each row's token
+// (lookups = [table, ids]), and whose body yields the table's element.
+// CHECK-LABEL: modk.entry @embed
+// CHECK: modk.identity_rows -> %{{.*}}, %[[ALL:.*]] :
+// CHECK: modk.rows ins(%[[TOK:.*]], %[[TABLE:.*]] : memref<?x16xi32>, memref<64x32xf32>) rows %[[ALL]] : memref<?x1xi64> outs(%[[X:.*]] : memref<?x16x32xf32>) attributes {lookups = array<i64: 1, 0>} reduce {
+// CHECK-NEXT: ^bb0(%{{.*}}: f32, %{{.*}}: f32):
+// CHECK-NEXT: modk.yield
+// CHECK-NEXT: } body {
+// CHECK-NEXT: ^bb0(%{{.*}}: f32, %[[E:.*]]: f32):
+// CHECK-NEXT: modk.yield %[[E]] : f32
+// CHECK-NOT: modk.embed
+modk.entry @embed attributes {model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = ["topk"], params = [{init = "normal", name = "embed.weight", shape = [64, 32]}]} {
+  %table = modk.param "embed.weight" : memref<64x32xf32>
+  %tok = modk.input "tokens" : memref<?x16xi32>
+  %pos = modk.alloc : memref<?x16xi32>
+  %seg = modk.alloc : memref<?x1xi64>
+  modk.identity_rows -> %pos, %seg : memref<?x16xi32>, memref<?x1xi64>
+  %x = modk.alloc : memref<?x16x32xf32>
+  modk.embed %tok, %table -> %x : memref<?x16xi32>, memref<64x32xf32>, memref<?x16x32xf32>
+}
+
+// A decode step's lookup, one token a sequence, with no identity row set
+// before it: the pass makes one (T = 1) right before the lookup.
+// CHECK-LABEL: modk.entry @decode_embed
+// CHECK: %[[DPOS:.*]] = modk.alloc : memref<?x1xi32>
+// CHECK-NEXT: %[[DSEG:.*]] = modk.alloc : memref<?x1xi64>
+// CHECK-NEXT: modk.identity_rows -> %[[DPOS]], %[[DSEG]] : memref<?x1xi32>, memref<?x1xi64>
+// CHECK-NEXT: modk.rows ins(%{{.*}}, %{{.*}} : memref<?x1xi32>, memref<64x32xf32>) rows %[[DSEG]] : memref<?x1xi64> outs(%{{.*}} : memref<?x1x32xf32>) attributes {lookups = array<i64: 1, 0>} reduce {
+modk.entry @decode_embed attributes {model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = ["causal"], params = [{init = "normal", name = "embed.weight", shape = [64, 32]}]} {
+  %table = modk.param "embed.weight" : memref<64x32xf32>
+  %tok = modk.input "tokens" : memref<?x1xi32>
+  %x = modk.alloc : memref<?x1x32xf32>
+  modk.embed %tok, %table -> %x : memref<?x1xi32>, memref<64x32xf32>, memref<?x1x32xf32>
+}

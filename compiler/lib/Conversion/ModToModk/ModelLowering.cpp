@@ -254,12 +254,14 @@ LogicalResult ModelLowering::lower(Operation *op) {
     return success();
   }
   if (auto embed = dyn_cast<mod::EmbedOp>(op)) {
+    // The row set first: modk-generalize makes the lookup a row kernel over
+    // the identity rows that run before it.
+    rowSets[embed] = identityRows();
     Value x = alloc({seqLen, d}, f32);
     modk::EmbedOp::create(
         b, loc, buffers[embed.getTokens()],
         param("embed.weight", {model.getVocabSize(), d}, "normal", 0.02), x);
     buffers[embed] = x;
-    rowSets[embed] = identityRows();
     return success();
   }
   if (auto norm = dyn_cast<mod::RMSNormOp>(op)) {

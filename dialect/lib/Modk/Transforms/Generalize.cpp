@@ -43,12 +43,13 @@ struct TokenAccess {
 /// `segments` before `op`, with `reduce` and `body` building its regions.
 void createRows(PatternRewriter &rewriter, Operation *op, ValueRange inputs,
                 Value segments, ValueRange outputs, unsigned reductions,
-                RegionFn reduce, RegionFn body,
-                const TokenAccess &tokens = {}) {
+                RegionFn reduce, RegionFn body, const TokenAccess &tokens = {},
+                ArrayRef<int64_t> lookups = {}) {
   Location loc = op->getLoc();
-  auto rows = modk::RowsOp::create(rewriter, loc, inputs, segments,
-                                   tokens.positions, outputs,
-                                   rewriter.getDenseI64ArrayAttr(tokens.operands));
+  auto rows = modk::RowsOp::create(
+      rewriter, loc, inputs, segments, tokens.positions, outputs,
+      rewriter.getDenseI64ArrayAttr(tokens.operands),
+      rewriter.getDenseI64ArrayAttr(lookups));
   Type f32 = rewriter.getF32Type();
   auto fill = [&](Region &region, unsigned args, RegionFn fn) {
     SmallVector<Type> types(args, f32);
@@ -532,6 +533,25 @@ struct RouterGradToRows : OpRewritePattern<modk::RouterGradOp> {
   }
 };
 
+/// The embedding lookup x[b, i] = table[tokens[b, i]] (docs/model-format.md
+/// section 3) over every token (the identity row set of the tokens): a row
+/// kernel whose one input element is the table's, at the token's row.
+struct EmbedToRows : OpRewritePattern<modk::EmbedOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(modk::EmbedOp op,
+                                PatternRewriter &rewriter) const override {
+    auto tokens = cast<MemRefType>(op.getTokens().getType());
+    Value all = identitySegments(rewriter, op, tokens.getDimSize(1));
+    createRows(
+        rewriter, op, {op.getTokens(), op.getTable()}, all, op.getOutput(), 0,
+        noSums,
+        [](F32Math &, ValueRange a) -> SmallVector<Value> { return {a[1]}; },
+        {}, /*lookups=*/{1, 0});
+    rewriter.eraseOp(op);
+    return success();
+  }
+};
+
 struct GeneralizePass : public modc::impl::GeneralizeBase<GeneralizePass> {
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
@@ -539,7 +559,7 @@ struct GeneralizePass : public modc::impl::GeneralizeBase<GeneralizePass> {
         .add<RMSNormToRows, AddToRows, ActivationToRows, ActivationGradToRows,
              RouteSelectGatherToRows, DecodeRouteToRows, GateScaleScatterToRows,
              GatherGradToRows, ScatterGradToRows, RMSNormGradToRows,
-             RouterGradToRows, NamedEpilogueToRows>(&getContext());
+             RouterGradToRows, NamedEpilogueToRows, EmbedToRows>(&getContext());
     // One walk, each op rewritten where it stands: the plan's order is its
     // execution order, and nothing is folded or erased as dead.
     walkAndApplyPatterns(getOperation(), std::move(patterns));

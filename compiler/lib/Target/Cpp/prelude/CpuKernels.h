@@ -271,17 +271,6 @@ inline void storeRow(C *dst, const float *src, int64_t n) {
 // Elementwise and row kernels
 //===----------------------------------------------------------------------===//
 
-/// out[i] = table[tokens[i]] for i < rows; table is [V, D]. Tokens must be in
-/// [0, V): the vocabulary size is not known here, the caller validates.
-template <int D>
-inline void embed(const int32_t *tokens, int64_t rows, const float *table,
-                  float *out) {
-#pragma omp parallel for if (rows * D > detail::kMinParallelWork)
-  for (int64_t i = 0; i < rows; ++i)
-    std::memcpy(out + i * D, table + static_cast<int64_t>(tokens[i]) * D,
-                sizeof(float) * D);
-}
-
 //===----------------------------------------------------------------------===//
 // bf16 models: products of bf16 operands, accumulated in f32
 //===----------------------------------------------------------------------===//

@@ -70,17 +70,6 @@ __device__ __forceinline__ int64_t rowsOr(const int64_t *rows, int64_t n) {
   return rows ? *rows : n;
 }
 
-template <int D>
-__global__ __launch_bounds__(kThreads) void embedKernel(
-    const int32_t *tokens, int64_t n, const float *table, float *out) {
-  const int64_t total = n * D;
-  for (int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; e < total;
-       e += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t i = e / D, d = e % D;
-    out[e] = table[int64_t(tokens[i]) * D + d];
-  }
-}
-
 template <int N>
 __global__
 __launch_bounds__(kThreads) void roundBf16Kernel(float *x,
@@ -626,17 +615,6 @@ inline void round_bf16(float *x, const int64_t *rows, int64_t max_rows,
                        cudaStream_t stream) {
   detail::launchRowsOfN<N>(detail::roundBf16Kernel<N>, max_rows, stream, x,
                            rows);
-}
-
-/// out[i] = table[tokens[i]] for i < n (n a host count); table is [V, D].
-template <int D>
-inline void embed(const int32_t *tokens, int64_t n, const float *table,
-                  float *out, cudaStream_t stream) {
-  if (n <= 0)
-    return;
-  auto k = detail::embedKernel<D>;
-  MODC_LAUNCH(k, detail::strideGrid(n * D), detail::kThreads, 0, stream, tokens,
-              n, table, out);
 }
 
 /// dst[rows, N] = src rounded to bf16 (modk_cpu::store_rows into bf16: what

@@ -108,7 +108,7 @@ def Modk_IdentityRowsOp : Modk_Op<"identity_rows"> {
 }
 
 def Modk_EmbedOp : Modk_Op<"embed"> {
-  let summary = "out[b, i] = table[tokens[b, i]]";
+  let summary = "out[b, i] = table[tokens[b, i]] (modk-generalize: a modk.rows lookup)";
   let arguments = (ins Modk_Read:$tokens, Modk_Read:$table, Modk_Written:$output);
   let assemblyFormat = "$tokens `,` $table `->` $output attr-dict `:` type(operands)";
 }
@@ -318,6 +318,11 @@ def Modk_RowsOp : Modk_Op<"rows", [AttrSizedOperandSegments,
     values `body` yields for it at (i, c), added to what it holds (a weight's
     gradient), in an order that does not depend on the thread count; at
     most three a kernel (kMaxColumnSums).
+    A lookup (`lookups`: pairs of input indices [table, ids, ...]) reads
+    table input `table`, [V, width] with V > 1 (an embedding), at the row
+    that the row's id selects: ids is an i32 input [B, rows] of one id a
+    row, in [0, V) (the caller validates it), and the regions do not read
+    its argument. This is how the embedding lookup is a row kernel.
     Both regions hold `arith` and `math` ops on f32 only; the emitters
     generate each target's kernel from them (docs/compiler.md). An output
     may be an input (in place): every element of a row is read before any
@@ -340,7 +345,8 @@ def Modk_RowsOp : Modk_Op<"rows", [AttrSizedOperandSegments,
   let arguments = (ins Variadic<AnyMemRef>:$inputs, AnyMemRef:$segments,
                    Optional<AnyMemRef>:$positions,
                    Variadic<AnyMemRef>:$outputs,
-                   DefaultValuedAttr<DenseI64ArrayAttr, "{}">:$token_operands);
+                   DefaultValuedAttr<DenseI64ArrayAttr, "{}">:$token_operands,
+                   DefaultValuedAttr<DenseI64ArrayAttr, "{}">:$lookups);
   let regions = (region SizedRegion<1>:$reduce, SizedRegion<1>:$body);
   let assemblyFormat = [{
     (`ins` `(` $inputs^ `:` type($inputs) `)`)? `rows` $segments `:`
@@ -381,6 +387,11 @@ def Modk_RowsOp : Modk_Op<"rows", [AttrSizedOperandSegments,
     /// Whether operand `index` (of the inputs, then the outputs) is a token
     /// operand that holds one value a token ([B, T]).
     bool isTokenScalar(unsigned index);
+    /// The ids input of the lookup that reads input `index`, if `index` is
+    /// a lookup's table.
+    std::optional<unsigned> getLookupIds(unsigned index);
+    /// Whether input `index` holds the ids of a lookup.
+    bool isLookupIds(unsigned index);
   }];
 }
 
