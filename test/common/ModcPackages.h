@@ -1,10 +1,12 @@
-//===- ModcPackages.h - Compiling test packages with modc --------*- C++ -*-===//
+//===- ModcPackages.h - Compiling test packages with modc --------*- C++
+//-*-===//
 //
 // Shared by every test that needs a real package: the model description is
 // compiled by running the `modc` binary (MODC_BINARY) and the package is
 // cached on disk, keyed on the description and the modc binary's size and
 // modification time, so each model is compiled once even though ctest runs
-// every test in its own process.
+// every test in its own process: a lock file makes a second process that
+// wants the same package wait for the first rather than compile it too.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MODC_TEST_COMMON_MODCPACKAGES_H
@@ -13,12 +15,15 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <fcntl.h>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <sys/file.h>
 #include <system_error>
 #include <unistd.h>
 
@@ -64,12 +69,30 @@ inline std::string compiledPackageDir(const nlohmann::json &desc,
   std::filesystem::path cache(cacheDir);
   std::filesystem::create_directories(cache, ec);
   std::filesystem::path dir = cache / (desc.value("name", "model") + "-" + key);
-  if (std::filesystem::exists(dir / "manifest.json") &&
-      std::filesystem::exists(dir / "libmodel.so"))
+  auto cached = [&] {
+    return std::filesystem::exists(dir / "manifest.json") &&
+           std::filesystem::exists(dir / "libmodel.so");
+  };
+  if (cached())
+    return dir.string();
+  // Held until this function returns (the descriptor closes). Without the
+  // lock (it could not be opened) the tests still pass, compiling twice.
+  struct Lock {
+    int fd;
+    ~Lock() {
+      if (fd >= 0)
+        ::close(fd);
+    }
+  } lock{::open((dir.string() + ".lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC,
+                0644)};
+  if (lock.fd >= 0)
+    while (::flock(lock.fd, LOCK_EX) != 0 && errno == EINTR) {
+    }
+  if (cached())
     return dir.string();
 
-  // Compile into a private directory, then move it into place; a concurrent
-  // test process that wins the race leaves us its identical result.
+  // Compile into a private directory, then move it into place, so that an
+  // interrupted compile never leaves a package that looks whole.
   std::string tmpName =
       dir.filename().string() + ".tmp." + std::to_string(::getpid());
   std::filesystem::path tmp = cache / tmpName;

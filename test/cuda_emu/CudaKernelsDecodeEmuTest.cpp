@@ -153,6 +153,19 @@ struct RouteResult {
   std::vector<int32_t> pos, mask;
   std::vector<int64_t> seg;
   std::vector<float> gathered, normed;
+
+  /// Every output one entry (or row) past B, filled with a value no kernel
+  /// writes, so that a write past the rows shows.
+  static RouteResult poisoned(int64_t B, int64_t D) {
+    RouteResult o;
+    o.r.assign(B + 1, -3.0f);
+    o.pos.assign(B + 1, -9);
+    o.mask.assign(B + 1, -9);
+    o.seg.assign(B + 1, -9);
+    o.gathered.assign((B + 1) * D, -5.0f);
+    o.normed.assign((B + 1) * D, -5.0f);
+    return o;
+  }
 };
 
 /// Runs route + gather through the CUDA kernels (Cuda) or the CPU ones. With
@@ -163,13 +176,7 @@ RouteResult runRoute(const std::vector<float> &x, int64_t B,
                      const std::vector<float> *logits,
                      const std::vector<int32_t> &positions,
                      const std::vector<uint8_t> &active) {
-  RouteResult o;
-  o.r.assign(B + 1, -3.0f);
-  o.pos.assign(B + 1, -9);
-  o.mask.assign(B + 1, -9);
-  o.seg.assign(B + 1, -9);
-  o.gathered.assign((B + 1) * D, -5.0f);
-  o.normed.assign((B + 1) * D, -5.0f);
+  RouteResult o = RouteResult::poisoned(B, D);
   const float *decision = logits ? logits->data() : o.r.data();
   constexpr auto router = decodeRouter<D, Cuda>();
   constexpr auto gather = decodeGather<D, Cuda>();
@@ -253,13 +260,7 @@ TEST(CudaDecodeKernels, DecodeRouteFusedGatherMatchesCpu) {
     const int64_t rows = ref.seg[B];
     for (bool cuda : {false, true}) {
       SCOPED_TRACE(cuda ? "CUDA" : "CPU");
-      RouteResult o;
-      o.r.assign(B + 1, -3.0f);
-      o.pos.assign(B + 1, -9);
-      o.mask.assign(B + 1, -9);
-      o.seg.assign(B + 1, -9);
-      o.gathered.assign((B + 1) * D, -5.0f);
-      o.normed.assign((B + 1) * D, -5.0f);
+      RouteResult o = RouteResult::poisoned(B, D);
       if (cuda) {
         gen_cuda::launch(gen_cuda::decodeRouter64, &B, B, x.data(), w.data(),
                          o.r.data());
