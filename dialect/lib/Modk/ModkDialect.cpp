@@ -440,8 +440,7 @@ RowsOp RouteSelectOp::getGatherRows() { return gatherRowsOf(getFusedGather()); }
 
 LogicalResult RouteSelectOp::verifyRegions() {
   return verifyGatherRegion(*this, getFusedGather(), getSegments(),
-                            getPositions(),
-                            {getScores(), getMask(), getCausalScores()});
+                            getGatherPositions(), getSelectionBuffers());
 }
 
 RowsOp DecodeSelectOp::getGatherRows() {
@@ -449,10 +448,8 @@ RowsOp DecodeSelectOp::getGatherRows() {
 }
 
 LogicalResult DecodeSelectOp::verifyRegions() {
-  // The decode gather reads one token a sequence: no positions.
-  return verifyGatherRegion(*this, getFusedGather(), getSegments(), Value(),
-                            {getScores(), getMask(), getCausalScores(),
-                             getActive(), getStepPositions()});
+  return verifyGatherRegion(*this, getFusedGather(), getSegments(),
+                            getGatherPositions(), getSelectionBuffers());
 }
 
 LogicalResult ActivationGradOp::verify() {

@@ -36,20 +36,21 @@ using namespace modc;
 
 namespace {
 /// Moves the gather after `select` (a modk.route_select or a decode step's
-/// modk.decode_select) into its `gather` region where that is safe;
-/// failure (nothing changed) otherwise. `positions`: the tokens the gather
-/// must read at (a decode step's gather has none); `selection`: what the
-/// gather may not touch.
-LogicalResult fuseGatherIntoSelect(Operation *select, Region &region,
-                                   Value segments, Value positions,
-                                   ArrayRef<Value> selection,
-                                   RewriterBase &rewriter) {
+/// modk.decode_select) into its `gather` region where that is safe: the
+/// next kernel, over the rows and positions the selection writes, with no
+/// column sums, touching none of its selection buffers. Failure (nothing
+/// changed) otherwise.
+template <typename SelectOp>
+LogicalResult fuseGatherIntoSelect(SelectOp select, RewriterBase &rewriter) {
+  Region &region = select.getFusedGather();
   if (!region.empty())
     return failure();
   auto rows = dyn_cast_or_null<modk::RowsOp>(modk::kernelAfter(select));
-  if (!rows || rows.getSegments() != segments ||
-      rows.getPositions() != positions || rows.hasColumnSums())
+  if (!rows || rows.getSegments() != select.getSegments() ||
+      rows.getPositions() != select.getGatherPositions() ||
+      rows.hasColumnSums())
     return failure();
+  SmallVector<Value> selection = select.getSelectionBuffers();
   for (Value v : rows->getOperands())
     if (llvm::is_contained(selection, v))
       return failure();
@@ -70,20 +71,10 @@ struct FuseSelectGatherPass
         selects.push_back(&op);
     IRRewriter rewriter(&getContext());
     for (Operation *op : selects) {
-      if (auto route = dyn_cast<modk::RouteSelectOp>(op)) {
-        (void)fuseGatherIntoSelect(
-            route, route.getFusedGather(), route.getSegments(),
-            route.getPositions(),
-            {route.getScores(), route.getMask(), route.getCausalScores()},
-            rewriter);
-        continue;
-      }
-      auto decode = cast<modk::DecodeSelectOp>(op);
-      (void)fuseGatherIntoSelect(
-          decode, decode.getFusedGather(), decode.getSegments(), Value(),
-          {decode.getScores(), decode.getMask(), decode.getCausalScores(),
-           decode.getActive(), decode.getStepPositions()},
-          rewriter);
+      if (auto route = dyn_cast<modk::RouteSelectOp>(op))
+        (void)fuseGatherIntoSelect(route, rewriter);
+      else
+        (void)fuseGatherIntoSelect(cast<modk::DecodeSelectOp>(op), rewriter);
     }
   }
 };

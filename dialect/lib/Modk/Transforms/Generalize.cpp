@@ -71,9 +71,10 @@ void createRows(PatternRewriter &rewriter, Operation *op, ValueRange inputs,
 void replaceWithRows(PatternRewriter &rewriter, Operation *op,
                      ValueRange inputs, Value segments, ValueRange outputs,
                      unsigned reductions, RegionFn reduce, RegionFn body,
-                     const TokenAccess &tokens = {}) {
+                     const TokenAccess &tokens = {},
+                     ArrayRef<int64_t> lookups = {}) {
   createRows(rewriter, op, inputs, segments, outputs, reductions, reduce, body,
-             tokens);
+             tokens, lookups);
   rewriter.eraseOp(op);
 }
 
@@ -128,11 +129,11 @@ void gatherRmsnorm(PatternRewriter &rewriter, Operation *op, Value stream,
 }
 
 /// The segments of the identity row set (every token of every sequence, in
-/// order) of a stream of `tokens` tokens a sequence: the entry's
-/// modk.identity_rows of that shape that runs before `op`, or a new one
-/// right before `op`.
-Value identitySegments(PatternRewriter &rewriter, Operation *op,
-                       int64_t tokens) {
+/// order) of `buffer`, a [B, T, ...] buffer of T tokens a sequence: the
+/// entry's modk.identity_rows of that shape that runs before `op`, or a new
+/// one right before `op`.
+Value identitySegments(PatternRewriter &rewriter, Operation *op, Value buffer) {
+  int64_t tokens = cast<MemRefType>(buffer.getType()).getDimSize(1);
   Value found;
   op->getParentOfType<modk::EntryOp>().walk([&](modk::IdentityRowsOp rows) {
     auto positions = cast<MemRefType>(rows.getPositions().getType());
@@ -163,7 +164,7 @@ void createRouter(PatternRewriter &rewriter, Operation *op, Value stream,
                   Value weight, Value scores, Value stats, float eps) {
   auto type = cast<MemRefType>(stream.getType());
   double width = type.getShape().back();
-  Value all = identitySegments(rewriter, op, type.getDimSize(1));
+  Value all = identitySegments(rewriter, op, stream);
   SmallVector<Value> outputs = {scores};
   if (stats)
     outputs.push_back(stats);
@@ -519,8 +520,7 @@ struct RouterGradToRows : OpRewritePattern<modk::RouterGradOp> {
   using OpRewritePattern::OpRewritePattern;
   LogicalResult matchAndRewrite(modk::RouterGradOp op,
                                 PatternRewriter &rewriter) const override {
-    auto stream = cast<MemRefType>(op.getInput().getType());
-    Value all = identitySegments(rewriter, op, stream.getDimSize(1));
+    Value all = identitySegments(rewriter, op, op.getInput());
     replaceWithRows(
         rewriter, op,
         {op.getInput(), op.getWeight(), op.getDscores(), op.getDx()}, all,
@@ -540,14 +540,12 @@ struct EmbedToRows : OpRewritePattern<modk::EmbedOp> {
   using OpRewritePattern::OpRewritePattern;
   LogicalResult matchAndRewrite(modk::EmbedOp op,
                                 PatternRewriter &rewriter) const override {
-    auto tokens = cast<MemRefType>(op.getTokens().getType());
-    Value all = identitySegments(rewriter, op, tokens.getDimSize(1));
-    createRows(
+    Value all = identitySegments(rewriter, op, op.getTokens());
+    replaceWithRows(
         rewriter, op, {op.getTokens(), op.getTable()}, all, op.getOutput(), 0,
         noSums,
         [](F32Math &, ValueRange a) -> SmallVector<Value> { return {a[1]}; },
         {}, /*lookups=*/{1, 0});
-    rewriter.eraseOp(op);
     return success();
   }
 };

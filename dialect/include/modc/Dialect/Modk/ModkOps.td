@@ -279,6 +279,13 @@ def Modk_RouteSelectOp : Modk_Op<"route_select",
   let extraClassDeclaration = [{
     /// The modk.rows of the `gather` region, or null.
     RowsOp getGatherRows();
+    /// The positions a fused gather reads at: those this op writes.
+    mlir::Value getGatherPositions() { return getPositions(); }
+    /// The buffers the selection decides from or writes besides its rows:
+    /// a fused gather may not read or write them.
+    llvm::SmallVector<mlir::Value> getSelectionBuffers() {
+      return {getScores(), getMask(), getCausalScores()};
+    }
   }];
 }
 
@@ -681,6 +688,14 @@ def Modk_DecodeSelectOp : Modk_Op<"decode_select",
   let extraClassDeclaration = [{
     /// The modk.rows of the `gather` region, or null.
     RowsOp getGatherRows();
+    /// None: a decode step's gather reads one token a sequence.
+    mlir::Value getGatherPositions() { return {}; }
+    /// The buffers the selection decides from or writes besides its rows:
+    /// a fused gather may not read or write them.
+    llvm::SmallVector<mlir::Value> getSelectionBuffers() {
+      return {getScores(), getMask(), getCausalScores(), getActive(),
+              getStepPositions()};
+    }
   }];
 }
 
