@@ -43,25 +43,6 @@ KernelCall PlanEmitter::decodeAttentionCall(modk::DecodeAttentionOp op,
            name(op.getOutput())}};
 }
 
-void PlanEmitter::emitPredictor(modk::PredictorOp op, int unguardedIndent) {
-  auto fc1 = cast<MemRefType>(op.getFc1Weight().getType()).getShape();
-  if (op.getCausalOnly())
-    os << "  if (causal || args->causal_decisions) // only causal decisions "
-          "read it\n";
-  emitCall(
-      withGemmPlan(
-          {"predictor",
-           {fc1[1], fc1[0]},
-           {name(op.getInput()),
-            fmt::format("B * {}",
-                        cast<MemRefType>(op.getInput().getType()).getDimSize(1)),
-            name(op.getFc1Weight()), name(op.getFc1Bias()),
-            name(op.getFc2Weight()), name(op.getFc2Bias()), name(op.getHidden()),
-            name(op.getOutput())}},
-          op, /*bf16Slot=*/false),
-      op.getCausalOnly() ? 4 : unguardedIndent);
-}
-
 static const char *boolLiteral(bool b) { return b ? "true" : "false"; }
 
 std::string PlanEmitter::kvCacheRegion(int64_t layer, bool values,
@@ -107,7 +88,8 @@ LogicalResult PlanEmitter::emitKernel(Operation *op) {
   if (isa<modk::RMSNormOp, modk::AddOp, modk::ActivationOp,
           modk::ActivationGradOp, modk::RouteSelectGatherOp,
           modk::DecodeRouteOp, modk::GatherGradOp, modk::ScatterGradOp,
-          modk::RMSNormGradOp, modk::RouterGradOp, modk::EmbedOp>(op))
+          modk::RMSNormGradOp, modk::RouterGradOp, modk::EmbedOp,
+          modk::PredictorOp, modk::PredictorGradOp>(op))
     return op->emitOpError("is generated from its math: run modk-generalize "
                            "before emitting");
   if (auto ids = dyn_cast<modk::IdentityRowsOp>(op)) {
@@ -229,7 +211,7 @@ LogicalResult PlanEmitter::emitKernel(Operation *op) {
     // small weight splits the rows into chunks whose partials are summed in a
     // fixed order (scratch), so few output tiles still fill the GPU.
     KernelCall call = withGemmPlan({"linear_wgrad",
-                                    gemmShape(w[0], w[1]),
+                                    gemmShape(w[0], w[1], wgrad),
                                     {name(wgrad.getDy()),
                                      rowsArg(wgrad.getSegments(), wgrad.getDy()),
                                      name(wgrad.getInput()), name(wgrad.getDw()),
@@ -273,23 +255,6 @@ LogicalResult PlanEmitter::emitKernel(Operation *op) {
     // configured mainloop.
     call.deviceTemplateArgs = attentionTemplateArgs(attn.getMainloop());
     emitCall(call);
-    return success();
-  }
-  if (auto pred = dyn_cast<modk::PredictorGradOp>(op)) {
-    auto fc1 = cast<MemRefType>(pred.getFc1Weight().getType()).getShape();
-    emitCall(KernelCall{"predictor_grad",
-                        {fc1[1], fc1[0]},
-                        {name(pred.getInput()), fmt::format("B * {}", seqLen),
-                         name(pred.getFc1Weight()), name(pred.getFc1Bias()),
-                         name(pred.getFc2Weight()), name(pred.getDp()),
-                         name(pred.getHidden()), name(pred.getDfc1Weight()),
-                         name(pred.getDfc1Bias()), name(pred.getDfc2Weight()),
-                         name(pred.getDfc2Bias())}}
-                 .withScratch("float",
-                              fmt::format("sizeof(float) * modk_cuda::"
-                                          "predictor_grad_scratch_floats<{}, "
-                                          "{}>(B * {})",
-                                          fc1[1], fc1[0], seqLen)));
     return success();
   }
   if (auto embed = dyn_cast<modk::EmbedGradOp>(op)) {

@@ -302,13 +302,29 @@ void PlanEmitter::emitBufferNames(modk::EntryOp e) {
   }
 }
 
+/// Whether `op` runs only where causal decisions are read (causal_only).
+static bool isCausalOnly(Operation *op) {
+  if (auto gemm = dyn_cast<modk::GemmOp>(op))
+    return gemm.getCausalOnly();
+  if (auto rows = dyn_cast<modk::RowsOp>(op))
+    return rows.getCausalOnly();
+  return false;
+}
+
 LogicalResult PlanEmitter::emitKernels(modk::EntryOp e, StringRef profileArgs) {
   int kernel = 0;
   for (Operation &op : e.getBody().front()) {
     if (!isKernel(op))
       continue;
+    // The predictor's kernels in the forward entry: only causal decisions
+    // read what they write.
+    bool causalOnly = isCausalOnly(&op);
+    if (causalOnly)
+      os << "  if (causal || args->causal_decisions) { // causal_only\n";
     if (failed(emitKernel(&op)))
       return failure();
+    if (causalOnly)
+      os << "  }\n";
     std::string what = op.getName().getStringRef().str();
     if (auto gemm = dyn_cast<modk::GemmOp>(op)) {
       // The weight shape N x K (of each weight: swiglu has two of the same

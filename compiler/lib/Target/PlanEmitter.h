@@ -177,10 +177,22 @@ protected:
   /// `args` and, in a bf16 entry, a last template argument 1: the kernel's
   /// BF16 flag (products round their operands, attention knows its inputs
   /// are bf16).
-  std::vector<int64_t> withBf16Flag(std::vector<int64_t> args) {
-    if (entry.isBf16())
+  std::vector<int64_t> withBf16Flag(std::vector<int64_t> args,
+                                    mlir::Operation *product = nullptr) {
+    if (productsBf16(product))
       args.push_back(1);
     return args;
+  }
+  /// Whether `product` (a modk.gemm or gemm_wgrad, or any kernel of the
+  /// entry: null)
+  /// rounds its operands to bf16: a modk.gemm's precision, else the entry's
+  /// dtype.
+  bool productsBf16(mlir::Operation *product) {
+    if (auto gemm = llvm::dyn_cast_or_null<modk::GemmOp>(product))
+      return gemm.productsBf16();
+    if (auto wgrad = llvm::dyn_cast_or_null<modk::GemmWgradOp>(product))
+      return wgrad.productsBf16();
+    return entry.isBf16();
   }
   /// The CUDA attention kernels' template arguments after H and HD: the
   /// BF16 flag, then whether the configured mainloop (modk-configure-gemms)
@@ -192,8 +204,9 @@ protected:
     return {entry.isBf16() ? 1 : 0, *mainloop == modk::GemmPath::mma ? 1 : 0};
   }
   /// The template arguments of a product over an [n, k] weight.
-  std::vector<int64_t> gemmShape(int64_t n, int64_t k) {
-    return withBf16Flag({n, k});
+  std::vector<int64_t> gemmShape(int64_t n, int64_t k,
+                                 mlir::Operation *product = nullptr) {
+    return withBf16Flag({n, k}, product);
   }
   /// `call` of a product `op` (a modk.gemm, gemm_dgrad, gemm_wgrad or
   /// predictor) with its GemmPlan where the target has one (CUDA): then the
@@ -204,7 +217,7 @@ protected:
     std::string plan = gemmPlanName(op);
     if (plan.empty())
       return call;
-    if (bf16Slot && !entry.isBf16())
+    if (bf16Slot && !productsBf16(op))
       call.deviceTemplateArgs.push_back(0);
     call.devicePlan = std::move(plan);
     return call;
@@ -228,9 +241,6 @@ protected:
   /// A decode step's attention over layer l's KV cache at cacheK, cacheV.
   KernelCall decodeAttentionCall(modk::DecodeAttentionOp op, std::string cacheK,
                                  std::string cacheV);
-  /// The predictor; a causal-only one only when its decisions are read.
-  /// `unguardedIndent`: the indent of the call when no guard precedes it.
-  void emitPredictor(modk::PredictorOp op, int unguardedIndent);
   /// Writes `ns::fn<T...>(args);` at `indent` spaces, with the arguments
   /// already rendered for the target.
   void writeCall(llvm::StringRef ns, const KernelCall &call,

@@ -171,7 +171,7 @@ public:
             if (arg.getArgNumber() < inputs)
               used.insert(arg.getArgNumber());
     for (unsigned j : used) {
-      if (op.isTokenScalar(j) || op.isRowScalarInput(j) || accInput == j)
+      if (loadedOnceARow(j) || accInput == j)
         continue; // loaded once a row (writeTokenIndex), or in registers
       Value in = op.getInputs()[j];
       if (inRegisters) {
@@ -203,7 +203,7 @@ public:
   SmallVector<unsigned> elementInputs(bool vectors) {
     SmallVector<unsigned> inputs;
     for (auto [j, in] : llvm::enumerate(op.getInputs())) {
-      if (op.isTokenScalar(j) || op.isRowScalarInput(j) || accInput == j ||
+      if (loadedOnceARow(j) || accInput == j ||
           op.isColumnVector(in) != vectors)
         continue;
       bool used = false;
@@ -275,7 +275,17 @@ public:
       else if (op.isTokenScalar(j) || op.isRowScalarInput(j))
         os << fmt::format("{:{}}const float x{} = static_cast<float>(in{}[{}]);\n",
                           "", indent, j, j, rowOf(j, row));
+      else if (op.isScalarInput(j))
+        os << fmt::format("{:{}}const float x{} = static_cast<float>(in{}[0]);\n",
+                          "", indent, j, j);
     }
+  }
+
+  /// Whether input `j` holds one value a row, a token or a kernel (a
+  /// scalar), loaded once a row rather than an element at a time.
+  bool loadedOnceARow(unsigned j) {
+    return op.isTokenScalar(j) || op.isRowScalarInput(j) ||
+           op.isScalarInput(j);
   }
 
   /// Writes the stores of the values `body` yields, element (row, col) of
@@ -287,8 +297,9 @@ public:
     int64_t width = op.getWidth();
     for (auto [k, v] : llvm::enumerate(body.getTerminator()->getOperands())) {
       if (op.isRowScalar(op.getOutputs()[k]) ||
-          op.isColumnSum(op.getOutputs()[k]))
-        continue; // once a row, or added into the column sums
+          op.isColumnSum(op.getOutputs()[k]) ||
+          op.isRowTotal(op.getOutputs()[k]))
+        continue; // once a row, or added into the column sums or totals
       Type element =
           cast<MemRefType>(op.getOutputs()[k].getType()).getElementType();
       std::string value =
@@ -329,10 +340,27 @@ public:
                           names.lookup(v));
   }
 
+  /// Writes the additions of the row's values into the row totals, once a
+  /// row: `total(n)` names the accumulator of the n-th total; on CUDA by
+  /// the one thread for which `firstThread` holds.
+  void writeRowTotals(Block &body, function_ref<std::string(unsigned)> total,
+                      StringRef firstThread, int indent,
+                      llvm::raw_ostream &os) {
+    unsigned n = 0;
+    for (auto [k, v] : llvm::enumerate(body.getTerminator()->getOperands()))
+      if (op.isRowTotal(op.getOutputs()[k]))
+        os << fmt::format("{:{}}{}{} += {};\n", "", indent,
+                          cuda ? fmt::format("if ({})\n{:{}}",
+                                             firstThread.str(), "", indent + 2)
+                               : std::string(),
+                          total(n++), names.lookup(v));
+  }
+
   /// Whether some output holds one value an element (not one a row).
   bool hasElementOutputs() {
-    return llvm::any_of(op.getOutputs(),
-                        [&](Value out) { return !op.isRowScalar(out); });
+    return llvm::any_of(op.getOutputs(), [&](Value out) {
+      return !op.isRowScalar(out) && !op.isRowTotal(out);
+    });
   }
 
 private:
@@ -400,6 +428,18 @@ LogicalResult writeRow(modk::RowsOp op, RowStatements &stmts, bool cuda,
     return failure();
   stmts.writeRowScalarStores(
       body, "i", perBlock ? "threadIdx.x == 0" : "lane == 0", inner, os);
+  // The totals follow the column sums: in part[] on the CPU, in tot<n> on
+  // CUDA (a block's).
+  int64_t columnSumFloats =
+      width * llvm::count_if(op.getOutputs(),
+                             [&](Value out) { return op.isColumnSum(out); });
+  stmts.writeRowTotals(
+      body,
+      [&](unsigned n) {
+        return perBlock ? fmt::format("tot{}", n)
+                        : fmt::format("part[{}]", columnSumFloats + n);
+      },
+      "threadIdx.x == 0", inner, os);
   if (stmts.hasElementOutputs()) {
     int at = inner + 2;
     // On CUDA per block, each thread's column sums are in col<n>[j].
@@ -537,12 +577,20 @@ LogicalResult PlanEmitter::emitRowKernelDefinitions() {
     // sums runs its rows in chunks whose partial sums are added in chunk
     // order (deterministic): on the CPU the prelude's chunkedReduce, on
     // CUDA a block per kRB rows, threads over columns, then reduceColumns.
-    std::vector<Value> columnSums;
-    for (Value out : op.getOutputs())
+    // The row totals follow the column sums, a float each.
+    std::vector<Value> columnSums, totals;
+    for (Value out : op.getOutputs()) {
       if (op.isColumnSum(out))
         columnSums.push_back(out);
-    unsigned nCols = columnSums.size();
-    bool perBlock = cuda && nCols > 0;
+      if (op.isRowTotal(out))
+        totals.push_back(out);
+    }
+    unsigned nCols = columnSums.size(), nTotals = totals.size();
+    int64_t sumFloats = nCols * width + nTotals;
+    auto outputIndex = [&](Value out) {
+      return llvm::find(op.getOutputs(), out) - op.getOutputs().begin();
+    };
+    bool perBlock = cuda && sumFloats > 0;
     // The statements' indent: inside the row loop on the CPU, the kernel's
     // body on CUDA (a warp, or a block's row loop, is the row).
     int inner;
@@ -563,6 +611,8 @@ LogicalResult PlanEmitter::emitRowKernelDefinitions() {
           index, width, rowKernelParams(op));
       for (unsigned k = 0; k < nCols; ++k)
         os << fmt::format("  float col{}[CT] = {{}};\n", k);
+      for (unsigned t = 0; t < nTotals; ++t)
+        os << fmt::format("  float tot{} = 0.0f; // thread 0's\n", t);
       // Each thread's columns c = threadIdx.x + j T in registers: the
       // vectors for every row, a row's elements for its sums and its body.
       stmts.keepInRegisters();
@@ -579,24 +629,24 @@ LogicalResult PlanEmitter::emitRowKernelDefinitions() {
           "  const int lane = threadIdx.x % modk_cuda::kWarp;\n",
           index, rowKernelParams(op));
       inner = 2;
-    } else if (nCols > 0) {
+    } else if (sumFloats > 0) {
       os << fmt::format("void modc_rows_{}(int64_t rows, {}) {{\n", index,
                         rowKernelParams(op));
-      // One column sum accumulates in place; several in one buffer first.
-      if (nCols == 1)
+      // One column sum accumulates in place; several sums in one buffer
+      // first.
+      if (nCols == 1 && nTotals == 0)
         os << fmt::format("  float *sums = out{};\n",
-                          llvm::find(op.getOutputs(), columnSums[0]) -
-                              op.getOutputs().begin());
+                          outputIndex(columnSums[0]));
       else
-        os << fmt::format("  std::vector<float> sumBuffer({} * {}, 0.0f);\n"
+        os << fmt::format("  std::vector<float> sumBuffer({}, 0.0f);\n"
                           "  float *sums = sumBuffer.data();\n",
-                          nCols, width);
+                          sumFloats);
       os << fmt::format("  modk_cpu::detail::chunkedReduce<float>(\n"
                         "      rows, {0}, sums, rows * {1} > "
                         "modk_cpu::detail::kMinParallelWork,\n"
                         "      [&](int64_t i0, int64_t i1, float *part) {{\n"
                         "    for (int64_t i = i0; i < i1; ++i) {{\n",
-                        nCols * width, width);
+                        sumFloats, width);
       inner = 6;
     } else {
       os << fmt::format(
@@ -612,21 +662,28 @@ LogicalResult PlanEmitter::emitRowKernelDefinitions() {
     if (perBlock) {
       os << "  }\n#pragma unroll\n  for (int j = 0; j < CT; ++j) {\n"
             "    const int c = threadIdx.x + j * T;\n";
+      // A block's partial row: its column sums, then its totals.
       for (unsigned k = 0; k < nCols; ++k)
         os << fmt::format(
-            "    if (c < {0})\n      partial[(int64_t(blockIdx.x) "
-            "* {1} + {2}) * {0} + c] = col{2}[j];\n",
-            width, nCols, k);
+            "    if (c < {0})\n      partial[int64_t(blockIdx.x) * {1} + "
+            "{2} + c] = col{3}[j];\n",
+            width, sumFloats, k * width, k);
       os << "  }\n";
-    } else if (!cuda && nCols > 0) {
+      for (unsigned t = 0; t < nTotals; ++t)
+        os << fmt::format("  if (threadIdx.x == 0)\n    partial[int64_t("
+                          "blockIdx.x) * {} + {}] = tot{};\n",
+                          sumFloats, nCols * width + t, t);
+    } else if (!cuda && sumFloats > 0) {
       os << "    }\n  });\n";
-      if (nCols > 1)
+      if (nCols > 1 || nTotals > 0)
         for (auto [k, out] : llvm::enumerate(columnSums))
           os << fmt::format(
               "  for (int64_t c = 0; c < {0}; ++c)\n"
               "    out{1}[c] += sums[{2} + c];\n",
-              width, llvm::find(op.getOutputs(), out) - op.getOutputs().begin(),
-              k * width);
+              width, outputIndex(out), k * width);
+      for (auto [t, out] : llvm::enumerate(totals))
+        os << fmt::format("  out{}[0] += sums[{}];\n", outputIndex(out),
+                          nCols * width + t);
     } else if (!cuda) {
       os << "  }\n";
     }

@@ -311,6 +311,23 @@ RowsOp GemmOp::getEpilogueRows() {
   return dyn_cast<RowsOp>(region.front().front());
 }
 
+/// A product's precision: `precision` where it is set, else the entry's
+/// dtype.
+static bool precisionIsBf16(Operation *op, std::optional<DType> precision) {
+  if (precision)
+    return *precision == DType::bf16;
+  auto entry = op->getParentOfType<EntryOp>();
+  return entry && entry.isBf16();
+}
+
+bool GemmOp::productsBf16() {
+  return precisionIsBf16(*this, getPrecision());
+}
+
+bool GemmWgradOp::productsBf16() {
+  return precisionIsBf16(*this, getPrecision());
+}
+
 LogicalResult GemmOp::verifyRegions() {
   Region &region = getFusedRows();
   if (getEpilogue() != Epilogue::rows) {
@@ -485,18 +502,40 @@ bool RowsOp::isRowScalar(Value output) {
          !isVectorShape(output);
 }
 
+/// One value: [1].
+static bool isOneValueShape(Value v) {
+  auto type = cast<MemRefType>(v.getType());
+  return type.getRank() == 1 && type.getDimSize(0) == 1;
+}
+
 bool RowsOp::isColumnSum(Value output) {
-  return llvm::is_contained(getOutputs(), output) && isVectorShape(output);
+  return llvm::is_contained(getOutputs(), output) && isVectorShape(output) &&
+         !isRowTotal(output);
+}
+
+bool RowsOp::isRowTotal(Value output) {
+  // In a kernel one column wide, [1] is that column's sum: the same thing.
+  return llvm::is_contained(getOutputs(), output) && isOneValueShape(output) &&
+         getWidth() != 1;
 }
 
 bool RowsOp::hasColumnSums() {
-  return llvm::any_of(getOutputs(), [&](Value v) { return isColumnSum(v); });
+  return llvm::any_of(getOutputs(), [&](Value v) {
+    return isColumnSum(v) || isRowTotal(v);
+  });
+}
+
+bool RowsOp::isScalarInput(unsigned index) {
+  return index < getInputs().size() && !isTokenOperand(index) &&
+         !getLookupIds(index) && !isLookupIds(index) &&
+         isOneValueShape(getInputs()[index]);
 }
 
 bool RowsOp::isRowInvariantArgument(BlockArgument arg) {
   return arg.getArgNumber() >= getInputs().size() ||
          isTokenScalar(arg.getArgNumber()) ||
-         isRowScalarInput(arg.getArgNumber());
+         isRowScalarInput(arg.getArgNumber()) ||
+         isScalarInput(arg.getArgNumber());
 }
 
 std::optional<unsigned> RowsOp::getLookupIds(unsigned index) {
@@ -523,7 +562,9 @@ bool RowsOp::isRowScalarInput(unsigned index) {
   return cast<MemRefType>(in.getType()).getRank() == 2 && !isVectorShape(in);
 }
 
-bool RowsOp::isColumnVector(Value input) { return isVectorShape(input); }
+bool RowsOp::isColumnVector(Value input) {
+  return isVectorShape(input) && !isOneValueShape(input);
+}
 
 unsigned RowsOp::getNumReductions() {
   return getReduce().front().getTerminator()->getNumOperands();
@@ -552,8 +593,8 @@ void RowsOp::getEffects(
   for (OpOperand &pos : getPositionsMutable())
     effects.emplace_back(MemoryEffects::Read::get(), &pos);
   for (OpOperand &out : getOutputsMutable()) {
-    // A column sum adds to what its output holds.
-    if (isColumnSum(out.get()))
+    // A column sum (or a row total) adds to what its output holds.
+    if (isColumnSum(out.get()) || isRowTotal(out.get()))
       effects.emplace_back(MemoryEffects::Read::get(), &out);
     effects.emplace_back(MemoryEffects::Write::get(), &out);
   }
@@ -602,14 +643,14 @@ LogicalResult RowsOp::verify() {
       return emitOpError("outputs must be buffers [B, rows or tokens, "
                          "width], [B, rows or tokens] of one value a row, or "
                          "column sums [width]");
-    if (isColumnSum(out)) {
+    if (isColumnSum(out) || isRowTotal(out)) {
+      const char *what = isRowTotal(out) ? "a row total" : "a column sum";
       if (isTokenOperand(nIn + k) || llvm::is_contained(getInputs(), out))
-        return emitOpError() << "output " << k
-                             << " is a column sum: it cannot be a token "
-                                "operand or an input";
+        return emitOpError() << "output " << k << " is " << what
+                             << ": it cannot be a token operand or an input";
       if (!cast<MemRefType>(out.getType()).getElementType().isF32())
         return emitOpError()
-               << "output " << k << " is a column sum: it must hold f32";
+               << "output " << k << " is " << what << ": it must hold f32";
       ++columnSums;
     }
   }
@@ -644,6 +685,8 @@ LogicalResult RowsOp::verify() {
     if (!isRowElement(type.getElementType()))
       return emitOpError() << (output ? "outputs" : "inputs")
                            << " must hold f32 or bf16";
+    if ((output && isRowTotal(v)) || (!output && isScalarInput(i)))
+      continue; // one value
     if (!output && isColumnVector(v)) {
       if (isTokenOperand(i) || type.getShape().back() != width)
         return emitOpError() << "a vector input must hold the row width "
@@ -745,10 +788,12 @@ LogicalResult RowsOp::verifyRegions() {
     return perRow.contains(v.getDefiningOp());
   };
   for (auto [k, out] : llvm::enumerate(getOutputs()))
-    if (isRowScalar(out) && !isPerRow(body.getTerminator()->getOperand(k)))
+    if ((isRowScalar(out) || isRowTotal(out)) &&
+        !isPerRow(body.getTerminator()->getOperand(k)))
       return emitOpError() << "output " << k
-                           << " holds one value a row, but 'body' yields an "
-                              "element's value for it";
+                           << (isRowTotal(out) ? " sums one value a row"
+                                               : " holds one value a row")
+                           << ", but 'body' yields an element's value for it";
   return success();
 }
 

@@ -3,6 +3,7 @@
 // RUN: mod-opt --pass-pipeline='builtin.module(modk-generate-optimizer,modk.entry(modk-generalize,modk-fuse-row-epilogues))' %s | mod-translate --modk-to-cpp | FileCheck %s --check-prefix=FUSED
 // RUN: mod-opt --pass-pipeline='builtin.module(modk-generate-optimizer,modk.entry(modk-generalize))' %s | mod-translate --modk-to-cpp | FileCheck %s --check-prefix=COLSUM
 // RUN: mod-opt --pass-pipeline='builtin.module(modk-generate-optimizer,modk.entry(modk-generalize,modk-fuse-select-gather))' %s | mod-translate --modk-to-cpp | FileCheck %s --check-prefix=SELGATHER
+// RUN: mod-opt --pass-pipeline='builtin.module(modk-generate-optimizer,modk.entry(modk-generalize))' %s | mod-translate --modk-to-cpp | FileCheck %s --check-prefix=PREDICTOR
 // RUN: mod-opt --pass-pipeline='builtin.module(modk.entry(modk-generalize))' %s | not mod-translate --modk-to-cpp 2>&1 | FileCheck %s --check-prefix=NO-OPTIMIZER
 // RUN: not mod-translate --modk-to-cpp %inputs/unplanned.mlir 2>&1 | FileCheck %s --check-prefix=UNPLANNED
 
@@ -142,8 +143,15 @@
 // CHECK-NEXT: float *product = modk_cpu::staged_rows<64>(rows);
 // CHECK-NEXT: modk_cpu::linear<64, 32>({{buf[0-9]+}}, rows, w8, product);
 // CHECK-NEXT: modc_rows_{{[0-9]+}}({{buf[0-9]+}}[B], [[G]], product, {{buf[0-9]+}});
-// CHECK: if (causal || args->causal_decisions) // only causal decisions read it
-// CHECK-NEXT: modk_cpu::predictor<32, 8>([[X]], B * 16, {{.*}}, [[P:buf[0-9]+]]);
+// The predictor, generated, only where causal decisions are read: fc1's
+// product (f32), then a row kernel with one sum a row.
+// CHECK: if (causal || args->causal_decisions) { // causal_only
+// CHECK-NEXT: { // modk.gemm [8 x 32] epilogue=none
+// CHECK-NEXT: const int64_t rows =
+// CHECK-NEXT: modk_cpu::linear<8, 32>([[X]], rows, w{{[0-9]+}}, [[H:buf[0-9]+]]);
+// CHECK: if (causal || args->causal_decisions) { // causal_only
+// CHECK-NEXT: modc_rows_{{[0-9]+}}({{buf[0-9]+}}[B], [[H]], w{{[0-9]+}}, w{{[0-9]+}}, w{{[0-9]+}}, [[P:buf[0-9]+]]);
+// CHECK-NEXT: }
 // The router, generated: r = w . x over every token (the identity row set
 // of the embedding), then the hand-written selection from r.
 // CHECK: modc_rows_[[ROUTER]]([[ALL:buf[0-9]+]][B], [[X]], w{{[0-9]+}}, [[R:buf[0-9]+]]);
@@ -192,8 +200,13 @@
 // router weight's gradient dw += dr x, a column sum.
 // CHECK: modc_rows_{{[0-9]+}}({{buf[0-9]+}}[B], {{buf[0-9]+}}, w[[RW:[0-9]+]], {{buf[0-9]+}}, [[RDX:buf[0-9]+]], [[RDX]], g[[RW]]);
 // The predictor learns the top-k membership; its input gets no gradient.
-// CHECK: modk_cpu::bce_with_logits<16>(
-// CHECK: modk_cpu::predictor_grad<32, 8>(
+// CHECK: modk_cpu::bce_with_logits<16>({{buf[0-9]+}}, {{buf[0-9]+}}, B, {{.*}}, [[DP:buf[0-9]+]]);
+// Its gradient, generated: fc1's product again, a row kernel (dz in place
+// of h, two column sums and a row total), then dfc1 += dz^T x.
+// CHECK: modk_cpu::linear<8, 32>([[PX:buf[0-9]+]], rows, w[[FC1:[0-9]+]], [[HG:buf[0-9]+]]);
+// CHECK: modc_rows_{{[0-9]+}}({{buf[0-9]+}}[B], [[HG]], w{{[0-9]+}}, w{{[0-9]+}}, [[DP]], [[HG]], g{{[0-9]+}}, g{{[0-9]+}}, g{{[0-9]+}});
+// CHECK-NEXT: if (profile)
+// CHECK-NEXT: modk_cpu::linear_wgrad<8, 32>([[HG]], {{buf[0-9]+}}[B], [[PX]], g[[FC1]], true);
 // CHECK: modk_cpu::embed_grad<32>({{buf[0-9]+}}, B * 16,
 // CHECK-NOT: modk_cpu::embed_grad
 // CHECK: return 0;
@@ -227,6 +240,29 @@
 // COLSUM-NEXT: }
 // COLSUM: modc_grad(const modc_grad_args *args)
 // COLSUM: modc_rows_[[NG]]({{buf[0-9]+}}[B], {{buf[0-9]+}}, w[[FN:[0-9]+]], {{buf[0-9]+}}, {{buf[0-9]+}}, g[[FN]]);
+
+// The predictor's kernels. Forward: b2 is a scalar, loaded once a row,
+// and p = sum + b2 is stored once a row.
+// PREDICTOR: void modc_rows_{{[0-9]+}}(int64_t rows, const float *in0, const float *in1, const float *in2, const float *in3, float *out0) {
+// PREDICTOR: const float x3 = static_cast<float>(in3[0]);
+// PREDICTOR-NEXT: float sum0 = 0.0f;
+// PREDICTOR: const float x2 = static_cast<float>(in2[c]);
+// PREDICTOR: sum0 += {{t[0-9]+}};
+// PREDICTOR-NEXT: }
+// PREDICTOR-NEXT: const float [[PV:t[0-9]+]] = sum0 + x3;
+// PREDICTOR-NEXT: out0[i] = [[PV]];
+// Gradient: the column sums db1 and dfc2 (8 floats each), then the row
+// total db2 (one float), added to their outputs in chunk order.
+// PREDICTOR: std::vector<float> sumBuffer(17, 0.0f);
+// PREDICTOR: rows, 17, sums,
+// PREDICTOR: const float x3 = static_cast<float>(in3[i]);
+// PREDICTOR-NEXT: part[16] += x3;
+// PREDICTOR: out0[i * 8 + c] = [[DZ:t[0-9]+]];
+// PREDICTOR-NEXT: part[0 + c] += [[DZ]];
+// PREDICTOR-NEXT: part[8 + c] += {{t[0-9]+}};
+// PREDICTOR: out1[c] += sums[0 + c];
+// PREDICTOR: out2[c] += sums[8 + c];
+// PREDICTOR-NEXT: out3[0] += sums[16];
 
 // NAMED: error: 'modk.embed' op is generated from its math: run modk-generalize before emitting
 // NO-OPTIMIZER: error: 'modk.entry' op is a training entry without a modk.optimizer for modc_adamw (run modk-generate-optimizer)

@@ -13,6 +13,7 @@
 // RUN: mod-opt --pass-pipeline='builtin.module(modk-generate-optimizer,modk.entry(modk-generalize,modk-configure-gemms))' %S/emit-cpp.mlir | mod-translate --modk-to-cuda | FileCheck %s --check-prefix=GENERATED
 // RUN: mod-opt --pass-pipeline='builtin.module(modk-generate-optimizer,modk.entry(modk-generalize,modk-fuse-row-epilogues,modk-configure-gemms))' %S/emit-cpp.mlir | mod-translate --modk-to-cuda | FileCheck %s --check-prefix=FUSED
 // RUN: mod-translate --modk-to-cuda %t.mlir | FileCheck %s --check-prefix=COLSUM
+// RUN: mod-translate --modk-to-cuda %t.mlir | FileCheck %s --check-prefix=PREDICTOR
 // RUN: mod-opt --pass-pipeline='builtin.module(modk-generate-optimizer,modk.entry(modk-generalize,modk-fuse-select-gather,modk-configure-gemms))' %S/emit-cpp.mlir | mod-translate --modk-to-cuda | FileCheck %s --check-prefix=SELGATHER
 
 // The launch plan of emit-cpp.mlir (2 layers, layer 1 routed with k = 4 of
@@ -170,11 +171,33 @@
 // COLSUM: const int c = threadIdx.x + j * T;
 // COLSUM: out0[i * 32 + c] = {{t[0-9]+}};
 // COLSUM-NEXT: col0[j] += {{t[0-9]+}};
-// COLSUM: partial[(int64_t(blockIdx.x) * 1 + 0) * 32 + c] = col0[j];
+// COLSUM: partial[int64_t(blockIdx.x) * 32 + 0 + c] = col0[j];
 // COLSUM: modc_grad(const modc_grad_args *args
 // COLSUM: MODC_LAUNCH(modc_rows::modc_rows_[[NG]], unsigned(modk_cuda::ceilDiv(B * 16, modk_cuda::train_detail::kRB)), modk_cuda::train_detail::colThreads<32>(), 0, s, [[SEG:buf[0-9]+]] + B, {{buf[0-9]+}}, w[[FN:[0-9]+]], {{buf[0-9]+}}, {{buf[0-9]+}}, g[[FN]], (float *)scratch);
 // COLSUM-NEXT: modk_cuda::train_detail::launchReduceColumns((const float *)scratch, 32, [[SEG]] + B, 0, modk_cuda::train_detail::ColOut{g[[FN]], g[[FN]], g[[FN]], 32, 0}, s);
 // COLSUM: sizeof(float) * modk_cuda::row_reduce_scratch_floats(B * 16, 32)
+
+// The predictor's gradient kernel: a block's partial row holds its two
+// column sums (8 floats each), then its row total db2, which thread 0
+// keeps; reduceColumns sends 8 columns to db1, 8 to dfc2, the last to db2.
+// The products stay f32 (BF16 flag 0).
+// PREDICTOR: float tot0 = 0.0f; // thread 0's
+// PREDICTOR: const float x3 = static_cast<float>(in3[i]);
+// PREDICTOR: if (threadIdx.x == 0)
+// PREDICTOR-NEXT: tot0 += x3;
+// PREDICTOR: partial[int64_t(blockIdx.x) * 17 + 0 + c] = col0[j];
+// PREDICTOR: partial[int64_t(blockIdx.x) * 17 + 8 + c] = col1[j];
+// PREDICTOR: if (threadIdx.x == 0)
+// PREDICTOR-NEXT: partial[int64_t(blockIdx.x) * 17 + 16] = tot0;
+// PREDICTOR: modc_forward(const modc_forward_args *args
+// PREDICTOR: if (causal || args->causal_decisions) { // causal_only
+// PREDICTOR-NEXT: // modk.gemm [8 x 32] epilogue=none
+// PREDICTOR-NEXT: modk_cuda::linear<8, 32, 0, gemm_plan_{{[0-9]+}}>(
+// PREDICTOR: modc_grad(const modc_grad_args *args
+// PREDICTOR: bce_with_logits
+// PREDICTOR: modk_cuda::linear<8, 32, 0, gemm_plan_{{[0-9]+}}>({{buf[0-9]+}}, {{buf[0-9]+}} + B, B * 16, w[[FC1:[0-9]+]], [[HG:buf[0-9]+]], s);
+// PREDICTOR: launchReduceColumns((const float *)scratch, 17, {{buf[0-9]+}} + B, 0, modk_cuda::train_detail::ColOut{g{{[0-9]+}}, g{{[0-9]+}}, g{{[0-9]+}}, 8, 8}, s);
+// PREDICTOR: modk_cuda::linear_wgrad<8, 32, 0, gemm_plan_{{[0-9]+}}>([[HG]],
 
 // NAMED: error: 'modk.embed' op is generated from its math: run modk-generalize before emitting
 // UNPLANNED: has no memory plan; run modk-plan-memory first

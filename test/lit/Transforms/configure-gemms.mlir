@@ -18,11 +18,14 @@
 // - The weight gradient of a 128 x 64 weight has 128 rows of output, known
 //   statically: one variant. Its two 64 x 64 output tiles split the rows in
 //   up to 132 chunks (two waves); a 2048 x 2048 weight's 1024 tiles do not.
-// - The predictor's f32 product: mma.sync, two waves of 64 x 64 CTAs.
+// - The predictor's products, f32 in a bf16 entry (precision, set by
+//   modk-generalize): mma.sync, two waves of 64 x 64 CTAs, and its weight
+//   gradient on mma.sync where the entry's bf16 ones take wgmma.
 // CHECK-LABEL: modk.entry @grad
 // CHECK: modk.gemm %{{.*}} -> %[[Q:.*]] {config = #modk.gemm_config<mma 64x64 separate_epilogue, from 64: wgmma 128x64 tma 264, from 16769: wgmma 128x128 tma 132>, epilogue = #modk.epilogue<rope>
 // CHECK: modk.gemm %{{.*}} {config = #modk.gemm_config<mma 64x64, from 64: wgmma 128x64, from 16769: wgmma 128x128>, epilogue = #modk.epilogue<none>}
-// CHECK: modk.predictor {{.*}} {config = #modk.gemm_config<mma 64x64, from 33665: mma 128x128>}
+// CHECK: modk.gemm {{.*}} {config = #modk.gemm_config<mma 64x64, from 33665: mma 128x128>, epilogue = #modk.epilogue<none>, precision = #modk.dtype<f32>}
+// CHECK-NEXT: modk.gemm_wgrad{{.*}} {config = #modk.gemm_config<mma 64x64, split 264>, precision = #modk.dtype<f32>}
 // Attention: the mma.sync flash kernels for heads of 64; heads of 12 are
 // no multiple of 8: SIMT.
 // CHECK: modk.attention {{.*}} {mainloop = #modk.gemm_path<mma>, n_heads = 2 : i64}
@@ -34,7 +37,7 @@
 // A100-LABEL: modk.entry @grad
 // A100: config = #modk.gemm_config<mma 64x64 separate_epilogue, from 27521: mma 128x128 separate_epilogue>
 // A100: config = #modk.gemm_config<mma 64x64, from 27521: mma 128x128>
-// A100: modk.predictor {{.*}} {config = #modk.gemm_config<mma 64x64, from 27521: mma 128x128>}
+// A100: modk.gemm {{.*}} {config = #modk.gemm_config<mma 64x64, from 27521: mma 128x128>, epilogue = #modk.epilogue<none>, precision = #modk.dtype<f32>}
 // A100: modk.gemm_wgrad{{.*}} {config = #modk.gemm_config<mma 64x64, split 108>}
 // An sm_90a part of 114 SMs (sm-count): the waves and grids follow.
 // SMS-LABEL: modk.entry @grad
@@ -72,7 +75,8 @@ modk.entry @grad attributes {model = #modk.model<name = "t", vocab_size = 64, d_
   modk.gemm %x, [%wo] rows %seg -> %o {epilogue = #modk.epilogue<none>} : memref<?x16x64xf32>, memref<128x64xf32>, memref<?x1xi64>, memref<?x16x128xf32>
   %h = modk.alloc : memref<?x16x8xf32>
   %p = modk.alloc : memref<?x16xf32>
-  modk.predictor %x, [%w1, %b1, %w2, %b2] scratch %h -> %p : memref<?x16x64xf32>, memref<8x64xf32>, memref<8xf32>, memref<1x8xf32>, memref<1xf32>, memref<?x16x8xf32>, memref<?x16xf32>
+  modk.gemm %x, [%w1] rows %seg -> %h {epilogue = #modk.epilogue<none>, precision = #modk.dtype<f32>} : memref<?x16x64xf32>, memref<8x64xf32>, memref<?x1xi64>, memref<?x16x8xf32>
+  modk.gemm_wgrad(%h, %x, %seg, %w1) {precision = #modk.dtype<f32>} : memref<?x16x8xf32>, memref<?x16x64xf32>, memref<?x1xi64>, memref<8x64xf32>
   %att = modk.alloc : memref<?x16x128xf32>
   modk.attention %q, %q, %q rows %pos, %seg -> %att {n_heads = 2 : i64} : memref<?x16x128xf32>, memref<?x16x128xf32>, memref<?x16x128xf32>, memref<?x16xi32>, memref<?x1xi64>, memref<?x16x128xf32>
   %q12 = modk.alloc : memref<?x16x24xf32>

@@ -17,7 +17,8 @@ modk::GemmOp modc::lowering::createGemm(OpBuilder &b, Location loc, Value input,
   return modk::GemmOp::create(b, loc, input, weights, segments, extra, output,
                               epilogue, /*gate=*/nullptr, /*n_heads=*/nullptr,
                               /*rope_theta=*/nullptr, /*round_bf16=*/false,
-                              /*config=*/nullptr);
+                              /*config=*/nullptr, /*precision=*/nullptr,
+                              /*causal_only=*/false);
 }
 
 Value ModelLowering::param(StringRef name, ArrayRef<int64_t> shape,
@@ -312,7 +313,7 @@ LogicalResult ModelLowering::lower(Operation *op) {
     Value fc2w = blockParam(layer, "predictor.fc2.weight", {1, h});
     Value fc2b = blockParam(layer, "predictor.fc2.bias", {1});
     auto kernel = modk::PredictorOp::create(b, loc, buffers[predictor.getInput()],
-                                            fc1w, fc1b, fc2w, fc2b, hidden, p, false, nullptr);
+                                            fc1w, fc1b, fc2w, fc2b, hidden, p, false);
     // Forward: only the causal decision reads it. Training: its loss does;
     // decoding: every step's decision does.
     if (kind == EntryKind::Forward)

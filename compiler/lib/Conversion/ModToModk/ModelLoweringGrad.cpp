@@ -78,7 +78,7 @@ void ModelLowering::backwardAttention(mod::AttentionOp op) {
   Value dout = like(s["o"]);
   modk::GemmDgradOp::create(b, loc, da, wo, rows.segments, dout, false, nullptr);
   modk::GemmWgradOp::create(b, loc, da, s["o"], rows.segments,
-                            paramGrad(paramName(wo)), nullptr);
+                            paramGrad(paramName(wo)), nullptr, nullptr);
   // Softmax attention, then the transpose of RoPE on dq and dk (out of
   // place: the rotated gradients feed only the products).
   Value dqRoped = like(s["q"]), dkRoped = like(s["k"]), dv = like(s["v"]);
@@ -96,7 +96,7 @@ void ModelLowering::backwardAttention(mod::AttentionOp op) {
   for (auto [g, w] : {std::pair{dq, wq}, {dk, wk}, {dv, wv}}) {
     modk::GemmDgradOp::create(b, loc, g, w, rows.segments, dn, !first, nullptr);
     modk::GemmWgradOp::create(b, loc, g, n, rows.segments,
-                              paramGrad(paramName(w)), nullptr);
+                              paramGrad(paramName(w)), nullptr, nullptr);
     first = false;
   }
   contribute(op.getInput(), dn, /*owned=*/true);
@@ -118,7 +118,7 @@ void ModelLowering::backwardMlp(Operation *op, Value input, Value dm,
   Value du = like(s["hidden"]);
   modk::GemmDgradOp::create(b, loc, dm, down, rows.segments, du, false, nullptr);
   modk::GemmWgradOp::create(b, loc, dm, s["hidden"], rows.segments,
-                            paramGrad(paramName(down)), nullptr);
+                            paramGrad(paramName(down)), nullptr, nullptr);
   Value dup = like(s["up"]);
   Value dgate = swiglu ? like(s["gate"]) : Value();
   modk::ActivationGradOp::create(b, loc, swiglu ? s["gate"] : Value(), s["up"],
@@ -127,11 +127,11 @@ void ModelLowering::backwardMlp(Operation *op, Value input, Value dm,
   Value dn = like(n);
   modk::GemmDgradOp::create(b, loc, dup, up, rows.segments, dn, false, nullptr);
   modk::GemmWgradOp::create(b, loc, dup, n, rows.segments,
-                            paramGrad(paramName(up)), nullptr);
+                            paramGrad(paramName(up)), nullptr, nullptr);
   if (swiglu) {
     modk::GemmDgradOp::create(b, loc, dgate, gate, rows.segments, dn, true, nullptr);
     modk::GemmWgradOp::create(b, loc, dgate, n, rows.segments,
-                              paramGrad(paramName(gate)), nullptr);
+                              paramGrad(paramName(gate)), nullptr, nullptr);
   }
   contribute(input, dn, /*owned=*/true);
 }
@@ -183,7 +183,8 @@ LogicalResult ModelLowering::backward(Operation *op) {
     Value dn = like(buffers[head.getInput()]);
     modk::GemmDgradOp::create(b, loc, dlogits, w, rows.segments, dn, false, nullptr);
     modk::GemmWgradOp::create(b, loc, dlogits, buffers[head.getInput()],
-                              rows.segments, paramGrad(head.getParam()), nullptr);
+                              rows.segments, paramGrad(head.getParam()),
+                              nullptr, nullptr);
     contribute(head.getInput(), dn, /*owned=*/true);
     return success();
   }

@@ -153,7 +153,7 @@ void CppEmitter::emitGemm(modk::GemmOp op, int indent) {
         os << fmt::format(
             "{:{}}std::memcpy({}, {}, sizeof(float) * rows * {});\n", "",
             indent, y, name(residual), n);
-      emitCall({"linear_residual", gemmShape(n, k), {a, "rows", w, y}},
+      emitCall({"linear_residual", gemmShape(n, k, op), {a, "rows", w, y}},
                indent);
       return;
     }
@@ -163,7 +163,7 @@ void CppEmitter::emitGemm(modk::GemmOp op, int indent) {
     names[op.getFusedRows().front().getArgument(0)] = "product";
     os << fmt::format("{:{}}float *product = modk_cpu::staged_rows<{}>(rows);\n",
                       "", indent, n);
-    emitCall({"linear", gemmShape(n, k), {a, "rows", w, "product"}}, indent);
+    emitCall({"linear", gemmShape(n, k, op), {a, "rows", w, "product"}}, indent);
     writeRowKernelCall(epilogue, rowKernelOf.lookup(epilogue), indent);
     return;
   }
@@ -177,7 +177,7 @@ void CppEmitter::emitGemm(modk::GemmOp op, int indent) {
   }
   // RoPE is a kernel of its own after the GEMM (linear); the other
   // epilogues are `rows` epilogues by now (modk-generalize).
-  emitCall({"linear", gemmShape(n, k), {a, "rows", w, y}}, indent);
+  emitCall({"linear", gemmShape(n, k, op), {a, "rows", w, y}}, indent);
   if (e == modk::Epilogue::rope) {
     int64_t heads = *op.getNHeads();
     emitCall({"rope",
@@ -193,11 +193,6 @@ void CppEmitter::emitGemm(modk::GemmOp op, int indent) {
 }
 
 LogicalResult CppEmitter::emitTargetKernel(Operation *op) {
-  if (auto predictor = dyn_cast<modk::PredictorOp>(op)) {
-    // Indented as if guarded either way, as this emitter always has.
-    emitPredictor(predictor, 4);
-    return success();
-  }
   if (auto split = dyn_cast<modk::SplitTokensOp>(op)) {
     os << fmt::format("  for (int64_t b = 0; b < B; ++b)\n"
                       "    for (int64_t i = 0; i < {0}; ++i) {{\n"

@@ -114,19 +114,28 @@ private:
   void emitColumnSumLaunch(modk::RowsOp op, int index, const std::string &bound,
                            std::vector<std::string> args) {
     int64_t width = op.getWidth();
+    // A block's partial row: the column sums, then the row totals (a float
+    // each), in the generated kernel's order.
     std::vector<std::string> outs;
-    for (Value out : op.getOutputs())
-      if (op.isColumnSum(out))
-        outs.push_back(name(out));
-    int64_t total = int64_t(outs.size()) * width;
+    std::vector<int64_t> sizes;
+    for (bool totals : {false, true})
+      for (Value out : op.getOutputs())
+        if (totals ? op.isRowTotal(out) : op.isColumnSum(out)) {
+          outs.push_back(name(out));
+          sizes.push_back(totals ? 1 : width);
+        }
+    int64_t total = 0;
+    for (int64_t size : sizes)
+      total += size;
     needScratch(fmt::format(
         "sizeof(float) * modk_cuda::row_reduce_scratch_floats({}, {})", bound,
         total));
     args.push_back("(float *)scratch");
-    // ColOut: the first width columns to outs[0], the next to outs[1], the
-    // rest to outs[2].
+    // ColOut: the first sizes[0] columns to outs[0], the next sizes[1] to
+    // outs[1], the rest to outs[2].
     while (outs.size() < 3)
       outs.push_back(outs.back());
+    sizes.resize(3, 0);
     os << fmt::format(
         "  if ({0} > 0) {{\n"
         "    MODC_LAUNCH(modc_rows::modc_rows_{1}, "
@@ -134,10 +143,10 @@ private:
         "modk_cuda::train_detail::colThreads<{2}>(), 0, s, {3} + B, {4});\n"
         "    modk_cuda::train_detail::launchReduceColumns((const float "
         "*)scratch, {5}, {3} + B, 0, modk_cuda::train_detail::ColOut{{{6}, "
-        "{7}, {8}, {2}, {9}}}, s);\n"
+        "{7}, {8}, {9}, {10}}}, s);\n"
         "  }}\n",
         bound, index, width, name(op.getSegments()), fmt::join(args, ", "),
-        total, outs[0], outs[1], outs[2], total > width ? width : 0);
+        total, outs[0], outs[1], outs[2], sizes[0], sizes[1]);
   }
   LogicalResult emitTargetKernel(Operation *op) override;
   /// The loss-only kernels of @eval; failure for any other op.
@@ -205,8 +214,7 @@ LogicalResult CudaEmitter::emitGemmPlans() {
                       "modk-configure-gemms first");
         return WalkResult::interrupt();
       }
-      if (!isa<modk::GemmOp, modk::GemmDgradOp, modk::GemmWgradOp,
-               modk::PredictorOp>(op))
+      if (!isa<modk::GemmOp, modk::GemmDgradOp, modk::GemmWgradOp>(op))
         return WalkResult::advance();
       auto config = op->getAttrOfType<modk::GemmConfigAttr>("config");
       if (!config) {
@@ -267,7 +275,7 @@ void CudaEmitter::emitGemm(modk::GemmOp op, int indent) {
   modk::Epilogue e = op.getEpilogue();
   // The epilogues are fused into the GEMM kernel, and so is the bf16
   // rounding of what attention reads (linear_rope rounds in a bf16 entry).
-  std::vector<int64_t> shape = gemmShape(n, k);
+  std::vector<int64_t> shape = gemmShape(n, k, op);
   bool rounded = op.getRoundBf16();
   // Each call names the product's plan (#modk.gemm_config).
   auto call = [&](KernelCall c, bool bf16Slot = true) {
@@ -284,7 +292,8 @@ void CudaEmitter::emitGemm(modk::GemmOp op, int indent) {
     emitCall(withGemmPlan({"linear_rows_epilogue",
                            withBf16Flag({n, k,
                                          rowKernelOf.lookup(
-                                             op.getEpilogueRows())}),
+                                             op.getEpilogueRows())},
+                                        op),
                            {a, rows, w, "epi"}},
                           op),
              indent + 2);
@@ -298,7 +307,7 @@ void CudaEmitter::emitGemm(modk::GemmOp op, int indent) {
     int64_t heads = *op.getNHeads();
     // The angle table of the fused epilogue covers a sequence's positions.
     call({"linear_rope",
-          withBf16Flag({heads, n / heads, k}),
+          withBf16Flag({heads, n / heads, k}, op),
           {a, rows, w, name(op.getExtra()[0]),
            floatLiteral(op.getRopeTheta()->convertToDouble()),
            std::to_string(seqLen), y}});
@@ -334,10 +343,6 @@ void CudaEmitter::emitBceLoss(Value logits, Value mask,
 }
 
 LogicalResult CudaEmitter::emitTargetKernel(Operation *op) {
-  if (auto predictor = dyn_cast<modk::PredictorOp>(op)) {
-    emitPredictor(predictor, 2);
-    return success();
-  }
   if (auto split = dyn_cast<modk::SplitTokensOp>(op)) {
     emitCall({"split_tokens",
               {seqLen},

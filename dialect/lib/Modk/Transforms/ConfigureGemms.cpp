@@ -127,7 +127,7 @@ public:
       if (auto gemm = dyn_cast<modk::GemmOp>(op)) {
         auto w = cast<MemRefType>(gemm.getWeights()[0].getType()).getShape();
         // linear_to_bf16 rounds its operands in an f32 entry too.
-        bool products16 = bf16 || gemm.getRoundBf16();
+        bool products16 = gemm.productsBf16() || gemm.getRoundBf16();
         Product p{w[0], 0, products16,
                   weightCopies && isBf16(gemm.getInput()) && w[1] % 8 == 0,
                   0};
@@ -145,7 +145,7 @@ public:
       } else if (auto wgrad = dyn_cast<modk::GemmWgradOp>(op)) {
         // dW [N, K] += dY^T A over the rows: N rows of output, static.
         auto w = cast<MemRefType>(wgrad.getDw().getType()).getShape();
-        Product p{w[1], w[0], bf16,
+        Product p{w[1], w[0], wgrad.productsBf16(),
                   isBf16(wgrad.getDy()) && isBf16(wgrad.getInput()) &&
                       w[0] % 8 == 0 && w[1] % 8 == 0,
                   0};
@@ -156,10 +156,6 @@ public:
       } else if (auto grad = dyn_cast<modk::AttentionGradOp>(op)) {
         grad.setMainloopAttr(attentionMainloop(ctx, grad.getQ(),
                                                grad.getNHeads()));
-      } else if (auto predictor = dyn_cast<modk::PredictorOp>(op)) {
-        auto fc1 =
-            cast<MemRefType>(predictor.getFc1Weight().getType()).getShape();
-        predictor.setConfigAttr(configure(ctx, {fc1[0], 0, false, false, 0}));
       }
     });
   }

@@ -63,7 +63,8 @@ struct FuseResidualAdd : OpRewritePattern<modk::AddOp> {
                            gemm.getWeights(), gemm.getSegments(),
                            ValueRange{residual}, add.getOutput(),
                            modk::Epilogue::residual_add, nullptr, nullptr,
-                           nullptr, false, nullptr);
+                           nullptr, false, nullptr, gemm.getPrecisionAttr(),
+                           gemm.getCausalOnly());
       rewriter.eraseOp(add);
       rewriter.eraseOp(gemm);
       eraseIfDead(rewriter, product);
@@ -87,7 +88,8 @@ struct FuseActivation : OpRewritePattern<modk::ActivationOp> {
       modk::GemmOp::create(rewriter, up.getLoc(), up.getInput(),
                            up.getWeights(), up.getSegments(), ValueRange{},
                            act.getOutput(), modk::Epilogue::gelu, nullptr,
-                           nullptr, nullptr, false, nullptr);
+                           nullptr, nullptr, false, nullptr,
+                           up.getPrecisionAttr(), up.getCausalOnly());
       Value upRows = act.getUp();
       rewriter.eraseOp(act);
       rewriter.eraseOp(up);
@@ -105,7 +107,8 @@ struct FuseActivation : OpRewritePattern<modk::ActivationOp> {
         rewriter, up.getLoc(), up.getInput(),
         ValueRange{gate.getWeights()[0], up.getWeights()[0]},
         up.getSegments(), ValueRange{act.getGate()}, act.getOutput(),
-        modk::Epilogue::swiglu, nullptr, nullptr, nullptr, false, nullptr);
+        modk::Epilogue::swiglu, nullptr, nullptr, nullptr, false, nullptr,
+        up.getPrecisionAttr(), up.getCausalOnly());
     Value upRows = act.getUp();
     rewriter.eraseOp(act);
     rewriter.eraseOp(up);

@@ -81,6 +81,8 @@ LogicalResult fuseRowsIntoGemm(modk::GemmOp gemm, bool ownRows,
       return failure(); // not an elementwise modk.rows on its rows
     if (!ownRows && rows.getTokenOperands().empty())
       return failure(); // written at its own rows: left as a kernel
+    if (rows.getCausalOnly() != gemm.getCausalOnly())
+      return failure(); // one of them may not run
     // The product is read once by the kernel, at its row, and by nothing
     // else.
     unsigned productInput = 0, reads = 0;
@@ -102,7 +104,8 @@ LogicalResult fuseRowsIntoGemm(modk::GemmOp gemm, bool ownRows,
     auto fused = modk::GemmOp::create(
         rewriter, gemm.getLoc(), gemm.getInput(), gemm.getWeights(),
         gemm.getSegments(), ValueRange{}, rows.getOutputs()[0],
-        modk::Epilogue::rows, nullptr, nullptr, nullptr, false, nullptr);
+        modk::Epilogue::rows, nullptr, nullptr, nullptr, false, nullptr,
+        gemm.getPrecisionAttr(), gemm.getCausalOnly());
     Block *block = rewriter.createBlock(&fused.getFusedRows(), {},
                                         {product.getType()}, {gemm.getLoc()});
     rewriter.moveOpBefore(rows, block, block->end());

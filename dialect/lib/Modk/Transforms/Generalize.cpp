@@ -2,8 +2,9 @@
 //
 // The row-wise kernels of the plan (RMSNorm, the residual add, the MLP's
 // activation and its gradient, a routed block's gather + RMSNorm and its
-// gated scatter back into the stream, and the gradients of that gather
-// and scatter), and the GEMM epilogues that
+// gated scatter back into the stream, the gradients of that gather
+// and scatter, and the causal predictor and its gradient), and the GEMM
+// epilogues that
 // modk-fuse-epilogues named (residual add, GELU, SwiGLU), are rewritten
 // into modk.rows ops whose
 // regions spell their math in arith and math ops, so that the emitters
@@ -41,10 +42,11 @@ struct TokenAccess {
 
 /// Creates a modk.rows over `inputs` into `outputs` on the row set
 /// `segments` before `op`, with `reduce` and `body` building its regions.
-void createRows(PatternRewriter &rewriter, Operation *op, ValueRange inputs,
-                Value segments, ValueRange outputs, unsigned reductions,
-                RegionFn reduce, RegionFn body, const TokenAccess &tokens = {},
-                ArrayRef<int64_t> lookups = {}) {
+modk::RowsOp createRows(PatternRewriter &rewriter, Operation *op,
+                        ValueRange inputs, Value segments, ValueRange outputs,
+                        unsigned reductions, RegionFn reduce, RegionFn body,
+                        const TokenAccess &tokens = {},
+                        ArrayRef<int64_t> lookups = {}) {
   Location loc = op->getLoc();
   auto rows = modk::RowsOp::create(
       rewriter, loc, inputs, segments, tokens.positions, outputs,
@@ -65,6 +67,7 @@ void createRows(PatternRewriter &rewriter, Operation *op, ValueRange inputs,
   };
   fill(rows.getReduce(), inputs.size(), reduce);
   fill(rows.getBody(), inputs.size() + reductions, body);
+  return rows;
 }
 
 /// Replaces `op` by the modk.rows that createRows builds.
@@ -334,7 +337,8 @@ struct NamedEpilogueToRows : OpRewritePattern<modk::GemmOp> {
       modk::GemmOp::create(rewriter, op.getLoc(), op.getInput(),
                            op.getWeights()[0], op.getSegments(), ValueRange{},
                            extra[0], modk::Epilogue::none, nullptr, nullptr,
-                           nullptr, false, nullptr);
+                           nullptr, false, nullptr, op.getPrecisionAttr(),
+                           op.getCausalOnly());
     }
     Value up = op.getWeights().back();
     rewriter.modifyOpInPlace(op, [&] {
@@ -550,6 +554,85 @@ struct EmbedToRows : OpRewritePattern<modk::EmbedOp> {
   }
 };
 
+/// A product of the causal predictor over every token of `input` (the
+/// identity row set `all`): f32 even in a bf16 model, where the predictor
+/// stays outside the bf16 rule (docs/model-format.md, bf16 models).
+modk::GemmOp createPredictorProduct(PatternRewriter &rewriter, Location loc,
+                                    Value input, Value weight, Value all,
+                                    Value output, bool causalOnly) {
+  return modk::GemmOp::create(
+      rewriter, loc, input, weight, all, ValueRange{}, output,
+      modk::Epilogue::none, nullptr, nullptr, nullptr, false, nullptr,
+      modk::DTypeAttr::get(rewriter.getContext(), modk::DType::f32),
+      causalOnly);
+}
+
+/// The causal predictor p = fc2 . silu(fc1 x + b1) + b2
+/// (docs/model-format.md section 4) over every token: fc1's product into
+/// the hidden rows h, then a modk.rows with one sum a row,
+/// sum_c silu(h_c + b1_c) fc2_c, and p = sum + b2 stored once a row. In a
+/// forward entry both run only where causal decisions are read.
+struct PredictorToRows : OpRewritePattern<modk::PredictorOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(modk::PredictorOp op,
+                                PatternRewriter &rewriter) const override {
+    Value all = identitySegments(rewriter, op, op.getInput());
+    bool causalOnly = op.getCausalOnly();
+    createPredictorProduct(rewriter, op.getLoc(), op.getInput(),
+                           op.getFc1Weight(), all, op.getHidden(), causalOnly);
+    // Inputs h, b1, fc2 (a vector [1, H]), b2 (a scalar [1]).
+    modk::RowsOp rows = createRows(
+        rewriter, op,
+        {op.getHidden(), op.getFc1Bias(), op.getFc2Weight(), op.getFc2Bias()},
+        all, op.getOutput(), 1,
+        [](F32Math &m, ValueRange a) -> SmallVector<Value> {
+          return {m.mul(m.silu(m.add(a[0], a[1])), a[2])};
+        },
+        [](F32Math &m, ValueRange a) -> SmallVector<Value> {
+          return {m.add(a[4], a[3])};
+        });
+    rows.setCausalOnly(causalOnly);
+    rewriter.eraseOp(op);
+    return success();
+  }
+};
+
+/// The gradient of the predictor's parameters (docs/model-format.md
+/// section 5; its input is behind a stop-gradient): fc1's product again
+/// into h, then a modk.rows over every token with z = h + b1,
+/// s = sigmoid(z) and g = dp, the row's one value:
+/// dz = g fc2 s (1 + z (1 - s)) in place of h, the column sums
+/// db1 += dz and dfc2 += g z s, and the row total db2 += g; then
+/// dfc1 += dz^T x. All f32, like the forward.
+struct PredictorGradToRows : OpRewritePattern<modk::PredictorGradOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(modk::PredictorGradOp op,
+                                PatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    Value all = identitySegments(rewriter, op, op.getInput());
+    Value hidden = op.getHidden();
+    createPredictorProduct(rewriter, loc, op.getInput(), op.getFc1Weight(),
+                           all, hidden, /*causalOnly=*/false);
+    createRows(
+        rewriter, op,
+        {hidden, op.getFc1Bias(), op.getFc2Weight(), op.getDp()}, all,
+        {hidden, op.getDfc1Bias(), op.getDfc2Weight(), op.getDfc2Bias()}, 0,
+        noSums, [](F32Math &m, ValueRange a) -> SmallVector<Value> {
+          Value z = m.add(a[0], a[1]), w2 = a[2], g = a[3];
+          Value s = m.sigmoid(z);
+          Value dz = m.mul(m.mul(g, w2),
+                           m.mul(s, m.add(m.c(1.0),
+                                          m.mul(z, m.sub(m.c(1.0), s)))));
+          return {dz, dz, m.mul(g, m.mul(z, s)), g};
+        });
+    modk::GemmWgradOp::create(
+        rewriter, loc, hidden, op.getInput(), all, op.getDfc1Weight(), nullptr,
+        modk::DTypeAttr::get(rewriter.getContext(), modk::DType::f32));
+    rewriter.eraseOp(op);
+    return success();
+  }
+};
+
 struct GeneralizePass : public modc::impl::GeneralizeBase<GeneralizePass> {
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
@@ -557,7 +640,8 @@ struct GeneralizePass : public modc::impl::GeneralizeBase<GeneralizePass> {
         .add<RMSNormToRows, AddToRows, ActivationToRows, ActivationGradToRows,
              RouteSelectGatherToRows, DecodeRouteToRows, GateScaleScatterToRows,
              GatherGradToRows, ScatterGradToRows, RMSNormGradToRows,
-             RouterGradToRows, NamedEpilogueToRows, EmbedToRows>(&getContext());
+             RouterGradToRows, NamedEpilogueToRows, EmbedToRows,
+             PredictorToRows, PredictorGradToRows>(&getContext());
     // One walk, each op rewritten where it stands: the plan's order is its
     // execution order, and nothing is folded or erased as dead.
     walkAndApplyPatterns(getOperation(), std::move(patterns));

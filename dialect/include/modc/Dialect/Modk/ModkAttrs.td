@@ -89,6 +89,7 @@ def Modk_GateAttr : Modk_EnumAttr<Modk_Gate, "gate">;
 def Modk_ActivationAttr : Modk_EnumAttr<Modk_Activation, "activation">;
 def Modk_CausalRouterAttr : Modk_EnumAttr<Modk_CausalRouter, "causal_router">;
 def Modk_GemmPathAttr : Modk_EnumAttr<Modk_GemmPath, "gemm_path">;
+def Modk_DTypeAttr : Modk_EnumAttr<Modk_DType, "dtype">;
 
 def Modk_GemmConfigAttr : AttrDef<Modk_Dialect, "GemmConfig"> {
   let mnemonic = "gemm_config";

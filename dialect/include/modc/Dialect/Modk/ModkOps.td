@@ -145,7 +145,11 @@ def Modk_GemmOp : Modk_Op<"gemm", [AttrSizedOperandSegments, NoTerminator,
     the other named epilogues.
     `round_bf16` (set by modk-store-bf16 in a bf16 entry): the output rows
     are rounded to bf16 values as they are stored, in an f32 buffer: the
-    queries, keys and values that attention reads. `config` (set by
+    queries, keys and values that attention reads. `precision`: the
+    products' precision where it is not the entry's dtype (the causal
+    predictor's f32 products in a bf16 model, set by modk-generalize).
+    `causal_only`: the forward entry runs it only where causal decisions
+    are read (the predictor's kernels). `config` (set by
     modk-configure-gemms for a CUDA target): the kernels that run it.
   }];
   let arguments = (ins Modk_Read:$input, Modk_VariadicRead:$weights,
@@ -153,7 +157,9 @@ def Modk_GemmOp : Modk_Op<"gemm", [AttrSizedOperandSegments, NoTerminator,
                    Modk_ReadWritten:$output, Modk_EpilogueAttr:$epilogue,
                    OptionalAttr<Modk_GateAttr>:$gate, OptionalAttr<I64Attr>:$n_heads,
                    OptionalAttr<F64Attr>:$rope_theta, UnitAttr:$round_bf16,
-                   OptionalAttr<Modk_GemmConfigAttr>:$config);
+                   OptionalAttr<Modk_GemmConfigAttr>:$config,
+                   OptionalAttr<Modk_DTypeAttr>:$precision,
+                   UnitAttr:$causal_only);
   let regions = (region AnyRegion:$fused_rows);
   let assemblyFormat = [{
     $input `,` `[` $weights `]` `rows` $segments
@@ -165,6 +171,9 @@ def Modk_GemmOp : Modk_Op<"gemm", [AttrSizedOperandSegments, NoTerminator,
   let extraClassDeclaration = [{
     /// The modk.rows that is the epilogue (`rows`), or null.
     RowsOp getEpilogueRows();
+    /// Whether the products round their operands to bf16: `precision`
+    /// where it is set, else the entry's dtype.
+    bool productsBf16();
   }];
 }
 
@@ -200,12 +209,12 @@ def Modk_PredictorOp : Modk_Op<"predictor"> {
   let description = [{
     With `causal_only` (the forward entry) the kernel runs only in `causal`
     mode, the only reader of its output there; training always runs it.
+    modk-generalize writes it as fc1's product (f32) and a modk.rows.
   }];
   let arguments = (ins Modk_Read:$input, Modk_Read:$fc1_weight,
                    Modk_Read:$fc1_bias, Modk_Read:$fc2_weight,
                    Modk_Read:$fc2_bias, Modk_Written:$hidden, Modk_Written:$output,
-                   UnitAttr:$causal_only,
-                   OptionalAttr<Modk_GemmConfigAttr>:$config);
+                   UnitAttr:$causal_only);
   let assemblyFormat = [{
     $input `,` `[` $fc1_weight `,` $fc1_bias `,` $fc2_weight `,` $fc2_bias `]`
     `scratch` $hidden `->` $output attr-dict `:` type(operands)
@@ -330,6 +339,14 @@ def Modk_RowsOp : Modk_Op<"rows", [AttrSizedOperandSegments,
     that the row's id selects: ids is an i32 input [B, rows] of one id a
     row, in [0, V) (the caller validates it), and the regions do not read
     its argument. This is how the embedding lookup is a row kernel.
+    An input [1] is a scalar, the same for every element (a bias of one
+    value). An output [1] of a kernel wider than one column is a row
+    total: it gets the sum over the rows of the value `body` yields for it,
+    which must depend only on the row's sums (and scalars and constants),
+    added to what it holds, in the column sums' order; column sums and
+    totals together are at most kMaxColumnSums a kernel.
+    `causal_only`: the forward entry runs it only where causal decisions
+    are read (the predictor's kernels).
     Both regions hold `arith` and `math` ops on f32 only; the emitters
     generate each target's kernel from them (docs/compiler.md). An output
     may be an input (in place): every element of a row is read before any
@@ -353,7 +370,8 @@ def Modk_RowsOp : Modk_Op<"rows", [AttrSizedOperandSegments,
                    Optional<AnyMemRef>:$positions,
                    Variadic<AnyMemRef>:$outputs,
                    DefaultValuedAttr<DenseI64ArrayAttr, "{}">:$token_operands,
-                   DefaultValuedAttr<DenseI64ArrayAttr, "{}">:$lookups);
+                   DefaultValuedAttr<DenseI64ArrayAttr, "{}">:$lookups,
+                   UnitAttr:$causal_only);
   let regions = (region SizedRegion<1>:$reduce, SizedRegion<1>:$body);
   let assemblyFormat = [{
     (`ins` `(` $inputs^ `:` type($inputs) `)`)? `rows` $segments `:`
@@ -373,12 +391,19 @@ def Modk_RowsOp : Modk_Op<"rows", [AttrSizedOperandSegments,
     bool isRowScalarInput(unsigned index);
     /// Whether `output` is a column sum ([width] or [1, width]).
     bool isColumnSum(mlir::Value output);
-    /// Whether some output is a column sum.
+    /// Whether `output` is a row total ([1] in a kernel wider than one
+    /// column): the sum over the rows of a value a row.
+    bool isRowTotal(mlir::Value output);
+    /// Whether some output sums over the rows: a column sum or a row total.
     bool hasColumnSums();
-    /// Column sums a kernel adds at most (the CUDA reduction's outputs).
+    /// Column sums and row totals a kernel adds at most (the CUDA
+    /// reduction's outputs).
     static constexpr unsigned kMaxColumnSums = 3;
+    /// Whether input `index` is a scalar ([1]), the same for every element.
+    bool isScalarInput(unsigned index);
     /// Whether `arg`, an argument of `body`, is the same for every element
-    /// of a row: one of the row's sums, or a token scalar input.
+    /// of a row: one of the row's sums, a token scalar or row scalar input,
+    /// or a scalar.
     bool isRowInvariantArgument(mlir::BlockArgument arg);
     /// Whether `input` holds one value per column (a vector of `width`)
     /// rather than one per row element.
@@ -543,8 +568,16 @@ def Modk_GemmDgradOp : Modk_GenericOp<"gemm_dgrad"> {
 
 def Modk_GemmWgradOp : Modk_GenericOp<"gemm_wgrad"> {
   let summary = "dW += dY^T . A over the rows of a row set";
+  let description = [{
+    `precision`: as modk.gemm's, where it is not the entry's dtype.
+  }];
   let arguments = (ins Modk_Read:$dy, Modk_Read:$input, Modk_Read:$segments,
-                   Modk_ReadWritten:$dw, OptionalAttr<Modk_GemmConfigAttr>:$config);
+                   Modk_ReadWritten:$dw, OptionalAttr<Modk_GemmConfigAttr>:$config,
+                   OptionalAttr<Modk_DTypeAttr>:$precision);
+  let extraClassDeclaration = [{
+    /// Whether the products round their operands to bf16 (modk.gemm's).
+    bool productsBf16();
+  }];
 }
 
 def Modk_RMSNormGradOp : Modk_GenericOp<"rmsnorm_grad"> {
@@ -604,6 +637,10 @@ def Modk_RouterGradOp : Modk_GenericOp<"router_grad"> {
 
 def Modk_PredictorGradOp : Modk_GenericOp<"predictor_grad"> {
   let summary = "Gradients of the predictor's parameters (input stop-gradient)";
+  let description = [{
+    modk-generalize writes it as fc1's product again, a modk.rows with
+    column sums and a row total, and a gemm_wgrad.
+  }];
   let arguments = (ins Modk_Read:$input, Modk_Read:$fc1_weight,
                    Modk_Read:$fc1_bias, Modk_Read:$fc2_weight, Modk_Read:$dp,
                    Modk_ReadWritten:$hidden, Modk_ReadWritten:$dfc1_weight,

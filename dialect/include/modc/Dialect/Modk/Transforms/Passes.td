@@ -106,6 +106,12 @@ def Generalize : Pass<"modk-generalize", "::modc::modk::EntryOp"> {
     those regions; they have no kernel of their own for the named ops. Run
     after modk-store-bf16, whose element types the rows ops then store.
 
+    `modk.predictor` becomes fc1's product, marked `precision = f32` (the
+    predictor is outside a bf16 model's rounding rule), and a `modk.rows`
+    with one sum a row; both keep its `causal_only`. `modk.predictor_grad`
+    becomes that product again, a `modk.rows` with column sums and a row
+    total, and an f32 `modk.gemm_wgrad`.
+
     Before: `modk.add %a, %b rows %seg -> %y`
     After:
     ```mlir
@@ -210,7 +216,7 @@ def ConfigureGemms : Pass<"modk-configure-gemms", "::modc::modk::EntryOp"> {
   let summary = "Choose each product's CUDA kernels from the target's description";
   let description = [{
     Sets `config` (#modk.gemm_config) on every `modk.gemm`,
-    `modk.gemm_dgrad`, `modk.gemm_wgrad` and `modk.predictor`, from the
+    `modk.gemm_dgrad` and `modk.gemm_wgrad`, from the
     description of the `arch`'s part (SM count, shared memory, whether it
     has wgmma and TMA) and the tiles the kernel library has:
 
