@@ -125,6 +125,16 @@ constexpr auto routerGrad24x300 = rows_cpu::modc_rows_77;
 constexpr auto twoColumnSums40 = rows_cpu::modc_rows_78;
 // The embedding lookup, V = 19, D = 37: (rows, tokens, table, out).
 constexpr auto embed19x37 = rows_cpu::modc_rows_79;
+// The causal predictor after fc1's product h (hidden width H):
+// (rows, h, b1, fc2, b2, p), p = sum_c silu(h_c + b1_c) fc2_c + b2.
+constexpr auto predictor24 = rows_cpu::modc_rows_80;
+constexpr auto predictor70 = rows_cpu::modc_rows_81;
+// Its gradient after fc1's product again: (rows, h, b1, fc2, dp, h, db1,
+// dfc2, db2): dz in place of h, the column sums db1 += dz and
+// dfc2 += dp silu(z), the row total db2 += dp.
+constexpr auto predictorGrad10 = rows_cpu::modc_rows_82;
+constexpr auto predictorGrad128 = rows_cpu::modc_rows_83;
+constexpr auto predictorGrad24 = rows_cpu::modc_rows_84;
 // Gathers fused into the selection, S = 40, D = 70: functors {pos, x, w,
 // gathered, normed} (RMSNorm, eps 1e-5) and {pos, x, scale, w, gathered,
 // normed}, for select_topk and gather_sequences.
@@ -203,26 +213,29 @@ constexpr auto routerGrad16x40 = rows_cuda::modc_rows_76;
 constexpr auto routerGrad24x300 = rows_cuda::modc_rows_77;
 constexpr auto twoColumnSums40 = rows_cuda::modc_rows_78;
 constexpr auto embed19x37 = rows_cuda::modc_rows_79;
+constexpr auto predictor70 = rows_cuda::modc_rows_81;
+constexpr auto predictorGrad24 = rows_cuda::modc_rows_84;
 using FusedGatherRmsnorm40x70 = rows_cuda::modc_gather_0;
 using FusedGatherScale40x70 = rows_cuda::modc_gather_1;
 using FusedDecodeGatherRmsnorm64 = rows_cuda::modc_gather_2;
 
-/// A kernel with `n` column sums of W columns, launched as the CUDA
-/// emitter does: a block per kRB of the `maxRows` rows writes its partial
-/// sums into `scratch` (row_reduce_scratch_floats(maxRows, n * W) floats),
-/// which reduceColumns adds into `out` (the first W columns to out.p0, the
-/// next to out.p1, the rest to out.p2) in block order.
+/// A kernel with column sums of W columns (and row totals), launched as
+/// the CUDA emitter does: a block per kRB of the `maxRows` rows writes its
+/// partial row of `floats` sums (the column sums, then the totals) into
+/// `scratch` (row_reduce_scratch_floats(maxRows, floats) floats), which
+/// reduceColumns adds into `out` (the first out.n0 columns to out.p0, the
+/// next out.n1 to out.p1, the rest to out.p2) in block order.
 template <int W, typename... Params, typename... Args>
 void launchColumnSums(void (*kernel)(const int64_t *, Params...),
                       const int64_t *rows, int64_t maxRows,
-                      modk_cuda::train_detail::ColOut out, int n,
+                      modk_cuda::train_detail::ColOut out, int floats,
                       float *scratch, Args... args) {
   namespace td = modk_cuda::train_detail;
   if (maxRows <= 0)
     return;
   MODC_LAUNCH(kernel, unsigned(modk_cuda::ceilDiv(maxRows, td::kRB)),
               td::colThreads<W>(), 0, nullptr, rows, args..., scratch);
-  td::launchReduceColumns(scratch, n * W, rows, 0, out, nullptr);
+  td::launchReduceColumns(scratch, floats, rows, 0, out, nullptr);
 }
 
 /// launchColumnSums of a kernel with one column sum, into `sums`.
@@ -232,7 +245,7 @@ void launchColumnSum(void (*kernel)(const int64_t *, Params...),
                      float *scratch, Args... args) {
   launchColumnSums<W>(kernel, rows, maxRows,
                       modk_cuda::train_detail::ColOut{sums, sums, sums, W, 0},
-                      1, scratch, args...);
+                      W, scratch, args...);
 }
 } // namespace gen_cuda
 } // namespace

@@ -5,7 +5,7 @@
 // every op differs from the others (width, element type, sequence length,
 // eps, gate, or forward and decode form), so none is shared. RowKernels.h
 // names them.
-modk.entry @forward attributes {model = #modk.model<name = "t", vocab_size = 1, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 1, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = ["topk", "causal"], params = [{init = "ones", name = "w96", shape = [96]}, {init = "ones", name = "w128", shape = [128]}, {init = "ones", name = "w90", shape = [90]}, {init = "ones", name = "rw48", shape = [1, 48]}, {init = "ones", name = "w48", shape = [48]}, {init = "ones", name = "rw128", shape = [1, 128]}, {init = "ones", name = "rw70", shape = [1, 70]}, {init = "ones", name = "w70", shape = [70]}, {init = "ones", name = "wd32", shape = [32, 8]}, {init = "ones", name = "wd128", shape = [128, 8]}, {init = "ones", name = "wd70", shape = [70, 8]}, {init = "ones", name = "rw64", shape = [1, 64]}, {init = "ones", name = "w64", shape = [64]}, {init = "ones", name = "rw96", shape = [1, 96]}, {init = "ones", name = "rw32", shape = [1, 32]}, {init = "ones", name = "w32", shape = [32]}, {init = "ones", name = "wd36", shape = [36, 8]}, {init = "ones", name = "wd64", shape = [64, 8]}, {init = "ones", name = "wd200", shape = [200, 8]}, {init = "ones", name = "rw40", shape = [1, 40]}, {init = "ones", name = "w40", shape = [40]}, {init = "ones", name = "ngw24", shape = [24]}, {init = "ones", name = "ngdw24", shape = [24]}, {init = "ones", name = "ngw64", shape = [64]}, {init = "ones", name = "ngdw64", shape = [64]}, {init = "ones", name = "ngw96", shape = [96]}, {init = "ones", name = "ngdw96", shape = [96]}, {init = "ones", name = "ngw128", shape = [128]}, {init = "ones", name = "ngdw128", shape = [128]}, {init = "ones", name = "ngw256", shape = [256]}, {init = "ones", name = "ngdw256", shape = [256]}, {init = "ones", name = "ngw300", shape = [300]}, {init = "ones", name = "ngdw300", shape = [300]}, {init = "ones", name = "rgw24", shape = [1, 24]}, {init = "ones", name = "rgdw24", shape = [1, 24]}, {init = "ones", name = "rgw128", shape = [1, 128]}, {init = "ones", name = "rgdw128", shape = [1, 128]}, {init = "ones", name = "rgw40", shape = [1, 40]}, {init = "ones", name = "rgdw40", shape = [1, 40]}, {init = "ones", name = "rgw300", shape = [1, 300]}, {init = "ones", name = "rgdw300", shape = [1, 300]}, {init = "ones", name = "csa", shape = [40]}, {init = "ones", name = "csb", shape = [1, 40]}, {init = "ones", name = "etable", shape = [19, 37]}]} {
+modk.entry @forward attributes {model = #modk.model<name = "t", vocab_size = 1, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 1, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = ["topk", "causal"], params = [{init = "ones", name = "w96", shape = [96]}, {init = "ones", name = "w128", shape = [128]}, {init = "ones", name = "w90", shape = [90]}, {init = "ones", name = "rw48", shape = [1, 48]}, {init = "ones", name = "w48", shape = [48]}, {init = "ones", name = "rw128", shape = [1, 128]}, {init = "ones", name = "rw70", shape = [1, 70]}, {init = "ones", name = "w70", shape = [70]}, {init = "ones", name = "wd32", shape = [32, 8]}, {init = "ones", name = "wd128", shape = [128, 8]}, {init = "ones", name = "wd70", shape = [70, 8]}, {init = "ones", name = "rw64", shape = [1, 64]}, {init = "ones", name = "w64", shape = [64]}, {init = "ones", name = "rw96", shape = [1, 96]}, {init = "ones", name = "rw32", shape = [1, 32]}, {init = "ones", name = "w32", shape = [32]}, {init = "ones", name = "wd36", shape = [36, 8]}, {init = "ones", name = "wd64", shape = [64, 8]}, {init = "ones", name = "wd200", shape = [200, 8]}, {init = "ones", name = "rw40", shape = [1, 40]}, {init = "ones", name = "w40", shape = [40]}, {init = "ones", name = "ngw24", shape = [24]}, {init = "ones", name = "ngdw24", shape = [24]}, {init = "ones", name = "ngw64", shape = [64]}, {init = "ones", name = "ngdw64", shape = [64]}, {init = "ones", name = "ngw96", shape = [96]}, {init = "ones", name = "ngdw96", shape = [96]}, {init = "ones", name = "ngw128", shape = [128]}, {init = "ones", name = "ngdw128", shape = [128]}, {init = "ones", name = "ngw256", shape = [256]}, {init = "ones", name = "ngdw256", shape = [256]}, {init = "ones", name = "ngw300", shape = [300]}, {init = "ones", name = "ngdw300", shape = [300]}, {init = "ones", name = "rgw24", shape = [1, 24]}, {init = "ones", name = "rgdw24", shape = [1, 24]}, {init = "ones", name = "rgw128", shape = [1, 128]}, {init = "ones", name = "rgdw128", shape = [1, 128]}, {init = "ones", name = "rgw40", shape = [1, 40]}, {init = "ones", name = "rgdw40", shape = [1, 40]}, {init = "ones", name = "rgw300", shape = [1, 300]}, {init = "ones", name = "rgdw300", shape = [1, 300]}, {init = "ones", name = "csa", shape = [40]}, {init = "ones", name = "csb", shape = [1, 40]}, {init = "ones", name = "etable", shape = [19, 37]}, {init = "ones", name = "pw1_24", shape = [24, 40]}, {init = "ones", name = "pb1_24", shape = [24]}, {init = "ones", name = "pw2_24", shape = [1, 24]}, {init = "ones", name = "pb2_24", shape = [1]}, {init = "ones", name = "pw1_70", shape = [70, 40]}, {init = "ones", name = "pb1_70", shape = [70]}, {init = "ones", name = "pw2_70", shape = [1, 70]}, {init = "ones", name = "pb2_70", shape = [1]}, {init = "ones", name = "gw1_12_10", shape = [10, 12]}, {init = "ones", name = "gb1_12_10", shape = [10]}, {init = "ones", name = "gw2_12_10", shape = [1, 10]}, {init = "ones", name = "gd1w_12_10", shape = [10, 12]}, {init = "ones", name = "gd1b_12_10", shape = [10]}, {init = "ones", name = "gd2w_12_10", shape = [1, 10]}, {init = "ones", name = "gd2b_12_10", shape = [1]}, {init = "ones", name = "gw1_128_128", shape = [128, 128]}, {init = "ones", name = "gb1_128_128", shape = [128]}, {init = "ones", name = "gw2_128_128", shape = [1, 128]}, {init = "ones", name = "gd1w_128_128", shape = [128, 128]}, {init = "ones", name = "gd1b_128_128", shape = [128]}, {init = "ones", name = "gd2w_128_128", shape = [1, 128]}, {init = "ones", name = "gd2b_128_128", shape = [1]}, {init = "ones", name = "gw1_40_24", shape = [24, 40]}, {init = "ones", name = "gb1_40_24", shape = [24]}, {init = "ones", name = "gw2_40_24", shape = [1, 24]}, {init = "ones", name = "gd1w_40_24", shape = [24, 40]}, {init = "ones", name = "gd1b_40_24", shape = [24]}, {init = "ones", name = "gd2w_40_24", shape = [1, 24]}, {init = "ones", name = "gd2b_40_24", shape = [1]}]} {
   %w96 = modk.param "w96" : memref<96xf32>
   %w128 = modk.param "w128" : memref<128xf32>
   %w90 = modk.param "w90" : memref<90xf32>
@@ -375,6 +375,61 @@ modk.entry @forward attributes {model = #modk.model<name = "t", vocab_size = 1, 
   %etok = modk.alloc : memref<?x3xi32>
   %eout = modk.alloc : memref<?x3x37xf32>
   modk.embed %etok, %etable -> %eout : memref<?x3xi32>, memref<19x37xf32>, memref<?x3x37xf32>
+  // 80, 81: the causal predictor's row kernel (modk-generalize: fc1's
+  // product, then p = sum_c silu(h_c + b1_c) fc2_c + b2, one sum a row),
+  // D = 40 and H = 24, 70: (rows, h, b1, fc2, b2, p) (CpuKernels.Predictor,
+  // CudaKernels.Predictor).
+  %px40 = modk.alloc : memref<?x1x40xf32>
+  %pp = modk.alloc : memref<?x1xf32>
+  %pw1_24 = modk.param "pw1_24" : memref<24x40xf32>
+  %pb1_24 = modk.param "pb1_24" : memref<24xf32>
+  %pw2_24 = modk.param "pw2_24" : memref<1x24xf32>
+  %pb2_24 = modk.param "pb2_24" : memref<1xf32>
+  %ph24 = modk.alloc : memref<?x1x24xf32>
+  modk.predictor %px40, [%pw1_24, %pb1_24, %pw2_24, %pb2_24] scratch %ph24 -> %pp : memref<?x1x40xf32>, memref<24x40xf32>, memref<24xf32>, memref<1x24xf32>, memref<1xf32>, memref<?x1x24xf32>, memref<?x1xf32>
+  %pw1_70 = modk.param "pw1_70" : memref<70x40xf32>
+  %pb1_70 = modk.param "pb1_70" : memref<70xf32>
+  %pw2_70 = modk.param "pw2_70" : memref<1x70xf32>
+  %pb2_70 = modk.param "pb2_70" : memref<1xf32>
+  %ph70 = modk.alloc : memref<?x1x70xf32>
+  modk.predictor %px40, [%pw1_70, %pb1_70, %pw2_70, %pb2_70] scratch %ph70 -> %pp : memref<?x1x40xf32>, memref<70x40xf32>, memref<70xf32>, memref<1x70xf32>, memref<1xf32>, memref<?x1x70xf32>, memref<?x1xf32>
+  // 82, 83, 84: its gradient's row kernel (dz in place of h; the column
+  // sums db1, dfc2 and the row total db2), H = 10, 128, 24:
+  // (rows, h, b1, fc2, dp, h, db1, dfc2, db2) (CpuKernelsTrain.PredictorGrad,
+  // CudaTrainKernels.PredictorGradMatchesCpu).
+  %gw1_12_10 = modk.param "gw1_12_10" : memref<10x12xf32>
+  %gb1_12_10 = modk.param "gb1_12_10" : memref<10xf32>
+  %gw2_12_10 = modk.param "gw2_12_10" : memref<1x10xf32>
+  %gd1w_12_10 = modk.param "gd1w_12_10" : memref<10x12xf32>
+  %gd1b_12_10 = modk.param "gd1b_12_10" : memref<10xf32>
+  %gd2w_12_10 = modk.param "gd2w_12_10" : memref<1x10xf32>
+  %gd2b_12_10 = modk.param "gd2b_12_10" : memref<1xf32>
+  %gx12_10 = modk.alloc : memref<?x1x12xf32>
+  %gh12_10 = modk.alloc : memref<?x1x10xf32>
+  %gdp12_10 = modk.alloc : memref<?x1xf32>
+  modk.predictor_grad(%gx12_10, %gw1_12_10, %gb1_12_10, %gw2_12_10, %gdp12_10, %gh12_10, %gd1w_12_10, %gd1b_12_10, %gd2w_12_10, %gd2b_12_10) : memref<?x1x12xf32>, memref<10x12xf32>, memref<10xf32>, memref<1x10xf32>, memref<?x1xf32>, memref<?x1x10xf32>, memref<10x12xf32>, memref<10xf32>, memref<1x10xf32>, memref<1xf32>
+  %gw1_128_128 = modk.param "gw1_128_128" : memref<128x128xf32>
+  %gb1_128_128 = modk.param "gb1_128_128" : memref<128xf32>
+  %gw2_128_128 = modk.param "gw2_128_128" : memref<1x128xf32>
+  %gd1w_128_128 = modk.param "gd1w_128_128" : memref<128x128xf32>
+  %gd1b_128_128 = modk.param "gd1b_128_128" : memref<128xf32>
+  %gd2w_128_128 = modk.param "gd2w_128_128" : memref<1x128xf32>
+  %gd2b_128_128 = modk.param "gd2b_128_128" : memref<1xf32>
+  %gx128_128 = modk.alloc : memref<?x1x128xf32>
+  %gh128_128 = modk.alloc : memref<?x1x128xf32>
+  %gdp128_128 = modk.alloc : memref<?x1xf32>
+  modk.predictor_grad(%gx128_128, %gw1_128_128, %gb1_128_128, %gw2_128_128, %gdp128_128, %gh128_128, %gd1w_128_128, %gd1b_128_128, %gd2w_128_128, %gd2b_128_128) : memref<?x1x128xf32>, memref<128x128xf32>, memref<128xf32>, memref<1x128xf32>, memref<?x1xf32>, memref<?x1x128xf32>, memref<128x128xf32>, memref<128xf32>, memref<1x128xf32>, memref<1xf32>
+  %gw1_40_24 = modk.param "gw1_40_24" : memref<24x40xf32>
+  %gb1_40_24 = modk.param "gb1_40_24" : memref<24xf32>
+  %gw2_40_24 = modk.param "gw2_40_24" : memref<1x24xf32>
+  %gd1w_40_24 = modk.param "gd1w_40_24" : memref<24x40xf32>
+  %gd1b_40_24 = modk.param "gd1b_40_24" : memref<24xf32>
+  %gd2w_40_24 = modk.param "gd2w_40_24" : memref<1x24xf32>
+  %gd2b_40_24 = modk.param "gd2b_40_24" : memref<1xf32>
+  %gx40_24 = modk.alloc : memref<?x1x40xf32>
+  %gh40_24 = modk.alloc : memref<?x1x24xf32>
+  %gdp40_24 = modk.alloc : memref<?x1xf32>
+  modk.predictor_grad(%gx40_24, %gw1_40_24, %gb1_40_24, %gw2_40_24, %gdp40_24, %gh40_24, %gd1w_40_24, %gd1b_40_24, %gd2w_40_24, %gd2b_40_24) : memref<?x1x40xf32>, memref<24x40xf32>, memref<24xf32>, memref<1x24xf32>, memref<?x1xf32>, memref<?x1x24xf32>, memref<24x40xf32>, memref<24xf32>, memref<1x24xf32>, memref<1xf32>
 }
 // The optimizer's element update: modk-generate-optimizer writes
 // `modk.optimizer @adamw` beside this (empty) training entry, and the

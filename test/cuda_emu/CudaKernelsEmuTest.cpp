@@ -922,6 +922,8 @@ TEST(CudaKernels, SelectGatherFused) {
   }
 }
 
+// The causal predictor as modc generates it on both targets: fc1's
+// product, then the row kernel p = sum_c silu(h_c + b1_c) fc2_c + b2.
 TEST(CudaKernels, Predictor) {
   forEachGemmPath([] {
     constexpr int D = 40, HID = 70;
@@ -931,10 +933,14 @@ TEST(CudaKernels, Predictor) {
          b2 = randomFloats(1, 135);
     std::vector<float> h(n * HID), p(n + 1, kSentinel), rh(n * HID),
         rp(n + 1, kSentinel);
-    modk_cuda::predictor<D, HID>(x.data(), n, f1.data(), b1.data(), f2.data(),
-                                 b2.data(), h.data(), p.data(), nullptr);
-    modk_cpu::predictor<D, HID>(x.data(), n, f1.data(), b1.data(), f2.data(),
-                                b2.data(), rh.data(), rp.data());
+    int64_t rows = n;
+    modk_cuda::linear<HID, D>(x.data(), &rows, n, f1.data(), h.data(),
+                              nullptr);
+    gen_cuda::launch(gen_cuda::predictor70, &rows, n, h.data(), b1.data(),
+                     f2.data(), b2.data(), p.data());
+    modk_cpu::linear<HID, D>(x.data(), n, f1.data(), rh.data());
+    gen_cpu::predictor70(n, rh.data(), b1.data(), f2.data(), b2.data(),
+                         rp.data());
     expectClose(h.data(), rh.data(), n * HID, "predictor hidden");
     expectClose(p.data(), rp.data(), n + 1, "predictor");
   });

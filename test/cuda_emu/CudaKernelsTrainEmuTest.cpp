@@ -513,7 +513,7 @@ TEST(CudaTrainKernels, TwoColumnSumsMatchCpu) {
       gen_cuda::twoColumnSums40, &rows, maxRows,
       modk_cuda::train_detail::ColOut{gotA.data(), gotB.data(), gotB.data(), W,
                                       W},
-      2, scratch.data(), x.data(), y.data(), gotA.data(), gotB.data());
+      2 * W, scratch.data(), x.data(), y.data(), gotA.data(), gotB.data());
   expectClose(gotA, wantA, 1e-5, "a");
   expectClose(gotB, wantB, 1e-5, "b");
   for (int c = 0; c < W; ++c) {
@@ -542,19 +542,32 @@ TEST(CudaTrainKernels, PredictorGradMatchesCpu) {
   auto dp = randomFloats(rows, 115);
   auto d1w = randomFloats(HID * D, 116), d1b = randomFloats(HID, 117),
        d2w = randomFloats(HID, 118), d2b = randomFloats(1, 119);
+  // As modc generates it on each target: fc1's product again, the row
+  // kernel (dz in place of h; the column sums db1, dfc2 and the row total
+  // db2 in one partial row of 2 HID + 1 floats on CUDA), then dfc1 += dz^T x.
   std::vector<float> wh(rows * HID), w1w = d1w, w1b = d1b, w2w = d2w, w2b = d2b;
-  modk_cpu::predictor_grad<D, HID>(x.data(), rows, fc1w.data(), fc1b.data(),
-                                   fc2w.data(), dp.data(), wh.data(),
-                                   w1w.data(), w1b.data(), w2w.data(),
-                                   w2b.data());
+  modk_cpu::linear<HID, D>(x.data(), rows, fc1w.data(), wh.data());
+  gen_cpu::predictorGrad24(rows, wh.data(), fc1b.data(), fc2w.data(),
+                           dp.data(), wh.data(), w1b.data(), w2w.data(),
+                           w2b.data());
+  modk_cpu::linear_wgrad<HID, D>(wh.data(), rows, x.data(), w1w.data(), true);
   std::vector<float> gh(rows * HID, kSentinel), g1w = d1w, g1b = d1b, g2w = d2w,
                                                 g2b = d2b;
+  int64_t dRows = rows;
+  modk_cuda::linear<HID, D>(x.data(), &dRows, rows, fc1w.data(), gh.data(),
+                            nullptr);
   std::vector<float> scratch(
-      modk_cuda::predictor_grad_scratch_floats<D, HID>(rows));
-  modk_cuda::predictor_grad<D, HID>(x.data(), rows, fc1w.data(), fc1b.data(),
-                                    fc2w.data(), dp.data(), gh.data(),
-                                    g1w.data(), g1b.data(), g2w.data(),
-                                    g2b.data(), scratch.data(), nullptr);
+      modk_cuda::row_reduce_scratch_floats(rows, 2 * HID + 1));
+  gen_cuda::launchColumnSums<HID>(
+      gen_cuda::predictorGrad24, &dRows, rows,
+      modk_cuda::train_detail::ColOut{g1b.data(), g2w.data(), g2b.data(), HID,
+                                      HID},
+      2 * HID + 1, scratch.data(), gh.data(), fc1b.data(), fc2w.data(),
+      dp.data(), gh.data(), g1b.data(), g2w.data(), g2b.data());
+  std::vector<float> wgradScratch(
+      modk_cuda::linear_wgrad_scratch_floats<HID, D>(rows));
+  modk_cuda::linear_wgrad<HID, D>(gh.data(), &dRows, rows, x.data(),
+                                  g1w.data(), wgradScratch.data(), nullptr);
   expectClose(gh, wh, 1e-4, "hidden (dpre)");
   expectClose(g1w, w1w, 1e-4, "dfc1_w");
   expectClose(g1b, w1b, 1e-4, "dfc1_b");

@@ -36,7 +36,9 @@ void instantiate(cudaStream_t st) {
   rope<H, HD>(f, rows, maxRows, pos, 10000.0f, st);
   select_topk<S, K>(cf, B, pos, seg, mask, st);
   select_causal<S>(cf, B, pos, seg, mask, st);
-  predictor<D, HID>(cf, maxRows, cf, cf, cf, cf, f, f, st);
+  // The predictor's f32 products (fc1, and its weight gradient).
+  linear<HID, D>(cf, rows, maxRows, cf, f, st);
+  linear_wgrad<HID, D>(cf, rows, maxRows, cf, f, f, st);
   causal_attention<H, HD>(cf, cf, cf, B, seg, pos, S, f, st);
   cache_append<S, D>(cf, cf, B, seg, pos, tok, f, f, mask, st);
 }

@@ -1,8 +1,8 @@
 // nvcc compile check of CudaKernelsTrain.cuh (not part of the *Test.cpp
 // glob): pastes the preludes as the CUDA emitter does and instantiates every
 // training wrapper at examples/tiny-mod.json's shapes (d_model 128, 4 heads,
-// d_ff 512, seq_len 256, vocab 256, predictor_hidden 128) and at d_model
-// 1024, 16 heads, d_ff 4096, seq_len 2048, vocab 32000, and at head dim 128. Compile only:
+// d_ff 512, seq_len 256, vocab 256) and at d_model 1024, 16 heads, d_ff
+// 4096, seq_len 2048, vocab 32000, and at head dim 128. Compile only:
 //   nvcc -std=c++17 -O3 -arch=sm_90a -Xptxas -v -c nvcc_train_check.cu \
 //     -I compiler/lib/Target/Cuda/prelude -o /tmp/x.o
 #include "CudaCommon.cuh"
@@ -13,7 +13,7 @@
 
 namespace {
 
-template <int D, int H, int FF, int S, int V, int HID>
+template <int D, int H, int FF, int S, int V>
 void instantiate(cudaStream_t st) {
   using namespace modk_cuda;
   constexpr int HD = D / H;
@@ -29,7 +29,6 @@ void instantiate(cudaStream_t st) {
   bf16 *h = nullptr; // a bf16 model's rotated gradients
   rope_grad<H, HD>(f, seg + B, maxRows, i32, 10000.0f, h, st);
   embed_grad<D>(i32, maxRows, f, f, st);
-  predictor_grad<D, HID>(f, maxRows, f, f, f, f, f, f, f, f, f, f, st);
   causal_attention_grad<H, HD>(f, f, f, f, f, B, seg, i32, S, f, f, f, f, st);
   // A bf16 model's (q, k, v bf16: fewer mmas).
   causal_attention_grad<H, HD, true>(f, f, f, f, f, B, seg, i32, S, f, f, f, f,
@@ -42,9 +41,9 @@ void instantiate(cudaStream_t st) {
 } // namespace
 
 void modc_nvcc_train_check(cudaStream_t st) {
-  instantiate<128, 4, 512, 256, 256, 128>(st);
-  instantiate<1024, 16, 4096, 2048, 32000, 128>(st);
-  instantiate<2048, 16, 8192, 1024, 32000, 256>(st); // head dim 128
+  instantiate<128, 4, 512, 256, 256>(st);
+  instantiate<1024, 16, 4096, 2048, 32000>(st);
+  instantiate<2048, 16, 8192, 1024, 32000>(st); // head dim 128
   // Attention backward at head dims 8 and 72 (9 n8 tiles in 3 chunks).
   float *f = nullptr;
   int32_t *i32 = nullptr;

@@ -666,6 +666,8 @@ TEST(CpuKernels, SelectGatherFused) {
   }
 }
 
+// The causal predictor as modc generates it: fc1's product, then the row
+// kernel p = sum_c silu(h_c + b1_c) fc2_c + b2 (gen_cpu::predictor24).
 TEST(CpuKernels, Predictor) {
   constexpr int D = 40, HID = 24;
   for (int64_t rows : {0, 1, 11}) {
@@ -674,8 +676,9 @@ TEST(CpuKernels, Predictor) {
          w2 = randn(HID, 63), b2 = randn(1, 64);
     std::vector<float> hidden(std::max<int64_t>(rows, 1) * HID),
         p(std::max<int64_t>(rows, 1), 777.0f);
-    modk_cpu::predictor<D, HID>(x.data(), rows, w1.data(), b1.data(),
-                                w2.data(), b2.data(), hidden.data(), p.data());
+    modk_cpu::linear<HID, D>(x.data(), rows, w1.data(), hidden.data());
+    gen_cpu::predictor24(rows, hidden.data(), b1.data(), w2.data(), b2.data(),
+                         p.data());
     if (rows == 0) {
       EXPECT_EQ(p[0], 777.0f);
       continue;

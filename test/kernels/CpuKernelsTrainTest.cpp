@@ -959,9 +959,17 @@ void checkPredictorGrad(int64_t rows, unsigned seed, bool fd) {
        p2w = randn(HID, seed + 8), p2b = randn(1, seed + 9);
   std::vector<float> hidden(rows * HID, NAN), g1w = p1w, g1b = p1b, g2w = p2w,
                                               g2b = p2b;
-  modk_cpu::predictor_grad<D, HID>(
-      x.data(), rows, w1.data(), b1.data(), w2.data(), dp.data(), hidden.data(),
-      g1w.data(), g1b.data(), g2w.data(), g2b.data());
+  // As modc generates it: fc1's product again, the row kernel (dz in place
+  // of h, the column sums db1 and dfc2, the row total db2), then
+  // dfc1 += dz^T x.
+  static_assert(HID == 10 || HID == 128, "gen_cpu::predictorGrad<HID>");
+  constexpr auto grad =
+      HID == 10 ? gen_cpu::predictorGrad10 : gen_cpu::predictorGrad128;
+  modk_cpu::linear<HID, D>(x.data(), rows, w1.data(), hidden.data());
+  grad(rows, hidden.data(), b1.data(), w2.data(), dp.data(), hidden.data(),
+       g1b.data(), g2w.data(), g2b.data());
+  modk_cpu::linear_wgrad<HID, D>(hidden.data(), rows, x.data(), g1w.data(),
+                                 true);
   // Analytic fp64.
   Vec r1w(HID * D, 0.0), r1b(HID, 0.0), r2w(HID, 0.0), r2b(1, 0.0);
   for (int64_t i = 0; i < rows; ++i) {

@@ -540,6 +540,69 @@ func.func @rows_four_column_sums(%x: memref<?x16x32xf32>, %seg: memref<?x1xi64>,
 
 // -----
 
+// A row total ([1] in a kernel wider than one column) sums one value a row:
+// the body's value for it must not be an element's.
+func.func @rows_total_of_elements(%x: memref<?x16x32xf32>, %seg: memref<?x1xi64>, %t: memref<1xf32>) {
+  // expected-error @+1 {{output 0 sums one value a row, but 'body' yields an element's value for it}}
+  modk.rows ins(%x : memref<?x16x32xf32>) rows %seg : memref<?x1xi64> outs(%t : memref<1xf32>) reduce {
+  ^bb0(%a: f32):
+    modk.yield
+  } body {
+  ^bb0(%a: f32):
+    modk.yield %a : f32
+  }
+  return
+}
+
+// -----
+
+// Row totals accumulate in f32, like column sums.
+func.func @rows_total_bf16(%x: memref<?x16x32xf32>, %seg: memref<?x1xi64>, %t: memref<1xbf16>) {
+  // expected-error @+1 {{output 0 is a row total: it must hold f32}}
+  modk.rows ins(%x : memref<?x16x32xf32>) rows %seg : memref<?x1xi64> outs(%t : memref<1xbf16>) reduce {
+  ^bb0(%a: f32):
+    %s = arith.mulf %a, %a : f32
+    modk.yield %s : f32
+  } body {
+  ^bb0(%a: f32, %s: f32):
+    modk.yield %s : f32
+  }
+  return
+}
+
+// -----
+
+// A row total is not also an input (a scalar) of its kernel.
+func.func @rows_total_is_input(%x: memref<?x16x32xf32>, %seg: memref<?x1xi64>, %t: memref<1xf32>) {
+  // expected-error @+1 {{output 0 is a row total: it cannot be a token operand or an input}}
+  modk.rows ins(%x, %t : memref<?x16x32xf32>, memref<1xf32>) rows %seg : memref<?x1xi64> outs(%t : memref<1xf32>) reduce {
+  ^bb0(%a: f32, %b: f32):
+    modk.yield
+  } body {
+  ^bb0(%a: f32, %b: f32):
+    modk.yield %b : f32
+  }
+  return
+}
+
+// -----
+
+// Column sums and row totals together are at most three a kernel.
+func.func @rows_sums_and_totals(%x: memref<?x16x32xf32>, %seg: memref<?x1xi64>, %a0: memref<32xf32>, %a1: memref<32xf32>, %a2: memref<32xf32>, %t: memref<1xf32>) {
+  // expected-error @+1 {{has 4 column sums; a kernel adds at most 3}}
+  modk.rows ins(%x : memref<?x16x32xf32>) rows %seg : memref<?x1xi64> outs(%a0, %a1, %a2, %t : memref<32xf32>, memref<32xf32>, memref<32xf32>, memref<1xf32>) reduce {
+  ^bb0(%a: f32):
+    %s = arith.mulf %a, %a : f32
+    modk.yield %s : f32
+  } body {
+  ^bb0(%a: f32, %s: f32):
+    modk.yield %a, %a, %a, %s : f32, f32, f32, f32
+  }
+  return
+}
+
+// -----
+
 // An input of one value a row has the rows of the row buffers.
 func.func @rows_row_value_input_shape(%x: memref<?x16x32xf32>, %seg: memref<?x1xi64>, %dr: memref<?x8xf32>, %y: memref<?x16x32xf32>) {
   // expected-error @+1 {{all row buffers must have one shape}}

@@ -178,3 +178,54 @@ modk.entry @column_sum attributes {model = #modk.model<name = "t", vocab_size = 
     modk.yield %y : f32
   }
 }
+
+// -----
+
+// A GEMM the forward entry runs only where causal decisions are read
+// (causal_only, the predictor's) and an elementwise kernel that always
+// runs: fusing them would move the kernel under the GEMM's guard, so they
+// stay two kernels.
+// CHECK-LABEL: modk.entry @causal_only_differs
+// CHECK: modk.gemm {{.*}} -> %[[U:.*]] {causal_only, epilogue = #modk.epilogue<none>}
+// CHECK-NEXT: modk.rows ins(%[[U]] : memref<?x4x64xf32>)
+// CHECK-NOT: epilogue<rows>
+modk.entry @causal_only_differs attributes {model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = ["topk", "causal"], params = [{init = "normal", name = "w1", shape = [64, 32]}]} {
+  %w1 = modk.param "w1" : memref<64x32xf32>
+  %seg = modk.alloc : memref<?x1xi64>
+  %n = modk.alloc : memref<?x4x32xf32>
+  %u = modk.alloc : memref<?x4x64xf32>
+  %h = modk.alloc : memref<?x4x64xf32>
+  modk.gemm %n, [%w1] rows %seg -> %u {causal_only, epilogue = #modk.epilogue<none>} : memref<?x4x32xf32>, memref<64x32xf32>, memref<?x1xi64>, memref<?x4x64xf32>
+  modk.rows ins(%u : memref<?x4x64xf32>) rows %seg : memref<?x1xi64> outs(%h : memref<?x4x64xf32>) reduce {
+  ^bb0(%a0: f32):
+    modk.yield
+  } body {
+  ^bb0(%a0: f32):
+    %e = math.erf %a0 : f32
+    %y = arith.mulf %a0, %e : f32
+    modk.yield %y : f32
+  }
+}
+
+// -----
+
+// The same two, both causal_only, fuse; the fused GEMM keeps causal_only.
+// CHECK-LABEL: modk.entry @causal_only_both
+// CHECK: modk.gemm {{.*}} {causal_only, epilogue = #modk.epilogue<rows>}
+modk.entry @causal_only_both attributes {model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = ["topk", "causal"], params = [{init = "normal", name = "w1", shape = [64, 32]}]} {
+  %w1 = modk.param "w1" : memref<64x32xf32>
+  %seg = modk.alloc : memref<?x1xi64>
+  %n = modk.alloc : memref<?x4x32xf32>
+  %u = modk.alloc : memref<?x4x64xf32>
+  %h = modk.alloc : memref<?x4x64xf32>
+  modk.gemm %n, [%w1] rows %seg -> %u {causal_only, epilogue = #modk.epilogue<none>} : memref<?x4x32xf32>, memref<64x32xf32>, memref<?x1xi64>, memref<?x4x64xf32>
+  modk.rows ins(%u : memref<?x4x64xf32>) rows %seg : memref<?x1xi64> outs(%h : memref<?x4x64xf32>) attributes {causal_only} reduce {
+  ^bb0(%a0: f32):
+    modk.yield
+  } body {
+  ^bb0(%a0: f32):
+    %e = math.erf %a0 : f32
+    %y = arith.mulf %a0, %e : f32
+    modk.yield %y : f32
+  }
+}

@@ -158,8 +158,6 @@ inline float expLanes(float x) {
   return under ? 0.0f : p * scale;
 }
 
-inline float silu(float z) { return z / (1.0f + std::exp(-z)); }
-
 /// Segment index of row j: the s with seg[s] <= j < seg[s+1].
 inline int64_t segmentOf(const int64_t *seg, int64_t nseg, int64_t j) {
   return static_cast<int64_t>(std::upper_bound(seg, seg + nseg + 1, j) - seg) -
@@ -884,27 +882,6 @@ inline int64_t select_causal(const float *logit, int64_t B, int32_t *pos,
   }
   seg[B] = c;
   return c;
-}
-
-/// Causal-routing predictor: p[i] = fc2_w . silu(fc1_w x_i + fc1_b) + fc2_b,
-/// with fc1_w [HID, D], fc2_w [1, HID]; hidden is scratch [rows, HID].
-template <int D, int HID>
-inline void predictor(const float *x, int64_t rows, const float *fc1_w,
-                      const float *fc1_b, const float *fc2_w,
-                      const float *fc2_b, float *hidden, float *p) {
-  if (rows <= 0)
-    return;
-  linear<HID, D>(x, rows, fc1_w, hidden); // outside any parallel region
-#pragma omp parallel for if (rows * HID > detail::kMinParallelWork)
-  for (int64_t i = 0; i < rows; ++i) {
-    float *hi = hidden + i * HID;
-    float acc = 0.0f;
-    for (int j = 0; j < HID; ++j) {
-      hi[j] = detail::silu(hi[j] + fc1_b[j]);
-      acc += fc2_w[j] * hi[j];
-    }
-    p[i] = acc + fc2_b[0];
-  }
 }
 
 } // namespace modk_cpu

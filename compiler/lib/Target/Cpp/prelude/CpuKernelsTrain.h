@@ -45,18 +45,6 @@ namespace modk_cpu {
 // Deterministic reductions
 //===----------------------------------------------------------------------===//
 
-namespace detail {
-
-inline float sigmoid(float z) { return 1.0f / (1.0f + std::exp(-z)); }
-
-/// d silu(z) / dz = s (1 + z (1 - s)) with s = sigmoid(z).
-inline float siluGrad(float z) {
-  const float s = sigmoid(z);
-  return s * (1.0f + z * (1.0f - s));
-}
-
-} // namespace detail
-
 //===----------------------------------------------------------------------===//
 // Losses
 //===----------------------------------------------------------------------===//
@@ -238,53 +226,6 @@ inline void embed_grad(const int32_t *tokens, int64_t rows, const float *dx,
         dst[d] += src[d];
     }
   }
-}
-
-//===----------------------------------------------------------------------===//
-// Routing gradients
-//===----------------------------------------------------------------------===//
-
-/// Gradient of the causal-routing predictor p = fc2_w . silu(fc1_w x + fc1_b)
-/// + fc2_b for the parameters only (x is behind a stop-gradient). Accumulates
-/// into dfc1_w [HID, D], dfc1_b [HID], dfc2_w [1, HID], dfc2_b [1]. `hidden`
-/// [rows, HID] is scratch; on return it holds dp * fc2_w * silu'(pre).
-/// Must not be called from inside an OpenMP parallel region.
-template <int D, int HID>
-inline void predictor_grad(const float *x, int64_t rows, const float *fc1_w,
-                           const float *fc1_b, const float *fc2_w,
-                           const float *dp, float *hidden, float *dfc1_w,
-                           float *dfc1_b, float *dfc2_w, float *dfc2_b) {
-  if (rows <= 0)
-    return;
-  linear<HID, D>(x, rows, fc1_w, hidden); // recompute fc1 (outside parallel)
-  // One reduction for [dfc1_b | dfc2_w | dfc2_b]; hidden becomes dpre.
-  static thread_local std::vector<float> red;
-  red.assign(2 * HID + 1, 0.0f);
-  detail::chunkedReduce<float>(
-      rows, 2 * HID + 1, red.data(), rows * HID > detail::kMinParallelWork,
-      [&](int64_t i0, int64_t i1, float *part) {
-        for (int64_t i = i0; i < i1; ++i) {
-          float *hi = hidden + i * HID;
-          const float g = dp[i];
-          for (int j = 0; j < HID; ++j) {
-            const float z = hi[j] + fc1_b[j];
-            const float s = detail::sigmoid(z);
-            const float dpre = g * fc2_w[j] * (s * (1.0f + z * (1.0f - s)));
-            part[HID + j] += g * (z * s); // dfc2_w: dp * silu(z)
-            part[j] += dpre;              // dfc1_b
-            hi[j] = dpre;
-          }
-          part[2 * HID] += g;
-        }
-      });
-  for (int j = 0; j < HID; ++j) {
-    dfc1_b[j] += red[j];
-    dfc2_w[j] += red[HID + j];
-  }
-  dfc2_b[0] += red[2 * HID];
-  // dfc1_w += dpre^T x.
-  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, HID, D,
-              static_cast<int>(rows), 1.0f, hidden, HID, x, D, 1.0f, dfc1_w, D);
 }
 
 //===----------------------------------------------------------------------===//

@@ -107,8 +107,6 @@ __device__ __forceinline__ float blockMax(float v, float *scratch) {
 
 __device__ __forceinline__ float negInf() { return __uint_as_float(0xff800000u); }
 
-__device__ __forceinline__ float siluf(float z) { return z / (1.0f + expf(-z)); }
-
 /// Segment of row j: the s with seg[s] <= j < seg[s+1] (binary search).
 __device__ __forceinline__ int64_t segmentOf(const int64_t *seg, int64_t nseg,
                                              int64_t j) {

@@ -364,23 +364,6 @@ __global__ __launch_bounds__(kThreads) void causalSelectKernel(
     seg[B] = offset;
 }
 
-/// p[i] = fc2_w . hidden[i] + fc2_b, one warp per row.
-template <int HID>
-__global__ __launch_bounds__(kThreads) void predictorOutKernel(
-    const float *hidden, int64_t rows, const float *fc2_w, const float *fc2_b,
-    float *p) {
-  const int64_t i = int64_t(blockIdx.x) * kRowWarps + threadIdx.x / kWarp;
-  if (i >= rows)
-    return;
-  const int lane = threadIdx.x % kWarp;
-  float acc = 0.0f;
-  for (int j = lane; j < HID; j += kWarp)
-    acc = fmaf(fc2_w[j], hidden[i * HID + j], acc);
-  acc = warpSum(acc);
-  if (lane == 0)
-    p[i] = acc + fc2_b[0];
-}
-
 /// Prefill of the decode cache. Grid (row chunks of 8 warps, nseg): every
 /// CTA finds the segment's count n (the first row that is not appended) and
 /// copies its chunk's rows below n, a warp a row.
@@ -679,22 +662,6 @@ inline void select_causal(const float *logits, int64_t B, int32_t *pos,
                           int64_t *seg, int32_t *mask, cudaStream_t stream) {
   auto k = detail::causalSelectKernel<S>;
   MODC_LAUNCH(k, 1, detail::kThreads, 0, stream, logits, B, pos, seg, mask);
-}
-
-/// Causal-routing predictor on n (host) rows: hidden = silu(x fc1_w^T +
-/// fc1_b), out = hidden . fc2_w + fc2_b.
-template <int D, int HID, typename PLAN = DefaultGemmPlan>
-inline void predictor(const float *x, int64_t n, const float *fc1_w,
-                      const float *fc1_b, const float *fc2_w,
-                      const float *fc2_b, float *hidden, float *out,
-                      cudaStream_t stream) {
-  if (n <= 0)
-    return;
-  detail::linearEpi<HID, D, detail::EpiBiasSilu, false, PLAN>(
-      x, nullptr, n, fc1_w, fc1_b, hidden, stream);
-  auto k = detail::predictorOutKernel<HID>;
-  MODC_LAUNCH(k, unsigned(ceilDiv(n, detail::kRowWarps)), detail::kThreads, 0,
-              stream, hidden, n, fc2_w, fc2_b, out);
 }
 
 /// Causal multi-head attention over segments (the CPU's causal_attention):

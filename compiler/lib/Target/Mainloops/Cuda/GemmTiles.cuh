@@ -55,7 +55,6 @@ namespace detail {
 enum Epilogue {
   EpiStore = 0,    ///< C = acc
   EpiAdd = 1,      ///< C = aux[idx] + acc (aux may be C: accumulate)
-  EpiBiasSilu = 4, ///< C = silu(acc + aux[n])
   EpiStoreBf16 = 5, ///< C = bf16(acc): values attention reads in a bf16 model
   /// From here to EpiRopeFirst, epiRows<I>(): a generated epilogue
   /// (modk.gemm's `rows` epilogue): RowsEpilogue<I>::store(acc, epi, m, n)
@@ -99,7 +98,7 @@ constexpr int kEpiOperands = 8;
 /// to it (the aux of the elementwise epilogues). Device code takes it by
 /// value: a reference to the kernel parameter would copy it to the stack.
 struct EpiArgs {
-  /// EpiAdd: per output element; EpiBiasSilu: per column.
+  /// EpiAdd: per output element.
   const float *aux = nullptr;
   /// RoPE: the position of each row, below ropePositions, and the (cos,
   /// sin) table of positions 0 .. ropePositions - 1 (ropeTableFor).
@@ -159,9 +158,7 @@ __device__ __forceinline__ float gemmEpilogue(float acc, const EpiArgs epi,
     return acc;
   if (EPI == EpiAdd)
     return epi.aux[idx] + acc;
-  if (EPI == EpiStoreBf16)
-    return bf16Round(acc);
-  return siluf(acc + epi.aux[n]);
+  return bf16Round(acc); // EpiStoreBf16
 }
 
 /// The element types a GEMM may take besides f32 (a bf16 model's buffers
@@ -1288,7 +1285,6 @@ constexpr const char *epilogueName(int epi) {
          : isEpiRows(epi)      ? "rows"
          : epi == EpiStore     ? "store"
          : epi == EpiAdd       ? "add"
-         : epi == EpiBiasSilu  ? "bias_silu"
          : epi == EpiStoreBf16 ? "store_bf16"
                                : "?";
 }
