@@ -313,18 +313,20 @@ static bool isCausalOnly(Operation *op) {
 
 LogicalResult PlanEmitter::emitKernels(modk::EntryOp e, StringRef profileArgs) {
   int kernel = 0;
+  // The predictor's kernels in the forward entry: only causal decisions read
+  // what they write. Consecutive ones share one guard.
+  bool guarded = false;
   for (Operation &op : e.getBody().front()) {
     if (!isKernel(op))
       continue;
-    // The predictor's kernels in the forward entry: only causal decisions
-    // read what they write.
     bool causalOnly = isCausalOnly(&op);
-    if (causalOnly)
-      os << "  if (causal || args->causal_decisions) { // causal_only\n";
+    if (causalOnly != guarded)
+      os << (causalOnly
+                 ? "  if (causal || args->causal_decisions) { // causal_only\n"
+                 : "  }\n");
+    guarded = causalOnly;
     if (failed(emitKernel(&op)))
       return failure();
-    if (causalOnly)
-      os << "  }\n";
     std::string what = op.getName().getStringRef().str();
     if (auto gemm = dyn_cast<modk::GemmOp>(op)) {
       // The weight shape N x K (of each weight: swiglu has two of the same
@@ -342,6 +344,8 @@ LogicalResult PlanEmitter::emitKernels(modk::EntryOp e, StringRef profileArgs) {
     os << fmt::format("  if (profile) modcProfile({}, \"{}\", {});\n", kernel++,
                       what, profileArgs.str());
   }
+  if (guarded)
+    os << "  }\n";
   return success();
 }
 

@@ -143,14 +143,16 @@
 // CHECK-NEXT: float *product = modk_cpu::staged_rows<64>(rows);
 // CHECK-NEXT: modk_cpu::linear<64, 32>({{buf[0-9]+}}, rows, w8, product);
 // CHECK-NEXT: modc_rows_{{[0-9]+}}({{buf[0-9]+}}[B], [[G]], product, {{buf[0-9]+}});
-// The predictor, generated, only where causal decisions are read: fc1's
-// product (f32), then a row kernel with one sum a row.
+// The predictor, generated, under one guard: only where causal decisions
+// are read. fc1's product (f32), then a row kernel with one sum a row.
 // CHECK: if (causal || args->causal_decisions) { // causal_only
 // CHECK-NEXT: { // modk.gemm [8 x 32] epilogue=none
 // CHECK-NEXT: const int64_t rows =
 // CHECK-NEXT: modk_cpu::linear<8, 32>([[X]], rows, w{{[0-9]+}}, [[H:buf[0-9]+]]);
-// CHECK: if (causal || args->causal_decisions) { // causal_only
+// CHECK-NEXT: }
+// CHECK-NEXT: if (profile)
 // CHECK-NEXT: modc_rows_{{[0-9]+}}({{buf[0-9]+}}[B], [[H]], w{{[0-9]+}}, w{{[0-9]+}}, w{{[0-9]+}}, [[P:buf[0-9]+]]);
+// CHECK-NEXT: if (profile)
 // CHECK-NEXT: }
 // The router, generated: r = w . x over every token (the identity row set
 // of the embedding), then the hand-written selection from r.
