@@ -278,6 +278,19 @@ static std::pair<size_t, size_t> gemmOperandCounts(Epilogue e) {
   llvm_unreachable("unknown epilogue");
 }
 
+/// `causal_only` names a condition of the forward entry (its mode and its
+/// caller's causal_decisions): no other entry has it.
+static LogicalResult verifyCausalOnly(Operation *op, bool causalOnly) {
+  if (!causalOnly)
+    return success();
+  auto entry = op->getParentOfType<EntryOp>();
+  if (entry && entry.getSymName() != "forward")
+    return op->emitOpError("is causal_only in @")
+           << entry.getSymName()
+           << ": only the forward entry runs kernels on causal decisions";
+  return success();
+}
+
 LogicalResult GemmOp::verify() {
   Epilogue e = getEpilogue();
   auto [w, x] = gemmOperandCounts(e);
@@ -300,7 +313,7 @@ LogicalResult GemmOp::verify() {
   if (lastDim(rowsOut) != n)
     return emitOpError() << "output width " << lastDim(rowsOut)
                          << " differs from the weight's N = " << n;
-  return success();
+  return verifyCausalOnly(*this, getCausalOnly());
 }
 
 RowsOp GemmOp::getEpilogueRows() {
@@ -318,6 +331,10 @@ static bool precisionIsBf16(Operation *op, std::optional<DType> precision) {
     return *precision == DType::bf16;
   auto entry = op->getParentOfType<EntryOp>();
   return entry && entry.isBf16();
+}
+
+LogicalResult PredictorOp::verify() {
+  return verifyCausalOnly(*this, getCausalOnly());
 }
 
 bool GemmOp::productsBf16() {
@@ -606,6 +623,8 @@ static bool isRowElement(Type t) { return t.isF32() || t.isBF16(); }
 LogicalResult RowsOp::verify() {
   if (getOutputs().empty())
     return emitOpError("needs at least one output");
+  if (failed(verifyCausalOnly(*this, getCausalOnly())))
+    return failure();
   unsigned nIn = getInputs().size();
   for (int64_t i : getTokenOperands())
     if (i < 0 || i >= int64_t(nIn + getOutputs().size()))

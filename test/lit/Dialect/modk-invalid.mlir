@@ -773,3 +773,31 @@ func.func @rows_lookup_same_input(%t: memref<?x4xi32>, %e: memref<64x32xf32>, %s
   }
   return
 }
+
+// -----
+
+// causal_only names the forward entry's condition (its mode, its caller's
+// causal decisions): a training entry has none.
+modk.entry @grad attributes {model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = ["topk"], params = [{init = "normal", name = "w", shape = [8, 32]}]} {
+  %w = modk.param "w" : memref<8x32xf32>
+  %seg = modk.alloc : memref<?x1xi64>
+  %x = modk.alloc : memref<?x16x32xf32>
+  %h = modk.alloc : memref<?x16x8xf32>
+  // expected-error @+1 {{'modk.gemm' op is causal_only in @grad: only the forward entry runs kernels on causal decisions}}
+  modk.gemm %x, [%w] rows %seg -> %h {causal_only, epilogue = #modk.epilogue<none>} : memref<?x16x32xf32>, memref<8x32xf32>, memref<?x1xi64>, memref<?x16x8xf32>
+}
+
+// -----
+
+modk.entry @decode attributes {model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = ["causal"], params = []} {
+  %seg = modk.alloc : memref<?x1xi64>
+  %x = modk.alloc : memref<?x1x32xf32>
+  // expected-error @+1 {{'modk.rows' op is causal_only in @decode: only the forward entry runs kernels on causal decisions}}
+  modk.rows ins(%x : memref<?x1x32xf32>) rows %seg : memref<?x1xi64> outs(%x : memref<?x1x32xf32>) attributes {causal_only} reduce {
+  ^bb0(%a: f32):
+    modk.yield
+  } body {
+  ^bb0(%a: f32):
+    modk.yield %a : f32
+  }
+}

@@ -185,11 +185,11 @@ modk.entry @column_sum attributes {model = #modk.model<name = "t", vocab_size = 
 // (causal_only, the predictor's) and an elementwise kernel that always
 // runs: fusing them would move the kernel under the GEMM's guard, so they
 // stay two kernels.
-// CHECK-LABEL: modk.entry @causal_only_differs
+// CHECK-LABEL: modk.entry @forward
 // CHECK: modk.gemm {{.*}} -> %[[U:.*]] {causal_only, epilogue = #modk.epilogue<none>}
 // CHECK-NEXT: modk.rows ins(%[[U]] : memref<?x4x64xf32>)
 // CHECK-NOT: epilogue<rows>
-modk.entry @causal_only_differs attributes {model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = ["topk", "causal"], params = [{init = "normal", name = "w1", shape = [64, 32]}]} {
+modk.entry @forward attributes {model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = ["topk", "causal"], params = [{init = "normal", name = "w1", shape = [64, 32]}]} {
   %w1 = modk.param "w1" : memref<64x32xf32>
   %seg = modk.alloc : memref<?x1xi64>
   %n = modk.alloc : memref<?x4x32xf32>
@@ -210,9 +210,9 @@ modk.entry @causal_only_differs attributes {model = #modk.model<name = "t", voca
 // -----
 
 // The same two, both causal_only, fuse; the fused GEMM keeps causal_only.
-// CHECK-LABEL: modk.entry @causal_only_both
+// CHECK-LABEL: modk.entry @forward
 // CHECK: modk.gemm {{.*}} {causal_only, epilogue = #modk.epilogue<rows>}
-modk.entry @causal_only_both attributes {model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = ["topk", "causal"], params = [{init = "normal", name = "w1", shape = [64, 32]}]} {
+modk.entry @forward attributes {model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = ["topk", "causal"], params = [{init = "normal", name = "w1", shape = [64, 32]}]} {
   %w1 = modk.param "w1" : memref<64x32xf32>
   %seg = modk.alloc : memref<?x1xi64>
   %n = modk.alloc : memref<?x4x32xf32>

@@ -3,7 +3,7 @@
 
 // Every named row kernel becomes a modk.rows whose regions spell its math;
 // kernels of other kinds (here a GEMM) are left as they are, in place.
-// ROUNDTRIP-COUNT-22: modk.rows
+// ROUNDTRIP-COUNT-21: modk.rows
 
 // RMSNorm: the sum of squares is the reduction; the body scales each
 // element by 1 / sqrt(sum / D + eps) and the weight (a vector of D).
@@ -378,38 +378,8 @@ modk.entry @decode_embed attributes {model = #modk.model<name = "t", vocab_size 
   modk.embed %tok, %table -> %x : memref<?x1xi32>, memref<64x32xf32>, memref<?x1x32xf32>
 }
 
-// The causal predictor of a bf16 forward entry (causal_only): fc1's product
-// stays f32 (precision), both kernels keep causal_only, and the row kernel
-// sums silu(h + b1) * fc2 over a row, b2 a scalar input [1], p stored once
-// a row.
-// CHECK-LABEL: modk.entry @predictor
-// CHECK: modk.gemm %[[PX:.*]], [%[[PW1:.*]]] rows %[[PALL:.*]] -> %[[PH:.*]] {causal_only, epilogue = #modk.epilogue<none>, precision = #modk.dtype<f32>}
-// CHECK-NEXT: modk.rows ins(%[[PH]], %{{.*}}, %{{.*}}, %{{.*}} : memref<?x16x8xf32>, memref<8xf32>, memref<1x8xf32>, memref<1xf32>) rows %[[PALL]] : memref<?x1xi64> outs(%{{.*}} : memref<?x16xf32>) attributes {causal_only} reduce {
-// CHECK-NEXT: ^bb0(%[[H:.*]]: f32, %[[B1:.*]]: f32, %[[W2:.*]]: f32, %{{.*}}: f32):
-// CHECK-NEXT: %[[Z:.*]] = arith.addf %[[H]], %[[B1]] : f32
-// CHECK: %[[SILU:.*]] = arith.divf %[[Z]], %{{.*}} : f32
-// CHECK-NEXT: %[[TERM:.*]] = arith.mulf %[[SILU]], %[[W2]] : f32
-// CHECK-NEXT: modk.yield %[[TERM]] : f32
-// CHECK-NEXT: } body {
-// CHECK-NEXT: ^bb0(%{{.*}}: f32, %{{.*}}: f32, %{{.*}}: f32, %[[B2:.*]]: f32, %[[SUM:.*]]: f32):
-// CHECK-NEXT: %[[P:.*]] = arith.addf %[[SUM]], %[[B2]] : f32
-// CHECK-NEXT: modk.yield %[[P]] : f32
-// CHECK-NOT: modk.predictor
-modk.entry @predictor attributes {model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = bf16>, modes = ["topk", "causal"], params = [{init = "normal", name = "w1", shape = [8, 32]}, {init = "zeros", name = "b1", shape = [8]}, {init = "normal", name = "w2", shape = [1, 8]}, {init = "zeros", name = "b2", shape = [1]}]} {
-  %w1 = modk.param "w1" : memref<8x32xf32>
-  %b1 = modk.param "b1" : memref<8xf32>
-  %w2 = modk.param "w2" : memref<1x8xf32>
-  %b2 = modk.param "b2" : memref<1xf32>
-  %pos = modk.alloc : memref<?x16xi32>
-  %seg = modk.alloc : memref<?x1xi64>
-  modk.identity_rows -> %pos, %seg : memref<?x16xi32>, memref<?x1xi64>
-  %x = modk.alloc : memref<?x16x32xf32>
-  %h = modk.alloc : memref<?x16x8xf32>
-  %p = modk.alloc : memref<?x16xf32>
-  modk.predictor %x, [%w1, %b1, %w2, %b2] scratch %h -> %p {causal_only} : memref<?x16x32xf32>, memref<8x32xf32>, memref<8xf32>, memref<1x8xf32>, memref<1xf32>, memref<?x16x8xf32>, memref<?x16xf32>
-}
-
-// Its gradient: fc1's product again (f32, never causal_only), then one row
+// The predictor's gradient (its forward: generalize-predictor.mlir): fc1's
+// product again (f32, never causal_only), then one row
 // kernel with dz in place of h, the column sums db1 [8] and dfc2 [1, 8] and
 // the row total db2 [1], each from dp, the row's one value; then
 // dfc1 += dz^T x, f32.

@@ -215,6 +215,7 @@ def Modk_PredictorOp : Modk_Op<"predictor"> {
                    Modk_Read:$fc1_bias, Modk_Read:$fc2_weight,
                    Modk_Read:$fc2_bias, Modk_Written:$hidden, Modk_Written:$output,
                    UnitAttr:$causal_only);
+  let hasVerifier = 1;
   let assemblyFormat = [{
     $input `,` `[` $fc1_weight `,` $fc1_bias `,` $fc2_weight `,` $fc2_bias `]`
     `scratch` $hidden `->` $output attr-dict `:` type(operands)
