@@ -148,11 +148,11 @@ __device__ __forceinline__ void ropeRotatePair(float &x0, float &x1,
   x1 = y1;
 }
 
-/// The epilogue applied to acc, the sum at output idx (column n); not RoPE,
-/// which pairs columns (storeAccumulators).
+/// The epilogue applied to acc, the sum at output idx; not RoPE, which
+/// pairs columns (storeAccumulators).
 template <int EPI>
 __device__ __forceinline__ float gemmEpilogue(float acc, const EpiArgs epi,
-                                              int64_t idx, int64_t n) {
+                                              int64_t idx) {
   static_assert(!isEpiRope(EPI), "RoPE is applied to column pairs");
   if (EPI == EpiStore)
     return acc;
@@ -401,7 +401,7 @@ __global__ __launch_bounds__(kThreads, T::MINB) void gemmKernel(
         RowsEpilogue<EPI - EpiRowsFirst>::store(acc[i][j], epi, m0 + r,
                                                 n0 + c);
       else
-        C[idx] = TC(gemmEpilogue<EPI>(acc[i][j], epi, idx, n0 + c));
+        C[idx] = TC(gemmEpilogue<EPI>(acc[i][j], epi, idx));
     }
   }
 }
@@ -783,8 +783,7 @@ storeAccumulators(const float (&acc)[MI][NI][4], TC *C, int64_t ldc,
               RowsEpilogue<EPI - EpiRowsFirst>::store(acc[i][j][2 * h + e],
                                                       epi, m0 + r, n0 + c);
             else
-              C[idx] = TC(
-                  gemmEpilogue<EPI>(acc[i][j][2 * h + e], epi, idx, n0 + c));
+              C[idx] = TC(gemmEpilogue<EPI>(acc[i][j][2 * h + e], epi, idx));
           }
       }
     }
