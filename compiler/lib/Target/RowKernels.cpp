@@ -579,12 +579,8 @@ LogicalResult PlanEmitter::emitRowKernelDefinitions() {
     // CUDA a block per kRB rows, threads over columns, then reduceColumns.
     // The row totals follow the column sums, a float each.
     std::vector<Value> columnSums, totals;
-    for (Value out : op.getOutputs()) {
-      if (op.isColumnSum(out))
-        columnSums.push_back(out);
-      if (op.isRowTotal(out))
-        totals.push_back(out);
-    }
+    for (Value out : op.getRowSumOutputs())
+      (op.isRowTotal(out) ? totals : columnSums).push_back(out);
     unsigned nCols = columnSums.size(), nTotals = totals.size();
     int64_t sumFloats = nCols * width + nTotals;
     auto outputIndex = [&](Value out) {

@@ -372,7 +372,7 @@ LogicalResult GemmOp::verifyRegions() {
   if (rows.getNumReductions() != 0)
     return emitOpError("an epilogue's modk.rows cannot sum over its row: a "
                        "tile holds part of a row");
-  if (rows.hasColumnSums())
+  if (rows.hasRowSums())
     return emitOpError("an epilogue's modk.rows cannot have column sums: a "
                        "tile holds some of the rows");
   if (rows.getSegments() != getSegments())
@@ -460,7 +460,7 @@ static LogicalResult verifyGatherRegion(Operation *op, Region &region,
   if (rows.getSegments() != segments || rows.getPositions() != positions)
     return op->emitOpError("the gather's rows and tokens must be the ones "
                            "this op selects");
-  if (rows.hasColumnSums())
+  if (rows.hasRowSums())
     return op->emitOpError("the gather cannot have column sums: each "
                            "sequence's rows are done on their own");
   for (Value v : rows->getOperands())
@@ -536,10 +536,13 @@ bool RowsOp::isRowTotal(Value output) {
          getWidth() != 1;
 }
 
-bool RowsOp::hasColumnSums() {
-  return llvm::any_of(getOutputs(), [&](Value v) {
-    return isColumnSum(v) || isRowTotal(v);
-  });
+SmallVector<Value> RowsOp::getRowSumOutputs() {
+  SmallVector<Value> sums;
+  for (bool totals : {false, true})
+    for (Value out : getOutputs())
+      if (totals ? isRowTotal(out) : isColumnSum(out))
+        sums.push_back(out);
+  return sums;
 }
 
 bool RowsOp::isScalarInput(unsigned index) {

@@ -97,7 +97,7 @@ private:
     // kernel reads how many it has.
     std::string bound = maxRows(rowBuffer(op));
     std::vector<std::string> args = rowKernelArgs(op);
-    if (op.hasColumnSums()) {
+    if (op.hasRowSums()) {
       emitColumnSumLaunch(op, index, bound, args);
       return;
     }
@@ -114,19 +114,16 @@ private:
   void emitColumnSumLaunch(modk::RowsOp op, int index, const std::string &bound,
                            std::vector<std::string> args) {
     int64_t width = op.getWidth();
-    // A block's partial row: the column sums, then the row totals (a float
-    // each), in the generated kernel's order.
+    // A block's partial row, in the generated kernel's order: the column
+    // sums, then the row totals (a float each).
     std::vector<std::string> outs;
     std::vector<int64_t> sizes;
-    for (bool totals : {false, true})
-      for (Value out : op.getOutputs())
-        if (totals ? op.isRowTotal(out) : op.isColumnSum(out)) {
-          outs.push_back(name(out));
-          sizes.push_back(totals ? 1 : width);
-        }
     int64_t total = 0;
-    for (int64_t size : sizes)
-      total += size;
+    for (Value out : op.getRowSumOutputs()) {
+      outs.push_back(name(out));
+      sizes.push_back(op.isRowTotal(out) ? 1 : width);
+      total += sizes.back();
+    }
     needScratch(fmt::format(
         "sizeof(float) * modk_cuda::row_reduce_scratch_floats({}, {})", bound,
         total));

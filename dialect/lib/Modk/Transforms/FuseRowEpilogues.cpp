@@ -77,7 +77,7 @@ LogicalResult fuseRowsIntoGemm(modk::GemmOp gemm, bool ownRows,
     auto rows = dyn_cast_or_null<modk::RowsOp>(modk::kernelAfter(gemm));
     if (!rows || rows.getNumReductions() != 0 ||
         rows.getSegments() != gemm.getSegments() ||
-        rows.getOutputs().size() != 1 || rows.hasColumnSums())
+        rows.getOutputs().size() != 1 || rows.hasRowSums())
       return failure(); // not an elementwise modk.rows on its rows
     if (!ownRows && rows.getTokenOperands().empty())
       return failure(); // written at its own rows: left as a kernel

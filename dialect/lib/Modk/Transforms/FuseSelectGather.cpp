@@ -48,7 +48,7 @@ LogicalResult fuseGatherIntoSelect(SelectOp select, RewriterBase &rewriter) {
   auto rows = dyn_cast_or_null<modk::RowsOp>(modk::kernelAfter(select));
   if (!rows || rows.getSegments() != select.getSegments() ||
       rows.getPositions() != select.getGatherPositions() ||
-      rows.hasColumnSums())
+      rows.hasRowSums())
     return failure();
   SmallVector<Value> selection = select.getSelectionBuffers();
   for (Value v : rows->getOperands())

@@ -395,8 +395,12 @@ def Modk_RowsOp : Modk_Op<"rows", [AttrSizedOperandSegments,
     /// Whether `output` is a row total ([1] in a kernel wider than one
     /// column): the sum over the rows of a value a row.
     bool isRowTotal(mlir::Value output);
+    /// The outputs that sum over the rows, in the order of a kernel's
+    /// partial sums: the column sums (width floats each), then the row
+    /// totals (a float each).
+    llvm::SmallVector<mlir::Value> getRowSumOutputs();
     /// Whether some output sums over the rows: a column sum or a row total.
-    bool hasColumnSums();
+    bool hasRowSums() { return !getRowSumOutputs().empty(); }
     /// Column sums and row totals a kernel adds at most (the CUDA
     /// reduction's outputs).
     static constexpr unsigned kMaxColumnSums = 3;
