@@ -135,6 +135,28 @@ constexpr auto predictor70 = rows_cpu::modc_rows_81;
 constexpr auto predictorGrad10 = rows_cpu::modc_rows_82;
 constexpr auto predictorGrad128 = rows_cpu::modc_rows_83;
 constexpr auto predictorGrad24 = rows_cpu::modc_rows_84;
+// The mean cross-entropy over V classes: (rows, z, t, dz, ce, total), the
+// row totals ce += and total += sum of the rows' losses / rows, and
+// dz = (softmax(z) - onehot(t)) / rows (overwrite; dz may be z); the loss
+// alone: (rows, z, t, ce, total).
+constexpr auto crossEntropy50 = rows_cpu::modc_rows_85;
+constexpr auto crossEntropy256 = rows_cpu::modc_rows_86;
+constexpr auto crossEntropy3 = rows_cpu::modc_rows_87;
+constexpr auto crossEntropy64 = rows_cpu::modc_rows_88;
+constexpr auto crossEntropy50Bf16 = rows_cpu::modc_rows_89;
+constexpr auto crossEntropyLoss50 = rows_cpu::modc_rows_90;
+constexpr auto crossEntropy100 = rows_cpu::modc_rows_91;
+constexpr auto crossEntropy100Bf16 = rows_cpu::modc_rows_92;
+constexpr auto crossEntropy600 = rows_cpu::modc_rows_93;
+constexpr auto crossEntropy5000 = rows_cpu::modc_rows_94;
+// A routed layer's causal-router loss, weight 0.3, two routed layers, S
+// tokens a sequence: (rows, z, y, dz, dz, aux, total) with
+// aux += sum BCE(z, y) / (2 rows), total += 0.3 of that and
+// dz += 0.3 (sigmoid(z) - y) / (2 rows); the loss alone: (rows, z, y, aux,
+// total).
+constexpr auto bce37 = rows_cpu::modc_rows_95;
+constexpr auto bceLoss37 = rows_cpu::modc_rows_96;
+constexpr auto bce40 = rows_cpu::modc_rows_97;
 // Gathers fused into the selection, S = 40, D = 70: functors {pos, x, w,
 // gathered, normed} (RMSNorm, eps 1e-5) and {pos, x, scale, w, gathered,
 // normed}, for select_topk and gather_sequences.
@@ -215,6 +237,12 @@ constexpr auto twoColumnSums40 = rows_cuda::modc_rows_78;
 constexpr auto embed19x37 = rows_cuda::modc_rows_79;
 constexpr auto predictor70 = rows_cuda::modc_rows_81;
 constexpr auto predictorGrad24 = rows_cuda::modc_rows_84;
+constexpr auto crossEntropy100 = rows_cuda::modc_rows_91;
+constexpr auto crossEntropy100Bf16 = rows_cuda::modc_rows_92;
+constexpr auto crossEntropy256 = rows_cuda::modc_rows_86;
+constexpr auto crossEntropy600 = rows_cuda::modc_rows_93;
+constexpr auto crossEntropy5000 = rows_cuda::modc_rows_94;
+constexpr auto bce40 = rows_cuda::modc_rows_97;
 using FusedGatherRmsnorm40x70 = rows_cuda::modc_gather_0;
 using FusedGatherScale40x70 = rows_cuda::modc_gather_1;
 using FusedDecodeGatherRmsnorm64 = rows_cuda::modc_gather_2;

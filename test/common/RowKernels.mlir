@@ -430,6 +430,48 @@ modk.entry @forward attributes {model = #modk.model<name = "t", vocab_size = 1, 
   %gh40_24 = modk.alloc : memref<?x1x24xf32>
   %gdp40_24 = modk.alloc : memref<?x1xf32>
   modk.predictor_grad(%gx40_24, %gw1_40_24, %gb1_40_24, %gw2_40_24, %gdp40_24, %gh40_24, %gd1w_40_24, %gd1b_40_24, %gd2w_40_24, %gd2b_40_24) : memref<?x1x40xf32>, memref<24x40xf32>, memref<24xf32>, memref<1x24xf32>, memref<?x1xf32>, memref<?x1x24xf32>, memref<24x40xf32>, memref<24xf32>, memref<1x24xf32>, memref<1xf32>
+  // 85-94: the mean cross-entropy (modk-generalize: the row's maximum, the
+  // sums of e^(z - m) and of the target's logit, the row's loss / rows into
+  // the two row totals losses[1] and losses[0], and dlogits), V = 50, 256, 3,
+  // 64, 100, 600 and 5000 (wider than a CUDA block keeps in registers);
+  // V = 50 and 100 into bf16; V = 50 without the gradient (the eval form):
+  // (rows, z, t, dz, ce, total) and (rows, z, t, ce, total)
+  // (CpuKernelsTrain.CrossEntropy*, CudaTrainKernels.CrossEntropyMatchesCpu).
+  %losses = modk.output "losses" : memref<3xf32>
+  %lt = modk.alloc : memref<?x1xi32>
+  %lz50 = modk.alloc : memref<?x1x50xf32>
+  modk.cross_entropy(%lz50, %lt, %lz50, %losses) : memref<?x1x50xf32>, memref<?x1xi32>, memref<?x1x50xf32>, memref<3xf32>
+  %lz256 = modk.alloc : memref<?x1x256xf32>
+  modk.cross_entropy(%lz256, %lt, %lz256, %losses) : memref<?x1x256xf32>, memref<?x1xi32>, memref<?x1x256xf32>, memref<3xf32>
+  %lz3 = modk.alloc : memref<?x1x3xf32>
+  modk.cross_entropy(%lz3, %lt, %lz3, %losses) : memref<?x1x3xf32>, memref<?x1xi32>, memref<?x1x3xf32>, memref<3xf32>
+  %lz64 = modk.alloc : memref<?x1x64xf32>
+  modk.cross_entropy(%lz64, %lt, %lz64, %losses) : memref<?x1x64xf32>, memref<?x1xi32>, memref<?x1x64xf32>, memref<3xf32>
+  %ld50 = modk.alloc : memref<?x1x50xbf16>
+  modk.cross_entropy(%lz50, %lt, %ld50, %losses) : memref<?x1x50xf32>, memref<?x1xi32>, memref<?x1x50xbf16>, memref<3xf32>
+  modk.cross_entropy_loss(%lz50, %lt, %losses) : memref<?x1x50xf32>, memref<?x1xi32>, memref<3xf32>
+  %lz100 = modk.alloc : memref<?x1x100xf32>
+  modk.cross_entropy(%lz100, %lt, %lz100, %losses) : memref<?x1x100xf32>, memref<?x1xi32>, memref<?x1x100xf32>, memref<3xf32>
+  %ld100 = modk.alloc : memref<?x1x100xbf16>
+  modk.cross_entropy(%lz100, %lt, %ld100, %losses) : memref<?x1x100xf32>, memref<?x1xi32>, memref<?x1x100xbf16>, memref<3xf32>
+  %lz600 = modk.alloc : memref<?x1x600xf32>
+  modk.cross_entropy(%lz600, %lt, %lz600, %losses) : memref<?x1x600xf32>, memref<?x1xi32>, memref<?x1x600xf32>, memref<3xf32>
+  %lz5000 = modk.alloc : memref<?x1x5000xf32>
+  modk.cross_entropy(%lz5000, %lt, %lz5000, %losses) : memref<?x1x5000xf32>, memref<?x1xi32>, memref<?x1x5000xf32>, memref<3xf32>
+  // 95, 96, 97: a routed layer's causal-router loss, weight 0.3 of two
+  // routed layers, S = 37 with its gradient and without (the eval form),
+  // S = 40 with it: (rows, z, y, dz, dz, aux, total) and
+  // (rows, z, y, aux, total), rows = B S (CpuKernelsTrain.BceWithLogits,
+  // CudaTrainKernels.BceWithLogitsMatchesCpu).
+  %bz37 = modk.alloc : memref<?x37xf32>
+  %by37 = modk.alloc : memref<?x37xi32>
+  %bd37 = modk.alloc : memref<?x37xf32>
+  modk.bce_loss(%bz37, %by37, %bd37, %losses) {n_routed = 2 : i64, weight = 3.000000e-01 : f64} : memref<?x37xf32>, memref<?x37xi32>, memref<?x37xf32>, memref<3xf32>
+  modk.bce_loss_value(%bz37, %by37, %losses) {n_routed = 2 : i64, weight = 3.000000e-01 : f64} : memref<?x37xf32>, memref<?x37xi32>, memref<3xf32>
+  %bz40 = modk.alloc : memref<?x40xf32>
+  %by40 = modk.alloc : memref<?x40xi32>
+  %bd40 = modk.alloc : memref<?x40xf32>
+  modk.bce_loss(%bz40, %by40, %bd40, %losses) {n_routed = 2 : i64, weight = 3.000000e-01 : f64} : memref<?x40xf32>, memref<?x40xi32>, memref<?x40xf32>, memref<3xf32>
 }
 // The optimizer's element update: modk-generate-optimizer writes
 // `modk.optimizer @adamw` beside this (empty) training entry, and the

@@ -106,65 +106,82 @@ Routing makeRouting(const std::vector<int64_t> &lens, int S, unsigned seed) {
 // Losses
 //===----------------------------------------------------------------------===//
 
+/// The generated cross-entropy of V classes on the CPU (the reference) and
+/// on CUDA, launched as the emitter launches it: the two row totals (the
+/// mean loss into losses[1] and losses[0]) in one partial row of 2 floats.
 template <int V> void checkCrossEntropy(int64_t rows, bool alias) {
+  constexpr auto cpu = V == 100   ? gen_cpu::crossEntropy100
+                       : V == 256 ? gen_cpu::crossEntropy256
+                       : V == 600 ? gen_cpu::crossEntropy600
+                                  : gen_cpu::crossEntropy5000;
+  constexpr auto cuda = V == 100   ? gen_cuda::crossEntropy100
+                        : V == 256 ? gen_cuda::crossEntropy256
+                        : V == 600 ? gen_cuda::crossEntropy600
+                                   : gen_cuda::crossEntropy5000;
   auto logits = randomFloats(rows * V, 11 + V, -4.0f, 4.0f);
   auto targets = randomInts(rows, 12, 0, V - 1);
-  const float scale = 1.0f / float(rows);
-  std::vector<float> wantD(rows * V);
-  const double sum = modk_cpu::cross_entropy<V>(logits.data(), targets.data(),
-                                                rows, scale, wantD.data());
+  std::vector<float> wantD(rows * V), wantL = {0.0f, 0.0f, 0.0f};
+  cpu(rows, logits.data(), targets.data(), wantD.data(), &wantL[1], &wantL[0]);
   std::vector<float> in = logits, gotD(rows * V, kSentinel);
-  std::vector<float> losses = {-1.0f, -2.0f, -3.0f};
-  std::vector<double> scratch(modk_cuda::cross_entropy_scratch_bytes(rows) / 8);
+  std::vector<float> losses = {0.0f, 0.0f, 0.0f};
+  std::vector<float> scratch(modk_cuda::row_reduce_scratch_floats(rows, 2));
   float *dst = alias ? in.data() : gotD.data();
-  modk_cuda::cross_entropy<V>(in.data(), targets.data(), rows, scale, dst,
-                              losses.data(), scratch.data(), nullptr);
+  int64_t dRows = rows;
+  const modk_cuda::train_detail::ColOut out{&losses[1], &losses[0],
+                                            &losses[0], 1, 1};
+  gen_cuda::launchColumnSums<V>(cuda, &dRows, rows, out, 2, scratch.data(),
+                                in.data(), targets.data(), dst, &losses[1],
+                                &losses[0]);
   expectClose(dst, wantD.data(), wantD.size(), 1e-5, "dlogits");
-  const float mean = float(sum / double(rows));
-  EXPECT_NEAR(losses[1], mean, 1e-5 * std::fabs(mean));
+  EXPECT_NEAR(losses[1], wantL[1], 1e-5 * std::fabs(wantL[1]));
   EXPECT_EQ(losses[0], losses[1]);
   EXPECT_EQ(losses[2], 0.0f);
 
-  // Into bf16 (a bf16 model's logits gradient, which only products read):
-  // the f32 gradient rounded, the same losses.
-  const modk_cuda::bf16 unset(kSentinel);
-  std::vector<modk_cuda::bf16> gotBf16(rows * V, unset);
-  std::vector<float> lossesBf16 = {-1.0f, -2.0f, -3.0f};
-  modk_cuda::cross_entropy<V>(logits.data(), targets.data(), rows, scale,
-                              gotBf16.data(), lossesBf16.data(),
-                              scratch.data(), nullptr);
-  expectBf16Of(gotBf16, dst, rows * V, unset, "dlogits into bf16");
-  EXPECT_EQ(lossesBf16, losses);
+  if constexpr (V == 100) {
+    // Into bf16 (a bf16 model's logits gradient, which only products
+    // read): the f32 gradient rounded, the same losses.
+    const modk_cuda::bf16 unset(kSentinel);
+    std::vector<modk_cuda::bf16> gotBf16(rows * V, unset);
+    std::vector<float> lossesBf16 = {0.0f, 0.0f, 0.0f};
+    const modk_cuda::train_detail::ColOut outBf16{
+        &lossesBf16[1], &lossesBf16[0], &lossesBf16[0], 1, 1};
+    gen_cuda::launchColumnSums<V>(gen_cuda::crossEntropy100Bf16, &dRows, rows,
+                                  outBf16, 2, scratch.data(), logits.data(),
+                                  targets.data(), gotBf16.data(),
+                                  &lossesBf16[1], &lossesBf16[0]);
+    expectBf16Of(gotBf16, dst, rows * V, unset, "dlogits into bf16");
+    EXPECT_EQ(lossesBf16, losses);
+  }
 }
 
 TEST(CudaTrainKernels, CrossEntropyMatchesCpu) {
   checkCrossEntropy<100>(7, false);  // V not a multiple of 32
   checkCrossEntropy<256>(5, false);
-  checkCrossEntropy<600>(3, false);  // more columns than threads
+  checkCrossEntropy<600>(40, false); // more columns than threads, two blocks
   checkCrossEntropy<256>(4, true);   // dlogits aliases logits
+  checkCrossEntropy<5000>(3, true);  // rows read from memory, not registers
 }
 
-TEST(CudaTrainKernels, BceWithLogitsMatchesCpuEmitter) {
+TEST(CudaTrainKernels, BceWithLogitsMatchesCpu) {
   constexpr int S = 40;
-  const int64_t B = 3, nRouted = 2;
-  const double weight = 0.3;
-  auto z = randomFloats(B * S, 21, -6.0f, 6.0f);
-  auto mask = randomInts(B * S, 22, 0, 1);
-  auto dz0 = randomFloats(B * S, 23);
+  const int64_t B = 3, rows = B * S;
+  auto z = randomFloats(rows, 21, -6.0f, 6.0f);
+  auto mask = randomInts(rows, 22, 0, 1);
+  auto dz0 = randomFloats(rows, 23);
   std::vector<float> lossInit = {1.5f, 2.5f, 0.25f};
-  // The CPU emitter's bce_loss, verbatim.
+  // The generated kernel (weight 0.3, two routed layers) on each target;
+  // the two row totals aux and total in one partial row on CUDA.
   std::vector<float> wantDz = dz0, wantL = lossInit;
-  {
-    const double scale = 1.0 / ((double)B * S * nRouted);
-    const double sum = modk_cpu::bce_with_logits<S>(
-        z.data(), mask.data(), B, (float)(weight * scale), wantDz.data());
-    wantL[2] += (float)(sum * scale);
-    wantL[0] += (float)(weight * sum * scale);
-  }
+  gen_cpu::bce40(rows, z.data(), mask.data(), wantDz.data(), wantDz.data(),
+                 &wantL[2], &wantL[0]);
   std::vector<float> gotDz = dz0, gotL = lossInit;
-  modk_cuda::bce_with_logits<S>(z.data(), mask.data(), B, weight,
-                                1.0 / ((double)B * S * nRouted), gotDz.data(),
-                                gotL.data(), nullptr);
+  std::vector<float> scratch(modk_cuda::row_reduce_scratch_floats(rows, 2));
+  int64_t dRows = rows;
+  gen_cuda::launchColumnSums<S>(
+      gen_cuda::bce40, &dRows, rows,
+      modk_cuda::train_detail::ColOut{&gotL[2], &gotL[0], &gotL[0], 1, 1}, 2,
+      scratch.data(), z.data(), mask.data(), gotDz.data(), gotDz.data(),
+      &gotL[2], &gotL[0]);
   expectClose(gotDz, wantDz, 1e-6, "dz");
   expectClose(gotL, wantL, 1e-6, "losses");
   EXPECT_EQ(gotL[1], lossInit[1]);

@@ -118,6 +118,18 @@ void gatheredLayout(const std::vector<int64_t> &lens, int S, unsigned seed,
 // Losses
 //===----------------------------------------------------------------------===//
 
+/// The generated cross-entropy kernel of V classes (RowKernels.h): the
+/// mean loss into losses[1] and losses[0] as row totals, the gradient of
+/// that mean.
+template <int V> constexpr auto crossEntropyKernel() {
+  static_assert(V == 50 || V == 256 || V == 3 || V == 64,
+                "RowKernels.mlir generates these");
+  return V == 50    ? gen_cpu::crossEntropy50
+         : V == 256 ? gen_cpu::crossEntropy256
+         : V == 3   ? gen_cpu::crossEntropy3
+                    : gen_cpu::crossEntropy64;
+}
+
 template <int V>
 void checkCrossEntropy(int64_t rows, unsigned seed, bool alias) {
   auto z = randn(rows * V, seed, 3.0f);
@@ -125,7 +137,8 @@ void checkCrossEntropy(int64_t rows, unsigned seed, bool alias) {
   std::vector<int32_t> t(rows);
   for (auto &x : t)
     x = int32_t(rng() % V);
-  const float scale = 0.37f;
+  // The mean over the rows (docs/model-format.md section 4).
+  const double scale = 1.0 / double(rows);
   Vec refG(rows * V);
   double refL = 0.0;
   for (int64_t i = 0; i < rows; ++i) {
@@ -134,20 +147,25 @@ void checkCrossEntropy(int64_t rows, unsigned seed, bool alias) {
       mx = std::max(mx, double(z[i * V + c]));
     for (int c = 0; c < V; ++c)
       sum += std::exp(z[i * V + c] - mx);
-    refL += mx + std::log(sum) - z[i * V + t[i]];
+    refL += (mx + std::log(sum) - z[i * V + t[i]]) * scale;
     for (int c = 0; c < V; ++c)
       refG[i * V + c] =
           scale * (std::exp(z[i * V + c] - mx) / sum - (c == t[i] ? 1.0 : 0.0));
   }
   std::vector<float> dz(rows * V, NAN);
-  double L;
+  // The losses as the entry zeroes them; the kernel adds into [1] and [0].
+  float losses[3] = {0.0f, 0.0f, 0.0f};
   if (alias) {
     dz = z;
-    L = modk_cpu::cross_entropy<V>(dz.data(), t.data(), rows, scale, dz.data());
+    crossEntropyKernel<V>()(rows, dz.data(), t.data(), dz.data(), losses + 1,
+                            losses);
   } else {
-    L = modk_cpu::cross_entropy<V>(z.data(), t.data(), rows, scale, dz.data());
+    crossEntropyKernel<V>()(rows, z.data(), t.data(), dz.data(), losses + 1,
+                            losses);
   }
-  EXPECT_NEAR(L, refL, 1e-5 * std::fabs(refL)) << "V=" << V;
+  EXPECT_NEAR(losses[1], refL, 1e-5 * std::fabs(refL)) << "V=" << V;
+  EXPECT_EQ(losses[0], losses[1]) << "V=" << V;
+  EXPECT_EQ(losses[2], 0.0f) << "V=" << V;
   EXPECT_LE(relErr(dz, refG), kTol) << "V=" << V;
   // Each row's gradient sums to zero.
   double worst = 0.0;
@@ -157,14 +175,24 @@ void checkCrossEntropy(int64_t rows, unsigned seed, bool alias) {
       s += dz[i * V + c];
     worst = std::max(worst, std::fabs(s));
   }
-  EXPECT_LE(worst, 1e-5);
-  // Into bf16 (a bf16 model's logits gradient, which only products read):
-  // the same loss, and the f32 gradient rounded once.
-  std::vector<modk_cpu::bf16> dzBf16(rows * V);
-  const double LBf16 = modk_cpu::cross_entropy<V>(z.data(), t.data(), rows,
-                                                  scale, dzBf16.data());
-  EXPECT_EQ(LBf16, L) << "V=" << V;
-  expectRoundedCopy(dzBf16, dz, "dlogits into bf16");
+  EXPECT_LE(worst, 1e-5 * scale);
+  if constexpr (V == 50) {
+    // Into bf16 (a bf16 model's logits gradient, which only products
+    // read): the same loss, and the f32 gradient rounded once; and the loss
+    // alone (the eval entry's kernel): the same sums, bit for bit.
+    std::vector<modk_cpu::bf16> dzBf16(rows * V);
+    float lossesBf16[3] = {0.0f, 0.0f, 0.0f};
+    gen_cpu::crossEntropy50Bf16(rows, z.data(), t.data(), dzBf16.data(),
+                                lossesBf16 + 1, lossesBf16);
+    EXPECT_EQ(lossesBf16[1], losses[1]);
+    EXPECT_EQ(lossesBf16[0], losses[0]);
+    expectRoundedCopy(dzBf16, dz, "dlogits into bf16");
+    float lossOnly[3] = {0.0f, 0.0f, 0.0f};
+    gen_cpu::crossEntropyLoss50(rows, z.data(), t.data(), lossOnly + 1,
+                                lossOnly);
+    EXPECT_EQ(lossOnly[1], losses[1]);
+    EXPECT_EQ(lossOnly[0], losses[0]);
+  }
 }
 
 TEST(CpuKernelsTrain, CrossEntropy) {
@@ -181,47 +209,63 @@ TEST(CpuKernelsTrain, CrossEntropyLargeLogitsStayFinite) {
   z[V + 7] = -1000.0f;
   std::vector<int32_t> t = {5, 7};
   std::vector<float> dz(2 * V);
-  const double L =
-      modk_cpu::cross_entropy<V>(z.data(), t.data(), 2, 1.0f, dz.data());
+  float losses[3] = {0.0f, 0.0f, 0.0f};
+  gen_cpu::crossEntropy64(2, z.data(), t.data(), dz.data(), losses + 1,
+                          losses);
   // Row 0: lse = 1000, loss 1000; row 1: lse = log(63 + e^-1000), loss
-  // log(63) + 1000.
-  EXPECT_NEAR(L, 1000.0 + std::log(63.0) + 1000.0, 1e-3);
+  // log(63) + 1000; their mean.
+  EXPECT_NEAR(losses[1], (1000.0 + std::log(63.0) + 1000.0) / 2.0, 1e-3);
   for (float g : dz)
     EXPECT_TRUE(std::isfinite(g));
-  EXPECT_NEAR(dz[3], 1.0, 1e-6);
-  EXPECT_NEAR(dz[5], -1.0, 1e-6);
+  // The gradient of the mean: softmax - onehot, over two rows.
+  EXPECT_NEAR(dz[3], 0.5, 1e-6);
+  EXPECT_NEAR(dz[5], -0.5, 1e-6);
 }
 
 TEST(CpuKernelsTrain, BceWithLogits) {
   constexpr int S = 37;
-  const int64_t B = 3;
-  auto z = randn(B * S, 5, 4.0f);
+  const int64_t B = 3, rows = B * S;
+  // The kernel's constants (RowKernels.mlir): weight 0.3, two routed layers.
+  const double weight = 0.3, nRouted = 2.0;
+  auto z = randn(rows, 5, 4.0f);
   z[0] = 60.0f;
   z[1] = -60.0f;
   std::mt19937 rng(6);
-  std::vector<int32_t> t(B * S);
+  std::vector<int32_t> t(rows);
   for (auto &x : t)
     x = int32_t(rng() % 2);
   t[0] = 0;
   t[1] = 1;
-  const float scale = 0.25f;
-  auto pre = randn(B * S, 7);
+  auto pre = randn(rows, 7);
   std::vector<float> dz = pre;
-  const double L =
-      modk_cpu::bce_with_logits<S>(z.data(), t.data(), B, scale, dz.data());
+  const float init[3] = {1.5f, 2.5f, 0.25f};
+  float losses[3] = {init[0], init[1], init[2]};
+  gen_cpu::bce37(rows, z.data(), t.data(), dz.data(), dz.data(), losses + 2,
+                 losses);
   double refL = 0.0;
-  Vec refD(B * S);
-  for (int64_t i = 0; i < B * S; ++i) {
+  Vec refD(rows);
+  const double scale = 1.0 / (double(rows) * nRouted);
+  for (int64_t i = 0; i < rows; ++i) {
     const double zi = z[i], ti = t[i];
     // -log sigmoid(z) = log(1 + e^-z), -log(1 - sigmoid(z)) = log(1 + e^z),
     // in long double (no overflow at |z| = 60).
     const long double zl = zi;
     refL += double(ti ? std::log1p(std::exp(-zl)) : std::log1p(std::exp(zl)));
     const long double p = 1.0L / (1.0L + std::exp(-zl));
-    refD[i] = pre[i] + scale * (double(p) - ti);
+    refD[i] = pre[i] + weight * scale * (double(p) - ti);
   }
-  EXPECT_NEAR(L, refL, 1e-9 * std::fabs(refL));
+  // Summed in f32 over 111 terms: a relative error of at most 111 ulp.
+  const double aux = refL * scale;
+  EXPECT_NEAR(losses[2], init[2] + aux, 1e-5 * (init[2] + aux));
+  EXPECT_NEAR(losses[0], init[0] + weight * aux,
+              1e-5 * (init[0] + weight * aux));
+  EXPECT_EQ(losses[1], init[1]);
   EXPECT_LE(relErr(dz, refD), 1e-6);
+  // The loss alone (the eval entry's kernel): the same sums, bit for bit.
+  float lossOnly[3] = {init[0], init[1], init[2]};
+  gen_cpu::bceLoss37(rows, z.data(), t.data(), lossOnly + 2, lossOnly);
+  EXPECT_EQ(lossOnly[2], losses[2]);
+  EXPECT_EQ(lossOnly[0], losses[0]);
 }
 
 //===----------------------------------------------------------------------===//

@@ -2,6 +2,7 @@
 
 #include "PlanEmitter.h"
 
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "llvm/Support/JSON.h"
 
 #include <fmt/format.h>
@@ -64,8 +65,17 @@ std::string PlanEmitter::maxRows(Value buffer) {
   return fmt::format("B * {}", type.getRank() > 1 ? type.getDimSize(1) : 1);
 }
 
+/// Whether `view` is a window at a constant offset of a vector: the
+/// source's pointer plus that offset.
+static bool isConstantWindow(memref::SubViewOp view) {
+  ArrayRef<int64_t> offsets = view.getStaticOffsets();
+  return offsets.size() == 1 && !ShapedType::isDynamic(offsets.front()) &&
+         view.hasUnitStride();
+}
+
 bool PlanEmitter::isKernel(Operation &op) {
-  return !isa<modk::ParamOp, modk::InputOp, modk::OutputOp, modk::AllocOp>(op);
+  return !isa<modk::ParamOp, modk::InputOp, modk::OutputOp, modk::AllocOp,
+              memref::SubViewOp>(op);
 }
 
 LogicalResult PlanEmitter::classifyEntries(modk::EntryOp &forward,
@@ -292,6 +302,11 @@ void PlanEmitter::emitBufferNames(modk::EntryOp e) {
                           cast<MemRefType>(out.getType()).getDimSize(1));
         names[out] = var;
       }
+    } else if (auto view = dyn_cast<memref::SubViewOp>(op)) {
+      // A window of a buffer declared above (an element of the losses).
+      if (isConstantWindow(view))
+        names[view] = fmt::format("({} + {})", names.lookup(view.getSource()),
+                                  view.getStaticOffsets().front());
     } else if (auto alloc = dyn_cast<modk::AllocOp>(op)) {
       std::string var = fmt::format("buf{}", counter++);
       std::string type = cType(alloc.getType().getElementType());
@@ -317,6 +332,10 @@ LogicalResult PlanEmitter::emitKernels(modk::EntryOp e, StringRef profileArgs) {
   // what they write. Consecutive ones share one guard.
   bool guarded = false;
   for (Operation &op : e.getBody().front()) {
+    if (auto view = dyn_cast<memref::SubViewOp>(op); view &&
+                                                     !isConstantWindow(view))
+      return view.emitOpError("is not a window at a constant offset of a "
+                              "vector, which is all the emitters name");
     if (!isKernel(op))
       continue;
     bool causalOnly = isCausalOnly(&op);

@@ -23,6 +23,10 @@ using namespace mlir;
 using namespace modc;
 
 namespace {
+/// The widest row a CUDA block-per-rows kernel keeps in registers: 16
+/// columns a thread of 256.
+constexpr int64_t kMaxRegisterWidth = 16 * 256;
+
 /// A float constant as a C++ literal that reads back the same float.
 FailureOr<std::string> floatConstant(arith::ConstantOp op) {
   auto attr = dyn_cast<FloatAttr>(op.getValue());
@@ -77,15 +81,23 @@ public:
       if (failed(expr))
         return failure();
       std::string name = fmt::format("t{}", next++);
-      os << fmt::format("{:{}}const float {} = {};\n", "", indent, name, *expr);
+      // A condition (arith.cmpf) is a bool; every other value an f32.
+      os << fmt::format("{:{}}const {} {} = {};\n", "", indent,
+                        o.getResult(0).getType().isInteger(1) ? "bool" : "float",
+                        name, *expr);
       names[o.getResult(0)] = name;
     }
     return success();
   }
 
+  /// The C expression of the row set's row count where modk.row_count
+  /// may be read (none: a kernel that does not know it).
+  void setRowCount(std::string expr) { rowCount = std::move(expr); }
+
 protected:
   bool cuda;
   llvm::DenseMap<Value, std::string> names;
+  std::string rowCount;
 
 private:
   /// The C expression of one arith or math op over its operands' names.
@@ -111,6 +123,50 @@ private:
         .Case([&](math::ErfOp) { return call("std::erf", "erff"); })
         .Case([&](math::SqrtOp) { return call("std::sqrt", "sqrtf"); })
         .Case([&](math::TanhOp) { return call("std::tanh", "tanhf"); })
+        .Case([&](math::LogOp) { return call("std::log", "logf"); })
+        .Case([&](math::Log1pOp) { return call("std::log1p", "log1pf"); })
+        .Case([&](math::AbsFOp) { return call("std::fabs", "fabsf"); })
+        .Case([&](arith::MaxNumFOp) {
+          return fmt::format("{}({}, {})", cuda ? "fmaxf" : "std::fmax",
+                             operand(0), operand(1));
+        })
+        .Case([&](arith::SelectOp) {
+          return fmt::format("{} ? {} : {}", operand(0), operand(1),
+                             operand(2));
+        })
+        .Case([&](arith::CmpFOp cmp) -> FailureOr<std::string> {
+          // C's ==, <, <=, >, >= are false where a side is NaN (ordered),
+          // and != is true there (unordered).
+          using P = arith::CmpFPredicate;
+          switch (cmp.getPredicate()) {
+          case P::OEQ:
+            return binary("==");
+          case P::OGT:
+            return binary(">");
+          case P::OGE:
+            return binary(">=");
+          case P::OLT:
+            return binary("<");
+          case P::OLE:
+            return binary("<=");
+          case P::UNE:
+            return binary("!=");
+          default:
+            return cmp.emitOpError("has no code generator for predicate ")
+                       << arith::stringifyCmpFPredicate(cmp.getPredicate()),
+                   failure();
+          }
+        })
+        .Case([&](modk::ColumnOp) -> FailureOr<std::string> {
+          return std::string("static_cast<float>(c)");
+        })
+        .Case([&](modk::RowCountOp count) -> FailureOr<std::string> {
+          if (rowCount.empty())
+            return count.emitOpError("cannot be read in this kernel: it "
+                                     "does not know its row count"),
+                   failure();
+          return fmt::format("static_cast<float>({})", rowCount);
+        })
         .Default([&](Operation *other) -> FailureOr<std::string> {
           return other->emitOpError("has no code generator in a kernel "
                                     "region"),
@@ -138,15 +194,18 @@ public:
           accInput = j;
   }
 
-  /// Names block arguments: `prefix<j>` for the inputs' elements, then
-  /// `sum<k>` for the row's sums.
+  /// Names block arguments: `x<j>` for the inputs' elements, then
+  /// `max<k>` for the row's maxima and `sum<k>` for its sums.
   void nameArguments(Block &block) {
-    unsigned inputs = op.getInputs().size();
-    for (BlockArgument arg : block.getArguments())
-      names[arg] = arg.getArgNumber() == accInput ? std::string("acc")
-                   : arg.getArgNumber() < inputs
-                       ? fmt::format("x{}", arg.getArgNumber())
-                       : fmt::format("sum{}", arg.getArgNumber() - inputs);
+    unsigned inputs = op.getInputs().size(), maxima = op.getNumMaxima();
+    for (BlockArgument arg : block.getArguments()) {
+      unsigned n = arg.getArgNumber();
+      names[arg] = n == accInput     ? std::string("acc")
+                   : n < inputs      ? fmt::format("x{}", n)
+                   : n < inputs + maxima ? fmt::format("max{}", n - inputs)
+                                         : fmt::format("sum{}",
+                                                       n - inputs - maxima);
+    }
   }
 
   void findRowInvariants(Block &body) {
@@ -207,8 +266,9 @@ public:
           op.isColumnVector(in) != vectors)
         continue;
       bool used = false;
-      for (Region *region : {&op.getReduce(), &op.getBody()})
-        used |= !region->front().getArgument(j).use_empty();
+      for (Region *region : {&op.getMaxima(), &op.getReduce(), &op.getBody()})
+        for (Block &block : *region)
+          used |= !block.getArgument(j).use_empty();
       if (used)
         inputs.push_back(j);
     }
@@ -220,7 +280,7 @@ public:
   void writeRegisterArrays(bool vectors, StringRef row, int indent,
                            llvm::raw_ostream &os) {
     SmallVector<unsigned> inputs = elementInputs(vectors);
-    if (inputs.empty())
+    if (inputs.empty() || !inRegisters)
       return;
     std::string pad(indent, ' ');
     int64_t width = op.getWidth();
@@ -379,7 +439,7 @@ LogicalResult writeRow(modk::RowsOp op, RowStatements &stmts, bool cuda,
                        bool perBlock, int inner, llvm::raw_ostream &os) {
   Block &reduce = op.getReduce().front(), &body = op.getBody().front();
   int64_t width = op.getWidth();
-  unsigned sums = op.getNumReductions();
+  unsigned sums = op.getNumReductions(), maxima = op.getNumMaxima();
   auto all = [](Operation &) { return true; };
   stmts.writeTokenIndex("i", inner, os);
   if (perBlock)
@@ -400,6 +460,32 @@ LogicalResult writeRow(modk::RowsOp op, RowStatements &stmts, bool cuda,
                         "++c) {{\n",
                         simd.str(), pad, width);
   };
+  if (maxima > 0) {
+    // The row's maxima first: `reduce` and `body` read them.
+    Block &block = op.getMaxima().front();
+    stmts.nameArguments(block);
+    std::vector<std::string> maxNames;
+    for (unsigned k = 0; k < maxima; ++k) {
+      maxNames.push_back(fmt::format("max{}", k));
+      os << fmt::format("{}float max{} = {};\n", pad, k,
+                        cuda ? "modk_cuda::negInf()"
+                             : "-std::numeric_limits<float>::infinity()");
+    }
+    openColumns(fmt::format(" reduction(max : {})", fmt::join(maxNames, ", ")));
+    stmts.writeLoads(block, all, "i", "c", inner + 2, os);
+    if (failed(stmts.writeOps(block, all, inner + 2, os)))
+      return failure();
+    for (auto [k, v] : llvm::enumerate(block.getTerminator()->getOperands()))
+      os << fmt::format(cuda ? "{0}  max{1} = fmaxf(max{1}, {2});\n"
+                             : "{0}  max{1} = max{1} > {2} ? max{1} : {2};\n",
+                        pad, k, stmts[v]);
+    os << pad << "}\n";
+    for (unsigned k = 0; cuda && k < maxima; ++k)
+      os << fmt::format("{}max{} = modk_cuda::{}(max{}{});\n", pad, k,
+                        perBlock ? "blockMax" : "warpMax", k,
+                        perBlock ? ", scratch" : "");
+    stmts.nameArguments(reduce);
+  }
   if (sums > 0) {
     std::vector<std::string> sumNames;
     for (unsigned k = 0; k < sums; ++k) {
@@ -472,7 +558,11 @@ std::string PlanEmitter::rowKernelKey(modk::RowsOp op) {
     os << "token" << t << ";";
   for (int64_t t : op.getLookups())
     os << "lookup" << t << ";";
-  for (Region *region : {&op.getReduce(), &op.getBody()}) {
+  for (Region *region : {&op.getMaxima(), &op.getReduce(), &op.getBody()}) {
+    if (region->empty()) {
+      os << "|none";
+      continue;
+    }
     Block &block = region->front();
     llvm::DenseMap<Value, unsigned> position;
     for (BlockArgument arg : block.getArguments())
@@ -610,8 +700,12 @@ LogicalResult PlanEmitter::emitRowKernelDefinitions() {
       for (unsigned t = 0; t < nTotals; ++t)
         os << fmt::format("  float tot{} = 0.0f; // thread 0's\n", t);
       // Each thread's columns c = threadIdx.x + j T in registers: the
-      // vectors for every row, a row's elements for its sums and its body.
-      stmts.keepInRegisters();
+      // vectors for every row, a row's elements for its sums and its body;
+      // rows wider than kMaxRegisterWidth (a vocabulary) are read again
+      // from memory (L2) in each pass instead of spilling.
+      if (width <= kMaxRegisterWidth)
+        stmts.keepInRegisters();
+      stmts.setRowCount("n");
       stmts.writeRegisterArrays(/*vectors=*/true, "", 2, os);
       os << "  for (int64_t i = i0; i < i1; ++i) {\n";
       inner = 4;
@@ -624,6 +718,7 @@ LogicalResult PlanEmitter::emitRowKernelDefinitions() {
           "  if (i >= *rows)\n    return;\n"
           "  const int lane = threadIdx.x % modk_cuda::kWarp;\n",
           index, rowKernelParams(op));
+      stmts.setRowCount("*rows");
       inner = 2;
     } else if (sumFloats > 0) {
       os << fmt::format("void modc_rows_{}(int64_t rows, {}) {{\n", index,
@@ -643,6 +738,7 @@ LogicalResult PlanEmitter::emitRowKernelDefinitions() {
                         "      [&](int64_t i0, int64_t i1, float *part) {{\n"
                         "    for (int64_t i = i0; i < i1; ++i) {{\n",
                         sumFloats, width);
+      stmts.setRowCount("rows");
       inner = 6;
     } else {
       os << fmt::format(
@@ -651,20 +747,24 @@ LogicalResult PlanEmitter::emitRowKernelDefinitions() {
           "modk_cpu::detail::kMinParallelWork)\n"
           "  for (int64_t i = 0; i < rows; ++i) {{\n",
           index, rowKernelParams(op), width);
+      stmts.setRowCount("rows");
       inner = 4;
     }
     if (failed(writeRow(op, stmts, cuda, perBlock, inner, os)))
       return failure();
     if (perBlock) {
-      os << "  }\n#pragma unroll\n  for (int j = 0; j < CT; ++j) {\n"
-            "    const int c = threadIdx.x + j * T;\n";
+      os << "  }\n";
       // A block's partial row: its column sums, then its totals.
+      if (nCols > 0)
+        os << "#pragma unroll\n  for (int j = 0; j < CT; ++j) {\n"
+              "    const int c = threadIdx.x + j * T;\n";
       for (unsigned k = 0; k < nCols; ++k)
         os << fmt::format(
             "    if (c < {0})\n      partial[int64_t(blockIdx.x) * {1} + "
             "{2} + c] = col{3}[j];\n",
             width, sumFloats, k * width, k);
-      os << "  }\n";
+      if (nCols > 0)
+        os << "  }\n";
       for (unsigned t = 0; t < nTotals; ++t)
         os << fmt::format("  if (threadIdx.x == 0)\n    partial[int64_t("
                           "blockIdx.x) * {} + {}] = tot{};\n",

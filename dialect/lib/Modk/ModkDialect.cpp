@@ -369,7 +369,7 @@ LogicalResult GemmOp::verifyRegions() {
   auto rows = getEpilogueRows();
   if (!rows || !llvm::hasSingleElement(block))
     return emitOpError("the `rows` epilogue region holds one modk.rows");
-  if (rows.getNumReductions() != 0)
+  if (rows.getNumReductions() != 0 || rows.getNumMaxima() != 0)
     return emitOpError("an epilogue's modk.rows cannot sum over its row: a "
                        "tile holds part of a row");
   if (rows.hasRowSums())
@@ -590,6 +590,12 @@ unsigned RowsOp::getNumReductions() {
   return getReduce().front().getTerminator()->getNumOperands();
 }
 
+unsigned RowsOp::getNumMaxima() {
+  Region &maxima = getMaxima();
+  return maxima.empty() ? 0
+                        : maxima.front().getTerminator()->getNumOperands();
+}
+
 Value RowsOp::getInputOrOutput(unsigned index) {
   unsigned nIn = getInputs().size();
   return index < nIn ? getInputs()[index] : getOutputs()[index - nIn];
@@ -704,9 +710,13 @@ LogicalResult RowsOp::verify() {
       rows = type.getShape();
       continue;
     }
-    if (!isRowElement(type.getElementType()))
+    // A class a row (a target), read as f32.
+    bool classes = !output && isRowScalarInput(i) &&
+                   type.getElementType().isInteger(32);
+    if (!isRowElement(type.getElementType()) && !classes)
       return emitOpError() << (output ? "outputs" : "inputs")
-                           << " must hold f32 or bf16";
+                           << " must hold f32 or bf16 (or i32 classes, one "
+                              "a row)";
     if ((output && isRowTotal(v)) || (!output && isScalarInput(i)))
       continue; // one value
     if (!output && isColumnVector(v)) {
@@ -773,7 +783,9 @@ static LogicalResult verifyRowsBlock(Operation *op, Block &block,
                              << " values, one per output";
   for (Operation &inner : block.without_terminator()) {
     StringRef ns = inner.getDialect() ? inner.getDialect()->getNamespace() : "";
-    if (ns != "arith" && ns != "math")
+    // modk.column and modk.row_count verify their parent themselves.
+    if (ns != "arith" && ns != "math" &&
+        !isa<ColumnOp, RowCountOp>(inner))
       return inner.emitOpError("is not allowed in a kernel region: only "
                                "arith and math ops are");
     for (Type t : inner.getResultTypes())
@@ -784,19 +796,28 @@ static LogicalResult verifyRowsBlock(Operation *op, Block &block,
 }
 
 LogicalResult RowsOp::verifyRegions() {
-  unsigned n = getInputs().size();
-  if (failed(verifyRowsBlock(*this, getReduce().front(), "reduce", n,
+  unsigned n = getInputs().size(), maxima = getNumMaxima();
+  if (!getMaxima().empty()) {
+    if (failed(verifyRowsBlock(*this, getMaxima().front(), "maxima", n,
+                               std::nullopt)))
+      return failure();
+    if (maxima == 0)
+      return emitOpError("'maxima' must yield at least one value");
+  }
+  if (failed(verifyRowsBlock(*this, getReduce().front(), "reduce", n + maxima,
                              std::nullopt)) ||
       failed(verifyRowsBlock(*this, getBody().front(), "body",
-                             n + getNumReductions(), getOutputs().size())))
+                             n + maxima + getNumReductions(),
+                             getOutputs().size())))
     return failure();
   // A lookup's ids address the table; they are not an element.
-  for (unsigned j = 0; j < n; ++j)
-    if (isLookupIds(j) && (!getReduce().front().getArgument(j).use_empty() ||
-                           !getBody().front().getArgument(j).use_empty()))
-      return emitOpError() << "input " << j
-                           << " holds a lookup's ids: the regions cannot "
-                              "read it";
+  for (Region *region : {&getMaxima(), &getReduce(), &getBody()})
+    for (Block &block : *region)
+      for (unsigned j = 0; j < n; ++j)
+        if (isLookupIds(j) && !block.getArgument(j).use_empty())
+          return emitOpError() << "input " << j
+                               << " holds a lookup's ids: the regions cannot "
+                                  "read it";
   // A value a row depends on no element: only on the row's sums, its
   // token's scalars and constants.
   Block &body = getBody().front();
@@ -860,8 +881,9 @@ modc::modk::invariantOps(Block &block,
       return invariant(arg);
     return ops.contains(v.getDefiningOp());
   };
+  // modk.column takes no operand but differs from element to element.
   for (Operation &o : block.without_terminator())
-    if (llvm::all_of(o.getOperands(), isInvariant))
+    if (!isa<ColumnOp>(o) && llvm::all_of(o.getOperands(), isInvariant))
       ops.insert(&o);
   return ops;
 }

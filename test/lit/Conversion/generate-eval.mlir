@@ -59,13 +59,24 @@
 // PLAN: modk.entry @eval attributes
 // PLAN-SAME: workspace_bytes_per_sequence =
 // PLAN-NOT: _grad
-// PLAN: modk.cross_entropy_loss
-// PLAN-NEXT: modk.bce_loss_value
+// The losses as row kernels (modk-generalize): the cross-entropy's (the
+// row's maximum first) into losses[1] and [0], then the causal-router
+// loss's into losses[2] and [0].
+// PLAN: modk.zero(%[[L:[0-9]+]]) : memref<3xf32>
+// PLAN-NEXT: %[[CE:.*]] = memref.subview %[[L]][1] [1] [1]
+// PLAN-NEXT: %[[TOTAL:.*]] = memref.subview %[[L]][0] [1] [1]
+// PLAN-NEXT: modk.rows ins({{.*}}) rows {{.*}} outs(%[[CE]], %[[TOTAL]] : {{.*}}) maxima {
+// PLAN: %[[AUX:.*]] = memref.subview %[[L]][2] [1] [1]
+// PLAN-NEXT: %[[TOTAL2:.*]] = memref.subview %[[L]][0] [1] [1]
+// PLAN-NEXT: modk.rows ins({{.*}}) rows {{.*}} outs(%[[AUX]], %[[TOTAL2]] : {{.*}}) reduce {
 // PLAN: modk.entry @eval_causal attributes
 // PLAN-SAME: workspace_bytes_per_sequence =
 // PLAN-NOT: _grad
-// PLAN: modk.cross_entropy_loss
-// PLAN-NOT: modk.bce_loss_value
+// Causal routing has no causal-router loss: nothing adds into losses[2].
+// PLAN: memref.subview %{{[0-9]+}}[1] [1] [1]
+// PLAN: maxima {
+// PLAN-NOT: [2] [1] [1]
+// PLAN: // -----
 module {
   mod.model @small attributes {aux_loss_weight = 1.000000e-02 : f64, capacity = 2.500000e-01 : f64, causal_router = "predictor", d_ff = 64 : i64, d_model = 32 : i64, dtype = "f32", gate = "sigmoid", mlp = "swiglu", n_heads = 2 : i64, n_layers = 2 : i64, norm_eps = 1.000000e-05 : f64, predictor_hidden = 8 : i64, rope_theta = 1.000000e+04 : f64, schedule = "every_other", seq_len = 16 : i64, tie_embeddings = true, vocab_size = 64 : i64} {
     %0 = mod.tokens : tensor<?x16xi32>
@@ -105,12 +116,14 @@ module {
 // CHECK-NOT: _grad
 // PLAN: modk.entry @eval attributes
 // PLAN-NOT: _grad
-// PLAN: modk.cross_entropy_loss
-// PLAN-NEXT: modk.bce_loss_value
+// PLAN: memref.subview %{{[0-9]+}}[1] [1] [1]
+// PLAN: maxima {
+// PLAN: memref.subview %{{[0-9]+}}[2] [1] [1]
 // PLAN: modk.entry @eval_causal attributes
 // PLAN-NOT: _grad
-// PLAN: modk.cross_entropy_loss
-// PLAN-NEXT: }
+// PLAN: memref.subview %{{[0-9]+}}[1] [1] [1]
+// PLAN: maxima {
+// PLAN-NOT: [2] [1] [1]
 module {
   mod.model @aux attributes {aux_loss_weight = 1.000000e-02 : f64, capacity = 2.500000e-01 : f64, causal_router = "aux_loss", d_ff = 64 : i64, d_model = 32 : i64, dtype = "f32", gate = "sigmoid", mlp = "swiglu", n_heads = 2 : i64, n_layers = 2 : i64, norm_eps = 1.000000e-05 : f64, predictor_hidden = 8 : i64, rope_theta = 1.000000e+04 : f64, schedule = "every_other", seq_len = 16 : i64, tie_embeddings = true, vocab_size = 64 : i64} {
     %0 = mod.tokens : tensor<?x16xi32>

@@ -801,3 +801,65 @@ modk.entry @decode attributes {model = #modk.model<name = "t", vocab_size = 64, 
     modk.yield %a : f32
   }
 }
+
+// -----
+
+// `maxima`, where present, yields the terms whose maxima `reduce` and
+// `body` read.
+func.func @rows_empty_maxima(%x: memref<?x16x32xf32>, %seg: memref<?x1xi64>, %y: memref<?x16x32xf32>) {
+  // expected-error @+1 {{'maxima' must yield at least one value}}
+  modk.rows ins(%x : memref<?x16x32xf32>) rows %seg : memref<?x1xi64> outs(%y : memref<?x16x32xf32>) maxima {
+  ^bb0(%a: f32):
+    modk.yield
+  } reduce {
+  ^bb0(%a: f32):
+    modk.yield
+  } body {
+  ^bb0(%a: f32):
+    modk.yield %a : f32
+  }
+  return
+}
+
+// -----
+
+// The row's maxima follow the elements in `reduce` (and `body`).
+func.func @rows_reduce_without_maxima(%x: memref<?x16x32xf32>, %seg: memref<?x1xi64>, %y: memref<?x16x32xf32>) {
+  // expected-error @+1 {{'reduce' takes 2 f32 arguments, has 1}}
+  modk.rows ins(%x : memref<?x16x32xf32>) rows %seg : memref<?x1xi64> outs(%y : memref<?x16x32xf32>) maxima {
+  ^bb0(%a: f32):
+    modk.yield %a : f32
+  } reduce {
+  ^bb0(%a: f32):
+    modk.yield
+  } body {
+  ^bb0(%a: f32, %m: f32):
+    %d = arith.subf %a, %m : f32
+    modk.yield %d : f32
+  }
+  return
+}
+
+// -----
+
+// An i32 input holds one class a row (a target), not elements.
+func.func @rows_i32_elements(%x: memref<?x16x32xi32>, %seg: memref<?x1xi64>, %y: memref<?x16x32xf32>) {
+  // expected-error @+1 {{inputs must hold f32 or bf16 (or i32 classes, one a row)}}
+  modk.rows ins(%x : memref<?x16x32xi32>) rows %seg : memref<?x1xi64> outs(%y : memref<?x16x32xf32>) reduce {
+  ^bb0(%a: f32):
+    modk.yield
+  } body {
+  ^bb0(%a: f32):
+    modk.yield %a : f32
+  }
+  return
+}
+
+// -----
+
+// An element's column exists only inside a row kernel's regions.
+func.func @column_outside_rows() {
+  // expected-error @+1 {{expects parent op 'modk.rows'}}
+  %c = modk.column : f32
+  return
+}

@@ -6,6 +6,7 @@
 // RUN: mod-opt --pass-pipeline='builtin.module(modk-generate-optimizer,modk.entry(modk-generalize))' %s | mod-translate --modk-to-cpp | FileCheck %s --check-prefix=PREDICTOR
 // RUN: mod-opt --pass-pipeline='builtin.module(modk.entry(modk-generalize))' %s | not mod-translate --modk-to-cpp 2>&1 | FileCheck %s --check-prefix=NO-OPTIMIZER
 // RUN: not mod-translate --modk-to-cpp %inputs/unplanned.mlir 2>&1 | FileCheck %s --check-prefix=UNPLANNED
+// RUN: mod-opt --pass-pipeline='builtin.module(modk-generate-optimizer,modk.entry(modk-generalize))' %s | mod-translate --modk-to-cpp | FileCheck %s --check-prefix=LOSSES
 
 // The planned launch plan of a 2-layer model (layer 1 routed, k = 4 of 16,
 // sigmoid gate, predictor router), emitted as C++ specialised on its shapes.
@@ -187,7 +188,12 @@
 // CHECK: modc_grad_workspace_bytes(int64_t batch)
 // CHECK: modc_grad(const modc_grad_args *args)
 // CHECK: float *g0 = args->grads[0]; // embed.weight
-// CHECK: modk_cpu::cross_entropy<64>(
+// The mean cross-entropy, generated: the losses zeroed, then one row
+// kernel over every token that adds the mean loss into losses[1] (ce) and
+// losses[0] (total), two row totals, and writes dlogits.
+// CHECK: std::memset(args->losses, 0, sizeof(*args->losses) * 3);
+// CHECK-NEXT: if (profile)
+// CHECK-NEXT: modc_rows_{{[0-9]+}}({{buf[0-9]+}}[B], {{buf[0-9]+}}, {{buf[0-9]+}}, {{buf[0-9]+}}, (args->losses + 1), (args->losses + 0));
 // The gated scatter's gradient, generated (sigmoid gate): df[row] =
 // g(r) dy[token] and dr[token] += g'(r) <dy[token], f[row]>, dr read and
 // written at the token.
@@ -202,7 +208,9 @@
 // router weight's gradient dw += dr x, a column sum.
 // CHECK: modc_rows_{{[0-9]+}}({{buf[0-9]+}}[B], {{buf[0-9]+}}, w[[RW:[0-9]+]], {{buf[0-9]+}}, [[RDX:buf[0-9]+]], [[RDX]], g[[RW]]);
 // The predictor learns the top-k membership; its input gets no gradient.
-// CHECK: modk_cpu::bce_with_logits<16>({{buf[0-9]+}}, {{buf[0-9]+}}, B, {{.*}}, [[DP:buf[0-9]+]]);
+// Its loss, generated: dp += its gradient in place, and the loss into
+// losses[2] (aux) and, weighted, losses[0] (total).
+// CHECK: modc_rows_{{[0-9]+}}({{buf[0-9]+}}[B], {{buf[0-9]+}}, {{buf[0-9]+}}, [[DP:buf[0-9]+]], [[DP]], (args->losses + 2), (args->losses + 0));
 // Its gradient, generated: fc1's product again, a row kernel (dz in place
 // of h, two column sums and a row total), then dfc1 += dz^T x.
 // CHECK: modk_cpu::linear<8, 32>([[PX:buf[0-9]+]], rows, w[[FC1:[0-9]+]], [[HG:buf[0-9]+]]);
@@ -212,6 +220,33 @@
 // CHECK: modk_cpu::embed_grad<32>({{buf[0-9]+}}, B * 16,
 // CHECK-NOT: modk_cpu::embed_grad
 // CHECK: return 0;
+// The cross-entropy's kernel: the row's maximum (a max reduction), then
+// the sums of e^(z - m) and of the target's logit (the element whose column
+// is the row's class), then the row's loss / rows into both totals.
+// LOSSES: void modc_rows_{{[0-9]+}}(int64_t rows, const float *in0, const int32_t *in1, float *out0, float *out1, float *out2) {
+// LOSSES: const float x1 = static_cast<float>(in1[i]);
+// LOSSES-NEXT: float max0 = -std::numeric_limits<float>::infinity();
+// LOSSES-NEXT: #pragma omp simd reduction(max : max0)
+// LOSSES: max0 = max0 > x0 ? max0 : x0;
+// LOSSES: #pragma omp simd reduction(+ : sum0, sum1)
+// LOSSES: const float [[COL:t[0-9]+]] = static_cast<float>(c);
+// LOSSES-NEXT: const bool [[HIT:t[0-9]+]] = [[COL]] == x1;
+// LOSSES-NEXT: const float {{t[0-9]+}} = [[HIT]] ? x0 : 0.00000000f;
+// LOSSES: const float [[N:t[0-9]+]] = static_cast<float>(rows);
+// LOSSES: std::log(sum0);
+// LOSSES: part[0] += [[LOSS:t[0-9]+]];
+// LOSSES-NEXT: part[1] += [[LOSS]];
+// LOSSES: out1[0] += sums[0];
+// LOSSES-NEXT: out2[0] += sums[1];
+// The causal-router loss's kernel: one value a token, the sigmoid from
+// e^-|z| only.
+// LOSSES: void modc_rows_{{[0-9]+}}(int64_t rows, const float *in0, const int32_t *in1, const float *in2, float *out0, float *out1, float *out2) {
+// LOSSES: std::fabs(x0);
+// LOSSES: std::log1p(
+// LOSSES: std::fmax(x0, 0.00000000f);
+// LOSSES: const bool {{t[0-9]+}} = x0 >= 0.00000000f;
+// LOSSES: part[0] +=
+// LOSSES-NEXT: part[1] +=
 // AdamW over every parameter; norms and biases are not decayed.
 // CHECK: modc_adamw(const modc_adamw_args *args)
 // CHECK: static const bool kDecay[] = {true, false, true,

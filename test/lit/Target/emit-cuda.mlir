@@ -14,6 +14,7 @@
 // RUN: mod-opt --pass-pipeline='builtin.module(modk-generate-optimizer,modk.entry(modk-generalize,modk-fuse-row-epilogues,modk-configure-gemms))' %S/emit-cpp.mlir | mod-translate --modk-to-cuda | FileCheck %s --check-prefix=FUSED
 // RUN: mod-translate --modk-to-cuda %t.mlir | FileCheck %s --check-prefix=COLSUM
 // RUN: mod-translate --modk-to-cuda %t.mlir | FileCheck %s --check-prefix=PREDICTOR
+// RUN: mod-translate --modk-to-cuda %t.mlir | FileCheck %s --check-prefix=LOSSES
 // RUN: mod-opt --pass-pipeline='builtin.module(modk-generate-optimizer,modk.entry(modk-generalize,modk-fuse-select-gather,modk-configure-gemms))' %S/emit-cpp.mlir | mod-translate --modk-to-cuda | FileCheck %s --check-prefix=SELGATHER
 
 // The launch plan of emit-cpp.mlir (2 layers, layer 1 routed with k = 4 of
@@ -194,10 +195,28 @@
 // PREDICTOR-NEXT: // modk.gemm [8 x 32] epilogue=none
 // PREDICTOR-NEXT: modk_cuda::linear<8, 32, 0, gemm_plan_{{[0-9]+}}>(
 // PREDICTOR: modc_grad(const modc_grad_args *args
-// PREDICTOR: bce_with_logits
+// Its loss, generated: two row totals, losses[2] and losses[0].
+// PREDICTOR: launchReduceColumns((const float *)scratch, 2, {{buf[0-9]+}} + B, 0, modk_cuda::train_detail::ColOut{(args->losses + 2), (args->losses + 0), (args->losses + 0), 1, 1}, s);
 // PREDICTOR: modk_cuda::linear<8, 32, 0, gemm_plan_{{[0-9]+}}>({{buf[0-9]+}}, {{buf[0-9]+}} + B, B * 16, w[[FC1:[0-9]+]], [[HG:buf[0-9]+]], s);
 // PREDICTOR: launchReduceColumns((const float *)scratch, 17, {{buf[0-9]+}} + B, 0, modk_cuda::train_detail::ColOut{g{{[0-9]+}}, g{{[0-9]+}}, g{{[0-9]+}}, 8, 8}, s);
 // PREDICTOR: modk_cuda::linear_wgrad<8, 32, 0, gemm_plan_{{[0-9]+}}>([[HG]],
+
+// The cross-entropy's kernel: a block per 32 rows, the row's maximum and
+// sums over the block, the loss in thread 0's totals.
+// LOSSES: void modc_rows_{{[0-9]+}}(const int64_t *rows, const float *in0, const int32_t *in1, float *out0, float *out1, float *out2, float *partial) {
+// LOSSES: float max0 = modk_cuda::negInf();
+// LOSSES: max0 = fmaxf(max0, x0);
+// LOSSES: max0 = modk_cuda::blockMax(max0, scratch);
+// LOSSES: sum0 = modk_cuda::blockSum(sum0, scratch);
+// LOSSES-NEXT: sum1 = modk_cuda::blockSum(sum1, scratch);
+// LOSSES: static_cast<float>(n);
+// LOSSES: logf(sum0);
+// LOSSES: if (threadIdx.x == 0)
+// LOSSES-NEXT: tot0 +=
+// LOSSES: partial[int64_t(blockIdx.x) * 2 + 1] = tot1;
+// LOSSES: modc_grad(const modc_grad_args *args
+// LOSSES: cudaMemsetAsync(args->losses, 0, sizeof(*args->losses) * 3, s);
+// LOSSES: launchReduceColumns((const float *)scratch, 2, {{buf[0-9]+}} + B, 0, modk_cuda::train_detail::ColOut{(args->losses + 1), (args->losses + 0), (args->losses + 0), 1, 1}, s);
 
 // NAMED: error: 'modk.embed' op is generated from its math: run modk-generalize before emitting
 // UNPLANNED: has no memory plan; run modk-plan-memory first

@@ -3,7 +3,7 @@
 
 // Every named row kernel becomes a modk.rows whose regions spell its math;
 // kernels of other kinds (here a GEMM) are left as they are, in place.
-// ROUNDTRIP-COUNT-21: modk.rows
+// ROUNDTRIP-COUNT-25: modk.rows
 
 // RMSNorm: the sum of squares is the reduction; the body scales each
 // element by 1 / sqrt(sum / D + eps) and the weight (a vector of D).
@@ -406,4 +406,80 @@ modk.entry @predictor_grad attributes {model = #modk.model<name = "t", vocab_siz
   %dp = modk.alloc : memref<?x16xf32>
   %h = modk.alloc : memref<?x16x8xf32>
   modk.predictor_grad(%x, %w1, %b1, %w2, %dp, %h, %dw1, %db1, %dw2, %db2) : memref<?x16x32xf32>, memref<8x32xf32>, memref<8xf32>, memref<1x8xf32>, memref<?x16xf32>, memref<?x16x8xf32>, memref<8x32xf32>, memref<8xf32>, memref<1x8xf32>, memref<1xf32>
+}
+
+// The losses of a training entry. The cross-entropy zeroes the losses, then
+// one row kernel over every token: `maxima` finds the row's maximum m, the
+// sums are e^(z - m) and the target's logit (the element whose column
+// equals the row's class t, an i32 read as f32), and the body writes the
+// gradient of the mean, (e^(z - m) / s - [c == t]) / rows, and yields the
+// row's loss / rows twice: the row totals losses[1] (ce) and losses[0]
+// (total), windows of the losses. The causal-router loss adds into
+// losses[2] (aux) and losses[0]; its gradient accumulates into dz in place.
+// CHECK-LABEL: modk.entry @losses
+// CHECK: %[[L:.*]] = modk.output "losses" : memref<3xf32>
+// CHECK: modk.zero(%[[L]]) : memref<3xf32>
+// CHECK-NEXT: %[[CE:.*]] = memref.subview %[[L]][1] [1] [1] : memref<3xf32> to memref<1xf32, strided<[1], offset: 1>>
+// CHECK-NEXT: %[[TOT:.*]] = memref.subview %[[L]][0] [1] [1] : memref<3xf32> to memref<1xf32, strided<[1]>>
+// CHECK-NEXT: modk.rows ins(%[[Z:.*]], %[[T:.*]] : memref<?x16x64xf32>, memref<?x16xi32>) rows %{{.*}} : memref<?x1xi64> outs(%[[DZ:.*]], %[[CE]], %[[TOT]] : memref<?x16x64xf32>, memref<1xf32, strided<[1], offset: 1>>, memref<1xf32, strided<[1]>>) maxima {
+// CHECK-NEXT: ^bb0(%[[MZ:.*]]: f32, %{{.*}}: f32):
+// CHECK-NEXT: modk.yield %[[MZ]] : f32
+// CHECK-NEXT: } reduce {
+// CHECK-NEXT: ^bb0(%[[RZ:.*]]: f32, %[[RT:.*]]: f32, %[[RM:.*]]: f32):
+// CHECK-NEXT: %[[SH:.*]] = arith.subf %[[RZ]], %[[RM]] : f32
+// CHECK-NEXT: %[[E:.*]] = math.exp %[[SH]] : f32
+// CHECK-NEXT: %[[ZERO:.*]] = arith.constant 0.000000e+00 : f32
+// CHECK-NEXT: %[[COL:.*]] = modk.column : f32
+// CHECK-NEXT: %[[HIT:.*]] = arith.cmpf oeq, %[[COL]], %[[RT]] : f32
+// CHECK-NEXT: %[[ZT:.*]] = arith.select %[[HIT]], %[[RZ]], %[[ZERO]] : f32
+// CHECK-NEXT: modk.yield %[[E]], %[[ZT]] : f32, f32
+// CHECK-NEXT: } body {
+// CHECK-NEXT: ^bb0(%{{.*}}: f32, %{{.*}}: f32, %[[BM:.*]]: f32, %[[BS:.*]]: f32, %[[BZT:.*]]: f32):
+// CHECK-NEXT: %[[N:.*]] = modk.row_count : f32
+// CHECK: %[[LOG:.*]] = math.log %[[BS]] : f32
+// CHECK-NEXT: %[[LSE:.*]] = arith.addf %[[BM]], %[[LOG]] : f32
+// CHECK-NEXT: %[[ROW:.*]] = arith.subf %[[LSE]], %[[BZT]] : f32
+// CHECK-NEXT: %[[LOSS:.*]] = arith.mulf %[[ROW]], %{{.*}} : f32
+// CHECK: modk.yield %{{.*}}, %[[LOSS]], %[[LOSS]] : f32, f32, f32
+// CHECK: %[[AUX:.*]] = memref.subview %[[L]][2] [1] [1]
+// CHECK-NEXT: %[[TOT2:.*]] = memref.subview %[[L]][0] [1] [1]
+// CHECK-NEXT: modk.rows ins(%[[R:.*]], %[[Y:.*]], %[[DR:.*]] : memref<?x16xf32>, memref<?x16xi32>, memref<?x16xf32>) rows %{{.*}} : memref<?x1xi64> outs(%[[DR]], %[[AUX]], %[[TOT2]] : memref<?x16xf32>, memref<1xf32, strided<[1], offset: 2>>, memref<1xf32, strided<[1]>>) reduce {
+// CHECK: math.absf
+// CHECK: math.log1p
+// CHECK: arith.maxnumf
+// CHECK: arith.cmpf oge
+// CHECK: modk.yield %{{.*}}, %[[A:.*]], %[[W:.*]] : f32, f32, f32
+// CHECK-NOT: modk.cross_entropy
+// CHECK-NOT: modk.bce_loss
+modk.entry @losses attributes {model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = ["topk"], params = []} {
+  %l = modk.output "losses" : memref<3xf32>
+  %pos = modk.alloc : memref<?x16xi32>
+  %seg = modk.alloc : memref<?x1xi64>
+  modk.identity_rows -> %pos, %seg : memref<?x16xi32>, memref<?x1xi64>
+  %z = modk.alloc : memref<?x16x64xf32>
+  %t = modk.alloc : memref<?x16xi32>
+  %dz = modk.alloc : memref<?x16x64xf32>
+  modk.cross_entropy(%z, %t, %dz, %l) : memref<?x16x64xf32>, memref<?x16xi32>, memref<?x16x64xf32>, memref<3xf32>
+  %r = modk.alloc : memref<?x16xf32>
+  %y = modk.alloc : memref<?x16xi32>
+  %dr = modk.alloc : memref<?x16xf32>
+  modk.bce_loss(%r, %y, %dr, %l) {n_routed = 2 : i64, weight = 1.000000e-02 : f64} : memref<?x16xf32>, memref<?x16xi32>, memref<?x16xf32>, memref<3xf32>
+}
+
+// The eval entry's forms: the same kernels without the gradients.
+// CHECK-LABEL: modk.entry @eval_losses
+// CHECK: modk.rows ins(%{{.*}}, %{{.*}} : memref<?x16x64xf32>, memref<?x16xi32>) rows %{{.*}} : memref<?x1xi64> outs(%{{.*}}, %{{.*}} : memref<1xf32, strided<[1], offset: 1>>, memref<1xf32, strided<[1]>>) maxima {
+// CHECK: modk.yield %[[ELOSS:.*]], %[[ELOSS]] : f32, f32
+// CHECK: modk.rows ins(%{{.*}}, %{{.*}} : memref<?x16xf32>, memref<?x16xi32>) rows %{{.*}} : memref<?x1xi64> outs(%{{.*}}, %{{.*}} : memref<1xf32, strided<[1], offset: 2>>, memref<1xf32, strided<[1]>>) reduce {
+modk.entry @eval_losses attributes {model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = ["topk"], params = []} {
+  %l = modk.output "losses" : memref<3xf32>
+  %pos = modk.alloc : memref<?x16xi32>
+  %seg = modk.alloc : memref<?x1xi64>
+  modk.identity_rows -> %pos, %seg : memref<?x16xi32>, memref<?x1xi64>
+  %z = modk.alloc : memref<?x16x64xf32>
+  %t = modk.alloc : memref<?x16xi32>
+  modk.cross_entropy_loss(%z, %t, %l) : memref<?x16x64xf32>, memref<?x16xi32>, memref<3xf32>
+  %r = modk.alloc : memref<?x16xf32>
+  %y = modk.alloc : memref<?x16xi32>
+  modk.bce_loss_value(%r, %y, %l) {n_routed = 2 : i64, weight = 1.000000e-02 : f64} : memref<?x16xf32>, memref<?x16xi32>, memref<3xf32>
 }

@@ -60,14 +60,6 @@ private:
   }
   LogicalResult emitTargetKernel(Operation *op) override;
   bool epilogueNeedsNoKernel(modk::RowsOp op) override;
-  /// The loss-only kernels of @eval; failure for any other op.
-  /// The mean cross-entropy into losses[0..2] (dlogits: the gradient's
-  /// buffer, or a null pointer for the loss alone).
-  void emitCrossEntropy(Value logits, Value targets,
-                        const std::string &dlogits, Value losses);
-  /// A routed layer's causal-router loss added into losses[0] and [2].
-  void emitBceLoss(Value logits, Value mask, const std::string &dlogits,
-                   Value losses, double weight, int64_t nRouted);
   void emitGemm(modk::GemmOp op, int indent) override;
   std::string hostRows(Value segments, Value) override {
     return name(segments) + "[B]";
@@ -203,57 +195,7 @@ LogicalResult CppEmitter::emitTargetKernel(Operation *op) {
                       name(split.getTokens()), seqLen + 1);
     return success();
   }
-  // The losses are summed on the host, straight into args->losses; the
-  // loss-only forms (@eval) pass no gradient, so their sums are @grad's.
-  if (auto ce = dyn_cast<modk::CrossEntropyOp>(op)) {
-    emitCrossEntropy(ce.getLogits(), ce.getTargets(), name(ce.getDlogits()),
-                     ce.getLosses());
-    return success();
-  }
-  if (auto ce = dyn_cast<modk::CrossEntropyLossOp>(op)) {
-    emitCrossEntropy(ce.getLogits(), ce.getTargets(),
-                     "static_cast<float *>(nullptr)", ce.getLosses());
-    return success();
-  }
-  if (auto bce = dyn_cast<modk::BCELossOp>(op)) {
-    emitBceLoss(bce.getLogits(), bce.getMask(), name(bce.getDlogits()),
-                bce.getLosses(), bce.getWeight().convertToDouble(),
-                bce.getNRouted());
-    return success();
-  }
-  if (auto bce = dyn_cast<modk::BCELossValueOp>(op)) {
-    emitBceLoss(bce.getLogits(), bce.getMask(), "nullptr", bce.getLosses(),
-                bce.getWeight().convertToDouble(), bce.getNRouted());
-    return success();
-  }
   return op->emitOpError("has no C++ emitter");
-}
-
-void CppEmitter::emitCrossEntropy(Value logits, Value targets,
-                                  const std::string &dlogits, Value losses) {
-  std::string l = name(losses);
-  os << fmt::format(
-      "  {{ // mean next-token cross-entropy\n"
-      "    const int64_t rows = B * {0};\n"
-      "    const double sum = modk_cpu::cross_entropy<{1}>({2}, {3}, rows, "
-      "1.0f / (float)rows, {4});\n"
-      "    {5}[1] = (float)(sum / (double)rows);\n"
-      "    {5}[0] = {5}[1];\n    {5}[2] = 0.0f;\n  }}\n",
-      seqLen, width(logits), name(logits), name(targets), dlogits, l);
-}
-
-void CppEmitter::emitBceLoss(Value logits, Value mask,
-                             const std::string &dlogits, Value losses,
-                             double weight, int64_t nRouted) {
-  std::string l = name(losses);
-  os << fmt::format(
-      "  {{ // causal-router loss, mean over [B, S] and routed layers\n"
-      "    const double scale = 1.0 / ((double)B * {0} * {1});\n"
-      "    const double sum = modk_cpu::bce_with_logits<{0}>({2}, {3}, B, "
-      "(float)({4:.17g} * scale), {5});\n"
-      "    {6}[2] += (float)(sum * scale);\n"
-      "    {6}[0] += (float)({4:.17g} * sum * scale);\n  }}\n",
-      seqLen, nRouted, name(logits), name(mask), weight, dlogits, l);
 }
 
 LogicalResult CppEmitter::emit() {

@@ -146,14 +146,6 @@ private:
         total, outs[0], outs[1], outs[2], sizes[0], sizes[1]);
   }
   LogicalResult emitTargetKernel(Operation *op) override;
-  /// The loss-only kernels of @eval; failure for any other op.
-  /// The mean cross-entropy into losses (dlogits: the gradient's buffer,
-  /// or a null pointer for the loss alone).
-  void emitCrossEntropy(Value logits, Value targets,
-                        const std::string &dlogits, Value losses);
-  /// A routed layer's causal-router loss added into losses.
-  void emitBceLoss(Value logits, Value mask, const std::string &dlogits,
-                   Value losses, double weight, int64_t nRouted);
   void emitGemm(modk::GemmOp op, int indent) override;
   std::string hostRows(Value, Value buffer) override { return maxRows(buffer); }
   void emitMemcpy(StringRef dst, StringRef src, StringRef bytes) override {
@@ -314,60 +306,12 @@ void CudaEmitter::emitGemm(modk::GemmOp op, int indent) {
     emitCall(roundOutputCall(op), indent);
 }
 
-void CudaEmitter::emitCrossEntropy(Value logits, Value targets,
-                                   const std::string &dlogits, Value losses) {
-  emitCall(KernelCall{"cross_entropy",
-                      {width(logits)},
-                      {name(logits), name(targets),
-                       fmt::format("B * {}", seqLen),
-                       fmt::format("1.0f / (float)(B * {})", seqLen), dlogits,
-                       name(losses)}}
-               .withScratch("double",
-                            fmt::format("modk_cuda::cross_entropy_scratch_"
-                                        "bytes(B * {})",
-                                        seqLen)));
-}
-
-void CudaEmitter::emitBceLoss(Value logits, Value mask,
-                              const std::string &dlogits, Value losses,
-                              double weight, int64_t nRouted) {
-  // Mean over [B, S] and the routed layers.
-  emitCall({"bce_with_logits",
-            {seqLen},
-            {name(logits), name(mask), "B", fmt::format("{:.17g}", weight),
-             fmt::format("1.0 / ((double)B * {} * {})", seqLen, nRouted),
-             dlogits, name(losses)}});
-}
-
 LogicalResult CudaEmitter::emitTargetKernel(Operation *op) {
   if (auto split = dyn_cast<modk::SplitTokensOp>(op)) {
     emitCall({"split_tokens",
               {seqLen},
               {name(split.getTokens()), "B", name(split.getInputs()),
                name(split.getTargets())}});
-    return success();
-  }
-  // The losses are reduced on the device, into args->losses there; the
-  // loss-only forms (@eval) pass no gradient, so their sums are @grad's.
-  if (auto ce = dyn_cast<modk::CrossEntropyOp>(op)) {
-    emitCrossEntropy(ce.getLogits(), ce.getTargets(), name(ce.getDlogits()),
-                     ce.getLosses());
-    return success();
-  }
-  if (auto ce = dyn_cast<modk::CrossEntropyLossOp>(op)) {
-    emitCrossEntropy(ce.getLogits(), ce.getTargets(),
-                     "static_cast<float *>(nullptr)", ce.getLosses());
-    return success();
-  }
-  if (auto bce = dyn_cast<modk::BCELossOp>(op)) {
-    emitBceLoss(bce.getLogits(), bce.getMask(), name(bce.getDlogits()),
-                bce.getLosses(), bce.getWeight().convertToDouble(),
-                bce.getNRouted());
-    return success();
-  }
-  if (auto bce = dyn_cast<modk::BCELossValueOp>(op)) {
-    emitBceLoss(bce.getLogits(), bce.getMask(), "nullptr", bce.getLosses(),
-                bce.getWeight().convertToDouble(), bce.getNRouted());
     return success();
   }
   return op->emitOpError("has no CUDA emitter");

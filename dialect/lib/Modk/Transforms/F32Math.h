@@ -46,6 +46,33 @@ struct F32Math {
   mlir::Value sqrt(mlir::Value x) {
     return mlir::math::SqrtOp::create(b, loc, x);
   }
+  mlir::Value log(mlir::Value x) {
+    return mlir::math::LogOp::create(b, loc, x);
+  }
+  /// log(1 + x), accurate for small x.
+  mlir::Value log1p(mlir::Value x) {
+    return mlir::math::Log1pOp::create(b, loc, x);
+  }
+  mlir::Value abs(mlir::Value x) {
+    return mlir::math::AbsFOp::create(b, loc, x);
+  }
+  /// The larger of x and y (the other where one is NaN).
+  mlir::Value max(mlir::Value x, mlir::Value y) {
+    return mlir::arith::MaxNumFOp::create(b, loc, x, y);
+  }
+  /// x == y, x >= y: false where either is NaN.
+  mlir::Value eq(mlir::Value x, mlir::Value y) {
+    return mlir::arith::CmpFOp::create(b, loc, mlir::arith::CmpFPredicate::OEQ,
+                                       x, y);
+  }
+  mlir::Value ge(mlir::Value x, mlir::Value y) {
+    return mlir::arith::CmpFOp::create(b, loc, mlir::arith::CmpFPredicate::OGE,
+                                       x, y);
+  }
+  /// cond ? x : y.
+  mlir::Value select(mlir::Value cond, mlir::Value x, mlir::Value y) {
+    return mlir::arith::SelectOp::create(b, loc, cond, x, y);
+  }
   /// sigmoid(z) = 1 / (e^-z + 1).
   mlir::Value sigmoid(mlir::Value z) {
     return div(c(1.0), add(exp(neg(z)), c(1.0)));

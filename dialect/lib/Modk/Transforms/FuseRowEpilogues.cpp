@@ -75,7 +75,7 @@ LogicalResult fuseRowsIntoGemm(modk::GemmOp gemm, bool ownRows,
     if (!alloc || !alloc.getType().getElementType().isF32())
       return failure();
     auto rows = dyn_cast_or_null<modk::RowsOp>(modk::kernelAfter(gemm));
-    if (!rows || rows.getNumReductions() != 0 ||
+    if (!rows || rows.getNumReductions() != 0 || rows.getNumMaxima() != 0 ||
         rows.getSegments() != gemm.getSegments() ||
         rows.getOutputs().size() != 1 || rows.hasRowSums())
       return failure(); // not an elementwise modk.rows on its rows

@@ -3,8 +3,8 @@
 // The row-wise kernels of the plan (RMSNorm, the residual add, the MLP's
 // activation and its gradient, a routed block's gather + RMSNorm and its
 // gated scatter back into the stream, the gradients of that gather
-// and scatter, and the causal predictor and its gradient), and the GEMM
-// epilogues that
+// and scatter, the causal predictor and its gradient, and the losses), and
+// the GEMM epilogues that
 // modk-fuse-epilogues named (residual add, GELU, SwiGLU), are rewritten
 // into modk.rows ops whose
 // regions spell their math in arith and math ops, so that the emitters
@@ -17,6 +17,7 @@
 #include "F32Math.h"
 #include "modc/Dialect/Modk/Transforms/Passes.h"
 
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Transforms/WalkPatternRewriteDriver.h"
 
@@ -42,11 +43,14 @@ struct TokenAccess {
 
 /// Creates a modk.rows over `inputs` into `outputs` on the row set
 /// `segments` before `op`, with `reduce` and `body` building its regions.
+/// `maxima`, where given, builds the region whose values' maxima over the
+/// row `reduce` and `body` get after the elements.
 modk::RowsOp createRows(PatternRewriter &rewriter, Operation *op,
                         ValueRange inputs, Value segments, ValueRange outputs,
                         unsigned reductions, RegionFn reduce, RegionFn body,
                         const TokenAccess &tokens = {},
-                        ArrayRef<int64_t> lookups = {}) {
+                        ArrayRef<int64_t> lookups = {},
+                        std::optional<RegionFn> maxima = std::nullopt) {
   Location loc = op->getLoc();
   auto rows = modk::RowsOp::create(
       rewriter, loc, inputs, segments, tokens.positions, outputs,
@@ -65,8 +69,13 @@ modk::RowsOp createRows(PatternRewriter &rewriter, Operation *op,
     SmallVector<Value> results = fn(math, block->getArguments());
     modk::YieldOp::create(rewriter, loc, results);
   };
-  fill(rows.getReduce(), inputs.size(), reduce);
-  fill(rows.getBody(), inputs.size() + reductions, body);
+  unsigned nMaxima = 0;
+  if (maxima) {
+    fill(rows.getMaxima(), inputs.size(), *maxima);
+    nMaxima = rows.getNumMaxima();
+  }
+  fill(rows.getReduce(), inputs.size() + nMaxima, reduce);
+  fill(rows.getBody(), inputs.size() + nMaxima + reductions, body);
   return rows;
 }
 
@@ -633,6 +642,129 @@ struct PredictorGradToRows : OpRewritePattern<modk::PredictorGradOp> {
   }
 };
 
+/// Element `index` of the losses [total, ce, aux] as a buffer [1] of its
+/// own (a memref.subview), into which a row total adds.
+Value lossElement(PatternRewriter &rewriter, Location loc, Value losses,
+                  int64_t index) {
+  return memref::SubViewOp::create(rewriter, loc, losses,
+                                   ArrayRef<OpFoldResult>{
+                                       rewriter.getIndexAttr(index)},
+                                   ArrayRef<OpFoldResult>{
+                                       rewriter.getIndexAttr(1)},
+                                   ArrayRef<OpFoldResult>{
+                                       rewriter.getIndexAttr(1)});
+}
+
+/// The mean next-token cross-entropy (docs/model-format.md section 4) over
+/// every token: `losses` is zeroed, then a modk.rows over the logits z and
+/// the target t of a row (an i32 class) finds the row's maximum m, sums
+/// s = sum_c e^(z_c - m) and the target's logit z_t = sum_c [c == t] z_c,
+/// and adds (m + log s - z_t) / rows into losses[1] (ce) and losses[0]
+/// (total) as row totals: the mean over the rows. With `dlogits`, it
+/// writes the gradient of that mean, (softmax(z) - onehot(t)) / rows.
+void crossEntropyRows(PatternRewriter &rewriter, Operation *op, Value logits,
+                      Value targets, Value dlogits, Value losses) {
+  Location loc = op->getLoc();
+  Value all = identitySegments(rewriter, op, logits);
+  modk::ZeroOp::create(rewriter, loc, losses);
+  SmallVector<Value> outputs;
+  if (dlogits)
+    outputs.push_back(dlogits);
+  outputs.push_back(lossElement(rewriter, loc, losses, 1));
+  outputs.push_back(lossElement(rewriter, loc, losses, 0));
+  auto isTarget = [](F32Math &m, Value t) {
+    return m.eq(modk::ColumnOp::create(m.b, m.loc, m.b.getF32Type()), t);
+  };
+  auto rowMax = [](F32Math &, ValueRange a) -> SmallVector<Value> {
+    return {a[0]};
+  };
+  // Inputs z, t; the body reads z, t, m, then the sums s and z_t.
+  createRows(
+      rewriter, op, {logits, targets}, all, outputs, 2,
+      [&](F32Math &m, ValueRange a) -> SmallVector<Value> {
+        Value z = a[0], t = a[1], max = a[2];
+        return {m.exp(m.sub(z, max)), m.select(isTarget(m, t), z, m.c(0.0))};
+      },
+      [&](F32Math &m, ValueRange a) -> SmallVector<Value> {
+        Value z = a[0], t = a[1], max = a[2], s = a[3], zt = a[4];
+        Value inv = m.div(m.c(1.0), modk::RowCountOp::create(
+                                        m.b, m.loc, m.b.getF32Type()));
+        Value loss = m.mul(m.sub(m.add(max, m.log(s)), zt), inv);
+        if (!dlogits)
+          return {loss, loss};
+        Value p = m.mul(m.exp(m.sub(z, max)), m.div(inv, s));
+        Value dz = m.sub(p, m.select(isTarget(m, t), inv, m.c(0.0)));
+        return {dz, loss, loss};
+      },
+      {}, {}, RegionFn(rowMax));
+  rewriter.eraseOp(op);
+}
+
+/// One routed layer's causal-router loss (docs/model-format.md section 4):
+/// BCEWithLogits(z, y) = max(z, 0) - z y + log(1 + e^-|z|) of every token's
+/// logit z and top-k membership y (an i32 0 or 1), scaled by
+/// 1 / (rows n_routed) (the mean over the tokens and the routed layers),
+/// added into losses[2] (aux) and, times `weight`, losses[0] (total) as
+/// row totals. With `dz`, it adds the gradient of weight times that,
+/// weight (sigmoid(z) - y) / (rows n_routed), with the sigmoid formed from
+/// e^-|z| only (no overflow).
+void bceRows(PatternRewriter &rewriter, Operation *op, Value logits,
+             Value mask, Value dz, Value losses, double weight,
+             int64_t nRouted) {
+  Location loc = op->getLoc();
+  Value all = identitySegments(rewriter, op, logits);
+  SmallVector<Value> inputs = {logits, mask}, outputs;
+  if (dz) {
+    inputs.push_back(dz);
+    outputs.push_back(dz);
+  }
+  outputs.push_back(lossElement(rewriter, loc, losses, 2));
+  outputs.push_back(lossElement(rewriter, loc, losses, 0));
+  replaceWithRows(
+      rewriter, op, inputs, all, outputs, 0, noSums,
+      [&](F32Math &m, ValueRange a) -> SmallVector<Value> {
+        Value z = a[0], y = a[1];
+        Value rows = modk::RowCountOp::create(m.b, m.loc, m.b.getF32Type());
+        Value scale = m.div(m.c(1.0), m.mul(rows, m.c(double(nRouted))));
+        Value e = m.exp(m.neg(m.abs(z)));
+        Value loss =
+            m.add(m.sub(m.max(z, m.c(0.0)), m.mul(z, y)), m.log1p(e));
+        Value aux = m.mul(loss, scale);
+        Value total = m.mul(aux, m.c(weight));
+        if (!dz)
+          return {aux, total};
+        Value onePlusE = m.add(m.c(1.0), e);
+        Value sigmoid = m.select(m.ge(z, m.c(0.0)), m.div(m.c(1.0), onePlusE),
+                                 m.div(e, onePlusE));
+        Value grad = m.mul(m.mul(m.c(weight), scale), m.sub(sigmoid, y));
+        return {m.add(a[2], grad), aux, total};
+      });
+}
+
+/// The two losses and their loss-only forms (the eval entry's): the same
+/// row kernels, the loss-only ones without the gradient.
+template <typename LossOp> struct LossToRows : OpRewritePattern<LossOp> {
+  using OpRewritePattern<LossOp>::OpRewritePattern;
+  LogicalResult matchAndRewrite(LossOp op,
+                                PatternRewriter &rewriter) const override {
+    constexpr bool withGradient =
+        std::is_same_v<LossOp, modk::CrossEntropyOp> ||
+        std::is_same_v<LossOp, modk::BCELossOp>;
+    Value gradient;
+    if constexpr (withGradient)
+      gradient = op.getDlogits();
+    if constexpr (std::is_same_v<LossOp, modk::CrossEntropyOp> ||
+                  std::is_same_v<LossOp, modk::CrossEntropyLossOp>)
+      crossEntropyRows(rewriter, op, op.getLogits(), op.getTargets(),
+                       gradient, op.getLosses());
+    else
+      bceRows(rewriter, op, op.getLogits(), op.getMask(), gradient,
+              op.getLosses(), op.getWeight().convertToDouble(),
+              op.getNRouted());
+    return success();
+  }
+};
+
 struct GeneralizePass : public modc::impl::GeneralizeBase<GeneralizePass> {
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
@@ -641,7 +773,10 @@ struct GeneralizePass : public modc::impl::GeneralizeBase<GeneralizePass> {
              RouteSelectGatherToRows, DecodeRouteToRows, GateScaleScatterToRows,
              GatherGradToRows, ScatterGradToRows, RMSNormGradToRows,
              RouterGradToRows, NamedEpilogueToRows, EmbedToRows,
-             PredictorToRows, PredictorGradToRows>(&getContext());
+             PredictorToRows, PredictorGradToRows,
+             LossToRows<modk::CrossEntropyOp>,
+             LossToRows<modk::CrossEntropyLossOp>, LossToRows<modk::BCELossOp>,
+             LossToRows<modk::BCELossValueOp>>(&getContext());
     // One walk, each op rewritten where it stands: the plan's order is its
     // execution order, and nothing is folded or erased as dead.
     walkAndApplyPatterns(getOperation(), std::move(patterns));

@@ -5,9 +5,11 @@
 //===----------------------------------------------------------------------===//
 ///
 /// \file
-/// The backward (training) kernels of modc's CPU target: loss functions, the
-/// gradient of every forward kernel in CpuKernels.h, and the gradient norm of
-/// the AdamW step (its update is generated from modk.optimizer). The
+/// The backward (training) kernels of modc's CPU target that are not yet
+/// generated: the gradients of the products, RoPE, attention and the
+/// embedding, and the gradient norm of the AdamW step (the losses, the row
+/// kernels and the AdamW update are generated from modk.rows and
+/// modk.optimizer). The
 /// C++ emitter pastes CpuKernels.h and then this header verbatim into every
 /// generated `model.cpp`; the same conventions hold (docs/model-format.md
 /// sections 3-5):
@@ -40,109 +42,6 @@
 #include <vector>
 
 namespace modk_cpu {
-
-//===----------------------------------------------------------------------===//
-// Deterministic reductions
-//===----------------------------------------------------------------------===//
-
-//===----------------------------------------------------------------------===//
-// Losses
-//===----------------------------------------------------------------------===//
-
-/// Softmax cross-entropy over logits[rows, V] with targets in [0, V). Returns
-/// the SUM over rows of -log softmax(logits_i)[t_i] (max-subtracted, summed in
-/// double) and writes dlogits_i = scale * (softmax(logits_i) - onehot(t_i))
-/// (overwrite). dlogits may alias logits, or be bf16 (each row computed in
-/// f32, then rounded: a bf16 model's logits gradient, which only products
-/// read), or null: the loss alone (the eval entry), the same sum.
-template <int V, typename Out>
-inline double cross_entropy(const float *logits, const int32_t *targets,
-                            int64_t rows, float scale, Out *dlogits) {
-  using namespace detail;
-  constexpr bool kStaged = !std::is_same_v<Out, float>;
-  constexpr int64_t NV = V / kVW * kVW;
-  double loss = 0.0;
-  chunkedReduce<double>(rows, 1, &loss, rows * V > kMinParallelWork,
-                        [&](int64_t i0, int64_t i1, double *part) {
-                          for (int64_t i = i0; i < i1; ++i) {
-                            const float *z = logits + i * V;
-                            // This thread's row when staged or loss-only.
-                            float *dz;
-                            if constexpr (kStaged)
-                              dz = scratchFloats(V, 2);
-                            else
-                              dz = dlogits ? dlogits + i * V
-                                           : scratchFloats(V, 2);
-                            // Target logit first: dlogits may alias logits.
-                            const float zt = z[targets[i]];
-                            float mx = -std::numeric_limits<float>::infinity();
-                            if (NV > 0) {
-                              VecF m = loadu(z);
-                              for (int64_t c = kVW; c < NV; c += kVW)
-                                m = vmax(m, loadu(z + c));
-                              mx = hmax(m);
-                            }
-                            for (int64_t c = NV; c < V; ++c)
-                              mx = std::max(mx, z[c]);
-                            // Exponentials go to dz; lanes are summed in f32
-                            // over short runs and the runs in double.
-                            double sum = 0.0;
-                            for (int64_t c0 = 0; c0 < NV; c0 += 64 * kVW) {
-                              VecF acc = VecF{};
-                              const int64_t c1 =
-                                  std::min<int64_t>(NV, c0 + 64 * kVW);
-                              for (int64_t c = c0; c < c1; c += kVW) {
-                                const VecF e = vexp(loadu(z + c) - mx);
-                                storeu(dz + c, e);
-                                acc += e;
-                              }
-                              sum += hsum(acc);
-                            }
-                            for (int64_t c = NV; c < V; ++c) {
-                              dz[c] = std::exp(z[c] - mx);
-                              sum += dz[c];
-                            }
-                            part[0] += double(mx) + std::log(sum) - double(zt);
-                            if (!dlogits)
-                              continue;
-                            const float f = static_cast<float>(scale / sum);
-#pragma omp simd
-                            for (int64_t c = 0; c < V; ++c)
-                              dz[c] *= f;
-                            dz[targets[i]] -= scale;
-                            if constexpr (kStaged)
-                              storeRow(dlogits + i * V, dz, V);
-                          }
-                        });
-  return loss;
-}
-
-/// Binary cross-entropy with logits over the B*S entries of z: returns the SUM
-/// of max(z,0) - z t + log(1 + e^-|z|) (in double) and accumulates
-/// dz += scale * (sigmoid(z) - t) unless dz is null (the eval entry: the
-/// loss alone, the same sum). t is 0 or 1.
-template <int S>
-inline double bce_with_logits(const float *z, const int32_t *target, int64_t B,
-                              float scale, float *dz) {
-  const int64_t n = B * S;
-  double loss = 0.0;
-  detail::chunkedReduce<double>(
-      n, 1, &loss, n > detail::kMinParallelWork / 8,
-      [&](int64_t i0, int64_t i1, double *part) {
-        for (int64_t i = i0; i < i1; ++i) {
-          const double zi = z[i], ti = target[i] ? 1.0 : 0.0;
-          part[0] += std::max(zi, 0.0) - zi * ti +
-                     std::log1p(std::exp(-std::fabs(zi)));
-          if (!dz)
-            continue;
-          // Stable sigmoid: exp of a non-positive argument only.
-          const double e = std::exp(-std::fabs(zi));
-          const double sg = zi >= 0.0 ? 1.0 / (1.0 + e) : e / (1.0 + e);
-          dz[i] += static_cast<float>(scale * (sg - ti));
-        }
-      });
-  return loss;
-}
 
 //===----------------------------------------------------------------------===//
 // Linear, norm and elementwise gradients

@@ -5,9 +5,10 @@
 //===----------------------------------------------------------------------===//
 ///
 /// \file
-/// The backward (training) kernels of modc's CUDA target: the losses, the
-/// gradient of every forward kernel, and the AdamW step's gradient norm
-/// (its update is generated from modk.optimizer). Attention's
+/// The backward (training) kernels of modc's CUDA target that are not yet
+/// generated: the gradients of the products, RoPE and the embedding, and the
+/// AdamW step's gradient norm (the losses, the row kernels and the AdamW
+/// update are generated from modk.rows and modk.optimizer). Attention's
 /// gradient is flash attention's backward in the mainloop library
 /// (Mainloops/Cuda/FlashAttentionGrad.cuh), included below. Each host wrapper
 /// mirrors the CPU prelude function of the same name in CpuKernelsTrain.h
@@ -19,7 +20,7 @@
 /// as the forward kernels in CudaKernels.cuh do; the stream comes last.
 ///
 /// Determinism: no kernel here uses float atomics. Every reduction over rows
-/// (parameter gradients, losses, the gradient norm) writes per-block partials
+/// (parameter gradients, the gradient norm) writes per-block partials
 /// that a second kernel sums in a fixed order, so results are bit-identical
 /// from run to run. Those partials live in caller-provided scratch whose size
 /// is given by the `*_scratch_floats` / `*_scratch_bytes` helpers next to each
@@ -46,130 +47,6 @@
 #include <cstdint>
 
 namespace modk_cuda {
-
-//===----------------------------------------------------------------------===//
-// Losses
-//===----------------------------------------------------------------------===//
-
-namespace train_detail {
-
-template <int V, typename Out>
-__global__ void __launch_bounds__(colThreads<V>())
-    crossEntropyRows(const float *logits, const int32_t *targets, float scale,
-                     Out *dlogits, double *rowLoss) {
-  constexpr int T = colThreads<V>();
-  __shared__ float fscratch[32];
-  __shared__ double dscratch[32];
-  const int64_t i = blockIdx.x;
-  const float *z = logits + i * V;
-  const int t = targets[i];
-  const float zt = z[t]; // before any write: dlogits may alias logits
-  float mx = negInf();
-  for (int c = threadIdx.x; c < V; c += T)
-    mx = fmaxf(mx, z[c]);
-  mx = blockMax(mx, fscratch);
-  float part = 0.0f;
-  for (int c = threadIdx.x; c < V; c += T)
-    part += expf(z[c] - mx);
-  const double sum = blockSum(part, dscratch);
-  const float f = static_cast<float>(scale / sum);
-  // Each thread rewrites only the columns it read; none without dlogits
-  // (the eval entry: the loss alone).
-  Out *dz = dlogits ? dlogits + i * V : nullptr;
-  for (int c = threadIdx.x; dz && c < V; c += T) {
-    float val = expf(z[c] - mx) * f;
-    if (c == t)
-      val -= scale;
-    dz[c] = Out(val);
-  }
-  if (threadIdx.x == 0)
-    rowLoss[i] = double(mx) + log(sum) - double(zt);
-}
-
-template <int Unused>
-__global__ void crossEntropyFinish(const double *rowLoss, int64_t rows,
-                                   float *losses) {
-  __shared__ double scratch[32];
-  double acc = 0.0;
-  for (int64_t i = threadIdx.x; i < rows; i += blockDim.x)
-    acc += rowLoss[i];
-  const double total = blockSum(acc, scratch);
-  if (threadIdx.x == 0) {
-    losses[1] = static_cast<float>(total / double(rows));
-    losses[0] = losses[1];
-    losses[2] = 0.0f;
-  }
-}
-
-template <int S>
-__global__ void bceKernel(const float *z, const int32_t *target, int64_t n,
-                          float gradScale, double scale, double weight,
-                          float *dz, float *losses) {
-  __shared__ double scratch[32];
-  double acc = 0.0;
-  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
-    const double zi = z[i], ti = target[i] ? 1.0 : 0.0;
-    const double e = exp(-fabs(zi));
-    acc += fmax(zi, 0.0) - zi * ti + log1p(e);
-    if (!dz) // the eval entry: the loss alone
-      continue;
-    const double sg = zi >= 0.0 ? 1.0 / (1.0 + e) : e / (1.0 + e);
-    dz[i] += static_cast<float>(double(gradScale) * (sg - ti));
-  }
-  const double total = blockSum(acc, scratch);
-  if (threadIdx.x == 0) {
-    losses[2] += static_cast<float>(total * scale);
-    losses[0] += static_cast<float>(weight * total * scale);
-  }
-}
-
-} // namespace train_detail
-
-/// Bytes of scratch cross_entropy needs for `rows` rows (a double per row).
-inline int64_t cross_entropy_scratch_bytes(int64_t rows) {
-  return (rows > 0 ? rows : 0) * int64_t(sizeof(double));
-}
-
-/// Softmax cross-entropy over logits[rows, V] (rows = B * S, a host count),
-/// targets in [0, V). Writes dlogits = scale * (softmax - onehot) (overwrite;
-/// may alias logits, or be bf16: rounded, a bf16 model's logits gradient,
-/// which only products read; null: none) and, on the device, losses[1] =
-/// mean row loss, losses[0] = losses[1], losses[2] = 0 (what the CPU emitter
-/// does on the host with modk_cpu::cross_entropy's sum). The row losses are
-/// summed in double in a fixed order. `scratch`:
-/// cross_entropy_scratch_bytes(rows).
-template <int V, typename Out>
-inline void cross_entropy(const float *logits, const int32_t *targets,
-                          int64_t rows, float scale, Out *dlogits,
-                          float *losses, double *scratch, cudaStream_t stream) {
-  using namespace train_detail;
-  if (rows > 0) {
-    auto k = crossEntropyRows<V, Out>;
-    MODC_LAUNCH(k, (unsigned)rows, colThreads<V>(), 0, stream, logits, targets,
-                scale, dlogits, scratch);
-  }
-  auto f = crossEntropyFinish<0>;
-  MODC_LAUNCH(f, 1, 256, 0, stream, scratch, rows, losses);
-}
-
-/// Binary cross-entropy with logits over the B*S entries of z (the causal
-/// router loss), everything the CPU emitter's bce_loss does, on the device:
-/// with sum = SUM of max(z,0) - z t + log(1 + e^-|z|) (double),
-///   dz += (float)(weight * scale) * (sigmoid(z) - t)   (accumulate; none
-///                                                       when dz is null),
-///   losses[2] += (float)(sum * scale),
-///   losses[0] += (float)(weight * sum * scale),
-/// where the emitter passes scale = 1.0 / ((double)B * S * n_routed) and
-/// weight = the op's weight. One block, fixed summation order; no scratch.
-template <int S>
-inline void bce_with_logits(const float *z, const int32_t *target, int64_t B,
-                            double weight, double scale, float *dz,
-                            float *losses, cudaStream_t stream) {
-  auto k = train_detail::bceKernel<S>;
-  const float gradScale = static_cast<float>(weight * scale);
-  MODC_LAUNCH(k, 1, 256, 0, stream, z, target, B * S, gradScale, scale, weight,
-              dz, losses);
-}
 
 //===----------------------------------------------------------------------===//
 // Norm and elementwise gradients

@@ -348,7 +348,14 @@ def Modk_RowsOp : Modk_Op<"rows", [AttrSizedOperandSegments,
     totals together are at most kMaxColumnSums a kernel.
     `causal_only`: the forward entry runs it only where causal decisions
     are read (the predictor's kernels).
-    Both regions hold `arith` and `math` ops on f32 only; the emitters
+    `maxima` (optional) runs before `reduce`: it gets the elements as
+    `reduce` does and yields terms whose maximum over c is taken; those
+    maxima are arguments of `reduce` and `body` right after the elements
+    (a softmax's row max, which its exp-sum needs). An input [B, rows] of
+    i32 (not a lookup's ids) is read as f32: one value a row below 2^24 in
+    magnitude (a target's class).
+    The regions hold `arith` and `math` ops on f32 (and i1 conditions),
+    `modk.column` (the element's column) and `modk.row_count`; the emitters
     generate each target's kernel from them (docs/compiler.md). An output
     may be an input (in place): every element of a row is read before any
     of that row is written.
@@ -373,12 +380,13 @@ def Modk_RowsOp : Modk_Op<"rows", [AttrSizedOperandSegments,
                    DefaultValuedAttr<DenseI64ArrayAttr, "{}">:$token_operands,
                    DefaultValuedAttr<DenseI64ArrayAttr, "{}">:$lookups,
                    UnitAttr:$causal_only);
-  let regions = (region SizedRegion<1>:$reduce, SizedRegion<1>:$body);
+  let regions = (region SizedRegion<1>:$reduce, SizedRegion<1>:$body,
+                 MaxSizedRegion<1>:$maxima);
   let assemblyFormat = [{
     (`ins` `(` $inputs^ `:` type($inputs) `)`)? `rows` $segments `:`
     type($segments) (`tokens` `(` $positions^ `:` type($positions) `)`)?
     `outs` `(` $outputs `:` type($outputs) `)`
-    attr-dict-with-keyword `reduce` $reduce `body` $body
+    attr-dict-with-keyword (`maxima` $maxima^)? `reduce` $reduce `body` $body
   }];
   let hasVerifier = 1;
   let hasRegionVerifier = 1;
@@ -415,6 +423,8 @@ def Modk_RowsOp : Modk_Op<"rows", [AttrSizedOperandSegments,
     bool isColumnVector(mlir::Value input);
     /// The number of sums per row that `reduce` yields.
     unsigned getNumReductions();
+    /// The number of maxima per row that `maxima` yields (0 without it).
+    unsigned getNumMaxima();
     /// Operand `index` of the inputs followed by the outputs (the numbering
     /// of `token_operands`).
     mlir::Value getInputOrOutput(unsigned index);
@@ -430,6 +440,27 @@ def Modk_RowsOp : Modk_Op<"rows", [AttrSizedOperandSegments,
     /// Whether input `index` holds the ids of a lookup.
     bool isLookupIds(unsigned index);
   }];
+}
+
+def Modk_ColumnOp : Modk_Op<"column", [Pure, HasParent<"RowsOp">]> {
+  let summary = "The column of the element a modk.rows region computes";
+  let description = [{
+    As f32 (exact: rows are narrower than 2^24). With a class read from an
+    i32 input, `arith.cmpf oeq` picks the element at that class (the
+    target's logit of a cross-entropy).
+  }];
+  let results = (outs F32:$column);
+  let assemblyFormat = "attr-dict `:` type($column)";
+}
+
+def Modk_RowCountOp : Modk_Op<"row_count", [Pure, HasParent<"RowsOp">]> {
+  let summary = "The number of rows of a modk.rows's row set, as f32";
+  let description = [{
+    seg[B], known only when the kernel runs (B is the caller's): a mean
+    over the rows scales by its reciprocal.
+  }];
+  let results = (outs F32:$count);
+  let assemblyFormat = "attr-dict `:` type($count)";
 }
 
 def Modk_OptimizerOp : Modk_Op<"optimizer", [Symbol, IsolatedFromAbove,
@@ -525,7 +556,8 @@ def Modk_CrossEntropyOp : Modk_GenericOp<"cross_entropy"> {
   let summary = "Mean next-token cross-entropy and its gradient";
   let description = [{
     losses = [total, ce, aux]: sets total = ce = mean(-log softmax[target])
-    and aux = 0; dlogits = (softmax - onehot) / rows.
+    and aux = 0; dlogits = (softmax - onehot) / rows. modk-generalize
+    writes it as a modk.rows with a `maxima` region (docs/compiler.md).
   }];
   let arguments = (ins Modk_Read:$logits, Modk_Read:$targets,
                    Modk_Written:$dlogits, Modk_ReadWritten:$losses);
@@ -536,7 +568,8 @@ def Modk_BCELossOp : Modk_GenericOp<"bce_loss"> {
   let description = [{
     BCEWithLogits(z, mask) summed over [B, S] and scaled by 1 / (B S n_routed):
     added to losses[2] (aux) and, times `weight`, to losses[0] (total);
-    dz += weight * (sigmoid(z) - mask) / (B S n_routed).
+    dz += weight * (sigmoid(z) - mask) / (B S n_routed). modk-generalize
+    writes it as a modk.rows with two row totals (docs/compiler.md).
   }];
   let arguments = (ins Modk_Read:$logits, Modk_Read:$mask, Modk_Written:$dlogits,
                    Modk_ReadWritten:$losses, F64Attr:$weight, I64Attr:$n_routed);

@@ -127,7 +127,8 @@ def Generalize : Pass<"modk-generalize", "::modc::modk::EntryOp"> {
     ```
   }];
   let dependentDialects = ["::mlir::arith::ArithDialect",
-                           "::mlir::math::MathDialect"];
+                           "::mlir::math::MathDialect",
+                           "::mlir::memref::MemRefDialect"];
 }
 
 def FuseRowEpilogues : Pass<"modk-fuse-row-epilogues", "::modc::modk::EntryOp"> {
