@@ -238,13 +238,36 @@ public:
                           op.isColumnVector(in) ? "v" : "r", j);
         continue;
       }
-      std::string index =
-          op.isColumnVector(in)
-              ? col.str()
-              : fmt::format("{} * {} + {}", rowOf(j, row), width, col.str());
-      os << fmt::format("{:{}}const float x{} = static_cast<float>(in{}[{}]);\n",
-                        "", indent, j, j, index);
+      std::string load =
+          op.isColumnVector(in) ? fmt::format("in{}[{}]", j, col.str())
+          : rowPointers
+              ? fmt::format("rin{}[{}]", j, col.str())
+              : fmt::format("in{}[{} * {} + {}]", j, rowOf(j, row), width,
+                            col.str());
+      os << fmt::format("{:{}}const float x{} = static_cast<float>({});\n",
+                        "", indent, j, load);
     }
+  }
+
+  /// Writes pointers to row `row` of each row buffer read or written an
+  /// element at a time (rin<j>, rout<k>), which the loads and stores then
+  /// index by column: GCC vectorises `rin0[c]` as contiguous loads where
+  /// it turned `in0[i * W + c]` into gathers (bench/RESULTS.md).
+  void writeRowPointers(StringRef row, int indent, llvm::raw_ostream &os) {
+    unsigned nIn = op.getInputs().size();
+    int64_t width = op.getWidth();
+    auto type = [&](Value v) {
+      return cType(cast<MemRefType>(v.getType()).getElementType());
+    };
+    for (unsigned j : elementInputs(/*vectors=*/false))
+      os << fmt::format("{:{}}const {} *rin{} = in{} + {} * {};\n", "",
+                        indent, type(op.getInputs()[j]), j, j, rowOf(j, row),
+                        width);
+    for (auto [k, out] : llvm::enumerate(op.getOutputs()))
+      if (storedPerElement(out))
+        os << fmt::format("{:{}}{} *rout{} = out{} + {} * {};\n", "", indent,
+                          type(out), k, k, rowOf(nIn + k, row), width);
+    rowPointers = true;
   }
 
   /// Keeps the inputs' elements in per-thread register arrays indexed by
@@ -356,9 +379,7 @@ public:
     unsigned nIn = op.getInputs().size();
     int64_t width = op.getWidth();
     for (auto [k, v] : llvm::enumerate(body.getTerminator()->getOperands())) {
-      if (op.isRowScalar(op.getOutputs()[k]) ||
-          op.isColumnSum(op.getOutputs()[k]) ||
-          op.isRowTotal(op.getOutputs()[k]))
+      if (!storedPerElement(op.getOutputs()[k]))
         continue; // once a row, or added into the column sums or totals
       Type element =
           cast<MemRefType>(op.getOutputs()[k].getType()).getElementType();
@@ -367,8 +388,11 @@ public:
               ? fmt::format("{}::bf16({})", cuda ? "modk_cuda" : "modk_cpu",
                             names.lookup(v))
               : names.lookup(v);
-      os << fmt::format("{:{}}out{}[{} * {} + {}] = {};\n", "", indent, k,
-                        rowOf(nIn + k, row), width, col.str(), value);
+      std::string stored =
+          rowPointers ? fmt::format("rout{}[{}]", k, col.str())
+                      : fmt::format("out{}[{} * {} + {}]", k,
+                                    rowOf(nIn + k, row), width, col.str());
+      os << fmt::format("{:{}}{} = {};\n", "", indent, stored, value);
     }
   }
 
@@ -416,6 +440,12 @@ public:
                           total(n++), names.lookup(v));
   }
 
+  /// Whether `out` is stored an element at a time (not once a row, not
+  /// added into the column sums or row totals).
+  bool storedPerElement(Value out) {
+    return !op.isRowScalar(out) && !op.isColumnSum(out) && !op.isRowTotal(out);
+  }
+
   /// Whether some output holds one value an element (not one a row).
   bool hasElementOutputs() {
     return llvm::any_of(op.getOutputs(), [&](Value out) {
@@ -424,9 +454,17 @@ public:
   }
 
 private:
+  /// The C type of an element type, as the kernel's parameters name it.
+  std::string cType(Type element) const {
+    if (element.isBF16())
+      return cuda ? "modk_cuda::bf16" : "modk_cpu::bf16";
+    return element.isInteger(32) ? "int32_t" : "float";
+  }
+
   modk::RowsOp op;
   std::optional<unsigned> accInput;
   bool inRegisters = false;
+  bool rowPointers = false;
   bool sequenceGiven = false;
 };
 
@@ -444,6 +482,8 @@ LogicalResult writeRow(modk::RowsOp op, RowStatements &stmts, bool cuda,
   stmts.writeTokenIndex("i", inner, os);
   if (perBlock)
     stmts.writeRegisterArrays(/*vectors=*/false, "i", inner, os);
+  if (!cuda)
+    stmts.writeRowPointers("i", inner, os);
   std::string pad(inner, ' ');
   auto openColumns = [&](StringRef simd) {
     if (perBlock)

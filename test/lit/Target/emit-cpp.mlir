@@ -17,19 +17,23 @@
 // CHECK-NEXT: #pragma omp parallel for if (rows * 32 > modk_cpu::detail::kMinParallelWork)
 // CHECK-NEXT: for (int64_t i = 0; i < rows; ++i) {
 // CHECK-NEXT: const int64_t id0 = in0[i];
+// CHECK-NEXT: const float *rin1 = in1 + id0 * 32;
+// CHECK-NEXT: float *rout0 = out0 + i * 32;
 // CHECK-NEXT: #pragma omp simd
 // CHECK-NEXT: for (int64_t c = 0; c < 32; ++c) {
-// CHECK-NEXT: const float x1 = static_cast<float>(in1[id0 * 32 + c]);
-// CHECK-NEXT: out0[i * 32 + c] = x1;
+// CHECK-NEXT: const float x1 = static_cast<float>(rin1[c]);
+// CHECK-NEXT: rout0[c] = x1;
 // RMSNorm: the sum of squares in one SIMD pass, the row's scale once, then
 // the elements.
 // CHECK-LABEL: void modc_rows_1(int64_t rows, const float *in0, const float *in1, float *out0) {
 // CHECK-NEXT: #pragma omp parallel for if (rows * 32 > modk_cpu::detail::kMinParallelWork)
 // CHECK-NEXT: for (int64_t i = 0; i < rows; ++i) {
+// CHECK-NEXT: const float *rin0 = in0 + i * 32;
+// CHECK-NEXT: float *rout0 = out0 + i * 32;
 // CHECK-NEXT: float sum0 = 0.0f;
 // CHECK-NEXT: #pragma omp simd reduction(+ : sum0)
 // CHECK-NEXT: for (int64_t c = 0; c < 32; ++c) {
-// CHECK-NEXT: const float x0 = static_cast<float>(in0[i * 32 + c]);
+// CHECK-NEXT: const float x0 = static_cast<float>(rin0[c]);
 // CHECK-NEXT: const float t0 = x0 * x0;
 // CHECK-NEXT: sum0 += t0;
 // CHECK-NEXT: }
@@ -39,11 +43,11 @@
 // CHECK-NEXT: const float t4 = 1.00000000f / t3;
 // CHECK-NEXT: #pragma omp simd
 // CHECK-NEXT: for (int64_t c = 0; c < 32; ++c) {
-// CHECK-NEXT: const float x0 = static_cast<float>(in0[i * 32 + c]);
+// CHECK-NEXT: const float x0 = static_cast<float>(rin0[c]);
 // CHECK-NEXT: const float x1 = static_cast<float>(in1[c]);
 // CHECK-NEXT: const float t5 = x0 * t4;
 // CHECK-NEXT: const float t6 = t5 * x1;
-// CHECK-NEXT: out0[i * 32 + c] = t6;
+// CHECK-NEXT: rout0[c] = t6;
 // SwiGLU: the up projection's epilogue in the forward (over the staged
 // product, in1) and training's activation, one kernel: silu through the
 // vectorisable exp.
@@ -54,12 +58,12 @@
 // CHECK-NEXT: const float t2 = t1 + 1.00000000f;
 // CHECK-NEXT: const float t3 = x0 / t2;
 // CHECK-NEXT: const float t4 = t3 * x1;
-// CHECK-NEXT: out0[i * 64 + c] = t4;
+// CHECK-NEXT: rout0[c] = t4;
 // The router: one sum a row, stored once a row.
 // CHECK: void modc_rows_[[ROUTER:[0-9]+]](int64_t rows, const float *in0, const float *in1, float *out0) {
 // CHECK: #pragma omp simd reduction(+ : sum0)
 // CHECK-NEXT: for (int64_t c = 0; c < 32; ++c) {
-// CHECK-NEXT: const float x0 = static_cast<float>(in0[i * 32 + c]);
+// CHECK-NEXT: const float x0 = static_cast<float>(rin0[c]);
 // CHECK-NEXT: const float x1 = static_cast<float>(in1[c]);
 // CHECK-NEXT: const float t0 = x0 * x1;
 // CHECK-NEXT: sum0 += t0;
@@ -73,14 +77,21 @@
 // CHECK-LABEL: void modc_rows_{{[0-9]+}}(int64_t rows, const int64_t *seg, int64_t nseg, const int32_t *pos, const float *in0, const float *in1, float *out0, float *out1) {
 // CHECK: const int64_t seq = modk_cpu::detail::segmentOf(seg, nseg, i);
 // CHECK-NEXT: const int64_t tok = pos[i];
-// CHECK: const float x0 = static_cast<float>(in0[(seq * 16 + tok) * 32 + c]);
+// CHECK-NEXT: const float *rin0 = in0 + (seq * 16 + tok) * 32;
+// CHECK-NEXT: float *rout0 = out0 + i * 32;
+// CHECK-NEXT: float *rout1 = out1 + i * 32;
+// CHECK: const float x0 = static_cast<float>(rin0[c]);
 // CHECK-NEXT: const float t0 = x0 * x0;
-// CHECK: out0[i * 32 + c] = x0;
-// CHECK-NEXT: out1[i * 32 + c] = t6;
+// CHECK: rout0[c] = x0;
+// CHECK-NEXT: rout1[c] = t6;
 // The gated scatter: the sigmoid of the token's router score once a row,
 // then x[token] = x[token] + g * (a + m).
 // CHECK-LABEL: const float *in2, const float *in3, float *out0) {
 // CHECK: const float x2 = static_cast<float>(in2[(seq * 16 + tok)]);
+// CHECK-NEXT: const float *rin0 = in0 + i * 32;
+// CHECK-NEXT: const float *rin1 = in1 + i * 32;
+// CHECK-NEXT: const float *rin3 = in3 + (seq * 16 + tok) * 32;
+// CHECK-NEXT: float *rout0 = out0 + (seq * 16 + tok) * 32;
 // CHECK-NEXT: const float t0 = -x2;
 // CHECK-NEXT: const float t1 = modk_cpu::detail::expLanes(t0);
 // CHECK-NEXT: const float t2 = t1 + 1.00000000f;
@@ -89,11 +100,13 @@
 // CHECK: const float t4 = x0 + x1;
 // CHECK-NEXT: const float t5 = t3 * t4;
 // CHECK-NEXT: const float t6 = x3 + t5;
-// CHECK-NEXT: out0[(seq * 16 + tok) * 32 + c] = t6;
+// CHECK-NEXT: rout0[c] = t6;
 // Its gradient: two outputs from one pass.
 // CHECK-LABEL: const float *in2, float *out0, float *out1) {
-// CHECK: out0[i * 64 + c] =
-// CHECK-NEXT: out1[i * 64 + c] =
+// CHECK: float *rout0 = out0 + i * 64;
+// CHECK-NEXT: float *rout1 = out1 + i * 64;
+// CHECK: rout0[c] =
+// CHECK-NEXT: rout1[c] =
 // The AdamW update, generated from modk.optimizer @adamw: what depends
 // only on the step's scalars once, then one SIMD loop over the elements,
 // every element read before p, m and v are written.
@@ -225,6 +238,8 @@
 // is the row's class), then the row's loss / rows into both totals.
 // LOSSES: void modc_rows_{{[0-9]+}}(int64_t rows, const float *in0, const int32_t *in1, float *out0, float *out1, float *out2) {
 // LOSSES: const float x1 = static_cast<float>(in1[i]);
+// LOSSES-NEXT: const float *rin0 = in0 + i * 64;
+// LOSSES-NEXT: float *rout0 = out0 + i * 64;
 // LOSSES-NEXT: float max0 = -std::numeric_limits<float>::infinity();
 // LOSSES-NEXT: #pragma omp simd reduction(max : max0)
 // LOSSES: max0 = max0 > x0 ? max0 : x0;
@@ -265,11 +280,14 @@
 // COLSUM-NEXT: rows, 32, sums, rows * 32 > modk_cpu::detail::kMinParallelWork,
 // COLSUM-NEXT: [&](int64_t i0, int64_t i1, float *part) {
 // COLSUM-NEXT: for (int64_t i = i0; i < i1; ++i) {
+// COLSUM-NEXT: const float *rin0 = in0 + i * 32;
+// COLSUM-NEXT: const float *rin2 = in2 + i * 32;
+// COLSUM-NEXT: float *rout0 = out0 + i * 32;
 // COLSUM-NEXT: float sum0 = 0.0f;
 // COLSUM-NEXT: float sum1 = 0.0f;
 // COLSUM-NEXT: #pragma omp simd reduction(+ : sum0, sum1)
 // COLSUM: #pragma omp simd
-// COLSUM: out0[i * 32 + c] = [[DX:t[0-9]+]];
+// COLSUM: rout0[c] = [[DX:t[0-9]+]];
 // COLSUM-NEXT: part[0 + c] += [[DW:t[0-9]+]];
 // COLSUM-NEXT: }
 // COLSUM-NEXT: }
@@ -282,6 +300,7 @@
 // and p = sum + b2 is stored once a row.
 // PREDICTOR: void modc_rows_{{[0-9]+}}(int64_t rows, const float *in0, const float *in1, const float *in2, const float *in3, float *out0) {
 // PREDICTOR: const float x3 = static_cast<float>(in3[0]);
+// PREDICTOR-NEXT: const float *rin0 = in0 + i * 8;
 // PREDICTOR-NEXT: float sum0 = 0.0f;
 // PREDICTOR: const float x2 = static_cast<float>(in2[c]);
 // PREDICTOR: sum0 += {{t[0-9]+}};
@@ -293,8 +312,10 @@
 // PREDICTOR: std::vector<float> sumBuffer(17, 0.0f);
 // PREDICTOR: rows, 17, sums,
 // PREDICTOR: const float x3 = static_cast<float>(in3[i]);
+// PREDICTOR-NEXT: const float *rin0 = in0 + i * 8;
+// PREDICTOR-NEXT: float *rout0 = out0 + i * 8;
 // PREDICTOR-NEXT: part[16] += x3;
-// PREDICTOR: out0[i * 8 + c] = [[DZ:t[0-9]+]];
+// PREDICTOR: rout0[c] = [[DZ:t[0-9]+]];
 // PREDICTOR-NEXT: part[0 + c] += [[DZ]];
 // PREDICTOR-NEXT: part[8 + c] += {{t[0-9]+}};
 // PREDICTOR: out1[c] += sums[0 + c];
@@ -313,7 +334,8 @@
 // SELGATHER-NEXT: for (int64_t i = i0; i < i1; ++i) {
 // SELGATHER-NEXT: const int64_t tok = pos[i];
 // SELGATHER-NOT: segmentOf
-// SELGATHER: x0 = static_cast<float>(in0[(seq * 16 + tok) * 32 + c]);
+// SELGATHER: const float *rin0 = in0 + (seq * 16 + tok) * 32;
+// SELGATHER: x0 = static_cast<float>(rin0[c]);
 // SELGATHER: { // modk.route_select layer 1 k=4 + gather
 // SELGATHER-NEXT: if (causal) {
 // SELGATHER-NEXT: modk_cpu::select_causal<16>({{buf[0-9]+}}, B, [[POS:buf[0-9]+]], [[SEG:buf[0-9]+]], routed1);
@@ -653,7 +675,8 @@ module {
 // product is staged per thread (no workspace) and the row kernel generated
 // from the epilogue's region finishes it at the selected tokens.
 // FUSED: void modc_rows_[[SCATTER:[0-9]+]](int64_t rows, const int64_t *seg, int64_t nseg, const int32_t *pos, const float *in0, const float *in1, const float *in2, const float *in3, float *out0) {
-// FUSED: out0[(seq * 16 + tok) * 32 + c] =
+// FUSED: float *rout0 = out0 + (seq * 16 + tok) * 32;
+// FUSED: rout0[c] =
 // (The dense blocks' down projections before it accumulate: sgemm's beta.)
 // FUSED: float *product = modk_cpu::staged_rows<32>(rows);
 // FUSED-NEXT: modk_cpu::linear<32, 64>({{buf[0-9]+}}, rows, {{w[0-9]+}}, product);
