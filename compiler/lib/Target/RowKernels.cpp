@@ -276,6 +276,8 @@ public:
   /// the sums and the element loop.
   void keepInRegisters() { inRegisters = true; }
 
+  bool keepsInRegisters() const { return inRegisters; }
+
   /// The caller knows the row's sequence, `seq` (a gather a sequence at a
   /// time): no search of the segments.
   void giveSequence() { sequenceGiven = true; }
@@ -485,11 +487,21 @@ LogicalResult writeRow(modk::RowsOp op, RowStatements &stmts, bool cuda,
   if (!cuda)
     stmts.writeRowPointers("i", inner, os);
   std::string pad(inner, ' ');
+  // A block's thread visits columns threadIdx.x + j T: unrolled over j
+  // where registers (the row's elements, the column sums) are indexed by
+  // j, a plain loop where a wide row is read from memory (unrolling 125
+  // columns a thread of a 32000-class row spilled).
+  bool columnSlots =
+      stmts.keepsInRegisters() ||
+      llvm::any_of(op.getOutputs(), [&](Value v) { return op.isColumnSum(v); });
   auto openColumns = [&](StringRef simd) {
-    if (perBlock)
+    if (perBlock && columnSlots)
       os << fmt::format("#pragma unroll\n{0}for (int j = 0; j < CT; ++j) "
                         "{{\n{0}  const int c = threadIdx.x + j * T;\n"
                         "{0}  if (c >= {1})\n{0}    break;\n",
+                        pad, width);
+    else if (perBlock)
+      os << fmt::format("{}for (int c = threadIdx.x; c < {}; c += T) {{\n",
                         pad, width);
     else if (cuda)
       os << fmt::format("{}for (int c = lane; c < {}; c += modk_cuda::kWarp) "
@@ -717,6 +729,13 @@ LogicalResult PlanEmitter::emitRowKernelDefinitions() {
       return llvm::find(op.getOutputs(), out) - op.getOutputs().begin();
     };
     bool perBlock = cuda && sumFloats > 0;
+    // Whether a row is visited column by column at all (not only values a
+    // row, as the causal-router loss's).
+    bool columnLoops =
+        sums + op.getNumMaxima() > 0 ||
+        llvm::any_of(op.getOutputs(), [&](Value out) {
+          return !op.isRowScalar(out) && !op.isRowTotal(out);
+        });
     // The statements' indent: inside the row loop on the CPU, the kernel's
     // body on CUDA (a warp, or a block's row loop, is the row).
     int inner;
@@ -725,16 +744,29 @@ LogicalResult PlanEmitter::emitRowKernelDefinitions() {
           "__global__ __launch_bounds__(modk_cuda::train_detail::colThreads<"
           "{1}>()) void modc_rows_{0}(const int64_t *rows, {2}, float "
           "*partial) {{\n"
-          "  constexpr int T = modk_cuda::train_detail::colThreads<{1}>();\n"
-          "  constexpr int CT = ({1} + T - 1) / T; // columns a thread\n"
-          "  __shared__ float scratch[32];\n"
+          "{5}{3}{4}"
           "  const int64_t n = *rows;\n"
           "  const int64_t i0 = int64_t(blockIdx.x) * "
           "modk_cuda::train_detail::kRB;\n"
           "  if (i0 >= n)\n    return;\n"
           "  const int64_t i1 = modk_cuda::detail::minI64(n, i0 + "
           "modk_cuda::train_detail::kRB);\n",
-          index, width, rowKernelParams(op));
+          index, width, rowKernelParams(op),
+          // Column slots (register arrays) where a thread keeps its columns
+          // and loops over them (writeRow); shared scratch where a row sums
+          // or maximises.
+          (width <= kMaxRegisterWidth || nCols > 0) && columnLoops
+              ? fmt::format("  constexpr int CT = ({} + T - 1) / T; // "
+                            "columns a thread\n",
+                            width)
+              : std::string(),
+          sums + op.getNumMaxima() > 0 ? "  __shared__ float scratch[32];\n"
+                                       : "",
+          columnLoops ? fmt::format("  constexpr int T = "
+                                    "modk_cuda::train_detail::colThreads<{}>()"
+                                    ";\n",
+                                    width)
+                      : std::string());
       for (unsigned k = 0; k < nCols; ++k)
         os << fmt::format("  float col{}[CT] = {{}};\n", k);
       for (unsigned t = 0; t < nTotals; ++t)

@@ -15,6 +15,7 @@
 // RUN: mod-translate --modk-to-cuda %t.mlir | FileCheck %s --check-prefix=COLSUM
 // RUN: mod-translate --modk-to-cuda %t.mlir | FileCheck %s --check-prefix=PREDICTOR
 // RUN: mod-translate --modk-to-cuda %t.mlir | FileCheck %s --check-prefix=LOSSES
+// RUN: mod-opt --pass-pipeline='builtin.module(modk-generate-optimizer,modk.entry(modk-generalize))' %S/../../common/RowKernels.mlir | mod-translate --modk-rows-to-cuda | FileCheck %s --check-prefix=WIDE
 // RUN: mod-opt --pass-pipeline='builtin.module(modk-generate-optimizer,modk.entry(modk-generalize,modk-fuse-select-gather,modk-configure-gemms))' %S/emit-cpp.mlir | mod-translate --modk-to-cuda | FileCheck %s --check-prefix=SELGATHER
 
 // The launch plan of emit-cpp.mlir (2 layers, layer 1 routed with k = 4 of
@@ -217,6 +218,20 @@
 // LOSSES: modc_grad(const modc_grad_args *args
 // LOSSES: cudaMemsetAsync(args->losses, 0, sizeof(*args->losses) * 3, s);
 // LOSSES: launchReduceColumns((const float *)scratch, 2, {{buf[0-9]+}} + B, 0, modk_cuda::train_detail::ColOut{(args->losses + 1), (args->losses + 0), (args->losses + 0), 1, 1}, s);
+
+// A row wider than a block keeps in registers (a 5000-class
+// cross-entropy): no column slots, the row read from memory in a plain
+// strided loop in each pass; a kernel of values a row only (the
+// causal-router loss) declares no thread count, slots or scratch.
+// WIDE: a row of 5000.
+// WIDE-NEXT: modc_rows_94(
+// WIDE-NEXT: constexpr int T = modk_cuda::train_detail::colThreads<5000>();
+// WIDE-NEXT: __shared__ float scratch[32];
+// WIDE-NEXT: const int64_t n = *rows;
+// WIDE: for (int c = threadIdx.x; c < 5000; c += T) {
+// WIDE-NEXT: const float x0 = static_cast<float>(in0[i * 5000 + c]);
+// WIDE: void modc_rows_97(
+// WIDE-NEXT: const int64_t n = *rows;
 
 // NAMED: error: 'modk.embed' op is generated from its math: run modk-generalize before emitting
 // UNPLANNED: has no memory plan; run modk-plan-memory first
