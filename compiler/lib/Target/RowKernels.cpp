@@ -254,19 +254,16 @@ public:
   /// index by column: GCC vectorises `rin0[c]` as contiguous loads where
   /// it turned `in0[i * W + c]` into gathers (bench/RESULTS.md).
   void writeRowPointers(StringRef row, int indent, llvm::raw_ostream &os) {
+    // The element types are the kernel parameters' (rowKernelParamList).
     unsigned nIn = op.getInputs().size();
     int64_t width = op.getWidth();
-    auto type = [&](Value v) {
-      return cType(cast<MemRefType>(v.getType()).getElementType());
-    };
     for (unsigned j : elementInputs(/*vectors=*/false))
-      os << fmt::format("{:{}}const {} *rin{} = in{} + {} * {};\n", "",
-                        indent, type(op.getInputs()[j]), j, j, rowOf(j, row),
-                        width);
+      os << fmt::format("{:{}}const auto *rin{} = in{} + {} * {};\n", "",
+                        indent, j, j, rowOf(j, row), width);
     for (auto [k, out] : llvm::enumerate(op.getOutputs()))
       if (storedPerElement(out))
-        os << fmt::format("{:{}}{} *rout{} = out{} + {} * {};\n", "", indent,
-                          type(out), k, k, rowOf(nIn + k, row), width);
+        os << fmt::format("{:{}}auto *rout{} = out{} + {} * {};\n", "",
+                          indent, k, k, rowOf(nIn + k, row), width);
     rowPointers = true;
   }
 
@@ -276,7 +273,16 @@ public:
   /// the sums and the element loop.
   void keepInRegisters() { inRegisters = true; }
 
-  bool keepsInRegisters() const { return inRegisters; }
+  /// Whether a block-per-rows CUDA thread visits its columns by slot j
+  /// (unrolled), because registers are indexed by it: the row's elements
+  /// kept in registers, or the column sums' accumulators. Otherwise it
+  /// walks them in a plain strided loop (a wide row read from memory:
+  /// unrolling 125 columns a thread of a 32000-class row spilled).
+  bool usesColumnSlots() {
+    return inRegisters || llvm::any_of(op.getOutputs(), [&](Value v) {
+             return op.isColumnSum(v);
+           });
+  }
 
   /// The caller knows the row's sequence, `seq` (a gather a sequence at a
   /// time): no search of the segments.
@@ -456,13 +462,6 @@ public:
   }
 
 private:
-  /// The C type of an element type, as the kernel's parameters name it.
-  std::string cType(Type element) const {
-    if (element.isBF16())
-      return cuda ? "modk_cuda::bf16" : "modk_cpu::bf16";
-    return element.isInteger(32) ? "int32_t" : "float";
-  }
-
   modk::RowsOp op;
   std::optional<unsigned> accInput;
   bool inRegisters = false;
@@ -487,13 +486,7 @@ LogicalResult writeRow(modk::RowsOp op, RowStatements &stmts, bool cuda,
   if (!cuda)
     stmts.writeRowPointers("i", inner, os);
   std::string pad(inner, ' ');
-  // A block's thread visits columns threadIdx.x + j T: unrolled over j
-  // where registers (the row's elements, the column sums) are indexed by
-  // j, a plain loop where a wide row is read from memory (unrolling 125
-  // columns a thread of a 32000-class row spilled).
-  bool columnSlots =
-      stmts.keepsInRegisters() ||
-      llvm::any_of(op.getOutputs(), [&](Value v) { return op.isColumnSum(v); });
+  bool columnSlots = stmts.usesColumnSlots();
   auto openColumns = [&](StringRef simd) {
     if (perBlock && columnSlots)
       os << fmt::format("#pragma unroll\n{0}for (int j = 0; j < CT; ++j) "
@@ -729,17 +722,20 @@ LogicalResult PlanEmitter::emitRowKernelDefinitions() {
       return llvm::find(op.getOutputs(), out) - op.getOutputs().begin();
     };
     bool perBlock = cuda && sumFloats > 0;
-    // Whether a row is visited column by column at all (not only values a
-    // row, as the causal-router loss's).
-    bool columnLoops =
-        sums + op.getNumMaxima() > 0 ||
-        llvm::any_of(op.getOutputs(), [&](Value out) {
-          return !op.isRowScalar(out) && !op.isRowTotal(out);
-        });
     // The statements' indent: inside the row loop on the CPU, the kernel's
     // body on CUDA (a warp, or a block's row loop, is the row).
     int inner;
     if (perBlock) {
+      // Each thread's columns c = threadIdx.x + j T in registers: the
+      // vectors for every row, a row's elements for its sums and its body;
+      // rows wider than kMaxRegisterWidth (a vocabulary) are read again
+      // from memory (L2) in each pass instead of spilling.
+      if (width <= kMaxRegisterWidth)
+        stmts.keepInRegisters();
+      // Whether a row is visited column by column at all (not only values
+      // a row, as the causal-router loss's).
+      bool columnLoops =
+          sums + op.getNumMaxima() > 0 || stmts.hasElementOutputs();
       os << fmt::format(
           "__global__ __launch_bounds__(modk_cuda::train_detail::colThreads<"
           "{1}>()) void modc_rows_{0}(const int64_t *rows, {2}, float "
@@ -755,7 +751,7 @@ LogicalResult PlanEmitter::emitRowKernelDefinitions() {
           // Column slots (register arrays) where a thread keeps its columns
           // and loops over them (writeRow); shared scratch where a row sums
           // or maximises.
-          (width <= kMaxRegisterWidth || nCols > 0) && columnLoops
+          columnLoops && stmts.usesColumnSlots()
               ? fmt::format("  constexpr int CT = ({} + T - 1) / T; // "
                             "columns a thread\n",
                             width)
@@ -771,12 +767,6 @@ LogicalResult PlanEmitter::emitRowKernelDefinitions() {
         os << fmt::format("  float col{}[CT] = {{}};\n", k);
       for (unsigned t = 0; t < nTotals; ++t)
         os << fmt::format("  float tot{} = 0.0f; // thread 0's\n", t);
-      // Each thread's columns c = threadIdx.x + j T in registers: the
-      // vectors for every row, a row's elements for its sums and its body;
-      // rows wider than kMaxRegisterWidth (a vocabulary) are read again
-      // from memory (L2) in each pass instead of spilling.
-      if (width <= kMaxRegisterWidth)
-        stmts.keepInRegisters();
       stmts.setRowCount("n");
       stmts.writeRegisterArrays(/*vectors=*/true, "", 2, os);
       os << "  for (int64_t i = i0; i < i1; ++i) {\n";

@@ -17,8 +17,8 @@
 // CHECK-NEXT: #pragma omp parallel for if (rows * 32 > modk_cpu::detail::kMinParallelWork)
 // CHECK-NEXT: for (int64_t i = 0; i < rows; ++i) {
 // CHECK-NEXT: const int64_t id0 = in0[i];
-// CHECK-NEXT: const float *rin1 = in1 + id0 * 32;
-// CHECK-NEXT: float *rout0 = out0 + i * 32;
+// CHECK-NEXT: const auto *rin1 = in1 + id0 * 32;
+// CHECK-NEXT: auto *rout0 = out0 + i * 32;
 // CHECK-NEXT: #pragma omp simd
 // CHECK-NEXT: for (int64_t c = 0; c < 32; ++c) {
 // CHECK-NEXT: const float x1 = static_cast<float>(rin1[c]);
@@ -28,8 +28,8 @@
 // CHECK-LABEL: void modc_rows_1(int64_t rows, const float *in0, const float *in1, float *out0) {
 // CHECK-NEXT: #pragma omp parallel for if (rows * 32 > modk_cpu::detail::kMinParallelWork)
 // CHECK-NEXT: for (int64_t i = 0; i < rows; ++i) {
-// CHECK-NEXT: const float *rin0 = in0 + i * 32;
-// CHECK-NEXT: float *rout0 = out0 + i * 32;
+// CHECK-NEXT: const auto *rin0 = in0 + i * 32;
+// CHECK-NEXT: auto *rout0 = out0 + i * 32;
 // CHECK-NEXT: float sum0 = 0.0f;
 // CHECK-NEXT: #pragma omp simd reduction(+ : sum0)
 // CHECK-NEXT: for (int64_t c = 0; c < 32; ++c) {
@@ -77,9 +77,9 @@
 // CHECK-LABEL: void modc_rows_{{[0-9]+}}(int64_t rows, const int64_t *seg, int64_t nseg, const int32_t *pos, const float *in0, const float *in1, float *out0, float *out1) {
 // CHECK: const int64_t seq = modk_cpu::detail::segmentOf(seg, nseg, i);
 // CHECK-NEXT: const int64_t tok = pos[i];
-// CHECK-NEXT: const float *rin0 = in0 + (seq * 16 + tok) * 32;
-// CHECK-NEXT: float *rout0 = out0 + i * 32;
-// CHECK-NEXT: float *rout1 = out1 + i * 32;
+// CHECK-NEXT: const auto *rin0 = in0 + (seq * 16 + tok) * 32;
+// CHECK-NEXT: auto *rout0 = out0 + i * 32;
+// CHECK-NEXT: auto *rout1 = out1 + i * 32;
 // CHECK: const float x0 = static_cast<float>(rin0[c]);
 // CHECK-NEXT: const float t0 = x0 * x0;
 // CHECK: rout0[c] = x0;
@@ -88,10 +88,10 @@
 // then x[token] = x[token] + g * (a + m).
 // CHECK-LABEL: const float *in2, const float *in3, float *out0) {
 // CHECK: const float x2 = static_cast<float>(in2[(seq * 16 + tok)]);
-// CHECK-NEXT: const float *rin0 = in0 + i * 32;
-// CHECK-NEXT: const float *rin1 = in1 + i * 32;
-// CHECK-NEXT: const float *rin3 = in3 + (seq * 16 + tok) * 32;
-// CHECK-NEXT: float *rout0 = out0 + (seq * 16 + tok) * 32;
+// CHECK-NEXT: const auto *rin0 = in0 + i * 32;
+// CHECK-NEXT: const auto *rin1 = in1 + i * 32;
+// CHECK-NEXT: const auto *rin3 = in3 + (seq * 16 + tok) * 32;
+// CHECK-NEXT: auto *rout0 = out0 + (seq * 16 + tok) * 32;
 // CHECK-NEXT: const float t0 = -x2;
 // CHECK-NEXT: const float t1 = modk_cpu::detail::expLanes(t0);
 // CHECK-NEXT: const float t2 = t1 + 1.00000000f;
@@ -103,8 +103,8 @@
 // CHECK-NEXT: rout0[c] = t6;
 // Its gradient: two outputs from one pass.
 // CHECK-LABEL: const float *in2, float *out0, float *out1) {
-// CHECK: float *rout0 = out0 + i * 64;
-// CHECK-NEXT: float *rout1 = out1 + i * 64;
+// CHECK: auto *rout0 = out0 + i * 64;
+// CHECK-NEXT: auto *rout1 = out1 + i * 64;
 // CHECK: rout0[c] =
 // CHECK-NEXT: rout1[c] =
 // The AdamW update, generated from modk.optimizer @adamw: what depends
@@ -238,8 +238,8 @@
 // is the row's class), then the row's loss / rows into both totals.
 // LOSSES: void modc_rows_{{[0-9]+}}(int64_t rows, const float *in0, const int32_t *in1, float *out0, float *out1, float *out2) {
 // LOSSES: const float x1 = static_cast<float>(in1[i]);
-// LOSSES-NEXT: const float *rin0 = in0 + i * 64;
-// LOSSES-NEXT: float *rout0 = out0 + i * 64;
+// LOSSES-NEXT: const auto *rin0 = in0 + i * 64;
+// LOSSES-NEXT: auto *rout0 = out0 + i * 64;
 // LOSSES-NEXT: float max0 = -std::numeric_limits<float>::infinity();
 // LOSSES-NEXT: #pragma omp simd reduction(max : max0)
 // LOSSES: max0 = max0 > x0 ? max0 : x0;
@@ -280,9 +280,9 @@
 // COLSUM-NEXT: rows, 32, sums, rows * 32 > modk_cpu::detail::kMinParallelWork,
 // COLSUM-NEXT: [&](int64_t i0, int64_t i1, float *part) {
 // COLSUM-NEXT: for (int64_t i = i0; i < i1; ++i) {
-// COLSUM-NEXT: const float *rin0 = in0 + i * 32;
-// COLSUM-NEXT: const float *rin2 = in2 + i * 32;
-// COLSUM-NEXT: float *rout0 = out0 + i * 32;
+// COLSUM-NEXT: const auto *rin0 = in0 + i * 32;
+// COLSUM-NEXT: const auto *rin2 = in2 + i * 32;
+// COLSUM-NEXT: auto *rout0 = out0 + i * 32;
 // COLSUM-NEXT: float sum0 = 0.0f;
 // COLSUM-NEXT: float sum1 = 0.0f;
 // COLSUM-NEXT: #pragma omp simd reduction(+ : sum0, sum1)
@@ -300,7 +300,7 @@
 // and p = sum + b2 is stored once a row.
 // PREDICTOR: void modc_rows_{{[0-9]+}}(int64_t rows, const float *in0, const float *in1, const float *in2, const float *in3, float *out0) {
 // PREDICTOR: const float x3 = static_cast<float>(in3[0]);
-// PREDICTOR-NEXT: const float *rin0 = in0 + i * 8;
+// PREDICTOR-NEXT: const auto *rin0 = in0 + i * 8;
 // PREDICTOR-NEXT: float sum0 = 0.0f;
 // PREDICTOR: const float x2 = static_cast<float>(in2[c]);
 // PREDICTOR: sum0 += {{t[0-9]+}};
@@ -312,8 +312,8 @@
 // PREDICTOR: std::vector<float> sumBuffer(17, 0.0f);
 // PREDICTOR: rows, 17, sums,
 // PREDICTOR: const float x3 = static_cast<float>(in3[i]);
-// PREDICTOR-NEXT: const float *rin0 = in0 + i * 8;
-// PREDICTOR-NEXT: float *rout0 = out0 + i * 8;
+// PREDICTOR-NEXT: const auto *rin0 = in0 + i * 8;
+// PREDICTOR-NEXT: auto *rout0 = out0 + i * 8;
 // PREDICTOR-NEXT: part[16] += x3;
 // PREDICTOR: rout0[c] = [[DZ:t[0-9]+]];
 // PREDICTOR-NEXT: part[0 + c] += [[DZ]];
@@ -334,7 +334,7 @@
 // SELGATHER-NEXT: for (int64_t i = i0; i < i1; ++i) {
 // SELGATHER-NEXT: const int64_t tok = pos[i];
 // SELGATHER-NOT: segmentOf
-// SELGATHER: const float *rin0 = in0 + (seq * 16 + tok) * 32;
+// SELGATHER: const auto *rin0 = in0 + (seq * 16 + tok) * 32;
 // SELGATHER: x0 = static_cast<float>(rin0[c]);
 // SELGATHER: { // modk.route_select layer 1 k=4 + gather
 // SELGATHER-NEXT: if (causal) {
@@ -675,7 +675,7 @@ module {
 // product is staged per thread (no workspace) and the row kernel generated
 // from the epilogue's region finishes it at the selected tokens.
 // FUSED: void modc_rows_[[SCATTER:[0-9]+]](int64_t rows, const int64_t *seg, int64_t nseg, const int32_t *pos, const float *in0, const float *in1, const float *in2, const float *in3, float *out0) {
-// FUSED: float *rout0 = out0 + (seq * 16 + tok) * 32;
+// FUSED: auto *rout0 = out0 + (seq * 16 + tok) * 32;
 // FUSED: rout0[c] =
 // (The dense blocks' down projections before it accumulate: sgemm's beta.)
 // FUSED: float *product = modk_cpu::staged_rows<32>(rows);

@@ -84,9 +84,10 @@ void replaceWithRows(PatternRewriter &rewriter, Operation *op,
                      ValueRange inputs, Value segments, ValueRange outputs,
                      unsigned reductions, RegionFn reduce, RegionFn body,
                      const TokenAccess &tokens = {},
-                     ArrayRef<int64_t> lookups = {}) {
+                     ArrayRef<int64_t> lookups = {},
+                     std::optional<RegionFn> maxima = std::nullopt) {
   createRows(rewriter, op, inputs, segments, outputs, reductions, reduce, body,
-             tokens, lookups);
+             tokens, lookups, maxima);
   rewriter.eraseOp(op);
 }
 
@@ -679,7 +680,7 @@ void crossEntropyRows(PatternRewriter &rewriter, Operation *op, Value logits,
     return {a[0]};
   };
   // Inputs z, t; the body reads z, t, m, then the sums s and z_t.
-  createRows(
+  replaceWithRows(
       rewriter, op, {logits, targets}, all, outputs, 2,
       [&](F32Math &m, ValueRange a) -> SmallVector<Value> {
         Value z = a[0], t = a[1], max = a[2];
@@ -697,7 +698,6 @@ void crossEntropyRows(PatternRewriter &rewriter, Operation *op, Value logits,
         return {dz, loss, loss};
       },
       {}, {}, RegionFn(rowMax));
-  rewriter.eraseOp(op);
 }
 
 /// One routed layer's causal-router loss (docs/model-format.md section 4):
