@@ -13,8 +13,9 @@
 # (test/gpu/CudaVsCpuTest.cpp) and then the benchmark (bench/gpu/run.sh),
 # each under a time limit, and leaves in $OUT: tests.log, the benchmark's
 # report.md and everything else as gpu-check.tar.gz.
-# Environment (run): TEST_TIMEOUT_S (200), GTEST_FILTER, BENCH=0 to skip the
-#   benchmark; the benchmark's own variables (BUDGET_S, D_MODELS, DTYPES, ...)
+# Environment (run): TEST_TIMEOUT_S (200), GTEST_FILTER (gpu_tests),
+#   TC_FILTER (a regex of tensor-core tests), TC_TIMEOUT_S (60 a test),
+#   BENCH=0 to skip the benchmark; the benchmark's own variables (BUDGET_S, D_MODELS, DTYPES, ...)
 #   pass through (bench/gpu/README.md).
 #
 #===-----------------------------------------------------------------------===#
@@ -55,15 +56,39 @@ run)
     nproc
   } | tee "$log"
   pre=build/test/gpu/prebuilt
+  # Each tensor-core test in a process of its own, so that a kernel that
+  # hangs or breaks the context costs that test alone.
   echo "== tensor_core_check" | tee -a "$log"
-  timeout 60 "$pre/tensor_core_check" 2>&1 | tee -a "$log"
-  echo "tensor_core_check rc ${PIPESTATUS[0]}" | tee -a "$log"
+  for t in $("$pre/tensor_core_check" --gtest_list_tests |
+             awk '/^[^ ]/ {suite=$1} /^  / {print suite $1}' |
+             grep -E "${TC_FILTER:-.}"); do
+    timeout "${TC_TIMEOUT_S:-60}" "$pre/tensor_core_check" --gtest_filter="$t" \
+      > "$work/tc.log" 2>&1
+    rc=$?
+    cat "$work/tc.log" >> "$log"
+    echo "tensor_core_check $t: rc $rc ($(grep -cE '^\[  FAILED' "$work/tc.log") failed lines)" |
+      tee -a "$log"
+    grep -E 'Failure|error|Expected|Which is|differ' "$work/tc.log" | head -8
+  done
   echo "== gpu_tests" | tee -a "$log"
-  LD_LIBRARY_PATH="$pre/lib" MODC_GPU_TEST_PACKAGES="$pre" \
-    timeout "${TEST_TIMEOUT_S:-200}" build/test/gpu/gpu_tests \
-    --gtest_filter="${GTEST_FILTER:-*}" 2>&1 | tee -a "$log" |
-    grep -E '^\[ *(OK|FAILED|PASSED|SKIPPED) |Failure|error|Expected|Which is|differ' | head -150
-  echo "gpu_tests rc ${PIPESTATUS[0]}" | tee -a "$log"
+  export LD_LIBRARY_PATH="$pre/lib" MODC_GPU_TEST_PACKAGES="$pre"
+  timeout "${TEST_TIMEOUT_S:-200}" build/test/gpu/gpu_tests \
+    --gtest_filter="${GTEST_FILTER:-*}" > "$work/gpu_tests.log" 2>&1
+  rc=$?
+  cat "$work/gpu_tests.log" >> "$log"
+  grep -E '^\[ *(FAILED|PASSED|SKIPPED) |Failure|error|Expected|Which is|differ' \
+    "$work/gpu_tests.log" | head -60
+  tail -3 "$work/gpu_tests.log"
+  echo "gpu_tests rc $rc" | tee -a "$log"
+  # A crash: where, from one test under cuda-gdb (it debugs host code too).
+  if [[ $rc -ge 128 && $rc != 137 ]] && command -v cuda-gdb > /dev/null; then
+    one=$(grep -oE '^\[       OK \] [^ ]+' "$work/gpu_tests.log" | awk '{print $4}' |
+          grep -v emulated | head -1)
+    echo "== gpu_tests --gtest_filter=$one under cuda-gdb" | tee -a "$log"
+    timeout 120 cuda-gdb -batch -ex run -ex bt -ex 'info sharedlibrary' \
+      --args build/test/gpu/gpu_tests --gtest_filter="$one" 2>&1 |
+      grep -vE '^\[New Thread|^\[Thread .* exited' | tail -60 | tee -a "$log"
+  fi
   if [[ "${BENCH:-1}" != 0 ]]; then
     echo "== bench/gpu/run.sh" | tee -a "$log"
     OUT="$work" bench/gpu/run.sh build > "$work/run.out" 2>&1

@@ -693,16 +693,18 @@ TEST(CudaKernels, Router) {
   expectClose(scale.data(), refScale.data(), rows + 1, "RMSNorm scale");
 }
 
-template <int S, int K>
+template <int S, int K, int G = 1>
 void checkTopk(const std::vector<float> &r, int64_t B) {
   std::vector<int32_t> pos(B * K + 1, -7), rpos(B * K + 1, -7);
   std::vector<int64_t> seg(B + 2, -7), rseg(B + 2, -7);
   std::vector<int32_t> mask(B * S, -7), rmask(B * S, -7);
-  modk_cuda::select_topk<S, K>(r.data(), B, pos.data(), seg.data(),
-                               mask.data(), nullptr);
+  modk_cuda::select_topk<S, K, G>(r.data(), B, pos.data(), seg.data(),
+                                  mask.data(), modk_cuda::detail::NoGather{},
+                                  nullptr);
   modk_cpu::select_topk<S, K>(r.data(), B, rpos.data(), rseg.data(),
                               rmask.data());
-  SCOPED_TRACE(testing::Message() << "S " << S << " K " << K << " B " << B);
+  SCOPED_TRACE(testing::Message() << "S " << S << " K " << K << " B " << B
+                                  << " blocks a sequence " << G);
   EXPECT_EQ(pos, rpos);
   EXPECT_EQ(seg, rseg);
   EXPECT_EQ(mask, rmask);
@@ -731,6 +733,9 @@ TEST(CudaKernels, SelectTopk) {
   checkTopk<1000, 999>(randomFloats(1000, 110), 1);
   checkTopk<2048, 256>(randomFloats(2 * 2048, 112), 2); // the bench's shape
   checkTopk<2048, 256>(tiedScores(2 * 2048, 113), 2);
+  // Split over blocks, each writing its share of the positions and mask.
+  checkTopk<2048, 256, 16>(randomFloats(2 * 2048, 114), 2);
+  checkTopk<300, 100, 7>(tiedScores(3 * 300, 115), 3);
   checkTopk<17, 1>(tiedScores(4 * 17, 107), 4);
   checkTopk<17, 17>(tiedScores(2 * 17, 108), 2);
   checkTopk<16, 5>(std::vector<float>(2 * 16, 0.75f), 2); // all equal
@@ -853,11 +858,13 @@ TEST(CudaKernels, GatherScale) {
 
 /// The gathers fused into the selection (modk-fuse-select-gather), CUDA
 /// against CPU: the top-k kernel's warps gather the rows its block has just
-/// selected; after a causal selection gather_sequences does, a block a
-/// sequence. (The CPU's fused forms are checked against fp64 and against
-/// the unfused kernels in CpuKernels.SelectGatherFused.)
-TEST(CudaKernels, SelectGatherFused) {
+/// selected; after a causal selection gather_sequences does; G blocks a
+/// sequence (`gather_blocks`), each selecting again and writing and
+/// gathering its share. (The CPU's fused forms are checked against fp64 and
+/// against the unfused kernels in CpuKernels.SelectGatherFused.)
+template <int G> void checkSelectGatherFused() {
   constexpr int S = 40, K = 9, D = 70;
+  SCOPED_TRACE(testing::Message() << G << " blocks a sequence");
   for (int64_t B : {1, 5}) {
     auto r = randomFloats(B * S, 130), x = randomFloats(B * S * D, 131, -2, 2),
          w = randomFloats(D, 132), scale = randomFloats(B * S, 133, 0.5f, 2);
@@ -867,7 +874,7 @@ TEST(CudaKernels, SelectGatherFused) {
     std::vector<int64_t> seg(B + 1, -7), rseg(B + 1, -7);
     std::vector<float> xs(cap * D, kSentinel), xn(cap * D, kSentinel),
         rxs(cap * D, kSentinel), rxn(cap * D, kSentinel);
-    modk_cuda::select_topk<S, K>(
+    modk_cuda::select_topk<S, K, G>(
         r.data(), B, pos.data(), seg.data(), mask.data(),
         gen_cuda::FusedGatherRmsnorm40x70{pos.data(), x.data(), w.data(),
                                           xs.data(), xn.data()},
@@ -884,7 +891,7 @@ TEST(CudaKernels, SelectGatherFused) {
     expectSentinel(xn.data(), B * K * D, cap * D, "fused gather_rmsnorm");
 
     std::vector<float> sn(cap * D, kSentinel), rsn(cap * D, kSentinel);
-    modk_cuda::select_topk<S, K>(
+    modk_cuda::select_topk<S, K, G>(
         r.data(), B, pos.data(), seg.data(), mask.data(),
         gen_cuda::FusedGatherScale40x70{pos.data(), x.data(), scale.data(),
                                         w.data(), xs.data(), sn.data()},
@@ -904,7 +911,7 @@ TEST(CudaKernels, SelectGatherFused) {
         rcxs(cap * D, kSentinel), rcxn(cap * D, kSentinel);
     modk_cuda::select_causal<S>(r.data(), B, pos.data(), seg.data(),
                                 mask.data(), nullptr);
-    modk_cuda::gather_sequences(
+    modk_cuda::gather_sequences<G>(
         B, seg.data(),
         gen_cuda::FusedGatherRmsnorm40x70{pos.data(), x.data(), w.data(),
                                           cxs.data(), cxn.data()},
@@ -920,6 +927,12 @@ TEST(CudaKernels, SelectGatherFused) {
     expectClose(cxn.data(), rcxn.data(), total * D, "causal fused gather");
     expectSentinel(cxn.data(), total * D, cap * D, "causal fused gather");
   }
+}
+
+TEST(CudaKernels, SelectGatherFused) {
+  checkSelectGatherFused<1>();
+  checkSelectGatherFused<4>(); // shares of 2 and 3 rows, 10 mask positions
+  checkSelectGatherFused<9>(); // a row a block
 }
 
 // The causal predictor as modc generates it on both targets: fc1's

@@ -98,7 +98,15 @@ struct Variant {
   const char *router, *mlp;
   const char *arch; ///< "emulated": built against the CPU emulation
   bool bf16 = false; ///< "dtype": "bf16" (both packages)
+  /// Blocks a sequence of the fused select + gather (--cuda-gemms
+  /// gather-blocks; 0: the compiler's choice, 1 for these small k).
+  int gatherBlocks = 0;
   bool emulated() const { return std::string(arch) == "emulated"; }
+  /// The CUDA package's name in a prebuilt directory.
+  std::string cudaName() const {
+    return std::string(arch) +
+           (gatherBlocks ? "-gather" + std::to_string(gatherBlocks) : "");
+  }
 };
 
 /// A GPU machine may have no MLIR to run modc: MODC_GPU_TEST_PACKAGES=DIR
@@ -156,12 +164,17 @@ protected:
     std::string cpuDir = packageFor(
         desc, prebuiltDir() ? "--target cpu --march=x86-64-v3" : "--target cpu",
         "cpu");
+    std::string gemms =
+        v.gatherBlocks
+            ? " --cuda-gemms=gather-blocks=" + std::to_string(v.gatherBlocks)
+            : "";
     std::string cudaDir = packageFor(
         desc,
-        v.emulated() ? std::string("--target cuda --cuda-emulation=") +
-                           CUDA_EMULATION_DIR
-                     : std::string("--target cuda --arch ") + v.arch,
-        v.arch,
+        (v.emulated() ? std::string("--target cuda --cuda-emulation=") +
+                            CUDA_EMULATION_DIR
+                      : std::string("--target cuda --arch ") + v.arch) +
+            gemms,
+        v.cudaName(),
         v.emulated() ? modtest::readFile(std::string(CUDA_EMULATION_DIR) +
                                          "/CudaEmulation.h")
                      : "");
@@ -520,10 +533,16 @@ INSTANTIATE_TEST_SUITE_P(
                       Variant{"aux_loss", "gelu", "sm_90a"},
                       Variant{"predictor", "swiglu", "sm_90a", true},
                       Variant{"predictor", "swiglu", "sm_80"},
-                      Variant{"aux_loss", "gelu", "sm_80", true}),
+                      Variant{"aux_loss", "gelu", "sm_80", true},
+                      // The selection and its gather split over blocks.
+                      Variant{"predictor", "swiglu", "emulated", false, 3},
+                      Variant{"aux_loss", "gelu", "sm_90a", true, 3}),
     [](const ::testing::TestParamInfo<Variant> &info) {
       return std::string(info.param.router) + "_" + info.param.mlp + "_" +
-             info.param.arch + (info.param.bf16 ? "_bf16" : "");
+             info.param.arch + (info.param.bf16 ? "_bf16" : "") +
+             (info.param.gatherBlocks
+                  ? "_gather" + std::to_string(info.param.gatherBlocks)
+                  : "");
     });
 
 } // namespace

@@ -147,16 +147,25 @@ LogicalResult PlanEmitter::emitKernel(Operation *op) {
     KernelCall topk{"select_topk", {seqLen, k}, {r, "B", pos, seg, mask}};
     // A fused gather (modk-fuse-select-gather) runs in the top-k kernel, a
     // sequence as soon as it is selected; after a causal selection, whose
-    // compaction spans the sequences, a sequence at a time.
-    if (gather)
+    // compaction spans the sequences, a sequence at a time. On CUDA each
+    // sequence takes `gather_blocks` blocks (modk-configure-gemms).
+    std::optional<uint64_t> blocks = route.getGatherBlocks();
+    if (gather) {
+      if (blocks)
+        topk.deviceTemplateArgs.push_back(int64_t(*blocks));
       topk.args.push_back(gatherFunctor(gather));
+    }
     if (causal != modk::CausalRouter::none) {
       os << pad << "if (causal) {\n";
       emitCall({"select_causal", {seqLen}, {logits, "B", pos, seg, mask}},
                indent + 2);
-      if (gather)
-        emitCall({"gather_sequences", {}, {"B", seg, gatherFunctor(gather)}},
-                 indent + 2);
+      if (gather) {
+        KernelCall sequences{
+            "gather_sequences", {}, {"B", seg, gatherFunctor(gather)}};
+        if (blocks)
+          sequences.deviceTemplateArgs.push_back(int64_t(*blocks));
+        emitCall(sequences, indent + 2);
+      }
       os << pad << "} else {\n";
       emitCall(topk, indent + 2);
       os << pad << "}\n";

@@ -473,6 +473,13 @@ static LogicalResult verifyGatherRegion(Operation *op, Region &region,
 RowsOp RouteSelectOp::getGatherRows() { return gatherRowsOf(getFusedGather()); }
 
 LogicalResult RouteSelectOp::verifyRegions() {
+  if (getGatherBlocks() && getFusedGather().empty())
+    return emitOpError("gather_blocks configures a fused gather; this op "
+                       "has no `gather` region");
+  if (getGatherBlocks() && *getGatherBlocks() > getK())
+    return emitOpError("gather_blocks ")
+           << *getGatherBlocks() << " exceeds the " << getK()
+           << " rows a sequence gathers";
   return verifyGatherRegion(*this, getFusedGather(), getSegments(),
                             getGatherPositions(), getSelectionBuffers());
 }

@@ -863,3 +863,39 @@ func.func @column_outside_rows() {
   %c = modk.column : f32
   return
 }
+
+// -----
+
+// gather_blocks splits a fused gather over blocks: without one it means
+// nothing.
+func.func @gather_blocks_without_gather(%r: memref<?x16xf32>, %pos: memref<?x4xi32>, %seg: memref<?x1xi64>, %mask: memref<?x16xi32>) {
+  // expected-error @+1 {{gather_blocks configures a fused gather; this op has no `gather` region}}
+  modk.route_select %r -> %pos, %seg, %mask {causal_router = #modk.causal_router<none>, gather_blocks = 2 : i64, k = 4 : i64, layer = 1 : i64} : memref<?x16xf32>, memref<?x4xi32>, memref<?x1xi64>, memref<?x16xi32>
+  return
+}
+
+// -----
+
+// Each block gathers at least one of the k rows.
+func.func @gather_blocks_above_k(%r: memref<?x16xf32>, %pos: memref<?x4xi32>, %seg: memref<?x1xi64>, %mask: memref<?x16xi32>, %x: memref<?x16x32xf32>, %xs: memref<?x4x32xf32>) {
+  // expected-error @+1 {{gather_blocks 5 exceeds the 4 rows a sequence gathers}}
+  modk.route_select %r -> %pos, %seg, %mask {causal_router = #modk.causal_router<none>, gather_blocks = 5 : i64, k = 4 : i64, layer = 1 : i64} : memref<?x16xf32>, memref<?x4xi32>, memref<?x1xi64>, memref<?x16xi32> gather {
+    modk.rows ins(%x : memref<?x16x32xf32>) rows %seg : memref<?x1xi64> tokens(%pos : memref<?x4xi32>) outs(%xs : memref<?x4x32xf32>) attributes {token_operands = array<i64: 0>} reduce {
+    ^bb0(%a: f32):
+      modk.yield
+    } body {
+    ^bb0(%a: f32):
+      modk.yield %a : f32
+    }
+  }
+  return
+}
+
+// -----
+
+// A positive count of blocks.
+func.func @gather_blocks_zero(%r: memref<?x16xf32>, %pos: memref<?x4xi32>, %seg: memref<?x1xi64>, %mask: memref<?x16xi32>) {
+  // expected-error @+1 {{attribute 'gather_blocks' failed to satisfy constraint}}
+  modk.route_select %r -> %pos, %seg, %mask {causal_router = #modk.causal_router<none>, gather_blocks = 0 : i64, k = 4 : i64, layer = 1 : i64} : memref<?x16xf32>, memref<?x4xi32>, memref<?x1xi64>, memref<?x16xi32>
+  return
+}

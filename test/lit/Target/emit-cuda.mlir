@@ -17,6 +17,7 @@
 // RUN: mod-translate --modk-to-cuda %t.mlir | FileCheck %s --check-prefix=LOSSES
 // RUN: mod-opt --pass-pipeline='builtin.module(modk-generate-optimizer,modk.entry(modk-generalize))' %S/../../common/RowKernels.mlir | mod-translate --modk-rows-to-cuda | FileCheck %s --check-prefix=WIDE
 // RUN: mod-opt --pass-pipeline='builtin.module(modk-generate-optimizer,modk.entry(modk-generalize,modk-fuse-select-gather,modk-configure-gemms))' %S/emit-cpp.mlir | mod-translate --modk-to-cuda | FileCheck %s --check-prefix=SELGATHER
+// RUN: mod-opt --pass-pipeline='builtin.module(modk-generate-optimizer,modk.entry(modk-generalize,modk-fuse-select-gather,modk-configure-gemms{gather-blocks=2}))' %S/emit-cpp.mlir | mod-translate --modk-to-cuda | FileCheck %s --check-prefix=SPLITGATHER
 
 // The launch plan of emit-cpp.mlir (2 layers, layer 1 routed with k = 4 of
 // 16, sigmoid gate, predictor router) emitted as CUDA: the same entries and
@@ -275,12 +276,17 @@
 // SELGATHER: // modk.route_select layer 1 k=4 + gather
 // SELGATHER-NEXT: if (causal) {
 // SELGATHER-NEXT: modk_cuda::select_causal<16>({{buf[0-9]+}}, B, [[POS:buf[0-9]+]], [[SEG:buf[0-9]+]], routed1, s);
-// SELGATHER-NEXT: modk_cuda::gather_sequences(B, [[SEG]], modc_rows::modc_gather_[[GF]]{[[POS]], [[X:buf[0-9]+]], w{{[0-9]+}}, {{buf[0-9]+}}, {{buf[0-9]+}}}, s);
+// SELGATHER-NEXT: modk_cuda::gather_sequences<1>(B, [[SEG]], modc_rows::modc_gather_[[GF]]{[[POS]], [[X:buf[0-9]+]], w{{[0-9]+}}, {{buf[0-9]+}}, {{buf[0-9]+}}}, s);
 // SELGATHER-NEXT: } else {
-// SELGATHER-NEXT: modk_cuda::select_topk<16, 4>({{buf[0-9]+}}, B, [[POS]], [[SEG]], routed1, modc_rows::modc_gather_[[GF]]{[[POS]], [[X]], w{{[0-9]+}}, {{buf[0-9]+}}, {{buf[0-9]+}}}, s);
+// SELGATHER-NEXT: modk_cuda::select_topk<16, 4, 1>({{buf[0-9]+}}, B, [[POS]], [[SEG]], routed1, modc_rows::modc_gather_[[GF]]{[[POS]], [[X]], w{{[0-9]+}}, {{buf[0-9]+}}, {{buf[0-9]+}}}, s);
 // SELGATHER-NEXT: }
 // SELGATHER-NOT: MODC_LAUNCH(modc_rows::modc_rows_{{[0-9]+}}, {{.*}}, [[SEG]] + B, [[SEG]], B, [[POS]], [[X]]
 // SELGATHER: modk.gemm [32 x 32] epilogue=rope
+// The selection's gather_blocks (modk-configure-gemms) is the kernels'
+// blocks a sequence.
+// SPLITGATHER: // modk.route_select layer 1 k=4 + gather
+// SPLITGATHER: modk_cuda::gather_sequences<2>(B,
+// SPLITGATHER: modk_cuda::select_topk<16, 4, 2>({{buf[0-9]+}}, B,
 
 // The epilogues modk-fuse-epilogues named, generated: the residual add
 // (functor 0) and SwiGLU (functor 1, reading the gate product's rows).

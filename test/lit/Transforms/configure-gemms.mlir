@@ -1,10 +1,12 @@
 // RUN: mod-opt %s -split-input-file --pass-pipeline='builtin.module(modk.entry(modk-configure-gemms))' | FileCheck %s
 // RUN: mod-opt %s -split-input-file --pass-pipeline='builtin.module(modk.entry(modk-configure-gemms{arch=sm_80}))' | FileCheck %s --check-prefix=A100
 // RUN: mod-opt %s -split-input-file --pass-pipeline='builtin.module(modk.entry(modk-configure-gemms{sm-count=114}))' | FileCheck %s --check-prefix=SMS
-// RUN: mod-opt %s -split-input-file --pass-pipeline='builtin.module(modk.entry(modk-configure-gemms{path=mma tma=false tile=large wgrad-chunk-rows=64}))' | FileCheck %s --check-prefix=PINNED
+// RUN: mod-opt %s -split-input-file --pass-pipeline='builtin.module(modk.entry(modk-configure-gemms{path=mma tma=false tile=large wgrad-chunk-rows=64 gather-blocks=3}))' | FileCheck %s --check-prefix=PINNED
 // RUN: mod-opt %s -split-input-file --pass-pipeline='builtin.module(modk.entry(modk-configure-gemms{path=simt}))' | FileCheck %s --check-prefix=SIMT
 // RUN: not mod-opt %s -split-input-file --pass-pipeline='builtin.module(modk.entry(modk-configure-gemms{arch=sm_70}))' 2>&1 | FileCheck %s --check-prefix=BADARCH
 // RUN: not mod-opt %s -split-input-file --pass-pipeline='builtin.module(modk.entry(modk-configure-gemms{arch=sm_80 path=wgmma}))' 2>&1 | FileCheck %s --check-prefix=NOWGMMA
+// RUN: mod-opt %s -split-input-file --pass-pipeline='builtin.module(modk.entry(modk-configure-gemms{sm-count=40}))' | FileCheck %s --check-prefix=FEWSMS
+// RUN: not mod-opt %s -split-input-file --pass-pipeline='builtin.module(modk.entry(modk-configure-gemms{gather-blocks=-1}))' 2>&1 | FileCheck %s --check-prefix=BADBLOCKS
 
 // A bf16 training entry on sm_90a (132 SMs). Few rows (decode-sized) stay
 // on mma.sync, 64 rows and more take wgmma, and the large tile from the rows
@@ -112,4 +114,44 @@ modk.entry @decode attributes {model = #modk.model<name = "t", vocab_size = 64, 
   %x = modk.alloc : memref<?x64xf32>
   %v = modk.alloc : memref<?x32768xf32>
   modk.gemm %x, [%wv] rows %seg -> %v {epilogue = #modk.epilogue<none>, round_bf16} : memref<?x64xf32>, memref<32768x64xf32>, memref<?x1xi64>, memref<?x32768xf32>
+}
+
+// -----
+
+// A selection with a fused gather runs on k / 16 blocks a sequence (each
+// selects again and gathers its 16 rows), at most a quarter of the SMs:
+// 16 on 132, 108 or 114 SMs, 10 (ceil(40 / 4)) on 40; pinned to 3. A
+// selection that gathers nothing runs a block a sequence: no attribute.
+// CHECK-LABEL: modk.entry @select_gather
+// CHECK: modk.route_select {{.*}} {causal_router = #modk.causal_router<none>, gather_blocks = 16 : i64, k = 256 : i64, layer = 1 : i64} : {{.*}} gather {
+// CHECK: modk.route_select {{.*}} {causal_router = #modk.causal_router<none>, k = 256 : i64, layer = 2 : i64} : {{.*}}xi32>{{$}}
+// A100-LABEL: modk.entry @select_gather
+// A100: gather_blocks = 16 : i64
+// SMS-LABEL: modk.entry @select_gather
+// SMS: gather_blocks = 16 : i64
+// FEWSMS: gather_blocks = 10 : i64
+// PINNED-LABEL: modk.entry @select_gather
+// PINNED: gather_blocks = 3 : i64
+// BADBLOCKS: modk-configure-gemms: gather-blocks -1; expected 0 (auto) or more
+modk.entry @select_gather attributes {model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 2048, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = ["topk"], params = []} {
+  %x = modk.alloc : memref<?x2048x32xf32>
+  %r = modk.alloc : memref<?x2048xf32>
+  %pos = modk.alloc : memref<?x256xi32>
+  %seg = modk.alloc : memref<?x1xi64>
+  %mask = modk.alloc : memref<?x2048xi32>
+  %xs = modk.alloc : memref<?x256x32xf32>
+  modk.route_select %r -> %pos, %seg, %mask {causal_router = #modk.causal_router<none>, k = 256 : i64, layer = 1 : i64} : memref<?x2048xf32>, memref<?x256xi32>, memref<?x1xi64>, memref<?x2048xi32> gather {
+    modk.rows ins(%x : memref<?x2048x32xf32>) rows %seg : memref<?x1xi64> tokens(%pos : memref<?x256xi32>) outs(%xs : memref<?x256x32xf32>) attributes {token_operands = array<i64: 0>} reduce {
+    ^bb0(%a: f32):
+      modk.yield
+    } body {
+    ^bb0(%a: f32):
+      modk.yield %a : f32
+    }
+  }
+  %r2 = modk.alloc : memref<?x2048xf32>
+  %pos2 = modk.alloc : memref<?x256xi32>
+  %seg2 = modk.alloc : memref<?x1xi64>
+  %mask2 = modk.alloc : memref<?x2048xi32>
+  modk.route_select %r2 -> %pos2, %seg2, %mask2 {causal_router = #modk.causal_router<none>, k = 256 : i64, layer = 2 : i64} : memref<?x2048xf32>, memref<?x256xi32>, memref<?x1xi64>, memref<?x2048xi32>
 }

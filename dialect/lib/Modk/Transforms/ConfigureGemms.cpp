@@ -14,6 +14,7 @@
 
 #include "llvm/ADT/StringSwitch.h"
 
+#include <algorithm>
 #include <limits>
 
 namespace modc {
@@ -61,6 +62,11 @@ constexpr PathTiles kTmaTiles = {{128, 64, 64, 2, 4 * 24576 + 1024},
 constexpr int64_t kWgmmaMinRows = 64;
 constexpr int64_t kAnyRows = std::numeric_limits<int64_t>::max();
 
+/// A selection's fused gather split over blocks (select_topk): rows a block
+/// gathers at least, and the most positions a block keeps in shared memory.
+constexpr int64_t kGatherRowsPerBlock = 16;
+constexpr int64_t kMaxSplitGatherRows = 8192;
+
 int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 /// What the configuration of one product depends on.
@@ -105,7 +111,8 @@ public:
     for (auto [name, value] :
          {std::pair<const char *, int64_t>{"sm-count", smCount},
           {"tma-ctas", tmaCtas},
-          {"wgrad-chunk-rows", wgradChunkRows}})
+          {"wgrad-chunk-rows", wgradChunkRows},
+          {"gather-blocks", gatherBlocks}})
       if (value < 0)
         return emitError(loc) << "modk-configure-gemms: " << name << " "
                               << value << "; expected 0 (auto) or more";
@@ -150,6 +157,10 @@ public:
                       w[0] % 8 == 0 && w[1] % 8 == 0,
                   0};
         wgrad.setConfigAttr(configure(ctx, p, wgradSplit(w[0], w[1])));
+      } else if (auto route = dyn_cast<modk::RouteSelectOp>(op)) {
+        if (route.getGatherRows())
+          route.setGatherBlocksAttr(IntegerAttr::get(
+              IntegerType::get(ctx, 64), selectGatherBlocks(route.getK())));
       } else if (auto attn = dyn_cast<modk::AttentionOp>(op)) {
         attn.setMainloopAttr(attentionMainloop(ctx, attn.getQ(),
                                                attn.getNHeads()));
@@ -174,6 +185,19 @@ private:
                        headDim % 8 == 0 && headDim <= 128;
     return modk::GemmPathAttr::get(
         ctx, tensorCores ? GemmPath::mma : GemmPath::simt);
+  }
+
+  /// Blocks a sequence for a selection with a fused gather: enough that
+  /// a few sequences fill the part (a quarter of its SMs each), at least
+  /// kGatherRowsPerBlock rows a block (two a warp), and one where the k
+  /// positions would not fit a block's shared memory.
+  int64_t selectGatherBlocks(int64_t k) const {
+    if (gatherBlocks > 0)
+      return std::min(gatherBlocks.getValue(), k);
+    if (k > kMaxSplitGatherRows)
+      return 1;
+    return std::clamp<int64_t>(k / kGatherRowsPerBlock, 1,
+                               ceilDiv(sms, 4));
   }
 
   /// The tiles of a path, TMA-fed or not.

@@ -213,7 +213,7 @@ struct RouteSelectGatherToRows
     modk::RouteSelectOp::create(
         rewriter, op.getLoc(), op.getScores(), op.getCausalScores(),
         op.getPositions(), op.getSegments(), op.getMask(), op.getLayerAttr(),
-        op.getKAttr(), op.getCausalRouterAttr());
+        op.getKAttr(), op.getCausalRouterAttr(), IntegerAttr());
     if (!stats) {
       gatherRmsnorm(rewriter, op, op.getInput(), op.getNormWeight(),
                     op.getSegments(), op.getPositions(), op.getGathered(),

@@ -207,12 +207,23 @@ struct NoGather {
 /// Then, with a Gather (modk-fuse-select-gather), the block's warps gather
 /// the sequence's rows: gather(i, b, lane) by every lane of a warp, a warp
 /// a row.
-template <int S, int K, typename Gather>
+///
+/// G > 1 (a gather's `gather_blocks`, modk-configure-gemms): G blocks a
+/// sequence, each selecting the same rows (the scores are a few KiB, read
+/// from L2), so that B sequences gather on B * G SMs rather than B. Block g
+/// compacts the positions in shared memory, writes its share g of the
+/// positions (K / G of them) and of the mask (S / G), and gathers the rows
+/// of its share of the positions, which it wrote itself (the gather reads
+/// them back from `pos` after a barrier).
+template <int S, int K, int G, typename Gather>
 __global__
 __launch_bounds__(kThreads) void topkKernel(const float *r, int64_t B,
                                             int32_t *pos, int64_t *seg,
                                             int32_t *mask, Gather gather) {
   static_assert(K >= 1 && K <= S, "capacity must be in [1, S]");
+  static_assert(G >= 1 && G <= K, "blocks a sequence must be in [1, K]");
+  static_assert(G == 1 || K <= 8192, "a split gather keeps K positions in "
+                                     "shared memory");
   static_assert(kThreads == 256, "a thread per radix bin");
   constexpr int C = (S + kThreads - 1) / kThreads; // positions per thread
   constexpr uint32_t kNoBin = 256;
@@ -220,7 +231,9 @@ __launch_bounds__(kThreads) void topkKernel(const float *r, int64_t B,
   __shared__ int scratch[32];
   __shared__ uint32_t selPrefix;
   __shared__ int selRemaining;
-  const int64_t b = blockIdx.x;
+  __shared__ int32_t shared_pos[G > 1 ? K : 1];
+  const int64_t b = blockIdx.x / G;
+  const int g = int(blockIdx.x % G);
   const int tid = threadIdx.x;
   const int i0 = tid * C;
 
@@ -289,6 +302,9 @@ __launch_bounds__(kThreads) void topkKernel(const float *r, int64_t B,
   eqRank -= eq;
   int32_t *mb = mask + b * S;
   int32_t *pb = pos + b * K;
+  // This block's shares: positions [k0, k1) of the K, mask [s0, s1).
+  const int k0 = g * K / G, k1 = (g + 1) * K / G;
+  const int s0 = g * S / G, s1 = (g + 1) * S / G;
 #pragma unroll
   for (int c = 0; c < C; ++c) {
     const int i = i0 + c;
@@ -299,32 +315,46 @@ __launch_bounds__(kThreads) void topkKernel(const float *r, int64_t B,
       chosen = eqRank < need;
       ++eqRank;
     }
-    mb[i] = chosen ? 1 : 0;
-    if (chosen)
-      pb[outRank++] = i;
+    if (G == 1 || (i >= s0 && i < s1))
+      mb[i] = chosen ? 1 : 0;
+    if (chosen) {
+      if constexpr (G == 1)
+        pb[outRank] = i;
+      else
+        shared_pos[outRank] = i;
+      ++outRank;
+    }
   }
-  if (tid == 0) {
+  if (tid == 0 && g == 0) {
     seg[b] = b * K;
     if (b == 0)
       seg[B] = B * K;
   }
+  if constexpr (G > 1) {
+    __syncthreads(); // the compaction is in shared memory
+    for (int j = k0 + tid; j < k1; j += kThreads)
+      pb[j] = shared_pos[j];
+  }
   if constexpr (!std::is_same_v<Gather, NoGather>) {
-    __syncthreads(); // the sequence's positions are written
+    __syncthreads(); // this block's share of the positions is written
     const int warp = tid / kWarp, lane = tid % kWarp;
-    for (int64_t i = b * K + warp; i < b * K + K; i += kRowWarps)
+    for (int64_t i = b * K + k0 + warp; i < b * K + k1; i += kRowWarps)
       gather(i, b, lane);
   }
 }
 
 /// The fused gather after a causal selection (whose compaction spans the
-/// sequences): a block a sequence, a warp a row.
-template <typename Gather>
+/// sequences): G blocks a sequence, a warp a row, the blocks' warps taking
+/// the rows in turn.
+template <int G, typename Gather>
 __global__
 __launch_bounds__(kThreads) void gatherSequencesKernel(const int64_t *seg,
                                                        Gather gather) {
-  const int64_t b = blockIdx.x;
+  const int64_t b = blockIdx.x / G;
+  const int g = int(blockIdx.x % G);
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
-  for (int64_t i = seg[b] + warp; i < seg[b + 1]; i += kRowWarps)
+  for (int64_t i = seg[b] + g * kRowWarps + warp; i < seg[b + 1];
+       i += G * kRowWarps)
     gather(i, b, lane);
 }
 
@@ -624,18 +654,18 @@ inline void identity_segments(int64_t B, int32_t *pos, int64_t *seg,
 /// Top-k routing with the CPU's selection and tie-breaking: per sequence the
 /// K largest r (ties to the lower position, NaN below every number), in
 /// ascending position at pos[b*K ..]; seg[b] = b*K (B + 1 entries); mask.
-/// With a Gather (modk-fuse-select-gather), each sequence's block then
-/// gathers its rows: gather(i, b, lane), a warp a row.
-template <int S, int K, typename Gather = detail::NoGather>
+/// With a Gather (modk-fuse-select-gather), each sequence's G blocks then
+/// gather its rows: gather(i, b, lane), a warp a row.
+template <int S, int K, int G = 1, typename Gather = detail::NoGather>
 inline void select_topk(const float *r, int64_t B, int32_t *pos, int64_t *seg,
                         int32_t *mask, Gather gather, cudaStream_t stream) {
   if (B <= 0) {
     cudaMemsetAsync(seg, 0, sizeof(int64_t), stream);
     return;
   }
-  auto k = detail::topkKernel<S, K, Gather>;
-  MODC_LAUNCH(k, unsigned(B), detail::kThreads, 0, stream, r, B, pos, seg, mask,
-              gather);
+  auto k = detail::topkKernel<S, K, G, Gather>;
+  MODC_LAUNCH(k, unsigned(B * G), detail::kThreads, 0, stream, r, B, pos, seg,
+              mask, gather);
 }
 template <int S, int K>
 inline void select_topk(const float *r, int64_t B, int32_t *pos, int64_t *seg,
@@ -643,15 +673,15 @@ inline void select_topk(const float *r, int64_t B, int32_t *pos, int64_t *seg,
   select_topk<S, K>(r, B, pos, seg, mask, detail::NoGather{}, stream);
 }
 
-/// gather(i, b, lane) for the rows i of every sequence b (a warp a row): a
-/// fused gather after a causal selection.
-template <typename Gather>
+/// gather(i, b, lane) for the rows i of every sequence b (a warp a row, G
+/// blocks a sequence): a fused gather after a causal selection.
+template <int G = 1, typename Gather>
 inline void gather_sequences(int64_t B, const int64_t *seg, Gather gather,
                              cudaStream_t stream) {
   if (B <= 0)
     return;
-  auto k = detail::gatherSequencesKernel<Gather>;
-  MODC_LAUNCH(k, unsigned(B), detail::kThreads, 0, stream, seg, gather);
+  auto k = detail::gatherSequencesKernel<G, Gather>;
+  MODC_LAUNCH(k, unsigned(B * G), detail::kThreads, 0, stream, seg, gather);
 }
 
 /// Causal routing: token (b, i) routed iff logits[b*S + i] > 0; routed rows

@@ -273,11 +273,18 @@ def Modk_RouteSelectOp : Modk_Op<"route_select",
     CPU the parallel region that selects gathers every selected row. In
     `causal` mode, whose compaction spans every sequence, it runs after
     the selection.
+
+    `gather_blocks` (CUDA; set by modk-configure-gemms with the gather
+    region): the thread blocks each sequence's selection and fused gather
+    run on. Each block selects the sequence's k rows again (a few KiB of
+    scores from L2) and gathers its share of them, so that B sequences
+    fill more than B SMs.
   }];
   let arguments = (ins Modk_Read:$scores, Modk_OptionalRead:$causal_scores,
                    Modk_Written:$positions, Modk_Written:$segments,
                    Modk_Written:$mask, I64Attr:$layer, I64Attr:$k,
-                   Modk_CausalRouterAttr:$causal_router);
+                   Modk_CausalRouterAttr:$causal_router,
+                   OptionalAttr<ConfinedAttr<I64Attr, [IntPositive]>>:$gather_blocks);
   let regions = (region AnyRegion:$fused_gather);
   let assemblyFormat = [{
     $scores (`causal` `(` $causal_scores^ `)`)?

@@ -232,6 +232,11 @@ def ConfigureGemms : Pass<"modk-configure-gemms", "::modc::modk::EntryOp"> {
       own kernel where none does;
     - split: a weight gradient whose output has few tiles splits its rows
       in up to as many chunks as bring its CTAs to two waves;
+    - a selection with a fused gather (`modk.route_select` with a
+      `gather` region): `gather_blocks`, the blocks each sequence's
+      selection and gather run on (each block selects again and gathers
+      its share): k / 16 rows, at most a quarter of the SMs, 1 above 8192
+      rows (whose positions would not fit a block's shared memory);
     - attention (`modk.attention`, `modk.attention_grad`): `mainloop` is
       `mma` (mma.sync flash attention) where the head dim is a multiple of
       8 up to 128, else `simt`.
@@ -258,7 +263,10 @@ def ConfigureGemms : Pass<"modk-configure-gemms", "::modc::modk::EntryOp"> {
            "part holds at once)">,
     Option<"wgradChunkRows", "wgrad-chunk-rows", "int64_t", /*default=*/"0",
            "Rows of a chunk of every weight gradient's split (0: split by "
-           "shape)">
+           "shape)">,
+    Option<"gatherBlocks", "gather-blocks", "int64_t", /*default=*/"0",
+           "Blocks a sequence of every selection with a fused gather (0: "
+           "by k and the part's SMs; at most k)">
   ];
 }
 
