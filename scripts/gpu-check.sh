@@ -8,9 +8,10 @@
 #           scripts/gpu-check.sh pack          # -> gpu-carry/ (~45 MB)
 #   there:  scripts/gpu-check.sh run           # carrying gpu-carry/
 #
-# `run` unpacks, prints the device, runs the tensor-core checks
-# (test/gpu/tensor_core_check.cu), the CUDA-vs-CPU package tests
-# (test/gpu/CudaVsCpuTest.cpp) and then the benchmark (bench/gpu/run.sh),
+# `run` unpacks, prints the device, runs the CUDA-vs-CPU package tests
+# (test/gpu/CudaVsCpuTest.cpp; on a crash again under cuda-gdb, for the
+# backtrace), the tensor-core checks (test/gpu/tensor_core_check.cu) and
+# then the benchmark (bench/gpu/run.sh),
 # each under a time limit, and leaves in $OUT: tests.log, the benchmark's
 # report.md and everything else as gpu-check.tar.gz.
 # Environment (run): TEST_TIMEOUT_S (200), GTEST_FILTER (gpu_tests),
@@ -56,6 +57,26 @@ run)
     nproc
   } | tee "$log"
   pre=build/test/gpu/prebuilt
+  echo "== gpu_tests" | tee -a "$log"
+  export LD_LIBRARY_PATH="$pre/lib" MODC_GPU_TEST_PACKAGES="$pre"
+  timeout "${TEST_TIMEOUT_S:-200}" build/test/gpu/gpu_tests \
+    --gtest_filter="${GTEST_FILTER:-*}" > "$work/gpu_tests.log" 2>&1
+  rc=$?
+  cat "$work/gpu_tests.log" >> "$log"
+  grep -E '^\[ *(FAILED|PASSED|SKIPPED) |Failure|error|Expected|Which is|differ' \
+    "$work/gpu_tests.log" | head -60
+  tail -3 "$work/gpu_tests.log"
+  echo "gpu_tests rc $rc" | tee -a "$log"
+  # A crash: where, from the same run under cuda-gdb (it debugs host code
+  # too; the driver's JIT cache makes the second run quicker).
+  if [[ $rc -ge 128 && $rc != 137 ]] && command -v cuda-gdb > /dev/null; then
+    echo "== gpu_tests under cuda-gdb" | tee -a "$log"
+    timeout "${TEST_TIMEOUT_S:-200}" cuda-gdb -batch -ex run -ex bt \
+      -ex 'info sharedlibrary' --args build/test/gpu/gpu_tests \
+      --gtest_filter="${GTEST_FILTER:-*}" > "$work/gdb.log" 2>&1
+    cat "$work/gdb.log" >> "$log"
+    grep -vE '^\[New Thread|^\[Thread .* exited|^\[ ' "$work/gdb.log" | tail -70
+  fi
   # Each tensor-core test in a process of its own, so that a kernel that
   # hangs or breaks the context costs that test alone.
   echo "== tensor_core_check" | tee -a "$log"
@@ -69,26 +90,14 @@ run)
     echo "tensor_core_check $t: rc $rc ($(grep -cE '^\[  FAILED' "$work/tc.log") failed lines)" |
       tee -a "$log"
     grep -E 'Failure|error|Expected|Which is|differ' "$work/tc.log" | head -8
+    # Ended with no failure printed: who ended it, under cuda-gdb.
+    if [[ $rc != 0 && $rc != 124 ]] && ! grep -qE '^\[  FAILED' "$work/tc.log" &&
+       command -v cuda-gdb > /dev/null; then
+      timeout 60 cuda-gdb -batch -ex 'catch syscall exit_group' -ex run -ex bt \
+        --args "$pre/tensor_core_check" --gtest_filter="$t" 2>&1 |
+        grep -vE '^\[New Thread|^\[Thread .* exited' | tail -40 | tee -a "$log"
+    fi
   done
-  echo "== gpu_tests" | tee -a "$log"
-  export LD_LIBRARY_PATH="$pre/lib" MODC_GPU_TEST_PACKAGES="$pre"
-  timeout "${TEST_TIMEOUT_S:-200}" build/test/gpu/gpu_tests \
-    --gtest_filter="${GTEST_FILTER:-*}" > "$work/gpu_tests.log" 2>&1
-  rc=$?
-  cat "$work/gpu_tests.log" >> "$log"
-  grep -E '^\[ *(FAILED|PASSED|SKIPPED) |Failure|error|Expected|Which is|differ' \
-    "$work/gpu_tests.log" | head -60
-  tail -3 "$work/gpu_tests.log"
-  echo "gpu_tests rc $rc" | tee -a "$log"
-  # A crash: where, from one test under cuda-gdb (it debugs host code too).
-  if [[ $rc -ge 128 && $rc != 137 ]] && command -v cuda-gdb > /dev/null; then
-    one=$(grep -oE '^\[       OK \] [^ ]+' "$work/gpu_tests.log" | awk '{print $4}' |
-          grep -v emulated | head -1)
-    echo "== gpu_tests --gtest_filter=$one under cuda-gdb" | tee -a "$log"
-    timeout 120 cuda-gdb -batch -ex run -ex bt -ex 'info sharedlibrary' \
-      --args build/test/gpu/gpu_tests --gtest_filter="$one" 2>&1 |
-      grep -vE '^\[New Thread|^\[Thread .* exited' | tail -60 | tee -a "$log"
-  fi
   if [[ "${BENCH:-1}" != 0 ]]; then
     echo "== bench/gpu/run.sh" | tee -a "$log"
     OUT="$work" bench/gpu/run.sh build > "$work/run.out" 2>&1

@@ -32,7 +32,10 @@
 #  11. bf16 on sm_90a, forward and forward+backward: wgmma fed by TMA
 #      (impl "modc") against wgmma reading its operands itself (impl
 #      "modc_notma": the third run, --cuda-gemms='tma=false').
-#  12. The MoD block with every epilogue fusion (impl "modc") against none
+#  12. bf16 on sm_90a: the MoD block with the selection's fused gather on
+#      the blocks a sequence modk-configure-gemms chose (impl "modc")
+#      against one (impl "modc_gather1": --cuda-gemms='gather-blocks=1').
+#  13. The MoD block with every epilogue fusion (impl "modc") against none
 #      (impl "modc_nofuse": packages compiled with --no-fuse=residual-add,
 #      activation,rows-epilogue,router-norm,select-gather), per dtype, forward and forward+backward.
 #
@@ -675,6 +678,23 @@ def report(T, P=None):
                      "TMA faster)\n\n" +
                      table(["d_model", "pass", "TMA", "no TMA", "TMA/no TMA"],
                            rows))
+
+    rows = []
+    for d in T.ds:
+        for w in WHATS:
+            split = T.diff("modc", "bf16", "mod", d, w)
+            one = T.diff("modc_gather1", "bf16", "mod", d, w)
+            if one is None:
+                continue
+            rows.append([str(d), w, fmt(split), fmt(one),
+                         fmt(ratio(split, one), 2)])
+    if rows:
+        parts.append("### bf16 MoD block on sm_90a: the selection's fused "
+                     "gather on its configured blocks a sequence against one "
+                     "(ms; --cuda-gemms='gather-blocks=1'; < 1: the split "
+                     "pays)\n\n" +
+                     table(["d_model", "pass", "configured", "one block",
+                            "configured/one"], rows))
 
     rows = []
     for d in T.ds:

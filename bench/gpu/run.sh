@@ -112,12 +112,14 @@ if [[ -n "$bench" ]]; then
       say "bench_gpu ($suffix) failed on $pkg (rc $?): $(tail -1 "$logf")"
   }
   # The bf16 products of sm_90a packages on mma.sync instead of wgmma
-  # (compiled with --cuda-gemms='path=mma'; "modc_mma" lines) and on wgmma
-  # without TMA ('tma=false'; "modc_notma"): the 0-layer and the MoD model.
+  # (compiled with --cuda-gemms='path=mma'; "modc_mma" lines), on wgmma
+  # without TMA ('tma=false'; "modc_notma"), and the selection's fused
+  # gather on one block a sequence ('gather-blocks=1'; "modc_gather1"):
+  # the 0-layer and the MoD model.
   if [[ ",$dtypes," == *,bf16,* && "${WGMMA_COMPARE:-1}" != 0 ]]; then
     for d in "${ds[@]}"; do
       for kind in none mod; do
-        for suffix in mma notma; do
+        for suffix in mma notma gather1; do
           time_twin "$packages/gpu_${kind}_d${d}_bf16_$suffix" "$suffix"
         done
       done
@@ -138,8 +140,9 @@ if [[ -n "$bench" ]]; then
     done
   fi
   # Where our time goes: MODC_PROFILE=1 makes the package wait after every
-  # kernel and print its time (a warm-up pass, then one timed pass; these
-  # timings include a host wait per kernel and are not the table's).
+  # kernel and print its time (a warm-up pass, then one timed pass, then a
+  # prefill and two decode steps, outside their CUDA graph; these timings
+  # include a host wait per kernel and are not the table's).
   # report.py takes the gathered GEMMs' rates and routing's share of the
   # block from the forward pass of these files.
   if [[ "${PROFILE:-1}" != 0 ]]; then
@@ -151,7 +154,7 @@ if [[ -n "$bench" ]]; then
         prof="profile_mod_d${d}${sfx}.txt"
         say "per-kernel profile of $(basename "$pkg") -> $prof"
         MODC_PROFILE=1 timeout 60 "$bench" "$pkg" --batch "$batch" --iters 1 \
-          --warmup 1 --only forward,fwd_bwd > /dev/null \
+          --warmup 1 --decode-iters 2 --only forward,fwd_bwd,decode > /dev/null \
           2> "$outdir/$prof" || say "profile failed (rc $?)"
       done
     done
