@@ -34,6 +34,12 @@ if [[ ! -x "$modc" ]]; then
   exit 1
 fi
 mkdir -p "$out"
+# run.sh's report names the commit the packages were compiled from.
+root="$(cd "$here/../.." && pwd)"
+{
+  git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown
+  git -C "$root" diff --quiet HEAD -- 2>/dev/null || echo "(with uncommitted changes)"
+} | paste -sd' ' > "$out/BUILT_FROM"
 
 dtypes="${DTYPES:-f32,bf16}"
 IFS=, read -ra dts <<< "$dtypes"

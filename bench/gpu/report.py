@@ -519,6 +519,26 @@ def routing_table(P, ds):
         rows, ROUTING_NOTE, missing)
 
 
+def twin_table(T, impl, title, names):
+    """The bf16 MoD block of our sm_90a packages ("modc") against their
+    twins compiled with other --cuda-gemms choices (impl): [] without
+    lines of impl, else the one section. names: the two columns and their
+    ratio."""
+    rows = []
+    for d in T.ds:
+        for w in WHATS:
+            ours = T.diff("modc", "bf16", "mod", d, w)
+            twin = T.diff(impl, "bf16", "mod", d, w)
+            if twin is None:
+                continue
+            rows.append([str(d), w, fmt(ours), fmt(twin),
+                         fmt(ratio(ours, twin), 2)])
+    if not rows:
+        return []
+    return ["### bf16 MoD block on sm_90a: " + title + "\n\n" +
+            table(["d_model", "pass"] + names, rows)]
+
+
 def report(T, P=None):
     P = P if P is not None else Profiles(None)
     all_ds = sorted(set(T.ds) | set(P.ds()) | {k[1] for k in T.cublas})
@@ -649,52 +669,19 @@ def report(T, P=None):
     parts.append(gemm_table(T, P, all_ds))
     parts.append(routing_table(P, all_ds))
 
-    head = ["d_model", "pass", "wgmma", "mma.sync", "wgmma/mma.sync"]
-    rows = []
-    for d in T.ds:
-        for w in WHATS:
-            wg = T.diff("modc", "bf16", "mod", d, w)
-            mma = T.diff("modc_mma", "bf16", "mod", d, w)
-            if mma is None:
-                continue
-            rows.append([str(d), w, fmt(wg), fmt(mma), fmt(ratio(wg, mma), 2)])
-    if rows:
-        parts.append("### bf16 MoD block on sm_90a: products on wgmma "
-                     "against mma.sync (ms; --cuda-gemms='path=mma'; < 1: wgmma "
-                     "faster)\n\n" + table(head, rows))
-
-    rows = []
-    for d in T.ds:
-        for w in WHATS:
-            tma = T.diff("modc", "bf16", "mod", d, w)
-            direct = T.diff("modc_notma", "bf16", "mod", d, w)
-            if direct is None:
-                continue
-            rows.append([str(d), w, fmt(tma), fmt(direct),
-                         fmt(ratio(tma, direct), 2)])
-    if rows:
-        parts.append("### bf16 MoD block on sm_90a: wgmma fed by TMA against "
-                     "wgmma reading its operands (ms; --cuda-gemms='tma=false'; < 1: "
-                     "TMA faster)\n\n" +
-                     table(["d_model", "pass", "TMA", "no TMA", "TMA/no TMA"],
-                           rows))
-
-    rows = []
-    for d in T.ds:
-        for w in WHATS:
-            split = T.diff("modc", "bf16", "mod", d, w)
-            one = T.diff("modc_gather1", "bf16", "mod", d, w)
-            if one is None:
-                continue
-            rows.append([str(d), w, fmt(split), fmt(one),
-                         fmt(ratio(split, one), 2)])
-    if rows:
-        parts.append("### bf16 MoD block on sm_90a: the selection's fused "
-                     "gather on its configured blocks a sequence against one "
-                     "(ms; --cuda-gemms='gather-blocks=1'; < 1: the split "
-                     "pays)\n\n" +
-                     table(["d_model", "pass", "configured", "one block",
-                            "configured/one"], rows))
+    parts += twin_table(
+        T, "modc_mma", "products on wgmma against mma.sync (ms; "
+        "--cuda-gemms='path=mma'; < 1: wgmma faster)",
+        ["wgmma", "mma.sync", "wgmma/mma.sync"])
+    parts += twin_table(
+        T, "modc_notma", "wgmma fed by TMA against wgmma reading its operands "
+        "(ms; --cuda-gemms='tma=false'; < 1: TMA faster)",
+        ["TMA", "no TMA", "TMA/no TMA"])
+    parts += twin_table(
+        T, "modc_gather1", "the selection's fused gather on its configured "
+        "blocks a sequence against one (ms; --cuda-gemms='gather-blocks=1'; "
+        "< 1: the split pays)",
+        ["configured", "one block", "configured/one"])
 
     rows = []
     for d in T.ds:

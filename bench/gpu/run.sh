@@ -57,7 +57,9 @@ fi
 {
   echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
   echo "command: bench/gpu/run.sh $*  (BATCH=$batch ITERS=$iters MAX_SECONDS=$max_s WARMUP=$warmup DECODE_ITERS=$decode_iters DTYPES=$dtypes D_MODELS=$d_models BUDGET_S=$budget)"
-  echo "commit: $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)"
+  # The packages' commit, as prepare.sh recorded it (this tree's checkout
+  # may be another commit's copy).
+  echo "packages built from: $(cat "$packages/BUILT_FROM" 2>/dev/null || echo unknown)"
   nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv 2>&1 || true
   python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__, 'cuda', torch.version.cuda)" 2>&1 || true
 } | tee -a "$logf" > "$outdir/header.txt"
