@@ -534,8 +534,8 @@ INSTANTIATE_TEST_SUITE_P(
                       Variant{"predictor", "swiglu", "sm_90a", true},
                       Variant{"predictor", "swiglu", "sm_80"},
                       Variant{"aux_loss", "gelu", "sm_80", true},
-                      // The selection and its gather split over blocks.
-                      Variant{"predictor", "swiglu", "emulated", false, 3},
+                      // The selection and its gather split over blocks
+                      // (emulated: CudaKernels.SelectGatherFused).
                       Variant{"aux_loss", "gelu", "sm_90a", true, 3}),
     [](const ::testing::TestParamInfo<Variant> &info) {
       return std::string(info.param.router) + "_" + info.param.mlp + "_" +
