@@ -39,8 +39,8 @@ pack)
   # The packages' sources and reports are not needed to run them.
   tar -czf "$carry/bench-packages.tar.gz" -C build/bench --exclude='*.cu' \
     --exclude='*.mlir' --exclude='ptxas-report.txt' gpu-packages gpu
-  echo "gpu-check.sh: $(du -sh "$carry" | cut -f1) in $carry; ignore it in" \
-       ".git/info/exclude and carry it (scripts/gpu-check.sh run there)"
+  echo "gpu-check.sh: $(du -sh "$carry" | cut -f1) in $carry (ignored by git);" \
+       "carry it to the GPU machine and run scripts/gpu-check.sh run there"
   ;;
 run)
   out="${OUT:-$(mktemp -d /tmp/gpu-check.XXXXXX)}"
