@@ -480,6 +480,12 @@ LogicalResult RouteSelectOp::verifyRegions() {
     return emitOpError("gather_blocks ")
            << *getGatherBlocks() << " exceeds the " << getK()
            << " rows a sequence gathers";
+  if (getGatherBlocks() && *getGatherBlocks() > 1 &&
+      getK() > kMaxSplitGatherRows)
+    return emitOpError("gather_blocks ")
+           << *getGatherBlocks() << " needs k <= " << kMaxSplitGatherRows
+           << " (each block keeps the k positions in shared memory); k is "
+           << getK();
   return verifyGatherRegion(*this, getFusedGather(), getSegments(),
                             getGatherPositions(), getSelectionBuffers());
 }

@@ -899,3 +899,21 @@ func.func @gather_blocks_zero(%r: memref<?x16xf32>, %pos: memref<?x4xi32>, %seg:
   modk.route_select %r -> %pos, %seg, %mask {causal_router = #modk.causal_router<none>, gather_blocks = 0 : i64, k = 4 : i64, layer = 1 : i64} : memref<?x16xf32>, memref<?x4xi32>, memref<?x1xi64>, memref<?x16xi32>
   return
 }
+
+// -----
+
+// Above 8192 rows a sequence, a block cannot keep the positions in shared
+// memory: the selection gathers on one block a sequence.
+func.func @gather_blocks_large_k(%r: memref<?x10000xf32>, %pos: memref<?x9000xi32>, %seg: memref<?x1xi64>, %mask: memref<?x10000xi32>, %x: memref<?x10000x32xf32>, %xs: memref<?x9000x32xf32>) {
+  // expected-error @+1 {{gather_blocks 2 needs k <= 8192 (each block keeps the k positions in shared memory); k is 9000}}
+  modk.route_select %r -> %pos, %seg, %mask {causal_router = #modk.causal_router<none>, gather_blocks = 2 : i64, k = 9000 : i64, layer = 1 : i64} : memref<?x10000xf32>, memref<?x9000xi32>, memref<?x1xi64>, memref<?x10000xi32> gather {
+    modk.rows ins(%x : memref<?x10000x32xf32>) rows %seg : memref<?x1xi64> tokens(%pos : memref<?x9000xi32>) outs(%xs : memref<?x9000x32xf32>) attributes {token_operands = array<i64: 0>} reduce {
+    ^bb0(%a: f32):
+      modk.yield
+    } body {
+    ^bb0(%a: f32):
+      modk.yield %a : f32
+    }
+  }
+  return
+}

@@ -155,3 +155,29 @@ modk.entry @select_gather attributes {model = #modk.model<name = "t", vocab_size
   %mask2 = modk.alloc : memref<?x2048xi32>
   modk.route_select %r2 -> %pos2, %seg2, %mask2 {causal_router = #modk.causal_router<none>, k = 256 : i64, layer = 2 : i64} : memref<?x2048xf32>, memref<?x256xi32>, memref<?x1xi64>, memref<?x2048xi32>
 }
+
+// -----
+
+// Above k = 8192 the positions would not fit a block's shared memory: one
+// block a sequence, also where gather-blocks is pinned.
+// CHECK-LABEL: modk.entry @select_gather_large_k
+// CHECK: gather_blocks = 1 : i64
+// PINNED-LABEL: modk.entry @select_gather_large_k
+// PINNED: gather_blocks = 1 : i64
+modk.entry @select_gather_large_k attributes {model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 10000, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = ["topk"], params = []} {
+  %x = modk.alloc : memref<?x10000x32xf32>
+  %r = modk.alloc : memref<?x10000xf32>
+  %pos = modk.alloc : memref<?x9000xi32>
+  %seg = modk.alloc : memref<?x1xi64>
+  %mask = modk.alloc : memref<?x10000xi32>
+  %xs = modk.alloc : memref<?x9000x32xf32>
+  modk.route_select %r -> %pos, %seg, %mask {causal_router = #modk.causal_router<none>, k = 9000 : i64, layer = 1 : i64} : memref<?x10000xf32>, memref<?x9000xi32>, memref<?x1xi64>, memref<?x10000xi32> gather {
+    modk.rows ins(%x : memref<?x10000x32xf32>) rows %seg : memref<?x1xi64> tokens(%pos : memref<?x9000xi32>) outs(%xs : memref<?x9000x32xf32>) attributes {token_operands = array<i64: 0>} reduce {
+    ^bb0(%a: f32):
+      modk.yield
+    } body {
+    ^bb0(%a: f32):
+      modk.yield %a : f32
+    }
+  }
+}

@@ -49,6 +49,11 @@ inline llvm::hash_code hash_value(const GemmVariant &v) {
 namespace modc::modk {
 class RowsOp; // a GEMM's `rows` epilogue names it before it is declared
 
+/// The most rows a sequence's selection may gather split over several
+/// blocks (`gather_blocks` > 1): each block keeps the k positions in shared
+/// memory (the CUDA select_topk).
+constexpr int64_t kMaxSplitGatherRows = 8192;
+
 /// The decode KV cache of a package (args->kv_cache): a causal prefill's
 /// attention writes it, a decode step's reads and appends to it.
 struct KVCacheResource

@@ -266,7 +266,7 @@ def ConfigureGemms : Pass<"modk-configure-gemms", "::modc::modk::EntryOp"> {
            "shape)">,
     Option<"gatherBlocks", "gather-blocks", "int64_t", /*default=*/"0",
            "Blocks a sequence of every selection with a fused gather (0: "
-           "by k and the part's SMs; at most k)">
+           "by k and the part's SMs; at most k; 1 above k = 8192)">
   ];
 }
 
