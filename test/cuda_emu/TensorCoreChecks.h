@@ -372,16 +372,6 @@ inline modk_cuda::bf16 bf16Bits(float x) {
   return b;
 }
 
-/// The value of a stored bf16, on the host. (modk_cuda::bf16's conversion
-/// is device code: nvcc's host stub of it ends the process with status 1,
-/// which only the GPU build reaches; the emulation's runs on the host.)
-inline float bf16Float(modk_cuda::bf16 b) {
-  const uint32_t u = uint32_t(b.bits) << 16;
-  float x;
-  std::memcpy(&x, &u, sizeof(x));
-  return x;
-}
-
 /// Expects got[i] to be want[i] bit for bit (NaN only where want is NaN).
 inline void expectSameBits(const std::vector<float> &got,
                            const std::vector<float> &want, const char *what) {
@@ -420,7 +410,7 @@ void checkBf16StoredOperands(int64_t rows, int offset, uint32_t seed) {
   auto readBf16 = [&](DeviceCopy<modk_cuda::bf16> &d) {
     std::vector<float> out;
     for (modk_cuda::bf16 b : d.read())
-      out.push_back(bf16Float(b));
+      out.push_back(float(b));
     return out;
   };
   auto rounded = [](std::vector<float> v) {
@@ -583,7 +573,7 @@ void checkTmaGemms(int64_t count, int64_t bound, uint32_t seed) {
   auto widen = [](const std::vector<bf16> &v) {
     std::vector<float> out;
     for (bf16 b : v)
-      out.push_back(bf16Float(b));
+      out.push_back(float(b));
     return out;
   };
   // Every stored form on the current path, each product a different one:

@@ -29,6 +29,7 @@
 #define MODC_CUDA_COMMON_INCLUDED
 
 #include <cstdint>
+#include <cstring>
 
 #if defined(__CUDACC__)
 #include <cuda_runtime.h>
@@ -121,23 +122,46 @@ __device__ __forceinline__ int64_t segmentOf(const int64_t *seg, int64_t nseg,
   return lo;
 }
 
+/// The bits of a float and back, on the device or the host.
+__host__ __device__ inline uint32_t floatBits(float x) {
+#if defined(__CUDA_ARCH__)
+  return __float_as_uint(x);
+#else
+  uint32_t u;
+  std::memcpy(&u, &x, sizeof(u));
+  return u;
+#endif
+}
+__host__ __device__ inline float bitsFloat(uint32_t u) {
+#if defined(__CUDA_ARCH__)
+  return __uint_as_float(u);
+#else
+  float x;
+  std::memcpy(&x, &u, sizeof(x));
+  return x;
+#endif
+}
+
 /// A bf16 in device memory: the KV cache of a bf16 model holds its keys and
 /// values in half the bytes (the CPU prelude's bf16). From a float it rounds
 /// to nearest, ties to even (the CPU's bf16_round; the keys and values
 /// written are bf16 already, so nothing is lost); to a float it is exact.
+/// Host code converts too (a test reading a device buffer back): a
+/// __device__-only conversion called there compiles, silently, to a host
+/// stub that ends the process.
 struct bf16 {
   uint16_t bits;
   bf16() = default;
-  __device__ bf16(float x) {
-    uint32_t u = __float_as_uint(x);
+  __host__ __device__ bf16(float x) {
+    uint32_t u = floatBits(x);
     if ((u & 0x7fffffffu) > 0x7f800000u)
       u |= 0x00400000u;
     else
       u += 0x7fffu + ((u >> 16) & 1u);
     bits = static_cast<uint16_t>(u >> 16);
   }
-  __device__ operator float() const {
-    return __uint_as_float(static_cast<uint32_t>(bits) << 16);
+  __host__ __device__ operator float() const {
+    return bitsFloat(static_cast<uint32_t>(bits) << 16);
   }
 };
 
