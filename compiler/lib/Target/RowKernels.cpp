@@ -732,10 +732,11 @@ LogicalResult PlanEmitter::emitRowKernelDefinitions() {
       // from memory (L2) in each pass instead of spilling.
       if (width <= kMaxRegisterWidth)
         stmts.keepInRegisters();
-      // Whether a row is visited column by column at all (not only values
-      // a row, as the causal-router loss's).
-      bool columnLoops =
-          sums + op.getNumMaxima() > 0 || stmts.hasElementOutputs();
+      // Whether a row sums or maximises over its columns, and whether it
+      // is visited column by column at all (not only values a row, as the
+      // causal-router loss's).
+      bool reduces = sums + op.getNumMaxima() > 0;
+      bool columnLoops = reduces || stmts.hasElementOutputs();
       os << fmt::format(
           "__global__ __launch_bounds__(modk_cuda::train_detail::colThreads<"
           "{1}>()) void modc_rows_{0}(const int64_t *rows, {2}, float "
@@ -756,8 +757,7 @@ LogicalResult PlanEmitter::emitRowKernelDefinitions() {
                             "columns a thread\n",
                             width)
               : std::string(),
-          sums + op.getNumMaxima() > 0 ? "  __shared__ float scratch[32];\n"
-                                       : "",
+          reduces ? "  __shared__ float scratch[32];\n" : "",
           columnLoops ? fmt::format("  constexpr int T = "
                                     "modk_cuda::train_detail::colThreads<{}>()"
                                     ";\n",

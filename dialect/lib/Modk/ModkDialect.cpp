@@ -473,19 +473,20 @@ static LogicalResult verifyGatherRegion(Operation *op, Region &region,
 RowsOp RouteSelectOp::getGatherRows() { return gatherRowsOf(getFusedGather()); }
 
 LogicalResult RouteSelectOp::verifyRegions() {
-  if (getGatherBlocks() && getFusedGather().empty())
-    return emitOpError("gather_blocks configures a fused gather; this op "
-                       "has no `gather` region");
-  if (getGatherBlocks() && *getGatherBlocks() > getK())
-    return emitOpError("gather_blocks ")
-           << *getGatherBlocks() << " exceeds the " << getK()
-           << " rows a sequence gathers";
-  if (getGatherBlocks() && *getGatherBlocks() > 1 &&
-      getK() > kMaxSplitGatherRows)
-    return emitOpError("gather_blocks ")
-           << *getGatherBlocks() << " needs k <= " << kMaxSplitGatherRows
-           << " (each block keeps the k positions in shared memory); k is "
-           << getK();
+  if (std::optional<uint64_t> blocks = getGatherBlocks()) {
+    if (getFusedGather().empty())
+      return emitOpError("gather_blocks configures a fused gather; this op "
+                         "has no `gather` region");
+    if (*blocks > getK())
+      return emitOpError("gather_blocks ")
+             << *blocks << " exceeds the " << getK()
+             << " rows a sequence gathers";
+    if (*blocks > 1 && getK() > kMaxSplitGatherRows)
+      return emitOpError("gather_blocks ")
+             << *blocks << " needs k <= " << kMaxSplitGatherRows
+             << " (each block keeps the k positions in shared memory); k is "
+             << getK();
+  }
   return verifyGatherRegion(*this, getFusedGather(), getSegments(),
                             getGatherPositions(), getSelectionBuffers());
 }

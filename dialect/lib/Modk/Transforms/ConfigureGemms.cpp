@@ -63,10 +63,8 @@ constexpr int64_t kWgmmaMinRows = 64;
 constexpr int64_t kAnyRows = std::numeric_limits<int64_t>::max();
 
 /// A selection's fused gather split over blocks (select_topk): rows a block
-/// gathers at least, and the most positions a block keeps in shared memory
-/// (modk.route_select's verifier holds the same bound).
+/// gathers at least.
 constexpr int64_t kGatherRowsPerBlock = 16;
-constexpr int64_t kMaxSplitGatherRows = modk::kMaxSplitGatherRows;
 
 int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
@@ -193,7 +191,7 @@ private:
   /// kGatherRowsPerBlock rows a block (two a warp), and one where the k
   /// positions would not fit a block's shared memory.
   int64_t selectGatherBlocks(int64_t k) const {
-    if (k > kMaxSplitGatherRows)
+    if (k > modk::kMaxSplitGatherRows)
       return 1;
     if (gatherBlocks > 0)
       return std::min(gatherBlocks.getValue(), k);
