@@ -96,6 +96,9 @@ struct __attribute__((aligned(16))) float4 {
 struct int2 {
   int x, y;
 };
+struct __attribute__((aligned(8))) uint2 {
+  unsigned x, y;
+};
 struct __attribute__((aligned(16))) uint4 {
   unsigned x, y, z, w;
 };

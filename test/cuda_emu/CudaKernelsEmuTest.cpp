@@ -300,6 +300,94 @@ TEST(CudaKernels, LinearRopeAndRope) {
   });
 }
 
+/// The few-row kernel (decode's products) against fp64 on fresh inputs:
+/// f32 and bf16 products, f32 and stored-bf16 activations, reductions in
+/// 4-element runs (K % 4 == 0) and one element at a time, row counts below
+/// and above a CTA's 8 rows; rows past *rows keep the sentinel.
+template <int N, int K, bool BF16, typename TA>
+void checkFewRows(int64_t rows, int64_t maxRows, uint32_t seed) {
+  auto a32 = randomFloats(maxRows * K, seed), w = randomFloats(N * K, seed + 1);
+  std::vector<TA> a(a32.begin(), a32.end());
+  auto value = [&](double x) { return BF16 ? bf16Exact(x) : x; };
+  std::vector<float> want(rows * N);
+  for (int64_t m = 0; m < rows; ++m)
+    for (int n = 0; n < N; ++n) {
+      double s = 0.0;
+      for (int k = 0; k < K; ++k)
+        s += value(float(a[m * K + k])) * value(w[n * K + k]);
+      want[m * N + n] = float(s);
+    }
+  std::vector<float> y(maxRows * N, kSentinel);
+  const int64_t launches = modk_cuda::detail::streamLaunches();
+  modk_cuda::linear<N, K, BF16>(a.data(), &rows, maxRows, w.data(), y.data(),
+                                nullptr);
+  EXPECT_EQ(launches + (maxRows > 0 ? 1 : 0),
+            modk_cuda::detail::streamLaunches());
+  SCOPED_TRACE(testing::Message() << "N " << N << " K " << K << " rows "
+                                  << rows << " bf16 " << BF16);
+  expectClose(y.data(), want.data(), rows * N, "few-row linear");
+  expectSentinel(y.data(), rows * N, maxRows * N, "few-row linear");
+}
+
+struct StreamPathGuard {
+  StreamPathGuard() { gemm_hooks::path() = gemm_hooks::Stream; }
+  ~StreamPathGuard() { gemm_hooks::path() = gemm_hooks::kDefaultPath; }
+};
+
+TEST(CudaKernels, LinearFewRows) {
+  StreamPathGuard guard;
+  checkFewRows<40, 700, false, float>(1, 4, 61);
+  checkFewRows<33, 1100, false, float>(16, 16, 62);
+  checkFewRows<96, 64, false, float>(9, 12, 63);
+  checkFewRows<5, 3, false, float>(3, 5, 64);
+  checkFewRows<70, 45, true, float>(8, 10, 65);
+  checkFewRows<64, 256, true, float>(13, 16, 66);
+  checkFewRows<64, 256, true, modk_cuda::bf16>(7, 8, 67);
+  checkFewRows<24, 37, true, modk_cuda::bf16>(2, 3, 68);
+}
+
+/// RoPE in the few-row kernel's epilogue (its CTAs hold rotation pairs),
+/// f32 and rounded to bf16, against the CPU product and rotation.
+TEST(CudaKernels, LinearRopeFewRows) {
+  StreamPathGuard guard;
+  // K: every warp of a CTA holds part of the reduction.
+  constexpr int H = 3, HD = 32, K = 520, N = H * HD;
+  const int64_t maxRows = 12, rows = 11;
+  auto a = randomFloats(maxRows * K, 71), w = randomFloats(N * K, 72);
+  std::vector<int32_t> pos(maxRows);
+  std::mt19937 gen(73);
+  for (auto &p : pos)
+    p = int32_t(gen() % 3000);
+  const float theta = 10000.0f;
+  std::vector<float> ref(maxRows * N, kSentinel);
+  modk_cpu::linear<N, K>(a.data(), rows, w.data(), ref.data());
+  modk_cpu::rope<H, HD>(ref.data(), rows, pos.data(), theta);
+  const int64_t fused = modk_cuda::detail::fusedRopeLaunches(),
+                launches = modk_cuda::detail::streamLaunches();
+  std::vector<float> y(maxRows * N, kSentinel);
+  modk_cuda::linear_rope<H, HD, K>(a.data(), &rows, maxRows, w.data(),
+                                   pos.data(), theta, 3000, y.data(), nullptr);
+  EXPECT_EQ(fused + 1, modk_cuda::detail::fusedRopeLaunches());
+  EXPECT_EQ(launches + 1, modk_cuda::detail::streamLaunches());
+  expectClose(y.data(), ref.data(), rows * N, "few-row linear_rope");
+  expectSentinel(y.data(), rows * N, maxRows * N, "few-row linear_rope");
+  // bf16 operands, the rotated values rounded: the CPU's bf16 product,
+  // rotation and rounding.
+  std::vector<float> refBf(maxRows * N, kSentinel), yBf(maxRows * N, kSentinel);
+  modk_cpu::linear<N, K, true>(a.data(), rows, w.data(), refBf.data());
+  modk_cpu::rope<H, HD>(refBf.data(), rows, pos.data(), theta);
+  for (int64_t i = 0; i < rows * N; ++i)
+    refBf[i] = modk_cpu::bf16_round(refBf[i]);
+  modk_cuda::linear_rope<H, HD, K, true>(a.data(), &rows, maxRows, w.data(),
+                                         pos.data(), theta, 3000, yBf.data(),
+                                         nullptr);
+  // One bf16 ulp (2^-8 relative) where the f32 sums straddle a rounding
+  // boundary.
+  expectClose(yBf.data(), refBf.data(), rows * N, "few-row bf16 linear_rope",
+              1.0f / 128);
+  expectSentinel(yBf.data(), rows * N, maxRows * N, "few-row bf16 linear_rope");
+}
+
 template <int N, int K>
 void checkDgrad(int64_t rows, int64_t maxRows, uint32_t seed) {
   auto dy = randomFloats(maxRows * N, seed), w = randomFloats(N * K, seed + 1);

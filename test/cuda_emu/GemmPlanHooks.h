@@ -9,8 +9,8 @@
 /// chose (docs/cuda.md). The kernel tests call the CUDA library directly and
 /// sweep the choices at run time, so the plan of their calls
 /// (modk_cuda::DefaultGemmPlan, which the library leaves to its callers)
-/// reads switches: the kernel family, the tile, TMA and its grid, and the
-/// weight gradient's chunk. By default it chooses as the pass does for an
+/// reads switches: the kernel family (or the few-row kernel), the tile, TMA
+/// and its grid, and the weight gradient's chunk. By default it chooses as the pass does for an
 /// sm_90a part of 132 SMs: the large tile where it gives a wave of CTAs
 /// (two on mma.sync), wgmma for bf16 products from 64 rows where
 /// MODC_CUDA_WGMMA (a test build for sm_90a, or the emulation) allows it.
@@ -36,7 +36,10 @@
 #endif
 
 namespace gemm_hooks {
-enum Path { Simt = 0, Mma = 1, Wgmma = 2 };
+enum Path { Simt = 0, Mma = 1, Wgmma = 2, Stream = 3 };
+/// Stream: products (not weight gradients) of up to this many rows take
+/// the few-row kernel, the others mma.sync.
+constexpr int64_t kStreamMaxRows = 16;
 /// The family of bf16 products (f32 products take mma.sync unless Simt).
 constexpr int kDefaultPath =
 #if defined(__CUDACC__) && MODC_CUDA_WGMMA
@@ -100,6 +103,11 @@ struct modk_cuda::DefaultGemmPlan {
   template <typename Product, typename F>
   static bool dispatch(int64_t rows, int64_t cols, F &&f) {
     namespace d = modk_cuda::detail;
+    if constexpr (Product::streamOperands)
+      if (gemm_hooks::path() == gemm_hooks::Stream &&
+          rows <= gemm_hooks::kStreamMaxRows)
+        return f(gemm_hooks::Variant<d::PathStream, d::StreamTile::BM,
+                                     d::StreamTile::BN, false, false>{});
     const bool wgmmaRows = rows >= 64 || gemm_hooks::tile() != 0;
     if constexpr (Product::bf16 && MODC_TEST_WGMMA_BUILT)
       if (gemm_hooks::path() == gemm_hooks::Wgmma && wgmmaRows) {

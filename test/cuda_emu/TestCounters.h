@@ -2,10 +2,11 @@
 //
 // The CUDA preludes and mainloops count a few host-side events for tests
 // (MODC_TEST_COUNT, a no-op in a package): TMA GEMM launches, the weight
-// roundings for them, and GEMMs that applied RoPE in their epilogue, so that
-// a check can tell which path ran. This header makes the counts real and
-// offers them as modk_cuda::detail::tmaStats() and fusedRopeLaunches(). It is
-// included before the kernels: through CudaEmulation.h in every emulated
+// roundings for them, GEMMs that applied RoPE in their epilogue, and
+// launches of the few-row kernel, so that a check can tell which path ran.
+// This header makes the counts real and offers them as
+// modk_cuda::detail::tmaStats(), fusedRopeLaunches() and streamLaunches().
+// It is included before the kernels: through CudaEmulation.h in every emulated
 // translation unit (so every unit agrees on the inline functions), and by
 // TensorCoreChecks.h for the GPU build of test/gpu/tensor_core_check.cu.
 //
@@ -16,7 +17,8 @@
 #include <cstdint>
 
 namespace modc_test_counters {
-inline int64_t tmaLaunches = 0, tmaRoundings = 0, fusedRopeLaunches = 0;
+inline int64_t tmaLaunches = 0, tmaRoundings = 0, fusedRopeLaunches = 0,
+               streamLaunches = 0;
 } // namespace modc_test_counters
 
 #define MODC_TEST_COUNT(counter) (++::modc_test_counters::counter)
@@ -34,6 +36,8 @@ inline TmaStats tmaStats() {
 inline int64_t fusedRopeLaunches() {
   return modc_test_counters::fusedRopeLaunches;
 }
+/// Launches of the few-row (weight-streaming) product kernel so far.
+inline int64_t streamLaunches() { return modc_test_counters::streamLaunches; }
 } // namespace detail
 } // namespace modk_cuda
 

@@ -60,7 +60,7 @@ Attribute GemmConfigAttr::parse(AsmParser &parser, Type) {
     std::optional<GemmPath> path = symbolizeGemmPath(pathName);
     if (!path) {
       parser.emitError(pathLoc, "unknown GEMM path '")
-          << pathName << "'; expected simt, mma or wgmma";
+          << pathName << "'; expected simt, mma, wgmma or stream";
       return {};
     }
     v.path = *path;
@@ -127,6 +127,12 @@ GemmConfigAttr::verify(function_ref<InFlightDiagnostic()> emitError,
       return emitError() << "variant " << i
                          << ": only wgmma kernels are fed by TMA, on a "
                             "positive number of CTAs";
+    if (v.path == GemmPath::stream &&
+        (v.tileRows != kStreamTileRows || v.tileCols != kStreamTileCols ||
+         v.separateEpilogue))
+      return emitError() << "variant " << i << ": the stream kernel's tile is "
+                         << kStreamTileRows << "x" << kStreamTileCols
+                         << " and holds every epilogue";
   }
   if (maxSplits < 1 || chunkRows < 0)
     return emitError() << "split must be at least 1 and chunk at least 0";
@@ -343,6 +349,26 @@ bool GemmOp::productsBf16() {
 
 bool GemmWgradOp::productsBf16() {
   return precisionIsBf16(*this, getPrecision());
+}
+
+/// The few-row kernel reads A and W with the reduction contiguous: forward
+/// products only.
+static LogicalResult verifyNoStreamVariant(Operation *op,
+                                           std::optional<GemmConfigAttr> config) {
+  if (config)
+    for (const GemmVariant &v : config->getVariants())
+      if (v.path == GemmPath::stream)
+        return op->emitOpError("the stream kernel runs forward products "
+                               "(modk.gemm) only");
+  return success();
+}
+
+LogicalResult GemmDgradOp::verify() {
+  return verifyNoStreamVariant(*this, getConfig());
+}
+
+LogicalResult GemmWgradOp::verify() {
+  return verifyNoStreamVariant(*this, getConfig());
 }
 
 LogicalResult GemmOp::verifyRegions() {

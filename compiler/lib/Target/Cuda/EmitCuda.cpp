@@ -192,6 +192,21 @@ void CudaEmitter::emitCall(const KernelCall &call, int indent) {
   writeCall(kernelNamespace(), withDeviceArgs, args, indent);
 }
 
+/// The kernel library's name of a GEMM kernel family (GemmTiles.cuh).
+static const char *libraryPathName(modk::GemmPath path) {
+  switch (path) {
+  case modk::GemmPath::simt:
+    return "Simt";
+  case modk::GemmPath::mma:
+    return "Mma";
+  case modk::GemmPath::wgmma:
+    return "Wgmma";
+  case modk::GemmPath::stream:
+    return "Stream";
+  }
+  llvm_unreachable("unknown GEMM path");
+}
+
 LogicalResult CudaEmitter::emitGemmPlans() {
   os << "// The kernels of each product, chosen by modk-configure-gemms for "
      << arch << ".\n";
@@ -229,9 +244,7 @@ LogicalResult CudaEmitter::emitGemmPlans() {
             "modk_cuda::detail::GemmVariant<{}, modk_cuda::detail::Path{}, "
             "{}, {}, {}, {}>",
             v.minRows,
-            v.path == modk::GemmPath::simt    ? "Simt"
-            : v.path == modk::GemmPath::mma ? "Mma"
-                                            : "Wgmma",
+            libraryPathName(v.path),
             v.tileRows, v.tileCols, v.tmaCtas,
             v.separateEpilogue ? "true" : "false"));
       std::string text;

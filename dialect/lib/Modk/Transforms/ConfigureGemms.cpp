@@ -1,7 +1,8 @@
 //===- ConfigureGemms.cpp - Each product's CUDA kernels --------*- C++ -*-===//
 //
 // The CUDA kernel library has GEMM mainloops in three families (SIMT f32,
-// mma.sync, wgmma; the last also TMA-fed), each in a small and a large tile.
+// mma.sync, wgmma; the last also TMA-fed), each in a small and a large tile,
+// and a few-row kernel for forward products of a handful of rows (decode).
 // Which one a product runs is a function of the part (SMs, shared memory,
 // instructions), the product's shape and its operands' storage, all known
 // here but the row count, which depends on the batch. So the choice is made
@@ -75,6 +76,7 @@ struct Product {
   bool bf16;             ///< operands rounded to bf16
   bool tmaOperands;      ///< operands TMA can read (stored bf16, aligned)
   int64_t ropeHeadDim;   ///< a RoPE epilogue's head width (0: none)
+  bool forward = false;  ///< a modk.gemm (the few-row kernel may run it)
 };
 
 class ConfigureGemmsPass
@@ -115,6 +117,9 @@ public:
       if (value < 0)
         return emitError(loc) << "modk-configure-gemms: " << name << " "
                               << value << "; expected 0 (auto) or more";
+    if (streamRows < 0)
+      return emitError(loc) << "modk-configure-gemms: stream-rows "
+                            << streamRows << "; expected 0 (none) or more";
     if (forcedPath == int(GemmPath::wgmma) && !target->wgmma)
       return emitError(loc)
              << "modk-configure-gemms: " << arch << " has no wgmma";
@@ -139,6 +144,7 @@ public:
                   0};
         if (gemm.getEpilogue() == modk::Epilogue::rope)
           p.ropeHeadDim = w[0] / *gemm.getNHeads();
+        p.forward = true;
         gemm.setConfigAttr(configure(ctx, p));
       } else if (auto dgrad = dyn_cast<modk::GemmDgradOp>(op)) {
         // dA [rows, K] = dY [rows, N] W [N, K].
@@ -283,8 +289,31 @@ private:
     } else {
       addPathVariants(variants, tensorPath, 0, kAnyRows, p);
     }
+    if (p.forward && streamRows > 0 && forcedPath < 0 && forcedTile == 0)
+      variants = withFewRowKernel(variants);
     return modk::GemmConfigAttr::get(ctx, variants, maxSplits,
                                      maxSplits > 1 ? wgradChunkRows : 0);
+  }
+
+  /// `variants` with rows up to streamRows on the few-row kernel: the
+  /// variants from there on start after it, those it covers whole go.
+  SmallVector<GemmVariant>
+  withFewRowKernel(ArrayRef<GemmVariant> variants) const {
+    GemmVariant stream;
+    stream.path = GemmPath::stream;
+    stream.tileRows = modk::kStreamTileRows;
+    stream.tileCols = modk::kStreamTileCols;
+    SmallVector<GemmVariant> out = {stream};
+    const int64_t from = streamRows + 1;
+    for (auto [i, v] : llvm::enumerate(variants)) {
+      int64_t until = i + 1 < variants.size() ? variants[i + 1].minRows
+                                              : kAnyRows;
+      if (until <= from)
+        continue;
+      out.push_back(v);
+      out.back().minRows = std::max(v.minRows, from);
+    }
+    return out;
   }
 
   /// Chunks a weight gradient's rows may split into: as many as bring its

@@ -1791,9 +1791,176 @@ constexpr bool tmaOperandsOk() {
          (DYN <= 1 || (!AK && !BKc));
 }
 
+//===----------------------------------------------------------------------===//
+// Few-row products: the weight streamed once
+//===----------------------------------------------------------------------===//
+
+/// A product of a few rows (decode's batch) reads its weight once and is
+/// bound by that read: a tile kernel gives it N / BN CTAs, each walking the
+/// whole reduction for 64 rows it does not have. Here a CTA of kStreamThreads
+/// threads makes BN output columns for BM rows (more rows: more CTAs along
+/// y, reading the columns again, from L2), its threads splitting the
+/// reduction in runs of 4 (16-byte weight loads); the partial sums meet in
+/// shared memory, and the epilogue runs on the totals. With RoPE a CTA's
+/// columns are BN / 2 rotation pairs (x, x + HD / 2) of a head, so any tile
+/// holds the epilogue. Products only (A and B with the reduction
+/// contiguous, rows from the host or the device): never a weight gradient.
+struct StreamTile {
+  static constexpr int BM = 8, BN = 4;
+};
+constexpr int kStreamThreads = 128;
+
+/// 4 (or 1: W) consecutive elements of an operand as floats, rounded to
+/// bf16 in a bf16 product.
+template <int W, bool BF, typename T>
+__device__ __forceinline__ void loadStreamRun(const T *p, float (&x)[4]) {
+  if constexpr (W == 4 && std::is_same<T, float>::value) {
+    const float4 v = *reinterpret_cast<const float4 *>(p);
+    x[0] = v.x, x[1] = v.y, x[2] = v.z, x[3] = v.w;
+  } else if constexpr (W == 4) { // bf16: one 8-byte load
+    const uint2 v = *reinterpret_cast<const uint2 *>(p);
+    x[0] = bitsFloat(v.x << 16), x[1] = bitsFloat(v.x & 0xffff0000u);
+    x[2] = bitsFloat(v.y << 16), x[3] = bitsFloat(v.y & 0xffff0000u);
+  } else {
+    x[0] = float(p[0]);
+  }
+  if constexpr (BF && std::is_same<T, float>::value)
+#pragma unroll
+    for (int e = 0; e < W; ++e)
+      x[e] = bf16Round(x[e]);
+}
+
+/// A thread's partial sums over the reduction steps l0, l0 + step, ... below
+/// L, W at a time: acc[c][r] for column c of cols (-1: none) and row r <
+/// rows of A.
+template <int W, bool BF, int BM, int BN, typename TA, typename TB>
+__device__ __forceinline__ void
+streamPartials(float (&acc)[BN][BM], const TA *A, int64_t lda, const TB *B,
+               int64_t ldb, const int64_t (&cols)[BN], int rows, int64_t l0,
+               int64_t L, int64_t step) {
+  for (int64_t l = l0; l + W <= L; l += step) {
+    float a[BM][4];
+#pragma unroll
+    for (int r = 0; r < BM; ++r)
+      if (r < rows)
+        loadStreamRun<W, BF>(A + r * lda + l, a[r]);
+      else
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+          a[r][e] = 0.0f; // rows past M: sums never stored
+#pragma unroll
+    for (int c = 0; c < BN; ++c) {
+      if (cols[c] < 0)
+        continue;
+      float b[4];
+      loadStreamRun<W, BF>(B + cols[c] * ldb + l, b);
+#pragma unroll
+      for (int r = 0; r < BM; ++r)
+#pragma unroll
+        for (int e = 0; e < W; ++e)
+          acc[c][r] = fmaf(a[r][e], b[e], acc[c][r]);
+    }
+  }
+}
+
+template <bool DYN, int EPI, bool BF, typename TA, typename TB, typename TC>
+__global__ __launch_bounds__(kStreamThreads) void gemmStreamKernel(
+    const TA *__restrict__ A, int64_t lda, const TB *__restrict__ B,
+    int64_t ldb, TC *C, int64_t ldc, const EpiArgs epi, int64_t M,
+    int64_t Ncols, int64_t L, const int64_t *dynRows) {
+  constexpr int BM = StreamTile::BM, BN = StreamTile::BN;
+  constexpr int kWarps = kStreamThreads / kWarp;
+  if (DYN)
+    M = *dynRows;
+  const int64_t m0 = int64_t(blockIdx.y) * BM;
+  if (m0 >= M)
+    return;
+  const int rows = int(minI64(BM, M - m0));
+  // The CTA's columns: BN in a row, or with RoPE BN / 2 pairs of a head.
+  int64_t cols[BN];
+#pragma unroll
+  for (int c = 0; c < BN; ++c) {
+    int64_t n = int64_t(blockIdx.x) * BN + c;
+    if constexpr (isEpiRope(EPI)) {
+      constexpr int Half = epiRopeHeadDim(EPI) / 2;
+      const int64_t pair = int64_t(blockIdx.x) * (BN / 2) + c / 2;
+      n = (pair / Half) * 2 * Half + pair % Half + (c % 2) * Half;
+    }
+    cols[c] = n < Ncols ? n : -1;
+  }
+  A += m0 * lda;
+  float acc[BN][BM];
+#pragma unroll
+  for (int c = 0; c < BN; ++c)
+#pragma unroll
+    for (int r = 0; r < BM; ++r)
+      acc[c][r] = 0.0f;
+  // 4-element runs where every run starts 16-byte aligned (8 for bf16 A),
+  // then the remainder (or everything) one element at a time.
+  const bool vec = L % 4 == 0 && lda % 4 == 0 && ldb % 4 == 0 &&
+                   (reinterpret_cast<uintptr_t>(A) % (4 * sizeof(TA))) == 0 &&
+                   (reinterpret_cast<uintptr_t>(B) % (4 * sizeof(TB))) == 0;
+  const int tid = threadIdx.x;
+  if (vec)
+    streamPartials<4, BF>(acc, A, lda, B, ldb, cols, rows, 4 * tid, L,
+                          4 * kStreamThreads);
+  else
+    streamPartials<1, BF>(acc, A, lda, B, ldb, cols, rows, tid, L,
+                          kStreamThreads);
+  // The warp's sums, then the CTA's.
+  __shared__ float part[kWarps][BN * BM];
+  __shared__ float total[BN * BM];
+  const int lane = tid % kWarp, warp = tid / kWarp;
+#pragma unroll
+  for (int c = 0; c < BN; ++c)
+#pragma unroll
+    for (int r = 0; r < BM; ++r) {
+      float v = acc[c][r];
+#pragma unroll
+      for (int o = kWarp / 2; o > 0; o /= 2)
+        v += __shfl_xor_sync(0xffffffffu, v, o);
+      if (lane == 0)
+        part[warp][c * BM + r] = v;
+    }
+  __syncthreads();
+  if (tid < BN * BM) {
+    float s = 0.0f;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w)
+      s += part[w][tid];
+    total[tid] = s;
+  }
+  __syncthreads();
+  if (tid >= BN * BM)
+    return;
+  const int c = tid / BM, r = tid % BM;
+  if (r >= rows || cols[c] < 0)
+    return;
+  const int64_t m = m0 + r, n = cols[c];
+  if constexpr (isEpiRope(EPI)) {
+    constexpr int HD = epiRopeHeadDim(EPI), Half = HD / 2;
+    if (c % 2 == 1)
+      return; // rotated with its pair's first column
+    float x0 = total[c * BM + r], x1 = total[(c + 1) * BM + r];
+    ropeRotatePair(x0, x1, ropeAngleAt<HD>(epi, epi.pos[m], int(n % HD)));
+    if (epiRopeRounds(EPI)) {
+      x0 = bf16Round(x0);
+      x1 = bf16Round(x1);
+    }
+    C[m * ldc + n] = TC(x0);
+    C[m * ldc + n + Half] = TC(x1);
+  } else if constexpr (isEpiRows(EPI)) {
+    RowsEpilogue<EPI - EpiRowsFirst>::store(total[tid], epi, m, n);
+  } else {
+    const int64_t idx = m * ldc + n;
+    C[idx] = TC(gemmEpilogue<EPI>(total[tid], epi, idx));
+  }
+}
+
 /// The GEMM kernel families: SIMT f32, mma.sync (3xTF32 or bf16) and wgmma
 /// (bf16 on sm_90a), as #modk.gemm_config names them.
-enum GemmPath { PathSimt, PathMma, PathWgmma };
+/// PathStream: few-row products (gemmStreamKernel).
+enum GemmPath { PathSimt, PathMma, PathWgmma, PathStream };
 
 /// The library's tiles by family and shape (modk-configure-gemms knows the
 /// same list); TMA: the stages fed by TMA.
@@ -1808,6 +1975,9 @@ template <> struct GemmTileFor<PathWgmma, false, 128, 64> { using T = WgSmall; }
 template <> struct GemmTileFor<PathWgmma, false, 128, 128> { using T = WgLarge; };
 template <> struct GemmTileFor<PathWgmma, true, 128, 64> { using T = TmaSmall; };
 template <> struct GemmTileFor<PathWgmma, true, 128, 128> { using T = TmaLarge; };
+template <> struct GemmTileFor<PathStream, false, StreamTile::BM, StreamTile::BN> {
+  using T = StreamTile;
+};
 
 /// The TMA path of a bf16 product with tmaOperandsOk on tile T: B's bf16
 /// copy where B is a weight, the launch on at most `ctas` CTAs. False where
@@ -1883,11 +2053,14 @@ template <typename First, typename...> struct FirstOf {
 };
 
 /// What a plan may look at besides the rows and columns: the product's
-/// epilogue, whether it rounds its operands to bf16, and whether its
-/// operand types allow TMA (tmaOperandsOk).
-template <int EPI, bool BF, bool TmaOperands> struct GemmProduct {
+/// epilogue, whether it rounds its operands to bf16, whether its operand
+/// types allow TMA (tmaOperandsOk), and whether it may take the few-row
+/// kernel (a product, not a weight gradient).
+template <int EPI, bool BF, bool TmaOperands, bool StreamOperands>
+struct GemmProduct {
   static constexpr int epilogue = EPI;
   static constexpr bool bf16 = BF, tmaOperands = TmaOperands;
+  static constexpr bool streamOperands = StreamOperands;
 };
 
 /// A product's configuration: its variants by ascending MinRows (the first
@@ -1920,9 +2093,10 @@ private:
   }
 };
 
-/// C = epilogue(A B) on variant V: its tile on its path; a TMA variant's
-/// kernel where its operands can be described to TMA, else the wgmma
-/// kernel of the same tile. False only where V's tile cannot hold the
+/// C = epilogue(A B) on variant V: its tile on its path (the few-row
+/// kernel holds every epilogue); a TMA variant's kernel where its operands
+/// can be described to TMA, else the wgmma kernel of the same tile. False
+/// only where V's tile cannot hold the
 /// epilogue (V says separateEpilogue): nothing is enqueued, and the caller
 /// runs the product with a plain store, then the epilogue as a kernel.
 template <typename V, bool AK, bool BKc, int DYN, int EPI, bool BF,
@@ -1935,7 +2109,19 @@ inline bool launchGemmVariant(const TA *A, int64_t lda, const TB *B,
                               int64_t kBound) {
   constexpr int P = V::path;
   using T = typename GemmTileFor<P, false, V::tileRows, V::tileCols>::T;
-  if constexpr (!epilogueFits<EPI, T>()) {
+  if constexpr (P == PathStream) {
+    static_assert(AK && BKc && DYN <= 1 && !V::tma,
+                  "the few-row kernel runs products, not weight gradients");
+    traceGemm("stream", M, Ncols, L, T::BM, T::BN, EPI);
+    MODC_TEST_COUNT(streamLaunches);
+    // With RoPE a CTA has BN / 2 pairs of columns: as many CTAs.
+    MODC_LAUNCH((gemmStreamKernel<DYN == 1, EPI, BF, TA, TB, TC>),
+                dim3(unsigned(ceilDiv(Ncols, T::BN)),
+                     unsigned(ceilDiv(M, T::BM))),
+                kStreamThreads, 0, stream, A, lda, B, ldb, C, ldc, epi, M,
+                Ncols, L, dynRows);
+    return true;
+  } else if constexpr (!epilogueFits<EPI, T>()) {
     static_assert(V::separateEpilogue,
                   "the configured tile cannot hold this epilogue");
     return false;
@@ -1982,8 +2168,8 @@ inline bool launchGemm(const TA *A, int64_t lda, const TB *B, int64_t ldb,
   static_assert(!isEpiRope(EPI) || DYN != 3, "RoPE of a partial product");
   if (M <= 0 || Ncols <= 0)
     return true;
-  using Product =
-      GemmProduct<EPI, BF, tmaOperandsOk<TA, TB, AK, BKc, DYN>()>;
+  using Product = GemmProduct<EPI, BF, tmaOperandsOk<TA, TB, AK, BKc, DYN>(),
+                              AK && BKc && DYN <= 1>;
   return PLAN::template dispatch<Product>(M, Ncols, [&](auto variant) {
     return launchGemmVariant<decltype(variant), AK, BKc, DYN, EPI, BF>(
         A, lda, B, ldb, C, ldc, epi, M, Ncols, L, dynRows, stream, splits,

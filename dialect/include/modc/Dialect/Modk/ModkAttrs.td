@@ -73,7 +73,8 @@ def Modk_Schedule : I32EnumAttr<"Schedule", "which layers of a model are routed"
 def Modk_GemmPath : I32EnumAttr<"GemmPath", "a CUDA GEMM kernel family", [
   I32EnumAttrCase<"simt", 0>,
   I32EnumAttrCase<"mma", 1>,
-  I32EnumAttrCase<"wgmma", 2>
+  I32EnumAttrCase<"wgmma", 2>,
+  I32EnumAttrCase<"stream", 3>
 ]> {
   let cppNamespace = "::modc::modk";
   let genSpecializedAttr = 0;
@@ -98,15 +99,16 @@ def Modk_GemmConfigAttr : AttrDef<Modk_Dialect, "GemmConfig"> {
     A product's row count is known only at run time (the batch), so the
     configuration is a table by rows: each variant runs from its `from`
     row count up to the next variant's. A variant names the kernel family
-    (`simt`, `mma` for mma.sync, `wgmma`), the output tile (rows x
-    columns of a CTA), `tma N` where the wgmma kernel is fed by TMA on a
+    (`simt`, `mma` for mma.sync, `wgmma`, or `stream`: the few-row kernel
+    that reads the weight once, forward products only), the output tile
+    (rows x columns of a CTA; `stream` has one, 8x4), `tma N` where the wgmma kernel is fed by TMA on a
     persistent grid of N CTAs, and `separate_epilogue` where the
     epilogue (RoPE) does not fit the tile and runs as a kernel of its own.
     `split N` (weight gradients): the rows may be split into up to N
     chunks whose partial products are summed in chunk order; `chunk N`
     fixes the chunk's rows.
 
-    `#modk.gemm_config<mma 64x64, from 64: wgmma 128x64 tma 264>`
+    `#modk.gemm_config<stream 8x4, from 17: mma 64x64, from 64: wgmma 128x64 tma 264>`
   }];
   let parameters = (ins
     ArrayRefParameter<"::modc::modk::GemmVariant", "variants by rows">:$variants,

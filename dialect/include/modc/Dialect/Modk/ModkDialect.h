@@ -54,6 +54,11 @@ class RowsOp; // a GEMM's `rows` epilogue names it before it is declared
 /// memory (the CUDA select_topk).
 constexpr int64_t kMaxSplitGatherRows = 8192;
 
+/// The tile of the CUDA few-row product kernel (`stream` in a
+/// #modk.gemm_config): a CTA's rows and output columns (the library's
+/// StreamTile).
+constexpr int64_t kStreamTileRows = 8, kStreamTileCols = 4;
+
 /// The decode KV cache of a package (args->kv_cache): a causal prefill's
 /// attention writes it, a decode step's reads and appends to it.
 struct KVCacheResource

@@ -609,6 +609,7 @@ def Modk_GemmDgradOp : Modk_GenericOp<"gemm_dgrad"> {
   let arguments = (ins Modk_Read:$dy, Modk_Read:$weight, Modk_Read:$segments,
                    Modk_ReadWritten:$da, BoolAttr:$accumulate,
                    OptionalAttr<Modk_GemmConfigAttr>:$config);
+  let hasVerifier = 1;
 }
 
 def Modk_GemmWgradOp : Modk_GenericOp<"gemm_wgrad"> {
@@ -623,6 +624,7 @@ def Modk_GemmWgradOp : Modk_GenericOp<"gemm_wgrad"> {
     /// Whether the products round their operands to bf16 (modk.gemm's).
     bool productsBf16();
   }];
+  let hasVerifier = 1;
 }
 
 def Modk_RMSNormGradOp : Modk_GenericOp<"rmsnorm_grad"> {
