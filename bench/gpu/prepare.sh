@@ -118,10 +118,11 @@ for job in "${jobs[@]}"; do
     rm -f "$out/$m.log"
     # run.sh's comparisons, for the bf16 sm_90a packages of the 0-layer and
     # the MoD model: the products pinned to mma.sync, to wgmma without
-    # TMA, and the selection's fused gather on one block a sequence
-    # (modk-configure-gemms' options).
+    # TMA, the selection's fused gather on one block a sequence, and the
+    # few-row products on the tile kernels (modk-configure-gemms' options).
     if [[ "$dt" == bf16 && "$arch" == sm_90a && ( "$base" == gpu_none_* || "$base" == gpu_mod_* ) ]]; then
-      for pin in "mma path=mma" "notma tma=false" "gather1 gather-blocks=1"; do
+      for pin in "mma path=mma" "notma tma=false" "gather1 gather-blocks=1" \
+                 "stream0 stream-rows=0"; do
         read -r suffix options <<< "$pin"
         if ! "$modc" compile "$src" --target cuda --arch "$arch" \
              --cuda-gemms="$options" -o "${pkg}_$suffix" > "$out/${m}_$suffix.log" 2>&1; then

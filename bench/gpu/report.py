@@ -38,6 +38,10 @@
 #  13. The MoD block with every epilogue fusion (impl "modc") against none
 #      (impl "modc_nofuse": packages compiled with --no-fuse=residual-add,
 #      activation,rows-epilogue,router-norm,select-gather), per dtype, forward and forward+backward.
+#  14. bf16 on sm_90a, the decode step of the 0-layer and the MoD model:
+#      few-row products on the weight-streaming kernel (impl "modc")
+#      against the tile kernels (impl "modc_stream0": --cuda-gemms=
+#      'stream-rows=0').
 #
 # 8 and 9 read the per-kernel profiles run.sh writes beside the JSON lines,
 # profile_mod_dN.txt (f32) and profile_mod_dN_bf16.txt: bench_gpu's stderr
@@ -682,6 +686,23 @@ def report(T, P=None):
         "blocks a sequence against one (ms; --cuda-gemms='gather-blocks=1'; "
         "< 1: the split pays)",
         ["configured", "one block", "configured/one"])
+
+    rows = []
+    for d in T.ds:
+        for kind in ("none", "mod"):
+            ours = T.get("modc", "bf16", "model", kind, d, "decode")
+            tiles = T.get("modc_stream0", "bf16", "model", kind, d, "decode")
+            if tiles is None:
+                continue
+            rows.append([str(d), kind, fmt(ours, 4), fmt(tiles, 4),
+                         fmt(ratio(ours, tiles), 2)])
+    if rows:
+        parts.append("### bf16 decode step on sm_90a: few-row products on the "
+                     "weight-streaming kernel against the tile kernels (ms, "
+                     "whole model; --cuda-gemms='stream-rows=0'; < 1: the "
+                     "few-row kernel pays)\n\n" +
+                     table(["d_model", "model", "stream", "tiles",
+                            "stream/tiles"], rows))
 
     rows = []
     for d in T.ds:

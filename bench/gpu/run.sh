@@ -103,14 +103,15 @@ if [[ -n "$bench" ]]; then
     done
   done
   # A package compiled with other choices, timed forward and
-  # forward+backward, its lines labelled `modc_SUFFIX`.
+  # forward+backward (or the passes in $3), its lines labelled
+  # `modc_SUFFIX`.
   time_twin() {
-    local pkg=$1 suffix=$2
+    local pkg=$1 suffix=$2 only=${3:-forward,fwd_bwd}
     [[ -f "$pkg/libmodel.so" ]] || return 0
     say "bench_gpu $(basename "$pkg") (modc_$suffix)"
     timeout 120 "$bench" "$pkg" --batch "$batch" --impl "modc_$suffix" \
       --iters "$iters" --warmup "$warmup" --max-seconds "$max_s" \
-      --only forward,fwd_bwd >> "$raw" 2>> "$logf" ||
+      --only "$only" --decode-iters "$decode_iters" >> "$raw" 2>> "$logf" ||
       say "bench_gpu ($suffix) failed on $pkg (rc $?): $(tail -1 "$logf")"
   }
   # The bf16 products of sm_90a packages on mma.sync instead of wgmma
@@ -124,6 +125,9 @@ if [[ -n "$bench" ]]; then
         for suffix in mma notma gather1; do
           time_twin "$packages/gpu_${kind}_d${d}_bf16_$suffix" "$suffix"
         done
+        # The few-row products on the tile kernels ('stream-rows=0';
+        # "modc_stream0"): the decode step.
+        time_twin "$packages/gpu_${kind}_d${d}_bf16_stream0" stream0 decode
       done
     done
   fi

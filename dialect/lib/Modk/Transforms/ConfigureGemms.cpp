@@ -119,7 +119,8 @@ public:
                               << value << "; expected 0 (auto) or more";
     if (streamRows < 0)
       return emitError(loc) << "modk-configure-gemms: stream-rows "
-                            << streamRows << "; expected 0 (none) or more";
+                            << streamRows.getValue()
+                            << "; expected 0 (none) or more";
     if (forcedPath == int(GemmPath::wgmma) && !target->wgmma)
       return emitError(loc)
              << "modk-configure-gemms: " << arch << " has no wgmma";
