@@ -7,7 +7,7 @@
 /// \file
 /// Lets the CUDA kernel preludes compile as plain C++ (g++ -std=c++20) and run
 /// on the CPU, so that their logic is tested where no GPU exists (CI). Every
-/// thread of a block is a fiber (ucontext) with its own stack; the fibers of
+/// thread of a block is a fiber with its own stack; the fibers of
 /// a block take turns on one OS thread and blocks run one after another, so
 /// a `__shared__` variable can be a function-local static. `__syncthreads`,
 /// `__syncwarp` and the warp shuffles are real barriers among those fibers
@@ -241,11 +241,61 @@ inline long max(long a, long b) { return a > b ? a : b; }
 
 namespace modc_emu {
 
+// Switching fibers. glibc's swapcontext saves and restores the signal mask,
+// two system calls a switch: they were 80 % of an emulated package's run.
+// On x86-64 a switch here saves the callee-saved registers, MXCSR and the
+// x87 control word on the old stack and loads the new stack pointer, as a
+// call would leave them. Under AddressSanitizer, whose stack bookkeeping
+// follows swapcontext (it intercepts it), the fibers keep ucontext.
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define MODC_EMU_ASAN 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__)
+#define MODC_EMU_ASAN 1
+#endif
+#if defined(__x86_64__) && !defined(MODC_EMU_ASAN)
+#define MODC_EMU_STACK_SWITCH 1
+
+/// Saves the running context on its stack and *save = its stack pointer,
+/// then resumes the context whose stack pointer is `load` (saved by this
+/// function, or laid out by startFiber).
+__attribute__((naked, noinline)) static void switchStacks(void ** /*save*/,
+                                                         void * /*load*/) {
+  asm("pushq %rbp\n\t"
+      "pushq %rbx\n\t"
+      "pushq %r12\n\t"
+      "pushq %r13\n\t"
+      "pushq %r14\n\t"
+      "pushq %r15\n\t"
+      "subq $8, %rsp\n\t"
+      "stmxcsr (%rsp)\n\t"
+      "fnstcw 4(%rsp)\n\t"
+      "movq %rsp, (%rdi)\n\t"
+      "movq %rsi, %rsp\n\t"
+      "ldmxcsr (%rsp)\n\t"
+      "fldcw 4(%rsp)\n\t"
+      "addq $8, %rsp\n\t"
+      "popq %r15\n\t"
+      "popq %r14\n\t"
+      "popq %r13\n\t"
+      "popq %r12\n\t"
+      "popq %rbx\n\t"
+      "popq %rbp\n\t"
+      "ret");
+}
+#endif
+
 /// One CUDA thread: a fiber on its own stack. Fibers of a block take turns
 /// on one OS thread and give way at barriers, so a block costs no OS threads
 /// and no locks.
 struct Fiber {
+#if MODC_EMU_STACK_SWITCH
+  void *sp = nullptr; ///< where switchStacks resumes it
+#else
   ucontext_t context;
+#endif
   /// Spinning: gave way in a wait loop (an mbarrier wait); runs again on
   /// the next round.
   enum State { Ready, Spinning, AtBlockBarrier, AtWarpBarrier, Done } state = Ready;
@@ -260,7 +310,11 @@ struct BlockState {
   std::vector<Fiber> fibers;
   std::vector<Warp> warps;
   std::vector<unsigned char> dynamicShared;
+#if MODC_EMU_STACK_SWITCH
+  void *scheduler = nullptr;
+#else
   ucontext_t scheduler;
+#endif
   std::function<void()> body;
 };
 
@@ -281,7 +335,11 @@ inline int myLane() { return linearThread % 32; }
 inline void parkAt(Fiber::State barrier) {
   Fiber &f = currentBlock->fibers[linearThread];
   f.state = barrier;
+#if MODC_EMU_STACK_SWITCH
+  switchStacks(&f.sp, currentBlock->scheduler);
+#else
   swapcontext(&f.context, &currentBlock->scheduler);
+#endif
 }
 
 template <typename T> inline T exchange(T value, int srcLane, int width) {
@@ -302,18 +360,61 @@ template <typename T> inline T exchange(T value, int srcLane, int width) {
 }
 
 /// Fiber stacks, kept across launches (untouched pages cost nothing).
+constexpr size_t kFiberStack = 256 * 1024;
 inline char *fiberStack(int t) {
-  constexpr size_t kStack = 256 * 1024;
   static std::vector<std::unique_ptr<char[]>> stacks;
   while ((int)stacks.size() <= t)
-    stacks.emplace_back(new char[kStack]);
+    stacks.emplace_back(new char[kFiberStack]);
   return stacks[t].get();
 }
 
 inline void fiberMain() {
   currentBlock->body();
   currentBlock->fibers[linearThread].state = Fiber::Done;
+#if MODC_EMU_STACK_SWITCH
+  Fiber &f = currentBlock->fibers[linearThread];
+  switchStacks(&f.sp, currentBlock->scheduler); // never resumed
+  __builtin_unreachable();
+#endif
   // Returning resumes the scheduler (uc_link).
+}
+
+/// Lays out a fresh fiber on `stack` that starts in fiberMain.
+inline void startFiber(Fiber &f, char *stack, BlockState &state) {
+#if MODC_EMU_STACK_SWITCH
+  (void)state;
+  // What switchStacks pops, from the top down: a return address for
+  // fiberMain (never used; it leaves the stack 16-byte aligned at its
+  // entry, as a call would), fiberMain to return to, six callee-saved
+  // registers, MXCSR and the x87 control word as they are now.
+  auto **sp = reinterpret_cast<void **>(
+      (reinterpret_cast<uintptr_t>(stack) + kFiberStack) & ~uintptr_t(15));
+  *--sp = nullptr;
+  *--sp = reinterpret_cast<void *>(&fiberMain);
+  for (int i = 0; i < 6; ++i)
+    *--sp = nullptr;
+  uint32_t control[2] = {__builtin_ia32_stmxcsr(), 0};
+  uint16_t x87;
+  asm volatile("fnstcw %0" : "=m"(x87));
+  control[1] = x87;
+  std::memcpy(--sp, control, sizeof(control));
+  f.sp = sp;
+#else
+  getcontext(&f.context);
+  f.context.uc_stack.ss_sp = stack;
+  f.context.uc_stack.ss_size = kFiberStack;
+  f.context.uc_link = &state.scheduler;
+  makecontext(&f.context, fiberMain, 0);
+#endif
+}
+
+/// Runs fiber f until it parks or ends.
+inline void resumeFiber(Fiber &f, BlockState &state) {
+#if MODC_EMU_STACK_SWITCH
+  switchStacks(&state.scheduler, f.sp);
+#else
+  swapcontext(&state.scheduler, &f.context);
+#endif
 }
 
 /// Runs one block in rounds. In the default order a round runs every fiber,
@@ -327,11 +428,7 @@ inline void runBlock(BlockState &state, dim3 block) {
   const int threads = (int)state.fibers.size();
   for (int t = 0; t < threads; ++t) {
     Fiber &f = state.fibers[t];
-    getcontext(&f.context);
-    f.context.uc_stack.ss_sp = fiberStack(t);
-    f.context.uc_stack.ss_size = 256 * 1024;
-    f.context.uc_link = &state.scheduler;
-    makecontext(&f.context, fiberMain, 0);
+    startFiber(f, fiberStack(t), state);
     f.state = Fiber::Ready;
   }
   const int warps = (threads + 31) / 32;
@@ -347,7 +444,7 @@ inline void runBlock(BlockState &state, dim3 block) {
     linearThread = t;
     threadIdx = dim3(unsigned(t % block.x), unsigned((t / block.x) % block.y),
                      unsigned(t / (block.x * block.y)));
-    swapcontext(&state.scheduler, &f.context);
+    resumeFiber(f, state);
     spinning |= f.state == Fiber::Spinning;
     progress |= !(wasSpinning && f.state == Fiber::Spinning);
   };
