@@ -271,15 +271,21 @@ TEST(CudaKernels, Swiglu) {
   expectSentinel(up.data(), rows * N, maxRows * N, "swiglu");
 }
 
+/// n token positions in [0, bound) (RoPE's angles).
+std::vector<int32_t> randomPositions(int64_t n, uint32_t seed, int32_t bound) {
+  std::vector<int32_t> pos(n);
+  std::mt19937 gen(seed);
+  for (auto &p : pos)
+    p = int32_t(gen() % uint32_t(bound));
+  return pos;
+}
+
 TEST(CudaKernels, LinearRopeAndRope) {
   forEachGemmPath([] {
     constexpr int H = 3, HD = 22, K = 26, N = H * HD;
     const int64_t maxRows = 30, rows = 27;
     auto a = randomFloats(maxRows * K, 41), w = randomFloats(N * K, 42);
-    std::vector<int32_t> pos(maxRows);
-    std::mt19937 gen(43);
-    for (auto &p : pos)
-      p = int32_t(gen() % 5000);
+    auto pos = randomPositions(maxRows, 43, 5000);
     const float theta = 10000.0f;
     std::vector<float> y(maxRows * N, kSentinel), ref(maxRows * N, kSentinel);
     modk_cuda::linear_rope<H, HD, K>(a.data(), &rows, maxRows, w.data(),
@@ -354,10 +360,7 @@ TEST(CudaKernels, LinearRopeFewRows) {
   constexpr int H = 3, HD = 32, K = 520, N = H * HD;
   const int64_t maxRows = 12, rows = 11;
   auto a = randomFloats(maxRows * K, 71), w = randomFloats(N * K, 72);
-  std::vector<int32_t> pos(maxRows);
-  std::mt19937 gen(73);
-  for (auto &p : pos)
-    p = int32_t(gen() % 3000);
+  auto pos = randomPositions(maxRows, 73, 3000);
   const float theta = 10000.0f;
   std::vector<float> ref(maxRows * N, kSentinel);
   modk_cpu::linear<N, K>(a.data(), rows, w.data(), ref.data());
