@@ -654,14 +654,17 @@ namespace modc_emu {
 /// buffers for the life of the process (RoPE tables, bf16 weight copies, the
 /// scratch buffer) and never frees them: a GPU's driver frees what a process
 /// leaves allocated when the process ends. The emulation does the same when
-/// the program (or the library that holds this copy of the emulation, for a
-/// package built with --cuda-emulation) ends, so that LeakSanitizer reports
-/// only memory that would leak on a GPU too: device memory that a package
-/// still frees by hand is unaffected. Constructed at the first cudaMalloc,
-/// after the sanitizer runtime, so it is destroyed before LeakSanitizer's
-/// check at exit. Hidden: one per shared library, as each package has its
-/// own allocations.
-struct __attribute__((visibility("hidden"))) DeviceAllocations {
+/// the process ends, so that LeakSanitizer reports only memory that would
+/// leak on a GPU too: device memory that a package still frees by hand is
+/// unaffected. Constructed at the first cudaMalloc, after the sanitizer
+/// runtime, so it is destroyed before LeakSanitizer's check at exit.
+/// One per process, shared by every emulated package in it (default
+/// visibility: the dynamic linker makes it unique). cudaMalloc and cudaFree
+/// are inline functions that the dynamic linker interposes across packages
+/// wherever a call was not inlined, so one package's copy may free what
+/// another's recorded; with a tracker per package that was a double free at
+/// exit (several emulated packages in one test process).
+struct DeviceAllocations {
   std::mutex mutex;
   std::set<void *> live;
   ~DeviceAllocations() {
@@ -678,8 +681,7 @@ struct __attribute__((visibility("hidden"))) DeviceAllocations {
     return e;
   }
 };
-inline __attribute__((visibility("hidden"))) DeviceAllocations &
-deviceAllocations() {
+inline DeviceAllocations &deviceAllocations() {
   static DeviceAllocations a;
   return a;
 }
@@ -709,7 +711,7 @@ inline cudaError_t cudaFree(void *p) {
   modc_emu::DeviceAllocations &a = modc_emu::deviceAllocations();
   {
     std::lock_guard<std::mutex> lock(a.mutex);
-    a.live.erase(p); // absent: memory of another library's emulation
+    a.live.erase(p);
   }
   std::free(p);
   return cudaSuccess;
