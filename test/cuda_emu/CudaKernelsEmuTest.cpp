@@ -309,7 +309,8 @@ TEST(CudaKernels, LinearRopeAndRope) {
 /// The few-row kernel (decode's products) against fp64 on fresh inputs:
 /// f32 and bf16 products, f32 and stored-bf16 activations, reductions in
 /// 4-element runs (K % 4 == 0) and one element at a time, row counts below
-/// and above a CTA's 8 rows; rows past *rows keep the sentinel.
+/// and above a CTA's 8 rows, up to the pass's 64; rows past *rows keep the
+/// sentinel.
 template <int N, int K, bool BF16, typename TA>
 void checkFewRows(int64_t rows, int64_t maxRows, uint32_t seed) {
   auto a32 = randomFloats(maxRows * K, seed), w = randomFloats(N * K, seed + 1);
@@ -350,6 +351,9 @@ TEST(CudaKernels, LinearFewRows) {
   checkFewRows<64, 256, true, float>(13, 16, 66);
   checkFewRows<64, 256, true, modk_cuda::bf16>(7, 8, 67);
   checkFewRows<24, 37, true, modk_cuda::bf16>(2, 3, 68);
+  // Up to the pass's bound (64 rows: eight CTAs along the rows).
+  checkFewRows<40, 130, true, float>(64, 64, 69);
+  checkFewRows<33, 64, false, float>(37, 40, 70);
 }
 
 /// RoPE in the few-row kernel's epilogue (its CTAs hold rotation pairs),

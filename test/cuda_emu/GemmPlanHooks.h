@@ -39,7 +39,7 @@ namespace gemm_hooks {
 enum Path { Simt = 0, Mma = 1, Wgmma = 2, Stream = 3 };
 /// Stream: products (not weight gradients) of up to this many rows take
 /// the few-row kernel, the others mma.sync.
-constexpr int64_t kStreamMaxRows = 16;
+constexpr int64_t kStreamMaxRows = 64;
 /// The family of bf16 products (f32 products take mma.sync unless Simt).
 constexpr int kDefaultPath =
 #if defined(__CUDACC__) && MODC_CUDA_WGMMA

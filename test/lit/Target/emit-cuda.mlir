@@ -31,10 +31,10 @@
 // CHECK: cp.async
 // Each product's #modk.gemm_config becomes a GemmPlan, the attribute beside
 // it; the calls name their plan (an f32 entry: mma.sync only, and the
-// few-row kernel for the forward products' first 16 rows).
+// few-row kernel for the forward products' first 64 rows).
 // CHECK: // The kernels of each product, chosen by modk-configure-gemms for sm_90a.
-// CHECK-NEXT: // #modk.gemm_config<stream 8x4, from 17: mma 64x64, from 33665: mma 128x128>
-// CHECK-NEXT: using [[PLAN:gemm_plan_[0-9]+]] = modk_cuda::detail::GemmPlan<1, 0, modk_cuda::detail::GemmVariant<0, modk_cuda::detail::PathStream, 8, 4, 0, false>, modk_cuda::detail::GemmVariant<17, modk_cuda::detail::PathMma, 64, 64, 0, false>, modk_cuda::detail::GemmVariant<33665, modk_cuda::detail::PathMma, 128, 128, 0, false>>;
+// CHECK-NEXT: // #modk.gemm_config<stream 8x4, from 65: mma 64x64, from 33665: mma 128x128>
+// CHECK-NEXT: using [[PLAN:gemm_plan_[0-9]+]] = modk_cuda::detail::GemmPlan<1, 0, modk_cuda::detail::GemmVariant<0, modk_cuda::detail::PathStream, 8, 4, 0, false>, modk_cuda::detail::GemmVariant<65, modk_cuda::detail::PathMma, 64, 64, 0, false>, modk_cuda::detail::GemmVariant<33665, modk_cuda::detail::PathMma, 128, 128, 0, false>>;
 // The input gradients' products: no few-row kernel.
 // CHECK-NEXT: // #modk.gemm_config<mma 64x64, from 33665: mma 128x128>
 // CHECK-NEXT: using gemm_plan_{{[0-9]+}} = modk_cuda::detail::GemmPlan<1, 0, modk_cuda::detail::GemmVariant<0, modk_cuda::detail::PathMma, 64, 64, 0, false>, modk_cuda::detail::GemmVariant<33665, modk_cuda::detail::PathMma, 128, 128, 0, false>>;

@@ -7,19 +7,19 @@
 // RUN: not mod-opt %s -split-input-file --pass-pipeline='builtin.module(modk.entry(modk-configure-gemms{arch=sm_80 path=wgmma}))' 2>&1 | FileCheck %s --check-prefix=NOWGMMA
 // RUN: mod-opt %s -split-input-file --pass-pipeline='builtin.module(modk.entry(modk-configure-gemms{sm-count=40}))' | FileCheck %s --check-prefix=FEWSMS
 // RUN: not mod-opt %s -split-input-file --pass-pipeline='builtin.module(modk.entry(modk-configure-gemms{gather-blocks=-1}))' 2>&1 | FileCheck %s --check-prefix=BADBLOCKS
-// RUN: mod-opt %s -split-input-file --pass-pipeline='builtin.module(modk.entry(modk-configure-gemms{stream-rows=100}))' | FileCheck %s --check-prefix=STREAM100
+// RUN: mod-opt %s -split-input-file --pass-pipeline='builtin.module(modk.entry(modk-configure-gemms{stream-rows=16}))' | FileCheck %s --check-prefix=STREAM16
 // RUN: mod-opt %s -split-input-file --pass-pipeline='builtin.module(modk.entry(modk-configure-gemms{stream-rows=0}))' | FileCheck %s --check-prefix=NOSTREAM
 // RUN: not mod-opt %s -split-input-file --pass-pipeline='builtin.module(modk.entry(modk-configure-gemms{stream-rows=-2}))' 2>&1 | FileCheck %s --check-prefix=BADSTREAM
 
 // A bf16 training entry on sm_90a (132 SMs). The forward products of up to
-// 16 rows (decode-sized) take the few-row kernel (stream), whatever their
-// epilogue, up to 63 mma.sync, 64 rows and more wgmma, and the large tile
+// 64 rows (decode-sized) take the few-row kernel (stream), whatever their
+// epilogue (the mma.sync variant below 64 rows goes), then wgmma (from 65;
+// the input gradient's from 64, below it mma.sync), and the large tile
 // from the rows where it still gives a wave of CTAs: 132 CTAs of 128 x 128
 // over 128 columns need 131 * 128 + 1 rows. The gradients' products never
 // take the few-row kernel (it reads the reduction contiguous).
-// - The queries (RoPE, heads of 64): no mma.sync tile has warps that hold a
-//   whole head, so from 17 to 63 rows RoPE runs as its own kernel; the wgmma
-//   tiles hold it. Their bf16-stored input is fed by TMA on a persistent
+// - The queries (RoPE, heads of 64): the few-row kernel and the wgmma
+//   tiles hold it (no mma.sync tile does: see stream-rows=16 below). Their bf16-stored input is fed by TMA on a persistent
 //   grid of two CTAs an SM on the small tile, one on the large.
 // - An f32-stored input cannot be read by TMA: the same kernels without it.
 // - The weight gradient of a 128 x 64 weight has 128 rows of output, known
@@ -29,9 +29,9 @@
 //   modk-generalize): mma.sync, two waves of 64 x 64 CTAs, and its weight
 //   gradient on mma.sync where the entry's bf16 ones take wgmma.
 // CHECK-LABEL: modk.entry @grad
-// CHECK: modk.gemm %{{.*}} -> %[[Q:.*]] {config = #modk.gemm_config<stream 8x4, from 17: mma 64x64 separate_epilogue, from 64: wgmma 128x64 tma 264, from 16769: wgmma 128x128 tma 132>, epilogue = #modk.epilogue<rope>
-// CHECK: modk.gemm %{{.*}} {config = #modk.gemm_config<stream 8x4, from 17: mma 64x64, from 64: wgmma 128x64, from 16769: wgmma 128x128>, epilogue = #modk.epilogue<none>}
-// CHECK: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 17: mma 64x64, from 33665: mma 128x128>, epilogue = #modk.epilogue<none>, precision = #modk.dtype<f32>}
+// CHECK: modk.gemm %{{.*}} -> %[[Q:.*]] {config = #modk.gemm_config<stream 8x4, from 65: wgmma 128x64 tma 264, from 16769: wgmma 128x128 tma 132>, epilogue = #modk.epilogue<rope>
+// CHECK: modk.gemm %{{.*}} {config = #modk.gemm_config<stream 8x4, from 65: wgmma 128x64, from 16769: wgmma 128x128>, epilogue = #modk.epilogue<none>}
+// CHECK: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 65: mma 64x64, from 33665: mma 128x128>, epilogue = #modk.epilogue<none>, precision = #modk.dtype<f32>}
 // CHECK-NEXT: modk.gemm_wgrad{{.*}} {config = #modk.gemm_config<mma 64x64, split 264>, precision = #modk.dtype<f32>}
 // Attention: the mma.sync flash kernels for heads of 64; heads of 12 are
 // no multiple of 8: SIMT.
@@ -42,13 +42,13 @@
 // CHECK: modk.gemm_wgrad{{.*}} {config = #modk.gemm_config<wgmma 128x128 tma 132>}
 // An A100 (sm_80, 108 SMs): mma.sync for every product, two waves of 108.
 // A100-LABEL: modk.entry @grad
-// A100: config = #modk.gemm_config<stream 8x4, from 17: mma 64x64 separate_epilogue, from 27521: mma 128x128 separate_epilogue>
-// A100: config = #modk.gemm_config<stream 8x4, from 17: mma 64x64, from 27521: mma 128x128>
-// A100: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 17: mma 64x64, from 27521: mma 128x128>, epilogue = #modk.epilogue<none>, precision = #modk.dtype<f32>}
+// A100: config = #modk.gemm_config<stream 8x4, from 65: mma 64x64 separate_epilogue, from 27521: mma 128x128 separate_epilogue>
+// A100: config = #modk.gemm_config<stream 8x4, from 65: mma 64x64, from 27521: mma 128x128>
+// A100: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 65: mma 64x64, from 27521: mma 128x128>, epilogue = #modk.epilogue<none>, precision = #modk.dtype<f32>}
 // A100: modk.gemm_wgrad{{.*}} {config = #modk.gemm_config<mma 64x64, split 108>}
 // An sm_90a part of 114 SMs (sm-count): the waves and grids follow.
 // SMS-LABEL: modk.entry @grad
-// SMS: config = #modk.gemm_config<stream 8x4, from 17: mma 64x64 separate_epilogue, from 64: wgmma 128x64 tma 228, from 14465: wgmma 128x128 tma 114>
+// SMS: config = #modk.gemm_config<stream 8x4, from 65: wgmma 128x64 tma 228, from 14465: wgmma 128x128 tma 114>
 // Pinned choices (what tests and benchmarks compile with): every product
 // on one kernel at any rows; the RoPE epilogue fits no mma.sync tile; every
 // weight gradient in chunks of 64 rows.
@@ -61,11 +61,12 @@
 // SIMT-LABEL: modk.entry @grad
 // SIMT: config = #modk.gemm_config<simt 64x64 separate_epilogue, from 33665: simt 128x128 separate_epilogue>
 // SIMT: modk.attention {{.*}} {mainloop = #modk.gemm_path<simt>
-// stream-rows=100: the few-row kernel covers mma.sync's rows whole (those
-// variants go) and the next variant starts at 101; stream-rows=0: none.
-// STREAM100-LABEL: modk.entry @grad
-// STREAM100: config = #modk.gemm_config<stream 8x4, from 101: wgmma 128x64 tma 264, from 16769: wgmma 128x128 tma 132>
-// STREAM100: config = #modk.gemm_config<stream 8x4, from 101: mma 64x64, from 33665: mma 128x128>, epilogue = #modk.epilogue<none>, precision
+// stream-rows=16: the few-row kernel takes part of mma.sync's rows, which
+// keep 17 to 63 (RoPE apart there: no mma.sync tile's warps hold a head);
+// stream-rows=0: none.
+// STREAM16-LABEL: modk.entry @grad
+// STREAM16: config = #modk.gemm_config<stream 8x4, from 17: mma 64x64 separate_epilogue, from 64: wgmma 128x64 tma 264, from 16769: wgmma 128x128 tma 132>, epilogue = #modk.epilogue<rope>
+// STREAM16: config = #modk.gemm_config<stream 8x4, from 17: mma 64x64, from 33665: mma 128x128>, epilogue = #modk.epilogue<none>, precision
 // NOSTREAM-LABEL: modk.entry @grad
 // NOSTREAM: config = #modk.gemm_config<mma 64x64 separate_epilogue, from 64: wgmma 128x64 tma 264, from 16769: wgmma 128x128 tma 132>
 // NOSTREAM-NOT: stream
@@ -114,11 +115,11 @@ modk.entry @grad attributes {model = #modk.model<name = "t", vocab_size = 64, d_
 
 // Decode makes no bf16 weight copies (no WeightCopyScope): its products
 // read their weights themselves, never through TMA. Its batch's rows (up
-// to 16) take the few-row kernel. A wide product (32768 columns, 256 large
+// to 64) take the few-row kernel. A wide product (32768 columns, 256 large
 // tiles across) fills a wave on the large wgmma tile at any row count.
 // CHECK-LABEL: modk.entry @decode
-// CHECK: config = #modk.gemm_config<stream 8x4, from 17: mma 64x64, from 64: wgmma 128x64, from 16769: wgmma 128x128>
-// CHECK: config = #modk.gemm_config<stream 8x4, from 17: mma 64x64, from 64: wgmma 128x128>, epilogue = #modk.epilogue<none>, round_bf16
+// CHECK: config = #modk.gemm_config<stream 8x4, from 65: wgmma 128x64, from 16769: wgmma 128x128>
+// CHECK: config = #modk.gemm_config<stream 8x4, from 65: wgmma 128x128>, epilogue = #modk.epilogue<none>, round_bf16
 modk.entry @decode attributes {model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = bf16>, modes = ["causal"], params = [{init = "ones", name = "wq", shape = [128, 64]}, {init = "ones", name = "wv", shape = [32768, 64]}]} {
   %wq = modk.param "wq" : memref<128x64xf32>
   %wv = modk.param "wv" : memref<32768x64xf32>

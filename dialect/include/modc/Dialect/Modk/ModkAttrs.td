@@ -108,7 +108,7 @@ def Modk_GemmConfigAttr : AttrDef<Modk_Dialect, "GemmConfig"> {
     chunks whose partial products are summed in chunk order; `chunk N`
     fixes the chunk's rows.
 
-    `#modk.gemm_config<stream 8x4, from 17: mma 64x64, from 64: wgmma 128x64 tma 264>`
+    `#modk.gemm_config<stream 8x4, from 65: wgmma 128x64 tma 264>`
   }];
   let parameters = (ins
     ArrayRefParameter<"::modc::modk::GemmVariant", "variants by rows">:$variants,
