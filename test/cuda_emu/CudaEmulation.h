@@ -370,9 +370,9 @@ inline char *fiberStack(int t) {
 
 inline void fiberMain() {
   currentBlock->body();
-  currentBlock->fibers[linearThread].state = Fiber::Done;
-#if MODC_EMU_STACK_SWITCH
   Fiber &f = currentBlock->fibers[linearThread];
+  f.state = Fiber::Done;
+#if MODC_EMU_STACK_SWITCH
   switchStacks(&f.sp, currentBlock->scheduler); // never resumed
   __builtin_unreachable();
 #endif

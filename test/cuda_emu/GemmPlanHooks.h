@@ -10,9 +10,10 @@
 /// sweep the choices at run time, so the plan of their calls
 /// (modk_cuda::DefaultGemmPlan, which the library leaves to its callers)
 /// reads switches: the kernel family (or the few-row kernel), the tile, TMA
-/// and its grid, and the weight gradient's chunk. By default it chooses as the pass does for an
-/// sm_90a part of 132 SMs: the large tile where it gives a wave of CTAs
-/// (two on mma.sync), wgmma for bf16 products from 64 rows where
+/// and its grid, and the weight gradient's chunk. By default it chooses as
+/// the pass does for an sm_90a part of 132 SMs, but for the few-row kernel
+/// (the Stream switch): the large tile where it gives a wave of CTAs (two
+/// on mma.sync), wgmma for bf16 products from 64 rows where
 /// MODC_CUDA_WGMMA (a test build for sm_90a, or the emulation) allows it.
 ///
 /// Include after the CUDA preludes.

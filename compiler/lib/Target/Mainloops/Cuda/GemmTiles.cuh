@@ -1810,6 +1810,12 @@ struct StreamTile {
 };
 constexpr int kStreamThreads = 128;
 
+/// Whether a product's operands suit the few-row kernel: both with the
+/// reduction contiguous, rows from the host or the device.
+template <bool AK, bool BKc, int DYN> constexpr bool streamOperandsOk() {
+  return AK && BKc && DYN <= 1;
+}
+
 /// 4 (or 1: W) consecutive elements of an operand as floats, rounded to
 /// bf16 in a bf16 product.
 template <int W, bool BF, typename T>
@@ -1889,12 +1895,7 @@ __global__ __launch_bounds__(kStreamThreads) void gemmStreamKernel(
     cols[c] = n < Ncols ? n : -1;
   }
   A += m0 * lda;
-  float acc[BN][BM];
-#pragma unroll
-  for (int c = 0; c < BN; ++c)
-#pragma unroll
-    for (int r = 0; r < BM; ++r)
-      acc[c][r] = 0.0f;
+  float acc[BN][BM] = {};
   // 4-element runs where every run starts 16-byte aligned (8 for bf16 A),
   // then the remainder (or everything) one element at a time.
   const bool vec = L % 4 == 0 && lda % 4 == 0 && ldb % 4 == 0 &&
@@ -2096,9 +2097,9 @@ private:
 /// C = epilogue(A B) on variant V: its tile on its path (the few-row
 /// kernel holds every epilogue); a TMA variant's kernel where its operands
 /// can be described to TMA, else the wgmma kernel of the same tile. False
-/// only where V's tile cannot hold the
-/// epilogue (V says separateEpilogue): nothing is enqueued, and the caller
-/// runs the product with a plain store, then the epilogue as a kernel.
+/// only where V's tile cannot hold the epilogue (V says separateEpilogue):
+/// nothing is enqueued, and the caller runs the product with a plain store,
+/// then the epilogue as a kernel.
 template <typename V, bool AK, bool BKc, int DYN, int EPI, bool BF,
           typename TA, typename TB, typename TC>
 inline bool launchGemmVariant(const TA *A, int64_t lda, const TB *B,
@@ -2110,7 +2111,7 @@ inline bool launchGemmVariant(const TA *A, int64_t lda, const TB *B,
   constexpr int P = V::path;
   using T = typename GemmTileFor<P, false, V::tileRows, V::tileCols>::T;
   if constexpr (P == PathStream) {
-    static_assert(AK && BKc && DYN <= 1 && !V::tma,
+    static_assert(streamOperandsOk<AK, BKc, DYN>() && !V::tma,
                   "the few-row kernel runs products, not weight gradients");
     traceGemm("stream", M, Ncols, L, T::BM, T::BN, EPI);
     MODC_TEST_COUNT(streamLaunches);
@@ -2169,7 +2170,7 @@ inline bool launchGemm(const TA *A, int64_t lda, const TB *B, int64_t ldb,
   if (M <= 0 || Ncols <= 0)
     return true;
   using Product = GemmProduct<EPI, BF, tmaOperandsOk<TA, TB, AK, BKc, DYN>(),
-                              AK && BKc && DYN <= 1>;
+                              streamOperandsOk<AK, BKc, DYN>()>;
   return PLAN::template dispatch<Product>(M, Ncols, [&](auto variant) {
     return launchGemmVariant<decltype(variant), AK, BKc, DYN, EPI, BF>(
         A, lda, B, ldb, C, ldc, epi, M, Ncols, L, dynRows, stream, splits,

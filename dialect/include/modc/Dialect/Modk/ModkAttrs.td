@@ -101,8 +101,8 @@ def Modk_GemmConfigAttr : AttrDef<Modk_Dialect, "GemmConfig"> {
     row count up to the next variant's. A variant names the kernel family
     (`simt`, `mma` for mma.sync, `wgmma`, or `stream`: the few-row kernel
     that reads the weight once, forward products only), the output tile
-    (rows x columns of a CTA; `stream` has one, 8x4), `tma N` where the wgmma kernel is fed by TMA on a
-    persistent grid of N CTAs, and `separate_epilogue` where the
+    (rows x columns of a CTA; `stream` has one, 8x4), `tma N` where the
+    wgmma kernel is fed by TMA on a persistent grid of N CTAs, and `separate_epilogue` where the
     epilogue (RoPE) does not fit the tile and runs as a kernel of its own.
     `split N` (weight gradients): the rows may be split into up to N
     chunks whose partial products are summed in chunk order; `chunk N`
