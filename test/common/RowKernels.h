@@ -157,6 +157,7 @@ constexpr auto crossEntropy5000 = rows_cpu::modc_rows_94;
 constexpr auto bce37 = rows_cpu::modc_rows_95;
 constexpr auto bceLoss37 = rows_cpu::modc_rows_96;
 constexpr auto bce40 = rows_cpu::modc_rows_97;
+constexpr auto roundBf16Rows48 = rows_cpu::modc_rows_98;
 // Gathers fused into the selection, S = 40, D = 70: functors {pos, x, w,
 // gathered, normed} (RMSNorm, eps 1e-5) and {pos, x, scale, w, gathered,
 // normed}, for select_topk and gather_sequences.
@@ -243,6 +244,7 @@ constexpr auto crossEntropy256 = rows_cuda::modc_rows_86;
 constexpr auto crossEntropy600 = rows_cuda::modc_rows_93;
 constexpr auto crossEntropy5000 = rows_cuda::modc_rows_94;
 constexpr auto bce40 = rows_cuda::modc_rows_97;
+constexpr auto roundBf16Rows48 = rows_cuda::modc_rows_98;
 using FusedGatherRmsnorm40x70 = rows_cuda::modc_gather_0;
 using FusedGatherScale40x70 = rows_cuda::modc_gather_1;
 using FusedDecodeGatherRmsnorm64 = rows_cuda::modc_gather_2;

@@ -472,6 +472,21 @@ modk.entry @forward attributes {model = #modk.model<name = "t", vocab_size = 1, 
   %by40 = modk.alloc : memref<?x40xi32>
   %bd40 = modk.alloc : memref<?x40xf32>
   modk.bce_loss(%bz40, %by40, %bd40, %losses) {n_routed = 2 : i64, weight = 3.000000e-01 : f64} : memref<?x40xf32>, memref<?x40xi32>, memref<?x40xf32>, memref<3xf32>
+  // 98: the bf16 rounding of the values attention reads in a bf16 model
+  // (modk-generalize writes it as their product's `rows` epilogue; here a
+  // row kernel of N = 48): y = bf16(x), held as f32
+  // (CpuKernels.RoundBf16Rows, CudaKernels.RoundBf16Rows).
+  %rx48 = modk.alloc : memref<?x1x48xf32>
+  %ry48 = modk.alloc : memref<?x1x48xf32>
+  modk.rows ins(%rx48 : memref<?x1x48xf32>) rows %seg : memref<?x1xi64> outs(%ry48 : memref<?x1x48xf32>) reduce {
+  ^bb0(%x: f32):
+    modk.yield
+  } body {
+  ^bb0(%x: f32):
+    %narrow = arith.truncf %x : f32 to bf16
+    %wide = arith.extf %narrow : bf16 to f32
+    modk.yield %wide : f32
+  }
 }
 // The optimizer's element update: modk-generate-optimizer writes
 // `modk.optimizer @adamw` beside this (empty) training entry, and the

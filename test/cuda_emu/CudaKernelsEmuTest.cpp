@@ -752,6 +752,24 @@ TEST(CudaKernels, RmsnormAndAdd) {
   expectBf16Of(xb, x.data(), rows * D, unset, "store_rows");
 }
 
+// The generated bf16 rounding (arith.truncf/extf; the values attention
+// reads in a bf16 model) rounds the rows below the count, by definition and
+// as the CPU's, and leaves the others.
+TEST(CudaKernels, RoundBf16Rows) {
+  constexpr int N = 48;
+  const int64_t rows = 5, maxRows = 7;
+  auto x = randomFloats(maxRows * N, 3401, -50.0f, 50.0f);
+  std::vector<float> got(maxRows * N, kSentinel), cpu(rows * N);
+  gen_cuda::launch(gen_cuda::roundBf16Rows48, &rows, maxRows, x.data(),
+                   got.data());
+  gen_cpu::roundBf16Rows48(rows, x.data(), cpu.data());
+  for (int64_t i = 0; i < rows * N; ++i) {
+    ASSERT_EQ(double(got[i]), bf16Exact(x[i])) << i;
+    ASSERT_EQ(__float_as_uint(got[i]), __float_as_uint(cpu[i])) << i;
+  }
+  expectSentinel(got.data(), rows * N, maxRows * N, "rounding");
+}
+
 TEST(CudaKernels, IdentitySegments) {
   constexpr int S = 37;
   const int64_t B = 3;

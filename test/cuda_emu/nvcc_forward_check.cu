@@ -82,7 +82,6 @@ void instantiateBf16(cudaStream_t st) {
   const bf16 *cb = nullptr;
   linear_wgrad<FF, D, true>(cf, rows, maxRows, cb, f, st);
   linear_wgrad<D, FF, true>(cf, rows, maxRows, cb, f, f, st); // split
-  round_bf16<D>(f, rows, maxRows, st);
   causal_attention<H, D / H, true>(cf, cf, cf, 8, rows, nullptr, 2048, f, st);
   bf16 *cache = nullptr;
   cache_append<2048, D>(cf, cf, 8, rows, pos, pos, cache, cache, nullptr, st);

@@ -23,6 +23,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <iterator>
 #include <numeric>
 #include <random>
 #include <vector>
@@ -223,6 +224,44 @@ TEST(CpuKernels, AddRows) {
   // In place: the same sum.
   gen_cpu::add40(rows, x.data(), y.data(), x.data());
   EXPECT_EQ(x, sum);
+}
+
+// The bf16 rounding modc generates from arith.truncf/extf (the values a
+// bf16 model's attention reads), against rounding by the definition: the
+// nearer of the two bf16 neighbours of x, the even one on a tie.
+TEST(CpuKernels, RoundBf16Rows) {
+  constexpr int N = 48;
+  const int64_t rows = 6;
+  auto x = randn(rows * N, 18, 40.0f);
+  // Ties (the 16 dropped bits exactly half), both parities, inf and NaN.
+  const uint32_t special[] = {0x3f808000u, 0x3f818000u, 0xbf808000u,
+                              0x7f800000u, 0xff800000u, 0x7fc00001u,
+                              0x7f7fffffu, 0x00018000u};
+  for (size_t i = 0; i < std::size(special); ++i)
+    std::memcpy(&x[3 * i], &special[i], sizeof(float));
+  std::vector<float> y(x.size(), -1.0f);
+  gen_cpu::roundBf16Rows48(rows, x.data(), y.data());
+  for (size_t i = 0; i < x.size(); ++i) {
+    uint32_t u;
+    std::memcpy(&u, &x[i], sizeof(u));
+    if (std::isnan(x[i])) {
+      EXPECT_TRUE(std::isnan(y[i])) << i;
+      continue;
+    }
+    float down, up;
+    const uint32_t lo = u & 0xffff0000u, hi = lo + 0x10000u;
+    std::memcpy(&down, &lo, sizeof(down));
+    std::memcpy(&up, &hi, sizeof(up));
+    // Past the largest bf16 the next step up is 2^128, which rounds to inf.
+    const double upValue = std::isinf(up) ? std::copysign(0x1p128, x[i]) : up;
+    const double dd = std::fabs(double(x[i]) - down),
+                 du = std::fabs(upValue - x[i]);
+    const float want =
+        std::isinf(x[i]) ? x[i]
+        : dd != du       ? (dd < du ? down : up)
+                         : ((lo >> 16) & 1u ? up : down);
+    EXPECT_EQ(y[i], want) << i << ": " << x[i];
+  }
 }
 
 TEST(CpuKernels, StoreRowsRoundsIntoBf16) {

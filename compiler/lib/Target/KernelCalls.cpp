@@ -73,6 +73,10 @@ LogicalResult PlanEmitter::emitKernel(Operation *op) {
              << modk::stringifyEpilogue(e)
              << " epilogue is generated from its math: run modk-generalize "
                 "before emitting";
+    if (gemm.getRoundBf16() && e != modk::Epilogue::rope)
+      return op->emitOpError("rounds its output to bf16 outside RoPE: "
+                             "modk-generalize writes that rounding as a "
+                             "`rows` epilogue; run it before emitting");
     int64_t n = cast<MemRefType>(gemm.getWeights()[0].getType()).getDimSize(0);
     int64_t k = cast<MemRefType>(gemm.getWeights()[0].getType()).getDimSize(1);
     int indent = openGroup(fmt::format("modk.gemm [{} x {}] epilogue={}", n, k,

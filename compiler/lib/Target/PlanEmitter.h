@@ -210,14 +210,12 @@ protected:
   }
   /// `call` of a product `op` (a modk.gemm, gemm_dgrad, gemm_wgrad or
   /// predictor) with its GemmPlan where the target has one (CUDA): then the
-  /// BF16 flag before it is written even where it is 0 (`bf16Slot`: the
-  /// kernel has one).
-  KernelCall withGemmPlan(KernelCall call, mlir::Operation *op,
-                          bool bf16Slot = true) {
+  /// BF16 flag before it is written even where it is 0.
+  KernelCall withGemmPlan(KernelCall call, mlir::Operation *op) {
     std::string plan = gemmPlanName(op);
     if (plan.empty())
       return call;
-    if (bf16Slot && !productsBf16(op))
+    if (!productsBf16(op))
       call.deviceTemplateArgs.push_back(0);
     call.devicePlan = std::move(plan);
     return call;

@@ -126,6 +126,12 @@ private:
         .Case([&](math::LogOp) { return call("std::log", "logf"); })
         .Case([&](math::Log1pOp) { return call("std::log1p", "log1pf"); })
         .Case([&](math::AbsFOp) { return call("std::fabs", "fabsf"); })
+        // A rounding to bf16 (the verifier lets only arith.extf read it):
+        // the rounded value, held as the f32 it reads back as.
+        .Case([&](arith::TruncFOp) {
+          return call("modk_cpu::bf16_round", "modk_cuda::detail::bf16Round");
+        })
+        .Case([&](arith::ExtFOp) { return operand(0); })
         .Case([&](arith::MaxNumFOp) {
           return fmt::format("{}({}, {})", cuda ? "fmaxf" : "std::fmax",
                              operand(0), operand(1));

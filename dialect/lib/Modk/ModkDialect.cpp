@@ -2,6 +2,7 @@
 
 #include "modc/Dialect/Modk/ModkDialect.h"
 
+#include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/OpImplementation.h"
 #include "llvm/ADT/STLExtras.h"
@@ -828,6 +829,16 @@ static LogicalResult verifyRowsBlock(Operation *op, Block &block,
         !isa<ColumnOp, RowCountOp>(inner))
       return inner.emitOpError("is not allowed in a kernel region: only "
                                "arith and math ops are");
+    // bf16 only as a rounding: arith.truncf to bf16 read back by
+    // arith.extf, so every value the code holds is an f32 (or a condition).
+    if (auto narrow = dyn_cast<arith::TruncFOp>(inner);
+        narrow && narrow.getType().isBF16()) {
+      if (!llvm::all_of(narrow->getUsers(),
+                        [](Operation *u) { return isa<arith::ExtFOp>(u); }))
+        return inner.emitOpError("rounds to bf16 in a kernel region: only "
+                                 "arith.extf back to f32 may read it");
+      continue;
+    }
     for (Type t : inner.getResultTypes())
       if (!t.isF32() && !t.isInteger(1))
         return inner.emitOpError("in a kernel region must compute f32 (or i1)");

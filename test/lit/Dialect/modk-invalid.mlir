@@ -190,6 +190,24 @@ func.func @rows_foreign_op(%x: memref<?x16x32xf32>, %seg: memref<?x1xi64>, %y: m
 
 // -----
 
+// bf16 only as a rounding: arith.truncf to bf16 read by arith.extf alone.
+func.func @rows_bf16_value(%x: memref<?x16x32xf32>, %seg: memref<?x1xi64>, %y: memref<?x16x32xf32>) {
+  modk.rows ins(%x : memref<?x16x32xf32>) rows %seg : memref<?x1xi64> outs(%y : memref<?x16x32xf32>) reduce {
+  ^bb0(%a: f32):
+    modk.yield
+  } body {
+  ^bb0(%a: f32):
+    // expected-error @+1 {{rounds to bf16 in a kernel region: only arith.extf back to f32 may read it}}
+    %b = arith.truncf %a : f32 to bf16
+    %c = arith.addf %b, %b : bf16
+    %d = arith.extf %c : bf16 to f32
+    modk.yield %d : f32
+  }
+  return
+}
+
+// -----
+
 // Row buffers of one row set share their shape.
 func.func @rows_row_shapes(%x: memref<?x8x32xf32>, %seg: memref<?x1xi64>, %y: memref<?x16x32xf32>) {
   // expected-error @+1 {{all row buffers must have one shape}}

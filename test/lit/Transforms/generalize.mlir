@@ -3,7 +3,7 @@
 
 // Every named row kernel becomes a modk.rows whose regions spell its math;
 // kernels of other kinds (here a GEMM) are left as they are, in place.
-// ROUNDTRIP-COUNT-25: modk.rows
+// ROUNDTRIP-COUNT-26: modk.rows
 
 // RMSNorm: the sum of squares is the reduction; the body scales each
 // element by 1 / sqrt(sum / D + eps) and the weight (a vector of D).
@@ -191,7 +191,10 @@ modk.entry @decode attributes {model = #modk.model<name = "t", vocab_size = 64, 
 // The residual add reads the stream and writes it at the row; GELU is the
 // product's alone (here into bf16 rows); SwiGLU's gate product becomes a
 // plain GEMM into its scratch rows first, which the up projection's
-// epilogue reads. RoPE keeps its name (it pairs columns).
+// epilogue reads. RoPE keeps its name (it pairs columns), and with it
+// its rounding to bf16 (round_bf16); a plain product that modk-store-bf16
+// told to round (a bf16 model's values) rounds in a `rows` epilogue:
+// arith.truncf to bf16 and back.
 // CHECK-LABEL: modk.entry @epilogues
 // CHECK: modk.gemm %[[EA:.*]], [%[[EWO:.*]]] rows %[[ESEG:.*]] -> %[[EX:.*]] {epilogue = #modk.epilogue<rows>} : {{.*}} epilogue {
 // CHECK-NEXT: ^bb0(%[[P1:.*]]: memref<?x16x32xf32>):
@@ -211,7 +214,17 @@ modk.entry @decode attributes {model = #modk.model<name = "t", vocab_size = 64, 
 // CHECK: } body {
 // CHECK-NEXT: ^bb0(%[[SG:.*]]: f32, %[[SU:.*]]: f32):
 // CHECK: math.exp
-// CHECK: modk.gemm {{.*}} {epilogue = #modk.epilogue<rope>
+// CHECK: modk.gemm {{.*}} {epilogue = #modk.epilogue<rope>, n_heads = 2 : i64, rope_theta = 1.000000e+04 : f64} :
+// CHECK: modk.gemm {{.*}} {epilogue = #modk.epilogue<rope>, n_heads = 2 : i64, rope_theta = 1.000000e+04 : f64, round_bf16} :
+// CHECK: modk.gemm %[[EN]], [%[[EWO]]] rows %[[ESEG]] -> %[[EV:.*]] {epilogue = #modk.epilogue<rows>} : {{.*}} epilogue {
+// CHECK-NEXT: ^bb0(%[[P4:.*]]: memref<?x16x32xf32>):
+// CHECK-NEXT: modk.rows ins(%[[P4]] : memref<?x16x32xf32>) rows %[[ESEG]] : memref<?x1xi64> outs(%[[EV]] : memref<?x16x32xf32>) reduce {
+// CHECK: } body {
+// CHECK-NEXT: ^bb0(%[[VP:.*]]: f32):
+// CHECK-NEXT: %[[VB:.*]] = arith.truncf %[[VP]] : f32 to bf16
+// CHECK-NEXT: %[[VR:.*]] = arith.extf %[[VB]] : bf16 to f32
+// CHECK-NEXT: modk.yield %[[VR]] : f32
+// CHECK-NOT: round_bf16
 // CHECK-NOT: residual_add
 // CHECK-NOT: epilogue<gelu>
 // CHECK-NOT: epilogue<swiglu>
@@ -229,10 +242,13 @@ modk.entry @epilogues attributes {model = #modk.model<name = "t", vocab_size = 6
   %g = modk.alloc : memref<?x16x64xf32>
   %u = modk.alloc : memref<?x16x64xf32>
   %q = modk.alloc : memref<?x16x32xf32>
+  %v = modk.alloc : memref<?x16x32xf32>
   modk.gemm %a, [%wo] rows %seg extra(%x) -> %x {epilogue = #modk.epilogue<residual_add>} : memref<?x16x32xf32>, memref<32x32xf32>, memref<?x1xi64>, memref<?x16x32xf32>, memref<?x16x32xf32>
   modk.gemm %n, [%w1] rows %seg -> %h {epilogue = #modk.epilogue<gelu>} : memref<?x16x32xf32>, memref<64x32xf32>, memref<?x1xi64>, memref<?x16x64xbf16>
   modk.gemm %n, [%wg, %wu] rows %seg extra(%g) -> %u {epilogue = #modk.epilogue<swiglu>} : memref<?x16x32xf32>, memref<64x32xf32>, memref<64x32xf32>, memref<?x1xi64>, memref<?x16x64xf32>, memref<?x16x64xf32>
   modk.gemm %n, [%wo] rows %seg extra(%pos) -> %q {epilogue = #modk.epilogue<rope>, n_heads = 2 : i64, rope_theta = 1.000000e+04 : f64} : memref<?x16x32xf32>, memref<32x32xf32>, memref<?x1xi64>, memref<?x16xi32>, memref<?x16x32xf32>
+  modk.gemm %n, [%wo] rows %seg extra(%pos) -> %q {epilogue = #modk.epilogue<rope>, n_heads = 2 : i64, rope_theta = 1.000000e+04 : f64, round_bf16} : memref<?x16x32xf32>, memref<32x32xf32>, memref<?x1xi64>, memref<?x16xi32>, memref<?x16x32xf32>
+  modk.gemm %n, [%wo] rows %seg -> %v {epilogue = #modk.epilogue<none>, round_bf16} : memref<?x16x32xf32>, memref<32x32xf32>, memref<?x1xi64>, memref<?x16x32xf32>
 }
 
 // The gradient of a routed block's gather: dx[token] += dxs[row] at each

@@ -276,12 +276,12 @@ void CudaEmitter::emitGemm(modk::GemmOp op, int indent) {
   KernelArg rows = rowsArg(op.getSegments(), op.getInput());
   modk::Epilogue e = op.getEpilogue();
   // The epilogues are fused into the GEMM kernel, and so is the bf16
-  // rounding of what attention reads (linear_rope rounds in a bf16 entry).
+  // rounding of what attention reads: linear_rope rounds in a bf16 entry,
+  // and the values' rounding is a `rows` epilogue (modk-generalize).
   std::vector<int64_t> shape = gemmShape(n, k, op);
-  bool rounded = op.getRoundBf16();
   // Each call names the product's plan (#modk.gemm_config).
-  auto call = [&](KernelCall c, bool bf16Slot = true) {
-    emitCall(withGemmPlan(std::move(c), op, bf16Slot), indent);
+  auto call = [&](KernelCall c) {
+    emitCall(withGemmPlan(std::move(c), op), indent);
   };
   if (e == modk::Epilogue::rows) {
     // The generated functor finishes each element in the tile (EpiArgs
@@ -300,9 +300,6 @@ void CudaEmitter::emitGemm(modk::GemmOp op, int indent) {
                           op),
              indent + 2);
     os << pad << "}\n";
-  } else if (e == modk::Epilogue::none && rounded) {
-    call({"linear_to_bf16", {n, k}, {a, rows, w, y}}, /*bf16Slot=*/false);
-    rounded = false;
   } else if (e == modk::Epilogue::none) {
     call({"linear", shape, {a, rows, w, y}});
   } else if (e == modk::Epilogue::rope) {
@@ -313,10 +310,7 @@ void CudaEmitter::emitGemm(modk::GemmOp op, int indent) {
           {a, rows, w, name(op.getExtra()[0]),
            floatLiteral(op.getRopeTheta()->convertToDouble()),
            std::to_string(seqLen), y}});
-    rounded = false;
   }
-  if (rounded) // an epilogue with no rounding of its own
-    emitCall(roundOutputCall(op), indent);
 }
 
 LogicalResult CudaEmitter::emitTargetKernel(Operation *op) {

@@ -79,6 +79,13 @@ struct F32Math {
   }
   /// silu(z) = z / (e^-z + 1).
   mlir::Value silu(mlir::Value z) { return div(z, add(exp(neg(z)), c(1.0))); }
+  /// x rounded to the nearest bf16 (ties to even), as the f32 of that value:
+  /// what a bf16 store keeps (docs/model-format.md, bf16 models).
+  mlir::Value roundBf16(mlir::Value x) {
+    mlir::Value narrow =
+        mlir::arith::TruncFOp::create(b, loc, b.getBF16Type(), x);
+    return mlir::arith::ExtFOp::create(b, loc, b.getF32Type(), narrow);
+  }
   /// The exact GELU's Phi(x) = 0.5 (1 + erf(x / sqrt 2)).
   mlir::Value normalCdf(mlir::Value x) {
     return mul(c(0.5), add(c(1.0), erf(mul(x, c(0.70710678118654752)))));

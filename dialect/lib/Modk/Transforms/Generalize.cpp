@@ -329,17 +329,21 @@ Value geluElement(F32Math &m, Value x) {
 ///  - residual_add: y = r + a W^T;
 ///  - gelu: y = gelu(a W^T);
 ///  - swiglu: the gate product g = a W_gate^T becomes a plain GEMM into its
-///    scratch rows first, then y = silu(g) * (a W_up^T).
-/// modk-fuse-epilogues decided these fusions; this spells their math.
+///    scratch rows first, then y = silu(g) * (a W_up^T);
+///  - a plain product that modk-store-bf16 marked `round_bf16` (the values
+///    attention reads in a bf16 entry): y = bf16(a W^T), held as f32.
+/// modk-fuse-epilogues and modk-store-bf16 decided these; this spells their
+/// math. RoPE keeps its named epilogue, which rounds as it rotates.
 struct NamedEpilogueToRows : OpRewritePattern<modk::GemmOp> {
   using OpRewritePattern::OpRewritePattern;
   LogicalResult matchAndRewrite(modk::GemmOp op,
                                 PatternRewriter &rewriter) const override {
     modk::Epilogue e = op.getEpilogue();
+    const bool rounded = e == modk::Epilogue::none && op.getRoundBf16();
     if (e != modk::Epilogue::residual_add && e != modk::Epilogue::gelu &&
-        e != modk::Epilogue::swiglu)
+        e != modk::Epilogue::swiglu && !rounded)
       return failure();
-    if (op.getRoundBf16())
+    if (op.getRoundBf16() && !rounded)
       return rewriter.notifyMatchFailure(op, "rounds its output for attention");
     SmallVector<Value> extra(op.getExtra());
     if (e == modk::Epilogue::swiglu) {
@@ -355,6 +359,7 @@ struct NamedEpilogueToRows : OpRewritePattern<modk::GemmOp> {
       op.getWeightsMutable().assign(up);
       op.getExtraMutable().clear();
       op.setEpilogue(modk::Epilogue::rows);
+      op.setRoundBf16(false);
     });
     auto outType = cast<MemRefType>(op.getOutput().getType());
     Block *block = rewriter.createBlock(
@@ -367,7 +372,11 @@ struct NamedEpilogueToRows : OpRewritePattern<modk::GemmOp> {
       createRows(rewriter, op, inputs, op.getSegments(), op.getOutput(), 0,
                  noSums, body);
     };
-    if (e == modk::Epilogue::residual_add)
+    if (rounded)
+      rows({product}, [](F32Math &m, ValueRange a) -> SmallVector<Value> {
+        return {m.roundBf16(a[0])};
+      });
+    else if (e == modk::Epilogue::residual_add)
       rows({extra[0], product}, [](F32Math &m, ValueRange a) -> SmallVector<Value> {
         return {m.add(a[0], a[1])};
       });

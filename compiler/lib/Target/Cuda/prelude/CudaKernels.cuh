@@ -66,20 +66,6 @@ inline unsigned strideGrid(int64_t n) {
   return unsigned(blocks < 1 ? 1 : blocks > kMaxGrid ? kMaxGrid : blocks);
 }
 
-__device__ __forceinline__ int64_t rowsOr(const int64_t *rows, int64_t n) {
-  return rows ? *rows : n;
-}
-
-template <int N>
-__global__
-__launch_bounds__(kThreads) void roundBf16Kernel(float *x,
-                                                 const int64_t *rows) {
-  const int64_t total = *rows * N;
-  for (int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; e < total;
-       e += int64_t(gridDim.x) * blockDim.x)
-    x[e] = bf16Round(x[e]);
-}
-
 /// RoPE: one CTA of 64 threads per row. Thread t takes the pair index j of
 /// its lane within a head group and the heads of its group; the angles
 /// (ropeAngle) and the rotation (ropeRotatePair) are the fused epilogue's.
@@ -597,37 +583,6 @@ inline void linear_rows_epilogue(const TA *a, const int64_t *rows,
                                  cudaStream_t stream) {
   detail::linearEpi<N, K, detail::epiRows<I>(), BF16, PLAN>(
       a, rows, max_rows, w, epi, static_cast<float *>(nullptr), stream);
-}
-
-/// y = bf16(a w^T) with bf16 operands: the values of a bf16 model (linear
-/// then round_bf16 in one pass).
-template <int N, int K, typename PLAN = DefaultGemmPlan, typename TA>
-inline void linear_to_bf16(const TA *a, const int64_t *rows,
-                           int64_t max_rows, const float *w, float *y,
-                           cudaStream_t stream) {
-  detail::linearEpi<N, K, detail::EpiStoreBf16, true, PLAN>(
-      a, rows, max_rows, w, nullptr, y, stream);
-}
-
-namespace detail {
-/// Launches an elementwise kernel(args...) over at most max_rows rows of N
-/// (a grid-stride loop; the kernel reads the row count on the device).
-template <int N, typename Kernel, typename... Args>
-inline void launchRowsOfN(Kernel kernel, int64_t max_rows, cudaStream_t stream,
-                          Args... args) {
-  if (max_rows <= 0)
-    return;
-  MODC_LAUNCH(kernel, strideGrid(max_rows * N), kThreads, 0, stream, args...);
-}
-} // namespace detail
-
-/// x[rows, N] rounded to bf16 in place (the query, key and value rows of a
-/// bf16 model): the CPU's round_bf16.
-template <int N>
-inline void round_bf16(float *x, const int64_t *rows, int64_t max_rows,
-                       cudaStream_t stream) {
-  detail::launchRowsOfN<N>(detail::roundBf16Kernel<N>, max_rows, stream, x,
-                           rows);
 }
 
 /// dst[rows, N] = src rounded to bf16 (modk_cpu::store_rows into bf16: what

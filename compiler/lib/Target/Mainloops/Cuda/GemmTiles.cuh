@@ -55,7 +55,6 @@ namespace detail {
 enum Epilogue {
   EpiStore = 0,    ///< C = acc
   EpiAdd = 1,      ///< C = aux[idx] + acc (aux may be C: accumulate)
-  EpiStoreBf16 = 5, ///< C = bf16(acc): values attention reads in a bf16 model
   /// From here to EpiRopeFirst, epiRows<I>(): a generated epilogue
   /// (modk.gemm's `rows` epilogue): RowsEpilogue<I>::store(acc, epi, m, n)
   /// finishes each element and writes it where its math says (C unused).
@@ -154,11 +153,10 @@ template <int EPI>
 __device__ __forceinline__ float gemmEpilogue(float acc, const EpiArgs epi,
                                               int64_t idx) {
   static_assert(!isEpiRope(EPI), "RoPE is applied to column pairs");
-  if (EPI == EpiStore)
-    return acc;
+  static_assert(EPI == EpiStore || EPI == EpiAdd, "an epilogue of no kind");
   if (EPI == EpiAdd)
     return epi.aux[idx] + acc;
-  return bf16Round(acc); // EpiStoreBf16
+  return acc;
 }
 
 /// The element types a GEMM may take besides f32 (a bf16 model's buffers
@@ -177,7 +175,7 @@ constexpr bool gemmTypesOk() {
   constexpr bool cOk =
       std::is_same<TC, float>::value ||
       (std::is_same<TC, bf16>::value && DYN != 3 &&
-       (EPI == EpiStore || EPI == EpiStoreBf16 || isEpiRope(EPI)));
+       (EPI == EpiStore || isEpiRope(EPI)));
   return aOk && bOk && cOk;
 }
 
@@ -1284,7 +1282,6 @@ constexpr const char *epilogueName(int epi) {
          : isEpiRows(epi)      ? "rows"
          : epi == EpiStore     ? "store"
          : epi == EpiAdd       ? "add"
-         : epi == EpiStoreBf16 ? "store_bf16"
                                : "?";
 }
 

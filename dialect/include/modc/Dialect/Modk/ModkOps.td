@@ -143,7 +143,8 @@ def Modk_GemmOp : Modk_Op<"gemm", [AttrSizedOperandSegments, NoTerminator,
       (from `residual_add`, `gelu`, `swiglu`) and modk-fuse-row-epilogues.
     The emitters take `none`, `rope` and `rows`; modk-generalize rewrites
     the other named epilogues.
-    `round_bf16` (set by modk-store-bf16 in a bf16 entry): the output rows
+    `round_bf16` (set by modk-store-bf16 in a bf16 entry; modk-generalize
+    turns it into a `rows` epilogue except on `rope`): the output rows
     are rounded to bf16 values as they are stored, in an f32 buffer: the
     queries, keys and values that attention reads. `precision`: the
     products' precision where it is not the entry's dtype (the causal

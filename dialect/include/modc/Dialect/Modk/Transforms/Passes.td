@@ -31,7 +31,8 @@ def StoreBf16Activations : Pass<"modk-store-bf16", "::modc::modk::EntryOp"> {
     `modk.decode_attention` reads as q, k or v) gets `round_bf16`, so the
     attention inputs and the KV cache hold bf16 values. That is the model's
     semantics, not a storage choice: it is made with `activations=false`
-    too, and the emitters only print it.
+    too. modk-generalize then writes a plain product's rounding as its
+    `rows` epilogue; RoPE keeps the attribute.
   }];
   let options = [
     Option<"activations", "activations", "bool", /*default=*/"true",
@@ -111,6 +112,10 @@ def Generalize : Pass<"modk-generalize", "::modc::modk::EntryOp"> {
     with one sum a row; both keep its `causal_only`. `modk.predictor_grad`
     becomes that product again, a `modk.rows` with column sums and a row
     total, and an f32 `modk.gemm_wgrad`.
+
+    A plain `modk.gemm` with `round_bf16` (a bf16 entry's values, which
+    attention reads) gets the `rows` epilogue y = extf(truncf(product)):
+    the rounding as arith ops, generated like any epilogue.
 
     Before: `modk.add %a, %b rows %seg -> %y`
     After:
