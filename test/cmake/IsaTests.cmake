@@ -46,13 +46,15 @@ if(MODC_AVX512_TESTS STREQUAL "AUTO")
 endif()
 
 # modc_add_isa_test(NAME SOURCES... [COMPILE_FEATURES f...] [INCLUDES d...]
-#                   [LIBS l...]): NAME built for x86-64-v3 (tests discovered),
-# NAME_avx512 for x86-64-v4 (one test, skipped without AVX-512). Returns the
-# v3 target's name in NAME itself.
+#                   [LIBS l...] [V3_ONLY]): NAME built for x86-64-v3 (tests
+# discovered), NAME_avx512 for x86-64-v4 (one test, skipped without
+# AVX-512). V3_ONLY: no v4 build, for tests whose subject is not the CPU
+# prelude (which its own suites check on both levels). Returns the v3
+# target's name in NAME itself.
 function(modc_add_isa_test name)
-  cmake_parse_arguments(ARG "" "DISCOVERY_TIMEOUT" "SOURCES;INCLUDES;LIBS;FEATURES" ${ARGN})
+  cmake_parse_arguments(ARG "V3_ONLY" "DISCOVERY_TIMEOUT" "SOURCES;INCLUDES;LIBS;FEATURES" ${ARGN})
   set(variants v3)
-  if(modcBuildV4Tests)
+  if(modcBuildV4Tests AND NOT ARG_V3_ONLY)
     list(APPEND variants v4)
   endif()
   foreach(variant ${variants})
@@ -73,6 +75,9 @@ function(modc_add_isa_test name)
     gtest_discover_tests(${name} DISCOVERY_TIMEOUT ${ARG_DISCOVERY_TIMEOUT})
   else()
     gtest_discover_tests(${name})
+  endif()
+  if(ARG_V3_ONLY)
+    return()
   endif()
   if(modcBuildV4Tests)
     add_test(NAME ${name}_avx512
