@@ -306,7 +306,7 @@ void expectBf16Close(const std::vector<float> &got,
 }
 
 /// The rounding fused into RoPE (linear_rope rounds after the rotation)
-/// against the CPU's linear, rope and round_bf16, on every GEMM path (head
+/// against the CPU's linear and rope (which rounds too), on every GEMM path (head
 /// dim 32: the rotation is fused into the GEMM on the large mma.sync tile
 /// and on wgmma). The values' rounding is a generated `rows` epilogue
 /// (modk-generalize), checked in the packages (test/gpu, bf16.test).
@@ -319,8 +319,7 @@ TEST(CudaBf16, FusedRounding) {
     pos[i] = int32_t(3 * i + 1);
   std::vector<float> q(rows * N);
   modk_cpu::linear<N, K, true>(a.data(), rows, w.data(), q.data());
-  modk_cpu::rope<H, HD>(q.data(), rows, pos.data(), 10000.0f);
-  modk_cpu::round_bf16<N>(q.data(), rows);
+  modk_cpu::rope<H, HD, true>(q.data(), rows, pos.data(), 10000.0f);
   forEachBf16GemmPath([&] {
     int64_t dRows = rows;
     std::vector<float> gq(maxRows * N, kSentinel);

@@ -140,6 +140,14 @@ void checkRope(const std::vector<int32_t> &pos, float theta, unsigned seed) {
   auto x = randn(rows * H * HD, seed);
   auto orig = x;
   modk_cpu::rope<H, HD>(x.data(), rows, pos.data(), theta);
+  // Rounding as it rotates (a bf16 model's queries and keys): the same
+  // rotation, each value rounded to bf16 once.
+  auto rounded = orig;
+  modk_cpu::rope<H, HD, true>(rounded.data(), rows, pos.data(), theta);
+  for (size_t i = 0; i < x.size(); ++i) {
+    const float want = modk_cpu::bf16_round(x[i]);
+    ASSERT_EQ(0, std::memcmp(&rounded[i], &want, sizeof(float))) << i;
+  }
   std::vector<double> ref(x.size());
   for (int64_t i = 0; i < rows; ++i)
     for (int h = 0; h < H; ++h) {

@@ -56,14 +56,6 @@ std::string PlanEmitter::kvCacheRegion(int64_t layer, bool values,
                      2 * layer + (values ? 1 : 0), seqLen, d);
 }
 
-KernelCall PlanEmitter::roundOutputCall(modk::GemmOp gemm) {
-  int64_t n = cast<MemRefType>(gemm.getWeights()[0].getType()).getDimSize(0);
-  return {"round_bf16",
-          {n},
-          {name(gemm.getOutput()),
-           rowsArg(gemm.getSegments(), gemm.getInput())}};
-}
-
 LogicalResult PlanEmitter::emitKernel(Operation *op) {
   if (auto gemm = dyn_cast<modk::GemmOp>(op)) {
     modk::Epilogue e = gemm.getEpilogue();

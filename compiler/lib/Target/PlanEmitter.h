@@ -225,8 +225,6 @@ protected:
   /// Whether the target computes `op` (a GEMM's `rows` epilogue) without a
   /// row kernel of its own: no kernel is generated for it.
   virtual bool epilogueNeedsNoKernel(modk::RowsOp op) { return false; }
-  /// round_bf16 on the output rows of `gemm`.
-  KernelCall roundOutputCall(modk::GemmOp gemm);
   /// Layer `layer`'s keys (or `values`) in args->kv_cache, [B, S, d] each,
   /// as a pointer to the cache's elements: floats, or bf16 in a bf16 entry
   /// (half the bytes; its keys and values are bf16 values already).

@@ -167,21 +167,23 @@ void CppEmitter::emitGemm(modk::GemmOp op, int indent) {
     os << fmt::format("{:{}}float *staged = modk_cpu::staged_rows<{}>(rows);\n",
                       "", indent, n);
   }
-  // RoPE is a kernel of its own after the GEMM (linear); the other
-  // epilogues are `rows` epilogues by now (modk-generalize).
+  // RoPE is a kernel of its own after the GEMM (linear), which rounds what
+  // it rotates where the IR says `round_bf16`; the other epilogues are
+  // `rows` epilogues by now (modk-generalize).
   emitCall({"linear", gemmShape(n, k, op), {a, "rows", w, y}}, indent);
   if (e == modk::Epilogue::rope) {
     int64_t heads = *op.getNHeads();
+    std::vector<int64_t> shape = {heads, n / heads};
+    if (op.getRoundBf16())
+      shape.push_back(1);
     emitCall({"rope",
-              {heads, n / heads},
+              shape,
               {y, "rows", name(op.getExtra()[0]),
                floatLiteral(op.getRopeTheta()->convertToDouble())}},
              indent);
   }
   if (staged)
     emitCall({"store_rows", {n}, {y, "rows", name(op.getOutput())}}, indent);
-  if (op.getRoundBf16())
-    emitCall(roundOutputCall(op), indent);
 }
 
 LogicalResult CppEmitter::emitTargetKernel(Operation *op) {

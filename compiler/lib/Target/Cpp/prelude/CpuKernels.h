@@ -371,12 +371,6 @@ inline void linearBeta(const TA *a, int64_t M, const float *w, float beta,
 }
 } // namespace detail
 
-/// x[rows, N] rounded to bf16 in place (the query, key and value rows of a
-/// bf16 model, which attention and the KV cache read).
-template <int N> inline void round_bf16(float *x, int64_t rows) {
-  detail::roundBf16(x, x, rows * N);
-}
-
 /// y[M, N] = a[M, K] * w^T with w in nn.Linear layout [N, K]. M may be 0.
 /// BF16: both operands rounded to bf16, f32 accumulation (a bf16 model; a
 /// may be stored as bf16). Must not be called from inside an OpenMP
@@ -413,11 +407,13 @@ namespace detail {
 /// out = x[rows, H * HD] rotated, rotate-half within each head, by the
 /// angle of position pos[i] (by minus that angle when `Inverse`: the
 /// transpose, for the backward pass); out may be x (in place), or bf16
-/// (rounded as stored). Angles are formed in double and only the cos/sin
-/// are rounded, so long positions keep full f32 accuracy.
-template <int H, int HD, bool Inverse, typename Out>
+/// (rounded as stored). `Round`: each value rounded to bf16 and kept as
+/// f32 (a bf16 model's queries and keys). Angles are formed in double and
+/// only the cos/sin are rounded, so long positions keep full f32 accuracy.
+template <int H, int HD, bool Inverse, bool Round, typename Out>
 inline void ropeRotate(const float *x, int64_t rows, const int32_t *pos,
                        float theta, Out *out) {
+  auto rounded = [](float v) { return Round ? bf16_round(v) : v; };
   static_assert(HD % 2 == 0, "rope needs an even head dimension");
   constexpr int Half = HD / 2;
   double invFreq[Half];
@@ -439,8 +435,8 @@ inline void ropeRotate(const float *x, int64_t rows, const int32_t *pos,
 #pragma omp simd
       for (int j = 0; j < Half; ++j) {
         const float x0 = xh[j], x1 = xh[j + Half];
-        oh[j] = Out(x0 * c[j] - x1 * s[j]);
-        oh[j + Half] = Out(x1 * c[j] + x0 * s[j]);
+        oh[j] = Out(rounded(x0 * c[j] - x1 * s[j]));
+        oh[j + Half] = Out(rounded(x1 * c[j] + x0 * s[j]));
       }
     }
   }
@@ -448,10 +444,12 @@ inline void ropeRotate(const float *x, int64_t rows, const int32_t *pos,
 } // namespace detail
 
 /// Rotary embedding in place on x[rows, H * HD], rotate-half within each
-/// head, at position pos[i].
-template <int H, int HD>
+/// head, at position pos[i]; `RoundBf16`: then rounded to bf16 values, in
+/// the same pass (the queries and keys of a bf16 model, which attention and
+/// the KV cache read).
+template <int H, int HD, bool RoundBf16 = false>
 inline void rope(float *x, int64_t rows, const int32_t *pos, float theta) {
-  detail::ropeRotate<H, HD, false>(x, rows, pos, theta, x);
+  detail::ropeRotate<H, HD, false, RoundBf16>(x, rows, pos, theta, x);
 }
 
 //===----------------------------------------------------------------------===//

@@ -103,7 +103,7 @@ inline void linear_wgrad(const TD *dy, int64_t M, const TA *a, float *dw,
 template <int H, int HD, typename Out>
 inline void rope_grad(const float *dy, int64_t rows, const int32_t *pos,
                       float theta, Out *dx) {
-  detail::ropeRotate<H, HD, true>(dy, rows, pos, theta, dx);
+  detail::ropeRotate<H, HD, true, false>(dy, rows, pos, theta, dx);
 }
 
 /// dtable[tokens[i]] += dx[i] for i < rows; dtable is [V, D]. Threads own
