@@ -164,10 +164,21 @@ protected:
     std::string cpuDir = packageFor(
         desc, prebuiltDir() ? "--target cpu --march=x86-64-v3" : "--target cpu",
         "cpu");
-    std::string gemms =
-        v.gatherBlocks
-            ? " --cuda-gemms=gather-blocks=" + std::to_string(v.gatherBlocks)
-            : "";
+    // On the emulation, products of up to 8 rows (these tests' decode
+    // steps) take the few-row kernel and larger ones the tiles: its 128
+    // fibers a CTA, meeting at every shuffle, made the default bound of 64
+    // rows four times these tests' time. CudaKernels.LinearFewRows checks
+    // it up to 64 rows against fp64, and GPU runs use the default.
+    std::vector<std::string> options;
+    if (v.emulated())
+      options.push_back("stream-rows=8");
+    if (v.gatherBlocks)
+      options.push_back("gather-blocks=" + std::to_string(v.gatherBlocks));
+    std::string gemms; // through the shell (compiledPackageDir): quoted
+    for (const std::string &o : options)
+      gemms += (gemms.empty() ? " --cuda-gemms='" : " ") + o;
+    if (!gemms.empty())
+      gemms += "'";
     std::string cudaDir = packageFor(
         desc,
         (v.emulated() ? std::string("--target cuda --cuda-emulation=") +
