@@ -243,10 +243,13 @@ namespace modc_emu {
 
 // Switching fibers. glibc's swapcontext saves and restores the signal mask,
 // two system calls a switch: they were 80 % of an emulated package's run.
-// On x86-64 a switch here saves the callee-saved registers, MXCSR and the
-// x87 control word on the old stack and loads the new stack pointer, as a
-// call would leave them. Under AddressSanitizer, whose stack bookkeeping
-// follows swapcontext (it intercepts it), the fibers keep ucontext.
+// On x86-64 a switch here saves the callee-saved registers on the old stack
+// and loads the new stack pointer, as a call would leave them. The fibers
+// share their OS thread's floating-point environment: no kernel changes the
+// rounding mode or the exception masks, so a switch leaves MXCSR and the
+// x87 control word alone (loading them was 8 % of an emulated sampling
+// run). Under AddressSanitizer, whose stack bookkeeping follows swapcontext
+// (it intercepts it), the fibers keep ucontext.
 #if defined(__has_feature)
 #if __has_feature(address_sanitizer)
 #define MODC_EMU_ASAN 1
@@ -269,14 +272,8 @@ __attribute__((naked, noinline)) static void switchStacks(void ** /*save*/,
       "pushq %r13\n\t"
       "pushq %r14\n\t"
       "pushq %r15\n\t"
-      "subq $8, %rsp\n\t"
-      "stmxcsr (%rsp)\n\t"
-      "fnstcw 4(%rsp)\n\t"
       "movq %rsp, (%rdi)\n\t"
       "movq %rsi, %rsp\n\t"
-      "ldmxcsr (%rsp)\n\t"
-      "fldcw 4(%rsp)\n\t"
-      "addq $8, %rsp\n\t"
       "popq %r15\n\t"
       "popq %r14\n\t"
       "popq %r13\n\t"
@@ -299,6 +296,8 @@ struct Fiber {
   /// Spinning: gave way in a wait loop (an mbarrier wait); runs again on
   /// the next round.
   enum State { Ready, Spinning, AtBlockBarrier, AtWarpBarrier, Done } state = Ready;
+  /// Its threadIdx, formed once a launch rather than at every resume.
+  dim3 index;
 };
 
 /// One warp: a slot per lane for shuffles and votes.
@@ -386,18 +385,13 @@ inline void startFiber(Fiber &f, char *stack, BlockState &state) {
   // What switchStacks pops, from the top down: a return address for
   // fiberMain (never used; it leaves the stack 16-byte aligned at its
   // entry, as a call would), fiberMain to return to, six callee-saved
-  // registers, MXCSR and the x87 control word as they are now.
+  // registers.
   auto **sp = reinterpret_cast<void **>(
       (reinterpret_cast<uintptr_t>(stack) + kFiberStack) & ~uintptr_t(15));
   *--sp = nullptr;
   *--sp = reinterpret_cast<void *>(&fiberMain);
   for (int i = 0; i < 6; ++i)
     *--sp = nullptr;
-  uint32_t control[2] = {__builtin_ia32_stmxcsr(), 0};
-  uint16_t x87;
-  asm volatile("fnstcw %0" : "=m"(x87));
-  control[1] = x87;
-  std::memcpy(--sp, control, sizeof(control));
   f.sp = sp;
 #else
   getcontext(&f.context);
@@ -430,7 +424,14 @@ inline void runBlock(BlockState &state, dim3 block) {
     Fiber &f = state.fibers[t];
     startFiber(f, fiberStack(t), state);
     f.state = Fiber::Ready;
+    f.index = dim3(unsigned(t % block.x), unsigned((t / block.x) % block.y),
+                   unsigned(t / (block.x * block.y)));
   }
+  // The scheduler's thread-locals, looked up once: a package is a shared
+  // library, where each access to a thread_local calls __tls_get_addr (a
+  // tenth of an emulated run's time when it was done at every resume).
+  int &runningThread = linearThread;
+  dim3 &runningIndex = threadIdx;
   const int warps = (threads + 31) / 32;
   // A round in which only spinning threads ran, and they spin still, can
   // change nothing: that is a deadlock.
@@ -441,9 +442,8 @@ inline void runBlock(BlockState &state, dim3 block) {
       return;
     const bool wasSpinning = f.state == Fiber::Spinning;
     f.state = Fiber::Ready;
-    linearThread = t;
-    threadIdx = dim3(unsigned(t % block.x), unsigned((t / block.x) % block.y),
-                     unsigned(t / (block.x * block.y)));
+    runningThread = t;
+    runningIndex = f.index;
     resumeFiber(f, state);
     spinning |= f.state == Fiber::Spinning;
     progress |= !(wasSpinning && f.state == Fiber::Spinning);
