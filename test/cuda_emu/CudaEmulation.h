@@ -298,11 +298,17 @@ struct Fiber {
   enum State { Ready, Spinning, AtBlockBarrier, AtWarpBarrier, Done } state = Ready;
   /// Its threadIdx, formed once a launch rather than at every resume.
   dim3 index;
+  /// Warp exchanges (shuffles, votes) it has made in this block: their
+  /// parity picks the warp's slots (Warp::slots).
+  unsigned exchanges = 0;
 };
 
-/// One warp: a slot per lane for shuffles and votes.
+/// One warp: a slot per lane for shuffles and votes, in two sets used in
+/// turn. A lane writes exchange k's set only after the barrier of exchange
+/// k - 1, which every lane reaches after reading exchange k - 2's values
+/// from the same set: one barrier an exchange is enough.
 struct Warp {
-  uint64_t slots[32];
+  uint64_t slots[2][32];
 };
 
 struct BlockState {
@@ -341,20 +347,27 @@ inline void parkAt(Fiber::State barrier) {
 #endif
 }
 
+/// Publishes this lane's `bits` to its warp and waits for every lane's:
+/// returns the warp's 32 slots of this exchange.
+inline const uint64_t *publish(uint64_t bits) {
+  Fiber &f = currentBlock->fibers[linearThread];
+  uint64_t *slots = myWarp().slots[f.exchanges++ & 1];
+  slots[myLane()] = bits;
+  parkAt(Fiber::AtWarpBarrier);
+  return slots;
+}
+
 template <typename T> inline T exchange(T value, int srcLane, int width) {
   static_assert(sizeof(T) <= 8, "shuffle of a type wider than 8 bytes");
-  Warp &w = myWarp();
   int lane = myLane();
   uint64_t bits = 0;
   std::memcpy(&bits, &value, sizeof(T));
-  w.slots[lane] = bits;
-  parkAt(Fiber::AtWarpBarrier);
+  const uint64_t *slots = publish(bits);
   int base = lane - lane % width;
   int src = base + ((srcLane % width) + width) % width;
   T out;
-  uint64_t got = w.slots[src];
+  uint64_t got = slots[src];
   std::memcpy(&out, &got, sizeof(T));
-  parkAt(Fiber::AtWarpBarrier);
   return out;
 }
 
@@ -426,6 +439,7 @@ inline void runBlock(BlockState &state, dim3 block) {
     f.state = Fiber::Ready;
     f.index = dim3(unsigned(t % block.x), unsigned((t / block.x) % block.y),
                    unsigned(t / (block.x * block.y)));
+    f.exchanges = 0;
   }
   // The scheduler's thread-locals, looked up once: a package is a shared
   // library, where each access to a thread_local calls __tls_get_addr (a
@@ -1027,27 +1041,21 @@ inline T __shfl_up_sync(unsigned, T v, unsigned delta, int width = 32) {
   return modc_emu::exchange(v, modc_emu::myLane() - lane + src, 32);
 }
 inline unsigned __ballot_sync(unsigned, int predicate) {
-  modc_emu::Warp &w = modc_emu::myWarp();
-  w.slots[modc_emu::myLane()] = predicate ? 1 : 0;
-  __syncwarp();
+  const uint64_t *slots = modc_emu::publish(predicate ? 1 : 0);
   unsigned bits = 0;
   for (int l = 0; l < 32; ++l)
-    if (w.slots[l] == 1)
+    if (slots[l] == 1)
       bits |= 1u << l;
-  __syncwarp();
   return bits;
 }
 /// The lanes of the warp whose value equals this lane's (all 32 lanes take
 /// part, as the kernels call it).
 inline unsigned __match_any_sync(unsigned, unsigned value) {
-  modc_emu::Warp &w = modc_emu::myWarp();
-  w.slots[modc_emu::myLane()] = value;
-  __syncwarp();
+  const uint64_t *slots = modc_emu::publish(value);
   unsigned peers = 0;
   for (int l = 0; l < 32; ++l)
-    if (w.slots[l] == value)
+    if (slots[l] == value)
       peers |= 1u << l;
-  __syncwarp();
   return peers;
 }
 inline int __syncthreads_or(int predicate) {
