@@ -153,7 +153,8 @@ template <int EPI>
 __device__ __forceinline__ float gemmEpilogue(float acc, const EpiArgs epi,
                                               int64_t idx) {
   static_assert(!isEpiRope(EPI), "RoPE is applied to column pairs");
-  static_assert(EPI == EpiStore || EPI == EpiAdd, "an epilogue of no kind");
+  static_assert(EPI == EpiStore || EPI == EpiAdd,
+                "elementwise epilogues are EpiStore and EpiAdd");
   if (EPI == EpiAdd)
     return epi.aux[idx] + acc;
   return acc;
