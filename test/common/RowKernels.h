@@ -158,6 +158,13 @@ constexpr auto bce37 = rows_cpu::modc_rows_95;
 constexpr auto bceLoss37 = rows_cpu::modc_rows_96;
 constexpr auto bce40 = rows_cpu::modc_rows_97;
 constexpr auto roundBf16Rows48 = rows_cpu::modc_rows_98;
+// RoPE's transpose, dx = dy cos - rotate_half(dy) sin per head:
+// (rows, pos, dy, dx), dx may be dy.
+constexpr auto ropeGrad3x8 = rows_cpu::modc_rows_99;
+constexpr auto ropeGrad3x8Bf16 = rows_cpu::modc_rows_100;
+constexpr auto ropeGrad8x64 = rows_cpu::modc_rows_101;
+constexpr auto ropeGrad3x16 = rows_cpu::modc_rows_102;
+constexpr auto ropeGrad3x16Bf16 = rows_cpu::modc_rows_103;
 // Gathers fused into the selection, S = 40, D = 70: functors {pos, x, w,
 // gathered, normed} (RMSNorm, eps 1e-5) and {pos, x, scale, w, gathered,
 // normed}, for select_topk and gather_sequences.
@@ -245,6 +252,10 @@ constexpr auto crossEntropy600 = rows_cuda::modc_rows_93;
 constexpr auto crossEntropy5000 = rows_cuda::modc_rows_94;
 constexpr auto bce40 = rows_cuda::modc_rows_97;
 constexpr auto roundBf16Rows48 = rows_cuda::modc_rows_98;
+// As gen_cpu's, with the angle table last (null: each angle formed from
+// theta; a package passes the one modc_cuda_init built).
+constexpr auto ropeGrad3x16 = rows_cuda::modc_rows_102;
+constexpr auto ropeGrad3x16Bf16 = rows_cuda::modc_rows_103;
 using FusedGatherRmsnorm40x70 = rows_cuda::modc_gather_0;
 using FusedGatherScale40x70 = rows_cuda::modc_gather_1;
 using FusedDecodeGatherRmsnorm64 = rows_cuda::modc_gather_2;

@@ -487,6 +487,23 @@ modk.entry @forward attributes {model = #modk.model<name = "t", vocab_size = 1, 
     %wide = arith.extf %narrow : bf16 to f32
     modk.yield %wide : f32
   }
+  // 99-103: RoPE's transpose (modk.rope_grad, which modk-generalize writes
+  // as a modk.rows over heads), (rows, pos, dy, dx): H = 3, HD = 8 into f32
+  // and into bf16 (CpuKernelsTrain.RopeGrad); H = 8, HD = 64
+  // (RopeGradInvertsRope); H = 3, HD = 16 into f32 and into bf16
+  // (CudaTrainKernels.RopeGradMatchesCpu).
+  %rp = modk.alloc : memref<?x1xi32>
+  %rg24 = modk.alloc : memref<?x1x24xf32>
+  %rd24 = modk.alloc : memref<?x1x24xf32>
+  %rb24 = modk.alloc : memref<?x1x24xbf16>
+  modk.rope_grad(%rg24, %rp, %seg, %rd24) {n_heads = 3 : i64, rope_theta = 1.000000e+04 : f64} : memref<?x1x24xf32>, memref<?x1xi32>, memref<?x1xi64>, memref<?x1x24xf32>
+  modk.rope_grad(%rg24, %rp, %seg, %rb24) {n_heads = 3 : i64, rope_theta = 1.000000e+04 : f64} : memref<?x1x24xf32>, memref<?x1xi32>, memref<?x1xi64>, memref<?x1x24xbf16>
+  %rg512 = modk.alloc : memref<?x1x512xf32>
+  modk.rope_grad(%rg512, %rp, %seg, %rg512) {n_heads = 8 : i64, rope_theta = 1.000000e+04 : f64} : memref<?x1x512xf32>, memref<?x1xi32>, memref<?x1xi64>, memref<?x1x512xf32>
+  %rg48 = modk.alloc : memref<?x1x48xf32>
+  %rb48 = modk.alloc : memref<?x1x48xbf16>
+  modk.rope_grad(%rg48, %rp, %seg, %rg48) {n_heads = 3 : i64, rope_theta = 1.000000e+04 : f64} : memref<?x1x48xf32>, memref<?x1xi32>, memref<?x1xi64>, memref<?x1x48xf32>
+  modk.rope_grad(%rg48, %rp, %seg, %rb48) {n_heads = 3 : i64, rope_theta = 1.000000e+04 : f64} : memref<?x1x48xf32>, memref<?x1xi32>, memref<?x1xi64>, memref<?x1x48xbf16>
 }
 // The optimizer's element update: modk-generate-optimizer writes
 // `modk.optimizer @adamw` beside this (empty) training entry, and the

@@ -279,6 +279,8 @@ TEST(CudaTrainKernels, RmsnormGradMatchesCpu) {
   checkRmsnormGrad<64>(0, 8, false);   // no rows: dw unchanged
 }
 
+// RoPE's transpose as modc generates it (modk.rows over heads), against
+// the CPU's, from the angle table a package builds and without one.
 TEST(CudaTrainKernels, RopeGradMatchesCpu) {
   constexpr int H = 3, HD = 16;
   const int64_t rows = 9, maxRows = 12;
@@ -286,26 +288,36 @@ TEST(CudaTrainKernels, RopeGradMatchesCpu) {
   auto pos = randomInts(maxRows, 52, 0, 5000);
   const float theta = 10000.0f;
   std::vector<float> want(rows * H * HD);
-  modk_cpu::rope_grad<H, HD>(dy.data(), rows, pos.data(), theta, want.data());
+  gen_cpu::ropeGrad3x16(rows, pos.data(), dy.data(), want.data());
   std::vector<float> got(maxRows * H * HD, kSentinel);
   int64_t devRows = rows;
-  modk_cuda::rope_grad<H, HD>(dy.data(), &devRows, maxRows, pos.data(), theta,
-                              got.data(), nullptr);
-  expectClose(got.data(), want.data(), rows * H * HD, 1e-5, "dx");
+  gen_cuda::launch(gen_cuda::ropeGrad3x16, &devRows, maxRows, pos.data(),
+                   dy.data(), got.data(), nullptr);
+  expectClose(got.data(), want.data(), rows * H * HD, 1e-6, "dx");
   expectSentinel(got.data() + rows * H * HD, (maxRows - rows) * H * HD, "dx");
+
+  // The angles from the table (what a package passes): the same bits.
+  const float2 *table =
+      modk_cuda::detail::ropeTableFor<HD>(theta, 5000, nullptr);
+  ASSERT_NE(table, nullptr);
+  std::vector<float> fromTable(maxRows * H * HD, kSentinel);
+  gen_cuda::launch(gen_cuda::ropeGrad3x16, &devRows, maxRows, pos.data(),
+                   dy.data(), fromTable.data(), table);
+  expectClose(fromTable.data(), got.data(), rows * H * HD, 0.0,
+              "dx from the table");
 
   // In place (dx = dy): the same values.
   std::vector<float> inPlace = dy;
-  modk_cuda::rope_grad<H, HD>(inPlace.data(), &devRows, maxRows, pos.data(),
-                              theta, inPlace.data(), nullptr);
+  gen_cuda::launch(gen_cuda::ropeGrad3x16, &devRows, maxRows, pos.data(),
+                   inPlace.data(), inPlace.data(), table);
   expectClose(inPlace.data(), got.data(), rows * H * HD, 0.0, "dx in place");
 
   // Into bf16 (a bf16 model's rotated gradients, which only products read):
   // the f32 result, rounded.
   const modk_cuda::bf16 unset(kSentinel);
   std::vector<modk_cuda::bf16> gotBf16(maxRows * H * HD, unset);
-  modk_cuda::rope_grad<H, HD>(dy.data(), &devRows, maxRows, pos.data(), theta,
-                              gotBf16.data(), nullptr);
+  gen_cuda::launch(gen_cuda::ropeGrad3x16Bf16, &devRows, maxRows, pos.data(),
+                   dy.data(), gotBf16.data(), table);
   expectBf16Of(gotBf16, got.data(), rows * H * HD, unset, "dx into bf16");
 }
 

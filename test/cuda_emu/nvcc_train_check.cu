@@ -23,9 +23,6 @@ void instantiate(cudaStream_t st) {
   int64_t *seg = nullptr;
   const int64_t B = 2, maxRows = B * S;
   split_tokens<S>(i32, B, i32, i32, st);
-  rope_grad<H, HD>(f, seg + B, maxRows, i32, 10000.0f, f, st);
-  bf16 *h = nullptr; // a bf16 model's rotated gradients
-  rope_grad<H, HD>(f, seg + B, maxRows, i32, 10000.0f, h, st);
   embed_grad<D>(i32, maxRows, f, f, st);
   causal_attention_grad<H, HD>(f, f, f, f, f, B, seg, i32, S, f, f, f, f, st);
   // A bf16 model's (q, k, v bf16: fewer mmas).

@@ -498,14 +498,12 @@ TEST(CpuKernelsTrain, RopeGrad) {
   EXPECT_LE(relErr(ref, fd), kFdTol);
   const std::vector<float> dyF(dy.begin(), dy.end());
   std::vector<float> g(dy.size());
-  modk_cpu::rope_grad<H, HD>(dyF.data(), rows, pos.data(), float(theta),
-                             g.data());
+  gen_cpu::ropeGrad3x8(rows, pos.data(), dyF.data(), g.data());
   EXPECT_LE(relErr(g, ref), kTol);
   // Into bf16 (only products read a bf16 model's rotated gradients): the
   // f32 result, rounded once.
   std::vector<modk_cpu::bf16> gBf16(dy.size());
-  modk_cpu::rope_grad<H, HD>(dyF.data(), rows, pos.data(), float(theta),
-                             gBf16.data());
+  gen_cpu::ropeGrad3x8Bf16(rows, pos.data(), dyF.data(), gBf16.data());
   expectRoundedCopy(gBf16, g, "rope_grad into bf16");
 }
 
@@ -520,7 +518,7 @@ TEST(CpuKernelsTrain, RopeGradInvertsRope) {
   auto x = randn(rows * H * HD, 32);
   auto y = x;
   modk_cpu::rope<H, HD>(y.data(), rows, pos.data(), 10000.0f);
-  modk_cpu::rope_grad<H, HD>(y.data(), rows, pos.data(), 10000.0f, y.data());
+  gen_cpu::ropeGrad8x64(rows, pos.data(), y.data(), y.data());
   EXPECT_LE(relErr(y, toD(x)), 1e-5);
 }
 

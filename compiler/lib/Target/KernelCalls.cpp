@@ -229,17 +229,7 @@ LogicalResult PlanEmitter::emitKernel(Operation *op) {
                              w[0], w[1], plan, maxRows(wgrad.getDy()))));
     return success();
   }
-  if (auto rope = dyn_cast<modk::RopeGradOp>(op)) {
-    int64_t heads = rope.getNHeads();
-    emitCall(
-        {"rope_grad",
-         {heads, width(rope.getGrad()) / heads},
-         {name(rope.getGrad()), rowsArg(rope.getSegments(), rope.getGrad()),
-          name(rope.getPositions()),
-          floatLiteral(rope.getRopeTheta().convertToDouble()),
-          name(rope.getOutput())}});
-    return success();
-  }
+
   if (auto attn = dyn_cast<modk::AttentionGradOp>(op)) {
     int64_t heads = attn.getNHeads();
     KernelCall call =

@@ -286,6 +286,10 @@ protected:
   mlir::LogicalResult emitOptimizerKernel();
   /// Writes the RowsEpilogue specializations (CUDA).
   mlir::LogicalResult emitRowEpilogueDefinitions();
+  /// The kernel of a modk.rows with head_dim (RoPE): pairs of columns.
+  mlir::LogicalResult emitHeadKernel(modk::RowsOp op, int index);
+  /// The CUDA argument of a head_dim kernel's angle table (or nullptr).
+  std::string ropeTableArg(modk::RowsOp op);
   /// Statements (one a line) that declare `epi`, the EpiArgs of `gemm`'s
   /// `rows` epilogue: its row set and its buffers in their slots.
   std::string rowEpilogueArgs(modk::GemmOp gemm);

@@ -70,6 +70,12 @@ public:
     for (Operation &o : block.without_terminator()) {
       if (!pick(o))
         continue;
+      if (auto angle = dyn_cast<modk::RopeAngleOp>(o)) {
+        // The loops around the statements name the element's angle.
+        names[angle.getCos()] = "rope_cos";
+        names[angle.getSin()] = "rope_sin";
+        continue;
+      }
       if (auto constant = dyn_cast<arith::ConstantOp>(o)) {
         FailureOr<std::string> literal = floatConstant(constant);
         if (failed(literal))
@@ -94,9 +100,16 @@ public:
   /// may be read (none: a kernel that does not know it).
   void setRowCount(std::string expr) { rowCount = std::move(expr); }
 
+  /// Gives modk.rotate_half of `arg` (an input's element) the C
+  /// expression `expr`: the element at the partner column, signed.
+  void setPartner(Value arg, std::string expr) {
+    partners[arg] = std::move(expr);
+  }
+
 protected:
   bool cuda;
   llvm::DenseMap<Value, std::string> names;
+  llvm::DenseMap<Value, std::string> partners;
   std::string rowCount;
 
 private:
@@ -162,6 +175,14 @@ private:
                        << arith::stringifyCmpFPredicate(cmp.getPredicate()),
                    failure();
           }
+        })
+        .Case([&](modk::RotateHalfOp half) -> FailureOr<std::string> {
+          std::string partner = partners.lookup(half.getElement());
+          if (partner.empty())
+            return half.emitOpError("cannot be read in this kernel: it does "
+                                    "not pair the columns of a head"),
+                   failure();
+          return partner;
         })
         .Case([&](modk::ColumnOp) -> FailureOr<std::string> {
           return std::string("static_cast<float>(c)");
@@ -596,6 +617,58 @@ LogicalResult writeRow(modk::RowsOp op, RowStatements &stmts, bool cuda,
   }
   return success();
 }
+
+/// Writes one pair of elements of a `head_dim` kernel (RoPE): columns `lo`
+/// and `lo` + HD/2 of a head. Each input's two elements are loaded
+/// (`load(j, column)`) before either is computed, so the kernel may work in
+/// place; then `body` runs once an element, modk.rotate_half reading the
+/// other one (negated for the first half), and the values are stored
+/// (`store(k, column, value)`). The loops around name the pair's angle
+/// rope_cos and rope_sin.
+LogicalResult
+writePairStatements(modk::RowsOp op, KernelStatements &stmts, StringRef lo,
+                    int indent,
+                    function_ref<std::string(unsigned, StringRef)> load,
+                    function_ref<std::string(unsigned, StringRef, StringRef)>
+                        store,
+                    llvm::raw_ostream &os) {
+  Block &body = op.getBody().front();
+  std::string hi = fmt::format("{} + {}", lo.str(), *op.getHeadDim() / 2);
+  std::string pad(indent, ' ');
+  for (BlockArgument arg : body.getArguments()) {
+    if (arg.use_empty())
+      continue;
+    unsigned j = arg.getArgNumber();
+    os << fmt::format("{}const float x{}a = {}, x{}b = {};\n", pad, j,
+                      load(j, lo), j, load(j, hi));
+  }
+  auto all = [](Operation &) { return true; };
+  std::vector<std::string> values[2];
+  for (int e = 0; e < 2; ++e) {
+    for (BlockArgument arg : body.getArguments()) {
+      unsigned j = arg.getArgNumber();
+      stmts.setName(arg, fmt::format("x{}{}", j, e ? 'b' : 'a'));
+      stmts.setPartner(arg, e ? fmt::format("x{}a", j)
+                              : fmt::format("(-x{}b)", j));
+    }
+    if (failed(stmts.writeOps(body, all, indent, os)))
+      return failure();
+    for (Value v : body.getTerminator()->getOperands())
+      values[e].push_back(stmts[v]);
+  }
+  for (unsigned k = 0; k < values[0].size(); ++k)
+    os << pad << store(k, lo, values[0][k]) << pad
+       << store(k, hi, values[1][k]);
+  return success();
+}
+
+/// The theta of the body's modk.rope_angle, if it reads one.
+std::optional<double> ropeTheta(modk::RowsOp op) {
+  for (Operation &o : op.getBody().front())
+    if (auto angle = dyn_cast<modk::RopeAngleOp>(o))
+      return angle.getTheta().convertToDouble();
+  return std::nullopt;
+}
 } // namespace
 
 std::string PlanEmitter::rowKernelKey(modk::RowsOp op) {
@@ -609,6 +682,8 @@ std::string PlanEmitter::rowKernelKey(modk::RowsOp op) {
     os << "token" << t << ";";
   for (int64_t t : op.getLookups())
     os << "lookup" << t << ";";
+  if (std::optional<uint64_t> hd = op.getHeadDim())
+    os << "heads" << *hd << ";";
   for (Region *region : {&op.getMaxima(), &op.getReduce(), &op.getBody()}) {
     if (region->empty()) {
       os << "|none";
@@ -660,6 +735,10 @@ std::vector<std::string> PlanEmitter::rowKernelParamList(modk::RowsOp op,
     if (op.getPositions())
       params.push_back("const int32_t *pos");
   }
+  // RoPE's positions, and on CUDA its angle table (ropeTableFor).
+  bool angles = op.getHeadDim() && op.getPositions();
+  if (angles)
+    params.push_back("const int32_t *pos");
   for (auto [j, in] : llvm::enumerate(op.getInputs()))
     params.push_back(fmt::format(
         "const {} *in{}",
@@ -668,6 +747,8 @@ std::vector<std::string> PlanEmitter::rowKernelParamList(modk::RowsOp op,
     params.push_back(fmt::format(
         "{} *out{}", cType(cast<MemRefType>(out.getType()).getElementType()),
         j));
+  if (angles && targetIsCuda())
+    params.push_back("const float2 *rope_table");
   return params;
 }
 
@@ -696,16 +777,26 @@ std::vector<std::string> PlanEmitter::rowKernelArgs(modk::RowsOp op,
     if (Value pos = op.getPositions())
       args.push_back(name(pos));
   }
+  bool angles = op.getHeadDim() && op.getPositions();
+  if (angles)
+    args.push_back(name(op.getPositions()));
   for (Value v : op.getInputs())
     args.push_back(name(v));
   for (Value v : op.getOutputs())
     args.push_back(name(v));
+  if (angles && targetIsCuda())
+    args.push_back(ropeTableArg(op));
   return args;
 }
 
 LogicalResult PlanEmitter::emitRowKernelDefinitions() {
   bool cuda = targetIsCuda();
   for (auto [index, op] : llvm::enumerate(rowKernels)) {
+    if (op.getHeadDim()) {
+      if (failed(emitHeadKernel(op, index)))
+        return failure();
+      continue;
+    }
     RowStatements stmts(op, cuda);
     stmts.nameArguments(op.getReduce().front());
     int64_t width = op.getWidth();
@@ -856,6 +947,91 @@ LogicalResult PlanEmitter::emitRowKernelDefinitions() {
   if (failed(emitGatherDefinitions()))
     return failure();
   return emitOptimizerKernel();
+}
+
+std::string PlanEmitter::ropeTableArg(modk::RowsOp op) {
+  std::optional<double> theta = ropeTheta(op);
+  if (!theta)
+    return "nullptr";
+  // The table covers a sequence's positions; the package builds it when
+  // it initialises, so that a captured decode step finds it.
+  return fmt::format("modk_cuda::detail::ropeTableFor<{}>({}, {}, s)",
+                     *op.getHeadDim(), floatLiteral(*theta), seqLen);
+}
+
+LogicalResult PlanEmitter::emitHeadKernel(modk::RowsOp op, int index) {
+  bool cuda = targetIsCuda();
+  KernelStatements stmts(cuda);
+  int64_t width = op.getWidth(), hd = *op.getHeadDim(), half = hd / 2;
+  std::optional<double> theta = ropeTheta(op);
+  unsigned nIn = op.getInputs().size();
+  auto load = [&](unsigned j, StringRef col) {
+    return fmt::format("static_cast<float>(in{}[i * {} + {}])", j, width,
+                       col.str());
+  };
+  auto store = [&](unsigned k, StringRef col, StringRef value) {
+    Type element =
+        cast<MemRefType>(op.getOutputs()[k].getType()).getElementType();
+    std::string v = element.isBF16()
+                        ? fmt::format("{}::bf16({})",
+                                      cuda ? "modk_cuda" : "modk_cpu",
+                                      value.str())
+                        : value.str();
+    return fmt::format("out{}[i * {} + {}] = {};\n", k, width, col.str(), v);
+  };
+  os << fmt::format("/// modk.rows over heads of {} columns (RoPE): {} "
+                    "input(s), {} output(s), rows of {}.\n",
+                    hd, nIn, op.getOutputs().size(), width);
+  if (cuda) {
+    // A warp per row, lanes over the pairs of its heads; the angle from the
+    // table where the package has one for the position, else formed here.
+    os << fmt::format(
+        "__global__ __launch_bounds__(modk_cuda::detail::kThreads) void "
+        "modc_rows_{}(const int64_t *rows, {}) {{\n"
+        "  const int64_t i = int64_t(blockIdx.x) * "
+        "modk_cuda::detail::kRowWarps + threadIdx.x / modk_cuda::kWarp;\n"
+        "  if (i >= *rows)\n    return;\n"
+        "  const int lane = threadIdx.x % modk_cuda::kWarp;\n"
+        "  for (int e = lane; e < {}; e += modk_cuda::kWarp) {{\n"
+        "    const int j = e % {};\n"
+        "    const int64_t c = int64_t(e / {}) * {} + j;\n",
+        index, rowKernelParams(op), width / 2, half, half, hd);
+    if (theta)
+      os << fmt::format(
+          "    const int32_t p = pos[i];\n"
+          "    const float2 cs = rope_table && p >= 0 && p < {0}\n"
+          "        ? rope_table[int64_t(p) * {1} + j]\n"
+          "        : modk_cuda::detail::ropeAngle<{2}>(p, j, {3});\n"
+          "    const float rope_cos = cs.x, rope_sin = cs.y;\n",
+          seqLen, half, hd, floatLiteral(*theta));
+    if (failed(writePairStatements(op, stmts, "c", 4, load, store, os)))
+      return failure();
+    os << "  }\n}\n\n";
+    return success();
+  }
+  // Rows in parallel; a row's angles once (shared by its heads), then each
+  // head's pairs in a SIMD loop.
+  os << fmt::format("void modc_rows_{}(int64_t rows, {}) {{\n"
+                    "#pragma omp parallel for if (rows * {} > "
+                    "modk_cpu::detail::kMinParallelWork)\n"
+                    "  for (int64_t i = 0; i < rows; ++i) {{\n",
+                    index, rowKernelParams(op), width);
+  if (theta)
+    os << fmt::format("    float rope_c[{0}], rope_s[{0}];\n"
+                      "    modk_cpu::detail::ropeAngles<{1}>(pos[i], {2}, "
+                      "rope_c, rope_s);\n",
+                      half, hd, floatLiteral(*theta));
+  os << fmt::format("    for (int64_t h = 0; h < {}; h += {}) {{\n"
+                    "#pragma omp simd\n"
+                    "      for (int64_t j = 0; j < {}; ++j) {{\n"
+                    "        const int64_t c = h + j;\n",
+                    width, hd, half);
+  if (theta)
+    os << "        const float rope_cos = rope_c[j], rope_sin = rope_s[j];\n";
+  if (failed(writePairStatements(op, stmts, "c", 8, load, store, os)))
+    return failure();
+  os << "      }\n    }\n  }\n}\n\n";
+  return success();
 }
 
 LogicalResult PlanEmitter::emitGatherDefinitions() {

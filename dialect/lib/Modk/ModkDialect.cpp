@@ -801,8 +801,25 @@ LogicalResult RowsOp::verify() {
     auto type = cast<MemRefType>(pos.getType());
     if (!type.getElementType().isInteger(32) || type.getRank() != 2)
       return emitOpError("positions must be [B, rows] of i32");
-    if (getTokenOperands().empty())
+    if (getTokenOperands().empty() && !getHeadDim())
       return emitOpError("has positions but no token operand");
+    if (getHeadDim() && rows && type.getShape() != *rows)
+      return emitOpError("positions must be [B, rows] of the row buffers");
+  }
+  if (std::optional<int64_t> hd = getHeadDim()) {
+    if (*hd <= 0 || *hd % 2 != 0 || width % *hd != 0)
+      return emitOpError() << "head_dim " << *hd
+                           << " must be even and divide the row width "
+                           << width;
+    if (!getTokenOperands().empty() || !lookups.empty() || hasRowSums() ||
+        llvm::any_of(getOutputs(), [&](Value v) { return isRowScalar(v); }))
+      return emitOpError("with head_dim only maps elements: no token "
+                         "operands, lookups, or outputs of a value a row or "
+                         "a column");
+    for (unsigned i = 0; i < nIn; ++i)
+      if (isRowScalarInput(i))
+        return emitOpError() << "with head_dim reads elements: input " << i
+                             << " holds one value a row";
   }
   return success();
 }
@@ -826,7 +843,7 @@ static LogicalResult verifyRowsBlock(Operation *op, Block &block,
     StringRef ns = inner.getDialect() ? inner.getDialect()->getNamespace() : "";
     // modk.column and modk.row_count verify their parent themselves.
     if (ns != "arith" && ns != "math" &&
-        !isa<ColumnOp, RowCountOp>(inner))
+        !isa<ColumnOp, RowCountOp, RopeAngleOp, RotateHalfOp>(inner))
       return inner.emitOpError("is not allowed in a kernel region: only "
                                "arith and math ops are");
     // bf16 only as a rounding: arith.truncf to bf16 read back by
@@ -891,6 +908,45 @@ LogicalResult RowsOp::verifyRegions() {
   return success();
 }
 
+/// The modk.rows with a head_dim whose `body` holds `op`, or an error.
+static FailureOr<RowsOp> headedRowsBody(Operation *op) {
+  auto rows = cast<RowsOp>(op->getParentOp());
+  if (op->getParentRegion() != &rows.getBody())
+    return op->emitOpError("may be read only in a modk.rows's 'body'"),
+           failure();
+  if (!rows.getHeadDim())
+    return op->emitOpError("needs a modk.rows with head_dim"), failure();
+  return rows;
+}
+
+LogicalResult RopeAngleOp::verify() {
+  FailureOr<RowsOp> rows = headedRowsBody(*this);
+  if (failed(rows))
+    return failure();
+  if (!rows->getPositions())
+    return emitOpError("needs the rows' positions (the modk.rows's tokens)");
+  if (!(getTheta().convertToDouble() > 0))
+    return emitOpError("theta must be positive");
+  return success();
+}
+
+LogicalResult RotateHalfOp::verify() {
+  FailureOr<RowsOp> rows = headedRowsBody(*this);
+  if (failed(rows))
+    return failure();
+  auto arg = dyn_cast<BlockArgument>(getElement());
+  unsigned nIn = rows->getInputs().size();
+  if (!arg || arg.getOwner() != &rows->getBody().front() ||
+      arg.getArgNumber() >= nIn)
+    return emitOpError("must read an input's element: an argument of the "
+                       "body for an input");
+  unsigned j = arg.getArgNumber();
+  if (rows->isColumnVector(rows->getInputs()[j]) || rows->isScalarInput(j))
+    return emitOpError() << "reads input " << j
+                         << ", which is not a row buffer";
+  return success();
+}
+
 LogicalResult OptimizerOp::verify() {
   if (getParams().empty())
     return emitOpError("updates no parameter: params is empty");
@@ -932,9 +988,11 @@ modc::modk::invariantOps(Block &block,
       return invariant(arg);
     return ops.contains(v.getDefiningOp());
   };
-  // modk.column takes no operand but differs from element to element.
+  // modk.column and modk.rope_angle take no operand but differ from
+  // element to element (and modk.rotate_half reads another element).
   for (Operation &o : block.without_terminator())
-    if (!isa<ColumnOp>(o) && llvm::all_of(o.getOperands(), isInvariant))
+    if (!isa<ColumnOp, RopeAngleOp, RotateHalfOp>(o) &&
+        llvm::all_of(o.getOperands(), isInvariant))
       ops.insert(&o);
   return ops;
 }

@@ -213,7 +213,9 @@
 // CHECK: modc_rows_{{[0-9]+}}([[SSEG:buf[0-9]+]][B], [[SSEG]], B, {{buf[0-9]+}}, {{buf[0-9]+}}, {{buf[0-9]+}}, {{buf[0-9]+}}, [[DR:buf[0-9]+]], {{buf[0-9]+}}, [[DR]]);
 // CHECK: modc_rows_{{[0-9]+}}({{buf[0-9]+}}[B], {{buf[0-9]+}}, {{buf[0-9]+}}, {{buf[0-9]+}}, {{buf[0-9]+}}, {{buf[0-9]+}});
 // CHECK: modk_cpu::causal_attention_grad<2, 16>(
-// CHECK: modk_cpu::rope_grad<2, 16>([[DY:buf[0-9]+]], {{.*}}, static_cast<float>(10000), [[DY]]);
+// RoPE's transpose, generated over heads of 16 columns, in place at the
+// rows' positions.
+// CHECK: modc_rows_{{[0-9]+}}({{buf[0-9]+}}[B], {{buf[0-9]+}}, [[DY:buf[0-9]+]], [[DY]]);
 // The gather's gradient, generated: dx[token] += dxs[row], in place at
 // each selected row's token.
 // CHECK: modc_rows_[[GG:[0-9]+]]([[GSEG:buf[0-9]+]][B], [[GSEG]], B, [[GPOS:buf[0-9]+]], {{buf[0-9]+}}, [[GDX:buf[0-9]+]], [[GDX]]);

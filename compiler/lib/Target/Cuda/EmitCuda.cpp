@@ -18,6 +18,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <set>
+
 using namespace mlir;
 using namespace modc;
 
@@ -163,6 +165,8 @@ private:
   }
   void closeGroup() override {}
   void emitCausalDecisions(int index, StringRef logits, int indent) override;
+  /// modc_cuda_init's statements that build RoPE's angle tables.
+  std::string ropeTableBuilds();
 
   std::string arch;
   std::vector<std::string> scratchNeeds;
@@ -441,7 +445,7 @@ extern "C" {{
   if ((e = cudaMalloc(&modcBadPosition, sizeof(*modcBadPosition))) != cudaSuccess)
     return cudaFail("modc_cuda_init", "cudaMalloc", e);
   cudaMemset(modcBadPosition, 0xff, sizeof(*modcBadPosition));
-  modcReady = true;
+{7}  modcReady = true;
   return 0;
 }}
 
@@ -519,7 +523,27 @@ extern "C" {{
 )cpp",
                     archNumber / 10, archNumber % 10, exact ? "true" : "false",
                     modk::EntryOp(entries.front()).getVocabSize(), kExport,
-                    arch, seqLen);
+                    arch, seqLen, ropeTableBuilds());
+}
+
+std::string CudaEmitter::ropeTableBuilds() {
+  // RoPE's angle tables, built before any entry runs: a captured decode
+  // step cannot allocate one (ropeTableFor).
+  std::set<std::pair<int64_t, double>> tables;
+  for (modk::EntryOp e : entries)
+    e.walk([&](modk::RopeAngleOp angle) {
+      auto rows = cast<modk::RowsOp>(angle->getParentOp());
+      tables.insert({int64_t(*rows.getHeadDim()),
+                     angle.getTheta().convertToDouble()});
+    });
+  std::string text;
+  for (auto [hd, theta] : tables)
+    text += fmt::format(
+        "  if (!modk_cuda::detail::ropeTableFor<{}>({}, {}, modcStream))\n"
+        "    return fail(3, \"modc_cuda_init: cannot allocate RoPE's angle "
+        "table: \" + std::string(cudaGetErrorString(cudaGetLastError())));\n",
+        hd, floatLiteral(theta), seqLen);
+  return text;
 }
 
 LogicalResult CudaEmitter::emit() {

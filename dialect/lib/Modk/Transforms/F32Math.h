@@ -8,6 +8,8 @@
 #ifndef MODC_DIALECT_MODK_TRANSFORMS_F32MATH_H
 #define MODC_DIALECT_MODK_TRANSFORMS_F32MATH_H
 
+#include "modc/Dialect/Modk/ModkDialect.h"
+
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/IR/Builders.h"
@@ -85,6 +87,18 @@ struct F32Math {
     mlir::Value narrow =
         mlir::arith::TruncFOp::create(b, loc, b.getBF16Type(), x);
     return mlir::arith::ExtFOp::create(b, loc, b.getF32Type(), narrow);
+  }
+  /// RoPE's (cos, sin) of the element's angle (modk.rope_angle).
+  std::pair<mlir::Value, mlir::Value> ropeAngle(double theta) {
+    auto angle = modk::RopeAngleOp::create(b, loc, b.getF32Type(),
+                                           b.getF32Type(),
+                                           b.getF64FloatAttr(theta));
+    return {angle.getCos(), angle.getSin()};
+  }
+  /// x's element at the partner column of its head, signed
+  /// (modk.rotate_half): RoPE is x cos + rotate_half(x) sin.
+  mlir::Value rotateHalf(mlir::Value x) {
+    return modk::RotateHalfOp::create(b, loc, b.getF32Type(), x);
   }
   /// The exact GELU's Phi(x) = 0.5 (1 + erf(x / sqrt 2)).
   mlir::Value normalCdf(mlir::Value x) {

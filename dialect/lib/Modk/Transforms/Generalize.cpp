@@ -55,7 +55,8 @@ modk::RowsOp createRows(PatternRewriter &rewriter, Operation *op,
   auto rows = modk::RowsOp::create(
       rewriter, loc, inputs, segments, tokens.positions, outputs,
       rewriter.getDenseI64ArrayAttr(tokens.operands),
-      rewriter.getDenseI64ArrayAttr(lookups));
+      rewriter.getDenseI64ArrayAttr(lookups), /*causal_only=*/nullptr,
+      /*head_dim=*/nullptr);
   Type f32 = rewriter.getF32Type();
   auto fill = [&](Region &region, unsigned args, RegionFn fn) {
     SmallVector<Type> types(args, f32);
@@ -536,6 +537,32 @@ struct RMSNormGradToRows : OpRewritePattern<modk::RMSNormGradOp> {
   }
 };
 
+/// The transpose of RoPE (docs/model-format.md, RoPE): each head's pairs
+/// rotated by minus their angle, dx = dy cos - rotate_half(dy) sin, out of
+/// place (dx may be bf16: only products read it).
+struct RopeGradToRows : OpRewritePattern<modk::RopeGradOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(modk::RopeGradOp op,
+                                PatternRewriter &rewriter) const override {
+    int64_t width = cast<MemRefType>(op.getGrad().getType()).getShape().back();
+    int64_t heads = op.getNHeads();
+    if (heads <= 0 || width % heads != 0 || (width / heads) % 2 != 0)
+      return rewriter.notifyMatchFailure(op, "heads of an odd width");
+    double theta = op.getRopeTheta().convertToDouble();
+    modk::RowsOp rows = createRows(
+        rewriter, op, {op.getGrad()}, op.getSegments(), {op.getOutput()}, 0,
+        noSums,
+        [&](F32Math &m, ValueRange a) -> SmallVector<Value> {
+          auto [cos, sin] = m.ropeAngle(theta);
+          return {m.sub(m.mul(a[0], cos), m.mul(m.rotateHalf(a[0]), sin))};
+        },
+        TokenAccess{op.getPositions(), {}});
+    rows.setHeadDimAttr(rewriter.getI64IntegerAttr(width / heads));
+    rewriter.eraseOp(op);
+    return success();
+  }
+};
+
 /// The gradient of the router r = w . x over every token (the identity row
 /// set of the stream's tokens; docs/model-format.md section 5): dx = dx + dr w at every element, dr the
 /// row's one value, and the column sum dw += dr x.
@@ -781,7 +808,8 @@ struct GeneralizePass : public modc::impl::GeneralizeBase<GeneralizePass> {
         .add<RMSNormToRows, AddToRows, ActivationToRows, ActivationGradToRows,
              RouteSelectGatherToRows, DecodeRouteToRows, GateScaleScatterToRows,
              GatherGradToRows, ScatterGradToRows, RMSNormGradToRows,
-             RouterGradToRows, NamedEpilogueToRows, EmbedToRows,
+             RouterGradToRows, RopeGradToRows, NamedEpilogueToRows,
+             EmbedToRows,
              PredictorToRows, PredictorGradToRows,
              LossToRows<modk::CrossEntropyOp>,
              LossToRows<modk::CrossEntropyLossOp>, LossToRows<modk::BCELossOp>,

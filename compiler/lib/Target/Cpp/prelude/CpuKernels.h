@@ -404,6 +404,20 @@ inline void store_rows(const float *src, int64_t rows, Out *dst) {
 }
 
 namespace detail {
+/// RoPE's cos and sin of pairs j < HD/2 at position p: the angle
+/// p theta^(-2j/HD) in double, only cos and sin rounded, so long positions
+/// keep full f32 accuracy (docs/model-format.md). The generated RoPE
+/// kernels read them once a row, for all its heads.
+template <int HD>
+inline void ropeAngles(int32_t p, float theta, float *c, float *s) {
+  for (int j = 0; j < HD / 2; ++j) {
+    const double a = static_cast<double>(p) *
+                     std::pow(static_cast<double>(theta), -2.0 * j / HD);
+    c[j] = static_cast<float>(std::cos(a));
+    s[j] = static_cast<float>(std::sin(a));
+  }
+}
+
 /// out = x[rows, H * HD] rotated, rotate-half within each head, by the
 /// angle of position pos[i] (by minus that angle when `Inverse`: the
 /// transpose, for the backward pass); out may be x (in place), or bf16

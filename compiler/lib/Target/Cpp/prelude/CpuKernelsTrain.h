@@ -97,15 +97,6 @@ inline void linear_wgrad(const TD *dy, int64_t M, const TA *a, float *dw,
               accumulate ? 1.0f : 0.0f, dw, K);
 }
 
-/// Transpose of `rope`: dx = dy[rows, H * HD] rotated by -angle, with the
-/// angles formed exactly as `rope` forms them. dx may be dy (in place), or
-/// bf16 (rounded: modk-store-bf16, only products read it).
-template <int H, int HD, typename Out>
-inline void rope_grad(const float *dy, int64_t rows, const int32_t *pos,
-                      float theta, Out *dx) {
-  detail::ropeRotate<H, HD, true, false>(dy, rows, pos, theta, dx);
-}
-
 /// dtable[tokens[i]] += dx[i] for i < rows; dtable is [V, D]. Threads own
 /// disjoint column blocks and visit rows in order, so repeated tokens need no
 /// atomics and the sum order is fixed.

@@ -49,56 +49,6 @@
 namespace modk_cuda {
 
 //===----------------------------------------------------------------------===//
-// Norm and elementwise gradients
-//===----------------------------------------------------------------------===//
-
-namespace train_detail {
-
-template <int H, int HD, typename Out>
-__global__ void ropeGradKernel(const float *dy, const int64_t *rowsp,
-                               const int32_t *pos, float theta, Out *dx) {
-  constexpr int Half = HD / 2;
-  constexpr int T = colThreads<H * Half>();
-  __shared__ float cs[Half], sn[Half];
-  const int64_t i = blockIdx.x;
-  if (i >= *rowsp)
-    return;
-  // The forward's angles (exactly modk_cpu::ropeRotate's), sin negated:
-  // the inverse rotation.
-  for (int j = threadIdx.x; j < Half; j += T) {
-    const float2 a = detail::ropeAngle<HD>(pos[i], j, theta);
-    cs[j] = a.x;
-    sn[j] = -a.y;
-  }
-  __syncthreads();
-  for (int e = threadIdx.x; e < H * Half; e += T) {
-    const int h = e / Half, j = e % Half;
-    const int64_t at = (i * H + h) * HD + j;
-    float x0 = dy[at], x1 = dy[at + Half];
-    detail::ropeRotatePair(x0, x1, make_float2(cs[j], sn[j]));
-    dx[at] = Out(x0);
-    dx[at + Half] = Out(x1);
-  }
-}
-
-} // namespace train_detail
-
-/// Transpose of rope (modk_cpu::rope_grad): dx = dy[rows, H * HD] rotated
-/// by minus the angle, angles formed in double as the CPU does. dx may be dy
-/// (in place), or bf16 (rounded: modk-store-bf16, only products read it).
-template <int H, int HD, typename Out>
-inline void rope_grad(const float *dy, const int64_t *rows, int64_t max_rows,
-                      const int32_t *pos, float theta, Out *dx,
-                      cudaStream_t stream) {
-  static_assert(HD % 2 == 0, "rope needs an even head dimension");
-  if (max_rows <= 0)
-    return;
-  auto k = train_detail::ropeGradKernel<H, HD, Out>;
-  MODC_LAUNCH(k, (unsigned)max_rows, train_detail::colThreads<H *(HD / 2)>(),
-              0, stream, dy, rows, pos, theta, dx);
-}
-
-//===----------------------------------------------------------------------===//
 // Embedding and token gradients
 //===----------------------------------------------------------------------===//
 

@@ -367,6 +367,11 @@ def Modk_RowsOp : Modk_Op<"rows", [AttrSizedOperandSegments,
     generate each target's kernel from them (docs/compiler.md). An output
     may be an input (in place): every element of a row is read before any
     of that row is written.
+    `head_dim` = HD (RoPE): the row is heads of HD columns, and `body` may
+    read `modk.rotate_half` (an input's element at the partner column of
+    its head) and `modk.rope_angle` (at the row's position, `positions`
+    without token operands). Such a kernel only maps elements: no sums,
+    maxima, lookups, token operands or outputs of one value a row.
 
     ```mlir
     modk.rows ins(%x, %w : memref<?x16x32xf32>, memref<32xf32>)
@@ -387,7 +392,7 @@ def Modk_RowsOp : Modk_Op<"rows", [AttrSizedOperandSegments,
                    Variadic<AnyMemRef>:$outputs,
                    DefaultValuedAttr<DenseI64ArrayAttr, "{}">:$token_operands,
                    DefaultValuedAttr<DenseI64ArrayAttr, "{}">:$lookups,
-                   UnitAttr:$causal_only);
+                   UnitAttr:$causal_only, OptionalAttr<I64Attr>:$head_dim);
   let regions = (region SizedRegion<1>:$reduce, SizedRegion<1>:$body,
                  MaxSizedRegion<1>:$maxima);
   let assemblyFormat = [{
@@ -459,6 +464,35 @@ def Modk_ColumnOp : Modk_Op<"column", [Pure, HasParent<"RowsOp">]> {
   }];
   let results = (outs F32:$column);
   let assemblyFormat = "attr-dict `:` type($column)";
+}
+
+def Modk_RopeAngleOp : Modk_Op<"rope_angle", [Pure, HasParent<"RowsOp">]> {
+  let summary = "cos and sin of the RoPE angle of a modk.rows element";
+  let description = [{
+    In a modk.rows with `head_dim` = HD, the element at column c has the
+    pair index j = (c mod HD) mod HD/2, and its row the position p (the
+    op's `positions` at the row). The angle a = p * theta^(-2j / HD) is
+    formed in double; cos a and sin a are rounded to f32
+    (docs/model-format.md, RoPE). Only `body` reads it.
+  }];
+  let arguments = (ins F64Attr:$theta);
+  let results = (outs F32:$cos, F32:$sin);
+  let assemblyFormat = "attr-dict `:` type($cos) `,` type($sin)";
+  let hasVerifier = 1;
+}
+
+def Modk_RotateHalfOp : Modk_Op<"rotate_half", [Pure, HasParent<"RowsOp">]> {
+  let summary = "An input's element at the partner column of its head, signed";
+  let description = [{
+    In a modk.rows with `head_dim` = HD, where `element` is the body's
+    argument for input x (a row buffer) at column c: -x[c + HD/2] in the
+    first half of c's head, x[c - HD/2] in the second. RoPE is then
+    x cos + rotate_half(x) sin, and its transpose x cos - rotate_half(x) sin.
+  }];
+  let arguments = (ins F32:$element);
+  let results = (outs F32:$result);
+  let assemblyFormat = "$element attr-dict `:` type($result)";
+  let hasVerifier = 1;
 }
 
 def Modk_RowCountOp : Modk_Op<"row_count", [Pure, HasParent<"RowsOp">]> {
