@@ -165,6 +165,29 @@ constexpr auto ropeGrad3x8Bf16 = rows_cpu::modc_rows_100;
 constexpr auto ropeGrad8x64 = rows_cpu::modc_rows_101;
 constexpr auto ropeGrad3x16 = rows_cpu::modc_rows_102;
 constexpr auto ropeGrad3x16Bf16 = rows_cpu::modc_rows_103;
+// RoPE of a product's rows, as its epilogue over heads: (rows, pos,
+// product, y), y may be the product; HxHD, theta 10^4 unless named, Bf16:
+// then rounded to bf16 values.
+constexpr auto rope4x32 = rows_cpu::modc_rows_104;
+constexpr auto rope4x32Bf16 = rows_cpu::modc_rows_105;
+constexpr auto rope2x128Theta5e5 = rows_cpu::modc_rows_106;
+constexpr auto rope2x128Theta5e5Bf16 = rows_cpu::modc_rows_107;
+constexpr auto rope3x24 = rows_cpu::modc_rows_108;
+constexpr auto rope3x24Bf16 = rows_cpu::modc_rows_109;
+constexpr auto rope8x64 = rows_cpu::modc_rows_110;
+constexpr auto rope3x22 = rows_cpu::modc_rows_111;
+constexpr auto rope3x22Theta5e5 = rows_cpu::modc_rows_112;
+constexpr auto rope3x32 = rows_cpu::modc_rows_113;
+constexpr auto rope3x32Bf16 = rows_cpu::modc_rows_114;
+constexpr auto rope2x32Bf16 = rows_cpu::modc_rows_115;
+constexpr auto rope3x16 = rows_cpu::modc_rows_116;
+constexpr auto rope3x16Bf16 = rows_cpu::modc_rows_117;
+constexpr auto rope2x64Bf16 = rows_cpu::modc_rows_118;
+constexpr auto rope2x128Bf16 = rows_cpu::modc_rows_119;
+constexpr auto rope3x64Bf16 = rows_cpu::modc_rows_120;
+constexpr auto rope2x64 = rows_cpu::modc_rows_121;
+constexpr auto rope2x128 = rows_cpu::modc_rows_122;
+constexpr auto rope3x64 = rows_cpu::modc_rows_123;
 // Gathers fused into the selection, S = 40, D = 70: functors {pos, x, w,
 // gathered, normed} (RMSNorm, eps 1e-5) and {pos, x, scale, w, gathered,
 // normed}, for select_topk and gather_sequences.
@@ -178,7 +201,7 @@ using FusedDecodeGatherRmsnorm64 = rows_cpu::modc_gather_2;
 } // namespace
 
 #ifdef MODC_ROW_KERNELS_CUDA
-#include "RowKernelsCuda.inc"
+#include "RowKernelsCuda.h"
 
 namespace {
 namespace rows_cuda = ::modc_rows;
@@ -256,6 +279,8 @@ constexpr auto roundBf16Rows48 = rows_cuda::modc_rows_98;
 // theta; a package passes the one modc_cuda_init built).
 constexpr auto ropeGrad3x16 = rows_cuda::modc_rows_102;
 constexpr auto ropeGrad3x16Bf16 = rows_cuda::modc_rows_103;
+// RoPE (RowKernelsCuda.h).
+using namespace rope_kernels;
 using FusedGatherRmsnorm40x70 = rows_cuda::modc_gather_0;
 using FusedGatherScale40x70 = rows_cuda::modc_gather_1;
 using FusedDecodeGatherRmsnorm64 = rows_cuda::modc_gather_2;

@@ -29,6 +29,9 @@
 #include "EmuTestData.h"
 #include "TensorCoreChecks.h"
 
+#define MODC_ROW_KERNELS_CUDA 1
+#include "RowKernels.h"
+
 namespace {
 using namespace modc_emu_test;
 using modc_tc_check::forEachBf16GemmPath;
@@ -305,11 +308,12 @@ void expectBf16Close(const std::vector<float> &got,
   EXPECT_GE(equal, n * 99 / 100) << what;
 }
 
-/// The rounding fused into RoPE (linear_rope rounds after the rotation)
-/// against the CPU's linear and rope (which rounds too), on every GEMM path (head
-/// dim 32: the rotation is fused into the GEMM on the large mma.sync tile
-/// and on wgmma). The values' rounding is a generated `rows` epilogue
-/// (modk-generalize), checked in the packages (test/gpu, bf16.test).
+/// The rounding in RoPE's generated epilogue (rounded after the rotation)
+/// against the CPU's bf16 linear and generated RoPE (which rounds too), on
+/// every GEMM path (head dim 32: the epilogue runs in the GEMM's tiles on
+/// the large mma.sync tile and on wgmma). The values' rounding is a
+/// generated `rows` epilogue too (modk-generalize), checked in the
+/// packages (test/gpu, bf16.test).
 TEST(CudaBf16, FusedRounding) {
   constexpr int H = 2, HD = 32, N = H * HD, K = 40;
   const int64_t rows = 50, maxRows = 53;
@@ -319,15 +323,17 @@ TEST(CudaBf16, FusedRounding) {
     pos[i] = int32_t(3 * i + 1);
   std::vector<float> q(rows * N);
   modk_cpu::linear<N, K, true>(a.data(), rows, w.data(), q.data());
-  modk_cpu::rope<H, HD, true>(q.data(), rows, pos.data(), 10000.0f);
+  gen_cpu::rope2x32Bf16(rows, pos.data(), q.data(), q.data());
   forEachBf16GemmPath([&] {
     int64_t dRows = rows;
     std::vector<float> gq(maxRows * N, kSentinel);
-    modk_cuda::linear_rope<H, HD, K, true>(a.data(), &dRows, maxRows,
-                                           w.data(), pos.data(), 10000.0f,
-                                           3 * int32_t(maxRows), gq.data(),
-                                           nullptr);
-    expectBf16Close(gq, q, rows * N, "linear_rope");
+    rope_kernels::linearRope<N, K, rope_kernels::rope2x32Bf16Epilogue, true>(
+        rope_kernels::rope2x32Bf16, a.data(), &dRows, maxRows, w.data(),
+        pos.data(),
+        modk_cuda::detail::ropeTableFor<HD>(10000.0f, 3 * int32_t(maxRows),
+                                            nullptr),
+        3 * int32_t(maxRows), gq.data(), nullptr);
+    expectBf16Close(gq, q, rows * N, "RoPE epilogue, rounded");
     for (int64_t i = rows * N; i < maxRows * N; ++i)
       ASSERT_EQ(gq[i], kSentinel) << i;
   });

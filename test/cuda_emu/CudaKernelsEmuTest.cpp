@@ -280,6 +280,10 @@ std::vector<int32_t> randomPositions(int64_t n, uint32_t seed, int32_t bound) {
   return pos;
 }
 
+/// RoPE as modc generates it: in the product's epilogue on every path (a
+/// head dim of 22, which no tensor-core tile holds: the product, then the
+/// epilogue's kernel), and the kernel alone at another theta, against the
+/// CPU's generated forms.
 TEST(CudaKernels, LinearRopeAndRope) {
   forEachGemmPath([] {
     constexpr int H = 3, HD = 22, K = 26, N = H * HD;
@@ -288,21 +292,22 @@ TEST(CudaKernels, LinearRopeAndRope) {
     auto pos = randomPositions(maxRows, 43, 5000);
     const float theta = 10000.0f;
     std::vector<float> y(maxRows * N, kSentinel), ref(maxRows * N, kSentinel);
-    modk_cuda::linear_rope<H, HD, K>(a.data(), &rows, maxRows, w.data(),
-                                     pos.data(), theta, 5000, y.data(),
-                                     nullptr);
+    rope_kernels::linearRope<N, K, rope_kernels::rope3x22Epilogue>(
+        gen_cuda::rope3x22, a.data(), &rows, maxRows, w.data(), pos.data(),
+        modk_cuda::detail::ropeTableFor<HD>(theta, 5000, nullptr), 5000,
+        y.data(), nullptr);
     modk_cpu::linear<N, K>(a.data(), rows, w.data(), ref.data());
     std::vector<float> pre(ref);
-    modk_cpu::rope<H, HD>(ref.data(), rows, pos.data(), theta);
-    expectClose(y.data(), ref.data(), rows * N, "linear_rope");
-    expectSentinel(y.data(), rows * N, maxRows * N, "linear_rope");
-    modk_cuda::rope<H, HD>(pre.data(), &rows, maxRows, pos.data(), 500000.0f,
-                           nullptr);
+    gen_cpu::rope3x22(rows, pos.data(), ref.data(), ref.data());
+    expectClose(y.data(), ref.data(), rows * N, "RoPE epilogue");
+    expectSentinel(y.data(), rows * N, maxRows * N, "RoPE epilogue");
+    gen_cuda::launch(gen_cuda::rope3x22Theta5e5, &rows, maxRows, pos.data(),
+                     pre.data(), pre.data(), nullptr);
     std::vector<float> ref2(maxRows * N, kSentinel);
     modk_cpu::linear<N, K>(a.data(), rows, w.data(), ref2.data());
-    modk_cpu::rope<H, HD>(ref2.data(), rows, pos.data(), 500000.0f);
-    expectClose(pre.data(), ref2.data(), rows * N, "rope");
-    expectSentinel(pre.data(), rows * N, maxRows * N, "rope");
+    gen_cpu::rope3x22Theta5e5(rows, pos.data(), ref2.data(), ref2.data());
+    expectClose(pre.data(), ref2.data(), rows * N, "RoPE kernel");
+    expectSentinel(pre.data(), rows * N, maxRows * N, "RoPE kernel");
   });
 }
 
@@ -368,31 +373,32 @@ TEST(CudaKernels, LinearRopeFewRows) {
   const float theta = 10000.0f;
   std::vector<float> ref(maxRows * N, kSentinel);
   modk_cpu::linear<N, K>(a.data(), rows, w.data(), ref.data());
-  modk_cpu::rope<H, HD>(ref.data(), rows, pos.data(), theta);
+  gen_cpu::rope3x32(rows, pos.data(), ref.data(), ref.data());
   const int64_t fused = modk_cuda::detail::fusedRopeLaunches(),
                 launches = modk_cuda::detail::streamLaunches();
+  const float2 *table = modk_cuda::detail::ropeTableFor<HD>(theta, 3000, nullptr);
   std::vector<float> y(maxRows * N, kSentinel);
-  modk_cuda::linear_rope<H, HD, K>(a.data(), &rows, maxRows, w.data(),
-                                   pos.data(), theta, 3000, y.data(), nullptr);
+  EXPECT_TRUE((rope_kernels::linearRope<N, K, rope_kernels::rope3x32Epilogue>(
+      gen_cuda::rope3x32, a.data(), &rows, maxRows, w.data(), pos.data(),
+      table, 3000, y.data(), nullptr)));
   EXPECT_EQ(fused + 1, modk_cuda::detail::fusedRopeLaunches());
   EXPECT_EQ(launches + 1, modk_cuda::detail::streamLaunches());
-  expectClose(y.data(), ref.data(), rows * N, "few-row linear_rope");
-  expectSentinel(y.data(), rows * N, maxRows * N, "few-row linear_rope");
+  expectClose(y.data(), ref.data(), rows * N, "few-row RoPE");
+  expectSentinel(y.data(), rows * N, maxRows * N, "few-row RoPE");
   // bf16 operands, the rotated values rounded: the CPU's bf16 product,
   // rotation and rounding.
   std::vector<float> refBf(maxRows * N, kSentinel), yBf(maxRows * N, kSentinel);
   modk_cpu::linear<N, K, true>(a.data(), rows, w.data(), refBf.data());
-  modk_cpu::rope<H, HD>(refBf.data(), rows, pos.data(), theta);
-  for (int64_t i = 0; i < rows * N; ++i)
-    refBf[i] = modk_cpu::bf16_round(refBf[i]);
-  modk_cuda::linear_rope<H, HD, K, true>(a.data(), &rows, maxRows, w.data(),
-                                         pos.data(), theta, 3000, yBf.data(),
-                                         nullptr);
+  gen_cpu::rope3x32Bf16(rows, pos.data(), refBf.data(), refBf.data());
+  EXPECT_TRUE(
+      (rope_kernels::linearRope<N, K, rope_kernels::rope3x32Bf16Epilogue, true>(
+          gen_cuda::rope3x32Bf16, a.data(), &rows, maxRows, w.data(),
+          pos.data(), table, 3000, yBf.data(), nullptr)));
   // One bf16 ulp (2^-8 relative) where the f32 sums straddle a rounding
   // boundary.
-  expectClose(yBf.data(), refBf.data(), rows * N, "few-row bf16 linear_rope",
+  expectClose(yBf.data(), refBf.data(), rows * N, "few-row bf16 RoPE",
               1.0f / 128);
-  expectSentinel(yBf.data(), rows * N, maxRows * N, "few-row bf16 linear_rope");
+  expectSentinel(yBf.data(), rows * N, maxRows * N, "few-row bf16 RoPE");
 }
 
 template <int N, int K>

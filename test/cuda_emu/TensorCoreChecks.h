@@ -27,7 +27,10 @@
 #include "TestCounters.h" // before the kernels (the GPU build)
 #include "CudaCommon.cuh"
 #include "CudaKernels.cuh"
+#include "CudaKernelsDecode.cuh"
+#include "CudaKernelsTrain.cuh"
 #include "GemmPlanHooks.h" // the plan of calls that name none
+#include "RowKernelsCuda.h" // the generated RoPE epilogues (after the preludes)
 
 #include <gtest/gtest.h>
 
@@ -790,7 +793,7 @@ inline void checkTmaBackwardShapes() {
 }
 
 //===----------------------------------------------------------------------===//
-// RoPE fused into the GEMM epilogue (linear_rope)
+// RoPE in the GEMM epilogue (modc's generated epilogue over heads)
 //===----------------------------------------------------------------------===//
 
 /// The GEMM path a product of `rows` rows (the static bound) takes now, as
@@ -803,10 +806,12 @@ inline int currentGemmPath(bool bf16Product, int64_t rows) {
   return bf16Product && wgmma && wgmmaRows ? 2 : 1;
 }
 
-/// Whether path `path` has a tile whose warps hold whole heads of HD.
-template <int HD> bool ropeFitsPath(int path) {
+/// Whether path `path` has a tile whose warps hold whole heads of the
+/// generated epilogue I.
+template <int I> bool ropeFitsPath(int path) {
   namespace d = modk_cuda::detail;
-  constexpr int epi = d::epiRope<HD, false>();
+  constexpr int epi = d::epiRows<I>();
+  static_assert(d::epiHeadDim<epi>() > 0, "a RoPE epilogue");
   if (path == 2)
     return d::epilogueFits<epi, d::WgSmall>() || d::epilogueFits<epi, d::WgLarge>();
   if (path == 1)
@@ -814,30 +819,33 @@ template <int HD> bool ropeFitsPath(int path) {
   return false;
 }
 
-/// The epilogue arguments linear_rope passes: the positions and the angle
-/// table of `positions` positions.
+/// The epilogue arguments modc passes a RoPE epilogue: the positions, the
+/// angle table of `positions` positions, and the output y.
 template <int HD>
 modk_cuda::detail::EpiArgs ropeArgs(const int32_t *pos, float theta,
-                                    int32_t positions) {
+                                    int32_t positions, float *y) {
   modk_cuda::detail::EpiArgs epi;
   epi.pos = pos;
   epi.ropeTable = modk_cuda::detail::ropeTableFor<HD>(theta, positions, nullptr);
   epi.ropePositions = positions;
+  epi.operands[1] = y;
   EXPECT_NE(epi.ropeTable, nullptr);
   return epi;
 }
 
 /// y = rope(a w^T) for `count` rows of a bound of `bound`, H heads of HD, at
-/// random positions below `positions` (the last one among them): the
-/// product (bf16 operands when BF) rotated in the GEMM's epilogue where the
-/// path has a tile that holds whole heads in each warp, else by the rope
-/// kernel. Checked against fp64
-/// (the angles' cos and sin rounded to f32, as the CPU forms them); bit for
-/// bit against the GEMM followed by the rope kernel; with BF the rounded
-/// queries equal the unrounded ones rounded; rows past the count untouched;
-/// fused exactly where a tile fits.
-template <int H, int HD, int K, bool BF>
-void checkFusedRope(int64_t count, int64_t bound, int32_t positions,
+/// random positions below `positions` (the last one among them), theta
+/// 10^4: the product (bf16 operands when BF) with the generated epilogue
+/// Plain in the GEMM's tiles where the path has a tile that holds whole
+/// heads in each warp. Checked against fp64 (the angles' cos and sin
+/// rounded to f32, as modc forms them); bit for bit against the GEMM
+/// followed by the same math as a kernel (plain, in place); then as a
+/// package runs it (rope_kernels::linearRope), with BF the epilogue
+/// Rounded, whose values are the plain ones rounded to bf16; rows past the
+/// count untouched; fused exactly where a tile fits.
+template <int H, int HD, int K, bool BF, int Plain, int Rounded>
+void checkFusedRope(rope_kernels::Kernel plain, rope_kernels::Kernel rounded,
+                    int64_t count, int64_t bound, int32_t positions,
                     uint32_t seed) {
   namespace d = modk_cuda::detail;
   constexpr int N = H * HD, Half = HD / 2;
@@ -872,17 +880,21 @@ void checkFusedRope(int64_t count, int64_t bound, int32_t positions,
   }
 
   const int path = currentGemmPath(BF, bound);
-  const bool fits = ropeFitsPath<HD>(path);
+  const bool fits = ropeFitsPath<Plain>(path);
   const int64_t fusedBefore = d::fusedRopeLaunches();
   DeviceCopy<float> fused(sentinel), unfused(sentinel);
-  const bool wasFused = d::linearEpi<N, K, d::epiRope<HD, false>(), BF, modk_cuda::DefaultGemmPlan>(
-      dA.get(), dRows.get(), bound, dW.get(),
-      ropeArgs<HD>(dPos.get(), theta, positions), fused.get(), nullptr);
+  const bool wasFused =
+      d::linearEpi<N, K, d::epiRows<Plain>(), BF, modk_cuda::DefaultGemmPlan>(
+          dA.get(), dRows.get(), bound, dW.get(),
+          ropeArgs<HD>(dPos.get(), theta, positions, fused.get()),
+          static_cast<float *>(nullptr), nullptr);
   EXPECT_EQ(wasFused, fits) << "path " << path << ", head dim " << HD;
   modk_cuda::linear<N, K, BF>(dA.get(), dRows.get(), bound, dW.get(),
                               unfused.get(), nullptr);
-  modk_cuda::rope<H, HD>(unfused.get(), dRows.get(), bound, dPos.get(), theta,
-                         nullptr);
+  MODC_LAUNCH(plain, unsigned(modk_cuda::ceilDiv(bound, d::kRowWarps)),
+              d::kThreads, 0, nullptr, dRows.get(), dPos.get(),
+              unfused.get(), unfused.get(),
+              d::ropeTableFor<HD>(theta, positions, nullptr));
   const std::vector<float> viaEpilogue = fused.read();
   if (wasFused) {
     expectGemm(viaEpilogue, want, mag, "RoPE epilogue against fp64");
@@ -890,35 +902,46 @@ void checkFusedRope(int64_t count, int64_t bound, int32_t positions,
   }
   expectGemm(unfused.read(), want, mag, "GEMM then RoPE kernel against fp64");
 
-  // linear_rope: fused where the path fits; BF rounds the rotated values.
+  // As a package runs it: fused where the path fits; with BF the rounding
+  // epilogue, whose values are the rotated ones rounded.
   DeviceCopy<float> q(sentinel);
-  modk_cuda::linear_rope<H, HD, K, BF>(dA.get(), dRows.get(), bound, dW.get(),
-                                       dPos.get(), theta, positions, q.get(),
-                                       nullptr);
+  constexpr int Last = BF ? Rounded : Plain;
+  EXPECT_EQ(fits,
+            (rope_kernels::linearRope<N, K, Last, BF>(
+                BF ? rounded : plain, dA.get(), dRows.get(), bound, dW.get(),
+                dPos.get(), d::ropeTableFor<HD>(theta, positions, nullptr),
+                positions, q.get(), nullptr)));
   EXPECT_EQ(d::fusedRopeLaunches() - fusedBefore, fits ? 1 : 0);
   std::vector<float> expected = unfused.read();
   if (BF)
     for (int64_t i = 0; i < count * N; ++i)
       expected[i] = bf16Value(expected[i]);
-  expectSameBits(q.read(), expected, BF ? "linear_rope, rounded" : "linear_rope");
+  expectSameBits(q.read(), expected, BF ? "RoPE, rounded" : "RoPE");
 }
 
 /// Head dims 16 (every tensor-core tile), 32 (the large mma.sync tile), 64
 /// (wgmma only) and 128 (the large wgmma tile); ragged rows, rows on the
 /// device below the bound, few rows (which stay on mma.sync).
 inline void checkFusedRopeShapes() {
-  checkFusedRope<3, 16, 40, true>(37, 40, 64, 3701);
-  checkFusedRope<4, 32, 48, true>(130, 140, 100, 3702);
-  checkFusedRope<2, 64, 64, true>(70, 70, 128, 3703);
-  checkFusedRope<2, 128, 32, true>(100, 129, 5000, 3704);
-  checkFusedRope<3, 16, 40, false>(37, 40, 64, 3705);
-  checkFusedRope<4, 32, 48, false>(130, 140, 100, 3706);
+  using namespace rope_kernels;
+  checkFusedRope<3, 16, 40, true, rope3x16Epilogue, rope3x16Bf16Epilogue>(
+      rope3x16, rope3x16Bf16, 37, 40, 64, 3701);
+  checkFusedRope<4, 32, 48, true, rope4x32Epilogue, rope4x32Bf16Epilogue>(
+      rope4x32, rope4x32Bf16, 130, 140, 100, 3702);
+  checkFusedRope<2, 64, 64, true, rope2x64Epilogue, rope2x64Bf16Epilogue>(
+      rope2x64, rope2x64Bf16, 70, 70, 128, 3703);
+  checkFusedRope<2, 128, 32, true, rope2x128Epilogue, rope2x128Bf16Epilogue>(
+      rope2x128, rope2x128Bf16, 100, 129, 5000, 3704);
+  checkFusedRope<3, 16, 40, false, rope3x16Epilogue, rope3x16Bf16Epilogue>(
+      rope3x16, rope3x16Bf16, 37, 40, 64, 3705);
+  checkFusedRope<4, 32, 48, false, rope4x32Epilogue, rope4x32Bf16Epilogue>(
+      rope4x32, rope4x32Bf16, 130, 140, 100, 3706);
 }
 
-/// The RoPE epilogue on the TMA kernel (a forward product: bf16 A, the
-/// weight's bf16 copy), on both tiles where the head fits, bit for bit
-/// against the wgmma kernel that reads its operands itself.
-template <int H, int HD, int K>
+/// The rounding RoPE epilogue I on the TMA kernel (a forward product: bf16
+/// A, the weight's bf16 copy), on both tiles where the head fits, bit for
+/// bit against the wgmma kernel that reads its operands itself.
+template <int H, int HD, int K, int I>
 void checkTmaRope(int64_t count, int64_t bound, uint32_t seed) {
   using modk_cuda::bf16;
   namespace d = modk_cuda::detail;
@@ -935,9 +958,9 @@ void checkTmaRope(int64_t count, int64_t bound, uint32_t seed) {
   const std::vector<float> sentinel(bound * N, kSentinel);
   auto run = [&]() {
     DeviceCopy<float> q(sentinel);
-    modk_cuda::linear_rope<H, HD, K, true>(dA.get(), dRows.get(), bound,
-                                           dW.get(), dPos.get(), 10000.0f, 200,
-                                           q.get(), nullptr);
+    EXPECT_TRUE((modk_cuda::linear_rows_epilogue<N, K, I, true>(
+        dA.get(), dRows.get(), bound, dW.get(),
+        ropeArgs<HD>(dPos.get(), 10000.0f, 200, q.get()), nullptr)));
     return q.read();
   };
   OnWgmmaPath onWgmma;
@@ -952,8 +975,9 @@ void checkTmaRope(int64_t count, int64_t bound, uint32_t seed) {
 }
 
 inline void checkTmaRopeShapes() {
-  checkTmaRope<3, 64, 128>(130, 140, 3801);
-  checkTmaRope<2, 128, 64>(100, 100, 3802);
+  using namespace rope_kernels;
+  checkTmaRope<3, 64, 128, rope3x64Bf16Epilogue>(130, 140, 3801);
+  checkTmaRope<2, 128, 64, rope2x128Bf16Epilogue>(100, 100, 3802);
 }
 
 /// The GEMM shapes: ragged edges in every dimension, few rows and many; on

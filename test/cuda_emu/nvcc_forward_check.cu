@@ -25,7 +25,6 @@ void instantiate(cudaStream_t st) {
   identity_segments<S>(B, pos, seg, st);
   linear<D, D>(cf, rows, maxRows, cf, f, st);
   linear<V, D>(cf, rows, maxRows, cf, f, st);
-  linear_rope<H, HD, D>(cf, rows, maxRows, cf, pos, 10000.0f, S, f, st);
   linear_dgrad<D, D>(cf, rows, maxRows, cf, f, true, st);
   linear_dgrad<FF, D>(cf, rows, maxRows, cf, f, false, st);
   linear_wgrad<D, D>(cf, rows, maxRows, cf, f, st);
@@ -33,7 +32,6 @@ void instantiate(cudaStream_t st) {
   linear_wgrad<D, D>(cf, rows, maxRows, cf, f, f, st); // split over the rows
   linear_wgrad<FF, D>(cf, rows, maxRows, cf, f, f, st);
   (void)linear_wgrad_scratch_floats<D, D>(maxRows);
-  rope<H, HD>(f, rows, maxRows, pos, 10000.0f, st);
   select_topk<S, K>(cf, B, pos, seg, mask, st);
   select_causal<S>(cf, B, pos, seg, mask, st);
   // The predictor's f32 products (fc1, and its weight gradient).
@@ -71,7 +69,6 @@ void instantiateBf16(cudaStream_t st) {
   const int64_t maxRows = 8 * 2048;
   linear<D, D, true>(cf, rows, maxRows, cf, f, st);
   linear<V, D, true>(cf, rows, maxRows, cf, f, st);
-  linear_rope<H, D / H, D, true>(cf, rows, maxRows, cf, pos, 10000.0f, 2048, f, st);
   linear<FF, D, true>(cf, rows, maxRows, cf, f, st);
   linear_dgrad<FF, D, true>(cf, rows, maxRows, cf, f, true, st);
   linear_dgrad<D, FF, true>(cf, rows, maxRows, cf, f, false, st);

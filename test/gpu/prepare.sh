@@ -39,7 +39,8 @@ root="$(cd "$(dirname "$0")/../.." && pwd)"
 if "$nvcc" -std=c++17 -O2 -gencode=arch=compute_90a,code=sm_90a \
      -DMODC_CUDA_WGMMA=1 -I"$root/compiler/lib/Target/Cuda/prelude" \
      -I"$root/compiler/lib/Target/Mainloops/Cuda" \
-     -I"$root/test/cuda_emu" "$root/test/gpu/tensor_core_check.cu" \
+     -I"$root/test/cuda_emu" -I"$root/test/common" -I"$build/test/cuda_emu" \
+     "$root/test/gpu/tensor_core_check.cu" \
      -lgtest -lgtest_main -o "$out/tensor_core_check" > "$out/tensor_core_check.log" 2>&1; then
   rm -f "$out/tensor_core_check.log"
 else

@@ -95,6 +95,18 @@ std::vector<double> ropeRef(const float *x, int H, int HD, int32_t p) {
   return y;
 }
 
+/// RoPE in place on `rows` rows of [H * HD] at positions pos: ropeRef
+/// stored as f32 (the queries and keys decode_attention reads; RoPE itself
+/// is generated and checked in CpuKernels.Rope).
+void ropeInPlace(float *x, int H, int HD, int64_t rows, const int32_t *pos) {
+  for (int64_t i = 0; i < rows; ++i) {
+    float *row = x + i * H * HD;
+    const std::vector<double> y = ropeRef(row, H, HD, pos[i]);
+    for (size_t e = 0; e < y.size(); ++e)
+      row[e] = float(y[e]);
+  }
+}
+
 /// fp64 attention of one query row (all heads) over keys/values [n, H * HD].
 std::vector<double> attendRef(const std::vector<double> &q,
                               const std::vector<std::vector<double>> &ks,
@@ -381,8 +393,8 @@ template <int S, int H, int HD> void checkSteppedDecode(unsigned seed) {
       std::memcpy(&k[b * LD], &kRaw[(b * T + t) * LD], sizeof(float) * LD);
       std::memcpy(&v[b * LD], &vRaw[(b * T + t) * LD], sizeof(float) * LD);
     }
-    modk_cpu::rope<H, HD>(q.data(), B, pos.data(), kTheta);
-    modk_cpu::rope<H, HD>(k.data(), B, pos.data(), kTheta);
+    ropeInPlace(q.data(), H, HD, B, pos.data());
+    ropeInPlace(k.data(), H, HD, B, pos.data());
     std::fill(out.begin(), out.end(), 123.0f);
     const auto cntDBefore = cntD;
     modk_cpu::decode_attention<S, H, HD>(
@@ -411,8 +423,8 @@ template <int S, int H, int HD> void checkSteppedDecode(unsigned seed) {
       }
     }
     const int64_t rows = seg[B];
-    modk_cpu::rope<H, HD>(q.data(), rows, pos.data(), kTheta);
-    modk_cpu::rope<H, HD>(k.data(), rows, pos.data(), kTheta);
+    ropeInPlace(q.data(), H, HD, rows, pos.data());
+    ropeInPlace(k.data(), H, HD, rows, pos.data());
     const auto cntRBefore = cntR;
     modk_cpu::decode_attention<S, H, HD>(
         q.data(), k.data(), v.data(), B, seg.data(), pos.data(), active.data(),

@@ -134,16 +134,27 @@ TEST(CpuKernels, Linear) {
   checkLinear<33, 17>(129, 8);
 }
 
+/// A generated RoPE kernel: (rows, pos, product, y).
+using RopeKernel = void (*)(int64_t, const int32_t *, const float *, float *);
+
+/// RoPE as modc generates it (a product's epilogue over heads, run as a
+/// row kernel), f32 and rounded to bf16, against fp64; in place, as a
+/// package runs it, and out of place the same.
 template <int H, int HD>
-void checkRope(const std::vector<int32_t> &pos, float theta, unsigned seed) {
+void checkRope(RopeKernel rope, RopeKernel ropeRounded,
+               const std::vector<int32_t> &pos, float theta, unsigned seed) {
   const int64_t rows = int64_t(pos.size());
   auto x = randn(rows * H * HD, seed);
   auto orig = x;
-  modk_cpu::rope<H, HD>(x.data(), rows, pos.data(), theta);
+  rope(rows, pos.data(), x.data(), x.data());
+  std::vector<float> outOfPlace(x.size(), 7.0f);
+  rope(rows, pos.data(), orig.data(), outOfPlace.data());
+  ASSERT_EQ(0, std::memcmp(outOfPlace.data(), x.data(),
+                           sizeof(float) * x.size()));
   // Rounding as it rotates (a bf16 model's queries and keys): the same
   // rotation, each value rounded to bf16 once.
   auto rounded = orig;
-  modk_cpu::rope<H, HD, true>(rounded.data(), rows, pos.data(), theta);
+  ropeRounded(rows, pos.data(), rounded.data(), rounded.data());
   for (size_t i = 0; i < x.size(); ++i) {
     const float want = modk_cpu::bf16_round(x[i]);
     ASSERT_EQ(0, std::memcmp(&rounded[i], &want, sizeof(float))) << i;
@@ -164,9 +175,12 @@ void checkRope(const std::vector<int32_t> &pos, float theta, unsigned seed) {
 }
 
 TEST(CpuKernels, Rope) {
-  checkRope<4, 32>({0, 1, 2, 17, 255, 1000, 4000, 4095, 8191}, 10000.0f, 9);
-  checkRope<2, 128>({3, 4000, 4001, 32767, 100000}, 500000.0f, 10);
-  checkRope<3, 24>({0, 5, 4000}, 10000.0f, 11);
+  checkRope<4, 32>(gen_cpu::rope4x32, gen_cpu::rope4x32Bf16,
+                   {0, 1, 2, 17, 255, 1000, 4000, 4095, 8191}, 10000.0f, 9);
+  checkRope<2, 128>(gen_cpu::rope2x128Theta5e5, gen_cpu::rope2x128Theta5e5Bf16,
+                    {3, 4000, 4001, 32767, 100000}, 500000.0f, 10);
+  checkRope<3, 24>(gen_cpu::rope3x24, gen_cpu::rope3x24Bf16, {0, 5, 4000},
+                   10000.0f, 11);
 }
 
 // The MLP's activations as modc generates them (gen_cpu::swiglu50,

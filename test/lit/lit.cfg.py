@@ -28,6 +28,9 @@ if nvcc:
 config.substitutions.append(("%prelude", os.path.join(config.modc_src_root, "compiler", "lib", "Target", "Cuda", "prelude")))
 config.substitutions.append(("%mainloops", os.path.join(config.modc_src_root, "compiler", "lib", "Target", "Mainloops", "Cuda")))
 config.substitutions.append(("%cudaemu", os.path.join(config.modc_src_root, "test", "cuda_emu")))
+# The generated CUDA row kernels and epilogues the tensor-core checks
+# include (test/common/RowKernelsCuda.h, and its .inc that the build writes).
+config.substitutions.append(("%rowkernels", "-I" + os.path.join(config.modc_src_root, "test", "common") + " -I" + os.path.join(os.path.dirname(config.modc_tools_dir), "test", "cuda_emu")))
 # A machine with an NVIDIA GPU runs CUDA packages; tests of what happens
 # without one say UNSUPPORTED: gpu.
 if os.path.exists("/dev/nvidiactl"):

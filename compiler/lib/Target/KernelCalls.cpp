@@ -26,8 +26,9 @@ void PlanEmitter::writeCall(StringRef ns, const KernelCall &call,
   std::string templ = templateArgs.empty()
                           ? std::string()
                           : fmt::format("<{}>", fmt::join(templateArgs, ", "));
-  os << fmt::format("{:{}}{}::{}{}({});\n", "", indent, ns.str(), call.fn,
-                    templ, fmt::join(args, ", "));
+  os << fmt::format("{:{}}{}{}::{}{}({});\n", "", indent,
+                    call.result.empty() ? "" : call.result + " = ", ns.str(),
+                    call.fn, templ, fmt::join(args, ", "));
 }
 
 KernelCall PlanEmitter::decodeAttentionCall(modk::DecodeAttentionOp op,
@@ -59,16 +60,15 @@ std::string PlanEmitter::kvCacheRegion(int64_t layer, bool values,
 LogicalResult PlanEmitter::emitKernel(Operation *op) {
   if (auto gemm = dyn_cast<modk::GemmOp>(op)) {
     modk::Epilogue e = gemm.getEpilogue();
-    if (e != modk::Epilogue::none && e != modk::Epilogue::rope &&
-        e != modk::Epilogue::rows)
+    if (e != modk::Epilogue::none && e != modk::Epilogue::rows)
       return op->emitOpError("with a ")
              << modk::stringifyEpilogue(e)
              << " epilogue is generated from its math: run modk-generalize "
                 "before emitting";
-    if (gemm.getRoundBf16() && e != modk::Epilogue::rope)
-      return op->emitOpError("rounds its output to bf16 outside RoPE: "
-                             "modk-generalize writes that rounding as a "
-                             "`rows` epilogue; run it before emitting");
+    if (gemm.getRoundBf16())
+      return op->emitOpError("rounds its output to bf16: modk-generalize "
+                             "writes that rounding as a `rows` epilogue; run "
+                             "it before emitting");
     int64_t n = cast<MemRefType>(gemm.getWeights()[0].getType()).getDimSize(0);
     int64_t k = cast<MemRefType>(gemm.getWeights()[0].getType()).getDimSize(1);
     int indent = openGroup(fmt::format("modk.gemm [{} x {}] epilogue={}", n, k,
@@ -84,8 +84,8 @@ LogicalResult PlanEmitter::emitKernel(Operation *op) {
   if (isa<modk::RMSNormOp, modk::AddOp, modk::ActivationOp,
           modk::ActivationGradOp, modk::RouteSelectGatherOp,
           modk::DecodeRouteOp, modk::GatherGradOp, modk::ScatterGradOp,
-          modk::RMSNormGradOp, modk::RouterGradOp, modk::EmbedOp,
-          modk::PredictorOp, modk::PredictorGradOp>(op))
+          modk::RMSNormGradOp, modk::RouterGradOp, modk::RopeGradOp,
+          modk::EmbedOp, modk::PredictorOp, modk::PredictorGradOp>(op))
     return op->emitOpError("is generated from its math: run modk-generalize "
                            "before emitting");
   if (auto ids = dyn_cast<modk::IdentityRowsOp>(op)) {

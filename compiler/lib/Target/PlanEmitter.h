@@ -79,6 +79,8 @@ struct KernelCall {
   /// their arguments: its element type and the bytes it needs (an expression
   /// in B). Empty when the kernel takes none; the CPU never does.
   std::string scratchType, scratchBytes;
+  /// Where the call's result goes (`const bool fused`), if it is kept.
+  std::string result;
 
   KernelCall withScratch(std::string type, std::string bytes) && {
     scratchType = std::move(type);
@@ -272,6 +274,10 @@ protected:
   /// the rows of each sequence it has selected (rowKernelOf gives n).
   std::vector<modk::RowsOp> rowGathers;
   llvm::DenseMap<mlir::Operation *, int> rowKernelOf;
+  /// CUDA: the kernel modc_rows_<n> of a GEMM's epilogue over heads
+  /// (RoPE), which runs on the stored product where the GEMM's tile cannot
+  /// hold the epilogue.
+  llvm::DenseMap<mlir::Operation *, int> separateKernelOf;
   /// Writes the modc_gather_<n> functors.
   mlir::LogicalResult emitGatherDefinitions();
   /// `op`'s gather functor, initialised with its buffers.

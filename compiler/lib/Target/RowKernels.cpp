@@ -723,6 +723,15 @@ void PlanEmitter::collectRowKernels() {
       if (added)
         list.push_back(op);
       rowKernelOf[op] = it->second;
+      // An epilogue over heads also runs as a kernel, in place on the
+      // stored product, where the product's tile cannot hold it.
+      if (epilogue && op.getHeadDim()) {
+        auto [kernel, fresh] =
+            byKey.try_emplace(rowKernelKey(op), int(rowKernels.size()));
+        if (fresh)
+          rowKernels.push_back(op);
+        separateKernelOf[op] = kernel->second;
+      }
     });
 }
 
@@ -1161,16 +1170,25 @@ LogicalResult PlanEmitter::emitRowEpilogueDefinitions() {
     Block &body = op.getBody().front();
     stmts.nameArguments(body);
     int64_t width = op.getWidth();
+    std::optional<uint64_t> headDim = op.getHeadDim();
     os << fmt::format(
         "/// modk.rows as a GEMM's epilogue: element (i, c) of the product "
         "is acc;\n/// {} input(s), {} output(s), rows of {}.\n"
         "template <> struct RowsEpilogue<{}> {{\n"
-        "  static_assert({} <= kEpiOperands, \"EpiArgs holds the buffers\");\n"
-        "  static __device__ __forceinline__ void store(float acc, const "
-        "EpiArgs epi,\n"
-        "                                               int64_t i, int64_t c) "
-        "{{\n",
-        nIn, nOut, width, index, nIn + nOut);
+        "  static constexpr int kHeadDim = {};\n"
+        "  static_assert({} <= kEpiOperands, \"EpiArgs holds the buffers\");\n",
+        nIn, nOut, width, index, headDim.value_or(0), nIn + nOut);
+    if (headDim)
+      os << "  /// Columns c and c + kHeadDim / 2 of a head (c in its first "
+            "half): acc0, acc1.\n"
+            "  static __device__ __forceinline__ void storePair(float acc0, "
+            "float acc1,\n"
+            "      const EpiArgs epi, int64_t i, int64_t c) {\n";
+    else
+      os << "  static __device__ __forceinline__ void store(float acc, const "
+            "EpiArgs epi,\n"
+            "                                               int64_t i, "
+            "int64_t c) {\n";
     if (!op.getTokenOperands().empty()) {
       os << "    const int64_t *seg = epi.seg;\n"
             "    const int64_t nseg = epi.nseg;\n";
@@ -1188,6 +1206,35 @@ LogicalResult PlanEmitter::emitRowEpilogueDefinitions() {
           "    {0}{1} *{2}{3} = static_cast<{0}{1} *>(epi.operands[{4}]);\n",
           output ? "" : "const ", type, output ? "out" : "in",
           output ? j - nIn : j, j);
+    }
+    if (headDim) {
+      // The angle from the package's table (ropeTableFor): the double
+      // precision sin and cos would take the tile's registers.
+      if (std::optional<double> theta = ropeTheta(op))
+        os << fmt::format("    const float2 cs = ropeAngleAt<{0}>(epi, "
+                          "epi.pos[i], int(c % {0}));\n"
+                          "    const float rope_cos = cs.x, rope_sin = "
+                          "cs.y;\n",
+                          *headDim);
+      KernelStatements pair(/*cuda=*/true);
+      auto load = [&](unsigned j, StringRef col) -> std::string {
+        if (isa<BlockArgument>(op.getInputs()[j]))
+          return col == "c" ? "acc0" : "acc1";
+        return fmt::format("static_cast<float>(in{}[i * {} + {}])", j, width,
+                           col.str());
+      };
+      auto store = [&](unsigned k, StringRef col, StringRef value) {
+        Type element =
+            cast<MemRefType>(op.getOutputs()[k].getType()).getElementType();
+        return fmt::format("out{}[i * {} + {}] = {};\n", k, width, col.str(),
+                           element.isBF16()
+                               ? fmt::format("modk_cuda::bf16({})", value.str())
+                               : value.str());
+      };
+      if (failed(writePairStatements(op, pair, "c", 4, load, store, os)))
+        return failure();
+      os << "  }\n};\n\n";
+      continue;
     }
     stmts.writeTokenIndex("i", 4, os);
     auto all = [](Operation &) { return true; };
@@ -1210,6 +1257,10 @@ std::string PlanEmitter::rowEpilogueArgs(modk::GemmOp gemm) {
     if (Value pos = op.getPositions())
       text += fmt::format("epi.pos = {};\n", name(pos));
   }
+  if (op.getHeadDim() && op.getPositions())
+    text += fmt::format("epi.pos = {};\nepi.ropeTable = {};\n"
+                        "epi.ropePositions = {};\n",
+                        name(op.getPositions()), ropeTableArg(op), seqLen);
   for (unsigned j = 0, e = op.getInputs().size() + op.getOutputs().size();
        j < e; ++j) {
     Value v = op.getInputOrOutput(j);

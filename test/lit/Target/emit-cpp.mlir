@@ -141,7 +141,12 @@
 // CHECK: int32_t *routed1 = args->routed + (int64_t)0 * B * 16;
 // CHECK: modc_rows_0([[SEG0:buf[0-9]+]][B], args->tokens, w0, [[X]]);
 // CHECK: modc_rows_1([[SEG0]][B], [[X]], w1, {{buf[0-9]+}});
-// CHECK: modk_cpu::rope<2, 16>(
+// RoPE of the queries and keys: sgemm into q, then the generated kernel
+// over heads of 16, in place at the rows' positions.
+// CHECK: modk.gemm [32 x 32] epilogue=rows
+// CHECK-NEXT: const int64_t rows =
+// CHECK-NEXT: modk_cpu::linear<32, 32>({{buf[0-9]+}}, rows, w{{[0-9]+}}, [[Q:buf[0-9]+]]);
+// CHECK-NEXT: modc_rows_[[ROPE:[0-9]+]]({{buf[0-9]+}}[B], {{buf[0-9]+}}, [[Q]], [[Q]]);
 // CHECK: modk_cpu::causal_attention<2, 16>(
 // The O-projection accumulates into the stream: the fused residual add.
 // Its `rows` epilogue is y = y + product, which the CPU runs as sgemm's
@@ -348,7 +353,7 @@
 // No gather kernel of its own is left between the selection and the
 // gathered rows' first GEMM.
 // SELGATHER-NOT: modc_rows_{{[0-9]+}}([[SEG]][B], [[SEG]], B, [[POS]], [[X]]
-// SELGATHER: modk.gemm [32 x 32] epilogue=rope
+// SELGATHER: modk.gemm [32 x 32] epilogue=rows
 // UNPLANNED: error: 'modk.entry' op has no memory plan; run modk-plan-memory first
 
 module {

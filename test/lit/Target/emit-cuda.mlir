@@ -113,7 +113,21 @@
 // CHECK-NEXT: MODC_LAUNCH(modc_rows::modc_rows_0, unsigned(modk_cuda::ceilDiv(B * 16, modk_cuda::detail::kRowWarps)), modk_cuda::detail::kThreads, 0, s, [[SEG:buf[0-9]+]] + B, safeTokens, w0, [[X]]);
 // CHECK: if (B * 16 > 0)
 // CHECK-NEXT: MODC_LAUNCH(modc_rows::modc_rows_1, unsigned(modk_cuda::ceilDiv(B * 16, modk_cuda::detail::kRowWarps)), modk_cuda::detail::kThreads, 0, s, [[SEG]] + B, [[X]], w1,
-// CHECK: modk_cuda::linear_rope<2, 16, 32, 0, [[PLAN]]>(
+// RoPE of the queries: the generated epilogue over heads of 16 in the
+// GEMM's tiles, with the angle table modc_cuda_init built; where the
+// plan's tile cannot hold it, the product, then the same math as a kernel
+// in place.
+// CHECK: modk.gemm [32 x 32] epilogue=rows
+// CHECK-NEXT: {
+// CHECK-NEXT: modk_cuda::detail::EpiArgs epi;
+// CHECK-NEXT: epi.pos = [[POS:buf[0-9]+]];
+// CHECK-NEXT: epi.ropeTable = modk_cuda::detail::ropeTableFor<16>(static_cast<float>(10000), 16, s);
+// CHECK-NEXT: epi.ropePositions = 16;
+// CHECK-NEXT: epi.operands[1] = (void *)([[Q:buf[0-9]+]]);
+// CHECK-NEXT: const bool fused = modk_cuda::linear_rows_epilogue<32, 32, [[ROPE:[0-9]+]], 0, [[PLAN]]>(
+// CHECK-NEXT: if (!fused) {
+// CHECK-NEXT: modk_cuda::linear<32, 32, 0, [[PLAN]]>({{.*}}, [[Q]], s);
+// CHECK: MODC_LAUNCH(modc_rows::modc_rows_{{[0-9]+}}, {{.*}}, [[POS]], [[Q]], [[Q]], modk_cuda::detail::ropeTableFor<16>(static_cast<float>(10000), 16, s));
 // CHECK: modk_cuda::causal_attention<2, 16, 0, 1>(
 // The O-projection accumulates into the stream: the fused residual add,
 // a functor generated from the GEMM's `rows` epilogue (modk-generalize,
@@ -124,11 +138,11 @@
 // CHECK-NEXT: modk_cuda::detail::EpiArgs epi;
 // CHECK-NEXT: epi.operands[0] = (void *)([[X]]);
 // CHECK-NEXT: epi.operands[2] = (void *)([[X]]);
-// CHECK-NEXT: modk_cuda::linear_rows_epilogue<32, 32, 0, 0, [[PLAN]]>({{buf[0-9]+}}, [[SEG]] + B, B * 16, w5, epi, s);
+// CHECK-NEXT: modk_cuda::linear_rows_epilogue<32, 32, {{[0-9]+}}, 0, [[PLAN]]>({{buf[0-9]+}}, [[SEG]] + B, B * 16, w5, epi, s);
 // The gate product first, then the up projection with the SwiGLU epilogue.
 // CHECK: modk_cuda::linear<64, 32, 0, [[PLAN]]>({{buf[0-9]+}}, [[SEG]] + B, B * 16, w7, [[G:buf[0-9]+]], s);
 // CHECK: epi.operands[0] = (void *)([[G]]);
-// CHECK: modk_cuda::linear_rows_epilogue<64, 32, 1, 0, [[PLAN]]>({{buf[0-9]+}}, [[SEG]] + B, B * 16, w8, epi, s);
+// CHECK: modk_cuda::linear_rows_epilogue<64, 32, {{[0-9]+}}, 0, [[PLAN]]>({{buf[0-9]+}}, [[SEG]] + B, B * 16, w8, epi, s);
 // The generated router over every token, a warp a row; then the selection.
 // CHECK: MODC_LAUNCH(modc_rows::modc_rows_[[ROUTER]], unsigned(modk_cuda::ceilDiv(B * 16, modk_cuda::detail::kRowWarps)), modk_cuda::detail::kThreads, 0, s, {{buf[0-9]+}} + B, [[X]], w{{[0-9]+}}, [[R:buf[0-9]+]]);
 // CHECK: modk.route_select layer 1 k=4
@@ -247,12 +261,17 @@
 // epilogue (modk-fuse-row-epilogues): a functor generated from the
 // epilogue's region, which the GEMM's tiles call for each element of the
 // product in registers (acc); its buffers travel in the GEMM's EpiArgs.
-// The residual add's and SwiGLU's functors come first.
+// RoPE's, the residual add's and SwiGLU's functors come first.
 // FUSED: template <> struct RowsEpilogue<{{[0-9]+}}> {
+// FUSED-NEXT: static constexpr int kHeadDim = 16;
+// FUSED: template <> struct RowsEpilogue<{{[0-9]+}}> {
+// FUSED-NEXT: static constexpr int kHeadDim = 0;
 // FUSED-NEXT: static_assert(3 <= kEpiOperands
 // FUSED: template <> struct RowsEpilogue<{{[0-9]+}}> {
+// FUSED-NEXT: static constexpr int kHeadDim = 0;
 // FUSED-NEXT: static_assert(3 <= kEpiOperands
 // FUSED: template <> struct RowsEpilogue<[[EPI:[0-9]+]]> {
+// FUSED-NEXT: static constexpr int kHeadDim = 0;
 // FUSED-NEXT: static_assert(5 <= kEpiOperands, "EpiArgs holds the buffers");
 // FUSED-NEXT: static __device__ __forceinline__ void store(float acc, const EpiArgs epi,
 // FUSED: const int64_t seq = modk_cuda::segmentOf(seg, nseg, i);
@@ -285,21 +304,43 @@
 // SELGATHER-NEXT: modk_cuda::select_topk<16, 4, 1>({{buf[0-9]+}}, B, [[POS]], [[SEG]], routed1, modc_rows::modc_gather_[[GF]]{[[POS]], [[X]], w{{[0-9]+}}, {{buf[0-9]+}}, {{buf[0-9]+}}}, s);
 // SELGATHER-NEXT: }
 // SELGATHER-NOT: MODC_LAUNCH(modc_rows::modc_rows_{{[0-9]+}}, {{.*}}, [[SEG]] + B, [[SEG]], B, [[POS]], [[X]]
-// SELGATHER: modk.gemm [32 x 32] epilogue=rope
+// SELGATHER: modk.gemm [32 x 32] epilogue=rows
 // The selection's gather_blocks (modk-configure-gemms) is the kernels'
 // blocks a sequence.
 // SPLITGATHER: // modk.route_select layer 1 k=4 + gather
 // SPLITGATHER: modk_cuda::gather_sequences<2>(B,
 // SPLITGATHER: modk_cuda::select_topk<16, 4, 2>({{buf[0-9]+}}, B,
 
-// The epilogues modk-fuse-epilogues named, generated: the residual add
-// (functor 0) and SwiGLU (functor 1, reading the gate product's rows).
+// The epilogues modk-fuse-epilogues named, generated: RoPE (functor 0, a
+// pair of a head's columns at a time: x cos + rotate_half(x) sin, with
+// rotate_half of the first half's element the second's, negated), the
+// residual add (functor 1) and SwiGLU (functor 2, reading the gate
+// product's rows).
 // GENERATED: template <> struct RowsEpilogue<0> {
+// GENERATED-NEXT: static constexpr int kHeadDim = 16;
+// GENERATED: static __device__ __forceinline__ void storePair(float acc0, float acc1,
+// GENERATED-NEXT: const EpiArgs epi, int64_t i, int64_t c) {
+// GENERATED-NEXT: float *out0 = static_cast<float *>(epi.operands[1]);
+// GENERATED-NEXT: const float2 cs = ropeAngleAt<16>(epi, epi.pos[i], int(c % 16));
+// GENERATED-NEXT: const float rope_cos = cs.x, rope_sin = cs.y;
+// GENERATED-NEXT: const float x0a = acc0, x0b = acc1;
+// GENERATED-NEXT: const float [[NB:t[0-9]+]] = (-x0b);
+// GENERATED-NEXT: const float [[A1:t[0-9]+]] = [[NB]] * rope_sin;
+// GENERATED-NEXT: const float [[A2:t[0-9]+]] = x0a * rope_cos;
+// GENERATED-NEXT: const float [[Y0:t[0-9]+]] = [[A2]] + [[A1]];
+// GENERATED-NEXT: const float [[CA:t[0-9]+]] = x0a;
+// GENERATED-NEXT: const float [[B1:t[0-9]+]] = [[CA]] * rope_sin;
+// GENERATED-NEXT: const float [[B2:t[0-9]+]] = x0b * rope_cos;
+// GENERATED-NEXT: const float [[Y1:t[0-9]+]] = [[B2]] + [[B1]];
+// GENERATED-NEXT: out0[i * 32 + c] = [[Y0]];
+// GENERATED-NEXT: out0[i * 32 + c + 8] = [[Y1]];
+// GENERATED: template <> struct RowsEpilogue<1> {
+// GENERATED-NEXT: static constexpr int kHeadDim = 0;
 // GENERATED-NEXT: static_assert(3 <= kEpiOperands, "EpiArgs holds the buffers");
 // GENERATED: const float x0 = static_cast<float>(in0[i * 32 + c]);
 // GENERATED-NEXT: const float t0 = x0 + acc;
 // GENERATED-NEXT: out0[i * 32 + c] = t0;
-// GENERATED: template <> struct RowsEpilogue<1> {
+// GENERATED: template <> struct RowsEpilogue<2> {
 // GENERATED: const float x0 = static_cast<float>(in0[i * 64 + c]);
 // GENERATED-NEXT: const float t0 = -x0;
 // GENERATED-NEXT: const float t1 = expf(t0);

@@ -8,7 +8,7 @@
 // product's `rows` epilogue (arith.truncf to bf16 and back), which the
 // emitters generate. No emitter rounds by the attribute's name: given the
 // plan without generalize, both refuse it.
-// NAMED: error: 'modk.gemm' op rounds its output to bf16 outside RoPE: modk-generalize writes that rounding as a `rows` epilogue; run it before emitting
+// NAMED: error: 'modk.gemm' op rounds its output to bf16: modk-generalize writes that rounding as a `rows` epilogue; run it before emitting
 
 // On the CPU, sgemm into the staged product, then the generated kernel.
 // CPU:      void modc_rows_[[K:[0-9]+]](int64_t rows, const float *in0, float *out0) {

@@ -29,7 +29,7 @@
 //   modk-generalize): mma.sync, two waves of 64 x 64 CTAs, and its weight
 //   gradient on mma.sync where the entry's bf16 ones take wgmma.
 // CHECK-LABEL: modk.entry @grad
-// CHECK: modk.gemm %{{.*}} -> %[[Q:.*]] {config = #modk.gemm_config<stream 8x4, from 65: wgmma 128x64 tma 264, from 16769: wgmma 128x128 tma 132>, epilogue = #modk.epilogue<rope>
+// CHECK: modk.gemm %{{.*}} -> %[[Q:.*]] {config = #modk.gemm_config<stream 8x4, from 65: wgmma 128x64 tma 264, from 16769: wgmma 128x128 tma 132>, epilogue = #modk.epilogue<rows>
 // CHECK: modk.gemm %{{.*}} {config = #modk.gemm_config<stream 8x4, from 65: wgmma 128x64, from 16769: wgmma 128x128>, epilogue = #modk.epilogue<none>}
 // CHECK: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 65: mma 64x64, from 33665: mma 128x128>, epilogue = #modk.epilogue<none>, precision = #modk.dtype<f32>}
 // CHECK-NEXT: modk.gemm_wgrad{{.*}} {config = #modk.gemm_config<mma 64x64, split 264>, precision = #modk.dtype<f32>}
@@ -65,7 +65,7 @@
 // keep 17 to 63 (RoPE apart there: no mma.sync tile's warps hold a head);
 // stream-rows=0: none.
 // STREAM16-LABEL: modk.entry @grad
-// STREAM16: config = #modk.gemm_config<stream 8x4, from 17: mma 64x64 separate_epilogue, from 64: wgmma 128x64 tma 264, from 16769: wgmma 128x128 tma 132>, epilogue = #modk.epilogue<rope>
+// STREAM16: config = #modk.gemm_config<stream 8x4, from 17: mma 64x64 separate_epilogue, from 64: wgmma 128x64 tma 264, from 16769: wgmma 128x128 tma 132>, epilogue = #modk.epilogue<rows>
 // STREAM16: config = #modk.gemm_config<stream 8x4, from 17: mma 64x64, from 33665: mma 128x128>, epilogue = #modk.epilogue<none>, precision
 // NOSTREAM-LABEL: modk.entry @grad
 // NOSTREAM: config = #modk.gemm_config<mma 64x64 separate_epilogue, from 64: wgmma 128x64 tma 264, from 16769: wgmma 128x128 tma 132>
@@ -88,7 +88,22 @@ modk.entry @grad attributes {model = #modk.model<name = "t", vocab_size = 64, d_
   %n = modk.alloc : memref<?x16x64xbf16>
   %x = modk.alloc : memref<?x16x64xf32>
   %q = modk.alloc : memref<?x16x128xf32>
-  modk.gemm %n, [%wq] rows %seg extra(%pos) -> %q {epilogue = #modk.epilogue<rope>, n_heads = 2 : i64, rope_theta = 1.0e+04 : f64} : memref<?x16x64xbf16>, memref<128x64xf32>, memref<?x1xi64>, memref<?x16xi32>, memref<?x16x128xf32>
+  // RoPE, as modk-generalize writes it: an epilogue over heads of 64.
+  modk.gemm %n, [%wq] rows %seg -> %q {epilogue = #modk.epilogue<rows>} : memref<?x16x64xbf16>, memref<128x64xf32>, memref<?x1xi64>, memref<?x16x128xf32> epilogue {
+  ^bb0(%prod: memref<?x16x128xf32>):
+    modk.rows ins(%prod : memref<?x16x128xf32>) rows %seg : memref<?x1xi64> tokens(%pos : memref<?x16xi32>) outs(%q : memref<?x16x128xf32>) attributes {head_dim = 64 : i64} reduce {
+    ^bb0(%e: f32):
+      modk.yield
+    } body {
+    ^bb0(%e: f32):
+      %rc, %rsin = modk.rope_angle {theta = 1.000000e+04 : f64} : f32, f32
+      %rh = modk.rotate_half %e : f32
+      %rhs = arith.mulf %rh, %rsin : f32
+      %ec = arith.mulf %e, %rc : f32
+      %ry = arith.addf %ec, %rhs : f32
+      modk.yield %ry : f32
+    }
+  }
   %o = modk.alloc : memref<?x16x128xf32>
   modk.gemm %x, [%wo] rows %seg -> %o {epilogue = #modk.epilogue<none>} : memref<?x16x64xf32>, memref<128x64xf32>, memref<?x1xi64>, memref<?x16x128xf32>
   %h = modk.alloc : memref<?x16x8xf32>

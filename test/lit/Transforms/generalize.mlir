@@ -3,7 +3,7 @@
 
 // Every named row kernel becomes a modk.rows whose regions spell its math;
 // kernels of other kinds (here a GEMM) are left as they are, in place.
-// ROUNDTRIP-COUNT-26: modk.rows
+// ROUNDTRIP-COUNT-29: modk.rows
 
 // RMSNorm: the sum of squares is the reduction; the body scales each
 // element by 1 / sqrt(sum / D + eps) and the weight (a vector of D).
@@ -214,8 +214,26 @@ modk.entry @decode attributes {model = #modk.model<name = "t", vocab_size = 64, 
 // CHECK: } body {
 // CHECK-NEXT: ^bb0(%[[SG:.*]]: f32, %[[SU:.*]]: f32):
 // CHECK: math.exp
-// CHECK: modk.gemm {{.*}} {epilogue = #modk.epilogue<rope>, n_heads = 2 : i64, rope_theta = 1.000000e+04 : f64} :
-// CHECK: modk.gemm {{.*}} {epilogue = #modk.epilogue<rope>, n_heads = 2 : i64, rope_theta = 1.000000e+04 : f64, round_bf16} :
+// RoPE: a `rows` epilogue over heads of 16 at the rows' positions, the
+// product's element times cos plus its rotate_half times sin; the queries
+// of a bf16 model rounded after the rotation.
+// CHECK: modk.gemm %[[EN]], [%[[EWO]]] rows %[[ESEG]] -> %[[EQ:.*]] {epilogue = #modk.epilogue<rows>} : {{.*}} epilogue {
+// CHECK-NEXT: ^bb0(%[[P5:.*]]: memref<?x16x32xf32>):
+// CHECK-NEXT: modk.rows ins(%[[P5]] : memref<?x16x32xf32>) rows %[[ESEG]] : memref<?x1xi64> tokens(%[[EPOS:.*]] : memref<?x16xi32>) outs(%[[EQ]] : memref<?x16x32xf32>) attributes {head_dim = 16 : i64} reduce {
+// CHECK: } body {
+// CHECK-NEXT: ^bb0(%[[QX:.*]]: f32):
+// CHECK-NEXT: %[[COS:.*]], %[[SIN:.*]] = modk.rope_angle {theta = 1.000000e+04 : f64} : f32, f32
+// CHECK-NEXT: %[[QR:.*]] = modk.rotate_half %[[QX]] : f32
+// CHECK-NEXT: %[[QRS:.*]] = arith.mulf %[[QR]], %[[SIN]] : f32
+// CHECK-NEXT: %[[QXC:.*]] = arith.mulf %[[QX]], %[[COS]] : f32
+// CHECK-NEXT: %[[QY:.*]] = arith.addf %[[QXC]], %[[QRS]] : f32
+// CHECK-NEXT: modk.yield %[[QY]] : f32
+// CHECK: modk.gemm %[[EN]], [%[[EWO]]] rows %[[ESEG]] -> %[[EQ]] {epilogue = #modk.epilogue<rows>} : {{.*}} epilogue {
+// CHECK: attributes {head_dim = 16 : i64} reduce {
+// CHECK: %[[QY2:.*]] = arith.addf
+// CHECK-NEXT: %[[QB:.*]] = arith.truncf %[[QY2]] : f32 to bf16
+// CHECK-NEXT: %[[QE:.*]] = arith.extf %[[QB]] : bf16 to f32
+// CHECK-NEXT: modk.yield %[[QE]] : f32
 // CHECK: modk.gemm %[[EN]], [%[[EWO]]] rows %[[ESEG]] -> %[[EV:.*]] {epilogue = #modk.epilogue<rows>} : {{.*}} epilogue {
 // CHECK-NEXT: ^bb0(%[[P4:.*]]: memref<?x16x32xf32>):
 // CHECK-NEXT: modk.rows ins(%[[P4]] : memref<?x16x32xf32>) rows %[[ESEG]] : memref<?x1xi64> outs(%[[EV]] : memref<?x16x32xf32>) reduce {
@@ -228,6 +246,7 @@ modk.entry @decode attributes {model = #modk.model<name = "t", vocab_size = 64, 
 // CHECK-NOT: residual_add
 // CHECK-NOT: epilogue<gelu>
 // CHECK-NOT: epilogue<swiglu>
+// CHECK-NOT: epilogue<rope>
 modk.entry @epilogues attributes {model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = ["topk"], params = [{init = "normal", name = "wo", shape = [32, 32]}, {init = "normal", name = "w1", shape = [64, 32]}, {init = "normal", name = "wg", shape = [64, 32]}, {init = "normal", name = "wu", shape = [64, 32]}]} {
   %wo = modk.param "wo" : memref<32x32xf32>
   %w1 = modk.param "w1" : memref<64x32xf32>
@@ -498,4 +517,25 @@ modk.entry @eval_losses attributes {model = #modk.model<name = "t", vocab_size =
   %r = modk.alloc : memref<?x16xf32>
   %y = modk.alloc : memref<?x16xi32>
   modk.bce_loss_value(%r, %y, %l) {n_routed = 2 : i64, weight = 1.000000e-02 : f64} : memref<?x16xf32>, memref<?x16xi32>, memref<3xf32>
+}
+
+// RoPE's transpose: a modk.rows over heads, dx = dy cos - rotate_half(dy)
+// sin, out of place (dx may be bf16).
+// CHECK-LABEL: modk.entry @rope_grad
+// CHECK: modk.rows ins(%[[DY:.*]] : memref<?x16x32xf32>) rows %[[RSEG:.*]] : memref<?x1xi64> tokens(%[[RPOS:.*]] : memref<?x16xi32>) outs(%[[DXB:.*]] : memref<?x16x32xbf16>) attributes {head_dim = 16 : i64} reduce {
+// CHECK: } body {
+// CHECK-NEXT: ^bb0(%[[GY:.*]]: f32):
+// CHECK-NEXT: %[[GC:.*]], %[[GS:.*]] = modk.rope_angle {theta = 5.000000e+05 : f64} : f32, f32
+// CHECK-NEXT: %[[GR:.*]] = modk.rotate_half %[[GY]] : f32
+// CHECK-NEXT: %[[GRS:.*]] = arith.mulf %[[GR]], %[[GS]] : f32
+// CHECK-NEXT: %[[GYC:.*]] = arith.mulf %[[GY]], %[[GC]] : f32
+// CHECK-NEXT: %[[GD:.*]] = arith.subf %[[GYC]], %[[GRS]] : f32
+// CHECK-NEXT: modk.yield %[[GD]] : f32
+// CHECK-NOT: modk.rope_grad
+modk.entry @rope_grad attributes {model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 5.000000e+05 : f64, tie_embeddings = true, dtype = bf16>, modes = ["topk"], params = []} {
+  %seg = modk.alloc : memref<?x1xi64>
+  %pos = modk.alloc : memref<?x16xi32>
+  %dy = modk.alloc : memref<?x16x32xf32>
+  %dx = modk.alloc : memref<?x16x32xbf16>
+  modk.rope_grad(%dy, %pos, %seg, %dx) {n_heads = 2 : i64, rope_theta = 5.000000e+05 : f64} : memref<?x16x32xf32>, memref<?x16xi32>, memref<?x1xi64>, memref<?x16x32xbf16>
 }

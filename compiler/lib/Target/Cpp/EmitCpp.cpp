@@ -149,10 +149,21 @@ void CppEmitter::emitGemm(modk::GemmOp op, int indent) {
                indent);
       return;
     }
+    modk::RowsOp epilogue = op.getEpilogueRows();
+    Value product = op.getFusedRows().front().getArgument(0);
+    if (epilogue.getHeadDim() && epilogue.getInputs() == ValueRange(product) &&
+        product.getType() == op.getOutput().getType()) {
+      // RoPE reads only the product and writes y of its type: sgemm writes
+      // y, and the kernel finishes it in place (it loads a pair's two
+      // elements before it stores either).
+      names[product] = y;
+      emitCall({"linear", gemmShape(n, k, op), {a, "rows", w, y}}, indent);
+      writeRowKernelCall(epilogue, rowKernelOf.lookup(epilogue), indent);
+      return;
+    }
     // sgemm stores the whole product: it is staged in a per-thread buffer
     // (no workspace), then the generated row kernel finishes it.
-    modk::RowsOp epilogue = op.getEpilogueRows();
-    names[op.getFusedRows().front().getArgument(0)] = "product";
+    names[product] = "product";
     os << fmt::format("{:{}}float *product = modk_cpu::staged_rows<{}>(rows);\n",
                       "", indent, n);
     emitCall({"linear", gemmShape(n, k, op), {a, "rows", w, "product"}}, indent);
@@ -167,21 +178,8 @@ void CppEmitter::emitGemm(modk::GemmOp op, int indent) {
     os << fmt::format("{:{}}float *staged = modk_cpu::staged_rows<{}>(rows);\n",
                       "", indent, n);
   }
-  // RoPE is a kernel of its own after the GEMM (linear), which rounds what
-  // it rotates where the IR says `round_bf16`; the other epilogues are
-  // `rows` epilogues by now (modk-generalize).
+  // The other epilogues are `rows` epilogues by now (modk-generalize).
   emitCall({"linear", gemmShape(n, k, op), {a, "rows", w, y}}, indent);
-  if (e == modk::Epilogue::rope) {
-    int64_t heads = *op.getNHeads();
-    std::vector<int64_t> shape = {heads, n / heads};
-    if (op.getRoundBf16())
-      shape.push_back(1);
-    emitCall({"rope",
-              shape,
-              {y, "rows", name(op.getExtra()[0]),
-               floatLiteral(op.getRopeTheta()->convertToDouble())}},
-             indent);
-  }
   if (staged)
     emitCall({"store_rows", {n}, {y, "rows", name(op.getOutput())}}, indent);
 }

@@ -58,7 +58,9 @@ public:
   /// Only the kernels generated from modk.rows (the kernel tests' input).
   LogicalResult emitRowKernels() {
     collectRowKernels();
-    return emitNamedRowKernels();
+    if (failed(emitNamedRowKernels()))
+      return failure();
+    return emitRowEpilogueDefinitions();
   }
   /// The row kernels in namespace modc_rows: named kernels (not in the
   /// anonymous namespace) keep one mangled name in the PTX and in the host
@@ -279,9 +281,8 @@ void CudaEmitter::emitGemm(modk::GemmOp op, int indent) {
   std::string w = name(op.getWeights()[0]);
   KernelArg rows = rowsArg(op.getSegments(), op.getInput());
   modk::Epilogue e = op.getEpilogue();
-  // The epilogues are fused into the GEMM kernel, and so is the bf16
-  // rounding of what attention reads: linear_rope rounds in a bf16 entry,
-  // and the values' rounding is a `rows` epilogue (modk-generalize).
+  // The epilogues are fused into the GEMM kernel (modk-generalize wrote
+  // them, RoPE and bf16 rounding included, as `rows` epilogues).
   std::vector<int64_t> shape = gemmShape(n, k, op);
   // Each call names the product's plan (#modk.gemm_config).
   auto call = [&](KernelCall c) {
@@ -295,25 +296,29 @@ void CudaEmitter::emitGemm(modk::GemmOp op, int indent) {
     std::string args = rowEpilogueArgs(op);
     for (StringRef line : llvm::split(StringRef(args).rtrim(), '\n'))
       os << pad << "  " << line << "\n";
-    emitCall(withGemmPlan({"linear_rows_epilogue",
-                           withBf16Flag({n, k,
-                                         rowKernelOf.lookup(
-                                             op.getEpilogueRows())},
-                                        op),
-                           {a, rows, w, "epi"}},
-                          op),
-             indent + 2);
-    os << pad << "}\n";
+    modk::RowsOp epilogue = op.getEpilogueRows();
+    KernelCall fused = withGemmPlan(
+        {"linear_rows_epilogue",
+         withBf16Flag({n, k, rowKernelOf.lookup(epilogue)}, op),
+         {a, rows, w, "epi"}},
+        op);
+    if (!epilogue.getHeadDim()) {
+      emitCall(fused, indent + 2);
+      os << pad << "}\n";
+      return;
+    }
+    // An epilogue over heads (RoPE) where the plan's tile for the row
+    // count cannot hold it: the product into y, then the epilogue's
+    // kernel in place (it loads a pair before it stores it).
+    fused.result = "const bool fused";
+    emitCall(fused, indent + 2);
+    os << pad << "  if (!fused) {\n";
+    emitCall(withGemmPlan({"linear", shape, {a, rows, w, y}}, op), indent + 4);
+    names[op.getFusedRows().front().getArgument(0)] = y;
+    emitRowKernelLaunch(epilogue, separateKernelOf.lookup(epilogue));
+    os << pad << "  }\n" << pad << "}\n";
   } else if (e == modk::Epilogue::none) {
     call({"linear", shape, {a, rows, w, y}});
-  } else if (e == modk::Epilogue::rope) {
-    int64_t heads = *op.getNHeads();
-    // The angle table of the fused epilogue covers a sequence's positions.
-    call({"linear_rope",
-          withBf16Flag({heads, n / heads, k}, op),
-          {a, rows, w, name(op.getExtra()[0]),
-           floatLiteral(op.getRopeTheta()->convertToDouble()),
-           std::to_string(seqLen), y}});
   }
 }
 
@@ -860,7 +865,8 @@ void modc::registerModkToCudaTranslation() {
       });
   TranslateFromMLIRRegistration rows(
       "modk-rows-to-cuda",
-      "Emit only the CUDA kernels of the modk.rows ops (for kernel tests)",
+      "Emit only the CUDA kernels and GEMM epilogues of the modk.rows ops "
+      "(for kernel tests)",
       [](Operation *op, llvm::raw_ostream &os) -> LogicalResult {
         auto module = dyn_cast<ModuleOp>(op);
         if (!module || module.getOps<modk::EntryOp>().empty())

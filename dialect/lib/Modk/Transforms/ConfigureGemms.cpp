@@ -138,13 +138,12 @@ public:
     entry.walk([&](Operation *op) {
       if (auto gemm = dyn_cast<modk::GemmOp>(op)) {
         auto w = cast<MemRefType>(gemm.getWeights()[0].getType()).getShape();
-        // linear_to_bf16 rounds its operands in an f32 entry too.
-        bool products16 = gemm.productsBf16() || gemm.getRoundBf16();
-        Product p{w[0], 0, products16,
+        Product p{w[0], 0, gemm.productsBf16(),
                   weightCopies && isBf16(gemm.getInput()) && w[1] % 8 == 0,
                   0};
-        if (gemm.getEpilogue() == modk::Epilogue::rope)
-          p.ropeHeadDim = w[0] / *gemm.getNHeads();
+        if (modk::RowsOp rows = gemm.getEpilogueRows())
+          if (std::optional<uint64_t> hd = rows.getHeadDim())
+            p.ropeHeadDim = *hd; // pairs of a head (RoPE)
         p.forward = true;
         gemm.setConfigAttr(configure(ctx, p));
       } else if (auto dgrad = dyn_cast<modk::GemmDgradOp>(op)) {

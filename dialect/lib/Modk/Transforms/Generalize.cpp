@@ -332,20 +332,34 @@ Value geluElement(F32Math &m, Value x) {
 ///  - swiglu: the gate product g = a W_gate^T becomes a plain GEMM into its
 ///    scratch rows first, then y = silu(g) * (a W_up^T);
 ///  - a plain product that modk-store-bf16 marked `round_bf16` (the values
-///    attention reads in a bf16 entry): y = bf16(a W^T), held as f32.
+///    attention reads in a bf16 entry): y = bf16(a W^T), held as f32;
+///  - rope: y = x cos + rotate_half(x) sin at the row's position, per head
+///    (the queries and keys), then bf16(y) where it is `round_bf16`.
 /// modk-fuse-epilogues and modk-store-bf16 decided these; this spells their
-/// math. RoPE keeps its named epilogue, which rounds as it rotates.
+/// math.
 struct NamedEpilogueToRows : OpRewritePattern<modk::GemmOp> {
   using OpRewritePattern::OpRewritePattern;
   LogicalResult matchAndRewrite(modk::GemmOp op,
                                 PatternRewriter &rewriter) const override {
     modk::Epilogue e = op.getEpilogue();
     const bool rounded = e == modk::Epilogue::none && op.getRoundBf16();
+    const bool rope = e == modk::Epilogue::rope;
     if (e != modk::Epilogue::residual_add && e != modk::Epilogue::gelu &&
-        e != modk::Epilogue::swiglu && !rounded)
+        e != modk::Epilogue::swiglu && !rounded && !rope)
       return failure();
-    if (op.getRoundBf16() && !rounded)
+    if (op.getRoundBf16() && !rounded && !rope)
       return rewriter.notifyMatchFailure(op, "rounds its output for attention");
+    const bool roundRope = rope && op.getRoundBf16();
+    int64_t headDim = 0;
+    double theta = 0;
+    if (rope) {
+      int64_t width = cast<MemRefType>(op.getOutput().getType()).getShape().back();
+      int64_t heads = *op.getNHeads();
+      if (heads <= 0 || width % heads != 0 || (width / heads) % 2 != 0)
+        return rewriter.notifyMatchFailure(op, "heads of an odd width");
+      headDim = width / heads;
+      theta = op.getRopeTheta()->convertToDouble();
+    }
     SmallVector<Value> extra(op.getExtra());
     if (e == modk::Epilogue::swiglu) {
       rewriter.setInsertionPoint(op);
@@ -361,6 +375,8 @@ struct NamedEpilogueToRows : OpRewritePattern<modk::GemmOp> {
       op.getExtraMutable().clear();
       op.setEpilogue(modk::Epilogue::rows);
       op.setRoundBf16(false);
+      op.removeNHeadsAttr();
+      op.removeRopeThetaAttr();
     });
     auto outType = cast<MemRefType>(op.getOutput().getType());
     Block *block = rewriter.createBlock(
@@ -373,7 +389,17 @@ struct NamedEpilogueToRows : OpRewritePattern<modk::GemmOp> {
       createRows(rewriter, op, inputs, op.getSegments(), op.getOutput(), 0,
                  noSums, body);
     };
-    if (rounded)
+    if (rope) {
+      modk::RowsOp rows = createRows(
+          rewriter, op, {product}, op.getSegments(), op.getOutput(), 0, noSums,
+          [&](F32Math &m, ValueRange a) -> SmallVector<Value> {
+            auto [cos, sin] = m.ropeAngle(theta);
+            Value y = m.add(m.mul(a[0], cos), m.mul(m.rotateHalf(a[0]), sin));
+            return {roundRope ? m.roundBf16(y) : y};
+          },
+          TokenAccess{extra[0], {}});
+      rows.setHeadDimAttr(rewriter.getI64IntegerAttr(headDim));
+    } else if (rounded)
       rows({product}, [](F32Math &m, ValueRange a) -> SmallVector<Value> {
         return {m.roundBf16(a[0])};
       });

@@ -417,54 +417,7 @@ inline void ropeAngles(int32_t p, float theta, float *c, float *s) {
     s[j] = static_cast<float>(std::sin(a));
   }
 }
-
-/// out = x[rows, H * HD] rotated, rotate-half within each head, by the
-/// angle of position pos[i] (by minus that angle when `Inverse`: the
-/// transpose, for the backward pass); out may be x (in place), or bf16
-/// (rounded as stored). `Round`: each value rounded to bf16 and kept as
-/// f32 (a bf16 model's queries and keys). Angles are formed in double and
-/// only the cos/sin are rounded, so long positions keep full f32 accuracy.
-template <int H, int HD, bool Inverse, bool Round, typename Out>
-inline void ropeRotate(const float *x, int64_t rows, const int32_t *pos,
-                       float theta, Out *out) {
-  auto rounded = [](float v) { return Round ? bf16_round(v) : v; };
-  static_assert(HD % 2 == 0, "rope needs an even head dimension");
-  constexpr int Half = HD / 2;
-  double invFreq[Half];
-  for (int j = 0; j < Half; ++j)
-    invFreq[j] = std::pow(static_cast<double>(theta), -2.0 * j / HD);
-#pragma omp parallel for if (rows * H * HD > kMinParallelWork)
-  for (int64_t i = 0; i < rows; ++i) {
-    // The angles depend only on the row, so they are shared by all heads.
-    float c[Half], s[Half];
-    const double p = static_cast<double>(pos[i]);
-    for (int j = 0; j < Half; ++j) {
-      const double a = p * invFreq[j];
-      c[j] = static_cast<float>(std::cos(a));
-      s[j] = static_cast<float>(Inverse ? -std::sin(a) : std::sin(a));
-    }
-    for (int h = 0; h < H; ++h) {
-      const float *xh = x + (i * H + h) * HD;
-      Out *oh = out + (i * H + h) * HD;
-#pragma omp simd
-      for (int j = 0; j < Half; ++j) {
-        const float x0 = xh[j], x1 = xh[j + Half];
-        oh[j] = Out(rounded(x0 * c[j] - x1 * s[j]));
-        oh[j + Half] = Out(rounded(x1 * c[j] + x0 * s[j]));
-      }
-    }
-  }
-}
 } // namespace detail
-
-/// Rotary embedding in place on x[rows, H * HD], rotate-half within each
-/// head, at position pos[i]; `RoundBf16`: then rounded to bf16 values, in
-/// the same pass (the queries and keys of a bf16 model, which attention and
-/// the KV cache read).
-template <int H, int HD, bool RoundBf16 = false>
-inline void rope(float *x, int64_t rows, const int32_t *pos, float theta) {
-  detail::ropeRotate<H, HD, false, RoundBf16>(x, rows, pos, theta, x);
-}
 
 //===----------------------------------------------------------------------===//
 // Causal attention (flash-style, blocked over queries and keys)

@@ -66,37 +66,6 @@ inline unsigned strideGrid(int64_t n) {
   return unsigned(blocks < 1 ? 1 : blocks > kMaxGrid ? kMaxGrid : blocks);
 }
 
-/// RoPE: one CTA of 64 threads per row. Thread t takes the pair index j of
-/// its lane within a head group and the heads of its group; the angles
-/// (ropeAngle) and the rotation (ropeRotatePair) are the fused epilogue's.
-/// Round: the rotated values are rounded to bf16 (a bf16 model's queries
-/// and keys).
-template <int H, int HD, bool Round>
-__global__ __launch_bounds__(64) void ropeKernel(float *x, const int64_t *rows,
-                                                 const int32_t *pos,
-                                                 float theta) {
-  static_assert(HD % 2 == 0, "rope needs an even head dimension");
-  constexpr int Half = HD / 2;
-  constexpr int Lanes = Half < 64 ? Half : 64; // threads per head
-  constexpr int Groups = 64 / Lanes;            // heads processed at once
-  const int64_t i = blockIdx.x;
-  if (i >= *rows)
-    return;
-  const int g = threadIdx.x / Lanes;
-  if (g >= Groups)
-    return;
-  for (int j = threadIdx.x % Lanes; j < Half; j += Lanes) {
-    const float2 cs = ropeAngle<HD>(pos[i], j, theta);
-    for (int h = g; h < H; h += Groups) {
-      float *xh = x + (i * H + h) * HD;
-      float x0 = xh[j], x1 = xh[j + Half];
-      ropeRotatePair(x0, x1, cs);
-      xh[j] = Round ? bf16Round(x0) : x0;
-      xh[j + Half] = Round ? bf16Round(x1) : x1;
-    }
-  }
-}
-
 /// Fills table[p * HD / 2 + j] = ropeAngle<HD>(p, j) for p < positions.
 template <int HD>
 __global__ __launch_bounds__(kThreads) void ropeTableKernel(float2 *table,
@@ -108,8 +77,9 @@ __global__ __launch_bounds__(kThreads) void ropeTableKernel(float2 *table,
     table[e] = ropeAngle<HD>(int32_t(e / (HD / 2)), int(e % (HD / 2)), theta);
 }
 
-/// The (cos, sin) tables of the fused RoPE epilogue, built on first use and
-/// kept for the process (positions x HD / 2 float2 each: 1 MB at 2048
+/// The (cos, sin) tables of the generated RoPE kernels and epilogues
+/// (modk.rope_angle), built when a package initialises and kept for the
+/// process (positions x HD / 2 float2 each: 1 MB at 2048
 /// positions of head dim 128).
 struct RopeTable {
   int hd;
@@ -123,9 +93,10 @@ inline std::vector<RopeTable> &ropeTables() {
 }
 
 /// The table of positions 0 .. positions - 1 for head dim HD and theta,
-/// enqueued on `stream` when first asked for. Null (RoPE then takes its own
-/// kernel) while the stream is being captured (a decode step: no allocation
-/// may happen inside a graph) or where no device memory is left.
+/// enqueued on `stream` when first asked for. Null while the stream is
+/// being captured (a decode step: no allocation may happen inside a graph)
+/// or where no device memory is left; modc_cuda_init asks for every table
+/// of its package first, and fails if one cannot be made.
 template <int HD>
 inline const float2 *ropeTableFor(float theta, int32_t positions,
                                   cudaStream_t stream) {
@@ -531,58 +502,24 @@ inline void linear_wgrad(const TD *dy, const int64_t *rows, int64_t max_rows,
               stream, scratch, int64_t(N) * K, s.splits, s.chunk, rows, dw);
 }
 
-/// Rotary embedding in place on x[rows, H * HD] at positions pos (the CPU's
-/// ropeRotate: rotate-half per head, angles in double). RoundBf16: then
-/// rounded to bf16 (rope then round_bf16 in one pass).
-template <int H, int HD, bool RoundBf16 = false>
-inline void rope(float *x, const int64_t *rows, int64_t max_rows,
-                 const int32_t *pos, float theta, cudaStream_t stream) {
-  if (max_rows <= 0)
-    return;
-  auto k = detail::ropeKernel<H, HD, RoundBf16>;
-  MODC_LAUNCH(k, unsigned(max_rows), 64, 0, stream, x, rows, pos, theta);
-}
-
-/// y = rope(a w^T), w is [H * HD, K], at positions pos[i] in [0,
-/// positions) (a sequence's). BF16: bf16 operands, and y (the queries or
-/// keys of a bf16 model) rounded to bf16 after the rotation. The rotation is
-/// the GEMM's epilogue, reading the angle table, where the product's tile
-/// holds whole heads in each warp (HD a multiple of 16 that divides a
-/// warp's columns: the wgmma and TMA tiles up to 128, the mma.sync tiles up
-/// to 16 or 32), else (or with no table) a second kernel.
-template <int H, int HD, int K, bool BF16 = false,
-          typename PLAN = DefaultGemmPlan, typename TA>
-inline void linear_rope(const TA *a, const int64_t *rows, int64_t max_rows,
-                        const float *w, const int32_t *pos, float theta,
-                        int32_t positions, float *y, cudaStream_t stream) {
-  if constexpr (HD % 16 == 0) {
-    detail::EpiArgs epi;
-    epi.pos = pos;
-    epi.ropeTable = detail::ropeTableFor<HD>(theta, positions, stream);
-    epi.ropePositions = positions;
-    if (epi.ropeTable &&
-        detail::linearEpi<H * HD, K, detail::epiRope<HD, BF16>(), BF16, PLAN>(
-            a, rows, max_rows, w, epi, y, stream)) {
-      MODC_TEST_COUNT(fusedRopeLaunches);
-      return;
-    }
-  }
-  linear<H * HD, K, BF16, PLAN>(a, rows, max_rows, w, y, stream);
-  rope<H, HD, BF16>(y, rows, max_rows, pos, theta, stream);
-}
-
 /// The product a w^T (w is [N, K]) finished by the package's generated
 /// epilogue I (modk.gemm's `rows` epilogue, detail::RowsEpilogue<I>), which
 /// reads its buffers from epi and writes its outputs; the product itself is
-/// never stored.
+/// never stored. False where the plan's tile for the row count cannot hold
+/// the epilogue (one over heads, RoPE, where a warp's columns are not whole
+/// heads): nothing was enqueued, and the caller runs the product, then the
+/// epilogue as a kernel.
 template <int N, int K, int I, bool BF16 = false,
           typename PLAN = DefaultGemmPlan, typename TA>
-inline void linear_rows_epilogue(const TA *a, const int64_t *rows,
+inline bool linear_rows_epilogue(const TA *a, const int64_t *rows,
                                  int64_t max_rows, const float *w,
                                  const detail::EpiArgs &epi,
                                  cudaStream_t stream) {
-  detail::linearEpi<N, K, detail::epiRows<I>(), BF16, PLAN>(
+  const bool fused = detail::linearEpi<N, K, detail::epiRows<I>(), BF16, PLAN>(
       a, rows, max_rows, w, epi, static_cast<float *>(nullptr), stream);
+  if (fused && detail::epiHeadDim<detail::epiRows<I>()>() > 0)
+    MODC_TEST_COUNT(fusedRopeLaunches);
+  return fused;
 }
 
 /// dst[rows, N] = src rounded to bf16 (modk_cpu::store_rows into bf16: what

@@ -55,39 +55,40 @@ namespace detail {
 enum Epilogue {
   EpiStore = 0,    ///< C = acc
   EpiAdd = 1,      ///< C = aux[idx] + acc (aux may be C: accumulate)
-  /// From here to EpiRopeFirst, epiRows<I>(): a generated epilogue
+  /// From here to EpiRowsEnd, epiRows<I>(): a generated epilogue
   /// (modk.gemm's `rows` epilogue): RowsEpilogue<I>::store(acc, epi, m, n)
   /// finishes each element and writes it where its math says (C unused).
   EpiRowsFirst = 32,
-  /// From here, epiRope<HD, Round>(): C = rope(acc) per head of HD columns
-  /// at the row's position (then rounded to bf16 when Round): the queries
-  /// and keys. Only tiles whose warps hold whole heads take it
-  /// (epilogueFits).
-  EpiRopeFirst = 64,
+  EpiRowsEnd = 64,
 };
 
-template <int HD, bool Round> __host__ __device__ constexpr int epiRope() {
-  static_assert(HD > 0 && HD % 16 == 0, "fused RoPE pairs whole m16n8 columns");
-  return EpiRopeFirst + 2 * HD + (Round ? 1 : 0);
-}
-__host__ __device__ constexpr bool isEpiRope(int epi) { return epi >= EpiRopeFirst; }
-__host__ __device__ constexpr int epiRopeHeadDim(int epi) { return (epi - EpiRopeFirst) / 2; }
-__host__ __device__ constexpr bool epiRopeRounds(int epi) { return (epi - EpiRopeFirst) % 2 == 1; }
-
 template <int I> __host__ __device__ constexpr int epiRows() {
-  static_assert(I >= 0 && I < EpiRopeFirst - EpiRowsFirst,
+  static_assert(I >= 0 && I < EpiRowsEnd - EpiRowsFirst,
                 "generated epilogues are numbered below 32");
   return EpiRowsFirst + I;
 }
 __host__ __device__ constexpr bool isEpiRows(int epi) {
-  return epi >= EpiRowsFirst && epi < EpiRopeFirst;
+  return epi >= EpiRowsFirst && epi < EpiRowsEnd;
 }
 
-/// The generated epilogue I of a package: a struct with
+/// The generated epilogue I of a package: a struct with `kHeadDim` and
 /// `static __device__ void store(float acc, const EpiArgs epi, int64_t m,
-/// int64_t n)` for the element at row m, column n of the product. modc
-/// writes one specialization per distinct `rows` epilogue.
+/// int64_t n)` for the element at row m, column n of the product. With
+/// kHeadDim = HD > 0 (RoPE: modk.rows with head_dim) it pairs columns
+/// instead: `storePair(acc0, acc1, epi, m, n)` finishes columns n and
+/// n + HD/2 of a head (n in its first half) together; only tiles whose
+/// warps hold whole heads take it (epilogueFits). modc writes one
+/// specialization per distinct `rows` epilogue.
 template <int I> struct RowsEpilogue;
+
+/// The head width of epilogue EPI where it pairs a head's columns
+/// (RowsEpilogue<I>::kHeadDim), else 0.
+template <int EPI> __host__ __device__ constexpr int epiHeadDim() {
+  if constexpr (isEpiRows(EPI))
+    return RowsEpilogue<EPI - EpiRowsFirst>::kHeadDim;
+  else
+    return 0;
+}
 
 /// Buffer slots of a generated epilogue in EpiArgs (modc checks its
 /// epilogues against the same number; each RowsEpilogue asserts it).
@@ -115,7 +116,7 @@ struct EpiArgs {
 };
 
 /// RoPE's (cos, sin) for pair j of a head of HD at position p: the angle in
-/// double, only cos and sin rounded (modk_cpu::ropeRotate's values).
+/// double, only cos and sin rounded (modk_cpu::detail::ropeAngles' values).
 template <int HD>
 __device__ __forceinline__ float2 ropeAngle(int32_t p, int j, float theta) {
   const double a = static_cast<double>(p) *
@@ -124,7 +125,7 @@ __device__ __forceinline__ float2 ropeAngle(int32_t p, int j, float theta) {
 }
 
 /// The angle of pair j at position p from the epilogue's table. Positions
-/// are below the table's length (linear_rope's contract; clamped only so
+/// are below the table's length (a sequence's; clamped only so
 /// that a broken contract cannot read outside the table). No angle is
 /// computed here: the double-precision sin and cos would take the GEMM's
 /// registers (spills on the small TMA tile).
@@ -135,24 +136,11 @@ __device__ __forceinline__ float2 ropeAngleAt(const EpiArgs epi, int32_t p,
   return epi.ropeTable[int64_t(p) * (HD / 2) + j];
 }
 
-/// Rotates the pair (x0, x1) = (x[j], x[j + HD / 2]) by (cos, sin) =
-/// (cs.x, cs.y). Rounded products and sums (no fused multiply-add), so that
-/// every CUDA kernel that rotates (the GEMM epilogue, rope, rope_grad) gives
-/// the same bits.
-__device__ __forceinline__ void ropeRotatePair(float &x0, float &x1,
-                                               float2 cs) {
-  const float y0 = __fsub_rn(__fmul_rn(x0, cs.x), __fmul_rn(x1, cs.y));
-  const float y1 = __fadd_rn(__fmul_rn(x1, cs.x), __fmul_rn(x0, cs.y));
-  x0 = y0;
-  x1 = y1;
-}
-
-/// The epilogue applied to acc, the sum at output idx; not RoPE, which
-/// pairs columns (storeAccumulators).
+/// The epilogue applied to acc, the sum at output idx; not a generated
+/// one (RowsEpilogue).
 template <int EPI>
 __device__ __forceinline__ float gemmEpilogue(float acc, const EpiArgs epi,
                                               int64_t idx) {
-  static_assert(!isEpiRope(EPI), "RoPE is applied to column pairs");
   static_assert(EPI == EpiStore || EPI == EpiAdd,
                 "elementwise epilogues are EpiStore and EpiAdd");
   if (EPI == EpiAdd)
@@ -175,8 +163,7 @@ constexpr bool gemmTypesOk() {
       std::is_same<TB, float>::value || (std::is_same<TB, bf16>::value && BF);
   constexpr bool cOk =
       std::is_same<TC, float>::value ||
-      (std::is_same<TC, bf16>::value && DYN != 3 &&
-       (EPI == EpiStore || isEpiRope(EPI)));
+      (std::is_same<TC, bf16>::value && DYN != 3 && EPI == EpiStore);
   return aOk && bOk && cOk;
 }
 
@@ -727,10 +714,10 @@ __device__ __forceinline__ void zeroFragments(float (&acc)[MI][NI][4]) {
 /// being row r0 + 16 i + g + 8 h, column c0 + 8 j + 2 t + e (g = lane >> 2,
 /// t = lane % 4).
 ///
-/// RoPE (isEpiRope) pairs column x of a head with column x + HD / 2, which
-/// is fragment j + HD / 16 of the same thread when the warp's NI * 8
-/// columns are whole heads, starting at a head (epilogueFits): the rotation
-/// happens in registers.
+/// A generated epilogue over heads (epiHeadDim, RoPE) pairs column x of a
+/// head with column x + HD / 2, which is fragment j + HD / 16 of the same
+/// thread when the warp's NI * 8 columns are whole heads, starting at a
+/// head (epilogueFits): the pair is finished in registers.
 template <int EPI, int MI, int NI, typename TC>
 __device__ __forceinline__ void
 storeAccumulators(const float (&acc)[MI][NI][4], TC *C, int64_t ldc,
@@ -745,10 +732,9 @@ storeAccumulators(const float (&acc)[MI][NI][4], TC *C, int64_t ldc,
       if (r >= mValid)
         continue;
       const int64_t row = (m0 + r) * ldc;
-      if constexpr (isEpiRope(EPI)) {
-        constexpr int HD = epiRopeHeadDim(EPI), Half = HD / 2;
+      if constexpr (epiHeadDim<EPI>() > 0) {
+        constexpr int HD = epiHeadDim<EPI>(), Half = HD / 2;
         static_assert(NI * 8 % HD == 0, "a warp's columns are whole heads");
-        const int32_t p = epi.pos[m0 + r];
 #pragma unroll
         for (int j = 0; j < NI; ++j) {
           if (j * 8 % HD >= Half)
@@ -759,14 +745,9 @@ storeAccumulators(const float (&acc)[MI][NI][4], TC *C, int64_t ldc,
             const int c = c0 + j * 8 + 2 * tg + e;
             if (c >= nValid)
               continue;
-            float x0 = acc[i][j][2 * h + e], x1 = acc[i][j + Half / 8][2 * h + e];
-            ropeRotatePair(x0, x1, ropeAngleAt<HD>(epi, p, j * 8 % HD + 2 * tg + e));
-            if (epiRopeRounds(EPI)) {
-              x0 = bf16Round(x0);
-              x1 = bf16Round(x1);
-            }
-            C[row + n0 + c] = TC(x0);
-            C[row + n0 + c + Half] = TC(x1);
+            RowsEpilogue<EPI - EpiRowsFirst>::storePair(
+                acc[i][j][2 * h + e], acc[i][j + Half / 8][2 * h + e], epi,
+                m0 + r, n0 + c);
           }
         }
       } else {
@@ -1273,23 +1254,24 @@ __global__ __launch_bounds__(kThreads, T::MINB) void gemmWgKernel(
 /// Whether tile T can run epilogue EPI: RoPE rotates in registers, so each
 /// warp's accumulator columns (T::WarpCols) must be whole heads.
 template <int EPI, typename T> __host__ __device__ constexpr bool epilogueFits() {
-  return !isEpiRope(EPI) ||
-         (T::WarpCols > 0 && T::WarpCols % epiRopeHeadDim(EPI) == 0);
+  return epiHeadDim<EPI>() == 0 ||
+         (T::WarpCols > 0 && T::WarpCols % epiHeadDim<EPI>() == 0);
 }
 
-/// The epilogue's name in traces.
-constexpr const char *epilogueName(int epi) {
-  return isEpiRope(epi)        ? "rope"
-         : isEpiRows(epi)      ? "rows"
-         : epi == EpiStore     ? "store"
-         : epi == EpiAdd       ? "add"
+/// The epilogue's name in traces: a generated one over heads (RoPE) is
+/// "rows over heads".
+template <int EPI> constexpr const char *epilogueName() {
+  return epiHeadDim<EPI>() > 0 ? "rows over heads"
+         : isEpiRows(EPI)      ? "rows"
+         : EPI == EpiStore     ? "store"
+         : EPI == EpiAdd       ? "add"
                                : "?";
 }
 
 /// MODC_CUDA_TRACE_GEMMS=1 in the environment: each GEMM launch prints its
 /// kernel, shape, tile and epilogue to stderr (which path a product took).
 inline void traceGemm(const char *path, int64_t M, int64_t Ncols, int64_t L,
-                      int BM, int BN, int epi) {
+                      int BM, int BN, const char *epilogue) {
   static const bool on = [] {
     const char *env = std::getenv("MODC_CUDA_TRACE_GEMMS");
     return env && *env && std::strcmp(env, "0") != 0;
@@ -1298,7 +1280,7 @@ inline void traceGemm(const char *path, int64_t M, int64_t Ncols, int64_t L,
     std::fprintf(stderr,
                  "modc gemm: %s %lld x %lld x %lld, tile %d x %d, epilogue %s\n",
                  path, (long long)M, (long long)Ncols, (long long)L, BM, BN,
-                 epilogueName(epi));
+                 epilogue);
 }
 
 //===----------------------------------------------------------------------===//
@@ -1690,7 +1672,7 @@ inline bool launchGemmTmaTile(const bf16 *A, int64_t lda, const bf16 *B,
               T::SmemBytes, stream,
               mapA, mapB, C, ldc, epi, M, Ncols, L, dynRows, splits);
   MODC_TEST_COUNT(tmaLaunches);
-  traceGemm("tma+wgmma", M, Ncols, L, T::BM, T::BN, EPI);
+  traceGemm("tma+wgmma", M, Ncols, L, T::BM, T::BN, epilogueName<EPI>());
   return true;
 }
 
@@ -1885,8 +1867,8 @@ __global__ __launch_bounds__(kStreamThreads) void gemmStreamKernel(
 #pragma unroll
   for (int c = 0; c < BN; ++c) {
     int64_t n = int64_t(blockIdx.x) * BN + c;
-    if constexpr (isEpiRope(EPI)) {
-      constexpr int Half = epiRopeHeadDim(EPI) / 2;
+    if constexpr (epiHeadDim<EPI>() > 0) {
+      constexpr int Half = epiHeadDim<EPI>() / 2;
       const int64_t pair = int64_t(blockIdx.x) * (BN / 2) + c / 2;
       n = (pair / Half) * 2 * Half + pair % Half + (c % 2) * Half;
     }
@@ -1936,18 +1918,11 @@ __global__ __launch_bounds__(kStreamThreads) void gemmStreamKernel(
   if (r >= rows || cols[c] < 0)
     return;
   const int64_t m = m0 + r, n = cols[c];
-  if constexpr (isEpiRope(EPI)) {
-    constexpr int HD = epiRopeHeadDim(EPI), Half = HD / 2;
+  if constexpr (epiHeadDim<EPI>() > 0) {
     if (c % 2 == 1)
-      return; // rotated with its pair's first column
-    float x0 = total[c * BM + r], x1 = total[(c + 1) * BM + r];
-    ropeRotatePair(x0, x1, ropeAngleAt<HD>(epi, epi.pos[m], int(n % HD)));
-    if (epiRopeRounds(EPI)) {
-      x0 = bf16Round(x0);
-      x1 = bf16Round(x1);
-    }
-    C[m * ldc + n] = TC(x0);
-    C[m * ldc + n + Half] = TC(x1);
+      return; // finished with its pair's first column
+    RowsEpilogue<EPI - EpiRowsFirst>::storePair(
+        total[c * BM + r], total[(c + 1) * BM + r], epi, m, n);
   } else if constexpr (isEpiRows(EPI)) {
     RowsEpilogue<EPI - EpiRowsFirst>::store(total[tid], epi, m, n);
   } else {
@@ -2111,7 +2086,7 @@ inline bool launchGemmVariant(const TA *A, int64_t lda, const TB *B,
   if constexpr (P == PathStream) {
     static_assert(streamOperandsOk<AK, BKc, DYN>() && !V::tma,
                   "the few-row kernel runs products, not weight gradients");
-    traceGemm("stream", M, Ncols, L, T::BM, T::BN, EPI);
+    traceGemm("stream", M, Ncols, L, T::BM, T::BN, epilogueName<EPI>());
     MODC_TEST_COUNT(streamLaunches);
     // With RoPE a CTA has BN / 2 pairs of columns: as many CTAs.
     MODC_LAUNCH((gemmStreamKernel<DYN == 1, EPI, BF, TA, TB, TC>),
@@ -2137,7 +2112,7 @@ inline bool launchGemmVariant(const TA *A, int64_t lda, const TB *B,
     }
     auto kernel = gemmKernelFor<P, T, AK, BKc, DYN, EPI, BF, TA, TB, TC>();
     traceGemm(P == PathWgmma ? "wgmma" : P == PathMma ? "mma.sync" : "simt", M,
-              Ncols, L, T::BM, T::BN, EPI);
+              Ncols, L, T::BM, T::BN, epilogueName<EPI>());
     MODC_LAUNCH(kernel,
                 dim3(unsigned(ceilDiv(Ncols, T::BN)),
                      unsigned(ceilDiv(M, T::BM)), splits),
@@ -2164,7 +2139,8 @@ inline bool launchGemm(const TA *A, int64_t lda, const TB *B, int64_t ldb,
   static_assert(gemmTypesOk<TA, TB, TC, AK, EPI, BF, DYN>(),
                 "bf16 A or B needs a bf16 product; bf16 C an epilogue that "
                 "does not read C");
-  static_assert(!isEpiRope(EPI) || DYN != 3, "RoPE of a partial product");
+  static_assert(epiHeadDim<EPI>() == 0 || DYN != 3,
+                "a head epilogue of a partial product");
   if (M <= 0 || Ncols <= 0)
     return true;
   using Product = GemmProduct<EPI, BF, tmaOperandsOk<TA, TB, AK, BKc, DYN>(),
