@@ -124,10 +124,19 @@ private:
     auto call = [&](const char *cpu, const char *device) {
       return fmt::format("{}({})", cuda ? device : cpu, operand(0));
     };
+    // CUDA: sums, differences and products rounded each (no contraction
+    // into fused multiply-adds), so that the same math gives the same bits
+    // in every kernel it is generated into: a GEMM's epilogue, or a kernel
+    // of its own (nvcc contracts by context; a RoPE pair differed).
+    auto rounded = [&](const char *sym, const char *intrinsic) {
+      return cuda ? fmt::format("{}({}, {})", intrinsic, operand(0),
+                                operand(1))
+                  : binary(sym);
+    };
     return llvm::TypeSwitch<Operation *, FailureOr<std::string>>(&o)
-        .Case([&](arith::AddFOp) { return binary("+"); })
-        .Case([&](arith::SubFOp) { return binary("-"); })
-        .Case([&](arith::MulFOp) { return binary("*"); })
+        .Case([&](arith::AddFOp) { return rounded("+", "__fadd_rn"); })
+        .Case([&](arith::SubFOp) { return rounded("-", "__fsub_rn"); })
+        .Case([&](arith::MulFOp) { return rounded("*", "__fmul_rn"); })
         .Case([&](arith::DivFOp) { return binary("/"); })
         .Case([&](arith::NegFOp) { return "-" + operand(0); })
         .Case([&](math::ExpOp) {
@@ -1018,18 +1027,25 @@ LogicalResult PlanEmitter::emitHeadKernel(modk::RowsOp op, int index) {
     os << "  }\n}\n\n";
     return success();
   }
-  // Rows in parallel; a row's angles once (shared by its heads), then each
-  // head's pairs in a SIMD loop.
-  os << fmt::format("void modc_rows_{}(int64_t rows, {}) {{\n"
-                    "#pragma omp parallel for if (rows * {} > "
+  // Rows in parallel, each head's pairs in a SIMD loop; the angles from a
+  // table of a sequence's positions, made on the first call.
+  os << fmt::format("void modc_rows_{}(int64_t rows, {}) {{\n", index,
+                    rowKernelParams(op));
+  if (theta)
+    os << fmt::format("  static const std::vector<float> rope_table =\n"
+                      "      modk_cpu::detail::ropeTable<{}>({}, {});\n",
+                      hd, floatLiteral(*theta), seqLen);
+  os << fmt::format("#pragma omp parallel for if (rows * {} > "
                     "modk_cpu::detail::kMinParallelWork)\n"
                     "  for (int64_t i = 0; i < rows; ++i) {{\n",
-                    index, rowKernelParams(op), width);
+                    width);
   if (theta)
-    os << fmt::format("    float rope_c[{0}], rope_s[{0}];\n"
-                      "    modk_cpu::detail::ropeAngles<{1}>(pos[i], {2}, "
-                      "rope_c, rope_s);\n",
-                      half, hd, floatLiteral(*theta));
+    os << fmt::format("    float rope_row[{0}];\n"
+                      "    const float *rope_c = "
+                      "modk_cpu::detail::ropeTableRow<{0}>(rope_table, pos[i], "
+                      "{1}, rope_row);\n"
+                      "    const float *rope_s = rope_c + {2};\n",
+                      hd, floatLiteral(*theta), half);
   os << fmt::format("    for (int64_t h = 0; h < {}; h += {}) {{\n"
                     "#pragma omp simd\n"
                     "      for (int64_t j = 0; j < {}; ++j) {{\n"

@@ -953,3 +953,94 @@ func.func @stream_dgrad(%dy: memref<?x64xf32>, %w: memref<64x32xf32>, %seg: memr
   modk.gemm_dgrad(%dy, %w, %seg, %dx) {accumulate = false, config = #modk.gemm_config<stream 8x4, from 17: mma 64x64>} : memref<?x64xf32>, memref<64x32xf32>, memref<?x1xi64>, memref<?x32xf32>
   return
 }
+
+// -----
+
+// RoPE's ops pair a head's columns: only a modk.rows with head_dim has them.
+func.func @rotate_half_without_heads(%x: memref<?x16x32xf32>, %seg: memref<?x1xi64>, %y: memref<?x16x32xf32>) {
+  modk.rows ins(%x : memref<?x16x32xf32>) rows %seg : memref<?x1xi64> outs(%y : memref<?x16x32xf32>) reduce {
+  ^bb0(%a: f32):
+    modk.yield
+  } body {
+  ^bb0(%a: f32):
+    // expected-error @+1 {{needs a modk.rows with head_dim}}
+    %r = modk.rotate_half %a : f32
+    modk.yield %r : f32
+  }
+  return
+}
+
+// -----
+
+func.func @rope_angle_in_reduce(%x: memref<?x16x32xf32>, %seg: memref<?x1xi64>, %pos: memref<?x16xi32>, %y: memref<?x16x32xf32>) {
+  modk.rows ins(%x : memref<?x16x32xf32>) rows %seg : memref<?x1xi64> tokens(%pos : memref<?x16xi32>) outs(%y : memref<?x16x32xf32>) attributes {head_dim = 16 : i64} reduce {
+  ^bb0(%a: f32):
+    // expected-error @+1 {{may be read only in a modk.rows's 'body'}}
+    %c, %s = modk.rope_angle {theta = 1.0e+04 : f64} : f32, f32
+    modk.yield
+  } body {
+  ^bb0(%a: f32):
+    modk.yield %a : f32
+  }
+  return
+}
+
+// -----
+
+func.func @rope_angle_without_positions(%x: memref<?x16x32xf32>, %seg: memref<?x1xi64>, %y: memref<?x16x32xf32>) {
+  modk.rows ins(%x : memref<?x16x32xf32>) rows %seg : memref<?x1xi64> outs(%y : memref<?x16x32xf32>) attributes {head_dim = 16 : i64} reduce {
+  ^bb0(%a: f32):
+    modk.yield
+  } body {
+  ^bb0(%a: f32):
+    // expected-error @+1 {{needs the rows' positions}}
+    %c, %s = modk.rope_angle {theta = 1.0e+04 : f64} : f32, f32
+    %y0 = arith.mulf %a, %c : f32
+    modk.yield %y0 : f32
+  }
+  return
+}
+
+// -----
+
+func.func @odd_head_dim(%x: memref<?x16x32xf32>, %seg: memref<?x1xi64>, %y: memref<?x16x32xf32>) {
+  // expected-error @+1 {{head_dim 12 must be even and divide the row width 32}}
+  modk.rows ins(%x : memref<?x16x32xf32>) rows %seg : memref<?x1xi64> outs(%y : memref<?x16x32xf32>) attributes {head_dim = 12 : i64} reduce {
+  ^bb0(%a: f32):
+    modk.yield
+  } body {
+  ^bb0(%a: f32):
+    modk.yield %a : f32
+  }
+  return
+}
+
+// -----
+
+// A kernel over heads maps elements: no column sums (or row values).
+func.func @heads_with_column_sum(%x: memref<?x16x32xf32>, %seg: memref<?x1xi64>, %y: memref<?x16x32xf32>, %dw: memref<32xf32>) {
+  // expected-error @+1 {{with head_dim only maps elements: no token operands, lookups, or outputs of a value a row or a column}}
+  modk.rows ins(%x : memref<?x16x32xf32>) rows %seg : memref<?x1xi64> outs(%y, %dw : memref<?x16x32xf32>, memref<32xf32>) attributes {head_dim = 16 : i64} reduce {
+  ^bb0(%a: f32):
+    modk.yield
+  } body {
+  ^bb0(%a: f32):
+    modk.yield %a, %a : f32, f32
+  }
+  return
+}
+
+// -----
+
+func.func @rotate_half_of_a_vector(%x: memref<?x16x32xf32>, %w: memref<32xf32>, %seg: memref<?x1xi64>, %pos: memref<?x16xi32>, %y: memref<?x16x32xf32>) {
+  modk.rows ins(%x, %w : memref<?x16x32xf32>, memref<32xf32>) rows %seg : memref<?x1xi64> tokens(%pos : memref<?x16xi32>) outs(%y : memref<?x16x32xf32>) attributes {head_dim = 16 : i64} reduce {
+  ^bb0(%a: f32, %b: f32):
+    modk.yield
+  } body {
+  ^bb0(%a: f32, %b: f32):
+    // expected-error @+1 {{reads input 1, which is not a row buffer}}
+    %r = modk.rotate_half %b : f32
+    modk.yield %r : f32
+  }
+  return
+}

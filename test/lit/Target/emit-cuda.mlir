@@ -58,19 +58,19 @@
 // CHECK-NEXT: float sum0 = 0.0f;
 // CHECK-NEXT: for (int c = lane; c < 32; c += modk_cuda::kWarp) {
 // CHECK-NEXT: const float x0 = static_cast<float>(in0[i * 32 + c]);
-// CHECK-NEXT: const float t0 = x0 * x0;
+// CHECK-NEXT: const float t0 = __fmul_rn(x0, x0);
 // CHECK-NEXT: sum0 += t0;
 // CHECK-NEXT: }
 // CHECK-NEXT: sum0 = modk_cuda::warpSum(sum0);
 // CHECK-NEXT: const float t1 = sum0 / 32.0000000f;
-// CHECK-NEXT: const float t2 = t1 + 9.99999975e-06f;
+// CHECK-NEXT: const float t2 = __fadd_rn(t1, 9.99999975e-06f);
 // CHECK-NEXT: const float t3 = sqrtf(t2);
 // CHECK-NEXT: const float t4 = 1.00000000f / t3;
 // CHECK-NEXT: for (int c = lane; c < 32; c += modk_cuda::kWarp) {
 // CHECK: out0[i * 32 + c] = t6;
 // The router: a warp a row, its sum stored once by the first lane.
 // CHECK: void modc_rows_[[ROUTER:[0-9]+]](const int64_t *rows, const float *in0, const float *in1, float *out0) {
-// CHECK: const float t0 = x0 * x1;
+// CHECK: const float t0 = __fmul_rn(x0, x1);
 // CHECK-NEXT: sum0 += t0;
 // CHECK-NEXT: }
 // CHECK-NEXT: sum0 = modk_cuda::warpSum(sum0);
@@ -276,7 +276,7 @@
 // FUSED-NEXT: static __device__ __forceinline__ void store(float acc, const EpiArgs epi,
 // FUSED: const int64_t seq = modk_cuda::segmentOf(seg, nseg, i);
 // FUSED-NEXT: const int64_t tok = pos[i];
-// FUSED: const float t0 = x0 + acc;
+// FUSED: const float t0 = __fadd_rn(x0, acc);
 // FUSED: out0[(seq * 16 + tok) * 32 + c] =
 // (The dense blocks' down projections before it: the residual add's.)
 // FUSED: epi.seg = [[SEG:buf[0-9]+]];
@@ -325,26 +325,26 @@
 // GENERATED-NEXT: const float rope_cos = cs.x, rope_sin = cs.y;
 // GENERATED-NEXT: const float x0a = acc0, x0b = acc1;
 // GENERATED-NEXT: const float [[NB:t[0-9]+]] = (-x0b);
-// GENERATED-NEXT: const float [[A1:t[0-9]+]] = [[NB]] * rope_sin;
-// GENERATED-NEXT: const float [[A2:t[0-9]+]] = x0a * rope_cos;
-// GENERATED-NEXT: const float [[Y0:t[0-9]+]] = [[A2]] + [[A1]];
+// GENERATED-NEXT: const float [[A1:t[0-9]+]] = __fmul_rn([[NB]], rope_sin);
+// GENERATED-NEXT: const float [[A2:t[0-9]+]] = __fmul_rn(x0a, rope_cos);
+// GENERATED-NEXT: const float [[Y0:t[0-9]+]] = __fadd_rn([[A2]], [[A1]]);
 // GENERATED-NEXT: const float [[CA:t[0-9]+]] = x0a;
-// GENERATED-NEXT: const float [[B1:t[0-9]+]] = [[CA]] * rope_sin;
-// GENERATED-NEXT: const float [[B2:t[0-9]+]] = x0b * rope_cos;
-// GENERATED-NEXT: const float [[Y1:t[0-9]+]] = [[B2]] + [[B1]];
+// GENERATED-NEXT: const float [[B1:t[0-9]+]] = __fmul_rn([[CA]], rope_sin);
+// GENERATED-NEXT: const float [[B2:t[0-9]+]] = __fmul_rn(x0b, rope_cos);
+// GENERATED-NEXT: const float [[Y1:t[0-9]+]] = __fadd_rn([[B2]], [[B1]]);
 // GENERATED-NEXT: out0[i * 32 + c] = [[Y0]];
 // GENERATED-NEXT: out0[i * 32 + c + 8] = [[Y1]];
 // GENERATED: template <> struct RowsEpilogue<1> {
 // GENERATED-NEXT: static constexpr int kHeadDim = 0;
 // GENERATED-NEXT: static_assert(3 <= kEpiOperands, "EpiArgs holds the buffers");
 // GENERATED: const float x0 = static_cast<float>(in0[i * 32 + c]);
-// GENERATED-NEXT: const float t0 = x0 + acc;
+// GENERATED-NEXT: const float t0 = __fadd_rn(x0, acc);
 // GENERATED-NEXT: out0[i * 32 + c] = t0;
 // GENERATED: template <> struct RowsEpilogue<2> {
 // GENERATED: const float x0 = static_cast<float>(in0[i * 64 + c]);
 // GENERATED-NEXT: const float t0 = -x0;
 // GENERATED-NEXT: const float t1 = expf(t0);
-// GENERATED-NEXT: const float t2 = t1 + 1.00000000f;
+// GENERATED-NEXT: const float t2 = __fadd_rn(t1, 1.00000000f);
 // GENERATED-NEXT: const float t3 = x0 / t2;
-// GENERATED-NEXT: const float t4 = t3 * acc;
+// GENERATED-NEXT: const float t4 = __fmul_rn(t3, acc);
 // GENERATED-NEXT: out0[i * 64 + c] = t4;

@@ -406,8 +406,7 @@ inline void store_rows(const float *src, int64_t rows, Out *dst) {
 namespace detail {
 /// RoPE's cos and sin of pairs j < HD/2 at position p: the angle
 /// p theta^(-2j/HD) in double, only cos and sin rounded, so long positions
-/// keep full f32 accuracy (docs/model-format.md). The generated RoPE
-/// kernels read them once a row, for all its heads.
+/// keep full f32 accuracy (docs/model-format.md).
 template <int HD>
 inline void ropeAngles(int32_t p, float theta, float *c, float *s) {
   for (int j = 0; j < HD / 2; ++j) {
@@ -416,6 +415,30 @@ inline void ropeAngles(int32_t p, float theta, float *c, float *s) {
     c[j] = static_cast<float>(std::cos(a));
     s[j] = static_cast<float>(std::sin(a));
   }
+}
+
+/// RoPE's angles at positions 0 .. positions - 1 (a sequence's), HD floats
+/// a position: the HD/2 cosines, then the HD/2 sines (ropeAngles). The
+/// generated RoPE kernels build one when first called and keep it.
+template <int HD>
+inline std::vector<float> ropeTable(float theta, int32_t positions) {
+  std::vector<float> table(static_cast<size_t>(positions) * HD);
+  for (int32_t p = 0; p < positions; ++p)
+    ropeAngles<HD>(p, theta, &table[size_t(p) * HD],
+                   &table[size_t(p) * HD + HD / 2]);
+  return table;
+}
+
+/// The angles of position p as ropeTable lays them out: its row where the
+/// table holds p (a sequence's positions), else formed into `row` (HD
+/// floats).
+template <int HD>
+inline const float *ropeTableRow(const std::vector<float> &table, int32_t p,
+                                 float theta, float *row) {
+  if (p >= 0 && static_cast<size_t>(p) * HD < table.size())
+    return table.data() + static_cast<size_t>(p) * HD;
+  ropeAngles<HD>(p, theta, row, row + HD / 2);
+  return row;
 }
 } // namespace detail
 

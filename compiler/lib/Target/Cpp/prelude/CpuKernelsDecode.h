@@ -16,7 +16,7 @@
 ///  - a row set of a step has `seg` with B + 1 entries: rows
 ///    [seg[b], seg[b+1]) (0 or 1 of them in a decode step) belong to
 ///    sequence b, and pos[j] is the ORIGINAL position of row j, so the
-///    existing `rope<H, HD>` rotates compacted rows unchanged;
+///    generated RoPE kernels rotate compacted rows unchanged;
 ///  - the KV cache of one layer is K and V, each [B, S, H * HD]; counts[b]
 ///    is the number of tokens of sequence b that layer holds. A routed
 ///    layer's cache holds only the routed tokens, in position order, with
