@@ -671,6 +671,19 @@ writePairStatements(modk::RowsOp op, KernelStatements &stmts, StringRef lo,
   return success();
 }
 
+/// The opening of the CUDA kernel modc_rows_<index> that gives each row a
+/// warp: row i, the thread's `lane`, and none past the row count.
+std::string warpRowKernelHead(int64_t index, const std::string &params) {
+  return fmt::format(
+      "__global__ __launch_bounds__(modk_cuda::detail::kThreads) void "
+      "modc_rows_{}(const int64_t *rows, {}) {{\n"
+      "  const int64_t i = int64_t(blockIdx.x) * "
+      "modk_cuda::detail::kRowWarps + threadIdx.x / modk_cuda::kWarp;\n"
+      "  if (i >= *rows)\n    return;\n"
+      "  const int lane = threadIdx.x % modk_cuda::kWarp;\n",
+      index, params);
+}
+
 /// The theta of the body's modk.rope_angle, if it reads one.
 std::optional<double> ropeTheta(modk::RowsOp op) {
   for (Operation &o : op.getBody().front())
@@ -887,14 +900,7 @@ LogicalResult PlanEmitter::emitRowKernelDefinitions() {
       os << "  for (int64_t i = i0; i < i1; ++i) {\n";
       inner = 4;
     } else if (cuda) {
-      os << fmt::format(
-          "__global__ __launch_bounds__(modk_cuda::detail::kThreads) void "
-          "modc_rows_{}(const int64_t *rows, {}) {{\n"
-          "  const int64_t i = int64_t(blockIdx.x) * "
-          "modk_cuda::detail::kRowWarps + threadIdx.x / modk_cuda::kWarp;\n"
-          "  if (i >= *rows)\n    return;\n"
-          "  const int lane = threadIdx.x % modk_cuda::kWarp;\n",
-          index, rowKernelParams(op));
+      os << warpRowKernelHead(index, rowKernelParams(op));
       stmts.setRowCount("*rows");
       inner = 2;
     } else if (sumFloats > 0) {
@@ -1003,17 +1009,12 @@ LogicalResult PlanEmitter::emitHeadKernel(modk::RowsOp op, int index) {
   if (cuda) {
     // A warp per row, lanes over the pairs of its heads; the angle from the
     // table where the package has one for the position, else formed here.
-    os << fmt::format(
-        "__global__ __launch_bounds__(modk_cuda::detail::kThreads) void "
-        "modc_rows_{}(const int64_t *rows, {}) {{\n"
-        "  const int64_t i = int64_t(blockIdx.x) * "
-        "modk_cuda::detail::kRowWarps + threadIdx.x / modk_cuda::kWarp;\n"
-        "  if (i >= *rows)\n    return;\n"
-        "  const int lane = threadIdx.x % modk_cuda::kWarp;\n"
-        "  for (int e = lane; e < {}; e += modk_cuda::kWarp) {{\n"
-        "    const int j = e % {};\n"
-        "    const int64_t c = int64_t(e / {}) * {} + j;\n",
-        index, rowKernelParams(op), width / 2, half, half, hd);
+    os << warpRowKernelHead(index, rowKernelParams(op))
+       << fmt::format("  for (int e = lane; e < {}; e += modk_cuda::kWarp) "
+                      "{{\n"
+                      "    const int j = e % {};\n"
+                      "    const int64_t c = int64_t(e / {}) * {} + j;\n",
+                      width / 2, half, half, hd);
     if (theta)
       os << fmt::format(
           "    const int32_t p = pos[i];\n"

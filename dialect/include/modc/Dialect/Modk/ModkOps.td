@@ -140,13 +140,15 @@ def Modk_GemmOp : Modk_Op<"gemm", [AttrSizedOperandSegments, NoTerminator,
       argument standing for the product [B, rows, N]. y is that op's one
       output, which it may write at the rows' tokens (the routed block's
       gated scatter into the residual stream). Set by modk-generalize
-      (from `residual_add`, `gelu`, `swiglu`) and modk-fuse-row-epilogues.
-    The emitters take `none`, `rope` and `rows`; modk-generalize rewrites
-    the other named epilogues.
+      (from `rope`, `residual_add`, `gelu`, `swiglu`) and
+      modk-fuse-row-epilogues. RoPE's is a modk.rows over heads
+      (`head_dim`).
+    The emitters take `none` and `rows`; modk-generalize rewrites the
+    named epilogues.
     `round_bf16` (set by modk-store-bf16 in a bf16 entry; modk-generalize
-    turns it into a `rows` epilogue except on `rope`): the output rows
-    are rounded to bf16 values as they are stored, in an f32 buffer: the
-    queries, keys and values that attention reads. `precision`: the
+    writes it into the `rows` epilogue): the output rows are rounded to
+    bf16 values as they are stored, in an f32 buffer: the queries, keys
+    and values that attention reads. `precision`: the
     products' precision where it is not the entry's dtype (the causal
     predictor's f32 products in a bf16 model, set by modk-generalize).
     `causal_only`: the forward entry runs it only where causal decisions
