@@ -927,6 +927,10 @@ LogicalResult RopeAngleOp::verify() {
     return emitOpError("needs the rows' positions (the modk.rows's tokens)");
   if (!(getTheta().convertToDouble() > 0))
     return emitOpError("theta must be positive");
+  // The generated kernels form one angle an element.
+  auto angles = rows->getBody().front().getOps<RopeAngleOp>();
+  if (std::next(angles.begin()) != angles.end())
+    return emitOpError("is read once a body: an element has one angle");
   return success();
 }
 

@@ -1044,3 +1044,22 @@ func.func @rotate_half_of_a_vector(%x: memref<?x16x32xf32>, %w: memref<32xf32>, 
   }
   return
 }
+
+// -----
+
+// One angle an element: the generated kernels form it once.
+func.func @two_rope_angles(%x: memref<?x16x32xf32>, %seg: memref<?x1xi64>, %pos: memref<?x16xi32>, %y: memref<?x16x32xf32>) {
+  modk.rows ins(%x : memref<?x16x32xf32>) rows %seg : memref<?x1xi64> tokens(%pos : memref<?x16xi32>) outs(%y : memref<?x16x32xf32>) attributes {head_dim = 16 : i64} reduce {
+  ^bb0(%a: f32):
+    modk.yield
+  } body {
+  ^bb0(%a: f32):
+    // expected-error @+1 {{is read once a body: an element has one angle}}
+    %c, %s = modk.rope_angle {theta = 1.0e+04 : f64} : f32, f32
+    %c2, %s2 = modk.rope_angle {theta = 5.0e+05 : f64} : f32, f32
+    %y0 = arith.mulf %a, %c : f32
+    %y1 = arith.mulf %y0, %c2 : f32
+    modk.yield %y1 : f32
+  }
+  return
+}
