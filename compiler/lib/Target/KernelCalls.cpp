@@ -229,7 +229,6 @@ LogicalResult PlanEmitter::emitKernel(Operation *op) {
                              w[0], w[1], plan, maxRows(wgrad.getDy()))));
     return success();
   }
-
   if (auto attn = dyn_cast<modk::AttentionGradOp>(op)) {
     int64_t heads = attn.getNHeads();
     KernelCall call =

@@ -41,6 +41,16 @@ FailureOr<std::string> floatConstant(arith::ConstantOp op) {
   return fmt::format("{:#.9g}f", v);
 }
 
+/// `value` as stored into `output`'s elements: bf16 rounded by the target
+/// namespace's bf16, anything else as it is.
+std::string storedValue(Value output, StringRef value, bool cuda) {
+  Type element = cast<MemRefType>(output.getType()).getElementType();
+  return element.isBF16() ? fmt::format("{}::bf16({})",
+                                        cuda ? "modk_cuda" : "modk_cpu",
+                                        value.str())
+                          : value.str();
+}
+
 /// The statements of a kernel region: one C statement per arith or math
 /// op, over names of the block's arguments that the kernel gives them.
 class KernelStatements {
@@ -425,13 +435,7 @@ public:
     for (auto [k, v] : llvm::enumerate(body.getTerminator()->getOperands())) {
       if (!storedPerElement(op.getOutputs()[k]))
         continue; // once a row, or added into the column sums or totals
-      Type element =
-          cast<MemRefType>(op.getOutputs()[k].getType()).getElementType();
-      std::string value =
-          element.isBF16()
-              ? fmt::format("{}::bf16({})", cuda ? "modk_cuda" : "modk_cpu",
-                            names.lookup(v))
-              : names.lookup(v);
+      std::string value = storedValue(op.getOutputs()[k], names.lookup(v), cuda);
       std::string stored =
           rowPointers ? fmt::format("rout{}[{}]", k, col.str())
                       : fmt::format("out{}[{} * {} + {}]", k,
@@ -627,29 +631,33 @@ LogicalResult writeRow(modk::RowsOp op, RowStatements &stmts, bool cuda,
   return success();
 }
 
-/// Writes one pair of elements of a `head_dim` kernel (RoPE): columns `lo`
-/// and `lo` + HD/2 of a head. Each input's two elements are loaded
-/// (`load(j, column)`) before either is computed, so the kernel may work in
-/// place; then `body` runs once an element, modk.rotate_half reading the
-/// other one (negated for the first half), and the values are stored
-/// (`store(k, column, value)`). The loops around name the pair's angle
-/// rope_cos and rope_sin.
-LogicalResult
-writePairStatements(modk::RowsOp op, KernelStatements &stmts, StringRef lo,
-                    int indent,
-                    function_ref<std::string(unsigned, StringRef)> load,
-                    function_ref<std::string(unsigned, StringRef, StringRef)>
-                        store,
-                    llvm::raw_ostream &os) {
+/// Writes one pair of elements of a `head_dim` kernel (RoPE): columns c
+/// and c + HD/2 of a head of row i. Each input's two elements are loaded
+/// before either is computed, so the kernel may work in place; then `body`
+/// runs once an element, modk.rotate_half reading the other one (negated
+/// for the first half), and the values are stored. In a GEMM's `epilogue`
+/// (CUDA's storePair) the product's two elements are acc0 and acc1. The
+/// loops around name the pair's angle rope_cos and rope_sin.
+LogicalResult writePairStatements(modk::RowsOp op, KernelStatements &stmts,
+                                  bool cuda, bool epilogue, int indent,
+                                  llvm::raw_ostream &os) {
   Block &body = op.getBody().front();
-  std::string hi = fmt::format("{} + {}", lo.str(), *op.getHeadDim() / 2);
+  int64_t width = op.getWidth();
+  const std::string columns[2] = {
+      "c", fmt::format("c + {}", *op.getHeadDim() / 2)};
   std::string pad(indent, ' ');
   for (BlockArgument arg : body.getArguments()) {
     if (arg.use_empty())
       continue;
     unsigned j = arg.getArgNumber();
+    std::string loads[2];
+    for (int e = 0; e < 2; ++e)
+      loads[e] = epilogue && isa<BlockArgument>(op.getInputs()[j])
+                     ? fmt::format("acc{}", e)
+                     : fmt::format("static_cast<float>(in{}[i * {} + {}])", j,
+                                   width, columns[e]);
     os << fmt::format("{}const float x{}a = {}, x{}b = {};\n", pad, j,
-                      load(j, lo), j, load(j, hi));
+                      loads[0], j, loads[1]);
   }
   auto all = [](Operation &) { return true; };
   std::vector<std::string> values[2];
@@ -665,9 +673,10 @@ writePairStatements(modk::RowsOp op, KernelStatements &stmts, StringRef lo,
     for (Value v : body.getTerminator()->getOperands())
       values[e].push_back(stmts[v]);
   }
-  for (unsigned k = 0; k < values[0].size(); ++k)
-    os << pad << store(k, lo, values[0][k]) << pad
-       << store(k, hi, values[1][k]);
+  for (auto [k, out] : llvm::enumerate(op.getOutputs()))
+    for (int e = 0; e < 2; ++e)
+      os << fmt::format("{}out{}[i * {} + {}] = {};\n", pad, k, width,
+                        columns[e], storedValue(out, values[e][k], cuda));
   return success();
 }
 
@@ -989,20 +998,6 @@ LogicalResult PlanEmitter::emitHeadKernel(modk::RowsOp op, int index) {
   int64_t width = op.getWidth(), hd = *op.getHeadDim(), half = hd / 2;
   std::optional<double> theta = ropeTheta(op);
   unsigned nIn = op.getInputs().size();
-  auto load = [&](unsigned j, StringRef col) {
-    return fmt::format("static_cast<float>(in{}[i * {} + {}])", j, width,
-                       col.str());
-  };
-  auto store = [&](unsigned k, StringRef col, StringRef value) {
-    Type element =
-        cast<MemRefType>(op.getOutputs()[k].getType()).getElementType();
-    std::string v = element.isBF16()
-                        ? fmt::format("{}::bf16({})",
-                                      cuda ? "modk_cuda" : "modk_cpu",
-                                      value.str())
-                        : value.str();
-    return fmt::format("out{}[i * {} + {}] = {};\n", k, width, col.str(), v);
-  };
   os << fmt::format("/// modk.rows over heads of {} columns (RoPE): {} "
                     "input(s), {} output(s), rows of {}.\n",
                     hd, nIn, op.getOutputs().size(), width);
@@ -1023,7 +1018,8 @@ LogicalResult PlanEmitter::emitHeadKernel(modk::RowsOp op, int index) {
           "        : modk_cuda::detail::ropeAngle<{2}>(p, j, {3});\n"
           "    const float rope_cos = cs.x, rope_sin = cs.y;\n",
           seqLen, half, hd, floatLiteral(*theta));
-    if (failed(writePairStatements(op, stmts, "c", 4, load, store, os)))
+    if (failed(writePairStatements(op, stmts, cuda, /*epilogue=*/false, 4,
+                                   os)))
       return failure();
     os << "  }\n}\n\n";
     return success();
@@ -1054,7 +1050,8 @@ LogicalResult PlanEmitter::emitHeadKernel(modk::RowsOp op, int index) {
                     width, hd, half);
   if (theta)
     os << "        const float rope_cos = rope_c[j], rope_sin = rope_s[j];\n";
-  if (failed(writePairStatements(op, stmts, "c", 8, load, store, os)))
+  if (failed(writePairStatements(op, stmts, cuda, /*epilogue=*/false, 8,
+                                 os)))
     return failure();
   os << "      }\n    }\n  }\n}\n\n";
   return success();
@@ -1234,21 +1231,8 @@ LogicalResult PlanEmitter::emitRowEpilogueDefinitions() {
                           "cs.y;\n",
                           *headDim);
       KernelStatements pair(/*cuda=*/true);
-      auto load = [&](unsigned j, StringRef col) -> std::string {
-        if (isa<BlockArgument>(op.getInputs()[j]))
-          return col == "c" ? "acc0" : "acc1";
-        return fmt::format("static_cast<float>(in{}[i * {} + {}])", j, width,
-                           col.str());
-      };
-      auto store = [&](unsigned k, StringRef col, StringRef value) {
-        Type element =
-            cast<MemRefType>(op.getOutputs()[k].getType()).getElementType();
-        return fmt::format("out{}[i * {} + {}] = {};\n", k, width, col.str(),
-                           element.isBF16()
-                               ? fmt::format("modk_cuda::bf16({})", value.str())
-                               : value.str());
-      };
-      if (failed(writePairStatements(op, pair, "c", 4, load, store, os)))
+      if (failed(writePairStatements(op, pair, /*cuda=*/true,
+                                     /*epilogue=*/true, 4, os)))
         return failure();
       os << "  }\n};\n\n";
       continue;

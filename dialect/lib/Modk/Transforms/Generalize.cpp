@@ -324,6 +324,35 @@ Value geluElement(F32Math &m, Value x) {
                m.add(m.c(1.0), m.erf(m.mul(x, m.c(0.70710678118654752)))));
 }
 
+/// The head width of RoPE over `heads` heads of `rows`' rows, or nothing
+/// where the rows do not split into heads of an even width.
+std::optional<int64_t> ropeHeadDim(Value rows, int64_t heads) {
+  int64_t width = cast<MemRefType>(rows.getType()).getShape().back();
+  if (heads <= 0 || width % heads != 0 || (width / heads) % 2 != 0)
+    return std::nullopt;
+  return width / heads;
+}
+
+/// Creates RoPE over heads of `headDim` as a modk.rows from `x` into `y`
+/// at the rows' `positions` (docs/model-format.md): y = x cos +
+/// rotate_half(x) sin, or with `transpose` its transpose x cos -
+/// rotate_half(x) sin; then rounded to bf16 where `roundBf16`.
+void createRopeRows(PatternRewriter &rewriter, Operation *op, Value x,
+                    Value segments, Value positions, Value y, int64_t headDim,
+                    double theta, bool transpose, bool roundBf16) {
+  modk::RowsOp rows = createRows(
+      rewriter, op, {x}, segments, {y}, 0, noSums,
+      [&](F32Math &m, ValueRange a) -> SmallVector<Value> {
+        auto [cos, sin] = m.ropeAngle(theta);
+        Value rs = m.mul(m.rotateHalf(a[0]), sin);
+        Value xc = m.mul(a[0], cos);
+        Value r = transpose ? m.sub(xc, rs) : m.add(xc, rs);
+        return {roundBf16 ? m.roundBf16(r) : r};
+      },
+      TokenAccess{positions, {}});
+  rows.setHeadDimAttr(rewriter.getI64IntegerAttr(headDim));
+}
+
 /// The named epilogues of a GEMM become its `rows` epilogue: a modk.rows in
 /// the GEMM's region, whose block argument is the product, finishes each
 /// element as it is computed.
@@ -349,17 +378,11 @@ struct NamedEpilogueToRows : OpRewritePattern<modk::GemmOp> {
       return failure();
     if (op.getRoundBf16() && !rounded && !rope)
       return rewriter.notifyMatchFailure(op, "rounds its output for attention");
+    std::optional<int64_t> headDim;
+    if (rope && !(headDim = ropeHeadDim(op.getOutput(), *op.getNHeads())))
+      return rewriter.notifyMatchFailure(op, "heads of an odd width");
     const bool roundRope = rope && op.getRoundBf16();
-    int64_t headDim = 0;
-    double theta = 0;
-    if (rope) {
-      int64_t width = cast<MemRefType>(op.getOutput().getType()).getShape().back();
-      int64_t heads = *op.getNHeads();
-      if (heads <= 0 || width % heads != 0 || (width / heads) % 2 != 0)
-        return rewriter.notifyMatchFailure(op, "heads of an odd width");
-      headDim = width / heads;
-      theta = op.getRopeTheta()->convertToDouble();
-    }
+    const double theta = rope ? op.getRopeTheta()->convertToDouble() : 0.0;
     SmallVector<Value> extra(op.getExtra());
     if (e == modk::Epilogue::swiglu) {
       rewriter.setInsertionPoint(op);
@@ -389,17 +412,11 @@ struct NamedEpilogueToRows : OpRewritePattern<modk::GemmOp> {
       createRows(rewriter, op, inputs, op.getSegments(), op.getOutput(), 0,
                  noSums, body);
     };
-    if (rope) {
-      modk::RowsOp rows = createRows(
-          rewriter, op, {product}, op.getSegments(), op.getOutput(), 0, noSums,
-          [&](F32Math &m, ValueRange a) -> SmallVector<Value> {
-            auto [cos, sin] = m.ropeAngle(theta);
-            Value y = m.add(m.mul(a[0], cos), m.mul(m.rotateHalf(a[0]), sin));
-            return {roundRope ? m.roundBf16(y) : y};
-          },
-          TokenAccess{extra[0], {}});
-      rows.setHeadDimAttr(rewriter.getI64IntegerAttr(headDim));
-    } else if (rounded)
+    if (rope)
+      createRopeRows(rewriter, op, product, op.getSegments(), extra[0],
+                     op.getOutput(), *headDim, theta, /*transpose=*/false,
+                     roundRope);
+    else if (rounded)
       rows({product}, [](F32Math &m, ValueRange a) -> SmallVector<Value> {
         return {m.roundBf16(a[0])};
       });
@@ -570,20 +587,13 @@ struct RopeGradToRows : OpRewritePattern<modk::RopeGradOp> {
   using OpRewritePattern::OpRewritePattern;
   LogicalResult matchAndRewrite(modk::RopeGradOp op,
                                 PatternRewriter &rewriter) const override {
-    int64_t width = cast<MemRefType>(op.getGrad().getType()).getShape().back();
-    int64_t heads = op.getNHeads();
-    if (heads <= 0 || width % heads != 0 || (width / heads) % 2 != 0)
+    std::optional<int64_t> headDim = ropeHeadDim(op.getGrad(), op.getNHeads());
+    if (!headDim)
       return rewriter.notifyMatchFailure(op, "heads of an odd width");
-    double theta = op.getRopeTheta().convertToDouble();
-    modk::RowsOp rows = createRows(
-        rewriter, op, {op.getGrad()}, op.getSegments(), {op.getOutput()}, 0,
-        noSums,
-        [&](F32Math &m, ValueRange a) -> SmallVector<Value> {
-          auto [cos, sin] = m.ropeAngle(theta);
-          return {m.sub(m.mul(a[0], cos), m.mul(m.rotateHalf(a[0]), sin))};
-        },
-        TokenAccess{op.getPositions(), {}});
-    rows.setHeadDimAttr(rewriter.getI64IntegerAttr(width / heads));
+    createRopeRows(rewriter, op, op.getGrad(), op.getSegments(),
+                   op.getPositions(), op.getOutput(), *headDim,
+                   op.getRopeTheta().convertToDouble(), /*transpose=*/true,
+                   /*roundBf16=*/false);
     rewriter.eraseOp(op);
     return success();
   }
