@@ -35,6 +35,11 @@ LogicalResult modc::buildModToModkPipeline(OpPassManager &pm,
   // What modk-fuse-epilogues was told to leave out stays out.
   rowEpilogues.ownRows = options.fuseResidualAdd && options.fuseActivation;
   entry.addPass(createFuseRowEpilogues(rowEpilogues));
+  // A CUDA product finishes each member's epilogue in its tiles, which a
+  // stacked product would store and read again: CPU targets only.
+  FuseHorizontalOptions horizontal;
+  horizontal.enabled = options.fuseHorizontal && options.cudaGemms.empty();
+  entry.addPass(createFuseHorizontal(horizontal));
   FuseSelectGatherOptions selectGather;
   selectGather.enabled = options.fuseSelectGather;
   entry.addPass(createFuseSelectGather(selectGather));

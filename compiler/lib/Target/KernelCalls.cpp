@@ -57,6 +57,27 @@ std::string PlanEmitter::kvCacheRegion(int64_t layer, bool values,
                      2 * layer + (values ? 1 : 0), seqLen, d);
 }
 
+/// A column window (modk-fuse-horizontal) is read by CPU row kernels that
+/// map elements at their own rows: those index it by its row stride.
+LogicalResult PlanEmitter::checkColumnWindows(modk::RowsOp rows) {
+  for (auto [j, in] : llvm::enumerate(rows.getInputs())) {
+    if (!in.getDefiningOp<modk::ColumnWindowOp>())
+      continue;
+    if (targetIsCuda())
+      return rows.emitOpError("reads a column window (modk-fuse-horizontal), "
+                              "which CUDA row kernels do not");
+    if (rows.getNumReductions() != 0 || rows.getNumMaxima() != 0 ||
+        !rows.getTokenOperands().empty() || !rows.getLookups().empty() ||
+        rows.hasRowSums() || rows.isRowScalarInput(j))
+      return rows.emitOpError("reads a column window in a kernel that does "
+                              "not only map elements at its rows");
+  }
+  for (Value out : rows.getOutputs())
+    if (out.getDefiningOp<modk::ColumnWindowOp>())
+      return rows.emitOpError("writes a column window; windows are read only");
+  return success();
+}
+
 LogicalResult PlanEmitter::emitKernel(Operation *op) {
   if (auto gemm = dyn_cast<modk::GemmOp>(op)) {
     modk::Epilogue e = gemm.getEpilogue();
@@ -69,15 +90,24 @@ LogicalResult PlanEmitter::emitKernel(Operation *op) {
       return op->emitOpError("rounds its output to bf16: modk-generalize "
                              "writes that rounding as a `rows` epilogue; run "
                              "it before emitting");
-    int64_t n = cast<MemRefType>(gemm.getWeights()[0].getType()).getDimSize(0);
+    size_t stacked = gemm.getWeights().size();
+    if (stacked > 1 && targetIsCuda())
+      return op->emitOpError("stacks ")
+             << stacked << " weights (modk-fuse-horizontal), which the CUDA "
+                           "emitter does not; the pass is for CPU targets";
+    int64_t n = gemm.getStackedN();
     int64_t k = cast<MemRefType>(gemm.getWeights()[0].getType()).getDimSize(1);
-    int indent = openGroup(fmt::format("modk.gemm [{} x {}] epilogue={}", n, k,
-                                       modk::stringifyEpilogue(gemm.getEpilogue()).str()));
+    int indent = openGroup(fmt::format(
+        "modk.gemm [{} x {}]{} epilogue={}", n, k,
+        stacked > 1 ? fmt::format(" ({} stacked)", stacked) : std::string(),
+        modk::stringifyEpilogue(gemm.getEpilogue()).str()));
     emitGemm(gemm, indent);
     closeGroup();
     return success();
   }
   if (auto rows = dyn_cast<modk::RowsOp>(op)) {
+    if (failed(checkColumnWindows(rows)))
+      return failure();
     emitRowKernelLaunch(rows, rowKernelOf.lookup(rows));
     return success();
   }

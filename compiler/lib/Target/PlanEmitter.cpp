@@ -75,7 +75,7 @@ static bool isConstantWindow(memref::SubViewOp view) {
 
 bool PlanEmitter::isKernel(Operation &op) {
   return !isa<modk::ParamOp, modk::InputOp, modk::OutputOp, modk::AllocOp,
-              memref::SubViewOp>(op);
+              memref::SubViewOp, modk::ColumnWindowOp>(op);
 }
 
 LogicalResult PlanEmitter::classifyEntries(modk::EntryOp &forward,
@@ -307,6 +307,11 @@ void PlanEmitter::emitBufferNames(modk::EntryOp e) {
       if (isConstantWindow(view))
         names[view] = fmt::format("({} + {})", names.lookup(view.getSource()),
                                   view.getStaticOffsets().front());
+    } else if (auto window = dyn_cast<modk::ColumnWindowOp>(op)) {
+      // A member's columns of a stacked product: its first column; the
+      // row kernels that read it step by the source's row stride.
+      names[window] = fmt::format("({} + {})", names.lookup(window.getSource()),
+                                  window.getOffset());
     } else if (auto alloc = dyn_cast<modk::AllocOp>(op)) {
       std::string var = fmt::format("buf{}", counter++);
       std::string type = cType(alloc.getType().getElementType());

@@ -288,8 +288,8 @@ public:
           op.isColumnVector(in) ? fmt::format("in{}[{}]", j, col.str())
           : rowPointers
               ? fmt::format("rin{}[{}]", j, col.str())
-              : fmt::format("in{}[{} * {} + {}]", j, rowOf(j, row), width,
-                            col.str());
+              : fmt::format("in{}[{} * {} + {}]", j, rowOf(j, row),
+                            rowStride(j), col.str());
       os << fmt::format("{:{}}const float x{} = static_cast<float>({});\n",
                         "", indent, j, load);
     }
@@ -305,11 +305,12 @@ public:
     int64_t width = op.getWidth();
     for (unsigned j : elementInputs(/*vectors=*/false))
       os << fmt::format("{:{}}const auto *rin{} = in{} + {} * {};\n", "",
-                        indent, j, j, rowOf(j, row), width);
+                        indent, j, j, rowOf(j, row), rowStride(j));
     for (auto [k, out] : llvm::enumerate(op.getOutputs()))
       if (storedPerElement(out))
         os << fmt::format("{:{}}auto *rout{} = out{} + {} * {};\n", "",
-                          indent, k, k, rowOf(nIn + k, row), width);
+                          indent, k, k, rowOf(nIn + k, row),
+                          rowStride(nIn + k));
     rowPointers = true;
   }
 
@@ -369,13 +370,20 @@ public:
     for (unsigned j : inputs) {
       std::string index =
           vectors ? std::string("c")
-                  : fmt::format("{} * {} + c", rowOf(j, row), width);
+                  : fmt::format("{} * {} + c", rowOf(j, row), rowStride(j));
       os << fmt::format(
           "{0}  {1}{2}[j] = c < {3} ? static_cast<float>(in{2}[{4}]) "
           ": 0.0f;\n",
           pad, vectors ? "v" : "r", j, width, index);
     }
     os << pad << "}\n";
+  }
+
+  /// The elements from one row of operand `index` (of the inputs, then the
+  /// outputs) to the next: its width, or a column window's source row.
+  int64_t rowStride(unsigned index) {
+    return modk::ColumnWindowOp::rowStride(
+        cast<MemRefType>(op.getInputOrOutput(index).getType()));
   }
 
   /// The row of operand `index` (of the inputs, then the outputs) that row
@@ -439,7 +447,8 @@ public:
       std::string stored =
           rowPointers ? fmt::format("rout{}[{}]", k, col.str())
                       : fmt::format("out{}[{} * {} + {}]", k,
-                                    rowOf(nIn + k, row), width, col.str());
+                                    rowOf(nIn + k, row), rowStride(nIn + k),
+                                    col.str());
       os << fmt::format("{:{}}{} = {};\n", "", indent, stored, value);
     }
   }
@@ -655,7 +664,9 @@ LogicalResult writePairStatements(modk::RowsOp op, KernelStatements &stmts,
       loads[e] = epilogue && isa<BlockArgument>(op.getInputs()[j])
                      ? fmt::format("acc{}", e)
                      : fmt::format("static_cast<float>(in{}[i * {} + {}])", j,
-                                   width, columns[e]);
+                                   modk::ColumnWindowOp::rowStride(cast<MemRefType>(
+                                       op.getInputs()[j].getType())),
+                                   columns[e]);
     os << fmt::format("{}const float x{}a = {}, x{}b = {};\n", pad, j,
                       loads[0], j, loads[1]);
   }
@@ -707,8 +718,17 @@ std::string PlanEmitter::rowKernelKey(modk::RowsOp op) {
   // operands as positions within the block: the same for the same math.
   std::string key;
   llvm::raw_string_ostream os(key);
-  for (Type t : op->getOperandTypes())
+  for (Type t : op->getOperandTypes()) {
+    // A column window's offset is in its pointer, not in the kernel: the
+    // windows of Q and K share one kernel.
+    auto window = dyn_cast<MemRefType>(t);
+    if (auto layout =
+            window ? dyn_cast<StridedLayoutAttr>(window.getLayout()) : nullptr)
+      t = MemRefType::get(window.getShape(), window.getElementType(),
+                          StridedLayoutAttr::get(t.getContext(), 0,
+                                                 layout.getStrides()));
     os << t << ";";
+  }
   for (int64_t t : op.getTokenOperands())
     os << "token" << t << ";";
   for (int64_t t : op.getLookups())

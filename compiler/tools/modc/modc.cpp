@@ -83,7 +83,8 @@ static cl::list<std::string> noFuse(
              "too), router-norm (a routed block's RMSNorm statistics, into "
              "its router's pass over every token), select-gather (a routed "
              "block's gather of its selected rows, into the kernel that "
-             "selects them)"),
+             "selects them), horizontal (Q, K and V, and the gate and up "
+             "projections, each as one stacked product; CPU targets)"),
     cl::value_desc("FUSION,..."), cl::CommaSeparated, cl::sub(compileCommand),
     cl::cat(modcCategory));
 static cl::opt<std::string> cudaGemms(
@@ -154,9 +155,11 @@ static int runCompile() {
       pipeline.fuseRouterNorm = false;
     else if (fusion == "select-gather")
       pipeline.fuseSelectGather = false;
+    else if (fusion == "horizontal")
+      pipeline.fuseHorizontal = false;
     else
       return fail("--no-fuse takes residual-add, activation, rows-epilogue, "
-                  "router-norm and select-gather, got '" +
+                  "router-norm, select-gather and horizontal, got '" +
                   fusion + "'");
   }
   if (target == "cuda") {

@@ -267,6 +267,50 @@ int64_t AllocOp::getBytesPerSequence() {
   return llvm::alignTo(bytes, 64) + 64;
 }
 
+MemRefType ColumnWindowOp::windowType(MemRefType source, int64_t offset,
+                                      int64_t width) {
+  SmallVector<int64_t> shape(source.getShape());
+  shape.back() = width;
+  // Row-major strides of the source; the batch stride is static (the rows
+  // of a sequence are), the dynamic batch dimension only counts them.
+  SmallVector<int64_t> strides(shape.size(), 1);
+  for (int64_t i = static_cast<int64_t>(shape.size()) - 2; i >= 0; --i)
+    strides[i] = strides[i + 1] * source.getDimSize(i + 1);
+  return MemRefType::get(shape, source.getElementType(),
+                         StridedLayoutAttr::get(source.getContext(), offset,
+                                                strides));
+}
+
+int64_t ColumnWindowOp::rowStride(MemRefType type) {
+  if (auto layout = dyn_cast<StridedLayoutAttr>(type.getLayout()))
+    if (type.getRank() >= 2)
+      return layout.getStrides()[type.getRank() - 2];
+  return type.getShape().back();
+}
+
+Value ColumnWindowOp::getViewSource() { return getSource(); }
+
+LogicalResult ColumnWindowOp::verify() {
+  auto source = cast<MemRefType>(getSource().getType());
+  auto window = cast<MemRefType>(getWindow().getType());
+  if (!source.getLayout().isIdentity() || source.getRank() < 2 ||
+      ShapedType::isDynamic(source.getShape().back()))
+    return emitOpError("the source must be a contiguous row buffer");
+  int64_t width = window.getRank() == source.getRank()
+                      ? window.getShape().back()
+                      : ShapedType::kDynamic;
+  int64_t offset = getOffset();
+  if (ShapedType::isDynamic(width) || width <= 0 || offset < 0 ||
+      offset + width > source.getShape().back())
+    return emitOpError() << "columns [" << offset << ", " << offset << " + "
+                         << width << ") are outside the source's "
+                         << source.getShape().back();
+  if (window != windowType(source, offset, width))
+    return emitOpError() << "the window's type must be "
+                         << windowType(source, offset, width);
+  return success();
+}
+
 /// Weights and extra operands each epilogue takes.
 static std::pair<size_t, size_t> gemmOperandCounts(Epilogue e) {
   switch (e) {
@@ -301,10 +345,14 @@ static LogicalResult verifyCausalOnly(Operation *op, bool causalOnly) {
 LogicalResult GemmOp::verify() {
   Epilogue e = getEpilogue();
   auto [w, x] = gemmOperandCounts(e);
-  if (getWeights().size() != w || getExtra().size() != x)
+  // `none` may stack several weights along N (modk-fuse-horizontal).
+  bool stacks = e == Epilogue::none && getWeights().size() > 1;
+  if ((getWeights().size() != w && !stacks) || getExtra().size() != x)
     return emitOpError() << "epilogue '" << stringifyEpilogue(e) << "' takes "
                          << w << " weight(s) and " << x
                          << " extra operand(s)";
+  if (stacks && getConfig())
+    return emitOpError("a stacked product has no CUDA kernel configuration");
   if (e == Epilogue::rope && (!getNHeads() || !getRopeTheta()))
     return emitOpError("the rope epilogue needs n_heads and rope_theta");
   if (e == Epilogue::gate_scale_scatter && !getGate())
@@ -314,13 +362,22 @@ LogicalResult GemmOp::verify() {
     if (shape.size() != 2 || shape[1] != lastDim(getInput()))
       return emitOpError("weights must be [N, K] with K the input width");
   }
-  int64_t n = cast<MemRefType>(getWeights()[0].getType()).getShape()[0];
+  int64_t n = getStackedN();
   Value rowsOut =
       e == Epilogue::gate_scale_scatter ? getExtra()[0] : getOutput();
   if (lastDim(rowsOut) != n)
     return emitOpError() << "output width " << lastDim(rowsOut)
-                         << " differs from the weight's N = " << n;
+                         << " differs from the weights' N = " << n;
   return verifyCausalOnly(*this, getCausalOnly());
+}
+
+int64_t GemmOp::getStackedN() {
+  if (getEpilogue() != Epilogue::none)
+    return cast<MemRefType>(getWeights()[0].getType()).getShape()[0];
+  int64_t n = 0;
+  for (Value w : getWeights())
+    n += cast<MemRefType>(w.getType()).getShape()[0];
+  return n;
 }
 
 RowsOp GemmOp::getEpilogueRows() {

@@ -54,8 +54,50 @@ func.func @weight_width(%a: memref<?x16x32xf32>, %w: memref<64x16xf32>, %seg: me
 // -----
 
 func.func @output_width(%a: memref<?x16x32xf32>, %w: memref<64x32xf32>, %seg: memref<?x1xi64>, %y: memref<?x16x32xf32>) {
-  // expected-error @+1 {{output width 32 differs from the weight's N = 64}}
+  // expected-error @+1 {{output width 32 differs from the weights' N = 64}}
   modk.gemm %a, [%w] rows %seg -> %y {epilogue = #modk.epilogue<none>} : memref<?x16x32xf32>, memref<64x32xf32>, memref<?x1xi64>, memref<?x16x32xf32>
+  return
+}
+
+// -----
+
+// A stacked product's output holds every member's columns.
+func.func @stacked_width(%a: memref<?x16x32xf32>, %w: memref<64x32xf32>, %seg: memref<?x1xi64>, %y: memref<?x16x64xf32>) {
+  // expected-error @+1 {{output width 64 differs from the weights' N = 128}}
+  modk.gemm %a, [%w, %w] rows %seg -> %y {epilogue = #modk.epilogue<none>} : memref<?x16x32xf32>, memref<64x32xf32>, memref<64x32xf32>, memref<?x1xi64>, memref<?x16x64xf32>
+  return
+}
+
+// -----
+
+// Only `none` stacks weights (modk-fuse-horizontal moves epilogues out).
+func.func @stacked_epilogue(%a: memref<?x16x32xf32>, %w: memref<64x32xf32>, %seg: memref<?x1xi64>, %y: memref<?x16x128xf32>) {
+  // expected-error @+1 {{epilogue 'gelu' takes 1 weight(s) and 0 extra operand(s)}}
+  modk.gemm %a, [%w, %w] rows %seg -> %y {epilogue = #modk.epilogue<gelu>} : memref<?x16x32xf32>, memref<64x32xf32>, memref<64x32xf32>, memref<?x1xi64>, memref<?x16x128xf32>
+  return
+}
+
+// -----
+
+func.func @window_outside(%s: memref<?x16x96xf32>) {
+  // expected-error @+1 {{columns [80, 80 + 32) are outside the source's 96}}
+  %w = modk.column_window %s[80] : memref<?x16x96xf32> to memref<?x16x32xf32, strided<[1536, 96, 1], offset: 80>>
+  return
+}
+
+// -----
+
+func.func @window_layout(%s: memref<?x16x96xf32>) {
+  // expected-error @+1 {{the window's type must be 'memref<?x16x32xf32, strided<[1536, 96, 1], offset: 32>>'}}
+  %w = modk.column_window %s[32] : memref<?x16x96xf32> to memref<?x16x32xf32, strided<[512, 32, 1], offset: 32>>
+  return
+}
+
+// -----
+
+func.func @window_of_window(%s: memref<?x16x64xf32, strided<[1536, 96, 1], offset: 32>>) {
+  // expected-error @+1 {{the source must be a contiguous row buffer}}
+  %w = modk.column_window %s[0] : memref<?x16x64xf32, strided<[1536, 96, 1], offset: 32>> to memref<?x16x32xf32, strided<[1024, 64, 1]>>
   return
 }
 

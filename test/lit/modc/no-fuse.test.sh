@@ -5,7 +5,7 @@
 set -euo pipefail
 dir="$1"; m="$2"
 modc compile "$dir/$m.json" -o "$dir/$m-fused"
-modc compile "$dir/$m.json" --no-fuse=residual-add,activation,rows-epilogue,select-gather -o "$dir/$m-unfused"
+modc compile "$dir/$m.json" --no-fuse=residual-add,activation,rows-epilogue,select-gather,horizontal -o "$dir/$m-unfused"
 modrun init "$dir/$m-fused" --seed 5 --out "$dir/$m-w.safetensors"
 for v in fused unfused; do
   p="$dir/$m-$v"

@@ -21,6 +21,8 @@ struct PipelineOptions {
   bool fuseRowEpilogues = true;
   /// modk-fuse-router-norm (modc --no-fuse=router-norm).
   bool fuseRouterNorm = true;
+  /// modk-fuse-horizontal (modc --no-fuse=horizontal); CPU targets only.
+  bool fuseHorizontal = true;
   /// modk-fuse-select-gather (modc --no-fuse=select-gather).
   bool fuseSelectGather = true;
   /// A CUDA target: modk-configure-gemms' options (arch=sm_90a and any

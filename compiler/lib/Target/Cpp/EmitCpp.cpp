@@ -131,12 +131,26 @@ bool CppEmitter::epilogueNeedsNoKernel(modk::RowsOp op) {
 
 void CppEmitter::emitGemm(modk::GemmOp op, int indent) {
   auto weightShape = cast<MemRefType>(op.getWeights()[0].getType()).getShape();
-  int64_t n = weightShape[0], k = weightShape[1];
+  int64_t n = op.getStackedN(), k = weightShape[1];
   std::string a = name(op.getInput()), y = name(op.getOutput());
   std::string w = name(op.getWeights()[0]);
   modk::Epilogue e = op.getEpilogue();
   os << fmt::format("{:{}}const int64_t rows = {};\n", "", indent,
                     hostRows(op.getSegments(), op.getInput()));
+  if (op.getWeights().size() > 1) {
+    // A stacked product (modk-fuse-horizontal): the weights one after
+    // another in a per-thread buffer, then one sgemm.
+    SmallVector<std::string> counts, pointers;
+    for (Value weight : op.getWeights()) {
+      counts.push_back(
+          std::to_string(cast<MemRefType>(weight.getType()).getDimSize(0)));
+      pointers.push_back(name(weight));
+    }
+    os << fmt::format(
+        "{:{}}const float *stacked = modk_cpu::stack_weights<{}, {}>({});\n",
+        "", indent, k, fmt::join(counts, ", "), fmt::join(pointers, ", "));
+    w = "stacked";
+  }
   if (e == modk::Epilogue::rows) {
     if (Value residual = accumulatedBuffer(op)) {
       // y = r + a W^T: sgemm accumulates into y (beta = 1), r copied first

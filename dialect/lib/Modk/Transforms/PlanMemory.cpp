@@ -3,6 +3,7 @@
 #include "modc/Dialect/Modk/Transforms/Passes.h"
 
 #include "mlir/IR/Builders.h"
+#include "mlir/Interfaces/ViewLikeInterface.h"
 #include "llvm/ADT/DenseMap.h"
 
 #include <numeric>
@@ -68,11 +69,22 @@ struct PlanMemoryPass : public modc::impl::PlanMemoryBase<PlanMemoryPass> {
     SmallVector<Interval> intervals;
     for (auto alloc : entry.getBody().front().getOps<modk::AllocOp>()) {
       Interval it{alloc, INT64_MAX, -1, alloc.getBytesPerSequence()};
-      for (Operation *user : alloc->getUsers()) {
-        // A use inside a kernel's region (a GEMM's epilogue) is the kernel's.
-        Operation *kernel = entry.getBody().front().findAncestorOpInBlock(*user);
-        it.first = std::min(it.first, order.lookup(kernel));
-        it.last = std::max(it.last, order.lookup(kernel));
+      // The buffer's users, and those of its views (modk.column_window):
+      // a kernel that reads a window reads the buffer.
+      SmallVector<Value> views = {alloc.getResult()};
+      while (!views.empty()) {
+        Value buffer = views.pop_back_val();
+        for (Operation *user : buffer.getUsers()) {
+          if (auto view = dyn_cast<ViewLikeOpInterface>(user))
+            if (view.getViewSource() == buffer)
+              views.push_back(view.getViewDest());
+          // A use inside a kernel's region (a GEMM's epilogue) is the
+          // kernel's.
+          Operation *kernel =
+              entry.getBody().front().findAncestorOpInBlock(*user);
+          it.first = std::min(it.first, order.lookup(kernel));
+          it.last = std::max(it.last, order.lookup(kernel));
+        }
       }
       if (it.last < 0) { // never used: no memory at all
         it.first = it.last = order[alloc];

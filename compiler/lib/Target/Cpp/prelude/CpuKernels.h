@@ -302,10 +302,10 @@ inline void roundBf16(float *out, const bf16 *x, int64_t n) {
 }
 
 /// A per-thread f32 scratch buffer of at least n floats, one per `slot`
-/// (0, 1: bf16Copy's operands; 2: outputs staged before a bf16 store),
-/// reused by the next call with that slot.
+/// (0, 1: bf16Copy's operands; 2: outputs staged before a bf16 store; 3:
+/// a stacked product's weights), reused by the next call with that slot.
 inline float *scratchFloats(int64_t n, int slot) {
-  static thread_local std::vector<float> scratch[3];
+  static thread_local std::vector<float> scratch[4];
   std::vector<float> &buf = scratch[slot];
   if (static_cast<int64_t>(buf.size()) < n)
     buf.resize(static_cast<size_t>(n));
@@ -385,6 +385,19 @@ template <int N, int K, bool BF16 = false, typename TA>
 inline void linear_residual(const TA *a, int64_t M, const float *w,
                             float *y) {
   detail::linearBeta<N, K, BF16>(a, M, w, 1.0f, y);
+}
+
+/// The weights of a stacked product (modk-fuse-horizontal): w_1 [N_1, K],
+/// ..., w_g [N_g, K] one after another, [N_1 + ... + N_g, K], in a
+/// per-thread buffer that the next call reuses.
+template <int K, int... N, typename... W>
+inline const float *stack_weights(const W *...w) {
+  static_assert(sizeof...(N) == sizeof...(W), "a row count per weight");
+  float *stacked = detail::scratchFloats((int64_t(N) + ...) * K, 3);
+  float *at = stacked;
+  ((std::memcpy(at, w, sizeof(float) * int64_t(N) * K), at += int64_t(N) * K),
+   ...);
+  return stacked;
 }
 
 /// An f32 staging buffer for [rows, N] GEMM outputs (and their epilogue)

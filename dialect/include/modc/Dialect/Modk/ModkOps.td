@@ -8,6 +8,7 @@ include "mlir/IR/OpAsmInterface.td"
 include "mlir/IR/SymbolInterfaces.td"
 include "mlir/Interfaces/ControlFlowInterfaces.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
+include "mlir/Interfaces/ViewLikeInterface.td"
 
 //===----------------------------------------------------------------------===//
 // Memory effects: each kernel declares what it reads and writes of its
@@ -97,6 +98,38 @@ def Modk_AllocOp : Modk_Op<"alloc", [HasParent<"EntryOp">]> {
   }];
 }
 
+def Modk_ColumnWindowOp : Modk_Op<"column_window",
+    [Pure, DeclareOpInterfaceMethods<ViewLikeOpInterface>]> {
+  let summary = "Columns [offset, offset + width) of a row buffer";
+  let description = [{
+    A view of the buffer's rows, each `width` columns wide from column
+    `offset` (the result's last dimension), with the source's row stride:
+    the member of a stacked product that modk-fuse-horizontal hands to the
+    kernels that read it. The CPU row kernels read such windows (a kernel
+    that maps elements only); modk-plan-memory keeps the source live while
+    a window of it is read.
+
+    ```mlir
+    %k = modk.column_window %qkv[128] : memref<?x16x384xf32>
+        to memref<?x16x128xf32, strided<[6144, 384, 1], offset: 128>>
+    ```
+  }];
+  let arguments = (ins AnyMemRef:$source, I64Attr:$offset);
+  let results = (outs AnyMemRef:$window);
+  let assemblyFormat = [{
+    $source `[` $offset `]` attr-dict `:` type($source) `to` type($window)
+  }];
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// The window's type: columns [offset, offset + width) of `source`.
+    static ::mlir::MemRefType windowType(::mlir::MemRefType source,
+                                         int64_t offset, int64_t width);
+    /// The row stride (elements) of `type`: its layout's for a window, else
+    /// its last dimension.
+    static int64_t rowStride(::mlir::MemRefType type);
+  }];
+}
+
 //===----------------------------------------------------------------------===//
 // Kernels (destination style: outputs are operands)
 //===----------------------------------------------------------------------===//
@@ -125,7 +158,9 @@ def Modk_GemmOp : Modk_Op<"gemm", [AttrSizedOperandSegments, NoTerminator,
   let summary = "y = a . W^T on the rows of a row set, with a fused epilogue";
   let description = [{
     Epilogues:
-    - `none`: y = a W^T.
+    - `none`: y = a W^T; with several weights (modk-fuse-horizontal), the
+      weights stacked along N: y = a [W_1; ...; W_g]^T, the members'
+      products side by side in each row.
     - `rope`: then RoPE at the row's original position (extra: positions).
     - `residual_add`: y = a W^T + residual (extra: residual; may be y).
     - `swiglu`: weights (W_gate, W_up): y = silu(a W_gate^T) * (a W_up^T)
@@ -174,6 +209,8 @@ def Modk_GemmOp : Modk_Op<"gemm", [AttrSizedOperandSegments, NoTerminator,
   let extraClassDeclaration = [{
     /// The modk.rows that is the epilogue (`rows`), or null.
     RowsOp getEpilogueRows();
+    /// The output's N: the weight's, or with `none` the weights' stacked.
+    int64_t getStackedN();
     /// Whether the products round their operands to bf16: `precision`
     /// where it is set, else the entry's dtype.
     bool productsBf16();

@@ -180,6 +180,59 @@ def FuseRowEpilogues : Pass<"modk-fuse-row-epilogues", "::modc::modk::EntryOp"> 
   ];
 }
 
+def FuseHorizontal : Pass<"modk-fuse-horizontal", "::modc::modk::EntryOp"> {
+  let summary = "Stack sibling products of one input into one GEMM";
+  let description = [{
+    Consecutive `modk.gemm`s that read the same rows of the same input
+    (Q, K and V of attention; the gate and up projections of SwiGLU) become
+    one product with their weights stacked along N: `y = a [W_1; ...;
+    W_g]^T`, a row of y holding the members' products side by side. Each
+    member then reads its product through a `modk.column_window` of y:
+    - a member with a `rows` epilogue (RoPE, SwiGLU, a bf16 store) keeps
+      it, as a row kernel that reads the window;
+    - a plain member's output is replaced by its window where every reader
+      is a row kernel that maps elements (SwiGLU's reads of the gate's
+      product, forward and backward), and is otherwise copied from it (V,
+      which attention reads).
+    One product of N = sum N_i reads (and OpenBLAS packs) the input once
+    and costs one call: on the CPU, stacking took Q, K and V's products
+    to 0.6x to 0.9x of their time from 16 to 4096 rows, and the gate and
+    up projections' to 0.97x to 1.04x (docs/compiler.md, "Horizontal
+    fusion"). The stacked weight is copied each call, which costs as
+    much as the product of a few rows: a group fuses only where its rows
+    a sequence are at least `min-rows` (at 8 rows the stacked product was
+    the slower even without the copy; decode steps keep their products).
+    Run after modk-fuse-row-epilogues and before modk-plan-memory; CPU
+    targets only (a CUDA GEMM finishes each member's epilogue in its
+    tiles, which a stacked product would store and reload).
+
+    Before:
+    ```mlir
+    modk.gemm %x, [%wq] rows %seg -> %q {epilogue = #modk.epilogue<rows>} ...
+    modk.gemm %x, [%wk] rows %seg -> %k {epilogue = #modk.epilogue<rows>} ...
+    modk.gemm %x, [%wv] rows %seg -> %v {epilogue = #modk.epilogue<none>} ...
+    ```
+    After:
+    ```mlir
+    modk.gemm %x, [%wq, %wk, %wv] rows %seg -> %qkv {epilogue = #modk.epilogue<none>} ...
+    %wq_rows = modk.column_window %qkv[0] ...
+    modk.rows ins(%wq_rows ...) ... outs(%q ...) ...   // RoPE
+    ...
+    modk.rows ins(%wv_rows ...) ... outs(%v ...) ...   // a copy
+    ```
+    Not fused: products of other inputs or row sets, with a CUDA
+    configuration, of another precision, or whose epilogue writes at
+    tokens or reads the product at tokens. `modc --no-fuse=horizontal`
+    turns it off.
+  }];
+  let options = [
+    Option<"enabled", "enabled", "bool", /*default=*/"true",
+           "Stack sibling products into one GEMM">,
+    Option<"minRows", "min-rows", "int64_t", /*default=*/"16",
+           "Fuse only products of at least this many rows a sequence">,
+  ];
+}
+
 def FuseSelectGather : Pass<"modk-fuse-select-gather", "::modc::modk::EntryOp"> {
   let summary = "Gather each sequence's selected rows in the kernel that selects them";
   let description = [{
