@@ -672,6 +672,15 @@ bool RowsOp::isLookupIds(unsigned index) {
   return false;
 }
 
+bool RowsOp::readsWindowAt(unsigned index) {
+  if (getNumReductions() != 0 || getNumMaxima() != 0 ||
+      !getTokenOperands().empty() || !getLookups().empty() || hasRowSums() ||
+      isRowScalarInput(index))
+    return false;
+  Value in = getInputs()[index];
+  return !llvm::is_contained(getOutputs(), in) && !isColumnVector(in);
+}
+
 bool RowsOp::isRowScalarInput(unsigned index) {
   if (index >= getInputs().size() || isTokenOperand(index) ||
       getLookupIds(index))
@@ -962,6 +971,16 @@ LogicalResult RowsOp::verifyRegions() {
                            << (isRowTotal(out) ? " sums one value a row"
                                                : " holds one value a row")
                            << ", but 'body' yields an element's value for it";
+  // A column window of a stacked product is read a row at a time by its
+  // row stride: only as an element input of a kernel that maps elements.
+  for (auto [j, in] : llvm::enumerate(getInputs()))
+    if (in.getDefiningOp<ColumnWindowOp>() && !readsWindowAt(j))
+      return emitOpError() << "input " << j
+                           << " is a column window, which only a kernel "
+                              "that maps elements at its rows may read";
+  for (Value out : getOutputs())
+    if (out.getDefiningOp<ColumnWindowOp>())
+      return emitOpError("writes a column window; windows are read only");
   return success();
 }
 

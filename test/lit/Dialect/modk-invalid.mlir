@@ -1105,3 +1105,22 @@ func.func @two_rope_angles(%x: memref<?x16x32xf32>, %seg: memref<?x1xi64>, %pos:
   }
   return
 }
+
+// -----
+
+// A window is read a row at a time by its row stride: not by a kernel
+// with row sums.
+func.func @window_in_sums(%s: memref<?x16x96xf32>, %seg: memref<?x1xi64>, %y: memref<?x16x32xf32>) {
+  %w = modk.column_window %s[32] : memref<?x16x96xf32> to memref<?x16x32xf32, strided<[1536, 96, 1], offset: 32>>
+  // expected-error @+1 {{input 0 is a column window, which only a kernel that maps elements at its rows may read}}
+  modk.rows ins(%w : memref<?x16x32xf32, strided<[1536, 96, 1], offset: 32>>) rows %seg : memref<?x1xi64> outs(%y : memref<?x16x32xf32>) reduce {
+  ^bb0(%a: f32):
+    %q = arith.mulf %a, %a : f32
+    modk.yield %q : f32
+  } body {
+  ^bb0(%a: f32, %ss: f32):
+    %r = arith.mulf %a, %ss : f32
+    modk.yield %r : f32
+  }
+  return
+}

@@ -32,19 +32,6 @@ using namespace mlir;
 using namespace modc;
 
 namespace {
-/// Whether `rows` can read a column window as its input `index`: a
-/// standalone kernel that maps elements at its own rows (no sums, maxima,
-/// lookups or token operands), reading the window only as an input.
-bool readsWindowAt(modk::RowsOp rows, unsigned index) {
-  if (rows.getNumReductions() != 0 || rows.getNumMaxima() != 0 ||
-      !rows.getTokenOperands().empty() || !rows.getLookups().empty() ||
-      rows.hasRowSums() || rows.isRowScalarInput(index))
-    return false;
-  Value in = rows.getInputs()[index];
-  return !llvm::is_contained(rows.getOutputs(), in) &&
-         !rows.isColumnVector(in);
-}
-
 /// Whether every reader of `buffer` other than `writer` is a modk.rows
 /// that can read a window of it in its place (then the buffer goes).
 bool windowServesEveryReader(Value buffer, Operation *writer) {
@@ -56,7 +43,7 @@ bool windowServesEveryReader(Value buffer, Operation *writer) {
     if (!rows || !isa<modk::EntryOp>(rows->getParentOp()))
       return false; // a GEMM's epilogue, attention, a gradient...
     unsigned index = use.getOperandNumber();
-    if (index >= rows.getInputs().size() || !readsWindowAt(rows, index))
+    if (index >= rows.getInputs().size() || !rows.readsWindowAt(index))
       return false;
   }
   return true;
@@ -88,7 +75,7 @@ bool stackable(modk::GemmOp gemm) {
     return false;
   Value product = gemm.getFusedRows().front().getArgument(0);
   for (auto [j, in] : llvm::enumerate(rows.getInputs()))
-    if (in == product && !readsWindowAt(rows, j))
+    if (in == product && !rows.readsWindowAt(j))
       return false;
   return true;
 }

@@ -450,6 +450,11 @@ def Modk_RowsOp : Modk_Op<"rows", [AttrSizedOperandSegments,
     /// Whether input `index` holds one value a row ([B, rows], not a token
     /// operand).
     bool isRowScalarInput(unsigned index);
+    /// Whether input `index` may be a modk.column_window: an element input
+    /// of a kernel that maps elements at its rows (no sums, maxima, lookups
+    /// or token operands), not also an output; the CPU row kernels index
+    /// it by its row stride.
+    bool readsWindowAt(unsigned index);
     /// Whether `output` is a column sum ([width] or [1, width]).
     bool isColumnSum(mlir::Value output);
     /// Whether `output` is a row total ([1] in a kernel wider than one
