@@ -188,6 +188,11 @@ constexpr auto rope3x64Bf16 = rows_cpu::modc_rows_120;
 constexpr auto rope2x64 = rows_cpu::modc_rows_121;
 constexpr auto rope2x128 = rows_cpu::modc_rows_122;
 constexpr auto rope3x64 = rows_cpu::modc_rows_123;
+// The same RoPE as rope4x32 and SwiGLU as swiglu50, reading column windows
+// of stacked products (modk-fuse-horizontal): (rows, pos, stacked + 128, y)
+// over rows of 384, and (rows, stacked, stacked + 50, y) over rows of 100.
+constexpr auto ropeWindow4x32 = rows_cpu::modc_rows_124;
+constexpr auto swigluWindows50 = rows_cpu::modc_rows_125;
 // Gathers fused into the selection, S = 40, D = 70: functors {pos, x, w,
 // gathered, normed} (RMSNorm, eps 1e-5) and {pos, x, scale, w, gathered,
 // normed}, for select_topk and gather_sequences.
@@ -281,6 +286,10 @@ constexpr auto ropeGrad3x16 = rows_cuda::modc_rows_102;
 constexpr auto ropeGrad3x16Bf16 = rows_cuda::modc_rows_103;
 // RoPE (RowKernelsCuda.h).
 using namespace rope_kernels;
+// As gen_cpu's: kernels reading column windows of stacked products (the
+// RoPE one with the angle table last).
+constexpr auto ropeWindow4x32 = rows_cuda::modc_rows_124;
+constexpr auto swigluWindows50 = rows_cuda::modc_rows_125;
 using FusedGatherRmsnorm40x70 = rows_cuda::modc_gather_0;
 using FusedGatherScale40x70 = rows_cuda::modc_gather_1;
 using FusedDecodeGatherRmsnorm64 = rows_cuda::modc_gather_2;

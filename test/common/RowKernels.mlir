@@ -550,6 +550,40 @@ modk.entry @forward attributes {model = #modk.model<name = "t", vocab_size = 1, 
   modk.gemm %ra, [%rpw128] rows %seg extra(%rp) -> %rk128 {epilogue = #modk.epilogue<rope>, n_heads = 2 : i64, rope_theta = 1.000000e+04 : f64} : memref<?x1x8xf32>, memref<128x8xf32>, memref<?x1xi64>, memref<?x1xi32>, memref<?x1x128xf32>
   modk.gemm %ra, [%rpw256] rows %seg extra(%rp) -> %rk256 {epilogue = #modk.epilogue<rope>, n_heads = 2 : i64, rope_theta = 1.000000e+04 : f64} : memref<?x1x8xf32>, memref<256x8xf32>, memref<?x1xi64>, memref<?x1xi32>, memref<?x1x256xf32>
   modk.gemm %ra, [%rpw192] rows %seg extra(%rp) -> %rk192 {epilogue = #modk.epilogue<rope>, n_heads = 3 : i64, rope_theta = 1.000000e+04 : f64} : memref<?x1x8xf32>, memref<192x8xf32>, memref<?x1xi64>, memref<?x1xi32>, memref<?x1x192xf32>
+  // 124, 125: RoPE (4 x 32, as rope4x32) and SwiGLU (N = 50, as swiglu50)
+  // reading column windows of stacked products (modk-fuse-horizontal):
+  // columns [128, 256) of rows of 384, and [0, 50) and [50, 100) of rows
+  // of 100.
+  %stacked384 = modk.alloc : memref<?x1x384xf32>
+  %window128 = modk.column_window %stacked384[128] : memref<?x1x384xf32> to memref<?x1x128xf32, strided<[384, 384, 1], offset: 128>>
+  modk.rows ins(%window128 : memref<?x1x128xf32, strided<[384, 384, 1], offset: 128>>) rows %seg : memref<?x1xi64> tokens(%rp : memref<?x1xi32>) outs(%rk128 : memref<?x1x128xf32>) attributes {head_dim = 32 : i64} reduce {
+  ^bb0(%w0: f32):
+    modk.yield
+  } body {
+  ^bb0(%w0: f32):
+    %cos, %sin = modk.rope_angle {theta = 1.000000e+04 : f64} : f32, f32
+    %wr = modk.rotate_half %w0 : f32
+    %wrs = arith.mulf %wr, %sin : f32
+    %wxc = arith.mulf %w0, %cos : f32
+    %wy = arith.addf %wxc, %wrs : f32
+    modk.yield %wy : f32
+  }
+  %stacked100 = modk.alloc : memref<?x1x100xf32>
+  %gate50 = modk.column_window %stacked100[0] : memref<?x1x100xf32> to memref<?x1x50xf32, strided<[100, 100, 1]>>
+  %up50 = modk.column_window %stacked100[50] : memref<?x1x100xf32> to memref<?x1x50xf32, strided<[100, 100, 1], offset: 50>>
+  modk.rows ins(%gate50, %up50 : memref<?x1x50xf32, strided<[100, 100, 1]>>, memref<?x1x50xf32, strided<[100, 100, 1], offset: 50>>) rows %seg : memref<?x1xi64> outs(%a50 : memref<?x1x50xf32>) reduce {
+  ^bb0(%g0: f32, %u0: f32):
+    modk.yield
+  } body {
+  ^bb0(%g0: f32, %u0: f32):
+    %one = arith.constant 1.000000e+00 : f32
+    %gn = arith.negf %g0 : f32
+    %ge = math.exp %gn : f32
+    %gd = arith.addf %ge, %one : f32
+    %gs = arith.divf %g0, %gd : f32
+    %gy = arith.mulf %gs, %u0 : f32
+    modk.yield %gy : f32
+  }
 }
 // The optimizer's element update: modk-generate-optimizer writes
 // `modk.optimizer @adamw` beside this (empty) training entry, and the

@@ -271,6 +271,55 @@ TEST(CudaKernels, Swiglu) {
   expectSentinel(up.data(), rows * N, maxRows * N, "swiglu");
 }
 
+/// The generated CUDA row kernels over column windows of a stacked product
+/// (the CUDA target does not stack products yet; its kernels index a
+/// window by its row stride all the same): the same bits as the CUDA
+/// kernels over contiguous copies, close to the CPU's window kernels, and
+/// no write past the rows.
+TEST(CudaKernels, ColumnWindows) {
+  constexpr int N = 50;
+  const int64_t maxRows = 40, rows = 29;
+  auto gu = randomFloats(maxRows * 2 * N, 41, -6, 6);
+  std::vector<float> gate(maxRows * N), up(maxRows * N);
+  for (int64_t i = 0; i < maxRows; ++i)
+    for (int c = 0; c < N; ++c) {
+      gate[i * N + c] = gu[i * 2 * N + c];
+      up[i * N + c] = gu[i * 2 * N + N + c];
+    }
+  std::vector<float> h(maxRows * N, kSentinel), hw(maxRows * N, kSentinel),
+      hcpu(maxRows * N, kSentinel);
+  gen_cuda::launch(gen_cuda::swiglu50, &rows, maxRows, gate.data(), up.data(),
+                   h.data());
+  gen_cuda::launch(gen_cuda::swigluWindows50, &rows, maxRows, gu.data(),
+                   gu.data() + N, hw.data());
+  gen_cpu::swigluWindows50(rows, gu.data(), gu.data() + N, hcpu.data());
+  EXPECT_EQ(0, std::memcmp(hw.data(), h.data(), sizeof(float) * rows * N));
+  // The targets' exp differ in their last bits.
+  expectClose(hw.data(), hcpu.data(), rows * N, "swiglu over windows");
+  expectSentinel(hw.data(), rows * N, maxRows * N, "swiglu over windows");
+
+  // RoPE of K's columns [128, 256) of rows of Q|K|V, 4 heads of 32.
+  auto qkv = randomFloats(maxRows * 384, 42, -2, 2);
+  std::vector<float> k(maxRows * 128);
+  for (int64_t i = 0; i < maxRows; ++i)
+    std::memcpy(&k[i * 128], &qkv[i * 384 + 128], sizeof(float) * 128);
+  std::vector<int32_t> pos(maxRows);
+  for (int64_t i = 0; i < maxRows; ++i)
+    pos[i] = int32_t(i * 37 % 1024);
+  std::vector<float> y(maxRows * 128, kSentinel), yw(maxRows * 128, kSentinel),
+      ycpu(maxRows * 128, kSentinel);
+  gen_cuda::launch(gen_cuda::rope4x32, &rows, maxRows, pos.data(), k.data(),
+                   y.data(), static_cast<const float2 *>(nullptr));
+  gen_cuda::launch(gen_cuda::ropeWindow4x32, &rows, maxRows, pos.data(),
+                   qkv.data() + 128, yw.data(),
+                   static_cast<const float2 *>(nullptr));
+  gen_cpu::ropeWindow4x32(rows, pos.data(), qkv.data() + 128, ycpu.data());
+  EXPECT_EQ(0, std::memcmp(yw.data(), y.data(), sizeof(float) * rows * 128));
+  for (int64_t i = 0; i < rows * 128; ++i)
+    ASSERT_NEAR(yw[i], ycpu[i], 1e-6f * (1.0f + std::fabs(ycpu[i]))) << i;
+  expectSentinel(yw.data(), rows * 128, maxRows * 128, "rope over a window");
+}
+
 /// n token positions in [0, bound) (RoPE's angles).
 std::vector<int32_t> randomPositions(int64_t n, uint32_t seed, int32_t bound) {
   std::vector<int32_t> pos(n);

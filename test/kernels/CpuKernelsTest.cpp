@@ -183,6 +183,39 @@ TEST(CpuKernels, Rope) {
                    10000.0f, 11);
 }
 
+// Row kernels reading column windows of a stacked product, as
+// modk-fuse-horizontal leaves them: the same bits as the same kernels over
+// contiguous copies of the columns (RoPE of K's columns of Q|K|V, SwiGLU
+// of the gate's and up's columns), and fp64 for SwiGLU.
+TEST(CpuKernels, ColumnWindows) {
+  const std::vector<int32_t> pos = {0, 1, 2, 17, 255, 1000, 4000, 4095, 8191};
+  const int64_t rows = int64_t(pos.size());
+  auto qkv = randn(rows * 384, 31);
+  std::vector<float> k(rows * 128), want(rows * 128, 7.0f),
+      got(rows * 128, -7.0f);
+  for (int64_t i = 0; i < rows; ++i)
+    std::memcpy(&k[i * 128], &qkv[i * 384 + 128], sizeof(float) * 128);
+  gen_cpu::rope4x32(rows, pos.data(), k.data(), want.data());
+  gen_cpu::ropeWindow4x32(rows, pos.data(), qkv.data() + 128, got.data());
+  EXPECT_EQ(0, std::memcmp(got.data(), want.data(), sizeof(float) * got.size()));
+
+  constexpr int N = 50;
+  auto gu = randn(rows * 2 * N, 32, 4.0f);
+  std::vector<float> gate(rows * N), up(rows * N);
+  std::vector<double> ref(rows * N);
+  for (int64_t i = 0; i < rows; ++i)
+    for (int c = 0; c < N; ++c) {
+      gate[i * N + c] = gu[i * 2 * N + c];
+      up[i * N + c] = gu[i * 2 * N + N + c];
+      ref[i * N + c] = silu64(gate[i * N + c]) * up[i * N + c];
+    }
+  std::vector<float> h(rows * N, 7.0f), hWindows(rows * N, -7.0f);
+  gen_cpu::swiglu50(rows, gate.data(), up.data(), h.data());
+  gen_cpu::swigluWindows50(rows, gu.data(), gu.data() + N, hWindows.data());
+  EXPECT_EQ(0, std::memcmp(hWindows.data(), h.data(), sizeof(float) * h.size()));
+  EXPECT_LE(relErr(hWindows, ref), kTol);
+}
+
 // The MLP's activations as modc generates them (gen_cpu::swiglu50,
 // gen_cpu::gelu67): the rows epilogues of the up projection.
 TEST(CpuKernels, SwiGlu) {
