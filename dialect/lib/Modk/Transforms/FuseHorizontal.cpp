@@ -5,7 +5,7 @@
 // the input is read once, and one larger GEMM runs nearer the machine's
 // peak than three small ones. Each member's epilogue then reads its columns
 // of the stacked product through a modk.column_window (docs/compiler.md,
-// "Horizontal fusion").
+// stage 5f').
 //
 // Not fused (the group ends before such a product):
 //  - a product of another input or row set, or of another K, precision or

@@ -197,8 +197,8 @@ def FuseHorizontal : Pass<"modk-fuse-horizontal", "::modc::modk::EntryOp"> {
     One product of N = sum N_i reads (and OpenBLAS packs) the input once
     and costs one call: on the CPU, stacking took Q, K and V's products
     to 0.6x to 0.9x of their time from 16 to 4096 rows, and the gate and
-    up projections' to 0.97x to 1.04x (docs/compiler.md, "Horizontal
-    fusion"). The stacked weight is copied each call, which costs as
+    up projections' to 0.97x to 1.04x (docs/compiler.md, stage
+    5f'). The stacked weight is copied each call, which costs as
     much as the product of a few rows: a group fuses only where its rows
     a sequence are at least `min-rows` (at 8 rows the stacked product was
     the slower even without the copy; decode steps keep their products).
