@@ -271,11 +271,9 @@ MemRefType ColumnWindowOp::windowType(MemRefType source, int64_t offset,
                                       int64_t width) {
   SmallVector<int64_t> shape(source.getShape());
   shape.back() = width;
-  // Row-major strides of the source; the batch stride is static (the rows
-  // of a sequence are), the dynamic batch dimension only counts them.
-  SmallVector<int64_t> strides(shape.size(), 1);
-  for (int64_t i = static_cast<int64_t>(shape.size()) - 2; i >= 0; --i)
-    strides[i] = strides[i + 1] * source.getDimSize(i + 1);
+  // The source's strides: static, since only the batch dimension (the
+  // outermost) is dynamic.
+  SmallVector<int64_t> strides = source.getStridesAndOffset().first;
   return MemRefType::get(shape, source.getElementType(),
                          StridedLayoutAttr::get(source.getContext(), offset,
                                                 strides));

@@ -32,14 +32,11 @@ using namespace mlir;
 using namespace modc;
 
 namespace {
-/// Whether every reader of `buffer` other than `writer` is a modk.rows
-/// that can read a window of it in its place (then the buffer goes).
-bool windowServesEveryReader(Value buffer, Operation *writer) {
+/// Whether every reader of `buffer` (its writer gone) is a modk.rows that
+/// can read a window of it in its place (then the buffer goes).
+bool windowServesEveryReader(Value buffer) {
   for (OpOperand &use : buffer.getUses()) {
-    Operation *user = use.getOwner();
-    if (user == writer)
-      continue;
-    auto rows = dyn_cast<modk::RowsOp>(user);
+    auto rows = dyn_cast<modk::RowsOp>(use.getOwner());
     if (!rows || !isa<modk::EntryOp>(rows->getParentOp()))
       return false; // a GEMM's epilogue, attention, a gradient...
     unsigned index = use.getOperandNumber();
@@ -162,7 +159,7 @@ void stack(ArrayRef<modk::GemmOp> group, RewriterBase &rewriter) {
   for (auto [output, window] : llvm::zip(plainOutputs, windows)) {
     if (!output)
       continue;
-    if (!windowServesEveryReader(output, nullptr)) {
+    if (!windowServesEveryReader(output)) {
       createCopy(rewriter, loc, window, segments, output);
       continue;
     }
