@@ -606,6 +606,35 @@ TEST(CpuKernelsDecode, ChunkedRowsEqualCausalAttention) {
   EXPECT_LE(relErr(outAll, ref), kTol);
 }
 
+/// A causal prefill fills the cache from K and V read as columns of a
+/// stacked product (modk-fuse-horizontal, docs/compiler.md): row j of
+/// sequence s goes to slot n of s while pos[j] < lengths[s], read by the
+/// row strides KS and VS; the other columns never reach the cache.
+TEST(CpuKernelsDecode, CacheAppendReadsColumnWindows) {
+  constexpr int S = 12, D = 16, KS = 3 * D, VS = 2 * D + 5, VOff = 3;
+  const std::vector<int64_t> seg = {0, 5, 5, 12};
+  const std::vector<int32_t> pos = {0, 1, 2, 3, 4, 0, 1, 2, 3, 4, 5, 6};
+  const std::vector<int32_t> lengths = {3, 0, 7};
+  const int64_t B = 3, rows = seg[B];
+  auto qkv = randn(rows * KS, 600), vs = randn(rows * VS, 601);
+  const float *k = qkv.data() + D, *v = vs.data() + VOff;
+  std::vector<float> ck(B * S * D, NAN), cv(B * S * D, NAN);
+  std::vector<int32_t> counts(B, 0);
+  modk_cpu::cache_append<S, D, KS, VS>(k, v, B, seg.data(), pos.data(),
+                                       lengths.data(), ck.data(), cv.data(),
+                                       counts.data());
+  for (int64_t b = 0; b < B; ++b) {
+    EXPECT_EQ(counts[b], lengths[b]) << b;
+    for (int32_t t = 0; t < lengths[b]; ++t) {
+      const int64_t j = seg[b] + t;
+      EXPECT_EQ(0, std::memcmp(&ck[(b * S + t) * D], k + j * KS, D * 4)) << j;
+      EXPECT_EQ(0, std::memcmp(&cv[(b * S + t) * D], v + j * VS, D * 4)) << j;
+    }
+    for (int32_t t = lengths[b]; t < S; ++t) // nothing past the prompt
+      EXPECT_TRUE(std::isnan(ck[(b * S + t) * D])) << b << " " << t;
+  }
+}
+
 /// The overflow guard: a full cache refuses the token (NaN out, nothing
 /// written, count unchanged), also part-way through a chunk; negative counts
 /// are refused the same way.

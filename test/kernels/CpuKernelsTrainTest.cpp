@@ -780,6 +780,60 @@ TEST(CpuKernelsTrain, AttentionGradDenseAndEqualPositions) {
 }
 
 /// Benchmark, not run by default: --gtest_also_run_disabled_tests.
+/// Q, K and V read as columns of stacked products (modk-fuse-horizontal,
+/// docs/compiler.md): q and k windows of one [rows, 3D] buffer, v a window
+/// of a [rows, 2D + 5] one at column 3, their other columns random. The
+/// forward and backward read each by its row stride and give the bits they
+/// give for contiguous copies.
+template <int H, int HD>
+void checkAttentionWindows(const std::vector<int64_t> &seg,
+                           const std::vector<int32_t> &pos, unsigned seed) {
+  constexpr int D = H * HD, QKS = 3 * D, VS = 2 * D + 5, VOff = 3;
+  const int64_t rows = seg.back(), nseg = int64_t(seg.size()) - 1;
+  const size_t n = size_t(rows) * D;
+  auto qk = randn(size_t(rows) * QKS, seed), vs = randn(size_t(rows) * VS, seed + 1);
+  auto dout = randn(n, seed + 2);
+  std::vector<float> q(n), k(n), v(n);
+  for (int64_t i = 0; i < rows; ++i)
+    for (int c = 0; c < D; ++c) {
+      q[i * D + c] = qk[i * QKS + c];
+      k[i * D + c] = qk[i * QKS + D + c];
+      v[i * D + c] = vs[i * VS + VOff + c];
+    }
+  std::vector<float> o(n, NAN), ow(n, NAN);
+  modk_cpu::causal_attention<H, HD>(q.data(), k.data(), v.data(), nseg,
+                                    seg.data(), pos.data(), o.data());
+  modk_cpu::causal_attention<H, HD, QKS, QKS, VS>(
+      qk.data(), qk.data() + D, vs.data() + VOff, nseg, seg.data(), pos.data(),
+      ow.data());
+  EXPECT_EQ(0, std::memcmp(o.data(), ow.data(), sizeof(float) * n))
+      << "forward H=" << H << " HD=" << HD;
+  std::vector<float> dq(n, NAN), dk(n, NAN), dv(n, NAN);
+  std::vector<float> dqw(n, NAN), dkw(n, NAN), dvw(n, NAN);
+  modk_cpu::causal_attention_grad<H, HD>(
+      q.data(), k.data(), v.data(), o.data(), dout.data(), nseg, seg.data(),
+      pos.data(), dq.data(), dk.data(), dv.data());
+  modk_cpu::causal_attention_grad<H, HD, QKS, QKS, VS>(
+      qk.data(), qk.data() + D, vs.data() + VOff, o.data(), dout.data(), nseg,
+      seg.data(), pos.data(), dqw.data(), dkw.data(), dvw.data());
+  EXPECT_EQ(0, std::memcmp(dq.data(), dqw.data(), sizeof(float) * n)) << "dq";
+  EXPECT_EQ(0, std::memcmp(dk.data(), dkw.data(), sizeof(float) * n)) << "dk";
+  EXPECT_EQ(0, std::memcmp(dv.data(), dvw.data(), sizeof(float) * n)) << "dv";
+  // And the contiguous result is the right one (fp64).
+  Vec rq, rk, rv;
+  attnGradRef(H, HD, toD(q), toD(k), toD(v), toD(dout), seg, pos, rq, rk, rv);
+  EXPECT_LE(relErr(dqw, rq), kTol);
+  EXPECT_LE(relErr(dvw, rv), kTol);
+}
+
+TEST(CpuKernelsTrain, AttentionReadsColumnWindows) {
+  std::vector<int64_t> seg;
+  std::vector<int32_t> pos;
+  gatheredLayout({1, 5, 40, 130}, 300, 77, seg, pos);
+  checkAttentionWindows<4, 32>(seg, pos, 78);
+  checkAttentionWindows<3, 24>(seg, pos, 79); // head dim not a vector multiple
+}
+
 TEST(CpuKernelsTrain, DISABLED_AttentionGradBenchmark) {
   constexpr int S = 1024, H = 8, HD = 64;
   const int64_t B = 4;

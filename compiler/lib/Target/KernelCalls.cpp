@@ -57,17 +57,37 @@ std::string PlanEmitter::kvCacheRegion(int64_t layer, bool values,
                      2 * layer + (values ? 1 : 0), seqLen, d);
 }
 
-/// The CPU row kernels read column windows (modk-fuse-horizontal; the
-/// modk.rows verifier says which); the CUDA ones do not.
-LogicalResult PlanEmitter::checkColumnWindows(modk::RowsOp rows) {
-  for (Value in : rows.getInputs())
-    if (in.getDefiningOp<modk::ColumnWindowOp>() && targetIsCuda())
-      return rows.emitOpError("reads a column window (modk-fuse-horizontal), "
-                              "which CUDA row kernels do not");
+/// The CPU kernels read column windows (modk-fuse-horizontal; each kernel
+/// says which operands, modk::ColumnWindowReader); the CUDA ones do not.
+LogicalResult PlanEmitter::checkColumnWindows(Operation *op) {
+  if (!targetIsCuda())
+    return success();
+  for (OpOperand &use : op->getOpOperands())
+    if (use.get().getDefiningOp<modk::ColumnWindowOp>())
+      return op->emitOpError() << "reads a column window (operand "
+                               << use.getOperandNumber()
+                               << ", modk-fuse-horizontal), which CUDA "
+                                  "kernels do not";
   return success();
 }
 
+/// The row strides of `buffers` where one is a column window (their
+/// widths otherwise), else nothing: the CPU attention kernels' trailing
+/// template arguments.
+static std::vector<int64_t> windowStrides(ValueRange buffers) {
+  std::vector<int64_t> strides;
+  bool window = false;
+  for (Value v : buffers) {
+    window |= bool(v.getDefiningOp<modk::ColumnWindowOp>());
+    strides.push_back(
+        modk::ColumnWindowOp::rowStride(cast<MemRefType>(v.getType())));
+  }
+  return window ? strides : std::vector<int64_t>();
+}
+
 LogicalResult PlanEmitter::emitKernel(Operation *op) {
+  if (failed(checkColumnWindows(op)))
+    return failure();
   if (auto gemm = dyn_cast<modk::GemmOp>(op)) {
     modk::Epilogue e = gemm.getEpilogue();
     if (e != modk::Epilogue::none && e != modk::Epilogue::rows)
@@ -95,8 +115,6 @@ LogicalResult PlanEmitter::emitKernel(Operation *op) {
     return success();
   }
   if (auto rows = dyn_cast<modk::RowsOp>(op)) {
-    if (failed(checkColumnWindows(rows)))
-      return failure();
     emitRowKernelLaunch(rows, rowKernelOf.lookup(rows));
     return success();
   }
@@ -129,14 +147,19 @@ LogicalResult PlanEmitter::emitKernel(Operation *op) {
     // lo parts (the same result; the CPU kernel has nothing to skip). Then
     // the configured mainloop.
     call.deviceTemplateArgs = attentionTemplateArgs(attn.getMainloop());
+    // Q, K and V may be windows of one stacked product (CPU).
+    llvm::append_range(call.templateArgs,
+                       windowStrides({attn.getQ(), attn.getK(), attn.getV()}));
     emitCall(call);
     if (hasDecode && attn.getLayer() && entry.getSymName() == "forward") {
       // Causal prefill: the same keys and values fill the decode cache.
       int64_t layer = *attn.getLayer(), d = width(attn.getK());
+      std::vector<int64_t> sizes{seqLen, d};
+      llvm::append_range(sizes, windowStrides({attn.getK(), attn.getV()}));
       os << "  if (args->kv_cache)\n";
       emitCall(
           {"cache_append",
-           {seqLen, d},
+           std::move(sizes),
            {name(attn.getK()), name(attn.getV()), "B", name(attn.getSegments()),
             name(attn.getPositions()), "args->prefill_lengths",
             kvCacheRegion(layer, false, d), kvCacheRegion(layer, true, d),
@@ -267,6 +290,8 @@ LogicalResult PlanEmitter::emitKernel(Operation *op) {
     // As in the forward: bf16 inputs, fewer tensor-core instructions; the
     // configured mainloop.
     call.deviceTemplateArgs = attentionTemplateArgs(attn.getMainloop());
+    llvm::append_range(call.templateArgs,
+                       windowStrides({attn.getQ(), attn.getK(), attn.getV()}));
     emitCall(call);
     return success();
   }

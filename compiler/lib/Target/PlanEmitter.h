@@ -98,8 +98,8 @@ protected:
   /// The C names of the package's entry points, by entry.
   static std::string functionName(modk::EntryOp e);
 
-  /// Fails where `rows` reads a column window that its kernel cannot.
-  mlir::LogicalResult checkColumnWindows(modk::RowsOp rows);
+  /// Fails where `op` reads a column window that its kernel cannot.
+  mlir::LogicalResult checkColumnWindows(mlir::Operation *op);
   std::string name(mlir::Value v) { return names.lookup(v); }
   /// The C type of a buffer element (bf16: the target's bf16 struct).
   std::string cType(mlir::Type element) const;

@@ -684,10 +684,14 @@ LogicalResult writePairStatements(modk::RowsOp op, KernelStatements &stmts,
     for (Value v : body.getTerminator()->getOperands())
       values[e].push_back(stmts[v]);
   }
+  // An output's rows are its row stride apart (a column window written in
+  // place: modk-fuse-horizontal).
   for (auto [k, out] : llvm::enumerate(op.getOutputs()))
     for (int e = 0; e < 2; ++e)
-      os << fmt::format("{}out{}[i * {} + {}] = {};\n", pad, k, width,
-                        columns[e], storedValue(out, values[e][k], cuda));
+      os << fmt::format(
+          "{}out{}[i * {} + {}] = {};\n", pad, k,
+          modk::ColumnWindowOp::rowStride(cast<MemRefType>(out.getType())),
+          columns[e], storedValue(out, values[e][k], cuda));
   return success();
 }
 

@@ -12,6 +12,7 @@ using namespace modc::modk;
 
 #include "modc/Dialect/Modk/ModkDialect.cpp.inc"
 #include "modc/Dialect/Modk/ModkEnums.cpp.inc"
+#include "modc/Dialect/Modk/ModkInterfaces.cpp.inc"
 
 #include "llvm/ADT/TypeSwitch.h"
 #define GET_ATTRDEF_CLASSES
@@ -306,6 +307,18 @@ LogicalResult ColumnWindowOp::verify() {
   if (window != windowType(source, offset, width))
     return emitOpError() << "the window's type must be "
                          << windowType(source, offset, width);
+  // Its readers index it by its row stride (modk.rows says in detail why
+  // it cannot, in its verifier).
+  for (OpOperand &use : getWindow().getUses()) {
+    Operation *user = use.getOwner();
+    auto reader = dyn_cast<ColumnWindowReader>(user);
+    if (isa<RowsOp>(user) ||
+        (reader && reader.readsWindowOperand(use.getOperandNumber())))
+      continue;
+    return emitOpError() << "is operand " << use.getOperandNumber() << " of "
+                         << user->getName()
+                         << ", which cannot read a column window";
+  }
   return success();
 }
 
@@ -675,8 +688,38 @@ bool RowsOp::readsWindowAt(unsigned index) {
       !getTokenOperands().empty() || !getLookups().empty() || hasRowSums() ||
       isRowScalarInput(index))
     return false;
-  Value in = getInputs()[index];
-  return !llvm::is_contained(getOutputs(), in) && !isColumnVector(in);
+  return !isColumnVector(getInputs()[index]);
+}
+
+bool RowsOp::readsWindowOperand(unsigned operandNumber) {
+  for (OpOperand &in : getInputsMutable())
+    if (in.getOperandNumber() == operandNumber)
+      return readsWindowAt(in.getOperandNumber() -
+                           getInputsMutable().begin()->getOperandNumber());
+  // An output window is written in place: it is also an input, read as a
+  // window.
+  for (OpOperand &out : getOutputsMutable())
+    if (out.getOperandNumber() == operandNumber)
+      for (auto [j, in] : llvm::enumerate(getInputs()))
+        if (in == out.get() && readsWindowAt(j))
+          return true;
+  return false;
+}
+
+/// q, k and v: the CPU attention kernels take each one's row stride.
+template <typename AttentionLikeOp>
+static bool readsQKVWindow(AttentionLikeOp op, unsigned operandNumber) {
+  return operandNumber == op.getQMutable().getOperandNumber() ||
+         operandNumber == op.getKMutable().getOperandNumber() ||
+         operandNumber == op.getVMutable().getOperandNumber();
+}
+
+bool AttentionOp::readsWindowOperand(unsigned operandNumber) {
+  return readsQKVWindow(*this, operandNumber);
+}
+
+bool AttentionGradOp::readsWindowOperand(unsigned operandNumber) {
+  return readsQKVWindow(*this, operandNumber);
 }
 
 bool RowsOp::isRowScalarInput(unsigned index) {
@@ -976,9 +1019,11 @@ LogicalResult RowsOp::verifyRegions() {
       return emitOpError() << "input " << j
                            << " is a column window, which only a kernel "
                               "that maps elements at its rows may read";
-  for (Value out : getOutputs())
-    if (out.getDefiningOp<ColumnWindowOp>())
-      return emitOpError("writes a column window; windows are read only");
+  for (OpOperand &out : getOutputsMutable())
+    if (out.get().getDefiningOp<ColumnWindowOp>() &&
+        !readsWindowOperand(out.getOperandNumber()))
+      return emitOpError("writes a column window other than in place (an "
+                         "input it reads as a window)");
   return success();
 }
 

@@ -1124,3 +1124,39 @@ func.func @window_in_sums(%s: memref<?x16x96xf32>, %seg: memref<?x1xi64>, %y: me
   }
   return
 }
+
+// -----
+
+// A kernel writes a window only in place: the window it reads there.
+func.func @window_written_elsewhere(%s: memref<?x16x96xf32>, %seg: memref<?x1xi64>, %x: memref<?x16x32xf32>) {
+  %w = modk.column_window %s[32] : memref<?x16x96xf32> to memref<?x16x32xf32, strided<[1536, 96, 1], offset: 32>>
+  // expected-error @+1 {{writes a column window other than in place (an input it reads as a window)}}
+  modk.rows ins(%x : memref<?x16x32xf32>) rows %seg : memref<?x1xi64> outs(%w : memref<?x16x32xf32, strided<[1536, 96, 1], offset: 32>>) reduce {
+  ^bb0(%a: f32):
+    modk.yield
+  } body {
+  ^bb0(%a: f32):
+    modk.yield %a : f32
+  }
+  return
+}
+
+// -----
+
+// Attention reads q, k and v as windows, and nothing else: not its output.
+func.func @window_attention_output(%s: memref<?x16x96xf32>, %q: memref<?x16x32xf32>, %pos: memref<?x16xi32>, %seg: memref<?x1xi64>) {
+  // expected-error @+1 {{is operand 5 of modk.attention, which cannot read a column window}}
+  %w = modk.column_window %s[32] : memref<?x16x96xf32> to memref<?x16x32xf32, strided<[1536, 96, 1], offset: 32>>
+  modk.attention %q, %q, %q rows %pos, %seg -> %w {n_heads = 2 : i64} : memref<?x16x32xf32>, memref<?x16x32xf32>, memref<?x16x32xf32>, memref<?x16xi32>, memref<?x1xi64>, memref<?x16x32xf32, strided<[1536, 96, 1], offset: 32>>
+  return
+}
+
+// -----
+
+// A product's input is one contiguous buffer: a GEMM reads no window.
+func.func @window_gemm_input(%s: memref<?x16x96xf32>, %wt: memref<32x32xf32>, %seg: memref<?x1xi64>, %y: memref<?x16x32xf32>) {
+  // expected-error @+1 {{is operand 0 of modk.gemm, which cannot read a column window}}
+  %w = modk.column_window %s[32] : memref<?x16x96xf32> to memref<?x16x32xf32, strided<[1536, 96, 1], offset: 32>>
+  modk.gemm %w, [%wt] rows %seg -> %y {epilogue = #modk.epilogue<none>} : memref<?x16x32xf32, strided<[1536, 96, 1], offset: 32>>, memref<32x32xf32>, memref<?x1xi64>, memref<?x16x32xf32>
+  return
+}

@@ -3,21 +3,20 @@
 // RUN: mod-opt %s -split-input-file --pass-pipeline='builtin.module(modk.entry(modk-fuse-horizontal{min-rows=32}))' | FileCheck %s --check-prefix=FEW
 
 // Q, K and V of the same rows: one product of the three weights stacked,
-// [16 rows, 96 columns] a sequence. Q and K keep their RoPE epilogues, as
-// kernels reading their windows; V, which attention reads, is copied out
-// of its window.
+// [16 rows, 96 columns] a sequence. Attention reads q, k and v as windows
+// (modk::ColumnWindowReader), so Q's and K's RoPE epilogues finish their
+// windows in place and V is read where it is: the three buffers go.
 // CHECK-LABEL: modk.entry @qkv
-// CHECK: %[[S:.*]] = modk.alloc : memref<?x16x96xf32>
+// CHECK-COUNT-2: modk.alloc : memref<?x16x32xf32>{{$}}
+// CHECK-NEXT: %[[S:.*]] = modk.alloc : memref<?x16x96xf32>
 // CHECK-NEXT: modk.gemm %[[X:.*]], [%[[WQ:.*]], %[[WK:.*]], %[[WV:.*]]] rows %[[SEG:.*]] -> %[[S]] {epilogue = #modk.epilogue<none>}
-// CHECK-NEXT: %[[Q0:.*]] = modk.column_window %[[S]][0] : memref<?x16x96xf32> to memref<?x16x32xf32, strided<[1536, 96, 1]>>
-// CHECK-NEXT: %[[K0:.*]] = modk.column_window %[[S]][32] : memref<?x16x96xf32> to memref<?x16x32xf32, strided<[1536, 96, 1], offset: 32>>
-// CHECK-NEXT: %[[V0:.*]] = modk.column_window %[[S]][64] : memref<?x16x96xf32> to memref<?x16x32xf32, strided<[1536, 96, 1], offset: 64>>
-// CHECK-NEXT: modk.rows ins(%[[V0]] : {{.*}}) rows %[[SEG]] : memref<?x1xi64> outs(%[[V:.*]] : memref<?x16x32xf32>)
-// CHECK: modk.yield %arg0 : f32
-// CHECK: modk.rows ins(%[[Q0]] : {{.*}}) rows %[[SEG]] : {{.*}} outs(%[[Q:.*]] : memref<?x16x32xf32>) attributes {head_dim = 16 : i64}
+// CHECK-NEXT: %[[Q:.*]] = modk.column_window %[[S]][0] : memref<?x16x96xf32> to memref<?x16x32xf32, strided<[1536, 96, 1]>>
+// CHECK-NEXT: %[[K:.*]] = modk.column_window %[[S]][32] : memref<?x16x96xf32> to memref<?x16x32xf32, strided<[1536, 96, 1], offset: 32>>
+// CHECK-NEXT: %[[V:.*]] = modk.column_window %[[S]][64] : memref<?x16x96xf32> to memref<?x16x32xf32, strided<[1536, 96, 1], offset: 64>>
+// CHECK-NEXT: modk.rows ins(%[[Q]] : {{.*}}) rows %[[SEG]] : {{.*}} outs(%[[Q]] : memref<?x16x32xf32, strided<[1536, 96, 1]>>) attributes {head_dim = 16 : i64}
 // CHECK: modk.rotate_half
-// CHECK: modk.rows ins(%[[K0]] : {{.*}}) rows %[[SEG]] : {{.*}} outs(%[[K:.*]] : memref<?x16x32xf32>) attributes {head_dim = 16 : i64}
-// CHECK: modk.attention %[[Q]], %[[K]], %[[V]]
+// CHECK: modk.rows ins(%[[K]] : {{.*}}) rows %[[SEG]] : {{.*}} outs(%[[K]] : memref<?x16x32xf32, strided<[1536, 96, 1], offset: 32>>) attributes {head_dim = 16 : i64}
+// CHECK: modk.attention %[[Q]], %[[K]], %[[V]] rows
 // CHECK-NOT: modk.gemm
 // OFF-LABEL: modk.entry @qkv
 // OFF-COUNT-3: modk.gemm %{{.*}}, [%{{[a-z0-9]*}}] rows
@@ -70,6 +69,74 @@ modk.entry @qkv attributes {model = #modk.model<name = "t", vocab_size = 64, d_m
   modk.attention %q, %k, %v rows %pos, %seg -> %o {n_heads = 2 : i64} : memref<?x16x32xf32>, memref<?x16x32xf32>, memref<?x16x32xf32>, memref<?x16xi32>, memref<?x1xi64>, memref<?x16x32xf32>
 }
 
+
+// -----
+
+// As above, but a GEMM, which cannot read a window, also reads K and V:
+// K's RoPE writes K's own buffer from its window, and V is copied out of
+// its window; attention reads those buffers.
+// CHECK-LABEL: modk.entry @qkv_more_readers
+// CHECK: %[[S:.*]] = modk.alloc : memref<?x16x96xf32>
+// CHECK-NEXT: modk.gemm %{{.*}}, [%{{.*}}, %{{.*}}, %{{.*}}] rows %[[SEG:.*]] -> %[[S]]
+// CHECK-NEXT: %[[Q:.*]] = modk.column_window %[[S]][0]
+// CHECK-NEXT: %[[K0:.*]] = modk.column_window %[[S]][32]
+// CHECK-NEXT: %[[V0:.*]] = modk.column_window %[[S]][64]
+// CHECK-NEXT: modk.rows ins(%[[V0]] : {{.*}}) rows %[[SEG]] : memref<?x1xi64> outs(%[[V:.*]] : memref<?x16x32xf32>)
+// CHECK: modk.yield %arg0 : f32
+// CHECK: modk.rows ins(%[[Q]] : {{.*}}) outs(%[[Q]] : {{.*}}) attributes {head_dim = 16 : i64}
+// CHECK: modk.rows ins(%[[K0]] : {{.*}}) outs(%[[K:.*]] : memref<?x16x32xf32>) attributes {head_dim = 16 : i64}
+// CHECK: modk.attention %[[Q]], %[[K]], %[[V]] rows
+// CHECK: modk.gemm %[[K]], [%{{.*}}] rows
+// CHECK: modk.gemm %[[V]], [%{{.*}}] rows
+modk.entry @qkv_more_readers attributes {model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = ["topk"], params = [{init = "normal", name = "wq", shape = [32, 32]}, {init = "normal", name = "wk", shape = [32, 32]}, {init = "normal", name = "wv", shape = [32, 32]}, {init = "normal", name = "wo", shape = [32, 32]}]} {
+  %wq = modk.param "wq" : memref<32x32xf32>
+  %wk = modk.param "wk" : memref<32x32xf32>
+  %wv = modk.param "wv" : memref<32x32xf32>
+  %wo = modk.param "wo" : memref<32x32xf32>
+  %pos = modk.alloc : memref<?x16xi32>
+  %seg = modk.alloc : memref<?x1xi64>
+  %x = modk.alloc : memref<?x16x32xf32>
+  %q = modk.alloc : memref<?x16x32xf32>
+  %k = modk.alloc : memref<?x16x32xf32>
+  %v = modk.alloc : memref<?x16x32xf32>
+  %o = modk.alloc : memref<?x16x32xf32>
+  %ko = modk.alloc : memref<?x16x32xf32>
+  %vo = modk.alloc : memref<?x16x32xf32>
+  modk.gemm %x, [%wq] rows %seg -> %q {epilogue = #modk.epilogue<rows>} : memref<?x16x32xf32>, memref<32x32xf32>, memref<?x1xi64>, memref<?x16x32xf32> epilogue {
+  ^bb0(%p: memref<?x16x32xf32>):
+    modk.rows ins(%p : memref<?x16x32xf32>) rows %seg : memref<?x1xi64> tokens(%pos : memref<?x16xi32>) outs(%q : memref<?x16x32xf32>) attributes {head_dim = 16 : i64} reduce {
+    ^bb0(%a0: f32):
+      modk.yield
+    } body {
+    ^bb0(%a0: f32):
+      %cos, %sin = modk.rope_angle {theta = 1.000000e+04 : f64} : f32, f32
+      %r = modk.rotate_half %a0 : f32
+      %rs = arith.mulf %r, %sin : f32
+      %xc = arith.mulf %a0, %cos : f32
+      %y = arith.addf %xc, %rs : f32
+      modk.yield %y : f32
+    }
+  }
+  modk.gemm %x, [%wk] rows %seg -> %k {epilogue = #modk.epilogue<rows>} : memref<?x16x32xf32>, memref<32x32xf32>, memref<?x1xi64>, memref<?x16x32xf32> epilogue {
+  ^bb0(%p: memref<?x16x32xf32>):
+    modk.rows ins(%p : memref<?x16x32xf32>) rows %seg : memref<?x1xi64> tokens(%pos : memref<?x16xi32>) outs(%k : memref<?x16x32xf32>) attributes {head_dim = 16 : i64} reduce {
+    ^bb0(%a0: f32):
+      modk.yield
+    } body {
+    ^bb0(%a0: f32):
+      %cos, %sin = modk.rope_angle {theta = 1.000000e+04 : f64} : f32, f32
+      %r = modk.rotate_half %a0 : f32
+      %rs = arith.mulf %r, %sin : f32
+      %xc = arith.mulf %a0, %cos : f32
+      %y = arith.addf %xc, %rs : f32
+      modk.yield %y : f32
+    }
+  }
+  modk.gemm %x, [%wv] rows %seg -> %v {epilogue = #modk.epilogue<none>} : memref<?x16x32xf32>, memref<32x32xf32>, memref<?x1xi64>, memref<?x16x32xf32>
+  modk.attention %q, %k, %v rows %pos, %seg -> %o {n_heads = 2 : i64} : memref<?x16x32xf32>, memref<?x16x32xf32>, memref<?x16x32xf32>, memref<?x16xi32>, memref<?x1xi64>, memref<?x16x32xf32>
+  modk.gemm %k, [%wo] rows %seg -> %ko {epilogue = #modk.epilogue<none>} : memref<?x16x32xf32>, memref<32x32xf32>, memref<?x1xi64>, memref<?x16x32xf32>
+  modk.gemm %v, [%wo] rows %seg -> %vo {epilogue = #modk.epilogue<none>} : memref<?x16x32xf32>, memref<32x32xf32>, memref<?x1xi64>, memref<?x16x32xf32>
+}
 // -----
 
 // SwiGLU's gate and up projections: the up projection's epilogue reads the

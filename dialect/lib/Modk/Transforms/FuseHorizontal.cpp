@@ -5,7 +5,10 @@
 // the input is read once, and one larger GEMM runs nearer the machine's
 // peak than three small ones. Each member's epilogue then reads its columns
 // of the stacked product through a modk.column_window (docs/compiler.md,
-// stage 5f').
+// stage 5f'). Where every reader of a member's result can read its window
+// (modk::ColumnWindowReader: element-wise row kernels, attention's q, k and
+// v on the CPU), the member's buffer goes: a plain member's readers read
+// the window, and an epilogue writes its window in place (RoPE).
 //
 // Not fused (the group ends before such a product):
 //  - a product of another input or row set, or of another K, precision or
@@ -32,18 +35,42 @@ using namespace mlir;
 using namespace modc;
 
 namespace {
-/// Whether every reader of `buffer` (its writer gone) is a modk.rows that
-/// can read a window of it in its place (then the buffer goes).
-bool windowServesEveryReader(Value buffer) {
+/// Whether every use of `buffer` but `except` can read a window in its
+/// place (then the buffer goes): a modk.rows of the entry that maps
+/// elements, or attention's q, k and v (modk::ColumnWindowReader).
+bool windowServesEveryReader(Value buffer, Operation *except = nullptr) {
   for (OpOperand &use : buffer.getUses()) {
-    auto rows = dyn_cast<modk::RowsOp>(use.getOwner());
-    if (!rows || !isa<modk::EntryOp>(rows->getParentOp()))
-      return false; // a GEMM's epilogue, attention, a gradient...
-    unsigned index = use.getOperandNumber();
-    if (index >= rows.getInputs().size() || !rows.readsWindowAt(index))
-      return false;
+    Operation *user = use.getOwner();
+    if (user == except)
+      continue;
+    auto reader = dyn_cast<modk::ColumnWindowReader>(user);
+    if (!reader || !isa<modk::EntryOp>(user->getParentOp()) ||
+        !reader.readsWindowOperand(use.getOperandNumber()))
+      return false; // a GEMM, a GEMM's epilogue, a gradient...
   }
   return true;
+}
+
+/// Makes `epilogue` (a member's, now reading its window) write that window
+/// in place of its output buffer, where it writes one f32 buffer of the
+/// window's shape that every other reader can read as a window: RoPE's Q
+/// and K then live in the stacked product, which attention reads.
+void finishInWindow(modk::RowsOp epilogue, Value window,
+                    RewriterBase &rewriter) {
+  if (epilogue.getOutputs().size() != 1 ||
+      !llvm::is_contained(epilogue.getInputs(), window))
+    return;
+  Value output = epilogue.getOutputs().front();
+  auto outType = cast<MemRefType>(output.getType());
+  auto windowType = cast<MemRefType>(window.getType());
+  if (!output.getDefiningOp<modk::AllocOp>() ||
+      outType.getShape() != windowType.getShape() ||
+      outType.getElementType() != windowType.getElementType() ||
+      llvm::is_contained(epilogue.getInputs(), output) ||
+      !windowServesEveryReader(output, epilogue))
+    return;
+  rewriter.replaceAllUsesWith(output, window);
+  rewriter.eraseOp(output.getDefiningOp());
 }
 
 /// Whether `gemm` can join a group that `first` opened.
@@ -135,12 +162,14 @@ void stack(ArrayRef<modk::GemmOp> group, RewriterBase &rewriter) {
   // ... then the members' epilogues, in the members' order, where the last
   // member was (a later epilogue may read an earlier member's output).
   rewriter.setInsertionPointAfter(group.back());
+  SmallVector<std::pair<modk::RowsOp, Value>> epilogues;
   for (auto [member, window] : llvm::zip(group, windows)) {
     modk::GemmOp gemm = member;
     if (modk::RowsOp epilogue = gemm.getEpilogueRows()) {
       IRMapping map;
       map.map(gemm.getFusedRows().front().getArgument(0), window);
-      rewriter.clone(*epilogue, map);
+      epilogues.push_back(
+          {cast<modk::RowsOp>(rewriter.clone(*epilogue, map)), window});
     }
   }
   SmallVector<Value> plainOutputs;
@@ -167,6 +196,10 @@ void stack(ArrayRef<modk::GemmOp> group, RewriterBase &rewriter) {
     if (auto alloc = output.getDefiningOp<modk::AllocOp>())
       rewriter.eraseOp(alloc);
   }
+  // Then each epilogue's output, which may have become a window's reader
+  // just above (SwiGLU's gate).
+  for (auto [epilogue, window] : epilogues)
+    finishInWindow(epilogue, window, rewriter);
 }
 
 struct FuseHorizontalPass

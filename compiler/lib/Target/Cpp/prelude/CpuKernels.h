@@ -503,31 +503,31 @@ template <int HD> struct AttnTile {
 
 /// Packs key tile `tile` (global tile index, first row `r0`, `kc` valid rows)
 /// for every head: keys transposed to [HD][BK] so scores vectorise over keys,
-/// values to [BK][HDP]; missing keys and padding are zero.
-template <int H, int HD>
+/// values to [BK][HDP]; missing keys and padding are zero. KS, VS: the row
+/// strides of k and v.
+template <int H, int HD, int KS, int VS>
 inline void packKVTile(const float *k, const float *v, int64_t r0, int kc,
                        int64_t tile, float *pk, float *pv) {
   using T = AttnTile<HD>;
-  constexpr int64_t LD = int64_t(H) * HD;
   for (int h = 0; h < H; ++h) {
     float *kt = pk + (tile * H + h) * T::KSize;
     float *vt = pv + (tile * H + h) * T::VSize;
     std::memset(kt, 0, sizeof(float) * T::KSize);
     std::memset(vt, 0, sizeof(float) * T::VSize);
     for (int c = 0; c < kc; ++c) {
-      const float *ks = k + (r0 + c) * LD + h * HD;
+      const float *ks = k + (r0 + c) * KS + h * HD;
       for (int d = 0; d < HD; ++d)
         kt[d * T::BK + c] = ks[d];
-      std::memcpy(vt + c * T::HDP, v + (r0 + c) * LD + h * HD,
+      std::memcpy(vt + c * T::HDP, v + (r0 + c) * VS + h * HD,
                   sizeof(float) * HD);
     }
   }
 }
 
 /// Processes one work item. `pk`/`pv` are this (segment, head)'s packed
-/// tiles, consecutive tiles tileStrideK/V floats apart. Scratch is on the
-/// stack and sized by HD.
-template <int H, int HD, typename Out>
+/// tiles, consecutive tiles tileStrideK/V floats apart; QS: q's row stride.
+/// Scratch is on the stack and sized by HD.
+template <int H, int HD, int QS, typename Out>
 inline void attentionBlock(const float *q, const int64_t *seg,
                            const int32_t *pos, const float *pk,
                            const float *pv, int64_t tileStrideK,
@@ -579,7 +579,7 @@ inline void attentionBlock(const float *q, const int64_t *seg,
 
   for (int r = 0; r < qnR; ++r) {
     if (r < qn) {
-      const float *src = q + (base + i0 + r) * LD + hoff;
+      const float *src = q + (base + i0 + r) * QS + hoff;
       for (int d = 0; d < HD; ++d)
         Qp[r * HD + d] = src[d] * scale;
     } else {
@@ -685,7 +685,9 @@ inline void attentionBlock(const float *q, const int64_t *seg,
 } // namespace detail
 
 /// Causal multi-head attention over segments. q, k, v, out are
-/// [rows, H * HD] with rows = seg[nseg] (out float, or bf16: rounded). For row i in segment s and head h,
+/// [rows, H * HD] with rows = seg[nseg] (out float, or bf16: rounded); q, k
+/// and v rows QS, KS and VS floats apart (columns of one stacked product:
+/// modk-fuse-horizontal, docs/compiler.md). For row i in segment s and head h,
 /// out = softmax_j(q_i . k_j / sqrt(HD)) v_j over the rows j of segment s
 /// with pos[j] <= pos[i] (positions must be non-decreasing in a segment;
 /// equal positions see each other).
@@ -695,7 +697,8 @@ inline void attentionBlock(const float *q, const int64_t *seg,
 /// is one OpenMP work item that streams those tiles with an online,
 /// max-subtracted softmax, so no score matrix is ever materialised. The
 /// packing buffer is cached per calling thread and only grows.
-template <int H, int HD, typename Out>
+template <int H, int HD, int QS = H * HD, int KS = H * HD, int VS = H * HD,
+          typename Out>
 inline void causal_attention(const float *q, const float *k, const float *v,
                              int64_t nseg, const int64_t *seg,
                              const int32_t *pos, Out *out) {
@@ -740,14 +743,14 @@ inline void causal_attention(const float *q, const float *k, const float *v,
       const int64_t s = detail::segmentOf(toff, nseg, t);
       const int64_t r0 = seg[s] + (t - toff[s]) * BK;
       const int kc = static_cast<int>(std::min<int64_t>(BK, seg[s + 1] - r0));
-      detail::packKVTile<H, HD>(k, v, r0, kc, t, pk, pv);
+      detail::packKVTile<H, HD, KS, VS>(k, v, r0, kc, t, pk, pv);
     }
     // The implicit barrier above publishes the packed tiles.
 #pragma omp for schedule(dynamic, 1)
     for (int64_t t = 0; t < nitems; ++t) {
       const detail::AttnItem &w = it[t];
       const int64_t first = toff[w.seg] * H + w.head;
-      detail::attentionBlock<H, HD, Out>(q, seg, pos, pk + first * T::KSize,
+      detail::attentionBlock<H, HD, QS, Out>(q, seg, pos, pk + first * T::KSize,
                                     pv + first * T::VSize, H * T::KSize,
                                     H * T::VSize, out, w);
     }

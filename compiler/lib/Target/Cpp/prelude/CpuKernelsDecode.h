@@ -289,8 +289,9 @@ inline void decode_attention(const float *q, const float *k, const float *v,
 /// (prompts of different lengths share one padded pass). Rows of a sequence
 /// come in ascending position, so the cache keeps position order; counts[s]
 /// must be 0 on entry (an empty sequence) and ends as the number appended.
-/// C: the cache's element type (float, or bf16).
-template <int S, int D, typename C>
+/// C: the cache's element type (float, or bf16). KS, VS: the row strides of
+/// k and v.
+template <int S, int D, int KS = D, int VS = D, typename C>
 inline void cache_append(const float *k, const float *v, int64_t nseg,
                          const int64_t *seg, const int32_t *pos,
                          const int32_t *lengths, C *cache_k, C *cache_v,
@@ -299,8 +300,8 @@ inline void cache_append(const float *k, const float *v, int64_t nseg,
   for (int64_t s = 0; s < nseg; ++s) {
     int32_t n = 0;
     for (int64_t j = seg[s]; j < seg[s + 1] && pos[j] < lengths[s]; ++j, ++n) {
-      detail::storeRow(cache_k + (s * S + n) * D, k + j * D, D);
-      detail::storeRow(cache_v + (s * S + n) * D, v + j * D, D);
+      detail::storeRow(cache_k + (s * S + n) * D, k + j * KS, D);
+      detail::storeRow(cache_v + (s * S + n) * D, v + j * VS, D);
     }
     counts[s] = n;
   }

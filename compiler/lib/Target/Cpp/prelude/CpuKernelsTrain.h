@@ -208,8 +208,9 @@ inline void mm(int rows, const float *A, int64_t ars, int64_t aks,
 /// thread (so dK and dV need no cross-thread reduction). Flash-attention-2
 /// order: an outer loop over key blocks keeps that block's dK, dV in cache
 /// while the query blocks that see it stream past; dQ accumulates in a
-/// per-segment buffer. The softmax statistics are recomputed first.
-template <int H, int HD, typename TV>
+/// per-segment buffer. The softmax statistics are recomputed first. QS, KS,
+/// VS: the row strides of q, k and v.
+template <int H, int HD, int QS, int KS, int VS, typename TV>
 inline void attentionGradItem(const float *q, const float *k, const float *v,
                               const float *o, const float *dout,
                               const int64_t *seg, const int32_t *pos, int64_t s,
@@ -259,10 +260,13 @@ inline void attentionGradItem(const float *q, const float *k, const float *v,
   std::memset(Kt, 0, sizeof(float) * 2 * HD * np);
   for (int64_t i = 0; i < n; ++i) {
     const int64_t row = (base + i) * LD + hoff;
+    const float *qi = q + (base + i) * QS + hoff;
+    const float *ki = k + (base + i) * KS + hoff;
+    const float *vi = v + (base + i) * VS + hoff;
     float dd = 0.0f;
     for (int d = 0; d < HD; ++d) {
-      Qs[i * HDP + d] = q[row + d] * scale;
-      Ks[i * HDP + d] = k[row + d];
+      Qs[i * HDP + d] = qi[d] * scale;
+      Ks[i * HDP + d] = ki[d];
       dOs[i * HDP + d] = dout[row + d];
       dd += dout[row + d] * o[row + d];
     }
@@ -270,8 +274,8 @@ inline void attentionGradItem(const float *q, const float *k, const float *v,
     float *kt = Kt + (i / BK) * HD * BK + i % BK;
     float *vt = Vt + (i / BK) * HD * BK + i % BK;
     for (int d = 0; d < HD; ++d) {
-      kt[d * BK] = k[row + d];
-      vt[d * BK] = v[row + d];
+      kt[d * BK] = ki[d];
+      vt[d * BK] = vi[d];
     }
   }
   // lim[r]: keys [0, lim[r]) are visible to query r (as in the forward).
@@ -381,7 +385,10 @@ inline void attentionGradItem(const float *q, const float *k, const float *v,
 /// dq = dS K / sqrt(HD), dk = dS^T q / sqrt(HD), dv = P^T dout.
 /// One OpenMP work item per (segment, head), so the result is deterministic.
 /// dv may be bf16 (rounded as stored: modk-store-bf16, only products read it).
-template <int H, int HD, typename TV>
+/// q, k and v rows are QS, KS and VS floats apart (columns of one stacked
+/// product: modk-fuse-horizontal, docs/compiler.md).
+template <int H, int HD, int QS = H * HD, int KS = H * HD, int VS = H * HD,
+          typename TV>
 inline void causal_attention_grad(const float *q, const float *k,
                                   const float *v, const float *o,
                                   const float *dout, int64_t nseg,
@@ -404,7 +411,7 @@ inline void causal_attention_grad(const float *q, const float *k,
 #pragma omp parallel for schedule(dynamic, 1) if (rows * H * HD >              \
                                                   detail::kMinParallelWork)
   for (int64_t t = 0; t < nitems; ++t)
-    detail::attentionGradItem<H, HD>(q, k, v, o, dout, seg, pos, it[t / H].seg,
+    detail::attentionGradItem<H, HD, QS, KS, VS>(q, k, v, o, dout, seg, pos, it[t / H].seg,
                                      static_cast<int>(t % H), dq, dk, dv);
 }
 

@@ -75,6 +75,8 @@ struct CallerOutputsResource
 };
 } // namespace modc::modk
 
+#include "modc/Dialect/Modk/ModkInterfaces.h.inc"
+
 #define GET_OP_CLASSES
 #include "modc/Dialect/Modk/ModkOps.h.inc"
 

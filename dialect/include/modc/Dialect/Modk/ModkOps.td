@@ -4,6 +4,7 @@
 #define MODC_DIALECT_MODK_OPS
 
 include "modc/Dialect/Modk/ModkAttrs.td"
+include "modc/Dialect/Modk/ModkInterfaces.td"
 include "mlir/IR/OpAsmInterface.td"
 include "mlir/IR/SymbolInterfaces.td"
 include "mlir/Interfaces/ControlFlowInterfaces.td"
@@ -218,7 +219,8 @@ def Modk_GemmOp : Modk_Op<"gemm", [AttrSizedOperandSegments, NoTerminator,
 }
 
 def Modk_AttentionOp : Modk_Op<"attention",
-    [MemoryEffects<[MemWrite<Modk_KVCache>]>]> {
+    [MemoryEffects<[MemWrite<Modk_KVCache>]>,
+     DeclareOpInterfaceMethods<Modk_ColumnWindowReader>]> {
   let summary = "Causal attention within each sequence of a row set";
   let description = [{
     `layer` names the KV cache a causal prefill fills with the keys and
@@ -351,7 +353,8 @@ def Modk_RouteSelectOp : Modk_Op<"route_select",
 //===----------------------------------------------------------------------===//
 
 def Modk_RowsOp : Modk_Op<"rows", [AttrSizedOperandSegments,
-    DeclareOpInterfaceMethods<MemoryEffectsOpInterface>]> {
+    DeclareOpInterfaceMethods<MemoryEffectsOpInterface>,
+    DeclareOpInterfaceMethods<Modk_ColumnWindowReader>]> {
   let summary = "A row-wise kernel whose math is its regions";
   let description = [{
     For every row i of the row set (rows [0, seg[B]) of the row buffers),
@@ -452,8 +455,8 @@ def Modk_RowsOp : Modk_Op<"rows", [AttrSizedOperandSegments,
     bool isRowScalarInput(unsigned index);
     /// Whether input `index` may be a modk.column_window: an element input
     /// of a kernel that maps elements at its rows (no sums, maxima, lookups
-    /// or token operands), not also an output; the CPU row kernels index
-    /// it by its row stride.
+    /// or token operands); the CPU row kernels index it by its row stride.
+    /// Such a window may also be an output: written in place.
     bool readsWindowAt(unsigned index);
     /// Whether `output` is a column sum ([width] or [1, width]).
     bool isColumnSum(mlir::Value output);
@@ -724,7 +727,8 @@ def Modk_RopeGradOp : Modk_GenericOp<"rope_grad"> {
                    F64Attr:$rope_theta);
 }
 
-def Modk_AttentionGradOp : Modk_GenericOp<"attention_grad"> {
+def Modk_AttentionGradOp : Modk_GenericOp<"attention_grad",
+    [DeclareOpInterfaceMethods<Modk_ColumnWindowReader>]> {
   let summary = "dq, dk, dv of causal attention within each sequence";
   let arguments = (ins Modk_Read:$q, Modk_Read:$k, Modk_Read:$v,
                    Modk_Read:$o, Modk_Read:$dout, Modk_Read:$positions,
