@@ -193,6 +193,10 @@ constexpr auto rope3x64 = rows_cpu::modc_rows_123;
 // over rows of 384, and (rows, stacked, stacked + 50, y) over rows of 100.
 constexpr auto ropeWindow4x32 = rows_cpu::modc_rows_124;
 constexpr auto swigluWindows50 = rows_cpu::modc_rows_125;
+// The embedding's gradient, table[tokens[i]] += dx[i] in row order:
+// (rows, dx, tokens, table), V = 9, D = 40 and V = 600, D = 300.
+constexpr auto embedGrad9x40 = rows_cpu::modc_rows_126;
+constexpr auto embedGrad600x300 = rows_cpu::modc_rows_127;
 // Gathers fused into the selection, S = 40, D = 70: functors {pos, x, w,
 // gathered, normed} (RMSNorm, eps 1e-5) and {pos, x, scale, w, gathered,
 // normed}, for select_topk and gather_sequences.
@@ -290,6 +294,20 @@ using namespace rope_kernels;
 // RoPE one with the angle table last).
 constexpr auto ropeWindow4x32 = rows_cuda::modc_rows_124;
 constexpr auto swigluWindows50 = rows_cuda::modc_rows_125;
+constexpr auto embedGrad9x40 = rows_cuda::modc_rows_126;
+constexpr auto embedGrad600x300 = rows_cuda::modc_rows_127;
+
+/// A scatter-add kernel (the embedding's gradient), launched as the CUDA
+/// emitter does: kScatterBlocks blocks, each owning the table rows of its
+/// ids modulo the grid, of W columns' threads.
+template <int W, typename... Params, typename... Args>
+void launchScatter(void (*kernel)(const int64_t *, Params...),
+                   const int64_t *rows, int64_t maxRows, Args... args) {
+  namespace td = modk_cuda::train_detail;
+  if (maxRows > 0)
+    MODC_LAUNCH(kernel, unsigned(td::kScatterBlocks), td::colThreads<W>(), 0,
+                nullptr, rows, args...);
+}
 using FusedGatherRmsnorm40x70 = rows_cuda::modc_gather_0;
 using FusedGatherScale40x70 = rows_cuda::modc_gather_1;
 using FusedDecodeGatherRmsnorm64 = rows_cuda::modc_gather_2;

@@ -365,34 +365,46 @@ TEST(CudaTrainKernels, SwigluAndGeluGradMatchCpu) {
 // Embedding
 //===----------------------------------------------------------------------===//
 
+/// The generated scatter-add of the embedding's gradient: each table row
+/// has one owning block, which adds its rows in row order, so the result is
+/// the CPU kernel's bit for bit (and the same again).
 TEST(CudaTrainKernels, EmbedGradRepeatedTokensIsExact) {
   constexpr int D = 40;
-  const int64_t rows = 300, V = 7; // every token repeats many times
+  const int64_t rows = 300, V = 9; // every token repeats many times
   auto tokens = randomInts(rows, 71, 0, V - 1);
   auto dx = randomFloats(rows * D, 72);
   auto table0 = randomFloats(V * D, 73);
   std::vector<float> want = table0, got = table0, again = table0;
-  modk_cpu::embed_grad<D>(tokens.data(), rows, dx.data(), want.data());
-  modk_cuda::embed_grad<D>(tokens.data(), rows, dx.data(), got.data(), nullptr);
-  modk_cuda::embed_grad<D>(tokens.data(), rows, dx.data(), again.data(),
-                           nullptr);
-  // Same per-row order as the CPU: bit-identical.
+  gen_cpu::embedGrad9x40(rows, dx.data(), tokens.data(), want.data());
+  gen_cuda::launchScatter<D>(gen_cuda::embedGrad9x40, &rows, rows, dx.data(),
+                             tokens.data(), got.data());
+  gen_cuda::launchScatter<D>(gen_cuda::embedGrad9x40, &rows, rows, dx.data(),
+                             tokens.data(), again.data());
   for (size_t i = 0; i < want.size(); ++i)
     ASSERT_EQ(got[i], want[i]) << "element " << i;
   EXPECT_EQ(got, again);
+  // And both are the sum: every row reached its table row once.
+  std::vector<double> ref(table0.begin(), table0.end());
+  for (int64_t i = 0; i < rows; ++i)
+    for (int d = 0; d < D; ++d)
+      ref[tokens[i] * D + d] += dx[i * D + d];
+  for (size_t i = 0; i < ref.size(); ++i)
+    ASSERT_NEAR(got[i], ref[i], 1e-4 * (1 + std::abs(ref[i]))) << i;
 }
 
 TEST(CudaTrainKernels, EmbedGradWideRowsAndManyBuckets) {
   constexpr int D = 300; // two columns a thread
-  const int64_t rows = 20, V = 600; // tokens beyond the bucket count
+  const int64_t rows = 20, V = 600; // tokens beyond the block count
   auto tokens = randomInts(rows, 74, 0, V - 1);
-  tokens[3] = tokens[11] = tokens[17] = 513; // a repeat across buckets' wrap
+  tokens[3] = tokens[11] = tokens[17] = 513; // a repeat across blocks' wrap
   auto dx = randomFloats(rows * D, 75);
   auto table0 = randomFloats(V * D, 76);
   std::vector<float> want = table0, got = table0;
-  modk_cpu::embed_grad<D>(tokens.data(), rows, dx.data(), want.data());
-  modk_cuda::embed_grad<D>(tokens.data(), rows, dx.data(), got.data(), nullptr);
+  gen_cpu::embedGrad600x300(rows, dx.data(), tokens.data(), want.data());
+  gen_cuda::launchScatter<D>(gen_cuda::embedGrad600x300, &rows, rows,
+                             dx.data(), tokens.data(), got.data());
   EXPECT_EQ(got, want);
+  EXPECT_NE(got, table0);
 }
 
 //===----------------------------------------------------------------------===//

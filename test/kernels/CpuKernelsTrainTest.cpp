@@ -1134,6 +1134,9 @@ TEST(CpuKernelsTrain, PredictorGrad) {
 // Embedding, norms, optimiser
 //===----------------------------------------------------------------------===//
 
+/// The embedding's gradient, generated as a scatter-add (modk-generalize):
+/// rows with equal tokens add in row order, so the result is the f32 sum in
+/// row order bit for bit, at any thread count, and the fp64 sum to 1e-5.
 TEST(CpuKernelsTrain, EmbedGradRepeatedTokens) {
   constexpr int D = 40, V = 9;
   for (int64_t rows : {int64_t(50), int64_t(2000)}) {
@@ -1143,14 +1146,39 @@ TEST(CpuKernelsTrain, EmbedGradRepeatedTokens) {
       t = int32_t(rng() % V);
     tok[0] = tok[1] = tok[2] = 4;
     auto dx = randn(rows * D, 131), pre = randn(V * D, 132);
-    std::vector<float> table = pre;
-    modk_cpu::embed_grad<D>(tok.data(), rows, dx.data(), table.data());
+    std::vector<float> table = pre, inOrder = pre;
+    gen_cpu::embedGrad9x40(rows, dx.data(), tok.data(), table.data());
     Vec ref(pre.begin(), pre.end());
     for (int64_t i = 0; i < rows; ++i)
-      for (int d = 0; d < D; ++d)
+      for (int d = 0; d < D; ++d) {
         ref[tok[i] * D + d] += dx[i * D + d];
+        inOrder[tok[i] * D + d] += dx[i * D + d];
+      }
     EXPECT_LE(relErr(table, ref), 1e-5) << rows;
+    EXPECT_EQ(table, inOrder) << rows;
+    for (int threads : {1, 2, 3}) {
+      std::vector<float> again = pre;
+      omp_set_num_threads(threads);
+      gen_cpu::embedGrad9x40(rows, dx.data(), tok.data(), again.data());
+      EXPECT_EQ(again, table) << rows << " rows, " << threads << " threads";
+    }
+    omp_set_num_threads(omp_get_num_procs());
   }
+  // Wider than a thread's block of columns, with more table rows.
+  constexpr int DW = 300, VW = 600;
+  const int64_t rows = 700;
+  std::vector<int32_t> tok(rows);
+  for (int64_t i = 0; i < rows; ++i)
+    tok[i] = int32_t((i * 37) % VW);
+  tok[5] = tok[9] = 599;
+  auto dx = randn(rows * DW, 133), pre = randn(size_t(VW) * DW, 134);
+  std::vector<float> table = pre;
+  gen_cpu::embedGrad600x300(rows, dx.data(), tok.data(), table.data());
+  Vec ref(pre.begin(), pre.end());
+  for (int64_t i = 0; i < rows; ++i)
+    for (int d = 0; d < DW; ++d)
+      ref[tok[i] * DW + d] += dx[i * DW + d];
+  EXPECT_LE(relErr(table, ref), 1e-5);
 }
 
 TEST(CpuKernelsTrain, SumSquares) {

@@ -122,7 +122,8 @@ LogicalResult PlanEmitter::emitKernel(Operation *op) {
           modk::ActivationGradOp, modk::RouteSelectGatherOp,
           modk::DecodeRouteOp, modk::GatherGradOp, modk::ScatterGradOp,
           modk::RMSNormGradOp, modk::RouterGradOp, modk::RopeGradOp,
-          modk::EmbedOp, modk::PredictorOp, modk::PredictorGradOp>(op))
+          modk::EmbedOp, modk::EmbedGradOp, modk::PredictorOp,
+          modk::PredictorGradOp>(op))
     return op->emitOpError("is generated from its math: run modk-generalize "
                            "before emitting");
   if (auto ids = dyn_cast<modk::IdentityRowsOp>(op)) {
@@ -293,13 +294,6 @@ LogicalResult PlanEmitter::emitKernel(Operation *op) {
     llvm::append_range(call.templateArgs,
                        windowStrides({attn.getQ(), attn.getK(), attn.getV()}));
     emitCall(call);
-    return success();
-  }
-  if (auto embed = dyn_cast<modk::EmbedGradOp>(op)) {
-    emitCall({"embed_grad",
-              {width(embed.getDtable())},
-              {name(embed.getTokens()), fmt::format("B * {}", seqLen),
-               name(embed.getDx()), name(embed.getDtable())}});
     return success();
   }
   if (auto attn = dyn_cast<modk::DecodeAttentionOp>(op)) {

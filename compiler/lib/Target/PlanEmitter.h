@@ -296,6 +296,9 @@ protected:
   mlir::LogicalResult emitRowEpilogueDefinitions();
   /// The kernel of a modk.rows with head_dim (RoPE): pairs of columns.
   mlir::LogicalResult emitHeadKernel(modk::RowsOp op, int index);
+  /// The kernel of a modk.rows that scatter-adds into a table at the rows'
+  /// ids (the embedding's gradient), in row order.
+  mlir::LogicalResult emitScatterKernel(modk::RowsOp op, int index);
   /// The CUDA argument of a head_dim kernel's angle table (or nullptr).
   std::string ropeTableArg(modk::RowsOp op);
   /// Statements (one a line) that declare `epi`, the EpiArgs of `gemm`'s

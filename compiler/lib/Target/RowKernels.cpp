@@ -335,6 +335,13 @@ public:
   /// time): no search of the segments.
   void giveSequence() { sequenceGiven = true; }
 
+  /// On the CPU, the element loop visits columns [lo, hi) (expressions)
+  /// rather than the whole row: a scatter-add's thread owns a block.
+  void visitColumns(std::string lo, std::string hi) {
+    columnRange = {std::move(lo), std::move(hi)};
+  }
+  std::optional<std::pair<std::string, std::string>> columnRange;
+
   /// The inputs read one element at a time (not once a row, not the
   /// product in registers), of the vectors or of the row buffers.
   SmallVector<unsigned> elementInputs(bool vectors) {
@@ -449,7 +456,10 @@ public:
                       : fmt::format("out{}[{} * {} + {}]", k,
                                     rowOf(nIn + k, row), rowStride(nIn + k),
                                     col.str());
-      os << fmt::format("{:{}}{} = {};\n", "", indent, stored, value);
+      // A scatter-add adds at the row's id (the kernel orders equal ids).
+      os << fmt::format("{:{}}{} {}= {};\n", "", indent, stored,
+                        op.isScatterTable(op.getOutputs()[k]) ? "+" : "",
+                        value);
     }
   }
 
@@ -549,6 +559,11 @@ LogicalResult writeRow(modk::RowsOp op, RowStatements &stmts, bool cuda,
       os << fmt::format("{}for (int c = lane; c < {}; c += modk_cuda::kWarp) "
                         "{{\n",
                         pad, width);
+    else if (stmts.columnRange)
+      os << fmt::format("#pragma omp simd{}\n{}for (int64_t c = {}; c < {}; "
+                        "++c) {{\n",
+                        simd.str(), pad, stmts.columnRange->first,
+                        stmts.columnRange->second);
     else
       os << fmt::format("#pragma omp simd{}\n{}for (int64_t c = 0; c < {}; "
                         "++c) {{\n",
@@ -861,6 +876,11 @@ LogicalResult PlanEmitter::emitRowKernelDefinitions() {
         return failure();
       continue;
     }
+    if (op.isScatterTable(op.getOutputs().front())) {
+      if (failed(emitScatterKernel(op, index)))
+        return failure();
+      continue;
+    }
     RowStatements stmts(op, cuda);
     stmts.nameArguments(op.getReduce().front());
     int64_t width = op.getWidth();
@@ -1004,6 +1024,52 @@ LogicalResult PlanEmitter::emitRowKernelDefinitions() {
   if (failed(emitGatherDefinitions()))
     return failure();
   return emitOptimizerKernel();
+}
+
+LogicalResult PlanEmitter::emitScatterKernel(modk::RowsOp op, int index) {
+  // Rows with equal ids add into one table row. Each thread owns a part of
+  // the table and visits every row in row order, so no atomics are needed
+  // and the sums' order does not depend on the thread count: on the CPU a
+  // block of 16 columns a thread, on CUDA the table rows whose id is the
+  // block's index modulo the grid, a column a thread.
+  bool cuda = targetIsCuda();
+  int64_t width = op.getWidth();
+  unsigned ids = *op.getLookupIds(op.getInputs().size());
+  RowStatements stmts(op, cuda);
+  os << fmt::format("/// modk.rows: {} input(s), a scatter-add into the rows "
+                    "of a table at the rows' ids, {} wide.\n",
+                    op.getInputs().size(), width);
+  int inner;
+  if (cuda) {
+    os << fmt::format(
+        "__global__ __launch_bounds__(modk_cuda::train_detail::colThreads<"
+        "{1}>()) void modc_rows_{0}(const int64_t *rows, {2}) {{\n"
+        "  constexpr int T = modk_cuda::train_detail::colThreads<{1}>();\n"
+        "  const int64_t n = *rows;\n"
+        "  for (int64_t i = 0; i < n; ++i) {{\n"
+        "    if (uint32_t(in{3}[i]) % gridDim.x != blockIdx.x)\n"
+        "      continue; // another block's table row\n",
+        index, width, rowKernelParams(op), ids);
+    stmts.setRowCount("n");
+    inner = 4;
+  } else {
+    os << fmt::format(
+        "void modc_rows_{0}(int64_t rows, {1}) {{\n"
+        "#pragma omp parallel for schedule(static) if (rows * {2} > "
+        "modk_cpu::detail::kMinParallelWork)\n"
+        "  for (int64_t c0 = 0; c0 < {2}; c0 += 16) {{\n"
+        "    const int64_t c1 = c0 + 16 < {2} ? c0 + 16 : {2};\n"
+        "    for (int64_t i = 0; i < rows; ++i) {{\n",
+        index, rowKernelParams(op), width);
+    stmts.setRowCount("rows");
+    stmts.visitColumns("c0", "c1");
+    inner = 6;
+  }
+  stmts.nameArguments(op.getReduce().front());
+  if (failed(writeRow(op, stmts, cuda, /*perBlock=*/cuda, inner, os)))
+    return failure();
+  os << (cuda ? "  }\n}\n\n" : "    }\n  }\n}\n\n");
+  return success();
 }
 
 std::string PlanEmitter::ropeTableArg(modk::RowsOp op) {

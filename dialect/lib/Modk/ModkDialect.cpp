@@ -625,7 +625,14 @@ static bool isVectorShape(Value v) {
 bool RowsOp::isRowScalar(Value output) {
   return llvm::is_contained(getOutputs(), output) &&
          cast<MemRefType>(output.getType()).getRank() == 2 &&
-         !isVectorShape(output);
+         !isVectorShape(output) && !isScatterTable(output);
+}
+
+bool RowsOp::isScatterTable(Value output) {
+  auto outputs = getOutputs();
+  auto it = llvm::find(outputs, output);
+  return it != outputs.end() &&
+         getLookupIds(getInputs().size() + (it - outputs.begin()));
 }
 
 /// One value: [1].
@@ -767,8 +774,10 @@ void RowsOp::getEffects(
   for (OpOperand &pos : getPositionsMutable())
     effects.emplace_back(MemoryEffects::Read::get(), &pos);
   for (OpOperand &out : getOutputsMutable()) {
-    // A column sum (or a row total) adds to what its output holds.
-    if (isColumnSum(out.get()) || isRowTotal(out.get()))
+    // A column sum, a row total or a scatter-add adds to what its output
+    // holds.
+    if (isColumnSum(out.get()) || isRowTotal(out.get()) ||
+        isScatterTable(out.get()))
       effects.emplace_back(MemoryEffects::Read::get(), &out);
     effects.emplace_back(MemoryEffects::Write::get(), &out);
   }
@@ -787,22 +796,36 @@ LogicalResult RowsOp::verify() {
     if (i < 0 || i >= int64_t(nIn + getOutputs().size()))
       return emitOpError() << "token operand " << i << " does not exist";
   ArrayRef<int64_t> lookups = getLookups();
+  unsigned nOperands = nIn + getOutputs().size();
   if (lookups.size() % 2 != 0)
-    return emitOpError("lookups must be pairs [table, ids, ...] of inputs");
+    return emitOpError("lookups must be pairs [table, ids, ...] of operands");
   for (size_t k = 0; k < lookups.size(); k += 2) {
     int64_t table = lookups[k], ids = lookups[k + 1];
-    if (table < 0 || ids < 0 || table >= int64_t(nIn) || ids >= int64_t(nIn) ||
-        table == ids)
+    if (table < 0 || ids < 0 || table >= int64_t(nOperands) ||
+        ids >= int64_t(nIn) || table == ids)
       return emitOpError() << "lookup " << k / 2
-                           << " must name two different inputs";
+                           << " must name a table and an ids input";
     if (isTokenOperand(table) || isTokenOperand(ids))
       return emitOpError() << "lookup " << k / 2
                            << " cannot read a token operand";
-    auto tableType = cast<MemRefType>(getInputs()[table].getType());
+    auto tableType = cast<MemRefType>(getInputOrOutput(table).getType());
     if (tableType.getRank() != 2 || tableType.getDimSize(0) < 2 ||
         ShapedType::isDynamic(tableType.getDimSize(0)))
-      return emitOpError() << "lookup table (input " << table
+      return emitOpError() << "lookup table (operand " << table
                            << ") must be [V, width] with V > 1";
+    if (table >= int64_t(nIn)) {
+      // A scatter-add: rows with equal ids add into one table row, which
+      // the kernels order by owning columns (CPU) or table rows (CUDA).
+      if (getOutputs().size() != 1 || getNumReductions() != 0 ||
+          getNumMaxima() != 0 || !getTokenOperands().empty() ||
+          getHeadDim() || !tableType.getElementType().isF32() ||
+          llvm::is_contained(getInputs(), getOutputs().front()))
+        return emitOpError()
+               << "scatters into output " << table - nIn
+               << ": it must be its one output, f32 and not an input, of a "
+                  "kernel that maps elements (no sums, maxima, token "
+                  "operands or head_dim)";
+    }
     auto idsType = cast<MemRefType>(getInputs()[ids].getType());
     if (!idsType.getElementType().isInteger(32) || idsType.getRank() != 2)
       return emitOpError() << "lookup ids (input " << ids
@@ -845,10 +868,10 @@ LogicalResult RowsOp::verify() {
     Value v = getInputOrOutput(i);
     auto type = cast<MemRefType>(v.getType());
     bool output = i >= nIn;
-    if (!output && getLookupIds(i)) {
+    if (getLookupIds(i)) {
       if (!isRowElement(type.getElementType()) || lastDim(v) != width)
         return emitOpError()
-               << "lookup table (input " << i
+               << "lookup table (operand " << i
                << ") must hold f32 or bf16 rows of width " << width;
       continue;
     }

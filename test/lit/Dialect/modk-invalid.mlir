@@ -747,7 +747,7 @@ func.func @decode_gather_positions(%r: memref<?x1xf32>, %step: memref<?x1xi32>, 
 
 // A lookup names a pair of inputs: [table, ids].
 func.func @rows_lookup_pairs(%t: memref<?x4xi32>, %e: memref<64x32xf32>, %seg: memref<?x1xi64>, %y: memref<?x4x32xf32>) {
-  // expected-error @+1 {{lookups must be pairs [table, ids, ...] of inputs}}
+  // expected-error @+1 {{lookups must be pairs [table, ids, ...] of operands}}
   modk.rows ins(%t, %e : memref<?x4xi32>, memref<64x32xf32>) rows %seg : memref<?x1xi64> outs(%y : memref<?x4x32xf32>) attributes {lookups = array<i64: 1>} reduce {
   ^bb0(%a: f32, %b: f32):
     modk.yield
@@ -777,7 +777,7 @@ func.func @rows_lookup_ids_type(%t: memref<?x4xf32>, %e: memref<64x32xf32>, %seg
 
 // A lookup's table is [V, width] with V > 1 (a [1, width] input is a vector).
 func.func @rows_lookup_table_shape(%t: memref<?x4xi32>, %e: memref<1x32xf32>, %seg: memref<?x1xi64>, %y: memref<?x4x32xf32>) {
-  // expected-error @+1 {{lookup table (input 1) must be [V, width] with V > 1}}
+  // expected-error @+1 {{lookup table (operand 1) must be [V, width] with V > 1}}
   modk.rows ins(%t, %e : memref<?x4xi32>, memref<1x32xf32>) rows %seg : memref<?x1xi64> outs(%y : memref<?x4x32xf32>) attributes {lookups = array<i64: 1, 0>} reduce {
   ^bb0(%a: f32, %b: f32):
     modk.yield
@@ -792,7 +792,7 @@ func.func @rows_lookup_table_shape(%t: memref<?x4xi32>, %e: memref<1x32xf32>, %s
 
 // The table's rows hold the row width.
 func.func @rows_lookup_table_width(%t: memref<?x4xi32>, %e: memref<64x16xf32>, %seg: memref<?x1xi64>, %y: memref<?x4x32xf32>) {
-  // expected-error @+1 {{lookup table (input 1) must hold f32 or bf16 rows of width 32}}
+  // expected-error @+1 {{lookup table (operand 1) must hold f32 or bf16 rows of width 32}}
   modk.rows ins(%t, %e : memref<?x4xi32>, memref<64x16xf32>) rows %seg : memref<?x1xi64> outs(%y : memref<?x4x32xf32>) attributes {lookups = array<i64: 1, 0>} reduce {
   ^bb0(%a: f32, %b: f32):
     modk.yield
@@ -823,7 +823,7 @@ func.func @rows_lookup_ids_read(%t: memref<?x4xi32>, %e: memref<64x32xf32>, %seg
 
 // A lookup's table is an input of its own, not the ids.
 func.func @rows_lookup_same_input(%t: memref<?x4xi32>, %e: memref<64x32xf32>, %seg: memref<?x1xi64>, %y: memref<?x4x32xf32>) {
-  // expected-error @+1 {{lookup 0 must name two different inputs}}
+  // expected-error @+1 {{lookup 0 must name a table and an ids input}}
   modk.rows ins(%t, %e : memref<?x4xi32>, memref<64x32xf32>) rows %seg : memref<?x1xi64> outs(%y : memref<?x4x32xf32>) attributes {lookups = array<i64: 1, 1>} reduce {
   ^bb0(%a: f32, %b: f32):
     modk.yield
@@ -1158,5 +1158,37 @@ func.func @window_gemm_input(%s: memref<?x16x96xf32>, %wt: memref<32x32xf32>, %s
   // expected-error @+1 {{is operand 0 of modk.gemm, which cannot read a column window}}
   %w = modk.column_window %s[32] : memref<?x16x96xf32> to memref<?x16x32xf32, strided<[1536, 96, 1], offset: 32>>
   modk.gemm %w, [%wt] rows %seg -> %y {epilogue = #modk.epilogue<none>} : memref<?x16x32xf32, strided<[1536, 96, 1], offset: 32>>, memref<32x32xf32>, memref<?x1xi64>, memref<?x16x32xf32>
+  return
+}
+
+// -----
+
+// A scatter-add (a lookup whose table is an output) is its kernel's one
+// output: the generated kernels own parts of the table, not rows.
+func.func @scatter_with_second_output(%dx: memref<?x4x32xf32>, %t: memref<?x4xi32>, %seg: memref<?x1xi64>, %g: memref<64x32xf32>, %y: memref<?x4x32xf32>) {
+  // expected-error @+1 {{scatters into output 0: it must be its one output, f32 and not an input, of a kernel that maps elements (no sums, maxima, token operands or head_dim)}}
+  modk.rows ins(%dx, %t : memref<?x4x32xf32>, memref<?x4xi32>) rows %seg : memref<?x1xi64> outs(%g, %y : memref<64x32xf32>, memref<?x4x32xf32>) attributes {lookups = array<i64: 2, 1>} reduce {
+  ^bb0(%a: f32, %b: f32):
+    modk.yield
+  } body {
+  ^bb0(%a: f32, %b: f32):
+    modk.yield %a, %a : f32, f32
+  }
+  return
+}
+
+// -----
+
+// Nor does it sum over the row.
+func.func @scatter_with_sums(%dx: memref<?x4x32xf32>, %t: memref<?x4xi32>, %seg: memref<?x1xi64>, %g: memref<64x32xf32>) {
+  // expected-error @+1 {{scatters into output 0}}
+  modk.rows ins(%dx, %t : memref<?x4x32xf32>, memref<?x4xi32>) rows %seg : memref<?x1xi64> outs(%g : memref<64x32xf32>) attributes {lookups = array<i64: 2, 1>} reduce {
+  ^bb0(%a: f32, %b: f32):
+    modk.yield %a : f32
+  } body {
+  ^bb0(%a: f32, %b: f32, %s: f32):
+    %r = arith.mulf %a, %s : f32
+    modk.yield %r : f32
+  }
   return
 }

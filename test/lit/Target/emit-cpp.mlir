@@ -7,6 +7,7 @@
 // RUN: mod-opt --pass-pipeline='builtin.module(modk.entry(modk-generalize))' %s | not mod-translate --modk-to-cpp 2>&1 | FileCheck %s --check-prefix=NO-OPTIMIZER
 // RUN: not mod-translate --modk-to-cpp %inputs/unplanned.mlir 2>&1 | FileCheck %s --check-prefix=UNPLANNED
 // RUN: mod-opt --pass-pipeline='builtin.module(modk-generate-optimizer,modk.entry(modk-generalize))' %s | mod-translate --modk-to-cpp | FileCheck %s --check-prefix=LOSSES
+// RUN: mod-opt --pass-pipeline='builtin.module(modk-generate-optimizer,modk.entry(modk-generalize))' %s | mod-translate --modk-to-cpp | FileCheck %s --check-prefix=EMBEDGRAD
 
 // The planned launch plan of a 2-layer model (layer 1 routed, k = 4 of 16,
 // sigmoid gate, predictor router), emitted as C++ specialised on its shapes.
@@ -237,9 +238,26 @@
 // CHECK: modc_rows_{{[0-9]+}}({{buf[0-9]+}}[B], [[HG]], w{{[0-9]+}}, w{{[0-9]+}}, [[DP]], [[HG]], g{{[0-9]+}}, g{{[0-9]+}}, g{{[0-9]+}});
 // CHECK-NEXT: if (profile)
 // CHECK-NEXT: modk_cpu::linear_wgrad<8, 32>([[HG]], {{buf[0-9]+}}[B], [[PX]], g[[FC1]], true);
-// CHECK: modk_cpu::embed_grad<32>({{buf[0-9]+}}, B * 16,
-// CHECK-NOT: modk_cpu::embed_grad
+// The embedding's gradient: the generated scatter-add (its kernel: EMBEDGRAD).
+// CHECK: modc_rows_{{[0-9]+}}({{buf[0-9]+}}[B], {{buf[0-9]+}}, {{buf[0-9]+}}, g0);
+// CHECK-NOT: embed_grad
 // CHECK: return 0;
+// The embedding's gradient, a scatter-add: each thread owns a block of 16
+// columns and visits every row in order, adding it at its token's row.
+// EMBEDGRAD:      /// modk.rows: 2 input(s), a scatter-add into the rows of a table at the rows' ids, 32 wide.
+// EMBEDGRAD-NEXT: void modc_rows_[[EG:[0-9]+]](int64_t rows, const float *in0, const int32_t *in1, float *out0) {
+// EMBEDGRAD-NEXT: #pragma omp parallel for schedule(static)
+// EMBEDGRAD-NEXT: for (int64_t c0 = 0; c0 < 32; c0 += 16) {
+// EMBEDGRAD-NEXT: const int64_t c1 = c0 + 16 < 32 ? c0 + 16 : 32;
+// EMBEDGRAD-NEXT: for (int64_t i = 0; i < rows; ++i) {
+// EMBEDGRAD-NEXT: const int64_t id1 = in1[i];
+// EMBEDGRAD-NEXT: const auto *rin0 = in0 + i * 32;
+// EMBEDGRAD-NEXT: auto *rout0 = out0 + id1 * 32;
+// EMBEDGRAD-NEXT: #pragma omp simd
+// EMBEDGRAD-NEXT: for (int64_t c = c0; c < c1; ++c) {
+// EMBEDGRAD-NEXT: const float x0 = static_cast<float>(rin0[c]);
+// EMBEDGRAD-NEXT: rout0[c] += x0;
+// EMBEDGRAD:      modc_rows_[[EG]]({{buf[0-9]+}}[B], {{buf[0-9]+}}, {{buf[0-9]+}}, g0);
 // The cross-entropy's kernel: the row's maximum (a max reduction), then
 // the sums of e^(z - m) and of the target's logit (the element whose column
 // is the row's class), then the row's loss / rows into both totals.

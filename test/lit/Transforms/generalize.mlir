@@ -413,6 +413,27 @@ modk.entry @decode_embed attributes {model = #modk.model<name = "t", vocab_size 
   modk.embed %tok, %table -> %x : memref<?x1xi32>, memref<64x32xf32>, memref<?x1x32xf32>
 }
 
+// The embedding's gradient, the lookup's adjoint: a modk.rows over every
+// token whose one output is the lookup's table (lookups = [2, 1]: output
+// 0 after the two inputs, at the ids of input 1), a scatter-add of each
+// row's element, dtable[tok] += dx.
+// CHECK-LABEL: modk.entry @embed_grad
+// CHECK: modk.identity_rows -> %{{.*}}, %[[GALL0:.*]] :
+// CHECK: modk.rows ins(%[[GDX:.*]], %[[GTOK:.*]] : memref<?x16x32xf32>, memref<?x16xi32>) rows %[[GALL0]] : memref<?x1xi64> outs(%[[GT:.*]] : memref<64x32xf32>) attributes {lookups = array<i64: 2, 1>} reduce {
+// CHECK: } body {
+// CHECK-NEXT: ^bb0(%[[D:.*]]: f32, %{{.*}}: f32):
+// CHECK-NEXT: modk.yield %[[D]] : f32
+// CHECK-NOT: modk.embed_grad
+modk.entry @embed_grad attributes {model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = ["topk"], params = [{init = "normal", name = "embed.weight", shape = [64, 32]}]} {
+  %dt = modk.output "grad.embed.weight" : memref<64x32xf32>
+  %tok = modk.input "tokens" : memref<?x16xi32>
+  %pos = modk.alloc : memref<?x16xi32>
+  %seg = modk.alloc : memref<?x1xi64>
+  modk.identity_rows -> %pos, %seg : memref<?x16xi32>, memref<?x1xi64>
+  %dx = modk.alloc : memref<?x16x32xf32>
+  modk.embed_grad(%tok, %dx, %dt) : memref<?x16xi32>, memref<?x16x32xf32>, memref<64x32xf32>
+}
+
 // The predictor's gradient (its forward: generalize-predictor.mlir): fc1's
 // product again (f32, never causal_only), then one row
 // kernel with dz in place of h, the column sums db1 [8] and dfc2 [1, 8] and

@@ -105,6 +105,18 @@ private:
       emitColumnSumLaunch(op, index, bound, args);
       return;
     }
+    if (op.isScatterTable(op.getOutputs().front())) {
+      // A scatter-add: each block owns the table rows of its ids modulo the
+      // grid, whose size changes nothing but the speed.
+      os << fmt::format(
+          "  if ({0} > 0)\n    MODC_LAUNCH(modc_rows::modc_rows_{1}, "
+          "unsigned(modk_cuda::train_detail::kScatterBlocks), "
+          "modk_cuda::train_detail::colThreads<{2}>(), 0, s, {3} + B, "
+          "{4});\n",
+          bound, index, op.getWidth(), name(op.getSegments()),
+          fmt::join(args, ", "));
+      return;
+    }
     os << fmt::format("  if ({0} > 0)\n    MODC_LAUNCH(modc_rows::modc_rows_{1}, "
                       "unsigned(modk_cuda::ceilDiv({0}, "
                       "modk_cuda::detail::kRowWarps)), "

@@ -636,6 +636,24 @@ struct EmbedToRows : OpRewritePattern<modk::EmbedOp> {
   }
 };
 
+/// The embedding's gradient dtable[tokens[b, i]] += dx[b, i] (the
+/// lookup's adjoint) over every token: a row kernel that scatter-adds each
+/// row's element into the table row its token selects, rows with equal
+/// tokens in row order.
+struct EmbedGradToRows : OpRewritePattern<modk::EmbedGradOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(modk::EmbedGradOp op,
+                                PatternRewriter &rewriter) const override {
+    Value all = identitySegments(rewriter, op, op.getTokens());
+    replaceWithRows(
+        rewriter, op, {op.getDx(), op.getTokens()}, all, op.getDtable(), 0,
+        noSums,
+        [](F32Math &, ValueRange a) -> SmallVector<Value> { return {a[0]}; },
+        {}, /*lookups=*/{2, 1});
+    return success();
+  }
+};
+
 /// A product of the causal predictor over every token of `input` (the
 /// identity row set `all`): f32 even in a bf16 model, where the predictor
 /// stays outside the bf16 rule (docs/model-format.md, bf16 models).
@@ -845,7 +863,7 @@ struct GeneralizePass : public modc::impl::GeneralizeBase<GeneralizePass> {
              RouteSelectGatherToRows, DecodeRouteToRows, GateScaleScatterToRows,
              GatherGradToRows, ScatterGradToRows, RMSNormGradToRows,
              RouterGradToRows, RopeGradToRows, NamedEpilogueToRows,
-             EmbedToRows,
+             EmbedToRows, EmbedGradToRows,
              PredictorToRows, PredictorGradToRows,
              LossToRows<modk::CrossEntropyOp>,
              LossToRows<modk::CrossEntropyLossOp>, LossToRows<modk::BCELossOp>,

@@ -5,11 +5,11 @@
 //===----------------------------------------------------------------------===//
 ///
 /// \file
-/// The backward (training) kernels of modc's CPU target that are not yet
-/// generated: the gradients of the products, RoPE, attention and the
-/// embedding, and the gradient norm of the AdamW step (the losses, the row
-/// kernels and the AdamW update are generated from modk.rows and
-/// modk.optimizer). The
+/// The backward (training) kernels of modc's CPU target that are not
+/// generated: the gradients of the products (around sgemm) and of
+/// attention, and the gradient norm of the AdamW step (the losses, the row
+/// kernels, the embedding's gradient and the AdamW update are generated
+/// from modk.rows and modk.optimizer). The
 /// C++ emitter pastes CpuKernels.h and then this header verbatim into every
 /// generated `model.cpp`; the same conventions hold (docs/model-format.md
 /// sections 3-5):
@@ -95,27 +95,6 @@ inline void linear_wgrad(const TD *dy, int64_t M, const TA *a, float *dw,
   cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, N, K,
               static_cast<int>(M), 1.0f, dyf, N, af, K,
               accumulate ? 1.0f : 0.0f, dw, K);
-}
-
-/// dtable[tokens[i]] += dx[i] for i < rows; dtable is [V, D]. Threads own
-/// disjoint column blocks and visit rows in order, so repeated tokens need no
-/// atomics and the sum order is fixed.
-template <int D>
-inline void embed_grad(const int32_t *tokens, int64_t rows, const float *dx,
-                       float *dtable) {
-  constexpr int CB = 16; // one cache line of columns per block
-  constexpr int NBlk = (D + CB - 1) / CB;
-#pragma omp parallel for schedule(static) if (rows * D >                       \
-                                              detail::kMinParallelWork)
-  for (int b = 0; b < NBlk; ++b) {
-    const int d0 = b * CB, d1 = std::min(D, d0 + CB);
-    for (int64_t i = 0; i < rows; ++i) {
-      float *dst = dtable + static_cast<int64_t>(tokens[i]) * D;
-      const float *src = dx + i * D;
-      for (int d = d0; d < d1; ++d)
-        dst[d] += src[d];
-    }
-  }
 }
 
 //===----------------------------------------------------------------------===//

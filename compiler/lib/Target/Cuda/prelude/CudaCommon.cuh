@@ -239,6 +239,11 @@ namespace train_detail {
 /// Rows per block of the row-reduction kernels (one partial row each).
 constexpr int kRB = 32;
 
+/// Blocks of a generated scatter-add kernel (the embedding's gradient):
+/// block b owns the table rows whose id % kScatterBlocks == b and adds its
+/// rows in row order, so any count gives the same result.
+constexpr int kScatterBlocks = 256;
+
 /// Threads of a block that covers W columns: a multiple of 32, at most 256.
 template <int W> __host__ __device__ constexpr int colThreads() {
   return W >= 256 ? 256 : ((W + 31) / 32) * 32;

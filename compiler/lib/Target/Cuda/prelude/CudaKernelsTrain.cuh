@@ -5,10 +5,11 @@
 //===----------------------------------------------------------------------===//
 ///
 /// \file
-/// The backward (training) kernels of modc's CUDA target that are not yet
-/// generated: the gradients of the products, RoPE and the embedding, and the
-/// AdamW step's gradient norm (the losses, the row kernels and the AdamW
-/// update are generated from modk.rows and modk.optimizer). Attention's
+/// The backward (training) kernels of modc's CUDA target that are not
+/// generated: the gradients of the products (around the GEMM tiles) and the
+/// AdamW step's gradient norm (the losses, the row kernels, the embedding's
+/// gradient and the AdamW update are generated from modk.rows and
+/// modk.optimizer). Attention's
 /// gradient is flash attention's backward in the mainloop library
 /// (Mainloops/Cuda/FlashAttentionGrad.cuh), included below. Each host wrapper
 /// mirrors the CPU prelude function of the same name in CpuKernelsTrain.h
@@ -49,43 +50,10 @@
 namespace modk_cuda {
 
 //===----------------------------------------------------------------------===//
-// Embedding and token gradients
+// Token split
 //===----------------------------------------------------------------------===//
 
 namespace train_detail {
-
-/// Vocabulary buckets of embed_grad: block b owns the table rows v with
-/// v % kEmbedBuckets == b and adds the matching dx rows in row order.
-constexpr int kEmbedBuckets = 256;
-
-template <int D>
-__global__ void __launch_bounds__(colThreads<D>())
-    embedGradKernel(const int32_t *tokens, int64_t rows, const float *dx,
-                    float *dtable) {
-  constexpr int T = colThreads<D>(), CT = (D + T - 1) / T;
-  __shared__ int32_t tok[T];
-  const unsigned b = blockIdx.x, nb = gridDim.x;
-  for (int64_t base = 0; base < rows; base += T) {
-    const int64_t i = base + threadIdx.x;
-    __syncthreads(); // the previous chunk is consumed
-    tok[threadIdx.x] = i < rows ? tokens[i] : -1;
-    __syncthreads();
-    const int n = static_cast<int>(detail::minI64(T, rows - base));
-    for (int e = 0; e < n; ++e) {
-      const int32_t tk = tok[e];
-      if (tk < 0 || unsigned(tk) % nb != b)
-        continue;
-      float *dst = dtable + int64_t(tk) * D;
-      const float *src = dx + (base + e) * D;
-#pragma unroll
-      for (int c = 0; c < CT; ++c) {
-        const int d = threadIdx.x + c * T;
-        if (d < D)
-          dst[d] += src[d];
-      }
-    }
-  }
-}
 
 template <int S>
 __global__ void splitTokensKernel(const int32_t *tokens, int64_t B,
@@ -99,22 +67,6 @@ __global__ void splitTokensKernel(const int32_t *tokens, int64_t B,
 }
 
 } // namespace train_detail
-
-/// dtable[tokens[i]] += dx[i] for i < rows (rows = B * S, host); dtable is
-/// [V, D]. Tokens may repeat: each table row is owned by one block, which
-/// adds its rows in row order, so the result is deterministic (and equal to
-/// the CPU's). Tokens must be in [0, V).
-template <int D>
-inline void embed_grad(const int32_t *tokens, int64_t rows, const float *dx,
-                       float *dtable, cudaStream_t stream) {
-  using namespace train_detail;
-  if (rows <= 0)
-    return;
-  // Any bucket count gives the same result (each table row has one owner).
-  auto k = embedGradKernel<D>;
-  MODC_LAUNCH(k, (unsigned)(rows < kEmbedBuckets ? rows : kEmbedBuckets),
-              colThreads<D>(), 0, stream, tokens, rows, dx, dtable);
-}
 
 /// tokens [B, S + 1] -> inputs[b, i] = tokens[b, i], targets[b, i] =
 /// tokens[b, i + 1] (both [B, S]).

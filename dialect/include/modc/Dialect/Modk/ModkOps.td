@@ -385,11 +385,17 @@ def Modk_RowsOp : Modk_Op<"rows", [AttrSizedOperandSegments,
     values `body` yields for it at (i, c), added to what it holds (a weight's
     gradient), in an order that does not depend on the thread count; at
     most three a kernel (kMaxColumnSums).
-    A lookup (`lookups`: pairs of input indices [table, ids, ...]) reads
-    table input `table`, [V, width] with V > 1 (an embedding), at the row
-    that the row's id selects: ids is an i32 input [B, rows] of one id a
-    row, in [0, V) (the caller validates it), and the regions do not read
-    its argument. This is how the embedding lookup is a row kernel.
+    A lookup (`lookups`: pairs [table, ids, ...] of operand indices, the
+    inputs followed by the outputs) reads table input `table`, [V, width]
+    with V > 1 (an embedding), at the row that the row's id selects: ids is
+    an i32 input [B, rows] of one id a row, in [0, V) (the caller validates
+    it), and the regions do not read its argument. This is how the
+    embedding lookup is a row kernel. A table that is an output is a
+    scatter-add, the lookup's adjoint: the value `body` yields for it at
+    (i, c) is added to element (id, c), rows with equal ids in row order,
+    so the sums do not depend on the thread count. Such a kernel has that
+    one output and maps elements (no sums, maxima, token operands or
+    head_dim): the embedding's gradient.
     An input [1] is a scalar, the same for every element (a bias of one
     value). An output [1] of a kernel wider than one column is a row
     total: it gets the sum over the rows of the value `body` yields for it,
@@ -458,6 +464,8 @@ def Modk_RowsOp : Modk_Op<"rows", [AttrSizedOperandSegments,
     /// or token operands); the CPU row kernels index it by its row stride.
     /// Such a window may also be an output: written in place.
     bool readsWindowAt(unsigned index);
+    /// Whether `output` is a lookup's table: a scatter-add at the rows' ids.
+    bool isScatterTable(mlir::Value output);
     /// Whether `output` is a column sum ([width] or [1, width]).
     bool isColumnSum(mlir::Value output);
     /// Whether `output` is a row total ([1] in a kernel wider than one
@@ -494,8 +502,8 @@ def Modk_RowsOp : Modk_Op<"rows", [AttrSizedOperandSegments,
     /// Whether operand `index` (of the inputs, then the outputs) is a token
     /// operand that holds one value a token ([B, T]).
     bool isTokenScalar(unsigned index);
-    /// The ids input of the lookup that reads input `index`, if `index` is
-    /// a lookup's table.
+    /// The ids input of the lookup whose table is operand `index` (of the
+    /// inputs, then the outputs), if it is one.
     std::optional<unsigned> getLookupIds(unsigned index);
     /// Whether input `index` holds the ids of a lookup.
     bool isLookupIds(unsigned index);
