@@ -134,6 +134,33 @@ TEST(CpuKernels, Linear) {
   checkLinear<33, 17>(129, 8);
 }
 
+/// A product reading its input as a column window of a stacked buffer
+/// (modk-fuse-horizontal: the down projection reads SwiGLU's columns):
+/// sgemm's leading dimension is the window's row stride, and the result is
+/// the bits of the product of a contiguous copy, plain and accumulating.
+TEST(CpuKernels, LinearReadsColumnWindow) {
+  constexpr int N = 48, K = 80, LDA = 2 * K + 3, Off = K + 3;
+  for (int64_t M : {int64_t(1), int64_t(37), int64_t(300)}) {
+    auto stacked = randn(M * LDA, 12), w = randn(N * K, 13),
+         y0 = randn(M * N, 14);
+    std::vector<float> a(M * K);
+    for (int64_t i = 0; i < M; ++i)
+      std::memcpy(&a[i * K], &stacked[i * LDA + Off], sizeof(float) * K);
+    std::vector<float> want(M * N, NAN), got(M * N, NAN);
+    modk_cpu::linear<N, K>(a.data(), M, w.data(), want.data());
+    modk_cpu::linear<N, K, false, LDA>(stacked.data() + Off, M, w.data(),
+                                       got.data());
+    EXPECT_EQ(0, std::memcmp(want.data(), got.data(), sizeof(float) * M * N))
+        << M;
+    auto wantAcc = y0, gotAcc = y0;
+    modk_cpu::linear_residual<N, K>(a.data(), M, w.data(), wantAcc.data());
+    modk_cpu::linear_residual<N, K, false, LDA>(stacked.data() + Off, M,
+                                                w.data(), gotAcc.data());
+    EXPECT_EQ(wantAcc, gotAcc) << M;
+    EXPECT_NE(gotAcc, y0) << M;
+  }
+}
+
 /// A generated RoPE kernel: (rows, pos, product, y).
 using RopeKernel = void (*)(int64_t, const int32_t *, const float *, float *);
 

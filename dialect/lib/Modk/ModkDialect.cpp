@@ -729,6 +729,14 @@ bool AttentionGradOp::readsWindowOperand(unsigned operandNumber) {
   return readsQKVWindow(*this, operandNumber);
 }
 
+bool GemmOp::readsWindowOperand(unsigned operandNumber) {
+  // An f32 product's input, read by sgemm with the window's row stride as
+  // its leading dimension; a bf16 product rounds a contiguous copy, and a
+  // CUDA one (`config`) loads tiles of contiguous rows.
+  return operandNumber == getInputMutable().getOperandNumber() &&
+         !productsBf16() && !getConfig();
+}
+
 bool RowsOp::isRowScalarInput(unsigned index) {
   if (index >= getInputs().size() || isTokenOperand(index) ||
       getLookupIds(index))

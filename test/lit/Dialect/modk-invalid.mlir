@@ -1153,11 +1153,22 @@ func.func @window_attention_output(%s: memref<?x16x96xf32>, %q: memref<?x16x32xf
 
 // -----
 
-// A product's input is one contiguous buffer: a GEMM reads no window.
-func.func @window_gemm_input(%s: memref<?x16x96xf32>, %wt: memref<32x32xf32>, %seg: memref<?x1xi64>, %y: memref<?x16x32xf32>) {
+// A bf16 product rounds a contiguous copy of its input: it reads no
+// window (an f32 one does, by its leading dimension).
+func.func @window_bf16_gemm_input(%s: memref<?x16x96xf32>, %wt: memref<32x32xf32>, %seg: memref<?x1xi64>, %y: memref<?x16x32xf32>) {
   // expected-error @+1 {{is operand 0 of modk.gemm, which cannot read a column window}}
   %w = modk.column_window %s[32] : memref<?x16x96xf32> to memref<?x16x32xf32, strided<[1536, 96, 1], offset: 32>>
-  modk.gemm %w, [%wt] rows %seg -> %y {epilogue = #modk.epilogue<none>} : memref<?x16x32xf32, strided<[1536, 96, 1], offset: 32>>, memref<32x32xf32>, memref<?x1xi64>, memref<?x16x32xf32>
+  modk.gemm %w, [%wt] rows %seg -> %y {epilogue = #modk.epilogue<none>, precision = #modk.dtype<bf16>} : memref<?x16x32xf32, strided<[1536, 96, 1], offset: 32>>, memref<32x32xf32>, memref<?x1xi64>, memref<?x16x32xf32>
+  return
+}
+
+// -----
+
+// Nor does a weight's gradient read one.
+func.func @window_wgrad_input(%s: memref<?x16x96xf32>, %dy: memref<?x16x32xf32>, %seg: memref<?x1xi64>, %dw: memref<32x32xf32>) {
+  // expected-error @+1 {{is operand 1 of modk.gemm_wgrad, which cannot read a column window}}
+  %w = modk.column_window %s[32] : memref<?x16x96xf32> to memref<?x16x32xf32, strided<[1536, 96, 1], offset: 32>>
+  modk.gemm_wgrad(%dy, %w, %seg, %dw) : memref<?x16x32xf32>, memref<?x16x32xf32, strided<[1536, 96, 1], offset: 32>>, memref<?x1xi64>, memref<32x32xf32>
   return
 }
 

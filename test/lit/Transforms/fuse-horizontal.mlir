@@ -72,9 +72,9 @@ modk.entry @qkv attributes {model = #modk.model<name = "t", vocab_size = 64, d_m
 
 // -----
 
-// As above, but a GEMM, which cannot read a window, also reads K and V:
-// K's RoPE writes K's own buffer from its window, and V is copied out of
-// its window; attention reads those buffers.
+// As above, but weight gradients, which cannot read a window, also read K
+// and V: K's RoPE writes K's own buffer from its window, and V is copied
+// out of its window; attention reads those buffers.
 // CHECK-LABEL: modk.entry @qkv_more_readers
 // CHECK: %[[S:.*]] = modk.alloc : memref<?x16x96xf32>
 // CHECK-NEXT: modk.gemm %{{.*}}, [%{{.*}}, %{{.*}}, %{{.*}}] rows %[[SEG:.*]] -> %[[S]]
@@ -86,8 +86,8 @@ modk.entry @qkv attributes {model = #modk.model<name = "t", vocab_size = 64, d_m
 // CHECK: modk.rows ins(%[[Q]] : {{.*}}) outs(%[[Q]] : {{.*}}) attributes {head_dim = 16 : i64}
 // CHECK: modk.rows ins(%[[K0]] : {{.*}}) outs(%[[K:.*]] : memref<?x16x32xf32>) attributes {head_dim = 16 : i64}
 // CHECK: modk.attention %[[Q]], %[[K]], %[[V]] rows
-// CHECK: modk.gemm %[[K]], [%{{.*}}] rows
-// CHECK: modk.gemm %[[V]], [%{{.*}}] rows
+// CHECK: modk.gemm_wgrad(%{{.*}}, %[[K]],
+// CHECK: modk.gemm_wgrad(%{{.*}}, %[[V]],
 modk.entry @qkv_more_readers attributes {model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = ["topk"], params = [{init = "normal", name = "wq", shape = [32, 32]}, {init = "normal", name = "wk", shape = [32, 32]}, {init = "normal", name = "wv", shape = [32, 32]}, {init = "normal", name = "wo", shape = [32, 32]}]} {
   %wq = modk.param "wq" : memref<32x32xf32>
   %wk = modk.param "wk" : memref<32x32xf32>
@@ -100,8 +100,7 @@ modk.entry @qkv_more_readers attributes {model = #modk.model<name = "t", vocab_s
   %k = modk.alloc : memref<?x16x32xf32>
   %v = modk.alloc : memref<?x16x32xf32>
   %o = modk.alloc : memref<?x16x32xf32>
-  %ko = modk.alloc : memref<?x16x32xf32>
-  %vo = modk.alloc : memref<?x16x32xf32>
+  %dwk = modk.output "grad.wo" : memref<32x32xf32>
   modk.gemm %x, [%wq] rows %seg -> %q {epilogue = #modk.epilogue<rows>} : memref<?x16x32xf32>, memref<32x32xf32>, memref<?x1xi64>, memref<?x16x32xf32> epilogue {
   ^bb0(%p: memref<?x16x32xf32>):
     modk.rows ins(%p : memref<?x16x32xf32>) rows %seg : memref<?x1xi64> tokens(%pos : memref<?x16xi32>) outs(%q : memref<?x16x32xf32>) attributes {head_dim = 16 : i64} reduce {
@@ -134,25 +133,27 @@ modk.entry @qkv_more_readers attributes {model = #modk.model<name = "t", vocab_s
   }
   modk.gemm %x, [%wv] rows %seg -> %v {epilogue = #modk.epilogue<none>} : memref<?x16x32xf32>, memref<32x32xf32>, memref<?x1xi64>, memref<?x16x32xf32>
   modk.attention %q, %k, %v rows %pos, %seg -> %o {n_heads = 2 : i64} : memref<?x16x32xf32>, memref<?x16x32xf32>, memref<?x16x32xf32>, memref<?x16xi32>, memref<?x1xi64>, memref<?x16x32xf32>
-  modk.gemm %k, [%wo] rows %seg -> %ko {epilogue = #modk.epilogue<none>} : memref<?x16x32xf32>, memref<32x32xf32>, memref<?x1xi64>, memref<?x16x32xf32>
-  modk.gemm %v, [%wo] rows %seg -> %vo {epilogue = #modk.epilogue<none>} : memref<?x16x32xf32>, memref<32x32xf32>, memref<?x1xi64>, memref<?x16x32xf32>
+  modk.gemm_wgrad(%o, %k, %seg, %dwk) : memref<?x16x32xf32>, memref<?x16x32xf32>, memref<?x1xi64>, memref<32x32xf32>
+  modk.gemm_wgrad(%o, %v, %seg, %dwk) : memref<?x16x32xf32>, memref<?x16x32xf32>, memref<?x1xi64>, memref<32x32xf32>
 }
 // -----
 
 // SwiGLU's gate and up projections: the up projection's epilogue reads the
 // gate's product, and nothing else does, so it reads the gate's window and
-// the gate's buffer goes (no copy). The down projection reads another
-// input: not a member.
+// the gate's buffer goes (no copy). Its output, which only the down
+// projection reads (an f32 product reads a window by its leading
+// dimension), is the up projection's window, written in place: no buffer
+// of [16, 64] is left. The down projection reads another input: not a
+// member.
 // CHECK-LABEL: modk.entry @gate_up
-// CHECK: modk.alloc : memref<?x16x64xf32>{{$}}
 // CHECK-NOT: modk.alloc : memref<?x16x64xf32>{{$}}
 // CHECK: %[[S:.*]] = modk.alloc : memref<?x16x128xf32>
 // CHECK-NEXT: modk.gemm %{{.*}}, [%{{.*}}, %{{.*}}] rows %[[SEG:.*]] -> %[[S]] {epilogue = #modk.epilogue<none>}
 // CHECK-NEXT: %[[G:.*]] = modk.column_window %[[S]][0]
 // CHECK-NEXT: %[[U:.*]] = modk.column_window %[[S]][64]
-// CHECK-NEXT: modk.rows ins(%[[G]], %[[U]] : {{.*}}) rows %[[SEG]] : memref<?x1xi64> outs(%[[H:.*]] : memref<?x16x64xf32>)
+// CHECK-NEXT: modk.rows ins(%[[G]], %[[U]] : {{.*}}) rows %[[SEG]] : memref<?x1xi64> outs(%[[U]] : memref<?x16x64xf32, strided<[2048, 128, 1], offset: 64>>)
 // CHECK: math.exp
-// CHECK: modk.gemm %[[H]], [%{{.*}}] rows %[[SEG]] -> %{{.*}} {epilogue = #modk.epilogue<none>}
+// CHECK: modk.gemm %[[U]], [%{{.*}}] rows %[[SEG]] -> %{{.*}} {epilogue = #modk.epilogue<none>}
 // OFF-LABEL: modk.entry @gate_up
 // OFF-NOT: modk.column_window
 modk.entry @gate_up attributes {model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = ["topk"], params = [{init = "normal", name = "wg", shape = [64, 32]}, {init = "normal", name = "wu", shape = [64, 32]}, {init = "normal", name = "wd", shape = [32, 64]}]} {

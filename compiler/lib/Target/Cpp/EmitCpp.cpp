@@ -135,6 +135,15 @@ void CppEmitter::emitGemm(modk::GemmOp op, int indent) {
   std::string a = name(op.getInput()), y = name(op.getOutput());
   std::string w = name(op.getWeights()[0]);
   modk::Epilogue e = op.getEpilogue();
+  // The template arguments: N, K, the bf16 flag, then the input's row
+  // stride where it is a column window (an f32 product only).
+  std::vector<int64_t> shape = gemmShape(n, k, op);
+  if (int64_t lda = modk::ColumnWindowOp::rowStride(
+          cast<MemRefType>(op.getInput().getType()));
+      lda != k) {
+    shape.resize(3, 0);
+    shape.push_back(lda);
+  }
   os << fmt::format("{:{}}const int64_t rows = {};\n", "", indent,
                     hostRows(op.getSegments(), op.getInput()));
   if (op.getWeights().size() > 1) {
@@ -159,7 +168,7 @@ void CppEmitter::emitGemm(modk::GemmOp op, int indent) {
         os << fmt::format(
             "{:{}}std::memcpy({}, {}, sizeof(float) * rows * {});\n", "",
             indent, y, name(residual), n);
-      emitCall({"linear_residual", gemmShape(n, k, op), {a, "rows", w, y}},
+      emitCall({"linear_residual", shape, {a, "rows", w, y}},
                indent);
       return;
     }
@@ -171,7 +180,7 @@ void CppEmitter::emitGemm(modk::GemmOp op, int indent) {
       // y, and the kernel finishes it in place (it loads a pair's two
       // elements before it stores either).
       names[product] = y;
-      emitCall({"linear", gemmShape(n, k, op), {a, "rows", w, y}}, indent);
+      emitCall({"linear", shape, {a, "rows", w, y}}, indent);
       writeRowKernelCall(epilogue, rowKernelOf.lookup(epilogue), indent);
       return;
     }
@@ -180,7 +189,7 @@ void CppEmitter::emitGemm(modk::GemmOp op, int indent) {
     names[product] = "product";
     os << fmt::format("{:{}}float *product = modk_cpu::staged_rows<{}>(rows);\n",
                       "", indent, n);
-    emitCall({"linear", gemmShape(n, k, op), {a, "rows", w, "product"}}, indent);
+    emitCall({"linear", shape, {a, "rows", w, "product"}}, indent);
     writeRowKernelCall(epilogue, rowKernelOf.lookup(epilogue), indent);
     return;
   }
@@ -193,7 +202,7 @@ void CppEmitter::emitGemm(modk::GemmOp op, int indent) {
                       "", indent, n);
   }
   // The other epilogues are `rows` epilogues by now (modk-generalize).
-  emitCall({"linear", gemmShape(n, k, op), {a, "rows", w, y}}, indent);
+  emitCall({"linear", shape, {a, "rows", w, y}}, indent);
   if (staged)
     emitCall({"store_rows", {n}, {y, "rows", name(op.getOutput())}}, indent);
 }

@@ -347,12 +347,14 @@ inline void linearBf16FewRows(const TA *a, int64_t M, const float *w,
 }
 
 /// y[M, N] = a[M, K] * w^T + beta * y, the operands rounded to bf16 first
-/// when BF16 (a may then hold bf16: TA).
-template <int N, int K, bool BF16, typename TA>
+/// when BF16 (a may then hold bf16: TA). a's rows are LDA floats apart (a
+/// column window of a stacked product: modk-fuse-horizontal), f32 only.
+template <int N, int K, bool BF16, int LDA, typename TA>
 inline void linearBeta(const TA *a, int64_t M, const float *w, float beta,
                        float *y) {
   static_assert(BF16 || std::is_same_v<TA, float>,
                 "bf16 operands are for bf16 products");
+  static_assert(LDA == K || !BF16, "a bf16 product reads contiguous rows");
   if (M <= 0)
     return;
   if constexpr (BF16) {
@@ -366,7 +368,7 @@ inline void linearBeta(const TA *a, int64_t M, const float *w, float beta,
                 N, K, 1.0f, ar, K, wr, K, beta, y, N);
   } else {
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(M),
-                N, K, 1.0f, a, K, w, K, beta, y, N);
+                N, K, 1.0f, a, LDA, w, K, beta, y, N);
   }
 }
 } // namespace detail
@@ -374,17 +376,17 @@ inline void linearBeta(const TA *a, int64_t M, const float *w, float beta,
 /// y[M, N] = a[M, K] * w^T with w in nn.Linear layout [N, K]. M may be 0.
 /// BF16: both operands rounded to bf16, f32 accumulation (a bf16 model; a
 /// may be stored as bf16). Must not be called from inside an OpenMP
-/// parallel region.
-template <int N, int K, bool BF16 = false, typename TA>
+/// parallel region. LDA: a's row stride (f32 products).
+template <int N, int K, bool BF16 = false, int LDA = K, typename TA>
 inline void linear(const TA *a, int64_t M, const float *w, float *y) {
-  detail::linearBeta<N, K, BF16>(a, M, w, 0.0f, y);
+  detail::linearBeta<N, K, BF16, LDA>(a, M, w, 0.0f, y);
 }
 
 /// y[M, N] += a[M, K] * w^T: the fused residual add.
-template <int N, int K, bool BF16 = false, typename TA>
+template <int N, int K, bool BF16 = false, int LDA = K, typename TA>
 inline void linear_residual(const TA *a, int64_t M, const float *w,
                             float *y) {
-  detail::linearBeta<N, K, BF16>(a, M, w, 1.0f, y);
+  detail::linearBeta<N, K, BF16, LDA>(a, M, w, 1.0f, y);
 }
 
 /// The weights of a stacked product (modk-fuse-horizontal): w_1 [N_1, K],

@@ -155,7 +155,8 @@ def Modk_RMSNormOp : Modk_Op<"rmsnorm"> {
 }
 
 def Modk_GemmOp : Modk_Op<"gemm", [AttrSizedOperandSegments, NoTerminator,
-                                     RecursiveMemoryEffects]> {
+                                     RecursiveMemoryEffects,
+                                     DeclareOpInterfaceMethods<Modk_ColumnWindowReader>]> {
   let summary = "y = a . W^T on the rows of a row set, with a fused epilogue";
   let description = [{
     Epilogues:
