@@ -91,6 +91,9 @@ constexpr auto decodeScatterSigmoid200 = rows_cpu::modc_rows_49;
 // The AdamW update of modk.optimizer @adamw: (n, p, g, m, v, grad_scale,
 // decay, beta1, beta2, eps, step_size, inv_sqrt_bc2).
 constexpr auto adamwUpdate = rows_cpu::modc_optimizer_update;
+// The squared gradient norm's terms of one tensor, summed in f64 in fixed
+// chunks: (g, n) -> double.
+constexpr auto gradNormTerms = rows_cpu::modc_optimizer_norm;
 // The gather's gradient, dx[token] += dxs[row] in place:
 // (rows, seg, nseg, pos, dxs, dx, dx).
 constexpr auto gatherGrad64x300 = rows_cpu::modc_rows_56;
@@ -263,6 +266,9 @@ constexpr auto decodeScatterSigmoid200 = rows_cuda::modc_rows_49;
 // As gen_cpu's, with the device state (AdamCtl) for grad_scale; launched
 // as modc_adamw launches it.
 constexpr auto adamwUpdate = rows_cuda::modc_optimizer_update;
+// A block's partial sum of the terms per kNormChunk elements: (g, n,
+// partial), launched by modk_cuda::adamw_norm.
+constexpr auto gradNormTerms = rows_cuda::modc_optimizer_norm;
 constexpr auto gatherGrad16x40 = rows_cuda::modc_rows_57;
 constexpr auto scatterGradLinear16x40 = rows_cuda::modc_rows_62;
 constexpr auto scatterGradSigmoid16x40 = rows_cuda::modc_rows_63;

@@ -597,9 +597,10 @@ modk.entry @forward attributes {model = #modk.model<name = "t", vocab_size = 1, 
   %gdx300 = modk.alloc : memref<?x300x300xf32>
   modk.embed_grad(%gtok, %gdx300, %gtable300) : memref<?x300xi32>, memref<?x300x300xf32>, memref<600x300xf32>
 }
-// The optimizer's element update: modk-generate-optimizer writes
-// `modk.optimizer @adamw` beside this (empty) training entry, and the
-// translation emits it as modc_optimizer_update (CpuKernelsTrain.AdamW,
-// CudaTrainKernels.Adamw*).
+// The optimizer's element update and gradient norm terms:
+// modk-generate-optimizer writes `modk.optimizer @adamw` beside this
+// (empty) training entry, and the translation emits them as
+// modc_optimizer_update and modc_optimizer_norm (CpuKernelsTrain.AdamW,
+// CpuKernelsTrain.GradNormTerms, CudaTrainKernels.Adamw*).
 modk.entry @grad attributes {model = #modk.model<name = "t", vocab_size = 1, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 1, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = ["topk"], params = [{decay = true, init = "normal", name = "w", shape = [4, 4], std = 2.000000e-02 : f64}]} {
 }

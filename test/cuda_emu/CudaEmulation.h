@@ -204,6 +204,13 @@ inline float __fmul_rn(float a, float b) {
 }
 inline float __fadd_rn(float a, float b) { return a + b; }
 inline float __fsub_rn(float a, float b) { return a - b; }
+inline double __dmul_rn(double a, double b) {
+  double p = a * b;
+  __asm__("" : "+g"(p));
+  return p;
+}
+inline double __dadd_rn(double a, double b) { return a + b; }
+inline double __dsub_rn(double a, double b) { return a - b; }
 inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }
 inline double rsqrt(double x) { return 1.0 / std::sqrt(x); }
 inline float __saturatef(float x) { return std::min(1.0f, std::max(0.0f, x)); }

@@ -829,7 +829,7 @@ bool cpuAdamw(AdamCase &c, const std::vector<int64_t> &sizes,
               float eps, float wd, float clip, float *gradNorm) {
   double squares = 0.0;
   for (size_t i = 0; i < sizes.size(); ++i)
-    squares += modk_cpu::sum_squares(c.g[i].data(), sizes[i]);
+    squares += gen_cpu::gradNormTerms(c.g[i].data(), sizes[i]);
   const double norm = std::sqrt(squares);
   *gradNorm = (float)norm;
   if (!std::isfinite(norm))
@@ -857,7 +857,8 @@ void runCudaAdamw(AdamCase &c, const std::vector<int64_t> &sizes,
   std::vector<double> scratch(
       modk_cuda::adamw_scratch_bytes(sizes.data(), n) / 8 + 1);
   const modk_cuda::AdamCtl *ctl = modk_cuda::adamw_norm(
-      g.data(), sizes.data(), n, clip, gradNorm, scratch.data(), nullptr);
+      gen_cuda::gradNormTerms, g.data(), sizes.data(), n, clip, gradNorm,
+      scratch.data(), nullptr);
   const StepScalars k(step, lr, b1, b2, eps);
   for (int i = 0; i < n; ++i)
     MODC_LAUNCH(gen_cuda::adamwUpdate,

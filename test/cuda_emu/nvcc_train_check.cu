@@ -14,6 +14,13 @@
 
 namespace {
 
+// A stand-in for a package's generated modc_optimizer_norm, which
+// adamw_norm launches.
+__global__ void normTerms(const float *g, int64_t n, double *partial) {
+  if (threadIdx.x == 0 && blockIdx.x == 0 && n > 0)
+    partial[0] = double(g[0]) * g[0];
+}
+
 template <int D, int H, int FF, int S>
 void instantiate(cudaStream_t st) {
   using namespace modk_cuda;
@@ -23,14 +30,13 @@ void instantiate(cudaStream_t st) {
   int64_t *seg = nullptr;
   const int64_t B = 2, maxRows = B * S;
   split_tokens<S>(i32, B, i32, i32, st);
-  embed_grad<D>(i32, maxRows, f, f, st);
   causal_attention_grad<H, HD>(f, f, f, f, f, B, seg, i32, S, f, f, f, f, st);
   // A bf16 model's (q, k, v bf16: fewer mmas).
   causal_attention_grad<H, HD, true>(f, f, f, f, f, B, seg, i32, S, f, f, f, f,
                                      st);
   const float *cptrs[1] = {f};
   const int64_t sizes[1] = {D};
-  adamw_norm(cptrs, sizes, 1, 1.0f, f, f, st);
+  adamw_norm(normTerms, cptrs, sizes, 1, 1.0f, f, f, st);
 }
 
 } // namespace

@@ -1181,13 +1181,22 @@ TEST(CpuKernelsTrain, EmbedGradRepeatedTokens) {
   EXPECT_LE(relErr(table, ref), 1e-5);
 }
 
-TEST(CpuKernelsTrain, SumSquares) {
+/// The generated gradient norm's sum (modk.optimizer's `norm`: g * g in
+/// f64) of a tensor, against the plain f64 sum, and the same bits at any
+/// thread count (fixed chunks, added in order).
+TEST(CpuKernelsTrain, GradNormTerms) {
   for (int64_t n : {int64_t(1), int64_t(1001), int64_t(300000)}) {
     auto x = randn(n, 140 + unsigned(n % 7));
     double ref = 0.0;
     for (float v : x)
       ref += double(v) * v;
-    EXPECT_NEAR(modk_cpu::sum_squares(x.data(), n), ref, 1e-12 * ref) << n;
+    const double got = gen_cpu::gradNormTerms(x.data(), n);
+    EXPECT_NEAR(got, ref, 1e-12 * ref) << n;
+    for (int threads : {1, 3}) {
+      omp_set_num_threads(threads);
+      EXPECT_EQ(gen_cpu::gradNormTerms(x.data(), n), got) << n << " " << threads;
+    }
+    omp_set_num_threads(omp_get_num_procs());
   }
 }
 

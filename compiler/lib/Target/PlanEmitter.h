@@ -292,6 +292,9 @@ protected:
   /// loop of `optimizer`'s body over one parameter (part of the row
   /// kernels' definitions).
   mlir::LogicalResult emitOptimizerKernel();
+  /// Writes modc_optimizer_norm, the squared gradient norm's sum over a
+  /// tensor, from the optimizer's `norm` region.
+  mlir::LogicalResult emitOptimizerNorm();
   /// Writes the RowsEpilogue specializations (CUDA).
   mlir::LogicalResult emitRowEpilogueDefinitions();
   /// The kernel of a modk.rows with head_dim (RoPE): pairs of columns.

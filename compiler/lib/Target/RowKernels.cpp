@@ -97,9 +97,13 @@ public:
       if (failed(expr))
         return failure();
       std::string name = fmt::format("t{}", next++);
-      // A condition (arith.cmpf) is a bool; every other value an f32.
+      // A condition (arith.cmpf) is a bool; every other value an f32, but
+      // for the gradient norm's f64 terms.
+      Type type = o.getResult(0).getType();
       os << fmt::format("{:{}}const {} {} = {};\n", "", indent,
-                        o.getResult(0).getType().isInteger(1) ? "bool" : "float",
+                        type.isInteger(1) ? "bool"
+                        : type.isF64()    ? "double"
+                                          : "float",
                         name, *expr);
       names[o.getResult(0)] = name;
     }
@@ -139,8 +143,11 @@ private:
     // in every kernel it is generated into: a GEMM's epilogue, or a kernel
     // of its own (nvcc contracts by context; a RoPE pair differed).
     auto rounded = [&](const char *sym, const char *intrinsic) {
-      return cuda ? fmt::format("{}({}, {})", intrinsic, operand(0),
-                                operand(1))
+      // f64 (the gradient norm's terms): the double intrinsic, __d..._rn.
+      std::string name = intrinsic;
+      if (o.getResult(0).getType().isF64())
+        name.replace(2, 1, "d");
+      return cuda ? fmt::format("{}({}, {})", name, operand(0), operand(1))
                   : binary(sym);
     };
     return llvm::TypeSwitch<Operation *, FailureOr<std::string>>(&o)
@@ -163,7 +170,12 @@ private:
         .Case([&](arith::TruncFOp) {
           return call("modk_cpu::bf16_round", "modk_cuda::detail::bf16Round");
         })
-        .Case([&](arith::ExtFOp) { return operand(0); })
+        .Case([&](arith::ExtFOp ext) -> std::string {
+          // Back from a bf16 rounding, an f32 already; or widened to f64.
+          if (ext.getType().isF64())
+            return fmt::format("static_cast<double>({})", operand(0));
+          return operand(0);
+        })
         .Case([&](arith::MaxNumFOp) {
           return fmt::format("{}({}, {})", cuda ? "fmaxf" : "std::fmax",
                              operand(0), operand(1));
@@ -1257,6 +1269,50 @@ LogicalResult PlanEmitter::emitOptimizerKernel() {
   for (auto [k, v] : llvm::enumerate(body.getTerminator()->getOperands()))
     os << fmt::format("    {}[i] = {};\n", kYielded[k], stmts[v]);
   os << "  }\n}\n\n";
+  return emitOptimizerNorm();
+}
+
+LogicalResult PlanEmitter::emitOptimizerNorm() {
+  // The sum of the `norm` region's f64 terms over g[0, n), in chunks of a
+  // size that depends only on n, added in chunk order: the same sum for
+  // any thread count. On CUDA a block a chunk writes its partial sum, and
+  // the prelude's adamFinish adds the partials in order.
+  bool cuda = targetIsCuda();
+  Block &norm = optimizer.getNorm().front();
+  KernelStatements stmts(cuda);
+  stmts.setName(norm.getArgument(0), "gi");
+  os << "/// The squared gradient norm's terms of one tensor, summed in f64 "
+        "(modk.optimizer's\n/// `norm`).\n";
+  if (cuda)
+    os << "__global__ __launch_bounds__(modk_cuda::detail::kThreads) void "
+          "modc_optimizer_norm(const float *g, int64_t n, double *partial) "
+          "{\n"
+          "  __shared__ double scratch[32];\n"
+          "  const int64_t i0 = int64_t(blockIdx.x) * "
+          "modk_cuda::train_detail::kNormChunk;\n"
+          "  const int64_t i1 = modk_cuda::detail::minI64(n, i0 + "
+          "modk_cuda::train_detail::kNormChunk);\n"
+          "  double acc = 0.0;\n"
+          "  for (int64_t i = i0 + threadIdx.x; i < i1; i += blockDim.x) {\n";
+  else
+    os << "double modc_optimizer_norm(const float *g, int64_t n) {\n"
+          "  double total = 0.0;\n"
+          "  modk_cpu::detail::chunkedReduce<double>(\n"
+          "      n, 1, &total, n > modk_cpu::detail::kMinParallelWork,\n"
+          "      [&](int64_t i0, int64_t i1, double *part) {\n"
+          "    double acc = 0.0;\n"
+          "#pragma omp simd reduction(+ : acc)\n"
+          "    for (int64_t i = i0; i < i1; ++i) {\n";
+  os << "    const float gi = g[i];\n";
+  if (failed(stmts.writeOps(norm, [](Operation &) { return true; }, 4, os)))
+    return failure();
+  os << fmt::format("    acc += {};\n  }}\n",
+                    stmts[norm.getTerminator()->getOperand(0)]);
+  if (cuda)
+    os << "  const double total = modk_cuda::blockSum(acc, scratch);\n"
+          "  if (threadIdx.x == 0)\n    partial[blockIdx.x] = total;\n}\n\n";
+  else
+    os << "    part[0] += acc;\n  });\n  return total;\n}\n\n";
   return success();
 }
 

@@ -966,7 +966,8 @@ LogicalResult RowsOp::verify() {
 /// f32 values, and holds only arith and math ops.
 static LogicalResult verifyRowsBlock(Operation *op, Block &block,
                                      StringRef what, unsigned args,
-                                     std::optional<unsigned> results) {
+                                     std::optional<unsigned> results,
+                                     bool f64 = false) {
   if (block.getNumArguments() != args)
     return op->emitOpError()
            << "'" << what << "' takes " << args << " f32 arguments, has "
@@ -995,9 +996,14 @@ static LogicalResult verifyRowsBlock(Operation *op, Block &block,
       continue;
     }
     for (Type t : inner.getResultTypes())
-      if (!t.isF32() && !t.isInteger(1))
-        return inner.emitOpError("in a kernel region must compute f32 (or i1)");
+      if (!t.isF32() && !t.isInteger(1) && !(f64 && t.isF64()))
+        return inner.emitOpError() << "in a kernel region must compute f32 "
+                                   << (f64 ? "or f64 " : "") << "(or i1)";
   }
+  if (!f64)
+    for (Value v : block.getTerminator()->getOperands())
+      if (!v.getType().isF32())
+        return op->emitOpError() << "'" << what << "' must yield f32 values";
   return success();
 }
 
@@ -1122,6 +1128,11 @@ LogicalResult OptimizerOp::verify() {
 
 void OptimizerOp::getAsmBlockArgumentNames(Region &region,
                                            OpAsmSetValueNameFn setName) {
+  if (&region == &getNorm()) {
+    for (BlockArgument arg : region.getArguments())
+      setName(arg, "g");
+    return;
+  }
   auto names = getArgumentNames();
   for (BlockArgument arg : region.getArguments())
     if (arg.getArgNumber() < names.size())
@@ -1129,8 +1140,18 @@ void OptimizerOp::getAsmBlockArgumentNames(Region &region,
 }
 
 LogicalResult OptimizerOp::verifyRegions() {
-  return verifyRowsBlock(*this, getBody().front(), "body",
-                         getArgumentNames().size(), kResults);
+  if (failed(verifyRowsBlock(*this, getBody().front(), "body",
+                             getArgumentNames().size(), kResults)))
+    return failure();
+  if (getNorm().empty())
+    return emitOpError("needs a 'norm' region: an element's term of the "
+                       "squared gradient norm");
+  Block &norm = getNorm().front();
+  if (failed(verifyRowsBlock(*this, norm, "norm", 1, 1, /*f64=*/true)))
+    return failure();
+  if (!norm.getTerminator()->getOperand(0).getType().isF64())
+    return emitOpError("'norm' must yield an f64 term (the sum is in f64)");
+  return success();
 }
 
 llvm::SmallPtrSet<Operation *, 16>

@@ -1203,3 +1203,42 @@ func.func @scatter_with_sums(%dx: memref<?x4x32xf32>, %t: memref<?x4xi32>, %seg:
   }
   return
 }
+
+// -----
+
+// The optimizer's gradient norm is IR too: its `norm` region is required.
+// expected-error @+1 {{needs a 'norm' region: an element's term of the squared gradient norm}}
+modk.optimizer @adamw attributes {params = [{name = "w", shape = [4]}]} {
+^bb0(%p: f32, %g: f32, %m: f32, %v: f32, %grad_scale: f32, %decay: f32, %beta1: f32, %beta2: f32, %eps: f32, %step_size: f32, %inv_sqrt_bc2: f32):
+  modk.yield %p, %m, %v : f32, f32, f32
+}
+
+// -----
+
+// Its term is an f64: the sum over a model's gradients is in f64.
+// expected-error @+1 {{'norm' must yield an f64 term (the sum is in f64)}}
+modk.optimizer @adamw attributes {params = [{name = "w", shape = [4]}]} {
+^bb0(%p: f32, %g: f32, %m: f32, %v: f32, %grad_scale: f32, %decay: f32, %beta1: f32, %beta2: f32, %eps: f32, %step_size: f32, %inv_sqrt_bc2: f32):
+  modk.yield %p, %m, %v : f32, f32, f32
+} norm {
+^bb0(%g: f32):
+  %sq = arith.mulf %g, %g : f32
+  modk.yield %sq : f32
+}
+
+// -----
+
+// f64 only in the norm: a row kernel computes f32.
+func.func @rows_f64(%x: memref<?x16x32xf32>, %seg: memref<?x1xi64>, %y: memref<?x16x32xf32>) {
+  modk.rows ins(%x : memref<?x16x32xf32>) rows %seg : memref<?x1xi64> outs(%y : memref<?x16x32xf32>) reduce {
+  ^bb0(%a: f32):
+    modk.yield
+  } body {
+  ^bb0(%a: f32):
+    // expected-error @+1 {{in a kernel region must compute f32 (or i1)}}
+    %d = arith.extf %a : f32 to f64
+    %t = arith.truncf %d : f64 to f32
+    modk.yield %t : f32
+  }
+  return
+}

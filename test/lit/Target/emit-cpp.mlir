@@ -128,6 +128,16 @@
 // CHECK-NEXT: p[i] = [[P]];
 // CHECK-NEXT: m[i] = [[M]];
 // CHECK-NEXT: v[i] = [[V]];
+// The gradient norm's terms, from the optimizer's `norm` region: g * g
+// in f64, summed over fixed chunks added in order.
+// CHECK-LABEL: double modc_optimizer_norm(const float *g, int64_t n) {
+// CHECK: modk_cpu::detail::chunkedReduce<double>(
+// CHECK: #pragma omp simd reduction(+ : acc)
+// CHECK-NEXT: for (int64_t i = i0; i < i1; ++i) {
+// CHECK-NEXT: const float gi = g[i];
+// CHECK-NEXT: const double [[GD:t[0-9]+]] = static_cast<double>(gi);
+// CHECK-NEXT: const double [[SQ:t[0-9]+]] = [[GD]] * [[GD]];
+// CHECK-NEXT: acc += [[SQ]];
 // CHECK: modc_abi_version(void) { return 5u; }
 // CHECK: modc_manifest_json(void)
 // CHECK: "workspace_bytes_per_sequence": [[WS:[0-9]+]]
@@ -290,6 +300,7 @@
 // AdamW over every parameter; norms and biases are not decayed.
 // CHECK: modc_adamw(const modc_adamw_args *args)
 // CHECK: static const bool kDecay[] = {true, false, true,
+// CHECK: squares += modc_optimizer_norm(args->grads[i], kSizes[i]);
 // The step's scalars on the host, then the generated update of each
 // parameter.
 // CHECK: const float step_size = static_cast<float>(args->lr / bc1);

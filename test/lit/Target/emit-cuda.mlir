@@ -93,6 +93,13 @@
 // CHECK: p[i] =
 // CHECK-NEXT: m[i] =
 // CHECK-NEXT: v[i] =
+// The gradient norm's terms: a block's f64 partial sum per chunk, which
+// adamw_norm launches and adamFinish adds in order.
+// CHECK: __global__ __launch_bounds__(modk_cuda::detail::kThreads) void modc_optimizer_norm(const float *g, int64_t n, double *partial) {
+// CHECK: const double [[GD:t[0-9]+]] = static_cast<double>(gi);
+// CHECK-NEXT: const double [[SQ:t[0-9]+]] = __dmul_rn([[GD]], [[GD]]);
+// CHECK-NEXT: acc += [[SQ]];
+// CHECK: modk_cuda::blockSum(acc, scratch);
 // CHECK: modc_abi_version(void) { return 5u; }
 // CHECK: "arch": "sm_90a"
 // CHECK: "target": "cuda"
@@ -163,6 +170,7 @@
 // CHECK: static size_t modc_forward_scratch_bytes(int64_t B)
 // CHECK: modc_adamw(const modc_adamw_args *args) {
 // CHECK: modk_cuda::adamw_norm(
+// CHECK-NEXT: modc_rows::modc_optimizer_norm, args->grads, kSizes, kParams,
 // CHECK: MODC_LAUNCH(modc_rows::modc_optimizer_update,
 
 // SM80: // Target: CUDA sm_80.

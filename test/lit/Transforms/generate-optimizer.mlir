@@ -30,6 +30,12 @@
 // CHECK-NEXT: %[[UPD:.*]] = arith.divf %[[NUM]], %[[DEN]]
 // CHECK-NEXT: %[[P:.*]] = arith.subf %[[PD]], %[[UPD]]
 // CHECK-NEXT: modk.yield %[[P]], %[[M]], %[[V]] : f32, f32, f32
+// The squared gradient norm's term of an element: g * g in f64.
+// CHECK-NEXT: } norm {
+// CHECK-NEXT: ^bb0(%g: f32):
+// CHECK-NEXT: %[[GD:.*]] = arith.extf %g : f32 to f64
+// CHECK-NEXT: %[[SQ:.*]] = arith.mulf %[[GD]], %[[GD]] : f64
+// CHECK-NEXT: modk.yield %[[SQ]] : f64
 modk.entry @grad attributes {model = #modk.model<name = "t", vocab_size = 1, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 1, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = ["topk"], params = [{decay = true, init = "normal", name = "w", shape = [4, 4], std = 2.000000e-02 : f64}, {decay = false, init = "ones", name = "norm", shape = [4]}]} {
 }
 
@@ -54,4 +60,8 @@ modk.optimizer @adamw attributes {params = [{init = "ones", name = "norm", shape
 ^bb0(%p: f32, %g: f32, %m: f32, %v: f32, %grad_scale: f32, %decay: f32, %beta1: f32, %beta2: f32, %eps: f32, %step_size: f32, %inv_sqrt_bc2: f32):
   %0 = arith.addf %p, %g : f32
   modk.yield %0, %m, %v : f32, f32, f32
+} norm {
+^bb0(%g: f32):
+  %0 = arith.extf %g : f32 to f64
+  modk.yield %0 : f64
 }

@@ -324,7 +324,7 @@ modc_adamw(const modc_adamw_args *args) {{
     return fail(1, "modc_adamw: step must be >= 1, got " + std::to_string(args->step));
   double squares = 0.0;
   for (int i = 0; i < kParams; ++i)
-    squares += modk_cpu::sum_squares(args->grads[i], kSizes[i]);
+    squares += modc_optimizer_norm(args->grads[i], kSizes[i]);
   const double norm = std::sqrt(squares);
   if (args->grad_norm)
     *args->grad_norm = (float)norm;

@@ -816,8 +816,8 @@ modc_adamw(const modc_adamw_args *args) {{
   // never reaches the weights; the norm is read back to say so, as the CPU
   // package does.
   const modk_cuda::AdamCtl *ctl = modk_cuda::adamw_norm(
-      args->grads, kSizes, kParams, args->clip_norm, args->grad_norm, scratch,
-      s);
+      modc_rows::modc_optimizer_norm, args->grads, kSizes, kParams,
+      args->clip_norm, args->grad_norm, scratch, s);
 {4}  for (int i = 0; i < kParams; ++i)
     if (kSizes[i] > 0)
       MODC_LAUNCH(modc_rows::modc_optimizer_update,

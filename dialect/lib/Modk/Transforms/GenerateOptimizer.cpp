@@ -4,8 +4,9 @@
 // The optimizer's update of one parameter element is math like any row
 // kernel's, so it is IR too: the emitters generate modc_adamw's element
 // loop for each target from the modk.optimizer region this pass writes,
-// instead of pasting a hand-written update per target. The arithmetic and
-// its order are those of docs/model-format.md, "The AdamW step".
+// instead of pasting a hand-written update per target, and the gradient
+// norm's sum from its `norm` region. The arithmetic and its order are
+// those of docs/model-format.md, "The AdamW step".
 //
 //===----------------------------------------------------------------------===//
 
@@ -45,6 +46,14 @@ void buildAdamWBody(OpBuilder &b, Location loc, Block &block) {
   modk::YieldOp::create(b, loc, ValueRange{p, m, v});
 }
 
+/// An element's term of the squared gradient norm: g * g, in f64, so that
+/// the sum of a large model's squares loses nothing to f32 rounding.
+void buildNormBody(OpBuilder &b, Location loc, Block &block) {
+  Value g = arith::ExtFOp::create(b, loc, b.getF64Type(), block.getArgument(0));
+  Value square = arith::MulFOp::create(b, loc, g, g);
+  modk::YieldOp::create(b, loc, ValueRange{square});
+}
+
 struct GenerateOptimizerPass
     : public modc::impl::GenerateOptimizerBase<GenerateOptimizerPass> {
   void runOnOperation() override {
@@ -64,6 +73,10 @@ struct GenerateOptimizerPass
       Block *block = b.createBlock(&optimizer.getBody(), {}, types, locs);
       b.setInsertionPointToStart(block);
       buildAdamWBody(b, entry.getLoc(), *block);
+      Block *norm = b.createBlock(&optimizer.getNorm(), {}, {b.getF32Type()},
+                                  {entry.getLoc()});
+      b.setInsertionPointToStart(norm);
+      buildNormBody(b, entry.getLoc(), *norm);
       return;
     }
   }

@@ -7,9 +7,9 @@
 /// \file
 /// The backward (training) kernels of modc's CPU target that are not
 /// generated: the gradients of the products (around sgemm) and of
-/// attention, and the gradient norm of the AdamW step (the losses, the row
-/// kernels, the embedding's gradient and the AdamW update are generated
-/// from modk.rows and modk.optimizer). The
+/// attention (the losses, the row kernels, the embedding's gradient and
+/// the AdamW step, its gradient norm and its update, are generated from
+/// modk.rows and modk.optimizer). The
 /// C++ emitter pastes CpuKernels.h and then this header verbatim into every
 /// generated `model.cpp`; the same conventions hold (docs/model-format.md
 /// sections 3-5):
@@ -392,24 +392,6 @@ inline void causal_attention_grad(const float *q, const float *k,
   for (int64_t t = 0; t < nitems; ++t)
     detail::attentionGradItem<H, HD, QS, KS, VS>(q, k, v, o, dout, seg, pos, it[t / H].seg,
                                      static_cast<int>(t % H), dq, dk, dv);
-}
-
-//===----------------------------------------------------------------------===//
-// Optimiser
-//===----------------------------------------------------------------------===//
-
-/// sum of x[i]^2 in double over fixed chunks (deterministic).
-inline double sum_squares(const float *x, int64_t n) {
-  double total = 0.0;
-  detail::chunkedReduce<double>(n, 1, &total, n > detail::kMinParallelWork,
-                                [&](int64_t i0, int64_t i1, double *part) {
-                                  double acc = 0.0;
-#pragma omp simd reduction(+ : acc)
-                                  for (int64_t i = i0; i < i1; ++i)
-                                    acc += double(x[i]) * double(x[i]);
-                                  part[0] += acc;
-                                });
-  return total;
 }
 
 } // namespace modk_cpu

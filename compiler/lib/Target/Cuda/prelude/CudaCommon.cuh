@@ -244,6 +244,10 @@ constexpr int kRB = 32;
 /// rows in row order, so any count gives the same result.
 constexpr int kScatterBlocks = 256;
 
+/// Elements per block of the generated gradient norm's sum
+/// (modc_optimizer_norm: one double partial each).
+constexpr int64_t kNormChunk = 8192;
+
 /// Threads of a block that covers W columns: a multiple of 32, at most 256.
 template <int W> __host__ __device__ constexpr int colThreads() {
   return W >= 256 ? 256 : ((W + 31) / 32) * 32;

@@ -6,9 +6,10 @@
 ///
 /// \file
 /// The backward (training) kernels of modc's CUDA target that are not
-/// generated: the gradients of the products (around the GEMM tiles) and the
-/// AdamW step's gradient norm (the losses, the row kernels, the embedding's
-/// gradient and the AdamW update are generated from modk.rows and
+/// generated: the gradients of the products (around the GEMM tiles), and
+/// the launches of the AdamW step's gradient norm, whose sum adamFinish
+/// finishes (the losses, the row kernels, the embedding's gradient and the
+/// AdamW step's norm terms and update are generated from modk.rows and
 /// modk.optimizer). Attention's
 /// gradient is flash attention's backward in the mainloop library
 /// (Mainloops/Cuda/FlashAttentionGrad.cuh), included below. Each host wrapper
@@ -86,24 +87,8 @@ inline void split_tokens(const int32_t *tokens, int64_t B, int32_t *inputs,
 
 namespace train_detail {
 
-/// Elements per block of the sum of squares (one double partial each).
-constexpr int64_t kSqChunk = 8192;
-
 constexpr int64_t kAdamCtlBytes = 16;
 static_assert(sizeof(AdamCtl) <= kAdamCtlBytes, "AdamCtl grew");
-
-template <int Unused>
-__global__ void sumSquaresPartial(const float *g, int64_t n, double *out) {
-  __shared__ double scratch[32];
-  const int64_t i0 = int64_t(blockIdx.x) * kSqChunk;
-  const int64_t i1 = detail::minI64(n, i0 + kSqChunk);
-  double acc = 0.0;
-  for (int64_t i = i0 + threadIdx.x; i < i1; i += blockDim.x)
-    acc += double(g[i]) * double(g[i]);
-  const double total = blockSum(acc, scratch);
-  if (threadIdx.x == 0)
-    out[blockIdx.x] = total;
-}
 
 template <int Unused>
 __global__ void adamFinish(const double *partial, int64_t count,
@@ -132,20 +117,25 @@ __global__ void adamFinish(const double *partial, int64_t count,
 inline int64_t adamw_scratch_bytes(const int64_t *sizes, int nparams) {
   int64_t blocks = 0;
   for (int i = 0; i < nparams; ++i)
-    blocks += ceilDiv(sizes[i] > 0 ? sizes[i] : 0, train_detail::kSqChunk);
+    blocks += ceilDiv(sizes[i] > 0 ? sizes[i] : 0, train_detail::kNormChunk);
   return train_detail::kAdamCtlBytes + blocks * int64_t(sizeof(double));
 }
 
 /// The first half of an optimizer step: the global gradient norm
-/// sqrt(sum g^2) (f64, fixed order) into *grad_norm (device float, may be
-/// null) and the step's device state, which it returns: the clip factor
+/// sqrt(sum of the terms) (f64, fixed order) into *grad_norm (device float,
+/// may be null), each tensor's terms summed by `normPartial`, the
+/// package's generated modc_optimizer_norm (a block's partial per
+/// kNormChunk elements), and the step's device state, which it returns: the
+/// clip factor
 /// clip_norm > 0 && norm > clip_norm ? clip_norm / norm : 1 and whether the
 /// norm is finite. The generated modc_optimizer_update then updates each
 /// tensor (nothing where the norm is not finite); the host reads *grad_norm
 /// back to report it. grads: a host array of nparams device pointers;
 /// sizes: a host array. `scratch`: device memory of
 /// adamw_scratch_bytes(sizes, nparams) bytes, 8-byte aligned.
-inline const AdamCtl *adamw_norm(const float *const *grads,
+inline const AdamCtl *adamw_norm(void (*normPartial)(const float *, int64_t,
+                                                     double *),
+                                 const float *const *grads,
                                  const int64_t *sizes, int nparams,
                                  float clip_norm, float *grad_norm,
                                  void *scratch, cudaStream_t stream) {
@@ -154,12 +144,11 @@ inline const AdamCtl *adamw_norm(const float *const *grads,
   double *partial = reinterpret_cast<double *>(
       static_cast<unsigned char *>(scratch) + kAdamCtlBytes);
   int64_t off = 0;
-  auto sq = sumSquaresPartial<0>;
   for (int i = 0; i < nparams; ++i) {
-    const int64_t nb = ceilDiv(sizes[i] > 0 ? sizes[i] : 0, kSqChunk);
+    const int64_t nb = ceilDiv(sizes[i] > 0 ? sizes[i] : 0, kNormChunk);
     if (nb > 0)
-      MODC_LAUNCH(sq, (unsigned)nb, 256, 0, stream, grads[i], sizes[i],
-                  partial + off);
+      MODC_LAUNCH(normPartial, (unsigned)nb, detail::kThreads, 0, stream,
+                  grads[i], sizes[i], partial + off);
     off += nb;
   }
   auto fin = adamFinish<0>;

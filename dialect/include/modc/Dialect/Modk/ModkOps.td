@@ -581,14 +581,18 @@ def Modk_OptimizerOp : Modk_Op<"optimizer", [Symbol, IsolatedFromAbove,
     | `inv_sqrt_bc2` | 1 / sqrt(1 − beta2^step), formed in f64 |
 
     and yields the new p, m and v. The host forms the scalars once a step
-    (the global gradient norm ‖g‖ over every parameter, in f64); the
-    emitters generate the element loop of each target from the body, as
-    they do for `modk.rows`, and hoist what depends only on the scalars
-    out of it. A non-finite ‖g‖ updates nothing.
+    from the global gradient norm ‖g‖ over every parameter: `norm` gets a
+    gradient element g (f32) and yields its term of ‖g‖², an f64 (g², in
+    f64), and ‖g‖² is the sum of the terms over every element of every
+    parameter, in f64, in an order that does not depend on the thread
+    count. The emitters generate each target's kernels from both regions,
+    as they do for `modk.rows`: the norm's sum, and the element loop of the
+    update, with what depends only on the scalars hoisted out of it. A
+    non-finite ‖g‖ updates nothing.
   }];
   let arguments = (ins SymbolNameAttr:$sym_name, ArrayAttr:$params);
-  let regions = (region SizedRegion<1>:$body);
-  let assemblyFormat = "$sym_name attr-dict-with-keyword $body";
+  let regions = (region SizedRegion<1>:$body, MaxSizedRegion<1>:$norm);
+  let assemblyFormat = "$sym_name attr-dict-with-keyword $body (`norm` $norm^)?";
   let hasVerifier = 1;
   let hasRegionVerifier = 1;
   let extraClassDeclaration = [{
@@ -609,7 +613,8 @@ def Modk_OptimizerOp : Modk_Op<"optimizer", [Symbol, IsolatedFromAbove,
 def Modk_YieldOp : Modk_Op<"yield", [Pure, Terminator, ReturnLike,
                                      ParentOneOf<["RowsOp", "OptimizerOp"]>]> {
   let summary = "The values of a modk.rows or modk.optimizer region at one element";
-  let arguments = (ins Variadic<F32>:$values);
+  // f64: the gradient norm's terms (modk.optimizer's `norm`).
+  let arguments = (ins Variadic<AnyTypeOf<[F32, F64]>>:$values);
   let assemblyFormat = "attr-dict ($values^ `:` type($values))?";
 }
 
