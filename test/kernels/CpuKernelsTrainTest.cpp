@@ -1156,13 +1156,14 @@ TEST(CpuKernelsTrain, EmbedGradRepeatedTokens) {
       }
     EXPECT_LE(relErr(table, ref), 1e-5) << rows;
     EXPECT_EQ(table, inOrder) << rows;
+    const int saved = omp_get_max_threads();
     for (int threads : {1, 2, 3}) {
       std::vector<float> again = pre;
       omp_set_num_threads(threads);
       gen_cpu::embedGrad9x40(rows, dx.data(), tok.data(), again.data());
       EXPECT_EQ(again, table) << rows << " rows, " << threads << " threads";
     }
-    omp_set_num_threads(omp_get_num_procs());
+    omp_set_num_threads(saved);
   }
   // Wider than a thread's block of columns, with more table rows.
   constexpr int DW = 300, VW = 600;
@@ -1192,11 +1193,12 @@ TEST(CpuKernelsTrain, GradNormTerms) {
       ref += double(v) * v;
     const double got = gen_cpu::gradNormTerms(x.data(), n);
     EXPECT_NEAR(got, ref, 1e-12 * ref) << n;
+    const int saved = omp_get_max_threads();
     for (int threads : {1, 3}) {
       omp_set_num_threads(threads);
       EXPECT_EQ(gen_cpu::gradNormTerms(x.data(), n), got) << n << " " << threads;
     }
-    omp_set_num_threads(omp_get_num_procs());
+    omp_set_num_threads(saved);
   }
 }
 
