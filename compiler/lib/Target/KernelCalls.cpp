@@ -71,10 +71,7 @@ LogicalResult PlanEmitter::checkColumnWindows(Operation *op) {
   return success();
 }
 
-/// The row strides of `buffers` where one is a column window (their
-/// widths otherwise), else nothing: the CPU attention kernels' trailing
-/// template arguments.
-static std::vector<int64_t> windowStrides(ValueRange buffers) {
+std::vector<int64_t> PlanEmitter::windowStrides(ValueRange buffers) {
   std::vector<int64_t> strides;
   bool window = false;
   for (Value v : buffers) {

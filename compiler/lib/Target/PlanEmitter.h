@@ -100,6 +100,11 @@ protected:
 
   /// Fails where `op` reads a column window that its kernel cannot.
   mlir::LogicalResult checkColumnWindows(mlir::Operation *op);
+  /// The row strides of `buffers` where one is a column window (their
+  /// widths otherwise), else nothing: the trailing template arguments of
+  /// the CPU kernels that read windows (attention, the KV-cache append, a
+  /// product's input).
+  static std::vector<int64_t> windowStrides(mlir::ValueRange buffers);
   std::string name(mlir::Value v) { return names.lookup(v); }
   /// The C type of a buffer element (bf16: the target's bf16 struct).
   std::string cType(mlir::Type element) const;

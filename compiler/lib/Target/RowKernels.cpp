@@ -142,18 +142,25 @@ private:
     // into fused multiply-adds), so that the same math gives the same bits
     // in every kernel it is generated into: a GEMM's epilogue, or a kernel
     // of its own (nvcc contracts by context; a RoPE pair differed).
-    auto rounded = [&](const char *sym, const char *intrinsic) {
-      // f64 (the gradient norm's terms): the double intrinsic, __d..._rn.
-      std::string name = intrinsic;
-      if (o.getResult(0).getType().isF64())
-        name.replace(2, 1, "d");
-      return cuda ? fmt::format("{}({}, {})", name, operand(0), operand(1))
+    // f64 values (the gradient norm's terms) take the double intrinsic.
+    auto rounded = [&](const char *sym, const char *f32Intrinsic,
+                       const char *f64Intrinsic) {
+      const char *intrinsic =
+          o.getResult(0).getType().isF64() ? f64Intrinsic : f32Intrinsic;
+      return cuda ? fmt::format("{}({}, {})", intrinsic, operand(0),
+                                operand(1))
                   : binary(sym);
     };
     return llvm::TypeSwitch<Operation *, FailureOr<std::string>>(&o)
-        .Case([&](arith::AddFOp) { return rounded("+", "__fadd_rn"); })
-        .Case([&](arith::SubFOp) { return rounded("-", "__fsub_rn"); })
-        .Case([&](arith::MulFOp) { return rounded("*", "__fmul_rn"); })
+        .Case([&](arith::AddFOp) {
+          return rounded("+", "__fadd_rn", "__dadd_rn");
+        })
+        .Case([&](arith::SubFOp) {
+          return rounded("-", "__fsub_rn", "__dsub_rn");
+        })
+        .Case([&](arith::MulFOp) {
+          return rounded("*", "__fmul_rn", "__dmul_rn");
+        })
         .Case([&](arith::DivFOp) { return binary("/"); })
         .Case([&](arith::NegFOp) { return "-" + operand(0); })
         .Case([&](math::ExpOp) {
@@ -352,7 +359,11 @@ public:
   void visitColumns(std::string lo, std::string hi) {
     columnRange = {std::move(lo), std::move(hi)};
   }
-  std::optional<std::pair<std::string, std::string>> columnRange;
+  /// The column range visitColumns set, if any.
+  const std::optional<std::pair<std::string, std::string>> &
+  visitedColumns() const {
+    return columnRange;
+  }
 
   /// The inputs read one element at a time (not once a row, not the
   /// product in registers), of the vectors or of the row buffers.
@@ -538,6 +549,7 @@ private:
   bool inRegisters = false;
   bool rowPointers = false;
   bool sequenceGiven = false;
+  std::optional<std::pair<std::string, std::string>> columnRange;
 };
 
 /// Writes the statements of row `i` of `op` at `inner` spaces: the row's
@@ -571,11 +583,10 @@ LogicalResult writeRow(modk::RowsOp op, RowStatements &stmts, bool cuda,
       os << fmt::format("{}for (int c = lane; c < {}; c += modk_cuda::kWarp) "
                         "{{\n",
                         pad, width);
-    else if (stmts.columnRange)
+    else if (const auto &range = stmts.visitedColumns())
       os << fmt::format("#pragma omp simd{}\n{}for (int64_t c = {}; c < {}; "
                         "++c) {{\n",
-                        simd.str(), pad, stmts.columnRange->first,
-                        stmts.columnRange->second);
+                        simd.str(), pad, range->first, range->second);
     else
       os << fmt::format("#pragma omp simd{}\n{}for (int64_t c = 0; c < {}; "
                         "++c) {{\n",
@@ -678,9 +689,13 @@ LogicalResult writePairStatements(modk::RowsOp op, KernelStatements &stmts,
                                   bool cuda, bool epilogue, int indent,
                                   llvm::raw_ostream &os) {
   Block &body = op.getBody().front();
-  int64_t width = op.getWidth();
   const std::string columns[2] = {
       "c", fmt::format("c + {}", *op.getHeadDim() / 2)};
+  // Rows are a buffer's row stride apart: its width, or a column window's
+  // source row (modk-fuse-horizontal; written in place).
+  auto stride = [](Value v) {
+    return modk::ColumnWindowOp::rowStride(cast<MemRefType>(v.getType()));
+  };
   std::string pad(indent, ' ');
   for (BlockArgument arg : body.getArguments()) {
     if (arg.use_empty())
@@ -691,9 +706,7 @@ LogicalResult writePairStatements(modk::RowsOp op, KernelStatements &stmts,
       loads[e] = epilogue && isa<BlockArgument>(op.getInputs()[j])
                      ? fmt::format("acc{}", e)
                      : fmt::format("static_cast<float>(in{}[i * {} + {}])", j,
-                                   modk::ColumnWindowOp::rowStride(cast<MemRefType>(
-                                       op.getInputs()[j].getType())),
-                                   columns[e]);
+                                   stride(op.getInputs()[j]), columns[e]);
     os << fmt::format("{}const float x{}a = {}, x{}b = {};\n", pad, j,
                       loads[0], j, loads[1]);
   }
@@ -711,14 +724,10 @@ LogicalResult writePairStatements(modk::RowsOp op, KernelStatements &stmts,
     for (Value v : body.getTerminator()->getOperands())
       values[e].push_back(stmts[v]);
   }
-  // An output's rows are its row stride apart (a column window written in
-  // place: modk-fuse-horizontal).
   for (auto [k, out] : llvm::enumerate(op.getOutputs()))
     for (int e = 0; e < 2; ++e)
-      os << fmt::format(
-          "{}out{}[i * {} + {}] = {};\n", pad, k,
-          modk::ColumnWindowOp::rowStride(cast<MemRefType>(out.getType())),
-          columns[e], storedValue(out, values[e][k], cuda));
+      os << fmt::format("{}out{}[i * {} + {}] = {};\n", pad, k, stride(out),
+                        columns[e], storedValue(out, values[e][k], cuda));
   return success();
 }
 

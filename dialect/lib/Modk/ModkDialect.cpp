@@ -699,10 +699,9 @@ bool RowsOp::readsWindowAt(unsigned index) {
 }
 
 bool RowsOp::readsWindowOperand(unsigned operandNumber) {
-  for (OpOperand &in : getInputsMutable())
+  for (auto [j, in] : llvm::enumerate(getInputsMutable()))
     if (in.getOperandNumber() == operandNumber)
-      return readsWindowAt(in.getOperandNumber() -
-                           getInputsMutable().begin()->getOperandNumber());
+      return readsWindowAt(j);
   // An output window is written in place: it is also an input, read as a
   // window.
   for (OpOperand &out : getOutputsMutable())

@@ -138,11 +138,9 @@ void CppEmitter::emitGemm(modk::GemmOp op, int indent) {
   // The template arguments: N, K, the bf16 flag, then the input's row
   // stride where it is a column window (an f32 product only).
   std::vector<int64_t> shape = gemmShape(n, k, op);
-  if (int64_t lda = modk::ColumnWindowOp::rowStride(
-          cast<MemRefType>(op.getInput().getType()));
-      lda != k) {
+  if (std::vector<int64_t> lda = windowStrides(op.getInput()); !lda.empty()) {
     shape.resize(3, 0);
-    shape.push_back(lda);
+    shape.push_back(lda.front());
   }
   os << fmt::format("{:{}}const int64_t rows = {};\n", "", indent,
                     hostRows(op.getSegments(), op.getInput()));
