@@ -752,9 +752,9 @@ inline void causal_attention(const float *q, const float *k, const float *v,
     for (int64_t t = 0; t < nitems; ++t) {
       const detail::AttnItem &w = it[t];
       const int64_t first = toff[w.seg] * H + w.head;
-      detail::attentionBlock<H, HD, QS, Out>(q, seg, pos, pk + first * T::KSize,
-                                    pv + first * T::VSize, H * T::KSize,
-                                    H * T::VSize, out, w);
+      detail::attentionBlock<H, HD, QS, Out>(
+          q, seg, pos, pk + first * T::KSize, pv + first * T::VSize,
+          H * T::KSize, H * T::VSize, out, w);
     }
   }
 }

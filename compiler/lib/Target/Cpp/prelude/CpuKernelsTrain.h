@@ -390,8 +390,9 @@ inline void causal_attention_grad(const float *q, const float *k,
 #pragma omp parallel for schedule(dynamic, 1) if (rows * H * HD >              \
                                                   detail::kMinParallelWork)
   for (int64_t t = 0; t < nitems; ++t)
-    detail::attentionGradItem<H, HD, QS, KS, VS>(q, k, v, o, dout, seg, pos, it[t / H].seg,
-                                     static_cast<int>(t % H), dq, dk, dv);
+    detail::attentionGradItem<H, HD, QS, KS, VS>(
+        q, k, v, o, dout, seg, pos, it[t / H].seg, static_cast<int>(t % H), dq,
+        dk, dv);
 }
 
 } // namespace modk_cpu
