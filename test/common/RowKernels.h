@@ -200,6 +200,8 @@ constexpr auto swigluWindows50 = rows_cpu::modc_rows_125;
 // (rows, dx, tokens, table), V = 9, D = 40 and V = 600, D = 300.
 constexpr auto embedGrad9x40 = rows_cpu::modc_rows_126;
 constexpr auto embedGrad600x300 = rows_cpu::modc_rows_127;
+// A whole buffer's copy into bf16, rounded as stored, D = 37: (rows, x, y).
+constexpr auto roundingCopy37 = rows_cpu::modc_rows_128;
 // Gathers fused into the selection, S = 40, D = 70: functors {pos, x, w,
 // gathered, normed} (RMSNorm, eps 1e-5) and {pos, x, scale, w, gathered,
 // normed}, for select_topk and gather_sequences.
@@ -302,6 +304,7 @@ constexpr auto ropeWindow4x32 = rows_cuda::modc_rows_124;
 constexpr auto swigluWindows50 = rows_cuda::modc_rows_125;
 constexpr auto embedGrad9x40 = rows_cuda::modc_rows_126;
 constexpr auto embedGrad600x300 = rows_cuda::modc_rows_127;
+constexpr auto roundingCopy37 = rows_cuda::modc_rows_128;
 
 /// A scatter-add kernel (the embedding's gradient), launched as the CUDA
 /// emitter does: kScatterBlocks blocks, each owning the table rows of its

@@ -596,6 +596,16 @@ modk.entry @forward attributes {model = #modk.model<name = "t", vocab_size = 1, 
   %gtable300 = modk.param "gtable300" : memref<600x300xf32>
   %gdx300 = modk.alloc : memref<?x300x300xf32>
   modk.embed_grad(%gtok, %gdx300, %gtable300) : memref<?x300xi32>, memref<?x300x300xf32>, memref<600x300xf32>
+  // 128: a whole buffer's copy into bf16 (an f32 gradient that only
+  // products read; modk-generalize writes it as a row kernel over every row
+  // of the identity row set, rounding as it stores), D = 37: (rows, x, y)
+  // (CpuKernels.RoundingCopy, CudaKernels.RoundingCopy).
+  %cpos = modk.alloc : memref<?x3xi32>
+  %cseg = modk.alloc : memref<?x1xi64>
+  modk.identity_rows -> %cpos, %cseg : memref<?x3xi32>, memref<?x1xi64>
+  %cx37 = modk.alloc : memref<?x3x37xf32>
+  %cy37 = modk.alloc : memref<?x3x37xbf16>
+  modk.copy(%cx37, %cy37) : memref<?x3x37xf32>, memref<?x3x37xbf16>
 }
 // The optimizer's element update and gradient norm terms:
 // modk-generate-optimizer writes `modk.optimizer @adamw` beside this

@@ -801,10 +801,19 @@ TEST(CudaKernels, RmsnormAndAdd) {
   gen_cuda::launch(gen_cuda::add90Bf16, &rows, maxRows, x.data(), b.data(),
                    sb.data());
   expectBf16Of(sb, sref.data(), rows * D, unset, "add into bf16");
-  // A whole buffer's rounding copy.
+}
+
+// A whole buffer's copy into bf16 (modk.copy, a generated row kernel by
+// modk-generalize): each element rounded, the rows past the count left.
+TEST(CudaKernels, RoundingCopy) {
+  constexpr int D = 37;
+  const int64_t rows = 7, maxRows = 9;
+  auto x = randomFloats(maxRows * D, 84);
+  const modk_cuda::bf16 unset(kSentinel);
   std::vector<modk_cuda::bf16> xb(maxRows * D, unset);
-  modk_cuda::store_rows<D>(x.data(), rows, xb.data(), nullptr);
-  expectBf16Of(xb, x.data(), rows * D, unset, "store_rows");
+  gen_cuda::launch(gen_cuda::roundingCopy37, &rows, maxRows, x.data(),
+                   xb.data());
+  expectBf16Of(xb, x.data(), rows * D, unset, "rounding copy");
 }
 
 // The generated bf16 rounding (arith.truncf/extf; the values attention

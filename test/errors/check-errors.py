@@ -76,11 +76,11 @@ CASES = {
     "`--arch must be sm_90a or sm_80, got 'X'`": [
         ("{modc} compile {tmp}/m.json --target cuda --arch sm_70 -o {tmp}/o", 1,
          "modc: error: --arch must be sm_90a or sm_80, got 'sm_70'")],
-    "`--no-fuse takes residual-add, activation, rows-epilogue, router-norm, select-gather and horizontal, got 'X'`": [
+    "`--no-fuse takes residual-add, activation, rows-epilogue, router-norm, select-gather, horizontal and copy, got 'X'`": [
         ("{modc} compile {tmp}/m.json --no-fuse=residual-add,rope -o {tmp}/o",
          1, "modc: error: --no-fuse takes residual-add, activation, "
-         "rows-epilogue, router-norm, select-gather and horizontal, got "
-         "'rope'")],
+         "rows-epilogue, router-norm, select-gather, horizontal and copy, "
+         "got 'rope'")],
     "`--arch is for --target cuda; the CPU target takes --march`": [
         ("{modc} compile {tmp}/m.json --arch sm_80 -o {tmp}/o", 1,
          "modc: error: --arch is for --target cuda; the CPU target takes --march")],

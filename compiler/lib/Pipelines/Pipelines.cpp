@@ -43,6 +43,9 @@ LogicalResult modc::buildModToModkPipeline(OpPassManager &pm,
   FuseSelectGatherOptions selectGather;
   selectGather.enabled = options.fuseSelectGather;
   entry.addPass(createFuseSelectGather(selectGather));
+  FuseCopiesOptions copies;
+  copies.enabled = options.fuseCopies;
+  entry.addPass(createFuseCopies(copies));
   entry.addPass(createPlanMemory());
   if (options.cudaGemms.empty())
     return success();

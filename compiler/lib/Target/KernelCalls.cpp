@@ -92,7 +92,8 @@ LogicalResult PlanEmitter::emitKernel(Operation *op) {
              << modk::stringifyEpilogue(e)
              << " epilogue is generated from its math: run modk-generalize "
                 "before emitting";
-    if (gemm.getRoundBf16())
+    if (gemm.getRoundBf16() ||
+        (e == modk::Epilogue::none && holdsBf16(gemm.getOutput())))
       return op->emitOpError("rounds its output to bf16: modk-generalize "
                              "writes that rounding as a `rows` epilogue; run "
                              "it before emitting");
@@ -231,13 +232,12 @@ LogicalResult PlanEmitter::emitKernel(Operation *op) {
                  fmt::format("sizeof(*{}) * {}", name(out), elements(out)));
       return success();
     }
-    // An f32 gradient into bf16 (modk-store-bf16): rounded as stored.
-    int64_t n = width(out);
-    emitCall({"store_rows",
-              {n},
-              {name(in), fmt::format("({}) / {}", elements(out), n),
-               name(out)}});
-    return success();
+    // modk-generalize writes a copy into another element type as a row
+    // kernel that rounds as it stores.
+    return copy.emitOpError()
+           << "copies into another element type; modk-generalize writes "
+              "such a copy as a modk.rows (it needs a modk.identity_rows of "
+              "the buffer's rows before it)";
   }
   if (auto dgrad = dyn_cast<modk::GemmDgradOp>(op)) {
     auto w = cast<MemRefType>(dgrad.getWeight().getType()).getShape();

@@ -84,7 +84,9 @@ static cl::list<std::string> noFuse(
              "its router's pass over every token), select-gather (a routed "
              "block's gather of its selected rows, into the kernel that "
              "selects them), horizontal (Q, K and V, and the gate and up "
-             "projections, each as one stacked product; CPU targets)"),
+             "projections, each as one stacked product; CPU targets), copy "
+             "(a whole buffer's copy, into the row kernel that wrote its "
+             "source)"),
     cl::value_desc("FUSION,..."), cl::CommaSeparated, cl::sub(compileCommand),
     cl::cat(modcCategory));
 static cl::opt<std::string> cudaGemms(
@@ -157,9 +159,11 @@ static int runCompile() {
       pipeline.fuseSelectGather = false;
     else if (fusion == "horizontal")
       pipeline.fuseHorizontal = false;
+    else if (fusion == "copy")
+      pipeline.fuseCopies = false;
     else
       return fail("--no-fuse takes residual-add, activation, rows-epilogue, "
-                  "router-norm, select-gather and horizontal, got '" +
+                  "router-norm, select-gather, horizontal and copy, got '" +
                   fusion + "'");
   }
   if (target == "cuda") {

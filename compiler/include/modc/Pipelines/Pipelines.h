@@ -25,6 +25,8 @@ struct PipelineOptions {
   bool fuseHorizontal = true;
   /// modk-fuse-select-gather (modc --no-fuse=select-gather).
   bool fuseSelectGather = true;
+  /// modk-fuse-copies (modc --no-fuse=copy).
+  bool fuseCopies = true;
   /// A CUDA target: modk-configure-gemms' options (arch=sm_90a and any
   /// pinned choice, `modc --arch`, `--cuda-gemms`). Empty: a CPU target,
   /// whose products need no configuration.

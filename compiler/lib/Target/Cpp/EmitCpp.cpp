@@ -38,11 +38,28 @@ public:
   /// Only the kernels generated from modk.rows (the kernel tests' input).
   LogicalResult emitRowKernels() {
     collectRowKernels();
-    return emitRowKernelDefinitions();
+    return emitGeneratedKernels();
   }
 
 private:
   const CpuIsa *cpuIsa;
+  /// The kernels generated from the IR (row kernels, fused gathers, the
+  /// optimizer's), compiled without contracting a product and a sum into a
+  /// fused multiply-add: GCC contracts by the code around them, so the
+  /// same math gave other bits in another kernel (docs/compiler.md,
+  /// stage 7). CUDA rounds each operation for the same reason.
+  LogicalResult emitGeneratedKernels() {
+    os << "#if defined(__GNUC__) && !defined(__clang__)\n"
+          "#pragma GCC push_options\n"
+          "#pragma GCC optimize(\"fp-contract=off\")\n"
+          "#endif\n";
+    if (failed(emitRowKernelDefinitions()))
+      return failure();
+    os << "#if defined(__GNUC__) && !defined(__clang__)\n"
+          "#pragma GCC pop_options\n"
+          "#endif\n\n";
+    return success();
+  }
   const char *kernelNamespace() const override { return "modk_cpu"; }
   LogicalResult emitEntry(modk::EntryOp entry) override;
   void emitAdamW(modk::EntryOp grad) override;
@@ -191,18 +208,9 @@ void CppEmitter::emitGemm(modk::GemmOp op, int indent) {
     writeRowKernelCall(epilogue, rowKernelOf.lookup(epilogue), indent);
     return;
   }
-  // sgemm writes f32: a bf16 output is staged, epilogue included, and
-  // rounded as it is stored.
-  const bool staged = holdsBf16(op.getOutput());
-  if (staged) {
-    y = "staged";
-    os << fmt::format("{:{}}float *staged = modk_cpu::staged_rows<{}>(rows);\n",
-                      "", indent, n);
-  }
-  // The other epilogues are `rows` epilogues by now (modk-generalize).
+  // A plain f32 product: the other epilogues, and the rounding store of a
+  // bf16 output, are `rows` epilogues by now (modk-generalize).
   emitCall({"linear", shape, {a, "rows", w, y}}, indent);
-  if (staged)
-    emitCall({"store_rows", {n}, {y, "rows", name(op.getOutput())}}, indent);
 }
 
 LogicalResult CppEmitter::emitTargetKernel(Operation *op) {
@@ -233,7 +241,7 @@ LogicalResult CppEmitter::emit() {
   if (decode)
     os << kDecodePrelude << "\n";
   emitHostSupport("");
-  if (failed(emitRowKernelDefinitions()))
+  if (failed(emitGeneratedKernels()))
     return failure();
   os << R"cpp(/// Prints the time since `tick` for kernel `index` and restarts the clock.
 void modcProfile(int index, const char *what,

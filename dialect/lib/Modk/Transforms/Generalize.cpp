@@ -362,6 +362,8 @@ void createRopeRows(PatternRewriter &rewriter, Operation *op, Value x,
 ///    scratch rows first, then y = silu(g) * (a W_up^T);
 ///  - a plain product that modk-store-bf16 marked `round_bf16` (the values
 ///    attention reads in a bf16 entry): y = bf16(a W^T), held as f32;
+///  - a plain product into a bf16 buffer (one that only products read):
+///    y = a W^T, rounded as it is stored;
 ///  - rope: y = x cos + rotate_half(x) sin at the row's position, per head
 ///    (the queries and keys), then bf16(y) where it is `round_bf16`.
 /// modk-fuse-epilogues and modk-store-bf16 decided these; this spells their
@@ -372,9 +374,12 @@ struct NamedEpilogueToRows : OpRewritePattern<modk::GemmOp> {
                                 PatternRewriter &rewriter) const override {
     modk::Epilogue e = op.getEpilogue();
     const bool rounded = e == modk::Epilogue::none && op.getRoundBf16();
+    const bool storedBf16 =
+        e == modk::Epilogue::none && op.getWeights().size() == 1 &&
+        cast<MemRefType>(op.getOutput().getType()).getElementType().isBF16();
     const bool rope = e == modk::Epilogue::rope;
     if (e != modk::Epilogue::residual_add && e != modk::Epilogue::gelu &&
-        e != modk::Epilogue::swiglu && !rounded && !rope)
+        e != modk::Epilogue::swiglu && !rounded && !storedBf16 && !rope)
       return failure();
     if (op.getRoundBf16() && !rounded && !rope)
       return rewriter.notifyMatchFailure(op, "rounds its output for attention");
@@ -420,6 +425,10 @@ struct NamedEpilogueToRows : OpRewritePattern<modk::GemmOp> {
       rows({product}, [](F32Math &m, ValueRange a) -> SmallVector<Value> {
         return {m.roundBf16(a[0])};
       });
+    else if (storedBf16)
+      rows({product}, [](F32Math &, ValueRange a) -> SmallVector<Value> {
+        return {a[0]};
+      });
     else if (e == modk::Epilogue::residual_add)
       rows({extra[0], product}, [](F32Math &m, ValueRange a) -> SmallVector<Value> {
         return {m.add(a[0], a[1])};
@@ -433,6 +442,46 @@ struct NamedEpilogueToRows : OpRewritePattern<modk::GemmOp> {
         return {swigluElement(m, a[0], a[1])};
       });
     return success();
+  }
+};
+
+/// A copy of an f32 buffer into bf16 (a gradient that only products read,
+/// modk-store-bf16): a row kernel over every row whose body is the element,
+/// rounded as it is stored. A copy within one element type stays a copy.
+struct RoundingCopyToRows : OpRewritePattern<modk::CopyOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(modk::CopyOp op,
+                                PatternRewriter &rewriter) const override {
+    auto in = cast<MemRefType>(op.getInput().getType());
+    auto out = cast<MemRefType>(op.getOutput().getType());
+    if (in.getElementType() == out.getElementType())
+      return failure();
+    Value all = everyRow(op);
+    if (!all)
+      return rewriter.notifyMatchFailure(op, "no row set of every row");
+    replaceWithRows(rewriter, op, op.getInput(), all, op.getOutput(), 0,
+                    noSums,
+                    [](F32Math &, ValueRange a) -> SmallVector<Value> {
+                      return {a[0]};
+                    });
+    return success();
+  }
+
+  /// The segments of a modk.identity_rows before `op` whose rows are those
+  /// of the copied buffer [B, S, ...], or null.
+  static Value everyRow(modk::CopyOp op) {
+    auto type = cast<MemRefType>(op.getInput().getType());
+    if (type.getRank() < 3)
+      return Value();
+    for (auto identity :
+         op->getBlock()->getOps<modk::IdentityRowsOp>()) {
+      if (!identity->isBeforeInBlock(op))
+        break;
+      auto positions = cast<MemRefType>(identity.getPositions().getType());
+      if (positions.getDimSize(1) == type.getDimSize(1))
+        return identity.getSegments();
+    }
+    return Value();
   }
 };
 
@@ -863,6 +912,7 @@ struct GeneralizePass : public modc::impl::GeneralizeBase<GeneralizePass> {
              RouteSelectGatherToRows, DecodeRouteToRows, GateScaleScatterToRows,
              GatherGradToRows, ScatterGradToRows, RMSNormGradToRows,
              RouterGradToRows, RopeGradToRows, NamedEpilogueToRows,
+             RoundingCopyToRows,
              EmbedToRows, EmbedGradToRows,
              PredictorToRows, PredictorGradToRows,
              LossToRows<modk::CrossEntropyOp>,

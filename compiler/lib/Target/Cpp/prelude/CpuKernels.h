@@ -402,20 +402,10 @@ inline const float *stack_weights(const W *...w) {
   return stacked;
 }
 
-/// An f32 staging buffer for [rows, N] GEMM outputs (and their epilogue)
-/// that go to a bf16 buffer next (store_rows); per thread, reused by the
-/// next call.
+/// An f32 staging buffer for a [rows, N] GEMM product that its generated
+/// `rows` epilogue finishes; per thread, reused by the next call.
 template <int N> inline float *staged_rows(int64_t rows) {
   return detail::scratchFloats(rows * N, 2);
-}
-
-/// dst[rows, N] = src as Out (bf16: rounded, what the products read).
-template <int N, typename Out>
-inline void store_rows(const float *src, int64_t rows, Out *dst) {
-  const int64_t total = rows * N;
-#pragma omp parallel for if (total > detail::kBf16RoundParallel)
-  for (int64_t i = 0; i < rows; ++i)
-    detail::storeRow(dst + i * N, src + i * N, N);
 }
 
 namespace detail {

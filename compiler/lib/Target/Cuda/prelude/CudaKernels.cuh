@@ -522,18 +522,6 @@ inline bool linear_rows_epilogue(const TA *a, const int64_t *rows,
   return fused;
 }
 
-/// dst[rows, N] = src rounded to bf16 (modk_cpu::store_rows into bf16: what
-/// the products read), by the kernel that rounds the weights' copies.
-/// `rows` is known on the host (a whole buffer).
-template <int N>
-inline void store_rows(const float *src, int64_t rows, bf16 *dst,
-                       cudaStream_t stream) {
-  if (rows <= 0)
-    return;
-  MODC_LAUNCH(detail::roundToBf16Kernel, detail::strideGrid(rows * N),
-              detail::kThreads, 0, stream, src, dst, rows * N);
-}
-
 /// pos[b*S + i] = i, seg[b] = b*S (B + 1 entries).
 template <int S>
 inline void identity_segments(int64_t B, int32_t *pos, int64_t *seg,

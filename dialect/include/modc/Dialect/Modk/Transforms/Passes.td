@@ -271,6 +271,49 @@ def FuseSelectGather : Pass<"modk-fuse-select-gather", "::modc::modk::EntryOp"> 
   ];
 }
 
+def FuseCopies : Pass<"modk-fuse-copies", "::modc::modk::EntryOp"> {
+  let summary = "Store a whole-buffer copy in the row kernel that wrote its source";
+  let description = [{
+    Training copies whole [B, S, width] buffers: a gradient's first
+    contribution into the buffer later ones add to, and in a bf16 model an
+    f32 gradient into the bf16 copy that products read (modk-generalize
+    writes that rounding copy as a row kernel whose body is the element).
+    Where the source was last written, at every element of every row, by a
+    `modk.rows` of the plan, this pass gives that kernel the copy as one
+    more output, which gets the element it yields for the source (rounded
+    as it is stored where the copy is bf16), and erases the copy: one pass
+    over memory less. Run after the other fusions of row kernels
+    (modk-fuse-row-epilogues, modk-fuse-horizontal, modk-fuse-select-gather)
+    and before modk-plan-memory.
+
+    Before:
+    ```mlir
+    modk.rows ins(%x, %w, %dy, %dx ...) rows %all ... outs(%dx, %dw ...) ...
+    modk.gemm_wgrad(...)
+    modk.rows ins(%dx ...) rows %all ... outs(%dxb : memref<?x256x128xbf16>) ... body {
+    ^bb0(%e: f32):
+      modk.yield %e : f32
+    }
+    ```
+    After:
+    ```mlir
+    modk.rows ins(%x, %w, %dy, %dx ...) rows %all ... outs(%dx, %dw, %dxb ...) ...
+    modk.gemm_wgrad(...)
+    ```
+    Not fused: a source whose last writer is not a row kernel of the plan
+    over every row (a GEMM or its epilogue, a kernel at tokens or over a
+    routed row set, RoPE over heads, a `causal_only` kernel), a source that
+    another op may write or a copy that another op reads or writes in
+    between, a bf16 source, a view. `enabled=false` (modc
+    `--no-fuse=copy`) leaves every copy a pass of its own, so that the
+    fusion's effect can be measured.
+  }];
+  let options = [
+    Option<"enabled", "enabled", "bool", /*default=*/"true",
+           "Store copies in the kernels that write their sources">
+  ];
+}
+
 def ConfigureGemms : Pass<"modk-configure-gemms", "::modc::modk::EntryOp"> {
   let summary = "Choose each product's CUDA kernels from the target's description";
   let description = [{

@@ -1,0 +1,198 @@
+//===- FuseCopies.cpp - A copy stored by the kernel that made it -*- C++ -*-===//
+//
+// Training copies whole [B, S, width] buffers: the first gradient that
+// reaches a tensor is copied into the buffer that later contributions add
+// to, and a bf16 model rounds an f32 gradient into the bf16 copy that the
+// products read (modk-store-bf16; modk-generalize writes that copy as a row
+// kernel whose body is the element). Where the copied buffer was last
+// written, at every element, by an element-wise row kernel of the plan,
+// that kernel stores the copy too: one more output, which gets the element
+// the kernel yields for the source (rounded as it is stored where the copy
+// is bf16). The copy's pass over memory goes (docs/compiler.md, stage 5h).
+//
+// Not fused:
+//  - a source whose last writer is not a modk.rows of the plan over every
+//    row of the buffer (a GEMM and its epilogue, a kernel at tokens or over
+//    a routed row set, RoPE's kernel over heads, a kernel the forward pass
+//    may skip, a column sum);
+//  - a source that another op may write, or a copy that another op reads
+//    or writes, between that kernel and the copy;
+//  - a bf16 source (the kernel yields the element before it is rounded),
+//    or a source or copy that is a view (a column window).
+//
+//===----------------------------------------------------------------------===//
+
+#include "modc/Dialect/Modk/Transforms/Passes.h"
+
+#include "mlir/IR/PatternMatch.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "mlir/Interfaces/ViewLikeInterface.h"
+
+namespace modc {
+#define GEN_PASS_DEF_FUSECOPIES
+#include "modc/Dialect/Modk/Transforms/Passes.h.inc"
+} // namespace modc
+
+using namespace mlir;
+using namespace modc;
+
+namespace {
+/// The buffer `v` views (through column windows and subviews), or v.
+Value viewedBuffer(Value v) {
+  while (auto view = v.getDefiningOp<ViewLikeOpInterface>())
+    v = view.getViewSource();
+  return v;
+}
+
+/// Whether `op` or an op nested in it has `buffer`, or a view of it, as an
+/// operand.
+bool touches(Operation *op, Value buffer) {
+  return op
+      ->walk([&](Operation *nested) {
+        for (Value v : nested->getOperands())
+          if (viewedBuffer(v) == buffer)
+            return WalkResult::interrupt();
+        return WalkResult::advance();
+      })
+      .wasInterrupted();
+}
+
+/// Whether `op` or an op nested in it may write `buffer` or a view of it:
+/// by its declared memory effects, or, where an op declares none, by
+/// having it as an operand.
+bool mayWrite(Operation *op, Value buffer) {
+  return op
+      ->walk([&](Operation *nested) {
+        auto effects = dyn_cast<MemoryEffectOpInterface>(nested);
+        if (!effects)
+          return touches(nested, buffer) ? WalkResult::interrupt()
+                                         : WalkResult::advance();
+        SmallVector<MemoryEffects::EffectInstance> instances;
+        effects.getEffects(instances);
+        for (const MemoryEffects::EffectInstance &e : instances) {
+          if (!isa<MemoryEffects::Write>(e.getEffect()))
+            continue;
+          Value written = e.getValue();
+          // A write to no named buffer may be to any of them, unless it is
+          // to a resource of its own (the KV cache).
+          if ((!written && isa<SideEffects::DefaultResource>(e.getResource())) ||
+              (written && viewedBuffer(written) == buffer))
+            return WalkResult::interrupt();
+        }
+        return WalkResult::advance();
+      })
+      .wasInterrupted();
+}
+
+/// Whether `segments` is a row set of every row of a [B, S, ...] buffer of
+/// `type`: the segments that a modk.identity_rows of S positions a sequence
+/// writes.
+bool coversEveryRow(Value segments, MemRefType type) {
+  return type.getRank() >= 2 &&
+         llvm::any_of(segments.getUsers(), [&](Operation *user) {
+           auto identity = dyn_cast<modk::IdentityRowsOp>(user);
+           return identity && identity.getSegments() == segments &&
+                  cast<MemRefType>(identity.getPositions().getType())
+                          .getDimSize(1) == type.getDimSize(1);
+         });
+}
+
+/// The source and destination of a whole-buffer copy: a modk.copy, or the
+/// row kernel that modk-generalize writes for one (one input, one output of
+/// its shape, over every row, whose body yields the element).
+std::optional<std::pair<Value, Value>> copiedBuffers(Operation *op) {
+  if (auto copy = dyn_cast<modk::CopyOp>(op))
+    return std::make_pair(copy.getInput(), copy.getOutput());
+  auto rows = dyn_cast<modk::RowsOp>(op);
+  if (!rows || rows.getInputs().size() != 1 || rows.getOutputs().size() != 1 ||
+      rows.getPositions() || !rows.getTokenOperands().empty() ||
+      !rows.getLookups().empty() || rows.getHeadDim() ||
+      rows.getCausalOnly() || !rows.getMaxima().empty() ||
+      rows.getReduce().front().getTerminator()->getNumOperands() != 0)
+    return std::nullopt;
+  Value in = rows.getInputs().front(), out = rows.getOutputs().front();
+  auto inType = cast<MemRefType>(in.getType());
+  auto outType = cast<MemRefType>(out.getType());
+  Block &body = rows.getBody().front();
+  Operation *yield = body.getTerminator();
+  if (&body.front() != yield || yield->getNumOperands() != 1 ||
+      yield->getOperand(0) != body.getArgument(0) ||
+      inType.getShape() != outType.getShape() ||
+      !coversEveryRow(rows.getSegments(), inType))
+    return std::nullopt;
+  return std::make_pair(in, out);
+}
+
+/// The index of `source` among the outputs of `producer` where the kernel
+/// writes it at every element of every row of the buffer, or none.
+std::optional<unsigned> elementOutput(modk::RowsOp producer, Value source) {
+  if (producer.getCausalOnly() || producer.getHeadDim() ||
+      !producer.getLookups().empty() ||
+      llvm::count(producer.getOutputs(), source) != 1)
+    return std::nullopt;
+  auto type = cast<MemRefType>(source.getType());
+  if (type.getRank() != 3 || type.getDimSize(2) != producer.getWidth() ||
+      !coversEveryRow(producer.getSegments(), type))
+    return std::nullopt;
+  unsigned index = llvm::find(producer.getOutputs(), source) -
+                   producer.getOutputs().begin();
+  if (producer.isTokenOperand(producer.getInputs().size() + index))
+    return std::nullopt;
+  return index;
+}
+
+/// Makes the last writer of the copy's source store the copy too, and
+/// erases the copy, where that is safe (see the file comment).
+LogicalResult fuseCopy(Operation *copy, RewriterBase &rewriter) {
+  std::optional<std::pair<Value, Value>> buffers = copiedBuffers(copy);
+  if (!buffers)
+    return failure();
+  auto [source, dest] = *buffers;
+  auto destAlloc = dest.getDefiningOp<modk::AllocOp>();
+  if (!destAlloc || !source.getDefiningOp<modk::AllocOp>() ||
+      !cast<MemRefType>(source.getType()).getElementType().isF32() ||
+      cast<MemRefType>(source.getType()).getShape() !=
+          cast<MemRefType>(dest.getType()).getShape())
+    return failure();
+  Operation *writer = nullptr;
+  for (Operation *op = copy->getPrevNode(); op && !writer;
+       op = op->getPrevNode()) {
+    if (op == destAlloc)
+      continue;
+    if (touches(op, dest))
+      return failure();
+    if (mayWrite(op, source))
+      writer = op;
+  }
+  auto producer = dyn_cast_or_null<modk::RowsOp>(writer);
+  if (!producer || touches(producer, dest))
+    return failure();
+  std::optional<unsigned> index = elementOutput(producer, source);
+  if (!index)
+    return failure();
+  if (producer->isBeforeInBlock(destAlloc))
+    rewriter.moveOpBefore(destAlloc, producer);
+  Operation *yield = producer.getBody().front().getTerminator();
+  rewriter.modifyOpInPlace(producer, [&] {
+    producer.getOutputsMutable().append(dest);
+    yield->insertOperands(yield->getNumOperands(), yield->getOperand(*index));
+  });
+  rewriter.eraseOp(copy);
+  return success();
+}
+
+struct FuseCopiesPass : public modc::impl::FuseCopiesBase<FuseCopiesPass> {
+  using FuseCopiesBase::FuseCopiesBase;
+  void runOnOperation() override {
+    if (!enabled)
+      return;
+    SmallVector<Operation *> copies;
+    for (Operation &op : getOperation().getBody().front())
+      if (copiedBuffers(&op))
+        copies.push_back(&op);
+    IRRewriter rewriter(&getContext());
+    for (Operation *copy : copies)
+      (void)fuseCopy(copy, rewriter);
+  }
+};
+} // namespace
