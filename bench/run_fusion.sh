@@ -12,8 +12,10 @@
 # training; --no-fuse=select-gather: the routed block's gather in the
 # kernel that selects its rows, the MoD model's forward and training;
 # --no-fuse=horizontal: Q, K and V as one stacked product, and the gate and
-# up projections where they are narrow enough) and with all six left out,
-# in one run:
+# up projections where they are narrow enough; --no-fuse=copy: a copy
+# stored by the row kernel that wrote its source, which these f32 models'
+# plans do not have: their copies' sources come from GEMM epilogues) and
+# with all seven left out, in one run:
 # the forward pass (bench_forward), the training step (bench_train) and
 # decoding (bench_decode) of the 4-layer dense and MoD models. The variants
 # run ROUNDS times in turn (all, no-residual-add, ..., all, ...); the table
@@ -30,7 +32,7 @@ build="${1:-build}"
 batch="${BATCH:-4}"; iters="${ITERS:-5}"; warmup="${WARMUP:-2}"
 rounds="${ROUNDS:-2}"; new_tokens="${NEW:-32}"
 models=model_dense,model_mod
-variants=(all no-residual-add no-activation no-rows-epilogue no-router-norm no-select-gather no-horizontal none)
+variants=(all no-residual-add no-activation no-rows-epilogue no-router-norm no-select-gather no-horizontal no-copy none)
 if [[ -n "${VARIANTS:-}" ]]; then
   read -r -a variants <<< "$VARIANTS"
   [[ "${variants[0]}" == all ]] || { echo "run_fusion.sh: VARIANTS must start with all" >&2; exit 2; }
@@ -44,7 +46,8 @@ flags_of() {
     no-router-norm) echo "--no-fuse=router-norm" ;;
     no-select-gather) echo "--no-fuse=select-gather" ;;
     no-horizontal) echo "--no-fuse=horizontal" ;;
-    none) echo "--no-fuse=residual-add,activation,rows-epilogue,router-norm,select-gather,horizontal" ;;
+    no-copy) echo "--no-fuse=copy" ;;
+    none) echo "--no-fuse=residual-add,activation,rows-epilogue,router-norm,select-gather,horizontal,copy" ;;
     *) echo "run_fusion.sh: unknown variant '$1'" >&2; exit 2 ;;
   esac
 }

@@ -136,7 +136,7 @@ for job in "${jobs[@]}"; do
     # run.sh's fusion comparison, for the 0-layer and the MoD model of each
     # dtype: every epilogue fusion left out (modc --no-fuse).
     if [[ "$base" == gpu_none_* || "$base" == gpu_mod_* ]]; then
-      if ! "$modc" compile "$src" --target cuda --arch "$arch"            --no-fuse=residual-add,activation,rows-epilogue,router-norm,select-gather -o "${pkg}_nofuse"            > "$out/${m}_nofuse.log" 2>&1; then
+      if ! "$modc" compile "$src" --target cuda --arch "$arch"            --no-fuse=residual-add,activation,rows-epilogue,router-norm,select-gather,copy -o "${pkg}_nofuse"            > "$out/${m}_nofuse.log" 2>&1; then
         echo "prepare.sh: modc failed for ${m}_nofuse (log: $out/${m}_nofuse.log)" >&2
         failed=1
       else

@@ -132,7 +132,8 @@ if [[ -n "$bench" ]]; then
     done
   fi
   # Every fusion left out (compiled with --no-fuse=residual-add,
-  # activation,rows-epilogue,router-norm,select-gather; "modc_nofuse" lines): the 0-layer and the MoD
+  # activation,rows-epilogue,router-norm,select-gather,copy; "modc_nofuse"
+  # lines): the 0-layer and the MoD
   # model of each dtype, so that report.py can set the MoD block's time
   # with the fusions against without.
   if [[ "${FUSION_COMPARE:-1}" != 0 ]]; then
