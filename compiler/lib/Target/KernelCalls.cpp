@@ -235,9 +235,8 @@ LogicalResult PlanEmitter::emitKernel(Operation *op) {
     // modk-generalize writes a copy into another element type as a row
     // kernel that rounds as it stores.
     return copy.emitOpError()
-           << "copies into another element type; modk-generalize writes "
-              "such a copy as a modk.rows (it needs a modk.identity_rows of "
-              "the buffer's rows before it)";
+           << "copies into another element type: modk-generalize writes "
+              "that rounding as a modk.rows; run it before emitting";
   }
   if (auto dgrad = dyn_cast<modk::GemmDgradOp>(op)) {
     auto w = cast<MemRefType>(dgrad.getWeight().getType()).getShape();

@@ -456,32 +456,15 @@ struct RoundingCopyToRows : OpRewritePattern<modk::CopyOp> {
     auto out = cast<MemRefType>(op.getOutput().getType());
     if (in.getElementType() == out.getElementType())
       return failure();
-    Value all = everyRow(op);
-    if (!all)
-      return rewriter.notifyMatchFailure(op, "no row set of every row");
-    replaceWithRows(rewriter, op, op.getInput(), all, op.getOutput(), 0,
-                    noSums,
+    if (in.getRank() != 3)
+      return rewriter.notifyMatchFailure(op, "not a buffer of rows");
+    replaceWithRows(rewriter, op, op.getInput(),
+                    identitySegments(rewriter, op, op.getInput()),
+                    op.getOutput(), 0, noSums,
                     [](F32Math &, ValueRange a) -> SmallVector<Value> {
                       return {a[0]};
                     });
     return success();
-  }
-
-  /// The segments of a modk.identity_rows before `op` whose rows are those
-  /// of the copied buffer [B, S, ...], or null.
-  static Value everyRow(modk::CopyOp op) {
-    auto type = cast<MemRefType>(op.getInput().getType());
-    if (type.getRank() < 3)
-      return Value();
-    for (auto identity :
-         op->getBlock()->getOps<modk::IdentityRowsOp>()) {
-      if (!identity->isBeforeInBlock(op))
-        break;
-      auto positions = cast<MemRefType>(identity.getPositions().getType());
-      if (positions.getDimSize(1) == type.getDimSize(1))
-        return identity.getSegments();
-    }
-    return Value();
   }
 };
 
