@@ -1,4 +1,4 @@
-//===- FuseCopies.cpp - A copy stored by the kernel that made it -*- C++ -*-===//
+//===- FuseCopies.cpp - Copies stored by their sources' writers -*- C++ -*-===//
 //
 // Training copies whole [B, S, width] buffers: the first gradient that
 // reaches a tensor is copied into the buffer that later contributions add
@@ -75,7 +75,8 @@ bool mayWrite(Operation *op, Value buffer) {
           Value written = e.getValue();
           // A write to no named buffer may be to any of them, unless it is
           // to a resource of its own (the KV cache).
-          if ((!written && isa<SideEffects::DefaultResource>(e.getResource())) ||
+          if ((!written &&
+               isa<SideEffects::DefaultResource>(e.getResource())) ||
               (written && viewedBuffer(written) == buffer))
             return WalkResult::interrupt();
         }
@@ -106,8 +107,8 @@ std::optional<std::pair<Value, Value>> copiedBuffers(Operation *op) {
   auto rows = dyn_cast<modk::RowsOp>(op);
   if (!rows || rows.getInputs().size() != 1 || rows.getOutputs().size() != 1 ||
       rows.getPositions() || !rows.getTokenOperands().empty() ||
-      !rows.getLookups().empty() || rows.getHeadDim() ||
-      rows.getCausalOnly() || !rows.getMaxima().empty() ||
+      !rows.getLookups().empty() || rows.getHeadDim() || rows.getCausalOnly() ||
+      !rows.getMaxima().empty() ||
       rows.getReduce().front().getTerminator()->getNumOperands() != 0)
     return std::nullopt;
   Value in = rows.getInputs().front(), out = rows.getOutputs().front();
@@ -134,8 +135,8 @@ std::optional<unsigned> elementOutput(modk::RowsOp producer, Value source) {
   if (type.getRank() != 3 || type.getDimSize(2) != producer.getWidth() ||
       !coversEveryRow(producer.getSegments(), type))
     return std::nullopt;
-  unsigned index = llvm::find(producer.getOutputs(), source) -
-                   producer.getOutputs().begin();
+  unsigned index =
+      llvm::find(producer.getOutputs(), source) - producer.getOutputs().begin();
   if (producer.isTokenOperand(producer.getInputs().size() + index))
     return std::nullopt;
   return index;
