@@ -197,18 +197,15 @@ inline float __fdividef(float a, float b) { return a / b; }
 // The _rn intrinsics round each result: the empty asm makes the product a
 // value of its own, so that the compiler (-march=native, FMA contraction)
 // cannot fuse it into a following add.
-inline float __fmul_rn(float a, float b) {
-  float p = a * b;
+template <typename T> inline T roundedProduct(T a, T b) {
+  T p = a * b;
   __asm__("" : "+g"(p));
   return p;
 }
+inline float __fmul_rn(float a, float b) { return roundedProduct(a, b); }
 inline float __fadd_rn(float a, float b) { return a + b; }
 inline float __fsub_rn(float a, float b) { return a - b; }
-inline double __dmul_rn(double a, double b) {
-  double p = a * b;
-  __asm__("" : "+g"(p));
-  return p;
-}
+inline double __dmul_rn(double a, double b) { return roundedProduct(a, b); }
 inline double __dadd_rn(double a, double b) { return a + b; }
 inline double __dsub_rn(double a, double b) { return a - b; }
 inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }

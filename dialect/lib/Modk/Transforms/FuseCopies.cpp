@@ -108,8 +108,7 @@ std::optional<std::pair<Value, Value>> copiedBuffers(Operation *op) {
   if (!rows || rows.getInputs().size() != 1 || rows.getOutputs().size() != 1 ||
       rows.getPositions() || !rows.getTokenOperands().empty() ||
       !rows.getLookups().empty() || rows.getHeadDim() || rows.getCausalOnly() ||
-      !rows.getMaxima().empty() ||
-      rows.getReduce().front().getTerminator()->getNumOperands() != 0)
+      rows.getNumMaxima() != 0 || rows.getNumReductions() != 0)
     return std::nullopt;
   Value in = rows.getInputs().front(), out = rows.getOutputs().front();
   auto inType = cast<MemRefType>(in.getType());

@@ -94,6 +94,10 @@ void replaceWithRows(PatternRewriter &rewriter, Operation *op,
 
 SmallVector<Value> noSums(F32Math &, ValueRange) { return {}; }
 
+/// A region that yields its first argument: a copy's element, or a row's
+/// maximum that is the element itself.
+SmallVector<Value> firstArgument(F32Math &, ValueRange a) { return {a[0]}; }
+
 /// RMSNorm's scale of a row: 1 / sqrt(sum(x^2) / width + eps).
 Value rmsnormScale(F32Math &m, Value squares, double width, float eps) {
   return m.div(m.c(1.0), m.sqrt(m.add(m.div(squares, m.c(width)), m.c(eps))));
@@ -426,9 +430,7 @@ struct NamedEpilogueToRows : OpRewritePattern<modk::GemmOp> {
         return {m.roundBf16(a[0])};
       });
     else if (storedBf16)
-      rows({product}, [](F32Math &, ValueRange a) -> SmallVector<Value> {
-        return {a[0]};
-      });
+      rows({product}, firstArgument);
     else if (e == modk::Epilogue::residual_add)
       rows({extra[0], product}, [](F32Math &m, ValueRange a) -> SmallVector<Value> {
         return {m.add(a[0], a[1])};
@@ -460,10 +462,7 @@ struct RoundingCopyToRows : OpRewritePattern<modk::CopyOp> {
       return rewriter.notifyMatchFailure(op, "not a buffer of rows");
     replaceWithRows(rewriter, op, op.getInput(),
                     identitySegments(rewriter, op, op.getInput()),
-                    op.getOutput(), 0, noSums,
-                    [](F32Math &, ValueRange a) -> SmallVector<Value> {
-                      return {a[0]};
-                    });
+                    op.getOutput(), 0, noSums, firstArgument);
     return success();
   }
 };
@@ -551,8 +550,7 @@ struct ScatterGradToRows : OpRewritePattern<modk::ScatterGradOp> {
     if (gate == modk::Gate::one) {
       replaceWithRows(
           rewriter, op, op.getDy(), op.getSegments(), op.getDf(), 0, noSums,
-          [](F32Math &, ValueRange a) -> SmallVector<Value> { return {a[0]}; },
-          TokenAccess{op.getPositions(), {0}});
+          firstArgument, TokenAccess{op.getPositions(), {0}});
       return success();
     }
     // Inputs dy (token), f, r (token), dr (token); outputs df, dr (token).
@@ -679,9 +677,7 @@ struct EmbedGradToRows : OpRewritePattern<modk::EmbedGradOp> {
     Value all = identitySegments(rewriter, op, op.getTokens());
     replaceWithRows(
         rewriter, op, {op.getDx(), op.getTokens()}, all, op.getDtable(), 0,
-        noSums,
-        [](F32Math &, ValueRange a) -> SmallVector<Value> { return {a[0]}; },
-        {}, /*lookups=*/{2, 1});
+        noSums, firstArgument, {}, /*lookups=*/{2, 1});
     return success();
   }
 };
@@ -798,9 +794,6 @@ void crossEntropyRows(PatternRewriter &rewriter, Operation *op, Value logits,
   auto isTarget = [](F32Math &m, Value t) {
     return m.eq(modk::ColumnOp::create(m.b, m.loc, m.b.getF32Type()), t);
   };
-  auto rowMax = [](F32Math &, ValueRange a) -> SmallVector<Value> {
-    return {a[0]};
-  };
   // Inputs z, t; the body reads z, t, m, then the sums s and z_t.
   replaceWithRows(
       rewriter, op, {logits, targets}, all, outputs, 2,
@@ -819,7 +812,7 @@ void crossEntropyRows(PatternRewriter &rewriter, Operation *op, Value logits,
         Value dz = m.sub(p, m.select(isTarget(m, t), inv, m.c(0.0)));
         return {dz, loss, loss};
       },
-      {}, {}, RegionFn(rowMax));
+      {}, {}, RegionFn(firstArgument)); // the row's maximum of z
 }
 
 /// One routed layer's causal-router loss (docs/model-format.md section 4):
