@@ -5,8 +5,9 @@
 # Stacking changes which products OpenBLAS runs: for products of a few
 # dozen rows it picks its small-matrix kernels by the product's size, and
 # those sum over K in another order, so the unstacked package's floats may
-# differ in their last bits (compare_checkpoints.py $3, relative to 1e-3)
-# while its routing and sampled text stay the same.
+# differ in their last bits (compare_checkpoints.py $3: to 1e-5 of each
+# tensor's largest magnitude; seen: 5e-7) while its routing and sampled
+# text stay the same.
 set -euo pipefail
 dir="$1"; m="$2"; compare="$3"
 modc compile "$dir/$m.json" -o "$dir/$m-fused"
@@ -29,6 +30,6 @@ for out in topk.safetensors causal.safetensors grad.safetensors sample.txt; do
 done
 for out in topk causal grad; do
   python3 "$compare" "$dir/$m-fused-$out.safetensors" \
-    "$dir/$m-unstacked-$out.safetensors" --max-rel 1e-3
+    "$dir/$m-unstacked-$out.safetensors" --max-err 1e-5
 done
 cmp "$dir/$m-fused-sample.txt" "$dir/$m-unstacked-sample.txt"
