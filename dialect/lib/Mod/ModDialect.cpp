@@ -178,7 +178,8 @@ LogicalResult TokensOp::verify() {
   ModelOp model = parentModel(*this);
   if (!model)
     return success();
-  return checkShape(*this, getType(), "tokens", {model.getSeqLen()});
+  return checkShape(*this, getType(), "tokens",
+                    {static_cast<int64_t>(model.getSeqLen())});
 }
 
 LogicalResult EmbedOp::verify() {
@@ -186,7 +187,8 @@ LogicalResult EmbedOp::verify() {
   if (!model)
     return success();
   return checkShape(*this, getType(), "result",
-                    {model.getSeqLen(), model.getDModel()});
+                    {static_cast<int64_t>(model.getSeqLen()),
+                     static_cast<int64_t>(model.getDModel())});
 }
 
 LogicalResult BlockOp::verify() {
@@ -299,7 +301,8 @@ LogicalResult LMHeadOp::verify() {
   if (!model)
     return success();
   return checkShape(*this, getType(), "logits",
-                    {model.getSeqLen(), model.getVocabSize()});
+                    {static_cast<int64_t>(model.getSeqLen()),
+                     static_cast<int64_t>(model.getVocabSize())});
 }
 
 LogicalResult RouteOp::verify() {
@@ -310,7 +313,7 @@ LogicalResult RouteOp::verify() {
   if (getGathered().getType() != getNormed().getType())
     return emitOpError("gathered and normed rows must have one type");
   return checkShape(*this, getGathered().getType(), "gathered",
-                    {getK(), in.getDimSize(2)});
+                    {static_cast<int64_t>(getK()), in.getDimSize(2)});
 }
 
 #define GET_OP_CLASSES

@@ -259,9 +259,11 @@ LogicalResult ModelLowering::lower(Operation *op) {
     // the identity rows that run before it.
     rowSets[embed] = identityRows();
     Value x = alloc({seqLen, d}, f32);
-    modk::EmbedOp::create(
-        b, loc, buffers[embed.getTokens()],
-        param("embed.weight", {model.getVocabSize(), d}, "normal", 0.02), x);
+    modk::EmbedOp::create(b, loc, buffers[embed.getTokens()],
+                          param("embed.weight",
+                                {static_cast<int64_t>(model.getVocabSize()), d},
+                                "normal", 0.02),
+                          x);
     buffers[embed] = x;
     return success();
   }

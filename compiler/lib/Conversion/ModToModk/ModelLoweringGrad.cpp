@@ -258,7 +258,8 @@ LogicalResult ModelLowering::backward(Operation *op) {
     modk::ZeroOp::create(b, loc, dp);
     modk::BCELossOp::create(b, loc, p, saved[route]["mask"], dp, losses,
                             *model.getAuxLossWeight(), nRouted);
-    Value hidden = alloc({model.getSeqLen(), h}, b.getF32Type());
+    Value hidden =
+        alloc({static_cast<int64_t>(model.getSeqLen()), h}, b.getF32Type());
     auto weight = [&](StringRef which) {
       return paramValue(mod::blockParam(layer, which));
     };
