@@ -56,37 +56,46 @@ def rank_of(pid):
     return None
 
 
-def attempt():
-    """Runs the job, hurts rank RANK after the first checkpoint; returns
-    (exit status for this script, report)."""
-    if os.path.exists(ckpt):
-        os.remove(ckpt)
-    job = subprocess.Popen(cmd, stdout=subprocess.PIPE,
-                           stderr=subprocess.STDOUT, start_new_session=True)
-    deadline = time.time() + 120
-    while not os.path.exists(ckpt):
-        if job.poll() is not None or time.time() > deadline:
-            out = job.stdout.read().decode(errors="replace")
-            return 1, out + "\nthe job ended or stalled before its first checkpoint"
-        time.sleep(0.05)
-    victims = [p for p in descendants(job.pid) if rank_of(p) == rank]
-    if not victims:
-        return 1, "no process of rank %s found" % rank
-    os.kill(victims[0], signal.SIGKILL if mode == "kill" else signal.SIGSTOP)
-    start = time.time()
-    try:
-        out, _ = job.communicate(timeout=limit)
-        report = out.decode(errors="replace") + "\njob ended: exit status %d after %.0f s" % (
-            job.returncode, time.time() - start)
-        status = 0
-    except subprocess.TimeoutExpired:
-        report, status = "job hung", 1
+def kill_all(job, victims):
+    """Kills the job's processes, the ranks before mpirun (which would leave
+    them to init, out of reach of descendants())."""
     for pid in descendants(job.pid) + victims + [job.pid]:
         try:
             os.kill(pid, signal.SIGKILL)
         except OSError:
             pass
-    return status, report
+
+
+def attempt():
+    """Runs the job, hurts rank RANK after the first checkpoint; returns
+    (exit status for this script, report). Any process of the job still
+    alive at the end is killed, whichever way it ends."""
+    if os.path.exists(ckpt):
+        os.remove(ckpt)
+    job = subprocess.Popen(cmd, stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, start_new_session=True)
+    victims = []
+    try:
+        deadline = time.time() + 120
+        while not os.path.exists(ckpt):
+            if job.poll() is not None or time.time() > deadline:
+                kill_all(job, victims)
+                out = job.communicate()[0].decode(errors="replace")
+                return 1, out + "\nthe job ended or stalled before its first checkpoint"
+            time.sleep(0.05)
+        victims = [p for p in descendants(job.pid) if rank_of(p) == rank]
+        if not victims:
+            return 1, "no process of rank %s found" % rank
+        os.kill(victims[0], signal.SIGKILL if mode == "kill" else signal.SIGSTOP)
+        start = time.time()
+        try:
+            out, _ = job.communicate(timeout=limit)
+        except subprocess.TimeoutExpired:
+            return 1, "job hung"
+        return 0, out.decode(errors="replace") + "\njob ended: exit status %d after %.0f s" % (
+            job.returncode, time.time() - start)
+    finally:
+        kill_all(job, victims)
 
 
 status, report = attempt()
