@@ -1253,9 +1253,13 @@ __global__ __launch_bounds__(kThreads, T::MINB) void gemmWgKernel(
 
 /// Whether tile T can run epilogue EPI: RoPE rotates in registers, so each
 /// warp's accumulator columns (T::WarpCols) must be whole heads.
+/// (if constexpr: nvcc warns of a zero divisor even in a branch not taken.)
 template <int EPI, typename T> __host__ __device__ constexpr bool epilogueFits() {
-  return epiHeadDim<EPI>() == 0 ||
-         (T::WarpCols > 0 && T::WarpCols % epiHeadDim<EPI>() == 0);
+  constexpr int head = epiHeadDim<EPI>();
+  if constexpr (head == 0)
+    return true;
+  else
+    return T::WarpCols > 0 && T::WarpCols % head == 0;
 }
 
 /// The epilogue's name in traces: a generated one over heads (RoPE) is
@@ -1390,8 +1394,8 @@ __device__ __forceinline__ void mbarrierArrive(uint64_t *bar) {
 
 /// Threads of a TMA GEMM CTA: a producer warpgroup (one thread issues the
 /// loads) and two consumer warpgroups (the wgmmas and the epilogue).
-constexpr int kTmaThreads = 384;
-constexpr int kTmaConsumerWarps = 8;
+inline constexpr int kTmaThreads = 384;
+inline constexpr int kTmaConsumerWarps = 8;
 
 /// TMA GEMM tiles: BM x BN outputs per tile, a 64 x BN slab for each
 /// consumer warpgroup, BK = 64 reduction steps a stage (one swizzled
