@@ -84,6 +84,9 @@ CASES = {
     "`--arch is for --target cuda; the CPU target takes --march`": [
         ("{modc} compile {tmp}/m.json --arch sm_80 -o {tmp}/o", 1,
          "modc: error: --arch is for --target cuda; the CPU target takes --march")],
+    "`--jobs is for --target cuda (nvcc's threads)`": [
+        ("{modc} compile {tmp}/m.json --jobs 2 -o {tmp}/o", 1,
+         "modc: error: --jobs is for --target cuda (nvcc's threads)")],
     "`--cuda-gemms is for --target cuda`": [
         ("{modc} compile {tmp}/m.json --cuda-gemms=path=mma -o {tmp}/o", 1,
          "modc: error: --cuda-gemms is for --target cuda")],

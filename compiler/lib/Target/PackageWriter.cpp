@@ -230,9 +230,12 @@ static llvm::Error compileCudaSource(const PackageOptions &opts,
       arch.ends_with("a")
           ? fmt::format("-gencode=arch={},code={}", compute, arch.str())
           : fmt::format("-gencode=arch={0},code=[{1},{0}]", compute, arch.str());
+  // --split-compile: cicc and ptxas optimise the kernels on several
+  // threads; the same registers and code (docs/cuda.md, "Compile time").
   llvm::SmallVector<std::string> args = {
       *nvcc,     "-std=c++17",  "-O3", gencode, "-shared",
       "-Xcompiler", "-fPIC,-fvisibility=hidden", "-cudart", "static",
+      "--split-compile=" + std::to_string(opts.cudaJobs),
       "-Xptxas", "-v", "-o", std::string(library), std::string(source)};
   return runLogged(args, log, opts.verbose, "CUDA");
 }

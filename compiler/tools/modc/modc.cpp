@@ -62,6 +62,11 @@ static cl::opt<std::string> cudaArch("arch",
                                      cl::init("sm_90a"), cl::sub(compileCommand), cl::cat(modcCategory));
 static cl::opt<std::string> nvcc("nvcc", cl::desc("CUDA compiler"),
                                  cl::init(""), cl::sub(compileCommand), cl::cat(modcCategory));
+static cl::opt<unsigned> cudaJobs(
+    "jobs",
+    cl::desc("Threads nvcc may compile the device code on (--target cuda; "
+             "its --split-compile): 0, the default, uses every CPU"),
+    cl::init(0), cl::sub(compileCommand), cl::cat(modcCategory));
 static cl::opt<std::string> cudaEmulation(
     "cuda-emulation",
     cl::desc("Tests only: build --target cuda with the host C++ compiler "
@@ -117,6 +122,8 @@ static int runCompile() {
     return fail("--arch must be sm_90a or sm_80, got '" + cudaArch + "'");
   if (target == "cpu" && cudaArch.getNumOccurrences())
     return fail("--arch is for --target cuda; the CPU target takes --march");
+  if (target == "cpu" && cudaJobs.getNumOccurrences())
+    return fail("--jobs is for --target cuda (nvcc's threads)");
   if (emitStage == EmitStage::Package && outputDir.empty())
     return fail("missing -o PKG (the package directory to write)");
 
@@ -204,6 +211,7 @@ static int runCompile() {
   options.cpuArch = cpuArch;
   options.target = target;
   options.cudaArch = cudaArch;
+  options.cudaJobs = cudaJobs;
   options.nvcc = !nvcc.empty()          ? nvcc.getValue()
                  : std::getenv("NVCC") ? std::string(std::getenv("NVCC"))
                                        : std::string("nvcc");

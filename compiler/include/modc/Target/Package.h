@@ -78,6 +78,9 @@ struct PackageOptions {
   std::string cpuArch = "native";
   std::string nvcc = "nvcc";   ///< CUDA compiler (target cuda)
   std::string cudaArch = "sm_90a";
+  /// Threads nvcc may optimise the device code on (--split-compile); 0:
+  /// one per CPU.
+  unsigned cudaJobs = 0;
   /// Tests only: build a cuda package's source with the host C++ compiler
   /// against the CPU emulation of CUDA found in this directory
   /// (test/cuda_emu), so the whole package runs where no GPU exists.
