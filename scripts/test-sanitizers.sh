@@ -47,7 +47,10 @@ LIGHT_EXCLUDE+='|^Matrix/CompiledVsReference\.LogitsAndRouting/.*_B1_|^Matrix/Ma
 LIGHT_EXCLUDE+='|^Models/DecodeIntegrationTest\..*/(predictor|aux)_all( |$)'
 
 scripts/install-deps.sh
-export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}"
+# intercept_tls_get_addr=0: GCC 12's __tls_get_addr interceptor can misread
+# a dynamic TLS block (the packages' thread_local scratch vectors live in
+# them) and crash LeakSanitizer's tracer at exit (test/fuzz/SanitizerOptions.cpp).
+export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0:intercept_tls_get_addr=0}"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
 jobs="$(nproc)"
 
