@@ -20,6 +20,7 @@
 #include "llvm/Support/Program.h"
 #include "llvm/Support/ToolOutputFile.h"
 
+#include <chrono>
 #include <fmt/format.h>
 
 using namespace mlir;
@@ -303,9 +304,15 @@ llvm::Error modc::writePackage(ModuleOp module, const PackageOptions &opts) {
     return e;
   llvm::errs() << "modc: compiling the generated kernels (" << source
                << (cuda ? ", nvcc " + opts.cudaArch : std::string()) << ")...\n";
+  auto started = std::chrono::steady_clock::now();
   if (llvm::Error e = cuda ? compileCudaSource(opts, temp.path)
                            : compileCpuSource(opts, temp.path))
     return e;
+  // The longest step by far (a minute or more for CUDA): say what it took.
+  llvm::errs() << fmt::format(
+      "modc: compiled the kernels in {:.1f} s\n",
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started)
+          .count());
 
   // Swap the finished package into place.
   std::string old = fmt::format("{}.old-{}", out.str().str(),
