@@ -329,17 +329,24 @@ TEST_P(CudaVsCpu, TrainingRunMatches) {
   std::replace(name.begin(), name.end(), '/', '_');
   const std::string stem = ::testing::TempDir() + "modc-gpu-test-" +
                            std::to_string(::getpid()) + "-" + name + "-";
-  auto run = [&](const Package &p, const std::string &out) {
+  auto configFor = [&](const std::string &out) {
     TrainConfig config;
     config.steps = 4;
     config.lr = 3e-3;
     config.warmup = 2;
     config.outPath = stem + out;
+    return config;
+  };
+  auto initialState = [&](const Package &p) {
     TrainState state;
     state.weights = weights;
     state.optimizer = OptimizerState::zeros(p.manifest());
+    return state;
+  };
+  auto run = [&](const Package &p, const std::string &out) {
+    TrainState state = initialState(p);
     std::vector<StepRecord> records;
-    train(p, corpus, config, state,
+    train(p, corpus, configFor(out), state,
           [&](const StepRecord &r) { records.push_back(r); });
     return std::make_pair(records, state);
   };
@@ -398,6 +405,47 @@ TEST_P(CudaVsCpu, TrainingRunMatches) {
               tol(1e-3))
         << "second moment " << p.name;
   }
+  if (!HasFailure())
+    return;
+  // Say whether the runs routed the same tokens. A bf16 value within its
+  // summation error of a rounding boundary rounds one way on each target
+  // (see tol); where that breaks a near-tie at a top-k boundary, a routed
+  // layer's gradients differ from then on by a token's share. The runs are
+  // replayed a step at a time, and before each step both targets route the
+  // step's batch with their own weights (forward's top-k, which grad's
+  // forward kernels share).
+  TrainState a = initialState(*cuda), b = initialState(*cpu);
+  std::vector<int32_t> tokens;
+  for (int64_t step = 1; step <= 4; ++step) {
+    corpus.trainBatch(b.dataPosition, tokens);
+    const int64_t rows = int64_t(tokens.size()) / (kSeqLen + 1);
+    std::vector<int32_t> inputs;
+    for (int64_t r = 0; r < rows; ++r)
+      inputs.insert(inputs.end(), tokens.begin() + r * (kSeqLen + 1),
+                    tokens.begin() + r * (kSeqLen + 1) + kSeqLen);
+    ForwardResult fa = cuda->forward(a.weights, inputs, rows, RouteMode::TopK);
+    ForwardResult fb = cpu->forward(b.weights, inputs, rows, RouteMode::TopK);
+    for (size_t l = 0; l < fb.routed.size(); ++l) {
+      std::string differ;
+      for (size_t t = 0; t < fb.routed[l].size(); ++t)
+        if (fa.routed[l][t] != fb.routed[l][t])
+          differ += "; sequence " + std::to_string(t / kSeqLen) +
+                    " position " + std::to_string(t % kSeqLen) +
+                    (fb.routed[l][t] ? " routed on the CPU only"
+                                     : " routed on CUDA only");
+      std::printf("step %lld, routed layer %d: %s\n", (long long)step,
+                  cpu->manifest().routedLayers[l],
+                  differ.empty() ? "the same tokens"
+                                 : ("differs" + differ).c_str());
+    }
+    TrainConfig ca = configFor("cuda-replay.ckpt"),
+                cb = configFor("cpu-replay.ckpt");
+    ca.stopAfter = cb.stopAfter = step;
+    train(*cuda, corpus, ca, a, [](const StepRecord &) {});
+    train(*cpu, corpus, cb, b, [](const StepRecord &) {});
+  }
+  std::remove((stem + "cuda-replay.ckpt").c_str());
+  std::remove((stem + "cpu-replay.ckpt").c_str());
 }
 
 TEST_P(CudaVsCpu, DecodeAfterPrefillMatches) {
