@@ -7,7 +7,10 @@
 # package NAME) and in bf16 (a twin generated from it with "dtype": "bf16"
 # and the name NAME_bf16, written to BUILD_DIR/bench/gpu-packages/models/,
 # package NAME_bf16); the 0-layer and MoD models also with every epilogue
-# fusion left out (NAME_nofuse, NAME_bf16_nofuse). Then builds bench_gpu (BUILD_DIR/bench/gpu/bench_gpu)
+# fusion left out (NAME_nofuse, NAME_bf16_nofuse), and the bf16 twin of the
+# MoD model FUSION_MODEL with each fusion of FUSIONS left out alone
+# (NAME_bf16_no-FUSION). Then
+# builds bench_gpu (BUILD_DIR/bench/gpu/bench_gpu)
 # and copies the nlohmann/json headers beside the packages so that run.sh
 # can rebuild bench_gpu on the GPU machine if the carried binary does not
 # start there.
@@ -16,7 +19,10 @@
 # Environment: ARCH (sm_90a); DTYPES (f32,bf16: the packages built of each
 #   model); MODELS (a subset, "gpu_mod_d1024,gpu_none_d1024_bf16,...": a
 #   plain name builds the dtypes of DTYPES, a name ending in _bf16 builds
-#   just that bf16 twin)
+#   just that bf16 twin); FUSIONS (residual-add,activation,rows-epilogue,
+#   router-norm,select-gather,copy: the fusions whose effect run.sh
+#   measures one at a time, each a package more; empty: none) and
+#   FUSION_MODEL (gpu_mod_d1024: the model they are measured on)
 #
 # Afterwards carry BUILD_DIR/bench/gpu-packages and BUILD_DIR/bench/gpu to
 # the GPU machine and run bench/gpu/run.sh BUILD_DIR there (README.md).
@@ -40,6 +46,11 @@ root="$(cd "$here/../.." && pwd)"
   git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown
   git -C "$root" diff --quiet HEAD -- 2>/dev/null || echo "(with uncommitted changes)"
 } | paste -sd' ' > "$out/BUILT_FROM"
+
+# modc's --no-fuse names; `horizontal` stacks products on CPU targets only.
+fusions="${FUSIONS-residual-add,activation,rows-epilogue,router-norm,select-gather,copy}"
+IFS=, read -ra each_fusion <<< "$fusions"
+fusion_model="${FUSION_MODEL:-gpu_mod_d1024}"
 
 dtypes="${DTYPES:-f32,bf16}"
 IFS=, read -ra dts <<< "$dtypes"
@@ -142,6 +153,19 @@ for job in "${jobs[@]}"; do
       else
         rm -f "$out/${m}_nofuse.log"
       fi
+    fi
+    # run.sh's comparison of each fusion alone, on the bf16 twin of
+    # FUSION_MODEL: that one fusion left out.
+    if [[ "$dt" == bf16 && "$base" == "$fusion_model" ]]; then
+      for f in "${each_fusion[@]}"; do
+        if ! "$modc" compile "$src" --target cuda --arch "$arch" \
+             --no-fuse="$f" -o "${pkg}_no-$f" > "$out/${m}_no-$f.log" 2>&1; then
+          echo "prepare.sh: modc failed for ${m}_no-$f (log: $out/${m}_no-$f.log)" >&2
+          failed=1
+        else
+          rm -f "$out/${m}_no-$f.log"
+        fi
+      done
     fi
   else
     echo "prepare.sh: modc failed for $m (log: $out/$m.log):" >&2

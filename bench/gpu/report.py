@@ -37,11 +37,16 @@
 #      against one (impl "modc_gather1": --cuda-gemms='gather-blocks=1').
 #  13. The MoD block with every epilogue fusion (impl "modc") against none
 #      (impl "modc_nofuse": packages compiled with --no-fuse=residual-add,
-#      activation,rows-epilogue,router-norm,select-gather), per dtype, forward and forward+backward.
+#      activation,rows-epilogue,router-norm,select-gather,copy), per dtype,
+#      forward and forward+backward.
 #  14. bf16 on sm_90a, the decode step of the 0-layer and the MoD model:
 #      few-row products on the weight-streaming kernel (impl "modc")
 #      against the tile kernels (impl "modc_stream0": --cuda-gemms=
 #      'stream-rows=0').
+#  15. The bf16 MoD model with every fusion (impl "modc") against the same
+#      with one fusion left out (impl "modc_no-FUSION": --no-fuse=FUSION),
+#      whole model, forward, forward+backward and decode: each fusion's
+#      effect alone.
 #
 # 8 and 9 read the per-kernel profiles run.sh writes beside the JSON lines,
 # profile_mod_dN.txt (f32) and profile_mod_dN_bf16.txt: bench_gpu's stderr
@@ -543,6 +548,31 @@ def twin_table(T, impl, title, names):
             table(["d_model", "pass"] + names, rows)]
 
 
+def each_fusion_table(T):
+    """The bf16 MoD model ("modc") against its twins compiled with one
+    fusion left out ("modc_no-FUSION"): [] without such lines, else the one
+    section. Whole models, so nothing is subtracted: a fusion that also
+    touches the embedding or the head counts there too."""
+    prefix = "modc_no-"
+    impls = sorted({k[0] for k in T.t if k[0].startswith(prefix)})
+    rows = []
+    for d in T.ds:
+        for impl in impls:
+            for w in ("forward", "fwd_bwd", "decode"):
+                ours = T.get("modc", "bf16", "model", "mod", d, w)
+                without = T.get(impl, "bf16", "model", "mod", d, w)
+                if without is None:
+                    continue
+                rows.append([str(d), impl[len(prefix):], w, fmt(ours, 4),
+                             fmt(without, 4), fmt(ratio(ours, without), 2)])
+    if not rows:
+        return []
+    return ["### bf16 MoD model with each fusion left out alone (ms, whole "
+            "model; --no-fuse=FUSION; < 1: the fusion pays)\n\n" +
+            table(["d_model", "fusion left out", "pass", "every fusion",
+                   "without it", "every/without"], rows)]
+
+
 def report(T, P=None):
     P = P if P is not None else Profiles(None)
     all_ds = sorted(set(T.ds) | set(P.ds()) | {k[1] for k in T.cublas})
@@ -716,10 +746,12 @@ def report(T, P=None):
                              fmt(ratio(fused, unfused), 2)])
     if rows:
         parts.append("### MoD block with every epilogue fusion against none "
-                     "(ms; --no-fuse=residual-add,activation,rows-epilogue,router-norm,select-gather; "
+                     "(ms; --no-fuse=residual-add,activation,rows-epilogue,"
+                     "router-norm,select-gather,copy; "
                      "< 1: the fusions pay)\n\n" +
                      table(["d_model", "dtype", "pass", "fused", "unfused",
                             "fused/unfused"], rows))
+    parts += each_fusion_table(T)
 
     if T.errors:
         lines = []

@@ -18,7 +18,9 @@
 #   measurements, fewer iterations when slower), DTYPES (bf16,f32: both
 #   ours and PyTorch's), D_MODELS (1024,2048), TORCH=0 to skip PyTorch,
 #   TORCH_COMPILE=0 to skip torch.compile, PROFILE=0 to skip the per-kernel profile of our MoD
-#   packages, WGMMA_COMPARE=0 to skip timing the bf16 sm_90a packages a
+#   packages, FUSION_COMPARE=0 to skip timing the packages compiled with
+#   fusions left out (all of them, and each alone), WGMMA_COMPARE=0 to
+#   skip timing the bf16 sm_90a packages a
 #   package twins prepare.sh compiled on mma.sync (--cuda-gemms='path=mma')
 #   and on wgmma without TMA ('tma=false'), TORCH_ARGS (extra torch_gpu.py
 #   arguments). For a dry run of the whole pipeline without a GPU (README.md):
@@ -143,6 +145,17 @@ if [[ -n "$bench" ]]; then
         for kind in none mod; do
           time_twin "$packages/gpu_${kind}_d${d}${sfx}_nofuse" nofuse
         done
+      done
+    done
+  fi
+  # Each fusion left out alone (prepare.sh's FUSIONS: the bf16 MoD model
+  # compiled with --no-fuse=FUSION; "modc_no-FUSION" lines, whole model,
+  # every pass), so that report.py can give each fusion's effect.
+  if [[ "${FUSION_COMPARE:-1}" != 0 && ",$dtypes," == *,bf16,* ]]; then
+    for d in "${ds[@]}"; do
+      for pkg in "$packages/gpu_mod_d${d}_bf16_no-"*; do
+        [[ -d "$pkg" ]] || continue
+        time_twin "$pkg" "no-${pkg##*_bf16_no-}" forward,fwd_bwd,decode
       done
     done
   fi
