@@ -714,6 +714,14 @@ TEST(CudaTrainKernels, AttentionGradDuplicatePositions) {
   checkAttentionGrad<1, 12>({45, 31}, 80, 141, false, true);
 }
 
+// Head dims that are not a multiple of 4 (a model's d_model / n_heads is
+// any even number): the SIMT kernels pad their columns to one.
+TEST(CudaTrainKernels, AttentionGradHeadDimsNotMultiplesOf4) {
+  checkAttentionGrad<3, 6>({37, 5, 0, 40}, 64, 171, false);
+  checkAttentionGrad<2, 10>({33, 20}, 40, 172, true, false, 1);
+  checkAttentionGrad<1, 2>({45, 31}, 80, 173, false, true);
+}
+
 TEST(CudaTrainKernels, AttentionGradHeadDim64) {
   checkAttentionGrad<1, 64>({50, 12}, 64, 151, false);
 }

@@ -33,9 +33,15 @@ namespace train_detail {
 /// t / 4 of its tile and on every fourth key (or head column) from t % 4.
 constexpr int kAgBQ = 32, kAgBK = 32, kAgThreads = 128;
 
+/// The SIMT kernels' head width: HD rounded up to a multiple of 4, so that
+/// each of a row's 4 threads owns HDP / 4 columns. Columns [HD, HDP) of the
+/// shared tiles hold zeros and are never stored (a head dim is any even
+/// number: docs/model-format.md).
+template <int HD> constexpr int agPaddedHeadDim() { return (HD + 3) / 4 * 4; }
+
 template <int HD> constexpr int attnGradSmemFloats() {
-  return (2 * kAgBQ + 2 * kAgBK) * (HD + 1) + 2 * kAgBK * (kAgBQ + 1) +
-         2 * kAgBQ;
+  return (2 * kAgBQ + 2 * kAgBK) * (agPaddedHeadDim<HD>() + 1) +
+         2 * kAgBK * (kAgBQ + 1) + 2 * kAgBQ;
 }
 
 /// Query side: per (query tile, head, segment), the log-sum-exp of every
@@ -47,9 +53,12 @@ __global__ void __launch_bounds__(kAgThreads)
     attnGradQuery(const float *q, const float *k, const float *v,
                   const float *o, const float *dout, const int64_t *seg,
                   const int32_t *pos, float *dq, float *stats) {
-  constexpr int BQ = kAgBQ, BK = kAgBK, P = HD + 1, NI = BK / 4, ND = HD / 4;
+  constexpr int HDP = agPaddedHeadDim<HD>();
+  constexpr int BQ = kAgBQ, BK = kAgBK, P = HDP + 1, NI = BK / 4, ND = HDP / 4;
   constexpr int64_t LD = int64_t(H) * HD;
-  static_assert(HD % 4 == 0, "head dim must be a multiple of 4");
+  // Whether column `col` of a thread's is one of the head's (always, where
+  // HD is a multiple of 4).
+  auto inHead = [](int col) { return HDP == HD || col < HD; };
   MODC_DYNAMIC_SHARED(float, sm);
   float *Qs = sm, *dOs = Qs + BQ * P, *Ks = dOs + BQ * P, *Vs = Ks + BK * P;
   float *dSs = Vs + BK * P; // [BQ][BK + 1]
@@ -66,9 +75,9 @@ __global__ void __launch_bounds__(kAgThreads)
   const int64_t hoff = int64_t(h) * HD;
   const float ninf = negInf();
 
-  for (int e = t; e < BQ * HD; e += kAgThreads) {
-    const int rr = e / HD, d = e % HD;
-    const bool ok = rr < qn;
+  for (int e = t; e < BQ * HDP; e += kAgThreads) {
+    const int rr = e / HDP, d = e % HDP;
+    const bool ok = rr < qn && inHead(d);
     const int64_t src = (base + i0 + rr) * LD + hoff + d;
     Qs[rr * P + d] = ok ? q[src] * scale : 0.0f;
     dOs[rr * P + d] = ok ? dout[src] : 0.0f;
@@ -79,7 +88,8 @@ __global__ void __launch_bounds__(kAgThreads)
 #pragma unroll
     for (int c = 0; c < ND; ++c) {
       const int64_t src = (base + qi) * LD + hoff + g + 4 * c;
-      dd += dout[src] * o[src];
+      if (inHead(g + 4 * c))
+        dd += dout[src] * o[src];
     }
   }
   dd += __shfl_xor_sync(0xffffffffu, dd, 1);
@@ -92,10 +102,11 @@ __global__ void __launch_bounds__(kAgThreads)
   float m = ninf, l = 0.0f;
   for (int64_t k0 = 0; k0 < n && (k0 <= last || ps[k0] <= plast); k0 += BK) {
     __syncthreads();
-    for (int e = t; e < BK * HD; e += kAgThreads) {
-      const int cc = e / HD, d = e % HD;
-      Ks[cc * P + d] =
-          k0 + cc < n ? k[(base + k0 + cc) * LD + hoff + d] : 0.0f;
+    for (int e = t; e < BK * HDP; e += kAgThreads) {
+      const int cc = e / HDP, d = e % HDP;
+      Ks[cc * P + d] = k0 + cc < n && inHead(d)
+                           ? k[(base + k0 + cc) * LD + hoff + d]
+                           : 0.0f;
     }
     __syncthreads();
     float sv[NI];
@@ -138,9 +149,9 @@ __global__ void __launch_bounds__(kAgThreads)
     acc[c] = 0.0f;
   for (int64_t k0 = 0; k0 < n && (k0 <= last || ps[k0] <= plast); k0 += BK) {
     __syncthreads();
-    for (int e = t; e < BK * HD; e += kAgThreads) {
-      const int cc = e / HD, d = e % HD;
-      const bool ok = k0 + cc < n;
+    for (int e = t; e < BK * HDP; e += kAgThreads) {
+      const int cc = e / HDP, d = e % HDP;
+      const bool ok = k0 + cc < n && inHead(d);
       const int64_t src = (base + k0 + cc) * LD + hoff + d;
       Ks[cc * P + d] = ok ? k[src] : 0.0f;
       Vs[cc * P + d] = ok ? v[src] : 0.0f;
@@ -171,7 +182,8 @@ __global__ void __launch_bounds__(kAgThreads)
   if (r < qn) {
 #pragma unroll
     for (int c = 0; c < ND; ++c)
-      dq[(base + qi) * LD + hoff + g + 4 * c] = acc[c] * scale;
+      if (inHead(g + 4 * c))
+        dq[(base + qi) * LD + hoff + g + 4 * c] = acc[c] * scale;
   }
 }
 
@@ -182,8 +194,10 @@ __global__ void __launch_bounds__(kAgThreads)
     attnGradKey(const float *q, const float *k, const float *v,
                 const float *dout, const int64_t *seg, const int32_t *pos,
                 const float *stats, float *dk, TV *dv) {
-  constexpr int BQ = kAgBQ, BK = kAgBK, P = HD + 1, NI = BQ / 4, ND = HD / 4;
+  constexpr int HDP = agPaddedHeadDim<HD>();
+  constexpr int BQ = kAgBQ, BK = kAgBK, P = HDP + 1, NI = BQ / 4, ND = HDP / 4;
   constexpr int64_t LD = int64_t(H) * HD;
+  auto inHead = [](int col) { return HDP == HD || col < HD; };
   MODC_DYNAMIC_SHARED(float, sm);
   float *Qs = sm, *dOs = Qs + BQ * P, *Ks = dOs + BQ * P, *Vs = Ks + BK * P;
   float *Ps = Vs + BK * P;       // [BK][BQ + 1]
@@ -203,9 +217,9 @@ __global__ void __launch_bounds__(kAgThreads)
   const int64_t kj = k0 + c;
   const int32_t pk = c < kc ? ps[kj] : 0;
 
-  for (int e = t; e < BK * HD; e += kAgThreads) {
-    const int cc = e / HD, d = e % HD;
-    const bool ok = cc < kc;
+  for (int e = t; e < BK * HDP; e += kAgThreads) {
+    const int cc = e / HDP, d = e % HDP;
+    const bool ok = cc < kc && inHead(d);
     const int64_t src = (base + k0 + cc) * LD + hoff + d;
     Ks[cc * P + d] = ok ? k[src] : 0.0f;
     Vs[cc * P + d] = ok ? v[src] : 0.0f;
@@ -223,9 +237,9 @@ __global__ void __launch_bounds__(kAgThreads)
   for (int64_t q0 = qs / BQ * BQ; q0 < n; q0 += BQ) {
     const int qn = static_cast<int>(detail::minI64(BQ, n - q0));
     __syncthreads();
-    for (int e = t; e < BQ * HD; e += kAgThreads) {
-      const int rr = e / HD, d = e % HD;
-      const bool ok = rr < qn;
+    for (int e = t; e < BQ * HDP; e += kAgThreads) {
+      const int rr = e / HDP, d = e % HDP;
+      const bool ok = rr < qn && inHead(d);
       const int64_t src = (base + q0 + rr) * LD + hoff + d;
       Qs[rr * P + d] = ok ? q[src] * scale : 0.0f;
       dOs[rr * P + d] = ok ? dout[src] : 0.0f;
@@ -264,6 +278,8 @@ __global__ void __launch_bounds__(kAgThreads)
   if (c < kc) {
 #pragma unroll
     for (int i = 0; i < ND; ++i) {
+      if (!inHead(g + 4 * i))
+        continue;
       const int64_t dst = (base + kj) * LD + hoff + g + 4 * i;
       dk[dst] = accK[i];
       dv[dst] = TV(accV[i]);
