@@ -202,6 +202,14 @@ constexpr auto embedGrad9x40 = rows_cpu::modc_rows_126;
 constexpr auto embedGrad600x300 = rows_cpu::modc_rows_127;
 // A whole buffer's copy into bf16, rounded as stored, D = 37: (rows, x, y).
 constexpr auto roundingCopy37 = rows_cpu::modc_rows_128;
+// RoPE at head dims below 16 (4x8, 6x4, 5x2; each then rounded to bf16):
+// (rows, pos, product, y).
+constexpr auto rope4x8 = rows_cpu::modc_rows_129;
+constexpr auto rope4x8Bf16 = rows_cpu::modc_rows_130;
+constexpr auto rope6x4 = rows_cpu::modc_rows_131;
+constexpr auto rope6x4Bf16 = rows_cpu::modc_rows_132;
+constexpr auto rope5x2 = rows_cpu::modc_rows_133;
+constexpr auto rope5x2Bf16 = rows_cpu::modc_rows_134;
 // Gathers fused into the selection, S = 40, D = 70: functors {pos, x, w,
 // gathered, normed} (RMSNorm, eps 1e-5) and {pos, x, scale, w, gathered,
 // normed}, for select_topk and gather_sequences.

@@ -12,7 +12,7 @@
 
 #include "RowKernelsCuda.inc"
 
-/// RoPE of a product's rows (RowKernels.mlir 104-120; gen_cpu names the
+/// RoPE of a product's rows (RowKernels.mlir 104-123 and 129-134; gen_cpu names the
 /// CPU forms alike): HxHD, theta 10^4 unless named, Bf16: rounded to bf16
 /// values. <name> is the kernel (rows, pos, product, y, angle table), y may
 /// be the product; <name>Epilogue the index I of the same math as a GEMM's
@@ -59,6 +59,19 @@ constexpr auto rope2x128 = modc_rows::modc_rows_122;
 constexpr int rope2x128Epilogue = 18;
 constexpr auto rope3x64 = modc_rows::modc_rows_123;
 constexpr int rope3x64Epilogue = 19;
+// Head dims below 16 (RowKernels.mlir 129-134): no tile holds them.
+constexpr auto rope4x8 = modc_rows::modc_rows_129;
+constexpr int rope4x8Epilogue = 20;
+constexpr auto rope4x8Bf16 = modc_rows::modc_rows_130;
+constexpr int rope4x8Bf16Epilogue = 21;
+constexpr auto rope6x4 = modc_rows::modc_rows_131;
+constexpr int rope6x4Epilogue = 22;
+constexpr auto rope6x4Bf16 = modc_rows::modc_rows_132;
+constexpr int rope6x4Bf16Epilogue = 23;
+constexpr auto rope5x2 = modc_rows::modc_rows_133;
+constexpr int rope5x2Epilogue = 24;
+constexpr auto rope5x2Bf16 = modc_rows::modc_rows_134;
+constexpr int rope5x2Bf16Epilogue = 25;
 
 /// The signature of the kernels above.
 using Kernel = void (*)(const int64_t *, const int32_t *, const float *,

@@ -920,8 +920,9 @@ void checkFusedRope(rope_kernels::Kernel plain, rope_kernels::Kernel rounded,
 }
 
 /// Head dims 16 (every tensor-core tile), 32 (the large mma.sync tile), 64
-/// (wgmma only) and 128 (the large wgmma tile); ragged rows, rows on the
-/// device below the bound, few rows (which stay on mma.sync).
+/// (wgmma only) and 128 (the large wgmma tile), and 8, 4 and 2 (none);
+/// ragged rows, rows on the device below the bound, few rows (which stay on
+/// mma.sync).
 inline void checkFusedRopeShapes() {
   using namespace rope_kernels;
   checkFusedRope<3, 16, 40, true, rope3x16Epilogue, rope3x16Bf16Epilogue>(
@@ -936,6 +937,14 @@ inline void checkFusedRopeShapes() {
       rope3x16, rope3x16Bf16, 37, 40, 64, 3705);
   checkFusedRope<4, 32, 48, false, rope4x32Epilogue, rope4x32Bf16Epilogue>(
       rope4x32, rope4x32Bf16, 130, 140, 100, 3706);
+  // Head dims below 16: a column's partner is not a whole n8 fragment away,
+  // so no tile holds the rotation; the product, then the kernel.
+  checkFusedRope<4, 8, 40, true, rope4x8Epilogue, rope4x8Bf16Epilogue>(
+      rope4x8, rope4x8Bf16, 37, 40, 64, 3707);
+  checkFusedRope<6, 4, 24, false, rope6x4Epilogue, rope6x4Bf16Epilogue>(
+      rope6x4, rope6x4Bf16, 70, 75, 100, 3708);
+  checkFusedRope<5, 2, 16, true, rope5x2Epilogue, rope5x2Bf16Epilogue>(
+      rope5x2, rope5x2Bf16, 33, 33, 64, 3709);
 }
 
 /// The rounding RoPE epilogue I on the TMA kernel (a forward product: bf16

@@ -212,3 +212,54 @@ modk.entry @select_gather_large_k attributes {model = #modk.model<name = "t", vo
     }
   }
 }
+
+// -----
+
+// RoPE finishes a column with its partner half a head further, in the same
+// thread's registers: a tile holds it where each warp's columns are whole
+// heads and the partner is a whole n8 fragment away, a head dim that is a
+// multiple of 16. Heads of 8 divide the mma.sync tiles' warp columns (32)
+// but pair columns 4 apart, in one fragment: every tile keeps the epilogue
+// apart (the product, then the kernel); heads of 16 fit both tiles.
+// CHECK-LABEL: modk.entry @rope_small_heads
+// CHECK: modk.gemm {{.*}} -> %{{.*}} {config = #modk.gemm_config<stream 8x4, from 65: mma 64x64 separate_epilogue, from 33665: mma 128x128 separate_epilogue>, epilogue = #modk.epilogue<rows>}
+// CHECK: modk.gemm {{.*}} -> %{{.*}} {config = #modk.gemm_config<stream 8x4, from 65: mma 64x64, from 33665: mma 128x128>, epilogue = #modk.epilogue<rows>}
+modk.entry @rope_small_heads attributes {model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 4, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = ["topk"], params = [{init = "ones", name = "wq", shape = [32, 32]}]} {
+  %wq = modk.param "wq" : memref<32x32xf32>
+  %pos = modk.alloc : memref<?x16xi32>
+  %seg = modk.alloc : memref<?x1xi64>
+  modk.identity_rows -> %pos, %seg : memref<?x16xi32>, memref<?x1xi64>
+  %x = modk.alloc : memref<?x16x32xf32>
+  %q8 = modk.alloc : memref<?x16x32xf32>
+  modk.gemm %x, [%wq] rows %seg -> %q8 {epilogue = #modk.epilogue<rows>} : memref<?x16x32xf32>, memref<32x32xf32>, memref<?x1xi64>, memref<?x16x32xf32> epilogue {
+  ^bb0(%prod: memref<?x16x32xf32>):
+    modk.rows ins(%prod : memref<?x16x32xf32>) rows %seg : memref<?x1xi64> tokens(%pos : memref<?x16xi32>) outs(%q8 : memref<?x16x32xf32>) attributes {head_dim = 8 : i64} reduce {
+    ^bb0(%e: f32):
+      modk.yield
+    } body {
+    ^bb0(%e: f32):
+      %rc, %rsin = modk.rope_angle {theta = 1.000000e+04 : f64} : f32, f32
+      %rh = modk.rotate_half %e : f32
+      %rhs = arith.mulf %rh, %rsin : f32
+      %ec = arith.mulf %e, %rc : f32
+      %ry = arith.addf %ec, %rhs : f32
+      modk.yield %ry : f32
+    }
+  }
+  %q16 = modk.alloc : memref<?x16x32xf32>
+  modk.gemm %x, [%wq] rows %seg -> %q16 {epilogue = #modk.epilogue<rows>} : memref<?x16x32xf32>, memref<32x32xf32>, memref<?x1xi64>, memref<?x16x32xf32> epilogue {
+  ^bb0(%prod: memref<?x16x32xf32>):
+    modk.rows ins(%prod : memref<?x16x32xf32>) rows %seg : memref<?x1xi64> tokens(%pos : memref<?x16xi32>) outs(%q16 : memref<?x16x32xf32>) attributes {head_dim = 16 : i64} reduce {
+    ^bb0(%e: f32):
+      modk.yield
+    } body {
+    ^bb0(%e: f32):
+      %rc, %rsin = modk.rope_angle {theta = 1.000000e+04 : f64} : f32, f32
+      %rh = modk.rotate_half %e : f32
+      %rhs = arith.mulf %rh, %rsin : f32
+      %ec = arith.mulf %e, %rc : f32
+      %ry = arith.addf %ec, %rhs : f32
+      modk.yield %ry : f32
+    }
+  }
+}

@@ -214,10 +214,15 @@ private:
     return tma ? kTmaTiles : kWgmmaTiles;
   }
 
-  /// Whether a tile of `path` can hold the product's epilogue.
+  /// Whether a tile of `path` can hold the product's epilogue: RoPE
+  /// rotates a column with the one half a head further, in the same
+  /// thread's registers, which needs whole heads in each warp's columns and
+  /// the partner a whole n8 fragment away (a head dim that is a multiple of
+  /// 16).
   static bool fits(const Tile &t, const Product &p) {
     return p.ropeHeadDim == 0 ||
-           (t.warpCols > 0 && t.warpCols % p.ropeHeadDim == 0);
+           (p.ropeHeadDim % 16 == 0 && t.warpCols > 0 &&
+            t.warpCols % p.ropeHeadDim == 0);
   }
 
   /// Whether TMA stages of `t` fit the part's shared memory.

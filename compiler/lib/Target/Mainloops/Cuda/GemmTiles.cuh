@@ -717,7 +717,8 @@ __device__ __forceinline__ void zeroFragments(float (&acc)[MI][NI][4]) {
 /// A generated epilogue over heads (epiHeadDim, RoPE) pairs column x of a
 /// head with column x + HD / 2, which is fragment j + HD / 16 of the same
 /// thread when the warp's NI * 8 columns are whole heads, starting at a
-/// head (epilogueFits): the pair is finished in registers.
+/// head, and HD is a multiple of 16 (epilogueFits): the pair is finished in
+/// registers.
 template <int EPI, int MI, int NI, typename TC>
 __device__ __forceinline__ void
 storeAccumulators(const float (&acc)[MI][NI][4], TC *C, int64_t ldc,
@@ -735,6 +736,7 @@ storeAccumulators(const float (&acc)[MI][NI][4], TC *C, int64_t ldc,
       if constexpr (epiHeadDim<EPI>() > 0) {
         constexpr int HD = epiHeadDim<EPI>(), Half = HD / 2;
         static_assert(NI * 8 % HD == 0, "a warp's columns are whole heads");
+        static_assert(HD % 16 == 0, "a column's partner is n8 fragments away");
 #pragma unroll
         for (int j = 0; j < NI; ++j) {
           if (j * 8 % HD >= Half)
@@ -1252,14 +1254,16 @@ __global__ __launch_bounds__(kThreads, T::MINB) void gemmWgKernel(
 }
 
 /// Whether tile T can run epilogue EPI: RoPE rotates in registers, so each
-/// warp's accumulator columns (T::WarpCols) must be whole heads.
+/// warp's accumulator columns (T::WarpCols) must be whole heads, and a
+/// column's partner HD / 2 further must be a whole n8 fragment away in the
+/// same thread (storeAccumulators): HD a multiple of 16.
 /// (if constexpr: nvcc warns of a zero divisor even in a branch not taken.)
 template <int EPI, typename T> __host__ __device__ constexpr bool epilogueFits() {
   constexpr int head = epiHeadDim<EPI>();
   if constexpr (head == 0)
     return true;
   else
-    return T::WarpCols > 0 && T::WarpCols % head == 0;
+    return head % 16 == 0 && T::WarpCols > 0 && T::WarpCols % head == 0;
 }
 
 /// The epilogue's name in traces: a generated one over heads (RoPE) is
