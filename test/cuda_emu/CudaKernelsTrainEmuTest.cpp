@@ -722,6 +722,28 @@ TEST(CudaTrainKernels, AttentionGradHeadDimsNotMultiplesOf4) {
   checkAttentionGrad<1, 2>({45, 31}, 80, 173, false, true);
 }
 
+// The SIMT attention kernels' tiles grow with the head dim, and a block
+// has at most 227 KiB on sm_90a and 163 KiB on sm_80 (docs/cuda.md).
+// modk-configure-gemms refuses larger heads by its own count of these
+// bytes, 200 HD + 128 floats forward and 128 (HD padded to 4, plus 1) +
+// 2176 backward (configure-gemms-attention-shared.mlir: heads of 288 and
+// 208 are the largest it takes); the kernels' layouts must agree.
+TEST(CudaTrainKernels, SimtAttentionSharedMemoryMatchesTheCompiler) {
+  namespace d = modk_cuda::detail;
+  namespace td = modk_cuda::train_detail;
+  constexpr size_t h100 = 227 * 1024, a100 = 163 * 1024;
+  EXPECT_EQ(d::AttnSmem<136>::Bytes, 4u * (200 * 136 + 128));
+  EXPECT_EQ(d::AttnSmem<256>::Bytes, 4u * (200 * 256 + 128));
+  EXPECT_LE(d::AttnSmem<288>::Bytes, h100);
+  EXPECT_GT(d::AttnSmem<290>::Bytes, h100);
+  EXPECT_LE(d::AttnSmem<208>::Bytes, a100);
+  EXPECT_GT(d::AttnSmem<210>::Bytes, a100);
+  EXPECT_EQ(sizeof(float) * td::attnGradSmemFloats<290>(),
+            4u * (128 * (292 + 1) + 2176));
+  EXPECT_LE(sizeof(float) * td::attnGradSmemFloats<288>(), h100);
+  EXPECT_LE(sizeof(float) * td::attnGradSmemFloats<208>(), a100);
+}
+
 TEST(CudaTrainKernels, AttentionGradHeadDim64) {
   checkAttentionGrad<1, 64>({50, 12}, 64, 151, false);
 }

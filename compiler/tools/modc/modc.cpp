@@ -13,6 +13,7 @@
 #include "modc/InitAll.h"
 #include "modc/Target/Package.h"
 
+#include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/Verifier.h"
 #include "mlir/Parser/Parser.h"
@@ -21,6 +22,7 @@
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/MemoryBuffer.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/WithColor.h"
 
@@ -180,6 +182,17 @@ static int runCompile() {
   } else if (!cudaGemms.empty()) {
     return fail("--cuda-gemms is for --target cuda");
   }
+  // Passes run once an entry (forward, grad, decode, eval...), and a
+  // problem of the model itself (a head too wide for the CUDA kernels)
+  // comes from each entry alike: print each distinct diagnostic once. The
+  // first of them goes on to MLIR's own printing (returning failure).
+  llvm::StringSet<> reported;
+  ScopedDiagnosticHandler onceEach(&context, [&](Diagnostic &diag) {
+    std::string key;
+    llvm::raw_string_ostream keyStream(key);
+    keyStream << diag.getLocation() << ": " << diag.str();
+    return success(!reported.insert(key).second);
+  });
   PassManager pm(&context);
   std::string optionErrors;
   llvm::raw_string_ostream optionErrorStream(optionErrors);

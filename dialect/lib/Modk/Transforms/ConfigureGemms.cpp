@@ -135,7 +135,7 @@ public:
     // which every entry but decode opens.
     bool weightCopies = entry.getSymName() != "decode";
     MLIRContext *ctx = &getContext();
-    entry.walk([&](Operation *op) {
+    WalkResult walk = entry.walk([&](Operation *op) {
       if (auto gemm = dyn_cast<modk::GemmOp>(op)) {
         auto w = cast<MemRefType>(gemm.getWeights()[0].getType()).getShape();
         Product p{w[0], 0, gemm.productsBf16(),
@@ -167,13 +167,24 @@ public:
           route.setGatherBlocksAttr(IntegerAttr::get(
               IntegerType::get(ctx, 64), selectGatherBlocks(route.getK())));
       } else if (auto attn = dyn_cast<modk::AttentionOp>(op)) {
-        attn.setMainloopAttr(attentionMainloop(ctx, attn.getQ(),
-                                               attn.getNHeads()));
+        modk::GemmPathAttr mainloop =
+            attentionMainloop(ctx, attn.getQ(), attn.getNHeads());
+        attn.setMainloopAttr(mainloop);
+        if (failed(checkAttentionShared(attn, attn.getQ(), attn.getNHeads(),
+                                        mainloop.getValue(), false)))
+          return WalkResult::interrupt();
       } else if (auto grad = dyn_cast<modk::AttentionGradOp>(op)) {
-        grad.setMainloopAttr(attentionMainloop(ctx, grad.getQ(),
-                                               grad.getNHeads()));
+        modk::GemmPathAttr mainloop =
+            attentionMainloop(ctx, grad.getQ(), grad.getNHeads());
+        grad.setMainloopAttr(mainloop);
+        if (failed(checkAttentionShared(grad, grad.getQ(), grad.getNHeads(),
+                                        mainloop.getValue(), true)))
+          return WalkResult::interrupt();
       }
+      return WalkResult::advance();
     });
+    if (walk.wasInterrupted())
+      signalPassFailure();
   }
 
 private:
@@ -190,6 +201,56 @@ private:
                        headDim % 8 == 0 && headDim <= 128;
     return modk::GemmPathAttr::get(
         ctx, tensorCores ? GemmPath::mma : GemmPath::simt);
+  }
+
+  /// Dynamic shared memory (bytes) a block of the SIMT flash-attention
+  /// kernels takes over heads of `headDim`. The forward kernel
+  /// (Mainloops/Cuda/FlashAttention.cuh, AttnSmem) holds Q and K transposed
+  /// in rows of 64 + 4, the scores in K's place, V [64][HD] and 128
+  /// positions; the backward's (FlashAttentionGrad.cuh, attnGradSmemFloats)
+  /// four tiles of 32 rows of the head padded to a multiple of 4, plus one,
+  /// two [32][33] score tiles and 64 statistics. The tensor-core kernels
+  /// take head dims up to 128, which fit every part.
+  static int64_t simtAttentionSharedBytes(int64_t headDim, bool backward) {
+    if (!backward)
+      return 4 * (68 * headDim + std::max<int64_t>(68 * headDim, 64 * 68) +
+                  64 * headDim + 128);
+    return 4 * (128 * ((headDim + 3) / 4 * 4 + 1) + 2 * 32 * 33 + 64);
+  }
+
+  /// The largest even head dim whose SIMT attention kernels fit a block of
+  /// `part`.
+  static int64_t largestSimtHeadDim(const CudaPart &part) {
+    int64_t hd = 2;
+    while (simtAttentionSharedBytes(hd + 2, false) <= part.sharedBytesPerSm &&
+           simtAttentionSharedBytes(hd + 2, true) <= part.sharedBytesPerSm)
+      hd += 2;
+    return hd;
+  }
+
+  /// Refuses attention whose kernel could not start on the part: a block
+  /// may have at most the part's shared memory (docs/cuda.md), and the SIMT
+  /// kernels' tiles grow with the head dim.
+  LogicalResult checkAttentionShared(Operation *op, Value q, int64_t heads,
+                                     GemmPath mainloop, bool backward) const {
+    if (mainloop != GemmPath::simt)
+      return success();
+    int64_t headDim = cast<MemRefType>(q.getType()).getShape().back() / heads;
+    int64_t bytes = simtAttentionSharedBytes(headDim, backward);
+    if (bytes <= target->sharedBytesPerSm)
+      return success();
+    InFlightDiagnostic diag = op->emitError()
+        << "attention" << (backward ? "'s gradient" : "") << " over heads of "
+        << headDim << " needs " << bytes
+        << " bytes of shared memory a block on the CUDA kernel for head "
+           "dims above 128, more than a block of "
+        << target->arch << " (" << target->name << ") has ("
+        << target->sharedBytesPerSm << "); the CUDA target takes head dims "
+        << "(d_model / n_heads) up to";
+    for (const CudaPart &part : kParts)
+      diag << " " << largestSimtHeadDim(part) << " on " << part.arch
+           << (&part == &kParts[0] ? "," : "");
+    return failure();
   }
 
   /// Blocks a sequence for a selection with a fused gather: enough that
