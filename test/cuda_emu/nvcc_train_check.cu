@@ -53,4 +53,10 @@ void modc_nvcc_train_check(cudaStream_t st) {
                                          f, f, st);
   modk_cuda::causal_attention_grad<4, 72>(f, f, f, f, f, 2, seg, i32, 256, f,
                                           f, f, f, st);
+  // The SIMT kernels: head dim 12 (no tensor-core kernel), and 10, whose
+  // columns are padded to 12.
+  modk_cuda::causal_attention_grad<3, 12>(f, f, f, f, f, 2, seg, i32, 256, f,
+                                          f, f, f, st);
+  modk_cuda::causal_attention_grad<2, 10>(f, f, f, f, f, 2, seg, i32, 256, f,
+                                          f, f, f, st);
 }

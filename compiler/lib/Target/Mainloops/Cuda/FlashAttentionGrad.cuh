@@ -37,7 +37,9 @@ constexpr int kAgBQ = 32, kAgBK = 32, kAgThreads = 128;
 /// each of a row's 4 threads owns HDP / 4 columns. Columns [HD, HDP) of the
 /// shared tiles hold zeros and are never stored (a head dim is any even
 /// number: docs/model-format.md).
-template <int HD> constexpr int agPaddedHeadDim() { return (HD + 3) / 4 * 4; }
+template <int HD> __host__ __device__ constexpr int agPaddedHeadDim() {
+  return (HD + 3) / 4 * 4;
+}
 
 template <int HD> constexpr int attnGradSmemFloats() {
   return (2 * kAgBQ + 2 * kAgBK) * (agPaddedHeadDim<HD>() + 1) +
