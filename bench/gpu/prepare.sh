@@ -105,6 +105,20 @@ manifest_dtype() {
     "$1/manifest.json" 2>/dev/null || echo "?"
 }
 
+# The package ${pkg}_SUFFIX: model $src compiled with modc's further
+# OPTIONS (a twin of $pkg that run.sh compares with it).
+twin() {
+  local suffix=$1
+  shift
+  if ! "$modc" compile "$src" --target cuda --arch "$arch" "$@" \
+       -o "${pkg}_$suffix" > "$out/${m}_$suffix.log" 2>&1; then
+    echo "prepare.sh: modc failed for ${m}_$suffix (log: $out/${m}_$suffix.log)" >&2
+    failed=1
+  else
+    rm -f "$out/${m}_$suffix.log"
+  fi
+}
+
 for job in "${jobs[@]}"; do
   read -r base dt <<< "$job"
   src="$here/models/$base.json"
@@ -135,36 +149,19 @@ for job in "${jobs[@]}"; do
       for pin in "mma path=mma" "notma tma=false" "gather1 gather-blocks=1" \
                  "stream0 stream-rows=0"; do
         read -r suffix options <<< "$pin"
-        if ! "$modc" compile "$src" --target cuda --arch "$arch" \
-             --cuda-gemms="$options" -o "${pkg}_$suffix" > "$out/${m}_$suffix.log" 2>&1; then
-          echo "prepare.sh: modc failed for ${m}_$suffix (log: $out/${m}_$suffix.log)" >&2
-          failed=1
-        else
-          rm -f "$out/${m}_$suffix.log"
-        fi
+        twin "$suffix" --cuda-gemms="$options"
       done
     fi
     # run.sh's fusion comparison, for the 0-layer and the MoD model of each
     # dtype: every epilogue fusion left out (modc --no-fuse).
     if [[ "$base" == gpu_none_* || "$base" == gpu_mod_* ]]; then
-      if ! "$modc" compile "$src" --target cuda --arch "$arch"            --no-fuse=residual-add,activation,rows-epilogue,router-norm,select-gather,copy -o "${pkg}_nofuse"            > "$out/${m}_nofuse.log" 2>&1; then
-        echo "prepare.sh: modc failed for ${m}_nofuse (log: $out/${m}_nofuse.log)" >&2
-        failed=1
-      else
-        rm -f "$out/${m}_nofuse.log"
-      fi
+      twin nofuse --no-fuse=residual-add,activation,rows-epilogue,router-norm,select-gather,copy
     fi
     # run.sh's comparison of each fusion alone, on the bf16 twin of
     # FUSION_MODEL: that one fusion left out.
     if [[ "$dt" == bf16 && "$base" == "$fusion_model" ]]; then
       for f in "${each_fusion[@]}"; do
-        if ! "$modc" compile "$src" --target cuda --arch "$arch" \
-             --no-fuse="$f" -o "${pkg}_no-$f" > "$out/${m}_no-$f.log" 2>&1; then
-          echo "prepare.sh: modc failed for ${m}_no-$f (log: $out/${m}_no-$f.log)" >&2
-          failed=1
-        else
-          rm -f "$out/${m}_no-$f.log"
-        fi
+        twin "no-$f" --no-fuse="$f"
       done
     fi
   else

@@ -167,18 +167,10 @@ public:
           route.setGatherBlocksAttr(IntegerAttr::get(
               IntegerType::get(ctx, 64), selectGatherBlocks(route.getK())));
       } else if (auto attn = dyn_cast<modk::AttentionOp>(op)) {
-        modk::GemmPathAttr mainloop =
-            attentionMainloop(ctx, attn.getQ(), attn.getNHeads());
-        attn.setMainloopAttr(mainloop);
-        if (failed(checkAttentionShared(attn, attn.getQ(), attn.getNHeads(),
-                                        mainloop.getValue(), false)))
+        if (failed(configureAttention(attn, false)))
           return WalkResult::interrupt();
       } else if (auto grad = dyn_cast<modk::AttentionGradOp>(op)) {
-        modk::GemmPathAttr mainloop =
-            attentionMainloop(ctx, grad.getQ(), grad.getNHeads());
-        grad.setMainloopAttr(mainloop);
-        if (failed(checkAttentionShared(grad, grad.getQ(), grad.getNHeads(),
-                                        mainloop.getValue(), true)))
+        if (failed(configureAttention(grad, true)))
           return WalkResult::interrupt();
       }
       return WalkResult::advance();
@@ -201,6 +193,17 @@ private:
                        headDim % 8 == 0 && headDim <= 128;
     return modk::GemmPathAttr::get(
         ctx, tensorCores ? GemmPath::mma : GemmPath::simt);
+  }
+
+  /// Sets the mainloop of attention or its gradient, and refuses heads
+  /// its kernels cannot hold on the part.
+  template <typename AttentionLikeOp>
+  LogicalResult configureAttention(AttentionLikeOp op, bool backward) {
+    modk::GemmPathAttr mainloop =
+        attentionMainloop(&getContext(), op.getQ(), op.getNHeads());
+    op.setMainloopAttr(mainloop);
+    return checkAttentionShared(op, op.getQ(), op.getNHeads(),
+                                mainloop.getValue(), backward);
   }
 
   /// Dynamic shared memory (bytes) a block of the SIMT flash-attention
