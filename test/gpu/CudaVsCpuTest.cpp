@@ -44,9 +44,11 @@ using nlohmann::json;
 namespace {
 
 constexpr int64_t kSeqLen = 32;
+/// The test models' vocabulary: tokens are drawn below it.
+constexpr int64_t kVocab = 96;
 
 json model(const std::string &name, const char *router, const char *mlp) {
-  return {{"name", name},         {"vocab_size", 96},
+  return {{"name", name},         {"vocab_size", kVocab},
           {"d_model", 64},        {"n_layers", 4},
           {"n_heads", 4},         {"d_ff", 160},
           {"seq_len", kSeqLen},   {"mlp", mlp},
@@ -199,7 +201,7 @@ protected:
     // The first call opens the GPU: skip when there is none or it does not
     // run this architecture; any other failure is a failure.
     try {
-      cuda->forward(weights, randomTokens(kSeqLen, 96, 1), 1, RouteMode::TopK);
+      cuda->forward(weights, randomTokens(kSeqLen, kVocab, 1), 1, RouteMode::TopK);
     } catch (const Error &e) {
       std::string what = e.what();
       if (what.find("no usable CUDA device") != std::string::npos ||
@@ -220,7 +222,7 @@ protected:
 
 TEST_P(CudaVsCpu, ForwardMatchesInBothModes) {
   const int64_t B = 3;
-  std::vector<int32_t> tokens = randomTokens(B * kSeqLen, 96, 5);
+  std::vector<int32_t> tokens = randomTokens(B * kSeqLen, kVocab, 5);
   for (RouteMode mode : {RouteMode::TopK, RouteMode::Causal}) {
     std::vector<std::vector<int32_t>> decCpu, decCuda;
     ForwardResult a = cuda->forward(weights, tokens, B, mode, &decCuda);
@@ -244,7 +246,7 @@ TEST_P(CudaVsCpu, ForwardSeesChangedWeights) {
   // sm_90a package rounds its TMA weight copies again: a forward after the
   // weights changed in place matches the CPU on the new weights.
   const int64_t B = 2;
-  const std::vector<int32_t> tokens = randomTokens(B * kSeqLen, 96, 6);
+  const std::vector<int32_t> tokens = randomTokens(B * kSeqLen, kVocab, 6);
   TensorMap changing = weights;
   for (int round = 0; round < 2; ++round) {
     ForwardResult a = cuda->forward(changing, tokens, B, RouteMode::TopK);
@@ -265,7 +267,7 @@ TEST_P(CudaVsCpu, ForwardSeesChangedWeights) {
 
 TEST_P(CudaVsCpu, GradientsAndAdamWMatch) {
   const int64_t B = 2;
-  std::vector<int32_t> tokens = randomTokens(B * (kSeqLen + 1), 96, 9);
+  std::vector<int32_t> tokens = randomTokens(B * (kSeqLen + 1), kVocab, 9);
   GradResult a = cuda->grad(weights, tokens, B);
   GradResult b = cpu->grad(weights, tokens, B);
   EXPECT_NEAR(a.losses.total, b.losses.total,
@@ -296,7 +298,7 @@ TEST_P(CudaVsCpu, GradientsAndAdamWMatch) {
 // kernels: on each target its losses are grad's bit for bit.
 TEST_P(CudaVsCpu, EvalLossesAreGradLosses) {
   const int64_t B = 2;
-  std::vector<int32_t> tokens = randomTokens(B * (kSeqLen + 1), 96, 13);
+  std::vector<int32_t> tokens = randomTokens(B * (kSeqLen + 1), kVocab, 13);
   for (const Package *p : {cuda.get(), cpu.get()}) {
     SCOPED_TRACE(p->manifest().target);
     ASSERT_TRUE(p->manifest().supportsEval);
@@ -322,7 +324,7 @@ TEST_P(CudaVsCpu, TrainingRunMatches) {
   std::string text;
   std::mt19937 gen(4);
   for (int i = 0; i < 4000; ++i)
-    text += char(32 + gen() % 60); // bytes below the vocabulary (96)
+    text += char(32 + gen() % 60); // bytes below the vocabulary (kVocab)
   Corpus corpus = Corpus::fromBytes(text, kSeqLen, 2, "random text");
   // Test processes run in parallel: each variant writes its own files.
   std::string name = ::testing::UnitTest::GetInstance()->current_test_info()->name();
@@ -451,7 +453,7 @@ TEST_P(CudaVsCpu, TrainingRunMatches) {
 TEST_P(CudaVsCpu, DecodeAfterPrefillMatches) {
   const int64_t B = 3;
   std::vector<std::vector<int32_t>> prompts = {
-      randomTokens(5, 96, 21), randomTokens(12, 96, 22), randomTokens(1, 96, 23)};
+      randomTokens(5, kVocab, 21), randomTokens(12, kVocab, 22), randomTokens(1, kVocab, 23)};
   DecodeSession a(*cuda, weights, B), b(*cpu, weights, B);
   a.prefill(prompts);
   b.prefill(prompts);
@@ -463,7 +465,7 @@ TEST_P(CudaVsCpu, DecodeAfterPrefillMatches) {
     weightBytes += uint64_t(weights.get(p.name).numel()) * sizeof(float);
   const uint64_t before = cuda->deviceTraffic().toDevice;
   for (int step = 0; step < 10; ++step) {
-    std::vector<int32_t> next = randomTokens(B, 96, 100 + step);
+    std::vector<int32_t> next = randomTokens(B, kVocab, 100 + step);
     StepResult ra = a.step(next, active), rb = b.step(next, active);
     ASSERT_EQ(ra.routed, rb.routed) << "step " << step;
     EXPECT_LE(relError(ra.logits.data(), rb.logits.data(), rb.logits.size()),
@@ -523,8 +525,8 @@ TEST_P(CudaVsCpu, DeviceReportsATokenOutsideTheVocabulary) {
   auto wsBytes = raw.symbol<decltype(&modc_forward_workspace_bytes)>(
       "modc_forward_workspace_bytes");
   const Manifest &m = cuda->manifest();
-  std::vector<int32_t> tokens = randomTokens(kSeqLen, 96, 3);
-  tokens[7] = 96; // one past the vocabulary
+  std::vector<int32_t> tokens = randomTokens(kSeqLen, kVocab, 3);
+  tokens[7] = int32_t(kVocab); // one past the vocabulary
   modc_forward_args args{};
   args.batch = 1;
   args.seq_len = kSeqLen;
@@ -532,7 +534,7 @@ TEST_P(CudaVsCpu, DeviceReportsATokenOutsideTheVocabulary) {
   args.tokens = static_cast<const int32_t *>(
       raw.upload(tokens.data(), tokens.size() * 4));
   args.params = raw.params.data();
-  args.logits = static_cast<float *>(raw.upload(nullptr, kSeqLen * 96 * 4));
+  args.logits = static_cast<float *>(raw.upload(nullptr, kSeqLen * kVocab * 4));
   args.routed = static_cast<int32_t *>(
       raw.upload(nullptr, m.routedLayers.size() * kSeqLen * 4));
   args.workspace = raw.upload(nullptr, wsBytes(1));
@@ -554,7 +556,7 @@ TEST_P(CudaVsCpu, DeviceReportsAPositionOutsideTheContext) {
       raw.symbol<decltype(&modc_kv_cache_bytes)>("modc_kv_cache_bytes");
   const Manifest &m = cuda->manifest();
   const int64_t B = 3, layers = int64_t(m.params.size()); // counts: ample
-  const std::vector<int32_t> tokens = randomTokens(B, 96, 4);
+  const std::vector<int32_t> tokens = randomTokens(B, kVocab, 4);
   // Sequence 1 one past the context (active), sequence 2 far past it but
   // inactive (ignored).
   const std::vector<int32_t> positions = {3, int32_t(kSeqLen), 1000};
@@ -566,7 +568,7 @@ TEST_P(CudaVsCpu, DeviceReportsAPositionOutsideTheContext) {
       static_cast<const int32_t *>(raw.upload(positions.data(), B * 4));
   args.active = static_cast<const uint8_t *>(raw.upload(active.data(), B));
   args.params = raw.params.data();
-  args.logits = static_cast<float *>(raw.upload(nullptr, B * 96 * 4));
+  args.logits = static_cast<float *>(raw.upload(nullptr, B * kVocab * 4));
   args.routed = static_cast<int32_t *>(
       raw.upload(nullptr, m.routedLayers.size() * B * 4));
   args.kv_cache = static_cast<float *>(raw.upload(nullptr, cacheBytes(B)));
