@@ -186,9 +186,8 @@ private:
 
   /// Flash attention's mainloop: mma.sync where the head dim is a multiple
   /// of 8 up to 128 (the tensor-core kernels' fragments), else SIMT.
-  modk::GemmPathAttr attentionMainloop(MLIRContext *ctx, Value q,
-                                       int64_t heads) const {
-    int64_t headDim = cast<MemRefType>(q.getType()).getShape().back() / heads;
+  modk::GemmPathAttr attentionMainloop(MLIRContext *ctx,
+                                       int64_t headDim) const {
     bool tensorCores = forcedPath != int(GemmPath::simt) && headDim > 0 &&
                        headDim % 8 == 0 && headDim <= 128;
     return modk::GemmPathAttr::get(
@@ -199,11 +198,12 @@ private:
   /// its kernels cannot hold on the part.
   template <typename AttentionLikeOp>
   LogicalResult configureAttention(AttentionLikeOp op, bool backward) {
-    modk::GemmPathAttr mainloop =
-        attentionMainloop(&getContext(), op.getQ(), op.getNHeads());
+    int64_t headDim =
+        cast<MemRefType>(op.getQ().getType()).getShape().back() /
+        op.getNHeads();
+    modk::GemmPathAttr mainloop = attentionMainloop(&getContext(), headDim);
     op.setMainloopAttr(mainloop);
-    return checkAttentionShared(op, op.getQ(), op.getNHeads(),
-                                mainloop.getValue(), backward);
+    return checkAttentionShared(op, headDim, mainloop.getValue(), backward);
   }
 
   /// Dynamic shared memory (bytes) a block of the SIMT flash-attention
@@ -234,11 +234,10 @@ private:
   /// Refuses attention whose kernel could not start on the part: a block
   /// may have at most the part's shared memory (docs/cuda.md), and the SIMT
   /// kernels' tiles grow with the head dim.
-  LogicalResult checkAttentionShared(Operation *op, Value q, int64_t heads,
+  LogicalResult checkAttentionShared(Operation *op, int64_t headDim,
                                      GemmPath mainloop, bool backward) const {
     if (mainloop != GemmPath::simt)
       return success();
-    int64_t headDim = cast<MemRefType>(q.getType()).getShape().back() / heads;
     int64_t bytes = simtAttentionSharedBytes(headDim, backward);
     if (bytes <= target->sharedBytesPerSm)
       return success();
@@ -249,10 +248,13 @@ private:
            "dims above 128, more than a block of "
         << target->arch << " (" << target->name << ") has ("
         << target->sharedBytesPerSm << "); the CUDA target takes head dims "
-        << "(d_model / n_heads) up to";
-    for (const CudaPart &part : kParts)
-      diag << " " << largestSimtHeadDim(part) << " on " << part.arch
-           << (&part == &kParts[0] ? "," : "");
+        << "(d_model / n_heads) up to ";
+    llvm::interleave(
+        kParts, diag,
+        [&](const CudaPart &part) {
+          diag << largestSimtHeadDim(part) << " on " << part.arch;
+        },
+        ", ");
     return failure();
   }
 
