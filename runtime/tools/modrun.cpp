@@ -910,6 +910,13 @@ int runSample(int argc, char **argv) {
   Package pkg = Package::open(args.pkg);
   const Manifest &man = pkg.manifest();
   pkg.requireDecode();
+  // A prompt has at least one byte, so a one-token context never has room.
+  if (maxNew > 0 && man.seqLen < 2)
+    throw Error(fmt::format("{}: the model's context is 1 token (seq_len 1), "
+                            "which any prompt fills: nothing can be "
+                            "generated; compile the model with seq_len 2 or "
+                            "more",
+                            args.pkg));
   // Validate every prompt before loading weights or generating anything.
   for (size_t b = 0; b < prompts.size(); ++b) {
     tokenizePrompt(man, prompts[b], labels[b]);

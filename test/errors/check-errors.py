@@ -686,6 +686,12 @@ CASES.update({
         (SAMPLE + " --prompt abcdefgh --max-new 1", 1,
          E("--prompt is 8 bytes and fills the model's context of 8 tokens "
            "(seq_len): no room to generate; use at most 7 bytes"))],
+    "`PKG: the model's context is 1 token (seq_len 1), which any prompt fills: nothing can be generated; compile the model with seq_len 2 or more`": [
+        ("{modrun} sample {tmp}/f-seq1 --weights " + WA + " --prompt a "
+         "--max-new 1", 1,
+         E("{tmp}/f-seq1: the model's context is 1 token (seq_len 1), which "
+           "any prompt fills: nothing can be generated; compile the model "
+           "with seq_len 2 or more"))],
     "`--prompt: byte 0xXX at position P is outside the model's vocabulary (vocab_size V, so bytes 0x00..0xYY)`": [
         ("{modrun} sample " + B + " --weights " + WB + " --prompt a "
          "--max-new 1", 1,
@@ -1219,6 +1225,12 @@ def setup(tmp, modc, modrun, root):
         lambda m: [m["entries"].pop(k) for k in ("grad", "adamw")]), cc, abi)
     make_fake(tmp, "f-nodecode", edited(lambda m: m["entries"].pop("decode")),
               cc, abi)
+    def one_token(m):
+        m["model"]["seq_len"] = 1
+        for layer in m["layers"]:
+            if "capacity" in layer:
+                layer["capacity"] = 1
+    make_fake(tmp, "f-seq1", edited(one_token), cc, abi)
     def target(name, arch=None):
         def change(m):
             m["target"] = name
