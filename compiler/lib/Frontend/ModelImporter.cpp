@@ -105,6 +105,22 @@ public:
     return s->str();
   }
 
+  /// The same, as the model choice it spells (ModelChoices.td); `allowed`
+  /// lists the format's spellings in docs/model-format.md's order.
+  template <typename Enum>
+  llvm::Expected<Enum> choiceOf(llvm::StringRef key,
+                                llvm::ArrayRef<llvm::StringRef> allowed,
+                                Enum fallback) const {
+    llvm::Expected<std::string> spelt =
+        choice(key, allowed, stringifyEnum(fallback));
+    if (!spelt)
+      return spelt.takeError();
+    std::optional<Enum> value = symbolizeEnum<Enum>(*spelt);
+    if (!value)
+      return error(key, "'" + *spelt + "' is not a case of modc's enum");
+    return *value;
+  }
+
   static std::string describe(const json::Value &v) {
     std::string text;
     llvm::raw_string_ostream os(text);
@@ -122,7 +138,8 @@ public:
 struct ModelDescription {
   std::string name = "model";
   int64_t vocabSize, dModel, nLayers, nHeads, dFf, seqLen;
-  std::string mlp, dtype;
+  Activation mlp;
+  DType dtype;
   double normEps, ropeTheta;
   bool tieEmbeddings;
   bool mixtureOfDepths = false;
@@ -130,7 +147,8 @@ struct ModelDescription {
   std::optional<int64_t> capacityTokens;
   std::string scheduleName;          // every_other | all | none | "" (list)
   std::vector<int64_t> scheduleList; // when scheduleName is empty
-  std::string gate, causalRouter;
+  Gate gate;
+  CausalRouter causalRouter;
   double auxLossWeight = 0;
   int64_t predictorHidden = 0;
 };
@@ -328,8 +346,9 @@ static llvm::Expected<ModelDescription> parseDescription(llvm::StringRef text,
                                    "RoPE needs an even head_dim",
                                    m.dModel / m.nHeads)
                          .str());
-  ASSIGN_OR_RETURN(m.mlp, top.choice("mlp", {"swiglu", "gelu"}, "swiglu"));
-  ASSIGN_OR_RETURN(m.dtype, top.choice("dtype", {"f32", "bf16"}, "f32"));
+  ASSIGN_OR_RETURN(m.mlp, top.choiceOf("mlp", {"swiglu", "gelu"},
+                                        Activation::swiglu));
+  ASSIGN_OR_RETURN(m.dtype, top.choiceOf("dtype", {"f32", "bf16"}, DType::f32));
   ASSIGN_OR_RETURN(m.normEps, top.number("norm_eps", 1e-5));
   if (!(m.normEps > 0))
     return top.error("norm_eps", "must be positive");
@@ -402,11 +421,12 @@ static llvm::Expected<ModelDescription> parseDescription(llvm::StringRef text,
   } else {
     m.scheduleName = "every_other";
   }
-  ASSIGN_OR_RETURN(m.gate,
-                   mod.choice("gate", {"linear", "sigmoid", "one"}, "linear"));
+  ASSIGN_OR_RETURN(m.gate, mod.choiceOf("gate", {"linear", "sigmoid", "one"},
+                                         Gate::linear));
   ASSIGN_OR_RETURN(m.causalRouter,
-                   mod.choice("causal_router",
-                              {"aux_loss", "predictor", "none"}, "predictor"));
+                   mod.choiceOf("causal_router",
+                                {"aux_loss", "predictor", "none"},
+                                CausalRouter::predictor));
   ASSIGN_OR_RETURN(m.auxLossWeight, mod.number("aux_loss_weight", 0.01));
   if (!(m.auxLossWeight >= 0))
     return mod.error("aux_loss_weight", "must be >= 0");
@@ -440,9 +460,9 @@ modc::importModelJson(llvm::StringRef text, llvm::StringRef filename,
       b, loc, b.getStringAttr(m.name), b.getI64IntegerAttr(m.vocabSize),
       b.getI64IntegerAttr(m.dModel), b.getI64IntegerAttr(m.nLayers),
       b.getI64IntegerAttr(m.nHeads), b.getI64IntegerAttr(m.dFf),
-      b.getI64IntegerAttr(m.seqLen), b.getStringAttr(m.mlp),
+      b.getI64IntegerAttr(m.seqLen), mod::ActivationAttr::get(context, m.mlp),
       b.getF64FloatAttr(m.normEps), b.getF64FloatAttr(m.ropeTheta),
-      b.getBoolAttr(m.tieEmbeddings), b.getStringAttr(m.dtype),
+      b.getBoolAttr(m.tieEmbeddings), mod::DTypeAttr::get(context, m.dtype),
       /*capacity=*/nullptr, /*capacity_tokens=*/nullptr, /*schedule=*/nullptr,
       /*gate=*/nullptr, /*causal_router=*/nullptr,
       /*aux_loss_weight=*/nullptr, /*predictor_hidden=*/nullptr);
@@ -455,8 +475,9 @@ modc::importModelJson(llvm::StringRef text, llvm::StringRef filename,
       model.setScheduleAttr(b.getI64ArrayAttr(m.scheduleList));
     else
       model.setScheduleAttr(b.getStringAttr(m.scheduleName));
-    model.setGateAttr(b.getStringAttr(m.gate));
-    model.setCausalRouterAttr(b.getStringAttr(m.causalRouter));
+    model.setGateAttr(mod::GateAttr::get(context, m.gate));
+    model.setCausalRouterAttr(
+        mod::CausalRouterAttr::get(context, m.causalRouter));
     model.setAuxLossWeightAttr(b.getF64FloatAttr(m.auxLossWeight));
     model.setPredictorHiddenAttr(b.getI64IntegerAttr(m.predictorHidden));
   }

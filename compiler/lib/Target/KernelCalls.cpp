@@ -172,8 +172,8 @@ LogicalResult PlanEmitter::emitKernel(Operation *op) {
     std::string pos = name(route.getPositions()),
                 seg = name(route.getSegments());
     std::string mask = name(route.getMask()), r = name(route.getScores());
-    modk::CausalRouter causal = route.getCausalRouter();
-    std::string logits = causal == modk::CausalRouter::predictor
+    modc::CausalRouter causal = route.getCausalRouter();
+    std::string logits = causal == modc::CausalRouter::predictor
                              ? name(route.getCausalScores())
                              : r;
     modk::RowsOp gather = route.getGatherRows();
@@ -192,7 +192,7 @@ LogicalResult PlanEmitter::emitKernel(Operation *op) {
         topk.deviceTemplateArgs.push_back(int64_t(*blocks));
       topk.args.push_back(gatherFunctor(gather));
     }
-    if (causal != modk::CausalRouter::none) {
+    if (causal != modc::CausalRouter::none) {
       os << pad << "if (causal) {\n";
       emitCall({"select_causal", {seqLen}, {logits, "B", pos, seg, mask}},
                indent + 2);
@@ -308,7 +308,7 @@ LogicalResult PlanEmitter::emitKernel(Operation *op) {
   }
   if (auto route = dyn_cast<modk::DecodeSelectOp>(op)) {
     std::string decision =
-        route.getCausalRouter() == modk::CausalRouter::predictor
+        route.getCausalRouter() == modc::CausalRouter::predictor
             ? name(route.getCausalScores())
             : name(route.getScores());
     // A fused gather (modk-fuse-select-gather) runs in the compaction's

@@ -20,17 +20,17 @@ json::Object modc::manifestModel(modk::ModelAttr model) {
       {"n_heads", model.getNHeads()},
       {"d_ff", model.getDFf()},
       {"seq_len", model.getSeqLen()},
-      {"mlp", modk::stringifyActivation(model.getMlp()).str()},
+      {"mlp", modc::stringifyActivation(model.getMlp()).str()},
       {"norm_eps", model.getNormEps().getValueAsDouble()},
       {"rope_theta", model.getRopeTheta().getValueAsDouble()},
       {"tie_embeddings", model.getTieEmbeddings().getValue()},
-      {"dtype", modk::stringifyDType(model.getDtype()).str()},
+      {"dtype", modc::stringifyDType(model.getDtype()).str()},
   };
   if (modk::MoDConfigAttr mod = model.getMod()) {
     json::Object section{
-        {"gate", modk::stringifyGate(mod.getGate()).str()},
+        {"gate", modc::stringifyGate(mod.getGate()).str()},
         {"causal_router",
-         modk::stringifyCausalRouter(mod.getCausalRouter()).str()},
+         modc::stringifyCausalRouter(mod.getCausalRouter()).str()},
         {"aux_loss_weight", mod.getAuxLossWeight().getValueAsDouble()},
         {"predictor_hidden", mod.getPredictorHidden()},
     };
@@ -38,10 +38,10 @@ json::Object modc::manifestModel(modk::ModelAttr model) {
       section["capacity"] = capacity.getValueAsDouble();
     if (std::optional<int64_t> tokens = mod.getCapacityTokens())
       section["capacity_tokens"] = *tokens;
-    if (mod.getSchedule() == modk::Schedule::layers)
+    if (mod.getSchedule() == modc::Schedule::layers)
       section["schedule"] = json::Array(mod.getLayers());
     else
-      section["schedule"] = modk::stringifySchedule(mod.getSchedule()).str();
+      section["schedule"] = modc::stringifySchedule(mod.getSchedule()).str();
     o["mod"] = std::move(section);
   }
   return o;

@@ -2,7 +2,9 @@
 //
 // Verifiers reject what docs/model-format.md forbids: inconsistent shapes,
 // capacities outside [1, seq_len], head dimensions that RoPE cannot rotate,
-// unknown gates and causal routers.
+// schedules outside the model's layers. Gates, causal routers, activations and
+// element types are enum attributes (ModelChoices.td): the parser refuses
+// an unknown case.
 //
 //===----------------------------------------------------------------------===//
 
@@ -20,10 +22,17 @@ using namespace modc::mod;
 
 #include "modc/Dialect/Mod/ModDialect.cpp.inc"
 
+#define GET_ATTRDEF_CLASSES
+#include "modc/Dialect/Mod/ModAttrs.cpp.inc"
+
 void ModDialect::initialize() {
   addOperations<
 #define GET_OP_LIST
 #include "modc/Dialect/Mod/ModOps.cpp.inc"
+      >();
+  addAttributes<
+#define GET_ATTRDEF_LIST
+#include "modc/Dialect/Mod/ModAttrs.cpp.inc"
       >();
 }
 
@@ -56,13 +65,6 @@ static LogicalResult checkShape(Operation *op, Type type, StringRef what,
   return success();
 }
 
-static bool isOneOf(StringRef value, ArrayRef<StringRef> allowed) {
-  return llvm::is_contained(allowed, value);
-}
-
-static constexpr StringRef kGates[] = {"linear", "sigmoid", "one"};
-static constexpr StringRef kCausalRouters[] = {"aux_loss", "predictor", "none"};
-
 //===----------------------------------------------------------------------===//
 // ModelOp
 //===----------------------------------------------------------------------===//
@@ -88,12 +90,6 @@ LogicalResult ModelOp::verify() {
   if (getHeadDim() % 2 != 0)
     return emitOpError() << "head dimension d_model / n_heads = "
                          << getHeadDim() << " must be even for RoPE";
-  if (!isOneOf(getMlp(), {"swiglu", "gelu"}))
-    return emitOpError() << "mlp must be 'swiglu' or 'gelu', got '" << getMlp()
-                         << "'";
-  if (!isOneOf(getDtype(), {"f32", "bf16"}))
-    return emitOpError() << "dtype must be 'f32' or 'bf16', got '"
-                         << getDtype() << "'";
   if (!(getNormEps().convertToDouble() > 0))
     return emitOpError() << "norm_eps must be positive";
   if (!(getRopeTheta().convertToDouble() > 0))
@@ -109,18 +105,12 @@ LogicalResult ModelOp::verify() {
                            << getSeqLen() << "], got " << *k;
   if (getCapacity() && getCapacityTokens())
     return emitOpError("capacity and capacity_tokens are exclusive");
-  if (std::optional<StringRef> g = getGate())
-    if (!isOneOf(*g, kGates))
-      return emitOpError() << "gate must be linear, sigmoid or one, got '"
-                           << *g << "'";
-  if (std::optional<StringRef> c = getCausalRouter())
-    if (!isOneOf(*c, kCausalRouters))
-      return emitOpError()
-             << "causal_router must be aux_loss, predictor or none, got '" << *c
-             << "'";
   if (Attribute schedule = getScheduleAttr()) {
     if (auto name = dyn_cast<StringAttr>(schedule)) {
-      if (!isOneOf(name.getValue(), {"every_other", "all", "none"}))
+      // A schedule's name; `layers` is spelt as the list itself.
+      std::optional<modc::Schedule> named =
+          modc::symbolizeSchedule(name.getValue());
+      if (!named || *named == modc::Schedule::layers)
         return emitOpError() << "schedule must be every_other, all, none or a "
                                 "list of layer indices, got '"
                              << name.getValue() << "'";
@@ -208,12 +198,6 @@ LogicalResult BlockOp::verify() {
     if (!getGate() || !getCausalRouter())
       return emitOpError("a routed block needs a gate and a causal_router");
   }
-  if (std::optional<StringRef> g = getGate())
-    if (!isOneOf(*g, kGates))
-      return emitOpError() << "unknown gate '" << *g << "'";
-  if (std::optional<StringRef> c = getCausalRouter())
-    if (!isOneOf(*c, kCausalRouters))
-      return emitOpError() << "unknown causal_router '" << *c << "'";
   return success();
 }
 
@@ -234,7 +218,8 @@ LogicalResult PredictorOp::verify() {
 }
 
 static LogicalResult verifySelection(Operation *op, int64_t k,
-                                     StringRef causalRouter, Value scores,
+                                     modc::CausalRouter causalRouter,
+                                     Value scores,
                                      Value causalScores, Type indicesType) {
   auto s = dyn_cast<RankedTensorType>(scores.getType());
   if (!s || s.getRank() != 2)
@@ -243,10 +228,8 @@ static LogicalResult verifySelection(Operation *op, int64_t k,
   if (k < 1 || k > seqLen)
     return op->emitOpError() << "k = " << k << " must be in [1, " << seqLen
                              << "]";
-  if (!isOneOf(causalRouter, kCausalRouters))
-    return op->emitOpError() << "unknown causal_router '" << causalRouter
-                             << "'";
-  if ((causalRouter == "predictor") != (causalScores != nullptr))
+  if ((causalRouter == modc::CausalRouter::predictor) !=
+      (causalScores != nullptr))
     return op->emitOpError(
         "causal scores are given exactly when causal_router is predictor");
   if (causalScores && causalScores.getType() != scores.getType())
@@ -280,8 +263,6 @@ LogicalResult AttentionOp::verify() {
 }
 
 LogicalResult GatedResidualOp::verify() {
-  if (!isOneOf(getGate(), kGates))
-    return emitOpError() << "unknown gate '" << getGate() << "'";
   auto in = cast<RankedTensorType>(getInput().getType());
   auto idx = cast<RankedTensorType>(getIndices().getType());
   if (in.getRank() != 3 || idx.getRank() != 2)

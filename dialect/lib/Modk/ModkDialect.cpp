@@ -8,6 +8,7 @@
 #include "llvm/ADT/STLExtras.h"
 
 using namespace mlir;
+using namespace modc;
 using namespace modc::modk;
 
 #include "modc/Dialect/Modk/ModkDialect.cpp.inc"

@@ -29,7 +29,7 @@ func.func @string_epilogue(%a: memref<?x16x32xf32>, %w: memref<64x32xf32>, %seg:
 // -----
 
 func.func @unknown_gate(%a: memref<?x4x64xf32>, %w: memref<32x64xf32>, %seg: memref<?x1xi64>, %m: memref<?x4x32xf32>, %r: memref<?x16xf32>, %at: memref<?x4x32xf32>, %pos: memref<?x4xi32>, %x: memref<?x16x32xf32>) {
-  // expected-error @+2 {{expected ::modc::modk::Gate to be one of: linear, sigmoid, one}}
+  // expected-error @+2 {{expected ::modc::Gate to be one of: linear, sigmoid, one}}
   // expected-error @+1 {{failed to parse Modk_GateAttr parameter 'value'}}
   modk.gemm %a, [%w] rows %seg extra(%m, %r, %at, %pos) -> %x {epilogue = #modk.epilogue<gate_scale_scatter>, gate = #modk.gate<tanh>} : memref<?x4x64xf32>, memref<32x64xf32>, memref<?x1xi64>, memref<?x4x32xf32>, memref<?x16xf32>, memref<?x4x32xf32>, memref<?x4xi32>, memref<?x16x32xf32>
   return
@@ -430,7 +430,7 @@ modk.entry @forward attributes {model = #modk.model<name = "t", vocab_size = 64,
 // -----
 
 // A choice outside the enum is a parse error naming the field.
-// expected-error @+2 {{expected ::modc::modk::Activation to be one of: swiglu, gelu}}
+// expected-error @+2 {{expected ::modc::Activation to be one of: swiglu, gelu}}
 // expected-error @+1 {{failed to parse Modk_ModelAttr parameter 'mlp'}}
 modk.entry @forward attributes {model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 2, n_heads = 2, d_ff = 64, seq_len = 16, mlp = relu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = ["topk"], params = []} {
 }

@@ -7,11 +7,11 @@
 // CHECK-NOT: mod.topk
 // CHECK-NOT: mod.gather
 // CHECK: %[[P:.*]] = mod.predictor
-// CHECK: %[[S:.*]], %[[I:.*]], %[[G:.*]], %[[N:.*]] = mod.route %{{.*}} causal(%[[P]] : tensor<?x16xf32>) {causal_router = "predictor", eps = 1.000000e-05 : f64, k = 4 : i64, layer = 1 : i64, norm_param = "blocks.1.attn_norm.weight"}
+// CHECK: %[[S:.*]], %[[I:.*]], %[[G:.*]], %[[N:.*]] = mod.route %{{.*}} causal(%[[P]] : tensor<?x16xf32>) {causal_router = #mod.causal_router<predictor>, eps = 1.000000e-05 : f64, k = 4 : i64, layer = 1 : i64, norm_param = "blocks.1.attn_norm.weight"}
 // CHECK: %[[A:.*]] = mod.attention %[[N]] positions(%[[I]] : tensor<?x4xi32>)
 // CHECK: mod.add %[[G]], %[[A]]
 // CHECK: mod.gated_residual %{{.*}}, %{{.*}}, %[[S]], %[[I]]
-mod.model @small attributes {aux_loss_weight = 1.000000e-02 : f64, capacity = 2.500000e-01 : f64, causal_router = "predictor", d_ff = 64 : i64, d_model = 32 : i64, dtype = "f32", gate = "sigmoid", mlp = "swiglu", n_heads = 2 : i64, n_layers = 2 : i64, norm_eps = 1.000000e-05 : f64, predictor_hidden = 8 : i64, rope_theta = 1.000000e+04 : f64, schedule = "every_other", seq_len = 16 : i64, tie_embeddings = true, vocab_size = 64 : i64} {
+mod.model @small attributes {aux_loss_weight = 1.000000e-02 : f64, capacity = 2.500000e-01 : f64, causal_router = #mod.causal_router<predictor>, d_ff = 64 : i64, d_model = 32 : i64, dtype = #mod.dtype<f32>, gate = #mod.gate<sigmoid>, mlp = #mod.activation<swiglu>, n_heads = 2 : i64, n_layers = 2 : i64, norm_eps = 1.000000e-05 : f64, predictor_hidden = 8 : i64, rope_theta = 1.000000e+04 : f64, schedule = "every_other", seq_len = 16 : i64, tie_embeddings = true, vocab_size = 64 : i64} {
     %0 = mod.tokens : tensor<?x16xi32>
     %1 = mod.embed %0 : (tensor<?x16xi32>) -> tensor<?x16x32xf32>
     %2 = mod.rmsnorm %1 {eps = 1.000000e-05 : f64, param = "blocks.0.attn_norm.weight"} : tensor<?x16x32xf32>
@@ -22,7 +22,7 @@ mod.model @small attributes {aux_loss_weight = 1.000000e-02 : f64, capacity = 2.
     %7 = mod.add %4, %6 : tensor<?x16x32xf32>
     %8 = mod.router %7 {layer = 1 : i64} : (tensor<?x16x32xf32>) -> tensor<?x16xf32>
     %9 = mod.predictor %7 {hidden = 8 : i64, layer = 1 : i64} : (tensor<?x16x32xf32>) -> tensor<?x16xf32>
-    %10 = mod.topk %8 causal(%9 : tensor<?x16xf32>) {causal_router = "predictor", k = 4 : i64} : tensor<?x16xf32> -> tensor<?x4xi32>
+    %10 = mod.topk %8 causal(%9 : tensor<?x16xf32>) {causal_router = #mod.causal_router<predictor>, k = 4 : i64} : tensor<?x16xf32> -> tensor<?x4xi32>
     %11 = mod.gather %7[%10] : (tensor<?x16x32xf32>, tensor<?x4xi32>) -> tensor<?x4x32xf32>
     %12 = mod.rmsnorm %11 {eps = 1.000000e-05 : f64, param = "blocks.1.attn_norm.weight"} : tensor<?x4x32xf32>
     %13 = mod.attention %12 positions(%10 : tensor<?x4xi32>) {layer = 1 : i64} : tensor<?x4x32xf32>
@@ -30,7 +30,7 @@ mod.model @small attributes {aux_loss_weight = 1.000000e-02 : f64, capacity = 2.
     %15 = mod.rmsnorm %14 {eps = 1.000000e-05 : f64, param = "blocks.1.mlp_norm.weight"} : tensor<?x4x32xf32>
     %16 = mod.mlp %15 {layer = 1 : i64} : tensor<?x4x32xf32>
     %17 = mod.add %13, %16 : tensor<?x4x32xf32>
-    %18 = mod.gated_residual %7, %17, %8, %10 {gate = "sigmoid"} : (tensor<?x16x32xf32>, tensor<?x4x32xf32>, tensor<?x16xf32>, tensor<?x4xi32>) -> tensor<?x16x32xf32>
+    %18 = mod.gated_residual %7, %17, %8, %10 {gate = #mod.gate<sigmoid>} : (tensor<?x16x32xf32>, tensor<?x4x32xf32>, tensor<?x16xf32>, tensor<?x4xi32>) -> tensor<?x16x32xf32>
     %19 = mod.rmsnorm %18 {eps = 1.000000e-05 : f64, param = "final_norm.weight"} : tensor<?x16x32xf32>
     %20 = mod.lm_head %19 {param = "embed.weight"} : (tensor<?x16x32xf32>) -> tensor<?x16x64xf32>
     mod.return %20 : tensor<?x16x64xf32>
@@ -44,12 +44,12 @@ mod.model @small attributes {aux_loss_weight = 1.000000e-02 : f64, capacity = 2.
 // CHECK: mod.topk
 // CHECK: mod.gather
 // CHECK-NOT: mod.route
-mod.model @mismatch attributes {d_ff = 64 : i64, d_model = 32 : i64, dtype = "f32", mlp = "swiglu", n_heads = 2 : i64, n_layers = 2 : i64, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, seq_len = 16 : i64, tie_embeddings = true, vocab_size = 64 : i64} {
+mod.model @mismatch attributes {d_ff = 64 : i64, d_model = 32 : i64, dtype = #mod.dtype<f32>, mlp = #mod.activation<swiglu>, n_heads = 2 : i64, n_layers = 2 : i64, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, seq_len = 16 : i64, tie_embeddings = true, vocab_size = 64 : i64} {
   %0 = mod.tokens : tensor<?x16xi32>
   %1 = mod.embed %0 : (tensor<?x16xi32>) -> tensor<?x16x32xf32>
   %2 = mod.embed %0 : (tensor<?x16xi32>) -> tensor<?x16x32xf32>
   %r = mod.router %1 {layer = 1 : i64} : (tensor<?x16x32xf32>) -> tensor<?x16xf32>
-  %i = mod.topk %r {causal_router = "none", k = 4 : i64} : tensor<?x16xf32> -> tensor<?x4xi32>
+  %i = mod.topk %r {causal_router = #mod.causal_router<none>, k = 4 : i64} : tensor<?x16xf32> -> tensor<?x4xi32>
   %g = mod.gather %2[%i] : (tensor<?x16x32xf32>, tensor<?x4xi32>) -> tensor<?x4x32xf32>
   %n = mod.rmsnorm %g {eps = 1.000000e-05 : f64, param = "blocks.1.attn_norm.weight"} : tensor<?x4x32xf32>
   mod.return %n : tensor<?x4x32xf32>

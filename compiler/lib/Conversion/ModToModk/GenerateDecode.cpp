@@ -21,7 +21,7 @@ struct GenerateDecodePass
     for (mod::ModelOp model : models) {
       bool hasRoute = false;
       model.walk([&](mod::RouteOp) { hasRoute = true; });
-      if (hasRoute && *model.getCausalRouter() == "none")
+      if (hasRoute && *model.getCausalRouter() == CausalRouter::none)
         continue;
       lowering::ModelLowering modelLowering(model, lowering::EntryKind::Decode);
       if (failed(modelLowering.run()))

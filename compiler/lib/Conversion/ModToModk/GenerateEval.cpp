@@ -43,7 +43,7 @@ LogicalResult ModelLowering::emitLosses() {
     if (auto head = dyn_cast<mod::LMHeadOp>(op)) {
       modk::CrossEntropyLossOp::create(b, loc, buffers[head], targets, losses);
     } else if (auto route = dyn_cast<mod::RouteOp>(op)) {
-      if (route.getCausalRouter() == "aux_loss")
+      if (route.getCausalRouter() == CausalRouter::aux_loss)
         modk::BCELossValueOp::create(b, loc, buffers[route.getScores()],
                                      saved[route]["mask"], losses,
                                      *model.getAuxLossWeight(), nRouted);
@@ -72,7 +72,7 @@ struct GenerateEvalPass
     for (mod::ModelOp model : models) {
       // Each entry goes right after the model: @eval_causal first keeps it
       // after @eval.
-      if (model.isMixtureOfDepths() && *model.getCausalRouter() != "none") {
+      if (model.isMixtureOfDepths() && *model.getCausalRouter() != CausalRouter::none) {
         ModelLowering causal(model, EntryKind::EvalCausal);
         if (failed(causal.run()))
           return signalPassFailure();

@@ -123,7 +123,7 @@ Value ModelLowering::lowerMlpUp(Operation *op, Value input, RowSet rows,
   Location loc = op->getLoc();
   int64_t d = model.getDModel(), ff = model.getDFf();
   int64_t r = cast<MemRefType>(input.getType()).getDimSize(1);
-  bool swiglu = model.getMlp() == "swiglu";
+  bool swiglu = model.getMlp() == Activation::swiglu;
   Value gate = swiglu ? blockParam(layer, "mlp.w_gate.weight", {ff, d}) : Value();
   Value up = blockParam(layer, "mlp.w_up.weight", {ff, d});
   Type f32 = b.getF32Type();
@@ -136,7 +136,7 @@ Value ModelLowering::lowerMlpUp(Operation *op, Value input, RowSet rows,
   createGemm(b, loc, input, ValueRange{up}, rows.segments, ValueRange{},
              upPre, modk::Epilogue::none);
   modk::ActivationOp::create(b, loc, gatePre, upPre, rows.segments, hidden,
-                             toModkActivation(model.getMlp()));
+                             model.getMlp());
   if (training()) {
     saved[op]["gate"] = gatePre;
     saved[op]["up"] = upPre;
@@ -152,10 +152,8 @@ void ModelLowering::lowerRoute(mod::RouteOp op) {
   int64_t layer = op.getLayer();
   // Causal mode routes a varying number of tokens: room for all of them.
   // Training selects by top-k only.
-  bool causal = op.getCausalRouter() != "none" && !training();
-  modk::CausalRouter causalRouter =
-      causal ? toModkCausalRouter(op.getCausalRouter())
-             : modk::CausalRouter::none;
+  bool causal = op.getCausalRouter() != CausalRouter::none && !training();
+  CausalRouter causalRouter = causal ? op.getCausalRouter() : CausalRouter::none;
   int64_t maxRows = causal ? seqLen : op.getK();
   Type f32 = b.getF32Type();
   Value r = alloc({seqLen}, f32);
@@ -213,7 +211,7 @@ void ModelLowering::lowerMlpScatter(mod::MlpScatterOp op) {
       ValueRange{scratch, buffers[op.getScores()], buffers[op.getAttn()],
                  rows.positions},
       stream, modk::Epilogue::gate_scale_scatter);
-  gemm.setGate(toModkGate(op.getGate()));
+  gemm.setGate(op.getGate());
   buffers[op.getResult()] = stream;
   rowSets[op.getResult()] = rowSets[op.getInput()];
 }
@@ -358,20 +356,20 @@ LogicalResult ModelLowering::lower(Operation *op) {
 }
 
 modk::ModelAttr modc::modelAttrOf(mod::ModelOp model) {
-  // mod.model's verifier has checked each choice, so the symbolize calls
-  // succeed; the attributes' verifiers check the sizes once more.
+  // The choices are the same enums in both dialects; the attributes'
+  // verifiers check the sizes once more.
   MLIRContext *ctx = model.getContext();
   auto emitError = [&] { return model.emitOpError(); };
   modk::MoDConfigAttr modConfig;
   if (model.isMixtureOfDepths()) {
     // A model written without a schedule routes every other layer, as
     // mod-expand-schedule reads it.
-    modk::Schedule schedule = modk::Schedule::every_other;
+    modc::Schedule schedule = modc::Schedule::every_other;
     SmallVector<int64_t> layers;
     if (auto name = dyn_cast_or_null<StringAttr>(model.getScheduleAttr())) {
-      schedule = *modk::symbolizeSchedule(name.getValue());
+      schedule = *modc::symbolizeSchedule(name.getValue());
     } else if (auto list = dyn_cast_or_null<ArrayAttr>(model.getScheduleAttr())) {
-      schedule = modk::Schedule::layers;
+      schedule = modc::Schedule::layers;
       for (Attribute a : list)
         layers.push_back(cast<IntegerAttr>(a).getInt());
     }
@@ -380,8 +378,8 @@ modk::ModelAttr modc::modelAttrOf(mod::ModelOp model) {
       capacityTokens = *model.getCapacityTokens();
     modConfig = modk::MoDConfigAttr::getChecked(
         emitError, ctx, model.getCapacityAttr(), capacityTokens, schedule,
-        ArrayRef<int64_t>(layers), *modk::symbolizeGate(*model.getGate()),
-        *modk::symbolizeCausalRouter(*model.getCausalRouter()),
+        ArrayRef<int64_t>(layers), *model.getGate(),
+        *model.getCausalRouter(),
         model.getAuxLossWeightAttr(), int64_t(*model.getPredictorHidden()));
     if (!modConfig)
       return nullptr;
@@ -391,9 +389,9 @@ modk::ModelAttr modc::modelAttrOf(mod::ModelOp model) {
       int64_t(model.getDModel()), int64_t(model.getNLayers()),
       int64_t(model.getNHeads()), int64_t(model.getDFf()),
       int64_t(model.getSeqLen()),
-      *modk::symbolizeActivation(model.getMlp()), model.getNormEpsAttr(),
+      model.getMlp(), model.getNormEpsAttr(),
       model.getRopeThetaAttr(), BoolAttr::get(ctx, model.getTieEmbeddings()),
-      *modk::symbolizeDType(model.getDtype()), modConfig);
+      model.getDtype(), modConfig);
 }
 
 FailureOr<modk::EntryOp> ModelLowering::run() {
@@ -403,7 +401,7 @@ FailureOr<modk::EntryOp> ModelLowering::run() {
   else
     b.setInsertionPointAfter(model);
   bool causalRouter =
-      model.isMixtureOfDepths() && *model.getCausalRouter() != "none";
+      model.isMixtureOfDepths() && *model.getCausalRouter() != CausalRouter::none;
   if (!decoding())
     modes.push_back("topk");
   if (decoding() || (!training() && causalRouter))

@@ -27,25 +27,6 @@ modk::GemmOp createGemm(OpBuilder &b, Location loc, Value input,
                         ValueRange weights, Value segments, ValueRange extra,
                         Value output, modk::Epilogue epilogue);
 
-/// A choice of a `mod` op (a string its verifier has checked) as the modk
-/// enum of the same spelling.
-template <typename Enum>
-Enum toModkEnum(StringRef value,
-                std::optional<Enum> (*symbolize)(StringRef)) {
-  std::optional<Enum> e = symbolize(value);
-  assert(e && "the mod verifier admits only modk's spellings");
-  return *e;
-}
-inline modk::Gate toModkGate(StringRef g) {
-  return toModkEnum(g, modk::symbolizeGate);
-}
-inline modk::CausalRouter toModkCausalRouter(StringRef c) {
-  return toModkEnum(c, modk::symbolizeCausalRouter);
-}
-inline modk::Activation toModkActivation(StringRef a) {
-  return toModkEnum(a, modk::symbolizeActivation);
-}
-
 /// The rows a buffer holds: positions [B, rows] and segment offsets [B(+1)].
 struct RowSet {
   Value positions, segments;

@@ -108,7 +108,7 @@ void ModelLowering::backwardMlp(Operation *op, Value input, Value dm,
   llvm::StringMap<Value> &s = saved[op];
   RowSet rows = rowSets[input];
   Value n = buffers[input];
-  bool swiglu = model.getMlp() == "swiglu";
+  bool swiglu = model.getMlp() == Activation::swiglu;
   auto weight = [&](StringRef which) {
     return paramValue(mod::blockParam(layer, which));
   };
@@ -123,7 +123,7 @@ void ModelLowering::backwardMlp(Operation *op, Value input, Value dm,
   Value dgate = swiglu ? like(s["gate"]) : Value();
   modk::ActivationGradOp::create(b, loc, swiglu ? s["gate"] : Value(), s["up"],
                                  du, rows.segments, dgate, dup,
-                                 toModkActivation(model.getMlp()));
+                                 model.getMlp());
   Value dn = like(n);
   modk::GemmDgradOp::create(b, loc, dup, up, rows.segments, dn, false, nullptr);
   modk::GemmWgradOp::create(b, loc, dup, n, rows.segments,
@@ -158,7 +158,7 @@ void ModelLowering::backwardRoute(mod::RouteOp op) {
     modk::GatherGradOp::create(b, loc, dxs, rows.positions, rows.segments,
                                gradOf(op.getInput()));
   // The aux_loss router learns the top-k membership as well.
-  if (op.getCausalRouter() == "aux_loss")
+  if (op.getCausalRouter() == CausalRouter::aux_loss)
     modk::BCELossOp::create(b, loc, buffers[op.getScores()], saved[op]["mask"],
                             gradOf(op.getScores()), losses,
                             *model.getAuxLossWeight(), nRouted);
@@ -233,7 +233,7 @@ LogicalResult ModelLowering::backward(Operation *op) {
     modk::ScatterGradOp::create(b, loc, dy, buffers[scatter.getScores()], f,
                                 rows.positions, rows.segments, df,
                                 gradOf(scatter.getScores()),
-                                toModkGate(scatter.getGate()));
+                                scatter.getGate());
     backwardMlp(op, scatter.getNormed(), df, scatter.getLayer());
     contribute(scatter.getAttn(), df, /*owned=*/true);
     // Every token's gradient passes through the residual unchanged.

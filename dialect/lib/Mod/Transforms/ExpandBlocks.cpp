@@ -36,7 +36,7 @@ static Value expandBlock(OpBuilder &b, mod::ModelOp model,
 
   auto stream = cast<RankedTensorType>(x.getType());
   int64_t k = *block.getCapacity();
-  StringRef causal = *block.getCausalRouter();
+  CausalRouter causal = *block.getCausalRouter();
   auto scoresType = RankedTensorType::get(
       {ShapedType::kDynamic, stream.getDimSize(1)}, b.getF32Type());
   auto indicesType =
@@ -46,7 +46,7 @@ static Value expandBlock(OpBuilder &b, mod::ModelOp model,
 
   Value r = mod::RouterOp::create(b, loc, scoresType, x, layer);
   Value p;
-  if (causal == "predictor")
+  if (causal == CausalRouter::predictor)
     p = mod::PredictorOp::create(b, loc, scoresType, x, layer,
                                  *model.getPredictorHidden());
   Value idx = mod::TopKOp::create(b, loc, indicesType, r, p, k, causal);
@@ -69,7 +69,7 @@ struct ExpandBlocksPass
     model.walk([&](mod::BlockOp block) { blocks.push_back(block); });
     for (mod::BlockOp block : blocks) {
       if (block.isRouted() && model.isMixtureOfDepths() &&
-          *block.getCausalRouter() == "predictor" &&
+          *block.getCausalRouter() == CausalRouter::predictor &&
           !model.getPredictorHidden()) {
         block.emitOpError("predictor router needs predictor_hidden");
         return signalPassFailure();

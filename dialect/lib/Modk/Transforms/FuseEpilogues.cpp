@@ -83,7 +83,7 @@ struct FuseActivation : OpRewritePattern<modk::ActivationOp> {
     modk::GemmOp up = soleProducer(act.getUp(), act, act);
     if (!up || up.getSegments() != act.getSegments())
       return rewriter.notifyMatchFailure(act, "up rows have other readers");
-    if (act.getKind() == modk::Activation::gelu) {
+    if (act.getKind() == modc::Activation::gelu) {
       rewriter.setInsertionPoint(act);
       modk::GemmOp::create(rewriter, up.getLoc(), up.getInput(),
                            up.getWeights(), up.getSegments(), ValueRange{},

@@ -278,7 +278,7 @@ struct GateScaleScatterToRows : OpRewritePattern<modk::GemmOp> {
     SmallVector<Value> extra(op.getExtra());
     Value update = extra[0], scores = extra[1], attention = extra[2];
     Value stream = op.getOutput();
-    modk::Gate gate = *op.getGate();
+    modc::Gate gate = *op.getGate();
     // A decode step's stream holds one token a sequence: no positions.
     bool oneToken =
         cast<MemRefType>(stream.getType()).getDimSize(1) == 1;
@@ -289,9 +289,9 @@ struct GateScaleScatterToRows : OpRewritePattern<modk::GemmOp> {
         stream, 0, noSums,
         [gate](F32Math &m, ValueRange a) -> SmallVector<Value> {
           Value f = m.add(a[0], a[1]), r = a[2], x = a[3];
-          if (gate == modk::Gate::one)
+          if (gate == modc::Gate::one)
             return {m.add(x, f)};
-          Value g = gate == modk::Gate::sigmoid ? m.sigmoid(r) : r;
+          Value g = gate == modc::Gate::sigmoid ? m.sigmoid(r) : r;
           return {m.add(x, m.mul(g, f))};
         },
         TokenAccess{positions, {2, 3, 4}});
@@ -472,7 +472,7 @@ struct ActivationToRows : OpRewritePattern<modk::ActivationOp> {
   using OpRewritePattern::OpRewritePattern;
   LogicalResult matchAndRewrite(modk::ActivationOp op,
                                 PatternRewriter &rewriter) const override {
-    if (op.getKind() == modk::Activation::swiglu) {
+    if (op.getKind() == modc::Activation::swiglu) {
       replaceWithRows(rewriter, op, {op.getGate(), op.getUp()},
                       op.getSegments(), op.getOutput(), 0, noSums,
                       [](F32Math &m, ValueRange a) -> SmallVector<Value> {
@@ -495,7 +495,7 @@ struct ActivationGradToRows : OpRewritePattern<modk::ActivationGradOp> {
   using OpRewritePattern::OpRewritePattern;
   LogicalResult matchAndRewrite(modk::ActivationGradOp op,
                                 PatternRewriter &rewriter) const override {
-    if (op.getKind() == modk::Activation::swiglu) {
+    if (op.getKind() == modc::Activation::swiglu) {
       replaceWithRows(
           rewriter, op, {op.getGate(), op.getUp(), op.getDu()},
           op.getSegments(), {op.getDgate(), op.getDup()}, 0, noSums,
@@ -546,8 +546,8 @@ struct ScatterGradToRows : OpRewritePattern<modk::ScatterGradOp> {
   using OpRewritePattern::OpRewritePattern;
   LogicalResult matchAndRewrite(modk::ScatterGradOp op,
                                 PatternRewriter &rewriter) const override {
-    modk::Gate gate = op.getGate();
-    if (gate == modk::Gate::one) {
+    modc::Gate gate = op.getGate();
+    if (gate == modc::Gate::one) {
       replaceWithRows(
           rewriter, op, op.getDy(), op.getSegments(), op.getDf(), 0, noSums,
           firstArgument, TokenAccess{op.getPositions(), {0}});
@@ -563,7 +563,7 @@ struct ScatterGradToRows : OpRewritePattern<modk::ScatterGradOp> {
         },
         [gate](F32Math &m, ValueRange a) -> SmallVector<Value> {
           Value dy = a[0], r = a[2], dr = a[3], dot = a[4];
-          if (gate == modk::Gate::linear) // g = r, g' = 1
+          if (gate == modc::Gate::linear) // g = r, g' = 1
             return {m.mul(r, dy), m.add(dr, dot)};
           Value g = m.sigmoid(r);
           Value slope = m.mul(g, m.sub(m.c(1.0), g)); // g' = g (1 - g)
@@ -691,7 +691,7 @@ modk::GemmOp createPredictorProduct(PatternRewriter &rewriter, Location loc,
   return modk::GemmOp::create(
       rewriter, loc, input, weight, all, ValueRange{}, output,
       modk::Epilogue::none, nullptr, nullptr, nullptr, false, nullptr,
-      modk::DTypeAttr::get(rewriter.getContext(), modk::DType::f32),
+      modk::DTypeAttr::get(rewriter.getContext(), modc::DType::f32),
       causalOnly);
 }
 
@@ -755,7 +755,7 @@ struct PredictorGradToRows : OpRewritePattern<modk::PredictorGradOp> {
         });
     modk::GemmWgradOp::create(
         rewriter, loc, hidden, op.getInput(), all, op.getDfc1Weight(), nullptr,
-        modk::DTypeAttr::get(rewriter.getContext(), modk::DType::f32));
+        modk::DTypeAttr::get(rewriter.getContext(), modc::DType::f32));
     rewriter.eraseOp(op);
     return success();
   }

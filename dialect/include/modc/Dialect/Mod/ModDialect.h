@@ -10,7 +10,11 @@
 #include "mlir/Interfaces/InferTypeOpInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
+#include "modc/Dialect/ModelChoices.h"
 #include "modc/Dialect/Mod/ModDialect.h.inc"
+
+#define GET_ATTRDEF_CLASSES
+#include "modc/Dialect/Mod/ModAttrs.h.inc"
 
 #define GET_OP_CLASSES
 #include "modc/Dialect/Mod/ModOps.h.inc"

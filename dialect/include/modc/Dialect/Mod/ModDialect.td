@@ -21,6 +21,7 @@ def Mod_Dialect : Dialect {
     forward pass over a batch of token sequences of length `seq_len`.
   }];
   let cppNamespace = "::modc::mod";
+  let useDefaultAttributePrinterParser = 1;
 }
 
 class Mod_Op<string mnemonic, list<Trait> traits = []>

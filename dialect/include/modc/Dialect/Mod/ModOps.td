@@ -9,7 +9,7 @@
 #ifndef MODC_DIALECT_MOD_OPS
 #define MODC_DIALECT_MOD_OPS
 
-include "modc/Dialect/Mod/ModDialect.td"
+include "modc/Dialect/Mod/ModAttrs.td"
 include "mlir/IR/SymbolInterfaces.td"
 include "mlir/IR/OpBase.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
@@ -40,14 +40,14 @@ def Mod_ModelOp : Mod_Op<"model", [Symbol, SingleBlock, NoTerminator,
     SymbolNameAttr:$sym_name,
     I64Attr:$vocab_size, I64Attr:$d_model, I64Attr:$n_layers,
     I64Attr:$n_heads, I64Attr:$d_ff, I64Attr:$seq_len,
-    StrAttr:$mlp, F64Attr:$norm_eps, F64Attr:$rope_theta,
-    BoolAttr:$tie_embeddings, StrAttr:$dtype,
+    Mod_ActivationAttr:$mlp, F64Attr:$norm_eps, F64Attr:$rope_theta,
+    BoolAttr:$tie_embeddings, Mod_DTypeAttr:$dtype,
     // Mixture-of-Depths settings; absent for a dense model.
     OptionalAttr<F64Attr>:$capacity,
     OptionalAttr<I64Attr>:$capacity_tokens,
     OptionalAttr<AnyAttr>:$schedule,
-    OptionalAttr<StrAttr>:$gate,
-    OptionalAttr<StrAttr>:$causal_router,
+    OptionalAttr<Mod_GateAttr>:$gate,
+    OptionalAttr<Mod_CausalRouterAttr>:$causal_router,
     OptionalAttr<F64Attr>:$aux_loss_weight,
     OptionalAttr<I64Attr>:$predictor_hidden
   );
@@ -91,8 +91,8 @@ def Mod_BlockOp : Mod_Op<"block", [Pure, AllTypesMatch<["input", "result"]>]> {
   }];
   let arguments = (ins TensorOf<[F32]>:$input, I64Attr:$layer,
                    OptionalAttr<I64Attr>:$capacity,
-                   OptionalAttr<StrAttr>:$gate,
-                   OptionalAttr<StrAttr>:$causal_router);
+                   OptionalAttr<Mod_GateAttr>:$gate,
+                   OptionalAttr<Mod_CausalRouterAttr>:$causal_router);
   let results = (outs TensorOf<[F32]>:$result);
   let assemblyFormat = "$input attr-dict `:` type($input)";
   let hasVerifier = 1;
@@ -138,7 +138,7 @@ def Mod_TopKOp : Mod_Op<"topk", [Pure]> {
   }];
   let arguments = (ins TensorOf<[F32]>:$scores,
                    Optional<TensorOf<[F32]>>:$causal_scores,
-                   I64Attr:$k, StrAttr:$causal_router);
+                   I64Attr:$k, Mod_CausalRouterAttr:$causal_router);
   let results = (outs TensorOf<[I32]>:$indices);
   let assemblyFormat =
       "$scores (`causal` `(` $causal_scores^ `:` type($causal_scores) `)`)? attr-dict `:` type($scores) `->` type($indices)";
@@ -186,7 +186,7 @@ def Mod_GatedResidualOp : Mod_Op<"gated_residual", [Pure]> {
   let summary = "y_i = x_i + g(r_i) f_i for selected i; y_i = x_i otherwise";
   let arguments = (ins TensorOf<[F32]>:$input, TensorOf<[F32]>:$update,
                    TensorOf<[F32]>:$scores, TensorOf<[I32]>:$indices,
-                   StrAttr:$gate);
+                   Mod_GateAttr:$gate);
   let results = (outs TensorOf<[F32]>:$result);
   let assemblyFormat = [{
     $input `,` $update `,` $scores `,` $indices attr-dict `:`
@@ -215,7 +215,7 @@ def Mod_RouteOp : Mod_Op<"route", [Pure]> {
   }];
   let arguments = (ins TensorOf<[F32]>:$input,
                    Optional<TensorOf<[F32]>>:$causal_scores,
-                   I64Attr:$layer, I64Attr:$k, StrAttr:$causal_router,
+                   I64Attr:$layer, I64Attr:$k, Mod_CausalRouterAttr:$causal_router,
                    StrAttr:$norm_param, F64Attr:$eps);
   let results = (outs TensorOf<[F32]>:$scores, TensorOf<[I32]>:$indices,
                       TensorOf<[F32]>:$gathered, TensorOf<[F32]>:$normed);
@@ -233,7 +233,7 @@ def Mod_MlpScatterOp : Mod_Op<"mlp_scatter", [Pure]> {
   }];
   let arguments = (ins TensorOf<[F32]>:$normed, TensorOf<[F32]>:$attn,
                    TensorOf<[F32]>:$input, TensorOf<[F32]>:$scores,
-                   TensorOf<[I32]>:$indices, I64Attr:$layer, StrAttr:$gate);
+                   TensorOf<[I32]>:$indices, I64Attr:$layer, Mod_GateAttr:$gate);
   let results = (outs TensorOf<[F32]>:$result);
   let assemblyFormat = [{
     $normed `,` $attn `,` $input `,` $scores `,` $indices attr-dict `:`

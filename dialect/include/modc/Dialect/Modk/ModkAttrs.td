@@ -3,7 +3,9 @@
 // Every choice a modk op carries (a GEMM's epilogue, a gate, an activation,
 // a causal router, an entry's dtype) is an enum attribute: the parser
 // rejects an unknown case, the verifiers and emitters switch over the cases,
-// and the IR prints them as #modk.epilogue<rope>.
+// and the IR prints them as #modk.epilogue<rope>. The model's own choices
+// are defined once for both dialects (ModelChoices.td), modk's kernel
+// choices in ModkEnums.td.
 //
 //===----------------------------------------------------------------------===//
 
@@ -11,86 +13,22 @@
 #define MODC_DIALECT_MODK_ATTRS
 
 include "modc/Dialect/Modk/ModkDialect.td"
-include "mlir/IR/EnumAttr.td"
-
-def Modk_Epilogue : I32EnumAttr<"Epilogue", "what a GEMM does to its rows before storing them", [
-  I32EnumAttrCase<"none", 0>,
-  I32EnumAttrCase<"rope", 1>,
-  I32EnumAttrCase<"residual_add", 2>,
-  I32EnumAttrCase<"swiglu", 3>,
-  I32EnumAttrCase<"gelu", 4>,
-  I32EnumAttrCase<"gate_scale_scatter", 5>,
-  I32EnumAttrCase<"rows", 6>
-]> {
-  let cppNamespace = "::modc::modk";
-  let genSpecializedAttr = 0;
-}
-
-def Modk_Gate : I32EnumAttr<"Gate", "g(r), the routed block's weight on its output", [
-  I32EnumAttrCase<"linear", 0>,
-  I32EnumAttrCase<"sigmoid", 1>,
-  I32EnumAttrCase<"one", 2>
-]> {
-  let cppNamespace = "::modc::modk";
-  let genSpecializedAttr = 0;
-}
-
-def Modk_Activation : I32EnumAttr<"Activation", "the MLP's activation", [
-  I32EnumAttrCase<"swiglu", 0>,
-  I32EnumAttrCase<"gelu", 1>
-]> {
-  let cppNamespace = "::modc::modk";
-  let genSpecializedAttr = 0;
-}
-
-def Modk_CausalRouter : I32EnumAttr<"CausalRouter", "how a routed layer decides causally", [
-  I32EnumAttrCase<"none", 0>,
-  I32EnumAttrCase<"aux_loss", 1>,
-  I32EnumAttrCase<"predictor", 2>
-]> {
-  let cppNamespace = "::modc::modk";
-  let genSpecializedAttr = 0;
-}
-
-def Modk_DType : I32EnumAttr<"DType", "element type of an entry's products", [
-  I32EnumAttrCase<"f32", 0>,
-  I32EnumAttrCase<"bf16", 1>
-]> {
-  let cppNamespace = "::modc::modk";
-  let genSpecializedAttr = 0;
-}
-
-def Modk_Schedule : I32EnumAttr<"Schedule", "which layers of a model are routed", [
-  I32EnumAttrCase<"every_other", 0>,
-  I32EnumAttrCase<"all", 1>,
-  I32EnumAttrCase<"none", 2>,
-  I32EnumAttrCase<"layers", 3>
-]> {
-  let cppNamespace = "::modc::modk";
-  let genSpecializedAttr = 0;
-}
-
-def Modk_GemmPath : I32EnumAttr<"GemmPath", "a CUDA GEMM kernel family", [
-  I32EnumAttrCase<"simt", 0>,
-  I32EnumAttrCase<"mma", 1>,
-  I32EnumAttrCase<"wgmma", 2>,
-  I32EnumAttrCase<"stream", 3>
-]> {
-  let cppNamespace = "::modc::modk";
-  let genSpecializedAttr = 0;
-}
+include "modc/Dialect/ModelChoices.td"
+include "modc/Dialect/Modk/ModkEnums.td"
 
 class Modk_EnumAttr<EnumAttrInfo info, string name>
     : EnumAttr<Modk_Dialect, info, name> {
+  // The attribute class is modk's (modk::GateAttr); the enum may be modc's.
+  let cppNamespace = "::modc::modk";
   let assemblyFormat = "`<` $value `>`";
 }
 
 def Modk_EpilogueAttr : Modk_EnumAttr<Modk_Epilogue, "epilogue">;
-def Modk_GateAttr : Modk_EnumAttr<Modk_Gate, "gate">;
-def Modk_ActivationAttr : Modk_EnumAttr<Modk_Activation, "activation">;
-def Modk_CausalRouterAttr : Modk_EnumAttr<Modk_CausalRouter, "causal_router">;
+def Modk_GateAttr : Modk_EnumAttr<Modc_Gate, "gate">;
+def Modk_ActivationAttr : Modk_EnumAttr<Modc_Activation, "activation">;
+def Modk_CausalRouterAttr : Modk_EnumAttr<Modc_CausalRouter, "causal_router">;
 def Modk_GemmPathAttr : Modk_EnumAttr<Modk_GemmPath, "gemm_path">;
-def Modk_DTypeAttr : Modk_EnumAttr<Modk_DType, "dtype">;
+def Modk_DTypeAttr : Modk_EnumAttr<Modc_DType, "dtype">;
 
 def Modk_GemmConfigAttr : AttrDef<Modk_Dialect, "GemmConfig"> {
   let mnemonic = "gemm_config";
@@ -152,10 +90,10 @@ def Modk_MoDConfigAttr : AttrDef<Modk_Dialect, "MoDConfig"> {
   let parameters = (ins
     OptionalParameter<"::mlir::FloatAttr", "fraction of seq_len">:$capacity,
     OptionalParameter<"std::optional<int64_t>", "tokens a sequence">:$capacity_tokens,
-    EnumParameter<Modk_Schedule>:$schedule,
+    EnumParameter<Modc_Schedule>:$schedule,
     Modk_IntList<"the routed layers">:$layers,
-    EnumParameter<Modk_Gate>:$gate,
-    EnumParameter<Modk_CausalRouter>:$causal_router,
+    EnumParameter<Modc_Gate>:$gate,
+    EnumParameter<Modc_CausalRouter>:$causal_router,
     "::mlir::FloatAttr":$aux_loss_weight,
     "int64_t":$predictor_hidden);
   let assemblyFormat = "`<` struct(params) `>`";
@@ -183,11 +121,11 @@ def Modk_ModelAttr : AttrDef<Modk_Dialect, "Model"> {
     "int64_t":$n_heads,
     "int64_t":$d_ff,
     "int64_t":$seq_len,
-    EnumParameter<Modk_Activation>:$mlp,
+    EnumParameter<Modc_Activation>:$mlp,
     "::mlir::FloatAttr":$norm_eps,
     "::mlir::FloatAttr":$rope_theta,
     "::mlir::BoolAttr":$tie_embeddings,
-    EnumParameter<Modk_DType>:$dtype,
+    EnumParameter<Modc_DType>:$dtype,
     OptionalParameter<"::modc::modk::MoDConfigAttr", "MoD settings">:$mod);
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;

@@ -17,6 +17,7 @@
 #include "mlir/IR/SymbolTable.h"
 #include "llvm/ADT/SmallPtrSet.h"
 
+#include "modc/Dialect/ModelChoices.h"
 #include "modc/Dialect/Modk/ModkDialect.h.inc"
 #include "modc/Dialect/Modk/ModkEnums.h.inc"
 

@@ -1,0 +1,37 @@
+//===- ModkEnums.td - Kernel choices of modk ops ------------*- tablegen -*-===//
+//
+// The choices that only kernels make: a GEMM's epilogue and a CUDA GEMM's
+// kernel family. Their C++ enums are generated from this file alone
+// (ModkEnums.h.inc); the model's choices come from ModelChoices.td.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MODC_DIALECT_MODK_ENUMS
+#define MODC_DIALECT_MODK_ENUMS
+
+include "mlir/IR/EnumAttr.td"
+
+def Modk_Epilogue : I32EnumAttr<"Epilogue", "what a GEMM does to its rows before storing them", [
+  I32EnumAttrCase<"none", 0>,
+  I32EnumAttrCase<"rope", 1>,
+  I32EnumAttrCase<"residual_add", 2>,
+  I32EnumAttrCase<"swiglu", 3>,
+  I32EnumAttrCase<"gelu", 4>,
+  I32EnumAttrCase<"gate_scale_scatter", 5>,
+  I32EnumAttrCase<"rows", 6>
+]> {
+  let cppNamespace = "::modc::modk";
+  let genSpecializedAttr = 0;
+}
+
+def Modk_GemmPath : I32EnumAttr<"GemmPath", "a CUDA GEMM kernel family", [
+  I32EnumAttrCase<"simt", 0>,
+  I32EnumAttrCase<"mma", 1>,
+  I32EnumAttrCase<"wgmma", 2>,
+  I32EnumAttrCase<"stream", 3>
+]> {
+  let cppNamespace = "::modc::modk";
+  let genSpecializedAttr = 0;
+}
+
+#endif // MODC_DIALECT_MODK_ENUMS
