@@ -145,8 +145,8 @@ struct ModelDescription {
   bool mixtureOfDepths = false;
   std::optional<double> capacity;
   std::optional<int64_t> capacityTokens;
-  std::string scheduleName;          // every_other | all | none | "" (list)
-  std::vector<int64_t> scheduleList; // when scheduleName is empty
+  Schedule schedule = Schedule::every_other;
+  std::vector<int64_t> scheduleList; // the routed layers when `layers`
   Gate gate;
   CausalRouter causalRouter;
   double auxLossWeight = 0;
@@ -413,13 +413,12 @@ static llvm::Expected<ModelDescription> parseDescription(llvm::StringRef text,
         m.scheduleList.push_back(*i);
       }
       llvm::sort(m.scheduleList);
+      m.schedule = Schedule::layers;
     } else {
-      ASSIGN_OR_RETURN(m.scheduleName,
-                       mod.choice("schedule", {"every_other", "all", "none"},
-                                  "every_other"));
+      ASSIGN_OR_RETURN(m.schedule,
+                       mod.choiceOf("schedule", {"every_other", "all", "none"},
+                                    Schedule::every_other));
     }
-  } else {
-    m.scheduleName = "every_other";
   }
   ASSIGN_OR_RETURN(m.gate, mod.choiceOf("gate", {"linear", "sigmoid", "one"},
                                          Gate::linear));
@@ -464,6 +463,7 @@ modc::importModelJson(llvm::StringRef text, llvm::StringRef filename,
       b.getF64FloatAttr(m.normEps), b.getF64FloatAttr(m.ropeTheta),
       b.getBoolAttr(m.tieEmbeddings), mod::DTypeAttr::get(context, m.dtype),
       /*capacity=*/nullptr, /*capacity_tokens=*/nullptr, /*schedule=*/nullptr,
+      /*routed_layers=*/nullptr,
       /*gate=*/nullptr, /*causal_router=*/nullptr,
       /*aux_loss_weight=*/nullptr, /*predictor_hidden=*/nullptr);
   if (m.mixtureOfDepths) {
@@ -471,10 +471,9 @@ modc::importModelJson(llvm::StringRef text, llvm::StringRef filename,
       model.setCapacityAttr(b.getF64FloatAttr(*m.capacity));
     else
       model.setCapacityTokensAttr(b.getI64IntegerAttr(*m.capacityTokens));
-    if (m.scheduleName.empty())
-      model.setScheduleAttr(b.getI64ArrayAttr(m.scheduleList));
-    else
-      model.setScheduleAttr(b.getStringAttr(m.scheduleName));
+    model.setScheduleAttr(mod::ScheduleAttr::get(context, m.schedule));
+    if (m.schedule == Schedule::layers)
+      model.setRoutedLayers(m.scheduleList);
     model.setGateAttr(mod::GateAttr::get(context, m.gate));
     model.setCausalRouterAttr(
         mod::CausalRouterAttr::get(context, m.causalRouter));

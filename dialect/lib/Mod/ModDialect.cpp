@@ -2,8 +2,8 @@
 //
 // Verifiers reject what docs/model-format.md forbids: inconsistent shapes,
 // capacities outside [1, seq_len], head dimensions that RoPE cannot rotate,
-// schedules outside the model's layers. Gates, causal routers, activations and
-// element types are enum attributes (ModelChoices.td): the parser refuses
+// routed layers outside the model. Gates, causal routers, activations and
+// element types and schedules are enum attributes (ModelChoices.td): the parser refuses
 // an unknown case.
 //
 //===----------------------------------------------------------------------===//
@@ -105,27 +105,17 @@ LogicalResult ModelOp::verify() {
                            << getSeqLen() << "], got " << *k;
   if (getCapacity() && getCapacityTokens())
     return emitOpError("capacity and capacity_tokens are exclusive");
-  if (Attribute schedule = getScheduleAttr()) {
-    if (auto name = dyn_cast<StringAttr>(schedule)) {
-      // A schedule's name; `layers` is spelt as the list itself.
-      std::optional<modc::Schedule> named =
-          modc::symbolizeSchedule(name.getValue());
-      if (!named || *named == modc::Schedule::layers)
-        return emitOpError() << "schedule must be every_other, all, none or a "
-                                "list of layer indices, got '"
-                             << name.getValue() << "'";
-    } else if (auto list = dyn_cast<ArrayAttr>(schedule)) {
-      for (Attribute a : list) {
-        auto index = dyn_cast<IntegerAttr>(a);
-        if (!index)
-          return emitOpError("schedule list must hold integers");
-        if (index.getInt() < 0 || index.getInt() >= getNLayers())
-          return emitOpError() << "schedule layer index " << index.getInt()
-                               << " is out of range [0, " << getNLayers()
-                               << ")";
-      }
-    } else {
-      return emitOpError("schedule must be a string or a list of integers");
+  bool listed = getSchedule() == modc::Schedule::layers;
+  if (listed != bool(getRoutedLayers()))
+    return emitOpError("routed_layers is given exactly when the schedule is "
+                       "layers");
+  if (std::optional<ArrayRef<int64_t>> layers = getRoutedLayers()) {
+    for (auto [i, layer] : llvm::enumerate(*layers)) {
+      if (layer < 0 || layer >= getNLayers())
+        return emitOpError() << "routed layer " << layer
+                             << " is out of range [0, " << getNLayers() << ")";
+      if (i > 0 && layer <= (*layers)[i - 1])
+        return emitOpError("routed_layers must ascend, each layer once");
     }
   }
   // A gate makes the model Mixture-of-Depths; the passes then read every
@@ -151,7 +141,7 @@ LogicalResult ModelOp::verify() {
     if (*getPredictorHidden() < 1)
       return emitOpError() << "predictor_hidden must be positive, got "
                            << *getPredictorHidden();
-  } else if (getCapacityAttr() || getCapacityTokens() || getScheduleAttr() ||
+  } else if (getCapacityAttr() || getCapacityTokens() || getSchedule() ||
              getCausalRouter() || getAuxLossWeight() || getPredictorHidden()) {
     return emitOpError("capacity, capacity_tokens, schedule, causal_router, "
                        "aux_loss_weight and predictor_hidden describe routing: "

@@ -20,7 +20,7 @@
 // CHECK: modk.gemm {{.*}} rows %[[RSEG]] extra(%{{.*}}, %[[R]], %{{.*}}, %[[RPOS]]) -> %[[X]] {epilogue = #modk.epilogue<gate_scale_scatter>, gate = #modk.gate<sigmoid>}
 // CHECK: modk.output "logits" : memref<?x1x64xf32>
 module {
-  mod.model @small attributes {aux_loss_weight = 1.000000e-02 : f64, capacity = 2.500000e-01 : f64, causal_router = #mod.causal_router<predictor>, d_ff = 64 : i64, d_model = 32 : i64, dtype = #mod.dtype<f32>, gate = #mod.gate<sigmoid>, mlp = #mod.activation<swiglu>, n_heads = 2 : i64, n_layers = 2 : i64, norm_eps = 1.000000e-05 : f64, predictor_hidden = 8 : i64, rope_theta = 1.000000e+04 : f64, schedule = "every_other", seq_len = 16 : i64, tie_embeddings = true, vocab_size = 64 : i64} {
+  mod.model @small attributes {aux_loss_weight = 1.000000e-02 : f64, capacity = 2.500000e-01 : f64, causal_router = #mod.causal_router<predictor>, d_ff = 64 : i64, d_model = 32 : i64, dtype = #mod.dtype<f32>, gate = #mod.gate<sigmoid>, mlp = #mod.activation<swiglu>, n_heads = 2 : i64, n_layers = 2 : i64, norm_eps = 1.000000e-05 : f64, predictor_hidden = 8 : i64, rope_theta = 1.000000e+04 : f64, schedule = #mod.schedule<every_other>, seq_len = 16 : i64, tie_embeddings = true, vocab_size = 64 : i64} {
     %0 = mod.tokens : tensor<?x16xi32>
     %1 = mod.embed %0 : (tensor<?x16xi32>) -> tensor<?x16x32xf32>
     %2 = mod.rmsnorm %1 {eps = 1.000000e-05 : f64, param = "blocks.0.attn_norm.weight"} : tensor<?x16x32xf32>
@@ -47,7 +47,7 @@ module {
 // CHECK-LABEL: mod.model @small
 // CHECK-NOT: modk.entry @decode
 module {
-  mod.model @small attributes {aux_loss_weight = 1.000000e-02 : f64, capacity = 2.500000e-01 : f64, causal_router = #mod.causal_router<none>, d_ff = 64 : i64, d_model = 32 : i64, dtype = #mod.dtype<f32>, gate = #mod.gate<sigmoid>, mlp = #mod.activation<swiglu>, n_heads = 2 : i64, n_layers = 2 : i64, norm_eps = 1.000000e-05 : f64, predictor_hidden = 32 : i64, rope_theta = 1.000000e+04 : f64, schedule = "every_other", seq_len = 16 : i64, tie_embeddings = true, vocab_size = 64 : i64} {
+  mod.model @small attributes {aux_loss_weight = 1.000000e-02 : f64, capacity = 2.500000e-01 : f64, causal_router = #mod.causal_router<none>, d_ff = 64 : i64, d_model = 32 : i64, dtype = #mod.dtype<f32>, gate = #mod.gate<sigmoid>, mlp = #mod.activation<swiglu>, n_heads = 2 : i64, n_layers = 2 : i64, norm_eps = 1.000000e-05 : f64, predictor_hidden = 32 : i64, rope_theta = 1.000000e+04 : f64, schedule = #mod.schedule<every_other>, seq_len = 16 : i64, tie_embeddings = true, vocab_size = 64 : i64} {
     %0 = mod.tokens : tensor<?x16xi32>
     %1 = mod.embed %0 : (tensor<?x16xi32>) -> tensor<?x16x32xf32>
     %2 = mod.rmsnorm %1 {eps = 1.000000e-05 : f64, param = "blocks.0.attn_norm.weight"} : tensor<?x16x32xf32>

@@ -14,13 +14,37 @@ mod.model @m attributes {d_ff = 64 : i64, d_model = 12 : i64, dtype = #mod.dtype
 // -----
 
 // expected-error @+1 {{capacity must be in (0, 1], got 1.5}}
-mod.model @m attributes {d_ff = 64 : i64, d_model = 32 : i64, dtype = #mod.dtype<f32>, mlp = #mod.activation<swiglu>, n_heads = 2 : i64, n_layers = 2 : i64, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, seq_len = 16 : i64, tie_embeddings = true, vocab_size = 64 : i64, capacity = 1.5 : f64, gate = #mod.gate<linear>, causal_router = #mod.causal_router<none>, schedule = "all"} {
+mod.model @m attributes {d_ff = 64 : i64, d_model = 32 : i64, dtype = #mod.dtype<f32>, mlp = #mod.activation<swiglu>, n_heads = 2 : i64, n_layers = 2 : i64, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, seq_len = 16 : i64, tie_embeddings = true, vocab_size = 64 : i64, capacity = 1.5 : f64, gate = #mod.gate<linear>, causal_router = #mod.causal_router<none>, schedule = #mod.schedule<all>} {
 }
 
 // -----
 
-// expected-error @+1 {{schedule layer index 2 is out of range [0, 2)}}
-mod.model @m attributes {d_ff = 64 : i64, d_model = 32 : i64, dtype = #mod.dtype<f32>, mlp = #mod.activation<swiglu>, n_heads = 2 : i64, n_layers = 2 : i64, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, seq_len = 16 : i64, tie_embeddings = true, vocab_size = 64 : i64, capacity = 0.5 : f64, gate = #mod.gate<linear>, causal_router = #mod.causal_router<none>, schedule = [0, 2]} {
+// expected-error @+1 {{routed layer 2 is out of range [0, 2)}}
+mod.model @m attributes {d_ff = 64 : i64, d_model = 32 : i64, dtype = #mod.dtype<f32>, mlp = #mod.activation<swiglu>, n_heads = 2 : i64, n_layers = 2 : i64, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, seq_len = 16 : i64, tie_embeddings = true, vocab_size = 64 : i64, capacity = 0.5 : f64, gate = #mod.gate<linear>, causal_router = #mod.causal_router<none>, routed_layers = array<i64: 0, 2>, schedule = #mod.schedule<layers>} {
+}
+
+// -----
+
+// expected-error @+1 {{routed_layers must ascend, each layer once}}
+mod.model @m attributes {d_ff = 64 : i64, d_model = 32 : i64, dtype = #mod.dtype<f32>, mlp = #mod.activation<swiglu>, n_heads = 2 : i64, n_layers = 3 : i64, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, seq_len = 16 : i64, tie_embeddings = true, vocab_size = 64 : i64, capacity = 0.5 : f64, gate = #mod.gate<linear>, causal_router = #mod.causal_router<none>, aux_loss_weight = 1.000000e-02 : f64, predictor_hidden = 8 : i64, routed_layers = array<i64: 2, 0>, schedule = #mod.schedule<layers>} {
+}
+
+// -----
+
+// expected-error @+1 {{routed_layers must ascend, each layer once}}
+mod.model @m attributes {d_ff = 64 : i64, d_model = 32 : i64, dtype = #mod.dtype<f32>, mlp = #mod.activation<swiglu>, n_heads = 2 : i64, n_layers = 3 : i64, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, seq_len = 16 : i64, tie_embeddings = true, vocab_size = 64 : i64, capacity = 0.5 : f64, gate = #mod.gate<linear>, causal_router = #mod.causal_router<none>, aux_loss_weight = 1.000000e-02 : f64, predictor_hidden = 8 : i64, routed_layers = array<i64: 1, 1>, schedule = #mod.schedule<layers>} {
+}
+
+// -----
+
+// expected-error @+1 {{routed_layers is given exactly when the schedule is layers}}
+mod.model @m attributes {d_ff = 64 : i64, d_model = 32 : i64, dtype = #mod.dtype<f32>, mlp = #mod.activation<swiglu>, n_heads = 2 : i64, n_layers = 3 : i64, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, seq_len = 16 : i64, tie_embeddings = true, vocab_size = 64 : i64, capacity = 0.5 : f64, gate = #mod.gate<linear>, causal_router = #mod.causal_router<none>, aux_loss_weight = 1.000000e-02 : f64, predictor_hidden = 8 : i64, schedule = #mod.schedule<layers>} {
+}
+
+// -----
+
+// expected-error @+1 {{routed_layers is given exactly when the schedule is layers}}
+mod.model @m attributes {d_ff = 64 : i64, d_model = 32 : i64, dtype = #mod.dtype<f32>, mlp = #mod.activation<swiglu>, n_heads = 2 : i64, n_layers = 3 : i64, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, seq_len = 16 : i64, tie_embeddings = true, vocab_size = 64 : i64, capacity = 0.5 : f64, gate = #mod.gate<linear>, causal_router = #mod.causal_router<none>, aux_loss_weight = 1.000000e-02 : f64, predictor_hidden = 8 : i64, routed_layers = array<i64: 1>, schedule = #mod.schedule<all>} {
 }
 
 // -----
@@ -28,7 +52,7 @@ mod.model @m attributes {d_ff = 64 : i64, d_model = 32 : i64, dtype = #mod.dtype
 // The choices are enum attributes: the parser refuses an unknown case.
 // expected-error @+2 {{expected ::modc::Gate to be one of: linear, sigmoid, one}}
 // expected-error @+1 {{failed to parse Mod_GateAttr parameter 'value'}}
-mod.model @m attributes {d_ff = 64 : i64, d_model = 32 : i64, dtype = #mod.dtype<f32>, mlp = #mod.activation<swiglu>, n_heads = 2 : i64, n_layers = 2 : i64, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, seq_len = 16 : i64, tie_embeddings = true, vocab_size = 64 : i64, capacity = 0.5 : f64, gate = #mod.gate<relu>, causal_router = #mod.causal_router<none>, schedule = "all"} {
+mod.model @m attributes {d_ff = 64 : i64, d_model = 32 : i64, dtype = #mod.dtype<f32>, mlp = #mod.activation<swiglu>, n_heads = 2 : i64, n_layers = 2 : i64, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, seq_len = 16 : i64, tie_embeddings = true, vocab_size = 64 : i64, capacity = 0.5 : f64, gate = #mod.gate<relu>, causal_router = #mod.causal_router<none>, schedule = #mod.schedule<all>} {
 }
 
 // -----
@@ -42,7 +66,7 @@ mod.model @m attributes {d_ff = 64 : i64, d_model = 32 : i64, dtype = #mod.dtype
 
 // A string where the choice belongs: the verifier names the attribute.
 // expected-error @+1 {{attribute 'causal_router' failed to satisfy constraint: how a routed layer decides causally}}
-mod.model @m attributes {d_ff = 64 : i64, d_model = 32 : i64, dtype = #mod.dtype<f32>, mlp = #mod.activation<swiglu>, n_heads = 2 : i64, n_layers = 2 : i64, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, seq_len = 16 : i64, tie_embeddings = true, vocab_size = 64 : i64, capacity = 0.5 : f64, gate = #mod.gate<linear>, causal_router = "none", schedule = "all"} {
+mod.model @m attributes {d_ff = 64 : i64, d_model = 32 : i64, dtype = #mod.dtype<f32>, mlp = #mod.activation<swiglu>, n_heads = 2 : i64, n_layers = 2 : i64, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, seq_len = 16 : i64, tie_embeddings = true, vocab_size = 64 : i64, capacity = 0.5 : f64, gate = #mod.gate<linear>, causal_router = "none", schedule = #mod.schedule<all>} {
 }
 
 // -----
@@ -124,13 +148,13 @@ func.func @attention_positions(%n: tensor<?x4x32xf32>, %i: tensor<?x3xi32>) {
 // A gate makes the model Mixture-of-Depths: the routing attributes the
 // passes read must all be there (found by fuzzing: the passes crashed).
 // expected-error @+1 {{a Mixture-of-Depths model (it has a gate) needs capacity or capacity_tokens}}
-mod.model @no_capacity attributes {aux_loss_weight = 1.000000e-02 : f64, causal_router = #mod.causal_router<predictor>, d_ff = 16 : i64, d_model = 8 : i64, dtype = #mod.dtype<f32>, gate = #mod.gate<linear>, mlp = #mod.activation<swiglu>, n_heads = 2 : i64, n_layers = 2 : i64, norm_eps = 1.000000e-05 : f64, predictor_hidden = 8 : i64, rope_theta = 1.000000e+04 : f64, schedule = "every_other", seq_len = 8 : i64, tie_embeddings = true, vocab_size = 16 : i64} {
+mod.model @no_capacity attributes {aux_loss_weight = 1.000000e-02 : f64, causal_router = #mod.causal_router<predictor>, d_ff = 16 : i64, d_model = 8 : i64, dtype = #mod.dtype<f32>, gate = #mod.gate<linear>, mlp = #mod.activation<swiglu>, n_heads = 2 : i64, n_layers = 2 : i64, norm_eps = 1.000000e-05 : f64, predictor_hidden = 8 : i64, rope_theta = 1.000000e+04 : f64, schedule = #mod.schedule<every_other>, seq_len = 8 : i64, tie_embeddings = true, vocab_size = 16 : i64} {
 }
 
 // -----
 
 // expected-error @+1 {{a Mixture-of-Depths model (it has a gate) needs aux_loss_weight}}
-mod.model @no_aux_weight attributes {capacity = 5.000000e-01 : f64, causal_router = #mod.causal_router<predictor>, d_ff = 16 : i64, d_model = 8 : i64, dtype = #mod.dtype<f32>, gate = #mod.gate<linear>, mlp = #mod.activation<swiglu>, n_heads = 2 : i64, n_layers = 2 : i64, norm_eps = 1.000000e-05 : f64, predictor_hidden = 8 : i64, rope_theta = 1.000000e+04 : f64, schedule = "every_other", seq_len = 8 : i64, tie_embeddings = true, vocab_size = 16 : i64} {
+mod.model @no_aux_weight attributes {capacity = 5.000000e-01 : f64, causal_router = #mod.causal_router<predictor>, d_ff = 16 : i64, d_model = 8 : i64, dtype = #mod.dtype<f32>, gate = #mod.gate<linear>, mlp = #mod.activation<swiglu>, n_heads = 2 : i64, n_layers = 2 : i64, norm_eps = 1.000000e-05 : f64, predictor_hidden = 8 : i64, rope_theta = 1.000000e+04 : f64, schedule = #mod.schedule<every_other>, seq_len = 8 : i64, tie_embeddings = true, vocab_size = 16 : i64} {
 }
 
 // -----

@@ -24,7 +24,7 @@
 // CHECK-NEXT: %[[Y1:.*]] = mod.gated_residual %[[Y0]], %[[F]], %[[R]], %[[I]] {gate = #mod.gate<sigmoid>}
 // CHECK-NEXT: mod.rmsnorm %[[Y1]] {{{.*}}param = "final_norm.weight"}
 // CHECK-NOT: mod.block
-mod.model @small attributes {aux_loss_weight = 1.000000e-02 : f64, capacity = 2.500000e-01 : f64, causal_router = #mod.causal_router<predictor>, d_ff = 64 : i64, d_model = 32 : i64, dtype = #mod.dtype<f32>, gate = #mod.gate<sigmoid>, mlp = #mod.activation<swiglu>, n_heads = 2 : i64, n_layers = 2 : i64, norm_eps = 1.000000e-05 : f64, predictor_hidden = 8 : i64, rope_theta = 1.000000e+04 : f64, schedule = "every_other", seq_len = 16 : i64, tie_embeddings = true, vocab_size = 64 : i64} {
+mod.model @small attributes {aux_loss_weight = 1.000000e-02 : f64, capacity = 2.500000e-01 : f64, causal_router = #mod.causal_router<predictor>, d_ff = 64 : i64, d_model = 32 : i64, dtype = #mod.dtype<f32>, gate = #mod.gate<sigmoid>, mlp = #mod.activation<swiglu>, n_heads = 2 : i64, n_layers = 2 : i64, norm_eps = 1.000000e-05 : f64, predictor_hidden = 8 : i64, rope_theta = 1.000000e+04 : f64, schedule = #mod.schedule<every_other>, seq_len = 16 : i64, tie_embeddings = true, vocab_size = 64 : i64} {
   %0 = mod.tokens : tensor<?x16xi32>
   %1 = mod.embed %0 : (tensor<?x16xi32>) -> tensor<?x16x32xf32>
   %2 = mod.block %1 {layer = 0 : i64} : tensor<?x16x32xf32>

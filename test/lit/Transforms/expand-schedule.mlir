@@ -5,7 +5,7 @@
 // CHECK: mod.block %{{.*}} {capacity = 2 : i64, causal_router = #mod.causal_router<aux_loss>, gate = #mod.gate<linear>, layer = 1 : i64}
 // CHECK: mod.block %{{.*}} {layer = 2 : i64}
 // CHECK: mod.block %{{.*}} {capacity = 2 : i64, causal_router = #mod.causal_router<aux_loss>, gate = #mod.gate<linear>, layer = 3 : i64}
-mod.model @every_other attributes {d_ff = 64 : i64, d_model = 32 : i64, dtype = #mod.dtype<f32>, mlp = #mod.activation<swiglu>, n_heads = 2 : i64, n_layers = 4 : i64, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, seq_len = 16 : i64, tie_embeddings = true, vocab_size = 64 : i64, capacity = 1.250000e-01 : f64, schedule = "every_other", gate = #mod.gate<linear>, causal_router = #mod.causal_router<aux_loss>, aux_loss_weight = 1.0e-02 : f64, predictor_hidden = 8 : i64} {
+mod.model @every_other attributes {d_ff = 64 : i64, d_model = 32 : i64, dtype = #mod.dtype<f32>, mlp = #mod.activation<swiglu>, n_heads = 2 : i64, n_layers = 4 : i64, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, seq_len = 16 : i64, tie_embeddings = true, vocab_size = 64 : i64, capacity = 1.250000e-01 : f64, schedule = #mod.schedule<every_other>, gate = #mod.gate<linear>, causal_router = #mod.causal_router<aux_loss>, aux_loss_weight = 1.0e-02 : f64, predictor_hidden = 8 : i64} {
   %t = mod.tokens : tensor<?x16xi32>
   %x0 = mod.embed %t : (tensor<?x16xi32>) -> tensor<?x16x32xf32>
   %x1 = mod.block %x0 {layer = 0 : i64} : tensor<?x16x32xf32>
@@ -19,7 +19,7 @@ mod.model @every_other attributes {d_ff = 64 : i64, d_model = 32 : i64, dtype = 
 // CHECK-LABEL: mod.model @all
 // CHECK: mod.block %{{.*}} {capacity = 8 : i64, {{.*}}layer = 0 : i64}
 // CHECK: mod.block %{{.*}} {capacity = 8 : i64, {{.*}}layer = 1 : i64}
-mod.model @all attributes {d_ff = 64 : i64, d_model = 32 : i64, dtype = #mod.dtype<f32>, mlp = #mod.activation<swiglu>, n_heads = 2 : i64, n_layers = 2 : i64, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, seq_len = 16 : i64, tie_embeddings = true, vocab_size = 64 : i64, capacity = 5.000000e-01 : f64, schedule = "all", gate = #mod.gate<linear>, causal_router = #mod.causal_router<aux_loss>, aux_loss_weight = 1.0e-02 : f64, predictor_hidden = 8 : i64} {
+mod.model @all attributes {d_ff = 64 : i64, d_model = 32 : i64, dtype = #mod.dtype<f32>, mlp = #mod.activation<swiglu>, n_heads = 2 : i64, n_layers = 2 : i64, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, seq_len = 16 : i64, tie_embeddings = true, vocab_size = 64 : i64, capacity = 5.000000e-01 : f64, schedule = #mod.schedule<all>, gate = #mod.gate<linear>, causal_router = #mod.causal_router<aux_loss>, aux_loss_weight = 1.0e-02 : f64, predictor_hidden = 8 : i64} {
   %t = mod.tokens : tensor<?x16xi32>
   %x0 = mod.embed %t : (tensor<?x16xi32>) -> tensor<?x16x32xf32>
   %x1 = mod.block %x0 {layer = 0 : i64} : tensor<?x16x32xf32>
@@ -31,7 +31,7 @@ mod.model @all attributes {d_ff = 64 : i64, d_model = 32 : i64, dtype = #mod.dty
 // CHECK-LABEL: mod.model @none
 // CHECK-NOT: capacity = {{[0-9]+}} : i64
 // CHECK: mod.block %{{.*}} {layer = 1 : i64}
-mod.model @none attributes {d_ff = 64 : i64, d_model = 32 : i64, dtype = #mod.dtype<f32>, mlp = #mod.activation<swiglu>, n_heads = 2 : i64, n_layers = 2 : i64, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, seq_len = 16 : i64, tie_embeddings = true, vocab_size = 64 : i64, capacity = 5.000000e-01 : f64, schedule = "none", gate = #mod.gate<linear>, causal_router = #mod.causal_router<aux_loss>, aux_loss_weight = 1.0e-02 : f64, predictor_hidden = 8 : i64} {
+mod.model @none attributes {d_ff = 64 : i64, d_model = 32 : i64, dtype = #mod.dtype<f32>, mlp = #mod.activation<swiglu>, n_heads = 2 : i64, n_layers = 2 : i64, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, seq_len = 16 : i64, tie_embeddings = true, vocab_size = 64 : i64, capacity = 5.000000e-01 : f64, schedule = #mod.schedule<none>, gate = #mod.gate<linear>, causal_router = #mod.causal_router<aux_loss>, aux_loss_weight = 1.0e-02 : f64, predictor_hidden = 8 : i64} {
   %t = mod.tokens : tensor<?x16xi32>
   %x0 = mod.embed %t : (tensor<?x16xi32>) -> tensor<?x16x32xf32>
   %x1 = mod.block %x0 {layer = 0 : i64} : tensor<?x16x32xf32>
@@ -44,7 +44,7 @@ mod.model @none attributes {d_ff = 64 : i64, d_model = 32 : i64, dtype = #mod.dt
 // CHECK: mod.block %{{.*}} {capacity = 4 : i64, {{.*}}layer = 0 : i64}
 // CHECK: mod.block %{{.*}} {layer = 1 : i64}
 // CHECK: mod.block %{{.*}} {capacity = 4 : i64, {{.*}}layer = 2 : i64}
-mod.model @list attributes {d_ff = 64 : i64, d_model = 32 : i64, dtype = #mod.dtype<f32>, mlp = #mod.activation<swiglu>, n_heads = 2 : i64, n_layers = 3 : i64, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, seq_len = 16 : i64, tie_embeddings = true, vocab_size = 64 : i64, capacity = 2.500000e-01 : f64, schedule = [0, 2], gate = #mod.gate<linear>, causal_router = #mod.causal_router<aux_loss>, aux_loss_weight = 1.0e-02 : f64, predictor_hidden = 8 : i64} {
+mod.model @list attributes {d_ff = 64 : i64, d_model = 32 : i64, dtype = #mod.dtype<f32>, mlp = #mod.activation<swiglu>, n_heads = 2 : i64, n_layers = 3 : i64, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, seq_len = 16 : i64, tie_embeddings = true, vocab_size = 64 : i64, capacity = 2.500000e-01 : f64, routed_layers = array<i64: 0, 2>, schedule = #mod.schedule<layers>, gate = #mod.gate<linear>, causal_router = #mod.causal_router<aux_loss>, aux_loss_weight = 1.0e-02 : f64, predictor_hidden = 8 : i64} {
   %t = mod.tokens : tensor<?x16xi32>
   %x0 = mod.embed %t : (tensor<?x16xi32>) -> tensor<?x16x32xf32>
   %x1 = mod.block %x0 {layer = 0 : i64} : tensor<?x16x32xf32>
@@ -57,7 +57,7 @@ mod.model @list attributes {d_ff = 64 : i64, d_model = 32 : i64, dtype = #mod.dt
 // k = ceil(0.3 * 10) = 3
 // CHECK-LABEL: mod.model @ceil
 // CHECK: mod.block %{{.*}} {capacity = 3 : i64
-mod.model @ceil attributes {d_ff = 64 : i64, d_model = 32 : i64, dtype = #mod.dtype<f32>, mlp = #mod.activation<swiglu>, n_heads = 2 : i64, n_layers = 1 : i64, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, seq_len = 10 : i64, tie_embeddings = true, vocab_size = 64 : i64, capacity = 3.000000e-01 : f64, schedule = "all", gate = #mod.gate<linear>, causal_router = #mod.causal_router<aux_loss>, aux_loss_weight = 1.0e-02 : f64, predictor_hidden = 8 : i64} {
+mod.model @ceil attributes {d_ff = 64 : i64, d_model = 32 : i64, dtype = #mod.dtype<f32>, mlp = #mod.activation<swiglu>, n_heads = 2 : i64, n_layers = 1 : i64, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, seq_len = 10 : i64, tie_embeddings = true, vocab_size = 64 : i64, capacity = 3.000000e-01 : f64, schedule = #mod.schedule<all>, gate = #mod.gate<linear>, causal_router = #mod.causal_router<aux_loss>, aux_loss_weight = 1.0e-02 : f64, predictor_hidden = 8 : i64} {
   %t = mod.tokens : tensor<?x10xi32>
   %x0 = mod.embed %t : (tensor<?x10xi32>) -> tensor<?x10x32xf32>
   %x1 = mod.block %x0 {layer = 0 : i64} : tensor<?x10x32xf32>
@@ -68,7 +68,7 @@ mod.model @ceil attributes {d_ff = 64 : i64, d_model = 32 : i64, dtype = #mod.dt
 // ceil(0.001 * 16) = 1: never fewer than one token
 // CHECK-LABEL: mod.model @clamp_low
 // CHECK: mod.block %{{.*}} {capacity = 1 : i64
-mod.model @clamp_low attributes {d_ff = 64 : i64, d_model = 32 : i64, dtype = #mod.dtype<f32>, mlp = #mod.activation<swiglu>, n_heads = 2 : i64, n_layers = 1 : i64, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, seq_len = 16 : i64, tie_embeddings = true, vocab_size = 64 : i64, capacity = 1.000000e-03 : f64, schedule = "all", gate = #mod.gate<linear>, causal_router = #mod.causal_router<aux_loss>, aux_loss_weight = 1.0e-02 : f64, predictor_hidden = 8 : i64} {
+mod.model @clamp_low attributes {d_ff = 64 : i64, d_model = 32 : i64, dtype = #mod.dtype<f32>, mlp = #mod.activation<swiglu>, n_heads = 2 : i64, n_layers = 1 : i64, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, seq_len = 16 : i64, tie_embeddings = true, vocab_size = 64 : i64, capacity = 1.000000e-03 : f64, schedule = #mod.schedule<all>, gate = #mod.gate<linear>, causal_router = #mod.causal_router<aux_loss>, aux_loss_weight = 1.0e-02 : f64, predictor_hidden = 8 : i64} {
   %t = mod.tokens : tensor<?x16xi32>
   %x0 = mod.embed %t : (tensor<?x16xi32>) -> tensor<?x16x32xf32>
   %x1 = mod.block %x0 {layer = 0 : i64} : tensor<?x16x32xf32>
@@ -78,7 +78,7 @@ mod.model @clamp_low attributes {d_ff = 64 : i64, d_model = 32 : i64, dtype = #m
 
 // CHECK-LABEL: mod.model @tokens
 // CHECK: mod.block %{{.*}} {capacity = 5 : i64
-mod.model @tokens attributes {d_ff = 64 : i64, d_model = 32 : i64, dtype = #mod.dtype<f32>, mlp = #mod.activation<swiglu>, n_heads = 2 : i64, n_layers = 1 : i64, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, seq_len = 16 : i64, tie_embeddings = true, vocab_size = 64 : i64, capacity_tokens = 5 : i64, schedule = "all", gate = #mod.gate<linear>, causal_router = #mod.causal_router<aux_loss>, aux_loss_weight = 1.0e-02 : f64, predictor_hidden = 8 : i64} {
+mod.model @tokens attributes {d_ff = 64 : i64, d_model = 32 : i64, dtype = #mod.dtype<f32>, mlp = #mod.activation<swiglu>, n_heads = 2 : i64, n_layers = 1 : i64, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, seq_len = 16 : i64, tie_embeddings = true, vocab_size = 64 : i64, capacity_tokens = 5 : i64, schedule = #mod.schedule<all>, gate = #mod.gate<linear>, causal_router = #mod.causal_router<aux_loss>, aux_loss_weight = 1.0e-02 : f64, predictor_hidden = 8 : i64} {
   %t = mod.tokens : tensor<?x16xi32>
   %x0 = mod.embed %t : (tensor<?x16xi32>) -> tensor<?x16x32xf32>
   %x1 = mod.block %x0 {layer = 0 : i64} : tensor<?x16x32xf32>
@@ -88,7 +88,7 @@ mod.model @tokens attributes {d_ff = 64 : i64, d_model = 32 : i64, dtype = #mod.
 
 // CHECK-LABEL: mod.model @full
 // CHECK: mod.block %{{.*}} {capacity = 16 : i64
-mod.model @full attributes {d_ff = 64 : i64, d_model = 32 : i64, dtype = #mod.dtype<f32>, mlp = #mod.activation<swiglu>, n_heads = 2 : i64, n_layers = 1 : i64, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, seq_len = 16 : i64, tie_embeddings = true, vocab_size = 64 : i64, capacity = 1.000000e+00 : f64, schedule = "all", gate = #mod.gate<linear>, causal_router = #mod.causal_router<aux_loss>, aux_loss_weight = 1.0e-02 : f64, predictor_hidden = 8 : i64} {
+mod.model @full attributes {d_ff = 64 : i64, d_model = 32 : i64, dtype = #mod.dtype<f32>, mlp = #mod.activation<swiglu>, n_heads = 2 : i64, n_layers = 1 : i64, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, seq_len = 16 : i64, tie_embeddings = true, vocab_size = 64 : i64, capacity = 1.000000e+00 : f64, schedule = #mod.schedule<all>, gate = #mod.gate<linear>, causal_router = #mod.causal_router<aux_loss>, aux_loss_weight = 1.0e-02 : f64, predictor_hidden = 8 : i64} {
   %t = mod.tokens : tensor<?x16xi32>
   %x0 = mod.embed %t : (tensor<?x16xi32>) -> tensor<?x16x32xf32>
   %x1 = mod.block %x0 {layer = 0 : i64} : tensor<?x16x32xf32>

@@ -364,21 +364,14 @@ modk::ModelAttr modc::modelAttrOf(mod::ModelOp model) {
   if (model.isMixtureOfDepths()) {
     // A model written without a schedule routes every other layer, as
     // mod-expand-schedule reads it.
-    modc::Schedule schedule = modc::Schedule::every_other;
-    SmallVector<int64_t> layers;
-    if (auto name = dyn_cast_or_null<StringAttr>(model.getScheduleAttr())) {
-      schedule = *modc::symbolizeSchedule(name.getValue());
-    } else if (auto list = dyn_cast_or_null<ArrayAttr>(model.getScheduleAttr())) {
-      schedule = modc::Schedule::layers;
-      for (Attribute a : list)
-        layers.push_back(cast<IntegerAttr>(a).getInt());
-    }
+    Schedule schedule = model.getSchedule().value_or(Schedule::every_other);
+    ArrayRef<int64_t> layers = model.getRoutedLayers().value_or(ArrayRef<int64_t>());
     std::optional<int64_t> capacityTokens;
     if (model.getCapacityTokens())
       capacityTokens = *model.getCapacityTokens();
     modConfig = modk::MoDConfigAttr::getChecked(
         emitError, ctx, model.getCapacityAttr(), capacityTokens, schedule,
-        ArrayRef<int64_t>(layers), *model.getGate(),
+        layers, *model.getGate(),
         *model.getCausalRouter(),
         model.getAuxLossWeightAttr(), int64_t(*model.getPredictorHidden()));
     if (!modConfig)

@@ -34,18 +34,19 @@ struct ExpandSchedulePass
     }
     k = std::clamp<int64_t>(k, 1, seqLen);
 
-    Attribute schedule = model.getScheduleAttr();
+    // A model written without a schedule routes every other layer.
+    Schedule schedule = model.getSchedule().value_or(Schedule::every_other);
     auto isRouted = [&](int64_t layer) {
-      if (auto list = dyn_cast_or_null<ArrayAttr>(schedule))
-        return llvm::any_of(list, [&](Attribute a) {
-          return cast<IntegerAttr>(a).getInt() == layer;
-        });
-      StringRef name =
-          schedule ? cast<StringAttr>(schedule).getValue() : "every_other";
-      if (name == "all")
+      switch (schedule) {
+      case Schedule::all:
         return true;
-      if (name == "none")
+      case Schedule::none:
         return false;
+      case Schedule::layers:
+        return llvm::is_contained(*model.getRoutedLayers(), layer);
+      case Schedule::every_other:
+        break;
+      }
       return layer % 2 == 1;
     };
 

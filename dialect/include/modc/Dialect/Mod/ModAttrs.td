@@ -23,5 +23,6 @@ def Mod_ActivationAttr : Mod_EnumAttr<Modc_Activation, "activation">;
 def Mod_DTypeAttr : Mod_EnumAttr<Modc_DType, "dtype">;
 def Mod_GateAttr : Mod_EnumAttr<Modc_Gate, "gate">;
 def Mod_CausalRouterAttr : Mod_EnumAttr<Modc_CausalRouter, "causal_router">;
+def Mod_ScheduleAttr : Mod_EnumAttr<Modc_Schedule, "schedule">;
 
 #endif // MODC_DIALECT_MOD_ATTRS

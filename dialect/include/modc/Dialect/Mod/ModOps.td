@@ -45,7 +45,9 @@ def Mod_ModelOp : Mod_Op<"model", [Symbol, SingleBlock, NoTerminator,
     // Mixture-of-Depths settings; absent for a dense model.
     OptionalAttr<F64Attr>:$capacity,
     OptionalAttr<I64Attr>:$capacity_tokens,
-    OptionalAttr<AnyAttr>:$schedule,
+    // `layers` lists the routed layers in `routed_layers`, ascending.
+    OptionalAttr<Mod_ScheduleAttr>:$schedule,
+    OptionalAttr<DenseI64ArrayAttr>:$routed_layers,
     OptionalAttr<Mod_GateAttr>:$gate,
     OptionalAttr<Mod_CausalRouterAttr>:$causal_router,
     OptionalAttr<F64Attr>:$aux_loss_weight,
