@@ -73,25 +73,20 @@ std::string modc::buildManifest(llvm::ArrayRef<modk::EntryOp> entryOps,
   }
 
   json::Array params;
-  for (Attribute p : entry.getParams()) {
-    auto dict = cast<DictionaryAttr>(p);
-    json::Array shape;
-    for (Attribute d : dict.getAs<ArrayAttr>("shape"))
-      shape.push_back(cast<IntegerAttr>(d).getInt());
-    json::Object param{{"name", dict.getAs<StringAttr>("name").str()},
-                       {"shape", std::move(shape)},
+  for (auto p : entry.getParams().getAsRange<modk::ParamAttr>()) {
+    json::Object param{{"name", p.getName().str()},
+                       {"shape", json::Array(p.getShape())},
                        {"dtype", "F32"},
-                       {"init", dict.getAs<StringAttr>("init").str()}};
-    if (auto std = dict.getAs<FloatAttr>("std"))
+                       {"init", modk::stringifyParamInit(p.getInit()).str()}};
+    if (FloatAttr std = p.getStd())
       param["std"] = std.getValueAsDouble();
-    if (auto decay = dict.getAs<BoolAttr>("decay"))
-      param["decay"] = decay.getValue();
+    param["decay"] = p.getDecay();
     params.push_back(std::move(param));
   }
 
   json::Array modes;
-  for (Attribute m : entry.getModes())
-    modes.push_back(cast<StringAttr>(m).str());
+  for (auto m : entry.getModes().getAsRange<modk::RoutingModeAttr>())
+    modes.push_back(modk::stringifyRoutingMode(m.getValue()).str());
   json::Object forward{
       {"workspace_bytes_per_sequence",
        entry.getWorkspaceBytesPerSequence().value_or(0)},

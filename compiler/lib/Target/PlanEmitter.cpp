@@ -172,8 +172,7 @@ void PlanEmitter::beginEntry(modk::EntryOp e) {
   entry = e;
   names.clear();
   causalCapable = false;
-  for (Attribute m : e.getModes())
-    causalCapable |= cast<StringAttr>(m).getValue() == "causal";
+  causalCapable = e.servesMode(modk::RoutingMode::causal);
 
   // Routed outputs are laid out [n_routed, B, S] in ascending layer order.
   routedIndex.clear();
@@ -270,8 +269,9 @@ void PlanEmitter::emitEntryPrologue(modk::EntryOp e, StringRef exportAttr) {
 void PlanEmitter::emitBufferNames(modk::EntryOp e) {
   os << "  char *ws = static_cast<char *>(args->workspace);\n  (void)ws;\n";
   llvm::StringMap<int> paramIndex;
-  for (auto [i, p] : llvm::enumerate(e.getParams()))
-    paramIndex[cast<DictionaryAttr>(p).getAs<StringAttr>("name")] = i;
+  for (auto [i, p] :
+       llvm::enumerate(e.getParams().getAsRange<modk::ParamAttr>()))
+    paramIndex[p.getName()] = i;
   int counter = 0;
   for (Operation &op : e.getBody().front()) {
     if (auto param = dyn_cast<modk::ParamOp>(op)) {
@@ -375,14 +375,9 @@ LogicalResult PlanEmitter::emitKernels(modk::EntryOp e, StringRef profileArgs) {
 
 void PlanEmitter::adamwTables(modk::EntryOp grad, std::string &sizes,
                               std::string &decay) {
-  for (Attribute p : grad.getParams()) {
-    auto dict = cast<DictionaryAttr>(p);
-    int64_t n = 1;
-    for (Attribute d : dict.getAs<ArrayAttr>("shape"))
-      n *= cast<IntegerAttr>(d).getInt();
-    auto flag = dict.getAs<BoolAttr>("decay");
-    sizes += fmt::format("{}, ", n);
-    decay += flag && flag.getValue() ? "true, " : "false, ";
+  for (auto p : grad.getParams().getAsRange<modk::ParamAttr>()) {
+    sizes += fmt::format("{}, ", p.getNumElements());
+    decay += p.getDecay() ? "true, " : "false, ";
   }
 }
 

@@ -6,6 +6,7 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/OpImplementation.h"
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringSet.h"
 
 using namespace mlir;
 using namespace modc;
@@ -142,6 +143,31 @@ GemmConfigAttr::verify(function_ref<InFlightDiagnostic()> emitError,
   return success();
 }
 
+LogicalResult ParamAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                StringRef name, ArrayRef<int64_t> shape,
+                                ParamInit init, FloatAttr std, bool) {
+  if (name.empty())
+    return emitError() << "a parameter needs a name";
+  if (shape.empty() || llvm::any_of(shape, [](int64_t d) { return d <= 0; }))
+    return emitError() << "parameter '" << name
+                       << "' needs a shape of positive sizes";
+  if ((init == ParamInit::normal) != bool(std))
+    return emitError() << "parameter '" << name
+                       << "': std is given exactly for the normal init";
+  if (std && !(std.getValueAsDouble() > 0 &&
+               std::isfinite(std.getValueAsDouble())))
+    return emitError() << "parameter '" << name
+                       << "': std must be positive and finite";
+  return success();
+}
+
+int64_t ParamAttr::getNumElements() const {
+  int64_t n = 1;
+  for (int64_t d : getShape())
+    n *= d;
+  return n;
+}
+
 LogicalResult
 MoDConfigAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                       FloatAttr capacity, std::optional<int64_t> capacityTokens,
@@ -215,30 +241,20 @@ static int64_t lastDim(Value v) {
 }
 
 LogicalResult EntryOp::verify() {
-  for (Attribute p : getParams()) {
-    auto dict = dyn_cast<DictionaryAttr>(p);
-    if (!dict || !dict.getAs<StringAttr>("name") ||
-        !dict.getAs<ArrayAttr>("shape") || !dict.getAs<StringAttr>("init"))
-      return emitOpError("each params entry needs name, shape and init");
-  }
-  for (Attribute m : getModes()) {
-    auto mode = dyn_cast<StringAttr>(m);
-    if (!mode || (mode.getValue() != "topk" && mode.getValue() != "causal"))
-      return emitOpError("modes must be 'topk' or 'causal'");
-  }
+  llvm::StringSet<> names;
+  for (auto p : getParams().getAsRange<ParamAttr>())
+    if (!names.insert(p.getName()).second)
+      return emitOpError() << "parameter '" << p.getName()
+                           << "' is listed twice";
   return success();
 }
 
 LogicalResult ParamOp::verify() {
   auto entry = (*this)->getParentOfType<EntryOp>();
-  for (Attribute p : entry.getParams()) {
-    auto dict = cast<DictionaryAttr>(p);
-    if (dict.getAs<StringAttr>("name").getValue() != getName())
+  for (auto p : entry.getParams().getAsRange<ParamAttr>()) {
+    if (p.getName() != getName())
       continue;
-    SmallVector<int64_t> shape;
-    for (Attribute d : dict.getAs<ArrayAttr>("shape"))
-      shape.push_back(cast<IntegerAttr>(d).getInt());
-    if (ArrayRef<int64_t>(shape) != getType().getShape())
+    if (p.getShape() != getType().getShape())
       return emitOpError() << "shape of '" << getName()
                            << "' differs from the entry's params list";
     return success();
@@ -1110,19 +1126,6 @@ LogicalResult RotateHalfOp::verify() {
 LogicalResult OptimizerOp::verify() {
   if (getParams().empty())
     return emitOpError("updates no parameter: params is empty");
-  for (Attribute p : getParams()) {
-    auto dict = dyn_cast<DictionaryAttr>(p);
-    auto shape = dict ? dict.getAs<ArrayAttr>("shape") : nullptr;
-    if (!dict || !dict.getAs<StringAttr>("name") || !shape)
-      return emitOpError("each params entry needs name and shape");
-    for (Attribute d : shape) {
-      auto dim = dyn_cast<IntegerAttr>(d);
-      if (!dim || dim.getInt() <= 0)
-        return emitOpError()
-               << "parameter '" << dict.getAs<StringAttr>("name").getValue()
-               << "' needs a shape of positive sizes";
-    }
-  }
   return success();
 }
 

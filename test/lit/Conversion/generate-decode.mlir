@@ -3,7 +3,7 @@
 // The decode step of a dense block followed by a routed one (sigmoid gate,
 // predictor router): one row per sequence, per-layer KV caches.
 // CHECK-LABEL: modk.entry @decode
-// CHECK-SAME: modes = ["causal"]
+// CHECK-SAME: modes = [#modk.mode<causal>]
 // CHECK: %[[TOK:.*]] = modk.input "tokens" : memref<?x1xi32>
 // CHECK: %[[POS:.*]] = modk.input "positions" : memref<?x1xi32>
 // CHECK: %[[ACT:.*]] = modk.input "active" : memref<?x1xi8>

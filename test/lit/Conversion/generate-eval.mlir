@@ -7,7 +7,7 @@
 // for the passes after it.
 // CHECK: mod.model @small
 // CHECK-LABEL: modk.entry @eval
-// CHECK-SAME: modes = ["topk"]
+// CHECK-SAME: modes = [#modk.mode<topk>]
 // No gradient outputs: the parameters, then the tokens [B, S + 1].
 // CHECK-NOT: "grad.
 // CHECK: %[[T:.*]] = modk.input "tokens" : memref<?x17xi32>

@@ -4,7 +4,7 @@
 // sigmoid gate, predictor router). The model stays for convert-mod-to-modk.
 // CHECK: mod.model @small
 // CHECK-LABEL: modk.entry @grad
-// CHECK-SAME: modes = ["topk"]
+// CHECK-SAME: modes = [#modk.mode<topk>]
 // Inputs and next-token targets from [B, S + 1].
 // CHECK: %[[T:.*]] = modk.input "tokens" : memref<?x17xi32>
 // CHECK: modk.split_tokens(%[[T]], %[[IN:.*]], %[[TGT:.*]]) :

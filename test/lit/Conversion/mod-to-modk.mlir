@@ -3,10 +3,10 @@
 // The launch plan of a dense block followed by a routed one (k = 4 of 16,
 // predictor router: gathered buffers hold all 16 rows for causal mode).
 // CHECK-LABEL: modk.entry @forward
-// CHECK-SAME: modes = ["topk", "causal"]
-// CHECK-SAME: params = [{decay = true, init = "normal", name = "embed.weight", shape = [64, 32], std = 2.000000e-02 : f64}, {decay = false, init = "ones", name = "blocks.0.attn_norm.weight", shape = [32]}
-// CHECK-SAME: {decay = false, init = "zeros", name = "blocks.1.predictor.fc1.bias", shape = [8]}
-// CHECK-SAME: {decay = true, init = "normal", name = "blocks.1.router.weight", shape = [1, 32], std = 2.000000e-02 : f64}
+// CHECK-SAME: modes = [#modk.mode<topk>, #modk.mode<causal>]
+// CHECK-SAME: params = [#modk.param<name = "embed.weight", shape = [64, 32], init = normal, std = 2.000000e-02 : f64, decay = true>, #modk.param<name = "blocks.0.attn_norm.weight", shape = [32], init = ones>
+// CHECK-SAME: #modk.param<name = "blocks.1.predictor.fc1.bias", shape = [8], init = zeros>
+// CHECK-SAME: #modk.param<name = "blocks.1.router.weight", shape = [1, 32], init = normal, std = 2.000000e-02 : f64, decay = true>
 // CHECK-NOT: lm_head.weight
 // CHECK: %[[EMB:.*]] = modk.param "embed.weight"
 // CHECK: %[[TOK:.*]] = modk.input "tokens" : memref<?x16xi32>
@@ -72,7 +72,7 @@ module {
 
 // Top-k only (causal_router none): gathered buffers hold k rows.
 // CHECK-LABEL: modk.entry @forward
-// CHECK-SAME: modes = ["topk"]
+// CHECK-SAME: modes = [#modk.mode<topk>]
 // CHECK: modk.route_select_gather {{.*}}k = 4 : i64{{.*}} : memref<?x16x32xf32>, memref<1x32xf32>, memref<32xf32>, memref<?x16xf32>, memref<?x4xi32>, memref<?x1xi64>, memref<?x4x32xf32>, memref<?x4x32xf32>, memref<?x16xi32>
 module {
   mod.model @small attributes {aux_loss_weight = 1.000000e-02 : f64, capacity = 2.500000e-01 : f64, causal_router = #mod.causal_router<none>, d_ff = 64 : i64, d_model = 32 : i64, dtype = #mod.dtype<f32>, gate = #mod.gate<sigmoid>, mlp = #mod.activation<swiglu>, n_heads = 2 : i64, n_layers = 2 : i64, norm_eps = 1.000000e-05 : f64, predictor_hidden = 32 : i64, rope_theta = 1.000000e+04 : f64, schedule = #mod.schedule<every_other>, seq_len = 16 : i64, tie_embeddings = true, vocab_size = 64 : i64} {

@@ -135,36 +135,68 @@ func.func @k_out_of_range(%x: memref<?x16x32xf32>, %rw: memref<1x32xf32>, %nw: m
 
 // -----
 
-modk.entry @forward attributes {model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = ["topk"], params = [{init = "ones", name = "w", shape = [4]}]} {
+modk.entry @forward attributes {model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = [#modk.mode<topk>], params = [#modk.param<name = "w", shape = [4], init = ones>]} {
   // expected-error @+1 {{buffers are [B, ...] with a dynamic batch dimension}}
   %0 = modk.alloc : memref<4x16xf32>
 }
 
 // -----
 
-modk.entry @forward attributes {model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = ["topk"], params = [{init = "ones", name = "w", shape = [4]}]} {
+modk.entry @forward attributes {model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = [#modk.mode<topk>], params = [#modk.param<name = "w", shape = [4], init = ones>]} {
   // expected-error @+1 {{offset must be a non-negative multiple of 64}}
   %0 = modk.alloc {offset = 8 : i64} : memref<?x16xf32>
 }
 
 // -----
 
-modk.entry @forward attributes {model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = ["topk"], params = [{init = "ones", name = "w", shape = [4]}]} {
+modk.entry @forward attributes {model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = [#modk.mode<topk>], params = [#modk.param<name = "w", shape = [4], init = ones>]} {
   // expected-error @+1 {{'v' is not in the entry's params list}}
   %0 = modk.param "v" : memref<4xf32>
 }
 
 // -----
 
-modk.entry @forward attributes {model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = ["topk"], params = [{init = "ones", name = "w", shape = [4]}]} {
+modk.entry @forward attributes {model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = [#modk.mode<topk>], params = [#modk.param<name = "w", shape = [4], init = ones>]} {
   // expected-error @+1 {{shape of 'w' differs from the entry's params list}}
   %0 = modk.param "w" : memref<8xf32>
 }
 
 // -----
 
-// expected-error @+1 {{modes must be 'topk' or 'causal'}}
-modk.entry @forward attributes {model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = ["greedy"], params = []} {
+// expected-error @+1 {{parameter 'w' is listed twice}}
+modk.entry @forward attributes {model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = [#modk.mode<topk>], params = [#modk.param<name = "w", shape = [4], init = ones>, #modk.param<name = "w", shape = [4], init = zeros>]} {
+}
+
+// -----
+
+// expected-error @+1 {{parameter 'w': std is given exactly for the normal init}}
+modk.entry @forward attributes {model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = [#modk.mode<topk>], params = [#modk.param<name = "w", shape = [4, 4], init = normal>]} {
+}
+
+// -----
+
+// expected-error @+1 {{parameter 'w': std is given exactly for the normal init}}
+modk.entry @forward attributes {model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = [#modk.mode<topk>], params = [#modk.param<name = "w", shape = [4], init = ones, std = 2.000000e-02 : f64>]} {
+}
+
+// -----
+
+// expected-error @+1 {{parameter 'w': std must be positive and finite}}
+modk.entry @forward attributes {model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = [#modk.mode<topk>], params = [#modk.param<name = "w", shape = [4, 4], init = normal, std = 0.000000e+00 : f64>]} {
+}
+
+// -----
+
+// expected-error @+2 {{expected ::modc::modk::ParamInit to be one of: normal, ones, zeros}}
+// expected-error @+1 {{failed to parse Modk_ParamAttr parameter 'init'}}
+modk.entry @forward attributes {model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = [#modk.mode<topk>], params = [#modk.param<name = "w", shape = [4], init = uniform>]} {
+}
+
+// -----
+
+// expected-error @+2 {{expected ::modc::modk::RoutingMode to be one of: topk, causal}}
+// expected-error @+1 {{failed to parse Modk_RoutingModeAttr parameter 'value'}}
+modk.entry @forward attributes {model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = [#modk.mode<greedy>], params = []} {
 }
 
 // -----
@@ -404,27 +436,27 @@ func.func @gemm_region_without_rows(%h: memref<?x4x64xf32>, %w: memref<32x64xf32
 
 // The model attribute is typed: its verifier names the field at fault.
 // expected-error @+1 {{d_model / n_heads must be an even whole number, got 32 / 32}}
-modk.entry @forward attributes {model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 2, n_heads = 32, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = ["topk"], params = []} {
+modk.entry @forward attributes {model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 2, n_heads = 32, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = [#modk.mode<topk>], params = []} {
 }
 
 // -----
 
 // expected-error @+2 {{a MoD configuration has one of capacity and capacity_tokens}}
 // expected-error @+1 {{failed to parse Modk_ModelAttr parameter 'mod'}}
-modk.entry @forward attributes {model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 2, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32, mod = <capacity = 5.000000e-01 : f64, capacity_tokens = 4, schedule = all, gate = sigmoid, causal_router = none, aux_loss_weight = 1.000000e-02 : f64, predictor_hidden = 8>>, modes = ["topk"], params = []} {
+modk.entry @forward attributes {model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 2, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32, mod = <capacity = 5.000000e-01 : f64, capacity_tokens = 4, schedule = all, gate = sigmoid, causal_router = none, aux_loss_weight = 1.000000e-02 : f64, predictor_hidden = 8>>, modes = [#modk.mode<topk>], params = []} {
 }
 
 // -----
 
 // expected-error @+2 {{layers lists the routed layers of schedule 'layers' only}}
 // expected-error @+1 {{failed to parse Modk_ModelAttr parameter 'mod'}}
-modk.entry @forward attributes {model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 2, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32, mod = <capacity = 5.000000e-01 : f64, schedule = all, layers = [1], gate = sigmoid, causal_router = none, aux_loss_weight = 1.000000e-02 : f64, predictor_hidden = 8>>, modes = ["topk"], params = []} {
+modk.entry @forward attributes {model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 2, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32, mod = <capacity = 5.000000e-01 : f64, schedule = all, layers = [1], gate = sigmoid, causal_router = none, aux_loss_weight = 1.000000e-02 : f64, predictor_hidden = 8>>, modes = [#modk.mode<topk>], params = []} {
 }
 
 // -----
 
 // expected-error @+1 {{routed layer 2 is not in [0, 2)}}
-modk.entry @forward attributes {model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 2, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32, mod = <capacity = 5.000000e-01 : f64, schedule = layers, layers = [1, 2], gate = sigmoid, causal_router = none, aux_loss_weight = 1.000000e-02 : f64, predictor_hidden = 8>>, modes = ["topk"], params = []} {
+modk.entry @forward attributes {model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 2, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32, mod = <capacity = 5.000000e-01 : f64, schedule = layers, layers = [1, 2], gate = sigmoid, causal_router = none, aux_loss_weight = 1.000000e-02 : f64, predictor_hidden = 8>>, modes = [#modk.mode<topk>], params = []} {
 }
 
 // -----
@@ -432,7 +464,7 @@ modk.entry @forward attributes {model = #modk.model<name = "t", vocab_size = 64,
 // A choice outside the enum is a parse error naming the field.
 // expected-error @+2 {{expected ::modc::Activation to be one of: swiglu, gelu}}
 // expected-error @+1 {{failed to parse Modk_ModelAttr parameter 'mlp'}}
-modk.entry @forward attributes {model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 2, n_heads = 2, d_ff = 64, seq_len = 16, mlp = relu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = ["topk"], params = []} {
+modk.entry @forward attributes {model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 2, n_heads = 2, d_ff = 64, seq_len = 16, mlp = relu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = [#modk.mode<topk>], params = []} {
 }
 
 
@@ -447,7 +479,7 @@ modk.optimizer @adamw attributes {params = []} {
 // -----
 
 // expected-error @+1 {{parameter 'w' needs a shape of positive sizes}}
-modk.optimizer @adamw attributes {params = [{name = "w", shape = [4, 0]}]} {
+modk.optimizer @adamw attributes {params = [#modk.param<name = "w", shape = [4, 0], init = ones>]} {
 ^bb0(%p: f32, %g: f32, %m: f32, %v: f32, %grad_scale: f32, %decay: f32, %beta1: f32, %beta2: f32, %eps: f32, %step_size: f32, %inv_sqrt_bc2: f32):
   modk.yield %p, %m, %v : f32, f32, f32
 }
@@ -455,7 +487,7 @@ modk.optimizer @adamw attributes {params = [{name = "w", shape = [4, 0]}]} {
 // -----
 
 // expected-error @+1 {{'body' takes 11 f32 arguments, has 4}}
-modk.optimizer @adamw attributes {params = [{name = "w", shape = [4]}]} {
+modk.optimizer @adamw attributes {params = [#modk.param<name = "w", shape = [4], init = ones>]} {
 ^bb0(%p: f32, %g: f32, %m: f32, %v: f32):
   modk.yield %p, %m, %v : f32, f32, f32
 }
@@ -463,14 +495,14 @@ modk.optimizer @adamw attributes {params = [{name = "w", shape = [4]}]} {
 // -----
 
 // expected-error @+1 {{'body' must yield 3 values, one per output}}
-modk.optimizer @adamw attributes {params = [{name = "w", shape = [4]}]} {
+modk.optimizer @adamw attributes {params = [#modk.param<name = "w", shape = [4], init = ones>]} {
 ^bb0(%p: f32, %g: f32, %m: f32, %v: f32, %grad_scale: f32, %decay: f32, %beta1: f32, %beta2: f32, %eps: f32, %step_size: f32, %inv_sqrt_bc2: f32):
   modk.yield %p, %m : f32, f32
 }
 
 // -----
 
-modk.optimizer @adamw attributes {params = [{name = "w", shape = [4]}]} {
+modk.optimizer @adamw attributes {params = [#modk.param<name = "w", shape = [4], init = ones>]} {
 ^bb0(%p: f32, %g: f32, %m: f32, %v: f32, %grad_scale: f32, %decay: f32, %beta1: f32, %beta2: f32, %eps: f32, %step_size: f32, %inv_sqrt_bc2: f32):
   // expected-error @+1 {{is not allowed in a kernel region: only arith and math ops are}}
   %0 = memref.alloc() : memref<1xf32>
@@ -838,7 +870,7 @@ func.func @rows_lookup_same_input(%t: memref<?x4xi32>, %e: memref<64x32xf32>, %s
 
 // causal_only names the forward entry's condition (its mode, its caller's
 // causal decisions): a training entry has none.
-modk.entry @grad attributes {model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = ["topk"], params = [{init = "normal", name = "w", shape = [8, 32]}]} {
+modk.entry @grad attributes {model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = [#modk.mode<topk>], params = [#modk.param<name = "w", shape = [8, 32], init = normal, std = 2.000000e-02 : f64>]} {
   %w = modk.param "w" : memref<8x32xf32>
   %seg = modk.alloc : memref<?x1xi64>
   %x = modk.alloc : memref<?x16x32xf32>
@@ -849,7 +881,7 @@ modk.entry @grad attributes {model = #modk.model<name = "t", vocab_size = 64, d_
 
 // -----
 
-modk.entry @decode attributes {model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = ["causal"], params = []} {
+modk.entry @decode attributes {model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = [#modk.mode<causal>], params = []} {
   %seg = modk.alloc : memref<?x1xi64>
   %x = modk.alloc : memref<?x1x32xf32>
   // expected-error @+1 {{'modk.rows' op is causal_only in @decode: only the forward entry runs kernels on causal decisions}}
@@ -1208,7 +1240,7 @@ func.func @scatter_with_sums(%dx: memref<?x4x32xf32>, %t: memref<?x4xi32>, %seg:
 
 // The optimizer's gradient norm is IR too: its `norm` region is required.
 // expected-error @+1 {{needs a 'norm' region: an element's term of the squared gradient norm}}
-modk.optimizer @adamw attributes {params = [{name = "w", shape = [4]}]} {
+modk.optimizer @adamw attributes {params = [#modk.param<name = "w", shape = [4], init = ones>]} {
 ^bb0(%p: f32, %g: f32, %m: f32, %v: f32, %grad_scale: f32, %decay: f32, %beta1: f32, %beta2: f32, %eps: f32, %step_size: f32, %inv_sqrt_bc2: f32):
   modk.yield %p, %m, %v : f32, f32, f32
 }
@@ -1217,7 +1249,7 @@ modk.optimizer @adamw attributes {params = [{name = "w", shape = [4]}]} {
 
 // Its term is an f64: the sum over a model's gradients is in f64.
 // expected-error @+1 {{'norm' must yield an f64 term (the sum is in f64)}}
-modk.optimizer @adamw attributes {params = [{name = "w", shape = [4]}]} {
+modk.optimizer @adamw attributes {params = [#modk.param<name = "w", shape = [4], init = ones>]} {
 ^bb0(%p: f32, %g: f32, %m: f32, %v: f32, %grad_scale: f32, %decay: f32, %beta1: f32, %beta2: f32, %eps: f32, %step_size: f32, %inv_sqrt_bc2: f32):
   modk.yield %p, %m, %v : f32, f32, f32
 } norm {

@@ -22,18 +22,14 @@ modk::GemmOp modc::lowering::createGemm(OpBuilder &b, Location loc, Value input,
 }
 
 Value ModelLowering::param(StringRef name, ArrayRef<int64_t> shape,
-                           StringRef init, double std) {
+                           modk::ParamInit init, double std) {
   if (Value existing = paramValues.lookup(name))
     return existing;
-  SmallVector<NamedAttribute> fields = {
-      b.getNamedAttr("name", b.getStringAttr(name)),
-      b.getNamedAttr("shape", b.getI64ArrayAttr(shape)),
-      b.getNamedAttr("init", b.getStringAttr(init))};
-  if (init == "normal")
-    fields.push_back(b.getNamedAttr("std", b.getF64FloatAttr(std)));
+  bool normal = init == modk::ParamInit::normal;
   // AdamW decays matrices only, not norm weights and biases.
-  fields.push_back(b.getNamedAttr("decay", b.getBoolAttr(init == "normal")));
-  params.push_back(b.getDictionaryAttr(fields));
+  params.push_back(modk::ParamAttr::get(
+      b.getContext(), name, shape, init,
+      normal ? b.getF64FloatAttr(std) : FloatAttr(), /*decay=*/normal));
   OpBuilder::InsertionGuard guard(b);
   if (lastParam)
     b.setInsertionPointAfter(lastParam);
@@ -167,7 +163,7 @@ void ModelLowering::lowerRoute(mod::RouteOp op) {
                            ? buffers[op.getCausalScores()]
                            : Value();
   Value routerWeight = blockParam(layer, "router.weight", {1, d});
-  Value normWeight = param(op.getNormParam(), {d}, "ones");
+  Value normWeight = param(op.getNormParam(), {d}, modk::ParamInit::ones);
   if (decoding())
     modk::DecodeRouteOp::create(b, loc, buffers[op.getInput()], routerWeight,
                                 normWeight, stepPositions, active, r,
@@ -260,7 +256,7 @@ LogicalResult ModelLowering::lower(Operation *op) {
     modk::EmbedOp::create(b, loc, buffers[embed.getTokens()],
                           param("embed.weight",
                                 {static_cast<int64_t>(model.getVocabSize()), d},
-                                "normal", 0.02),
+                                modk::ParamInit::normal, 0.02),
                           x);
     buffers[embed] = x;
     return success();
@@ -269,7 +265,7 @@ LogicalResult ModelLowering::lower(Operation *op) {
     RowSet rows = rowSets[norm.getInput()];
     Value out = alloc({rowsOf(norm.getInput()), widthOf(norm)}, f32);
     modk::RMSNormOp::create(b, loc, buffers[norm.getInput()],
-                            param(norm.getParam(), {d}, "ones"), rows.segments,
+                            param(norm.getParam(), {d}, modk::ParamInit::ones), rows.segments,
                             out, norm.getEps());
     buffers[norm] = out;
     rowSets[norm] = rows;
@@ -334,7 +330,7 @@ LogicalResult ModelLowering::lower(Operation *op) {
   }
   if (auto head = dyn_cast<mod::LMHeadOp>(op)) {
     int64_t v = model.getVocabSize();
-    Value w = param(head.getParam(), {v, d}, "normal", 0.02);
+    Value w = param(head.getParam(), {v, d}, modk::ParamInit::normal, 0.02);
     Value logits = readsTargets() ? alloc({seqLen, v}, f32)
                                   : output("logits", {seqLen, v}, f32);
     createGemm(b, loc, buffers[head.getInput()], ValueRange{w},
@@ -396,12 +392,12 @@ FailureOr<modk::EntryOp> ModelLowering::run() {
   bool causalRouter =
       model.isMixtureOfDepths() && *model.getCausalRouter() != CausalRouter::none;
   if (!decoding())
-    modes.push_back("topk");
+    modes.push_back(modk::RoutingMode::topk);
   if (decoding() || (!training() && causalRouter))
-    modes.push_back("causal");
+    modes.push_back(modk::RoutingMode::causal);
   SmallVector<Attribute> modeAttrs;
-  for (const std::string &m : modes)
-    modeAttrs.push_back(b.getStringAttr(m));
+  for (modk::RoutingMode m : modes)
+    modeAttrs.push_back(modk::RoutingModeAttr::get(b.getContext(), m));
   modk::ModelAttr modelAttr = modelAttrOf(model);
   if (!modelAttr)
     return failure();

@@ -47,7 +47,7 @@ public:
 
 private:
   // Entry-level objects.
-  Value param(StringRef name, ArrayRef<int64_t> shape, StringRef init,
+  Value param(StringRef name, ArrayRef<int64_t> shape, modk::ParamInit init,
               double std = 0);
   Value alloc(ArrayRef<int64_t> perSequence, Type element);
   Value output(StringRef name, ArrayRef<int64_t> perSequence, Type element);
@@ -118,11 +118,12 @@ private:
     return 0.02;
   }
   Value blockParam(int64_t layer, StringRef which, ArrayRef<int64_t> shape) {
-    StringRef init = which.ends_with("norm.weight") ? "ones"
-                     : which.ends_with("bias")      ? "zeros"
-                                                    : "normal";
+    using modk::ParamInit;
+    ParamInit init = which.ends_with("norm.weight") ? ParamInit::ones
+                     : which.ends_with("bias")      ? ParamInit::zeros
+                                                    : ParamInit::normal;
     return param(mod::blockParam(layer, which), shape, init,
-                 init == "normal" ? linearStd(which) : 0);
+                 init == ParamInit::normal ? linearStd(which) : 0);
   }
 
   mod::ModelOp model;
@@ -135,7 +136,7 @@ private:
   std::optional<RowSet> identity;
   DenseMap<Value, Value> buffers;   // tensor -> buffer
   DenseMap<Value, RowSet> rowSets;  // tensor -> the rows its buffer holds
-  SmallVector<std::string> modes;
+  SmallVector<modk::RoutingMode> modes;
 
   EntryKind kind;
   /// Buffers the backward pass reads, by forward op and role.

@@ -290,7 +290,7 @@ LogicalResult ModelLowering::emitBackward() {
   model.walk([&](mod::RouteOp) { ++nRouted; });
   // Every parameter has a gradient output, zero where nothing reaches it.
   for (Attribute p : params)
-    paramGrad(cast<DictionaryAttr>(p).getAs<StringAttr>("name").getValue());
+    paramGrad(cast<modk::ParamAttr>(p).getName());
   for (Operation *op : llvm::reverse(forwardOps))
     if (failed(backward(op)))
       return failure();

@@ -28,6 +28,7 @@ def Modk_GateAttr : Modk_EnumAttr<Modc_Gate, "gate">;
 def Modk_ActivationAttr : Modk_EnumAttr<Modc_Activation, "activation">;
 def Modk_CausalRouterAttr : Modk_EnumAttr<Modc_CausalRouter, "causal_router">;
 def Modk_GemmPathAttr : Modk_EnumAttr<Modk_GemmPath, "gemm_path">;
+def Modk_RoutingModeAttr : Modk_EnumAttr<Modk_RoutingMode, "mode">;
 def Modk_DTypeAttr : Modk_EnumAttr<Modc_DType, "dtype">;
 
 def Modk_GemmConfigAttr : AttrDef<Modk_Dialect, "GemmConfig"> {
@@ -71,6 +72,32 @@ class Modk_IntList<string desc> : OptionalArrayRefParameter<"int64_t", desc> {
     $_printer << '[';
     ::llvm::interleaveComma($_self, $_printer);
     $_printer << ']';
+  }];
+}
+
+def Modk_ParamAttr : AttrDef<Modk_Dialect, "Param"> {
+  let mnemonic = "param";
+  let summary = "One model parameter of an entry, in ABI order";
+  let description = [{
+    A parameter's name and shape (docs/model-format.md, section 2), its
+    initial values (`normal` with standard deviation `std`, `ones` or
+    `zeros`) and whether AdamW decays it (matrices do; norm weights and
+    biases do not). The manifest's `params` list is printed from these.
+
+    `#modk.param<name = "embed.weight", shape = [256, 64], init = normal,
+    std = 2.000000e-02 : f64, decay = true>`
+  }];
+  let parameters = (ins
+    StringRefParameter<"the parameter's name">:$name,
+    Modk_IntList<"its shape">:$shape,
+    EnumParameter<Modk_ParamInit>:$init,
+    OptionalParameter<"::mlir::FloatAttr", "the normal init's std">:$std,
+    DefaultValuedParameter<"bool", "false", "whether AdamW decays it">:$decay);
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+  let extraClassDeclaration = [{
+    /// The number of elements.
+    int64_t getNumElements() const;
   }];
 }
 

@@ -32,6 +32,10 @@ def Modk_VariadicReadWritten : Arg<Variadic<AnyMemRef>, "read and written",
 // Entry functions and buffers
 //===----------------------------------------------------------------------===//
 
+// The parameters of an entry or of the optimizer, in ABI order.
+def Modk_ParamList
+    : TypedArrayAttrBase<Modk_ParamAttr, "parameters in ABI order">;
+
 def Modk_EntryOp : Modk_Op<"entry", [Symbol, SingleBlock, NoTerminator,
                                      IsolatedFromAbove]> {
   let summary = "An entry point of the package: its launch plan";
@@ -47,13 +51,19 @@ def Modk_EntryOp : Modk_Op<"entry", [Symbol, SingleBlock, NoTerminator,
     storage gives. Everything else stays f32.
   }];
   let arguments = (ins SymbolNameAttr:$sym_name, Modk_ModelAttr:$model,
-                   ArrayAttr:$params, ArrayAttr:$modes,
+                   Modk_ParamList:$params,
+                   TypedArrayAttrBase<Modk_RoutingModeAttr, "routing modes">:$modes,
                    OptionalAttr<I64Attr>:$workspace_bytes_per_sequence);
   let extraClassDeclaration = [{
     int64_t getSeqLen() { return getModel().getSeqLen(); }
     int64_t getVocabSize() { return getModel().getVocabSize(); }
     /// Whether the entry's products and attention inputs are bf16.
     bool isBf16() { return getModel().getDtype() == DType::bf16; }
+    /// Whether the entry routes in `mode` (its `modes`).
+    bool servesMode(RoutingMode mode) {
+      return llvm::any_of(getModes().getAsRange<RoutingModeAttr>(),
+                          [&](RoutingModeAttr m) { return m.getValue() == mode; });
+    }
   }];
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = "$sym_name attr-dict-with-keyword $body";
@@ -590,7 +600,7 @@ def Modk_OptimizerOp : Modk_Op<"optimizer", [Symbol, IsolatedFromAbove,
     update, with what depends only on the scalars hoisted out of it. A
     non-finite ‖g‖ updates nothing.
   }];
-  let arguments = (ins SymbolNameAttr:$sym_name, ArrayAttr:$params);
+  let arguments = (ins SymbolNameAttr:$sym_name, Modk_ParamList:$params);
   let regions = (region SizedRegion<1>:$body, MaxSizedRegion<1>:$norm);
   let assemblyFormat = "$sym_name attr-dict-with-keyword $body (`norm` $norm^)?";
   let hasVerifier = 1;
