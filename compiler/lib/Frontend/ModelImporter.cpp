@@ -90,34 +90,22 @@ public:
     return *b;
   }
 
-  llvm::Expected<std::string>
-  choice(llvm::StringRef key, llvm::ArrayRef<llvm::StringRef> allowed,
-         llvm::StringRef fallback) const {
+  /// The model choice (ModelChoices.td) spelt at `key`, one of `allowed`:
+  /// the format's spellings, in docs/model-format.md's order.
+  template <typename Enum>
+  llvm::Expected<Enum> choice(llvm::StringRef key,
+                              llvm::ArrayRef<llvm::StringRef> allowed,
+                              Enum fallback) const {
     const json::Value *v = object.get(key);
     if (!v)
-      return fallback.str();
+      return fallback;
     std::optional<llvm::StringRef> s = v->getAsString();
     std::string options = llvm::join(allowed, ", ");
     if (!s)
       return error(key, "expected one of " + options + ", got " + describe(*v));
-    if (!llvm::is_contained(allowed, *s))
+    std::optional<Enum> value = symbolizeEnum<Enum>(*s);
+    if (!value || !llvm::is_contained(allowed, *s))
       return error(key, "expected one of " + options + ", got '" + *s + "'");
-    return s->str();
-  }
-
-  /// The same, as the model choice it spells (ModelChoices.td); `allowed`
-  /// lists the format's spellings in docs/model-format.md's order.
-  template <typename Enum>
-  llvm::Expected<Enum> choiceOf(llvm::StringRef key,
-                                llvm::ArrayRef<llvm::StringRef> allowed,
-                                Enum fallback) const {
-    llvm::Expected<std::string> spelt =
-        choice(key, allowed, stringifyEnum(fallback));
-    if (!spelt)
-      return spelt.takeError();
-    std::optional<Enum> value = symbolizeEnum<Enum>(*spelt);
-    if (!value)
-      return error(key, "'" + *spelt + "' is not a case of modc's enum");
     return *value;
   }
 
@@ -346,9 +334,9 @@ static llvm::Expected<ModelDescription> parseDescription(llvm::StringRef text,
                                    "RoPE needs an even head_dim",
                                    m.dModel / m.nHeads)
                          .str());
-  ASSIGN_OR_RETURN(m.mlp, top.choiceOf("mlp", {"swiglu", "gelu"},
-                                        Activation::swiglu));
-  ASSIGN_OR_RETURN(m.dtype, top.choiceOf("dtype", {"f32", "bf16"}, DType::f32));
+  ASSIGN_OR_RETURN(m.mlp,
+                   top.choice("mlp", {"swiglu", "gelu"}, Activation::swiglu));
+  ASSIGN_OR_RETURN(m.dtype, top.choice("dtype", {"f32", "bf16"}, DType::f32));
   ASSIGN_OR_RETURN(m.normEps, top.number("norm_eps", 1e-5));
   if (!(m.normEps > 0))
     return top.error("norm_eps", "must be positive");
@@ -416,16 +404,15 @@ static llvm::Expected<ModelDescription> parseDescription(llvm::StringRef text,
       m.schedule = Schedule::layers;
     } else {
       ASSIGN_OR_RETURN(m.schedule,
-                       mod.choiceOf("schedule", {"every_other", "all", "none"},
-                                    Schedule::every_other));
+                       mod.choice("schedule", {"every_other", "all", "none"},
+                                  Schedule::every_other));
     }
   }
-  ASSIGN_OR_RETURN(m.gate, mod.choiceOf("gate", {"linear", "sigmoid", "one"},
-                                         Gate::linear));
-  ASSIGN_OR_RETURN(m.causalRouter,
-                   mod.choiceOf("causal_router",
-                                {"aux_loss", "predictor", "none"},
-                                CausalRouter::predictor));
+  ASSIGN_OR_RETURN(
+      m.gate, mod.choice("gate", {"linear", "sigmoid", "one"}, Gate::linear));
+  ASSIGN_OR_RETURN(m.causalRouter, mod.choice("causal_router",
+                                              {"aux_loss", "predictor", "none"},
+                                              CausalRouter::predictor));
   ASSIGN_OR_RETURN(m.auxLossWeight, mod.number("aux_loss_weight", 0.01));
   if (!(m.auxLossWeight >= 0))
     return mod.error("aux_loss_weight", "must be >= 0");

@@ -171,7 +171,6 @@ LogicalResult PlanEmitter::emitEntries(modk::EntryOp forward,
 void PlanEmitter::beginEntry(modk::EntryOp e) {
   entry = e;
   names.clear();
-  causalCapable = false;
   causalCapable = e.servesMode(modk::RoutingMode::causal);
 
   // Routed outputs are laid out [n_routed, B, S] in ascending layer order.
@@ -376,7 +375,7 @@ LogicalResult PlanEmitter::emitKernels(modk::EntryOp e, StringRef profileArgs) {
 void PlanEmitter::adamwTables(modk::EntryOp grad, std::string &sizes,
                               std::string &decay) {
   for (auto p : grad.getParams().getAsRange<modk::ParamAttr>()) {
-    sizes += fmt::format("{}, ", p.getNumElements());
+    sizes += fmt::format("{}, ", ShapedType::getNumElements(p.getShape()));
     decay += p.getDecay() ? "true, " : "false, ";
   }
 }

@@ -2,9 +2,9 @@
 //
 // Verifiers reject what docs/model-format.md forbids: inconsistent shapes,
 // capacities outside [1, seq_len], head dimensions that RoPE cannot rotate,
-// routed layers outside the model. Gates, causal routers, activations and
-// element types and schedules are enum attributes (ModelChoices.td): the parser refuses
-// an unknown case.
+// routed layers outside the model. Gates, causal routers, activations,
+// element types and schedules are enum attributes (ModelChoices.td): the
+// parser refuses an unknown case.
 //
 //===----------------------------------------------------------------------===//
 
@@ -209,8 +209,8 @@ LogicalResult PredictorOp::verify() {
 
 static LogicalResult verifySelection(Operation *op, int64_t k,
                                      modc::CausalRouter causalRouter,
-                                     Value scores,
-                                     Value causalScores, Type indicesType) {
+                                     Value scores, Value causalScores,
+                                     Type indicesType) {
   auto s = dyn_cast<RankedTensorType>(scores.getType());
   if (!s || s.getRank() != 2)
     return op->emitOpError("scores must be [B, S]");

@@ -154,18 +154,11 @@ LogicalResult ParamAttr::verify(function_ref<InFlightDiagnostic()> emitError,
   if ((init == ParamInit::normal) != bool(std))
     return emitError() << "parameter '" << name
                        << "': std is given exactly for the normal init";
-  if (std && !(std.getValueAsDouble() > 0 &&
-               std::isfinite(std.getValueAsDouble())))
+  if (std &&
+      !(std.getValueAsDouble() > 0 && std::isfinite(std.getValueAsDouble())))
     return emitError() << "parameter '" << name
                        << "': std must be positive and finite";
   return success();
-}
-
-int64_t ParamAttr::getNumElements() const {
-  int64_t n = 1;
-  for (int64_t d : getShape())
-    n *= d;
-  return n;
 }
 
 LogicalResult

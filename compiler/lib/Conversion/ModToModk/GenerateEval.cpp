@@ -72,7 +72,8 @@ struct GenerateEvalPass
     for (mod::ModelOp model : models) {
       // Each entry goes right after the model: @eval_causal first keeps it
       // after @eval.
-      if (model.isMixtureOfDepths() && *model.getCausalRouter() != CausalRouter::none) {
+      if (model.isMixtureOfDepths() &&
+          *model.getCausalRouter() != CausalRouter::none) {
         ModelLowering causal(model, EntryKind::EvalCausal);
         if (failed(causal.run()))
           return signalPassFailure();

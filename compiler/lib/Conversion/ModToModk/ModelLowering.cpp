@@ -149,7 +149,8 @@ void ModelLowering::lowerRoute(mod::RouteOp op) {
   // Causal mode routes a varying number of tokens: room for all of them.
   // Training selects by top-k only.
   bool causal = op.getCausalRouter() != CausalRouter::none && !training();
-  CausalRouter causalRouter = causal ? op.getCausalRouter() : CausalRouter::none;
+  CausalRouter causalRouter =
+      causal ? op.getCausalRouter() : CausalRouter::none;
   int64_t maxRows = causal ? seqLen : op.getK();
   Type f32 = b.getF32Type();
   Value r = alloc({seqLen}, f32);
@@ -265,8 +266,8 @@ LogicalResult ModelLowering::lower(Operation *op) {
     RowSet rows = rowSets[norm.getInput()];
     Value out = alloc({rowsOf(norm.getInput()), widthOf(norm)}, f32);
     modk::RMSNormOp::create(b, loc, buffers[norm.getInput()],
-                            param(norm.getParam(), {d}, modk::ParamInit::ones), rows.segments,
-                            out, norm.getEps());
+                            param(norm.getParam(), {d}, modk::ParamInit::ones),
+                            rows.segments, out, norm.getEps());
     buffers[norm] = out;
     rowSets[norm] = rows;
     return success();
@@ -358,18 +359,16 @@ modk::ModelAttr modc::modelAttrOf(mod::ModelOp model) {
   auto emitError = [&] { return model.emitOpError(); };
   modk::MoDConfigAttr modConfig;
   if (model.isMixtureOfDepths()) {
-    // A model written without a schedule routes every other layer, as
-    // mod-expand-schedule reads it.
-    Schedule schedule = model.getSchedule().value_or(Schedule::every_other);
-    ArrayRef<int64_t> layers = model.getRoutedLayers().value_or(ArrayRef<int64_t>());
+    ArrayRef<int64_t> layers =
+        model.getRoutedLayers().value_or(ArrayRef<int64_t>());
     std::optional<int64_t> capacityTokens;
     if (model.getCapacityTokens())
       capacityTokens = *model.getCapacityTokens();
     modConfig = modk::MoDConfigAttr::getChecked(
-        emitError, ctx, model.getCapacityAttr(), capacityTokens, schedule,
-        layers, *model.getGate(),
-        *model.getCausalRouter(),
-        model.getAuxLossWeightAttr(), int64_t(*model.getPredictorHidden()));
+        emitError, ctx, model.getCapacityAttr(), capacityTokens,
+        model.getScheduleOrDefault(), layers, *model.getGate(),
+        *model.getCausalRouter(), model.getAuxLossWeightAttr(),
+        int64_t(*model.getPredictorHidden()));
     if (!modConfig)
       return nullptr;
   }
@@ -377,8 +376,7 @@ modk::ModelAttr modc::modelAttrOf(mod::ModelOp model) {
       emitError, ctx, model.getSymName(), int64_t(model.getVocabSize()),
       int64_t(model.getDModel()), int64_t(model.getNLayers()),
       int64_t(model.getNHeads()), int64_t(model.getDFf()),
-      int64_t(model.getSeqLen()),
-      model.getMlp(), model.getNormEpsAttr(),
+      int64_t(model.getSeqLen()), model.getMlp(), model.getNormEpsAttr(),
       model.getRopeThetaAttr(), BoolAttr::get(ctx, model.getTieEmbeddings()),
       model.getDtype(), modConfig);
 }
@@ -389,8 +387,8 @@ FailureOr<modk::EntryOp> ModelLowering::run() {
     b.setInsertionPoint(model);
   else
     b.setInsertionPointAfter(model);
-  bool causalRouter =
-      model.isMixtureOfDepths() && *model.getCausalRouter() != CausalRouter::none;
+  bool causalRouter = model.isMixtureOfDepths() &&
+                      *model.getCausalRouter() != CausalRouter::none;
   if (!decoding())
     modes.push_back(modk::RoutingMode::topk);
   if (decoding() || (!training() && causalRouter))

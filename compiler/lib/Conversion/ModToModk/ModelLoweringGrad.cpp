@@ -122,8 +122,7 @@ void ModelLowering::backwardMlp(Operation *op, Value input, Value dm,
   Value dup = like(s["up"]);
   Value dgate = swiglu ? like(s["gate"]) : Value();
   modk::ActivationGradOp::create(b, loc, swiglu ? s["gate"] : Value(), s["up"],
-                                 du, rows.segments, dgate, dup,
-                                 model.getMlp());
+                                 du, rows.segments, dgate, dup, model.getMlp());
   Value dn = like(n);
   modk::GemmDgradOp::create(b, loc, dup, up, rows.segments, dn, false, nullptr);
   modk::GemmWgradOp::create(b, loc, dup, n, rows.segments,
@@ -232,8 +231,7 @@ LogicalResult ModelLowering::backward(Operation *op) {
     Value df = like(a);
     modk::ScatterGradOp::create(b, loc, dy, buffers[scatter.getScores()], f,
                                 rows.positions, rows.segments, df,
-                                gradOf(scatter.getScores()),
-                                scatter.getGate());
+                                gradOf(scatter.getScores()), scatter.getGate());
     backwardMlp(op, scatter.getNormed(), df, scatter.getLayer());
     contribute(scatter.getAttn(), df, /*owned=*/true);
     // Every token's gradient passes through the residual unchanged.

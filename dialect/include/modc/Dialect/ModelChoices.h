@@ -1,4 +1,4 @@
-//===- ModelChoices.h - The model's enumerated choices ------------*- C++ -*-===//
+//===- ModelChoices.h - The model's enumerated choices ----------*- C++ -*-===//
 //
 // modc::Activation, DType, Gate, CausalRouter and Schedule, with their
 // symbolize and stringify functions (ModelChoices.td).

@@ -34,8 +34,7 @@ struct ExpandSchedulePass
     }
     k = std::clamp<int64_t>(k, 1, seqLen);
 
-    // A model written without a schedule routes every other layer.
-    Schedule schedule = model.getSchedule().value_or(Schedule::every_other);
+    Schedule schedule = model.getScheduleOrDefault();
     auto isRouted = [&](int64_t layer) {
       switch (schedule) {
       case Schedule::all:

@@ -198,9 +198,8 @@ private:
   /// its kernels cannot hold on the part.
   template <typename AttentionLikeOp>
   LogicalResult configureAttention(AttentionLikeOp op, bool backward) {
-    int64_t headDim =
-        cast<MemRefType>(op.getQ().getType()).getShape().back() /
-        op.getNHeads();
+    int64_t headDim = cast<MemRefType>(op.getQ().getType()).getShape().back() /
+                      op.getNHeads();
     modk::GemmPathAttr mainloop = attentionMainloop(&getContext(), headDim);
     op.setMainloopAttr(mainloop);
     return checkAttentionShared(op, headDim, mainloop.getValue(), backward);
@@ -241,7 +240,8 @@ private:
     int64_t bytes = simtAttentionSharedBytes(headDim, backward);
     if (bytes <= target->sharedBytesPerSm)
       return success();
-    InFlightDiagnostic diag = op->emitError()
+    InFlightDiagnostic diag =
+        op->emitError()
         << "attention" << (backward ? "'s gradient" : "") << " over heads of "
         << headDim << " needs " << bytes
         << " bytes of shared memory a block on the CUDA kernel for head "

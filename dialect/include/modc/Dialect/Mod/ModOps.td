@@ -60,6 +60,10 @@ def Mod_ModelOp : Mod_Op<"model", [Symbol, SingleBlock, NoTerminator,
     int64_t getHeadDim() { return getDModel() / getNHeads(); }
     /// True when the model has any MoD settings at all.
     bool isMixtureOfDepths() { return getGate().has_value(); }
+    /// The schedule; a model written without one routes every other layer.
+    ::modc::Schedule getScheduleOrDefault() {
+      return getSchedule().value_or(::modc::Schedule::every_other);
+    }
   }];
 }
 

@@ -95,10 +95,6 @@ def Modk_ParamAttr : AttrDef<Modk_Dialect, "Param"> {
     DefaultValuedParameter<"bool", "false", "whether AdamW decays it">:$decay);
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
-  let extraClassDeclaration = [{
-    /// The number of elements.
-    int64_t getNumElements() const;
-  }];
 }
 
 def Modk_MoDConfigAttr : AttrDef<Modk_Dialect, "MoDConfig"> {

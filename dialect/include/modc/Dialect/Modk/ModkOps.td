@@ -61,8 +61,8 @@ def Modk_EntryOp : Modk_Op<"entry", [Symbol, SingleBlock, NoTerminator,
     bool isBf16() { return getModel().getDtype() == DType::bf16; }
     /// Whether the entry routes in `mode` (its `modes`).
     bool servesMode(RoutingMode mode) {
-      return llvm::any_of(getModes().getAsRange<RoutingModeAttr>(),
-                          [&](RoutingModeAttr m) { return m.getValue() == mode; });
+      return llvm::is_contained(getModes(),
+                                RoutingModeAttr::get(getContext(), mode));
     }
   }];
   let regions = (region SizedRegion<1>:$body);
