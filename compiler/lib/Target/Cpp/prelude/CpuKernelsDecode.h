@@ -9,8 +9,9 @@
 /// active sequence, attention against a per-layer KV cache, and causal routing
 /// of that token (docs/model-format.md sections 3-4,
 /// runtime/include/modrt/abi.h `modc_decode_args`). The C++ emitter pastes
-/// CpuKernels.h, CpuKernelsTrain.h and then this header verbatim into every
-/// generated `model.cpp`; the conventions of CpuKernels.h hold:
+/// CpuKernels.h, CpuKernelsTrain.h (when the package trains) and then this
+/// header verbatim into every generated `model.cpp` with a decode entry; the
+/// conventions of CpuKernels.h hold:
 ///  - row-major f32;
 ///  - the residual stream of a step is [B, D], row b = sequence b;
 ///  - a row set of a step has `seg` with B + 1 entries: rows

@@ -11,8 +11,8 @@
 /// the AdamW step, its gradient norm and its update, are generated from
 /// modk.rows and modk.optimizer). The
 /// C++ emitter pastes CpuKernels.h and then this header verbatim into every
-/// generated `model.cpp`; the same conventions hold (docs/model-format.md
-/// sections 3-5):
+/// generated `model.cpp` with a training entry; the same conventions hold
+/// (docs/model-format.md sections 3-5):
 ///  - row-major f32, `rows` a runtime row count, segments and positions as in
 ///    CpuKernels.h;
 ///  - "accumulate" means the kernel adds into its output, which the caller

@@ -5,9 +5,11 @@
 //===----------------------------------------------------------------------===//
 ///
 /// \file
-/// The CUDA emitter pastes this header first, then CudaKernels.cuh and, when
-/// the package has those entries, CudaKernelsTrain.cuh and
-/// CudaKernelsDecode.cuh, at the top of every generated `model.cu`.
+/// The CUDA emitter pastes this header first, then the mainloops
+/// (Mainloops/Cuda: GemmTiles.cuh, FlashAttention.cuh), CudaKernels.cuh and,
+/// when the package has those entries, FlashAttentionGrad.cuh with
+/// CudaKernelsTrain.cuh and CudaKernelsDecode.cuh, at the top of every
+/// generated `model.cu`.
 ///
 /// Conventions (the CPU prelude's, with device pointers):
 ///  - Every tensor pointer is a device pointer; row-major f32.
@@ -142,10 +144,10 @@ __host__ __device__ inline float bitsFloat(uint32_t u) {
 #endif
 }
 
-/// A bf16 in device memory: the KV cache of a bf16 model holds its keys and
-/// values in half the bytes (the CPU prelude's bf16). From a float it rounds
-/// to nearest, ties to even (the CPU's bf16_round; the keys and values
-/// written are bf16 already, so nothing is lost); to a float it is exact.
+/// A bf16 in device memory: a bf16 model's KV cache, the buffers only its
+/// products read (modk-store-bf16) and the weights' copies for TMA hold
+/// bf16 in half the bytes (the CPU prelude's bf16). From a float it rounds
+/// to nearest, ties to even (the CPU's bf16_round); to a float it is exact.
 /// Host code converts too (a test reading a device buffer back): a
 /// __device__-only conversion called there compiles, silently, to a host
 /// stub that ends the process.

@@ -19,8 +19,9 @@
 /// order and tie-breaking of the routers exactly; sums up to rounding).
 /// The GEMM and flash-attention mainloops are the mainloop library
 /// (Mainloops/Cuda: GemmTiles.cuh, FlashAttention.cuh); this file holds the
-/// routing, RoPE, embedding and cache kernels, and the host wrappers that
-/// launch the mainloops with the plan the compiler chose
+/// routing kernels (top-k and causal selection, the fused gather), RoPE's
+/// angle tables, identity segments and the cache append, and the host
+/// wrappers that launch the mainloops with the plan the compiler chose
 /// (modk-configure-gemms, docs/cuda.md).
 ///
 //===----------------------------------------------------------------------===//
@@ -390,7 +391,7 @@ __global__ __launch_bounds__(kThreads) void cacheAppendKernel(
 //===----------------------------------------------------------------------===//
 
 /// modc_cuda_params_version: the caller's version of the parameters (0:
-/// unknown, every forward call rounds the weights again).
+/// unknown: every call rounds the weights again).
 inline void declare_params_version(uint64_t version) {
   detail::WeightCopies &w = detail::weightCopies();
   if (version != w.version)
@@ -401,10 +402,11 @@ inline void declare_params_version(uint64_t version) {
 /// The parameters were written (an AdamW step): no copy is current.
 inline void params_written() { ++detail::weightCopies().generation; }
 
-/// Opened by a forward entry for its call: the bf16 products that TMA feeds
-/// read bf16 copies of their weights rounded in this call, or at the
-/// declared parameters' current generation (detail::weightCopyFor). Copies
-/// no call has used for a while are freed.
+/// Opened for its call by every entry but decode (the forward pass and
+/// training's entries): the bf16 products that TMA feeds read bf16 copies
+/// of their weights rounded in this call, or at the declared parameters'
+/// current generation (detail::weightCopyFor). Copies no call has used for
+/// detail::kWeightCopyIdleCalls calls are freed.
 struct WeightCopyScope {
   WeightCopyScope() {
     detail::WeightCopies &w = detail::weightCopies();
@@ -604,7 +606,7 @@ inline void causal_attention(const float *q, const float *k, const float *v,
 }
 
 /// Prefill of a layer's decode cache (the CPU's cache_append): row j of
-/// sequence s goes to cache slot counts while pos[j] < lengths[s]; counts[s]
+/// sequence s goes to cache slot j while pos[j] < lengths[s]; counts[s]
 /// ends as the number appended. k, v are [rows, D]; the caches [nseg, S, D]
 /// of C: float, or bf16 (a bf16 model: k and v hold bf16 values).
 template <int S, int D, typename C>

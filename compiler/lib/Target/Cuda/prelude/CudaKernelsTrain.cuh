@@ -5,28 +5,22 @@
 //===----------------------------------------------------------------------===//
 ///
 /// \file
-/// The backward (training) kernels of modc's CUDA target that are not
-/// generated: the gradients of the products (around the GEMM tiles), and
-/// the launches of the AdamW step's gradient norm, whose sum adamFinish
-/// finishes (the losses, the row kernels, the embedding's gradient and the
-/// AdamW step's norm terms and update are generated from modk.rows and
-/// modk.optimizer). Attention's
-/// gradient is flash attention's backward in the mainloop library
-/// (Mainloops/Cuda/FlashAttentionGrad.cuh), included below. Each host wrapper
-/// mirrors the CPU prelude function of the same name in CpuKernelsTrain.h
-/// (same template parameters, same semantics), with the conventions of
-/// CudaCommon.cuh: device pointers; where the CPU kernel takes `int64_t rows`
-/// this one takes `const int64_t *rows` (device, = seg + nseg) and a static
-/// bound `int64_t max_rows`; kernels that take segments (nseg, seg) size
-/// their grid by nseg * S, or, for attention, by `max_seg_rows` after `pos`,
-/// as the forward kernels in CudaKernels.cuh do; the stream comes last.
+/// The training kernels of modc's CUDA target that are not generated: the
+/// split of a batch's tokens into inputs and targets, and the launches of
+/// the AdamW step's gradient norm, whose sum adamFinish finishes (the
+/// losses, the row kernels, the embedding's gradient and the AdamW step's
+/// norm terms and update are generated from modk.rows and modk.optimizer).
+/// The products' gradients (linear_dgrad, linear_wgrad) sit with the
+/// forward products in CudaKernels.cuh; attention's gradient is flash
+/// attention's backward in the mainloop library
+/// (Mainloops/Cuda/FlashAttentionGrad.cuh), included below. The
+/// conventions are CudaCommon.cuh's: device pointers, row counts on the
+/// device, the stream last.
 ///
-/// Determinism: no kernel here uses float atomics. Every reduction over rows
-/// (parameter gradients, the gradient norm) writes per-block partials
-/// that a second kernel sums in a fixed order, so results are bit-identical
-/// from run to run. Those partials live in caller-provided scratch whose size
-/// is given by the `*_scratch_floats` / `*_scratch_bytes` helpers next to each
-/// wrapper.
+/// Determinism: no kernel here uses float atomics. The gradient norm writes
+/// per-block partials that adamFinish sums in a fixed order, so results are
+/// bit-identical from run to run. Those partials live in caller-provided
+/// scratch of adamw_scratch_bytes.
 ///
 //===----------------------------------------------------------------------===//
 
@@ -37,7 +31,7 @@
 #include "CudaCommon.cuh"
 #endif
 #ifndef MODC_CUDA_KERNELS_INCLUDED
-#include "CudaKernels.cuh" // the tensor-core building blocks (mma3xTf32, cp.async)
+#include "CudaKernels.cuh" // with the mainloops (mma3xTf32, cp.async)
 #endif
 // Flash attention's backward (Mainloops/Cuda), pasted before this file in a
 // package.

@@ -242,7 +242,7 @@ __device__ __forceinline__ void tileSlot(int idx, int &r, int &c) {
 /// contiguous) and A[l * lda + m] otherwise; B(l, n) is B[n * ldb + l] when BK
 /// and B[l * ldb + n] otherwise. M = *dynRows when DYN == 1 (else M is the
 /// argument), and the reduction length L = *dynRows when DYN == 2. DYN == 3
-/// is the split reduction (splitReduction): the reduction length is *dynRows,
+/// is the split reduction (splitChunk): the reduction length is *dynRows,
 /// the L argument the chunk length, and CTA z of the grid's z dimension
 /// writes its chunk's partial product. BF: the operands are rounded to bf16
 /// as they enter shared memory (a bf16 model's products). TA, TB, TC: the
@@ -444,8 +444,8 @@ __device__ __forceinline__ void mma_tf32_m16n8k8(float d[4],
 /// is split into tf32 hi + lo, and for each (i, j) t = a_lo b_hi + a_hi b_lo
 /// + a_hi b_hi (three mma_tf32_m16n8k8 from zero, small terms first), then
 /// acc += t. Summing the step apart from acc puts one f32 rounding per k8
-/// step on the large accumulator instead of 24 (blocked summation: at
-/// K = 1000 the error is below the SIMT kernel's). On the GPU the B
+/// step on the large accumulator instead of 24 (blocked summation, which
+/// keeps the error below the SIMT kernel's; docs/cuda.md). On the GPU the B
 /// fragments are split first and A one tile at a time (fewer live
 /// registers; with MI = 1, A first and each B fragment at its mmas). The
 /// emulation exchanges all the fragments at once (one
@@ -663,7 +663,8 @@ __device__ __forceinline__ void copyHeadRows(float *dst, const float *src,
 
 /// Tensor-core tile shapes: BM x BN outputs per CTA of 8 warps in a WM x WN
 /// grid, each warp a (BM / WM) x (BN / WN) tile of MI x NI mma tiles (16x8),
-/// BK = 16 reduction steps per shared tile (two k8 steps).
+/// BK reduction steps per shared tile (whole k8 steps: 16 on the small
+/// tile, 8 on the large).
 template <int BM_, int BN_, int BK_, int WM_, int WN_, int MINB_>
 struct TcTile {
   static constexpr int BM = BM_, BN = BN_, BK = BK_, WM = WM_, WN = WN_;
@@ -1689,14 +1690,18 @@ inline bool launchGemmTmaTile(const bf16 *A, int64_t lda, const bf16 *B,
 //===----------------------------------------------------------------------===//
 
 /// TMA copies bytes, so a product it feeds needs its weight as bf16 in
-/// global memory, while the parameters stay f32 (master weights). A forward
-/// entry opens a WeightCopyScope; within it the first GEMM that asks for a
-/// weight enqueues its rounding into a package-held copy, and later GEMMs of
-/// the call reuse it. Every call rounds again (the caller may have changed
+/// global memory, while the parameters stay f32 (master weights). Every
+/// entry but decode (forward, and training's grad and evals) opens a
+/// WeightCopyScope; within it the first GEMM that asks for a weight
+/// enqueues its rounding into a package-held copy, and later GEMMs of the
+/// call reuse it (training's input gradients read the copy its forward
+/// products made). Every call rounds again (the caller may have changed
 /// the weights between calls), so a copy is never stale, unless the caller
 /// declared the parameters' version (modc_cuda_params_version): then a copy
-/// rounded at the current generation of that version is reused. Outside a
-/// scope (decode, training) no copy is made.
+/// rounded at the current generation of that version is reused; an AdamW
+/// step (params_written) makes every copy old. Outside a scope (decode) no
+/// copy is made: launchGemmTma declines, and the product takes the wgmma
+/// kernel, which reads the f32 weight itself.
 struct WeightCopy {
   const float *src;
   int64_t count;
