@@ -9,13 +9,15 @@ def ExpandSchedule : Pass<"mod-expand-schedule", "::modc::mod::ModelOp"> {
   let summary = "Decide which blocks are routed and give each its capacity";
   let description = [{
     Reads the model's `schedule` (`every_other`: layers 1, 3, 5, ...; `all`;
-    `none`; or a list of layer indices) and its capacity, and annotates every
-    routed `mod.block` with k = clamp(ceil(capacity * seq_len), 1, seq_len)
-    (or `capacity_tokens`), its gate and its causal router.
+    `none`; or `layers`: the indices in `routed_layers`) and its capacity,
+    and annotates every routed `mod.block` with k = clamp(ceil(capacity *
+    seq_len), 1, seq_len) (or `capacity_tokens`, clamped the same way), its
+    gate and its causal router.
 
     Before: `%1 = mod.block %0 {layer = 1 : i64} : ...`
-    After:  `%1 = mod.block %0 {capacity = 2 : i64, causal_router = "predictor",
-              gate = "linear", layer = 1 : i64} : ...`
+    After:  `%1 = mod.block %0 {capacity = 2 : i64, causal_router =
+              #mod.causal_router<predictor>, gate = #mod.gate<linear>,
+              layer = 1 : i64} : ...`
   }];
   let dependentDialects = ["::modc::mod::ModDialect"];
 }

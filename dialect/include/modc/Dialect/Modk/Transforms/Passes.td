@@ -12,12 +12,16 @@ def StoreBf16Activations : Pass<"modk-store-bf16", "::modc::modk::EntryOp"> {
     that only products read holds bf16 values in f32 arrays. In all
     entries of a bf16 model, such a buffer becomes `memref<...xbf16>` (half
     the bytes, the same values) when every use reads it as a product operand
-    (a `modk.gemm` input, the activations of a `modk.gemm_wgrad`) and every
-    write can round as it stores: `modk.rmsnorm`, the normalised rows of
-    `modk.route_select_gather` and `modk.decode_route`, a `modk.gemm` with
-    epilogue `none`, `gelu` or `swiglu`, the output of `modk.attention` (not
-    yet of `modk.decode_attention`, whose CUDA kernel keeps per-row data in
-    it) and of `modk.activation`. Run before modk-plan-memory, which sizes
+    (a `modk.gemm` input, the output gradient of a `modk.gemm_dgrad`, either
+    operand of a `modk.gemm_wgrad`) and every write can round as it stores:
+    `modk.rmsnorm`, the normalised rows of `modk.route_select_gather` and
+    `modk.decode_route`, a `modk.gemm` with epilogue `none`, `gelu` or
+    `swiglu`, the output of `modk.attention` (not of
+    `modk.decode_attention`, whose CUDA kernel keeps per-row data in it),
+    of `modk.activation`, `modk.add` and `modk.copy`, and in training the
+    gradients that products read (of `modk.activation_grad`,
+    `modk.rope_grad`, `modk.attention_grad`'s values and
+    `modk.cross_entropy`'s logits). Run before modk-plan-memory, which sizes
     buffers by their bytes.
 
     Before: `%4 = modk.alloc : memref<?x8x64xf32>` (written by
@@ -31,8 +35,8 @@ def StoreBf16Activations : Pass<"modk-store-bf16", "::modc::modk::EntryOp"> {
     `modk.decode_attention` reads as q, k or v) gets `round_bf16`, so the
     attention inputs and the KV cache hold bf16 values. That is the model's
     semantics, not a storage choice: it is made with `activations=false`
-    too. modk-generalize then writes a plain product's rounding as its
-    `rows` epilogue; RoPE keeps the attribute.
+    too. modk-generalize then spells the rounding in the product's `rows`
+    epilogue, RoPE's included.
   }];
   let options = [
     Option<"activations", "activations", "bool", /*default=*/"true",
@@ -99,13 +103,22 @@ def FuseRouterNorm : Pass<"modk-fuse-router-norm", "::modc::modk::EntryOp"> {
 def Generalize : Pass<"modk-generalize", "::modc::modk::EntryOp"> {
   let summary = "Rewrite the named row kernels into modk.rows with their math";
   let description = [{
-    `modk.rmsnorm`, `modk.add`, `modk.activation` and
-    `modk.activation_grad` become `modk.rows` ops whose `reduce` and `body`
+    The named row kernels become `modk.rows` ops whose `reduce` and `body`
     regions hold the kernel's arithmetic as `arith` and `math` ops
     (docs/model-format.md section 3, in the order of operations the
-    numerics tests pin). The emitters generate both targets' kernels from
-    those regions; they have no kernel of their own for the named ops. Run
-    after modk-store-bf16, whose element types the rows ops then store.
+    numerics tests pin): `modk.rmsnorm`, `modk.add`, `modk.activation`,
+    `modk.embed`, the losses, and training's gradients of the row kernels
+    (`modk.activation_grad`, `modk.rmsnorm_grad`, `modk.rope_grad`,
+    `modk.embed_grad`, `modk.gather_grad`, `modk.scatter_grad`,
+    `modk.router_grad`). A routed block's composites split:
+    `modk.route_select_gather` (a decode step's `modk.decode_route`) into
+    the router as a `modk.rows`, the selection (`modk.route_select`,
+    `modk.decode_select`) and the gather + RMSNorm as a `modk.rows`; the
+    down projection's `gate_scale_scatter` epilogue into a plain product
+    and the gated scatter as a `modk.rows`. The emitters generate both
+    targets' kernels from those regions; they have no kernel of their own
+    for the named ops. Run after modk-store-bf16, whose element types the
+    rows ops then store.
 
     `modk.predictor` becomes fc1's product, marked `precision = f32` (the
     predictor is outside a bf16 model's rounding rule), and a `modk.rows`
@@ -113,9 +126,13 @@ def Generalize : Pass<"modk-generalize", "::modc::modk::EntryOp"> {
     becomes that product again, a `modk.rows` with column sums and a row
     total, and an f32 `modk.gemm_wgrad`.
 
-    A plain `modk.gemm` with `round_bf16` (a bf16 entry's values, which
-    attention reads) gets the `rows` epilogue y = extf(truncf(product)):
-    the rounding as arith ops, generated like any epilogue.
+    A GEMM's named epilogue (residual add, GELU, SwiGLU, RoPE) becomes its
+    `rows` epilogue, and so does the rounding of a product that
+    modk-store-bf16 marked `round_bf16` (a bf16 entry's values, which
+    attention reads: y = extf(truncf(product))) and the store of a plain
+    product into a bf16 buffer: the math as arith ops, generated like any
+    epilogue. A `modk.copy` from f32 into bf16 becomes a row kernel whose
+    body is the element.
 
     Before: `modk.add %a, %b rows %seg -> %y`
     After:
@@ -189,19 +206,20 @@ def FuseHorizontal : Pass<"modk-fuse-horizontal", "::modc::modk::EntryOp"> {
     W_g]^T`, a row of y holding the members' products side by side. Each
     member then reads its product through a `modk.column_window` of y:
     - a member with a `rows` epilogue (RoPE, SwiGLU, a bf16 store) keeps
-      it, as a row kernel that reads the window;
+      it, as a row kernel that reads the window, and writes the window in
+      place where every reader of its output can read a window (RoPE's Q
+      and K);
     - a plain member's output is replaced by its window where every reader
-      is a row kernel that maps elements (SwiGLU's reads of the gate's
-      product, forward and backward), and is otherwise copied from it (V,
-      which attention reads).
+      can read one (modk::ColumnWindowReader: row kernels that map
+      elements, attention's q, k and v, an f32 product's input), and is
+      otherwise copied from it.
     One product of N = sum N_i reads (and OpenBLAS packs) the input once
-    and costs one call: on the CPU, stacking took Q, K and V's products
-    to 0.6x to 0.9x of their time from 16 to 4096 rows, and the gate and
-    up projections' to 0.97x to 1.04x (docs/compiler.md, stage
-    5f'). The stacked weight is copied each call, which costs as
-    much as the product of a few rows: a group fuses only where its rows
-    a sequence are at least `min-rows` (at 8 rows the stacked product was
-    the slower even without the copy; decode steps keep their products).
+    and costs one call, which pays on the CPU where the rows are many
+    (docs/compiler.md, stage 5f', has the times). The stacked weight is
+    copied each call, which costs about as much as the product of a few
+    rows, and at a few rows the stacked product is slower even without the
+    copy: a group fuses only where its rows a sequence are at least
+    `min-rows` (decode steps keep their products).
     Run after modk-fuse-row-epilogues and before modk-plan-memory; CPU
     targets only (a CUDA GEMM finishes each member's epilogue in its
     tiles, which a stacked product would store and reload).
@@ -215,10 +233,12 @@ def FuseHorizontal : Pass<"modk-fuse-horizontal", "::modc::modk::EntryOp"> {
     After:
     ```mlir
     modk.gemm %x, [%wq, %wk, %wv] rows %seg -> %qkv {epilogue = #modk.epilogue<none>} ...
-    %wq_rows = modk.column_window %qkv[0] ...
-    modk.rows ins(%wq_rows ...) ... outs(%q ...) ...   // RoPE
-    ...
-    modk.rows ins(%wv_rows ...) ... outs(%v ...) ...   // a copy
+    %q = modk.column_window %qkv[0] ...
+    %k = modk.column_window %qkv[128] ...
+    %v = modk.column_window %qkv[256] ...
+    modk.rows ins(%q ...) ... outs(%q ...) ...   // RoPE, in place
+    modk.rows ins(%k ...) ... outs(%k ...) ...   // RoPE, in place
+    modk.attention %q, %k, %v ...
     ```
     Not fused: products of other inputs or row sets, with a CUDA
     configuration, of another precision, or whose epilogue writes at
@@ -327,18 +347,19 @@ def ConfigureGemms : Pass<"modk-configure-gemms", "::modc::modk::EntryOp"> {
     - TMA: a wgmma product whose A operand is stored bf16 and whose B is a
       weight or stored bf16, with widths in whole 16-byte rows, is fed by
       TMA on a persistent grid of (SMs x CTAs a tile fits on an SM) CTAs;
+      a weight B needs its bf16 copy, which a decode step does not make;
     - tile: the large tile from the row count where it still gives a
-      wave of CTAs (two on mma.sync), below it the small one; a RoPE
-      epilogue takes a tile whose warps hold whole heads, and runs as its
-      own kernel where none does;
+      wave of CTAs (two on mma.sync and SIMT), below it the small one; a
+      RoPE epilogue takes a tile whose warps hold whole heads, and runs as
+      its own kernel where none does;
     - split: a weight gradient whose output has few tiles splits its rows
       in up to as many chunks as bring its CTAs to two waves;
-    - few rows: a forward product (modk.gemm) of up to 64 rows (a decode
-      step's batch) runs on the `stream` kernel: a CTA of 4 output columns
-      for 8 rows whose threads split the reduction, so that the weight is
-      read from memory once by N / 4 CTAs, rather than by N / 64 tiles of
-      64 rows that compute mostly padding (on an H200, a bf16 decode step
-      at d 1024 took 0.29x the tile kernels' time at B = 8, 0.34x at 64);
+    - few rows: a forward product (modk.gemm) of up to `stream-rows` rows
+      (a decode step's batch) runs on the `stream` kernel: a CTA of 4
+      output columns for 8 rows whose threads split the reduction, so that
+      the weight is read from memory once by N / 4 CTAs, rather than by
+      N / 64 tiles of 64 rows that compute mostly padding (bench/RESULTS.md
+      has the decode steps' times on both);
     - a selection with a fused gather (`modk.route_select` with a
       `gather` region): `gather_blocks`, the blocks each sequence's
       selection and gather run on (each block selects again and gathers
@@ -376,8 +397,8 @@ def ConfigureGemms : Pass<"modk-configure-gemms", "::modc::modk::EntryOp"> {
            "by k and the part's SMs; at most k; 1 above k = 8192)">,
     Option<"streamRows", "stream-rows", "int64_t", /*default=*/"64",
            "Forward products of up to this many rows take the few-row "
-           "kernel, which reads the weight once (0: none; a pinned path "
-           "or tile puts every row count on it)">
+           "kernel, which reads the weight once (0: none; with a pinned "
+           "path or tile, every row count takes that)">
   ];
 }
 
@@ -393,8 +414,10 @@ def GenerateOptimizer : Pass<"modk-generate-optimizer", "::mlir::ModuleOp"> {
         v' = beta2 · v + (1 − beta2) · g' · g'
         p' = p · decay − step_size · m' / (sqrt(v') · inv_sqrt_bc2 + eps)
 
-    The emitters generate `modc_adamw`'s element loop from it. A module
-    without a training entry, or with an optimizer already, is left alone.
+    and the gradient norm's term of one element (g · g, in f64) as its
+    `norm` region. The emitters generate `modc_adamw`'s element loop and the
+    norm's sum from them. A module without a training entry, or with an
+    optimizer already, is left alone.
   }];
   let dependentDialects = ["::mlir::arith::ArithDialect",
                            "::mlir::math::MathDialect"];
