@@ -8,7 +8,8 @@
 /// The CPU kernel library of modc. The C++ emitter pastes this header verbatim
 /// at the top of every generated `model.cpp` and then writes specialised
 /// functions that call these templates with the plan's static shapes. The
-/// result is built with `-O3 -march=native -fopenmp` and linked to OpenBLAS.
+/// result is built with `-O3 -march=native -fopenmp` (modc's `--march` names
+/// another CPU) and linked to OpenBLAS.
 ///
 /// Conventions (see docs/internals.md and docs/model-format.md section 3):
 ///  - All tensors are row-major f32 unless stated otherwise.
@@ -266,10 +267,6 @@ inline void storeRow(C *dst, const float *src, int64_t n) {
 } // namespace detail
 
 //===----------------------------------------------------------------------===//
-// Elementwise and row kernels
-//===----------------------------------------------------------------------===//
-
-//===----------------------------------------------------------------------===//
 // bf16 models: products of bf16 operands, accumulated in f32
 //===----------------------------------------------------------------------===//
 
@@ -280,7 +277,7 @@ constexpr int64_t kBf16RoundParallel = int64_t(1) << 20;
 
 /// out[i] = bf16_round(x[i]) for i < n (out may be x), in chunks of a plain
 /// simd loop: GCC leaves the serial fallback of an `omp parallel for simd`
-/// with a false `if` unvectorised (10x slower).
+/// with a false `if` unvectorised.
 inline void roundBf16(float *out, const float *x, int64_t n) {
   constexpr int64_t kChunk = int64_t(1) << 16;
   const int64_t chunks = (n + kChunk - 1) / kChunk;
@@ -453,14 +450,15 @@ inline const float *ropeTableRow(const std::vector<float> &table, int32_t p,
 
 namespace detail {
 
-/// Attention tiling, tuned on Zen 4 (AVX-512); each can be overridden with
-/// -D for experiments:
+/// Attention tiling, chosen for Zen 4 (AVX-512); each can be overridden
+/// with -D for experiments:
 ///  - MODK_CPU_ATTN_BQ: query rows per work item (64);
 ///  - MODK_CPU_ATTN_NB: vectors per key tile, BK = NB * kVW keys (4);
 ///  - MODK_CPU_ATTN_R: query rows per QK^T register block (8);
 ///  - MODK_CPU_ATTN_PVREGS: accumulator registers of the PV block (all).
-/// R = 8 and PVREGS = 32 slightly oversubscribe the 32 zmm registers and
-/// still measured 15-25% faster than the spill-free choices.
+/// R = 8 and PVREGS = 32 slightly oversubscribe the 32 zmm registers on
+/// purpose: the larger register blocks save more loads than the few spills
+/// cost.
 #ifndef MODK_CPU_ATTN_BQ
 #define MODK_CPU_ATTN_BQ 64
 #endif

@@ -217,10 +217,11 @@ template <int HD>
 constexpr bool attentionTcHeadDim = HD > 0 && HD % 8 == 0 && HD <= 128;
 
 /// The launch bounds' minimum CTAs per SM of attentionTcKernel: 2 below head
-/// dim 32 (ptxas's own allocation spilled 4-12 bytes at head dims 16 and 24
-/// on bf16 inputs), none (0) from 32 on, where its allocation spills nothing
-/// with fewer registers (an explicit bound takes head dim 64 from 145 to 209
-/// registers and makes 128 spill).
+/// dim 32, where ptxas's own allocation spills (head dims 16 and 24 on bf16
+/// inputs); none (0) from 32 on, where its own allocation spills nothing and
+/// an explicit bound makes it worse (more registers, spills at head dim
+/// 128). A package's ptxas-report.txt (docs/cuda.md) lists the registers
+/// and spills of each kernel.
 constexpr int attnTcMinBlocks(int hd) { return hd < 32 ? 2 : 0; }
 
 /// Shared memory of attentionTcKernel (floats). Q (scaled), K and V tiles

@@ -297,7 +297,8 @@ __global__ void __launch_bounds__(kAgThreads)
 /// Threads of the tensor-core kernels: on the query side 4 warps of 16
 /// queries; on the key side 8 warps, warps w and w + 4 owning the same 16
 /// keys, w accumulating their dV and w + 4 their dK (one HD-wide accumulator
-/// tile a lane instead of two: no spills at head dim 128).
+/// tile a lane instead of two, so that head dim 128 fits the registers; a
+/// bf16 model on sm_80 still spills there, docs/cuda.md).
 constexpr int kAgTcThreads = 128, kAgTcKeyThreads = 256;
 /// Rows a CTA owns (16 a warp, or a warp pair) and rows of the tiles it
 /// loops over (keys on the query side, queries on the key side).
