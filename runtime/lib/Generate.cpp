@@ -211,8 +211,8 @@ void DecodeSession::prefill(const std::vector<std::vector<int32_t>> &prompts) {
     longest = std::max(longest, p.size());
   }
   // A fresh session prefills in one causal forward pass over the padded
-  // prompts, which fills every layer's cache (ABI 4); a session that already
-  // holds tokens appends them step by step.
+  // prompts, which fills every layer's cache (modc_forward's prefill); a
+  // session that already holds tokens appends them step by step.
   bool fresh = std::all_of(positions_.begin(), positions_.end(),
                            [](int32_t p) { return p == 0; });
   if (fresh && longest > 1 && manifest_->supportsPrefill) {

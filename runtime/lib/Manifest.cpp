@@ -275,7 +275,8 @@ Manifest Manifest::parse(const std::string &jsonText,
   }
   if (!topk)
     r.fail("entries.forward.modes", "must list \"topk\"");
-  // ABI 4 forward entries of decoding packages can fill the KV cache.
+  // entries.forward.prefill: the forward entry of a decoding package can
+  // fill the KV cache (modc_forward_args::prefill_lengths).
   if (fwd.contains("prefill")) {
     if (!fwd["prefill"].is_boolean())
       r.fail("entries.forward.prefill",

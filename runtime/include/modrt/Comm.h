@@ -3,7 +3,7 @@
 // A Communicator connects the processes ("ranks") of one training job
 // (docs/distributed.md). Three backends implement it:
 //
-//   single  one process, no library: today's behaviour, always available;
+//   single  one process, no library, always available;
 //   mpi     MPI (Open MPI, MPICH), in the plugin libmodrt_mpi.so;
 //   nccl    NCCL between GPUs, bootstrapped over MPI, in libmodrt_nccl.so.
 //

@@ -70,12 +70,15 @@ public:
   StepResult step(const std::vector<int32_t> &tokens,
                   const std::vector<uint8_t> &active);
 
-  /// Appends prompts[b] to sequence b for every b, stepping all sequences in
-  /// lockstep (sequence b is active at step t while t < prompts[b].size()),
-  /// so each sequence ends with the logits after its last prompt token
-  /// (logits()). prompts.size() must equal batch(); an empty prompt leaves
-  /// its sequence as it is. Throws Error (before any step) when a token is
-  /// out of range or a prompt does not fit in what is left of the context.
+  /// Appends prompts[b] to sequence b for every b, so that each sequence
+  /// ends with the logits after its last prompt token (logits()). A fresh
+  /// session whose package can prefill (Manifest::supportsPrefill) runs one
+  /// causal forward pass over the padded prompts (where one is longer than
+  /// a token); otherwise all sequences step in lockstep (sequence b is
+  /// active at step t while t < prompts[b].size()). prompts.size() must
+  /// equal batch(); an empty prompt leaves its sequence as it is. Throws
+  /// Error (before any step) when a token is out of range or a prompt does
+  /// not fit in what is left of the context.
   void prefill(const std::vector<std::vector<int32_t>> &prompts);
 
   int64_t batch() const { return batch_; }
@@ -99,7 +102,8 @@ public:
   uint64_t kvBytesReserved() const { return kvCache_.size(); }
 
 private:
-  /// prefill of a fresh session through the forward entry's causal prefill.
+  /// The prefill of a fresh session through the forward entry's causal
+  /// prefill (modc_forward_args::prefill_lengths).
   void prefillForward(const std::vector<std::vector<int32_t>> &prompts);
 
   const Package *package_;

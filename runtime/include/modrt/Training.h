@@ -38,6 +38,11 @@ double learningRate(int64_t step, int64_t totalSteps, double peak,
 uint64_t fnv1a64(const void *data, size_t size,
                  uint64_t hash = 0xcbf29ce484222325ull);
 
+/// Throws Error naming `path` when it is a directory or not a regular file:
+/// text inputs (training data, tokenize's files) must be regular files, as
+/// a device such as /dev/zero or a pipe may never end.
+void requireRegularTextFile(const std::string &path);
+
 /// Byte-level training text (docs/model-format.md section 6:
 /// token = byte value), split into a training part and a held-out part.
 ///
@@ -47,11 +52,6 @@ uint64_t fnv1a64(const void *data, size_t size,
 /// non-overlapping, read cyclically through the training part: a window that
 /// passes its end continues at its start. The data position is the byte
 /// offset in the training part where the next window begins.
-/// Throws Error naming `path` when it is a directory or not a regular file:
-/// text inputs (training data, tokenize's files) must be regular files, as
-/// a device such as /dev/zero or a pipe may never end.
-void requireRegularTextFile(const std::string &path);
-
 class Corpus {
 public:
   /// Largest corpus load() reads (all files together): the bytes are held
@@ -213,8 +213,8 @@ struct StepRecord {
   bool saved = false;             ///< a checkpoint was written after this step
 };
 
-/// Mean cross-entropy of `weights` over `batches` (each [corpusBatch,
-/// seqLen + 1]), computed with Package::eval.
+/// Mean cross-entropy of `weights` over `batches` (each [batch, seqLen +
+/// 1]), computed with Package::eval.
 double evaluate(const Package &package, const TensorMap &weights,
                 const std::vector<std::vector<int32_t>> &batches,
                 int64_t batch);

@@ -186,14 +186,15 @@ int32_t modc_cuda_memset(void *device_pointer, int32_t value, uint64_t bytes);
 /// Declares the version of the parameters the following calls read: a
 /// caller that writes a parameter (other than through modc_adamw, which
 /// counts its own writes) declares a new number before its next call. While
-/// the number stays the same and nonzero, modc_forward reuses the bf16
-/// copies of the weights it made (sm_90a TMA products) instead of rounding
-/// them again. 0, the default, means unknown: every call rounds them.
+/// the number stays the same and nonzero, the entries (all but modc_decode,
+/// which makes none) reuse the bf16 copies of the weights they made (sm_90a
+/// TMA products) instead of rounding them again. 0, the default, means
+/// unknown: every call rounds them.
 /// Optional: packages before it lack the symbol.
 int32_t modc_cuda_params_version(uint64_t version);
 /// Waits for the enqueued work. Reports a kernel fault, or a token outside
-/// the vocabulary that the last entry found on the device (its outputs are
-/// then invalid).
+/// the vocabulary or a decode position outside the context that the last
+/// entry found on the device (its outputs are then invalid).
 int32_t modc_cuda_sync(void);
 
 #ifdef __cplusplus
