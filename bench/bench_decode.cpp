@@ -7,8 +7,8 @@
 // tokens/s, and the KV-cache bytes each model holds afterwards.
 //
 // Weights are random, so an untrained predictor would route about half of the
-// tokens. A trained one routes about the capacity (the demo's trained
-// tiny-mod routes 12-15 %), so before timing, each routed layer's
+// tokens. A trained one routes about the capacity (bench/RESULTS.md has
+// the demo's trained tiny-mod), so before timing, each routed layer's
 // predictor bias (fc2.bias) is set by bisection so that greedy decoding
 // after the first prompt routes 12.5 % of the generated tokens there. The
 // routed fraction actually seen in the timed runs is printed beside them.

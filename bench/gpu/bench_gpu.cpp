@@ -21,8 +21,7 @@
 // "dtype" is the package's (manifest.json's model: "f32", or "bf16" for a
 // package whose products run in bf16; its parameters and buffers are f32
 // either way, so the weights uploaded here are f32 in both cases). "impl"
-// is "modc", or "modc_mma" for a bf16 sm_90a package run with
-// MODC_CUDA_WGMMA=0 (its products on mma.sync instead of wgmma).
+// is "modc" unless --impl names another (below).
 //
 // Weights: norms 1 + 0.1 N(0,1), biases 0, matrices uniform with std
 // 1/sqrt(fan_in), the embedding std 1. So that the causal router (aux_loss:
