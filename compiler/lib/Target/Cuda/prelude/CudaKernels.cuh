@@ -6,8 +6,9 @@
 ///
 /// \file
 /// The forward kernels of modc's CUDA target: the CUDA twins of CpuKernels.h
-/// (and of cache_append in CpuKernelsDecode.h), with the conventions of
-/// CudaCommon.cuh:
+/// (and of cache_append in CpuKernelsDecode.h, and of the products'
+/// gradients linear_dgrad and linear_wgrad in CpuKernelsTrain.h, which sit
+/// with the forward products), with the conventions of CudaCommon.cuh:
 ///  - device pointers, row-major f32;
 ///  - where the CPU kernel takes `int64_t rows`, these take
 ///    `const int64_t *rows, int64_t max_rows` (a device count, always
