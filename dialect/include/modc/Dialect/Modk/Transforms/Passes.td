@@ -397,8 +397,8 @@ def ConfigureGemms : Pass<"modk-configure-gemms", "::modc::modk::EntryOp"> {
            "by k and the part's SMs; at most k; 1 above k = 8192)">,
     Option<"streamRows", "stream-rows", "int64_t", /*default=*/"64",
            "Forward products of up to this many rows take the few-row "
-           "kernel, which reads the weight once (0: none; with a pinned "
-           "path or tile, every row count takes that)">
+           "kernel, which reads the weight once (0: none; a pinned path "
+           "or tile puts every row count on it)">
   ];
 }
 
