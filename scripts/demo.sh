@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # The main demo. On a fresh Debian 12 machine, as root:
 #
-#   scripts/demo.sh             installs the dependencies, builds, then runs
+#   scripts/demo.sh             installs the dependencies, builds modc and
+#                               modrun into build/, then runs
 #   scripts/demo.sh --no-build  uses the tools already built in build/
 #
 # It compiles examples/tiny-mod.json into a CPU package, initialises weights,
 # turns real text (Debian's fortunes corpus) into byte-level tokens, runs the
-# forward pass in both routing modes and prints what the routers did. Every
-# file it writes goes to out/.
+# forward pass in both routing modes and prints what the routers did, then
+# trains the model for 200 steps and samples from it. Every file it writes
+# goes to out/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -16,7 +18,7 @@ for arg in "$@"; do
   case "$arg" in
   --no-build) build=0 ;;
   -h | --help)
-    sed -n '2,10s/^# \{0,1\}//p' "$0"
+    sed -n '2,12s/^# \{0,1\}//p' "$0"
     exit 0
     ;;
   *)
@@ -47,9 +49,12 @@ die() {
 }
 
 if ((build)); then
-  step "Installing dependencies and building (scripts/install-deps.sh, scripts/build.sh)"
+  step "Installing dependencies (scripts/install-deps.sh)"
   scripts/install-deps.sh
-  scripts/build.sh
+  # Only what the demo runs; scripts/test.sh builds the rest into the same
+  # build/ (and a demo after it finds these up to date).
+  step "Building modc and modrun (scripts/build.sh --tools)"
+  scripts/build.sh --tools
 fi
 [[ -x $modc && -x $modrun ]] ||
   die "$modc or $modrun is missing; run scripts/demo.sh without --no-build"
