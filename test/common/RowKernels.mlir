@@ -294,7 +294,7 @@ modk.entry @forward attributes {model = #modk.model<name = "t", vocab_size = 1, 
   %csy = modk.alloc : memref<?x1x40xf32>
   %csa = modk.param "csa" : memref<40xf32>
   %csb = modk.param "csb" : memref<1x40xf32>
-  modk.rows ins(%csx, %csy : memref<?x1x40xf32>, memref<?x1x40xf32>) rows %seg : memref<?x1xi64> outs(%csa, %csb : memref<40xf32>, memref<1x40xf32>) reduce {
+  modk.rows ins(%csx, %csy : memref<?x1x40xf32>, memref<?x1x40xf32>) rows %seg : memref<?x1xi64> outs(%csa, %csb : memref<40xf32>, memref<1x40xf32>) access(row, row -> column_sum, column_sum) reduce {
   ^bb0(%cx: f32, %cy: f32):
     modk.yield
   } body {
@@ -313,7 +313,7 @@ modk.entry @forward attributes {model = #modk.model<name = "t", vocab_size = 1, 
   %sgmask = modk.alloc : memref<?x40xi32>
   %sgscale = modk.alloc : memref<?x40xf32>
   modk.route_select %sgr -> %sgpos, %sgseg, %sgmask {causal_router = #modk.causal_router<none>, k = 9 : i64, layer = 1 : i64} : memref<?x40xf32>, memref<?x40xi32>, memref<?x1xi64>, memref<?x40xi32> gather {
-    modk.rows ins(%x40x70, %w70 : memref<?x40x70xf32>, memref<70xf32>) rows %sgseg : memref<?x1xi64> tokens(%sgpos : memref<?x40xi32>) outs(%xs40x70, %xn40x70 : memref<?x40x70xf32>, memref<?x40x70xf32>) attributes {token_operands = array<i64: 0>} reduce {
+    modk.rows ins(%x40x70, %w70 : memref<?x40x70xf32>, memref<70xf32>) rows %sgseg : memref<?x1xi64> tokens(%sgpos : memref<?x40xi32>) outs(%xs40x70, %xn40x70 : memref<?x40x70xf32>, memref<?x40x70xf32>) access(token, column -> row, row) reduce {
     ^bb0(%gx: f32, %gw: f32):
       %gsq = arith.mulf %gx, %gx : f32
       modk.yield %gsq : f32
@@ -332,7 +332,7 @@ modk.entry @forward attributes {model = #modk.model<name = "t", vocab_size = 1, 
     }
   }
   modk.route_select %sgr -> %sgpos, %sgseg, %sgmask {causal_router = #modk.causal_router<none>, k = 9 : i64, layer = 1 : i64} : memref<?x40xf32>, memref<?x40xi32>, memref<?x1xi64>, memref<?x40xi32> gather {
-    modk.rows ins(%x40x70, %sgscale, %w70 : memref<?x40x70xf32>, memref<?x40xf32>, memref<70xf32>) rows %sgseg : memref<?x1xi64> tokens(%sgpos : memref<?x40xi32>) outs(%xs40x70, %xn40x70 : memref<?x40x70xf32>, memref<?x40x70xf32>) attributes {token_operands = array<i64: 0, 1>} reduce {
+    modk.rows ins(%x40x70, %sgscale, %w70 : memref<?x40x70xf32>, memref<?x40xf32>, memref<70xf32>) rows %sgseg : memref<?x1xi64> tokens(%sgpos : memref<?x40xi32>) outs(%xs40x70, %xn40x70 : memref<?x40x70xf32>, memref<?x40x70xf32>) access(token, token_value, column -> row, row) reduce {
     ^bb0(%hx: f32, %hs: f32, %hw: f32):
       modk.yield
     } body {
@@ -350,7 +350,7 @@ modk.entry @forward attributes {model = #modk.model<name = "t", vocab_size = 1, 
   %dgseg = modk.alloc : memref<?x1xi64>
   %dgmask = modk.alloc : memref<?x1xi32>
   modk.decode_select(%r1, %step, %active, %dgpos, %dgseg, %dgmask) {causal_router = #modk.causal_router<aux_loss>, layer = 1 : i64} : memref<?x1xf32>, memref<?x1xi32>, memref<?x1xi8>, memref<?x1xi32>, memref<?x1xi64>, memref<?x1xi32> gather {
-    modk.rows ins(%x1x64, %w64 : memref<?x1x64xf32>, memref<64xf32>) rows %dgseg : memref<?x1xi64> outs(%xs1x64, %xn1x64 : memref<?x1x64xf32>, memref<?x1x64xf32>) attributes {token_operands = array<i64: 0>} reduce {
+    modk.rows ins(%x1x64, %w64 : memref<?x1x64xf32>, memref<64xf32>) rows %dgseg : memref<?x1xi64> outs(%xs1x64, %xn1x64 : memref<?x1x64xf32>, memref<?x1x64xf32>) access(token, column -> row, row) reduce {
     ^bb0(%dx: f32, %dw: f32):
       %dsq = arith.mulf %dx, %dx : f32
       modk.yield %dsq : f32
@@ -478,7 +478,7 @@ modk.entry @forward attributes {model = #modk.model<name = "t", vocab_size = 1, 
   // (CpuKernels.RoundBf16Rows, CudaKernels.RoundBf16Rows).
   %rx48 = modk.alloc : memref<?x1x48xf32>
   %ry48 = modk.alloc : memref<?x1x48xf32>
-  modk.rows ins(%rx48 : memref<?x1x48xf32>) rows %seg : memref<?x1xi64> outs(%ry48 : memref<?x1x48xf32>) reduce {
+  modk.rows ins(%rx48 : memref<?x1x48xf32>) rows %seg : memref<?x1xi64> outs(%ry48 : memref<?x1x48xf32>) access(row -> row) reduce {
   ^bb0(%x: f32):
     modk.yield
   } body {
@@ -556,7 +556,7 @@ modk.entry @forward attributes {model = #modk.model<name = "t", vocab_size = 1, 
   // of 100.
   %stacked384 = modk.alloc : memref<?x1x384xf32>
   %window128 = modk.column_window %stacked384[128] : memref<?x1x384xf32> to memref<?x1x128xf32, strided<[384, 384, 1], offset: 128>>
-  modk.rows ins(%window128 : memref<?x1x128xf32, strided<[384, 384, 1], offset: 128>>) rows %seg : memref<?x1xi64> tokens(%rp : memref<?x1xi32>) outs(%rk128 : memref<?x1x128xf32>) attributes {head_dim = 32 : i64} reduce {
+  modk.rows ins(%window128 : memref<?x1x128xf32, strided<[384, 384, 1], offset: 128>>) rows %seg : memref<?x1xi64> tokens(%rp : memref<?x1xi32>) outs(%rk128 : memref<?x1x128xf32>) access(row -> row) attributes {head_dim = 32 : i64} reduce {
   ^bb0(%w0: f32):
     modk.yield
   } body {
@@ -571,7 +571,7 @@ modk.entry @forward attributes {model = #modk.model<name = "t", vocab_size = 1, 
   %stacked100 = modk.alloc : memref<?x1x100xf32>
   %gate50 = modk.column_window %stacked100[0] : memref<?x1x100xf32> to memref<?x1x50xf32, strided<[100, 100, 1]>>
   %up50 = modk.column_window %stacked100[50] : memref<?x1x100xf32> to memref<?x1x50xf32, strided<[100, 100, 1], offset: 50>>
-  modk.rows ins(%gate50, %up50 : memref<?x1x50xf32, strided<[100, 100, 1]>>, memref<?x1x50xf32, strided<[100, 100, 1], offset: 50>>) rows %seg : memref<?x1xi64> outs(%a50 : memref<?x1x50xf32>) reduce {
+  modk.rows ins(%gate50, %up50 : memref<?x1x50xf32, strided<[100, 100, 1]>>, memref<?x1x50xf32, strided<[100, 100, 1], offset: 50>>) rows %seg : memref<?x1xi64> outs(%a50 : memref<?x1x50xf32>) access(row, row -> row) reduce {
   ^bb0(%g0: f32, %u0: f32):
     modk.yield
   } body {

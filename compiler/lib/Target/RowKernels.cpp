@@ -297,18 +297,17 @@ public:
     for (unsigned j : used) {
       if (loadedOnceARow(j) || accInput == j)
         continue; // loaded once a row (writeTokenIndex), or in registers
-      Value in = op.getInputs()[j];
+      bool perColumn = op.getInputAccessAt(j) == modk::Access::column;
       if (inRegisters) {
         os << fmt::format("{:{}}const float x{} = {}{}[j];\n", "", indent, j,
-                          op.isColumnVector(in) ? "v" : "r", j);
+                          perColumn ? "v" : "r", j);
         continue;
       }
       std::string load =
-          op.isColumnVector(in) ? fmt::format("in{}[{}]", j, col.str())
-          : rowPointers
-              ? fmt::format("rin{}[{}]", j, col.str())
-              : fmt::format("in{}[{} * {} + {}]", j, rowOf(j, row),
-                            rowStride(j), col.str());
+          perColumn     ? fmt::format("in{}[{}]", j, col.str())
+          : rowPointers ? fmt::format("rin{}[{}]", j, col.str())
+                        : fmt::format("in{}[{} * {} + {}]", j, rowOf(j, row),
+                                      rowStride(j), col.str());
       os << fmt::format("{:{}}const float x{} = static_cast<float>({});\n",
                         "", indent, j, load);
     }
@@ -325,8 +324,8 @@ public:
     for (unsigned j : elementInputs(/*vectors=*/false))
       os << fmt::format("{:{}}const auto *rin{} = in{} + {} * {};\n", "",
                         indent, j, j, rowOf(j, row), rowStride(j));
-    for (auto [k, out] : llvm::enumerate(op.getOutputs()))
-      if (storedPerElement(out))
+    for (unsigned k = 0, e = op.getOutputs().size(); k < e; ++k)
+      if (op.isStoredPerElement(k))
         os << fmt::format("{:{}}auto *rout{} = out{} + {} * {};\n", "",
                           indent, k, k, rowOf(nIn + k, row),
                           rowStride(nIn + k));
@@ -345,8 +344,8 @@ public:
   /// walks them in a plain strided loop (a wide row read from memory:
   /// unrolling 125 columns a thread of a 32000-class row spilled).
   bool usesColumnSlots() {
-    return inRegisters || llvm::any_of(op.getOutputs(), [&](Value v) {
-             return op.isColumnSum(v);
+    return inRegisters || llvm::any_of(op.getRowSumOutputs(), [&](unsigned k) {
+             return op.getOutputAccessAt(k) == modk::Access::column_sum;
            });
   }
 
@@ -371,7 +370,7 @@ public:
     SmallVector<unsigned> inputs;
     for (auto [j, in] : llvm::enumerate(op.getInputs())) {
       if (loadedOnceARow(j) || accInput == j ||
-          op.isColumnVector(in) != vectors)
+          (op.getInputAccessAt(j) == modk::Access::column) != vectors)
         continue;
       bool used = false;
       for (Region *region : {&op.getMaxima(), &op.getReduce(), &op.getBody()})
@@ -420,48 +419,60 @@ public:
   /// `row` of the row set reads or writes: the row itself, or its token
   /// `seq * T + pos` (writeTokenIndex).
   std::string rowOf(unsigned index, StringRef row) {
-    if (std::optional<unsigned> ids = op.getLookupIds(index))
-      return fmt::format("id{}", *ids); // the table's row (writeTokenIndex)
-    if (!op.isTokenOperand(index))
+    switch (op.getAccess(index)) {
+    case modk::Access::table:
+    case modk::Access::scatter:
+      // The table's row (writeTokenIndex).
+      return fmt::format("id{}", *op.getIdsInput());
+    case modk::Access::token:
+    case modk::Access::token_value: {
+      int64_t tokens =
+          cast<MemRefType>(op.getInputOrOutput(index).getType()).getDimSize(1);
+      return op.getPositions() ? fmt::format("(seq * {} + tok)", tokens)
+                               : std::string("seq");
+    }
+    default:
       return row.str();
-    int64_t tokens =
-        cast<MemRefType>(op.getInputOrOutput(index).getType()).getDimSize(1);
-    return op.getPositions() ? fmt::format("(seq * {} + tok)", tokens)
-                             : std::string("seq");
+    }
   }
 
   /// Writes the sequence (and position) of row `row` where token operands
   /// need them, then loads the inputs that hold one value a row or a token,
   /// once a row.
   void writeTokenIndex(StringRef row, int indent, llvm::raw_ostream &os) {
-    if (!op.getTokenOperands().empty() && !sequenceGiven) {
+    if (op.hasTokenOperands() && !sequenceGiven) {
       std::string ns = cuda ? "modk_cuda" : "modk_cpu::detail";
       os << fmt::format(
           "{:{}}const int64_t seq = {}::segmentOf(seg, nseg, {});\n", "",
           indent, ns, row.str());
     }
-    if (!op.getTokenOperands().empty() && op.getPositions())
+    if (op.hasTokenOperands() && op.getPositions())
       os << fmt::format("{:{}}const int64_t tok = pos[{}];\n", "", indent,
                         row.str());
     for (unsigned j = 0, e = op.getInputs().size(); j < e; ++j) {
-      if (op.isLookupIds(j))
+      switch (op.getInputAccessAt(j)) {
+      case modk::Access::ids:
         os << fmt::format("{:{}}const int64_t id{} = in{}[{}];\n", "", indent,
                           j, j, rowOf(j, row));
-      else if (op.isTokenScalar(j) || op.isRowScalarInput(j))
+        break;
+      case modk::Access::token_value:
+      case modk::Access::row_value:
         os << fmt::format("{:{}}const float x{} = static_cast<float>(in{}[{}]);\n",
                           "", indent, j, j, rowOf(j, row));
-      else if (op.isScalarInput(j))
+        break;
+      case modk::Access::scalar:
         os << fmt::format("{:{}}const float x{} = static_cast<float>(in{}[0]);\n",
                           "", indent, j, j);
+        break;
+      default:
+        break; // read an element at a time
+      }
     }
   }
 
   /// Whether input `j` holds one value a row, a token or a kernel (a
   /// scalar), loaded once a row rather than an element at a time.
-  bool loadedOnceARow(unsigned j) {
-    return op.isTokenScalar(j) || op.isRowScalarInput(j) ||
-           op.isScalarInput(j);
-  }
+  bool loadedOnceARow(unsigned j) { return op.isLoadedOnceARow(j); }
 
   /// Writes the stores of the values `body` yields, element (row, col) of
   /// each output (at its token where it is a token operand), rounded to
@@ -471,7 +482,7 @@ public:
     unsigned nIn = op.getInputs().size();
     int64_t width = op.getWidth();
     for (auto [k, v] : llvm::enumerate(body.getTerminator()->getOperands())) {
-      if (!storedPerElement(op.getOutputs()[k]))
+      if (!op.isStoredPerElement(k))
         continue; // once a row, or added into the column sums or totals
       std::string value = storedValue(op.getOutputs()[k], names.lookup(v), cuda);
       std::string stored =
@@ -480,9 +491,9 @@ public:
                                     rowOf(nIn + k, row), rowStride(nIn + k),
                                     col.str());
       // A scatter-add adds at the row's id (the kernel orders equal ids).
-      os << fmt::format("{:{}}{} {}= {};\n", "", indent, stored,
-                        op.isScatterTable(op.getOutputs()[k]) ? "+" : "",
-                        value);
+      os << fmt::format(
+          "{:{}}{} {}= {};\n", "", indent, stored,
+          op.getOutputAccessAt(k) == modk::Access::scatter ? "+" : "", value);
     }
   }
 
@@ -493,7 +504,7 @@ public:
                             int indent, llvm::raw_ostream &os) {
     unsigned nIn = op.getInputs().size();
     for (auto [k, v] : llvm::enumerate(body.getTerminator()->getOperands())) {
-      if (!op.isRowScalar(op.getOutputs()[k]))
+      if (!op.isStoredOnceARow(k))
         continue;
       os << fmt::format("{:{}}{}out{}[{}] = {};\n", "", indent,
                         cuda ? fmt::format("if ({})\n{:{}}", firstThread.str(),
@@ -509,7 +520,7 @@ public:
                        int indent, llvm::raw_ostream &os) {
     unsigned n = 0;
     for (auto [k, v] : llvm::enumerate(body.getTerminator()->getOperands()))
-      if (op.isColumnSum(op.getOutputs()[k]))
+      if (op.getOutputAccessAt(k) == modk::Access::column_sum)
         os << fmt::format("{:{}}{} += {};\n", "", indent, sum(n++),
                           names.lookup(v));
   }
@@ -522,7 +533,7 @@ public:
                       llvm::raw_ostream &os) {
     unsigned n = 0;
     for (auto [k, v] : llvm::enumerate(body.getTerminator()->getOperands()))
-      if (op.isRowTotal(op.getOutputs()[k]))
+      if (op.getOutputAccessAt(k) == modk::Access::row_sum)
         os << fmt::format("{:{}}{}{} += {};\n", "", indent,
                           cuda ? fmt::format("if ({})\n{:{}}",
                                              firstThread.str(), "", indent + 2)
@@ -530,17 +541,14 @@ public:
                           total(n++), names.lookup(v));
   }
 
-  /// Whether `out` is stored an element at a time (not once a row, not
-  /// added into the column sums or row totals).
-  bool storedPerElement(Value out) {
-    return !op.isRowScalar(out) && !op.isColumnSum(out) && !op.isRowTotal(out);
-  }
-
-  /// Whether some output holds one value an element (not one a row).
+  /// Whether some output is written an element at a time or added into
+  /// the column sums (not once a row).
   bool hasElementOutputs() {
-    return llvm::any_of(op.getOutputs(), [&](Value out) {
-      return !op.isRowScalar(out) && !op.isRowTotal(out);
-    });
+    for (unsigned k = 0, e = op.getOutputs().size(); k < e; ++k)
+      if (!op.isStoredOnceARow(k) &&
+          op.getOutputAccessAt(k) != modk::Access::row_sum)
+        return true;
+    return false;
   }
 
 private:
@@ -649,8 +657,9 @@ LogicalResult writeRow(modk::RowsOp op, RowStatements &stmts, bool cuda,
   // The totals follow the column sums: in part[] on the CPU, in tot<n> on
   // CUDA (a block's).
   int64_t columnSumFloats =
-      width * llvm::count_if(op.getOutputs(),
-                             [&](Value out) { return op.isColumnSum(out); });
+      width * llvm::count_if(op.getRowSumOutputs(), [&](unsigned k) {
+        return op.getOutputAccessAt(k) == modk::Access::column_sum;
+      });
   stmts.writeRowTotals(
       body,
       [&](unsigned n) {
@@ -769,10 +778,11 @@ std::string PlanEmitter::rowKernelKey(modk::RowsOp op) {
                                                  layout.getStrides()));
     os << t << ";";
   }
-  for (int64_t t : op.getTokenOperands())
-    os << "token" << t << ";";
-  for (int64_t t : op.getLookups())
-    os << "lookup" << t << ";";
+  for (Attribute access : op.getInputAccess())
+    os << stringifyAccess(cast<modk::AccessAttr>(access).getValue()) << ";";
+  os << "->";
+  for (Attribute access : op.getOutputAccess())
+    os << stringifyAccess(cast<modk::AccessAttr>(access).getValue()) << ";";
   if (std::optional<uint64_t> hd = op.getHeadDim())
     os << "heads" << *hd << ";";
   for (Region *region : {&op.getMaxima(), &op.getReduce(), &op.getBody()}) {
@@ -829,7 +839,7 @@ void PlanEmitter::collectRowKernels() {
 std::vector<std::string> PlanEmitter::rowKernelParamList(modk::RowsOp op,
                                                          bool segments) {
   std::vector<std::string> params;
-  if (!op.getTokenOperands().empty()) {
+  if (op.hasTokenOperands()) {
     if (segments)
       params.push_back("const int64_t *seg, int64_t nseg");
     if (op.getPositions())
@@ -859,9 +869,10 @@ std::string PlanEmitter::rowKernelParams(modk::RowsOp op) {
 Value PlanEmitter::rowBuffer(modk::RowsOp op) {
   for (unsigned i = 0, e = op.getInputs().size() + op.getOutputs().size();
        i < e; ++i) {
-    Value v = op.getInputOrOutput(i);
-    if (!op.isTokenOperand(i) && !op.isColumnVector(v) && !op.getLookupIds(i))
-      return v;
+    modk::Access access = op.getAccess(i);
+    if (access == modk::Access::row || access == modk::Access::row_value ||
+        access == modk::Access::ids)
+      return op.getInputOrOutput(i);
   }
   return op.getOutputs().front(); // the verifier requires one
 }
@@ -869,7 +880,7 @@ Value PlanEmitter::rowBuffer(modk::RowsOp op) {
 std::vector<std::string> PlanEmitter::rowKernelArgs(modk::RowsOp op,
                                                     bool segments) {
   std::vector<std::string> args;
-  if (!op.getTokenOperands().empty()) {
+  if (op.hasTokenOperands()) {
     if (segments) {
       args.push_back(name(op.getSegments()));
       args.push_back("B");
@@ -897,7 +908,7 @@ LogicalResult PlanEmitter::emitRowKernelDefinitions() {
         return failure();
       continue;
     }
-    if (op.isScatterTable(op.getOutputs().front())) {
+    if (op.getOutputAccessAt(0) == modk::Access::scatter) {
       if (failed(emitScatterKernel(op, index)))
         return failure();
       continue;
@@ -916,8 +927,9 @@ LogicalResult PlanEmitter::emitRowKernelDefinitions() {
     // CUDA a block per kRB rows, threads over columns, then reduceColumns.
     // The row totals follow the column sums, a float each.
     std::vector<Value> columnSums, totals;
-    for (Value out : op.getRowSumOutputs())
-      (op.isRowTotal(out) ? totals : columnSums).push_back(out);
+    for (unsigned k : op.getRowSumOutputs())
+      (op.getOutputAccessAt(k) == modk::Access::row_sum ? totals : columnSums)
+          .push_back(op.getOutputs()[k]);
     unsigned nCols = columnSums.size(), nTotals = totals.size();
     int64_t sumFloats = nCols * width + nTotals;
     auto outputIndex = [&](Value out) {
@@ -1055,7 +1067,7 @@ LogicalResult PlanEmitter::emitScatterKernel(modk::RowsOp op, int index) {
   // block's index modulo the grid, a column a thread.
   bool cuda = targetIsCuda();
   int64_t width = op.getWidth();
-  unsigned ids = *op.getLookupIds(op.getInputs().size());
+  unsigned ids = *op.getIdsInput();
   RowStatements stmts(op, cuda);
   os << fmt::format("/// modk.rows: {} input(s), a scatter-add into the rows "
                     "of a table at the rows' ids, {} wide.\n",
@@ -1358,7 +1370,7 @@ LogicalResult PlanEmitter::emitRowEpilogueDefinitions() {
             "EpiArgs epi,\n"
             "                                               int64_t i, "
             "int64_t c) {\n";
-    if (!op.getTokenOperands().empty()) {
+    if (op.hasTokenOperands()) {
       os << "    const int64_t *seg = epi.seg;\n"
             "    const int64_t nseg = epi.nseg;\n";
       if (op.getPositions())
@@ -1407,7 +1419,7 @@ LogicalResult PlanEmitter::emitRowEpilogueDefinitions() {
 std::string PlanEmitter::rowEpilogueArgs(modk::GemmOp gemm) {
   modk::RowsOp op = gemm.getEpilogueRows();
   std::string text = "modk_cuda::detail::EpiArgs epi;\n";
-  if (!op.getTokenOperands().empty()) {
+  if (op.hasTokenOperands()) {
     text += fmt::format("epi.seg = {};\nepi.nseg = B;\n",
                         name(op.getSegments()));
     if (Value pos = op.getPositions())

@@ -6,6 +6,7 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/OpImplementation.h"
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/SmallVectorExtras.h"
 #include "llvm/ADT/StringSet.h"
 
 using namespace mlir;
@@ -616,96 +617,104 @@ LogicalResult ActivationGradOp::verify() {
 // modk.rows
 //===----------------------------------------------------------------------===//
 
+/// Whether `access` reads or writes rows of elements of the row width.
+static bool holdsElementRows(Access access) {
+  return access == Access::row || access == Access::token ||
+         access == Access::table || access == Access::scatter;
+}
+
+/// Whether `v`, addressed with `access`, holds rows of elements in the
+/// shape that access needs: [B, rows or T, width] or a table [V, width].
+static bool holdsElementRows(Access access, Value v) {
+  int64_t rank = cast<MemRefType>(v.getType()).getRank();
+  return holdsElementRows(access) &&
+         rank == (access == Access::row || access == Access::token ? 3 : 2);
+}
+
 int64_t RowsOp::getWidth() {
-  for (ValueRange operands :
-       {ValueRange(getOutputs()), ValueRange(getInputs())})
-    for (Value v : operands)
-      if (cast<MemRefType>(v.getType()).getRank() == 3)
-        return lastDim(v);
-  return lastDim(getOutputs().front());
+  // The outputs first: a kernel's rows are those it writes.
+  unsigned nIn = getInputs().size(), n = nIn + getOutputs().size();
+  auto operandAt = [&](unsigned k) {
+    return k < n - nIn ? nIn + k : k - (n - nIn);
+  };
+  for (unsigned k = 0; k < n; ++k)
+    if (holdsElementRows(getAccess(operandAt(k)),
+                         getInputOrOutput(operandAt(k))))
+      return lastDim(getInputOrOutput(operandAt(k)));
+  for (unsigned k = 0; k < n; ++k) {
+    Access access = getAccess(operandAt(k));
+    if (access == Access::column || access == Access::column_sum)
+      return lastDim(getInputOrOutput(operandAt(k)));
+  }
+  return 1;
 }
 
-/// A vector of the row width: [width] or [1, width].
-static bool isVectorShape(Value v) {
-  auto type = cast<MemRefType>(v.getType());
-  return type.getRank() == 1 ||
-         (type.getRank() == 2 && type.getShape().front() == 1);
+Access RowsOp::getInputAccessAt(unsigned j) {
+  return cast<AccessAttr>(getInputAccess()[j]).getValue();
 }
 
-bool RowsOp::isRowScalar(Value output) {
-  return llvm::is_contained(getOutputs(), output) &&
-         cast<MemRefType>(output.getType()).getRank() == 2 &&
-         !isVectorShape(output) && !isScatterTable(output);
+Access RowsOp::getOutputAccessAt(unsigned k) {
+  return cast<AccessAttr>(getOutputAccess()[k]).getValue();
 }
 
-bool RowsOp::isScatterTable(Value output) {
-  auto outputs = getOutputs();
-  auto it = llvm::find(outputs, output);
-  return it != outputs.end() &&
-         getLookupIds(getInputs().size() + (it - outputs.begin()));
+Access RowsOp::getAccess(unsigned index) {
+  unsigned nIn = getInputs().size();
+  return index < nIn ? getInputAccessAt(index) : getOutputAccessAt(index - nIn);
 }
 
-/// One value: [1].
-static bool isOneValueShape(Value v) {
-  auto type = cast<MemRefType>(v.getType());
-  return type.getRank() == 1 && type.getDimSize(0) == 1;
+bool RowsOp::isTokenOperand(unsigned index) {
+  Access access = getAccess(index);
+  return access == Access::token || access == Access::token_value;
 }
 
-bool RowsOp::isColumnSum(Value output) {
-  return llvm::is_contained(getOutputs(), output) && isVectorShape(output) &&
-         !isRowTotal(output);
-}
-
-bool RowsOp::isRowTotal(Value output) {
-  // In a kernel one column wide, [1] is that column's sum: the same thing.
-  return llvm::is_contained(getOutputs(), output) && isOneValueShape(output) &&
-         getWidth() != 1;
-}
-
-SmallVector<Value> RowsOp::getRowSumOutputs() {
-  SmallVector<Value> sums;
-  for (bool totals : {false, true})
-    for (Value out : getOutputs())
-      if (totals ? isRowTotal(out) : isColumnSum(out))
-        sums.push_back(out);
-  return sums;
-}
-
-bool RowsOp::isScalarInput(unsigned index) {
-  return index < getInputs().size() && !isTokenOperand(index) &&
-         !getLookupIds(index) && !isLookupIds(index) &&
-         isOneValueShape(getInputs()[index]);
-}
-
-bool RowsOp::isRowInvariantArgument(BlockArgument arg) {
-  return arg.getArgNumber() >= getInputs().size() ||
-         isTokenScalar(arg.getArgNumber()) ||
-         isRowScalarInput(arg.getArgNumber()) ||
-         isScalarInput(arg.getArgNumber());
-}
-
-std::optional<unsigned> RowsOp::getLookupIds(unsigned index) {
-  ArrayRef<int64_t> pairs = getLookups();
-  for (size_t k = 0; k + 1 < pairs.size(); k += 2)
-    if (pairs[k] == int64_t(index))
-      return unsigned(pairs[k + 1]);
-  return std::nullopt;
-}
-
-bool RowsOp::isLookupIds(unsigned index) {
-  ArrayRef<int64_t> pairs = getLookups();
-  for (size_t k = 1; k < pairs.size(); k += 2)
-    if (pairs[k] == int64_t(index))
+bool RowsOp::hasTokenOperands() {
+  for (unsigned i = 0, e = getInputs().size() + getOutputs().size(); i < e; ++i)
+    if (isTokenOperand(i))
       return true;
   return false;
 }
 
+bool RowsOp::isLoadedOnceARow(unsigned j) {
+  Access access = getInputAccessAt(j);
+  return access == Access::row_value || access == Access::token_value ||
+         access == Access::scalar;
+}
+
+bool RowsOp::isStoredOnceARow(unsigned k) {
+  Access access = getOutputAccessAt(k);
+  return access == Access::row_value || access == Access::token_value;
+}
+
+bool RowsOp::isStoredPerElement(unsigned k) {
+  return holdsElementRows(getOutputAccessAt(k));
+}
+
+std::optional<unsigned> RowsOp::getIdsInput() {
+  for (unsigned j = 0, e = getInputs().size(); j < e; ++j)
+    if (getInputAccessAt(j) == Access::ids)
+      return j;
+  return std::nullopt;
+}
+
+SmallVector<unsigned> RowsOp::getRowSumOutputs() {
+  SmallVector<unsigned> sums;
+  for (Access kind : {Access::column_sum, Access::row_sum})
+    for (unsigned k = 0, e = getOutputs().size(); k < e; ++k)
+      if (getOutputAccessAt(k) == kind)
+        sums.push_back(k);
+  return sums;
+}
+
+bool RowsOp::isRowInvariantArgument(BlockArgument arg) {
+  return arg.getArgNumber() >= getInputs().size() ||
+         isLoadedOnceARow(arg.getArgNumber());
+}
+
 bool RowsOp::readsWindowAt(unsigned index) {
-  if (getNumReductions() != 0 || getNumMaxima() != 0 ||
-      !getTokenOperands().empty() || !getLookups().empty() || hasRowSums() ||
-      isRowScalarInput(index))
+  if (getNumReductions() != 0 || getNumMaxima() != 0 || hasTokenOperands() ||
+      hasLookups() || hasRowSums())
     return false;
-  return !isColumnVector(getInputs()[index]);
+  return getInputAccessAt(index) == Access::row;
 }
 
 bool RowsOp::readsWindowOperand(unsigned operandNumber) {
@@ -746,26 +755,13 @@ bool GemmOp::readsWindowOperand(unsigned operandNumber) {
          !productsBf16() && !getConfig();
 }
 
-bool RowsOp::isRowScalarInput(unsigned index) {
-  if (index >= getInputs().size() || isTokenOperand(index) ||
-      getLookupIds(index))
-    return false;
-  Value in = getInputs()[index];
-  return cast<MemRefType>(in.getType()).getRank() == 2 && !isVectorShape(in);
-}
-
-bool RowsOp::isColumnVector(Value input) {
-  return isVectorShape(input) && !isOneValueShape(input);
-}
-
 unsigned RowsOp::getNumReductions() {
   return getReduce().front().getTerminator()->getNumOperands();
 }
 
 unsigned RowsOp::getNumMaxima() {
   Region &maxima = getMaxima();
-  return maxima.empty() ? 0
-                        : maxima.front().getTerminator()->getNumOperands();
+  return maxima.empty() ? 0 : maxima.front().getTerminator()->getNumOperands();
 }
 
 Value RowsOp::getInputOrOutput(unsigned index) {
@@ -773,13 +769,73 @@ Value RowsOp::getInputOrOutput(unsigned index) {
   return index < nIn ? getInputs()[index] : getOutputs()[index - nIn];
 }
 
-bool RowsOp::isTokenOperand(unsigned index) {
-  return llvm::is_contained(getTokenOperands(), int64_t(index));
+/// The access attributes of `accesses`.
+static ArrayAttr accessArray(MLIRContext *context, ArrayRef<Access> accesses) {
+  return ArrayAttr::get(
+      context, llvm::map_to_vector(accesses, [&](Access a) -> Attribute {
+        return AccessAttr::get(context, a);
+      }));
 }
 
-bool RowsOp::isTokenScalar(unsigned index) {
-  return isTokenOperand(index) &&
-         cast<MemRefType>(getInputOrOutput(index).getType()).getRank() == 2;
+void RowsOp::appendOutput(Value output, Access access) {
+  getOutputsMutable().append(output);
+  SmallVector<Attribute> accesses(getOutputAccess().getValue());
+  accesses.push_back(AccessAttr::get(getContext(), access));
+  setOutputAccessAttr(ArrayAttr::get(getContext(), accesses));
+}
+
+void RowsOp::build(OpBuilder &builder, OperationState &state, ValueRange inputs,
+                   ArrayRef<Access> inputAccess, Value segments,
+                   Value positions, ValueRange outputs,
+                   ArrayRef<Access> outputAccess) {
+  MLIRContext *context = builder.getContext();
+  build(builder, state, inputs, segments, positions, outputs,
+        accessArray(context, inputAccess), accessArray(context, outputAccess),
+        /*causal_only=*/nullptr, /*head_dim=*/nullptr);
+}
+
+/// access(<input accesses> -> <output accesses>): the keywords of the
+/// accesses, in operand order.
+static ParseResult parseAccesses(OpAsmParser &parser, ArrayAttr &inputs,
+                                 ArrayAttr &outputs) {
+  MLIRContext *context = parser.getContext();
+  auto parseList = [&](ArrayAttr &into, bool untilArrow) -> ParseResult {
+    SmallVector<Access> accesses;
+    auto parseOne = [&]() -> ParseResult {
+      SMLoc loc = parser.getCurrentLocation();
+      StringRef keyword;
+      if (parser.parseKeyword(&keyword))
+        return failure();
+      std::optional<Access> access = symbolizeAccess(keyword);
+      if (!access)
+        return parser.emitError(loc) << "unknown access '" << keyword << "'";
+      accesses.push_back(*access);
+      return success();
+    };
+    bool empty = untilArrow ? parser.parseOptionalArrow().succeeded() : false;
+    if (!empty) {
+      if (parser.parseCommaSeparatedList(parseOne))
+        return failure();
+      if (untilArrow && parser.parseArrow())
+        return failure();
+    }
+    into = accessArray(context, accesses);
+    return success();
+  };
+  return failure(parseList(inputs, /*untilArrow=*/true) ||
+                 parseList(outputs, /*untilArrow=*/false));
+}
+
+static void printAccesses(OpAsmPrinter &printer, Operation *, ArrayAttr inputs,
+                          ArrayAttr outputs) {
+  auto printList = [&](ArrayAttr list) {
+    llvm::interleaveComma(list, printer, [&](Attribute a) {
+      printer << stringifyAccess(cast<AccessAttr>(a).getValue());
+    });
+  };
+  printList(inputs);
+  printer << (inputs.empty() ? "-> " : " -> ");
+  printList(outputs);
 }
 
 void RowsOp::getEffects(
@@ -790,11 +846,12 @@ void RowsOp::getEffects(
   effects.emplace_back(MemoryEffects::Read::get(), &getSegmentsMutable());
   for (OpOperand &pos : getPositionsMutable())
     effects.emplace_back(MemoryEffects::Read::get(), &pos);
-  for (OpOperand &out : getOutputsMutable()) {
-    // A column sum, a row total or a scatter-add adds to what its output
+  for (auto [k, out] : llvm::enumerate(getOutputsMutable())) {
+    // A column sum, a row sum or a scatter-add adds to what its output
     // holds.
-    if (isColumnSum(out.get()) || isRowTotal(out.get()) ||
-        isScatterTable(out.get()))
+    Access access = getOutputAccessAt(k);
+    if (access == Access::column_sum || access == Access::row_sum ||
+        access == Access::scatter)
       effects.emplace_back(MemoryEffects::Read::get(), &out);
     effects.emplace_back(MemoryEffects::Write::get(), &out);
   }
@@ -803,153 +860,167 @@ void RowsOp::getEffects(
 /// Element types a row kernel loads and stores.
 static bool isRowElement(Type t) { return t.isF32() || t.isBF16(); }
 
+/// The accesses an input may declare, and those an output may.
+static bool isInputAccess(Access a) {
+  return a != Access::column_sum && a != Access::row_sum &&
+         a != Access::scatter;
+}
+static bool isOutputAccess(Access a) {
+  return a == Access::row || a == Access::token || a == Access::row_value ||
+         a == Access::token_value || a == Access::column_sum ||
+         a == Access::row_sum || a == Access::scatter;
+}
+
+/// Checks operand `index` of `op` (`what`: "input 2") against its declared
+/// access; `width` is the row width and `rows` the row buffers' [B, rows],
+/// set by the first row buffer.
+static LogicalResult verifyAccess(RowsOp op, unsigned index, StringRef what,
+                                  int64_t width,
+                                  std::optional<ArrayRef<int64_t>> &rows) {
+  Value v = op.getInputOrOutput(index);
+  auto type = cast<MemRefType>(v.getType());
+  ArrayRef<int64_t> shape = type.getShape();
+  Type element = type.getElementType();
+  Access access = op.getAccess(index);
+  std::string accessName = stringifyAccess(access).str();
+  auto refuse = [&](const Twine &expected) {
+    return op.emitOpError()
+           << what << " is read or written at '" << accessName
+           << "', which needs " << expected << "; it is " << type;
+  };
+  auto sameRows = [&](ArrayRef<int64_t> shapeOfRows) -> LogicalResult {
+    if (rows && shapeOfRows != *rows)
+      return op.emitOpError()
+             << what << " has rows " << type
+             << ", but the row buffers have [B, " << rows->back() << "]";
+    rows = shapeOfRows;
+    return success();
+  };
+  auto tokensGiven = [&]() -> LogicalResult {
+    if (!op.getPositions() && type.getDimSize(1) != 1)
+      return op.emitOpError() << what << " holds " << type.getDimSize(1)
+                              << " tokens a sequence: give the rows' positions";
+    return success();
+  };
+  bool isVector = (type.getRank() == 1 && shape[0] == width) ||
+                  (type.getRank() == 2 && shape[0] == 1 && shape[1] == width);
+  switch (access) {
+  case Access::row:
+  case Access::token:
+    if (type.getRank() != 3 || shape.back() != width || !isRowElement(element))
+      return refuse(Twine("f32 or bf16 [B, ") +
+                    (access == Access::row ? "rows" : "T") + ", " +
+                    Twine(width) + "]");
+    return access == Access::row ? sameRows(shape.drop_back()) : tokensGiven();
+  case Access::row_value:
+  case Access::token_value: {
+    bool classes = index < op.getInputs().size() && element.isInteger(32);
+    if (type.getRank() != 2 || (!isRowElement(element) && !classes))
+      return refuse(Twine("f32 or bf16 [B, ") +
+                    (access == Access::row_value ? "rows" : "T") +
+                    "] (or i32 classes, as an input)");
+    return access == Access::row_value ? sameRows(shape) : tokensGiven();
+  }
+  case Access::column:
+  case Access::column_sum:
+    if (!isVector ||
+        !(access == Access::column ? isRowElement(element) : element.isF32()))
+      return refuse(Twine(access == Access::column ? "f32 or bf16" : "f32") +
+                    " [" + Twine(width) + "] or [1, " + Twine(width) + "]");
+    return success();
+  case Access::scalar:
+  case Access::row_sum:
+    if (type.getRank() != 1 || shape[0] != 1 ||
+        !(access == Access::scalar ? isRowElement(element) : element.isF32()))
+      return refuse(access == Access::scalar ? "f32 or bf16 [1]" : "f32 [1]");
+    return success();
+  case Access::table:
+  case Access::scatter:
+    if (type.getRank() != 2 || ShapedType::isDynamic(shape[0]) ||
+        shape[0] < 2 || shape[1] != width ||
+        !(access == Access::table ? isRowElement(element) : element.isF32()))
+      return refuse(Twine(access == Access::table ? "f32 or bf16" : "f32") +
+                    " [V, " + Twine(width) + "] with V > 1");
+    return success();
+  case Access::ids:
+    if (type.getRank() != 2 || !element.isInteger(32))
+      return refuse("i32 [B, rows]");
+    return sameRows(shape);
+  }
+  llvm_unreachable("unknown access");
+}
+
 LogicalResult RowsOp::verify() {
   if (getOutputs().empty())
     return emitOpError("needs at least one output");
   if (failed(verifyCausalOnly(*this, getCausalOnly())))
     return failure();
-  unsigned nIn = getInputs().size();
-  for (int64_t i : getTokenOperands())
-    if (i < 0 || i >= int64_t(nIn + getOutputs().size()))
-      return emitOpError() << "token operand " << i << " does not exist";
-  ArrayRef<int64_t> lookups = getLookups();
-  unsigned nOperands = nIn + getOutputs().size();
-  if (lookups.size() % 2 != 0)
-    return emitOpError("lookups must be pairs [table, ids, ...] of operands");
-  for (size_t k = 0; k < lookups.size(); k += 2) {
-    int64_t table = lookups[k], ids = lookups[k + 1];
-    if (table < 0 || ids < 0 || table >= int64_t(nOperands) ||
-        ids >= int64_t(nIn) || table == ids)
-      return emitOpError() << "lookup " << k / 2
-                           << " must name a table and an ids input";
-    if (isTokenOperand(table) || isTokenOperand(ids))
-      return emitOpError() << "lookup " << k / 2
-                           << " cannot read a token operand";
-    auto tableType = cast<MemRefType>(getInputOrOutput(table).getType());
-    if (tableType.getRank() != 2 || tableType.getDimSize(0) < 2 ||
-        ShapedType::isDynamic(tableType.getDimSize(0)))
-      return emitOpError() << "lookup table (operand " << table
-                           << ") must be [V, width] with V > 1";
-    if (table >= int64_t(nIn)) {
-      // A scatter-add: rows with equal ids add into one table row, which
-      // the kernels order by owning columns (CPU) or table rows (CUDA).
-      if (getOutputs().size() != 1 || getNumReductions() != 0 ||
-          getNumMaxima() != 0 || !getTokenOperands().empty() ||
-          getHeadDim() || !tableType.getElementType().isF32() ||
-          llvm::is_contained(getInputs(), getOutputs().front()))
-        return emitOpError()
-               << "scatters into output " << table - nIn
-               << ": it must be its one output, f32 and not an input, of a "
-                  "kernel that maps elements (no sums, maxima, token "
-                  "operands or head_dim)";
-    }
-    auto idsType = cast<MemRefType>(getInputs()[ids].getType());
-    if (!idsType.getElementType().isInteger(32) || idsType.getRank() != 2)
-      return emitOpError() << "lookup ids (input " << ids
-                           << ") must be [B, rows] of i32";
-    for (size_t other = 0; other < k; other += 2)
-      if (lookups[other] == table)
-        return emitOpError()
-               << "input " << table << " is the table of two lookups";
-  }
-  unsigned columnSums = 0;
-  for (auto [k, out] : llvm::enumerate(getOutputs())) {
-    int64_t rank = cast<MemRefType>(out.getType()).getRank();
-    if (rank != 3 && rank != 2 && rank != 1)
-      return emitOpError("outputs must be buffers [B, rows or tokens, "
-                         "width], [B, rows or tokens] of one value a row, or "
-                         "column sums [width]");
-    if (isColumnSum(out) || isRowTotal(out)) {
-      const char *what = isRowTotal(out) ? "a row total" : "a column sum";
-      if (isTokenOperand(nIn + k) || llvm::is_contained(getInputs(), out))
-        return emitOpError() << "output " << k << " is " << what
-                             << ": it cannot be a token operand or an input";
-      if (!cast<MemRefType>(out.getType()).getElementType().isF32())
-        return emitOpError()
-               << "output " << k << " is " << what << ": it must hold f32";
-      ++columnSums;
-    }
-  }
-  if (columnSums > kMaxColumnSums)
-    return emitOpError() << "has " << columnSums
-                         << " column sums; a kernel adds at most "
-                         << kMaxColumnSums;
-  auto rowShape = [](Value v) {
-    return cast<MemRefType>(v.getType()).getShape().drop_back();
-  };
+  unsigned nIn = getInputs().size(), nOut = getOutputs().size();
+  if (getInputAccess().size() != nIn || getOutputAccess().size() != nOut)
+    return emitOpError() << "declares " << getInputAccess().size()
+                         << " input and " << getOutputAccess().size()
+                         << " output accesses for " << nIn << " inputs and "
+                         << nOut << " outputs";
+  for (unsigned j = 0; j < nIn; ++j)
+    if (!isInputAccess(getInputAccessAt(j)))
+      return emitOpError() << "input " << j << " cannot be read at '"
+                           << stringifyAccess(getInputAccessAt(j))
+                           << "': an output's access";
+  for (unsigned k = 0; k < nOut; ++k)
+    if (!isOutputAccess(getOutputAccessAt(k)))
+      return emitOpError() << "output " << k << " cannot be written at '"
+                           << stringifyAccess(getOutputAccessAt(k))
+                           << "': an input's access";
   int64_t width = getWidth();
-  // The row buffers (operands at their row) share one shape; token buffers
-  // hold T tokens a sequence, and T = 1 without positions.
   std::optional<ArrayRef<int64_t>> rows;
-  for (unsigned i = 0, e = nIn + getOutputs().size(); i < e; ++i) {
-    Value v = getInputOrOutput(i);
-    auto type = cast<MemRefType>(v.getType());
-    bool output = i >= nIn;
-    if (getLookupIds(i)) {
-      if (!isRowElement(type.getElementType()) || lastDim(v) != width)
-        return emitOpError()
-               << "lookup table (operand " << i
-               << ") must hold f32 or bf16 rows of width " << width;
-      continue;
-    }
-    if (!output && isLookupIds(i)) {
-      if (rows && type.getShape() != *rows)
-        return emitOpError("all row buffers must have one shape");
-      rows = type.getShape();
-      continue;
-    }
-    // A class a row (a target), read as f32.
-    bool classes = !output && isRowScalarInput(i) &&
-                   type.getElementType().isInteger(32);
-    if (!isRowElement(type.getElementType()) && !classes)
-      return emitOpError() << (output ? "outputs" : "inputs")
-                           << " must hold f32 or bf16 (or i32 classes, one "
-                              "a row)";
-    if ((output && isRowTotal(v)) || (!output && isScalarInput(i)))
-      continue; // one value
-    if (!output && isColumnVector(v)) {
-      if (isTokenOperand(i) || type.getShape().back() != width)
-        return emitOpError() << "a vector input must hold the row width "
-                             << width << " and not be a token operand";
-      continue;
-    }
-    if (output && isColumnSum(v)) {
-      if (type.getShape().back() != width)
-        return emitOpError()
-               << "a column sum must hold the row width " << width;
-      continue;
-    }
-    if (isTokenOperand(i)) {
-      bool scalar = type.getRank() == 2;
-      if (!(type.getRank() == 3 && lastDim(v) == width) && !scalar)
-        return emitOpError() << "token operand " << i << " must be [B, T, "
-                             << width << "], or [B, T] of one value a token";
-      if (!getPositions() && type.getDimSize(1) != 1)
-        return emitOpError() << "token operand " << i << " holds "
-                             << type.getDimSize(1)
-                             << " tokens a sequence: give the rows' positions";
-      continue;
-    }
-    if (output ? isRowScalar(v) : isRowScalarInput(i)) {
-      if (rows && type.getShape() != *rows)
-        return emitOpError("all row buffers must have one shape");
-      rows = type.getShape();
-      continue;
-    }
-    if (type.getRank() != 3 || lastDim(v) != width)
-      return emitOpError()
-             << "each operand must be a row buffer [B, rows, " << width
-             << "], a vector of the row width, or a token operand";
-    if (rows && rowShape(v) != *rows)
-      return emitOpError("all row buffers must have one shape");
-    rows = rowShape(v);
+  for (unsigned i = 0; i < nIn + nOut; ++i) {
+    std::string what = i < nIn ? "input " + std::to_string(i)
+                               : "output " + std::to_string(i - nIn);
+    if (failed(verifyAccess(*this, i, what, width, rows)))
+      return failure();
   }
+  // The lookups: one ids input where a table or a scatter reads it.
+  unsigned ids = 0, tables = 0, scatters = 0;
+  for (unsigned i = 0; i < nIn + nOut; ++i) {
+    Access access = getAccess(i);
+    ids += access == Access::ids;
+    tables += access == Access::table;
+    scatters += access == Access::scatter;
+  }
+  if (ids > 1)
+    return emitOpError() << "has " << ids << " ids inputs; a kernel has one";
+  if ((ids == 1) != (tables + scatters > 0))
+    return emitOpError(ids ? "has an ids input but no table or scatter"
+                           : "reads a table or scatters without an ids input");
+  if (scatters) {
+    // Rows with equal ids add into one table row, which the kernels order
+    // by owning columns (CPU) or table rows (CUDA).
+    if (nOut != 1 || getNumReductions() != 0 || getNumMaxima() != 0 ||
+        hasTokenOperands() || getHeadDim() ||
+        llvm::is_contained(getInputs(), getOutputs().front()))
+      return emitOpError("scatters into output 0: it must be its one output "
+                         "and not an input, of a kernel that maps elements "
+                         "(no sums, maxima, token accesses or head_dim)");
+  }
+  // An output that is also an input is written where it is read.
+  for (unsigned k = 0; k < nOut; ++k)
+    for (unsigned j = 0; j < nIn; ++j)
+      if (getInputs()[j] == getOutputs()[k] &&
+          getInputAccessAt(j) != getOutputAccessAt(k))
+        return emitOpError()
+               << "output " << k << " is input " << j << " but written at '"
+               << stringifyAccess(getOutputAccessAt(k)) << "', read at '"
+               << stringifyAccess(getInputAccessAt(j)) << "'";
+  if (getRowSumOutputs().size() > kMaxColumnSums)
+    return emitOpError() << "has " << getRowSumOutputs().size()
+                         << " column and row sums; a kernel adds at most "
+                         << kMaxColumnSums;
   if (Value pos = getPositions()) {
     auto type = cast<MemRefType>(pos.getType());
     if (!type.getElementType().isInteger(32) || type.getRank() != 2)
       return emitOpError("positions must be [B, rows] of i32");
-    if (getTokenOperands().empty() && !getHeadDim())
-      return emitOpError("has positions but no token operand");
+    if (!hasTokenOperands() && !getHeadDim())
+      return emitOpError("has positions but no token access");
     if (getHeadDim() && rows && type.getShape() != *rows)
       return emitOpError("positions must be [B, rows] of the row buffers");
   }
@@ -958,15 +1029,14 @@ LogicalResult RowsOp::verify() {
       return emitOpError() << "head_dim " << *hd
                            << " must be even and divide the row width "
                            << width;
-    if (!getTokenOperands().empty() || !lookups.empty() || hasRowSums() ||
-        llvm::any_of(getOutputs(), [&](Value v) { return isRowScalar(v); }))
-      return emitOpError("with head_dim only maps elements: no token "
-                         "operands, lookups, or outputs of a value a row or "
-                         "a column");
-    for (unsigned i = 0; i < nIn; ++i)
-      if (isRowScalarInput(i))
-        return emitOpError() << "with head_dim reads elements: input " << i
-                             << " holds one value a row";
+    for (unsigned i = 0; i < nIn + nOut; ++i) {
+      Access access = getAccess(i);
+      if (access != Access::row && access != Access::column &&
+          access != Access::scalar)
+        return emitOpError()
+               << "with head_dim only maps elements: operand " << i
+               << " is read or written at '" << stringifyAccess(access) << "'";
+    }
   }
   return success();
 }
@@ -1035,7 +1105,8 @@ LogicalResult RowsOp::verifyRegions() {
   for (Region *region : {&getMaxima(), &getReduce(), &getBody()})
     for (Block &block : *region)
       for (unsigned j = 0; j < n; ++j)
-        if (isLookupIds(j) && !block.getArgument(j).use_empty())
+        if (getInputAccessAt(j) == Access::ids &&
+            !block.getArgument(j).use_empty())
           return emitOpError() << "input " << j
                                << " holds a lookup's ids: the regions cannot "
                                   "read it";
@@ -1051,13 +1122,15 @@ LogicalResult RowsOp::verifyRegions() {
       return perRowArg(arg);
     return perRow.contains(v.getDefiningOp());
   };
-  for (auto [k, out] : llvm::enumerate(getOutputs()))
-    if ((isRowScalar(out) || isRowTotal(out)) &&
+  for (unsigned k = 0, e = getOutputs().size(); k < e; ++k) {
+    bool rowSum = getOutputAccessAt(k) == Access::row_sum;
+    if ((isStoredOnceARow(k) || rowSum) &&
         !isPerRow(body.getTerminator()->getOperand(k)))
       return emitOpError() << "output " << k
-                           << (isRowTotal(out) ? " sums one value a row"
-                                               : " holds one value a row")
+                           << (rowSum ? " sums one value a row"
+                                      : " holds one value a row")
                            << ", but 'body' yields an element's value for it";
+  }
   // A column window of a stacked product is read a row at a time by its
   // row stride: only as an element input of a kernel that maps elements.
   for (auto [j, in] : llvm::enumerate(getInputs()))
@@ -1110,7 +1183,7 @@ LogicalResult RotateHalfOp::verify() {
     return emitOpError("must read an input's element: an argument of the "
                        "body for an input");
   unsigned j = arg.getArgNumber();
-  if (rows->isColumnVector(rows->getInputs()[j]) || rows->isScalarInput(j))
+  if (rows->getInputAccessAt(j) != Access::row)
     return emitOpError() << "reads input " << j
                          << ", which is not a row buffer";
   return success();

@@ -201,11 +201,10 @@ modk.entry @forward attributes {model = #modk.model<name = "t", vocab_size = 64,
 
 // -----
 
-// modk.rows: inputs are row buffers shaped like the outputs, or vectors of
-// the row width.
+// `column`: a vector of the row width, [width] or [1, width].
 func.func @rows_input_shape(%x: memref<?x16x32xf32>, %w: memref<16xf32>, %seg: memref<?x1xi64>, %y: memref<?x16x32xf32>) {
-  // expected-error @+1 {{a vector input must hold the row width 32 and not be a token operand}}
-  modk.rows ins(%x, %w : memref<?x16x32xf32>, memref<16xf32>) rows %seg : memref<?x1xi64> outs(%y : memref<?x16x32xf32>) reduce {
+  // expected-error @+1 {{input 1 is read or written at 'column', which needs f32 or bf16 [32] or [1, 32]; it is 'memref<16xf32>'}}
+  modk.rows ins(%x, %w : memref<?x16x32xf32>, memref<16xf32>) rows %seg : memref<?x1xi64> outs(%y : memref<?x16x32xf32>) access(row, column -> row) reduce {
   ^bb0(%a: f32, %b: f32):
     modk.yield
   } body {
@@ -220,7 +219,7 @@ func.func @rows_input_shape(%x: memref<?x16x32xf32>, %w: memref<16xf32>, %seg: m
 // The body takes the inputs' elements, then the row's sums.
 func.func @rows_body_arguments(%x: memref<?x16x32xf32>, %seg: memref<?x1xi64>, %y: memref<?x16x32xf32>) {
   // expected-error @+1 {{'body' takes 2 f32 arguments, has 1}}
-  modk.rows ins(%x : memref<?x16x32xf32>) rows %seg : memref<?x1xi64> outs(%y : memref<?x16x32xf32>) reduce {
+  modk.rows ins(%x : memref<?x16x32xf32>) rows %seg : memref<?x1xi64> outs(%y : memref<?x16x32xf32>) access(row -> row) reduce {
   ^bb0(%a: f32):
     %s = arith.mulf %a, %a : f32
     modk.yield %s : f32
@@ -236,7 +235,7 @@ func.func @rows_body_arguments(%x: memref<?x16x32xf32>, %seg: memref<?x1xi64>, %
 // One value per output.
 func.func @rows_body_results(%x: memref<?x16x32xf32>, %seg: memref<?x1xi64>, %y: memref<?x16x32xf32>) {
   // expected-error @+1 {{'body' must yield 1 values, one per output}}
-  modk.rows ins(%x : memref<?x16x32xf32>) rows %seg : memref<?x1xi64> outs(%y : memref<?x16x32xf32>) reduce {
+  modk.rows ins(%x : memref<?x16x32xf32>) rows %seg : memref<?x1xi64> outs(%y : memref<?x16x32xf32>) access(row -> row) reduce {
   ^bb0(%a: f32):
     modk.yield
   } body {
@@ -250,7 +249,7 @@ func.func @rows_body_results(%x: memref<?x16x32xf32>, %seg: memref<?x1xi64>, %y:
 
 // Only arith and math: what both emitters can generate.
 func.func @rows_foreign_op(%x: memref<?x16x32xf32>, %seg: memref<?x1xi64>, %y: memref<?x16x32xf32>, %s: memref<f32>) {
-  modk.rows ins(%x : memref<?x16x32xf32>) rows %seg : memref<?x1xi64> outs(%y : memref<?x16x32xf32>) reduce {
+  modk.rows ins(%x : memref<?x16x32xf32>) rows %seg : memref<?x1xi64> outs(%y : memref<?x16x32xf32>) access(row -> row) reduce {
   ^bb0(%a: f32):
     modk.yield
   } body {
@@ -266,7 +265,7 @@ func.func @rows_foreign_op(%x: memref<?x16x32xf32>, %seg: memref<?x1xi64>, %y: m
 
 // bf16 only as a rounding: arith.truncf to bf16 read by arith.extf alone.
 func.func @rows_bf16_value(%x: memref<?x16x32xf32>, %seg: memref<?x1xi64>, %y: memref<?x16x32xf32>) {
-  modk.rows ins(%x : memref<?x16x32xf32>) rows %seg : memref<?x1xi64> outs(%y : memref<?x16x32xf32>) reduce {
+  modk.rows ins(%x : memref<?x16x32xf32>) rows %seg : memref<?x1xi64> outs(%y : memref<?x16x32xf32>) access(row -> row) reduce {
   ^bb0(%a: f32):
     modk.yield
   } body {
@@ -284,8 +283,8 @@ func.func @rows_bf16_value(%x: memref<?x16x32xf32>, %seg: memref<?x1xi64>, %y: m
 
 // Row buffers of one row set share their shape.
 func.func @rows_row_shapes(%x: memref<?x8x32xf32>, %seg: memref<?x1xi64>, %y: memref<?x16x32xf32>) {
-  // expected-error @+1 {{all row buffers must have one shape}}
-  modk.rows ins(%x : memref<?x8x32xf32>) rows %seg : memref<?x1xi64> outs(%y : memref<?x16x32xf32>) reduce {
+  // expected-error @+1 {{output 0 has rows 'memref<?x16x32xf32>', but the row buffers have [B, 8]}}
+  modk.rows ins(%x : memref<?x8x32xf32>) rows %seg : memref<?x1xi64> outs(%y : memref<?x16x32xf32>) access(row -> row) reduce {
   ^bb0(%a: f32):
     modk.yield
   } body {
@@ -299,23 +298,8 @@ func.func @rows_row_shapes(%x: memref<?x8x32xf32>, %seg: memref<?x1xi64>, %y: me
 
 // A token operand of 16 tokens a sequence needs the rows' positions.
 func.func @rows_tokens_need_positions(%x: memref<?x16x32xf32>, %seg: memref<?x1xi64>, %y: memref<?x4x32xf32>) {
-  // expected-error @+1 {{token operand 0 holds 16 tokens a sequence: give the rows' positions}}
-  modk.rows ins(%x : memref<?x16x32xf32>) rows %seg : memref<?x1xi64> outs(%y : memref<?x4x32xf32>) attributes {token_operands = array<i64: 0>} reduce {
-  ^bb0(%a: f32):
-    modk.yield
-  } body {
-  ^bb0(%a: f32):
-    modk.yield %a : f32
-  }
-  return
-}
-
-// -----
-
-// Token operands name operands that exist.
-func.func @rows_token_index(%x: memref<?x4x32xf32>, %seg: memref<?x1xi64>, %y: memref<?x4x32xf32>) {
-  // expected-error @+1 {{token operand 2 does not exist}}
-  modk.rows ins(%x : memref<?x4x32xf32>) rows %seg : memref<?x1xi64> outs(%y : memref<?x4x32xf32>) attributes {token_operands = array<i64: 2>} reduce {
+  // expected-error @+1 {{input 0 holds 16 tokens a sequence: give the rows' positions}}
+  modk.rows ins(%x : memref<?x16x32xf32>) rows %seg : memref<?x1xi64> outs(%y : memref<?x4x32xf32>) access(token -> row) reduce {
   ^bb0(%a: f32):
     modk.yield
   } body {
@@ -330,7 +314,7 @@ func.func @rows_token_index(%x: memref<?x4x32xf32>, %seg: memref<?x1xi64>, %y: m
 // Positions are i32, one a row.
 func.func @rows_positions_type(%x: memref<?x16x32xf32>, %seg: memref<?x1xi64>, %pos: memref<?x4xi64>, %y: memref<?x4x32xf32>) {
   // expected-error @+1 {{positions must be [B, rows] of i32}}
-  modk.rows ins(%x : memref<?x16x32xf32>) rows %seg : memref<?x1xi64> tokens(%pos : memref<?x4xi64>) outs(%y : memref<?x4x32xf32>) attributes {token_operands = array<i64: 0>} reduce {
+  modk.rows ins(%x : memref<?x16x32xf32>) rows %seg : memref<?x1xi64> tokens(%pos : memref<?x4xi64>) outs(%y : memref<?x4x32xf32>) access(token -> row) reduce {
   ^bb0(%a: f32):
     modk.yield
   } body {
@@ -347,7 +331,7 @@ func.func @gemm_rows_epilogue_sums(%h: memref<?x4x64xf32>, %w: memref<32x64xf32>
   // expected-error @+1 {{an epilogue's modk.rows cannot sum over its row}}
   modk.gemm %h, [%w] rows %seg -> %y {epilogue = #modk.epilogue<rows>} : memref<?x4x64xf32>, memref<32x64xf32>, memref<?x1xi64>, memref<?x4x32xf32> epilogue {
   ^bb0(%p: memref<?x4x32xf32>):
-    modk.rows ins(%p : memref<?x4x32xf32>) rows %seg : memref<?x1xi64> outs(%y : memref<?x4x32xf32>) reduce {
+    modk.rows ins(%p : memref<?x4x32xf32>) rows %seg : memref<?x1xi64> outs(%y : memref<?x4x32xf32>) access(row -> row) reduce {
     ^bb0(%a: f32):
       %sq = arith.mulf %a, %a : f32
       modk.yield %sq : f32
@@ -367,7 +351,7 @@ func.func @gemm_rows_epilogue_column_sum(%h: memref<?x4x64xf32>, %w: memref<32x6
   // expected-error @+1 {{an epilogue's modk.rows cannot have column sums: a tile holds some of the rows}}
   modk.gemm %h, [%w] rows %seg -> %ds {epilogue = #modk.epilogue<rows>} : memref<?x4x64xf32>, memref<32x64xf32>, memref<?x1xi64>, memref<32xf32> epilogue {
   ^bb0(%p: memref<?x4x32xf32>):
-    modk.rows ins(%p : memref<?x4x32xf32>) rows %seg : memref<?x1xi64> outs(%ds : memref<32xf32>) reduce {
+    modk.rows ins(%p : memref<?x4x32xf32>) rows %seg : memref<?x1xi64> outs(%ds : memref<32xf32>) access(row -> column_sum) reduce {
     ^bb0(%a: f32):
       modk.yield
     } body {
@@ -385,7 +369,7 @@ func.func @gemm_rows_epilogue_output(%h: memref<?x4x64xf32>, %w: memref<32x64xf3
   // expected-error @+1 {{the epilogue's one output must be the GEMM's output}}
   modk.gemm %h, [%w] rows %seg -> %y {epilogue = #modk.epilogue<rows>} : memref<?x4x64xf32>, memref<32x64xf32>, memref<?x1xi64>, memref<?x4x32xf32> epilogue {
   ^bb0(%p: memref<?x4x32xf32>):
-    modk.rows ins(%p : memref<?x4x32xf32>) rows %seg : memref<?x1xi64> outs(%z : memref<?x4x32xf32>) reduce {
+    modk.rows ins(%p : memref<?x4x32xf32>) rows %seg : memref<?x1xi64> outs(%z : memref<?x4x32xf32>) access(row -> row) reduce {
     ^bb0(%a: f32):
       modk.yield
     } body {
@@ -403,7 +387,7 @@ func.func @gemm_rows_epilogue_product(%h: memref<?x4x64xf32>, %w: memref<32x64xf
   // expected-error @+1 {{the product argument must be an f32 buffer of the input's rows and the weight's N = 32}}
   modk.gemm %h, [%w] rows %seg -> %y {epilogue = #modk.epilogue<rows>} : memref<?x4x64xf32>, memref<32x64xf32>, memref<?x1xi64>, memref<?x4x32xf32> epilogue {
   ^bb0(%p: memref<?x4x32xbf16>):
-    modk.rows ins(%p : memref<?x4x32xbf16>) rows %seg : memref<?x1xi64> outs(%y : memref<?x4x32xf32>) reduce {
+    modk.rows ins(%p : memref<?x4x32xbf16>) rows %seg : memref<?x1xi64> outs(%y : memref<?x4x32xf32>) access(row -> row) reduce {
     ^bb0(%a: f32):
       modk.yield
     } body {
@@ -421,7 +405,7 @@ func.func @gemm_region_without_rows(%h: memref<?x4x64xf32>, %w: memref<32x64xf32
   // expected-error @+1 {{only the `rows` epilogue has a region}}
   modk.gemm %h, [%w] rows %seg -> %y {epilogue = #modk.epilogue<none>} : memref<?x4x64xf32>, memref<32x64xf32>, memref<?x1xi64>, memref<?x4x32xf32> epilogue {
   ^bb0(%p: memref<?x4x32xf32>):
-    modk.rows ins(%p : memref<?x4x32xf32>) rows %seg : memref<?x1xi64> outs(%y : memref<?x4x32xf32>) reduce {
+    modk.rows ins(%p : memref<?x4x32xf32>) rows %seg : memref<?x1xi64> outs(%y : memref<?x4x32xf32>) access(row -> row) reduce {
     ^bb0(%a: f32):
       modk.yield
     } body {
@@ -515,7 +499,7 @@ modk.optimizer @adamw attributes {params = [#modk.param<name = "w", shape = [4],
 // the row's sums, not from an element.
 func.func @rows_row_value_from_element(%x: memref<?x16x32xf32>, %w: memref<1x32xf32>, %seg: memref<?x1xi64>, %r: memref<?x16xf32>) {
   // expected-error @+1 {{output 0 holds one value a row, but 'body' yields an element's value for it}}
-  modk.rows ins(%x, %w : memref<?x16x32xf32>, memref<1x32xf32>) rows %seg : memref<?x1xi64> outs(%r : memref<?x16xf32>) reduce {
+  modk.rows ins(%x, %w : memref<?x16x32xf32>, memref<1x32xf32>) rows %seg : memref<?x1xi64> outs(%r : memref<?x16xf32>) access(row, column -> row_value) reduce {
   ^bb0(%a: f32, %b: f32):
     %p = arith.mulf %a, %b : f32
     modk.yield %p : f32
@@ -533,7 +517,7 @@ func.func @rows_row_value_from_element(%x: memref<?x16x32xf32>, %w: memref<1x32x
 // come from the row's sums too, not from an element.
 func.func @rows_token_value_from_element(%x: memref<?x16x32xf32>, %seg: memref<?x1xi64>, %pos: memref<?x16xi32>, %r: memref<?x16xf32>) {
   // expected-error @+1 {{output 0 holds one value a row, but 'body' yields an element's value for it}}
-  modk.rows ins(%x : memref<?x16x32xf32>) rows %seg : memref<?x1xi64> tokens(%pos : memref<?x16xi32>) outs(%r : memref<?x16xf32>) attributes {token_operands = array<i64: 0, 1>} reduce {
+  modk.rows ins(%x : memref<?x16x32xf32>) rows %seg : memref<?x1xi64> tokens(%pos : memref<?x16xi32>) outs(%r : memref<?x16xf32>) access(token -> token_value) reduce {
   ^bb0(%a: f32):
     %p = arith.mulf %a, %a : f32
     modk.yield %p : f32
@@ -547,10 +531,10 @@ func.func @rows_token_value_from_element(%x: memref<?x16x32xf32>, %seg: memref<?
 
 // -----
 
-// An output is a buffer of rows or tokens, a value a row, or a column sum.
+// An output at `row` is a buffer [B, rows, width], not of higher rank.
 func.func @rows_rank4_output(%x: memref<?x16x32xf32>, %seg: memref<?x1xi64>, %v: memref<?x16x32x2xf32>) {
-  // expected-error @+1 {{outputs must be buffers [B, rows or tokens, width], [B, rows or tokens] of one value a row, or column sums [width]}}
-  modk.rows ins(%x : memref<?x16x32xf32>) rows %seg : memref<?x1xi64> outs(%v : memref<?x16x32x2xf32>) reduce {
+  // expected-error @+1 {{output 0 is read or written at 'row', which needs f32 or bf16 [B, rows, 32]; it is 'memref<?x16x32x2xf32>'}}
+  modk.rows ins(%x : memref<?x16x32xf32>) rows %seg : memref<?x1xi64> outs(%v : memref<?x16x32x2xf32>) access(row -> row) reduce {
   ^bb0(%a: f32):
     modk.yield
   } body {
@@ -571,11 +555,11 @@ func.func @route_stats_shape(%x: memref<?x16x32xf32>, %rw: memref<1x32xf32>, %nw
 
 // -----
 
-// A column sum adds over the rows: it is neither read at a token nor an
-// input of its kernel.
+// An operand that is both an input and an output has one access: a column
+// sum is not also read as a weight vector.
 func.func @rows_column_sum_is_input(%x: memref<?x16x32xf32>, %seg: memref<?x1xi64>, %dw: memref<32xf32>) {
-  // expected-error @+1 {{output 0 is a column sum: it cannot be a token operand or an input}}
-  modk.rows ins(%x, %dw : memref<?x16x32xf32>, memref<32xf32>) rows %seg : memref<?x1xi64> outs(%dw : memref<32xf32>) reduce {
+  // expected-error @+1 {{output 0 is input 1 but written at 'column_sum', read at 'column'}}
+  modk.rows ins(%x, %dw : memref<?x16x32xf32>, memref<32xf32>) rows %seg : memref<?x1xi64> outs(%dw : memref<32xf32>) access(row, column -> column_sum) reduce {
   ^bb0(%a: f32, %b: f32):
     modk.yield
   } body {
@@ -589,8 +573,8 @@ func.func @rows_column_sum_is_input(%x: memref<?x16x32xf32>, %seg: memref<?x1xi6
 
 // Column sums are f32 (they accumulate).
 func.func @rows_column_sum_bf16(%x: memref<?x16x32xf32>, %seg: memref<?x1xi64>, %dw: memref<32xbf16>) {
-  // expected-error @+1 {{output 0 is a column sum: it must hold f32}}
-  modk.rows ins(%x : memref<?x16x32xf32>) rows %seg : memref<?x1xi64> outs(%dw : memref<32xbf16>) reduce {
+  // expected-error @+1 {{output 0 is read or written at 'column_sum', which needs f32 [32] or [1, 32]; it is 'memref<32xbf16>'}}
+  modk.rows ins(%x : memref<?x16x32xf32>) rows %seg : memref<?x1xi64> outs(%dw : memref<32xbf16>) access(row -> column_sum) reduce {
   ^bb0(%a: f32):
     modk.yield
   } body {
@@ -604,8 +588,8 @@ func.func @rows_column_sum_bf16(%x: memref<?x16x32xf32>, %seg: memref<?x1xi64>, 
 
 // A column sum holds the row width.
 func.func @rows_column_sum_width(%x: memref<?x16x32xf32>, %seg: memref<?x1xi64>, %dw: memref<1x16xf32>) {
-  // expected-error @+1 {{a column sum must hold the row width 32}}
-  modk.rows ins(%x : memref<?x16x32xf32>) rows %seg : memref<?x1xi64> outs(%dw : memref<1x16xf32>) reduce {
+  // expected-error @+1 {{output 0 is read or written at 'column_sum', which needs f32 [32] or [1, 32]; it is 'memref<1x16xf32>'}}
+  modk.rows ins(%x : memref<?x16x32xf32>) rows %seg : memref<?x1xi64> outs(%dw : memref<1x16xf32>) access(row -> column_sum) reduce {
   ^bb0(%a: f32):
     modk.yield
   } body {
@@ -619,8 +603,8 @@ func.func @rows_column_sum_width(%x: memref<?x16x32xf32>, %seg: memref<?x1xi64>,
 
 // At most three column sums a kernel (CUDA's reduction writes three).
 func.func @rows_four_column_sums(%x: memref<?x16x32xf32>, %seg: memref<?x1xi64>, %a0: memref<32xf32>, %a1: memref<32xf32>, %a2: memref<32xf32>, %a3: memref<32xf32>) {
-  // expected-error @+1 {{has 4 column sums; a kernel adds at most 3}}
-  modk.rows ins(%x : memref<?x16x32xf32>) rows %seg : memref<?x1xi64> outs(%a0, %a1, %a2, %a3 : memref<32xf32>, memref<32xf32>, memref<32xf32>, memref<32xf32>) reduce {
+  // expected-error @+1 {{has 4 column and row sums; a kernel adds at most 3}}
+  modk.rows ins(%x : memref<?x16x32xf32>) rows %seg : memref<?x1xi64> outs(%a0, %a1, %a2, %a3 : memref<32xf32>, memref<32xf32>, memref<32xf32>, memref<32xf32>) access(row -> column_sum, column_sum, column_sum, column_sum) reduce {
   ^bb0(%a: f32):
     modk.yield
   } body {
@@ -636,7 +620,7 @@ func.func @rows_four_column_sums(%x: memref<?x16x32xf32>, %seg: memref<?x1xi64>,
 // the body's value for it must not be an element's.
 func.func @rows_total_of_elements(%x: memref<?x16x32xf32>, %seg: memref<?x1xi64>, %t: memref<1xf32>) {
   // expected-error @+1 {{output 0 sums one value a row, but 'body' yields an element's value for it}}
-  modk.rows ins(%x : memref<?x16x32xf32>) rows %seg : memref<?x1xi64> outs(%t : memref<1xf32>) reduce {
+  modk.rows ins(%x : memref<?x16x32xf32>) rows %seg : memref<?x1xi64> outs(%t : memref<1xf32>) access(row -> row_sum) reduce {
   ^bb0(%a: f32):
     modk.yield
   } body {
@@ -650,8 +634,8 @@ func.func @rows_total_of_elements(%x: memref<?x16x32xf32>, %seg: memref<?x1xi64>
 
 // Row totals accumulate in f32, like column sums.
 func.func @rows_total_bf16(%x: memref<?x16x32xf32>, %seg: memref<?x1xi64>, %t: memref<1xbf16>) {
-  // expected-error @+1 {{output 0 is a row total: it must hold f32}}
-  modk.rows ins(%x : memref<?x16x32xf32>) rows %seg : memref<?x1xi64> outs(%t : memref<1xbf16>) reduce {
+  // expected-error @+1 {{output 0 is read or written at 'row_sum', which needs f32 [1]; it is 'memref<1xbf16>'}}
+  modk.rows ins(%x : memref<?x16x32xf32>) rows %seg : memref<?x1xi64> outs(%t : memref<1xbf16>) access(row -> row_sum) reduce {
   ^bb0(%a: f32):
     %s = arith.mulf %a, %a : f32
     modk.yield %s : f32
@@ -664,10 +648,10 @@ func.func @rows_total_bf16(%x: memref<?x16x32xf32>, %seg: memref<?x1xi64>, %t: m
 
 // -----
 
-// A row total is not also an input (a scalar) of its kernel.
+// A row sum is not also read as a scalar: an operand has one access.
 func.func @rows_total_is_input(%x: memref<?x16x32xf32>, %seg: memref<?x1xi64>, %t: memref<1xf32>) {
-  // expected-error @+1 {{output 0 is a row total: it cannot be a token operand or an input}}
-  modk.rows ins(%x, %t : memref<?x16x32xf32>, memref<1xf32>) rows %seg : memref<?x1xi64> outs(%t : memref<1xf32>) reduce {
+  // expected-error @+1 {{output 0 is input 1 but written at 'row_sum', read at 'scalar'}}
+  modk.rows ins(%x, %t : memref<?x16x32xf32>, memref<1xf32>) rows %seg : memref<?x1xi64> outs(%t : memref<1xf32>) access(row, scalar -> row_sum) reduce {
   ^bb0(%a: f32, %b: f32):
     modk.yield
   } body {
@@ -681,8 +665,8 @@ func.func @rows_total_is_input(%x: memref<?x16x32xf32>, %seg: memref<?x1xi64>, %
 
 // Column sums and row totals together are at most three a kernel.
 func.func @rows_sums_and_totals(%x: memref<?x16x32xf32>, %seg: memref<?x1xi64>, %a0: memref<32xf32>, %a1: memref<32xf32>, %a2: memref<32xf32>, %t: memref<1xf32>) {
-  // expected-error @+1 {{has 4 column sums; a kernel adds at most 3}}
-  modk.rows ins(%x : memref<?x16x32xf32>) rows %seg : memref<?x1xi64> outs(%a0, %a1, %a2, %t : memref<32xf32>, memref<32xf32>, memref<32xf32>, memref<1xf32>) reduce {
+  // expected-error @+1 {{has 4 column and row sums; a kernel adds at most 3}}
+  modk.rows ins(%x : memref<?x16x32xf32>) rows %seg : memref<?x1xi64> outs(%a0, %a1, %a2, %t : memref<32xf32>, memref<32xf32>, memref<32xf32>, memref<1xf32>) access(row -> column_sum, column_sum, column_sum, row_sum) reduce {
   ^bb0(%a: f32):
     %s = arith.mulf %a, %a : f32
     modk.yield %s : f32
@@ -697,8 +681,8 @@ func.func @rows_sums_and_totals(%x: memref<?x16x32xf32>, %seg: memref<?x1xi64>, 
 
 // An input of one value a row has the rows of the row buffers.
 func.func @rows_row_value_input_shape(%x: memref<?x16x32xf32>, %seg: memref<?x1xi64>, %dr: memref<?x8xf32>, %y: memref<?x16x32xf32>) {
-  // expected-error @+1 {{all row buffers must have one shape}}
-  modk.rows ins(%x, %dr : memref<?x16x32xf32>, memref<?x8xf32>) rows %seg : memref<?x1xi64> outs(%y : memref<?x16x32xf32>) reduce {
+  // expected-error @+1 {{input 1 has rows 'memref<?x8xf32>', but the row buffers have [B, 16]}}
+  modk.rows ins(%x, %dr : memref<?x16x32xf32>, memref<?x8xf32>) rows %seg : memref<?x1xi64> outs(%y : memref<?x16x32xf32>) access(row, row_value -> row) reduce {
   ^bb0(%a: f32, %b: f32):
     modk.yield
   } body {
@@ -716,7 +700,7 @@ func.func @rows_row_value_input_shape(%x: memref<?x16x32xf32>, %seg: memref<?x1x
 func.func @gather_other_rows(%r: memref<?x16xf32>, %pos: memref<?x4xi32>, %seg: memref<?x1xi64>, %mask: memref<?x16xi32>, %seg2: memref<?x1xi64>, %x: memref<?x16x32xf32>, %xs: memref<?x4x32xf32>) {
   // expected-error @+1 {{the gather's rows and tokens must be the ones this op selects}}
   modk.route_select %r -> %pos, %seg, %mask {causal_router = #modk.causal_router<none>, k = 4 : i64, layer = 1 : i64} : memref<?x16xf32>, memref<?x4xi32>, memref<?x1xi64>, memref<?x16xi32> gather {
-    modk.rows ins(%x : memref<?x16x32xf32>) rows %seg2 : memref<?x1xi64> tokens(%pos : memref<?x4xi32>) outs(%xs : memref<?x4x32xf32>) attributes {token_operands = array<i64: 0>} reduce {
+    modk.rows ins(%x : memref<?x16x32xf32>) rows %seg2 : memref<?x1xi64> tokens(%pos : memref<?x4xi32>) outs(%xs : memref<?x4x32xf32>) access(token -> row) reduce {
     ^bb0(%a: f32):
       modk.yield
     } body {
@@ -734,7 +718,7 @@ func.func @gather_other_rows(%r: memref<?x16xf32>, %pos: memref<?x4xi32>, %seg: 
 func.func @gather_reads_mask(%r: memref<?x16xf32>, %pos: memref<?x4xi32>, %seg: memref<?x1xi64>, %mask: memref<?x16xi32>, %x: memref<?x16x32xf32>, %xs: memref<?x4x32xf32>) {
   // expected-error @+1 {{the gather cannot read or write the selection's scores or mask}}
   modk.route_select %r -> %pos, %seg, %mask {causal_router = #modk.causal_router<none>, k = 4 : i64, layer = 1 : i64} : memref<?x16xf32>, memref<?x4xi32>, memref<?x1xi64>, memref<?x16xi32> gather {
-    modk.rows ins(%x, %r : memref<?x16x32xf32>, memref<?x16xf32>) rows %seg : memref<?x1xi64> tokens(%pos : memref<?x4xi32>) outs(%xs : memref<?x4x32xf32>) attributes {token_operands = array<i64: 0, 1>} reduce {
+    modk.rows ins(%x, %r : memref<?x16x32xf32>, memref<?x16xf32>) rows %seg : memref<?x1xi64> tokens(%pos : memref<?x4xi32>) outs(%xs : memref<?x4x32xf32>) access(token, token_value -> row) reduce {
     ^bb0(%a: f32, %s: f32):
       modk.yield
     } body {
@@ -764,7 +748,7 @@ func.func @gather_region_not_rows(%r: memref<?x16xf32>, %pos: memref<?x4xi32>, %
 func.func @decode_gather_positions(%r: memref<?x1xf32>, %step: memref<?x1xi32>, %active: memref<?x1xi8>, %pos: memref<?x1xi32>, %seg: memref<?x1xi64>, %mask: memref<?x1xi32>, %x: memref<?x1x32xf32>, %xs: memref<?x1x32xf32>) {
   // expected-error @+1 {{the gather's rows and tokens must be the ones this op selects}}
   modk.decode_select(%r, %step, %active, %pos, %seg, %mask) {causal_router = #modk.causal_router<aux_loss>, layer = 1 : i64} : memref<?x1xf32>, memref<?x1xi32>, memref<?x1xi8>, memref<?x1xi32>, memref<?x1xi64>, memref<?x1xi32> gather {
-    modk.rows ins(%x : memref<?x1x32xf32>) rows %seg : memref<?x1xi64> tokens(%pos : memref<?x1xi32>) outs(%xs : memref<?x1x32xf32>) attributes {token_operands = array<i64: 0>} reduce {
+    modk.rows ins(%x : memref<?x1x32xf32>) rows %seg : memref<?x1xi64> tokens(%pos : memref<?x1xi32>) outs(%xs : memref<?x1x32xf32>) access(token -> row) reduce {
     ^bb0(%a: f32):
       modk.yield
     } body {
@@ -777,10 +761,10 @@ func.func @decode_gather_positions(%r: memref<?x1xf32>, %step: memref<?x1xi32>, 
 
 // -----
 
-// A lookup names a pair of inputs: [table, ids].
+// A table is read at the row's id: the kernel needs an ids input.
 func.func @rows_lookup_pairs(%t: memref<?x4xi32>, %e: memref<64x32xf32>, %seg: memref<?x1xi64>, %y: memref<?x4x32xf32>) {
-  // expected-error @+1 {{lookups must be pairs [table, ids, ...] of operands}}
-  modk.rows ins(%t, %e : memref<?x4xi32>, memref<64x32xf32>) rows %seg : memref<?x1xi64> outs(%y : memref<?x4x32xf32>) attributes {lookups = array<i64: 1>} reduce {
+  // expected-error @+1 {{reads a table or scatters without an ids input}}
+  modk.rows ins(%t, %e : memref<?x4xi32>, memref<64x32xf32>) rows %seg : memref<?x1xi64> outs(%y : memref<?x4x32xf32>) access(row_value, table -> row) reduce {
   ^bb0(%a: f32, %b: f32):
     modk.yield
   } body {
@@ -794,8 +778,8 @@ func.func @rows_lookup_pairs(%t: memref<?x4xi32>, %e: memref<64x32xf32>, %seg: m
 
 // A lookup's ids are i32, one a row.
 func.func @rows_lookup_ids_type(%t: memref<?x4xf32>, %e: memref<64x32xf32>, %seg: memref<?x1xi64>, %y: memref<?x4x32xf32>) {
-  // expected-error @+1 {{lookup ids (input 0) must be [B, rows] of i32}}
-  modk.rows ins(%t, %e : memref<?x4xf32>, memref<64x32xf32>) rows %seg : memref<?x1xi64> outs(%y : memref<?x4x32xf32>) attributes {lookups = array<i64: 1, 0>} reduce {
+  // expected-error @+1 {{input 0 is read or written at 'ids', which needs i32 [B, rows]; it is 'memref<?x4xf32>'}}
+  modk.rows ins(%t, %e : memref<?x4xf32>, memref<64x32xf32>) rows %seg : memref<?x1xi64> outs(%y : memref<?x4x32xf32>) access(ids, table -> row) reduce {
   ^bb0(%a: f32, %b: f32):
     modk.yield
   } body {
@@ -809,8 +793,8 @@ func.func @rows_lookup_ids_type(%t: memref<?x4xf32>, %e: memref<64x32xf32>, %seg
 
 // A lookup's table is [V, width] with V > 1 (a [1, width] input is a vector).
 func.func @rows_lookup_table_shape(%t: memref<?x4xi32>, %e: memref<1x32xf32>, %seg: memref<?x1xi64>, %y: memref<?x4x32xf32>) {
-  // expected-error @+1 {{lookup table (operand 1) must be [V, width] with V > 1}}
-  modk.rows ins(%t, %e : memref<?x4xi32>, memref<1x32xf32>) rows %seg : memref<?x1xi64> outs(%y : memref<?x4x32xf32>) attributes {lookups = array<i64: 1, 0>} reduce {
+  // expected-error @+1 {{input 1 is read or written at 'table', which needs f32 or bf16 [V, 32] with V > 1; it is 'memref<1x32xf32>'}}
+  modk.rows ins(%t, %e : memref<?x4xi32>, memref<1x32xf32>) rows %seg : memref<?x1xi64> outs(%y : memref<?x4x32xf32>) access(ids, table -> row) reduce {
   ^bb0(%a: f32, %b: f32):
     modk.yield
   } body {
@@ -824,8 +808,8 @@ func.func @rows_lookup_table_shape(%t: memref<?x4xi32>, %e: memref<1x32xf32>, %s
 
 // The table's rows hold the row width.
 func.func @rows_lookup_table_width(%t: memref<?x4xi32>, %e: memref<64x16xf32>, %seg: memref<?x1xi64>, %y: memref<?x4x32xf32>) {
-  // expected-error @+1 {{lookup table (operand 1) must hold f32 or bf16 rows of width 32}}
-  modk.rows ins(%t, %e : memref<?x4xi32>, memref<64x16xf32>) rows %seg : memref<?x1xi64> outs(%y : memref<?x4x32xf32>) attributes {lookups = array<i64: 1, 0>} reduce {
+  // expected-error @+1 {{input 1 is read or written at 'table', which needs f32 or bf16 [V, 32] with V > 1; it is 'memref<64x16xf32>'}}
+  modk.rows ins(%t, %e : memref<?x4xi32>, memref<64x16xf32>) rows %seg : memref<?x1xi64> outs(%y : memref<?x4x32xf32>) access(ids, table -> row) reduce {
   ^bb0(%a: f32, %b: f32):
     modk.yield
   } body {
@@ -840,28 +824,13 @@ func.func @rows_lookup_table_width(%t: memref<?x4xi32>, %e: memref<64x16xf32>, %
 // The ids address the table; the regions cannot read them as an element.
 func.func @rows_lookup_ids_read(%t: memref<?x4xi32>, %e: memref<64x32xf32>, %seg: memref<?x1xi64>, %y: memref<?x4x32xf32>) {
   // expected-error @+1 {{input 0 holds a lookup's ids: the regions cannot read it}}
-  modk.rows ins(%t, %e : memref<?x4xi32>, memref<64x32xf32>) rows %seg : memref<?x1xi64> outs(%y : memref<?x4x32xf32>) attributes {lookups = array<i64: 1, 0>} reduce {
+  modk.rows ins(%t, %e : memref<?x4xi32>, memref<64x32xf32>) rows %seg : memref<?x1xi64> outs(%y : memref<?x4x32xf32>) access(ids, table -> row) reduce {
   ^bb0(%a: f32, %b: f32):
     modk.yield
   } body {
   ^bb0(%a: f32, %b: f32):
     %s = arith.addf %a, %b : f32
     modk.yield %s : f32
-  }
-  return
-}
-
-// -----
-
-// A lookup's table is an input of its own, not the ids.
-func.func @rows_lookup_same_input(%t: memref<?x4xi32>, %e: memref<64x32xf32>, %seg: memref<?x1xi64>, %y: memref<?x4x32xf32>) {
-  // expected-error @+1 {{lookup 0 must name a table and an ids input}}
-  modk.rows ins(%t, %e : memref<?x4xi32>, memref<64x32xf32>) rows %seg : memref<?x1xi64> outs(%y : memref<?x4x32xf32>) attributes {lookups = array<i64: 1, 1>} reduce {
-  ^bb0(%a: f32, %b: f32):
-    modk.yield
-  } body {
-  ^bb0(%a: f32, %b: f32):
-    modk.yield %b : f32
   }
   return
 }
@@ -885,7 +854,7 @@ modk.entry @decode attributes {model = #modk.model<name = "t", vocab_size = 64, 
   %seg = modk.alloc : memref<?x1xi64>
   %x = modk.alloc : memref<?x1x32xf32>
   // expected-error @+1 {{'modk.rows' op is causal_only in @decode: only the forward entry runs kernels on causal decisions}}
-  modk.rows ins(%x : memref<?x1x32xf32>) rows %seg : memref<?x1xi64> outs(%x : memref<?x1x32xf32>) attributes {causal_only} reduce {
+  modk.rows ins(%x : memref<?x1x32xf32>) rows %seg : memref<?x1xi64> outs(%x : memref<?x1x32xf32>) access(row -> row) attributes {causal_only} reduce {
   ^bb0(%a: f32):
     modk.yield
   } body {
@@ -900,7 +869,7 @@ modk.entry @decode attributes {model = #modk.model<name = "t", vocab_size = 64, 
 // `body` read.
 func.func @rows_empty_maxima(%x: memref<?x16x32xf32>, %seg: memref<?x1xi64>, %y: memref<?x16x32xf32>) {
   // expected-error @+1 {{'maxima' must yield at least one value}}
-  modk.rows ins(%x : memref<?x16x32xf32>) rows %seg : memref<?x1xi64> outs(%y : memref<?x16x32xf32>) maxima {
+  modk.rows ins(%x : memref<?x16x32xf32>) rows %seg : memref<?x1xi64> outs(%y : memref<?x16x32xf32>) access(row -> row) maxima {
   ^bb0(%a: f32):
     modk.yield
   } reduce {
@@ -918,7 +887,7 @@ func.func @rows_empty_maxima(%x: memref<?x16x32xf32>, %seg: memref<?x1xi64>, %y:
 // The row's maxima follow the elements in `reduce` (and `body`).
 func.func @rows_reduce_without_maxima(%x: memref<?x16x32xf32>, %seg: memref<?x1xi64>, %y: memref<?x16x32xf32>) {
   // expected-error @+1 {{'reduce' takes 2 f32 arguments, has 1}}
-  modk.rows ins(%x : memref<?x16x32xf32>) rows %seg : memref<?x1xi64> outs(%y : memref<?x16x32xf32>) maxima {
+  modk.rows ins(%x : memref<?x16x32xf32>) rows %seg : memref<?x1xi64> outs(%y : memref<?x16x32xf32>) access(row -> row) maxima {
   ^bb0(%a: f32):
     modk.yield %a : f32
   } reduce {
@@ -934,10 +903,11 @@ func.func @rows_reduce_without_maxima(%x: memref<?x16x32xf32>, %seg: memref<?x1x
 
 // -----
 
-// An i32 input holds one class a row (a target), not elements.
+// An i32 input holds one class a row (a target, at `row_value`), not
+// elements.
 func.func @rows_i32_elements(%x: memref<?x16x32xi32>, %seg: memref<?x1xi64>, %y: memref<?x16x32xf32>) {
-  // expected-error @+1 {{inputs must hold f32 or bf16 (or i32 classes, one a row)}}
-  modk.rows ins(%x : memref<?x16x32xi32>) rows %seg : memref<?x1xi64> outs(%y : memref<?x16x32xf32>) reduce {
+  // expected-error @+1 {{input 0 is read or written at 'row', which needs f32 or bf16 [B, rows, 32]; it is 'memref<?x16x32xi32>'}}
+  modk.rows ins(%x : memref<?x16x32xi32>) rows %seg : memref<?x1xi64> outs(%y : memref<?x16x32xf32>) access(row -> row) reduce {
   ^bb0(%a: f32):
     modk.yield
   } body {
@@ -972,7 +942,7 @@ func.func @gather_blocks_without_gather(%r: memref<?x16xf32>, %pos: memref<?x4xi
 func.func @gather_blocks_above_k(%r: memref<?x16xf32>, %pos: memref<?x4xi32>, %seg: memref<?x1xi64>, %mask: memref<?x16xi32>, %x: memref<?x16x32xf32>, %xs: memref<?x4x32xf32>) {
   // expected-error @+1 {{gather_blocks 5 exceeds the 4 rows a sequence gathers}}
   modk.route_select %r -> %pos, %seg, %mask {causal_router = #modk.causal_router<none>, gather_blocks = 5 : i64, k = 4 : i64, layer = 1 : i64} : memref<?x16xf32>, memref<?x4xi32>, memref<?x1xi64>, memref<?x16xi32> gather {
-    modk.rows ins(%x : memref<?x16x32xf32>) rows %seg : memref<?x1xi64> tokens(%pos : memref<?x4xi32>) outs(%xs : memref<?x4x32xf32>) attributes {token_operands = array<i64: 0>} reduce {
+    modk.rows ins(%x : memref<?x16x32xf32>) rows %seg : memref<?x1xi64> tokens(%pos : memref<?x4xi32>) outs(%xs : memref<?x4x32xf32>) access(token -> row) reduce {
     ^bb0(%a: f32):
       modk.yield
     } body {
@@ -999,7 +969,7 @@ func.func @gather_blocks_zero(%r: memref<?x16xf32>, %pos: memref<?x4xi32>, %seg:
 func.func @gather_blocks_large_k(%r: memref<?x10000xf32>, %pos: memref<?x9000xi32>, %seg: memref<?x1xi64>, %mask: memref<?x10000xi32>, %x: memref<?x10000x32xf32>, %xs: memref<?x9000x32xf32>) {
   // expected-error @+1 {{gather_blocks 2 needs k <= 8192 (each block keeps the k positions in shared memory); k is 9000}}
   modk.route_select %r -> %pos, %seg, %mask {causal_router = #modk.causal_router<none>, gather_blocks = 2 : i64, k = 9000 : i64, layer = 1 : i64} : memref<?x10000xf32>, memref<?x9000xi32>, memref<?x1xi64>, memref<?x10000xi32> gather {
-    modk.rows ins(%x : memref<?x10000x32xf32>) rows %seg : memref<?x1xi64> tokens(%pos : memref<?x9000xi32>) outs(%xs : memref<?x9000x32xf32>) attributes {token_operands = array<i64: 0>} reduce {
+    modk.rows ins(%x : memref<?x10000x32xf32>) rows %seg : memref<?x1xi64> tokens(%pos : memref<?x9000xi32>) outs(%xs : memref<?x9000x32xf32>) access(token -> row) reduce {
     ^bb0(%a: f32):
       modk.yield
     } body {
@@ -1032,7 +1002,7 @@ func.func @stream_dgrad(%dy: memref<?x64xf32>, %w: memref<64x32xf32>, %seg: memr
 
 // RoPE's ops pair a head's columns: only a modk.rows with head_dim has them.
 func.func @rotate_half_without_heads(%x: memref<?x16x32xf32>, %seg: memref<?x1xi64>, %y: memref<?x16x32xf32>) {
-  modk.rows ins(%x : memref<?x16x32xf32>) rows %seg : memref<?x1xi64> outs(%y : memref<?x16x32xf32>) reduce {
+  modk.rows ins(%x : memref<?x16x32xf32>) rows %seg : memref<?x1xi64> outs(%y : memref<?x16x32xf32>) access(row -> row) reduce {
   ^bb0(%a: f32):
     modk.yield
   } body {
@@ -1047,7 +1017,7 @@ func.func @rotate_half_without_heads(%x: memref<?x16x32xf32>, %seg: memref<?x1xi
 // -----
 
 func.func @rope_angle_in_reduce(%x: memref<?x16x32xf32>, %seg: memref<?x1xi64>, %pos: memref<?x16xi32>, %y: memref<?x16x32xf32>) {
-  modk.rows ins(%x : memref<?x16x32xf32>) rows %seg : memref<?x1xi64> tokens(%pos : memref<?x16xi32>) outs(%y : memref<?x16x32xf32>) attributes {head_dim = 16 : i64} reduce {
+  modk.rows ins(%x : memref<?x16x32xf32>) rows %seg : memref<?x1xi64> tokens(%pos : memref<?x16xi32>) outs(%y : memref<?x16x32xf32>) access(row -> row) attributes {head_dim = 16 : i64} reduce {
   ^bb0(%a: f32):
     // expected-error @+1 {{may be read only in a modk.rows's 'body'}}
     %c, %s = modk.rope_angle {theta = 1.0e+04 : f64} : f32, f32
@@ -1062,7 +1032,7 @@ func.func @rope_angle_in_reduce(%x: memref<?x16x32xf32>, %seg: memref<?x1xi64>, 
 // -----
 
 func.func @rope_angle_without_positions(%x: memref<?x16x32xf32>, %seg: memref<?x1xi64>, %y: memref<?x16x32xf32>) {
-  modk.rows ins(%x : memref<?x16x32xf32>) rows %seg : memref<?x1xi64> outs(%y : memref<?x16x32xf32>) attributes {head_dim = 16 : i64} reduce {
+  modk.rows ins(%x : memref<?x16x32xf32>) rows %seg : memref<?x1xi64> outs(%y : memref<?x16x32xf32>) access(row -> row) attributes {head_dim = 16 : i64} reduce {
   ^bb0(%a: f32):
     modk.yield
   } body {
@@ -1079,7 +1049,7 @@ func.func @rope_angle_without_positions(%x: memref<?x16x32xf32>, %seg: memref<?x
 
 func.func @odd_head_dim(%x: memref<?x16x32xf32>, %seg: memref<?x1xi64>, %y: memref<?x16x32xf32>) {
   // expected-error @+1 {{head_dim 12 must be even and divide the row width 32}}
-  modk.rows ins(%x : memref<?x16x32xf32>) rows %seg : memref<?x1xi64> outs(%y : memref<?x16x32xf32>) attributes {head_dim = 12 : i64} reduce {
+  modk.rows ins(%x : memref<?x16x32xf32>) rows %seg : memref<?x1xi64> outs(%y : memref<?x16x32xf32>) access(row -> row) attributes {head_dim = 12 : i64} reduce {
   ^bb0(%a: f32):
     modk.yield
   } body {
@@ -1093,8 +1063,8 @@ func.func @odd_head_dim(%x: memref<?x16x32xf32>, %seg: memref<?x1xi64>, %y: memr
 
 // A kernel over heads maps elements: no column sums (or row values).
 func.func @heads_with_column_sum(%x: memref<?x16x32xf32>, %seg: memref<?x1xi64>, %y: memref<?x16x32xf32>, %dw: memref<32xf32>) {
-  // expected-error @+1 {{with head_dim only maps elements: no token operands, lookups, or outputs of a value a row or a column}}
-  modk.rows ins(%x : memref<?x16x32xf32>) rows %seg : memref<?x1xi64> outs(%y, %dw : memref<?x16x32xf32>, memref<32xf32>) attributes {head_dim = 16 : i64} reduce {
+  // expected-error @+1 {{with head_dim only maps elements: operand 2 is read or written at 'column_sum'}}
+  modk.rows ins(%x : memref<?x16x32xf32>) rows %seg : memref<?x1xi64> outs(%y, %dw : memref<?x16x32xf32>, memref<32xf32>) access(row -> row, column_sum) attributes {head_dim = 16 : i64} reduce {
   ^bb0(%a: f32):
     modk.yield
   } body {
@@ -1107,7 +1077,7 @@ func.func @heads_with_column_sum(%x: memref<?x16x32xf32>, %seg: memref<?x1xi64>,
 // -----
 
 func.func @rotate_half_of_a_vector(%x: memref<?x16x32xf32>, %w: memref<32xf32>, %seg: memref<?x1xi64>, %pos: memref<?x16xi32>, %y: memref<?x16x32xf32>) {
-  modk.rows ins(%x, %w : memref<?x16x32xf32>, memref<32xf32>) rows %seg : memref<?x1xi64> tokens(%pos : memref<?x16xi32>) outs(%y : memref<?x16x32xf32>) attributes {head_dim = 16 : i64} reduce {
+  modk.rows ins(%x, %w : memref<?x16x32xf32>, memref<32xf32>) rows %seg : memref<?x1xi64> tokens(%pos : memref<?x16xi32>) outs(%y : memref<?x16x32xf32>) access(row, column -> row) attributes {head_dim = 16 : i64} reduce {
   ^bb0(%a: f32, %b: f32):
     modk.yield
   } body {
@@ -1123,7 +1093,7 @@ func.func @rotate_half_of_a_vector(%x: memref<?x16x32xf32>, %w: memref<32xf32>, 
 
 // One angle an element: the generated kernels form it once.
 func.func @two_rope_angles(%x: memref<?x16x32xf32>, %seg: memref<?x1xi64>, %pos: memref<?x16xi32>, %y: memref<?x16x32xf32>) {
-  modk.rows ins(%x : memref<?x16x32xf32>) rows %seg : memref<?x1xi64> tokens(%pos : memref<?x16xi32>) outs(%y : memref<?x16x32xf32>) attributes {head_dim = 16 : i64} reduce {
+  modk.rows ins(%x : memref<?x16x32xf32>) rows %seg : memref<?x1xi64> tokens(%pos : memref<?x16xi32>) outs(%y : memref<?x16x32xf32>) access(row -> row) attributes {head_dim = 16 : i64} reduce {
   ^bb0(%a: f32):
     modk.yield
   } body {
@@ -1145,7 +1115,7 @@ func.func @two_rope_angles(%x: memref<?x16x32xf32>, %seg: memref<?x1xi64>, %pos:
 func.func @window_in_sums(%s: memref<?x16x96xf32>, %seg: memref<?x1xi64>, %y: memref<?x16x32xf32>) {
   %w = modk.column_window %s[32] : memref<?x16x96xf32> to memref<?x16x32xf32, strided<[1536, 96, 1], offset: 32>>
   // expected-error @+1 {{input 0 is a column window, which only a kernel that maps elements at its rows may read}}
-  modk.rows ins(%w : memref<?x16x32xf32, strided<[1536, 96, 1], offset: 32>>) rows %seg : memref<?x1xi64> outs(%y : memref<?x16x32xf32>) reduce {
+  modk.rows ins(%w : memref<?x16x32xf32, strided<[1536, 96, 1], offset: 32>>) rows %seg : memref<?x1xi64> outs(%y : memref<?x16x32xf32>) access(row -> row) reduce {
   ^bb0(%a: f32):
     %q = arith.mulf %a, %a : f32
     modk.yield %q : f32
@@ -1163,7 +1133,7 @@ func.func @window_in_sums(%s: memref<?x16x96xf32>, %seg: memref<?x1xi64>, %y: me
 func.func @window_written_elsewhere(%s: memref<?x16x96xf32>, %seg: memref<?x1xi64>, %x: memref<?x16x32xf32>) {
   %w = modk.column_window %s[32] : memref<?x16x96xf32> to memref<?x16x32xf32, strided<[1536, 96, 1], offset: 32>>
   // expected-error @+1 {{writes a column window other than in place (an input it reads as a window)}}
-  modk.rows ins(%x : memref<?x16x32xf32>) rows %seg : memref<?x1xi64> outs(%w : memref<?x16x32xf32, strided<[1536, 96, 1], offset: 32>>) reduce {
+  modk.rows ins(%x : memref<?x16x32xf32>) rows %seg : memref<?x1xi64> outs(%w : memref<?x16x32xf32, strided<[1536, 96, 1], offset: 32>>) access(row -> row) reduce {
   ^bb0(%a: f32):
     modk.yield
   } body {
@@ -1209,8 +1179,8 @@ func.func @window_wgrad_input(%s: memref<?x16x96xf32>, %dy: memref<?x16x32xf32>,
 // A scatter-add (a lookup whose table is an output) is its kernel's one
 // output: the generated kernels own parts of the table, not rows.
 func.func @scatter_with_second_output(%dx: memref<?x4x32xf32>, %t: memref<?x4xi32>, %seg: memref<?x1xi64>, %g: memref<64x32xf32>, %y: memref<?x4x32xf32>) {
-  // expected-error @+1 {{scatters into output 0: it must be its one output, f32 and not an input, of a kernel that maps elements (no sums, maxima, token operands or head_dim)}}
-  modk.rows ins(%dx, %t : memref<?x4x32xf32>, memref<?x4xi32>) rows %seg : memref<?x1xi64> outs(%g, %y : memref<64x32xf32>, memref<?x4x32xf32>) attributes {lookups = array<i64: 2, 1>} reduce {
+  // expected-error @+1 {{scatters into output 0: it must be its one output and not an input, of a kernel that maps elements (no sums, maxima, token accesses or head_dim)}}
+  modk.rows ins(%dx, %t : memref<?x4x32xf32>, memref<?x4xi32>) rows %seg : memref<?x1xi64> outs(%g, %y : memref<64x32xf32>, memref<?x4x32xf32>) access(row, ids -> scatter, row) reduce {
   ^bb0(%a: f32, %b: f32):
     modk.yield
   } body {
@@ -1225,7 +1195,7 @@ func.func @scatter_with_second_output(%dx: memref<?x4x32xf32>, %t: memref<?x4xi3
 // Nor does it sum over the row.
 func.func @scatter_with_sums(%dx: memref<?x4x32xf32>, %t: memref<?x4xi32>, %seg: memref<?x1xi64>, %g: memref<64x32xf32>) {
   // expected-error @+1 {{scatters into output 0}}
-  modk.rows ins(%dx, %t : memref<?x4x32xf32>, memref<?x4xi32>) rows %seg : memref<?x1xi64> outs(%g : memref<64x32xf32>) attributes {lookups = array<i64: 2, 1>} reduce {
+  modk.rows ins(%dx, %t : memref<?x4x32xf32>, memref<?x4xi32>) rows %seg : memref<?x1xi64> outs(%g : memref<64x32xf32>) access(row, ids -> scatter) reduce {
   ^bb0(%a: f32, %b: f32):
     modk.yield %a : f32
   } body {
@@ -1262,7 +1232,7 @@ modk.optimizer @adamw attributes {params = [#modk.param<name = "w", shape = [4],
 
 // f64 only in the norm: a row kernel computes f32.
 func.func @rows_f64(%x: memref<?x16x32xf32>, %seg: memref<?x1xi64>, %y: memref<?x16x32xf32>) {
-  modk.rows ins(%x : memref<?x16x32xf32>) rows %seg : memref<?x1xi64> outs(%y : memref<?x16x32xf32>) reduce {
+  modk.rows ins(%x : memref<?x16x32xf32>) rows %seg : memref<?x1xi64> outs(%y : memref<?x16x32xf32>) access(row -> row) reduce {
   ^bb0(%a: f32):
     modk.yield
   } body {
@@ -1271,6 +1241,249 @@ func.func @rows_f64(%x: memref<?x16x32xf32>, %seg: memref<?x1xi64>, %y: memref<?
     %d = arith.extf %a : f32 to f64
     %t = arith.truncf %d : f64 to f32
     modk.yield %t : f32
+  }
+  return
+}
+
+// -----
+
+// Each operand declares its access: one for each input and output.
+func.func @access_count(%x: memref<?x16x32xf32>, %seg: memref<?x1xi64>, %y: memref<?x16x32xf32>) {
+  // expected-error @+1 {{declares 2 input and 1 output accesses for 1 inputs and 1 outputs}}
+  "modk.rows"(%x, %seg, %y) <{input_access = [#modk.access<row>, #modk.access<row>], output_access = [#modk.access<row>], operandSegmentSizes = array<i32: 1, 1, 0, 1>}> ({
+  ^bb0(%a: f32):
+    modk.yield
+  }, {
+  ^bb0(%a: f32):
+    modk.yield %a : f32
+  }, {
+  }) : (memref<?x16x32xf32>, memref<?x1xi64>, memref<?x16x32xf32>) -> ()
+  return
+}
+
+// -----
+
+// An access is a keyword of #modk.access.
+func.func @access_unknown(%x: memref<?x16x32xf32>, %seg: memref<?x1xi64>, %y: memref<?x16x32xf32>) {
+  // expected-error @+1 {{unknown access 'diagonal'}}
+  modk.rows ins(%x : memref<?x16x32xf32>) rows %seg : memref<?x1xi64> outs(%y : memref<?x16x32xf32>) access(diagonal -> row) reduce {
+  ^bb0(%a: f32):
+    modk.yield
+  } body {
+  ^bb0(%a: f32):
+    modk.yield %a : f32
+  }
+  return
+}
+
+// -----
+
+// Sums over the rows are outputs.
+func.func @access_input_side(%x: memref<?x16x32xf32>, %w: memref<32xf32>, %seg: memref<?x1xi64>, %y: memref<?x16x32xf32>) {
+  // expected-error @+1 {{input 1 cannot be read at 'column_sum': an output's access}}
+  modk.rows ins(%x, %w : memref<?x16x32xf32>, memref<32xf32>) rows %seg : memref<?x1xi64> outs(%y : memref<?x16x32xf32>) access(row, column_sum -> row) reduce {
+  ^bb0(%a: f32, %b: f32):
+    modk.yield
+  } body {
+  ^bb0(%a: f32, %b: f32):
+    modk.yield %a : f32
+  }
+  return
+}
+
+// -----
+
+// A weight vector is an input.
+func.func @access_output_side(%x: memref<?x16x32xf32>, %seg: memref<?x1xi64>, %w: memref<32xf32>) {
+  // expected-error @+1 {{output 0 cannot be written at 'column': an input's access}}
+  modk.rows ins(%x : memref<?x16x32xf32>) rows %seg : memref<?x1xi64> outs(%w : memref<32xf32>) access(row -> column) reduce {
+  ^bb0(%a: f32):
+    modk.yield
+  } body {
+  ^bb0(%a: f32):
+    modk.yield %a : f32
+  }
+  return
+}
+
+// -----
+
+// `row`: element (i, c) of a row buffer [B, rows, width].
+func.func @access_row(%x: memref<?x16xf32>, %y: memref<?x16x32xf32>, %seg: memref<?x1xi64>) {
+  // expected-error @+1 {{input 0 is read or written at 'row', which needs f32 or bf16 [B, rows, 32]; it is 'memref<?x16xf32>'}}
+  modk.rows ins(%x : memref<?x16xf32>) rows %seg : memref<?x1xi64> outs(%y : memref<?x16x32xf32>) access(row -> row) reduce {
+  ^bb0(%a: f32):
+    modk.yield
+  } body {
+  ^bb0(%a: f32):
+    modk.yield %a : f32
+  }
+  return
+}
+
+// -----
+
+// `token`: element c of the row's token in [B, T, width].
+func.func @access_token(%x: memref<?x16x16xf32>, %seg: memref<?x1xi64>, %pos: memref<?x4xi32>, %y: memref<?x4x32xf32>) {
+  // expected-error @+1 {{input 0 is read or written at 'token', which needs f32 or bf16 [B, T, 32]; it is 'memref<?x16x16xf32>'}}
+  modk.rows ins(%x : memref<?x16x16xf32>) rows %seg : memref<?x1xi64> tokens(%pos : memref<?x4xi32>) outs(%y : memref<?x4x32xf32>) access(token -> row) reduce {
+  ^bb0(%a: f32):
+    modk.yield
+  } body {
+  ^bb0(%a: f32):
+    modk.yield %a : f32
+  }
+  return
+}
+
+// -----
+
+// `row_value`: one value a row, [B, rows].
+func.func @access_row_value(%x: memref<?x16x32xf32>, %r: memref<?x16x2xf32>, %seg: memref<?x1xi64>, %y: memref<?x16x32xf32>) {
+  // expected-error @+1 {{input 1 is read or written at 'row_value', which needs f32 or bf16 [B, rows] (or i32 classes, as an input); it is 'memref<?x16x2xf32>'}}
+  modk.rows ins(%x, %r : memref<?x16x32xf32>, memref<?x16x2xf32>) rows %seg : memref<?x1xi64> outs(%y : memref<?x16x32xf32>) access(row, row_value -> row) reduce {
+  ^bb0(%a: f32, %b: f32):
+    modk.yield
+  } body {
+  ^bb0(%a: f32, %b: f32):
+    modk.yield %a : f32
+  }
+  return
+}
+
+// -----
+
+// An i32 value a row is a class: only an input reads one.
+func.func @access_row_value_class_output(%x: memref<?x16x32xf32>, %seg: memref<?x1xi64>, %t: memref<?x16xi32>) {
+  // expected-error @+1 {{output 0 is read or written at 'row_value', which needs f32 or bf16 [B, rows] (or i32 classes, as an input); it is 'memref<?x16xi32>'}}
+  modk.rows ins(%x : memref<?x16x32xf32>) rows %seg : memref<?x1xi64> outs(%t : memref<?x16xi32>) access(row -> row_value) reduce {
+  ^bb0(%a: f32):
+    %s = arith.mulf %a, %a : f32
+    modk.yield %s : f32
+  } body {
+  ^bb0(%a: f32, %s: f32):
+    modk.yield %s : f32
+  }
+  return
+}
+
+// -----
+
+// `token_value`: one value at the row's token, [B, T].
+func.func @access_token_value(%x: memref<?x16x32xf32>, %r: memref<16xf32>, %seg: memref<?x1xi64>, %pos: memref<?x4xi32>, %y: memref<?x4x32xf32>) {
+  // expected-error @+1 {{input 1 is read or written at 'token_value', which needs f32 or bf16 [B, T] (or i32 classes, as an input); it is 'memref<16xf32>'}}
+  modk.rows ins(%x, %r : memref<?x16x32xf32>, memref<16xf32>) rows %seg : memref<?x1xi64> tokens(%pos : memref<?x4xi32>) outs(%y : memref<?x4x32xf32>) access(token, token_value -> row) reduce {
+  ^bb0(%a: f32, %b: f32):
+    modk.yield
+  } body {
+  ^bb0(%a: f32, %b: f32):
+    modk.yield %a : f32
+  }
+  return
+}
+
+// -----
+
+// `scalar`: one value, [1].
+func.func @access_scalar(%x: memref<?x16x32xf32>, %b: memref<2xf32>, %seg: memref<?x1xi64>, %y: memref<?x16x32xf32>) {
+  // expected-error @+1 {{input 1 is read or written at 'scalar', which needs f32 or bf16 [1]; it is 'memref<2xf32>'}}
+  modk.rows ins(%x, %b : memref<?x16x32xf32>, memref<2xf32>) rows %seg : memref<?x1xi64> outs(%y : memref<?x16x32xf32>) access(row, scalar -> row) reduce {
+  ^bb0(%a: f32, %c: f32):
+    modk.yield
+  } body {
+  ^bb0(%a: f32, %c: f32):
+    modk.yield %a : f32
+  }
+  return
+}
+
+// -----
+
+// `row_sum`: an f32 [1] that a value a row adds into.
+func.func @access_row_sum(%x: memref<?x16x32xf32>, %seg: memref<?x1xi64>, %l: memref<2xf32>) {
+  // expected-error @+1 {{output 0 is read or written at 'row_sum', which needs f32 [1]; it is 'memref<2xf32>'}}
+  modk.rows ins(%x : memref<?x16x32xf32>) rows %seg : memref<?x1xi64> outs(%l : memref<2xf32>) access(row -> row_sum) reduce {
+  ^bb0(%a: f32):
+    %s = arith.mulf %a, %a : f32
+    modk.yield %s : f32
+  } body {
+  ^bb0(%a: f32, %s: f32):
+    modk.yield %s : f32
+  }
+  return
+}
+
+// -----
+
+// `scatter`: an f32 table [V, width] that the rows add into.
+func.func @access_scatter(%dx: memref<?x4x32xf32>, %t: memref<?x4xi32>, %seg: memref<?x1xi64>, %dt: memref<64x32xbf16>) {
+  // expected-error @+1 {{output 0 is read or written at 'scatter', which needs f32 [V, 32] with V > 1; it is 'memref<64x32xbf16>'}}
+  modk.rows ins(%dx, %t : memref<?x4x32xf32>, memref<?x4xi32>) rows %seg : memref<?x1xi64> outs(%dt : memref<64x32xbf16>) access(row, ids -> scatter) reduce {
+  ^bb0(%a: f32, %b: f32):
+    modk.yield
+  } body {
+  ^bb0(%a: f32, %b: f32):
+    modk.yield %a : f32
+  }
+  return
+}
+
+// -----
+
+// A scatter is the kernel's one output.
+func.func @access_scatter_alone(%dx: memref<?x4x32xf32>, %t: memref<?x4xi32>, %seg: memref<?x1xi64>, %dt: memref<64x32xf32>, %y: memref<?x4x32xf32>) {
+  // expected-error @+1 {{scatters into output 0: it must be its one output and not an input, of a kernel that maps elements (no sums, maxima, token accesses or head_dim)}}
+  modk.rows ins(%dx, %t : memref<?x4x32xf32>, memref<?x4xi32>) rows %seg : memref<?x1xi64> outs(%dt, %y : memref<64x32xf32>, memref<?x4x32xf32>) access(row, ids -> scatter, row) reduce {
+  ^bb0(%a: f32, %b: f32):
+    modk.yield
+  } body {
+  ^bb0(%a: f32, %b: f32):
+    modk.yield %a, %a : f32, f32
+  }
+  return
+}
+
+// -----
+
+// Ids address a table; a kernel has one ids input.
+func.func @access_two_ids(%t: memref<?x4xi32>, %u: memref<?x4xi32>, %e: memref<64x32xf32>, %seg: memref<?x1xi64>, %y: memref<?x4x32xf32>) {
+  // expected-error @+1 {{has 2 ids inputs; a kernel has one}}
+  modk.rows ins(%t, %u, %e : memref<?x4xi32>, memref<?x4xi32>, memref<64x32xf32>) rows %seg : memref<?x1xi64> outs(%y : memref<?x4x32xf32>) access(ids, ids, table -> row) reduce {
+  ^bb0(%a: f32, %b: f32, %c: f32):
+    modk.yield
+  } body {
+  ^bb0(%a: f32, %b: f32, %c: f32):
+    modk.yield %c : f32
+  }
+  return
+}
+
+// -----
+
+// Ids without a table address nothing.
+func.func @access_ids_alone(%t: memref<?x4xi32>, %x: memref<?x4x32xf32>, %seg: memref<?x1xi64>, %y: memref<?x4x32xf32>) {
+  // expected-error @+1 {{has an ids input but no table or scatter}}
+  modk.rows ins(%t, %x : memref<?x4xi32>, memref<?x4x32xf32>) rows %seg : memref<?x1xi64> outs(%y : memref<?x4x32xf32>) access(ids, row -> row) reduce {
+  ^bb0(%a: f32, %b: f32):
+    modk.yield
+  } body {
+  ^bb0(%a: f32, %b: f32):
+    modk.yield %b : f32
+  }
+  return
+}
+
+// -----
+
+// In place: an output that is an input is written where it is read.
+func.func @access_in_place(%a: memref<?x16x32xf32>, %x: memref<?x16x32xf32>, %seg: memref<?x1xi64>, %pos: memref<?x4xi32>) {
+  // expected-error @+1 {{output 0 is input 1 but written at 'token', read at 'row'}}
+  modk.rows ins(%a, %x : memref<?x16x32xf32>, memref<?x16x32xf32>) rows %seg : memref<?x1xi64> tokens(%pos : memref<?x4xi32>) outs(%x : memref<?x16x32xf32>) access(row, row -> token) reduce {
+  ^bb0(%b: f32, %c: f32):
+    modk.yield
+  } body {
+  ^bb0(%b: f32, %c: f32):
+    modk.yield %b : f32
   }
   return
 }

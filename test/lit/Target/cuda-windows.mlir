@@ -19,7 +19,7 @@ modk.entry @forward attributes {model = #modk.model<name = "t", vocab_size = 64,
   %s = modk.alloc : memref<?x16x96xf32>
   %w = modk.column_window %s[32] : memref<?x16x96xf32> to memref<?x16x32xf32, strided<[1536, 96, 1], offset: 32>>
   %y = modk.output "logits" : memref<?x16x32xf32>
-  modk.rows ins(%w : memref<?x16x32xf32, strided<[1536, 96, 1], offset: 32>>) rows %seg : memref<?x1xi64> outs(%y : memref<?x16x32xf32>) reduce {
+  modk.rows ins(%w : memref<?x16x32xf32, strided<[1536, 96, 1], offset: 32>>) rows %seg : memref<?x1xi64> outs(%y : memref<?x16x32xf32>) access(row -> row) reduce {
   ^bb0(%a: f32):
     modk.yield
   } body {

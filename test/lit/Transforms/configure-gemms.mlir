@@ -91,7 +91,7 @@ modk.entry @grad attributes {model = #modk.model<name = "t", vocab_size = 64, d_
   // RoPE, as modk-generalize writes it: an epilogue over heads of 64.
   modk.gemm %n, [%wq] rows %seg -> %q {epilogue = #modk.epilogue<rows>} : memref<?x16x64xbf16>, memref<128x64xf32>, memref<?x1xi64>, memref<?x16x128xf32> epilogue {
   ^bb0(%prod: memref<?x16x128xf32>):
-    modk.rows ins(%prod : memref<?x16x128xf32>) rows %seg : memref<?x1xi64> tokens(%pos : memref<?x16xi32>) outs(%q : memref<?x16x128xf32>) attributes {head_dim = 64 : i64} reduce {
+    modk.rows ins(%prod : memref<?x16x128xf32>) rows %seg : memref<?x1xi64> tokens(%pos : memref<?x16xi32>) outs(%q : memref<?x16x128xf32>) access(row -> row) attributes {head_dim = 64 : i64} reduce {
     ^bb0(%e: f32):
       modk.yield
     } body {
@@ -172,7 +172,7 @@ modk.entry @select_gather attributes {model = #modk.model<name = "t", vocab_size
   %mask = modk.alloc : memref<?x2048xi32>
   %xs = modk.alloc : memref<?x256x32xf32>
   modk.route_select %r -> %pos, %seg, %mask {causal_router = #modk.causal_router<none>, k = 256 : i64, layer = 1 : i64} : memref<?x2048xf32>, memref<?x256xi32>, memref<?x1xi64>, memref<?x2048xi32> gather {
-    modk.rows ins(%x : memref<?x2048x32xf32>) rows %seg : memref<?x1xi64> tokens(%pos : memref<?x256xi32>) outs(%xs : memref<?x256x32xf32>) attributes {token_operands = array<i64: 0>} reduce {
+    modk.rows ins(%x : memref<?x2048x32xf32>) rows %seg : memref<?x1xi64> tokens(%pos : memref<?x256xi32>) outs(%xs : memref<?x256x32xf32>) access(token -> row) reduce {
     ^bb0(%a: f32):
       modk.yield
     } body {
@@ -203,7 +203,7 @@ modk.entry @select_gather_large_k attributes {model = #modk.model<name = "t", vo
   %mask = modk.alloc : memref<?x10000xi32>
   %xs = modk.alloc : memref<?x9000x32xf32>
   modk.route_select %r -> %pos, %seg, %mask {causal_router = #modk.causal_router<none>, k = 9000 : i64, layer = 1 : i64} : memref<?x10000xf32>, memref<?x9000xi32>, memref<?x1xi64>, memref<?x10000xi32> gather {
-    modk.rows ins(%x : memref<?x10000x32xf32>) rows %seg : memref<?x1xi64> tokens(%pos : memref<?x9000xi32>) outs(%xs : memref<?x9000x32xf32>) attributes {token_operands = array<i64: 0>} reduce {
+    modk.rows ins(%x : memref<?x10000x32xf32>) rows %seg : memref<?x1xi64> tokens(%pos : memref<?x9000xi32>) outs(%xs : memref<?x9000x32xf32>) access(token -> row) reduce {
     ^bb0(%a: f32):
       modk.yield
     } body {
@@ -233,7 +233,7 @@ modk.entry @rope_small_heads attributes {model = #modk.model<name = "t", vocab_s
   %q8 = modk.alloc : memref<?x16x32xf32>
   modk.gemm %x, [%wq] rows %seg -> %q8 {epilogue = #modk.epilogue<rows>} : memref<?x16x32xf32>, memref<32x32xf32>, memref<?x1xi64>, memref<?x16x32xf32> epilogue {
   ^bb0(%prod: memref<?x16x32xf32>):
-    modk.rows ins(%prod : memref<?x16x32xf32>) rows %seg : memref<?x1xi64> tokens(%pos : memref<?x16xi32>) outs(%q8 : memref<?x16x32xf32>) attributes {head_dim = 8 : i64} reduce {
+    modk.rows ins(%prod : memref<?x16x32xf32>) rows %seg : memref<?x1xi64> tokens(%pos : memref<?x16xi32>) outs(%q8 : memref<?x16x32xf32>) access(row -> row) attributes {head_dim = 8 : i64} reduce {
     ^bb0(%e: f32):
       modk.yield
     } body {
@@ -249,7 +249,7 @@ modk.entry @rope_small_heads attributes {model = #modk.model<name = "t", vocab_s
   %q16 = modk.alloc : memref<?x16x32xf32>
   modk.gemm %x, [%wq] rows %seg -> %q16 {epilogue = #modk.epilogue<rows>} : memref<?x16x32xf32>, memref<32x32xf32>, memref<?x1xi64>, memref<?x16x32xf32> epilogue {
   ^bb0(%prod: memref<?x16x32xf32>):
-    modk.rows ins(%prod : memref<?x16x32xf32>) rows %seg : memref<?x1xi64> tokens(%pos : memref<?x16xi32>) outs(%q16 : memref<?x16x32xf32>) attributes {head_dim = 16 : i64} reduce {
+    modk.rows ins(%prod : memref<?x16x32xf32>) rows %seg : memref<?x1xi64> tokens(%pos : memref<?x16xi32>) outs(%q16 : memref<?x16x32xf32>) access(row -> row) attributes {head_dim = 16 : i64} reduce {
     ^bb0(%e: f32):
       modk.yield
     } body {

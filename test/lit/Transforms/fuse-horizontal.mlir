@@ -13,9 +13,9 @@
 // CHECK-NEXT: %[[Q:.*]] = modk.column_window %[[S]][0] : memref<?x16x96xf32> to memref<?x16x32xf32, strided<[1536, 96, 1]>>
 // CHECK-NEXT: %[[K:.*]] = modk.column_window %[[S]][32] : memref<?x16x96xf32> to memref<?x16x32xf32, strided<[1536, 96, 1], offset: 32>>
 // CHECK-NEXT: %[[V:.*]] = modk.column_window %[[S]][64] : memref<?x16x96xf32> to memref<?x16x32xf32, strided<[1536, 96, 1], offset: 64>>
-// CHECK-NEXT: modk.rows ins(%[[Q]] : {{.*}}) rows %[[SEG]] : {{.*}} outs(%[[Q]] : memref<?x16x32xf32, strided<[1536, 96, 1]>>) attributes {head_dim = 16 : i64}
+// CHECK-NEXT: modk.rows ins(%[[Q]] : {{.*}}) rows %[[SEG]] : {{.*}} outs(%[[Q]] : memref<?x16x32xf32, strided<[1536, 96, 1]>>) access(row -> row) attributes {head_dim = 16 : i64}
 // CHECK: modk.rotate_half
-// CHECK: modk.rows ins(%[[K]] : {{.*}}) rows %[[SEG]] : {{.*}} outs(%[[K]] : memref<?x16x32xf32, strided<[1536, 96, 1], offset: 32>>) attributes {head_dim = 16 : i64}
+// CHECK: modk.rows ins(%[[K]] : {{.*}}) rows %[[SEG]] : {{.*}} outs(%[[K]] : memref<?x16x32xf32, strided<[1536, 96, 1], offset: 32>>) access(row -> row) attributes {head_dim = 16 : i64}
 // CHECK: modk.attention %[[Q]], %[[K]], %[[V]] rows
 // CHECK-NOT: modk.gemm
 // OFF-LABEL: modk.entry @qkv
@@ -37,7 +37,7 @@ modk.entry @qkv attributes {model = #modk.model<name = "t", vocab_size = 64, d_m
   %o = modk.alloc : memref<?x16x32xf32>
   modk.gemm %x, [%wq] rows %seg -> %q {epilogue = #modk.epilogue<rows>} : memref<?x16x32xf32>, memref<32x32xf32>, memref<?x1xi64>, memref<?x16x32xf32> epilogue {
   ^bb0(%p: memref<?x16x32xf32>):
-    modk.rows ins(%p : memref<?x16x32xf32>) rows %seg : memref<?x1xi64> tokens(%pos : memref<?x16xi32>) outs(%q : memref<?x16x32xf32>) attributes {head_dim = 16 : i64} reduce {
+    modk.rows ins(%p : memref<?x16x32xf32>) rows %seg : memref<?x1xi64> tokens(%pos : memref<?x16xi32>) outs(%q : memref<?x16x32xf32>) access(row -> row) attributes {head_dim = 16 : i64} reduce {
     ^bb0(%a0: f32):
       modk.yield
     } body {
@@ -52,7 +52,7 @@ modk.entry @qkv attributes {model = #modk.model<name = "t", vocab_size = 64, d_m
   }
   modk.gemm %x, [%wk] rows %seg -> %k {epilogue = #modk.epilogue<rows>} : memref<?x16x32xf32>, memref<32x32xf32>, memref<?x1xi64>, memref<?x16x32xf32> epilogue {
   ^bb0(%p: memref<?x16x32xf32>):
-    modk.rows ins(%p : memref<?x16x32xf32>) rows %seg : memref<?x1xi64> tokens(%pos : memref<?x16xi32>) outs(%k : memref<?x16x32xf32>) attributes {head_dim = 16 : i64} reduce {
+    modk.rows ins(%p : memref<?x16x32xf32>) rows %seg : memref<?x1xi64> tokens(%pos : memref<?x16xi32>) outs(%k : memref<?x16x32xf32>) access(row -> row) attributes {head_dim = 16 : i64} reduce {
     ^bb0(%a0: f32):
       modk.yield
     } body {
@@ -83,8 +83,8 @@ modk.entry @qkv attributes {model = #modk.model<name = "t", vocab_size = 64, d_m
 // CHECK-NEXT: %[[V0:.*]] = modk.column_window %[[S]][64]
 // CHECK-NEXT: modk.rows ins(%[[V0]] : {{.*}}) rows %[[SEG]] : memref<?x1xi64> outs(%[[V:.*]] : memref<?x16x32xf32>)
 // CHECK: modk.yield %arg0 : f32
-// CHECK: modk.rows ins(%[[Q]] : {{.*}}) outs(%[[Q]] : {{.*}}) attributes {head_dim = 16 : i64}
-// CHECK: modk.rows ins(%[[K0]] : {{.*}}) outs(%[[K:.*]] : memref<?x16x32xf32>) attributes {head_dim = 16 : i64}
+// CHECK: modk.rows ins(%[[Q]] : {{.*}}) outs(%[[Q]] : {{.*}}) access(row -> row) attributes {head_dim = 16 : i64}
+// CHECK: modk.rows ins(%[[K0]] : {{.*}}) outs(%[[K:.*]] : memref<?x16x32xf32>) access(row -> row) attributes {head_dim = 16 : i64}
 // CHECK: modk.attention %[[Q]], %[[K]], %[[V]] rows
 // CHECK: modk.gemm_wgrad(%{{.*}}, %[[K]],
 // CHECK: modk.gemm_wgrad(%{{.*}}, %[[V]],
@@ -103,7 +103,7 @@ modk.entry @qkv_more_readers attributes {model = #modk.model<name = "t", vocab_s
   %dwk = modk.output "grad.wo" : memref<32x32xf32>
   modk.gemm %x, [%wq] rows %seg -> %q {epilogue = #modk.epilogue<rows>} : memref<?x16x32xf32>, memref<32x32xf32>, memref<?x1xi64>, memref<?x16x32xf32> epilogue {
   ^bb0(%p: memref<?x16x32xf32>):
-    modk.rows ins(%p : memref<?x16x32xf32>) rows %seg : memref<?x1xi64> tokens(%pos : memref<?x16xi32>) outs(%q : memref<?x16x32xf32>) attributes {head_dim = 16 : i64} reduce {
+    modk.rows ins(%p : memref<?x16x32xf32>) rows %seg : memref<?x1xi64> tokens(%pos : memref<?x16xi32>) outs(%q : memref<?x16x32xf32>) access(row -> row) attributes {head_dim = 16 : i64} reduce {
     ^bb0(%a0: f32):
       modk.yield
     } body {
@@ -118,7 +118,7 @@ modk.entry @qkv_more_readers attributes {model = #modk.model<name = "t", vocab_s
   }
   modk.gemm %x, [%wk] rows %seg -> %k {epilogue = #modk.epilogue<rows>} : memref<?x16x32xf32>, memref<32x32xf32>, memref<?x1xi64>, memref<?x16x32xf32> epilogue {
   ^bb0(%p: memref<?x16x32xf32>):
-    modk.rows ins(%p : memref<?x16x32xf32>) rows %seg : memref<?x1xi64> tokens(%pos : memref<?x16xi32>) outs(%k : memref<?x16x32xf32>) attributes {head_dim = 16 : i64} reduce {
+    modk.rows ins(%p : memref<?x16x32xf32>) rows %seg : memref<?x1xi64> tokens(%pos : memref<?x16xi32>) outs(%k : memref<?x16x32xf32>) access(row -> row) attributes {head_dim = 16 : i64} reduce {
     ^bb0(%a0: f32):
       modk.yield
     } body {
@@ -168,7 +168,7 @@ modk.entry @gate_up attributes {model = #modk.model<name = "t", vocab_size = 64,
   modk.gemm %x, [%wg] rows %seg -> %g {epilogue = #modk.epilogue<none>} : memref<?x16x32xf32>, memref<64x32xf32>, memref<?x1xi64>, memref<?x16x64xf32>
   modk.gemm %x, [%wu] rows %seg -> %h {epilogue = #modk.epilogue<rows>} : memref<?x16x32xf32>, memref<64x32xf32>, memref<?x1xi64>, memref<?x16x64xf32> epilogue {
   ^bb0(%p: memref<?x16x64xf32>):
-    modk.rows ins(%g, %p : memref<?x16x64xf32>, memref<?x16x64xf32>) rows %seg : memref<?x1xi64> outs(%h : memref<?x16x64xf32>) reduce {
+    modk.rows ins(%g, %p : memref<?x16x64xf32>, memref<?x16x64xf32>) rows %seg : memref<?x1xi64> outs(%h : memref<?x16x64xf32>) access(row, row -> row) reduce {
     ^bb0(%a0: f32, %a1: f32):
       modk.yield
     } body {

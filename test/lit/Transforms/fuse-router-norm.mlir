@@ -18,7 +18,7 @@
 // once a row; the selection from r; a gather with no sums.
 // ROWS-LABEL: modk.entry @routed
 // ROWS: modk.identity_rows -> %{{.*}}, %[[ALL:.*]] : memref<?x16xi32>, memref<?x1xi64>
-// ROWS-NEXT: modk.rows ins(%[[X:.*]], %[[RW:.*]] : memref<?x16x32xf32>, memref<1x32xf32>) rows %[[ALL]] : memref<?x1xi64> outs(%[[R:.*]], %[[S:.*]] : memref<?x16xf32>, memref<?x16xf32>) reduce {
+// ROWS-NEXT: modk.rows ins(%[[X:.*]], %[[RW:.*]] : memref<?x16x32xf32>, memref<1x32xf32>) rows %[[ALL]] : memref<?x1xi64> outs(%[[R:.*]], %[[S:.*]] : memref<?x16xf32>, memref<?x16xf32>) access(row, column -> row_value, row_value) reduce {
 // ROWS-NEXT: ^bb0(%[[A0:.*]]: f32, %[[A1:.*]]: f32):
 // ROWS-NEXT: %[[XW:.*]] = arith.mulf %[[A0]], %[[A1]] : f32
 // ROWS-NEXT: %[[XX:.*]] = arith.mulf %[[A0]], %[[A0]] : f32
@@ -29,7 +29,7 @@
 // ROWS: %[[SCALE:.*]] = arith.divf
 // ROWS-NEXT: modk.yield %[[SUMR]], %[[SCALE]] : f32, f32
 // ROWS: modk.route_select %[[R]] causal(%{{.*}}) -> %[[POS:.*]], %[[SEG:.*]], %{{.*}} {causal_router = #modk.causal_router<predictor>, k = 4 : i64, layer = 1 : i64}
-// ROWS-NEXT: modk.rows ins(%[[X]], %[[S]], %{{.*}} : memref<?x16x32xf32>, memref<?x16xf32>, memref<32xf32>) rows %[[SEG]] : memref<?x1xi64> tokens(%[[POS]] : memref<?x16xi32>) outs(%{{.*}}, %{{.*}} : memref<?x16x32xf32>, memref<?x16x32xf32>) attributes {token_operands = array<i64: 0, 1>} reduce {
+// ROWS-NEXT: modk.rows ins(%[[X]], %[[S]], %{{.*}} : memref<?x16x32xf32>, memref<?x16xf32>, memref<32xf32>) rows %[[SEG]] : memref<?x1xi64> tokens(%[[POS]] : memref<?x16xi32>) outs(%{{.*}}, %{{.*}} : memref<?x16x32xf32>, memref<?x16x32xf32>) access(token, token_value, column -> row, row) reduce {
 // ROWS-NEXT: ^bb0
 // ROWS-NEXT: modk.yield
 // ROWS-NEXT: } body {

@@ -29,7 +29,7 @@ modk.entry @forward attributes {model = #modk.model<name = "t", vocab_size = 64,
   %h = modk.alloc : memref<?x4x64xf32>
   %m = modk.alloc : memref<?x4x32xf32>
   modk.gemm %h, [%wd] rows %seg -> %m {epilogue = #modk.epilogue<none>} : memref<?x4x64xf32>, memref<32x64xf32>, memref<?x1xi64>, memref<?x4x32xf32>
-  modk.rows ins(%a, %m, %r, %x : memref<?x4x32xf32>, memref<?x4x32xf32>, memref<?x16xf32>, memref<?x16x32xf32>) rows %seg : memref<?x1xi64> tokens(%pos : memref<?x4xi32>) outs(%x : memref<?x16x32xf32>) attributes {token_operands = array<i64: 2, 3, 4>} reduce {
+  modk.rows ins(%a, %m, %r, %x : memref<?x4x32xf32>, memref<?x4x32xf32>, memref<?x16xf32>, memref<?x16x32xf32>) rows %seg : memref<?x1xi64> tokens(%pos : memref<?x4xi32>) outs(%x : memref<?x16x32xf32>) access(row, row, token_value, token -> token) reduce {
   ^bb0(%a0: f32, %a1: f32, %a2: f32, %a3: f32):
     modk.yield
   } body {
@@ -48,14 +48,13 @@ modk.entry @forward attributes {model = #modk.model<name = "t", vocab_size = 64,
 //    second reader);
 //  - an RMSNorm after a GEMM sums over whole rows, which a tile does not
 //    hold;
-//  - a kernel that writes the GEMM's own input (other tiles still read it);
-//  - a kernel that reads its output at the row but writes it at the token.
+//  - a kernel that writes the GEMM's own input (other tiles still read it).
+// (A kernel that reads its output at one access and writes it at another
+// does not verify: modk-invalid.mlir, @access_in_place.)
 // CHECK-LABEL: modk.entry @grad
 // CHECK: modk.gemm {{.*}} {epilogue = #modk.epilogue<none>} : {{.*}}xf32>{{$}}
 // CHECK-NEXT: modk.rows
 // CHECK: modk.copy
-// CHECK: modk.gemm {{.*}} {epilogue = #modk.epilogue<none>} : {{.*}}xf32>{{$}}
-// CHECK-NEXT: modk.rows
 // CHECK: modk.gemm {{.*}} {epilogue = #modk.epilogue<none>} : {{.*}}xf32>{{$}}
 // CHECK-NEXT: modk.rows
 // CHECK: modk.gemm {{.*}} {epilogue = #modk.epilogue<none>} : {{.*}}xf32>{{$}}
@@ -72,7 +71,7 @@ modk.entry @grad attributes {model = #modk.model<name = "t", vocab_size = 64, d_
   %h = modk.alloc : memref<?x4x64xf32>
   %m = modk.alloc : memref<?x4x32xf32>
   modk.gemm %h, [%wd] rows %seg -> %m {epilogue = #modk.epilogue<none>} : memref<?x4x64xf32>, memref<32x64xf32>, memref<?x1xi64>, memref<?x4x32xf32>
-  modk.rows ins(%a, %m, %x : memref<?x4x32xf32>, memref<?x4x32xf32>, memref<?x16x32xf32>) rows %seg : memref<?x1xi64> tokens(%pos : memref<?x4xi32>) outs(%x : memref<?x16x32xf32>) attributes {token_operands = array<i64: 2, 3>} reduce {
+  modk.rows ins(%a, %m, %x : memref<?x4x32xf32>, memref<?x4x32xf32>, memref<?x16x32xf32>) rows %seg : memref<?x1xi64> tokens(%pos : memref<?x4xi32>) outs(%x : memref<?x16x32xf32>) access(row, row, token -> token) reduce {
   ^bb0(%a0: f32, %a1: f32, %a2: f32):
     modk.yield
   } body {
@@ -86,7 +85,7 @@ modk.entry @grad attributes {model = #modk.model<name = "t", vocab_size = 64, d_
   %o = modk.alloc : memref<?x4x32xf32>
   %n = modk.alloc : memref<?x4x32xf32>
   modk.gemm %a, [%wo] rows %seg -> %o {epilogue = #modk.epilogue<none>} : memref<?x4x32xf32>, memref<32x32xf32>, memref<?x1xi64>, memref<?x4x32xf32>
-  modk.rows ins(%o, %w : memref<?x4x32xf32>, memref<32xf32>) rows %seg : memref<?x1xi64> outs(%n : memref<?x4x32xf32>) reduce {
+  modk.rows ins(%o, %w : memref<?x4x32xf32>, memref<32xf32>) rows %seg : memref<?x1xi64> outs(%n : memref<?x4x32xf32>) access(row, column -> row) reduce {
   ^bb0(%a0: f32, %a1: f32):
     %sq = arith.mulf %a0, %a0 : f32
     modk.yield %sq : f32
@@ -97,18 +96,7 @@ modk.entry @grad attributes {model = #modk.model<name = "t", vocab_size = 64, d_
   }
   %o2 = modk.alloc : memref<?x4x32xf32>
   modk.gemm %a, [%wo] rows %seg -> %o2 {epilogue = #modk.epilogue<none>} : memref<?x4x32xf32>, memref<32x32xf32>, memref<?x1xi64>, memref<?x4x32xf32>
-  modk.rows ins(%o2, %a : memref<?x4x32xf32>, memref<?x4x32xf32>) rows %seg : memref<?x1xi64> outs(%a : memref<?x4x32xf32>) reduce {
-  ^bb0(%a0: f32, %a1: f32):
-    modk.yield
-  } body {
-  ^bb0(%a0: f32, %a1: f32):
-    %y = arith.addf %a0, %a1 : f32
-    modk.yield %y : f32
-  }
-  %o3 = modk.alloc : memref<?x4x32xf32>
-  %y3 = modk.alloc : memref<?x4x32xf32>
-  modk.gemm %n, [%wo] rows %seg -> %o3 {epilogue = #modk.epilogue<none>} : memref<?x4x32xf32>, memref<32x32xf32>, memref<?x1xi64>, memref<?x4x32xf32>
-  modk.rows ins(%o3, %y3 : memref<?x4x32xf32>, memref<?x4x32xf32>) rows %seg : memref<?x1xi64> tokens(%pos : memref<?x4xi32>) outs(%y3 : memref<?x4x32xf32>) attributes {token_operands = array<i64: 2>} reduce {
+  modk.rows ins(%o2, %a : memref<?x4x32xf32>, memref<?x4x32xf32>) rows %seg : memref<?x1xi64> outs(%a : memref<?x4x32xf32>) access(row, row -> row) reduce {
   ^bb0(%a0: f32, %a1: f32):
     modk.yield
   } body {
@@ -128,7 +116,7 @@ modk.entry @grad attributes {model = #modk.model<name = "t", vocab_size = 64, d_
 // CHECK-LABEL: modk.entry @own_rows
 // CHECK: modk.gemm {{.*}} -> %[[H:.*]] {epilogue = #modk.epilogue<rows>} : {{.*}} epilogue {
 // CHECK-NEXT: ^bb0(%[[P:.*]]: memref<?x4x64xf32>):
-// CHECK-NEXT: modk.rows ins(%[[P]] : memref<?x4x64xf32>) rows %{{.*}} outs(%[[H]] : memref<?x4x64xf32>)
+// CHECK-NEXT: modk.rows ins(%[[P]] : memref<?x4x64xf32>) rows %{{.*}} outs(%[[H]] : memref<?x4x64xf32>) access(row -> row)
 // TOKENS: epilogue = #modk.epilogue<rows>
 // TOKENS-LABEL: modk.entry @own_rows
 // TOKENS: modk.gemm {{.*}} -> %[[U:.*]] {epilogue = #modk.epilogue<none>}
@@ -141,7 +129,7 @@ modk.entry @own_rows attributes {model = #modk.model<name = "t", vocab_size = 64
   %u = modk.alloc : memref<?x4x64xf32>
   %h = modk.alloc : memref<?x4x64xf32>
   modk.gemm %n, [%w1] rows %seg -> %u {epilogue = #modk.epilogue<none>} : memref<?x4x32xf32>, memref<64x32xf32>, memref<?x1xi64>, memref<?x4x64xf32>
-  modk.rows ins(%u : memref<?x4x64xf32>) rows %seg : memref<?x1xi64> outs(%h : memref<?x4x64xf32>) reduce {
+  modk.rows ins(%u : memref<?x4x64xf32>) rows %seg : memref<?x1xi64> outs(%h : memref<?x4x64xf32>) access(row -> row) reduce {
   ^bb0(%a0: f32):
     modk.yield
   } body {
@@ -159,7 +147,7 @@ modk.entry @own_rows attributes {model = #modk.model<name = "t", vocab_size = 64
 // it is the product's only reader, right after it, it stays a kernel.
 // CHECK-LABEL: modk.entry @column_sum
 // CHECK: modk.gemm {{.*}} -> %[[P:.*]] {epilogue = #modk.epilogue<none>}
-// CHECK-NEXT: modk.rows ins(%[[P]], %{{.*}} : memref<?x4x32xf32>, memref<?x4x32xf32>) rows %{{.*}} : memref<?x1xi64> outs(%{{.*}} : memref<32xf32>)
+// CHECK-NEXT: modk.rows ins(%[[P]], %{{.*}} : memref<?x4x32xf32>, memref<?x4x32xf32>) rows %{{.*}} : memref<?x1xi64> outs(%{{.*}} : memref<32xf32>) access(row, row -> column_sum)
 // CHECK-NOT: epilogue<rows>
 modk.entry @column_sum attributes {model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = [#modk.mode<topk>], params = [#modk.param<name = "w", shape = [32, 32], init = normal, std = 2.000000e-02 : f64>, #modk.param<name = "s", shape = [32], init = ones>]} {
   %w = modk.param "w" : memref<32x32xf32>
@@ -169,7 +157,7 @@ modk.entry @column_sum attributes {model = #modk.model<name = "t", vocab_size = 
   %p = modk.alloc : memref<?x4x32xf32>
   %ds = modk.output "grad.s" : memref<32xf32>
   modk.gemm %n, [%w] rows %seg -> %p {epilogue = #modk.epilogue<none>} : memref<?x4x32xf32>, memref<32x32xf32>, memref<?x1xi64>, memref<?x4x32xf32>
-  modk.rows ins(%p, %x : memref<?x4x32xf32>, memref<?x4x32xf32>) rows %seg : memref<?x1xi64> outs(%ds : memref<32xf32>) reduce {
+  modk.rows ins(%p, %x : memref<?x4x32xf32>, memref<?x4x32xf32>) rows %seg : memref<?x1xi64> outs(%ds : memref<32xf32>) access(row, row -> column_sum) reduce {
   ^bb0(%a0: f32, %a1: f32):
     modk.yield
   } body {
@@ -196,7 +184,7 @@ modk.entry @forward attributes {model = #modk.model<name = "t", vocab_size = 64,
   %u = modk.alloc : memref<?x4x64xf32>
   %h = modk.alloc : memref<?x4x64xf32>
   modk.gemm %n, [%w1] rows %seg -> %u {causal_only, epilogue = #modk.epilogue<none>} : memref<?x4x32xf32>, memref<64x32xf32>, memref<?x1xi64>, memref<?x4x64xf32>
-  modk.rows ins(%u : memref<?x4x64xf32>) rows %seg : memref<?x1xi64> outs(%h : memref<?x4x64xf32>) reduce {
+  modk.rows ins(%u : memref<?x4x64xf32>) rows %seg : memref<?x1xi64> outs(%h : memref<?x4x64xf32>) access(row -> row) reduce {
   ^bb0(%a0: f32):
     modk.yield
   } body {
@@ -219,7 +207,7 @@ modk.entry @forward attributes {model = #modk.model<name = "t", vocab_size = 64,
   %u = modk.alloc : memref<?x4x64xf32>
   %h = modk.alloc : memref<?x4x64xf32>
   modk.gemm %n, [%w1] rows %seg -> %u {causal_only, epilogue = #modk.epilogue<none>} : memref<?x4x32xf32>, memref<64x32xf32>, memref<?x1xi64>, memref<?x4x64xf32>
-  modk.rows ins(%u : memref<?x4x64xf32>) rows %seg : memref<?x1xi64> outs(%h : memref<?x4x64xf32>) attributes {causal_only} reduce {
+  modk.rows ins(%u : memref<?x4x64xf32>) rows %seg : memref<?x1xi64> outs(%h : memref<?x4x64xf32>) access(row -> row) attributes {causal_only} reduce {
   ^bb0(%a0: f32):
     modk.yield
   } body {

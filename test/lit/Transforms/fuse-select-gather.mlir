@@ -7,7 +7,7 @@
 // region; nothing of it is left after the selection.
 // CHECK-LABEL: modk.entry @routed
 // CHECK: modk.route_select %[[R:.*]] causal(%{{.*}}) -> %[[POS:.*]], %[[SEG:.*]], %[[MASK:.*]] {causal_router = #modk.causal_router<predictor>, k = 4 : i64, layer = 1 : i64} : {{.*}} gather {
-// CHECK-NEXT: modk.rows ins(%[[X:.*]], %{{.*}} : memref<?x16x32xf32>, memref<32xf32>) rows %[[SEG]] : memref<?x1xi64> tokens(%[[POS]] : memref<?x16xi32>) outs(%{{.*}}, %{{.*}} : memref<?x16x32xf32>, memref<?x16x32xf32>) attributes {token_operands = array<i64: 0>} reduce {
+// CHECK-NEXT: modk.rows ins(%[[X:.*]], %{{.*}} : memref<?x16x32xf32>, memref<32xf32>) rows %[[SEG]] : memref<?x1xi64> tokens(%[[POS]] : memref<?x16xi32>) outs(%{{.*}}, %{{.*}} : memref<?x16x32xf32>, memref<?x16x32xf32>) access(token, column -> row, row) reduce {
 // CHECK: math.sqrt
 // CHECK: modk.yield
 // CHECK-NEXT: }
@@ -55,7 +55,7 @@ modk.entry @not_next attributes {model = #modk.model<name = "t", vocab_size = 64
   %z = modk.alloc : memref<?x16xf32>
   modk.route_select %r -> %pos, %seg, %mask {causal_router = #modk.causal_router<none>, k = 4 : i64, layer = 1 : i64} : memref<?x16xf32>, memref<?x4xi32>, memref<?x1xi64>, memref<?x16xi32>
   modk.zero(%z) : memref<?x16xf32>
-  modk.rows ins(%x : memref<?x16x32xf32>) rows %seg : memref<?x1xi64> tokens(%pos : memref<?x4xi32>) outs(%xs : memref<?x4x32xf32>) attributes {token_operands = array<i64: 0>} reduce {
+  modk.rows ins(%x : memref<?x16x32xf32>) rows %seg : memref<?x1xi64> tokens(%pos : memref<?x4xi32>) outs(%xs : memref<?x4x32xf32>) access(token -> row) reduce {
   ^bb0(%a: f32):
     modk.yield
   } body {
@@ -80,7 +80,7 @@ modk.entry @other_rows attributes {model = #modk.model<name = "t", vocab_size = 
   %seg2 = modk.alloc : memref<?x1xi64>
   %y = modk.alloc : memref<?x16x32xf32>
   modk.route_select %r -> %pos, %seg, %mask {causal_router = #modk.causal_router<none>, k = 4 : i64, layer = 1 : i64} : memref<?x16xf32>, memref<?x4xi32>, memref<?x1xi64>, memref<?x16xi32>
-  modk.rows ins(%x : memref<?x16x32xf32>) rows %seg2 : memref<?x1xi64> outs(%y : memref<?x16x32xf32>) reduce {
+  modk.rows ins(%x : memref<?x16x32xf32>) rows %seg2 : memref<?x1xi64> outs(%y : memref<?x16x32xf32>) access(row -> row) reduce {
   ^bb0(%a: f32):
     modk.yield
   } body {
@@ -105,7 +105,7 @@ modk.entry @column_sum attributes {model = #modk.model<name = "t", vocab_size = 
   %xs = modk.alloc : memref<?x4x32xf32>
   %dw = modk.param "norm.weight.grad" : memref<32xf32>
   modk.route_select %r -> %pos, %seg, %mask {causal_router = #modk.causal_router<none>, k = 4 : i64, layer = 1 : i64} : memref<?x16xf32>, memref<?x4xi32>, memref<?x1xi64>, memref<?x16xi32>
-  modk.rows ins(%x : memref<?x16x32xf32>) rows %seg : memref<?x1xi64> tokens(%pos : memref<?x4xi32>) outs(%xs, %dw : memref<?x4x32xf32>, memref<32xf32>) attributes {token_operands = array<i64: 0>} reduce {
+  modk.rows ins(%x : memref<?x16x32xf32>) rows %seg : memref<?x1xi64> tokens(%pos : memref<?x4xi32>) outs(%xs, %dw : memref<?x4x32xf32>, memref<32xf32>) access(token -> row, column_sum) reduce {
   ^bb0(%a: f32):
     modk.yield
   } body {
@@ -130,7 +130,7 @@ modk.entry @reads_scores attributes {model = #modk.model<name = "t", vocab_size 
   %mask = modk.alloc : memref<?x16xi32>
   %xs = modk.alloc : memref<?x4x32xf32>
   modk.route_select %r -> %pos, %seg, %mask {causal_router = #modk.causal_router<none>, k = 4 : i64, layer = 1 : i64} : memref<?x16xf32>, memref<?x4xi32>, memref<?x1xi64>, memref<?x16xi32>
-  modk.rows ins(%x, %r : memref<?x16x32xf32>, memref<?x16xf32>) rows %seg : memref<?x1xi64> tokens(%pos : memref<?x4xi32>) outs(%xs : memref<?x4x32xf32>) attributes {token_operands = array<i64: 0, 1>} reduce {
+  modk.rows ins(%x, %r : memref<?x16x32xf32>, memref<?x16xf32>) rows %seg : memref<?x1xi64> tokens(%pos : memref<?x4xi32>) outs(%xs : memref<?x4x32xf32>) access(token, token_value -> row) reduce {
   ^bb0(%a: f32, %s: f32):
     modk.yield
   } body {

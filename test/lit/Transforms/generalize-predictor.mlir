@@ -8,7 +8,7 @@
 // a row.
 // CHECK-LABEL: modk.entry @forward
 // CHECK: modk.gemm %[[PX:.*]], [%[[PW1:.*]]] rows %[[PALL:.*]] -> %[[PH:.*]] {causal_only, epilogue = #modk.epilogue<none>, precision = #modk.dtype<f32>}
-// CHECK-NEXT: modk.rows ins(%[[PH]], %{{.*}}, %{{.*}}, %{{.*}} : memref<?x16x8xf32>, memref<8xf32>, memref<1x8xf32>, memref<1xf32>) rows %[[PALL]] : memref<?x1xi64> outs(%{{.*}} : memref<?x16xf32>) attributes {causal_only} reduce {
+// CHECK-NEXT: modk.rows ins(%[[PH]], %{{.*}}, %{{.*}}, %{{.*}} : memref<?x16x8xf32>, memref<8xf32>, memref<1x8xf32>, memref<1xf32>) rows %[[PALL]] : memref<?x1xi64> outs(%{{.*}} : memref<?x16xf32>) access(row, column, column, scalar -> row_value) attributes {causal_only} reduce {
 // CHECK-NEXT: ^bb0(%[[H:.*]]: f32, %[[B1:.*]]: f32, %[[W2:.*]]: f32, %{{.*}}: f32):
 // CHECK-NEXT: %[[Z:.*]] = arith.addf %[[H]], %[[B1]] : f32
 // CHECK: %[[SILU:.*]] = arith.divf %[[Z]], %{{.*}} : f32

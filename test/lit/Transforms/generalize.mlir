@@ -8,7 +8,7 @@
 // RMSNorm: the sum of squares is the reduction; the body scales each
 // element by 1 / sqrt(sum / D + eps) and the weight (a vector of D).
 // CHECK-LABEL: modk.entry @forward
-// CHECK: modk.rows ins(%[[X:.*]], %[[W:.*]] : memref<?x16x32xf32>, memref<32xf32>) rows %[[SEG:.*]] : memref<?x1xi64> outs(%[[N:.*]] : memref<?x16x32xbf16>) reduce {
+// CHECK: modk.rows ins(%[[X:.*]], %[[W:.*]] : memref<?x16x32xf32>, memref<32xf32>) rows %[[SEG:.*]] : memref<?x1xi64> outs(%[[N:.*]] : memref<?x16x32xbf16>) access(row, column -> row) reduce {
 // CHECK-NEXT: ^bb0(%[[XR:.*]]: f32, %{{.*}}: f32):
 // CHECK-NEXT: %[[SQ:.*]] = arith.mulf %[[XR]], %[[XR]] : f32
 // CHECK-NEXT: modk.yield %[[SQ]] : f32
@@ -26,7 +26,7 @@
 // CHECK: modk.yield %[[Y]] : f32
 // CHECK: modk.gemm
 // The residual add, in place: no reduction, one sum.
-// CHECK: modk.rows ins(%[[S:.*]], %[[A:.*]] : memref<?x16x32xf32>, memref<?x16x32xf32>) rows %[[SEG]] : memref<?x1xi64> outs(%[[S]] : memref<?x16x32xf32>) reduce {
+// CHECK: modk.rows ins(%[[S:.*]], %[[A:.*]] : memref<?x16x32xf32>, memref<?x16x32xf32>) rows %[[SEG]] : memref<?x1xi64> outs(%[[S]] : memref<?x16x32xf32>) access(row, row -> row) reduce {
 // CHECK-NEXT: ^bb0(%{{.*}}: f32, %{{.*}}: f32):
 // CHECK-NEXT: modk.yield{{$}}
 // CHECK-NEXT: } body {
@@ -50,7 +50,7 @@ modk.entry @forward attributes {model = #modk.model<name = "t", vocab_size = 64,
 // The training entry's activations and their gradients.
 // swiglu: u = silu(g) * up, silu(g) = g / (exp(-g) + 1).
 // CHECK-LABEL: modk.entry @grad
-// CHECK: modk.rows ins(%[[G:.*]], %[[U:.*]] : memref<?x16x64xf32>, memref<?x16x64xf32>) rows %{{.*}} outs(%{{.*}} : memref<?x16x64xf32>)
+// CHECK: modk.rows ins(%[[G:.*]], %[[U:.*]] : memref<?x16x64xf32>, memref<?x16x64xf32>) rows %{{.*}} outs(%{{.*}} : memref<?x16x64xf32>) access(row, row -> row)
 // CHECK: } body {
 // CHECK-NEXT: ^bb0(%[[GE:.*]]: f32, %[[UE:.*]]: f32):
 // CHECK-NEXT: %[[ONE:.*]] = arith.constant 1.000000e+00 : f32
@@ -64,7 +64,7 @@ modk.entry @forward attributes {model = #modk.model<name = "t", vocab_size = 64,
 // CHECK: modk.rows ins(%{{.*}} : memref<?x16x64xf32>) rows
 // CHECK: math.erf
 // swiglu's gradient: two outputs (dgate, dup) from one body.
-// CHECK: modk.rows ins(%{{.*}}, %{{.*}}, %{{.*}} : memref<?x16x64xf32>, memref<?x16x64xf32>, memref<?x16x64xf32>) rows %{{.*}} outs(%{{.*}}, %{{.*}} : memref<?x16x64xbf16>, memref<?x16x64xbf16>)
+// CHECK: modk.rows ins(%{{.*}}, %{{.*}}, %{{.*}} : memref<?x16x64xf32>, memref<?x16x64xf32>, memref<?x16x64xf32>) rows %{{.*}} outs(%{{.*}}, %{{.*}} : memref<?x16x64xbf16>, memref<?x16x64xbf16>) access(row, row, row -> row, row)
 // CHECK: math.exp
 // CHECK: modk.yield %{{.*}}, %{{.*}} : f32, f32
 // gelu's gradient: du (Phi(x) + x phi(x)), phi through exp(-x^2 / 2).
@@ -97,7 +97,7 @@ modk.entry @grad attributes {model = #modk.model<name = "t", vocab_size = 64, d_
 // x = x + sigmoid(r) * (a + m).
 // CHECK-LABEL: modk.entry @routed
 // CHECK: modk.identity_rows -> %{{.*}}, %[[ALL:.*]] : memref<?x16xi32>, memref<?x1xi64>
-// CHECK-NEXT: modk.rows ins(%[[RX:.*]], %[[RW:.*]] : memref<?x16x32xf32>, memref<1x32xf32>) rows %[[ALL]] : memref<?x1xi64> outs(%[[RR:.*]] : memref<?x16xf32>) reduce {
+// CHECK-NEXT: modk.rows ins(%[[RX:.*]], %[[RW:.*]] : memref<?x16x32xf32>, memref<1x32xf32>) rows %[[ALL]] : memref<?x1xi64> outs(%[[RR:.*]] : memref<?x16xf32>) access(row, column -> row_value) reduce {
 // CHECK-NEXT: ^bb0(%[[RA:.*]]: f32, %[[RB:.*]]: f32):
 // CHECK-NEXT: %[[RXW:.*]] = arith.mulf %[[RA]], %[[RB]] : f32
 // CHECK-NEXT: modk.yield %[[RXW]] : f32
@@ -106,7 +106,7 @@ modk.entry @grad attributes {model = #modk.model<name = "t", vocab_size = 64, d_
 // CHECK-NEXT: modk.yield %[[RSUM]] : f32
 // CHECK-NEXT: }
 // CHECK-NEXT: modk.route_select %[[RR]] causal(%[[P:.*]]) -> %[[POS:.*]], %[[RSEG:.*]], %[[MASK:.*]] {causal_router = #modk.causal_router<predictor>, k = 4 : i64, layer = 1 : i64}
-// CHECK-NEXT: modk.rows ins(%[[RX]], %[[NW:.*]] : memref<?x16x32xf32>, memref<32xf32>) rows %[[RSEG]] : memref<?x1xi64> tokens(%[[POS]] : memref<?x16xi32>) outs(%[[XS:.*]], %[[XN:.*]] : memref<?x16x32xf32>, memref<?x16x32xf32>) attributes {token_operands = array<i64: 0>} reduce {
+// CHECK-NEXT: modk.rows ins(%[[RX]], %[[NW:.*]] : memref<?x16x32xf32>, memref<32xf32>) rows %[[RSEG]] : memref<?x1xi64> tokens(%[[POS]] : memref<?x16xi32>) outs(%[[XS:.*]], %[[XN:.*]] : memref<?x16x32xf32>, memref<?x16x32xf32>) access(token, column -> row, row) reduce {
 // CHECK-NEXT: ^bb0(%[[GX:.*]]: f32, %{{.*}}: f32):
 // CHECK-NEXT: %[[GSQ:.*]] = arith.mulf %[[GX]], %[[GX]] : f32
 // CHECK-NEXT: modk.yield %[[GSQ]] : f32
@@ -116,7 +116,7 @@ modk.entry @grad attributes {model = #modk.model<name = "t", vocab_size = 64, d_
 // CHECK: %[[BN:.*]] = arith.mulf %{{.*}}, %[[BW]] : f32
 // CHECK-NEXT: modk.yield %[[BX]], %[[BN]] : f32, f32
 // CHECK: modk.gemm %[[H:.*]], [%[[WD:.*]]] rows %[[RSEG]] -> %[[M:.*]] {epilogue = #modk.epilogue<none>} : memref<?x16x64xf32>, memref<32x64xf32>, memref<?x1xi64>, memref<?x16x32xf32>
-// CHECK-NEXT: modk.rows ins(%[[A:.*]], %[[M]], %[[RR]], %[[RX]] : memref<?x16x32xf32>, memref<?x16x32xf32>, memref<?x16xf32>, memref<?x16x32xf32>) rows %[[RSEG]] : memref<?x1xi64> tokens(%[[POS]] : memref<?x16xi32>) outs(%[[RX]] : memref<?x16x32xf32>) attributes {token_operands = array<i64: 2, 3, 4>} reduce {
+// CHECK-NEXT: modk.rows ins(%[[A:.*]], %[[M]], %[[RR]], %[[RX]] : memref<?x16x32xf32>, memref<?x16x32xf32>, memref<?x16xf32>, memref<?x16x32xf32>) rows %[[RSEG]] : memref<?x1xi64> tokens(%[[POS]] : memref<?x16xi32>) outs(%[[RX]] : memref<?x16x32xf32>) access(row, row, token_value, token -> token) reduce {
 // CHECK: } body {
 // CHECK-NEXT: ^bb0(%[[SA:.*]]: f32, %[[SM:.*]]: f32, %[[SR:.*]]: f32, %[[SX:.*]]: f32):
 // CHECK-NEXT: %[[F:.*]] = arith.addf %[[SA]], %[[SM]] : f32
@@ -154,11 +154,11 @@ modk.entry @routed attributes {model = #modk.model<name = "t", vocab_size = 64, 
 // linear gate: x = x + r * (a + m).
 // CHECK-LABEL: modk.entry @decode
 // CHECK: modk.identity_rows -> %{{.*}}, %[[DALL:.*]] : memref<?x1xi32>, memref<?x1xi64>
-// CHECK-NEXT: modk.rows ins(%[[DX:.*]], %{{.*}} : memref<?x1x32xf32>, memref<1x32xf32>) rows %[[DALL]] : memref<?x1xi64> outs(%[[DRS:.*]] : memref<?x1xf32>) reduce {
+// CHECK-NEXT: modk.rows ins(%[[DX:.*]], %{{.*}} : memref<?x1x32xf32>, memref<1x32xf32>) rows %[[DALL]] : memref<?x1xi64> outs(%[[DRS:.*]] : memref<?x1xf32>) access(row, column -> row_value) reduce {
 // CHECK: modk.decode_select(%[[DRS]],
-// CHECK-NEXT: modk.rows ins(%[[DX]], %{{.*}} : memref<?x1x32xf32>, memref<32xf32>) rows %[[DSEG:.*]] : memref<?x1xi64> outs(%{{.*}}, %{{.*}} : memref<?x1x32xf32>, memref<?x1x32xf32>) attributes {token_operands = array<i64: 0>} reduce {
+// CHECK-NEXT: modk.rows ins(%[[DX]], %{{.*}} : memref<?x1x32xf32>, memref<32xf32>) rows %[[DSEG:.*]] : memref<?x1xi64> outs(%{{.*}}, %{{.*}} : memref<?x1x32xf32>, memref<?x1x32xf32>) access(token, column -> row, row) reduce {
 // CHECK: modk.gemm {{.*}} {epilogue = #modk.epilogue<none>}
-// CHECK-NEXT: modk.rows ins({{.*}}) rows %[[DSEG]] : memref<?x1xi64> outs(%[[DX]] : memref<?x1x32xf32>) attributes {token_operands = array<i64: 2, 3, 4>} reduce {
+// CHECK-NEXT: modk.rows ins({{.*}}) rows %[[DSEG]] : memref<?x1xi64> outs(%[[DX]] : memref<?x1x32xf32>) access(row, row, token_value, token -> token) reduce {
 // CHECK: } body {
 // CHECK-NEXT: ^bb0(%[[DA:.*]]: f32, %[[DM:.*]]: f32, %[[DR:.*]]: f32, %[[DXE:.*]]: f32):
 // CHECK-NEXT: %[[DF:.*]] = arith.addf %[[DA]], %[[DM]] : f32
@@ -198,19 +198,19 @@ modk.entry @decode attributes {model = #modk.model<name = "t", vocab_size = 64, 
 // CHECK-LABEL: modk.entry @epilogues
 // CHECK: modk.gemm %[[EA:.*]], [%[[EWO:.*]]] rows %[[ESEG:.*]] -> %[[EX:.*]] {epilogue = #modk.epilogue<rows>} : {{.*}} epilogue {
 // CHECK-NEXT: ^bb0(%[[P1:.*]]: memref<?x16x32xf32>):
-// CHECK-NEXT: modk.rows ins(%[[EX]], %[[P1]] : memref<?x16x32xf32>, memref<?x16x32xf32>) rows %[[ESEG]] : memref<?x1xi64> outs(%[[EX]] : memref<?x16x32xf32>) reduce {
+// CHECK-NEXT: modk.rows ins(%[[EX]], %[[P1]] : memref<?x16x32xf32>, memref<?x16x32xf32>) rows %[[ESEG]] : memref<?x1xi64> outs(%[[EX]] : memref<?x16x32xf32>) access(row, row -> row) reduce {
 // CHECK: } body {
 // CHECK-NEXT: ^bb0(%[[RX:.*]]: f32, %[[RP:.*]]: f32):
 // CHECK-NEXT: %[[RS:.*]] = arith.addf %[[RX]], %[[RP]] : f32
 // CHECK-NEXT: modk.yield %[[RS]] : f32
 // CHECK: modk.gemm %[[EN:.*]], [%[[EW1:.*]]] rows %[[ESEG]] -> %[[EH:.*]] {epilogue = #modk.epilogue<rows>} : {{.*}} epilogue {
 // CHECK-NEXT: ^bb0(%[[P2:.*]]: memref<?x16x64xf32>):
-// CHECK-NEXT: modk.rows ins(%[[P2]] : memref<?x16x64xf32>) rows %[[ESEG]] : memref<?x1xi64> outs(%[[EH]] : memref<?x16x64xbf16>) reduce {
+// CHECK-NEXT: modk.rows ins(%[[P2]] : memref<?x16x64xf32>) rows %[[ESEG]] : memref<?x1xi64> outs(%[[EH]] : memref<?x16x64xbf16>) access(row -> row) reduce {
 // CHECK: math.erf
 // CHECK: modk.gemm %[[EN]], [%[[EWG:.*]]] rows %[[ESEG]] -> %[[EG:.*]] {epilogue = #modk.epilogue<none>}
 // CHECK-NEXT: modk.gemm %[[EN]], [%[[EWU:.*]]] rows %[[ESEG]] -> %[[EU:.*]] {epilogue = #modk.epilogue<rows>} : {{.*}} epilogue {
 // CHECK-NEXT: ^bb0(%[[P3:.*]]: memref<?x16x64xf32>):
-// CHECK-NEXT: modk.rows ins(%[[EG]], %[[P3]] : memref<?x16x64xf32>, memref<?x16x64xf32>) rows %[[ESEG]] : memref<?x1xi64> outs(%[[EU]] : memref<?x16x64xf32>) reduce {
+// CHECK-NEXT: modk.rows ins(%[[EG]], %[[P3]] : memref<?x16x64xf32>, memref<?x16x64xf32>) rows %[[ESEG]] : memref<?x1xi64> outs(%[[EU]] : memref<?x16x64xf32>) access(row, row -> row) reduce {
 // CHECK: } body {
 // CHECK-NEXT: ^bb0(%[[SG:.*]]: f32, %[[SU:.*]]: f32):
 // CHECK: math.exp
@@ -219,7 +219,7 @@ modk.entry @decode attributes {model = #modk.model<name = "t", vocab_size = 64, 
 // of a bf16 model rounded after the rotation.
 // CHECK: modk.gemm %[[EN]], [%[[EWO]]] rows %[[ESEG]] -> %[[EQ:.*]] {epilogue = #modk.epilogue<rows>} : {{.*}} epilogue {
 // CHECK-NEXT: ^bb0(%[[P5:.*]]: memref<?x16x32xf32>):
-// CHECK-NEXT: modk.rows ins(%[[P5]] : memref<?x16x32xf32>) rows %[[ESEG]] : memref<?x1xi64> tokens(%[[EPOS:.*]] : memref<?x16xi32>) outs(%[[EQ]] : memref<?x16x32xf32>) attributes {head_dim = 16 : i64} reduce {
+// CHECK-NEXT: modk.rows ins(%[[P5]] : memref<?x16x32xf32>) rows %[[ESEG]] : memref<?x1xi64> tokens(%[[EPOS:.*]] : memref<?x16xi32>) outs(%[[EQ]] : memref<?x16x32xf32>) access(row -> row) attributes {head_dim = 16 : i64} reduce {
 // CHECK: } body {
 // CHECK-NEXT: ^bb0(%[[QX:.*]]: f32):
 // CHECK-NEXT: %[[COS:.*]], %[[SIN:.*]] = modk.rope_angle {theta = 1.000000e+04 : f64} : f32, f32
@@ -236,7 +236,7 @@ modk.entry @decode attributes {model = #modk.model<name = "t", vocab_size = 64, 
 // CHECK-NEXT: modk.yield %[[QE]] : f32
 // CHECK: modk.gemm %[[EN]], [%[[EWO]]] rows %[[ESEG]] -> %[[EV:.*]] {epilogue = #modk.epilogue<rows>} : {{.*}} epilogue {
 // CHECK-NEXT: ^bb0(%[[P4:.*]]: memref<?x16x32xf32>):
-// CHECK-NEXT: modk.rows ins(%[[P4]] : memref<?x16x32xf32>) rows %[[ESEG]] : memref<?x1xi64> outs(%[[EV]] : memref<?x16x32xf32>) reduce {
+// CHECK-NEXT: modk.rows ins(%[[P4]] : memref<?x16x32xf32>) rows %[[ESEG]] : memref<?x1xi64> outs(%[[EV]] : memref<?x16x32xf32>) access(row -> row) reduce {
 // CHECK: } body {
 // CHECK-NEXT: ^bb0(%[[VP:.*]]: f32):
 // CHECK-NEXT: %[[VB:.*]] = arith.truncf %[[VP]] : f32 to bf16
@@ -273,7 +273,7 @@ modk.entry @epilogues attributes {model = #modk.model<name = "t", vocab_size = 6
 // The gradient of a routed block's gather: dx[token] += dxs[row] at each
 // selected row's token, in place (token operands: dx read and written).
 // CHECK-LABEL: modk.entry @gather_grad
-// CHECK: modk.rows ins(%[[DXS:.*]], %[[DX:.*]] : memref<?x4x32xf32>, memref<?x16x32xf32>) rows %{{.*}} : memref<?x1xi64> tokens(%{{.*}} : memref<?x4xi32>) outs(%[[DX]] : memref<?x16x32xf32>) attributes {token_operands = array<i64: 1, 2>} reduce {
+// CHECK: modk.rows ins(%[[DXS:.*]], %[[DX:.*]] : memref<?x4x32xf32>, memref<?x16x32xf32>) rows %{{.*}} : memref<?x1xi64> tokens(%{{.*}} : memref<?x4xi32>) outs(%[[DX]] : memref<?x16x32xf32>) access(row, token -> token) reduce {
 // CHECK: } body {
 // CHECK-NEXT: ^bb0(%[[GS:.*]]: f32, %[[GD:.*]]: f32):
 // CHECK-NEXT: %[[SUM:.*]] = arith.addf %[[GD]], %[[GS]] : f32
@@ -292,7 +292,7 @@ modk.entry @gather_grad attributes {model = #modk.model<name = "t", vocab_size =
 // g'(r) * sum once a row (a token scalar output, read and written at the
 // token). Sigmoid: g' = g (1 - g). The gate `one` leaves r and dr alone.
 // CHECK-LABEL: modk.entry @scatter_grad
-// CHECK: modk.rows ins(%[[DY:.*]], %[[F:.*]], %[[R:.*]], %[[DR:.*]] : memref<?x16x32xf32>, memref<?x4x32xf32>, memref<?x16xf32>, memref<?x16xf32>) rows %{{.*}} : memref<?x1xi64> tokens(%{{.*}} : memref<?x4xi32>) outs(%[[DF:.*]], %[[DR]] : memref<?x4x32xf32>, memref<?x16xf32>) attributes {token_operands = array<i64: 0, 2, 3, 5>} reduce {
+// CHECK: modk.rows ins(%[[DY:.*]], %[[F:.*]], %[[R:.*]], %[[DR:.*]] : memref<?x16x32xf32>, memref<?x4x32xf32>, memref<?x16xf32>, memref<?x16xf32>) rows %{{.*}} : memref<?x1xi64> tokens(%{{.*}} : memref<?x4xi32>) outs(%[[DF:.*]], %[[DR]] : memref<?x4x32xf32>, memref<?x16xf32>) access(token, row, token_value, token_value -> row, token_value) reduce {
 // CHECK-NEXT: ^bb0(%[[RDY:.*]]: f32, %[[RF:.*]]: f32, %{{.*}}: f32, %{{.*}}: f32):
 // CHECK-NEXT: %[[TERM:.*]] = arith.mulf %[[RDY]], %[[RF]] : f32
 // CHECK-NEXT: modk.yield %[[TERM]] : f32
@@ -305,7 +305,7 @@ modk.entry @gather_grad attributes {model = #modk.model<name = "t", vocab_size =
 // CHECK-NEXT: %[[STEP:.*]] = arith.mulf %[[SLOPE]], %[[DOT]] : f32
 // CHECK-NEXT: %[[DRV:.*]] = arith.addf %[[BDR]], %[[STEP]] : f32
 // CHECK-NEXT: modk.yield %[[DFV]], %[[DRV]] : f32, f32
-// CHECK: modk.rows ins(%[[DY]] : memref<?x16x32xf32>) rows %{{.*}} : memref<?x1xi64> tokens(%{{.*}} : memref<?x4xi32>) outs(%[[DF]] : memref<?x4x32xf32>) attributes {token_operands = array<i64: 0>} reduce {
+// CHECK: modk.rows ins(%[[DY]] : memref<?x16x32xf32>) rows %{{.*}} : memref<?x1xi64> tokens(%{{.*}} : memref<?x4xi32>) outs(%[[DF]] : memref<?x4x32xf32>) access(token -> row) reduce {
 // CHECK: } body {
 // CHECK-NEXT: ^bb0(%[[ODY:.*]]: f32):
 // CHECK-NEXT: modk.yield %[[ODY]] : f32
@@ -326,7 +326,7 @@ modk.entry @scatter_grad attributes {model = #modk.model<name = "t", vocab_size 
 // (here added to dx: accumulate), and dw, an output of the row width, a
 // column sum of dy x / rms.
 // CHECK-LABEL: modk.entry @rmsnorm_grad
-// CHECK: modk.rows ins(%[[X:.*]], %[[W:.*]], %[[DY:.*]], %[[DX:.*]] : memref<?x16x32xf32>, memref<32xf32>, memref<?x16x32xf32>, memref<?x16x32xf32>) rows %{{.*}} : memref<?x1xi64> outs(%[[DX]], %[[DW:.*]] : memref<?x16x32xf32>, memref<32xf32>) reduce {
+// CHECK: modk.rows ins(%[[X:.*]], %[[W:.*]], %[[DY:.*]], %[[DX:.*]] : memref<?x16x32xf32>, memref<32xf32>, memref<?x16x32xf32>, memref<?x16x32xf32>) rows %{{.*}} : memref<?x1xi64> outs(%[[DX]], %[[DW:.*]] : memref<?x16x32xf32>, memref<32xf32>) access(row, column, row, row -> row, column_sum) reduce {
 // CHECK-NEXT: ^bb0(%[[RX:.*]]: f32, %[[RW:.*]]: f32, %[[RDY:.*]]: f32, %{{.*}}: f32):
 // CHECK-NEXT: %[[SQ:.*]] = arith.mulf %[[RX]], %[[RX]] : f32
 // CHECK-NEXT: %[[GW:.*]] = arith.mulf %[[RDY]], %[[RW]] : f32
@@ -357,7 +357,7 @@ modk.entry @rmsnorm_grad attributes {model = #modk.model<name = "t", vocab_size 
 // column sum dw += dr x. No sums.
 // CHECK-LABEL: modk.entry @router_grad
 // CHECK: modk.identity_rows -> %{{.*}}, %[[ALL:.*]] :
-// CHECK: modk.rows ins(%[[X:.*]], %[[W:.*]], %[[DR:.*]], %[[DX:.*]] : memref<?x16x32xf32>, memref<1x32xf32>, memref<?x16xf32>, memref<?x16x32xf32>) rows %[[ALL]] : memref<?x1xi64> outs(%[[DX]], %[[DW:.*]] : memref<?x16x32xf32>, memref<1x32xf32>) reduce {
+// CHECK: modk.rows ins(%[[X:.*]], %[[W:.*]], %[[DR:.*]], %[[DX:.*]] : memref<?x16x32xf32>, memref<1x32xf32>, memref<?x16xf32>, memref<?x16x32xf32>) rows %[[ALL]] : memref<?x1xi64> outs(%[[DX]], %[[DW:.*]] : memref<?x16x32xf32>, memref<1x32xf32>) access(row, column, row_value, row -> row, column_sum) reduce {
 // CHECK: } body {
 // CHECK-NEXT: ^bb0(%[[BX:.*]]: f32, %[[BW:.*]]: f32, %[[BDR:.*]]: f32, %[[BDX:.*]]: f32):
 // CHECK-NEXT: %[[STEP:.*]] = arith.mulf %[[BDR]], %[[BW]] : f32
@@ -382,7 +382,7 @@ modk.entry @router_grad attributes {model = #modk.model<name = "t", vocab_size =
 // (lookups = [table, ids]), and whose body yields the table's element.
 // CHECK-LABEL: modk.entry @embed
 // CHECK: modk.identity_rows -> %{{.*}}, %[[ALL:.*]] :
-// CHECK: modk.rows ins(%[[TOK:.*]], %[[TABLE:.*]] : memref<?x16xi32>, memref<64x32xf32>) rows %[[ALL]] : memref<?x1xi64> outs(%[[X:.*]] : memref<?x16x32xf32>) attributes {lookups = array<i64: 1, 0>} reduce {
+// CHECK: modk.rows ins(%[[TOK:.*]], %[[TABLE:.*]] : memref<?x16xi32>, memref<64x32xf32>) rows %[[ALL]] : memref<?x1xi64> outs(%[[X:.*]] : memref<?x16x32xf32>) access(ids, table -> row) reduce {
 // CHECK-NEXT: ^bb0(%{{.*}}: f32, %{{.*}}: f32):
 // CHECK-NEXT: modk.yield
 // CHECK-NEXT: } body {
@@ -405,7 +405,7 @@ modk.entry @embed attributes {model = #modk.model<name = "t", vocab_size = 64, d
 // CHECK: %[[DPOS:.*]] = modk.alloc : memref<?x1xi32>
 // CHECK-NEXT: %[[DSEG:.*]] = modk.alloc : memref<?x1xi64>
 // CHECK-NEXT: modk.identity_rows -> %[[DPOS]], %[[DSEG]] : memref<?x1xi32>, memref<?x1xi64>
-// CHECK-NEXT: modk.rows ins(%{{.*}}, %{{.*}} : memref<?x1xi32>, memref<64x32xf32>) rows %[[DSEG]] : memref<?x1xi64> outs(%{{.*}} : memref<?x1x32xf32>) attributes {lookups = array<i64: 1, 0>} reduce {
+// CHECK-NEXT: modk.rows ins(%{{.*}}, %{{.*}} : memref<?x1xi32>, memref<64x32xf32>) rows %[[DSEG]] : memref<?x1xi64> outs(%{{.*}} : memref<?x1x32xf32>) access(ids, table -> row) reduce {
 modk.entry @decode_embed attributes {model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = [#modk.mode<causal>], params = [#modk.param<name = "embed.weight", shape = [64, 32], init = normal, std = 2.000000e-02 : f64>]} {
   %table = modk.param "embed.weight" : memref<64x32xf32>
   %tok = modk.input "tokens" : memref<?x1xi32>
@@ -419,7 +419,7 @@ modk.entry @decode_embed attributes {model = #modk.model<name = "t", vocab_size 
 // row's element, dtable[tok] += dx.
 // CHECK-LABEL: modk.entry @embed_grad
 // CHECK: modk.identity_rows -> %{{.*}}, %[[GALL0:.*]] :
-// CHECK: modk.rows ins(%[[GDX:.*]], %[[GTOK:.*]] : memref<?x16x32xf32>, memref<?x16xi32>) rows %[[GALL0]] : memref<?x1xi64> outs(%[[GT:.*]] : memref<64x32xf32>) attributes {lookups = array<i64: 2, 1>} reduce {
+// CHECK: modk.rows ins(%[[GDX:.*]], %[[GTOK:.*]] : memref<?x16x32xf32>, memref<?x16xi32>) rows %[[GALL0]] : memref<?x1xi64> outs(%[[GT:.*]] : memref<64x32xf32>) access(row, ids -> scatter) reduce {
 // CHECK: } body {
 // CHECK-NEXT: ^bb0(%[[D:.*]]: f32, %{{.*}}: f32):
 // CHECK-NEXT: modk.yield %[[D]] : f32
@@ -441,7 +441,7 @@ modk.entry @embed_grad attributes {model = #modk.model<name = "t", vocab_size = 
 // dfc1 += dz^T x, f32.
 // CHECK-LABEL: modk.entry @predictor_grad
 // CHECK: modk.gemm %[[GX:.*]], [%[[GW1:.*]]] rows %[[GALL:.*]] -> %[[GH:.*]] {epilogue = #modk.epilogue<none>, precision = #modk.dtype<f32>}
-// CHECK-NEXT: modk.rows ins(%[[GH]], %{{.*}}, %{{.*}}, %[[DP:.*]] : memref<?x16x8xf32>, memref<8xf32>, memref<1x8xf32>, memref<?x16xf32>) rows %[[GALL]] : memref<?x1xi64> outs(%[[GH]], %{{.*}}, %{{.*}}, %{{.*}} : memref<?x16x8xf32>, memref<8xf32>, memref<1x8xf32>, memref<1xf32>) reduce {
+// CHECK-NEXT: modk.rows ins(%[[GH]], %{{.*}}, %{{.*}}, %[[DP:.*]] : memref<?x16x8xf32>, memref<8xf32>, memref<1x8xf32>, memref<?x16xf32>) rows %[[GALL]] : memref<?x1xi64> outs(%[[GH]], %{{.*}}, %{{.*}}, %{{.*}} : memref<?x16x8xf32>, memref<8xf32>, memref<1x8xf32>, memref<1xf32>) access(row, column, column, row_value -> row, column_sum, column_sum, row_sum) reduce {
 // CHECK: } body {
 // CHECK-NEXT: ^bb0(%{{.*}}: f32, %{{.*}}: f32, %{{.*}}: f32, %[[G:.*]]: f32):
 // CHECK: modk.yield %[[DZ:.*]], %[[DZ]], %{{.*}}, %[[G]] : f32, f32, f32, f32
@@ -477,7 +477,7 @@ modk.entry @predictor_grad attributes {model = #modk.model<name = "t", vocab_siz
 // CHECK: modk.zero(%[[L]]) : memref<3xf32>
 // CHECK-NEXT: %[[CE:.*]] = memref.subview %[[L]][1] [1] [1] : memref<3xf32> to memref<1xf32, strided<[1], offset: 1>>
 // CHECK-NEXT: %[[TOT:.*]] = memref.subview %[[L]][0] [1] [1] : memref<3xf32> to memref<1xf32, strided<[1]>>
-// CHECK-NEXT: modk.rows ins(%[[Z:.*]], %[[T:.*]] : memref<?x16x64xf32>, memref<?x16xi32>) rows %{{.*}} : memref<?x1xi64> outs(%[[DZ:.*]], %[[CE]], %[[TOT]] : memref<?x16x64xf32>, memref<1xf32, strided<[1], offset: 1>>, memref<1xf32, strided<[1]>>) maxima {
+// CHECK-NEXT: modk.rows ins(%[[Z:.*]], %[[T:.*]] : memref<?x16x64xf32>, memref<?x16xi32>) rows %{{.*}} : memref<?x1xi64> outs(%[[DZ:.*]], %[[CE]], %[[TOT]] : memref<?x16x64xf32>, memref<1xf32, strided<[1], offset: 1>>, memref<1xf32, strided<[1]>>) access(row, row_value -> row, row_sum, row_sum) maxima {
 // CHECK-NEXT: ^bb0(%[[MZ:.*]]: f32, %{{.*}}: f32):
 // CHECK-NEXT: modk.yield %[[MZ]] : f32
 // CHECK-NEXT: } reduce {
@@ -499,7 +499,7 @@ modk.entry @predictor_grad attributes {model = #modk.model<name = "t", vocab_siz
 // CHECK: modk.yield %{{.*}}, %[[LOSS]], %[[LOSS]] : f32, f32, f32
 // CHECK: %[[AUX:.*]] = memref.subview %[[L]][2] [1] [1]
 // CHECK-NEXT: %[[TOT2:.*]] = memref.subview %[[L]][0] [1] [1]
-// CHECK-NEXT: modk.rows ins(%[[R:.*]], %[[Y:.*]], %[[DR:.*]] : memref<?x16xf32>, memref<?x16xi32>, memref<?x16xf32>) rows %{{.*}} : memref<?x1xi64> outs(%[[DR]], %[[AUX]], %[[TOT2]] : memref<?x16xf32>, memref<1xf32, strided<[1], offset: 2>>, memref<1xf32, strided<[1]>>) reduce {
+// CHECK-NEXT: modk.rows ins(%[[R:.*]], %[[Y:.*]], %[[DR:.*]] : memref<?x16xf32>, memref<?x16xi32>, memref<?x16xf32>) rows %{{.*}} : memref<?x1xi64> outs(%[[DR]], %[[AUX]], %[[TOT2]] : memref<?x16xf32>, memref<1xf32, strided<[1], offset: 2>>, memref<1xf32, strided<[1]>>) access(row_value, row_value, row_value -> row_value, row_sum, row_sum) reduce {
 // CHECK: math.absf
 // CHECK: math.log1p
 // CHECK: arith.maxnumf
@@ -524,9 +524,9 @@ modk.entry @losses attributes {model = #modk.model<name = "t", vocab_size = 64, 
 
 // The eval entry's forms: the same kernels without the gradients.
 // CHECK-LABEL: modk.entry @eval_losses
-// CHECK: modk.rows ins(%{{.*}}, %{{.*}} : memref<?x16x64xf32>, memref<?x16xi32>) rows %{{.*}} : memref<?x1xi64> outs(%{{.*}}, %{{.*}} : memref<1xf32, strided<[1], offset: 1>>, memref<1xf32, strided<[1]>>) maxima {
+// CHECK: modk.rows ins(%{{.*}}, %{{.*}} : memref<?x16x64xf32>, memref<?x16xi32>) rows %{{.*}} : memref<?x1xi64> outs(%{{.*}}, %{{.*}} : memref<1xf32, strided<[1], offset: 1>>, memref<1xf32, strided<[1]>>) access(row, row_value -> row_sum, row_sum) maxima {
 // CHECK: modk.yield %[[ELOSS:.*]], %[[ELOSS]] : f32, f32
-// CHECK: modk.rows ins(%{{.*}}, %{{.*}} : memref<?x16xf32>, memref<?x16xi32>) rows %{{.*}} : memref<?x1xi64> outs(%{{.*}}, %{{.*}} : memref<1xf32, strided<[1], offset: 2>>, memref<1xf32, strided<[1]>>) reduce {
+// CHECK: modk.rows ins(%{{.*}}, %{{.*}} : memref<?x16xf32>, memref<?x16xi32>) rows %{{.*}} : memref<?x1xi64> outs(%{{.*}}, %{{.*}} : memref<1xf32, strided<[1], offset: 2>>, memref<1xf32, strided<[1]>>) access(row_value, row_value -> row_sum, row_sum) reduce {
 modk.entry @eval_losses attributes {model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = [#modk.mode<topk>], params = []} {
   %l = modk.output "losses" : memref<3xf32>
   %pos = modk.alloc : memref<?x16xi32>
@@ -543,7 +543,7 @@ modk.entry @eval_losses attributes {model = #modk.model<name = "t", vocab_size =
 // RoPE's transpose: a modk.rows over heads, dx = dy cos - rotate_half(dy)
 // sin, out of place (dx may be bf16).
 // CHECK-LABEL: modk.entry @rope_grad
-// CHECK: modk.rows ins(%[[DY:.*]] : memref<?x16x32xf32>) rows %[[RSEG:.*]] : memref<?x1xi64> tokens(%[[RPOS:.*]] : memref<?x16xi32>) outs(%[[DXB:.*]] : memref<?x16x32xbf16>) attributes {head_dim = 16 : i64} reduce {
+// CHECK: modk.rows ins(%[[DY:.*]] : memref<?x16x32xf32>) rows %[[RSEG:.*]] : memref<?x1xi64> tokens(%[[RPOS:.*]] : memref<?x16xi32>) outs(%[[DXB:.*]] : memref<?x16x32xbf16>) access(row -> row) attributes {head_dim = 16 : i64} reduce {
 // CHECK: } body {
 // CHECK-NEXT: ^bb0(%[[GY:.*]]: f32):
 // CHECK-NEXT: %[[GC:.*]], %[[GS:.*]] = modk.rope_angle {theta = 5.000000e+05 : f64} : f32, f32

@@ -105,7 +105,7 @@ private:
       emitColumnSumLaunch(op, index, bound, args);
       return;
     }
-    if (op.isScatterTable(op.getOutputs().front())) {
+    if (op.getOutputAccessAt(0) == modk::Access::scatter) {
       // A scatter-add: each block owns the table rows of its ids modulo the
       // grid, whose size changes nothing but the speed.
       os << fmt::format(
@@ -135,9 +135,10 @@ private:
     std::vector<std::string> outs;
     std::vector<int64_t> sizes;
     int64_t total = 0;
-    for (Value out : op.getRowSumOutputs()) {
-      outs.push_back(name(out));
-      sizes.push_back(op.isRowTotal(out) ? 1 : width);
+    for (unsigned k : op.getRowSumOutputs()) {
+      outs.push_back(name(op.getOutputs()[k]));
+      sizes.push_back(op.getOutputAccessAt(k) == modk::Access::row_sum ? 1
+                                                                       : width);
       total += sizes.back();
     }
     needScratch(fmt::format(

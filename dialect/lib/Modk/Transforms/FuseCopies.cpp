@@ -106,9 +106,10 @@ std::optional<std::pair<Value, Value>> copiedBuffers(Operation *op) {
     return std::make_pair(copy.getInput(), copy.getOutput());
   auto rows = dyn_cast<modk::RowsOp>(op);
   if (!rows || rows.getInputs().size() != 1 || rows.getOutputs().size() != 1 ||
-      rows.getPositions() || !rows.getTokenOperands().empty() ||
-      !rows.getLookups().empty() || rows.getHeadDim() || rows.getCausalOnly() ||
-      rows.getNumMaxima() != 0 || rows.getNumReductions() != 0)
+      rows.getInputAccessAt(0) != modk::Access::row ||
+      rows.getOutputAccessAt(0) != modk::Access::row || rows.getPositions() ||
+      rows.getHeadDim() || rows.getCausalOnly() || rows.getNumMaxima() != 0 ||
+      rows.getNumReductions() != 0)
     return std::nullopt;
   Value in = rows.getInputs().front(), out = rows.getOutputs().front();
   auto inType = cast<MemRefType>(in.getType());
@@ -127,16 +128,13 @@ std::optional<std::pair<Value, Value>> copiedBuffers(Operation *op) {
 /// writes it at every element of every row of the buffer, or none.
 std::optional<unsigned> elementOutput(modk::RowsOp producer, Value source) {
   if (producer.getCausalOnly() || producer.getHeadDim() ||
-      !producer.getLookups().empty() ||
-      llvm::count(producer.getOutputs(), source) != 1)
-    return std::nullopt;
-  auto type = cast<MemRefType>(source.getType());
-  if (type.getRank() != 3 || type.getDimSize(2) != producer.getWidth() ||
-      !coversEveryRow(producer.getSegments(), type))
+      producer.hasLookups() || llvm::count(producer.getOutputs(), source) != 1)
     return std::nullopt;
   unsigned index =
       llvm::find(producer.getOutputs(), source) - producer.getOutputs().begin();
-  if (producer.isTokenOperand(producer.getInputs().size() + index))
+  if (producer.getOutputAccessAt(index) != modk::Access::row ||
+      !coversEveryRow(producer.getSegments(),
+                      cast<MemRefType>(source.getType())))
     return std::nullopt;
   return index;
 }
@@ -174,7 +172,7 @@ LogicalResult fuseCopy(Operation *copy, RewriterBase &rewriter) {
     rewriter.moveOpBefore(destAlloc, producer);
   Operation *yield = producer.getBody().front().getTerminator();
   rewriter.modifyOpInPlace(producer, [&] {
-    producer.getOutputsMutable().append(dest);
+    producer.appendOutput(dest, modk::Access::row);
     yield->insertOperands(yield->getNumOperands(), yield->getOperand(*index));
   });
   rewriter.eraseOp(copy);

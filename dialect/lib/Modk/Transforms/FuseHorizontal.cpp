@@ -109,10 +109,8 @@ bool stackable(modk::GemmOp gemm) {
 void createCopy(RewriterBase &rewriter, Location loc, Value window,
                 Value segments, Value output) {
   auto rows = modk::RowsOp::create(
-      rewriter, loc, ValueRange{window}, segments, /*positions=*/Value(),
-      ValueRange{output}, rewriter.getDenseI64ArrayAttr({}),
-      rewriter.getDenseI64ArrayAttr({}), /*causal_only=*/nullptr,
-      /*head_dim=*/nullptr);
+      rewriter, loc, ValueRange{window}, {modk::Access::row}, segments,
+      /*positions=*/Value(), ValueRange{output}, {modk::Access::row});
   OpBuilder::InsertionGuard guard(rewriter);
   Type f32 = rewriter.getF32Type();
   rewriter.createBlock(&rows.getReduce(), {}, {f32}, {loc});

@@ -47,19 +47,12 @@ llvm::SmallPtrSet<Value, 8> buffersRead(Operation *op) {
 
 /// Whether every buffer `rows` writes is safe to write from a GEMM's
 /// epilogue over `gemm`'s operands: not read by the GEMM itself (by its
-/// declared effects), and read by `rows` only at the element it writes
-/// (the same addressing).
+/// declared effects). `rows` reads an output it also reads only at the
+/// element it writes: its verifier requires one access for both.
 bool writesAreElementwise(modk::RowsOp rows, modk::GemmOp gemm) {
-  unsigned nIn = rows.getInputs().size();
   llvm::SmallPtrSet<Value, 8> gemmReads = buffersRead(gemm);
-  for (auto [k, out] : llvm::enumerate(rows.getOutputs())) {
-    if (gemmReads.contains(out))
-      return false;
-    for (auto [j, in] : llvm::enumerate(rows.getInputs()))
-      if (in == out && rows.isTokenOperand(j) != rows.isTokenOperand(nIn + k))
-        return false;
-  }
-  return true;
+  return llvm::none_of(rows.getOutputs(),
+                       [&](Value out) { return gemmReads.contains(out); });
 }
 
 /// Moves the kernel after `gemm` into its `rows` epilogue where that is
@@ -79,7 +72,7 @@ LogicalResult fuseRowsIntoGemm(modk::GemmOp gemm, bool ownRows,
         rows.getSegments() != gemm.getSegments() ||
         rows.getOutputs().size() != 1 || rows.hasRowSums())
       return failure(); // not an elementwise modk.rows on its rows
-    if (!ownRows && rows.getTokenOperands().empty())
+    if (!ownRows && !rows.hasTokenOperands())
       return failure(); // written at its own rows: left as a kernel
     if (rows.getCausalOnly() != gemm.getCausalOnly())
       return failure(); // one of them may not run

@@ -10,7 +10,8 @@
 // regions spell their math in arith and math ops, so that the emitters
 // generate each target's kernel from one description instead of calling a
 // hand-written kernel per target. The arithmetic is that of
-// docs/model-format.md section 3 in the order the reference kernels used.
+// docs/model-format.md section 3 in the order of operations the numerics
+// tests pin.
 //
 //===----------------------------------------------------------------------===//
 
@@ -20,6 +21,7 @@
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Transforms/WalkPatternRewriteDriver.h"
+#include "llvm/ADT/SmallVectorExtras.h"
 
 namespace modc {
 #define GEN_PASS_DEF_GENERALIZE
@@ -33,30 +35,47 @@ namespace {
 using RegionFn =
     llvm::function_ref<SmallVector<Value>(F32Math &, ValueRange args)>;
 
-/// Where a modk.rows reads and writes at its rows' tokens: the operands
-/// (indices into the inputs followed by the outputs) and the rows'
-/// positions within their sequences (none: one token a sequence).
-struct TokenAccess {
-  Value positions;
-  SmallVector<int64_t> operands;
+/// An operand of a modk.rows and how the kernel addresses it.
+struct Accessed {
+  Value value;
+  modk::Access access;
 };
+Accessed row(Value v) { return {v, modk::Access::row}; }
+Accessed token(Value v) { return {v, modk::Access::token}; }
+Accessed rowValue(Value v) { return {v, modk::Access::row_value}; }
+Accessed tokenValue(Value v) { return {v, modk::Access::token_value}; }
+Accessed column(Value v) { return {v, modk::Access::column}; }
+Accessed scalar(Value v) { return {v, modk::Access::scalar}; }
+Accessed table(Value v) { return {v, modk::Access::table}; }
+Accessed ids(Value v) { return {v, modk::Access::ids}; }
+Accessed columnSum(Value v) { return {v, modk::Access::column_sum}; }
+Accessed rowSum(Value v) { return {v, modk::Access::row_sum}; }
+Accessed scatter(Value v) { return {v, modk::Access::scatter}; }
 
 /// Creates a modk.rows over `inputs` into `outputs` on the row set
-/// `segments` before `op`, with `reduce` and `body` building its regions.
-/// `maxima`, where given, builds the region whose values' maxima over the
-/// row `reduce` and `body` get after the elements.
+/// `segments` before `op`, each operand addressed as it says, with
+/// `reduce` and `body` building its regions. `positions` are the rows'
+/// positions within their sequences where token accesses need them (none:
+/// one token a sequence). `maxima`, where given, builds the region whose
+/// values' maxima over the row `reduce` and `body` get after the elements.
 modk::RowsOp createRows(PatternRewriter &rewriter, Operation *op,
-                        ValueRange inputs, Value segments, ValueRange outputs,
-                        unsigned reductions, RegionFn reduce, RegionFn body,
-                        const TokenAccess &tokens = {},
-                        ArrayRef<int64_t> lookups = {},
+                        ArrayRef<Accessed> inputs, Value segments,
+                        ArrayRef<Accessed> outputs, unsigned reductions,
+                        RegionFn reduce, RegionFn body,
+                        Value positions = Value(),
                         std::optional<RegionFn> maxima = std::nullopt) {
   Location loc = op->getLoc();
-  auto rows = modk::RowsOp::create(
-      rewriter, loc, inputs, segments, tokens.positions, outputs,
-      rewriter.getDenseI64ArrayAttr(tokens.operands),
-      rewriter.getDenseI64ArrayAttr(lookups), /*causal_only=*/nullptr,
-      /*head_dim=*/nullptr);
+  auto values = [](ArrayRef<Accessed> operands) {
+    return llvm::map_to_vector(operands,
+                               [](const Accessed &a) { return a.value; });
+  };
+  auto accesses = [](ArrayRef<Accessed> operands) {
+    return llvm::map_to_vector(operands,
+                               [](const Accessed &a) { return a.access; });
+  };
+  auto rows = modk::RowsOp::create(rewriter, loc, values(inputs),
+                                   accesses(inputs), segments, positions,
+                                   values(outputs), accesses(outputs));
   Type f32 = rewriter.getF32Type();
   auto fill = [&](Region &region, unsigned args, RegionFn fn) {
     SmallVector<Type> types(args, f32);
@@ -82,13 +101,12 @@ modk::RowsOp createRows(PatternRewriter &rewriter, Operation *op,
 
 /// Replaces `op` by the modk.rows that createRows builds.
 void replaceWithRows(PatternRewriter &rewriter, Operation *op,
-                     ValueRange inputs, Value segments, ValueRange outputs,
-                     unsigned reductions, RegionFn reduce, RegionFn body,
-                     const TokenAccess &tokens = {},
-                     ArrayRef<int64_t> lookups = {},
+                     ArrayRef<Accessed> inputs, Value segments,
+                     ArrayRef<Accessed> outputs, unsigned reductions,
+                     RegionFn reduce, RegionFn body, Value positions = Value(),
                      std::optional<RegionFn> maxima = std::nullopt) {
   createRows(rewriter, op, inputs, segments, outputs, reductions, reduce, body,
-             tokens, lookups, maxima);
+             positions, maxima);
   rewriter.eraseOp(op);
 }
 
@@ -121,12 +139,11 @@ struct RMSNormToRows : OpRewritePattern<modk::RMSNormOp> {
                                 PatternRewriter &rewriter) const override {
     double width = cast<MemRefType>(op.getOutput().getType()).getShape().back();
     float eps = float(op.getEps().convertToDouble());
-    replaceWithRows(
-        rewriter, op, {op.getInput(), op.getWeight()}, op.getSegments(),
-        op.getOutput(), 1, squares,
-        [&](F32Math &m, ValueRange a) -> SmallVector<Value> {
-          return {rmsnormElement(m, a[0], a[1], a[2], width, eps)};
-        });
+    replaceWithRows(rewriter, op, {row(op.getInput()), column(op.getWeight())},
+                    op.getSegments(), {row(op.getOutput())}, 1, squares,
+                    [&](F32Math &m, ValueRange a) -> SmallVector<Value> {
+                      return {rmsnormElement(m, a[0], a[1], a[2], width, eps)};
+                    });
     return success();
   }
 };
@@ -139,11 +156,12 @@ void gatherRmsnorm(PatternRewriter &rewriter, Operation *op, Value stream,
                    Value gathered, Value normed, double eps) {
   double width = cast<MemRefType>(normed.getType()).getShape().back();
   createRows(
-      rewriter, op, {stream, weight}, segments, {gathered, normed}, 1, squares,
+      rewriter, op, {token(stream), column(weight)}, segments,
+      {row(gathered), row(normed)}, 1, squares,
       [&](F32Math &m, ValueRange a) -> SmallVector<Value> {
         return {a[0], rmsnormElement(m, a[0], a[1], a[2], width, float(eps))};
       },
-      TokenAccess{positions, {0}});
+      positions);
 }
 
 /// The segments of the identity row set (every token of every sequence, in
@@ -183,11 +201,11 @@ void createRouter(PatternRewriter &rewriter, Operation *op, Value stream,
   auto type = cast<MemRefType>(stream.getType());
   double width = type.getShape().back();
   Value all = identitySegments(rewriter, op, stream);
-  SmallVector<Value> outputs = {scores};
+  SmallVector<Accessed> outputs = {rowValue(scores)};
   if (stats)
-    outputs.push_back(stats);
+    outputs.push_back(rowValue(stats));
   createRows(
-      rewriter, op, {stream, weight}, all, outputs, stats ? 2 : 1,
+      rewriter, op, {row(stream), column(weight)}, all, outputs, stats ? 2 : 1,
       [&](F32Math &m, ValueRange a) -> SmallVector<Value> {
         if (!stats)
           return {m.mul(a[0], a[1])};
@@ -226,12 +244,14 @@ struct RouteSelectGatherToRows
     } else {
       // x = stream[token], n = x * scale[token] * w: no sums.
       createRows(
-          rewriter, op, {op.getInput(), stats, op.getNormWeight()},
-          op.getSegments(), {op.getGathered(), op.getNormed()}, 0, noSums,
+          rewriter, op,
+          {token(op.getInput()), tokenValue(stats), column(op.getNormWeight())},
+          op.getSegments(), {row(op.getGathered()), row(op.getNormed())}, 0,
+          noSums,
           [&](F32Math &m, ValueRange a) -> SmallVector<Value> {
             return {a[0], m.mul(m.mul(a[0], a[1]), a[2])};
           },
-          TokenAccess{op.getPositions(), {0, 1}});
+          op.getPositions());
     }
     rewriter.eraseOp(op);
     return success();
@@ -285,8 +305,9 @@ struct GateScaleScatterToRows : OpRewritePattern<modk::GemmOp> {
     Value positions = oneToken ? Value() : extra[3];
     rewriter.setInsertionPointAfter(op);
     createRows(
-        rewriter, op, {attention, update, scores, stream}, op.getSegments(),
-        stream, 0, noSums,
+        rewriter, op,
+        {row(attention), row(update), tokenValue(scores), token(stream)},
+        op.getSegments(), {token(stream)}, 0, noSums,
         [gate](F32Math &m, ValueRange a) -> SmallVector<Value> {
           Value f = m.add(a[0], a[1]), r = a[2], x = a[3];
           if (gate == modc::Gate::one)
@@ -294,7 +315,7 @@ struct GateScaleScatterToRows : OpRewritePattern<modk::GemmOp> {
           Value g = gate == modc::Gate::sigmoid ? m.sigmoid(r) : r;
           return {m.add(x, m.mul(g, f))};
         },
-        TokenAccess{positions, {2, 3, 4}});
+        positions);
     rewriter.modifyOpInPlace(op, [&] {
       op.getExtraMutable().clear();
       op.getOutputMutable().assign(update);
@@ -310,8 +331,8 @@ struct AddToRows : OpRewritePattern<modk::AddOp> {
   using OpRewritePattern::OpRewritePattern;
   LogicalResult matchAndRewrite(modk::AddOp op,
                                 PatternRewriter &rewriter) const override {
-    replaceWithRows(rewriter, op, {op.getLhs(), op.getRhs()},
-                    op.getSegments(), op.getOutput(), 0, noSums,
+    replaceWithRows(rewriter, op, {row(op.getLhs()), row(op.getRhs())},
+                    op.getSegments(), {row(op.getOutput())}, 0, noSums,
                     [](F32Math &m, ValueRange a) -> SmallVector<Value> {
                       return {m.add(a[0], a[1])};
                     });
@@ -345,7 +366,7 @@ void createRopeRows(PatternRewriter &rewriter, Operation *op, Value x,
                     Value segments, Value positions, Value y, int64_t headDim,
                     double theta, bool transpose, bool roundBf16) {
   modk::RowsOp rows = createRows(
-      rewriter, op, {x}, segments, {y}, 0, noSums,
+      rewriter, op, {row(x)}, segments, {row(y)}, 0, noSums,
       [&](F32Math &m, ValueRange a) -> SmallVector<Value> {
         auto [cos, sin] = m.ropeAngle(theta);
         Value rs = m.mul(m.rotateHalf(a[0]), sin);
@@ -353,7 +374,7 @@ void createRopeRows(PatternRewriter &rewriter, Operation *op, Value x,
         Value r = transpose ? m.sub(xc, rs) : m.add(xc, rs);
         return {roundBf16 ? m.roundBf16(r) : r};
       },
-      TokenAccess{positions, {}});
+      positions);
   rows.setHeadDimAttr(rewriter.getI64IntegerAttr(headDim));
 }
 
@@ -417,32 +438,34 @@ struct NamedEpilogueToRows : OpRewritePattern<modk::GemmOp> {
         {op.getLoc()});
     Value product = block->getArgument(0);
     rewriter.setInsertionPointToEnd(block);
-    auto rows = [&](ValueRange inputs, RegionFn body) {
-      createRows(rewriter, op, inputs, op.getSegments(), op.getOutput(), 0,
-                 noSums, body);
+    auto rows = [&](ArrayRef<Accessed> inputs, RegionFn body) {
+      createRows(rewriter, op, inputs, op.getSegments(), {row(op.getOutput())},
+                 0, noSums, body);
     };
     if (rope)
       createRopeRows(rewriter, op, product, op.getSegments(), extra[0],
                      op.getOutput(), *headDim, theta, /*transpose=*/false,
                      roundRope);
     else if (rounded)
-      rows({product}, [](F32Math &m, ValueRange a) -> SmallVector<Value> {
+      rows({row(product)}, [](F32Math &m, ValueRange a) -> SmallVector<Value> {
         return {m.roundBf16(a[0])};
       });
     else if (storedBf16)
-      rows({product}, firstArgument);
+      rows({row(product)}, firstArgument);
     else if (e == modk::Epilogue::residual_add)
-      rows({extra[0], product}, [](F32Math &m, ValueRange a) -> SmallVector<Value> {
-        return {m.add(a[0], a[1])};
-      });
+      rows({row(extra[0]), row(product)},
+           [](F32Math &m, ValueRange a) -> SmallVector<Value> {
+             return {m.add(a[0], a[1])};
+           });
     else if (e == modk::Epilogue::gelu)
-      rows({product}, [](F32Math &m, ValueRange a) -> SmallVector<Value> {
+      rows({row(product)}, [](F32Math &m, ValueRange a) -> SmallVector<Value> {
         return {geluElement(m, a[0])};
       });
     else
-      rows({extra[0], product}, [](F32Math &m, ValueRange a) -> SmallVector<Value> {
-        return {swigluElement(m, a[0], a[1])};
-      });
+      rows({row(extra[0]), row(product)},
+           [](F32Math &m, ValueRange a) -> SmallVector<Value> {
+             return {swigluElement(m, a[0], a[1])};
+           });
     return success();
   }
 };
@@ -460,9 +483,9 @@ struct RoundingCopyToRows : OpRewritePattern<modk::CopyOp> {
       return failure();
     if (in.getRank() != 3)
       return rewriter.notifyMatchFailure(op, "not a buffer of rows");
-    replaceWithRows(rewriter, op, op.getInput(),
+    replaceWithRows(rewriter, op, {row(op.getInput())},
                     identitySegments(rewriter, op, op.getInput()),
-                    op.getOutput(), 0, noSums, firstArgument);
+                    {row(op.getOutput())}, 0, noSums, firstArgument);
     return success();
   }
 };
@@ -473,15 +496,15 @@ struct ActivationToRows : OpRewritePattern<modk::ActivationOp> {
   LogicalResult matchAndRewrite(modk::ActivationOp op,
                                 PatternRewriter &rewriter) const override {
     if (op.getKind() == modc::Activation::swiglu) {
-      replaceWithRows(rewriter, op, {op.getGate(), op.getUp()},
-                      op.getSegments(), op.getOutput(), 0, noSums,
+      replaceWithRows(rewriter, op, {row(op.getGate()), row(op.getUp())},
+                      op.getSegments(), {row(op.getOutput())}, 0, noSums,
                       [](F32Math &m, ValueRange a) -> SmallVector<Value> {
                         return {swigluElement(m, a[0], a[1])};
                       });
       return success();
     }
-    replaceWithRows(rewriter, op, {op.getUp()}, op.getSegments(),
-                    op.getOutput(), 0, noSums,
+    replaceWithRows(rewriter, op, {row(op.getUp())}, op.getSegments(),
+                    {row(op.getOutput())}, 0, noSums,
                     [](F32Math &m, ValueRange a) -> SmallVector<Value> {
                       return {geluElement(m, a[0])};
                     });
@@ -497,8 +520,8 @@ struct ActivationGradToRows : OpRewritePattern<modk::ActivationGradOp> {
                                 PatternRewriter &rewriter) const override {
     if (op.getKind() == modc::Activation::swiglu) {
       replaceWithRows(
-          rewriter, op, {op.getGate(), op.getUp(), op.getDu()},
-          op.getSegments(), {op.getDgate(), op.getDup()}, 0, noSums,
+          rewriter, op, {row(op.getGate()), row(op.getUp()), row(op.getDu())},
+          op.getSegments(), {row(op.getDgate()), row(op.getDup())}, 0, noSums,
           [](F32Math &m, ValueRange a) -> SmallVector<Value> {
             Value g = a[0], u = a[1], du = a[2];
             Value s = m.sigmoid(g);
@@ -507,14 +530,14 @@ struct ActivationGradToRows : OpRewritePattern<modk::ActivationGradOp> {
           });
       return success();
     }
-    replaceWithRows(
-        rewriter, op, {op.getUp(), op.getDu()}, op.getSegments(), op.getDup(),
-        0, noSums, [](F32Math &m, ValueRange a) -> SmallVector<Value> {
-          Value x = a[0], du = a[1];
-          Value pdf = m.mul(m.c(0.39894228040143268),
-                            m.exp(m.mul(m.mul(m.c(-0.5), x), x)));
-          return {m.mul(du, m.add(m.normalCdf(x), m.mul(x, pdf)))};
-        });
+    replaceWithRows(rewriter, op, {row(op.getUp()), row(op.getDu())},
+                    op.getSegments(), {row(op.getDup())}, 0, noSums,
+                    [](F32Math &m, ValueRange a) -> SmallVector<Value> {
+                      Value x = a[0], du = a[1];
+                      Value pdf = m.mul(m.c(0.39894228040143268),
+                                        m.exp(m.mul(m.mul(m.c(-0.5), x), x)));
+                      return {m.mul(du, m.add(m.normalCdf(x), m.mul(x, pdf)))};
+                    });
     return success();
   }
 };
@@ -527,12 +550,12 @@ struct GatherGradToRows : OpRewritePattern<modk::GatherGradOp> {
   LogicalResult matchAndRewrite(modk::GatherGradOp op,
                                 PatternRewriter &rewriter) const override {
     replaceWithRows(
-        rewriter, op, {op.getDgathered(), op.getDx()}, op.getSegments(),
-        op.getDx(), 0, noSums,
+        rewriter, op, {row(op.getDgathered()), token(op.getDx())},
+        op.getSegments(), {token(op.getDx())}, 0, noSums,
         [](F32Math &m, ValueRange a) -> SmallVector<Value> {
           return {m.add(a[1], a[0])};
         },
-        TokenAccess{op.getPositions(), {1, 2}});
+        op.getPositions());
     return success();
   }
 };
@@ -548,16 +571,17 @@ struct ScatterGradToRows : OpRewritePattern<modk::ScatterGradOp> {
                                 PatternRewriter &rewriter) const override {
     modc::Gate gate = op.getGate();
     if (gate == modc::Gate::one) {
-      replaceWithRows(
-          rewriter, op, op.getDy(), op.getSegments(), op.getDf(), 0, noSums,
-          firstArgument, TokenAccess{op.getPositions(), {0}});
+      replaceWithRows(rewriter, op, {token(op.getDy())}, op.getSegments(),
+                      {row(op.getDf())}, 0, noSums, firstArgument,
+                      op.getPositions());
       return success();
     }
     // Inputs dy (token), f, r (token), dr (token); outputs df, dr (token).
     replaceWithRows(
         rewriter, op,
-        {op.getDy(), op.getUpdate(), op.getScores(), op.getDscores()},
-        op.getSegments(), {op.getDf(), op.getDscores()}, 1,
+        {token(op.getDy()), row(op.getUpdate()), tokenValue(op.getScores()),
+         tokenValue(op.getDscores())},
+        op.getSegments(), {row(op.getDf()), tokenValue(op.getDscores())}, 1,
         [](F32Math &m, ValueRange a) -> SmallVector<Value> {
           return {m.mul(a[0], a[1])};
         },
@@ -569,7 +593,7 @@ struct ScatterGradToRows : OpRewritePattern<modk::ScatterGradOp> {
           Value slope = m.mul(g, m.sub(m.c(1.0), g)); // g' = g (1 - g)
           return {m.mul(g, dy), m.add(dr, m.mul(slope, dot))};
         },
-        TokenAccess{op.getPositions(), {0, 2, 3, 5}});
+        op.getPositions());
     return success();
   }
 };
@@ -586,12 +610,14 @@ struct RMSNormGradToRows : OpRewritePattern<modk::RMSNormGradOp> {
     double width = cast<MemRefType>(op.getInput().getType()).getShape().back();
     float eps = float(op.getEps().convertToDouble());
     bool accumulate = op.getAccumulate();
-    SmallVector<Value> inputs = {op.getInput(), op.getWeight(), op.getDy()};
+    SmallVector<Accessed> inputs = {row(op.getInput()), column(op.getWeight()),
+                                    row(op.getDy())};
     if (accumulate)
-      inputs.push_back(op.getDx());
+      inputs.push_back(row(op.getDx()));
     unsigned nIn = inputs.size();
     replaceWithRows(
-        rewriter, op, inputs, op.getSegments(), {op.getDx(), op.getDw()}, 2,
+        rewriter, op, inputs, op.getSegments(),
+        {row(op.getDx()), columnSum(op.getDw())}, 2,
         [](F32Math &m, ValueRange a) -> SmallVector<Value> {
           return {m.mul(a[0], a[0]), m.mul(m.mul(a[2], a[1]), a[0])};
         },
@@ -637,14 +663,14 @@ struct RouterGradToRows : OpRewritePattern<modk::RouterGradOp> {
   LogicalResult matchAndRewrite(modk::RouterGradOp op,
                                 PatternRewriter &rewriter) const override {
     Value all = identitySegments(rewriter, op, op.getInput());
-    replaceWithRows(
-        rewriter, op,
-        {op.getInput(), op.getWeight(), op.getDscores(), op.getDx()}, all,
-        {op.getDx(), op.getDw()}, 0, noSums,
-        [](F32Math &m, ValueRange a) -> SmallVector<Value> {
-          Value x = a[0], w = a[1], dr = a[2], dx = a[3];
-          return {m.add(dx, m.mul(dr, w)), m.mul(dr, x)};
-        });
+    replaceWithRows(rewriter, op,
+                    {row(op.getInput()), column(op.getWeight()),
+                     rowValue(op.getDscores()), row(op.getDx())},
+                    all, {row(op.getDx()), columnSum(op.getDw())}, 0, noSums,
+                    [](F32Math &m, ValueRange a) -> SmallVector<Value> {
+                      Value x = a[0], w = a[1], dr = a[2], dx = a[3];
+                      return {m.add(dx, m.mul(dr, w)), m.mul(dr, x)};
+                    });
     return success();
   }
 };
@@ -658,10 +684,9 @@ struct EmbedToRows : OpRewritePattern<modk::EmbedOp> {
                                 PatternRewriter &rewriter) const override {
     Value all = identitySegments(rewriter, op, op.getTokens());
     replaceWithRows(
-        rewriter, op, {op.getTokens(), op.getTable()}, all, op.getOutput(), 0,
-        noSums,
-        [](F32Math &, ValueRange a) -> SmallVector<Value> { return {a[1]}; },
-        {}, /*lookups=*/{1, 0});
+        rewriter, op, {ids(op.getTokens()), table(op.getTable())}, all,
+        {row(op.getOutput())}, 0, noSums,
+        [](F32Math &, ValueRange a) -> SmallVector<Value> { return {a[1]}; });
     return success();
   }
 };
@@ -675,9 +700,8 @@ struct EmbedGradToRows : OpRewritePattern<modk::EmbedGradOp> {
   LogicalResult matchAndRewrite(modk::EmbedGradOp op,
                                 PatternRewriter &rewriter) const override {
     Value all = identitySegments(rewriter, op, op.getTokens());
-    replaceWithRows(
-        rewriter, op, {op.getDx(), op.getTokens()}, all, op.getDtable(), 0,
-        noSums, firstArgument, {}, /*lookups=*/{2, 1});
+    replaceWithRows(rewriter, op, {row(op.getDx()), ids(op.getTokens())}, all,
+                    {scatter(op.getDtable())}, 0, noSums, firstArgument);
     return success();
   }
 };
@@ -711,8 +735,9 @@ struct PredictorToRows : OpRewritePattern<modk::PredictorOp> {
     // Inputs h, b1, fc2 (a vector [1, H]), b2 (a scalar [1]).
     modk::RowsOp rows = createRows(
         rewriter, op,
-        {op.getHidden(), op.getFc1Bias(), op.getFc2Weight(), op.getFc2Bias()},
-        all, op.getOutput(), 1,
+        {row(op.getHidden()), column(op.getFc1Bias()),
+         column(op.getFc2Weight()), scalar(op.getFc2Bias())},
+        all, {rowValue(op.getOutput())}, 1,
         [](F32Math &m, ValueRange a) -> SmallVector<Value> {
           return {m.mul(m.silu(m.add(a[0], a[1])), a[2])};
         },
@@ -743,9 +768,12 @@ struct PredictorGradToRows : OpRewritePattern<modk::PredictorGradOp> {
                            all, hidden, /*causalOnly=*/false);
     createRows(
         rewriter, op,
-        {hidden, op.getFc1Bias(), op.getFc2Weight(), op.getDp()}, all,
-        {hidden, op.getDfc1Bias(), op.getDfc2Weight(), op.getDfc2Bias()}, 0,
-        noSums, [](F32Math &m, ValueRange a) -> SmallVector<Value> {
+        {row(hidden), column(op.getFc1Bias()), column(op.getFc2Weight()),
+         rowValue(op.getDp())},
+        all,
+        {row(hidden), columnSum(op.getDfc1Bias()),
+         columnSum(op.getDfc2Weight()), rowSum(op.getDfc2Bias())},
+        0, noSums, [](F32Math &m, ValueRange a) -> SmallVector<Value> {
           Value z = m.add(a[0], a[1]), w2 = a[2], g = a[3];
           Value s = m.sigmoid(z);
           Value dz = m.mul(m.mul(g, w2),
@@ -786,17 +814,17 @@ void crossEntropyRows(PatternRewriter &rewriter, Operation *op, Value logits,
   Location loc = op->getLoc();
   Value all = identitySegments(rewriter, op, logits);
   modk::ZeroOp::create(rewriter, loc, losses);
-  SmallVector<Value> outputs;
+  SmallVector<Accessed> outputs;
   if (dlogits)
-    outputs.push_back(dlogits);
-  outputs.push_back(lossElement(rewriter, loc, losses, 1));
-  outputs.push_back(lossElement(rewriter, loc, losses, 0));
+    outputs.push_back(row(dlogits));
+  outputs.push_back(rowSum(lossElement(rewriter, loc, losses, 1)));
+  outputs.push_back(rowSum(lossElement(rewriter, loc, losses, 0)));
   auto isTarget = [](F32Math &m, Value t) {
     return m.eq(modk::ColumnOp::create(m.b, m.loc, m.b.getF32Type()), t);
   };
   // Inputs z, t; the body reads z, t, m, then the sums s and z_t.
   replaceWithRows(
-      rewriter, op, {logits, targets}, all, outputs, 2,
+      rewriter, op, {row(logits), rowValue(targets)}, all, outputs, 2,
       [&](F32Math &m, ValueRange a) -> SmallVector<Value> {
         Value z = a[0], t = a[1], max = a[2];
         return {m.exp(m.sub(z, max)), m.select(isTarget(m, t), z, m.c(0.0))};
@@ -812,7 +840,7 @@ void crossEntropyRows(PatternRewriter &rewriter, Operation *op, Value logits,
         Value dz = m.sub(p, m.select(isTarget(m, t), inv, m.c(0.0)));
         return {dz, loss, loss};
       },
-      {}, {}, RegionFn(firstArgument)); // the row's maximum of z
+      Value(), RegionFn(firstArgument)); // the row's maximum of z
 }
 
 /// One routed layer's causal-router loss (docs/model-format.md section 4):
@@ -828,13 +856,13 @@ void bceRows(PatternRewriter &rewriter, Operation *op, Value logits,
              int64_t nRouted) {
   Location loc = op->getLoc();
   Value all = identitySegments(rewriter, op, logits);
-  SmallVector<Value> inputs = {logits, mask}, outputs;
+  SmallVector<Accessed> inputs = {rowValue(logits), rowValue(mask)}, outputs;
   if (dz) {
-    inputs.push_back(dz);
-    outputs.push_back(dz);
+    inputs.push_back(rowValue(dz));
+    outputs.push_back(rowValue(dz));
   }
-  outputs.push_back(lossElement(rewriter, loc, losses, 2));
-  outputs.push_back(lossElement(rewriter, loc, losses, 0));
+  outputs.push_back(rowSum(lossElement(rewriter, loc, losses, 2)));
+  outputs.push_back(rowSum(lossElement(rewriter, loc, losses, 0)));
   replaceWithRows(
       rewriter, op, inputs, all, outputs, 0, noSums,
       [&](F32Math &m, ValueRange a) -> SmallVector<Value> {

@@ -1,8 +1,8 @@
 //===- ModkEnums.td - Kernel choices of modk ops ------------*- tablegen -*-===//
 //
 // The choices that only the kernel level makes: a GEMM's epilogue, a CUDA
-// GEMM's kernel family, the routing modes an entry serves and how a parameter
-// starts. Their C++ enums are generated from this file alone
+// GEMM's kernel family, the routing modes an entry serves, how a parameter
+// starts and how a row kernel reads or writes each operand. Their C++ enums are generated from this file alone
 // (ModkEnums.h.inc); the model's choices come from ModelChoices.td.
 //
 //===----------------------------------------------------------------------===//
@@ -47,6 +47,39 @@ def Modk_ParamInit : I32EnumAttr<"ParamInit", "a parameter's initial values (doc
   I32EnumAttrCase<"normal", 0>,
   I32EnumAttrCase<"ones", 1>,
   I32EnumAttrCase<"zeros", 2>
+]> {
+  let cppNamespace = "::modc::modk";
+  let genSpecializedAttr = 0;
+}
+
+// How a modk.rows reads or writes one operand at row i of its row set,
+// column c (docs/compiler.md, stage 5e, "Operand access"). Inputs take row, token,
+// row_value, token_value, column, scalar, table and ids; outputs take row,
+// token, row_value, token_value, column_sum, row_sum and scatter.
+def Modk_Access : I32EnumAttr<"Access", "how a row kernel addresses an operand", [
+  // Element (i, c) of a row buffer [B, rows, width].
+  I32EnumAttrCase<"row", 0>,
+  // Element c of the row's token in a token buffer [B, T, width].
+  I32EnumAttrCase<"token", 1>,
+  // One value a row, [B, rows] (an i32 input: a class, read as f32).
+  I32EnumAttrCase<"row_value", 2>,
+  // One value at the row's token, [B, T].
+  I32EnumAttrCase<"token_value", 3>,
+  // One value a column, [width] or [1, width] (a weight vector).
+  I32EnumAttrCase<"column", 4>,
+  // One value for the whole kernel, [1].
+  I32EnumAttrCase<"scalar", 5>,
+  // Row id(i) of a table [V, width]; id(i) is the `ids` input's value.
+  I32EnumAttrCase<"table", 6>,
+  // The row's id, i32 [B, rows]: addresses the tables; never read as a value.
+  I32EnumAttrCase<"ids", 7>,
+  // Adds over the rows into a [width] or [1, width] output (a weight's
+  // gradient).
+  I32EnumAttrCase<"column_sum", 8>,
+  // Adds a value a row over the rows into a [1] output.
+  I32EnumAttrCase<"row_sum", 9>,
+  // Adds element (i, c) into row id(i) of a table [V, width].
+  I32EnumAttrCase<"scatter", 10>
 ]> {
   let cppNamespace = "::modc::modk";
   let genSpecializedAttr = 0;

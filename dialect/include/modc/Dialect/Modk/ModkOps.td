@@ -363,78 +363,78 @@ def Modk_RouteSelectOp : Modk_Op<"route_select",
 // Generated row kernels
 //===----------------------------------------------------------------------===//
 
+def Modk_AccessArrayAttr
+    : TypedArrayAttrBase<Modk_AccessAttr, "an access per operand">;
+
 def Modk_RowsOp : Modk_Op<"rows", [AttrSizedOperandSegments,
     DeclareOpInterfaceMethods<MemoryEffectsOpInterface>,
     DeclareOpInterfaceMethods<Modk_ColumnWindowReader>]> {
   let summary = "A row-wise kernel whose math is its regions";
   let description = [{
     For every row i of the row set (rows [0, seg[B]) of the row buffers),
-    with every column c in [0, width):
-    - `reduce` gets the element of each input at (i, c) (row buffers) or at
-      c (vectors of `width`), as f32, and yields the terms of the row's
-      sums; each yielded value is summed over c.
-    - `body` gets the same elements, then the row's sums, and yields the
-      value of each output at (i, c), stored as the output's element type
-      (bf16: rounded to the nearest, ties to even).
-    Token operands (`token_operands`: indices into the inputs followed by
-    the outputs) are read and written at the token of the row rather than
-    at the row: row i of sequence s (rows [seg[s], seg[s+1])) is token
-    t = s * T + p, where T is the operand's tokens a sequence (its second
-    dimension) and p is `positions`[i] (the `tokens` operand), or 0 without
-    it (T = 1). A token operand is a buffer [B, T, width], or [B, T] that
-    holds one value a token (such as a router score, or its gradient). This
-    is how a routed block gathers the rows it selected and scatters its
-    update back into the residual stream.
-    An input [B, rows] (not a token operand) holds one value a row, read
-    once a row. An output [B, rows] holds one value a row, and a token
-    operand output
-    [B, T] one value at the row's token: the value `body` yields for it
-    must depend only on the row's sums (and token scalars and constants),
-    and is stored once a row. A vector input
-    is [width] or [1, width] (a router's weight). An output of that shape is
-    a column sum: for each column c it gets the sum over the rows of the
-    values `body` yields for it at (i, c), added to what it holds (a weight's
-    gradient), in an order that does not depend on the thread count; at
-    most three a kernel (kMaxColumnSums).
-    A lookup (`lookups`: pairs [table, ids, ...] of operand indices, the
-    inputs followed by the outputs) reads table input `table`, [V, width]
-    with V > 1 (an embedding), at the row that the row's id selects: ids is
-    an i32 input [B, rows] of one id a row, in [0, V) (the caller validates
-    it), and the regions do not read its argument. This is how the
-    embedding lookup is a row kernel. A table that is an output is a
-    scatter-add, the lookup's adjoint: the value `body` yields for it at
-    (i, c) is added to element (id, c), rows with equal ids in row order,
-    so the sums do not depend on the thread count. Such a kernel has that
-    one output and maps elements (no sums, maxima, token operands or
-    head_dim): the embedding's gradient.
-    An input [1] is a scalar, the same for every element (a bias of one
-    value). An output [1] of a kernel wider than one column is a row
-    total: it gets the sum over the rows of the value `body` yields for it,
-    which must depend only on the row's sums (and scalars and constants),
-    added to what it holds, in the column sums' order; column sums and
-    totals together are at most kMaxColumnSums a kernel.
-    `causal_only`: the forward entry runs it only where causal decisions
-    are read (the predictor's kernels).
-    `maxima` (optional) runs before `reduce`: it gets the elements as
-    `reduce` does and yields terms whose maximum over c is taken; those
-    maxima are arguments of `reduce` and `body` right after the elements
-    (a softmax's row max, which its exp-sum needs). An input [B, rows] of
-    i32 (not a lookup's ids) is read as f32: one value a row below 2^24 in
-    magnitude (a target's class).
+    with every column c in [0, width), each operand is read or written as
+    its access (`access(<inputs> -> <outputs>)`, one `#modk.access` each)
+    says; the verifier checks each access against the operand's shape:
+    - `row`: element (i, c) of a row buffer [B, rows, width]. Every row
+      buffer, `row_value` and `ids` operand shares one [B, rows].
+    - `token`: element c of the row's token in a buffer [B, T, width]: row
+      i of sequence s (rows [seg[s], seg[s+1])) is token t = s * T + p,
+      where p is `positions`[i] (the `tokens` operand), or 0 without it
+      (then T = 1). This is how a routed block gathers the rows it selected
+      and scatters its update back into the residual stream.
+    - `row_value`: one value a row, [B, rows]; an i32 input is a class a
+      row (a target), read as f32 (below 2^24 in magnitude).
+    - `token_value`: one value at the row's token, [B, T] (a router score,
+      or its gradient).
+    - `column` (input): one value a column, [width] or [1, width] (a
+      router's weight).
+    - `scalar` (input): one value, [1] (a bias).
+    - `table` (input) and `ids` (input): the table [V, width], V > 1, read
+      at row id(i), where id(i) is the `ids` input's i32 value at row i, in
+      [0, V) (the caller validates it). The regions do not read `ids`. This
+      is how the embedding lookup is a row kernel. A kernel has at most one
+      `ids` input, and one exactly where it has a table or a scatter.
+    - `scatter` (output): the lookup's adjoint. The value `body` yields at
+      (i, c) is added to element (id(i), c), rows with equal ids in row
+      order, so the sums do not depend on the thread count. Such a kernel
+      has that one output, f32, and maps elements (no sums, maxima, token
+      accesses or head_dim): the embedding's gradient.
+    - `column_sum` (output, f32): for each column c, the sum over the rows
+      of the values `body` yields for it at (i, c), added to what it holds
+      (a weight's gradient), in an order that does not depend on the thread
+      count.
+    - `row_sum` (output [1], f32): the sum over the rows of a value a row,
+      added to what it holds, in the column sums' order. Column sums and row
+      sums together are at most three a kernel (kMaxColumnSums).
+    An output `row_value`, `token_value` or `row_sum` is stored once a row:
+    the value `body` yields for it must depend only on the row's sums (and
+    values a row, token or kernel, and constants).
+
+    The regions:
+    - `maxima` (optional) gets the elements of the inputs as f32 and yields
+      terms whose maximum over c is taken (a softmax's row max);
+    - `reduce` gets the elements (then the maxima) and yields the terms of
+      the row's sums; each yielded value is summed over c;
+    - `body` gets the elements, the maxima, then the row's sums, and yields
+      the value of each output at (i, c), stored as the output's element
+      type (bf16: rounded to the nearest, ties to even).
     The regions hold `arith` and `math` ops on f32 (and i1 conditions),
     `modk.column` (the element's column) and `modk.row_count`; the emitters
     generate each target's kernel from them (docs/compiler.md). An output
-    may be an input (in place): every element of a row is read before any
-    of that row is written.
+    may be an input (in place), with the same access: every element of a
+    row is read before any of that row is written.
+    `causal_only`: the forward entry runs it only where causal decisions
+    are read (the predictor's kernels).
     `head_dim` = HD (RoPE): the row is heads of HD columns, and `body` may
     read `modk.rotate_half` (an input's element at the partner column of
     its head) and `modk.rope_angle` (at the row's position, `positions`
-    without token operands). Such a kernel only maps elements: no sums,
-    maxima, lookups, token operands or outputs of one value a row.
+    without token accesses). Such a kernel maps elements: it reads `row`,
+    `column` and `scalar` inputs and writes `row` outputs.
 
     ```mlir
     modk.rows ins(%x, %w : memref<?x16x32xf32>, memref<32xf32>)
         rows %seg : memref<?xi64> outs(%y : memref<?x16x32xf32>)
+        access(row, column -> row)
     reduce {
     ^bb0(%xc: f32, %wc: f32):
       %sq = arith.mulf %xc, %xc : f32
@@ -449,8 +449,8 @@ def Modk_RowsOp : Modk_Op<"rows", [AttrSizedOperandSegments,
   let arguments = (ins Variadic<AnyMemRef>:$inputs, AnyMemRef:$segments,
                    Optional<AnyMemRef>:$positions,
                    Variadic<AnyMemRef>:$outputs,
-                   DefaultValuedAttr<DenseI64ArrayAttr, "{}">:$token_operands,
-                   DefaultValuedAttr<DenseI64ArrayAttr, "{}">:$lookups,
+                   Modk_AccessArrayAttr:$input_access,
+                   Modk_AccessArrayAttr:$output_access,
                    UnitAttr:$causal_only, OptionalAttr<I64Attr>:$head_dim);
   let regions = (region SizedRegion<1>:$reduce, SizedRegion<1>:$body,
                  MaxSizedRegion<1>:$maxima);
@@ -458,67 +458,74 @@ def Modk_RowsOp : Modk_Op<"rows", [AttrSizedOperandSegments,
     (`ins` `(` $inputs^ `:` type($inputs) `)`)? `rows` $segments `:`
     type($segments) (`tokens` `(` $positions^ `:` type($positions) `)`)?
     `outs` `(` $outputs `:` type($outputs) `)`
+    `access` `(` custom<Accesses>($input_access, $output_access) `)`
     attr-dict-with-keyword (`maxima` $maxima^)? `reduce` $reduce `body` $body
   }];
   let hasVerifier = 1;
   let hasRegionVerifier = 1;
   let extraClassDeclaration = [{
-    /// Elements of a row: the last dimension of the row buffers.
+    /// Elements of a row: the last dimension of the first operand (the
+    /// outputs, then the inputs) that holds rows of elements (row, token,
+    /// table or scatter), else of the first column vector or column sum;
+    /// 1 where every operand holds one value a row, token or kernel.
     int64_t getWidth();
-    /// Whether `output` holds one value a row ([B, rows]).
-    bool isRowScalar(mlir::Value output);
-    /// Whether input `index` holds one value a row ([B, rows], not a token
-    /// operand).
-    bool isRowScalarInput(unsigned index);
-    /// Whether input `index` may be a modk.column_window: an element input
-    /// of a kernel that maps elements at its rows (no sums, maxima, lookups
-    /// or token operands); the CPU row kernels index it by its row stride.
+    /// How input `j` is read.
+    Access getInputAccessAt(unsigned j);
+    /// How output `k` is written.
+    Access getOutputAccessAt(unsigned k);
+    /// How operand `index` (the inputs, then the outputs) is addressed.
+    Access getAccess(unsigned index);
+    /// Whether operand `index` (the inputs, then the outputs) is read or
+    /// written at its row's token (`token` or `token_value`).
+    bool isTokenOperand(unsigned index);
+    /// Whether some operand is addressed at its row's token.
+    bool hasTokenOperands();
+    /// Whether input `j` holds one value a row, a token or a kernel: loaded
+    /// once a row rather than an element at a time.
+    bool isLoadedOnceARow(unsigned j);
+    /// Whether output `k` is stored once a row (`row_value` or
+    /// `token_value`).
+    bool isStoredOnceARow(unsigned k);
+    /// Whether output `k` is stored an element at a time (`row`, `token`
+    /// or `scatter`).
+    bool isStoredPerElement(unsigned k);
+    /// The `ids` input, if the kernel has one.
+    std::optional<unsigned> getIdsInput();
+    /// Whether some operand is a table or a scatter (a lookup).
+    bool hasLookups() { return getIdsInput().has_value(); }
+    /// Whether input `index` may be a modk.column_window: a `row` input of
+    /// a kernel that maps elements at its rows (no sums, maxima, lookups
+    /// or token accesses); the CPU row kernels index it by its row stride.
     /// Such a window may also be an output: written in place.
     bool readsWindowAt(unsigned index);
-    /// Whether `output` is a lookup's table: a scatter-add at the rows' ids.
-    bool isScatterTable(mlir::Value output);
-    /// Whether `output` is a column sum ([width] or [1, width]).
-    bool isColumnSum(mlir::Value output);
-    /// Whether `output` is a row total ([1] in a kernel wider than one
-    /// column): the sum over the rows of a value a row.
-    bool isRowTotal(mlir::Value output);
-    /// The outputs that sum over the rows, in the order of a kernel's
-    /// partial sums: the column sums (width floats each), then the row
-    /// totals (a float each).
-    llvm::SmallVector<mlir::Value> getRowSumOutputs();
-    /// Whether some output sums over the rows: a column sum or a row total.
+    /// The outputs that sum over the rows, as output indices, in the order
+    /// of a kernel's partial sums: the column sums (width floats each),
+    /// then the row sums (a float each).
+    llvm::SmallVector<unsigned> getRowSumOutputs();
+    /// Whether some output sums over the rows: a column sum or a row sum.
     bool hasRowSums() { return !getRowSumOutputs().empty(); }
-    /// Column sums and row totals a kernel adds at most (the CUDA
+    /// Column sums and row sums a kernel adds at most (the CUDA
     /// reduction's outputs).
     static constexpr unsigned kMaxColumnSums = 3;
-    /// Whether input `index` is a scalar ([1]), the same for every element.
-    bool isScalarInput(unsigned index);
     /// Whether `arg`, an argument of `body`, is the same for every element
-    /// of a row: one of the row's sums, a token scalar or row scalar input,
-    /// or a scalar.
+    /// of a row: one of the row's sums or maxima, or an input loaded once a
+    /// row.
     bool isRowInvariantArgument(mlir::BlockArgument arg);
-    /// Whether `input` holds one value per column (a vector of `width`)
-    /// rather than one per row element.
-    bool isColumnVector(mlir::Value input);
     /// The number of sums per row that `reduce` yields.
     unsigned getNumReductions();
     /// The number of maxima per row that `maxima` yields (0 without it).
     unsigned getNumMaxima();
-    /// Operand `index` of the inputs followed by the outputs (the numbering
-    /// of `token_operands`).
+    /// Operand `index` of the inputs followed by the outputs.
     mlir::Value getInputOrOutput(unsigned index);
-    /// Whether operand `index` of the inputs followed by the outputs is
-    /// addressed at its row's token.
-    bool isTokenOperand(unsigned index);
-    /// Whether operand `index` (of the inputs, then the outputs) is a token
-    /// operand that holds one value a token ([B, T]).
-    bool isTokenScalar(unsigned index);
-    /// The ids input of the lookup whose table is operand `index` (of the
-    /// inputs, then the outputs), if it is one.
-    std::optional<unsigned> getLookupIds(unsigned index);
-    /// Whether input `index` holds the ids of a lookup.
-    bool isLookupIds(unsigned index);
+    /// Appends `output`, written with `access` (the caller extends `body`'s
+    /// yield).
+    void appendOutput(mlir::Value output, Access access);
   }];
+  let builders = [
+    OpBuilder<(ins "mlir::ValueRange":$inputs, "llvm::ArrayRef<Access>":$inputAccess,
+                   "mlir::Value":$segments, "mlir::Value":$positions,
+                   "mlir::ValueRange":$outputs, "llvm::ArrayRef<Access>":$outputAccess)>
+  ];
 }
 
 def Modk_ColumnOp : Modk_Op<"column", [Pure, HasParent<"RowsOp">]> {
