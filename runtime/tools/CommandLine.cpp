@@ -71,6 +71,28 @@ std::string optionName(const std::string &word) {
   return word.substr(0, word.find('='));
 }
 
+/// `argv` with each "--key=" written as "--key" "". CLI11 reads "--key=" as
+/// "--key" and takes the next word for its value; modrun reads an empty
+/// value there, as from "--key ''" (docs/cli.md: "--key value" or
+/// "--key=value"). A word that is the value of the option before it is left
+/// as it is.
+std::vector<std::string> splitEmptyValues(int argc, char **argv) {
+  std::vector<std::string> words;
+  for (int i = 0; i < argc; ++i) {
+    std::string word = argv[i];
+    bool isValue =
+        i > 0 && looksLikeOption(argv[i - 1]) && !std::strchr(argv[i - 1], '=');
+    if (!isValue && word.size() > 3 && word.rfind("--", 0) == 0 &&
+        word.find('=') == word.size() - 1) {
+      words.push_back(word.substr(0, word.size() - 1));
+      words.push_back("");
+    } else {
+      words.push_back(word);
+    }
+  }
+  return words;
+}
+
 } // namespace
 
 CommandLine &CommandLine::argument(const char *name, const char *help,
@@ -254,23 +276,7 @@ Program::Parsed Program::parse(int argc, char **argv) {
     size_t i = indexOf(app);
     return i < lines_.size() ? std::string(lines_[i]->usage()) : mainUsage_;
   };
-  // CLI11 reads "--key=" as "--key" and takes the next word for its value;
-  // modrun reads an empty value there, as from "--key ''" (docs/cli.md:
-  // "--key value" or "--key=value"). A word that is the value of the option
-  // before it is left as it is.
-  std::vector<std::string> words;
-  for (int i = 0; i < argc; ++i) {
-    std::string word = argv[i];
-    bool isValue =
-        i > 0 && looksLikeOption(argv[i - 1]) && !std::strchr(argv[i - 1], '=');
-    if (!isValue && word.size() > 3 && word.rfind("--", 0) == 0 &&
-        word.find('=') == word.size() - 1) {
-      words.push_back(word.substr(0, word.size() - 1));
-      words.push_back("");
-    } else {
-      words.push_back(word);
-    }
-  }
+  std::vector<std::string> words = splitEmptyValues(argc, argv);
   std::vector<const char *> wordPointers;
   for (const std::string &word : words)
     wordPointers.push_back(word.c_str());
