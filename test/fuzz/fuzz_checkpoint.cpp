@@ -5,15 +5,18 @@
 // damaged or foreign checkpoint (metadata, tensors, moments, step, data
 // position) must end in modrt::Error or a usage error, never a crash
 // (docs/errors.md, "checkpoints"). A checkpoint that resumes trains at most
-// one step (--stop-after). modrun.cpp is compiled into this file (its main
-// renamed) so that the resume path under test is modrun's own.
+// one step (--stop-after). The target links modrun's command sources
+// (ModrunCommand.h) so that the resume path under test is modrun's own.
 //
 //===----------------------------------------------------------------------===//
-#define main modrunMain
-#include "../../runtime/tools/modrun.cpp"
-#undef main
-
 #include "FuzzUtil.h"
+#include "ModrunCommand.h"
+#include "modrt/Package.h"
+#include "modrt/Tensor.h"
+
+#include <optional>
+
+using namespace modrt;
 
 namespace {
 struct Fixture {
@@ -62,13 +65,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   std::vector<std::string> args = {
       f.pkg,   "--resume", f.ckpt,       "--data", f.data,
       "--out", f.out,      "--stop-after", std::to_string(stopAfter)};
-  std::vector<char *> argv;
-  for (std::string &a : args)
-    argv.push_back(a.data());
-  try {
-    runTrain(static_cast<int>(argv.size()), argv.data());
-  } catch (const Error &) {
-  } catch (const UsageError &) {
-  }
+  fuzz::runModrun(modrun::kTrainCommand, std::move(args));
   return 0;
 }

@@ -5,15 +5,18 @@
 // (vocab 8, seq_len 4) and good weights: every malformed file (no 'tokens',
 // wrong dtype or shape, ids outside the vocabulary) must end in
 // modrt::Error or a usage error, never a crash (docs/errors.md, "tokens"
-// and "grad"). modrun.cpp is compiled into this file (its main renamed) so
-// that the checks under test are modrun's own.
+// and "grad"). The target links modrun's command sources (ModrunCommand.h)
+// so that the checks under test are modrun's own.
 //
 //===----------------------------------------------------------------------===//
-#define main modrunMain
-#include "../../runtime/tools/modrun.cpp"
-#undef main
-
 #include "FuzzUtil.h"
+#include "ModrunCommand.h"
+#include "modrt/Package.h"
+#include "modrt/Tensor.h"
+
+#include <optional>
+
+using namespace modrt;
 
 namespace {
 struct Fixture {
@@ -36,16 +39,6 @@ Fixture &fixture() {
   return f;
 }
 
-void run(int (*command)(int, char **), std::vector<std::string> args) {
-  std::vector<char *> argv;
-  for (std::string &a : args)
-    argv.push_back(a.data());
-  try {
-    command(static_cast<int>(argv.size()), argv.data());
-  } catch (const Error &) {
-  } catch (const UsageError &) {
-  }
-}
 } // namespace
 
 extern "C" int LLVMFuzzerInitialize(int *, char ***) {
@@ -57,9 +50,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   Fixture &f = fixture();
   fuzz::writeFile(f.tokens, data, size);
   for (const char *mode : {"topk", "causal"})
-    run(runForward, {f.pkg, "--weights", f.weights, "--tokens", f.tokens,
+    fuzz::runModrun(modrun::kForwardCommand,
+                    {f.pkg, "--weights", f.weights, "--tokens", f.tokens,
                      "--out", f.out, "--mode", mode});
-  run(runGrad, {f.pkg, "--weights", f.weights, "--tokens", f.tokens, "--out",
-                f.out});
+  fuzz::runModrun(modrun::kGradCommand, {f.pkg, "--weights", f.weights,
+                                         "--tokens", f.tokens, "--out", f.out});
   return 0;
 }
