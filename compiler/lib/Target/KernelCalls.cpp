@@ -150,21 +150,22 @@ LogicalResult PlanEmitter::emitKernel(Operation *op) {
     llvm::append_range(call.templateArgs,
                        windowStrides({attn.getQ(), attn.getK(), attn.getV()}));
     emitCall(call);
-    if (hasDecode && attn.getLayer() && entry.getSymName() == "forward") {
-      // Causal prefill: the same keys and values fill the decode cache.
-      int64_t layer = *attn.getLayer(), d = width(attn.getK());
-      std::vector<int64_t> sizes{seqLen, d};
-      llvm::append_range(sizes, windowStrides({attn.getK(), attn.getV()}));
-      os << "  if (args->kv_cache)\n";
-      emitCall(
-          {"cache_append",
-           std::move(sizes),
-           {name(attn.getK()), name(attn.getV()), "B", name(attn.getSegments()),
-            name(attn.getPositions()), "args->prefill_lengths",
-            kvCacheRegion(layer, false, d), kvCacheRegion(layer, true, d),
-            fmt::format("args->kv_counts + (int64_t){} * B", layer)}},
-          4);
-    }
+    return success();
+  }
+  if (auto append = dyn_cast<modk::CacheAppendOp>(op)) {
+    // The causal prefill, where the caller passes a KV cache.
+    int64_t layer = append.getLayer(), d = width(append.getK());
+    std::vector<int64_t> sizes{seqLen, d};
+    llvm::append_range(sizes, windowStrides({append.getK(), append.getV()}));
+    os << "  if (args->kv_cache)\n";
+    emitCall({"cache_append",
+              std::move(sizes),
+              {name(append.getK()), name(append.getV()), "B",
+               name(append.getSegments()), name(append.getPositions()),
+               "args->prefill_lengths", kvCacheRegion(layer, false, d),
+               kvCacheRegion(layer, true, d),
+               fmt::format("args->kv_counts + (int64_t){} * B", layer)}},
+             4);
     return success();
   }
   if (auto route = dyn_cast<modk::RouteSelectOp>(op)) {
@@ -208,7 +209,7 @@ LogicalResult PlanEmitter::emitKernel(Operation *op) {
       os << pad << "}\n";
       // The causal decision of every token on this pass's stream, on request
       // (modc_forward's argument).
-      if (entry.getSymName() == "forward") {
+      if (entry.getKind() == modk::EntryKind::forward) {
         os << pad << "if (args->causal_decisions)\n";
         emitCausalDecisions(routedIndex[route.getLayer()], logits, indent + 2);
       }

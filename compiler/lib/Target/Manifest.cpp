@@ -52,11 +52,11 @@ std::string modc::buildManifest(llvm::ArrayRef<modk::EntryOp> entryOps,
                                 const CpuIsa *cpuIsa) {
   modk::EntryOp entry, grad, decode, eval, evalCausal;
   for (modk::EntryOp e : entryOps)
-    (e.getSymName() == "grad"          ? grad
-     : e.getSymName() == "decode"      ? decode
-     : e.getSymName() == "eval"        ? eval
-     : e.getSymName() == "eval_causal" ? evalCausal
-                                       : entry) = e;
+    (e.getKind() == modk::EntryKind::grad          ? grad
+     : e.getKind() == modk::EntryKind::decode      ? decode
+     : e.getKind() == modk::EntryKind::eval        ? eval
+     : e.getKind() == modk::EntryKind::eval_causal ? evalCausal
+                                                   : entry) = e;
   modk::ModelAttr model = entry.getModel();
   int64_t nLayers = model.getNLayers();
 

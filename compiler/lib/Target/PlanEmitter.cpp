@@ -25,15 +25,7 @@ PlanEmitter::PlanEmitter(ArrayRef<modk::EntryOp> entries, llvm::raw_ostream &os)
 }
 
 std::string PlanEmitter::functionName(modk::EntryOp e) {
-  if (e.getSymName() == "grad")
-    return "modc_grad";
-  if (e.getSymName() == "decode")
-    return "modc_decode";
-  if (e.getSymName() == "eval")
-    return "modc_eval";
-  if (e.getSymName() == "eval_causal")
-    return "modc_eval_causal";
-  return "modc_forward";
+  return ("modc_" + modk::stringifyEntryKind(e.getKind())).str();
 }
 
 std::string PlanEmitter::cType(Type element) const {
@@ -84,19 +76,16 @@ LogicalResult PlanEmitter::classifyEntries(modk::EntryOp &forward,
   for (modk::EntryOp e : entries) {
     if (!e.getWorkspaceBytesPerSequence())
       return e.emitOpError("has no memory plan; run modk-plan-memory first");
-    if (e.getSymName() == "forward")
-      forward = e;
-    else if (e.getSymName() == "grad")
-      grad = e;
-    else if (e.getSymName() == "decode")
-      decode = e;
-    else if (e.getSymName() == "eval")
-      eval = e;
-    else if (e.getSymName() == "eval_causal")
-      evalCausal = e;
-    else
-      return e.emitOpError("unknown entry; expected @forward, @grad, @eval, "
-                           "@eval_causal or @decode");
+    modk::EntryOp &slot = e.getKind() == modk::EntryKind::forward  ? forward
+                          : e.getKind() == modk::EntryKind::grad   ? grad
+                          : e.getKind() == modk::EntryKind::decode ? decode
+                          : e.getKind() == modk::EntryKind::eval   ? eval
+                                                                   : evalCausal;
+    if (slot)
+      return e.emitOpError()
+             << "is a second " << modk::stringifyEntryKind(e.getKind())
+             << " entry; a package has one of each kind";
+    slot = e;
   }
   if (!forward)
     return modk::EntryOp(entries.front())
@@ -187,9 +176,10 @@ void PlanEmitter::beginEntry(modk::EntryOp e) {
 }
 
 void PlanEmitter::emitEntryPrologue(modk::EntryOp e, StringRef exportAttr) {
-  bool isGrad = e.getSymName() == "grad";
-  bool isEval = e.getSymName() == "eval" || e.getSymName() == "eval_causal";
-  bool isDecode = e.getSymName() == "decode";
+  bool isGrad = e.getKind() == modk::EntryKind::grad;
+  bool isEval = e.getKind() == modk::EntryKind::eval ||
+                e.getKind() == modk::EntryKind::eval_causal;
+  bool isDecode = e.getKind() == modk::EntryKind::decode;
   std::string fn = functionName(e);
   // Both loss-only entries take modc_eval_args.
   std::string argsType = (isEval ? std::string("modc_eval") : fn) + "_args";
@@ -256,12 +246,13 @@ void PlanEmitter::emitEntryPrologue(modk::EntryOp e, StringRef exportAttr) {
           "a required pointer is null\");\n";
   }
   os << "  const int64_t B = args->batch;\n";
-  os << (e.getSymName() == "eval_causal"
+  os << (e.getKind() == modk::EntryKind::eval_causal
              ? "  const bool causal = true; // the loss of causal routing\n"
          : isGrad || isEval
              ? "  const bool causal = false; // training selects by top-k\n"
-         : isDecode ? "  const bool causal = true; // decoding cannot see ahead\n"
-                    : "  const bool causal = args->mode == 1;\n");
+         : isDecode
+             ? "  const bool causal = true; // decoding cannot see ahead\n"
+             : "  const bool causal = args->mode == 1;\n");
   os << "  (void)causal;\n";
 }
 

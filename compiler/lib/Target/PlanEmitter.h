@@ -352,8 +352,9 @@ protected:
   /// Whether `e` reads tokens [B, S + 1] (inputs and next-token targets):
   /// the training entry and the loss-only ones.
   static bool takesTargets(modk::EntryOp e) {
-    return e.getSymName() == "grad" || e.getSymName() == "eval" ||
-           e.getSymName() == "eval_causal";
+    modk::EntryKind kind = e.getKind();
+    return kind == modk::EntryKind::grad || kind == modk::EntryKind::eval ||
+           kind == modk::EntryKind::eval_causal;
   }
   llvm::raw_ostream &os;
   int64_t seqLen;

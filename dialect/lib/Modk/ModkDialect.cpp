@@ -235,6 +235,11 @@ static int64_t lastDim(Value v) {
 }
 
 LogicalResult EntryOp::verify() {
+  // A name that is a kind's is that kind: @grad computes the gradient.
+  if (std::optional<EntryKind> named = symbolizeEntryKind(getSymName());
+      named && *named != getKind())
+    return emitOpError() << "is named @" << getSymName() << " but its kind is "
+                         << stringifyEntryKind(getKind());
   llvm::StringSet<> names;
   for (auto p : getParams().getAsRange<ParamAttr>())
     if (!names.insert(p.getName()).second)
@@ -357,7 +362,7 @@ static LogicalResult verifyCausalOnly(Operation *op, bool causalOnly) {
   if (!causalOnly)
     return success();
   auto entry = op->getParentOfType<EntryOp>();
-  if (entry && entry.getSymName() != "forward")
+  if (entry && entry.getKind() != EntryKind::forward)
     return op->emitOpError("is causal_only in @")
            << entry.getSymName()
            << ": only the forward entry runs kernels on causal decisions";
@@ -741,6 +746,24 @@ static bool readsQKVWindow(AttentionLikeOp op, unsigned operandNumber) {
 
 bool AttentionOp::readsWindowOperand(unsigned operandNumber) {
   return readsQKVWindow(*this, operandNumber);
+}
+
+bool CacheAppendOp::readsWindowOperand(unsigned operandNumber) {
+  return operandNumber == getKMutable().getOperandNumber() ||
+         operandNumber == getVMutable().getOperandNumber();
+}
+
+LogicalResult CacheAppendOp::verify() {
+  if (lastDim(getK()) != lastDim(getV()))
+    return emitOpError("k and v must have one width");
+  if (getLayer() < 0)
+    return emitOpError("layer must be non-negative");
+  auto entry = (*this)->getParentOfType<EntryOp>();
+  if (entry && entry.getKind() != EntryKind::forward)
+    return emitOpError("is in a ")
+           << stringifyEntryKind(entry.getKind())
+           << " entry: only the forward entry fills the KV cache";
+  return success();
 }
 
 bool AttentionGradOp::readsWindowOperand(unsigned operandNumber) {

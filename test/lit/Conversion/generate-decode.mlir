@@ -1,4 +1,21 @@
 // RUN: mod-opt %s -split-input-file --mod-generate-decode | FileCheck %s
+// RUN: mod-opt %s -split-input-file --mod-generate-decode --convert-mod-to-modk | FileCheck %s --check-prefix=PREFILL
+// RUN: mod-opt %s -split-input-file --convert-mod-to-modk | FileCheck %s --check-prefix=NODECODE
+
+// The forward entry of a package that decodes fills the KV cache: a
+// modk.cache_append after each attention, of that layer's keys and values
+// at the attention's rows. Without a decode entry (and in the decode entry
+// itself, whose attention appends its own row) there is none.
+// PREFILL-LABEL: modk.entry @forward attributes {kind = #modk.entry_kind<forward>
+// PREFILL: modk.attention %{{[0-9]+}}, %[[K0:[0-9]+]], %[[V0:[0-9]+]] rows %[[P0:[0-9]+]], %[[S0:[0-9]+]] ->
+// PREFILL-NEXT: modk.cache_append %[[K0]], %[[V0]] rows %[[P0]], %[[S0]] {layer = 0 : i64}
+// PREFILL: modk.attention %{{[0-9]+}}, %[[K1:[0-9]+]], %[[V1:[0-9]+]] rows %[[P1:[0-9]+]], %[[S1:[0-9]+]] ->
+// PREFILL-NEXT: modk.cache_append %[[K1]], %[[V1]] rows %[[P1]], %[[S1]] {layer = 1 : i64}
+// PREFILL-LABEL: modk.entry @decode attributes {kind = #modk.entry_kind<decode>
+// PREFILL-NOT: modk.cache_append
+// PREFILL-LABEL: modk.entry @forward
+// PREFILL-NOT: modk.cache_append
+// NODECODE-NOT: modk.cache_append
 
 // The decode step of a dense block followed by a routed one (sigmoid gate,
 // predictor router): one row per sequence, per-layer KV caches.

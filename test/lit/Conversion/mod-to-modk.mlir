@@ -24,7 +24,7 @@
 // CHECK: modk.gemm %[[N]], [%{{.*}}] rows %[[SEG]] extra(%[[POS]]) -> %[[Q:.*]] {epilogue = #modk.epilogue<rope>, n_heads = 2 : i64
 // CHECK: modk.gemm %[[N]], [%{{.*}}] rows %[[SEG]] extra(%[[POS]]) -> %[[K:.*]] {epilogue = #modk.epilogue<rope>
 // CHECK: modk.gemm %[[N]], [%{{.*}}] rows %[[SEG]] -> %[[V:.*]] {epilogue = #modk.epilogue<none>}
-// CHECK: modk.attention %[[Q]], %[[K]], %[[V]] rows %[[POS]], %[[SEG]] -> %[[O:[0-9]+]] {layer = 0 : i64, n_heads = 2 : i64}
+// CHECK: modk.attention %[[Q]], %[[K]], %[[V]] rows %[[POS]], %[[SEG]] -> %[[O:[0-9]+]] {n_heads = 2 : i64}
 // CHECK: modk.gemm %[[O]], [%{{.*}}] rows %[[SEG]] -> %[[OA:.*]] {epilogue = #modk.epilogue<none>}
 // CHECK-NEXT: modk.add %[[X]], %[[OA]] rows %[[SEG]] -> %[[X]]
 // CHECK: modk.gemm %[[N2:.*]], [%{{.*}}] rows %[[SEG]] -> %[[GP:.*]] {epilogue = #modk.epilogue<none>}
@@ -37,7 +37,7 @@
 // CHECK: %[[MASK:.*]] = modk.output "routed.1" : memref<?x16xi32>
 // CHECK: modk.route_select_gather %[[X]], %{{.*}}, %{{.*}} causal(%[[P]]) -> %[[R:.*]], %[[RPOS:.*]], %[[RSEG:.*]], %[[XS:.*]], %[[RN:.*]], %[[MASK]] {causal_router = #modk.causal_router<predictor>, eps = 1.000000e-05 : f64, k = 4 : i64, layer = 1 : i64} : memref<?x16x32xf32>, memref<1x32xf32>, memref<32xf32>, memref<?x16xf32>, memref<?x16xf32>, memref<?x16xi32>, memref<?x1xi64>, memref<?x16x32xf32>, memref<?x16x32xf32>, memref<?x16xi32>
 // CHECK: modk.gemm %[[RN]], [%{{.*}}] rows %[[RSEG]] extra(%[[RPOS]]) -> %{{.*}} {epilogue = #modk.epilogue<rope>
-// CHECK: modk.attention {{.*}} rows %[[RPOS]], %[[RSEG]] -> %[[RO:[0-9]+]] {layer = 1 : i64, n_heads = 2 : i64}
+// CHECK: modk.attention {{.*}} rows %[[RPOS]], %[[RSEG]] -> %[[RO:[0-9]+]] {n_heads = 2 : i64}
 // CHECK: modk.gemm %[[RO]], [%{{.*}}] rows %[[RSEG]] -> %[[A:.*]] {epilogue = #modk.epilogue<none>}
 // CHECK: modk.add %[[XS]], %[[A]] rows %[[RSEG]] -> %[[XS]]
 // CHECK: modk.activation(%{{.*}}, %{{.*}}, %[[RSEG]], %[[RU:.*]]) {kind = #modk.activation<swiglu>}

@@ -135,28 +135,28 @@ func.func @k_out_of_range(%x: memref<?x16x32xf32>, %rw: memref<1x32xf32>, %nw: m
 
 // -----
 
-modk.entry @forward attributes {model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = [#modk.mode<topk>], params = [#modk.param<name = "w", shape = [4], init = ones>]} {
+modk.entry @forward attributes {kind = #modk.entry_kind<forward>, model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = [#modk.mode<topk>], params = [#modk.param<name = "w", shape = [4], init = ones>]} {
   // expected-error @+1 {{buffers are [B, ...] with a dynamic batch dimension}}
   %0 = modk.alloc : memref<4x16xf32>
 }
 
 // -----
 
-modk.entry @forward attributes {model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = [#modk.mode<topk>], params = [#modk.param<name = "w", shape = [4], init = ones>]} {
+modk.entry @forward attributes {kind = #modk.entry_kind<forward>, model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = [#modk.mode<topk>], params = [#modk.param<name = "w", shape = [4], init = ones>]} {
   // expected-error @+1 {{offset must be a non-negative multiple of 64}}
   %0 = modk.alloc {offset = 8 : i64} : memref<?x16xf32>
 }
 
 // -----
 
-modk.entry @forward attributes {model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = [#modk.mode<topk>], params = [#modk.param<name = "w", shape = [4], init = ones>]} {
+modk.entry @forward attributes {kind = #modk.entry_kind<forward>, model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = [#modk.mode<topk>], params = [#modk.param<name = "w", shape = [4], init = ones>]} {
   // expected-error @+1 {{'v' is not in the entry's params list}}
   %0 = modk.param "v" : memref<4xf32>
 }
 
 // -----
 
-modk.entry @forward attributes {model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = [#modk.mode<topk>], params = [#modk.param<name = "w", shape = [4], init = ones>]} {
+modk.entry @forward attributes {kind = #modk.entry_kind<forward>, model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = [#modk.mode<topk>], params = [#modk.param<name = "w", shape = [4], init = ones>]} {
   // expected-error @+1 {{shape of 'w' differs from the entry's params list}}
   %0 = modk.param "w" : memref<8xf32>
 }
@@ -164,39 +164,39 @@ modk.entry @forward attributes {model = #modk.model<name = "t", vocab_size = 64,
 // -----
 
 // expected-error @+1 {{parameter 'w' is listed twice}}
-modk.entry @forward attributes {model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = [#modk.mode<topk>], params = [#modk.param<name = "w", shape = [4], init = ones>, #modk.param<name = "w", shape = [4], init = zeros>]} {
+modk.entry @forward attributes {kind = #modk.entry_kind<forward>, model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = [#modk.mode<topk>], params = [#modk.param<name = "w", shape = [4], init = ones>, #modk.param<name = "w", shape = [4], init = zeros>]} {
 }
 
 // -----
 
 // expected-error @+1 {{parameter 'w': std is given exactly for the normal init}}
-modk.entry @forward attributes {model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = [#modk.mode<topk>], params = [#modk.param<name = "w", shape = [4, 4], init = normal>]} {
+modk.entry @forward attributes {kind = #modk.entry_kind<forward>, model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = [#modk.mode<topk>], params = [#modk.param<name = "w", shape = [4, 4], init = normal>]} {
 }
 
 // -----
 
 // expected-error @+1 {{parameter 'w': std is given exactly for the normal init}}
-modk.entry @forward attributes {model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = [#modk.mode<topk>], params = [#modk.param<name = "w", shape = [4], init = ones, std = 2.000000e-02 : f64>]} {
+modk.entry @forward attributes {kind = #modk.entry_kind<forward>, model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = [#modk.mode<topk>], params = [#modk.param<name = "w", shape = [4], init = ones, std = 2.000000e-02 : f64>]} {
 }
 
 // -----
 
 // expected-error @+1 {{parameter 'w': std must be positive and finite}}
-modk.entry @forward attributes {model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = [#modk.mode<topk>], params = [#modk.param<name = "w", shape = [4, 4], init = normal, std = 0.000000e+00 : f64>]} {
+modk.entry @forward attributes {kind = #modk.entry_kind<forward>, model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = [#modk.mode<topk>], params = [#modk.param<name = "w", shape = [4, 4], init = normal, std = 0.000000e+00 : f64>]} {
 }
 
 // -----
 
 // expected-error @+2 {{expected ::modc::modk::ParamInit to be one of: normal, ones, zeros}}
 // expected-error @+1 {{failed to parse Modk_ParamAttr parameter 'init'}}
-modk.entry @forward attributes {model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = [#modk.mode<topk>], params = [#modk.param<name = "w", shape = [4], init = uniform>]} {
+modk.entry @forward attributes {kind = #modk.entry_kind<forward>, model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = [#modk.mode<topk>], params = [#modk.param<name = "w", shape = [4], init = uniform>]} {
 }
 
 // -----
 
 // expected-error @+2 {{expected ::modc::modk::RoutingMode to be one of: topk, causal}}
 // expected-error @+1 {{failed to parse Modk_RoutingModeAttr parameter 'value'}}
-modk.entry @forward attributes {model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = [#modk.mode<greedy>], params = []} {
+modk.entry @forward attributes {kind = #modk.entry_kind<forward>, model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = [#modk.mode<greedy>], params = []} {
 }
 
 // -----
@@ -420,27 +420,27 @@ func.func @gemm_region_without_rows(%h: memref<?x4x64xf32>, %w: memref<32x64xf32
 
 // The model attribute is typed: its verifier names the field at fault.
 // expected-error @+1 {{d_model / n_heads must be an even whole number, got 32 / 32}}
-modk.entry @forward attributes {model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 2, n_heads = 32, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = [#modk.mode<topk>], params = []} {
+modk.entry @forward attributes {kind = #modk.entry_kind<forward>, model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 2, n_heads = 32, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = [#modk.mode<topk>], params = []} {
 }
 
 // -----
 
 // expected-error @+2 {{a MoD configuration has one of capacity and capacity_tokens}}
 // expected-error @+1 {{failed to parse Modk_ModelAttr parameter 'mod'}}
-modk.entry @forward attributes {model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 2, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32, mod = <capacity = 5.000000e-01 : f64, capacity_tokens = 4, schedule = all, gate = sigmoid, causal_router = none, aux_loss_weight = 1.000000e-02 : f64, predictor_hidden = 8>>, modes = [#modk.mode<topk>], params = []} {
+modk.entry @forward attributes {kind = #modk.entry_kind<forward>, model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 2, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32, mod = <capacity = 5.000000e-01 : f64, capacity_tokens = 4, schedule = all, gate = sigmoid, causal_router = none, aux_loss_weight = 1.000000e-02 : f64, predictor_hidden = 8>>, modes = [#modk.mode<topk>], params = []} {
 }
 
 // -----
 
 // expected-error @+2 {{layers lists the routed layers of schedule 'layers' only}}
 // expected-error @+1 {{failed to parse Modk_ModelAttr parameter 'mod'}}
-modk.entry @forward attributes {model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 2, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32, mod = <capacity = 5.000000e-01 : f64, schedule = all, layers = [1], gate = sigmoid, causal_router = none, aux_loss_weight = 1.000000e-02 : f64, predictor_hidden = 8>>, modes = [#modk.mode<topk>], params = []} {
+modk.entry @forward attributes {kind = #modk.entry_kind<forward>, model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 2, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32, mod = <capacity = 5.000000e-01 : f64, schedule = all, layers = [1], gate = sigmoid, causal_router = none, aux_loss_weight = 1.000000e-02 : f64, predictor_hidden = 8>>, modes = [#modk.mode<topk>], params = []} {
 }
 
 // -----
 
 // expected-error @+1 {{routed layer 2 is not in [0, 2)}}
-modk.entry @forward attributes {model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 2, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32, mod = <capacity = 5.000000e-01 : f64, schedule = layers, layers = [1, 2], gate = sigmoid, causal_router = none, aux_loss_weight = 1.000000e-02 : f64, predictor_hidden = 8>>, modes = [#modk.mode<topk>], params = []} {
+modk.entry @forward attributes {kind = #modk.entry_kind<forward>, model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 2, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32, mod = <capacity = 5.000000e-01 : f64, schedule = layers, layers = [1, 2], gate = sigmoid, causal_router = none, aux_loss_weight = 1.000000e-02 : f64, predictor_hidden = 8>>, modes = [#modk.mode<topk>], params = []} {
 }
 
 // -----
@@ -448,7 +448,7 @@ modk.entry @forward attributes {model = #modk.model<name = "t", vocab_size = 64,
 // A choice outside the enum is a parse error naming the field.
 // expected-error @+2 {{expected ::modc::Activation to be one of: swiglu, gelu}}
 // expected-error @+1 {{failed to parse Modk_ModelAttr parameter 'mlp'}}
-modk.entry @forward attributes {model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 2, n_heads = 2, d_ff = 64, seq_len = 16, mlp = relu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = [#modk.mode<topk>], params = []} {
+modk.entry @forward attributes {kind = #modk.entry_kind<forward>, model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 2, n_heads = 2, d_ff = 64, seq_len = 16, mlp = relu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = [#modk.mode<topk>], params = []} {
 }
 
 
@@ -839,7 +839,7 @@ func.func @rows_lookup_ids_read(%t: memref<?x4xi32>, %e: memref<64x32xf32>, %seg
 
 // causal_only names the forward entry's condition (its mode, its caller's
 // causal decisions): a training entry has none.
-modk.entry @grad attributes {model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = [#modk.mode<topk>], params = [#modk.param<name = "w", shape = [8, 32], init = normal, std = 2.000000e-02 : f64>]} {
+modk.entry @grad attributes {kind = #modk.entry_kind<grad>, model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = [#modk.mode<topk>], params = [#modk.param<name = "w", shape = [8, 32], init = normal, std = 2.000000e-02 : f64>]} {
   %w = modk.param "w" : memref<8x32xf32>
   %seg = modk.alloc : memref<?x1xi64>
   %x = modk.alloc : memref<?x16x32xf32>
@@ -850,7 +850,7 @@ modk.entry @grad attributes {model = #modk.model<name = "t", vocab_size = 64, d_
 
 // -----
 
-modk.entry @decode attributes {model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = [#modk.mode<causal>], params = []} {
+modk.entry @decode attributes {kind = #modk.entry_kind<decode>, model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = [#modk.mode<causal>], params = []} {
   %seg = modk.alloc : memref<?x1xi64>
   %x = modk.alloc : memref<?x1x32xf32>
   // expected-error @+1 {{'modk.rows' op is causal_only in @decode: only the forward entry runs kernels on causal decisions}}
@@ -1485,5 +1485,41 @@ func.func @access_in_place(%a: memref<?x16x32xf32>, %x: memref<?x16x32xf32>, %se
   ^bb0(%b: f32, %c: f32):
     modk.yield %b : f32
   }
+  return
+}
+
+// -----
+
+// An entry named like a kind has that kind: @grad computes the gradient.
+// expected-error @+1 {{is named @grad but its kind is forward}}
+modk.entry @grad attributes {kind = #modk.entry_kind<forward>, model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = [#modk.mode<topk>], params = []} {
+}
+
+// -----
+
+// An entry's kind is one of #modk.entry_kind.
+// expected-error @+2 {{expected ::modc::modk::EntryKind to be one of: forward, grad, decode, eval, eval_causal}}
+// expected-error @+1 {{failed to parse Modk_EntryKindAttr parameter 'value'}}
+modk.entry @step attributes {kind = #modk.entry_kind<train>, model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = [#modk.mode<topk>], params = []} {
+}
+
+// -----
+
+// Only the forward entry fills the KV cache (the causal prefill).
+modk.entry @grad attributes {kind = #modk.entry_kind<grad>, model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = [#modk.mode<topk>], params = []} {
+  %seg = modk.alloc : memref<?x1xi64>
+  %pos = modk.alloc : memref<?x16xi32>
+  %k = modk.alloc : memref<?x16x32xf32>
+  %v = modk.alloc : memref<?x16x32xf32>
+  // expected-error @+1 {{is in a grad entry: only the forward entry fills the KV cache}}
+  modk.cache_append %k, %v rows %pos, %seg {layer = 0 : i64} : memref<?x16x32xf32>, memref<?x16x32xf32>, memref<?x16xi32>, memref<?x1xi64>
+}
+
+// -----
+
+// Keys and values of one width.
+func.func @cache_append_widths(%k: memref<?x16x32xf32>, %v: memref<?x16x16xf32>, %pos: memref<?x16xi32>, %seg: memref<?x1xi64>) {
+  // expected-error @+1 {{k and v must have one width}}
+  modk.cache_append %k, %v rows %pos, %seg {layer = 0 : i64} : memref<?x16x32xf32>, memref<?x16x16xf32>, memref<?x16xi32>, memref<?x1xi64>
   return
 }

@@ -11,7 +11,7 @@
 // CPU: auto *rout0 = out0 + i * 32;
 // CPU: modc_rows_0({{buf[0-9]+}}[B], ({{buf[0-9]+}} + 32), args->logits);
 // CUDA: error: 'modk.rows' op reads a column window (operand 0, modk-fuse-horizontal), which CUDA kernels do not
-modk.entry @forward attributes {model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = [#modk.mode<topk>], params = []} {
+modk.entry @forward attributes {kind = #modk.entry_kind<forward>, model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = [#modk.mode<topk>], params = []} {
   %tok = modk.input "tokens" : memref<?x16xi32>
   %pos = modk.alloc : memref<?x16xi32>
   %seg = modk.alloc : memref<?x1xi64>

@@ -24,7 +24,7 @@
 // CUDA:      const float [[T:t[0-9]+]] = modk_cuda::detail::bf16Round(acc);
 // CUDA:      modk_cuda::linear_rows_epilogue<32, 32, [[K]], 1, gemm_plan_{{[0-9]+}}>(
 // CUDA-NOT:  round_bf16
-modk.entry @forward attributes {model = #modk.model<name = "x", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = bf16>, modes = [#modk.mode<topk>], params = [#modk.param<name = "wv", shape = [32, 32], init = normal, std = 2.000000e-02 : f64>]} {
+modk.entry @forward attributes {kind = #modk.entry_kind<forward>, model = #modk.model<name = "x", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = bf16>, modes = [#modk.mode<topk>], params = [#modk.param<name = "wv", shape = [32, 32], init = normal, std = 2.000000e-02 : f64>]} {
   %wv = modk.param "wv" : memref<32x32xf32>
   %pos = modk.alloc : memref<?x16xi32>
   %seg = modk.alloc : memref<?x1xi64>

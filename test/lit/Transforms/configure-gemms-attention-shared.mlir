@@ -30,7 +30,7 @@
 // A100-ERR: error: attention over heads of 288 needs 230912 bytes
 // A100-ERR: error: attention over heads of 290 needs 232512 bytes
 
-modk.entry @heads_208 attributes {model = #modk.model<name = "t", vocab_size = 64, d_model = 416, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = [#modk.mode<topk>], params = []} {
+modk.entry @heads_208 attributes {kind = #modk.entry_kind<forward>, model = #modk.model<name = "t", vocab_size = 64, d_model = 416, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = [#modk.mode<topk>], params = []} {
   %pos = modk.alloc : memref<?x16xi32>
   %seg = modk.alloc : memref<?x1xi64>
   modk.identity_rows -> %pos, %seg : memref<?x16xi32>, memref<?x1xi64>
@@ -42,7 +42,7 @@ modk.entry @heads_208 attributes {model = #modk.model<name = "t", vocab_size = 6
 
 // -----
 
-modk.entry @heads_256 attributes {model = #modk.model<name = "t", vocab_size = 64, d_model = 512, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = [#modk.mode<topk>], params = []} {
+modk.entry @heads_256 attributes {kind = #modk.entry_kind<forward>, model = #modk.model<name = "t", vocab_size = 64, d_model = 512, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = [#modk.mode<topk>], params = []} {
   %pos = modk.alloc : memref<?x16xi32>
   %seg = modk.alloc : memref<?x1xi64>
   modk.identity_rows -> %pos, %seg : memref<?x16xi32>, memref<?x1xi64>
@@ -53,7 +53,7 @@ modk.entry @heads_256 attributes {model = #modk.model<name = "t", vocab_size = 6
 
 // -----
 
-modk.entry @heads_288 attributes {model = #modk.model<name = "t", vocab_size = 64, d_model = 576, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = [#modk.mode<topk>], params = []} {
+modk.entry @heads_288 attributes {kind = #modk.entry_kind<forward>, model = #modk.model<name = "t", vocab_size = 64, d_model = 576, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = [#modk.mode<topk>], params = []} {
   %pos = modk.alloc : memref<?x16xi32>
   %seg = modk.alloc : memref<?x1xi64>
   modk.identity_rows -> %pos, %seg : memref<?x16xi32>, memref<?x1xi64>
@@ -64,7 +64,7 @@ modk.entry @heads_288 attributes {model = #modk.model<name = "t", vocab_size = 6
 
 // -----
 
-modk.entry @heads_290 attributes {model = #modk.model<name = "t", vocab_size = 64, d_model = 580, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = [#modk.mode<topk>], params = []} {
+modk.entry @heads_290 attributes {kind = #modk.entry_kind<forward>, model = #modk.model<name = "t", vocab_size = 64, d_model = 580, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = [#modk.mode<topk>], params = []} {
   %pos = modk.alloc : memref<?x16xi32>
   %seg = modk.alloc : memref<?x1xi64>
   modk.identity_rows -> %pos, %seg : memref<?x16xi32>, memref<?x1xi64>

@@ -74,7 +74,7 @@
 // BADSTREAM: modk-configure-gemms: stream-rows -2; expected 0 (none) or more
 // BADARCH: error: modk-configure-gemms: unknown arch 'sm_70'; expected sm_90a or sm_80
 // NOWGMMA: error: modk-configure-gemms: sm_80 has no wgmma
-modk.entry @grad attributes {model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = bf16>, modes = [#modk.mode<topk>], params = [#modk.param<name = "wq", shape = [128, 64], init = ones>, #modk.param<name = "wo", shape = [128, 64], init = ones>, #modk.param<name = "w1", shape = [8, 64], init = ones>, #modk.param<name = "b1", shape = [8], init = ones>, #modk.param<name = "w2", shape = [1, 8], init = ones>, #modk.param<name = "b2", shape = [1], init = ones>, #modk.param<name = "wbig", shape = [2048, 2048], init = ones>]} {
+modk.entry @grad attributes {kind = #modk.entry_kind<grad>, model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = bf16>, modes = [#modk.mode<topk>], params = [#modk.param<name = "wq", shape = [128, 64], init = ones>, #modk.param<name = "wo", shape = [128, 64], init = ones>, #modk.param<name = "w1", shape = [8, 64], init = ones>, #modk.param<name = "b1", shape = [8], init = ones>, #modk.param<name = "w2", shape = [1, 8], init = ones>, #modk.param<name = "b2", shape = [1], init = ones>, #modk.param<name = "wbig", shape = [2048, 2048], init = ones>]} {
   %wq = modk.param "wq" : memref<128x64xf32>
   %wo = modk.param "wo" : memref<128x64xf32>
   %w1 = modk.param "w1" : memref<8x64xf32>
@@ -135,7 +135,7 @@ modk.entry @grad attributes {model = #modk.model<name = "t", vocab_size = 64, d_
 // CHECK-LABEL: modk.entry @decode
 // CHECK: config = #modk.gemm_config<stream 8x4, from 65: wgmma 128x64, from 16769: wgmma 128x128>
 // CHECK: config = #modk.gemm_config<stream 8x4, from 65: wgmma 128x128>, epilogue = #modk.epilogue<none>, round_bf16
-modk.entry @decode attributes {model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = bf16>, modes = [#modk.mode<causal>], params = [#modk.param<name = "wq", shape = [128, 64], init = ones>, #modk.param<name = "wv", shape = [32768, 64], init = ones>]} {
+modk.entry @decode attributes {kind = #modk.entry_kind<decode>, model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = bf16>, modes = [#modk.mode<causal>], params = [#modk.param<name = "wq", shape = [128, 64], init = ones>, #modk.param<name = "wv", shape = [32768, 64], init = ones>]} {
   %wq = modk.param "wq" : memref<128x64xf32>
   %wv = modk.param "wv" : memref<32768x64xf32>
   %seg = modk.alloc : memref<?x1xi64>
@@ -164,7 +164,7 @@ modk.entry @decode attributes {model = #modk.model<name = "t", vocab_size = 64, 
 // PINNED-LABEL: modk.entry @select_gather
 // PINNED: gather_blocks = 3 : i64
 // BADBLOCKS: modk-configure-gemms: gather-blocks -1; expected 0 (auto) or more
-modk.entry @select_gather attributes {model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 2048, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = [#modk.mode<topk>], params = []} {
+modk.entry @select_gather attributes {kind = #modk.entry_kind<forward>, model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 2048, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = [#modk.mode<topk>], params = []} {
   %x = modk.alloc : memref<?x2048x32xf32>
   %r = modk.alloc : memref<?x2048xf32>
   %pos = modk.alloc : memref<?x256xi32>
@@ -195,7 +195,7 @@ modk.entry @select_gather attributes {model = #modk.model<name = "t", vocab_size
 // CHECK: gather_blocks = 1 : i64
 // PINNED-LABEL: modk.entry @select_gather_large_k
 // PINNED: gather_blocks = 1 : i64
-modk.entry @select_gather_large_k attributes {model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 10000, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = [#modk.mode<topk>], params = []} {
+modk.entry @select_gather_large_k attributes {kind = #modk.entry_kind<forward>, model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 10000, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = [#modk.mode<topk>], params = []} {
   %x = modk.alloc : memref<?x10000x32xf32>
   %r = modk.alloc : memref<?x10000xf32>
   %pos = modk.alloc : memref<?x9000xi32>
@@ -224,7 +224,7 @@ modk.entry @select_gather_large_k attributes {model = #modk.model<name = "t", vo
 // CHECK-LABEL: modk.entry @rope_small_heads
 // CHECK: modk.gemm {{.*}} -> %{{.*}} {config = #modk.gemm_config<stream 8x4, from 65: mma 64x64 separate_epilogue, from 33665: mma 128x128 separate_epilogue>, epilogue = #modk.epilogue<rows>}
 // CHECK: modk.gemm {{.*}} -> %{{.*}} {config = #modk.gemm_config<stream 8x4, from 65: mma 64x64, from 33665: mma 128x128>, epilogue = #modk.epilogue<rows>}
-modk.entry @rope_small_heads attributes {model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 4, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = [#modk.mode<topk>], params = [#modk.param<name = "wq", shape = [32, 32], init = ones>]} {
+modk.entry @rope_small_heads attributes {kind = #modk.entry_kind<forward>, model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 4, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = [#modk.mode<topk>], params = [#modk.param<name = "wq", shape = [32, 32], init = ones>]} {
   %wq = modk.param "wq" : memref<32x32xf32>
   %pos = modk.alloc : memref<?x16xi32>
   %seg = modk.alloc : memref<?x1xi64>

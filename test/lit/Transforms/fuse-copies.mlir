@@ -24,7 +24,7 @@
 // OFF: modk.gemm
 // OFF: modk.rows ins(%[[Y]] : memref<?x16x32xf32>) rows %{{.*}} : memref<?x1xi64> outs(%{{.*}} : memref<?x16x32xbf16>) access(row -> row) reduce {
 // OFF: modk.copy(%[[Y]], %{{.*}}) : memref<?x16x32xf32>, memref<?x16x32xf32>
-modk.entry @fused attributes {model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = bf16>, modes = [#modk.mode<topk>], params = [#modk.param<name = "norm.weight", shape = [32], init = ones>, #modk.param<name = "q.weight", shape = [32, 32], init = normal, std = 2.000000e-02 : f64>]} {
+modk.entry @fused attributes {kind = #modk.entry_kind<forward>, model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = bf16>, modes = [#modk.mode<topk>], params = [#modk.param<name = "norm.weight", shape = [32], init = ones>, #modk.param<name = "q.weight", shape = [32, 32], init = normal, std = 2.000000e-02 : f64>]} {
   %w = modk.param "norm.weight" : memref<32xf32>
   %wq = modk.param "q.weight" : memref<32x32xf32>
   %pos = modk.alloc : memref<?x16xi32>
@@ -52,7 +52,7 @@ modk.entry @fused attributes {model = #modk.model<name = "t", vocab_size = 64, d
 // CHECK: modk.gemm %{{.*}}, [%{{.*}}] rows %{{.*}} -> %[[Y]]
 // CHECK-NEXT: %[[YB:.*]] = modk.alloc : memref<?x16x32xbf16>
 // CHECK-NEXT: modk.rows ins(%[[Y]] : memref<?x16x32xf32>) rows %{{.*}} : memref<?x1xi64> outs(%[[YB]] : memref<?x16x32xbf16>) access(row -> row)
-modk.entry @gemm_writes_source attributes {model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = bf16>, modes = [#modk.mode<topk>], params = [#modk.param<name = "norm.weight", shape = [32], init = ones>, #modk.param<name = "q.weight", shape = [32, 32], init = normal, std = 2.000000e-02 : f64>]} {
+modk.entry @gemm_writes_source attributes {kind = #modk.entry_kind<forward>, model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = bf16>, modes = [#modk.mode<topk>], params = [#modk.param<name = "norm.weight", shape = [32], init = ones>, #modk.param<name = "q.weight", shape = [32, 32], init = normal, std = 2.000000e-02 : f64>]} {
   %w = modk.param "norm.weight" : memref<32xf32>
   %wq = modk.param "q.weight" : memref<32x32xf32>
   %pos = modk.alloc : memref<?x16xi32>
@@ -76,7 +76,7 @@ modk.entry @gemm_writes_source attributes {model = #modk.model<name = "t", vocab
 // CHECK: modk.rows ins(%{{.*}}, %{{.*}} : memref<?x16x32xf32>, memref<32xf32>) rows %{{.*}} : memref<?x1xi64> outs(%{{.*}} : memref<?x16x32xf32>) access(row, column -> row) reduce
 // CHECK: modk.zero
 // CHECK-NEXT: modk.copy
-modk.entry @not_every_row attributes {model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = [#modk.mode<topk>], params = [#modk.param<name = "norm.weight", shape = [32], init = ones>]} {
+modk.entry @not_every_row attributes {kind = #modk.entry_kind<forward>, model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = [#modk.mode<topk>], params = [#modk.param<name = "norm.weight", shape = [32], init = ones>]} {
   %w = modk.param "norm.weight" : memref<32xf32>
   %pos = modk.alloc : memref<?x16xi32>
   %all = modk.alloc : memref<?x1xi64>

@@ -18,7 +18,7 @@
 // OFF-NEXT: modk.add
 // OFF: modk.activation
 // OFF: modk.add
-modk.entry @forward attributes {model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = [#modk.mode<topk>], params = [#modk.param<name = "wo", shape = [32, 32], init = normal, std = 2.000000e-02 : f64>, #modk.param<name = "wg", shape = [64, 32], init = normal, std = 2.000000e-02 : f64>, #modk.param<name = "wu", shape = [64, 32], init = normal, std = 2.000000e-02 : f64>, #modk.param<name = "wd", shape = [32, 64], init = normal, std = 2.000000e-02 : f64>]} {
+modk.entry @forward attributes {kind = #modk.entry_kind<forward>, model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = [#modk.mode<topk>], params = [#modk.param<name = "wo", shape = [32, 32], init = normal, std = 2.000000e-02 : f64>, #modk.param<name = "wg", shape = [64, 32], init = normal, std = 2.000000e-02 : f64>, #modk.param<name = "wu", shape = [64, 32], init = normal, std = 2.000000e-02 : f64>, #modk.param<name = "wd", shape = [32, 64], init = normal, std = 2.000000e-02 : f64>]} {
   %wo = modk.param "wo" : memref<32x32xf32>
   %wg = modk.param "wg" : memref<64x32xf32>
   %wu = modk.param "wu" : memref<64x32xf32>
@@ -58,7 +58,7 @@ modk.entry @forward attributes {model = #modk.model<name = "t", vocab_size = 64,
 // CHECK: modk.activation_grad(%[[GP]], %[[UP]],
 // CHECK: modk.gemm %{{.*}}, [%{{.*}}] rows %{{.*}} -> %{{.*}} {epilogue = #modk.epilogue<gelu>}
 // CHECK-NOT: modk.activation(
-modk.entry @grad attributes {model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = [#modk.mode<topk>], params = [#modk.param<name = "wo", shape = [32, 32], init = normal, std = 2.000000e-02 : f64>, #modk.param<name = "wg", shape = [64, 32], init = normal, std = 2.000000e-02 : f64>, #modk.param<name = "wu", shape = [64, 32], init = normal, std = 2.000000e-02 : f64>]} {
+modk.entry @grad attributes {kind = #modk.entry_kind<grad>, model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = [#modk.mode<topk>], params = [#modk.param<name = "wo", shape = [32, 32], init = normal, std = 2.000000e-02 : f64>, #modk.param<name = "wg", shape = [64, 32], init = normal, std = 2.000000e-02 : f64>, #modk.param<name = "wu", shape = [64, 32], init = normal, std = 2.000000e-02 : f64>]} {
   %wo = modk.param "wo" : memref<32x32xf32>
   %wg = modk.param "wg" : memref<64x32xf32>
   %wu = modk.param "wu" : memref<64x32xf32>

@@ -24,7 +24,7 @@
 // FEW-LABEL: modk.entry @qkv
 // FEW-NOT: modk.column_window
 // FEW: modk.attention
-modk.entry @qkv attributes {model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = [#modk.mode<topk>], params = [#modk.param<name = "wq", shape = [32, 32], init = normal, std = 2.000000e-02 : f64>, #modk.param<name = "wk", shape = [32, 32], init = normal, std = 2.000000e-02 : f64>, #modk.param<name = "wv", shape = [32, 32], init = normal, std = 2.000000e-02 : f64>]} {
+modk.entry @qkv attributes {kind = #modk.entry_kind<forward>, model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = [#modk.mode<topk>], params = [#modk.param<name = "wq", shape = [32, 32], init = normal, std = 2.000000e-02 : f64>, #modk.param<name = "wk", shape = [32, 32], init = normal, std = 2.000000e-02 : f64>, #modk.param<name = "wv", shape = [32, 32], init = normal, std = 2.000000e-02 : f64>]} {
   %wq = modk.param "wq" : memref<32x32xf32>
   %wk = modk.param "wk" : memref<32x32xf32>
   %wv = modk.param "wv" : memref<32x32xf32>
@@ -88,7 +88,7 @@ modk.entry @qkv attributes {model = #modk.model<name = "t", vocab_size = 64, d_m
 // CHECK: modk.attention %[[Q]], %[[K]], %[[V]] rows
 // CHECK: modk.gemm_wgrad(%{{.*}}, %[[K]],
 // CHECK: modk.gemm_wgrad(%{{.*}}, %[[V]],
-modk.entry @qkv_more_readers attributes {model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = [#modk.mode<topk>], params = [#modk.param<name = "wq", shape = [32, 32], init = normal, std = 2.000000e-02 : f64>, #modk.param<name = "wk", shape = [32, 32], init = normal, std = 2.000000e-02 : f64>, #modk.param<name = "wv", shape = [32, 32], init = normal, std = 2.000000e-02 : f64>, #modk.param<name = "wo", shape = [32, 32], init = normal, std = 2.000000e-02 : f64>]} {
+modk.entry @qkv_more_readers attributes {kind = #modk.entry_kind<forward>, model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = [#modk.mode<topk>], params = [#modk.param<name = "wq", shape = [32, 32], init = normal, std = 2.000000e-02 : f64>, #modk.param<name = "wk", shape = [32, 32], init = normal, std = 2.000000e-02 : f64>, #modk.param<name = "wv", shape = [32, 32], init = normal, std = 2.000000e-02 : f64>, #modk.param<name = "wo", shape = [32, 32], init = normal, std = 2.000000e-02 : f64>]} {
   %wq = modk.param "wq" : memref<32x32xf32>
   %wk = modk.param "wk" : memref<32x32xf32>
   %wv = modk.param "wv" : memref<32x32xf32>
@@ -156,7 +156,7 @@ modk.entry @qkv_more_readers attributes {model = #modk.model<name = "t", vocab_s
 // CHECK: modk.gemm %[[U]], [%{{.*}}] rows %[[SEG]] -> %{{.*}} {epilogue = #modk.epilogue<none>}
 // OFF-LABEL: modk.entry @gate_up
 // OFF-NOT: modk.column_window
-modk.entry @gate_up attributes {model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = [#modk.mode<topk>], params = [#modk.param<name = "wg", shape = [64, 32], init = normal, std = 2.000000e-02 : f64>, #modk.param<name = "wu", shape = [64, 32], init = normal, std = 2.000000e-02 : f64>, #modk.param<name = "wd", shape = [32, 64], init = normal, std = 2.000000e-02 : f64>]} {
+modk.entry @gate_up attributes {kind = #modk.entry_kind<forward>, model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = [#modk.mode<topk>], params = [#modk.param<name = "wg", shape = [64, 32], init = normal, std = 2.000000e-02 : f64>, #modk.param<name = "wu", shape = [64, 32], init = normal, std = 2.000000e-02 : f64>, #modk.param<name = "wd", shape = [32, 64], init = normal, std = 2.000000e-02 : f64>]} {
   %wg = modk.param "wg" : memref<64x32xf32>
   %wu = modk.param "wu" : memref<64x32xf32>
   %wd = modk.param "wd" : memref<32x64xf32>
@@ -192,7 +192,7 @@ modk.entry @gate_up attributes {model = #modk.model<name = "t", vocab_size = 64,
 // CHECK-LABEL: modk.entry @apart
 // CHECK-NOT: modk.column_window
 // CHECK-COUNT-3: modk.gemm %{{.*}}, [%{{[a-z0-9]*}}] rows
-modk.entry @apart attributes {model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = [#modk.mode<topk>], params = [#modk.param<name = "wa", shape = [32, 32], init = normal, std = 2.000000e-02 : f64>, #modk.param<name = "wb", shape = [32, 32], init = normal, std = 2.000000e-02 : f64>, #modk.param<name = "wc", shape = [32, 32], init = normal, std = 2.000000e-02 : f64>]} {
+modk.entry @apart attributes {kind = #modk.entry_kind<forward>, model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = [#modk.mode<topk>], params = [#modk.param<name = "wa", shape = [32, 32], init = normal, std = 2.000000e-02 : f64>, #modk.param<name = "wb", shape = [32, 32], init = normal, std = 2.000000e-02 : f64>, #modk.param<name = "wc", shape = [32, 32], init = normal, std = 2.000000e-02 : f64>]} {
   %wa = modk.param "wa" : memref<32x32xf32>
   %wb = modk.param "wb" : memref<32x32xf32>
   %wc = modk.param "wc" : memref<32x32xf32>

@@ -37,7 +37,7 @@
 // ROWS-NEXT: %[[T:.*]] = arith.mulf %[[GX]], %[[GS]] : f32
 // ROWS-NEXT: %[[N:.*]] = arith.mulf %[[T]], %[[GW]] : f32
 // ROWS-NEXT: modk.yield %[[GX]], %[[N]] : f32, f32
-modk.entry @routed attributes {model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = [#modk.mode<topk>, #modk.mode<causal>], params = [#modk.param<name = "router.weight", shape = [1, 32], init = normal, std = 2.000000e-02 : f64>, #modk.param<name = "norm.weight", shape = [32], init = ones>, #modk.param<name = "down.weight", shape = [32, 64], init = normal, std = 2.000000e-02 : f64>]} {
+modk.entry @routed attributes {kind = #modk.entry_kind<forward>, model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = [#modk.mode<topk>, #modk.mode<causal>], params = [#modk.param<name = "router.weight", shape = [1, 32], init = normal, std = 2.000000e-02 : f64>, #modk.param<name = "norm.weight", shape = [32], init = ones>, #modk.param<name = "down.weight", shape = [32, 64], init = normal, std = 2.000000e-02 : f64>]} {
   %rw = modk.param "router.weight" : memref<1x32xf32>
   %nw = modk.param "norm.weight" : memref<32xf32>
   %wd = modk.param "down.weight" : memref<32x64xf32>
@@ -62,7 +62,7 @@ modk.entry @routed attributes {model = #modk.model<name = "t", vocab_size = 64, 
 // CHECK-LABEL: modk.entry @decode
 // CHECK-NOT: stats(
 // CHECK: modk.decode_route
-modk.entry @decode attributes {model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = [#modk.mode<causal>], params = [#modk.param<name = "router.weight", shape = [1, 32], init = normal, std = 2.000000e-02 : f64>, #modk.param<name = "norm.weight", shape = [32], init = ones>, #modk.param<name = "down.weight", shape = [32, 64], init = normal, std = 2.000000e-02 : f64>]} {
+modk.entry @decode attributes {kind = #modk.entry_kind<decode>, model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = [#modk.mode<causal>], params = [#modk.param<name = "router.weight", shape = [1, 32], init = normal, std = 2.000000e-02 : f64>, #modk.param<name = "norm.weight", shape = [32], init = ones>, #modk.param<name = "down.weight", shape = [32, 64], init = normal, std = 2.000000e-02 : f64>]} {
   %rw = modk.param "router.weight" : memref<1x32xf32>
   %nw = modk.param "norm.weight" : memref<32xf32>
   %wd = modk.param "down.weight" : memref<32x64xf32>

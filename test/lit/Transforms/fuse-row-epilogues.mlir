@@ -19,7 +19,7 @@
 // OFF-LABEL: modk.entry @forward
 // OFF: modk.gemm {{.*}} -> %[[M:.*]] {epilogue = #modk.epilogue<none>}
 // OFF-NEXT: modk.rows ins(%{{.*}}, %[[M]],
-modk.entry @forward attributes {model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = [#modk.mode<topk>], params = [#modk.param<name = "wd", shape = [32, 64], init = normal, std = 2.000000e-02 : f64>]} {
+modk.entry @forward attributes {kind = #modk.entry_kind<forward>, model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = [#modk.mode<topk>], params = [#modk.param<name = "wd", shape = [32, 64], init = normal, std = 2.000000e-02 : f64>]} {
   %wd = modk.param "wd" : memref<32x64xf32>
   %seg = modk.alloc : memref<?x1xi64>
   %pos = modk.alloc : memref<?x4xi32>
@@ -60,7 +60,7 @@ modk.entry @forward attributes {model = #modk.model<name = "t", vocab_size = 64,
 // CHECK: modk.gemm {{.*}} {epilogue = #modk.epilogue<none>} : {{.*}}xf32>{{$}}
 // CHECK-NEXT: modk.rows
 // CHECK-NOT: epilogue<rows>
-modk.entry @grad attributes {model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = [#modk.mode<topk>], params = [#modk.param<name = "wd", shape = [32, 64], init = normal, std = 2.000000e-02 : f64>, #modk.param<name = "wo", shape = [32, 32], init = normal, std = 2.000000e-02 : f64>, #modk.param<name = "w", shape = [32], init = ones>]} {
+modk.entry @grad attributes {kind = #modk.entry_kind<grad>, model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = [#modk.mode<topk>], params = [#modk.param<name = "wd", shape = [32, 64], init = normal, std = 2.000000e-02 : f64>, #modk.param<name = "wo", shape = [32, 32], init = normal, std = 2.000000e-02 : f64>, #modk.param<name = "w", shape = [32], init = ones>]} {
   %wd = modk.param "wd" : memref<32x64xf32>
   %wo = modk.param "wo" : memref<32x32xf32>
   %w = modk.param "w" : memref<32xf32>
@@ -122,7 +122,7 @@ modk.entry @grad attributes {model = #modk.model<name = "t", vocab_size = 64, d_
 // TOKENS: modk.gemm {{.*}} -> %[[U:.*]] {epilogue = #modk.epilogue<none>}
 // TOKENS-NEXT: modk.rows ins(%[[U]] : memref<?x4x64xf32>)
 // TOKENS-NOT: epilogue<rows>
-modk.entry @own_rows attributes {model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = [#modk.mode<topk>], params = [#modk.param<name = "w1", shape = [64, 32], init = normal, std = 2.000000e-02 : f64>]} {
+modk.entry @own_rows attributes {kind = #modk.entry_kind<forward>, model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = [#modk.mode<topk>], params = [#modk.param<name = "w1", shape = [64, 32], init = normal, std = 2.000000e-02 : f64>]} {
   %w1 = modk.param "w1" : memref<64x32xf32>
   %seg = modk.alloc : memref<?x1xi64>
   %n = modk.alloc : memref<?x4x32xf32>
@@ -149,7 +149,7 @@ modk.entry @own_rows attributes {model = #modk.model<name = "t", vocab_size = 64
 // CHECK: modk.gemm {{.*}} -> %[[P:.*]] {epilogue = #modk.epilogue<none>}
 // CHECK-NEXT: modk.rows ins(%[[P]], %{{.*}} : memref<?x4x32xf32>, memref<?x4x32xf32>) rows %{{.*}} : memref<?x1xi64> outs(%{{.*}} : memref<32xf32>) access(row, row -> column_sum)
 // CHECK-NOT: epilogue<rows>
-modk.entry @column_sum attributes {model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = [#modk.mode<topk>], params = [#modk.param<name = "w", shape = [32, 32], init = normal, std = 2.000000e-02 : f64>, #modk.param<name = "s", shape = [32], init = ones>]} {
+modk.entry @column_sum attributes {kind = #modk.entry_kind<forward>, model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = [#modk.mode<topk>], params = [#modk.param<name = "w", shape = [32, 32], init = normal, std = 2.000000e-02 : f64>, #modk.param<name = "s", shape = [32], init = ones>]} {
   %w = modk.param "w" : memref<32x32xf32>
   %seg = modk.alloc : memref<?x1xi64>
   %n = modk.alloc : memref<?x4x32xf32>
@@ -177,7 +177,7 @@ modk.entry @column_sum attributes {model = #modk.model<name = "t", vocab_size = 
 // CHECK: modk.gemm {{.*}} -> %[[U:.*]] {causal_only, epilogue = #modk.epilogue<none>}
 // CHECK-NEXT: modk.rows ins(%[[U]] : memref<?x4x64xf32>)
 // CHECK-NOT: epilogue<rows>
-modk.entry @forward attributes {model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = [#modk.mode<topk>, #modk.mode<causal>], params = [#modk.param<name = "w1", shape = [64, 32], init = normal, std = 2.000000e-02 : f64>]} {
+modk.entry @forward attributes {kind = #modk.entry_kind<forward>, model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = [#modk.mode<topk>, #modk.mode<causal>], params = [#modk.param<name = "w1", shape = [64, 32], init = normal, std = 2.000000e-02 : f64>]} {
   %w1 = modk.param "w1" : memref<64x32xf32>
   %seg = modk.alloc : memref<?x1xi64>
   %n = modk.alloc : memref<?x4x32xf32>
@@ -200,7 +200,7 @@ modk.entry @forward attributes {model = #modk.model<name = "t", vocab_size = 64,
 // The same two, both causal_only, fuse; the fused GEMM keeps causal_only.
 // CHECK-LABEL: modk.entry @forward
 // CHECK: modk.gemm {{.*}} {causal_only, epilogue = #modk.epilogue<rows>}
-modk.entry @forward attributes {model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = [#modk.mode<topk>, #modk.mode<causal>], params = [#modk.param<name = "w1", shape = [64, 32], init = normal, std = 2.000000e-02 : f64>]} {
+modk.entry @forward attributes {kind = #modk.entry_kind<forward>, model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = [#modk.mode<topk>, #modk.mode<causal>], params = [#modk.param<name = "w1", shape = [64, 32], init = normal, std = 2.000000e-02 : f64>]} {
   %w1 = modk.param "w1" : memref<64x32xf32>
   %seg = modk.alloc : memref<?x1xi64>
   %n = modk.alloc : memref<?x4x32xf32>

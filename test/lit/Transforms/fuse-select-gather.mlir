@@ -20,7 +20,7 @@
 // OFF: modk.route_select %{{.*}} causal(%{{.*}}) -> %[[POS:.*]], %[[SEG:.*]], %{{.*}} {causal_router = #modk.causal_router<predictor>, k = 4 : i64, layer = 1 : i64} : memref<?x16xf32>, memref<?x16xf32>, memref<?x16xi32>, memref<?x1xi64>, memref<?x16xi32>{{$}}
 // OFF-NEXT: modk.rows ins(%{{.*}}, %{{.*}} : memref<?x16x32xf32>, memref<32xf32>) rows %[[SEG]] : memref<?x1xi64> tokens(%[[POS]] : memref<?x16xi32>)
 // OFF-NOT: gather {
-modk.entry @routed attributes {model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = [#modk.mode<topk>, #modk.mode<causal>], params = [#modk.param<name = "router.weight", shape = [1, 32], init = normal, std = 2.000000e-02 : f64>, #modk.param<name = "norm.weight", shape = [32], init = ones>, #modk.param<name = "q.weight", shape = [32, 32], init = normal, std = 2.000000e-02 : f64>]} {
+modk.entry @routed attributes {kind = #modk.entry_kind<forward>, model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = [#modk.mode<topk>, #modk.mode<causal>], params = [#modk.param<name = "router.weight", shape = [1, 32], init = normal, std = 2.000000e-02 : f64>, #modk.param<name = "norm.weight", shape = [32], init = ones>, #modk.param<name = "q.weight", shape = [32, 32], init = normal, std = 2.000000e-02 : f64>]} {
   %rw = modk.param "router.weight" : memref<1x32xf32>
   %nw = modk.param "norm.weight" : memref<32xf32>
   %wq = modk.param "q.weight" : memref<32x32xf32>
@@ -45,7 +45,7 @@ modk.entry @routed attributes {model = #modk.model<name = "t", vocab_size = 64, 
 // CHECK-NOT: gather {
 // CHECK: modk.zero
 // CHECK-NEXT: modk.rows
-modk.entry @not_next attributes {model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = [#modk.mode<topk>], params = []} {
+modk.entry @not_next attributes {kind = #modk.entry_kind<forward>, model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = [#modk.mode<topk>], params = []} {
   %x = modk.alloc : memref<?x16x32xf32>
   %r = modk.alloc : memref<?x16xf32>
   %pos = modk.alloc : memref<?x4xi32>
@@ -71,7 +71,7 @@ modk.entry @not_next attributes {model = #modk.model<name = "t", vocab_size = 64
 // CHECK-NOT: gather {
 // CHECK: modk.route_select
 // CHECK-NEXT: modk.rows
-modk.entry @other_rows attributes {model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = [#modk.mode<topk>], params = []} {
+modk.entry @other_rows attributes {kind = #modk.entry_kind<forward>, model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = [#modk.mode<topk>], params = []} {
   %x = modk.alloc : memref<?x16x32xf32>
   %r = modk.alloc : memref<?x16xf32>
   %pos = modk.alloc : memref<?x4xi32>
@@ -96,7 +96,7 @@ modk.entry @other_rows attributes {model = #modk.model<name = "t", vocab_size = 
 // CHECK-NOT: gather {
 // CHECK: modk.route_select
 // CHECK-NEXT: modk.rows
-modk.entry @column_sum attributes {model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = [#modk.mode<topk>], params = [#modk.param<name = "norm.weight.grad", shape = [32], init = zeros>]} {
+modk.entry @column_sum attributes {kind = #modk.entry_kind<forward>, model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = [#modk.mode<topk>], params = [#modk.param<name = "norm.weight.grad", shape = [32], init = zeros>]} {
   %x = modk.alloc : memref<?x16x32xf32>
   %r = modk.alloc : memref<?x16xf32>
   %pos = modk.alloc : memref<?x4xi32>
@@ -122,7 +122,7 @@ modk.entry @column_sum attributes {model = #modk.model<name = "t", vocab_size = 
 // CHECK-NOT: gather {
 // CHECK: modk.route_select
 // CHECK-NEXT: modk.rows
-modk.entry @reads_scores attributes {model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = [#modk.mode<topk>], params = []} {
+modk.entry @reads_scores attributes {kind = #modk.entry_kind<forward>, model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = [#modk.mode<topk>], params = []} {
   %x = modk.alloc : memref<?x16x32xf32>
   %r = modk.alloc : memref<?x16xf32>
   %pos = modk.alloc : memref<?x4xi32>
@@ -155,7 +155,7 @@ modk.entry @reads_scores attributes {model = #modk.model<name = "t", vocab_size 
 // CHECK-NEXT: modk.gemm
 // OFF-LABEL: modk.entry @decode
 // OFF-NOT: gather {
-modk.entry @decode attributes {model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = [#modk.mode<causal>], params = [#modk.param<name = "router.weight", shape = [1, 32], init = normal, std = 2.000000e-02 : f64>, #modk.param<name = "norm.weight", shape = [32], init = ones>, #modk.param<name = "q.weight", shape = [32, 32], init = normal, std = 2.000000e-02 : f64>]} {
+modk.entry @decode attributes {kind = #modk.entry_kind<decode>, model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = [#modk.mode<causal>], params = [#modk.param<name = "router.weight", shape = [1, 32], init = normal, std = 2.000000e-02 : f64>, #modk.param<name = "norm.weight", shape = [32], init = ones>, #modk.param<name = "q.weight", shape = [32, 32], init = normal, std = 2.000000e-02 : f64>]} {
   %rw = modk.param "router.weight" : memref<1x32xf32>
   %nw = modk.param "norm.weight" : memref<32xf32>
   %wq = modk.param "q.weight" : memref<32x32xf32>

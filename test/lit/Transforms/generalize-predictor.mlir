@@ -19,7 +19,7 @@
 // CHECK-NEXT: %[[P:.*]] = arith.addf %[[SUM]], %[[B2]] : f32
 // CHECK-NEXT: modk.yield %[[P]] : f32
 // CHECK-NOT: modk.predictor
-modk.entry @forward attributes {model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = bf16>, modes = [#modk.mode<topk>, #modk.mode<causal>], params = [#modk.param<name = "w1", shape = [8, 32], init = normal, std = 2.000000e-02 : f64>, #modk.param<name = "b1", shape = [8], init = zeros>, #modk.param<name = "w2", shape = [1, 8], init = normal, std = 2.000000e-02 : f64>, #modk.param<name = "b2", shape = [1], init = zeros>]} {
+modk.entry @forward attributes {kind = #modk.entry_kind<forward>, model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = bf16>, modes = [#modk.mode<topk>, #modk.mode<causal>], params = [#modk.param<name = "w1", shape = [8, 32], init = normal, std = 2.000000e-02 : f64>, #modk.param<name = "b1", shape = [8], init = zeros>, #modk.param<name = "w2", shape = [1, 8], init = normal, std = 2.000000e-02 : f64>, #modk.param<name = "b2", shape = [1], init = zeros>]} {
   %w1 = modk.param "w1" : memref<8x32xf32>
   %b1 = modk.param "b1" : memref<8xf32>
   %w2 = modk.param "w2" : memref<1x8xf32>

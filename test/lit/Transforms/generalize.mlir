@@ -35,7 +35,7 @@
 // CHECK-NEXT: modk.yield %[[SUMLR]] : f32
 // CHECK-NOT: modk.rmsnorm
 // CHECK-NOT: modk.add
-modk.entry @forward attributes {model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = [#modk.mode<topk>], params = [#modk.param<name = "norm.weight", shape = [32], init = ones>, #modk.param<name = "wq.weight", shape = [32, 32], init = normal, std = 2.000000e-02 : f64>]} {
+modk.entry @forward attributes {kind = #modk.entry_kind<forward>, model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = [#modk.mode<topk>], params = [#modk.param<name = "norm.weight", shape = [32], init = ones>, #modk.param<name = "wq.weight", shape = [32, 32], init = normal, std = 2.000000e-02 : f64>]} {
   %w = modk.param "norm.weight" : memref<32xf32>
   %wq = modk.param "wq.weight" : memref<32x32xf32>
   %x = modk.alloc : memref<?x16x32xf32>
@@ -73,7 +73,7 @@ modk.entry @forward attributes {model = #modk.model<name = "t", vocab_size = 64,
 // CHECK-DAG: math.erf
 // CHECK-DAG: math.exp
 // CHECK-NOT: modk.activation
-modk.entry @grad attributes {model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = [#modk.mode<topk>], params = []} {
+modk.entry @grad attributes {kind = #modk.entry_kind<grad>, model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = [#modk.mode<topk>], params = []} {
   %g = modk.alloc : memref<?x16x64xf32>
   %u = modk.alloc : memref<?x16x64xf32>
   %h = modk.alloc : memref<?x16x64xf32>
@@ -128,7 +128,7 @@ modk.entry @grad attributes {model = #modk.model<name = "t", vocab_size = 64, d_
 // CHECK-NEXT: modk.yield %[[SUMX]] : f32
 // CHECK-NOT: route_select_gather
 // CHECK-NOT: gate_scale_scatter
-modk.entry @routed attributes {model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = [#modk.mode<topk>, #modk.mode<causal>], params = [#modk.param<name = "router.weight", shape = [1, 32], init = normal, std = 2.000000e-02 : f64>, #modk.param<name = "norm.weight", shape = [32], init = ones>, #modk.param<name = "down.weight", shape = [32, 64], init = normal, std = 2.000000e-02 : f64>]} {
+modk.entry @routed attributes {kind = #modk.entry_kind<forward>, model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = [#modk.mode<topk>, #modk.mode<causal>], params = [#modk.param<name = "router.weight", shape = [1, 32], init = normal, std = 2.000000e-02 : f64>, #modk.param<name = "norm.weight", shape = [32], init = ones>, #modk.param<name = "down.weight", shape = [32, 64], init = normal, std = 2.000000e-02 : f64>]} {
   %rw = modk.param "router.weight" : memref<1x32xf32>
   %nw = modk.param "norm.weight" : memref<32xf32>
   %wd = modk.param "down.weight" : memref<32x64xf32>
@@ -166,7 +166,7 @@ modk.entry @routed attributes {model = #modk.model<name = "t", vocab_size = 64, 
 // CHECK-NEXT: %[[DY:.*]] = arith.addf %[[DXE]], %[[DG]] : f32
 // CHECK-NEXT: modk.yield %[[DY]] : f32
 // CHECK-NOT: decode_route
-modk.entry @decode attributes {model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = [#modk.mode<causal>], params = [#modk.param<name = "router.weight", shape = [1, 32], init = normal, std = 2.000000e-02 : f64>, #modk.param<name = "norm.weight", shape = [32], init = ones>, #modk.param<name = "down.weight", shape = [32, 64], init = normal, std = 2.000000e-02 : f64>]} {
+modk.entry @decode attributes {kind = #modk.entry_kind<decode>, model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = [#modk.mode<causal>], params = [#modk.param<name = "router.weight", shape = [1, 32], init = normal, std = 2.000000e-02 : f64>, #modk.param<name = "norm.weight", shape = [32], init = ones>, #modk.param<name = "down.weight", shape = [32, 64], init = normal, std = 2.000000e-02 : f64>]} {
   %rw = modk.param "router.weight" : memref<1x32xf32>
   %nw = modk.param "norm.weight" : memref<32xf32>
   %wd = modk.param "down.weight" : memref<32x64xf32>
@@ -247,7 +247,7 @@ modk.entry @decode attributes {model = #modk.model<name = "t", vocab_size = 64, 
 // CHECK-NOT: epilogue<gelu>
 // CHECK-NOT: epilogue<swiglu>
 // CHECK-NOT: epilogue<rope>
-modk.entry @epilogues attributes {model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = [#modk.mode<topk>], params = [#modk.param<name = "wo", shape = [32, 32], init = normal, std = 2.000000e-02 : f64>, #modk.param<name = "w1", shape = [64, 32], init = normal, std = 2.000000e-02 : f64>, #modk.param<name = "wg", shape = [64, 32], init = normal, std = 2.000000e-02 : f64>, #modk.param<name = "wu", shape = [64, 32], init = normal, std = 2.000000e-02 : f64>]} {
+modk.entry @epilogues attributes {kind = #modk.entry_kind<forward>, model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = [#modk.mode<topk>], params = [#modk.param<name = "wo", shape = [32, 32], init = normal, std = 2.000000e-02 : f64>, #modk.param<name = "w1", shape = [64, 32], init = normal, std = 2.000000e-02 : f64>, #modk.param<name = "wg", shape = [64, 32], init = normal, std = 2.000000e-02 : f64>, #modk.param<name = "wu", shape = [64, 32], init = normal, std = 2.000000e-02 : f64>]} {
   %wo = modk.param "wo" : memref<32x32xf32>
   %w1 = modk.param "w1" : memref<64x32xf32>
   %wg = modk.param "wg" : memref<64x32xf32>
@@ -279,7 +279,7 @@ modk.entry @epilogues attributes {model = #modk.model<name = "t", vocab_size = 6
 // CHECK-NEXT: %[[SUM:.*]] = arith.addf %[[GD]], %[[GS]] : f32
 // CHECK-NEXT: modk.yield %[[SUM]] : f32
 // CHECK-NOT: modk.gather_grad
-modk.entry @gather_grad attributes {model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = [#modk.mode<topk>], params = []} {
+modk.entry @gather_grad attributes {kind = #modk.entry_kind<forward>, model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = [#modk.mode<topk>], params = []} {
   %dxs = modk.alloc : memref<?x4x32xf32>
   %pos = modk.alloc : memref<?x4xi32>
   %seg = modk.alloc : memref<?x1xi64>
@@ -310,7 +310,7 @@ modk.entry @gather_grad attributes {model = #modk.model<name = "t", vocab_size =
 // CHECK-NEXT: ^bb0(%[[ODY:.*]]: f32):
 // CHECK-NEXT: modk.yield %[[ODY]] : f32
 // CHECK-NOT: modk.scatter_grad
-modk.entry @scatter_grad attributes {model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = [#modk.mode<topk>], params = []} {
+modk.entry @scatter_grad attributes {kind = #modk.entry_kind<forward>, model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = [#modk.mode<topk>], params = []} {
   %dy = modk.alloc : memref<?x16x32xf32>
   %r = modk.alloc : memref<?x16xf32>
   %f = modk.alloc : memref<?x4x32xf32>
@@ -342,7 +342,7 @@ modk.entry @scatter_grad attributes {model = #modk.model<name = "t", vocab_size 
 // CHECK-NEXT: %[[DWV:.*]] = arith.mulf %[[GX]], %[[INV]] : f32
 // CHECK-NEXT: modk.yield %[[ACC]], %[[DWV]] : f32, f32
 // CHECK-NOT: modk.rmsnorm_grad
-modk.entry @rmsnorm_grad attributes {model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = [#modk.mode<topk>], params = [#modk.param<name = "w", shape = [32], init = ones>]} {
+modk.entry @rmsnorm_grad attributes {kind = #modk.entry_kind<forward>, model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = [#modk.mode<topk>], params = [#modk.param<name = "w", shape = [32], init = ones>]} {
   %w = modk.param "w" : memref<32xf32>
   %x = modk.alloc : memref<?x16x32xf32>
   %dy = modk.alloc : memref<?x16x32xf32>
@@ -365,7 +365,7 @@ modk.entry @rmsnorm_grad attributes {model = #modk.model<name = "t", vocab_size 
 // CHECK-NEXT: %[[NDW:.*]] = arith.mulf %[[BDR]], %[[BX]] : f32
 // CHECK-NEXT: modk.yield %[[NDX]], %[[NDW]] : f32, f32
 // CHECK-NOT: modk.router_grad
-modk.entry @router_grad attributes {model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = [#modk.mode<topk>], params = [#modk.param<name = "r", shape = [1, 32], init = normal, std = 2.000000e-02 : f64>]} {
+modk.entry @router_grad attributes {kind = #modk.entry_kind<forward>, model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = [#modk.mode<topk>], params = [#modk.param<name = "r", shape = [1, 32], init = normal, std = 2.000000e-02 : f64>]} {
   %w = modk.param "r" : memref<1x32xf32>
   %pos = modk.alloc : memref<?x16xi32>
   %seg = modk.alloc : memref<?x1xi64>
@@ -389,7 +389,7 @@ modk.entry @router_grad attributes {model = #modk.model<name = "t", vocab_size =
 // CHECK-NEXT: ^bb0(%{{.*}}: f32, %[[E:.*]]: f32):
 // CHECK-NEXT: modk.yield %[[E]] : f32
 // CHECK-NOT: modk.embed
-modk.entry @embed attributes {model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = [#modk.mode<topk>], params = [#modk.param<name = "embed.weight", shape = [64, 32], init = normal, std = 2.000000e-02 : f64>]} {
+modk.entry @embed attributes {kind = #modk.entry_kind<forward>, model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = [#modk.mode<topk>], params = [#modk.param<name = "embed.weight", shape = [64, 32], init = normal, std = 2.000000e-02 : f64>]} {
   %table = modk.param "embed.weight" : memref<64x32xf32>
   %tok = modk.input "tokens" : memref<?x16xi32>
   %pos = modk.alloc : memref<?x16xi32>
@@ -406,7 +406,7 @@ modk.entry @embed attributes {model = #modk.model<name = "t", vocab_size = 64, d
 // CHECK-NEXT: %[[DSEG:.*]] = modk.alloc : memref<?x1xi64>
 // CHECK-NEXT: modk.identity_rows -> %[[DPOS]], %[[DSEG]] : memref<?x1xi32>, memref<?x1xi64>
 // CHECK-NEXT: modk.rows ins(%{{.*}}, %{{.*}} : memref<?x1xi32>, memref<64x32xf32>) rows %[[DSEG]] : memref<?x1xi64> outs(%{{.*}} : memref<?x1x32xf32>) access(ids, table -> row) reduce {
-modk.entry @decode_embed attributes {model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = [#modk.mode<causal>], params = [#modk.param<name = "embed.weight", shape = [64, 32], init = normal, std = 2.000000e-02 : f64>]} {
+modk.entry @decode_embed attributes {kind = #modk.entry_kind<forward>, model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = [#modk.mode<causal>], params = [#modk.param<name = "embed.weight", shape = [64, 32], init = normal, std = 2.000000e-02 : f64>]} {
   %table = modk.param "embed.weight" : memref<64x32xf32>
   %tok = modk.input "tokens" : memref<?x1xi32>
   %x = modk.alloc : memref<?x1x32xf32>
@@ -424,7 +424,7 @@ modk.entry @decode_embed attributes {model = #modk.model<name = "t", vocab_size 
 // CHECK-NEXT: ^bb0(%[[D:.*]]: f32, %{{.*}}: f32):
 // CHECK-NEXT: modk.yield %[[D]] : f32
 // CHECK-NOT: modk.embed_grad
-modk.entry @embed_grad attributes {model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = [#modk.mode<topk>], params = [#modk.param<name = "embed.weight", shape = [64, 32], init = normal, std = 2.000000e-02 : f64>]} {
+modk.entry @embed_grad attributes {kind = #modk.entry_kind<forward>, model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = [#modk.mode<topk>], params = [#modk.param<name = "embed.weight", shape = [64, 32], init = normal, std = 2.000000e-02 : f64>]} {
   %dt = modk.output "grad.embed.weight" : memref<64x32xf32>
   %tok = modk.input "tokens" : memref<?x16xi32>
   %pos = modk.alloc : memref<?x16xi32>
@@ -447,7 +447,7 @@ modk.entry @embed_grad attributes {model = #modk.model<name = "t", vocab_size = 
 // CHECK: modk.yield %[[DZ:.*]], %[[DZ]], %{{.*}}, %[[G]] : f32, f32, f32, f32
 // CHECK: modk.gemm_wgrad(%[[GH]], %[[GX]], %[[GALL]], %{{.*}}) {precision = #modk.dtype<f32>}
 // CHECK-NOT: modk.predictor_grad
-modk.entry @predictor_grad attributes {model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = bf16>, modes = [#modk.mode<topk>], params = [#modk.param<name = "w1", shape = [8, 32], init = normal, std = 2.000000e-02 : f64>, #modk.param<name = "b1", shape = [8], init = zeros>, #modk.param<name = "w2", shape = [1, 8], init = normal, std = 2.000000e-02 : f64>, #modk.param<name = "b2", shape = [1], init = zeros>, #modk.param<name = "dw1", shape = [8, 32], init = zeros>, #modk.param<name = "db1", shape = [8], init = zeros>, #modk.param<name = "dw2", shape = [1, 8], init = zeros>, #modk.param<name = "db2", shape = [1], init = zeros>]} {
+modk.entry @predictor_grad attributes {kind = #modk.entry_kind<forward>, model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = bf16>, modes = [#modk.mode<topk>], params = [#modk.param<name = "w1", shape = [8, 32], init = normal, std = 2.000000e-02 : f64>, #modk.param<name = "b1", shape = [8], init = zeros>, #modk.param<name = "w2", shape = [1, 8], init = normal, std = 2.000000e-02 : f64>, #modk.param<name = "b2", shape = [1], init = zeros>, #modk.param<name = "dw1", shape = [8, 32], init = zeros>, #modk.param<name = "db1", shape = [8], init = zeros>, #modk.param<name = "dw2", shape = [1, 8], init = zeros>, #modk.param<name = "db2", shape = [1], init = zeros>]} {
   %w1 = modk.param "w1" : memref<8x32xf32>
   %b1 = modk.param "b1" : memref<8xf32>
   %w2 = modk.param "w2" : memref<1x8xf32>
@@ -507,7 +507,7 @@ modk.entry @predictor_grad attributes {model = #modk.model<name = "t", vocab_siz
 // CHECK: modk.yield %{{.*}}, %[[A:.*]], %[[W:.*]] : f32, f32, f32
 // CHECK-NOT: modk.cross_entropy
 // CHECK-NOT: modk.bce_loss
-modk.entry @losses attributes {model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = [#modk.mode<topk>], params = []} {
+modk.entry @losses attributes {kind = #modk.entry_kind<forward>, model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = [#modk.mode<topk>], params = []} {
   %l = modk.output "losses" : memref<3xf32>
   %pos = modk.alloc : memref<?x16xi32>
   %seg = modk.alloc : memref<?x1xi64>
@@ -527,7 +527,7 @@ modk.entry @losses attributes {model = #modk.model<name = "t", vocab_size = 64, 
 // CHECK: modk.rows ins(%{{.*}}, %{{.*}} : memref<?x16x64xf32>, memref<?x16xi32>) rows %{{.*}} : memref<?x1xi64> outs(%{{.*}}, %{{.*}} : memref<1xf32, strided<[1], offset: 1>>, memref<1xf32, strided<[1]>>) access(row, row_value -> row_sum, row_sum) maxima {
 // CHECK: modk.yield %[[ELOSS:.*]], %[[ELOSS]] : f32, f32
 // CHECK: modk.rows ins(%{{.*}}, %{{.*}} : memref<?x16xf32>, memref<?x16xi32>) rows %{{.*}} : memref<?x1xi64> outs(%{{.*}}, %{{.*}} : memref<1xf32, strided<[1], offset: 2>>, memref<1xf32, strided<[1]>>) access(row_value, row_value -> row_sum, row_sum) reduce {
-modk.entry @eval_losses attributes {model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = [#modk.mode<topk>], params = []} {
+modk.entry @eval_losses attributes {kind = #modk.entry_kind<forward>, model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = [#modk.mode<topk>], params = []} {
   %l = modk.output "losses" : memref<3xf32>
   %pos = modk.alloc : memref<?x16xi32>
   %seg = modk.alloc : memref<?x1xi64>
@@ -553,7 +553,7 @@ modk.entry @eval_losses attributes {model = #modk.model<name = "t", vocab_size =
 // CHECK-NEXT: %[[GD:.*]] = arith.subf %[[GYC]], %[[GRS]] : f32
 // CHECK-NEXT: modk.yield %[[GD]] : f32
 // CHECK-NOT: modk.rope_grad
-modk.entry @rope_grad attributes {model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 5.000000e+05 : f64, tie_embeddings = true, dtype = bf16>, modes = [#modk.mode<topk>], params = []} {
+modk.entry @rope_grad attributes {kind = #modk.entry_kind<forward>, model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 5.000000e+05 : f64, tie_embeddings = true, dtype = bf16>, modes = [#modk.mode<topk>], params = []} {
   %seg = modk.alloc : memref<?x1xi64>
   %pos = modk.alloc : memref<?x16xi32>
   %dy = modk.alloc : memref<?x16x32xf32>

@@ -36,7 +36,7 @@
 // CHECK-NEXT: %[[GD:.*]] = arith.extf %g : f32 to f64
 // CHECK-NEXT: %[[SQ:.*]] = arith.mulf %[[GD]], %[[GD]] : f64
 // CHECK-NEXT: modk.yield %[[SQ]] : f64
-modk.entry @grad attributes {model = #modk.model<name = "t", vocab_size = 1, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 1, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = [#modk.mode<topk>], params = [#modk.param<name = "w", shape = [4, 4], init = normal, std = 2.000000e-02 : f64, decay = true>, #modk.param<name = "norm", shape = [4], init = ones>]} {
+modk.entry @grad attributes {kind = #modk.entry_kind<grad>, model = #modk.model<name = "t", vocab_size = 1, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 1, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = [#modk.mode<topk>], params = [#modk.param<name = "w", shape = [4, 4], init = normal, std = 2.000000e-02 : f64, decay = true>, #modk.param<name = "norm", shape = [4], init = ones>]} {
 }
 
 // -----
@@ -44,7 +44,7 @@ modk.entry @grad attributes {model = #modk.model<name = "t", vocab_size = 1, d_m
 // No training entry (an inference-only package): no optimizer.
 // CHECK-LABEL: modk.entry @forward
 // CHECK-NOT: modk.optimizer
-modk.entry @forward attributes {model = #modk.model<name = "t", vocab_size = 1, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 1, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = [#modk.mode<topk>], params = [#modk.param<name = "norm", shape = [4], init = ones>]} {
+modk.entry @forward attributes {kind = #modk.entry_kind<forward>, model = #modk.model<name = "t", vocab_size = 1, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 1, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = [#modk.mode<topk>], params = [#modk.param<name = "norm", shape = [4], init = ones>]} {
 }
 
 // -----
@@ -54,7 +54,7 @@ modk.entry @forward attributes {model = #modk.model<name = "t", vocab_size = 1, 
 // CHECK: modk.optimizer @adamw
 // CHECK: arith.addf %p, %g
 // CHECK-NOT: modk.optimizer
-modk.entry @grad attributes {model = #modk.model<name = "t", vocab_size = 1, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 1, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = [#modk.mode<topk>], params = [#modk.param<name = "norm", shape = [4], init = ones>]} {
+modk.entry @grad attributes {kind = #modk.entry_kind<grad>, model = #modk.model<name = "t", vocab_size = 1, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 1, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = [#modk.mode<topk>], params = [#modk.param<name = "norm", shape = [4], init = ones>]} {
 }
 modk.optimizer @adamw attributes {params = [#modk.param<name = "norm", shape = [4], init = ones>]} {
 ^bb0(%p: f32, %g: f32, %m: f32, %v: f32, %grad_scale: f32, %decay: f32, %beta1: f32, %beta2: f32, %eps: f32, %step_size: f32, %inv_sqrt_bc2: f32):

@@ -9,7 +9,7 @@
 // CHECK: %[[B:.*]] = modk.alloc {offset = 128 : i64} : memref<?x16xf32>
 // CHECK: %[[S:.*]] = modk.alloc {offset = 256 : i64} : memref<?x1xi64>
 // CHECK: %[[C:.*]] = modk.alloc {offset = 0 : i64} : memref<?x16xf32>
-modk.entry @forward attributes {model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = [#modk.mode<topk>], params = []} {
+modk.entry @forward attributes {kind = #modk.entry_kind<forward>, model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = [#modk.mode<topk>], params = []} {
   %a = modk.alloc : memref<?x16xf32>
   %b = modk.alloc : memref<?x16xf32>
   %seg = modk.alloc : memref<?x1xi64>
@@ -28,7 +28,7 @@ modk.entry @forward attributes {model = #modk.model<name = "t", vocab_size = 64,
 // CHECK: modk.alloc {offset = 1344 : i64} : memref<?x16x16xf32>
 // CHECK: modk.alloc {offset = 0 : i64} : memref<?x1xi64>
 // CHECK: modk.alloc {offset = 128 : i64} : memref<?x16xi32>
-modk.entry @forward attributes {model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = [#modk.mode<topk>], params = []} {
+modk.entry @forward attributes {kind = #modk.entry_kind<forward>, model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = [#modk.mode<topk>], params = []} {
   %x = modk.alloc : memref<?x16x16xf32>
   %y = modk.alloc : memref<?x16x16xf32>
   %seg = modk.alloc : memref<?x1xi64>
@@ -50,7 +50,7 @@ modk.entry @forward attributes {model = #modk.model<name = "t", vocab_size = 64,
 // CHECK: %[[X:.*]] = modk.alloc {offset = 0 : i64} : memref<?x16xf32>
 // CHECK: %[[Y:.*]] = modk.alloc {offset = 320 : i64} : memref<?x16xf32>
 // CHECK: %[[Z:.*]] = modk.alloc {offset = 0 : i64} : memref<?x64xf32>
-modk.entry @forward attributes {model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = [#modk.mode<topk>], params = []} {
+modk.entry @forward attributes {kind = #modk.entry_kind<forward>, model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = [#modk.mode<topk>], params = []} {
   %x = modk.alloc : memref<?x16xf32>
   %y = modk.alloc : memref<?x16xf32>
   %z = modk.alloc : memref<?x64xf32>

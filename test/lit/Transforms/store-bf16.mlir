@@ -35,7 +35,7 @@
 // CHECK: %[[H:.*]] = modk.alloc {{.*}} : memref<?x16x64xbf16>
 // CHECK: %[[G:.*]] = modk.alloc {{.*}} : memref<?x16x64xf32>
 // CHECK: %[[D:.*]] = modk.alloc {{.*}} : memref<?x16x32xf32>
-modk.entry @forward attributes {model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = bf16>, modes = [#modk.mode<topk>], params = [#modk.param<name = "w", shape = [32], init = ones>, #modk.param<name = "wq", shape = [32, 32], init = ones>, #modk.param<name = "wg", shape = [64, 32], init = ones>, #modk.param<name = "wu", shape = [64, 32], init = ones>, #modk.param<name = "wd", shape = [32, 64], init = ones>]} {
+modk.entry @forward attributes {kind = #modk.entry_kind<forward>, model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = bf16>, modes = [#modk.mode<topk>], params = [#modk.param<name = "w", shape = [32], init = ones>, #modk.param<name = "wq", shape = [32, 32], init = ones>, #modk.param<name = "wg", shape = [64, 32], init = ones>, #modk.param<name = "wu", shape = [64, 32], init = ones>, #modk.param<name = "wd", shape = [32, 64], init = ones>]} {
   %w = modk.param "w" : memref<32xf32>
   %wq = modk.param "wq" : memref<32x32xf32>
   %wg = modk.param "wg" : memref<64x32xf32>
@@ -67,7 +67,7 @@ modk.entry @forward attributes {model = #modk.model<name = "t", vocab_size = 64,
 // ROUND-LABEL: modk.entry @forward
 // ROUND-NOT: round_bf16
 // ROUND-LABEL: modk.entry @grad
-modk.entry @forward attributes {model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = [#modk.mode<topk>], params = [#modk.param<name = "w", shape = [32], init = ones>, #modk.param<name = "wq", shape = [32, 32], init = ones>]} {
+modk.entry @forward attributes {kind = #modk.entry_kind<forward>, model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = [#modk.mode<topk>], params = [#modk.param<name = "w", shape = [32], init = ones>, #modk.param<name = "wq", shape = [32, 32], init = ones>]} {
   %w = modk.param "w" : memref<32xf32>
   %wq = modk.param "wq" : memref<32x32xf32>
   %x = modk.alloc : memref<?x16x32xf32>
@@ -137,7 +137,7 @@ modk.entry @forward attributes {model = #modk.model<name = "t", vocab_size = 64,
 // CHECK: modk.cross_entropy(%[[L]], %{{.*}}, %[[DL]], %{{.*}}) : memref<?x16x64xf32>, memref<?x16xi32>, memref<?x16x64xbf16>, memref<3xf32>
 // CHECK: modk.gemm_wgrad(%[[DL]], %[[N]], {{.*}} : memref<?x16x64xbf16>, memref<?x16x32xbf16>
 // CHECK-NOT: xbf16
-modk.entry @grad attributes {model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = bf16>, modes = [#modk.mode<topk>], params = [#modk.param<name = "w", shape = [32], init = ones>, #modk.param<name = "wq", shape = [32, 32], init = ones>, #modk.param<name = "wg", shape = [64, 32], init = ones>, #modk.param<name = "wu", shape = [64, 32], init = ones>, #modk.param<name = "wd", shape = [32, 64], init = ones>]} {
+modk.entry @grad attributes {kind = #modk.entry_kind<grad>, model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = bf16>, modes = [#modk.mode<topk>], params = [#modk.param<name = "w", shape = [32], init = ones>, #modk.param<name = "wq", shape = [32, 32], init = ones>, #modk.param<name = "wg", shape = [64, 32], init = ones>, #modk.param<name = "wu", shape = [64, 32], init = ones>, #modk.param<name = "wd", shape = [32, 64], init = ones>]} {
   %w = modk.param "w" : memref<32xf32>
   %wq = modk.param "wq" : memref<32x32xf32>
   %wg = modk.param "wg" : memref<64x32xf32>

@@ -23,7 +23,7 @@ struct GenerateDecodePass
       model.walk([&](mod::RouteOp) { hasRoute = true; });
       if (hasRoute && *model.getCausalRouter() == CausalRouter::none)
         continue;
-      lowering::ModelLowering modelLowering(model, lowering::EntryKind::Decode);
+      lowering::ModelLowering modelLowering(model, modk::EntryKind::decode);
       if (failed(modelLowering.run()))
         return signalPassFailure();
     }

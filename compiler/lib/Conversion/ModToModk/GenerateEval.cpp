@@ -29,7 +29,7 @@ LogicalResult ModelLowering::emitLosses() {
       b, loc, MemRefType::get({3}, b.getF32Type()), "losses");
   model.walk([&](mod::RouteOp) { ++nRouted; });
   // Causal mode has no causal-router loss: the router is what selects.
-  if (kind == EntryKind::EvalCausal) {
+  if (kind == EntryKind::eval_causal) {
     for (Operation *op : forwardOps)
       if (auto head = dyn_cast<mod::LMHeadOp>(op))
         modk::CrossEntropyLossOp::create(b, loc, buffers[head], targets,
@@ -74,11 +74,11 @@ struct GenerateEvalPass
       // after @eval.
       if (model.isMixtureOfDepths() &&
           *model.getCausalRouter() != CausalRouter::none) {
-        ModelLowering causal(model, EntryKind::EvalCausal);
+        ModelLowering causal(model, EntryKind::eval_causal);
         if (failed(causal.run()))
           return signalPassFailure();
       }
-      ModelLowering modelLowering(model, EntryKind::Eval);
+      ModelLowering modelLowering(model, EntryKind::eval);
       if (failed(modelLowering.run()))
         return signalPassFailure();
     }

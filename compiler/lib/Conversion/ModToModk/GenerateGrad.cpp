@@ -19,7 +19,7 @@ struct GenerateGradPass
   void runOnOperation() override {
     SmallVector<mod::ModelOp> models(getOperation().getOps<mod::ModelOp>());
     for (mod::ModelOp model : models) {
-      lowering::ModelLowering modelLowering(model, lowering::EntryKind::Grad);
+      lowering::ModelLowering modelLowering(model, modk::EntryKind::grad);
       if (failed(modelLowering.run()))
         return signalPassFailure();
     }

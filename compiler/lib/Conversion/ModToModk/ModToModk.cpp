@@ -17,7 +17,7 @@ struct ConvertModToModkPass
   void runOnOperation() override {
     SmallVector<mod::ModelOp> models(getOperation().getOps<mod::ModelOp>());
     for (mod::ModelOp model : models) {
-      lowering::ModelLowering modelLowering(model, lowering::EntryKind::Forward);
+      lowering::ModelLowering modelLowering(model, modk::EntryKind::forward);
       FailureOr<modk::EntryOp> entry = modelLowering.run();
       if (failed(entry))
         return signalPassFailure();

@@ -96,9 +96,13 @@ void ModelLowering::lowerAttention(mod::AttentionOp op) {
                                     rows.segments, active, o, layer,
                                     model.getNHeads());
   else
-    modk::AttentionOp::create(b, loc, q, k, v, rows.positions, rows.segments,
-                              o, model.getNHeads(),
-                              b.getI64IntegerAttr(layer), /*mainloop=*/nullptr);
+    modk::AttentionOp::create(b, loc, q, k, v, rows.positions, rows.segments, o,
+                              model.getNHeads(), /*mainloop=*/nullptr);
+  // The causal prefill: a package that decodes fills the KV cache from the
+  // forward pass's keys and values.
+  if (kind == EntryKind::forward && fillsKVCache())
+    modk::CacheAppendOp::create(b, loc, k, v, rows.positions, rows.segments,
+                                layer);
   Value wo = blockParam(layer, "attn.wo.weight", {d, d});
   // The residual add that follows is a modk.add of its own: whether it
   // becomes this GEMM's epilogue is modk-fuse-epilogues' decision.
@@ -313,7 +317,7 @@ LogicalResult ModelLowering::lower(Operation *op) {
                                             fc1w, fc1b, fc2w, fc2b, hidden, p, false);
     // Forward: only the causal decision reads it. Training: its loss does;
     // decoding: every step's decision does.
-    if (kind == EntryKind::Forward)
+    if (kind == EntryKind::forward)
       kernel.setCausalOnly(true);
     buffers[predictor] = p;
     return success();
@@ -383,7 +387,7 @@ modk::ModelAttr modc::modelAttrOf(mod::ModelOp model) {
 
 FailureOr<modk::EntryOp> ModelLowering::run() {
   // The forward entry goes before the model, the others after it.
-  if (kind == EntryKind::Forward)
+  if (kind == EntryKind::forward)
     b.setInsertionPoint(model);
   else
     b.setInsertionPointAfter(model);
@@ -400,13 +404,9 @@ FailureOr<modk::EntryOp> ModelLowering::run() {
   if (!modelAttr)
     return failure();
   entry = modk::EntryOp::create(
-      b, model.getLoc(),
-      b.getStringAttr(kind == EntryKind::Eval         ? "eval"
-                      : kind == EntryKind::EvalCausal ? "eval_causal"
-                      : training()                    ? "grad"
-                      : decoding()                    ? "decode"
-                                                      : "forward"),
-      modelAttr, b.getArrayAttr({}), b.getArrayAttr(modeAttrs), nullptr);
+      b, model.getLoc(), b.getStringAttr(modk::stringifyEntryKind(kind)),
+      modk::EntryKindAttr::get(b.getContext(), kind), modelAttr,
+      b.getArrayAttr({}), b.getArrayAttr(modeAttrs), nullptr);
   body = new Block();
   entry.getBody().push_back(body);
   b.setInsertionPointToEnd(body);
@@ -415,9 +415,9 @@ FailureOr<modk::EntryOp> ModelLowering::run() {
       return failure();
     forwardOps.push_back(&op);
   }
-  if (kind == EntryKind::Grad && failed(emitBackward()))
+  if (kind == EntryKind::grad && failed(emitBackward()))
     return failure();
-  if ((kind == EntryKind::Eval || kind == EntryKind::EvalCausal) &&
+  if ((kind == EntryKind::eval || kind == EntryKind::eval_causal) &&
       failed(emitLosses()))
     return failure();
   entry.setParamsAttr(b.getArrayAttr(params));

@@ -32,10 +32,11 @@ struct RowSet {
   Value positions, segments;
 };
 
-/// Which entry point a lowering builds. Eval is training's forward pass and
-/// losses without the backward pass; EvalCausal the forward entry's pass in
-/// causal mode and its cross-entropy (GenerateEval.cpp).
-enum class EntryKind { Forward, Grad, Decode, Eval, EvalCausal };
+/// Which entry point a lowering builds (#modk.entry_kind). eval is
+/// training's forward pass and losses without the backward pass;
+/// eval_causal the forward entry's pass in causal mode and its
+/// cross-entropy (GenerateEval.cpp).
+using modk::EntryKind;
 
 class ModelLowering {
 public:
@@ -70,14 +71,23 @@ private:
   }
   /// Grad and eval: training's forward pass on tokens [B, S + 1], in top-k.
   bool training() const {
-    return kind == EntryKind::Grad || kind == EntryKind::Eval;
+    return kind == EntryKind::grad || kind == EntryKind::eval;
   }
-  bool decoding() const { return kind == EntryKind::Decode; }
+  bool decoding() const { return kind == EntryKind::decode; }
+  /// Whether the module holds a decode entry (mod-generate-decode runs
+  /// before this lowering): the forward entry then fills its KV cache.
+  bool fillsKVCache() {
+    auto module = model->getParentOfType<ModuleOp>();
+    return module &&
+           llvm::any_of(module.getOps<modk::EntryOp>(), [](modk::EntryOp e) {
+             return e.getKind() == EntryKind::decode;
+           });
+  }
   /// Entries whose tokens are [B, S + 1] (inputs and next-token targets) and
   /// whose logits and routing masks stay in the workspace: grad, eval and
   /// eval_causal.
   bool readsTargets() const {
-    return training() || kind == EntryKind::EvalCausal;
+    return training() || kind == EntryKind::eval_causal;
   }
   /// Rows a sequence has in this entry: seq_len, or one in a decode step.
   int64_t stepRows() { return decoding() ? 1 : model.getSeqLen(); }

@@ -273,7 +273,7 @@ __attribute__((visibility("default"))) const char *modc_last_error(void) {
 LogicalResult CppEmitter::emitEntry(modk::EntryOp e) {
   beginEntry(e);
   bool isGrad = takesTargets(e); // grad or eval: tokens [B, S + 1]
-  bool isDecode = e.getSymName() == "decode";
+  bool isDecode = e.getKind() == modk::EntryKind::decode;
   std::string fn = functionName(e);
   emitEntryPrologue(e, kExport);
   if (hasDecode && !isDecode && !isGrad)

@@ -687,7 +687,7 @@ extern "C" {
 LogicalResult CudaEmitter::emitEntry(modk::EntryOp e) {
   beginEntry(e);
   bool isGrad = takesTargets(e); // grad or eval: tokens [B, S + 1]
-  bool isDecode = e.getSymName() == "decode";
+  bool isDecode = e.getKind() == modk::EntryKind::decode;
   std::string fn = functionName(e);
   // Scratch of the kernels that reduce in a fixed order (deterministic
   // gradients): one buffer for the largest, sized after the plan is walked.

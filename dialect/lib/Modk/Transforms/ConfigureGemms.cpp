@@ -133,7 +133,7 @@ public:
     bool bf16 = entry.isBf16();
     // A weight's bf16 copy for TMA is made within a call's WeightCopyScope,
     // which every entry but decode opens.
-    bool weightCopies = entry.getSymName() != "decode";
+    bool weightCopies = entry.getKind() != modk::EntryKind::decode;
     MLIRContext *ctx = &getContext();
     WalkResult walk = entry.walk([&](Operation *op) {
       if (auto gemm = dyn_cast<modk::GemmOp>(op)) {

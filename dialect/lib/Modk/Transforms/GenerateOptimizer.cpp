@@ -61,7 +61,7 @@ struct GenerateOptimizerPass
     if (!module.getOps<modk::OptimizerOp>().empty())
       return;
     for (modk::EntryOp entry : module.getOps<modk::EntryOp>()) {
-      if (entry.getSymName() != "grad")
+      if (entry.getKind() != modk::EntryKind::grad)
         continue;
       OpBuilder b(entry->getContext());
       b.setInsertionPointAfter(entry);

@@ -31,6 +31,7 @@ def Modk_GemmPathAttr : Modk_EnumAttr<Modk_GemmPath, "gemm_path">;
 def Modk_RoutingModeAttr : Modk_EnumAttr<Modk_RoutingMode, "mode">;
 def Modk_DTypeAttr : Modk_EnumAttr<Modc_DType, "dtype">;
 def Modk_AccessAttr : Modk_EnumAttr<Modk_Access, "access">;
+def Modk_EntryKindAttr : Modk_EnumAttr<Modk_EntryKind, "entry_kind">;
 
 def Modk_GemmConfigAttr : AttrDef<Modk_Dialect, "GemmConfig"> {
   let mnemonic = "gemm_config";

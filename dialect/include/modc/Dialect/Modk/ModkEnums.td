@@ -1,8 +1,8 @@
 //===- ModkEnums.td - Kernel choices of modk ops ------------*- tablegen -*-===//
 //
 // The choices that only the kernel level makes: a GEMM's epilogue, a CUDA
-// GEMM's kernel family, the routing modes an entry serves, how a parameter
-// starts and how a row kernel reads or writes each operand. Their C++ enums are generated from this file alone
+// GEMM's kernel family, what an entry computes, the routing modes it serves,
+// how a parameter starts and how a row kernel reads or writes each operand. Their C++ enums are generated from this file alone
 // (ModkEnums.h.inc); the model's choices come from ModelChoices.td.
 //
 //===----------------------------------------------------------------------===//
@@ -47,6 +47,23 @@ def Modk_ParamInit : I32EnumAttr<"ParamInit", "a parameter's initial values (doc
   I32EnumAttrCase<"normal", 0>,
   I32EnumAttrCase<"ones", 1>,
   I32EnumAttrCase<"zeros", 2>
+]> {
+  let cppNamespace = "::modc::modk";
+  let genSpecializedAttr = 0;
+}
+
+def Modk_EntryKind : I32EnumAttr<"EntryKind", "what an entry computes: the package function it becomes", [
+  // modc_forward: the forward pass (logits, routing masks; with a decode
+  // entry, the causal prefill of the KV cache).
+  I32EnumAttrCase<"forward", 0>,
+  // modc_grad: losses and the gradient of every parameter.
+  I32EnumAttrCase<"grad", 1>,
+  // modc_decode: one token a sequence against the KV cache.
+  I32EnumAttrCase<"decode", 2>,
+  // modc_eval: the training losses in top-k mode, no gradient.
+  I32EnumAttrCase<"eval", 3>,
+  // modc_eval_causal: the losses with causal routing.
+  I32EnumAttrCase<"eval_causal", 4>
 ]> {
   let cppNamespace = "::modc::modk";
   let genSpecializedAttr = 0;

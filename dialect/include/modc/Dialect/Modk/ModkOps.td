@@ -40,7 +40,10 @@ def Modk_EntryOp : Modk_Op<"entry", [Symbol, SingleBlock, NoTerminator,
                                      IsolatedFromAbove]> {
   let summary = "An entry point of the package: its launch plan";
   let description = [{
-    The body is the launch plan: kernels in execution order. `params` lists
+    The body is the launch plan: kernels in execution order. `kind` says
+    what the entry computes, and so which package function it becomes
+    (`#modk.entry_kind<forward>`: modc_forward); an entry named like a kind
+    (@grad) has that kind. `params` lists
     every parameter of the model in ABI order (name, shape, init).
     `model` is the normalised model description the plan was made from
     (`#modk.model`). `workspace_bytes_per_sequence` is set by `modk-plan-memory`.
@@ -50,8 +53,8 @@ def Modk_EntryOp : Modk_Op<"entry", [Symbol, SingleBlock, NoTerminator,
     attention reads (and the KV cache holds) to bf16: the values bf16
     storage gives. Everything else stays f32.
   }];
-  let arguments = (ins SymbolNameAttr:$sym_name, Modk_ModelAttr:$model,
-                   Modk_ParamList:$params,
+  let arguments = (ins SymbolNameAttr:$sym_name, Modk_EntryKindAttr:$kind,
+                   Modk_ModelAttr:$model, Modk_ParamList:$params,
                    TypedArrayAttrBase<Modk_RoutingModeAttr, "routing modes">:$modes,
                    OptionalAttr<I64Attr>:$workspace_bytes_per_sequence);
   let extraClassDeclaration = [{
@@ -230,22 +233,38 @@ def Modk_GemmOp : Modk_Op<"gemm", [AttrSizedOperandSegments, NoTerminator,
 }
 
 def Modk_AttentionOp : Modk_Op<"attention",
-    [MemoryEffects<[MemWrite<Modk_KVCache>]>,
-     DeclareOpInterfaceMethods<Modk_ColumnWindowReader>]> {
+    [DeclareOpInterfaceMethods<Modk_ColumnWindowReader>]> {
   let summary = "Causal attention within each sequence of a row set";
   let description = [{
-    `layer` names the KV cache a causal prefill fills with the keys and
-    values (forward entry of packages that decode). `mainloop` (set by
-    modk-configure-gemms for a CUDA target): `mma` or `simt`.
+    `mainloop` (set by modk-configure-gemms for a CUDA target): `mma` or
+    `simt`.
   }];
   let arguments = (ins Modk_Read:$q, Modk_Read:$k, Modk_Read:$v,
                    Modk_Read:$positions, Modk_Read:$segments,
                    Modk_Written:$output, I64Attr:$n_heads,
-                   OptionalAttr<I64Attr>:$layer,
                    OptionalAttr<Modk_GemmPathAttr>:$mainloop);
   let assemblyFormat = [{
     $q `,` $k `,` $v `rows` $positions `,` $segments `->` $output attr-dict
     `:` type(operands)
+  }];
+  let hasVerifier = 1;
+}
+
+def Modk_CacheAppendOp : Modk_Op<"cache_append",
+    [MemoryEffects<[MemWrite<Modk_KVCache>]>,
+     DeclareOpInterfaceMethods<Modk_ColumnWindowReader>]> {
+  let summary = "The causal prefill: a pass's keys and values into a KV cache";
+  let description = [{
+    Where the caller passes a KV cache to the forward entry, appends the
+    keys `k` and values `v` of the rows of `segments` (at `positions`) to
+    layer `layer`'s cache, each sequence's rows up to its prefill length
+    (docs/runtime.md). The lowering places one after each attention of the
+    forward entry of a package that decodes.
+  }];
+  let arguments = (ins Modk_Read:$k, Modk_Read:$v, Modk_Read:$positions,
+                   Modk_Read:$segments, I64Attr:$layer);
+  let assemblyFormat = [{
+    $k `,` $v `rows` $positions `,` $segments attr-dict `:` type(operands)
   }];
   let hasVerifier = 1;
 }
