@@ -10,7 +10,9 @@ install(TARGETS modrt_shared EXPORT modrtTargets
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
 install(DIRECTORY runtime/include/modrt
   DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
-install(TARGETS modrun RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+if(TARGET modrun)
+  install(TARGETS modrun RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+endif()
 # The communicator plugins (docs/distributed.md), beside libmodrt.so, where
 # modrt looks for them.
 if(MODRT_PLUGINS)
