@@ -166,7 +166,7 @@ static llvm::Error compileCpuSource(const PackageOptions &opts,
                                          "-shared", "-fvisibility=hidden"};
   // The OpenMP build of OpenBLAS shares the kernels' OpenMP threads; with the
   // pthreads build, idle OpenMP threads spin against BLAS threads and both
-  // slow down by 2x or more. The run path makes dlopen pick that build.
+  // slow down. The run path makes dlopen pick that build.
   if (!llvm::StringRef(MODC_OPENMP_BLAS_DIR).empty()) {
     args.push_back("-I" MODC_OPENMP_BLAS_INCLUDE_DIR);
     args.push_back("-L" MODC_OPENMP_BLAS_DIR);

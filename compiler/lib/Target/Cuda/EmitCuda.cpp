@@ -507,8 +507,8 @@ extern "C" {{
 }}
 
 /// The version of the parameters the following calls read (0: unknown).
-/// A forward call reuses the bf16 weight copies of an earlier call while
-/// the version it declared stays the same and no modc_adamw ran since.
+/// Every entry but decode reuses the bf16 weight copies of an earlier call
+/// while the version it declared stays the same and no modc_adamw ran since.
 {4} int32_t modc_cuda_params_version(uint64_t version) {{
   modk_cuda::declare_params_version(version);
   return 0;
@@ -698,8 +698,9 @@ LogicalResult CudaEmitter::emitEntry(modk::EntryOp e) {
                     "modc_cuda_init first\");\n",
                     fn);
   os << "  cudaStream_t s = modcStream;\n";
-  // The bf16 products of the forward pass (and of training's forward) read
-  // bf16 copies of their weights through TMA (sm_90a), rounded once a call.
+  // Every entry but decode rounds the weights its bf16 products read
+  // through TMA (sm_90a) into bf16 copies, once a call: the forward products
+  // and training's input gradients read them.
   if (!isDecode)
     os << "  modk_cuda::WeightCopyScope weightCopies;\n";
   // The checked copy of the tokens lives after the kernels' scratch.

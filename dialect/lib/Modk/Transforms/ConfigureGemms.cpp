@@ -50,7 +50,8 @@ struct Tile {
 struct PathTiles {
   Tile small, large;
 };
-// The library's tiles (compiler/lib/Target/Cuda/prelude, GemmTileFor).
+// The library's tiles (compiler/lib/Target/Mainloops/Cuda/GemmTiles.cuh,
+// GemmTileFor).
 constexpr PathTiles kSimtTiles = {{64, 64, 0, 2, 0}, {128, 128, 0, 2, 0}};
 constexpr PathTiles kMmaTiles = {{64, 64, 16, 2, 0}, {128, 128, 32, 1, 0}};
 constexpr PathTiles kWgmmaTiles = {{128, 64, 64, 2, 0}, {128, 128, 128, 1, 0}};

@@ -56,8 +56,8 @@ int64_t placeInOrder(MutableArrayRef<Interval> intervals,
 /// and latest last use first (ties by first use). Each order leaves gaps
 /// another avoids (a change of one buffer's size, bf16 storage for one, can
 /// make first use leave a larger hole), so the plan keeps the smallest,
-/// the earlier order on a tie. On the example and benchmark models the
-/// result is the most bytes ever live at once, or within 128 bytes of it.
+/// the earlier order on a tie (docs/compiler.md, stage 6, compares it with
+/// the most bytes ever live at once).
 struct PlanMemoryPass : public modc::impl::PlanMemoryBase<PlanMemoryPass> {
   void runOnOperation() override {
     modk::EntryOp entry = getOperation();
