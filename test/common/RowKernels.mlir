@@ -52,10 +52,10 @@ modk.entry @forward attributes {kind = #modk.entry_kind<forward>, model = #modk.
   modk.add %a40b, %a40b rows %seg -> %b40b : memref<?x2x40xf32>, memref<?x2x40xf32>, memref<?x1xi64>, memref<?x2x40xbf16>
   // 18: the add of D = 90 into bf16.
   modk.add %x90, %x90 rows %seg -> %b90 : memref<?x1x90xf32>, memref<?x1x90xf32>, memref<?x1xi64>, memref<?x1x90xbf16>
-  // The routed blocks' kernels (modk-generalize turns route_select_gather,
-  // decode_route and a gate_scale_scatter GEMM into modk.rows with token
-  // operands; the selections and the plain GEMMs they leave are not row
-  // kernels). Their buffers:
+  // The routed blocks' kernels (modk-generalize turns route_select_gather
+  // and decode_route into modk.rows with token accesses; the gated scatter
+  // is one as the lowering writes it: a plain GEMM, then the scatter; the
+  // selections and the plain GEMMs are not row kernels). Their buffers:
   %rw48 = modk.param "rw48" : memref<1x48xf32>
   %w48 = modk.param "w48" : memref<48xf32>
   %x32x48 = modk.alloc : memref<?x32x48xf32>
@@ -145,13 +145,96 @@ modk.entry @forward attributes {kind = #modk.entry_kind<forward>, model = #modk.
   // 27-33: the gated scatter into the stream: S = 40, D = 32, gates linear,
   // sigmoid, one (CpuKernels.GateScaleScatter); S = 512, D = 128, sigmoid;
   // S = 40, D = 70, the three gates (CudaKernels.GateScaleScatter).
-  modk.gemm %h40, [%wd32] rows %seg extra(%m40x32, %r40, %a40x32, %pos40) -> %x40x32 {epilogue = #modk.epilogue<gate_scale_scatter>, gate = #modk.gate<linear>} : memref<?x40x8xf32>, memref<32x8xf32>, memref<?x1xi64>, memref<?x40x32xf32>, memref<?x40xf32>, memref<?x40x32xf32>, memref<?x40xi32>, memref<?x40x32xf32>
-  modk.gemm %h40, [%wd32] rows %seg extra(%m40x32, %r40, %a40x32, %pos40) -> %x40x32 {epilogue = #modk.epilogue<gate_scale_scatter>, gate = #modk.gate<sigmoid>} : memref<?x40x8xf32>, memref<32x8xf32>, memref<?x1xi64>, memref<?x40x32xf32>, memref<?x40xf32>, memref<?x40x32xf32>, memref<?x40xi32>, memref<?x40x32xf32>
-  modk.gemm %h40, [%wd32] rows %seg extra(%m40x32, %r40, %a40x32, %pos40) -> %x40x32 {epilogue = #modk.epilogue<gate_scale_scatter>, gate = #modk.gate<one>} : memref<?x40x8xf32>, memref<32x8xf32>, memref<?x1xi64>, memref<?x40x32xf32>, memref<?x40xf32>, memref<?x40x32xf32>, memref<?x40xi32>, memref<?x40x32xf32>
-  modk.gemm %h512, [%wd128] rows %seg extra(%m512x128, %r512, %a512x128, %pos512) -> %x512x128 {epilogue = #modk.epilogue<gate_scale_scatter>, gate = #modk.gate<sigmoid>} : memref<?x512x8xf32>, memref<128x8xf32>, memref<?x1xi64>, memref<?x512x128xf32>, memref<?x512xf32>, memref<?x512x128xf32>, memref<?x512xi32>, memref<?x512x128xf32>
-  modk.gemm %h40, [%wd70] rows %seg extra(%m40x70, %r40, %a40x70, %pos40) -> %x40x70 {epilogue = #modk.epilogue<gate_scale_scatter>, gate = #modk.gate<linear>} : memref<?x40x8xf32>, memref<70x8xf32>, memref<?x1xi64>, memref<?x40x70xf32>, memref<?x40xf32>, memref<?x40x70xf32>, memref<?x40xi32>, memref<?x40x70xf32>
-  modk.gemm %h40, [%wd70] rows %seg extra(%m40x70, %r40, %a40x70, %pos40) -> %x40x70 {epilogue = #modk.epilogue<gate_scale_scatter>, gate = #modk.gate<sigmoid>} : memref<?x40x8xf32>, memref<70x8xf32>, memref<?x1xi64>, memref<?x40x70xf32>, memref<?x40xf32>, memref<?x40x70xf32>, memref<?x40xi32>, memref<?x40x70xf32>
-  modk.gemm %h40, [%wd70] rows %seg extra(%m40x70, %r40, %a40x70, %pos40) -> %x40x70 {epilogue = #modk.epilogue<gate_scale_scatter>, gate = #modk.gate<one>} : memref<?x40x8xf32>, memref<70x8xf32>, memref<?x1xi64>, memref<?x40x70xf32>, memref<?x40xf32>, memref<?x40x70xf32>, memref<?x40xi32>, memref<?x40x70xf32>
+  modk.gemm %h40, [%wd32] rows %seg -> %m40x32 {epilogue = #modk.epilogue<none>} : memref<?x40x8xf32>, memref<32x8xf32>, memref<?x1xi64>, memref<?x40x32xf32>
+  modk.rows ins(%a40x32, %m40x32, %r40, %x40x32 : memref<?x40x32xf32>, memref<?x40x32xf32>, memref<?x40xf32>, memref<?x40x32xf32>) rows %seg : memref<?x1xi64> tokens(%pos40 : memref<?x40xi32>) outs(%x40x32 : memref<?x40x32xf32>) access(row, row, token_value, token -> token) reduce {
+  ^bb0(%e0: f32, %e1: f32, %e2: f32, %e3: f32):
+    modk.yield
+  } body {
+  ^bb0(%e0: f32, %e1: f32, %e2: f32, %e3: f32):
+    %f = arith.addf %e0, %e1 : f32
+    %gf = arith.mulf %e2, %f : f32
+    %y = arith.addf %e3, %gf : f32
+    modk.yield %y : f32
+  }
+  modk.gemm %h40, [%wd32] rows %seg -> %m40x32 {epilogue = #modk.epilogue<none>} : memref<?x40x8xf32>, memref<32x8xf32>, memref<?x1xi64>, memref<?x40x32xf32>
+  modk.rows ins(%a40x32, %m40x32, %r40, %x40x32 : memref<?x40x32xf32>, memref<?x40x32xf32>, memref<?x40xf32>, memref<?x40x32xf32>) rows %seg : memref<?x1xi64> tokens(%pos40 : memref<?x40xi32>) outs(%x40x32 : memref<?x40x32xf32>) access(row, row, token_value, token -> token) reduce {
+  ^bb0(%e0: f32, %e1: f32, %e2: f32, %e3: f32):
+    modk.yield
+  } body {
+  ^bb0(%e0: f32, %e1: f32, %e2: f32, %e3: f32):
+    %f = arith.addf %e0, %e1 : f32
+    %nr = arith.negf %e2 : f32
+    %er = math.exp %nr : f32
+    %c1 = arith.constant 1.000000e+00 : f32
+    %den = arith.addf %er, %c1 : f32
+    %g = arith.divf %c1, %den : f32
+    %gf = arith.mulf %g, %f : f32
+    %y = arith.addf %e3, %gf : f32
+    modk.yield %y : f32
+  }
+  modk.gemm %h40, [%wd32] rows %seg -> %m40x32 {epilogue = #modk.epilogue<none>} : memref<?x40x8xf32>, memref<32x8xf32>, memref<?x1xi64>, memref<?x40x32xf32>
+  modk.rows ins(%a40x32, %m40x32, %r40, %x40x32 : memref<?x40x32xf32>, memref<?x40x32xf32>, memref<?x40xf32>, memref<?x40x32xf32>) rows %seg : memref<?x1xi64> tokens(%pos40 : memref<?x40xi32>) outs(%x40x32 : memref<?x40x32xf32>) access(row, row, token_value, token -> token) reduce {
+  ^bb0(%e0: f32, %e1: f32, %e2: f32, %e3: f32):
+    modk.yield
+  } body {
+  ^bb0(%e0: f32, %e1: f32, %e2: f32, %e3: f32):
+    %f = arith.addf %e0, %e1 : f32
+    %y = arith.addf %e3, %f : f32
+    modk.yield %y : f32
+  }
+  modk.gemm %h512, [%wd128] rows %seg -> %m512x128 {epilogue = #modk.epilogue<none>} : memref<?x512x8xf32>, memref<128x8xf32>, memref<?x1xi64>, memref<?x512x128xf32>
+  modk.rows ins(%a512x128, %m512x128, %r512, %x512x128 : memref<?x512x128xf32>, memref<?x512x128xf32>, memref<?x512xf32>, memref<?x512x128xf32>) rows %seg : memref<?x1xi64> tokens(%pos512 : memref<?x512xi32>) outs(%x512x128 : memref<?x512x128xf32>) access(row, row, token_value, token -> token) reduce {
+  ^bb0(%e0: f32, %e1: f32, %e2: f32, %e3: f32):
+    modk.yield
+  } body {
+  ^bb0(%e0: f32, %e1: f32, %e2: f32, %e3: f32):
+    %f = arith.addf %e0, %e1 : f32
+    %nr = arith.negf %e2 : f32
+    %er = math.exp %nr : f32
+    %c1 = arith.constant 1.000000e+00 : f32
+    %den = arith.addf %er, %c1 : f32
+    %g = arith.divf %c1, %den : f32
+    %gf = arith.mulf %g, %f : f32
+    %y = arith.addf %e3, %gf : f32
+    modk.yield %y : f32
+  }
+  modk.gemm %h40, [%wd70] rows %seg -> %m40x70 {epilogue = #modk.epilogue<none>} : memref<?x40x8xf32>, memref<70x8xf32>, memref<?x1xi64>, memref<?x40x70xf32>
+  modk.rows ins(%a40x70, %m40x70, %r40, %x40x70 : memref<?x40x70xf32>, memref<?x40x70xf32>, memref<?x40xf32>, memref<?x40x70xf32>) rows %seg : memref<?x1xi64> tokens(%pos40 : memref<?x40xi32>) outs(%x40x70 : memref<?x40x70xf32>) access(row, row, token_value, token -> token) reduce {
+  ^bb0(%e0: f32, %e1: f32, %e2: f32, %e3: f32):
+    modk.yield
+  } body {
+  ^bb0(%e0: f32, %e1: f32, %e2: f32, %e3: f32):
+    %f = arith.addf %e0, %e1 : f32
+    %gf = arith.mulf %e2, %f : f32
+    %y = arith.addf %e3, %gf : f32
+    modk.yield %y : f32
+  }
+  modk.gemm %h40, [%wd70] rows %seg -> %m40x70 {epilogue = #modk.epilogue<none>} : memref<?x40x8xf32>, memref<70x8xf32>, memref<?x1xi64>, memref<?x40x70xf32>
+  modk.rows ins(%a40x70, %m40x70, %r40, %x40x70 : memref<?x40x70xf32>, memref<?x40x70xf32>, memref<?x40xf32>, memref<?x40x70xf32>) rows %seg : memref<?x1xi64> tokens(%pos40 : memref<?x40xi32>) outs(%x40x70 : memref<?x40x70xf32>) access(row, row, token_value, token -> token) reduce {
+  ^bb0(%e0: f32, %e1: f32, %e2: f32, %e3: f32):
+    modk.yield
+  } body {
+  ^bb0(%e0: f32, %e1: f32, %e2: f32, %e3: f32):
+    %f = arith.addf %e0, %e1 : f32
+    %nr = arith.negf %e2 : f32
+    %er = math.exp %nr : f32
+    %c1 = arith.constant 1.000000e+00 : f32
+    %den = arith.addf %er, %c1 : f32
+    %g = arith.divf %c1, %den : f32
+    %gf = arith.mulf %g, %f : f32
+    %y = arith.addf %e3, %gf : f32
+    modk.yield %y : f32
+  }
+  modk.gemm %h40, [%wd70] rows %seg -> %m40x70 {epilogue = #modk.epilogue<none>} : memref<?x40x8xf32>, memref<70x8xf32>, memref<?x1xi64>, memref<?x40x70xf32>
+  modk.rows ins(%a40x70, %m40x70, %r40, %x40x70 : memref<?x40x70xf32>, memref<?x40x70xf32>, memref<?x40xf32>, memref<?x40x70xf32>) rows %seg : memref<?x1xi64> tokens(%pos40 : memref<?x40xi32>) outs(%x40x70 : memref<?x40x70xf32>) access(row, row, token_value, token -> token) reduce {
+  ^bb0(%e0: f32, %e1: f32, %e2: f32, %e3: f32):
+    modk.yield
+  } body {
+  ^bb0(%e0: f32, %e1: f32, %e2: f32, %e3: f32):
+    %f = arith.addf %e0, %e1 : f32
+    %y = arith.addf %e3, %f : f32
+    modk.yield %y : f32
+  }
   // 34-42: a decode step's router over every sequence's token and its
   // gather + RMSNorm (one token a sequence) of D = 48 (the router is 25's
   // kernel; gather 34: CpuKernelsDecode.GatherRmsNorm), then of 64, 128, 96,
@@ -166,13 +249,96 @@ modk.entry @forward attributes {kind = #modk.entry_kind<forward>, model = #modk.
   // form, one token a sequence): D = 36, the three gates
   // (CpuKernelsDecode.GateScaleScatter); D = 64, the three gates, and
   // D = 200, sigmoid (CudaDecodeKernels.DecodeGateScaleScatterMatchesCpu).
-  modk.gemm %h1, [%wd36] rows %seg extra(%m1x36, %r1, %a1x36, %pos1) -> %x1x36 {epilogue = #modk.epilogue<gate_scale_scatter>, gate = #modk.gate<linear>} : memref<?x1x8xf32>, memref<36x8xf32>, memref<?x1xi64>, memref<?x1x36xf32>, memref<?x1xf32>, memref<?x1x36xf32>, memref<?x1xi32>, memref<?x1x36xf32>
-  modk.gemm %h1, [%wd36] rows %seg extra(%m1x36, %r1, %a1x36, %pos1) -> %x1x36 {epilogue = #modk.epilogue<gate_scale_scatter>, gate = #modk.gate<sigmoid>} : memref<?x1x8xf32>, memref<36x8xf32>, memref<?x1xi64>, memref<?x1x36xf32>, memref<?x1xf32>, memref<?x1x36xf32>, memref<?x1xi32>, memref<?x1x36xf32>
-  modk.gemm %h1, [%wd36] rows %seg extra(%m1x36, %r1, %a1x36, %pos1) -> %x1x36 {epilogue = #modk.epilogue<gate_scale_scatter>, gate = #modk.gate<one>} : memref<?x1x8xf32>, memref<36x8xf32>, memref<?x1xi64>, memref<?x1x36xf32>, memref<?x1xf32>, memref<?x1x36xf32>, memref<?x1xi32>, memref<?x1x36xf32>
-  modk.gemm %h1, [%wd64] rows %seg extra(%m1x64, %r1, %a1x64, %pos1) -> %x1x64 {epilogue = #modk.epilogue<gate_scale_scatter>, gate = #modk.gate<linear>} : memref<?x1x8xf32>, memref<64x8xf32>, memref<?x1xi64>, memref<?x1x64xf32>, memref<?x1xf32>, memref<?x1x64xf32>, memref<?x1xi32>, memref<?x1x64xf32>
-  modk.gemm %h1, [%wd64] rows %seg extra(%m1x64, %r1, %a1x64, %pos1) -> %x1x64 {epilogue = #modk.epilogue<gate_scale_scatter>, gate = #modk.gate<sigmoid>} : memref<?x1x8xf32>, memref<64x8xf32>, memref<?x1xi64>, memref<?x1x64xf32>, memref<?x1xf32>, memref<?x1x64xf32>, memref<?x1xi32>, memref<?x1x64xf32>
-  modk.gemm %h1, [%wd64] rows %seg extra(%m1x64, %r1, %a1x64, %pos1) -> %x1x64 {epilogue = #modk.epilogue<gate_scale_scatter>, gate = #modk.gate<one>} : memref<?x1x8xf32>, memref<64x8xf32>, memref<?x1xi64>, memref<?x1x64xf32>, memref<?x1xf32>, memref<?x1x64xf32>, memref<?x1xi32>, memref<?x1x64xf32>
-  modk.gemm %h1, [%wd200] rows %seg extra(%m1x200, %r1, %a1x200, %pos1) -> %x1x200 {epilogue = #modk.epilogue<gate_scale_scatter>, gate = #modk.gate<sigmoid>} : memref<?x1x8xf32>, memref<200x8xf32>, memref<?x1xi64>, memref<?x1x200xf32>, memref<?x1xf32>, memref<?x1x200xf32>, memref<?x1xi32>, memref<?x1x200xf32>
+  modk.gemm %h1, [%wd36] rows %seg -> %m1x36 {epilogue = #modk.epilogue<none>} : memref<?x1x8xf32>, memref<36x8xf32>, memref<?x1xi64>, memref<?x1x36xf32>
+  modk.rows ins(%a1x36, %m1x36, %r1, %x1x36 : memref<?x1x36xf32>, memref<?x1x36xf32>, memref<?x1xf32>, memref<?x1x36xf32>) rows %seg : memref<?x1xi64> outs(%x1x36 : memref<?x1x36xf32>) access(row, row, token_value, token -> token) reduce {
+  ^bb0(%e0: f32, %e1: f32, %e2: f32, %e3: f32):
+    modk.yield
+  } body {
+  ^bb0(%e0: f32, %e1: f32, %e2: f32, %e3: f32):
+    %f = arith.addf %e0, %e1 : f32
+    %gf = arith.mulf %e2, %f : f32
+    %y = arith.addf %e3, %gf : f32
+    modk.yield %y : f32
+  }
+  modk.gemm %h1, [%wd36] rows %seg -> %m1x36 {epilogue = #modk.epilogue<none>} : memref<?x1x8xf32>, memref<36x8xf32>, memref<?x1xi64>, memref<?x1x36xf32>
+  modk.rows ins(%a1x36, %m1x36, %r1, %x1x36 : memref<?x1x36xf32>, memref<?x1x36xf32>, memref<?x1xf32>, memref<?x1x36xf32>) rows %seg : memref<?x1xi64> outs(%x1x36 : memref<?x1x36xf32>) access(row, row, token_value, token -> token) reduce {
+  ^bb0(%e0: f32, %e1: f32, %e2: f32, %e3: f32):
+    modk.yield
+  } body {
+  ^bb0(%e0: f32, %e1: f32, %e2: f32, %e3: f32):
+    %f = arith.addf %e0, %e1 : f32
+    %nr = arith.negf %e2 : f32
+    %er = math.exp %nr : f32
+    %c1 = arith.constant 1.000000e+00 : f32
+    %den = arith.addf %er, %c1 : f32
+    %g = arith.divf %c1, %den : f32
+    %gf = arith.mulf %g, %f : f32
+    %y = arith.addf %e3, %gf : f32
+    modk.yield %y : f32
+  }
+  modk.gemm %h1, [%wd36] rows %seg -> %m1x36 {epilogue = #modk.epilogue<none>} : memref<?x1x8xf32>, memref<36x8xf32>, memref<?x1xi64>, memref<?x1x36xf32>
+  modk.rows ins(%a1x36, %m1x36, %r1, %x1x36 : memref<?x1x36xf32>, memref<?x1x36xf32>, memref<?x1xf32>, memref<?x1x36xf32>) rows %seg : memref<?x1xi64> outs(%x1x36 : memref<?x1x36xf32>) access(row, row, token_value, token -> token) reduce {
+  ^bb0(%e0: f32, %e1: f32, %e2: f32, %e3: f32):
+    modk.yield
+  } body {
+  ^bb0(%e0: f32, %e1: f32, %e2: f32, %e3: f32):
+    %f = arith.addf %e0, %e1 : f32
+    %y = arith.addf %e3, %f : f32
+    modk.yield %y : f32
+  }
+  modk.gemm %h1, [%wd64] rows %seg -> %m1x64 {epilogue = #modk.epilogue<none>} : memref<?x1x8xf32>, memref<64x8xf32>, memref<?x1xi64>, memref<?x1x64xf32>
+  modk.rows ins(%a1x64, %m1x64, %r1, %x1x64 : memref<?x1x64xf32>, memref<?x1x64xf32>, memref<?x1xf32>, memref<?x1x64xf32>) rows %seg : memref<?x1xi64> outs(%x1x64 : memref<?x1x64xf32>) access(row, row, token_value, token -> token) reduce {
+  ^bb0(%e0: f32, %e1: f32, %e2: f32, %e3: f32):
+    modk.yield
+  } body {
+  ^bb0(%e0: f32, %e1: f32, %e2: f32, %e3: f32):
+    %f = arith.addf %e0, %e1 : f32
+    %gf = arith.mulf %e2, %f : f32
+    %y = arith.addf %e3, %gf : f32
+    modk.yield %y : f32
+  }
+  modk.gemm %h1, [%wd64] rows %seg -> %m1x64 {epilogue = #modk.epilogue<none>} : memref<?x1x8xf32>, memref<64x8xf32>, memref<?x1xi64>, memref<?x1x64xf32>
+  modk.rows ins(%a1x64, %m1x64, %r1, %x1x64 : memref<?x1x64xf32>, memref<?x1x64xf32>, memref<?x1xf32>, memref<?x1x64xf32>) rows %seg : memref<?x1xi64> outs(%x1x64 : memref<?x1x64xf32>) access(row, row, token_value, token -> token) reduce {
+  ^bb0(%e0: f32, %e1: f32, %e2: f32, %e3: f32):
+    modk.yield
+  } body {
+  ^bb0(%e0: f32, %e1: f32, %e2: f32, %e3: f32):
+    %f = arith.addf %e0, %e1 : f32
+    %nr = arith.negf %e2 : f32
+    %er = math.exp %nr : f32
+    %c1 = arith.constant 1.000000e+00 : f32
+    %den = arith.addf %er, %c1 : f32
+    %g = arith.divf %c1, %den : f32
+    %gf = arith.mulf %g, %f : f32
+    %y = arith.addf %e3, %gf : f32
+    modk.yield %y : f32
+  }
+  modk.gemm %h1, [%wd64] rows %seg -> %m1x64 {epilogue = #modk.epilogue<none>} : memref<?x1x8xf32>, memref<64x8xf32>, memref<?x1xi64>, memref<?x1x64xf32>
+  modk.rows ins(%a1x64, %m1x64, %r1, %x1x64 : memref<?x1x64xf32>, memref<?x1x64xf32>, memref<?x1xf32>, memref<?x1x64xf32>) rows %seg : memref<?x1xi64> outs(%x1x64 : memref<?x1x64xf32>) access(row, row, token_value, token -> token) reduce {
+  ^bb0(%e0: f32, %e1: f32, %e2: f32, %e3: f32):
+    modk.yield
+  } body {
+  ^bb0(%e0: f32, %e1: f32, %e2: f32, %e3: f32):
+    %f = arith.addf %e0, %e1 : f32
+    %y = arith.addf %e3, %f : f32
+    modk.yield %y : f32
+  }
+  modk.gemm %h1, [%wd200] rows %seg -> %m1x200 {epilogue = #modk.epilogue<none>} : memref<?x1x8xf32>, memref<200x8xf32>, memref<?x1xi64>, memref<?x1x200xf32>
+  modk.rows ins(%a1x200, %m1x200, %r1, %x1x200 : memref<?x1x200xf32>, memref<?x1x200xf32>, memref<?x1xf32>, memref<?x1x200xf32>) rows %seg : memref<?x1xi64> outs(%x1x200 : memref<?x1x200xf32>) access(row, row, token_value, token -> token) reduce {
+  ^bb0(%e0: f32, %e1: f32, %e2: f32, %e3: f32):
+    modk.yield
+  } body {
+  ^bb0(%e0: f32, %e1: f32, %e2: f32, %e3: f32):
+    %f = arith.addf %e0, %e1 : f32
+    %nr = arith.negf %e2 : f32
+    %er = math.exp %nr : f32
+    %c1 = arith.constant 1.000000e+00 : f32
+    %den = arith.addf %er, %c1 : f32
+    %g = arith.divf %c1, %den : f32
+    %gf = arith.mulf %g, %f : f32
+    %y = arith.addf %e3, %gf : f32
+    modk.yield %y : f32
+  }
   // 50, 51: the router of S = 40, D = 70 with the RMSNorm statistics
   // riding on it (modk-fuse-router-norm: r and each token's scale), then
   // the gather that only scales (CpuKernels.Router, GatherScale,

@@ -350,8 +350,6 @@ static std::pair<size_t, size_t> gemmOperandCounts(Epilogue e) {
     return {1, 1};
   case Epilogue::swiglu:
     return {2, 1};
-  case Epilogue::gate_scale_scatter:
-    return {1, 4};
   }
   llvm_unreachable("unknown epilogue");
 }
@@ -382,18 +380,14 @@ LogicalResult GemmOp::verify() {
     return emitOpError("a stacked product has no CUDA kernel configuration");
   if (e == Epilogue::rope && (!getNHeads() || !getRopeTheta()))
     return emitOpError("the rope epilogue needs n_heads and rope_theta");
-  if (e == Epilogue::gate_scale_scatter && !getGate())
-    return emitOpError("the gate_scale_scatter epilogue needs a gate");
   for (Value w : getWeights()) {
     auto shape = cast<MemRefType>(w.getType()).getShape();
     if (shape.size() != 2 || shape[1] != lastDim(getInput()))
       return emitOpError("weights must be [N, K] with K the input width");
   }
   int64_t n = getStackedN();
-  Value rowsOut =
-      e == Epilogue::gate_scale_scatter ? getExtra()[0] : getOutput();
-  if (lastDim(rowsOut) != n)
-    return emitOpError() << "output width " << lastDim(rowsOut)
+  if (lastDim(getOutput()) != n)
+    return emitOpError() << "output width " << lastDim(getOutput())
                          << " differs from the weights' N = " << n;
   return verifyCausalOnly(*this, getCausalOnly());
 }

@@ -34,7 +34,11 @@
 // CHECK: modk.decode_route(%[[X]], %{{.*}}, %{{.*}}, %[[POS]], %[[ACT]], %[[R:[0-9]+]], %[[RPOS:[0-9]+]], %[[RSEG:[0-9]+]], %{{.*}}, %{{.*}}, %[[MASK]], %[[P]]) {causal_router = #modk.causal_router<predictor>{{.*}}layer = 1 : i64}
 // CHECK: modk.gemm {{.*}} rows %[[RSEG]] extra(%[[RPOS]]) -> %{{.*}} {epilogue = #modk.epilogue<rope>
 // CHECK: modk.decode_attention({{.*}}, %[[RPOS]], %[[RSEG]], %[[ACT]], %{{.*}}) {layer = 1 : i64, n_heads = 2 : i64}
-// CHECK: modk.gemm {{.*}} rows %[[RSEG]] extra(%{{.*}}, %[[R]], %{{.*}}, %[[RPOS]]) -> %[[X]] {epilogue = #modk.epilogue<gate_scale_scatter>, gate = #modk.gate<sigmoid>}
+// The gated scatter: the down projection into the block's rows, then
+// x = x + sigmoid(r) (a + m) at the routed sequences' one token (no
+// positions: the stream holds one token a sequence).
+// CHECK: modk.gemm {{.*}} rows %[[RSEG]] -> %[[DM:[0-9]+]] {epilogue = #modk.epilogue<none>} : memref<?x1x64xf32>, memref<32x64xf32>
+// CHECK-NEXT: modk.rows ins(%{{.*}}, %[[DM]], %[[R]], %[[X]] : {{.*}}) rows %[[RSEG]] : memref<?x1xi64> outs(%[[X]] : memref<?x1x32xf32>) access(row, row, token_value, token -> token)
 // CHECK: modk.output "logits" : memref<?x1x64xf32>
 module {
   mod.model @small attributes {aux_loss_weight = 1.000000e-02 : f64, capacity = 2.500000e-01 : f64, causal_router = #mod.causal_router<predictor>, d_ff = 64 : i64, d_model = 32 : i64, dtype = #mod.dtype<f32>, gate = #mod.gate<sigmoid>, mlp = #mod.activation<swiglu>, n_heads = 2 : i64, n_layers = 2 : i64, norm_eps = 1.000000e-05 : f64, predictor_hidden = 8 : i64, rope_theta = 1.000000e+04 : f64, schedule = #mod.schedule<every_other>, seq_len = 16 : i64, tie_embeddings = true, vocab_size = 64 : i64} {

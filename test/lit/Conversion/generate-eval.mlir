@@ -30,7 +30,8 @@
 // Top-k only, k rows a sequence, and a routing mask that is no output.
 // CHECK: modk.route_select_gather %[[X1:[0-9]+]], {{.*}} -> {{.*}}, %[[MASK:[0-9]+]] {causal_router = #modk.causal_router<none>{{.*}}k = 4 : i64{{.*}}memref<?x4x32xf32>
 // CHECK: modk.copy(%[[X1]], %[[Y:[0-9]+]])
-// CHECK: modk.gemm {{.*}} -> %[[Y]] {epilogue = #modk.epilogue<gate_scale_scatter>, gate = #modk.gate<sigmoid>}
+// CHECK: modk.gemm {{.*}} -> %[[EM:[0-9]+]] {epilogue = #modk.epilogue<none>}
+// CHECK-NEXT: modk.rows ins(%{{.*}}, %[[EM]], %{{.*}}, %[[Y]] : {{.*}}) {{.*}} outs(%[[Y]] : {{.*}}) access(row, row, token_value, token -> token)
 // CHECK: modk.gemm {{.*}} -> %[[LOGITS:[0-9]+]] {epilogue = #modk.epilogue<none>} : {{.*}}memref<?x16x64xf32>
 // The losses as @grad computes them: cross-entropy first, then the
 // predictor's loss (weight 0.01, one routed layer), with no gradient.

@@ -18,7 +18,8 @@
 // CHECK: modk.route_select_gather %[[X1:[0-9]+]], {{.*}} -> %[[R:[0-9]+]], %[[POS:[0-9]+]], %[[SEG:[0-9]+]], %[[XS:[0-9]+]], %{{.*}}, %[[MASK:[0-9]+]] {causal_router = #modk.causal_router<none>{{.*}}k = 4 : i64{{.*}}memref<?x4x32xf32>
 // The scatter writes into a copy: the block input is kept for the backward.
 // CHECK: modk.copy(%[[X1]], %[[Y:[0-9]+]])
-// CHECK: modk.gemm {{.*}} rows %[[SEG]] extra(%[[M:[0-9]+]], %[[R]], %[[A:[0-9]+]], %[[POS]]) -> %[[Y]] {epilogue = #modk.epilogue<gate_scale_scatter>, gate = #modk.gate<sigmoid>}
+// CHECK: modk.gemm {{.*}} rows %[[SEG]] -> %[[M:[0-9]+]] {epilogue = #modk.epilogue<none>}
+// CHECK-NEXT: modk.rows ins(%[[A:[0-9]+]], %[[M]], %[[R]], %[[Y]] : {{.*}}) rows %[[SEG]] : memref<?x1xi64> tokens(%[[POS]] : {{.*}}) outs(%[[Y]] : {{.*}}) access(row, row, token_value, token -> token)
 // Losses and zeroed parameter gradients.
 // CHECK: %[[L:.*]] = modk.output "losses" : memref<3xf32>
 // CHECK: %[[GE:.*]] = modk.output "grad.embed.weight" : memref<64x32xf32>

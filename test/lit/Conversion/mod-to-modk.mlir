@@ -41,7 +41,11 @@
 // CHECK: modk.gemm %[[RO]], [%{{.*}}] rows %[[RSEG]] -> %[[A:.*]] {epilogue = #modk.epilogue<none>}
 // CHECK: modk.add %[[XS]], %[[A]] rows %[[RSEG]] -> %[[XS]]
 // CHECK: modk.activation(%{{.*}}, %{{.*}}, %[[RSEG]], %[[RU:.*]]) {kind = #modk.activation<swiglu>}
-// CHECK: modk.gemm %[[RU]], [%{{.*}}] rows %[[RSEG]] extra(%{{.*}}, %[[R]], %[[A]], %[[RPOS]]) -> %[[X]] {epilogue = #modk.epilogue<gate_scale_scatter>, gate = #modk.gate<sigmoid>}
+// The gated scatter is a plain product into the block's rows m and a
+// modk.rows that reads a, m, the score and the stream at the token and
+// writes the stream there: x = x + sigmoid(r) (a + m).
+// CHECK: modk.gemm %[[RU]], [%{{.*}}] rows %[[RSEG]] -> %[[M:[0-9]+]] {epilogue = #modk.epilogue<none>}
+// CHECK-NEXT: modk.rows ins(%[[A]], %[[M]], %[[R]], %[[X]] : {{.*}}) rows %[[RSEG]] : memref<?x1xi64> tokens(%[[RPOS]] : {{.*}}) outs(%[[X]] : {{.*}}) access(row, row, token_value, token -> token)
 // CHECK: modk.rmsnorm %[[X]]
 // CHECK: %[[LOGITS:.*]] = modk.output "logits" : memref<?x16x64xf32>
 // CHECK: modk.gemm %{{.*}}, [%[[EMB]]] rows %[[SEG]] -> %[[LOGITS]] {epilogue = #modk.epilogue<none>}

@@ -11,7 +11,7 @@ func.func @swiglu_needs_two_weights(%a: memref<?x16x32xf32>, %w: memref<64x32xf3
 
 // The epilogue is an enum: the parser names the cases there are.
 func.func @unknown_epilogue(%a: memref<?x16x32xf32>, %w: memref<64x32xf32>, %seg: memref<?x1xi64>, %y: memref<?x16x64xf32>) {
-  // expected-error @+2 {{expected ::modc::modk::Epilogue to be one of: none, rope, residual_add, swiglu, gelu, gate_scale_scatter}}
+  // expected-error @+2 {{expected ::modc::modk::Epilogue to be one of: none, rope, residual_add, swiglu, gelu, rows}}
   // expected-error @+1 {{failed to parse Modk_EpilogueAttr parameter 'value'}}
   modk.gemm %a, [%w] rows %seg -> %y {epilogue = #modk.epilogue<relu>} : memref<?x16x32xf32>, memref<64x32xf32>, memref<?x1xi64>, memref<?x16x64xf32>
   return
@@ -28,10 +28,11 @@ func.func @string_epilogue(%a: memref<?x16x32xf32>, %w: memref<64x32xf32>, %seg:
 
 // -----
 
-func.func @unknown_gate(%a: memref<?x4x64xf32>, %w: memref<32x64xf32>, %seg: memref<?x1xi64>, %m: memref<?x4x32xf32>, %r: memref<?x16xf32>, %at: memref<?x4x32xf32>, %pos: memref<?x4xi32>, %x: memref<?x16x32xf32>) {
+// The gate is an enum: the parser names the gates there are.
+func.func @unknown_gate(%dy: memref<?x16x32xf32>, %r: memref<?x16xf32>, %m: memref<?x4x32xf32>, %pos: memref<?x4xi32>, %seg: memref<?x1xi64>, %df: memref<?x4x32xf32>, %dr: memref<?x16xf32>) {
   // expected-error @+2 {{expected ::modc::Gate to be one of: linear, sigmoid, one}}
   // expected-error @+1 {{failed to parse Modk_GateAttr parameter 'value'}}
-  modk.gemm %a, [%w] rows %seg extra(%m, %r, %at, %pos) -> %x {epilogue = #modk.epilogue<gate_scale_scatter>, gate = #modk.gate<tanh>} : memref<?x4x64xf32>, memref<32x64xf32>, memref<?x1xi64>, memref<?x4x32xf32>, memref<?x16xf32>, memref<?x4x32xf32>, memref<?x4xi32>, memref<?x16x32xf32>
+  "modk.scatter_grad"(%dy, %r, %m, %pos, %seg, %df, %dr) <{gate = #modk.gate<tanh>}> : (memref<?x16x32xf32>, memref<?x16xf32>, memref<?x4x32xf32>, memref<?x4xi32>, memref<?x1xi64>, memref<?x4x32xf32>, memref<?x16xf32>) -> ()
   return
 }
 
@@ -98,14 +99,6 @@ func.func @window_layout(%s: memref<?x16x96xf32>) {
 func.func @window_of_window(%s: memref<?x16x64xf32, strided<[1536, 96, 1], offset: 32>>) {
   // expected-error @+1 {{the source must be a contiguous row buffer}}
   %w = modk.column_window %s[0] : memref<?x16x64xf32, strided<[1536, 96, 1], offset: 32>> to memref<?x16x32xf32, strided<[1024, 64, 1]>>
-  return
-}
-
-// -----
-
-func.func @scatter_needs_gate(%a: memref<?x4x64xf32>, %w: memref<32x64xf32>, %seg: memref<?x1xi64>, %m: memref<?x4x32xf32>, %r: memref<?x16xf32>, %at: memref<?x4x32xf32>, %pos: memref<?x4xi32>, %x: memref<?x16x32xf32>) {
-  // expected-error @+1 {{the gate_scale_scatter epilogue needs a gate}}
-  modk.gemm %a, [%w] rows %seg extra(%m, %r, %at, %pos) -> %x {epilogue = #modk.epilogue<gate_scale_scatter>} : memref<?x4x64xf32>, memref<32x64xf32>, memref<?x1xi64>, memref<?x4x32xf32>, memref<?x16xf32>, memref<?x4x32xf32>, memref<?x4xi32>, memref<?x16x32xf32>
   return
 }
 

@@ -462,7 +462,22 @@ module {
     %52 = modk.alloc {offset = 13248 : i64} : memref<?x16x64xf32>
     modk.gemm %50, [%21, %22] rows %41 extra(%52) -> %51 {epilogue = #modk.epilogue<swiglu>} : memref<?x16x32xf32>, memref<64x32xf32>, memref<64x32xf32>, memref<?x1xi64>, memref<?x16x64xf32>, memref<?x16x64xf32>
     %53 = modk.alloc {offset = 2752 : i64} : memref<?x16x32xf32>
-    modk.gemm %51, [%23] rows %41 extra(%53, %39, %49, %40) -> %26 {epilogue = #modk.epilogue<gate_scale_scatter>, gate = #modk.gate<sigmoid>} : memref<?x16x64xf32>, memref<32x64xf32>, memref<?x1xi64>, memref<?x16x32xf32>, memref<?x16xf32>, memref<?x16x32xf32>, memref<?x16xi32>, memref<?x16x32xf32>
+    modk.gemm %51, [%23] rows %41 -> %53 {epilogue = #modk.epilogue<none>} : memref<?x16x64xf32>, memref<32x64xf32>, memref<?x1xi64>, memref<?x16x32xf32>
+    modk.rows ins(%49, %53, %39, %26 : memref<?x16x32xf32>, memref<?x16x32xf32>, memref<?x16xf32>, memref<?x16x32xf32>) rows %41 : memref<?x1xi64> tokens(%40 : memref<?x16xi32>) outs(%26 : memref<?x16x32xf32>) access(row, row, token_value, token -> token) reduce {
+    ^bb0(%ga: f32, %gm: f32, %gr: f32, %gx: f32):
+      modk.yield
+    } body {
+    ^bb0(%ga: f32, %gm: f32, %gr: f32, %gx: f32):
+      %gf = arith.addf %ga, %gm : f32
+      %gn = arith.negf %gr : f32
+      %ge = math.exp %gn : f32
+      %g1 = arith.constant 1.000000e+00 : f32
+      %gd = arith.addf %ge, %g1 : f32
+      %gs = arith.divf %g1, %gd : f32
+      %gp = arith.mulf %gs, %gf : f32
+      %gy = arith.addf %gx, %gp : f32
+      modk.yield %gy : f32
+    }
     %54 = modk.alloc {offset = 2368 : i64} : memref<?x16x32xf32>
     modk.rmsnorm %26, %24 rows %28 -> %54 {eps = 1.000000e-05 : f64} : memref<?x16x32xf32>, memref<32xf32>, memref<?x1xi64>, memref<?x16x32xf32>
     %55 = modk.output "logits" : memref<?x16x64xf32>
@@ -562,7 +577,22 @@ module {
     %62 = modk.alloc {offset = 43520 : i64} : memref<?x4x32xf32>
     %63 = modk.alloc {offset = 41408 : i64} : memref<?x16x32xf32>
     modk.copy(%43, %63) : memref<?x16x32xf32>, memref<?x16x32xf32>
-    modk.gemm %59, [%23] rows %48 extra(%62, %46, %56, %47) -> %63 {epilogue = #modk.epilogue<gate_scale_scatter>, gate = #modk.gate<sigmoid>} : memref<?x4x64xf32>, memref<32x64xf32>, memref<?x1xi64>, memref<?x4x32xf32>, memref<?x16xf32>, memref<?x4x32xf32>, memref<?x4xi32>, memref<?x16x32xf32>
+    modk.gemm %59, [%23] rows %48 -> %62 {epilogue = #modk.epilogue<none>} : memref<?x4x64xf32>, memref<32x64xf32>, memref<?x1xi64>, memref<?x4x32xf32>
+    modk.rows ins(%56, %62, %46, %63 : memref<?x4x32xf32>, memref<?x4x32xf32>, memref<?x16xf32>, memref<?x16x32xf32>) rows %48 : memref<?x1xi64> tokens(%47 : memref<?x4xi32>) outs(%63 : memref<?x16x32xf32>) access(row, row, token_value, token -> token) reduce {
+    ^bb0(%ga: f32, %gm: f32, %gr: f32, %gx: f32):
+      modk.yield
+    } body {
+    ^bb0(%ga: f32, %gm: f32, %gr: f32, %gx: f32):
+      %gf = arith.addf %ga, %gm : f32
+      %gn = arith.negf %gr : f32
+      %ge = math.exp %gn : f32
+      %g1 = arith.constant 1.000000e+00 : f32
+      %gd = arith.addf %ge, %g1 : f32
+      %gs = arith.divf %g1, %gd : f32
+      %gp = arith.mulf %gs, %gf : f32
+      %gy = arith.addf %gx, %gp : f32
+      modk.yield %gy : f32
+    }
     %64 = modk.alloc {offset = 44096 : i64} : memref<?x16x32xf32>
     modk.rmsnorm %63, %24 rows %30 -> %64 {eps = 1.000000e-05 : f64} : memref<?x16x32xf32>, memref<32xf32>, memref<?x1xi64>, memref<?x16x32xf32>
     %65 = modk.alloc {offset = 46208 : i64} : memref<?x16x64xf32>

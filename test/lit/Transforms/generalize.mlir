@@ -90,11 +90,10 @@ modk.entry @grad attributes {kind = #modk.entry_kind<grad>, model = #modk.model<
 // (a modk.rows on an identity row set, made here since the entry has none:
 // one sum a row, stored once a row), the selection (route_select) and the
 // gather + RMSNorm of the selected tokens as a modk.rows whose
-// stream operand (token operand 0) is read at each row's token; the down
-// projection's gate_scale_scatter epilogue becomes a plain GEMM into its
-// scratch rows and a modk.rows that reads the router score (one value a
-// token) and the stream at the token and writes the stream there:
-// x = x + sigmoid(r) * (a + m).
+// stream operand (`token`) is read at each row's token. The gated scatter
+// after the down projection (a modk.rows as the lowering writes it, reading
+// the router score at `token_value` and the stream at `token`, where it
+// writes it: x = x + sigmoid(r) * (a + m)) passes through unchanged.
 // CHECK-LABEL: modk.entry @routed
 // CHECK: modk.identity_rows -> %{{.*}}, %[[ALL:.*]] : memref<?x16xi32>, memref<?x1xi64>
 // CHECK-NEXT: modk.rows ins(%[[RX:.*]], %[[RW:.*]] : memref<?x16x32xf32>, memref<1x32xf32>) rows %[[ALL]] : memref<?x1xi64> outs(%[[RR:.*]] : memref<?x16xf32>) access(row, column -> row_value) reduce {
@@ -127,7 +126,6 @@ modk.entry @grad attributes {kind = #modk.entry_kind<grad>, model = #modk.model<
 // CHECK-NEXT: %[[SUMX:.*]] = arith.addf %[[SX]], %[[GF]] : f32
 // CHECK-NEXT: modk.yield %[[SUMX]] : f32
 // CHECK-NOT: route_select_gather
-// CHECK-NOT: gate_scale_scatter
 modk.entry @routed attributes {kind = #modk.entry_kind<forward>, model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = [#modk.mode<topk>, #modk.mode<causal>], params = [#modk.param<name = "router.weight", shape = [1, 32], init = normal, std = 2.000000e-02 : f64>, #modk.param<name = "norm.weight", shape = [32], init = ones>, #modk.param<name = "down.weight", shape = [32, 64], init = normal, std = 2.000000e-02 : f64>]} {
   %rw = modk.param "router.weight" : memref<1x32xf32>
   %nw = modk.param "norm.weight" : memref<32xf32>
@@ -144,7 +142,22 @@ modk.entry @routed attributes {kind = #modk.entry_kind<forward>, model = #modk.m
   %m = modk.alloc : memref<?x16x32xf32>
   %a = modk.alloc : memref<?x16x32xf32>
   modk.route_select_gather %x, %rw, %nw causal(%p) -> %r, %pos, %seg, %xs, %xn, %mask {causal_router = #modk.causal_router<predictor>, eps = 1.000000e-05 : f64, k = 4 : i64, layer = 1 : i64} : memref<?x16x32xf32>, memref<1x32xf32>, memref<32xf32>, memref<?x16xf32>, memref<?x16xf32>, memref<?x16xi32>, memref<?x1xi64>, memref<?x16x32xf32>, memref<?x16x32xf32>, memref<?x16xi32>
-  modk.gemm %h, [%wd] rows %seg extra(%m, %r, %a, %pos) -> %x {epilogue = #modk.epilogue<gate_scale_scatter>, gate = #modk.gate<sigmoid>} : memref<?x16x64xf32>, memref<32x64xf32>, memref<?x1xi64>, memref<?x16x32xf32>, memref<?x16xf32>, memref<?x16x32xf32>, memref<?x16xi32>, memref<?x16x32xf32>
+  modk.gemm %h, [%wd] rows %seg -> %m {epilogue = #modk.epilogue<none>} : memref<?x16x64xf32>, memref<32x64xf32>, memref<?x1xi64>, memref<?x16x32xf32>
+  modk.rows ins(%a, %m, %r, %x : memref<?x16x32xf32>, memref<?x16x32xf32>, memref<?x16xf32>, memref<?x16x32xf32>) rows %seg : memref<?x1xi64> tokens(%pos : memref<?x16xi32>) outs(%x : memref<?x16x32xf32>) access(row, row, token_value, token -> token) reduce {
+  ^bb0(%ga: f32, %gm: f32, %gr: f32, %gx: f32):
+    modk.yield
+  } body {
+  ^bb0(%ga: f32, %gm: f32, %gr: f32, %gx: f32):
+    %gf = arith.addf %ga, %gm : f32
+    %gn = arith.negf %gr : f32
+    %ge = math.exp %gn : f32
+    %g1 = arith.constant 1.000000e+00 : f32
+    %gd = arith.addf %ge, %g1 : f32
+    %gs = arith.divf %g1, %gd : f32
+    %gp = arith.mulf %gs, %gf : f32
+    %gy = arith.addf %gx, %gp : f32
+    modk.yield %gy : f32
+  }
 }
 
 // A decode step's stream holds one token a sequence: no positions, the
@@ -183,7 +196,17 @@ modk.entry @decode attributes {kind = #modk.entry_kind<decode>, model = #modk.mo
   %m = modk.alloc : memref<?x1x32xf32>
   %a = modk.alloc : memref<?x1x32xf32>
   modk.decode_route(%x, %rw, %nw, %step, %active, %r, %pos, %seg, %xs, %xn, %mask) {causal_router = #modk.causal_router<aux_loss>, eps = 1.000000e-05 : f64, layer = 1 : i64} : memref<?x1x32xf32>, memref<1x32xf32>, memref<32xf32>, memref<?x1xi32>, memref<?x1xi8>, memref<?x1xf32>, memref<?x1xi32>, memref<?x1xi64>, memref<?x1x32xf32>, memref<?x1x32xf32>, memref<?x1xi32>
-  modk.gemm %h, [%wd] rows %seg extra(%m, %r, %a, %pos) -> %x {epilogue = #modk.epilogue<gate_scale_scatter>, gate = #modk.gate<linear>} : memref<?x1x64xf32>, memref<32x64xf32>, memref<?x1xi64>, memref<?x1x32xf32>, memref<?x1xf32>, memref<?x1x32xf32>, memref<?x1xi32>, memref<?x1x32xf32>
+  modk.gemm %h, [%wd] rows %seg -> %m {epilogue = #modk.epilogue<none>} : memref<?x1x64xf32>, memref<32x64xf32>, memref<?x1xi64>, memref<?x1x32xf32>
+  modk.rows ins(%a, %m, %r, %x : memref<?x1x32xf32>, memref<?x1x32xf32>, memref<?x1xf32>, memref<?x1x32xf32>) rows %seg : memref<?x1xi64> outs(%x : memref<?x1x32xf32>) access(row, row, token_value, token -> token) reduce {
+  ^bb0(%ga: f32, %gm: f32, %gr: f32, %gx: f32):
+    modk.yield
+  } body {
+  ^bb0(%ga: f32, %gm: f32, %gr: f32, %gx: f32):
+    %gf = arith.addf %ga, %gm : f32
+    %gp = arith.mulf %gr, %gf : f32
+    %gy = arith.addf %gx, %gp : f32
+    modk.yield %gy : f32
+  }
 }
 
 // The epilogues modk-fuse-epilogues named become `rows` epilogues: the

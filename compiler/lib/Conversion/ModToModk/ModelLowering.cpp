@@ -2,6 +2,7 @@
 
 #include "ModelLowering.h"
 #include "modc/Conversion/ModToModk/Passes.h"
+#include "modc/Dialect/Modk/Transforms/RowsBuilder.h"
 
 #include <cmath>
 
@@ -15,7 +16,7 @@ modk::GemmOp modc::lowering::createGemm(OpBuilder &b, Location loc, Value input,
                                ValueRange extra, Value output,
                                modk::Epilogue epilogue) {
   return modk::GemmOp::create(b, loc, input, weights, segments, extra, output,
-                              epilogue, /*gate=*/nullptr, /*n_heads=*/nullptr,
+                              epilogue, /*n_heads=*/nullptr,
                               /*rope_theta=*/nullptr, /*round_bf16=*/false,
                               /*config=*/nullptr, /*precision=*/nullptr,
                               /*causal_only=*/false);
@@ -206,13 +207,16 @@ void ModelLowering::lowerMlpScatter(mod::MlpScatterOp op) {
     saved[op]["m"] = scratch;
   }
   Value down = blockParam(layer, "mlp.w_down.weight", {d, ff});
-  auto gemm = createGemm(
-      b, loc, hidden, ValueRange{down},
-      rows.segments,
-      ValueRange{scratch, buffers[op.getScores()], buffers[op.getAttn()],
-                 rows.positions},
-      stream, modk::Epilogue::gate_scale_scatter);
-  gemm.setGate(op.getGate());
+  // The down projection into the block's rows m, then the gated residual
+  // at their tokens: x = x + g(r) (a + m). Whether the scatter becomes the
+  // product's epilogue is modk-fuse-row-epilogues' decision.
+  createGemm(b, loc, hidden, ValueRange{down}, rows.segments, ValueRange{},
+             scratch, modk::Epilogue::none);
+  // A decode step's stream holds one token a sequence: no positions.
+  bool oneToken = cast<MemRefType>(stream.getType()).getDimSize(1) == 1;
+  modk::createGatedScatter(b, loc, buffers[op.getAttn()], scratch,
+                           buffers[op.getScores()], stream, rows.segments,
+                           oneToken ? Value() : rows.positions, op.getGate());
   buffers[op.getResult()] = stream;
   rowSets[op.getResult()] = rowSets[op.getInput()];
 }

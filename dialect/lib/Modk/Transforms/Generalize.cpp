@@ -1,9 +1,9 @@
 //===- Generalize.cpp - Named row kernels to modk.rows ----------*- C++ -*-===//
 //
 // The row-wise kernels of the plan (RMSNorm, the residual add, the MLP's
-// activation and its gradient, a routed block's gather + RMSNorm and its
-// gated scatter back into the stream, the gradients of that gather
-// and scatter, the causal predictor and its gradient, and the losses), and
+// activation and its gradient, a routed block's gather + RMSNorm, the
+// gradients of that gather and of the gated scatter, the causal predictor
+// and its gradient, and the losses), and
 // the GEMM epilogues that
 // modk-fuse-epilogues named (residual add, GELU, SwiGLU), are rewritten
 // into modk.rows ops whose
@@ -15,13 +15,12 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "F32Math.h"
 #include "modc/Dialect/Modk/Transforms/Passes.h"
+#include "modc/Dialect/Modk/Transforms/RowsBuilder.h"
 
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Transforms/WalkPatternRewriteDriver.h"
-#include "llvm/ADT/SmallVectorExtras.h"
 
 namespace modc {
 #define GEN_PASS_DEF_GENERALIZE
@@ -32,71 +31,30 @@ using namespace mlir;
 using namespace modc;
 
 namespace {
-using RegionFn =
-    llvm::function_ref<SmallVector<Value>(F32Math &, ValueRange args)>;
+using modk::RegionFn;
 
-/// An operand of a modk.rows and how the kernel addresses it.
-struct Accessed {
-  Value value;
-  modk::Access access;
-};
-Accessed row(Value v) { return {v, modk::Access::row}; }
-Accessed token(Value v) { return {v, modk::Access::token}; }
-Accessed rowValue(Value v) { return {v, modk::Access::row_value}; }
-Accessed tokenValue(Value v) { return {v, modk::Access::token_value}; }
-Accessed column(Value v) { return {v, modk::Access::column}; }
-Accessed scalar(Value v) { return {v, modk::Access::scalar}; }
-Accessed table(Value v) { return {v, modk::Access::table}; }
-Accessed ids(Value v) { return {v, modk::Access::ids}; }
-Accessed columnSum(Value v) { return {v, modk::Access::column_sum}; }
-Accessed rowSum(Value v) { return {v, modk::Access::row_sum}; }
-Accessed scatter(Value v) { return {v, modk::Access::scatter}; }
+using modk::Accessed;
+using modk::column;
+using modk::columnSum;
+using modk::ids;
+using modk::row;
+using modk::rowSum;
+using modk::rowValue;
+using modk::scalar;
+using modk::scatter;
+using modk::table;
+using modk::token;
+using modk::tokenValue;
 
-/// Creates a modk.rows over `inputs` into `outputs` on the row set
-/// `segments` before `op`, each operand addressed as it says, with
-/// `reduce` and `body` building its regions. `positions` are the rows'
-/// positions within their sequences where token accesses need them (none:
-/// one token a sequence). `maxima`, where given, builds the region whose
-/// values' maxima over the row `reduce` and `body` get after the elements.
+/// Creates a modk.rows before `op` (modk::createRows at `op`'s location).
 modk::RowsOp createRows(PatternRewriter &rewriter, Operation *op,
                         ArrayRef<Accessed> inputs, Value segments,
                         ArrayRef<Accessed> outputs, unsigned reductions,
                         RegionFn reduce, RegionFn body,
                         Value positions = Value(),
                         std::optional<RegionFn> maxima = std::nullopt) {
-  Location loc = op->getLoc();
-  auto values = [](ArrayRef<Accessed> operands) {
-    return llvm::map_to_vector(operands,
-                               [](const Accessed &a) { return a.value; });
-  };
-  auto accesses = [](ArrayRef<Accessed> operands) {
-    return llvm::map_to_vector(operands,
-                               [](const Accessed &a) { return a.access; });
-  };
-  auto rows = modk::RowsOp::create(rewriter, loc, values(inputs),
-                                   accesses(inputs), segments, positions,
-                                   values(outputs), accesses(outputs));
-  Type f32 = rewriter.getF32Type();
-  auto fill = [&](Region &region, unsigned args, RegionFn fn) {
-    SmallVector<Type> types(args, f32);
-    SmallVector<Location> locs(args, loc);
-    // createBlock moves the insertion point into the block: the guard
-    // restores the one before `op` for what the pattern creates next.
-    OpBuilder::InsertionGuard guard(rewriter);
-    Block *block = rewriter.createBlock(&region, {}, types, locs);
-    rewriter.setInsertionPointToStart(block);
-    F32Math math{rewriter, loc};
-    SmallVector<Value> results = fn(math, block->getArguments());
-    modk::YieldOp::create(rewriter, loc, results);
-  };
-  unsigned nMaxima = 0;
-  if (maxima) {
-    fill(rows.getMaxima(), inputs.size(), *maxima);
-    nMaxima = rows.getNumMaxima();
-  }
-  fill(rows.getReduce(), inputs.size() + nMaxima, reduce);
-  fill(rows.getBody(), inputs.size() + nMaxima + reductions, body);
-  return rows;
+  return modk::createRows(rewriter, op->getLoc(), inputs, segments, outputs,
+                          reductions, reduce, body, positions, maxima);
 }
 
 /// Replaces `op` by the modk.rows that createRows builds.
@@ -282,50 +240,6 @@ struct DecodeRouteToRows : OpRewritePattern<modk::DecodeRouteOp> {
   }
 };
 
-/// The routed block's gated residual (model-format.md section 3, step 5):
-/// the down projection's epilogue `gate_scale_scatter` becomes a plain GEMM
-/// into its scratch rows m, then a modk.rows that writes
-/// x[token] = x[token] + g(r[token]) * (a + m) for each selected row, where
-/// a is the block's attention rows. Tokens that skip the block are neither
-/// read nor written.
-struct GateScaleScatterToRows : OpRewritePattern<modk::GemmOp> {
-  using OpRewritePattern::OpRewritePattern;
-  LogicalResult matchAndRewrite(modk::GemmOp op,
-                                PatternRewriter &rewriter) const override {
-    if (op.getEpilogue() != modk::Epilogue::gate_scale_scatter)
-      return failure();
-    // extra: scratch rows m, router scores r, attention rows a, positions.
-    SmallVector<Value> extra(op.getExtra());
-    Value update = extra[0], scores = extra[1], attention = extra[2];
-    Value stream = op.getOutput();
-    modc::Gate gate = *op.getGate();
-    // A decode step's stream holds one token a sequence: no positions.
-    bool oneToken =
-        cast<MemRefType>(stream.getType()).getDimSize(1) == 1;
-    Value positions = oneToken ? Value() : extra[3];
-    rewriter.setInsertionPointAfter(op);
-    createRows(
-        rewriter, op,
-        {row(attention), row(update), tokenValue(scores), token(stream)},
-        op.getSegments(), {token(stream)}, 0, noSums,
-        [gate](F32Math &m, ValueRange a) -> SmallVector<Value> {
-          Value f = m.add(a[0], a[1]), r = a[2], x = a[3];
-          if (gate == modc::Gate::one)
-            return {m.add(x, f)};
-          Value g = gate == modc::Gate::sigmoid ? m.sigmoid(r) : r;
-          return {m.add(x, m.mul(g, f))};
-        },
-        positions);
-    rewriter.modifyOpInPlace(op, [&] {
-      op.getExtraMutable().clear();
-      op.getOutputMutable().assign(update);
-      op.setEpilogue(modk::Epilogue::none);
-      op.removeGateAttr();
-    });
-    return success();
-  }
-};
-
 /// y = a + b.
 struct AddToRows : OpRewritePattern<modk::AddOp> {
   using OpRewritePattern::OpRewritePattern;
@@ -419,7 +333,7 @@ struct NamedEpilogueToRows : OpRewritePattern<modk::GemmOp> {
       modk::GemmOp::create(rewriter, op.getLoc(), op.getInput(),
                            op.getWeights()[0], op.getSegments(), ValueRange{},
                            extra[0], modk::Epilogue::none, nullptr, nullptr,
-                           nullptr, false, nullptr, op.getPrecisionAttr(),
+                           false, nullptr, op.getPrecisionAttr(),
                            op.getCausalOnly());
     }
     Value up = op.getWeights().back();
@@ -714,7 +628,7 @@ modk::GemmOp createPredictorProduct(PatternRewriter &rewriter, Location loc,
                                     Value output, bool causalOnly) {
   return modk::GemmOp::create(
       rewriter, loc, input, weight, all, ValueRange{}, output,
-      modk::Epilogue::none, nullptr, nullptr, nullptr, false, nullptr,
+      modk::Epilogue::none, nullptr, nullptr, false, nullptr,
       modk::DTypeAttr::get(rewriter.getContext(), modc::DType::f32),
       causalOnly);
 }
@@ -911,17 +825,14 @@ template <typename LossOp> struct LossToRows : OpRewritePattern<LossOp> {
 struct GeneralizePass : public modc::impl::GeneralizeBase<GeneralizePass> {
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
-    patterns
-        .add<RMSNormToRows, AddToRows, ActivationToRows, ActivationGradToRows,
-             RouteSelectGatherToRows, DecodeRouteToRows, GateScaleScatterToRows,
-             GatherGradToRows, ScatterGradToRows, RMSNormGradToRows,
-             RouterGradToRows, RopeGradToRows, NamedEpilogueToRows,
-             RoundingCopyToRows,
-             EmbedToRows, EmbedGradToRows,
-             PredictorToRows, PredictorGradToRows,
-             LossToRows<modk::CrossEntropyOp>,
-             LossToRows<modk::CrossEntropyLossOp>, LossToRows<modk::BCELossOp>,
-             LossToRows<modk::BCELossValueOp>>(&getContext());
+    patterns.add<
+        RMSNormToRows, AddToRows, ActivationToRows, ActivationGradToRows,
+        RouteSelectGatherToRows, DecodeRouteToRows, GatherGradToRows,
+        ScatterGradToRows, RMSNormGradToRows, RouterGradToRows, RopeGradToRows,
+        NamedEpilogueToRows, RoundingCopyToRows, EmbedToRows, EmbedGradToRows,
+        PredictorToRows, PredictorGradToRows, LossToRows<modk::CrossEntropyOp>,
+        LossToRows<modk::CrossEntropyLossOp>, LossToRows<modk::BCELossOp>,
+        LossToRows<modk::BCELossValueOp>>(&getContext());
     // One walk, each op rewritten where it stands: the plan's order is its
     // execution order, and nothing is folded or erased as dead.
     walkAndApplyPatterns(getOperation(), std::move(patterns));

@@ -10,7 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "F32Math.h"
+#include "modc/Dialect/Modk/Transforms/F32Math.h"
 #include "modc/Dialect/Modk/Transforms/Passes.h"
 
 namespace modc {

@@ -18,8 +18,7 @@ def Modk_Epilogue : I32EnumAttr<"Epilogue", "what a GEMM does to its rows before
   I32EnumAttrCase<"residual_add", 2>,
   I32EnumAttrCase<"swiglu", 3>,
   I32EnumAttrCase<"gelu", 4>,
-  I32EnumAttrCase<"gate_scale_scatter", 5>,
-  I32EnumAttrCase<"rows", 6>
+  I32EnumAttrCase<"rows", 5>
 ]> {
   let cppNamespace = "::modc::modk";
   let genSpecializedAttr = 0;

@@ -181,10 +181,6 @@ def Modk_GemmOp : Modk_Op<"gemm", [AttrSizedOperandSegments, NoTerminator,
     - `swiglu`: weights (W_gate, W_up): y = silu(a W_gate^T) * (a W_up^T)
       (extra: scratch rows for a W_gate^T).
     - `gelu`: y = gelu(a W^T).
-    - `gate_scale_scatter`: the routed block's last GEMM; y is the residual
-      stream, written in place at the selected rows only:
-      y[seq, pos_j] += g(r[seq, pos_j]) * (attn_j + (a W^T)_j)
-      (extra: scratch rows, router scores, attention rows, positions).
     - `rows`: the product is never stored; the region's one `modk.rows`
       (no sums) finishes each element where it is computed, its block
       argument standing for the product [B, rows, N]. y is that op's one
@@ -208,7 +204,7 @@ def Modk_GemmOp : Modk_Op<"gemm", [AttrSizedOperandSegments, NoTerminator,
   let arguments = (ins Modk_Read:$input, Modk_VariadicRead:$weights,
                    Modk_Read:$segments, Modk_VariadicReadWritten:$extra,
                    Modk_ReadWritten:$output, Modk_EpilogueAttr:$epilogue,
-                   OptionalAttr<Modk_GateAttr>:$gate, OptionalAttr<I64Attr>:$n_heads,
+                   OptionalAttr<I64Attr>:$n_heads,
                    OptionalAttr<F64Attr>:$rope_theta, UnitAttr:$round_bf16,
                    OptionalAttr<Modk_GemmConfigAttr>:$config,
                    OptionalAttr<Modk_DTypeAttr>:$precision,

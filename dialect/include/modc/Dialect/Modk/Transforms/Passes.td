@@ -110,12 +110,11 @@ def Generalize : Pass<"modk-generalize", "::modc::modk::EntryOp"> {
     `modk.embed`, the losses, and training's gradients of the row kernels
     (`modk.activation_grad`, `modk.rmsnorm_grad`, `modk.rope_grad`,
     `modk.embed_grad`, `modk.gather_grad`, `modk.scatter_grad`,
-    `modk.router_grad`). A routed block's composites split:
+    `modk.router_grad`). A routed block's routing composite splits:
     `modk.route_select_gather` (a decode step's `modk.decode_route`) into
     the router as a `modk.rows`, the selection (`modk.route_select`,
-    `modk.decode_select`) and the gather + RMSNorm as a `modk.rows`; the
-    down projection's `gate_scale_scatter` epilogue into a plain product
-    and the gated scatter as a `modk.rows`. The emitters generate both
+    `modk.decode_select`) and the gather + RMSNorm as a `modk.rows`. (The
+    gated scatter is a `modk.rows` from the lowering on.) The emitters generate both
     targets' kernels from those regions; they have no kernel of their own
     for the named ops. Run after modk-store-bf16, whose element types the
     rows ops then store.
