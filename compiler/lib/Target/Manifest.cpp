@@ -47,16 +47,29 @@ json::Object modc::manifestModel(modk::ModelAttr model) {
   return o;
 }
 
+modk::EntryOp &modc::PackageEntries::of(modk::EntryKind kind) {
+  switch (kind) {
+  case modk::EntryKind::forward:
+    return forward;
+  case modk::EntryKind::grad:
+    return grad;
+  case modk::EntryKind::decode:
+    return decode;
+  case modk::EntryKind::eval:
+    return eval;
+  case modk::EntryKind::eval_causal:
+    return evalCausal;
+  }
+  llvm_unreachable("unknown entry kind");
+}
+
 std::string modc::buildManifest(llvm::ArrayRef<modk::EntryOp> entryOps,
                                 llvm::StringRef target, llvm::StringRef arch,
                                 const CpuIsa *cpuIsa) {
-  modk::EntryOp entry, grad, decode, eval, evalCausal;
+  PackageEntries byKind;
   for (modk::EntryOp e : entryOps)
-    (e.getKind() == modk::EntryKind::grad          ? grad
-     : e.getKind() == modk::EntryKind::decode      ? decode
-     : e.getKind() == modk::EntryKind::eval        ? eval
-     : e.getKind() == modk::EntryKind::eval_causal ? evalCausal
-                                                   : entry) = e;
+    byKind.of(e.getKind()) = e;
+  auto &[entry, grad, decode, eval, evalCausal] = byKind;
   modk::ModelAttr model = entry.getModel();
   int64_t nLayers = model.getNLayers();
 

@@ -73,20 +73,22 @@ bool PlanEmitter::isKernel(Operation &op) {
 LogicalResult PlanEmitter::classifyEntries(modk::EntryOp &forward,
                                            modk::EntryOp &grad,
                                            modk::EntryOp &decode) {
+  PackageEntries byKind;
   for (modk::EntryOp e : entries) {
     if (!e.getWorkspaceBytesPerSequence())
       return e.emitOpError("has no memory plan; run modk-plan-memory first");
-    modk::EntryOp &slot = e.getKind() == modk::EntryKind::forward  ? forward
-                          : e.getKind() == modk::EntryKind::grad   ? grad
-                          : e.getKind() == modk::EntryKind::decode ? decode
-                          : e.getKind() == modk::EntryKind::eval   ? eval
-                                                                   : evalCausal;
+    modk::EntryOp &slot = byKind.of(e.getKind());
     if (slot)
       return e.emitOpError()
              << "is a second " << modk::stringifyEntryKind(e.getKind())
              << " entry; a package has one of each kind";
     slot = e;
   }
+  forward = byKind.forward;
+  grad = byKind.grad;
+  decode = byKind.decode;
+  eval = byKind.eval;
+  evalCausal = byKind.evalCausal;
   if (!forward)
     return modk::EntryOp(entries.front())
         .emitOpError("a package needs a @forward entry");

@@ -6,6 +6,7 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/OpImplementation.h"
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/Sequence.h"
 #include "llvm/ADT/SmallVectorExtras.h"
 #include "llvm/ADT/StringSet.h"
 
@@ -631,20 +632,17 @@ static bool holdsElementRows(Access access, Value v) {
 }
 
 int64_t RowsOp::getWidth() {
-  // The outputs first: a kernel's rows are those it writes.
+  // The outputs first, then the inputs: a kernel's rows are those it
+  // writes.
   unsigned nIn = getInputs().size(), n = nIn + getOutputs().size();
-  auto operandAt = [&](unsigned k) {
-    return k < n - nIn ? nIn + k : k - (n - nIn);
-  };
-  for (unsigned k = 0; k < n; ++k)
-    if (holdsElementRows(getAccess(operandAt(k)),
-                         getInputOrOutput(operandAt(k))))
-      return lastDim(getInputOrOutput(operandAt(k)));
-  for (unsigned k = 0; k < n; ++k) {
-    Access access = getAccess(operandAt(k));
-    if (access == Access::column || access == Access::column_sum)
-      return lastDim(getInputOrOutput(operandAt(k)));
-  }
+  SmallVector<unsigned> order = llvm::to_vector(llvm::seq(nIn, n));
+  llvm::append_range(order, llvm::seq(0u, nIn));
+  for (unsigned i : order)
+    if (holdsElementRows(getAccess(i), getInputOrOutput(i)))
+      return lastDim(getInputOrOutput(i));
+  for (unsigned i : order)
+    if (getAccess(i) == Access::column || getAccess(i) == Access::column_sum)
+      return lastDim(getInputOrOutput(i));
   return 1;
 }
 
@@ -1028,8 +1026,8 @@ LogicalResult RowsOp::verify() {
                << "output " << k << " is input " << j << " but written at '"
                << stringifyAccess(getOutputAccessAt(k)) << "', read at '"
                << stringifyAccess(getInputAccessAt(j)) << "'";
-  if (getRowSumOutputs().size() > kMaxColumnSums)
-    return emitOpError() << "has " << getRowSumOutputs().size()
+  if (size_t sums = getRowSumOutputs().size(); sums > kMaxColumnSums)
+    return emitOpError() << "has " << sums
                          << " column and row sums; a kernel adds at most "
                          << kMaxColumnSums;
   if (Value pos = getPositions()) {

@@ -37,6 +37,14 @@ struct CpuIsa {
 /// rejects it.
 llvm::Expected<CpuIsa> queryCpuIsa(llvm::StringRef cxx, llvm::StringRef march);
 
+/// A package's entries by kind (#modk.entry_kind): one of each at most,
+/// null where the package has none of that kind.
+struct PackageEntries {
+  modk::EntryOp forward, grad, decode, eval, evalCausal;
+  /// The member that holds the entry of `kind`.
+  modk::EntryOp &of(modk::EntryKind kind);
+};
+
 /// The manifest's `model` object: the normalised model description
 /// (docs/model-format.md, section 1), with the keys of the model file.
 llvm::json::Object manifestModel(modk::ModelAttr model);
