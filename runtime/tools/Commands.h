@@ -49,6 +49,10 @@ struct Job {
 };
 extern Job gJob;
 
+/// Declares PKG, the package directory that the model commands take first,
+/// on `line`, and returns it (Files.cpp).
+CommandLine &packageArgument(CommandLine &line);
+
 /// @name Outputs (Files.cpp)
 /// @{
 /// Refuses an output that would overwrite an input: `out` (given as

@@ -23,6 +23,11 @@ namespace modrun {
 
 Job gJob;
 
+CommandLine &packageArgument(CommandLine &line) {
+  return line.argument("PKG", "the package directory (modc compile -o PKG)",
+                       "missing package directory PKG");
+}
+
 namespace {
 
 /// Whether paths `a` and `b` name one file: the same existing file by any

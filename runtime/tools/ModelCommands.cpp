@@ -22,9 +22,6 @@ using namespace modrt;
 namespace modrun {
 namespace {
 
-const char kPackageMissing[] = "missing package directory PKG";
-const char kPackageHelp[] = "the package directory (modc compile -o PKG)";
-
 //===----------------------------------------------------------------------===//
 // init
 //===----------------------------------------------------------------------===//
@@ -36,7 +33,7 @@ const char kInitUsage[] =
     "ones, zeros); the values depend on the seed alone.\n";
 
 void declareInit(CommandLine &line) {
-  line.argument("PKG", kPackageHelp, kPackageMissing)
+  packageArgument(line)
       .option("seed", "N", "required; an integer in [0, 2^64)")
       .option("out", "W.safetensors", "required; the file to write");
 }
@@ -70,7 +67,7 @@ const char kForwardUsage[] =
     "topk.\n";
 
 void declareForward(CommandLine &line) {
-  line.argument("PKG", kPackageHelp, kPackageMissing)
+  packageArgument(line)
       .option("weights", "W.safetensors",
               "required; weights or a checkpoint of modrun train")
       .option("tokens", "T.safetensors", "required; I32 'tokens' [B, seq_len]")
@@ -148,7 +145,7 @@ const char kGradUsage[] =
     "checkpoint of modrun train.\n";
 
 void declareGrad(CommandLine &line) {
-  line.argument("PKG", kPackageHelp, kPackageMissing)
+  packageArgument(line)
       .option("weights", "W.safetensors",
               "required; weights or a checkpoint of modrun train")
       .option("tokens", "T.safetensors",
@@ -220,7 +217,7 @@ const char kEvalUsage[] =
     "--batch 8, --batches 8. W may be a checkpoint of modrun train.\n";
 
 void declareEval(CommandLine &line) {
-  line.argument("PKG", kPackageHelp, kPackageMissing)
+  packageArgument(line)
       .option("weights", "W", "required; weights or a checkpoint")
       .listOption("data", "FILE...", "required; text files, one corpus")
       .option("batch", "B", "sequences per batch, 1 to 2^20 (default 8)")
@@ -336,9 +333,7 @@ const char kInfoUsage[] = "usage: modrun info PKG\n"
                           "Prints the package's layers, parameters and "
                           "workspace size.\n";
 
-void declareInfo(CommandLine &line) {
-  line.argument("PKG", kPackageHelp, kPackageMissing);
-}
+void declareInfo(CommandLine &line) { packageArgument(line); }
 
 int runInfo(const CommandLine &line) {
   Package pkg = Package::open(line.argument());

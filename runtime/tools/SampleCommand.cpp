@@ -41,8 +41,7 @@ const char kSampleUsage[] =
     "--seed 0. W may be a checkpoint of modrun train.\n";
 
 void declareSample(CommandLine &line) {
-  line.argument("PKG", "the package directory (modc compile -o PKG)",
-                "missing package directory PKG")
+  packageArgument(line)
       .option("weights", "W", "required; weights or a checkpoint")
       .option("prompt", "TEXT", "the prompt, as given")
       .option("prompt-file", "F", "the prompt is F's bytes as stored")

@@ -58,8 +58,7 @@ const char kTrainUsage[] =
 constexpr uint64_t kMaxSteps = uint64_t(1) << 62;
 
 void declareTrain(CommandLine &line) {
-  line.argument("PKG", "the package directory (modc compile -o PKG)",
-                "missing package directory PKG")
+  packageArgument(line)
       .listOption("data", "FILE...", "required; text files, one corpus")
       .option("out", "CKPT.safetensors", "required; the checkpoint to write")
       .option("steps", "N", "total updates, at most 2^62")
