@@ -38,7 +38,49 @@ void ModkDialect::initialize() {
 //===----------------------------------------------------------------------===//
 
 // <variant (, variant)* (, split N)? (, chunk N)?>, a variant being
-// (from ROWS:)? PATH ROWSxCOLS (tma CTAS)? (separate_epilogue)?
+// (from ROWS:)? PATH ROWSxCOLS (tma CTAS)? (separate_epilogue)?, or for a
+// CUTLASS kernel (from ROWS:)? cutlass ROWSxCOLSxDEPTH cluster MxN stages N
+// SCHEDULE raster ORDER (split_k N)?
+/// The fields of a `cutlass` variant after its tile (`depth`, the tile's
+/// third extent): cluster MxN stages N SCHEDULE raster ORDER (split_k N)?
+static LogicalResult parseCutlassVariant(AsmParser &parser, GemmVariant &v,
+                                         int64_t depth) {
+  v.tileDepth = depth;
+  SmallVector<int64_t, 2> cluster;
+  SMLoc clusterLoc = parser.getCurrentLocation();
+  if (parser.parseKeyword("cluster") ||
+      parser.parseDimensionList(cluster, /*allowDynamic=*/false,
+                                /*withTrailingX=*/false))
+    return failure();
+  if (cluster.size() != 2)
+    return parser.emitError(clusterLoc, "a cluster is ROWSxCOLUMNS of CTAs");
+  v.clusterRows = cluster[0];
+  v.clusterCols = cluster[1];
+  if (parser.parseKeyword("stages") || parser.parseInteger(v.stages))
+    return failure();
+  std::string name;
+  SMLoc loc = parser.getCurrentLocation();
+  if (parser.parseKeywordOrString(&name))
+    return failure();
+  std::optional<CutlassSchedule> schedule = symbolizeCutlassSchedule(name);
+  if (!schedule)
+    return parser.emitError(loc, "unknown CUTLASS schedule '")
+           << name << "'; expected cooperative, pingpong or multistage";
+  v.schedule = *schedule;
+  loc = parser.getCurrentLocation();
+  if (parser.parseKeyword("raster") || parser.parseKeywordOrString(&name))
+    return failure();
+  std::optional<RasterOrder> raster = symbolizeRasterOrder(name);
+  if (!raster)
+    return parser.emitError(loc, "unknown raster order '")
+           << name << "'; expected along_m or along_n";
+  v.raster = *raster;
+  if (succeeded(parser.parseOptionalKeyword("split_k")) &&
+      parser.parseInteger(v.splitK))
+    return failure();
+  return success();
+}
+
 Attribute GemmConfigAttr::parse(AsmParser &parser, Type) {
   SmallVector<GemmVariant> variants;
   int64_t maxSplits = 1, chunkRows = 0;
@@ -75,12 +117,20 @@ Attribute GemmConfigAttr::parse(AsmParser &parser, Type) {
     if (parser.parseDimensionList(tile, /*allowDynamic=*/false,
                                   /*withTrailingX=*/false))
       return {};
-    if (tile.size() != 2) {
-      parser.emitError(tileLoc, "a tile is ROWSxCOLUMNS");
+    bool cutlass = v.path == GemmPath::cutlass;
+    if (tile.size() != (cutlass ? 3u : 2u)) {
+      parser.emitError(tileLoc, cutlass ? "a CUTLASS tile is ROWSxCOLUMNSxDEPTH"
+                                        : "a tile is ROWSxCOLUMNS");
       return {};
     }
     v.tileRows = tile[0];
     v.tileCols = tile[1];
+    if (cutlass) {
+      if (failed(parseCutlassVariant(parser, v, tile[2])))
+        return {};
+      variants.push_back(v);
+      continue;
+    }
     if (succeeded(parser.parseOptionalKeyword("tma")) &&
         parser.parseInteger(v.tmaCtas))
       return {};
@@ -101,6 +151,15 @@ void GemmConfigAttr::print(AsmPrinter &printer) const {
       printer << "from " << v.minRows << ": ";
     printer << stringifyGemmPath(v.path) << " " << v.tileRows << "x"
             << v.tileCols;
+    if (v.path == GemmPath::cutlass) {
+      printer << "x" << v.tileDepth << " cluster " << v.clusterRows << "x"
+              << v.clusterCols << " stages " << v.stages << " "
+              << stringifyCutlassSchedule(v.schedule) << " raster "
+              << stringifyRasterOrder(v.raster);
+      if (v.splitK != 1)
+        printer << " split_k " << v.splitK;
+      return;
+    }
     if (v.tmaCtas)
       printer << " tma " << v.tmaCtas;
     if (v.separateEpilogue)
@@ -133,6 +192,19 @@ GemmConfigAttr::verify(function_ref<InFlightDiagnostic()> emitError,
       return emitError() << "variant " << i
                          << ": only wgmma kernels are fed by TMA, on a "
                             "positive number of CTAs";
+    if (v.path == GemmPath::cutlass &&
+        (v.tileDepth <= 0 || v.clusterRows <= 0 || v.clusterCols <= 0 ||
+         v.stages < 2 || v.splitK < 1 || v.separateEpilogue))
+      return emitError() << "variant " << i
+                         << ": a CUTLASS kernel needs a tile depth, a "
+                            "cluster, at least 2 stages and a split of 1 or "
+                            "more, and keeps its epilogue";
+    if (v.path != GemmPath::cutlass &&
+        (v.tileDepth != 0 || v.clusterRows != 1 || v.clusterCols != 1 ||
+         v.stages != 0 || v.splitK != 1))
+      return emitError() << "variant " << i
+                         << ": only CUTLASS kernels have a depth, a "
+                            "cluster, stages and a split";
     if (v.path == GemmPath::stream &&
         (v.tileRows != kStreamTileRows || v.tileCols != kStreamTileCols ||
          v.separateEpilogue))

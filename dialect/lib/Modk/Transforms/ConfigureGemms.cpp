@@ -11,6 +11,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "modc/Dialect/Modk/CudaTargets.h"
 #include "modc/Dialect/Modk/Transforms/Passes.h"
 
 #include "llvm/ADT/StringSwitch.h"
@@ -29,17 +30,9 @@ using modk::GemmPath;
 using modk::GemmVariant;
 
 namespace {
-/// The parts a CUDA package is compiled for (docs/cuda.md).
-struct CudaPart {
-  llvm::StringRef arch, name;
-  int64_t sms;
-  int64_t sharedBytesPerSm; ///< what the CTAs on one SM can share
-  bool wgmma;               ///< wgmma and TMA (sm_90a)
-};
-constexpr CudaPart kParts[] = {
-    {"sm_90a", "H100 SXM", 132, 227 * 1024, true},
-    {"sm_80", "A100 SXM", 108, 163 * 1024, false},
-};
+// The parts a CUDA package is compiled for: modc/Dialect/Modk/CudaTargets.h,
+// which the CUDA emitter reads too.
+using cuda::CudaPart;
 
 /// A tile of the kernel library: rows x cols outputs a CTA, a warp's
 /// accumulator columns (0: no m16n8 fragments; a RoPE epilogue needs whole
@@ -88,10 +81,7 @@ public:
   /// Checks the options once per pipeline, not once per entry.
   LogicalResult initialize(MLIRContext *ctx) override {
     Location loc = UnknownLoc::get(ctx);
-    target = nullptr;
-    for (const CudaPart &p : kParts)
-      if (p.arch == arch)
-        target = &p;
+    target = cuda::findCudaPart(arch);
     if (!target)
       return emitError(loc) << "modk-configure-gemms: unknown arch '" << arch
                             << "'; expected sm_90a or sm_80";
@@ -122,6 +112,9 @@ public:
       return emitError(loc) << "modk-configure-gemms: stream-rows "
                             << streamRows.getValue()
                             << "; expected 0 (none) or more";
+    if (library != "tiles" && library != "cutlass")
+      return emitError(loc) << "modk-configure-gemms: library '" << library
+                            << "'; expected tiles or cutlass";
     if (forcedPath == int(GemmPath::wgmma) && !target->wgmma)
       return emitError(loc)
              << "modk-configure-gemms: " << arch << " has no wgmma";
@@ -146,7 +139,10 @@ public:
           if (std::optional<uint64_t> hd = rows.getHeadDim())
             p.ropeHeadDim = *hd; // pairs of a head (RoPE)
         p.forward = true;
-        gemm.setConfigAttr(configure(ctx, p));
+        int64_t outputBytes = cutlassOutputBytes(gemm);
+        gemm.setConfigAttr(outputBytes > 0 && p.bf16 && p.tmaOperands
+                               ? configureCutlass(ctx, p, outputBytes)
+                               : configure(ctx, p));
       } else if (auto dgrad = dyn_cast<modk::GemmDgradOp>(op)) {
         // dA [rows, K] = dY [rows, N] W [N, K].
         auto w = cast<MemRefType>(dgrad.getWeight().getType()).getShape();
@@ -251,7 +247,7 @@ private:
         << target->sharedBytesPerSm << "); the CUDA target takes head dims "
         << "(d_model / n_heads) up to ";
     llvm::interleave(
-        kParts, diag,
+        cuda::kCudaParts, diag,
         [&](const CudaPart &part) {
           diag << largestSimtHeadDim(part) << " on " << part.arch;
         },
@@ -367,6 +363,76 @@ private:
                                      maxSplits > 1 ? wgradChunkRows : 0);
   }
 
+  /// The bytes of an output element of `gemm` where library=cutlass may
+  /// run it on CUTLASS (a plain epilogue storing f32 or bf16 rows whose
+  /// pitch is whole 16-byte units), else 0.
+  int64_t cutlassOutputBytes(modk::GemmOp gemm) const {
+    if (library != "cutlass" || gemm.getEpilogue() != modk::Epilogue::none ||
+        forcedPath >= 0)
+      return 0;
+    auto out = cast<MemRefType>(gemm.getOutput().getType());
+    Type element = out.getElementType();
+    int64_t bytes = element.isF32() ? 4 : element.isBF16() ? 2 : 0;
+    if (bytes == 0 ||
+        out.getShape().back() * bytes % target->cutlass.alignmentBytes != 0)
+      return 0;
+    return bytes;
+  }
+
+  /// The configuration of a forward product on CUTLASS: the tile kernels'
+  /// variants below `from` rows (the few-row kernel's, or mma.sync's below
+  /// 64 without it), then the part's CUTLASS tiles, smallest first, each
+  /// from the row count where it gives a wave of CTAs; a larger tile only
+  /// where it pads no more columns than the one before it.
+  modk::GemmConfigAttr configureCutlass(MLIRContext *ctx, const Product &p,
+                                        int64_t outputBytes) const {
+    const int64_t from = streamRows > 0 ? streamRows + 1 : kWgmmaMinRows;
+    SmallVector<GemmVariant> variants;
+    for (const GemmVariant &v : configure(ctx, p).getVariants())
+      if (v.minRows < from)
+        variants.push_back(v);
+    ArrayRef<cuda::CutlassTile> table = target->cutlass.tileList();
+    if (forcedTile == 1)
+      table = table.take_front();
+    else if (forcedTile == 2)
+      table = table.take_back();
+    const cuda::CutlassTile *previous = nullptr;
+    for (const cuda::CutlassTile &t : table) {
+      int64_t stages = cuda::cutlassStages(*target, t, outputBytes);
+      if (stages == 0)
+        continue;
+      int64_t start = from;
+      if (previous) {
+        if (ceilDiv(p.cols, t.cols) * t.cols >
+            ceilDiv(p.cols, previous->cols) * previous->cols)
+          continue;
+        // ceil(rows / t.rows) * ceil(cols / t.cols) >= CTAs an SM x SMs.
+        int64_t need = ceilDiv(t.ctasPerSm * sms, ceilDiv(p.cols, t.cols));
+        start = std::max(from, need <= 1 ? 0 : (need - 1) * t.rows + 1);
+      }
+      GemmVariant v;
+      v.minRows = start;
+      v.path = GemmPath::cutlass;
+      v.tileRows = t.rows;
+      v.tileCols = t.cols;
+      v.tileDepth = t.depth;
+      int64_t rowTiles = ceilDiv(start, t.rows);
+      v.clusterRows = rowTiles >= t.clusterRows ? t.clusterRows : 1;
+      v.stages = stages;
+      v.schedule = t.schedule;
+      v.raster = rowTiles >= ceilDiv(p.cols, t.cols)
+                     ? modk::RasterOrder::along_m
+                     : modk::RasterOrder::along_n;
+      while (!variants.empty() && variants.back().minRows >= start)
+        variants.pop_back(); // the larger tile from the same rows on
+      variants.push_back(v);
+      previous = &t;
+    }
+    if (variants.empty() || variants.back().path != GemmPath::cutlass)
+      return configure(ctx, p); // no CUTLASS tile fits the part
+    return modk::GemmConfigAttr::get(ctx, variants, 1, 0);
+  }
+
   /// `variants` with rows up to streamRows on the few-row kernel: the
   /// variants from there on start after it, those it covers whole go.
   SmallVector<GemmVariant>
@@ -401,7 +467,7 @@ private:
     return std::min<int64_t>(ceilDiv(target2, tiles), 65535);
   }
 
-  const CudaPart *target = nullptr;
+  const cuda::CudaPart *target = nullptr;
   int64_t sms = 0;
   int forcedPath = -1, forcedTile = 0;
 };

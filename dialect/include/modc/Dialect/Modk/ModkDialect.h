@@ -25,23 +25,37 @@ namespace modc::modk {
 /// One row of a #modk.gemm_config: from `minRows` rows on, the product runs
 /// on `path` with a tileRows x tileCols output tile (TMA-fed on a persistent
 /// grid of `tmaCtas` CTAs where nonzero; the epilogue as a kernel of its own
-/// where `separateEpilogue`).
+/// where `separateEpilogue`). A `cutlass` variant also names the tile's
+/// reduction depth, its cluster, its pipeline stages, its schedule, the
+/// order its CTAs walk the tiles and the reduction's split (the fields
+/// below, unused by the other paths).
 struct GemmVariant {
   int64_t minRows = 0;
   GemmPath path = GemmPath::mma;
   int64_t tileRows = 64, tileCols = 64;
   int64_t tmaCtas = 0;
   bool separateEpilogue = false;
+  int64_t tileDepth = 0;
+  int64_t clusterRows = 1, clusterCols = 1;
+  int64_t stages = 0;
+  CutlassSchedule schedule = CutlassSchedule::cooperative;
+  RasterOrder raster = RasterOrder::along_m;
+  int64_t splitK = 1;
 
   bool operator==(const GemmVariant &o) const {
     return minRows == o.minRows && path == o.path && tileRows == o.tileRows &&
            tileCols == o.tileCols && tmaCtas == o.tmaCtas &&
-           separateEpilogue == o.separateEpilogue;
+           separateEpilogue == o.separateEpilogue && tileDepth == o.tileDepth &&
+           clusterRows == o.clusterRows && clusterCols == o.clusterCols &&
+           stages == o.stages && schedule == o.schedule && raster == o.raster &&
+           splitK == o.splitK;
   }
 };
 inline llvm::hash_code hash_value(const GemmVariant &v) {
   return llvm::hash_combine(v.minRows, v.path, v.tileRows, v.tileCols,
-                            v.tmaCtas, v.separateEpilogue);
+                            v.tmaCtas, v.separateEpilogue, v.tileDepth,
+                            v.clusterRows, v.clusterCols, v.stages, v.schedule,
+                            v.raster, v.splitK);
 }
 } // namespace modc::modk
 

@@ -28,7 +28,32 @@ def Modk_GemmPath : I32EnumAttr<"GemmPath", "a CUDA GEMM kernel family", [
   I32EnumAttrCase<"simt", 0>,
   I32EnumAttrCase<"mma", 1>,
   I32EnumAttrCase<"wgmma", 2>,
-  I32EnumAttrCase<"stream", 3>
+  I32EnumAttrCase<"stream", 3>,
+  I32EnumAttrCase<"cutlass", 4>
+]> {
+  let cppNamespace = "::modc::modk";
+  let genSpecializedAttr = 0;
+}
+
+// How a CUTLASS kernel (`cutlass` in a #modk.gemm_config) runs its
+// mainloop: sm_90a's TMA warp-specialised kernels, whose two consumer
+// warpgroups share a tile (cooperative) or take turns on two (pingpong),
+// and sm_80's multistage cp.async kernels.
+def Modk_CutlassSchedule : I32EnumAttr<"CutlassSchedule", "how a CUTLASS GEMM kernel runs its mainloop", [
+  I32EnumAttrCase<"cooperative", 0>,
+  I32EnumAttrCase<"pingpong", 1>,
+  I32EnumAttrCase<"multistage", 2>
+]> {
+  let cppNamespace = "::modc::modk";
+  let genSpecializedAttr = 0;
+}
+
+// The order in which a CUTLASS kernel's CTAs walk the output tiles: along
+// M (consecutive CTAs share the weight's columns) or along N (they share
+// the rows).
+def Modk_RasterOrder : I32EnumAttr<"RasterOrder", "the order a CUTLASS GEMM walks its output tiles", [
+  I32EnumAttrCase<"along_m", 0>,
+  I32EnumAttrCase<"along_n", 1>
 ]> {
   let cppNamespace = "::modc::modk";
   let genSpecializedAttr = 0;

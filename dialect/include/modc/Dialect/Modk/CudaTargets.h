@@ -1,0 +1,164 @@
+//===- CudaTargets.h - The parts a CUDA package is compiled for -*- C++ -*-===//
+//
+// One description per `--arch`: the part's SMs and shared memory, whether it
+// has wgmma and TMA, and what CUTLASS offers on it (the tiles, their
+// schedules and clusters, and the rules for stages and raster order).
+// modk-configure-gemms chooses each product's kernels from it and records
+// the choice in #modk.gemm_config; the CUDA emitter reads the same
+// description where a configuration leaves something to the part (sm_80's
+// warp tiles), so the two never disagree (docs/cuda.md, "Which kernels a
+// product runs").
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MODC_DIALECT_MODK_CUDATARGETS_H
+#define MODC_DIALECT_MODK_CUDATARGETS_H
+
+#include "modc/Dialect/Modk/ModkDialect.h"
+
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/StringRef.h"
+
+#include <algorithm>
+#include <cstdint>
+
+namespace modc::cuda {
+
+/// How CUTLASS builds a product's kernel on a part.
+enum class CutlassGeneration {
+  /// CUTLASS 3.x collective builders: TMA warp-specialised kernels (sm_90a).
+  collectiveBuilders,
+  /// CUTLASS 2.x multistage tensor-op kernels (sm_80).
+  multistage,
+};
+
+/// A CTA tile CUTLASS offers on a part, smallest first in its table. On
+/// sm_80 a tile also names its warps' tile (CUTLASS 2.x takes it as a
+/// template argument); sm_90a's warpgroups split the tile by the schedule.
+struct CutlassTile {
+  int64_t rows, cols, depth;
+  int64_t warpRows, warpCols; ///< sm_80 only (0 on sm_90a)
+  modk::CutlassSchedule schedule;
+  /// CTAs of a cluster along the rows where the product has that many row
+  /// tiles: they share the weight's tile by TMA multicast (1: no cluster).
+  int64_t clusterRows;
+  int64_t ctasPerSm; ///< CTAs an SM holds at once (shared memory shared)
+  int64_t maxStages;
+};
+
+/// What CUTLASS offers on a part.
+struct CutlassTarget {
+  CutlassGeneration generation;
+  const CutlassTile *tiles;
+  size_t tileCount;
+  /// Shared memory the epilogue keeps beside the mainloop's stages, per
+  /// byte of an output element: sm_90a's TMA store stages rows x 32
+  /// columns of the output twice; sm_80's epilogue reuses the stages (0).
+  int64_t epilogueBytesPerOutputByte;
+  /// Bytes of alignment every operand's rows need (16: 8 bf16, 4 f32).
+  int64_t alignmentBytes;
+
+  llvm::ArrayRef<CutlassTile> tileList() const { return {tiles, tileCount}; }
+};
+
+/// A part a CUDA package is compiled for (docs/cuda.md).
+struct CudaPart {
+  llvm::StringRef arch, name;
+  int64_t sms;
+  int64_t sharedBytesPerSm; ///< what the CTAs on one SM can share
+  bool wgmma;               ///< wgmma and TMA (sm_90a)
+  CutlassTarget cutlass;
+};
+
+// sm_90a: a pingpong tile for products with few row tiles, cooperative
+// tiles (each consumer warpgroup takes half the rows) above; one CTA an SM,
+// with as many stages as its shared memory holds.
+inline constexpr CutlassTile kSm90CutlassTiles[] = {
+    {64, 128, 64, 0, 0, modk::CutlassSchedule::pingpong, 1, 1, 8},
+    {128, 128, 64, 0, 0, modk::CutlassSchedule::cooperative, 2, 1, 8},
+    {128, 256, 64, 0, 0, modk::CutlassSchedule::cooperative, 2, 1, 8},
+};
+// sm_80: multistage cp.async kernels of 4 or 8 warps, two CTAs an SM on the
+// smaller tiles.
+inline constexpr CutlassTile kSm80CutlassTiles[] = {
+    {64, 128, 32, 32, 64, modk::CutlassSchedule::multistage, 1, 2, 6},
+    {128, 128, 32, 64, 64, modk::CutlassSchedule::multistage, 1, 2, 5},
+    {128, 256, 32, 64, 64, modk::CutlassSchedule::multistage, 1, 1, 4},
+};
+
+inline constexpr CudaPart kCudaParts[] = {
+    {"sm_90a",
+     "H100 SXM",
+     132,
+     227 * 1024,
+     true,
+     {CutlassGeneration::collectiveBuilders, kSm90CutlassTiles,
+      std::size(kSm90CutlassTiles), 2 * 32, 16}},
+    {"sm_80",
+     "A100 SXM",
+     108,
+     163 * 1024,
+     false,
+     {CutlassGeneration::multistage, kSm80CutlassTiles,
+      std::size(kSm80CutlassTiles), 0, 16}},
+};
+
+/// The part of `arch`, or null.
+inline const CudaPart *findCudaPart(llvm::StringRef arch) {
+  for (const CudaPart &p : kCudaParts)
+    if (p.arch == arch)
+      return &p;
+  return nullptr;
+}
+
+/// Shared memory a block may take on `part` (the part's SM holds it whole).
+inline int64_t sharedBytesPerBlock(const CudaPart &part) {
+  return part.sharedBytesPerSm;
+}
+
+/// Shared memory one stage of bf16 operand tiles takes, with its two
+/// mbarriers (sm_90a) or none (sm_80).
+inline int64_t cutlassStageBytes(const CudaPart &part, const CutlassTile &t) {
+  int64_t barriers =
+      part.cutlass.generation == CutlassGeneration::collectiveBuilders ? 16 : 0;
+  return (t.rows + t.cols) * t.depth * 2 + barriers;
+}
+
+/// Shared memory the epilogue of a tile keeps beside the stages, for output
+/// elements of `outputBytes` bytes.
+inline int64_t cutlassEpilogueBytes(const CudaPart &part, const CutlassTile &t,
+                                    int64_t outputBytes) {
+  return t.rows * part.cutlass.epilogueBytesPerOutputByte * outputBytes;
+}
+
+/// Bytes kept for the kernel's own bookkeeping (alignment, the pipelines'
+/// and the scheduler's barriers).
+inline constexpr int64_t kCutlassReservedSharedBytes = 1024;
+
+/// The stages of a tile on `part`: as many as its CTAs' shared memory
+/// holds beside the epilogue's, at most the tile's maximum (0: the tile
+/// does not fit at all).
+inline int64_t cutlassStages(const CudaPart &part, const CutlassTile &t,
+                             int64_t outputBytes) {
+  int64_t budget = sharedBytesPerBlock(part) / t.ctasPerSm -
+                   cutlassEpilogueBytes(part, t, outputBytes) -
+                   kCutlassReservedSharedBytes;
+  int64_t stages = budget / cutlassStageBytes(part, t);
+  if (stages < 2)
+    return 0;
+  return std::min(stages, t.maxStages);
+}
+
+/// The tile of `part`'s CUTLASS table with this shape, or null: the
+/// emitter's way back from a #modk.gemm_config to the warp tile.
+inline const CutlassTile *findCutlassTile(const CudaPart &part, int64_t rows,
+                                          int64_t cols, int64_t depth) {
+  for (const CutlassTile &t : part.cutlass.tileList())
+    if (t.rows == rows && t.cols == cols && t.depth == depth)
+      return &t;
+  return nullptr;
+}
+
+} // namespace modc::cuda
+
+#endif // MODC_DIALECT_MODK_CUDATARGETS_H

@@ -1,0 +1,91 @@
+// RUN: mod-opt %s -split-input-file --pass-pipeline='builtin.module(modk.entry(modk-configure-gemms{library=cutlass}))' | mod-opt -split-input-file | FileCheck %s
+// RUN: mod-opt %s -split-input-file --pass-pipeline='builtin.module(modk.entry(modk-configure-gemms{arch=sm_80 library=cutlass}))' | FileCheck %s --check-prefix=A100
+// RUN: mod-opt %s -split-input-file --pass-pipeline='builtin.module(modk.entry(modk-configure-gemms{library=cutlass stream-rows=0 tile=large}))' | FileCheck %s --check-prefix=PINNED
+// RUN: mod-opt %s -split-input-file --pass-pipeline='builtin.module(modk.entry(modk-configure-gemms))' | FileCheck %s --check-prefix=TILES
+// RUN: not mod-opt %s -split-input-file --pass-pipeline='builtin.module(modk.entry(modk-configure-gemms{library=cublas}))' 2>&1 | FileCheck %s --check-prefix=BADLIB
+
+// library=cutlass: forward bf16 products with a plain epilogue, whose input
+// is stored bf16 and whose weight gets a bf16 copy, run on CUTLASS above
+// the few-row kernel's 64 rows. The tiles, clusters, stages, schedules and
+// raster orders come from the part's description (CudaTargets.h):
+// - sm_90a, f32 output over 4096 columns: the 64x128 pingpong tile (8
+//   stages of 24 KiB beside the epilogue's 16 KiB) from 65 rows, walking
+//   along N (one row tile, 32 column tiles); the 128x128 cooperative tile
+//   from the rows where it gives 132 CTAs (ceil(132 / 32) = 5 row tiles:
+//   513 rows), in clusters of two CTAs along the rows (5 row tiles), 6
+//   stages of 32 KiB beside the epilogue's 32 KiB; the 128x256 tile from
+//   ceil(132 / 16) = 9 row tiles (1025 rows), 4 stages.
+// - a bf16 output keeps half the epilogue's bytes: the same stages here.
+// - 128 columns: one column tile, so every variant walks along M; the
+//   128x256 tile would pad 128 more columns; the 128x128 tile from
+//   131 * 128 + 1 rows.
+// - An f32-stored input, a `rows` epilogue, an f32 product (precision) and
+//   the gradients' products keep the tile kernels.
+// CHECK-LABEL: modk.entry @forward
+// CHECK: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 65: cutlass 64x128x64 cluster 1x1 stages 8 pingpong raster along_n, from 513: cutlass 128x128x64 cluster 2x1 stages 6 cooperative raster along_n, from 1025: cutlass 128x256x64 cluster 2x1 stages 4 cooperative raster along_n>, epilogue = #modk.epilogue<none>}
+// CHECK: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 65: cutlass 64x128x64 cluster 1x1 stages 8 pingpong raster along_n, from 513: cutlass 128x128x64 cluster 2x1 stages 6 cooperative raster along_n, from 1025: cutlass 128x256x64 cluster 2x1 stages 4 cooperative raster along_n>, epilogue = #modk.epilogue<none>}
+// CHECK: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 65: cutlass 64x128x64 cluster 1x1 stages 8 pingpong raster along_m, from 16769: cutlass 128x128x64 cluster 2x1 stages 6 cooperative raster along_m>, epilogue = #modk.epilogue<none>}
+// CHECK: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 65: wgmma 128x64, from 513: wgmma 128x128>, epilogue = #modk.epilogue<none>}
+// CHECK: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 65: wgmma 128x64 tma 264, from 513: wgmma 128x128 tma 132>, epilogue = #modk.epilogue<rows>}
+// CHECK: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 65: mma 64x64, from 33665: mma 128x128>, epilogue = #modk.epilogue<none>, precision = #modk.dtype<f32>}
+// sm_80 (108 SMs): the multistage tiles, two CTAs an SM on the smaller
+// ones (6 and 5 stages of 12 and 16 KiB), one on the 128x256 tile (4 of
+// 24 KiB); no clusters. 64x128 from 65 rows, 128x128 from
+// ceil(216 / 32) = 7 row tiles (769 rows), 128x256 from ceil(108 / 16) = 7
+// row tiles (769 rows too: it replaces the 128x128 tile there).
+// A100-LABEL: modk.entry @forward
+// A100: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 65: cutlass 64x128x32 cluster 1x1 stages 6 multistage raster along_n, from 769: cutlass 128x256x32 cluster 1x1 stages 4 multistage raster along_n>, epilogue = #modk.epilogue<none>}
+// A100: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 65: cutlass 64x128x32 cluster 1x1 stages 6 multistage raster along_n, from 769: cutlass 128x256x32 cluster 1x1 stages 4 multistage raster along_n>, epilogue = #modk.epilogue<none>}
+// A100: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 65: cutlass 64x128x32 cluster 1x1 stages 6 multistage raster along_m, from 27521: cutlass 128x128x32 cluster 1x1 stages 5 multistage raster along_m>, epilogue = #modk.epilogue<none>}
+// Without the few-row kernel, the tiles below 64 rows (here pinned large:
+// wgmma's); a pinned large tile runs every row count from 64 on, without a
+// cluster where it has a single row tile.
+// PINNED-LABEL: modk.entry @forward
+// PINNED: modk.gemm {{.*}} {config = #modk.gemm_config<wgmma 128x128 tma 132, from 64: cutlass 128x256x64 cluster 1x1 stages 4 cooperative raster along_n>, epilogue = #modk.epilogue<none>}
+// The default library: the hand-written tiles, TMA-fed.
+// TILES-LABEL: modk.entry @forward
+// TILES: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 65: wgmma 128x64 tma 264, from 513: wgmma 128x128 tma 132>, epilogue = #modk.epilogue<none>}
+// BADLIB: modk-configure-gemms: library 'cublas'; expected tiles or cutlass
+modk.entry @forward attributes {kind = #modk.entry_kind<forward>, model = #modk.model<name = "t", vocab_size = 64, d_model = 64, n_layers = 1, n_heads = 1, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = bf16>, modes = [#modk.mode<topk>], params = [#modk.param<name = "wide", shape = [4096, 64], init = ones>, #modk.param<name = "narrow", shape = [128, 64], init = ones>, #modk.param<name = "r", shape = [8, 64], init = ones>]} {
+  %wide = modk.param "wide" : memref<4096x64xf32>
+  %narrow = modk.param "narrow" : memref<128x64xf32>
+  %wr = modk.param "r" : memref<8x64xf32>
+  %seg = modk.alloc : memref<?x1xi64>
+  %n = modk.alloc : memref<?x16x64xbf16>
+  %y = modk.alloc : memref<?x16x4096xf32>
+  modk.gemm %n, [%wide] rows %seg -> %y {epilogue = #modk.epilogue<none>} : memref<?x16x64xbf16>, memref<4096x64xf32>, memref<?x1xi64>, memref<?x16x4096xf32>
+  %yb = modk.alloc : memref<?x16x4096xbf16>
+  modk.gemm %n, [%wide] rows %seg -> %yb {epilogue = #modk.epilogue<none>} : memref<?x16x64xbf16>, memref<4096x64xf32>, memref<?x1xi64>, memref<?x16x4096xbf16>
+  %q = modk.alloc : memref<?x16x128xf32>
+  modk.gemm %n, [%narrow] rows %seg -> %q {epilogue = #modk.epilogue<none>} : memref<?x16x64xbf16>, memref<128x64xf32>, memref<?x1xi64>, memref<?x16x128xf32>
+  %x = modk.alloc : memref<?x16x64xf32>
+  %z = modk.alloc : memref<?x16x4096xf32>
+  modk.gemm %x, [%wide] rows %seg -> %z {epilogue = #modk.epilogue<none>} : memref<?x16x64xf32>, memref<4096x64xf32>, memref<?x1xi64>, memref<?x16x4096xf32>
+  %r = modk.alloc : memref<?x16x4096xf32>
+  modk.gemm %n, [%wide] rows %seg -> %r {epilogue = #modk.epilogue<rows>} : memref<?x16x64xbf16>, memref<4096x64xf32>, memref<?x1xi64>, memref<?x16x4096xf32> epilogue {
+  ^bb0(%prod: memref<?x16x4096xf32>):
+    modk.rows ins(%prod : memref<?x16x4096xf32>) rows %seg : memref<?x1xi64> outs(%r : memref<?x16x4096xf32>) access(row -> row) reduce {
+    ^bb0(%e: f32):
+      modk.yield
+    } body {
+    ^bb0(%e: f32):
+      %s = arith.mulf %e, %e : f32
+      modk.yield %s : f32
+    }
+  }
+  %h = modk.alloc : memref<?x16x8xf32>
+  modk.gemm %n, [%wr] rows %seg -> %h {epilogue = #modk.epilogue<none>, precision = #modk.dtype<f32>} : memref<?x16x64xbf16>, memref<8x64xf32>, memref<?x1xi64>, memref<?x16x8xf32>
+}
+
+// -----
+
+// A decode step makes no bf16 weight copies: its products keep the tiles.
+// CHECK-LABEL: modk.entry @decode
+// CHECK: config = #modk.gemm_config<stream 8x4, from 65: wgmma 128x64, from 16769: wgmma 128x128>
+modk.entry @decode attributes {kind = #modk.entry_kind<decode>, model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = bf16>, modes = [#modk.mode<causal>], params = [#modk.param<name = "wq", shape = [128, 64], init = ones>]} {
+  %wq = modk.param "wq" : memref<128x64xf32>
+  %seg = modk.alloc : memref<?x1xi64>
+  %n = modk.alloc : memref<?x64xbf16>
+  %q = modk.alloc : memref<?x128xf32>
+  modk.gemm %n, [%wq] rows %seg -> %q {epilogue = #modk.epilogue<none>} : memref<?x64xbf16>, memref<128x64xf32>, memref<?x1xi64>, memref<?x128xf32>
+}
