@@ -1,5 +1,6 @@
 //===- Manifest.cpp - The manifest.json of a package ------------*- C++ -*-===//
 
+#include "Cuda/CutlassGemms.h"
 #include "modc/Target/Package.h"
 
 #include "llvm/Support/FormatVariadic.h"
@@ -144,6 +145,11 @@ std::string modc::buildManifest(llvm::ArrayRef<modk::EntryOp> entryOps,
   };
   if (!arch.empty())
     manifest["arch"] = arch.str();
+  // A package whose products run CUTLASS kernels names the CUTLASS it was
+  // compiled against (headers only: the package needs nothing of it).
+  if (target == "cuda" && usesCutlass(entryOps))
+    manifest["cutlass"] =
+        cutlassVersion().empty() ? "unknown" : cutlassVersion().str();
   if (cpuIsa) {
     json::Array features;
     for (const std::string &f : cpuIsa->features)

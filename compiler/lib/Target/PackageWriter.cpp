@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Cuda/CutlassGemms.h"
 #include "modc/Target/Package.h"
 #include "modrt/CpuFeatures.h"
 
@@ -210,7 +211,8 @@ static llvm::Error compileEmulatedCudaSource(const PackageOptions &opts,
 }
 
 static llvm::Error compileCudaSource(const PackageOptions &opts,
-                                     llvm::StringRef dir) {
+                                     llvm::StringRef dir,
+                                     llvm::ArrayRef<std::string> extraFlags) {
   if (!opts.cudaEmulationDir.empty())
     return compileEmulatedCudaSource(opts, dir);
   llvm::ErrorOr<std::string> nvcc = llvm::sys::findProgramByName(opts.nvcc);
@@ -238,6 +240,7 @@ static llvm::Error compileCudaSource(const PackageOptions &opts,
       "-Xcompiler", "-fPIC,-fvisibility=hidden", "-cudart", "static",
       "--split-compile=" + std::to_string(opts.cudaJobs),
       "-Xptxas", "-v", "-o", std::string(library), std::string(source)};
+  args.insert(args.begin() + 1, extraFlags.begin(), extraFlags.end());
   return runLogged(args, log, opts.verbose, "CUDA");
 }
 
@@ -281,6 +284,20 @@ llvm::Error modc::writePackage(ModuleOp module, const PackageOptions &opts) {
   if (llvm::Error e = writeFile(inTemp("model.modk.mlir"),
                                 [&](llvm::raw_ostream &os) { module.print(os); }))
     return e;
+  // Products on CUTLASS: nvcc reads its headers (docs/cuda.md, "CUTLASS").
+  std::vector<std::string> cutlassFlags;
+  if (cuda && opts.cudaEmulationDir.empty() && usesCutlass(entries)) {
+    if (cutlassIncludeDirs().empty())
+      return makeError(
+          "--cuda-gemms=cutlass needs CUTLASS's headers, and this modc was "
+          "configured without them: run scripts/install-deps.sh, or set "
+          "MODC_CUTLASS_INCLUDE_DIR to a CUTLASS include/ directory, and "
+          "configure modc again (docs/cuda.md, \"CUTLASS\")");
+    for (const std::string &dir : cutlassIncludeDirs())
+      cutlassFlags.push_back("-I" + dir);
+    cutlassFlags.push_back("--expt-relaxed-constexpr");
+    cutlassFlags.push_back("-DNDEBUG");
+  }
   std::optional<CpuIsa> cpuIsa;
   if (!cuda) {
     llvm::Expected<CpuIsa> isa = queryCpuIsa(opts.cxx, opts.cpuArch);
@@ -305,7 +322,7 @@ llvm::Error modc::writePackage(ModuleOp module, const PackageOptions &opts) {
   llvm::errs() << "modc: compiling the generated kernels (" << source
                << (cuda ? ", nvcc " + opts.cudaArch : std::string()) << ")...\n";
   auto started = std::chrono::steady_clock::now();
-  if (llvm::Error e = cuda ? compileCudaSource(opts, temp.path)
+  if (llvm::Error e = cuda ? compileCudaSource(opts, temp.path, cutlassFlags)
                            : compileCpuSource(opts, temp.path))
     return e;
   // The longest step by far (a minute or more for CUDA): say what it took.

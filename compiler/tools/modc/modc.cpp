@@ -98,10 +98,13 @@ static cl::list<std::string> noFuse(
     cl::cat(modcCategory));
 static cl::opt<std::string> cudaGemms(
     "cuda-gemms",
-    cl::desc("Tests and benchmarks: pin the CUDA products' kernels with "
-             "modk-configure-gemms' options, e.g. 'path=mma tma=false "
-             "tile=small' (docs/cuda.md)"),
-    cl::value_desc("OPTIONS"), cl::init(""), cl::Hidden,
+    cl::desc("The CUDA products' kernels: tiles (the hand-written ones, the "
+             "default) or cutlass (CUTLASS kernels for the forward bf16 "
+             "products with a plain epilogue; not yet run on a GPU), then "
+             "modk-configure-gemms' options that pin choices for tests and "
+             "benchmarks, e.g. 'cutlass tile=large' or 'path=mma tma=false' "
+             "(docs/cuda.md)"),
+    cl::value_desc("tiles|cutlass [OPTIONS]"), cl::init(""),
     cl::sub(compileCommand), cl::cat(modcCategory));
 static cl::opt<bool> verbose("v", cl::desc("Show the commands run"),
                              cl::sub(compileCommand), cl::cat(modcCategory));
@@ -178,7 +181,12 @@ static int runCompile() {
   if (target == "cuda") {
     if (llvm::StringRef(cudaGemms).contains("arch="))
       return fail("--cuda-gemms takes no arch=; use --arch");
-    pipeline.cudaGemms = "arch=" + cudaArch + " " + cudaGemms;
+    // The library first (tiles or cutlass), then the pass's own options.
+    auto [library, options] = llvm::StringRef(cudaGemms).ltrim().split(' ');
+    std::string passOptions = cudaGemms;
+    if (library == "tiles" || library == "cutlass")
+      passOptions = ("library=" + library + " " + options).str();
+    pipeline.cudaGemms = "arch=" + cudaArch + " " + passOptions;
   } else if (!cudaGemms.empty()) {
     return fail("--cuda-gemms is for --target cuda");
   }

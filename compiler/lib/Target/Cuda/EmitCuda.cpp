@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "../PlanEmitter.h"
+#include "CutlassGemms.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Tools/mlir-translate/Translation.h"
@@ -53,7 +54,7 @@ class CudaEmitter : public PlanEmitter {
 public:
   CudaEmitter(ArrayRef<modk::EntryOp> entries, llvm::raw_ostream &os,
               StringRef arch)
-      : PlanEmitter(entries, os), arch(arch) {}
+      : PlanEmitter(entries, os), arch(arch), cutlass(entries, arch) {}
   LogicalResult emit();
   /// Only the kernels generated from modk.rows (the kernel tests' input).
   LogicalResult emitRowKernels() {
@@ -184,6 +185,8 @@ private:
   std::string ropeTableBuilds();
 
   std::string arch;
+  /// The products on CUTLASS kernels (`cutlass` variants).
+  CutlassGemms cutlass;
   std::vector<std::string> scratchNeeds;
   llvm::DenseMap<Attribute, std::string> gemmPlans;
 };
@@ -222,6 +225,8 @@ static const char *libraryPathName(modk::GemmPath path) {
     return "Wgmma";
   case modk::GemmPath::stream:
     return "Stream";
+  case modk::GemmPath::cutlass: // CutlassGemms, not the tiles' plan
+    break;
   }
   llvm_unreachable("unknown GEMM path");
 }
@@ -259,13 +264,12 @@ LogicalResult CudaEmitter::emitGemmPlans() {
       gemmPlans[config] = planName;
       std::vector<std::string> variants;
       for (const modk::GemmVariant &v : config.getVariants())
-        variants.push_back(fmt::format(
-            "modk_cuda::detail::GemmVariant<{}, modk_cuda::detail::Path{}, "
-            "{}, {}, {}, {}>",
-            v.minRows,
-            libraryPathName(v.path),
-            v.tileRows, v.tileCols, v.tmaCtas,
-            v.separateEpilogue ? "true" : "false"));
+        if (v.path != modk::GemmPath::cutlass) // CutlassGemms' plan
+          variants.push_back(fmt::format(
+              "modk_cuda::detail::GemmVariant<{}, modk_cuda::detail::Path{}, "
+              "{}, {}, {}, {}>",
+              v.minRows, libraryPathName(v.path), v.tileRows, v.tileCols,
+              v.tmaCtas, v.separateEpilogue ? "true" : "false"));
       std::string text;
       llvm::raw_string_ostream attr(text);
       attr << config;
@@ -331,6 +335,14 @@ void CudaEmitter::emitGemm(modk::GemmOp op, int indent) {
     emitRowKernelLaunch(epilogue, separateKernelOf.lookup(epilogue));
     os << pad << "  }\n" << pad << "}\n";
   } else if (e == modk::Epilogue::none) {
+    if (std::string plan = cutlass.planOf(op); !plan.empty()) {
+      // CUTLASS from its variants' rows, the tiles' plan below them.
+      os << fmt::format("{:{}}modc_cutlass::linear<{}, {}, {}, {}>({}, {} + B, "
+                        "{}, {}, {}, s);\n",
+                        "", indent, n, k, gemmPlanName(op), plan, a, rows.text,
+                        rows.bound, w, y);
+      return;
+    }
     call({"linear", shape, {a, rows, w, y}});
   }
 }
@@ -574,7 +586,7 @@ LogicalResult CudaEmitter::emit() {
   os << "// Target: CUDA " << arch << ".\n";
   os << kCommonPrelude << "\n" << kGemmTiles << "\n" << kFlashAttention
      << "\n" << kPrelude << "\n";
-  if (failed(emitGemmPlans()))
+  if (failed(emitGemmPlans()) || failed(cutlass.emit(os)))
     return failure();
   if (grad)
     os << kFlashAttentionGrad << "\n" << kTrainPrelude << "\n";
@@ -873,6 +885,28 @@ void modc::registerModkToCudaTranslation() {
         if (!module)
           return op->emitError("expected a builtin.module");
         return emitCuda(module, os, arch);
+      },
+      [](DialectRegistry &registry) {
+        registry.insert<modk::ModkDialect, memref::MemRefDialect>();
+      });
+  static llvm::cl::opt<int> cutlassKernel(
+      "cutlass-kernel",
+      llvm::cl::desc("The CUTLASS kernel --modk-cutlass-kernel-to-cuda emits "
+                     "(0: the first)"),
+      llvm::cl::init(0));
+  TranslateFromMLIRRegistration cutlassKernels(
+      "modk-cutlass-kernel-to-cuda",
+      "Emit one CUTLASS kernel of the configured products, instantiated, as "
+      "a source of its own (a build check)",
+      [](Operation *op, llvm::raw_ostream &os) -> LogicalResult {
+        auto module = dyn_cast<ModuleOp>(op);
+        if (!module || module.getOps<modk::EntryOp>().empty())
+          return op->emitError("expected a builtin.module of modk.entry ops");
+        auto entries = llvm::to_vector(module.getOps<modk::EntryOp>());
+        if (!usesCutlass(entries))
+          return op->emitError("no product runs on CUTLASS: run "
+                               "modk-configure-gemms{library=cutlass}");
+        return CutlassGemms(entries, arch).emit(os, cutlassKernel);
       },
       [](DialectRegistry &registry) {
         registry.insert<modk::ModkDialect, memref::MemRefDialect>();

@@ -1,0 +1,519 @@
+//===- CutlassGemms.cpp - CUTLASS kernels of a CUDA package -----*- C++ -*-===//
+//
+// A product whose #modk.gemm_config has `cutlass` variants runs, from the
+// first such variant's rows on, a CUTLASS kernel: on sm_90a a TMA
+// warp-specialised kernel from CUTLASS 3.x's collective builders
+// (cooperative or pingpong, in clusters), on sm_80 a CUTLASS 2.x multistage
+// tensor-op kernel. Each distinct variant is one kernel type in model.cu,
+// its template arguments read from the variant and, for what the variant
+// leaves to the part (sm_80's warp tile, the shared memory a CTA may take),
+// from the same description modk-configure-gemms chose it from
+// (modc/Dialect/Modk/CudaTargets.h). Below that row count, and wherever a
+// CUTLASS kernel cannot run (no bf16 copy of the weight, an unaligned
+// operand, the CPU emulation of CUDA), the product runs the hand-written
+// tiles of the same configuration. docs/cuda.md, "CUTLASS".
+//
+//===----------------------------------------------------------------------===//
+
+#include "CutlassGemms.h"
+
+#include "modc/Dialect/Modk/CudaTargets.h"
+#include "modc/Target/Package.h"
+
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/Tools/mlir-translate/Translation.h"
+#include "llvm/Support/CommandLine.h"
+
+#include <fmt/format.h>
+
+#include <map>
+
+using namespace mlir;
+using namespace modc;
+
+#ifndef MODC_CUTLASS_VERSION
+#define MODC_CUTLASS_VERSION ""
+#endif
+#ifndef MODC_CUTLASS_INCLUDE_DIR
+#define MODC_CUTLASS_INCLUDE_DIR ""
+#endif
+#ifndef MODC_CUTLASS_UTIL_INCLUDE_DIR
+#define MODC_CUTLASS_UTIL_INCLUDE_DIR ""
+#endif
+
+bool modc::hasCutlassVariant(modk::GemmConfigAttr config) {
+  return config && llvm::any_of(config.getVariants(), [](const auto &v) {
+           return v.path == modk::GemmPath::cutlass;
+         });
+}
+
+bool modc::usesCutlass(ArrayRef<modk::EntryOp> entries) {
+  for (modk::EntryOp e : entries) {
+    WalkResult walk = e.walk([](Operation *op) {
+      return hasCutlassVariant(
+                 op->getAttrOfType<modk::GemmConfigAttr>("config"))
+                 ? WalkResult::interrupt()
+                 : WalkResult::advance();
+    });
+    if (walk.wasInterrupted())
+      return true;
+  }
+  return false;
+}
+
+StringRef modc::cutlassVersion() { return MODC_CUTLASS_VERSION; }
+
+std::vector<std::string> modc::cutlassIncludeDirs() {
+  std::vector<std::string> dirs;
+  for (StringRef dir :
+       {MODC_CUTLASS_INCLUDE_DIR, MODC_CUTLASS_UTIL_INCLUDE_DIR})
+    if (!dir.empty())
+      dirs.push_back(dir.str());
+  return dirs;
+}
+
+// The project's kernel templates over CUTLASS's headers, pasted into
+// model.cu before the kernel types. Under the CPU emulation of CUDA (no
+// __CUDACC__) CUTLASS is not included and every plan declines, so that the
+// products run their hand-written tiles there.
+static const char kCommon[] = R"cpp(
+// ---- CUTLASS kernels (docs/cuda.md, "CUTLASS") ----
+namespace modc_cutlass {
+/// A plan's variant: from MinRows rows (the bound) on, kernel type G.
+template <int64_t MinRows, typename G> struct Variant {
+  static constexpr int64_t minRows = MinRows;
+  using Gemm = G;
+};
+} // namespace modc_cutlass
+#if defined(__CUDACC__)
+#include <cute/tensor.hpp>
+#include <cutlass/cutlass.h>
+#include <cutlass/numeric_types.h>
+)cpp";
+
+static const char kSm90[] =
+    R"cpp(#include <cutlass/epilogue/collective/collective_builder.hpp>
+#include <cutlass/gemm/collective/collective_builder.hpp>
+#include <cutlass/gemm/device/gemm_universal_adapter.h>
+#include <cutlass/gemm/kernel/gemm_universal.hpp>
+#include <cutlass/kernel_hardware_info.h>
+
+namespace modc_cutlass {
+using Bf16 = cutlass::bfloat16_t;
+/// The element CUTLASS stores for the package's output element.
+template <typename TC> struct OutputOf {
+  using type = float;
+};
+template <> struct OutputOf<modk_cuda::bf16> {
+  using type = cutlass::bfloat16_t;
+};
+
+/// The SMs of the current device, asked once (the persistent grid's size).
+inline cutlass::KernelHardwareInfo hardwareInfo() {
+  static const cutlass::KernelHardwareInfo info = [] {
+    cutlass::KernelHardwareInfo hw;
+    cudaGetDevice(&hw.device_id);
+    hw.sm_count =
+        cutlass::KernelHardwareInfo::query_device_multiprocessor_count(
+            hw.device_id);
+    return hw;
+  }();
+  return info;
+}
+
+/// y[M, N] = a[M, K] w[N, K]^T on sm_90a: bf16 operands read by TMA
+/// (K-major), f32 accumulation, a BM x BN x BK tile in clusters of CM x CN
+/// CTAs, Stages stages, the pingpong or the cooperative TMA
+/// warp-specialised kernel on a persistent grid walking the tiles along M
+/// or N, and a plain epilogue storing TC (f32 or bf16) by TMA.
+template <int BM, int BN, int BK, int CM, int CN, int Stages, bool Pingpong,
+          bool AlongN, typename TC, int SharedBytes>
+struct Sm90Gemm {
+  using Out = typename OutputOf<TC>::type;
+  static constexpr int kOutAlign = 16 / int(sizeof(Out));
+  using Tile = cute::Shape<cute::Int<BM>, cute::Int<BN>, cute::Int<BK>>;
+  using Cluster = cute::Shape<cute::Int<CM>, cute::Int<CN>, cute::_1>;
+  using KernelSchedule =
+      std::conditional_t<Pingpong,
+                         cutlass::gemm::KernelTmaWarpSpecializedPingpong,
+                         cutlass::gemm::KernelTmaWarpSpecializedCooperative>;
+  using EpilogueSchedule =
+      std::conditional_t<Pingpong, cutlass::epilogue::TmaWarpSpecialized,
+                         cutlass::epilogue::TmaWarpSpecializedCooperative>;
+  using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, Tile, Cluster,
+      cutlass::epilogue::collective::EpilogueTileAuto, float, float, void,
+      cutlass::layout::RowMajor, kOutAlign, Out, cutlass::layout::RowMajor,
+      kOutAlign, EpilogueSchedule>::CollectiveOp;
+  using Mainloop = typename cutlass::gemm::collective::CollectiveBuilder<
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, Bf16,
+      cutlass::layout::RowMajor, 8, Bf16, cutlass::layout::ColumnMajor, 8,
+      float, Tile, Cluster, cutlass::gemm::collective::StageCount<Stages>,
+      KernelSchedule>::CollectiveOp;
+  using Kernel = cutlass::gemm::kernel::GemmUniversal<
+      cute::Shape<int, int, int, int>, Mainloop, Epilogue>;
+  using Adapter = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
+  static_assert(sizeof(typename Kernel::SharedStorage) <= SharedBytes,
+                "the configured stages do not fit the part's shared memory "
+                "(modc/Dialect/Modk/CudaTargets.h)");
+
+  /// The kernel, instantiated (a build check takes its address).
+  static auto kernel() { return &cutlass::device_kernel<Kernel>; }
+
+  /// Enqueues the product over m rows (the bound: the kernel computes every
+  /// row below it); false where CUTLASS declines it.
+  static bool run(const Bf16 *a, const int64_t * /*rows*/, const Bf16 *w,
+                  TC *y, int64_t m, int64_t n, int64_t k, cudaStream_t s) {
+    typename Kernel::StrideA strideA{};
+    typename Kernel::StrideB strideB{};
+    typename Kernel::StrideD strideD{};
+    cute::get<0>(strideA) = k;
+    cute::get<0>(strideB) = k;
+    cute::get<0>(strideD) = n;
+    typename Adapter::Arguments args{
+        cutlass::gemm::GemmUniversalMode::kGemm,
+        {int(m), int(n), int(k), 1},
+        {a, strideA, w, strideB},
+        {{1.0f, 0.0f}, nullptr, strideD, reinterpret_cast<Out *>(y), strideD},
+        hardwareInfo()};
+    using Raster = typename Kernel::TileScheduler::RasterOrderOptions;
+    args.scheduler.raster_order = AlongN ? Raster::AlongN : Raster::AlongM;
+    Adapter gemm;
+    return gemm.can_implement(args) == cutlass::Status::kSuccess &&
+           gemm.initialize(args, nullptr, s) == cutlass::Status::kSuccess &&
+           gemm.run(s) == cutlass::Status::kSuccess;
+  }
+};
+} // namespace modc_cutlass
+)cpp";
+
+static const char kSm80[] =
+    R"cpp(#include <cutlass/epilogue/thread/linear_combination.h>
+#include <cutlass/gemm/kernel/default_gemm.h>
+
+namespace modc_cutlass {
+using Bf16 = cutlass::bfloat16_t;
+/// The element CUTLASS stores for the package's output element.
+template <typename TC> struct OutputOf {
+  using type = float;
+};
+template <> struct OutputOf<modk_cuda::bf16> {
+  using type = cutlass::bfloat16_t;
+};
+
+/// The order CTAs walk the output tiles (CUTLASS 2.x's threadblock swizzle
+/// interface): along M (blockIdx.x over the row tiles, so that consecutive
+/// CTAs share the weight's columns) or along N.
+template <bool AlongN> struct Raster {
+  CUTLASS_HOST_DEVICE static cutlass::gemm::GemmCoord
+  get_tiled_shape(cutlass::gemm::GemmCoord problem,
+                  cutlass::gemm::GemmCoord tile, int slices) {
+    return {(problem.m() + tile.m() - 1) / tile.m(),
+            (problem.n() + tile.n() - 1) / tile.n(), slices};
+  }
+  CUTLASS_HOST_DEVICE static dim3
+  get_grid_shape(cutlass::gemm::GemmCoord tiles) {
+    return AlongN ? dim3(tiles.n(), tiles.m(), tiles.k())
+                  : dim3(tiles.m(), tiles.n(), tiles.k());
+  }
+  CUTLASS_HOST_DEVICE static int get_log_tile(cutlass::gemm::GemmCoord) {
+    return 0;
+  }
+  CUTLASS_DEVICE static cutlass::gemm::GemmCoord get_tile_offset(int) {
+    return AlongN ? cutlass::gemm::GemmCoord{int(blockIdx.y), int(blockIdx.x),
+                                             int(blockIdx.z)}
+                  : cutlass::gemm::GemmCoord{int(blockIdx.x), int(blockIdx.y),
+                                             int(blockIdx.z)};
+  }
+  CUTLASS_DEVICE static cutlass::gemm::GemmCoord
+  get_tile_offset(cutlass::gemm::GemmCoord) {
+    return get_tile_offset(0);
+  }
+};
+
+/// A CUTLASS 2.x GEMM kernel over the rows the device counts: a CTA whose
+/// rows all lie at or past *rows exits, and the others read and write no
+/// row past it (the row count stays on the device, docs/cuda.md).
+template <typename Kernel>
+__global__ __launch_bounds__(Kernel::kThreadCount) void rowCountKernel(
+    typename Kernel::Params params, const int64_t *rows) {
+  const int64_t count = rows ? *rows : int64_t(params.problem_size.m());
+  const cutlass::gemm::GemmCoord tile =
+      typename Kernel::ThreadblockSwizzle{}.get_tile_offset(
+          params.swizzle_log_tile);
+  if (int64_t(tile.m()) * Kernel::Mma::Shape::kM >= count)
+    return;
+  if (count < params.problem_size.m())
+    params.problem_size.m() = int(count);
+  extern __shared__ int4 modcCutlassShared[];
+  Kernel op;
+  op(params,
+     *reinterpret_cast<typename Kernel::SharedStorage *>(modcCutlassShared));
+}
+
+/// y[M, N] = a[M, K] w[N, K]^T on sm_80: bf16 operands by cp.async (K
+/// major), f32 accumulation on mma.sync m16n8k16, a BM x BN x BK tile of
+/// WM x WN warp tiles, Stages stages, a plain epilogue storing TC.
+template <int BM, int BN, int BK, int WM, int WN, int Stages, bool AlongN,
+          typename TC, int SharedBytes>
+struct Sm80Gemm {
+  using Out = typename OutputOf<TC>::type;
+  using EpilogueOp = cutlass::epilogue::thread::LinearCombination<
+      Out, 128 / cutlass::sizeof_bits<Out>::value, float, float,
+      cutlass::epilogue::thread::ScaleType::Nothing>;
+  using Kernel = typename cutlass::gemm::kernel::DefaultGemm<
+      Bf16, cutlass::layout::RowMajor, 8, Bf16, cutlass::layout::ColumnMajor,
+      8, Out, cutlass::layout::RowMajor, float, cutlass::arch::OpClassTensorOp,
+      cutlass::arch::Sm80, cutlass::gemm::GemmShape<BM, BN, BK>,
+      cutlass::gemm::GemmShape<WM, WN, BK>, cutlass::gemm::GemmShape<16, 8, 16>,
+      EpilogueOp, Raster<AlongN>, Stages, false,
+      cutlass::arch::OpMultiplyAdd>::GemmKernel;
+  static constexpr int kShared = int(sizeof(typename Kernel::SharedStorage));
+  static_assert(kShared <= SharedBytes,
+                "the configured stages do not fit the part's shared memory "
+                "(modc/Dialect/Modk/CudaTargets.h)");
+
+  /// The kernel, instantiated (a build check takes its address).
+  static auto kernel() { return &rowCountKernel<Kernel>; }
+
+  /// Enqueues the product over the *rows rows below the bound m; false
+  /// where CUTLASS declines it.
+  static bool run(const Bf16 *a, const int64_t *rows, const Bf16 *w, TC *y,
+                  int64_t m, int64_t n, int64_t k, cudaStream_t s) {
+    cutlass::gemm::GemmCoord problem(int(m), int(n), int(k));
+    Out *out = reinterpret_cast<Out *>(y);
+    typename Kernel::Mma::IteratorA::TensorRef refA(
+        const_cast<Bf16 *>(a), cutlass::layout::RowMajor(int(k)));
+    typename Kernel::Mma::IteratorB::TensorRef refB(
+        const_cast<Bf16 *>(w), cutlass::layout::ColumnMajor(int(k)));
+    typename Kernel::Epilogue::OutputTileIterator::TensorRef refD(
+        out, cutlass::layout::RowMajor(int(n)));
+    if (Kernel::can_implement(problem, refA, refB, refD, refD) !=
+        cutlass::Status::kSuccess)
+      return false;
+    static const bool sharedSet =
+        kShared < 48 * 1024 ||
+        cudaFuncSetAttribute(kernel(),
+                             cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             kShared) == cudaSuccess;
+    if (!sharedSet)
+      return false;
+    const cutlass::gemm::GemmCoord tiles =
+        Raster<AlongN>::get_tiled_shape(problem, {BM, BN, BK}, 1);
+    typename Kernel::Params params(problem, tiles, refA, refB, refD, refD,
+                                   typename EpilogueOp::Params());
+    kernel()<<<Raster<AlongN>::get_grid_shape(tiles), Kernel::kThreadCount,
+               kShared, s>>>(params, rows);
+    return cudaPeekAtLastError() == cudaSuccess;
+  }
+};
+} // namespace modc_cutlass
+)cpp";
+
+// The plan and the product's entry point, on every target: under the
+// emulation every plan declines.
+static const char kPlan[] = R"cpp(
+namespace modc_cutlass {
+/// A product's CUTLASS variants by ascending MinRows: run() enqueues the
+/// one of the row bound on the weight's bf16 copy, or returns false (below
+/// the first variant's rows, no copy of the weight, an unaligned operand,
+/// CUTLASS declining, the CPU emulation): nothing but perhaps the weight's
+/// rounding was enqueued then.
+template <typename... V> struct Plan {
+  template <typename TC>
+  static bool run(const modk_cuda::bf16 *a, const int64_t *rows,
+                  int64_t maxRows, const float *w, TC *y, int64_t n, int64_t k,
+                  cudaStream_t s) {
+#if defined(__CUDACC__)
+    return pick<V...>(a, rows, maxRows, w, y, n, k, s);
+#else
+    (void)a, (void)rows, (void)maxRows, (void)w, (void)y, (void)n, (void)k,
+        (void)s;
+    return false;
+#endif
+  }
+
+#if defined(__CUDACC__)
+private:
+  template <typename First, typename... Rest, typename TC>
+  static bool pick(const modk_cuda::bf16 *a, const int64_t *rows,
+                   int64_t maxRows, const float *w, TC *y, int64_t n,
+                   int64_t k, cudaStream_t s) {
+    if constexpr (sizeof...(Rest) > 0) {
+      using Next = typename modk_cuda::detail::FirstOf<Rest...>::type;
+      static_assert(Next::minRows > First::minRows, "variants by rows");
+      if (maxRows >= Next::minRows)
+        return pick<Rest...>(a, rows, maxRows, w, y, n, k, s);
+    }
+    if (maxRows < First::minRows ||
+        reinterpret_cast<uintptr_t>(a) % 16 != 0 ||
+        reinterpret_cast<uintptr_t>(y) % 16 != 0)
+      return false;
+    const modk_cuda::bf16 *wb =
+        modk_cuda::detail::weightCopyFor(w, n * k, s);
+    if (!wb)
+      return false;
+    modk_cuda::detail::traceGemm("cutlass", maxRows, n, k, 0, 0, "store");
+    return First::Gemm::run(reinterpret_cast<const Bf16 *>(a), rows,
+                            reinterpret_cast<const Bf16 *>(wb), y, maxRows, n,
+                            k, s);
+  }
+#endif
+};
+
+/// y[m, n] = sum_k a[m, k] w[n, k] for m < *rows: on the CUTLASS plan
+/// where it runs, else on the hand-written tiles of TilePlan.
+template <int N, int K, typename TilePlan, typename CutlassPlan, typename TC>
+inline void linear(const modk_cuda::bf16 *a, const int64_t *rows,
+                   int64_t maxRows, const float *w, TC *y, cudaStream_t s) {
+  if (maxRows > 0 && CutlassPlan::run(a, rows, maxRows, w, y, N, K, s))
+    return;
+  modk_cuda::linear<N, K, true, TilePlan>(a, rows, maxRows, w, y, s);
+}
+} // namespace modc_cutlass
+)cpp";
+
+/// The key of a product's CUTLASS plan: its configuration and output type.
+static std::string planKey(Operation *op) {
+  auto config = op->getAttrOfType<modk::GemmConfigAttr>("config");
+  std::string key;
+  llvm::raw_string_ostream os(key);
+  os << config << " -> "
+     << cast<MemRefType>(cast<modk::GemmOp>(op).getOutput().getType())
+            .getElementType();
+  return key;
+}
+
+LogicalResult CutlassGemms::emitKernelType(raw_ostream &os,
+                                           const modk::GemmVariant &v,
+                                           bool bf16Output,
+                                           const std::string &name,
+                                           Operation *op) {
+  const cuda::CudaPart *part = cuda::findCudaPart(arch);
+  const cuda::CutlassTile *tile =
+      part ? cuda::findCutlassTile(*part, v.tileRows, v.tileCols, v.tileDepth)
+           : nullptr;
+  if (!tile)
+    return op->emitError("CUTLASS tile ")
+           << v.tileRows << "x" << v.tileCols << "x" << v.tileDepth
+           << " is not in " << arch
+           << "'s description: run modk-configure-gemms{arch=" << arch
+           << " library=cutlass}";
+  bool sm90 =
+      part->cutlass.generation == cuda::CutlassGeneration::collectiveBuilders;
+  if (v.splitK != 1)
+    return op->emitError("CUTLASS kernels split no reduction yet (split_k ")
+           << v.splitK << ")";
+  if (sm90 == (v.schedule == modk::CutlassSchedule::multistage) ||
+      (!sm90 && (v.clusterRows != 1 || v.clusterCols != 1)))
+    return op->emitError("the CUTLASS schedule ")
+           << modk::stringifyCutlassSchedule(v.schedule) << " in clusters of "
+           << v.clusterRows << "x" << v.clusterCols << " does not run on "
+           << arch;
+  const char *out = bf16Output ? "modk_cuda::bf16" : "float";
+  int64_t shared = cuda::sharedBytesPerBlock(*part) / tile->ctasPerSm;
+  bool alongN = v.raster == modk::RasterOrder::along_n;
+  if (sm90)
+    os << fmt::format("using {} = modc_cutlass::Sm90Gemm<{}, {}, {}, {}, {}, "
+                      "{}, {}, {}, {}, {}>;\n",
+                      name, v.tileRows, v.tileCols, v.tileDepth, v.clusterRows,
+                      v.clusterCols, v.stages,
+                      v.schedule == modk::CutlassSchedule::pingpong, alongN,
+                      out, shared);
+  else
+    os << fmt::format("using {} = modc_cutlass::Sm80Gemm<{}, {}, {}, {}, {}, "
+                      "{}, {}, {}, {}>;\n",
+                      name, v.tileRows, v.tileCols, v.tileDepth, tile->warpRows,
+                      tile->warpCols, v.stages, alongN, out, shared);
+  return success();
+}
+
+LogicalResult CutlassGemms::emit(raw_ostream &os, int onlyKernel) {
+  if (!usesCutlass(entries))
+    return success();
+  const cuda::CudaPart *part = cuda::findCudaPart(arch);
+  if (!part)
+    return modk::EntryOp(entries.front()).emitError("no CUDA part '")
+           << arch << "'";
+  bool sm90 =
+      part->cutlass.generation == cuda::CutlassGeneration::collectiveBuilders;
+  if (onlyKernel >= 0) // the package's bf16, for a source of its own
+    os << "#include <cstdint>\nnamespace modk_cuda {\nstruct bf16 {\n  "
+          "uint16_t bits;\n};\n} // namespace modk_cuda\n";
+  os << kCommon << (sm90 ? kSm90 : kSm80);
+  // One kernel type per distinct variant and output type (printed with the
+  // variant beside it), one plan per distinct configuration.
+  std::map<std::string, std::string> kernels;
+  std::string types, planText;
+  llvm::raw_string_ostream typesOs(types), plansOs(planText);
+  for (modk::EntryOp e : entries) {
+    WalkResult walk = e.walk([&](modk::GemmOp op) {
+      auto config = op.getConfigAttr();
+      if (!hasCutlassVariant(config))
+        return WalkResult::advance();
+      std::string key = planKey(op);
+      if (plans.count(key))
+        return WalkResult::advance();
+      bool bf16Output =
+          cast<MemRefType>(op.getOutput().getType()).getElementType().isBF16();
+      std::vector<std::string> variants;
+      for (const modk::GemmVariant &v : config.getVariants()) {
+        if (v.path != modk::GemmPath::cutlass)
+          continue;
+        modk::GemmVariant shape = v;
+        shape.minRows = 0;
+        std::string text;
+        llvm::raw_string_ostream textOs(text);
+        textOs << modk::GemmConfigAttr::get(op.getContext(), {shape}, 1, 0)
+               << (bf16Output ? " -> bf16" : " -> f32");
+        auto [it, added] = kernels.try_emplace(
+            text, fmt::format("modc_cutlass_gemm_{}", kernels.size()));
+        if (added &&
+            (onlyKernel < 0 || int(kernels.size()) - 1 == onlyKernel)) {
+          typesOs << "// " << text << "\n";
+          if (failed(emitKernelType(typesOs, v, bf16Output, it->second, op)))
+            return WalkResult::interrupt();
+        }
+        variants.push_back(fmt::format("modc_cutlass::Variant<{}, {}>",
+                                       v.minRows, it->second));
+      }
+      std::string name = fmt::format("modc_cutlass_plan_{}", plans.size());
+      plans[key] = name;
+      plansOs << "// " << key << "\nusing " << name << " = modc_cutlass::Plan<";
+      llvm::interleaveComma(variants, plansOs);
+      plansOs << ">;\n";
+      return WalkResult::advance();
+    });
+    if (walk.wasInterrupted())
+      return failure();
+  }
+  if (onlyKernel >= 0) {
+    // A build check: the one kernel type, its kernel instantiated.
+    if (onlyKernel >= int(kernels.size()))
+      return modk::EntryOp(entries.front()).emitError("the package has ")
+             << kernels.size() << " CUTLASS kernels, no kernel " << onlyKernel;
+    os << types
+       << fmt::format("void *modc_cutlass_instantiate() {{\n  return (void "
+                      "*)modc_cutlass_gemm_{}::kernel();\n}}\n",
+                      onlyKernel)
+       << "#endif // __CUDACC__\n";
+    return success();
+  }
+  os << "#endif // __CUDACC__\n" << kPlan;
+  // The kernel types; under the emulation only declared (no plan uses them
+  // there).
+  os << "#if defined(__CUDACC__)\n" << types << "#else\n";
+  for (const auto &kernel : kernels)
+    os << "struct " << kernel.second << ";\n";
+  os << "#endif\n" << planText;
+  return success();
+}
+
+std::string CutlassGemms::planOf(Operation *op) const {
+  auto gemm = dyn_cast<modk::GemmOp>(op);
+  if (!gemm || !hasCutlassVariant(gemm.getConfigAttr()))
+    return {};
+  auto it = plans.find(planKey(op));
+  return it == plans.end() ? std::string() : it->second;
+}

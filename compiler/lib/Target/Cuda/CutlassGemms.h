@@ -1,0 +1,71 @@
+//===- CutlassGemms.h - CUTLASS kernels of a CUDA package -------*- C++ -*-===//
+//
+// The products that modk-configure-gemms put on CUTLASS (`cutlass`
+// variants of a #modk.gemm_config, `modc --cuda-gemms=cutlass`) get one
+// CUTLASS kernel type per distinct variant in the generated model.cu, and a
+// plan that picks one by the row bound; EmitCuda.cpp calls them from the
+// entries. docs/cuda.md, "CUTLASS".
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MODC_TARGET_CUDA_CUTLASSGEMMS_H
+#define MODC_TARGET_CUDA_CUTLASSGEMMS_H
+
+#include "modc/Dialect/Modk/ModkDialect.h"
+
+#include "llvm/Support/raw_ostream.h"
+#include <map>
+
+#include <string>
+#include <vector>
+
+namespace modc {
+
+/// Whether a configuration has a CUTLASS variant.
+bool hasCutlassVariant(modk::GemmConfigAttr config);
+
+/// Whether any product of `entries` runs on CUTLASS (its package then
+/// compiles against CUTLASS's headers).
+bool usesCutlass(llvm::ArrayRef<modk::EntryOp> entries);
+
+/// The CUTLASS version modc was configured with ("4.2.0"), or empty where
+/// CMake found no CUTLASS.
+llvm::StringRef cutlassVersion();
+
+/// The include directories nvcc needs for a package that uses CUTLASS (its
+/// include/ and, where present, tools/util/include/), empty where CMake
+/// found no CUTLASS.
+std::vector<std::string> cutlassIncludeDirs();
+
+/// The CUTLASS kernels of one package.
+class CutlassGemms {
+public:
+  CutlassGemms(llvm::ArrayRef<modk::EntryOp> entries, llvm::StringRef arch)
+      : entries(entries), arch(arch) {}
+
+  /// Writes the CUTLASS section of model.cu: the headers, the project's
+  /// kernel templates over them, and one type per distinct variant and one
+  /// plan per distinct configuration. Nothing where no product uses
+  /// CUTLASS. Fails (with a diagnostic on the product) where a variant does
+  /// not fit `arch`. `onlyKernel` >= 0: only that kernel type, with its
+  /// kernel instantiated (a build check of one kernel).
+  mlir::LogicalResult emit(llvm::raw_ostream &os, int onlyKernel = -1);
+
+  /// The plan of `op`'s configuration, or empty where it has no CUTLASS
+  /// variant.
+  std::string planOf(mlir::Operation *op) const;
+
+private:
+  mlir::LogicalResult emitKernelType(llvm::raw_ostream &os,
+                                     const modk::GemmVariant &v,
+                                     bool bf16Output, const std::string &name,
+                                     mlir::Operation *op);
+
+  llvm::ArrayRef<modk::EntryOp> entries;
+  std::string arch;
+  std::map<std::string, std::string> plans;
+};
+
+} // namespace modc
+
+#endif // MODC_TARGET_CUDA_CUTLASSGEMMS_H
