@@ -12,6 +12,7 @@ packages=(
   fortunes fortunes-min
   clang-14 libclang-rt-14-dev
   openmpi-bin libopenmpi-dev
+  python3-pip
 )
 missing=()
 for p in "${packages[@]}"; do
@@ -24,4 +25,15 @@ if ((${#missing[@]})); then
   apt-get install -y -q "${missing[@]}"
 else
   echo "install-deps: all packages present"
+fi
+# CUTLASS's C++ headers for CUDA packages built with --cuda-gemms=cutlass
+# (docs/cuda.md, "CUTLASS"): pip's wheel, pinned, into a directory of its
+# own (cmake/Cutlass.cmake looks there; nothing is installed into Python).
+cutlass_version=4.2.0.0
+cutlass_dir=/opt/modc-cutlass-$cutlass_version
+if [ ! -f "$cutlass_dir/cutlass_library/source/include/cutlass/version.h" ]; then
+  echo "install-deps: installing CUTLASS $cutlass_version headers into $cutlass_dir"
+  python3 -m pip install -q --no-deps --target "$cutlass_dir" "nvidia-cutlass==$cutlass_version"
+else
+  echo "install-deps: CUTLASS $cutlass_version present"
 fi
