@@ -49,8 +49,8 @@ constexpr auto add40Bf16 = rows_cpu::modc_rows_17;
 // The router over every token: (rows, x, w, r), rows = B * S.
 constexpr auto router40x70 = rows_cpu::modc_rows_23;
 // With the RMSNorm statistics (modk-fuse-router-norm): (rows, x, w, r,
-// scale); then the gather that scales, (..., x, scale, norm weight,
-// gathered, normed).
+// sum of x^2); then the gather that reads that sum, (..., x, norm weight,
+// sum of x^2, gathered, normed).
 constexpr auto routerNorm40x70 = rows_cpu::modc_rows_50;
 constexpr auto gatherScale40x70 = rows_cpu::modc_rows_51;
 constexpr auto router1x40 = rows_cpu::modc_rows_52;

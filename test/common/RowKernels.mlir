@@ -52,10 +52,10 @@ modk.entry @forward attributes {kind = #modk.entry_kind<forward>, model = #modk.
   modk.add %a40b, %a40b rows %seg -> %b40b : memref<?x2x40xf32>, memref<?x2x40xf32>, memref<?x1xi64>, memref<?x2x40xbf16>
   // 18: the add of D = 90 into bf16.
   modk.add %x90, %x90 rows %seg -> %b90 : memref<?x1x90xf32>, memref<?x1x90xf32>, memref<?x1xi64>, memref<?x1x90xbf16>
-  // The routed blocks' kernels (modk-generalize turns route_select_gather
-  // and decode_route into modk.rows with token accesses; the gated scatter
-  // is one as the lowering writes it: a plain GEMM, then the scatter; the
-  // selections and the plain GEMMs are not row kernels). Their buffers:
+  // The routed blocks' kernels, modk.rows as the lowering writes them: the
+  // router over every token (the identity row set), the gather + RMSNorm of
+  // the selected ones at their tokens, and the gated scatter after a plain
+  // GEMM (the selections and the GEMMs are not row kernels). Their buffers:
   %rw48 = modk.param "rw48" : memref<1x48xf32>
   %w48 = modk.param "w48" : memref<48xf32>
   %x32x48 = modk.alloc : memref<?x32x48xf32>
@@ -138,10 +138,118 @@ modk.entry @forward attributes {kind = #modk.entry_kind<forward>, model = #modk.
   // eps 1e-6 (the parallel path); S = 40, D = 70 (CpuKernels.Router,
   // CudaKernels.GatherRmsnorm); S = 1, D = 48, the forward form
   // CpuKernelsDecode.GatherRmsNorm compares its decode form with.
-  modk.route_select_gather %x32x48, %rw48, %w48 causal(%p32) -> %r32, %pos32, %seg, %xs32x48, %xn32x48, %mask32 {causal_router = #modk.causal_router<predictor>, eps = 1.000000e-05 : f64, k = 32 : i64, layer = 1 : i64} : memref<?x32x48xf32>, memref<1x48xf32>, memref<48xf32>, memref<?x32xf32>, memref<?x32xf32>, memref<?x32xi32>, memref<?x1xi64>, memref<?x32x48xf32>, memref<?x32x48xf32>, memref<?x32xi32>
-  modk.route_select_gather %x512x128, %rw128, %w128 causal(%p512) -> %r512, %pos512, %seg, %xs512x128, %xn512x128, %mask512 {causal_router = #modk.causal_router<predictor>, eps = 1.000000e-06 : f64, k = 512 : i64, layer = 1 : i64} : memref<?x512x128xf32>, memref<1x128xf32>, memref<128xf32>, memref<?x512xf32>, memref<?x512xf32>, memref<?x512xi32>, memref<?x1xi64>, memref<?x512x128xf32>, memref<?x512x128xf32>, memref<?x512xi32>
-  modk.route_select_gather %x40x70, %rw70, %w70 causal(%p40) -> %r40, %pos40, %seg, %xs40x70, %xn40x70, %mask40 {causal_router = #modk.causal_router<predictor>, eps = 1.000000e-05 : f64, k = 40 : i64, layer = 1 : i64} : memref<?x40x70xf32>, memref<1x70xf32>, memref<70xf32>, memref<?x40xf32>, memref<?x40xf32>, memref<?x40xi32>, memref<?x1xi64>, memref<?x40x70xf32>, memref<?x40x70xf32>, memref<?x40xi32>
-  modk.route_select_gather %x1x48, %rw48, %w48 causal(%p1) -> %r1, %pos1, %seg, %xs1x48, %xn1x48, %mask1 {causal_router = #modk.causal_router<predictor>, eps = 1.000000e-05 : f64, k = 1 : i64, layer = 1 : i64} : memref<?x1x48xf32>, memref<1x48xf32>, memref<48xf32>, memref<?x1xf32>, memref<?x1xf32>, memref<?x1xi32>, memref<?x1xi64>, memref<?x1x48xf32>, memref<?x1x48xf32>, memref<?x1xi32>
+  %ipos1 = modk.alloc : memref<?x32xi32>
+  %iseg1 = modk.alloc : memref<?x1xi64>
+  modk.identity_rows -> %ipos1, %iseg1 : memref<?x32xi32>, memref<?x1xi64>
+  modk.rows ins(%x32x48, %rw48 : memref<?x32x48xf32>, memref<1x48xf32>) rows %iseg1 : memref<?x1xi64> outs(%r32 : memref<?x32xf32>) access(row, column -> row_value) reduce {
+    ^bb0(%a0: f32, %a1: f32):
+      %xw = arith.mulf %a0, %a1 : f32
+      modk.yield %xw : f32
+    } body {
+    ^bb0(%b0: f32, %b1: f32, %s0: f32):
+      modk.yield %s0 : f32
+    }
+  modk.rows ins(%x32x48, %w48 : memref<?x32x48xf32>, memref<48xf32>) rows %seg : memref<?x1xi64> tokens(%pos32 : memref<?x32xi32>) outs(%xs32x48, %xn32x48 : memref<?x32x48xf32>, memref<?x32x48xf32>) access(token, column -> row, row) reduce {
+    ^bb0(%a0: f32, %a1: f32):
+      %sq = arith.mulf %a0, %a0 : f32
+      modk.yield %sq : f32
+    } body {
+    ^bb0(%b0: f32, %b1: f32, %ss: f32):
+      %eps = arith.constant 1.000000e-05 : f32
+      %width = arith.constant 48.0 : f32
+      %mean = arith.divf %ss, %width : f32
+      %var = arith.addf %mean, %eps : f32
+      %root = math.sqrt %var : f32
+      %one = arith.constant 1.0 : f32
+      %scale = arith.divf %one, %root : f32
+      %xs = arith.mulf %b0, %scale : f32
+      %n = arith.mulf %xs, %b1 : f32
+      modk.yield %b0, %n : f32, f32
+    }
+  %ipos2 = modk.alloc : memref<?x512xi32>
+  %iseg2 = modk.alloc : memref<?x1xi64>
+  modk.identity_rows -> %ipos2, %iseg2 : memref<?x512xi32>, memref<?x1xi64>
+  modk.rows ins(%x512x128, %rw128 : memref<?x512x128xf32>, memref<1x128xf32>) rows %iseg2 : memref<?x1xi64> outs(%r512 : memref<?x512xf32>) access(row, column -> row_value) reduce {
+    ^bb0(%a0: f32, %a1: f32):
+      %xw = arith.mulf %a0, %a1 : f32
+      modk.yield %xw : f32
+    } body {
+    ^bb0(%b0: f32, %b1: f32, %s0: f32):
+      modk.yield %s0 : f32
+    }
+  modk.rows ins(%x512x128, %w128 : memref<?x512x128xf32>, memref<128xf32>) rows %seg : memref<?x1xi64> tokens(%pos512 : memref<?x512xi32>) outs(%xs512x128, %xn512x128 : memref<?x512x128xf32>, memref<?x512x128xf32>) access(token, column -> row, row) reduce {
+    ^bb0(%a0: f32, %a1: f32):
+      %sq = arith.mulf %a0, %a0 : f32
+      modk.yield %sq : f32
+    } body {
+    ^bb0(%b0: f32, %b1: f32, %ss: f32):
+      %eps = arith.constant 1.000000e-06 : f32
+      %width = arith.constant 128.0 : f32
+      %mean = arith.divf %ss, %width : f32
+      %var = arith.addf %mean, %eps : f32
+      %root = math.sqrt %var : f32
+      %one = arith.constant 1.0 : f32
+      %scale = arith.divf %one, %root : f32
+      %xs = arith.mulf %b0, %scale : f32
+      %n = arith.mulf %xs, %b1 : f32
+      modk.yield %b0, %n : f32, f32
+    }
+  %ipos3 = modk.alloc : memref<?x40xi32>
+  %iseg3 = modk.alloc : memref<?x1xi64>
+  modk.identity_rows -> %ipos3, %iseg3 : memref<?x40xi32>, memref<?x1xi64>
+  modk.rows ins(%x40x70, %rw70 : memref<?x40x70xf32>, memref<1x70xf32>) rows %iseg3 : memref<?x1xi64> outs(%r40 : memref<?x40xf32>) access(row, column -> row_value) reduce {
+    ^bb0(%a0: f32, %a1: f32):
+      %xw = arith.mulf %a0, %a1 : f32
+      modk.yield %xw : f32
+    } body {
+    ^bb0(%b0: f32, %b1: f32, %s0: f32):
+      modk.yield %s0 : f32
+    }
+  modk.rows ins(%x40x70, %w70 : memref<?x40x70xf32>, memref<70xf32>) rows %seg : memref<?x1xi64> tokens(%pos40 : memref<?x40xi32>) outs(%xs40x70, %xn40x70 : memref<?x40x70xf32>, memref<?x40x70xf32>) access(token, column -> row, row) reduce {
+    ^bb0(%a0: f32, %a1: f32):
+      %sq = arith.mulf %a0, %a0 : f32
+      modk.yield %sq : f32
+    } body {
+    ^bb0(%b0: f32, %b1: f32, %ss: f32):
+      %eps = arith.constant 1.000000e-05 : f32
+      %width = arith.constant 70.0 : f32
+      %mean = arith.divf %ss, %width : f32
+      %var = arith.addf %mean, %eps : f32
+      %root = math.sqrt %var : f32
+      %one = arith.constant 1.0 : f32
+      %scale = arith.divf %one, %root : f32
+      %xs = arith.mulf %b0, %scale : f32
+      %n = arith.mulf %xs, %b1 : f32
+      modk.yield %b0, %n : f32, f32
+    }
+  %ipos4 = modk.alloc : memref<?x1xi32>
+  %iseg4 = modk.alloc : memref<?x1xi64>
+  modk.identity_rows -> %ipos4, %iseg4 : memref<?x1xi32>, memref<?x1xi64>
+  modk.rows ins(%x1x48, %rw48 : memref<?x1x48xf32>, memref<1x48xf32>) rows %iseg4 : memref<?x1xi64> outs(%r1 : memref<?x1xf32>) access(row, column -> row_value) reduce {
+    ^bb0(%a0: f32, %a1: f32):
+      %xw = arith.mulf %a0, %a1 : f32
+      modk.yield %xw : f32
+    } body {
+    ^bb0(%b0: f32, %b1: f32, %s0: f32):
+      modk.yield %s0 : f32
+    }
+  modk.rows ins(%x1x48, %w48 : memref<?x1x48xf32>, memref<48xf32>) rows %seg : memref<?x1xi64> tokens(%pos1 : memref<?x1xi32>) outs(%xs1x48, %xn1x48 : memref<?x1x48xf32>, memref<?x1x48xf32>) access(token, column -> row, row) reduce {
+    ^bb0(%a0: f32, %a1: f32):
+      %sq = arith.mulf %a0, %a0 : f32
+      modk.yield %sq : f32
+    } body {
+    ^bb0(%b0: f32, %b1: f32, %ss: f32):
+      %eps = arith.constant 1.000000e-05 : f32
+      %width = arith.constant 48.0 : f32
+      %mean = arith.divf %ss, %width : f32
+      %var = arith.addf %mean, %eps : f32
+      %root = math.sqrt %var : f32
+      %one = arith.constant 1.0 : f32
+      %scale = arith.divf %one, %root : f32
+      %xs = arith.mulf %b0, %scale : f32
+      %n = arith.mulf %xs, %b1 : f32
+      modk.yield %b0, %n : f32, f32
+    }
   // 27-33: the gated scatter into the stream: S = 40, D = 32, gates linear,
   // sigmoid, one (CpuKernels.GateScaleScatter); S = 512, D = 128, sigmoid;
   // S = 40, D = 70, the three gates (CudaKernels.GateScaleScatter).
@@ -240,11 +348,146 @@ modk.entry @forward attributes {kind = #modk.entry_kind<forward>, model = #modk.
   // kernel; gather 34: CpuKernelsDecode.GatherRmsNorm), then of 64, 128, 96,
   // 32 (routers 35, 37, 39, 41; gathers 36, 38, 40, 42:
   // CudaDecodeKernels.DecodeRoute*).
-  modk.decode_route(%x1x48, %rw48, %w48, %step, %active, %r1, %pos1, %seg, %xs1x48, %xn1x48, %mask1) {causal_router = #modk.causal_router<aux_loss>, eps = 1.000000e-05 : f64, layer = 1 : i64} : memref<?x1x48xf32>, memref<1x48xf32>, memref<48xf32>, memref<?x1xi32>, memref<?x1xi8>, memref<?x1xf32>, memref<?x1xi32>, memref<?x1xi64>, memref<?x1x48xf32>, memref<?x1x48xf32>, memref<?x1xi32>
-  modk.decode_route(%x1x64, %rw64, %w64, %step, %active, %r1, %pos1, %seg, %xs1x64, %xn1x64, %mask1) {causal_router = #modk.causal_router<aux_loss>, eps = 1.000000e-05 : f64, layer = 1 : i64} : memref<?x1x64xf32>, memref<1x64xf32>, memref<64xf32>, memref<?x1xi32>, memref<?x1xi8>, memref<?x1xf32>, memref<?x1xi32>, memref<?x1xi64>, memref<?x1x64xf32>, memref<?x1x64xf32>, memref<?x1xi32>
-  modk.decode_route(%x1x128, %rw128, %w128, %step, %active, %r1, %pos1, %seg, %xs1x128, %xn1x128, %mask1) {causal_router = #modk.causal_router<aux_loss>, eps = 1.000000e-05 : f64, layer = 1 : i64} : memref<?x1x128xf32>, memref<1x128xf32>, memref<128xf32>, memref<?x1xi32>, memref<?x1xi8>, memref<?x1xf32>, memref<?x1xi32>, memref<?x1xi64>, memref<?x1x128xf32>, memref<?x1x128xf32>, memref<?x1xi32>
-  modk.decode_route(%x1x96, %rw96, %w96, %step, %active, %r1, %pos1, %seg, %xs1x96, %xn1x96, %mask1) {causal_router = #modk.causal_router<aux_loss>, eps = 1.000000e-05 : f64, layer = 1 : i64} : memref<?x1x96xf32>, memref<1x96xf32>, memref<96xf32>, memref<?x1xi32>, memref<?x1xi8>, memref<?x1xf32>, memref<?x1xi32>, memref<?x1xi64>, memref<?x1x96xf32>, memref<?x1x96xf32>, memref<?x1xi32>
-  modk.decode_route(%x1x32, %rw32, %w32, %step, %active, %r1, %pos1, %seg, %xs1x32, %xn1x32, %mask1) {causal_router = #modk.causal_router<aux_loss>, eps = 1.000000e-05 : f64, layer = 1 : i64} : memref<?x1x32xf32>, memref<1x32xf32>, memref<32xf32>, memref<?x1xi32>, memref<?x1xi8>, memref<?x1xf32>, memref<?x1xi32>, memref<?x1xi64>, memref<?x1x32xf32>, memref<?x1x32xf32>, memref<?x1xi32>
+  %ipos8 = modk.alloc : memref<?x1xi32>
+  %iseg8 = modk.alloc : memref<?x1xi64>
+  modk.identity_rows -> %ipos8, %iseg8 : memref<?x1xi32>, memref<?x1xi64>
+  modk.rows ins(%x1x48, %rw48 : memref<?x1x48xf32>, memref<1x48xf32>) rows %iseg8 : memref<?x1xi64> outs(%r1 : memref<?x1xf32>) access(row, column -> row_value) reduce {
+    ^bb0(%a0: f32, %a1: f32):
+      %xw = arith.mulf %a0, %a1 : f32
+      modk.yield %xw : f32
+    } body {
+    ^bb0(%b0: f32, %b1: f32, %s0: f32):
+      modk.yield %s0 : f32
+    }
+  modk.rows ins(%x1x48, %w48 : memref<?x1x48xf32>, memref<48xf32>) rows %seg : memref<?x1xi64> outs(%xs1x48, %xn1x48 : memref<?x1x48xf32>, memref<?x1x48xf32>) access(token, column -> row, row) reduce {
+    ^bb0(%a0: f32, %a1: f32):
+      %sq = arith.mulf %a0, %a0 : f32
+      modk.yield %sq : f32
+    } body {
+    ^bb0(%b0: f32, %b1: f32, %ss: f32):
+      %eps = arith.constant 1.000000e-05 : f32
+      %width = arith.constant 48.0 : f32
+      %mean = arith.divf %ss, %width : f32
+      %var = arith.addf %mean, %eps : f32
+      %root = math.sqrt %var : f32
+      %one = arith.constant 1.0 : f32
+      %scale = arith.divf %one, %root : f32
+      %xs = arith.mulf %b0, %scale : f32
+      %n = arith.mulf %xs, %b1 : f32
+      modk.yield %b0, %n : f32, f32
+    }
+  %ipos9 = modk.alloc : memref<?x1xi32>
+  %iseg9 = modk.alloc : memref<?x1xi64>
+  modk.identity_rows -> %ipos9, %iseg9 : memref<?x1xi32>, memref<?x1xi64>
+  modk.rows ins(%x1x64, %rw64 : memref<?x1x64xf32>, memref<1x64xf32>) rows %iseg9 : memref<?x1xi64> outs(%r1 : memref<?x1xf32>) access(row, column -> row_value) reduce {
+    ^bb0(%a0: f32, %a1: f32):
+      %xw = arith.mulf %a0, %a1 : f32
+      modk.yield %xw : f32
+    } body {
+    ^bb0(%b0: f32, %b1: f32, %s0: f32):
+      modk.yield %s0 : f32
+    }
+  modk.rows ins(%x1x64, %w64 : memref<?x1x64xf32>, memref<64xf32>) rows %seg : memref<?x1xi64> outs(%xs1x64, %xn1x64 : memref<?x1x64xf32>, memref<?x1x64xf32>) access(token, column -> row, row) reduce {
+    ^bb0(%a0: f32, %a1: f32):
+      %sq = arith.mulf %a0, %a0 : f32
+      modk.yield %sq : f32
+    } body {
+    ^bb0(%b0: f32, %b1: f32, %ss: f32):
+      %eps = arith.constant 1.000000e-05 : f32
+      %width = arith.constant 64.0 : f32
+      %mean = arith.divf %ss, %width : f32
+      %var = arith.addf %mean, %eps : f32
+      %root = math.sqrt %var : f32
+      %one = arith.constant 1.0 : f32
+      %scale = arith.divf %one, %root : f32
+      %xs = arith.mulf %b0, %scale : f32
+      %n = arith.mulf %xs, %b1 : f32
+      modk.yield %b0, %n : f32, f32
+    }
+  %ipos10 = modk.alloc : memref<?x1xi32>
+  %iseg10 = modk.alloc : memref<?x1xi64>
+  modk.identity_rows -> %ipos10, %iseg10 : memref<?x1xi32>, memref<?x1xi64>
+  modk.rows ins(%x1x128, %rw128 : memref<?x1x128xf32>, memref<1x128xf32>) rows %iseg10 : memref<?x1xi64> outs(%r1 : memref<?x1xf32>) access(row, column -> row_value) reduce {
+    ^bb0(%a0: f32, %a1: f32):
+      %xw = arith.mulf %a0, %a1 : f32
+      modk.yield %xw : f32
+    } body {
+    ^bb0(%b0: f32, %b1: f32, %s0: f32):
+      modk.yield %s0 : f32
+    }
+  modk.rows ins(%x1x128, %w128 : memref<?x1x128xf32>, memref<128xf32>) rows %seg : memref<?x1xi64> outs(%xs1x128, %xn1x128 : memref<?x1x128xf32>, memref<?x1x128xf32>) access(token, column -> row, row) reduce {
+    ^bb0(%a0: f32, %a1: f32):
+      %sq = arith.mulf %a0, %a0 : f32
+      modk.yield %sq : f32
+    } body {
+    ^bb0(%b0: f32, %b1: f32, %ss: f32):
+      %eps = arith.constant 1.000000e-05 : f32
+      %width = arith.constant 128.0 : f32
+      %mean = arith.divf %ss, %width : f32
+      %var = arith.addf %mean, %eps : f32
+      %root = math.sqrt %var : f32
+      %one = arith.constant 1.0 : f32
+      %scale = arith.divf %one, %root : f32
+      %xs = arith.mulf %b0, %scale : f32
+      %n = arith.mulf %xs, %b1 : f32
+      modk.yield %b0, %n : f32, f32
+    }
+  %ipos11 = modk.alloc : memref<?x1xi32>
+  %iseg11 = modk.alloc : memref<?x1xi64>
+  modk.identity_rows -> %ipos11, %iseg11 : memref<?x1xi32>, memref<?x1xi64>
+  modk.rows ins(%x1x96, %rw96 : memref<?x1x96xf32>, memref<1x96xf32>) rows %iseg11 : memref<?x1xi64> outs(%r1 : memref<?x1xf32>) access(row, column -> row_value) reduce {
+    ^bb0(%a0: f32, %a1: f32):
+      %xw = arith.mulf %a0, %a1 : f32
+      modk.yield %xw : f32
+    } body {
+    ^bb0(%b0: f32, %b1: f32, %s0: f32):
+      modk.yield %s0 : f32
+    }
+  modk.rows ins(%x1x96, %w96 : memref<?x1x96xf32>, memref<96xf32>) rows %seg : memref<?x1xi64> outs(%xs1x96, %xn1x96 : memref<?x1x96xf32>, memref<?x1x96xf32>) access(token, column -> row, row) reduce {
+    ^bb0(%a0: f32, %a1: f32):
+      %sq = arith.mulf %a0, %a0 : f32
+      modk.yield %sq : f32
+    } body {
+    ^bb0(%b0: f32, %b1: f32, %ss: f32):
+      %eps = arith.constant 1.000000e-05 : f32
+      %width = arith.constant 96.0 : f32
+      %mean = arith.divf %ss, %width : f32
+      %var = arith.addf %mean, %eps : f32
+      %root = math.sqrt %var : f32
+      %one = arith.constant 1.0 : f32
+      %scale = arith.divf %one, %root : f32
+      %xs = arith.mulf %b0, %scale : f32
+      %n = arith.mulf %xs, %b1 : f32
+      modk.yield %b0, %n : f32, f32
+    }
+  %ipos12 = modk.alloc : memref<?x1xi32>
+  %iseg12 = modk.alloc : memref<?x1xi64>
+  modk.identity_rows -> %ipos12, %iseg12 : memref<?x1xi32>, memref<?x1xi64>
+  modk.rows ins(%x1x32, %rw32 : memref<?x1x32xf32>, memref<1x32xf32>) rows %iseg12 : memref<?x1xi64> outs(%r1 : memref<?x1xf32>) access(row, column -> row_value) reduce {
+    ^bb0(%a0: f32, %a1: f32):
+      %xw = arith.mulf %a0, %a1 : f32
+      modk.yield %xw : f32
+    } body {
+    ^bb0(%b0: f32, %b1: f32, %s0: f32):
+      modk.yield %s0 : f32
+    }
+  modk.rows ins(%x1x32, %w32 : memref<?x1x32xf32>, memref<32xf32>) rows %seg : memref<?x1xi64> outs(%xs1x32, %xn1x32 : memref<?x1x32xf32>, memref<?x1x32xf32>) access(token, column -> row, row) reduce {
+    ^bb0(%a0: f32, %a1: f32):
+      %sq = arith.mulf %a0, %a0 : f32
+      modk.yield %sq : f32
+    } body {
+    ^bb0(%b0: f32, %b1: f32, %ss: f32):
+      %eps = arith.constant 1.000000e-05 : f32
+      %width = arith.constant 32.0 : f32
+      %mean = arith.divf %ss, %width : f32
+      %var = arith.addf %mean, %eps : f32
+      %root = math.sqrt %var : f32
+      %one = arith.constant 1.0 : f32
+      %scale = arith.divf %one, %root : f32
+      %xs = arith.mulf %b0, %scale : f32
+      %n = arith.mulf %xs, %b1 : f32
+      modk.yield %b0, %n : f32, f32
+    }
   // 43-49: a decode step's gated scatter (a [B, 1, D] stream: the decode
   // form, one token a sequence): D = 36, the three gates
   // (CpuKernelsDecode.GateScaleScatter); D = 64, the three gates, and
@@ -340,8 +583,9 @@ modk.entry @forward attributes {kind = #modk.entry_kind<forward>, model = #modk.
     modk.yield %y : f32
   }
   // 50, 51: the router of S = 40, D = 70 with the RMSNorm statistics
-  // riding on it (modk-fuse-router-norm: r and each token's scale), then
-  // the gather that only scales (CpuKernels.Router, GatherScale,
+  // riding on it (as modk-fuse-router-norm writes it: r and each token's
+  // sum of x^2), then the gather that reads that sum at its token and sums
+  // nothing (CpuKernels.Router, GatherScale,
   // CudaKernels.*). 52-55: the router and gather of S = 1, D = 40,
   // unfused, then fused: a decode step's router is bit for bit both of
   // these routers (CpuKernelsDecode.DecodeRouteWithRouterAsDecision).
@@ -352,9 +596,90 @@ modk.entry @forward attributes {kind = #modk.entry_kind<forward>, model = #modk.
   %x1x40 = modk.alloc : memref<?x1x40xf32>
   %xs1x40 = modk.alloc : memref<?x1x40xf32>
   %xn1x40 = modk.alloc : memref<?x1x40xf32>
-  modk.route_select_gather %x40x70, %rw70, %w70 causal(%p40) -> %r40, %pos40, %seg, %xs40x70, %xn40x70, %mask40 stats(%st40) {causal_router = #modk.causal_router<predictor>, eps = 1.000000e-05 : f64, k = 40 : i64, layer = 1 : i64} : memref<?x40x70xf32>, memref<1x70xf32>, memref<70xf32>, memref<?x40xf32>, memref<?x40xf32>, memref<?x40xi32>, memref<?x1xi64>, memref<?x40x70xf32>, memref<?x40x70xf32>, memref<?x40xi32>, memref<?x40xf32>
-  modk.route_select_gather %x1x40, %rw40, %w40 causal(%p1) -> %r1, %pos1, %seg, %xs1x40, %xn1x40, %mask1 {causal_router = #modk.causal_router<predictor>, eps = 1.000000e-05 : f64, k = 1 : i64, layer = 1 : i64} : memref<?x1x40xf32>, memref<1x40xf32>, memref<40xf32>, memref<?x1xf32>, memref<?x1xf32>, memref<?x1xi32>, memref<?x1xi64>, memref<?x1x40xf32>, memref<?x1x40xf32>, memref<?x1xi32>
-  modk.route_select_gather %x1x40, %rw40, %w40 causal(%p1) -> %r1, %pos1, %seg, %xs1x40, %xn1x40, %mask1 stats(%st1) {causal_router = #modk.causal_router<predictor>, eps = 1.000000e-05 : f64, k = 1 : i64, layer = 1 : i64} : memref<?x1x40xf32>, memref<1x40xf32>, memref<40xf32>, memref<?x1xf32>, memref<?x1xf32>, memref<?x1xi32>, memref<?x1xi64>, memref<?x1x40xf32>, memref<?x1x40xf32>, memref<?x1xi32>, memref<?x1xf32>
+  %ipos5 = modk.alloc : memref<?x40xi32>
+  %iseg5 = modk.alloc : memref<?x1xi64>
+  modk.identity_rows -> %ipos5, %iseg5 : memref<?x40xi32>, memref<?x1xi64>
+  modk.rows ins(%x40x70, %rw70 : memref<?x40x70xf32>, memref<1x70xf32>) rows %iseg5 : memref<?x1xi64> outs(%r40, %st40 : memref<?x40xf32>, memref<?x40xf32>) access(row, column -> row_value, row_value) reduce {
+    ^bb0(%a0: f32, %a1: f32):
+      %xw = arith.mulf %a0, %a1 : f32
+      %xx = arith.mulf %a0, %a0 : f32
+      modk.yield %xw, %xx : f32, f32
+    } body {
+    ^bb0(%b0: f32, %b1: f32, %s0: f32, %s1: f32):
+      modk.yield %s0, %s1 : f32, f32
+    }
+  modk.rows ins(%x40x70, %w70, %st40 : memref<?x40x70xf32>, memref<70xf32>, memref<?x40xf32>) rows %seg : memref<?x1xi64> tokens(%pos40 : memref<?x40xi32>) outs(%xs40x70, %xn40x70 : memref<?x40x70xf32>, memref<?x40x70xf32>) access(token, column, token_value -> row, row) reduce {
+    ^bb0(%a0: f32, %a1: f32, %a2: f32):
+      modk.yield
+    } body {
+    ^bb0(%b0: f32, %b1: f32, %ss: f32):
+      %eps = arith.constant 1.000000e-05 : f32
+      %width = arith.constant 70.0 : f32
+      %mean = arith.divf %ss, %width : f32
+      %var = arith.addf %mean, %eps : f32
+      %root = math.sqrt %var : f32
+      %one = arith.constant 1.0 : f32
+      %scale = arith.divf %one, %root : f32
+      %xs = arith.mulf %b0, %scale : f32
+      %n = arith.mulf %xs, %b1 : f32
+      modk.yield %b0, %n : f32, f32
+    }
+  %ipos6 = modk.alloc : memref<?x1xi32>
+  %iseg6 = modk.alloc : memref<?x1xi64>
+  modk.identity_rows -> %ipos6, %iseg6 : memref<?x1xi32>, memref<?x1xi64>
+  modk.rows ins(%x1x40, %rw40 : memref<?x1x40xf32>, memref<1x40xf32>) rows %iseg6 : memref<?x1xi64> outs(%r1 : memref<?x1xf32>) access(row, column -> row_value) reduce {
+    ^bb0(%a0: f32, %a1: f32):
+      %xw = arith.mulf %a0, %a1 : f32
+      modk.yield %xw : f32
+    } body {
+    ^bb0(%b0: f32, %b1: f32, %s0: f32):
+      modk.yield %s0 : f32
+    }
+  modk.rows ins(%x1x40, %w40 : memref<?x1x40xf32>, memref<40xf32>) rows %seg : memref<?x1xi64> tokens(%pos1 : memref<?x1xi32>) outs(%xs1x40, %xn1x40 : memref<?x1x40xf32>, memref<?x1x40xf32>) access(token, column -> row, row) reduce {
+    ^bb0(%a0: f32, %a1: f32):
+      %sq = arith.mulf %a0, %a0 : f32
+      modk.yield %sq : f32
+    } body {
+    ^bb0(%b0: f32, %b1: f32, %ss: f32):
+      %eps = arith.constant 1.000000e-05 : f32
+      %width = arith.constant 40.0 : f32
+      %mean = arith.divf %ss, %width : f32
+      %var = arith.addf %mean, %eps : f32
+      %root = math.sqrt %var : f32
+      %one = arith.constant 1.0 : f32
+      %scale = arith.divf %one, %root : f32
+      %xs = arith.mulf %b0, %scale : f32
+      %n = arith.mulf %xs, %b1 : f32
+      modk.yield %b0, %n : f32, f32
+    }
+  %ipos7 = modk.alloc : memref<?x1xi32>
+  %iseg7 = modk.alloc : memref<?x1xi64>
+  modk.identity_rows -> %ipos7, %iseg7 : memref<?x1xi32>, memref<?x1xi64>
+  modk.rows ins(%x1x40, %rw40 : memref<?x1x40xf32>, memref<1x40xf32>) rows %iseg7 : memref<?x1xi64> outs(%r1, %st1 : memref<?x1xf32>, memref<?x1xf32>) access(row, column -> row_value, row_value) reduce {
+    ^bb0(%a0: f32, %a1: f32):
+      %xw = arith.mulf %a0, %a1 : f32
+      %xx = arith.mulf %a0, %a0 : f32
+      modk.yield %xw, %xx : f32, f32
+    } body {
+    ^bb0(%b0: f32, %b1: f32, %s0: f32, %s1: f32):
+      modk.yield %s0, %s1 : f32, f32
+    }
+  modk.rows ins(%x1x40, %w40, %st1 : memref<?x1x40xf32>, memref<40xf32>, memref<?x1xf32>) rows %seg : memref<?x1xi64> tokens(%pos1 : memref<?x1xi32>) outs(%xs1x40, %xn1x40 : memref<?x1x40xf32>, memref<?x1x40xf32>) access(token, column, token_value -> row, row) reduce {
+    ^bb0(%a0: f32, %a1: f32, %a2: f32):
+      modk.yield
+    } body {
+    ^bb0(%b0: f32, %b1: f32, %ss: f32):
+      %eps = arith.constant 1.000000e-05 : f32
+      %width = arith.constant 40.0 : f32
+      %mean = arith.divf %ss, %width : f32
+      %var = arith.addf %mean, %eps : f32
+      %root = math.sqrt %var : f32
+      %one = arith.constant 1.0 : f32
+      %scale = arith.divf %one, %root : f32
+      %xs = arith.mulf %b0, %scale : f32
+      %n = arith.mulf %xs, %b1 : f32
+      modk.yield %b0, %n : f32, f32
+    }
   // 56, 57: the gradient of the routed gather, dx[token] += dxs[row] at
   // each selected row's token: S = 64, D = 300 (CpuKernelsTrain.GatherGrad)
   // and S = 16, D = 40 with 8 gathered rows a sequence

@@ -860,14 +860,15 @@ TEST(CudaKernels, Router) {
                    r.data());
   gen_cpu::router40x70(rows, x.data(), w.data(), ref.data());
   expectClose(r.data(), ref.data(), rows + 1, "router");
-  std::vector<float> rf(rows + 1, kSentinel), scale(rows + 1, kSentinel),
-      refScale(rows + 1, kSentinel);
+  std::vector<float> rf(rows + 1, kSentinel), squares(rows + 1, kSentinel),
+      refSquares(rows + 1, kSentinel);
   gen_cuda::launch(gen_cuda::routerNorm40x70, &rows, rows, x.data(), w.data(),
-                   rf.data(), scale.data());
+                   rf.data(), squares.data());
   gen_cpu::routerNorm40x70(rows, x.data(), w.data(), ref.data(),
-                           refScale.data());
+                           refSquares.data());
   expectClose(rf.data(), ref.data(), rows + 1, "router with statistics");
-  expectClose(scale.data(), refScale.data(), rows + 1, "RMSNorm scale");
+  expectClose(squares.data(), refSquares.data(), rows + 1,
+              "RMSNorm sum of squares");
 }
 
 template <int S, int K, int G = 1>
@@ -1008,21 +1009,21 @@ TEST(CudaKernels, GatherRmsnorm) {
   checkGatherRmsnorm<40, 70>(causalRows<40>(3, 123), 3, 124);
 }
 
-/// The gather that scales by the router pass's statistics
+/// The gather that reads the router pass's sums of x^2
 /// (modk-fuse-router-norm), CUDA against CPU.
 template <int S, int D>
 void checkGatherScale(const RowSet &rs, int64_t B, uint32_t seed) {
   static_assert(S == 40 && D == 70, "gen_cuda::gatherScale40x70");
   auto x = randomFloats(B * S * D, seed, -2, 2), w = randomFloats(D, seed + 1),
-       scale = randomFloats(B * S, seed + 2, 0.5f, 2.0f);
+       squares = randomFloats(B * S, seed + 2, 0.5f * D, 2.0f * D);
   const int64_t rows = rs.rows(), cap = B * S;
   std::vector<float> g(cap * D, kSentinel), n(cap * D, kSentinel);
   std::vector<float> rg(cap * D, kSentinel), rn(cap * D, kSentinel);
   gen_cuda::launch(gen_cuda::gatherScale40x70, rs.seg.data() + B, cap,
-                   rs.seg.data(), B, rs.pos.data(), x.data(), scale.data(),
-                   w.data(), g.data(), n.data());
+                   rs.seg.data(), B, rs.pos.data(), x.data(), w.data(),
+                   squares.data(), g.data(), n.data());
   gen_cpu::gatherScale40x70(rows, rs.seg.data(), B, rs.pos.data(), x.data(),
-                            scale.data(), w.data(), rg.data(), rn.data());
+                            w.data(), squares.data(), rg.data(), rn.data());
   EXPECT_EQ(g, rg);
   expectClose(n.data(), rn.data(), rows * D, "gather_scale");
   expectSentinel(n.data(), rows * D, cap * D, "gather_scale");
@@ -1044,7 +1045,8 @@ template <int G> void checkSelectGatherFused() {
   SCOPED_TRACE(testing::Message() << G << " blocks a sequence");
   for (int64_t B : {1, 5}) {
     auto r = randomFloats(B * S, 130), x = randomFloats(B * S * D, 131, -2, 2),
-         w = randomFloats(D, 132), scale = randomFloats(B * S, 133, 0.5f, 2);
+         w = randomFloats(D, 132),
+         squares = randomFloats(B * S, 133, 0.5f * D, 2.0f * D);
     const int64_t cap = B * S;
     std::vector<int32_t> pos(cap, -7), rpos(cap, -7), mask(cap, -7),
         rmask(cap, -7);
@@ -1070,13 +1072,13 @@ template <int G> void checkSelectGatherFused() {
     std::vector<float> sn(cap * D, kSentinel), rsn(cap * D, kSentinel);
     modk_cuda::select_topk<S, K, G>(
         r.data(), B, pos.data(), seg.data(), mask.data(),
-        gen_cuda::FusedGatherScale40x70{pos.data(), x.data(), scale.data(),
-                                        w.data(), xs.data(), sn.data()},
+        gen_cuda::FusedGatherScale40x70{pos.data(), x.data(), w.data(),
+                                        squares.data(), xs.data(), sn.data()},
         nullptr);
     modk_cpu::select_topk<S, K>(
         r.data(), B, rpos.data(), rseg.data(), rmask.data(),
-        gen_cpu::FusedGatherScale40x70{rpos.data(), x.data(), scale.data(),
-                                       w.data(), rxs.data(), rsn.data()});
+        gen_cpu::FusedGatherScale40x70{rpos.data(), x.data(), w.data(),
+                                       squares.data(), rxs.data(), rsn.data()});
     EXPECT_EQ(xs, rxs);
     expectClose(sn.data(), rsn.data(), B * K * D, "fused gather_scale");
     expectSentinel(sn.data(), B * K * D, cap * D, "fused gather_scale");

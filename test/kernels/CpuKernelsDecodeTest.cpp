@@ -195,11 +195,11 @@ TEST(CpuKernelsDecode, DecodeRouteWithRouterAsDecision) {
   EXPECT_LE(relErr(r, refR), kTol);
   EXPECT_EQ(r[4], 0.0f);
 
-  // Bit-identical to the forward pass's router with the RMSNorm statistics
-  // riding on it (modk-fuse-router-norm, the default; a decode step's router
-  // has no statistics): a decode step makes the forward pass's decisions.
-  std::vector<float> rFused(B, -1.0f), scale(B);
-  gen_cpu::routerNorm1x40(B, x.data(), w.data(), rFused.data(), scale.data());
+  // Bit-identical to the router with the RMSNorm statistics riding on it
+  // (modk-fuse-router-norm, the default in both entries): a decode step
+  // makes the forward pass's decisions.
+  std::vector<float> rFused(B, -1.0f), squares(B);
+  gen_cpu::routerNorm1x40(B, x.data(), w.data(), rFused.data(), squares.data());
   EXPECT_EQ(0, std::memcmp(r.data(), rFused.data(), sizeof(float) * B));
 
   int64_t c = 0, nActiveSkipped = 0, nInactivePositive = 0;

@@ -487,28 +487,28 @@ TEST(CpuKernels, Router) {
   const int64_t B = 3, rows = B * S;
   auto x = randn(B * S * D, 30, 2.0f), w = randn(D, 31);
   std::vector<float> r(rows + 1, -7.0f), rFused(rows + 1, -7.0f),
-      scale(rows + 1, -7.0f);
+      squares(rows + 1, -7.0f);
   gen_cpu::router40x70(rows, x.data(), w.data(), r.data());
   gen_cpu::routerNorm40x70(rows, x.data(), w.data(), rFused.data(),
-                           scale.data());
-  std::vector<double> refR(rows), refScale(rows);
+                           squares.data());
+  std::vector<double> refR(rows), refSquares(rows);
   for (int64_t t = 0; t < rows; ++t) {
-    double acc = 0.0, squares = 0.0;
+    double acc = 0.0, sumSq = 0.0;
     for (int d = 0; d < D; ++d) {
       acc += double(w[d]) * x[t * D + d];
-      squares += double(x[t * D + d]) * x[t * D + d];
+      sumSq += double(x[t * D + d]) * x[t * D + d];
     }
     refR[t] = acc;
-    refScale[t] = 1.0 / std::sqrt(squares / D + 1e-5);
+    refSquares[t] = sumSq;
   }
   EXPECT_EQ(r[rows], -7.0f) << "wrote past the rows";
-  EXPECT_EQ(scale[rows], -7.0f) << "wrote past the rows";
+  EXPECT_EQ(squares[rows], -7.0f) << "wrote past the rows";
   r.pop_back();
   rFused.pop_back();
-  scale.pop_back();
+  squares.pop_back();
   EXPECT_LE(relErr(r, refR), kTol);
   EXPECT_LE(relErr(rFused, refR), kTol);
-  EXPECT_LE(relErr(scale, refScale), kTol);
+  EXPECT_LE(relErr(squares, refSquares), kTol);
 }
 
 /// Reference top-k: sort indices by (value desc, position asc) and keep the
@@ -663,9 +663,10 @@ TEST(CpuKernels, GatherRmsNorm) {
   EXPECT_LE(relErr(n, refN), kTol);
 }
 
-// The gather that only scales (gen_cpu::gatherScale40x70): x[token] times
-// its token's scale from the router's pass, times w; the same normalised
-// rows as the gather that sums x^2 itself, to rounding.
+// The gather that sums nothing (gen_cpu::gatherScale40x70): x[token] scaled
+// by the RMSNorm scale of its token's sum of x^2 from the router's pass,
+// times w; the same normalised rows as the gather that sums x^2 itself, to
+// rounding.
 TEST(CpuKernels, GatherScale) {
   constexpr int S = 40, D = 70;
   std::vector<int64_t> seg;
@@ -673,12 +674,13 @@ TEST(CpuKernels, GatherScale) {
   routedLayout(S, {7, 0, 40}, 32, seg, pos);
   const int64_t B = 3, rows = seg.back();
   auto x = randn(B * S * D, 33), w = randn(D, 34), wr = randn(D, 35);
-  std::vector<float> r(B * S), scale(B * S);
-  gen_cpu::routerNorm40x70(B * S, x.data(), wr.data(), r.data(), scale.data());
+  std::vector<float> r(B * S), squares(B * S);
+  gen_cpu::routerNorm40x70(B * S, x.data(), wr.data(), r.data(),
+                           squares.data());
   std::vector<float> xs(rows * D), n(rows * D), xsRef(rows * D),
       nUnfused(rows * D);
   gen_cpu::gatherScale40x70(rows, seg.data(), B, pos.data(), x.data(),
-                            scale.data(), w.data(), xs.data(), n.data());
+                            w.data(), squares.data(), xs.data(), n.data());
   gen_cpu::gatherRmsnorm40x70(rows, seg.data(), B, pos.data(), x.data(),
                               w.data(), xsRef.data(), nUnfused.data());
   EXPECT_EQ(xs, xsRef);
@@ -710,9 +712,10 @@ TEST(CpuKernels, SelectGatherFused) {
   constexpr int S = 40, K = 9, D = 70;
   for (int64_t B : {1, 3}) {
     auto r = randn(B * S, 70), x = randn(B * S * D, 71), w = randn(D, 72);
-    auto scale = randn(B * S, 73);
-    for (float &v : scale)
-      v = 0.5f + std::fabs(v);
+    // Each token's sum of x^2, as the router's pass stores it.
+    auto squares = randn(B * S, 73);
+    for (float &v : squares)
+      v = 0.5f * D + std::fabs(v) * D;
     // Top-k, fused, both gathers.
     std::vector<int32_t> pos(B * S, -1), mask(B * S, -1);
     std::vector<int64_t> seg(B + 1, -1);
@@ -726,8 +729,8 @@ TEST(CpuKernels, SelectGatherFused) {
     std::vector<int64_t> seg2(B + 1, -1);
     modk_cpu::select_topk<S, K>(
         r.data(), B, pos2.data(), seg2.data(), mask2.data(),
-        gen_cpu::FusedGatherScale40x70{pos2.data(), x.data(), scale.data(),
-                                       w.data(), ss.data(), sn.data()});
+        gen_cpu::FusedGatherScale40x70{pos2.data(), x.data(), w.data(),
+                                       squares.data(), ss.data(), sn.data()});
     ASSERT_EQ(seg[B], B * K);
     EXPECT_EQ(pos2, pos);
     std::vector<double> refN(B * K * D), refS(B * K * D);
@@ -743,8 +746,9 @@ TEST(CpuKernels, SelectGatherFused) {
         ASSERT_EQ(0, std::memcmp(&xs[row * D], src, sizeof(float) * D));
         ASSERT_EQ(0, std::memcmp(&ss[row * D], src, sizeof(float) * D));
         rmsnormRef(src, D, w.data(), 1e-5, &refN[row * D]);
+        const double scale = 1.0 / std::sqrt(squares[token] / D + 1e-5);
         for (int c = 0; c < D; ++c)
-          refS[row * D + c] = double(src[c]) * scale[token] * w[c];
+          refS[row * D + c] = double(src[c]) * scale * w[c];
       }
     }
     EXPECT_LE(relErr(xn, refN), kTol);
@@ -759,7 +763,8 @@ TEST(CpuKernels, SelectGatherFused) {
     gen_cpu::gatherRmsnorm40x70(useg[B], useg.data(), B, upos.data(), x.data(),
                                 w.data(), uxs.data(), uxn.data());
     gen_cpu::gatherScale40x70(useg[B], useg.data(), B, upos.data(), x.data(),
-                              scale.data(), w.data(), uss.data(), usn.data());
+                              w.data(), squares.data(), uss.data(),
+                              usn.data());
     EXPECT_EQ(upos, pos);
     EXPECT_EQ(umask, mask);
     EXPECT_EQ(useg, seg);

@@ -10,8 +10,12 @@ LogicalResult modc::buildModToModkPipeline(OpPassManager &pm,
   OpPassManager &model = pm.nest<mod::ModelOp>();
   model.addPass(createExpandSchedule());
   model.addPass(createExpandBlocks());
-  model.addPass(createFuseRouting());
-  model.addPass(createFuseResidual());
+  FuseRoutingOptions routing;
+  routing.enabled = options.fuseRouting;
+  model.addPass(createFuseRouting(routing));
+  FuseResidualOptions residual;
+  residual.enabled = options.fuseResidual;
+  model.addPass(createFuseResidual(residual));
   // Each entry goes right after the model: eval first keeps it last.
   pm.addPass(createGenerateEval());
   pm.addPass(createGenerateGrad());

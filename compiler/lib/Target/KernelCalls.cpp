@@ -117,8 +117,7 @@ LogicalResult PlanEmitter::emitKernel(Operation *op) {
     return success();
   }
   if (isa<modk::RMSNormOp, modk::AddOp, modk::ActivationOp,
-          modk::ActivationGradOp, modk::RouteSelectGatherOp,
-          modk::DecodeRouteOp, modk::GatherGradOp, modk::ScatterGradOp,
+          modk::ActivationGradOp, modk::GatherGradOp, modk::ScatterGradOp,
           modk::RMSNormGradOp, modk::RouterGradOp, modk::RopeGradOp,
           modk::EmbedOp, modk::EmbedGradOp, modk::PredictorOp,
           modk::PredictorGradOp>(op))

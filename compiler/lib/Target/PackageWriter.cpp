@@ -240,7 +240,9 @@ static llvm::Error compileCudaSource(const PackageOptions &opts,
       "-Xcompiler", "-fPIC,-fvisibility=hidden", "-cudart", "static",
       "--split-compile=" + std::to_string(opts.cudaJobs),
       "-Xptxas", "-v", "-o", std::string(library), std::string(source)};
-  args.insert(args.begin() + 1, extraFlags.begin(), extraFlags.end());
+  // An empty range would move the arguments onto themselves.
+  if (!extraFlags.empty())
+    args.insert(args.begin() + 1, extraFlags.begin(), extraFlags.end());
   return runLogged(args, log, opts.verbose, "CUDA");
 }
 

@@ -81,7 +81,10 @@ static cl::opt<bool> f32Activations(
     cl::init(false), cl::Hidden, cl::sub(compileCommand), cl::cat(modcCategory));
 static cl::list<std::string> noFuse(
     "no-fuse",
-    cl::desc("Fusions to leave out, to measure them: residual-add (into the "
+    cl::desc("Fusions to leave out, to measure them: routing (a routed "
+             "block's gather and its attention norm, as one kernel), "
+             "residual (the routed block's MLP and attention sum, into its "
+             "gated scatter), residual-add (into the "
              "GEMM that produces the sum's operand), activation (the MLP's, "
              "into its up projection), rows-epilogue (an elementwise row "
              "kernel into the GEMM it reads: the routed block's gated "
@@ -159,7 +162,11 @@ static int runCompile() {
   modc::PipelineOptions pipeline;
   pipeline.bf16Storage = !f32Activations;
   for (const std::string &fusion : noFuse) {
-    if (fusion == "residual-add")
+    if (fusion == "routing")
+      pipeline.fuseRouting = false;
+    else if (fusion == "residual")
+      pipeline.fuseResidual = false;
+    else if (fusion == "residual-add")
       pipeline.fuseResidualAdd = false;
     else if (fusion == "activation")
       pipeline.fuseActivation = false;
@@ -174,8 +181,9 @@ static int runCompile() {
     else if (fusion == "copy")
       pipeline.fuseCopies = false;
     else
-      return fail("--no-fuse takes residual-add, activation, rows-epilogue, "
-                  "router-norm, select-gather, horizontal and copy, got '" +
+      return fail("--no-fuse takes routing, residual, residual-add, "
+                  "activation, rows-epilogue, router-norm, select-gather, "
+                  "horizontal and copy, got '" +
                   fusion + "'");
   }
   if (target == "cuda") {

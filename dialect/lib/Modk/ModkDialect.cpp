@@ -601,13 +601,6 @@ static LogicalResult verifyRouting(RoutingOp op, Value held,
   return success();
 }
 
-LogicalResult RouteSelectGatherOp::verify() {
-  if (Value stats = getNormStats())
-    if (stats.getType() != getScores().getType())
-      return emitOpError("stats must be an f32 buffer [B, S] like the scores");
-  return verifyRouting(*this, getGathered(), "gathered buffer holds");
-}
-
 LogicalResult RouteSelectOp::verify() {
   return verifyRouting(*this, getPositions(), "positions hold");
 }

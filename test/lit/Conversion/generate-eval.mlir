@@ -28,9 +28,12 @@
 // CHECK-NOT: epilogue = #modk.epilogue<residual_add>
 // CHECK: modk.predictor %{{.*}} -> %[[P:[0-9]+]] :
 // Top-k only, k rows a sequence, and a routing mask that is no output.
-// CHECK: modk.route_select_gather %[[X1:[0-9]+]], {{.*}} -> {{.*}}, %[[MASK:[0-9]+]] {causal_router = #modk.causal_router<none>{{.*}}k = 4 : i64{{.*}}memref<?x4x32xf32>
+// CHECK: modk.rows ins(%[[X1:[0-9]+]], %{{.*}} : memref<?x16x32xf32>, memref<1x32xf32>) {{.*}} access(row, column -> row_value)
+// CHECK: %[[MASK:[0-9]+]] = modk.alloc : memref<?x16xi32>
+// CHECK-NEXT: modk.route_select %{{.*}} -> %{{.*}}, %{{.*}}, %[[MASK]] {causal_router = #modk.causal_router<none>, k = 4 : i64, layer = 1 : i64}
+// CHECK: modk.rows ins(%[[X1]], {{.*}} outs({{.*}} : memref<?x4x32xf32>, memref<?x4x32xf32>) access(token, column -> row, row)
+// CHECK: modk.gemm {{.*}} -> %[[EM:[0-9]+]] {epilogue = #modk.epilogue<none>} : memref<?x4x64xf32>
 // CHECK: modk.copy(%[[X1]], %[[Y:[0-9]+]])
-// CHECK: modk.gemm {{.*}} -> %[[EM:[0-9]+]] {epilogue = #modk.epilogue<none>}
 // CHECK-NEXT: modk.rows ins(%{{.*}}, %[[EM]], %{{.*}}, %[[Y]] : {{.*}}) {{.*}} outs(%[[Y]] : {{.*}}) access(row, row, token_value, token -> token)
 // CHECK: modk.gemm {{.*}} -> %[[LOGITS:[0-9]+]] {epilogue = #modk.epilogue<none>} : {{.*}}memref<?x16x64xf32>
 // The losses as @grad computes them: cross-entropy first, then the
@@ -46,7 +49,8 @@
 // CHECK-NOT: _grad
 // CHECK: %[[CT:.*]] = modk.input "tokens" : memref<?x17xi32>
 // CHECK: modk.split_tokens(%[[CT]], %{{.*}}, %[[CTGT:.*]]) :
-// CHECK: modk.route_select_gather {{.*}} causal(%{{.*}}) -> {{.*}} {causal_router = #modk.causal_router<predictor>{{.*}}memref<?x16x32xf32>
+// CHECK: modk.route_select %{{.*}} causal(%{{.*}}) -> {{.*}} {causal_router = #modk.causal_router<predictor>, k = 4 : i64, layer = 1 : i64}
+// CHECK: modk.rows {{.*}} outs({{.*}} : memref<?x16x32xf32>, memref<?x16x32xf32>) access(token, column -> row, row)
 // CHECK: %[[CL:.*]] = modk.output "losses" : memref<3xf32>
 // CHECK-NEXT: modk.cross_entropy_loss(%{{.*}}, %[[CTGT]], %[[CL]])
 // CHECK-NEXT: }
@@ -105,13 +109,13 @@ module {
 // The aux_loss router's loss reads the router's scores.
 // CHECK: mod.model @aux
 // CHECK-LABEL: modk.entry @eval
-// CHECK: modk.route_select_gather %{{.*}} -> %[[R:[0-9]+]], {{.*}}, %[[MASK:[0-9]+]] {causal_router = #modk.causal_router<none>
+// CHECK: modk.route_select %[[R:[0-9]+]] -> %{{.*}}, %{{.*}}, %[[MASK:[0-9]+]] {causal_router = #modk.causal_router<none>
 // CHECK: %[[L:.*]] = modk.output "losses" : memref<3xf32>
 // CHECK-NEXT: modk.cross_entropy_loss(%{{.*}}, %{{.*}}, %[[L]])
 // CHECK-NEXT: modk.bce_loss_value(%[[R]], %[[MASK]], %[[L]]) {n_routed = 1 : i64, weight = 1.000000e-02 : f64}
 // CHECK-NEXT: }
 // CHECK-LABEL: modk.entry @eval_causal
-// CHECK: modk.route_select_gather {{.*}} {causal_router = #modk.causal_router<aux_loss>
+// CHECK: modk.route_select {{.*}} {causal_router = #modk.causal_router<aux_loss>
 // CHECK: modk.cross_entropy_loss
 // CHECK-NEXT: }
 // CHECK-NOT: _grad

@@ -15,10 +15,13 @@
 // The predictor runs in training (its loss reads it).
 // CHECK: modk.predictor %{{.*}} -> %[[P:[0-9]+]] :
 // Training selects by top-k only: k rows a sequence.
-// CHECK: modk.route_select_gather %[[X1:[0-9]+]], {{.*}} -> %[[R:[0-9]+]], %[[POS:[0-9]+]], %[[SEG:[0-9]+]], %[[XS:[0-9]+]], %{{.*}}, %[[MASK:[0-9]+]] {causal_router = #modk.causal_router<none>{{.*}}k = 4 : i64{{.*}}memref<?x4x32xf32>
+// CHECK: modk.rows ins(%[[X1:[0-9]+]], %{{.*}} : memref<?x16x32xf32>, memref<1x32xf32>) {{.*}} outs(%[[R:[0-9]+]] : memref<?x16xf32>) access(row, column -> row_value)
+// CHECK: modk.route_select %[[R]] -> %[[POS:[0-9]+]], %[[SEG:[0-9]+]], %[[MASK:[0-9]+]] {causal_router = #modk.causal_router<none>, k = 4 : i64, layer = 1 : i64}
+// CHECK-NEXT: %[[XS:[0-9]+]] = modk.alloc : memref<?x4x32xf32>
+// CHECK: modk.rows ins(%[[X1]], {{.*}} tokens(%[[POS]] : memref<?x4xi32>) outs(%[[XS]], {{.*}}) access(token, column -> row, row)
 // The scatter writes into a copy: the block input is kept for the backward.
+// CHECK: modk.gemm {{.*}} rows %[[SEG]] -> %[[M:[0-9]+]] {epilogue = #modk.epilogue<none>} : memref<?x4x64xf32>
 // CHECK: modk.copy(%[[X1]], %[[Y:[0-9]+]])
-// CHECK: modk.gemm {{.*}} rows %[[SEG]] -> %[[M:[0-9]+]] {epilogue = #modk.epilogue<none>}
 // CHECK-NEXT: modk.rows ins(%[[A:[0-9]+]], %[[M]], %[[R]], %[[Y]] : {{.*}}) rows %[[SEG]] : memref<?x1xi64> tokens(%[[POS]] : {{.*}}) outs(%[[Y]] : {{.*}}) access(row, row, token_value, token -> token)
 // Losses and zeroed parameter gradients.
 // CHECK: %[[L:.*]] = modk.output "losses" : memref<3xf32>

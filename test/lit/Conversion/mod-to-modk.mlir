@@ -34,8 +34,20 @@
 // CHECK-NEXT: modk.add %[[X]], %[[M]] rows %[[SEG]] -> %[[X]]
 // Routed block.
 // CHECK: modk.predictor %[[X]], [{{.*}}] scratch %{{.*}} -> %[[P:[0-9]+]] {causal_only} :
-// CHECK: %[[MASK:.*]] = modk.output "routed.1" : memref<?x16xi32>
-// CHECK: modk.route_select_gather %[[X]], %{{.*}}, %{{.*}} causal(%[[P]]) -> %[[R:.*]], %[[RPOS:.*]], %[[RSEG:.*]], %[[XS:.*]], %[[RN:.*]], %[[MASK]] {causal_router = #modk.causal_router<predictor>, eps = 1.000000e-05 : f64, k = 4 : i64, layer = 1 : i64} : memref<?x16x32xf32>, memref<1x32xf32>, memref<32xf32>, memref<?x16xf32>, memref<?x16xf32>, memref<?x16xi32>, memref<?x1xi64>, memref<?x16x32xf32>, memref<?x16x32xf32>, memref<?x16xi32>
+// The router is a kernel over every token (the identity rows): r = w . x,
+// one sum a row, stored once a row. Then the selection, and one kernel
+// that gathers the selected tokens and normalises them (mod.route's
+// fusion), reading the stream at each row's token.
+// CHECK: %[[R:.*]] = modk.alloc : memref<?x16xf32>
+// CHECK-NEXT: modk.rows ins(%[[X]], %{{.*}} : memref<?x16x32xf32>, memref<1x32xf32>) rows %[[SEG]] : memref<?x1xi64> outs(%[[R]] : memref<?x16xf32>) access(row, column -> row_value) reduce {
+// CHECK: %[[RPOS:.*]] = modk.alloc : memref<?x16xi32>
+// CHECK-NEXT: %[[RSEG:.*]] = modk.alloc : memref<?x1xi64>
+// CHECK-NEXT: %[[MASK:.*]] = modk.output "routed.1" : memref<?x16xi32>
+// CHECK-NEXT: modk.route_select %[[R]] causal(%[[P]]) -> %[[RPOS]], %[[RSEG]], %[[MASK]] {causal_router = #modk.causal_router<predictor>, k = 4 : i64, layer = 1 : i64}
+// CHECK-NEXT: %[[XS:.*]] = modk.alloc : memref<?x16x32xf32>
+// CHECK-NEXT: %[[RN:.*]] = modk.alloc : memref<?x16x32xf32>
+// CHECK-NEXT: modk.rows ins(%[[X]], %{{.*}} : memref<?x16x32xf32>, memref<32xf32>) rows %[[RSEG]] : memref<?x1xi64> tokens(%[[RPOS]] : memref<?x16xi32>) outs(%[[XS]], %[[RN]] : memref<?x16x32xf32>, memref<?x16x32xf32>) access(token, column -> row, row) reduce {
+// CHECK: math.sqrt
 // CHECK: modk.gemm %[[RN]], [%{{.*}}] rows %[[RSEG]] extra(%[[RPOS]]) -> %{{.*}} {epilogue = #modk.epilogue<rope>
 // CHECK: modk.attention {{.*}} rows %[[RPOS]], %[[RSEG]] -> %[[RO:[0-9]+]] {n_heads = 2 : i64}
 // CHECK: modk.gemm %[[RO]], [%{{.*}}] rows %[[RSEG]] -> %[[A:.*]] {epilogue = #modk.epilogue<none>}
@@ -77,7 +89,8 @@ module {
 // Top-k only (causal_router none): gathered buffers hold k rows.
 // CHECK-LABEL: modk.entry @forward
 // CHECK-SAME: modes = [#modk.mode<topk>]
-// CHECK: modk.route_select_gather {{.*}}k = 4 : i64{{.*}} : memref<?x16x32xf32>, memref<1x32xf32>, memref<32xf32>, memref<?x16xf32>, memref<?x4xi32>, memref<?x1xi64>, memref<?x4x32xf32>, memref<?x4x32xf32>, memref<?x16xi32>
+// CHECK: modk.route_select %{{.*}} -> {{.*}} {causal_router = #modk.causal_router<none>, k = 4 : i64, layer = 1 : i64} : memref<?x16xf32>, memref<?x4xi32>, memref<?x1xi64>, memref<?x16xi32>
+// CHECK: modk.rows {{.*}} outs({{.*}} : memref<?x4x32xf32>, memref<?x4x32xf32>) access(token, column -> row, row)
 module {
   mod.model @small attributes {aux_loss_weight = 1.000000e-02 : f64, capacity = 2.500000e-01 : f64, causal_router = #mod.causal_router<none>, d_ff = 64 : i64, d_model = 32 : i64, dtype = #mod.dtype<f32>, gate = #mod.gate<sigmoid>, mlp = #mod.activation<swiglu>, n_heads = 2 : i64, n_layers = 2 : i64, norm_eps = 1.000000e-05 : f64, predictor_hidden = 32 : i64, rope_theta = 1.000000e+04 : f64, schedule = #mod.schedule<every_other>, seq_len = 16 : i64, tie_embeddings = true, vocab_size = 64 : i64} {
     %0 = mod.tokens : tensor<?x16xi32>
@@ -101,12 +114,54 @@ module {
 
 // -----
 
-// Routing ops that were not fused have no kernel of their own.
+// The routed block's ops unfused (mod-fuse-routing and mod-fuse-residual
+// off): the router's kernel, the selection, a gather that only copies, the
+// attention norm as a kernel of its own over the gathered rows, the MLP's
+// down projection and the sum a + m as plain kernels, and the gated
+// residual reading that sum at the rows and writing the stream at the
+// tokens.
+// CHECK-LABEL: modk.entry @forward
+// CHECK: modk.rows ins(%[[UX:.*]], %{{.*}} : memref<?x16x32xf32>, memref<1x32xf32>) rows %{{.*}} outs(%[[UR:.*]] : memref<?x16xf32>) access(row, column -> row_value)
+// CHECK: modk.route_select %[[UR]] -> %[[UPOS:.*]], %[[USEG:.*]], %{{.*}} {causal_router = #modk.causal_router<none>, k = 4 : i64, layer = 1 : i64}
+// CHECK-NEXT: %[[UXS:.*]] = modk.alloc : memref<?x4x32xf32>
+// CHECK-NEXT: modk.rows ins(%[[UX]] : memref<?x16x32xf32>) rows %[[USEG]] : memref<?x1xi64> tokens(%[[UPOS]] : memref<?x4xi32>) outs(%[[UXS]] : memref<?x4x32xf32>) access(token -> row) reduce {
+// CHECK: modk.rmsnorm %[[UXS]], %{{.*}} rows %[[USEG]] -> %[[UN:.*]] {eps
+// CHECK: modk.attention {{.*}} rows %[[UPOS]], %[[USEG]]
+// CHECK: modk.add %[[UXS]], %{{.*}} rows %[[USEG]] -> %[[UH:.*]] :
+// CHECK: modk.gemm %{{.*}}, [%{{.*}}] rows %[[USEG]] -> %[[UM:.*]] {epilogue = #modk.epilogue<none>} : memref<?x4x64xf32>
+// CHECK-NEXT: modk.add %{{.*}}, %[[UM]] rows %[[USEG]] -> %[[UF:[0-9]+]] :
+// CHECK-NEXT: modk.rows ins(%[[UF]], %[[UR]], %[[UX]] : memref<?x4x32xf32>, memref<?x16xf32>, memref<?x16x32xf32>) rows %[[USEG]] : memref<?x1xi64> tokens(%[[UPOS]] : memref<?x4xi32>) outs(%[[UX]] : memref<?x16x32xf32>) access(row, token_value, token -> token)
+// CHECK-NOT: mod.
 module {
-mod.model @unfused attributes {d_ff = 64 : i64, d_model = 32 : i64, dtype = #mod.dtype<f32>, mlp = #mod.activation<swiglu>, n_heads = 2 : i64, n_layers = 2 : i64, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, seq_len = 16 : i64, tie_embeddings = true, vocab_size = 64 : i64} {
+  mod.model @small attributes {aux_loss_weight = 1.000000e-02 : f64, capacity = 2.500000e-01 : f64, causal_router = #mod.causal_router<none>, d_ff = 64 : i64, d_model = 32 : i64, dtype = #mod.dtype<f32>, gate = #mod.gate<sigmoid>, mlp = #mod.activation<swiglu>, n_heads = 2 : i64, n_layers = 2 : i64, norm_eps = 1.000000e-05 : f64, predictor_hidden = 32 : i64, rope_theta = 1.000000e+04 : f64, schedule = #mod.schedule<every_other>, seq_len = 16 : i64, tie_embeddings = true, vocab_size = 64 : i64} {
+    %0 = mod.tokens : tensor<?x16xi32>
+    %1 = mod.embed %0 : (tensor<?x16xi32>) -> tensor<?x16x32xf32>
+    %r = mod.router %1 {layer = 1 : i64} : (tensor<?x16x32xf32>) -> tensor<?x16xf32>
+    %i = mod.topk %r {causal_router = #mod.causal_router<none>, k = 4 : i64} : tensor<?x16xf32> -> tensor<?x4xi32>
+    %xs = mod.gather %1[%i] : (tensor<?x16x32xf32>, tensor<?x4xi32>) -> tensor<?x4x32xf32>
+    %n = mod.rmsnorm %xs {eps = 1.000000e-05 : f64, param = "blocks.1.attn_norm.weight"} : tensor<?x4x32xf32>
+    %a = mod.attention %n positions(%i : tensor<?x4xi32>) {layer = 1 : i64} : tensor<?x4x32xf32>
+    %h = mod.add %xs, %a : tensor<?x4x32xf32>
+    %hn = mod.rmsnorm %h {eps = 1.000000e-05 : f64, param = "blocks.1.mlp_norm.weight"} : tensor<?x4x32xf32>
+    %m = mod.mlp %hn {layer = 1 : i64} : tensor<?x4x32xf32>
+    %f = mod.add %a, %m : tensor<?x4x32xf32>
+    %y = mod.gated_residual %1, %f, %r, %i {gate = #mod.gate<sigmoid>} : (tensor<?x16x32xf32>, tensor<?x4x32xf32>, tensor<?x16xf32>, tensor<?x4xi32>) -> tensor<?x16x32xf32>
+    %2 = mod.rmsnorm %y {eps = 1.000000e-05 : f64, param = "final_norm.weight"} : tensor<?x16x32xf32>
+    %3 = mod.lm_head %2 {param = "embed.weight"} : (tensor<?x16x32xf32>) -> tensor<?x16x64xf32>
+    mod.return %3 : tensor<?x16x64xf32>
+  }
+}
+
+// -----
+
+// A top-k whose scores are not a router's has no layer to report its
+// routing mask under.
+module {
+mod.model @unrouted attributes {d_ff = 64 : i64, d_model = 32 : i64, dtype = #mod.dtype<f32>, mlp = #mod.activation<swiglu>, n_heads = 2 : i64, n_layers = 2 : i64, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, seq_len = 16 : i64, tie_embeddings = true, vocab_size = 64 : i64} {
   %0 = mod.tokens : tensor<?x16xi32>
   %x = mod.embed %0 : (tensor<?x16xi32>) -> tensor<?x16x32xf32>
-  // expected-error @+1 {{has no kernel of its own; run mod-fuse-routing and mod-fuse-residual before convert-mod-to-modk}}
-  %r = mod.router %x {layer = 1 : i64} : (tensor<?x16x32xf32>) -> tensor<?x16xf32>
+  %p = mod.predictor %x {hidden = 8 : i64, layer = 1 : i64} : (tensor<?x16x32xf32>) -> tensor<?x16xf32>
+  // expected-error @+1 {{selects from scores that are not a mod.router's}}
+  %i = mod.topk %p {causal_router = #mod.causal_router<none>, k = 4 : i64} : tensor<?x16xf32> -> tensor<?x4xi32>
 }
 }

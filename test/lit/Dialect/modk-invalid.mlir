@@ -112,17 +112,17 @@ func.func @attention_heads(%q: memref<?x16x32xf32>, %pos: memref<?x16xi32>, %seg
 
 // -----
 
-func.func @causal_needs_room(%x: memref<?x16x32xf32>, %rw: memref<1x32xf32>, %nw: memref<32xf32>, %r: memref<?x16xf32>, %pos: memref<?x4xi32>, %seg: memref<?x1xi64>, %xs: memref<?x4x32xf32>, %mask: memref<?x16xi32>) {
-  // expected-error @+1 {{gathered buffer holds 4 rows a sequence, needs 16}}
-  modk.route_select_gather %x, %rw, %nw -> %r, %pos, %seg, %xs, %xs, %mask {causal_router = #modk.causal_router<aux_loss>, eps = 1.0e-05 : f64, k = 4 : i64, layer = 1 : i64} : memref<?x16x32xf32>, memref<1x32xf32>, memref<32xf32>, memref<?x16xf32>, memref<?x4xi32>, memref<?x1xi64>, memref<?x4x32xf32>, memref<?x4x32xf32>, memref<?x16xi32>
+func.func @causal_needs_room(%r: memref<?x16xf32>, %pos: memref<?x4xi32>, %seg: memref<?x1xi64>, %mask: memref<?x16xi32>) {
+  // expected-error @+1 {{positions hold 4 rows a sequence, needs 16}}
+  modk.route_select %r -> %pos, %seg, %mask {causal_router = #modk.causal_router<aux_loss>, k = 4 : i64, layer = 1 : i64} : memref<?x16xf32>, memref<?x4xi32>, memref<?x1xi64>, memref<?x16xi32>
   return
 }
 
 // -----
 
-func.func @k_out_of_range(%x: memref<?x16x32xf32>, %rw: memref<1x32xf32>, %nw: memref<32xf32>, %r: memref<?x16xf32>, %pos: memref<?x20xi32>, %seg: memref<?x1xi64>, %xs: memref<?x20x32xf32>, %mask: memref<?x16xi32>) {
+func.func @k_out_of_range(%r: memref<?x16xf32>, %pos: memref<?x20xi32>, %seg: memref<?x1xi64>, %mask: memref<?x16xi32>) {
   // expected-error @+1 {{k = 20 must be in [1, 16]}}
-  modk.route_select_gather %x, %rw, %nw -> %r, %pos, %seg, %xs, %xs, %mask {causal_router = #modk.causal_router<none>, eps = 1.0e-05 : f64, k = 20 : i64, layer = 1 : i64} : memref<?x16x32xf32>, memref<1x32xf32>, memref<32xf32>, memref<?x16xf32>, memref<?x20xi32>, memref<?x1xi64>, memref<?x20x32xf32>, memref<?x20x32xf32>, memref<?x16xi32>
+  modk.route_select %r -> %pos, %seg, %mask {causal_router = #modk.causal_router<none>, k = 20 : i64, layer = 1 : i64} : memref<?x16xf32>, memref<?x20xi32>, memref<?x1xi64>, memref<?x16xi32>
   return
 }
 
@@ -534,15 +534,6 @@ func.func @rows_rank4_output(%x: memref<?x16x32xf32>, %seg: memref<?x1xi64>, %v:
   ^bb0(%a: f32):
     modk.yield %a : f32
   }
-  return
-}
-
-// -----
-
-// The router's statistics hold one f32 a token, like its scores.
-func.func @route_stats_shape(%x: memref<?x16x32xf32>, %rw: memref<1x32xf32>, %nw: memref<32xf32>, %r: memref<?x16xf32>, %pos: memref<?x16xi32>, %seg: memref<?x1xi64>, %xs: memref<?x16x32xf32>, %xn: memref<?x16x32xf32>, %mask: memref<?x16xi32>, %stats: memref<?x8xf32>) {
-  // expected-error @+1 {{stats must be an f32 buffer [B, S] like the scores}}
-  modk.route_select_gather %x, %rw, %nw -> %r, %pos, %seg, %xs, %xn, %mask stats(%stats) {causal_router = #modk.causal_router<none>, eps = 1.000000e-05 : f64, k = 4 : i64, layer = 1 : i64} : memref<?x16x32xf32>, memref<1x32xf32>, memref<32xf32>, memref<?x16xf32>, memref<?x16xi32>, memref<?x1xi64>, memref<?x16x32xf32>, memref<?x16x32xf32>, memref<?x16xi32>, memref<?x8xf32>
   return
 }
 

@@ -446,7 +446,35 @@ module {
     %42 = modk.alloc {offset = 2752 : i64} : memref<?x16x32xf32>
     %43 = modk.alloc {offset = 4864 : i64} : memref<?x16x32xf32>
     %44 = modk.output "routed.1" : memref<?x16xi32>
-    modk.route_select_gather %26, %14, %15 causal(%38) -> %39, %40, %41, %42, %43, %44 {causal_router = #modk.causal_router<predictor>, eps = 1.000000e-05 : f64, k = 4 : i64, layer = 1 : i64} : memref<?x16x32xf32>, memref<1x32xf32>, memref<32xf32>, memref<?x16xf32>, memref<?x16xf32>, memref<?x16xi32>, memref<?x1xi64>, memref<?x16x32xf32>, memref<?x16x32xf32>, memref<?x16xi32>
+    %ipos1 = modk.alloc : memref<?x16xi32>
+    %iseg1 = modk.alloc : memref<?x1xi64>
+    modk.identity_rows -> %ipos1, %iseg1 : memref<?x16xi32>, memref<?x1xi64>
+    modk.rows ins(%26, %14 : memref<?x16x32xf32>, memref<1x32xf32>) rows %iseg1 : memref<?x1xi64> outs(%39 : memref<?x16xf32>) access(row, column -> row_value) reduce {
+    ^bb0(%a0: f32, %a1: f32):
+      %xw = arith.mulf %a0, %a1 : f32
+      modk.yield %xw : f32
+    } body {
+    ^bb0(%b0: f32, %b1: f32, %s0: f32):
+      modk.yield %s0 : f32
+    }
+    modk.route_select %39 causal(%38) -> %40, %41, %44 {causal_router = #modk.causal_router<predictor>, k = 4 : i64, layer = 1 : i64} : memref<?x16xf32>, memref<?x16xf32>, memref<?x16xi32>, memref<?x1xi64>, memref<?x16xi32>
+    modk.rows ins(%26, %15 : memref<?x16x32xf32>, memref<32xf32>) rows %41 : memref<?x1xi64> tokens(%40 : memref<?x16xi32>) outs(%42, %43 : memref<?x16x32xf32>, memref<?x16x32xf32>) access(token, column -> row, row) reduce {
+    ^bb0(%a0: f32, %a1: f32):
+      %sq = arith.mulf %a0, %a0 : f32
+      modk.yield %sq : f32
+    } body {
+    ^bb0(%b0: f32, %b1: f32, %ss: f32):
+      %rx_eps = arith.constant 1.000000e-05 : f32
+      %rx_width = arith.constant 32.0 : f32
+      %rx_mean = arith.divf %ss, %rx_width : f32
+      %rx_var = arith.addf %rx_mean, %rx_eps : f32
+      %rx_root = math.sqrt %rx_var : f32
+      %rx_one = arith.constant 1.0 : f32
+      %rx_scale = arith.divf %rx_one, %rx_root : f32
+      %rx_t = arith.mulf %b0, %rx_scale : f32
+      %rx_n = arith.mulf %rx_t, %b1 : f32
+      modk.yield %b0, %rx_n : f32, f32
+    }
     %45 = modk.alloc {offset = 6976 : i64} : memref<?x16x32xf32>
     %46 = modk.alloc {offset = 9088 : i64} : memref<?x16x32xf32>
     %47 = modk.alloc {offset = 11200 : i64} : memref<?x16x32xf32>
@@ -555,7 +583,35 @@ module {
     %49 = modk.alloc {offset = 30592 : i64} : memref<?x4x32xf32>
     %50 = modk.alloc {offset = 31168 : i64} : memref<?x4x32xf32>
     %51 = modk.alloc {offset = 30272 : i64} : memref<?x16xi32>
-    modk.route_select_gather %43, %14, %15 -> %46, %47, %48, %49, %50, %51 {causal_router = #modk.causal_router<none>, eps = 1.000000e-05 : f64, k = 4 : i64, layer = 1 : i64} : memref<?x16x32xf32>, memref<1x32xf32>, memref<32xf32>, memref<?x16xf32>, memref<?x4xi32>, memref<?x1xi64>, memref<?x4x32xf32>, memref<?x4x32xf32>, memref<?x16xi32>
+    %ipos2 = modk.alloc : memref<?x16xi32>
+    %iseg2 = modk.alloc : memref<?x1xi64>
+    modk.identity_rows -> %ipos2, %iseg2 : memref<?x16xi32>, memref<?x1xi64>
+    modk.rows ins(%43, %14 : memref<?x16x32xf32>, memref<1x32xf32>) rows %iseg2 : memref<?x1xi64> outs(%46 : memref<?x16xf32>) access(row, column -> row_value) reduce {
+    ^bb0(%a0: f32, %a1: f32):
+      %xw = arith.mulf %a0, %a1 : f32
+      modk.yield %xw : f32
+    } body {
+    ^bb0(%b0: f32, %b1: f32, %s0: f32):
+      modk.yield %s0 : f32
+    }
+    modk.route_select %46 -> %47, %48, %51 {causal_router = #modk.causal_router<none>, k = 4 : i64, layer = 1 : i64} : memref<?x16xf32>, memref<?x4xi32>, memref<?x1xi64>, memref<?x16xi32>
+    modk.rows ins(%43, %15 : memref<?x16x32xf32>, memref<32xf32>) rows %48 : memref<?x1xi64> tokens(%47 : memref<?x4xi32>) outs(%49, %50 : memref<?x4x32xf32>, memref<?x4x32xf32>) access(token, column -> row, row) reduce {
+    ^bb0(%a0: f32, %a1: f32):
+      %sq = arith.mulf %a0, %a0 : f32
+      modk.yield %sq : f32
+    } body {
+    ^bb0(%b0: f32, %b1: f32, %ss: f32):
+      %rx_eps = arith.constant 1.000000e-05 : f32
+      %rx_width = arith.constant 32.0 : f32
+      %rx_mean = arith.divf %ss, %rx_width : f32
+      %rx_var = arith.addf %rx_mean, %rx_eps : f32
+      %rx_root = math.sqrt %rx_var : f32
+      %rx_one = arith.constant 1.0 : f32
+      %rx_scale = arith.divf %rx_one, %rx_root : f32
+      %rx_t = arith.mulf %b0, %rx_scale : f32
+      %rx_n = arith.mulf %rx_t, %b1 : f32
+      modk.yield %b0, %rx_n : f32, f32
+    }
     %52 = modk.alloc {offset = 34112 : i64} : memref<?x4x32xf32>
     %53 = modk.alloc {offset = 34688 : i64} : memref<?x4x32xf32>
     %54 = modk.alloc {offset = 35264 : i64} : memref<?x4x32xf32>

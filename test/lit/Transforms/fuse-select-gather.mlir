@@ -33,7 +33,35 @@ modk.entry @routed attributes {kind = #modk.entry_kind<forward>, model = #modk.m
   %xn = modk.alloc : memref<?x16x32xf32>
   %mask = modk.alloc : memref<?x16xi32>
   %q = modk.alloc : memref<?x16x32xf32>
-  modk.route_select_gather %x, %rw, %nw causal(%p) -> %r, %pos, %seg, %xs, %xn, %mask {causal_router = #modk.causal_router<predictor>, eps = 1.000000e-05 : f64, k = 4 : i64, layer = 1 : i64} : memref<?x16x32xf32>, memref<1x32xf32>, memref<32xf32>, memref<?x16xf32>, memref<?x16xf32>, memref<?x16xi32>, memref<?x1xi64>, memref<?x16x32xf32>, memref<?x16x32xf32>, memref<?x16xi32>
+  %ipos1 = modk.alloc : memref<?x16xi32>
+  %iseg1 = modk.alloc : memref<?x1xi64>
+  modk.identity_rows -> %ipos1, %iseg1 : memref<?x16xi32>, memref<?x1xi64>
+  modk.rows ins(%x, %rw : memref<?x16x32xf32>, memref<1x32xf32>) rows %iseg1 : memref<?x1xi64> outs(%r : memref<?x16xf32>) access(row, column -> row_value) reduce {
+  ^bb0(%a0: f32, %a1: f32):
+    %xw = arith.mulf %a0, %a1 : f32
+    modk.yield %xw : f32
+  } body {
+  ^bb0(%b0: f32, %b1: f32, %s0: f32):
+    modk.yield %s0 : f32
+  }
+  modk.route_select %r causal(%p) -> %pos, %seg, %mask {causal_router = #modk.causal_router<predictor>, k = 4 : i64, layer = 1 : i64} : memref<?x16xf32>, memref<?x16xf32>, memref<?x16xi32>, memref<?x1xi64>, memref<?x16xi32>
+  modk.rows ins(%x, %nw : memref<?x16x32xf32>, memref<32xf32>) rows %seg : memref<?x1xi64> tokens(%pos : memref<?x16xi32>) outs(%xs, %xn : memref<?x16x32xf32>, memref<?x16x32xf32>) access(token, column -> row, row) reduce {
+  ^bb0(%a0: f32, %a1: f32):
+    %sq = arith.mulf %a0, %a0 : f32
+    modk.yield %sq : f32
+  } body {
+  ^bb0(%b0: f32, %b1: f32, %ss: f32):
+    %rx_eps = arith.constant 1.000000e-05 : f32
+    %rx_width = arith.constant 32.0 : f32
+    %rx_mean = arith.divf %ss, %rx_width : f32
+    %rx_var = arith.addf %rx_mean, %rx_eps : f32
+    %rx_root = math.sqrt %rx_var : f32
+    %rx_one = arith.constant 1.0 : f32
+    %rx_scale = arith.divf %rx_one, %rx_root : f32
+    %rx_t = arith.mulf %b0, %rx_scale : f32
+    %rx_n = arith.mulf %rx_t, %b1 : f32
+    modk.yield %b0, %rx_n : f32, f32
+  }
   modk.gemm %xn, [%wq] rows %seg -> %q {epilogue = #modk.epilogue<none>} : memref<?x16x32xf32>, memref<32x32xf32>, memref<?x1xi64>, memref<?x16x32xf32>
 }
 
@@ -169,6 +197,34 @@ modk.entry @decode attributes {kind = #modk.entry_kind<decode>, model = #modk.mo
   %xn = modk.alloc : memref<?x1x32xf32>
   %mask = modk.alloc : memref<?x1xi32>
   %q = modk.alloc : memref<?x1x32xf32>
-  modk.decode_route(%x, %rw, %nw, %step, %active, %r, %pos, %seg, %xs, %xn, %mask) {causal_router = #modk.causal_router<aux_loss>, eps = 1.000000e-05 : f64, layer = 1 : i64} : memref<?x1x32xf32>, memref<1x32xf32>, memref<32xf32>, memref<?x1xi32>, memref<?x1xi8>, memref<?x1xf32>, memref<?x1xi32>, memref<?x1xi64>, memref<?x1x32xf32>, memref<?x1x32xf32>, memref<?x1xi32>
+  %ipos2 = modk.alloc : memref<?x1xi32>
+  %iseg2 = modk.alloc : memref<?x1xi64>
+  modk.identity_rows -> %ipos2, %iseg2 : memref<?x1xi32>, memref<?x1xi64>
+  modk.rows ins(%x, %rw : memref<?x1x32xf32>, memref<1x32xf32>) rows %iseg2 : memref<?x1xi64> outs(%r : memref<?x1xf32>) access(row, column -> row_value) reduce {
+  ^bb0(%a0: f32, %a1: f32):
+    %xw = arith.mulf %a0, %a1 : f32
+    modk.yield %xw : f32
+  } body {
+  ^bb0(%b0: f32, %b1: f32, %s0: f32):
+    modk.yield %s0 : f32
+  }
+  modk.decode_select(%r, %step, %active, %pos, %seg, %mask) {causal_router = #modk.causal_router<aux_loss>, layer = 1 : i64} : memref<?x1xf32>, memref<?x1xi32>, memref<?x1xi8>, memref<?x1xi32>, memref<?x1xi64>, memref<?x1xi32>
+  modk.rows ins(%x, %nw : memref<?x1x32xf32>, memref<32xf32>) rows %seg : memref<?x1xi64> outs(%xs, %xn : memref<?x1x32xf32>, memref<?x1x32xf32>) access(token, column -> row, row) reduce {
+  ^bb0(%a0: f32, %a1: f32):
+    %sq = arith.mulf %a0, %a0 : f32
+    modk.yield %sq : f32
+  } body {
+  ^bb0(%b0: f32, %b1: f32, %ss: f32):
+    %rx_eps = arith.constant 1.000000e-05 : f32
+    %rx_width = arith.constant 32.0 : f32
+    %rx_mean = arith.divf %ss, %rx_width : f32
+    %rx_var = arith.addf %rx_mean, %rx_eps : f32
+    %rx_root = math.sqrt %rx_var : f32
+    %rx_one = arith.constant 1.0 : f32
+    %rx_scale = arith.divf %rx_one, %rx_root : f32
+    %rx_t = arith.mulf %b0, %rx_scale : f32
+    %rx_n = arith.mulf %rx_t, %b1 : f32
+    modk.yield %b0, %rx_n : f32, f32
+  }
   modk.gemm %xn, [%wq] rows %seg -> %q {epilogue = #modk.epilogue<none>} : memref<?x1x32xf32>, memref<32x32xf32>, memref<?x1xi64>, memref<?x1x32xf32>
 }

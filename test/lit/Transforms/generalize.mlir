@@ -3,7 +3,7 @@
 
 // Every named row kernel becomes a modk.rows whose regions spell its math;
 // kernels of other kinds (here a GEMM) are left as they are, in place.
-// ROUNDTRIP-COUNT-29: modk.rows
+// ROUNDTRIP-COUNT-26: modk.rows
 
 // RMSNorm: the sum of squares is the reduction; the body scales each
 // element by 1 / sqrt(sum / D + eps) and the weight (a vector of D).
@@ -84,129 +84,6 @@ modk.entry @grad attributes {kind = #modk.entry_kind<grad>, model = #modk.model<
   modk.activation(%u, %seg, %h) {kind = #modk.activation<gelu>} : memref<?x16x64xf32>, memref<?x1xi64>, memref<?x16x64xf32>
   modk.activation_grad(%g, %u, %h, %seg, %dg, %du) {kind = #modk.activation<swiglu>, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1>} : memref<?x16x64xf32>, memref<?x16x64xf32>, memref<?x16x64xf32>, memref<?x1xi64>, memref<?x16x64xbf16>, memref<?x16x64xbf16>
   modk.activation_grad(%u, %h, %seg, %du) {kind = #modk.activation<gelu>, operandSegmentSizes = array<i32: 0, 1, 1, 1, 0, 1>} : memref<?x16x64xf32>, memref<?x16x64xf32>, memref<?x1xi64>, memref<?x16x64xbf16>
-}
-
-// A routed block: route_select_gather becomes the router over every token
-// (a modk.rows on an identity row set, made here since the entry has none:
-// one sum a row, stored once a row), the selection (route_select) and the
-// gather + RMSNorm of the selected tokens as a modk.rows whose
-// stream operand (`token`) is read at each row's token. The gated scatter
-// after the down projection (a modk.rows as the lowering writes it, reading
-// the router score at `token_value` and the stream at `token`, where it
-// writes it: x = x + sigmoid(r) * (a + m)) passes through unchanged.
-// CHECK-LABEL: modk.entry @routed
-// CHECK: modk.identity_rows -> %{{.*}}, %[[ALL:.*]] : memref<?x16xi32>, memref<?x1xi64>
-// CHECK-NEXT: modk.rows ins(%[[RX:.*]], %[[RW:.*]] : memref<?x16x32xf32>, memref<1x32xf32>) rows %[[ALL]] : memref<?x1xi64> outs(%[[RR:.*]] : memref<?x16xf32>) access(row, column -> row_value) reduce {
-// CHECK-NEXT: ^bb0(%[[RA:.*]]: f32, %[[RB:.*]]: f32):
-// CHECK-NEXT: %[[RXW:.*]] = arith.mulf %[[RA]], %[[RB]] : f32
-// CHECK-NEXT: modk.yield %[[RXW]] : f32
-// CHECK-NEXT: } body {
-// CHECK-NEXT: ^bb0(%{{.*}}: f32, %{{.*}}: f32, %[[RSUM:.*]]: f32):
-// CHECK-NEXT: modk.yield %[[RSUM]] : f32
-// CHECK-NEXT: }
-// CHECK-NEXT: modk.route_select %[[RR]] causal(%[[P:.*]]) -> %[[POS:.*]], %[[RSEG:.*]], %[[MASK:.*]] {causal_router = #modk.causal_router<predictor>, k = 4 : i64, layer = 1 : i64}
-// CHECK-NEXT: modk.rows ins(%[[RX]], %[[NW:.*]] : memref<?x16x32xf32>, memref<32xf32>) rows %[[RSEG]] : memref<?x1xi64> tokens(%[[POS]] : memref<?x16xi32>) outs(%[[XS:.*]], %[[XN:.*]] : memref<?x16x32xf32>, memref<?x16x32xf32>) access(token, column -> row, row) reduce {
-// CHECK-NEXT: ^bb0(%[[GX:.*]]: f32, %{{.*}}: f32):
-// CHECK-NEXT: %[[GSQ:.*]] = arith.mulf %[[GX]], %[[GX]] : f32
-// CHECK-NEXT: modk.yield %[[GSQ]] : f32
-// CHECK-NEXT: } body {
-// CHECK-NEXT: ^bb0(%[[BX:.*]]: f32, %[[BW:.*]]: f32, %[[BS:.*]]: f32):
-// CHECK: math.sqrt
-// CHECK: %[[BN:.*]] = arith.mulf %{{.*}}, %[[BW]] : f32
-// CHECK-NEXT: modk.yield %[[BX]], %[[BN]] : f32, f32
-// CHECK: modk.gemm %[[H:.*]], [%[[WD:.*]]] rows %[[RSEG]] -> %[[M:.*]] {epilogue = #modk.epilogue<none>} : memref<?x16x64xf32>, memref<32x64xf32>, memref<?x1xi64>, memref<?x16x32xf32>
-// CHECK-NEXT: modk.rows ins(%[[A:.*]], %[[M]], %[[RR]], %[[RX]] : memref<?x16x32xf32>, memref<?x16x32xf32>, memref<?x16xf32>, memref<?x16x32xf32>) rows %[[RSEG]] : memref<?x1xi64> tokens(%[[POS]] : memref<?x16xi32>) outs(%[[RX]] : memref<?x16x32xf32>) access(row, row, token_value, token -> token) reduce {
-// CHECK: } body {
-// CHECK-NEXT: ^bb0(%[[SA:.*]]: f32, %[[SM:.*]]: f32, %[[SR:.*]]: f32, %[[SX:.*]]: f32):
-// CHECK-NEXT: %[[F:.*]] = arith.addf %[[SA]], %[[SM]] : f32
-// CHECK: %[[NR:.*]] = arith.negf %[[SR]] : f32
-// CHECK-NEXT: %[[ER:.*]] = math.exp %[[NR]] : f32
-// CHECK: %[[G:.*]] = arith.divf
-// CHECK-NEXT: %[[GF:.*]] = arith.mulf %[[G]], %[[F]] : f32
-// CHECK-NEXT: %[[SUMX:.*]] = arith.addf %[[SX]], %[[GF]] : f32
-// CHECK-NEXT: modk.yield %[[SUMX]] : f32
-// CHECK-NOT: route_select_gather
-modk.entry @routed attributes {kind = #modk.entry_kind<forward>, model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = [#modk.mode<topk>, #modk.mode<causal>], params = [#modk.param<name = "router.weight", shape = [1, 32], init = normal, std = 2.000000e-02 : f64>, #modk.param<name = "norm.weight", shape = [32], init = ones>, #modk.param<name = "down.weight", shape = [32, 64], init = normal, std = 2.000000e-02 : f64>]} {
-  %rw = modk.param "router.weight" : memref<1x32xf32>
-  %nw = modk.param "norm.weight" : memref<32xf32>
-  %wd = modk.param "down.weight" : memref<32x64xf32>
-  %x = modk.alloc : memref<?x16x32xf32>
-  %p = modk.alloc : memref<?x16xf32>
-  %r = modk.alloc : memref<?x16xf32>
-  %pos = modk.alloc : memref<?x16xi32>
-  %seg = modk.alloc : memref<?x1xi64>
-  %xs = modk.alloc : memref<?x16x32xf32>
-  %xn = modk.alloc : memref<?x16x32xf32>
-  %mask = modk.alloc : memref<?x16xi32>
-  %h = modk.alloc : memref<?x16x64xf32>
-  %m = modk.alloc : memref<?x16x32xf32>
-  %a = modk.alloc : memref<?x16x32xf32>
-  modk.route_select_gather %x, %rw, %nw causal(%p) -> %r, %pos, %seg, %xs, %xn, %mask {causal_router = #modk.causal_router<predictor>, eps = 1.000000e-05 : f64, k = 4 : i64, layer = 1 : i64} : memref<?x16x32xf32>, memref<1x32xf32>, memref<32xf32>, memref<?x16xf32>, memref<?x16xf32>, memref<?x16xi32>, memref<?x1xi64>, memref<?x16x32xf32>, memref<?x16x32xf32>, memref<?x16xi32>
-  modk.gemm %h, [%wd] rows %seg -> %m {epilogue = #modk.epilogue<none>} : memref<?x16x64xf32>, memref<32x64xf32>, memref<?x1xi64>, memref<?x16x32xf32>
-  modk.rows ins(%a, %m, %r, %x : memref<?x16x32xf32>, memref<?x16x32xf32>, memref<?x16xf32>, memref<?x16x32xf32>) rows %seg : memref<?x1xi64> tokens(%pos : memref<?x16xi32>) outs(%x : memref<?x16x32xf32>) access(row, row, token_value, token -> token) reduce {
-  ^bb0(%ga: f32, %gm: f32, %gr: f32, %gx: f32):
-    modk.yield
-  } body {
-  ^bb0(%ga: f32, %gm: f32, %gr: f32, %gx: f32):
-    %gf = arith.addf %ga, %gm : f32
-    %gn = arith.negf %gr : f32
-    %ge = math.exp %gn : f32
-    %g1 = arith.constant 1.000000e+00 : f32
-    %gd = arith.addf %ge, %g1 : f32
-    %gs = arith.divf %g1, %gd : f32
-    %gp = arith.mulf %gs, %gf : f32
-    %gy = arith.addf %gx, %gp : f32
-    modk.yield %gy : f32
-  }
-}
-
-// A decode step's stream holds one token a sequence: no positions, the
-// token of row i is its sequence's. Its router runs over every sequence's
-// token (an identity row set of one token a sequence, made here), as the
-// forward pass's router does, then decode_select decides from r. The
-// linear gate: x = x + r * (a + m).
-// CHECK-LABEL: modk.entry @decode
-// CHECK: modk.identity_rows -> %{{.*}}, %[[DALL:.*]] : memref<?x1xi32>, memref<?x1xi64>
-// CHECK-NEXT: modk.rows ins(%[[DX:.*]], %{{.*}} : memref<?x1x32xf32>, memref<1x32xf32>) rows %[[DALL]] : memref<?x1xi64> outs(%[[DRS:.*]] : memref<?x1xf32>) access(row, column -> row_value) reduce {
-// CHECK: modk.decode_select(%[[DRS]],
-// CHECK-NEXT: modk.rows ins(%[[DX]], %{{.*}} : memref<?x1x32xf32>, memref<32xf32>) rows %[[DSEG:.*]] : memref<?x1xi64> outs(%{{.*}}, %{{.*}} : memref<?x1x32xf32>, memref<?x1x32xf32>) access(token, column -> row, row) reduce {
-// CHECK: modk.gemm {{.*}} {epilogue = #modk.epilogue<none>}
-// CHECK-NEXT: modk.rows ins({{.*}}) rows %[[DSEG]] : memref<?x1xi64> outs(%[[DX]] : memref<?x1x32xf32>) access(row, row, token_value, token -> token) reduce {
-// CHECK: } body {
-// CHECK-NEXT: ^bb0(%[[DA:.*]]: f32, %[[DM:.*]]: f32, %[[DR:.*]]: f32, %[[DXE:.*]]: f32):
-// CHECK-NEXT: %[[DF:.*]] = arith.addf %[[DA]], %[[DM]] : f32
-// CHECK-NEXT: %[[DG:.*]] = arith.mulf %[[DR]], %[[DF]] : f32
-// CHECK-NEXT: %[[DY:.*]] = arith.addf %[[DXE]], %[[DG]] : f32
-// CHECK-NEXT: modk.yield %[[DY]] : f32
-// CHECK-NOT: decode_route
-modk.entry @decode attributes {kind = #modk.entry_kind<decode>, model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = [#modk.mode<causal>], params = [#modk.param<name = "router.weight", shape = [1, 32], init = normal, std = 2.000000e-02 : f64>, #modk.param<name = "norm.weight", shape = [32], init = ones>, #modk.param<name = "down.weight", shape = [32, 64], init = normal, std = 2.000000e-02 : f64>]} {
-  %rw = modk.param "router.weight" : memref<1x32xf32>
-  %nw = modk.param "norm.weight" : memref<32xf32>
-  %wd = modk.param "down.weight" : memref<32x64xf32>
-  %x = modk.alloc : memref<?x1x32xf32>
-  %step = modk.alloc : memref<?x1xi32>
-  %active = modk.alloc : memref<?x1xi8>
-  %r = modk.alloc : memref<?x1xf32>
-  %pos = modk.alloc : memref<?x1xi32>
-  %seg = modk.alloc : memref<?x1xi64>
-  %xs = modk.alloc : memref<?x1x32xf32>
-  %xn = modk.alloc : memref<?x1x32xf32>
-  %mask = modk.alloc : memref<?x1xi32>
-  %h = modk.alloc : memref<?x1x64xf32>
-  %m = modk.alloc : memref<?x1x32xf32>
-  %a = modk.alloc : memref<?x1x32xf32>
-  modk.decode_route(%x, %rw, %nw, %step, %active, %r, %pos, %seg, %xs, %xn, %mask) {causal_router = #modk.causal_router<aux_loss>, eps = 1.000000e-05 : f64, layer = 1 : i64} : memref<?x1x32xf32>, memref<1x32xf32>, memref<32xf32>, memref<?x1xi32>, memref<?x1xi8>, memref<?x1xf32>, memref<?x1xi32>, memref<?x1xi64>, memref<?x1x32xf32>, memref<?x1x32xf32>, memref<?x1xi32>
-  modk.gemm %h, [%wd] rows %seg -> %m {epilogue = #modk.epilogue<none>} : memref<?x1x64xf32>, memref<32x64xf32>, memref<?x1xi64>, memref<?x1x32xf32>
-  modk.rows ins(%a, %m, %r, %x : memref<?x1x32xf32>, memref<?x1x32xf32>, memref<?x1xf32>, memref<?x1x32xf32>) rows %seg : memref<?x1xi64> outs(%x : memref<?x1x32xf32>) access(row, row, token_value, token -> token) reduce {
-  ^bb0(%ga: f32, %gm: f32, %gr: f32, %gx: f32):
-    modk.yield
-  } body {
-  ^bb0(%ga: f32, %gm: f32, %gr: f32, %gx: f32):
-    %gf = arith.addf %ga, %gm : f32
-    %gp = arith.mulf %gr, %gf : f32
-    %gy = arith.addf %gx, %gp : f32
-    modk.yield %gy : f32
-  }
 }
 
 // The epilogues modk-fuse-epilogues named become `rows` epilogues: the

@@ -15,6 +15,10 @@ struct PipelineOptions {
   /// false: modk-store-bf16 with activations=false (modc --f32-activations):
   /// a bf16 model's buffers stay f32 arrays holding the same values.
   bool bf16Storage = true;
+  /// mod-fuse-routing and mod-fuse-residual (modc
+  /// --no-fuse=routing,residual).
+  bool fuseRouting = true;
+  bool fuseResidual = true;
   /// modk-fuse-epilogues' fusions (modc --no-fuse=residual-add,activation).
   bool fuseResidualAdd = true;
   bool fuseActivation = true;

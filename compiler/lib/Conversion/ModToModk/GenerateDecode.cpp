@@ -20,7 +20,9 @@ struct GenerateDecodePass
     SmallVector<mod::ModelOp> models(getOperation().getOps<mod::ModelOp>());
     for (mod::ModelOp model : models) {
       bool hasRoute = false;
-      model.walk([&](mod::RouteOp) { hasRoute = true; });
+      model.walk([&](Operation *op) {
+        hasRoute |= isa<mod::RouteOp, mod::TopKOp>(op);
+      });
       if (hasRoute && *model.getCausalRouter() == CausalRouter::none)
         continue;
       lowering::ModelLowering modelLowering(model, modk::EntryKind::decode);

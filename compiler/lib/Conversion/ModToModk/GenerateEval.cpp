@@ -27,7 +27,7 @@ LogicalResult ModelLowering::emitLosses() {
   Location loc = model.getLoc();
   losses = modk::OutputOp::create(
       b, loc, MemRefType::get({3}, b.getF32Type()), "losses");
-  model.walk([&](mod::RouteOp) { ++nRouted; });
+  nRouted = countRoutedLayers();
   // Causal mode has no causal-router loss: the router is what selects.
   if (kind == EntryKind::eval_causal) {
     for (Operation *op : forwardOps)
@@ -42,20 +42,22 @@ LogicalResult ModelLowering::emitLosses() {
   for (Operation *op : llvm::reverse(forwardOps)) {
     if (auto head = dyn_cast<mod::LMHeadOp>(op)) {
       modk::CrossEntropyLossOp::create(b, loc, buffers[head], targets, losses);
-    } else if (auto route = dyn_cast<mod::RouteOp>(op)) {
-      if (route.getCausalRouter() == CausalRouter::aux_loss)
-        modk::BCELossValueOp::create(b, loc, buffers[route.getScores()],
-                                     saved[route]["mask"], losses,
-                                     *model.getAuxLossWeight(), nRouted);
+    } else if (isa<mod::RouteOp, mod::TopKOp>(op)) {
+      auto route = dyn_cast<mod::RouteOp>(op);
+      auto topk = dyn_cast<mod::TopKOp>(op);
+      CausalRouter causalRouter =
+          route ? route.getCausalRouter() : topk.getCausalRouter();
+      Value scores = route ? route.getScores() : topk.getScores();
+      if (causalRouter == CausalRouter::aux_loss)
+        modk::BCELossValueOp::create(b, loc, buffers[scores], saved[op]["mask"],
+                                     losses, *model.getAuxLossWeight(),
+                                     nRouted);
     } else if (auto predictor = dyn_cast<mod::PredictorOp>(op)) {
-      mod::RouteOp route;
-      for (Operation *user : predictor->getUsers())
-        if (auto r = dyn_cast<mod::RouteOp>(user))
-          route = r;
-      if (!route)
-        return op->emitOpError("is not read by a mod.route");
+      Operation *selection = selectionReading(predictor);
+      if (!selection)
+        return op->emitOpError("is not read by a mod.route or mod.topk");
       modk::BCELossValueOp::create(b, loc, buffers[predictor],
-                                   saved[route]["mask"], losses,
+                                   saved[selection]["mask"], losses,
                                    *model.getAuxLossWeight(), nRouted);
     }
   }

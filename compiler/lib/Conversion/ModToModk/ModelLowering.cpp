@@ -146,48 +146,123 @@ Value ModelLowering::lowerMlpUp(Operation *op, Value input, RowSet rows,
   return hidden;
 }
 
-void ModelLowering::lowerRoute(mod::RouteOp op) {
-  Location loc = op.getLoc();
+Value ModelLowering::allTokenRows() {
+  if (!decoding())
+    return identityRows().segments;
+  // A decode step's rows are its active sequences; the router scores every
+  // sequence's token.
+  if (!everySequence) {
+    Value positions = alloc({1}, b.getI32Type());
+    everySequence = alloc({1}, b.getI64Type());
+    modk::IdentityRowsOp::create(b, model.getLoc(), positions, everySequence);
+  }
+  return everySequence;
+}
+
+Value ModelLowering::lowerRouter(Location loc, Value stream, int64_t layer) {
+  Value scores = alloc({stepRows()}, b.getF32Type());
+  Value weight = blockParam(layer, "router.weight", {1, model.getDModel()});
+  modk::createRouterRows(b, loc, buffers[stream], weight, allTokenRows(),
+                         scores);
+  return scores;
+}
+
+RowSet ModelLowering::lowerSelection(Operation *op, Value scores,
+                                     Value causalScores, int64_t layer,
+                                     int64_t k, CausalRouter causalRouter) {
+  Location loc = op->getLoc();
   // Rows a sequence has here: seq_len, or one in a decode step.
-  int64_t seqLen = stepRows(), d = model.getDModel();
-  int64_t layer = op.getLayer();
+  int64_t seqLen = stepRows();
   // Causal mode routes a varying number of tokens: room for all of them.
   // Training selects by top-k only.
-  bool causal = op.getCausalRouter() != CausalRouter::none && !training();
-  CausalRouter causalRouter =
-      causal ? op.getCausalRouter() : CausalRouter::none;
-  int64_t maxRows = causal ? seqLen : op.getK();
-  Type f32 = b.getF32Type();
-  Value r = alloc({seqLen}, f32);
+  bool causal = causalRouter != CausalRouter::none && !training();
+  if (!causal)
+    causalRouter = CausalRouter::none;
+  int64_t maxRows = causal ? seqLen : k;
   RowSet rows{alloc({maxRows}, b.getI32Type()), alloc({1}, b.getI64Type())};
-  Value xs = alloc({maxRows, d}, f32), n = alloc({maxRows, d}, f32);
   Value mask = readsTargets()
                    ? alloc({seqLen}, b.getI32Type())
                    : output(("routed." + Twine(layer)).str(), {seqLen},
                             b.getI32Type());
-  Value causalScores = op.getCausalScores() && causal
-                           ? buffers[op.getCausalScores()]
-                           : Value();
-  Value routerWeight = blockParam(layer, "router.weight", {1, d});
-  Value normWeight = param(op.getNormParam(), {d}, modk::ParamInit::ones);
+  Value causalBuffer = causalScores && causal ? buffers[causalScores] : Value();
   if (decoding())
-    modk::DecodeRouteOp::create(b, loc, buffers[op.getInput()], routerWeight,
-                                normWeight, stepPositions, active, r,
-                                rows.positions, rows.segments, xs, n, mask,
-                                causalScores, layer, causalRouter, op.getEps());
+    modk::DecodeSelectOp::create(b, loc, buffers[scores], stepPositions, active,
+                                 rows.positions, rows.segments, mask,
+                                 causalBuffer, layer, causalRouter);
   else
-    modk::RouteSelectGatherOp::create(
-        b, loc, buffers[op.getInput()], routerWeight, normWeight, causalScores,
-        r, rows.positions, rows.segments, xs, n, mask, /*norm_stats=*/Value(),
-        layer, op.getK(), causalRouter, op.getEps());
+    modk::RouteSelectOp::create(
+        b, loc, buffers[scores], causalBuffer, rows.positions, rows.segments,
+        mask, b.getI64IntegerAttr(layer), b.getI64IntegerAttr(k),
+        modk::CausalRouterAttr::get(b.getContext(), causalRouter),
+        IntegerAttr());
+  saved[op] = {{"mask", mask}};
+  return rows;
+}
+
+std::pair<Value, Value> ModelLowering::lowerGather(Location loc, Value stream,
+                                                   RowSet rows, int64_t maxRows,
+                                                   Value normWeight,
+                                                   float eps) {
+  Value gathered = alloc({maxRows, model.getDModel()}, b.getF32Type());
+  Value normed = normWeight
+                     ? alloc({maxRows, model.getDModel()}, b.getF32Type())
+                     : Value();
+  // A decode step's stream holds one token a sequence: no positions.
+  modk::createGatherRows(b, loc, buffers[stream], rows.segments,
+                         decoding() ? Value() : rows.positions, gathered,
+                         normWeight, normed, eps);
+  return {gathered, normed};
+}
+
+void ModelLowering::lowerRoute(mod::RouteOp op) {
+  Location loc = op.getLoc();
+  int64_t layer = op.getLayer(), d = model.getDModel();
+  Value r = lowerRouter(loc, op.getInput(), layer);
   buffers[op.getScores()] = r;
+  RowSet rows = lowerSelection(op, op.getScores(), op.getCausalScores(), layer,
+                               op.getK(), op.getCausalRouter());
+  int64_t maxRows = cast<MemRefType>(rows.positions.getType()).getDimSize(1);
+  Value normWeight = param(op.getNormParam(), {d}, modk::ParamInit::ones);
+  auto [gathered, normed] =
+      lowerGather(loc, op.getInput(), rows, maxRows, normWeight,
+                  float(op.getEps().convertToDouble()));
+  buffers[op.getGathered()] = gathered;
   buffers[op.getIndices()] = rows.positions;
-  buffers[op.getGathered()] = xs;
-  buffers[op.getNormed()] = n;
+  buffers[op.getNormed()] = normed;
   rowSets[op.getIndices()] = rows;
   rowSets[op.getGathered()] = rows;
   rowSets[op.getNormed()] = rows;
-  saved[op] = {{"mask", mask}};
+}
+
+LogicalResult ModelLowering::lowerTopK(mod::TopKOp op) {
+  auto router = op.getScores().getDefiningOp<mod::RouterOp>();
+  if (!router)
+    return op->emitOpError("selects from scores that are not a mod.router's");
+  RowSet rows =
+      lowerSelection(op, op.getScores(), op.getCausalScores(),
+                     router.getLayer(), op.getK(), op.getCausalRouter());
+  buffers[op] = rows.positions;
+  rowSets[op] = rows;
+  return success();
+}
+
+void ModelLowering::lowerGatedScatter(Location loc, Value stream,
+                                      Value attention, Value update,
+                                      Value scores, RowSet rows, Gate gate,
+                                      Value result) {
+  Value buffer = buffers[stream];
+  if (training()) {
+    // Keep the block's input for the backward pass; scatter into a copy.
+    Value copy = like(buffer);
+    modk::CopyOp::create(b, loc, buffer, copy);
+    buffer = copy;
+  }
+  // A decode step's stream holds one token a sequence: no positions.
+  modk::createGatedScatter(b, loc, attention, update, buffers[scores], buffer,
+                           rows.segments, decoding() ? Value() : rows.positions,
+                           gate);
+  buffers[result] = buffer;
+  rowSets[result] = rowSets[stream];
 }
 
 void ModelLowering::lowerMlpScatter(mod::MlpScatterOp op) {
@@ -195,30 +270,18 @@ void ModelLowering::lowerMlpScatter(mod::MlpScatterOp op) {
   int64_t layer = op.getLayer(), d = model.getDModel(), ff = model.getDFf();
   RowSet rows = rowSets[op.getNormed()];
   int64_t r = rowsOf(op.getNormed());
-  Type f32 = b.getF32Type();
   Value hidden = lowerMlpUp(op, buffers[op.getNormed()], rows, layer);
-  Value scratch = alloc({r, d}, f32);
-  Value stream = buffers[op.getInput()];
-  if (training()) {
-    // Keep the block's input for the backward pass; scatter into a copy.
-    Value copy = like(stream);
-    modk::CopyOp::create(b, loc, stream, copy);
-    stream = copy;
+  Value scratch = alloc({r, d}, b.getF32Type());
+  if (training())
     saved[op]["m"] = scratch;
-  }
   Value down = blockParam(layer, "mlp.w_down.weight", {d, ff});
   // The down projection into the block's rows m, then the gated residual
   // at their tokens: x = x + g(r) (a + m). Whether the scatter becomes the
   // product's epilogue is modk-fuse-row-epilogues' decision.
   createGemm(b, loc, hidden, ValueRange{down}, rows.segments, ValueRange{},
              scratch, modk::Epilogue::none);
-  // A decode step's stream holds one token a sequence: no positions.
-  bool oneToken = cast<MemRefType>(stream.getType()).getDimSize(1) == 1;
-  modk::createGatedScatter(b, loc, buffers[op.getAttn()], scratch,
-                           buffers[op.getScores()], stream, rows.segments,
-                           oneToken ? Value() : rows.positions, op.getGate());
-  buffers[op.getResult()] = stream;
-  rowSets[op.getResult()] = rowSets[op.getInput()];
+  lowerGatedScatter(loc, op.getInput(), buffers[op.getAttn()], scratch,
+                    op.getScores(), rows, op.getGate(), op.getResult());
 }
 
 LogicalResult ModelLowering::lower(Operation *op) {
@@ -349,11 +412,34 @@ LogicalResult ModelLowering::lower(Operation *op) {
     rowSets[head] = rowSets[head.getInput()];
     return success();
   }
+  // The routed block's ops one by one, where mod-fuse-routing and
+  // mod-fuse-residual were switched off.
+  if (auto router = dyn_cast<mod::RouterOp>(op)) {
+    buffers[router] = lowerRouter(loc, router.getInput(), router.getLayer());
+    return success();
+  }
+  if (auto topk = dyn_cast<mod::TopKOp>(op))
+    return lowerTopK(topk);
+  if (auto gather = dyn_cast<mod::GatherOp>(op)) {
+    RowSet rows = rowSets[gather.getIndices()];
+    buffers[gather] =
+        lowerGather(loc, gather.getInput(), rows, rowsOf(gather.getIndices()))
+            .first;
+    rowSets[gather] = rows;
+    return success();
+  }
+  if (auto residual = dyn_cast<mod::GatedResidualOp>(op)) {
+    if (!training() && !deadAfter(residual.getInput(), op))
+      return op->emitOpError("the residual stream is read after the routed "
+                             "block's scatter; it cannot be updated in place");
+    lowerGatedScatter(loc, residual.getInput(), Value(),
+                      buffers[residual.getUpdate()], residual.getScores(),
+                      rowSets[residual.getUpdate()], residual.getGate(),
+                      residual.getResult());
+    return success();
+  }
   if (isa<mod::ReturnOp>(op))
     return success();
-  if (isa<mod::RouterOp, mod::TopKOp, mod::GatherOp, mod::GatedResidualOp>(op))
-    return op->emitOpError("has no kernel of its own; run mod-fuse-routing and "
-                           "mod-fuse-residual before convert-mod-to-modk");
   if (isa<mod::BlockOp>(op))
     return op->emitOpError("run mod-expand-schedule and mod-expand-blocks "
                            "before convert-mod-to-modk");

@@ -59,6 +59,27 @@ private:
   void lowerAttention(mod::AttentionOp op);
   void lowerRoute(mod::RouteOp op);
   void lowerMlpScatter(mod::MlpScatterOp op);
+  LogicalResult lowerTopK(mod::TopKOp op);
+  /// The routed block's pieces, shared by its fused and unfused ops:
+  /// - the router's scores r = w . x of every token of `stream`;
+  Value lowerRouter(Location loc, Value stream, int64_t layer);
+  /// - the selection from `scores` (top-k, or the causal decision), whose
+  ///   routing mask `op`'s backward reads; the rows it selects;
+  RowSet lowerSelection(Operation *op, Value scores, Value causalScores,
+                        int64_t layer, int64_t k, CausalRouter causalRouter);
+  /// - the gather of the selected rows of `stream` into `maxRows` rows a
+  ///   sequence, and with `normWeight` their RMSNorm: {gathered, normed};
+  std::pair<Value, Value> lowerGather(Location loc, Value stream, RowSet rows,
+                                      int64_t maxRows,
+                                      Value normWeight = Value(),
+                                      float eps = 0);
+  /// - the gated residual x[token] += g(r) (a + u) into `result`'s buffer
+  ///   (`attention` a may be absent).
+  void lowerGatedScatter(Location loc, Value stream, Value attention,
+                         Value update, Value scores, RowSet rows, Gate gate,
+                         Value result);
+  /// The segments of every token of the stream (the router's rows).
+  Value allTokenRows();
   Value lowerMlpUp(Operation *op, Value input, RowSet rows, int64_t layer);
 
   /// True when no op after `op` reads `v`: its buffer may be overwritten.
@@ -101,6 +122,25 @@ private:
   void backwardAttention(mod::AttentionOp op);
   void backwardMlp(Operation *op, Value input, Value dm, int64_t layer);
   void backwardRoute(mod::RouteOp op);
+  /// The routed block's pieces, shared by its fused and unfused ops.
+  void backwardGather(Location loc, Value input, Value gathered, RowSet rows);
+  void backwardSelection(Operation *op, Value scores,
+                         CausalRouter causalRouter);
+  void backwardRouter(Location loc, Value input, Value scores, int64_t layer);
+  /// The gated residual's gradients: `dbranch` of the branch (its value
+  /// `branch` read at the rows), the scores', and the stream's, which passes
+  /// through unchanged.
+  void backwardGatedScatter(Location loc, Value result, Value input,
+                            Value scores, Value branch, RowSet rows, Gate gate,
+                            Value dbranch);
+  /// The mod.route or mod.topk that reads `predictor`'s causal scores.
+  Operation *selectionReading(Operation *predictor);
+  /// Routed layers: one selection (mod.route or mod.topk) each.
+  int64_t countRoutedLayers() {
+    int64_t n = 0;
+    model.walk([&](Operation *op) { n += isa<mod::RouteOp, mod::TopKOp>(op); });
+    return n;
+  }
   /// Adds `grad` into the gradient of `tensor`; the first contribution is
   /// taken as the gradient buffer itself when `owned`, copied otherwise.
   void contribute(Value tensor, Value grad, bool owned);
@@ -144,6 +184,7 @@ private:
   SmallVector<Attribute> params;
   llvm::StringMap<Value> paramValues;
   std::optional<RowSet> identity;
+  Value everySequence; // decoding: every sequence's token, active or not
   DenseMap<Value, Value> buffers;   // tensor -> buffer
   DenseMap<Value, RowSet> rowSets;  // tensor -> the rows its buffer holds
   SmallVector<modk::RoutingMode> modes;

@@ -137,9 +137,7 @@ void ModelLowering::backwardMlp(Operation *op, Value input, Value dm,
 
 void ModelLowering::backwardRoute(mod::RouteOp op) {
   Location loc = op.getLoc();
-  int64_t layer = op.getLayer();
   RowSet rows = rowSets[op.getIndices()];
-  Value x = buffers[op.getInput()];
   Value xs = buffers[op.getGathered()];
 
   // Attention norm of the gathered rows.
@@ -152,21 +150,56 @@ void ModelLowering::backwardRoute(mod::RouteOp op) {
                                 accumulate);
     grads[op.getGathered()] = dxs;
   }
+  backwardGather(loc, op.getInput(), op.getGathered(), rows);
+  backwardSelection(op, op.getScores(), op.getCausalRouter());
+  backwardRouter(loc, op.getInput(), op.getScores(), op.getLayer());
+}
+
+void ModelLowering::backwardGather(Location loc, Value input, Value gathered,
+                                   RowSet rows) {
   // Gathered rows back to their positions in the stream.
-  if (Value dxs = grads.lookup(op.getGathered()))
+  if (Value dxs = grads.lookup(gathered))
     modk::GatherGradOp::create(b, loc, dxs, rows.positions, rows.segments,
-                               gradOf(op.getInput()));
-  // The aux_loss router learns the top-k membership as well.
-  if (op.getCausalRouter() == CausalRouter::aux_loss)
-    modk::BCELossOp::create(b, loc, buffers[op.getScores()], saved[op]["mask"],
-                            gradOf(op.getScores()), losses,
-                            *model.getAuxLossWeight(), nRouted);
+                               gradOf(input));
+}
+
+void ModelLowering::backwardSelection(Operation *op, Value scores,
+                                      CausalRouter causalRouter) {
+  // Top-k is a constant selection; the aux_loss router learns the top-k
+  // membership as well.
+  if (causalRouter == CausalRouter::aux_loss)
+    modk::BCELossOp::create(b, op->getLoc(), buffers[scores], saved[op]["mask"],
+                            gradOf(scores), losses, *model.getAuxLossWeight(),
+                            nRouted);
+}
+
+void ModelLowering::backwardRouter(Location loc, Value input, Value scores,
+                                   int64_t layer) {
   // Router scores r = w . x.
-  if (Value dr = grads.lookup(op.getScores())) {
+  if (Value dr = grads.lookup(scores)) {
     Value router = paramValue(mod::blockParam(layer, "router.weight"));
-    modk::RouterGradOp::create(b, loc, x, router, dr, gradOf(op.getInput()),
-                               paramGrad(paramName(router)));
+    modk::RouterGradOp::create(b, loc, buffers[input], router, dr,
+                               gradOf(input), paramGrad(paramName(router)));
   }
+}
+
+void ModelLowering::backwardGatedScatter(Location loc, Value result,
+                                         Value input, Value scores,
+                                         Value branch, RowSet rows, Gate gate,
+                                         Value dbranch) {
+  Value dy = grads.lookup(result);
+  modk::ScatterGradOp::create(b, loc, dy, buffers[scores], branch,
+                              rows.positions, rows.segments, dbranch,
+                              gradOf(scores), gate);
+  // Every token's gradient passes through the residual unchanged.
+  contribute(input, dy, /*owned=*/true);
+}
+
+Operation *ModelLowering::selectionReading(Operation *predictor) {
+  for (Operation *user : predictor->getUsers())
+    if (isa<mod::RouteOp, mod::TopKOp>(user))
+      return user;
+  return nullptr;
 }
 
 LogicalResult ModelLowering::backward(Operation *op) {
@@ -221,21 +254,40 @@ LogicalResult ModelLowering::backward(Operation *op) {
     return success();
   }
   if (auto scatter = dyn_cast<mod::MlpScatterOp>(op)) {
-    Value dy = grads.lookup(scatter.getResult());
-    if (!dy)
+    if (!grads.lookup(scatter.getResult()))
       return success();
     RowSet rows = rowSets[scatter.getNormed()];
     Value a = buffers[scatter.getAttn()];
     Value f = like(a);
     modk::AddOp::create(b, loc, a, saved[op]["m"], rows.segments, f);
     Value df = like(a);
-    modk::ScatterGradOp::create(b, loc, dy, buffers[scatter.getScores()], f,
-                                rows.positions, rows.segments, df,
-                                gradOf(scatter.getScores()), scatter.getGate());
+    backwardGatedScatter(loc, scatter.getResult(), scatter.getInput(),
+                         scatter.getScores(), f, rows, scatter.getGate(), df);
     backwardMlp(op, scatter.getNormed(), df, scatter.getLayer());
     contribute(scatter.getAttn(), df, /*owned=*/true);
-    // Every token's gradient passes through the residual unchanged.
-    contribute(scatter.getInput(), dy, /*owned=*/true);
+    return success();
+  }
+  if (auto residual = dyn_cast<mod::GatedResidualOp>(op)) {
+    if (!grads.lookup(residual.getResult()))
+      return success();
+    Value update = buffers[residual.getUpdate()];
+    Value df = like(update);
+    backwardGatedScatter(loc, residual.getResult(), residual.getInput(),
+                         residual.getScores(), update,
+                         rowSets[residual.getUpdate()], residual.getGate(), df);
+    contribute(residual.getUpdate(), df, /*owned=*/true);
+    return success();
+  }
+  if (auto gather = dyn_cast<mod::GatherOp>(op)) {
+    backwardGather(loc, gather.getInput(), gather, rowSets[gather]);
+    return success();
+  }
+  if (auto topk = dyn_cast<mod::TopKOp>(op)) {
+    backwardSelection(op, topk.getScores(), topk.getCausalRouter());
+    return success();
+  }
+  if (auto router = dyn_cast<mod::RouterOp>(op)) {
+    backwardRouter(loc, router.getInput(), router, router.getLayer());
     return success();
   }
   if (auto route = dyn_cast<mod::RouteOp>(op)) {
@@ -243,18 +295,16 @@ LogicalResult ModelLowering::backward(Operation *op) {
     return success();
   }
   if (auto predictor = dyn_cast<mod::PredictorOp>(op)) {
-    // Its loss teaches it the top-k membership of the route that reads it.
-    mod::RouteOp route;
-    for (Operation *user : predictor->getUsers())
-      if (auto r = dyn_cast<mod::RouteOp>(user))
-        route = r;
-    if (!route)
-      return op->emitOpError("is not read by a mod.route");
+    // Its loss teaches it the top-k membership of the selection that reads
+    // it.
+    Operation *selection = selectionReading(predictor);
+    if (!selection)
+      return op->emitOpError("is not read by a mod.route or mod.topk");
     int64_t layer = predictor.getLayer(), h = predictor.getHidden();
     Value p = buffers[predictor];
     Value dp = like(p);
     modk::ZeroOp::create(b, loc, dp);
-    modk::BCELossOp::create(b, loc, p, saved[route]["mask"], dp, losses,
+    modk::BCELossOp::create(b, loc, p, saved[selection]["mask"], dp, losses,
                             *model.getAuxLossWeight(), nRouted);
     Value hidden =
         alloc({static_cast<int64_t>(model.getSeqLen()), h}, b.getF32Type());
@@ -285,7 +335,7 @@ LogicalResult ModelLowering::emitBackward() {
   losses = modk::OutputOp::create(
       b, loc, MemRefType::get({3}, b.getF32Type()), "losses");
   // L_aux is the mean over routed layers: each layer's loss is scaled by it.
-  model.walk([&](mod::RouteOp) { ++nRouted; });
+  nRouted = countRoutedLayers();
   // Every parameter has a gradient output, zero where nothing reaches it.
   for (Attribute p : params)
     paramGrad(cast<modk::ParamAttr>(p).getName());

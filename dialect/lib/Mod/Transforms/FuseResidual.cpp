@@ -46,7 +46,10 @@ struct FuseGatedResidual : public OpRewritePattern<mod::GatedResidualOp> {
 
 struct FuseResidualPass
     : public modc::impl::FuseResidualBase<FuseResidualPass> {
+  using FuseResidualBase::FuseResidualBase;
   void runOnOperation() override {
+    if (!enabled)
+      return;
     RewritePatternSet patterns(&getContext());
     patterns.add<FuseGatedResidual>(&getContext());
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))

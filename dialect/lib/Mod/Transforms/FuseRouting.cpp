@@ -49,7 +49,10 @@ struct FuseRouterChain : public OpRewritePattern<mod::RMSNormOp> {
 };
 
 struct FuseRoutingPass : public modc::impl::FuseRoutingBase<FuseRoutingPass> {
+  using FuseRoutingBase::FuseRoutingBase;
   void runOnOperation() override {
+    if (!enabled)
+      return;
     RewritePatternSet patterns(&getContext());
     patterns.add<FuseRouterChain>(&getContext());
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))

@@ -22,6 +22,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "modc/Dialect/Modk/Transforms/BufferQueries.h"
 #include "modc/Dialect/Modk/Transforms/Passes.h"
 
 #include "mlir/IR/PatternMatch.h"
@@ -37,66 +38,9 @@ using namespace mlir;
 using namespace modc;
 
 namespace {
-/// The buffer `v` views (through column windows and subviews), or v.
-Value viewedBuffer(Value v) {
-  while (auto view = v.getDefiningOp<ViewLikeOpInterface>())
-    v = view.getViewSource();
-  return v;
-}
-
-/// Whether `op` or an op nested in it has `buffer`, or a view of it, as an
-/// operand.
-bool touches(Operation *op, Value buffer) {
-  return op
-      ->walk([&](Operation *nested) {
-        for (Value v : nested->getOperands())
-          if (viewedBuffer(v) == buffer)
-            return WalkResult::interrupt();
-        return WalkResult::advance();
-      })
-      .wasInterrupted();
-}
-
-/// Whether `op` or an op nested in it may write `buffer` or a view of it:
-/// by its declared memory effects, or, where an op declares none, by
-/// having it as an operand.
-bool mayWrite(Operation *op, Value buffer) {
-  return op
-      ->walk([&](Operation *nested) {
-        auto effects = dyn_cast<MemoryEffectOpInterface>(nested);
-        if (!effects)
-          return touches(nested, buffer) ? WalkResult::interrupt()
-                                         : WalkResult::advance();
-        SmallVector<MemoryEffects::EffectInstance> instances;
-        effects.getEffects(instances);
-        for (const MemoryEffects::EffectInstance &e : instances) {
-          if (!isa<MemoryEffects::Write>(e.getEffect()))
-            continue;
-          Value written = e.getValue();
-          // A write to no named buffer may be to any of them, unless it is
-          // to a resource of its own (the KV cache).
-          if ((!written &&
-               isa<SideEffects::DefaultResource>(e.getResource())) ||
-              (written && viewedBuffer(written) == buffer))
-            return WalkResult::interrupt();
-        }
-        return WalkResult::advance();
-      })
-      .wasInterrupted();
-}
-
-/// Whether `segments` is a row set of every row of a [B, S, ...] buffer of
-/// `type`: the segments that a modk.identity_rows of S positions a sequence
-/// writes.
-bool coversEveryRow(Value segments, MemRefType type) {
-  return type.getRank() >= 2 &&
-         llvm::any_of(segments.getUsers(), [&](Operation *user) {
-           auto identity = dyn_cast<modk::IdentityRowsOp>(user);
-           return identity && identity.getSegments() == segments &&
-                  cast<MemRefType>(identity.getPositions().getType())
-                          .getDimSize(1) == type.getDimSize(1);
-         });
-}
+using modk::coversEveryRow;
+using modk::mayWrite;
+using modk::touches;
 
 /// The source and destination of a whole-buffer copy: a modk.copy, or the
 /// row kernel that modk-generalize writes for one (one input, one output of

@@ -54,6 +54,20 @@ LogicalResult fuseGatherIntoSelect(SelectOp select, RewriterBase &rewriter) {
   for (Value v : rows->getOperands())
     if (llvm::is_contained(selection, v))
       return failure();
+  // Buffers allocated between the two move before the selection, which
+  // then holds their writer.
+  SmallVector<Operation *> allocs;
+  for (Value v : rows->getOperands()) {
+    Operation *def = v.getDefiningOp();
+    if (!def || def->getBlock() != select->getBlock() ||
+        def->isBeforeInBlock(select))
+      continue;
+    if (!isa<modk::AllocOp>(def))
+      return failure();
+    allocs.push_back(def);
+  }
+  for (Operation *alloc : allocs)
+    rewriter.moveOpBefore(alloc, select);
   Block *block = rewriter.createBlock(&region);
   rewriter.moveOpBefore(rows, block, block->end());
   return success();

@@ -1,17 +1,14 @@
 //===- Generalize.cpp - Named row kernels to modk.rows ----------*- C++ -*-===//
 //
 // The row-wise kernels of the plan (RMSNorm, the residual add, the MLP's
-// activation and its gradient, a routed block's gather + RMSNorm, the
-// gradients of that gather and of the gated scatter, the causal predictor
-// and its gradient, and the losses), and
-// the GEMM epilogues that
-// modk-fuse-epilogues named (residual add, GELU, SwiGLU), are rewritten
-// into modk.rows ops whose
-// regions spell their math in arith and math ops, so that the emitters
-// generate each target's kernel from one description instead of calling a
-// hand-written kernel per target. The arithmetic is that of
-// docs/model-format.md section 3 in the order of operations the numerics
-// tests pin.
+// activation and its gradient, the gradients of a routed block's gather and
+// gated scatter, the causal predictor and its gradient, and the losses), and
+// the GEMM epilogues that modk-fuse-epilogues named (residual add, GELU,
+// SwiGLU), are rewritten into modk.rows ops whose regions spell their math in
+// arith and math ops, so that the emitters generate each target's kernel from
+// one description instead of calling a hand-written kernel per target. The
+// arithmetic is that of docs/model-format.md section 3 in the order of
+// operations the numerics tests pin.
 //
 //===----------------------------------------------------------------------===//
 
@@ -32,6 +29,9 @@ using namespace modc;
 
 namespace {
 using modk::RegionFn;
+
+using modk::rmsnormElement;
+using modk::rmsnormScale;
 
 using modk::Accessed;
 using modk::column;
@@ -74,22 +74,6 @@ SmallVector<Value> noSums(F32Math &, ValueRange) { return {}; }
 /// maximum that is the element itself.
 SmallVector<Value> firstArgument(F32Math &, ValueRange a) { return {a[0]}; }
 
-/// RMSNorm's scale of a row: 1 / sqrt(sum(x^2) / width + eps).
-Value rmsnormScale(F32Math &m, Value squares, double width, float eps) {
-  return m.div(m.c(1.0), m.sqrt(m.add(m.div(squares, m.c(width)), m.c(eps))));
-}
-
-/// One element of rmsnorm: x / sqrt(sum(x^2) / width + eps) * w.
-Value rmsnormElement(F32Math &m, Value x, Value w, Value squares, double width,
-                     float eps) {
-  return m.mul(m.mul(x, rmsnormScale(m, squares, width, eps)), w);
-}
-
-/// The sums of the RMSNorm statistics: x^2.
-SmallVector<Value> squares(F32Math &m, ValueRange a) {
-  return {m.mul(a[0], a[0])};
-}
-
 /// y = x / sqrt(mean(x^2) + eps) * w (docs/model-format.md section 3).
 struct RMSNormToRows : OpRewritePattern<modk::RMSNormOp> {
   using OpRewritePattern::OpRewritePattern;
@@ -98,29 +82,14 @@ struct RMSNormToRows : OpRewritePattern<modk::RMSNormOp> {
     double width = cast<MemRefType>(op.getOutput().getType()).getShape().back();
     float eps = float(op.getEps().convertToDouble());
     replaceWithRows(rewriter, op, {row(op.getInput()), column(op.getWeight())},
-                    op.getSegments(), {row(op.getOutput())}, 1, squares,
+                    op.getSegments(), {row(op.getOutput())}, 1,
+                    modk::squareOfFirst,
                     [&](F32Math &m, ValueRange a) -> SmallVector<Value> {
                       return {rmsnormElement(m, a[0], a[1], a[2], width, eps)};
                     });
     return success();
   }
 };
-
-/// The gathered copy and the normalised row of a routed block's selected
-/// tokens: x = stream[token], n = rmsnorm(x; w) (model-format.md section 3,
-/// step 3), in the arithmetic of RMSNormToRows.
-void gatherRmsnorm(PatternRewriter &rewriter, Operation *op, Value stream,
-                   Value weight, Value segments, Value positions,
-                   Value gathered, Value normed, double eps) {
-  double width = cast<MemRefType>(normed.getType()).getShape().back();
-  createRows(
-      rewriter, op, {token(stream), column(weight)}, segments,
-      {row(gathered), row(normed)}, 1, squares,
-      [&](F32Math &m, ValueRange a) -> SmallVector<Value> {
-        return {a[0], rmsnormElement(m, a[0], a[1], a[2], width, float(eps))};
-      },
-      positions);
-}
 
 /// The segments of the identity row set (every token of every sequence, in
 /// order) of `buffer`, a [B, T, ...] buffer of T tokens a sequence: the
@@ -148,97 +117,6 @@ Value identitySegments(PatternRewriter &rewriter, Operation *op, Value buffer) {
   modk::IdentityRowsOp::create(rewriter, loc, positions, segments);
   return segments;
 }
-
-/// The router over every token of `stream` (the identity row set of its
-/// tokens a sequence) before `op`: a modk.rows with one sum a row,
-/// r = w . x, stored once a row into `scores`. With `stats`, the same pass
-/// also sums x^2 and stores each token's RMSNorm scale there
-/// (modk-fuse-router-norm).
-void createRouter(PatternRewriter &rewriter, Operation *op, Value stream,
-                  Value weight, Value scores, Value stats, float eps) {
-  auto type = cast<MemRefType>(stream.getType());
-  double width = type.getShape().back();
-  Value all = identitySegments(rewriter, op, stream);
-  SmallVector<Accessed> outputs = {rowValue(scores)};
-  if (stats)
-    outputs.push_back(rowValue(stats));
-  createRows(
-      rewriter, op, {row(stream), column(weight)}, all, outputs, stats ? 2 : 1,
-      [&](F32Math &m, ValueRange a) -> SmallVector<Value> {
-        if (!stats)
-          return {m.mul(a[0], a[1])};
-        return {m.mul(a[0], a[1]), m.mul(a[0], a[0])};
-      },
-      [&](F32Math &m, ValueRange a) -> SmallVector<Value> {
-        if (!stats)
-          return {a[2]};
-        return {a[2], rmsnormScale(m, a[3], width, eps)};
-      });
-}
-
-/// route_select_gather = the router over every token as a modk.rows (r =
-/// w . x, a sum a row), route_select (selection, compaction), and the
-/// gather + RMSNorm of the selected tokens as a modk.rows. With `stats`
-/// (modk-fuse-router-norm), the router's kernel also sums x^2 and writes
-/// each token's scale 1 / sqrt(mean(x^2) + eps), and the gather multiplies
-/// by it instead of summing the selected rows again.
-struct RouteSelectGatherToRows
-    : OpRewritePattern<modk::RouteSelectGatherOp> {
-  using OpRewritePattern::OpRewritePattern;
-  LogicalResult matchAndRewrite(modk::RouteSelectGatherOp op,
-                                PatternRewriter &rewriter) const override {
-    float eps = float(op.getEps().convertToDouble());
-    Value stats = op.getNormStats();
-    createRouter(rewriter, op, op.getInput(), op.getRouterWeight(),
-                 op.getScores(), stats, eps);
-    modk::RouteSelectOp::create(
-        rewriter, op.getLoc(), op.getScores(), op.getCausalScores(),
-        op.getPositions(), op.getSegments(), op.getMask(), op.getLayerAttr(),
-        op.getKAttr(), op.getCausalRouterAttr(), IntegerAttr());
-    if (!stats) {
-      gatherRmsnorm(rewriter, op, op.getInput(), op.getNormWeight(),
-                    op.getSegments(), op.getPositions(), op.getGathered(),
-                    op.getNormed(), eps);
-    } else {
-      // x = stream[token], n = x * scale[token] * w: no sums.
-      createRows(
-          rewriter, op,
-          {token(op.getInput()), tokenValue(stats), column(op.getNormWeight())},
-          op.getSegments(), {row(op.getGathered()), row(op.getNormed())}, 0,
-          noSums,
-          [&](F32Math &m, ValueRange a) -> SmallVector<Value> {
-            return {a[0], m.mul(m.mul(a[0], a[1]), a[2])};
-          },
-          op.getPositions());
-    }
-    rewriter.eraseOp(op);
-    return success();
-  }
-};
-
-/// decode_route = the router over every sequence's token (a modk.rows on
-/// the identity row set of one token a sequence, one sum a row, as the
-/// forward pass's router computes r), decode_select (decisions,
-/// compaction), and the gather + RMSNorm of the routed sequences' one token
-/// each (no positions: the stream holds one token a sequence).
-struct DecodeRouteToRows : OpRewritePattern<modk::DecodeRouteOp> {
-  using OpRewritePattern::OpRewritePattern;
-  LogicalResult matchAndRewrite(modk::DecodeRouteOp op,
-                                PatternRewriter &rewriter) const override {
-    createRouter(rewriter, op, op.getInput(), op.getRouterWeight(),
-                 op.getScores(), /*stats=*/Value(),
-                 float(op.getEps().convertToDouble()));
-    modk::DecodeSelectOp::create(
-        rewriter, op.getLoc(), op.getScores(), op.getStepPositions(),
-        op.getActive(), op.getPositions(), op.getSegments(), op.getMask(),
-        op.getCausalScores(), op.getLayerAttr(), op.getCausalRouterAttr());
-    gatherRmsnorm(rewriter, op, op.getInput(), op.getNormWeight(),
-                  op.getSegments(), Value(), op.getGathered(), op.getNormed(),
-                  op.getEps().convertToDouble());
-    rewriter.eraseOp(op);
-    return success();
-  }
-};
 
 /// y = a + b.
 struct AddToRows : OpRewritePattern<modk::AddOp> {
@@ -825,14 +703,14 @@ template <typename LossOp> struct LossToRows : OpRewritePattern<LossOp> {
 struct GeneralizePass : public modc::impl::GeneralizeBase<GeneralizePass> {
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
-    patterns.add<
-        RMSNormToRows, AddToRows, ActivationToRows, ActivationGradToRows,
-        RouteSelectGatherToRows, DecodeRouteToRows, GatherGradToRows,
-        ScatterGradToRows, RMSNormGradToRows, RouterGradToRows, RopeGradToRows,
-        NamedEpilogueToRows, RoundingCopyToRows, EmbedToRows, EmbedGradToRows,
-        PredictorToRows, PredictorGradToRows, LossToRows<modk::CrossEntropyOp>,
-        LossToRows<modk::CrossEntropyLossOp>, LossToRows<modk::BCELossOp>,
-        LossToRows<modk::BCELossValueOp>>(&getContext());
+    patterns
+        .add<RMSNormToRows, AddToRows, ActivationToRows, ActivationGradToRows,
+             GatherGradToRows, ScatterGradToRows, RMSNormGradToRows,
+             RouterGradToRows, RopeGradToRows, NamedEpilogueToRows,
+             RoundingCopyToRows, EmbedToRows, EmbedGradToRows, PredictorToRows,
+             PredictorGradToRows, LossToRows<modk::CrossEntropyOp>,
+             LossToRows<modk::CrossEntropyLossOp>, LossToRows<modk::BCELossOp>,
+             LossToRows<modk::BCELossValueOp>>(&getContext());
     // One walk, each op rewritten where it stands: the plan's order is its
     // execution order, and nothing is folded or erased as dead.
     walkAndApplyPatterns(getOperation(), std::move(patterns));

@@ -71,8 +71,17 @@ Use classify(OpOperand &use) {
       .Case<modk::RMSNormOp, modk::AttentionOp, modk::ActivationOp,
             modk::RopeGradOp, modk::CopyOp, modk::AddOp>(
           [&](auto typed) { return writes(typed.getOutputMutable()); })
-      .Case<modk::RouteSelectGatherOp, modk::DecodeRouteOp>(
-          [&](auto typed) { return writes(typed.getNormedMutable()); })
+      .Case([&](modk::RowsOp rows) {
+        // An element-wise store at the kernel's rows (the routed rows'
+        // normalised copy).
+        unsigned begin = rows.getOutputs().getBeginOperandIndex();
+        unsigned index = use.getOperandNumber();
+        if (index < begin || index >= begin + rows.getOutputs().size())
+          return Use::Other;
+        return rows.getOutputAccessAt(index - begin) == modk::Access::row
+                   ? Use::RoundingWrite
+                   : Use::Other;
+      })
       .Case([&](modk::AttentionGradOp grad) {
         return writes(grad.getDvMutable());
       })

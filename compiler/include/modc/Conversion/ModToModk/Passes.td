@@ -55,7 +55,7 @@ def GenerateDecode : Pass<"mod-generate-decode", "::mlir::ModuleOp"> {
     (dense, or MoD with a causal router): one token per sequence at its own
     position. Dense layers append every token's K and V to the layer's cache
     (`modk.decode_attention`); routed layers decide per sequence
-    (`modk.decode_route`: router r > 0 for aux_loss, predictor p > 0 for
+    (`modk.decode_select`: router r > 0 for aux_loss, predictor p > 0 for
     predictor), compact the routed rows, run attention and MLP on those rows
     only and append only their K and V, so a routed layer's cache holds only
     routed tokens; the gated residual scatters back into the routed rows.

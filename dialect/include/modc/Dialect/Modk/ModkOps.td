@@ -290,46 +290,14 @@ def Modk_PredictorOp : Modk_Op<"predictor"> {
   }];
 }
 
-def Modk_RouteSelectGatherOp : Modk_Op<"route_select_gather",
-    [AttrSizedOperandSegments, MemoryEffects<[MemWrite<Modk_CallerOutputs>]>]> {
-  let summary = "Fused router + selection + ordered compaction + gather + RMSNorm";
-  let description = [{
-    Per sequence: router scores r = w . x, the selection (top-k in `topk`
-    mode; causal decision in `causal` mode), positions in ascending order,
-    segment offsets, the gathered rows and their attention-norm, and the
-    routing mask output.
-
-    With `stats` (modk-fuse-router-norm), the router's pass over every
-    token also computes each token's RMSNorm scale 1 / sqrt(mean(x^2) + eps)
-    into that [B, S] buffer, and the gather reads it there instead of
-    summing the selected rows again.
-  }];
-  let arguments = (ins Modk_Read:$input, Modk_Read:$router_weight,
-                   Modk_Read:$norm_weight, Modk_OptionalRead:$causal_scores,
-                   Modk_Written:$scores, Modk_Written:$positions,
-                   Modk_Written:$segments, Modk_Written:$gathered,
-                   Modk_Written:$normed, Modk_Written:$mask,
-                   Modk_OptionalWritten:$norm_stats, I64Attr:$layer,
-                   I64Attr:$k,
-                   Modk_CausalRouterAttr:$causal_router, F64Attr:$eps);
-  let assemblyFormat = [{
-    $input `,` $router_weight `,` $norm_weight
-    (`causal` `(` $causal_scores^ `)`)?
-    `->` $scores `,` $positions `,` $segments `,` $gathered `,` $normed `,` $mask
-    (`stats` `(` $norm_stats^ `)`)?
-    attr-dict `:` type(operands)
-  }];
-  let hasVerifier = 1;
-}
-
 def Modk_RouteSelectOp : Modk_Op<"route_select",
     [NoTerminator, RecursiveMemoryEffects,
      MemoryEffects<[MemWrite<Modk_CallerOutputs>]>]> {
   let summary = "Selection + ordered compaction from the router's scores";
   let description = [{
-    What is left of modk.route_select_gather once modk-generalize has
-    written its router (and the RMSNorm statistics riding on it) and its
-    gather as modk.rows: per sequence, from the router scores r, the
+    A routed layer's selection, between its router and its gather, which
+    are modk.rows from the lowering on: per sequence, from the router
+    scores r, the
     selection (top-k in `topk` mode; causal decision in `causal` mode),
     positions in ascending order, segment offsets and the routing mask
     output. The selection is a hand-written mainloop (a radix select).
@@ -856,30 +824,14 @@ def Modk_DecodeAttentionOp : Modk_GenericOp<"decode_attention",
                    I64Attr:$n_heads);
 }
 
-def Modk_DecodeRouteOp : Modk_GenericOp<"decode_route"> {
-  let summary = "Causal decision per sequence, compaction, gather and RMSNorm";
-  let description = [{
-    r = w . x for every sequence; a sequence's token goes through the layer
-    iff it is active and its causal decision (r > 0 for aux_loss; the
-    predictor's logit, the optional last operand, > 0 for predictor) holds.
-    Routed rows are compacted in sequence order; with none routed, every
-    kernel of the layer runs on zero rows.
-  }];
-  let arguments = (ins Modk_Read:$input, Modk_Read:$router_weight,
-                   Modk_Read:$norm_weight, Modk_Read:$step_positions,
-                   Modk_Read:$active, Modk_Written:$scores, Modk_Written:$positions,
-                   Modk_Written:$segments, Modk_Written:$gathered, Modk_Written:$normed,
-                   Modk_Written:$mask, Modk_OptionalRead:$causal_scores,
-                   I64Attr:$layer, Modk_CausalRouterAttr:$causal_router, F64Attr:$eps);
-}
-
 def Modk_DecodeSelectOp : Modk_Op<"decode_select",
     [NoTerminator, RecursiveMemoryEffects]> {
   let summary = "Causal decision per sequence and compaction (router and gather are modk.rows)";
   let description = [{
-    modk.decode_route without its router and its gather + RMSNorm, which
-    modk-generalize writes as modk.rows (the router over every sequence's
-    token, the gather over the routed ones): from the scores r (and the
+    A decode step's selection, between its router and its gather + RMSNorm,
+    which are modk.rows from the lowering on (the router over every
+    sequence's token, the gather over the routed ones): from the scores r
+    (and the
     predictor's logits), sequence b goes through the layer iff active[b]
     and its decision > 0; routed rows are compacted in sequence order.
 

@@ -35,20 +35,36 @@ def ExpandBlocks : Pass<"mod-expand-blocks", "::modc::mod::ModelOp"> {
 def FuseRouting : Pass<"mod-fuse-routing", "::modc::mod::ModelOp"> {
   let summary = "Fuse router + top-k + gather + RMSNorm into mod.route";
   let description = [{
-    rmsnorm(gather(x, topk(router(x)))) becomes one `mod.route` op: a single
-    pass over the residual stream computes the router scores, selects k
-    tokens per sequence, gathers them in position order and normalises them.
+    rmsnorm(gather(x, topk(router(x)))) becomes one `mod.route` op. The
+    lowering writes it as the router's kernel over every token, the
+    selection, and one kernel that gathers the selected tokens in position
+    order and normalises them as it copies them; unfused, the gather and
+    the norm are two kernels, and the norm reads the gathered rows again.
+    `enabled=false` (modc `--no-fuse=routing`) leaves the ops alone: the
+    lowering takes each of them.
   }];
+  let options = [
+    Option<"enabled", "enabled", "bool", /*default=*/"true",
+           "Fuse each routed block's routing chain">
+  ];
   let dependentDialects = ["::modc::mod::ModDialect"];
 }
 
 def FuseResidual : Pass<"mod-fuse-residual", "::modc::mod::ModelOp"> {
   let summary = "Fuse the gate scale and scatter into the MLP's last GEMM";
   let description = [{
-    gated_residual(x, add(a, mlp(n)), r, idx) becomes `mod.mlp_scatter`: the
-    down projection's epilogue writes x[idx] + g(r) * (a + m) into the
-    residual stream in place; skipped tokens are never read or written.
+    gated_residual(x, add(a, mlp(n)), r, idx) becomes `mod.mlp_scatter`:
+    the lowering writes the down projection into the block's rows m and one
+    kernel that adds x[idx] + g(r) * (a + m) into the residual stream in
+    place (which modk-fuse-row-epilogues may make the product's epilogue);
+    skipped tokens are never read or written. Unfused, the sum a + m is a
+    kernel of its own, and the gated residual reads it.
+    `enabled=false` (modc `--no-fuse=residual`) leaves the ops alone.
   }];
+  let options = [
+    Option<"enabled", "enabled", "bool", /*default=*/"true",
+           "Fuse each routed block's MLP and sum into its gated residual">
+  ];
   let dependentDialects = ["::modc::mod::ModDialect"];
 }
 

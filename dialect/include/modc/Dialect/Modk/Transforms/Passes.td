@@ -14,8 +14,8 @@ def StoreBf16Activations : Pass<"modk-store-bf16", "::modc::modk::EntryOp"> {
     the bytes, the same values) when every use reads it as a product operand
     (a `modk.gemm` input, the output gradient of a `modk.gemm_dgrad`, either
     operand of a `modk.gemm_wgrad`) and every write can round as it stores:
-    `modk.rmsnorm`, the normalised rows of `modk.route_select_gather` and
-    `modk.decode_route`, a `modk.gemm` with epilogue `none`, `gelu` or
+    `modk.rmsnorm`, a `modk.rows`' output at its rows (the routed rows'
+    normalised copy), a `modk.gemm` with epilogue `none`, `gelu` or
     `swiglu`, the output of `modk.attention` (not of
     `modk.decode_attention`, whose CUDA kernel keeps per-row data in it),
     of `modk.activation`, `modk.add` and `modk.copy`, and in training the
@@ -79,19 +79,24 @@ def FuseRouterNorm : Pass<"modk-fuse-router-norm", "::modc::modk::EntryOp"> {
   let description = [{
     A routed layer reads every token of the stream once for its router
     (r = w . x) and then the selected tokens again for the gather's RMSNorm
-    (a sum of x^2 a row, then the scaled elements). This pass gives each
-    `modk.route_select_gather` a `stats` buffer [B, S]: modk-generalize then
-    writes one kernel over every token that sums both w . x and x^2 and
-    stores r and the token's scale 1 / sqrt(mean(x^2) + eps), and a gather
-    with no sums that multiplies each selected row by its token's scale.
+    (a sum of x^2 a row, then the scaled elements). In general terms: a
+    `modk.rows` whose sums read only one buffer, at its rows' tokens, and an
+    earlier `modk.rows` over every row of that buffer (the identity row
+    set), with nothing between them that may write it. The pass gives the
+    earlier kernel the later one's sums: one more sum and one more
+    `row_value` output [B, S] each. The later kernel reads each sum as a
+    `token_value` input and sums nothing: it reads its rows once.
 
-    Before: `modk.route_select_gather %x, %wr, %wn -> %r, %pos, %seg, %xs, %xn, %mask`
-    After:  `%s = modk.alloc : memref<?xSxf32>` and
-            `modk.route_select_gather ... -> ..., %mask stats(%s)`
+    Before: the router `access(row, column -> row_value)` with one sum, and
+    the gather `access(token, column -> row, row)` with one sum (x^2).
+    After:  `%s = modk.alloc : memref<?xSxf32>`, the router
+    `access(row, column -> row_value, row_value)` with two sums storing
+    w . x and sum(x^2), and the gather
+    `access(token, column, token_value -> row, row)` with none.
 
-    Not fused: a decode step's `modk.decode_route`, whose router and norm
-    both read only the one token of each sequence. `enabled=false` (modc
-    `--no-fuse=router-norm`) leaves every router alone, so that the fusion's
+    This applies to a decode step too: its router reads every sequence's
+    token, its gather the routed ones. `enabled=false` (modc
+    `--no-fuse=router-norm`) leaves every kernel alone, so that the fusion's
     effect can be measured.
   }];
   let options = [
@@ -110,11 +115,8 @@ def Generalize : Pass<"modk-generalize", "::modc::modk::EntryOp"> {
     `modk.embed`, the losses, and training's gradients of the row kernels
     (`modk.activation_grad`, `modk.rmsnorm_grad`, `modk.rope_grad`,
     `modk.embed_grad`, `modk.gather_grad`, `modk.scatter_grad`,
-    `modk.router_grad`). A routed block's routing composite splits:
-    `modk.route_select_gather` (a decode step's `modk.decode_route`) into
-    the router as a `modk.rows`, the selection (`modk.route_select`,
-    `modk.decode_select`) and the gather + RMSNorm as a `modk.rows`. (The
-    gated scatter is a `modk.rows` from the lowering on.) The emitters generate both
+    `modk.router_grad`). (A routed block's router, gather and gated scatter
+    are `modk.rows` from the lowering on.) The emitters generate both
     targets' kernels from those regions; they have no kernel of their own
     for the named ops. Run after modk-store-bf16, whose element types the
     rows ops then store.

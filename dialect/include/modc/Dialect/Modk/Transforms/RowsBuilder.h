@@ -58,7 +58,8 @@ RowsOp createRows(mlir::OpBuilder &b, mlir::Location loc,
 /// The routed block's gated residual (docs/model-format.md section 3, step
 /// 5) at the insertion point: for each row of `segments`, at its token,
 /// stream = stream + g(r) * (a + m), with `attention` a, the MLP's rows
-/// `update` m and the router `scores` r read at the token; g(r) = r,
+/// `update` m and the router `scores` r read at the token (without
+/// `attention`, `update` is the whole branch a + m); g(r) = r,
 /// sigmoid(r) or 1 by `gate`. `positions`: the rows' positions, or none
 /// where the stream holds one token a sequence (a decode step). Tokens that
 /// skip the block are neither read nor written.
@@ -67,6 +68,34 @@ RowsOp createGatedScatter(mlir::OpBuilder &b, mlir::Location loc,
                           mlir::Value scores, mlir::Value stream,
                           mlir::Value segments, mlir::Value positions,
                           Gate gate);
+
+/// RMSNorm's scale of a row from its sum of squares: 1 / sqrt(sum / width +
+/// eps) (docs/model-format.md section 3).
+mlir::Value rmsnormScale(F32Math &m, mlir::Value squares, double width,
+                         float eps);
+/// One element of RMSNorm: x * rmsnormScale(squares) * w.
+mlir::Value rmsnormElement(F32Math &m, mlir::Value x, mlir::Value w,
+                           mlir::Value squares, double width, float eps);
+/// A reduce region for RMSNorm: the square of the first argument.
+llvm::SmallVector<mlir::Value> squareOfFirst(F32Math &m, mlir::ValueRange a);
+
+/// The router of a routed layer (docs/model-format.md section 3, step 2) at
+/// the insertion point: r = w . x for every row of `allRows`, the row set of
+/// every token of `stream`, stored once a row into `scores`.
+RowsOp createRouterRows(mlir::OpBuilder &b, mlir::Location loc,
+                        mlir::Value stream, mlir::Value weight,
+                        mlir::Value allRows, mlir::Value scores);
+
+/// The gather of a routed layer's selected tokens (step 3): for each row of
+/// `segments`, gathered = stream[token], read at the row's `positions`
+/// (none: one token a sequence). With `normWeight`, the same kernel also
+/// writes normed = rmsnorm(gathered; w) (the attention norm of the routed
+/// rows, a sum a row).
+RowsOp createGatherRows(mlir::OpBuilder &b, mlir::Location loc,
+                        mlir::Value stream, mlir::Value segments,
+                        mlir::Value positions, mlir::Value gathered,
+                        mlir::Value normWeight = mlir::Value(),
+                        mlir::Value normed = mlir::Value(), float eps = 0);
 
 } // namespace modc::modk
 

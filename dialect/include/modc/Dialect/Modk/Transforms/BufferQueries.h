@@ -1,0 +1,34 @@
+//===- BufferQueries.h - What the plan's kernels do to buffers --*- C++ -*-===//
+//
+// Questions the modk fusion passes ask before moving work between kernels:
+// which buffer a value views, whether an op may write a buffer, whether a
+// row set covers every row of a buffer.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MODC_DIALECT_MODK_TRANSFORMS_BUFFERQUERIES_H
+#define MODC_DIALECT_MODK_TRANSFORMS_BUFFERQUERIES_H
+
+#include "modc/Dialect/Modk/ModkDialect.h"
+
+namespace modc::modk {
+
+/// The buffer `v` views (through column windows and subviews), or v.
+mlir::Value viewedBuffer(mlir::Value v);
+
+/// Whether `op` or an op nested in it has `buffer`, or a view of it, as an
+/// operand.
+bool touches(mlir::Operation *op, mlir::Value buffer);
+
+/// Whether `op` or an op nested in it may write `buffer` or a view of it:
+/// by its declared memory effects, or, where an op declares none, by
+/// having it as an operand.
+bool mayWrite(mlir::Operation *op, mlir::Value buffer);
+
+/// Whether `segments` is a row set of every row of a [B, S, ...] buffer of
+/// `type`: the segments that a modk.identity_rows of S positions a sequence
+/// writes.
+bool coversEveryRow(mlir::Value segments, mlir::MemRefType type);
+
+} // namespace modc::modk
+
+#endif // MODC_DIALECT_MODK_TRANSFORMS_BUFFERQUERIES_H

@@ -1,0 +1,62 @@
+//===- BufferQueries.cpp - What the plan's kernels do to buffers -*- C++
+//-*-===//
+
+#include "modc/Dialect/Modk/Transforms/BufferQueries.h"
+
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "mlir/Interfaces/ViewLikeInterface.h"
+
+using namespace mlir;
+using namespace modc;
+
+Value modk::viewedBuffer(Value v) {
+  while (auto view = v.getDefiningOp<ViewLikeOpInterface>())
+    v = view.getViewSource();
+  return v;
+}
+
+bool modk::touches(Operation *op, Value buffer) {
+  return op
+      ->walk([&](Operation *nested) {
+        for (Value v : nested->getOperands())
+          if (viewedBuffer(v) == buffer)
+            return WalkResult::interrupt();
+        return WalkResult::advance();
+      })
+      .wasInterrupted();
+}
+
+bool modk::mayWrite(Operation *op, Value buffer) {
+  return op
+      ->walk([&](Operation *nested) {
+        auto effects = dyn_cast<MemoryEffectOpInterface>(nested);
+        if (!effects)
+          return touches(nested, buffer) ? WalkResult::interrupt()
+                                         : WalkResult::advance();
+        SmallVector<MemoryEffects::EffectInstance> instances;
+        effects.getEffects(instances);
+        for (const MemoryEffects::EffectInstance &e : instances) {
+          if (!isa<MemoryEffects::Write>(e.getEffect()))
+            continue;
+          Value written = e.getValue();
+          // A write to no named buffer may be to any of them, unless it is
+          // to a resource of its own (the KV cache).
+          if ((!written &&
+               isa<SideEffects::DefaultResource>(e.getResource())) ||
+              (written && viewedBuffer(written) == buffer))
+            return WalkResult::interrupt();
+        }
+        return WalkResult::advance();
+      })
+      .wasInterrupted();
+}
+
+bool modk::coversEveryRow(Value segments, MemRefType type) {
+  return type.getRank() >= 2 &&
+         llvm::any_of(segments.getUsers(), [&](Operation *user) {
+           auto identity = dyn_cast<IdentityRowsOp>(user);
+           return identity && identity.getSegments() == segments &&
+                  cast<MemRefType>(identity.getPositions().getType())
+                          .getDimSize(1) == type.getDimSize(1);
+         });
+}
