@@ -795,14 +795,14 @@ modk.entry @forward attributes {kind = #modk.entry_kind<forward>, model = #modk.
   }
   // Gathers fused into their selection (modk-fuse-select-gather), S = 40,
   // k = 9, D = 70: the functors modc_gather_0 (the gather + RMSNorm, one
-  // sum a row, eps 1e-5) and modc_gather_1 (the gather that scales by the
-  // router pass's statistics), which select_topk and gather_sequences call
+  // sum a row, eps 1e-5) and modc_gather_1 (the gather that reads
+  // each token's sum of x^2 from the router's pass), which select_topk and gather_sequences call
   // (CpuKernels.SelectGatherFused, CudaKernels.SelectGatherFused).
   %sgr = modk.alloc : memref<?x40xf32>
   %sgpos = modk.alloc : memref<?x40xi32>
   %sgseg = modk.alloc : memref<?x1xi64>
   %sgmask = modk.alloc : memref<?x40xi32>
-  %sgscale = modk.alloc : memref<?x40xf32>
+  %sgsquares = modk.alloc : memref<?x40xf32>
   modk.route_select %sgr -> %sgpos, %sgseg, %sgmask {causal_router = #modk.causal_router<none>, k = 9 : i64, layer = 1 : i64} : memref<?x40xf32>, memref<?x40xi32>, memref<?x1xi64>, memref<?x40xi32> gather {
     modk.rows ins(%x40x70, %w70 : memref<?x40x70xf32>, memref<70xf32>) rows %sgseg : memref<?x1xi64> tokens(%sgpos : memref<?x40xi32>) outs(%xs40x70, %xn40x70 : memref<?x40x70xf32>, memref<?x40x70xf32>) access(token, column -> row, row) reduce {
     ^bb0(%gx: f32, %gw: f32):
@@ -823,12 +823,19 @@ modk.entry @forward attributes {kind = #modk.entry_kind<forward>, model = #modk.
     }
   }
   modk.route_select %sgr -> %sgpos, %sgseg, %sgmask {causal_router = #modk.causal_router<none>, k = 9 : i64, layer = 1 : i64} : memref<?x40xf32>, memref<?x40xi32>, memref<?x1xi64>, memref<?x40xi32> gather {
-    modk.rows ins(%x40x70, %sgscale, %w70 : memref<?x40x70xf32>, memref<?x40xf32>, memref<70xf32>) rows %sgseg : memref<?x1xi64> tokens(%sgpos : memref<?x40xi32>) outs(%xs40x70, %xn40x70 : memref<?x40x70xf32>, memref<?x40x70xf32>) access(token, token_value, column -> row, row) reduce {
-    ^bb0(%hx: f32, %hs: f32, %hw: f32):
+    modk.rows ins(%x40x70, %w70, %sgsquares : memref<?x40x70xf32>, memref<70xf32>, memref<?x40xf32>) rows %sgseg : memref<?x1xi64> tokens(%sgpos : memref<?x40xi32>) outs(%xs40x70, %xn40x70 : memref<?x40x70xf32>, memref<?x40x70xf32>) access(token, column, token_value -> row, row) reduce {
+    ^bb0(%hx: f32, %hw: f32, %hss: f32):
       modk.yield
     } body {
-    ^bb0(%hx: f32, %hs: f32, %hw: f32):
-      %ht = arith.mulf %hx, %hs : f32
+    ^bb0(%hx: f32, %hw: f32, %hss: f32):
+      %heps = arith.constant 9.99999974E-6 : f32
+      %hd = arith.constant 7.000000e+01 : f32
+      %hmean = arith.divf %hss, %hd : f32
+      %hvar = arith.addf %hmean, %heps : f32
+      %hrms = math.sqrt %hvar : f32
+      %hone = arith.constant 1.000000e+00 : f32
+      %hinv = arith.divf %hone, %hrms : f32
+      %ht = arith.mulf %hx, %hinv : f32
       %hn = arith.mulf %ht, %hw : f32
       modk.yield %hx, %hn : f32, f32
     }
