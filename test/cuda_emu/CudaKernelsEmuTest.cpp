@@ -845,6 +845,46 @@ TEST(CudaKernels, IdentitySegments) {
   EXPECT_EQ(seg, rseg);
 }
 
+TEST(CudaKernels, SplitTokens) {
+  constexpr int S = 10;
+  const int64_t B = 3;
+  auto tokens = randomInts(B * (S + 1), 31, 0, 99);
+  std::vector<int32_t> in(B * S, -7), tg(B * S, -7), rin(in), rtg(tg);
+  modk_cuda::split_tokens<S>(tokens.data(), B, in.data(), tg.data(), nullptr);
+  modk_cpu::split_tokens<S>(tokens.data(), B, rin.data(), rtg.data());
+  EXPECT_EQ(in, rin);
+  EXPECT_EQ(tg, rtg);
+}
+
+// RoPE's table of (cos, sin) pairs holds the CPU table's values, and the
+// angle the generated kernels form past the table is the CPU's too.
+TEST(CudaKernels, RopeTableMatchesCpu) {
+  constexpr int HD = 12;
+  const float theta = 500.0f;
+  const int32_t positions = 40;
+  const float2 *table =
+      modk_cuda::detail::ropeTableFor<HD>(theta, positions, nullptr);
+  ASSERT_NE(table, nullptr);
+  const std::vector<float> cpu =
+      modk_cpu::detail::ropeTable<HD>(theta, positions);
+  for (int32_t p = 0; p < positions; ++p)
+    for (int j = 0; j < HD / 2; ++j) {
+      const float2 cs = table[p * (HD / 2) + j];
+      EXPECT_EQ(cs.x, cpu[p * HD + j]) << p << " " << j;
+      EXPECT_EQ(cs.y, cpu[p * HD + HD / 2 + j]) << p << " " << j;
+    }
+  const std::vector<float> none;
+  for (int32_t p : {positions, 4095, 70000}) {
+    float row[HD];
+    const float *want = modk_cpu::detail::ropeTableRow<HD>(none, p, theta, row);
+    for (int j = 0; j < HD / 2; ++j) {
+      const float2 cs = modk_cuda::detail::ropeAngle<HD>(p, j, theta);
+      EXPECT_EQ(cs.x, want[j]) << p << " " << j;
+      EXPECT_EQ(cs.y, want[HD / 2 + j]) << p << " " << j;
+    }
+  }
+}
+
 //===----------------------------------------------------------------------===//
 // Routing
 //===----------------------------------------------------------------------===//
@@ -1283,6 +1323,44 @@ TEST(CudaKernels, CacheAppend) {
   EXPECT_EQ(counts, rcounts);
   EXPECT_EQ(ck, rck);
   EXPECT_EQ(cv, rcv);
+}
+
+/// The prefill reads K and V as columns of wider rows (KS and VS floats
+/// apart, a stacked product's windows on the CPU) as the CPU does, into f32
+/// and bf16 caches.
+TEST(CudaKernels, CacheAppendReadsColumnWindows) {
+  constexpr int S = 12, D = 16, KS = 3 * D, VS = 2 * D + 5, VOff = 3;
+  const std::vector<int64_t> seg = {0, 5, 5, 12};
+  const std::vector<int32_t> pos = {0, 1, 2, 3, 4, 0, 1, 2, 3, 4, 5, 6};
+  const std::vector<int32_t> lengths = {3, 0, 7};
+  const int64_t B = 3, rows = seg[B];
+  auto qkv = randomFloats(rows * KS, 165), vs = randomFloats(rows * VS, 166);
+  const float *k = qkv.data() + D, *v = vs.data() + VOff;
+  std::vector<float> ck(B * S * D, kSentinel), cv(ck), rck(ck), rcv(ck);
+  std::vector<int32_t> counts(B, 0), rcounts(B, 0);
+  modk_cuda::cache_append<S, D, KS, VS>(k, v, B, seg.data(), pos.data(),
+                                        lengths.data(), ck.data(), cv.data(),
+                                        counts.data(), nullptr);
+  modk_cpu::cache_append<S, D, KS, VS>(k, v, B, seg.data(), pos.data(),
+                                       lengths.data(), rck.data(), rcv.data(),
+                                       rcounts.data());
+  EXPECT_EQ(counts, rcounts);
+  EXPECT_EQ(counts, lengths);
+  EXPECT_EQ(ck, rck);
+  EXPECT_EQ(cv, rcv);
+  std::vector<modk_cuda::bf16> bk(B * S * D), bv(bk);
+  std::vector<modk_cpu::bf16> rbk(B * S * D), rbv(rbk);
+  modk_cuda::cache_append<S, D, KS, VS>(k, v, B, seg.data(), pos.data(),
+                                        lengths.data(), bk.data(), bv.data(),
+                                        counts.data(), nullptr);
+  modk_cpu::cache_append<S, D, KS, VS>(k, v, B, seg.data(), pos.data(),
+                                       lengths.data(), rbk.data(), rbv.data(),
+                                       rcounts.data());
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t e = 0; e < lengths[b] * D; ++e) {
+      ASSERT_EQ(bk[b * S * D + e].bits, rbk[b * S * D + e].bits) << b << e;
+      ASSERT_EQ(bv[b * S * D + e].bits, rbv[b * S * D + e].bits) << b << e;
+    }
 }
 
 /// Last (tests run in file order): the worst GEMM and attention errors seen

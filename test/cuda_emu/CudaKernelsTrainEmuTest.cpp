@@ -187,19 +187,6 @@ TEST(CudaTrainKernels, BceWithLogitsMatchesCpu) {
   EXPECT_EQ(gotL[1], lossInit[1]);
 }
 
-TEST(CudaTrainKernels, SplitTokensMatchesCpuEmitter) {
-  constexpr int S = 10;
-  const int64_t B = 3;
-  auto tokens = randomInts(B * (S + 1), 31, 0, 99);
-  std::vector<int32_t> in(B * S, -7), tg(B * S, -7);
-  modk_cuda::split_tokens<S>(tokens.data(), B, in.data(), tg.data(), nullptr);
-  for (int64_t b = 0; b < B; ++b)
-    for (int64_t i = 0; i < S; ++i) {
-      EXPECT_EQ(in[b * S + i], tokens[b * (S + 1) + i]);
-      EXPECT_EQ(tg[b * S + i], tokens[b * (S + 1) + i + 1]);
-    }
-}
-
 //===----------------------------------------------------------------------===//
 // Norm, rope, activations
 //===----------------------------------------------------------------------===//

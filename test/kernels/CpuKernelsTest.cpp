@@ -479,6 +479,47 @@ TEST(CpuKernels, IdentitySegments) {
   EXPECT_EQ(seg, (std::vector<int64_t>{0, 5, 10, 15}));
 }
 
+TEST(CpuKernels, SplitTokens) {
+  constexpr int S = 6;
+  const int64_t B = 3;
+  std::vector<int32_t> tokens(B * (S + 1));
+  std::iota(tokens.begin(), tokens.end(), 100);
+  std::vector<int32_t> in(B * S + 1, -7), tg(B * S + 1, -7);
+  modk_cpu::split_tokens<S>(tokens.data(), B, in.data(), tg.data());
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t i = 0; i < S; ++i) {
+      EXPECT_EQ(in[b * S + i], tokens[b * (S + 1) + i]);
+      EXPECT_EQ(tg[b * S + i], tokens[b * (S + 1) + i + 1]);
+    }
+  EXPECT_EQ(in[B * S], -7);
+  EXPECT_EQ(tg[B * S], -7);
+}
+
+// RoPE's table holds a position's cosines, then its sines, each the angle
+// in double with only cos and sin rounded; a position past the table gets
+// the same values formed on the spot.
+TEST(CpuKernels, RopeTable) {
+  constexpr int HD = 12;
+  const float theta = 500.0f;
+  const int32_t positions = 40;
+  const std::vector<float> table =
+      modk_cpu::detail::ropeTable<HD>(theta, positions);
+  ASSERT_EQ(table.size(), size_t(positions) * HD);
+  const std::vector<float> none;
+  for (int32_t p = 0; p < positions; ++p) {
+    float row[HD];
+    const float *formed =
+        modk_cpu::detail::ropeTableRow<HD>(none, p, theta, row);
+    EXPECT_EQ(formed, row);
+    EXPECT_EQ(0, std::memcmp(formed, &table[size_t(p) * HD], sizeof(row)));
+    for (int j = 0; j < HD / 2; ++j) {
+      const double a = double(p) * std::pow(double(theta), -2.0 * j / HD);
+      EXPECT_EQ(table[size_t(p) * HD + j], float(std::cos(a))) << p << " " << j;
+      EXPECT_EQ(table[size_t(p) * HD + HD / 2 + j], float(std::sin(a)));
+    }
+  }
+}
+
 // The router over every token as modc generates it (a modk.rows with one
 // sum a row: gen_cpu::router40x70), and with the RMSNorm statistics riding
 // on it (modk-fuse-router-norm: gen_cpu::routerNorm40x70, eps 1e-5).

@@ -129,6 +129,13 @@ LogicalResult PlanEmitter::emitKernel(Operation *op) {
               {"B", name(ids.getPositions()), name(ids.getSegments())}});
     return success();
   }
+  if (auto split = dyn_cast<modk::SplitTokensOp>(op)) {
+    emitCall({"split_tokens",
+              {seqLen},
+              {name(split.getTokens()), "B", name(split.getInputs()),
+               name(split.getTargets())}});
+    return success();
+  }
   if (auto attn = dyn_cast<modk::AttentionOp>(op)) {
     int64_t heads = attn.getNHeads();
     // The CUDA grid covers the most rows a segment can hold (S, or k in

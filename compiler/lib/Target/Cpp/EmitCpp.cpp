@@ -18,6 +18,9 @@
 using namespace mlir;
 using namespace modc;
 
+static const char kSmallKernels[] =
+#include "SmallKernelsPrelude.inc"
+    ;
 static const char kPrelude[] =
 #include "CpuKernelsPrelude.inc"
     ;
@@ -214,16 +217,6 @@ void CppEmitter::emitGemm(modk::GemmOp op, int indent) {
 }
 
 LogicalResult CppEmitter::emitTargetKernel(Operation *op) {
-  if (auto split = dyn_cast<modk::SplitTokensOp>(op)) {
-    os << fmt::format("  for (int64_t b = 0; b < B; ++b)\n"
-                      "    for (int64_t i = 0; i < {0}; ++i) {{\n"
-                      "      {1}[b * {0} + i] = {3}[b * {4} + i];\n"
-                      "      {2}[b * {0} + i] = {3}[b * {4} + i + 1];\n"
-                      "    }}\n",
-                      seqLen, name(split.getInputs()), name(split.getTargets()),
-                      name(split.getTokens()), seqLen + 1);
-    return success();
-  }
   return op->emitOpError("has no C++ emitter");
 }
 
@@ -235,7 +228,7 @@ LogicalResult CppEmitter::emit() {
   std::string manifest = buildManifest(entries, "cpu", "", cpuIsa);
   collectRowKernels();
   emitBanner(forward);
-  os << kPrelude << "\n";
+  os << kSmallKernels << "\n" << kPrelude << "\n";
   if (grad)
     os << kTrainPrelude << "\n";
   if (decode)

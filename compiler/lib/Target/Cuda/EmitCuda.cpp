@@ -24,6 +24,9 @@
 using namespace mlir;
 using namespace modc;
 
+static const char kSmallKernels[] =
+#include "SmallKernelsPrelude.inc"
+    ;
 static const char kCommonPrelude[] =
 #include "CudaCommonPrelude.inc"
     ;
@@ -348,13 +351,6 @@ void CudaEmitter::emitGemm(modk::GemmOp op, int indent) {
 }
 
 LogicalResult CudaEmitter::emitTargetKernel(Operation *op) {
-  if (auto split = dyn_cast<modk::SplitTokensOp>(op)) {
-    emitCall({"split_tokens",
-              {seqLen},
-              {name(split.getTokens()), "B", name(split.getInputs()),
-               name(split.getTargets())}});
-    return success();
-  }
   return op->emitOpError("has no CUDA emitter");
 }
 
@@ -584,8 +580,11 @@ LogicalResult CudaEmitter::emit() {
   collectRowKernels();
   emitBanner(forward);
   os << "// Target: CUDA " << arch << ".\n";
-  os << kCommonPrelude << "\n" << kGemmTiles << "\n" << kFlashAttention
-     << "\n" << kPrelude << "\n";
+  os << kSmallKernels << "\n"
+     << kCommonPrelude << "\n"
+     << kGemmTiles << "\n"
+     << kFlashAttention << "\n"
+     << kPrelude << "\n";
   if (failed(emitGemmPlans()) || failed(cutlass.emit(os)))
     return failure();
   if (grad)

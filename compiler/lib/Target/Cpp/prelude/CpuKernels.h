@@ -19,12 +19,18 @@
 ///  - cblas is only ever called outside OpenMP parallel regions, because the
 ///    default Debian OpenBLAS is the pthreads build and does not nest.
 ///
-/// The header is self-contained: only standard headers, <cblas.h> and <omp.h>.
+/// The header is self-contained: only standard headers, <cblas.h>, <omp.h>
+/// and the small kernels both targets share (Shared/prelude/SmallKernels.h,
+/// which the emitter pastes before this header).
 ///
 //===----------------------------------------------------------------------===//
 
 #ifndef MODC_TARGET_CPP_PRELUDE_CPUKERNELS_H
 #define MODC_TARGET_CPP_PRELUDE_CPUKERNELS_H
+
+#ifndef MODC_SMALL_KERNELS_INCLUDED
+#include "../../Shared/prelude/SmallKernels.h"
+#endif
 
 #include <algorithm>
 #include <cblas.h>
@@ -159,10 +165,14 @@ inline float expLanes(float x) {
   return under ? 0.0f : p * scale;
 }
 
-/// Segment index of row j: the s with seg[s] <= j < seg[s+1].
-inline int64_t segmentOf(const int64_t *seg, int64_t nseg, int64_t j) {
-  return static_cast<int64_t>(std::upper_bound(seg, seg + nseg + 1, j) - seg) -
-         1;
+using modk_small::segmentOf;
+
+/// f(e) for every item e < f.items() of a small kernel (SmallKernels.h), in
+/// order.
+template <typename F> inline void forEachItem(const F &f) {
+  const int64_t n = f.items();
+  for (int64_t e = 0; e < n; ++e)
+    f(e);
 }
 
 /// Rows below this run serially: OpenMP start-up would cost more than it saves.
@@ -406,28 +416,14 @@ template <int N> inline float *staged_rows(int64_t rows) {
 }
 
 namespace detail {
-/// RoPE's cos and sin of pairs j < HD/2 at position p: the angle
-/// p theta^(-2j/HD) in double, only cos and sin rounded, so long positions
-/// keep full f32 accuracy (docs/model-format.md).
-template <int HD>
-inline void ropeAngles(int32_t p, float theta, float *c, float *s) {
-  for (int j = 0; j < HD / 2; ++j) {
-    const double a = static_cast<double>(p) *
-                     std::pow(static_cast<double>(theta), -2.0 * j / HD);
-    c[j] = static_cast<float>(std::cos(a));
-    s[j] = static_cast<float>(std::sin(a));
-  }
-}
-
 /// RoPE's angles at positions 0 .. positions - 1 (a sequence's), HD floats
-/// a position: the HD/2 cosines, then the HD/2 sines (ropeAngles). The
-/// generated RoPE kernels build one when first called and keep it.
+/// a position: the HD/2 cosines, then the HD/2 sines (modk_small::ropeAngle).
+/// The generated RoPE kernels build one when first called and keep it.
 template <int HD>
 inline std::vector<float> ropeTable(float theta, int32_t positions) {
   std::vector<float> table(static_cast<size_t>(positions) * HD);
-  for (int32_t p = 0; p < positions; ++p)
-    ropeAngles<HD>(p, theta, &table[size_t(p) * HD],
-                   &table[size_t(p) * HD + HD / 2]);
+  forEachItem(modk_small::RopeTableEntries<HD, 1, HD / 2>{table.data(),
+                                                          positions, theta});
   return table;
 }
 
@@ -439,7 +435,8 @@ inline const float *ropeTableRow(const std::vector<float> &table, int32_t p,
                                  float theta, float *row) {
   if (p >= 0 && static_cast<size_t>(p) * HD < table.size())
     return table.data() + static_cast<size_t>(p) * HD;
-  ropeAngles<HD>(p, theta, row, row + HD / 2);
+  for (int j = 0; j < HD / 2; ++j)
+    modk_small::ropeAngle<HD>(p, j, theta, row[j], row[HD / 2 + j]);
   return row;
 }
 } // namespace detail
@@ -754,12 +751,15 @@ inline void causal_attention(const float *q, const float *k, const float *v,
 /// Dense layout: pos[b*S + i] = i, seg[b] = b*S, seg[B] = B*S.
 template <int S>
 inline void identity_segments(int64_t B, int32_t *pos, int64_t *seg) {
-  for (int64_t b = 0; b < B; ++b) {
-    seg[b] = b * S;
-    for (int i = 0; i < S; ++i)
-      pos[b * S + i] = i;
-  }
-  seg[B] = B * S;
+  detail::forEachItem(modk_small::IdentitySegments<S>{B, pos, seg});
+}
+
+/// tokens [B, S + 1] -> inputs[b, i] = tokens[b, i], targets[b, i] =
+/// tokens[b, i + 1] (both [B, S]).
+template <int S>
+inline void split_tokens(const int32_t *tokens, int64_t B, int32_t *inputs,
+                         int32_t *targets) {
+  detail::forEachItem(modk_small::SplitTokens<S>{tokens, B, inputs, targets});
 }
 
 namespace detail {
@@ -867,12 +867,8 @@ inline int64_t select_causal(const float *logit, int64_t B, int32_t *pos,
   int64_t c = 0;
   for (int64_t b = 0; b < B; ++b) {
     seg[b] = c;
-    for (int i = 0; i < S; ++i) {
-      const bool routed = logit[b * S + i] > 0.0f;
-      mask[b * S + i] = routed ? 1 : 0;
-      if (routed)
-        pos[c++] = i;
-    }
+    for (int i = 0; i < S; ++i)
+      c += modk_small::causalSelectToken<S>(logit, b, i, c, pos, mask);
   }
   seg[B] = c;
   return c;

@@ -56,23 +56,15 @@ namespace modk_cpu {
 // Row sets of a step
 //===----------------------------------------------------------------------===//
 
-/// Row set of a dense layer in a decode step. Every sequence gets its row,
-/// active or not, so buffers indexed by b stay aligned with the row index:
-/// seg[b] = b, seg[B] = B, pos[b] = positions[b]. An inactive sequence's
-/// position is not validated by the caller, so it is clamped to [0, S) to
-/// keep RoPE and any position-indexed table in range.
+/// Row set of a dense layer in a decode step (modk_small::DecodeRows):
+/// seg[b] = b, seg[B] = B, pos[b] = positions[b], an inactive sequence's
+/// position clamped to [0, S).
 template <int S>
 inline void decode_rows(const int32_t *positions, const uint8_t *active,
                         int64_t B, int32_t *pos, int64_t *seg) {
   static_assert(S >= 1, "decode needs at least one position");
-  for (int64_t b = 0; b < B; ++b) {
-    seg[b] = b;
-    int32_t p = positions[b];
-    if (!active[b])
-      p = std::min<int32_t>(std::max<int32_t>(p, 0), S - 1);
-    pos[b] = p;
-  }
-  seg[B] = B;
+  detail::forEachItem(
+      modk_small::DecodeRows<S>{positions, active, B, pos, seg});
 }
 
 /// Causal routing of one decode step from its router scores (a row kernel
@@ -91,11 +83,9 @@ inline void decode_select(int64_t B, const float *decision,
                           Gather gather = {}) {
   int64_t c = 0;
   for (int64_t b = 0; b < B; ++b) {
-    seg[b] = c;
-    const bool routed = active[b] && decision[b] > 0.0f;
-    mask[b] = routed ? 1 : 0;
-    if (routed)
-      pos[c++] = positions[b];
+    const bool routed = modk_small::decodeRoutes(decision, active, b);
+    modk_small::decodeSelectEntry(b, c, routed, positions, pos, seg, mask);
+    c += routed ? 1 : 0;
   }
   seg[B] = c;
   if constexpr (!std::is_same_v<Gather, NoGather>) {
@@ -300,10 +290,12 @@ inline void cache_append(const float *k, const float *v, int64_t nseg,
 #pragma omp parallel for if (nseg > 1)
   for (int64_t s = 0; s < nseg; ++s) {
     int32_t n = 0;
-    for (int64_t j = seg[s]; j < seg[s + 1] && pos[j] < lengths[s]; ++j, ++n) {
-      detail::storeRow(cache_k + (s * S + n) * D, k + j * KS, D);
-      detail::storeRow(cache_v + (s * S + n) * D, v + j * VS, D);
-    }
+    for (int64_t j = seg[s];
+         j < seg[s + 1] && modk_small::prefillAppends(pos, lengths, s, j);
+         ++j, ++n)
+      for (int d = 0; d < D; ++d)
+        modk_small::prefillElement<S, D, KS, VS>(k, v, s, n, j, d, cache_k,
+                                                 cache_v);
     counts[s] = n;
   }
 }

@@ -5,7 +5,8 @@
 //===----------------------------------------------------------------------===//
 ///
 /// \file
-/// The CUDA emitter pastes this header first, then the mainloops
+/// The CUDA emitter pastes the small kernels both targets share
+/// (Shared/prelude/SmallKernels.h) and this header first, then the mainloops
 /// (Mainloops/Cuda: GemmTiles.cuh, FlashAttention.cuh), CudaKernels.cuh and,
 /// when the package has those entries, FlashAttentionGrad.cuh with
 /// CudaKernelsTrain.cuh and CudaKernelsDecode.cuh, at the top of every
@@ -32,6 +33,10 @@
 
 #include <cstdint>
 #include <cstring>
+
+#ifndef MODC_SMALL_KERNELS_INCLUDED
+#include "../../Shared/prelude/SmallKernels.h"
+#endif
 
 #if defined(__CUDACC__)
 #include <cuda_runtime.h>
@@ -110,19 +115,7 @@ __device__ __forceinline__ float blockMax(float v, float *scratch) {
 
 __device__ __forceinline__ float negInf() { return __uint_as_float(0xff800000u); }
 
-/// Segment of row j: the s with seg[s] <= j < seg[s+1] (binary search).
-__device__ __forceinline__ int64_t segmentOf(const int64_t *seg, int64_t nseg,
-                                             int64_t j) {
-  int64_t lo = 0, hi = nseg; // seg[lo] <= j < seg[hi]
-  while (hi - lo > 1) {
-    int64_t mid = (lo + hi) / 2;
-    if (seg[mid] <= j)
-      lo = mid;
-    else
-      hi = mid;
-  }
-  return lo;
-}
+using modk_small::segmentOf;
 
 /// The bits of a float and back, on the device or the host.
 __host__ __device__ inline uint32_t floatBits(float x) {

@@ -21,9 +21,11 @@
 /// The GEMM and flash-attention mainloops are the mainloop library
 /// (Mainloops/Cuda: GemmTiles.cuh, FlashAttention.cuh); this file holds the
 /// routing kernels (top-k and causal selection, the fused gather), RoPE's
-/// angle tables, identity segments and the cache append, and the host
-/// wrappers that launch the mainloops with the plan the compiler chose
-/// (modk-configure-gemms, docs/cuda.md).
+/// angle tables, identity segments, the token split and the cache append,
+/// and the host wrappers that launch the mainloops with the plan the
+/// compiler chose (modk-configure-gemms, docs/cuda.md). What the small
+/// kernels among them compute per item is defined once for both targets in
+/// Shared/prelude/SmallKernels.h; here they get their grids.
 ///
 //===----------------------------------------------------------------------===//
 
@@ -68,15 +70,31 @@ inline unsigned strideGrid(int64_t n) {
   return unsigned(blocks < 1 ? 1 : blocks > kMaxGrid ? kMaxGrid : blocks);
 }
 
-/// Fills table[p * HD / 2 + j] = ropeAngle<HD>(p, j) for p < positions.
-template <int HD>
-__global__ __launch_bounds__(kThreads) void ropeTableKernel(float2 *table,
-                                                            int32_t positions,
-                                                            float theta) {
-  const int64_t n = int64_t(positions) * (HD / 2);
+/// f(e) for every item e < n of a small kernel (SmallKernels.h), a thread
+/// an item (grid-stride).
+template <typename F>
+__global__ __launch_bounds__(kThreads) void forEachKernel(F f, int64_t n) {
   for (int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; e < n;
        e += int64_t(gridDim.x) * blockDim.x)
-    table[e] = ropeAngle<HD>(int32_t(e / (HD / 2)), int(e % (HD / 2)), theta);
+    f(e);
+}
+
+/// Enqueues f(e) for every item e < f.items().
+template <typename F> inline void forEachItem(const F &f, cudaStream_t stream) {
+  const int64_t n = f.items();
+  if (n <= 0)
+    return;
+  auto k = forEachKernel<F>;
+  MODC_LAUNCH(k, strideGrid(n), kThreads, 0, stream, f, n);
+}
+
+/// RoPE's (cos, sin) of pair j < HD/2 at position p (modk_small::ropeAngle):
+/// the generated RoPE kernels' angle where the table lacks the position.
+template <int HD>
+__device__ __forceinline__ float2 ropeAngle(int32_t p, int j, float theta) {
+  float c, s;
+  modk_small::ropeAngle<HD>(p, j, theta, c, s);
+  return make_float2(c, s);
 }
 
 /// The (cos, sin) tables of the generated RoPE kernels and epilogues
@@ -117,25 +135,11 @@ inline const float2 *ropeTableFor(float theta, int32_t positions,
     return nullptr;
   }
   auto table = static_cast<float2 *>(p);
-  MODC_LAUNCH(ropeTableKernel<HD>,
-              unsigned(std::min<int64_t>(ceilDiv(n, kThreads), kMaxGrid)),
-              kThreads, 0, stream, table, positions, theta);
+  forEachItem(modk_small::RopeTableEntries<HD, 2, 1>{static_cast<float *>(p),
+                                                     positions, theta},
+              stream);
   ropeTables().push_back({HD, theta, positions, table});
   return table;
-}
-
-template <int S>
-__global__ __launch_bounds__(kThreads) void identityKernel(int64_t B,
-                                                          int32_t *pos,
-                                                          int64_t *seg) {
-  const int64_t total = B * S;
-  for (int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-       e <= total + B; e += int64_t(gridDim.x) * blockDim.x) {
-    if (e < total)
-      pos[e] = int32_t(e % S);
-    else
-      seg[e - total] = (e - total) * S;
-  }
 }
 
 /// The CPU's topkKey, high half: an order-preserving uint of the router
@@ -332,19 +336,12 @@ __global__ __launch_bounds__(kThreads) void causalSelectKernel(
     int cnt = 0;
     for (int c = 0; c < C; ++c) {
       const int i = i0 + c;
-      cnt += (i < S && lb[i] > 0.0f) ? 1 : 0;
+      cnt += (i < S && modk_small::routes(lb[i])) ? 1 : 0;
     }
     int total = 0;
     int64_t at = offset + blockExclusiveScan(cnt, scratch, &total);
-    for (int c = 0; c < C; ++c) {
-      const int i = i0 + c;
-      if (i >= S)
-        break;
-      const bool routed = lb[i] > 0.0f;
-      mask[b * S + i] = routed ? 1 : 0;
-      if (routed)
-        pos[at++] = i;
-    }
+    for (int c = 0; c < C && i0 + c < S; ++c)
+      at += modk_small::causalSelectToken<S>(logit, b, i0 + c, at, pos, mask);
     if (tid == 0)
       seg[b] = offset;
     offset += total;
@@ -356,17 +353,16 @@ __global__ __launch_bounds__(kThreads) void causalSelectKernel(
 /// Prefill of the decode cache. Grid (row chunks of 8 warps, nseg): every
 /// CTA finds the segment's count n (the first row that is not appended) and
 /// copies its chunk's rows below n, a warp a row.
-template <int S, int D, typename C>
+template <int S, int D, int KS, int VS, typename C>
 __global__ __launch_bounds__(kThreads) void cacheAppendKernel(
     const float *k, const float *v, const int64_t *seg, const int32_t *pos,
     const int32_t *lengths, C *cache_k, C *cache_v, int32_t *counts) {
   __shared__ int64_t scratch[32];
   const int64_t s = blockIdx.y;
   const int64_t base = seg[s], rows = seg[s + 1] - base;
-  const int32_t len = lengths[s];
   int64_t first = rows;
   for (int64_t j = threadIdx.x; j < rows; j += blockDim.x)
-    if (pos[base + j] >= len) {
+    if (!modk_small::prefillAppends(pos, lengths, s, base + j)) {
       first = j;
       break;
     }
@@ -376,13 +372,9 @@ __global__ __launch_bounds__(kThreads) void cacheAppendKernel(
   const int64_t j = int64_t(blockIdx.x) * kRowWarps + threadIdx.x / kWarp;
   if (j >= n)
     return;
-  const int lane = threadIdx.x % kWarp;
-  const float *ks = k + (base + j) * D, *vs = v + (base + j) * D;
-  C *kd = cache_k + (s * S + j) * D, *vd = cache_v + (s * S + j) * D;
-  for (int d = lane; d < D; d += kWarp) {
-    kd[d] = ks[d];
-    vd[d] = vs[d];
-  }
+  for (int d = threadIdx.x % kWarp; d < D; d += kWarp)
+    modk_small::prefillElement<S, D, KS, VS>(k, v, s, j, base + j, d, cache_k,
+                                             cache_v);
 }
 
 } // namespace detail
@@ -529,9 +521,16 @@ inline bool linear_rows_epilogue(const TA *a, const int64_t *rows,
 template <int S>
 inline void identity_segments(int64_t B, int32_t *pos, int64_t *seg,
                               cudaStream_t stream) {
-  auto k = detail::identityKernel<S>;
-  MODC_LAUNCH(k, detail::strideGrid(B * S + B + 1), detail::kThreads, 0, stream,
-              B, pos, seg);
+  detail::forEachItem(modk_small::IdentitySegments<S>{B, pos, seg}, stream);
+}
+
+/// tokens [B, S + 1] -> inputs[b, i] = tokens[b, i], targets[b, i] =
+/// tokens[b, i + 1] (both [B, S]).
+template <int S>
+inline void split_tokens(const int32_t *tokens, int64_t B, int32_t *inputs,
+                         int32_t *targets, cudaStream_t stream) {
+  detail::forEachItem(modk_small::SplitTokens<S>{tokens, B, inputs, targets},
+                      stream);
 }
 
 /// Top-k routing with the CPU's selection and tie-breaking: per sequence the
@@ -608,16 +607,17 @@ inline void causal_attention(const float *q, const float *k, const float *v,
 
 /// Prefill of a layer's decode cache (the CPU's cache_append): row j of
 /// sequence s goes to cache slot j while pos[j] < lengths[s]; counts[s]
-/// ends as the number appended. k, v are [rows, D]; the caches [nseg, S, D]
-/// of C: float, or bf16 (a bf16 model: k and v hold bf16 values).
-template <int S, int D, typename C>
+/// ends as the number appended. k, v are [rows, D], rows KS and VS floats
+/// apart; the caches [nseg, S, D] of C: float, or bf16 (a bf16 model: k and
+/// v hold bf16 values).
+template <int S, int D, int KS = D, int VS = D, typename C>
 inline void cache_append(const float *k, const float *v, int64_t nseg,
                          const int64_t *seg, const int32_t *pos,
                          const int32_t *lengths, C *cache_k, C *cache_v,
                          int32_t *counts, cudaStream_t stream) {
   if (nseg <= 0)
     return;
-  auto kern = detail::cacheAppendKernel<S, D, C>;
+  auto kern = detail::cacheAppendKernel<S, D, KS, VS, C>;
   MODC_LAUNCH(kern,
               dim3(unsigned(ceilDiv(S, detail::kRowWarps)), unsigned(nseg)),
               detail::kThreads, 0, stream, k, v, seg, pos, lengths, cache_k,

@@ -81,22 +81,6 @@ __device__ __forceinline__ float4 load4(const bf16 *p) {
 // Row sets and routing
 //===----------------------------------------------------------------------===//
 
-template <int S>
-__global__ void __launch_bounds__(256)
-    decodeRowsKernel(const int32_t *positions, const uint8_t *active,
-                     int64_t B, int32_t *pos, int64_t *seg) {
-  const int64_t b = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (b > B)
-    return;
-  seg[b] = b;
-  if (b == B)
-    return;
-  int32_t p = positions[b];
-  if (!active[b])
-    p = p < 0 ? 0 : (p > S - 1 ? S - 1 : p);
-  pos[b] = p;
-}
-
 /// One CTA: the ordered compaction of the routed sequences (a block-wide
 /// prefix sum over tiles of kScanThreads sequences, carried across tiles).
 /// Then, with a Gather (modk-fuse-select-gather), the block's warps gather
@@ -113,8 +97,7 @@ __global__ void __launch_bounds__(NT)
   int64_t carry = 0;
   for (int64_t b0 = 0; b0 < B; b0 += NT) {
     const int64_t b = b0 + threadIdx.x;
-    // A NaN or a zero of either sign is not routed (as on the CPU).
-    const bool routed = b < B && active[b] && decision[b] > 0.0f;
+    const bool routed = b < B && modk_small::decodeRoutes(decision, active, b);
     const unsigned ballot = __ballot_sync(0xffffffffu, routed ? 1 : 0);
     const int inWarp = __popc(ballot & ((1u << lane) - 1u));
     if (lane == 0)
@@ -126,12 +109,9 @@ __global__ void __launch_bounds__(NT)
       total += warpTotals[w];
     }
     const int64_t index = carry + before + inWarp;
-    if (b < B) {
-      seg[b] = index;
-      mask[b] = routed ? 1 : 0;
-      if (routed)
-        pos[index] = positions[b];
-    }
+    if (b < B)
+      modk_small::decodeSelectEntry(b, index, routed, positions, pos, seg,
+                                    mask);
     carry += total;
     __syncthreads(); // warpTotals is rewritten by the next tile
   }
@@ -467,9 +447,8 @@ inline void decode_rows(const int32_t *positions, const uint8_t *active,
                         int64_t B, int32_t *pos, int64_t *seg,
                         cudaStream_t stream) {
   static_assert(S >= 1, "decode needs at least one position");
-  auto kernel = decode_detail::decodeRowsKernel<S>;
-  MODC_LAUNCH(kernel, dim3(unsigned(ceilDiv(B + 1, 256))), dim3(256), 0,
-              stream, positions, active, B, pos, seg);
+  detail::forEachItem(
+      modk_small::DecodeRows<S>{positions, active, B, pos, seg}, stream);
 }
 
 /// Causal routing of one decode step from its router scores (a row kernel

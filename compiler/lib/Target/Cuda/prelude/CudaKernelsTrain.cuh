@@ -6,8 +6,8 @@
 ///
 /// \file
 /// The training kernels of modc's CUDA target that are not generated: the
-/// split of a batch's tokens into inputs and targets, and the launches of
-/// the AdamW step's gradient norm, whose sum adamFinish finishes (the
+/// launches of the AdamW step's gradient norm, whose sum adamFinish
+/// finishes (the split of a batch's tokens is in CudaKernels.cuh; the
 /// losses, the row kernels, the embedding's gradient and the AdamW step's
 /// norm terms and update are generated from modk.rows and modk.optimizer).
 /// The products' gradients (linear_dgrad, linear_wgrad) sit with the
@@ -43,37 +43,6 @@
 #include <cstdint>
 
 namespace modk_cuda {
-
-//===----------------------------------------------------------------------===//
-// Token split
-//===----------------------------------------------------------------------===//
-
-namespace train_detail {
-
-template <int S>
-__global__ void splitTokensKernel(const int32_t *tokens, int64_t B,
-                                  int32_t *inputs, int32_t *targets) {
-  const int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (e >= B * S)
-    return;
-  const int64_t b = e / S, i = e % S;
-  inputs[e] = tokens[b * (S + 1) + i];
-  targets[e] = tokens[b * (S + 1) + i + 1];
-}
-
-} // namespace train_detail
-
-/// tokens [B, S + 1] -> inputs[b, i] = tokens[b, i], targets[b, i] =
-/// tokens[b, i + 1] (both [B, S]).
-template <int S>
-inline void split_tokens(const int32_t *tokens, int64_t B, int32_t *inputs,
-                         int32_t *targets, cudaStream_t stream) {
-  if (B <= 0)
-    return;
-  auto k = train_detail::splitTokensKernel<S>;
-  MODC_LAUNCH(k, (unsigned)ceilDiv(B * S, 256), 256, 0, stream, tokens, B,
-              inputs, targets);
-}
 
 //===----------------------------------------------------------------------===//
 // Optimiser

@@ -115,15 +115,6 @@ struct EpiArgs {
   EpiArgs(const float *aux) : aux(aux) {}
 };
 
-/// RoPE's (cos, sin) for pair j of a head of HD at position p: the angle in
-/// double, only cos and sin rounded (modk_cpu::detail::ropeAngles' values).
-template <int HD>
-__device__ __forceinline__ float2 ropeAngle(int32_t p, int j, float theta) {
-  const double a = static_cast<double>(p) *
-                   pow(static_cast<double>(theta), -2.0 * j / HD);
-  return make_float2(static_cast<float>(cos(a)), static_cast<float>(sin(a)));
-}
-
 /// The angle of pair j at position p from the epilogue's table. Positions
 /// are below the table's length (a sequence's; clamped only so
 /// that a broken contract cannot read outside the table). No angle is

@@ -1,0 +1,217 @@
+//===- SmallKernels.h - The small kernels of both targets, once -*- C++ -*-===//
+//
+// Part of the modc project.
+//
+//===----------------------------------------------------------------------===//
+///
+/// \file
+/// What the small kernels of both targets compute, defined once: the row
+/// sets of dense layers and decode steps, the decisions and compaction
+/// entries of the causal and decode-step selections, the prefill of the KV
+/// cache, the split of a batch's tokens, RoPE's angles and the segment of a
+/// row. Each is a function of one item (an element, a token, a sequence);
+/// a kernel whose items are independent is a struct with `items()` and
+/// `operator()(e)`. The CPU prelude (Cpp/prelude) loops over the items, the
+/// CUDA prelude (Cuda/prelude) gives each item a thread; what stays with
+/// each target is only the launch, and the scan or search that orders the
+/// items of a selection (docs/compiler.md, docs/cuda.md).
+///
+/// Both emitters paste this header before their preludes. It compiles as
+/// C++ (the CPU package, and the CUDA emulation of test/cuda_emu) and under
+/// nvcc, where every function is `__host__ __device__`. It needs only the
+/// standard <cmath> and <cstdint>.
+///
+//===----------------------------------------------------------------------===//
+
+#ifndef MODC_SMALL_KERNELS_INCLUDED
+#define MODC_SMALL_KERNELS_INCLUDED
+
+#include <cmath>
+#include <cstdint>
+
+#if defined(__CUDACC__)
+#define MODC_HOST_DEVICE __host__ __device__ __forceinline__
+#else
+#define MODC_HOST_DEVICE inline
+#endif
+
+namespace modk_small {
+
+//===----------------------------------------------------------------------===//
+// Segments and RoPE
+//===----------------------------------------------------------------------===//
+
+/// Segment of row j < seg[nseg]: the s with seg[s] <= j < seg[s + 1] (a
+/// binary search; empty segments hold no row).
+MODC_HOST_DEVICE int64_t segmentOf(const int64_t *seg, int64_t nseg,
+                                   int64_t j) {
+  int64_t lo = 0, hi = nseg; // seg[lo] <= j < seg[hi]
+  while (hi - lo > 1) {
+    const int64_t mid = (lo + hi) / 2;
+    if (seg[mid] <= j)
+      lo = mid;
+    else
+      hi = mid;
+  }
+  return lo;
+}
+
+/// RoPE's cos and sin of pair j < HD/2 at position p: the angle
+/// p theta^(-2j/HD) in double, only cos and sin rounded, so long positions
+/// keep full f32 accuracy (docs/model-format.md).
+template <int HD>
+MODC_HOST_DEVICE void ropeAngle(int32_t p, int j, float theta, float &c,
+                                float &s) {
+  const double a =
+      static_cast<double>(p) * pow(static_cast<double>(theta), -2.0 * j / HD);
+  c = static_cast<float>(cos(a));
+  s = static_cast<float>(sin(a));
+}
+
+/// Entry e = p * HD/2 + j of a table of RoPE's angles at positions
+/// 0 .. positions - 1: the cosine at table[p * HD + j * Step], the sine Gap
+/// floats after it. The CPU's table (Step 1, Gap HD/2) holds a position's
+/// cosines, then its sines; CUDA's (Step 2, Gap 1) its (cos, sin) pairs.
+template <int HD, int Step, int Gap> struct RopeTableEntries {
+  float *table;
+  int32_t positions;
+  float theta;
+  MODC_HOST_DEVICE int64_t items() const {
+    return int64_t(positions) * (HD / 2);
+  }
+  MODC_HOST_DEVICE void operator()(int64_t e) const {
+    const int32_t p = int32_t(e / (HD / 2));
+    const int j = int(e % (HD / 2));
+    float *at = table + int64_t(p) * HD + j * Step;
+    ropeAngle<HD>(p, j, theta, at[0], at[Gap]);
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// Row sets
+//===----------------------------------------------------------------------===//
+
+/// Entry e of the row set of a dense layer, B sequences of S tokens: the
+/// B * S positions pos[b * S + i] = i, then the B + 1 offsets seg[b] = b * S.
+template <int S> struct IdentitySegments {
+  int64_t B;
+  int32_t *pos;
+  int64_t *seg;
+  MODC_HOST_DEVICE int64_t items() const { return B * S + B + 1; }
+  MODC_HOST_DEVICE void operator()(int64_t e) const {
+    const int64_t rows = B * S;
+    if (e < rows)
+      pos[e] = int32_t(e % S);
+    else
+      seg[e - rows] = (e - rows) * S;
+  }
+};
+
+/// Entry b <= B of the row set of a dense layer in a decode step. Every
+/// sequence gets its row, active or not, so that buffers indexed by b stay
+/// aligned with the rows: seg[b] = b, seg[B] = B, pos[b] = positions[b]. An
+/// inactive sequence's position is not checked by the caller, so it is
+/// clamped to [0, S) to keep RoPE and any position-indexed table in range.
+template <int S> struct DecodeRows {
+  const int32_t *positions;
+  const uint8_t *active;
+  int64_t B;
+  int32_t *pos;
+  int64_t *seg;
+  MODC_HOST_DEVICE int64_t items() const { return B + 1; }
+  MODC_HOST_DEVICE void operator()(int64_t b) const {
+    seg[b] = b;
+    if (b == B)
+      return;
+    int32_t p = positions[b];
+    if (!active[b])
+      p = p < 0 ? 0 : (p > S - 1 ? S - 1 : p);
+    pos[b] = p;
+  }
+};
+
+/// Element e = b * S + i of the split of a batch's tokens [B, S + 1] into
+/// inputs[b, i] = tokens[b, i] and targets[b, i] = tokens[b, i + 1].
+template <int S> struct SplitTokens {
+  const int32_t *tokens;
+  int64_t B;
+  int32_t *inputs, *targets;
+  MODC_HOST_DEVICE int64_t items() const { return B * S; }
+  MODC_HOST_DEVICE void operator()(int64_t e) const {
+    const int64_t b = e / S, i = e % S;
+    inputs[e] = tokens[b * (S + 1) + i];
+    targets[e] = tokens[b * (S + 1) + i + 1];
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// Causal and decode-step selection
+//===----------------------------------------------------------------------===//
+
+/// Whether a causal decision routes its token: logit > 0, so a NaN or a
+/// zero of either sign is not routed.
+MODC_HOST_DEVICE bool routes(float logit) { return logit > 0.0f; }
+
+/// Token i of sequence b in a causal selection, whose compaction takes the
+/// sequences in order: its decision into mask[b * S + i] and, routed, its
+/// position i into pos[at], where `at` counts the routed tokens before it
+/// (of this sequence and the earlier ones). Returns 1 if routed, else 0.
+template <int S>
+MODC_HOST_DEVICE int causalSelectToken(const float *logit, int64_t b, int i,
+                                       int64_t at, int32_t *pos,
+                                       int32_t *mask) {
+  const bool routed = routes(logit[b * S + i]);
+  mask[b * S + i] = routed ? 1 : 0;
+  if (routed)
+    pos[at] = i;
+  return routed ? 1 : 0;
+}
+
+/// Whether sequence b routes in a decode step: it is active and its
+/// decision (the router's score or the predictor's logit) routes it.
+MODC_HOST_DEVICE bool decodeRoutes(const float *decision, const uint8_t *active,
+                                   int64_t b) {
+  return active[b] && routes(decision[b]);
+}
+
+/// Sequence b's entries of a decode step's selection, compacted in b order:
+/// seg[b] = at, the routed sequences before b; mask[b]; and, routed,
+/// pos[at] = positions[b].
+MODC_HOST_DEVICE void decodeSelectEntry(int64_t b, int64_t at, bool routed,
+                                        const int32_t *positions, int32_t *pos,
+                                        int64_t *seg, int32_t *mask) {
+  seg[b] = at;
+  mask[b] = routed ? 1 : 0;
+  if (routed)
+    pos[at] = positions[b];
+}
+
+//===----------------------------------------------------------------------===//
+// Prefill of the KV cache
+//===----------------------------------------------------------------------===//
+
+/// Whether the prefill appends row j of sequence s to a layer's cache: its
+/// position is inside the sequence's prompt. A sequence's rows ascend in
+/// position, so it appends its first rows up to the first that is not, and
+/// the cache keeps position order.
+MODC_HOST_DEVICE bool prefillAppends(const int32_t *pos, const int32_t *lengths,
+                                     int64_t s, int64_t j) {
+  return pos[j] < lengths[s];
+}
+
+/// Element d of the prefill's copy of row j into cache slot n of sequence
+/// s: cache_k[s, n, d] = k[j, d] and cache_v[s, n, d] = v[j, d]. The caches
+/// are [.., S, D] of C (float, or bf16: rounded); k's and v's rows are KS
+/// and VS floats apart.
+template <int S, int D, int KS, int VS, typename C>
+MODC_HOST_DEVICE void prefillElement(const float *k, const float *v, int64_t s,
+                                     int64_t n, int64_t j, int d, C *cache_k,
+                                     C *cache_v) {
+  const int64_t slot = (s * S + n) * D + d;
+  cache_k[slot] = C(k[j * KS + d]);
+  cache_v[slot] = C(v[j * VS + d]);
+}
+
+} // namespace modk_small
+
+#endif // MODC_SMALL_KERNELS_INCLUDED
