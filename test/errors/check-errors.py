@@ -76,11 +76,11 @@ CASES = {
     "`--arch must be sm_90a or sm_80, got 'X'`": [
         ("{modc} compile {tmp}/m.json --target cuda --arch sm_70 -o {tmp}/o", 1,
          "modc: error: --arch must be sm_90a or sm_80, got 'sm_70'")],
-    "`--no-fuse takes residual-add, activation, rows-epilogue, router-norm, select-gather, horizontal and copy, got 'X'`": [
-        ("{modc} compile {tmp}/m.json --no-fuse=residual-add,rope -o {tmp}/o",
-         1, "modc: error: --no-fuse takes residual-add, activation, "
-         "rows-epilogue, router-norm, select-gather, horizontal and copy, "
-         "got 'rope'")],
+    "`--no-fuse takes routing, residual, residual-add, activation, rows-epilogue, router-norm, select-gather, horizontal and copy, got 'X'`": [
+        ("{modc} compile {tmp}/m.json --no-fuse=routing,rope -o {tmp}/o",
+         1, "modc: error: --no-fuse takes routing, residual, residual-add, "
+         "activation, rows-epilogue, router-norm, select-gather, horizontal "
+         "and copy, got 'rope'")],
     "`--arch is for --target cuda; the CPU target takes --march`": [
         ("{modc} compile {tmp}/m.json --arch sm_80 -o {tmp}/o", 1,
          "modc: error: --arch is for --target cuda; the CPU target takes --march")],
@@ -104,6 +104,10 @@ CASES = {
         (CUDA_GEMMS + "tile=medium", 1,
          "error: modk-configure-gemms: tile 'medium'; expected auto, small or "
          "large")],
+    "`error: modk-configure-gemms: library 'X'; expected tiles or cutlass`": [
+        (CUDA_GEMMS + "library=cublas", 1,
+         "error: modk-configure-gemms: library 'cublas'; expected tiles or "
+         "cutlass")],
     "`error: modk-configure-gemms: sm-count N; expected 0 (auto) or more`": [
         (CUDA_GEMMS + "sm-count=-4", 1,
          "error: modk-configure-gemms: sm-count -4; expected 0 (auto) or more"),
@@ -915,6 +919,9 @@ CASES.update({
 
 # Rows that no command can reach on a machine without a GPU, each with why.
 NOT_RUNNABLE = {
+    "`--cuda-gemms=cutlass needs CUTLASS's headers, and this modc was configured without them: ...`":
+        "needs a modc configured without CUTLASS's headers, which "
+        "scripts/install-deps.sh installs",
     # Data-parallel training: faults of a running job.
     "`COLLECTIVE did not complete within T s: another rank stopped answering (killed, stuck, or failed without ending the job); ending the job (--comm-timeout sets the limit)`":
         "needs a rank that hangs; test/lit/modrun/distributed-faults.test "
