@@ -90,14 +90,6 @@ template <int64_t MinRows, typename G> struct Variant {
 #include <cute/tensor.hpp>
 #include <cutlass/cutlass.h>
 #include <cutlass/numeric_types.h>
-)cpp";
-
-static const char kSm90[] =
-    R"cpp(#include <cutlass/epilogue/collective/collective_builder.hpp>
-#include <cutlass/gemm/collective/collective_builder.hpp>
-#include <cutlass/gemm/device/gemm_universal_adapter.h>
-#include <cutlass/gemm/kernel/gemm_universal.hpp>
-#include <cutlass/kernel_hardware_info.h>
 
 namespace modc_cutlass {
 using Bf16 = cutlass::bfloat16_t;
@@ -108,6 +100,17 @@ template <typename TC> struct OutputOf {
 template <> struct OutputOf<modk_cuda::bf16> {
   using type = cutlass::bfloat16_t;
 };
+} // namespace modc_cutlass
+)cpp";
+
+static const char kSm90[] =
+    R"cpp(#include <cutlass/epilogue/collective/collective_builder.hpp>
+#include <cutlass/gemm/collective/collective_builder.hpp>
+#include <cutlass/gemm/device/gemm_universal_adapter.h>
+#include <cutlass/gemm/kernel/gemm_universal.hpp>
+#include <cutlass/kernel_hardware_info.h>
+
+namespace modc_cutlass {
 
 /// The SMs of the current device, asked once (the persistent grid's size).
 inline cutlass::KernelHardwareInfo hardwareInfo() {
@@ -193,14 +196,6 @@ static const char kSm80[] =
 #include <cutlass/gemm/kernel/default_gemm.h>
 
 namespace modc_cutlass {
-using Bf16 = cutlass::bfloat16_t;
-/// The element CUTLASS stores for the package's output element.
-template <typename TC> struct OutputOf {
-  using type = float;
-};
-template <> struct OutputOf<modk_cuda::bf16> {
-  using type = cutlass::bfloat16_t;
-};
 
 /// The order CTAs walk the output tiles (CUTLASS 2.x's threadblock swizzle
 /// interface): along M (blockIdx.x over the row tiles, so that consecutive
