@@ -200,9 +200,11 @@ RowSet ModelLowering::lowerSelection(Operation *op, Value scores,
 }
 
 std::pair<Value, Value> ModelLowering::lowerGather(Location loc, Value stream,
-                                                   RowSet rows, int64_t maxRows,
+                                                   RowSet rows,
                                                    Value normWeight,
                                                    float eps) {
+  // As many rows a sequence as the selection has room for.
+  int64_t maxRows = cast<MemRefType>(rows.positions.getType()).getDimSize(1);
   Value gathered = alloc({maxRows, model.getDModel()}, b.getF32Type());
   Value normed = normWeight
                      ? alloc({maxRows, model.getDModel()}, b.getF32Type())
@@ -221,11 +223,9 @@ void ModelLowering::lowerRoute(mod::RouteOp op) {
   buffers[op.getScores()] = r;
   RowSet rows = lowerSelection(op, op.getScores(), op.getCausalScores(), layer,
                                op.getK(), op.getCausalRouter());
-  int64_t maxRows = cast<MemRefType>(rows.positions.getType()).getDimSize(1);
   Value normWeight = param(op.getNormParam(), {d}, modk::ParamInit::ones);
-  auto [gathered, normed] =
-      lowerGather(loc, op.getInput(), rows, maxRows, normWeight,
-                  float(op.getEps().convertToDouble()));
+  auto [gathered, normed] = lowerGather(loc, op.getInput(), rows, normWeight,
+                                        float(op.getEps().convertToDouble()));
   buffers[op.getGathered()] = gathered;
   buffers[op.getIndices()] = rows.positions;
   buffers[op.getNormed()] = normed;
@@ -422,9 +422,7 @@ LogicalResult ModelLowering::lower(Operation *op) {
     return lowerTopK(topk);
   if (auto gather = dyn_cast<mod::GatherOp>(op)) {
     RowSet rows = rowSets[gather.getIndices()];
-    buffers[gather] =
-        lowerGather(loc, gather.getInput(), rows, rowsOf(gather.getIndices()))
-            .first;
+    buffers[gather] = lowerGather(loc, gather.getInput(), rows).first;
     rowSets[gather] = rows;
     return success();
   }

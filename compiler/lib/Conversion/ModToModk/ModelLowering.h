@@ -67,10 +67,10 @@ private:
   ///   routing mask `op`'s backward reads; the rows it selects;
   RowSet lowerSelection(Operation *op, Value scores, Value causalScores,
                         int64_t layer, int64_t k, CausalRouter causalRouter);
-  /// - the gather of the selected rows of `stream` into `maxRows` rows a
-  ///   sequence, and with `normWeight` their RMSNorm: {gathered, normed};
+  /// - the gather of the selected rows of `stream` (as many a sequence as
+  ///   `rows` has room for), and with `normWeight` their RMSNorm:
+  ///   {gathered, normed};
   std::pair<Value, Value> lowerGather(Location loc, Value stream, RowSet rows,
-                                      int64_t maxRows,
                                       Value normWeight = Value(),
                                       float eps = 0);
   /// - the gated residual x[token] += g(r) (a + u) into `result`'s buffer
