@@ -34,6 +34,10 @@ const char *modrt::dtypeName(DType dtype) {
     return "F32";
   case DType::I32:
     return "I32";
+  case DType::BF16:
+    return "BF16";
+  case DType::F16:
+    return "F16";
   }
   return "?";
 }
@@ -43,8 +47,45 @@ size_t modrt::dtypeSize(DType dtype) {
   case DType::F32:
   case DType::I32:
     return 4;
+  case DType::BF16:
+  case DType::F16:
+    return 2;
   }
   return 0;
+}
+
+static float floatFromBits(uint32_t bits) {
+  float f;
+  std::memcpy(&f, &bits, sizeof f);
+  return f;
+}
+
+float modrt::bf16ToFloat(uint16_t bits) {
+  return floatFromBits(static_cast<uint32_t>(bits) << 16);
+}
+
+float modrt::f16ToFloat(uint16_t bits) {
+  // binary16: 1 sign bit, 5 exponent bits (bias 15), 10 mantissa bits.
+  uint32_t sign = static_cast<uint32_t>(bits & 0x8000u) << 16;
+  uint32_t exponent = (bits >> 10) & 0x1fu;
+  uint32_t mantissa = bits & 0x3ffu;
+  if (exponent == 0x1f) // infinity or NaN: all-ones exponent in binary32 too
+    return floatFromBits(sign | 0x7f800000u | (mantissa << 13));
+  if (exponent == 0) {
+    if (mantissa == 0)
+      return floatFromBits(sign); // +-0
+    // Subnormal: mantissa * 2^-24. Shift the leading one up to bit 10 to
+    // make it a normal binary32 number with the exponent lowered to match.
+    int shift = 0;
+    while (!(mantissa & 0x400u)) {
+      mantissa <<= 1;
+      ++shift;
+    }
+    mantissa &= 0x3ffu;
+    uint32_t e32 = static_cast<uint32_t>(127 - 15 + 1 - shift);
+    return floatFromBits(sign | (e32 << 23) | (mantissa << 13));
+  }
+  return floatFromBits(sign | ((exponent + 127 - 15) << 23) | (mantissa << 13));
 }
 
 std::string modrt::shapeString(const std::vector<int64_t> &shape) {
@@ -71,6 +112,7 @@ Tensor Tensor::zeros(DType dtype, std::vector<int64_t> shape) {
                             shapeString(shape)));
   Tensor t;
   t.dtype = dtype;
+  t.fileDType = dtype;
   t.shape = std::move(shape);
   t.data.assign(bytes, std::byte{0});
   return t;
@@ -278,9 +320,13 @@ TensorMap TensorMap::load(const std::string &path) {
       s.dtype = DType::F32;
     else if (dts == "I32")
       s.dtype = DType::I32;
+    else if (dts == "BF16")
+      s.dtype = DType::BF16;
+    else if (dts == "F16")
+      s.dtype = DType::F16;
     else
-      throw bad(fmt::format("dtype '{}' is not supported (modrt reads F32 "
-                            "and I32)",
+      throw bad(fmt::format("dtype '{}' is not supported (modrt reads F32, "
+                            "I32, BF16 and F16)",
                             dts));
 
     const nlohmann::json &sh = e["shape"];
@@ -362,10 +408,27 @@ TensorMap TensorMap::load(const std::string &path) {
   for (Slot &s : slots) {
     Tensor t;
     t.dtype = s.dtype;
+    t.fileDType = s.dtype;
     t.shape = std::move(s.shape);
     t.data.resize(s.end - s.begin);
     if (!t.data.empty())
       preadAll(fd, t.data.data(), t.data.size(), dataStart + s.begin, path);
+    if (s.dtype == DType::BF16 || s.dtype == DType::F16) {
+      // Widen to F32 in place of the 2-byte data (docs/model-format.md
+      // section 6): every BF16 and F16 value is exactly a float.
+      size_t n = t.data.size() / 2;
+      AlignedBytes wide(n * 4);
+      const std::byte *src = t.data.data();
+      float *dst = reinterpret_cast<float *>(wide.data());
+      bool bf16 = s.dtype == DType::BF16;
+      for (size_t i = 0; i < n; ++i) {
+        uint16_t bits;
+        std::memcpy(&bits, src + 2 * i, 2);
+        dst[i] = bf16 ? bf16ToFloat(bits) : f16ToFloat(bits);
+      }
+      t.data = std::move(wide);
+      t.dtype = DType::F32;
+    }
     result.insert(s.name, std::move(t));
   }
   return result;

@@ -140,7 +140,9 @@ const char kShowUsage[] =
     "\n"
     "Lists the file's metadata and, one line per tensor: name, dtype, shape\n"
     "and the mean of its values (with min and max for I32 tensors; the mean\n"
-    "of a 'routed.<l>' mask is the fraction of tokens routed).\n";
+    "of a 'routed.<l>' mask is the fraction of tokens routed). BF16 and F16\n"
+    "tensors show the dtype stored in the file; their values are read\n"
+    "widened to F32 exactly, as everywhere weights are read.\n";
 
 void declareShow(CommandLine &line) {
   line.argument("FILE.safetensors", "the file to list",
@@ -153,9 +155,15 @@ int runShow(const CommandLine &line) {
   fmt::print("{}: {} tensor{}\n", path, map.size(), map.size() == 1 ? "" : "s");
   for (const auto &[key, value] : map.metadata)
     fmt::print("  metadata {} = {}\n", key, value);
-  size_t nameWidth = 0, shapeWidth = 0;
+  // BF16 and F16 tensors show the file's dtype (their data are F32 now).
+  auto shownDType = [](const Tensor &t) {
+    bool widened = t.fileDType == DType::BF16 || t.fileDType == DType::F16;
+    return std::string(dtypeName(widened ? t.fileDType : t.dtype));
+  };
+  size_t nameWidth = 0, shapeWidth = 0, dtypeWidth = 0;
   for (const auto &[name, t] : map) {
     nameWidth = std::max(nameWidth, name.size());
+    dtypeWidth = std::max(dtypeWidth, shownDType(t).size());
     shapeWidth = std::max(shapeWidth, shapeString(t.shape).size());
   }
   for (const auto &[name, t] : map) {
@@ -180,8 +188,8 @@ int runShow(const CommandLine &line) {
         sum += v[i];
       stats = fmt::format("mean {:.6g}", sum / n);
     }
-    fmt::print("  {:<{}}  {}  {:<{}}  {}\n", name, nameWidth,
-               dtypeName(t.dtype), shapeString(t.shape), shapeWidth, stats);
+    fmt::print("  {:<{}}  {:<{}}  {:<{}}  {}\n", name, nameWidth, shownDType(t),
+               dtypeWidth, shapeString(t.shape), shapeWidth, stats);
   }
   return 0;
 }

@@ -812,9 +812,10 @@ CASES.update({
          R(r"modrun: error: {tmp}/s-json.st: header is not valid JSON: .+")),
         (SHOW + "s-array.st", 1,
          E("{tmp}/s-array.st: header must be a JSON object, got array"))],
-    "`FILE: tensor 'NAME': dtype 'X' is not supported (modrt reads F32 and I32)`": [
-        (SHOW + "s-f16.st", 1, E("{tmp}/s-f16.st: tensor 'x': dtype 'F16' is "
-                                 "not supported (modrt reads F32 and I32)"))],
+    "`FILE: tensor 'NAME': dtype 'X' is not supported (modrt reads F32, I32, BF16 and F16)`": [
+        (SHOW + "s-f64.st", 1, E("{tmp}/s-f64.st: tensor 'x': dtype 'F64' is "
+                                 "not supported (modrt reads F32, I32, BF16 "
+                                 "and F16)"))],
     "`FILE: tensor 'NAME': data_offsets [A, B] run past the end of the data (N bytes); the file is truncated`": [
         (SHOW + "s-past.st", 1, E("{tmp}/s-past.st: tensor 'x': data_offsets "
                                   "[0, 16] run past the end of the data (8 "
@@ -1180,7 +1181,7 @@ def setup(tmp, modc, modrun, root):
     f32 = lambda n: bytes(4 * n)
     write_st(path("s-json.st"), None, raw_header=b"{bad")
     write_st(path("s-array.st"), None, raw_header=b"[]")
-    write_st(path("s-f16.st"), [("x", "F16", [2], f32(1))])
+    write_st(path("s-f64.st"), [("x", "F64", [1], bytes(8))])
     def st(name, entries, size):
         header = {n: {"dtype": "F32", "shape": s, "data_offsets": o}
                   for n, s, o in entries}

@@ -23,10 +23,12 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 
 
 def safetensors(tensors, metadata=None):
-    """Bytes of a safetensors file: tensors is [(name, dtype, shape, values)]."""
+    """Bytes of a safetensors file: tensors is [(name, dtype, shape, values)];
+    BF16 and F16 values are the 16-bit patterns."""
     header, data = {}, b""
     for name, dtype, shape, values in tensors:
-        fmt = "<%d%s" % (len(values), "f" if dtype == "F32" else "i")
+        code = {"F32": "f", "BF16": "H", "F16": "H"}.get(dtype, "i")
+        fmt = "<%d%s" % (len(values), code)
         raw = struct.pack(fmt, *values)
         header[name] = {"dtype": dtype, "shape": shape,
                         "data_offsets": [len(data), len(data) + len(raw)]}
@@ -89,6 +91,14 @@ def run(build, modrun, modc, fake, tmp):
                        ("b", "I32", [], [7]),
                        ("c", "F32", [0, 3], [])]))
     write("safetensors", "empty", safetensors([], {}))
+    # Half precision as pretrained checkpoints hold it: +-0, +-inf, NaN, the
+    # largest and smallest (subnormal) values, ordinary numbers.
+    write("safetensors", "half",
+          safetensors([("b", "BF16", [2, 4], [0x0000, 0x8000, 0x7f80, 0xffc0,
+                                              0x7f7f, 0x0001, 0x3f80, 0xc049]),
+                       ("h", "F16", [8], [0x0000, 0x8000, 0xfc00, 0x7e00,
+                                          0x7bff, 0x0001, 0x03ff, 0x3c00])],
+                      {"format": "pt"}))
 
     # tokens: for the fake package (vocab 8, seq_len 4).
     write("tokens", "forward",

@@ -413,6 +413,30 @@ TEST_F(ModrunTest, Show) {
   EXPECT_NE(r.err.find("unexpected argument"), std::string::npos) << r.err;
 }
 
+TEST_F(ModrunTest, ShowBF16AndF16) {
+  // A file as PyTorch writes half-precision weights: show names the stored
+  // dtype and the mean of the exactly widened values.
+  std::string f = tmp.path("h.safetensors");
+  std::string header =
+      R"({"wb":{"dtype":"BF16","shape":[2],"data_offsets":[0,4]},)"
+      R"("wh":{"dtype":"F16","shape":[3],"data_offsets":[4,10]}})";
+  // BF16 1.5 (0x3fc0) and -0.5 (0xbf00); F16 2 (0x4000), 0.25 (0x3400) and
+  // the smallest subnormal 2^-24 (0x0001).
+  const uint16_t values[] = {0x3fc0, 0xbf00, 0x4000, 0x3400, 0x0001};
+  std::string bytes(8, '\0');
+  for (int i = 0; i < 8; ++i)
+    bytes[i] = static_cast<char>((header.size() >> (8 * i)) & 0xff);
+  bytes += header;
+  bytes.append(reinterpret_cast<const char *>(values), sizeof values);
+  writeFile(f, bytes);
+  RunResult r = run("show '" + f + "'");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("wb  BF16  [2]  mean 0.5\n"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("wh  F16   [3]  mean 0.75\n"), std::string::npos)
+      << r.out;
+}
+
 TEST_F(ModrunTest, Grad) {
   std::string w = tmp.path("w.safetensors"), t = tmp.path("t.safetensors"),
               g = tmp.path("g.safetensors");

@@ -9,6 +9,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <random>
 
@@ -181,9 +182,10 @@ TEST_F(SafetensorsTest, MissingFields) {
 }
 
 TEST_F(SafetensorsTest, WrongDtype) {
-  std::string h = R"({"emb":{"dtype":"F16","shape":[2],"data_offsets":[0,4]}})";
-  EXPECT_TRUE(
-      loadFails(rawFile(h, std::string(4, '\0')), {"'emb'", "F16", "F32"}));
+  std::string h =
+      R"({"emb":{"dtype":"F64","shape":[2],"data_offsets":[0,16]}})";
+  EXPECT_TRUE(loadFails(rawFile(h, std::string(16, '\0')),
+                        {"'emb'", "F64", "F32, I32, BF16 and F16"}));
   h = R"({"emb":{"dtype":7,"shape":[2],"data_offsets":[0,8]}})";
   EXPECT_TRUE(loadFails(rawFile(h, std::string(8, '\0')), {"'emb'", "dtype"}));
 }
@@ -298,4 +300,135 @@ TEST(TensorTest, TensorMapNamesAreUnique) {
   EXPECT_TRUE(throwsError([&] { m.get("zz"); }, {"'zz'"}));
   EXPECT_EQ(m.find("zz"), nullptr);
   EXPECT_TRUE(m.contains("a"));
+}
+
+//===----------------------------------------------------------------------===//
+// BF16 and F16: widened to F32 exactly on load
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// Independent fp64 value of an IEEE-style binary number with `expBits`
+/// exponent bits and `mantBits` mantissa bits, from the textbook formula
+/// (not from bit shifts). NaN for a NaN pattern.
+double referenceValue(uint32_t bits, int expBits, int mantBits) {
+  uint32_t mant = bits & ((1u << mantBits) - 1);
+  uint32_t exp = (bits >> mantBits) & ((1u << expBits) - 1);
+  double sign = (bits >> (expBits + mantBits)) & 1 ? -1.0 : 1.0;
+  int bias = (1 << (expBits - 1)) - 1;
+  double frac = static_cast<double>(mant) / std::ldexp(1.0, mantBits);
+  if (exp == (1u << expBits) - 1)
+    return mant ? std::nan("") : sign * HUGE_VAL;
+  if (exp == 0)
+    return sign * std::ldexp(frac, 1 - bias);
+  return sign * std::ldexp(1.0 + frac, static_cast<int>(exp) - bias);
+}
+
+/// Whether `got` is exactly `want` (same bits for numbers, signed zeros
+/// included; a NaN of the same sign for NaN).
+::testing::AssertionResult sameValue(float got, double want, uint32_t bits) {
+  if (std::isnan(want)) {
+    if (std::isnan(got))
+      return ::testing::AssertionSuccess();
+    return ::testing::AssertionFailure()
+           << "0x" << std::hex << bits << ": got " << got << ", want NaN";
+  }
+  float wantF = static_cast<float>(want);
+  if (static_cast<double>(wantF) != want)
+    return ::testing::AssertionFailure()
+           << "0x" << std::hex << bits << ": reference is not a float";
+  uint32_t a, b;
+  std::memcpy(&a, &got, 4);
+  std::memcpy(&b, &wantF, 4);
+  if (a == b)
+    return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure()
+         << "0x" << std::hex << bits << ": got " << got << ", want " << want;
+}
+
+/// Raw little-endian 2-byte data.
+std::string halfData(const std::vector<uint16_t> &v) {
+  std::string out(v.size() * 2, '\0');
+  std::memcpy(out.data(), v.data(), out.size());
+  return out;
+}
+
+} // namespace
+
+TEST(HalfFloatTest, EveryBF16IsExact) {
+  for (uint32_t bits = 0; bits < 0x10000u; ++bits)
+    ASSERT_TRUE(sameValue(bf16ToFloat(static_cast<uint16_t>(bits)),
+                          referenceValue(bits, 8, 7), bits));
+}
+
+TEST(HalfFloatTest, EveryF16IsExact) {
+  for (uint32_t bits = 0; bits < 0x10000u; ++bits)
+    ASSERT_TRUE(sameValue(f16ToFloat(static_cast<uint16_t>(bits)),
+                          referenceValue(bits, 5, 10), bits));
+}
+
+TEST(HalfFloatTest, SpecialValues) {
+  EXPECT_EQ(f16ToFloat(0x7bff), 65504.0f);              // largest F16
+  EXPECT_EQ(f16ToFloat(0x0400), std::ldexp(1.0f, -14)); // smallest normal
+  EXPECT_EQ(f16ToFloat(0x0001), std::ldexp(1.0f, -24)); // smallest subnormal
+  EXPECT_EQ(f16ToFloat(0x03ff), std::ldexp(1023.0f, -24));
+  EXPECT_TRUE(std::signbit(f16ToFloat(0x8000)) && f16ToFloat(0x8000) == 0);
+  EXPECT_EQ(f16ToFloat(0xfc00), -HUGE_VALF);
+  EXPECT_TRUE(std::isnan(f16ToFloat(0x7e00)));
+  EXPECT_EQ(bf16ToFloat(0x7f7f), std::ldexp(255.0f, 120)); // largest BF16
+  EXPECT_EQ(bf16ToFloat(0x0001), std::ldexp(1.0f, -133));  // smallest
+  EXPECT_EQ(bf16ToFloat(0xff80), -HUGE_VALF);
+  EXPECT_TRUE(std::isnan(bf16ToFloat(0xffc1)));
+}
+
+TEST_F(SafetensorsTest, LoadsBF16AndF16AsF32) {
+  // Edge values plus random ones, both dtypes in one file, as checkpoints
+  // written by PyTorch hold them.
+  std::vector<uint16_t> bf = {0x0000, 0x8000, 0x7f80, 0xff80, 0x7fc0,
+                              0x7f7f, 0x0001, 0x0080, 0x3f80, 0xc049};
+  std::vector<uint16_t> hf = {0x0000, 0x8000, 0x7c00, 0xfc00, 0x7e00,
+                              0x7bff, 0x0001, 0x03ff, 0x0400, 0x3c00};
+  std::mt19937 gen(99);
+  for (int i = 0; i < 54; ++i) {
+    bf.push_back(static_cast<uint16_t>(gen()));
+    hf.push_back(static_cast<uint16_t>(gen()));
+  }
+  std::string header =
+      R"({"__metadata__":{"format":"pt"},)"
+      R"("b":{"dtype":"BF16","shape":[8,8],"data_offsets":[0,128]},)"
+      R"("h":{"dtype":"F16","shape":[4,16],"data_offsets":[128,256]}})";
+  writeFile(file, rawFile(header, halfData(bf) + halfData(hf)));
+  TensorMap m = TensorMap::load(file);
+  const Tensor &b = m.get("b"), &h = m.get("h");
+  EXPECT_EQ(b.dtype, DType::F32);
+  EXPECT_EQ(b.fileDType, DType::BF16);
+  EXPECT_EQ(h.dtype, DType::F32);
+  EXPECT_EQ(h.fileDType, DType::F16);
+  EXPECT_EQ(b.shape, (std::vector<int64_t>{8, 8}));
+  EXPECT_EQ(h.shape, (std::vector<int64_t>{4, 16}));
+  ASSERT_EQ(b.byteSize(), 64u * 4);
+  for (size_t i = 0; i < bf.size(); ++i) {
+    EXPECT_TRUE(sameValue(b.f32()[i], referenceValue(bf[i], 8, 7), bf[i]));
+    EXPECT_TRUE(sameValue(h.f32()[i], referenceValue(hf[i], 5, 10), hf[i]));
+  }
+  // Saved back, the tensors are F32 with the same values.
+  std::string out = tmp.path("out.safetensors");
+  m.save(out);
+  TensorMap back = TensorMap::load(out);
+  EXPECT_EQ(back.get("b").fileDType, DType::F32);
+  EXPECT_EQ(std::memcmp(back.get("b").data.data(), b.data.data(), b.byteSize()),
+            0);
+}
+
+TEST_F(SafetensorsTest, HalfSizesAreChecked) {
+  // 2 bytes per element: [3] needs 6 bytes, and 4-byte data are refused.
+  std::string h = R"({"w":{"dtype":"BF16","shape":[3],"data_offsets":[0,4]}})";
+  EXPECT_TRUE(loadFails(rawFile(h, std::string(4, '\0')),
+                        {"'w'", "hold 4 bytes", "BF16 [3] needs 6 bytes"}));
+  h = R"({"w":{"dtype":"F16","shape":[2],"data_offsets":[0,8]}})";
+  EXPECT_TRUE(loadFails(rawFile(h, std::string(8, '\0')),
+                        {"'w'", "hold 8 bytes", "F16 [2] needs 4 bytes"}));
+  h = R"({"w":{"dtype":"F16","shape":[2],"data_offsets":[0,3]}})";
+  EXPECT_TRUE(loadFails(rawFile(h, std::string(3, '\0')),
+                        {"'w'", "hold 3 bytes", "F16 [2] needs 4 bytes"}));
 }

@@ -21,13 +21,24 @@
 
 namespace modrt {
 
-/// Element types the runtime handles. Other safetensors dtypes are refused.
-enum class DType { F32, I32 };
+/// Element types of safetensors files the runtime reads. Tensors in memory
+/// are F32 or I32: TensorMap::load widens BF16 and F16 data to F32 exactly
+/// (docs/model-format.md section 6), and Tensor::fileDType remembers what the
+/// file held. Other safetensors dtypes are refused.
+enum class DType { F32, I32, BF16, F16 };
 
-/// The safetensors name of `dtype` ("F32", "I32").
+/// The safetensors name of `dtype` ("F32", "I32", "BF16", "F16").
 const char *dtypeName(DType dtype);
 /// Bytes per element of `dtype`.
 size_t dtypeSize(DType dtype);
+
+/// The value of a bfloat16 (the high 16 bits of an IEEE binary32) as a
+/// float: exact for every input, NaN payloads included.
+float bf16ToFloat(uint16_t bits);
+/// The value of an IEEE binary16 as a float: exact for every input
+/// (subnormals become normal floats; infinities stay infinite; a NaN keeps
+/// its sign and payload, shifted into the float's mantissa).
+float f16ToFloat(uint16_t bits);
 
 /// Allocator returning storage aligned to `Align` bytes, so tensor data can be
 /// handed to vectorised package kernels directly.
@@ -61,7 +72,10 @@ using AlignedBytes = std::vector<std::byte, AlignedAllocator<std::byte, 64>>;
 
 /// A dense, row-major host tensor.
 struct Tensor {
-  DType dtype = DType::F32;
+  DType dtype = DType::F32; ///< F32 or I32 (what data holds)
+  /// The dtype in the file the tensor was loaded from: BF16 or F16 for data
+  /// widened to F32 on load, else dtype. save() writes dtype.
+  DType fileDType = DType::F32;
   std::vector<int64_t> shape;
   AlignedBytes data; ///< numel() * dtypeSize(dtype) bytes
 
@@ -90,8 +104,10 @@ public:
   using Entry = std::pair<std::string, Tensor>;
 
   /// Reads a safetensors file, validating everything (sizes, offsets, dtypes,
-  /// overlaps, trailing data). Tensors come in data-offset order. Throws Error
-  /// naming the file and, where it applies, the tensor.
+  /// overlaps, trailing data). F32 and I32 are read as stored; BF16 and F16
+  /// are widened to F32 exactly (fileDType says which it was). Tensors come
+  /// in data-offset order. Throws Error naming the file and, where it
+  /// applies, the tensor.
   static TensorMap load(const std::string &path);
 
   /// Writes a safetensors file atomically: the data goes to
