@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what modc needs on Debian 12 (run as root): LLVM/MLIR 22, fmt,
-# nlohmann-json, CLI11 (modrun's command line), GoogleTest, OpenBLAS, a C++
+# nlohmann-json, CLI11 (modrun's command line), PCRE2 (the regexes of
+# tokenizer.json pre-tokenizers), GoogleTest, OpenBLAS, a C++
 # toolchain, the fortunes corpus used by the demo, clang-14 with libFuzzer
 # for the fuzz targets (docs/testing.md), and Open MPI for data-parallel
 # training and its tests (docs/distributed.md).
@@ -9,6 +10,7 @@ packages=(
   build-essential cmake ninja-build git python3 pkg-config
   libmlir-22-dev mlir-22-tools llvm-22-dev llvm-22-tools
   libfmt-dev nlohmann-json3-dev libcli11-dev libgtest-dev libopenblas-dev libopenblas-openmp-dev
+  libpcre2-dev
   fortunes fortunes-min
   clang-14 libclang-rt-14-dev
   openmpi-bin libopenmpi-dev
