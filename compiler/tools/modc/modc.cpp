@@ -1,14 +1,18 @@
-//===- modc.cpp - The user's compiler driver ---------------------*- C++ -*-===//
+//===- modc.cpp - The user's compiler driver ---------------------*- C++
+//-*-===//
 //
 //   modc compile MODEL.json --target cpu -o PKG [--emit=mlir|modk|source]
 //   modc compile MODEL.json --target cuda [--arch sm_90a|sm_80] -o PKG
+//   modc import-hf DIR -o MODEL.json --weights W.safetensors [MoD options]
 //
 // Reads a model description (or a .mlir file holding a mod.model), runs the
 // mod-to-modk pipeline and writes a package directory, or stops early and
-// prints the requested stage.
+// prints the requested stage. import-hf turns a Hugging Face Llama
+// checkpoint into a model description and weights (docs/huggingface.md).
 //
 //===----------------------------------------------------------------------===//
 
+#include "modc/Frontend/HfImport.h"
 #include "modc/Frontend/ModelImporter.h"
 #include "modc/InitAll.h"
 #include "modc/Target/Package.h"
@@ -111,6 +115,69 @@ static cl::opt<std::string> cudaGemms(
     cl::sub(compileCommand), cl::cat(modcCategory));
 static cl::opt<bool> verbose("v", cl::desc("Show the commands run"),
                              cl::sub(compileCommand), cl::cat(modcCategory));
+
+static cl::SubCommand importHfCommand(
+    "import-hf",
+    "Import a Hugging Face Llama checkpoint (docs/huggingface.md)");
+static cl::OptionCategory importCategory("modc import-hf options");
+static cl::opt<std::string> hfDir(cl::Positional, cl::desc("DIR"), cl::Required,
+                                  cl::sub(importHfCommand),
+                                  cl::cat(importCategory));
+static cl::opt<std::string> hfModelOut("o",
+                                       cl::desc("Model description to write"),
+                                       cl::value_desc("MODEL.json"),
+                                       cl::sub(importHfCommand),
+                                       cl::cat(importCategory));
+static cl::opt<std::string>
+    hfWeightsOut("weights", cl::desc("Weights file to write (F32)"),
+                 cl::value_desc("W.safetensors"), cl::sub(importHfCommand),
+                 cl::cat(importCategory));
+static cl::opt<std::string>
+    hfName("name", cl::desc("The model's name (default: DIR's name)"),
+           cl::sub(importHfCommand), cl::cat(importCategory));
+static cl::opt<int64_t> hfSeqLen(
+    "seq-len",
+    cl::desc("seq_len (default: max_position_embeddings, at most 1024)"),
+    cl::sub(importHfCommand), cl::cat(importCategory));
+static cl::opt<std::string> hfDtype("dtype",
+                                    cl::desc("The model's dtype: f32 "
+                                             "(default) or bf16"),
+                                    cl::init("f32"), cl::sub(importHfCommand),
+                                    cl::cat(importCategory));
+static cl::opt<double> hfCapacity(
+    "capacity",
+    cl::desc("Mixture-of-Depths: the fraction of seq_len a routed layer "
+             "processes (MoD is off without this or --capacity-tokens)"),
+    cl::sub(importHfCommand), cl::cat(importCategory));
+static cl::opt<int64_t>
+    hfCapacityTokens("capacity-tokens",
+                     cl::desc("Mixture-of-Depths: the tokens a routed layer "
+                              "processes per sequence"),
+                     cl::sub(importHfCommand), cl::cat(importCategory));
+static cl::opt<std::string> hfSchedule(
+    "schedule",
+    cl::desc("Routed layers: every_other (default), all, none or a list "
+             "such as 1,3"),
+    cl::init("every_other"), cl::sub(importHfCommand), cl::cat(importCategory));
+static cl::opt<std::string> hfGate("gate",
+                                   cl::desc("linear, sigmoid (default) or one"),
+                                   cl::init("sigmoid"),
+                                   cl::sub(importHfCommand),
+                                   cl::cat(importCategory));
+static cl::opt<std::string> hfCausalRouter(
+    "causal-router", cl::desc("predictor (default), aux_loss or none"),
+    cl::init("predictor"), cl::sub(importHfCommand), cl::cat(importCategory));
+static cl::opt<double> hfAuxLossWeight("aux-loss-weight",
+                                       cl::desc("mod.aux_loss_weight"),
+                                       cl::sub(importHfCommand),
+                                       cl::cat(importCategory));
+static cl::opt<int64_t>
+    hfPredictorHidden("predictor-hidden",
+                      cl::desc("mod.predictor_hidden (default d_model)"),
+                      cl::sub(importHfCommand), cl::cat(importCategory));
+static cl::opt<uint64_t>
+    hfSeed("seed", cl::desc("Seed of the predictors' initial values"),
+           cl::init(0), cl::sub(importHfCommand), cl::cat(importCategory));
 
 static int fail(const llvm::Twine &message) {
   llvm::WithColor::error(llvm::errs(), "modc") << message << "\n";
@@ -252,15 +319,90 @@ static int runCompile() {
   return 0;
 }
 
+static int runImportHf() {
+  if (hfModelOut.empty())
+    return fail("missing -o MODEL.json (the model description to write)");
+  if (hfWeightsOut.empty())
+    return fail("missing --weights W.safetensors (the weights file to write)");
+  if (hfDtype != "f32" && hfDtype != "bf16")
+    return fail("--dtype must be f32 or bf16, got '" + hfDtype + "'");
+  if (hfGate != "linear" && hfGate != "sigmoid" && hfGate != "one")
+    return fail("--gate must be linear, sigmoid or one, got '" + hfGate + "'");
+  if (hfCausalRouter != "predictor" && hfCausalRouter != "aux_loss" &&
+      hfCausalRouter != "none")
+    return fail("--causal-router must be predictor, aux_loss or none, got '" +
+                hfCausalRouter + "'");
+  bool mixtureOfDepths =
+      hfCapacity.getNumOccurrences() || hfCapacityTokens.getNumOccurrences();
+  for (const cl::Option *flag : std::initializer_list<const cl::Option *>{
+           &hfSchedule, &hfGate, &hfCausalRouter, &hfAuxLossWeight,
+           &hfPredictorHidden})
+    if (flag->getNumOccurrences() && !mixtureOfDepths)
+      return fail("--" + flag->ArgStr +
+                  " needs --capacity or --capacity-tokens (without them the "
+                  "import is dense)");
+  if (hfPredictorHidden.getNumOccurrences() && hfCausalRouter != "predictor")
+    return fail("--predictor-hidden is for --causal-router predictor");
+
+  modc::HfImportOptions opts;
+  opts.checkpointDir = hfDir;
+  opts.name = hfName;
+  if (hfSeqLen.getNumOccurrences())
+    opts.seqLen = hfSeqLen;
+  opts.dtype = hfDtype;
+  if (hfCapacity.getNumOccurrences())
+    opts.capacity = hfCapacity;
+  if (hfCapacityTokens.getNumOccurrences())
+    opts.capacityTokens = hfCapacityTokens;
+  opts.schedule = hfSchedule;
+  opts.gate = hfGate;
+  opts.causalRouter = hfCausalRouter;
+  if (hfAuxLossWeight.getNumOccurrences())
+    opts.auxLossWeight = hfAuxLossWeight;
+  if (hfPredictorHidden.getNumOccurrences())
+    opts.predictorHidden = hfPredictorHidden;
+  opts.seed = hfSeed;
+  opts.progress = &llvm::errs();
+  llvm::Expected<modc::HfImportResult> result = modc::importHfCheckpoint(opts);
+  if (!result)
+    return fail(llvm::toString(result.takeError()));
+
+  // The description must be one `modc compile` accepts: the importer's own
+  // validation (docs/model-format.md section 1) runs before anything is
+  // written.
+  MLIRContext context;
+  DialectRegistry registry;
+  modc::registerAllDialects(registry);
+  context.appendDialectRegistry(registry);
+  context.loadAllAvailableDialects();
+  auto imported =
+      modc::importModelJson(result->modelJson, hfModelOut, &context);
+  if (!imported)
+    return fail("the imported model is not one modc compiles: " +
+                llvm::toString(imported.takeError()));
+
+  if (llvm::Error e = modc::writeHfImport(*result, hfModelOut, hfWeightsOut))
+    return fail(llvm::toString(std::move(e)));
+  llvm::errs() << "modc: wrote " << hfModelOut << " and " << hfWeightsOut
+               << " (" << result->weights.size() << " tensors)\n";
+  return 0;
+}
+
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   cl::HideUnrelatedOptions(modcCategory);
   cl::HideUnrelatedOptions(modcCategory, compileCommand);
-  cl::ParseCommandLineOptions(argc, argv,
-                              "modc: the Mixture-of-Depths compiler\n\n"
-                              "  modc compile MODEL.json --target cpu -o PKG\n"
-                              "  modc compile MODEL.json --target cuda [--arch sm_90a|sm_80] -o PKG\n");
+  cl::HideUnrelatedOptions(importCategory, importHfCommand);
+  cl::ParseCommandLineOptions(
+      argc, argv,
+      "modc: the Mixture-of-Depths compiler\n\n"
+      "  modc compile MODEL.json --target cpu -o PKG\n"
+      "  modc compile MODEL.json --target cuda [--arch sm_90a|sm_80] -o PKG\n"
+      "  modc import-hf DIR -o MODEL.json --weights W.safetensors [MoD "
+      "options]\n");
   if (compileCommand)
     return runCompile();
+  if (importHfCommand)
+    return runImportHf();
   return fail("missing command; try 'modc compile --help'");
 }
