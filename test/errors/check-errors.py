@@ -916,6 +916,93 @@ CASES.update({
          E("rank 1 of 2: --rank-log {tmp}/nodir: cannot write "
            "{tmp}/nodir/rank-1.log: No such file or directory"),
          {"env": MPIENV})],
+    # modc import-hf (fixtures hf-*: setup writes them)
+    "`missing -o MODEL.json (the model description to write)` / `missing --weights W.safetensors (the weights file to write)`": [
+        ("{modc} import-hf hf-ok --weights o.st", 1,
+         C("missing -o MODEL.json (the model description to write)")),
+        ("{modc} import-hf hf-ok -o o.json", 1,
+         C("missing --weights W.safetensors (the weights file to write)"))],
+    "`--gate must be linear, sigmoid or one, got 'X'` / `--causal-router must be predictor, aux_loss or none, got 'X'` / `--dtype must be f32 or bf16, got 'X'`": [
+        ("{modc} import-hf hf-ok -o o.json --weights o.st --capacity 0.5 --gate relu", 1,
+         C("--gate must be linear, sigmoid or one, got 'relu'")),
+        ("{modc} import-hf hf-ok -o o.json --weights o.st --capacity 0.5 --causal-router x", 1,
+         C("--causal-router must be predictor, aux_loss or none, got 'x'")),
+        ("{modc} import-hf hf-ok -o o.json --weights o.st --dtype f16", 1,
+         C("--dtype must be f32 or bf16, got 'f16'"))],
+    "`--X needs --capacity or --capacity-tokens (without them the import is dense)`": [
+        ("{modc} import-hf hf-ok -o o.json --weights o.st --gate linear", 1,
+         C("--gate needs --capacity or --capacity-tokens (without them the import is dense)"))],
+    "`--predictor-hidden is for --causal-router predictor`": [
+        ("{modc} import-hf hf-ok -o o.json --weights o.st --capacity 0.5 --causal-router none --predictor-hidden 8", 1,
+         C("--predictor-hidden is for --causal-router predictor"))],
+    "`--capacity must be in (0, 1], got X` / `give --capacity or --capacity-tokens, not both` / `--capacity-tokens must be in [1, S] (seq_len), got X`": [
+        ("{modc} import-hf hf-ok -o o.json --weights o.st --capacity 0", 1,
+         C("--capacity must be in (0, 1], got 0")),
+        ("{modc} import-hf hf-ok -o o.json --weights o.st --capacity 0.5 --capacity-tokens 2", 1,
+         C("give --capacity or --capacity-tokens, not both")),
+        ("{modc} import-hf hf-ok -o o.json --weights o.st --capacity-tokens 9", 1,
+         C("--capacity-tokens must be in [1, 8] (seq_len), got 9"))],
+    "`--seq-len must be in [1, N] (max_position_embeddings), got X`": [
+        ("{modc} import-hf hf-ok -o o.json --weights o.st --seq-len 9", 1,
+         C("--seq-len must be in [1, 8] (max_position_embeddings), got 9"))],
+    "`--schedule takes every_other, all, none or layer indices such as 1,3, got 'X'` / `--schedule: layer N is out of range [0, L)` / `--schedule: layer N is listed twice`": [
+        ("{modc} import-hf hf-ok -o o.json --weights o.st --capacity 0.5 --schedule odd", 1,
+         C("--schedule takes every_other, all, none or layer indices such as 1,3, got 'odd'")),
+        ("{modc} import-hf hf-ok -o o.json --weights o.st --capacity 0.5 --schedule 1", 1,
+         C("--schedule: layer 1 is out of range [0, 1)")),
+        ("{modc} import-hf hf-ok -o o.json --weights o.st --capacity 0.5 --schedule 0,0", 1,
+         C("--schedule: layer 0 is listed twice"))],
+    "`DIR: not a directory (import-hf reads a checkpoint directory: config.json and model.safetensors)`": [
+        ("{modc} import-hf m.json -o o.json --weights o.st", 1,
+         C("m.json: not a directory (import-hf reads a checkpoint directory: config.json and model.safetensors)"))],
+    "`cannot read FILE: REASON`": [
+        ("{modc} import-hf dir -o o.json --weights o.st", 1,
+         C("cannot read dir/config.json: No such file or directory"))],
+    "`FILE: invalid JSON: [LINE:COL, byte=N]: ...` in a checkpoint / `FILE: the configuration must be a JSON object`": [
+        ("{modc} import-hf hf-badjson -o o.json --weights o.st", 1,
+         C("hf-badjson/config.json: invalid JSON: [1:2, byte=2]: Expected object key")),
+        ("{modc} import-hf hf-array -o o.json --weights o.st", 1,
+         C("hf-array/config.json: the configuration must be a JSON object"))],
+    "`FILE: key 'K': V is not supported (WHY)`": [
+        ("{modc} import-hf hf-scaling -o o.json --weights o.st", 1,
+         C("hf-scaling/config.json: key 'rope_scaling': {\"factor\":8,\"rope_type\":\"llama3\"} is not supported (modc's RoPE is unscaled: rope_scaling must be null)")),
+        ("{modc} import-hf hf-bias -o o.json --weights o.st", 1,
+         C("hf-bias/config.json: key 'attention_bias': true is not supported (modc's projections have no biases)"))],
+    "`FILE: key 'K': missing (an integer is required)` / `FILE: key 'K': expected an integer, got X` and the other `expected ..., got X` forms": [
+        ("{modc} import-hf hf-novocab -o o.json --weights o.st", 1,
+         C("hf-novocab/config.json: key 'vocab_size': missing (an integer is required)")),
+        ("{modc} import-hf hf-str -o o.json --weights o.st", 1,
+         C("hf-str/config.json: key 'hidden_size': expected an integer, got \"16\""))],
+    "`DIR: no model.safetensors or model.safetensors.index.json`": [
+        ("{modc} import-hf hf-noweights -o o.json --weights o.st", 1,
+         C("hf-noweights: no model.safetensors or model.safetensors.index.json"))],
+    "`FILE: key 'weight_map': missing (an object from tensor names to shard files is required)`": [
+        ("{modc} import-hf hf-badindex -o o.json --weights o.st", 1,
+         C("hf-badindex/model.safetensors.index.json: key 'weight_map': missing (an object from tensor names to shard files is required)"))],
+    "`DIR: missing tensor 'NAME' (shape [..])`": [
+        ("{modc} import-hf hf-drop -o o.json --weights o.st", 1,
+         C("hf-drop: missing tensor 'model.norm.weight' (shape [16])"))],
+    "`FILE: tensor 'NAME' has shape [..], expected [..]`": [
+        ("{modc} import-hf hf-reshape -o o.json --weights o.st", 1,
+         C("hf-reshape/model.safetensors: tensor 'model.embed_tokens.weight' has shape [32, 17], expected [32, 16]"))],
+    "`FILE: unexpected tensor 'NAME' (not a parameter of the Llama model that config.json describes)`": [
+        ("{modc} import-hf hf-extra -o o.json --weights o.st", 1,
+         C("hf-extra/model.safetensors: unexpected tensor 'model.layers.0.mlp.up_proj.bias' (not a parameter of the Llama model that config.json describes)"))],
+    "`DIR: tensor 'NAME' is in two shards: A and B`": [
+        ("{modc} import-hf hf-twice -o o.json --weights o.st", 1,
+         C("hf-twice: tensor 'model.norm.weight' is in two shards: hf-twice/a.safetensors and hf-twice/b.safetensors"))],
+    "`FILE: tensor 'NAME' is I32, expected F32, BF16 or F16`": [
+        ("{modc} import-hf hf-int -o o.json --weights o.st", 1,
+         C("hf-int/model.safetensors: tensor 'model.norm.weight' is I32, expected F32, BF16 or F16"))],
+    "`FILE: tensor 'lm_head.weight' differs from 'model.embed_tokens.weight', but tie_word_embeddings is true`": [
+        ("{modc} import-hf hf-tiedhead -o o.json --weights o.st", 1,
+         C("hf-tiedhead/model.safetensors: tensor 'lm_head.weight' differs from 'model.embed_tokens.weight', but tie_word_embeddings is true"))],
+    "`the imported model is not one modc compiles: ...`": [
+        ("{modc} import-hf hf-ok -o o.json --weights o.st --capacity 0.5 --schedule 0 --predictor-hidden 0", 1,
+         C("the imported model is not one modc compiles: o.json: key 'mod.predictor_hidden': must be >= 1, got 0"))],
+    "`cannot write MODEL.json: REASON`": [
+        ("{modc} import-hf hf-ok -o nodir/o.json --weights o.st", 1,
+         C("cannot write nodir/o.json: No such file or directory"))],
 })
 
 # Rows that no command can reach on a machine without a GPU, each with why.
@@ -1125,6 +1212,42 @@ def setup(tmp, modc, modrun, root):
     write("half-cxx", '#!/bin/sh\ncase "$*" in *-dM*) exec %s "$@";; esac\n'
           'echo "stand-in: refused" >&2\nexit 3\n' % cxx)
     os.chmod(path("half-cxx"), 0o755)
+
+    # Hugging Face checkpoints for modc import-hf (one layer, 8 positions).
+    hf = ('"model_type": "llama", "vocab_size": 32, "hidden_size": 16, '
+          '"intermediate_size": 24, "num_hidden_layers": 1, '
+          '"num_attention_heads": 2, "max_position_embeddings": 8')
+    make_hf = os.path.join(root, "test", "lit", "Inputs", "make_hf_checkpoint.py")
+    for name, config, flags in [
+            ("ok", hf, []), ("drop", hf, ["--drop", "model.norm.weight"]),
+            ("reshape", hf, ["--reshape", "model.embed_tokens.weight"]),
+            ("extra", hf, ["--extra", "model.layers.0.mlp.up_proj.bias"]),
+            ("int", hf, ["--int", "model.norm.weight"]),
+            ("tiedhead", hf + ', "tie_word_embeddings": true', ["--lm-head"]),
+            ("twice", hf, None), ("noweights", hf, None),
+            ("badindex", hf, None),
+            ("scaling", '"model_type": "llama", "rope_scaling": '
+                        '{"factor": 8.0, "rope_type": "llama3"}', None),
+            ("bias", '"model_type": "llama", "attention_bias": true', None),
+            ("novocab", '"model_type": "llama"', None),
+            ("str", '"model_type": "llama", "vocab_size": 32, '
+                    '"hidden_size": "16"', None)]:
+        os.makedirs(path("hf-" + name))
+        write("hf-%s/config.json" % name, "{%s}" % config)
+        if flags is not None:
+            subprocess.run([sys.executable, make_hf, path("hf-" + name)] + flags,
+                           check=True)
+    norm = ("model.norm.weight", "F32", [16], bytes(64))
+    write_st(path("hf-twice", "a.safetensors"), [norm])
+    write_st(path("hf-twice", "b.safetensors"), [norm])
+    write("hf-twice/model.safetensors.index.json", json.dumps(
+        {"weight_map": {"model.norm.weight": "a.safetensors",
+                        "x": "b.safetensors"}}))
+    write("hf-badindex/model.safetensors.index.json", '{"weights": {}}')
+    os.makedirs(path("hf-badjson"))
+    write("hf-badjson/config.json", "{,}")
+    os.makedirs(path("hf-array"))
+    write("hf-array/config.json", "[]")
 
     # Token files.
     data = open(path("data.txt"), "rb").read()
