@@ -415,8 +415,37 @@ std::vector<int32_t> modrt::tokenizePrompt(const Manifest &m,
   return tokens;
 }
 
+std::vector<int32_t> modrt::tokenizePrompt(const Manifest &m,
+                                           const Tokenizer &tokenizer,
+                                           const std::string &text,
+                                           const std::string &what) {
+  if (tokenizer.isBytes())
+    return tokenizePrompt(m, text, what);
+  tokenizer.checkFits(m.vocabSize, "the model");
+  if (text.empty())
+    throw Error(fmt::format("{} is empty; generation needs at least one "
+                            "token to start from",
+                            what));
+  std::vector<int32_t> tokens = tokenizer.encode(text);
+  if (static_cast<int64_t>(tokens.size()) > m.seqLen)
+    throw Error(fmt::format("{} is {} tokens, longer than the model's "
+                            "context of {} tokens (seq_len)",
+                            what, tokens.size(), m.seqLen));
+  return tokens;
+}
+
 std::vector<std::string>
 modrt::generate(const Package &package, const TensorMap &weights,
+                const std::vector<std::string> &prompts, int maxNew,
+                const SamplingConfig &config,
+                std::function<void(size_t, const std::string &)> onToken) {
+  return generate(package, weights, Tokenizer(), prompts, maxNew, config,
+                  std::move(onToken));
+}
+
+std::vector<std::string>
+modrt::generate(const Package &package, const TensorMap &weights,
+                const Tokenizer &tokenizer,
                 const std::vector<std::string> &prompts, int maxNew,
                 const SamplingConfig &config,
                 std::function<void(size_t, const std::string &)> onToken) {
@@ -431,8 +460,8 @@ modrt::generate(const Package &package, const TensorMap &weights,
   const size_t B = prompts.size();
   std::vector<std::vector<int32_t>> tokens(B);
   for (size_t b = 0; b < B; ++b)
-    tokens[b] = tokenizePrompt(
-        m, prompts[b], B == 1 ? "prompt" : fmt::format("prompt {}", b));
+    tokens[b] = tokenizePrompt(m, tokenizer, prompts[b],
+                               B == 1 ? "prompt" : fmt::format("prompt {}", b));
 
   std::vector<std::string> out(B);
   std::vector<int64_t> budget(B);
@@ -448,8 +477,8 @@ modrt::generate(const Package &package, const TensorMap &weights,
   std::vector<std::mt19937_64> rngs;
   for (size_t b = 0; b < B; ++b)
     rngs.push_back(samplingStream(config.seed, b));
-  // The byte tokenizer has tokens 0..255 only.
-  const int64_t choices = std::min<int64_t>(m.vocabSize, 256);
+  // Only ids the tokenizer has (0..255 for the byte tokenizer).
+  const int64_t choices = std::min<int64_t>(m.vocabSize, tokenizer.vocabSize());
   std::vector<int32_t> next(B, 0);
   std::vector<uint8_t> active(B, 0);
   for (int64_t n = 0;; ++n) {
@@ -460,11 +489,11 @@ modrt::generate(const Package &package, const TensorMap &weights,
         continue;
       const float *row = session.logits().data() + b * m.vocabSize;
       int32_t t = sampleToken(row, choices, config, rngs[b]);
-      std::string piece(1, static_cast<char>(static_cast<unsigned char>(t)));
+      std::string piece = tokenizer.tokenBytes(t);
       out[b] += piece;
       if (onToken)
         onToken(b, piece);
-      // Feed the byte only when another one follows it.
+      // Feed the token only when another one follows it.
       if (n + 1 < budget[b]) {
         next[b] = t;
         active[b] = 1;

@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <filesystem>
 #include <set>
 
 using namespace modrt;
@@ -364,5 +365,19 @@ Manifest Manifest::parse(const std::string &jsonText,
     r.fail("entries.decode",
            "present, but routed layers with causal_router \"none\" cannot "
            "decode");
+  // The package's own tokenizer (docs/model-format.md section 6): a file in
+  // the package directory, named relative to it.
+  if (root.contains("tokenizer")) {
+    m.tokenizer = r.string(root, "", "tokenizer");
+    std::filesystem::path tp(m.tokenizer);
+    bool inside = !m.tokenizer.empty() && tp.is_relative();
+    for (const auto &part : tp)
+      inside &= part != "..";
+    if (!inside)
+      r.fail("tokenizer",
+             fmt::format("\"{}\" must be a file name relative to the package "
+                         "directory, inside it",
+                         m.tokenizer));
+  }
   return m;
 }

@@ -127,12 +127,52 @@ Corpus Corpus::load(const std::vector<std::string> &files, int64_t seqLen,
   return fromBytes(std::move(bytes), seqLen, batch, what);
 }
 
+Corpus Corpus::load(const std::vector<std::string> &files, int64_t seqLen,
+                    int64_t batch, const Tokenizer &tokenizer) {
+  if (tokenizer.isBytes())
+    return load(files, seqLen, batch);
+  if (files.empty())
+    throw Error("no training data files given");
+  std::string bytes;
+  for (const std::string &file : files)
+    appendFile(file, bytes);
+  std::string what = files.size() == 1
+                         ? files.front()
+                         : fmt::format("the {} data files", files.size());
+  std::vector<int32_t> tokens = tokenizer.encode(bytes);
+  bytes = std::string();
+  return fromTokens(std::move(tokens), seqLen, batch, what);
+}
+
 uint64_t Corpus::batchBytes() const {
   return static_cast<uint64_t>(batch_) * static_cast<uint64_t>(seqLen_ + 1);
 }
 
 Corpus Corpus::fromBytes(std::string bytes, int64_t seqLen, int64_t batch,
                          const std::string &what) {
+  Corpus c;
+  c.split(bytes.size(), seqLen, batch, what, "bytes");
+  c.hash_ = fnv1a64(bytes.data(), bytes.size());
+  c.bytes = std::move(bytes);
+  return c;
+}
+
+Corpus Corpus::fromTokens(std::vector<int32_t> tokens, int64_t seqLen,
+                          int64_t batch, const std::string &what) {
+  Corpus c;
+  c.split(tokens.size(), seqLen, batch, what, "tokens");
+  for (size_t i = 0; i < tokens.size(); ++i)
+    if (tokens[i] < 0)
+      throw Error(
+          fmt::format("{}: token {} is negative ({})", what, i, tokens[i]));
+  c.hash_ = fnv1a64(tokens.data(), tokens.size() * sizeof(int32_t));
+  c.tokens_ = std::move(tokens);
+  c.tokenLevel_ = true;
+  return c;
+}
+
+void Corpus::split(uint64_t total, int64_t seqLen, int64_t batch,
+                   const std::string &what, const char *unit) {
   if (seqLen < 1 || batch < 1)
     throw Error(fmt::format("corpus: seq_len and batch must be >= 1, got {} "
                             "and {}",
@@ -140,30 +180,24 @@ Corpus Corpus::fromBytes(std::string bytes, int64_t seqLen, int64_t batch,
   uint64_t window = static_cast<uint64_t>(seqLen) + 1, batchBytes;
   if (__builtin_mul_overflow(window, static_cast<uint64_t>(batch), &batchBytes))
     throw Error(fmt::format("corpus: batch {} is too large", batch));
-  uint64_t total = bytes.size();
   if (total == 0)
-    throw Error(fmt::format("{}: no bytes to train on", what));
+    throw Error(fmt::format("{}: no {} to train on", what, unit));
   uint64_t held = std::max<uint64_t>((total + 9) / 10, batchBytes);
-  std::string shape =
-      fmt::format("one batch of {} x (seq_len {} + 1) = {} bytes", batch,
-                  seqLen, batchBytes);
+  std::string shape = fmt::format("one batch of {} x (seq_len {} + 1) = {} {}",
+                                  batch, seqLen, batchBytes, unit);
   if (total < batchBytes)
-    throw Error(fmt::format("{}: {} bytes; the held-out split (the last 10%) "
+    throw Error(fmt::format("{}: {} {}; the held-out split (the last 10%) "
                             "needs at least {}",
-                            what, total, shape));
+                            what, total, unit, shape));
   if (total - held < batchBytes)
-    throw Error(fmt::format("{}: {} bytes; after holding out the last {} "
-                            "bytes the training split has {} bytes, less than "
-                            "{} (need at least {} bytes in all)",
-                            what, total, held, total - held, shape,
-                            2 * batchBytes));
-  Corpus c;
-  c.hash_ = fnv1a64(bytes.data(), bytes.size());
-  c.bytes = std::move(bytes);
-  c.trainSize = total - held;
-  c.seqLen_ = seqLen;
-  c.batch_ = batch;
-  return c;
+    throw Error(fmt::format("{}: {} {}; after holding out the last {} "
+                            "{} the training split has {} {}, less than "
+                            "{} (need at least {} {} in all)",
+                            what, total, unit, held, unit, total - held, unit,
+                            shape, 2 * batchBytes, unit));
+  trainSize = total - held;
+  seqLen_ = seqLen;
+  batch_ = batch;
 }
 
 uint64_t Corpus::trainBatch(uint64_t position,
@@ -175,8 +209,8 @@ uint64_t Corpus::trainWindows(uint64_t position, int64_t first, int64_t count,
                               std::vector<int32_t> &tokens) const {
   if (position >= trainSize)
     throw Error(fmt::format("data position {} is outside the training split "
-                            "of {} bytes",
-                            position, trainSize));
+                            "of {} {}",
+                            position, trainSize, unit()));
   if (first < 0 || count < 0 || first + count > batch_)
     throw Error(fmt::format("windows {}..{} are outside a batch of {}", first,
                             first + count, batch_));
@@ -187,7 +221,7 @@ uint64_t Corpus::trainWindows(uint64_t position, int64_t first, int64_t count,
       (position + (static_cast<uint64_t>(first) * window) % trainSize) %
       trainSize;
   for (uint64_t i = 0; i < n; ++i) {
-    tokens[i] = static_cast<unsigned char>(bytes[p]);
+    tokens[i] = at(p);
     if (++p == trainSize)
       p = 0;
   }
@@ -202,10 +236,10 @@ Corpus::heldOutBatches(size_t maxBatches) const {
       std::min<uint64_t>(std::max<size_t>(maxBatches, 1), heldOutBytes() / n);
   std::vector<std::vector<int32_t>> batches(count);
   for (uint64_t b = 0; b < count; ++b) {
-    const char *src = bytes.data() + trainSize + b * n;
+    const uint64_t first = trainSize + b * n;
     batches[b].resize(n);
     for (uint64_t i = 0; i < n; ++i)
-      batches[b][i] = static_cast<unsigned char>(src[i]);
+      batches[b][i] = at(first + i);
   }
   return batches;
 }

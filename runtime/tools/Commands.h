@@ -14,6 +14,7 @@
 #include "modrt/Comm.h"
 #include "modrt/Package.h"
 #include "modrt/Tensor.h"
+#include "modrt/Tokenizer.h"
 
 #include <cstdint>
 #include <cstdio>
@@ -83,6 +84,18 @@ void requireTraining(const modrt::Package &pkg, const std::string &dir);
 /// `command` (train, eval).
 void requireByteVocabulary(const modrt::Package &pkg, const std::string &dir,
                            const char *command);
+/// Declares --tokenizer PATH on `line` (tokenize, train, eval, sample).
+CommandLine &tokenizerOption(CommandLine &line);
+/// The tokenizer of a command (docs/cli.md, "Tokenizers"): --tokenizer
+/// when given, else the package's own (the manifest's "tokenizer"), else
+/// the byte tokenizer. A BPE must fit the model's vocabulary
+/// (Tokenizer::checkFits); the byte tokenizer must too when `wholeBytes`
+/// (requireByteVocabulary for `command`; sample names a byte outside a
+/// smaller vocabulary instead). `pkg` may be null (tokenize).
+modrt::Tokenizer commandTokenizer(const CommandLine &line,
+                                  const modrt::Package *pkg,
+                                  const std::string &dir, const char *command,
+                                  bool wholeBytes);
 /// @}
 
 /// The largest --batch of train and eval: B x (seq_len + 1) bytes per batch

@@ -28,12 +28,15 @@ namespace {
 
 const char kTokenizeUsage[] =
     "usage: modrun tokenize FILE... --seq-len S [--batch B] [--offset N]\n"
-    "                       --out T.safetensors\n"
+    "                       --out T.safetensors [--tokenizer PATH]\n"
     "\n"
     "Byte-level tokenizer (token = byte value, vocab 256): reads the FILEs'\n"
     "bytes concatenated in the order given and writes one I32 tensor 'tokens'\n"
     "of shape [B, S]: B consecutive windows of S bytes starting at byte\n"
-    "offset N. Defaults: B = 1, N = 0. The corpus must hold N + B*S bytes.\n";
+    "offset N. Defaults: B = 1, N = 0. The corpus must hold N + B*S bytes.\n"
+    "With --tokenizer (a Hugging Face tokenizer.json, byte-level BPE) the\n"
+    "concatenated text is encoded with it and S, N and the count are in its\n"
+    "tokens.\n";
 
 void declareTokenize(CommandLine &line) {
   line.arguments("FILE", "text files, read one after another",
@@ -42,6 +45,7 @@ void declareTokenize(CommandLine &line) {
       .option("batch", "B", "number of windows (default 1)")
       .option("offset", "N", "first byte (default 0)")
       .option("out", "T.safetensors", "required; the file to write");
+  tokenizerOption(line);
 }
 
 /// Appends up to `limit - corpus.size()` bytes of `path` to `corpus` (it
@@ -89,6 +93,8 @@ int runTokenize(const CommandLine &line) {
     std::vector<std::pair<std::string, std::string>> inputs;
     for (const std::string &file : files)
       inputs.push_back({"FILE", file});
+    if (line.has("tokenizer"))
+      inputs.push_back({"--tokenizer", line.text("tokenizer")});
     refuseOverwritingInput("--out", out, inputs);
   }
 
@@ -99,29 +105,42 @@ int runTokenize(const CommandLine &line) {
     throw line.mistake(fmt::format("--batch {} times --seq-len {} is too large",
                                    batch, seqLen));
 
+  Tokenizer tokenizer = commandTokenizer(line, nullptr, "", "tokenize", false);
   std::string corpus;
   uint64_t total = 0;
+  // A BPE needs the whole text: how many bytes make N + B*S tokens is
+  // known only after encoding.
   for (const std::string &file : files)
-    total += readCorpusFile(file, corpus, needed);
+    total += readCorpusFile(file, corpus,
+                            tokenizer.isBytes() ? needed : Corpus::kMaxBytes);
+  std::vector<int32_t> ids;
+  if (!tokenizer.isBytes()) {
+    ids = tokenizer.encode(corpus);
+    corpus = std::string();
+    total = ids.size();
+  }
+  const char *unit = tokenizer.isBytes() ? "bytes" : "tokens";
   if (total < needed) {
     std::string what = files.size() == 1
                            ? files.front()
                            : fmt::format("the {} input files", files.size());
     throw Error(fmt::format(
-        "{} hold{} {} bytes; --batch {} x --seq-len {}{} needs {} bytes", what,
-        files.size() == 1 ? "s" : "", total, batch, seqLen,
+        "{} hold{} {} {}; --batch {} x --seq-len {}{} needs {} {}", what,
+        files.size() == 1 ? "s" : "", total, unit, batch, seqLen,
         offset ? fmt::format(" from --offset {}", offset) : std::string(),
-        needed));
+        needed, unit));
   }
 
   Tensor tok = Tensor::zeros(
       DType::I32, {static_cast<int64_t>(batch), static_cast<int64_t>(seqLen)});
   int32_t *dst = tok.i32();
   for (uint64_t i = 0; i < windowBytes; ++i)
-    dst[i] = static_cast<unsigned char>(corpus[offset + i]);
+    dst[i] = tokenizer.isBytes()
+                 ? static_cast<unsigned char>(corpus[offset + i])
+                 : ids[offset + i];
   TensorMap map;
   map.insert("tokens", std::move(tok));
-  map.metadata["modrun.tokenizer"] = "bytes";
+  map.metadata["modrun.tokenizer"] = tokenizer.name();
   map.metadata["modrun.offset"] = std::to_string(offset);
   std::string sources;
   for (const std::string &file : files)

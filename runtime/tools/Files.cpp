@@ -116,6 +116,31 @@ void requireByteVocabulary(const Package &pkg, const std::string &dir,
                             dir, command, pkg.manifest().vocabSize));
 }
 
+CommandLine &tokenizerOption(CommandLine &line) {
+  return line.option("tokenizer", "PATH",
+                     "a Hugging Face tokenizer.json (byte-level BPE); "
+                     "default: the package's, else bytes");
+}
+
+Tokenizer commandTokenizer(const CommandLine &line, const Package *pkg,
+                           const std::string &dir, const char *command,
+                           bool wholeBytes) {
+  Tokenizer tok;
+  if (line.has("tokenizer"))
+    tok = Tokenizer::fromFile(line.text("tokenizer"));
+  else if (pkg && !pkg->manifest().tokenizer.empty())
+    tok = Tokenizer::fromFile(
+        (std::filesystem::path(pkg->directory()) / pkg->manifest().tokenizer)
+            .string());
+  if (pkg) {
+    if (!tok.isBytes())
+      tok.checkFits(pkg->manifest().vocabSize, dir);
+    else if (wholeBytes)
+      requireByteVocabulary(*pkg, dir, command);
+  }
+  return tok;
+}
+
 std::string formatDuration(double seconds) {
   if (!std::isfinite(seconds) || seconds < 0)
     return "?";

@@ -206,15 +206,16 @@ int runGrad(const CommandLine &line) {
 
 const char kEvalUsage[] =
     "usage: modrun eval PKG --weights W --data FILE... [--batch B]\n"
-    "                   [--batches N]\n"
+    "                   [--batches N] [--tokenizer PATH]\n"
     "\n"
     "Evaluates on the held-out part of the FILEs, split as modrun train\n"
     "splits it with the same --batch (last 10%, at least one batch): up to N\n"
-    "batches of B windows of seq_len + 1 bytes. Prints the mean next-token\n"
+    "batches of B windows of seq_len + 1 tokens. Prints the mean next-token\n"
     "cross-entropy with top-k routing (training) and with causal routing\n"
     "(sampling), and for each routed layer how often the causal router's\n"
     "decision agrees with top-k membership on the top-k pass. Defaults:\n"
-    "--batch 8, --batches 8. W may be a checkpoint of modrun train.\n";
+    "--batch 8, --batches 8. W may be a checkpoint of modrun train. Tokens\n"
+    "are bytes unless --tokenizer or the package names a tokenizer.json.\n";
 
 void declareEval(CommandLine &line) {
   packageArgument(line)
@@ -222,6 +223,7 @@ void declareEval(CommandLine &line) {
       .listOption("data", "FILE...", "required; text files, one corpus")
       .option("batch", "B", "sequences per batch, 1 to 2^20 (default 8)")
       .option("batches", "N", "held-out batches at most (default 8)");
+  tokenizerOption(line);
 }
 
 int runEval(const CommandLine &line) {
@@ -233,9 +235,10 @@ int runEval(const CommandLine &line) {
 
   Package pkg = Package::open(line.argument());
   const Manifest &man = pkg.manifest();
-  requireByteVocabulary(pkg, line.argument(), "eval");
+  Tokenizer tokenizer =
+      commandTokenizer(line, &pkg, line.argument(), "eval", true);
   TensorMap weights = loadCheckedWeights(pkg, weightsPath);
-  Corpus corpus = Corpus::load(dataFiles, man.seqLen, batch);
+  Corpus corpus = Corpus::load(dataFiles, man.seqLen, batch, tokenizer);
   std::vector<std::vector<int32_t>> batches =
       corpus.heldOutBatches(static_cast<size_t>(maxBatches));
 
@@ -285,9 +288,9 @@ int runEval(const CommandLine &line) {
              man.model.value("name", std::string("?")), S, nRouted,
              nRouted == 1 ? "" : "s", dense ? "-" : man.causalRouter);
   fmt::print("held out:  {} batch{} x {} x {} tokens ({:.0f} predictions) "
-             "from {} held-out bytes\n",
+             "from {} held-out {}\n",
              batches.size(), batches.size() == 1 ? "" : "es", batch, S, n,
-             corpus.heldOutBytes());
+             corpus.heldOutBytes(), corpus.unit());
   fmt::print("loss topk:   {:.4f}  (perplexity {:.3f})\n", ceTopk / n,
              std::exp(ceTopk / n));
   if (man.supportsCausal)

@@ -33,9 +33,10 @@ const char kTrainUsage[] =
     "                    [--clip C] [--eval-every K] [--save-every K]\n"
     "                    [--stop-after K] [--log run.csv] [--shards P]\n"
     "                    [--comm auto|single|mpi|nccl] [--comm-timeout SEC]\n"
-    "                    [--rank-log DIR]\n"
+    "                    [--rank-log DIR] [--tokenizer PATH]\n"
     "\n"
-    "Trains on the bytes of the FILEs (concatenated; the last 10% held out)\n"
+    "Trains on the bytes of the FILEs (concatenated; the last 10% held out),\n"
+    "or on their tokens with --tokenizer or the package's tokenizer.json,\n"
     "with AdamW and a learning rate warmed up linearly over W steps (default\n"
     "N/10, at most 100) then decayed by a cosine to LR/10 at step N.\n"
     "Defaults: --weight-decay 0.1, --clip 1.0 (0 disables), --save-every: the\n"
@@ -80,6 +81,7 @@ void declareTrain(CommandLine &line) {
       .option("comm-timeout", "SEC",
               "how long a rank waits for the others (default 600)")
       .option("rank-log", "DIR", "ranks other than 0 log to DIR/rank-R.log");
+  tokenizerOption(line);
 }
 
 //===----------------------------------------------------------------------===//
@@ -286,8 +288,8 @@ void checkResume(const Checkpoint &ckpt, const std::string &path,
   const CheckpointInfo &info = ckpt.info;
   if (info.dataBytes != corpus.size() || info.dataHash != corpus.hash())
     s.notes.push_back(
-        fmt::format("the data ({} bytes; checkpoint: {} bytes{})",
-                    corpus.size(), info.dataBytes,
+        fmt::format("the data ({} {}; checkpoint: {} {}{})", corpus.size(),
+                    corpus.unit(), info.dataBytes, corpus.unit(),
                     info.dataBytes == corpus.size() ? ", other content" : ""));
   if (info.step >= s.config.steps)
     throw Error(fmt::format("{}: checkpoint is at step {}, so --steps {} "
@@ -295,9 +297,10 @@ void checkResume(const Checkpoint &ckpt, const std::string &path,
                             path, info.step, s.config.steps));
   if (info.dataPosition >= corpus.trainBytes())
     throw Error(fmt::format("{}: data position {} is past the end of the "
-                            "training split ({} bytes); resume with the "
+                            "training split ({} {}); resume with the "
                             "data it was trained on",
-                            path, info.dataPosition, corpus.trainBytes()));
+                            path, info.dataPosition, corpus.trainBytes(),
+                            corpus.unit()));
 }
 
 /// The state training starts from: the checkpoint's (taken from `ckpt`),
@@ -341,11 +344,11 @@ std::string describeRun(const Manifest &man, const Corpus &corpus,
         even && split.counts.front() == 1 ? "" : "s",
         ranks > 1 ? fmt::format(", {} backend", gJob.comm->backend()) : "");
   }
-  return fmt::format("modrun: training {} (seq_len {}) on {} bytes ({} held "
+  return fmt::format("modrun: training {} (seq_len {}) on {} {} ({} held "
                      "out), batch {}{}, steps {}..{} of {}\n",
                      man.model.value("name", std::string("?")), man.seqLen,
-                     corpus.size(), corpus.heldOutBytes(), s.batch, parts,
-                     first, last, s.config.steps);
+                     corpus.size(), corpus.unit(), corpus.heldOutBytes(),
+                     s.batch, parts, first, last, s.config.steps);
 }
 
 //===----------------------------------------------------------------------===//
@@ -418,14 +421,14 @@ int runTrain(const CommandLine &line) {
 
   Package pkg = Package::open(o.pkg);
   requireTraining(pkg, o.pkg);
-  requireByteVocabulary(pkg, o.pkg, "train");
+  Tokenizer tokenizer = commandTokenizer(line, &pkg, o.pkg, "train", true);
   const Manifest &man = pkg.manifest();
 
   std::optional<Checkpoint> ckpt;
   if (o.resume)
     ckpt = loadCheckpoint(*o.resume, pkg);
   Settings s = settle(o, line, ckpt);
-  Corpus corpus = Corpus::load(o.data, man.seqLen, s.batch);
+  Corpus corpus = Corpus::load(o.data, man.seqLen, s.batch, tokenizer);
   if (ckpt)
     checkResume(*ckpt, *o.resume, corpus, s);
   for (const std::string &note : s.notes)

@@ -271,3 +271,23 @@ TEST(ManifestTest, UnknownInitIsAcceptedUntilInit) {
   EXPECT_TRUE(throwsError([&] { initParam(m.params[2], 1); },
                           {"final_norm.weight", "orthogonal"}));
 }
+
+TEST(ManifestTest, Tokenizer) {
+  // Optional; a file name inside the package directory.
+  EXPECT_EQ(Manifest::parse(kFakeManifest, "m.json").tokenizer, "");
+  json j = base();
+  j["tokenizer"] = "tokenizer.json";
+  EXPECT_EQ(Manifest::parse(j.dump(), "m.json").tokenizer, "tokenizer.json");
+  j["tokenizer"] = "tok/bpe.json";
+  EXPECT_EQ(Manifest::parse(j.dump(), "m.json").tokenizer, "tok/bpe.json");
+  for (const char *bad :
+       {"", "/etc/tokenizer.json", "../tokenizer.json", "a/../../t.json"}) {
+    j["tokenizer"] = bad;
+    EXPECT_TRUE(parseFails(j, {"manifest key 'tokenizer'",
+                               "must be a file name relative to the package "
+                               "directory, inside it"}))
+        << bad;
+  }
+  j["tokenizer"] = 3;
+  EXPECT_TRUE(parseFails(j, {"manifest key 'tokenizer'", "expected a string"}));
+}

@@ -9,6 +9,7 @@
 #include "TestUtil.h"
 #include "modrt/Generate.h"
 #include "modrt/Package.h"
+#include "modrt/Tokenizer.h"
 #include "modrt/Training.h"
 
 #include <gtest/gtest.h>
@@ -233,4 +234,34 @@ TEST_F(ModrunSampleTest, EvalPrintsLossesAndAgreement) {
   r = run("eval '" + pkg + "' --weights '" + weights + "'");
   EXPECT_EQ(r.code, 2);
   EXPECT_TRUE(contains(r.err, "missing --data")) << r.err;
+}
+
+TEST_F(ModrunSampleTest, BpeTokenizer) {
+  // Tokens of the small BPE: "ab" is one token, so the 4-token context
+  // leaves 3 new tokens (2 bytes with the byte tokenizer).
+  std::string tj = tmp.path("tok.json");
+  writeSmallTokenizer(tj);
+  Tokenizer tok = Tokenizer::fromFile(tj);
+  ASSERT_EQ(tok.encode("ab"), std::vector<int32_t>{95});
+  Package p = Package::open(pkg);
+  TensorMap w = TensorMap::load(weights);
+  SamplingConfig c;
+  c.temperature = 0;
+  RunResult r = run(sample("--prompt ab --max-new 9 --temperature 0 "
+                           "--tokenizer '" +
+                           tj + "'"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, generate(p, w, tok, {"ab"}, 3, c)[0] + "\n");
+  EXPECT_TRUE(contains(r.err, "--max-new 9 clamped to 3")) << r.err;
+  EXPECT_TRUE(contains(r.err, "3 tokens generated")) << r.err;
+  // Sampled: every piece is a token of the tokenizer (ids < 98 though the
+  // model has 256).
+  c.temperature = 1;
+  c.seed = 4;
+  std::string text = generate(p, w, tok, {"ab"}, 3, c)[0];
+  r = run(sample("--prompt ab --max-new 3 --seed 4 --tokenizer '" + tj + "'"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, text + "\n");
+  for (unsigned char ch : text)
+    EXPECT_TRUE(ch >= 0x20 && ch < 0x7f) << text;
 }

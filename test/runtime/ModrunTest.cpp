@@ -6,7 +6,9 @@
 //===----------------------------------------------------------------------===//
 #include "TestUtil.h"
 #include "modrt/Package.h"
+#include "modrt/Tokenizer.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -728,4 +730,115 @@ TEST_F(ModrunTest, KilledTrainingLeavesWholeCheckpoints) {
             std::string::npos)
       << r.err;
   EXPECT_FALSE(std::filesystem::exists(stale));
+}
+
+//===----------------------------------------------------------------------===//
+// --tokenizer
+//===----------------------------------------------------------------------===//
+
+TEST_F(ModrunTest, TokenizeWithTokenizer) {
+  // The windows are the tokens the BPE gives for the whole text.
+  const std::string tj = TEST_DATA_DIR "/tokenizer/tokenizer.json";
+  const std::string text =
+      "Grüße aus 日本, 12345 <|endoftext|> the lazy dog.\n";
+  std::string a = tmp.path("a.txt"), t = tmp.path("t.st");
+  writeFile(a, text);
+  std::vector<int32_t> ids = Tokenizer::fromFile(tj).encode(text);
+  ASSERT_GE(ids.size(), 7u);
+  RunResult r = run("tokenize '" + a + "' --seq-len 3 --batch 2 --offset 1 " +
+                    "--tokenizer '" + tj + "' --out '" + t + "'");
+  ASSERT_EQ(r.code, 0) << r.err;
+  TensorMap m = TensorMap::load(t);
+  const Tensor &tok = m.get("tokens");
+  ASSERT_EQ(tok.shape, (std::vector<int64_t>{2, 3}));
+  EXPECT_EQ(std::vector<int32_t>(tok.i32(), tok.i32() + 6),
+            std::vector<int32_t>(ids.begin() + 1, ids.begin() + 7));
+  EXPECT_EQ(m.metadata.at("modrun.tokenizer"), tj);
+
+  // Counts are in tokens.
+  size_t n = ids.size();
+  r = run("tokenize '" + a + "' --seq-len " + std::to_string(n) +
+          " --offset 1 --tokenizer '" + tj + "' --out '" + t + "'");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find(fmt::format("holds {} tokens; --batch 1 x --seq-len "
+                                   "{} from --offset 1 needs {} tokens",
+                                   n, n, n + 1)),
+            std::string::npos)
+      << r.err;
+  // A tokenizer modrun cannot read is named with its key.
+  nlohmann::json j = nlohmann::json::parse(readFile(tj));
+  j["model"]["type"] = "WordPiece";
+  writeFile(tmp.path("wp.json"), j.dump());
+  r = run("tokenize '" + a + "' --seq-len 2 --tokenizer '" +
+          tmp.path("wp.json") + "' --out '" + t + "'");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find(tmp.path("wp.json") +
+                       ": model.type: 'WordPiece' is not supported"),
+            std::string::npos)
+      << r.err;
+  // The tokenizer is an input: --out may not overwrite it.
+  r = run("tokenize '" + a + "' --seq-len 2 --tokenizer '" +
+          tmp.path("wp.json") + "' --out '" + tmp.path("wp.json") + "'");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("is the same file as --tokenizer"), std::string::npos)
+      << r.err;
+}
+
+TEST_F(ModrunTest, TokenizerMustFitTheModel) {
+  // pkg has vocab_size 8; the fixture BPE has 300 tokens. train, eval and
+  // sample refuse before reading anything else.
+  const std::string tj = TEST_DATA_DIR "/tokenizer/tokenizer.json";
+  writeFile(tmp.path("a.txt"), "some text");
+  const std::string want =
+      pkg + ": the tokenizer " + tj +
+      " has 300 tokens (ids up to 299), more than the model's vocab_size 8\n";
+  for (std::string cmd :
+       {"train '" + pkg + "' --data '" + tmp.path("a.txt") +
+            "' --steps 1 --batch 1 --lr 0.1 --seed 1 --out '" +
+            tmp.path("o.st") + "'",
+        "eval '" + pkg + "' --weights '" + tmp.path("none.st") + "' --data '" +
+            tmp.path("a.txt") + "'",
+        "sample '" + pkg + "' --weights '" + tmp.path("none.st") +
+            "' --prompt x --max-new 1"}) {
+    RunResult r = run(cmd + " --tokenizer '" + tj + "'");
+    EXPECT_EQ(r.code, 1) << cmd;
+    EXPECT_NE(r.err.find(want), std::string::npos) << cmd << "\n" << r.err;
+  }
+}
+
+TEST_F(ModrunTest, TrainAndEvalWithTokenizer) {
+  // The small BPE (98 tokens) on the byte-level fake package: training and
+  // eval count tokens, and the checkpoint records the token corpus.
+  std::string v6 = makeFakePackage(tmp.path("v6"), FAKE_MODEL_V6);
+  std::string tj = tmp.path("tok.json");
+  writeSmallTokenizer(tj);
+  std::string text;
+  for (int i = 0; i < 400; ++i)
+    text += i % 5 == 0 ? " ab"
+                       : std::string(1, static_cast<char>('a' + i * 7 % 26));
+  writeFile(tmp.path("a.txt"), text);
+  size_t n = Tokenizer::fromFile(tj).encode(text).size();
+  ASSERT_LT(n, text.size());
+  RunResult r =
+      run("train '" + v6 + "' --data '" + tmp.path("a.txt") +
+          "' --steps 3 --batch 2 --lr 0.05 --seed 3 --eval-every 3 " +
+          "--tokenizer '" + tj + "' --out '" + tmp.path("c.st") + "'");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find(fmt::format("on {} tokens (", n)), std::string::npos)
+      << r.err;
+  EXPECT_EQ(TensorMap::load(tmp.path("c.st")).metadata.at("data_bytes"),
+            std::to_string(n));
+  r = run("eval '" + v6 + "' --weights '" + tmp.path("c.st") + "' --data '" +
+          tmp.path("a.txt") + "' --batch 2 --tokenizer '" + tj + "'");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("held-out tokens"), std::string::npos) << r.out;
+  // Resuming with bytes instead is other data: noted.
+  r = run("train '" + v6 + "' --data '" + tmp.path("a.txt") + "' --resume '" +
+          tmp.path("c.st") + "' --steps 4 --out '" + tmp.path("d.st") + "'");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find(fmt::format("note: resuming with the data ({} bytes; "
+                                   "checkpoint: {} bytes)",
+                                   text.size(), n)),
+            std::string::npos)
+      << r.err;
 }

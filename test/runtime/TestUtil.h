@@ -10,6 +10,7 @@
 #include "modrt/Error.h"
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cstdlib>
@@ -98,6 +99,29 @@ inline std::string makeFakePackage(const std::string &dir,
   writeFile(dir + "/manifest.json", fn());
   ::dlclose(h);
   return dir;
+}
+
+/// Writes a byte-level BPE tokenizer.json small enough for the fake
+/// packages (98 tokens): the byte-level symbols of the printable ASCII bytes
+/// 0x20..0x7E (ids 0..94; space is U+0120), "ab" (95) and " a" (96) from
+/// two merges, and the special token <|end|> (97).
+inline void writeSmallTokenizer(const std::string &path) {
+  nlohmann::json vocab = nlohmann::json::object();
+  vocab["\xc4\xa0"] = 0; // U+0120 stands for the space
+  for (int b = 0x21; b <= 0x7e; ++b)
+    vocab[std::string(1, static_cast<char>(b))] = b - 0x20;
+  vocab["ab"] = 95;
+  vocab["\xc4\xa0"
+        "a"] = 96;
+  nlohmann::json j = {
+      {"added_tokens",
+       {{{"id", 97}, {"content", "<|end|>"}, {"special", true}}}},
+      {"normalizer", nullptr},
+      {"pre_tokenizer", {{"type", "ByteLevel"}, {"add_prefix_space", false}}},
+      {"decoder", {{"type", "ByteLevel"}}},
+      {"model",
+       {{"type", "BPE"}, {"vocab", vocab}, {"merges", {"a b", "\xc4\xa0 a"}}}}};
+  writeFile(path, j.dump());
 }
 
 } // namespace modrt_test

@@ -16,6 +16,7 @@
 
 #include <cmath>
 #include <numeric>
+#include <random>
 #include <sstream>
 
 using namespace modrt;
@@ -601,4 +602,55 @@ TEST_F(TrainingTest, TrainRefusesNothingToDo) {
   s.optimizer.step = 0;
   EXPECT_TRUE(throwsError([&] { train(p, other, cfg, s); },
                           {"seq_len 8", "seq_len is 4"}));
+}
+
+TEST(CorpusTest, TokensOfATokenizer) {
+  // Ids beyond a byte, split and windowed as bytes are.
+  std::mt19937 gen(11);
+  std::vector<int32_t> ids(30);
+  for (int32_t &id : ids)
+    id = static_cast<int32_t>(gen() % 50000);
+  Corpus c = Corpus::fromTokens(ids, 4, 2, "t");
+  EXPECT_STREQ(c.unit(), "tokens");
+  EXPECT_EQ(c.size(), 30u);
+  ASSERT_EQ(c.trainBytes(), 20u);
+  EXPECT_EQ(c.hash(), fnv1a64(ids.data(), ids.size() * 4));
+  std::vector<int32_t> tok;
+  EXPECT_EQ(c.trainBatch(15, tok), 5u);
+  std::vector<int32_t> want(ids.begin() + 15, ids.begin() + 20);
+  want.insert(want.end(), ids.begin(), ids.begin() + 5);
+  EXPECT_EQ(tok, want);
+  std::vector<std::vector<int32_t>> held = c.heldOutBatches(8);
+  ASSERT_EQ(held.size(), 1u);
+  EXPECT_EQ(held[0], std::vector<int32_t>(ids.begin() + 20, ids.end()));
+  EXPECT_TRUE(throwsError([&] { c.trainBatch(20, tok); },
+                          {"data position 20", "20 tokens"}));
+  EXPECT_TRUE(throwsError(
+      [&] { Corpus::fromTokens(std::vector<int32_t>(19, 1), 4, 2, "t"); },
+      {"t: 19 tokens", "training split has 9 tokens", "= 10 tokens"}));
+  EXPECT_TRUE(throwsError(
+      [&] { Corpus::fromTokens(std::vector<int32_t>(20, -1), 4, 2, "t"); },
+      {"t: token 0 is negative (-1)"}));
+  EXPECT_STREQ(Corpus::fromBytes(letters(20), 4, 2).unit(), "bytes");
+}
+
+TEST_F(TrainingTest, CorpusThroughATokenizer) {
+  // load() encodes the concatenated files; the byte tokenizer keeps bytes.
+  Tokenizer bpe =
+      Tokenizer::fromFile(TEST_DATA_DIR "/tokenizer/tokenizer.json");
+  std::string a = "The quick brown fox jumps over the lazy dog. ";
+  std::string b = "日本語のテキストです。12345 and 3.14159\n";
+  std::string text;
+  for (int i = 0; i < 6; ++i)
+    text += a + b;
+  writeFile(tmp.path("a.txt"), text.substr(0, 100));
+  writeFile(tmp.path("b.txt"), text.substr(100));
+  Corpus c = Corpus::load({tmp.path("a.txt"), tmp.path("b.txt")}, 4, 2, bpe);
+  std::vector<int32_t> ids = bpe.encode(text);
+  EXPECT_EQ(c.size(), ids.size());
+  EXPECT_EQ(c.hash(), fnv1a64(ids.data(), ids.size() * 4));
+  Corpus bytes =
+      Corpus::load({tmp.path("a.txt"), tmp.path("b.txt")}, 4, 2, Tokenizer());
+  EXPECT_EQ(bytes.size(), text.size());
+  EXPECT_EQ(bytes.hash(), fnv1a64(text.data(), text.size()));
 }

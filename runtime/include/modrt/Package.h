@@ -103,6 +103,10 @@ struct Manifest {
   /// same meaning (a recompile with another modc keeps it). Stored in
   /// checkpoints to refuse one written for another model.
   uint64_t modelHash = 0;
+  /// The optional top-level "tokenizer": a Hugging Face tokenizer.json in
+  /// the package directory, relative to it (docs/model-format.md section
+  /// 6); "" when the package has none (the byte tokenizer).
+  std::string tokenizer;
 
   /// Parses and validates manifest text key by key. `where` names the source
   /// (a file path) in error messages, which also name the offending key.

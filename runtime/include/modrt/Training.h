@@ -16,6 +16,7 @@
 #include "modrt/Error.h"
 #include "modrt/Package.h"
 #include "modrt/Tensor.h"
+#include "modrt/Tokenizer.h"
 
 #include <cstdint>
 #include <functional>
@@ -44,7 +45,8 @@ uint64_t fnv1a64(const void *data, size_t size,
 void requireRegularTextFile(const std::string &path);
 
 /// Byte-level training text (docs/model-format.md section 6:
-/// token = byte value), split into a training part and a held-out part.
+/// token = byte value), or the tokens of a BPE (fromTokens), split into a
+/// training part and a held-out part.
 ///
 /// The last 10% of the bytes (rounded up, and at least one batch of
 /// batch * (seqLen + 1) bytes) are held out. Training windows are runs of
@@ -64,17 +66,30 @@ public:
   /// kMaxBytes, or saying the sizes when a part is shorter than one batch.
   static Corpus load(const std::vector<std::string> &files, int64_t seqLen,
                      int64_t batch);
+  /// The same through `tokenizer`: the concatenated text is encoded
+  /// (fromTokens) unless it is the byte tokenizer (fromBytes).
+  static Corpus load(const std::vector<std::string> &files, int64_t seqLen,
+                     int64_t batch, const Tokenizer &tokenizer);
   /// The same from bytes in memory; `what` names them in errors.
   static Corpus fromBytes(std::string bytes, int64_t seqLen, int64_t batch,
                           const std::string &what = "corpus");
+  /// Token ids of another tokenizer (a BPE, modrt/Tokenizer.h) in place of
+  /// bytes: every rule above holds with tokens for bytes (sizes, positions
+  /// and messages count tokens; the hash is that of the ids as 32-bit
+  /// little-endian integers). Throws Error as fromBytes does, or for a
+  /// negative id.
+  static Corpus fromTokens(std::vector<int32_t> tokens, int64_t seqLen,
+                           int64_t batch, const std::string &what = "corpus");
 
   int64_t seqLen() const { return seqLen_; }
   int64_t batch() const { return batch_; }
   /// Bytes of one batch: batch * (seqLen + 1).
   uint64_t batchBytes() const;
-  uint64_t size() const { return bytes.size(); }
+  /// "bytes" or "tokens" (fromTokens): what size() and positions count.
+  const char *unit() const { return tokenLevel_ ? "tokens" : "bytes"; }
+  uint64_t size() const { return tokenLevel_ ? tokens_.size() : bytes.size(); }
   uint64_t trainBytes() const { return trainSize; }
-  uint64_t heldOutBytes() const { return bytes.size() - trainSize; }
+  uint64_t heldOutBytes() const { return size() - trainSize; }
   /// FNV-1a 64 of all bytes (stored in checkpoints to notice other data).
   uint64_t hash() const { return hash_; }
 
@@ -96,7 +111,16 @@ public:
   std::vector<std::vector<int32_t>> heldOutBatches(size_t maxBatches = 8) const;
 
 private:
+  /// Checks that `total` units split into a training and a held-out part
+  /// (messages name `what` and `unit`) and sets the sizes.
+  void split(uint64_t total, int64_t seqLen, int64_t batch,
+             const std::string &what, const char *unit);
+  int32_t at(uint64_t i) const {
+    return tokenLevel_ ? tokens_[i] : static_cast<unsigned char>(bytes[i]);
+  }
   std::string bytes;
+  std::vector<int32_t> tokens_;
+  bool tokenLevel_ = false;
   uint64_t trainSize = 0, hash_ = 0;
   int64_t seqLen_ = 0, batch_ = 0;
 };
