@@ -150,8 +150,8 @@ llvm::Expected<LlamaConfig> readConfig(const std::string &file) {
     return c.unsupported("model_type",
                          "import-hf reads Llama checkpoints: model_type "
                          "\"llama\"");
-  if (const json::Value *archs = object->get("architectures")) {
-    const json::Array *list = archs->getAsArray();
+  if (c.has("architectures")) {
+    const json::Array *list = object->get("architectures")->getAsArray();
     if (!list || list->size() != 1 ||
         list->front().getAsString() !=
             std::optional<llvm::StringRef>("LlamaForCausalLM"))
@@ -182,6 +182,10 @@ llvm::Expected<LlamaConfig> readConfig(const std::string &file) {
                            "modc's RoPE is unscaled: rope_scaling must be "
                            "null");
   }
+  if (c.has("quantization_config"))
+    return c.unsupported("quantization_config",
+                         "import-hf reads unquantised weights: dequantise "
+                         "and save them as BF16, F16 or F32 first");
   if (c.has("sliding_window"))
     return c.unsupported("sliding_window",
                          "modc's attention sees every earlier token");
