@@ -300,7 +300,14 @@ Package Package::open(const std::string &dir) {
                             "the embedded manifest is not valid JSON",
                             dir));
   }
-  if (embeddedJson != onDisk)
+  // The tokenizer is a file beside the library, not compiled into it: a
+  // package may name one after the fact (docs/model-format.md section 6).
+  nlohmann::json compiled = onDisk;
+  if (compiled.is_object())
+    compiled.erase("tokenizer");
+  if (embeddedJson.is_object())
+    embeddedJson.erase("tokenizer");
+  if (embeddedJson != compiled)
     throw Error(fmt::format("{}: manifest.json does not match the library "
                             "(edited, or copied from another package)",
                             dir));

@@ -265,3 +265,28 @@ TEST_F(ModrunSampleTest, BpeTokenizer) {
   for (unsigned char ch : text)
     EXPECT_TRUE(ch >= 0x20 && ch < 0x7f) << text;
 }
+
+TEST_F(ModrunSampleTest, PackageNamesItsTokenizer) {
+  // manifest.json's "tokenizer" (a file in the package) is used without
+  // --tokenizer; --tokenizer overrides it; the library's embedded manifest
+  // need not name it.
+  writeSmallTokenizer(pkg + "/tokenizer.json");
+  nlohmann::json man = nlohmann::json::parse(readFile(pkg + "/manifest.json"));
+  man["tokenizer"] = "tokenizer.json";
+  writeFile(pkg + "/manifest.json", man.dump());
+  EXPECT_EQ(Package::open(pkg).manifest().tokenizer, "tokenizer.json");
+  RunResult r = run(sample("--prompt ab --max-new 9 --temperature 0"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(contains(r.err, "--max-new 9 clamped to 3")) << r.err;
+  EXPECT_TRUE(contains(r.err, "3 tokens generated")) << r.err;
+  // A tokenizer that does not fit is refused, naming the package's file.
+  std::string big = TEST_DATA_DIR "/tokenizer/tokenizer.json";
+  r = run(sample("--prompt ab --max-new 1 --tokenizer '" + big + "'"));
+  EXPECT_EQ(r.code, 1);
+  EXPECT_TRUE(contains(r.err, "has 300 tokens")) << r.err;
+  // A missing file is named.
+  std::filesystem::remove(pkg + "/tokenizer.json");
+  r = run(sample("--prompt ab --max-new 1"));
+  EXPECT_EQ(r.code, 1);
+  EXPECT_TRUE(contains(r.err, pkg + "/tokenizer.json: cannot open")) << r.err;
+}
