@@ -1108,6 +1108,54 @@ int32_t modc_cuda_sync(void) { return 0; }
 """
 
 
+# Tokenizers (--tokenizer, or the one a package names).
+TJ = " --tokenizer {tmp}/"
+TOKUNSUP = ("is not supported (modrun reads byte-level BPE tokenizers: "
+            "docs/runtime.md, \"Tokenizers\")")
+CASES.update({
+    "`TOKENIZER: cannot open: ...` / `TOKENIZER: is a directory, not a tokenizer.json`": [
+        (TOK + "{tmp}/data.txt" + TJ + "tj-none.json", 1,
+         E("{tmp}/tj-none.json: cannot open: No such file or directory")),
+        (TOK + "{tmp}/data.txt" + TJ, 1,
+         E("{tmp}/: is a directory, not a tokenizer.json"))],
+    "`TOKENIZER: not valid JSON: ...` / `TOKENIZER: must be a JSON object (a Hugging Face tokenizer.json), got ...`": [
+        (TOK + "{tmp}/data.txt" + TJ + "tj-bad.json", 1,
+         R(r"modrun: error: {tmp}/tj-bad.json: not valid JSON: .+")),
+        (TOK + "{tmp}/data.txt" + TJ + "tj-array.json", 1,
+         E("{tmp}/tj-array.json: must be a JSON object (a Hugging Face "
+           "tokenizer.json), got array"))],
+    "`TOKENIZER: KEY: WHAT is not supported (modrun reads byte-level BPE tokenizers: docs/runtime.md, \"Tokenizers\")`": [
+        (TOK + "{tmp}/data.txt" + TJ + "tj-unigram.json", 1,
+         E("{tmp}/tj-unigram.json: model.type: 'Unigram' " + TOKUNSUP)),
+        (TOK + "{tmp}/data.txt" + TJ + "tj-nfc.json", 1,
+         E("{tmp}/tj-nfc.json: normalizer: a normalizer ('NFC') " + TOKUNSUP))],
+    "`TOKENIZER: KEY: missing` and other `TOKENIZER: KEY: ...` messages": [
+        (TOK + "{tmp}/data.txt" + TJ + "tj-nomerges.json", 1,
+         E("{tmp}/tj-nomerges.json: model.merges: missing")),
+        (TOK + "{tmp}/data.txt" + TJ + "tj-badmerge.json", 1,
+         E("{tmp}/tj-badmerge.json: model.merges[0]: 'zz' is not in "
+           "model.vocab"))],
+    "`TOKENIZER: byte 0xXX has no token: model.vocab lacks its byte-level symbol 'S' (an unknown byte needs byte_fallback, which modrun does not support)`": [
+        (TOK + "{tmp}/ff.txt" + TJ + "tj-noff.json", 1,
+         E("{tmp}/tj-noff.json: byte 0xFF has no token: model.vocab lacks "
+           "its byte-level symbol '\u00ff' (an unknown byte needs "
+           "byte_fallback, which modrun does not support)"))],
+    "`PKG: the tokenizer TOKENIZER has N tokens (ids up to M), more than the model's vocab_size V`": [
+        (SAMPLE + " --prompt hi --max-new 1" + TJ + "tj.json", 1,
+         E("{tmp}/pa: the tokenizer {tmp}/tj.json has 300 tokens (ids up "
+           "to 299), more than the model's vocab_size 256"))],
+    "`--prompt is N tokens, longer than the model's context of S tokens (seq_len)`": [
+        (SAMPLE + " --prompt abcdefghijkl --max-new 1" + TJ + "tj-small.json",
+         1, E("--prompt is 11 tokens, longer than the model's context of 8 "
+              "tokens (seq_len)"))],
+    "`PKG/manifest.json: manifest key 'tokenizer': \"X\" must be a file name relative to the package directory, inside it`": [
+        ("{modrun} info {tmp}/k-tok", 1,
+         E("{tmp}/k-tok/manifest.json: manifest key 'tokenizer': "
+           "\"../tokenizer.json\" must be a file name relative to the "
+           "package directory, inside it"))],
+})
+
+
 def write_st(path, tensors, metadata=None, raw_header=None, data=b""):
     """Writes a safetensors file: tensors is [(name, dtype, shape, bytes)]."""
     if raw_header is None:
@@ -1316,6 +1364,39 @@ def setup(tmp, modc, modrun, root):
     st("s-hole.st", [("x", [1], [0, 4]), ("y", [1], [8, 12])], 12)
     st("s-extra.st", [("x", [1], [0, 4])], 8)
 
+    # Tokenizers: the 300-token fixture, broken copies of it, and a small
+    # one (98 tokens) that fits package A.
+    tj = json.load(open(os.path.join(root, "test/data/tokenizer/tokenizer.json"),
+                        encoding="utf-8"))
+    def tokenizer(name, change=None, text=None):
+        t = json.loads(json.dumps(tj))
+        if change:
+            change(t)
+        with open(path(name), "w", encoding="utf-8") as f:
+            f.write(text if text is not None else json.dumps(t))
+    tokenizer("tj.json")
+    tokenizer("tj-bad.json", text="{")
+    tokenizer("tj-array.json", text="[]")
+    tokenizer("tj-unigram.json", lambda t: t["model"].update(type="Unigram"))
+    tokenizer("tj-nfc.json", lambda t: t.update(normalizer={"type": "NFC"}))
+    tokenizer("tj-nomerges.json", lambda t: t["model"].pop("merges"))
+    tokenizer("tj-badmerge.json",
+              lambda t: t["model"].update(merges=["a zz"]))
+    def no_ff(t):
+        t["model"]["vocab"].pop("\u00ff")
+        t["model"]["merges"] = [m for m in t["model"]["merges"]
+                                if "\u00ff" not in m]
+    tokenizer("tj-noff.json", no_ff)
+    write("ff.txt", b"abcd\xff", "wb")
+    vocab = {"\u0120": 0, "ab": 95, "\u0120a": 96}
+    vocab.update({chr(b): b - 0x20 for b in range(0x21, 0x7f)})
+    tokenizer("tj-small.json", text=json.dumps({
+        "added_tokens": [{"id": 97, "content": "<|end|>", "special": True}],
+        "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False},
+        "decoder": {"type": "ByteLevel"},
+        "model": {"type": "BPE", "vocab": vocab,
+                  "merges": ["a b", "\u0120 a"]}}))
+
     # Copies of package A with one part damaged.
     man = json.load(open(path("pa", "manifest.json")))
     lib = open(path("pa", "libmodel.so"), "rb").read()
@@ -1342,6 +1423,8 @@ def setup(tmp, modc, modrun, root):
         lambda m: m.update(compiler_version="0.0.0-edited")))
     make_package(tmp, "k-key", "pa", edited(lambda m: m["model"].pop("seq_len")))
     make_package(tmp, "k-adamw", "pa", edited(lambda m: m["entries"].pop("adamw")))
+    make_package(tmp, "k-tok", "pa", edited(
+        lambda m: m.update(tokenizer="../tokenizer.json")))
     manc = json.load(open(path("pc", "manifest.json")))
     manc["entries"]["decode"] = man["entries"]["decode"]
     make_package(tmp, "k-decode", "pc", manc)

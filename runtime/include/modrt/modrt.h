@@ -15,6 +15,7 @@
 #include "modrt/Generate.h"
 #include "modrt/Package.h"
 #include "modrt/Tensor.h"
+#include "modrt/Tokenizer.h"
 #include "modrt/Training.h"
 
 #endif // MODRT_MODRT_H
