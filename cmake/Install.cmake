@@ -52,6 +52,6 @@ set(CPACK_PACKAGE_DESCRIPTION_SUMMARY
     "Compiler and runtime for Mixture-of-Depths transformers")
 set(CPACK_PACKAGE_CONTACT "modc developers")
 set(CPACK_DEBIAN_PACKAGE_DEPENDS
-    "libmlir-22, libllvm22, libopenblas0-openmp | libopenblas0, libgomp1, g++, nlohmann-json3-dev")
+    "libmlir-22, libllvm22, libopenblas0-openmp | libopenblas0, libgomp1, g++, nlohmann-json3-dev, libpcre2-8-0")
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
 include(CPack)
