@@ -17,13 +17,16 @@ this script, it reads the files it wrote, which are committed:
                        String, MergedWithPrevious, Removed with invert,
                        Contiguous digits) and add_prefix_space
   expected.json        for each file, the ids `tokenizers` gives for a set of
-                       strings (ASCII, accents, CJK, emoji, digits, runs of
-                       spaces and newlines, the special token)
+                       strings (ASCII, accents, CJK, emoji, numerals, runs of
+                       spaces and newlines, the special token, and random
+                       mixtures of those) and, where they differ from the
+                       text, its decodings with and without special tokens
 
 test/runtime/TokenizerTest.cpp must reproduce these ids exactly.
 """
 import json
 import os
+import random
 import sys
 
 from tokenizers import (Regex, Tokenizer, decoders, models, pre_tokenizers,
@@ -73,7 +76,17 @@ STRINGS = [
     "unseen: ѬѭѮ ψχω ﷽ 𝔘𝔫𝔦𝔠𝔬𝔡𝔢",
     "   ",
     "\n",
+    "Roman Ⅻ, ² and ½, Arabic ٣٤٥, fullwidth １２",
 ]
+
+# Random strings from a soup of the pieces the pre-tokenizers treat
+# specially (contractions, numerals of every kind, Unicode spaces, the
+# special token and near misses), the same on every run.
+SOUP = (list("abcdefghijklmnopqrstuvwxyzABCXYZ0123456789 \t\n\r'.,!?-_()\"")
+        + ["  ", "   ", "\n\n", "'s", "'ll", "'RE", "é", "ß", "Ü", "日", "本",
+           "の", "٣", "½", "²", "Ⅻ", "🙂", "👍🏽", "\u00a0", "\u2003",
+           "\u200b", "<|endoftext|>", "<|endoftext", "ﬁ", "x", "q", "z"])
+RANDOM_STRINGS = 25
 
 
 LLAMA3_PATTERN = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|"
@@ -102,6 +115,20 @@ def build(pre, list_merges, ignore_merges=False):
     return Tokenizer.from_str(json.dumps(data)), data
 
 
+def case(tok, text):
+    """The ids of `text` and, where they differ from the text, its decodings
+    with and without special tokens."""
+    ids = tok.encode(text, add_special_tokens=False).ids
+    out = {"text": text, "ids": ids}
+    decoded = tok.decode(ids, skip_special_tokens=False)
+    if decoded != text:
+        out["decoded"] = decoded
+    skipped = tok.decode(ids, skip_special_tokens=True)
+    if skipped != decoded:
+        out["decoded_skip_special"] = skipped
+    return out
+
+
 def main():
     os.makedirs(OUT, exist_ok=True)
     expected = {}
@@ -127,21 +154,17 @@ def main():
             pre_tokenizers.ByteLevel(add_prefix_space=True,
                                      use_regex=False)]), False),
     }
+    rng = random.Random(5)
+    soup = ["".join(rng.choice(SOUP) for _ in range(rng.randint(1, 30)))
+            for _ in range(RANDOM_STRINGS)]
     for name, (pre, list_merges, *rest) in variants.items():
         tok, data = build(pre, list_merges, *rest)
         with open(os.path.join(OUT, name), "w", encoding="utf-8") as f:
             json.dump(data, f, ensure_ascii=False, separators=(",", ":"))
-        cases = []
-        for s in STRINGS:
-            ids = tok.encode(s, add_special_tokens=False).ids
-            cases.append({
-                "text": s, "ids": ids,
-                "decoded": tok.decode(ids, skip_special_tokens=False),
-                "decoded_skip_special": tok.decode(ids,
-                                                   skip_special_tokens=True)})
+        cases = [case(tok, text) for text in STRINGS + soup]
         expected[name] = {"vocab_size": tok.get_vocab_size(), "cases": cases}
     with open(os.path.join(OUT, "expected.json"), "w", encoding="utf-8") as f:
-        json.dump(expected, f, ensure_ascii=False, indent=1)
+        json.dump(expected, f, ensure_ascii=False, separators=(",", ":"))
         f.write("\n")
 
 

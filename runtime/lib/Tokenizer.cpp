@@ -268,8 +268,10 @@ void splitAt(const std::string &s,
 /// One step of the pre-tokenizer.
 struct PreStep {
   enum Kind { Split, Digits, ByteLevel } kind = Split;
-  std::shared_ptr<Regex> regex; ///< Split with a Regex pattern; ByteLevel
-  std::string literal;          ///< Split with a String pattern
+  /// Split with a Regex pattern; Digits (one numeric character); ByteLevel
+  /// with use_regex.
+  std::shared_ptr<Regex> regex;
+  std::string literal; ///< Split with a String pattern
   Behavior behavior = Behavior::Isolated;
   bool invert = false;
   bool individualDigits = false;
@@ -290,11 +292,10 @@ struct PreStep {
       splitAt(piece, matches, behavior, invert, out);
       return;
     case Digits:
-      // Every ASCII digit is a match of its own; Contiguous joins runs.
-      for (size_t i = 0; i < piece.size(); ++i)
-        if (piece[i] >= '0' && piece[i] <= '9')
-          matches.emplace_back(i, i + 1);
-      splitAt(piece, matches,
+      // Every numeric character (Unicode categories Nd, Nl and No, as
+      // Rust's char::is_numeric in `tokenizers`) is a match of its own;
+      // Contiguous joins runs.
+      splitAt(piece, regex->findAll(piece),
               individualDigits ? Behavior::Isolated : Behavior::Contiguous,
               false, out);
       return;
@@ -523,6 +524,8 @@ void readPreTokenizer(const Reader &r, const json &v, const std::string &path,
     step.kind = PreStep::Digits;
     step.individualDigits =
         r.boolean(v, "individual_digits", path + ".individual_digits", false);
+    step.regex = std::make_shared<Regex>(
+        "\\p{N}", fmt::format("{}: {}", r.where(), path));
   } else if (type == "ByteLevel") {
     r.onlyKeys(v, path,
                {"type", "add_prefix_space", "trim_offsets", "use_regex"});

@@ -3,9 +3,10 @@
 // The BPE must give exactly the ids Hugging Face `tokenizers` gives: the
 // fixtures in test/data/tokenizer were written by
 // scripts/make-test-tokenizer.py with `tokenizers` (expected.json holds its
-// ids and decodings), four pre-tokenizer set-ups over the same kind of
-// text. Then the byte tokenizer, Utf8Stream and the errors of reading a
-// tokenizer.json.
+// ids and decodings), four pre-tokenizer set-ups, 41 strings each (16 chosen,
+// 25 random mixtures of numerals of every kind, Unicode spaces,
+// contractions, emoji and special tokens). Then the byte tokenizer, Utf8Stream
+// and the errors of reading a tokenizer.json.
 //
 //===----------------------------------------------------------------------===//
 #include "modrt/Tokenizer.h"
@@ -117,9 +118,11 @@ TEST(TokenizerTest, MatchesHuggingFaceTokenizers) {
       SCOPED_TRACE(text);
       std::vector<int32_t> ids = c["ids"];
       EXPECT_EQ(tok.encode(text), ids);
-      EXPECT_EQ(tok.decode(ids), c["decoded"].get<std::string>());
+      // The decodings are stored where they differ from the text.
+      std::string decoded = c.value("decoded", text);
+      EXPECT_EQ(tok.decode(ids), decoded);
       EXPECT_EQ(tok.decode(ids, /*skipSpecial=*/true),
-                c["decoded_skip_special"].get<std::string>());
+                c.value("decoded_skip_special", decoded));
     }
   }
 }
