@@ -91,6 +91,16 @@ def run(build, modrun, modc, fake, tmp):
                        ("b", "I32", [], [7]),
                        ("c", "F32", [0, 3], [])]))
     write("safetensors", "empty", safetensors([], {}))
+    # tokenizer: the fixture tokenizers of test/data/tokenizer, each followed
+    # by a NUL and a text to encode.
+    for name, text in (
+            ("tokenizer", "Grüße 12345 ½ 日本語 🙂<|endoftext|>x"),
+            ("gpt2-tokenizer", "It's what they'd said:\n\n  spaces\t"),
+            ("llama3-tokenizer", "Numbers 1234567 and CAFÉ'S"),
+            ("split-tokenizer", "a b, c. xyz 42")):
+        with open(os.path.join(ROOT, "test", "data", "tokenizer",
+                               name + ".json"), "rb") as f:
+            write("tokenizer", name, f.read() + b"\0" + text.encode())
     # Half precision as pretrained checkpoints hold it: +-0, +-inf, NaN, the
     # largest and smallest (subnormal) values, ordinary numbers.
     write("safetensors", "half",
