@@ -390,9 +390,10 @@ std::vector<std::string> PlanEmitter::optimizerScalarArgs(bool cuda) {
            modk::OptimizerOp::kElements)) {
     if (scalar == "grad_scale")
       args.push_back(cuda ? "ctl" : "scale"); // CUDA: on the device
-    else if (scalar == "decay")
-      args.push_back(
-          "1.0f - args->lr * (kDecay[i] ? args->weight_decay : 0.0f)");
+    else if (scalar == "decay") // CUDA: the decayed value, chosen per flag
+      args.push_back(cuda ? "1.0f - args->lr * args->weight_decay"
+                          : "1.0f - args->lr * (kDecay[i] ? "
+                            "args->weight_decay : 0.0f)");
     else if (scalar == "step_size" || scalar == "inv_sqrt_bc2")
       args.push_back(scalar.str());
     else

@@ -161,7 +161,8 @@ protected:
   static std::string optimizerStepScalars();
   /// The arguments of modc_optimizer_update after the elements' pointers,
   /// in the order of modk.optimizer's scalars, for parameter `i` of
-  /// modc_adamw's loop (CUDA: `ctl`, the device state, for grad_scale).
+  /// modc_adamw's loop (CUDA: `ctl`, the device state, for grad_scale, and
+  /// for decay the decayed value, which the kernel picks per parameter).
   static std::vector<std::string> optimizerScalarArgs(bool cuda);
   /// Fails unless the module has the modk.optimizer of `grad`'s parameters.
   mlir::LogicalResult checkOptimizer(modk::EntryOp grad);

@@ -1272,6 +1272,11 @@ LogicalResult RotateHalfOp::verify() {
 LogicalResult OptimizerOp::verify() {
   if (getParams().empty())
     return emitOpError("updates no parameter: params is empty");
+  if (std::optional<ArrayRef<bool>> copies = getBf16Copies())
+    if (copies->size() != getParams().size())
+      return emitOpError("has ")
+             << copies->size() << " bf16_copies flags for "
+             << getParams().size() << " parameters";
   return success();
 }
 

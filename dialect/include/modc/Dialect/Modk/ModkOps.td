@@ -589,8 +589,15 @@ def Modk_OptimizerOp : Modk_Op<"optimizer", [Symbol, IsolatedFromAbove,
     as they do for `modk.rows`: the norm's sum, and the element loop of the
     update, with what depends only on the scalars hoisted out of it. A
     non-finite ‖g‖ updates nothing.
+
+    `bf16_copies` (set by modk-keep-bf16-weights for a CUDA target), one
+    flag a parameter: the parameter also lives on the device as bf16, the
+    copy that the bf16 products fed by TMA read. The update writes the new
+    p, rounded to bf16, into that copy as it writes p, so no call rounds
+    the weights again.
   }];
-  let arguments = (ins SymbolNameAttr:$sym_name, Modk_ParamList:$params);
+  let arguments = (ins SymbolNameAttr:$sym_name, Modk_ParamList:$params,
+                   OptionalAttr<DenseBoolArrayAttr>:$bf16_copies);
   let regions = (region SizedRegion<1>:$body, MaxSizedRegion<1>:$norm);
   let assemblyFormat = "$sym_name attr-dict-with-keyword $body (`norm` $norm^)?";
   let hasVerifier = 1;
@@ -607,6 +614,11 @@ def Modk_OptimizerOp : Modk_Op<"optimizer", [Symbol, IsolatedFromAbove,
     static constexpr unsigned kElements = 4;
     /// The values the body yields: the new p, m and v.
     static constexpr unsigned kResults = 3;
+    /// Whether parameter `index` keeps a bf16 copy (`bf16_copies`).
+    bool keepsBf16Copy(size_t index) {
+      std::optional<llvm::ArrayRef<bool>> copies = getBf16Copies();
+      return copies && index < copies->size() && (*copies)[index];
+    }
   }];
 }
 
