@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <dlfcn.h>
 
@@ -289,12 +290,14 @@ void CudaExecutor::adamw(const modc_adamw_args &h) {
   d.m = m.data();
   d.v = v.data();
   d.grad_norm = static_cast<float *>(slot("grad_norm", sizeof(float)));
-  int32_t status = entries.adamw(&d);
-  // The norm is reported even when it is not finite; then the update is
-  // refused on the device and both copies keep their values.
+  check(entries.adamw(&d), "adamw");
+  // The package enqueues the step without waiting. The norm is reported
+  // even when it is not finite; then the device refused the update and
+  // every copy keeps its values, which the caller learns from this error.
   download(h.grad_norm, d.grad_norm, sizeof(float));
-  check(status, "adamw");
   check(api.sync(), "adamw");
+  if (!std::isfinite(*h.grad_norm))
+    throw Error("adamw failed: the gradient norm is not finite");
   deliver("params", params, h.params);
   deliver("adam_m", m, h.m);
   deliver("adam_v", v, h.v);

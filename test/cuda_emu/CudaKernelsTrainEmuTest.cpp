@@ -862,45 +862,60 @@ bool cpuAdamw(AdamCase &c, const std::vector<int64_t> &sizes,
   return true;
 }
 
-/// The CUDA package's modc_adamw: adamw_norm, then the generated CUDA
-/// update on each tensor, launched as the package launches it.
+/// The CUDA package's modc_adamw: the parameter table, adamw_norm, then the
+/// generated CUDA update of every parameter in one launch, launched as the
+/// package launches it. `copies[i]`, where not empty, is parameter i's bf16
+/// copy, which the update writes.
 void runCudaAdamw(AdamCase &c, const std::vector<int64_t> &sizes,
                   const bool *decay, int64_t step, float lr, float b1, float b2,
-                  float eps, float wd, float clip, float *gradNorm) {
-  std::vector<const float *> g;
-  for (size_t i = 0; i < sizes.size(); ++i)
-    g.push_back(c.g[i].data());
+                  float eps, float wd, float clip, float *gradNorm,
+                  std::vector<std::vector<modk_cuda::bf16>> &copies) {
   const int n = int(sizes.size());
+  std::vector<modk_cuda::AdamTensor> tensors(n);
+  int64_t chunks = 0;
+  for (int i = 0; i < n; ++i) {
+    tensors[i] = {c.p[i].data(), c.g[i].data(), c.m[i].data(), c.v[i].data(),
+                  copies[i].empty() ? nullptr : copies[i].data(), sizes[i],
+                  chunks, decay[i] ? 1 : 0};
+    chunks += modk_cuda::adamChunks(sizes[i]);
+  }
+  const modk_cuda::AdamTensor *table = modk_cuda::adamw_tensors(tensors, nullptr);
+  ASSERT_NE(table, nullptr);
   std::vector<double> scratch(
       modk_cuda::adamw_scratch_bytes(sizes.data(), n) / 8 + 1);
   const modk_cuda::AdamCtl *ctl = modk_cuda::adamw_norm(
-      gen_cuda::gradNormTerms, g.data(), sizes.data(), n, clip, gradNorm,
+      gen_cuda::gradNormTerms, table, n, chunks, clip, gradNorm,
       scratch.data(), nullptr);
   const StepScalars k(step, lr, b1, b2, eps);
-  for (int i = 0; i < n; ++i)
-    MODC_LAUNCH(gen_cuda::adamwUpdate,
-                unsigned(std::min<int64_t>(
-                    modk_cuda::ceilDiv(sizes[i], modk_cuda::detail::kThreads),
-                    modk_cuda::detail::kMaxGrid)),
-                modk_cuda::detail::kThreads, 0, nullptr, sizes[i],
-                c.p[i].data(), c.g[i].data(), c.m[i].data(), c.v[i].data(), ctl,
-                1.0f - lr * (decay[i] ? wd : 0.0f), k.beta1, k.beta2, k.eps,
-                k.stepSize, k.invSqrtBc2);
+  // Fewer blocks than chunks, so that a block updates several chunks.
+  MODC_LAUNCH(gen_cuda::adamwUpdate, unsigned(std::max<int64_t>(1, chunks / 2)),
+              modk_cuda::detail::kThreads, 0, nullptr, table, n, chunks, ctl,
+              1.0f - lr * wd, k.beta1, k.beta2, k.eps, k.stepSize,
+              k.invSqrtBc2);
 }
 
 void checkAdamw(float clip, bool expectClipped, bool poison) {
-  const std::vector<int64_t> sizes = {1000, 37, 20000}; // 20000: 3 chunks
-  const bool decay[] = {true, false, true};
+  // 20000: 3 chunks; an empty parameter owns none.
+  const std::vector<int64_t> sizes = {1000, 37, 0, 20000};
+  const bool decay[] = {true, false, true, true};
   const int64_t step = 3;
   const float lr = 1e-3f, b1 = 0.9f, b2 = 0.95f, eps = 1e-8f, wd = 0.1f;
   AdamCase base = makeAdamCase(sizes, 161);
   if (poison)
-    base.g[2][12345] = std::numeric_limits<float>::quiet_NaN();
+    base.g[3][12345] = std::numeric_limits<float>::quiet_NaN();
   AdamCase want = base, got = base;
+  // Parameters 0 and 3 keep bf16 copies, holding their values before the
+  // step (as optimizerCopyOf leaves them).
+  std::vector<std::vector<modk_cuda::bf16>> copies(sizes.size());
+  for (size_t i : {size_t(0), size_t(3)})
+    for (float x : base.p[i])
+      copies[i].push_back(modk_cuda::bf16(x));
+  const auto before = copies;
   float wantNorm = -1.0f, gotNorm = -1.0f;
   const bool ok =
       cpuAdamw(want, sizes, decay, step, lr, b1, b2, eps, wd, clip, &wantNorm);
-  runCudaAdamw(got, sizes, decay, step, lr, b1, b2, eps, wd, clip, &gotNorm);
+  runCudaAdamw(got, sizes, decay, step, lr, b1, b2, eps, wd, clip, &gotNorm,
+               copies);
   EXPECT_EQ(ok, !poison);
   if (poison) {
     EXPECT_FALSE(std::isfinite(gotNorm));
@@ -908,6 +923,9 @@ void checkAdamw(float clip, bool expectClipped, bool poison) {
       EXPECT_EQ(got.p[i], base.p[i]) << "params " << i << " touched";
       EXPECT_EQ(got.m[i], base.m[i]) << "m " << i << " touched";
       EXPECT_EQ(got.v[i], base.v[i]) << "v " << i << " touched";
+      for (size_t j = 0; j < copies[i].size(); ++j)
+        ASSERT_EQ(float(copies[i][j]), float(before[i][j]))
+            << "bf16 copy " << i << " touched at " << j;
     }
     return;
   }
@@ -917,7 +935,57 @@ void checkAdamw(float clip, bool expectClipped, bool poison) {
     expectClose(got.p[i], want.p[i], 1e-5, "params");
     expectClose(got.m[i], want.m[i], 1e-5, "m");
     expectClose(got.v[i], want.v[i], 1e-5, "v");
+    // The copy is the new master rounded to bf16, element for element.
+    for (size_t j = 0; j < copies[i].size(); ++j)
+      ASSERT_EQ(float(copies[i][j]), float(modk_cuda::bf16(got.p[i][j])))
+          << "bf16 copy " << i << " at " << j;
   }
+}
+
+// A step that writes a parameter's bf16 copy leaves it current: the next
+// call's products reuse it without rounding the weight again, while a
+// weight the step did not copy is rounded again.
+TEST(CudaTrainKernels, AdamwKeepsBf16CopiesCurrent) {
+  namespace d = modk_cuda::detail;
+  std::vector<float> a = randomFloats(300, 5), b = randomFloats(200, 6);
+  modk_cuda::declare_params_version(41);
+  auto roundings = [] { return d::tmaStats().roundings; };
+  const modk_cuda::bf16 *copyA, *copyB;
+  {
+    modk_cuda::WeightCopyScope scope; // a forward: rounds both
+    const int64_t r0 = roundings();
+    copyA = d::weightCopyFor(a.data(), 300, nullptr);
+    copyB = d::weightCopyFor(b.data(), 200, nullptr);
+    EXPECT_EQ(roundings() - r0, 2);
+  }
+  // The step: a's copy is current, so the optimizer takes it as it is.
+  int64_t r0 = roundings();
+  modk_cuda::bf16 *stepA = d::optimizerCopyOf(a.data(), 300, nullptr);
+  EXPECT_EQ(stepA, copyA);
+  EXPECT_EQ(roundings(), r0);
+  for (float &x : a)
+    x *= 0.5f; // what the update writes, master and copy alike
+  for (int i = 0; i < 300; ++i)
+    stepA[i] = modk_cuda::bf16(a[i]);
+  for (float &x : b)
+    x *= 0.5f;
+  const modk_cuda::bf16 *written[] = {stepA, nullptr};
+  modk_cuda::params_written(written, 2);
+  {
+    modk_cuda::WeightCopyScope scope; // the next forward: rounds b only
+    r0 = roundings();
+    EXPECT_EQ(d::weightCopyFor(a.data(), 300, nullptr), copyA);
+    EXPECT_EQ(d::weightCopyFor(b.data(), 200, nullptr), copyB);
+    EXPECT_EQ(roundings() - r0, 1);
+    for (int i = 0; i < 200; ++i)
+      ASSERT_EQ(float(copyB[i]), float(modk_cuda::bf16(b[i]))) << i;
+  }
+  // New values from the caller (a new version): the optimizer rounds first.
+  modk_cuda::declare_params_version(42);
+  r0 = roundings();
+  d::optimizerCopyOf(a.data(), 300, nullptr);
+  EXPECT_EQ(roundings() - r0, 1);
+  modk_cuda::declare_params_version(0);
 }
 
 TEST(CudaTrainKernels, AdamwClippingActive) { checkAdamw(0.5f, true, false); }

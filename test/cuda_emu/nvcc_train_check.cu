@@ -16,9 +16,12 @@ namespace {
 
 // A stand-in for a package's generated modc_optimizer_norm, which
 // adamw_norm launches.
-__global__ void normTerms(const float *g, int64_t n, double *partial) {
-  if (threadIdx.x == 0 && blockIdx.x == 0 && n > 0)
-    partial[0] = double(g[0]) * g[0];
+__global__ void normTerms(const modk_cuda::AdamTensor *tensors, int count,
+                          double *partial) {
+  const modk_cuda::AdamTensor &t =
+      modk_cuda::adamTensorOf(tensors, count, blockIdx.x);
+  if (threadIdx.x == 0 && t.n > 0)
+    partial[blockIdx.x] = double(t.g[0]) * t.g[0];
 }
 
 template <int D, int H, int FF, int S>
@@ -34,9 +37,10 @@ void instantiate(cudaStream_t st) {
   // A bf16 model's (q, k, v bf16: fewer mmas).
   causal_attention_grad<H, HD, true>(f, f, f, f, f, B, seg, i32, S, f, f, f, f,
                                      st);
-  const float *cptrs[1] = {f};
-  const int64_t sizes[1] = {D};
-  adamw_norm(normTerms, cptrs, sizes, 1, 1.0f, f, f, st);
+  const std::vector<AdamTensor> tensors = {
+      {f, f, f, f, nullptr, D, 0, 1}};
+  adamw_norm(normTerms, adamw_tensors(tensors, st), 1, adamChunks(D), 1.0f, f,
+             f, st);
 }
 
 } // namespace

@@ -80,7 +80,7 @@
 static const char kFakeManifest[] =
     R"({
   "format": "modc-package",
-  "abi_version": 5,
+  "abi_version": 6,
   "compiler_version": "0.1.0",
   "target": ")" FAKE_TARGET R"(",
   "cpu": {"march": "x86-64", "features": []},

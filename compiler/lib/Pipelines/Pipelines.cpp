@@ -61,6 +61,8 @@ LogicalResult modc::buildModToModkPipeline(OpPassManager &pm,
           })))
     return failure();
   entry.addPass(std::move(configure));
+  // The products' configurations say which weights they read as bf16.
+  pm.addPass(createKeepBf16Weights());
   return success();
 }
 

@@ -1233,48 +1233,73 @@ LogicalResult PlanEmitter::emitOptimizerKernel() {
   auto argNames = modk::OptimizerOp::getArgumentNames();
   constexpr unsigned kElements = modk::OptimizerOp::kElements;
   // Pointers p, g, m, v; their elements pi, gi, mi, vi; the scalars by
-  // their names. The body yields the new p, m and v.
+  // their names. The body yields the new p, m and v. On CUDA one launch
+  // updates every parameter: a block a chunk, each chunk's parameter read
+  // from the step's table (modk_cuda::AdamTensor), `decay` chosen by the
+  // parameter's flag.
   KernelStatements stmts(cuda);
-  std::vector<std::string> params = {"int64_t n"};
+  std::vector<std::string> params;
+  if (cuda)
+    params = {"const modk_cuda::AdamTensor *tensors", "int count",
+              "int64_t chunks"};
+  else
+    params = {"int64_t n"};
   for (auto [k, arg] : llvm::enumerate(body.getArguments())) {
     std::string argName = argNames[k].str();
     if (k < kElements) {
       stmts.setName(arg, argName + "i");
-      params.push_back(
-          fmt::format("{}float *{}", argName == "g" ? "const " : "", argName));
+      if (!cuda)
+        params.push_back(fmt::format("{}float *{}",
+                                     argName == "g" ? "const " : "", argName));
       continue;
     }
     stmts.setName(arg, argName);
     if (cuda && argName == "grad_scale")
       params.push_back("const modk_cuda::AdamCtl *ctl");
+    else if (cuda && argName == "decay")
+      params.push_back("float decayed");
     else
       params.push_back("float " + argName);
   }
-  stmts.findInvariants(
-      body, [&](BlockArgument arg) { return arg.getArgNumber() >= kElements; });
-  os << fmt::format("/// modk.optimizer @{}: one step's update of the n "
-                    "elements of a parameter.\n",
-                    optimizer.getSymName());
-  if (cuda)
+  // On CUDA, `decay` is a parameter's: what reads it is computed per chunk.
+  stmts.findInvariants(body, [&](BlockArgument arg) {
+    return arg.getArgNumber() >= kElements &&
+           !(cuda && argNames[arg.getArgNumber()] == "decay");
+  });
+  auto once = [&](Operation &o) { return stmts.rowInvariant(o); };
+  auto perElement = [&](Operation &o) {
+    return !stmts.rowInvariant(o) || isa<arith::ConstantOp>(o);
+  };
+  if (cuda) {
     os << fmt::format(
+        "/// modk.optimizer @{}: one step's update of every parameter.\n"
         "__global__ __launch_bounds__(modk_cuda::detail::kThreads) void "
         "modc_optimizer_update({}) {{\n"
         "  if (!ctl->finite)\n"
         "    return; // a non-finite gradient must not reach the weights\n"
         "  const float grad_scale = ctl->scale;\n",
-        fmt::join(params, ", "));
-  else
-    os << fmt::format("void modc_optimizer_update({}) {{\n",
-                      fmt::join(params, ", "));
-  auto once = [&](Operation &o) { return stmts.rowInvariant(o); };
-  auto perElement = [&](Operation &o) {
-    return !stmts.rowInvariant(o) || isa<arith::ConstantOp>(o);
-  };
+        optimizer.getSymName(), fmt::join(params, ", "));
+  } else {
+    os << fmt::format("/// modk.optimizer @{}: one step's update of the n "
+                      "elements of a parameter.\n"
+                      "void modc_optimizer_update({}) {{\n",
+                      optimizer.getSymName(), fmt::join(params, ", "));
+  }
   if (failed(stmts.writeOps(body, once, 2, os)))
     return failure();
   if (cuda)
-    os << "  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; "
-          "i < n;\n       i += int64_t(gridDim.x) * blockDim.x) {\n";
+    os << "  for (int64_t chunk = blockIdx.x; chunk < chunks; chunk += "
+          "gridDim.x) {\n"
+          "    const modk_cuda::AdamTensor &t = "
+          "modk_cuda::adamTensorOf(tensors, count, chunk);\n"
+          "    float *p = t.p, *m = t.m, *v = t.v;\n"
+          "    const float *g = t.g;\n"
+          "    const float decay = t.decays ? decayed : 1.0f;\n"
+          "    const int64_t i0 = (chunk - t.firstChunk) * "
+          "modk_cuda::train_detail::kNormChunk;\n"
+          "    const int64_t i1 = modk_cuda::detail::minI64(t.n, i0 + "
+          "modk_cuda::train_detail::kNormChunk);\n"
+          "  for (int64_t i = i0 + threadIdx.x; i < i1; i += blockDim.x) {\n";
   else
     os << "#pragma omp parallel for simd if (n > "
           "modk_cpu::detail::kMinParallelWork)\n"
@@ -1289,6 +1314,11 @@ LogicalResult PlanEmitter::emitOptimizerKernel() {
   static constexpr const char *kYielded[] = {"p", "m", "v"};
   for (auto [k, v] : llvm::enumerate(body.getTerminator()->getOperands()))
     os << fmt::format("    {}[i] = {};\n", kYielded[k], stmts[v]);
+  // The parameter's bf16 copy (bf16_copies), written with the master.
+  if (cuda)
+    os << fmt::format("    if (t.copy)\n      t.copy[i] = "
+                      "modk_cuda::bf16({});\n  }}\n",
+                      stmts[body.getTerminator()->getOperand(0)]);
   os << "  }\n}\n\n";
   return emitOptimizerNorm();
 }
@@ -1296,27 +1326,34 @@ LogicalResult PlanEmitter::emitOptimizerKernel() {
 LogicalResult PlanEmitter::emitOptimizerNorm() {
   // The sum of the `norm` region's f64 terms over g[0, n), in chunks of a
   // size that depends only on n, added in chunk order: the same sum for
-  // any thread count. On CUDA a block a chunk writes its partial sum, and
-  // the prelude's adamFinish adds the partials in order.
+  // any thread count. On CUDA one launch covers every parameter, a block a
+  // chunk writing its partial sum, and the prelude's adamFinish adds the
+  // partials in order.
   bool cuda = targetIsCuda();
   Block &norm = optimizer.getNorm().front();
   KernelStatements stmts(cuda);
   stmts.setName(norm.getArgument(0), "gi");
-  os << "/// The squared gradient norm's terms of one tensor, summed in f64 "
-        "(modk.optimizer's\n/// `norm`).\n";
   if (cuda)
-    os << "__global__ __launch_bounds__(modk_cuda::detail::kThreads) void "
-          "modc_optimizer_norm(const float *g, int64_t n, double *partial) "
-          "{\n"
+    os << "/// The squared gradient norm's terms of every parameter, summed "
+          "in f64 a chunk a\n/// block (modk.optimizer's `norm`).\n"
+          "__global__ __launch_bounds__(modk_cuda::detail::kThreads) void "
+          "modc_optimizer_norm(const modk_cuda::AdamTensor *tensors, int "
+          "count, double *partial) {\n"
           "  __shared__ double scratch[32];\n"
-          "  const int64_t i0 = int64_t(blockIdx.x) * "
+          "  const int64_t chunk = blockIdx.x;\n"
+          "  const modk_cuda::AdamTensor &t = "
+          "modk_cuda::adamTensorOf(tensors, count, chunk);\n"
+          "  const float *g = t.g;\n"
+          "  const int64_t i0 = (chunk - t.firstChunk) * "
           "modk_cuda::train_detail::kNormChunk;\n"
-          "  const int64_t i1 = modk_cuda::detail::minI64(n, i0 + "
+          "  const int64_t i1 = modk_cuda::detail::minI64(t.n, i0 + "
           "modk_cuda::train_detail::kNormChunk);\n"
           "  double acc = 0.0;\n"
           "  for (int64_t i = i0 + threadIdx.x; i < i1; i += blockDim.x) {\n";
   else
-    os << "double modc_optimizer_norm(const float *g, int64_t n) {\n"
+    os << "/// The squared gradient norm's terms of one tensor, summed in f64 "
+          "(modk.optimizer's\n/// `norm`).\n"
+          "double modc_optimizer_norm(const float *g, int64_t n) {\n"
           "  double total = 0.0;\n"
           "  modk_cpu::detail::chunkedReduce<double>(\n"
           "      n, 1, &total, n > modk_cpu::detail::kMinParallelWork,\n"
@@ -1331,7 +1368,7 @@ LogicalResult PlanEmitter::emitOptimizerNorm() {
                     stmts[norm.getTerminator()->getOperand(0)]);
   if (cuda)
     os << "  const double total = modk_cuda::blockSum(acc, scratch);\n"
-          "  if (threadIdx.x == 0)\n    partial[blockIdx.x] = total;\n}\n\n";
+          "  if (threadIdx.x == 0)\n    partial[chunk] = total;\n}\n\n";
   else
     os << "    part[0] += acc;\n  });\n  return total;\n}\n\n";
   return success();

@@ -17,7 +17,7 @@
 extern "C" {
 #endif
 
-#define MODC_ABI_VERSION 5u
+#define MODC_ABI_VERSION 6u
 
 /// Selection rule of routed layers (docs/model-format.md sections 3 and 4).
 enum modc_route_mode { MODC_MODE_TOPK = 0, MODC_MODE_CAUSAL = 1 };
@@ -161,8 +161,9 @@ const char *modc_last_error(void);
 /// pointer is a device pointer; the pointer tables (params, grads, m, v) stay
 /// in host memory and hold device pointers. Entry points check their host-
 /// visible arguments, enqueue the plan on the package's stream and return
-/// without waiting, except modc_adamw, which reads the gradient norm back
-/// so that a non-finite gradient never reaches the weights. Row counts stay
+/// without waiting. modc_adamw writes the gradient norm into *grad_norm (a
+/// device float) and updates nothing on the device when it is not finite;
+/// the caller reads it back to learn whether the step happened. Row counts stay
 /// on the device, and modc_decode replays a CUDA graph of the step while its
 /// arguments repeat. They also export the device API below, so that a
 /// runtime drives a package without linking CUDA itself.

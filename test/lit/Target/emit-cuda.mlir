@@ -83,24 +83,30 @@
 // CHECK-NEXT: const int64_t tok = pos[i];
 // CHECK: const float x0 = static_cast<float>(in0[(seq * 16 + tok) * 32 + c]);
 // CHECK: const float t1 = expf(t0);
-// The AdamW update, generated from modk.optimizer: grad_scale and whether
-// the norm is finite come from the device state adamw_norm left.
-// CHECK: __global__ __launch_bounds__(modk_cuda::detail::kThreads) void modc_optimizer_update(int64_t n, float *p, const float *g, float *m, float *v, const modk_cuda::AdamCtl *ctl, float decay, float beta1, float beta2, float eps, float step_size, float inv_sqrt_bc2) {
+// The AdamW update, generated from modk.optimizer: one launch over every
+// parameter, a block a chunk, each chunk's parameter from the step's table;
+// grad_scale and whether the norm is finite come from the device state
+// adamw_norm left, decay from the parameter's flag. Without bf16_copies no
+// parameter has a copy (t.copy is null).
+// CHECK: __global__ __launch_bounds__(modk_cuda::detail::kThreads) void modc_optimizer_update(const modk_cuda::AdamTensor *tensors, int count, int64_t chunks, const modk_cuda::AdamCtl *ctl, float decayed, float beta1, float beta2, float eps, float step_size, float inv_sqrt_bc2) {
 // CHECK-NEXT: if (!ctl->finite)
 // CHECK-NEXT: return;
 // CHECK-NEXT: const float grad_scale = ctl->scale;
+// CHECK: const modk_cuda::AdamTensor &t = modk_cuda::adamTensorOf(tensors, count, chunk);
+// CHECK: const float decay = t.decays ? decayed : 1.0f;
 // CHECK: const float {{t[0-9]+}} = sqrtf(
 // CHECK: p[i] =
 // CHECK-NEXT: m[i] =
 // CHECK-NEXT: v[i] =
-// The gradient norm's terms: a block's f64 partial sum per chunk, which
-// adamw_norm launches and adamFinish adds in order.
-// CHECK: __global__ __launch_bounds__(modk_cuda::detail::kThreads) void modc_optimizer_norm(const float *g, int64_t n, double *partial) {
+// CHECK-NEXT: if (t.copy)
+// The gradient norm's terms: a block's f64 partial sum per chunk of every
+// parameter, which adamw_norm launches once and adamFinish adds in order.
+// CHECK: __global__ __launch_bounds__(modk_cuda::detail::kThreads) void modc_optimizer_norm(const modk_cuda::AdamTensor *tensors, int count, double *partial) {
 // CHECK: const double [[GD:t[0-9]+]] = static_cast<double>(gi);
 // CHECK-NEXT: const double [[SQ:t[0-9]+]] = __dmul_rn([[GD]], [[GD]]);
 // CHECK-NEXT: acc += [[SQ]];
 // CHECK: modk_cuda::blockSum(acc, scratch);
-// CHECK: modc_abi_version(void) { return 5u; }
+// CHECK: modc_abi_version(void) { return 6u; }
 // CHECK: "arch": "sm_90a"
 // CHECK: "target": "cuda"
 // CHECK: constexpr int kArchMajor = 9, kArchMinor = 0;
@@ -169,9 +175,13 @@
 // CHECK: launching the kernels
 // CHECK: static size_t modc_forward_scratch_bytes(int64_t B)
 // CHECK: modc_adamw(const modc_adamw_args *args) {
+// CHECK: static const bool kBf16Copy[] = {false, false,
+// CHECK: const modk_cuda::AdamTensor *table = modk_cuda::adamw_tensors(tensors, s);
 // CHECK: modk_cuda::adamw_norm(
-// CHECK-NEXT: modc_rows::modc_optimizer_norm, args->grads, kSizes, kParams,
+// CHECK-NEXT: modc_rows::modc_optimizer_norm, table, kParams, chunks,
 // CHECK: MODC_LAUNCH(modc_rows::modc_optimizer_update,
+// CHECK-NEXT: unsigned(std::min<int64_t>(chunks, modk_cuda::detail::kMaxGrid)),
+// CHECK-NEXT: modk_cuda::detail::kThreads, 0, s, table, kParams, chunks, ctl, 1.0f - args->lr * args->weight_decay,
 
 // SM80: // Target: CUDA sm_80.
 // SM80: "arch": "sm_80"

@@ -807,13 +807,17 @@ LogicalResult CudaEmitter::emitEntry(modk::EntryOp e) {
 }
 
 void CudaEmitter::emitAdamW(modk::EntryOp grad) {
-  std::string sizes, decay;
+  std::string sizes, decay, copies;
   adamwTables(grad, sizes, decay);
+  for (size_t i = 0, e = grad.getParams().size(); i < e; ++i)
+    copies += optimizer.keepsBf16Copy(i) ? "true, " : "false, ";
   os << fmt::format(R"cpp({0} int32_t
 modc_adamw(const modc_adamw_args *args) {{
   static const int64_t kSizes[] = {{{1}}};
   static const bool kDecay[] = {{{2}}};
-  constexpr int kParams = {3};
+  // modk.optimizer's bf16_copies: the parameters kept on the device as bf16.
+  static const bool kBf16Copy[] = {{{3}}};
+  constexpr int kParams = {4};
   if (!args || !args->params || !args->grads || !args->m || !args->v ||
       !args->grad_norm)
     return fail(1, "modc_adamw: a required pointer is null");
@@ -825,35 +829,44 @@ modc_adamw(const modc_adamw_args *args) {{
   char *scratch = modcScratch(modk_cuda::adamw_scratch_bytes(kSizes, kParams));
   if (!scratch)
     return fail(3, "modc_adamw: cannot allocate device scratch");
-  // The update kernels skip when the norm is not finite, so a bad gradient
-  // never reaches the weights; the norm is read back to say so, as the CPU
-  // package does.
+  // Every parameter in one table, so that the norm and the update are one
+  // launch each; the bf16 copies are written by the update itself.
+  std::vector<modk_cuda::AdamTensor> tensors(kParams);
+  const modk_cuda::bf16 *written[kParams];
+  int64_t chunks = 0;
+  for (int i = 0; i < kParams; ++i) {{
+    modk_cuda::bf16 *copy =
+        kBf16Copy[i] ? modk_cuda::detail::optimizerCopyOf(args->params[i],
+                                                          kSizes[i], s)
+                     : nullptr;
+    tensors[i] = {{args->params[i], args->grads[i], args->m[i], args->v[i],
+                  copy, kSizes[i], chunks, kDecay[i] ? 1 : 0}};
+    written[i] = copy;
+    chunks += modk_cuda::adamChunks(kSizes[i]);
+  }}
+  const modk_cuda::AdamTensor *table = modk_cuda::adamw_tensors(tensors, s);
+  if (!table)
+    return fail(3, "modc_adamw: cannot copy the parameter table to the device");
+  // The update kernel skips when the norm is not finite, so a bad gradient
+  // never reaches the weights; the caller reads *grad_norm to know. Nothing
+  // here waits for the device.
   const modk_cuda::AdamCtl *ctl = modk_cuda::adamw_norm(
-      modc_rows::modc_optimizer_norm, args->grads, kSizes, kParams,
-      args->clip_norm, args->grad_norm, scratch, s);
-{4}  for (int i = 0; i < kParams; ++i)
-    if (kSizes[i] > 0)
-      MODC_LAUNCH(modc_rows::modc_optimizer_update,
-                  unsigned(std::min<int64_t>(
-                      modk_cuda::ceilDiv(kSizes[i], modk_cuda::detail::kThreads),
-                      modk_cuda::detail::kMaxGrid)),
-                  modk_cuda::detail::kThreads, 0, s, kSizes[i], args->params[i],
-                  args->grads[i], args->m[i], args->v[i], {5});
-  // The weights changed: the forward's bf16 copies of them are stale.
-  modk_cuda::params_written();
-  float norm = 0.0f;
-  cudaError_t e = cudaMemcpyAsync(&norm, args->grad_norm, sizeof(float),
-                                  cudaMemcpyDeviceToHost, s);
-  if (e == cudaSuccess)
-    e = cudaStreamSynchronize(s);
+      modc_rows::modc_optimizer_norm, table, kParams, chunks, args->clip_norm,
+      args->grad_norm, scratch, s);
+{5}  if (chunks > 0)
+    MODC_LAUNCH(modc_rows::modc_optimizer_update,
+                unsigned(std::min<int64_t>(chunks, modk_cuda::detail::kMaxGrid)),
+                modk_cuda::detail::kThreads, 0, s, table, kParams, chunks, {6});
+  // The weights changed: the forward's bf16 copies of them are stale, but
+  // for those the update wrote.
+  modk_cuda::params_written(written, kParams);
+  cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess)
-    return cudaFail("modc_adamw", "the AdamW step", e);
-  if (!std::isfinite(norm))
-    return fail(1, "modc_adamw: the gradient norm is not finite");
+    return cudaFail("modc_adamw", "launching the AdamW step", e);
   return 0;
 }}
 )cpp",
-                    kExport, sizes, decay, grad.getParams().size(),
+                    kExport, sizes, decay, copies, grad.getParams().size(),
                     optimizerStepScalars(),
                     fmt::join(optimizerScalarArgs(/*cuda=*/true), ", "));
 }

@@ -66,7 +66,8 @@ struct GenerateOptimizerPass
       OpBuilder b(entry->getContext());
       b.setInsertionPointAfter(entry);
       auto optimizer = modk::OptimizerOp::create(b, entry.getLoc(), "adamw",
-                                                 entry.getParams());
+                                                 entry.getParams(),
+                                                 /*bf16_copies=*/nullptr);
       SmallVector<Type> types(modk::OptimizerOp::getArgumentNames().size(),
                               b.getF32Type());
       SmallVector<Location> locs(types.size(), entry.getLoc());

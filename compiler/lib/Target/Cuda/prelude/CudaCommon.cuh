@@ -298,6 +298,37 @@ struct AdamCtl {
   double squares;
 };
 
+/// One parameter of an optimizer step, as the generated
+/// modc_optimizer_norm and modc_optimizer_update read it: both kernels
+/// cover every parameter in one launch, a block a chunk of kNormChunk
+/// elements (train_detail::kNormChunk), the chunks numbered through the
+/// parameters in ABI order.
+struct AdamTensor {
+  float *p;
+  const float *g;
+  float *m;
+  float *v;
+  bf16 *copy;          ///< the parameter's bf16 copy (bf16_copies), or null
+  int64_t n;           ///< elements
+  int64_t firstChunk;  ///< the chunks of the parameters before it
+  int64_t decays;      ///< weight decay applies (the manifest's "decay")
+};
+
+/// The parameter that chunk `chunk` belongs to: the last with firstChunk <=
+/// chunk (a parameter of no element owns no chunk).
+__host__ __device__ inline const AdamTensor &
+adamTensorOf(const AdamTensor *tensors, int count, int64_t chunk) {
+  int lo = 0, hi = count - 1;
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) / 2;
+    if (tensors[mid].firstChunk <= chunk)
+      lo = mid;
+    else
+      hi = mid - 1;
+  }
+  return tensors[lo];
+}
+
 } // namespace modk_cuda
 
 #if !defined(__CUDACC__)

@@ -392,8 +392,20 @@ inline void declare_params_version(uint64_t version) {
   w.version = version;
 }
 
-/// The parameters were written (an AdamW step): no copy is current.
-inline void params_written() { ++detail::weightCopies().generation; }
+/// The parameters were written by an AdamW step: no copy is current but
+/// those the step wrote itself (`updated`, its bf16_copies), which hold
+/// the new values.
+inline void params_written(const bf16 *const *updated = nullptr,
+                           int count = 0) {
+  detail::WeightCopies &w = detail::weightCopies();
+  ++w.generation;
+  for (detail::WeightCopy &c : w.copies)
+    for (int i = 0; i < count; ++i)
+      if (updated[i] && c.copy == updated[i]) {
+        c.generation = w.generation;
+        c.epoch = w.epoch;
+      }
+}
 
 /// Opened for its call by every entry but decode (the forward pass and
 /// training's entries): the bf16 products that TMA feeds read bf16 copies

@@ -18,7 +18,7 @@
 /// device, the stream last.
 ///
 /// Determinism: no kernel here uses float atomics. The gradient norm writes
-/// per-block partials that adamFinish sums in a fixed order, so results are
+/// per-chunk partials that adamFinish sums in a fixed order, so results are
 /// bit-identical from run to run. Those partials live in caller-provided
 /// scratch of adamw_scratch_bytes.
 ///
@@ -41,6 +41,8 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
+#include <vector>
 
 namespace modk_cuda {
 
@@ -75,48 +77,93 @@ __global__ void adamFinish(const double *partial, int64_t count,
 
 } // namespace train_detail
 
-/// Bytes of device scratch adamw_norm needs (16 bytes of state, then a double
-/// per 8192 gradient elements of each tensor).
+/// Chunks of kNormChunk elements in `n` elements.
+inline int64_t adamChunks(int64_t n) {
+  return ceilDiv(n > 0 ? n : 0, train_detail::kNormChunk);
+}
+
+/// Bytes of device scratch adamw_norm needs: 16 bytes of state, then a
+/// double per chunk of every parameter.
 inline int64_t adamw_scratch_bytes(const int64_t *sizes, int nparams) {
-  int64_t blocks = 0;
+  int64_t chunks = 0;
   for (int i = 0; i < nparams; ++i)
-    blocks += ceilDiv(sizes[i] > 0 ? sizes[i] : 0, train_detail::kNormChunk);
-  return train_detail::kAdamCtlBytes + blocks * int64_t(sizeof(double));
+    chunks += adamChunks(sizes[i]);
+  return train_detail::kAdamCtlBytes + chunks * int64_t(sizeof(double));
+}
+
+namespace train_detail {
+/// The parameter table on the device, and what was last uploaded into it.
+struct AdamTable {
+  AdamTensor *device = nullptr;
+  size_t capacity = 0;
+  std::vector<AdamTensor> uploaded;
+};
+inline AdamTable &adamTable() {
+  static AdamTable table;
+  return table;
+}
+} // namespace train_detail
+
+/// The device copy of `tensors`, uploaded only when it differs from the
+/// last one: the device pointers, sizes and flags stay the same from step
+/// to step, so a training run uploads it once. Null where no device memory
+/// is left.
+inline const AdamTensor *adamw_tensors(const std::vector<AdamTensor> &tensors,
+                                       cudaStream_t stream) {
+  train_detail::AdamTable &t = train_detail::adamTable();
+  const size_t bytes = tensors.size() * sizeof(AdamTensor);
+  if (t.uploaded.size() == tensors.size() &&
+      std::memcmp(t.uploaded.data(), tensors.data(), bytes) == 0)
+    return t.device;
+  if (t.capacity < tensors.size()) {
+    cudaFree(t.device);
+    t.device = nullptr;
+    t.capacity = 0;
+    t.uploaded.clear();
+    void *p = nullptr;
+    if (cudaMalloc(&p, bytes) != cudaSuccess)
+      return nullptr;
+    t.device = static_cast<AdamTensor *>(p);
+    t.capacity = tensors.size();
+  }
+  // `uploaded` is the source and lives on: a copy from pageable memory has
+  // read it by the time the call returns, and it changes only here.
+  t.uploaded = tensors;
+  if (cudaMemcpyAsync(t.device, t.uploaded.data(), bytes,
+                      cudaMemcpyHostToDevice, stream) != cudaSuccess) {
+    t.uploaded.clear();
+    return nullptr;
+  }
+  return t.device;
 }
 
 /// The first half of an optimizer step: the global gradient norm
 /// sqrt(sum of the terms) (f64, fixed order) into *grad_norm (device float,
-/// may be null), each tensor's terms summed by `normPartial`, the
-/// package's generated modc_optimizer_norm (a block's partial per
-/// kNormChunk elements), and the step's device state, which it returns: the
-/// clip factor
-/// clip_norm > 0 && norm > clip_norm ? clip_norm / norm : 1 and whether the
-/// norm is finite. The generated modc_optimizer_update then updates each
-/// tensor (nothing where the norm is not finite); the host reads *grad_norm
-/// back to report it. grads: a host array of nparams device pointers;
-/// sizes: a host array. `scratch`: device memory of
-/// adamw_scratch_bytes(sizes, nparams) bytes, 8-byte aligned.
-inline const AdamCtl *adamw_norm(void (*normPartial)(const float *, int64_t,
+/// may be null), and the step's device state, which it returns: the clip
+/// factor clip_norm > 0 && norm > clip_norm ? clip_norm / norm : 1 and
+/// whether the norm is finite. `normPartial` is the package's generated
+/// modc_optimizer_norm: one launch, a block's partial per chunk of every
+/// parameter (`chunks` of them), which adamFinish adds in chunk order. The
+/// generated modc_optimizer_update then updates every parameter in one
+/// launch (nothing where the norm is not finite). `tensors`: the device
+/// table of adamw_tensors. `scratch`: device memory of
+/// adamw_scratch_bytes bytes, 8-byte aligned. Nothing waits on the host.
+inline const AdamCtl *adamw_norm(void (*normPartial)(const AdamTensor *, int,
                                                      double *),
-                                 const float *const *grads,
-                                 const int64_t *sizes, int nparams,
-                                 float clip_norm, float *grad_norm,
-                                 void *scratch, cudaStream_t stream) {
+                                 const AdamTensor *tensors, int count,
+                                 int64_t chunks, float clip_norm,
+                                 float *grad_norm, void *scratch,
+                                 cudaStream_t stream) {
   using namespace train_detail;
   AdamCtl *ctl = static_cast<AdamCtl *>(scratch);
   double *partial = reinterpret_cast<double *>(
       static_cast<unsigned char *>(scratch) + kAdamCtlBytes);
-  int64_t off = 0;
-  for (int i = 0; i < nparams; ++i) {
-    const int64_t nb = ceilDiv(sizes[i] > 0 ? sizes[i] : 0, kNormChunk);
-    if (nb > 0)
-      MODC_LAUNCH(normPartial, (unsigned)nb, detail::kThreads, 0, stream,
-                  grads[i], sizes[i], partial + off);
-    off += nb;
-  }
+  if (chunks > 0)
+    MODC_LAUNCH(normPartial, unsigned(chunks), detail::kThreads, 0, stream,
+                tensors, count, partial);
   auto fin = adamFinish<0>;
   MODC_LAUNCH(fin, 1, 256, 0, stream, static_cast<const double *>(partial),
-              off, clip_norm, grad_norm, ctl);
+              chunks, clip_norm, grad_norm, ctl);
   return ctl;
 }
 

@@ -1725,38 +1725,69 @@ __global__ void roundToBf16Kernel(const float *__restrict__ src,
     dst[i] = bf16(src[i]);
 }
 
+/// The copy of the `count` floats at w, allocated where there is none;
+/// null where no device memory is left.
+inline WeightCopy *findWeightCopy(const float *w, int64_t count) {
+  WeightCopies &all = weightCopies();
+  for (WeightCopy &c : all.copies)
+    if (c.src == w && c.count == count)
+      return &c;
+  void *p = nullptr;
+  if (cudaMalloc(&p, size_t(count) * sizeof(bf16)) != cudaSuccess) {
+    cudaGetLastError(); // out of memory: the products read f32 instead
+    return nullptr;
+  }
+  all.copies.push_back({w, count, static_cast<bf16 *>(p), 0, 0});
+  return &all.copies.back();
+}
+
+/// Whether copy `c` holds its weight's values as the caller declared them
+/// (modc_cuda_params_version) at their current generation.
+inline bool copyIsCurrent(const WeightCopy &c) {
+  const WeightCopies &all = weightCopies();
+  return all.version != 0 && c.generation == all.generation;
+}
+
+/// Enqueues the rounding of c's weight into it, which makes it current.
+inline void roundInto(WeightCopy &c, cudaStream_t stream) {
+  MODC_LAUNCH(roundToBf16Kernel,
+              unsigned(std::min<int64_t>(ceilDiv(c.count, kThreads), kMaxGrid)),
+              kThreads, 0, stream, c.src, c.copy, c.count);
+  MODC_TEST_COUNT(tmaRoundings);
+  c.generation = weightCopies().generation;
+}
+
 /// The bf16 copy of the `count` floats at w, rounded in this call; null
 /// outside a WeightCopyScope or where no device memory is left.
 inline const bf16 *weightCopyFor(const float *w, int64_t count,
                                  cudaStream_t stream) {
-  WeightCopies &all = weightCopies();
-  if (!all.open || count <= 0)
+  if (!weightCopies().open || count <= 0)
     return nullptr;
-  WeightCopy *found = nullptr;
-  for (WeightCopy &c : all.copies)
-    if (c.src == w && c.count == count)
-      found = &c;
-  if (!found) {
-    void *p = nullptr;
-    if (cudaMalloc(&p, size_t(count) * sizeof(bf16)) != cudaSuccess) {
-      cudaGetLastError(); // out of memory: this product reads f32 instead
-      return nullptr;
-    }
-    all.copies.push_back({w, count, static_cast<bf16 *>(p), 0, 0});
-    found = &all.copies.back();
-  }
-  // Rounded already in this call, or at the declared parameters' current
-  // generation: reused as it is.
-  const bool current = all.version != 0 && found->generation == all.generation;
-  if (found->epoch != all.epoch && !current) {
-    MODC_LAUNCH(roundToBf16Kernel,
-                unsigned(std::min<int64_t>(ceilDiv(count, kThreads), kMaxGrid)),
-                kThreads,
-                0, stream, w, found->copy, count);
-    MODC_TEST_COUNT(tmaRoundings);
-  }
-  found->epoch = all.epoch;
-  found->generation = all.generation;
+  WeightCopy *found = findWeightCopy(w, count);
+  if (!found)
+    return nullptr;
+  // Rounded already in this call, or current: reused as it is.
+  if (found->epoch != weightCopies().epoch && !copyIsCurrent(*found))
+    roundInto(*found, stream);
+  found->epoch = weightCopies().epoch;
+  return found->copy;
+}
+
+/// The optimizer's view of parameter w's bf16 copy (modk.optimizer's
+/// bf16_copies): the copy, holding w's values before the step (so that a
+/// step the norm refuses leaves it right), which the update then writes
+/// with the new values; null where no device memory is left (the forward
+/// then rounds the weight itself). After the step, optimizerWrote marks it
+/// current.
+inline bf16 *optimizerCopyOf(const float *w, int64_t count,
+                             cudaStream_t stream) {
+  if (count <= 0)
+    return nullptr;
+  WeightCopy *found = findWeightCopy(w, count);
+  if (!found)
+    return nullptr;
+  if (!copyIsCurrent(*found))
+    roundInto(*found, stream);
   return found->copy;
 }
 

@@ -439,6 +439,29 @@ def GenerateOptimizer : Pass<"modk-generate-optimizer", "::mlir::ModuleOp"> {
                            "::mlir::math::MathDialect"];
 }
 
+def KeepBf16Weights : Pass<"modk-keep-bf16-weights", "::mlir::ModuleOp"> {
+  let summary = "Keep the weights that bf16 products stream as bf16 on the device";
+  let description = [{
+    For a CUDA target, after modk-configure-gemms. A bf16 product whose
+    configuration feeds its weight through TMA (a `wgmma ... tma N`
+    variant) or through a CUTLASS kernel reads that weight as bf16 from
+    global memory, so the weight needs a bf16 copy on the device. This pass
+    sets `bf16_copies` on the `modk.optimizer`: a parameter is flagged when
+    a product of any entry reads it as its weight (`modk.gemm`'s weights,
+    `modk.gemm_dgrad`'s weight) and that product rounds its operands to
+    bf16 with such a configuration. The optimizer's update then writes the
+    new bf16 copy of each flagged parameter in the same kernel that writes
+    its f32 master, so no forward rounds the weights again after a step.
+    A module without a `modk.optimizer`, or whose products all read f32
+    weights (an f32 model, sm_80, the causal predictor's f32 products), is
+    left alone.
+
+    Before: `modk.optimizer @adamw attributes {params = [...]}`
+    After:  `modk.optimizer @adamw attributes {bf16_copies = array<i1: true,
+    false>, params = [...]}`
+  }];
+}
+
 def PlanMemory : Pass<"modk-plan-memory", "::modc::modk::EntryOp"> {
   let summary = "Place every workspace buffer, reusing memory by liveness";
   let description = [{

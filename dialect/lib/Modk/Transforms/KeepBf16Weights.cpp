@@ -1,0 +1,73 @@
+//===- KeepBf16Weights.cpp - Weights that live on the device as bf16 -----===//
+//
+// A CUDA product fed by TMA (or a CUTLASS kernel) reads its weight as bf16
+// from global memory. Which weights need that copy follows from the
+// products' configurations, so it is decided here, on the IR, and
+// recorded on the modk.optimizer: the update that writes a flagged
+// parameter writes its bf16 copy too (docs/cuda.md, "bf16 weights").
+//
+//===----------------------------------------------------------------------===//
+
+#include "modc/Dialect/Modk/Transforms/BufferQueries.h"
+#include "modc/Dialect/Modk/Transforms/Passes.h"
+
+#include "llvm/ADT/StringSet.h"
+
+namespace modc {
+#define GEN_PASS_DEF_KEEPBF16WEIGHTS
+#include "modc/Dialect/Modk/Transforms/Passes.h.inc"
+} // namespace modc
+
+using namespace mlir;
+using namespace modc;
+
+namespace {
+/// Whether a product with this configuration reads its weight through a
+/// bf16 copy in global memory: a TMA-fed wgmma variant or a CUTLASS one.
+bool readsWeightCopy(modk::GemmConfigAttr config) {
+  if (!config)
+    return false;
+  return llvm::any_of(config.getVariants(), [](const modk::GemmVariant &v) {
+    return v.path == modk::GemmPath::cutlass ||
+           (v.path == modk::GemmPath::wgmma && v.tmaCtas > 0);
+  });
+}
+
+/// The parameter name behind `weight` (a modk.param, perhaps viewed), or
+/// an empty string.
+StringRef paramName(Value weight) {
+  if (auto param = modk::viewedBuffer(weight).getDefiningOp<modk::ParamOp>())
+    return param.getName();
+  return {};
+}
+
+struct KeepBf16WeightsPass
+    : public modc::impl::KeepBf16WeightsBase<KeepBf16WeightsPass> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    auto optimizers = llvm::to_vector(module.getOps<modk::OptimizerOp>());
+    if (optimizers.empty())
+      return;
+    llvm::StringSet<> streamed;
+    for (modk::EntryOp entry : module.getOps<modk::EntryOp>())
+      entry.walk([&](Operation *op) {
+        if (auto gemm = dyn_cast<modk::GemmOp>(op)) {
+          if (gemm.productsBf16() && readsWeightCopy(gemm.getConfigAttr()))
+            for (Value w : gemm.getWeights())
+              streamed.insert(paramName(w));
+        } else if (auto dgrad = dyn_cast<modk::GemmDgradOp>(op)) {
+          if (entry.isBf16() && readsWeightCopy(dgrad.getConfigAttr()))
+            streamed.insert(paramName(dgrad.getWeight()));
+        }
+      });
+    streamed.erase("");
+    for (modk::OptimizerOp optimizer : optimizers) {
+      SmallVector<bool> copies;
+      for (auto p : optimizer.getParams().getAsRange<modk::ParamAttr>())
+        copies.push_back(streamed.contains(p.getName()));
+      if (llvm::is_contained(copies, true))
+        optimizer.setBf16Copies(copies);
+    }
+  }
+};
+} // namespace
