@@ -28,6 +28,7 @@
 #include <filesystem>
 #include <fstream>
 #include <optional>
+#include <queue>
 #include <unordered_map>
 
 using namespace modrt;
@@ -364,26 +365,64 @@ void Tokenizer::Impl::bpe(const std::string &piece,
           name, c, utf8(byteLevel().byteToCp[c])));
     sym.push_back(byteId[c]);
   }
-  while (sym.size() > 1) {
-    int32_t bestRank = INT32_MAX, bestId = -1;
-    size_t bestPos = 0;
-    for (size_t i = 0; i + 1 < sym.size(); ++i) {
-      uint64_t key =
-          (static_cast<uint64_t>(static_cast<uint32_t>(sym[i])) << 32) |
-          static_cast<uint32_t>(sym[i + 1]);
-      auto it = merges.find(key);
-      if (it != merges.end() && it->second.first < bestRank) {
-        bestRank = it->second.first;
-        bestId = it->second.second;
-        bestPos = i;
-      }
+  // The merges, lowest rank first and leftmost first among equal ranks, as
+  // `tokenizers` does: symbols in a linked list, candidate pairs in a heap,
+  // and a popped pair that a merge has changed since it was queued is
+  // skipped. O(n log n) in the piece's length (a run of spaces is one piece).
+  struct Symbol {
+    int32_t id;
+    int prev, next;
+    bool alive;
+  };
+  struct Candidate {
+    int32_t rank;
+    int pos;
+    int32_t merged;
+    bool operator>(const Candidate &o) const {
+      return rank != o.rank ? rank > o.rank : pos > o.pos;
     }
-    if (bestId < 0)
-      break;
-    sym[bestPos] = bestId;
-    sym.erase(sym.begin() + static_cast<std::ptrdiff_t>(bestPos) + 1);
+  };
+  const int n = static_cast<int>(sym.size());
+  std::vector<Symbol> list(n);
+  for (int i = 0; i < n; ++i)
+    list[i] = {sym[i], i - 1, i + 1 < n ? i + 1 : -1, true};
+  auto lookup = [&](int32_t a,
+                    int32_t b) -> const std::pair<int32_t, int32_t> * {
+    auto it =
+        merges.find((static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32) |
+                    static_cast<uint32_t>(b));
+    return it == merges.end() ? nullptr : &it->second;
+  };
+  std::priority_queue<Candidate, std::vector<Candidate>, std::greater<>> queue;
+  auto consider = [&](int left) {
+    int right = left < 0 ? -1 : list[left].next;
+    if (right < 0)
+      return;
+    if (const auto *m = lookup(list[left].id, list[right].id))
+      queue.push({m->first, left, m->second});
+  };
+  for (int i = 0; i + 1 < n; ++i)
+    consider(i);
+  while (!queue.empty()) {
+    Candidate c = queue.top();
+    queue.pop();
+    Symbol &left = list[c.pos];
+    if (!left.alive || left.next < 0)
+      continue;
+    const auto *m = lookup(left.id, list[left.next].id);
+    if (!m || m->first != c.rank || m->second != c.merged)
+      continue; // stale: one of the two symbols changed
+    Symbol &right = list[left.next];
+    left.id = c.merged;
+    right.alive = false;
+    left.next = right.next;
+    if (left.next >= 0)
+      list[left.next].prev = c.pos;
+    consider(left.prev);
+    consider(c.pos);
   }
-  out.insert(out.end(), sym.begin(), sym.end());
+  for (int i = n > 0 ? 0 : -1; i >= 0; i = list[i].next)
+    out.push_back(list[i].id);
 }
 
 void Tokenizer::Impl::encodeSegment(const std::string &text,

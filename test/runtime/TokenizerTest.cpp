@@ -163,6 +163,21 @@ TEST(TokenizerTest, RoundTripsAnyBytes) {
   }
 }
 
+TEST(TokenizerTest, LongPiecesTakeNoQuadraticTime) {
+  // A run of spaces or newlines is one piece of the pre-tokenizer; a
+  // million of them must merge in well under the test's timeout (the
+  // merges are O(n log n), as in `tokenizers`).
+  Tokenizer tok = Tokenizer::fromFile(kDir + "/tokenizer.json");
+  for (char c : {' ', '\n'}) {
+    std::string text(1 << 20, c);
+    std::vector<int32_t> ids = tok.encode(text);
+    EXPECT_EQ(tok.decode(ids), text);
+    if (c == ' ') // the fixture merges pairs of spaces (not of newlines)
+      EXPECT_EQ(ids, std::vector<int32_t>(text.size() / 2,
+                                          tok.encode("  ").front()));
+  }
+}
+
 TEST(TokenizerTest, ByteTokenizer) {
   Tokenizer tok;
   EXPECT_TRUE(tok.isBytes());
