@@ -84,8 +84,10 @@ void requireTraining(const modrt::Package &pkg, const std::string &dir);
 /// `command` (train, eval).
 void requireByteVocabulary(const modrt::Package &pkg, const std::string &dir,
                            const char *command);
-/// Declares --tokenizer PATH on `line` (tokenize, train, eval, sample).
-CommandLine &tokenizerOption(CommandLine &line);
+/// Declares --tokenizer PATH on `line` (tokenize, train, eval, sample);
+/// `packages`: whether the command takes a package, whose tokenizer is the
+/// default.
+CommandLine &tokenizerOption(CommandLine &line, bool packages = true);
 /// The tokenizer of a command (docs/cli.md, "Tokenizers"): --tokenizer
 /// when given, else the package's own (the manifest's "tokenizer"), else
 /// the byte tokenizer. A BPE must fit the model's vocabulary

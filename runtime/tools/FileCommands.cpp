@@ -43,9 +43,9 @@ void declareTokenize(CommandLine &line) {
                  "missing input FILE (one or more text files)")
       .option("seq-len", "S", "required; window length, an integer >= 1")
       .option("batch", "B", "number of windows (default 1)")
-      .option("offset", "N", "first byte (default 0)")
+      .option("offset", "N", "first byte, or token (default 0)")
       .option("out", "T.safetensors", "required; the file to write");
-  tokenizerOption(line);
+  tokenizerOption(line, /*packages=*/false);
 }
 
 /// Appends up to `limit - corpus.size()` bytes of `path` to `corpus` (it

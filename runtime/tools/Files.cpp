@@ -116,10 +116,12 @@ void requireByteVocabulary(const Package &pkg, const std::string &dir,
                             dir, command, pkg.manifest().vocabSize));
 }
 
-CommandLine &tokenizerOption(CommandLine &line) {
+CommandLine &tokenizerOption(CommandLine &line, bool packages) {
   return line.option("tokenizer", "PATH",
-                     "a Hugging Face tokenizer.json (byte-level BPE); "
-                     "default: the package's, else bytes");
+                     packages ? "a Hugging Face tokenizer.json (byte-level "
+                                "BPE); default: the package's, else bytes"
+                              : "a Hugging Face tokenizer.json (byte-level "
+                                "BPE); default: bytes");
 }
 
 Tokenizer commandTokenizer(const CommandLine &line, const Package *pkg,
