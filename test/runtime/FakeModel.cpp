@@ -29,8 +29,8 @@
 #include <limits>
 #include <string>
 
-static_assert(MODC_ABI_VERSION == 5u,
-              "FakeManifest.h writes abi_version 5; update it with abi.h");
+static_assert(MODC_ABI_VERSION == 6u,
+              "FakeManifest.h writes abi_version 6; update it with abi.h");
 
 namespace {
 thread_local std::string lastError;
