@@ -352,8 +352,19 @@ int runInfo(const CommandLine &line) {
     fmt::print("cpu:       --march={} ({})\n", m.cpuMarch,
                features.empty() ? "baseline ISA" : features);
   }
-  fmt::print("shape:     seq_len {}, vocab {}, d_model {}, dtype {}\n",
-             m.seqLen, m.vocabSize, m.dModel, m.dtype);
+  // Heads, where the manifest names them: n_kv_heads < n_heads is
+  // grouped-query attention, whose KV cache holds n_kv_heads heads a layer.
+  std::string heads;
+  const auto nHeads = m.model.find("n_heads");
+  if (nHeads != m.model.end() && nHeads->is_number_integer()) {
+    const auto nKv = m.model.find("n_kv_heads");
+    heads = fmt::format(", n_heads {}, n_kv_heads {}", nHeads->get<int64_t>(),
+                        nKv != m.model.end() && nKv->is_number_integer()
+                            ? nKv->get<int64_t>()
+                            : nHeads->get<int64_t>());
+  }
+  fmt::print("shape:     seq_len {}, vocab {}, d_model {}, dtype {}{}\n",
+             m.seqLen, m.vocabSize, m.dModel, m.dtype, heads);
   fmt::print("layers:    {} ({} routed)\n", m.layers.size(),
              m.routedLayers.size());
   for (const LayerInfo &l : m.layers)

@@ -552,6 +552,36 @@ TEST(CudaDecodeKernels, DecodeAttentionHeadSizes) {
 }
 
 /// Nothing routed at all: no kernel may touch the cache, counts or out.
+/// Grouped-query attention in a decode step (docs/model-format.md sections 3
+/// and 4): a cache of KVH heads a token, query head h attending with
+/// key/value head h / (H / KVH), against the CPU prelude's, unsplit and
+/// split over CTAs.
+TEST(CudaDecodeKernels, DecodeAttentionGroupedQuery) {
+  constexpr int S = 300, H = 4, KVH = 2, HD = 16;
+  constexpr int64_t B = 3, LD = H * HD, LDK = KVH * HD;
+  std::vector<float> kG(B * S * LDK, 0.0f), vG(kG), kC(kG), vC(kG);
+  std::vector<int32_t> countsG = {0, 5, 0}, countsC = countsG;
+  std::vector<uint8_t> active = {1, 0, 1};
+  std::vector<int64_t> seg = {0, 1, 2, 3};
+  std::vector<int32_t> pos(B, 0);
+  for (int t = 0; t < 70; ++t) {
+    auto q = randomFloats(B * LD, 700 + t, -2.0f, 2.0f);
+    auto k = randomFloats(B * LDK, 800 + t, -2.0f, 2.0f);
+    auto v = randomFloats(B * LDK, 900 + t);
+    std::vector<float> outG(B * LD, -4.0f), outC(B * LD, -4.0f);
+    modk_cuda::decode_attention<S, H, HD, KVH>(
+        q.data(), k.data(), v.data(), B, seg.data(), pos.data(), active.data(),
+        kG.data(), vG.data(), countsG.data(), outG.data(), nullptr);
+    modk_cpu::decode_attention<S, H, HD, KVH>(
+        q.data(), k.data(), v.data(), B, seg.data(), pos.data(), active.data(),
+        kC.data(), vC.data(), countsC.data(), outC.data());
+    expectEqualPrefix(countsG, countsC, B, "counts");
+    expectBitEqual(kG, kC, "cache K");
+    expectBitEqual(vG, vC, "cache V");
+    expectClose(outG, outC, B * LD, HD, "out");
+  }
+}
+
 TEST(CudaDecodeKernels, DecodeAttentionZeroRows) {
   constexpr int S = 256, H = 2, HD = 16;
   CachePair<S, H, HD> cache(3, {4, 0, 255}, 1501);

@@ -1295,6 +1295,49 @@ TEST(CudaKernels, CausalAttentionTensorCoreHeadDims) {
   checkAttention<2, 20>(topkRows<70, 20>(2, 178), 2, 20, 179);
 }
 
+/// Grouped-query attention (docs/model-format.md section 3): k and v of KVH
+/// heads, head h reading key/value head h / (H / KVH), on both kernels
+/// against the CPU prelude's (which test/kernels checks bit for bit against
+/// multi-head attention over the repeated heads).
+template <int H, int KVH, int HD>
+void checkGroupedQueryAttention(const RowSet &rs, int64_t B, int64_t maxSegRows,
+                                uint32_t seed) {
+  constexpr int LD = H * HD, LDK = KVH * HD;
+  const int64_t rows = rs.rows(), cap = rows + 3;
+  auto q = randomFloats(cap * LD, seed, -2, 2),
+       k = randomFloats(cap * LDK, seed + 1, -2, 2),
+       v = randomFloats(cap * LDK, seed + 2);
+  std::vector<float> ref(cap * LD, kSentinel);
+  modk_cpu::causal_attention<H, HD, LD, LDK, LDK, KVH>(
+      q.data(), k.data(), v.data(), B, rs.seg.data(), rs.pos.data(),
+      ref.data());
+  constexpr bool hasTc = modk_cuda::detail::attentionTcHeadDim<HD>;
+  for (int tc = 0; tc <= (hasTc ? 1 : 0); ++tc) {
+    std::vector<float> out(cap * LD, kSentinel);
+    if (tc)
+      modk_cuda::causal_attention<H, HD, false, true, KVH>(
+          q.data(), k.data(), v.data(), B, rs.seg.data(), rs.pos.data(),
+          maxSegRows, out.data(), nullptr);
+    else
+      modk_cuda::causal_attention<H, HD, false, false, KVH>(
+          q.data(), k.data(), v.data(), B, rs.seg.data(), rs.pos.data(),
+          maxSegRows, out.data(), nullptr);
+    SCOPED_TRACE(testing::Message() << (tc ? "tensor cores" : "SIMT") << ", H "
+                                    << H << " KVH " << KVH << " HD " << HD);
+    expectClose(out.data(), ref.data(), rows * LD, "grouped-query attention");
+    expectSentinel(out.data(), rows * LD, cap * LD, "grouped-query attention");
+  }
+}
+
+TEST(CudaKernels, CausalAttentionGroupedQuery) {
+  constexpr int S = 80;
+  RowSet dense{std::vector<int32_t>(2 * S), std::vector<int64_t>(3)};
+  modk_cpu::identity_segments<S>(2, dense.pos.data(), dense.seg.data());
+  checkGroupedQueryAttention<4, 2, 32>(dense, 2, S, 191);
+  checkGroupedQueryAttention<4, 1, 16>(topkRows<70, 20>(3, 192), 3, 20, 193);
+  checkGroupedQueryAttention<6, 3, 20>(causalRows<90>(2, 194), 2, 90, 195);
+}
+
 TEST(CudaKernels, CacheAppend) {
   constexpr int S = 30, D = 44;
   const int64_t B = 3;

@@ -688,6 +688,58 @@ void checkAttentionGrad(const std::vector<int64_t> &lens, int S, unsigned seed,
   }
 }
 
+/// Grouped-query attention's backward (docs/model-format.md section 3): dk
+/// and dv of KVH heads, each the sum over its H / KVH query heads, on both
+/// kernels against the CPU prelude's (test/kernels checks that one bit for
+/// bit against multi-head attention over the repeated heads).
+template <int H, int KVH, int HD>
+void checkGroupedQueryAttentionGrad(const std::vector<int64_t> &lens, int S,
+                                    unsigned seed) {
+  constexpr int64_t LD = int64_t(H) * HD, LDK = int64_t(KVH) * HD;
+  const int64_t B = lens.size();
+  Routing rt = makeRouting(lens, S, seed);
+  const int64_t rows = rt.seg[B], maxRows = rows + 5;
+  rt.pos.resize(maxRows, 0);
+  auto q = randomFloats(maxRows * LD, seed + 1, -2.0f, 2.0f);
+  auto k = randomFloats(maxRows * LDK, seed + 2, -2.0f, 2.0f);
+  auto v = randomFloats(maxRows * LDK, seed + 3);
+  auto o = randomFloats(maxRows * LD, seed + 4);
+  auto dout = randomFloats(maxRows * LD, seed + 5);
+  std::vector<float> wq(rows * LD), wk(rows * LDK), wv(rows * LDK);
+  modk_cpu::causal_attention_grad<H, HD, LD, LDK, LDK, KVH>(
+      q.data(), k.data(), v.data(), o.data(), dout.data(), B, rt.seg.data(),
+      rt.pos.data(), wq.data(), wk.data(), wv.data());
+  constexpr bool hasTc = modk_cuda::train_detail::attentionGradTcHeadDim<HD>;
+  for (int tc = 0; tc <= (hasTc ? 1 : 0); ++tc) {
+    SCOPED_TRACE(tc ? "tensor cores" : "SIMT");
+    std::vector<float> gq(maxRows * LD, kSentinel),
+        gk(maxRows * LDK, kSentinel), gv(maxRows * LDK, kSentinel);
+    std::vector<float> scratch(
+        modk_cuda::attention_grad_scratch_floats<H>(maxRows));
+    if (tc)
+      modk_cuda::causal_attention_grad<H, HD, false, true, KVH>(
+          q.data(), k.data(), v.data(), o.data(), dout.data(), B, rt.seg.data(),
+          rt.pos.data(), int64_t(S), gq.data(), gk.data(), gv.data(),
+          scratch.data(), nullptr);
+    else
+      modk_cuda::causal_attention_grad<H, HD, false, false, KVH>(
+          q.data(), k.data(), v.data(), o.data(), dout.data(), B, rt.seg.data(),
+          rt.pos.data(), int64_t(S), gq.data(), gk.data(), gv.data(),
+          scratch.data(), nullptr);
+    expectClose(gq.data(), wq.data(), rows * LD, 1e-4, "dq");
+    expectClose(gk.data(), wk.data(), rows * LDK, 1e-4, "dk");
+    expectClose(gv.data(), wv.data(), rows * LDK, 1e-4, "dv");
+    expectSentinel(gk.data() + rows * LDK, (maxRows - rows) * LDK, "dk");
+    expectSentinel(gv.data() + rows * LDK, (maxRows - rows) * LDK, "dv");
+  }
+}
+
+TEST(CudaTrainKernels, AttentionGradGroupedQuery) {
+  checkGroupedQueryAttentionGrad<4, 2, 16>({37, 5, 0, 70}, 100, 141);
+  checkGroupedQueryAttentionGrad<4, 1, 8>({40, 33}, 40, 142);
+  checkGroupedQueryAttentionGrad<6, 2, 12>({50, 9}, 64, 143);
+}
+
 TEST(CudaTrainKernels, AttentionGradRoutedSegments) {
   // Lengths across tile boundaries (32), one empty, sparse positions.
   checkAttentionGrad<2, 16>({37, 5, 0, 70}, 100, 121, false);

@@ -333,6 +333,11 @@ CASES.update({
         (bad_model(BASE.replace('"d_model": 8', '"d_model": 6').join("{}")), 1,
          R(KEY + "'n_heads': head_dim = d_model / n_heads = 3 is odd; RoPE "
            "needs an even head_dim"))],
+    "`key 'n_kv_heads': n_heads (H) is not divisible by n_kv_heads (K)`": [
+        (bad_model("{%s, \"n_kv_heads\": 3}" % BASE.replace(
+            '"n_heads": 2', '"n_heads": 4')), 1,
+         R(KEY + r"'n_kv_heads': n_heads \(4\) is not divisible by "
+           r"n_kv_heads \(3\)"))],
     "`key 'K': expected one of A, B, got 'X'`": [
         (bad_model("{%s, \"mlp\": \"relu\"}" % BASE), 1,
          R(KEY + "'mlp': expected one of swiglu, gelu, got 'relu'"))],

@@ -687,3 +687,54 @@ TEST(CpuKernelsDecode, OverflowIsRefused) {
 }
 
 } // namespace
+
+/// Grouped-query attention in a decode step (docs/model-format.md sections 3
+/// and 4): the cache holds KVH heads a token, and each step's output is, bit
+/// for bit, that of multi-head attention over a cache of the key/value heads
+/// repeated for their groups (query head h reads head h / (H / KVH)).
+TEST(CpuKernelsDecode, GroupedQueryAttention) {
+  constexpr int S = 20, H = 4, KVH = 2, HD = 8, G = H / KVH;
+  constexpr int64_t B = 3, D = H * HD, DK = KVH * HD;
+  std::vector<float> ck(B * S * DK, NAN), cv(B * S * DK, NAN);
+  std::vector<float> ckr(B * S * D, NAN), cvr(B * S * D, NAN);
+  std::vector<int32_t> cnt(B, 0), cntr(B, 0), positions(B);
+  std::vector<uint8_t> active = {1, 0, 1};
+  std::vector<int32_t> pos(B);
+  std::vector<int64_t> seg(B + 1);
+  for (int t = 0; t < 9; ++t) {
+    for (int64_t b = 0; b < B; ++b)
+      positions[b] = t;
+    active[1] = t % 3 == 0; // sequence 1 pauses
+    modk_cpu::decode_rows<S>(positions.data(), active.data(), B, pos.data(),
+                             seg.data());
+    auto q = randn(B * D, 300 + t), k = randn(B * DK, 400 + t),
+         v = randn(B * DK, 500 + t);
+    std::vector<float> kr(B * D), vr(B * D);
+    for (int64_t j = 0; j < B; ++j)
+      for (int h = 0; h < H; ++h)
+        for (int c = 0; c < HD; ++c) {
+          kr[j * D + h * HD + c] = k[j * DK + h / G * HD + c];
+          vr[j * D + h * HD + c] = v[j * DK + h / G * HD + c];
+        }
+    std::vector<float> out(B * D, NAN), outr(B * D, NAN);
+    modk_cpu::decode_attention<S, H, HD, KVH>(
+        q.data(), k.data(), v.data(), B, seg.data(), pos.data(), active.data(),
+        ck.data(), cv.data(), cnt.data(), out.data());
+    modk_cpu::decode_attention<S, H, HD>(
+        q.data(), kr.data(), vr.data(), B, seg.data(), pos.data(),
+        active.data(), ckr.data(), cvr.data(), cntr.data(), outr.data());
+    ASSERT_EQ(cnt, cntr);
+    ASSERT_EQ(0, std::memcmp(out.data(), outr.data(), sizeof(float) * B * D))
+        << "step " << t;
+  }
+  // The cache holds each token's KVH heads once.
+  for (int64_t b = 0; b < B; ++b)
+    for (int32_t i = 0; i < cnt[b]; ++i)
+      for (int h = 0; h < H; ++h)
+        for (int c = 0; c < HD; ++c) {
+          ASSERT_EQ(ck[(b * S + i) * DK + h / G * HD + c],
+                    ckr[(b * S + i) * D + h * HD + c]);
+          ASSERT_EQ(cv[(b * S + i) * DK + h / G * HD + c],
+                    cvr[(b * S + i) * D + h * HD + c]);
+        }
+}

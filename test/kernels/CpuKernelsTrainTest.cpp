@@ -779,6 +779,71 @@ TEST(CpuKernelsTrain, AttentionGradDenseAndEqualPositions) {
   checkAttentionGrad<2, 32>(seg2, pos2, 76);
 }
 
+/// Grouped-query attention (docs/model-format.md section 3): KVH key/value
+/// heads, query head h reading head h / (H / KVH). The kernels must give
+/// the bits of multi-head attention over K and V with each key/value head
+/// repeated for its group (Hugging Face's repeat_kv): the same outputs and
+/// dq, and dk and dv the group's per-head gradients summed in head order.
+template <int H, int KVH, int HD>
+void checkGroupedQueryAttention(const std::vector<int64_t> &seg,
+                                const std::vector<int32_t> &pos,
+                                unsigned seed) {
+  constexpr int G = H / KVH, D = H * HD, DK = KVH * HD;
+  const int64_t rows = seg.back(), nseg = int64_t(seg.size()) - 1;
+  const size_t n = size_t(rows) * D, nk = size_t(rows) * DK;
+  auto q = randn(n, seed), k = randn(nk, seed + 1), v = randn(nk, seed + 2),
+       dout = randn(n, seed + 3);
+  std::vector<float> kr(n), vr(n); // repeated for every query head
+  for (int64_t i = 0; i < rows; ++i)
+    for (int h = 0; h < H; ++h)
+      for (int c = 0; c < HD; ++c) {
+        kr[i * D + h * HD + c] = k[i * DK + h / G * HD + c];
+        vr[i * D + h * HD + c] = v[i * DK + h / G * HD + c];
+      }
+  std::vector<float> o(n, NAN), oRef(n, NAN);
+  modk_cpu::causal_attention<H, HD, D, DK, DK, KVH>(
+      q.data(), k.data(), v.data(), nseg, seg.data(), pos.data(), o.data());
+  modk_cpu::causal_attention<H, HD>(q.data(), kr.data(), vr.data(), nseg,
+                                    seg.data(), pos.data(), oRef.data());
+  EXPECT_EQ(0, std::memcmp(o.data(), oRef.data(), sizeof(float) * n))
+      << "forward H=" << H << " KVH=" << KVH;
+  std::vector<float> dq(n, NAN), dk(nk, NAN), dv(nk, NAN);
+  modk_cpu::causal_attention_grad<H, HD, D, DK, DK, KVH>(
+      q.data(), k.data(), v.data(), o.data(), dout.data(), nseg, seg.data(),
+      pos.data(), dq.data(), dk.data(), dv.data());
+  std::vector<float> dqr(n, NAN), dkr(n, NAN), dvr(n, NAN);
+  modk_cpu::causal_attention_grad<H, HD>(
+      q.data(), kr.data(), vr.data(), oRef.data(), dout.data(), nseg,
+      seg.data(), pos.data(), dqr.data(), dkr.data(), dvr.data());
+  EXPECT_EQ(0, std::memcmp(dq.data(), dqr.data(), sizeof(float) * n))
+      << "dq H=" << H << " KVH=" << KVH;
+  std::vector<float> dkSum(nk, 0.0f), dvSum(nk, 0.0f);
+  for (int64_t i = 0; i < rows; ++i)
+    for (int h = 0; h < H; ++h)
+      for (int c = 0; c < HD; ++c) {
+        dkSum[i * DK + h / G * HD + c] += dkr[i * D + h * HD + c];
+        dvSum[i * DK + h / G * HD + c] += dvr[i * D + h * HD + c];
+      }
+  EXPECT_EQ(0, std::memcmp(dk.data(), dkSum.data(), sizeof(float) * nk))
+      << "dk H=" << H << " KVH=" << KVH;
+  EXPECT_EQ(0, std::memcmp(dv.data(), dvSum.data(), sizeof(float) * nk))
+      << "dv H=" << H << " KVH=" << KVH;
+  // And against the fp64 reference of the repeated heads.
+  Vec rq, rk, rv;
+  attnGradRef(H, HD, toD(q), toD(kr), toD(vr), toD(dout), seg, pos, rq, rk, rv);
+  EXPECT_LE(relErr(dq, rq), kTol);
+}
+
+TEST(CpuKernelsTrain, GroupedQueryAttention) {
+  std::vector<int64_t> seg;
+  std::vector<int32_t> pos;
+  gatheredLayout({1, 5, 40, 70}, 200, 81, seg, pos);
+  checkGroupedQueryAttention<4, 2, 8>(seg, pos, 82);
+  checkGroupedQueryAttention<4, 1, 8>(seg, pos, 83); // multi-query
+  checkGroupedQueryAttention<6, 2, 16>(seg, pos, 84);
+  checkGroupedQueryAttention<4, 4, 8>(seg, pos, 85); // multi-head
+}
+
 /// Benchmark, not run by default: --gtest_also_run_disabled_tests.
 /// Q, K and V read as columns of stacked products (modk-fuse-horizontal,
 /// docs/compiler.md): q and k windows of one [rows, 3D] buffer, v a window

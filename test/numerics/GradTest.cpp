@@ -108,6 +108,18 @@ std::vector<Case> gradCases() {
   add("EveryOtherGeluTiedOneTokenLinearNone",
       withMod(tinyModel("", 2, 8, "gelu", true),
               modObject(1, "every_other", "linear", "none", 0.01)));
+  // Grouped-query attention (4 heads of 4 in d_model 16): 2 key/value
+  // heads, and one (multi-query), each with routed layers; full FD.
+  add("GqaKv2EveryOtherSwigluTiedC25LinearPredictor",
+      modtest::withKvHeads(
+          withMod(modtest::denseModel("", 16, 4, 2, 8, "swiglu", true, 32, 32),
+                  modObject(0.25, "every_other", "linear", "predictor", 0.5)),
+          2));
+  add("MqaKv1AllGeluUntiedC50SigmoidAux",
+      modtest::withKvHeads(
+          withMod(modtest::denseModel("", 16, 4, 2, 8, "gelu", false, 32, 32),
+                  modObject(0.5, "all", "sigmoid", "aux_loss", 0.5)),
+          1));
   // A larger model, FD on 64 random coordinates per tensor.
   add("Larger_AllSwigluUntiedC125LinearAux",
       withMod(modtest::denseModel("", 32, 4, 2, 16, "swiglu", false, 64, 64),

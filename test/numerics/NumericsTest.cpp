@@ -107,6 +107,25 @@ json capacityOneGateOne() {
   return m;
 }
 
+/// Grouped-query attention, 2 key/value heads of 4, every other layer
+/// routed at 25 %, linear gate, predictor.
+json gqaEveryOtherPredictor() {
+  return modtest::withKvHeads(
+      withMod(denseModel("gqa_kv2_swiglu_tied_c25_linear_pred", 32, 4, 2, 24,
+                         "swiglu", true),
+              modDesc(0.25, "every_other", "linear", "predictor", 16)),
+      2);
+}
+/// Multi-query attention (one key/value head of 4), every layer routed at
+/// 50 %, sigmoid gate, aux loss, GELU untied.
+json mqaAllAux() {
+  return modtest::withKvHeads(
+      withMod(denseModel("mqa_kv1_gelu_untied_c50_sigmoid_aux", 32, 4, 2, 16,
+                         "gelu", false),
+              modDesc(0.5, "all", "sigmoid", "aux_loss")),
+      1);
+}
+
 struct Case {
   std::string name;
   json desc;
@@ -139,6 +158,9 @@ std::vector<Case> allCases() {
   add("AllGeluUntiedC125LinearPredictor", allGeluUntiedPredictor(), true);
   add("EveryOtherSwigluUntiedC125SigmoidAux", everyOtherSigmoidAux(), true);
   add("AllGeluUntiedC100GateOne", capacityOneGateOne(), false);
+  add("GqaKv2EveryOtherSwigluTiedC25LinearPredictor", gqaEveryOtherPredictor(),
+      true);
+  add("MqaKv1AllGeluUntiedC50SigmoidAux", mqaAllAux(), true);
   return cases;
 }
 

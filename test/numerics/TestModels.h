@@ -39,6 +39,13 @@ inline nlohmann::json denseModel(const std::string &name, int64_t dModel,
           {"tie_embeddings", tied}, {"dtype", "f32"}};
 }
 
+/// `base` with grouped-query attention: `kvHeads` key/value heads
+/// (docs/model-format.md section 3).
+inline nlohmann::json withKvHeads(nlohmann::json base, int64_t kvHeads) {
+  base["n_kv_heads"] = kvHeads;
+  return base;
+}
+
 /// `base` with a `mod` object added.
 inline nlohmann::json withMod(nlohmann::json base, nlohmann::json mod) {
   base["mod"] = std::move(mod);

@@ -164,6 +164,9 @@ void blockBody(const ModelConfig &c, const Weights &w, int64_t layer,
                std::vector<double> &a, std::vector<double> &m) {
   const int64_t n = static_cast<int64_t>(pos.size());
   const int64_t d = c.dModel, h = c.nHeads, hd = c.headDim(), ff = c.dFF;
+  // Grouped-query attention: kvh key/value heads of hd, query head `head`
+  // reads key/value head head / (h / kvh) (docs/model-format.md section 3).
+  const int64_t kvh = c.nKvHeads, kvd = kvh * hd, group = h / kvh;
   const std::string p = "blocks." + std::to_string(layer) + ".";
   auto W = [&](const std::string &name, size_t size) -> const auto & {
     return weight(w, p + name, size);
@@ -175,14 +178,15 @@ void blockBody(const ModelConfig &c, const Weights &w, int64_t layer,
   std::vector<double> q =
       product(c.bf16, n1, n, d, W("attn.wq.weight", d * d), d);
   std::vector<double> k =
-      product(c.bf16, n1, n, d, W("attn.wk.weight", d * d), d);
+      product(c.bf16, n1, n, d, W("attn.wk.weight", kvd * d), kvd);
   std::vector<double> v =
-      product(c.bf16, n1, n, d, W("attn.wv.weight", d * d), d);
-  for (int64_t i = 0; i < n; ++i)
-    for (int64_t head = 0; head < h; ++head) {
+      product(c.bf16, n1, n, d, W("attn.wv.weight", kvd * d), kvd);
+  for (int64_t i = 0; i < n; ++i) {
+    for (int64_t head = 0; head < h; ++head)
       applyRope(&q[i * d + head * hd], hd, pos[i], c.ropeTheta);
-      applyRope(&k[i * d + head * hd], hd, pos[i], c.ropeTheta);
-    }
+    for (int64_t head = 0; head < kvh; ++head)
+      applyRope(&k[i * kvd + head * hd], hd, pos[i], c.ropeTheta);
+  }
   if (c.bf16) // attention reads bf16 queries, keys and values
     for (std::vector<double> *t : {&q, &k, &v})
       for (double &e : *t)
@@ -192,6 +196,7 @@ void blockBody(const ModelConfig &c, const Weights &w, int64_t layer,
   std::vector<double> scores(n);
   for (int64_t head = 0; head < h; ++head)
     for (int64_t i = 0; i < n; ++i) {
+      const int64_t kvHead = head / group;
       double mx = -INFINITY;
       for (int64_t j = 0; j < n; ++j) {
         if (pos[j] > pos[i]) {
@@ -200,7 +205,7 @@ void blockBody(const ModelConfig &c, const Weights &w, int64_t layer,
         }
         double s = 0.0;
         for (int64_t t = 0; t < hd; ++t)
-          s += q[i * d + head * hd + t] * k[j * d + head * hd + t];
+          s += q[i * d + head * hd + t] * k[j * kvd + kvHead * hd + t];
         scores[j] = s * scale;
         mx = std::max(mx, scores[j]);
       }
@@ -212,7 +217,7 @@ void blockBody(const ModelConfig &c, const Weights &w, int64_t layer,
       for (int64_t j = 0; j < n; ++j)
         for (int64_t t = 0; t < hd; ++t)
           o[i * d + head * hd + t] +=
-              scores[j] / sum * v[j * d + head * hd + t];
+              scores[j] / sum * v[j * kvd + kvHead * hd + t];
     }
   a = product(c.bf16, o, n, d, W("attn.wo.weight", d * d), d);
 
@@ -252,8 +257,8 @@ ModelConfig ModelConfig::fromJson(const json &j) {
     fail("", "the model description must be a JSON object");
   rejectUnknownKeys(j,
                     {"name", "vocab_size", "d_model", "n_layers", "n_heads",
-                     "d_ff", "seq_len", "mlp", "norm_eps", "rope_theta",
-                     "tie_embeddings", "dtype", "mod"},
+                     "n_kv_heads", "d_ff", "seq_len", "mlp", "norm_eps",
+                     "rope_theta", "tie_embeddings", "dtype", "mod"},
                     "");
   ModelConfig c;
   c.name = getString(j, "name", "", "model");
@@ -279,6 +284,10 @@ ModelConfig ModelConfig::fromJson(const json &j) {
     fail("n_heads", "d_model is not divisible by n_heads");
   if (c.headDim() % 2 != 0)
     fail("n_heads", "head_dim must be even");
+  c.nKvHeads =
+      j.contains("n_kv_heads") ? getInt(j, "n_kv_heads", "") : c.nHeads;
+  if (c.nKvHeads < 1 || c.nHeads % c.nKvHeads != 0)
+    fail("n_kv_heads", "must be positive and divide n_heads");
 
   std::string mlp = getString(j, "mlp", "", "swiglu");
   if (mlp == "swiglu")
@@ -396,8 +405,11 @@ parameterShapes(const ModelConfig &c) {
   for (int64_t l = 0; l < c.nLayers; ++l) {
     const std::string p = "blocks." + std::to_string(l) + ".";
     out.push_back({p + "attn_norm.weight", {d}});
-    for (const char *w : {"wq", "wk", "wv", "wo"})
-      out.push_back({p + "attn." + w + ".weight", {d, d}});
+    const int64_t kvd = c.nKvHeads * c.headDim();
+    out.push_back({p + "attn.wq.weight", {d, d}});
+    out.push_back({p + "attn.wk.weight", {kvd, d}});
+    out.push_back({p + "attn.wv.weight", {kvd, d}});
+    out.push_back({p + "attn.wo.weight", {d, d}});
     out.push_back({p + "mlp_norm.weight", {d}});
     if (c.mlp == Mlp::SwiGLU)
       out.push_back({p + "mlp.w_gate.weight", {ff, d}});

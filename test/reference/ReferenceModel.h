@@ -51,6 +51,9 @@ struct ModelConfig {
   int64_t dModel = 0;
   int64_t nLayers = 0;
   int64_t nHeads = 0;
+  /// n_kv_heads (default n_heads): key/value heads of grouped-query
+  /// attention.
+  int64_t nKvHeads = 0;
   int64_t dFF = 0;
   int64_t seqLen = 0;
   Mlp mlp = Mlp::SwiGLU;

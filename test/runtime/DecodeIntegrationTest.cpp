@@ -91,6 +91,20 @@ json modelFor(const std::string &name) {
     m["dtype"] = "bf16";
     return m;
   }
+  if (name == "gqa-predictor-every-other") {
+    // Grouped-query attention: 2 key/value heads of 4, a smaller cache.
+    json m = model(name, 2, mod("predictor", "every_other"));
+    m["n_heads"] = 4;
+    m["n_kv_heads"] = 2;
+    return m;
+  }
+  if (name == "mqa-aux-all") {
+    // Multi-query attention: one key/value head of 4.
+    json m = model(name, 2, mod("aux_loss", "all", 0.25));
+    m["n_heads"] = 4;
+    m["n_kv_heads"] = 1;
+    return m;
+  }
   throw std::runtime_error("unknown model " + name);
 }
 
@@ -201,7 +215,11 @@ TEST_P(DecodeIntegrationTest, DecodeEqualsCausalForward) {
       cached += static_cast<uint64_t>(want);
     }
   }
-  EXPECT_EQ(s.kvBytesUsed(), cached * 2 * m.dModel * (bf16() ? 2 : 4));
+  // A cached token's K and V rows: n_kv_heads heads of d_model / n_heads.
+  const int64_t heads = m.model["n_heads"];
+  const int64_t kvWidth =
+      m.model.value("n_kv_heads", heads) * (m.dModel / heads);
+  EXPECT_EQ(s.kvBytesUsed(), cached * 2 * kvWidth * (bf16() ? 2 : 4));
   for (size_t l = 0; l < nRouted; ++l) {
     int64_t total = 0;
     for (int64_t b = 0; b < B; ++b)
@@ -316,11 +334,29 @@ TEST_P(DecodeIntegrationTest, SeededSamplingIsReproducible) {
             generate(*pkg, weights, {"hello there"}, 16, c)[0] + "\n");
 }
 
+/// The cache holds K and V of n_kv_heads heads a layer (docs/model-format.md
+/// section 4): the manifest's size, and what the runtime reserves.
+TEST_P(DecodeIntegrationTest, KvCacheHoldsKeyValueHeads) {
+  const Manifest &m = pkg->manifest();
+  const json desc = modelFor(GetParam());
+  const int64_t heads = desc["n_heads"], dModel = desc["d_model"];
+  const int64_t kvHeads = desc.value("n_kv_heads", heads);
+  const int64_t elem = bf16() ? 2 : 4;
+  EXPECT_EQ(m.model.value("n_kv_heads", int64_t(0)), kvHeads);
+  const uint64_t expected = uint64_t(desc["n_layers"].get<int64_t>()) * 2 *
+                            uint64_t(m.seqLen) * uint64_t(kvHeads) *
+                            uint64_t(dModel / heads) * uint64_t(elem);
+  EXPECT_EQ(m.kvCacheBytesPerSequence, expected);
+  EXPECT_EQ(pkg->kvCacheBytes(3), 3 * expected);
+}
+
 INSTANTIATE_TEST_SUITE_P(Models, DecodeIntegrationTest,
                          ::testing::Values("predictor-every-other",
                                            "predictor-all", "aux-every-other",
                                            "aux-all", "dense",
-                                           "predictor-every-other-bf16"),
+                                           "predictor-every-other-bf16",
+                                           "gqa-predictor-every-other",
+                                           "mqa-aux-all"),
                          [](const auto &info) {
                            std::string n = info.param;
                            std::replace(n.begin(), n.end(), '-', '_');

@@ -125,7 +125,7 @@ public:
 /// defaults filled in.
 struct ModelDescription {
   std::string name = "model";
-  int64_t vocabSize, dModel, nLayers, nHeads, dFf, seqLen;
+  int64_t vocabSize, dModel, nLayers, nHeads, nKvHeads, dFf, seqLen;
   Activation mlp;
   DType dtype;
   double normEps, ropeTheta;
@@ -281,10 +281,10 @@ static llvm::Expected<ModelDescription> parseDescription(llvm::StringRef text,
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                    file + ": the model must be a JSON object");
   FieldReader top(*object, "", file.str());
-  if (llvm::Error e = top.checkKeys(
-          {"name", "vocab_size", "d_model", "n_layers", "n_heads", "d_ff",
-           "seq_len", "mlp", "norm_eps", "rope_theta", "tie_embeddings",
-           "dtype", "mod"}))
+  if (llvm::Error e =
+          top.checkKeys({"name", "vocab_size", "d_model", "n_layers", "n_heads",
+                         "n_kv_heads", "d_ff", "seq_len", "mlp", "norm_eps",
+                         "rope_theta", "tie_embeddings", "dtype", "mod"}))
     return std::move(e);
 
   ModelDescription m;
@@ -319,6 +319,15 @@ static llvm::Expected<ModelDescription> parseDescription(llvm::StringRef text,
     return std::move(e);
   if (llvm::Error e = positive("n_heads", std::nullopt, m.nHeads))
     return std::move(e);
+  // Grouped-query attention (docs/model-format.md section 3): key/value
+  // heads shared by n_heads / n_kv_heads query heads each.
+  if (llvm::Error e = positive("n_kv_heads", m.nHeads, m.nKvHeads))
+    return std::move(e);
+  if (m.nHeads % m.nKvHeads != 0)
+    return top.error("n_kv_heads",
+                     fmt::format("n_heads ({}) is not divisible by n_kv_heads "
+                                 "({})",
+                                 m.nHeads, m.nKvHeads));
   if (llvm::Error e = positive("d_ff", std::nullopt, m.dFf))
     return std::move(e);
   if (llvm::Error e = positive("seq_len", std::nullopt, m.seqLen))
@@ -452,7 +461,12 @@ modc::importModelJson(llvm::StringRef text, llvm::StringRef filename,
       /*capacity=*/nullptr, /*capacity_tokens=*/nullptr, /*schedule=*/nullptr,
       /*routed_layers=*/nullptr,
       /*gate=*/nullptr, /*causal_router=*/nullptr,
-      /*aux_loss_weight=*/nullptr, /*predictor_hidden=*/nullptr);
+      /*aux_loss_weight=*/nullptr, /*predictor_hidden=*/nullptr,
+      /*n_kv_heads=*/nullptr);
+  // Absent means n_heads: a model without grouped-query attention reads as
+  // before.
+  if (m.nKvHeads != m.nHeads)
+    model.setNKvHeadsAttr(b.getI64IntegerAttr(m.nKvHeads));
   if (m.mixtureOfDepths) {
     if (m.capacity)
       model.setCapacityAttr(b.getF64FloatAttr(*m.capacity));

@@ -31,12 +31,35 @@ void PlanEmitter::writeCall(StringRef ns, const KernelCall &call,
                     call.fn, templ, fmt::join(args, ", "));
 }
 
+void PlanEmitter::addKvHeads(KernelCall &call, int64_t heads, int64_t kvHeads,
+                             Value q, Value k, Value v,
+                             std::optional<modk::GemmPath> mainloop) {
+  if (kvHeads == heads)
+    return;
+  // The strides are every one's, window or not; they replace the window
+  // strides that the shared template arguments may have.
+  call.templateArgs.resize(2);
+  for (Value buffer : {q, k, v})
+    call.hostTemplateArgs.push_back(
+        modk::ColumnWindowOp::rowStride(cast<MemRefType>(buffer.getType())));
+  call.hostTemplateArgs.push_back(kvHeads);
+  // Both flags, then n_kv_heads; no mainloop: the kernel's default, the
+  // tensor cores.
+  call.deviceTemplateArgs = {
+      entry.isBf16() ? 1 : 0,
+      !mainloop || *mainloop == modk::GemmPath::mma ? 1 : 0, kvHeads};
+}
+
 KernelCall PlanEmitter::decodeAttentionCall(modk::DecodeAttentionOp op,
                                             std::string cacheK,
                                             std::string cacheV) {
   int64_t heads = op.getNHeads(), d = width(op.getQ());
+  std::vector<int64_t> sizes{seqLen, heads, d / heads};
+  // Grouped-query attention: the cache holds n_kv_heads heads.
+  if (op.getKvHeads() != heads)
+    sizes.push_back(op.getKvHeads());
   return {"decode_attention",
-          {seqLen, heads, d / heads},
+          std::move(sizes),
           {name(op.getQ()), name(op.getK()), name(op.getV()), "B",
            name(op.getSegments()), name(op.getPositions()),
            name(op.getActive()), std::move(cacheK), std::move(cacheV),
@@ -155,6 +178,8 @@ LogicalResult PlanEmitter::emitKernel(Operation *op) {
     // Q, K and V may be windows of one stacked product (CPU).
     llvm::append_range(call.templateArgs,
                        windowStrides({attn.getQ(), attn.getK(), attn.getV()}));
+    addKvHeads(call, heads, attn.getKvHeads(), attn.getQ(), attn.getK(),
+               attn.getV(), attn.getMainloop());
     emitCall(call);
     return success();
   }
@@ -296,12 +321,14 @@ LogicalResult PlanEmitter::emitKernel(Operation *op) {
     call.deviceTemplateArgs = attentionTemplateArgs(attn.getMainloop());
     llvm::append_range(call.templateArgs,
                        windowStrides({attn.getQ(), attn.getK(), attn.getV()}));
+    addKvHeads(call, heads, attn.getKvHeads(), attn.getQ(), attn.getK(),
+               attn.getV(), attn.getMainloop());
     emitCall(call);
     return success();
   }
   if (auto attn = dyn_cast<modk::DecodeAttentionOp>(op)) {
-    // Layer l's cache: K then V, each [B, seq_len, d_model].
-    int64_t l = attn.getLayer(), d = width(attn.getQ());
+    // Layer l's cache: K then V, each [B, seq_len, n_kv_heads * head_dim].
+    int64_t l = attn.getLayer(), d = width(attn.getK());
     emitCall(decodeAttentionCall(attn, kvCacheRegion(l, false, d),
                                  kvCacheRegion(l, true, d)));
     return success();

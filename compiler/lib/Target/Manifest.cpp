@@ -19,6 +19,7 @@ json::Object modc::manifestModel(modk::ModelAttr model) {
       {"d_model", model.getDModel()},
       {"n_layers", model.getNLayers()},
       {"n_heads", model.getNHeads()},
+      {"n_kv_heads", model.getKvHeads()},
       {"d_ff", model.getDFf()},
       {"seq_len", model.getSeqLen()},
       {"mlp", modc::stringifyActivation(model.getMlp()).str()},
@@ -130,7 +131,7 @@ std::string modc::buildManifest(llvm::ArrayRef<modk::EntryOp> entryOps,
         {"workspace_bytes_per_sequence",
          decode.getWorkspaceBytesPerSequence().value_or(0)},
         {"kv_cache_bytes_per_sequence",
-         kvCacheBytesPerSequence(nLayers, model.getSeqLen(), model.getDModel(),
+         kvCacheBytesPerSequence(nLayers, model.getSeqLen(), kvWidth(model),
                                  decode.isBf16())}};
   }
   json::Object manifest{

@@ -414,6 +414,6 @@ LogicalResult PlanEmitter::checkOptimizer(modk::EntryOp grad) {
 
 int64_t PlanEmitter::kvCacheBytes(modk::EntryOp decode) const {
   modk::ModelAttr model = decode.getModel();
-  return kvCacheBytesPerSequence(model.getNLayers(), seqLen, model.getDModel(),
+  return kvCacheBytesPerSequence(model.getNLayers(), seqLen, kvWidth(model),
                                  decode.isBf16());
 }

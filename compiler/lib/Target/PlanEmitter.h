@@ -72,6 +72,8 @@ struct KernelCall {
   std::vector<KernelArg> args;
   /// Template arguments only the CUDA kernel takes, after templateArgs.
   std::vector<int64_t> deviceTemplateArgs;
+  /// Template arguments only the CPU kernel takes, after templateArgs.
+  std::vector<int64_t> hostTemplateArgs;
   /// A CUDA product's GemmPlan (the name of its #modk.gemm_config), the
   /// last template argument; empty elsewhere.
   std::string devicePlan;
@@ -105,6 +107,14 @@ protected:
   /// the CPU kernels that read windows (attention, the KV-cache append, a
   /// product's input).
   static std::vector<int64_t> windowStrides(mlir::ValueRange buffers);
+  /// Adds grouped-query attention's template arguments to the call of an
+  /// attention kernel whose k has fewer heads than q (docs/model-format.md
+  /// section 3): the CPU kernels take q's, k's and v's row strides and then
+  /// n_kv_heads, the CUDA kernels their two flags and then n_kv_heads. With
+  /// as many key/value heads as heads, the call is left as it is.
+  void addKvHeads(KernelCall &call, int64_t heads, int64_t kvHeads,
+                  mlir::Value q, mlir::Value k, mlir::Value v,
+                  std::optional<modk::GemmPath> mainloop);
   std::string name(mlir::Value v) { return names.lookup(v); }
   /// The C type of a buffer element (bf16: the target's bf16 struct).
   std::string cType(mlir::Type element) const;

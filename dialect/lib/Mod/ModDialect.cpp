@@ -90,6 +90,11 @@ LogicalResult ModelOp::verify() {
   if (getHeadDim() % 2 != 0)
     return emitOpError() << "head dimension d_model / n_heads = "
                          << getHeadDim() << " must be even for RoPE";
+  if (std::optional<uint64_t> kv = getNKvHeads())
+    if (int64_t(*kv) < 1 || int64_t(getNHeads()) % int64_t(*kv) != 0)
+      return emitOpError() << "n_kv_heads (" << int64_t(*kv)
+                           << ") must be positive and divide n_heads ("
+                           << getNHeads() << ")";
   if (!(getNormEps().convertToDouble() > 0))
     return emitOpError() << "norm_eps must be positive";
   if (!(getRopeTheta().convertToDouble() > 0))

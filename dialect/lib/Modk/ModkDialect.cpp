@@ -264,7 +264,8 @@ MoDConfigAttr::verify(function_ref<InFlightDiagnostic()> emitError,
 
 LogicalResult ModelAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                                 StringRef, int64_t vocabSize, int64_t dModel,
-                                int64_t nLayers, int64_t nHeads, int64_t dFf,
+                                int64_t nLayers, int64_t nHeads,
+                                std::optional<int64_t> nKvHeads, int64_t dFf,
                                 int64_t seqLen, Activation, FloatAttr normEps,
                                 FloatAttr ropeTheta, BoolAttr, DType,
                                 MoDConfigAttr mod) {
@@ -278,6 +279,10 @@ LogicalResult ModelAttr::verify(function_ref<InFlightDiagnostic()> emitError,
   if (dModel % nHeads != 0 || (dModel / nHeads) % 2 != 0)
     return emitError() << "d_model / n_heads must be an even whole number, got "
                        << dModel << " / " << nHeads;
+  if (nKvHeads && (*nKvHeads < 1 || nHeads % *nKvHeads != 0))
+    return emitError() << "n_kv_heads must be positive and divide n_heads, "
+                          "got "
+                       << *nKvHeads << " of " << nHeads;
   if (!(normEps.getValueAsDouble() > 0) || !(ropeTheta.getValueAsDouble() > 0))
     return emitError() << "norm_eps and rope_theta must be positive";
   if (mod)
@@ -567,16 +572,53 @@ LogicalResult GemmOp::verifyRegions() {
   return success();
 }
 
-LogicalResult AttentionOp::verify() {
-  int64_t width = lastDim(getQ());
-  if (getNHeads() <= 0 || width % getNHeads() != 0 ||
-      (width / getNHeads()) % 2 != 0)
-    return emitOpError("width must split into n_heads even head dimensions");
-  if (lastDim(getK()) != width || lastDim(getV()) != width ||
-      lastDim(getOutput()) != width)
-    return emitOpError("q, k, v and output must have one width");
+/// The checks the attention ops share: q splits into n_heads even heads,
+/// and k and v into whole heads of that width, n_kv_heads of them, which
+/// divides n_heads (grouped-query attention, docs/model-format.md section
+/// 3). `outputs`: the buffers of q's width (the output, dq).
+template <typename AttentionLikeOp>
+static LogicalResult verifyAttentionWidths(AttentionLikeOp op,
+                                           ValueRange outputs,
+                                           ValueRange kvOutputs = {}) {
+  int64_t width = lastDim(op.getQ()), heads = op.getNHeads();
+  if (heads <= 0 || width % heads != 0 || (width / heads) % 2 != 0)
+    return op.emitOpError("width must split into n_heads even head dimensions");
+  for (Value out : outputs)
+    if (lastDim(out) != width)
+      return op.emitOpError("q and output must have one width");
+  int64_t kvWidth = lastDim(op.getK()), hd = width / heads;
+  if (lastDim(op.getV()) != kvWidth)
+    return op.emitOpError("k and v must have one width");
+  for (Value out : kvOutputs)
+    if (lastDim(out) != kvWidth)
+      return op.emitOpError("dk and dv must have k's width");
+  if (kvWidth % hd != 0 || kvWidth == 0 || heads % (kvWidth / hd) != 0)
+    return op.emitOpError()
+           << "k's width " << kvWidth << " must be n_kv_heads heads of " << hd
+           << ", n_kv_heads dividing n_heads (" << heads << ")";
   return success();
 }
+
+template <typename AttentionLikeOp>
+static int64_t kvHeadsOf(AttentionLikeOp op) {
+  return lastDim(op.getK()) / (lastDim(op.getQ()) / op.getNHeads());
+}
+
+LogicalResult AttentionOp::verify() {
+  return verifyAttentionWidths(*this, {getOutput()});
+}
+int64_t AttentionOp::getKvHeads() { return kvHeadsOf(*this); }
+
+LogicalResult AttentionGradOp::verify() {
+  return verifyAttentionWidths(*this, {getO(), getDout(), getDq()},
+                               {getDk(), getDv()});
+}
+int64_t AttentionGradOp::getKvHeads() { return kvHeadsOf(*this); }
+
+LogicalResult DecodeAttentionOp::verify() {
+  return verifyAttentionWidths(*this, {getOutput()});
+}
+int64_t DecodeAttentionOp::getKvHeads() { return kvHeadsOf(*this); }
 
 /// The checks both routing ops share: causal scores exactly for the
 /// predictor, k within the sequence, and `held` (the named buffer's rows a

@@ -18,11 +18,19 @@ namespace modc {
 /// Version of the package ABI this compiler writes: the runtime's own.
 constexpr unsigned kPackageAbiVersion = MODC_ABI_VERSION;
 
+/// The width of a token's key (and value) row: n_kv_heads heads of
+/// head_dim, d_model without grouped-query attention (docs/model-format.md
+/// section 3).
+inline int64_t kvWidth(modk::ModelAttr model) {
+  return model.getKvHeads() * model.getHeadDim();
+}
+
 /// KV-cache bytes a decode step keeps per sequence: K and V of up to seq_len
-/// tokens in every layer, as f32, or as bf16 in a bf16 model.
+/// tokens in every layer, rows of `kvWidth`, as f32, or as bf16 in a bf16
+/// model.
 inline int64_t kvCacheBytesPerSequence(int64_t layers, int64_t seqLen,
-                                       int64_t dModel, bool bf16) {
-  return layers * 2 * seqLen * dModel * (bf16 ? 2 : int64_t(sizeof(float)));
+                                       int64_t kvWidth, bool bf16) {
+  return layers * 2 * seqLen * kvWidth * (bf16 ? 2 : int64_t(sizeof(float)));
 }
 
 /// The instruction set a CPU package is compiled for: the `-march` value and

@@ -79,18 +79,22 @@ void ModelLowering::lowerAttention(mod::AttentionOp op) {
   RowSet rows = rowSets[op.getInput()];
   int64_t r = rowsOf(op.getInput());
   Type f32 = b.getF32Type();
-  Value q = alloc({r, d}, f32), k = alloc({r, d}, f32), v = alloc({r, d}, f32);
-  auto rope = [&](Value w, Value out) {
+  // Grouped-query attention (docs/model-format.md section 3): K and V have
+  // n_kv_heads heads of the query heads' width.
+  int64_t kvHeads = model.getKvHeads(), kvd = kvHeads * model.getHeadDim();
+  Value q = alloc({r, d}, f32), k = alloc({r, kvd}, f32),
+        v = alloc({r, kvd}, f32);
+  auto rope = [&](Value w, Value out, int64_t heads) {
     auto gemm = createGemm(b, loc, n, ValueRange{w}, rows.segments,
                                      ValueRange{rows.positions}, out, modk::Epilogue::rope);
-    gemm.setNHeadsAttr(b.getI64IntegerAttr(model.getNHeads()));
+    gemm.setNHeadsAttr(b.getI64IntegerAttr(heads));
     gemm.setRopeThetaAttr(model.getRopeThetaAttr());
   };
-  rope(blockParam(layer, "attn.wq.weight", {d, d}), q);
-  rope(blockParam(layer, "attn.wk.weight", {d, d}), k);
+  rope(blockParam(layer, "attn.wq.weight", {d, d}), q, model.getNHeads());
+  rope(blockParam(layer, "attn.wk.weight", {kvd, d}), k, kvHeads);
   createGemm(b, loc, n,
-                       ValueRange{blockParam(layer, "attn.wv.weight", {d, d})},
-                       rows.segments, ValueRange{}, v, modk::Epilogue::none);
+             ValueRange{blockParam(layer, "attn.wv.weight", {kvd, d})},
+             rows.segments, ValueRange{}, v, modk::Epilogue::none);
   Value o = alloc({r, d}, f32);
   if (decoding())
     modk::DecodeAttentionOp::create(b, loc, q, k, v, rows.positions,
@@ -467,10 +471,13 @@ modk::ModelAttr modc::modelAttrOf(mod::ModelOp model) {
   return modk::ModelAttr::getChecked(
       emitError, ctx, model.getSymName(), int64_t(model.getVocabSize()),
       int64_t(model.getDModel()), int64_t(model.getNLayers()),
-      int64_t(model.getNHeads()), int64_t(model.getDFf()),
-      int64_t(model.getSeqLen()), model.getMlp(), model.getNormEpsAttr(),
-      model.getRopeThetaAttr(), BoolAttr::get(ctx, model.getTieEmbeddings()),
-      model.getDtype(), modConfig);
+      int64_t(model.getNHeads()),
+      model.getNKvHeads() ? std::optional<int64_t>(*model.getNKvHeads())
+                          : std::nullopt,
+      int64_t(model.getDFf()), int64_t(model.getSeqLen()), model.getMlp(),
+      model.getNormEpsAttr(), model.getRopeThetaAttr(),
+      BoolAttr::get(ctx, model.getTieEmbeddings()), model.getDtype(),
+      modConfig);
 }
 
 FailureOr<modk::EntryOp> ModelLowering::run() {

@@ -87,9 +87,12 @@ void ModelLowering::backwardAttention(mod::AttentionOp op) {
                                 dkRoped, dv, model.getNHeads(),
                                 /*mainloop=*/nullptr);
   Value dq = like(s["q"]), dk = like(s["k"]);
-  for (auto [roped, g] : {std::pair{dqRoped, dq}, {dkRoped, dk}})
+  // dk has the key/value heads (grouped-query attention).
+  for (auto [roped, g, heads] :
+       {std::tuple{dqRoped, dq, int64_t(model.getNHeads())},
+        {dkRoped, dk, model.getKvHeads()}})
     modk::RopeGradOp::create(b, loc, roped, rows.positions, rows.segments, g,
-                             model.getNHeads(), model.getRopeTheta());
+                             heads, model.getRopeTheta());
   // Q, K, V projections.
   Value dn = like(n);
   bool first = true;

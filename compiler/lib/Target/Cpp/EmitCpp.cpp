@@ -109,7 +109,13 @@ void CppEmitter::emitCall(const KernelCall &call, int indent) {
     else if (arg.kind != KernelArg::DeviceOnly)
       args.push_back(arg.text);
   }
-  writeCall(kernelNamespace(), call, args, indent);
+  if (call.hostTemplateArgs.empty()) {
+    writeCall(kernelNamespace(), call, args, indent);
+    return;
+  }
+  KernelCall withHostArgs = call;
+  llvm::append_range(withHostArgs.templateArgs, call.hostTemplateArgs);
+  writeCall(kernelNamespace(), withHostArgs, args, indent);
 }
 
 void CppEmitter::emitCausalDecisions(int index, StringRef logits, int indent) {

@@ -489,9 +489,9 @@ template <int HD> struct AttnTile {
 };
 
 /// Packs key tile `tile` (global tile index, first row `r0`, `kc` valid rows)
-/// for every head: keys transposed to [HD][BK] so scores vectorise over keys,
-/// values to [BK][HDP]; missing keys and padding are zero. KS, VS: the row
-/// strides of k and v.
+/// for every key/value head (H of them here): keys transposed to [HD][BK] so
+/// scores vectorise over keys, values to [BK][HDP]; missing keys and padding
+/// are zero. KS, VS: the row strides of k and v.
 template <int H, int HD, int KS, int VS>
 inline void packKVTile(const float *k, const float *v, int64_t r0, int kc,
                        int64_t tile, float *pk, float *pv) {
@@ -671,24 +671,27 @@ inline void attentionBlock(const float *q, const int64_t *seg,
 
 } // namespace detail
 
-/// Causal multi-head attention over segments. q, k, v, out are
-/// [rows, H * HD] with rows = seg[nseg] (out float, or bf16: rounded); q, k
-/// and v rows QS, KS and VS floats apart (columns of one stacked product:
-/// modk-fuse-horizontal, docs/compiler.md). For row i in segment s and head h,
-/// out = softmax_j(q_i . k_j / sqrt(HD)) v_j over the rows j of segment s
-/// with pos[j] <= pos[i] (positions must be non-decreasing in a segment;
-/// equal positions see each other).
+/// Causal multi-head attention over segments. q and out are [rows, H * HD],
+/// k and v [rows, KVH * HD] with rows = seg[nseg] (out float, or bf16:
+/// rounded); q, k and v rows QS, KS and VS floats apart (columns of one stacked
+/// product: modk-fuse-horizontal, docs/compiler.md). For row i in segment s and
+/// head h, out = softmax_j(q_i . k_j / sqrt(HD)) v_j over the rows j of segment
+/// s with pos[j] <= pos[i] (positions must be non-decreasing in a segment;
+/// equal positions see each other), k and v of key/value head
+/// h / (H / KVH): grouped-query attention where KVH < H, the grouping of
+/// docs/model-format.md section 3 (KVH = H: multi-head attention).
 ///
-/// Flash-style: keys and values are first packed once into per-(tile, head)
-/// blocks (keys transposed); then each (segment, head, block of 64 queries)
-/// is one OpenMP work item that streams those tiles with an online,
+/// Flash-style: keys and values are first packed once into per-(tile,
+/// key/value head) blocks (keys transposed); then each (segment, head, block of
+/// 64 queries) is one OpenMP work item that streams those tiles with an online,
 /// max-subtracted softmax, so no score matrix is ever materialised. The
 /// packing buffer is cached per calling thread and only grows.
-template <int H, int HD, int QS = H * HD, int KS = H * HD, int VS = H * HD,
-          typename Out>
+template <int H, int HD, int QS = H *HD, int KS = H *HD, int VS = H *HD,
+          int KVH = H, typename Out>
 inline void causal_attention(const float *q, const float *k, const float *v,
                              int64_t nseg, const int64_t *seg,
                              const int32_t *pos, Out *out) {
+  static_assert(KVH >= 1 && H % KVH == 0, "n_kv_heads divides n_heads");
   using T = detail::AttnTile<HD>;
   constexpr int BQ = detail::kAttnBQ, BK = detail::kAttnBK;
   static thread_local std::vector<float> packK, packV;
@@ -708,9 +711,9 @@ inline void causal_attention(const float *q, const float *k, const float *v,
   const int64_t ntiles = tileOff[nseg];
   if (ntiles == 0)
     return;
-  if (int64_t(packK.size()) < ntiles * H * T::KSize) {
-    packK.resize(ntiles * H * T::KSize);
-    packV.resize(ntiles * H * T::VSize);
+  if (int64_t(packK.size()) < ntiles * KVH * T::KSize) {
+    packK.resize(ntiles * KVH * T::KSize);
+    packV.resize(ntiles * KVH * T::VSize);
   }
   float *pk = packK.data(), *pv = packV.data();
   const int64_t *toff = tileOff.data();
@@ -730,16 +733,16 @@ inline void causal_attention(const float *q, const float *k, const float *v,
       const int64_t s = detail::segmentOf(toff, nseg, t);
       const int64_t r0 = seg[s] + (t - toff[s]) * BK;
       const int kc = static_cast<int>(std::min<int64_t>(BK, seg[s + 1] - r0));
-      detail::packKVTile<H, HD, KS, VS>(k, v, r0, kc, t, pk, pv);
+      detail::packKVTile<KVH, HD, KS, VS>(k, v, r0, kc, t, pk, pv);
     }
     // The implicit barrier above publishes the packed tiles.
 #pragma omp for schedule(dynamic, 1)
     for (int64_t t = 0; t < nitems; ++t) {
       const detail::AttnItem &w = it[t];
-      const int64_t first = toff[w.seg] * H + w.head;
+      const int64_t first = toff[w.seg] * KVH + w.head / (H / KVH);
       detail::attentionBlock<H, HD, QS, Out>(
           q, seg, pos, pk + first * T::KSize, pv + first * T::VSize,
-          H * T::KSize, H * T::VSize, out, w);
+          KVH * T::KSize, KVH * T::VSize, out, w);
     }
   }
 }

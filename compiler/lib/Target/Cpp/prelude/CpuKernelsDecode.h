@@ -137,9 +137,9 @@ inline void axpyRow(float *acc, float p, const C *x) {
 
 /// out[0:HD] = softmax_t(q . k_t / sqrt(HD)) v_t over the n >= 1 cached keys
 /// t of one head; key t is at kc + t * LD and value t at vc + t * LD, with
-/// LD = H * HD. Streams blocks of kDecodeBK keys with a max-subtracted online
-/// softmax, so no S-sized buffer is needed. As in causal_attention, q is
-/// scaled before the dot products.
+/// LD = H * HD (H: the cache's heads, the key/value heads). Streams blocks of
+/// kDecodeBK keys with a max-subtracted online softmax, so no S-sized buffer is
+/// needed. As in causal_attention, q is scaled before the dot products.
 template <int H, int HD, typename C>
 inline void decodeAttendHead(const float *q, const C *kc, const C *vc,
                              int64_t n, float *out) {
@@ -193,9 +193,11 @@ inline void decodeAttendHead(const float *q, const C *kc, const C *vc,
 
 } // namespace detail
 
-/// Attention of one decode step against one layer's KV cache. q, k, v, out
-/// are [seg[B], H * HD] (q and k already RoPE'd at the rows' original
-/// positions); cache_k and cache_v are [B, S, H * HD]; counts is [B].
+/// Attention of one decode step against one layer's KV cache. q and out are
+/// [seg[B], H * HD], k and v [seg[B], KVH * HD] (q and k already RoPE'd at
+/// the rows' original positions); cache_k and cache_v are
+/// [B, S, KVH * HD]; counts is [B]. Query head h reads key/value head
+/// h / (H / KVH) (grouped-query attention, docs/model-format.md section 3).
 ///
 /// For each row j of sequence b with active[b], in row order:
 ///  - k[j] and v[j] are appended at cache[b][counts[b]] and counts[b] grows
@@ -215,14 +217,16 @@ inline void decodeAttendHead(const float *q, const C *kc, const C *vc,
 /// Appends run serially (they are B row copies); the (row, head) pairs run in
 /// parallel when the step reads enough of the cache. The cache holds floats,
 /// or bf16 (C = bf16: a bf16 model, whose keys and values are bf16 values).
-template <int S, int H, int HD, typename C>
+template <int S, int H, int HD, int KVH = H, typename C>
 inline void decode_attention(const float *q, const float *k, const float *v,
                              int64_t B, const int64_t *seg, const int32_t *pos,
                              const uint8_t *active, C *cache_k, C *cache_v,
                              int32_t *counts, float *out) {
   static_assert(S >= 1, "decode needs at least one position");
+  static_assert(KVH >= 1 && H % KVH == 0, "n_kv_heads divides n_heads");
   (void)pos;
   constexpr int64_t LD = static_cast<int64_t>(H) * HD;
+  constexpr int64_t LDK = static_cast<int64_t>(KVH) * HD;
   const int64_t rows = seg[B];
   if (rows <= 0)
     return;
@@ -245,9 +249,9 @@ inline void decode_attention(const float *q, const float *k, const float *v,
         rowKeys[j] = -1;
         continue;
       }
-      const int64_t slot = (b * S + c) * LD;
-      detail::storeRow(cache_k + slot, k + j * LD, LD);
-      detail::storeRow(cache_v + slot, v + j * LD, LD);
+      const int64_t slot = (b * S + c) * LDK;
+      detail::storeRow(cache_k + slot, k + j * LDK, LDK);
+      detail::storeRow(cache_v + slot, v + j * LDK, LDK);
       counts[b] = c + 1;
       rowKeys[j] = c + 1;
       work += c + 1;
@@ -256,7 +260,7 @@ inline void decode_attention(const float *q, const float *k, const float *v,
 
   const int64_t *rs = rowSeq.data(), *rk = rowKeys.data();
   const int64_t items = rows * H;
-  const bool parallel = work * LD > detail::kMinParallelWork;
+  const bool parallel = work * LDK > detail::kMinParallelWork;
 #pragma omp parallel for schedule(dynamic, 1) if (parallel)
   for (int64_t it = 0; it < items; ++it) {
     const int64_t j = it / H;
@@ -268,9 +272,9 @@ inline void decode_attention(const float *q, const float *k, const float *v,
     } else if (n < 0) {
       std::fill(o, o + HD, std::numeric_limits<float>::quiet_NaN());
     } else {
-      const int64_t base = rs[j] * S * LD + h * HD;
-      detail::decodeAttendHead<H, HD>(q + j * LD + h * HD, cache_k + base,
-                                      cache_v + base, n, o);
+      const int64_t base = rs[j] * S * LDK + h / (H / KVH) * HD;
+      detail::decodeAttendHead<KVH, HD>(q + j * LD + h * HD, cache_k + base,
+                                        cache_v + base, n, o);
     }
   }
 }

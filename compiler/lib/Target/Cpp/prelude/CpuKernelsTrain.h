@@ -183,22 +183,27 @@ inline void mm(int rows, const float *A, int64_t ars, int64_t aks,
   }
 }
 
-/// Backward of one (segment, head) of causal_attention, entirely on this
-/// thread (so dK and dV need no cross-thread reduction). Flash-attention-2
-/// order: an outer loop over key blocks keeps that block's dK, dV in cache
-/// while the query blocks that see it stream past; dQ accumulates in a
-/// per-segment buffer. The softmax statistics are recomputed first. QS, KS,
-/// VS: the row strides of q, k and v.
-template <int H, int HD, int QS, int KS, int VS, typename TV>
+/// Backward of one (segment, key/value head) of causal_attention, entirely
+/// on this thread (so dK and dV need no cross-thread reduction): the query
+/// heads of the group, H / KVH of them (one without grouped-query
+/// attention), one after the other in head order, each adding to the
+/// group's dK and dV. Flash-attention-2 order: an outer loop over key
+/// blocks keeps that block's dK, dV in cache while the query blocks that
+/// see it stream past; dQ accumulates in a per-segment buffer. The softmax
+/// statistics are recomputed first. QS, KS, VS: the row strides of q, k
+/// and v.
+template <int H, int KVH, int HD, int QS, int KS, int VS, typename TV>
 inline void attentionGradItem(const float *q, const float *k, const float *v,
                               const float *o, const float *dout,
                               const int64_t *seg, const int32_t *pos, int64_t s,
-                              int h, float *dq, float *dk, TV *dv) {
+                              int kvh, float *dq, float *dk, TV *dv) {
   constexpr int BQ = kAgBQ, BK = kAgBK;
   constexpr int NB = BK / kVW;             // vectors per score row
   constexpr int DV = (HD + kVW - 1) / kVW; // vectors per head row
   constexpr int HDP = DV * kVW;            // padded head dim
-  constexpr int64_t LD = int64_t(H) * HD;
+  constexpr int64_t LD = int64_t(H) * HD;  // q, o, dout, dq rows
+  constexpr int64_t LDK = int64_t(KVH) * HD; // dk, dv rows
+  constexpr int G = H / KVH;                 // query heads of the group
   static_assert(BK % kVW == 0, "key block must be whole vectors");
 
   const int64_t base = seg[s];
@@ -206,7 +211,7 @@ inline void attentionGradItem(const float *q, const float *k, const float *v,
   if (n <= 0)
     return;
   const int32_t *ps = pos + base;
-  const int64_t hoff = int64_t(h) * HD;
+  const int64_t koff = int64_t(kvh) * HD;
   const float scale = 1.0f / std::sqrt(static_cast<float>(HD));
   const int64_t ntile = (n + BK - 1) / BK;
   const int64_t np = ntile * BK; // padded row count
@@ -215,7 +220,7 @@ inline void attentionGradItem(const float *q, const float *k, const float *v,
   static thread_local std::vector<float> buf;
   static thread_local std::vector<int64_t> limBuf;
   const int64_t need =
-      4 * np * HDP + 2 * HD * np + 2 * np + 2 * BK * HDP + 2 * BQ * BK;
+      6 * np * HDP + 2 * HD * np + 2 * np + 2 * BK * HDP + 2 * BQ * BK;
   if (int64_t(buf.size()) < need)
     buf.resize(need);
   if (int64_t(limBuf.size()) < n)
@@ -232,24 +237,20 @@ inline void attentionGradItem(const float *q, const float *k, const float *v,
   float *dVb = dKb + BK * HDP;
   float *Sb = dVb + BK * HDP; // [BQ][BK] scores, then P
   float *dPb = Sb + BQ * BK;  // [BQ][BK] dP, then dS
+  float *dKs = dPb + BQ * BK; // [np][HDP] the group's dK
+  float *dVs = dKs + np * HDP; // [np][HDP] the group's dV
   int64_t *lim = limBuf.data();
 
-  // Pack this head: zero padding keeps padded lanes finite and inert.
-  std::memset(Qs, 0, sizeof(float) * 4 * np * HDP);
+  // Pack this key/value head: zero padding keeps padded lanes finite and
+  // inert.
+  std::memset(Ks, 0, sizeof(float) * np * HDP);
   std::memset(Kt, 0, sizeof(float) * 2 * HD * np);
+  std::memset(dKs, 0, sizeof(float) * 2 * np * HDP);
   for (int64_t i = 0; i < n; ++i) {
-    const int64_t row = (base + i) * LD + hoff;
-    const float *qi = q + (base + i) * QS + hoff;
-    const float *ki = k + (base + i) * KS + hoff;
-    const float *vi = v + (base + i) * VS + hoff;
-    float dd = 0.0f;
-    for (int d = 0; d < HD; ++d) {
-      Qs[i * HDP + d] = qi[d] * scale;
+    const float *ki = k + (base + i) * KS + koff;
+    const float *vi = v + (base + i) * VS + koff;
+    for (int d = 0; d < HD; ++d)
       Ks[i * HDP + d] = ki[d];
-      dOs[i * HDP + d] = dout[row + d];
-      dd += dout[row + d] * o[row + d];
-    }
-    Dd[i] = dd;
     float *kt = Kt + (i / BK) * HD * BK + i % BK;
     float *vt = Vt + (i / BK) * HD * BK + i % BK;
     for (int d = 0; d < HD; ++d) {
@@ -271,103 +272,130 @@ inline void attentionGradItem(const float *q, const float *k, const float *v,
     lane[c] = c;
   const float ninf = -std::numeric_limits<float>::infinity();
 
-  // Pass 1: log-sum-exp of every query row (online max and sum).
-  for (int64_t i0 = 0; i0 < n; i0 += BQ) {
-    const int qn = static_cast<int>(std::min<int64_t>(BQ, n - i0));
-    float mrow[BQ], lrow[BQ];
-    for (int r = 0; r < qn; ++r) {
-      mrow[r] = ninf;
-      lrow[r] = 0.0f;
-    }
-    for (int64_t k0 = 0; k0 < lim[i0 + qn - 1]; k0 += BK) {
-      mm<NB, false>(qn, Qs + i0 * HDP, HDP, 1, Kt + k0 * HD, BK, HD, Sb, BK);
-      for (int r = 0; r < qn; ++r) {
-        const int64_t valid = lim[i0 + r] - k0;
-        if (valid <= 0)
-          continue;
-        float *sr = Sb + r * BK;
-        const VecI vl =
-            lane - static_cast<int32_t>(std::min<int64_t>(valid, BK));
-        VecF mx = splat(ninf);
-        for (int b = 0; b < NB; ++b)
-          mx = vmax(mx,
-                    select(vl + b * kVW < 0, loadu(sr + b * kVW), splat(ninf)));
-        const float mnew = std::max(mrow[r], hmax(mx));
-        VecF sum = VecF{};
-        for (int b = 0; b < NB; ++b)
-          sum +=
-              vexp(select(vl + b * kVW < 0, loadu(sr + b * kVW), splat(ninf)) -
-                   mnew);
-        lrow[r] = lrow[r] * std::exp(mrow[r] - mnew) + hsum(sum);
-        mrow[r] = mnew;
+  for (int g = 0; g < G; ++g) {
+    const int64_t hoff = (int64_t(kvh) * G + g) * HD;
+    // Pack this query head.
+    std::memset(Qs, 0, sizeof(float) * np * HDP);
+    std::memset(dOs, 0, sizeof(float) * 2 * np * HDP);
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t row = (base + i) * LD + hoff;
+      const float *qi = q + (base + i) * QS + hoff;
+      float dd = 0.0f;
+      for (int d = 0; d < HD; ++d) {
+        Qs[i * HDP + d] = qi[d] * scale;
+        dOs[i * HDP + d] = dout[row + d];
+        dd += dout[row + d] * o[row + d];
       }
+      Dd[i] = dd;
     }
-    for (int r = 0; r < qn; ++r)
-      lse[i0 + r] = mrow[r] + std::log(lrow[r]);
-  }
 
-  // Pass 2: per key block, every query block that sees it.
-  for (int64_t k0 = 0; k0 < n; k0 += BK) {
-    const int kc = static_cast<int>(std::min<int64_t>(BK, n - k0));
-    std::memset(dKb, 0, sizeof(float) * 2 * BK * HDP);
-    const float *Ktj = Kt + k0 * HD, *Vtj = Vt + k0 * HD;
-    // First query that sees key k0; lim is non-decreasing.
-    const int64_t rs = std::upper_bound(lim, lim + n, k0) - lim;
-    for (int64_t i0 = rs; i0 < n; i0 += BQ) {
+    // Pass 1: log-sum-exp of every query row (online max and sum).
+    for (int64_t i0 = 0; i0 < n; i0 += BQ) {
       const int qn = static_cast<int>(std::min<int64_t>(BQ, n - i0));
-      // S = Qs K^T, dP = dO V^T.
-      mm<NB, false>(qn, Qs + i0 * HDP, HDP, 1, Ktj, BK, HD, Sb, BK);
-      mm<NB, false>(qn, dOs + i0 * HDP, HDP, 1, Vtj, BK, HD, dPb, BK);
-      // P = exp(S - lse) on visible keys, dS = P (dP - D).
+      float mrow[BQ], lrow[BQ];
       for (int r = 0; r < qn; ++r) {
-        const int64_t valid = std::min<int64_t>(lim[i0 + r] - k0, BK);
-        const VecI vl = lane - static_cast<int32_t>(valid);
-        const VecF l = splat(lse[i0 + r]), dd = splat(Dd[i0 + r]);
-        float *sr = Sb + r * BK, *dr = dPb + r * BK;
-        for (int b = 0; b < NB; ++b) {
-          const VecF p =
-              select(vl + b * kVW < 0, vexp(loadu(sr + b * kVW) - l), VecF{});
-          storeu(sr + b * kVW, p);
-          storeu(dr + b * kVW, p * (loadu(dr + b * kVW) - dd));
+        mrow[r] = ninf;
+        lrow[r] = 0.0f;
+      }
+      for (int64_t k0 = 0; k0 < lim[i0 + qn - 1]; k0 += BK) {
+        mm<NB, false>(qn, Qs + i0 * HDP, HDP, 1, Kt + k0 * HD, BK, HD, Sb, BK);
+        for (int r = 0; r < qn; ++r) {
+          const int64_t valid = lim[i0 + r] - k0;
+          if (valid <= 0)
+            continue;
+          float *sr = Sb + r * BK;
+          const VecI vl =
+              lane - static_cast<int32_t>(std::min<int64_t>(valid, BK));
+          VecF mx = splat(ninf);
+          for (int b = 0; b < NB; ++b)
+            mx = vmax(
+                mx, select(vl + b * kVW < 0, loadu(sr + b * kVW), splat(ninf)));
+          const float mnew = std::max(mrow[r], hmax(mx));
+          VecF sum = VecF{};
+          for (int b = 0; b < NB; ++b)
+            sum += vexp(
+                select(vl + b * kVW < 0, loadu(sr + b * kVW), splat(ninf)) -
+                mnew);
+          lrow[r] = lrow[r] * std::exp(mrow[r] - mnew) + hsum(sum);
+          mrow[r] = mnew;
         }
       }
-      // dV += P^T dO, dK += dS^T Qs, dQ += dS K.
-      mm<DV, true>(kc, Sb, 1, BK, dOs + i0 * HDP, HDP, qn, dVb, HDP);
-      mm<DV, true>(kc, dPb, 1, BK, Qs + i0 * HDP, HDP, qn, dKb, HDP);
-      mm<DV, true>(qn, dPb, BK, 1, Ks + k0 * HDP, HDP, kc, dQ + i0 * HDP, HDP);
+      for (int r = 0; r < qn; ++r)
+        lse[i0 + r] = mrow[r] + std::log(lrow[r]);
     }
-    for (int c = 0; c < kc; ++c) {
-      const int64_t row = (base + k0 + c) * LD + hoff;
-      std::memcpy(dk + row, dKb + c * HDP, sizeof(float) * HD);
-      if constexpr (std::is_same_v<TV, float>) {
-        std::memcpy(dv + row, dVb + c * HDP, sizeof(float) * HD);
-      } else {
-        for (int d = 0; d < HD; ++d)
-          dv[row + d] = TV(dVb[c * HDP + d]);
+
+    // Pass 2: per key block, every query block that sees it.
+    for (int64_t k0 = 0; k0 < n; k0 += BK) {
+      const int kc = static_cast<int>(std::min<int64_t>(BK, n - k0));
+      std::memset(dKb, 0, sizeof(float) * 2 * BK * HDP);
+      const float *Ktj = Kt + k0 * HD, *Vtj = Vt + k0 * HD;
+      // First query that sees key k0; lim is non-decreasing.
+      const int64_t rs = std::upper_bound(lim, lim + n, k0) - lim;
+      for (int64_t i0 = rs; i0 < n; i0 += BQ) {
+        const int qn = static_cast<int>(std::min<int64_t>(BQ, n - i0));
+        // S = Qs K^T, dP = dO V^T.
+        mm<NB, false>(qn, Qs + i0 * HDP, HDP, 1, Ktj, BK, HD, Sb, BK);
+        mm<NB, false>(qn, dOs + i0 * HDP, HDP, 1, Vtj, BK, HD, dPb, BK);
+        // P = exp(S - lse) on visible keys, dS = P (dP - D).
+        for (int r = 0; r < qn; ++r) {
+          const int64_t valid = std::min<int64_t>(lim[i0 + r] - k0, BK);
+          const VecI vl = lane - static_cast<int32_t>(valid);
+          const VecF l = splat(lse[i0 + r]), dd = splat(Dd[i0 + r]);
+          float *sr = Sb + r * BK, *dr = dPb + r * BK;
+          for (int b = 0; b < NB; ++b) {
+            const VecF p =
+                select(vl + b * kVW < 0, vexp(loadu(sr + b * kVW) - l), VecF{});
+            storeu(sr + b * kVW, p);
+            storeu(dr + b * kVW, p * (loadu(dr + b * kVW) - dd));
+          }
+        }
+        // dV += P^T dO, dK += dS^T Qs, dQ += dS K.
+        mm<DV, true>(kc, Sb, 1, BK, dOs + i0 * HDP, HDP, qn, dVb, HDP);
+        mm<DV, true>(kc, dPb, 1, BK, Qs + i0 * HDP, HDP, qn, dKb, HDP);
+        mm<DV, true>(qn, dPb, BK, 1, Ks + k0 * HDP, HDP, kc, dQ + i0 * HDP,
+                     HDP);
       }
+      // The group's sums, in head order (0 + x is x: one head, as before).
+      for (int c = 0; c < kc; ++c)
+        for (int d = 0; d < HD; ++d) {
+          dKs[(k0 + c) * HDP + d] += dKb[c * HDP + d];
+          dVs[(k0 + c) * HDP + d] += dVb[c * HDP + d];
+        }
+    }
+    for (int64_t i = 0; i < n; ++i) {
+      float *dst = dq + (base + i) * LD + hoff;
+      for (int d = 0; d < HD; ++d)
+        dst[d] = dQ[i * HDP + d] * scale;
     }
   }
   for (int64_t i = 0; i < n; ++i) {
-    float *dst = dq + (base + i) * LD + hoff;
-    for (int d = 0; d < HD; ++d)
-      dst[d] = dQ[i * HDP + d] * scale;
+    const int64_t row = (base + i) * LDK + koff;
+    std::memcpy(dk + row, dKs + i * HDP, sizeof(float) * HD);
+    if constexpr (std::is_same_v<TV, float>) {
+      std::memcpy(dv + row, dVs + i * HDP, sizeof(float) * HD);
+    } else {
+      for (int d = 0; d < HD; ++d)
+        dv[row + d] = TV(dVs[i * HDP + d]);
+    }
   }
 }
 
 } // namespace detail
 
 /// Backward of causal_attention. q, k are after RoPE, v, o (the forward
-/// output before the O projection) and dout are [rows, H * HD] with
-/// rows = seg[nseg]; writes dq, dk, dv (overwrite). The probabilities are
-/// recomputed (flash-attention-2 style): lse from a first pass over the
-/// scores, then D_i = rowsum(dout_i o_i), dP = dout V^T, dS = P (dP - D),
-/// dq = dS K / sqrt(HD), dk = dS^T q / sqrt(HD), dv = P^T dout.
-/// One OpenMP work item per (segment, head), so the result is deterministic.
+/// output before the O projection) and dout are [rows, H * HD] (k, v, dk
+/// and dv [rows, KVH * HD]: grouped-query attention, docs/model-format.md
+/// section 3) with rows = seg[nseg]; writes dq, dk, dv (overwrite). The
+/// probabilities are recomputed (flash-attention-2 style): lse from a first
+/// pass over the scores, then D_i = rowsum(dout_i o_i), dP = dout V^T, dS = P
+/// (dP - D), dq = dS K / sqrt(HD), dk = dS^T q / sqrt(HD), dv = P^T dout. One
+/// OpenMP work item per (segment, key/value head), so the result is
+/// deterministic.
 /// dv may be bf16 (rounded as stored: modk-store-bf16, only products read it).
 /// q, k and v rows are QS, KS and VS floats apart (columns of one stacked
 /// product: modk-fuse-horizontal, docs/compiler.md).
-template <int H, int HD, int QS = H * HD, int KS = H * HD, int VS = H * HD,
-          typename TV>
+template <int H, int HD, int QS = H *HD, int KS = H *HD, int VS = H *HD,
+          int KVH = H, typename TV>
 inline void causal_attention_grad(const float *q, const float *k,
                                   const float *v, const float *o,
                                   const float *dout, int64_t nseg,
@@ -384,15 +412,16 @@ inline void causal_attention_grad(const float *q, const float *k,
   // Longest segments first (cost is quadratic in the length).
   std::stable_sort(items.begin(), items.end(),
                    [](const Item &a, const Item &b) { return a.len > b.len; });
-  const int64_t nitems = static_cast<int64_t>(items.size()) * H;
+  static_assert(KVH >= 1 && H % KVH == 0, "n_kv_heads divides n_heads");
+  const int64_t nitems = static_cast<int64_t>(items.size()) * KVH;
   const Item *it = items.data();
   const int64_t rows = seg[nseg];
 #pragma omp parallel for schedule(dynamic, 1) if (rows * H * HD >              \
                                                   detail::kMinParallelWork)
   for (int64_t t = 0; t < nitems; ++t)
-    detail::attentionGradItem<H, HD, QS, KS, VS>(
-        q, k, v, o, dout, seg, pos, it[t / H].seg, static_cast<int>(t % H), dq,
-        dk, dv);
+    detail::attentionGradItem<H, KVH, HD, QS, KS, VS>(
+        q, k, v, o, dout, seg, pos, it[t / KVH].seg, static_cast<int>(t % KVH),
+        dq, dk, dv);
 }
 
 } // namespace modk_cpu

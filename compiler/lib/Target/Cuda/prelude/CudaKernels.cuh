@@ -589,8 +589,10 @@ inline void select_causal(const float *logits, int64_t B, int32_t *pos,
 }
 
 /// Causal multi-head attention over segments (the CPU's causal_attention):
-/// q, k, v, out are [rows, H * HD], rows = seg[nseg]; row i attends to the
-/// rows j of its segment with pos[j] <= pos[i], scale 1/sqrt(HD).
+/// q and out are [rows, H * HD], k and v [rows, KVH * HD], rows = seg[nseg];
+/// row i attends to the rows j of its segment with pos[j] <= pos[i], scale
+/// 1/sqrt(HD), head h with key/value head h / (H / KVH) (grouped-query
+/// attention where KVH < H, docs/model-format.md section 3).
 /// `max_seg_rows` bounds the rows of one segment (S, or K for a top-k row
 /// set) and sizes the grid. Runs attentionTcKernel (tensor cores, 3xTF32)
 /// where TensorCores (the compiler's mainloop choice) and
@@ -599,21 +601,22 @@ inline void select_causal(const float *logits, int64_t B, int32_t *pos,
 /// tensor-core instructions. out: float, or bf16 (rounded) where only
 /// products read it.
 template <int H, int HD, bool BF16 = false, bool TensorCores = true,
-          typename Out>
+          int KVH = H, typename Out>
 inline void causal_attention(const float *q, const float *k, const float *v,
                              int64_t nseg, const int64_t *seg,
                              const int32_t *pos, int64_t max_seg_rows,
                              Out *out, cudaStream_t stream) {
+  static_assert(KVH >= 1 && H % KVH == 0, "n_kv_heads divides n_heads");
   if (nseg <= 0 || max_seg_rows <= 0)
     return;
   const dim3 grid(unsigned(ceilDiv(max_seg_rows, detail::kAttnBQ)), unsigned(H),
                   unsigned(nseg));
   if constexpr (TensorCores && detail::attentionTcHeadDim<HD>) {
-    detail::launchAttention<true, H, HD, BF16>(grid, q, k, v, seg, pos, out,
-                                               stream);
+    detail::launchAttention<true, H, HD, KVH, BF16>(grid, q, k, v, seg, pos,
+                                                    out, stream);
   } else {
-    detail::launchAttention<false, H, HD, false>(grid, q, k, v, seg, pos, out,
-                                                 stream);
+    detail::launchAttention<false, H, HD, KVH, false>(grid, q, k, v, seg, pos,
+                                                      out, stream);
   }
 }
 

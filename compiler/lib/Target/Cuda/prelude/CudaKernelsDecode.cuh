@@ -153,12 +153,15 @@ __device__ __forceinline__ int32_t getInt(const float *p) {
   return __float_as_int(*p);
 }
 
-template <int S, int H, int HD, typename C>
+/// Appends k and v (KVH heads a row: grouped-query attention,
+/// docs/model-format.md section 3) and writes each query head's metadata.
+template <int S, int H, int HD, int KVH, typename C>
 __global__ void __launch_bounds__(kRowThreads)
     decodeAppendKernel(const float *k, const float *v, int64_t B,
                        const int64_t *seg, const uint8_t *active, C *cacheK,
                        C *cacheV, int32_t *counts, float *out) {
   constexpr int64_t LD = static_cast<int64_t>(H) * HD;
+  constexpr int64_t LDK = static_cast<int64_t>(KVH) * HD;
   const int64_t b = blockIdx.x;
   const int64_t first = seg[b], last = seg[b + 1];
   if (first == last)
@@ -173,10 +176,10 @@ __global__ void __launch_bounds__(kRowThreads)
     if (act)
       n = valid && c < S ? static_cast<int32_t>(c + 1) : -1;
     if (n > 0) {
-      const int64_t slot = (b * S + c) * LD;
-      for (int64_t e = threadIdx.x; e < LD; e += blockDim.x) {
-        cacheK[slot + e] = k[j * LD + e];
-        cacheV[slot + e] = v[j * LD + e];
+      const int64_t slot = (b * S + c) * LDK;
+      for (int64_t e = threadIdx.x; e < LDK; e += blockDim.x) {
+        cacheK[slot + e] = k[j * LDK + e];
+        cacheV[slot + e] = v[j * LDK + e];
       }
     }
     for (int h = threadIdx.x; h < H; h += blockDim.x) {
@@ -209,7 +212,8 @@ __device__ __forceinline__ int64_t splitKeys(int64_t n, int nsplit) {
   return (per + kAttnBK - 1) / kAttnBK * kAttnBK;
 }
 
-template <int S, int H, int HD, typename C>
+/// Query head h attends over the cache of key/value head h / (H / KVH).
+template <int S, int H, int HD, int KVH, typename C>
 __global__ void __launch_bounds__(kAttnThreads)
     decodeAttendKernel(const float *q, int64_t B, const int64_t *seg,
                        const C *cacheK, const C *cacheV, int nsplit,
@@ -217,6 +221,7 @@ __global__ void __launch_bounds__(kAttnThreads)
   constexpr int NT = kAttnThreads;
   constexpr int BK = kAttnBK;
   constexpr int64_t LD = static_cast<int64_t>(H) * HD;
+  constexpr int64_t LDK = static_cast<int64_t>(KVH) * HD; // a cached token
   // Accumulator layout: NG groups of HD threads split the keys of a tile
   // (HD <= NT), or each thread owns DPT dims (HD > NT).
   constexpr int NG = HD <= NT ? NT / HD : 1;
@@ -259,7 +264,7 @@ __global__ void __launch_bounds__(kAttnThreads)
       qs[d] = q[j * LD + h * HD + d] * scale;
     __syncthreads();
 
-    const int64_t base = b * S * LD + h * HD;
+    const int64_t base = b * S * LDK + int64_t(h / (H / KVH)) * HD;
     const int g = tid / HD; // the group of this thread (HD <= NT)
     float acc[DPT];
     for (int e = 0; e < DPT; ++e)
@@ -270,7 +275,7 @@ __global__ void __launch_bounds__(kAttnThreads)
       // Scores: one key a thread.
       float s = negInf();
       if (tid < kn) {
-        const C *kt = cacheK + base + (t0 + tid) * LD;
+        const C *kt = cacheK + base + (t0 + tid) * LDK;
         float dot = 0.0f;
         if constexpr (HD % 4 == 0) {
           for (int d = 0; d < HD; d += 4) {
@@ -297,14 +302,14 @@ __global__ void __launch_bounds__(kAttnThreads)
         acc[e] *= alpha;
       if (HD <= NT) {
         if (g < NG) {
-          const C *vt = cacheV + base + t0 * LD + tid % HD;
+          const C *vt = cacheV + base + t0 * LDK + tid % HD;
           for (int t = g; t < kn; t += NG)
-            acc[0] += sc[t] * vt[t * LD];
+            acc[0] += sc[t] * vt[t * LDK];
         }
       } else {
         for (int t = 0; t < kn; ++t) {
           const float pt = sc[t];
-          const C *vt = cacheV + base + (t0 + t) * LD;
+          const C *vt = cacheV + base + (t0 + t) * LDK;
           for (int e = 0; e < DPT; ++e) {
             const int d = tid + e * NT;
             if (d < HD)
@@ -412,7 +417,7 @@ inline int attnSplits(int64_t B, int64_t capacityPartials) {
 /// nsplit > 1, the combine; `scratch` holds B * H * nsplit * (HD + 2) floats,
 /// or is null for the built-in attnScratch<HD> (nsplit * B * H at most
 /// kAttnScratchPartials).
-template <int S, int H, int HD, typename C>
+template <int S, int H, int HD, int KVH = H, typename C>
 inline void decodeAttentionLaunch(const float *q, const float *k,
                                   const float *v, int64_t B, const int64_t *seg,
                                   const uint8_t *active, C *cacheK, C *cacheV,
@@ -420,10 +425,10 @@ inline void decodeAttentionLaunch(const float *q, const float *k,
                                   float *scratch, cudaStream_t stream) {
   if (B <= 0)
     return;
-  auto append = decodeAppendKernel<S, H, HD, C>;
+  auto append = decodeAppendKernel<S, H, HD, KVH, C>;
   MODC_LAUNCH(append, dim3(unsigned(B)), dim3(kRowThreads), 0, stream, k, v, B,
               seg, active, cacheK, cacheV, counts, out);
-  auto attend = decodeAttendKernel<S, H, HD, C>;
+  auto attend = decodeAttendKernel<S, H, HD, KVH, C>;
   MODC_LAUNCH(attend, dim3(unsigned(B), H, nsplit), dim3(kAttnThreads), 0,
               stream, q, B, seg, static_cast<const C *>(cacheK),
               static_cast<const C *>(cacheV), nsplit, scratch, out);
@@ -489,9 +494,11 @@ inline int64_t decode_attention_scratch_floats(int64_t B) {
 /// k[j] and v[j] are appended at cache[b][counts[b]] and counts[b] grows; then
 /// out[j] attends per head over the counts[b] (new count) cached tokens. A row
 /// that would overflow the cache (counts[b] not in [0, S)) appends nothing and
-/// gets a NaN row; rows of an inactive sequence get a zero row. q, k, v, out
-/// are [seg[B], H * HD] and `out` must not overlap q, k or v; cache_k and
-/// cache_v are [B, S, H * HD] of C (float, or bf16 in a bf16 model, whose
+/// gets a NaN row; rows of an inactive sequence get a zero row. q and out
+/// are [seg[B], H * HD], k and v [seg[B], KVH * HD] (query head h attends
+/// with key/value head h / (H / KVH): grouped-query attention,
+/// docs/model-format.md section 3), and `out` must not overlap q, k or v;
+/// cache_k and cache_v are [B, S, KVH * HD] of C (float, or bf16 in a bf16 model, whose
 /// keys and values are bf16 values); counts is [B]. `pos` is not read. Several
 /// rows of one sequence (a prefill chunk, in position order) are allowed as
 /// on the CPU; rows past B are attended without splits.
@@ -500,7 +507,7 @@ inline int64_t decode_attention_scratch_floats(int64_t B) {
 /// this overload keeps the partial results in a scratch buffer of the module
 /// (one per head size), so decode steps of one model that run concurrently
 /// on different streams must use the overload below instead.
-template <int S, int H, int HD, typename C>
+template <int S, int H, int HD, int KVH = H, typename C>
 inline void decode_attention(const float *q, const float *k, const float *v,
                              int64_t B, const int64_t *seg, const int32_t *pos,
                              const uint8_t *active, C *cache_k, C *cache_v,
@@ -508,16 +515,17 @@ inline void decode_attention(const float *q, const float *k, const float *v,
   using namespace decode_detail;
   static_assert(S >= 1, "decode needs at least one position");
   static_assert(HD >= 2, "the append's row metadata needs two floats a head");
+  static_assert(KVH >= 1 && H % KVH == 0, "n_kv_heads divides n_heads");
   (void)pos;
   const int nsplit = attnSplits<S, H>(B, kAttnScratchPartials);
-  decodeAttentionLaunch<S, H, HD>(q, k, v, B, seg, active, cache_k, cache_v,
+  decodeAttentionLaunch<S, H, HD, KVH>(q, k, v, B, seg, active, cache_k, cache_v,
                                   counts, out, nsplit, nullptr, stream);
 }
 
 /// As above, with the caller's split-K scratch of
 /// decode_attention_scratch_floats<S, H, HD>(B) floats (null: the built-in
 /// scratch, as above).
-template <int S, int H, int HD, typename C>
+template <int S, int H, int HD, int KVH = H, typename C>
 inline void decode_attention(const float *q, const float *k, const float *v,
                              int64_t B, const int64_t *seg, const int32_t *pos,
                              const uint8_t *active, C *cache_k, C *cache_v,
@@ -526,10 +534,11 @@ inline void decode_attention(const float *q, const float *k, const float *v,
   using namespace decode_detail;
   static_assert(S >= 1, "decode needs at least one position");
   static_assert(HD >= 2, "the append's row metadata needs two floats a head");
+  static_assert(KVH >= 1 && H % KVH == 0, "n_kv_heads divides n_heads");
   (void)pos;
   const int nsplit =
       attnSplits<S, H>(B, scratch ? INT64_MAX / 2 : kAttnScratchPartials);
-  decodeAttentionLaunch<S, H, HD>(q, k, v, B, seg, active, cache_k, cache_v,
+  decodeAttentionLaunch<S, H, HD, KVH>(q, k, v, B, seg, active, cache_k, cache_v,
                                   counts, out, nsplit, scratch, stream);
 }
 

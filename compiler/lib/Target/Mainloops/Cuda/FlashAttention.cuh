@@ -54,7 +54,9 @@ template <int HD> struct AttnSmem {
 /// owns query rows ty*4 + i (i < 4), score columns tx*4 + c (c < 4) and
 /// output columns tx + 16*c. Online softmax in f32 with the running max
 /// subtracted; keys j of the segment with pos[j] <= pos[i] are attended.
-template <int H, int HD, typename Out>
+/// k and v have KVH heads (rows of KVH * HD): head h reads key/value head
+/// h / (H / KVH), grouped-query attention (docs/model-format.md section 3).
+template <int H, int HD, int KVH, typename Out>
 __global__ __launch_bounds__(kThreads) void attentionKernel(
     const float *__restrict__ q, const float *__restrict__ k,
     const float *__restrict__ v, const int64_t *seg, const int32_t *pos,
@@ -62,9 +64,10 @@ __global__ __launch_bounds__(kThreads) void attentionKernel(
   using L = AttnSmem<HD>;
   constexpr int BQ = kAttnBQ, BKV = kAttnBKV;
   constexpr int DC = (HD + 15) / 16; // output columns per thread
-  constexpr int64_t LD = int64_t(H) * HD;
+  constexpr int64_t LD = int64_t(H) * HD, LDK = int64_t(KVH) * HD;
   const int64_t s = blockIdx.z;
   const int h = blockIdx.y;
+  const int64_t khoff = int64_t(h / (H / KVH)) * HD;
   const int64_t base = seg[s], n = seg[s + 1] - base;
   // Later query tiles see more keys: they get the lower block indices, so
   // they are scheduled first.
@@ -105,13 +108,13 @@ __global__ __launch_bounds__(kThreads) void attentionKernel(
   for (int64_t k0 = 0; k0 < n && ps[k0] <= lastPos; k0 += BKV) {
     const int kc = int(minI64(BKV, n - k0));
     __syncthreads(); // the previous tile is consumed (and Qs is written)
-    const float *kh = k + (base + k0) * LD + int64_t(h) * HD;
-    const float *vh = v + (base + k0) * LD + int64_t(h) * HD;
+    const float *kh = k + (base + k0) * LDK + khoff;
+    const float *vh = v + (base + k0) * LDK + khoff;
     for (int e = tid; e < BKV * HD; e += kThreads) {
       const int c = e / HD, d = e % HD;
       const bool ok = c < kc;
-      Ks[d * L::KLD + c] = ok ? kh[int64_t(c) * LD + d] : 0.0f;
-      Vs[c * L::VLD + d] = ok ? vh[int64_t(c) * LD + d] : 0.0f;
+      Ks[d * L::KLD + c] = ok ? kh[int64_t(c) * LDK + d] : 0.0f;
+      Vs[c * L::VLD + d] = ok ? vh[int64_t(c) * LDK + d] : 0.0f;
     }
     for (int c = tid; c < BKV; c += kThreads)
       kpos[c] = c < kc ? ps[k0 + c] : 0x7fffffff;
@@ -264,7 +267,8 @@ template <int HD> struct AttnTcSmem {
 /// the mmas of their zero lo parts are skipped (Q K^T: one mma instead of
 /// three where the scaled queries stay bf16, i.e. 1/sqrt(HD) is a power of
 /// two; P V: two), with the same result.
-template <int H, int HD, bool BF, typename Out>
+/// KVH: the key/value heads, as attentionKernel's.
+template <int H, int HD, int KVH, bool BF, typename Out>
 __global__ __launch_bounds__(kAttnTcThreads, attnTcMinBlocks(HD)) void attentionTcKernel(
     const float *__restrict__ q, const float *__restrict__ k,
     const float *__restrict__ v, const int64_t *seg, const int32_t *pos,
@@ -300,13 +304,14 @@ __global__ __launch_bounds__(kAttnTcThreads, attnTcMinBlocks(HD)) void attention
   const float scale = 1.0f / sqrtf(static_cast<float>(HD));
   const int32_t *ps = pos + base;
   const int64_t hoff = int64_t(h) * HD;
+  const int64_t khoff = int64_t(h / (H / KVH)) * HD; // its key/value head
   const bool vec = aligned16(k, v);
 
   // Starts the copy of the key (or value) rows k0 .. k0 + kc of this head
   // into dst (zero past kc) as one copy group.
   static_assert(LDS == HD + 4, "copyHeadRows's row stride");
   auto copyTile = [&](float *dst, const float *src, int64_t k0, int kc) {
-    copyHeadRows<H, HD, BKV, kAttnTcThreads>(dst, src, base + k0, hoff, kc,
+    copyHeadRows<KVH, HD, BKV, kAttnTcThreads>(dst, src, base + k0, khoff, kc,
                                              vec);
     copyAsyncCommit();
   };
@@ -482,16 +487,16 @@ __global__ __launch_bounds__(kAttnTcThreads, attnTcMinBlocks(HD)) void attention
 
 /// Launches the tensor-core attention kernel (TC; BF: on bf16 inputs) or
 /// the SIMT one; only the chosen kernel is instantiated.
-template <bool TC, int H, int HD, bool BF, typename Out>
+template <bool TC, int H, int HD, int KVH, bool BF, typename Out>
 inline void launchAttention(dim3 grid, const float *q, const float *k,
                             const float *v, const int64_t *seg,
                             const int32_t *pos, Out *out,
                             cudaStream_t stream) {
   auto kern = [] {
     if constexpr (TC)
-      return attentionTcKernel<H, HD, BF, Out>;
+      return attentionTcKernel<H, HD, KVH, BF, Out>;
     else
-      return attentionKernel<H, HD, Out>;
+      return attentionKernel<H, HD, KVH, Out>;
   }();
   constexpr size_t bytes = [] {
     if constexpr (TC)

@@ -50,14 +50,16 @@ template <int HD> constexpr int attnGradSmemFloats() {
 /// query row (online over the key tiles), D = rowsum(dout * o), both stored
 /// to stats[(row * H + h) * 2 + {0, 1}] for the key side, then
 /// dq = scale * sum_keys dS K with dS = P (dP - D), P = exp(S - lse).
-template <int H, int HD>
+/// k and v have KVH heads: head h reads key/value head h / (H / KVH)
+/// (grouped-query attention, docs/model-format.md section 3).
+template <int H, int HD, int KVH>
 __global__ void __launch_bounds__(kAgThreads)
     attnGradQuery(const float *q, const float *k, const float *v,
                   const float *o, const float *dout, const int64_t *seg,
                   const int32_t *pos, float *dq, float *stats) {
   constexpr int HDP = agPaddedHeadDim<HD>();
   constexpr int BQ = kAgBQ, BK = kAgBK, P = HDP + 1, NI = BK / 4, ND = HDP / 4;
-  constexpr int64_t LD = int64_t(H) * HD;
+  constexpr int64_t LD = int64_t(H) * HD, LDK = int64_t(KVH) * HD;
   // Whether column `col` of a thread's is one of the head's (always, where
   // HD is a multiple of 4).
   auto inHead = [](int col) { return HDP == HD || col < HD; };
@@ -75,6 +77,7 @@ __global__ void __launch_bounds__(kAgThreads)
   const float scale = 1.0f / sqrtf(static_cast<float>(HD));
   const int32_t *ps = pos + base;
   const int64_t hoff = int64_t(h) * HD;
+  const int64_t khoff = int64_t(h / (H / KVH)) * HD; // its key/value head
   const float ninf = negInf();
 
   for (int e = t; e < BQ * HDP; e += kAgThreads) {
@@ -107,7 +110,7 @@ __global__ void __launch_bounds__(kAgThreads)
     for (int e = t; e < BK * HDP; e += kAgThreads) {
       const int cc = e / HDP, d = e % HDP;
       Ks[cc * P + d] = k0 + cc < n && inHead(d)
-                           ? k[(base + k0 + cc) * LD + hoff + d]
+                           ? k[(base + k0 + cc) * LDK + khoff + d]
                            : 0.0f;
     }
     __syncthreads();
@@ -154,7 +157,7 @@ __global__ void __launch_bounds__(kAgThreads)
     for (int e = t; e < BK * HDP; e += kAgThreads) {
       const int cc = e / HDP, d = e % HDP;
       const bool ok = k0 + cc < n && inHead(d);
-      const int64_t src = (base + k0 + cc) * LD + hoff + d;
+      const int64_t src = (base + k0 + cc) * LDK + khoff + d;
       Ks[cc * P + d] = ok ? k[src] : 0.0f;
       Vs[cc * P + d] = ok ? v[src] : 0.0f;
     }
@@ -189,16 +192,18 @@ __global__ void __launch_bounds__(kAgThreads)
   }
 }
 
-/// Key side: per (key tile, head, segment), over every query tile that sees
-/// the keys: dV = sum P^T dO, dK = sum dS^T (q * scale).
-template <int H, int HD, typename TV>
+/// Key side: per (key tile, key/value head, segment), over the H / KVH
+/// query heads of the key/value head in order and every query tile of each
+/// that sees the keys: dV = sum P^T dO, dK = sum dS^T (q * scale).
+template <int H, int HD, int KVH, typename TV>
 __global__ void __launch_bounds__(kAgThreads)
     attnGradKey(const float *q, const float *k, const float *v,
                 const float *dout, const int64_t *seg, const int32_t *pos,
                 const float *stats, float *dk, TV *dv) {
   constexpr int HDP = agPaddedHeadDim<HD>();
   constexpr int BQ = kAgBQ, BK = kAgBK, P = HDP + 1, NI = BQ / 4, ND = HDP / 4;
-  constexpr int64_t LD = int64_t(H) * HD;
+  constexpr int64_t LD = int64_t(H) * HD, LDK = int64_t(KVH) * HD;
+  constexpr int G = H / KVH; // query heads of a key/value head
   auto inHead = [](int col) { return HDP == HD || col < HD; };
   MODC_DYNAMIC_SHARED(float, sm);
   float *Qs = sm, *dOs = Qs + BQ * P, *Ks = dOs + BQ * P, *Vs = Ks + BK * P;
@@ -206,7 +211,7 @@ __global__ void __launch_bounds__(kAgThreads)
   float *dSs = Ps + BK * (BQ + 1); // [BK][BQ + 1]
   float *lseS = dSs + BK * (BQ + 1), *DdS = lseS + BQ;
 
-  const int s = blockIdx.z, h = blockIdx.y;
+  const int s = blockIdx.z, kvh = blockIdx.y;
   const int64_t base = seg[s], n = seg[s + 1] - base;
   const int64_t k0 = int64_t(blockIdx.x) * BK;
   if (k0 >= n)
@@ -215,14 +220,14 @@ __global__ void __launch_bounds__(kAgThreads)
   const int t = threadIdx.x, c = t >> 2, g = t & 3;
   const float scale = 1.0f / sqrtf(static_cast<float>(HD));
   const int32_t *ps = pos + base;
-  const int64_t hoff = int64_t(h) * HD;
+  const int64_t khoff = int64_t(kvh) * HD;
   const int64_t kj = k0 + c;
   const int32_t pk = c < kc ? ps[kj] : 0;
 
   for (int e = t; e < BK * HDP; e += kAgThreads) {
     const int cc = e / HDP, d = e % HDP;
     const bool ok = cc < kc && inHead(d);
-    const int64_t src = (base + k0 + cc) * LD + hoff + d;
+    const int64_t src = (base + k0 + cc) * LDK + khoff + d;
     Ks[cc * P + d] = ok ? k[src] : 0.0f;
     Vs[cc * P + d] = ok ? v[src] : 0.0f;
   }
@@ -236,6 +241,9 @@ __global__ void __launch_bounds__(kAgThreads)
 #pragma unroll
   for (int i = 0; i < ND; ++i)
     accK[i] = accV[i] = 0.0f;
+  for (int gi = 0; gi < G; ++gi) {
+  const int h = kvh * G + gi;
+  const int64_t hoff = int64_t(h) * HD;
   for (int64_t q0 = qs / BQ * BQ; q0 < n; q0 += BQ) {
     const int qn = static_cast<int>(detail::minI64(BQ, n - q0));
     __syncthreads();
@@ -277,12 +285,13 @@ __global__ void __launch_bounds__(kAgThreads)
       }
     }
   }
+  }
   if (c < kc) {
 #pragma unroll
     for (int i = 0; i < ND; ++i) {
       if (!inHead(g + 4 * i))
         continue;
-      const int64_t dst = (base + kj) * LD + hoff + g + 4 * i;
+      const int64_t dst = (base + kj) * LDK + khoff + g + 4 * i;
       dk[dst] = accK[i];
       dv[dst] = TV(accV[i]);
     }
@@ -416,7 +425,8 @@ __device__ __forceinline__ void agStoreRows(TD *dst, int64_t r0,
 /// tile's first key skips its math (P = 0 there) but not its barriers.
 /// BF: q, k, v hold bf16 values (a bf16 model): the mmas of their zero tf32
 /// lo parts are skipped, with the same result.
-template <int H, int HD, bool BF>
+/// KVH: the key/value heads, as attnGradQuery's.
+template <int H, int HD, int KVH, bool BF>
 __global__ __launch_bounds__(kAgTcThreads) void attnGradQueryTc(
     const float *__restrict__ q, const float *__restrict__ k,
     const float *__restrict__ v, const float *__restrict__ o,
@@ -447,6 +457,7 @@ __global__ __launch_bounds__(kAgTcThreads) void attnGradQueryTc(
   const float scale = 1.0f / sqrtf(static_cast<float>(HD));
   const int32_t *ps = pos + base;
   const int64_t hoff = int64_t(h) * HD;
+  const int64_t khoff = int64_t(h / (H / KVH)) * HD; // its key/value head
   const bool vec = detail::aligned16(q, k, v, dout);
 
   detail::copyHeadRows<H, HD, BQ, T>(Qs, q, base + i0, hoff, qn, vec);
@@ -479,9 +490,9 @@ __global__ __launch_bounds__(kAgTcThreads) void attnGradQueryTc(
   auto loadTile = [&](int64_t k0, bool withV) {
     const int kc = int(detail::minI64(BK, n - k0));
     __syncthreads(); // every warp is done with the previous tile
-    detail::copyHeadRows<H, HD, BK, T>(Ks, k, base + k0, hoff, kc, vec);
+    detail::copyHeadRows<KVH, HD, BK, T>(Ks, k, base + k0, khoff, kc, vec);
     if (withV)
-      detail::copyHeadRows<H, HD, BK, T>(Vs, v, base + k0, hoff, kc, vec);
+      detail::copyHeadRows<KVH, HD, BK, T>(Vs, v, base + k0, khoff, kc, vec);
     detail::copyAsyncCommit();
     for (int c = tid; c < BK; c += T)
       kposS[c] = c < kc ? ps[k0 + c] : kNoPos;
@@ -574,7 +585,10 @@ __global__ __launch_bounds__(kAgTcThreads) void attnGradQueryTc(
 /// side's stats); warp w adds dV += P^T dO, warp w + 4 forms dP^T = V dO^T,
 /// dS^T = P^T (dP^T - D) and adds dK += dS^T Q, both from the registers;
 /// dk = dK * scale. BF: as attnGradQueryTc's.
-template <int H, int HD, bool BF, typename TV>
+/// KVH: the key/value heads; a CTA's keys are those of key/value head
+/// blockIdx.y, summed over its H / KVH query heads in order, as
+/// attnGradKey's.
+template <int H, int HD, int KVH, bool BF, typename TV>
 __global__ __launch_bounds__(kAgTcKeyThreads, 1) void attnGradKeyTc(
     const float *__restrict__ q, const float *__restrict__ k,
     const float *__restrict__ v, const float *__restrict__ dout,
@@ -586,7 +600,8 @@ __global__ __launch_bounds__(kAgTcKeyThreads, 1) void attnGradKeyTc(
   constexpr int T = kAgTcKeyThreads;
   constexpr int NT = BQ / 8, DT = HD / 8, DW = agChunk(DT), NC = DT / DW;
   constexpr int32_t kNoPos = 0x7fffffff;
-  const int s = blockIdx.z, h = blockIdx.y;
+  constexpr int G = H / KVH; // query heads of a key/value head
+  const int s = blockIdx.z, kvh = blockIdx.y;
   const int64_t base = seg[s], n = seg[s + 1] - base;
   const int64_t k0 = int64_t(blockIdx.x) * BK;
   if (k0 >= n)
@@ -604,11 +619,11 @@ __global__ __launch_bounds__(kAgTcKeyThreads, 1) void attnGradKeyTc(
   const bool dkWarp = warp >= 4;
   const float scale = 1.0f / sqrtf(static_cast<float>(HD));
   const int32_t *ps = pos + base;
-  const int64_t hoff = int64_t(h) * HD;
+  const int64_t khoff = int64_t(kvh) * HD;
   const bool vec = detail::aligned16(q, k, v, dout);
 
-  detail::copyHeadRows<H, HD, BK, T>(Ks, k, base + k0, hoff, kc, vec);
-  detail::copyHeadRows<H, HD, BK, T>(Vs, v, base + k0, hoff, kc, vec);
+  detail::copyHeadRows<KVH, HD, BK, T>(Ks, k, base + k0, khoff, kc, vec);
+  detail::copyHeadRows<KVH, HD, BK, T>(Vs, v, base + k0, khoff, kc, vec);
   detail::copyAsyncCommit();
 
   // This lane's keys (past kc: no query sees them).
@@ -630,6 +645,9 @@ __global__ __launch_bounds__(kAgTcKeyThreads, 1) void attnGradKeyTc(
 #pragma unroll
   for (int c = 0; c < NC; ++c)
     detail::zeroFragments(acc[c]);
+  for (int gi = 0; gi < G; ++gi) {
+  const int h = kvh * G + gi;
+  const int64_t hoff = int64_t(h) * HD;
   for (int64_t q0 = qs / BQ * BQ; q0 < n; q0 += BQ) {
     const int qn = int(detail::minI64(BQ, n - q0));
     __syncthreads(); // every warp is done with the previous tile
@@ -672,15 +690,16 @@ __global__ __launch_bounds__(kAgTcKeyThreads, 1) void attnGradKeyTc(
       agRegTimesRows<HD, NT, NC, DW, !BF>(acc, dst, Qs);
     }
   }
+  }
   if (dkWarp)
-    agStoreRows<H, HD, NC, DW>(dk, base + k0, hoff, wr, kc, acc, scale);
+    agStoreRows<KVH, HD, NC, DW>(dk, base + k0, khoff, wr, kc, acc, scale);
   else
-    agStoreRows<H, HD, NC, DW>(dv, base + k0, hoff, wr, kc, acc, 1.0f);
+    agStoreRows<KVH, HD, NC, DW>(dv, base + k0, khoff, wr, kc, acc, 1.0f);
 }
 
 /// Launches the tensor-core backward (TC; BF: on bf16 inputs) or the SIMT
 /// one; only the chosen kernels are instantiated.
-template <bool TC, int H, int HD, bool BF, typename TV>
+template <bool TC, int H, int HD, int KVH, bool BF, typename TV>
 inline void launchAttentionGrad(int64_t nseg, int64_t max_seg_rows,
                                 const float *q, const float *k, const float *v,
                                 const float *o, const float *dout,
@@ -689,8 +708,8 @@ inline void launchAttentionGrad(int64_t nseg, int64_t max_seg_rows,
                                 cudaStream_t stream) {
   if constexpr (TC) {
     constexpr int smemQ = AttnGradTcSmem<HD>::Bytes, smemK = smemQ;
-    auto kq = attnGradQueryTc<H, HD, BF>;
-    auto kk = attnGradKeyTc<H, HD, BF, TV>;
+    auto kq = attnGradQueryTc<H, HD, KVH, BF>;
+    auto kk = attnGradKeyTc<H, HD, KVH, BF, TV>;
     static bool configured = false; // the attribute is per function
     if (!configured) {
       cudaFuncSetAttribute(kq, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -702,13 +721,14 @@ inline void launchAttentionGrad(int64_t nseg, int64_t max_seg_rows,
     const dim3 gq((unsigned)ceilDiv(max_seg_rows, kAgTcOwn), H, (unsigned)nseg);
     MODC_LAUNCH(kq, gq, kAgTcThreads, smemQ, stream, q, k, v, o, dout, seg,
                 pos, dq, stats);
-    const dim3 gk((unsigned)ceilDiv(max_seg_rows, kAgTcOwn), H, (unsigned)nseg);
+    const dim3 gk((unsigned)ceilDiv(max_seg_rows, kAgTcOwn), KVH,
+                  (unsigned)nseg);
     MODC_LAUNCH(kk, gk, kAgTcKeyThreads, smemK, stream, q, k, v, dout, seg, pos,
                 static_cast<const float *>(stats), dk, dv);
   } else {
     constexpr int smem = attnGradSmemFloats<HD>() * int(sizeof(float));
-    auto kq = attnGradQuery<H, HD>;
-    auto kk = attnGradKey<H, HD, TV>;
+    auto kq = attnGradQuery<H, HD, KVH>;
+    auto kk = attnGradKey<H, HD, KVH, TV>;
     if (smem > 48 * 1024) {
       cudaFuncSetAttribute(kq, cudaFuncAttributeMaxDynamicSharedMemorySize,
                            smem);
@@ -718,7 +738,7 @@ inline void launchAttentionGrad(int64_t nseg, int64_t max_seg_rows,
     const dim3 gq((unsigned)ceilDiv(max_seg_rows, kAgBQ), H, (unsigned)nseg);
     MODC_LAUNCH(kq, gq, kAgThreads, smem, stream, q, k, v, o, dout, seg, pos,
                 dq, stats);
-    const dim3 gk((unsigned)ceilDiv(max_seg_rows, kAgBK), H, (unsigned)nseg);
+    const dim3 gk((unsigned)ceilDiv(max_seg_rows, kAgBK), KVH, (unsigned)nseg);
     MODC_LAUNCH(kk, gk, kAgThreads, smem, stream, q, k, v, dout, seg, pos,
                 static_cast<const float *>(stats), dk, dv);
   }
@@ -734,7 +754,9 @@ inline int64_t attention_grad_scratch_floats(int64_t max_rows) {
 
 /// Backward of causal_attention (modk_cpu::causal_attention_grad). q, k are
 /// after RoPE; v, o (the forward output before the O projection) and dout are
-/// [rows, H * HD] with rows = seg[nseg]; writes dq, dk, dv (overwrite) for
+/// [rows, H * HD] (k, v, dk and dv [rows, KVH * HD]: grouped-query attention,
+/// a key/value head's gradients summed over its H / KVH query heads in
+/// head order) with rows = seg[nseg]; writes dq, dk, dv (overwrite) for
 /// rows < seg[nseg]. Key j of a segment is visible to query i iff j <= i or
 /// pos[j] <= pos[i] (positions ascend within a segment), as in the forward.
 /// max_seg_rows bounds every segment's length (S, or the routed capacity) and
@@ -750,7 +772,7 @@ inline int64_t attention_grad_scratch_floats(int64_t max_rows) {
 /// fewer tensor-core instructions. dv may be bf16 (rounded as stored:
 /// modk-store-bf16, only products read it).
 template <int H, int HD, bool BF16 = false, bool TensorCores = true,
-          typename TV = float>
+          int KVH = H, typename TV = float>
 inline void causal_attention_grad(const float *q, const float *k,
                                   const float *v, const float *o,
                                   const float *dout, int64_t nseg,
@@ -759,16 +781,17 @@ inline void causal_attention_grad(const float *q, const float *k,
                                   TV *dv, float *scratch,
                                   cudaStream_t stream) {
   using namespace train_detail;
+  static_assert(KVH >= 1 && H % KVH == 0, "n_kv_heads divides n_heads");
   if (nseg <= 0 || max_seg_rows <= 0)
     return;
   if constexpr (TensorCores && attentionGradTcHeadDim<HD>) {
-    launchAttentionGrad<true, H, HD, BF16, TV>(nseg, max_seg_rows, q, k, v, o,
-                                               dout, seg, pos, dq, dk, dv,
-                                               scratch, stream);
+    launchAttentionGrad<true, H, HD, KVH, BF16, TV>(nseg, max_seg_rows, q, k,
+                                                    v, o, dout, seg, pos, dq,
+                                                    dk, dv, scratch, stream);
   } else {
-    launchAttentionGrad<false, H, HD, false, TV>(nseg, max_seg_rows, q, k, v, o,
-                                             dout, seg, pos, dq, dk, dv,
-                                             scratch, stream);
+    launchAttentionGrad<false, H, HD, KVH, false, TV>(
+        nseg, max_seg_rows, q, k, v, o, dout, seg, pos, dq, dk, dv, scratch,
+        stream);
   }
 }
 

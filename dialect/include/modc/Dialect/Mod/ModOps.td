@@ -51,13 +51,18 @@ def Mod_ModelOp : Mod_Op<"model", [Symbol, SingleBlock, NoTerminator,
     OptionalAttr<Mod_GateAttr>:$gate,
     OptionalAttr<Mod_CausalRouterAttr>:$causal_router,
     OptionalAttr<F64Attr>:$aux_loss_weight,
-    OptionalAttr<I64Attr>:$predictor_hidden
+    OptionalAttr<I64Attr>:$predictor_hidden,
+    // Key/value heads of grouped-query attention (docs/model-format.md
+    // section 3); absent means n_heads.
+    OptionalAttr<I64Attr>:$n_kv_heads
   );
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = "$sym_name attr-dict-with-keyword $body";
   let hasVerifier = 1;
   let extraClassDeclaration = [{
     int64_t getHeadDim() { return getDModel() / getNHeads(); }
+    /// The key/value heads: n_kv_heads, or n_heads where it is absent.
+    int64_t getKvHeads() { return getNKvHeads().value_or(getNHeads()); }
     /// True when the model has any MoD settings at all.
     bool isMixtureOfDepths() { return getGate().has_value(); }
     /// The schedule; a model written without one routes every other layer.

@@ -131,7 +131,8 @@ def Modk_ModelAttr : AttrDef<Modk_Dialect, "Model"> {
   let description = [{
     Section 1 of docs/model-format.md, field by field: the package
     manifest's `model` object is printed from it, and the emitters read
-    sizes from it. `mod` is absent for a dense model.
+    sizes from it. `mod` is absent for a dense model; `n_kv_heads` is
+    absent where it equals n_heads.
 
     `#modk.model<name = "tiny", vocab_size = 256, d_model = 128,
     n_layers = 4, n_heads = 4, d_ff = 512, seq_len = 256, mlp = swiglu,
@@ -144,6 +145,8 @@ def Modk_ModelAttr : AttrDef<Modk_Dialect, "Model"> {
     "int64_t":$d_model,
     "int64_t":$n_layers,
     "int64_t":$n_heads,
+    OptionalParameter<"std::optional<int64_t>",
+                      "key/value heads where fewer than n_heads">:$n_kv_heads,
     "int64_t":$d_ff,
     "int64_t":$seq_len,
     EnumParameter<Modc_Activation>:$mlp,
@@ -156,6 +159,9 @@ def Modk_ModelAttr : AttrDef<Modk_Dialect, "Model"> {
   let genVerifyDecl = 1;
   let extraClassDeclaration = [{
     int64_t getHeadDim() const { return getDModel() / getNHeads(); }
+    /// The key/value heads (docs/model-format.md section 3): n_kv_heads, or
+    /// n_heads where it is absent.
+    int64_t getKvHeads() const { return getNKvHeads().value_or(getNHeads()); }
   }];
 }
 

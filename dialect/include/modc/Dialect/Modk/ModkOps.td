@@ -244,6 +244,11 @@ def Modk_AttentionOp : Modk_Op<"attention",
     `:` type(operands)
   }];
   let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// The key/value heads: k's width over the head dim (grouped-query
+    /// attention where fewer than n_heads, docs/model-format.md section 3).
+    int64_t getKvHeads();
+  }];
 }
 
 def Modk_CacheAppendOp : Modk_Op<"cache_append",
@@ -761,6 +766,12 @@ def Modk_AttentionGradOp : Modk_GenericOp<"attention_grad",
                    Modk_Read:$segments, Modk_Written:$dq, Modk_Written:$dk,
                    Modk_Written:$dv, I64Attr:$n_heads,
                    OptionalAttr<Modk_GemmPathAttr>:$mainloop);
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// The key/value heads: k's width over the head dim (grouped-query
+    /// attention where fewer than n_heads, docs/model-format.md section 3).
+    int64_t getKvHeads();
+  }];
 }
 
 def Modk_ActivationGradOp : Modk_GenericOp<"activation_grad",
@@ -834,6 +845,12 @@ def Modk_DecodeAttentionOp : Modk_GenericOp<"decode_attention",
                    Modk_Read:$positions, Modk_Read:$segments,
                    Modk_Read:$active, Modk_Written:$output, I64Attr:$layer,
                    I64Attr:$n_heads);
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// The key/value heads: k's width over the head dim (grouped-query
+    /// attention where fewer than n_heads, docs/model-format.md section 3).
+    int64_t getKvHeads();
+  }];
 }
 
 def Modk_DecodeSelectOp : Modk_Op<"decode_select",
