@@ -62,7 +62,9 @@ LogicalResult modc::buildModToModkPipeline(OpPassManager &pm,
     return failure();
   entry.addPass(std::move(configure));
   // The products' configurations say which weights they read as bf16.
-  pm.addPass(createKeepBf16Weights());
+  KeepBf16WeightsOptions weightCopies;
+  weightCopies.enabled = options.bf16WeightCopies;
+  pm.addPass(createKeepBf16Weights(weightCopies));
   return success();
 }
 

@@ -83,6 +83,13 @@ static cl::opt<bool> f32Activations(
     cl::desc("Tests only: keep a bf16 model's activation buffers f32 arrays "
              "(the same values in twice the bytes), to compare with"),
     cl::init(false), cl::Hidden, cl::sub(compileCommand), cl::cat(modcCategory));
+static cl::opt<bool> f32Weights(
+    "f32-weights",
+    cl::desc("bf16 models on CUDA: keep no bf16 copy of the weights between "
+             "calls (less device memory; the same results): AdamW updates "
+             "the f32 weights only, decode streams them as f32, and each "
+             "call rounds again the weights its TMA products read"),
+    cl::init(false), cl::sub(compileCommand), cl::cat(modcCategory));
 static cl::list<std::string> noFuse(
     "no-fuse",
     cl::desc("Fusions to leave out, to measure them: routing (a routed "
@@ -228,6 +235,7 @@ static int runCompile() {
   }
   modc::PipelineOptions pipeline;
   pipeline.bf16Storage = !f32Activations;
+  pipeline.bf16WeightCopies = !f32Weights;
   for (const std::string &fusion : noFuse) {
     if (fusion == "routing")
       pipeline.fuseRouting = false;

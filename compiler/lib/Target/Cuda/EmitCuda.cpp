@@ -15,6 +15,7 @@
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Tools/mlir-translate/Translation.h"
+#include "llvm/ADT/StringSet.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -77,6 +78,36 @@ public:
     return success();
   }
   const char *kernelNamespace() const override { return "modk_cuda"; }
+  /// The parameters (index, elements) that decode entry `e`'s few-row bf16
+  /// products stream from bf16 copies: those modk-keep-bf16-weights
+  /// flagged (modk.optimizer's bf16_copies) that such a product reads.
+  std::vector<std::pair<size_t, int64_t>> decodeWeightCopies(modk::EntryOp e) {
+    std::vector<std::pair<size_t, int64_t>> copied;
+    if (!optimizer)
+      return copied;
+    llvm::StringSet<> flagged, streamed;
+    for (auto [i, p] : llvm::enumerate(
+             optimizer.getParams().getAsRange<modk::ParamAttr>()))
+      if (optimizer.keepsBf16Copy(i))
+        flagged.insert(p.getName());
+    e.walk([&](modk::GemmOp gemm) {
+      modk::GemmConfigAttr config = gemm.getConfigAttr();
+      if (!gemm.productsBf16() || !config ||
+          llvm::none_of(config.getVariants(), [](const modk::GemmVariant &v) {
+            return v.path == modk::GemmPath::stream;
+          }))
+        return;
+      for (Value w : gemm.getWeights())
+        if (auto param = w.getDefiningOp<modk::ParamOp>())
+          streamed.insert(param.getName());
+    });
+    for (auto [i, p] :
+         llvm::enumerate(e.getParams().getAsRange<modk::ParamAttr>()))
+      if (flagged.contains(p.getName()) && streamed.contains(p.getName()))
+        copied.push_back({i, ShapedType::getNumElements(p.getShape())});
+    return copied;
+  }
+
   std::string gemmPlanName(Operation *op) override {
     auto config = op->getAttrOfType<modk::GemmConfigAttr>("config");
     return config ? gemmPlans.lookup(config) : std::string();
@@ -732,11 +763,33 @@ LogicalResult CudaEmitter::emitEntry(modk::EntryOp e) {
   os << "  static const bool profile = std::getenv(\"MODC_PROFILE\") != nullptr;\n";
   os << "  ModcProfile tick;\n  if (profile)\n    modcProfileStart(tick, s);\n";
   if (isDecode) {
+    // The weights its few-row products stream from bf16 copies, made
+    // current before the step runs or replays (outside the capture).
+    std::vector<std::pair<size_t, int64_t>> copied = decodeWeightCopies(e);
+    std::string indices, counts;
+    for (auto [index, count] : copied) {
+      indices += fmt::format("{}, ", index);
+      counts += fmt::format("{}, ", count);
+    }
+    os << fmt::format(R"cpp(  // The weights streamed from their bf16 copies (bf16_copies).
+  constexpr int kCopies = {0};
+  static const size_t kCopyParams[kCopies + 1] = {{{1}}};
+  static const int64_t kCopyCounts[kCopies + 1] = {{{2}}};
+  const float *copyWeights[kCopies + 1] = {{}};
+  const modk_cuda::bf16 *copies[kCopies + 1] = {{}};
+  for (int i = 0; i < kCopies; ++i)
+    copyWeights[i] = args->params[kCopyParams[i]];
+  modk_cuda::detail::refreshDecodeCopies(copyWeights, kCopyCounts, kCopies,
+                                         copies, s);
+)cpp",
+                      copied.size(), indices, counts);
     // One decode step is many small kernels: capture them once per set of
-    // arguments (pointers, batch, parameter table) and replay the graph.
+    // arguments (pointers, batch, parameter table, weight copies) and
+    // replay the graph.
     os << R"cpp(  static cudaGraphExec_t graph = nullptr;
   static modc_decode_args graphArgs;
   static std::vector<const float *> graphParams;
+  static std::vector<const modk_cuda::bf16 *> graphCopies;
   static char *graphScratch = nullptr;
   const size_t nParams = )cpp"
        << e.getParams().size() << R"cpp(;
@@ -745,7 +798,8 @@ LogicalResult CudaEmitter::emitEntry(modk::EntryOp e) {
   key.params = nullptr;
   bool sameGraph = graph && graphScratch == scratch &&
                    std::memcmp(&graphArgs, &key, sizeof(key)) == 0 &&
-                   std::equal(graphParams.begin(), graphParams.end(), args->params);
+                   std::equal(graphParams.begin(), graphParams.end(), args->params) &&
+                   std::equal(graphCopies.begin(), graphCopies.end(), copies);
   if (!profile && sameGraph) {
     cudaError_t e = cudaGraphLaunch(graph, s);
     return e == cudaSuccess ? 0 : cudaFail("modc_decode", "cudaGraphLaunch", e);
@@ -786,6 +840,7 @@ LogicalResult CudaEmitter::emitEntry(modk::EntryOp e) {
       return cudaFail("modc_decode", "cudaGraphInstantiate", e);
     graphArgs = key;
     graphParams.assign(args->params, args->params + nParams);
+    graphCopies.assign(copies, copies + kCopies);
     graphScratch = scratch;
     e = cudaGraphLaunch(graph, s);
     if (e != cudaSuccess)

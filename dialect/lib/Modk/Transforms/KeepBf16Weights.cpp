@@ -23,13 +23,16 @@ using namespace modc;
 
 namespace {
 /// Whether a product with this configuration reads its weight through a
-/// bf16 copy in global memory: a TMA-fed wgmma variant or a CUTLASS one.
-bool readsWeightCopy(modk::GemmConfigAttr config) {
+/// bf16 copy in global memory: a TMA-fed wgmma variant or a CUTLASS one,
+/// and in a decode step the few-row kernel (`stream`), which streams the
+/// copy instead of the f32 weight.
+bool readsWeightCopy(modk::GemmConfigAttr config, bool decode) {
   if (!config)
     return false;
-  return llvm::any_of(config.getVariants(), [](const modk::GemmVariant &v) {
+  return llvm::any_of(config.getVariants(), [&](const modk::GemmVariant &v) {
     return v.path == modk::GemmPath::cutlass ||
-           (v.path == modk::GemmPath::wgmma && v.tmaCtas > 0);
+           (v.path == modk::GemmPath::wgmma && v.tmaCtas > 0) ||
+           (decode && v.path == modk::GemmPath::stream);
   });
 }
 
@@ -43,23 +46,29 @@ StringRef paramName(Value weight) {
 
 struct KeepBf16WeightsPass
     : public modc::impl::KeepBf16WeightsBase<KeepBf16WeightsPass> {
+  using KeepBf16WeightsBase::KeepBf16WeightsBase;
   void runOnOperation() override {
     ModuleOp module = getOperation();
     auto optimizers = llvm::to_vector(module.getOps<modk::OptimizerOp>());
     if (optimizers.empty())
       return;
+    if (!enabled)
+      return;
     llvm::StringSet<> streamed;
-    for (modk::EntryOp entry : module.getOps<modk::EntryOp>())
+    for (modk::EntryOp entry : module.getOps<modk::EntryOp>()) {
+      bool decode = entry.getKind() == modk::EntryKind::decode;
       entry.walk([&](Operation *op) {
         if (auto gemm = dyn_cast<modk::GemmOp>(op)) {
-          if (gemm.productsBf16() && readsWeightCopy(gemm.getConfigAttr()))
+          if (gemm.productsBf16() &&
+              readsWeightCopy(gemm.getConfigAttr(), decode))
             for (Value w : gemm.getWeights())
               streamed.insert(paramName(w));
         } else if (auto dgrad = dyn_cast<modk::GemmDgradOp>(op)) {
-          if (entry.isBf16() && readsWeightCopy(dgrad.getConfigAttr()))
+          if (entry.isBf16() && readsWeightCopy(dgrad.getConfigAttr(), decode))
             streamed.insert(paramName(dgrad.getWeight()));
         }
       });
+    }
     streamed.erase("");
     for (modk::OptimizerOp optimizer : optimizers) {
       SmallVector<bool> copies;

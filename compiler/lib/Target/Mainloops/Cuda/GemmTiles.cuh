@@ -1269,14 +1269,18 @@ template <int EPI> constexpr const char *epilogueName() {
 }
 
 /// MODC_CUDA_TRACE_GEMMS=1 in the environment: each GEMM launch prints its
-/// kernel, shape, tile and epilogue to stderr (which path a product took).
-inline void traceGemm(const char *path, int64_t M, int64_t Ncols, int64_t L,
-                      int BM, int BN, const char *epilogue) {
+/// kernel, shape, tile and epilogue to stderr (which path a product took),
+/// and each rounding of a weight into its bf16 copy.
+inline bool tracingGemms() {
   static const bool on = [] {
     const char *env = std::getenv("MODC_CUDA_TRACE_GEMMS");
     return env && *env && std::strcmp(env, "0") != 0;
   }();
-  if (on)
+  return on;
+}
+inline void traceGemm(const char *path, int64_t M, int64_t Ncols, int64_t L,
+                      int BM, int BN, const char *epilogue) {
+  if (tracingGemms())
     std::fprintf(stderr,
                  "modc gemm: %s %lld x %lld x %lld, tile %d x %d, epilogue %s\n",
                  path, (long long)M, (long long)Ncols, (long long)L, BM, BN,
@@ -1750,6 +1754,9 @@ inline bool copyIsCurrent(const WeightCopy &c) {
 
 /// Enqueues the rounding of c's weight into it, which makes it current.
 inline void roundInto(WeightCopy &c, cudaStream_t stream) {
+  if (tracingGemms())
+    std::fprintf(stderr, "modc gemm: weight of %lld rounded into its bf16 copy\n",
+                 (long long)c.count);
   MODC_LAUNCH(roundToBf16Kernel,
               unsigned(std::min<int64_t>(ceilDiv(c.count, kThreads), kMaxGrid)),
               kThreads, 0, stream, c.src, c.copy, c.count);
@@ -1771,6 +1778,46 @@ inline const bf16 *weightCopyFor(const float *w, int64_t count,
     roundInto(*found, stream);
   found->epoch = weightCopies().epoch;
   return found->copy;
+}
+
+/// The copy of the `count` floats at w where one holds their current
+/// values (rounded in this call, or current: copyIsCurrent); null where
+/// there is none. Never rounds: what the few-row kernel reads instead of
+/// the f32 weight, half the bytes, the same bf16 values.
+inline const bf16 *currentCopyOf(const float *w, int64_t count) {
+  const WeightCopies &all = weightCopies();
+  for (const WeightCopy &c : all.copies)
+    if (c.src == w && c.count == count)
+      return copyIsCurrent(c) || (all.open && c.epoch == all.epoch) ? c.copy
+                                                                    : nullptr;
+  return nullptr;
+}
+
+/// A decode step's weights that it streams from bf16 copies (modk.optimizer's
+/// bf16_copies, read by a few-row product of the decode entry): made
+/// current before the step runs (or its graph replays), by rounding those
+/// that are not, so that the step itself never rounds; `copies` gets each
+/// copy (null where the caller declared no parameters' version, or where no
+/// memory is left: that product streams the f32 weight). A decode graph
+/// captured over these copies is replayed only while they are the same.
+inline void refreshDecodeCopies(const float *const *weights,
+                                const int64_t *counts, int n,
+                                const bf16 **copies, cudaStream_t stream) {
+  WeightCopies &all = weightCopies();
+  for (int i = 0; i < n; ++i) {
+    copies[i] = nullptr;
+    // Without a declared version every call would round: more bytes than
+    // the f32 weight it saves reading.
+    if (all.version == 0 || counts[i] <= 0)
+      continue;
+    WeightCopy *c = findWeightCopy(weights[i], counts[i]);
+    if (!c)
+      continue;
+    if (!copyIsCurrent(*c))
+      roundInto(*c, stream);
+    c->epoch = all.epoch; // in use: not freed as idle
+    copies[i] = c->copy;
+  }
 }
 
 /// The optimizer's view of parameter w's bf16 copy (modk.optimizer's
@@ -2121,12 +2168,24 @@ inline bool launchGemmVariant(const TA *A, int64_t lda, const TB *B,
   if constexpr (P == PathStream) {
     static_assert(streamOperandsOk<AK, BKc, DYN>() && !V::tma,
                   "the few-row kernel runs products, not weight gradients");
-    traceGemm("stream", M, Ncols, L, T::BM, T::BN, epilogueName<EPI>());
     MODC_TEST_COUNT(streamLaunches);
     // With RoPE a CTA has BN / 2 pairs of columns: as many CTAs.
-    MODC_LAUNCH((gemmStreamKernel<DYN == 1, EPI, BF, TA, TB, TC>),
-                dim3(unsigned(ceilDiv(Ncols, T::BN)),
-                     unsigned(ceilDiv(M, T::BM))),
+    const dim3 grid(unsigned(ceilDiv(Ncols, T::BN)),
+                    unsigned(ceilDiv(M, T::BM)));
+    // A bf16 product streams its weight's current bf16 copy where there is
+    // one: half the bytes, the values it would round the f32 weight to.
+    if constexpr (BF && std::is_same<TB, float>::value) {
+      if (const bf16 *copy = currentCopyOf(B, Ncols * ldb)) {
+        traceGemm("stream bf16-weight", M, Ncols, L, T::BM, T::BN,
+                  epilogueName<EPI>());
+        MODC_LAUNCH((gemmStreamKernel<DYN == 1, EPI, BF, TA, bf16, TC>), grid,
+                    kStreamThreads, 0, stream, A, lda, copy, ldb, C, ldc, epi,
+                    M, Ncols, L, dynRows);
+        return true;
+      }
+    }
+    traceGemm("stream", M, Ncols, L, T::BM, T::BN, epilogueName<EPI>());
+    MODC_LAUNCH((gemmStreamKernel<DYN == 1, EPI, BF, TA, TB, TC>), grid,
                 kStreamThreads, 0, stream, A, lda, B, ldb, C, ldc, epi, M,
                 Ncols, L, dynRows);
     return true;

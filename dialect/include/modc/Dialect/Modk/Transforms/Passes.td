@@ -445,7 +445,9 @@ def KeepBf16Weights : Pass<"modk-keep-bf16-weights", "::mlir::ModuleOp"> {
     For a CUDA target, after modk-configure-gemms. A bf16 product whose
     configuration feeds its weight through TMA (a `wgmma ... tma N`
     variant) or through a CUTLASS kernel reads that weight as bf16 from
-    global memory, so the weight needs a bf16 copy on the device. This pass
+    global memory, so the weight needs a bf16 copy on the device; a decode
+    step's few-row products (`stream`) read the copy too, half the bytes of
+    the f32 weight they would otherwise stream. This pass
     sets `bf16_copies` on the `modk.optimizer`: a parameter is flagged when
     a product of any entry reads it as its weight (`modk.gemm`'s weights,
     `modk.gemm_dgrad`'s weight) and that product rounds its operands to
@@ -460,6 +462,12 @@ def KeepBf16Weights : Pass<"modk-keep-bf16-weights", "::mlir::ModuleOp"> {
     After:  `modk.optimizer @adamw attributes {bf16_copies = array<i1: true,
     false>, params = [...]}`
   }];
+  let options = [
+    Option<"enabled", "enabled", "bool", /*default=*/"true",
+           "Keep bf16 copies of the weights between calls (modc's "
+           "--f32-weights sets false: AdamW updates the f32 weights only, "
+           "decode streams them, and every call rounds what TMA reads)">
+  ];
 }
 
 def PlanMemory : Pass<"modk-plan-memory", "::modc::modk::EntryOp"> {
