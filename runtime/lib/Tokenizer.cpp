@@ -14,6 +14,7 @@
 //===----------------------------------------------------------------------===//
 #include "modrt/Tokenizer.h"
 #include "modrt/Error.h"
+#include "modrt/Files.h"
 
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
@@ -607,19 +608,7 @@ Tokenizer &Tokenizer::operator=(Tokenizer &&) noexcept = default;
 Tokenizer::Tokenizer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 Tokenizer Tokenizer::fromFile(const std::string &path) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec))
-    throw Error(fmt::format("{}: is a directory, not a tokenizer.json", path));
-  errno = 0;
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    throw Error(fmt::format("{}: cannot open: {}", path,
-                            errno ? std::strerror(errno) : "unknown error"));
-  std::string text((std::istreambuf_iterator<char>(in)),
-                   std::istreambuf_iterator<char>());
-  if (in.bad())
-    throw Error(fmt::format("{}: read failed", path));
-  return fromJson(text, path);
+  return fromJson(readWholeFile(path, "tokenizer.json"), path);
 }
 
 Tokenizer Tokenizer::fromJson(const std::string &text,

@@ -112,18 +112,26 @@ void appendFile(const std::string &path, std::string &out) {
   if (out.size() == before)
     throw Error(fmt::format("{}: file is empty (no bytes to train on)", path));
 }
-} // namespace
 
-Corpus Corpus::load(const std::vector<std::string> &files, int64_t seqLen,
-                    int64_t batch) {
+/// The bytes of every training data file, in order, and how messages
+/// name them (the file, or "the N data files").
+std::string readDataFiles(const std::vector<std::string> &files,
+                          std::string &what) {
   if (files.empty())
     throw Error("no training data files given");
   std::string bytes;
   for (const std::string &file : files)
     appendFile(file, bytes);
-  std::string what = files.size() == 1
-                         ? files.front()
-                         : fmt::format("the {} data files", files.size());
+  what = files.size() == 1 ? files.front()
+                           : fmt::format("the {} data files", files.size());
+  return bytes;
+}
+} // namespace
+
+Corpus Corpus::load(const std::vector<std::string> &files, int64_t seqLen,
+                    int64_t batch) {
+  std::string what;
+  std::string bytes = readDataFiles(files, what);
   return fromBytes(std::move(bytes), seqLen, batch, what);
 }
 
@@ -131,14 +139,8 @@ Corpus Corpus::load(const std::vector<std::string> &files, int64_t seqLen,
                     int64_t batch, const Tokenizer &tokenizer) {
   if (tokenizer.isBytes())
     return load(files, seqLen, batch);
-  if (files.empty())
-    throw Error("no training data files given");
-  std::string bytes;
-  for (const std::string &file : files)
-    appendFile(file, bytes);
-  std::string what = files.size() == 1
-                         ? files.front()
-                         : fmt::format("the {} data files", files.size());
+  std::string what;
+  std::string bytes = readDataFiles(files, what);
   std::vector<int32_t> tokens = tokenizer.encode(bytes);
   bytes = std::string();
   return fromTokens(std::move(tokens), seqLen, batch, what);

@@ -8,6 +8,7 @@
 #include "Commands.h"
 
 #include "modrt/Error.h"
+#include "modrt/Files.h"
 #include "modrt/Generate.h"
 
 #include <fmt/format.h>
@@ -57,23 +58,6 @@ void declareSample(CommandLine &line) {
   tokenizerOption(line);
 }
 
-/// Bytes of a prompt file (exactly as stored). Throws Error naming it.
-std::string readPromptFile(const std::string &path) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec))
-    throw Error(fmt::format("{}: is a directory, not a prompt file", path));
-  errno = 0;
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    throw Error(fmt::format("{}: cannot open: {}", path,
-                            errno ? std::strerror(errno) : "unknown error"));
-  std::string text((std::istreambuf_iterator<char>(in)),
-                   std::istreambuf_iterator<char>());
-  if (in.bad())
-    throw Error(fmt::format("{}: read failed", path));
-  return text;
-}
-
 /// The prompts to continue and their names in messages ("--prompt", the
 /// file, "F line L").
 struct Prompts {
@@ -90,13 +74,13 @@ Prompts readPrompts(const CommandLine &line) {
     return p;
   }
   if (line.has("prompt-file")) {
-    p.texts.push_back(readPromptFile(line.text("prompt-file")));
+    p.texts.push_back(readWholeFile(line.text("prompt-file"), "prompt file"));
     p.labels.push_back(line.text("prompt-file"));
     return p;
   }
   p.batchFile = true;
   const std::string &path = line.text("batch-file");
-  std::string text = readPromptFile(path);
+  std::string text = readWholeFile(path, "prompt file");
   size_t start = 0, number = 1;
   while (start < text.size()) {
     size_t end = text.find('\n', start);
