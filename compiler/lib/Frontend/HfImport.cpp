@@ -371,7 +371,10 @@ llvm::Expected<std::vector<int64_t>> routedLayers(const std::string &schedule,
 std::string modelName(const HfImportOptions &opts) {
   if (!opts.name.empty())
     return opts.name;
-  llvm::SmallString<256> dir(opts.checkpointDir);
+  // The directory's own name, also for "." or "ckpt/".
+  llvm::SmallString<256> dir;
+  if (llvm::sys::fs::real_path(opts.checkpointDir, dir))
+    dir = opts.checkpointDir;
   llvm::sys::path::remove_dots(dir, /*remove_dot_dot=*/true);
   std::string name = llvm::sys::path::filename(dir).str();
   if (name.empty() || name == "." || name == "/")
