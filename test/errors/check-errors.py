@@ -127,6 +127,14 @@ CASES = {
     "`for the --emit option: Cannot find option named 'X'!`": [
         ("{modc} compile {tmp}/m.json --emit=llvm", 1,
          "modc: for the --emit option: Cannot find option named 'llvm'!")],
+    "`--tokenizer: MODEL.json: the tokenizer TOKENIZER has N tokens (ids up to M), more than the model's vocab_size V` (or any other `--tokenizer: TOKENIZER: ...` message of [modrun's tokenizers](#modrun-tokenizers---tokenizer-or-the-one-a-package-names))": [
+        ("{modc} compile {tmp}/m.json --tokenizer {tmp}/tj.json -o {tmp}/o", 1,
+         "modc: error: --tokenizer: {tmp}/m.json: the tokenizer {tmp}/tj.json "
+         "has 300 tokens (ids up to 299), more than the model's vocab_size "
+         "16"),
+        ("{modc} compile {tmp}/m.json --tokenizer {tmp}/none.json -o {tmp}/o",
+         1, "modc: error: --tokenizer: {tmp}/none.json: cannot open: No such "
+         "file or directory")],
     "`cannot open input file 'FILE': No such file or directory`": [
         ("{modc} compile {tmp}/none.json -o {tmp}/o", 1,
          "modc: error: cannot open input file '{tmp}/none.json': No such file "

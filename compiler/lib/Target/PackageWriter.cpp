@@ -316,11 +316,24 @@ llvm::Error modc::writePackage(ModuleOp module, const PackageOptions &opts) {
     return e;
   if (!emitted)
     return makeError(cuda ? "CUDA emission failed" : "C++ emission failed");
-  if (llvm::Error e = writeFile(inTemp("manifest.json"), [&](llvm::raw_ostream &os) {
-        os << buildManifest(entries, opts.target, cuda ? opts.cudaArch : "",
-                            cpuIsa ? &*cpuIsa : nullptr);
-      }))
+  if (llvm::Error e =
+          writeFile(inTemp("manifest.json"), [&](llvm::raw_ostream &os) {
+            std::string manifest =
+                buildManifest(entries, opts.target, cuda ? opts.cudaArch : "",
+                              cpuIsa ? &*cpuIsa : nullptr);
+            // The package's tokenizer: a key of manifest.json only, which the
+            // runtime leaves out when it compares it with the library's.
+            if (!opts.tokenizerFile.empty() &&
+                llvm::StringRef(manifest).starts_with("{"))
+              manifest.insert(1, "\n  \"tokenizer\": \"tokenizer.json\",");
+            os << manifest;
+          }))
     return e;
+  if (!opts.tokenizerFile.empty())
+    if (std::error_code ec =
+            fs::copy_file(opts.tokenizerFile, inTemp("tokenizer.json")))
+      return makeError("cannot copy the tokenizer " + opts.tokenizerFile +
+                       " into the package: " + ec.message());
   llvm::errs() << "modc: compiling the generated kernels (" << source
                << (cuda ? ", nvcc " + opts.cudaArch : std::string()) << ")...\n";
   auto started = std::chrono::steady_clock::now();

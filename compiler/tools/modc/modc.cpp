@@ -16,6 +16,8 @@
 #include "modc/Frontend/ModelImporter.h"
 #include "modc/InitAll.h"
 #include "modc/Target/Package.h"
+#include "modrt/Error.h"
+#include "modrt/Tokenizer.h"
 
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
@@ -120,6 +122,13 @@ static cl::opt<std::string> cudaGemms(
              "(docs/cuda.md)"),
     cl::value_desc("tiles|cutlass [OPTIONS]"), cl::init(""),
     cl::sub(compileCommand), cl::cat(modcCategory));
+static cl::opt<std::string> tokenizerFile(
+    "tokenizer",
+    cl::desc("A Hugging Face tokenizer.json to place in the package as its "
+             "tokenizer (manifest key \"tokenizer\"), which modrun then "
+             "uses by default"),
+    cl::value_desc("FILE"), cl::init(""), cl::sub(compileCommand),
+    cl::cat(modcCategory));
 static cl::opt<bool> verbose("v", cl::desc("Show the commands run"),
                              cl::sub(compileCommand), cl::cat(modcCategory));
 
@@ -321,6 +330,20 @@ static int runCompile() {
                                        : std::string("nvcc");
   options.cudaEmulationDir = cudaEmulation;
   options.verbose = verbose;
+  if (!tokenizerFile.empty()) {
+    // Read and checked against the model's vocabulary before the long
+    // compile, as modrun would read it.
+    int64_t vocab = 0;
+    module->walk([&](modc::modk::EntryOp entry) {
+      vocab = entry.getModel().getVocabSize();
+    });
+    try {
+      modrt::Tokenizer::fromFile(tokenizerFile).checkFits(vocab, inputFile);
+    } catch (const modrt::Error &e) {
+      return fail(std::string("--tokenizer: ") + e.what());
+    }
+    options.tokenizerFile = tokenizerFile;
+  }
   if (llvm::Error e = modc::writePackage(*module, options))
     return fail(llvm::toString(std::move(e)));
   llvm::errs() << "modc: wrote package " << outputDir << "\n";
