@@ -241,50 +241,51 @@ __global__ void __launch_bounds__(kAgThreads)
 #pragma unroll
   for (int i = 0; i < ND; ++i)
     accK[i] = accV[i] = 0.0f;
+  // The group's query heads in order, each over its query tiles.
   for (int gi = 0; gi < G; ++gi) {
-  const int h = kvh * G + gi;
-  const int64_t hoff = int64_t(h) * HD;
-  for (int64_t q0 = qs / BQ * BQ; q0 < n; q0 += BQ) {
-    const int qn = static_cast<int>(detail::minI64(BQ, n - q0));
-    __syncthreads();
-    for (int e = t; e < BQ * HDP; e += kAgThreads) {
-      const int rr = e / HDP, d = e % HDP;
-      const bool ok = rr < qn && inHead(d);
-      const int64_t src = (base + q0 + rr) * LD + hoff + d;
-      Qs[rr * P + d] = ok ? q[src] * scale : 0.0f;
-      dOs[rr * P + d] = ok ? dout[src] : 0.0f;
-    }
-    for (int e = t; e < BQ; e += kAgThreads) {
-      const bool ok = e < qn;
-      lseS[e] = ok ? stats[((base + q0 + e) * H + h) * 2] : 0.0f;
-      DdS[e] = ok ? stats[((base + q0 + e) * H + h) * 2 + 1] : 0.0f;
-    }
-    __syncthreads();
+    const int h = kvh * G + gi;
+    const int64_t hoff = int64_t(h) * HD;
+    for (int64_t q0 = qs / BQ * BQ; q0 < n; q0 += BQ) {
+      const int qn = static_cast<int>(detail::minI64(BQ, n - q0));
+      __syncthreads();
+      for (int e = t; e < BQ * HDP; e += kAgThreads) {
+        const int rr = e / HDP, d = e % HDP;
+        const bool ok = rr < qn && inHead(d);
+        const int64_t src = (base + q0 + rr) * LD + hoff + d;
+        Qs[rr * P + d] = ok ? q[src] * scale : 0.0f;
+        dOs[rr * P + d] = ok ? dout[src] : 0.0f;
+      }
+      for (int e = t; e < BQ; e += kAgThreads) {
+        const bool ok = e < qn;
+        lseS[e] = ok ? stats[((base + q0 + e) * H + h) * 2] : 0.0f;
+        DdS[e] = ok ? stats[((base + q0 + e) * H + h) * 2 + 1] : 0.0f;
+      }
+      __syncthreads();
 #pragma unroll
-    for (int i = 0; i < NI; ++i) {
-      const int rr = g + 4 * i;
-      const int64_t qi = q0 + rr;
-      const bool vis = c < kc && rr < qn && (kj <= qi || pk <= ps[qi]);
-      float sc = 0.0f, dp = 0.0f;
+      for (int i = 0; i < NI; ++i) {
+        const int rr = g + 4 * i;
+        const int64_t qi = q0 + rr;
+        const bool vis = c < kc && rr < qn && (kj <= qi || pk <= ps[qi]);
+        float sc = 0.0f, dp = 0.0f;
 #pragma unroll 8
-      for (int d = 0; d < HD; ++d) {
-        sc += Qs[rr * P + d] * Ks[c * P + d];
-        dp += dOs[rr * P + d] * Vs[c * P + d];
+        for (int d = 0; d < HD; ++d) {
+          sc += Qs[rr * P + d] * Ks[c * P + d];
+          dp += dOs[rr * P + d] * Vs[c * P + d];
+        }
+        const float p = vis ? expf(sc - lseS[rr]) : 0.0f;
+        Ps[c * (BQ + 1) + rr] = p;
+        dSs[c * (BQ + 1) + rr] = p * (dp - DdS[rr]);
       }
-      const float p = vis ? expf(sc - lseS[rr]) : 0.0f;
-      Ps[c * (BQ + 1) + rr] = p;
-      dSs[c * (BQ + 1) + rr] = p * (dp - DdS[rr]);
-    }
-    __syncthreads();
-    for (int rr = 0; rr < BQ; ++rr) {
-      const float pv = Ps[c * (BQ + 1) + rr], ds = dSs[c * (BQ + 1) + rr];
+      __syncthreads();
+      for (int rr = 0; rr < BQ; ++rr) {
+        const float pv = Ps[c * (BQ + 1) + rr], ds = dSs[c * (BQ + 1) + rr];
 #pragma unroll
-      for (int i = 0; i < ND; ++i) {
-        accV[i] += pv * dOs[rr * P + g + 4 * i];
-        accK[i] += ds * Qs[rr * P + g + 4 * i];
+        for (int i = 0; i < ND; ++i) {
+          accV[i] += pv * dOs[rr * P + g + 4 * i];
+          accK[i] += ds * Qs[rr * P + g + 4 * i];
+        }
       }
     }
-  }
   }
   if (c < kc) {
 #pragma unroll
@@ -645,51 +646,52 @@ __global__ __launch_bounds__(kAgTcKeyThreads, 1) void attnGradKeyTc(
 #pragma unroll
   for (int c = 0; c < NC; ++c)
     detail::zeroFragments(acc[c]);
+  // The group's query heads in order, each over its query tiles.
   for (int gi = 0; gi < G; ++gi) {
-  const int h = kvh * G + gi;
-  const int64_t hoff = int64_t(h) * HD;
-  for (int64_t q0 = qs / BQ * BQ; q0 < n; q0 += BQ) {
-    const int qn = int(detail::minI64(BQ, n - q0));
-    __syncthreads(); // every warp is done with the previous tile
-    detail::copyHeadRows<H, HD, BQ, T>(Qs, q, base + q0, hoff, qn, vec);
-    detail::copyHeadRows<H, HD, BQ, T>(dOs, dout, base + q0, hoff, qn, vec);
-    detail::copyAsyncCommit();
-    for (int e = tid; e < BQ; e += T) {
-      const bool ok = e < qn;
-      const int64_t st = ((base + q0 + e) * H + h) * 2;
-      qposS[e] = ok ? ps[q0 + e] : -1; // padded queries see no key
-      lseS[e] = ok ? stats[st] : 0.0f;
-      DdS[e] = ok ? stats[st + 1] : 0.0f;
-    }
-    detail::copyAsyncWait<0>();
-    __syncthreads();
-    if (!(warpKeys && qposS[qn - 1] >= warpMinPos))
-      continue;
-    float pt[1][NT][4];
-    agRowProducts<HD, NT, !BF, !BF>(pt, Ks + wr * LDS, Qs);
-#pragma unroll
-    for (int j = 0; j < NT; ++j)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int qc = 8 * j + 2 * tg + (e & 1);
-        pt[0][j][e] = kp[e >> 1] > qposS[qc]
-                          ? 0.0f
-                          : expf(pt[0][j][e] * scale - lseS[qc]);
+    const int h = kvh * G + gi;
+    const int64_t hoff = int64_t(h) * HD;
+    for (int64_t q0 = qs / BQ * BQ; q0 < n; q0 += BQ) {
+      const int qn = int(detail::minI64(BQ, n - q0));
+      __syncthreads(); // every warp is done with the previous tile
+      detail::copyHeadRows<H, HD, BQ, T>(Qs, q, base + q0, hoff, qn, vec);
+      detail::copyHeadRows<H, HD, BQ, T>(dOs, dout, base + q0, hoff, qn, vec);
+      detail::copyAsyncCommit();
+      for (int e = tid; e < BQ; e += T) {
+        const bool ok = e < qn;
+        const int64_t st = ((base + q0 + e) * H + h) * 2;
+        qposS[e] = ok ? ps[q0 + e] : -1; // padded queries see no key
+        lseS[e] = ok ? stats[st] : 0.0f;
+        DdS[e] = ok ? stats[st + 1] : 0.0f;
       }
-    if (!dkWarp) {
-      agRegTimesRows<HD, NT, NC, DW>(acc, pt, dOs);
-    } else {
-      float dst[1][NT][4];
-      agRowProducts<HD, NT, !BF, true>(dst, Vs + wr * LDS, dOs);
+      detail::copyAsyncWait<0>();
+      __syncthreads();
+      if (!(warpKeys && qposS[qn - 1] >= warpMinPos))
+        continue;
+      float pt[1][NT][4];
+      agRowProducts<HD, NT, !BF, !BF>(pt, Ks + wr * LDS, Qs);
 #pragma unroll
       for (int j = 0; j < NT; ++j)
 #pragma unroll
-        for (int e = 0; e < 4; ++e)
-          dst[0][j][e] =
-              pt[0][j][e] * (dst[0][j][e] - DdS[8 * j + 2 * tg + (e & 1)]);
-      agRegTimesRows<HD, NT, NC, DW, !BF>(acc, dst, Qs);
+        for (int e = 0; e < 4; ++e) {
+          const int qc = 8 * j + 2 * tg + (e & 1);
+          pt[0][j][e] = kp[e >> 1] > qposS[qc]
+                            ? 0.0f
+                            : expf(pt[0][j][e] * scale - lseS[qc]);
+        }
+      if (!dkWarp) {
+        agRegTimesRows<HD, NT, NC, DW>(acc, pt, dOs);
+      } else {
+        float dst[1][NT][4];
+        agRowProducts<HD, NT, !BF, true>(dst, Vs + wr * LDS, dOs);
+#pragma unroll
+        for (int j = 0; j < NT; ++j)
+#pragma unroll
+          for (int e = 0; e < 4; ++e)
+            dst[0][j][e] =
+                pt[0][j][e] * (dst[0][j][e] - DdS[8 * j + 2 * tg + (e & 1)]);
+        agRegTimesRows<HD, NT, NC, DW, !BF>(acc, dst, Qs);
+      }
     }
-  }
   }
   if (dkWarp)
     agStoreRows<KVH, HD, NC, DW>(dk, base + k0, khoff, wr, kc, acc, scale);
