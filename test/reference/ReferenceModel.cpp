@@ -14,6 +14,7 @@
 #include <limits>
 #include <mutex>
 #include <numeric>
+#include <optional>
 #include <random>
 #include <set>
 #include <thread>
@@ -66,6 +67,38 @@ void rejectUnknownKeys(const json &j, const std::set<std::string> &known,
   for (auto it = j.begin(); it != j.end(); ++it)
     if (!known.count(it.key()))
       fail(path + it.key(), "unknown key");
+}
+
+/// A schedule (`mod.schedule`, `moe.schedule`): the chosen layers.
+std::vector<bool> parseSchedule(const json &obj, const std::string &path,
+                                int64_t nLayers, const std::string &def) {
+  std::vector<bool> on(nLayers, false);
+  const std::string key = path + "schedule";
+  if (obj.contains("schedule") && obj.at("schedule").is_array()) {
+    for (const json &e : obj.at("schedule")) {
+      if (!e.is_number_integer())
+        fail(key, "layer indices must be integers");
+      int64_t l = e.get<int64_t>();
+      if (l < 0 || l >= nLayers)
+        fail(key, "layer index " + std::to_string(l) + " out of range");
+      if (on[l])
+        fail(key, "layer index " + std::to_string(l) + " listed twice");
+      on[l] = true;
+    }
+    return on;
+  }
+  std::string s = getString(obj, "schedule", path, def);
+  for (int64_t l = 0; l < nLayers; ++l) {
+    if (s == "every_other")
+      on[l] = (l % 2) == 1;
+    else if (s == "all")
+      on[l] = true;
+    else if (s == "none")
+      on[l] = false;
+    else
+      fail(key, "expected 'every_other', 'all', 'none' or a list of layers");
+  }
+  return on;
 }
 
 //===----------------------------------------------------------------------===//
@@ -157,13 +190,121 @@ const std::vector<double> &weight(const Weights &weights,
   return it->second;
 }
 
-/// The block body on `n` rows `x` (one sequence, ascending original positions
-/// `pos`): returns a = Attn(RMSNorm(x)) and m = MLP(RMSNorm(x + a)).
-void blockBody(const ModelConfig &c, const Weights &w, int64_t layer,
-               const std::vector<double> &x, const std::vector<int64_t> &pos,
-               std::vector<double> &a, std::vector<double> &m) {
+/// The MLP of docs/model-format.md section 3 on `n` rows `n2` of width d,
+/// with the weights under `prefix` (`blocks.{l}.mlp.` or an expert's
+/// `blocks.{l}.moe.experts.{e}.`) and hidden width ff.
+std::vector<double> mlpRows(const ModelConfig &c, const Weights &w,
+                            const std::string &prefix,
+                            const std::vector<double> &n2, int64_t n,
+                            int64_t ff) {
+  const int64_t d = c.dModel;
+  std::vector<double> up =
+      product(c.bf16, n2, n, d, weight(w, prefix + "w_up.weight", ff * d), ff);
+  std::vector<double> act(n * ff);
+  if (c.mlp == Mlp::SwiGLU) {
+    std::vector<double> gate = product(
+        c.bf16, n2, n, d, weight(w, prefix + "w_gate.weight", ff * d), ff);
+    for (int64_t i = 0; i < n * ff; ++i)
+      act[i] = silu(gate[i]) * up[i];
+  } else {
+    for (int64_t i = 0; i < n * ff; ++i)
+      act[i] = gelu(up[i]);
+  }
+  return product(c.bf16, act, n, ff,
+                 weight(w, prefix + "w_down.weight", d * ff), d);
+}
+
+/// One MoE MLP (docs/model-format.md section 7) on the rows of one sequence
+/// that reach it, in position order: its running state and its decisions.
+struct MoeRun {
+  /// In/out: per real expert, the tokens of this sequence kept so far.
+  std::vector<int64_t> counts;
+  /// The expert capacity C.
+  int64_t capacity = 0;
+  /// Optional, per row: decisions to use instead of the natural ones.
+  std::vector<int32_t> fixedExpert, fixedKept;
+  /// Out, per row: the decisions used, p_i (n x (E+N)) and n_i (n x d).
+  std::vector<int32_t> expert, kept;
+  std::vector<double> probs, inputs;
+  /// Out: whether the natural decisions differ from the fixed ones.
+  bool differs = false;
+};
+
+/// m_i = p_i[e_i] Expert_{e_i}(n_i) for kept rows, 0 otherwise.
+std::vector<double> moeRows(const ModelConfig &c, const Weights &w,
+                            int64_t layer, const std::vector<double> &n2,
+                            int64_t n, MoeRun &run) {
+  const int64_t d = c.dModel, E = c.nExperts, K = c.nExperts + c.noopExperts;
+  const std::string p = "blocks." + std::to_string(layer) + ".moe.";
+  // The router is f32 in a bf16 model, like the MoD router (section 1).
+  std::vector<double> z =
+      linear(n2, n, d, weight(w, p + "router.weight", K * d), K);
+  run.inputs = n2;
+  run.probs.assign(n * K, 0.0);
+  run.expert.assign(n, -1);
+  run.kept.assign(n, 0);
+  const bool fixed = !run.fixedExpert.empty();
+  for (int64_t i = 0; i < n; ++i) {
+    double *pi = &run.probs[i * K];
+    double mx = -INFINITY;
+    for (int64_t e = 0; e < K; ++e)
+      mx = std::max(mx, z[i * K + e]);
+    double sum = 0.0;
+    for (int64_t e = 0; e < K; ++e)
+      sum += (pi[e] = std::exp(z[i * K + e] - mx));
+    for (int64_t e = 0; e < K; ++e)
+      pi[e] /= sum;
+    // argmax p_i, ties to the lower index.
+    int32_t best = 0;
+    for (int64_t e = 1; e < K; ++e)
+      if (pi[e] > pi[best])
+        best = static_cast<int32_t>(e);
+    // Kept iff a real expert with fewer than C earlier kept tokens.
+    int32_t keep = 0;
+    if (best < E && run.counts[best] < run.capacity) {
+      keep = 1;
+      ++run.counts[best];
+    }
+    if (fixed) {
+      if (best != run.fixedExpert[i] || keep != run.fixedKept[i])
+        run.differs = true;
+      best = run.fixedExpert[i];
+      keep = run.fixedKept[i];
+    }
+    run.expert[i] = best;
+    run.kept[i] = keep;
+  }
+  std::vector<double> m(n * d, 0.0);
+  for (int64_t e = 0; e < E; ++e) {
+    std::vector<int64_t> rows;
+    for (int64_t i = 0; i < n; ++i)
+      if (run.kept[i] && run.expert[i] == e)
+        rows.push_back(i);
+    if (rows.empty())
+      continue;
+    const int64_t r = static_cast<int64_t>(rows.size());
+    std::vector<double> xe(r * d);
+    for (int64_t s = 0; s < r; ++s)
+      for (int64_t k = 0; k < d; ++k)
+        xe[s * d + k] = n2[rows[s] * d + k];
+    std::vector<double> y = mlpRows(
+        c, w, p + "experts." + std::to_string(e) + ".", xe, r, c.dExpert);
+    for (int64_t s = 0; s < r; ++s) {
+      const double pe = run.probs[rows[s] * K + e];
+      for (int64_t k = 0; k < d; ++k)
+        m[rows[s] * d + k] = pe * y[s * d + k];
+    }
+  }
+  return m;
+}
+
+/// The attention sublayer on `n` rows `x` (one sequence, ascending original
+/// positions `pos`): a = Attn(RMSNorm(x)).
+std::vector<double> attention(const ModelConfig &c, const Weights &w,
+                              int64_t layer, const std::vector<double> &x,
+                              const std::vector<int64_t> &pos) {
   const int64_t n = static_cast<int64_t>(pos.size());
-  const int64_t d = c.dModel, h = c.nHeads, hd = c.headDim(), ff = c.dFF;
+  const int64_t d = c.dModel, h = c.nHeads, hd = c.headDim();
   // Grouped-query attention: kvh key/value heads of hd, query head `head`
   // reads key/value head head / (h / kvh) (docs/model-format.md section 3).
   const int64_t kvh = c.nKvHeads, kvd = kvh * hd, group = h / kvh;
@@ -172,7 +313,6 @@ void blockBody(const ModelConfig &c, const Weights &w, int64_t layer,
     return weight(w, p + name, size);
   };
 
-  // Attention.
   std::vector<double> n1 =
       rmsNorm(x, n, d, W("attn_norm.weight", d), c.normEps);
   std::vector<double> q =
@@ -219,27 +359,35 @@ void blockBody(const ModelConfig &c, const Weights &w, int64_t layer,
           o[i * d + head * hd + t] +=
               scores[j] / sum * v[j * kvd + kvHead * hd + t];
     }
-  a = product(c.bf16, o, n, d, W("attn.wo.weight", d * d), d);
+  return product(c.bf16, o, n, d, W("attn.wo.weight", d * d), d);
+}
 
-  // MLP on h = x + a.
-  std::vector<double> hres(n * d);
-  for (int64_t i = 0; i < n * d; ++i)
-    hres[i] = x[i] + a[i];
+/// The MLP sublayer on h = x + a: m = MLP(RMSNorm(h; mlp_norm)), or the MoE
+/// MLP of section 7 when `moe` is given.
+std::vector<double> mlpSublayer(const ModelConfig &c, const Weights &w,
+                                int64_t layer, const std::vector<double> &hres,
+                                int64_t n, MoeRun *moe) {
+  const int64_t d = c.dModel;
+  const std::string p = "blocks." + std::to_string(layer) + ".";
   std::vector<double> n2 =
-      rmsNorm(hres, n, d, W("mlp_norm.weight", d), c.normEps);
-  std::vector<double> up =
-      product(c.bf16, n2, n, d, W("mlp.w_up.weight", ff * d), ff);
-  std::vector<double> act(n * ff);
-  if (c.mlp == Mlp::SwiGLU) {
-    std::vector<double> gate =
-        product(c.bf16, n2, n, d, W("mlp.w_gate.weight", ff * d), ff);
-    for (int64_t i = 0; i < n * ff; ++i)
-      act[i] = silu(gate[i]) * up[i];
-  } else {
-    for (int64_t i = 0; i < n * ff; ++i)
-      act[i] = gelu(up[i]);
-  }
-  m = product(c.bf16, act, n, ff, W("mlp.w_down.weight", d * ff), d);
+      rmsNorm(hres, n, d, weight(w, p + "mlp_norm.weight", d), c.normEps);
+  if (moe)
+    return moeRows(c, w, layer, n2, n, *moe);
+  return mlpRows(c, w, p + "mlp.", n2, n, c.dFF);
+}
+
+/// The block body on `n` rows `x` (one sequence, ascending original positions
+/// `pos`): returns a = Attn(RMSNorm(x)) and m = MLP(RMSNorm(x + a)).
+void blockBody(const ModelConfig &c, const Weights &w, int64_t layer,
+               const std::vector<double> &x, const std::vector<int64_t> &pos,
+               std::vector<double> &a, std::vector<double> &m,
+               MoeRun *moe = nullptr) {
+  const int64_t n = static_cast<int64_t>(pos.size());
+  a = attention(c, w, layer, x, pos);
+  std::vector<double> hres(n * c.dModel);
+  for (int64_t i = 0; i < n * c.dModel; ++i)
+    hres[i] = x[i] + a[i];
+  m = mlpSublayer(c, w, layer, hres, n, moe);
 }
 
 } // namespace
@@ -252,13 +400,30 @@ int64_t ModelConfig::numRoutedLayers() const {
   return std::count(routed.begin(), routed.end(), true);
 }
 
+int64_t ModelConfig::numMoeLayers() const {
+  return std::count(moe.begin(), moe.end(), true);
+}
+
+int64_t ModelConfig::expertCapacity(int64_t n) const {
+  const double experts = static_cast<double>(nExperts + noopExperts);
+  const int64_t C = static_cast<int64_t>(
+      std::ceil(capacityFactor * static_cast<double>(n) / experts));
+  return std::clamp<int64_t>(C, 1, n);
+}
+
+int64_t ModelConfig::expertCapacityOfLayer(int64_t layer) const {
+  if (!moe[layer])
+    return 0;
+  return expertCapacity(routed[layer] ? capacity : seqLen);
+}
+
 ModelConfig ModelConfig::fromJson(const json &j) {
   if (!j.is_object())
     fail("", "the model description must be a JSON object");
   rejectUnknownKeys(j,
                     {"name", "vocab_size", "d_model", "n_layers", "n_heads",
                      "n_kv_heads", "d_ff", "seq_len", "mlp", "norm_eps",
-                     "rope_theta", "tie_embeddings", "dtype", "mod"},
+                     "rope_theta", "tie_embeddings", "dtype", "mod", "moe"},
                     "");
   ModelConfig c;
   c.name = getString(j, "name", "", "model");
@@ -309,6 +474,35 @@ ModelConfig ModelConfig::fromJson(const json &j) {
   c.bf16 = dtype == "bf16";
 
   c.routed.assign(c.nLayers, false);
+  c.moe.assign(c.nLayers, false);
+  if (j.contains("moe")) {
+    // docs/model-format.md section 7.
+    const json &moe = j.at("moe");
+    if (!moe.is_object())
+      fail("moe", "expected an object");
+    rejectUnknownKeys(moe,
+                      {"n_experts", "noop_experts", "d_expert",
+                       "capacity_factor", "balance_loss_weight", "schedule"},
+                      "moe.");
+    c.hasMoe = true;
+    c.nExperts = getInt(moe, "n_experts", "moe.");
+    if (c.nExperts < 1)
+      fail("moe.n_experts", "must be >= 1");
+    c.noopExperts =
+        moe.contains("noop_experts") ? getInt(moe, "noop_experts", "moe.") : 0;
+    if (c.noopExperts < 0)
+      fail("moe.noop_experts", "must be >= 0");
+    c.dExpert = getInt(moe, "d_expert", "moe.");
+    if (c.dExpert < 1)
+      fail("moe.d_expert", "must be positive");
+    c.capacityFactor = getNumber(moe, "capacity_factor", "moe.", 1.0);
+    if (!(c.capacityFactor > 0.0))
+      fail("moe.capacity_factor", "must be > 0");
+    c.balanceLossWeight = getNumber(moe, "balance_loss_weight", "moe.", 0.01);
+    if (!(c.balanceLossWeight >= 0.0))
+      fail("moe.balance_loss_weight", "must be >= 0");
+    c.moe = parseSchedule(moe, "moe.", c.nLayers, "all");
+  }
   if (!j.contains("mod"))
     return c;
 
@@ -339,30 +533,7 @@ ModelConfig ModelConfig::fromJson(const json &j) {
   }
 
   // Schedule.
-  if (mod.contains("schedule") && mod.at("schedule").is_array()) {
-    for (const json &e : mod.at("schedule")) {
-      if (!e.is_number_integer())
-        fail("mod.schedule", "layer indices must be integers");
-      int64_t l = e.get<int64_t>();
-      if (l < 0 || l >= c.nLayers)
-        fail("mod.schedule",
-             "layer index " + std::to_string(l) + " out of range");
-      c.routed[l] = true;
-    }
-  } else {
-    std::string s = getString(mod, "schedule", "mod.", "every_other");
-    for (int64_t l = 0; l < c.nLayers; ++l) {
-      if (s == "every_other")
-        c.routed[l] = (l % 2) == 1;
-      else if (s == "all")
-        c.routed[l] = true;
-      else if (s == "none")
-        c.routed[l] = false;
-      else
-        fail("mod.schedule",
-             "expected 'every_other', 'all', 'none' or a list of layers");
-    }
-  }
+  c.routed = parseSchedule(mod, "mod.", c.nLayers, "every_other");
 
   std::string gate = getString(mod, "gate", "mod.", "linear");
   if (gate == "linear")
@@ -411,10 +582,23 @@ parameterShapes(const ModelConfig &c) {
     out.push_back({p + "attn.wv.weight", {kvd, d}});
     out.push_back({p + "attn.wo.weight", {d, d}});
     out.push_back({p + "mlp_norm.weight", {d}});
-    if (c.mlp == Mlp::SwiGLU)
-      out.push_back({p + "mlp.w_gate.weight", {ff, d}});
-    out.push_back({p + "mlp.w_up.weight", {ff, d}});
-    out.push_back({p + "mlp.w_down.weight", {d, ff}});
+    if (c.moe[l]) {
+      // docs/model-format.md section 7: the MoE MLP replaces mlp.*.
+      const int64_t F = c.dExpert;
+      out.push_back({p + "moe.router.weight", {c.nExperts + c.noopExperts, d}});
+      for (int64_t e = 0; e < c.nExperts; ++e) {
+        const std::string q = p + "moe.experts." + std::to_string(e) + ".";
+        if (c.mlp == Mlp::SwiGLU)
+          out.push_back({q + "w_gate.weight", {F, d}});
+        out.push_back({q + "w_up.weight", {F, d}});
+        out.push_back({q + "w_down.weight", {d, F}});
+      }
+    } else {
+      if (c.mlp == Mlp::SwiGLU)
+        out.push_back({p + "mlp.w_gate.weight", {ff, d}});
+      out.push_back({p + "mlp.w_up.weight", {ff, d}});
+      out.push_back({p + "mlp.w_down.weight", {d, ff}});
+    }
     if (c.routed[l]) {
       out.push_back({p + "router.weight", {1, d}});
       if (c.causalRouter == CausalRouter::Predictor) {
@@ -441,10 +625,88 @@ namespace {
 /// The forward pass proper. With `fixed` (top-k mode only) routed layers use
 /// that selection instead of their own top-k, which is still computed:
 /// `*naturalDiffers` tells whether any layer's top-k differed from `fixed`.
+/// MoE bookkeeping of one layer over the batch (docs/model-format.md
+/// section 7): the decisions, p and n_i per token, and the balance loss.
+struct MoeLayerRecord {
+  const ModelConfig &c;
+  int64_t S, K;
+  std::vector<int32_t> expert, kept;
+  std::vector<double> probs, inputs;
+  MoeLayerRecord(const ModelConfig &c, int64_t batch)
+      : c(c), S(c.seqLen), K(c.nExperts + c.noopExperts),
+        expert(batch * c.seqLen, -1), kept(batch * c.seqLen, 0),
+        probs(batch * c.seqLen * K, 0.0),
+        inputs(batch * c.seqLen * c.dModel, 0.0) {}
+
+  /// A fresh run for sequence b on the rows at `pos`, with the fixed
+  /// decisions of layer `moeIndex` when given.
+  MoeRun start(int64_t layer, int64_t b, const std::vector<int64_t> &pos,
+               const MoeDecisions *fixed, size_t moeIndex) const {
+    MoeRun run;
+    run.counts.assign(c.nExperts, 0);
+    run.capacity = c.expertCapacityOfLayer(layer);
+    if (fixed) {
+      if (moeIndex >= fixed->expert.size() || moeIndex >= fixed->kept.size() ||
+          static_cast<int64_t>(fixed->expert[moeIndex].size()) !=
+              static_cast<int64_t>(expert.size()))
+        throw ReferenceError("fixed MoE decisions do not match the model");
+      for (int64_t i : pos) {
+        run.fixedExpert.push_back(fixed->expert[moeIndex][b * S + i]);
+        run.fixedKept.push_back(fixed->kept[moeIndex][b * S + i]);
+      }
+    }
+    return run;
+  }
+
+  void record(int64_t b, const std::vector<int64_t> &pos, const MoeRun &run) {
+    const int64_t d = c.dModel;
+    for (size_t s = 0; s < pos.size(); ++s) {
+      const int64_t t = b * S + pos[s];
+      expert[t] = run.expert[s];
+      kept[t] = run.kept[s];
+      for (int64_t e = 0; e < K; ++e)
+        probs[t * K + e] = run.probs[s * K + e];
+      for (int64_t k = 0; k < d; ++k)
+        inputs[t * d + k] = run.inputs[s * d + k];
+    }
+  }
+
+  /// L_bal = (E+N) sum_e frac_e mean_p_e over the tokens that reached the
+  /// layer (0 when none did).
+  double balance() const {
+    std::vector<double> count(K, 0.0), psum(K, 0.0);
+    double tokens = 0.0;
+    for (size_t t = 0; t < expert.size(); ++t) {
+      if (expert[t] < 0)
+        continue;
+      tokens += 1.0;
+      count[expert[t]] += 1.0;
+      for (int64_t e = 0; e < K; ++e)
+        psum[e] += probs[t * K + e];
+    }
+    if (tokens == 0.0)
+      return 0.0;
+    double sum = 0.0;
+    for (int64_t e = 0; e < K; ++e)
+      sum += (count[e] / tokens) * (psum[e] / tokens);
+    return static_cast<double>(K) * sum;
+  }
+
+  void moveInto(ReferenceOutput &out) {
+    out.moeBalance.push_back(balance());
+    out.moeExpert.push_back(std::move(expert));
+    out.moeKept.push_back(std::move(kept));
+    out.moeProbs.push_back(std::move(probs));
+    out.moeInputs.push_back(std::move(inputs));
+  }
+};
+
 ReferenceOutput forwardImpl(const ModelConfig &c, const Weights &w,
                             const std::vector<int32_t> &tokens, int64_t batch,
                             RouteMode mode, const Selection *fixed,
-                            bool *naturalDiffers) {
+                            bool *naturalDiffers,
+                            const MoeDecisions *fixedMoe = nullptr,
+                            bool *moeDiffers = nullptr) {
   const int64_t S = c.seqLen, d = c.dModel, V = c.vocabSize;
   if (batch < 1)
     throw ReferenceError("batch must be at least 1");
@@ -471,6 +733,24 @@ ReferenceOutput forwardImpl(const ModelConfig &c, const Weights &w,
 
   for (int64_t l = 0; l < c.nLayers; ++l) {
     const std::string p = "blocks." + std::to_string(l) + ".";
+    const size_t moeIndex = out.moeExpert.size();
+    std::optional<MoeLayerRecord> moeRecord;
+    if (c.moe[l])
+      moeRecord.emplace(c, batch);
+    // The block body, with the layer's MoE MLP when it has one.
+    auto body = [&](int64_t b, const std::vector<double> &xs,
+                    const std::vector<int64_t> &pos, std::vector<double> &a,
+                    std::vector<double> &m) {
+      if (!moeRecord) {
+        blockBody(c, w, l, xs, pos, a, m);
+        return;
+      }
+      MoeRun run = moeRecord->start(l, b, pos, fixedMoe, moeIndex);
+      blockBody(c, w, l, xs, pos, a, m, &run);
+      if (run.differs && moeDiffers)
+        *moeDiffers = true;
+      moeRecord->record(b, pos, run);
+    };
     if (!c.routed[l]) {
       // Dense: y = (x + a) + m.
       for (int64_t b = 0; b < batch; ++b) {
@@ -479,10 +759,12 @@ ReferenceOutput forwardImpl(const ModelConfig &c, const Weights &w,
         std::vector<int64_t> pos(S);
         std::iota(pos.begin(), pos.end(), 0);
         std::vector<double> a, m;
-        blockBody(c, w, l, xs, pos, a, m);
+        body(b, xs, pos, a, m);
         for (int64_t i = 0; i < S * d; ++i)
           x[b * S * d + i] = (xs[i] + a[i]) + m[i];
       }
+      if (moeRecord)
+        moeRecord->moveInto(out);
       continue;
     }
 
@@ -571,7 +853,7 @@ ReferenceOutput forwardImpl(const ModelConfig &c, const Weights &w,
         for (int64_t e = 0; e < d; ++e)
           xs[s * d + e] = x[(b * S + sel[s]) * d + e];
       std::vector<double> a, m;
-      blockBody(c, w, l, xs, sel, a, m);
+      body(b, xs, sel, a, m);
 
       // 4. Gated residual for the selected; the others are untouched.
       for (int64_t s = 0; s < n; ++s) {
@@ -585,6 +867,8 @@ ReferenceOutput forwardImpl(const ModelConfig &c, const Weights &w,
         }
       }
     }
+    if (moeRecord)
+      moeRecord->moveInto(out);
     out.routed.push_back(std::move(mask));
     out.routerLogits.push_back(std::move(rAll));
     if (!pAll.empty())
@@ -606,6 +890,159 @@ ReferenceOutput forward(const ModelConfig &c, const Weights &w,
                         const std::vector<int32_t> &tokens, int64_t batch,
                         RouteMode mode) {
   return forwardImpl(c, w, tokens, batch, mode, nullptr, nullptr);
+}
+
+ReferenceOutput decode(const ModelConfig &c, const Weights &w,
+                       const std::vector<int32_t> &tokens, int64_t batch) {
+  const int64_t S = c.seqLen, d = c.dModel, V = c.vocabSize;
+  const int64_t h = c.nHeads, hd = c.headDim(), kvh = c.nKvHeads;
+  const int64_t kvd = kvh * hd, group = h / kvh;
+  if (batch < 1)
+    throw ReferenceError("batch must be at least 1");
+  if (static_cast<int64_t>(tokens.size()) != batch * S)
+    throw ReferenceError("expected " + std::to_string(batch * S) +
+                         " tokens, got " + std::to_string(tokens.size()));
+  if (c.numRoutedLayers() > 0 && c.causalRouter == CausalRouter::None)
+    throw ReferenceError(
+        "decoding needs mod.causal_router 'aux_loss' or 'predictor'");
+
+  ReferenceOutput out;
+  out.logits.assign(batch * S * V, 0.0);
+  out.routed.assign(c.numRoutedLayers(), std::vector<int32_t>(batch * S, 0));
+  out.moeExpert.assign(c.numMoeLayers(), std::vector<int32_t>(batch * S, -1));
+  out.moeKept.assign(c.numMoeLayers(), std::vector<int32_t>(batch * S, 0));
+  const std::vector<double> &embed = weight(w, "embed.weight", V * d);
+  const std::vector<double> &head =
+      c.tieEmbeddings ? embed : weight(w, "lm_head.weight", V * d);
+  const std::vector<double> &finalNorm = weight(w, "final_norm.weight", d);
+  const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
+
+  for (int64_t b = 0; b < batch; ++b) {
+    // The decode state of one sequence: per layer, the positions, keys and
+    // values of the tokens it ran on (RoPE applied), and per MoE layer and
+    // real expert the tokens kept so far.
+    struct Cache {
+      std::vector<int64_t> pos;
+      std::vector<double> k, v;
+    };
+    std::vector<Cache> cache(c.nLayers);
+    std::vector<std::vector<int64_t>> kept(c.nLayers,
+                                           std::vector<int64_t>(c.nExperts, 0));
+    for (int64_t t = 0; t < S; ++t) {
+      const int32_t tok = tokens[b * S + t];
+      if (tok < 0 || tok >= V)
+        throw ReferenceError("token " + std::to_string(tok) + " out of range");
+      std::vector<double> x(embed.begin() + tok * d,
+                            embed.begin() + (tok + 1) * d);
+      size_t routedIndex = 0, moeIndex = 0;
+      for (int64_t l = 0; l < c.nLayers; ++l) {
+        const std::string p = "blocks." + std::to_string(l) + ".";
+        bool runs = true;
+        double g = 1.0;
+        if (c.routed[l]) {
+          // The causal decision of section 4, from this token alone.
+          const std::vector<double> &router = weight(w, p + "router.weight", d);
+          double r = 0.0;
+          for (int64_t e = 0; e < d; ++e)
+            r += router[e] * x[e];
+          double score = r;
+          if (c.causalRouter == CausalRouter::Predictor) {
+            const int64_t H = c.predictorHidden;
+            const auto &fc1 = weight(w, p + "predictor.fc1.weight", H * d);
+            const auto &b1 = weight(w, p + "predictor.fc1.bias", H);
+            const auto &fc2 = weight(w, p + "predictor.fc2.weight", H);
+            const auto &b2 = weight(w, p + "predictor.fc2.bias", 1);
+            score = b2[0];
+            for (int64_t hI = 0; hI < H; ++hI) {
+              double z = b1[hI];
+              for (int64_t e = 0; e < d; ++e)
+                z += fc1[hI * d + e] * x[e];
+              score += fc2[hI] * silu(z);
+            }
+          }
+          runs = score > 0.0;
+          g = c.gate == Gate::Linear    ? r
+              : c.gate == Gate::Sigmoid ? sigmoid(r)
+                                        : 1.0;
+          out.routed[routedIndex++][b * S + t] = runs ? 1 : 0;
+        }
+        const bool moe = c.moe[l];
+        if (moe)
+          ++moeIndex;
+        if (!runs)
+          continue; // a skipped token writes nothing to this layer's cache
+
+        // Attention of this one query over the layer's cache.
+        std::vector<double> n1 =
+            rmsNorm(x, 1, d, weight(w, p + "attn_norm.weight", d), c.normEps);
+        std::vector<double> q = product(
+            c.bf16, n1, 1, d, weight(w, p + "attn.wq.weight", d * d), d);
+        std::vector<double> k = product(
+            c.bf16, n1, 1, d, weight(w, p + "attn.wk.weight", kvd * d), kvd);
+        std::vector<double> v = product(
+            c.bf16, n1, 1, d, weight(w, p + "attn.wv.weight", kvd * d), kvd);
+        for (int64_t hh = 0; hh < h; ++hh)
+          applyRope(&q[hh * hd], hd, t, c.ropeTheta);
+        for (int64_t hh = 0; hh < kvh; ++hh)
+          applyRope(&k[hh * hd], hd, t, c.ropeTheta);
+        if (c.bf16)
+          for (std::vector<double> *e : {&q, &k, &v})
+            for (double &f : *e)
+              f = roundBf16(f);
+        Cache &kv = cache[l];
+        kv.pos.push_back(t);
+        kv.k.insert(kv.k.end(), k.begin(), k.end());
+        kv.v.insert(kv.v.end(), v.begin(), v.end());
+        const int64_t n = static_cast<int64_t>(kv.pos.size());
+        std::vector<double> o(d, 0.0), scores(n);
+        for (int64_t hh = 0; hh < h; ++hh) {
+          const int64_t kvHead = hh / group;
+          double mx = -INFINITY;
+          for (int64_t j = 0; j < n; ++j) {
+            double s = 0.0;
+            for (int64_t e = 0; e < hd; ++e)
+              s += q[hh * hd + e] * kv.k[j * kvd + kvHead * hd + e];
+            scores[j] = s * scale;
+            mx = std::max(mx, scores[j]);
+          }
+          double sum = 0.0;
+          for (int64_t j = 0; j < n; ++j) {
+            scores[j] = std::exp(scores[j] - mx);
+            sum += scores[j];
+          }
+          for (int64_t j = 0; j < n; ++j)
+            for (int64_t e = 0; e < hd; ++e)
+              o[hh * hd + e] +=
+                  scores[j] / sum * kv.v[j * kvd + kvHead * hd + e];
+        }
+        std::vector<double> a =
+            product(c.bf16, o, 1, d, weight(w, p + "attn.wo.weight", d * d), d);
+        std::vector<double> hres(d);
+        for (int64_t e = 0; e < d; ++e)
+          hres[e] = x[e] + a[e];
+
+        // The MLP; an MoE MLP continues this sequence's running counts.
+        std::vector<double> m;
+        if (moe) {
+          MoeRun run;
+          run.counts = kept[l];
+          run.capacity = c.expertCapacityOfLayer(l);
+          m = mlpSublayer(c, w, l, hres, 1, &run);
+          kept[l] = run.counts;
+          out.moeExpert[moeIndex - 1][b * S + t] = run.expert[0];
+          out.moeKept[moeIndex - 1][b * S + t] = run.kept[0];
+        } else {
+          m = mlpSublayer(c, w, l, hres, 1, nullptr);
+        }
+        for (int64_t e = 0; e < d; ++e)
+          x[e] = c.routed[l] ? x[e] + g * (a[e] + m[e]) : (x[e] + a[e]) + m[e];
+      }
+      std::vector<double> nf = rmsNorm(x, 1, d, finalNorm, c.normEps);
+      std::vector<double> z = product(c.bf16, nf, 1, d, head, V);
+      std::copy(z.begin(), z.end(), out.logits.begin() + (b * S + t) * V);
+    }
+  }
+  return out;
 }
 
 //===----------------------------------------------------------------------===//
@@ -638,7 +1075,8 @@ double meanBce(const std::vector<std::vector<double>> &logits,
 
 LossBreakdown referenceLoss(const ModelConfig &c, const Weights &w,
                             const std::vector<int32_t> &tokens, int64_t batch,
-                            const Selection *fixed) {
+                            const Selection *fixed,
+                            const MoeDecisions *fixedMoe) {
   const int64_t S = c.seqLen, V = c.vocabSize, T = S + 1;
   if (batch < 1)
     throw ReferenceError("batch must be at least 1");
@@ -658,7 +1096,8 @@ LossBreakdown referenceLoss(const ModelConfig &c, const Weights &w,
 
   LossBreakdown loss;
   ReferenceOutput out = forwardImpl(c, w, inputs, batch, RouteMode::TopK, fixed,
-                                    &loss.topkDiffersFromFixed);
+                                    &loss.topkDiffersFromFixed, fixedMoe,
+                                    &loss.moeDiffersFromFixed);
 
   // Cross-entropy: mean over B * S of logsumexp(z) - z[target].
   double ceSum = 0.0;
@@ -680,8 +1119,16 @@ LossBreakdown referenceLoss(const ModelConfig &c, const Weights &w,
   loss.aux = c.causalRouter == CausalRouter::AuxLoss     ? loss.routerBce
              : c.causalRouter == CausalRouter::Predictor ? loss.predictorBce
                                                          : 0.0;
-  loss.total = loss.ce + c.auxLossWeight * loss.aux;
+  // docs/model-format.md section 7: the mean over MoE layers of L_bal.
+  if (!out.moeBalance.empty())
+    loss.balance =
+        std::accumulate(out.moeBalance.begin(), out.moeBalance.end(), 0.0) /
+        static_cast<double>(out.moeBalance.size());
+  loss.total =
+      loss.ce + c.auxLossWeight * loss.aux + c.balanceLossWeight * loss.balance;
   loss.selection = std::move(out.routed);
+  loss.moe.expert = std::move(out.moeExpert);
+  loss.moe.kept = std::move(out.moeKept);
   return loss;
 }
 
@@ -698,7 +1145,7 @@ double gradientObjective(const ModelConfig &c, const LossBreakdown &loss,
                          const std::string &name) {
   if (isPredictorParameter(name))
     return c.auxLossWeight * loss.predictorBce;
-  double obj = loss.ce;
+  double obj = loss.ce + c.balanceLossWeight * loss.balance;
   if (c.causalRouter == CausalRouter::AuxLoss)
     obj += c.auxLossWeight * loss.routerBce;
   return obj;
@@ -710,6 +1157,7 @@ FdGradient referenceGradient(const ModelConfig &c, const Weights &weights,
   FdGradient fd;
   fd.base = referenceLoss(c, weights, tokens, batch);
   const Selection &held = fd.base.selection;
+  const MoeDecisions &heldMoe = fd.base.moe;
 
   // The work list: (tensor, coordinate, step).
   struct Item {
@@ -769,16 +1217,18 @@ FdGradient referenceGradient(const ModelConfig &c, const Weights &weights,
         const double theta = slot;
         const double plus = theta + item.step, minus = theta - item.step;
         slot = plus;
-        LossBreakdown lp = referenceLoss(c, w, tokens, batch, &held);
+        LossBreakdown lp = referenceLoss(c, w, tokens, batch, &held, &heldMoe);
         slot = minus;
-        LossBreakdown lm = referenceLoss(c, w, tokens, batch, &held);
+        LossBreakdown lm = referenceLoss(c, w, tokens, batch, &held, &heldMoe);
         slot = theta;
         // Divide by the representable step, not the nominal one.
         double g = (gradientObjective(c, lp, item.name) -
                     gradientObjective(c, lm, item.name)) /
                    (plus - minus);
-        int changes = static_cast<int>(lp.topkDiffersFromFixed) +
-                      static_cast<int>(lm.topkDiffersFromFixed);
+        int changes =
+            static_cast<int>(lp.topkDiffersFromFixed ||
+                             lp.moeDiffersFromFixed) +
+            static_cast<int>(lm.topkDiffersFromFixed || lm.moeDiffersFromFixed);
         std::lock_guard<std::mutex> lock(mu);
         fd.grad[item.name][item.index] = g;
         if (changes && fd.selectionChanges == 0)

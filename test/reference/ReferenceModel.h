@@ -75,8 +75,28 @@ struct ModelConfig {
   /// routed[l] is true when layer l is a routed (MoD) layer.
   std::vector<bool> routed;
 
+  /// Mixture-of-Experts MLPs (docs/model-format.md section 7): the `moe`
+  /// object. E real experts of hidden width dExpert, N no-op experts.
+  bool hasMoe = false;
+  int64_t nExperts = 0;
+  int64_t noopExperts = 0;
+  int64_t dExpert = 0;
+  double capacityFactor = 1.0;
+  /// moe.balance_loss_weight: total loss += weight * mean over MoE layers of
+  /// L_bal.
+  double balanceLossWeight = 0.01;
+  /// moe[l] is true when layer l's MLP is an MoE MLP.
+  std::vector<bool> moe;
+
   int64_t headDim() const { return dModel / nHeads; }
   int64_t numRoutedLayers() const;
+  int64_t numMoeLayers() const;
+  /// The per-sequence, per-expert capacity of an MoE MLP that n tokens of a
+  /// sequence reach (n = seq_len on a dense layer, k on a routed one):
+  /// C = clamp(ceil(capacity_factor * n / (E + N)), 1, n).
+  int64_t expertCapacity(int64_t n) const;
+  /// The expert capacity C of layer l (0 for a layer without MoE).
+  int64_t expertCapacityOfLayer(int64_t layer) const;
 
   /// Parses the JSON of docs/model-format.md section 1. Throws ReferenceError
   /// naming the offending key for anything the reference does not understand.
@@ -104,6 +124,18 @@ struct ReferenceOutput {
   /// router (either mode; in top-k mode p does not affect the forward);
   /// empty otherwise.
   std::vector<std::vector<double>> predictorLogits;
+  /// Per MoE layer, in ascending layer index (docs/model-format.md
+  /// section 7): the chosen expert e_i of each token as [B, S] (-1 for a
+  /// token that does not reach the MLP: skipped by a routed layer), whether
+  /// it was kept ([B, S], 1 = kept), the router probabilities p_i
+  /// ([B, S, E+N], zero rows for tokens that do not reach the MLP), the
+  /// normalised rows n_i the MoE MLP saw ([B, S, d], likewise) and the
+  /// balance loss L_bal of the layer.
+  std::vector<std::vector<int32_t>> moeExpert;
+  std::vector<std::vector<int32_t>> moeKept;
+  std::vector<std::vector<double>> moeProbs;
+  std::vector<std::vector<double>> moeInputs;
+  std::vector<double> moeBalance;
 };
 
 /// Runs the forward pass of docs/model-format.md section 3 on `tokens`
@@ -114,6 +146,15 @@ ReferenceOutput forward(const ModelConfig &config, const Weights &weights,
                         const std::vector<int32_t> &tokens, int64_t batch,
                         RouteMode mode);
 
+/// Token-by-token decoding in `causal` mode (docs/model-format.md sections 4
+/// and 7), one position at a time with explicit state: per layer a KV cache
+/// of the tokens the layer ran on, and per sequence, MoE layer and expert the
+/// count kept so far. Returns the logits of every position and the routing
+/// and MoE decisions (routed, moeExpert, moeKept; the other fields empty).
+/// A model with routed layers needs a causal router, as forward() does.
+ReferenceOutput decode(const ModelConfig &config, const Weights &weights,
+                       const std::vector<int32_t> &tokens, int64_t batch);
+
 //===----------------------------------------------------------------------===//
 // Training loss and gradients (docs/model-format.md sections 4 and 5)
 //===----------------------------------------------------------------------===//
@@ -122,9 +163,20 @@ ReferenceOutput forward(const ModelConfig &config, const Weights &weights,
 /// ascending layer index, as in ReferenceOutput::routed.
 using Selection = std::vector<std::vector<int32_t>>;
 
+/// The MoE decisions of docs/model-format.md section 7, per MoE layer in
+/// ascending layer index, as ReferenceOutput::moeExpert and moeKept. Section
+/// 7 differentiates with them held constant.
+struct MoeDecisions {
+  std::vector<std::vector<int32_t>> expert;
+  std::vector<std::vector<int32_t>> kept;
+  bool operator==(const MoeDecisions &o) const {
+    return expert == o.expert && kept == o.kept;
+  }
+};
+
 /// The training loss of docs/model-format.md section 4 and its parts.
 struct LossBreakdown {
-  /// ce + auxLossWeight * aux.
+  /// ce + auxLossWeight * aux + balanceLossWeight * balance.
   double total = 0.0;
   /// Mean over B * S of -log softmax(logits)[target].
   double ce = 0.0;
@@ -138,6 +190,14 @@ struct LossBreakdown {
   /// The same with the predictor logits p_i (0 unless causal_router is
   /// predictor).
   double predictorBce = 0.0;
+  /// Mean over MoE layers of L_bal (docs/model-format.md section 7; 0
+  /// without MoE layers). Reported as `loss.balance`.
+  double balance = 0.0;
+  /// The MoE decisions the forward used.
+  MoeDecisions moe;
+  /// With fixed MoE decisions: whether the decisions of these weights differ
+  /// from them.
+  bool moeDiffersFromFixed = false;
   /// The selection the forward used (the top-k at these weights unless a
   /// fixed one was given).
   Selection selection;
@@ -152,9 +212,13 @@ struct LossBreakdown {
 /// `fixed`, routed layers use that selection instead of their own top-k (top-k
 /// as a constant, the way section 5 differentiates). Throws ReferenceError like
 /// forward().
+/// With `fixedMoe`, MoE layers use those expert choices and capacity
+/// decisions (and the balance loss's frac_e) instead of their own, the
+/// constants of docs/model-format.md section 7's gradients.
 LossBreakdown referenceLoss(const ModelConfig &config, const Weights &weights,
                             const std::vector<int32_t> &tokens, int64_t batch,
-                            const Selection *fixed = nullptr);
+                            const Selection *fixed = nullptr,
+                            const MoeDecisions *fixedMoe = nullptr);
 
 /// Whether `name` is a predictor parameter (blocks.{l}.predictor.*).
 bool isPredictorParameter(const std::string &name);
@@ -164,7 +228,8 @@ bool isPredictorParameter(const std::string &name);
 /// only auxLossWeight * predictorBce (the predictor does not affect the
 /// forward); every other parameter sees ce + auxLossWeight * routerBce with the
 /// aux_loss router, and ce alone otherwise (the predictor's loss stops at
-/// stopgrad(x)). Both sum to the total loss's gradient.
+/// stopgrad(x)), plus balanceLossWeight * balance (section 7). Both sum to
+/// the total loss's gradient.
 double gradientObjective(const ModelConfig &config, const LossBreakdown &loss,
                          const std::string &name);
 
@@ -183,7 +248,8 @@ struct FdOptions {
 };
 
 /// Central finite differences, in double, of gradientObjective() for every
-/// parameter, with top-k held at the selection of the unperturbed weights.
+/// parameter, with top-k and the MoE decisions held at those of the
+/// unperturbed weights.
 struct FdGradient {
   /// Full-size tensors keyed like the weights; NaN where not evaluated.
   Weights grad;
@@ -191,9 +257,9 @@ struct FdGradient {
   std::map<std::string, std::vector<int64_t>> coords;
   /// The loss at the unperturbed weights (its selection is the one held).
   LossBreakdown base;
-  /// Evaluations at theta +- h whose own top-k differed from the held
-  /// selection: a routing margin within the perturbation; redraw the
-  /// instance when nonzero.
+  /// Evaluations at theta +- h whose own top-k or MoE decisions differed
+  /// from the held ones: a routing margin within the perturbation; redraw
+  /// the instance when nonzero.
   int64_t selectionChanges = 0;
   /// The first such evaluation, "tensor[index]", for messages.
   std::string firstSelectionChange;
