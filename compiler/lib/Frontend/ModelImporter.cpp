@@ -139,6 +139,12 @@ struct ModelDescription {
   CausalRouter causalRouter;
   double auxLossWeight = 0;
   int64_t predictorHidden = 0;
+  // Mixture-of-Experts MLPs (docs/model-format.md section 7).
+  bool mixtureOfExperts = false;
+  int64_t nExperts = 0, noopExperts = 0, dExpert = 0;
+  double capacityFactor = 1.0, balanceLossWeight = 0.01;
+  Schedule moeSchedule = Schedule::all;
+  std::vector<int64_t> moeScheduleList; // the MoE layers when `layers`
 };
 } // namespace
 
@@ -261,6 +267,85 @@ static llvm::Error checkNestingDepth(llvm::StringRef text,
   return llvm::Error::success();
 }
 
+/// The `schedule` key of `reader`'s object (`mod.schedule`, `moe.schedule`):
+/// a choice, or a list of distinct layer indices in [0, nLayers), sorted.
+static llvm::Error parseSchedule(const FieldReader &reader, int64_t nLayers,
+                                 Schedule fallback, Schedule &schedule,
+                                 std::vector<int64_t> &list) {
+  schedule = fallback;
+  const json::Value *value = reader.object.get("schedule");
+  if (!value)
+    return llvm::Error::success();
+  if (const json::Array *layers = value->getAsArray()) {
+    llvm::SmallSet<int64_t, 8> seen;
+    for (const json::Value &v : *layers) {
+      std::optional<int64_t> i = v.getAsInteger();
+      if (!i)
+        return reader.error("schedule", "layer indices must be integers, got " +
+                                            FieldReader::describe(v));
+      if (*i < 0 || *i >= nLayers)
+        return reader.error("schedule",
+                            llvm::formatv("layer index {0} is out of range "
+                                          "[0, n_layers = {1})",
+                                          *i, nLayers)
+                                .str());
+      if (!seen.insert(*i).second)
+        return reader.error(
+            "schedule",
+            llvm::formatv("layer index {0} is listed twice", *i).str());
+      list.push_back(*i);
+    }
+    llvm::sort(list);
+    schedule = Schedule::layers;
+    return llvm::Error::success();
+  }
+  ASSIGN_OR_RETURN(
+      schedule,
+      reader.choice("schedule", {"every_other", "all", "none"}, fallback));
+  return llvm::Error::success();
+}
+
+/// The `moe` object of docs/model-format.md section 7.
+static llvm::Error parseMoe(const FieldReader &top, const json::Object &object,
+                            llvm::StringRef file, ModelDescription &m) {
+  const json::Value *value = object.get("moe");
+  if (!value)
+    return llvm::Error::success();
+  const json::Object *moeObject = value->getAsObject();
+  if (!moeObject)
+    return top.error("moe", "expected an object");
+  FieldReader moe(*moeObject, "moe.", file.str());
+  if (llvm::Error e =
+          moe.checkKeys({"n_experts", "noop_experts", "d_expert",
+                         "capacity_factor", "balance_loss_weight", "schedule"}))
+    return e;
+  m.mixtureOfExperts = true;
+  const int64_t maximum = int64_t(1) << 20;
+  ASSIGN_OR_RETURN(m.nExperts, moe.integer("n_experts", std::nullopt));
+  if (m.nExperts < 1 || m.nExperts > maximum)
+    return moe.error("n_experts", fmt::format("must be in [1, {}], got {}",
+                                              maximum, m.nExperts));
+  ASSIGN_OR_RETURN(m.noopExperts, moe.integer("noop_experts", 0));
+  if (m.noopExperts < 0 || m.noopExperts > maximum)
+    return moe.error("noop_experts", fmt::format("must be in [0, {}], got {}",
+                                                 maximum, m.noopExperts));
+  ASSIGN_OR_RETURN(m.dExpert, moe.integer("d_expert", std::nullopt));
+  if (m.dExpert < 1 || m.dExpert > maximum)
+    return moe.error("d_expert", fmt::format("must be in [1, {}], got {}",
+                                             maximum, m.dExpert));
+  ASSIGN_OR_RETURN(m.capacityFactor, moe.number("capacity_factor", 1.0));
+  if (!(m.capacityFactor > 0))
+    return moe.error("capacity_factor",
+                     fmt::format("must be > 0, got {}", m.capacityFactor));
+  ASSIGN_OR_RETURN(m.balanceLossWeight,
+                   moe.number("balance_loss_weight", 0.01));
+  if (!(m.balanceLossWeight >= 0))
+    return moe.error("balance_loss_weight",
+                     fmt::format("must be >= 0, got {}", m.balanceLossWeight));
+  return parseSchedule(moe, m.nLayers, Schedule::all, m.moeSchedule,
+                       m.moeScheduleList);
+}
+
 static llvm::Expected<ModelDescription> parseDescription(llvm::StringRef text,
                                                          llvm::StringRef file) {
   if (llvm::Error e = checkNestingDepth(text, file))
@@ -281,10 +366,10 @@ static llvm::Expected<ModelDescription> parseDescription(llvm::StringRef text,
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                    file + ": the model must be a JSON object");
   FieldReader top(*object, "", file.str());
-  if (llvm::Error e =
-          top.checkKeys({"name", "vocab_size", "d_model", "n_layers", "n_heads",
-                         "n_kv_heads", "d_ff", "seq_len", "mlp", "norm_eps",
-                         "rope_theta", "tie_embeddings", "dtype", "mod"}))
+  if (llvm::Error e = top.checkKeys(
+          {"name", "vocab_size", "d_model", "n_layers", "n_heads", "n_kv_heads",
+           "d_ff", "seq_len", "mlp", "norm_eps", "rope_theta", "tie_embeddings",
+           "dtype", "mod", "moe"}))
     return std::move(e);
 
   ModelDescription m;
@@ -353,6 +438,8 @@ static llvm::Expected<ModelDescription> parseDescription(llvm::StringRef text,
   if (!(m.ropeTheta > 0))
     return top.error("rope_theta", "must be positive");
   ASSIGN_OR_RETURN(m.tieEmbeddings, top.boolean("tie_embeddings", true));
+  if (llvm::Error e = parseMoe(top, *object, file, m))
+    return std::move(e);
 
   const json::Value *modValue = object->get("mod");
   if (!modValue)
@@ -389,34 +476,9 @@ static llvm::Expected<ModelDescription> parseDescription(llvm::StringRef text,
     return mod.error("capacity",
                      "missing (give capacity in (0, 1] or capacity_tokens)");
   }
-  if (const json::Value *schedule = modObject->get("schedule")) {
-    if (const json::Array *list = schedule->getAsArray()) {
-      llvm::SmallSet<int64_t, 8> seen;
-      for (const json::Value &v : *list) {
-        std::optional<int64_t> i = v.getAsInteger();
-        if (!i)
-          return mod.error("schedule", "layer indices must be integers, got " +
-                                           FieldReader::describe(v));
-        if (*i < 0 || *i >= m.nLayers)
-          return mod.error("schedule",
-                           llvm::formatv("layer index {0} is out of range "
-                                         "[0, n_layers = {1})",
-                                         *i, m.nLayers)
-                               .str());
-        if (!seen.insert(*i).second)
-          return mod.error("schedule",
-                           llvm::formatv("layer index {0} is listed twice", *i)
-                               .str());
-        m.scheduleList.push_back(*i);
-      }
-      llvm::sort(m.scheduleList);
-      m.schedule = Schedule::layers;
-    } else {
-      ASSIGN_OR_RETURN(m.schedule,
-                       mod.choice("schedule", {"every_other", "all", "none"},
-                                  Schedule::every_other));
-    }
-  }
+  if (llvm::Error e = parseSchedule(mod, m.nLayers, Schedule::every_other,
+                                    m.schedule, m.scheduleList))
+    return std::move(e);
   ASSIGN_OR_RETURN(
       m.gate, mod.choice("gate", {"linear", "sigmoid", "one"}, Gate::linear));
   ASSIGN_OR_RETURN(m.causalRouter, mod.choice("causal_router",
@@ -462,7 +524,10 @@ modc::importModelJson(llvm::StringRef text, llvm::StringRef filename,
       /*routed_layers=*/nullptr,
       /*gate=*/nullptr, /*causal_router=*/nullptr,
       /*aux_loss_weight=*/nullptr, /*predictor_hidden=*/nullptr,
-      /*n_kv_heads=*/nullptr);
+      /*n_kv_heads=*/nullptr, /*moe_experts=*/nullptr,
+      /*moe_noop_experts=*/nullptr, /*moe_d_expert=*/nullptr,
+      /*moe_capacity_factor=*/nullptr, /*moe_balance_loss_weight=*/nullptr,
+      /*moe_schedule=*/nullptr, /*moe_layers=*/nullptr);
   // Absent means n_heads: a model without grouped-query attention reads as
   // before.
   if (m.nKvHeads != m.nHeads)
@@ -481,6 +546,16 @@ modc::importModelJson(llvm::StringRef text, llvm::StringRef filename,
     model.setAuxLossWeightAttr(b.getF64FloatAttr(m.auxLossWeight));
     model.setPredictorHiddenAttr(b.getI64IntegerAttr(m.predictorHidden));
   }
+  if (m.mixtureOfExperts) {
+    model.setMoeExpertsAttr(b.getI64IntegerAttr(m.nExperts));
+    model.setMoeNoopExpertsAttr(b.getI64IntegerAttr(m.noopExperts));
+    model.setMoeDExpertAttr(b.getI64IntegerAttr(m.dExpert));
+    model.setMoeCapacityFactorAttr(b.getF64FloatAttr(m.capacityFactor));
+    model.setMoeBalanceLossWeightAttr(b.getF64FloatAttr(m.balanceLossWeight));
+    model.setMoeScheduleAttr(mod::ScheduleAttr::get(context, m.moeSchedule));
+    if (m.moeSchedule == Schedule::layers)
+      model.setMoeLayers(m.moeScheduleList);
+  }
 
   Block *body = new Block();
   model.getBody().push_back(body);
@@ -493,10 +568,16 @@ modc::importModelJson(llvm::StringRef text, llvm::StringRef filename,
 
   Value tokens = mod::TokensOp::create(b, loc, tokensType);
   Value x = mod::EmbedOp::create(b, loc, streamType, tokens);
-  for (int64_t layer = 0; layer < m.nLayers; ++layer)
+  for (int64_t layer = 0; layer < m.nLayers; ++layer) {
+    // An MoE layer's expert capacity C is a compile-time constant
+    // (docs/model-format.md section 7).
+    IntegerAttr moeCapacity;
+    if (model.isMoeLayer(layer))
+      moeCapacity = b.getI64IntegerAttr(model.getExpertCapacity(layer));
     x = mod::BlockOp::create(b, loc, x, b.getI64IntegerAttr(layer),
                              /*capacity=*/nullptr, /*gate=*/nullptr,
-                             /*causal_router=*/nullptr);
+                             /*causal_router=*/nullptr, moeCapacity);
+  }
   x = mod::RMSNormOp::create(b, loc, x, b.getStringAttr("final_norm.weight"),
                              b.getF64FloatAttr(m.normEps));
   Value logits = mod::LMHeadOp::create(

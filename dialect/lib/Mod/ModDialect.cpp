@@ -15,6 +15,7 @@
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/TypeSwitch.h"
 
+#include <algorithm>
 #include <cmath>
 
 using namespace mlir;
@@ -152,7 +153,95 @@ LogicalResult ModelOp::verify() {
                        "aux_loss_weight and predictor_hidden describe routing: "
                        "they need a gate (a Mixture-of-Depths model)");
   }
+  // Mixture-of-Experts MLPs (docs/model-format.md section 7): every moe_*
+  // attribute or none.
+  bool anyMoe = getMoeExperts() || getMoeNoopExperts() || getMoeDExpert() ||
+                getMoeCapacityFactor() || getMoeBalanceLossWeight() ||
+                getMoeSchedule() || getMoeLayers();
+  if (!anyMoe)
+    return success();
+  if (!getMoeExperts() || !getMoeNoopExperts() || !getMoeDExpert() ||
+      !getMoeCapacityFactor() || !getMoeBalanceLossWeight() ||
+      !getMoeSchedule())
+    return emitOpError("a Mixture-of-Experts model needs moe_experts, "
+                       "moe_noop_experts, moe_d_expert, moe_capacity_factor, "
+                       "moe_balance_loss_weight and moe_schedule");
+  if (*getMoeExperts() < 1)
+    return emitOpError() << "moe_experts must be >= 1, got "
+                         << *getMoeExperts();
+  if (*getMoeNoopExperts() < 0)
+    return emitOpError() << "moe_noop_experts must be >= 0, got "
+                         << *getMoeNoopExperts();
+  if (*getMoeDExpert() < 1)
+    return emitOpError() << "moe_d_expert must be positive, got "
+                         << *getMoeDExpert();
+  double factor = getMoeCapacityFactor()->convertToDouble();
+  if (!(factor > 0 && std::isfinite(factor)))
+    return emitOpError() << "moe_capacity_factor must be finite and > 0, got "
+                         << factor;
+  double balance = getMoeBalanceLossWeight()->convertToDouble();
+  if (!(balance >= 0 && std::isfinite(balance)))
+    return emitOpError()
+           << "moe_balance_loss_weight must be finite and >= 0, got "
+           << balance;
+  bool moeListed = *getMoeSchedule() == modc::Schedule::layers;
+  if (moeListed != bool(getMoeLayers()))
+    return emitOpError("moe_layers is given exactly when moe_schedule is "
+                       "layers");
+  if (std::optional<ArrayRef<int64_t>> layers = getMoeLayers())
+    for (auto [i, layer] : llvm::enumerate(*layers)) {
+      if (layer < 0 || layer >= getNLayers())
+        return emitOpError() << "MoE layer " << layer << " is out of range [0, "
+                             << getNLayers() << ")";
+      if (i > 0 && layer <= (*layers)[i - 1])
+        return emitOpError("moe_layers must ascend, each layer once");
+    }
   return success();
+}
+
+static bool scheduled(modc::Schedule schedule,
+                      std::optional<ArrayRef<int64_t>> layers, int64_t layer) {
+  switch (schedule) {
+  case modc::Schedule::all:
+    return true;
+  case modc::Schedule::none:
+    return false;
+  case modc::Schedule::layers:
+    return layers && llvm::is_contained(*layers, layer);
+  case modc::Schedule::every_other:
+    break;
+  }
+  return layer % 2 == 1;
+}
+
+bool ModelOp::isRoutedLayer(int64_t layer) {
+  return isMixtureOfDepths() &&
+         scheduled(getScheduleOrDefault(), getRoutedLayers(), layer);
+}
+
+int64_t ModelOp::getRoutedCapacity() {
+  int64_t seqLen = getSeqLen();
+  int64_t k = seqLen;
+  if (std::optional<int64_t> tokens = getCapacityTokens())
+    k = *tokens;
+  else if (FloatAttr c = getCapacityAttr())
+    k = (int64_t)std::ceil(c.getValueAsDouble() * (double)seqLen);
+  return std::clamp<int64_t>(k, 1, seqLen);
+}
+
+bool ModelOp::isMoeLayer(int64_t layer) {
+  return hasMixtureOfExperts() && getMoeSchedule() &&
+         scheduled(*getMoeSchedule(), getMoeLayers(), layer);
+}
+
+int64_t ModelOp::getExpertCapacity(int64_t layer) {
+  int64_t n = isRoutedLayer(layer) ? getRoutedCapacity() : getSeqLen();
+  double experts =
+      (double)(getMoeExperts().value_or(1) + getMoeNoopExperts().value_or(0));
+  double factor =
+      getMoeCapacityFactor() ? getMoeCapacityFactor()->convertToDouble() : 1.0;
+  int64_t c = (int64_t)std::ceil(factor * (double)n / experts);
+  return std::clamp<int64_t>(c, 1, n);
 }
 
 //===----------------------------------------------------------------------===//
@@ -192,6 +281,31 @@ LogicalResult BlockOp::verify() {
                            << model.getSeqLen() << "]";
     if (!getGate() || !getCausalRouter())
       return emitOpError("a routed block needs a gate and a causal_router");
+  }
+  // docs/model-format.md section 7: an MoE layer's block carries C, and C
+  // is the model's clamp(ceil(capacity_factor * n / (E + N)), 1, n).
+  bool moe = model.isMoeLayer(getLayer());
+  std::optional<int64_t> c = getMoeCapacity();
+  if (moe != c.has_value())
+    return emitOpError() << "layer " << getLayer()
+                         << (moe ? " is an MoE layer of the model and needs "
+                                   "moe_capacity"
+                                 : " is not an MoE layer of the model: no "
+                                   "moe_capacity");
+  if (c) {
+    // n: the block's own k once mod-expand-schedule has set it.
+    int64_t expected = model.getExpertCapacity(getLayer());
+    if (std::optional<int64_t> k = getCapacity()) {
+      double experts =
+          (double)(*model.getMoeExperts() + *model.getMoeNoopExperts());
+      double factor = model.getMoeCapacityFactor()->convertToDouble();
+      expected = std::clamp<int64_t>(
+          (int64_t)std::ceil(factor * (double)*k / experts), 1, *k);
+    }
+    if (*c != expected)
+      return emitOpError() << "moe_capacity " << *c
+                           << " is not the model's expert capacity "
+                           << expected;
   }
   return success();
 }

@@ -54,7 +54,18 @@ def Mod_ModelOp : Mod_Op<"model", [Symbol, SingleBlock, NoTerminator,
     OptionalAttr<I64Attr>:$predictor_hidden,
     // Key/value heads of grouped-query attention (docs/model-format.md
     // section 3); absent means n_heads.
-    OptionalAttr<I64Attr>:$n_kv_heads
+    OptionalAttr<I64Attr>:$n_kv_heads,
+    // Mixture-of-Experts MLPs (docs/model-format.md section 7), all present
+    // or all absent: E real experts of hidden width d_expert, N no-op
+    // experts, and the layers whose MLP is MoE (`moe_layers` when the
+    // schedule is `layers`). Each MoE block carries its capacity C.
+    OptionalAttr<I64Attr>:$moe_experts,
+    OptionalAttr<I64Attr>:$moe_noop_experts,
+    OptionalAttr<I64Attr>:$moe_d_expert,
+    OptionalAttr<F64Attr>:$moe_capacity_factor,
+    OptionalAttr<F64Attr>:$moe_balance_loss_weight,
+    OptionalAttr<Mod_ScheduleAttr>:$moe_schedule,
+    OptionalAttr<DenseI64ArrayAttr>:$moe_layers
   );
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = "$sym_name attr-dict-with-keyword $body";
@@ -69,6 +80,18 @@ def Mod_ModelOp : Mod_Op<"model", [Symbol, SingleBlock, NoTerminator,
     ::modc::Schedule getScheduleOrDefault() {
       return getSchedule().value_or(::modc::Schedule::every_other);
     }
+    /// Whether layer `layer` is routed under the model's schedule.
+    bool isRoutedLayer(int64_t layer);
+    /// The capacity k of a routed layer (docs/model-format.md section 1).
+    int64_t getRoutedCapacity();
+    /// True when the model has MoE MLPs (docs/model-format.md section 7).
+    bool hasMixtureOfExperts() { return getMoeExperts().has_value(); }
+    /// Whether layer `layer`'s MLP is an MoE MLP.
+    bool isMoeLayer(int64_t layer);
+    /// The expert capacity C of MoE layer `layer`:
+    /// clamp(ceil(capacity_factor * n / (E + N)), 1, n), n = seq_len on a
+    /// dense layer and k on a routed one.
+    int64_t getExpertCapacity(int64_t layer);
   }];
 }
 
@@ -98,12 +121,16 @@ def Mod_BlockOp : Mod_Op<"block", [Pure, AllTypesMatch<["input", "result"]>]> {
   let description = [{
     A dense block has no `capacity`. A routed block has the static capacity k
     (1 <= k <= seq_len), its gate and its causal router. `mod-expand-blocks`
-    replaces each block by its components.
+    replaces each block by its components. A block whose MLP is a
+    Mixture of Experts (docs/model-format.md section 7) carries the expert
+    capacity C in `moe_capacity`, a compile-time constant computed at import;
+    the model carries E, N, d_expert and the balance loss weight.
   }];
   let arguments = (ins TensorOf<[F32]>:$input, I64Attr:$layer,
                    OptionalAttr<I64Attr>:$capacity,
                    OptionalAttr<Mod_GateAttr>:$gate,
-                   OptionalAttr<Mod_CausalRouterAttr>:$causal_router);
+                   OptionalAttr<Mod_CausalRouterAttr>:$causal_router,
+                   OptionalAttr<I64Attr>:$moe_capacity);
   let results = (outs TensorOf<[F32]>:$result);
   let assemblyFormat = "$input attr-dict `:` type($input)";
   let hasVerifier = 1;
