@@ -73,6 +73,15 @@ json oneRoutedLayer() {
   return m;
 }
 
+/// oneRoutedLayer with grouped-query attention: 2 key/value heads of 4,
+/// whose bf16 keys and values attention and the KV cache read.
+json oneRoutedLayerGqa() {
+  json m = oneRoutedLayer();
+  m["name"] = "one_layer_routed_gqa";
+  m["n_kv_heads"] = 2;
+  return m;
+}
+
 json denseGelu() {
   return denseModel("dense_gelu_untied", 48, 4, 2, 24, "gelu", false);
 }
@@ -153,7 +162,9 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"OneRoutedLayer_B2_topk", oneRoutedLayer(), 2,
                            RouteMode::TopK, 801, true},
                       Case{"OneRoutedLayer_B2_causal", oneRoutedLayer(), 2,
-                           RouteMode::Causal, 901, true}),
+                           RouteMode::Causal, 901, true},
+                      Case{"OneRoutedLayerGqa_B2_causal", oneRoutedLayerGqa(),
+                           2, RouteMode::Causal, 951, true}),
     [](const ::testing::TestParamInfo<Case> &info) { return info.param.name; });
 
 /// The gradients of the bf16 package against the f32 package's at the same
