@@ -157,14 +157,14 @@ def run(build, modrun, modc, fake, tmp):
 
     # importer_json: the examples and the small model above.
     for path in ("examples/tiny-mod.json", "examples/tiny-mod-bf16.json",
-                 "examples/mod_vs_dense/dense.json"):
+                 "examples/tiny-gqa.json", "examples/mod_vs_dense/dense.json"):
         write("importer_json", os.path.basename(path),
               open(os.path.join(ROOT, path), "rb").read())
     write("importer_json", "small.json", open(model, "rb").read())
 
     # importer_mlir: what `modc compile --emit=mlir` prints for them.
-    for path in ("examples/tiny-mod.json", "examples/mod_vs_dense/dense.json",
-                 model):
+    for path in ("examples/tiny-mod.json", "examples/tiny-gqa.json",
+                 "examples/mod_vs_dense/dense.json", model):
         text = subprocess.run([modc, "compile", path if os.path.isabs(path)
                                else os.path.join(ROOT, path), "--emit=mlir"],
                               check=True, capture_output=True).stdout
