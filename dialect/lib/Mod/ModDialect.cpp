@@ -166,15 +166,16 @@ LogicalResult ModelOp::verify() {
     return emitOpError("a Mixture-of-Experts model needs moe_experts, "
                        "moe_noop_experts, moe_d_expert, moe_capacity_factor, "
                        "moe_balance_loss_weight and moe_schedule");
-  if (*getMoeExperts() < 1)
-    return emitOpError() << "moe_experts must be >= 1, got "
-                         << *getMoeExperts();
-  if (*getMoeNoopExperts() < 0)
-    return emitOpError() << "moe_noop_experts must be >= 0, got "
-                         << *getMoeNoopExperts();
-  if (*getMoeDExpert() < 1)
-    return emitOpError() << "moe_d_expert must be positive, got "
-                         << *getMoeDExpert();
+  // The I64Attr getters return uint64_t: compare as signed.
+  int64_t experts = int64_t(*getMoeExperts()),
+          noop = int64_t(*getMoeNoopExperts()),
+          dExpert = int64_t(*getMoeDExpert());
+  if (experts < 1)
+    return emitOpError() << "moe_experts must be >= 1, got " << experts;
+  if (noop < 0)
+    return emitOpError() << "moe_noop_experts must be >= 0, got " << noop;
+  if (dExpert < 1)
+    return emitOpError() << "moe_d_expert must be positive, got " << dExpert;
   double factor = getMoeCapacityFactor()->convertToDouble();
   if (!(factor > 0 && std::isfinite(factor)))
     return emitOpError() << "moe_capacity_factor must be finite and > 0, got "
