@@ -396,6 +396,47 @@ CASES.update({
         (bad_model("{%s, \"mod\": {\"capacity\": 0.5, \"predictor_hidden\": "
                    "2000000}}" % BASE), 1,
          R(KEY + "'mod.predictor_hidden': must be <= 1048576, got 2000000"))],
+    # The moe object (docs/model-format.md section 7).
+    "`key 'moe': expected an object`": [
+        (bad_model("{%s, \"moe\": 4}" % BASE), 1,
+         R(KEY + "'moe': expected an object"))],
+    "`key 'moe.n_experts': must be in [1, 1048576], got X`": [
+        (bad_model("{%s, \"moe\": {\"n_experts\": 0, \"d_expert\": 8}}"
+                   % BASE), 1,
+         R(KEY + r"'moe.n_experts': must be in \[1, 1048576\], got 0"))],
+    "`key 'moe.noop_experts': must be in [0, 1048576], got X`": [
+        (bad_model("{%s, \"moe\": {\"n_experts\": 2, \"noop_experts\": -1, "
+                   "\"d_expert\": 8}}" % BASE), 1,
+         R(KEY + r"'moe.noop_experts': must be in \[0, 1048576\], got -1"))],
+    "`key 'moe.d_expert': must be in [1, 1048576], got X`": [
+        (bad_model("{%s, \"moe\": {\"n_experts\": 2, \"d_expert\": 0}}"
+                   % BASE), 1,
+         R(KEY + r"'moe.d_expert': must be in \[1, 1048576\], got 0"))],
+    "`key 'moe.capacity_factor': must be > 0, got X`": [
+        (bad_model("{%s, \"moe\": {\"n_experts\": 2, \"d_expert\": 8, "
+                   "\"capacity_factor\": -1}}" % BASE), 1,
+         R(KEY + "'moe.capacity_factor': must be > 0, got -1"))],
+    "`key 'moe.balance_loss_weight': must be >= 0, got X`": [
+        (bad_model("{%s, \"moe\": {\"n_experts\": 2, \"d_expert\": 8, "
+                   "\"balance_loss_weight\": -0.5}}" % BASE), 1,
+         R(KEY + "'moe.balance_loss_weight': must be >= 0, got -0.5"))],
+    "`key 'moe.schedule': layer index I is out of range [0, n_layers = N)` / `layer index I is listed twice` / `layer indices must be integers, got X`": [
+        (bad_model("{%s, \"moe\": {\"n_experts\": 2, \"d_expert\": 8, "
+                   "\"schedule\": [2]}}" % BASE), 1,
+         R(KEY + r"'moe.schedule': layer index 2 is out of range \[0, "
+           r"n_layers = 2\)")),
+        (bad_model("{%s, \"moe\": {\"n_experts\": 2, \"d_expert\": 8, "
+                   "\"schedule\": [0, 0]}}" % BASE), 1,
+         R(KEY + "'moe.schedule': layer index 0 is listed twice")),
+        (bad_model("{%s, \"moe\": {\"n_experts\": 2, \"d_expert\": 8, "
+                   "\"schedule\": [0.5]}}" % BASE), 1,
+         R(KEY + "'moe.schedule': layer indices must be integers, got 0.5"))],
+    "`loc(\"FILE\":1:1): error: moe: Mixture-of-Experts MLPs are not lowered yet (docs/model-format.md section 7)`": [
+        (bad_model("{%s, \"moe\": {\"n_experts\": 2, \"noop_experts\": 2, "
+                   "\"d_expert\": 8}}" % BASE).replace(
+                       "--emit=mlir", "-o {tmp}/moe-pkg"), 1,
+         R(r'loc\(".*/bad\d+\.json":1:1\): error: moe: Mixture-of-Experts '
+           r"MLPs are not lowered yet \(docs/model-format.md section 7\)"))],
 
     # modc: .mlir input
     "`cannot parse FILE`": [
