@@ -264,7 +264,9 @@ __global__ void __launch_bounds__(kAttnThreads)
       qs[d] = q[j * LD + h * HD + d] * scale;
     __syncthreads();
 
-    const int64_t base = b * S * LDK + int64_t(h / (H / KVH)) * HD;
+    // The head's offset in int, as before grouped-query attention: a 64-bit
+    // product here costs the kernel a register spill.
+    const int64_t base = b * S * LDK + (h / (H / KVH)) * HD;
     const int g = tid / HD; // the group of this thread (HD <= NT)
     float acc[DPT];
     for (int e = 0; e < DPT; ++e)
