@@ -1269,14 +1269,16 @@ template <int EPI> constexpr const char *epilogueName() {
 }
 
 /// MODC_CUDA_TRACE_GEMMS=1 in the environment: each GEMM launch prints its
-/// kernel, shape, tile and epilogue to stderr (which path a product took),
-/// and each rounding of a weight into its bf16 copy.
-inline bool tracingGemms() {
-  static const bool on = [] {
+/// kernel, shape, tile and epilogue to stderr (which path a product took);
+/// =2 also each rounding of a weight into its bf16 copy.
+inline int tracingGemms() {
+  static const int level = [] {
     const char *env = std::getenv("MODC_CUDA_TRACE_GEMMS");
-    return env && *env && std::strcmp(env, "0") != 0;
+    if (!env || !*env || std::strcmp(env, "0") == 0)
+      return 0;
+    return std::strcmp(env, "2") == 0 ? 2 : 1;
   }();
-  return on;
+  return level;
 }
 inline void traceGemm(const char *path, int64_t M, int64_t Ncols, int64_t L,
                       int BM, int BN, const char *epilogue) {
@@ -1754,7 +1756,7 @@ inline bool copyIsCurrent(const WeightCopy &c) {
 
 /// Enqueues the rounding of c's weight into it, which makes it current.
 inline void roundInto(WeightCopy &c, cudaStream_t stream) {
-  if (tracingGemms())
+  if (tracingGemms() >= 2)
     std::fprintf(stderr, "modc gemm: weight of %lld rounded into its bf16 copy\n",
                  (long long)c.count);
   MODC_LAUNCH(roundToBf16Kernel,
