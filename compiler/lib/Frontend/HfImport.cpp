@@ -126,10 +126,8 @@ struct LlamaConfig {
   bool tied;
 };
 
-/// config.json's keys that change the math and that import-hf does not
-/// implement are refused by name; keys that do not (token ids, dtype
-/// hints, dropout, which only training in transformers uses) are ignored.
-llvm::Expected<LlamaConfig> readConfig(const std::string &file) {
+/// The JSON value in `file`; an error names the file and what is wrong.
+llvm::Expected<json::Value> readJsonFile(const std::string &file) {
   llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> buffer =
       llvm::MemoryBuffer::getFile(file, /*IsText=*/true);
   if (!buffer)
@@ -139,6 +137,16 @@ llvm::Expected<LlamaConfig> readConfig(const std::string &file) {
   if (!parsed)
     return fail(fmt::format("{}: invalid JSON: {}", file,
                             llvm::toString(parsed.takeError())));
+  return parsed;
+}
+
+/// config.json's keys that change the math and that import-hf does not
+/// implement are refused by name; keys that do not (token ids, dtype
+/// hints, dropout, which only training in transformers uses) are ignored.
+llvm::Expected<LlamaConfig> readConfig(const std::string &file) {
+  llvm::Expected<json::Value> parsed = readJsonFile(file);
+  if (!parsed)
+    return parsed.takeError();
   const json::Object *object = parsed->getAsObject();
   if (!object)
     return fail(file + ": the configuration must be a JSON object");
@@ -267,15 +275,9 @@ llvm::Expected<Checkpoint> readTensors(const std::string &dir,
     files.push_back(single.str().str());
   } else if (llvm::sys::fs::exists(index)) {
     std::string file = index.str().str();
-    llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> buffer =
-        llvm::MemoryBuffer::getFile(file, /*IsText=*/true);
-    if (!buffer)
-      return fail(
-          fmt::format("cannot read {}: {}", file, buffer.getError().message()));
-    llvm::Expected<json::Value> parsed = json::parse((*buffer)->getBuffer());
+    llvm::Expected<json::Value> parsed = readJsonFile(file);
     if (!parsed)
-      return fail(fmt::format("{}: invalid JSON: {}", file,
-                              llvm::toString(parsed.takeError())));
+      return parsed.takeError();
     const json::Object *top = parsed->getAsObject();
     const json::Object *map = top ? top->getObject("weight_map") : nullptr;
     if (!map)
