@@ -25,6 +25,17 @@ if nvcc:
     config.substitutions.append(("%nvcc", nvcc))
     # ptxas sits beside nvcc in every CUDA Toolkit.
     config.substitutions.append(("%ptxas", os.path.join(os.path.dirname(os.path.realpath(nvcc)), "ptxas")))
+# modc configured with CUTLASS's headers builds --cuda-gemms=cutlass
+# packages (cmake/Cutlass.cmake); tests that do, with a stand-in nvcc, say
+# REQUIRES: cutlass.
+try:
+    with open(os.path.join(os.path.dirname(config.modc_tools_dir), "CMakeCache.txt")) as cache:
+        values = [l.rstrip("\n").split("=", 1)[-1] for l in cache
+                  if l.startswith("MODC_CUTLASS_INCLUDE_DIR:")]
+        if values and values[0] and not values[0].endswith("NOTFOUND"):
+            config.available_features.add("cutlass")
+except OSError:
+    pass
 config.substitutions.append(("%prelude", os.path.join(config.modc_src_root, "compiler", "lib", "Target", "Cuda", "prelude")))
 config.substitutions.append(("%mainloops", os.path.join(config.modc_src_root, "compiler", "lib", "Target", "Mainloops", "Cuda")))
 config.substitutions.append(("%cudaemu", os.path.join(config.modc_src_root, "test", "cuda_emu")))

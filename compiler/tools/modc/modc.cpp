@@ -72,9 +72,21 @@ static cl::opt<std::string> nvcc("nvcc", cl::desc("CUDA compiler"),
                                  cl::init(""), cl::sub(compileCommand), cl::cat(modcCategory));
 static cl::opt<unsigned> cudaJobs(
     "jobs",
-    cl::desc("Threads nvcc may compile the device code on (--target cuda; "
-             "its --split-compile): 0, the default, uses every CPU"),
+    cl::desc("nvcc's processes at once (--target cuda: model.cu and the "
+             "CUTLASS kernel files) and the threads of model.cu's "
+             "--split-compile: 0, the default, one per CPU"),
     cl::init(0), cl::sub(compileCommand), cl::cat(modcCategory));
+static cl::opt<std::string> kernelCache(
+    "kernel-cache",
+    cl::desc("The kernel cache's directory (--target cuda: the CUTLASS "
+             "kernels' objects); default $MODC_CACHE_DIR, else "
+             "$XDG_CACHE_HOME/modc/kernels, else ~/.cache/modc/kernels"),
+    cl::value_desc("DIR"), cl::init(""), cl::sub(compileCommand),
+    cl::cat(modcCategory));
+static cl::opt<bool> noKernelCache(
+    "no-kernel-cache",
+    cl::desc("Compile every CUTLASS kernel, and store none (--target cuda)"),
+    cl::init(false), cl::sub(compileCommand), cl::cat(modcCategory));
 static cl::opt<std::string> cudaEmulation(
     "cuda-emulation",
     cl::desc("Tests only: build --target cuda with the host C++ compiler "
@@ -215,6 +227,12 @@ static int runCompile() {
     return fail("--arch is for --target cuda; the CPU target takes --march");
   if (target == "cpu" && cudaJobs.getNumOccurrences())
     return fail("--jobs is for --target cuda (nvcc's threads)");
+  if (target == "cpu" &&
+      (kernelCache.getNumOccurrences() || noKernelCache.getNumOccurrences()))
+    return fail("--kernel-cache and --no-kernel-cache are for --target cuda "
+                "(CUTLASS kernels)");
+  if (kernelCache.getNumOccurrences() && noKernelCache)
+    return fail("give --kernel-cache DIR or --no-kernel-cache, not both");
   if (emitStage == EmitStage::Package && outputDir.empty())
     return fail("missing -o PKG (the package directory to write)");
 
@@ -325,6 +343,8 @@ static int runCompile() {
   options.target = target;
   options.cudaArch = cudaArch;
   options.cudaJobs = cudaJobs;
+  options.kernelCacheDir = kernelCache;
+  options.kernelCache = !noKernelCache;
   options.nvcc = !nvcc.empty()          ? nvcc.getValue()
                  : std::getenv("NVCC") ? std::string(std::getenv("NVCC"))
                                        : std::string("nvcc");

@@ -78,11 +78,22 @@ void registerModkToCppTranslation();
 /// Whether the CUDA emitter supports `arch` (sm_90a, sm_80).
 bool isSupportedCudaArch(llvm::StringRef arch);
 
+/// A source file of a CUDA package besides model.cu: a CUTLASS kernel and
+/// its host launcher, a translation unit of its own (docs/cuda.md,
+/// "CUTLASS").
+struct CudaKernelFile {
+  std::string path; ///< in the package: kernels/cutlass_<hash>.cu
+  std::string text;
+};
+
 /// Writes the CUDA source of the package: the CUDA kernel preludes, the
 /// device API (modc_cuda_*), then one host function per entry that enqueues
-/// the plan's kernels.
-mlir::LogicalResult emitCuda(mlir::ModuleOp module, llvm::raw_ostream &os,
-                             llvm::StringRef arch);
+/// the plan's kernels. The CUTLASS kernels it calls go into `kernelFiles`;
+/// without it (--emit=source), where there are any, model.cu and each of
+/// them follow a line `//--- PATH` (split-file's format).
+mlir::LogicalResult
+emitCuda(mlir::ModuleOp module, llvm::raw_ostream &os, llvm::StringRef arch,
+         std::vector<CudaKernelFile> *kernelFiles = nullptr);
 
 /// Registers the `modk-to-cuda` translation of mod-translate.
 void registerModkToCudaTranslation();
@@ -94,9 +105,15 @@ struct PackageOptions {
   std::string cpuArch = "native";
   std::string nvcc = "nvcc";   ///< CUDA compiler (target cuda)
   std::string cudaArch = "sm_90a";
-  /// Threads nvcc may optimise the device code on (--split-compile); 0:
-  /// one per CPU.
+  /// nvcc's processes at once (model.cu and the CUTLASS kernel files) and
+  /// the threads of model.cu's --split-compile; 0: one per CPU.
   unsigned cudaJobs = 0;
+  /// The kernel cache's directory (docs/cuda.md, "Compile time"); empty:
+  /// the default ($MODC_CACHE_DIR, $XDG_CACHE_HOME/modc/kernels,
+  /// ~/.cache/modc/kernels).
+  std::string kernelCacheDir;
+  /// False: every CUTLASS kernel is compiled, none stored.
+  bool kernelCache = true;
   /// Tests only: build a cuda package's source with the host C++ compiler
   /// against the CPU emulation of CUDA found in this directory
   /// (test/cuda_emu), so the whole package runs where no GPU exists.

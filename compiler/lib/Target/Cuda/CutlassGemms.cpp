@@ -23,11 +23,14 @@
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Tools/mlir-translate/Translation.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/CommandLine.h"
+#include "llvm/Support/SHA256.h"
 
 #include <fmt/format.h>
 
 #include <map>
+#include <set>
 
 using namespace mlir;
 using namespace modc;
@@ -73,11 +76,12 @@ std::vector<std::string> modc::cutlassIncludeDirs() {
   return dirs;
 }
 
-// The project's kernel templates over CUTLASS's headers, pasted into
-// model.cu before the kernel types. Under the CPU emulation of CUDA (no
-// __CUDACC__) CUTLASS is not included and every plan declines, so that the
+// model.cu's side of the CUTLASS kernels: each kernel is a translation
+// unit of its own (kernels/cutlass_<hash>.cu), and model.cu calls its plain
+// host launcher through Launcher. Under the CPU emulation of CUDA (no
+// __CUDACC__) no launcher is declared and every plan declines, so that the
 // products run their hand-written tiles there.
-static const char kCommon[] = R"cpp(
+static const char kModelSide[] = R"cpp(
 // ---- CUTLASS kernels (docs/cuda.md, "CUTLASS") ----
 namespace modc_cutlass {
 /// A plan's variant: from MinRows rows (the bound) on, kernel type G.
@@ -87,6 +91,36 @@ template <int64_t MinRows, typename G> struct Variant {
 };
 } // namespace modc_cutlass
 #if defined(__CUDACC__)
+namespace modc_cutlass {
+/// The launcher of a kernel file: y[m, n] = a[m, k] w[n, k]^T for the rows
+/// below *rows (sm_80) or the bound m (sm_90a), bf16 a and w, y of the
+/// kernel's output type; false where CUTLASS declines the product.
+using LaunchFn = bool (*)(const void *a, const int64_t *rows, const void *w,
+                          void *y, int64_t m, int64_t n, int64_t k,
+                          cudaStream_t s);
+/// A kernel type of model.cu: its kernel file's launcher.
+template <LaunchFn Launch> struct Launcher {
+  template <typename TC>
+  static bool run(const modk_cuda::bf16 *a, const int64_t *rows,
+                  const modk_cuda::bf16 *w, TC *y, int64_t m, int64_t n,
+                  int64_t k, cudaStream_t s) {
+    return Launch(a, rows, w, y, m, n, k, s);
+  }
+};
+} // namespace modc_cutlass
+#endif // __CUDACC__
+)cpp";
+
+// The start of every kernel file: the package's bf16 type (by layout: the
+// launcher takes untyped pointers), CUTLASS's headers and the project's
+// kernel templates over them (kSm90 or kSm80 follow).
+static const char kKernelCommon[] = R"cpp(#include <cstdint>
+namespace modk_cuda {
+/// The package's bf16 (its bits), the output type's name.
+struct bf16 {
+  uint16_t bits;
+};
+} // namespace modk_cuda
 #include <cute/tensor.hpp>
 #include <cutlass/cutlass.h>
 #include <cutlass/numeric_types.h>
@@ -350,9 +384,7 @@ private:
     if (!wb)
       return false;
     modk_cuda::detail::traceGemm("cutlass", maxRows, n, k, 0, 0, "store");
-    return First::Gemm::run(reinterpret_cast<const Bf16 *>(a), rows,
-                            reinterpret_cast<const Bf16 *>(wb), y, maxRows, n,
-                            k, s);
+    return First::Gemm::run(a, rows, wb, y, maxRows, n, k, s);
   }
 #endif
 };
@@ -424,7 +456,28 @@ LogicalResult CutlassGemms::emitKernelType(raw_ostream &os,
   return success();
 }
 
-LogicalResult CutlassGemms::emit(raw_ostream &os, int onlyKernel) {
+/// The end of a kernel file: the plain host launcher model.cu declares
+/// and calls (kModelSide's LaunchFn), named after the file.
+static std::string launcherText(StringRef name) {
+  return fmt::format(R"cpp(
+/// The launcher model.cu calls: y[m, n] = a[m, k] w[n, k]^T on this kernel,
+/// false where CUTLASS declines the product (docs/cuda.md, "CUTLASS").
+extern "C" bool {}(const void *a, const int64_t *rows, const void *w,
+                   void *y, int64_t m, int64_t n, int64_t k,
+                   cudaStream_t s) {{
+  return modc_cutlass::Gemm::run(static_cast<const modc_cutlass::Bf16 *>(a),
+                                 rows,
+                                 static_cast<const modc_cutlass::Bf16 *>(w),
+                                 static_cast<modc_cutlass::Output *>(y), m,
+                                 n, k, s);
+}}
+)cpp",
+                     name.str());
+}
+
+LogicalResult CutlassGemms::emit(raw_ostream &os,
+                                 std::vector<CudaKernelFile> &files,
+                                 int onlyKernel) {
   if (!usesCutlass(entries))
     return success();
   const cuda::CudaPart *part = cuda::findCudaPart(arch);
@@ -433,15 +486,14 @@ LogicalResult CutlassGemms::emit(raw_ostream &os, int onlyKernel) {
            << arch << "'";
   bool sm90 =
       part->cutlass.generation == cuda::CutlassGeneration::collectiveBuilders;
-  if (onlyKernel >= 0) // the package's bf16, for a source of its own
-    os << "#include <cstdint>\nnamespace modk_cuda {\nstruct bf16 {\n  "
-          "uint16_t bits;\n};\n} // namespace modk_cuda\n";
-  os << kCommon << (sm90 ? kSm90 : kSm80);
   // One kernel type per distinct variant and output type (printed with the
-  // variant beside it), one plan per distinct configuration.
+  // variant beside it), each a kernel file named after its text (identical
+  // files are one), one plan per distinct configuration.
   std::map<std::string, std::string> kernels;
-  std::string types, planText;
-  llvm::raw_string_ostream typesOs(types), plansOs(planText);
+  std::set<std::string> paths;
+  std::string launchers, types, planText;
+  llvm::raw_string_ostream launchersOs(launchers), typesOs(types),
+      plansOs(planText);
   for (modk::EntryOp e : entries) {
     WalkResult walk = e.walk([&](modk::GemmOp op) {
       auto config = op.getConfigAttr();
@@ -464,11 +516,39 @@ LogicalResult CutlassGemms::emit(raw_ostream &os, int onlyKernel) {
                << (bf16Output ? " -> bf16" : " -> f32");
         auto [it, added] = kernels.try_emplace(
             text, fmt::format("modc_cutlass_gemm_{}", kernels.size()));
-        if (added &&
-            (onlyKernel < 0 || int(kernels.size()) - 1 == onlyKernel)) {
-          typesOs << "// " << text << "\n";
-          if (failed(emitKernelType(typesOs, v, bf16Output, it->second, op)))
+        if (added) {
+          std::string body =
+              "// A CUTLASS kernel of a modc package, a translation unit of "
+              "its own:\n// model.cu calls its launcher (docs/cuda.md, "
+              "\"CUTLASS\").\n// " +
+              text + "\n" + kKernelCommon + (sm90 ? kSm90 : kSm80) +
+              "\nnamespace modc_cutlass {\n";
+          llvm::raw_string_ostream bodyOs(body);
+          if (failed(emitKernelType(bodyOs, v, bf16Output, "Gemm", op)))
             return WalkResult::interrupt();
+          bodyOs << "using Output = "
+                 << (bf16Output ? "modk_cuda::bf16" : "float")
+                 << ";\n} // namespace modc_cutlass\n";
+          // Named after its text: the same kernel is the same file, in
+          // every package (the kernel cache's unit, docs/cuda.md).
+          std::string hash =
+              llvm::toHex(llvm::SHA256::hash(llvm::arrayRefFromStringRef(body)),
+                          /*LowerCase=*/true)
+                  .substr(0, 16);
+          std::string launcher = "modc_cutlass_" + hash;
+          std::string path = "kernels/cutlass_" + hash + ".cu";
+          body += launcherText(launcher);
+          if (int(kernels.size()) - 1 == onlyKernel)
+            os << body;
+          if (paths.insert(path).second) {
+            files.push_back({path, body});
+            launchersOs << "extern \"C\" bool " << launcher
+                        << "(const void *, const int64_t *, const void *, "
+                           "void *, int64_t, int64_t, int64_t, "
+                           "cudaStream_t);\n";
+          }
+          typesOs << "// " << text << ": " << path << "\nusing " << it->second
+                  << " = modc_cutlass::Launcher<" << launcher << ">;\n";
         }
         variants.push_back(fmt::format("modc_cutlass::Variant<{}, {}>",
                                        v.minRows, it->second));
@@ -484,21 +564,16 @@ LogicalResult CutlassGemms::emit(raw_ostream &os, int onlyKernel) {
       return failure();
   }
   if (onlyKernel >= 0) {
-    // A build check: the one kernel type, its kernel instantiated.
+    // A build check: that kernel's file alone.
     if (onlyKernel >= int(kernels.size()))
       return modk::EntryOp(entries.front()).emitError("the package has ")
              << kernels.size() << " CUTLASS kernels, no kernel " << onlyKernel;
-    os << types
-       << fmt::format("void *modc_cutlass_instantiate() {{\n  return (void "
-                      "*)modc_cutlass_gemm_{}::kernel();\n}}\n",
-                      onlyKernel)
-       << "#endif // __CUDACC__\n";
     return success();
   }
-  os << "#endif // __CUDACC__\n" << kPlan;
-  // The kernel types; under the emulation only declared (no plan uses them
-  // there).
-  os << "#if defined(__CUDACC__)\n" << types << "#else\n";
+  os << kModelSide << kPlan;
+  // The kernel types: their files' launchers; under the emulation only
+  // declared (no plan uses them there).
+  os << "#if defined(__CUDACC__)\n" << launchers << types << "#else\n";
   for (const auto &kernel : kernels)
     os << "struct " << kernel.second << ";\n";
   os << "#endif\n" << planText;

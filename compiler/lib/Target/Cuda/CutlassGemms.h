@@ -2,7 +2,9 @@
 //
 // The products that modk-configure-gemms put on CUTLASS (`cutlass`
 // variants of a #modk.gemm_config, `modc --cuda-gemms=cutlass`) get one
-// CUTLASS kernel type per distinct variant in the generated model.cu, and a
+// CUTLASS kernel per distinct variant, each in a source file of its own
+// (kernels/cutlass_<hash>.cu, compiled once and cached by PackageWriter),
+// which the generated model.cu calls through a plain host launcher, and a
 // plan that picks one by the row bound; EmitCuda.cpp calls them from the
 // entries. docs/cuda.md, "CUTLASS".
 //
@@ -12,6 +14,7 @@
 #define MODC_TARGET_CUDA_CUTLASSGEMMS_H
 
 #include "modc/Dialect/Modk/ModkDialect.h"
+#include "modc/Target/Package.h"
 
 #include "llvm/Support/raw_ostream.h"
 #include <map>
@@ -43,13 +46,17 @@ public:
   CutlassGemms(llvm::ArrayRef<modk::EntryOp> entries, llvm::StringRef arch)
       : entries(entries), arch(arch) {}
 
-  /// Writes the CUTLASS section of model.cu: the headers, the project's
-  /// kernel templates over them, and one type per distinct variant and one
-  /// plan per distinct configuration. Nothing where no product uses
-  /// CUTLASS. Fails (with a diagnostic on the product) where a variant does
-  /// not fit `arch`. `onlyKernel` >= 0: only that kernel type, with its
-  /// kernel instantiated (a build check of one kernel).
-  mlir::LogicalResult emit(llvm::raw_ostream &os, int onlyKernel = -1);
+  /// Writes the CUTLASS section of model.cu (one type per distinct
+  /// variant, calling its kernel file's launcher, and one plan per distinct
+  /// configuration) and appends to `files` the kernel files: CUTLASS's
+  /// headers, the project's kernel templates over them, the kernel type and
+  /// its launcher, one file per distinct text. Nothing where no product
+  /// uses CUTLASS. Fails (with a diagnostic on the product) where a variant
+  /// does not fit `arch`. `onlyKernel` >= 0: only that kernel's file, to
+  /// `os` (a build check of one kernel).
+  mlir::LogicalResult emit(llvm::raw_ostream &os,
+                           std::vector<CudaKernelFile> &files,
+                           int onlyKernel = -1);
 
   /// The plan of `op`'s configuration, or empty where it has no CUTLASS
   /// variant.

@@ -57,8 +57,10 @@ namespace {
 class CudaEmitter : public PlanEmitter {
 public:
   CudaEmitter(ArrayRef<modk::EntryOp> entries, llvm::raw_ostream &os,
-              StringRef arch)
-      : PlanEmitter(entries, os), arch(arch), cutlass(entries, arch) {}
+              StringRef arch,
+              std::vector<CudaKernelFile> *kernelFiles = nullptr)
+      : PlanEmitter(entries, os), arch(arch), cutlass(entries, arch),
+        kernelFiles(kernelFiles) {}
   LogicalResult emit();
   /// Only the kernels generated from modk.rows (the kernel tests' input).
   LogicalResult emitRowKernels() {
@@ -221,6 +223,8 @@ private:
   std::string arch;
   /// The products on CUTLASS kernels (`cutlass` variants).
   CutlassGemms cutlass;
+  /// Where the CUTLASS kernel files go (null: none wanted).
+  std::vector<CudaKernelFile> *kernelFiles;
   std::vector<std::string> scratchNeeds;
   llvm::DenseMap<Attribute, std::string> gemmPlans;
 };
@@ -616,7 +620,9 @@ LogicalResult CudaEmitter::emit() {
      << kGemmTiles << "\n"
      << kFlashAttention << "\n"
      << kPrelude << "\n";
-  if (failed(emitGemmPlans()) || failed(cutlass.emit(os)))
+  std::vector<CudaKernelFile> ignored;
+  if (failed(emitGemmPlans()) ||
+      failed(cutlass.emit(os, kernelFiles ? *kernelFiles : ignored)))
     return failure();
   if (grad)
     os << kFlashAttentionGrad << "\n" << kTrainPrelude << "\n";
@@ -927,14 +933,27 @@ modc_adamw(const modc_adamw_args *args) {{
 }
 
 LogicalResult modc::emitCuda(ModuleOp module, llvm::raw_ostream &os,
-                             llvm::StringRef arch) {
+                             llvm::StringRef arch,
+                             std::vector<CudaKernelFile> *kernelFiles) {
   auto entries = llvm::to_vector(module.getOps<modk::EntryOp>());
   if (entries.empty())
     return module.emitError("expected a modk.entry to emit");
   if (!isSupportedCudaArch(arch))
     return module.emitError("unsupported CUDA architecture '")
            << arch << "'; expected sm_90a or sm_80";
-  return CudaEmitter(entries, os, arch).emit();
+  if (kernelFiles || !usesCutlass(entries))
+    return CudaEmitter(entries, os, arch, kernelFiles).emit();
+  // One stream of every source file, each after a line naming it
+  // (split-file's format), so that --emit=source shows the kernel files.
+  std::vector<CudaKernelFile> files;
+  std::string model;
+  llvm::raw_string_ostream modelOs(model);
+  if (failed(CudaEmitter(entries, modelOs, arch, &files).emit()))
+    return failure();
+  os << "//--- model.cu\n" << model;
+  for (const CudaKernelFile &file : files)
+    os << "//--- " << file.path << "\n" << file.text;
+  return success();
 }
 
 bool modc::isSupportedCudaArch(llvm::StringRef arch) {
@@ -973,7 +992,8 @@ void modc::registerModkToCudaTranslation() {
         if (!usesCutlass(entries))
           return op->emitError("no product runs on CUTLASS: run "
                                "modk-configure-gemms{library=cutlass}");
-        return CutlassGemms(entries, arch).emit(os, cutlassKernel);
+        std::vector<CudaKernelFile> files;
+        return CutlassGemms(entries, arch).emit(os, files, cutlassKernel);
       },
       [](DialectRegistry &registry) {
         registry.insert<modk::ModkDialect, memref::MemRefDialect>();
