@@ -560,7 +560,7 @@ int main(int argc, char **argv) {
           n *= s;
         grads.push_back(static_cast<float *>(deviceAlloc(n * 4)));
       }
-      auto *losses = static_cast<float *>(deviceAlloc(3 * 4));
+      auto *losses = static_cast<float *>(deviceAlloc(4 * 4));
       modc_grad_args a{};
       a.batch = B;
       a.seq_len = S;

@@ -218,6 +218,11 @@ void CudaExecutor::forward(const modc_forward_args &h, uint64_t workspaceBytes) 
   if (h.causal_decisions)
     d.causal_decisions = static_cast<int32_t *>(
         slot("decisions", nRouted * B * S * sizeof(int32_t)));
+  const uint64_t nMoe = manifest.moeLayers.size();
+  if (h.moe_decisions)
+    d.moe_decisions = static_cast<int32_t *>(
+        slot("moe_decisions",
+             std::max<uint64_t>(nMoe, 1) * B * S * sizeof(int32_t)));
   if (h.kv_cache) {
     // The prefill fills the cache the decode steps then read on the device.
     d.kv_cache = static_cast<float *>(
@@ -236,6 +241,8 @@ void CudaExecutor::forward(const modc_forward_args &h, uint64_t workspaceBytes) 
   if (h.causal_decisions)
     download(h.causal_decisions, d.causal_decisions,
              nRouted * B * S * sizeof(int32_t));
+  if (h.moe_decisions && nMoe)
+    download(h.moe_decisions, d.moe_decisions, nMoe * B * S * sizeof(int32_t));
   if (h.kv_cache)
     download(h.kv_counts, d.kv_counts, nLayers * B * sizeof(int32_t));
 }
@@ -252,11 +259,11 @@ void CudaExecutor::grad(const modc_grad_args &h, uint64_t workspaceBytes) {
   d.grads = grads.data();
   d.tokens = static_cast<const int32_t *>(
       upload("tokens", h.tokens, B * (S + 1) * sizeof(int32_t)));
-  d.losses = static_cast<float *>(slot("losses", 3 * sizeof(float)));
+  d.losses = static_cast<float *>(slot("losses", 4 * sizeof(float)));
   d.workspace = slot("workspace", workspaceBytes);
   check(entries.grad(&d), "grad");
   check(api.sync(), "grad");
-  download(h.losses, d.losses, 3 * sizeof(float));
+  download(h.losses, d.losses, 4 * sizeof(float));
   deliver("grads", grads, h.grads);
 }
 
@@ -270,12 +277,12 @@ void CudaExecutor::eval(const modc_eval_args &h, uint64_t workspaceBytes,
   d.params = params.data();
   d.tokens = static_cast<const int32_t *>(
       upload("tokens", h.tokens, B * (S + 1) * sizeof(int32_t)));
-  d.losses = static_cast<float *>(slot("losses", 3 * sizeof(float)));
+  d.losses = static_cast<float *>(slot("losses", 4 * sizeof(float)));
   d.workspace = slot("workspace", workspaceBytes);
   const char *what = causal ? "eval_causal" : "eval";
   check((causal ? entries.evalCausal : entries.eval)(&d), what);
   check(api.sync(), what);
-  download(h.losses, d.losses, 3 * sizeof(float));
+  download(h.losses, d.losses, 4 * sizeof(float));
 }
 
 void CudaExecutor::adamw(const modc_adamw_args &h) {

@@ -187,6 +187,23 @@ Manifest Manifest::parse(const std::string &jsonText,
                          causalRouter));
   }
 
+  if (m.model.contains("moe")) {
+    const json &moe = r.object(m.model, "model", "moe");
+    m.moeExperts = r.integer(moe, "model.moe", "n_experts", 1, kBig);
+    m.moeNoopExperts = r.integer(moe, "model.moe", "noop_experts", 0, kBig);
+    const json &moeLayers = r.array(moe, "model.moe", "layers");
+    for (size_t i = 0; i < moeLayers.size(); ++i) {
+      const json &l = moeLayers[i];
+      if (!l.is_number_integer() || l.get<int64_t>() < 0 ||
+          l.get<int64_t>() >= m.model.value("n_layers", int64_t(0)) ||
+          (i > 0 && l.get<int64_t>() <= m.moeLayers.back()))
+        r.fail(fmt::format("model.moe.layers[{}]", i),
+               fmt::format("expected an ascending layer index, got {}",
+                           Reader::describe(l)));
+      m.moeLayers.push_back(static_cast<int>(l.get<int64_t>()));
+    }
+  }
+
   const json &layers = r.array(root, "", "layers");
   for (size_t i = 0; i < layers.size(); ++i) {
     std::string path = fmt::format("layers[{}]", i);

@@ -486,7 +486,7 @@ Package::forward(const TensorMap &weights, const std::vector<int32_t> &tokens,
   result.batch = batch;
   result.seqLen = m.seqLen;
   result.vocab = m.vocabSize;
-  std::vector<int32_t> routed, decisions;
+  std::vector<int32_t> routed, decisions, moe;
   // The package fills causal_decisions only with a causal router.
   bool wantDecisions = causalDecisions && m.supportsCausal &&
                        !m.routedLayers.empty();
@@ -499,6 +499,7 @@ Package::forward(const TensorMap &weights, const std::vector<int32_t> &tokens,
     routed.assign(std::max<uint64_t>(routedCount, 1), 0);
     if (wantDecisions)
       decisions.assign(routedCount, 0);
+    moe.assign(std::max<size_t>(m.moeLayers.size(), 1) * size_t(want), 0);
     if (workspace.size() < std::max<uint64_t>(wsBytes, 64))
       workspace.resize(std::max<uint64_t>(wsBytes, 64));
   } catch (const std::bad_alloc &) {
@@ -518,6 +519,7 @@ Package::forward(const TensorMap &weights, const std::vector<int32_t> &tokens,
   args.routed = routed.data();
   args.workspace = workspace.data();
   args.causal_decisions = wantDecisions ? decisions.data() : nullptr;
+  args.moe_decisions = m.moeLayers.empty() ? nullptr : moe.data();
   if (impl->cuda)
     impl->cuda->forward(args, wsBytes);
   else
@@ -531,6 +533,9 @@ Package::forward(const TensorMap &weights, const std::vector<int32_t> &tokens,
     for (size_t l = 0; l < m.routedLayers.size(); ++l)
       causalDecisions->emplace_back(decisions.begin() + l * plane,
                                     decisions.begin() + (l + 1) * plane);
+  for (size_t l = 0; l < m.moeLayers.size(); ++l)
+    result.moe.emplace_back(moe.begin() + l * plane,
+                            moe.begin() + (l + 1) * plane);
   return result;
 }
 
@@ -658,7 +663,7 @@ Losses Package::grad(const TensorMap &weights,
       impl->abi.gradWorkspaceBytes(batch), batch);
   AlignedBytes &workspace = impl->workspace;
 
-  float losses[3] = {0, 0, 0};
+  float losses[4] = {0, 0, 0, 0};
   modc_grad_args args{};
   args.batch = batch;
   args.seq_len = m.seqLen;
@@ -671,7 +676,7 @@ Losses Package::grad(const TensorMap &weights,
     impl->cuda->grad(args, wsBytes);
   else
     impl->check(impl->abi.grad(&args), "grad");
-  return Losses{losses[0], losses[1], losses[2]};
+  return Losses{losses[0], losses[1], losses[2], losses[3]};
 }
 
 Losses Package::eval(const TensorMap &weights,
@@ -705,7 +710,7 @@ Losses Package::eval(const TensorMap &weights,
       batch);
   AlignedBytes &workspace = impl->workspace;
 
-  float losses[3] = {0, 0, 0};
+  float losses[4] = {0, 0, 0, 0};
   modc_eval_args args{};
   args.batch = batch;
   args.seq_len = m.seqLen;
@@ -719,7 +724,7 @@ Losses Package::eval(const TensorMap &weights,
     impl->check(impl->abi.evalCausal(&args), "eval_causal");
   else
     impl->check(impl->abi.eval(&args), "eval");
-  return Losses{losses[0], losses[1], losses[2]};
+  return Losses{losses[0], losses[1], losses[2], losses[3]};
 }
 
 ResidentTensors Package::keepOnDevice(const TensorMap &tensors) const {

@@ -687,16 +687,17 @@ void modrt::train(const Package &package, const Corpus &corpus,
       // The losses and gradients of the parts, combined in part order
       // (accumulatePart, docs/distributed.md): the same arithmetic whether
       // the parts run here one after another or on the ranks of a job.
-      std::vector<double> partLosses(3 * static_cast<size_t>(parts));
+      std::vector<double> partLosses(4 * static_cast<size_t>(parts));
       if (ranks == 1) {
         for (int64_t p = 0; p < parts; ++p) {
           next = corpus.trainWindows(state.dataPosition, split.first[p],
                                      split.counts[p], tokens);
           Losses l =
               package.grad(state.weights, tokens, split.counts[p], partGrads);
-          partLosses[3 * p] = l.total;
-          partLosses[3 * p + 1] = l.ce;
-          partLosses[3 * p + 2] = l.aux;
+          partLosses[4 * p] = l.total;
+          partLosses[4 * p + 1] = l.ce;
+          partLosses[4 * p + 2] = l.aux;
+          partLosses[4 * p + 3] = l.balance;
           flatten(m, partGrads, flat);
           if (p == 0)
             acc.assign(flat.size(), 0.0);
@@ -709,7 +710,7 @@ void modrt::train(const Package &package, const Corpus &corpus,
                                    split.counts[rank], tokens);
         Losses l = package.grad(state.weights, tokens, split.counts[rank],
                                 grads);
-        double mine[3] = {l.total, l.ce, l.aux};
+        double mine[4] = {l.total, l.ce, l.aux, l.balance};
         flatten(m, grads, flat);
         // The collectives alone are timed (flatten and unflatten are local
         // copies); a rank that finishes its part first waits here for the
@@ -724,12 +725,13 @@ void modrt::train(const Package &package, const Corpus &corpus,
         rec.commBytes = flat.size() * sizeof(float);
       }
       unflatten(m, flat, grads);
-      double sums[3] = {0, 0, 0};
+      double sums[4] = {0, 0, 0, 0};
       for (int64_t p = 0; p < parts; ++p)
-        for (int k = 0; k < 3; ++k)
-          sums[k] += partLosses[3 * p + k] * static_cast<double>(split.counts[p]);
+        for (int k = 0; k < 4; ++k)
+          sums[k] +=
+              partLosses[4 * p + k] * static_cast<double>(split.counts[p]);
       const double n = static_cast<double>(corpus.batch());
-      rec.losses = Losses{sums[0] / n, sums[1] / n, sums[2] / n};
+      rec.losses = Losses{sums[0] / n, sums[1] / n, sums[2] / n, sums[3] / n};
     }
     if (!std::isfinite(rec.losses.total) || !std::isfinite(rec.losses.ce) ||
         !std::isfinite(rec.losses.aux))

@@ -87,6 +87,14 @@ CASES = {
     "`--jobs is for --target cuda (nvcc's threads)`": [
         ("{modc} compile {tmp}/m.json --jobs 2 -o {tmp}/o", 1,
          "modc: error: --jobs is for --target cuda (nvcc's threads)")],
+    "`--kernel-cache and --no-kernel-cache are for --target cuda (CUTLASS kernels)`": [
+        ("{modc} compile {tmp}/m.json --no-kernel-cache -o {tmp}/o", 1,
+         "modc: error: --kernel-cache and --no-kernel-cache are for --target "
+         "cuda (CUTLASS kernels)")],
+    "`give --kernel-cache DIR or --no-kernel-cache, not both`": [
+        ("{modc} compile {tmp}/m.json --target cuda --kernel-cache {tmp}/kc "
+         "--no-kernel-cache -o {tmp}/o", 1,
+         "modc: error: give --kernel-cache DIR or --no-kernel-cache, not both")],
     "`--cuda-gemms is for --target cuda`": [
         ("{modc} compile {tmp}/m.json --cuda-gemms=path=mma -o {tmp}/o", 1,
          "modc: error: --cuda-gemms is for --target cuda")],
@@ -117,6 +125,12 @@ CASES = {
     "`error: modk-configure-gemms: sm_80 has no wgmma`": [
         (CUDA_GEMMS + "path=wgmma --arch sm_80", 1,
          "error: modk-configure-gemms: sm_80 has no wgmma")],
+    # A cache under a file: the warning, then nvcc (/bin/false) fails.
+    "`warning: cannot use the kernel cache DIR (REASON); compiling the CUTLASS kernels without it` / `warning: cannot store a kernel in the kernel cache DIR (REASON)`": [
+        ("{modc} compile {tmp}/mcutlass.json --target cuda --cuda-gemms=cutlass "
+         "--nvcc /bin/false --kernel-cache {tmp}/m.json/cache -o {tmp}/o", 1,
+         "modc: warning: cannot use the kernel cache {tmp}/m.json/cache (Not a "
+         "directory); compiling the CUTLASS kernels without it")],
     "`CUDA compiler 'X' not found (install the CUDA Toolkit, or set --nvcc or the NVCC environment variable)`": [
         ("{modc} compile {tmp}/m.json --target cuda --nvcc {tmp}/no-nvcc -o {tmp}/o",
          1, "modc: error: CUDA compiler '{tmp}/no-nvcc' not found (install the "
@@ -431,12 +445,6 @@ CASES.update({
         (bad_model("{%s, \"moe\": {\"n_experts\": 2, \"d_expert\": 8, "
                    "\"schedule\": [0.5]}}" % BASE), 1,
          R(KEY + "'moe.schedule': layer indices must be integers, got 0.5"))],
-    "`loc(\"FILE\":1:1): error: moe: Mixture-of-Experts MLPs are not lowered yet (docs/model-format.md section 7)`": [
-        (bad_model("{%s, \"moe\": {\"n_experts\": 2, \"noop_experts\": 2, "
-                   "\"d_expert\": 8}}" % BASE).replace(
-                       "--emit=mlir", "-o {tmp}/moe-pkg"), 1,
-         R(r'loc\(".*/bad\d+\.json":1:1\): error: moe: Mixture-of-Experts '
-           r"MLPs are not lowered yet \(docs/model-format.md section 7\)"))],
 
     # modc: .mlir input
     "`cannot parse FILE`": [
@@ -1281,6 +1289,15 @@ def setup(tmp, modc, modrun, root):
         with open(path(name), mode) as f:
             f.write(text)
     write("m.json", MODEL)
+    # A bf16 model whose forward products run on CUTLASS kernels, which a
+    # modc configured without CUTLASS's headers refuses to build.
+    write("mcutlass.json", MODEL.replace("}", ', "dtype": "bf16"}'))
+    probe = subprocess.run(
+        [modc, "compile", path("mcutlass.json"), "--target", "cuda",
+         "--cuda-gemms=cutlass", "--nvcc", "/bin/false", "--no-kernel-cache",
+         "-o", path("probe")], capture_output=True, text=True)
+    if "needs CUTLASS's headers" in probe.stderr:
+        skips["mcutlass"] = "modc was configured without CUTLASS's headers"
     for name, body in BAD_MODELS.items():
         write(name, body)
     # The packages, compiled in parallel (the slow part of the run).

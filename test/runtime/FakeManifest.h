@@ -80,7 +80,7 @@
 static const char kFakeManifest[] =
     R"({
   "format": "modc-package",
-  "abi_version": 6,
+  "abi_version": 7,
   "compiler_version": "0.1.0",
   "target": ")" FAKE_TARGET R"(",
   "cpu": {"march": "x86-64", "features": []},
@@ -101,8 +101,8 @@ static const char kFakeManifest[] =
      "init": "ones", "decay": false}
   ],
   "entries": {"forward": {"workspace_bytes_per_sequence": 256,
-                          "modes": )" FAKE_MODES R"(})" FAKE_TRAINING_ENTRIES
-        FAKE_DECODE_ENTRY R"(}
+                          "modes": )" FAKE_MODES
+    R"(})" FAKE_TRAINING_ENTRIES FAKE_DECODE_ENTRY R"(}
 })";
 
 #endif // MODRT_TEST_FAKEMANIFEST_H

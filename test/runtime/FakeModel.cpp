@@ -29,8 +29,8 @@
 #include <limits>
 #include <string>
 
-static_assert(MODC_ABI_VERSION == 6u,
-              "FakeManifest.h writes abi_version 6; update it with abi.h");
+static_assert(MODC_ABI_VERSION == 7u,
+              "FakeManifest.h writes abi_version 7; update it with abi.h");
 
 namespace {
 thread_local std::string lastError;
@@ -140,6 +140,7 @@ int32_t modc_grad(const modc_grad_args *a) {
   a->losses[0] = nanLoss ? nan : static_cast<float>(ce + aux);
   a->losses[1] = nanLoss ? nan : static_cast<float>(ce);
   a->losses[2] = static_cast<float>(aux);
+  a->losses[3] = 0.0f;
   return MODC_OK;
 }
 
@@ -178,6 +179,7 @@ int32_t modc_eval(const modc_eval_args *a) {
   a->losses[0] = nanLoss ? nan : static_cast<float>(ce + aux);
   a->losses[1] = nanLoss ? nan : static_cast<float>(ce);
   a->losses[2] = static_cast<float>(aux);
+  a->losses[3] = 0.0f;
   return MODC_OK;
 }
 

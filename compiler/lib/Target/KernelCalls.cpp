@@ -362,5 +362,54 @@ LogicalResult PlanEmitter::emitKernel(Operation *op) {
     closeGroup();
     return success();
   }
+  if (auto select = dyn_cast<modk::MoeSelectOp>(op)) {
+    int64_t rows = cast<MemRefType>(select.getLogits().getType()).getDimSize(1);
+    int64_t experts = select.getNumExperts();
+    std::vector<std::string> positions, segments;
+    for (Value v : select.getExpertPositions())
+      positions.push_back(name(v));
+    for (Value v : select.getExpertSegments())
+      segments.push_back(name(v));
+    std::string expertRows =
+        fmt::format("modk_small::ExpertRows<{}>{{{{{}}}, {{{}}}}}", experts,
+                    fmt::join(positions, ", "), fmt::join(segments, ", "));
+    auto optional = [&](Value v) {
+      return v ? name(v) : std::string("nullptr");
+    };
+    int indent =
+        openGroup(fmt::format("modk.moe_select layer {} C={}",
+                              select.getLayer(), select.getCapacity()));
+    emitCall(
+        KernelCall{"moe_select",
+                   {rows, select.getRouterWidth(), experts,
+                    select.getCapacity(), seqLen},
+                   {name(select.getLogits()), "B", name(select.getSegments()),
+                    optional(select.getPositions()), name(select.getProbs()),
+                    name(select.getChoice()), name(select.getGate()),
+                    expertRows, optional(select.getDecisions())}}
+            .withScratch("int32_t",
+                         fmt::format("sizeof(int32_t) * B * {}", experts)),
+        indent);
+    closeGroup();
+    return success();
+  }
+  if (auto balance = dyn_cast<modk::MoeBalanceOp>(op)) {
+    auto optional = [&](Value v) {
+      return v ? name(v) : std::string("nullptr");
+    };
+    emitCall(
+        KernelCall{
+            "moe_balance",
+            {cast<MemRefType>(balance.getProbs().getType()).getDimSize(1),
+             width(balance.getProbs())},
+            {name(balance.getProbs()), name(balance.getChoice()),
+             optional(balance.getDgate()), "B", name(balance.getSegments()),
+             optional(balance.getDlogits()), name(balance.getLosses()),
+             fmt::format("{}", balance.getWeight().convertToDouble()),
+             fmt::format("{}", balance.getNMoe())}}
+            .withScratch("float", fmt::format("sizeof(float) * {}",
+                                              2 * width(balance.getProbs()))));
+    return success();
+  }
   return emitTargetKernel(op);
 }

@@ -46,6 +46,16 @@ json::Object modc::manifestModel(modk::ModelAttr model) {
       section["schedule"] = modc::stringifySchedule(mod.getSchedule()).str();
     o["mod"] = std::move(section);
   }
+  if (modk::MoEConfigAttr moe = model.getMoe())
+    o["moe"] = json::Object{
+        {"n_experts", moe.getNExperts()},
+        {"noop_experts", moe.getNoopExperts()},
+        {"d_expert", moe.getDExpert()},
+        {"capacity_factor", moe.getCapacityFactor().getValueAsDouble()},
+        {"balance_loss_weight", moe.getBalanceLossWeight().getValueAsDouble()},
+        {"layers", json::Array(moe.getLayers())},
+        {"capacities", json::Array(moe.getCapacities())},
+    };
   return o;
 }
 

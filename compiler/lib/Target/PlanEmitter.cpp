@@ -175,6 +175,11 @@ void PlanEmitter::beginEntry(modk::EntryOp e) {
   int next = 0;
   for (auto &[layer, index] : routedIndex)
     index = next++;
+  // MoE decisions are laid out [n_moe, B, S] in ascending layer order.
+  moeIndex.clear();
+  if (modk::MoEConfigAttr moe = e.getModel().getMoe())
+    for (auto [index, layer] : llvm::enumerate(moe.getLayers()))
+      moeIndex[layer] = int(index);
 }
 
 void PlanEmitter::emitEntryPrologue(modk::EntryOp e, StringRef exportAttr) {
@@ -279,6 +284,17 @@ void PlanEmitter::emitBufferNames(modk::EntryOp e) {
         names[out] = "args->logits";
       } else if (n == "losses") {
         names[out] = "args->losses";
+      } else if (n.consume_front("moe.")) {
+        // The caller's decisions are optional: null writes none.
+        int64_t layer;
+        n.getAsInteger(10, layer);
+        std::string var = fmt::format("moe{}", layer);
+        os << fmt::format(
+            "  int32_t *{0} = args->moe_decisions ? args->moe_decisions + "
+            "(int64_t){1} * B * {2} : nullptr;\n",
+            var, moeIndex[layer],
+            cast<MemRefType>(out.getType()).getDimSize(1));
+        names[out] = var;
       } else if (n.consume_front("grad.")) {
         std::string var = fmt::format("g{}", paramIndex[n]);
         os << fmt::format("  float *{} = args->grads[{}]; // {}\n", var,

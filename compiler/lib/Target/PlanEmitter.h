@@ -355,6 +355,8 @@ protected:
   modk::EntryOp entry;
   /// Index of each routed layer in the [n_routed, ...] outputs.
   std::map<int64_t, int> routedIndex;
+  /// MoE layer -> its index among the MoE layers (docs/runtime.md).
+  std::map<int64_t, int> moeIndex;
   /// The package has a decode entry: its forward can prefill the KV cache.
   bool hasDecode = false;
   /// The loss-only entries (modc_eval, modc_eval_causal), when the plan has

@@ -372,6 +372,24 @@ LogicalResult AttentionOp::verify() {
   return success();
 }
 
+LogicalResult MoeOp::verify() {
+  auto in = cast<RankedTensorType>(getInput().getType());
+  if (in.getRank() != 3)
+    return emitOpError("input must be [B, rows, D]");
+  if (getType() != in || (getResidual() && getResidual().getType() != in))
+    return emitOpError("result and residual must have the input's type");
+  int64_t rows = in.getDimSize(1);
+  if (getCapacity() < 1 ||
+      (!ShapedType::isDynamic(rows) && getCapacity() > rows))
+    return emitOpError() << "capacity " << getCapacity() << " must be in [1, "
+                         << rows << "]";
+  ModelOp model = parentModel(*this);
+  if (model && !model.isMoeLayer(getLayer()))
+    return emitOpError() << "layer " << getLayer()
+                         << " is not an MoE layer of the model";
+  return success();
+}
+
 LogicalResult GatedResidualOp::verify() {
   auto in = cast<RankedTensorType>(getInput().getType());
   auto idx = cast<RankedTensorType>(getIndices().getType());

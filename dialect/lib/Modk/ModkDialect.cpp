@@ -268,7 +268,7 @@ LogicalResult ModelAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                                 std::optional<int64_t> nKvHeads, int64_t dFf,
                                 int64_t seqLen, Activation, FloatAttr normEps,
                                 FloatAttr ropeTheta, BoolAttr, DType,
-                                MoDConfigAttr mod) {
+                                MoDConfigAttr mod, MoEConfigAttr moe) {
   for (auto [value, key] :
        {std::pair{vocabSize, "vocab_size"}, {dModel, "d_model"},
         {nHeads, "n_heads"}, {dFf, "d_ff"}, {seqLen, "seq_len"}})
@@ -290,7 +290,43 @@ LogicalResult ModelAttr::verify(function_ref<InFlightDiagnostic()> emitError,
       if (layer < 0 || layer >= nLayers)
         return emitError() << "routed layer " << layer << " is not in [0, "
                            << nLayers << ")";
+  if (moe)
+    for (auto [layer, capacity] :
+         llvm::zip_equal(moe.getLayers(), moe.getCapacities()))
+      if (layer < 0 || layer >= nLayers || capacity > seqLen)
+        return emitError() << "MoE layer " << layer << " (capacity " << capacity
+                           << ") is not in [0, " << nLayers
+                           << ") or holds more than seq_len";
   return success();
+}
+
+LogicalResult
+MoEConfigAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                      int64_t nExperts, int64_t noopExperts, int64_t dExpert,
+                      FloatAttr capacityFactor, FloatAttr balanceLossWeight,
+                      ArrayRef<int64_t> layers, ArrayRef<int64_t> capacities) {
+  if (nExperts < 1 || noopExperts < 0 || dExpert < 1)
+    return emitError() << "an MoE configuration needs n_experts >= 1, "
+                          "noop_experts >= 0 and d_expert >= 1";
+  if (!capacityFactor || !balanceLossWeight ||
+      !(capacityFactor.getValueAsDouble() > 0) ||
+      !(balanceLossWeight.getValueAsDouble() >= 0))
+    return emitError() << "an MoE configuration needs capacity_factor > 0 "
+                          "and balance_loss_weight >= 0";
+  if (layers.size() != capacities.size())
+    return emitError() << "an MoE configuration lists a capacity for each of "
+                          "its layers";
+  for (size_t i = 0; i < layers.size(); ++i)
+    if (capacities[i] < 1 || (i > 0 && layers[i] <= layers[i - 1]))
+      return emitError() << "MoE layers ascend and have a capacity >= 1";
+  return success();
+}
+
+int64_t MoEConfigAttr::capacityOf(int64_t layer) const {
+  for (auto [l, capacity] : llvm::zip_equal(getLayers(), getCapacities()))
+    if (l == layer)
+      return capacity;
+  return 0;
 }
 
 Operation *modc::modk::kernelBefore(Operation *op) {
@@ -645,6 +681,68 @@ static LogicalResult verifyRouting(RoutingOp op, Value held,
 
 LogicalResult RouteSelectOp::verify() {
   return verifyRouting(*this, getPositions(), "positions hold");
+}
+
+LogicalResult MoeBalanceOp::verify() {
+  auto probs = cast<MemRefType>(getProbs().getType());
+  if (probs.getRank() != 3 || !probs.getElementType().isF32())
+    return emitOpError("probs must be f32 [B, rows, E+N]");
+  if (bool(getDgate()) != bool(getDlogits()))
+    return emitOpError("dgate and dlogits come together (the gradient)");
+  if (getDlogits() && getDlogits().getType() != probs)
+    return emitOpError("dlogits must have the probs' type");
+  auto losses = cast<MemRefType>(getLosses().getType());
+  if (losses.getRank() != 1 || losses.getDimSize(0) < 4)
+    return emitOpError("losses must hold [total, ce, aux, balance]");
+  if (getNMoe() < 1)
+    return emitOpError("n_moe must be positive");
+  return success();
+}
+
+int64_t MoeSelectOp::getRouterWidth() {
+  return cast<MemRefType>(getLogits().getType()).getShape().back();
+}
+
+LogicalResult MoeSelectOp::verify() {
+  auto logits = cast<MemRefType>(getLogits().getType());
+  if (logits.getRank() != 3 || !logits.getElementType().isF32())
+    return emitOpError("logits must be f32 [B, rows, E+N]");
+  int64_t rows = logits.getDimSize(1), width = getRouterWidth();
+  int64_t experts = getNumExperts();
+  if (experts < 1 || experts > width ||
+      getExpertSegments().size() != size_t(experts))
+    return emitOpError() << "needs one row set (positions and segments) for "
+                            "each of 1..E+N = "
+                         << width << " real experts";
+  if (getProbs().getType() != logits)
+    return emitOpError("probs must have the logits' type");
+  auto perRow = [&](Value v, Type element) {
+    auto t = cast<MemRefType>(v.getType());
+    return t.getRank() == 2 && t.getDimSize(1) == rows &&
+           t.getElementType() == element;
+  };
+  Builder b(getContext());
+  if (!perRow(getChoice(), b.getI32Type()) ||
+      !perRow(getGate(), b.getF32Type()))
+    return emitOpError() << "choice and gate must be i32 and f32 [B, " << rows
+                         << "]";
+  if (getCapacity() < 1 || getCapacity() > rows)
+    return emitOpError() << "capacity " << getCapacity() << " must be in [1, "
+                         << rows << "]";
+  for (auto [pos, seg] :
+       llvm::zip_equal(getExpertPositions(), getExpertSegments())) {
+    auto p = cast<MemRefType>(pos.getType());
+    auto s = cast<MemRefType>(seg.getType());
+    if (p.getRank() != 2 || p.getDimSize(1) != getCapacity() ||
+        !p.getElementType().isInteger(32) || !s.getElementType().isInteger(64))
+      return emitOpError() << "an expert's rows are i32 positions [B, "
+                           << getCapacity() << "] and i64 segments";
+  }
+  if (getDecisions() && !getPositions() &&
+      cast<MemRefType>(getDecisions().getType()).getDimSize(1) != rows)
+    return emitOpError("decisions at tokens other than the rows need the "
+                       "rows' positions");
+  return success();
 }
 
 /// The modk.rows of a selection's `gather` region, or null.

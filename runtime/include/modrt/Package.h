@@ -65,6 +65,10 @@ struct Manifest {
   std::vector<LayerInfo> layers;
   std::vector<ParamInfo> params;
   std::vector<int> routedLayers; ///< indices of routed layers, ascending
+  /// Mixture-of-Experts MLPs (model.moe, docs/model-format.md section 7):
+  /// the MoE layers, ascending, and E real and N no-op experts.
+  std::vector<int> moeLayers;
+  int64_t moeExperts = 0, moeNoopExperts = 0;
   uint64_t workspaceBytesPerSequence = 0;
   bool supportsCausal = false;
   /// The forward entry can prefill the decode KV cache in one causal pass
@@ -123,12 +127,18 @@ struct ForwardResult {
   /// One [batch * seqLen] mask (1 = routed) per routed layer, in ascending
   /// layer index (Manifest::routedLayers order).
   std::vector<std::vector<int32_t>> routed;
+  /// One [batch * seqLen] decision per MoE layer (Manifest::moeLayers
+  /// order): the chosen expert e of a kept token or a no-op choice,
+  /// e + E + N for a token over capacity, -1 for a token that does not
+  /// reach the MLP (modc_forward_args::moe_decisions).
+  std::vector<std::vector<int32_t>> moe;
 };
 
-/// The three losses of docs/model-format.md section 4 for one batch:
-/// total = ce + aux_loss_weight * aux.
+/// The losses of docs/model-format.md sections 4 and 7 for one batch:
+/// total = ce + aux_loss_weight * aux + balance_loss_weight * balance
+/// (`loss.balance`: the mean over MoE layers of L_bal; 0 without them).
 struct Losses {
-  double total = 0, ce = 0, aux = 0;
+  double total = 0, ce = 0, aux = 0, balance = 0;
 };
 
 /// Outputs of Package::grad.

@@ -17,7 +17,7 @@
 extern "C" {
 #endif
 
-#define MODC_ABI_VERSION 6u
+#define MODC_ABI_VERSION 7u
 
 /// Selection rule of routed layers (docs/model-format.md sections 3 and 4).
 enum modc_route_mode { MODC_MODE_TOPK = 0, MODC_MODE_CAUSAL = 1 };
@@ -57,6 +57,11 @@ typedef struct modc_forward_args {
   const int32_t *prefill_lengths;
   float *kv_cache;
   int32_t *kv_counts;
+  /// Optional out (may be null): [n_moe_layers, B, S], each MoE layer's
+  /// expert decision of every token (docs/model-format.md section 7): the
+  /// chosen expert e of a kept token or a no-op choice, e + E + N for a
+  /// token over capacity, -1 for a token that does not reach the MLP.
+  int32_t *moe_decisions;
 } modc_forward_args;
 
 /// Arguments of one decode step: one new token for each active sequence.
@@ -90,7 +95,8 @@ typedef struct modc_grad_args {
   const int32_t *tokens;       ///< [B, S + 1], each in [0, vocab_size)
   const float *const *params;  ///< one pointer per manifest "params" entry
   float *const *grads;         ///< out: same shapes as params (overwritten)
-  float *losses;               ///< out: [3] = total, cross-entropy, aux
+  float *losses;               ///< out: [4] = total, cross-entropy, aux,
+                               ///< balance (0 without MoE layers)
   void *workspace;             ///< modc_grad_workspace_bytes(B), 64-aligned
 } modc_grad_args;
 
@@ -98,13 +104,14 @@ typedef struct modc_grad_args {
 /// and losses (the same kernels: the same losses bit for bit) without the
 /// backward pass, for held-out evaluation. modc_eval_causal: modc_forward's
 /// pass in causal mode on tokens[:, :S] and its cross-entropy against
-/// tokens[:, 1:] (losses = [ce, ce, 0]), the loss of causal routing.
+/// tokens[:, 1:] (losses = [ce, ce, 0, 0]), the loss of causal routing.
 typedef struct modc_eval_args {
   int64_t batch;               ///< number of sequences B (>= 1)
   int64_t seq_len;             ///< must equal the compiled seq_len S
   const int32_t *tokens;       ///< [B, S + 1], each in [0, vocab_size)
   const float *const *params;  ///< one pointer per manifest "params" entry
-  float *losses;               ///< out: [3] = total, cross-entropy, aux
+  float *losses;               ///< out: [4] = total, cross-entropy, aux,
+                               ///< balance
   void *workspace;             ///< modc_eval_workspace_bytes(B) (or
                                ///< modc_eval_causal_...), 64-aligned
 } modc_eval_args;

@@ -38,7 +38,7 @@
 // CHECK: modk.gemm {{.*}} -> %[[LOGITS:[0-9]+]] {epilogue = #modk.epilogue<none>} : {{.*}}memref<?x16x64xf32>
 // The losses as @grad computes them: cross-entropy first, then the
 // predictor's loss (weight 0.01, one routed layer), with no gradient.
-// CHECK-NEXT: %[[L:.*]] = modk.output "losses" : memref<3xf32>
+// CHECK-NEXT: %[[L:.*]] = modk.output "losses" : memref<4xf32>
 // CHECK-NEXT: modk.cross_entropy_loss(%[[LOGITS]], %[[TGT]], %[[L]])
 // CHECK-NEXT: modk.bce_loss_value(%[[P]], %[[MASK]], %[[L]]) {n_routed = 1 : i64, weight = 1.000000e-02 : f64}
 // CHECK-NEXT: }
@@ -51,7 +51,7 @@
 // CHECK: modk.split_tokens(%[[CT]], %{{.*}}, %[[CTGT:.*]]) :
 // CHECK: modk.route_select %{{.*}} causal(%{{.*}}) -> {{.*}} {causal_router = #modk.causal_router<predictor>, k = 4 : i64, layer = 1 : i64}
 // CHECK: modk.rows {{.*}} outs({{.*}} : memref<?x16x32xf32>, memref<?x16x32xf32>) access(token, column -> row, row)
-// CHECK: %[[CL:.*]] = modk.output "losses" : memref<3xf32>
+// CHECK: %[[CL:.*]] = modk.output "losses" : memref<4xf32>
 // CHECK-NEXT: modk.cross_entropy_loss(%{{.*}}, %[[CTGT]], %[[CL]])
 // CHECK-NEXT: }
 // CHECK-NOT: _grad
@@ -67,7 +67,7 @@
 // The losses as row kernels (modk-generalize): the cross-entropy's (the
 // row's maximum first) into losses[1] and [0], then the causal-router
 // loss's into losses[2] and [0].
-// PLAN: modk.zero(%[[L:[0-9]+]]) : memref<3xf32>
+// PLAN: modk.zero(%[[L:[0-9]+]]) : memref<4xf32>
 // PLAN-NEXT: %[[CE:.*]] = memref.subview %[[L]][1] [1] [1]
 // PLAN-NEXT: %[[TOTAL:.*]] = memref.subview %[[L]][0] [1] [1]
 // PLAN-NEXT: modk.rows ins({{.*}}) rows {{.*}} outs(%[[CE]], %[[TOTAL]] : {{.*}}) maxima {
@@ -110,7 +110,7 @@ module {
 // CHECK: mod.model @aux
 // CHECK-LABEL: modk.entry @eval
 // CHECK: modk.route_select %[[R:[0-9]+]] -> %{{.*}}, %{{.*}}, %[[MASK:[0-9]+]] {causal_router = #modk.causal_router<none>
-// CHECK: %[[L:.*]] = modk.output "losses" : memref<3xf32>
+// CHECK: %[[L:.*]] = modk.output "losses" : memref<4xf32>
 // CHECK-NEXT: modk.cross_entropy_loss(%{{.*}}, %{{.*}}, %[[L]])
 // CHECK-NEXT: modk.bce_loss_value(%[[R]], %[[MASK]], %[[L]]) {n_routed = 1 : i64, weight = 1.000000e-02 : f64}
 // CHECK-NEXT: }

@@ -24,7 +24,7 @@
 // CHECK: modk.copy(%[[X1]], %[[Y:[0-9]+]])
 // CHECK-NEXT: modk.rows ins(%[[A:[0-9]+]], %[[M]], %[[R]], %[[Y]] : {{.*}}) rows %[[SEG]] : memref<?x1xi64> tokens(%[[POS]] : {{.*}}) outs(%[[Y]] : {{.*}}) access(row, row, token_value, token -> token)
 // Losses and zeroed parameter gradients.
-// CHECK: %[[L:.*]] = modk.output "losses" : memref<3xf32>
+// CHECK: %[[L:.*]] = modk.output "losses" : memref<4xf32>
 // CHECK: %[[GE:.*]] = modk.output "grad.embed.weight" : memref<64x32xf32>
 // CHECK-NEXT: modk.zero(%[[GE]])
 // CHECK: %[[GR:.*]] = modk.output "grad.blocks.1.router.weight" : memref<1x32xf32>

@@ -139,7 +139,7 @@
 // CHECK-NEXT: const double [[GD:t[0-9]+]] = static_cast<double>(gi);
 // CHECK-NEXT: const double [[SQ:t[0-9]+]] = [[GD]] * [[GD]];
 // CHECK-NEXT: acc += [[SQ]];
-// CHECK: modc_abi_version(void) { return 6u; }
+// CHECK: modc_abi_version(void) { return 7u; }
 // CHECK: modc_manifest_json(void)
 // CHECK: "workspace_bytes_per_sequence": [[WS:[0-9]+]]
 // CHECK: "capacity": 4,

@@ -106,7 +106,7 @@
 // CHECK-NEXT: const double [[SQ:t[0-9]+]] = __dmul_rn([[GD]], [[GD]]);
 // CHECK-NEXT: acc += [[SQ]];
 // CHECK: modk_cuda::blockSum(acc, scratch);
-// CHECK: modc_abi_version(void) { return 6u; }
+// CHECK: modc_abi_version(void) { return 7u; }
 // CHECK: "arch": "sm_90a"
 // CHECK: "target": "cuda"
 // CHECK: constexpr int kArchMajor = 9, kArchMinor = 0;

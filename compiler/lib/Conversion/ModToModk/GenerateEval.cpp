@@ -26,7 +26,7 @@ using namespace modc::lowering;
 LogicalResult ModelLowering::emitLosses() {
   Location loc = model.getLoc();
   losses = modk::OutputOp::create(
-      b, loc, MemRefType::get({3}, b.getF32Type()), "losses");
+      b, loc, MemRefType::get({kLosses}, b.getF32Type()), "losses");
   nRouted = countRoutedLayers();
   // Causal mode has no causal-router loss: the router is what selects.
   if (kind == EntryKind::eval_causal) {
@@ -52,6 +52,12 @@ LogicalResult ModelLowering::emitLosses() {
         modk::BCELossValueOp::create(b, loc, buffers[scores], saved[op]["mask"],
                                      losses, *model.getAuxLossWeight(),
                                      nRouted);
+    } else if (isa<mod::MoeOp>(op)) {
+      // The balance loss, where @grad's backward adds it.
+      modk::MoeBalanceOp::create(
+          b, loc, saved[op]["probs"], saved[op]["choice"], Value(),
+          rowSets[op->getOperand(0)].segments, Value(), losses,
+          *model.getMoeBalanceLossWeight(), countMoeLayers());
     } else if (auto predictor = dyn_cast<mod::PredictorOp>(op)) {
       Operation *selection = selectionReading(predictor);
       if (!selection)

@@ -121,16 +121,20 @@ void ModelLowering::lowerAttention(mod::AttentionOp op) {
 
 /// Emits the MLP's up projection and its activation (a modk.activation of
 /// its own, which modk-fuse-epilogues may fold into the GEMM) and returns
-/// the activated rows. Training keeps the pre-activations (saved under
-/// "gate", "up") for the backward pass.
+/// the activated rows. `prefix` names the weights (`mlp.`, or an expert's
+/// `moe.experts.{e}.`), of hidden width `ff`. Training keeps the
+/// pre-activations (saved under "gate", "up" and "hidden", each followed by
+/// `prefix`) for the backward pass.
 Value ModelLowering::lowerMlpUp(Operation *op, Value input, RowSet rows,
-                                int64_t layer) {
+                                int64_t layer, StringRef prefix, int64_t ff) {
   Location loc = op->getLoc();
-  int64_t d = model.getDModel(), ff = model.getDFf();
+  int64_t d = model.getDModel();
   int64_t r = cast<MemRefType>(input.getType()).getDimSize(1);
   bool swiglu = model.getMlp() == Activation::swiglu;
-  Value gate = swiglu ? blockParam(layer, "mlp.w_gate.weight", {ff, d}) : Value();
-  Value up = blockParam(layer, "mlp.w_up.weight", {ff, d});
+  Value gate =
+      swiglu ? blockParam(layer, (prefix + "w_gate.weight").str(), {ff, d})
+             : Value();
+  Value up = blockParam(layer, (prefix + "w_up.weight").str(), {ff, d});
   Type f32 = b.getF32Type();
   Value gatePre = swiglu ? alloc({r, ff}, f32) : Value();
   Value upPre = alloc({r, ff}, f32);
@@ -143,11 +147,83 @@ Value ModelLowering::lowerMlpUp(Operation *op, Value input, RowSet rows,
   modk::ActivationOp::create(b, loc, gatePre, upPre, rows.segments, hidden,
                              model.getMlp());
   if (training()) {
-    saved[op]["gate"] = gatePre;
-    saved[op]["up"] = upPre;
-    saved[op]["hidden"] = hidden;
+    saved[op][("gate" + prefix).str()] = gatePre;
+    saved[op][("up" + prefix).str()] = upPre;
+    saved[op][("hidden" + prefix).str()] = hidden;
   }
   return hidden;
+}
+
+void ModelLowering::lowerMoe(mod::MoeOp op) {
+  Location loc = op.getLoc();
+  int64_t layer = op.getLayer(), d = model.getDModel();
+  int64_t experts = *model.getMoeExperts();
+  int64_t width = experts + *model.getMoeNoopExperts();
+  int64_t ff = *model.getMoeDExpert(), capacity = op.getCapacity();
+  Value n = buffers[op.getInput()];
+  RowSet rows = rowSets[op.getInput()];
+  int64_t r = rowsOf(op.getInput());
+  Type f32 = b.getF32Type(), i32 = b.getI32Type();
+  // Step 1: the router's logits, in f32 in every model: they decide.
+  Value logits = alloc({r, width}, f32);
+  auto router = createGemm(
+      b, loc, n, ValueRange{blockParam(layer, "moe.router.weight", {width, d})},
+      rows.segments, ValueRange{}, logits, modk::Epilogue::none);
+  router.setPrecisionAttr(modk::DTypeAttr::get(b.getContext(), DType::f32));
+  // Step 2: softmax, choice and capacity, one pass over each sequence.
+  Value probs = alloc({r, width}, f32), choice = alloc({r}, i32),
+        gate = alloc({r}, f32);
+  SmallVector<Value> positions, segments;
+  for (int64_t e = 0; e < experts; ++e) {
+    positions.push_back(alloc({capacity}, i32));
+    segments.push_back(alloc({1}, b.getI64Type()));
+  }
+  Value decisions;
+  if (kind == EntryKind::forward)
+    decisions = output(("moe." + Twine(layer)).str(), {model.getSeqLen()}, i32);
+  modk::MoeSelectOp::create(
+      b, loc, logits, rows.segments, decisions ? rows.positions : Value(),
+      probs, choice, gate, positions, segments, decisions, layer, capacity);
+  // Step 3: the experts add p[e] Expert_e(n) into T's rows: the residual's
+  // (mod-fuse-residual), in place where nothing reads it later, else a copy;
+  // or rows of zeros.
+  Value target;
+  if (Value residual = op.getResidual()) {
+    target = buffers[residual];
+    if (training() || !deadAfter(residual, op)) {
+      target = like(target);
+      modk::CopyOp::create(b, loc, buffers[residual], target);
+    }
+  } else {
+    target = alloc({r, d}, f32);
+    modk::ZeroOp::create(b, loc, target);
+  }
+  llvm::StringMap<Value> &keep = saved[op];
+  keep["logits"] = logits;
+  keep["probs"] = probs;
+  keep["choice"] = choice;
+  keep["gate"] = gate;
+  for (int64_t e = 0; e < experts; ++e) {
+    RowSet expertRows{positions[e], segments[e]};
+    std::string prefix = ("moe.experts." + Twine(e) + ".").str();
+    Value gathered = alloc({capacity, d}, f32);
+    modk::createGatherRows(b, loc, n, expertRows.segments, expertRows.positions,
+                           gathered);
+    Value hidden = lowerMlpUp(op, gathered, expertRows, layer, prefix, ff);
+    Value out = alloc({capacity, d}, f32);
+    createGemm(b, loc, hidden,
+               ValueRange{blockParam(layer, prefix + "w_down.weight", {d, ff})},
+               expertRows.segments, ValueRange{}, out, modk::Epilogue::none);
+    modk::createGatedScatter(b, loc, Value(), out, gate, target,
+                             expertRows.segments, expertRows.positions,
+                             Gate::linear);
+    keep["positions" + prefix] = positions[e];
+    keep["segments" + prefix] = segments[e];
+    keep["gathered" + prefix] = gathered;
+    keep["out" + prefix] = out;
+  }
+  buffers[op.getResult()] = target;
+  rowSets[op.getResult()] = rows;
 }
 
 Value ModelLowering::allTokenRows() {
@@ -274,7 +350,8 @@ void ModelLowering::lowerMlpScatter(mod::MlpScatterOp op) {
   int64_t layer = op.getLayer(), d = model.getDModel(), ff = model.getDFf();
   RowSet rows = rowSets[op.getNormed()];
   int64_t r = rowsOf(op.getNormed());
-  Value hidden = lowerMlpUp(op, buffers[op.getNormed()], rows, layer);
+  Value hidden =
+      lowerMlpUp(op, buffers[op.getNormed()], rows, layer, "mlp.", ff);
   Value scratch = alloc({r, d}, b.getF32Type());
   if (training())
     saved[op]["m"] = scratch;
@@ -366,13 +443,18 @@ LogicalResult ModelLowering::lower(Operation *op) {
     int64_t layer = mlp.getLayer(), ff = model.getDFf(),
             r = rowsOf(mlp.getInput());
     RowSet rows = rowSets[mlp.getInput()];
-    Value hidden = lowerMlpUp(mlp, buffers[mlp.getInput()], rows, layer);
+    Value hidden =
+        lowerMlpUp(mlp, buffers[mlp.getInput()], rows, layer, "mlp.", ff);
     Value down = blockParam(layer, "mlp.w_down.weight", {d, ff});
     Value out = alloc({r, d}, f32);
     createGemm(b, loc, hidden, ValueRange{down}, rows.segments,
                          ValueRange{}, out, modk::Epilogue::none);
     buffers[mlp] = out;
     rowSets[mlp] = rows;
+    return success();
+  }
+  if (auto moe = dyn_cast<mod::MoeOp>(op)) {
+    lowerMoe(moe);
     return success();
   }
   if (auto predictor = dyn_cast<mod::PredictorOp>(op)) {
@@ -468,6 +550,22 @@ modk::ModelAttr modc::modelAttrOf(mod::ModelOp model) {
     if (!modConfig)
       return nullptr;
   }
+  modk::MoEConfigAttr moeConfig;
+  if (model.hasMixtureOfExperts()) {
+    SmallVector<int64_t> layers, capacities;
+    for (int64_t l = 0, e = model.getNLayers(); l < e; ++l)
+      if (model.isMoeLayer(l)) {
+        layers.push_back(l);
+        capacities.push_back(model.getExpertCapacity(l));
+      }
+    moeConfig = modk::MoEConfigAttr::getChecked(
+        emitError, ctx, int64_t(*model.getMoeExperts()),
+        int64_t(*model.getMoeNoopExperts()), int64_t(*model.getMoeDExpert()),
+        model.getMoeCapacityFactorAttr(), model.getMoeBalanceLossWeightAttr(),
+        ArrayRef<int64_t>(layers), ArrayRef<int64_t>(capacities));
+    if (!moeConfig)
+      return nullptr;
+  }
   return modk::ModelAttr::getChecked(
       emitError, ctx, model.getSymName(), int64_t(model.getVocabSize()),
       int64_t(model.getDModel()), int64_t(model.getNLayers()),
@@ -476,8 +574,8 @@ modk::ModelAttr modc::modelAttrOf(mod::ModelOp model) {
                           : std::nullopt,
       int64_t(model.getDFf()), int64_t(model.getSeqLen()), model.getMlp(),
       model.getNormEpsAttr(), model.getRopeThetaAttr(),
-      BoolAttr::get(ctx, model.getTieEmbeddings()), model.getDtype(),
-      modConfig);
+      BoolAttr::get(ctx, model.getTieEmbeddings()), model.getDtype(), modConfig,
+      moeConfig);
 }
 
 FailureOr<modk::EntryOp> ModelLowering::run() {

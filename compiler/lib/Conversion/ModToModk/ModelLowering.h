@@ -22,6 +22,10 @@
 namespace modc::lowering {
 using namespace mlir;
 
+/// The losses output: total, cross-entropy, aux, balance
+/// (docs/runtime.md).
+constexpr int64_t kLosses = 4;
+
 /// A GEMM without epilogue attributes; callers set the ones they need.
 modk::GemmOp createGemm(OpBuilder &b, Location loc, Value input,
                         ValueRange weights, Value segments, ValueRange extra,
@@ -80,7 +84,11 @@ private:
                          Value result);
   /// The segments of every token of the stream (the router's rows).
   Value allTokenRows();
-  Value lowerMlpUp(Operation *op, Value input, RowSet rows, int64_t layer);
+  Value lowerMlpUp(Operation *op, Value input, RowSet rows, int64_t layer,
+                   StringRef prefix, int64_t ff);
+  /// The MoE MLP (docs/model-format.md section 7): router, modk.moe_select,
+  /// and each expert's gather, products and gated add into T's rows.
+  void lowerMoe(mod::MoeOp op);
 
   /// True when no op after `op` reads `v`: its buffer may be overwritten.
   /// Training keeps every value for the backward pass; so does eval, whose
@@ -121,6 +129,17 @@ private:
   LogicalResult backward(Operation *op);
   void backwardAttention(mod::AttentionOp op);
   void backwardMlp(Operation *op, Value input, Value dm, int64_t layer);
+  /// The MLP's gradients on the rows `rows` of `n` (weights named by
+  /// `prefix`, as lowerMlpUp's): returns dn, a new buffer.
+  Value backwardMlpRows(Operation *op, Value n, RowSet rows, Value dm,
+                        int64_t layer, StringRef prefix);
+  void backwardMoe(mod::MoeOp op);
+  /// MoE layers: one mod.moe each; the balance loss is their mean.
+  int64_t countMoeLayers() {
+    int64_t n = 0;
+    model.walk([&](mod::MoeOp) { ++n; });
+    return n;
+  }
   void backwardRoute(mod::RouteOp op);
   /// The routed block's pieces, shared by its fused and unfused ops.
   void backwardGather(Location loc, Value input, Value gathered, RowSet rows);
@@ -163,7 +182,7 @@ private:
   }
   double linearStd(StringRef which) {
     // Output projections are scaled down with depth (GPT-2), the rest 0.02.
-    if (which == "attn.wo.weight" || which == "mlp.w_down.weight")
+    if (which == "attn.wo.weight" || which.ends_with("w_down.weight"))
       return 0.02 / std::sqrt(2.0 * std::max<int64_t>(1, model.getNLayers()));
     return 0.02;
   }

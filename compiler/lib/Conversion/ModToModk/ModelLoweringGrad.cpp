@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "ModelLowering.h"
+#include "modc/Dialect/Modk/Transforms/RowsBuilder.h"
 
 using namespace mlir;
 using namespace modc;
@@ -107,25 +108,33 @@ void ModelLowering::backwardAttention(mod::AttentionOp op) {
 
 void ModelLowering::backwardMlp(Operation *op, Value input, Value dm,
                                 int64_t layer) {
+  Value dn =
+      backwardMlpRows(op, buffers[input], rowSets[input], dm, layer, "mlp.");
+  contribute(input, dn, /*owned=*/true);
+}
+
+Value ModelLowering::backwardMlpRows(Operation *op, Value n, RowSet rows,
+                                     Value dm, int64_t layer,
+                                     StringRef prefix) {
   Location loc = op->getLoc();
   llvm::StringMap<Value> &s = saved[op];
-  RowSet rows = rowSets[input];
-  Value n = buffers[input];
+  auto get = [&](StringRef what) { return s.lookup((what + prefix).str()); };
   bool swiglu = model.getMlp() == Activation::swiglu;
   auto weight = [&](StringRef which) {
-    return paramValue(mod::blockParam(layer, which));
+    return paramValue(mod::blockParam(layer, (prefix + which).str()));
   };
-  Value down = weight("mlp.w_down.weight"), up = weight("mlp.w_up.weight");
-  Value gate = swiglu ? weight("mlp.w_gate.weight") : Value();
+  Value down = weight("w_down.weight"), up = weight("w_up.weight");
+  Value gate = swiglu ? weight("w_gate.weight") : Value();
 
-  Value du = like(s["hidden"]);
+  Value du = like(get("hidden"));
   modk::GemmDgradOp::create(b, loc, dm, down, rows.segments, du, false, nullptr);
-  modk::GemmWgradOp::create(b, loc, dm, s["hidden"], rows.segments,
+  modk::GemmWgradOp::create(b, loc, dm, get("hidden"), rows.segments,
                             paramGrad(paramName(down)), nullptr, nullptr);
-  Value dup = like(s["up"]);
-  Value dgate = swiglu ? like(s["gate"]) : Value();
-  modk::ActivationGradOp::create(b, loc, swiglu ? s["gate"] : Value(), s["up"],
-                                 du, rows.segments, dgate, dup, model.getMlp());
+  Value dup = like(get("up"));
+  Value dgate = swiglu ? like(get("gate")) : Value();
+  modk::ActivationGradOp::create(b, loc, swiglu ? get("gate") : Value(),
+                                 get("up"), du, rows.segments, dgate, dup,
+                                 model.getMlp());
   Value dn = like(n);
   modk::GemmDgradOp::create(b, loc, dup, up, rows.segments, dn, false, nullptr);
   modk::GemmWgradOp::create(b, loc, dup, n, rows.segments,
@@ -135,7 +144,67 @@ void ModelLowering::backwardMlp(Operation *op, Value input, Value dm,
     modk::GemmWgradOp::create(b, loc, dgate, n, rows.segments,
                               paramGrad(paramName(gate)), nullptr, nullptr);
   }
-  contribute(input, dn, /*owned=*/true);
+  return dn;
+}
+
+void ModelLowering::backwardMoe(mod::MoeOp op) {
+  Location loc = op.getLoc();
+  int64_t layer = op.getLayer();
+  Value dy = grads.lookup(op.getResult());
+  llvm::StringMap<Value> &s = saved[op];
+  RowSet rows = rowSets[op.getInput()];
+  Value n = buffers[op.getInput()];
+  // The gradient of each kept row's gate p[e] (0 elsewhere), and of n.
+  Value dgate = like(s["gate"]), dn = like(n);
+  modk::ZeroOp::create(b, loc, dgate);
+  modk::ZeroOp::create(b, loc, dn);
+  if (dy) {
+    for (int64_t e = 0, experts = *model.getMoeExperts(); e < experts; ++e) {
+      std::string prefix = ("moe.experts." + Twine(e) + ".").str();
+      RowSet expertRows{s["positions" + prefix], s["segments" + prefix]};
+      Value out = s["out" + prefix];
+      // m = p[e] Expert(n) at the row's place in T: dExpert = p[e] dm and
+      // dp[e] = <dm, Expert(n)>.
+      Value dout = like(out);
+      modk::createRows(
+          b, loc,
+          {modk::token(dy), modk::row(out), modk::tokenValue(s["gate"])},
+          expertRows.segments, {modk::row(dout), modk::tokenValue(dgate)}, 1,
+          [](F32Math &m, ValueRange a) -> SmallVector<Value> {
+            return {m.mul(a[0], a[1])};
+          },
+          [](F32Math &m, ValueRange a) -> SmallVector<Value> {
+            return {m.mul(a[2], a[0]), a[3]};
+          },
+          expertRows.positions);
+      Value dgathered = backwardMlpRows(op, s["gathered" + prefix], expertRows,
+                                        dout, layer, prefix);
+      // The gathered rows' gradient back to their rows of T.
+      modk::createRows(
+          b, loc, {modk::row(dgathered), modk::token(dn)}, expertRows.segments,
+          {modk::token(dn)}, 0,
+          [](F32Math &, ValueRange) -> SmallVector<Value> { return {}; },
+          [](F32Math &m, ValueRange a) -> SmallVector<Value> {
+            return {m.add(a[1], a[0])};
+          },
+          expertRows.positions);
+    }
+  }
+  // The router: softmax's gradient from the gates' and the balance loss's
+  // (docs/model-format.md section 7), then its product's.
+  Value router = paramValue(mod::blockParam(layer, "moe.router.weight"));
+  Value dlogits = like(s["logits"]);
+  modk::MoeBalanceOp::create(
+      b, loc, s["probs"], s["choice"], dgate, rows.segments, dlogits, losses,
+      *model.getMoeBalanceLossWeight(), countMoeLayers());
+  modk::GemmDgradOp::create(b, loc, dlogits, router, rows.segments, dn, true,
+                            nullptr);
+  modk::GemmWgradOp::create(b, loc, dlogits, n, rows.segments,
+                            paramGrad(paramName(router)), nullptr, nullptr);
+  contribute(op.getInput(), dn, /*owned=*/true);
+  // residual + m: the residual's gradient is the result's.
+  if (dy && op.getResidual())
+    contribute(op.getResidual(), dy, /*owned=*/true);
 }
 
 void ModelLowering::backwardRoute(mod::RouteOp op) {
@@ -256,6 +325,10 @@ LogicalResult ModelLowering::backward(Operation *op) {
       backwardMlp(mlp, mlp.getInput(), dm, mlp.getLayer());
     return success();
   }
+  if (auto moe = dyn_cast<mod::MoeOp>(op)) {
+    backwardMoe(moe);
+    return success();
+  }
   if (auto scatter = dyn_cast<mod::MlpScatterOp>(op)) {
     if (!grads.lookup(scatter.getResult()))
       return success();
@@ -336,7 +409,7 @@ LogicalResult ModelLowering::backward(Operation *op) {
 LogicalResult ModelLowering::emitBackward() {
   Location loc = model.getLoc();
   losses = modk::OutputOp::create(
-      b, loc, MemRefType::get({3}, b.getF32Type()), "losses");
+      b, loc, MemRefType::get({kLosses}, b.getF32Type()), "losses");
   // L_aux is the mean over routed layers: each layer's loss is scaled by it.
   nRouted = countRoutedLayers();
   // Every parameter has a gradient output, zero where nothing reaches it.

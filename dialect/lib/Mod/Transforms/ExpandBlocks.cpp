@@ -25,12 +25,20 @@ static Value expandBlock(OpBuilder &b, mod::ModelOp model,
         b, loc, v, b.getStringAttr(mod::blockParam(layer, which)), eps);
   };
   Value x = block.getInput();
+  // The MLP sublayer: an MoE MLP (docs/model-format.md section 7) where the
+  // block carries its expert capacity.
+  auto mlp = [&](Value n) -> Value {
+    if (std::optional<int64_t> c = block.getMoeCapacity())
+      return mod::MoeOp::create(b, loc, n.getType(), n, /*residual=*/nullptr,
+                                layer, *c);
+    return mod::MlpOp::create(b, loc, n, layer);
+  };
 
   if (!block.isRouted()) {
     Value a = mod::AttentionOp::create(b, loc, norm(x, "attn_norm.weight"),
                                        /*positions=*/nullptr, layer);
     Value h = mod::AddOp::create(b, loc, x, a);
-    Value m = mod::MlpOp::create(b, loc, norm(h, "mlp_norm.weight"), layer);
+    Value m = mlp(norm(h, "mlp_norm.weight"));
     return mod::AddOp::create(b, loc, h, m);
   }
 
@@ -54,7 +62,7 @@ static Value expandBlock(OpBuilder &b, mod::ModelOp model,
   Value a =
       mod::AttentionOp::create(b, loc, norm(xs, "attn_norm.weight"), idx, layer);
   Value h = mod::AddOp::create(b, loc, xs, a);
-  Value m = mod::MlpOp::create(b, loc, norm(h, "mlp_norm.weight"), layer);
+  Value m = mlp(norm(h, "mlp_norm.weight"));
   Value f = mod::AddOp::create(b, loc, a, m);
   return mod::GatedResidualOp::create(b, loc, stream, x, f, r, idx,
                                       *block.getGate());

@@ -44,6 +44,34 @@ struct FuseGatedResidual : public OpRewritePattern<mod::GatedResidualOp> {
   }
 };
 
+/// Matches add(h, moe(n)) where the MoE MLP has no other user and no
+/// residual yet, and makes h its residual: the lowering then adds the
+/// experts' rows into h's rows, and rows no expert keeps are never touched
+/// (docs/model-format.md section 7).
+struct FuseMoeResidual : public OpRewritePattern<mod::AddOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(mod::AddOp add,
+                                PatternRewriter &rewriter) const override {
+    Value residual = add.getLhs();
+    auto moe = add.getRhs().getDefiningOp<mod::MoeOp>();
+    if (!moe) {
+      moe = add.getLhs().getDefiningOp<mod::MoeOp>();
+      residual = add.getRhs();
+    }
+    if (!moe || !moe->hasOneUse() || moe.getResidual())
+      return rewriter.notifyMatchFailure(add, "no lone MoE MLP in the sum");
+    // The residual must be defined before the MoE op that now reads it.
+    if (Operation *def = residual.getDefiningOp();
+        def && !def->isBeforeInBlock(moe))
+      return rewriter.notifyMatchFailure(add, "residual defined after the MoE");
+    rewriter.modifyOpInPlace(
+        moe, [&] { moe.getResidualMutable().assign(residual); });
+    rewriter.replaceOp(add, moe.getResult());
+    return success();
+  }
+};
+
 struct FuseResidualPass
     : public modc::impl::FuseResidualBase<FuseResidualPass> {
   using FuseResidualBase::FuseResidualBase;
@@ -51,7 +79,7 @@ struct FuseResidualPass
     if (!enabled)
       return;
     RewritePatternSet patterns(&getContext());
-    patterns.add<FuseGatedResidual>(&getContext());
+    patterns.add<FuseGatedResidual, FuseMoeResidual>(&getContext());
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
       return signalPassFailure();
   }

@@ -877,6 +877,80 @@ inline int64_t select_causal(const float *logit, int64_t B, int32_t *pos,
   return c;
 }
 
+//===----------------------------------------------------------------------===//
+// Mixture-of-Experts MLPs (docs/model-format.md section 7)
+//===----------------------------------------------------------------------===//
+
+/// modk.moe_select: for the rows of T (seg, B + 1 offsets; RT rows a
+/// sequence in T's buffers), the softmax, choice and gate of each row, and
+/// each real expert's kept rows in `rows`. With `decisions`, each token's
+/// decision ([B, S]; pos: T's tokens).
+template <int RT, int W, int E, int C, int S>
+inline void moe_select(const float *z, int64_t B, const int64_t *seg,
+                       const int32_t *pos, float *probs, int32_t *choice,
+                       float *gate, modk_small::ExpertRows<E> rows,
+                       int32_t *decisions) {
+  std::vector<int32_t> counts(size_t(B) * E);
+  const bool parallel = B > 1 && B * RT * W > detail::kMinParallelWork;
+#pragma omp parallel for if (parallel)
+  for (int64_t b = 0; b < B; ++b)
+    modk_small::moeChooseSequence<W, E, C>(z, seg[b], seg[b + 1] - seg[b],
+                                           probs, choice, gate,
+                                           counts.data() + b * E);
+  // Each expert's rows, compacted in sequence order.
+  for (int e = 0; e < E; ++e) {
+    int64_t at = 0;
+    for (int64_t b = 0; b < B; ++b) {
+      rows.seg[e][b] = at;
+      at += counts[size_t(b) * E + e];
+    }
+    rows.seg[e][B] = at;
+  }
+#pragma omp parallel for if (parallel)
+  for (int64_t b = 0; b < B; ++b) {
+    modk_small::moeFillSequence<E, RT>(b, seg[b], seg[b + 1] - seg[b], choice,
+                                       gate, rows);
+    if (decisions)
+      modk_small::moeDecisionsSequence<W, E, S>(b, seg[b], seg[b + 1] - seg[b],
+                                                pos, choice, gate, decisions);
+  }
+}
+
+/// modk.moe_balance: the balance loss over the N = seg[B] rows of T, added
+/// into losses[3] and (times weight) losses[0] divided by n_moe; with
+/// dlogits, each row's router-logit gradient. Counts and means are summed
+/// in row order in double.
+template <int RT, int W>
+inline void moe_balance(const float *probs, const int32_t *choice,
+                        const float *dgate, int64_t B, const int64_t *seg,
+                        float *dlogits, float *losses, double weight,
+                        int64_t n_moe) {
+  const int64_t rows = seg[B];
+  if (rows <= 0)
+    return;
+  double count[W] = {}, psum[W] = {};
+  for (int64_t r = 0; r < rows; ++r) {
+    count[choice[r]] += 1.0;
+    for (int c = 0; c < W; ++c)
+      psum[c] += probs[r * W + c];
+  }
+  double loss = 0.0, n = double(rows);
+  for (int c = 0; c < W; ++c)
+    loss += (count[c] / n) * (psum[c] / n);
+  loss *= W;
+  losses[3] += float(loss / double(n_moe));
+  losses[0] += float(weight * loss / double(n_moe));
+  if (!dlogits)
+    return;
+  float coef[W];
+  for (int c = 0; c < W; ++c)
+    coef[c] = modk_small::moeBalanceCoefficient(count[c], n, weight, W, n_moe);
+#pragma omp parallel for if (rows * W > detail::kMinParallelWork)
+  for (int64_t r = 0; r < rows; ++r)
+    modk_small::moeRouterGradRow<W>(probs + r * W, choice[r], dgate[r], coef,
+                                    dlogits + r * W);
+}
+
 } // namespace modk_cpu
 
 #endif // MODC_TARGET_CPP_PRELUDE_CPUKERNELS_H

@@ -639,6 +639,133 @@ inline void cache_append(const float *k, const float *v, int64_t nseg,
               cache_v, counts);
 }
 
+//===----------------------------------------------------------------------===//
+// Mixture-of-Experts MLPs (docs/model-format.md section 7)
+//===----------------------------------------------------------------------===//
+
+namespace detail {
+/// A thread a sequence: its rows' choices and gates and its experts' counts.
+template <int W, int E, int C>
+__global__ void moeChooseKernel(const float *z, int64_t B, const int64_t *seg,
+                                float *probs, int32_t *choice, float *gate,
+                                int32_t *counts) {
+  const int64_t b = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (b < B)
+    modk_small::moeChooseSequence<W, E, C>(z, seg[b], seg[b + 1] - seg[b],
+                                           probs, choice, gate, counts + b * E);
+}
+
+/// A thread an expert: its segment offsets, the sequences' counts summed
+/// in order.
+template <int E>
+__global__ void moeExpertSegmentsKernel(int64_t B, const int32_t *counts,
+                                        modk_small::ExpertRows<E> rows) {
+  const int e = int(blockIdx.x * blockDim.x + threadIdx.x);
+  if (e >= E)
+    return;
+  int64_t at = 0;
+  for (int64_t b = 0; b < B; ++b) {
+    rows.seg[e][b] = at;
+    at += counts[b * E + e];
+  }
+  rows.seg[e][B] = at;
+}
+
+/// A thread a sequence: its kept rows into the experts' row sets, and its
+/// decisions where the caller asked for them.
+template <int RT, int W, int E, int S>
+__global__ void moeFillKernel(int64_t B, const int64_t *seg,
+                              const int32_t *pos, const int32_t *choice,
+                              const float *gate,
+                              modk_small::ExpertRows<E> rows,
+                              int32_t *decisions) {
+  const int64_t b = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (b >= B)
+    return;
+  const int64_t first = seg[b], n = seg[b + 1] - seg[b];
+  modk_small::moeFillSequence<E, RT>(b, first, n, choice, gate, rows);
+  if (decisions)
+    modk_small::moeDecisionsSequence<W, E, S>(b, first, n, pos, choice, gate,
+                                              decisions);
+}
+
+/// One thread: the balance loss over every row in order (the CPU's sums),
+/// added into the losses, and the gradient coefficients.
+template <int W>
+__global__ void moeBalanceKernel(const float *probs, const int32_t *choice,
+                                 int64_t B, const int64_t *seg, float *losses,
+                                 double weight, int64_t n_moe, float *coef) {
+  if (blockIdx.x != 0 || threadIdx.x != 0)
+    return;
+  const int64_t rows = seg[B];
+  if (rows <= 0)
+    return;
+  double count[W] = {}, psum[W] = {};
+  for (int64_t r = 0; r < rows; ++r) {
+    count[choice[r]] += 1.0;
+    for (int c = 0; c < W; ++c)
+      psum[c] += probs[r * W + c];
+  }
+  double loss = 0.0, n = double(rows);
+  for (int c = 0; c < W; ++c)
+    loss += (count[c] / n) * (psum[c] / n);
+  loss *= W;
+  losses[3] += float(loss / double(n_moe));
+  losses[0] += float(weight * loss / double(n_moe));
+  for (int c = 0; c < W; ++c)
+    coef[c] = modk_small::moeBalanceCoefficient(count[c], n, weight, W, n_moe);
+}
+
+/// A thread a row: the router logits' gradient.
+template <int W>
+__global__ void moeRouterGradKernel(const float *probs, const int32_t *choice,
+                                    const float *dgate, int64_t B,
+                                    const int64_t *seg, const float *coef,
+                                    float *dlogits) {
+  const int64_t r = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (r < seg[B])
+    modk_small::moeRouterGradRow<W>(probs + r * W, choice[r], dgate[r], coef,
+                                    dlogits + r * W);
+}
+} // namespace detail
+
+/// modk.moe_select (the CPU's moe_select); `counts`: B E ints of scratch.
+template <int RT, int W, int E, int C, int S>
+inline void moe_select(const float *z, int64_t B, const int64_t *seg,
+                       const int32_t *pos, float *probs, int32_t *choice,
+                       float *gate, modk_small::ExpertRows<E> rows,
+                       int32_t *decisions, int32_t *counts,
+                       cudaStream_t stream) {
+  const unsigned blocks = unsigned(ceilDiv(B, detail::kThreads));
+  auto choose = detail::moeChooseKernel<W, E, C>;
+  MODC_LAUNCH(choose, blocks, detail::kThreads, 0, stream, z, B, seg, probs,
+              choice, gate, counts);
+  auto segments = detail::moeExpertSegmentsKernel<E>;
+  MODC_LAUNCH(segments, unsigned(ceilDiv(E, detail::kThreads)),
+              detail::kThreads, 0, stream, B, counts, rows);
+  auto fill = detail::moeFillKernel<RT, W, E, S>;
+  MODC_LAUNCH(fill, blocks, detail::kThreads, 0, stream, B, seg, pos, choice,
+              gate, rows, decisions);
+}
+
+/// modk.moe_balance (the CPU's moe_balance); `coef`: 2 W floats of
+/// scratch.
+template <int RT, int W>
+inline void moe_balance(const float *probs, const int32_t *choice,
+                        const float *dgate, int64_t B, const int64_t *seg,
+                        float *dlogits, float *losses, double weight,
+                        int64_t n_moe, float *coef, cudaStream_t stream) {
+  auto balance = detail::moeBalanceKernel<W>;
+  MODC_LAUNCH(balance, 1, 1, 0, stream, probs, choice, B, seg, losses, weight,
+              n_moe, coef);
+  if (!dlogits)
+    return;
+  auto grad = detail::moeRouterGradKernel<W>;
+  MODC_LAUNCH(grad, unsigned(ceilDiv(B * RT, detail::kThreads)),
+              detail::kThreads, 0, stream, probs, choice, dgate, B, seg, coef,
+              dlogits);
+}
+
 } // namespace modk_cuda
 
 #endif // MODC_CUDA_KERNELS_INCLUDED

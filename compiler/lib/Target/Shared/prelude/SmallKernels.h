@@ -212,6 +212,119 @@ MODC_HOST_DEVICE void prefillElement(const float *k, const float *v, int64_t s,
   cache_v[slot] = C(v[j * VS + d]);
 }
 
+//===----------------------------------------------------------------------===//
+// Mixture-of-Experts MLPs (docs/model-format.md section 7)
+//===----------------------------------------------------------------------===//
+
+/// The real experts' row sets that modk.moe_select writes: each one's
+/// positions [B, C] and segment offsets [B + 1], compacted in sequence
+/// order.
+template <int E> struct ExpertRows {
+  int32_t *pos[E];
+  int64_t *seg[E];
+};
+
+/// Row r of an MoE layer's router logits z (W = E + N of them): the softmax
+/// p into `probs`, and the choice argmax z (ties go to the lower index),
+/// whose probability goes to `chosen`.
+template <int W>
+MODC_HOST_DEVICE int moeChooseRow(const float *z, float *probs, float *chosen) {
+  int e = 0;
+  float max = z[0];
+  for (int c = 1; c < W; ++c)
+    if (z[c] > max) {
+      max = z[c];
+      e = c;
+    }
+  float sum = 0.0f;
+  for (int c = 0; c < W; ++c) {
+    probs[c] = expf(z[c] - max);
+    sum += probs[c];
+  }
+  const float inv = 1.0f / sum;
+  for (int c = 0; c < W; ++c)
+    probs[c] *= inv;
+  *chosen = probs[e];
+  return e;
+}
+
+/// One sequence's rows [first, first + n) of the rows T that reach an MoE
+/// MLP, in order: each row's probabilities and choice, whether it is kept
+/// (a real expert that has kept fewer than C of the sequence's earlier
+/// rows), its gate (p[e] if kept, else 0), and counts[e], the rows expert
+/// e keeps.
+template <int W, int E, int C>
+MODC_HOST_DEVICE void
+moeChooseSequence(const float *z, int64_t first, int64_t n, float *probs,
+                  int32_t *choice, float *gate, int32_t *counts) {
+  for (int e = 0; e < E; ++e)
+    counts[e] = 0;
+  for (int64_t r = first; r < first + n; ++r) {
+    float chosen;
+    const int e = moeChooseRow<W>(z + r * W, probs + r * W, &chosen);
+    choice[r] = e;
+    const bool kept = e < E && counts[e] < C;
+    if (kept)
+      ++counts[e];
+    gate[r] = kept ? chosen : 0.0f;
+  }
+}
+
+/// Sequence b's kept rows into their experts' row sets, in order, from
+/// each expert's segment offset: a row's position is its index in T's
+/// [B, RT] buffers relative to the sequence's first row there, b RT.
+template <int E, int RT>
+MODC_HOST_DEVICE void moeFillSequence(int64_t b, int64_t first, int64_t n,
+                                      const int32_t *choice, const float *gate,
+                                      ExpertRows<E> rows) {
+  int64_t at[E]; // each expert's next row
+  for (int e = 0; e < E; ++e)
+    at[e] = rows.seg[e][b];
+  for (int64_t r = first; r < first + n; ++r)
+    if (gate[r] > 0.0f) {
+      const int e = choice[r];
+      rows.pos[e][at[e]++] = int32_t(r - b * RT);
+    }
+}
+
+/// Sequence b's decisions at its S tokens: -1 where no row reaches the MLP,
+/// else the choice e, plus W where a real expert dropped the row over
+/// capacity.
+template <int W, int E, int S>
+MODC_HOST_DEVICE void
+moeDecisionsSequence(int64_t b, int64_t first, int64_t n, const int32_t *pos,
+                     const int32_t *choice, const float *gate,
+                     int32_t *decisions) {
+  for (int i = 0; i < S; ++i)
+    decisions[b * S + i] = -1;
+  for (int64_t r = first; r < first + n; ++r) {
+    const int e = choice[r];
+    const bool dropped = e < E && !(gate[r] > 0.0f);
+    decisions[b * S + pos[r]] = dropped ? e + W : e;
+  }
+}
+
+/// The balance loss's gradient coefficient of expert c (docs/model-format.md
+/// section 7): d(weight L_bal / n_moe) / dp_c of each of the N rows,
+/// weight W frac_c / (N n_moe) with frac_c = count_c / N.
+MODC_HOST_DEVICE float moeBalanceCoefficient(double count, double rows,
+                                             double weight, int W,
+                                             int64_t n_moe) {
+  return float(weight * W * count / (rows * rows * double(n_moe)));
+}
+
+/// Row r's router-logit gradient: dp_c = [c = e] dgate + coef_c, then
+/// dz = p (dp - <dp, p>), the softmax's transpose.
+template <int W>
+MODC_HOST_DEVICE void moeRouterGradRow(const float *probs, int e, float dgate,
+                                       const float *coef, float *dz) {
+  float dot = 0.0f;
+  for (int c = 0; c < W; ++c)
+    dot += ((c == e ? dgate : 0.0f) + coef[c]) * probs[c];
+  for (int c = 0; c < W; ++c)
+    dz[c] = probs[c] * ((c == e ? dgate : 0.0f) + coef[c] - dot);
+}
+
 } // namespace modk_small
 
 #endif // MODC_SMALL_KERNELS_INCLUDED

@@ -213,6 +213,29 @@ def Mod_MlpOp : Mod_Op<"mlp", [Pure, SameOperandsAndResultType]> {
   let assemblyFormat = "$input attr-dict `:` type($result)";
 }
 
+def Mod_MoeOp : Mod_Op<"moe", [Pure]> {
+  let summary = "Top-1 Mixture-of-Experts MLP of layer `layer` (in place of mod.mlp)";
+  let description = [{
+    The MoE MLP sublayer of docs/model-format.md section 7 on the rows n
+    that reach it (every token of a dense layer, the k selected ones of a
+    routed layer): router softmax p, expert choice e (ties to the lower
+    index), the per-sequence expert capacity `capacity` in row order, and
+    m_i = p_i[e_i] Expert_{e_i}(n_i) for the kept rows, 0 for the others.
+    The result is m; with `residual` (mod-fuse-residual) it is residual + m,
+    which the lowering writes by adding into the residual's rows: rows that
+    no expert keeps are never touched.
+  }];
+  let arguments = (ins TensorOf<[F32]>:$input,
+                   Optional<TensorOf<[F32]>>:$residual, I64Attr:$layer,
+                   I64Attr:$capacity);
+  let results = (outs TensorOf<[F32]>:$result);
+  let assemblyFormat = [{
+    $input (`residual` `(` $residual^ `:` type($residual) `)`)? attr-dict
+    `:` type($input) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
 def Mod_AddOp : Mod_Op<"add", [Pure, SameOperandsAndResultType]> {
   let summary = "Elementwise sum (residual connection)";
   let arguments = (ins TensorOf<[F32]>:$lhs, TensorOf<[F32]>:$rhs);

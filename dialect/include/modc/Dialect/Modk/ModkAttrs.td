@@ -125,6 +125,36 @@ def Modk_MoDConfigAttr : AttrDef<Modk_Dialect, "MoDConfig"> {
   let genVerifyDecl = 1;
 }
 
+def Modk_MoEConfigAttr : AttrDef<Modk_Dialect, "MoEConfig"> {
+  let mnemonic = "moe_config";
+  let summary = "The Mixture-of-Experts settings of a model";
+  let description = [{
+    The `moe` object of the model description (docs/model-format.md,
+    section 7), resolved: `layers` lists the MoE layers in ascending order
+    and `capacities` each one's expert capacity C.
+
+    `#modk.moe_config<n_experts = 4, noop_experts = 4, d_expert = 256,
+    capacity_factor = 1.250000e+00, balance_loss_weight = 1.000000e-02,
+    layers = [0, 1], capacities = [40, 40]>`
+  }];
+  let parameters = (ins
+    "int64_t":$n_experts,
+    "int64_t":$noop_experts,
+    "int64_t":$d_expert,
+    "::mlir::FloatAttr":$capacity_factor,
+    "::mlir::FloatAttr":$balance_loss_weight,
+    Modk_IntList<"the MoE layers">:$layers,
+    Modk_IntList<"each MoE layer's expert capacity">:$capacities);
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+  let extraClassDeclaration = [{
+    /// E + N: the router's outputs.
+    int64_t getRouterWidth() const { return getNExperts() + getNoopExperts(); }
+    /// The expert capacity C of MoE layer `layer`, or 0 for another layer.
+    int64_t capacityOf(int64_t layer) const;
+  }];
+}
+
 def Modk_ModelAttr : AttrDef<Modk_Dialect, "Model"> {
   let mnemonic = "model";
   let summary = "The normalised model description an entry was made from";
@@ -137,7 +167,8 @@ def Modk_ModelAttr : AttrDef<Modk_Dialect, "Model"> {
     `#modk.model<name = "tiny", vocab_size = 256, d_model = 128,
     n_layers = 4, n_heads = 4, d_ff = 512, seq_len = 256, mlp = swiglu,
     norm_eps = 1.0000000000000001E-5, rope_theta = 1.000000e+04,
-    tie_embeddings = true, dtype = f32, mod = <...>>`
+    tie_embeddings = true, dtype = f32, mod = <...>>`; `moe` is
+    present for a model with Mixture-of-Experts MLPs.
   }];
   let parameters = (ins
     StringRefParameter<"the model's name">:$name,
@@ -154,7 +185,8 @@ def Modk_ModelAttr : AttrDef<Modk_Dialect, "Model"> {
     "::mlir::FloatAttr":$rope_theta,
     "::mlir::BoolAttr":$tie_embeddings,
     EnumParameter<Modc_DType>:$dtype,
-    OptionalParameter<"::modc::modk::MoDConfigAttr", "MoD settings">:$mod);
+    OptionalParameter<"::modc::modk::MoDConfigAttr", "MoD settings">:$mod,
+    OptionalParameter<"::modc::modk::MoEConfigAttr", "MoE settings">:$moe);
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
   let extraClassDeclaration = [{

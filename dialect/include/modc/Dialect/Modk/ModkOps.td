@@ -347,6 +347,52 @@ def Modk_RouteSelectOp : Modk_Op<"route_select",
   }];
 }
 
+def Modk_MoeSelectOp : Modk_Op<"moe_select", [AttrSizedOperandSegments,
+    MemoryEffects<[MemWrite<Modk_CallerOutputs>]>]> {
+  let summary = "An MoE layer's expert choice and capacity, per sequence";
+  let description = [{
+    Steps 1 and 2 of docs/model-format.md section 7 for the rows T that
+    reach an MoE MLP (`segments`, at token `positions`), in one pass over
+    each sequence: from the router's logits z [B, rows, E+N],
+    p = softmax(z) (`probs`), the choice e = argmax z (ties to the lower
+    index, `choice`), and, walking the rows in order, whether each is kept:
+    e < E and fewer than `capacity` earlier rows of its sequence were kept
+    by e. `gate` holds p[e] for a kept row and 0 for the others (a kept
+    row's p[e] >= 1 / (E+N) is never 0).
+
+    Expert e's rows are a row set of their own: `expert_positions[e]`
+    [B, capacity] and `expert_segments[e]`, compacted across the sequences
+    in order. A position is the row's index in T's buffers relative to its
+    sequence's first row there (b * rows): the expert kernels read n and the
+    gate, and add into T's rows, at `seq * rows + position`, which is T's
+    row also where T's rows are compacted across the sequences (a causal
+    selection's).
+
+    `decisions` (optional, [B, seq_len] at the tokens): e for a kept row or
+    a no-op choice, e + E + N for a row over capacity, -1 for a token that
+    does not reach the MLP.
+  }];
+  let arguments = (ins Modk_Read:$logits, Modk_Read:$segments,
+                   Modk_OptionalRead:$positions, Modk_Written:$probs,
+                   Modk_Written:$choice, Modk_Written:$gate,
+                   Arg<Variadic<AnyMemRef>, "written", [MemWrite]>:$expert_positions,
+                   Arg<Variadic<AnyMemRef>, "written", [MemWrite]>:$expert_segments,
+                   Modk_OptionalWritten:$decisions,
+                   I64Attr:$layer, I64Attr:$capacity);
+  let assemblyFormat = [{
+    $logits `rows` $segments (`at` $positions^)? `->` $probs `,` $choice `,`
+    $gate `experts` `(` $expert_positions `)` `(` $expert_segments `)`
+    (`decisions` $decisions^)? attr-dict `:` type(operands)
+  }];
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// E: the real experts, one row set each.
+    int64_t getNumExperts() { return getExpertPositions().size(); }
+    /// E + N: the router's width.
+    int64_t getRouterWidth();
+  }];
+}
+
 //===----------------------------------------------------------------------===//
 // Generated row kernels
 //===----------------------------------------------------------------------===//
@@ -643,6 +689,30 @@ def Modk_YieldOp : Modk_Op<"yield", [Pure, Terminator, ReturnLike,
 class Modk_GenericOp<string mnemonic, list<Trait> traits = []>
     : Modk_Op<mnemonic, traits> {
   let assemblyFormat = "`(` operands `)` attr-dict `:` type(operands)";
+}
+
+def Modk_MoeBalanceOp : Modk_Op<"moe_balance", [AttrSizedOperandSegments]> {
+  let summary = "An MoE layer's balance loss and its router's gradient";
+  let description = [{
+    Over every row of `segments` (the N rows of the batch that reach the
+    MoE MLP), with p = `probs` and e = `choice`: frac_c (the share of rows
+    with e = c) and mean_p_c, then L_bal = (E+N) sum_c frac_c mean_p_c
+    (docs/model-format.md section 7). It adds L_bal / n_moe into
+    losses[3] and weight L_bal / n_moe into losses[0], the row sums in row
+    order (the same float sums in every entry). With `dlogits`, the
+    gradient of the router's logits of each row: dp_c = [c = e] dgate +
+    weight (E+N) frac_c / (N n_moe), dz = p (dp - <dp, p>); the choices
+    and frac are constants.
+  }];
+  let arguments = (ins Modk_Read:$probs, Modk_Read:$choice,
+                   Modk_OptionalRead:$dgate, Modk_Read:$segments,
+                   Modk_OptionalWritten:$dlogits, Modk_ReadWritten:$losses,
+                   F64Attr:$weight, I64Attr:$n_moe);
+  let assemblyFormat = [{
+    $probs `,` $choice (`dgate` $dgate^)? `rows` $segments
+    (`->` $dlogits^)? `losses` $losses attr-dict `:` type(operands)
+  }];
+  let hasVerifier = 1;
 }
 
 def Modk_ZeroOp : Modk_GenericOp<"zero"> {

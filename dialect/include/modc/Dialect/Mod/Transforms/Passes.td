@@ -59,6 +59,8 @@ def FuseResidual : Pass<"mod-fuse-residual", "::modc::mod::ModelOp"> {
     place (which modk-fuse-row-epilogues may make the product's epilogue);
     skipped tokens are never read or written. Unfused, the sum a + m is a
     kernel of its own, and the gated residual reads it.
+    add(h, moe(n)) becomes `mod.moe %n residual(%h)`: the experts' rows are
+    added into h's rows, and tokens that no expert keeps are never touched.
     `enabled=false` (modc `--no-fuse=residual`) leaves the ops alone.
   }];
   let options = [
