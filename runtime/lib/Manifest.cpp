@@ -187,23 +187,6 @@ Manifest Manifest::parse(const std::string &jsonText,
                          causalRouter));
   }
 
-  if (m.model.contains("moe")) {
-    const json &moe = r.object(m.model, "model", "moe");
-    m.moeExperts = r.integer(moe, "model.moe", "n_experts", 1, kBig);
-    m.moeNoopExperts = r.integer(moe, "model.moe", "noop_experts", 0, kBig);
-    const json &moeLayers = r.array(moe, "model.moe", "layers");
-    for (size_t i = 0; i < moeLayers.size(); ++i) {
-      const json &l = moeLayers[i];
-      if (!l.is_number_integer() || l.get<int64_t>() < 0 ||
-          l.get<int64_t>() >= m.model.value("n_layers", int64_t(0)) ||
-          (i > 0 && l.get<int64_t>() <= m.moeLayers.back()))
-        r.fail(fmt::format("model.moe.layers[{}]", i),
-               fmt::format("expected an ascending layer index, got {}",
-                           Reader::describe(l)));
-      m.moeLayers.push_back(static_cast<int>(l.get<int64_t>()));
-    }
-  }
-
   const json &layers = r.array(root, "", "layers");
   for (size_t i = 0; i < layers.size(); ++i) {
     std::string path = fmt::format("layers[{}]", i);
@@ -224,6 +207,31 @@ Manifest Manifest::parse(const std::string &jsonText,
     if (info.routed)
       m.routedLayers.push_back(info.index);
     m.layers.push_back(info);
+  }
+
+  // Mixture-of-Experts MLPs (docs/model-format.md section 7): E, N and the
+  // MoE layers, which index `layers`; decisions are encoded up to 2E + N in
+  // an int32 (docs/runtime.md), and the compiler allows at most 2^20 each.
+  if (m.model.contains("moe")) {
+    const json &moe = r.object(m.model, "model", "moe");
+    constexpr int64_t kExperts = int64_t(1) << 20;
+    m.moeExperts = r.integer(moe, "model.moe", "n_experts", 1, kExperts);
+    m.moeNoopExperts = r.integer(moe, "model.moe", "noop_experts", 0, kExperts);
+    const json &moeLayers = r.array(moe, "model.moe", "layers");
+    const int64_t nLayers = static_cast<int64_t>(m.layers.size());
+    for (size_t i = 0; i < moeLayers.size(); ++i) {
+      std::string key = fmt::format("model.moe.layers[{}]", i);
+      int64_t l = r.integer(moeLayers[i], key, 0, INT32_MAX);
+      if (l >= nLayers)
+        r.fail(key, fmt::format("layer index {} is out of range [0, n_layers "
+                                "= {})",
+                                l, nLayers));
+      if (!m.moeLayers.empty() && l <= m.moeLayers.back())
+        r.fail(key, fmt::format("layer index {} after {}: the MoE layers "
+                                "must be ascending, each once",
+                                l, m.moeLayers.back()));
+      m.moeLayers.push_back(static_cast<int>(l));
+    }
   }
 
   const json &params = r.array(root, "", "params");

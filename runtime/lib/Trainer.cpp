@@ -435,6 +435,56 @@ double modrt::evaluate(const Package &package, const TensorMap &weights,
   return sum / static_cast<double>(batches.size());
 }
 
+std::vector<MoeShares> modrt::countMoeShares(const Manifest &m,
+                                             const ForwardResult &result) {
+  std::vector<MoeShares> shares;
+  if (result.moe.size() != m.moeLayers.size())
+    throw Error(fmt::format("the forward pass returned decisions for {} MoE "
+                            "layers, the manifest lists {}",
+                            result.moe.size(), m.moeLayers.size()));
+  const int64_t E = m.moeExperts, EN = m.moeExperts + m.moeNoopExperts;
+  for (size_t l = 0; l < m.moeLayers.size(); ++l) {
+    MoeShares s;
+    s.layer = m.moeLayers[l];
+    // The encoding of modc_forward_args::moe_decisions (docs/runtime.md).
+    for (int32_t d : result.moe[l]) {
+      if (d == -1)
+        ++s.skipped;
+      else if (d >= 0 && d < E)
+        ++s.kept;
+      else if (d >= E && d < EN)
+        ++s.noop;
+      else if (d >= EN && d < EN + E)
+        ++s.dropped;
+      else
+        throw Error(fmt::format("MoE layer {}: the package returned decision "
+                                "{}, outside [-1, 2E + N = {})",
+                                s.layer, d, EN + E));
+    }
+    shares.push_back(s);
+  }
+  return shares;
+}
+
+std::vector<MoeShares>
+modrt::measureMoeShares(const Package &package, const TensorMap &weights,
+                        const std::vector<int32_t> &tokens, int64_t batch) {
+  const Manifest &m = package.manifest();
+  if (m.moeLayers.empty())
+    return {};
+  const int64_t S = m.seqLen;
+  if (batch < 1 || tokens.size() != static_cast<size_t>(batch * (S + 1)))
+    throw Error(fmt::format("measureMoeShares: tokens must be [B, seq_len + "
+                            "1] = [{}, {}], got {} values",
+                            batch, S + 1, tokens.size()));
+  std::vector<int32_t> inputs(static_cast<size_t>(batch * S));
+  for (int64_t b = 0; b < batch; ++b)
+    std::copy(tokens.begin() + b * (S + 1), tokens.begin() + b * (S + 1) + S,
+              inputs.begin() + b * S);
+  return countMoeShares(
+      m, package.forward(weights, inputs, batch, RouteMode::TopK));
+}
+
 namespace {
 struct FileCloser {
   void operator()(std::FILE *f) const {
@@ -445,7 +495,7 @@ struct FileCloser {
 using FilePtr = std::unique_ptr<std::FILE, FileCloser>;
 
 const char *kLogHeader = "step,loss,ce,aux,lr,grad_norm,tokens_per_s,eval_loss,"
-                         "comm_s,comm_bytes\n";
+                         "comm_s,comm_bytes,balance\n";
 
 /// Opens the CSV log: fresh with a header, or appended to when resuming
 /// into a log that exists.
@@ -463,8 +513,10 @@ FilePtr openLog(const std::string &path, bool resuming) {
   return f;
 }
 
-std::string lossText(const Losses &l) {
-  return fmt::format("total {}, ce {}, aux {}", l.total, l.ce, l.aux);
+/// The losses in an error message; the balance loss for MoE models only.
+std::string lossText(const Losses &l, bool moe) {
+  return fmt::format("total {}, ce {}, aux {}{}", l.total, l.ce, l.aux,
+                     moe ? fmt::format(", balance {}", l.balance) : "");
 }
 } // namespace
 
@@ -617,6 +669,11 @@ void modrt::train(const Package &package, const Corpus &corpus,
   std::vector<std::vector<int32_t>> heldOut;
   if (config.evalEvery > 0)
     heldOut = corpus.heldOutBatches(config.evalBatches);
+  // MoE models report their layers' shares on the first held-out batch
+  // (docs/cli.md, "modrun train"), also when nothing else is evaluated.
+  const bool hasMoe = !m.moeLayers.empty();
+  if (hasMoe && heldOut.empty())
+    heldOut = corpus.heldOutBatches(1);
   FilePtr log;
   if (!config.logPath.empty() && rank == 0)
     log = openLog(config.logPath, first > 1);
@@ -734,15 +791,16 @@ void modrt::train(const Package &package, const Corpus &corpus,
       rec.losses = Losses{sums[0] / n, sums[1] / n, sums[2] / n, sums[3] / n};
     }
     if (!std::isfinite(rec.losses.total) || !std::isfinite(rec.losses.ce) ||
-        !std::isfinite(rec.losses.aux))
-      fail(step, fmt::format("loss is not finite ({})", lossText(rec.losses)));
+        !std::isfinite(rec.losses.aux) || !std::isfinite(rec.losses.balance))
+      fail(step, fmt::format("loss is not finite ({})",
+                             lossText(rec.losses, hasMoe)));
     rec.lr = learningRate(step, config.steps, config.lr, config.warmup,
                           config.minLrRatio);
     rec.gradNorm = package.adamwStep(state.weights, grads, state.optimizer,
                                      rec.lr, config.adamw);
     if (!std::isfinite(rec.gradNorm))
       fail(step, fmt::format("gradient norm is not finite ({}; loss {})",
-                             rec.gradNorm, lossText(rec.losses)));
+                             rec.gradNorm, lossText(rec.losses, hasMoe)));
     state.dataPosition = next;
     rec.seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
@@ -750,7 +808,9 @@ void modrt::train(const Package &package, const Corpus &corpus,
     rec.tokensPerSecond =
         rec.seconds > 0 ? static_cast<double>(tokensPerStep) / rec.seconds : 0;
 
-    if (config.evalEvery > 0 && (step % config.evalEvery == 0 || step == last)) {
+    const bool evalStep =
+        config.evalEvery > 0 && (step % config.evalEvery == 0 || step == last);
+    if (evalStep) {
       if (ranks == 1) {
         rec.evalLoss =
             evaluate(package, state.weights, heldOut, corpus.batch());
@@ -770,12 +830,17 @@ void modrt::train(const Package &package, const Corpus &corpus,
         rec.evalLoss = sum / static_cast<double>(heldOut.size());
       }
     }
+    // Every rank holds the same weights, so every rank measures the same
+    // shares; no collective is needed.
+    if (hasMoe && (evalStep || step == last))
+      rec.moe = measureMoeShares(package, state.weights, heldOut.front(),
+                                 corpus.batch());
     if (log) {
-      std::fputs(fmt::format("{},{},{},{},{},{},{:.1f},{},{:.6f},{}\n", step,
+      std::fputs(fmt::format("{},{},{},{},{},{},{:.1f},{},{:.6f},{},{}\n", step,
                              rec.losses.total, rec.losses.ce, rec.losses.aux,
                              rec.lr, rec.gradNorm, rec.tokensPerSecond,
                              rec.evalLoss ? exact(*rec.evalLoss) : "",
-                             rec.commSeconds, rec.commBytes)
+                             rec.commSeconds, rec.commBytes, rec.losses.balance)
                      .c_str(),
                  log.get());
       if (std::fflush(log.get()) != 0 || std::ferror(log.get()))

@@ -62,9 +62,10 @@ const char kForwardUsage[] =
     "                          --out OUT.safetensors [--mode topk|causal]\n"
     "\n"
     "T holds one I32 tensor 'tokens' of shape [B, seq_len]. OUT gets 'logits'\n"
-    "(F32 [B, seq_len, vocab]) and 'routed.<l>' (I32 [B, seq_len], 1 = the\n"
-    "token went through the block) for each routed layer l. Default mode:\n"
-    "topk.\n";
+    "(F32 [B, seq_len, vocab]), 'routed.<l>' (I32 [B, seq_len], 1 = the\n"
+    "token went through the block) for each routed layer l, and 'moe.<l>'\n"
+    "(I32 [B, seq_len]: the expert e, e + E + N when over capacity, -1 when\n"
+    "the token skips the MLP) for each MoE layer l. Default mode: topk.\n";
 
 void declareForward(CommandLine &line) {
   packageArgument(line)
@@ -127,6 +128,14 @@ int runForward(const CommandLine &line) {
     outMap.insert(fmt::format("routed.{}", man.routedLayers[i]),
                   std::move(mask));
   }
+  // Each MoE layer's decisions (docs/cli.md, "modrun forward"), checked
+  // against the encoding before anything is written.
+  countMoeShares(man, r);
+  for (size_t i = 0; i < man.moeLayers.size(); ++i) {
+    Tensor d = Tensor::zeros(DType::I32, {r.batch, r.seqLen});
+    std::memcpy(d.data.data(), r.moe[i].data(), d.byteSize());
+    outMap.insert(fmt::format("moe.{}", man.moeLayers[i]), std::move(d));
+  }
   outMap.save(out);
   return 0;
 }
@@ -140,9 +149,9 @@ const char kGradUsage[] =
     "                       --out G.safetensors\n"
     "\n"
     "T holds one I32 tensor 'tokens' of shape [B, seq_len + 1]: inputs\n"
-    "t[:, :seq_len], targets t[:, 1:]. G gets 'loss.total', 'loss.ce' and\n"
-    "'loss.aux' (F32 [1]) and 'grad.<name>' for every parameter. W may be a\n"
-    "checkpoint of modrun train.\n";
+    "t[:, :seq_len], targets t[:, 1:]. G gets 'loss.total', 'loss.ce',\n"
+    "'loss.aux' and 'loss.balance' (F32 [1]) and 'grad.<name>' for every\n"
+    "parameter. W may be a checkpoint of modrun train.\n";
 
 void declareGrad(CommandLine &line) {
   packageArgument(line)
@@ -194,6 +203,7 @@ int runGrad(const CommandLine &line) {
   scalar("loss.total", r.losses.total);
   scalar("loss.ce", r.losses.ce);
   scalar("loss.aux", r.losses.aux);
+  scalar("loss.balance", r.losses.balance);
   for (auto &[name, g] : r.grads)
     outMap.insert("grad." + name, std::move(g));
   outMap.save(out);
@@ -245,7 +255,9 @@ int runEval(const CommandLine &line) {
   const int64_t S = man.seqLen;
   const size_t nRouted = man.routedLayers.size();
   const bool dense = nRouted == 0;
-  double ceTopk = 0, ceCausal = 0;
+  const bool hasMoe = !man.moeLayers.empty();
+  double ceTopk = 0, ceCausal = 0, balance = 0;
+  std::vector<MoeShares> moe(man.moeLayers.size());
   std::vector<uint64_t> agree(nRouted, 0), decided(nRouted, 0),
       topkRouted(nRouted, 0), causalRouted(nRouted, 0);
   std::vector<int32_t> inputs(static_cast<size_t>(batch * S));
@@ -255,13 +267,24 @@ int runEval(const CommandLine &line) {
                 inputs.begin() + b * S);
     // The top-k loss is the training loss: the compiled loss-only entry
     // (modc_eval), mean over the batch's B * S predictions.
-    ceTopk +=
-        pkg.eval(weights, tokens, batch).ce * static_cast<double>(batch * S);
-    if (dense) // no routing to report; causal mode is top-k mode
+    Losses losses = pkg.eval(weights, tokens, batch);
+    ceTopk += losses.ce * static_cast<double>(batch * S);
+    balance += losses.balance;
+    if (dense && !hasMoe) // no routing to report; causal mode is top-k mode
       continue;
     std::vector<std::vector<int32_t>> decisions;
     ForwardResult topk =
         pkg.forward(weights, inputs, batch, RouteMode::TopK, &decisions);
+    std::vector<MoeShares> shares = countMoeShares(man, topk);
+    for (size_t l = 0; l < shares.size(); ++l) {
+      moe[l].layer = shares[l].layer;
+      moe[l].kept += shares[l].kept;
+      moe[l].noop += shares[l].noop;
+      moe[l].dropped += shares[l].dropped;
+      moe[l].skipped += shares[l].skipped;
+    }
+    if (dense)
+      continue;
     for (size_t l = 0; l < nRouted; ++l)
       for (size_t i = 0; i < topk.routed[l].size(); ++i) {
         topkRouted[l] += topk.routed[l][i] != 0;
@@ -301,6 +324,22 @@ int runEval(const CommandLine &line) {
                ceTopk / n);
   else
     fmt::print("loss causal: n/a (causal_router none: no causal mode)\n");
+  if (hasMoe) {
+    // loss.balance of modc_eval (docs/model-format.md section 7), and how
+    // the top-k pass's MoE layers decided the tokens that reached them.
+    fmt::print("loss balance: {:.4f}  (mean over MoE layers of L_bal)\n",
+               balance / static_cast<double>(batches.size()));
+    fmt::print("\n");
+    for (const MoeShares &m : moe)
+      fmt::print("moe layer {}: kept {:.1f} %, no-op {:.1f} %, dropped {:.1f} "
+                 "% of {} tokens{}\n",
+                 m.layer, m.percent(m.kept), m.percent(m.noop),
+                 m.percent(m.dropped), m.reached(),
+                 m.skipped ? fmt::format(" ({} routed past the layer, not "
+                                         "counted)",
+                                         m.skipped)
+                           : "");
+  }
   if (!dense) {
     fmt::print("\n{:>5}  {:>8}  {:>12}  {:>12}  {:>9}  {:>13}\n", "layer",
                "capacity", "topk routed", "causal says", "agreement",
@@ -365,11 +404,33 @@ int runInfo(const CommandLine &line) {
   }
   fmt::print("shape:     seq_len {}, vocab {}, d_model {}, dtype {}{}\n",
              m.seqLen, m.vocabSize, m.dModel, m.dtype, heads);
-  fmt::print("layers:    {} ({} routed)\n", m.layers.size(),
-             m.routedLayers.size());
-  for (const LayerInfo &l : m.layers)
-    fmt::print("  layer {:>3}  {:<6}  capacity {}/{}\n", l.index,
-               l.routed ? "routed" : "dense", l.capacity, m.seqLen);
+  fmt::print("layers:    {} ({} routed{})\n", m.layers.size(),
+             m.routedLayers.size(),
+             m.moeLayers.empty()
+                 ? ""
+                 : fmt::format(", {} with MoE MLPs", m.moeLayers.size()));
+  for (const LayerInfo &l : m.layers) {
+    bool moe = std::find(m.moeLayers.begin(), m.moeLayers.end(), l.index) !=
+               m.moeLayers.end();
+    fmt::print("  layer {:>3}  {:<6}  capacity {}/{}{}\n", l.index,
+               l.routed ? "routed" : "dense", l.capacity, m.seqLen,
+               moe ? "  moe" : "");
+  }
+  if (!m.moeLayers.empty()) {
+    // The manifest's model.moe (docs/model-format.md section 7); the
+    // runtime checked n_experts, noop_experts and layers, the rest is
+    // printed as the compiler wrote it.
+    const nlohmann::json &moe = m.model["moe"];
+    auto key = [&](const char *k) {
+      auto it = moe.find(k);
+      return it == moe.end() ? std::string("?") : it->dump();
+    };
+    fmt::print("moe:       {} real + {} no-op experts (E + N), d_expert {}, "
+               "capacity_factor {}, balance_loss_weight {}, layers {}\n",
+               m.moeExperts, m.moeNoopExperts, key("d_expert"),
+               key("capacity_factor"), key("balance_loss_weight"),
+               fmt::join(m.moeLayers, " "));
+  }
   uint64_t elems = 0;
   for (const ParamInfo &p : m.params) {
     uint64_t n = 1;

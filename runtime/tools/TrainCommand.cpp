@@ -363,9 +363,10 @@ class Progress {
 public:
   /// Steps `first`..`last` of `tokensPerStep` tokens each; `tty`: rank 0
   /// with stderr on a terminal.
+  /// `moe`: the model has MoE layers, whose balance loss the line shows.
   Progress(const Reporter &report, bool tty, int64_t first, int64_t last,
-           int64_t tokensPerStep)
-      : report_(report), tty_(tty), first_(first),
+           int64_t tokensPerStep, bool moe)
+      : report_(report), tty_(tty), moe_(moe), first_(first),
         every_(std::max<int64_t>(1, (last - first + 1) / 20)),
         tokensPerStep_(static_cast<double>(tokensPerStep)) {}
   ~Progress() { endLine(); }
@@ -374,8 +375,9 @@ public:
     elapsed_ += r.seconds;
     double perStep = elapsed_ / static_cast<double>(r.step - first_ + 1);
     std::string line = fmt::format(
-        "step {}/{}  loss {:.4f}  lr {:.3g}  {:.0f} tok/s  ETA {}", r.step,
-        r.totalSteps, r.losses.total, r.lr,
+        "step {}/{}  loss {:.4f}{}  lr {:.3g}  {:.0f} tok/s  ETA {}", r.step,
+        r.totalSteps, r.losses.total,
+        moe_ ? fmt::format("  balance {:.4f}", r.losses.balance) : "", r.lr,
         tokensPerStep_ / std::max(perStep, 1e-9),
         formatDuration(perStep * static_cast<double>(r.lastStep - r.step)));
     if (r.evalLoss)
@@ -387,6 +389,20 @@ public:
     } else if (r.evalLoss || r.step == r.lastStep ||
                (r.step - first_) % every_ == 0) {
       report_.say(line + "\n");
+    }
+    // The MoE layers' shares, measured at evaluations and at the last step
+    // (docs/cli.md, "modrun train"), each on a line of its own.
+    if (!r.moe.empty()) {
+      endLine();
+      for (const MoeShares &m : r.moe)
+        report_.say(fmt::format(
+            "moe layer {}: kept {:.1f} %, no-op {:.1f} %, dropped {:.1f} % of "
+            "{} held-out tokens{}\n",
+            m.layer, m.percent(m.kept), m.percent(m.noop), m.percent(m.dropped),
+            m.reached(),
+            m.skipped ? fmt::format(" ({} routed past the layer, not counted)",
+                                    m.skipped)
+                      : ""));
     }
     std::fflush(stderr);
   }
@@ -403,7 +419,7 @@ public:
 
 private:
   const Reporter &report_;
-  bool tty_;
+  bool tty_, moe_;
   int64_t first_, every_;
   double tokensPerStep_;
   double elapsed_ = 0;
@@ -445,7 +461,7 @@ int runTrain(const CommandLine &line) {
   report.say(describeRun(man, corpus, s, first, last));
   const int rank = gJob.comm->rank();
   Progress progress(report, rank == 0 && ::isatty(STDERR_FILENO) == 1, first,
-                    last, s.batch * man.seqLen);
+                    last, s.batch * man.seqLen, !man.moeLayers.empty());
   train(pkg, corpus, config, state,
         [&](const StepRecord &r) { progress.step(r); });
   progress.endLine();

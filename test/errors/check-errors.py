@@ -1069,6 +1069,9 @@ CASES.update({
 
 # Rows that no command can reach on a machine without a GPU, each with why.
 NOT_RUNNABLE = {
+    "`MoE layer L: the package returned decision D, outside [-1, 2E + N = M)` / `the forward pass returned decisions for N MoE layers, the manifest lists M`":
+        "needs a package whose modc_forward writes bad MoE decisions; "
+        "modrt::Package::forward sizes them from the manifest",
     "`--cuda-gemms=cutlass needs CUTLASS's headers, and this modc was configured without them: ...`":
         "needs a modc configured without CUTLASS's headers, which "
         "scripts/install-deps.sh installs",

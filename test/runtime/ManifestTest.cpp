@@ -291,3 +291,64 @@ TEST(ManifestTest, Tokenizer) {
   j["tokenizer"] = 3;
   EXPECT_TRUE(parseFails(j, {"manifest key 'tokenizer'", "expected a string"}));
 }
+
+// model.moe (docs/model-format.md section 7): E, N and the MoE layers, which
+// must index `layers` in ascending order; each error names the key.
+TEST(ManifestTest, MixtureOfExperts) {
+  json j = base();
+  j["model"]["moe"] = {{"n_experts", 2},   {"noop_experts", 1},
+                       {"d_expert", 8},    {"capacity_factor", 1.0},
+                       {"layers", {0, 1}}, {"capacities", {2, 1}}};
+  Manifest m = Manifest::parse(j.dump(), "m.json");
+  EXPECT_EQ(m.moeExperts, 2);
+  EXPECT_EQ(m.moeNoopExperts, 1);
+  EXPECT_EQ(m.moeLayers, (std::vector<int>{0, 1}));
+  EXPECT_TRUE(Manifest::parse(kFakeManifest, "m.json").moeLayers.empty());
+
+  const std::vector<std::tuple<std::string, json, std::vector<std::string>>>
+      cases = {
+          {"/model/moe", 1, {"'model.moe'", "expected an object"}},
+          {"/model/moe/layers",
+           json::array({1, 0}),
+           {"'model.moe.layers[1]'", "layer index 0 after 1",
+            "must be ascending"}},
+          {"/model/moe/layers",
+           json::array({1, 1}),
+           {"'model.moe.layers[1]'", "layer index 1 after 1"}},
+          {"/model/moe/layers",
+           json::array({0, 2}),
+           {"'model.moe.layers[1]'",
+            "layer index 2 is out of range [0, n_layers = 2)"}},
+          {"/model/moe/layers",
+           json::array({-1}),
+           {"'model.moe.layers[0]'", "out of range"}},
+          {"/model/moe/layers",
+           json::array({"0"}),
+           {"'model.moe.layers[0]'", "expected an integer"}},
+          {"/model/moe/layers", 0, {"'model.moe.layers'", "expected an array"}},
+          {"/model/moe/n_experts",
+           0,
+           {"'model.moe.n_experts'", "out of range"}},
+          {"/model/moe/n_experts",
+           1 << 21,
+           {"'model.moe.n_experts'", "out of range [1, 1048576]"}},
+          {"/model/moe/n_experts",
+           2.5,
+           {"'model.moe.n_experts'", "expected an integer"}},
+          {"/model/moe/noop_experts",
+           -1,
+           {"'model.moe.noop_experts'", "out of range"}},
+      };
+  for (const auto &[pointer, value, pieces] : cases) {
+    json bad = j;
+    bad[json::json_pointer(pointer)] = value;
+    EXPECT_TRUE(parseFails(bad, pieces)) << pointer << " = " << value.dump();
+  }
+  for (const char *key : {"n_experts", "noop_experts", "layers"}) {
+    json bad = j;
+    bad["model"]["moe"].erase(key);
+    EXPECT_TRUE(
+        parseFails(bad, {"'model.moe." + std::string(key) + "'", "missing"}))
+        << key;
+  }
+}

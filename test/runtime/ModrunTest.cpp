@@ -451,11 +451,13 @@ TEST_F(ModrunTest, Grad) {
   Package p = Package::open(pkg);
   GradResult e = p.grad(TensorMap::load(w), tok, 2);
   TensorMap out = TensorMap::load(g);
-  EXPECT_EQ(out.size(), 3u + p.manifest().params.size());
+  EXPECT_EQ(out.size(), 4u + p.manifest().params.size());
   EXPECT_EQ(out.get("loss.total").shape, (std::vector<int64_t>{1}));
   EXPECT_EQ(out.get("loss.total").f32()[0], static_cast<float>(e.losses.total));
   EXPECT_EQ(out.get("loss.ce").f32()[0], static_cast<float>(e.losses.ce));
   EXPECT_EQ(out.get("loss.aux").f32()[0], static_cast<float>(e.losses.aux));
+  EXPECT_EQ(out.get("loss.balance").f32()[0],
+            static_cast<float>(e.losses.balance));
   for (const auto &[name, grad] : e.grads)
     EXPECT_EQ(out.get("grad." + name).data, grad.data) << name;
 

@@ -499,14 +499,14 @@ TEST_F(TrainingTest, TrainLogsSavesAndAdvancesData) {
   std::vector<std::string> log = lines(readFile(cfg.logPath));
   ASSERT_EQ(log.size(), 21u);
   EXPECT_EQ(log[0], "step,loss,ce,aux,lr,grad_norm,tokens_per_s,eval_loss,"
-                    "comm_s,comm_bytes");
+                    "comm_s,comm_bytes,balance");
   EXPECT_EQ(log[1].rfind("1,", 0), 0u);
   // No eval at step 1; one process: no collectives, so comm_s and
-  // comm_bytes are 0.
-  EXPECT_EQ(log[1].substr(log[1].size() - 12), ",,0.000000,0") << log[1];
+  // comm_bytes are 0; no MoE layers, so balance is 0.
+  EXPECT_EQ(log[1].substr(log[1].size() - 14), ",,0.000000,0,0") << log[1];
   EXPECT_EQ(log[5].find(",,"), std::string::npos) << log[5];
-  EXPECT_EQ(std::count(log[5].begin(), log[5].end(), ','), 9);
-  EXPECT_EQ(log[5].substr(log[5].size() - 11), ",0.000000,0") << log[5];
+  EXPECT_EQ(std::count(log[5].begin(), log[5].end(), ','), 10);
+  EXPECT_EQ(log[5].substr(log[5].size() - 13), ",0.000000,0,0") << log[5];
 
   Checkpoint c = loadCheckpoint(cfg.outPath, p);
   EXPECT_EQ(c.info.step, 20);

@@ -217,6 +217,41 @@ struct TrainState {
   uint64_t dataPosition = 0;
 };
 
+/// How one MoE layer (docs/model-format.md section 7) decided the tokens
+/// of a top-k forward pass: counts of ForwardResult::moe's decisions.
+/// Tokens that do not reach the MLP (decision -1: a routed layer's skipped
+/// tokens) are counted in `skipped` and in none of the shares.
+struct MoeShares {
+  int layer = 0;       ///< the layer's index
+  int64_t kept = 0;    ///< kept by a real expert (e < E)
+  int64_t noop = 0;    ///< sent to a no-op expert (E <= e < E + N)
+  int64_t dropped = 0; ///< over capacity (e + E + N)
+  int64_t skipped = 0; ///< did not reach the MLP (-1)
+  /// Tokens that reached the MLP: the shares' denominator.
+  int64_t reached() const { return kept + noop + dropped; }
+  /// `count` as a percentage of reached() (0 when none reached it).
+  double percent(int64_t count) const {
+    return reached() > 0 ? 100.0 * static_cast<double>(count) /
+                               static_cast<double>(reached())
+                         : 0.0;
+  }
+};
+
+/// Counts the decisions of `result` (a forward pass of a package with
+/// manifest `m`) per MoE layer, in Manifest::moeLayers order; throws Error
+/// naming the layer for a decision outside the encoding of
+/// modc_forward_args::moe_decisions. Empty without MoE layers.
+std::vector<MoeShares> countMoeShares(const Manifest &m,
+                                      const ForwardResult &result);
+
+/// The shares of a forward pass in top-k mode on the inputs t[:, :S] of
+/// `tokens` ([batch, seqLen + 1], a held-out batch of Corpus). Empty
+/// without MoE layers.
+std::vector<MoeShares> measureMoeShares(const Package &package,
+                                        const TensorMap &weights,
+                                        const std::vector<int32_t> &tokens,
+                                        int64_t batch);
+
 /// What one step did, for progress reports.
 struct StepRecord {
   int64_t step = 0, totalSteps = 0, lastStep = 0;
@@ -234,6 +269,10 @@ struct StepRecord {
   /// each send (P-1)/P of it to the other ranks. 0 in one process.
   uint64_t commBytes = 0;
   std::optional<double> evalLoss; ///< mean held-out cross-entropy
+  /// MoE models, at each evaluation and at the last step: the MoE layers'
+  /// shares on the first held-out batch (measureMoeShares). Empty
+  /// otherwise.
+  std::vector<MoeShares> moe;
   bool saved = false;             ///< a checkpoint was written after this step
 };
 
