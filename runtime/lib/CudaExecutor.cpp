@@ -233,6 +233,11 @@ void CudaExecutor::forward(const modc_forward_args &h, uint64_t workspaceBytes) 
     d.prefill_lengths = static_cast<const int32_t *>(
         upload("prefill_lengths", h.prefill_lengths, B * sizeof(int32_t)));
   }
+  const uint64_t moeCounts = manifest.moeLayers.size() * B *
+                             static_cast<uint64_t>(manifest.moeExperts);
+  if (h.kv_cache && h.moe_counts && moeCounts)
+    d.moe_counts = static_cast<int32_t *>(
+        upload("moe_counts", h.moe_counts, moeCounts * sizeof(int32_t)));
   check(entries.forward(&d), "forward");
   check(api.sync(), "forward");
   download(h.logits, d.logits, B * S * V * sizeof(float));
@@ -245,6 +250,8 @@ void CudaExecutor::forward(const modc_forward_args &h, uint64_t workspaceBytes) 
     download(h.moe_decisions, d.moe_decisions, nMoe * B * S * sizeof(int32_t));
   if (h.kv_cache)
     download(h.kv_counts, d.kv_counts, nLayers * B * sizeof(int32_t));
+  if (h.kv_cache && h.moe_counts && moeCounts)
+    download(h.moe_counts, d.moe_counts, moeCounts * sizeof(int32_t));
 }
 
 void CudaExecutor::grad(const modc_grad_args &h, uint64_t workspaceBytes) {
@@ -333,6 +340,12 @@ void CudaExecutor::decode(const modc_decode_args &h, uint64_t workspaceBytes,
       fmt::format("kv@{}", static_cast<const void *>(h.kv_cache)), kvCacheBytes));
   d.kv_counts = static_cast<int32_t *>(
       upload("kv_counts", h.kv_counts, nLayers * B * sizeof(int32_t)));
+  // MoE layers' running expert counts (docs/runtime.md).
+  const uint64_t moeCounts = manifest.moeLayers.size() * B *
+                             static_cast<uint64_t>(manifest.moeExperts);
+  if (h.moe_counts && moeCounts)
+    d.moe_counts = static_cast<int32_t *>(
+        upload("moe_counts", h.moe_counts, moeCounts * sizeof(int32_t)));
   d.workspace = slot("decode.workspace", workspaceBytes);
   check(entries.decode(&d), "decode");
   check(api.sync(), "decode");
@@ -340,4 +353,6 @@ void CudaExecutor::decode(const modc_decode_args &h, uint64_t workspaceBytes,
   if (nRouted)
     download(h.routed, d.routed, nRouted * B * sizeof(int32_t));
   download(h.kv_counts, d.kv_counts, nLayers * B * sizeof(int32_t));
+  if (h.moe_counts && moeCounts)
+    download(h.moe_counts, d.moe_counts, moeCounts * sizeof(int32_t));
 }

@@ -58,11 +58,18 @@ DecodeSession::DecodeSession(const Package &package, const TensorMap &weights,
                             batch, cacheBytes, wsBytes));
   }
   kvCounts_.assign(static_cast<size_t>(nLayers_ * batch), 0);
+  // Each MoE layer's running expert counts (docs/model-format.md section 7),
+  // [n_moe_layers, B, E]; at least one element, so the pointer is never null.
+  moeCounts_.assign(std::max<size_t>(m.moeLayers.size() * batch *
+                                         static_cast<size_t>(m.moeExperts),
+                                     1),
+                    0);
   positions_.assign(static_cast<size_t>(batch), 0);
 }
 
 void DecodeSession::reset() {
   std::fill(kvCounts_.begin(), kvCounts_.end(), 0);
+  std::fill(moeCounts_.begin(), moeCounts_.end(), 0);
   std::fill(positions_.begin(), positions_.end(), 0);
   std::fill(logits_.begin(), logits_.end(), 0.0f);
 }
@@ -145,6 +152,7 @@ StepResult DecodeSession::step(const std::vector<int32_t> &tokens,
     args.routed = routed.data();
     args.kv_cache = reinterpret_cast<float *>(kvCache_.data());
     args.kv_counts = kvCounts_.data();
+    args.moe_counts = moeCounts_.data();
     args.workspace = workspace_.data();
     package_->decodeRaw(args);
     const size_t V = static_cast<size_t>(vocab_);
@@ -257,6 +265,7 @@ void DecodeSession::prefillForward(
   args.prefill_lengths = lengths.data();
   args.kv_cache = reinterpret_cast<float *>(kvCache_.data());
   args.kv_counts = kvCounts_.data();
+  args.moe_counts = moeCounts_.data();
   package_->forwardRaw(args);
   for (int64_t b = 0; b < B; ++b) {
     if (lengths[b] == 0)

@@ -22,6 +22,7 @@
 #include "TestModels.h"
 
 #include "modrt/Error.h"
+#include "modrt/Generate.h"
 #include "modrt/Package.h"
 
 #include <gtest/gtest.h>
@@ -294,6 +295,85 @@ TEST_P(MoeForward, LossesAndGradients) {
         << e.worstIndex << ": ours " << e.worstOurs << ", reference "
         << e.worstRef;
   }
+}
+
+/// Token-by-token decoding with each sequence's running expert counts
+/// equals the reference's decode and the package's own causal forward; the
+/// prefill (one causal pass over a prompt) leaves the same counts as
+/// stepping through it.
+TEST_P(MoeForward, DecodeEqualsCausalForward) {
+  const Case &c = GetParam();
+  modref::ModelConfig config = modref::ModelConfig::fromJson(c.desc);
+  const modrt::Package *pkg = package(c.desc);
+  ASSERT_NE(pkg, nullptr);
+  if (!pkg->manifest().supportsDecode)
+    GTEST_SKIP() << "top-k routing without a causal router cannot decode";
+  const int64_t batch = 2, S = config.seqLen, V = config.vocabSize;
+  RouteMode mode =
+      config.hasMod ? RouteMode::Causal : RouteMode::TopK; // dense: one mode
+  ForwardInstance inst = forwardInstance(config, batch, c.seed + 3, mode);
+  ASSERT_TRUE(inst.ok) << "no instance with well-separated decisions";
+  modref::ReferenceOutput ref =
+      modref::decode(config, inst.weights, inst.tokens, batch);
+  modrt::TensorMap w = toTensorMap(inst.weights, config, pkg->manifest());
+  modrt::ForwardResult causal =
+      pkg->forward(w, inst.tokens, batch,
+                   mode == RouteMode::TopK ? modrt::RouteMode::TopK
+                                           : modrt::RouteMode::Causal);
+  modrt::DecodeSession session(*pkg, w, batch);
+  double worstRef = 0.0, worstForward = 0.0, scale = maxAbs(ref.logits);
+  std::vector<uint8_t> active(batch, 1);
+  for (int64_t i = 0; i < S; ++i) {
+    std::vector<int32_t> step(batch);
+    for (int64_t b = 0; b < batch; ++b)
+      step[b] = inst.tokens[b * S + i];
+    modrt::StepResult got = session.step(step, active);
+    for (int64_t b = 0; b < batch; ++b)
+      for (int64_t v = 0; v < V; ++v) {
+        double ours = got.logits[b * V + v];
+        worstRef = std::max(worstRef,
+                            std::abs(ours - ref.logits[(b * S + i) * V + v]));
+        worstForward = std::max(
+            worstForward, std::abs(ours - causal.logits[(b * S + i) * V + v]));
+      }
+  }
+  EXPECT_LE(worstRef, kLogitsTolerance * scale)
+      << "decode against the reference's decode";
+  EXPECT_LE(worstForward, kLogitsTolerance * scale)
+      << "decode against the causal forward";
+  // The counts the steps kept: each expert's kept tokens of each sequence,
+  // as the reference decided them.
+  int64_t width = config.nExperts + config.noopExperts;
+  std::vector<int32_t> want(pkg->manifest().moeLayers.size() * batch *
+                            config.nExperts);
+  for (size_t l = 0; l < ref.moeExpert.size(); ++l)
+    for (int64_t t = 0; t < batch * S; ++t)
+      if (ref.moeKept[l][t])
+        ++want[(l * batch + t / S) * config.nExperts + ref.moeExpert[l][t]];
+  EXPECT_EQ(session.moeCounts(), want) << "running expert counts";
+  (void)width;
+
+  // The prefill: a causal pass over prompts of 5 and 9 tokens leaves the
+  // counts that stepping through them leaves.
+  if (!pkg->manifest().supportsPrefill)
+    return;
+  std::vector<std::vector<int32_t>> prompts = {
+      {inst.tokens.begin(), inst.tokens.begin() + 5},
+      {inst.tokens.begin() + S, inst.tokens.begin() + S + 9}};
+  modrt::DecodeSession prefilled(*pkg, w, batch), stepped(*pkg, w, batch);
+  prefilled.prefill(prompts);
+  for (size_t t = 0; t < 9; ++t) {
+    std::vector<int32_t> step(batch, 0);
+    std::vector<uint8_t> on(batch, 0);
+    for (int64_t b = 0; b < batch; ++b)
+      if (t < prompts[b].size()) {
+        step[b] = prompts[b][t];
+        on[b] = 1;
+      }
+    stepped.step(step, on);
+  }
+  EXPECT_EQ(prefilled.moeCounts(), stepped.moeCounts())
+      << "the prefill's counts";
 }
 
 INSTANTIATE_TEST_SUITE_P(Matrix, MoeForward, ::testing::ValuesIn(cases()),

@@ -379,6 +379,12 @@ LogicalResult PlanEmitter::emitKernel(Operation *op) {
     int indent =
         openGroup(fmt::format("modk.moe_select layer {} C={}",
                               select.getLayer(), select.getCapacity()));
+    // A decode step's running counts: the caller's decode state.
+    std::string running =
+        select.getRunningCounts()
+            ? fmt::format("args->moe_counts + (int64_t){} * B * {}",
+                          moeIndex[select.getLayer()], experts)
+            : std::string("nullptr");
     emitCall(
         KernelCall{"moe_select",
                    {rows, select.getRouterWidth(), experts,
@@ -386,11 +392,26 @@ LogicalResult PlanEmitter::emitKernel(Operation *op) {
                    {name(select.getLogits()), "B", name(select.getSegments()),
                     optional(select.getPositions()), name(select.getProbs()),
                     name(select.getChoice()), name(select.getGate()),
-                    expertRows, optional(select.getDecisions())}}
+                    expertRows, optional(select.getDecisions()), running,
+                    optional(select.getActive())}}
             .withScratch("int32_t",
                          fmt::format("sizeof(int32_t) * B * {}", experts)),
         indent);
     closeGroup();
+    return success();
+  }
+  if (auto count = dyn_cast<modk::MoeCountOp>(op)) {
+    // The causal prefill, where the caller passes a KV cache.
+    int64_t experts = count.getNExperts();
+    os << "  if (args->kv_cache && args->moe_counts)\n";
+    emitCall({"moe_count",
+              {experts},
+              {"B", name(count.getSegments()), name(count.getPositions()),
+               name(count.getChoice()), name(count.getGate()),
+               "args->prefill_lengths",
+               fmt::format("args->moe_counts + (int64_t){} * B * {}",
+                           moeIndex[count.getLayer()], experts)}},
+             4);
     return success();
   }
   if (auto balance = dyn_cast<modk::MoeBalanceOp>(op)) {

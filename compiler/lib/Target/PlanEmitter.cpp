@@ -219,6 +219,7 @@ void PlanEmitter::emitEntryPrologue(modk::EntryOp e, StringRef exportAttr) {
           "!args->params || !args->logits || !args->kv_cache || "
           "!args->kv_counts || !args->workspace"
        << (routedIndex.empty() ? "" : " || !args->routed")
+       << (moeIndex.empty() ? "" : " || !args->moe_counts")
        << ")\n    return fail(1, \"modc_decode: a required pointer is "
           "null\");\n";
   } else if (isEval) {

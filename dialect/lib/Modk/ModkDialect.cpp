@@ -726,17 +726,19 @@ LogicalResult MoeSelectOp::verify() {
       !perRow(getGate(), b.getF32Type()))
     return emitOpError() << "choice and gate must be i32 and f32 [B, " << rows
                          << "]";
-  if (getCapacity() < 1 || getCapacity() > rows)
-    return emitOpError() << "capacity " << getCapacity() << " must be in [1, "
-                         << rows << "]";
+  if (getCapacity() < 1)
+    return emitOpError() << "capacity must be positive, got " << getCapacity();
+  // An expert keeps at most C rows of a sequence, and no more than a pass
+  // has (a decode step's one row).
+  int64_t expertRows = std::min<int64_t>(getCapacity(), rows);
   for (auto [pos, seg] :
        llvm::zip_equal(getExpertPositions(), getExpertSegments())) {
     auto p = cast<MemRefType>(pos.getType());
     auto s = cast<MemRefType>(seg.getType());
-    if (p.getRank() != 2 || p.getDimSize(1) != getCapacity() ||
+    if (p.getRank() != 2 || p.getDimSize(1) != expertRows ||
         !p.getElementType().isInteger(32) || !s.getElementType().isInteger(64))
       return emitOpError() << "an expert's rows are i32 positions [B, "
-                           << getCapacity() << "] and i64 segments";
+                           << expertRows << "] and i64 segments";
   }
   if (getDecisions() && !getPositions() &&
       cast<MemRefType>(getDecisions().getType()).getDimSize(1) != rows)

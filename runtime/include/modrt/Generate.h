@@ -96,6 +96,9 @@ public:
   int32_t kvCount(int layer, int64_t b) const;
   /// All cache counts, [n_layers, batch] row-major (what modc_decode sees).
   const std::vector<int32_t> &kvCounts() const { return kvCounts_; }
+  /// Each MoE layer's running expert counts, [n_moe_layers, B, E]: the
+  /// tokens of each sequence that each real expert kept so far.
+  const std::vector<int32_t> &moeCounts() const { return moeCounts_; }
   /// Bytes of cache in use: sum over layers and sequences of count * 2 *
   /// d_model * the element size (K and V; 4 bytes, or 2 in a bf16 model).
   uint64_t kvBytesUsed() const;
@@ -114,7 +117,7 @@ private:
   ResidentTensors residentWeights_;
   int64_t batch_, vocab_, seqLen_, nLayers_, dModel_;
   AlignedBytes kvCache_, workspace_;
-  std::vector<int32_t> kvCounts_, positions_;
+  std::vector<int32_t> kvCounts_, moeCounts_, positions_;
   std::vector<float> logits_, stepLogits_;
 };
 

@@ -62,6 +62,11 @@ typedef struct modc_forward_args {
   /// chosen expert e of a kept token or a no-op choice, e + E + N for a
   /// token over capacity, -1 for a token that does not reach the MLP.
   int32_t *moe_decisions;
+  /// Optional, with kv_cache (the causal prefill of a package with MoE
+  /// layers): [n_moe_layers, B, E], zero on entry; ends with the tokens of
+  /// each sequence's prompt that each real expert kept, the decode state of
+  /// docs/model-format.md section 7.
+  int32_t *moe_counts;
 } modc_forward_args;
 
 /// Arguments of one decode step: one new token for each active sequence.
@@ -83,6 +88,10 @@ typedef struct modc_decode_args {
                                ///< model despite the pointer type)
   int32_t *kv_counts;          ///< [n_layers, B] tokens cached; zero to reset
   void *workspace;             ///< modc_decode_workspace_bytes(B), 64-aligned
+  /// [n_moe_layers, B, E] the tokens each real expert of each MoE layer has
+  /// kept so far in each sequence (docs/model-format.md section 7); zero to
+  /// reset, with kv_counts. Required when the package has MoE layers.
+  int32_t *moe_counts;
 } modc_decode_args;
 
 /// Arguments of the training gradient: forward in top-k mode on

@@ -13,8 +13,7 @@ using namespace modc;
 
 namespace {
 /// Builds `modk.entry @decode` beside each mod.model that can decode: dense
-/// models, and MoD models with a causal router (top-k needs the future),
-/// without MoE MLPs.
+/// models, and MoD models with a causal router (top-k needs the future).
 struct GenerateDecodePass
     : public modc::impl::GenerateDecodeBase<GenerateDecodePass> {
   void runOnOperation() override {
@@ -25,11 +24,6 @@ struct GenerateDecodePass
         hasRoute |= isa<mod::RouteOp, mod::TopKOp>(op);
       });
       if (hasRoute && *model.getCausalRouter() == CausalRouter::none)
-        continue;
-      // Decoding MoE MLPs needs each sequence's running expert counts
-      // (docs/model-format.md section 7), which the decode entry does not
-      // keep yet: such a package has no decode entry.
-      if (model.hasMixtureOfExperts())
         continue;
       lowering::ModelLowering modelLowering(model, modk::EntryKind::decode);
       if (failed(modelLowering.run()))

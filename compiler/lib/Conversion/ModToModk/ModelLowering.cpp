@@ -163,6 +163,9 @@ void ModelLowering::lowerMoe(mod::MoeOp op) {
   Value n = buffers[op.getInput()];
   RowSet rows = rowSets[op.getInput()];
   int64_t r = rowsOf(op.getInput());
+  // An expert's rows a sequence: at most C, and no more than T has (a
+  // decode step's one).
+  int64_t perExpert = std::min(capacity, r);
   Type f32 = b.getF32Type(), i32 = b.getI32Type();
   // Step 1: the router's logits, in f32 in every model: they decide.
   Value logits = alloc({r, width}, f32);
@@ -175,15 +178,21 @@ void ModelLowering::lowerMoe(mod::MoeOp op) {
         gate = alloc({r}, f32);
   SmallVector<Value> positions, segments;
   for (int64_t e = 0; e < experts; ++e) {
-    positions.push_back(alloc({capacity}, i32));
+    positions.push_back(alloc({perExpert}, i32));
     segments.push_back(alloc({1}, b.getI64Type()));
   }
   Value decisions;
   if (kind == EntryKind::forward)
     decisions = output(("moe." + Twine(layer)).str(), {model.getSeqLen()}, i32);
+  // A decode step continues each sequence's running counts.
   modk::MoeSelectOp::create(
       b, loc, logits, rows.segments, decisions ? rows.positions : Value(),
-      probs, choice, gate, positions, segments, decisions, layer, capacity);
+      decoding() ? active : Value(), probs, choice, gate, positions, segments,
+      decisions, layer, capacity, /*running_counts=*/decoding());
+  // The causal prefill of a package that decodes starts those counts.
+  if (kind == EntryKind::forward && fillsKVCache())
+    modk::MoeCountOp::create(b, loc, choice, gate, rows.positions,
+                             rows.segments, layer, experts);
   // Step 3: the experts add p[e] Expert_e(n) into T's rows: the residual's
   // (mod-fuse-residual), in place where nothing reads it later, else a copy;
   // or rows of zeros.
@@ -206,11 +215,11 @@ void ModelLowering::lowerMoe(mod::MoeOp op) {
   for (int64_t e = 0; e < experts; ++e) {
     RowSet expertRows{positions[e], segments[e]};
     std::string prefix = ("moe.experts." + Twine(e) + ".").str();
-    Value gathered = alloc({capacity, d}, f32);
+    Value gathered = alloc({perExpert, d}, f32);
     modk::createGatherRows(b, loc, n, expertRows.segments, expertRows.positions,
                            gathered);
     Value hidden = lowerMlpUp(op, gathered, expertRows, layer, prefix, ff);
-    Value out = alloc({capacity, d}, f32);
+    Value out = alloc({perExpert, d}, f32);
     createGemm(b, loc, hidden,
                ValueRange{blockParam(layer, prefix + "w_down.weight", {d, ff})},
                expertRows.segments, ValueRange{}, out, modk::Epilogue::none);

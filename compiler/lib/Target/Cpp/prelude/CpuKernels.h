@@ -884,19 +884,24 @@ inline int64_t select_causal(const float *logit, int64_t B, int32_t *pos,
 /// modk.moe_select: for the rows of T (seg, B + 1 offsets; RT rows a
 /// sequence in T's buffers), the softmax, choice and gate of each row, and
 /// each real expert's kept rows in `rows`. With `decisions`, each token's
-/// decision ([B, S]; pos: T's tokens).
+/// decision ([B, S]; pos: T's tokens). With `running` (a decode step: [B, E],
+/// the rows each expert kept in earlier steps), the capacity counts them
+/// too, and the kept rows are added to them; a sequence that is not
+/// `active` (where given) keeps no row.
 template <int RT, int W, int E, int C, int S>
 inline void moe_select(const float *z, int64_t B, const int64_t *seg,
                        const int32_t *pos, float *probs, int32_t *choice,
                        float *gate, modk_small::ExpertRows<E> rows,
-                       int32_t *decisions) {
+                       int32_t *decisions, int32_t *running,
+                       const uint8_t *active) {
   std::vector<int32_t> counts(size_t(B) * E);
   const bool parallel = B > 1 && B * RT * W > detail::kMinParallelWork;
 #pragma omp parallel for if (parallel)
   for (int64_t b = 0; b < B; ++b)
-    modk_small::moeChooseSequence<W, E, C>(z, seg[b], seg[b + 1] - seg[b],
-                                           probs, choice, gate,
-                                           counts.data() + b * E);
+    modk_small::moeChooseSequence<W, E, C>(
+        z, seg[b], seg[b + 1] - seg[b], probs, choice, gate,
+        running ? running + b * E : nullptr, !active || active[b],
+        counts.data() + b * E);
   // Each expert's rows, compacted in sequence order.
   for (int e = 0; e < E; ++e) {
     int64_t at = 0;
@@ -906,6 +911,9 @@ inline void moe_select(const float *z, int64_t B, const int64_t *seg,
     }
     rows.seg[e][B] = at;
   }
+  if (running)
+    for (int64_t i = 0; i < B * E; ++i)
+      running[i] += counts[size_t(i)];
 #pragma omp parallel for if (parallel)
   for (int64_t b = 0; b < B; ++b) {
     modk_small::moeFillSequence<E, RT>(b, seg[b], seg[b + 1] - seg[b], choice,
@@ -914,6 +922,18 @@ inline void moe_select(const float *z, int64_t B, const int64_t *seg,
       modk_small::moeDecisionsSequence<W, E, S>(b, seg[b], seg[b + 1] - seg[b],
                                                 pos, choice, gate, decisions);
   }
+}
+
+/// modk.moe_count: the causal prefill's decode state, counts [B, E], from
+/// the rows of T that the forward pass kept at positions below each
+/// sequence's prefill length.
+template <int E>
+inline void moe_count(int64_t B, const int64_t *seg, const int32_t *pos,
+                      const int32_t *choice, const float *gate,
+                      const int32_t *lengths, int32_t *counts) {
+  for (int64_t b = 0; b < B; ++b)
+    modk_small::moeCountSequence<E>(seg[b], seg[b + 1] - seg[b], pos, choice,
+                                    gate, lengths[b], counts + b * E);
 }
 
 /// modk.moe_balance: the balance loss over the N = seg[B] rows of T, added

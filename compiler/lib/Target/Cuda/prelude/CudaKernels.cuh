@@ -648,11 +648,14 @@ namespace detail {
 template <int W, int E, int C>
 __global__ void moeChooseKernel(const float *z, int64_t B, const int64_t *seg,
                                 float *probs, int32_t *choice, float *gate,
-                                int32_t *counts) {
+                                const int32_t *running,
+                                const uint8_t *active, int32_t *counts) {
   const int64_t b = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (b < B)
-    modk_small::moeChooseSequence<W, E, C>(z, seg[b], seg[b + 1] - seg[b],
-                                           probs, choice, gate, counts + b * E);
+    modk_small::moeChooseSequence<W, E, C>(
+        z, seg[b], seg[b + 1] - seg[b], probs, choice, gate,
+        running ? running + b * E : nullptr, !active || active[b],
+        counts + b * E);
 }
 
 /// A thread an expert: its segment offsets, the sequences' counts summed
@@ -678,15 +681,31 @@ __global__ void moeFillKernel(int64_t B, const int64_t *seg,
                               const int32_t *pos, const int32_t *choice,
                               const float *gate,
                               modk_small::ExpertRows<E> rows,
-                              int32_t *decisions) {
+                              int32_t *decisions, const int32_t *counts,
+                              int32_t *running) {
   const int64_t b = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (b >= B)
     return;
+  if (running)
+    for (int e = 0; e < E; ++e)
+      running[b * E + e] += counts[b * E + e];
   const int64_t first = seg[b], n = seg[b + 1] - seg[b];
   modk_small::moeFillSequence<E, RT>(b, first, n, choice, gate, rows);
   if (decisions)
     modk_small::moeDecisionsSequence<W, E, S>(b, first, n, pos, choice, gate,
                                               decisions);
+}
+
+/// A thread a sequence: the causal prefill's decode state.
+template <int E>
+__global__ void moeCountKernel(int64_t B, const int64_t *seg,
+                               const int32_t *pos, const int32_t *choice,
+                               const float *gate, const int32_t *lengths,
+                               int32_t *counts) {
+  const int64_t b = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (b < B)
+    modk_small::moeCountSequence<E>(seg[b], seg[b + 1] - seg[b], pos, choice,
+                                    gate, lengths[b], counts + b * E);
 }
 
 /// One thread: the balance loss over every row in order (the CPU's sums),
@@ -734,18 +753,30 @@ template <int RT, int W, int E, int C, int S>
 inline void moe_select(const float *z, int64_t B, const int64_t *seg,
                        const int32_t *pos, float *probs, int32_t *choice,
                        float *gate, modk_small::ExpertRows<E> rows,
-                       int32_t *decisions, int32_t *counts,
+                       int32_t *decisions, int32_t *running,
+                       const uint8_t *active, int32_t *counts,
                        cudaStream_t stream) {
   const unsigned blocks = unsigned(ceilDiv(B, detail::kThreads));
   auto choose = detail::moeChooseKernel<W, E, C>;
   MODC_LAUNCH(choose, blocks, detail::kThreads, 0, stream, z, B, seg, probs,
-              choice, gate, counts);
+              choice, gate, running, active, counts);
   auto segments = detail::moeExpertSegmentsKernel<E>;
   MODC_LAUNCH(segments, unsigned(ceilDiv(E, detail::kThreads)),
               detail::kThreads, 0, stream, B, counts, rows);
   auto fill = detail::moeFillKernel<RT, W, E, S>;
   MODC_LAUNCH(fill, blocks, detail::kThreads, 0, stream, B, seg, pos, choice,
-              gate, rows, decisions);
+              gate, rows, decisions, counts, running);
+}
+
+/// modk.moe_count (the CPU's moe_count).
+template <int E>
+inline void moe_count(int64_t B, const int64_t *seg, const int32_t *pos,
+                      const int32_t *choice, const float *gate,
+                      const int32_t *lengths, int32_t *counts,
+                      cudaStream_t stream) {
+  auto count = detail::moeCountKernel<E>;
+  MODC_LAUNCH(count, unsigned(ceilDiv(B, detail::kThreads)), detail::kThreads,
+              0, stream, B, seg, pos, choice, gate, lengths, counts);
 }
 
 /// modk.moe_balance (the CPU's moe_balance); `coef`: 2 W floats of

@@ -251,23 +251,41 @@ MODC_HOST_DEVICE int moeChooseRow(const float *z, float *probs, float *chosen) {
 /// One sequence's rows [first, first + n) of the rows T that reach an MoE
 /// MLP, in order: each row's probabilities and choice, whether it is kept
 /// (a real expert that has kept fewer than C of the sequence's earlier
-/// rows), its gate (p[e] if kept, else 0), and counts[e], the rows expert
-/// e keeps.
+/// rows: `before[e]` of earlier passes, a decode step's running counts, or
+/// none where null, plus this pass's), its gate (p[e] if kept, else 0), and
+/// counts[e], the rows expert e keeps in this pass. A sequence that does
+/// not `keep` (an inactive one of a decode step) keeps no row.
 template <int W, int E, int C>
 MODC_HOST_DEVICE void
 moeChooseSequence(const float *z, int64_t first, int64_t n, float *probs,
-                  int32_t *choice, float *gate, int32_t *counts) {
+                  int32_t *choice, float *gate, const int32_t *before,
+                  bool keep, int32_t *counts) {
   for (int e = 0; e < E; ++e)
     counts[e] = 0;
   for (int64_t r = first; r < first + n; ++r) {
     float chosen;
     const int e = moeChooseRow<W>(z + r * W, probs + r * W, &chosen);
     choice[r] = e;
-    const bool kept = e < E && counts[e] < C;
+    const bool kept = keep && e < E && (before ? before[e] : 0) + counts[e] < C;
     if (kept)
       ++counts[e];
     gate[r] = kept ? chosen : 0.0f;
   }
+}
+
+/// The causal prefill's decode state of sequence b (docs/model-format.md
+/// section 7): counts[e], the rows of its prompt (positions below
+/// `length`) that real expert e kept.
+template <int E>
+MODC_HOST_DEVICE void moeCountSequence(int64_t first, int64_t n,
+                                       const int32_t *pos,
+                                       const int32_t *choice, const float *gate,
+                                       int32_t length, int32_t *counts) {
+  for (int e = 0; e < E; ++e)
+    counts[e] = 0;
+  for (int64_t r = first; r < first + n; ++r)
+    if (gate[r] > 0.0f && pos[r] < length)
+      ++counts[choice[r]];
 }
 
 /// Sequence b's kept rows into their experts' row sets, in order, from

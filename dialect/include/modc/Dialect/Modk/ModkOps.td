@@ -371,16 +371,25 @@ def Modk_MoeSelectOp : Modk_Op<"moe_select", [AttrSizedOperandSegments,
     `decisions` (optional, [B, seq_len] at the tokens): e for a kept row or
     a no-op choice, e + E + N for a row over capacity, -1 for a token that
     does not reach the MLP.
+
+    `running_counts` (a decode step): the capacity also counts the rows
+    each expert kept in the sequence's earlier steps, the decode state that
+    the caller passes (docs/runtime.md), to which this step's kept rows are
+    added. `active` (a decode step's): a row of a sequence that is not
+    active is never kept, counted or computed by an expert.
   }];
   let arguments = (ins Modk_Read:$logits, Modk_Read:$segments,
-                   Modk_OptionalRead:$positions, Modk_Written:$probs,
+                   Modk_OptionalRead:$positions, Modk_OptionalRead:$active,
+                   Modk_Written:$probs,
                    Modk_Written:$choice, Modk_Written:$gate,
                    Arg<Variadic<AnyMemRef>, "written", [MemWrite]>:$expert_positions,
                    Arg<Variadic<AnyMemRef>, "written", [MemWrite]>:$expert_segments,
                    Modk_OptionalWritten:$decisions,
-                   I64Attr:$layer, I64Attr:$capacity);
+                   I64Attr:$layer, I64Attr:$capacity,
+                   UnitAttr:$running_counts);
   let assemblyFormat = [{
-    $logits `rows` $segments (`at` $positions^)? `->` $probs `,` $choice `,`
+    $logits `rows` $segments (`at` $positions^)? (`active` $active^)? `->`
+    $probs `,` $choice `,`
     $gate `experts` `(` $expert_positions `)` `(` $expert_segments `)`
     (`decisions` $decisions^)? attr-dict `:` type(operands)
   }];
@@ -390,6 +399,26 @@ def Modk_MoeSelectOp : Modk_Op<"moe_select", [AttrSizedOperandSegments,
     int64_t getNumExperts() { return getExpertPositions().size(); }
     /// E + N: the router's width.
     int64_t getRouterWidth();
+  }];
+}
+
+def Modk_MoeCountOp : Modk_Op<"moe_count"> {
+  let summary = "The causal prefill of an MoE layer's decode state";
+  let description = [{
+    Where the caller passes a KV cache to the forward entry (the causal
+    prefill), counts, per sequence and real expert, the rows of T
+    (`segments`, at token `positions`) that the layer kept at positions
+    below the sequence's prefill length: the running counts that decoding
+    continues from (docs/model-format.md section 7). The lowering places one
+    after each modk.moe_select of the forward entry of a package that
+    decodes.
+  }];
+  let arguments = (ins Modk_Read:$choice, Modk_Read:$gate,
+                   Modk_Read:$positions, Modk_Read:$segments, I64Attr:$layer,
+                   I64Attr:$n_experts);
+  let assemblyFormat = [{
+    $choice `,` $gate `rows` $positions `,` $segments attr-dict `:`
+    type(operands)
   }];
 }
 
