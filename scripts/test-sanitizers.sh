@@ -45,6 +45,9 @@ LIGHT_EXCLUDE+='|^(Bf16Grad\.CloseToF32Gradients|CompiledEquivalence\.FullCapaci
 # the ones kept).
 LIGHT_EXCLUDE+='|^Matrix/CompiledVsReference\.LogitsAndRouting/.*_B1_|^Matrix/ManifestMatchesSpec\.'
 LIGHT_EXCLUDE+='|^Models/DecodeIntegrationTest\..*/(predictor|aux)_all( |$)'
+# The MoE checks that compile models of their own (the tied-logits and the
+# one-expert identity checks); the MoE matrix runs the same kernels.
+LIGHT_EXCLUDE+='|^(MoeTies|MoeIdentity)\.'
 
 scripts/install-deps.sh
 # intercept_tls_get_addr=0: GCC 12's __tls_get_addr interceptor can misread

@@ -164,10 +164,16 @@ ForwardInstance forwardInstance(const modref::ModelConfig &config,
   return inst;
 }
 
-void expectForwardMatches(const Case &c, const modrt::Package &pkg,
-                          const modref::ModelConfig &config,
-                          const ForwardInstance &inst, int64_t batch,
-                          RouteMode mode) {
+/// The forward pass of case `c` in `mode` on three sequences against the
+/// reference: logits, and every MoE decision.
+void expectForwardMatches(const Case &c, RouteMode mode) {
+  const int64_t batch = 3;
+  modref::ModelConfig config = modref::ModelConfig::fromJson(c.desc);
+  const modrt::Package *found = package(c.desc);
+  ASSERT_NE(found, nullptr);
+  const modrt::Package &pkg = *found;
+  ForwardInstance inst = forwardInstance(config, batch, c.seed, mode);
+  ASSERT_TRUE(inst.ok) << "no instance with well-separated decisions";
   modrt::ForwardResult got;
   try {
     got = pkg.forward(toTensorMap(inst.weights, config, pkg.manifest()),
@@ -198,6 +204,11 @@ void expectForwardMatches(const Case &c, const modrt::Package &pkg,
       noop += want >= config.nExperts && want < width;
       dropped += want >= width;
     }
+  // Every configuration keeps tokens, drops some over capacity and, with
+  // no-op experts, sends some to them: each path is exercised.
+  EXPECT_GT(kept, 0);
+  EXPECT_GT(dropped, 0) << "no token over capacity";
+  EXPECT_EQ(noop > 0, config.noopExperts > 0);
   ::testing::Test::RecordProperty(
       "kept_noop_dropped", std::to_string(kept) + "/" + std::to_string(noop) +
                                "/" + std::to_string(dropped));
@@ -206,25 +217,14 @@ void expectForwardMatches(const Case &c, const modrt::Package &pkg,
 class MoeForward : public ::testing::TestWithParam<Case> {};
 
 TEST_P(MoeForward, LogitsAndDecisionsTopK) {
-  const Case &c = GetParam();
-  modref::ModelConfig config = modref::ModelConfig::fromJson(c.desc);
-  const modrt::Package *pkg = package(c.desc);
-  ASSERT_NE(pkg, nullptr);
-  ForwardInstance inst = forwardInstance(config, 3, c.seed, RouteMode::TopK);
-  ASSERT_TRUE(inst.ok) << "no instance with well-separated decisions";
-  expectForwardMatches(c, *pkg, config, inst, 3, RouteMode::TopK);
+  expectForwardMatches(GetParam(), RouteMode::TopK);
 }
 
 TEST_P(MoeForward, LogitsAndDecisionsCausal) {
-  const Case &c = GetParam();
-  modref::ModelConfig config = modref::ModelConfig::fromJson(c.desc);
-  if (config.causalRouter == modref::CausalRouter::None)
+  if (modref::ModelConfig::fromJson(GetParam().desc).causalRouter ==
+      modref::CausalRouter::None)
     GTEST_SKIP() << "no causal mode without a causal router";
-  const modrt::Package *pkg = package(c.desc);
-  ASSERT_NE(pkg, nullptr);
-  ForwardInstance inst = forwardInstance(config, 3, c.seed, RouteMode::Causal);
-  ASSERT_TRUE(inst.ok) << "no instance with well-separated decisions";
-  expectForwardMatches(c, *pkg, config, inst, 3, RouteMode::Causal);
+  expectForwardMatches(GetParam(), RouteMode::Causal);
 }
 
 TEST_P(MoeForward, LossesAndGradients) {

@@ -948,16 +948,10 @@ inline void moe_balance(const float *probs, const int32_t *choice,
   const int64_t rows = seg[B];
   if (rows <= 0)
     return;
-  double count[W] = {}, psum[W] = {};
-  for (int64_t r = 0; r < rows; ++r) {
-    count[choice[r]] += 1.0;
-    for (int c = 0; c < W; ++c)
-      psum[c] += probs[r * W + c];
-  }
-  double loss = 0.0, n = double(rows);
-  for (int c = 0; c < W; ++c)
-    loss += (count[c] / n) * (psum[c] / n);
-  loss *= W;
+  double count[W], psum[W];
+  const double loss =
+      modk_small::moeBalanceLoss<W>(probs, choice, rows, count, psum);
+  const double n = double(rows);
   losses[3] += float(loss / double(n_moe));
   losses[0] += float(weight * loss / double(n_moe));
   if (!dlogits)

@@ -322,6 +322,26 @@ moeDecisionsSequence(int64_t b, int64_t first, int64_t n, const int32_t *pos,
   }
 }
 
+/// The balance loss of the `rows` rows of T (docs/model-format.md section 7):
+/// count[c], the rows that chose c, and psum[c], the sum of their p[c], in
+/// row order, in double; returns L_bal = W sum_c frac_c mean_p_c.
+template <int W>
+MODC_HOST_DEVICE double moeBalanceLoss(const float *probs,
+                                       const int32_t *choice, int64_t rows,
+                                       double *count, double *psum) {
+  for (int c = 0; c < W; ++c)
+    count[c] = psum[c] = 0.0;
+  for (int64_t r = 0; r < rows; ++r) {
+    count[choice[r]] += 1.0;
+    for (int c = 0; c < W; ++c)
+      psum[c] += probs[r * W + c];
+  }
+  double loss = 0.0, n = double(rows);
+  for (int c = 0; c < W; ++c)
+    loss += (count[c] / n) * (psum[c] / n);
+  return loss * W;
+}
+
 /// The balance loss's gradient coefficient of expert c (docs/model-format.md
 /// section 7): d(weight L_bal / n_moe) / dp_c of each of the N rows,
 /// weight W frac_c / (N n_moe) with frac_c = count_c / N.
