@@ -47,7 +47,7 @@ LIGHT_EXCLUDE+='|^Matrix/CompiledVsReference\.LogitsAndRouting/.*_B1_|^Matrix/Ma
 LIGHT_EXCLUDE+='|^Models/DecodeIntegrationTest\..*/(predictor|aux)_all( |$)'
 # The MoE checks that compile models of their own (the tied-logits and the
 # one-expert identity checks); the MoE matrix runs the same kernels.
-LIGHT_EXCLUDE+='|^(MoeTies|MoeIdentity)\.'
+LIGHT_EXCLUDE+='|^(MoeTies|MoeIdentity|MoeBf16)\.'
 
 scripts/install-deps.sh
 # intercept_tls_get_addr=0: GCC 12's __tls_get_addr interceptor can misread

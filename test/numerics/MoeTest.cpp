@@ -465,3 +465,47 @@ TEST(MoeIdentity, OneExpertIsTheDenseModel) {
 }
 
 } // namespace
+
+namespace {
+
+/// A bf16 model (docs/model-format.md): the experts' products round their
+/// operands to bf16, the router stays f32. One layer, so that rounding
+/// flips cannot cascade: logits within the bf16 tolerance of the bf16
+/// reference, and the same decisions where the top-1 margin exceeds what an
+/// f32 and an fp64 sum can disagree on.
+TEST(MoeBf16, OneLayerMatchesTheBf16Reference) {
+  json desc = withMoe(
+      denseModel("moe_bf16_one_layer", 32, 2, 1, 16, "swiglu", true, 32, 32),
+      moeObject(2, 2, 24, 1.0));
+  desc["dtype"] = "bf16";
+  modref::ModelConfig config = modref::ModelConfig::fromJson(desc);
+  const modrt::Package *pkg = package(desc);
+  ASSERT_NE(pkg, nullptr);
+  const int64_t batch = 2, width = config.nExperts + config.noopExperts;
+  modref::Weights weights;
+  std::vector<int32_t> tokens;
+  modref::ReferenceOutput ref;
+  bool ok = false;
+  for (int attempt = 0; attempt < 20 && !ok; ++attempt) {
+    weights = modtest::randomWeights(config, 501 + attempt);
+    tokens = modtest::randomTokens(batch, config.seqLen, config.vocabSize,
+                                   601 + attempt);
+    ref = modref::forward(config, weights, tokens, batch, RouteMode::TopK);
+    ok = moeMargin(ref, width) > 1e-2;
+  }
+  ASSERT_TRUE(ok) << "no instance with well-separated decisions";
+  modrt::ForwardResult got =
+      pkg->forward(toTensorMap(weights, config, pkg->manifest()), tokens, batch,
+                   modrt::RouteMode::TopK);
+  double worst = 0.0;
+  for (size_t i = 0; i < got.logits.size(); ++i)
+    worst = std::max(worst, std::abs(got.logits[i] - ref.logits[i]));
+  EXPECT_LE(worst, 1e-2 * maxAbs(ref.logits)) << "logits";
+  for (size_t t = 0; t < got.moe[0].size(); ++t)
+    ASSERT_EQ(got.moe[0][t],
+              expectedDecision(ref.moeExpert[0][t], ref.moeKept[0][t],
+                               config.nExperts, width))
+        << "token " << t;
+}
+
+} // namespace
