@@ -223,9 +223,11 @@ const char kEvalUsage[] =
     "batches of B windows of seq_len + 1 tokens. Prints the mean next-token\n"
     "cross-entropy with top-k routing (training) and with causal routing\n"
     "(sampling), and for each routed layer how often the causal router's\n"
-    "decision agrees with top-k membership on the top-k pass. Defaults:\n"
-    "--batch 8, --batches 8. W may be a checkpoint of modrun train. Tokens\n"
-    "are bytes unless --tokenizer or the package names a tokenizer.json.\n";
+    "decision agrees with top-k membership on the top-k pass; with MoE\n"
+    "MLPs, the balance loss and each MoE layer's kept, no-op and dropped\n"
+    "shares. Defaults: --batch 8, --batches 8. W may be a checkpoint of\n"
+    "modrun train. Tokens are bytes unless --tokenizer or the package names\n"
+    "a tokenizer.json.\n";
 
 void declareEval(CommandLine &line) {
   packageArgument(line)
@@ -335,7 +337,7 @@ int runEval(const CommandLine &line) {
                  "% of {} tokens{}\n",
                  m.layer, m.percent(m.kept), m.percent(m.noop),
                  m.percent(m.dropped), m.reached(),
-                 m.skipped ? fmt::format(" ({} routed past the layer, not "
+                 m.skipped ? fmt::format(" ({} skipped the block, not "
                                          "counted)",
                                          m.skipped)
                            : "");

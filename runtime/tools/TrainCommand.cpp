@@ -400,9 +400,9 @@ public:
             "{} held-out tokens{}\n",
             m.layer, m.percent(m.kept), m.percent(m.noop), m.percent(m.dropped),
             m.reached(),
-            m.skipped ? fmt::format(" ({} routed past the layer, not counted)",
-                                    m.skipped)
-                      : ""));
+            m.skipped
+                ? fmt::format(" ({} skipped the block, not counted)", m.skipped)
+                : ""));
     }
     std::fflush(stderr);
   }
