@@ -492,6 +492,7 @@ TEST_F(TrainingTest, TrainLogsSavesAndAdvancesData) {
     EXPECT_EQ(r.saved, r.step % 5 == 0) << r.step; // saves follow evals
     EXPECT_EQ(r.commSeconds, 0.0) << r.step;         // one process
     EXPECT_EQ(r.commBytes, 0u) << r.step;
+    EXPECT_TRUE(r.moe.empty()) << r.step; // no MoE layers, no shares
   }
   // The fake's aux (half the squared weights) shrinks under weight decay.
   EXPECT_LT(recs.back().losses.aux, recs.front().losses.aux);
@@ -653,4 +654,35 @@ TEST_F(TrainingTest, CorpusThroughATokenizer) {
       Corpus::load({tmp.path("a.txt"), tmp.path("b.txt")}, 4, 2, Tokenizer());
   EXPECT_EQ(bytes.size(), text.size());
   EXPECT_EQ(bytes.hash(), fnv1a64(text.data(), text.size()));
+}
+
+// The encoding of ForwardResult::moe (docs/runtime.md) with E = 2, N = 1:
+// 0..1 kept, 2 no-op, 3..4 dropped, -1 not counted; anything else is an
+// error naming the layer.
+TEST(MoeSharesTest, CountsTheEncoding) {
+  nlohmann::json j = nlohmann::json::parse(kFakeManifest);
+  j["model"]["moe"] = {{"n_experts", 2}, {"noop_experts", 1}, {"layers", {1}}};
+  Manifest m = Manifest::parse(j.dump(), "m.json");
+  ForwardResult r;
+  r.moe = {{0, 1, 1, 2, 3, 4, -1, -1}};
+  std::vector<MoeShares> s = countMoeShares(m, r);
+  ASSERT_EQ(s.size(), 1u);
+  EXPECT_EQ(s[0].layer, 1);
+  EXPECT_EQ(s[0].kept, 3);
+  EXPECT_EQ(s[0].noop, 1);
+  EXPECT_EQ(s[0].dropped, 2);
+  EXPECT_EQ(s[0].skipped, 2);
+  EXPECT_EQ(s[0].reached(), 6);
+  EXPECT_DOUBLE_EQ(s[0].percent(s[0].kept), 50.0);
+  EXPECT_DOUBLE_EQ(MoeShares{}.percent(0), 0.0); // nothing reached the MLP
+  for (int32_t bad : {5, -2}) {
+    r.moe = {{0, bad}};
+    EXPECT_TRUE(throwsError([&] { countMoeShares(m, r); },
+                            {"MoE layer 1", fmt::format("decision {}", bad),
+                             "outside [-1, 2E + N = 5)"}))
+        << bad;
+  }
+  r.moe.clear();
+  EXPECT_TRUE(throwsError([&] { countMoeShares(m, r); },
+                          {"decisions for 0 MoE layers", "lists 1"}));
 }
