@@ -272,13 +272,14 @@ LogicalResult PlanEmitter::emitKernel(Operation *op) {
   }
   if (auto dgrad = dyn_cast<modk::GemmDgradOp>(op)) {
     auto w = cast<MemRefType>(dgrad.getWeight().getType()).getShape();
-    emitCall(withGemmPlan(
-        {"linear_dgrad",
-         gemmShape(w[0], w[1]),
-         {name(dgrad.getDy()), rowsArg(dgrad.getSegments(), dgrad.getDy()),
-          name(dgrad.getWeight()), name(dgrad.getDa()),
-          boolLiteral(dgrad.getAccumulate())}},
-        dgrad));
+    emitGemmDgrad(dgrad,
+                  withGemmPlan({"linear_dgrad",
+                                gemmShape(w[0], w[1]),
+                                {name(dgrad.getDy()),
+                                 rowsArg(dgrad.getSegments(), dgrad.getDy()),
+                                 name(dgrad.getWeight()), name(dgrad.getDa()),
+                                 boolLiteral(dgrad.getAccumulate())}},
+                               dgrad));
     return success();
   }
   if (auto wgrad = dyn_cast<modk::GemmWgradOp>(op)) {

@@ -335,6 +335,11 @@ protected:
   virtual mlir::LogicalResult emitTargetKernel(mlir::Operation *op) = 0;
   /// A GEMM and its fused epilogue, inside the group emitKernel opened.
   virtual void emitGemm(modk::GemmOp op, int indent) = 0;
+  /// An input gradient's product, `call` its kernel library's call: CUDA
+  /// calls a CUTLASS plan instead where one is configured.
+  virtual void emitGemmDgrad(modk::GemmDgradOp op, const KernelCall &call) {
+    emitCall(call);
+  }
   /// Rows the host copies of a row set over `buffer`: the row count itself
   /// on the CPU, its static bound on CUDA (the count is on the device).
   virtual std::string hostRows(mlir::Value segments, mlir::Value buffer) = 0;

@@ -20,7 +20,7 @@
 //   128x256 tile would pad 128 more columns; the 128x128 tile from
 //   131 * 128 + 1 rows.
 // - An f32-stored input, a `rows` epilogue, an f32 product (precision) and
-//   the gradients' products keep the tile kernels.
+//   the weight gradients keep the tile kernels (input gradients: below).
 // CHECK-LABEL: modk.entry @forward
 // CHECK: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 65: cutlass 64x128x64 cluster 1x1 stages 8 pingpong raster along_n, from 513: cutlass 128x128x64 cluster 2x1 stages 6 cooperative raster along_n, from 1025: cutlass 128x256x64 cluster 2x1 stages 4 cooperative raster along_n>, epilogue = #modk.epilogue<none>}
 // CHECK: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 65: cutlass 64x128x64 cluster 1x1 stages 8 pingpong raster along_n, from 513: cutlass 128x128x64 cluster 2x1 stages 6 cooperative raster along_n, from 1025: cutlass 128x256x64 cluster 2x1 stages 4 cooperative raster along_n>, epilogue = #modk.epilogue<none>}
@@ -88,4 +88,40 @@ modk.entry @decode attributes {kind = #modk.entry_kind<decode>, model = #modk.mo
   %n = modk.alloc : memref<?x64xbf16>
   %q = modk.alloc : memref<?x128xf32>
   modk.gemm %n, [%wq] rows %seg -> %q {epilogue = #modk.epilogue<none>} : memref<?x64xbf16>, memref<128x64xf32>, memref<?x1xi64>, memref<?x128xf32>
+}
+
+// -----
+
+// Input gradients (modk.gemm_dgrad, dA [rows, 4096] (+)= dY [rows, 64] W
+// [64, 4096]) of a bf16 entry whose dY is stored bf16 run on CUTLASS where
+// forward products would, on sm_90a: mma.sync below 64 rows (no few-row
+// kernel for gradients), then the same tiles by the same rules over dA's
+// 4096 columns. dA is f32. An accumulating gradient's epilogue reads dA
+// (beta = 1): four stages of rows x 32 f32 beside the mainloop's instead
+// of two, so 5 stages on 128x128 (6 where it stores) and 3 on 128x256 (4).
+// An f32-stored dY keeps the tiles; so does sm_80 (its CUTLASS kernels
+// run forward products only), and the default library.
+// CHECK-LABEL: modk.entry @grad
+// CHECK: modk.gemm_dgrad{{.*}}{accumulate = false, config = #modk.gemm_config<mma 64x64, from 64: cutlass 64x128x64 cluster 1x1 stages 8 pingpong raster along_n, from 513: cutlass 128x128x64 cluster 2x1 stages 6 cooperative raster along_n, from 1025: cutlass 128x256x64 cluster 2x1 stages 4 cooperative raster along_n>}
+// CHECK: modk.gemm_dgrad{{.*}}{accumulate = true, config = #modk.gemm_config<mma 64x64, from 64: cutlass 64x128x64 cluster 1x1 stages 8 pingpong raster along_n, from 513: cutlass 128x128x64 cluster 2x1 stages 5 cooperative raster along_n, from 1025: cutlass 128x256x64 cluster 2x1 stages 3 cooperative raster along_n>}
+// CHECK: modk.gemm_dgrad{{.*}}{accumulate = false, config = #modk.gemm_config<mma 64x64, from 64: wgmma 128x64, from 513: wgmma 128x128>}
+// A100-LABEL: modk.entry @grad
+// A100: modk.gemm_dgrad{{.*}}{accumulate = false, config = #modk.gemm_config<mma 64x64, from 769: mma 128x128>}
+// A100: modk.gemm_dgrad{{.*}}{accumulate = true, config = #modk.gemm_config<mma 64x64, from 769: mma 128x128>}
+// A100-NOT: cutlass
+// PINNED-LABEL: modk.entry @grad
+// PINNED: modk.gemm_dgrad{{.*}}{accumulate = false, config = #modk.gemm_config<wgmma 128x128 tma 132, from 64: cutlass 128x256x64 cluster 1x1 stages 4 cooperative raster along_n>}
+// PINNED: modk.gemm_dgrad{{.*}}{accumulate = true, config = #modk.gemm_config<wgmma 128x128 tma 132, from 64: cutlass 128x256x64 cluster 1x1 stages 3 cooperative raster along_n>}
+// TILES-LABEL: modk.entry @grad
+// TILES: modk.gemm_dgrad{{.*}}{accumulate = false, config = #modk.gemm_config<mma 64x64, from 64: wgmma 128x64 tma 264, from 513: wgmma 128x128 tma 132>}
+// TILES-NOT: cutlass
+modk.entry @grad attributes {kind = #modk.entry_kind<grad>, model = #modk.model<name = "t", vocab_size = 64, d_model = 64, n_layers = 1, n_heads = 1, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = bf16>, modes = [#modk.mode<topk>], params = [#modk.param<name = "w", shape = [64, 4096], init = ones>]} {
+  %w = modk.param "w" : memref<64x4096xf32>
+  %seg = modk.alloc : memref<?x1xi64>
+  %dy = modk.alloc : memref<?x16x64xbf16>
+  %da = modk.alloc : memref<?x16x4096xf32>
+  modk.gemm_dgrad(%dy, %w, %seg, %da) {accumulate = false} : memref<?x16x64xbf16>, memref<64x4096xf32>, memref<?x1xi64>, memref<?x16x4096xf32>
+  modk.gemm_dgrad(%dy, %w, %seg, %da) {accumulate = true} : memref<?x16x64xbf16>, memref<64x4096xf32>, memref<?x1xi64>, memref<?x16x4096xf32>
+  %dyf = modk.alloc : memref<?x16x64xf32>
+  modk.gemm_dgrad(%dyf, %w, %seg, %da) {accumulate = false} : memref<?x16x64xf32>, memref<64x4096xf32>, memref<?x1xi64>, memref<?x16x4096xf32>
 }

@@ -225,6 +225,86 @@ struct Sm90Gemm {
 } // namespace modc_cutlass
 )cpp";
 
+// An input gradient's kernel on sm_90a (appended after kSm90 to the
+// files of modk.gemm_dgrad's variants only, so that forward kernel files
+// keep their text): the reduction runs along W's rows, so W is read
+// N-major instead of K-major, and an accumulating gradient adds dA's old
+// values in the epilogue (beta = 1, read by TMA).
+static const char kSm90Dgrad[] = R"cpp(
+namespace modc_cutlass {
+
+/// da[M, K] (+)= dy[M, N] w[N, K] on sm_90a: the launcher's (m, n, k) are
+/// (M, K, N). dy bf16 row-major (K-major for the product), w bf16 [N, K]
+/// row-major (N-major for the product, MN-major wgmma operands), f32
+/// accumulation, da f32. Accumulate: the epilogue adds da's old values
+/// (beta = 1, read in place by TMA), else it stores. The tile, cluster,
+/// stages, schedule and raster as in Sm90Gemm.
+template <int BM, int BN, int BK, int CM, int CN, int Stages, bool Pingpong,
+          bool AlongN, bool Accumulate, int SharedBytes>
+struct Sm90Dgrad {
+  using Source = std::conditional_t<Accumulate, float, void>;
+  using Tile = cute::Shape<cute::Int<BM>, cute::Int<BN>, cute::Int<BK>>;
+  using Cluster = cute::Shape<cute::Int<CM>, cute::Int<CN>, cute::_1>;
+  using KernelSchedule =
+      std::conditional_t<Pingpong,
+                         cutlass::gemm::KernelTmaWarpSpecializedPingpong,
+                         cutlass::gemm::KernelTmaWarpSpecializedCooperative>;
+  using EpilogueSchedule =
+      std::conditional_t<Pingpong, cutlass::epilogue::TmaWarpSpecialized,
+                         cutlass::epilogue::TmaWarpSpecializedCooperative>;
+  using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, Tile, Cluster,
+      cutlass::epilogue::collective::EpilogueTileAuto, float, float, Source,
+      cutlass::layout::RowMajor, 4, float, cutlass::layout::RowMajor, 4,
+      EpilogueSchedule>::CollectiveOp;
+  using Mainloop = typename cutlass::gemm::collective::CollectiveBuilder<
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, Bf16,
+      cutlass::layout::RowMajor, 8, Bf16, cutlass::layout::RowMajor, 8, float,
+      Tile, Cluster, cutlass::gemm::collective::StageCount<Stages>,
+      KernelSchedule>::CollectiveOp;
+  using Kernel = cutlass::gemm::kernel::GemmUniversal<
+      cute::Shape<int, int, int, int>, Mainloop, Epilogue>;
+  using Adapter = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
+  static_assert(sizeof(typename Kernel::SharedStorage) <= SharedBytes,
+                "the configured stages do not fit the part's shared memory "
+                "(modc/Dialect/Modk/CudaTargets.h)");
+
+  /// The kernel, instantiated (a build check takes its address).
+  static auto kernel() { return &cutlass::device_kernel<Kernel>; }
+
+  /// Enqueues the product over m rows (the bound: the kernel computes every
+  /// row below it); false where CUTLASS declines it.
+  static bool run(const Bf16 *dy, const int64_t * /*rows*/, const Bf16 *w,
+                  float *da, int64_t m, int64_t n, int64_t k, cudaStream_t s) {
+    typename Kernel::StrideA strideA{};
+    typename Kernel::StrideB strideB{};
+    typename Kernel::StrideC strideC{};
+    typename Kernel::StrideD strideD{};
+    cute::get<0>(strideA) = k; // dy's rows: N apart
+    cute::get<1>(strideB) = n; // w's rows (the reduction): K apart
+    cute::get<0>(strideC) = n;
+    cute::get<0>(strideD) = n;
+    typename Adapter::Arguments args{
+        cutlass::gemm::GemmUniversalMode::kGemm,
+        {int(m), int(n), int(k), 1},
+        {dy, strideA, w, strideB},
+        {{1.0f, Accumulate ? 1.0f : 0.0f},
+         Accumulate ? da : nullptr,
+         strideC,
+         da,
+         strideD},
+        hardwareInfo()};
+    using Raster = typename Kernel::TileScheduler::RasterOrderOptions;
+    args.scheduler.raster_order = AlongN ? Raster::AlongN : Raster::AlongM;
+    Adapter gemm;
+    return gemm.can_implement(args) == cutlass::Status::kSuccess &&
+           gemm.initialize(args, nullptr, s) == cutlass::Status::kSuccess &&
+           gemm.run(s) == cutlass::Status::kSuccess;
+  }
+};
+} // namespace modc_cutlass
+)cpp";
+
 static const char kSm80[] =
     R"cpp(#include <cutlass/epilogue/thread/linear_combination.h>
 #include <cutlass/gemm/kernel/default_gemm.h>
@@ -401,14 +481,69 @@ inline void linear(const modk_cuda::bf16 *a, const int64_t *rows,
 } // namespace modc_cutlass
 )cpp";
 
-/// The key of a product's CUTLASS plan: its configuration and output type.
+// An input gradient's entry point (only where a modk.gemm_dgrad runs on
+// CUTLASS): its plan's kernels add or store as the product was configured.
+static const char kDgradPlan[] = R"cpp(
+namespace modc_cutlass {
+/// da[m, k] (+)= sum_n dy[m, n] w[n, k] for m < *rows: on the CUTLASS plan
+/// where it runs (its kernels add when the product accumulates), else on
+/// the hand-written tiles of TilePlan.
+template <int N, int K, typename TilePlan, typename CutlassPlan>
+inline void linear_dgrad(const modk_cuda::bf16 *dy, const int64_t *rows,
+                         int64_t maxRows, const float *w, float *da,
+                         bool accumulate, cudaStream_t s) {
+  if (maxRows > 0 && CutlassPlan::run(dy, rows, maxRows, w, da, K, N, s))
+    return;
+  modk_cuda::linear_dgrad<N, K, true, TilePlan>(dy, rows, maxRows, w, da,
+                                                accumulate, s);
+}
+} // namespace modc_cutlass
+)cpp";
+
+/// What a product's CUTLASS kernels compute: a forward product (y = a
+/// w^T), or an input gradient (dA = dY w) that stores or adds.
+enum class ProductKind { forward, dgrad, dgradAccumulate };
+
+static ProductKind kindOf(Operation *op) {
+  if (auto dgrad = dyn_cast<modk::GemmDgradOp>(op))
+    return dgrad.getAccumulate() ? ProductKind::dgradAccumulate
+                                 : ProductKind::dgrad;
+  return ProductKind::forward;
+}
+
+/// The text after a variant that names what its kernel computes.
+static std::string kindSuffix(ProductKind kind, bool bf16Output) {
+  switch (kind) {
+  case ProductKind::forward:
+    return bf16Output ? " -> bf16" : " -> f32";
+  case ProductKind::dgrad:
+    return " dgrad -> f32";
+  case ProductKind::dgradAccumulate:
+    return " dgrad += f32";
+  }
+  llvm_unreachable("unknown product kind");
+}
+
+/// Whether `op`'s output is bf16 (a forward product's may be).
+static bool bf16OutputOf(Operation *op) {
+  auto gemm = dyn_cast<modk::GemmOp>(op);
+  return gemm &&
+         cast<MemRefType>(gemm.getOutput().getType()).getElementType().isBF16();
+}
+
+/// The key of a product's CUTLASS plan: its configuration and what its
+/// kernels compute (the output type; an input gradient's store or add).
 static std::string planKey(Operation *op) {
   auto config = op->getAttrOfType<modk::GemmConfigAttr>("config");
   std::string key;
   llvm::raw_string_ostream os(key);
-  os << config << " -> "
-     << cast<MemRefType>(cast<modk::GemmOp>(op).getOutput().getType())
-            .getElementType();
+  os << config;
+  if (kindOf(op) == ProductKind::forward)
+    os << " -> "
+       << cast<MemRefType>(cast<modk::GemmOp>(op).getOutput().getType())
+              .getElementType();
+  else
+    os << kindSuffix(kindOf(op), false);
   return key;
 }
 
@@ -417,6 +552,7 @@ LogicalResult CutlassGemms::emitKernelType(raw_ostream &os,
                                            bool bf16Output,
                                            const std::string &name,
                                            Operation *op) {
+  ProductKind kind = kindOf(op);
   const cuda::CudaPart *part = cuda::findCudaPart(arch);
   const cuda::CutlassTile *tile =
       part ? cuda::findCutlassTile(*part, v.tileRows, v.tileCols, v.tileDepth)
@@ -441,7 +577,18 @@ LogicalResult CutlassGemms::emitKernelType(raw_ostream &os,
   const char *out = bf16Output ? "modk_cuda::bf16" : "float";
   int64_t shared = cuda::sharedBytesPerBlock(*part) / tile->ctasPerSm;
   bool alongN = v.raster == modk::RasterOrder::along_n;
-  if (sm90)
+  if (kind != ProductKind::forward && !sm90)
+    return op->emitError("CUTLASS runs input gradients on sm_90a only, not ")
+           << arch << ": run modk-configure-gemms{arch=" << arch
+           << " library=cutlass}";
+  if (kind != ProductKind::forward)
+    os << fmt::format("using {} = modc_cutlass::Sm90Dgrad<{}, {}, {}, {}, {}, "
+                      "{}, {}, {}, {}, {}>;\n",
+                      name, v.tileRows, v.tileCols, v.tileDepth, v.clusterRows,
+                      v.clusterCols, v.stages,
+                      v.schedule == modk::CutlassSchedule::pingpong, alongN,
+                      kind == ProductKind::dgradAccumulate, shared);
+  else if (sm90)
     os << fmt::format("using {} = modc_cutlass::Sm90Gemm<{}, {}, {}, {}, {}, "
                       "{}, {}, {}, {}, {}>;\n",
                       name, v.tileRows, v.tileCols, v.tileDepth, v.clusterRows,
@@ -458,11 +605,14 @@ LogicalResult CutlassGemms::emitKernelType(raw_ostream &os,
 
 /// The end of a kernel file: the plain host launcher model.cu declares
 /// and calls (kModelSide's LaunchFn), named after the file.
-static std::string launcherText(StringRef name) {
+static std::string launcherText(StringRef name, ProductKind kind) {
+  const char *what = kind == ProductKind::forward
+                         ? "y[m, n] = a[m, k] w[n, k]^T"
+                         : "y[m, n] (+)= a[m, k] w[k, n]";
   return fmt::format(R"cpp(
-/// The launcher model.cu calls: y[m, n] = a[m, k] w[n, k]^T on this kernel,
+/// The launcher model.cu calls: {1} on this kernel,
 /// false where CUTLASS declines the product (docs/cuda.md, "CUTLASS").
-extern "C" bool {}(const void *a, const int64_t *rows, const void *w,
+extern "C" bool {0}(const void *a, const int64_t *rows, const void *w,
                    void *y, int64_t m, int64_t n, int64_t k,
                    cudaStream_t s) {{
   return modc_cutlass::Gemm::run(static_cast<const modc_cutlass::Bf16 *>(a),
@@ -472,7 +622,7 @@ extern "C" bool {}(const void *a, const int64_t *rows, const void *w,
                                  n, k, s);
 }}
 )cpp",
-                     name.str());
+                     name.str(), what);
 }
 
 LogicalResult CutlassGemms::emit(raw_ostream &os,
@@ -495,15 +645,19 @@ LogicalResult CutlassGemms::emit(raw_ostream &os,
   llvm::raw_string_ostream launchersOs(launchers), typesOs(types),
       plansOs(planText);
   for (modk::EntryOp e : entries) {
-    WalkResult walk = e.walk([&](modk::GemmOp op) {
-      auto config = op.getConfigAttr();
+    WalkResult walk = e.walk([&](Operation *op) {
+      if (!isa<modk::GemmOp, modk::GemmDgradOp>(op))
+        return WalkResult::advance();
+      auto config = op->getAttrOfType<modk::GemmConfigAttr>("config");
       if (!hasCutlassVariant(config))
         return WalkResult::advance();
       std::string key = planKey(op);
       if (plans.count(key))
         return WalkResult::advance();
-      bool bf16Output =
-          cast<MemRefType>(op.getOutput().getType()).getElementType().isBF16();
+      ProductKind kind = kindOf(op);
+      bool bf16Output = bf16OutputOf(op);
+      if (kind != ProductKind::forward)
+        hasDgrad = true;
       std::vector<std::string> variants;
       for (const modk::GemmVariant &v : config.getVariants()) {
         if (v.path != modk::GemmPath::cutlass)
@@ -512,8 +666,8 @@ LogicalResult CutlassGemms::emit(raw_ostream &os,
         shape.minRows = 0;
         std::string text;
         llvm::raw_string_ostream textOs(text);
-        textOs << modk::GemmConfigAttr::get(op.getContext(), {shape}, 1, 0)
-               << (bf16Output ? " -> bf16" : " -> f32");
+        textOs << modk::GemmConfigAttr::get(op->getContext(), {shape}, 1, 0)
+               << kindSuffix(kind, bf16Output);
         auto [it, added] = kernels.try_emplace(
             text, fmt::format("modc_cutlass_gemm_{}", kernels.size()));
         if (added) {
@@ -522,6 +676,7 @@ LogicalResult CutlassGemms::emit(raw_ostream &os,
               "its own:\n// model.cu calls its launcher (docs/cuda.md, "
               "\"CUTLASS\").\n// " +
               text + "\n" + kKernelCommon + (sm90 ? kSm90 : kSm80) +
+              (kind != ProductKind::forward ? kSm90Dgrad : "") +
               "\nnamespace modc_cutlass {\n";
           llvm::raw_string_ostream bodyOs(body);
           if (failed(emitKernelType(bodyOs, v, bf16Output, "Gemm", op)))
@@ -537,7 +692,7 @@ LogicalResult CutlassGemms::emit(raw_ostream &os,
                   .substr(0, 16);
           std::string launcher = "modc_cutlass_" + hash;
           std::string path = "kernels/cutlass_" + hash + ".cu";
-          body += launcherText(launcher);
+          body += launcherText(launcher, kind);
           if (int(kernels.size()) - 1 == onlyKernel)
             os << body;
           if (paths.insert(path).second) {
@@ -570,7 +725,7 @@ LogicalResult CutlassGemms::emit(raw_ostream &os,
              << kernels.size() << " CUTLASS kernels, no kernel " << onlyKernel;
     return success();
   }
-  os << kModelSide << kPlan;
+  os << kModelSide << kPlan << (hasDgrad ? kDgradPlan : "");
   // The kernel types: their files' launchers; under the emulation only
   // declared (no plan uses them there).
   os << "#if defined(__CUDACC__)\n" << launchers << types << "#else\n";
@@ -581,8 +736,8 @@ LogicalResult CutlassGemms::emit(raw_ostream &os,
 }
 
 std::string CutlassGemms::planOf(Operation *op) const {
-  auto gemm = dyn_cast<modk::GemmOp>(op);
-  if (!gemm || !hasCutlassVariant(gemm.getConfigAttr()))
+  if (!isa<modk::GemmOp, modk::GemmDgradOp>(op) ||
+      !hasCutlassVariant(op->getAttrOfType<modk::GemmConfigAttr>("config")))
     return {};
   auto it = plans.find(planKey(op));
   return it == plans.end() ? std::string() : it->second;

@@ -71,6 +71,8 @@ private:
   llvm::ArrayRef<modk::EntryOp> entries;
   std::string arch;
   std::map<std::string, std::string> plans;
+  /// Whether an input gradient (modk.gemm_dgrad) runs on CUTLASS.
+  bool hasDgrad = false;
 };
 
 } // namespace modc

@@ -201,6 +201,7 @@ private:
   }
   LogicalResult emitTargetKernel(Operation *op) override;
   void emitGemm(modk::GemmOp op, int indent) override;
+  void emitGemmDgrad(modk::GemmDgradOp op, const KernelCall &call) override;
   std::string hostRows(Value, Value buffer) override { return maxRows(buffer); }
   void emitMemcpy(StringRef dst, StringRef src, StringRef bytes) override {
     os << fmt::format("  cudaMemcpyAsync({}, {}, {}, cudaMemcpyDeviceToDevice, "
@@ -383,6 +384,23 @@ void CudaEmitter::emitGemm(modk::GemmOp op, int indent) {
     }
     call({"linear", shape, {a, rows, w, y}});
   }
+}
+
+void CudaEmitter::emitGemmDgrad(modk::GemmDgradOp op, const KernelCall &call) {
+  std::string plan = cutlass.planOf(op);
+  if (plan.empty()) {
+    emitCall(call);
+    return;
+  }
+  // CUTLASS from its variants' rows (its kernels store or add as the
+  // product accumulates), the tiles' plan below them.
+  auto w = cast<MemRefType>(op.getWeight().getType()).getShape();
+  KernelArg rows = rowsArg(op.getSegments(), op.getDy());
+  os << fmt::format("  modc_cutlass::linear_dgrad<{}, {}, {}, {}>({}, {} + B, "
+                    "{}, {}, {}, {}, s);\n",
+                    w[0], w[1], gemmPlanName(op), plan, name(op.getDy()),
+                    rows.text, rows.bound, name(op.getWeight()),
+                    name(op.getDa()), op.getAccumulate() ? "true" : "false");
 }
 
 LogicalResult CudaEmitter::emitTargetKernel(Operation *op) {

@@ -150,7 +150,17 @@ public:
                   weightCopies && isBf16(dgrad.getDy()) && w[0] % 8 == 0 &&
                       w[1] % 8 == 0,
                   0};
-        dgrad.setConfigAttr(configure(ctx, p));
+        // On CUTLASS where a forward product would be: bf16 operands that
+        // TMA reads (dY stored bf16, W's bf16 copy), on sm_90a (docs/cuda.md,
+        // "CUTLASS"); dA is f32, its old values added where it accumulates.
+        bool cutlass = library == "cutlass" && forcedPath < 0 && p.bf16 &&
+                       p.tmaOperands &&
+                       target->cutlass.generation ==
+                           cuda::CutlassGeneration::collectiveBuilders &&
+                       w[1] * 4 % target->cutlass.alignmentBytes == 0;
+        dgrad.setConfigAttr(
+            cutlass ? configureCutlass(ctx, p, 4, dgrad.getAccumulate())
+                    : configure(ctx, p));
       } else if (auto wgrad = dyn_cast<modk::GemmWgradOp>(op)) {
         // dW [N, K] += dY^T A over the rows: N rows of output, static.
         auto w = cast<MemRefType>(wgrad.getDw().getType()).getShape();
@@ -379,14 +389,18 @@ private:
     return bytes;
   }
 
-  /// The configuration of a forward product on CUTLASS: the tile kernels'
-  /// variants below `from` rows (the few-row kernel's, or mma.sync's below
-  /// 64 without it), then the part's CUTLASS tiles, smallest first, each
-  /// from the row count where it gives a wave of CTAs; a larger tile only
-  /// where it pads no more columns than the one before it.
+  /// The configuration of a product on CUTLASS: the tile kernels'
+  /// variants below `from` rows (a forward product's few-row kernel's, or
+  /// mma.sync's below 64 without it), then the part's CUTLASS tiles,
+  /// smallest first, each from the row count where it gives a wave of CTAs;
+  /// a larger tile only where it pads no more columns than the one before
+  /// it. `readsOutput`: the epilogue adds the output's old values (an
+  /// accumulating input gradient), whose shared memory takes stages.
   modk::GemmConfigAttr configureCutlass(MLIRContext *ctx, const Product &p,
-                                        int64_t outputBytes) const {
-    const int64_t from = streamRows > 0 ? streamRows + 1 : kWgmmaMinRows;
+                                        int64_t outputBytes,
+                                        bool readsOutput = false) const {
+    const int64_t from =
+        p.forward && streamRows > 0 ? streamRows + 1 : kWgmmaMinRows;
     SmallVector<GemmVariant> variants;
     for (const GemmVariant &v : configure(ctx, p).getVariants())
       if (v.minRows < from)
@@ -398,7 +412,8 @@ private:
       table = table.take_back();
     const cuda::CutlassTile *previous = nullptr;
     for (const cuda::CutlassTile &t : table) {
-      int64_t stages = cuda::cutlassStages(*target, t, outputBytes);
+      int64_t stages =
+          cuda::cutlassStages(*target, t, outputBytes, readsOutput);
       if (stages == 0)
         continue;
       int64_t start = from;

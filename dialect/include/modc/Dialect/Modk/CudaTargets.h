@@ -125,10 +125,16 @@ inline int64_t cutlassStageBytes(const CudaPart &part, const CutlassTile &t) {
 }
 
 /// Shared memory the epilogue of a tile keeps beside the stages, for output
-/// elements of `outputBytes` bytes.
+/// elements of `outputBytes` bytes. `readsOutput`: the epilogue adds the
+/// output's old values (an accumulating input gradient, beta = 1), which
+/// sm_90a's TMA loads into the store's stages, as wide as they are: four
+/// stages of rows x 32 columns instead of two (every tile of the table has
+/// four epilogue subtiles or more).
 inline int64_t cutlassEpilogueBytes(const CudaPart &part, const CutlassTile &t,
-                                    int64_t outputBytes) {
-  return t.rows * part.cutlass.epilogueBytesPerOutputByte * outputBytes;
+                                    int64_t outputBytes,
+                                    bool readsOutput = false) {
+  return t.rows * part.cutlass.epilogueBytesPerOutputByte * outputBytes *
+         (readsOutput ? 2 : 1);
 }
 
 /// Bytes kept for the kernel's own bookkeeping (alignment, the pipelines'
@@ -139,9 +145,9 @@ inline constexpr int64_t kCutlassReservedSharedBytes = 1024;
 /// holds beside the epilogue's, at most the tile's maximum (0: the tile
 /// does not fit at all).
 inline int64_t cutlassStages(const CudaPart &part, const CutlassTile &t,
-                             int64_t outputBytes) {
+                             int64_t outputBytes, bool readsOutput = false) {
   int64_t budget = sharedBytesPerBlock(part) / t.ctasPerSm -
-                   cutlassEpilogueBytes(part, t, outputBytes) -
+                   cutlassEpilogueBytes(part, t, outputBytes, readsOutput) -
                    kCutlassReservedSharedBytes;
   int64_t stages = budget / cutlassStageBytes(part, t);
   if (stages < 2)
