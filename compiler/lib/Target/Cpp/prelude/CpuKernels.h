@@ -948,17 +948,11 @@ inline void moe_balance(const float *probs, const int32_t *choice,
   const int64_t rows = seg[B];
   if (rows <= 0)
     return;
-  double count[W], psum[W];
-  const double loss =
-      modk_small::moeBalanceLoss<W>(probs, choice, rows, count, psum);
-  const double n = double(rows);
-  losses[3] += float(loss / double(n_moe));
-  losses[0] += float(weight * loss / double(n_moe));
+  float coef[W];
+  modk_small::moeBalanceLoss<W>(probs, choice, rows, losses, weight, n_moe,
+                                coef);
   if (!dlogits)
     return;
-  float coef[W];
-  for (int c = 0; c < W; ++c)
-    coef[c] = modk_small::moeBalanceCoefficient(count[c], n, weight, W, n_moe);
 #pragma omp parallel for if (rows * W > detail::kMinParallelWork)
   for (int64_t r = 0; r < rows; ++r)
     modk_small::moeRouterGradRow<W>(probs + r * W, choice[r], dgate[r], coef,

@@ -719,14 +719,8 @@ __global__ void moeBalanceKernel(const float *probs, const int32_t *choice,
   const int64_t rows = seg[B];
   if (rows <= 0)
     return;
-  double count[W], psum[W];
-  const double loss =
-      modk_small::moeBalanceLoss<W>(probs, choice, rows, count, psum);
-  const double n = double(rows);
-  losses[3] += float(loss / double(n_moe));
-  losses[0] += float(weight * loss / double(n_moe));
-  for (int c = 0; c < W; ++c)
-    coef[c] = modk_small::moeBalanceCoefficient(count[c], n, weight, W, n_moe);
+  modk_small::moeBalanceLoss<W>(probs, choice, rows, losses, weight, n_moe,
+                                coef);
 }
 
 /// A thread a row: the router logits' gradient.

@@ -322,13 +322,17 @@ moeDecisionsSequence(int64_t b, int64_t first, int64_t n, const int32_t *pos,
   }
 }
 
-/// The balance loss of the `rows` rows of T (docs/model-format.md section 7):
-/// count[c], the rows that chose c, and psum[c], the sum of their p[c], in
-/// row order, in double; returns L_bal = W sum_c frac_c mean_p_c.
+/// The balance loss over the `rows` rows of T (docs/model-format.md
+/// section 7): count[c], the rows that chose c, and psum[c], the sum of
+/// their p[c], in row order and in double, give L_bal = W sum_c frac_c
+/// mean_p_c. Adds L_bal / n_moe into losses[3] and weight L_bal / n_moe
+/// into losses[0], and writes coef[c], the gradient of the latter in each
+/// row's p[c]: weight W frac_c / (rows n_moe).
 template <int W>
-MODC_HOST_DEVICE double moeBalanceLoss(const float *probs,
-                                       const int32_t *choice, int64_t rows,
-                                       double *count, double *psum) {
+MODC_HOST_DEVICE void moeBalanceLoss(const float *probs, const int32_t *choice,
+                                     int64_t rows, float *losses, double weight,
+                                     int64_t n_moe, float *coef) {
+  double count[W], psum[W];
   for (int c = 0; c < W; ++c)
     count[c] = psum[c] = 0.0;
   for (int64_t r = 0; r < rows; ++r) {
@@ -336,19 +340,15 @@ MODC_HOST_DEVICE double moeBalanceLoss(const float *probs,
     for (int c = 0; c < W; ++c)
       psum[c] += probs[r * W + c];
   }
-  double loss = 0.0, n = double(rows);
+  const double n = double(rows);
+  double loss = 0.0;
   for (int c = 0; c < W; ++c)
     loss += (count[c] / n) * (psum[c] / n);
-  return loss * W;
-}
-
-/// The balance loss's gradient coefficient of expert c (docs/model-format.md
-/// section 7): d(weight L_bal / n_moe) / dp_c of each of the N rows,
-/// weight W frac_c / (N n_moe) with frac_c = count_c / N.
-MODC_HOST_DEVICE float moeBalanceCoefficient(double count, double rows,
-                                             double weight, int W,
-                                             int64_t n_moe) {
-  return float(weight * W * count / (rows * rows * double(n_moe)));
+  loss *= W;
+  losses[3] += float(loss / double(n_moe));
+  losses[0] += float(weight * loss / double(n_moe));
+  for (int c = 0; c < W; ++c)
+    coef[c] = float(weight * W * count[c] / (n * n * double(n_moe)));
 }
 
 /// Row r's router-logit gradient: dp_c = [c = e] dgate + coef_c, then
