@@ -322,13 +322,6 @@ MoEConfigAttr::verify(function_ref<InFlightDiagnostic()> emitError,
   return success();
 }
 
-int64_t MoEConfigAttr::capacityOf(int64_t layer) const {
-  for (auto [l, capacity] : llvm::zip_equal(getLayers(), getCapacities()))
-    if (l == layer)
-      return capacity;
-  return 0;
-}
-
 Operation *modc::modk::kernelBefore(Operation *op) {
   Operation *prev = op->getPrevNode();
   while (prev && isa<AllocOp>(prev))

@@ -28,6 +28,7 @@ LogicalResult ModelLowering::emitLosses() {
   losses = modk::OutputOp::create(
       b, loc, MemRefType::get({kLosses}, b.getF32Type()), "losses");
   nRouted = countRoutedLayers();
+  nMoe = countMoeLayers();
   // Causal mode has no causal-router loss: the router is what selects.
   if (kind == EntryKind::eval_causal) {
     for (Operation *op : forwardOps)
@@ -57,7 +58,7 @@ LogicalResult ModelLowering::emitLosses() {
       modk::MoeBalanceOp::create(
           b, loc, saved[op]["probs"], saved[op]["choice"], Value(),
           rowSets[op->getOperand(0)].segments, Value(), losses,
-          *model.getMoeBalanceLossWeight(), countMoeLayers());
+          *model.getMoeBalanceLossWeight(), nMoe);
     } else if (auto predictor = dyn_cast<mod::PredictorOp>(op)) {
       Operation *selection = selectionReading(predictor);
       if (!selection)

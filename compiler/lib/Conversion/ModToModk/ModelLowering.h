@@ -215,6 +215,7 @@ private:
   llvm::StringMap<Value> paramGrads;
   Value losses, targets;            // training and eval only
   int64_t nRouted = 0;              // training only: routed layers
+  int64_t nMoe = 0;                 // training only: MoE layers
   Value stepPositions, active;      // decoding only
   SmallVector<Operation *> forwardOps;
 };

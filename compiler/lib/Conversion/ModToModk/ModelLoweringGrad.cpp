@@ -180,23 +180,17 @@ void ModelLowering::backwardMoe(mod::MoeOp op) {
       Value dgathered = backwardMlpRows(op, s["gathered" + prefix], expertRows,
                                         dout, layer, prefix);
       // The gathered rows' gradient back to their rows of T.
-      modk::createRows(
-          b, loc, {modk::row(dgathered), modk::token(dn)}, expertRows.segments,
-          {modk::token(dn)}, 0,
-          [](F32Math &, ValueRange) -> SmallVector<Value> { return {}; },
-          [](F32Math &m, ValueRange a) -> SmallVector<Value> {
-            return {m.add(a[1], a[0])};
-          },
-          expertRows.positions);
+      modk::GatherGradOp::create(b, loc, dgathered, expertRows.positions,
+                                 expertRows.segments, dn);
     }
   }
   // The router: softmax's gradient from the gates' and the balance loss's
   // (docs/model-format.md section 7), then its product's.
   Value router = paramValue(mod::blockParam(layer, "moe.router.weight"));
   Value dlogits = like(s["logits"]);
-  modk::MoeBalanceOp::create(
-      b, loc, s["probs"], s["choice"], dgate, rows.segments, dlogits, losses,
-      *model.getMoeBalanceLossWeight(), countMoeLayers());
+  modk::MoeBalanceOp::create(b, loc, s["probs"], s["choice"], dgate,
+                             rows.segments, dlogits, losses,
+                             *model.getMoeBalanceLossWeight(), nMoe);
   modk::GemmDgradOp::create(b, loc, dlogits, router, rows.segments, dn, true,
                             nullptr);
   modk::GemmWgradOp::create(b, loc, dlogits, n, rows.segments,
@@ -412,6 +406,7 @@ LogicalResult ModelLowering::emitBackward() {
       b, loc, MemRefType::get({kLosses}, b.getF32Type()), "losses");
   // L_aux is the mean over routed layers: each layer's loss is scaled by it.
   nRouted = countRoutedLayers();
+  nMoe = countMoeLayers();
   // Every parameter has a gradient output, zero where nothing reaches it.
   for (Attribute p : params)
     paramGrad(cast<modk::ParamAttr>(p).getName());

@@ -147,12 +147,6 @@ def Modk_MoEConfigAttr : AttrDef<Modk_Dialect, "MoEConfig"> {
     Modk_IntList<"each MoE layer's expert capacity">:$capacities);
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
-  let extraClassDeclaration = [{
-    /// E + N: the router's outputs.
-    int64_t getRouterWidth() const { return getNExperts() + getNoopExperts(); }
-    /// The expert capacity C of MoE layer `layer`, or 0 for another layer.
-    int64_t capacityOf(int64_t layer) const;
-  }];
 }
 
 def Modk_ModelAttr : AttrDef<Modk_Dialect, "Model"> {
