@@ -128,7 +128,8 @@ static cl::opt<std::string> cudaGemms(
     "cuda-gemms",
     cl::desc("The CUDA products' kernels: tiles (the hand-written ones, the "
              "default) or cutlass (CUTLASS kernels for the forward bf16 "
-             "products with a plain epilogue; not yet run on a GPU), then "
+             "products with a plain epilogue and, on sm_90a, the bf16 input "
+             "gradients; not yet run on a GPU), then "
              "modk-configure-gemms' options that pin choices for tests and "
              "benchmarks, e.g. 'cutlass tile=large' or 'path=mma tma=false' "
              "(docs/cuda.md)"),
