@@ -374,9 +374,6 @@ LogicalResult PlanEmitter::emitKernel(Operation *op) {
     std::string expertRows =
         fmt::format("modk_small::ExpertRows<{}>{{{{{}}}, {{{}}}}}", experts,
                     fmt::join(positions, ", "), fmt::join(segments, ", "));
-    auto optional = [&](Value v) {
-      return v ? name(v) : std::string("nullptr");
-    };
     int indent =
         openGroup(fmt::format("modk.moe_select layer {} C={}",
                               select.getLayer(), select.getCapacity()));
@@ -391,10 +388,10 @@ LogicalResult PlanEmitter::emitKernel(Operation *op) {
                    {rows, select.getRouterWidth(), experts,
                     select.getCapacity(), seqLen},
                    {name(select.getLogits()), "B", name(select.getSegments()),
-                    optional(select.getPositions()), name(select.getProbs()),
+                    nameOrNull(select.getPositions()), name(select.getProbs()),
                     name(select.getChoice()), name(select.getGate()),
-                    expertRows, optional(select.getDecisions()), running,
-                    optional(select.getActive())}}
+                    expertRows, nameOrNull(select.getDecisions()), running,
+                    nameOrNull(select.getActive())}}
             .withScratch("int32_t",
                          fmt::format("sizeof(int32_t) * B * {}", experts)),
         indent);
@@ -416,17 +413,14 @@ LogicalResult PlanEmitter::emitKernel(Operation *op) {
     return success();
   }
   if (auto balance = dyn_cast<modk::MoeBalanceOp>(op)) {
-    auto optional = [&](Value v) {
-      return v ? name(v) : std::string("nullptr");
-    };
     emitCall(
         KernelCall{
             "moe_balance",
             {cast<MemRefType>(balance.getProbs().getType()).getDimSize(1),
              width(balance.getProbs())},
             {name(balance.getProbs()), name(balance.getChoice()),
-             optional(balance.getDgate()), "B", name(balance.getSegments()),
-             optional(balance.getDlogits()), name(balance.getLosses()),
+             nameOrNull(balance.getDgate()), "B", name(balance.getSegments()),
+             nameOrNull(balance.getDlogits()), name(balance.getLosses()),
              fmt::format("{}", balance.getWeight().convertToDouble()),
              fmt::format("{}", balance.getNMoe())}}
             .withScratch("float", fmt::format("sizeof(float) * {}",

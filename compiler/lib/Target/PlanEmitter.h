@@ -116,6 +116,10 @@ protected:
                   mlir::Value q, mlir::Value k, mlir::Value v,
                   std::optional<modk::GemmPath> mainloop);
   std::string name(mlir::Value v) { return names.lookup(v); }
+  /// An optional operand's name, or `nullptr` where it is absent.
+  std::string nameOrNull(mlir::Value v) {
+    return v ? name(v) : std::string("nullptr");
+  }
   /// The C type of a buffer element (bf16: the target's bf16 struct).
   std::string cType(mlir::Type element) const;
   /// Whether buffer v holds bf16 (modk-store-bf16).
