@@ -10,6 +10,8 @@
 
 #include "PlanEmitter.h"
 
+#include "Cuda/CutlassGemms.h"
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -27,8 +29,9 @@ void PlanEmitter::writeCall(StringRef ns, const KernelCall &call,
                           ? std::string()
                           : fmt::format("<{}>", fmt::join(templateArgs, ", "));
   os << fmt::format("{:{}}{}{}::{}{}({});\n", "", indent,
-                    call.result.empty() ? "" : call.result + " = ", ns.str(),
-                    call.fn, templ, fmt::join(args, ", "));
+                    call.result.empty() ? "" : call.result + " = ",
+                    call.ns.empty() ? ns.str() : call.ns, call.fn, templ,
+                    fmt::join(args, ", "));
 }
 
 void PlanEmitter::addKvHeads(KernelCall &call, int64_t heads, int64_t kvHeads,
@@ -295,10 +298,23 @@ LogicalResult PlanEmitter::emitKernel(Operation *op) {
                                      KernelArg::hostOnly("true")}},
                                    wgrad);
     std::string plan = call.devicePlan.empty() ? "" : ", " + call.devicePlan;
-    emitCall(std::move(call).withScratch(
-        "float", fmt::format("sizeof(float) * "
-                             "modk_cuda::linear_wgrad_scratch_floats<{}, {}{}>({})",
-                             w[0], w[1], plan, maxRows(wgrad.getDy()))));
+    call = std::move(call).withScratch(
+        "float",
+        fmt::format("sizeof(float) * "
+                    "modk_cuda::linear_wgrad_scratch_floats<{}, {}{}>({})",
+                    w[0], w[1], plan, maxRows(wgrad.getDy())));
+    // On CUDA, a configuration with a CUTLASS variant (its rows proven to
+    // be the bound, modk-configure-gemms) calls the CUTLASS plan's entry
+    // point, which falls back on the tiles' plan and their scratch
+    // (docs/cuda.md, "CUTLASS").
+    if (std::string cutlass = cutlassWgradPlan(wgrad);
+        !cutlass.empty() && !call.devicePlan.empty()) {
+      call.ns = "modc_cutlass";
+      call.templateArgs = {w[0], w[1]};
+      call.deviceTemplateArgs.clear();
+      call.devicePlan += ", " + cutlass;
+    }
+    emitCall(call);
     return success();
   }
   if (auto attn = dyn_cast<modk::AttentionGradOp>(op)) {

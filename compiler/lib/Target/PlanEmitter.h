@@ -83,6 +83,9 @@ struct KernelCall {
   std::string scratchType, scratchBytes;
   /// Where the call's result goes (`const bool fused`), if it is kept.
   std::string result;
+  /// The namespace of `fn` where it is not the target's kernel library's
+  /// (a CUTLASS plan's entry point, modc_cutlass); empty elsewhere.
+  std::string ns;
 
   KernelCall withScratch(std::string type, std::string bytes) && {
     scratchType = std::move(type);

@@ -125,3 +125,67 @@ modk.entry @grad attributes {kind = #modk.entry_kind<grad>, model = #modk.model<
   %dyf = modk.alloc : memref<?x16x64xf32>
   modk.gemm_dgrad(%dyf, %w, %seg, %da) {accumulate = false} : memref<?x16x64xf32>, memref<64x4096xf32>, memref<?x1xi64>, memref<?x16x4096xf32>
 }
+
+// -----
+
+// Weight gradients (modk.gemm_wgrad, dW [N, K] += dY^T A over the rows) of
+// a bf16 entry whose dY and A are stored bf16 run on CUTLASS on sm_90a
+// where the host knows their reduction, the row count (it is the bound,
+// B x the buffer's rows: a dense layer's modk.identity_rows, a top-k
+// selection of k rows), and where the output fills the part without a
+// split over the rows (more 64x64 tiles than SMs); the tiles' variant
+// stays below 64 rows of reduction and wherever CUTLASS declines. One
+// kernel over the static output: the largest tile that still gives a wave
+// of CTAs, its epilogue adding dW's old values (5 stages on 128x128).
+// - 4096 x 1024: 128x128 (32 x 8 = 256 CTAs; 128x256 would give 128);
+//   1024 x 1024: 64x128 (the smallest; 128x128 gives 64 CTAs).
+// - A top-k selection's rows (k = the buffer's 4 rows a sequence) too.
+// - The tiles keep: a small output (its deterministic split), an f32 dY,
+//   a causal selection's rows and rows of no known count (MoE experts').
+// CHECK-LABEL: modk.entry @wgrad
+// CHECK: modk.gemm_wgrad{{.*}}{config = #modk.gemm_config<wgmma 128x128 tma 132, from 64: cutlass 128x128x64 cluster 2x1 stages 5 cooperative raster along_m>}
+// CHECK: modk.gemm_wgrad{{.*}}{config = #modk.gemm_config<wgmma 128x64 tma 264, from 64: cutlass 64x128x64 cluster 1x1 stages 8 pingpong raster along_m>}
+// CHECK: modk.gemm_wgrad{{.*}}{config = #modk.gemm_config<wgmma 128x128 tma 132, from 64: cutlass 128x128x64 cluster 2x1 stages 5 cooperative raster along_m>}
+// CHECK: modk.gemm_wgrad{{.*}}{config = #modk.gemm_config<wgmma 128x64 tma 264, split 66>}
+// CHECK: modk.gemm_wgrad{{.*}}{config = #modk.gemm_config<wgmma 128x128>}
+// CHECK: modk.gemm_wgrad{{.*}}{config = #modk.gemm_config<wgmma 128x128 tma 132>}
+// CHECK: modk.gemm_wgrad{{.*}}{config = #modk.gemm_config<wgmma 128x128 tma 132>}
+// A100-LABEL: modk.entry @wgrad
+// A100-NOT: cutlass
+// PINNED-LABEL: modk.entry @wgrad
+// PINNED: modk.gemm_wgrad{{.*}}{config = #modk.gemm_config<wgmma 128x128 tma 132, from 64: cutlass 128x256x64 cluster 2x1 stages 3 cooperative raster along_m>}
+// TILES-LABEL: modk.entry @wgrad
+// TILES-NOT: cutlass
+modk.entry @wgrad attributes {kind = #modk.entry_kind<grad>, model = #modk.model<name = "t", vocab_size = 64, d_model = 64, n_layers = 1, n_heads = 1, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = bf16>, modes = [#modk.mode<topk>], params = []} {
+  %pos = modk.alloc : memref<?x16xi32>
+  %seg = modk.alloc : memref<?x1xi64>
+  modk.identity_rows -> %pos, %seg : memref<?x16xi32>, memref<?x1xi64>
+  %dy = modk.alloc : memref<?x16x4096xbf16>
+  %a = modk.alloc : memref<?x16x1024xbf16>
+  %dw = modk.output "grad.w" : memref<4096x1024xf32>
+  modk.gemm_wgrad(%dy, %a, %seg, %dw) : memref<?x16x4096xbf16>, memref<?x16x1024xbf16>, memref<?x1xi64>, memref<4096x1024xf32>
+  %dy2 = modk.alloc : memref<?x16x1024xbf16>
+  %dw2 = modk.output "grad.w2" : memref<1024x1024xf32>
+  modk.gemm_wgrad(%dy2, %a, %seg, %dw2) : memref<?x16x1024xbf16>, memref<?x16x1024xbf16>, memref<?x1xi64>, memref<1024x1024xf32>
+  %r = modk.alloc : memref<?x16xf32>
+  %tpos = modk.alloc : memref<?x4xi32>
+  %tseg = modk.alloc : memref<?x1xi64>
+  %mask = modk.alloc : memref<?x16xi32>
+  modk.route_select %r -> %tpos, %tseg, %mask {causal_router = #modk.causal_router<none>, k = 4 : i64, layer = 0 : i64} : memref<?x16xf32>, memref<?x4xi32>, memref<?x1xi64>, memref<?x16xi32>
+  %tdy = modk.alloc : memref<?x4x4096xbf16>
+  %ta = modk.alloc : memref<?x4x1024xbf16>
+  modk.gemm_wgrad(%tdy, %ta, %tseg, %dw) : memref<?x4x4096xbf16>, memref<?x4x1024xbf16>, memref<?x1xi64>, memref<4096x1024xf32>
+  %sdy = modk.alloc : memref<?x16x128xbf16>
+  %sa = modk.alloc : memref<?x16x128xbf16>
+  %sdw = modk.output "grad.s" : memref<128x128xf32>
+  modk.gemm_wgrad(%sdy, %sa, %seg, %sdw) : memref<?x16x128xbf16>, memref<?x16x128xbf16>, memref<?x1xi64>, memref<128x128xf32>
+  %fdy = modk.alloc : memref<?x16x4096xf32>
+  modk.gemm_wgrad(%fdy, %a, %seg, %dw) : memref<?x16x4096xf32>, memref<?x16x1024xbf16>, memref<?x1xi64>, memref<4096x1024xf32>
+  %cs = modk.alloc : memref<?x16xf32>
+  %cpos = modk.alloc : memref<?x16xi32>
+  %cseg = modk.alloc : memref<?x1xi64>
+  modk.route_select %r causal(%cs) -> %cpos, %cseg, %mask {causal_router = #modk.causal_router<predictor>, k = 16 : i64, layer = 1 : i64} : memref<?x16xf32>, memref<?x16xf32>, memref<?x16xi32>, memref<?x1xi64>, memref<?x16xi32>
+  modk.gemm_wgrad(%dy, %a, %cseg, %dw) : memref<?x16x4096xbf16>, memref<?x16x1024xbf16>, memref<?x1xi64>, memref<4096x1024xf32>
+  %eseg = modk.alloc : memref<?x1xi64>
+  modk.gemm_wgrad(%dy, %a, %eseg, %dw) : memref<?x16x4096xbf16>, memref<?x16x1024xbf16>, memref<?x1xi64>, memref<4096x1024xf32>
+}

@@ -305,6 +305,83 @@ struct Sm90Dgrad {
 } // namespace modc_cutlass
 )cpp";
 
+// A weight gradient's kernel on sm_90a (appended after kSm90 to the files
+// of modk.gemm_wgrad's variants only, so that the other kernel files keep
+// their text): the reduction runs along the rows of both operands, so both
+// are read MN-major, and the epilogue adds dW's old values (beta = 1).
+static const char kSm90Wgrad[] = R"cpp(
+namespace modc_cutlass {
+
+/// dw[M, N] += dy[K, M]^T a[K, N] on sm_90a, a weight gradient: the
+/// launcher's (m, n, k) are (N, K, rows) of dW [N, K] and its K = rows
+/// reduction, a count the host knows (modk-configure-gemms takes CUTLASS
+/// only there). dy [rows, N] and a [rows, K] bf16 row-major (M-major and
+/// N-major for the product, MN-major wgmma operands), f32 accumulation,
+/// dw f32 read by TMA and added to in the epilogue. No split over the
+/// rows: every output tile sums its rows in one CTA, in order
+/// (deterministic). The tile, cluster, stages, schedule and raster as in
+/// Sm90Gemm.
+template <int BM, int BN, int BK, int CM, int CN, int Stages, bool Pingpong,
+          bool AlongN, int SharedBytes>
+struct Sm90Wgrad {
+  using Tile = cute::Shape<cute::Int<BM>, cute::Int<BN>, cute::Int<BK>>;
+  using Cluster = cute::Shape<cute::Int<CM>, cute::Int<CN>, cute::_1>;
+  using KernelSchedule =
+      std::conditional_t<Pingpong,
+                         cutlass::gemm::KernelTmaWarpSpecializedPingpong,
+                         cutlass::gemm::KernelTmaWarpSpecializedCooperative>;
+  using EpilogueSchedule =
+      std::conditional_t<Pingpong, cutlass::epilogue::TmaWarpSpecialized,
+                         cutlass::epilogue::TmaWarpSpecializedCooperative>;
+  using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, Tile, Cluster,
+      cutlass::epilogue::collective::EpilogueTileAuto, float, float, float,
+      cutlass::layout::RowMajor, 4, float, cutlass::layout::RowMajor, 4,
+      EpilogueSchedule>::CollectiveOp;
+  using Mainloop = typename cutlass::gemm::collective::CollectiveBuilder<
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, Bf16,
+      cutlass::layout::ColumnMajor, 8, Bf16, cutlass::layout::RowMajor, 8,
+      float, Tile, Cluster, cutlass::gemm::collective::StageCount<Stages>,
+      KernelSchedule>::CollectiveOp;
+  using Kernel = cutlass::gemm::kernel::GemmUniversal<
+      cute::Shape<int, int, int, int>, Mainloop, Epilogue>;
+  using Adapter = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
+  static_assert(sizeof(typename Kernel::SharedStorage) <= SharedBytes,
+                "the configured stages do not fit the part's shared memory "
+                "(modc/Dialect/Modk/CudaTargets.h)");
+
+  /// The kernel, instantiated (a build check takes its address).
+  static auto kernel() { return &cutlass::device_kernel<Kernel>; }
+
+  /// Enqueues dw += dy^T a over k rows (all of them: the count is the
+  /// bound); false where CUTLASS declines it.
+  static bool run(const Bf16 *dy, const int64_t * /*rows*/, const Bf16 *a,
+                  float *dw, int64_t m, int64_t n, int64_t k, cudaStream_t s) {
+    typename Kernel::StrideA strideA{};
+    typename Kernel::StrideB strideB{};
+    typename Kernel::StrideC strideC{};
+    typename Kernel::StrideD strideD{};
+    cute::get<1>(strideA) = m; // dy's rows (the reduction): M apart
+    cute::get<1>(strideB) = n; // a's rows: N apart
+    cute::get<0>(strideC) = n;
+    cute::get<0>(strideD) = n;
+    typename Adapter::Arguments args{
+        cutlass::gemm::GemmUniversalMode::kGemm,
+        {int(m), int(n), int(k), 1},
+        {dy, strideA, a, strideB},
+        {{1.0f, 1.0f}, dw, strideC, dw, strideD},
+        hardwareInfo()};
+    using Raster = typename Kernel::TileScheduler::RasterOrderOptions;
+    args.scheduler.raster_order = AlongN ? Raster::AlongN : Raster::AlongM;
+    Adapter gemm;
+    return gemm.can_implement(args) == cutlass::Status::kSuccess &&
+           gemm.initialize(args, nullptr, s) == cutlass::Status::kSuccess &&
+           gemm.run(s) == cutlass::Status::kSuccess;
+  }
+};
+} // namespace modc_cutlass
+)cpp";
+
 static const char kSm80[] =
     R"cpp(#include <cutlass/epilogue/thread/linear_combination.h>
 #include <cutlass/gemm/kernel/default_gemm.h>
@@ -500,14 +577,59 @@ inline void linear_dgrad(const modk_cuda::bf16 *dy, const int64_t *rows,
 } // namespace modc_cutlass
 )cpp";
 
+// A weight gradient's plan and entry point (only where a modk.gemm_wgrad
+// runs on CUTLASS): its one kernel from its variant's rows of reduction on,
+// over the row count the host knows (the bound), else the tiles.
+static const char kWgradPlan[] = R"cpp(
+namespace modc_cutlass {
+/// A weight gradient's CUTLASS variant V: run() enqueues it over `rows`
+/// rows (every row of the set: modk-configure-gemms takes CUTLASS only
+/// where the count is the bound), or returns false (below V's rows, an
+/// unaligned operand, CUTLASS declining, the CPU emulation).
+template <typename V> struct WgradPlan {
+  static bool run(const modk_cuda::bf16 *dy, int64_t rows,
+                  const modk_cuda::bf16 *a, float *dw, int64_t n, int64_t k,
+                  cudaStream_t s) {
+#if defined(__CUDACC__)
+    if (rows < V::minRows || reinterpret_cast<uintptr_t>(dy) % 16 != 0 ||
+        reinterpret_cast<uintptr_t>(a) % 16 != 0 ||
+        reinterpret_cast<uintptr_t>(dw) % 16 != 0)
+      return false;
+    modk_cuda::detail::traceGemm("cutlass", n, k, rows, 0, 0, "wgrad add");
+    return V::Gemm::run(dy, nullptr, a, dw, n, k, rows, s);
+#else
+    (void)dy, (void)rows, (void)a, (void)dw, (void)n, (void)k, (void)s;
+    return false;
+#endif
+  }
+};
+
+/// dw[n, k] += sum_m dy[m, n] a[m, k] over the maxRows rows: on the
+/// CUTLASS plan where it runs, else on the hand-written tiles of TilePlan
+/// (their split over the rows in `scratch`).
+template <int N, int K, typename TilePlan, typename CutlassPlan>
+inline void linear_wgrad(const modk_cuda::bf16 *dy, const int64_t *rows,
+                         int64_t maxRows, const modk_cuda::bf16 *a, float *dw,
+                         float *scratch, cudaStream_t s) {
+  if (maxRows > 0 && CutlassPlan::run(dy, maxRows, a, dw, N, K, s))
+    return;
+  modk_cuda::linear_wgrad<N, K, true, TilePlan>(dy, rows, maxRows, a, dw,
+                                                scratch, s);
+}
+} // namespace modc_cutlass
+)cpp";
+
 /// What a product's CUTLASS kernels compute: a forward product (y = a
-/// w^T), or an input gradient (dA = dY w) that stores or adds.
-enum class ProductKind { forward, dgrad, dgradAccumulate };
+/// w^T), an input gradient (dA = dY w) that stores or adds, or a weight
+/// gradient (dW += dY^T A).
+enum class ProductKind { forward, dgrad, dgradAccumulate, wgrad };
 
 static ProductKind kindOf(Operation *op) {
   if (auto dgrad = dyn_cast<modk::GemmDgradOp>(op))
     return dgrad.getAccumulate() ? ProductKind::dgradAccumulate
                                  : ProductKind::dgrad;
+  if (isa<modk::GemmWgradOp>(op))
+    return ProductKind::wgrad;
   return ProductKind::forward;
 }
 
@@ -520,6 +642,8 @@ static std::string kindSuffix(ProductKind kind, bool bf16Output) {
     return " dgrad -> f32";
   case ProductKind::dgradAccumulate:
     return " dgrad += f32";
+  case ProductKind::wgrad:
+    return " wgrad += f32";
   }
   llvm_unreachable("unknown product kind");
 }
@@ -578,10 +702,17 @@ LogicalResult CutlassGemms::emitKernelType(raw_ostream &os,
   int64_t shared = cuda::sharedBytesPerBlock(*part) / tile->ctasPerSm;
   bool alongN = v.raster == modk::RasterOrder::along_n;
   if (kind != ProductKind::forward && !sm90)
-    return op->emitError("CUTLASS runs input gradients on sm_90a only, not ")
+    return op->emitError("CUTLASS runs gradients on sm_90a only, not ")
            << arch << ": run modk-configure-gemms{arch=" << arch
            << " library=cutlass}";
-  if (kind != ProductKind::forward)
+  if (kind == ProductKind::wgrad)
+    os << fmt::format("using {} = modc_cutlass::Sm90Wgrad<{}, {}, {}, {}, {}, "
+                      "{}, {}, {}, {}>;\n",
+                      name, v.tileRows, v.tileCols, v.tileDepth, v.clusterRows,
+                      v.clusterCols, v.stages,
+                      v.schedule == modk::CutlassSchedule::pingpong, alongN,
+                      shared);
+  else if (kind != ProductKind::forward)
     os << fmt::format("using {} = modc_cutlass::Sm90Dgrad<{}, {}, {}, {}, {}, "
                       "{}, {}, {}, {}, {}>;\n",
                       name, v.tileRows, v.tileCols, v.tileDepth, v.clusterRows,
@@ -606,9 +737,10 @@ LogicalResult CutlassGemms::emitKernelType(raw_ostream &os,
 /// The end of a kernel file: the plain host launcher model.cu declares
 /// and calls (kModelSide's LaunchFn), named after the file.
 static std::string launcherText(StringRef name, ProductKind kind) {
-  const char *what = kind == ProductKind::forward
-                         ? "y[m, n] = a[m, k] w[n, k]^T"
-                         : "y[m, n] (+)= a[m, k] w[k, n]";
+  const char *what =
+      kind == ProductKind::forward ? "y[m, n] = a[m, k] w[n, k]^T"
+      : kind == ProductKind::wgrad ? "y[m, n] += a[k, m]^T w[k, n]"
+                                   : "y[m, n] (+)= a[m, k] w[k, n]";
   return fmt::format(R"cpp(
 /// The launcher model.cu calls: {1} on this kernel,
 /// false where CUTLASS declines the product (docs/cuda.md, "CUTLASS").
@@ -646,7 +778,7 @@ LogicalResult CutlassGemms::emit(raw_ostream &os,
       plansOs(planText);
   for (modk::EntryOp e : entries) {
     WalkResult walk = e.walk([&](Operation *op) {
-      if (!isa<modk::GemmOp, modk::GemmDgradOp>(op))
+      if (!isa<modk::GemmOp, modk::GemmDgradOp, modk::GemmWgradOp>(op))
         return WalkResult::advance();
       auto config = op->getAttrOfType<modk::GemmConfigAttr>("config");
       if (!hasCutlassVariant(config))
@@ -656,7 +788,9 @@ LogicalResult CutlassGemms::emit(raw_ostream &os,
         return WalkResult::advance();
       ProductKind kind = kindOf(op);
       bool bf16Output = bf16OutputOf(op);
-      if (kind != ProductKind::forward)
+      if (kind == ProductKind::wgrad)
+        hasWgrad = true;
+      else if (kind != ProductKind::forward)
         hasDgrad = true;
       std::vector<std::string> variants;
       for (const modk::GemmVariant &v : config.getVariants()) {
@@ -676,7 +810,9 @@ LogicalResult CutlassGemms::emit(raw_ostream &os,
               "its own:\n// model.cu calls its launcher (docs/cuda.md, "
               "\"CUTLASS\").\n// " +
               text + "\n" + kKernelCommon + (sm90 ? kSm90 : kSm80) +
-              (kind != ProductKind::forward ? kSm90Dgrad : "") +
+              (kind == ProductKind::wgrad     ? kSm90Wgrad
+               : kind != ProductKind::forward ? kSm90Dgrad
+                                              : "") +
               "\nnamespace modc_cutlass {\n";
           llvm::raw_string_ostream bodyOs(body);
           if (failed(emitKernelType(bodyOs, v, bf16Output, "Gemm", op)))
@@ -708,9 +844,15 @@ LogicalResult CutlassGemms::emit(raw_ostream &os,
         variants.push_back(fmt::format("modc_cutlass::Variant<{}, {}>",
                                        v.minRows, it->second));
       }
-      std::string name = fmt::format("modc_cutlass_plan_{}", plans.size());
+      // A weight gradient's plan is named after its key: the call's
+      // emitter (KernelCalls.cpp) names it without this object.
+      std::string name =
+          kind == ProductKind::wgrad
+              ? cutlassWgradPlan(op)
+              : fmt::format("modc_cutlass_plan_{}", plans.size());
       plans[key] = name;
-      plansOs << "// " << key << "\nusing " << name << " = modc_cutlass::Plan<";
+      plansOs << "// " << key << "\nusing " << name << " = modc_cutlass::"
+              << (kind == ProductKind::wgrad ? "WgradPlan<" : "Plan<");
       llvm::interleaveComma(variants, plansOs);
       plansOs << ">;\n";
       return WalkResult::advance();
@@ -725,7 +867,8 @@ LogicalResult CutlassGemms::emit(raw_ostream &os,
              << kernels.size() << " CUTLASS kernels, no kernel " << onlyKernel;
     return success();
   }
-  os << kModelSide << kPlan << (hasDgrad ? kDgradPlan : "");
+  os << kModelSide << kPlan << (hasDgrad ? kDgradPlan : "")
+     << (hasWgrad ? kWgradPlan : "");
   // The kernel types: their files' launchers; under the emulation only
   // declared (no plan uses them there).
   os << "#if defined(__CUDACC__)\n" << launchers << types << "#else\n";
@@ -735,8 +878,19 @@ LogicalResult CutlassGemms::emit(raw_ostream &os,
   return success();
 }
 
+std::string modc::cutlassWgradPlan(Operation *op) {
+  if (!isa<modk::GemmWgradOp>(op) ||
+      !hasCutlassVariant(op->getAttrOfType<modk::GemmConfigAttr>("config")))
+    return {};
+  std::string key = planKey(op);
+  return "modc_cutlass_wgrad_" +
+         llvm::toHex(llvm::SHA256::hash(llvm::arrayRefFromStringRef(key)),
+                     /*LowerCase=*/true)
+             .substr(0, 16);
+}
+
 std::string CutlassGemms::planOf(Operation *op) const {
-  if (!isa<modk::GemmOp, modk::GemmDgradOp>(op) ||
+  if (!isa<modk::GemmOp, modk::GemmDgradOp, modk::GemmWgradOp>(op) ||
       !hasCutlassVariant(op->getAttrOfType<modk::GemmConfigAttr>("config")))
     return {};
   auto it = plans.find(planKey(op));

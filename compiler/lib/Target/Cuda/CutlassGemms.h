@@ -31,6 +31,11 @@ bool hasCutlassVariant(modk::GemmConfigAttr config);
 /// compiles against CUTLASS's headers).
 bool usesCutlass(llvm::ArrayRef<modk::EntryOp> entries);
 
+/// The name of the CUTLASS plan of a weight gradient (modk.gemm_wgrad)
+/// whose configuration has a CUTLASS variant, else empty: a function of its
+/// configuration, which CutlassGemms::emit declares under that name.
+std::string cutlassWgradPlan(mlir::Operation *op);
+
 /// The CUTLASS version modc was configured with ("4.2.0"), or empty where
 /// CMake found no CUTLASS.
 llvm::StringRef cutlassVersion();
@@ -73,6 +78,8 @@ private:
   std::map<std::string, std::string> plans;
   /// Whether an input gradient (modk.gemm_dgrad) runs on CUTLASS.
   bool hasDgrad = false;
+  /// Whether a weight gradient (modk.gemm_wgrad) runs on CUTLASS.
+  bool hasWgrad = false;
 };
 
 } // namespace modc

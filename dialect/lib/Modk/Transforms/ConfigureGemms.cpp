@@ -168,7 +168,20 @@ public:
                   isBf16(wgrad.getDy()) && isBf16(wgrad.getInput()) &&
                       w[0] % 8 == 0 && w[1] % 8 == 0,
                   0};
-        wgrad.setConfigAttr(configure(ctx, p, wgradSplit(w[0], w[1])));
+        int64_t split = wgradSplit(w[0], w[1]);
+        // On CUTLASS (sm_90a) where its reduction, the row count, is known
+        // on the host (rowsAreBound) and its output fills the part without
+        // a split over the rows (the tiles' deterministic split stays where
+        // it does not): dY and A stored bf16, read MN-major by TMA, dW f32
+        // added to in the epilogue (beta = 1). docs/cuda.md, "CUTLASS".
+        bool cutlass = library == "cutlass" && forcedPath < 0 && p.bf16 &&
+                       p.tmaOperands && split == 1 &&
+                       target->cutlass.generation ==
+                           cuda::CutlassGeneration::collectiveBuilders &&
+                       w[1] * 4 % target->cutlass.alignmentBytes == 0 &&
+                       rowsAreBound(wgrad.getSegments(), wgrad.getDy());
+        wgrad.setConfigAttr(cutlass ? configureCutlassWgrad(ctx, p)
+                                    : configure(ctx, p, split));
       } else if (auto route = dyn_cast<modk::RouteSelectOp>(op)) {
         if (route.getGatherRows())
           route.setGatherBlocksAttr(IntegerAttr::get(
@@ -189,6 +202,29 @@ public:
 private:
   static bool isBf16(Value v) {
     return cast<MemRefType>(v.getType()).getElementType().isBF16();
+  }
+
+  /// Whether the rows of `segments` are always every row `buffer` can hold
+  /// (its bound, B x its second dimension), so that the host knows the
+  /// count: a dense layer's (modk.identity_rows over as many positions) or
+  /// a top-k selection's of k = that dimension (seg[b] = b k; in a causal
+  /// router's entries the count is the device's, as it is for MoE
+  /// experts' rows).
+  static bool rowsAreBound(Value segments, Value buffer) {
+    auto type = cast<MemRefType>(buffer.getType());
+    if (type.getRank() < 2 || ShapedType::isDynamic(type.getDimSize(1)))
+      return false;
+    return llvm::any_of(segments.getUsers(), [&](Operation *user) {
+      if (auto identity = dyn_cast<modk::IdentityRowsOp>(user))
+        return identity.getSegments() == segments &&
+               cast<MemRefType>(identity.getPositions().getType())
+                       .getDimSize(1) == type.getDimSize(1);
+      if (auto route = dyn_cast<modk::RouteSelectOp>(user))
+        return route.getSegments() == segments &&
+               route.getCausalRouter() == modc::CausalRouter::none &&
+               !route.getCausalScores() && route.getK() == type.getDimSize(1);
+      return false;
+    });
   }
 
   /// Flash attention's mainloop: mma.sync where the head dim is a multiple
@@ -445,6 +481,60 @@ private:
     }
     if (variants.empty() || variants.back().path != GemmPath::cutlass)
       return configure(ctx, p); // no CUTLASS tile fits the part
+    return modk::GemmConfigAttr::get(ctx, variants, 1, 0);
+  }
+
+  /// The configuration of a weight gradient on CUTLASS: the tiles'
+  /// configuration (no split), then from kWgmmaMinRows rows of reduction
+  /// (the rows; below, the tiles) one CUTLASS kernel over the static
+  /// output, dW [N, K]: the largest tile of the part that still gives a
+  /// wave of CTAs over its N rows and pads no more columns than the
+  /// smaller ones, its epilogue adding dW's old values.
+  modk::GemmConfigAttr configureCutlassWgrad(MLIRContext *ctx,
+                                             const Product &p) const {
+    SmallVector<GemmVariant> variants(configure(ctx, p).getVariants());
+    ArrayRef<cuda::CutlassTile> table = target->cutlass.tileList();
+    if (forcedTile == 1)
+      table = table.take_front();
+    else if (forcedTile == 2)
+      table = table.take_back();
+    std::optional<GemmVariant> chosen;
+    const cuda::CutlassTile *previous = nullptr;
+    for (const cuda::CutlassTile &t : table) {
+      int64_t stages = cuda::cutlassStages(*target, t, 4, true);
+      if (stages == 0)
+        continue;
+      if (previous) {
+        if (ceilDiv(p.cols, t.cols) * t.cols >
+            ceilDiv(p.cols, previous->cols) * previous->cols)
+          continue;
+        // ceil(N / t.rows) * ceil(K / t.cols) >= CTAs an SM x SMs.
+        if (ceilDiv(p.staticRows, t.rows) * ceilDiv(p.cols, t.cols) <
+                t.ctasPerSm * sms &&
+            forcedTile == 0)
+          continue;
+      }
+      GemmVariant v;
+      v.minRows = kWgmmaMinRows;
+      v.path = GemmPath::cutlass;
+      v.tileRows = t.rows;
+      v.tileCols = t.cols;
+      v.tileDepth = t.depth;
+      int64_t rowTiles = ceilDiv(p.staticRows, t.rows);
+      v.clusterRows = rowTiles >= t.clusterRows ? t.clusterRows : 1;
+      v.stages = stages;
+      v.schedule = t.schedule;
+      v.raster = rowTiles >= ceilDiv(p.cols, t.cols)
+                     ? modk::RasterOrder::along_m
+                     : modk::RasterOrder::along_n;
+      chosen = v;
+      previous = &t;
+    }
+    if (!chosen)
+      return configure(ctx, p); // no CUTLASS tile fits the part
+    while (!variants.empty() && variants.back().minRows >= chosen->minRows)
+      variants.pop_back();
+    variants.push_back(*chosen);
     return modk::GemmConfigAttr::get(ctx, variants, 1, 0);
   }
 
