@@ -9,7 +9,9 @@
 #
 # KERNEL: the index of the kernel type in the package (default 1: the
 # bf16 example's 128x128x64 cooperative kernel in clusters of 2x1; 0 is its
-# 64x128x64 pingpong kernel). Needs build/bin/modc and mod-translate, nvcc,
+# 64x128x64 pingpong kernel). CUDA_GEMMS (default "cutlass") is passed to
+# --cuda-gemms: "cutlass sm-count=8" gives the example's weight gradients
+# CUTLASS kernels too (docs/cuda.md). Needs build/bin/modc and mod-translate, nvcc,
 # and CUTLASS's headers (scripts/install-deps.sh). cuobjdump: the CUDA
 # Toolkit's, or pip's nvidia-cuda-cuobjdump and nvidia-cuda-nvdisasm on PATH.
 set -euo pipefail
@@ -23,7 +25,7 @@ cutlass=${MODC_CUTLASS_INCLUDE_DIR:-/opt/modc-cutlass-4.2.0.0/cutlass_library/so
   echo "check-cutlass-build: no CUTLASS headers at $cutlass (scripts/install-deps.sh)" >&2; exit 2; }
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-"$bin/modc" compile "$model" --target cuda --arch sm_90a --cuda-gemms=cutlass --emit=modk > "$work/model.mlir"
+"$bin/modc" compile "$model" --target cuda --arch sm_90a --cuda-gemms="${CUDA_GEMMS:-cutlass}" --emit=modk > "$work/model.mlir"
 "$bin/mod-translate" --modk-cutlass-kernel-to-cuda --cutlass-kernel="$kernel" "$work/model.mlir" > "$work/kernel.cu"
 grep '^// #modk.gemm_config' "$work/kernel.cu"
 start=$(date +%s)

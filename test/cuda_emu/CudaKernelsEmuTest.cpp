@@ -410,6 +410,57 @@ TEST(CudaKernels, LinearFewRows) {
   checkFewRows<33, 64, false, float>(37, 40, 70);
 }
 
+/// A grouped launch (modk.gemm's `group`): G products with their own
+/// inputs, weights, row counts (some empty, one at the bound) and outputs
+/// in one launch, each against its own fp64 product; rows past a member's
+/// count stay unwritten.
+template <int N, int K, int G, bool BF16>
+void checkLinearGroup(int64_t maxRows, uint32_t seed) {
+  std::vector<std::vector<float>> a(G), w(G), y(G);
+  std::vector<int64_t> rows(G);
+  modk_cuda::detail::GemmGroup<G, float, float, float> group;
+  std::mt19937 pick(seed);
+  for (int z = 0; z < G; ++z) {
+    a[z] = randomFloats(maxRows * K, seed + 3 * z);
+    w[z] = randomFloats(int64_t(N) * K, seed + 3 * z + 1);
+    y[z].assign(maxRows * N, kSentinel);
+    rows[z] = z == 0 ? maxRows : z == 1 ? 0 : int64_t(pick() % (maxRows + 1));
+    group.a[z] = a[z].data();
+    group.b[z] = w[z].data();
+    group.c[z] = y[z].data();
+    group.rows[z] = &rows[z];
+  }
+  const int64_t launches = modk_cuda::detail::groupedLaunches();
+  modk_cuda::linear_group<N, K, G, BF16>(group, maxRows, nullptr);
+  EXPECT_EQ(launches + 1, modk_cuda::detail::groupedLaunches());
+  auto value = [&](float x) { return BF16 ? bf16Exact(x) : double(x); };
+  for (int z = 0; z < G; ++z) {
+    std::vector<float> want(rows[z] * N);
+    for (int64_t m = 0; m < rows[z]; ++m)
+      for (int n = 0; n < N; ++n) {
+        double sum = 0.0;
+        for (int k = 0; k < K; ++k)
+          sum += value(a[z][m * K + k]) * value(w[z][n * K + k]);
+        want[m * N + n] = float(sum);
+      }
+    SCOPED_TRACE(testing::Message() << "member " << z << " of " << G << ", "
+                                    << rows[z] << " rows of " << maxRows);
+    expectClose(y[z].data(), want.data(), rows[z] * N, "grouped linear", 1e-5f);
+    expectSentinel(y[z].data(), rows[z] * N, maxRows * N, "grouped linear");
+  }
+}
+
+TEST(CudaKernels, LinearGroup) {
+  // Each tile family, then the few-row kernel.
+  forEachGemmPath([] {
+    checkLinearGroup<70, 45, 3, false>(50, 81);
+    checkLinearGroup<96, 64, 4, true>(130, 82);
+  });
+  StreamPathGuard guard;
+  checkLinearGroup<40, 70, 3, false>(12, 83);
+  checkLinearGroup<24, 37, 2, true>(5, 84);
+}
+
 /// RoPE in the few-row kernel's epilogue (its CTAs hold rotation pairs),
 /// f32 and rounded to bf16, against the CPU product and rotation.
 TEST(CudaKernels, LinearRopeFewRows) {

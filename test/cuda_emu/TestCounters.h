@@ -1,11 +1,14 @@
-//===- TestCounters.h - Counters the CUDA kernel tests read -------*- C++ -*-===//
+//===- TestCounters.h - Counters the CUDA kernel tests read -------*- C++
+//-*-===//
 //
 // The CUDA preludes and mainloops count a few host-side events for tests
 // (MODC_TEST_COUNT, a no-op in a package): TMA GEMM launches, the weight
 // roundings for them, GEMMs that applied RoPE in their epilogue, and
-// launches of the few-row kernel, so that a check can tell which path ran.
+// launches of the few-row kernel and grouped launches, so that a check can
+// tell which path ran.
 // This header makes the counts real and offers them as
-// modk_cuda::detail::tmaStats(), fusedRopeLaunches() and streamLaunches().
+// modk_cuda::detail::tmaStats(), fusedRopeLaunches(), streamLaunches() and
+// groupedLaunches().
 // It is included before the kernels: through CudaEmulation.h in every emulated
 // translation unit (so every unit agrees on the inline functions), and by
 // TensorCoreChecks.h for the GPU build of test/gpu/tensor_core_check.cu.
@@ -18,7 +21,7 @@
 
 namespace modc_test_counters {
 inline int64_t tmaLaunches = 0, tmaRoundings = 0, fusedRopeLaunches = 0,
-               streamLaunches = 0;
+               streamLaunches = 0, groupedLaunches = 0;
 } // namespace modc_test_counters
 
 #define MODC_TEST_COUNT(counter) (++::modc_test_counters::counter)
@@ -38,6 +41,8 @@ inline int64_t fusedRopeLaunches() {
 }
 /// Launches of the few-row (weight-streaming) product kernel so far.
 inline int64_t streamLaunches() { return modc_test_counters::streamLaunches; }
+/// Grouped product launches (modk.gemm's `group`) so far.
+inline int64_t groupedLaunches() { return modc_test_counters::groupedLaunches; }
 } // namespace detail
 } // namespace modk_cuda
 

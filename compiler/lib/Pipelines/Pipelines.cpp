@@ -50,6 +50,13 @@ LogicalResult modc::buildModToModkPipeline(OpPassManager &pm,
   FuseCopiesOptions copies;
   copies.enabled = options.fuseCopies;
   entry.addPass(createFuseCopies(copies));
+  // One launch for independent products of one shape (the MoE experts):
+  // before memory planning, which sees the products where they now run.
+  if (!options.cudaGemms.empty()) {
+    GroupGemmsOptions group;
+    group.enabled = options.groupGemms;
+    entry.addPass(createGroupGemms(group));
+  }
   entry.addPass(createPlanMemory());
   if (options.cudaGemms.empty())
     return success();

@@ -121,7 +121,9 @@ static cl::list<std::string> noFuse(
              "selects them), horizontal (Q, K and V, and the gate and up "
              "projections, each as one stacked product; CPU targets), copy "
              "(a whole buffer's copy, into the row kernel that wrote its "
-             "source)"),
+             "source), group (independent products of one shape, such as "
+             "an MoE layer's experts, as one grouped launch; CUDA "
+             "targets)"),
     cl::value_desc("FUSION,..."), cl::CommaSeparated, cl::sub(compileCommand),
     cl::cat(modcCategory));
 static cl::opt<std::string> cudaGemms(
@@ -129,7 +131,9 @@ static cl::opt<std::string> cudaGemms(
     cl::desc("The CUDA products' kernels: tiles (the hand-written ones, the "
              "default) or cutlass (CUTLASS kernels for the forward bf16 "
              "products with a plain epilogue and, on sm_90a, the bf16 input "
-             "gradients; not yet run on a GPU), then "
+             "gradients and the bf16 weight gradients whose row count is "
+             "static and whose output needs no split; not yet run on a "
+             "GPU), then "
              "modk-configure-gemms' options that pin choices for tests and "
              "benchmarks, e.g. 'cutlass tile=large' or 'path=mma tma=false' "
              "(docs/cuda.md)"),
@@ -283,10 +287,12 @@ static int runCompile() {
       pipeline.fuseHorizontal = false;
     else if (fusion == "copy")
       pipeline.fuseCopies = false;
+    else if (fusion == "group")
+      pipeline.groupGemms = false;
     else
       return fail("--no-fuse takes routing, residual, residual-add, "
                   "activation, rows-epilogue, router-norm, select-gather, "
-                  "horizontal and copy, got '" +
+                  "horizontal, copy and group, got '" +
                   fusion + "'");
   }
   if (target == "cuda") {

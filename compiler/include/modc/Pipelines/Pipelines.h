@@ -31,6 +31,8 @@ struct PipelineOptions {
   bool fuseSelectGather = true;
   /// modk-fuse-copies (modc --no-fuse=copy).
   bool fuseCopies = true;
+  /// modk-group-gemms (modc --no-fuse=group); CUDA targets only.
+  bool groupGemms = true;
   /// modk-keep-bf16-weights (CUDA targets; modc --f32-weights sets false).
   bool bf16WeightCopies = true;
   /// A CUDA target: modk-configure-gemms' options (arch=sm_90a and any

@@ -19,7 +19,7 @@ modk::GemmOp modc::lowering::createGemm(OpBuilder &b, Location loc, Value input,
                               epilogue, /*n_heads=*/nullptr,
                               /*rope_theta=*/nullptr, /*round_bf16=*/false,
                               /*config=*/nullptr, /*precision=*/nullptr,
-                              /*causal_only=*/false);
+                              /*causal_only=*/false, /*group=*/nullptr);
 }
 
 Value ModelLowering::param(StringRef name, ArrayRef<int64_t> shape,
@@ -212,23 +212,31 @@ void ModelLowering::lowerMoe(mod::MoeOp op) {
   keep["probs"] = probs;
   keep["choice"] = choice;
   keep["gate"] = gate;
+  // The experts in phases (the gathers, the up products, the down products
+  // with their gated adds), so that each phase's products of the same shape
+  // are neighbours that modk-group-gemms can run as one launch.
+  auto prefixOf = [](int64_t e) {
+    return ("moe.experts." + Twine(e) + ".").str();
+  };
+  SmallVector<Value> gathered, hidden;
   for (int64_t e = 0; e < experts; ++e) {
-    RowSet expertRows{positions[e], segments[e]};
-    std::string prefix = ("moe.experts." + Twine(e) + ".").str();
-    Value gathered = alloc({perExpert, d}, f32);
-    modk::createGatherRows(b, loc, n, expertRows.segments, expertRows.positions,
-                           gathered);
-    Value hidden = lowerMlpUp(op, gathered, expertRows, layer, prefix, ff);
+    gathered.push_back(alloc({perExpert, d}, f32));
+    modk::createGatherRows(b, loc, n, segments[e], positions[e], gathered[e]);
+  }
+  for (int64_t e = 0; e < experts; ++e)
+    hidden.push_back(lowerMlpUp(op, gathered[e], {positions[e], segments[e]},
+                                layer, prefixOf(e), ff));
+  for (int64_t e = 0; e < experts; ++e) {
+    std::string prefix = prefixOf(e);
     Value out = alloc({perExpert, d}, f32);
-    createGemm(b, loc, hidden,
+    createGemm(b, loc, hidden[e],
                ValueRange{blockParam(layer, prefix + "w_down.weight", {d, ff})},
-               expertRows.segments, ValueRange{}, out, modk::Epilogue::none);
-    modk::createGatedScatter(b, loc, Value(), out, gate, target,
-                             expertRows.segments, expertRows.positions,
-                             Gate::linear);
+               segments[e], ValueRange{}, out, modk::Epilogue::none);
+    modk::createGatedScatter(b, loc, Value(), out, gate, target, segments[e],
+                             positions[e], Gate::linear);
     keep["positions" + prefix] = positions[e];
     keep["segments" + prefix] = segments[e];
-    keep["gathered" + prefix] = gathered;
+    keep["gathered" + prefix] = gathered[e];
     keep["out" + prefix] = out;
   }
   buffers[op.getResult()] = target;

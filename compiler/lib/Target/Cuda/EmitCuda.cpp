@@ -201,6 +201,10 @@ private:
   }
   LogicalResult emitTargetKernel(Operation *op) override;
   void emitGemm(modk::GemmOp op, int indent) override;
+  /// One product's calls.
+  void emitOneGemm(modk::GemmOp op, int indent);
+  /// The members of a group (modk-group-gemms) as one grouped launch.
+  void emitGemmGroup(ArrayRef<modk::GemmOp> members, int indent);
   void emitGemmDgrad(modk::GemmDgradOp op, const KernelCall &call) override;
   std::string hostRows(Value, Value buffer) override { return maxRows(buffer); }
   void emitMemcpy(StringRef dst, StringRef src, StringRef bytes) override {
@@ -331,6 +335,90 @@ void CudaEmitter::emitCausalDecisions(int index, StringRef logits, int indent) {
 }
 
 void CudaEmitter::emitGemm(modk::GemmOp op, int indent) {
+  IntegerAttr group = op.getGroupAttr();
+  if (!group) {
+    emitOneGemm(op, indent);
+    return;
+  }
+  // The group's first product launches the neighbours of its group; the
+  // others were launched with it.
+  auto previous = dyn_cast_or_null<modk::GemmOp>(op->getPrevNode());
+  if (previous && previous.getGroupAttr() == group)
+    return;
+  SmallVector<modk::GemmOp> members;
+  for (auto g = op; g && g.getGroupAttr() == group;
+       g = dyn_cast_or_null<modk::GemmOp>(g->getNextNode()))
+    members.push_back(g);
+  // One kernel for all: the same plan and epilogue functor, and the tiles'
+  // library (a CUTLASS product launches on its own).
+  bool oneKernel = members.size() > 1 && cutlass.planOf(op).empty();
+  for (modk::GemmOp m : members)
+    oneKernel = oneKernel && gemmPlanName(m) == gemmPlanName(op) &&
+                (op.getEpilogue() != modk::Epilogue::rows ||
+                 rowKernelOf.lookup(m.getEpilogueRows()) ==
+                     rowKernelOf.lookup(op.getEpilogueRows()));
+  if (oneKernel) {
+    emitGemmGroup(members, indent);
+    return;
+  }
+  for (modk::GemmOp m : members)
+    emitOneGemm(m, indent);
+}
+
+void CudaEmitter::emitGemmGroup(ArrayRef<modk::GemmOp> members, int indent) {
+  modk::GemmOp first = members.front();
+  auto weightShape =
+      cast<MemRefType>(first.getWeights()[0].getType()).getShape();
+  int64_t n = weightShape[0], k = weightShape[1];
+  int64_t size = int64_t(members.size());
+  bool epilogue = first.getEpilogue() == modk::Epilogue::rows;
+  std::string pad(indent, ' ');
+  auto element = [&](Value v) {
+    return fmt::format("std::remove_cv_t<std::remove_pointer_t<decltype({})>>",
+                       name(v));
+  };
+  // The table of the members' buffers (modk_cuda::detail::GemmGroup), then
+  // one launch over it.
+  os << fmt::format("{}{{ // group {}: {} products\n", pad,
+                    first.getGroupAttr().getInt(), size);
+  os << fmt::format("{}  modk_cuda::detail::GemmGroup<{}, {}, float, {}> "
+                    "group;\n",
+                    pad, size, element(first.getInput()),
+                    epilogue ? std::string("float")
+                             : element(first.getOutput()));
+  for (auto [z, member] : llvm::enumerate(members)) {
+    modk::GemmOp m = member;
+    os << pad << "  {\n";
+    if (epilogue) {
+      std::string args = rowEpilogueArgs(m);
+      for (StringRef line : llvm::split(StringRef(args).rtrim(), '\n'))
+        os << pad << "    " << line << "\n";
+      os << fmt::format("{}    group.epi[{}] = epi;\n", pad, z);
+    } else {
+      os << fmt::format("{}    group.c[{}] = {};\n", pad, z,
+                        name(m.getOutput()));
+    }
+    os << fmt::format("{0}    group.a[{1}] = {2};\n{0}    group.b[{1}] = {3};\n"
+                      "{0}    group.rows[{1}] = {4} + B;\n{0}  }}\n",
+                      pad, z, name(m.getInput()), name(m.getWeights()[0]),
+                      name(m.getSegments()));
+  }
+  std::vector<int64_t> shape =
+      epilogue
+          ? std::vector<int64_t>{n, k,
+                                 rowKernelOf.lookup(first.getEpilogueRows()),
+                                 size}
+          : std::vector<int64_t>{n, k, size};
+  KernelCall call{
+      epilogue ? "linear_rows_epilogue_group" : "linear_group",
+      withBf16Flag(shape, first),
+      {"group",
+       KernelArg(rowsArg(first.getSegments(), first.getInput()).bound)}};
+  emitCall(withGemmPlan(std::move(call), first), indent + 2);
+  os << pad << "}\n";
+}
+
+void CudaEmitter::emitOneGemm(modk::GemmOp op, int indent) {
   auto weightShape = cast<MemRefType>(op.getWeights()[0].getType()).getShape();
   int64_t n = weightShape[0], k = weightShape[1];
   std::string a = name(op.getInput()), y = name(op.getOutput());

@@ -63,7 +63,8 @@ struct FuseResidualAdd : OpRewritePattern<modk::AddOp> {
           rewriter, gemm.getLoc(), gemm.getInput(), gemm.getWeights(),
           gemm.getSegments(), ValueRange{residual}, add.getOutput(),
           modk::Epilogue::residual_add, nullptr, nullptr, false, nullptr,
-          gemm.getPrecisionAttr(), gemm.getCausalOnly());
+          gemm.getPrecisionAttr(), gemm.getCausalOnly(),
+          /*group=*/nullptr);
       rewriter.eraseOp(add);
       rewriter.eraseOp(gemm);
       eraseIfDead(rewriter, product);
@@ -88,7 +89,7 @@ struct FuseActivation : OpRewritePattern<modk::ActivationOp> {
                            up.getWeights(), up.getSegments(), ValueRange{},
                            act.getOutput(), modk::Epilogue::gelu, nullptr,
                            nullptr, false, nullptr, up.getPrecisionAttr(),
-                           up.getCausalOnly());
+                           up.getCausalOnly(), /*group=*/nullptr);
       Value upRows = act.getUp();
       rewriter.eraseOp(act);
       rewriter.eraseOp(up);
@@ -107,7 +108,7 @@ struct FuseActivation : OpRewritePattern<modk::ActivationOp> {
                          up.getSegments(), ValueRange{act.getGate()},
                          act.getOutput(), modk::Epilogue::swiglu, nullptr,
                          nullptr, false, nullptr, up.getPrecisionAttr(),
-                         up.getCausalOnly());
+                         up.getCausalOnly(), /*group=*/nullptr);
     Value upRows = act.getUp();
     rewriter.eraseOp(act);
     rewriter.eraseOp(up);

@@ -142,7 +142,8 @@ void stack(ArrayRef<modk::GemmOp> group, RewriterBase &rewriter) {
   modk::GemmOp::create(rewriter, loc, first.getInput(), weights,
                        first.getSegments(), ValueRange{}, stacked,
                        modk::Epilogue::none, nullptr, nullptr, false, nullptr,
-                       first.getPrecisionAttr(), first.getCausalOnly());
+                       first.getPrecisionAttr(), first.getCausalOnly(),
+                       /*group=*/nullptr);
   SmallVector<Value> windows;
   int64_t offset = 0;
   for (modk::GemmOp gemm : group) {

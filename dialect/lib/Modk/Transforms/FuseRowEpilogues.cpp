@@ -98,7 +98,8 @@ LogicalResult fuseRowsIntoGemm(modk::GemmOp gemm, bool ownRows,
         rewriter, gemm.getLoc(), gemm.getInput(), gemm.getWeights(),
         gemm.getSegments(), ValueRange{}, rows.getOutputs()[0],
         modk::Epilogue::rows, nullptr, nullptr, false, nullptr,
-        gemm.getPrecisionAttr(), gemm.getCausalOnly());
+        gemm.getPrecisionAttr(), gemm.getCausalOnly(),
+        /*group=*/nullptr);
     Block *block = rewriter.createBlock(&fused.getFusedRows(), {},
                                         {product.getType()}, {gemm.getLoc()});
     rewriter.moveOpBefore(rows, block, block->end());

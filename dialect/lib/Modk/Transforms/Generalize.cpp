@@ -212,7 +212,7 @@ struct NamedEpilogueToRows : OpRewritePattern<modk::GemmOp> {
                            op.getWeights()[0], op.getSegments(), ValueRange{},
                            extra[0], modk::Epilogue::none, nullptr, nullptr,
                            false, nullptr, op.getPrecisionAttr(),
-                           op.getCausalOnly());
+                           op.getCausalOnly(), /*group=*/nullptr);
     }
     Value up = op.getWeights().back();
     rewriter.modifyOpInPlace(op, [&] {
@@ -507,8 +507,8 @@ modk::GemmOp createPredictorProduct(PatternRewriter &rewriter, Location loc,
   return modk::GemmOp::create(
       rewriter, loc, input, weight, all, ValueRange{}, output,
       modk::Epilogue::none, nullptr, nullptr, false, nullptr,
-      modk::DTypeAttr::get(rewriter.getContext(), modc::DType::f32),
-      causalOnly);
+      modk::DTypeAttr::get(rewriter.getContext(), modc::DType::f32), causalOnly,
+      /*group=*/nullptr);
 }
 
 /// The causal predictor p = fc2 . silu(fc1 x + b1) + b2

@@ -529,6 +529,31 @@ inline bool linear_rows_epilogue(const TA *a, const int64_t *rows,
   return fused;
 }
 
+/// The products of a group (modk.gemm's `group`, modk-group-gemms): for
+/// each member z, y_z[m, n] = sum_k a_z[m, k] w_z[n, k] for m < *rows_z, in
+/// one launch; every member's rows are at most max_rows.
+template <int N, int K, int G, bool BF16 = false,
+          typename PLAN = DefaultGemmPlan, typename TA, typename TC>
+inline void linear_group(const detail::GemmGroup<G, TA, float, TC> &group,
+                         int64_t max_rows, cudaStream_t stream) {
+  static_assert(detail::gemmWidthsOk<N, K>(), "GEMM widths must be in [1, 2^24)");
+  detail::launchGemmGroup<PLAN, detail::EpiStore, BF16>(group, K, N, max_rows,
+                                                        N, K, stream);
+}
+
+/// linear_group with every member's product finished by the generated
+/// epilogue I (linear_rows_epilogue), each from its own EpiArgs.
+template <int N, int K, int I, int G, bool BF16 = false,
+          typename PLAN = DefaultGemmPlan, typename TA>
+inline void
+linear_rows_epilogue_group(const detail::GemmGroup<G, TA, float, float> &group,
+                           int64_t max_rows, cudaStream_t stream) {
+  static_assert(detail::gemmWidthsOk<N, K>(), "GEMM widths must be in [1, 2^24)");
+  detail::launchGemmGroup<PLAN, detail::epiRows<I>(), BF16>(group, K, N,
+                                                            max_rows, N, K,
+                                                            stream);
+}
+
 /// pos[b*S + i] = i, seg[b] = b*S (B + 1 entries).
 template <int S>
 inline void identity_segments(int64_t B, int32_t *pos, int64_t *seg,

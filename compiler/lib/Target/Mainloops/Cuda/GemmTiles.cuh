@@ -115,6 +115,22 @@ struct EpiArgs {
   EpiArgs(const float *aux) : aux(aux) {}
 };
 
+/// The most products one grouped launch runs (modk-group-gemms'
+/// max-members): the table below is a kernel parameter.
+constexpr int kMaxGemmGroup = 16;
+
+/// A grouped launch's products (modk.gemm's `group`): member z's input,
+/// weight, output, row count and epilogue buffers; the grid's z picks the
+/// member. The members share their shapes and their kernel.
+template <int G, typename TA, typename TB, typename TC> struct GemmGroup {
+  static_assert(G >= 1 && G <= kMaxGemmGroup, "1 to kMaxGemmGroup members");
+  const TA *a[G] = {};
+  const TB *b[G] = {};
+  TC *c[G] = {};
+  const int64_t *rows[G] = {};
+  EpiArgs epi[G];
+};
+
 /// The angle of pair j at position p from the epilogue's table. Positions
 /// are below the table's length (a sequence's; clamped only so
 /// that a broken contract cannot read outside the table). No angle is
@@ -240,7 +256,7 @@ __device__ __forceinline__ void tileSlot(int idx, int &r, int &c) {
 /// element types of A, B and C (gemmTypesOk).
 template <typename T, bool AK, bool BKc, int DYN, int EPI, bool BF,
           typename TA, typename TB, typename TC>
-__global__ __launch_bounds__(kThreads, T::MINB) void gemmKernel(
+__device__ __forceinline__ void gemmKernelBody(
     const TA *__restrict__ A, int64_t lda, const TB *__restrict__ B,
     int64_t ldb, TC *C, int64_t ldc, const EpiArgs epi, int64_t M,
     int64_t Ncols, int64_t L, const int64_t *dynRows) {
@@ -381,6 +397,26 @@ __global__ __launch_bounds__(kThreads, T::MINB) void gemmKernel(
         C[idx] = TC(gemmEpilogue<EPI>(acc[i][j], epi, idx));
     }
   }
+}
+
+template <typename T, bool AK, bool BKc, int DYN, int EPI, bool BF,
+          typename TA, typename TB, typename TC>
+__global__ __launch_bounds__(kThreads, T::MINB) void gemmKernel(
+    const TA *__restrict__ A, int64_t lda, const TB *__restrict__ B,
+    int64_t ldb, TC *C, int64_t ldc, const EpiArgs epi, int64_t M,
+    int64_t Ncols, int64_t L, const int64_t *dynRows) {
+  gemmKernelBody<T, AK, BKc, DYN, EPI, BF, TA, TB, TC>(A, lda, B, ldb, C, ldc, epi, M, Ncols, L, dynRows);
+}
+
+/// gemmKernel on member blockIdx.z of a group of G products (GemmGroup).
+template <int G, typename T, bool AK, bool BKc, int DYN, int EPI, bool BF,
+          typename TA, typename TB, typename TC>
+__global__ __launch_bounds__(kThreads, T::MINB) void gemmKernelGroup(
+    const GemmGroup<G, TA, TB, TC> group, int64_t lda, int64_t ldb,
+    int64_t ldc, int64_t M, int64_t Ncols, int64_t L) {
+  const int z = blockIdx.z;
+  gemmKernelBody<T, AK, BKc, DYN, EPI, BF, TA, TB, TC>(group.a[z], lda, group.b[z], ldb, group.c[z], ldc,
+                      group.epi[z], M, Ncols, L, group.rows[z]);
 }
 
 //===----------------------------------------------------------------------===//
@@ -840,7 +876,7 @@ __device__ __forceinline__ void storeTcTileWidened(float *dst, const bf16 *src,
 /// its shared tile stays f32).
 template <typename T, bool AK, bool BKc, int DYN, int EPI, bool BF,
           typename TA, typename TB, typename TC>
-__global__ __launch_bounds__(kThreads, T::MINB) void gemmTcKernel(
+__device__ __forceinline__ void gemmTcKernelBody(
     const TA *__restrict__ A, int64_t lda, const TB *__restrict__ B,
     int64_t ldb, TC *C, int64_t ldc, const EpiArgs epi, int64_t M,
     int64_t Ncols, int64_t L, const int64_t *dynRows) {
@@ -948,6 +984,26 @@ __global__ __launch_bounds__(kThreads, T::MINB) void gemmTcKernel(
     __syncthreads(); // buffer buf is read by all before it is refilled
   }
   storeAccumulators<EPI>(acc, C, ldc, epi, m0, n0, wm0, wn0, mValid, nValid);
+}
+
+template <typename T, bool AK, bool BKc, int DYN, int EPI, bool BF,
+          typename TA, typename TB, typename TC>
+__global__ __launch_bounds__(kThreads, T::MINB) void gemmTcKernel(
+    const TA *__restrict__ A, int64_t lda, const TB *__restrict__ B,
+    int64_t ldb, TC *C, int64_t ldc, const EpiArgs epi, int64_t M,
+    int64_t Ncols, int64_t L, const int64_t *dynRows) {
+  gemmTcKernelBody<T, AK, BKc, DYN, EPI, BF, TA, TB, TC>(A, lda, B, ldb, C, ldc, epi, M, Ncols, L, dynRows);
+}
+
+/// gemmTcKernel on member blockIdx.z of a group of G products (GemmGroup).
+template <int G, typename T, bool AK, bool BKc, int DYN, int EPI, bool BF,
+          typename TA, typename TB, typename TC>
+__global__ __launch_bounds__(kThreads, T::MINB) void gemmTcKernelGroup(
+    const GemmGroup<G, TA, TB, TC> group, int64_t lda, int64_t ldb,
+    int64_t ldc, int64_t M, int64_t Ncols, int64_t L) {
+  const int z = blockIdx.z;
+  gemmTcKernelBody<T, AK, BKc, DYN, EPI, BF, TA, TB, TC>(group.a[z], lda, group.b[z], ldb, group.c[z], ldc,
+                      group.epi[z], M, Ncols, L, group.rows[z]);
 }
 
 //===----------------------------------------------------------------------===//
@@ -1172,7 +1228,7 @@ wgStoreChunks(unsigned char *dst, const uint32_t (&v)[WgSmem<R, BK>::Chunks][4])
 /// wgmma per k16 step.
 template <typename T, bool AK, bool BKc, int DYN, int EPI, typename TA,
           typename TB, typename TC>
-__global__ __launch_bounds__(kThreads, T::MINB) void gemmWgKernel(
+__device__ __forceinline__ void gemmWgKernelBody(
     const TA *__restrict__ A, int64_t lda, const TB *__restrict__ B,
     int64_t ldb, TC *C, int64_t ldc, const EpiArgs epi, int64_t M,
     int64_t Ncols, int64_t L, const int64_t *dynRows) {
@@ -1243,6 +1299,26 @@ __global__ __launch_bounds__(kThreads, T::MINB) void gemmWgKernel(
   }
   storeAccumulators<EPI>(acc, C, ldc, epi, m0, n0, wg * 64 + warp * 16, 0,
                          mValid, nValid);
+}
+
+template <typename T, bool AK, bool BKc, int DYN, int EPI, typename TA,
+          typename TB, typename TC>
+__global__ __launch_bounds__(kThreads, T::MINB) void gemmWgKernel(
+    const TA *__restrict__ A, int64_t lda, const TB *__restrict__ B,
+    int64_t ldb, TC *C, int64_t ldc, const EpiArgs epi, int64_t M,
+    int64_t Ncols, int64_t L, const int64_t *dynRows) {
+  gemmWgKernelBody<T, AK, BKc, DYN, EPI, TA, TB, TC>(A, lda, B, ldb, C, ldc, epi, M, Ncols, L, dynRows);
+}
+
+/// gemmWgKernel on member blockIdx.z of a group of G products (GemmGroup).
+template <int G, typename T, bool AK, bool BKc, int DYN, int EPI, typename TA,
+          typename TB, typename TC>
+__global__ __launch_bounds__(kThreads, T::MINB) void gemmWgKernelGroup(
+    const GemmGroup<G, TA, TB, TC> group, int64_t lda, int64_t ldb,
+    int64_t ldc, int64_t M, int64_t Ncols, int64_t L) {
+  const int z = blockIdx.z;
+  gemmWgKernelBody<T, AK, BKc, DYN, EPI, TA, TB, TC>(group.a[z], lda, group.b[z], ldb, group.c[z], ldc,
+                      group.epi[z], M, Ncols, L, group.rows[z]);
 }
 
 /// Whether tile T can run epilogue EPI: RoPE rotates in registers, so each
@@ -1934,7 +2010,7 @@ streamPartials(float (&acc)[BN][BM], const TA *A, int64_t lda, const TB *B,
 }
 
 template <bool DYN, int EPI, bool BF, typename TA, typename TB, typename TC>
-__global__ __launch_bounds__(kStreamThreads) void gemmStreamKernel(
+__device__ __forceinline__ void gemmStreamKernelBody(
     const TA *__restrict__ A, int64_t lda, const TB *__restrict__ B,
     int64_t ldb, TC *C, int64_t ldc, const EpiArgs epi, int64_t M,
     int64_t Ncols, int64_t L, const int64_t *dynRows) {
@@ -2013,6 +2089,27 @@ __global__ __launch_bounds__(kStreamThreads) void gemmStreamKernel(
     const int64_t idx = m * ldc + n;
     C[idx] = TC(gemmEpilogue<EPI>(total[tid], epi, idx));
   }
+}
+
+template <bool DYN, int EPI, bool BF, typename TA, typename TB, typename TC>
+__global__ __launch_bounds__(kStreamThreads) void gemmStreamKernel(
+    const TA *__restrict__ A, int64_t lda, const TB *__restrict__ B,
+    int64_t ldb, TC *C, int64_t ldc, const EpiArgs epi, int64_t M,
+    int64_t Ncols, int64_t L, const int64_t *dynRows) {
+  gemmStreamKernelBody<DYN, EPI, BF, TA, TB, TC>(A, lda, B, ldb, C, ldc, epi, M, Ncols, L,
+                                dynRows);
+}
+
+/// gemmStreamKernel on member blockIdx.z of a group of G products.
+template <int G, bool DYN, int EPI, bool BF, typename TA, typename TB,
+          typename TC>
+__global__ __launch_bounds__(kStreamThreads) void gemmStreamKernelGroup(
+    const GemmGroup<G, TA, TB, TC> group, int64_t lda, int64_t ldb,
+    int64_t ldc, int64_t M, int64_t Ncols, int64_t L) {
+  const int z = blockIdx.z;
+  gemmStreamKernelBody<DYN, EPI, BF, TA, TB, TC>(group.a[z], lda, group.b[z], ldb,
+                                group.c[z], ldc, group.epi[z], M, Ncols, L,
+                                group.rows[z]);
 }
 
 /// The GEMM kernel families: SIMT f32, mma.sync (3xTF32 or bf16) and wgmma
@@ -2245,6 +2342,91 @@ inline bool launchGemm(const TA *A, int64_t lda, const TB *B, int64_t ldb,
     return launchGemmVariant<decltype(variant), AK, BKc, DYN, EPI, BF>(
         A, lda, B, ldb, C, ldc, epi, M, Ncols, L, dynRows, stream, splits,
         DYN == 3 ? kBound : L);
+  });
+}
+
+/// Family P's kernel on tile T for member blockIdx.z of a group of G
+/// products, each with the reduction contiguous in A and B and its rows
+/// counted on the device.
+template <int P, int G, typename T, int EPI, bool BF, typename TA,
+          typename TB, typename TC>
+inline auto gemmGroupKernelFor() {
+  if constexpr (P == PathWgmma) {
+    static_assert(BF, "wgmma runs the bf16 products only");
+    return gemmWgKernelGroup<G, T, true, true, 1, EPI, TA, TB, TC>;
+  } else if constexpr (P == PathMma) {
+    return gemmTcKernelGroup<G, T, true, true, 1, EPI, BF, TA, TB, TC>;
+  } else {
+    return gemmKernelGroup<G, T, true, true, 1, EPI, BF, TA, TB, TC>;
+  }
+}
+
+/// Every member z's C = epilogue(A B^T) (A [*rows[z], L], B [Ncols, L],
+/// both with the reduction contiguous) in one launch: grid z is the member,
+/// each member's tiles run the variant of PLAN for maxRows, the bound of
+/// every member's rows. A TMA variant runs the wgmma kernel of its tile
+/// (a tensor map per member is not part of the group's table); the
+/// few-row kernel streams every member's bf16 weight copy where each has a
+/// current one.
+template <typename PLAN, int EPI, bool BF, int G, typename TA, typename TC>
+inline void launchGemmGroup(const GemmGroup<G, TA, float, TC> &group,
+                            int64_t lda, int64_t ldc, int64_t maxRows,
+                            int64_t Ncols, int64_t L, cudaStream_t stream) {
+  static_assert(gemmTypesOk<TA, float, TC, true, EPI, BF, 1>(),
+                "bf16 A needs a bf16 product; bf16 C a plain store");
+  static_assert(epiHeadDim<EPI>() == 0,
+                "modk-group-gemms leaves epilogues over heads ungrouped");
+  if (maxRows <= 0 || Ncols <= 0)
+    return;
+  const int64_t ldb = L;
+  using Product = GemmProduct<EPI, BF, tmaOperandsOk<TA, float, true, true, 1>(),
+                              streamOperandsOk<true, true, 1>()>;
+  PLAN::template dispatch<Product>(maxRows, Ncols, [&](auto variant) {
+    using V = decltype(variant);
+    constexpr int P = V::path;
+    using T = typename GemmTileFor<P, false, V::tileRows, V::tileCols>::T;
+    MODC_TEST_COUNT(groupedLaunches);
+    const dim3 grid(unsigned(ceilDiv(Ncols, T::BN)),
+                    unsigned(ceilDiv(maxRows, T::BM)), unsigned(G));
+    if constexpr (P == PathStream) {
+      MODC_TEST_COUNT(streamLaunches);
+      if constexpr (BF) {
+        GemmGroup<G, TA, bf16, TC> copies;
+        bool every = true;
+        for (int z = 0; z < G; ++z) {
+          copies.a[z] = group.a[z];
+          copies.b[z] = currentCopyOf(group.b[z], Ncols * ldb);
+          copies.c[z] = group.c[z];
+          copies.rows[z] = group.rows[z];
+          copies.epi[z] = group.epi[z];
+          every = every && copies.b[z] != nullptr;
+        }
+        if (every) {
+          traceGemm("stream bf16-weight group", maxRows, Ncols, L, T::BM,
+                    T::BN, epilogueName<EPI>());
+          MODC_LAUNCH((gemmStreamKernelGroup<G, true, EPI, BF, TA, bf16, TC>),
+                      grid, kStreamThreads, 0, stream, copies, lda, ldb, ldc,
+                      maxRows, Ncols, L);
+          return true;
+        }
+      }
+      traceGemm("stream group", maxRows, Ncols, L, T::BM, T::BN,
+                epilogueName<EPI>());
+      MODC_LAUNCH((gemmStreamKernelGroup<G, true, EPI, BF, TA, float, TC>),
+                  grid, kStreamThreads, 0, stream, group, lda, ldb, ldc,
+                  maxRows, Ncols, L);
+    } else {
+      static_assert(epilogueFits<EPI, T>(),
+                    "the configured tile cannot hold this epilogue");
+      auto kernel = gemmGroupKernelFor<P, G, T, EPI, BF, TA, float, TC>();
+      traceGemm(P == PathWgmma ? "wgmma group"
+                : P == PathMma ? "mma.sync group"
+                               : "simt group",
+                maxRows, Ncols, L, T::BM, T::BN, epilogueName<EPI>());
+      MODC_LAUNCH(kernel, grid, kThreads, 0, stream, group, lda, ldb, ldc,
+                  maxRows, Ncols, L);
+    }
+    return true;
   });
 }
 

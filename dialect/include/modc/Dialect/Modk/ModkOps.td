@@ -200,6 +200,9 @@ def Modk_GemmOp : Modk_Op<"gemm", [AttrSizedOperandSegments, NoTerminator,
     `causal_only`: the forward entry runs it only where causal decisions
     are read (the predictor's kernels). `config` (set by
     modk-configure-gemms for a CUDA target): the kernels that run it.
+    `group` (set by modk-group-gemms for a CUDA target): neighbouring
+    products with the same number are independent products of one shape,
+    epilogue and configuration that run as one grouped launch.
   }];
   let arguments = (ins Modk_Read:$input, Modk_VariadicRead:$weights,
                    Modk_Read:$segments, Modk_VariadicReadWritten:$extra,
@@ -208,7 +211,7 @@ def Modk_GemmOp : Modk_Op<"gemm", [AttrSizedOperandSegments, NoTerminator,
                    OptionalAttr<F64Attr>:$rope_theta, UnitAttr:$round_bf16,
                    OptionalAttr<Modk_GemmConfigAttr>:$config,
                    OptionalAttr<Modk_DTypeAttr>:$precision,
-                   UnitAttr:$causal_only);
+                   UnitAttr:$causal_only, OptionalAttr<I64Attr>:$group);
   let regions = (region AnyRegion:$fused_rows);
   let assemblyFormat = [{
     $input `,` `[` $weights `]` `rows` $segments

@@ -470,6 +470,58 @@ def KeepBf16Weights : Pass<"modk-keep-bf16-weights", "::mlir::ModuleOp"> {
   ];
 }
 
+def GroupGemms : Pass<"modk-group-gemms", "::modc::modk::EntryOp"> {
+  let summary = "Mark independent products of one shape as one grouped launch";
+  let description = [{
+    The experts of an MoE MLP (docs/model-format.md section 7) are E
+    products of the same shape on E row sets of their own: E small launches
+    where one would fill the GPU. This pass gives neighbouring `modk.gemm`s
+    that can run as one launch the same `group` number, and moves a later
+    member up next to the earlier ones where nothing in between reads or
+    writes what it touches. The CUDA emitter then writes one grouped call:
+    the members' tiles in one grid, z the member, each with its own input,
+    weight, row set, output and epilogue buffers.
+
+    Members of a group have:
+    - row sets of their own (products of one row set are stacked instead,
+      where that pays: modk-fuse-horizontal);
+    - the same weight shapes, input and output types, epilogue kind,
+      precision and bf16 rounding, and no causal_only;
+    - structurally equal `rows` epilogues (one generated functor), none over
+      heads (RoPE: its tiles may keep the epilogue apart);
+    - no dependence on each other: none writes what another reads or
+      writes, except a `rows` epilogue's scatter-add at the tokens of one
+      expert of a `modk.moe_select` into the buffer another expert of the
+      same select adds into (an MoE token goes to one expert at most).
+
+    At most `max-members` products a group. Run before modk-plan-memory
+    (moving a product changes lifetimes); CUDA targets only (the CPU
+    emitter runs the members one after another). `modc --no-fuse=group`
+    turns it off.
+
+    Before:
+    ```mlir
+    modk.gemm %x0, [%wg0] rows %s0 -> %g0 {epilogue = #modk.epilogue<none>} ...
+    modk.gemm %x0, [%wu0] rows %s0 -> %h0 {epilogue = #modk.epilogue<rows>} ...
+    modk.gemm %x1, [%wg1] rows %s1 -> %g1 {epilogue = #modk.epilogue<none>} ...
+    modk.gemm %x1, [%wu1] rows %s1 -> %h1 {epilogue = #modk.epilogue<rows>} ...
+    ```
+    After:
+    ```mlir
+    modk.gemm %x0, [%wg0] rows %s0 -> %g0 {epilogue = ..., group = 0} ...
+    modk.gemm %x1, [%wg1] rows %s1 -> %g1 {epilogue = ..., group = 0} ...
+    modk.gemm %x0, [%wu0] rows %s0 -> %h0 {epilogue = ..., group = 1} ...
+    modk.gemm %x1, [%wu1] rows %s1 -> %h1 {epilogue = ..., group = 1} ...
+    ```
+  }];
+  let options = [
+    Option<"enabled", "enabled", "bool", /*default=*/"true",
+           "Group independent products of one shape">,
+    Option<"maxMembers", "max-members", "int64_t", /*default=*/"16",
+           "Products a group holds at most (the grouped launch's table)">,
+  ];
+}
+
 def PlanMemory : Pass<"modk-plan-memory", "::modc::modk::EntryOp"> {
   let summary = "Place every workspace buffer, reusing memory by liveness";
   let description = [{
