@@ -1,16 +1,19 @@
 #!/usr/bin/env bash
 # Builds one CUTLASS kernel that modc generates for --cuda-gemms=cutlass and
 # checks it, without a GPU (docs/cuda.md, "CUTLASS"): nvcc compiles it for
-# sm_90a (compile only, -DNDEBUG), ptxas must report no spills, and, where
-# cuobjdump is found, its SASS must hold HGMMA (wgmma). By hand, not in CI:
-# one kernel takes about a minute of nvcc on 2 cores.
+# $ARCH (compile only, -DNDEBUG), ptxas must report no spills, and, where
+# cuobjdump is found, its SASS must hold HGMMA (wgmma, sm_90a) or HMMA
+# (mma.sync, sm_80). By hand, not in CI: one kernel takes about a minute of
+# nvcc on 2 cores.
 #
 #   scripts/check-cutlass-build.sh [KERNEL] [MODEL.json]
 #
 # KERNEL: the index of the kernel type in the package (default 1: the
 # bf16 example's 128x128x64 cooperative kernel in clusters of 2x1; 0 is its
-# 64x128x64 pingpong kernel). CUDA_GEMMS (default "cutlass") is passed to
-# --cuda-gemms: "cutlass sm-count=8" gives the example's weight gradients
+# 64x128x64 pingpong kernel). ARCH: sm_90a (the default) or sm_80, whose
+# kernels in the bf16 example are 0: 64x128x32 along N, 1: 128x256x32,
+# 2: 64x128x32 along M, 3: 128x128x32. CUDA_GEMMS (default "cutlass") is
+# passed to --cuda-gemms: "cutlass sm-count=8" gives the example's weight gradients
 # CUTLASS kernels too (docs/cuda.md). Needs build/bin/modc and mod-translate, nvcc,
 # and CUTLASS's headers (scripts/install-deps.sh). cuobjdump: the CUDA
 # Toolkit's, or pip's nvidia-cuda-cuobjdump and nvidia-cuda-nvdisasm on PATH.
@@ -19,17 +22,23 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 kernel=${1:-1}
 model=${2:-$root/examples/tiny-mod-bf16.json}
 bin=$root/build/bin
+arch=${ARCH:-sm_90a}
+case $arch in
+  sm_90a) gencode=arch=compute_90a,code=sm_90a mma=HGMMA ;;
+  sm_80) gencode=arch=compute_80,code=sm_80 mma=HMMA ;;
+  *) echo "check-cutlass-build: ARCH=$arch: expected sm_90a or sm_80" >&2; exit 2 ;;
+esac
 nvcc=${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
 cutlass=${MODC_CUTLASS_INCLUDE_DIR:-/opt/modc-cutlass-4.2.0.0/cutlass_library/source/include}
 [ -f "$cutlass/cutlass/version.h" ] || {
   echo "check-cutlass-build: no CUTLASS headers at $cutlass (scripts/install-deps.sh)" >&2; exit 2; }
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-"$bin/modc" compile "$model" --target cuda --arch sm_90a --cuda-gemms="${CUDA_GEMMS:-cutlass}" --emit=modk > "$work/model.mlir"
-"$bin/mod-translate" --modk-cutlass-kernel-to-cuda --cutlass-kernel="$kernel" "$work/model.mlir" > "$work/kernel.cu"
+"$bin/modc" compile "$model" --target cuda --arch "$arch" --cuda-gemms="${CUDA_GEMMS:-cutlass}" --emit=modk > "$work/model.mlir"
+"$bin/mod-translate" --modk-cutlass-kernel-to-cuda --cuda-arch="$arch" --cutlass-kernel="$kernel" "$work/model.mlir" > "$work/kernel.cu"
 grep '^// #modk.gemm_config' "$work/kernel.cu"
 start=$(date +%s)
-"$nvcc" -std=c++17 -O3 -DNDEBUG -gencode=arch=compute_90a,code=sm_90a --expt-relaxed-constexpr \
+"$nvcc" -std=c++17 -O3 -DNDEBUG -gencode=$gencode --expt-relaxed-constexpr \
   -I"$cutlass" -I"$cutlass/../tools/util/include" -Xptxas -v -c "$work/kernel.cu" -o "$work/kernel.o" \
   2> "$work/ptxas.txt"
 echo "check-cutlass-build: nvcc took $(( $(date +%s) - start )) s"
@@ -39,9 +48,9 @@ if grep -E 'spill (stores|loads)' "$work/ptxas.txt" | grep -vq ' 0 bytes spill s
 fi
 cuobjdump=$(command -v cuobjdump || echo "$(dirname "$nvcc")/cuobjdump")
 if [ -x "$cuobjdump" ]; then
-  hgmma=$("$cuobjdump" -sass "$work/kernel.o" | grep -c HGMMA || true)
-  echo "check-cutlass-build: $hgmma HGMMA instructions"
-  [ "$hgmma" -gt 0 ] || { echo "check-cutlass-build: FAILED: no HGMMA in the SASS" >&2; exit 1; }
+  count=$("$cuobjdump" -sass "$work/kernel.o" | grep -c "$mma" || true)
+  echo "check-cutlass-build: $count $mma instructions"
+  [ "$count" -gt 0 ] || { echo "check-cutlass-build: FAILED: no $mma in the SASS" >&2; exit 1; }
 else
   echo "check-cutlass-build: no cuobjdump: SASS not checked"
 fi

@@ -467,7 +467,8 @@ struct Sm80Gemm {
   /// where CUTLASS declines it.
   static bool run(const Bf16 *a, const int64_t *rows, const Bf16 *w, TC *y,
                   int64_t m, int64_t n, int64_t k, cudaStream_t s) {
-    cutlass::gemm::GemmCoord problem(int(m), int(n), int(k));
+    // Braces: with parentheses this declares a function (int m, ...).
+    cutlass::gemm::GemmCoord problem{int(m), int(n), int(k)};
     Out *out = reinterpret_cast<Out *>(y);
     typename Kernel::Mma::IteratorA::TensorRef refA(
         const_cast<Bf16 *>(a), cutlass::layout::RowMajor(int(k)));
