@@ -79,8 +79,8 @@ CASES = {
     "`--no-fuse takes routing, residual, residual-add, activation, rows-epilogue, router-norm, select-gather, horizontal, copy and group, got 'X'`": [
         ("{modc} compile {tmp}/m.json --no-fuse=routing,rope -o {tmp}/o",
          1, "modc: error: --no-fuse takes routing, residual, residual-add, "
-         "activation, rows-epilogue, router-norm, select-gather, horizontal "
-         "and copy, got 'rope'")],
+         "activation, rows-epilogue, router-norm, select-gather, horizontal, "
+         "copy and group, got 'rope'")],
     "`--arch is for --target cuda; the CPU target takes --march`": [
         ("{modc} compile {tmp}/m.json --arch sm_80 -o {tmp}/o", 1,
          "modc: error: --arch is for --target cuda; the CPU target takes --march")],
