@@ -13,12 +13,29 @@ layer processes n = seq_len rows when dense and n = k rows when routed:
     MLP           2 * 3 * n * d * d_ff                 (SwiGLU; 2 for GELU)
     router        2 * S * d                            (routed layers, all S rows)
     predictor     2 * S * (d*h + h)                    (causal_router predictor)
-plus the LM head 2 * S * d * V. A training step costs 3x the forward
-(backward = two matmuls per forward matmul), times the batch.
+plus the LM head 2 * S * d * V. A layer whose MLP is a Mixture of Experts
+(the `moe` key, docs/model-format.md section 7) replaces the MLP term with
+
+    MoE router    2 * n * d * (E+N)
+    experts       2 * 3 * R * d * d_expert             (2 for GELU)
+
+where R = min(n, E * C) is the most rows its real experts can keep, with
+C = clamp(ceil(capacity_factor * n / (E+N)), 1, n): the static budget the
+capacity sets, not the rows an actual batch keeps. A training step costs 3x
+the forward (backward = two matmuls per forward matmul), times the batch.
 """
 import json
 import math
 import sys
+
+
+def scheduled(sched, L, default):
+    """The layers a `schedule` value names (docs/model-format.md)."""
+    sched = default if sched is None else sched
+    if isinstance(sched, list):
+        return [l in sched for l in range(L)]
+    return [{"every_other": l % 2 == 1, "all": True, "none": False}[sched]
+            for l in range(L)]
 
 
 def config(path):
@@ -33,27 +50,34 @@ def config(path):
         else:
             k = int(math.ceil(mod.get("capacity", 0.125) * S))
         k = max(1, min(S, k))
-        sched = mod.get("schedule", "every_other")
-        if isinstance(sched, list):
-            routed = [l in sched for l in range(L)]
-        else:
-            routed = [{"every_other": l % 2 == 1, "all": True,
-                       "none": False}[sched] for l in range(L)]
+        routed = scheduled(mod.get("schedule"), L, "every_other")
         if mod.get("causal_router", "none") == "predictor":
             pred_h = mod.get("predictor_hidden", c["d_model"])
     return c, routed, k, pred_h
 
 
+def mlp_flops(c, layer, n):
+    """Forward FLOPs of layer's MLP sublayer on n rows a sequence."""
+    d = c["d_model"]
+    mlp = 3 if c.get("mlp", "swiglu") == "swiglu" else 2
+    moe = c.get("moe")
+    if moe is None or not scheduled(moe.get("schedule"), c["n_layers"],
+                                    "all")[layer]:
+        return 2 * mlp * n * d * c["d_ff"]
+    E, N = moe["n_experts"], moe.get("noop_experts", 0)
+    C = max(1, min(n, math.ceil(moe.get("capacity_factor", 1.0) * n / (E + N))))
+    return 2 * n * d * (E + N) + 2 * mlp * min(n, E * C) * d * moe["d_expert"]
+
+
 def forward_flops_per_seq(path):
     c, routed, k, h = config(path)
-    d, ff, S, V = c["d_model"], c["d_ff"], c["seq_len"], c["vocab_size"]
-    mlp = 3 if c.get("mlp", "swiglu") == "swiglu" else 2
+    d, S, V = c["d_model"], c["seq_len"], c["vocab_size"]
     total = 0.0
-    for r in routed:
+    for layer, r in enumerate(routed):
         n = k if r else S
         total += 2 * 4 * n * d * d
         total += 2 * 2 * (n * (n + 1) / 2) * d
-        total += 2 * mlp * n * d * ff
+        total += mlp_flops(c, layer, n)
         if r:
             total += 2 * S * d
             if h:
