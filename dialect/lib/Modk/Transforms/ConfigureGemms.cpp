@@ -425,6 +425,37 @@ private:
     return bytes;
   }
 
+  /// The part's CUTLASS tiles, smallest first, or the one that `tile=`
+  /// forces.
+  ArrayRef<cuda::CutlassTile> cutlassTiles() const {
+    ArrayRef<cuda::CutlassTile> table = target->cutlass.tileList();
+    if (forcedTile == 1)
+      return table.take_front();
+    if (forcedTile == 2)
+      return table.take_back();
+    return table;
+  }
+
+  /// Tile t's CUTLASS variant from minRows rows on, for `rowTiles` tiles of
+  /// output rows and `cols` columns: clusters along the rows where there
+  /// are rows for them, rasters along the longer side.
+  static GemmVariant cutlassVariant(const cuda::CutlassTile &t, int64_t minRows,
+                                    int64_t rowTiles, int64_t stages,
+                                    int64_t cols) {
+    GemmVariant v;
+    v.minRows = minRows;
+    v.path = GemmPath::cutlass;
+    v.tileRows = t.rows;
+    v.tileCols = t.cols;
+    v.tileDepth = t.depth;
+    v.clusterRows = rowTiles >= t.clusterRows ? t.clusterRows : 1;
+    v.stages = stages;
+    v.schedule = t.schedule;
+    v.raster = rowTiles >= ceilDiv(cols, t.cols) ? modk::RasterOrder::along_m
+                                                 : modk::RasterOrder::along_n;
+    return v;
+  }
+
   /// The configuration of a product on CUTLASS: the tile kernels'
   /// variants below `from` rows (a forward product's few-row kernel's, or
   /// mma.sync's below 64 without it), then the part's CUTLASS tiles,
@@ -441,11 +472,7 @@ private:
     for (const GemmVariant &v : configure(ctx, p).getVariants())
       if (v.minRows < from)
         variants.push_back(v);
-    ArrayRef<cuda::CutlassTile> table = target->cutlass.tileList();
-    if (forcedTile == 1)
-      table = table.take_front();
-    else if (forcedTile == 2)
-      table = table.take_back();
+    ArrayRef<cuda::CutlassTile> table = cutlassTiles();
     const cuda::CutlassTile *previous = nullptr;
     for (const cuda::CutlassTile &t : table) {
       int64_t stages =
@@ -461,19 +488,8 @@ private:
         int64_t need = ceilDiv(t.ctasPerSm * sms, ceilDiv(p.cols, t.cols));
         start = std::max(from, need <= 1 ? 0 : (need - 1) * t.rows + 1);
       }
-      GemmVariant v;
-      v.minRows = start;
-      v.path = GemmPath::cutlass;
-      v.tileRows = t.rows;
-      v.tileCols = t.cols;
-      v.tileDepth = t.depth;
-      int64_t rowTiles = ceilDiv(start, t.rows);
-      v.clusterRows = rowTiles >= t.clusterRows ? t.clusterRows : 1;
-      v.stages = stages;
-      v.schedule = t.schedule;
-      v.raster = rowTiles >= ceilDiv(p.cols, t.cols)
-                     ? modk::RasterOrder::along_m
-                     : modk::RasterOrder::along_n;
+      GemmVariant v =
+          cutlassVariant(t, start, ceilDiv(start, t.rows), stages, p.cols);
       while (!variants.empty() && variants.back().minRows >= start)
         variants.pop_back(); // the larger tile from the same rows on
       variants.push_back(v);
@@ -493,11 +509,7 @@ private:
   modk::GemmConfigAttr configureCutlassWgrad(MLIRContext *ctx,
                                              const Product &p) const {
     SmallVector<GemmVariant> variants(configure(ctx, p).getVariants());
-    ArrayRef<cuda::CutlassTile> table = target->cutlass.tileList();
-    if (forcedTile == 1)
-      table = table.take_front();
-    else if (forcedTile == 2)
-      table = table.take_back();
+    ArrayRef<cuda::CutlassTile> table = cutlassTiles();
     std::optional<GemmVariant> chosen;
     const cuda::CutlassTile *previous = nullptr;
     for (const cuda::CutlassTile &t : table) {
@@ -514,20 +526,8 @@ private:
             forcedTile == 0)
           continue;
       }
-      GemmVariant v;
-      v.minRows = kWgmmaMinRows;
-      v.path = GemmPath::cutlass;
-      v.tileRows = t.rows;
-      v.tileCols = t.cols;
-      v.tileDepth = t.depth;
-      int64_t rowTiles = ceilDiv(p.staticRows, t.rows);
-      v.clusterRows = rowTiles >= t.clusterRows ? t.clusterRows : 1;
-      v.stages = stages;
-      v.schedule = t.schedule;
-      v.raster = rowTiles >= ceilDiv(p.cols, t.cols)
-                     ? modk::RasterOrder::along_m
-                     : modk::RasterOrder::along_n;
-      chosen = v;
+      chosen = cutlassVariant(t, kWgmmaMinRows, ceilDiv(p.staticRows, t.rows),
+                              stages, p.cols);
       previous = &t;
     }
     if (!chosen)
