@@ -17,7 +17,9 @@
 #      decode (bench_decode, batch 1 and 8), MoDE / MoE and MoDE / dense;
 #   2. the MoE MLP sublayer alone, as layer_X minus layer_stub (forward from
 #      bench_forward, forward+backward from bench_train's grad time), MoDE
-#      against N = 0 (target <= 0.6);
+#      against N = 0 (target <= 0.6); and, for the forward, the MLP's own
+#      kernels summed from the package's profile (MODC_PROFILE=1), in rounds
+#      that alternate which model runs first;
 #   3. bench/torch_mode.py's PyTorch baseline of the same sublayer (eager and
 #      torch.compile; the faster of its two formulations per mode), against
 #      ours (targets: >= 1.5x eager, >= 1.2x torch.compile).
@@ -61,6 +63,17 @@ for r in $(seq 1 "$rounds"); do
   "$build/bench/bench_train" --models "$models" --work "$work/train" --batch "$batch" \
     --iters "$iters" --warmup "$warmup" \
     --only "mode_dense,mode_moe,mode_mode,$layers" | tee "$logs/train.$r.txt" >&2
+done
+
+# The MoE MLP's own kernels, timed by the package (MODC_PROFILE=1), in
+# ROUNDS rounds that alternate which of the two models runs first: a check
+# of the subtraction above that carries no other layer's noise.
+for r in $(seq 1 "$rounds"); do
+  order=mode_layer_mode,mode_layer_moe
+  (( r % 2 == 0 )) && order=mode_layer_moe,mode_layer_mode
+  echo "== round $r: MoE MLP kernel profile ($order)" >&2
+  MODC_PROFILE=1 "$build/bench/bench_forward" --models "$models" --work "$work/fwd" --batch "$batch" \
+    --iters "$iters" --warmup "$warmup" --only "$order" > "$logs/profile.$r.txt" 2>&1
 done
 
 # bench_decode times the pair it calls model_dense and model_mod.
@@ -156,6 +169,44 @@ for kind, t in (("forward", fwd), ("fwd+bwd (grad)", grad)):
           f"MoDE/MoE {r:.3f}   target <= 0.6: {'MET' if r <= 0.6 else 'MISSED'}")
     print(f"{'':16} (whole 1-layer models: MoE {t['mode_layer_moe']:.2f} ms, MoDE "
           f"{t['mode_layer_mode']:.2f} ms, 0 layers {t['mode_layer_none']:.2f} ms)")
+
+def mlp_profile(path):
+    """Per model, the median over calls of the summed kernel times of the
+    MoE MLP: its RMSNorm, the router product, the selection, the gathers,
+    the experts' products and the scatter (kernels from two before
+    modk.moe_select up to the final norm and the LM head, the last two)."""
+    calls, current, out = [], [], {}
+    for line in open(path):
+        if line.startswith("modc profile: kernel"):
+            f = line.split()
+            index, ms = int(f[3]), float(f[-2])
+            if index == 0 and current:
+                calls.append(current)
+                current = []
+            current.append((" ".join(f[4:-2]), ms))
+        elif "compiled in" in line:  # the model's calls are done
+            if current:
+                calls.append(current)
+            current = []
+            name = line.split()[0]
+            sums = []
+            for c in calls:
+                select = next(i for i, (k, _) in enumerate(c) if k == "modk.moe_select")
+                sums.append(sum(ms for _, ms in c[select - 2:len(c) - 2]))
+            out[name] = statistics.median(sums)
+            calls = []
+    return out
+
+prof = [mlp_profile(f"{logs}/profile.{r}.txt") for r in range(1, rounds + 1)]
+prof = [p for p in prof if "mode_layer_mode" in p and "mode_layer_moe" in p]
+if prof:
+    ratios = [p["mode_layer_mode"] / p["mode_layer_moe"] for p in prof]
+    r = statistics.median(ratios)
+    print(f"{'forward, profile':16} MoE N=0 {statistics.median(p['mode_layer_moe'] for p in prof):7.2f} ms  "
+          f"MoDE {statistics.median(p['mode_layer_mode'] for p in prof):7.2f} ms  MoDE/MoE {r:.3f}   "
+          f"target <= 0.6: {'MET' if r <= 0.6 else 'MISSED'}")
+    print(f"{'':16} (the MLP's kernels summed, median of calls; per round: "
+          + ", ".join(f"{x:.3f}" for x in ratios) + ")")
 
 rows = [json.loads(l) for l in open(f"{logs}/torch.jsonl") if l.startswith("{")]
 if rows:
