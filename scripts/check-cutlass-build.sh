@@ -16,7 +16,7 @@
 # passed to --cuda-gemms: "cutlass sm-count=8" gives the example's weight gradients
 # CUTLASS kernels too (docs/cuda.md). Needs build/bin/modc and mod-translate, nvcc,
 # and CUTLASS's headers (scripts/install-deps.sh). cuobjdump: the CUDA
-# Toolkit's, or pip's nvidia-cuda-cuobjdump and nvidia-cuda-nvdisasm on PATH.
+# Toolkit's, on PATH, or the pinned copy of scripts/install-deps.sh.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 kernel=${1:-1}
@@ -47,10 +47,11 @@ if grep -E 'spill (stores|loads)' "$work/ptxas.txt" | grep -vq ' 0 bytes spill s
   echo "check-cutlass-build: FAILED: the kernel spills" >&2; exit 1
 fi
 cuobjdump=$(command -v cuobjdump || echo "$(dirname "$nvcc")/cuobjdump")
-if [ -x "$cuobjdump" ]; then
-  count=$("$cuobjdump" -sass "$work/kernel.o" | grep -c "$mma" || true)
-  echo "check-cutlass-build: $count $mma instructions"
-  [ "$count" -gt 0 ] || { echo "check-cutlass-build: FAILED: no $mma in the SASS" >&2; exit 1; }
+[ -x "$cuobjdump" ] || cuobjdump=$(ls /opt/modc-cuda-sass-*/nvidia/cu13/bin/cuobjdump 2>/dev/null | tail -n 1)
+if [ -n "$cuobjdump" ] && [ -x "$cuobjdump" ]; then
+  "$cuobjdump" -sass "$work/kernel.o" > "$work/kernel.sass"
+  python3 "$root/scripts/check-sass.py" "$work/kernel.sass" --require "cutlass=$mma" || {
+    echo "check-cutlass-build: FAILED: a kernel without $mma in the SASS" >&2; exit 1; }
 else
   echo "check-cutlass-build: no cuobjdump: SASS not checked"
 fi

@@ -39,3 +39,16 @@ if [ ! -f "$cutlass_dir/cutlass_library/source/include/cutlass/version.h" ]; the
 else
   echo "install-deps: CUTLASS $cutlass_version present"
 fi
+# cuobjdump and nvdisasm, which list a CUDA binary's SASS: the tests check
+# that the tensor-core kernels hold HGMMA/HMMA (scripts/check-sass.py).
+# nvcc 13.0's toolkit may lack them; pip's wheels (13.2, which read 13.0's
+# cubins), pinned, into a directory of their own.
+sass_version=13.2.51
+sass_dir=/opt/modc-cuda-sass-$sass_version
+if [ ! -x "$sass_dir/nvidia/cu13/bin/cuobjdump" ] || [ ! -x "$sass_dir/nvidia/cu13/bin/nvdisasm" ]; then
+  echo "install-deps: installing cuobjdump and nvdisasm $sass_version into $sass_dir"
+  python3 -m pip install -q --no-deps --target "$sass_dir" \
+    "nvidia-cuda-cuobjdump==$sass_version" "nvidia-cuda-nvdisasm==$sass_version"
+else
+  echo "install-deps: cuobjdump and nvdisasm $sass_version present"
+fi

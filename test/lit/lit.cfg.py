@@ -25,6 +25,22 @@ if nvcc:
     config.substitutions.append(("%nvcc", nvcc))
     # ptxas sits beside nvcc in every CUDA Toolkit.
     config.substitutions.append(("%ptxas", os.path.join(os.path.dirname(os.path.realpath(nvcc)), "ptxas")))
+# cuobjdump (with nvdisasm beside it) lists a package's SASS: the toolkit's,
+# or pip's pinned copy that scripts/install-deps.sh installs. Tests use it
+# under %if cuobjdump; %check-sass checks the listing (scripts/check-sass.py).
+import glob
+cuobjdump_dirs = ([os.path.dirname(os.path.realpath(nvcc))] if nvcc else []) + \
+    sorted(glob.glob("/opt/modc-cuda-sass-*/nvidia/cu13/bin"), reverse=True)
+on_path = shutil.which("cuobjdump")
+if on_path:
+    cuobjdump_dirs.insert(0, os.path.dirname(on_path))
+for d in cuobjdump_dirs:
+    if all(os.access(os.path.join(d, t), os.X_OK) for t in ("cuobjdump", "nvdisasm")):
+        config.available_features.add("cuobjdump")
+        config.environment["NVDISASM_PATH"] = d
+        config.substitutions.append(("%cuobjdump", os.path.join(d, "cuobjdump")))
+        break
+config.substitutions.append(("%check-sass", "python3 " + os.path.join(config.modc_src_root, "scripts", "check-sass.py")))
 # modc configured with CUTLASS's headers builds --cuda-gemms=cutlass
 # packages (cmake/Cutlass.cmake); tests that do, with a stand-in nvcc, say
 # REQUIRES: cutlass.
