@@ -4,8 +4,10 @@
 // few rows: on a GPU, E launches of a few CTAs each. Marked as one group,
 // they run as one launch whose grid holds every member's tiles
 // (docs/compiler.md, "The MoE MLP"; docs/cuda.md, "Grouped products").
-// The pass decides which products may share a launch and moves later
-// members up next to the first; the CUDA emitter prints what it marked.
+// The same holds for their gradients' products (modk.gemm_dgrad,
+// modk.gemm_wgrad). The pass decides which products may share a launch and
+// moves later members up next to the first, with the kernels between that
+// a member needs; the CUDA emitter prints what it marked.
 //
 //===----------------------------------------------------------------------===//
 
@@ -13,6 +15,7 @@
 #include "modc/Dialect/Modk/Transforms/Passes.h"
 
 #include "mlir/IR/OperationSupport.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
 
 namespace modc {
 #define GEN_PASS_DEF_GROUPGEMMS
@@ -23,9 +26,42 @@ using namespace mlir;
 using namespace modc;
 
 namespace {
-/// Whether `gemm` may be a member of a group at all.
-bool groupable(modk::GemmOp gemm) {
-  if (gemm.getCausalOnly() || gemm.getGroup())
+/// The most members a group may have: the grouped kernels' table of
+/// buffers is a kernel parameter of at most this many entries
+/// (modk_cuda::detail::kMaxGemmGroup in GemmTiles.cuh).
+constexpr int64_t kMaxGroupMembers = 16;
+
+/// Kernels a dependence chain of a member may move up with it, at most:
+/// an expert's few row kernels between two of its products, not a layer.
+constexpr size_t kMaxMovedWithMember = 16;
+
+/// The products a group holds: forward products and the two gradient
+/// products of the backward.
+bool isProduct(Operation *op) {
+  return isa<modk::GemmOp, modk::GemmDgradOp, modk::GemmWgradOp>(op);
+}
+
+IntegerAttr groupOf(Operation *op) {
+  return op->getAttrOfType<IntegerAttr>("group");
+}
+
+Value segmentsOf(Operation *op) {
+  if (auto gemm = dyn_cast<modk::GemmOp>(op))
+    return gemm.getSegments();
+  if (auto dgrad = dyn_cast<modk::GemmDgradOp>(op))
+    return dgrad.getSegments();
+  return cast<modk::GemmWgradOp>(op).getSegments();
+}
+
+/// Whether product `op` may be a member of a group at all.
+bool groupable(Operation *op) {
+  if (groupOf(op))
+    return false;
+  auto gemm = dyn_cast<modk::GemmOp>(op);
+  // A gradient product has no epilogue: every one may.
+  if (!gemm)
+    return true;
+  if (gemm.getCausalOnly())
     return false;
   if (gemm.getEpilogue() == modk::Epilogue::none)
     return true;
@@ -39,7 +75,7 @@ bool groupable(modk::GemmOp gemm) {
 /// Whether `a` and `b` are the same kernel on other buffers: equal
 /// attributes, operand types and epilogue regions, whatever buffers their
 /// operands name.
-bool sameKernel(modk::GemmOp a, modk::GemmOp b) {
+bool sameKernel(Operation *a, Operation *b) {
   llvm::DenseMap<Value, Value> inside;
   auto check = [&](Value lhs, Value rhs) -> LogicalResult {
     if (Value mapped = inside.lookup(lhs))
@@ -63,15 +99,73 @@ SmallVector<Value> usedFromOutside(Operation *op) {
   return used;
 }
 
-/// The buffers `op` or an op nested in it names, as viewedBuffer gives
-/// them.
-SmallVector<Value> buffersOf(Operation *op) {
-  llvm::SetVector<Value> buffers;
-  for (Value v : usedFromOutside(op))
-    if (isa<MemRefType>(v.getType()))
-      buffers.insert(modk::viewedBuffer(v));
-  return buffers.takeVector();
-}
+/// What an op of the entry does to its buffers, as viewedBuffer gives
+/// them: the buffers it or an op nested in it names, those it may write
+/// (modk::mayWrite's reading of the effects), whether it may write a
+/// buffer it does not name, and whether every effect it declares is on a
+/// buffer it names (no resource of its own, such as the KV cache).
+struct BufferUse {
+  llvm::SmallSetVector<Value, 8> named, written;
+  bool writesAny = false, onlyNamed = true;
+};
+
+class BufferUses {
+public:
+  const BufferUse &of(Operation *op) {
+    auto [it, inserted] = uses.try_emplace(op);
+    if (inserted)
+      compute(op, it->second);
+    return it->second;
+  }
+
+  /// Whether `a` writes a buffer `b` names or `b` one `a` names: they may
+  /// not swap.
+  bool conflict(Operation *a, Operation *b) {
+    const BufferUse &ua = of(a), &ub = of(b);
+    auto writes = [](const BufferUse &w, const BufferUse &r) {
+      if (w.writesAny && !r.named.empty())
+        return true;
+      return llvm::any_of(r.named,
+                          [&](Value v) { return w.written.contains(v); });
+    };
+    return writes(ua, ub) || writes(ub, ua);
+  }
+
+private:
+  static void compute(Operation *op, BufferUse &use) {
+    // A view or arithmetic names buffers without touching them.
+    if (isMemoryEffectFree(op))
+      return;
+    for (Value v : usedFromOutside(op))
+      if (isa<MemRefType>(v.getType()))
+        use.named.insert(modk::viewedBuffer(v));
+    op->walk([&](Operation *nested) {
+      auto effects = dyn_cast<MemoryEffectOpInterface>(nested);
+      if (!effects) {
+        for (Value v : nested->getOperands())
+          if (isa<MemRefType>(v.getType()))
+            use.written.insert(modk::viewedBuffer(v));
+        return;
+      }
+      SmallVector<MemoryEffects::EffectInstance> instances;
+      effects.getEffects(instances);
+      for (const MemoryEffects::EffectInstance &e : instances) {
+        Value value = e.getValue();
+        if (!value) {
+          use.onlyNamed = false;
+          if (isa<MemoryEffects::Write>(e.getEffect()) &&
+              isa<SideEffects::DefaultResource>(e.getResource()))
+            use.writesAny = true;
+          continue;
+        }
+        if (isa<MemoryEffects::Write>(e.getEffect()))
+          use.written.insert(modk::viewedBuffer(value));
+      }
+    });
+  }
+
+  llvm::DenseMap<Operation *, BufferUse> uses;
+};
 
 /// The row set of a member's epilogue that writes `buffer` at tokens:
 /// the tokens operand of its modk.rows where every access to `buffer` is
@@ -108,104 +202,175 @@ modk::MoeSelectOp expertSelect(Value tokens) {
   return select;
 }
 
-/// Whether `a` and `b` both add into `buffer` at the tokens of two
+/// Whether products `a` and `b` both add into `buffer` at the tokens of two
 /// different experts of one modk.moe_select, which share no token
 /// (docs/model-format.md section 7: a token goes to one expert at most).
-bool disjointExpertAdds(modk::GemmOp a, modk::GemmOp b, Value buffer) {
-  Value ta = tokensWriting(a, buffer), tb = tokensWriting(b, buffer);
+/// Only a forward product's `rows` epilogue writes at tokens: a gradient
+/// product writes the first rows of its output, so two of them into one
+/// buffer always meet.
+bool disjointExpertAdds(Operation *a, Operation *b, Value buffer) {
+  auto ga = dyn_cast<modk::GemmOp>(a), gb = dyn_cast<modk::GemmOp>(b);
+  if (!ga || !gb)
+    return false;
+  Value ta = tokensWriting(ga, buffer), tb = tokensWriting(gb, buffer);
   if (!ta || !tb || ta == tb)
     return false;
   modk::MoeSelectOp select = expertSelect(ta);
   return select && select == expertSelect(tb);
 }
 
-/// Whether running `a` and `b` in either order, or at once, gives the same
-/// result: neither writes a buffer that the other names.
-bool independent(modk::GemmOp a, modk::GemmOp b) {
-  for (Value buffer : buffersOf(b))
-    if (modk::mayWrite(a, buffer) && !disjointExpertAdds(a, b, buffer))
+/// Whether running members `a` and `b` in either order, or at once, gives
+/// the same result: neither writes a buffer that the other names, but for
+/// disjointExpertAdds.
+bool independent(Operation *a, Operation *b, BufferUses &uses) {
+  const BufferUse &ua = uses.of(a), &ub = uses.of(b);
+  if (ua.writesAny || ub.writesAny)
+    return false;
+  for (Value buffer : ub.named)
+    if (ua.written.contains(buffer) && !disjointExpertAdds(a, b, buffer))
       return false;
-  for (Value buffer : buffersOf(a))
-    if (modk::mayWrite(b, buffer) && !disjointExpertAdds(a, b, buffer))
+  for (Value buffer : ua.named)
+    if (ub.written.contains(buffer) && !disjointExpertAdds(a, b, buffer))
       return false;
   return true;
 }
 
-/// Whether `op` can move up to right after `after` (an earlier op of its
-/// block): no op in between writes what `op` names, or names what `op`
-/// writes, and what `op` uses is defined before `after`, or by a
-/// modk.alloc in between (which `allocs` gets, to move up too).
-bool canMoveUpTo(Operation *op, Operation *after,
-                 SmallVectorImpl<Operation *> &allocs) {
-  allocs.clear();
-  for (Value v : usedFromOutside(op)) {
-    Operation *def = v.getDefiningOp();
-    if (!def || def->getBlock() != op->getBlock() ||
-        def->isBeforeInBlock(after) || def == after)
+/// Whether kernel `op` may move up past kernels it does not depend on: a
+/// product without a group or a row kernel, with no results and every
+/// effect on buffers it names.
+bool movable(Operation *op, BufferUses &uses) {
+  return (isa<modk::RowsOp>(op) || (isProduct(op) && !groupOf(op))) &&
+         op->getNumResults() == 0 && uses.of(op).onlyNamed &&
+         !uses.of(op).writesAny;
+}
+
+/// How candidate `op` joins the group that runs from `first` to `last`:
+/// `before`, the kernels between `last` and `op` that `op` depends on
+/// (they write what it, or another of them, reads or writes, or read what
+/// it writes), which move before `first`, in their order; `allocs`, the
+/// modk.allocs of buffers they or `op` name that are defined inside the
+/// group's span, which move before `first` too.
+struct Move {
+  SmallVector<Operation *> before, allocs;
+};
+
+/// Whether `op` can move up to right after `last` (an earlier op of its
+/// block, the group's last member; `first` its first): the kernels between
+/// that it depends on move before `first` (at most kMaxMovedWithMember of
+/// them, none that the group's kernels or the others they pass depend
+/// on), and what `op` and they use is defined before where they go, or by
+/// a modk.alloc (which moves up too).
+bool canMoveUpTo(Operation *op, Operation *first, Operation *last,
+                 BufferUses &uses, Move &move) {
+  move = Move();
+  // The kernels between that `op` depends on, directly or through one
+  // another, from the nearest back.
+  SmallVector<Operation *> chain{op};
+  for (Operation *between = op->getPrevNode(); between != last;
+       between = between->getPrevNode()) {
+    if (isa<modk::AllocOp>(between))
       continue;
-    if (!isa<modk::AllocOp>(def))
+    if (llvm::none_of(chain,
+                      [&](Operation *c) { return uses.conflict(between, c); }))
+      continue;
+    if (!movable(between, uses) || chain.size() > kMaxMovedWithMember)
       return false;
-    if (!llvm::is_contained(allocs, def))
-      allocs.push_back(def);
+    chain.push_back(between);
   }
-  SmallVector<Value> mine = buffersOf(op);
-  for (Operation *between = after->getNextNode(); between != op;
-       between = between->getNextNode()) {
-    for (Value buffer : mine)
-      if (modk::mayWrite(between, buffer))
+  move.before.assign(chain.rbegin(), std::prev(chain.rend()));
+  // Each moves before `first`, past the kernels from `first` on that stay.
+  llvm::SmallPtrSet<Operation *, 8> moving(move.before.begin(),
+                                           move.before.end());
+  for (Operation *dep : move.before)
+    for (Operation *passed = first; passed != dep;
+         passed = passed->getNextNode())
+      if (!moving.contains(passed) && !isa<modk::AllocOp>(passed) &&
+          uses.conflict(passed, dep))
         return false;
-    for (Value buffer : buffersOf(between))
-      if (modk::mayWrite(op, buffer))
+  // Values: defined before where each goes, or by a modk.alloc that moves.
+  auto defined = [&](Operation *user, Operation *bound) {
+    for (Value v : usedFromOutside(user)) {
+      Operation *def = v.getDefiningOp();
+      if (!def || def->getBlock() != user->getBlock() ||
+          def->isBeforeInBlock(bound) || def == bound)
+        continue;
+      if (!isa<modk::AllocOp>(def))
         return false;
+      if (!llvm::is_contained(move.allocs, def))
+        move.allocs.push_back(def);
+    }
+    return true;
+  };
+  // A kernel that moves before `first` needs its values defined before it.
+  if (Operation *boundary = first->getPrevNode()) {
+    for (Operation *dep : move.before)
+      if (!defined(dep, boundary))
+        return false;
+  } else if (!move.before.empty()) {
+    return false;
   }
-  return true;
+  return defined(op, last);
 }
 
 struct GroupGemms : modc::impl::GroupGemmsBase<GroupGemms> {
   using GroupGemmsBase::GroupGemmsBase;
+
+  /// Checks the options once per pipeline, not once per entry.
+  LogicalResult initialize(MLIRContext *ctx) override {
+    if (maxMembers < 0 || maxMembers > kMaxGroupMembers)
+      return emitError(UnknownLoc::get(ctx))
+             << "modk-group-gemms: max-members " << maxMembers.getValue()
+             << "; expected 0 to " << kMaxGroupMembers
+             << ", the most products a grouped kernel's table holds "
+                "(kMaxGemmGroup)";
+    return success();
+  }
 
   void runOnOperation() override {
     if (!enabled)
       return;
     Block &body = getOperation().getBody().front();
     Builder b(&getContext());
+    BufferUses uses;
     int64_t next = 0;
     for (Operation *op = &body.front(); op; op = op->getNextNode()) {
-      auto first = dyn_cast<modk::GemmOp>(op);
-      if (!first || !groupable(first))
+      Operation *first = op;
+      if (!isProduct(first) || !groupable(first))
         continue;
-      SmallVector<modk::GemmOp> members{first};
+      SmallVector<Operation *> members{first};
       Operation *last = first;
       for (Operation *candidate = first->getNextNode();
            candidate && int64_t(members.size()) < maxMembers;) {
         Operation *after = candidate->getNextNode();
-        auto gemm = dyn_cast<modk::GemmOp>(candidate);
-        SmallVector<Operation *> allocs;
+        Move move;
         // Products of one row set are the stacking's (modk-fuse-horizontal):
         // a group is of products on row sets of their own, whose rows are
         // too few to fill the GPU alone.
-        if (gemm && groupable(gemm) && sameKernel(gemm, first) &&
+        if (isProduct(candidate) && groupable(candidate) &&
+            sameKernel(candidate, first) &&
             llvm::all_of(members,
-                         [&](modk::GemmOp m) {
-                           return m.getSegments() != gemm.getSegments() &&
-                                  independent(m, gemm);
+                         [&](Operation *m) {
+                           return segmentsOf(m) != segmentsOf(candidate) &&
+                                  independent(m, candidate, uses);
                          }) &&
-            canMoveUpTo(gemm, last, allocs)) {
-          // Its buffers' allocations go before the group, which stays a
-          // run of neighbouring products.
-          for (Operation *alloc : allocs)
+            canMoveUpTo(candidate, first, last, uses, move)) {
+          // The allocations and the kernels it needs go before the group,
+          // which stays a run of neighbouring products.
+          for (Operation *alloc : move.allocs)
             alloc->moveBefore(first);
-          if (gemm->getPrevNode() != last)
-            gemm->moveAfter(last);
-          members.push_back(gemm);
-          last = gemm;
+          for (Operation *dep : move.before)
+            dep->moveBefore(first);
+          if (candidate->getPrevNode() != last)
+            candidate->moveAfter(last);
+          members.push_back(candidate);
+          last = candidate;
         }
         candidate = after;
       }
       if (members.size() < 2)
         continue;
-      for (modk::GemmOp member : members)
-        member.setGroupAttr(b.getI64IntegerAttr(next));
+      for (Operation *member : members)
+        member->setAttr("group", b.getI64IntegerAttr(next));
       ++next;
       op = last;
     }

@@ -821,9 +821,25 @@ def Modk_BCELossValueOp : Modk_GenericOp<"bce_loss_value"> {
 
 def Modk_GemmDgradOp : Modk_GenericOp<"gemm_dgrad"> {
   let summary = "dA (+)= dY . W on the rows of a row set";
+  let description = [{
+    `group` (set by modk-group-gemms for a CUDA target): neighbouring input
+    gradients with the same number are independent products of one shape,
+    accumulation and configuration that run as one grouped launch, as
+    modk.gemm's.
+  }];
   let arguments = (ins Modk_Read:$dy, Modk_Read:$weight, Modk_Read:$segments,
                    Modk_ReadWritten:$da, BoolAttr:$accumulate,
-                   OptionalAttr<Modk_GemmConfigAttr>:$config);
+                   OptionalAttr<Modk_GemmConfigAttr>:$config,
+                   OptionalAttr<ConfinedAttr<I64Attr, [IntNonNegative]>>:$group);
+  let builders = [
+    // Before modk-group-gemms: no group.
+    OpBuilder<(ins "::mlir::Value":$dy, "::mlir::Value":$weight,
+                   "::mlir::Value":$segments, "::mlir::Value":$da,
+                   "bool":$accumulate, "GemmConfigAttr":$config), [{
+      build($_builder, $_state, dy, weight, segments, da, accumulate, config,
+            ::mlir::IntegerAttr());
+    }]>
+  ];
   let hasVerifier = 1;
 }
 
@@ -831,10 +847,24 @@ def Modk_GemmWgradOp : Modk_GenericOp<"gemm_wgrad"> {
   let summary = "dW += dY^T . A over the rows of a row set";
   let description = [{
     `precision`: as modk.gemm's, where it is not the entry's dtype.
+    `group` (set by modk-group-gemms for a CUDA target): neighbouring weight
+    gradients with the same number are independent products of one shape,
+    precision and configuration that run as one grouped launch, as
+    modk.gemm's.
   }];
   let arguments = (ins Modk_Read:$dy, Modk_Read:$input, Modk_Read:$segments,
                    Modk_ReadWritten:$dw, OptionalAttr<Modk_GemmConfigAttr>:$config,
-                   OptionalAttr<Modk_DTypeAttr>:$precision);
+                   OptionalAttr<Modk_DTypeAttr>:$precision,
+                   OptionalAttr<ConfinedAttr<I64Attr, [IntNonNegative]>>:$group);
+  let builders = [
+    // Before modk-group-gemms: no group.
+    OpBuilder<(ins "::mlir::Value":$dy, "::mlir::Value":$input,
+                   "::mlir::Value":$segments, "::mlir::Value":$dw,
+                   "GemmConfigAttr":$config, "DTypeAttr":$precision), [{
+      build($_builder, $_state, dy, input, segments, dw, config, precision,
+            ::mlir::IntegerAttr());
+    }]>
+  ];
   let extraClassDeclaration = [{
     /// Whether the products round their operands to bf16 (modk.gemm's).
     bool productsBf16();
