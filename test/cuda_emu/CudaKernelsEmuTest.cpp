@@ -727,6 +727,194 @@ TEST(CudaKernels, LinearWgradSplitPlan) {
   EXPECT_EQ(50000, (wgradSplit<64, 64, modk_cuda::DefaultGemmPlan>(100000).splits));
 }
 
+/// Row counts of a group's members: the first full, the second empty,
+/// the others anywhere from 0 to maxRows.
+std::vector<int64_t> groupRows(int g, int64_t maxRows, uint32_t seed) {
+  std::mt19937 pick(seed);
+  std::vector<int64_t> rows(g);
+  for (int z = 0; z < g; ++z)
+    rows[z] = z == 0 ? maxRows : z == 1 ? 0 : int64_t(pick() % (maxRows + 1));
+  return rows;
+}
+
+/// A grouped input gradient (modk.gemm_dgrad's `group`): G members with
+/// their own dy, weights, row counts and da in one launch, storing and
+/// accumulating, each against its own fp64 product (from its init where it
+/// accumulates) and bitwise against the single linear_dgrad of the same
+/// member; rows past a member's count keep the sentinel.
+template <int N, int K, int G, bool BF16, typename TD = float>
+void checkDgradGroup(int64_t maxRows, uint32_t seed) {
+  const std::vector<int64_t> rows = groupRows(G, maxRows, seed);
+  std::vector<std::vector<TD>> dy(G);
+  std::vector<std::vector<float>> w(G), init(G);
+  for (int z = 0; z < G; ++z) {
+    auto d = randomFloats(maxRows * N, seed + 5 * z + 1);
+    dy[z].assign(d.begin(), d.end());
+    w[z] = randomFloats(int64_t(N) * K, seed + 5 * z + 2);
+    init[z] = randomFloats(maxRows * K, seed + 5 * z + 3);
+  }
+  auto value = [&](double x) { return BF16 ? bf16Exact(x) : x; };
+  for (bool acc : {false, true}) {
+    SCOPED_TRACE(testing::Message() << "accumulate " << acc);
+    std::vector<std::vector<float>> da(G), single(G);
+    modk_cuda::detail::GemmGroup<G, TD, float, float> group;
+    for (int z = 0; z < G; ++z) {
+      da[z].assign(maxRows * K, kSentinel);
+      if (acc)
+        std::copy(init[z].begin(), init[z].begin() + rows[z] * K,
+                  da[z].begin());
+      single[z] = da[z];
+      group.a[z] = dy[z].data();
+      group.b[z] = w[z].data();
+      group.c[z] = da[z].data();
+      group.rows[z] = &rows[z];
+    }
+    const int64_t launches = modk_cuda::detail::groupedLaunches();
+    modk_cuda::linear_dgrad_group<N, K, G, BF16>(group, maxRows, acc, nullptr);
+    EXPECT_EQ(launches + 1, modk_cuda::detail::groupedLaunches());
+    for (int z = 0; z < G; ++z) {
+      modk_cuda::linear_dgrad<N, K, BF16>(dy[z].data(), &rows[z], maxRows,
+                                          w[z].data(), single[z].data(), acc,
+                                          nullptr);
+      std::vector<float> want(rows[z] * K);
+      for (int64_t m = 0; m < rows[z]; ++m)
+        for (int k = 0; k < K; ++k) {
+          double sum = acc ? double(init[z][m * K + k]) : 0.0;
+          for (int n = 0; n < N; ++n)
+            sum += value(float(dy[z][m * N + n])) * value(w[z][n * K + k]);
+          want[m * K + k] = float(sum);
+        }
+      SCOPED_TRACE(testing::Message() << "member " << z << " of " << G << ", "
+                                      << rows[z] << " rows of " << maxRows);
+      expectClose(da[z].data(), want.data(), rows[z] * K, "grouped dgrad");
+      expectSentinel(da[z].data(), rows[z] * K, maxRows * K, "grouped dgrad");
+      EXPECT_EQ(0, std::memcmp(da[z].data(), single[z].data(),
+                               sizeof(float) * maxRows * K))
+          << "grouped dgrad differs from the member's own launch";
+    }
+  }
+}
+
+/// A grouped weight gradient (modk.gemm_wgrad's `group`) with its
+/// scratch, split or not (chunk override `chunk`): each member's dw against
+/// init + its fp64 sum over its rows (NaN past them in dy and a: they must
+/// not be read), bitwise against the member's own split linear_wgrad and
+/// on a second run (deterministic); the scratch not written past
+/// linear_wgrad_group_scratch_floats. Returns the chunks a member's rows
+/// split in.
+template <int N, int K, int G, bool BF16, typename TD = float,
+          typename TA = float>
+int64_t checkWgradGroup(int64_t maxRows, uint32_t seed, int64_t chunk) {
+  WgradChunkGuard chunkGuard(chunk);
+  const std::vector<int64_t> rows = groupRows(G, maxRows, seed);
+  std::vector<std::vector<TD>> dy(G);
+  std::vector<std::vector<TA>> a(G);
+  std::vector<std::vector<float>> init(G);
+  std::vector<std::vector<double>> exact(G);
+  auto value = [&](double x) { return BF16 ? bf16Exact(x) : x; };
+  for (int z = 0; z < G; ++z) {
+    auto d = randomFloats(maxRows * N, seed + 5 * z + 1);
+    auto x = randomFloats(maxRows * K, seed + 5 * z + 2);
+    init[z] = randomFloats(int64_t(N) * K, seed + 5 * z + 3);
+    exact[z].assign(init[z].begin(), init[z].end());
+    for (int n = 0; n < N; ++n)
+      for (int k = 0; k < K; ++k) {
+        double sum = 0.0;
+        for (int64_t m = 0; m < rows[z]; ++m)
+          sum +=
+              value(float(TD(d[m * N + n]))) * value(float(TA(x[m * K + k])));
+        exact[z][n * K + k] += sum;
+      }
+    for (int64_t i = rows[z] * N; i < maxRows * N; ++i)
+      d[i] = std::numeric_limits<float>::quiet_NaN();
+    for (int64_t i = rows[z] * K; i < maxRows * K; ++i)
+      x[i] = std::numeric_limits<float>::quiet_NaN();
+    dy[z].assign(d.begin(), d.end());
+    a[z].assign(x.begin(), x.end());
+  }
+  const int64_t floats =
+      modk_cuda::linear_wgrad_group_scratch_floats<N, K, G>(maxRows);
+  const auto split =
+      modk_cuda::detail::wgradSplit<N, K, modk_cuda::DefaultGemmPlan>(maxRows);
+  EXPECT_EQ(floats, split.splits > 1 ? G * split.splits * N * K : 0);
+  std::vector<std::vector<float>> runs[2];
+  for (auto &dw : runs) {
+    dw = init;
+    constexpr int64_t kGuard = 64;
+    std::vector<float> scratch(floats + kGuard,
+                               std::numeric_limits<float>::quiet_NaN());
+    std::fill(scratch.begin() + floats, scratch.end(), kSentinel);
+    modk_cuda::detail::GemmGroup<G, TD, TA, float> group;
+    for (int z = 0; z < G; ++z) {
+      group.a[z] = dy[z].data();
+      group.b[z] = a[z].data();
+      group.c[z] = dw[z].data();
+      group.rows[z] = &rows[z];
+    }
+    const int64_t launches = modk_cuda::detail::groupedLaunches();
+    modk_cuda::linear_wgrad_group<N, K, G, BF16>(group, maxRows, scratch.data(),
+                                                 nullptr);
+    EXPECT_EQ(launches + 1, modk_cuda::detail::groupedLaunches());
+    expectSentinel(scratch.data(), floats, floats + kGuard,
+                   "grouped wgrad scratch");
+  }
+  for (int z = 0; z < G; ++z) {
+    SCOPED_TRACE(testing::Message() << "member " << z << " of " << G << ", "
+                                    << rows[z] << " rows of " << maxRows << ", "
+                                    << split.splits << " chunks");
+    std::vector<float> want(exact[z].begin(), exact[z].end());
+    expectClose(runs[0][z].data(), want.data(), N * K, "grouped wgrad",
+                wgradTolerance(rows[z]));
+    EXPECT_EQ(0, std::memcmp(runs[0][z].data(), runs[1][z].data(),
+                             sizeof(float) * N * K))
+        << "grouped wgrad differs between two runs";
+    std::vector<float> single(init[z]);
+    std::vector<float> scratch(
+        modk_cuda::linear_wgrad_scratch_floats<N, K>(maxRows));
+    modk_cuda::linear_wgrad<N, K, BF16>(dy[z].data(), &rows[z], maxRows,
+                                        a[z].data(), single.data(),
+                                        scratch.data(), nullptr);
+    EXPECT_EQ(
+        0, std::memcmp(runs[0][z].data(), single.data(), sizeof(float) * N * K))
+        << "grouped wgrad differs from the member's own launch";
+  }
+  return split.splits;
+}
+
+TEST(CudaKernels, GradGroup) {
+  forEachGemmPath([] {
+    for (int tile = 0; tile <= 2; ++tile) {
+      TileGuard guard(tile);
+      SCOPED_TRACE(testing::Message() << "tile " << tile);
+      checkDgradGroup<70, 45, 3, false>(50, 91);
+      checkDgradGroup<48, 32, 4, true>(70, 92);
+      checkDgradGroup<24, 40, 3, true, modk_cuda::bf16>(20, 93);
+      EXPECT_EQ(1, (checkWgradGroup<70, 45, 3, false>(50, 94, 0)));
+      EXPECT_EQ(4, (checkWgradGroup<40, 33, 3, false>(61, 95, 16)));
+      EXPECT_EQ(4, (checkWgradGroup<48, 32, 4, true>(64, 96, 16)));
+      EXPECT_EQ(
+          3,
+          (checkWgradGroup<24, 40, 2, true, modk_cuda::bf16, modk_cuda::bf16>(
+              40, 97, 16)));
+    }
+  });
+  // wgmma (bf16, without TMA: a group has no tensor maps, and a member
+  // must match its own launch bitwise), on each tile.
+  gemm_hooks::path() = gemm_hooks::Wgmma;
+  gemm_hooks::tma() = false;
+  for (int tile = 1; tile <= 2; ++tile) {
+    TileGuard guard(tile);
+    SCOPED_TRACE(testing::Message() << "wgmma, tile " << tile);
+    checkDgradGroup<48, 32, 4, true>(70, 98);
+    EXPECT_EQ(5, (checkWgradGroup<48, 32, 3, true>(66, 99, 16)));
+    EXPECT_EQ(
+        1, (checkWgradGroup<48, 40, 2, true, modk_cuda::bf16, modk_cuda::bf16>(
+               30, 100, 0)));
+  }
+  gemm_hooks::tma() = true;
+  gemm_hooks::path() = gemm_hooks::kDefaultPath;
+}
+
 /// A long reduction (K = 1000, not a multiple of the tiles) against a double
 /// reference (the f32 CPU kernel is itself ~1e-5 off here): the tensor-core
 /// path (one rounding on the accumulator per k8 step) must be as close as

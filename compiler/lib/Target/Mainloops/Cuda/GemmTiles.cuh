@@ -193,19 +193,45 @@ struct GemmTile {
 using GemmSmall = GemmTile<64, 64, 16, 4, 4, 2>;
 using GemmLarge = GemmTile<128, 128, 8, 8, 8, 2>;
 
+/// A CTA's chunk z of the `count` chunks of a split reduction (DYN == 3):
+/// blockIdx.z of gridDim.z in a single product's launch (splitOfGrid), the
+/// member's own chunk in a grouped one.
+struct SplitAt {
+  int64_t z, count;
+};
+
+__device__ __forceinline__ SplitAt splitOfGrid() {
+  return {int64_t(blockIdx.z), int64_t(gridDim.z)};
+}
+
+/// A grouped launch's member (GemmGroup) for this CTA, and its chunk of a
+/// split reduction (DYN == 3): grid z is member * splits + chunk; without a
+/// split, z is the member.
+template <int DYN>
+__device__ __forceinline__ int memberAt(int64_t splits, SplitAt &split) {
+  if constexpr (DYN == 3) {
+    split = {int64_t(blockIdx.z) % splits, splits};
+    return int(int64_t(blockIdx.z) / splits);
+  } else {
+    split = {0, 1};
+    return int(blockIdx.z);
+  }
+}
+
 /// DYN == 3 of the GEMM kernels: the reduction rows 0 .. *dynRows split in
-/// chunks of `chunk` rows (L, the kernel argument), chunk z = blockIdx.z
-/// (the last chunk of the grid takes every row left). The kernel moves A
+/// chunks of `chunk` rows (L, the kernel argument), chunk split.z of
+/// split.count (the last chunk takes every row left). The kernel moves A
 /// and B to the chunk's first row, k0 = z * chunk, and C to partial z
 /// (C + z * M * ldc). Returns the chunk's length: <= 0 for a chunk past the
 /// rows, whose CTAs write nothing (splitSumKernel does not read them).
 __device__ __forceinline__ int64_t splitChunk(int64_t chunk,
                                               const int64_t *dynRows,
+                                              const SplitAt split,
                                               int64_t &k0) {
-  const int64_t z = blockIdx.z;
+  const int64_t z = split.z;
   k0 = z * chunk;
   const int64_t len = *dynRows - k0;
-  return z + 1 < int64_t(gridDim.z) ? minI64(len, chunk) : len;
+  return z + 1 < split.count ? minI64(len, chunk) : len;
 }
 
 /// The start both GEMM kernels share: the sizes a DYN mode reads on the
@@ -218,17 +244,18 @@ __device__ __forceinline__ bool
 gemmCta(const TA *__restrict__ &A, int64_t lda,
         const TB *__restrict__ &B, int64_t ldb, TC *&C, int64_t ldc,
         int64_t &M, int64_t Ncols, int64_t &L,
-        const int64_t *dynRows, int64_t &m0, int64_t &n0) {
+        const int64_t *dynRows, const SplitAt split, int64_t &m0,
+        int64_t &n0) {
   if (DYN == 1)
     M = *dynRows;
   if (DYN == 2)
     L = *dynRows;
   if (DYN == 3) {
     int64_t k0;
-    L = splitChunk(L, dynRows, k0);
+    L = splitChunk(L, dynRows, split, k0);
     A += AK ? k0 : k0 * lda;
     B += BKc ? k0 : k0 * ldb;
-    C += int64_t(blockIdx.z) * M * ldc;
+    C += split.z * M * ldc;
   }
   m0 = int64_t(blockIdx.y) * BM;
   n0 = int64_t(blockIdx.x) * BN;
@@ -259,12 +286,13 @@ template <typename T, bool AK, bool BKc, int DYN, int EPI, bool BF,
 __device__ __forceinline__ void gemmKernelBody(
     const TA *__restrict__ A, int64_t lda, const TB *__restrict__ B,
     int64_t ldb, TC *C, int64_t ldc, const EpiArgs epi, int64_t M,
-    int64_t Ncols, int64_t L, const int64_t *dynRows) {
+    int64_t Ncols, int64_t L, const int64_t *dynRows,
+    const SplitAt split) {
   constexpr int BM = T::BM, BN = T::BN, BK = T::BK, TM = T::TM, TN = T::TN;
   constexpr int PAD = T::PAD, LA = T::LA, LB = T::LB;
   int64_t m0, n0;
   if (!gemmCta<AK, BKc, DYN, BM, BN>(A, lda, B, ldb, C, ldc, M, Ncols, L,
-                                     dynRows, m0, n0))
+                                     dynRows, split, m0, n0))
     return;
 
   __shared__ __align__(16) float As[2][BK][BM + PAD];
@@ -405,18 +433,23 @@ __global__ __launch_bounds__(kThreads, T::MINB) void gemmKernel(
     const TA *__restrict__ A, int64_t lda, const TB *__restrict__ B,
     int64_t ldb, TC *C, int64_t ldc, const EpiArgs epi, int64_t M,
     int64_t Ncols, int64_t L, const int64_t *dynRows) {
-  gemmKernelBody<T, AK, BKc, DYN, EPI, BF, TA, TB, TC>(A, lda, B, ldb, C, ldc, epi, M, Ncols, L, dynRows);
+  gemmKernelBody<T, AK, BKc, DYN, EPI, BF, TA, TB, TC>(
+      A, lda, B, ldb, C, ldc, epi, M, Ncols, L, dynRows, splitOfGrid());
 }
 
-/// gemmKernel on member blockIdx.z of a group of G products (GemmGroup).
+/// gemmKernel on a member of a group of G products (GemmGroup) and, for a
+/// split reduction (DYN == 3), on one of its `splits` chunks: grid z is
+/// member * splits + chunk (memberAt).
 template <int G, typename T, bool AK, bool BKc, int DYN, int EPI, bool BF,
           typename TA, typename TB, typename TC>
 __global__ __launch_bounds__(kThreads, T::MINB) void gemmKernelGroup(
     const GemmGroup<G, TA, TB, TC> group, int64_t lda, int64_t ldb,
-    int64_t ldc, int64_t M, int64_t Ncols, int64_t L) {
-  const int z = blockIdx.z;
-  gemmKernelBody<T, AK, BKc, DYN, EPI, BF, TA, TB, TC>(group.a[z], lda, group.b[z], ldb, group.c[z], ldc,
-                      group.epi[z], M, Ncols, L, group.rows[z]);
+    int64_t ldc, int64_t M, int64_t Ncols, int64_t L, int64_t splits) {
+  SplitAt split;
+  const int z = memberAt<DYN>(splits, split);
+  gemmKernelBody<T, AK, BKc, DYN, EPI, BF, TA, TB, TC>(
+      group.a[z], lda, group.b[z], ldb, group.c[z], ldc, group.epi[z], M,
+      Ncols, L, group.rows[z], split);
 }
 
 //===----------------------------------------------------------------------===//
@@ -879,7 +912,8 @@ template <typename T, bool AK, bool BKc, int DYN, int EPI, bool BF,
 __device__ __forceinline__ void gemmTcKernelBody(
     const TA *__restrict__ A, int64_t lda, const TB *__restrict__ B,
     int64_t ldb, TC *C, int64_t ldc, const EpiArgs epi, int64_t M,
-    int64_t Ncols, int64_t L, const int64_t *dynRows) {
+    int64_t Ncols, int64_t L, const int64_t *dynRows,
+    const SplitAt split) {
   constexpr int BM = T::BM, BN = T::BN, BK = T::BK, MI = T::MI, NI = T::NI;
   constexpr int LA = T::LA, LB = T::LB;
   using SA = TcSmem<BM, BK, AK>;
@@ -887,7 +921,7 @@ __device__ __forceinline__ void gemmTcKernelBody(
   int64_t m0, n0;
   // Whole CTAs only: every warp below runs the mma loop in full.
   if (!gemmCta<AK, BKc, DYN, BM, BN>(A, lda, B, ldb, C, ldc, M, Ncols, L,
-                                     dynRows, m0, n0))
+                                     dynRows, split, m0, n0))
     return;
 
   __shared__ __align__(16) float As[2][SA::Size];
@@ -992,18 +1026,21 @@ __global__ __launch_bounds__(kThreads, T::MINB) void gemmTcKernel(
     const TA *__restrict__ A, int64_t lda, const TB *__restrict__ B,
     int64_t ldb, TC *C, int64_t ldc, const EpiArgs epi, int64_t M,
     int64_t Ncols, int64_t L, const int64_t *dynRows) {
-  gemmTcKernelBody<T, AK, BKc, DYN, EPI, BF, TA, TB, TC>(A, lda, B, ldb, C, ldc, epi, M, Ncols, L, dynRows);
+  gemmTcKernelBody<T, AK, BKc, DYN, EPI, BF, TA, TB, TC>(
+      A, lda, B, ldb, C, ldc, epi, M, Ncols, L, dynRows, splitOfGrid());
 }
 
-/// gemmTcKernel on member blockIdx.z of a group of G products (GemmGroup).
+/// gemmTcKernel on a member (and chunk) of a group, as gemmKernelGroup.
 template <int G, typename T, bool AK, bool BKc, int DYN, int EPI, bool BF,
           typename TA, typename TB, typename TC>
 __global__ __launch_bounds__(kThreads, T::MINB) void gemmTcKernelGroup(
     const GemmGroup<G, TA, TB, TC> group, int64_t lda, int64_t ldb,
-    int64_t ldc, int64_t M, int64_t Ncols, int64_t L) {
-  const int z = blockIdx.z;
-  gemmTcKernelBody<T, AK, BKc, DYN, EPI, BF, TA, TB, TC>(group.a[z], lda, group.b[z], ldb, group.c[z], ldc,
-                      group.epi[z], M, Ncols, L, group.rows[z]);
+    int64_t ldc, int64_t M, int64_t Ncols, int64_t L, int64_t splits) {
+  SplitAt split;
+  const int z = memberAt<DYN>(splits, split);
+  gemmTcKernelBody<T, AK, BKc, DYN, EPI, BF, TA, TB, TC>(
+      group.a[z], lda, group.b[z], ldb, group.c[z], ldc, group.epi[z], M,
+      Ncols, L, group.rows[z], split);
 }
 
 //===----------------------------------------------------------------------===//
@@ -1231,14 +1268,15 @@ template <typename T, bool AK, bool BKc, int DYN, int EPI, typename TA,
 __device__ __forceinline__ void gemmWgKernelBody(
     const TA *__restrict__ A, int64_t lda, const TB *__restrict__ B,
     int64_t ldb, TC *C, int64_t ldc, const EpiArgs epi, int64_t M,
-    int64_t Ncols, int64_t L, const int64_t *dynRows) {
+    int64_t Ncols, int64_t L, const int64_t *dynRows,
+    const SplitAt split) {
   constexpr int BM = T::BM, BN = T::BN, BK = T::BK;
   using SA = WgSmem<BM, BK>;
   using SB = WgSmem<BN, BK>;
   int64_t m0, n0;
   // Whole CTAs only: every warpgroup issues its wgmmas in full.
   if (!gemmCta<AK, BKc, DYN, BM, BN>(A, lda, B, ldb, C, ldc, M, Ncols, L,
-                                     dynRows, m0, n0))
+                                     dynRows, split, m0, n0))
     return;
 
   __shared__ __align__(128) unsigned char tiles[2][SA::Bytes + SB::Bytes];
@@ -1307,18 +1345,21 @@ __global__ __launch_bounds__(kThreads, T::MINB) void gemmWgKernel(
     const TA *__restrict__ A, int64_t lda, const TB *__restrict__ B,
     int64_t ldb, TC *C, int64_t ldc, const EpiArgs epi, int64_t M,
     int64_t Ncols, int64_t L, const int64_t *dynRows) {
-  gemmWgKernelBody<T, AK, BKc, DYN, EPI, TA, TB, TC>(A, lda, B, ldb, C, ldc, epi, M, Ncols, L, dynRows);
+  gemmWgKernelBody<T, AK, BKc, DYN, EPI, TA, TB, TC>(
+      A, lda, B, ldb, C, ldc, epi, M, Ncols, L, dynRows, splitOfGrid());
 }
 
-/// gemmWgKernel on member blockIdx.z of a group of G products (GemmGroup).
+/// gemmWgKernel on a member (and chunk) of a group, as gemmKernelGroup.
 template <int G, typename T, bool AK, bool BKc, int DYN, int EPI, typename TA,
           typename TB, typename TC>
 __global__ __launch_bounds__(kThreads, T::MINB) void gemmWgKernelGroup(
     const GemmGroup<G, TA, TB, TC> group, int64_t lda, int64_t ldb,
-    int64_t ldc, int64_t M, int64_t Ncols, int64_t L) {
-  const int z = blockIdx.z;
-  gemmWgKernelBody<T, AK, BKc, DYN, EPI, TA, TB, TC>(group.a[z], lda, group.b[z], ldb, group.c[z], ldc,
-                      group.epi[z], M, Ncols, L, group.rows[z]);
+    int64_t ldc, int64_t M, int64_t Ncols, int64_t L, int64_t splits) {
+  SplitAt split;
+  const int z = memberAt<DYN>(splits, split);
+  gemmWgKernelBody<T, AK, BKc, DYN, EPI, TA, TB, TC>(
+      group.a[z], lda, group.b[z], ldb, group.c[z], ldc, group.epi[z], M,
+      Ncols, L, group.rows[z], split);
 }
 
 /// Whether tile T can run epilogue EPI: RoPE rotates in registers, so each
@@ -2345,52 +2386,56 @@ inline bool launchGemm(const TA *A, int64_t lda, const TB *B, int64_t ldb,
   });
 }
 
-/// Family P's kernel on tile T for member blockIdx.z of a group of G
-/// products, each with the reduction contiguous in A and B and its rows
-/// counted on the device.
-template <int P, int G, typename T, int EPI, bool BF, typename TA,
-          typename TB, typename TC>
+/// Family P's kernel on tile T for a member of a group of G products (and
+/// a chunk of its split reduction: gemmKernelGroup), with the layouts and
+/// DYN of the single launch.
+template <int P, int G, typename T, bool AK, bool BKc, int DYN, int EPI,
+          bool BF, typename TA, typename TB, typename TC>
 inline auto gemmGroupKernelFor() {
   if constexpr (P == PathWgmma) {
     static_assert(BF, "wgmma runs the bf16 products only");
-    return gemmWgKernelGroup<G, T, true, true, 1, EPI, TA, TB, TC>;
+    return gemmWgKernelGroup<G, T, AK, BKc, DYN, EPI, TA, TB, TC>;
   } else if constexpr (P == PathMma) {
-    return gemmTcKernelGroup<G, T, true, true, 1, EPI, BF, TA, TB, TC>;
+    return gemmTcKernelGroup<G, T, AK, BKc, DYN, EPI, BF, TA, TB, TC>;
   } else {
-    return gemmKernelGroup<G, T, true, true, 1, EPI, BF, TA, TB, TC>;
+    return gemmKernelGroup<G, T, AK, BKc, DYN, EPI, BF, TA, TB, TC>;
   }
 }
 
-/// Every member z's C = epilogue(A B^T) (A [*rows[z], L], B [Ncols, L],
-/// both with the reduction contiguous) in one launch: grid z is the member,
-/// each member's tiles run the variant of PLAN for maxRows, the bound of
-/// every member's rows. A TMA variant runs the wgmma kernel of its tile
-/// (a tensor map per member is not part of the group's table); the
-/// few-row kernel streams every member's bf16 weight copy where each has a
-/// current one.
-template <typename PLAN, int EPI, bool BF, int G, typename TA, typename TC>
-inline void launchGemmGroup(const GemmGroup<G, TA, float, TC> &group,
-                            int64_t lda, int64_t ldc, int64_t maxRows,
-                            int64_t Ncols, int64_t L, cudaStream_t stream) {
-  static_assert(gemmTypesOk<TA, float, TC, true, EPI, BF, 1>(),
-                "bf16 A needs a bf16 product; bf16 C a plain store");
+/// Every member z's C = epilogue(A B) (launchGemm's layouts, DYN and
+/// arguments, with member z's buffers and row count from the table) in one
+/// launch: grid z is the member (member * splits + chunk for a split
+/// reduction, DYN == 3), each member's tiles run the variant of PLAN for M,
+/// the bound of every member's rows (a weight gradient's output rows). A
+/// TMA variant runs the wgmma kernel of its tile (a tensor map per member
+/// is not part of the group's table); the few-row kernel (products only)
+/// streams every member's bf16 weight copy where each has a current one.
+template <typename PLAN, bool AK, bool BKc, int DYN, int EPI, bool BF, int G,
+          typename TA, typename TB, typename TC>
+inline void launchGemmGroupOn(const GemmGroup<G, TA, TB, TC> &group,
+                              int64_t lda, int64_t ldb, int64_t ldc,
+                              int64_t M, int64_t Ncols, int64_t L,
+                              int64_t splits, cudaStream_t stream) {
+  static_assert(gemmTypesOk<TA, TB, TC, AK, EPI, BF, DYN>(),
+                "bf16 A or B needs a bf16 product; bf16 C a plain store");
   static_assert(epiHeadDim<EPI>() == 0,
                 "modk-group-gemms leaves epilogues over heads ungrouped");
-  if (maxRows <= 0 || Ncols <= 0)
+  if (M <= 0 || Ncols <= 0)
     return;
-  const int64_t ldb = L;
-  using Product = GemmProduct<EPI, BF, tmaOperandsOk<TA, float, true, true, 1>(),
-                              streamOperandsOk<true, true, 1>()>;
-  PLAN::template dispatch<Product>(maxRows, Ncols, [&](auto variant) {
+  using Product = GemmProduct<EPI, BF, tmaOperandsOk<TA, TB, AK, BKc, DYN>(),
+                              streamOperandsOk<AK, BKc, DYN>()>;
+  PLAN::template dispatch<Product>(M, Ncols, [&](auto variant) {
     using V = decltype(variant);
     constexpr int P = V::path;
     using T = typename GemmTileFor<P, false, V::tileRows, V::tileCols>::T;
     MODC_TEST_COUNT(groupedLaunches);
     const dim3 grid(unsigned(ceilDiv(Ncols, T::BN)),
-                    unsigned(ceilDiv(maxRows, T::BM)), unsigned(G));
+                    unsigned(ceilDiv(M, T::BM)), unsigned(G * splits));
     if constexpr (P == PathStream) {
+      static_assert(streamOperandsOk<AK, BKc, DYN>() && !V::tma,
+                    "the few-row kernel runs products, not weight gradients");
       MODC_TEST_COUNT(streamLaunches);
-      if constexpr (BF) {
+      if constexpr (BF && std::is_same<TB, float>::value) {
         GemmGroup<G, TA, bf16, TC> copies;
         bool every = true;
         for (int z = 0; z < G; ++z) {
@@ -2402,32 +2447,44 @@ inline void launchGemmGroup(const GemmGroup<G, TA, float, TC> &group,
           every = every && copies.b[z] != nullptr;
         }
         if (every) {
-          traceGemm("stream bf16-weight group", maxRows, Ncols, L, T::BM,
-                    T::BN, epilogueName<EPI>());
+          traceGemm("stream bf16-weight group", M, Ncols, L, T::BM, T::BN,
+                    epilogueName<EPI>());
           MODC_LAUNCH((gemmStreamKernelGroup<G, true, EPI, BF, TA, bf16, TC>),
                       grid, kStreamThreads, 0, stream, copies, lda, ldb, ldc,
-                      maxRows, Ncols, L);
+                      M, Ncols, L);
           return true;
         }
       }
-      traceGemm("stream group", maxRows, Ncols, L, T::BM, T::BN,
+      traceGemm("stream group", M, Ncols, L, T::BM, T::BN,
                 epilogueName<EPI>());
-      MODC_LAUNCH((gemmStreamKernelGroup<G, true, EPI, BF, TA, float, TC>),
-                  grid, kStreamThreads, 0, stream, group, lda, ldb, ldc,
-                  maxRows, Ncols, L);
+      MODC_LAUNCH((gemmStreamKernelGroup<G, true, EPI, BF, TA, TB, TC>), grid,
+                  kStreamThreads, 0, stream, group, lda, ldb, ldc, M, Ncols,
+                  L);
     } else {
       static_assert(epilogueFits<EPI, T>(),
                     "the configured tile cannot hold this epilogue");
-      auto kernel = gemmGroupKernelFor<P, G, T, EPI, BF, TA, float, TC>();
+      auto kernel =
+          gemmGroupKernelFor<P, G, T, AK, BKc, DYN, EPI, BF, TA, TB, TC>();
       traceGemm(P == PathWgmma ? "wgmma group"
                 : P == PathMma ? "mma.sync group"
                                : "simt group",
-                maxRows, Ncols, L, T::BM, T::BN, epilogueName<EPI>());
-      MODC_LAUNCH(kernel, grid, kThreads, 0, stream, group, lda, ldb, ldc,
-                  maxRows, Ncols, L);
+                M, Ncols, L, T::BM, T::BN, epilogueName<EPI>());
+      MODC_LAUNCH(kernel, grid, kThreads, 0, stream, group, lda, ldb, ldc, M,
+                  Ncols, L, splits);
     }
     return true;
   });
+}
+
+/// Every member z's C = epilogue(A B^T) (A [*rows[z], L], B [Ncols, L],
+/// both with the reduction contiguous) in one launch, each member's tiles
+/// on the variant of PLAN for maxRows (launchGemmGroupOn).
+template <typename PLAN, int EPI, bool BF, int G, typename TA, typename TC>
+inline void launchGemmGroup(const GemmGroup<G, TA, float, TC> &group,
+                            int64_t lda, int64_t ldc, int64_t maxRows,
+                            int64_t Ncols, int64_t L, cudaStream_t stream) {
+  launchGemmGroupOn<PLAN, true, true, 1, EPI, BF>(group, lda, L, ldc, maxRows,
+                                                  Ncols, L, 1, stream);
 }
 
 /// y[M, N] = epilogue(a[M, K] w[N, K]^T), M = *rows (or n when rows is null).
@@ -2491,9 +2548,10 @@ inline WgradSplit wgradSplit(int64_t max_rows) {
 
 /// dw[i] += sum over the chunks z that hold rows (z * chunk < *rows, at most
 /// `splits`) of part[z * n + i], in chunk order, for i < n.
-__global__ __launch_bounds__(kThreads) void splitSumKernel(
-    const float *__restrict__ part, int64_t n, int64_t splits, int64_t chunk,
-    const int64_t *rows, float *dw) {
+__device__ __forceinline__ void splitSumBody(const float *__restrict__ part,
+                                             int64_t n, int64_t splits,
+                                             int64_t chunk, const int64_t *rows,
+                                             float *dw) {
   const int64_t r = *rows;
   int64_t nz = r > 0 ? (r + chunk - 1) / chunk : 0;
   nz = minI64(nz, splits);
@@ -2506,7 +2564,125 @@ __global__ __launch_bounds__(kThreads) void splitSumKernel(
   }
 }
 
+__global__ __launch_bounds__(kThreads) void splitSumKernel(
+    const float *__restrict__ part, int64_t n, int64_t splits, int64_t chunk,
+    const int64_t *rows, float *dw) {
+  splitSumBody(part, n, splits, chunk, rows, dw);
+}
+
+/// The weight gradients a grouped split sums its partials into: member z's
+/// row count and dw.
+template <int G> struct WgradSums {
+  const int64_t *rows[G] = {};
+  float *dw[G] = {};
+};
+
+/// splitSumKernel for member blockIdx.y of a group, whose partials follow
+/// the members' in `part` (splits * n floats a member).
+template <int G>
+__global__ __launch_bounds__(kThreads) void splitSumGroupKernel(
+    const float *__restrict__ part, int64_t n, int64_t splits, int64_t chunk,
+    const WgradSums<G> sums) {
+  const int z = blockIdx.y;
+  splitSumBody(part + int64_t(z) * splits * n, n, splits, chunk, sums.rows[z],
+               sums.dw[z]);
+}
+
 } // namespace detail
+
+//===----------------------------------------------------------------------===//
+// Grouped gradient products (modk.gemm_dgrad's and gemm_wgrad's `group`)
+//===----------------------------------------------------------------------===//
+
+/// The input gradients of a group: for each member z, da_z[m, k] (+)=
+/// sum_n dy_z[m, n] w_z[n, k] for m < *rows_z (linear_dgrad), in one launch;
+/// group.a holds the dy, group.b the weights [N, K], group.c the da, and
+/// every member's rows are at most max_rows.
+template <int N, int K, int G, bool BF16 = false,
+          typename PLAN = DefaultGemmPlan, typename TD>
+inline void
+linear_dgrad_group(const detail::GemmGroup<G, TD, float, float> &group,
+                   int64_t max_rows, bool accumulate, cudaStream_t stream) {
+  static_assert(detail::gemmWidthsOk<N, K>(), "GEMM widths must be in [1, 2^24)");
+  if (!accumulate) {
+    detail::launchGemmGroupOn<PLAN, true, false, 1, detail::EpiStore, BF16>(
+        group, N, K, K, max_rows, K, N, 1, stream);
+    return;
+  }
+  // Each member adds into its own da (EpiAdd reads it through its aux).
+  detail::GemmGroup<G, TD, float, float> adds = group;
+  for (int z = 0; z < G; ++z)
+    adds.epi[z] = detail::EpiArgs(group.c[z]);
+  detail::launchGemmGroupOn<PLAN, true, false, 1, detail::EpiAdd, BF16>(
+      adds, N, K, K, max_rows, K, N, 1, stream);
+}
+
+/// Floats of scratch linear_wgrad_group needs for G members of at most
+/// max_rows rows: G times linear_wgrad_scratch_floats (0 where the shapes
+/// do not split).
+template <int N, int K, int G, typename PLAN = DefaultGemmPlan>
+inline int64_t linear_wgrad_group_scratch_floats(int64_t max_rows) {
+  const detail::WgradSplit s = detail::wgradSplit<N, K, PLAN>(max_rows);
+  return s.splits > 1 ? G * s.splits * int64_t(N) * K : 0;
+}
+
+/// The weight gradients of a group: for each member z, dw_z[n, k] +=
+/// sum_{m < *rows_z} dy_z[m, n] a_z[m, k] (linear_wgrad with scratch), in
+/// one launch; group.a holds the dy, group.b the a, group.c the dw. Where
+/// the shapes split the rows (detail::wgradSplit), each member's chunks go
+/// to its own partials in scratch (grid z: member * splits + chunk), then
+/// one kernel adds each member's partials of the chunks that hold its rows
+/// to its dw in chunk order: each dw is what linear_wgrad gives it, on any
+/// run. `scratch`: linear_wgrad_group_scratch_floats<N, K, G>(max_rows)
+/// floats (null: no split).
+template <int N, int K, int G, bool BF16 = false,
+          typename PLAN = DefaultGemmPlan, typename TD, typename TA>
+inline void linear_wgrad_group(const detail::GemmGroup<G, TD, TA, float> &group,
+                               int64_t max_rows, float *scratch,
+                               cudaStream_t stream) {
+  static_assert(detail::gemmWidthsOk<N, K>(), "GEMM widths must be in [1, 2^24)");
+  const detail::WgradSplit s = detail::wgradSplit<N, K, PLAN>(max_rows);
+  const int64_t nk = int64_t(N) * K;
+  if (s.splits <= 1 || scratch == nullptr) {
+    detail::GemmGroup<G, TD, TA, float> adds = group;
+    for (int z = 0; z < G; ++z)
+      adds.epi[z] = detail::EpiArgs(group.c[z]);
+    detail::launchGemmGroupOn<PLAN, false, false, 2, detail::EpiAdd, BF16>(
+        adds, N, K, K, N, K, max_rows, 1, stream);
+    return;
+  }
+  const int64_t blocks = ceilDiv(nk, detail::kThreads);
+  const unsigned sumBlocks =
+      unsigned(blocks < 1 ? 1 : blocks > detail::kMaxGrid ? detail::kMaxGrid : blocks);
+  if (G * s.splits > 65535) {
+    // More chunks than the grid's z holds: the members one by one (the
+    // split linear_wgrad's launches), each on its part of the scratch.
+    for (int z = 0; z < G; ++z) {
+      float *part = scratch + z * s.splits * nk;
+      detail::launchGemm<PLAN, false, false, 3, detail::EpiStore, BF16>(
+          group.a[z], N, group.b[z], K, part, K, nullptr, N, K, s.chunk,
+          group.rows[z], stream, unsigned(s.splits), max_rows);
+      auto k = detail::splitSumKernel;
+      MODC_LAUNCH(k, sumBlocks, detail::kThreads, 0, stream, part, nk,
+                  s.splits, s.chunk, group.rows[z], group.c[z]);
+    }
+    return;
+  }
+  detail::GemmGroup<G, TD, TA, float> parts = group;
+  detail::WgradSums<G> sums;
+  for (int z = 0; z < G; ++z) {
+    parts.c[z] = scratch + z * s.splits * nk;
+    parts.epi[z] = detail::EpiArgs();
+    sums.rows[z] = group.rows[z];
+    sums.dw[z] = group.c[z];
+  }
+  detail::launchGemmGroupOn<PLAN, false, false, 3, detail::EpiStore, BF16>(
+      parts, N, K, K, N, K, s.chunk, s.splits, stream);
+  auto k = detail::splitSumGroupKernel<G>;
+  MODC_LAUNCH(k, dim3(sumBlocks, unsigned(G)), detail::kThreads, 0, stream,
+              scratch, nk, s.splits, s.chunk, sums);
+}
+
 } // namespace modk_cuda
 
 #endif // MODC_CUDA_GEMM_TILES_INCLUDED
