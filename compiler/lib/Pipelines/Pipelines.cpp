@@ -57,6 +57,12 @@ LogicalResult modc::buildModToModkPipeline(OpPassManager &pm,
     group.enabled = options.groupGemms;
     entry.addPass(createGroupGemms(group));
   }
+  // The CUDA weight gradient kernels always add: CPU targets only.
+  if (options.cudaGemms.empty()) {
+    FoldZeroFillsOptions zeroFills;
+    zeroFills.enabled = options.foldZeroFills;
+    entry.addPass(createFoldZeroFills(zeroFills));
+  }
   entry.addPass(createPlanMemory());
   if (options.cudaGemms.empty())
     return success();

@@ -287,16 +287,21 @@ LogicalResult PlanEmitter::emitKernel(Operation *op) {
   }
   if (auto wgrad = dyn_cast<modk::GemmWgradOp>(op)) {
     auto w = cast<MemRefType>(wgrad.getDw().getType()).getShape();
-    // The CUDA kernel always accumulates; the CPU one is told to. On CUDA a
+    if (wgrad.getOverwrite() && targetIsCuda())
+      return op->emitOpError("overwrites its weight gradient "
+                             "(modk-fold-zero-fills), which the CUDA kernels "
+                             "do not; the pass is for CPU targets");
+    // The CUDA kernel always accumulates; the CPU one is told whether to
+    // (not where modk-fold-zero-fills let it write the gradient). On CUDA a
     // small weight splits the rows into chunks whose partials are summed in a
     // fixed order (scratch), so few output tiles still fill the GPU.
-    KernelCall call = withGemmPlan({"linear_wgrad",
-                                    gemmShape(w[0], w[1], wgrad),
-                                    {name(wgrad.getDy()),
-                                     rowsArg(wgrad.getSegments(), wgrad.getDy()),
-                                     name(wgrad.getInput()), name(wgrad.getDw()),
-                                     KernelArg::hostOnly("true")}},
-                                   wgrad);
+    KernelCall call = withGemmPlan(
+        {"linear_wgrad",
+         gemmShape(w[0], w[1], wgrad),
+         {name(wgrad.getDy()), rowsArg(wgrad.getSegments(), wgrad.getDy()),
+          name(wgrad.getInput()), name(wgrad.getDw()),
+          KernelArg::hostOnly(boolLiteral(!wgrad.getOverwrite()))}},
+        wgrad);
     std::string plan = call.devicePlan.empty() ? "" : ", " + call.devicePlan;
     call = std::move(call).withScratch(
         "float",
@@ -314,7 +319,7 @@ LogicalResult PlanEmitter::emitKernel(Operation *op) {
       call.deviceTemplateArgs.clear();
       call.devicePlan += ", " + cutlass;
     }
-    emitCall(call);
+    emitGemmWgrad(wgrad, call);
     return success();
   }
   if (auto attn = dyn_cast<modk::AttentionGradOp>(op)) {

@@ -123,7 +123,8 @@ static cl::list<std::string> noFuse(
              "(a whole buffer's copy, into the row kernel that wrote its "
              "source), group (independent products of one shape, such as "
              "an MoE layer's experts, as one grouped launch; CUDA "
-             "targets)"),
+             "targets), zero-fill (a weight gradient's zero fill, into its "
+             "first product, which then writes it; CPU targets)"),
     cl::value_desc("FUSION,..."), cl::CommaSeparated, cl::sub(compileCommand),
     cl::cat(modcCategory));
 static cl::opt<std::string> cudaGemms(
@@ -290,10 +291,12 @@ static int runCompile() {
       pipeline.fuseCopies = false;
     else if (fusion == "group")
       pipeline.groupGemms = false;
+    else if (fusion == "zero-fill")
+      pipeline.foldZeroFills = false;
     else
       return fail("--no-fuse takes routing, residual, residual-add, "
                   "activation, rows-epilogue, router-norm, select-gather, "
-                  "horizontal, copy and group, got '" +
+                  "horizontal, copy, group and zero-fill, got '" +
                   fusion + "'");
   }
   if (target == "cuda") {

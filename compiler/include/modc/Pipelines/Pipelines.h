@@ -31,6 +31,8 @@ struct PipelineOptions {
   bool fuseSelectGather = true;
   /// modk-fuse-copies (modc --no-fuse=copy).
   bool fuseCopies = true;
+  /// modk-fold-zero-fills (modc --no-fuse=zero-fill); CPU targets only.
+  bool foldZeroFills = true;
   /// modk-group-gemms (modc --no-fuse=group); CUDA targets only.
   bool groupGemms = true;
   /// modk-keep-bf16-weights (CUDA targets; modc --f32-weights sets false).

@@ -846,6 +846,8 @@ def Modk_GemmDgradOp : Modk_GenericOp<"gemm_dgrad"> {
 def Modk_GemmWgradOp : Modk_GenericOp<"gemm_wgrad"> {
   let summary = "dW += dY^T . A over the rows of a row set";
   let description = [{
+    `overwrite` (set by modk-fold-zero-fills): dW = dY^T . A, dW's old values
+    neither read nor kept (a product of no rows writes zeros).
     `precision`: as modk.gemm's, where it is not the entry's dtype.
     `group` (set by modk-group-gemms for a CUDA target): neighbouring weight
     gradients with the same number are independent products of one shape,
@@ -855,14 +857,15 @@ def Modk_GemmWgradOp : Modk_GenericOp<"gemm_wgrad"> {
   let arguments = (ins Modk_Read:$dy, Modk_Read:$input, Modk_Read:$segments,
                    Modk_ReadWritten:$dw, OptionalAttr<Modk_GemmConfigAttr>:$config,
                    OptionalAttr<Modk_DTypeAttr>:$precision,
-                   OptionalAttr<ConfinedAttr<I64Attr, [IntNonNegative]>>:$group);
+                   OptionalAttr<ConfinedAttr<I64Attr, [IntNonNegative]>>:$group,
+                   UnitAttr:$overwrite);
   let builders = [
-    // Before modk-group-gemms: no group.
+    // Before modk-group-gemms and modk-fold-zero-fills: no group, adding.
     OpBuilder<(ins "::mlir::Value":$dy, "::mlir::Value":$input,
                    "::mlir::Value":$segments, "::mlir::Value":$dw,
                    "GemmConfigAttr":$config, "DTypeAttr":$precision), [{
       build($_builder, $_state, dy, input, segments, dw, config, precision,
-            ::mlir::IntegerAttr());
+            ::mlir::IntegerAttr(), ::mlir::UnitAttr());
     }]>
   ];
   let extraClassDeclaration = [{

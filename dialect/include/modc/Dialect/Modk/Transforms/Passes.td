@@ -522,6 +522,41 @@ def GroupGemms : Pass<"modk-group-gemms", "::modc::modk::EntryOp"> {
   ];
 }
 
+def FoldZeroFills : Pass<"modk-fold-zero-fills", "::modc::modk::EntryOp"> {
+  let summary = "Let a weight gradient's first product write it, not a zero fill";
+  let description = [{
+    Training zeroes each weight gradient, and every `modk.gemm_wgrad` adds
+    dY^T A into it. Where the first op after a `modk.zero` that touches its
+    buffer is a `modk.gemm_wgrad` into that whole buffer, which reads it
+    through no other operand, the product gets `overwrite` (dW = dY^T A; a
+    product of no rows writes zeros) and the fill is erased: one pass over
+    the gradient's memory less, and no read of the zeros. A later product
+    into the same gradient (a tied embedding's) still adds.
+
+    Not folded: a gradient that another op touches first (a norm's weight
+    gradient, a kernel that adds at tokens), a product nested in a region,
+    a fill or product through a view. Run before modk-plan-memory (the fill
+    was the buffer's first use). CPU targets only: the CUDA weight gradient
+    kernels always add (the CUDA emitter refuses `overwrite`).
+    `modc --no-fuse=zero-fill` turns it off.
+
+    Before:
+    ```mlir
+    modk.zero(%dw) : memref<512x256xf32>
+    ...
+    modk.gemm_wgrad(%dy, %a, %rows, %dw) : ...
+    ```
+    After:
+    ```mlir
+    modk.gemm_wgrad(%dy, %a, %rows, %dw) {overwrite} : ...
+    ```
+  }];
+  let options = [
+    Option<"enabled", "enabled", "bool", /*default=*/"true",
+           "Fold zero fills into the weight gradients' first products">,
+  ];
+}
+
 def PlanMemory : Pass<"modk-plan-memory", "::modc::modk::EntryOp"> {
   let summary = "Place every workspace buffer, reusing memory by liveness";
   let description = [{
