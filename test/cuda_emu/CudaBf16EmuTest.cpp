@@ -293,6 +293,218 @@ TEST(CudaBf16, AttentionSkipsZeroLoPartsExactly) {
   checkAttentionBf16<1, 128>(3505);
 }
 
+/// fp64 causal attention of q [rows, H * HD] against k, v [rows, KVH * HD]
+/// (query head h with key/value head h / (H / KVH); row i of a segment sees
+/// its rows j with pos[j] <= pos[i]) and, given dout and the o the kernels
+/// are passed (D = rowsum(dout * o), as they compute it), the gradients dq,
+/// dk, dv.
+struct Attention64 {
+  std::vector<double> o, dq, dk, dv;
+};
+template <typename T>
+Attention64 attention64(int H, int KVH, int HD, const std::vector<T> &q,
+                        const std::vector<T> &k, const std::vector<T> &v,
+                        const std::vector<int64_t> &seg,
+                        const std::vector<int32_t> &pos,
+                        const std::vector<float> *dout = nullptr,
+                        const std::vector<float> *o = nullptr) {
+  const int64_t LD = int64_t(H) * HD, LDK = int64_t(KVH) * HD;
+  const int64_t rows = seg.back();
+  const double scale = 1.0 / std::sqrt(double(HD));
+  Attention64 r;
+  r.o.assign(rows * LD, 0.0);
+  r.dq.assign(rows * LD, 0.0);
+  r.dk.assign(rows * LDK, 0.0);
+  r.dv.assign(rows * LDK, 0.0);
+  auto at = [](const std::vector<T> &x, int64_t i) {
+    return double(float(x[i]));
+  };
+  for (size_t s = 0; s + 1 < seg.size(); ++s)
+    for (int64_t i = seg[s]; i < seg[s + 1]; ++i)
+      for (int h = 0; h < H; ++h) {
+        const int64_t qo = i * LD + h * HD, kh = int64_t(h / (H / KVH)) * HD;
+        std::vector<int64_t> js;
+        std::vector<double> p;
+        for (int64_t j = seg[s]; j < seg[s + 1]; ++j)
+          if (pos[j] <= pos[i]) {
+            double dot = 0.0;
+            for (int d = 0; d < HD; ++d)
+              dot += at(q, qo + d) * at(k, j * LDK + kh + d);
+            js.push_back(j);
+            p.push_back(dot * scale);
+          }
+        const double mx = *std::max_element(p.begin(), p.end());
+        double sum = 0.0;
+        for (double &x : p)
+          sum += (x = std::exp(x - mx));
+        for (double &x : p)
+          x /= sum;
+        for (size_t t = 0; t < js.size(); ++t)
+          for (int d = 0; d < HD; ++d)
+            r.o[qo + d] += p[t] * at(v, js[t] * LDK + kh + d);
+        if (!dout)
+          continue;
+        double D = 0.0;
+        for (int d = 0; d < HD; ++d)
+          D += double((*dout)[qo + d]) * double((*o)[qo + d]);
+        for (size_t t = 0; t < js.size(); ++t) {
+          const int64_t ko = js[t] * LDK + kh;
+          double dp = 0.0;
+          for (int d = 0; d < HD; ++d)
+            dp += double((*dout)[qo + d]) * at(v, ko + d);
+          const double ds = p[t] * (dp - D);
+          for (int d = 0; d < HD; ++d) {
+            r.dq[qo + d] += ds * at(k, ko + d) * scale;
+            r.dk[ko + d] += ds * at(q, qo + d) * scale;
+            r.dv[ko + d] += p[t] * double((*dout)[qo + d]);
+          }
+        }
+      }
+  return r;
+}
+
+/// x stored as T from element `at` on (at 1: a bf16 array that is not
+/// 16-byte aligned, read one value at a time).
+template <typename T>
+std::vector<T> storedAs(const std::vector<float> &x, int at = 0) {
+  std::vector<T> y(at + x.size(), T(0.0f));
+  std::copy(x.begin(), x.end(), y.begin() + at);
+  return y;
+}
+
+/// Attention reading q, k and v stored as bf16 (modk-store-bf16): the
+/// CUDA kernels (the tensor-core ones, TC, or the SIMT ones) widen the bf16
+/// tiles as they load them, the CPU ones as they pack them. On fresh bf16
+/// values (none zero) both give exactly what they give on f32 arrays of the
+/// same values, and agree with fp64: the forward and the gradients (dv also
+/// stored bf16, as the pass stores it). `at`: the CUDA arrays' first element
+/// (1: not 16-byte aligned).
+template <int H, int HD, int KVH, bool TC>
+void checkBf16Storage(uint32_t seed, int at = 0) {
+  constexpr int LD = H * HD, LDK = KVH * HD;
+  Bf16AttentionInputs layout(1, seed);
+  const int64_t rows = layout.rows();
+  auto values = [](size_t n, uint32_t seed) {
+    auto x = randomFloats(n, seed, -2.0f, 2.0f);
+    for (float &e : x) {
+      e = bf16Round(e);
+      if (e == 0.0f)
+        e = 0.75f;
+    }
+    return x;
+  };
+  const auto q = values(rows * LD, seed + 10),
+             k = values(rows * LDK, seed + 11),
+             v = values(rows * LDK, seed + 12);
+  const auto qbs = storedAs<modk_cuda::bf16>(q, at),
+             kbs = storedAs<modk_cuda::bf16>(k, at),
+             vbs = storedAs<modk_cuda::bf16>(v, at);
+  const modk_cuda::bf16 *qb = qbs.data() + at, *kb = kbs.data() + at,
+                        *vb = vbs.data() + at;
+  const auto qc = storedAs<modk_cpu::bf16>(q), kc = storedAs<modk_cpu::bf16>(k),
+             vc = storedAs<modk_cpu::bf16>(v);
+  const std::string what = "HD " + std::to_string(HD) + " KVH " +
+                           std::to_string(KVH) +
+                           (TC ? " tensor cores" : " SIMT");
+  const auto &seg = layout.seg;
+  const auto &pos = layout.pos;
+  const int64_t nseg = int64_t(seg.size()) - 1;
+
+  // Forward.
+  std::vector<float> outF(rows * LD, kSentinel), outB(rows * LD, kSentinel),
+      cpuF(rows * LD), cpuB(rows * LD);
+  modk_cuda::causal_attention<H, HD, true, TC, KVH>(
+      q.data(), k.data(), v.data(), nseg, seg.data(), pos.data(),
+      layout.kMaxSegRows, outF.data(), nullptr);
+  modk_cuda::causal_attention<H, HD, true, TC, KVH>(
+      qb, kb, vb, nseg, seg.data(), pos.data(), layout.kMaxSegRows, outB.data(),
+      nullptr);
+  modk_cpu::causal_attention<H, HD, LD, LDK, LDK, KVH>(
+      q.data(), k.data(), v.data(), nseg, seg.data(), pos.data(), cpuF.data());
+  modk_cpu::causal_attention<H, HD, LD, LDK, LDK, KVH>(
+      qc.data(), kc.data(), vc.data(), nseg, seg.data(), pos.data(),
+      cpuB.data());
+  const Attention64 fwd = attention64(H, KVH, HD, q, k, v, seg, pos);
+  // The reference from the bf16 arrays themselves: the same values.
+  ASSERT_EQ(attention64(H, KVH, HD, qc, kc, vc, seg, pos).o, fwd.o);
+  expectClose(outB, fwd.o, 2e-5, ("CUDA forward, " + what).c_str());
+  expectClose(cpuB, fwd.o, 2e-5, ("CPU forward, " + what).c_str());
+  ASSERT_EQ(0,
+            std::memcmp(outB.data(), outF.data(), sizeof(float) * outF.size()))
+      << "CUDA forward on bf16 arrays, " << what;
+  ASSERT_EQ(0,
+            std::memcmp(cpuB.data(), cpuF.data(), sizeof(float) * cpuF.size()))
+      << "CPU forward on bf16 arrays, " << what;
+
+  // Backward, with o the forward's output and a fresh dout.
+  const std::vector<float> o(cpuF);
+  const auto dout = randomFloats(rows * LD, seed + 13);
+  const Attention64 bwd = attention64(H, KVH, HD, q, k, v, seg, pos, &dout, &o);
+  std::vector<float> scratch(modk_cuda::attention_grad_scratch_floats<H>(rows));
+  std::vector<float> dq[4], dk[4];
+  std::vector<modk_cuda::bf16> dvG[2];
+  std::vector<modk_cpu::bf16> dvC[2];
+  for (int i = 0; i < 4; ++i) {
+    dq[i].assign(rows * LD, kSentinel);
+    dk[i].assign(rows * LDK, kSentinel);
+  }
+  for (int i = 0; i < 2; ++i) {
+    dvG[i].assign(rows * LDK, modk_cuda::bf16(kSentinel));
+    dvC[i].assign(rows * LDK, modk_cpu::bf16(kSentinel));
+  }
+  modk_cuda::causal_attention_grad<H, HD, true, TC, KVH>(
+      q.data(), k.data(), v.data(), o.data(), dout.data(), nseg, seg.data(),
+      pos.data(), layout.kMaxSegRows, dq[0].data(), dk[0].data(), dvG[0].data(),
+      scratch.data(), nullptr);
+  modk_cuda::causal_attention_grad<H, HD, true, TC, KVH>(
+      qb, kb, vb, o.data(), dout.data(), nseg, seg.data(), pos.data(),
+      layout.kMaxSegRows, dq[1].data(), dk[1].data(), dvG[1].data(),
+      scratch.data(), nullptr);
+  modk_cpu::causal_attention_grad<H, HD, LD, LDK, LDK, KVH>(
+      q.data(), k.data(), v.data(), o.data(), dout.data(), nseg, seg.data(),
+      pos.data(), dq[2].data(), dk[2].data(), dvC[0].data());
+  modk_cpu::causal_attention_grad<H, HD, LD, LDK, LDK, KVH>(
+      qc.data(), kc.data(), vc.data(), o.data(), dout.data(), nseg, seg.data(),
+      pos.data(), dq[3].data(), dk[3].data(), dvC[1].data());
+  const char *kernels[4] = {"CUDA", "CUDA bf16", "CPU", "CPU bf16"};
+  for (int i = 0; i < 4; ++i) {
+    const std::string w = std::string(kernels[i]) + " gradients, " + what;
+    expectClose(dq[i], bwd.dq, 1e-4, ("dq, " + w).c_str());
+    expectClose(dk[i], bwd.dk, 1e-4, ("dk, " + w).c_str());
+    std::vector<float> dv(rows * LDK);
+    for (int64_t e = 0; e < rows * LDK; ++e)
+      dv[e] = i < 2 ? float(dvG[i][e]) : float(dvC[i - 2][e]);
+    // dv is rounded to bf16 as stored: within half a bf16 step more.
+    expectClose(dv, bwd.dv, 0x1p-8 + 1e-4, ("dv, " + w).c_str());
+  }
+  for (int i = 0; i < 4; i += 2) {
+    ASSERT_EQ(0, std::memcmp(dq[i].data(), dq[i + 1].data(),
+                             sizeof(float) * dq[i].size()))
+        << kernels[i] << " dq on bf16 arrays, " << what;
+    ASSERT_EQ(0, std::memcmp(dk[i].data(), dk[i + 1].data(),
+                             sizeof(float) * dk[i].size()))
+        << kernels[i] << " dk on bf16 arrays, " << what;
+  }
+  for (int64_t e = 0; e < rows * LDK; ++e) {
+    ASSERT_EQ(dvG[0][e].bits, dvG[1][e].bits)
+        << "CUDA dv " << e << ", " << what;
+    ASSERT_EQ(dvC[0][e].bits, dvC[1][e].bits) << "CPU dv " << e << ", " << what;
+  }
+}
+
+TEST(CudaBf16, AttentionReadsBf16StorageTensorCores) {
+  checkBf16Storage<2, 16, 2, true>(3901); // Q K^T of one mma (scale exact)
+  checkBf16Storage<2, 32, 1, true>(3902); // grouped-query
+  checkBf16Storage<1, 40, 1, true>(3903);
+  checkBf16Storage<1, 40, 1, true>(3905, 1); // not 16-byte aligned
+  checkBf16Storage<1, 128, 1, true>(3904);
+}
+
+TEST(CudaBf16, AttentionReadsBf16StorageSimt) {
+  checkBf16Storage<2, 16, 2, false>(3911);
+  checkBf16Storage<4, 6, 2, false>(3912); // head dim not a multiple of 4
+}
+
 /// got[i] is a bf16 value within one bf16 step of want[i] (an f32 sum on
 /// either side of a rounding boundary), and most are equal.
 void expectBf16Close(const std::vector<float> &got,

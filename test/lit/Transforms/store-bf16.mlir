@@ -19,19 +19,23 @@
 // F32ACT: modk.gemm {{.*}} {epilogue = #modk.epilogue<swiglu>} :
 // F32ACT: modk.gemm {{.*}} {epilogue = #modk.epilogue<none>} :
 
-// A bf16 forward entry: the normalised rows (read only by GEMMs), the swiglu
+// A bf16 forward entry: the normalised rows (read only by GEMMs), the q/k/v
+// rows (written rounded, round_bf16, and read only by attention), the swiglu
 // hidden rows (written by a GEMM epilogue that rounds, read by the down
 // projection) and the attention output become bf16. The residual stream,
-// the q/k/v rows (attention reads them), the swiglu gate scratch and the
-// down projection's output (added to the stream) stay f32. bf16 buffers
-// take half the bytes: 9600 a sequence against 12672 all f32.
+// the swiglu gate scratch and the down projection's output (added to the
+// stream) stay f32. bf16 buffers take half the bytes: 9600 a sequence
+// against 12672 all f32 (the bf16 q/k/v rows share bytes that other
+// buffers need at the peak either way).
 // CHECK-LABEL: modk.entry @forward
 // CHECK-SAME: dtype = bf16
 // CHECK-SAME: workspace_bytes_per_sequence = 9600
 // CHECK: %[[X:.*]] = modk.alloc {{.*}} : memref<?x16x32xf32>
 // CHECK: %[[N:.*]] = modk.alloc {{.*}} : memref<?x16x32xbf16>
-// CHECK: %[[Q:.*]] = modk.alloc {{.*}} : memref<?x16x32xf32>
+// CHECK: %[[Q:.*]] = modk.alloc {{.*}} : memref<?x16x32xbf16>
+// CHECK: modk.gemm %[[N]], [%{{.*}}] rows %{{.*}} -> %[[Q]] {epilogue = #modk.epilogue<none>, round_bf16}
 // CHECK: %[[O:.*]] = modk.alloc {{.*}} : memref<?x16x32xbf16>
+// CHECK: modk.attention %[[Q]], %[[Q]], %[[Q]] rows {{.*}} : memref<?x16x32xbf16>, memref<?x16x32xbf16>, memref<?x16x32xbf16>,
 // CHECK: %[[H:.*]] = modk.alloc {{.*}} : memref<?x16x64xbf16>
 // CHECK: %[[G:.*]] = modk.alloc {{.*}} : memref<?x16x64xf32>
 // CHECK: %[[D:.*]] = modk.alloc {{.*}} : memref<?x16x32xf32>
@@ -85,15 +89,16 @@ modk.entry @forward attributes {kind = #modk.entry_kind<forward>, model = #modk.
 // by gemm_wgrad) and the swiglu output (written by the out-of-place
 // activation) become bf16. So do the gradients of the pre-activations, of
 // the values and the rotated gradient of the queries (rope_grad's output),
-// which their writers round and only the backward products read.
+// which their writers round and only the backward products read, and the
+// queries (rounded by their product, read by attention and attention_grad).
 // Attention's output stays f32 (attention_grad reads it), and so do the
-// pre-activations (activation_grad reads them), the queries, the output
+// pre-activations (activation_grad reads them), the output
 // gradient (attention_grad and activation_grad read it), the queries'
 // gradient before the rotation (rope_grad reads it) and a gradient that
 // rope_grad rotates in place (the keys'), and the logits.
 // CHECK-LABEL: modk.entry @grad
 // CHECK: %[[N:.*]] = modk.alloc {{.*}} : memref<?x16x32xbf16>
-// CHECK: %[[Q:.*]] = modk.alloc {{.*}} : memref<?x16x32xf32>
+// CHECK: %[[Q:.*]] = modk.alloc {{.*}} : memref<?x16x32xbf16>
 // CHECK: %[[O:.*]] = modk.alloc {{.*}} : memref<?x16x32xf32>
 // CHECK: %[[G:.*]] = modk.alloc {{.*}} : memref<?x16x64xf32>
 // CHECK: %[[U:.*]] = modk.alloc {{.*}} : memref<?x16x64xf32>
@@ -111,6 +116,7 @@ modk.entry @forward attributes {kind = #modk.entry_kind<forward>, model = #modk.
 // CHECK: %[[DQ:.*]] = modk.alloc {{.*}} : memref<?x16x32xf32>
 // CHECK: %[[DK:.*]] = modk.alloc {{.*}} : memref<?x16x32xf32>
 // CHECK: %[[DV:.*]] = modk.alloc {{.*}} : memref<?x16x32xbf16>
+// CHECK: modk.attention_grad(%[[Q]], %[[Q]], %[[Q]], %[[O]], %[[DD]], {{.*}} : memref<?x16x32xbf16>, memref<?x16x32xbf16>, memref<?x16x32xbf16>, memref<?x16x32xf32>, memref<?x16x32xf32>, memref<?x16xi32>, memref<?x1xi64>, memref<?x16x32xf32>, memref<?x16x32xf32>, memref<?x16x32xbf16>
 // CHECK: modk.gemm_wgrad(%[[DD]], %[[O]], %{{.*}}, %{{.*}}) : memref<?x16x32xf32>, memref<?x16x32xf32>
 // CHECK: %[[DQR:.*]] = modk.alloc {{.*}} : memref<?x16x32xbf16>
 // CHECK: modk.rope_grad(%[[DQ]], %{{.*}}, %{{.*}}, %[[DQR]]) {{.*}} : memref<?x16x32xf32>, memref<?x16xi32>, memref<?x1xi64>, memref<?x16x32xbf16>
@@ -205,4 +211,113 @@ modk.entry @grad attributes {kind = #modk.entry_kind<grad>, model = #modk.model<
   modk.cross_entropy(%logits, %pos, %dlogits, %losses) : memref<?x16x64xf32>, memref<?x16xi32>, memref<?x16x64xf32>, memref<3xf32>
   %dwe = modk.output "grad.we" : memref<64x32xf32>
   modk.gemm_wgrad(%dlogits, %n, %seg, %dwe) : memref<?x16x64xf32>, memref<?x16x32xf32>, memref<?x1xi64>, memref<64x32xf32>
+}
+
+// -----
+
+// Queries, keys and values are bf16 where every write stores bf16 values
+// (a product the pass marks round_bf16) and every read takes bf16:
+// attention and the KV cache's appends. Not with activations=false.
+// CHECK-LABEL: modk.entry @forward
+// CHECK: %[[N:.*]] = modk.alloc {{.*}} : memref<?x16x32xbf16>
+// CHECK: %[[O:.*]] = modk.alloc {{.*}} : memref<?x16x32xf32>
+// CHECK: %[[Q:.*]] = modk.alloc {{.*}} : memref<?x16x32xbf16>
+// CHECK: modk.gemm %{{.*}} -> %[[Q]] {epilogue = #modk.epilogue<none>, round_bf16}
+// CHECK: %[[K:.*]] = modk.alloc {{.*}} : memref<?x16x32xbf16>
+// CHECK: %[[V:.*]] = modk.alloc {{.*}} : memref<?x16x32xbf16>
+// CHECK: modk.attention %[[Q]], %[[K]], %[[V]] {{.*}} : memref<?x16x32xbf16>, memref<?x16x32xbf16>, memref<?x16x32xbf16>,
+// CHECK: modk.cache_append %[[K]], %[[V]] {{.*}} : memref<?x16x32xbf16>, memref<?x16x32xbf16>,
+// F32ACT-LABEL: modk.entry @forward
+// F32ACT-NOT: xbf16>
+// F32ACT: modk.cache_append
+modk.entry @forward attributes {kind = #modk.entry_kind<forward>, model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = bf16>, modes = [#modk.mode<topk>], params = [#modk.param<name = "w", shape = [32], init = ones>, #modk.param<name = "wq", shape = [32, 32], init = ones>, #modk.param<name = "wk", shape = [32, 32], init = ones>, #modk.param<name = "wv", shape = [32, 32], init = ones>]} {
+  %w = modk.param "w" : memref<32xf32>
+  %wq = modk.param "wq" : memref<32x32xf32>
+  %wk = modk.param "wk" : memref<32x32xf32>
+  %wv = modk.param "wv" : memref<32x32xf32>
+  %x = modk.alloc : memref<?x16x32xf32>
+  %pos = modk.alloc : memref<?x16xi32>
+  %seg = modk.alloc : memref<?x1xi64>
+  modk.identity_rows -> %pos, %seg : memref<?x16xi32>, memref<?x1xi64>
+  %n = modk.alloc : memref<?x16x32xf32>
+  modk.rmsnorm %x, %w rows %seg -> %n {eps = 1.0e-05 : f64} : memref<?x16x32xf32>, memref<32xf32>, memref<?x1xi64>, memref<?x16x32xf32>
+  %o = modk.alloc : memref<?x16x32xf32>
+  %q = modk.alloc : memref<?x16x32xf32>
+  modk.gemm %n, [%wq] rows %seg -> %q {epilogue = #modk.epilogue<none>} : memref<?x16x32xf32>, memref<32x32xf32>, memref<?x1xi64>, memref<?x16x32xf32>
+  %k = modk.alloc : memref<?x16x32xf32>
+  modk.gemm %n, [%wk] rows %seg -> %k {epilogue = #modk.epilogue<none>} : memref<?x16x32xf32>, memref<32x32xf32>, memref<?x1xi64>, memref<?x16x32xf32>
+  %v = modk.alloc : memref<?x16x32xf32>
+  modk.gemm %n, [%wv] rows %seg -> %v {epilogue = #modk.epilogue<none>} : memref<?x16x32xf32>, memref<32x32xf32>, memref<?x1xi64>, memref<?x16x32xf32>
+  modk.attention %q, %k, %v rows %pos, %seg -> %o {n_heads = 2 : i64} : memref<?x16x32xf32>, memref<?x16x32xf32>, memref<?x16x32xf32>, memref<?x16xi32>, memref<?x1xi64>, memref<?x16x32xf32>
+  modk.cache_append %k, %v rows %pos, %seg {layer = 0 : i64} : memref<?x16x32xf32>, memref<?x16x32xf32>, memref<?x16xi32>, memref<?x1xi64>
+}
+
+// -----
+
+// What stays f32: the queries and keys that RoPE's epilogue writes (the
+// CUDA emitter rotates them in the output where the GEMM's tile cannot
+// hold the epilogue), and with them the values of the same attention
+// (bf16 together or not at all); and an attention's inputs where one is
+// written without rounding (an RMSNorm's output would be rounded: new
+// values).
+// CHECK-LABEL: modk.entry @forward
+// CHECK: modk.gemm {{.*}} {epilogue = #modk.epilogue<rope>, {{.*}}, round_bf16} : memref<?x16x32xbf16>, memref<32x32xf32>, memref<?x1xi64>, memref<?x16xi32>, memref<?x16x32xf32>
+// CHECK: modk.attention {{.*}} : memref<?x16x32xf32>, memref<?x16x32xf32>, memref<?x16x32xf32>,
+// CHECK: modk.attention {{.*}} : memref<?x16x32xf32>, memref<?x16x32xf32>, memref<?x16x32xf32>,
+modk.entry @forward attributes {kind = #modk.entry_kind<forward>, model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = bf16>, modes = [#modk.mode<topk>], params = [#modk.param<name = "w", shape = [32], init = ones>, #modk.param<name = "wq", shape = [32, 32], init = ones>, #modk.param<name = "wk", shape = [32, 32], init = ones>, #modk.param<name = "wv", shape = [32, 32], init = ones>]} {
+  %w = modk.param "w" : memref<32xf32>
+  %wq = modk.param "wq" : memref<32x32xf32>
+  %wk = modk.param "wk" : memref<32x32xf32>
+  %wv = modk.param "wv" : memref<32x32xf32>
+  %x = modk.alloc : memref<?x16x32xf32>
+  %pos = modk.alloc : memref<?x16xi32>
+  %seg = modk.alloc : memref<?x1xi64>
+  modk.identity_rows -> %pos, %seg : memref<?x16xi32>, memref<?x1xi64>
+  %n = modk.alloc : memref<?x16x32xf32>
+  modk.rmsnorm %x, %w rows %seg -> %n {eps = 1.0e-05 : f64} : memref<?x16x32xf32>, memref<32xf32>, memref<?x1xi64>, memref<?x16x32xf32>
+  %o = modk.alloc : memref<?x16x32xf32>
+  %q = modk.alloc : memref<?x16x32xf32>
+  modk.gemm %n, [%wq] rows %seg extra(%pos) -> %q {epilogue = #modk.epilogue<rope>, n_heads = 2 : i64, rope_theta = 1.000000e+04 : f64} : memref<?x16x32xf32>, memref<32x32xf32>, memref<?x1xi64>, memref<?x16xi32>, memref<?x16x32xf32>
+  %k = modk.alloc : memref<?x16x32xf32>
+  modk.gemm %n, [%wk] rows %seg extra(%pos) -> %k {epilogue = #modk.epilogue<rope>, n_heads = 2 : i64, rope_theta = 1.000000e+04 : f64} : memref<?x16x32xf32>, memref<32x32xf32>, memref<?x1xi64>, memref<?x16xi32>, memref<?x16x32xf32>
+  %v = modk.alloc : memref<?x16x32xf32>
+  modk.gemm %n, [%wv] rows %seg -> %v {epilogue = #modk.epilogue<none>} : memref<?x16x32xf32>, memref<32x32xf32>, memref<?x1xi64>, memref<?x16x32xf32>
+  modk.attention %q, %k, %v rows %pos, %seg -> %o {n_heads = 2 : i64} : memref<?x16x32xf32>, memref<?x16x32xf32>, memref<?x16x32xf32>, memref<?x16xi32>, memref<?x1xi64>, memref<?x16x32xf32>
+  %q2 = modk.alloc : memref<?x16x32xf32>
+  modk.gemm %n, [%wq] rows %seg -> %q2 {epilogue = #modk.epilogue<none>} : memref<?x16x32xf32>, memref<32x32xf32>, memref<?x1xi64>, memref<?x16x32xf32>
+  %v2 = modk.alloc : memref<?x16x32xf32>
+  modk.rmsnorm %x, %w rows %seg -> %v2 {eps = 1.0e-05 : f64} : memref<?x16x32xf32>, memref<32xf32>, memref<?x1xi64>, memref<?x16x32xf32>
+  modk.attention %q2, %q2, %v2 rows %pos, %seg -> %o {n_heads = 2 : i64} : memref<?x16x32xf32>, memref<?x16x32xf32>, memref<?x16x32xf32>, memref<?x16xi32>, memref<?x1xi64>, memref<?x16x32xf32>
+}
+
+// -----
+
+// A decode step's queries, keys and values, read by decode_attention
+// (which appends the keys and values to the cache).
+// CHECK-LABEL: modk.entry @decode
+// CHECK-COUNT-3: modk.gemm {{.*}} round_bf16} : memref<?x1x32xbf16>, memref<32x32xf32>, memref<?x1xi64>, memref<?x1x32xbf16>
+// CHECK: modk.decode_attention({{.*}}) {{.*}} : memref<?x1x32xbf16>, memref<?x1x32xbf16>, memref<?x1x32xbf16>, memref<?x1xi32>, memref<?x1xi64>, memref<?x1xi8>, memref<?x1x32xf32>
+// F32ACT-LABEL: modk.entry @decode
+// F32ACT-NOT: xbf16>
+// F32ACT: modk.decode_attention
+modk.entry @decode attributes {kind = #modk.entry_kind<decode>, model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = bf16>, modes = [#modk.mode<causal>], params = [#modk.param<name = "w", shape = [32], init = ones>, #modk.param<name = "wq", shape = [32, 32], init = ones>, #modk.param<name = "wk", shape = [32, 32], init = ones>, #modk.param<name = "wv", shape = [32, 32], init = ones>]} {
+  %w = modk.param "w" : memref<32xf32>
+  %wq = modk.param "wq" : memref<32x32xf32>
+  %wk = modk.param "wk" : memref<32x32xf32>
+  %wv = modk.param "wv" : memref<32x32xf32>
+  %x = modk.alloc : memref<?x1x32xf32>
+  %pos = modk.alloc : memref<?x1xi32>
+  %seg = modk.alloc : memref<?x1xi64>
+  %active = modk.alloc : memref<?x1xi8>
+  %n = modk.alloc : memref<?x1x32xf32>
+  modk.rmsnorm %x, %w rows %seg -> %n {eps = 1.0e-05 : f64} : memref<?x1x32xf32>, memref<32xf32>, memref<?x1xi64>, memref<?x1x32xf32>
+  %q = modk.alloc : memref<?x1x32xf32>
+  modk.gemm %n, [%wq] rows %seg -> %q {epilogue = #modk.epilogue<none>} : memref<?x1x32xf32>, memref<32x32xf32>, memref<?x1xi64>, memref<?x1x32xf32>
+  %k = modk.alloc : memref<?x1x32xf32>
+  modk.gemm %n, [%wk] rows %seg -> %k {epilogue = #modk.epilogue<none>} : memref<?x1x32xf32>, memref<32x32xf32>, memref<?x1xi64>, memref<?x1x32xf32>
+  %v = modk.alloc : memref<?x1x32xf32>
+  modk.gemm %n, [%wv] rows %seg -> %v {epilogue = #modk.epilogue<none>} : memref<?x1x32xf32>, memref<32x32xf32>, memref<?x1xi64>, memref<?x1x32xf32>
+  %o = modk.alloc : memref<?x1x32xf32>
+  modk.decode_attention(%q, %k, %v, %pos, %seg, %active, %o) {layer = 0 : i64, n_heads = 2 : i64} : memref<?x1x32xf32>, memref<?x1x32xf32>, memref<?x1x32xf32>, memref<?x1xi32>, memref<?x1xi64>, memref<?x1xi8>, memref<?x1x32xf32>
+  modk.add %x, %o rows %seg -> %x : memref<?x1x32xf32>, memref<?x1x32xf32>, memref<?x1xi64>, memref<?x1x32xf32>
 }

@@ -1,16 +1,20 @@
-//===- StoreBf16Activations.cpp - bf16 buffers for products ------*- C++ -*-===//
+//===- StoreBf16Activations.cpp - bf16 buffers for products ------*- C++
+//-*-===//
 //
 // A bf16 model rounds both operands of every product to bf16
 // (docs/model-format.md section 1: bf16 storage, f32 accumulation). Where a
 // buffer is read only as the input of GEMMs, storing it as bf16 keeps exactly
 // the values the GEMMs read, in half the bytes: the writer rounds as it stores
-// instead of each reader rounding as it loads.
+// instead of each reader rounding as it loads. Attention's queries, keys and
+// values are bf16 values too (their products round them, round_bf16): where
+// attention and the KV cache alone read them, they are stored as bf16 as well.
 //
 //===----------------------------------------------------------------------===//
 
 #include "modc/Dialect/Modk/Transforms/Passes.h"
 
 #include "mlir/IR/BuiltinTypes.h"
+#include "llvm/ADT/SmallPtrSet.h"
 #include "llvm/ADT/TypeSwitch.h"
 
 namespace modc {
@@ -23,9 +27,13 @@ using namespace modc;
 
 namespace {
 enum class Use {
-  ProductInput, ///< read only as a product's operand, which rounds it
-  RoundingWrite, ///< written by a kernel that can round as it stores
-  Other,         ///< anything else: the buffer stays f32
+  ProductInput,   ///< read only as a product's operand, which rounds it
+  AttentionInput, ///< read as attention's q, k or v, or by the KV cache:
+                  ///< bf16 only where every write stores bf16 values
+  RoundingWrite,  ///< written by a kernel that can round as it stores
+  RoundedWrite,   ///< written with bf16 values (round_bf16): a rounding
+                  ///< write that changes nothing
+  Other,          ///< anything else: the buffer stays f32
 };
 
 Use classify(OpOperand &use) {
@@ -34,6 +42,14 @@ Use classify(OpOperand &use) {
     if (&use == &gemm.getInputMutable())
       return Use::ProductInput;
     modk::Epilogue e = gemm.getEpilogue();
+    // The values (and any product that attention reads without RoPE):
+    // rounded in the epilogue, so a bf16 store keeps every bit. The queries
+    // and keys (RoPE's epilogue) stay f32: where the CUDA GEMM's tile cannot
+    // hold an epilogue over heads, the emitter stores the product into the
+    // output and rotates it in place, which needs f32 there
+    // (docs/cuda.md, "Not yet").
+    if (&use == &gemm.getOutputMutable() && gemm.getRoundBf16())
+      return e == modk::Epilogue::rope ? Use::Other : Use::RoundedWrite;
     if (&use == &gemm.getOutputMutable() &&
         (e == modk::Epilogue::none || e == modk::Epilogue::gelu || e == modk::Epilogue::swiglu))
       return Use::RoundingWrite;
@@ -50,6 +66,23 @@ Use classify(OpOperand &use) {
   auto writes = [&](OpOperand &output) {
     return &use == &output ? Use::RoundingWrite : Use::Other;
   };
+  // The kernels that read q, k and v (and the KV cache's appends, which
+  // store them into a bf16 cache) take them as bf16 too, widening exactly.
+  auto readsQkv = [&](auto attn) {
+    return &use == &attn.getQMutable() || &use == &attn.getKMutable() ||
+                   &use == &attn.getVMutable()
+               ? Use::AttentionInput
+               : Use::Other;
+  };
+  if (auto attn = dyn_cast<modk::AttentionOp>(op))
+    if (&use != &attn.getOutputMutable())
+      return readsQkv(attn);
+  if (auto decode = dyn_cast<modk::DecodeAttentionOp>(op))
+    return readsQkv(decode);
+  if (auto append = dyn_cast<modk::CacheAppendOp>(op))
+    return &use == &append.getKMutable() || &use == &append.getVMutable()
+               ? Use::AttentionInput
+               : Use::Other;
   // The gradients of the pre-activations, which the products of the gate
   // and up projections read.
   if (auto grad = dyn_cast<modk::ActivationGradOp>(op))
@@ -83,7 +116,8 @@ Use classify(OpOperand &use) {
                    : Use::Other;
       })
       .Case([&](modk::AttentionGradOp grad) {
-        return writes(grad.getDvMutable());
+        Use input = readsQkv(grad);
+        return input == Use::Other ? writes(grad.getDvMutable()) : input;
       })
       .Case([&](modk::CrossEntropyOp ce) {
         return writes(ce.getDlogitsMutable());
@@ -126,20 +160,55 @@ struct StoreBf16ActivationsPass
     // In @grad, a buffer that a backward kernel reads (attention's output,
     // which attention_grad reads; the pre-activations; the gradients that
     // flow on through the residual stream) has another use and stays f32.
-    Type bf16 = BFloat16Type::get(&getContext());
-    for (auto alloc : entry.getBody().front().getOps<modk::AllocOp>()) {
+    // A buffer that attention reads is bf16 only if every write stores
+    // bf16 values: attention does not round what it reads.
+    Block &body = entry.getBody().front();
+    llvm::SmallPtrSet<Value, 16> chosen;
+    for (auto alloc : body.getOps<modk::AllocOp>()) {
       MemRefType type = alloc.getType();
       if (!type.getElementType().isF32())
         continue;
       bool read = false, written = false, other = false;
+      bool attentionRead = false, unroundedWrite = false;
       for (OpOperand &use : alloc->getUses()) {
         Use kind = classify(use);
-        read |= kind == Use::ProductInput;
-        written |= kind == Use::RoundingWrite;
+        read |= kind == Use::ProductInput || kind == Use::AttentionInput;
+        written |= kind == Use::RoundingWrite || kind == Use::RoundedWrite;
         other |= kind == Use::Other;
+        attentionRead |= kind == Use::AttentionInput;
+        unroundedWrite |= kind == Use::RoundingWrite;
       }
-      if (read && written && !other)
-        alloc.getResult().setType(MemRefType::get(type.getShape(), bf16));
+      if (read && written && !other && !(attentionRead && unroundedWrite))
+        chosen.insert(alloc.getResult());
+    }
+    // An attention op's queries, keys and values are bf16 together or not
+    // at all: where one of them stays f32 (a RoPE product's, see classify),
+    // the others' bf16 copies would only add bytes on the CPU, whose stacked
+    // Q, K, V product (modk-fuse-horizontal) then stays live for the f32
+    // one. A buffer dropped here may take another op's with it: to a fixed
+    // point.
+    for (bool changed = true; changed;) {
+      changed = false;
+      body.walk([&](Operation *op) {
+        SmallVector<Value, 3> qkv;
+        llvm::TypeSwitch<Operation *>(op)
+            .Case<modk::AttentionOp, modk::AttentionGradOp,
+                  modk::DecodeAttentionOp>([&](auto attn) {
+              qkv = {attn.getQ(), attn.getK(), attn.getV()};
+            })
+            .Case([&](modk::CacheAppendOp append) {
+              qkv = {append.getK(), append.getV()};
+            });
+        if (llvm::all_of(qkv, [&](Value v) { return chosen.contains(v); }))
+          return;
+        for (Value v : qkv)
+          changed |= chosen.erase(v);
+      });
+    }
+    Type bf16 = BFloat16Type::get(&getContext());
+    for (Value buffer : chosen) {
+      auto type = cast<MemRefType>(buffer.getType());
+      buffer.setType(MemRefType::get(type.getShape(), bf16));
     }
   }
 };

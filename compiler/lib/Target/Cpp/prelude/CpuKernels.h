@@ -265,14 +265,15 @@ inline VecF loadu(const bf16 *p) {
   return v;
 }
 
-/// dst[0 .. n) = src[0 .. n) as elements C (float, or bf16: rounded).
-template <typename C>
-inline void storeRow(C *dst, const float *src, int64_t n) {
-  if constexpr (std::is_same_v<C, float>)
-    std::memcpy(dst, src, sizeof(float) * n);
+/// dst[0 .. n) = src[0 .. n) as elements C (float, or bf16: rounded) from
+/// elements T (float, or bf16).
+template <typename C, typename T>
+inline void storeRow(C *dst, const T *src, int64_t n) {
+  if constexpr (std::is_same_v<C, T>)
+    std::memcpy(dst, src, sizeof(C) * n);
   else
     for (int64_t i = 0; i < n; ++i)
-      dst[i] = C(src[i]);
+      dst[i] = C(static_cast<float>(src[i]));
 }
 } // namespace detail
 
@@ -491,9 +492,10 @@ template <int HD> struct AttnTile {
 /// Packs key tile `tile` (global tile index, first row `r0`, `kc` valid rows)
 /// for every key/value head (H of them here): keys transposed to [HD][BK] so
 /// scores vectorise over keys, values to [BK][HDP]; missing keys and padding
-/// are zero. KS, VS: the row strides of k and v.
-template <int H, int HD, int KS, int VS>
-inline void packKVTile(const float *k, const float *v, int64_t r0, int kc,
+/// are zero. KS, VS: the row strides of k and v, elements TK and TV (float,
+/// or bf16: widened, exactly).
+template <int H, int HD, int KS, int VS, typename TK, typename TV>
+inline void packKVTile(const TK *k, const TV *v, int64_t r0, int kc,
                        int64_t tile, float *pk, float *pv) {
   using T = AttnTile<HD>;
   for (int h = 0; h < H; ++h) {
@@ -502,23 +504,26 @@ inline void packKVTile(const float *k, const float *v, int64_t r0, int kc,
     std::memset(kt, 0, sizeof(float) * T::KSize);
     std::memset(vt, 0, sizeof(float) * T::VSize);
     for (int c = 0; c < kc; ++c) {
-      const float *ks = k + (r0 + c) * KS + h * HD;
+      const TK *ks = k + (r0 + c) * KS + h * HD;
       for (int d = 0; d < HD; ++d)
-        kt[d * T::BK + c] = ks[d];
-      std::memcpy(vt + c * T::HDP, v + (r0 + c) * VS + h * HD,
-                  sizeof(float) * HD);
+        kt[d * T::BK + c] = float(ks[d]);
+      const TV *vs = v + (r0 + c) * VS + h * HD;
+      if constexpr (std::is_same_v<TV, float>)
+        std::memcpy(vt + c * T::HDP, vs, sizeof(float) * HD);
+      else
+        for (int d = 0; d < HD; ++d)
+          vt[c * T::HDP + d] = float(vs[d]);
     }
   }
 }
 
 /// Processes one work item. `pk`/`pv` are this (segment, head)'s packed
-/// tiles, consecutive tiles tileStrideK/V floats apart; QS: q's row stride.
-/// Scratch is on the stack and sized by HD.
-template <int H, int HD, int QS, typename Out>
-inline void attentionBlock(const float *q, const int64_t *seg,
-                           const int32_t *pos, const float *pk,
-                           const float *pv, int64_t tileStrideK,
-                           int64_t tileStrideV, Out *out,
+/// tiles, consecutive tiles tileStrideK/V floats apart; QS: q's row stride
+/// (q float, or bf16: widened). Scratch is on the stack and sized by HD.
+template <int H, int HD, int QS, typename TQ, typename Out>
+inline void attentionBlock(const TQ *q, const int64_t *seg, const int32_t *pos,
+                           const float *pk, const float *pv,
+                           int64_t tileStrideK, int64_t tileStrideV, Out *out,
                            const AttnItem &item) {
   using T = AttnTile<HD>;
   constexpr int BQ = kAttnBQ, BK = kAttnBK;
@@ -566,9 +571,9 @@ inline void attentionBlock(const float *q, const int64_t *seg,
 
   for (int r = 0; r < qnR; ++r) {
     if (r < qn) {
-      const float *src = q + (base + i0 + r) * QS + hoff;
+      const TQ *src = q + (base + i0 + r) * QS + hoff;
       for (int d = 0; d < HD; ++d)
-        Qp[r * HD + d] = src[d] * scale;
+        Qp[r * HD + d] = float(src[d]) * scale;
     } else {
       for (int d = 0; d < HD; ++d)
         Qp[r * HD + d] = 0.0f;
@@ -673,8 +678,10 @@ inline void attentionBlock(const float *q, const int64_t *seg,
 
 /// Causal multi-head attention over segments. q and out are [rows, H * HD],
 /// k and v [rows, KVH * HD] with rows = seg[nseg] (out float, or bf16:
-/// rounded); q, k and v rows QS, KS and VS floats apart (columns of one stacked
-/// product: modk-fuse-horizontal, docs/compiler.md). For row i in segment s and
+/// rounded); q, k and v rows QS, KS and VS elements apart (columns of one
+/// stacked product: modk-fuse-horizontal, docs/compiler.md). q, k and v hold
+/// float, or bf16 (a bf16 model's, modk-store-bf16: widened as they are
+/// read, exactly). For row i in segment s and
 /// head h, out = softmax_j(q_i . k_j / sqrt(HD)) v_j over the rows j of segment
 /// s with pos[j] <= pos[i] (positions must be non-decreasing in a segment;
 /// equal positions see each other), k and v of key/value head
@@ -687,8 +694,8 @@ inline void attentionBlock(const float *q, const int64_t *seg,
 /// max-subtracted softmax, so no score matrix is ever materialised. The
 /// packing buffer is cached per calling thread and only grows.
 template <int H, int HD, int QS = H *HD, int KS = H *HD, int VS = H *HD,
-          int KVH = H, typename Out>
-inline void causal_attention(const float *q, const float *k, const float *v,
+          int KVH = H, typename TQ, typename TK, typename TV, typename Out>
+inline void causal_attention(const TQ *q, const TK *k, const TV *v,
                              int64_t nseg, const int64_t *seg,
                              const int32_t *pos, Out *out) {
   static_assert(KVH >= 1 && H % KVH == 0, "n_kv_heads divides n_heads");
@@ -740,7 +747,7 @@ inline void causal_attention(const float *q, const float *k, const float *v,
     for (int64_t t = 0; t < nitems; ++t) {
       const detail::AttnItem &w = it[t];
       const int64_t first = toff[w.seg] * KVH + w.head / (H / KVH);
-      detail::attentionBlock<H, HD, QS, Out>(
+      detail::attentionBlock<H, HD, QS, TQ, Out>(
           q, seg, pos, pk + first * T::KSize, pv + first * T::VSize,
           KVH * T::KSize, KVH * T::VSize, out, w);
     }

@@ -140,9 +140,9 @@ inline void axpyRow(float *acc, float p, const C *x) {
 /// LD = H * HD (H: the cache's heads, the key/value heads). Streams blocks of
 /// kDecodeBK keys with a max-subtracted online softmax, so no S-sized buffer is
 /// needed. As in causal_attention, q is scaled before the dot products.
-template <int H, int HD, typename C>
-inline void decodeAttendHead(const float *q, const C *kc, const C *vc,
-                             int64_t n, float *out) {
+template <int H, int HD, typename TQ, typename C>
+inline void decodeAttendHead(const TQ *q, const C *kc, const C *vc, int64_t n,
+                             float *out) {
   constexpr int64_t LD = static_cast<int64_t>(H) * HD;
   constexpr int BK = kDecodeBK;
   static_assert(BK % kVW == 0, "key block must be whole vectors");
@@ -151,7 +151,7 @@ inline void decodeAttendHead(const float *q, const C *kc, const C *vc,
   alignas(64) float acc[HD];
   alignas(64) float sc[BK];
   for (int d = 0; d < HD; ++d) {
-    qs[d] = q[d] * scale;
+    qs[d] = static_cast<float>(q[d]) * scale;
     acc[d] = 0.0f;
   }
   float mrun = -std::numeric_limits<float>::infinity();
@@ -216,10 +216,12 @@ inline void decodeAttendHead(const float *q, const C *kc, const C *vc,
 /// construction. It is taken so that the call mirrors causal_attention.
 /// Appends run serially (they are B row copies); the (row, head) pairs run in
 /// parallel when the step reads enough of the cache. The cache holds floats,
-/// or bf16 (C = bf16: a bf16 model, whose keys and values are bf16 values).
-template <int S, int H, int HD, int KVH = H, typename C>
-inline void decode_attention(const float *q, const float *k, const float *v,
-                             int64_t B, const int64_t *seg, const int32_t *pos,
+/// or bf16 (C = bf16: a bf16 model, whose keys and values are bf16 values);
+/// q, k and v hold floats, or bf16 (modk-store-bf16), widened exactly.
+template <int S, int H, int HD, int KVH = H, typename TQ, typename TK,
+          typename TV, typename C>
+inline void decode_attention(const TQ *q, const TK *k, const TV *v, int64_t B,
+                             const int64_t *seg, const int32_t *pos,
                              const uint8_t *active, C *cache_k, C *cache_v,
                              int32_t *counts, float *out) {
   static_assert(S >= 1, "decode needs at least one position");
@@ -285,9 +287,10 @@ inline void decode_attention(const float *q, const float *k, const float *v,
 /// come in ascending position, so the cache keeps position order; counts[s]
 /// must be 0 on entry (an empty sequence) and ends as the number appended.
 /// C: the cache's element type (float, or bf16). KS, VS: the row strides of
-/// k and v.
-template <int S, int D, int KS = D, int VS = D, typename C>
-inline void cache_append(const float *k, const float *v, int64_t nseg,
+/// k and v, which hold floats or bf16.
+template <int S, int D, int KS = D, int VS = D, typename TK, typename TV,
+          typename C>
+inline void cache_append(const TK *k, const TV *v, int64_t nseg,
                          const int64_t *seg, const int32_t *pos,
                          const int32_t *lengths, C *cache_k, C *cache_v,
                          int32_t *counts) {

@@ -191,9 +191,10 @@ inline void mm(int rows, const float *A, int64_t ars, int64_t aks,
 /// blocks keeps that block's dK, dV in cache while the query blocks that
 /// see it stream past; dQ accumulates in a per-segment buffer. The softmax
 /// statistics are recomputed first. QS, KS, VS: the row strides of q, k
-/// and v.
-template <int H, int KVH, int HD, int QS, int KS, int VS, typename TV>
-inline void attentionGradItem(const float *q, const float *k, const float *v,
+/// and v, which hold TQ, TK, TVin (float, or bf16: widened exactly).
+template <int H, int KVH, int HD, int QS, int KS, int VS, typename TQ,
+          typename TK, typename TVin, typename TV>
+inline void attentionGradItem(const TQ *q, const TK *k, const TVin *v,
                               const float *o, const float *dout,
                               const int64_t *seg, const int32_t *pos, int64_t s,
                               int kvh, float *dq, float *dk, TV *dv) {
@@ -247,15 +248,15 @@ inline void attentionGradItem(const float *q, const float *k, const float *v,
   std::memset(Kt, 0, sizeof(float) * 2 * HD * np);
   std::memset(dKs, 0, sizeof(float) * 2 * np * HDP);
   for (int64_t i = 0; i < n; ++i) {
-    const float *ki = k + (base + i) * KS + koff;
-    const float *vi = v + (base + i) * VS + koff;
+    const TK *ki = k + (base + i) * KS + koff;
+    const TVin *vi = v + (base + i) * VS + koff;
     for (int d = 0; d < HD; ++d)
-      Ks[i * HDP + d] = ki[d];
+      Ks[i * HDP + d] = static_cast<float>(ki[d]);
     float *kt = Kt + (i / BK) * HD * BK + i % BK;
     float *vt = Vt + (i / BK) * HD * BK + i % BK;
     for (int d = 0; d < HD; ++d) {
-      kt[d * BK] = ki[d];
-      vt[d * BK] = vi[d];
+      kt[d * BK] = static_cast<float>(ki[d]);
+      vt[d * BK] = static_cast<float>(vi[d]);
     }
   }
   // lim[r]: keys [0, lim[r]) are visible to query r (as in the forward).
@@ -279,10 +280,10 @@ inline void attentionGradItem(const float *q, const float *k, const float *v,
     std::memset(dOs, 0, sizeof(float) * 2 * np * HDP);
     for (int64_t i = 0; i < n; ++i) {
       const int64_t row = (base + i) * LD + hoff;
-      const float *qi = q + (base + i) * QS + hoff;
+      const TQ *qi = q + (base + i) * QS + hoff;
       float dd = 0.0f;
       for (int d = 0; d < HD; ++d) {
-        Qs[i * HDP + d] = qi[d] * scale;
+        Qs[i * HDP + d] = static_cast<float>(qi[d]) * scale;
         dOs[i * HDP + d] = dout[row + d];
         dd += dout[row + d] * o[row + d];
       }
@@ -392,15 +393,15 @@ inline void attentionGradItem(const float *q, const float *k, const float *v,
 /// OpenMP work item per (segment, key/value head), so the result is
 /// deterministic.
 /// dv may be bf16 (rounded as stored: modk-store-bf16, only products read it).
-/// q, k and v rows are QS, KS and VS floats apart (columns of one stacked
-/// product: modk-fuse-horizontal, docs/compiler.md).
+/// q, k and v rows are QS, KS and VS elements apart (columns of one stacked
+/// product: modk-fuse-horizontal, docs/compiler.md); they hold float, or
+/// bf16 (a bf16 model's, modk-store-bf16: widened exactly).
 template <int H, int HD, int QS = H *HD, int KS = H *HD, int VS = H *HD,
-          int KVH = H, typename TV>
-inline void causal_attention_grad(const float *q, const float *k,
-                                  const float *v, const float *o,
-                                  const float *dout, int64_t nseg,
-                                  const int64_t *seg, const int32_t *pos,
-                                  float *dq, float *dk, TV *dv) {
+          int KVH = H, typename TQ, typename TK, typename TVin, typename TV>
+inline void
+causal_attention_grad(const TQ *q, const TK *k, const TVin *v, const float *o,
+                      const float *dout, int64_t nseg, const int64_t *seg,
+                      const int32_t *pos, float *dq, float *dk, TV *dv) {
   struct Item {
     int64_t seg, len;
   };

@@ -353,9 +353,9 @@ __global__ __launch_bounds__(kThreads) void causalSelectKernel(
 /// Prefill of the decode cache. Grid (row chunks of 8 warps, nseg): every
 /// CTA finds the segment's count n (the first row that is not appended) and
 /// copies its chunk's rows below n, a warp a row.
-template <int S, int D, int KS, int VS, typename C>
+template <int S, int D, int KS, int VS, typename TK, typename TV, typename C>
 __global__ __launch_bounds__(kThreads) void cacheAppendKernel(
-    const float *k, const float *v, const int64_t *seg, const int32_t *pos,
+    const TK *k, const TV *v, const int64_t *seg, const int32_t *pos,
     const int32_t *lengths, C *cache_k, C *cache_v, int32_t *counts) {
   __shared__ int64_t scratch[32];
   const int64_t s = blockIdx.y;
@@ -623,11 +623,12 @@ inline void select_causal(const float *logits, int64_t B, int32_t *pos,
 /// where TensorCores (the compiler's mainloop choice) and
 /// attentionTcHeadDim<HD> allow, else attentionKernel (SIMT f32). BF16: q, k, v
 /// hold bf16 values (a bf16 model); the result is the same, with fewer
-/// tensor-core instructions. out: float, or bf16 (rounded) where only
-/// products read it.
+/// tensor-core instructions. q, k, v: float, or bf16 (a bf16 model's,
+/// modk-store-bf16: widened as the tiles are loaded). out: float, or bf16
+/// (rounded) where only products read it.
 template <int H, int HD, bool BF16 = false, bool TensorCores = true,
-          int KVH = H, typename Out>
-inline void causal_attention(const float *q, const float *k, const float *v,
+          int KVH = H, typename TQ, typename TK, typename TV, typename Out>
+inline void causal_attention(const TQ *q, const TK *k, const TV *v,
                              int64_t nseg, const int64_t *seg,
                              const int32_t *pos, int64_t max_seg_rows,
                              Out *out, cudaStream_t stream) {
@@ -647,17 +648,18 @@ inline void causal_attention(const float *q, const float *k, const float *v,
 
 /// Prefill of a layer's decode cache (the CPU's cache_append): row j of
 /// sequence s goes to cache slot j while pos[j] < lengths[s]; counts[s]
-/// ends as the number appended. k, v are [rows, D], rows KS and VS floats
-/// apart; the caches [nseg, S, D] of C: float, or bf16 (a bf16 model: k and
-/// v hold bf16 values).
-template <int S, int D, int KS = D, int VS = D, typename C>
-inline void cache_append(const float *k, const float *v, int64_t nseg,
+/// ends as the number appended. k, v are [rows, D] of float or bf16, rows
+/// KS and VS elements apart; the caches [nseg, S, D] of C: float, or bf16
+/// (a bf16 model: k and v hold bf16 values).
+template <int S, int D, int KS = D, int VS = D, typename TK, typename TV,
+          typename C>
+inline void cache_append(const TK *k, const TV *v, int64_t nseg,
                          const int64_t *seg, const int32_t *pos,
                          const int32_t *lengths, C *cache_k, C *cache_v,
                          int32_t *counts, cudaStream_t stream) {
   if (nseg <= 0)
     return;
-  auto kern = detail::cacheAppendKernel<S, D, KS, VS, C>;
+  auto kern = detail::cacheAppendKernel<S, D, KS, VS, TK, TV, C>;
   MODC_LAUNCH(kern,
               dim3(unsigned(ceilDiv(S, detail::kRowWarps)), unsigned(nseg)),
               detail::kThreads, 0, stream, k, v, seg, pos, lengths, cache_k,

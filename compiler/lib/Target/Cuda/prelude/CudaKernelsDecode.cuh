@@ -155,9 +155,9 @@ __device__ __forceinline__ int32_t getInt(const float *p) {
 
 /// Appends k and v (KVH heads a row: grouped-query attention,
 /// docs/model-format.md section 3) and writes each query head's metadata.
-template <int S, int H, int HD, int KVH, typename C>
+template <int S, int H, int HD, int KVH, typename TK, typename TV, typename C>
 __global__ void __launch_bounds__(kRowThreads)
-    decodeAppendKernel(const float *k, const float *v, int64_t B,
+    decodeAppendKernel(const TK *k, const TV *v, int64_t B,
                        const int64_t *seg, const uint8_t *active, C *cacheK,
                        C *cacheV, int32_t *counts, float *out) {
   constexpr int64_t LD = static_cast<int64_t>(H) * HD;
@@ -178,8 +178,8 @@ __global__ void __launch_bounds__(kRowThreads)
     if (n > 0) {
       const int64_t slot = (b * S + c) * LDK;
       for (int64_t e = threadIdx.x; e < LDK; e += blockDim.x) {
-        cacheK[slot + e] = k[j * LDK + e];
-        cacheV[slot + e] = v[j * LDK + e];
+        cacheK[slot + e] = C(float(k[j * LDK + e]));
+        cacheV[slot + e] = C(float(v[j * LDK + e]));
       }
     }
     for (int h = threadIdx.x; h < H; h += blockDim.x) {
@@ -213,9 +213,9 @@ __device__ __forceinline__ int64_t splitKeys(int64_t n, int nsplit) {
 }
 
 /// Query head h attends over the cache of key/value head h / (H / KVH).
-template <int S, int H, int HD, int KVH, typename C>
+template <int S, int H, int HD, int KVH, typename TQ, typename C>
 __global__ void __launch_bounds__(kAttnThreads)
-    decodeAttendKernel(const float *q, int64_t B, const int64_t *seg,
+    decodeAttendKernel(const TQ *q, int64_t B, const int64_t *seg,
                        const C *cacheK, const C *cacheV, int nsplit,
                        float *partials, float *out) {
   constexpr int NT = kAttnThreads;
@@ -261,7 +261,7 @@ __global__ void __launch_bounds__(kAttnThreads)
 
     const float scale = 1.0f / sqrtf(static_cast<float>(HD));
     for (int d = tid; d < HD; d += NT)
-      qs[d] = q[j * LD + h * HD + d] * scale;
+      qs[d] = float(q[j * LD + h * HD + d]) * scale;
     __syncthreads();
 
     // The head's offset in int, as before grouped-query attention: a 64-bit
@@ -419,18 +419,19 @@ inline int attnSplits(int64_t B, int64_t capacityPartials) {
 /// nsplit > 1, the combine; `scratch` holds B * H * nsplit * (HD + 2) floats,
 /// or is null for the built-in attnScratch<HD> (nsplit * B * H at most
 /// kAttnScratchPartials).
-template <int S, int H, int HD, int KVH = H, typename C>
-inline void decodeAttentionLaunch(const float *q, const float *k,
-                                  const float *v, int64_t B, const int64_t *seg,
+template <int S, int H, int HD, int KVH = H, typename TQ, typename TK,
+          typename TV, typename C>
+inline void decodeAttentionLaunch(const TQ *q, const TK *k, const TV *v,
+                                  int64_t B, const int64_t *seg,
                                   const uint8_t *active, C *cacheK, C *cacheV,
                                   int32_t *counts, float *out, int nsplit,
                                   float *scratch, cudaStream_t stream) {
   if (B <= 0)
     return;
-  auto append = decodeAppendKernel<S, H, HD, KVH, C>;
+  auto append = decodeAppendKernel<S, H, HD, KVH, TK, TV, C>;
   MODC_LAUNCH(append, dim3(unsigned(B)), dim3(kRowThreads), 0, stream, k, v, B,
               seg, active, cacheK, cacheV, counts, out);
-  auto attend = decodeAttendKernel<S, H, HD, KVH, C>;
+  auto attend = decodeAttendKernel<S, H, HD, KVH, TQ, C>;
   MODC_LAUNCH(attend, dim3(unsigned(B), H, nsplit), dim3(kAttnThreads), 0,
               stream, q, B, seg, static_cast<const C *>(cacheK),
               static_cast<const C *>(cacheV), nsplit, scratch, out);
@@ -501,7 +502,8 @@ inline int64_t decode_attention_scratch_floats(int64_t B) {
 /// with key/value head h / (H / KVH): grouped-query attention,
 /// docs/model-format.md section 3), and `out` must not overlap q, k or v;
 /// cache_k and cache_v are [B, S, KVH * HD] of C (float, or bf16 in a bf16 model, whose
-/// keys and values are bf16 values); counts is [B]. `pos` is not read. Several
+/// keys and values are bf16 values); counts is [B]. q, k and v hold float,
+/// or bf16 (modk-store-bf16), widened exactly. `pos` is not read. Several
 /// rows of one sequence (a prefill chunk, in position order) are allowed as
 /// on the CPU; rows past B are attended without splits.
 ///
@@ -509,8 +511,9 @@ inline int64_t decode_attention_scratch_floats(int64_t B) {
 /// this overload keeps the partial results in a scratch buffer of the module
 /// (one per head size), so decode steps of one model that run concurrently
 /// on different streams must use the overload below instead.
-template <int S, int H, int HD, int KVH = H, typename C>
-inline void decode_attention(const float *q, const float *k, const float *v,
+template <int S, int H, int HD, int KVH = H, typename TQ, typename TK,
+          typename TV, typename C>
+inline void decode_attention(const TQ *q, const TK *k, const TV *v,
                              int64_t B, const int64_t *seg, const int32_t *pos,
                              const uint8_t *active, C *cache_k, C *cache_v,
                              int32_t *counts, float *out, cudaStream_t stream) {
@@ -527,8 +530,9 @@ inline void decode_attention(const float *q, const float *k, const float *v,
 /// As above, with the caller's split-K scratch of
 /// decode_attention_scratch_floats<S, H, HD>(B) floats (null: the built-in
 /// scratch, as above).
-template <int S, int H, int HD, int KVH = H, typename C>
-inline void decode_attention(const float *q, const float *k, const float *v,
+template <int S, int H, int HD, int KVH = H, typename TQ, typename TK,
+          typename TV, typename C>
+inline void decode_attention(const TQ *q, const TK *k, const TV *v,
                              int64_t B, const int64_t *seg, const int32_t *pos,
                              const uint8_t *active, C *cache_k, C *cache_v,
                              int32_t *counts, float *out, float *scratch,

@@ -31,6 +31,51 @@ namespace detail {
 constexpr int kAttnBQ = 64;  ///< queries per CTA
 constexpr int kAttnBKV = 64; ///< keys per shared tile
 
+/// The tiles' loads of one head's rows r0 .. r0 + valid (HD columns at hoff
+/// of a [rows, H * HD] tensor) into dst[ROWS][HD + 4] as f32, zero past
+/// valid, by the block's T threads. f32 rows go by cp.async
+/// (copyHeadRows: the caller commits and waits). bf16 rows (a bf16 model's
+/// queries, keys and values, modk-store-bf16) are loaded into registers,
+/// 16 bytes (8 values) at a time when `vec` (src 16-byte aligned) and HD is
+/// a multiple of 8, else one value at a time, widened (exactly) and stored:
+/// done when the call returns, so the callers' waits and barriers order
+/// them as they order the copies.
+template <int H, int HD, int ROWS, int T>
+__device__ __forceinline__ void loadHeadRows(float *dst, const float *src,
+                                             int64_t r0, int64_t hoff,
+                                             int valid, bool vec) {
+  copyHeadRows<H, HD, ROWS, T>(dst, src, r0, hoff, valid, vec);
+}
+template <int H, int HD, int ROWS, int T>
+__device__ __forceinline__ void loadHeadRows(float *dst, const bf16 *src,
+                                             int64_t r0, int64_t hoff,
+                                             int valid, bool vec) {
+  constexpr int64_t LDG = int64_t(H) * HD;
+  constexpr int LDS = HD + 4;
+  if (HD % 8 == 0 && vec) {
+    // Rows of dst start 16-byte aligned (LDS a multiple of 4), and so does
+    // every 8-value group of src (LDG and hoff multiples of 8).
+    constexpr int C8 = HD / 8;
+    for (int e = threadIdx.x; e < ROWS * C8; e += T) {
+      const int r = e / C8, d = (e % C8) * 8;
+      uint4 raw = make_uint4(0u, 0u, 0u, 0u);
+      if (r < valid)
+        raw = *reinterpret_cast<const uint4 *>(src + (r0 + r) * LDG + hoff + d);
+      float4 *dp = reinterpret_cast<float4 *>(dst + r * LDS + d);
+      dp[0] = make_float4(bitsFloat(raw.x << 16), bitsFloat(raw.x & 0xffff0000u),
+                          bitsFloat(raw.y << 16), bitsFloat(raw.y & 0xffff0000u));
+      dp[1] = make_float4(bitsFloat(raw.z << 16), bitsFloat(raw.z & 0xffff0000u),
+                          bitsFloat(raw.w << 16), bitsFloat(raw.w & 0xffff0000u));
+    }
+  } else {
+    for (int e = threadIdx.x; e < ROWS * HD; e += T) {
+      const int r = e / HD, d = e % HD;
+      dst[r * LDS + d] =
+          r < valid ? float(src[(r0 + r) * LDG + hoff + d]) : 0.0f;
+    }
+  }
+}
+
 /// Shared memory layout of the attention kernel (floats).
 template <int HD> struct AttnSmem {
   static constexpr int QLD = kAttnBQ + 4;  // Qs[HD][QLD]: scaled, transposed
@@ -56,10 +101,12 @@ template <int HD> struct AttnSmem {
 /// subtracted; keys j of the segment with pos[j] <= pos[i] are attended.
 /// k and v have KVH heads (rows of KVH * HD): head h reads key/value head
 /// h / (H / KVH), grouped-query attention (docs/model-format.md section 3).
-template <int H, int HD, int KVH, typename Out>
+/// q, k, v: TQ, TK, TV (float, or bf16: widened as loaded).
+template <int H, int HD, int KVH, typename TQ, typename TK, typename TV,
+          typename Out>
 __global__ __launch_bounds__(kThreads) void attentionKernel(
-    const float *__restrict__ q, const float *__restrict__ k,
-    const float *__restrict__ v, const int64_t *seg, const int32_t *pos,
+    const TQ *__restrict__ q, const TK *__restrict__ k,
+    const TV *__restrict__ v, const int64_t *seg, const int32_t *pos,
     Out *__restrict__ out) {
   using L = AttnSmem<HD>;
   constexpr int BQ = kAttnBQ, BKV = kAttnBKV;
@@ -85,10 +132,10 @@ __global__ __launch_bounds__(kThreads) void attentionKernel(
   const int tid = threadIdx.x, tx = tid % 16, ty = tid / 16;
   const float scale = 1.0f / sqrtf(static_cast<float>(HD));
   const int32_t *ps = pos + base;
-  const float *qh = q + (base + i0) * LD + int64_t(h) * HD;
+  const TQ *qh = q + (base + i0) * LD + int64_t(h) * HD;
   for (int e = tid; e < BQ * HD; e += kThreads) {
     const int r = e / HD, d = e % HD;
-    Qs[d * L::QLD + r] = r < qn ? qh[int64_t(r) * LD + d] * scale : 0.0f;
+    Qs[d * L::QLD + r] = r < qn ? float(qh[int64_t(r) * LD + d]) * scale : 0.0f;
   }
   for (int r = tid; r < BQ; r += kThreads)
     qpos[r] = r < qn ? ps[i0 + r] : 0x7fffffff; // padding rows see every key
@@ -108,13 +155,13 @@ __global__ __launch_bounds__(kThreads) void attentionKernel(
   for (int64_t k0 = 0; k0 < n && ps[k0] <= lastPos; k0 += BKV) {
     const int kc = int(minI64(BKV, n - k0));
     __syncthreads(); // the previous tile is consumed (and Qs is written)
-    const float *kh = k + (base + k0) * LDK + khoff;
-    const float *vh = v + (base + k0) * LDK + khoff;
+    const TK *kh = k + (base + k0) * LDK + khoff;
+    const TV *vh = v + (base + k0) * LDK + khoff;
     for (int e = tid; e < BKV * HD; e += kThreads) {
       const int c = e / HD, d = e % HD;
       const bool ok = c < kc;
-      Ks[d * L::KLD + c] = ok ? kh[int64_t(c) * LDK + d] : 0.0f;
-      Vs[c * L::VLD + d] = ok ? vh[int64_t(c) * LDK + d] : 0.0f;
+      Ks[d * L::KLD + c] = ok ? float(kh[int64_t(c) * LDK + d]) : 0.0f;
+      Vs[c * L::VLD + d] = ok ? float(vh[int64_t(c) * LDK + d]) : 0.0f;
     }
     for (int c = tid; c < BKV; c += kThreads)
       kpos[c] = c < kc ? ps[k0 + c] : 0x7fffffff;
@@ -260,18 +307,24 @@ template <int HD> struct AttnTcSmem {
 ///  - K and V tiles are copied with cp.async (16 bytes when k and v are
 ///    16-byte aligned, else 4) into one buffer each, as two copy groups:
 ///    tile t + 1's keys are copied during the softmax and P V of tile t,
-///    its values during the next Q K^T.
+///    its values during the next Q K^T. bf16 tiles (TK, TV: a bf16 model's,
+///    modk-store-bf16) are loaded 16 bytes at a time and widened to f32 as
+///    they are stored (loadHeadRows), at the same points: the f32 tiles, and
+///    so the mmas and the result, are those of f32 inputs of the same
+///    values.
 /// A warp whose rows all precede the tile's first key (or that has no rows)
 /// skips the tile's math but not its barriers.
 /// BF: q, k, v hold bf16 values (a bf16 model), which tf32 holds exactly:
 /// the mmas of their zero lo parts are skipped (Q K^T: one mma instead of
 /// three where the scaled queries stay bf16, i.e. 1/sqrt(HD) is a power of
 /// two; P V: two), with the same result.
-/// KVH: the key/value heads, as attentionKernel's.
-template <int H, int HD, int KVH, bool BF, typename Out>
+/// KVH: the key/value heads, as attentionKernel's; TQ, TK, TV: q's, k's and
+/// v's elements, float or bf16.
+template <int H, int HD, int KVH, bool BF, typename TQ, typename TK,
+          typename TV, typename Out>
 __global__ __launch_bounds__(kAttnTcThreads, attnTcMinBlocks(HD)) void attentionTcKernel(
-    const float *__restrict__ q, const float *__restrict__ k,
-    const float *__restrict__ v, const int64_t *seg, const int32_t *pos,
+    const TQ *__restrict__ q, const TK *__restrict__ k,
+    const TV *__restrict__ v, const int64_t *seg, const int32_t *pos,
     Out *__restrict__ out) {
   static_assert(attentionTcHeadDim<HD>, "head dim of the tensor-core kernel");
   using L = AttnTcSmem<HD>;
@@ -309,10 +362,10 @@ __global__ __launch_bounds__(kAttnTcThreads, attnTcMinBlocks(HD)) void attention
 
   // Starts the copy of the key (or value) rows k0 .. k0 + kc of this head
   // into dst (zero past kc) as one copy group.
-  static_assert(LDS == HD + 4, "copyHeadRows's row stride");
-  auto copyTile = [&](float *dst, const float *src, int64_t k0, int kc) {
-    copyHeadRows<KVH, HD, BKV, kAttnTcThreads>(dst, src, base + k0, khoff, kc,
-                                             vec);
+  static_assert(LDS == HD + 4, "loadHeadRows's row stride");
+  auto copyTile = [&](float *dst, const auto *src, int64_t k0, int kc) {
+    loadHeadRows<KVH, HD, BKV, kAttnTcThreads>(dst, src, base + k0, khoff, kc,
+                                               vec);
     copyAsyncCommit();
   };
   auto copyKeys = [&](int64_t k0, int buf) {
@@ -327,10 +380,10 @@ __global__ __launch_bounds__(kAttnTcThreads, attnTcMinBlocks(HD)) void attention
 
   copyKeys(0, 0);
   copyValues(0);
-  const float *qh = q + (base + i0) * LD + hoff;
+  const TQ *qh = q + (base + i0) * LD + hoff;
   for (int e = tid; e < BQ * HD; e += kAttnTcThreads) {
     const int r = e / HD, d = e % HD;
-    Qs[r * LDS + d] = r < qn ? qh[int64_t(r) * LD + d] * scale : 0.0f;
+    Qs[r * LDS + d] = r < qn ? float(qh[int64_t(r) * LD + d]) * scale : 0.0f;
   }
 
   // Positions of this lane's rows; rows past qn see every key (unused).
@@ -487,16 +540,16 @@ __global__ __launch_bounds__(kAttnTcThreads, attnTcMinBlocks(HD)) void attention
 
 /// Launches the tensor-core attention kernel (TC; BF: on bf16 inputs) or
 /// the SIMT one; only the chosen kernel is instantiated.
-template <bool TC, int H, int HD, int KVH, bool BF, typename Out>
-inline void launchAttention(dim3 grid, const float *q, const float *k,
-                            const float *v, const int64_t *seg,
-                            const int32_t *pos, Out *out,
+template <bool TC, int H, int HD, int KVH, bool BF, typename TQ, typename TK,
+          typename TV, typename Out>
+inline void launchAttention(dim3 grid, const TQ *q, const TK *k, const TV *v,
+                            const int64_t *seg, const int32_t *pos, Out *out,
                             cudaStream_t stream) {
   auto kern = [] {
     if constexpr (TC)
-      return attentionTcKernel<H, HD, KVH, BF, Out>;
+      return attentionTcKernel<H, HD, KVH, BF, TQ, TK, TV, Out>;
     else
-      return attentionKernel<H, HD, KVH, Out>;
+      return attentionKernel<H, HD, KVH, TQ, TK, TV, Out>;
   }();
   constexpr size_t bytes = [] {
     if constexpr (TC)

@@ -51,10 +51,11 @@ template <int HD> constexpr int attnGradSmemFloats() {
 /// to stats[(row * H + h) * 2 + {0, 1}] for the key side, then
 /// dq = scale * sum_keys dS K with dS = P (dP - D), P = exp(S - lse).
 /// k and v have KVH heads: head h reads key/value head h / (H / KVH)
-/// (grouped-query attention, docs/model-format.md section 3).
-template <int H, int HD, int KVH>
+/// (grouped-query attention, docs/model-format.md section 3). q, k, v: TQ,
+/// TK, TVin (float, or bf16: widened as loaded).
+template <int H, int HD, int KVH, typename TQ, typename TK, typename TVin>
 __global__ void __launch_bounds__(kAgThreads)
-    attnGradQuery(const float *q, const float *k, const float *v,
+    attnGradQuery(const TQ *q, const TK *k, const TVin *v,
                   const float *o, const float *dout, const int64_t *seg,
                   const int32_t *pos, float *dq, float *stats) {
   constexpr int HDP = agPaddedHeadDim<HD>();
@@ -84,7 +85,7 @@ __global__ void __launch_bounds__(kAgThreads)
     const int rr = e / HDP, d = e % HDP;
     const bool ok = rr < qn && inHead(d);
     const int64_t src = (base + i0 + rr) * LD + hoff + d;
-    Qs[rr * P + d] = ok ? q[src] * scale : 0.0f;
+    Qs[rr * P + d] = ok ? float(q[src]) * scale : 0.0f;
     dOs[rr * P + d] = ok ? dout[src] : 0.0f;
   }
   const int64_t qi = i0 + r;
@@ -110,7 +111,7 @@ __global__ void __launch_bounds__(kAgThreads)
     for (int e = t; e < BK * HDP; e += kAgThreads) {
       const int cc = e / HDP, d = e % HDP;
       Ks[cc * P + d] = k0 + cc < n && inHead(d)
-                           ? k[(base + k0 + cc) * LDK + khoff + d]
+                           ? float(k[(base + k0 + cc) * LDK + khoff + d])
                            : 0.0f;
     }
     __syncthreads();
@@ -158,8 +159,8 @@ __global__ void __launch_bounds__(kAgThreads)
       const int cc = e / HDP, d = e % HDP;
       const bool ok = k0 + cc < n && inHead(d);
       const int64_t src = (base + k0 + cc) * LDK + khoff + d;
-      Ks[cc * P + d] = ok ? k[src] : 0.0f;
-      Vs[cc * P + d] = ok ? v[src] : 0.0f;
+      Ks[cc * P + d] = ok ? float(k[src]) : 0.0f;
+      Vs[cc * P + d] = ok ? float(v[src]) : 0.0f;
     }
     __syncthreads();
 #pragma unroll
@@ -195,9 +196,10 @@ __global__ void __launch_bounds__(kAgThreads)
 /// Key side: per (key tile, key/value head, segment), over the H / KVH
 /// query heads of the key/value head in order and every query tile of each
 /// that sees the keys: dV = sum P^T dO, dK = sum dS^T (q * scale).
-template <int H, int HD, int KVH, typename TV>
+template <int H, int HD, int KVH, typename TQ, typename TK, typename TVin,
+          typename TV>
 __global__ void __launch_bounds__(kAgThreads)
-    attnGradKey(const float *q, const float *k, const float *v,
+    attnGradKey(const TQ *q, const TK *k, const TVin *v,
                 const float *dout, const int64_t *seg, const int32_t *pos,
                 const float *stats, float *dk, TV *dv) {
   constexpr int HDP = agPaddedHeadDim<HD>();
@@ -228,8 +230,8 @@ __global__ void __launch_bounds__(kAgThreads)
     const int cc = e / HDP, d = e % HDP;
     const bool ok = cc < kc && inHead(d);
     const int64_t src = (base + k0 + cc) * LDK + khoff + d;
-    Ks[cc * P + d] = ok ? k[src] : 0.0f;
-    Vs[cc * P + d] = ok ? v[src] : 0.0f;
+    Ks[cc * P + d] = ok ? float(k[src]) : 0.0f;
+    Vs[cc * P + d] = ok ? float(v[src]) : 0.0f;
   }
   // First query that sees key k0: positions ascend, so only queries just
   // before k0 with the same position can.
@@ -252,7 +254,7 @@ __global__ void __launch_bounds__(kAgThreads)
         const int rr = e / HDP, d = e % HDP;
         const bool ok = rr < qn && inHead(d);
         const int64_t src = (base + q0 + rr) * LD + hoff + d;
-        Qs[rr * P + d] = ok ? q[src] * scale : 0.0f;
+        Qs[rr * P + d] = ok ? float(q[src]) * scale : 0.0f;
         dOs[rr * P + d] = ok ? dout[src] : 0.0f;
       }
       for (int e = t; e < BQ; e += kAgThreads) {
@@ -422,15 +424,19 @@ __device__ __forceinline__ void agStoreRows(TD *dst, int64_t r0,
 /// D = rowsum(dO * O) in f32; both to stats. Pass 2: S again and dP = dO V^T,
 /// dS = P (dP - D) with P = exp(S - lse), in registers, and dQ += dS K from
 /// them (A from the score registers, as the forward's P V); dq = dQ * scale.
-/// Tiles are copied with cp.async; a warp whose queries all precede the
-/// tile's first key skips its math (P = 0 there) but not its barriers.
+/// Tiles are copied with cp.async (bf16 q, k, v: loaded 16 bytes at a time
+/// and widened as stored, detail::loadHeadRows); a warp whose queries all
+/// precede the tile's first key skips its math (P = 0 there) but not its
+/// barriers.
 /// BF: q, k, v hold bf16 values (a bf16 model): the mmas of their zero tf32
 /// lo parts are skipped, with the same result.
-/// KVH: the key/value heads, as attnGradQuery's.
-template <int H, int HD, int KVH, bool BF>
+/// KVH: the key/value heads, as attnGradQuery's; TQ, TK, TVin: q's, k's
+/// and v's elements, float or bf16.
+template <int H, int HD, int KVH, bool BF, typename TQ, typename TK,
+          typename TVin>
 __global__ __launch_bounds__(kAgTcThreads) void attnGradQueryTc(
-    const float *__restrict__ q, const float *__restrict__ k,
-    const float *__restrict__ v, const float *__restrict__ o,
+    const TQ *__restrict__ q, const TK *__restrict__ k,
+    const TVin *__restrict__ v, const float *__restrict__ o,
     const float *__restrict__ dout, const int64_t *seg, const int32_t *pos,
     float *__restrict__ dq, float *__restrict__ stats) {
   static_assert(attentionGradTcHeadDim<HD>, "head dim of the tensor-core kernel");
@@ -461,7 +467,7 @@ __global__ __launch_bounds__(kAgTcThreads) void attnGradQueryTc(
   const int64_t khoff = int64_t(h / (H / KVH)) * HD; // its key/value head
   const bool vec = detail::aligned16(q, k, v, dout);
 
-  detail::copyHeadRows<H, HD, BQ, T>(Qs, q, base + i0, hoff, qn, vec);
+  detail::loadHeadRows<H, HD, BQ, T>(Qs, q, base + i0, hoff, qn, vec);
   detail::copyHeadRows<H, HD, BQ, T>(dOs, dout, base + i0, hoff, qn, vec);
   detail::copyAsyncCommit();
 
@@ -491,9 +497,9 @@ __global__ __launch_bounds__(kAgTcThreads) void attnGradQueryTc(
   auto loadTile = [&](int64_t k0, bool withV) {
     const int kc = int(detail::minI64(BK, n - k0));
     __syncthreads(); // every warp is done with the previous tile
-    detail::copyHeadRows<KVH, HD, BK, T>(Ks, k, base + k0, khoff, kc, vec);
+    detail::loadHeadRows<KVH, HD, BK, T>(Ks, k, base + k0, khoff, kc, vec);
     if (withV)
-      detail::copyHeadRows<KVH, HD, BK, T>(Vs, v, base + k0, khoff, kc, vec);
+      detail::loadHeadRows<KVH, HD, BK, T>(Vs, v, base + k0, khoff, kc, vec);
     detail::copyAsyncCommit();
     for (int c = tid; c < BK; c += T)
       kposS[c] = c < kc ? ps[k0 + c] : kNoPos;
@@ -588,11 +594,12 @@ __global__ __launch_bounds__(kAgTcThreads) void attnGradQueryTc(
 /// dk = dK * scale. BF: as attnGradQueryTc's.
 /// KVH: the key/value heads; a CTA's keys are those of key/value head
 /// blockIdx.y, summed over its H / KVH query heads in order, as
-/// attnGradKey's.
-template <int H, int HD, int KVH, bool BF, typename TV>
+/// attnGradKey's. TQ, TK, TVin: as attnGradQueryTc's.
+template <int H, int HD, int KVH, bool BF, typename TQ, typename TK,
+          typename TVin, typename TV>
 __global__ __launch_bounds__(kAgTcKeyThreads, 1) void attnGradKeyTc(
-    const float *__restrict__ q, const float *__restrict__ k,
-    const float *__restrict__ v, const float *__restrict__ dout,
+    const TQ *__restrict__ q, const TK *__restrict__ k,
+    const TVin *__restrict__ v, const float *__restrict__ dout,
     const int64_t *seg, const int32_t *pos, const float *__restrict__ stats,
     float *__restrict__ dk, TV *__restrict__ dv) {
   static_assert(attentionGradTcHeadDim<HD>, "head dim of the tensor-core kernel");
@@ -623,8 +630,8 @@ __global__ __launch_bounds__(kAgTcKeyThreads, 1) void attnGradKeyTc(
   const int64_t khoff = int64_t(kvh) * HD;
   const bool vec = detail::aligned16(q, k, v, dout);
 
-  detail::copyHeadRows<KVH, HD, BK, T>(Ks, k, base + k0, khoff, kc, vec);
-  detail::copyHeadRows<KVH, HD, BK, T>(Vs, v, base + k0, khoff, kc, vec);
+  detail::loadHeadRows<KVH, HD, BK, T>(Ks, k, base + k0, khoff, kc, vec);
+  detail::loadHeadRows<KVH, HD, BK, T>(Vs, v, base + k0, khoff, kc, vec);
   detail::copyAsyncCommit();
 
   // This lane's keys (past kc: no query sees them).
@@ -653,7 +660,7 @@ __global__ __launch_bounds__(kAgTcKeyThreads, 1) void attnGradKeyTc(
     for (int64_t q0 = qs / BQ * BQ; q0 < n; q0 += BQ) {
       const int qn = int(detail::minI64(BQ, n - q0));
       __syncthreads(); // every warp is done with the previous tile
-      detail::copyHeadRows<H, HD, BQ, T>(Qs, q, base + q0, hoff, qn, vec);
+      detail::loadHeadRows<H, HD, BQ, T>(Qs, q, base + q0, hoff, qn, vec);
       detail::copyHeadRows<H, HD, BQ, T>(dOs, dout, base + q0, hoff, qn, vec);
       detail::copyAsyncCommit();
       for (int e = tid; e < BQ; e += T) {
@@ -701,17 +708,18 @@ __global__ __launch_bounds__(kAgTcKeyThreads, 1) void attnGradKeyTc(
 
 /// Launches the tensor-core backward (TC; BF: on bf16 inputs) or the SIMT
 /// one; only the chosen kernels are instantiated.
-template <bool TC, int H, int HD, int KVH, bool BF, typename TV>
+template <bool TC, int H, int HD, int KVH, bool BF, typename TQ, typename TK,
+          typename TVin, typename TV>
 inline void launchAttentionGrad(int64_t nseg, int64_t max_seg_rows,
-                                const float *q, const float *k, const float *v,
+                                const TQ *q, const TK *k, const TVin *v,
                                 const float *o, const float *dout,
                                 const int64_t *seg, const int32_t *pos,
                                 float *dq, float *dk, TV *dv, float *stats,
                                 cudaStream_t stream) {
   if constexpr (TC) {
     constexpr int smemQ = AttnGradTcSmem<HD>::Bytes, smemK = smemQ;
-    auto kq = attnGradQueryTc<H, HD, KVH, BF>;
-    auto kk = attnGradKeyTc<H, HD, KVH, BF, TV>;
+    auto kq = attnGradQueryTc<H, HD, KVH, BF, TQ, TK, TVin>;
+    auto kk = attnGradKeyTc<H, HD, KVH, BF, TQ, TK, TVin, TV>;
     static bool configured = false; // the attribute is per function
     if (!configured) {
       cudaFuncSetAttribute(kq, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -729,8 +737,8 @@ inline void launchAttentionGrad(int64_t nseg, int64_t max_seg_rows,
                 static_cast<const float *>(stats), dk, dv);
   } else {
     constexpr int smem = attnGradSmemFloats<HD>() * int(sizeof(float));
-    auto kq = attnGradQuery<H, HD, KVH>;
-    auto kk = attnGradKey<H, HD, KVH, TV>;
+    auto kq = attnGradQuery<H, HD, KVH, TQ, TK, TVin>;
+    auto kk = attnGradKey<H, HD, KVH, TQ, TK, TVin, TV>;
     if (smem > 48 * 1024) {
       cudaFuncSetAttribute(kq, cudaFuncAttributeMaxDynamicSharedMemorySize,
                            smem);
@@ -771,12 +779,14 @@ inline int64_t attention_grad_scratch_floats(int64_t max_rows) {
 /// TensorCores (the compiler's mainloop choice), else on the SIMT kernels
 /// (attnGradQuery, attnGradKey); same scratch either way.
 /// BF16: q, k, v hold bf16 values (a bf16 model); the same result, with
-/// fewer tensor-core instructions. dv may be bf16 (rounded as stored:
-/// modk-store-bf16, only products read it).
+/// fewer tensor-core instructions. q, k and v may be bf16 (a bf16 model's,
+/// modk-store-bf16: widened as the tiles are loaded), and dv (rounded as
+/// stored: only products read it).
 template <int H, int HD, bool BF16 = false, bool TensorCores = true,
-          int KVH = H, typename TV = float>
-inline void causal_attention_grad(const float *q, const float *k,
-                                  const float *v, const float *o,
+          int KVH = H, typename TQ = float, typename TK = float,
+          typename TVin = float, typename TV = float>
+inline void causal_attention_grad(const TQ *q, const TK *k,
+                                  const TVin *v, const float *o,
                                   const float *dout, int64_t nseg,
                                   const int64_t *seg, const int32_t *pos,
                                   int64_t max_seg_rows, float *dq, float *dk,
@@ -787,13 +797,13 @@ inline void causal_attention_grad(const float *q, const float *k,
   if (nseg <= 0 || max_seg_rows <= 0)
     return;
   if constexpr (TensorCores && attentionGradTcHeadDim<HD>) {
-    launchAttentionGrad<true, H, HD, KVH, BF16, TV>(nseg, max_seg_rows, q, k,
-                                                    v, o, dout, seg, pos, dq,
-                                                    dk, dv, scratch, stream);
+    launchAttentionGrad<true, H, HD, KVH, BF16>(nseg, max_seg_rows, q, k, v, o,
+                                                dout, seg, pos, dq, dk, dv,
+                                                scratch, stream);
   } else {
-    launchAttentionGrad<false, H, HD, KVH, false, TV>(
-        nseg, max_seg_rows, q, k, v, o, dout, seg, pos, dq, dk, dv, scratch,
-        stream);
+    launchAttentionGrad<false, H, HD, KVH, false>(nseg, max_seg_rows, q, k, v,
+                                                  o, dout, seg, pos, dq, dk, dv,
+                                                  scratch, stream);
   }
 }
 

@@ -202,14 +202,14 @@ MODC_HOST_DEVICE bool prefillAppends(const int32_t *pos, const int32_t *lengths,
 /// Element d of the prefill's copy of row j into cache slot n of sequence
 /// s: cache_k[s, n, d] = k[j, d] and cache_v[s, n, d] = v[j, d]. The caches
 /// are [.., S, D] of C (float, or bf16: rounded); k's and v's rows are KS
-/// and VS floats apart.
-template <int S, int D, int KS, int VS, typename C>
-MODC_HOST_DEVICE void prefillElement(const float *k, const float *v, int64_t s,
+/// and VS elements apart, of TK and TV (float, or bf16: widened exactly).
+template <int S, int D, int KS, int VS, typename C, typename TK, typename TV>
+MODC_HOST_DEVICE void prefillElement(const TK *k, const TV *v, int64_t s,
                                      int64_t n, int64_t j, int d, C *cache_k,
                                      C *cache_v) {
   const int64_t slot = (s * S + n) * D + d;
-  cache_k[slot] = C(k[j * KS + d]);
-  cache_v[slot] = C(v[j * VS + d]);
+  cache_k[slot] = C(static_cast<float>(k[j * KS + d]));
+  cache_v[slot] = C(static_cast<float>(v[j * VS + d]));
 }
 
 //===----------------------------------------------------------------------===//
