@@ -347,6 +347,11 @@ protected:
   virtual void emitGemmDgrad(modk::GemmDgradOp op, const KernelCall &call) {
     emitCall(call);
   }
+  /// A weight gradient's product, `call` its kernel library's call: CUDA
+  /// launches the members of a group (modk-group-gemms) as one call.
+  virtual void emitGemmWgrad(modk::GemmWgradOp op, const KernelCall &call) {
+    emitCall(call);
+  }
   /// Rows the host copies of a row set over `buffer`: the row count itself
   /// on the CPU, its static bound on CUDA (the count is on the device).
   virtual std::string hostRows(mlir::Value segments, mlir::Value buffer) = 0;

@@ -206,6 +206,12 @@ private:
   /// The members of a group (modk-group-gemms) as one grouped launch.
   void emitGemmGroup(ArrayRef<modk::GemmOp> members, int indent);
   void emitGemmDgrad(modk::GemmDgradOp op, const KernelCall &call) override;
+  void emitGemmWgrad(modk::GemmWgradOp op, const KernelCall &call) override;
+  /// The members of a group of gradient products (modk.gemm_dgrad or
+  /// gemm_wgrad, modk-group-gemms) that `op` opens, as one grouped launch;
+  /// false where `op` launches alone (no group, or one of several kernels).
+  /// Nothing is written for a later member: the first launched it.
+  bool emitGradGroup(Operation *op);
   std::string hostRows(Value, Value buffer) override { return maxRows(buffer); }
   void emitMemcpy(StringRef dst, StringRef src, StringRef bytes) override {
     os << fmt::format("  cudaMemcpyAsync({}, {}, {}, cudaMemcpyDeviceToDevice, "
@@ -474,7 +480,85 @@ void CudaEmitter::emitOneGemm(modk::GemmOp op, int indent) {
   }
 }
 
+bool CudaEmitter::emitGradGroup(Operation *op) {
+  auto group = op->getAttrOfType<IntegerAttr>("group");
+  if (!group)
+    return false;
+  auto sameGroup = [&](Operation *other) {
+    return other && other->getName() == op->getName() &&
+           other->getAttrOfType<IntegerAttr>("group") == group;
+  };
+  // The group's first product launches the neighbours of its group.
+  if (sameGroup(op->getPrevNode()))
+    return true;
+  SmallVector<Operation *> members;
+  for (Operation *m = op; sameGroup(m); m = m->getNextNode())
+    members.push_back(m);
+  // One kernel for all: the same plan (a CUTLASS variant's rows take the
+  // tiles' plan in a group, as forward groups take no TMA).
+  if (members.size() < 2 || llvm::any_of(members, [&](Operation *m) {
+        return gemmPlanName(m) != gemmPlanName(op);
+      }))
+    return false;
+  auto dgrad = dyn_cast<modk::GemmDgradOp>(op);
+  auto wgrad = dyn_cast<modk::GemmWgradOp>(op);
+  // dy, the other operand, the output and the rows of each member.
+  auto operands = [&](Operation *m) {
+    if (auto d = dyn_cast<modk::GemmDgradOp>(m))
+      return std::array<Value, 4>{d.getDy(), d.getWeight(), d.getDa(),
+                                  d.getSegments()};
+    auto w = cast<modk::GemmWgradOp>(m);
+    return std::array<Value, 4>{w.getDy(), w.getInput(), w.getDw(),
+                                w.getSegments()};
+  };
+  auto element = [&](Value v) {
+    return fmt::format("std::remove_cv_t<std::remove_pointer_t<decltype({})>>",
+                       name(v));
+  };
+  // [N, K]: the weight's shape (dgrad), the weight gradient's (wgrad).
+  auto shape =
+      cast<MemRefType>(operands(op)[dgrad ? 1 : 2].getType()).getShape();
+  int64_t n = shape[0], k = shape[1], size = int64_t(members.size());
+  os << fmt::format("  {{ // group {}: {} {}\n", group.getInt(), size,
+                    dgrad ? "input gradients" : "weight gradients");
+  os << fmt::format("    modk_cuda::detail::GemmGroup<{}, {}, {}, float> "
+                    "group;\n",
+                    size, element(operands(op)[0]),
+                    dgrad ? std::string("float") : element(operands(op)[1]));
+  for (auto [z, m] : llvm::enumerate(members)) {
+    auto [dy, b, c, rows] = operands(m);
+    os << fmt::format("    {{\n      group.a[{0}] = {1};\n      group.b[{0}] "
+                      "= {2};\n      group.c[{0}] = {3};\n      "
+                      "group.rows[{0}] = {4} + B;\n    }}\n",
+                      z, name(dy), name(b), name(c), name(rows));
+  }
+  std::string bound = rowsArg(operands(op)[3], operands(op)[0]).bound;
+  KernelCall call{dgrad ? "linear_dgrad_group" : "linear_wgrad_group",
+                  withBf16Flag({n, k, size}, op),
+                  {"group", KernelArg(bound)}};
+  if (dgrad)
+    call.args.push_back(KernelArg(dgrad.getAccumulate() ? "true" : "false"));
+  call = withGemmPlan(std::move(call), op);
+  if (wgrad)
+    call = std::move(call).withScratch(
+        "float",
+        fmt::format("sizeof(float) * "
+                    "modk_cuda::linear_wgrad_group_scratch_floats<{}, {}, {}, "
+                    "{}>({})",
+                    n, k, size, call.devicePlan, bound));
+  emitCall(call, 4);
+  os << "  }\n";
+  return true;
+}
+
+void CudaEmitter::emitGemmWgrad(modk::GemmWgradOp op, const KernelCall &call) {
+  if (!emitGradGroup(op))
+    emitCall(call);
+}
+
 void CudaEmitter::emitGemmDgrad(modk::GemmDgradOp op, const KernelCall &call) {
+  if (emitGradGroup(op))
+    return;
   std::string plan = cutlass.planOf(op);
   if (plan.empty()) {
     emitCall(call);
