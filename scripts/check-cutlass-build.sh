@@ -9,8 +9,9 @@
 #   scripts/check-cutlass-build.sh [KERNEL] [MODEL.json]
 #
 # KERNEL: the index of the kernel type in the package (default 1: the
-# bf16 example's 128x128x64 cooperative kernel in clusters of 2x1; 0 is its
-# 64x128x64 pingpong kernel). ARCH: sm_90a (the default) or sm_80, whose
+# bf16 example's 128x128x64 cooperative kernel of a residual add, in
+# clusters of 2x1; 0 is its 64x128x64 pingpong kernel, 2 to 5 the plain
+# forward products' kernels). ARCH: sm_90a (the default) or sm_80, whose
 # kernels in the bf16 example are 0: 64x128x32 along N, 1: 128x256x32,
 # 2: 64x128x32 along M, 3: 128x128x32. CUDA_GEMMS (default "cutlass") is
 # passed to --cuda-gemms: "cutlass sm-count=8" gives the example's weight gradients

@@ -516,6 +516,31 @@ RowsOp GemmOp::getEpilogueRows() {
   return dyn_cast<RowsOp>(region.front().front());
 }
 
+Value GemmOp::getAddedBuffer() {
+  RowsOp rows = getEpilogueRows();
+  if (!rows || rows.getPositions() || rows.getHeadDim())
+    return {};
+  Block &body = rows.getBody().front();
+  if (!llvm::hasNItems(body, 2))
+    return {};
+  auto add = dyn_cast<arith::AddFOp>(body.front());
+  if (!add || body.back().getOperands() != ValueRange(add.getResult()))
+    return {};
+  auto inputOf = [&](Value v) -> Value {
+    auto arg = dyn_cast<BlockArgument>(v);
+    return arg && arg.getOwner() == &body ? rows.getInputs()[arg.getArgNumber()]
+                                          : Value();
+  };
+  Value product = getFusedRows().front().getArgument(0);
+  Value lhs = inputOf(add.getLhs()), rhs = inputOf(add.getRhs());
+  Value addend = lhs == product ? rhs : rhs == product ? lhs : Value();
+  Value y = getOutput();
+  if (!addend || addend == product || addend.getType() != y.getType() ||
+      !cast<MemRefType>(y.getType()).getElementType().isF32())
+    return {};
+  return addend;
+}
+
 /// A product's precision: `precision` where it is set, else the entry's
 /// dtype.
 static bool precisionIsBf16(Operation *op, std::optional<DType> precision) {

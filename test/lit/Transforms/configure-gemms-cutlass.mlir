@@ -189,3 +189,61 @@ modk.entry @wgrad attributes {kind = #modk.entry_kind<grad>, model = #modk.model
   %eseg = modk.alloc : memref<?x1xi64>
   modk.gemm_wgrad(%dy, %a, %eseg, %dw) : memref<?x16x4096xbf16>, memref<?x16x1024xbf16>, memref<?x1xi64>, memref<4096x1024xf32>
 }
+
+// -----
+
+// A residual add in place (x += a W^T: the `rows` epilogue is exactly
+// x + product, stored into x, f32) over rows the host knows (a dense
+// layer's: identity rows) runs on CUTLASS on sm_90a, its epilogue reading x
+// (beta = 1: the 128x128 tile keeps 5 stages instead of 6). Not on
+// CUTLASS: the same add into another buffer, over rows counted on the
+// device, and on sm_80 (its kernels add nothing yet).
+// CHECK-LABEL: modk.entry @residual
+// CHECK: modk.gemm %{{.*}} -> %[[X:.*]] {config = #modk.gemm_config<stream 8x4, from 65: cutlass 64x128x64 cluster 1x1 stages 8 pingpong raster along_m, from 16769: cutlass 128x128x64 cluster 2x1 stages 5 cooperative raster along_m>, epilogue = #modk.epilogue<rows>}
+// CHECK: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 65: wgmma 128x64 tma 264, from 16769: wgmma 128x128 tma 132>, epilogue = #modk.epilogue<rows>}
+// CHECK: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 65: wgmma 128x64 tma 264, from 16769: wgmma 128x128 tma 132>, epilogue = #modk.epilogue<rows>}
+// A100-LABEL: modk.entry @residual
+// A100-NOT: cutlass
+modk.entry @residual attributes {kind = #modk.entry_kind<forward>, model = #modk.model<name = "t", vocab_size = 64, d_model = 128, n_layers = 1, n_heads = 1, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = bf16>, modes = [#modk.mode<topk>], params = [#modk.param<name = "wo", shape = [128, 128], init = ones>]} {
+  %wo = modk.param "wo" : memref<128x128xf32>
+  %pos = modk.alloc : memref<?x16xi32>
+  %all = modk.alloc : memref<?x1xi64>
+  modk.identity_rows -> %pos, %all : memref<?x16xi32>, memref<?x1xi64>
+  %n = modk.alloc : memref<?x16x128xbf16>
+  %x = modk.alloc : memref<?x16x128xf32>
+  modk.gemm %n, [%wo] rows %all -> %x {epilogue = #modk.epilogue<rows>} : memref<?x16x128xbf16>, memref<128x128xf32>, memref<?x1xi64>, memref<?x16x128xf32> epilogue {
+  ^bb0(%p: memref<?x16x128xf32>):
+    modk.rows ins(%x, %p : memref<?x16x128xf32>, memref<?x16x128xf32>) rows %all : memref<?x1xi64> outs(%x : memref<?x16x128xf32>) access(row, row -> row) reduce {
+    ^bb0(%a: f32, %b: f32):
+      modk.yield
+    } body {
+    ^bb0(%a: f32, %b: f32):
+      %s = arith.addf %a, %b : f32
+      modk.yield %s : f32
+    }
+  }
+  %y = modk.alloc : memref<?x16x128xf32>
+  modk.gemm %n, [%wo] rows %all -> %y {epilogue = #modk.epilogue<rows>} : memref<?x16x128xbf16>, memref<128x128xf32>, memref<?x1xi64>, memref<?x16x128xf32> epilogue {
+  ^bb0(%p: memref<?x16x128xf32>):
+    modk.rows ins(%x, %p : memref<?x16x128xf32>, memref<?x16x128xf32>) rows %all : memref<?x1xi64> outs(%y : memref<?x16x128xf32>) access(row, row -> row) reduce {
+    ^bb0(%a: f32, %b: f32):
+      modk.yield
+    } body {
+    ^bb0(%a: f32, %b: f32):
+      %s = arith.addf %a, %b : f32
+      modk.yield %s : f32
+    }
+  }
+  %some = modk.alloc : memref<?x1xi64>
+  modk.gemm %n, [%wo] rows %some -> %x {epilogue = #modk.epilogue<rows>} : memref<?x16x128xbf16>, memref<128x128xf32>, memref<?x1xi64>, memref<?x16x128xf32> epilogue {
+  ^bb0(%p: memref<?x16x128xf32>):
+    modk.rows ins(%x, %p : memref<?x16x128xf32>, memref<?x16x128xf32>) rows %some : memref<?x1xi64> outs(%x : memref<?x16x128xf32>) access(row, row -> row) reduce {
+    ^bb0(%a: f32, %b: f32):
+      modk.yield
+    } body {
+    ^bb0(%a: f32, %b: f32):
+      %s = arith.addf %a, %b : f32
+      modk.yield %s : f32
+    }
+  }
+}

@@ -125,34 +125,8 @@ void CppEmitter::emitCausalDecisions(int index, StringRef logits, int indent) {
                     "", indent, seqLen, index, logits.str());
 }
 
-/// The buffer r of a `rows` epilogue that is exactly y = r + product, with
-/// r and y f32 rows read and written at the row: sgemm's beta = 1 computes
-/// it into y, with no staging. Null for any other epilogue.
-static Value accumulatedBuffer(modk::GemmOp gemm) {
-  modk::RowsOp rows = gemm.getEpilogueRows();
-  Block &body = rows.getBody().front();
-  if (rows.getPositions() || !llvm::hasNItems(body, 2))
-    return {};
-  auto add = dyn_cast<arith::AddFOp>(body.front());
-  if (!add || body.back().getOperands() != ValueRange(add.getResult()))
-    return {};
-  auto inputOf = [&](Value v) -> Value {
-    auto arg = dyn_cast<BlockArgument>(v);
-    return arg && arg.getOwner() == &body ? rows.getInputs()[arg.getArgNumber()]
-                                          : Value();
-  };
-  Value product = gemm.getFusedRows().front().getArgument(0);
-  Value lhs = inputOf(add.getLhs()), rhs = inputOf(add.getRhs());
-  Value addend = lhs == product ? rhs : rhs == product ? lhs : Value();
-  Value y = gemm.getOutput();
-  if (!addend || addend == product || addend.getType() != y.getType() ||
-      !cast<MemRefType>(y.getType()).getElementType().isF32())
-    return {};
-  return addend;
-}
-
 bool CppEmitter::epilogueNeedsNoKernel(modk::RowsOp op) {
-  return bool(accumulatedBuffer(cast<modk::GemmOp>(op->getParentOp())));
+  return bool(cast<modk::GemmOp>(op->getParentOp()).getAddedBuffer());
 }
 
 void CppEmitter::emitGemm(modk::GemmOp op, int indent) {
@@ -185,7 +159,7 @@ void CppEmitter::emitGemm(modk::GemmOp op, int indent) {
     w = "stacked";
   }
   if (e == modk::Epilogue::rows) {
-    if (Value residual = accumulatedBuffer(op)) {
+    if (Value residual = op.getAddedBuffer()) {
       // y = r + a W^T: sgemm accumulates into y (beta = 1), r copied first
       // when it is another buffer.
       if (residual != op.getOutput())

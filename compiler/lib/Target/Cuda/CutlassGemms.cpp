@@ -163,11 +163,16 @@ inline cutlass::KernelHardwareInfo hardwareInfo() {
 /// (K-major), f32 accumulation, a BM x BN x BK tile in clusters of CM x CN
 /// CTAs, Stages stages, the pingpong or the cooperative TMA
 /// warp-specialised kernel on a persistent grid walking the tiles along M
-/// or N, and a plain epilogue storing TC (f32 or bf16) by TMA.
+/// or N, and a plain epilogue storing TC (f32 or bf16) by TMA; Accumulate
+/// (a residual add, TC f32): y[M, N] += ..., the epilogue adding y's old
+/// values (beta = 1, read in place by TMA).
 template <int BM, int BN, int BK, int CM, int CN, int Stages, bool Pingpong,
-          bool AlongN, typename TC, int SharedBytes>
+          bool AlongN, typename TC, int SharedBytes, bool Accumulate = false>
 struct Sm90Gemm {
   using Out = typename OutputOf<TC>::type;
+  static_assert(!Accumulate || std::is_same_v<TC, float>,
+                "a residual add accumulates into f32");
+  using Source = std::conditional_t<Accumulate, Out, void>;
   static constexpr int kOutAlign = 16 / int(sizeof(Out));
   using Tile = cute::Shape<cute::Int<BM>, cute::Int<BN>, cute::Int<BK>>;
   using Cluster = cute::Shape<cute::Int<CM>, cute::Int<CN>, cute::_1>;
@@ -180,7 +185,7 @@ struct Sm90Gemm {
                          cutlass::epilogue::TmaWarpSpecializedCooperative>;
   using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, Tile, Cluster,
-      cutlass::epilogue::collective::EpilogueTileAuto, float, float, void,
+      cutlass::epilogue::collective::EpilogueTileAuto, float, float, Source,
       cutlass::layout::RowMajor, kOutAlign, Out, cutlass::layout::RowMajor,
       kOutAlign, EpilogueSchedule>::CollectiveOp;
   using Mainloop = typename cutlass::gemm::collective::CollectiveBuilder<
@@ -204,15 +209,22 @@ struct Sm90Gemm {
                   TC *y, int64_t m, int64_t n, int64_t k, cudaStream_t s) {
     typename Kernel::StrideA strideA{};
     typename Kernel::StrideB strideB{};
+    typename Kernel::StrideC strideC{};
     typename Kernel::StrideD strideD{};
     cute::get<0>(strideA) = k;
     cute::get<0>(strideB) = k;
+    cute::get<0>(strideC) = n;
     cute::get<0>(strideD) = n;
+    Out *out = reinterpret_cast<Out *>(y);
     typename Adapter::Arguments args{
         cutlass::gemm::GemmUniversalMode::kGemm,
         {int(m), int(n), int(k), 1},
         {a, strideA, w, strideB},
-        {{1.0f, 0.0f}, nullptr, strideD, reinterpret_cast<Out *>(y), strideD},
+        {{1.0f, Accumulate ? 1.0f : 0.0f},
+         Accumulate ? out : nullptr,
+         strideC,
+         out,
+         strideD},
         hardwareInfo()};
     using Raster = typename Kernel::TileScheduler::RasterOrderOptions;
     args.scheduler.raster_order = AlongN ? Raster::AlongN : Raster::AlongM;
@@ -559,6 +571,23 @@ inline void linear(const modk_cuda::bf16 *a, const int64_t *rows,
 } // namespace modc_cutlass
 )cpp";
 
+// A residual add's entry point (only where a modk.gemm with a `rows`
+// epilogue runs on CUTLASS): the caller runs the tiles, with the generated
+// epilogue, where it returns false.
+static const char kResidualPlan[] = R"cpp(
+namespace modc_cutlass {
+/// y[m, n] += sum_k a[m, k] w[n, k] for m < *rows on the CUTLASS plan (its
+/// kernels add y's old values); false where it does not run (nothing but
+/// perhaps the weight's rounding was enqueued then).
+template <int N, int K, typename CutlassPlan>
+inline bool linear_add(const modk_cuda::bf16 *a, const int64_t *rows,
+                       int64_t maxRows, const float *w, float *y,
+                       cudaStream_t s) {
+  return maxRows > 0 && CutlassPlan::run(a, rows, maxRows, w, y, N, K, s);
+}
+} // namespace modc_cutlass
+)cpp";
+
 // An input gradient's entry point (only where a modk.gemm_dgrad runs on
 // CUTLASS): its plan's kernels add or store as the product was configured.
 static const char kDgradPlan[] = R"cpp(
@@ -621,9 +650,10 @@ inline void linear_wgrad(const modk_cuda::bf16 *dy, const int64_t *rows,
 )cpp";
 
 /// What a product's CUTLASS kernels compute: a forward product (y = a
-/// w^T), an input gradient (dA = dY w) that stores or adds, or a weight
-/// gradient (dW += dY^T A).
-enum class ProductKind { forward, dgrad, dgradAccumulate, wgrad };
+/// w^T) or a residual add (y += a w^T: modk-configure-gemms gives CUTLASS
+/// only the `rows` epilogues that add in place), an input gradient (dA =
+/// dY w) that stores or adds, or a weight gradient (dW += dY^T A).
+enum class ProductKind { forward, forwardAdd, dgrad, dgradAccumulate, wgrad };
 
 static ProductKind kindOf(Operation *op) {
   if (auto dgrad = dyn_cast<modk::GemmDgradOp>(op))
@@ -631,6 +661,8 @@ static ProductKind kindOf(Operation *op) {
                                  : ProductKind::dgrad;
   if (isa<modk::GemmWgradOp>(op))
     return ProductKind::wgrad;
+  if (cast<modk::GemmOp>(op).getEpilogue() == modk::Epilogue::rows)
+    return ProductKind::forwardAdd;
   return ProductKind::forward;
 }
 
@@ -639,6 +671,8 @@ static std::string kindSuffix(ProductKind kind, bool bf16Output) {
   switch (kind) {
   case ProductKind::forward:
     return bf16Output ? " -> bf16" : " -> f32";
+  case ProductKind::forwardAdd:
+    return " += f32";
   case ProductKind::dgrad:
     return " dgrad -> f32";
   case ProductKind::dgradAccumulate:
@@ -703,12 +737,20 @@ LogicalResult CutlassGemms::emitKernelType(raw_ostream &os,
   int64_t shared = cuda::sharedBytesPerBlock(*part) / tile->ctasPerSm;
   bool alongN = v.raster == modk::RasterOrder::along_n;
   if (kind != ProductKind::forward && !sm90)
-    return op->emitError("CUTLASS runs gradients on sm_90a only, not ")
+    return op->emitError("CUTLASS runs gradients and residual adds on sm_90a "
+                         "only, not ")
            << arch << ": run modk-configure-gemms{arch=" << arch
            << " library=cutlass}";
   if (kind == ProductKind::wgrad)
     os << fmt::format("using {} = modc_cutlass::Sm90Wgrad<{}, {}, {}, {}, {}, "
                       "{}, {}, {}, {}>;\n",
+                      name, v.tileRows, v.tileCols, v.tileDepth, v.clusterRows,
+                      v.clusterCols, v.stages,
+                      v.schedule == modk::CutlassSchedule::pingpong, alongN,
+                      shared);
+  else if (kind == ProductKind::forwardAdd)
+    os << fmt::format("using {} = modc_cutlass::Sm90Gemm<{}, {}, {}, {}, {}, "
+                      "{}, {}, {}, float, {}, true>;\n",
                       name, v.tileRows, v.tileCols, v.tileDepth, v.clusterRows,
                       v.clusterCols, v.stages,
                       v.schedule == modk::CutlassSchedule::pingpong, alongN,
@@ -739,9 +781,10 @@ LogicalResult CutlassGemms::emitKernelType(raw_ostream &os,
 /// and calls (kModelSide's LaunchFn), named after the file.
 static std::string launcherText(StringRef name, ProductKind kind) {
   const char *what =
-      kind == ProductKind::forward ? "y[m, n] = a[m, k] w[n, k]^T"
-      : kind == ProductKind::wgrad ? "y[m, n] += a[k, m]^T w[k, n]"
-                                   : "y[m, n] (+)= a[m, k] w[k, n]";
+      kind == ProductKind::forward      ? "y[m, n] = a[m, k] w[n, k]^T"
+      : kind == ProductKind::forwardAdd ? "y[m, n] += a[m, k] w[n, k]^T"
+      : kind == ProductKind::wgrad      ? "y[m, n] += a[k, m]^T w[k, n]"
+                                        : "y[m, n] (+)= a[m, k] w[k, n]";
   return fmt::format(R"cpp(
 /// The launcher model.cu calls: {1} on this kernel,
 /// false where CUTLASS declines the product (docs/cuda.md, "CUTLASS").
@@ -791,6 +834,8 @@ LogicalResult CutlassGemms::emit(raw_ostream &os,
       bool bf16Output = bf16OutputOf(op);
       if (kind == ProductKind::wgrad)
         hasWgrad = true;
+      else if (kind == ProductKind::forwardAdd)
+        hasResidual = true;
       else if (kind != ProductKind::forward)
         hasDgrad = true;
       std::vector<std::string> variants;
@@ -811,9 +856,11 @@ LogicalResult CutlassGemms::emit(raw_ostream &os,
               "its own:\n// model.cu calls its launcher (docs/cuda.md, "
               "\"CUTLASS\").\n// " +
               text + "\n" + kKernelCommon + (sm90 ? kSm90 : kSm80) +
-              (kind == ProductKind::wgrad     ? kSm90Wgrad
-               : kind != ProductKind::forward ? kSm90Dgrad
-                                              : "") +
+              (kind == ProductKind::wgrad ? kSm90Wgrad
+               : kind == ProductKind::dgrad ||
+                       kind == ProductKind::dgradAccumulate
+                   ? kSm90Dgrad
+                   : "") +
               "\nnamespace modc_cutlass {\n";
           llvm::raw_string_ostream bodyOs(body);
           if (failed(emitKernelType(bodyOs, v, bf16Output, "Gemm", op)))
@@ -868,8 +915,8 @@ LogicalResult CutlassGemms::emit(raw_ostream &os,
              << kernels.size() << " CUTLASS kernels, no kernel " << onlyKernel;
     return success();
   }
-  os << kModelSide << kPlan << (hasDgrad ? kDgradPlan : "")
-     << (hasWgrad ? kWgradPlan : "");
+  os << kModelSide << kPlan << (hasResidual ? kResidualPlan : "")
+     << (hasDgrad ? kDgradPlan : "") << (hasWgrad ? kWgradPlan : "");
   // The kernel types: their files' launchers; under the emulation only
   // declared (no plan uses them there).
   os << "#if defined(__CUDACC__)\n" << launchers << types << "#else\n";

@@ -453,7 +453,17 @@ void CudaEmitter::emitOneGemm(modk::GemmOp op, int indent) {
          {a, rows, w, "epi"}},
         op);
     if (!epilogue.getHeadDim()) {
-      emitCall(fused, indent + 2);
+      if (std::string plan = cutlass.planOf(op); !plan.empty()) {
+        // A residual add in place on CUTLASS from its variants' rows (its
+        // kernel adds y's old values), the tiles with the generated
+        // epilogue below them.
+        os << fmt::format("{}  if (!modc_cutlass::linear_add<{}, {}, {}>({}, "
+                          "{} + B, {}, {}, {}, s))\n",
+                          pad, n, k, plan, a, rows.text, rows.bound, w, y);
+        emitCall(fused, indent + 4);
+      } else {
+        emitCall(fused, indent + 2);
+      }
       os << pad << "}\n";
       return;
     }

@@ -140,9 +140,12 @@ public:
             p.ropeHeadDim = *hd; // pairs of a head (RoPE)
         p.forward = true;
         int64_t outputBytes = cutlassOutputBytes(gemm);
-        gemm.setConfigAttr(outputBytes > 0 && p.bf16 && p.tmaOperands
-                               ? configureCutlass(ctx, p, outputBytes)
-                               : configure(ctx, p));
+        // A residual add's epilogue reads y (beta = 1): fewer stages.
+        bool readsOutput = gemm.getEpilogue() == modk::Epilogue::rows;
+        gemm.setConfigAttr(
+            outputBytes > 0 && p.bf16 && p.tmaOperands
+                ? configureCutlass(ctx, p, outputBytes, readsOutput)
+                : configure(ctx, p));
       } else if (auto dgrad = dyn_cast<modk::GemmDgradOp>(op)) {
         // dA [rows, K] = dY [rows, N] W [N, K].
         auto w = cast<MemRefType>(dgrad.getWeight().getType()).getShape();
@@ -410,12 +413,23 @@ private:
   }
 
   /// The bytes of an output element of `gemm` where library=cutlass may
-  /// run it on CUTLASS (a plain epilogue storing f32 or bf16 rows whose
-  /// pitch is whole 16-byte units), else 0.
+  /// run it on CUTLASS, else 0: a plain epilogue storing f32 or bf16 rows
+  /// whose pitch is whole 16-byte units, or, on sm_90a, a residual add in
+  /// place (y += a w^T, f32: the epilogue adds y's old values, beta = 1)
+  /// over rows the host knows (rowsAreBound: CUTLASS computes every row up
+  /// to the bound, which must then all be the product's).
   int64_t cutlassOutputBytes(modk::GemmOp gemm) const {
-    if (library != "cutlass" || gemm.getEpilogue() != modk::Epilogue::none ||
-        forcedPath >= 0)
+    if (library != "cutlass" || forcedPath >= 0)
       return 0;
+    if (gemm.getEpilogue() == modk::Epilogue::rows) {
+      if (!gemm.getAddedBuffer() || gemm.getAddedBuffer() != gemm.getOutput() ||
+          target->cutlass.generation !=
+              cuda::CutlassGeneration::collectiveBuilders ||
+          !rowsAreBound(gemm.getSegments(), gemm.getInput()))
+        return 0;
+    } else if (gemm.getEpilogue() != modk::Epilogue::none) {
+      return 0;
+    }
     auto out = cast<MemRefType>(gemm.getOutput().getType());
     Type element = out.getElementType();
     int64_t bytes = element.isF32() ? 4 : element.isBF16() ? 2 : 0;
@@ -462,7 +476,8 @@ private:
   /// smallest first, each from the row count where it gives a wave of CTAs;
   /// a larger tile only where it pads no more columns than the one before
   /// it. `readsOutput`: the epilogue adds the output's old values (an
-  /// accumulating input gradient), whose shared memory takes stages.
+  /// accumulating input gradient, a residual add), whose shared memory
+  /// takes stages.
   modk::GemmConfigAttr configureCutlass(MLIRContext *ctx, const Product &p,
                                         int64_t outputBytes,
                                         bool readsOutput = false) const {

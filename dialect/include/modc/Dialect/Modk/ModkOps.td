@@ -223,6 +223,10 @@ def Modk_GemmOp : Modk_Op<"gemm", [AttrSizedOperandSegments, NoTerminator,
   let extraClassDeclaration = [{
     /// The modk.rows that is the epilogue (`rows`), or null.
     RowsOp getEpilogueRows();
+    /// The buffer r of a `rows` epilogue that is exactly y = r + product,
+    /// r and y f32 read and written at the row (a residual add: a GEMM
+    /// that adds into y computes it, in place where r is y); else null.
+    ::mlir::Value getAddedBuffer();
     /// The output's N: the weight's, or with `none` the weights' stacked.
     int64_t getStackedN();
     /// Whether the products round their operands to bf16: `precision`
