@@ -12,8 +12,9 @@
 # bf16 example's 128x128x64 cooperative kernel of a residual add, in
 # clusters of 2x1; 0 is its 64x128x64 pingpong kernel, 2 to 5 the plain
 # forward products' kernels). ARCH: sm_90a (the default) or sm_80, whose
-# kernels in the bf16 example are 0: 64x128x32 along N, 1: 128x256x32,
-# 2: 64x128x32 along M, 3: 128x128x32. CUDA_GEMMS (default "cutlass") is
+# kernels in the bf16 example are 0 and 1: the residual adds' 64x128x32
+# and 128x128x32, 2: 64x128x32 along N, 3: 128x256x32, 4: 64x128x32 along
+# M, 5: 128x128x32. CUDA_GEMMS (default "cutlass") is
 # passed to --cuda-gemms: "cutlass sm-count=8" gives the example's weight gradients
 # CUTLASS kernels too (docs/cuda.md). Needs build/bin/modc and mod-translate, nvcc,
 # and CUTLASS's headers (scripts/install-deps.sh). cuobjdump: the CUDA

@@ -196,14 +196,18 @@ modk.entry @wgrad attributes {kind = #modk.entry_kind<grad>, model = #modk.model
 // x + product, stored into x, f32) over rows the host knows (a dense
 // layer's: identity rows) runs on CUTLASS on sm_90a, its epilogue reading x
 // (beta = 1: the 128x128 tile keeps 5 stages instead of 6). Not on
-// CUTLASS: the same add into another buffer, over rows counted on the
-// device, and on sm_80 (its kernels add nothing yet).
+// CUTLASS: the same add into another buffer, and on sm_90a over rows
+// counted on the device (its kernel computes every row up to the bound).
+// sm_80's kernel stops at the count and reads y from global memory: both
+// in-place adds, with the store's stages.
 // CHECK-LABEL: modk.entry @residual
 // CHECK: modk.gemm %{{.*}} -> %[[X:.*]] {config = #modk.gemm_config<stream 8x4, from 65: cutlass 64x128x64 cluster 1x1 stages 8 pingpong raster along_m, from 16769: cutlass 128x128x64 cluster 2x1 stages 5 cooperative raster along_m>, epilogue = #modk.epilogue<rows>}
 // CHECK: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 65: wgmma 128x64 tma 264, from 16769: wgmma 128x128 tma 132>, epilogue = #modk.epilogue<rows>}
 // CHECK: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 65: wgmma 128x64 tma 264, from 16769: wgmma 128x128 tma 132>, epilogue = #modk.epilogue<rows>}
 // A100-LABEL: modk.entry @residual
-// A100-NOT: cutlass
+// A100: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 65: cutlass 64x128x32 cluster 1x1 stages 6 multistage raster along_m, from 27521: cutlass 128x128x32 cluster 1x1 stages 5 multistage raster along_m>, epilogue = #modk.epilogue<rows>}
+// A100: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 65: mma 64x64, from 27521: mma 128x128>, epilogue = #modk.epilogue<rows>}
+// A100: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 65: cutlass 64x128x32 cluster 1x1 stages 6 multistage raster along_m, from 27521: cutlass 128x128x32 cluster 1x1 stages 5 multistage raster along_m>, epilogue = #modk.epilogue<rows>}
 modk.entry @residual attributes {kind = #modk.entry_kind<forward>, model = #modk.model<name = "t", vocab_size = 64, d_model = 128, n_layers = 1, n_heads = 1, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = bf16>, modes = [#modk.mode<topk>], params = [#modk.param<name = "wo", shape = [128, 128], init = ones>]} {
   %wo = modk.param "wo" : memref<128x128xf32>
   %pos = modk.alloc : memref<?x16xi32>

@@ -452,14 +452,19 @@ __global__ __launch_bounds__(Kernel::kThreadCount) void rowCountKernel(
 
 /// y[M, N] = a[M, K] w[N, K]^T on sm_80: bf16 operands by cp.async (K
 /// major), f32 accumulation on mma.sync m16n8k16, a BM x BN x BK tile of
-/// WM x WN warp tiles, Stages stages, a plain epilogue storing TC.
+/// WM x WN warp tiles, Stages stages, a plain epilogue storing TC;
+/// Accumulate (a residual add, TC f32): y[M, N] += ..., the epilogue
+/// adding y's old values (beta = 1, read in place).
 template <int BM, int BN, int BK, int WM, int WN, int Stages, bool AlongN,
-          typename TC, int SharedBytes>
+          typename TC, int SharedBytes, bool Accumulate = false>
 struct Sm80Gemm {
   using Out = typename OutputOf<TC>::type;
+  static_assert(!Accumulate || std::is_same_v<TC, float>,
+                "a residual add accumulates into f32");
   using EpilogueOp = cutlass::epilogue::thread::LinearCombination<
       Out, 128 / cutlass::sizeof_bits<Out>::value, float, float,
-      cutlass::epilogue::thread::ScaleType::Nothing>;
+      Accumulate ? cutlass::epilogue::thread::ScaleType::Default
+                 : cutlass::epilogue::thread::ScaleType::Nothing>;
   using Kernel = typename cutlass::gemm::kernel::DefaultGemm<
       Bf16, cutlass::layout::RowMajor, 8, Bf16, cutlass::layout::ColumnMajor,
       8, Out, cutlass::layout::RowMajor, float, cutlass::arch::OpClassTensorOp,
@@ -500,8 +505,11 @@ struct Sm80Gemm {
       return false;
     const cutlass::gemm::GemmCoord tiles =
         Raster<AlongN>::get_tiled_shape(problem, {BM, BN, BK}, 1);
-    typename Kernel::Params params(problem, tiles, refA, refB, refD, refD,
-                                   typename EpilogueOp::Params());
+    // C is y itself: read only where the epilogue adds (beta = 1).
+    typename Kernel::Params params(
+        problem, tiles, refA, refB, refD, refD,
+        Accumulate ? typename EpilogueOp::Params(1.0f, 1.0f)
+                   : typename EpilogueOp::Params());
     kernel()<<<Raster<AlongN>::get_grid_shape(tiles), Kernel::kThreadCount,
                kShared, s>>>(params, rows);
     return cudaPeekAtLastError() == cudaSuccess;
@@ -736,9 +744,8 @@ LogicalResult CutlassGemms::emitKernelType(raw_ostream &os,
   const char *out = bf16Output ? "modk_cuda::bf16" : "float";
   int64_t shared = cuda::sharedBytesPerBlock(*part) / tile->ctasPerSm;
   bool alongN = v.raster == modk::RasterOrder::along_n;
-  if (kind != ProductKind::forward && !sm90)
-    return op->emitError("CUTLASS runs gradients and residual adds on sm_90a "
-                         "only, not ")
+  if (kind != ProductKind::forward && kind != ProductKind::forwardAdd && !sm90)
+    return op->emitError("CUTLASS runs gradients on sm_90a only, not ")
            << arch << ": run modk-configure-gemms{arch=" << arch
            << " library=cutlass}";
   if (kind == ProductKind::wgrad)
@@ -748,13 +755,18 @@ LogicalResult CutlassGemms::emitKernelType(raw_ostream &os,
                       v.clusterCols, v.stages,
                       v.schedule == modk::CutlassSchedule::pingpong, alongN,
                       shared);
-  else if (kind == ProductKind::forwardAdd)
+  else if (kind == ProductKind::forwardAdd && sm90)
     os << fmt::format("using {} = modc_cutlass::Sm90Gemm<{}, {}, {}, {}, {}, "
                       "{}, {}, {}, float, {}, true>;\n",
                       name, v.tileRows, v.tileCols, v.tileDepth, v.clusterRows,
                       v.clusterCols, v.stages,
                       v.schedule == modk::CutlassSchedule::pingpong, alongN,
                       shared);
+  else if (kind == ProductKind::forwardAdd)
+    os << fmt::format("using {} = modc_cutlass::Sm80Gemm<{}, {}, {}, {}, {}, "
+                      "{}, {}, float, {}, true>;\n",
+                      name, v.tileRows, v.tileCols, v.tileDepth, tile->warpRows,
+                      tile->warpCols, v.stages, alongN, shared);
   else if (kind != ProductKind::forward)
     os << fmt::format("using {} = modc_cutlass::Sm90Dgrad<{}, {}, {}, {}, {}, "
                       "{}, {}, {}, {}, {}>;\n",

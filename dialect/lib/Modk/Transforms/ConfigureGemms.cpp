@@ -140,8 +140,11 @@ public:
             p.ropeHeadDim = *hd; // pairs of a head (RoPE)
         p.forward = true;
         int64_t outputBytes = cutlassOutputBytes(gemm);
-        // A residual add's epilogue reads y (beta = 1): fewer stages.
-        bool readsOutput = gemm.getEpilogue() == modk::Epilogue::rows;
+        // A residual add's epilogue reads y (beta = 1): on sm_90a into the
+        // store's shared memory, which leaves fewer stages.
+        bool readsOutput = gemm.getEpilogue() == modk::Epilogue::rows &&
+                           target->cutlass.generation ==
+                               cuda::CutlassGeneration::collectiveBuilders;
         gemm.setConfigAttr(
             outputBytes > 0 && p.bf16 && p.tmaOperands
                 ? configureCutlass(ctx, p, outputBytes, readsOutput)
@@ -414,18 +417,19 @@ private:
 
   /// The bytes of an output element of `gemm` where library=cutlass may
   /// run it on CUTLASS, else 0: a plain epilogue storing f32 or bf16 rows
-  /// whose pitch is whole 16-byte units, or, on sm_90a, a residual add in
-  /// place (y += a w^T, f32: the epilogue adds y's old values, beta = 1)
-  /// over rows the host knows (rowsAreBound: CUTLASS computes every row up
-  /// to the bound, which must then all be the product's).
+  /// whose pitch is whole 16-byte units, or a residual add in place (y +=
+  /// a w^T, f32: the epilogue adds y's old values, beta = 1). On sm_90a
+  /// only over rows the host knows (rowsAreBound): its kernel computes
+  /// every row up to the bound, and an add must not touch a row past the
+  /// count; sm_80's kernel stops at the count (rowCountKernel).
   int64_t cutlassOutputBytes(modk::GemmOp gemm) const {
     if (library != "cutlass" || forcedPath >= 0)
       return 0;
     if (gemm.getEpilogue() == modk::Epilogue::rows) {
+      bool sm90 = target->cutlass.generation ==
+                  cuda::CutlassGeneration::collectiveBuilders;
       if (!gemm.getAddedBuffer() || gemm.getAddedBuffer() != gemm.getOutput() ||
-          target->cutlass.generation !=
-              cuda::CutlassGeneration::collectiveBuilders ||
-          !rowsAreBound(gemm.getSegments(), gemm.getInput()))
+          (sm90 && !rowsAreBound(gemm.getSegments(), gemm.getInput())))
         return 0;
     } else if (gemm.getEpilogue() != modk::Epilogue::none) {
       return 0;
