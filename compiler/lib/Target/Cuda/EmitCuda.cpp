@@ -468,13 +468,33 @@ void CudaEmitter::emitOneGemm(modk::GemmOp op, int indent) {
       return;
     }
     // An epilogue over heads (RoPE) where the plan's tile for the row
-    // count cannot hold it: the product into y, then the epilogue's
-    // kernel in place (it loads a pair before it stores it).
+    // count cannot hold it: the product (the region's f32 argument), then
+    // the epilogue's kernel over it, generated from the same modk.rows. An
+    // f32 y holds the product and is finished in place (the kernel loads a
+    // pair before it stores it); a bf16 y (queries and keys stored as bf16,
+    // modk-store-bf16) cannot, so the product is staged in the entry's
+    // scratch, which the kernel reads as it stores y. Only a variant marked
+    // separateEpilogue ever declines (a static_assert of the tiles), so
+    // only a plan with one needs the scratch.
     fused.result = "const bool fused";
     emitCall(fused, indent + 2);
     os << pad << "  if (!fused) {\n";
-    emitCall(withGemmPlan({"linear", shape, {a, rows, w, y}}, op), indent + 4);
-    names[op.getFusedRows().front().getArgument(0)] = y;
+    Value product = op.getFusedRows().front().getArgument(0);
+    std::string staged = y;
+    if (cast<MemRefType>(op.getOutput().getType()).getElementType() !=
+        cast<MemRefType>(product.getType()).getElementType()) {
+      modk::GemmConfigAttr config = op.getConfigAttr();
+      if (config &&
+          llvm::any_of(config.getVariants(), [](const modk::GemmVariant &v) {
+            return v.separateEpilogue;
+          }))
+        needScratch(
+            fmt::format("sizeof(float) * size_t({}) * {}", rows.bound, n));
+      staged = "(float *)scratch";
+    }
+    emitCall(withGemmPlan({"linear", shape, {a, rows, w, staged}}, op),
+             indent + 4);
+    names[product] = staged;
     emitRowKernelLaunch(epilogue, separateKernelOf.lookup(epilogue));
     os << pad << "  }\n" << pad << "}\n";
   } else if (e == modk::Epilogue::none) {
