@@ -36,6 +36,10 @@ void instantiate(const float *x, int64_t B, const int32_t *positions,
   bf16 *kb = reinterpret_cast<bf16 *>(kc), *vb = reinterpret_cast<bf16 *>(vc);
   decode_attention<S, H, D / H>(x, x, x, B, seg, pos, active, kb, vb, counts,
                                 a, scratch, stream);
+  // Its q, k and v stored as bf16 (modk-store-bf16).
+  const bf16 *xb = reinterpret_cast<const bf16 *>(x);
+  decode_attention<S, H, D / H>(xb, xb, xb, B, seg, pos, active, kb, vb, counts,
+                                a, scratch, stream);
 }
 
 } // namespace

@@ -37,6 +37,11 @@ void instantiate(cudaStream_t st) {
   // A bf16 model's (q, k, v bf16: fewer mmas).
   causal_attention_grad<H, HD, true>(f, f, f, f, f, B, seg, i32, S, f, f, f, f,
                                      st);
+  // Its q, k and v stored as bf16 (modk-store-bf16), and dv.
+  const bf16 *cb = nullptr;
+  bf16 *b = nullptr;
+  causal_attention_grad<H, HD, true>(cb, cb, cb, f, f, B, seg, i32, S, f, f, b,
+                                     f, st);
   const std::vector<AdamTensor> tensors = {
       {f, f, f, f, nullptr, D, 0, 1}};
   adamw_norm(normTerms, adamw_tensors(tensors, st), 1, adamChunks(D), 1.0f, f,

@@ -39,7 +39,12 @@ constexpr int kAttnBKV = 64; ///< keys per shared tile
 /// 16 bytes (8 values) at a time when `vec` (src 16-byte aligned) and HD is
 /// a multiple of 8, else one value at a time, widened (exactly) and stored:
 /// done when the call returns, so the callers' waits and barriers order
-/// them as they order the copies.
+/// them as they order the copies. One load at a time a thread (unroll 1):
+/// unrolled, ptxas issued every load of the tile first and the kernels
+/// spilled (sm_80: attentionTcKernel 44 bytes and attnGradQueryTc 16 at
+/// head dim 32; sm_90a: attnGradKeyTc 20 at head dim 128), and the
+/// loads of one value at a time (the other path, instantiated either way)
+/// did the most harm.
 template <int H, int HD, int ROWS, int T>
 __device__ __forceinline__ void loadHeadRows(float *dst, const float *src,
                                              int64_t r0, int64_t hoff,
@@ -56,6 +61,7 @@ __device__ __forceinline__ void loadHeadRows(float *dst, const bf16 *src,
     // Rows of dst start 16-byte aligned (LDS a multiple of 4), and so does
     // every 8-value group of src (LDG and hoff multiples of 8).
     constexpr int C8 = HD / 8;
+#pragma unroll 1
     for (int e = threadIdx.x; e < ROWS * C8; e += T) {
       const int r = e / C8, d = (e % C8) * 8;
       uint4 raw = make_uint4(0u, 0u, 0u, 0u);
@@ -68,6 +74,7 @@ __device__ __forceinline__ void loadHeadRows(float *dst, const bf16 *src,
                           bitsFloat(raw.w << 16), bitsFloat(raw.w & 0xffff0000u));
     }
   } else {
+#pragma unroll 1
     for (int e = threadIdx.x; e < ROWS * HD; e += T) {
       const int r = e / HD, d = e % HD;
       dst[r * LDS + d] =
