@@ -254,16 +254,21 @@ modk.entry @forward attributes {kind = #modk.entry_kind<forward>, model = #modk.
 
 // -----
 
-// What stays f32: the queries and keys that RoPE's epilogue writes (the
-// CUDA emitter rotates them in the output where the GEMM's tile cannot
-// hold the epilogue), and with them the values of the same attention
-// (bf16 together or not at all); and an attention's inputs where one is
-// written without rounding (an RMSNorm's output would be rounded: new
-// values).
+// The queries and keys that RoPE's epilogue writes are bf16 like the
+// values: the epilogue rounds after the rotation (where the CUDA GEMM's
+// tile cannot hold it, the emitter stages the f32 product in the entry's
+// scratch). What stays f32: an attention's inputs where one is written
+// without rounding (an RMSNorm's output would be rounded: new values),
+// all of them (bf16 together or not at all).
 // CHECK-LABEL: modk.entry @forward
-// CHECK: modk.gemm {{.*}} {epilogue = #modk.epilogue<rope>, {{.*}}, round_bf16} : memref<?x16x32xbf16>, memref<32x32xf32>, memref<?x1xi64>, memref<?x16xi32>, memref<?x16x32xf32>
+// CHECK: modk.gemm {{.*}} -> %[[Q:[0-9]+]] {epilogue = #modk.epilogue<rope>, {{.*}}, round_bf16} : memref<?x16x32xbf16>, memref<32x32xf32>, memref<?x1xi64>, memref<?x16xi32>, memref<?x16x32xbf16>
+// CHECK: modk.gemm {{.*}} -> %[[K:[0-9]+]] {epilogue = #modk.epilogue<rope>, {{.*}}, round_bf16} : memref<?x16x32xbf16>, memref<32x32xf32>, memref<?x1xi64>, memref<?x16xi32>, memref<?x16x32xbf16>
+// CHECK: modk.attention %[[Q]], %[[K]], %{{.*}} : memref<?x16x32xbf16>, memref<?x16x32xbf16>, memref<?x16x32xbf16>,
 // CHECK: modk.attention {{.*}} : memref<?x16x32xf32>, memref<?x16x32xf32>, memref<?x16x32xf32>,
-// CHECK: modk.attention {{.*}} : memref<?x16x32xf32>, memref<?x16x32xf32>, memref<?x16x32xf32>,
+// F32ACT-NOT: xbf16>
+// F32ACT: modk.gemm {{.*}} {epilogue = #modk.epilogue<rope>, {{.*}}, round_bf16} : memref<?x16x32xf32>, memref<32x32xf32>, memref<?x1xi64>, memref<?x16xi32>, memref<?x16x32xf32>
+// F32ACT-NOT: xbf16>
+// F32ACT: modk.attention
 modk.entry @forward attributes {kind = #modk.entry_kind<forward>, model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = bf16>, modes = [#modk.mode<topk>], params = [#modk.param<name = "w", shape = [32], init = ones>, #modk.param<name = "wq", shape = [32, 32], init = ones>, #modk.param<name = "wk", shape = [32, 32], init = ones>, #modk.param<name = "wv", shape = [32, 32], init = ones>]} {
   %w = modk.param "w" : memref<32xf32>
   %wq = modk.param "wq" : memref<32x32xf32>

@@ -42,14 +42,12 @@ Use classify(OpOperand &use) {
     if (&use == &gemm.getInputMutable())
       return Use::ProductInput;
     modk::Epilogue e = gemm.getEpilogue();
-    // The values (and any product that attention reads without RoPE):
-    // rounded in the epilogue, so a bf16 store keeps every bit. The queries
-    // and keys (RoPE's epilogue) stay f32: where the CUDA GEMM's tile cannot
-    // hold an epilogue over heads, the emitter stores the product into the
-    // output and rotates it in place, which needs f32 there
-    // (docs/cuda.md, "Not yet").
+    // The queries and keys (RoPE's epilogue) and the values: rounded in the
+    // epilogue, so a bf16 store keeps every bit. (Where the CUDA GEMM's tile
+    // cannot hold RoPE, the emitter stages the f32 product in the entry's
+    // scratch and the rotation stores bf16.)
     if (&use == &gemm.getOutputMutable() && gemm.getRoundBf16())
-      return e == modk::Epilogue::rope ? Use::Other : Use::RoundedWrite;
+      return Use::RoundedWrite;
     if (&use == &gemm.getOutputMutable() &&
         (e == modk::Epilogue::none || e == modk::Epilogue::gelu || e == modk::Epilogue::swiglu))
       return Use::RoundingWrite;
@@ -182,11 +180,11 @@ struct StoreBf16ActivationsPass
         chosen.insert(alloc.getResult());
     }
     // An attention op's queries, keys and values are bf16 together or not
-    // at all: where one of them stays f32 (a RoPE product's, see classify),
-    // the others' bf16 copies would only add bytes on the CPU, whose stacked
-    // Q, K, V product (modk-fuse-horizontal) then stays live for the f32
-    // one. A buffer dropped here may take another op's with it: to a fixed
-    // point.
+    // at all: where one of them stays f32 (written unrounded, or read by
+    // another kernel), the others' bf16 copies would only add bytes on the
+    // CPU, whose stacked Q, K, V product (modk-fuse-horizontal) then stays
+    // live for the f32 one. A buffer dropped here may take another op's
+    // with it: to a fixed point.
     for (bool changed = true; changed;) {
       changed = false;
       body.walk([&](Operation *op) {
