@@ -494,7 +494,16 @@ def GroupGemms : Pass<"modk-group-gemms", "::modc::modk::EntryOp"> {
       expert of a `modk.moe_select` into the buffer another expert of the
       same select adds into (an MoE token goes to one expert at most).
 
-    At most `max-members` products a group. Run before modk-plan-memory
+    In `@grad` the experts' input gradients (`modk.gemm_dgrad`, with equal
+    `accumulate`) and weight gradients (`modk.gemm_wgrad`) are grouped the
+    same way. A later expert's product moves up together with the kernels
+    between that it depends on (its chain's row kernels and ungrouped
+    products, at most 16), where nothing they pass reads or writes what
+    they touch. Two gradient products that write one buffer are never
+    grouped: they write its first rows, which the IR cannot prove apart.
+
+    At most `max-members` products a group (at most 16, the grouped
+    kernels' table; more is refused). Run before modk-plan-memory
     (moving a product changes lifetimes); CUDA targets only (the CPU
     emitter runs the members one after another). `modc --no-fuse=group`
     turns it off.
