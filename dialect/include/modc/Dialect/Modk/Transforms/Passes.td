@@ -21,8 +21,13 @@ def StoreBf16Activations : Pass<"modk-store-bf16", "::modc::modk::EntryOp"> {
     of `modk.activation`, `modk.add` and `modk.copy`, and in training the
     gradients that products read (of `modk.activation_grad`,
     `modk.rope_grad`, `modk.attention_grad`'s values and
-    `modk.cross_entropy`'s logits). Run before modk-plan-memory, which sizes
-    buffers by their bytes.
+    `modk.cross_entropy`'s logits). Attention's queries, keys and values
+    (q, k and v of `modk.attention`, `modk.attention_grad` and
+    `modk.decode_attention`, k and v of `modk.cache_append`) become bf16
+    where those and products are their only readers and every write is a
+    product marked `round_bf16` (RoPE's included), all of one attention's
+    or none. Run before modk-plan-memory, which sizes buffers by their
+    bytes.
 
     Before: `%4 = modk.alloc : memref<?x8x64xf32>` (written by
     `modk.gemm ... {epilogue = #modk.epilogue<swiglu>}`, read by the down
