@@ -17,6 +17,8 @@
 #include "mlir/IR/OperationSupport.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
+#include <unordered_map>
+
 namespace modc {
 #define GEN_PASS_DEF_GROUPGEMMS
 #include "modc/Dialect/Modk/Transforms/Passes.h.inc"
@@ -111,6 +113,9 @@ struct BufferUse {
 
 class BufferUses {
 public:
+  /// The uses of `op`, computed once. The reference stays valid while
+  /// other ops' are added (a node-based map: conflict and independent hold
+  /// two at once).
   const BufferUse &of(Operation *op) {
     auto [it, inserted] = uses.try_emplace(op);
     if (inserted)
@@ -164,7 +169,7 @@ private:
     });
   }
 
-  llvm::DenseMap<Operation *, BufferUse> uses;
+  std::unordered_map<Operation *, BufferUse> uses;
 };
 
 /// The row set of a member's epilogue that writes `buffer` at tokens:
