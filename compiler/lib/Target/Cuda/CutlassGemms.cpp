@@ -742,6 +742,8 @@ LogicalResult CutlassGemms::emitKernelType(raw_ostream &os,
            << v.clusterRows << "x" << v.clusterCols << " does not run on "
            << arch;
   const char *out = bf16Output ? "modk_cuda::bf16" : "float";
+  // A residual add: the forward kernel whose epilogue adds (f32 output).
+  const char *adds = kind == ProductKind::forwardAdd ? ", true" : "";
   int64_t shared = cuda::sharedBytesPerBlock(*part) / tile->ctasPerSm;
   bool alongN = v.raster == modk::RasterOrder::along_n;
   if (kind != ProductKind::forward && kind != ProductKind::forwardAdd && !sm90)
@@ -755,19 +757,7 @@ LogicalResult CutlassGemms::emitKernelType(raw_ostream &os,
                       v.clusterCols, v.stages,
                       v.schedule == modk::CutlassSchedule::pingpong, alongN,
                       shared);
-  else if (kind == ProductKind::forwardAdd && sm90)
-    os << fmt::format("using {} = modc_cutlass::Sm90Gemm<{}, {}, {}, {}, {}, "
-                      "{}, {}, {}, float, {}, true>;\n",
-                      name, v.tileRows, v.tileCols, v.tileDepth, v.clusterRows,
-                      v.clusterCols, v.stages,
-                      v.schedule == modk::CutlassSchedule::pingpong, alongN,
-                      shared);
-  else if (kind == ProductKind::forwardAdd)
-    os << fmt::format("using {} = modc_cutlass::Sm80Gemm<{}, {}, {}, {}, {}, "
-                      "{}, {}, float, {}, true>;\n",
-                      name, v.tileRows, v.tileCols, v.tileDepth, tile->warpRows,
-                      tile->warpCols, v.stages, alongN, shared);
-  else if (kind != ProductKind::forward)
+  else if (kind != ProductKind::forward && kind != ProductKind::forwardAdd)
     os << fmt::format("using {} = modc_cutlass::Sm90Dgrad<{}, {}, {}, {}, {}, "
                       "{}, {}, {}, {}, {}>;\n",
                       name, v.tileRows, v.tileCols, v.tileDepth, v.clusterRows,
@@ -776,16 +766,16 @@ LogicalResult CutlassGemms::emitKernelType(raw_ostream &os,
                       kind == ProductKind::dgradAccumulate, shared);
   else if (sm90)
     os << fmt::format("using {} = modc_cutlass::Sm90Gemm<{}, {}, {}, {}, {}, "
-                      "{}, {}, {}, {}, {}>;\n",
+                      "{}, {}, {}, {}, {}{}>;\n",
                       name, v.tileRows, v.tileCols, v.tileDepth, v.clusterRows,
                       v.clusterCols, v.stages,
                       v.schedule == modk::CutlassSchedule::pingpong, alongN,
-                      out, shared);
+                      out, shared, adds);
   else
     os << fmt::format("using {} = modc_cutlass::Sm80Gemm<{}, {}, {}, {}, {}, "
-                      "{}, {}, {}, {}>;\n",
+                      "{}, {}, {}, {}{}>;\n",
                       name, v.tileRows, v.tileCols, v.tileDepth, tile->warpRows,
-                      tile->warpCols, v.stages, alongN, out, shared);
+                      tile->warpCols, v.stages, alongN, out, shared, adds);
   return success();
 }
 
