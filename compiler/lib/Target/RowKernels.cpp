@@ -1059,6 +1059,57 @@ LogicalResult PlanEmitter::emitRowKernelDefinitions() {
   return emitOptimizerKernel();
 }
 
+LogicalResult PlanEmitter::emitGroupedRowKernel(modk::RowsOp op, int index) {
+  if (!targetIsCuda() || op.getHeadDim() || op.hasRowSums() ||
+      op.getOutputAccessAt(0) == modk::Access::scatter)
+    return op.emitOpError("has no grouped kernel: only a warp-per-row kernel "
+                          "(no sums over rows, no scatter, not over heads) "
+                          "runs grouped");
+  // The table's member: the row count, then modc_rows_<index>'s parameters
+  // in their order, each a field of the same name.
+  std::vector<std::string> fields{"const int64_t *rows"};
+  for (const std::string &params : rowKernelParamList(op, true))
+    for (StringRef param : llvm::split(params, ", "))
+      fields.push_back(param.str());
+  os << fmt::format(
+      "/// modc_rows_{0} on the members of a group (modk-group-gemms): the "
+      "grid's y\n/// is the member, whose buffers and row count the table "
+      "holds; each member's\n/// rows run modc_rows_{0}'s code.\n"
+      "struct modc_rows_{0}_member {{\n",
+      index);
+  for (const std::string &field : fields)
+    os << "  " << field << ";\n";
+  os << fmt::format(
+      "}};\n"
+      "template <int M> struct modc_rows_{0}_group {{\n"
+      "  static_assert(M >= 2 && M <= modk_cuda::detail::kMaxRowGroup, "
+      "\"2 to kMaxRowGroup members\");\n"
+      "  modc_rows_{0}_member m[M];\n"
+      "}};\n"
+      "template <int M>\n"
+      "__global__ __launch_bounds__(modk_cuda::detail::kThreads) void "
+      "modc_rows_{0}_grouped(const __grid_constant__ modc_rows_{0}_group<M> "
+      "group) {{\n"
+      "  const modc_rows_{0}_member &member = group.m[blockIdx.y];\n",
+      index);
+  for (const std::string &field : fields) {
+    StringRef decl(field);
+    os << fmt::format("  {} = member.{};\n", field,
+                      decl.substr(decl.find_last_of(" *") + 1).str());
+  }
+  os << "  const int64_t i = int64_t(blockIdx.x) * "
+        "modk_cuda::detail::kRowWarps + threadIdx.x / modk_cuda::kWarp;\n"
+        "  if (i >= *rows)\n    return;\n"
+        "  const int lane = threadIdx.x % modk_cuda::kWarp;\n";
+  RowStatements stmts(op, /*cuda=*/true);
+  stmts.nameArguments(op.getReduce().front());
+  stmts.setRowCount("*rows");
+  if (failed(writeRow(op, stmts, /*cuda=*/true, /*perBlock=*/false, 2, os)))
+    return failure();
+  os << "}\n\n";
+  return success();
+}
+
 LogicalResult PlanEmitter::emitScatterKernel(modk::RowsOp op, int index) {
   // Rows with equal ids add into one table row. Each thread owns a part of
   // the table and visits every row in row order, so no atomics are needed

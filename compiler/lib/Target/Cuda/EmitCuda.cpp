@@ -54,6 +54,10 @@ static const char kDecodePrelude[] =
     ;
 
 namespace {
+/// The most row kernels a grouped launch runs (kMaxRowGroup in
+/// CudaCommon.cuh): their table is a kernel parameter.
+constexpr size_t kMaxRowGroup = 16;
+
 class CudaEmitter : public PlanEmitter {
 public:
   CudaEmitter(ArrayRef<modk::EntryOp> entries, llvm::raw_ostream &os,
@@ -74,7 +78,7 @@ public:
   /// code, which the launch checks of the emulation match up.
   LogicalResult emitNamedRowKernels() {
     os << "namespace modc_rows {\n";
-    if (failed(emitRowKernelDefinitions()))
+    if (failed(emitRowKernelDefinitions()) || failed(emitGroupedRowKernels()))
       return failure();
     os << "} // namespace modc_rows\n";
     return success();
@@ -134,6 +138,34 @@ private:
   // is enqueued on the stream `s`.
   void emitCall(const KernelCall &call, int indent = 2) override;
   void emitRowKernelLaunch(modk::RowsOp op, int index) override {
+    if (!emitRowGroup(op))
+      emitOneRowKernelLaunch(op, index);
+  }
+  /// Whether row kernel `op` has a grouped form (emitGroupedRowKernel):
+  /// a warp-per-row kernel.
+  static bool hasGroupedRowKernel(modk::RowsOp op) {
+    return !op.getHeadDim() && !op.hasRowSums() &&
+           op.getOutputAccessAt(0) != modk::Access::scatter;
+  }
+  /// Whether row kernel `op` follows `previous` in one group
+  /// (modk-group-gemms' `group`, the same number on neighbours, both
+  /// guarded alike).
+  static bool inRowGroupAfter(Operation *previous, Operation *op) {
+    auto before = dyn_cast_or_null<modk::RowsOp>(previous);
+    auto rows = dyn_cast_or_null<modk::RowsOp>(op);
+    auto group = op ? op->getAttrOfType<IntegerAttr>("group") : nullptr;
+    return before && rows && group &&
+           before->getAttrOfType<IntegerAttr>("group") == group &&
+           before.getCausalOnly() == rows.getCausalOnly();
+  }
+  /// The grouped forms of the row kernels that a group runs.
+  LogicalResult emitGroupedRowKernels();
+  /// The launch of the group of row kernels that `op` opens: one kernel
+  /// over every member, or one launch each where they are not one kernel
+  /// of a grouped form. Nothing for a later member (the first launched
+  /// it); false where `op` has no group.
+  bool emitRowGroup(modk::RowsOp op);
+  void emitOneRowKernelLaunch(modk::RowsOp op, int index) {
     // A warp per row: the grid covers the most rows the set can hold, the
     // kernel reads how many it has.
     std::string bound = maxRows(rowBuffer(op));
@@ -338,6 +370,60 @@ void CudaEmitter::emitCausalDecisions(int index, StringRef logits, int indent) {
   os << fmt::format("{0:{1}}modc_glue::decisions(args->causal_decisions + "
                     "(int64_t){2} * B * {3}, {4}, B * {3}, s);\n",
                     "", indent, index, seqLen, logits.str());
+}
+
+LogicalResult CudaEmitter::emitGroupedRowKernels() {
+  std::set<int> done;
+  for (modk::EntryOp e : entries)
+    for (auto rows : e.getBody().front().getOps<modk::RowsOp>()) {
+      int index = rowKernelOf.lookup(rows);
+      if (rows->hasAttr("group") && hasGroupedRowKernel(rows) &&
+          done.insert(index).second &&
+          failed(emitGroupedRowKernel(rowKernels[index], index)))
+        return failure();
+    }
+  return success();
+}
+
+bool CudaEmitter::emitRowGroup(modk::RowsOp op) {
+  auto group = op->getAttrOfType<IntegerAttr>("group");
+  if (!group)
+    return false;
+  if (inRowGroupAfter(op->getPrevNode(), op))
+    return true;
+  SmallVector<modk::RowsOp> members{op};
+  while (inRowGroupAfter(members.back(), members.back()->getNextNode()))
+    members.push_back(cast<modk::RowsOp>(members.back()->getNextNode()));
+  // One kernel: a grouped form of one generated kernel, whose grid (the
+  // most rows a member's set can hold) is every member's.
+  int index = rowKernelOf.lookup(op);
+  std::string bound = maxRows(rowBuffer(op));
+  bool oneKernel = members.size() >= 2 && members.size() <= kMaxRowGroup &&
+                   hasGroupedRowKernel(op);
+  for (modk::RowsOp m : members)
+    oneKernel = oneKernel && rowKernelOf.lookup(m) == index &&
+                maxRows(rowBuffer(m)) == bound;
+  if (!oneKernel) {
+    for (modk::RowsOp m : members)
+      emitOneRowKernelLaunch(m, rowKernelOf.lookup(m));
+    return true;
+  }
+  // The table of the members' row counts and buffers, in the kernel's
+  // parameter order, then one launch whose grid's y is the member.
+  os << fmt::format("  {{ // group {}: {} row kernels modc_rows_{}\n"
+                    "    modc_rows::modc_rows_{}_group<{}> group;\n",
+                    group.getInt(), members.size(), index, index,
+                    members.size());
+  for (auto [y, m] : llvm::enumerate(members))
+    os << fmt::format("    group.m[{}] = {{{} + B, {}}};\n", y,
+                      name(m.getSegments()), fmt::join(rowKernelArgs(m), ", "));
+  os << fmt::format(
+      "    if ({0} > 0)\n      MODC_LAUNCH(modc_rows::modc_rows_{1}_grouped<"
+      "{2}>, dim3(unsigned(modk_cuda::ceilDiv({0}, "
+      "modk_cuda::detail::kRowWarps)), {2}u), modk_cuda::detail::kThreads, 0, "
+      "s, group);\n  }}\n",
+      bound, index, members.size());
+  return true;
 }
 
 void CudaEmitter::emitGemm(modk::GemmOp op, int indent) {

@@ -7,7 +7,10 @@
 // The same holds for their gradients' products (modk.gemm_dgrad,
 // modk.gemm_wgrad). The pass decides which products may share a launch and
 // moves later members up next to the first, with the kernels between that
-// a member needs; the CUDA emitter prints what it marked.
+// a member needs; the CUDA emitter prints what it marked. The experts' row
+// kernels between the products (their gathers, activations and gated
+// scatters, and in the backward those kernels' gradients) are grouped the
+// same way: one generated row kernel, one launch, a member per grid row.
 //
 //===----------------------------------------------------------------------===//
 
@@ -48,6 +51,8 @@ IntegerAttr groupOf(Operation *op) {
 }
 
 Value segmentsOf(Operation *op) {
+  if (auto rows = dyn_cast<modk::RowsOp>(op))
+    return rows.getSegments();
   if (auto gemm = dyn_cast<modk::GemmOp>(op))
     return gemm.getSegments();
   if (auto dgrad = dyn_cast<modk::GemmDgradOp>(op))
@@ -72,6 +77,30 @@ bool groupable(Operation *op) {
   modk::RowsOp rows = gemm.getEpilogueRows();
   return gemm.getEpilogue() == modk::Epilogue::rows && rows &&
          !rows.getHeadDim();
+}
+
+/// Whether row kernel `op` may be a member of a group: a warp-per-row
+/// kernel of the entry (the CUDA emitter's grouped launch runs that kind
+/// only): no sums over the rows (column or row totals, a block's partials),
+/// no scatter into a table, not over heads (RoPE, its own kernel), not
+/// causal_only (a guarded launch) and without results.
+bool groupableRows(Operation *op) {
+  auto rows = dyn_cast<modk::RowsOp>(op);
+  if (!rows || groupOf(op) || op->getNumResults() != 0 ||
+      rows.getCausalOnly() || rows.getHeadDim() || rows.hasRowSums())
+    return false;
+  for (unsigned k = 0, e = rows.getOutputs().size(); k < e; ++k)
+    if (rows.getOutputAccessAt(k) == modk::Access::scatter)
+      return false;
+  return true;
+}
+
+/// Whether `op` may open or join a group: a product (groupable) or a row
+/// kernel (groupableRows).
+bool mayGroup(Operation *op, bool rows) {
+  if (isProduct(op))
+    return groupable(op);
+  return rows && groupableRows(op);
 }
 
 /// Whether `a` and `b` are the same kernel on other buffers: equal
@@ -172,23 +201,38 @@ private:
   std::unordered_map<Operation *, BufferUse> uses;
 };
 
-/// The row set of a member's epilogue that writes `buffer` at tokens:
-/// the tokens operand of its modk.rows where every access to `buffer` is
-/// at those tokens; null otherwise.
-Value tokensWriting(modk::GemmOp gemm, Value buffer) {
-  modk::RowsOp rows = gemm.getEpilogueRows();
-  if (!rows || !rows.getPositions() ||
-      modk::viewedBuffer(gemm.getOutput()) != buffer)
+/// Whether `access` reaches a buffer at a row's token only: its row of
+/// the stream (`token`) or its one value there (`token_value`).
+bool atToken(modk::Access access) {
+  return access == modk::Access::token || access == modk::Access::token_value;
+}
+
+/// The tokens at which `rows` reads and writes `buffer`: its tokens
+/// operand where every access to `buffer` is at those tokens; null
+/// otherwise.
+Value tokensOf(modk::RowsOp rows, Value buffer) {
+  if (!rows || !rows.getPositions())
     return Value();
   for (auto [j, in] : llvm::enumerate(rows.getInputs()))
-    if (modk::viewedBuffer(in) == buffer &&
-        rows.getInputAccessAt(j) != modk::Access::token)
+    if (modk::viewedBuffer(in) == buffer && !atToken(rows.getInputAccessAt(j)))
       return Value();
   for (auto [k, out] : llvm::enumerate(rows.getOutputs()))
     if (modk::viewedBuffer(out) == buffer &&
-        rows.getOutputAccessAt(k) != modk::Access::token)
+        !atToken(rows.getOutputAccessAt(k)))
       return Value();
   return rows.getPositions();
+}
+
+/// The row set of a member that writes `buffer` at tokens: a product's
+/// `rows` epilogue (writing its output) or a row kernel, where every access
+/// to `buffer` is at its tokens (tokensOf); null otherwise.
+Value tokensWriting(Operation *op, Value buffer) {
+  if (auto rows = dyn_cast<modk::RowsOp>(op))
+    return tokensOf(rows, buffer);
+  auto gemm = dyn_cast<modk::GemmOp>(op);
+  if (!gemm || modk::viewedBuffer(gemm.getOutput()) != buffer)
+    return Value();
+  return tokensOf(gemm.getEpilogueRows(), buffer);
 }
 
 /// The modk.moe_select that writes `tokens` as an expert's positions,
@@ -207,17 +251,16 @@ modk::MoeSelectOp expertSelect(Value tokens) {
   return select;
 }
 
-/// Whether products `a` and `b` both add into `buffer` at the tokens of two
-/// different experts of one modk.moe_select, which share no token
-/// (docs/model-format.md section 7: a token goes to one expert at most).
-/// Only a forward product's `rows` epilogue writes at tokens: a gradient
-/// product writes the first rows of its output, so two of them into one
-/// buffer always meet.
+/// Whether members `a` and `b` both reach `buffer` at the tokens of two
+/// different experts of one modk.moe_select only, which share no token
+/// (docs/model-format.md section 7: a token goes to one expert at most):
+/// two products' `rows` epilogues adding into the stream, or two row
+/// kernels (the gated scatters, the gathers' gradients adding into the
+/// stream's gradient, the gated scatters' gradients writing each token's
+/// gate gradient). A gradient product writes the first rows of its
+/// output, so two of them into one buffer always meet.
 bool disjointExpertAdds(Operation *a, Operation *b, Value buffer) {
-  auto ga = dyn_cast<modk::GemmOp>(a), gb = dyn_cast<modk::GemmOp>(b);
-  if (!ga || !gb)
-    return false;
-  Value ta = tokensWriting(ga, buffer), tb = tokensWriting(gb, buffer);
+  Value ta = tokensWriting(a, buffer), tb = tokensWriting(b, buffer);
   if (!ta || !tb || ta == tb)
     return false;
   modk::MoeSelectOp select = expertSelect(ta);
@@ -244,7 +287,7 @@ bool independent(Operation *a, Operation *b, BufferUses &uses) {
 /// product without a group or a row kernel, with no results and every
 /// effect on buffers it names.
 bool movable(Operation *op, BufferUses &uses) {
-  return (isa<modk::RowsOp>(op) || (isProduct(op) && !groupOf(op))) &&
+  return (isa<modk::RowsOp>(op) || isProduct(op)) && !groupOf(op) &&
          op->getNumResults() == 0 && uses.of(op).onlyNamed &&
          !uses.of(op).writesAny;
 }
@@ -340,7 +383,7 @@ struct GroupGemms : modc::impl::GroupGemmsBase<GroupGemms> {
     int64_t next = 0;
     for (Operation *op = &body.front(); op; op = op->getNextNode()) {
       Operation *first = op;
-      if (!isProduct(first) || !groupable(first))
+      if (!mayGroup(first, rows))
         continue;
       SmallVector<Operation *> members{first};
       Operation *last = first;
@@ -349,10 +392,9 @@ struct GroupGemms : modc::impl::GroupGemmsBase<GroupGemms> {
         Operation *after = candidate->getNextNode();
         Move move;
         // Products of one row set are the stacking's (modk-fuse-horizontal):
-        // a group is of products on row sets of their own, whose rows are
-        // too few to fill the GPU alone.
-        if (isProduct(candidate) && groupable(candidate) &&
-            sameKernel(candidate, first) &&
+        // a group is of products (or row kernels) on row sets of their own,
+        // whose rows are too few to fill the GPU alone.
+        if (mayGroup(candidate, rows) && sameKernel(candidate, first) &&
             llvm::all_of(members,
                          [&](Operation *m) {
                            return segmentsOf(m) != segmentsOf(candidate) &&

@@ -63,8 +63,17 @@ struct PlanMemoryPass : public modc::impl::PlanMemoryBase<PlanMemoryPass> {
     modk::EntryOp entry = getOperation();
     DenseMap<Operation *, int64_t> order;
     int64_t index = 0;
-    for (Operation &op : entry.getBody().front())
-      order[&op] = index++;
+    // The members of a group (modk-group-gemms: neighbouring kernels with
+    // one `group` number) run at once, as one launch: one time, so that no
+    // member's buffer takes the place of another's that dies before it.
+    IntegerAttr group;
+    for (Operation &op : entry.getBody().front()) {
+      auto own = op.getAttrOfType<IntegerAttr>("group");
+      if (!own || own != group)
+        ++index;
+      group = own;
+      order[&op] = index;
+    }
 
     SmallVector<Interval> intervals;
     for (auto alloc : entry.getBody().front().getOps<modk::AllocOp>()) {

@@ -166,6 +166,9 @@ namespace detail {
 constexpr int kThreads = 256;    ///< threads of most blocks
 constexpr int kRowWarps = 8;     ///< rows per block of the warp-per-row kernels
 constexpr int kMaxGrid = 1 << 16; ///< elementwise grids are capped (grid-stride)
+/// The most row kernels one grouped launch runs (modk-group-gemms'
+/// max-members): their table (modc_rows_<n>_group) is a kernel parameter.
+constexpr int kMaxRowGroup = 16;
 
 __device__ __forceinline__ int64_t minI64(int64_t a, int64_t b) {
   return a < b ? a : b;

@@ -507,7 +507,22 @@ def GroupGemms : Pass<"modk-group-gemms", "::modc::modk::EntryOp"> {
     they touch. Two gradient products that write one buffer are never
     grouped: they write its first rows, which the IR cannot prove apart.
 
-    At most `max-members` products a group (at most 16, the grouped
+    The experts' row kernels are grouped too (`rows`, on by default): the
+    `modk.rows` ops between their products (the gathers, the activations
+    and gated scatters, and in `@grad` the gated scatters' gradients, the
+    activations' gradients and the gathers' gradients into the stream's)
+    that generate one warp-per-row kernel (structurally equal, the same
+    operand types and accesses; no row or column sums, no scatter into a
+    table, not over heads, not causal_only), on row sets of their own, get
+    one `group` number under the same rules: no dependence on each other,
+    except writes at the tokens of different experts of one
+    `modk.moe_select` (a gated scatter's add into the stream, a gather's
+    gradient's add into the stream's gradient, a scatter gradient's gate
+    gradient at its tokens); a later member moves up with what it needs.
+    The CUDA emitter launches them as one kernel whose grid's y is the
+    member, each reading its own buffers and row count from a table.
+
+    At most `max-members` products (or row kernels) a group (at most 16, the grouped
     kernels' table; more is refused). Run before modk-plan-memory
     (moving a product changes lifetimes); CUDA targets only (the CPU
     emitter runs the members one after another). `modc --no-fuse=group`
@@ -533,6 +548,8 @@ def GroupGemms : Pass<"modk-group-gemms", "::modc::modk::EntryOp"> {
            "Group independent products of one shape">,
     Option<"maxMembers", "max-members", "int64_t", /*default=*/"16",
            "Products a group holds at most (the grouped launch's table)">,
+    Option<"rows", "rows", "bool", /*default=*/"true",
+           "Group the experts' row kernels (modk.rows) too">,
   ];
 }
 
