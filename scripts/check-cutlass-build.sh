@@ -8,10 +8,13 @@
 #
 #   scripts/check-cutlass-build.sh [KERNEL] [MODEL.json]
 #
-# KERNEL: the index of the kernel type in the package (default 1: the
+# KERNEL: the index of the kernel type in the package (default 3: the
 # bf16 example's 128x128x64 cooperative kernel of a residual add, in
-# clusters of 2x1; 0 is its 64x128x64 pingpong kernel, 2 to 5 the plain
-# forward products' kernels). ARCH: sm_90a (the default) or sm_80, whose
+# clusters of 2x1, its epilogue tree reading y; 2 is its 64x128x64
+# pingpong kernel, 0 and 1 V's bf16 store, 4 to 6 and 10 the plain forward
+# products' kernels, 7 to 9 SwiGLU's epilogue trees, 11 and 12 the training
+# entry's residual adds into another buffer, 13 to 18 the input
+# gradients'). ARCH: sm_90a (the default) or sm_80, whose
 # kernels in the bf16 example are 0 and 1: the residual adds' 64x128x32
 # and 128x128x32, 2: 64x128x32 along N, 3: 128x256x32, 4: 64x128x32 along
 # M, 5: 128x128x32. CUDA_GEMMS (default "cutlass") is
@@ -21,7 +24,7 @@
 # Toolkit's, on PATH, or the pinned copy of scripts/install-deps.sh.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-kernel=${1:-1}
+kernel=${1:-3}
 model=${2:-$root/examples/tiny-mod-bf16.json}
 bin=$root/build/bin
 arch=${ARCH:-sm_90a}

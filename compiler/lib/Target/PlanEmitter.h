@@ -30,6 +30,16 @@ inline constexpr char kExport[] = "__attribute__((visibility(\"default\")))";
 /// A double as a C++ float expression that rounds exactly as the CPU does.
 std::string floatLiteral(double v);
 
+/// The element math of `gemm`'s elementwise epilogue
+/// (GemmOp::isElementwiseEpilogue) as a CUDA struct `name` whose
+/// `static float apply(float acc[, float xJ])` returns y[i, c] from the
+/// product's element and the source's: the generator of the tiles'
+/// epilogue functor, for a GEMM library's epilogue (CutlassGemms.cpp).
+/// Fails, with a diagnostic on the product, where its epilogue has another
+/// form.
+mlir::FailureOr<std::string> elementwiseEpilogueMath(mlir::Operation *gemm,
+                                                     llvm::StringRef name);
+
 /// One argument of a kernel call. Most are written the same for both targets;
 /// the other kinds mark where the CPU and CUDA kernels' signatures part.
 struct KernelArg {

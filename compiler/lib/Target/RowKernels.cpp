@@ -1504,6 +1504,36 @@ LogicalResult PlanEmitter::emitRowEpilogueDefinitions() {
   return success();
 }
 
+FailureOr<std::string> modc::elementwiseEpilogueMath(Operation *product,
+                                                     StringRef name) {
+  auto gemm = dyn_cast<modk::GemmOp>(product);
+  Value source;
+  if (!gemm || !gemm.isElementwiseEpilogue(&source))
+    return product->emitOpError("has no elementwise epilogue for a GEMM "
+                                "library"),
+           failure();
+  modk::RowsOp op = gemm.getEpilogueRows();
+  RowStatements stmts(op, /*cuda=*/true, /*epilogue=*/true);
+  Block &body = op.getBody().front();
+  stmts.nameArguments(body);
+  std::string params = "float acc";
+  for (auto [j, in] : llvm::enumerate(op.getInputs()))
+    if (source && in == source)
+      params += fmt::format(", float x{}", j);
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << fmt::format("/// The product's epilogue (its modk.rows), element by "
+                    "element: y from the\n/// product's element acc{}.\n"
+                    "struct {} {{\n"
+                    "  static __device__ __forceinline__ float apply({}) {{\n",
+                    source ? " and the source's" : "", name.str(), params);
+  if (failed(stmts.writeOps(body, [](Operation &) { return true; }, 4, os)))
+    return failure();
+  os << fmt::format("    return {};\n  }}\n}};\n",
+                    stmts[body.getTerminator()->getOperand(0)]);
+  return text;
+}
+
 std::string PlanEmitter::rowEpilogueArgs(modk::GemmOp gemm) {
   modk::RowsOp op = gemm.getEpilogueRows();
   std::string text = "modk_cuda::detail::EpiArgs epi;\n";

@@ -541,6 +541,50 @@ Value GemmOp::getAddedBuffer() {
   return addend;
 }
 
+bool GemmOp::isElementwiseEpilogue(Value *source) {
+  RowsOp rows = getEpilogueRows();
+  if (!rows || rows.getPositions() || rows.getHeadDim() ||
+      rows.hasTokenOperands() || rows.getNumMaxima() != 0 ||
+      rows.getOutputs().size() != 1 || rows.getOutputs()[0] != getOutput() ||
+      rows.getOutputAccessAt(0) != Access::row)
+    return false;
+  Block &body = rows.getBody().front();
+  // Only the inputs' elements: no sums (the epilogue's reduce is empty).
+  if (body.getNumArguments() != rows.getInputs().size() ||
+      body.getTerminator()->getNumOperands() != 1)
+    return false;
+  Value product = getFusedRows().front().getArgument(0);
+  auto yType = cast<MemRefType>(getOutput().getType());
+  auto storable = [](Type element) {
+    return element.isF32() || element.isBF16();
+  };
+  // Whole rows (no column windows): the library's row pitch is y's width.
+  if (!storable(yType.getElementType()) || !yType.getLayout().isIdentity())
+    return false;
+  Value other;
+  for (auto [j, in] : llvm::enumerate(rows.getInputs())) {
+    if (rows.getInputAccessAt(j) != Access::row)
+      return false;
+    if (in == product)
+      continue;
+    auto type = cast<MemRefType>(in.getType());
+    if (other || type.getShape() != yType.getShape() ||
+        !type.getLayout().isIdentity() || !storable(type.getElementType()))
+      return false;
+    other = in;
+  }
+  // The math: arith and math ops only (no column index, row count or
+  // head pairs), which every target's generator prints.
+  for (Operation &o : body.without_terminator()) {
+    StringRef dialect = o.getDialect() ? o.getDialect()->getNamespace() : "";
+    if (dialect != "arith" && dialect != "math")
+      return false;
+  }
+  if (source)
+    *source = other;
+  return true;
+}
+
 /// A product's precision: `precision` where it is set, else the entry's
 /// dtype.
 static bool precisionIsBf16(Operation *op, std::optional<DType> precision) {

@@ -19,14 +19,16 @@
 // - 128 columns: one column tile, so every variant walks along M; the
 //   128x256 tile would pad 128 more columns; the 128x128 tile from
 //   131 * 128 + 1 rows.
-// - An f32-stored input, a `rows` epilogue, an f32 product (precision) and
-//   the weight gradients keep the tile kernels (input gradients: below).
+// - An elementwise `rows` epilogue (here y = product^2) runs there too, as
+//   an epilogue visitor tree of the same stages (it reads no source).
+// - An f32-stored input, an f32 product (precision) and the weight
+//   gradients keep the tile kernels (input gradients: below).
 // CHECK-LABEL: modk.entry @forward
 // CHECK: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 65: cutlass 64x128x64 cluster 1x1 stages 8 pingpong raster along_n, from 513: cutlass 128x128x64 cluster 2x1 stages 6 cooperative raster along_n, from 1025: cutlass 128x256x64 cluster 2x1 stages 4 cooperative raster along_n>, epilogue = #modk.epilogue<none>}
 // CHECK: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 65: cutlass 64x128x64 cluster 1x1 stages 8 pingpong raster along_n, from 513: cutlass 128x128x64 cluster 2x1 stages 6 cooperative raster along_n, from 1025: cutlass 128x256x64 cluster 2x1 stages 4 cooperative raster along_n>, epilogue = #modk.epilogue<none>}
 // CHECK: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 65: cutlass 64x128x64 cluster 1x1 stages 8 pingpong raster along_m, from 16769: cutlass 128x128x64 cluster 2x1 stages 6 cooperative raster along_m>, epilogue = #modk.epilogue<none>}
 // CHECK: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 65: wgmma 128x64, from 513: wgmma 128x128>, epilogue = #modk.epilogue<none>}
-// CHECK: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 65: wgmma 128x64 tma 264, from 513: wgmma 128x128 tma 132>, epilogue = #modk.epilogue<rows>}
+// CHECK: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 65: cutlass 64x128x64 cluster 1x1 stages 8 pingpong raster along_n, from 513: cutlass 128x128x64 cluster 2x1 stages 6 cooperative raster along_n, from 1025: cutlass 128x256x64 cluster 2x1 stages 4 cooperative raster along_n>, epilogue = #modk.epilogue<rows>}
 // CHECK: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 65: mma 64x64, from 33665: mma 128x128>, epilogue = #modk.epilogue<none>, precision = #modk.dtype<f32>}
 // sm_80 (108 SMs): the multistage tiles, two CTAs an SM on the smaller
 // ones (6 and 5 stages of 12 and 16 KiB), one on the 128x256 tile (4 of
@@ -195,14 +197,15 @@ modk.entry @wgrad attributes {kind = #modk.entry_kind<grad>, model = #modk.model
 // A residual add in place (x += a W^T: the `rows` epilogue is exactly
 // x + product, stored into x, f32) over rows the host knows (a dense
 // layer's: identity rows) runs on CUTLASS on sm_90a, its epilogue reading x
-// (beta = 1: the 128x128 tile keeps 5 stages instead of 6). Not on
-// CUTLASS: the same add into another buffer, and on sm_90a over rows
-// counted on the device (its kernel computes every row up to the bound).
-// sm_80's kernel stops at the count and reads y from global memory: both
-// in-place adds, with the store's stages.
+// (the source: the 128x128 tile keeps 5 stages instead of 6), and so does
+// the same add into another buffer. Not on CUTLASS on sm_90a: the add in
+// place over rows counted on the device (its kernel computes every row up
+// to the bound, and a row past the count must keep its values). sm_80's
+// kernel stops at the count and reads y from global memory: both in-place
+// adds, with the store's stages, and not the add into another buffer.
 // CHECK-LABEL: modk.entry @residual
 // CHECK: modk.gemm %{{.*}} -> %[[X:.*]] {config = #modk.gemm_config<stream 8x4, from 65: cutlass 64x128x64 cluster 1x1 stages 8 pingpong raster along_m, from 16769: cutlass 128x128x64 cluster 2x1 stages 5 cooperative raster along_m>, epilogue = #modk.epilogue<rows>}
-// CHECK: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 65: wgmma 128x64 tma 264, from 16769: wgmma 128x128 tma 132>, epilogue = #modk.epilogue<rows>}
+// CHECK: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 65: cutlass 64x128x64 cluster 1x1 stages 8 pingpong raster along_m, from 16769: cutlass 128x128x64 cluster 2x1 stages 5 cooperative raster along_m>, epilogue = #modk.epilogue<rows>}
 // CHECK: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 65: wgmma 128x64 tma 264, from 16769: wgmma 128x128 tma 132>, epilogue = #modk.epilogue<rows>}
 // A100-LABEL: modk.entry @residual
 // A100: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 65: cutlass 64x128x32 cluster 1x1 stages 6 multistage raster along_m, from 27521: cutlass 128x128x32 cluster 1x1 stages 5 multistage raster along_m>, epilogue = #modk.epilogue<rows>}
@@ -247,6 +250,108 @@ modk.entry @residual attributes {kind = #modk.entry_kind<forward>, model = #modk
     } body {
     ^bb0(%a: f32, %b: f32):
       %s = arith.addf %a, %b : f32
+      modk.yield %s : f32
+    }
+  }
+}
+
+// -----
+
+// Elementwise `rows` epilogues (GemmOp::isElementwiseEpilogue) run on
+// CUTLASS on sm_90a as epilogue visitor trees: SwiGLU's product with the
+// gate (an f32 source beside a bf16 output: four stages of rows x 32 f32
+// for the source beside the store's two of bf16, 7 stages on the 64x128
+// tile instead of 8), and the bf16 store of values. Not on CUTLASS: an
+// epilogue over heads (RoPE), one that stores at the rows' tokens (the
+// routed block's gated scatter) and one that reads the column index.
+// sm_80 takes only the residual add in place.
+// CHECK-LABEL: modk.entry @elementwise
+// CHECK: modk.gemm %{{.*}} -> %{{.*}} {config = #modk.gemm_config<stream 8x4, from 65: cutlass 64x128x64 cluster 1x1 stages 7 pingpong raster along_n, from 4097: cutlass 128x128x64 cluster 2x1 stages 4 cooperative raster along_m, from 8321: cutlass 128x256x64 cluster 2x1 stages 3 cooperative raster along_m>, epilogue = #modk.epilogue<rows>}
+// CHECK: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 65: cutlass 64x128x64 cluster 1x1 stages 8 pingpong raster along_m, from 16769: cutlass 128x128x64 cluster 2x1 stages 6 cooperative raster along_m>, epilogue = #modk.epilogue<rows>}
+// CHECK: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 65: wgmma 128x64 tma 264, from 16769: wgmma 128x128 tma 132>, epilogue = #modk.epilogue<rows>}
+// CHECK: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 65: wgmma 128x64 tma 264, from 16769: wgmma 128x128 tma 132>, epilogue = #modk.epilogue<rows>}
+// CHECK: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 65: wgmma 128x64 tma 264, from 16769: wgmma 128x128 tma 132>, epilogue = #modk.epilogue<rows>}
+// A100-LABEL: modk.entry @elementwise
+// (No letter c in the variants: no cutlass.)
+// A100-COUNT-5: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 65: mma {{[^c]*}}>, epilogue = #modk.epilogue<rows>}
+modk.entry @elementwise attributes {kind = #modk.entry_kind<forward>, model = #modk.model<name = "t", vocab_size = 64, d_model = 128, n_layers = 1, n_heads = 4, d_ff = 512, seq_len = 256, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = bf16>, modes = [#modk.mode<topk>], params = [#modk.param<name = "wu", shape = [512, 128], init = ones>, #modk.param<name = "wv", shape = [128, 128], init = ones>]} {
+  %wu = modk.param "wu" : memref<512x128xf32>
+  %wv = modk.param "wv" : memref<128x128xf32>
+  %pos = modk.alloc : memref<?x256xi32>
+  %all = modk.alloc : memref<?x1xi64>
+  modk.identity_rows -> %pos, %all : memref<?x256xi32>, memref<?x1xi64>
+  %n = modk.alloc : memref<?x256x128xbf16>
+  %gate = modk.alloc : memref<?x256x512xf32>
+  %h = modk.alloc : memref<?x256x512xbf16>
+  modk.gemm %n, [%wu] rows %all -> %h {epilogue = #modk.epilogue<rows>} : memref<?x256x128xbf16>, memref<512x128xf32>, memref<?x1xi64>, memref<?x256x512xbf16> epilogue {
+  ^bb0(%p: memref<?x256x512xf32>):
+    modk.rows ins(%gate, %p : memref<?x256x512xf32>, memref<?x256x512xf32>) rows %all : memref<?x1xi64> outs(%h : memref<?x256x512xbf16>) access(row, row -> row) reduce {
+    ^bb0(%g: f32, %u: f32):
+      modk.yield
+    } body {
+    ^bb0(%g: f32, %u: f32):
+      %one = arith.constant 1.000000e+00 : f32
+      %ng = arith.negf %g : f32
+      %e = math.exp %ng : f32
+      %d = arith.addf %e, %one : f32
+      %silu = arith.divf %g, %d : f32
+      %m = arith.mulf %silu, %u : f32
+      modk.yield %m : f32
+    }
+  }
+  %v = modk.alloc : memref<?x256x128xbf16>
+  modk.gemm %n, [%wv] rows %all -> %v {epilogue = #modk.epilogue<rows>} : memref<?x256x128xbf16>, memref<128x128xf32>, memref<?x1xi64>, memref<?x256x128xbf16> epilogue {
+  ^bb0(%p: memref<?x256x128xf32>):
+    modk.rows ins(%p : memref<?x256x128xf32>) rows %all : memref<?x1xi64> outs(%v : memref<?x256x128xbf16>) access(row -> row) reduce {
+    ^bb0(%e: f32):
+      modk.yield
+    } body {
+    ^bb0(%e: f32):
+      %t = arith.truncf %e : f32 to bf16
+      %x = arith.extf %t : bf16 to f32
+      modk.yield %x : f32
+    }
+  }
+  %q = modk.alloc : memref<?x256x128xbf16>
+  modk.gemm %n, [%wv] rows %all -> %q {epilogue = #modk.epilogue<rows>} : memref<?x256x128xbf16>, memref<128x128xf32>, memref<?x1xi64>, memref<?x256x128xbf16> epilogue {
+  ^bb0(%p: memref<?x256x128xf32>):
+    modk.rows ins(%p : memref<?x256x128xf32>) rows %all : memref<?x1xi64> tokens(%pos : memref<?x256xi32>) outs(%q : memref<?x256x128xbf16>) access(row -> row) attributes {head_dim = 32 : i64} reduce {
+    ^bb0(%e: f32):
+      modk.yield
+    } body {
+    ^bb0(%e: f32):
+      %cos, %sin = modk.rope_angle {theta = 1.000000e+04 : f64} : f32, f32
+      %half = modk.rotate_half %e : f32
+      %a = arith.mulf %half, %sin : f32
+      %b = arith.mulf %e, %cos : f32
+      %r = arith.addf %b, %a : f32
+      modk.yield %r : f32
+    }
+  }
+  %stream = modk.alloc : memref<?x256x128xf32>
+  %gates = modk.alloc : memref<?x256xf32>
+  modk.gemm %n, [%wv] rows %all -> %stream {epilogue = #modk.epilogue<rows>} : memref<?x256x128xbf16>, memref<128x128xf32>, memref<?x1xi64>, memref<?x256x128xf32> epilogue {
+  ^bb0(%p: memref<?x256x128xf32>):
+    modk.rows ins(%p, %gates, %stream : memref<?x256x128xf32>, memref<?x256xf32>, memref<?x256x128xf32>) rows %all : memref<?x1xi64> tokens(%pos : memref<?x256xi32>) outs(%stream : memref<?x256x128xf32>) access(row, token_value, token -> token) reduce {
+    ^bb0(%a: f32, %g: f32, %x: f32):
+      modk.yield
+    } body {
+    ^bb0(%a: f32, %g: f32, %x: f32):
+      %ga = arith.mulf %g, %a : f32
+      %s = arith.addf %x, %ga : f32
+      modk.yield %s : f32
+    }
+  }
+  %w = modk.alloc : memref<?x256x128xf32>
+  modk.gemm %n, [%wv] rows %all -> %w {epilogue = #modk.epilogue<rows>} : memref<?x256x128xbf16>, memref<128x128xf32>, memref<?x1xi64>, memref<?x256x128xf32> epilogue {
+  ^bb0(%p: memref<?x256x128xf32>):
+    modk.rows ins(%p : memref<?x256x128xf32>) rows %all : memref<?x1xi64> outs(%w : memref<?x256x128xf32>) access(row -> row) reduce {
+    ^bb0(%e: f32):
+      modk.yield
+    } body {
+    ^bb0(%e: f32):
+      %c = modk.column : f32
+      %s = arith.mulf %e, %c : f32
       modk.yield %s : f32
     }
   }

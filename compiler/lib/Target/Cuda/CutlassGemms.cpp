@@ -16,6 +16,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "CutlassGemms.h"
+#include "../PlanEmitter.h"
 
 #include "modc/Dialect/Modk/CudaTargets.h"
 #include "modc/Target/Package.h"
@@ -94,17 +95,19 @@ template <int64_t MinRows, typename G> struct Variant {
 namespace modc_cutlass {
 /// The launcher of a kernel file: y[m, n] = a[m, k] w[n, k]^T for the rows
 /// below *rows (sm_80) or the bound m (sm_90a), bf16 a and w, y of the
-/// kernel's output type; false where CUTLASS declines the product.
+/// kernel's output type, finished by the kernel's epilogue, which may read
+/// `src` (the same shape as y; null where it reads none); false where
+/// CUTLASS declines the product.
 using LaunchFn = bool (*)(const void *a, const int64_t *rows, const void *w,
-                          void *y, int64_t m, int64_t n, int64_t k,
-                          cudaStream_t s);
+                          const void *src, void *y, int64_t m, int64_t n,
+                          int64_t k, cudaStream_t s);
 /// A kernel type of model.cu: its kernel file's launcher.
 template <LaunchFn Launch> struct Launcher {
   template <typename TC>
   static bool run(const modk_cuda::bf16 *a, const int64_t *rows,
-                  const modk_cuda::bf16 *w, TC *y, int64_t m, int64_t n,
-                  int64_t k, cudaStream_t s) {
-    return Launch(a, rows, w, y, m, n, k, s);
+                  const modk_cuda::bf16 *w, const void *src, TC *y, int64_t m,
+                  int64_t n, int64_t k, cudaStream_t s) {
+    return Launch(a, rows, w, src, y, m, n, k, s);
   }
 };
 } // namespace modc_cutlass
@@ -159,21 +162,64 @@ inline cutlass::KernelHardwareInfo hardwareInfo() {
   return info;
 }
 
+/// A generated epilogue's compute node: Math::apply (the product's
+/// modk.rows, element by element) on each element of a fragment of the
+/// accumulators and, where the tree reads one, of the source.
+template <typename Math> struct ComputeOf {
+  template <typename Fragment> struct Fn {
+    template <typename... Source>
+    CUTLASS_DEVICE Fragment operator()(Fragment const &acc,
+                                       Source const &...source) const {
+      Fragment out;
+      CUTLASS_PRAGMA_UNROLL
+      for (int e = 0; e < int(Fragment::kElements); ++e)
+        out[e] = Math::apply(acc[e], source[e]...);
+      return out;
+    }
+  };
+};
+
+/// The epilogue visitor tree of a product whose epilogue is Math over the
+/// accumulators and the source C of elements Source (void: none), storing
+/// Out (rounded to nearest); with no Math, a plain store.
+template <typename Out, typename Math, typename Source> struct EpilogueTree {
+  using Compute = cutlass::epilogue::fusion::Sm90Compute<
+      ComputeOf<Math>::template Fn, Out, float,
+      cutlass::FloatRoundStyle::round_to_nearest>;
+  using type = cutlass::epilogue::fusion::Sm90EVT<
+      Compute, cutlass::epilogue::fusion::Sm90AccFetch,
+      cutlass::epilogue::fusion::Sm90SrcFetch<Source>>;
+};
+template <typename Out, typename Math> struct EpilogueTree<Out, Math, void> {
+  using type = cutlass::epilogue::fusion::Sm90EVT<
+      cutlass::epilogue::fusion::Sm90Compute<
+          ComputeOf<Math>::template Fn, Out, float,
+          cutlass::FloatRoundStyle::round_to_nearest>,
+      cutlass::epilogue::fusion::Sm90AccFetch>;
+};
+template <typename Out> struct EpilogueTree<Out, void, void> {
+  using type = cutlass::epilogue::fusion::LinearCombination<Out, float, void,
+                                                             float>;
+};
+
 /// y[M, N] = a[M, K] w[N, K]^T on sm_90a: bf16 operands read by TMA
 /// (K-major), f32 accumulation, a BM x BN x BK tile in clusters of CM x CN
 /// CTAs, Stages stages, the pingpong or the cooperative TMA
 /// warp-specialised kernel on a persistent grid walking the tiles along M
-/// or N, and a plain epilogue storing TC (f32 or bf16) by TMA; Accumulate
-/// (a residual add, TC f32): y[M, N] += ..., the epilogue adding y's old
-/// values (beta = 1, read in place by TMA).
+/// or N, and an epilogue storing TC (f32 or bf16) by TMA: a plain store,
+/// or with Math the product's generated epilogue as a visitor tree
+/// (EpilogueTree), which reads the source C (elements Source; void: none)
+/// where it has one, by TMA (in place where C is y).
 template <int BM, int BN, int BK, int CM, int CN, int Stages, bool Pingpong,
-          bool AlongN, typename TC, int SharedBytes, bool Accumulate = false>
+          bool AlongN, typename TC, int SharedBytes, typename Math = void,
+          typename Source = void>
 struct Sm90Gemm {
   using Out = typename OutputOf<TC>::type;
-  static_assert(!Accumulate || std::is_same_v<TC, float>,
-                "a residual add accumulates into f32");
-  using Source = std::conditional_t<Accumulate, Out, void>;
+  using SourceElement = typename OutputOf<Source>::type;
+  using C = std::conditional_t<std::is_void_v<Source>, void, SourceElement>;
   static constexpr int kOutAlign = 16 / int(sizeof(Out));
+  static constexpr int kSourceAlign =
+      std::is_void_v<Source> ? kOutAlign : 16 / int(sizeof(SourceElement));
   using Tile = cute::Shape<cute::Int<BM>, cute::Int<BN>, cute::Int<BK>>;
   using Cluster = cute::Shape<cute::Int<CM>, cute::Int<CN>, cute::_1>;
   using KernelSchedule =
@@ -185,9 +231,10 @@ struct Sm90Gemm {
                          cutlass::epilogue::TmaWarpSpecializedCooperative>;
   using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, Tile, Cluster,
-      cutlass::epilogue::collective::EpilogueTileAuto, float, float, Source,
-      cutlass::layout::RowMajor, kOutAlign, Out, cutlass::layout::RowMajor,
-      kOutAlign, EpilogueSchedule>::CollectiveOp;
+      cutlass::epilogue::collective::EpilogueTileAuto, float, float, C,
+      cutlass::layout::RowMajor, kSourceAlign, Out, cutlass::layout::RowMajor,
+      kOutAlign, EpilogueSchedule,
+      typename EpilogueTree<Out, Math, C>::type>::CollectiveOp;
   using Mainloop = typename cutlass::gemm::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, Bf16,
       cutlass::layout::RowMajor, 8, Bf16, cutlass::layout::ColumnMajor, 8,
@@ -206,7 +253,8 @@ struct Sm90Gemm {
   /// Enqueues the product over m rows (the bound: the kernel computes every
   /// row below it); false where CUTLASS declines it.
   static bool run(const Bf16 *a, const int64_t * /*rows*/, const Bf16 *w,
-                  TC *y, int64_t m, int64_t n, int64_t k, cudaStream_t s) {
+                  const void *src, TC *y, int64_t m, int64_t n, int64_t k,
+                  cudaStream_t s) {
     typename Kernel::StrideA strideA{};
     typename Kernel::StrideB strideB{};
     typename Kernel::StrideC strideC{};
@@ -215,15 +263,18 @@ struct Sm90Gemm {
     cute::get<0>(strideB) = k;
     cute::get<0>(strideC) = n;
     cute::get<0>(strideD) = n;
-    Out *out = reinterpret_cast<Out *>(y);
+    if (std::is_void_v<Source> != (src == nullptr))
+      return false;
+    // A plain store's alpha 1 and beta 0, and the tree's nodes, take their
+    // defaults.
     typename Adapter::Arguments args{
         cutlass::gemm::GemmUniversalMode::kGemm,
         {int(m), int(n), int(k), 1},
         {a, strideA, w, strideB},
-        {{1.0f, Accumulate ? 1.0f : 0.0f},
-         Accumulate ? out : nullptr,
+        {{},
+         static_cast<const SourceElement *>(src),
          strideC,
-         out,
+         reinterpret_cast<Out *>(y),
          strideD},
         hardwareInfo()};
     using Raster = typename Kernel::TileScheduler::RasterOrderOptions;
@@ -287,7 +338,8 @@ struct Sm90Dgrad {
   /// Enqueues the product over m rows (the bound: the kernel computes every
   /// row below it); false where CUTLASS declines it.
   static bool run(const Bf16 *dy, const int64_t * /*rows*/, const Bf16 *w,
-                  float *da, int64_t m, int64_t n, int64_t k, cudaStream_t s) {
+                  const void * /*src*/, float *da, int64_t m, int64_t n,
+                  int64_t k, cudaStream_t s) {
     typename Kernel::StrideA strideA{};
     typename Kernel::StrideB strideB{};
     typename Kernel::StrideC strideC{};
@@ -368,7 +420,8 @@ struct Sm90Wgrad {
   /// Enqueues dw += dy^T a over k rows (all of them: the count is the
   /// bound); false where CUTLASS declines it.
   static bool run(const Bf16 *dy, const int64_t * /*rows*/, const Bf16 *a,
-                  float *dw, int64_t m, int64_t n, int64_t k, cudaStream_t s) {
+                  const void * /*src*/, float *dw, int64_t m, int64_t n,
+                  int64_t k, cudaStream_t s) {
     typename Kernel::StrideA strideA{};
     typename Kernel::StrideB strideB{};
     typename Kernel::StrideC strideC{};
@@ -482,8 +535,9 @@ struct Sm80Gemm {
 
   /// Enqueues the product over the *rows rows below the bound m; false
   /// where CUTLASS declines it.
-  static bool run(const Bf16 *a, const int64_t *rows, const Bf16 *w, TC *y,
-                  int64_t m, int64_t n, int64_t k, cudaStream_t s) {
+  static bool run(const Bf16 *a, const int64_t *rows, const Bf16 *w,
+                  const void * /*src: y itself*/, TC *y, int64_t m, int64_t n,
+                  int64_t k, cudaStream_t s) {
     // Braces: with parentheses this declares a function (int m, ...).
     cutlass::gemm::GemmCoord problem{int(m), int(n), int(k)};
     Out *out = reinterpret_cast<Out *>(y);
@@ -518,25 +572,39 @@ struct Sm80Gemm {
 } // namespace modc_cutlass
 )cpp";
 
+// A kernel file's bf16 rounding where its epilogue's math rounds (the
+// generator's name for it): round to nearest, ties to even, as the
+// package's prelude does.
+static const char kBf16Round[] = R"cpp(
+namespace modk_cuda {
+namespace detail {
+__device__ __forceinline__ float bf16Round(float x) {
+  return float(cutlass::bfloat16_t(x));
+}
+} // namespace detail
+} // namespace modk_cuda
+)cpp";
+
 // The plan and the product's entry point, on every target: under the
 // emulation every plan declines.
 static const char kPlan[] = R"cpp(
 namespace modc_cutlass {
 /// A product's CUTLASS variants by ascending MinRows: run() enqueues the
-/// one of the row bound on the weight's bf16 copy, or returns false (below
-/// the first variant's rows, no copy of the weight, an unaligned operand,
-/// CUTLASS declining, the CPU emulation): nothing but perhaps the weight's
+/// one of the row bound on the weight's bf16 copy, its epilogue reading
+/// src where it reads a source, or returns false (below the first
+/// variant's rows, no copy of the weight, an unaligned operand, CUTLASS
+/// declining, the CPU emulation): nothing but perhaps the weight's
 /// rounding was enqueued then.
 template <typename... V> struct Plan {
   template <typename TC>
   static bool run(const modk_cuda::bf16 *a, const int64_t *rows,
-                  int64_t maxRows, const float *w, TC *y, int64_t n, int64_t k,
-                  cudaStream_t s) {
+                  int64_t maxRows, const float *w, const void *src, TC *y,
+                  int64_t n, int64_t k, cudaStream_t s) {
 #if defined(__CUDACC__)
-    return pick<V...>(a, rows, maxRows, w, y, n, k, s);
+    return pick<V...>(a, rows, maxRows, w, src, y, n, k, s);
 #else
-    (void)a, (void)rows, (void)maxRows, (void)w, (void)y, (void)n, (void)k,
-        (void)s;
+    (void)a, (void)rows, (void)maxRows, (void)w, (void)src, (void)y, (void)n,
+        (void)k, (void)s;
     return false;
 #endif
   }
@@ -545,24 +613,26 @@ template <typename... V> struct Plan {
 private:
   template <typename First, typename... Rest, typename TC>
   static bool pick(const modk_cuda::bf16 *a, const int64_t *rows,
-                   int64_t maxRows, const float *w, TC *y, int64_t n,
-                   int64_t k, cudaStream_t s) {
+                   int64_t maxRows, const float *w, const void *src, TC *y,
+                   int64_t n, int64_t k, cudaStream_t s) {
     if constexpr (sizeof...(Rest) > 0) {
       using Next = typename modk_cuda::detail::FirstOf<Rest...>::type;
       static_assert(Next::minRows > First::minRows, "variants by rows");
       if (maxRows >= Next::minRows)
-        return pick<Rest...>(a, rows, maxRows, w, y, n, k, s);
+        return pick<Rest...>(a, rows, maxRows, w, src, y, n, k, s);
     }
     if (maxRows < First::minRows ||
         reinterpret_cast<uintptr_t>(a) % 16 != 0 ||
+        reinterpret_cast<uintptr_t>(src) % 16 != 0 ||
         reinterpret_cast<uintptr_t>(y) % 16 != 0)
       return false;
     const modk_cuda::bf16 *wb =
         modk_cuda::detail::weightCopyFor(w, n * k, s);
     if (!wb)
       return false;
-    modk_cuda::detail::traceGemm("cutlass", maxRows, n, k, 0, 0, "store");
-    return First::Gemm::run(a, rows, wb, y, maxRows, n, k, s);
+    modk_cuda::detail::traceGemm("cutlass", maxRows, n, k, 0, 0,
+                                 src ? "epilogue" : "store");
+    return First::Gemm::run(a, rows, wb, src, y, maxRows, n, k, s);
   }
 #endif
 };
@@ -572,26 +642,28 @@ private:
 template <int N, int K, typename TilePlan, typename CutlassPlan, typename TC>
 inline void linear(const modk_cuda::bf16 *a, const int64_t *rows,
                    int64_t maxRows, const float *w, TC *y, cudaStream_t s) {
-  if (maxRows > 0 && CutlassPlan::run(a, rows, maxRows, w, y, N, K, s))
+  if (maxRows > 0 &&
+      CutlassPlan::run(a, rows, maxRows, w, nullptr, y, N, K, s))
     return;
   modk_cuda::linear<N, K, true, TilePlan>(a, rows, maxRows, w, y, s);
 }
 } // namespace modc_cutlass
 )cpp";
 
-// A residual add's entry point (only where a modk.gemm with a `rows`
-// epilogue runs on CUTLASS): the caller runs the tiles, with the generated
+// The entry point of a product with a `rows` epilogue on CUTLASS (only
+// where one runs there): the caller runs the tiles, with the generated
 // epilogue, where it returns false.
-static const char kResidualPlan[] = R"cpp(
+static const char kEpiloguePlan[] = R"cpp(
 namespace modc_cutlass {
-/// y[m, n] += sum_k a[m, k] w[n, k] for m < *rows on the CUTLASS plan (its
-/// kernels add y's old values); false where it does not run (nothing but
+/// y[m, n] = f(sum_k a[m, k] w[n, k], src[m, n]) for m < *rows on the
+/// CUTLASS plan, whose kernels' epilogue is the product's f (a residual
+/// add: y += ..., src being y); false where it does not run (nothing but
 /// perhaps the weight's rounding was enqueued then).
-template <int N, int K, typename CutlassPlan>
-inline bool linear_add(const modk_cuda::bf16 *a, const int64_t *rows,
-                       int64_t maxRows, const float *w, float *y,
-                       cudaStream_t s) {
-  return maxRows > 0 && CutlassPlan::run(a, rows, maxRows, w, y, N, K, s);
+template <int N, int K, typename CutlassPlan, typename TC>
+inline bool linear_epilogue(const modk_cuda::bf16 *a, const int64_t *rows,
+                            int64_t maxRows, const float *w, const void *src,
+                            TC *y, cudaStream_t s) {
+  return maxRows > 0 && CutlassPlan::run(a, rows, maxRows, w, src, y, N, K, s);
 }
 } // namespace modc_cutlass
 )cpp";
@@ -607,7 +679,8 @@ template <int N, int K, typename TilePlan, typename CutlassPlan>
 inline void linear_dgrad(const modk_cuda::bf16 *dy, const int64_t *rows,
                          int64_t maxRows, const float *w, float *da,
                          bool accumulate, cudaStream_t s) {
-  if (maxRows > 0 && CutlassPlan::run(dy, rows, maxRows, w, da, K, N, s))
+  if (maxRows > 0 &&
+      CutlassPlan::run(dy, rows, maxRows, w, nullptr, da, K, N, s))
     return;
   modk_cuda::linear_dgrad<N, K, true, TilePlan>(dy, rows, maxRows, w, da,
                                                 accumulate, s);
@@ -634,7 +707,7 @@ template <typename V> struct WgradPlan {
         reinterpret_cast<uintptr_t>(dw) % 16 != 0)
       return false;
     modk_cuda::detail::traceGemm("cutlass", n, k, rows, 0, 0, "wgrad add");
-    return V::Gemm::run(dy, nullptr, a, dw, n, k, rows, s);
+    return V::Gemm::run(dy, nullptr, a, nullptr, dw, n, k, rows, s);
 #else
     (void)dy, (void)rows, (void)a, (void)dw, (void)n, (void)k, (void)s;
     return false;
@@ -657,11 +730,25 @@ inline void linear_wgrad(const modk_cuda::bf16 *dy, const int64_t *rows,
 } // namespace modc_cutlass
 )cpp";
 
+/// Whether `op`'s output is bf16 (a forward product's may be).
+static bool bf16OutputOf(Operation *op) {
+  auto gemm = dyn_cast<modk::GemmOp>(op);
+  return gemm &&
+         cast<MemRefType>(gemm.getOutput().getType()).getElementType().isBF16();
+}
+
 /// What a product's CUTLASS kernels compute: a forward product (y = a
-/// w^T) or a residual add (y += a w^T: modk-configure-gemms gives CUTLASS
-/// only the `rows` epilogues that add in place), an input gradient (dA =
-/// dY w) that stores or adds, or a weight gradient (dW += dY^T A).
-enum class ProductKind { forward, forwardAdd, dgrad, dgradAccumulate, wgrad };
+/// w^T) or one with a `rows` epilogue (modk-configure-gemms gives CUTLASS
+/// only the elementwise ones on sm_90a, a residual add in place on sm_80),
+/// an input gradient (dA = dY w) that stores or adds, or a weight gradient
+/// (dW += dY^T A).
+enum class ProductKind {
+  forward,
+  forwardEpilogue,
+  dgrad,
+  dgradAccumulate,
+  wgrad
+};
 
 static ProductKind kindOf(Operation *op) {
   if (auto dgrad = dyn_cast<modk::GemmDgradOp>(op))
@@ -670,17 +757,53 @@ static ProductKind kindOf(Operation *op) {
   if (isa<modk::GemmWgradOp>(op))
     return ProductKind::wgrad;
   if (cast<modk::GemmOp>(op).getEpilogue() == modk::Epilogue::rows)
-    return ProductKind::forwardAdd;
+    return ProductKind::forwardEpilogue;
   return ProductKind::forward;
 }
 
-/// The text after a variant that names what its kernel computes.
-static std::string kindSuffix(ProductKind kind, bool bf16Output) {
-  switch (kind) {
+/// The C++ element type of a buffer: float or the package's bf16.
+static const char *elementTypeOf(Value buffer) {
+  return cast<MemRefType>(buffer.getType()).getElementType().isBF16()
+             ? "modk_cuda::bf16"
+             : "float";
+}
+
+/// The source an epilogue's kernel reads (GemmOp::isElementwiseEpilogue),
+/// or null.
+static Value epilogueSource(Operation *op) {
+  Value source;
+  auto gemm = dyn_cast<modk::GemmOp>(op);
+  if (gemm && gemm.getEpilogue() == modk::Epilogue::rows)
+    gemm.isElementwiseEpilogue(&source);
+  return source;
+}
+
+/// The math of a product's epilogue on sm_90a (a `rows` epilogue's,
+/// elementwiseEpilogueMath: the struct Math of its kernel file), else
+/// empty.
+static FailureOr<std::string> epilogueMath(Operation *op, bool sm90) {
+  if (!sm90 || kindOf(op) != ProductKind::forwardEpilogue)
+    return std::string();
+  return elementwiseEpilogueMath(op, "Math");
+}
+
+/// The line after a variant that names what its kernel computes.
+static std::string kindText(Operation *op, bool sm90) {
+  switch (kindOf(op)) {
   case ProductKind::forward:
-    return bf16Output ? " -> bf16" : " -> f32";
-  case ProductKind::forwardAdd:
-    return " += f32";
+    return bf16OutputOf(op) ? " -> bf16" : " -> f32";
+  case ProductKind::forwardEpilogue: {
+    if (!sm90)
+      return " += f32";
+    Value source = epilogueSource(op);
+    std::string reads =
+        !source ? ""
+        : source == cast<modk::GemmOp>(op).getOutput()
+            ? fmt::format(" and y's {} (in place)", elementTypeOf(source))
+            : fmt::format(" and a source's {}", elementTypeOf(source));
+    return fmt::format(" -> {} = Math(acc{})",
+                       bf16OutputOf(op) ? "bf16" : "f32", reads);
+  }
   case ProductKind::dgrad:
     return " dgrad -> f32";
   case ProductKind::dgradAccumulate:
@@ -691,26 +814,15 @@ static std::string kindSuffix(ProductKind kind, bool bf16Output) {
   llvm_unreachable("unknown product kind");
 }
 
-/// Whether `op`'s output is bf16 (a forward product's may be).
-static bool bf16OutputOf(Operation *op) {
-  auto gemm = dyn_cast<modk::GemmOp>(op);
-  return gemm &&
-         cast<MemRefType>(gemm.getOutput().getType()).getElementType().isBF16();
-}
-
 /// The key of a product's CUTLASS plan: its configuration and what its
-/// kernels compute (the output type; an input gradient's store or add).
-static std::string planKey(Operation *op) {
+/// kernels compute (kindText, epilogueMath).
+static std::string planKey(Operation *op, bool sm90) {
   auto config = op->getAttrOfType<modk::GemmConfigAttr>("config");
   std::string key;
   llvm::raw_string_ostream os(key);
-  os << config;
-  if (kindOf(op) == ProductKind::forward)
-    os << " -> "
-       << cast<MemRefType>(cast<modk::GemmOp>(op).getOutput().getType())
-              .getElementType();
-  else
-    os << kindSuffix(kindOf(op), false);
+  FailureOr<std::string> math = epilogueMath(op, sm90);
+  os << config << kindText(op, sm90) << "\n"
+     << (succeeded(math) ? *math : std::string("(no epilogue)"));
   return key;
 }
 
@@ -742,11 +854,21 @@ LogicalResult CutlassGemms::emitKernelType(raw_ostream &os,
            << v.clusterRows << "x" << v.clusterCols << " does not run on "
            << arch;
   const char *out = bf16Output ? "modk_cuda::bf16" : "float";
-  // A residual add: the forward kernel whose epilogue adds (f32 output).
-  const char *adds = kind == ProductKind::forwardAdd ? ", true" : "";
+  bool forward =
+      kind == ProductKind::forward || kind == ProductKind::forwardEpilogue;
+  // A `rows` epilogue: on sm_90a the visitor tree of the file's Math (and
+  // the source's element type where it reads one), on sm_80 the residual
+  // add in place, whose kernel adds y's old values (f32 output).
+  std::string epilogue;
+  if (kind == ProductKind::forwardEpilogue) {
+    Value source = epilogueSource(op);
+    epilogue = !sm90    ? std::string(", true")
+               : source ? fmt::format(", Math, {}", elementTypeOf(source))
+                        : std::string(", Math");
+  }
   int64_t shared = cuda::sharedBytesPerBlock(*part) / tile->ctasPerSm;
   bool alongN = v.raster == modk::RasterOrder::along_n;
-  if (kind != ProductKind::forward && kind != ProductKind::forwardAdd && !sm90)
+  if (!forward && !sm90)
     return op->emitError("CUTLASS runs gradients on sm_90a only, not ")
            << arch << ": run modk-configure-gemms{arch=" << arch
            << " library=cutlass}";
@@ -757,7 +879,7 @@ LogicalResult CutlassGemms::emitKernelType(raw_ostream &os,
                       v.clusterCols, v.stages,
                       v.schedule == modk::CutlassSchedule::pingpong, alongN,
                       shared);
-  else if (kind != ProductKind::forward && kind != ProductKind::forwardAdd)
+  else if (!forward)
     os << fmt::format("using {} = modc_cutlass::Sm90Dgrad<{}, {}, {}, {}, {}, "
                       "{}, {}, {}, {}, {}>;\n",
                       name, v.tileRows, v.tileCols, v.tileDepth, v.clusterRows,
@@ -770,12 +892,12 @@ LogicalResult CutlassGemms::emitKernelType(raw_ostream &os,
                       name, v.tileRows, v.tileCols, v.tileDepth, v.clusterRows,
                       v.clusterCols, v.stages,
                       v.schedule == modk::CutlassSchedule::pingpong, alongN,
-                      out, shared, adds);
+                      out, shared, epilogue);
   else
     os << fmt::format("using {} = modc_cutlass::Sm80Gemm<{}, {}, {}, {}, {}, "
                       "{}, {}, {}, {}{}>;\n",
                       name, v.tileRows, v.tileCols, v.tileDepth, tile->warpRows,
-                      tile->warpCols, v.stages, alongN, out, shared, adds);
+                      tile->warpCols, v.stages, alongN, out, shared, epilogue);
   return success();
 }
 
@@ -783,21 +905,22 @@ LogicalResult CutlassGemms::emitKernelType(raw_ostream &os,
 /// and calls (kModelSide's LaunchFn), named after the file.
 static std::string launcherText(StringRef name, ProductKind kind) {
   const char *what =
-      kind == ProductKind::forward      ? "y[m, n] = a[m, k] w[n, k]^T"
-      : kind == ProductKind::forwardAdd ? "y[m, n] += a[m, k] w[n, k]^T"
-      : kind == ProductKind::wgrad      ? "y[m, n] += a[k, m]^T w[k, n]"
-                                        : "y[m, n] (+)= a[m, k] w[k, n]";
+      kind == ProductKind::forward ? "y[m, n] = a[m, k] w[n, k]^T"
+      : kind == ProductKind::forwardEpilogue
+          ? "y[m, n] = f(a[m, k] w[n, k]^T, src[m, n])"
+      : kind == ProductKind::wgrad ? "y[m, n] += a[k, m]^T w[k, n]"
+                                   : "y[m, n] (+)= a[m, k] w[k, n]";
   return fmt::format(R"cpp(
 /// The launcher model.cu calls: {1} on this kernel,
 /// false where CUTLASS declines the product (docs/cuda.md, "CUTLASS").
 extern "C" bool {0}(const void *a, const int64_t *rows, const void *w,
-                   void *y, int64_t m, int64_t n, int64_t k,
+                   const void *src, void *y, int64_t m, int64_t n, int64_t k,
                    cudaStream_t s) {{
   return modc_cutlass::Gemm::run(static_cast<const modc_cutlass::Bf16 *>(a),
                                  rows,
                                  static_cast<const modc_cutlass::Bf16 *>(w),
-                                 static_cast<modc_cutlass::Output *>(y), m,
-                                 n, k, s);
+                                 src, static_cast<modc_cutlass::Output *>(y),
+                                 m, n, k, s);
 }}
 )cpp",
                      name.str(), what);
@@ -829,15 +952,18 @@ LogicalResult CutlassGemms::emit(raw_ostream &os,
       auto config = op->getAttrOfType<modk::GemmConfigAttr>("config");
       if (!hasCutlassVariant(config))
         return WalkResult::advance();
-      std::string key = planKey(op);
+      std::string key = planKey(op, sm90);
       if (plans.count(key))
         return WalkResult::advance();
       ProductKind kind = kindOf(op);
       bool bf16Output = bf16OutputOf(op);
+      FailureOr<std::string> math = epilogueMath(op, sm90);
+      if (failed(math))
+        return WalkResult::interrupt();
       if (kind == ProductKind::wgrad)
         hasWgrad = true;
-      else if (kind == ProductKind::forwardAdd)
-        hasResidual = true;
+      else if (kind == ProductKind::forwardEpilogue)
+        hasEpilogue = true;
       else if (kind != ProductKind::forward)
         hasDgrad = true;
       std::vector<std::string> variants;
@@ -849,9 +975,11 @@ LogicalResult CutlassGemms::emit(raw_ostream &os,
         std::string text;
         llvm::raw_string_ostream textOs(text);
         textOs << modk::GemmConfigAttr::get(op->getContext(), {shape}, 1, 0)
-               << kindSuffix(kind, bf16Output);
+               << kindText(op, sm90);
+        // Kernels of one text and one epilogue math are one.
         auto [it, added] = kernels.try_emplace(
-            text, fmt::format("modc_cutlass_gemm_{}", kernels.size()));
+            text + "\n" + *math,
+            fmt::format("modc_cutlass_gemm_{}", kernels.size()));
         if (added) {
           std::string body =
               "// A CUTLASS kernel of a modc package, a translation unit of "
@@ -862,8 +990,11 @@ LogicalResult CutlassGemms::emit(raw_ostream &os,
                : kind == ProductKind::dgrad ||
                        kind == ProductKind::dgradAccumulate
                    ? kSm90Dgrad
-                   : "") +
-              "\nnamespace modc_cutlass {\n";
+                   : "");
+          // The epilogue's math may round to bf16 as the package does.
+          if (StringRef(*math).contains("modk_cuda::detail::bf16Round"))
+            body += kBf16Round;
+          body += "\nnamespace modc_cutlass {\n" + *math;
           llvm::raw_string_ostream bodyOs(body);
           if (failed(emitKernelType(bodyOs, v, bf16Output, "Gemm", op)))
             return WalkResult::interrupt();
@@ -885,7 +1016,7 @@ LogicalResult CutlassGemms::emit(raw_ostream &os,
             files.push_back({path, body});
             launchersOs << "extern \"C\" bool " << launcher
                         << "(const void *, const int64_t *, const void *, "
-                           "void *, int64_t, int64_t, int64_t, "
+                           "const void *, void *, int64_t, int64_t, int64_t, "
                            "cudaStream_t);\n";
           }
           typesOs << "// " << text << ": " << path << "\nusing " << it->second
@@ -901,7 +1032,8 @@ LogicalResult CutlassGemms::emit(raw_ostream &os,
               ? cutlassWgradPlan(op)
               : fmt::format("modc_cutlass_plan_{}", plans.size());
       plans[key] = name;
-      plansOs << "// " << key << "\nusing " << name << " = modc_cutlass::"
+      plansOs << "// " << config << kindText(op, sm90) << "\nusing " << name
+              << " = modc_cutlass::"
               << (kind == ProductKind::wgrad ? "WgradPlan<" : "Plan<");
       llvm::interleaveComma(variants, plansOs);
       plansOs << ">;\n";
@@ -917,7 +1049,7 @@ LogicalResult CutlassGemms::emit(raw_ostream &os,
              << kernels.size() << " CUTLASS kernels, no kernel " << onlyKernel;
     return success();
   }
-  os << kModelSide << kPlan << (hasResidual ? kResidualPlan : "")
+  os << kModelSide << kPlan << (hasEpilogue ? kEpiloguePlan : "")
      << (hasDgrad ? kDgradPlan : "") << (hasWgrad ? kWgradPlan : "");
   // The kernel types: their files' launchers; under the emulation only
   // declared (no plan uses them there).
@@ -932,7 +1064,8 @@ std::string modc::cutlassWgradPlan(Operation *op) {
   if (!isa<modk::GemmWgradOp>(op) ||
       !hasCutlassVariant(op->getAttrOfType<modk::GemmConfigAttr>("config")))
     return {};
-  std::string key = planKey(op);
+  // A weight gradient's key is the same on every part.
+  std::string key = planKey(op, /*sm90=*/true);
   return "modc_cutlass_wgrad_" +
          llvm::toHex(llvm::SHA256::hash(llvm::arrayRefFromStringRef(key)),
                      /*LowerCase=*/true)
@@ -943,6 +1076,9 @@ std::string CutlassGemms::planOf(Operation *op) const {
   if (!isa<modk::GemmOp, modk::GemmDgradOp, modk::GemmWgradOp>(op) ||
       !hasCutlassVariant(op->getAttrOfType<modk::GemmConfigAttr>("config")))
     return {};
-  auto it = plans.find(planKey(op));
+  const cuda::CudaPart *part = cuda::findCudaPart(arch);
+  auto it = plans.find(
+      planKey(op, part && part->cutlass.generation ==
+                              cuda::CutlassGeneration::collectiveBuilders));
   return it == plans.end() ? std::string() : it->second;
 }

@@ -76,9 +76,8 @@ private:
   llvm::ArrayRef<modk::EntryOp> entries;
   std::string arch;
   std::map<std::string, std::string> plans;
-  /// Whether a residual add (a modk.gemm's `rows` epilogue) runs on
-  /// CUTLASS.
-  bool hasResidual = false;
+  /// Whether a product with a `rows` epilogue runs on CUTLASS.
+  bool hasEpilogue = false;
   /// Whether an input gradient (modk.gemm_dgrad) runs on CUTLASS.
   bool hasDgrad = false;
   /// Whether a weight gradient (modk.gemm_wgrad) runs on CUTLASS.

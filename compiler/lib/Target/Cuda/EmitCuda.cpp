@@ -540,12 +540,15 @@ void CudaEmitter::emitOneGemm(modk::GemmOp op, int indent) {
         op);
     if (!epilogue.getHeadDim()) {
       if (std::string plan = cutlass.planOf(op); !plan.empty()) {
-        // A residual add in place on CUTLASS from its variants' rows (its
-        // kernel adds y's old values), the tiles with the generated
-        // epilogue below them.
-        os << fmt::format("{}  if (!modc_cutlass::linear_add<{}, {}, {}>({}, "
-                          "{} + B, {}, {}, {}, s))\n",
-                          pad, n, k, plan, a, rows.text, rows.bound, w, y);
+        // On CUTLASS from its variants' rows, the epilogue in its kernel
+        // (reading its source, if any: a residual add's y, SwiGLU's gate),
+        // the tiles with the generated epilogue below them.
+        Value source;
+        op.isElementwiseEpilogue(&source);
+        os << fmt::format("{}  if (!modc_cutlass::linear_epilogue<{}, {}, "
+                          "{}>({}, {} + B, {}, {}, {}, {}, s))\n",
+                          pad, n, k, plan, a, rows.text, rows.bound, w,
+                          source ? name(source) : "nullptr", y);
         emitCall(fused, indent + 4);
       } else {
         emitCall(fused, indent + 2);

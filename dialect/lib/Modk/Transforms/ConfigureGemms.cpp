@@ -139,15 +139,14 @@ public:
           if (std::optional<uint64_t> hd = rows.getHeadDim())
             p.ropeHeadDim = *hd; // pairs of a head (RoPE)
         p.forward = true;
-        int64_t outputBytes = cutlassOutputBytes(gemm);
-        // A residual add's epilogue reads y (beta = 1): on sm_90a into the
-        // store's shared memory, which leaves fewer stages.
-        bool readsOutput = gemm.getEpilogue() == modk::Epilogue::rows &&
-                           target->cutlass.generation ==
-                               cuda::CutlassGeneration::collectiveBuilders;
+        // An epilogue that reads a source (a residual add's y, SwiGLU's
+        // gate) loads it on sm_90a into shared memory, which leaves fewer
+        // stages.
+        int64_t sourceBytes = 0;
+        int64_t outputBytes = cutlassOutputBytes(gemm, sourceBytes);
         gemm.setConfigAttr(
             outputBytes > 0 && p.bf16 && p.tmaOperands
-                ? configureCutlass(ctx, p, outputBytes, readsOutput)
+                ? configureCutlass(ctx, p, outputBytes, sourceBytes)
                 : configure(ctx, p));
       } else if (auto dgrad = dyn_cast<modk::GemmDgradOp>(op)) {
         // dA [rows, K] = dY [rows, N] W [N, K].
@@ -165,7 +164,7 @@ public:
                            cuda::CutlassGeneration::collectiveBuilders &&
                        w[1] * 4 % target->cutlass.alignmentBytes == 0;
         dgrad.setConfigAttr(
-            cutlass ? configureCutlass(ctx, p, 4, dgrad.getAccumulate())
+            cutlass ? configureCutlass(ctx, p, 4, dgrad.getAccumulate() ? 4 : 0)
                     : configure(ctx, p));
       } else if (auto wgrad = dyn_cast<modk::GemmWgradOp>(op)) {
         // dW [N, K] += dY^T A over the rows: N rows of output, static.
@@ -416,27 +415,51 @@ private:
   }
 
   /// The bytes of an output element of `gemm` where library=cutlass may
-  /// run it on CUTLASS, else 0: a plain epilogue storing f32 or bf16 rows
-  /// whose pitch is whole 16-byte units, or a residual add in place (y +=
-  /// a w^T, f32: the epilogue adds y's old values, beta = 1). On sm_90a
-  /// only over rows the host knows (rowsAreBound): its kernel computes
-  /// every row up to the bound, and an add must not touch a row past the
-  /// count; sm_80's kernel stops at the count (rowCountKernel).
-  int64_t cutlassOutputBytes(modk::GemmOp gemm) const {
+  /// run it on CUTLASS, else 0: output rows (f32 or bf16) whose pitch is
+  /// whole 16-byte units, and a plain epilogue (a store) or
+  ///  - on sm_90a, an elementwise `rows` epilogue (GemmOp::
+  ///    isElementwiseEpilogue: a residual add, SwiGLU's product with the
+  ///    gate, GELU, the bf16 store), which the emitter writes as an
+  ///    epilogue visitor tree; `sourceBytes` is set to the bytes of its
+  ///    source's elements (0: none). Its kernel computes every row up to
+  ///    the bound, so an epilogue that reads y (in place) runs only over
+  ///    rows the host knows (rowsAreBound): a row past the count keeps its
+  ///    values.
+  ///  - on sm_80, a residual add in place (y += a w^T, f32: beta = 1);
+  ///    its kernel stops at the count (rowCountKernel).
+  int64_t cutlassOutputBytes(modk::GemmOp gemm, int64_t &sourceBytes) const {
+    sourceBytes = 0;
     if (library != "cutlass" || forcedPath >= 0)
       return 0;
+    auto bytesOf = [](Value v) -> int64_t {
+      Type element = cast<MemRefType>(v.getType()).getElementType();
+      return element.isF32() ? 4 : element.isBF16() ? 2 : 0;
+    };
     if (gemm.getEpilogue() == modk::Epilogue::rows) {
       bool sm90 = target->cutlass.generation ==
                   cuda::CutlassGeneration::collectiveBuilders;
-      if (!gemm.getAddedBuffer() || gemm.getAddedBuffer() != gemm.getOutput() ||
-          (sm90 && !rowsAreBound(gemm.getSegments(), gemm.getInput())))
+      Value source;
+      if (sm90) {
+        if (!gemm.isElementwiseEpilogue(&source) ||
+            (source == gemm.getOutput() &&
+             !rowsAreBound(gemm.getSegments(), gemm.getInput())))
+          return 0;
+      } else if (!gemm.getAddedBuffer() ||
+                 gemm.getAddedBuffer() != gemm.getOutput()) {
         return 0;
+      }
+      if (source) {
+        sourceBytes = bytesOf(source);
+        if (cast<MemRefType>(source.getType()).getShape().back() * sourceBytes %
+                target->cutlass.alignmentBytes !=
+            0)
+          return 0;
+      }
     } else if (gemm.getEpilogue() != modk::Epilogue::none) {
       return 0;
     }
     auto out = cast<MemRefType>(gemm.getOutput().getType());
-    Type element = out.getElementType();
-    int64_t bytes = element.isF32() ? 4 : element.isBF16() ? 2 : 0;
+    int64_t bytes = bytesOf(gemm.getOutput());
     if (bytes == 0 ||
         out.getShape().back() * bytes % target->cutlass.alignmentBytes != 0)
       return 0;
@@ -479,12 +502,12 @@ private:
   /// mma.sync's below 64 without it), then the part's CUTLASS tiles,
   /// smallest first, each from the row count where it gives a wave of CTAs;
   /// a larger tile only where it pads no more columns than the one before
-  /// it. `readsOutput`: the epilogue adds the output's old values (an
-  /// accumulating input gradient, a residual add), whose shared memory
-  /// takes stages.
+  /// it. `sourceBytes` (0: none): the epilogue reads a source of elements
+  /// of that size (an accumulating input gradient's or a residual add's old
+  /// values, SwiGLU's gate), whose shared memory takes stages.
   modk::GemmConfigAttr configureCutlass(MLIRContext *ctx, const Product &p,
                                         int64_t outputBytes,
-                                        bool readsOutput = false) const {
+                                        int64_t sourceBytes = 0) const {
     const int64_t from =
         p.forward && streamRows > 0 ? streamRows + 1 : kWgmmaMinRows;
     SmallVector<GemmVariant> variants;
@@ -495,7 +518,7 @@ private:
     const cuda::CutlassTile *previous = nullptr;
     for (const cuda::CutlassTile &t : table) {
       int64_t stages =
-          cuda::cutlassStages(*target, t, outputBytes, readsOutput);
+          cuda::cutlassStages(*target, t, outputBytes, sourceBytes);
       if (stages == 0)
         continue;
       int64_t start = from;
@@ -532,7 +555,7 @@ private:
     std::optional<GemmVariant> chosen;
     const cuda::CutlassTile *previous = nullptr;
     for (const cuda::CutlassTile &t : table) {
-      int64_t stages = cuda::cutlassStages(*target, t, 4, true);
+      int64_t stages = cuda::cutlassStages(*target, t, 4, 4);
       if (stages == 0)
         continue;
       if (previous) {

@@ -125,16 +125,21 @@ inline int64_t cutlassStageBytes(const CudaPart &part, const CutlassTile &t) {
 }
 
 /// Shared memory the epilogue of a tile keeps beside the stages, for output
-/// elements of `outputBytes` bytes. `readsOutput`: the epilogue adds the
-/// output's old values (an accumulating input gradient, beta = 1), which
-/// sm_90a's TMA loads into the store's stages, as wide as they are: four
-/// stages of rows x 32 columns instead of two (every tile of the table has
-/// four epilogue subtiles or more).
+/// elements of `outputBytes` bytes: on sm_90a, two stages of the store's
+/// subtiles (rows x 32 columns). `sourceBytes` (0: none): the epilogue also
+/// reads a source of elements of that many bytes (a residual add's or an
+/// accumulating input gradient's old values, SwiGLU's gate), which TMA
+/// loads into four stages of subtiles (every tile of the table has four
+/// subtiles or more); the store reuses them where the elements are as wide.
 inline int64_t cutlassEpilogueBytes(const CudaPart &part, const CutlassTile &t,
                                     int64_t outputBytes,
-                                    bool readsOutput = false) {
-  return t.rows * part.cutlass.epilogueBytesPerOutputByte * outputBytes *
-         (readsOutput ? 2 : 1);
+                                    int64_t sourceBytes = 0) {
+  int64_t twoStages = t.rows * part.cutlass.epilogueBytesPerOutputByte;
+  if (sourceBytes == 0)
+    return twoStages * outputBytes;
+  if (sourceBytes == outputBytes)
+    return twoStages * 2 * sourceBytes;
+  return twoStages * (2 * sourceBytes + outputBytes);
 }
 
 /// Bytes kept for the kernel's own bookkeeping (alignment, the pipelines'
@@ -145,9 +150,9 @@ inline constexpr int64_t kCutlassReservedSharedBytes = 1024;
 /// holds beside the epilogue's, at most the tile's maximum (0: the tile
 /// does not fit at all).
 inline int64_t cutlassStages(const CudaPart &part, const CutlassTile &t,
-                             int64_t outputBytes, bool readsOutput = false) {
+                             int64_t outputBytes, int64_t sourceBytes = 0) {
   int64_t budget = sharedBytesPerBlock(part) / t.ctasPerSm -
-                   cutlassEpilogueBytes(part, t, outputBytes, readsOutput) -
+                   cutlassEpilogueBytes(part, t, outputBytes, sourceBytes) -
                    kCutlassReservedSharedBytes;
   int64_t stages = budget / cutlassStageBytes(part, t);
   if (stages < 2)

@@ -227,6 +227,14 @@ def Modk_GemmOp : Modk_Op<"gemm", [AttrSizedOperandSegments, NoTerminator,
     /// r and y f32 read and written at the row (a residual add: a GEMM
     /// that adds into y computes it, in place where r is y); else null.
     ::mlir::Value getAddedBuffer();
+    /// Whether the `rows` epilogue is elementwise at the row, the form of a
+    /// GEMM library's epilogue (CUTLASS's visitor trees): y[i, c] =
+    /// f(product[i, c], s[i, c]) through arith and math ops only, with at
+    /// most one other buffer s (f32 or bf16, y's shape; y itself in place),
+    /// y f32 or bf16 stored at the row, and no tokens, heads, sums or
+    /// column indices. `source`, where given, is set to s (null where f
+    /// reads the product only).
+    bool isElementwiseEpilogue(::mlir::Value *source = nullptr);
     /// The output's N: the weight's, or with `none` the weights' stacked.
     int64_t getStackedN();
     /// Whether the products round their operands to bf16: `precision`
