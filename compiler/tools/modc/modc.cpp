@@ -131,8 +131,9 @@ static cl::opt<std::string> cudaGemms(
     "cuda-gemms",
     cl::desc("The CUDA products' kernels: tiles (the hand-written ones, the "
              "default) or cutlass (CUTLASS kernels for the forward bf16 "
-             "products with a plain epilogue, on sm_90a and sm_80, and, on "
-             "sm_90a, the bf16 input "
+             "products with a plain epilogue or a residual add, on sm_90a "
+             "and sm_80, and, on sm_90a, those with another elementwise "
+             "epilogue (SwiGLU, GELU, a bf16 store), the bf16 input "
              "gradients and the bf16 weight gradients whose row count is "
              "static and whose output needs no split; not yet run on a "
              "GPU), then "

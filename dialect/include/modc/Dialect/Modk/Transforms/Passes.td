@@ -374,15 +374,20 @@ def ConfigureGemms : Pass<"modk-configure-gemms", "::modc::modk::EntryOp"> {
     - attention (`modk.attention`, `modk.attention_grad`): `mainloop` is
       `mma` (mma.sync flash attention) where the head dim is a multiple of
       8 up to 128, else `simt`;
-    - `library=cutlass`: a forward bf16 product with a plain epilogue
-      (`none`) whose input is stored bf16 and whose weight gets its bf16
-      copy (every entry but decode) takes `cutlass` variants above the
-      few-row kernel's rows: from the part's CUTLASS tiles, smallest
-      first, each from the row count where it gives a wave of CTAs; its
-      cluster where the product has that many row tiles, the stages its
-      shared memory holds beside the epilogue's, and the raster order
-      along the dimension with more tiles at the variant's first row
-      count.
+    - `library=cutlass`: a forward bf16 product whose input is stored
+      bf16 and whose weight gets its bf16 copy (every entry but decode),
+      with a plain epilogue (`none`) or, on sm_90a, an elementwise `rows`
+      epilogue (GemmOp::isElementwiseEpilogue: a residual add, SwiGLU,
+      GELU, a bf16 store; one that reads y in place only over rows the
+      host knows) or, on sm_80, a residual add in place, takes `cutlass`
+      variants above the few-row kernel's rows: from the part's CUTLASS
+      tiles, smallest first, each from the row count where it gives a
+      wave of CTAs; its cluster where the product has that many row
+      tiles, the stages its shared memory holds beside the epilogue's
+      (which holds the source that an epilogue reads), and the raster
+      order along the dimension with more tiles at the variant's first
+      row count. The input gradients and weight gradients: docs/cuda.md,
+      "CUTLASS".
 
     The shipped CUDA code chooses nothing at run time: the emitter passes
     each configuration to the kernel library as a template argument. The
@@ -416,7 +421,8 @@ def ConfigureGemms : Pass<"modk-configure-gemms", "::modc::modk::EntryOp"> {
            "or tile puts every row count on it)">,
     Option<"library", "library", "std::string", /*default=*/"\"tiles\"",
            "tiles (the hand-written kernels) or cutlass: forward bf16 "
-           "products with a plain epilogue whose operands are stored bf16 "
+           "products with a plain or (sm_90a) an elementwise epilogue "
+           "whose operands are stored bf16 "
            "(or a weight's bf16 copy) take CUTLASS kernels above the "
            "few-row kernel's rows, their tile, cluster, stages, schedule "
            "and raster order from the part's description (CudaTargets.h)">
