@@ -482,7 +482,7 @@ def KeepBf16Weights : Pass<"modk-keep-bf16-weights", "::mlir::ModuleOp"> {
 }
 
 def GroupGemms : Pass<"modk-group-gemms", "::modc::modk::EntryOp"> {
-  let summary = "Mark independent products of one shape as one grouped launch";
+  let summary = "Mark independent products or row kernels of one shape as one grouped launch";
   let description = [{
     The experts of an MoE MLP (docs/model-format.md section 7) are E
     products of the same shape on E row sets of their own: E small launches
