@@ -309,12 +309,20 @@ __global__ void __launch_bounds__(kAgThreads)
 /// Threads of the tensor-core kernels: on the query side 4 warps of 16
 /// queries; on the key side 8 warps, warps w and w + 4 owning the same 16
 /// keys, w accumulating their dV and w + 4 their dK (one HD-wide accumulator
-/// tile a lane instead of two, so that head dim 128 fits the registers; a
-/// bf16 model on sm_80 still spills there, docs/cuda.md).
+/// tile a lane instead of two), w passing P^T to w + 4 through shared memory
+/// (w + 4 holds no P^T while it forms dP^T: head dim 128 fits the registers
+/// without spills, docs/cuda.md).
 constexpr int kAgTcThreads = 128, kAgTcKeyThreads = 256;
 /// Rows a CTA owns (16 a warp, or a warp pair) and rows of the tiles it
 /// loops over (keys on the query side, queries on the key side).
 constexpr int kAgTcOwn = 64, kAgTcTile = 32;
+
+/// CTAs of the key side an SM is to hold (its launch bounds): two at head
+/// dims up to 16 (at most 128 registers a thread, as they took before P^T
+/// went through shared memory), else one (up to 255).
+__host__ __device__ constexpr int agTcKeyBlocks(int hd) {
+  return hd <= 16 ? 2 : 1;
+}
 
 /// Head dims of the tensor-core backward: those of the forward kernel.
 template <int HD>
@@ -347,6 +355,14 @@ template <int HD> struct AttnGradTcSmem {
   static constexpr int Vec = Tile1 + TILE * LD; // 3 x [TILE]
   static constexpr int Floats = Vec + 3 * TILE;
   static constexpr int Bytes = Floats * int(sizeof(float));
+  /// The key side's P^T fragments after those (16-byte aligned: every
+  /// offset above is a multiple of 4 floats), passed from the dV warps to
+  /// the dK warps: [4 warp pairs][TILE / 8 n8 tiles][32 lanes][4].
+  static constexpr int Pt = Floats;
+  /// Then the positions of its 64 keys (read as needed: fewer registers).
+  static constexpr int Kpos = Pt + 4 * (TILE / 8) * 32 * 4;
+  static constexpr int KeyFloats = Kpos + kAgTcOwn;
+  static constexpr int KeyBytes = KeyFloats * int(sizeof(float));
 };
 
 /// acc[NT] = A B^T over the head dim (detail::addRowProducts from zero),
@@ -587,17 +603,21 @@ __global__ __launch_bounds__(kAgTcThreads) void attnGradQueryTc(
 /// Tensor-core key side (same grid and result as attnGradKey): CTA (64
 /// keys, head, segment) of 8 warps, warps w and w + 4 owning keys 16 (w % 4)
 /// .. + 15, over the 32-query tiles from the first that sees key k0 to the
-/// segment's end. Both warps form S^T = (K Q^T) * scale (mma3xTf32) and
-/// P^T = exp(S^T - lse) masked, in registers (lse and D from the query
-/// side's stats); warp w adds dV += P^T dO, warp w + 4 forms dP^T = V dO^T,
-/// dS^T = P^T (dP^T - D) and adds dK += dS^T Q, both from the registers;
-/// dk = dK * scale. BF: as attnGradQueryTc's.
+/// segment's end. Warp w forms S^T = (K Q^T) * scale (mma3xTf32) and P^T =
+/// exp(S^T - lse) masked, in registers (lse and D from the query side's
+/// stats), and stores P^T to shared memory (each lane its own fragments)
+/// while warp w + 4 forms dP^T = V dO^T; after a barrier warp w adds dV +=
+/// P^T dO from its registers, and warp w + 4 reads P^T (the same lane's
+/// fragments, the same bits), forms dS^T = P^T (dP^T - D) and adds dK +=
+/// dS^T Q; dk = dK * scale. Every sum is that of each warp forming P^T
+/// itself, in the same order. BF: as attnGradQueryTc's.
 /// KVH: the key/value heads; a CTA's keys are those of key/value head
 /// blockIdx.y, summed over its H / KVH query heads in order, as
 /// attnGradKey's. TQ, TK, TVin: as attnGradQueryTc's.
 template <int H, int HD, int KVH, bool BF, typename TQ, typename TK,
           typename TVin, typename TV>
-__global__ __launch_bounds__(kAgTcKeyThreads, 1) void attnGradKeyTc(
+__global__ __launch_bounds__(kAgTcKeyThreads, agTcKeyBlocks(HD)) void
+attnGradKeyTc(
     const TQ *__restrict__ q, const TK *__restrict__ k,
     const TVin *__restrict__ v, const float *__restrict__ dout,
     const int64_t *seg, const int32_t *pos, const float *__restrict__ stats,
@@ -621,10 +641,15 @@ __global__ __launch_bounds__(kAgTcKeyThreads, 1) void attnGradKeyTc(
   float *Qs = sm + L::Tile0, *dOs = sm + L::Tile1;
   int32_t *qposS = reinterpret_cast<int32_t *>(sm + L::Vec);
   float *lseS = sm + L::Vec + BQ, *DdS = lseS + BQ;
+  int32_t *kposS = reinterpret_cast<int32_t *>(sm + L::Kpos);
 
   const int tid = threadIdx.x, lane = tid % kWarp, warp = tid / kWarp;
   const int g = lane >> 2, tg = lane & 3, wr = (warp % 4) * 16;
   const bool dkWarp = warp >= 4;
+  // This lane's P^T fragments (n8 tile j at ptFrag[j * kWarp]), written by
+  // the dV warp and read by the same lane of the dK warp.
+  float4 *ptFrag =
+      reinterpret_cast<float4 *>(sm + L::Pt) + (warp % 4) * NT * kWarp + lane;
   const float scale = 1.0f / sqrtf(static_cast<float>(HD));
   const int32_t *ps = pos + base;
   const int64_t khoff = int64_t(kvh) * HD;
@@ -634,15 +659,11 @@ __global__ __launch_bounds__(kAgTcKeyThreads, 1) void attnGradKeyTc(
   detail::loadHeadRows<KVH, HD, BK, T>(Vs, v, base + k0, khoff, kc, vec);
   detail::copyAsyncCommit();
 
-  // This lane's keys (past kc: no query sees them).
-  int32_t kp[2];
-#pragma unroll
-  for (int hh = 0; hh < 2; ++hh) {
-    const int r = wr + g + 8 * hh;
-    kp[hh] = r < kc ? ps[k0 + r] : kNoPos;
-  }
+  // The keys' positions (past kc: no query sees them); this lane's are
+  // those of rows wr + g and wr + g + 8.
+  for (int c = tid; c < BK; c += T)
+    kposS[c] = c < kc ? ps[k0 + c] : kNoPos;
   const bool warpKeys = wr < kc;
-  const int32_t warpMinPos = warpKeys ? ps[k0 + wr] : kNoPos;
   // First query that sees key k0: positions ascend, so only queries just
   // before k0 with the same position can.
   int64_t qs = k0;
@@ -653,50 +674,67 @@ __global__ __launch_bounds__(kAgTcKeyThreads, 1) void attnGradKeyTc(
 #pragma unroll
   for (int c = 0; c < NC; ++c)
     detail::zeroFragments(acc[c]);
-  // The group's query heads in order, each over its query tiles.
+  // The group's query heads in order, each over its query tiles, by their
+  // first row in the arrays (base + q0: fewer values live over the loop).
+  const int64_t rowStart = base + qs / BQ * BQ, rowEnd = base + n;
   for (int gi = 0; gi < G; ++gi) {
     const int h = kvh * G + gi;
     const int64_t hoff = int64_t(h) * HD;
-    for (int64_t q0 = qs / BQ * BQ; q0 < n; q0 += BQ) {
-      const int qn = int(detail::minI64(BQ, n - q0));
+    for (int64_t row = rowStart; row < rowEnd; row += BQ) {
+      const int qn = int(detail::minI64(BQ, rowEnd - row));
       __syncthreads(); // every warp is done with the previous tile
-      detail::loadHeadRows<H, HD, BQ, T>(Qs, q, base + q0, hoff, qn, vec);
-      detail::copyHeadRows<H, HD, BQ, T>(dOs, dout, base + q0, hoff, qn, vec);
+      detail::loadHeadRows<H, HD, BQ, T>(Qs, q, row, hoff, qn, vec);
+      detail::copyHeadRows<H, HD, BQ, T>(dOs, dout, row, hoff, qn, vec);
       detail::copyAsyncCommit();
       for (int e = tid; e < BQ; e += T) {
         const bool ok = e < qn;
-        const int64_t st = ((base + q0 + e) * H + h) * 2;
-        qposS[e] = ok ? ps[q0 + e] : -1; // padded queries see no key
+        const int64_t st = ((row + e) * H + h) * 2;
+        qposS[e] = ok ? pos[row + e] : -1; // padded queries see no key
         lseS[e] = ok ? stats[st] : 0.0f;
         DdS[e] = ok ? stats[st + 1] : 0.0f;
       }
       detail::copyAsyncWait<0>();
       __syncthreads();
-      if (!(warpKeys && qposS[qn - 1] >= warpMinPos))
-        continue;
-      float pt[1][NT][4];
-      agRowProducts<HD, NT, !BF, !BF>(pt, Ks + wr * LDS, Qs);
+      // Both warps of a pair skip the tile or neither (same keys), and
+      // every warp reaches the barrier below.
+      const bool live = warpKeys && qposS[qn - 1] >= kposS[wr];
+      // The dV warp forms P^T and hands it to its dK warp through ptFrag;
+      // the dK warp forms dP^T = V dO^T meanwhile.
+      float x[1][NT][4]; // P^T (dV warps) or dP^T, then dS^T (dK warps)
+      if (live) {
+        if (!dkWarp) {
+          agRowProducts<HD, NT, !BF, !BF>(x, Ks + wr * LDS, Qs);
 #pragma unroll
-      for (int j = 0; j < NT; ++j)
+          for (int j = 0; j < NT; ++j) {
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int qc = 8 * j + 2 * tg + (e & 1);
-          pt[0][j][e] = kp[e >> 1] > qposS[qc]
-                            ? 0.0f
-                            : expf(pt[0][j][e] * scale - lseS[qc]);
+            for (int e = 0; e < 4; ++e) {
+              const int qc = 8 * j + 2 * tg + (e & 1);
+              x[0][j][e] = kposS[wr + g + 8 * (e >> 1)] > qposS[qc]
+                               ? 0.0f
+                               : expf(x[0][j][e] * scale - lseS[qc]);
+            }
+            ptFrag[j * kWarp] =
+                make_float4(x[0][j][0], x[0][j][1], x[0][j][2], x[0][j][3]);
+          }
+        } else {
+          agRowProducts<HD, NT, !BF, true>(x, Vs + wr * LDS, dOs);
         }
+      }
+      __syncthreads(); // P^T is in shared memory
+      if (!live)
+        continue;
       if (!dkWarp) {
-        agRegTimesRows<HD, NT, NC, DW>(acc, pt, dOs);
+        agRegTimesRows<HD, NT, NC, DW>(acc, x, dOs);
       } else {
-        float dst[1][NT][4];
-        agRowProducts<HD, NT, !BF, true>(dst, Vs + wr * LDS, dOs);
 #pragma unroll
-        for (int j = 0; j < NT; ++j)
+        for (int j = 0; j < NT; ++j) {
+          const float4 p = ptFrag[j * kWarp];
+          const float pj[4] = {p.x, p.y, p.z, p.w};
 #pragma unroll
           for (int e = 0; e < 4; ++e)
-            dst[0][j][e] =
-                pt[0][j][e] * (dst[0][j][e] - DdS[8 * j + 2 * tg + (e & 1)]);
-        agRegTimesRows<HD, NT, NC, DW, !BF>(acc, dst, Qs);
+            x[0][j][e] = pj[e] * (x[0][j][e] - DdS[8 * j + 2 * tg + (e & 1)]);
+        }
+        agRegTimesRows<HD, NT, NC, DW, !BF>(acc, x, Qs);
       }
     }
   }
@@ -717,7 +755,8 @@ inline void launchAttentionGrad(int64_t nseg, int64_t max_seg_rows,
                                 float *dq, float *dk, TV *dv, float *stats,
                                 cudaStream_t stream) {
   if constexpr (TC) {
-    constexpr int smemQ = AttnGradTcSmem<HD>::Bytes, smemK = smemQ;
+    constexpr int smemQ = AttnGradTcSmem<HD>::Bytes;
+    constexpr int smemK = AttnGradTcSmem<HD>::KeyBytes;
     auto kq = attnGradQueryTc<H, HD, KVH, BF, TQ, TK, TVin>;
     auto kk = attnGradKeyTc<H, HD, KVH, BF, TQ, TK, TVin, TV>;
     static bool configured = false; // the attribute is per function
