@@ -280,6 +280,12 @@ constexpr auto adamwUpdate = rows_cuda::modc_optimizer_update;
 // partial), launched by modk_cuda::adamw_norm.
 constexpr auto gradNormTerms = rows_cuda::modc_optimizer_norm;
 constexpr auto gatherGrad16x40 = rows_cuda::modc_rows_57;
+// Its grouped form (modk-group-gemms): a table of M members' row counts
+// and buffers, the grid's y the member.
+using GatherGrad16x40Member = rows_cuda::modc_rows_57_member;
+template <int M> using GatherGrad16x40Group = rows_cuda::modc_rows_57_group<M>;
+template <int M>
+constexpr auto gatherGrad16x40Grouped = rows_cuda::modc_rows_57_grouped<M>;
 constexpr auto scatterGradLinear16x40 = rows_cuda::modc_rows_62;
 constexpr auto scatterGradSigmoid16x40 = rows_cuda::modc_rows_63;
 constexpr auto scatterGradOne16x40 = rows_cuda::modc_rows_64;

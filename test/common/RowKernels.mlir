@@ -1120,6 +1120,31 @@ modk.entry @forward attributes {kind = #modk.entry_kind<forward>, model = #modk.
   %rk10 = modk.alloc : memref<?x1x10xf32>
   modk.gemm %ra, [%rpw10] rows %seg extra(%rp) -> %rk10 {epilogue = #modk.epilogue<rope>, n_heads = 5 : i64, rope_theta = 1.000000e+04 : f64} : memref<?x1x8xf32>, memref<10x8xf32>, memref<?x1xi64>, memref<?x1xi32>, memref<?x1x10xf32>
   modk.gemm %ra, [%rpw10] rows %seg extra(%rp) -> %rk10 {epilogue = #modk.epilogue<rope>, n_heads = 5 : i64, rope_theta = 1.000000e+04 : f64, round_bf16} : memref<?x1x8xf32>, memref<10x8xf32>, memref<?x1xi64>, memref<?x1xi32>, memref<?x1x10xf32>
+  // 57 again, on three experts' row sets as one group (modk-group-gemms):
+  // the CUDA emitter writes its grouped form modc_rows_57_grouped<M> too
+  // (CudaTrainKernels.GroupedGatherGradsMatchTheSingleLaunches).
+  %ggseg0 = modk.alloc : memref<?x1xi64>
+  %ggseg1 = modk.alloc : memref<?x1xi64>
+  %ggpos0 = modk.alloc : memref<?x8xi32>
+  %ggpos1 = modk.alloc : memref<?x8xi32>
+  %ggdxs0 = modk.alloc : memref<?x8x40xf32>
+  %ggdxs1 = modk.alloc : memref<?x8x40xf32>
+  modk.rows ins(%ggdxs0, %dx16x40 : memref<?x8x40xf32>, memref<?x16x40xf32>) rows %ggseg0 : memref<?x1xi64> tokens(%ggpos0 : memref<?x8xi32>) outs(%dx16x40 : memref<?x16x40xf32>) access(row, token -> token) attributes {group = 0 : i64} reduce {
+  ^bb0(%a: f32, %b: f32):
+    modk.yield
+  } body {
+  ^bb0(%a: f32, %b: f32):
+    %s = arith.addf %b, %a : f32
+    modk.yield %s : f32
+  }
+  modk.rows ins(%ggdxs1, %dx16x40 : memref<?x8x40xf32>, memref<?x16x40xf32>) rows %ggseg1 : memref<?x1xi64> tokens(%ggpos1 : memref<?x8xi32>) outs(%dx16x40 : memref<?x16x40xf32>) access(row, token -> token) attributes {group = 0 : i64} reduce {
+  ^bb0(%a: f32, %b: f32):
+    modk.yield
+  } body {
+  ^bb0(%a: f32, %b: f32):
+    %s = arith.addf %b, %a : f32
+    modk.yield %s : f32
+  }
 }
 // The optimizer's element update and gradient norm terms:
 // modk-generate-optimizer writes `modk.optimizer @adamw` beside this

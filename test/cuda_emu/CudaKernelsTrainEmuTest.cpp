@@ -489,6 +489,78 @@ TEST(CudaTrainKernels, GatherGradMatchesCpu) {
     ASSERT_NEAR(want[i], ref[i], 1e-6 * (1.0 + std::fabs(ref[i]))) << i;
 }
 
+/// The gathers' gradients of three experts of one selection as one grouped
+/// launch (modk-group-gemms; docs/cuda.md, "Grouped row kernels"): each
+/// member adds its rows into the one stream gradient at its own tokens,
+/// exactly as its single launch does. One member fills its row set (8 rows
+/// a sequence), one has a few rows, one none; entries past a member's rows
+/// hold positions of other tokens and rows of NaN, never read.
+TEST(CudaTrainKernels, GroupedGatherGradsMatchTheSingleLaunches) {
+  constexpr int S = 16, D = 40, C = 8, M = 3;
+  const int64_t B = 3, maxRows = B * C;
+  const std::vector<std::vector<int64_t>> lens = {
+      {8, 8, 8}, {3, 0, 5}, {0, 0, 0}};
+  // Each sequence's tokens dealt out to the members: no token twice.
+  std::mt19937 gen(95);
+  std::vector<Routing> rt(M);
+  for (int m = 0; m < M; ++m)
+    rt[m].seg.push_back(0);
+  for (int64_t b = 0; b < B; ++b) {
+    std::vector<int32_t> all(S);
+    std::iota(all.begin(), all.end(), 0);
+    std::shuffle(all.begin(), all.end(), gen);
+    size_t next = 0;
+    for (int m = 0; m < M; ++m) {
+      std::vector<int32_t> mine(all.begin() + next,
+                                all.begin() + next + lens[m][b]);
+      next += lens[m][b];
+      std::sort(mine.begin(), mine.end());
+      rt[m].pos.insert(rt[m].pos.end(), mine.begin(), mine.end());
+      rt[m].seg.push_back(rt[m].seg.back() + lens[m][b]);
+    }
+  }
+  std::vector<std::vector<float>> dxs(M);
+  for (int m = 0; m < M; ++m) {
+    const int64_t rows = rt[m].seg[B];
+    dxs[m] = randomFloats(maxRows * D, 96 + m);
+    std::fill(dxs[m].begin() + rows * D, dxs[m].end(),
+              std::numeric_limits<float>::quiet_NaN());
+    rt[m].pos.resize(maxRows, int32_t(m)); // other members' tokens, maybe
+  }
+  auto dx0 = randomFloats(B * S * D, 99);
+  std::vector<float> want = dx0, got = dx0;
+  for (int m = 0; m < M; ++m)
+    gen_cuda::launch(gen_cuda::gatherGrad16x40, rt[m].seg.data() + B, maxRows,
+                     rt[m].seg.data(), B, rt[m].pos.data(), dxs[m].data(),
+                     want.data(), want.data());
+  gen_cuda::GatherGrad16x40Group<M> group;
+  for (int m = 0; m < M; ++m) {
+    gen_cuda::GatherGrad16x40Member &e = group.m[m];
+    e.rows = rt[m].seg.data() + B; // the count, on the device
+    e.seg = rt[m].seg.data();
+    e.nseg = B;
+    e.pos = rt[m].pos.data();
+    e.in0 = dxs[m].data();
+    e.in1 = e.out0 = got.data(); // dx, in place
+  }
+  MODC_LAUNCH(
+      gen_cuda::gatherGrad16x40Grouped<M>,
+      dim3(unsigned(modk_cuda::ceilDiv(maxRows, modk_cuda::detail::kRowWarps)),
+           unsigned(M)),
+      modk_cuda::detail::kThreads, 0, nullptr, group);
+  EXPECT_EQ(got, want);
+  // And the f64 reference: every member's rows added at its tokens, the
+  // other tokens untouched.
+  std::vector<double> ref(dx0.begin(), dx0.end());
+  for (int m = 0; m < M; ++m)
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t j = rt[m].seg[b]; j < rt[m].seg[b + 1]; ++j)
+        for (int d = 0; d < D; ++d)
+          ref[(b * S + rt[m].pos[j]) * D + d] += double(dxs[m][j * D + d]);
+  for (size_t i = 0; i < ref.size(); ++i)
+    ASSERT_NEAR(got[i], ref[i], 1e-6 * (1.0 + std::fabs(ref[i]))) << i;
+}
+
 template <int S, int D> void checkRouterGrad(int64_t B) {
   auto x = randomFloats(B * S * D, 101 + D);
   auto w = randomFloats(D, 102);
