@@ -40,6 +40,16 @@ std::string floatLiteral(double v);
 mlir::FailureOr<std::string> elementwiseEpilogueMath(mlir::Operation *gemm,
                                                      llvm::StringRef name);
 
+/// `gemm`'s `rows` epilogue (no head pairs) as a CUDA struct `name` whose
+/// `static void apply(float acc, const StoreArgs &epi, int64_t i, int64_t
+/// c)` finishes element (i, c) of the product with the epilogue's own
+/// loads and stores (the routed block's gated scatter at the rows'
+/// tokens): the statements of the tiles' epilogue functor, over a
+/// StoreArgs that has EpiArgs' names (CutlassGemms.cpp). Fails, with a
+/// diagnostic on the product, where it has another epilogue.
+mlir::FailureOr<std::string> rowsEpilogueStore(mlir::Operation *gemm,
+                                               llvm::StringRef name);
+
 /// One argument of a kernel call. Most are written the same for both targets;
 /// the other kinds mark where the CPU and CUDA kernels' signatures part.
 struct KernelArg {
@@ -108,6 +118,8 @@ class PlanEmitter {
 public:
   PlanEmitter(llvm::ArrayRef<modk::EntryOp> entries, llvm::raw_ostream &os);
   virtual ~PlanEmitter() = default;
+  /// The buffers a `rows` epilogue may name (the mainloop's EpiArgs slots).
+  static constexpr unsigned kEpilogueOperands = 8;
 
 protected:
   /// The C names of the package's entry points, by entry.
@@ -317,8 +329,6 @@ protected:
   mlir::LogicalResult emitGatherDefinitions();
   /// `op`'s gather functor, initialised with its buffers.
   std::string gatherFunctor(modk::RowsOp op);
-  /// The buffers a `rows` epilogue may name (the mainloop's EpiArgs slots).
-  static constexpr unsigned kEpilogueOperands = 8;
   /// The module's modk.optimizer, if it has one.
   modk::OptimizerOp optimizer;
   /// Writes modc_optimizer_update(n, p, g, m, v, scalars...): the element

@@ -1425,6 +1425,10 @@ LogicalResult PlanEmitter::emitOptimizerNorm() {
   return success();
 }
 
+static void writeEpilogueOperands(modk::RowsOp op, llvm::raw_ostream &os);
+static LogicalResult writeEpilogueElement(RowStatements &stmts, Block &body,
+                                          llvm::raw_ostream &os);
+
 LogicalResult PlanEmitter::emitRowEpilogueDefinitions() {
   if (rowEpilogues.empty())
     return success();
@@ -1458,24 +1462,7 @@ LogicalResult PlanEmitter::emitRowEpilogueDefinitions() {
             "EpiArgs epi,\n"
             "                                               int64_t i, "
             "int64_t c) {\n";
-    if (op.hasTokenOperands()) {
-      os << "    const int64_t *seg = epi.seg;\n"
-            "    const int64_t nseg = epi.nseg;\n";
-      if (op.getPositions())
-        os << "    const int32_t *pos = epi.pos;\n";
-    }
-    for (unsigned j = 0; j < nIn + nOut; ++j) {
-      Value v = op.getInputOrOutput(j);
-      if (isa<BlockArgument>(v))
-        continue;
-      std::string type =
-          cType(cast<MemRefType>(v.getType()).getElementType());
-      bool output = j >= nIn;
-      os << fmt::format(
-          "    {0}{1} *{2}{3} = static_cast<{0}{1} *>(epi.operands[{4}]);\n",
-          output ? "" : "const ", type, output ? "out" : "in",
-          output ? j - nIn : j, j);
-    }
+    writeEpilogueOperands(op, os);
     if (headDim) {
       // The angle from the package's table (ropeTableFor): the double
       // precision sin and cos would take the tile's registers.
@@ -1492,16 +1479,91 @@ LogicalResult PlanEmitter::emitRowEpilogueDefinitions() {
       os << "  }\n};\n\n";
       continue;
     }
-    stmts.writeTokenIndex("i", 4, os);
-    auto all = [](Operation &) { return true; };
-    stmts.writeLoads(body, all, "i", "c", 4, os);
-    if (failed(stmts.writeOps(body, all, 4, os)))
+    if (failed(writeEpilogueElement(stmts, body, os)))
       return failure();
-    stmts.writeStores(body, "i", "c", 4, os);
     os << "  }\n};\n\n";
   }
   os << "} // namespace detail\n} // namespace modk_cuda\n";
   return success();
+}
+
+/// Declares, in a GEMM epilogue's store of element (i, c), the buffers of
+/// `op` from `epi` (EpiArgs, or a CUTLASS kernel's StoreArgs: the same
+/// names): its segments and positions where it reads or writes at tokens,
+/// in<j> and out<k> from epi.operands, as modk_cuda's element types.
+static void writeEpilogueOperands(modk::RowsOp op, llvm::raw_ostream &os) {
+  unsigned nIn = op.getInputs().size(), nOut = op.getOutputs().size();
+  if (op.hasTokenOperands()) {
+    os << "    const int64_t *seg = epi.seg;\n"
+          "    const int64_t nseg = epi.nseg;\n";
+    if (op.getPositions())
+      os << "    const int32_t *pos = epi.pos;\n";
+  }
+  for (unsigned j = 0; j < nIn + nOut; ++j) {
+    Value v = op.getInputOrOutput(j);
+    if (isa<BlockArgument>(v))
+      continue;
+    Type element = cast<MemRefType>(v.getType()).getElementType();
+    std::string type = element.isF32()         ? "float"
+                       : element.isBF16()      ? "modk_cuda::bf16"
+                       : element.isInteger(32) ? "int32_t"
+                       : element.isInteger(8)  ? "uint8_t"
+                                               : "int64_t";
+    bool output = j >= nIn;
+    os << fmt::format(
+        "    {0}{1} *{2}{3} = static_cast<{0}{1} *>(epi.operands[{4}]);\n",
+        output ? "" : "const ", type, output ? "out" : "in",
+        output ? j - nIn : j, j);
+  }
+}
+
+/// The statements of element (i, c) of a GEMM epilogue without head pairs:
+/// its token's index, its loads, its math and its stores.
+static LogicalResult writeEpilogueElement(RowStatements &stmts, Block &body,
+                                          llvm::raw_ostream &os) {
+  stmts.writeTokenIndex("i", 4, os);
+  auto all = [](Operation &) { return true; };
+  stmts.writeLoads(body, all, "i", "c", 4, os);
+  if (failed(stmts.writeOps(body, all, 4, os)))
+    return failure();
+  stmts.writeStores(body, "i", "c", 4, os);
+  return success();
+}
+
+FailureOr<std::string> modc::rowsEpilogueStore(Operation *product,
+                                               StringRef name) {
+  auto gemm = dyn_cast<modk::GemmOp>(product);
+  modk::RowsOp op = gemm ? gemm.getEpilogueRows() : modk::RowsOp();
+  if (!op || op.getHeadDim())
+    return product->emitOpError("has no epilogue a GEMM library can store "
+                                "by rows (a `rows` epilogue without head "
+                                "pairs)"),
+           failure();
+  unsigned operands = op.getInputs().size() + op.getOutputs().size();
+  if (operands > PlanEmitter::kEpilogueOperands)
+    return op.emitOpError() << "as a GEMM epilogue takes at most "
+                            << PlanEmitter::kEpilogueOperands << " buffers",
+           failure();
+  RowStatements stmts(op, /*cuda=*/true, /*epilogue=*/true);
+  Block &body = op.getBody().front();
+  stmts.nameArguments(body);
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << fmt::format(
+      "/// The product's epilogue (its modk.rows) at element (i, c), acc "
+      "the product's:\n/// its loads, math and stores, as the tiles' "
+      "epilogue functor has them.\nstruct {} {{\n"
+      "  using Args = StoreArgs;\n"
+      "  static __device__ __forceinline__ void apply(float acc, const "
+      "StoreArgs &epi,\n"
+      "                                               int64_t i, int64_t c) "
+      "{{\n",
+      name.str());
+  writeEpilogueOperands(op, os);
+  if (failed(writeEpilogueElement(stmts, body, os)))
+    return failure();
+  os << "  }\n};\n";
+  return text;
 }
 
 FailureOr<std::string> modc::elementwiseEpilogueMath(Operation *product,

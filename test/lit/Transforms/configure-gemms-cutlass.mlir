@@ -261,19 +261,24 @@ modk.entry @residual attributes {kind = #modk.entry_kind<forward>, model = #modk
 // CUTLASS on sm_90a as epilogue visitor trees: SwiGLU's product with the
 // gate (an f32 source beside a bf16 output: four stages of rows x 32 f32
 // for the source beside the store's two of bf16, 7 stages on the 64x128
-// tile instead of 8), and the bf16 store of values. Not on CUTLASS: an
-// epilogue over heads (RoPE), one that stores at the rows' tokens (the
-// routed block's gated scatter) and one that reads the column index.
-// sm_80 takes only the residual add in place.
+// tile instead of 8), and the bf16 store of values. The other `rows`
+// epilogues without head pairs store by themselves (no TMA store, so 7
+// stages on 128x128 instead of 6) over rows the host knows: one that
+// stores at the rows' tokens (the routed block's gated scatter) and one
+// that reads the column index. Not on CUTLASS: an epilogue over heads
+// (RoPE), and the gated scatter over rows counted on the device (the
+// kernel computes every row up to the bound: a row past the count has no
+// token to store at). sm_80 takes only the residual add in place.
 // CHECK-LABEL: modk.entry @elementwise
 // CHECK: modk.gemm %{{.*}} -> %{{.*}} {config = #modk.gemm_config<stream 8x4, from 65: cutlass 64x128x64 cluster 1x1 stages 7 pingpong raster along_n, from 4097: cutlass 128x128x64 cluster 2x1 stages 4 cooperative raster along_m, from 8321: cutlass 128x256x64 cluster 2x1 stages 3 cooperative raster along_m>, epilogue = #modk.epilogue<rows>}
 // CHECK: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 65: cutlass 64x128x64 cluster 1x1 stages 8 pingpong raster along_m, from 16769: cutlass 128x128x64 cluster 2x1 stages 6 cooperative raster along_m>, epilogue = #modk.epilogue<rows>}
 // CHECK: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 65: wgmma 128x64 tma 264, from 16769: wgmma 128x128 tma 132>, epilogue = #modk.epilogue<rows>}
+// CHECK: modk.gemm {{.*}} rows %[[ALL:[0-9]+]] -> {{.*}} {config = #modk.gemm_config<stream 8x4, from 65: cutlass 64x128x64 cluster 1x1 stages 8 pingpong raster along_m, from 16769: cutlass 128x128x64 cluster 2x1 stages 7 cooperative raster along_m>, epilogue = #modk.epilogue<rows>}
 // CHECK: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 65: wgmma 128x64 tma 264, from 16769: wgmma 128x128 tma 132>, epilogue = #modk.epilogue<rows>}
-// CHECK: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 65: wgmma 128x64 tma 264, from 16769: wgmma 128x128 tma 132>, epilogue = #modk.epilogue<rows>}
+// CHECK: modk.gemm {{.*}} rows %[[ALL]] -> {{.*}} {config = #modk.gemm_config<stream 8x4, from 65: cutlass 64x128x64 cluster 1x1 stages 8 pingpong raster along_m, from 16769: cutlass 128x128x64 cluster 2x1 stages 7 cooperative raster along_m>, epilogue = #modk.epilogue<rows>}
 // A100-LABEL: modk.entry @elementwise
 // (No letter c in the variants: no cutlass.)
-// A100-COUNT-5: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 65: mma {{[^c]*}}>, epilogue = #modk.epilogue<rows>}
+// A100-COUNT-6: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 65: mma {{[^c]*}}>, epilogue = #modk.epilogue<rows>}
 modk.entry @elementwise attributes {kind = #modk.entry_kind<forward>, model = #modk.model<name = "t", vocab_size = 64, d_model = 128, n_layers = 1, n_heads = 4, d_ff = 512, seq_len = 256, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = bf16>, modes = [#modk.mode<topk>], params = [#modk.param<name = "wu", shape = [512, 128], init = ones>, #modk.param<name = "wv", shape = [128, 128], init = ones>]} {
   %wu = modk.param "wu" : memref<512x128xf32>
   %wv = modk.param "wv" : memref<128x128xf32>
@@ -333,6 +338,19 @@ modk.entry @elementwise attributes {kind = #modk.entry_kind<forward>, model = #m
   modk.gemm %n, [%wv] rows %all -> %stream {epilogue = #modk.epilogue<rows>} : memref<?x256x128xbf16>, memref<128x128xf32>, memref<?x1xi64>, memref<?x256x128xf32> epilogue {
   ^bb0(%p: memref<?x256x128xf32>):
     modk.rows ins(%p, %gates, %stream : memref<?x256x128xf32>, memref<?x256xf32>, memref<?x256x128xf32>) rows %all : memref<?x1xi64> tokens(%pos : memref<?x256xi32>) outs(%stream : memref<?x256x128xf32>) access(row, token_value, token -> token) reduce {
+    ^bb0(%a: f32, %g: f32, %x: f32):
+      modk.yield
+    } body {
+    ^bb0(%a: f32, %g: f32, %x: f32):
+      %ga = arith.mulf %g, %a : f32
+      %s = arith.addf %x, %ga : f32
+      modk.yield %s : f32
+    }
+  }
+  %some = modk.alloc : memref<?x1xi64>
+  modk.gemm %n, [%wv] rows %some -> %stream {epilogue = #modk.epilogue<rows>} : memref<?x256x128xbf16>, memref<128x128xf32>, memref<?x1xi64>, memref<?x256x128xf32> epilogue {
+  ^bb0(%p: memref<?x256x128xf32>):
+    modk.rows ins(%p, %gates, %stream : memref<?x256x128xf32>, memref<?x256xf32>, memref<?x256x128xf32>) rows %some : memref<?x1xi64> tokens(%pos : memref<?x256xi32>) outs(%stream : memref<?x256x128xf32>) access(row, token_value, token -> token) reduce {
     ^bb0(%a: f32, %g: f32, %x: f32):
       modk.yield
     } body {

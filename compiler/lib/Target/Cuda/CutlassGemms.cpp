@@ -118,15 +118,21 @@ template <LaunchFn Launch> struct Launcher {
 // launcher takes untyped pointers), CUTLASS's headers and the project's
 // kernel templates over them (kSm90 or kSm80 follow).
 static const char kKernelCommon[] = R"cpp(#include <cstdint>
-namespace modk_cuda {
-/// The package's bf16 (its bits), the output type's name.
-struct bf16 {
-  uint16_t bits;
-};
-} // namespace modk_cuda
 #include <cute/tensor.hpp>
 #include <cutlass/cutlass.h>
 #include <cutlass/numeric_types.h>
+namespace modk_cuda {
+/// The package's bf16 (its bits, the output type's name), rounded to
+/// nearest even from f32 as the package's is.
+struct bf16 {
+  uint16_t bits;
+  bf16() = default;
+  __host__ __device__ bf16(float x) : bits(cutlass::bfloat16_t(x).raw()) {}
+  __host__ __device__ operator float() const {
+    return float(cutlass::bfloat16_t::bitcast(bits));
+  }
+};
+} // namespace modk_cuda
 
 namespace modc_cutlass {
 using Bf16 = cutlass::bfloat16_t;
@@ -189,6 +195,8 @@ template <typename Out, typename Math, typename Source> struct EpilogueTree {
   using type = cutlass::epilogue::fusion::Sm90EVT<
       Compute, cutlass::epilogue::fusion::Sm90AccFetch,
       cutlass::epilogue::fusion::Sm90SrcFetch<Source>>;
+  /// The tree's arguments (src: the source, which the collective loads).
+  static typename type::Arguments arguments(const void *) { return {}; }
 };
 template <typename Out, typename Math> struct EpilogueTree<Out, Math, void> {
   using type = cutlass::epilogue::fusion::Sm90EVT<
@@ -196,11 +204,132 @@ template <typename Out, typename Math> struct EpilogueTree<Out, Math, void> {
           ComputeOf<Math>::template Fn, Out, float,
           cutlass::FloatRoundStyle::round_to_nearest>,
       cutlass::epilogue::fusion::Sm90AccFetch>;
+  static typename type::Arguments arguments(const void *) { return {}; }
 };
 template <typename Out> struct EpilogueTree<Out, void, void> {
   using type = cutlass::epilogue::fusion::LinearCombination<Out, float, void,
                                                              float>;
+  /// alpha 1, beta 0.
+  static typename type::Arguments arguments(const void *) { return {}; }
 };
+
+/// A product's epilogue that finishes each element with its own loads and
+/// stores (Store::apply at the element's row and column, a generated
+/// epilogue such as the routed block's gated scatter into the stream at the
+/// rows' tokens), as the tree's one node over the accumulators: the
+/// visitor interface of CUTLASS's epilogue nodes, storing nothing by TMA.
+template <typename Store> struct Sm90StoreAtRows {
+  /// The collective's element where it stores no D (its tile's layouts).
+  using ElementAux = float;
+  struct SharedStorage {};
+  struct Arguments {
+    typename Store::Args epi;
+  };
+  using Params = Arguments;
+
+  template <class ProblemShape>
+  static constexpr Params to_underlying_arguments(ProblemShape const &,
+                                                  Arguments const &args,
+                                                  void *) {
+    return args;
+  }
+  template <class ProblemShape>
+  static bool can_implement(ProblemShape const &, Arguments const &) {
+    return true;
+  }
+  template <class ProblemShape>
+  static size_t get_workspace_size(ProblemShape const &, Arguments const &) {
+    return 0;
+  }
+  template <class ProblemShape>
+  static cutlass::Status
+  initialize_workspace(ProblemShape const &, Arguments const &, void *,
+                       cudaStream_t,
+                       cutlass::CudaHostAdapter * = nullptr) {
+    return cutlass::Status::kSuccess;
+  }
+
+  CUTLASS_HOST_DEVICE Sm90StoreAtRows() {}
+  CUTLASS_HOST_DEVICE Sm90StoreAtRows(Params const &params,
+                                      SharedStorage const &)
+      : params(params) {}
+
+  CUTLASS_DEVICE bool is_producer_load_needed() const { return false; }
+  CUTLASS_DEVICE bool is_C_load_needed() const { return false; }
+
+  template <class... Args>
+  CUTLASS_DEVICE auto get_producer_load_callbacks(
+      cutlass::epilogue::fusion::ProducerLoadArgs<Args...> const &) {
+    return cutlass::epilogue::fusion::EmptyProducerLoadCallbacks{};
+  }
+
+  /// The thread's elements: tCcD their coordinates in the CTA's tile
+  /// (relative), residue the tile's extent within the problem, (m0, n0)
+  /// the tile's first row and column.
+  template <class CoordTensor, class Residue>
+  struct ConsumerStoreCallbacks
+      : cutlass::epilogue::fusion::EmptyConsumerStoreCallbacks {
+    CUTLASS_DEVICE ConsumerStoreCallbacks(CoordTensor tCcD, Residue residue,
+                                          int64_t m0, int64_t n0,
+                                          Params const &params)
+        : tCcD(tCcD), residue(residue), m0(m0), n0(n0), params(params) {}
+    CoordTensor tCcD;
+    Residue residue;
+    int64_t m0, n0;
+    Params const &params;
+
+    template <typename ElementAccumulator, typename ElementInput,
+              int FragmentSize>
+    CUTLASS_DEVICE cutlass::Array<ElementInput, FragmentSize>
+    visit(cutlass::Array<ElementAccumulator, FragmentSize> const &,
+          int epi_v, int epi_m, int epi_n,
+          cutlass::Array<ElementInput, FragmentSize> const &frg_input) {
+      auto coords = tCcD(cute::_, cute::_, cute::_, epi_m, epi_n);
+      CUTLASS_PRAGMA_UNROLL
+      for (int e = 0; e < FragmentSize; ++e) {
+        auto rc = coords(epi_v * FragmentSize + e);
+        if (cute::elem_less(rc, residue))
+          Store::apply(float(frg_input[e]), params.epi,
+                       m0 + int64_t(cute::get<0>(rc)),
+                       n0 + int64_t(cute::get<1>(rc)));
+      }
+      return frg_input;
+    }
+  };
+
+  template <bool ReferenceSrc, class... Args>
+  CUTLASS_DEVICE auto get_consumer_store_callbacks(
+      cutlass::epilogue::fusion::ConsumerStoreArgs<Args...> const &args) {
+    const int64_t m0 = int64_t(cute::get<0>(args.tile_coord_mnkl)) *
+                       cute::size<0>(args.tile_shape_mnk);
+    const int64_t n0 = int64_t(cute::get<1>(args.tile_coord_mnkl)) *
+                       cute::size<1>(args.tile_shape_mnk);
+    return ConsumerStoreCallbacks<decltype(args.tCcD),
+                                  decltype(args.residue_tCcD)>(
+        args.tCcD, args.residue_tCcD, m0, n0, params);
+  }
+
+  Params params;
+};
+
+/// The epilogue of Store (Sm90StoreAtRows): Sm90Gemm's Math for a product
+/// whose epilogue stores by itself.
+template <typename Store> struct AtRows {};
+
+template <typename Out, typename Store>
+struct EpilogueTree<Out, AtRows<Store>, void> {
+  using type = cutlass::epilogue::fusion::Sm90EVT<
+      Sm90StoreAtRows<Store>, cutlass::epilogue::fusion::Sm90AccFetch>;
+  /// The tree's arguments: the epilogue's buffers (src: its Args).
+  static typename type::Arguments arguments(const void *src) {
+    return {{}, {*static_cast<const typename Store::Args *>(src)}};
+  }
+};
+
+/// Whether Sm90Gemm's Math is an epilogue that stores by itself.
+template <typename Math> struct StoresAtRows : std::false_type {};
+template <typename Store>
+struct StoresAtRows<AtRows<Store>> : std::true_type {};
 
 /// y[M, N] = a[M, K] w[N, K]^T on sm_90a: bf16 operands read by TMA
 /// (K-major), f32 accumulation, a BM x BN x BK tile in clusters of CM x CN
@@ -209,7 +338,8 @@ template <typename Out> struct EpilogueTree<Out, void, void> {
 /// or N, and an epilogue storing TC (f32 or bf16) by TMA: a plain store,
 /// or with Math the product's generated epilogue as a visitor tree
 /// (EpilogueTree), which reads the source C (elements Source; void: none)
-/// where it has one, by TMA (in place where C is y).
+/// where it has one, by TMA (in place where C is y); with AtRows<Store>,
+/// Store's own loads and stores at each element, and no TMA store.
 template <int BM, int BN, int BK, int CM, int CN, int Stages, bool Pingpong,
           bool AlongN, typename TC, int SharedBytes, typename Math = void,
           typename Source = void>
@@ -217,6 +347,9 @@ struct Sm90Gemm {
   using Out = typename OutputOf<TC>::type;
   using SourceElement = typename OutputOf<Source>::type;
   using C = std::conditional_t<std::is_void_v<Source>, void, SourceElement>;
+  static constexpr bool kStoresAtRows = StoresAtRows<Math>::value;
+  using D = std::conditional_t<kStoresAtRows, void, Out>;
+  using Tree = EpilogueTree<Out, Math, C>;
   static constexpr int kOutAlign = 16 / int(sizeof(Out));
   static constexpr int kSourceAlign =
       std::is_void_v<Source> ? kOutAlign : 16 / int(sizeof(SourceElement));
@@ -232,9 +365,8 @@ struct Sm90Gemm {
   using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, Tile, Cluster,
       cutlass::epilogue::collective::EpilogueTileAuto, float, float, C,
-      cutlass::layout::RowMajor, kSourceAlign, Out, cutlass::layout::RowMajor,
-      kOutAlign, EpilogueSchedule,
-      typename EpilogueTree<Out, Math, C>::type>::CollectiveOp;
+      cutlass::layout::RowMajor, kSourceAlign, D, cutlass::layout::RowMajor,
+      kOutAlign, EpilogueSchedule, typename Tree::type>::CollectiveOp;
   using Mainloop = typename cutlass::gemm::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, Bf16,
       cutlass::layout::RowMajor, 8, Bf16, cutlass::layout::ColumnMajor, 8,
@@ -263,18 +395,18 @@ struct Sm90Gemm {
     cute::get<0>(strideB) = k;
     cute::get<0>(strideC) = n;
     cute::get<0>(strideD) = n;
-    if (std::is_void_v<Source> != (src == nullptr))
+    // src: the source C, or the buffers of an epilogue that stores by
+    // itself (then no C and no D).
+    if ((kStoresAtRows || !std::is_void_v<Source>) != (src != nullptr))
       return false;
-    // A plain store's alpha 1 and beta 0, and the tree's nodes, take their
-    // defaults.
     typename Adapter::Arguments args{
         cutlass::gemm::GemmUniversalMode::kGemm,
         {int(m), int(n), int(k), 1},
         {a, strideA, w, strideB},
-        {{},
-         static_cast<const SourceElement *>(src),
+        {Tree::arguments(src),
+         kStoresAtRows ? nullptr : static_cast<const SourceElement *>(src),
          strideC,
-         reinterpret_cast<Out *>(y),
+         kStoresAtRows ? nullptr : reinterpret_cast<Out *>(y),
          strideD},
         hardwareInfo()};
     using Raster = typename Kernel::TileScheduler::RasterOrderOptions;
@@ -585,6 +717,50 @@ __device__ __forceinline__ float bf16Round(float x) {
 } // namespace modk_cuda
 )cpp";
 
+/// The buffers of an epilogue that stores by itself (Sm90StoreAtRows),
+/// for both sides of its launcher: model.cu fills it from the tiles'
+/// EpiArgs (kStoreArgsOf), whose names its Store reads.
+static std::string storeArgsText() {
+  return fmt::format(R"cpp(
+namespace modc_cutlass {{
+/// The buffers of a product's epilogue that stores by itself, named as
+/// the tiles' EpiArgs names them: the row set's segments (nseg + 1
+/// entries) and positions, and the buffers in the slots its Store reads.
+struct alignas(16) StoreArgs {{
+  const int64_t *seg;
+  int64_t nseg;
+  const int32_t *pos;
+  void *operands[{}];
+}};
+}} // namespace modc_cutlass
+)cpp",
+                     PlanEmitter::kEpilogueOperands);
+}
+
+// model.cu's StoreArgs of an epilogue's EpiArgs.
+static const char kStoreArgsOf[] = R"cpp(
+namespace modc_cutlass {
+inline StoreArgs storeArgsOf(const modk_cuda::detail::EpiArgs &epi) {
+  static_assert(sizeof(StoreArgs::operands) == sizeof(epi.operands),
+                "the epilogue's slots");
+  StoreArgs args{epi.seg, epi.nseg, epi.pos, {}};
+  for (int j = 0; j < modk_cuda::detail::kEpiOperands; ++j)
+    args.operands[j] = epi.operands[j];
+  return args;
+}
+} // namespace modc_cutlass
+)cpp";
+
+// The rows' sequences (modk_small::segmentOf, the package's own, pasted
+// whole) for a kernel file whose Store reads at the rows' tokens.
+static const char kSegmentOf[] =
+#include "SmallKernelsPrelude.inc"
+    R"cpp(
+namespace modk_cuda {
+using modk_small::segmentOf;
+} // namespace modk_cuda
+)cpp";
+
 // The plan and the product's entry point, on every target: under the
 // emulation every plan declines.
 static const char kPlan[] = R"cpp(
@@ -738,13 +914,14 @@ static bool bf16OutputOf(Operation *op) {
 }
 
 /// What a product's CUTLASS kernels compute: a forward product (y = a
-/// w^T) or one with a `rows` epilogue (modk-configure-gemms gives CUTLASS
-/// only the elementwise ones on sm_90a, a residual add in place on sm_80),
-/// an input gradient (dA = dY w) that stores or adds, or a weight gradient
-/// (dW += dY^T A).
+/// w^T), one with an elementwise `rows` epilogue (a residual add in place
+/// on sm_80), one whose `rows` epilogue stores by itself (sm_90a: the
+/// routed block's gated scatter), an input gradient (dA = dY w) that
+/// stores or adds, or a weight gradient (dW += dY^T A).
 enum class ProductKind {
   forward,
   forwardEpilogue,
+  forwardStore,
   dgrad,
   dgradAccumulate,
   wgrad
@@ -756,8 +933,10 @@ static ProductKind kindOf(Operation *op) {
                                  : ProductKind::dgrad;
   if (isa<modk::GemmWgradOp>(op))
     return ProductKind::wgrad;
-  if (cast<modk::GemmOp>(op).getEpilogue() == modk::Epilogue::rows)
-    return ProductKind::forwardEpilogue;
+  auto gemm = cast<modk::GemmOp>(op);
+  if (gemm.getEpilogue() == modk::Epilogue::rows)
+    return gemm.isElementwiseEpilogue() ? ProductKind::forwardEpilogue
+                                        : ProductKind::forwardStore;
   return ProductKind::forward;
 }
 
@@ -778,13 +957,15 @@ static Value epilogueSource(Operation *op) {
   return source;
 }
 
-/// The math of a product's epilogue on sm_90a (a `rows` epilogue's,
-/// elementwiseEpilogueMath: the struct Math of its kernel file), else
-/// empty.
+/// The math of a product's epilogue on sm_90a (a `rows` epilogue's: the
+/// struct Math of its kernel file, elementwiseEpilogueMath, or the struct
+/// Store of one that stores by itself, rowsEpilogueStore), else empty.
 static FailureOr<std::string> epilogueMath(Operation *op, bool sm90) {
-  if (!sm90 || kindOf(op) != ProductKind::forwardEpilogue)
-    return std::string();
-  return elementwiseEpilogueMath(op, "Math");
+  if (sm90 && kindOf(op) == ProductKind::forwardEpilogue)
+    return elementwiseEpilogueMath(op, "Math");
+  if (sm90 && kindOf(op) == ProductKind::forwardStore)
+    return rowsEpilogueStore(op, "Store");
+  return std::string();
 }
 
 /// The line after a variant that names what its kernel computes.
@@ -804,6 +985,8 @@ static std::string kindText(Operation *op, bool sm90) {
     return fmt::format(" -> {} = Math(acc{})",
                        bf16OutputOf(op) ? "bf16" : "f32", reads);
   }
+  case ProductKind::forwardStore:
+    return " -> Store(acc): its own loads and stores";
   case ProductKind::dgrad:
     return " dgrad -> f32";
   case ProductKind::dgradAccumulate:
@@ -854,8 +1037,9 @@ LogicalResult CutlassGemms::emitKernelType(raw_ostream &os,
            << v.clusterRows << "x" << v.clusterCols << " does not run on "
            << arch;
   const char *out = bf16Output ? "modk_cuda::bf16" : "float";
-  bool forward =
-      kind == ProductKind::forward || kind == ProductKind::forwardEpilogue;
+  bool forward = kind == ProductKind::forward ||
+                 kind == ProductKind::forwardEpilogue ||
+                 kind == ProductKind::forwardStore;
   // A `rows` epilogue: on sm_90a the visitor tree of the file's Math (and
   // the source's element type where it reads one), on sm_80 the residual
   // add in place, whose kernel adds y's old values (f32 output).
@@ -865,6 +1049,13 @@ LogicalResult CutlassGemms::emitKernelType(raw_ostream &os,
     epilogue = !sm90    ? std::string(", true")
                : source ? fmt::format(", Math, {}", elementTypeOf(source))
                         : std::string(", Math");
+  } else if (kind == ProductKind::forwardStore) {
+    if (!sm90)
+      return op->emitError("CUTLASS runs epilogues that store by "
+                           "themselves on sm_90a only, not ")
+             << arch << ": run modk-configure-gemms{arch=" << arch
+             << " library=cutlass}";
+    epilogue = ", modc_cutlass::AtRows<Store>";
   }
   int64_t shared = cuda::sharedBytesPerBlock(*part) / tile->ctasPerSm;
   bool alongN = v.raster == modk::RasterOrder::along_n;
@@ -908,6 +1099,8 @@ static std::string launcherText(StringRef name, ProductKind kind) {
       kind == ProductKind::forward ? "y[m, n] = a[m, k] w[n, k]^T"
       : kind == ProductKind::forwardEpilogue
           ? "y[m, n] = f(a[m, k] w[n, k]^T, src[m, n])"
+      : kind == ProductKind::forwardStore
+          ? "Store(a[m, k] w[n, k]^T) at (m, n), src its StoreArgs"
       : kind == ProductKind::wgrad ? "y[m, n] += a[k, m]^T w[k, n]"
                                    : "y[m, n] (+)= a[m, k] w[k, n]";
   return fmt::format(R"cpp(
@@ -962,8 +1155,11 @@ LogicalResult CutlassGemms::emit(raw_ostream &os,
         return WalkResult::interrupt();
       if (kind == ProductKind::wgrad)
         hasWgrad = true;
-      else if (kind == ProductKind::forwardEpilogue)
+      else if (kind == ProductKind::forwardEpilogue ||
+               kind == ProductKind::forwardStore)
         hasEpilogue = true;
+      if (kind == ProductKind::forwardStore)
+        hasStore = true;
       else if (kind != ProductKind::forward)
         hasDgrad = true;
       std::vector<std::string> variants;
@@ -991,9 +1187,13 @@ LogicalResult CutlassGemms::emit(raw_ostream &os,
                        kind == ProductKind::dgradAccumulate
                    ? kSm90Dgrad
                    : "");
-          // The epilogue's math may round to bf16 as the package does.
+          // The epilogue's math may round to bf16 as the package does; an
+          // epilogue that stores by itself reads its buffers from a
+          // StoreArgs and may find the rows' sequences.
           if (StringRef(*math).contains("modk_cuda::detail::bf16Round"))
             body += kBf16Round;
+          if (kind == ProductKind::forwardStore)
+            body += storeArgsText() + kSegmentOf;
           body += "\nnamespace modc_cutlass {\n" + *math;
           llvm::raw_string_ostream bodyOs(body);
           if (failed(emitKernelType(bodyOs, v, bf16Output, "Gemm", op)))
@@ -1050,6 +1250,7 @@ LogicalResult CutlassGemms::emit(raw_ostream &os,
     return success();
   }
   os << kModelSide << kPlan << (hasEpilogue ? kEpiloguePlan : "")
+     << (hasStore ? storeArgsText() + kStoreArgsOf : std::string())
      << (hasDgrad ? kDgradPlan : "") << (hasWgrad ? kWgradPlan : "");
   // The kernel types: their files' launchers; under the emulation only
   // declared (no plan uses them there).

@@ -78,6 +78,8 @@ private:
   std::map<std::string, std::string> plans;
   /// Whether a product with a `rows` epilogue runs on CUTLASS.
   bool hasEpilogue = false;
+  /// Whether one of them stores by itself (its StoreArgs).
+  bool hasStore = false;
   /// Whether an input gradient (modk.gemm_dgrad) runs on CUTLASS.
   bool hasDgrad = false;
   /// Whether a weight gradient (modk.gemm_wgrad) runs on CUTLASS.

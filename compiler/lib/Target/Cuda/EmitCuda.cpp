@@ -543,12 +543,21 @@ void CudaEmitter::emitOneGemm(modk::GemmOp op, int indent) {
         // On CUTLASS from its variants' rows, the epilogue in its kernel
         // (reading its source, if any: a residual add's y, SwiGLU's gate),
         // the tiles with the generated epilogue below them.
+        // An epilogue that stores by itself (the routed block's gated
+        // scatter) reads its buffers from a StoreArgs instead.
         Value source;
-        op.isElementwiseEpilogue(&source);
+        std::string src = "nullptr";
+        if (!op.isElementwiseEpilogue(&source)) {
+          os << pad
+             << "  const modc_cutlass::StoreArgs sa = "
+                "modc_cutlass::storeArgsOf(epi);\n";
+          src = "&sa";
+        } else if (source) {
+          src = name(source);
+        }
         os << fmt::format("{}  if (!modc_cutlass::linear_epilogue<{}, {}, "
                           "{}>({}, {} + B, {}, {}, {}, {}, s))\n",
-                          pad, n, k, plan, a, rows.text, rows.bound, w,
-                          source ? name(source) : "nullptr", y);
+                          pad, n, k, plan, a, rows.text, rows.bound, w, src, y);
         emitCall(fused, indent + 4);
       } else {
         emitCall(fused, indent + 2);

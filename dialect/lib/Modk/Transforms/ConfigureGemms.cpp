@@ -142,11 +142,11 @@ public:
         // An epilogue that reads a source (a residual add's y, SwiGLU's
         // gate) loads it on sm_90a into shared memory, which leaves fewer
         // stages.
-        int64_t sourceBytes = 0;
-        int64_t outputBytes = cutlassOutputBytes(gemm, sourceBytes);
+        int64_t storeBytes = 0, sourceBytes = 0;
+        bool cutlass = onCutlass(gemm, storeBytes, sourceBytes);
         gemm.setConfigAttr(
-            outputBytes > 0 && p.bf16 && p.tmaOperands
-                ? configureCutlass(ctx, p, outputBytes, sourceBytes)
+            cutlass && p.bf16 && p.tmaOperands
+                ? configureCutlass(ctx, p, storeBytes, sourceBytes)
                 : configure(ctx, p));
       } else if (auto dgrad = dyn_cast<modk::GemmDgradOp>(op)) {
         // dA [rows, K] = dY [rows, N] W [N, K].
@@ -414,56 +414,68 @@ private:
                                      maxSplits > 1 ? wgradChunkRows : 0);
   }
 
-  /// The bytes of an output element of `gemm` where library=cutlass may
-  /// run it on CUTLASS, else 0: output rows (f32 or bf16) whose pitch is
-  /// whole 16-byte units, and a plain epilogue (a store) or
+  /// Whether library=cutlass runs `gemm` on CUTLASS: output rows (f32 or
+  /// bf16) whose pitch is whole 16-byte units, and
+  ///  - a plain epilogue (a store by TMA of `storeBytes` an element);
   ///  - on sm_90a, an elementwise `rows` epilogue (GemmOp::
   ///    isElementwiseEpilogue: a residual add, SwiGLU's product with the
   ///    gate, GELU, the bf16 store), which the emitter writes as an
-  ///    epilogue visitor tree; `sourceBytes` is set to the bytes of its
-  ///    source's elements (0: none). Its kernel computes every row up to
-  ///    the bound, so an epilogue that reads y (in place) runs only over
-  ///    rows the host knows (rowsAreBound): a row past the count keeps its
-  ///    values.
-  ///  - on sm_80, a residual add in place (y += a w^T, f32: beta = 1);
-  ///    its kernel stops at the count (rowCountKernel).
-  int64_t cutlassOutputBytes(modk::GemmOp gemm, int64_t &sourceBytes) const {
-    sourceBytes = 0;
+  ///    epilogue visitor tree over its math, storing y by TMA;
+  ///    `sourceBytes` is set to the bytes of its source's elements (0:
+  ///    none), which TMA loads too;
+  ///  - on sm_90a, another `rows` epilogue without head pairs (the routed
+  ///    block's gated scatter into the stream at the rows' tokens), which
+  ///    the emitter writes as a visitor node that finishes each element
+  ///    with the epilogue's own loads and stores (`storeBytes` 0: no TMA
+  ///    store);
+  ///  - on sm_80, a residual add in place (y += a W^T, f32: beta = 1),
+  ///    whose kernel stops at the count (rowCountKernel).
+  /// The sm_90a kernel computes every row up to the bound, so an epilogue
+  /// that reads y in place, or stores elsewhere than at its row, runs only
+  /// over rows the host knows (rowsAreBound): a row past the count must
+  /// neither change y nor store at a token it does not have.
+  bool onCutlass(modk::GemmOp gemm, int64_t &storeBytes,
+                 int64_t &sourceBytes) const {
+    storeBytes = sourceBytes = 0;
     if (library != "cutlass" || forcedPath >= 0)
-      return 0;
+      return false;
     auto bytesOf = [](Value v) -> int64_t {
       Type element = cast<MemRefType>(v.getType()).getElementType();
       return element.isF32() ? 4 : element.isBF16() ? 2 : 0;
     };
-    if (gemm.getEpilogue() == modk::Epilogue::rows) {
-      bool sm90 = target->cutlass.generation ==
-                  cuda::CutlassGeneration::collectiveBuilders;
-      Value source;
-      if (sm90) {
-        if (!gemm.isElementwiseEpilogue(&source) ||
-            (source == gemm.getOutput() &&
-             !rowsAreBound(gemm.getSegments(), gemm.getInput())))
-          return 0;
-      } else if (!gemm.getAddedBuffer() ||
-                 gemm.getAddedBuffer() != gemm.getOutput()) {
-        return 0;
-      }
+    auto out = cast<MemRefType>(gemm.getOutput().getType());
+    int64_t bytes = bytesOf(gemm.getOutput());
+    if (bytes == 0 ||
+        out.getShape().back() * bytes % target->cutlass.alignmentBytes != 0)
+      return false;
+    if (gemm.getEpilogue() == modk::Epilogue::none) {
+      storeBytes = bytes;
+      return true;
+    }
+    if (gemm.getEpilogue() != modk::Epilogue::rows)
+      return false;
+    bool bound = rowsAreBound(gemm.getSegments(), gemm.getInput());
+    if (target->cutlass.generation !=
+        cuda::CutlassGeneration::collectiveBuilders) {
+      storeBytes = bytes;
+      return gemm.getAddedBuffer() && gemm.getAddedBuffer() == gemm.getOutput();
+    }
+    Value source;
+    if (gemm.isElementwiseEpilogue(&source)) {
+      if (source == gemm.getOutput() && !bound)
+        return false;
       if (source) {
         sourceBytes = bytesOf(source);
         if (cast<MemRefType>(source.getType()).getShape().back() * sourceBytes %
                 target->cutlass.alignmentBytes !=
             0)
-          return 0;
+          return false;
       }
-    } else if (gemm.getEpilogue() != modk::Epilogue::none) {
-      return 0;
+      storeBytes = bytes;
+      return true;
     }
-    auto out = cast<MemRefType>(gemm.getOutput().getType());
-    int64_t bytes = bytesOf(gemm.getOutput());
-    if (bytes == 0 ||
-        out.getShape().back() * bytes % target->cutlass.alignmentBytes != 0)
-      return 0;
-    return bytes;
+    modk::RowsOp rows = gemm.getEpilogueRows();
+    return bound && rows && !rows.getHeadDim();
   }
 
   /// The part's CUTLASS tiles, smallest first, or the one that `tile=`

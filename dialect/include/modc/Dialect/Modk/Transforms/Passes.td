@@ -379,7 +379,10 @@ def ConfigureGemms : Pass<"modk-configure-gemms", "::modc::modk::EntryOp"> {
       with a plain epilogue (`none`) or, on sm_90a, an elementwise `rows`
       epilogue (GemmOp::isElementwiseEpilogue: a residual add, SwiGLU,
       GELU, a bf16 store; one that reads y in place only over rows the
-      host knows) or, on sm_80, a residual add in place, takes `cutlass`
+      host knows) or, over rows the host knows, another `rows` epilogue
+      without head pairs (the routed block's gated scatter, which the
+      kernel stores by itself) or, on sm_80, a residual add in place,
+      takes `cutlass`
       variants above the few-row kernel's rows: from the part's CUTLASS
       tiles, smallest first, each from the row count where it gives a
       wave of CTAs; its cluster where the product has that many row
