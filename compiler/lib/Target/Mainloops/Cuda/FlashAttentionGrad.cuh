@@ -342,8 +342,9 @@ __host__ __device__ constexpr int agChunk(int dt) {
 /// (the owned rows: Q and dO on the query side, K and V on the key side),
 /// two [32][LD] arrays (the looped tile: K and V, or Q and dO), and three
 /// vectors of 32 (the tile's key positions; or its query positions, lse
-/// and D). LD = HD + 4 = 4 (mod 8) as in AttnTcSmem: the fragment reads fall
-/// on 32 different banks and rows start 16-byte aligned for cp.async.
+/// and D), then on the key side P^T and the key positions. LD = HD + 4 =
+/// 4 (mod 8) as in AttnTcSmem: the fragment reads fall on 32 different
+/// banks and rows start 16-byte aligned for cp.async.
 template <int HD> struct AttnGradTcSmem {
   static constexpr int TILE = kAgTcTile;
   static constexpr int LD = HD + 4;
@@ -359,6 +360,7 @@ template <int HD> struct AttnGradTcSmem {
   /// offset above is a multiple of 4 floats), passed from the dV warps to
   /// the dK warps: [4 warp pairs][TILE / 8 n8 tiles][32 lanes][4].
   static constexpr int Pt = Floats;
+  static_assert(Pt % 4 == 0, "float4 fragments");
   /// Then the positions of its 64 keys (read as needed: fewer registers).
   static constexpr int Kpos = Pt + 4 * (TILE / 8) * 32 * 4;
   static constexpr int KeyFloats = Kpos + kAgTcOwn;
