@@ -158,7 +158,28 @@ private:
            before->getAttrOfType<IntegerAttr>("group") == group &&
            before.getCausalOnly() == rows.getCausalOnly();
   }
-  /// The grouped forms of the row kernels that a group runs.
+  /// The members of the group of row kernels that `op` opens: it and its
+  /// neighbours in the group (inRowGroupAfter).
+  static SmallVector<modk::RowsOp> rowGroupFrom(modk::RowsOp op) {
+    SmallVector<modk::RowsOp> members{op};
+    while (inRowGroupAfter(members.back(), members.back()->getNextNode()))
+      members.push_back(cast<modk::RowsOp>(members.back()->getNextNode()));
+    return members;
+  }
+  /// Whether `members` run as one launch: of one generated kernel with a
+  /// grouped form, whose grid (the most rows a member's set can hold) is
+  /// every member's, at most kMaxRowGroup of them.
+  bool launchesAsOne(ArrayRef<modk::RowsOp> members) {
+    modk::RowsOp first = members.front();
+    if (members.size() < 2 || members.size() > kMaxRowGroup ||
+        !hasGroupedRowKernel(first))
+      return false;
+    return llvm::all_of(members, [&](modk::RowsOp m) {
+      return rowKernelOf.lookup(m) == rowKernelOf.lookup(first) &&
+             maxRows(rowBuffer(m)) == maxRows(rowBuffer(first));
+    });
+  }
+  /// The grouped forms of the row kernels that a group runs as one launch.
   LogicalResult emitGroupedRowKernels();
   /// The launch of the group of row kernels that `op` opens: one kernel
   /// over every member, or one launch each where they are not one kernel
@@ -376,9 +397,12 @@ LogicalResult CudaEmitter::emitGroupedRowKernels() {
   std::set<int> done;
   for (modk::EntryOp e : entries)
     for (auto rows : e.getBody().front().getOps<modk::RowsOp>()) {
+      if (!rows->getAttrOfType<IntegerAttr>("group") ||
+          inRowGroupAfter(rows->getPrevNode(), rows) ||
+          !launchesAsOne(rowGroupFrom(rows)))
+        continue;
       int index = rowKernelOf.lookup(rows);
-      if (rows->hasAttr("group") && hasGroupedRowKernel(rows) &&
-          done.insert(index).second &&
+      if (done.insert(index).second &&
           failed(emitGroupedRowKernel(rowKernels[index], index)))
         return failure();
     }
@@ -391,25 +415,16 @@ bool CudaEmitter::emitRowGroup(modk::RowsOp op) {
     return false;
   if (inRowGroupAfter(op->getPrevNode(), op))
     return true;
-  SmallVector<modk::RowsOp> members{op};
-  while (inRowGroupAfter(members.back(), members.back()->getNextNode()))
-    members.push_back(cast<modk::RowsOp>(members.back()->getNextNode()));
-  // One kernel: a grouped form of one generated kernel, whose grid (the
-  // most rows a member's set can hold) is every member's.
-  int index = rowKernelOf.lookup(op);
-  std::string bound = maxRows(rowBuffer(op));
-  bool oneKernel = members.size() >= 2 && members.size() <= kMaxRowGroup &&
-                   hasGroupedRowKernel(op);
-  for (modk::RowsOp m : members)
-    oneKernel = oneKernel && rowKernelOf.lookup(m) == index &&
-                maxRows(rowBuffer(m)) == bound;
-  if (!oneKernel) {
+  SmallVector<modk::RowsOp> members = rowGroupFrom(op);
+  if (!launchesAsOne(members)) {
     for (modk::RowsOp m : members)
       emitOneRowKernelLaunch(m, rowKernelOf.lookup(m));
     return true;
   }
   // The table of the members' row counts and buffers, in the kernel's
   // parameter order, then one launch whose grid's y is the member.
+  int index = rowKernelOf.lookup(op);
+  std::string bound = maxRows(rowBuffer(op));
   os << fmt::format("  {{ // group {}: {} row kernels modc_rows_{}\n"
                     "    modc_rows::modc_rows_{}_group<{}> group;\n",
                     group.getInt(), members.size(), index, index,
