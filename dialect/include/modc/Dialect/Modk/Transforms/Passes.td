@@ -602,7 +602,9 @@ def PlanMemory : Pass<"modk-plan-memory", "::modc::modk::EntryOp"> {
   let description = [{
     Buffers whose live ranges (first to last kernel that touches them) do not
     overlap share memory: first-fit placement in three orders (first use,
-    largest first, latest last use first), the smallest plan kept. Sets
+    largest first, latest last use first), the smallest plan kept. The
+    members of a group (modk-group-gemms: neighbouring kernels with one
+    `group` number) run as one launch, so they count as one kernel. Sets
     `offset` (bytes per sequence) on each `modk.alloc` and
     `workspace_bytes_per_sequence` on the entry.
   }];
