@@ -12,9 +12,10 @@
 # bf16 example's 128x128x64 cooperative kernel of a residual add, in
 # clusters of 2x1, its epilogue tree reading y; 2 is its 64x128x64
 # pingpong kernel, 0 and 1 V's bf16 store, 4 to 6 and 10 the plain forward
-# products' kernels, 7 to 9 SwiGLU's epilogue trees, 11 and 12 the training
-# entry's residual adds into another buffer, 13 to 18 the input
-# gradients'). ARCH: sm_90a (the default) or sm_80, whose
+# products' kernels, 7 to 9 SwiGLU's epilogue trees, 11 and 12 the routed
+# layers' gated scatters, 13 and 14 the training entry's residual adds
+# into another buffer, 15 to 20 the input gradients'). ARCH: sm_90a (the
+# default) or sm_80, whose
 # kernels in the bf16 example are 0 and 1: the residual adds' 64x128x32
 # and 128x128x32, 2: 64x128x32 along N, 3: 128x256x32, 4: 64x128x32 along
 # M, 5: 128x128x32. CUDA_GEMMS (default "cutlass") is

@@ -814,12 +814,14 @@ private:
 };
 
 /// y[m, n] = sum_k a[m, k] w[n, k] for m < *rows: on the CUTLASS plan
-/// where it runs, else on the hand-written tiles of TilePlan.
+/// where it runs, over cutlassRows rows (the count where the host knows it,
+/// else the bound), else on the hand-written tiles of TilePlan.
 template <int N, int K, typename TilePlan, typename CutlassPlan, typename TC>
 inline void linear(const modk_cuda::bf16 *a, const int64_t *rows,
-                   int64_t maxRows, const float *w, TC *y, cudaStream_t s) {
-  if (maxRows > 0 &&
-      CutlassPlan::run(a, rows, maxRows, w, nullptr, y, N, K, s))
+                   int64_t maxRows, int64_t cutlassRows, const float *w,
+                   TC *y, cudaStream_t s) {
+  if (cutlassRows > 0 &&
+      CutlassPlan::run(a, rows, cutlassRows, w, nullptr, y, N, K, s))
     return;
   modk_cuda::linear<N, K, true, TilePlan>(a, rows, maxRows, w, y, s);
 }
@@ -832,8 +834,9 @@ inline void linear(const modk_cuda::bf16 *a, const int64_t *rows,
 static const char kEpiloguePlan[] = R"cpp(
 namespace modc_cutlass {
 /// y[m, n] = f(sum_k a[m, k] w[n, k], src[m, n]) for m < *rows on the
-/// CUTLASS plan, whose kernels' epilogue is the product's f (a residual
-/// add: y += ..., src being y); false where it does not run (nothing but
+/// CUTLASS plan over maxRows rows (the count where the host knows it; 0:
+/// not here), whose kernels' epilogue is the product's f (a residual add:
+/// y += ..., src being y); false where it does not run (nothing but
 /// perhaps the weight's rounding was enqueued then).
 template <int N, int K, typename CutlassPlan, typename TC>
 inline bool linear_epilogue(const modk_cuda::bf16 *a, const int64_t *rows,

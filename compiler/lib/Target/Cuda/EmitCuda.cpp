@@ -13,6 +13,9 @@
 #include "../PlanEmitter.h"
 #include "CutlassGemms.h"
 
+#include "modc/Dialect/Modk/CudaTargets.h"
+#include "modc/Dialect/Modk/Transforms/BufferQueries.h"
+
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Tools/mlir-translate/Translation.h"
 #include "llvm/ADT/StringSet.h"
@@ -256,6 +259,14 @@ private:
   void emitGemm(modk::GemmOp op, int indent) override;
   /// One product's calls.
   void emitOneGemm(modk::GemmOp op, int indent);
+  /// The rows a CUTLASS kernel of `op` computes, an expression: on sm_90a,
+  /// whose kernel computes every row up to the count it is given, the
+  /// count where the host knows it (modk::hostRowCount; a selection's B k
+  /// in `topk` mode), else the bound, or 0 (decline: the tiles run) for an
+  /// `exact` epilogue, which must not touch a row past the count; on sm_80
+  /// the bound (its kernel reads the count).
+  std::string cutlassRows(modk::GemmOp op, const KernelArg &rows,
+                          bool exact) const;
   /// The members of a group (modk-group-gemms) as one grouped launch.
   void emitGemmGroup(ArrayRef<modk::GemmOp> members, int indent);
   void emitGemmDgrad(modk::GemmDgradOp op, const KernelCall &call) override;
@@ -570,9 +581,14 @@ void CudaEmitter::emitOneGemm(modk::GemmOp op, int indent) {
         } else if (source) {
           src = name(source);
         }
+        // An epilogue that reads y in place or stores by itself computes
+        // exactly the rows it is given: none where the count is the
+        // device's (the tiles run).
+        bool exact = src == "&sa" || (source && source == op.getOutput());
         os << fmt::format("{}  if (!modc_cutlass::linear_epilogue<{}, {}, "
                           "{}>({}, {} + B, {}, {}, {}, {}, s))\n",
-                          pad, n, k, plan, a, rows.text, rows.bound, w, src, y);
+                          pad, n, k, plan, a, rows.text,
+                          cutlassRows(op, rows, exact), w, src, y);
         emitCall(fused, indent + 4);
       } else {
         emitCall(fused, indent + 2);
@@ -614,13 +630,35 @@ void CudaEmitter::emitOneGemm(modk::GemmOp op, int indent) {
     if (std::string plan = cutlass.planOf(op); !plan.empty()) {
       // CUTLASS from its variants' rows, the tiles' plan below them.
       os << fmt::format("{:{}}modc_cutlass::linear<{}, {}, {}, {}>({}, {} + B, "
-                        "{}, {}, {}, s);\n",
+                        "{}, {}, {}, {}, s);\n",
                         "", indent, n, k, gemmPlanName(op), plan, a, rows.text,
-                        rows.bound, w, y);
+                        rows.bound, cutlassRows(op, rows, false), w, y);
       return;
     }
     call({"linear", shape, {a, rows, w, y}});
   }
+}
+
+std::string CudaEmitter::cutlassRows(modk::GemmOp op, const KernelArg &rows,
+                                     bool exact) const {
+  // sm_80's kernel reads the count on the device: the bound sizes it.
+  const cuda::CudaPart *part = cuda::findCudaPart(arch);
+  if (!part ||
+      part->cutlass.generation != cuda::CutlassGeneration::collectiveBuilders)
+    return rows.bound;
+  int64_t k = 0;
+  std::string device = exact ? "0" : rows.bound;
+  switch (modk::hostRowCount(op.getSegments(),
+                             cast<MemRefType>(op.getInput().getType()), &k)) {
+  case modk::HostRowCount::bound:
+    return rows.bound;
+  case modk::HostRowCount::topk:
+    // seg[b] = b k in `topk` mode: the first B k rows.
+    return fmt::format("(causal ? {} : B * {})", device, k);
+  case modk::HostRowCount::device:
+    return device;
+  }
+  llvm_unreachable("unknown row count");
 }
 
 bool CudaEmitter::emitGradGroup(Operation *op) {

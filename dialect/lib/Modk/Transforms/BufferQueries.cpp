@@ -51,6 +51,27 @@ bool modk::mayWrite(Operation *op, Value buffer) {
       .wasInterrupted();
 }
 
+modk::HostRowCount modk::hostRowCount(Value segments, MemRefType type,
+                                      int64_t *k) {
+  if (type.getRank() < 2 || ShapedType::isDynamic(type.getDimSize(1)))
+    return HostRowCount::device;
+  if (coversEveryRow(segments, type))
+    return HostRowCount::bound;
+  for (Operation *user : segments.getUsers()) {
+    auto route = dyn_cast<RouteSelectOp>(user);
+    if (!route || route.getSegments() != segments)
+      continue;
+    if (k)
+      *k = route.getK();
+    bool alwaysTopk = route.getCausalRouter() == modc::CausalRouter::none &&
+                      !route.getCausalScores();
+    return alwaysTopk && route.getK() == type.getDimSize(1)
+               ? HostRowCount::bound
+               : HostRowCount::topk;
+  }
+  return HostRowCount::device;
+}
+
 bool modk::coversEveryRow(Value segments, MemRefType type) {
   return type.getRank() >= 2 &&
          llvm::any_of(segments.getUsers(), [&](Operation *user) {

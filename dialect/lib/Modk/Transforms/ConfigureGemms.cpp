@@ -12,6 +12,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "modc/Dialect/Modk/CudaTargets.h"
+#include "modc/Dialect/Modk/Transforms/BufferQueries.h"
 #include "modc/Dialect/Modk/Transforms/Passes.h"
 
 #include "llvm/ADT/StringSwitch.h"
@@ -211,25 +212,11 @@ private:
 
   /// Whether the rows of `segments` are always every row `buffer` can hold
   /// (its bound, B x its second dimension), so that the host knows the
-  /// count: a dense layer's (modk.identity_rows over as many positions) or
-  /// a top-k selection's of k = that dimension (seg[b] = b k; in a causal
-  /// router's entries the count is the device's, as it is for MoE
-  /// experts' rows).
+  /// count (modk::hostRowCount): a dense layer's or a top-k selection's of
+  /// k = that dimension without a causal router.
   static bool rowsAreBound(Value segments, Value buffer) {
-    auto type = cast<MemRefType>(buffer.getType());
-    if (type.getRank() < 2 || ShapedType::isDynamic(type.getDimSize(1)))
-      return false;
-    return llvm::any_of(segments.getUsers(), [&](Operation *user) {
-      if (auto identity = dyn_cast<modk::IdentityRowsOp>(user))
-        return identity.getSegments() == segments &&
-               cast<MemRefType>(identity.getPositions().getType())
-                       .getDimSize(1) == type.getDimSize(1);
-      if (auto route = dyn_cast<modk::RouteSelectOp>(user))
-        return route.getSegments() == segments &&
-               route.getCausalRouter() == modc::CausalRouter::none &&
-               !route.getCausalScores() && route.getK() == type.getDimSize(1);
-      return false;
-    });
+    return modk::hostRowCount(segments, cast<MemRefType>(buffer.getType())) ==
+           modk::HostRowCount::bound;
   }
 
   /// Flash attention's mainloop: mma.sync where the head dim is a multiple
@@ -430,10 +417,12 @@ private:
   ///    store);
   ///  - on sm_80, a residual add in place (y += a W^T, f32: beta = 1),
   ///    whose kernel stops at the count (rowCountKernel).
-  /// The sm_90a kernel computes every row up to the bound, so an epilogue
-  /// that reads y in place, or stores elsewhere than at its row, runs only
-  /// over rows the host knows (rowsAreBound): a row past the count must
-  /// neither change y nor store at a token it does not have.
+  /// The sm_90a kernel computes every row up to the count it is given, so
+  /// an epilogue that reads y in place, or stores elsewhere than at its
+  /// row, runs only over rows whose count the host knows
+  /// (modk::hostRowCount: always, or a selection's in `topk` mode): a row
+  /// past the count must neither change y nor store at a token it does not
+  /// have.
   bool onCutlass(modk::GemmOp gemm, int64_t &storeBytes,
                  int64_t &sourceBytes) const {
     storeBytes = sourceBytes = 0;
@@ -454,7 +443,13 @@ private:
     }
     if (gemm.getEpilogue() != modk::Epilogue::rows)
       return false;
-    bool bound = rowsAreBound(gemm.getSegments(), gemm.getInput());
+    // In `topk` mode a selection's count is B x k (the emitter passes it);
+    // in `causal` mode the call declines at run time where it must not
+    // pass the count (the tiles run).
+    bool known =
+        modk::hostRowCount(gemm.getSegments(),
+                           cast<MemRefType>(gemm.getInput().getType())) !=
+        modk::HostRowCount::device;
     if (target->cutlass.generation !=
         cuda::CutlassGeneration::collectiveBuilders) {
       storeBytes = bytes;
@@ -462,7 +457,7 @@ private:
     }
     Value source;
     if (gemm.isElementwiseEpilogue(&source)) {
-      if (source == gemm.getOutput() && !bound)
+      if (source == gemm.getOutput() && !known)
         return false;
       if (source) {
         sourceBytes = bytesOf(source);
@@ -475,7 +470,7 @@ private:
       return true;
     }
     modk::RowsOp rows = gemm.getEpilogueRows();
-    return bound && rows && !rows.getHeadDim();
+    return known && rows && !rows.getHeadDim();
   }
 
   /// The part's CUTLASS tiles, smallest first, or the one that `tile=`

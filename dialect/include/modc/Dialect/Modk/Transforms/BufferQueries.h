@@ -29,6 +29,23 @@ bool mayWrite(mlir::Operation *op, mlir::Value buffer);
 /// writes.
 bool coversEveryRow(mlir::Value segments, mlir::MemRefType type);
 
+/// What the host knows of the row count of `segments` over a [B, S, ...]
+/// buffer of `type`: what a kernel that computes every row up to the count
+/// it is given (CUTLASS's on sm_90a) may take.
+enum class HostRowCount {
+  /// Always the bound, B x S: a dense layer's rows (coversEveryRow) or a
+  /// top-k selection of k = S rows a sequence without a causal router.
+  bound,
+  /// B x k in `topk` mode (a top-k selection of k rows a sequence, which
+  /// writes seg[b] = b k), the device's in `causal` mode (a causal
+  /// router's selection); `k` is set.
+  topk,
+  /// The device's only (an MoE layer's experts' rows).
+  device,
+};
+HostRowCount hostRowCount(mlir::Value segments, mlir::MemRefType type,
+                          int64_t *k = nullptr);
+
 } // namespace modc::modk
 
 #endif // MODC_DIALECT_MODK_TRANSFORMS_BUFFERQUERIES_H
