@@ -33,6 +33,9 @@ here="$(cd "$(dirname "$0")" && pwd)"
 build="$(cd "${1:-build}" && pwd)"
 arch="${ARCH:-sm_90a}"
 modc="$build/bin/modc"
+# The CUTLASS kernels' objects (the --cuda-gemms=cutlass twins) in the
+# build directory, which outlives a machine's home: compiled once.
+export MODC_CACHE_DIR="${MODC_CACHE_DIR:-$build/modc-kernel-cache}"
 out="$build/bench/gpu-packages"
 
 if [[ ! -x "$modc" ]]; then
@@ -143,11 +146,12 @@ for job in "${jobs[@]}"; do
     rm -f "$out/$m.log"
     # run.sh's comparisons, for the bf16 sm_90a packages of the 0-layer and
     # the MoD model: the products pinned to mma.sync, to wgmma without
-    # TMA, the selection's fused gather on one block a sequence, and the
-    # few-row products on the tile kernels (modk-configure-gemms' options).
+    # TMA, the selection's fused gather on one block a sequence, the
+    # few-row products on the tile kernels, and the products on CUTLASS
+    # (modk-configure-gemms' options).
     if [[ "$dt" == bf16 && "$arch" == sm_90a && ( "$base" == gpu_none_* || "$base" == gpu_mod_* ) ]]; then
       for pin in "mma path=mma" "notma tma=false" "gather1 gather-blocks=1" \
-                 "stream0 stream-rows=0"; do
+                 "stream0 stream-rows=0" "cutlass cutlass"; do
         read -r suffix options <<< "$pin"
         twin "$suffix" --cuda-gemms="$options"
       done

@@ -548,6 +548,31 @@ def twin_table(T, impl, title, names):
             table(["d_model", "pass"] + names, rows)]
 
 
+def cutlass_table(T):
+    """The bf16 MoD block on CUTLASS (--cuda-gemms=cutlass, "modc_cutlass")
+    against torch.compile: [] without such lines, else the one section,
+    with the issue's targets (<= 0.75 forward at d 2048, <= 0.5 at d 1024;
+    <= 0.5 forward+backward)."""
+    rows = []
+    for d in T.ds:
+        for w in WHATS:
+            ours = T.diff("modc_cutlass", "bf16", "mod", d, w)
+            c = T.get("torch_compile", "bf16", "block", "mod", d, w)
+            if ours is None or c is None:
+                continue
+            target = 0.75 if (w == "forward" and d >= 2048) else 0.5
+            r = ratio(ours, c)
+            rows.append([str(d), w, fmt(ours), fmt(c), fmt(r, 2),
+                         f"<= {target}",
+                         "met" if r is not None and r <= target else "MISSED"])
+    if not rows:
+        return []
+    return ["### bf16 MoD block on sm_90a: CUTLASS's kernels against "
+            "torch.compile (ms; ratio < 1: ours faster)\n\n" +
+            table(["d_model", "pass", "CUTLASS", "compile", "CUTLASS/compile",
+                   "target", ""], rows)]
+
+
 def each_fusion_table(T):
     """The bf16 MoD model ("modc") against its twins compiled with one
     fusion left out ("modc_no-FUSION"): [] without such lines, else the one
@@ -716,6 +741,11 @@ def report(T, P=None):
         "blocks a sequence against one (ms; --cuda-gemms='gather-blocks=1'; "
         "< 1: the split pays)",
         ["configured", "one block", "configured/one"])
+    parts += twin_table(
+        T, "modc_cutlass", "the hand-written tiles against CUTLASS's "
+        "kernels (ms; --cuda-gemms=cutlass; > 1: CUTLASS faster)",
+        ["tiles", "CUTLASS", "tiles/CUTLASS"])
+    parts += cutlass_table(T)
 
     rows = []
     for d in T.ds:

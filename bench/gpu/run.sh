@@ -118,13 +118,14 @@ if [[ -n "$bench" ]]; then
   }
   # The bf16 products of sm_90a packages on mma.sync instead of wgmma
   # (compiled with --cuda-gemms='path=mma'; "modc_mma" lines), on wgmma
-  # without TMA ('tma=false'; "modc_notma"), and the selection's fused
-  # gather on one block a sequence ('gather-blocks=1'; "modc_gather1"):
+  # without TMA ('tma=false'; "modc_notma"), the selection's fused
+  # gather on one block a sequence ('gather-blocks=1'; "modc_gather1"),
+  # and on CUTLASS's kernels (--cuda-gemms=cutlass; "modc_cutlass"):
   # the 0-layer and the MoD model.
   if [[ ",$dtypes," == *,bf16,* && "${WGMMA_COMPARE:-1}" != 0 ]]; then
     for d in "${ds[@]}"; do
       for kind in none mod; do
-        for suffix in mma notma gather1; do
+        for suffix in mma notma gather1 cutlass; do
           time_twin "$packages/gpu_${kind}_d${d}_bf16_$suffix" "$suffix"
         done
         # The few-row products on the tile kernels ('stream-rows=0';

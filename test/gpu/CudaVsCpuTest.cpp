@@ -103,13 +103,31 @@ struct Variant {
   /// Blocks a sequence of the fused select + gather (--cuda-gemms
   /// gather-blocks; 0: the compiler's choice, 1 for these small k).
   int gatherBlocks = 0;
+  /// More of --cuda-gemms (e.g. "cutlass cutlass-from=1": the products on
+  /// CUTLASS at every row count), or null.
+  const char *gemms = nullptr;
   bool emulated() const { return std::string(arch) == "emulated"; }
+  /// `gemms` as a name: its words joined by '-', '=' dropped.
+  std::string gemmsName() const {
+    std::string name;
+    for (const char *c = gemms; c && *c; ++c)
+      if (*c != '=')
+        name += *c == ' ' ? '-' : *c;
+    return name;
+  }
   /// The CUDA package's name in a prebuilt directory.
   std::string cudaName() const {
     return std::string(arch) +
-           (gatherBlocks ? "-gather" + std::to_string(gatherBlocks) : "");
+           (gatherBlocks ? "-gather" + std::to_string(gatherBlocks) : "") +
+           (gemms ? "-" + gemmsName() : "");
   }
 };
+
+/// `name` with '-' as '_' (a test's name).
+std::string testName(std::string name) {
+  std::replace(name.begin(), name.end(), '-', '_');
+  return name;
+}
 
 /// A GPU machine may have no MLIR to run modc: MODC_GPU_TEST_PACKAGES=DIR
 /// makes the tests open packages compiled beforehand into DIR, and with
@@ -176,6 +194,8 @@ protected:
       options.push_back("stream-rows=8");
     if (v.gatherBlocks)
       options.push_back("gather-blocks=" + std::to_string(v.gatherBlocks));
+    if (v.gemms)
+      options.push_back(v.gemms);
     std::string gemms; // through the shell (compiledPackageDir): quoted
     for (const std::string &o : options)
       gemms += (gemms.empty() ? " --cuda-gemms='" : " ") + o;
@@ -597,13 +617,30 @@ INSTANTIATE_TEST_SUITE_P(
                       Variant{"aux_loss", "gelu", "sm_80", true},
                       // The selection and its gather split over blocks
                       // (emulated: CudaKernels.SelectGatherFused).
-                      Variant{"aux_loss", "gelu", "sm_90a", true, 3}),
+                      Variant{"aux_loss", "gelu", "sm_90a", true, 3},
+                      // Every bf16 product that CUTLASS takes on CUTLASS,
+                      // at every row count (the emulation cannot run its
+                      // kernels: docs/cuda.md, "CUTLASS"): forward products
+                      // and their epilogue trees (SwiGLU, GELU, residual
+                      // adds, bf16 stores, the gated scatter in topk mode),
+                      // and on sm_90a the input gradients and, on a part
+                      // of one SM, the weight gradients (no split). One SM
+                      // also keeps to the smaller tiles, which these few
+                      // rows take, so that prepare.sh compiles fewer
+                      // kernels.
+                      Variant{"predictor", "swiglu", "sm_90a", true, 0,
+                              "cutlass cutlass-from=1 sm-count=1"},
+                      Variant{"aux_loss", "gelu", "sm_90a", true, 0,
+                              "cutlass cutlass-from=1 sm-count=1"},
+                      Variant{"predictor", "swiglu", "sm_80", true, 0,
+                              "cutlass cutlass-from=1"}),
     [](const ::testing::TestParamInfo<Variant> &info) {
       return std::string(info.param.router) + "_" + info.param.mlp + "_" +
              info.param.arch + (info.param.bf16 ? "_bf16" : "") +
              (info.param.gatherBlocks
                   ? "_gather" + std::to_string(info.param.gatherBlocks)
-                  : "");
+                  : "") +
+             (info.param.gemms ? "_" + testName(info.param.gemmsName()) : "");
     });
 
 } // namespace

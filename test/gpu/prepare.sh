@@ -21,6 +21,9 @@ if [[ ! -x "$tests" ]]; then
   exit 1
 fi
 out="$build/test/gpu/prebuilt"
+# The CUTLASS kernels' objects (the --cuda-gemms=cutlass variants) in the
+# build directory, which outlives a machine's home: compiled once.
+export MODC_CACHE_DIR="${MODC_CACHE_DIR:-$(cd "$build" && pwd)/modc-kernel-cache}"
 rm -rf "$out"
 mkdir -p "$out/lib"
 # Every variant's SetUp compiles its packages; one test per variant is enough.

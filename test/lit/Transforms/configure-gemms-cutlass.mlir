@@ -3,6 +3,8 @@
 // RUN: mod-opt %s -split-input-file --pass-pipeline='builtin.module(modk.entry(modk-configure-gemms{library=cutlass stream-rows=0 tile=large}))' | FileCheck %s --check-prefix=PINNED
 // RUN: mod-opt %s -split-input-file --pass-pipeline='builtin.module(modk.entry(modk-configure-gemms))' | FileCheck %s --check-prefix=TILES
 // RUN: not mod-opt %s -split-input-file --pass-pipeline='builtin.module(modk.entry(modk-configure-gemms{library=cublas}))' 2>&1 | FileCheck %s --check-prefix=BADLIB
+// RUN: mod-opt %s -split-input-file --pass-pipeline='builtin.module(modk.entry(modk-configure-gemms{library=cutlass cutlass-from=1}))' | FileCheck %s --check-prefix=FROM
+// RUN: not mod-opt %s -split-input-file --pass-pipeline='builtin.module(modk.entry(modk-configure-gemms{library=cutlass cutlass-from=-1}))' 2>&1 | FileCheck %s --check-prefix=BADFROM
 
 // library=cutlass: forward bf16 products with a plain epilogue, whose input
 // is stored bf16 and whose weight gets a bf16 copy, run on CUTLASS above
@@ -48,6 +50,11 @@
 // TILES-LABEL: modk.entry @forward
 // TILES: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 65: wgmma 128x64 tma 264, from 513: wgmma 128x128 tma 132>, epilogue = #modk.epilogue<none>}
 // BADLIB: modk-configure-gemms: library 'cublas'; expected tiles or cutlass
+// cutlass-from=1 (tests on a GPU: every row count on CUTLASS): the first
+// CUTLASS variant from one row, the few-row kernel for none.
+// FROM-LABEL: modk.entry @forward
+// FROM: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 1: cutlass 64x128x64 cluster 1x1 stages 8 pingpong raster along_n, from 513: cutlass 128x128x64
+// BADFROM: modk-configure-gemms: cutlass-from -1; expected 0 (auto) or more
 modk.entry @forward attributes {kind = #modk.entry_kind<forward>, model = #modk.model<name = "t", vocab_size = 64, d_model = 64, n_layers = 1, n_heads = 1, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = bf16>, modes = [#modk.mode<topk>], params = [#modk.param<name = "wide", shape = [4096, 64], init = ones>, #modk.param<name = "narrow", shape = [128, 64], init = ones>, #modk.param<name = "r", shape = [8, 64], init = ones>]} {
   %wide = modk.param "wide" : memref<4096x64xf32>
   %narrow = modk.param "narrow" : memref<128x64xf32>

@@ -105,7 +105,8 @@ public:
          {std::pair<const char *, int64_t>{"sm-count", smCount},
           {"tma-ctas", tmaCtas},
           {"wgrad-chunk-rows", wgradChunkRows},
-          {"gather-blocks", gatherBlocks}})
+          {"gather-blocks", gatherBlocks},
+          {"cutlass-from", cutlassFrom}})
       if (value < 0)
         return emitError(loc) << "modk-configure-gemms: " << name << " "
                               << value << "; expected 0 (auto) or more";
@@ -515,8 +516,9 @@ private:
   modk::GemmConfigAttr configureCutlass(MLIRContext *ctx, const Product &p,
                                         int64_t outputBytes,
                                         int64_t sourceBytes = 0) const {
-    const int64_t from =
-        p.forward && streamRows > 0 ? streamRows + 1 : kWgmmaMinRows;
+    const int64_t from = cutlassFrom > 0               ? cutlassFrom
+                         : p.forward && streamRows > 0 ? streamRows + 1
+                                                       : kWgmmaMinRows;
     SmallVector<GemmVariant> variants;
     for (const GemmVariant &v : configure(ctx, p).getVariants())
       if (v.minRows < from)
@@ -575,8 +577,8 @@ private:
             forcedTile == 0)
           continue;
       }
-      chosen = cutlassVariant(t, kWgmmaMinRows, ceilDiv(p.staticRows, t.rows),
-                              stages, p.cols);
+      chosen = cutlassVariant(t, cutlassFrom > 0 ? cutlassFrom : kWgmmaMinRows,
+                              ceilDiv(p.staticRows, t.rows), stages, p.cols);
       previous = &t;
     }
     if (!chosen)

@@ -422,6 +422,11 @@ def ConfigureGemms : Pass<"modk-configure-gemms", "::modc::modk::EntryOp"> {
            "Forward products of up to this many rows take the few-row "
            "kernel, which reads the weight once (0: none; a pinned path "
            "or tile puts every row count on it)">,
+    Option<"cutlassFrom", "cutlass-from", "int64_t", /*default=*/"0",
+           "library=cutlass: the row count from which products run on "
+           "CUTLASS (0: by the part's tiles, above the few-row kernel's "
+           "rows; 1: every row count, for tests that cover the kernels "
+           "at small shapes)">,
     Option<"library", "library", "std::string", /*default=*/"\"tiles\"",
            "tiles (the hand-written kernels) or cutlass: forward bf16 "
            "products with a plain or (sm_90a) an elementwise epilogue "
