@@ -168,7 +168,9 @@ constexpr int kRowWarps = 8;     ///< rows per block of the warp-per-row kernels
 constexpr int kMaxGrid = 1 << 16; ///< elementwise grids are capped (grid-stride)
 /// The most row kernels one grouped launch runs (modk-group-gemms'
 /// max-members): their table (modc_rows_<n>_group) is a kernel parameter.
-constexpr int kMaxRowGroup = 16;
+/// (inline: a package without groups leaves it unused, which nvcc would
+/// report of a plain constexpr.)
+inline constexpr int kMaxRowGroup = 16;
 
 __device__ __forceinline__ int64_t minI64(int64_t a, int64_t b) {
   return a < b ? a : b;
