@@ -8,11 +8,11 @@
 #
 #   scripts/check-cutlass-build.sh [KERNEL] [MODEL.json]
 #
-# KERNEL: the index of the kernel type in the package (default 3: the
+# KERNEL: the index of the kernel type in the package (default 5: the
 # bf16 example's 128x128x64 cooperative kernel of a residual add, in
-# clusters of 2x1, its epilogue tree reading y; 2 is its 64x128x64
-# pingpong kernel, 0 and 1 V's bf16 store, 4 to 6 and 10 the plain forward
-# products' kernels, 7 to 9 SwiGLU's epilogue trees, 11 and 12 the routed
+# clusters of 2x1, its epilogue tree reading y; 4 is its 64x128x64
+# pingpong kernel, 0, 1, 6 and 7 the plain f32 products' kernels, 2 and 3
+# V's bf16 store, 8 to 10 SwiGLU's epilogue trees, 11 and 12 the routed
 # layers' gated scatters, 13 and 14 the training entry's residual adds
 # into another buffer, 15 to 20 the input gradients'). ARCH: sm_90a (the
 # default) or sm_80, whose
@@ -25,7 +25,7 @@
 # Toolkit's, on PATH, or the pinned copy of scripts/install-deps.sh.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-kernel=${1:-3}
+kernel=${1:-5}
 model=${2:-$root/examples/tiny-mod-bf16.json}
 bin=$root/build/bin
 arch=${ARCH:-sm_90a}

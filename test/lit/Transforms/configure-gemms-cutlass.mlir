@@ -272,14 +272,16 @@ modk.entry @residual attributes {kind = #modk.entry_kind<forward>, model = #modk
 // epilogues without head pairs store by themselves (no TMA store, so 7
 // stages on 128x128 instead of 6) over rows the host knows: one that
 // stores at the rows' tokens (the routed block's gated scatter) and one
-// that reads the column index. Not on CUTLASS: an epilogue over heads
-// (RoPE), and the gated scatter over rows counted on the device (the
-// kernel computes every row up to the bound: a row past the count has no
-// token to store at). sm_80 takes only the residual add in place.
+// that reads the column index. An epilogue over heads (RoPE) runs after
+// the kernel, which stores the f32 product (the stages of an f32 store).
+// Not on CUTLASS: the gated scatter over rows counted on the device (the
+// kernel computes every row up to the count it is given: a row past the
+// count has no token to store at). sm_80 takes only the residual add in
+// place.
 // CHECK-LABEL: modk.entry @elementwise
 // CHECK: modk.gemm %{{.*}} -> %{{.*}} {config = #modk.gemm_config<stream 8x4, from 65: cutlass 64x128x64 cluster 1x1 stages 7 pingpong raster along_n, from 4097: cutlass 128x128x64 cluster 2x1 stages 4 cooperative raster along_m, from 8321: cutlass 128x256x64 cluster 2x1 stages 3 cooperative raster along_m>, epilogue = #modk.epilogue<rows>}
 // CHECK: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 65: cutlass 64x128x64 cluster 1x1 stages 8 pingpong raster along_m, from 16769: cutlass 128x128x64 cluster 2x1 stages 6 cooperative raster along_m>, epilogue = #modk.epilogue<rows>}
-// CHECK: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 65: wgmma 128x64 tma 264, from 16769: wgmma 128x128 tma 132>, epilogue = #modk.epilogue<rows>}
+// CHECK: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 65: cutlass 64x128x64 cluster 1x1 stages 8 pingpong raster along_m, from 16769: cutlass 128x128x64 cluster 2x1 stages 6 cooperative raster along_m>, epilogue = #modk.epilogue<rows>}
 // CHECK: modk.gemm {{.*}} rows %[[ALL:[0-9]+]] -> {{.*}} {config = #modk.gemm_config<stream 8x4, from 65: cutlass 64x128x64 cluster 1x1 stages 8 pingpong raster along_m, from 16769: cutlass 128x128x64 cluster 2x1 stages 7 cooperative raster along_m>, epilogue = #modk.epilogue<rows>}
 // CHECK: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 65: wgmma 128x64 tma 264, from 16769: wgmma 128x128 tma 132>, epilogue = #modk.epilogue<rows>}
 // CHECK: modk.gemm {{.*}} rows %[[ALL]] -> {{.*}} {config = #modk.gemm_config<stream 8x4, from 65: cutlass 64x128x64 cluster 1x1 stages 8 pingpong raster along_m, from 16769: cutlass 128x128x64 cluster 2x1 stages 7 cooperative raster along_m>, epilogue = #modk.epilogue<rows>}

@@ -919,12 +919,14 @@ static bool bf16OutputOf(Operation *op) {
 /// What a product's CUTLASS kernels compute: a forward product (y = a
 /// w^T), one with an elementwise `rows` epilogue (a residual add in place
 /// on sm_80), one whose `rows` epilogue stores by itself (sm_90a: the
-/// routed block's gated scatter), an input gradient (dA = dY w) that
-/// stores or adds, or a weight gradient (dW += dY^T A).
+/// routed block's gated scatter), one whose `rows` epilogue runs after it
+/// over the f32 product it stores (over heads: RoPE), an input gradient
+/// (dA = dY w) that stores or adds, or a weight gradient (dW += dY^T A).
 enum class ProductKind {
   forward,
   forwardEpilogue,
   forwardStore,
+  forwardStaged,
   dgrad,
   dgradAccumulate,
   wgrad
@@ -938,8 +940,9 @@ static ProductKind kindOf(Operation *op) {
     return ProductKind::wgrad;
   auto gemm = cast<modk::GemmOp>(op);
   if (gemm.getEpilogue() == modk::Epilogue::rows)
-    return gemm.isElementwiseEpilogue() ? ProductKind::forwardEpilogue
-                                        : ProductKind::forwardStore;
+    return gemm.isElementwiseEpilogue()          ? ProductKind::forwardEpilogue
+           : gemm.getEpilogueRows().getHeadDim() ? ProductKind::forwardStaged
+                                                 : ProductKind::forwardStore;
   return ProductKind::forward;
 }
 
@@ -990,6 +993,8 @@ static std::string kindText(Operation *op, bool sm90) {
   }
   case ProductKind::forwardStore:
     return " -> Store(acc): its own loads and stores";
+  case ProductKind::forwardStaged:
+    return " -> f32, staged for its epilogue over heads";
   case ProductKind::dgrad:
     return " dgrad -> f32";
   case ProductKind::dgradAccumulate:
@@ -1040,9 +1045,9 @@ LogicalResult CutlassGemms::emitKernelType(raw_ostream &os,
            << v.clusterRows << "x" << v.clusterCols << " does not run on "
            << arch;
   const char *out = bf16Output ? "modk_cuda::bf16" : "float";
-  bool forward = kind == ProductKind::forward ||
-                 kind == ProductKind::forwardEpilogue ||
-                 kind == ProductKind::forwardStore;
+  bool forward =
+      kind == ProductKind::forward || kind == ProductKind::forwardEpilogue ||
+      kind == ProductKind::forwardStore || kind == ProductKind::forwardStaged;
   // A `rows` epilogue: on sm_90a the visitor tree of the file's Math (and
   // the source's element type where it reads one), on sm_80 the residual
   // add in place, whose kernel adds y's old values (f32 output).
@@ -1152,14 +1157,16 @@ LogicalResult CutlassGemms::emit(raw_ostream &os,
       if (plans.count(key))
         return WalkResult::advance();
       ProductKind kind = kindOf(op);
-      bool bf16Output = bf16OutputOf(op);
+      // A staged product is stored f32 whatever y's type.
+      bool bf16Output = kind != ProductKind::forwardStaged && bf16OutputOf(op);
       FailureOr<std::string> math = epilogueMath(op, sm90);
       if (failed(math))
         return WalkResult::interrupt();
       if (kind == ProductKind::wgrad)
         hasWgrad = true;
       else if (kind == ProductKind::forwardEpilogue ||
-               kind == ProductKind::forwardStore)
+               kind == ProductKind::forwardStore ||
+               kind == ProductKind::forwardStaged)
         hasEpilogue = true;
       if (kind == ProductKind::forwardStore)
         hasStore = true;
@@ -1174,7 +1181,8 @@ LogicalResult CutlassGemms::emit(raw_ostream &os,
         std::string text;
         llvm::raw_string_ostream textOs(text);
         textOs << modk::GemmConfigAttr::get(op->getContext(), {shape}, 1, 0)
-               << kindText(op, sm90);
+               << (kind == ProductKind::forwardStaged ? " -> f32"
+                                                      : kindText(op, sm90));
         // Kernels of one text and one epilogue math are one.
         auto [it, added] = kernels.try_emplace(
             text + "\n" + *math,
@@ -1212,7 +1220,10 @@ LogicalResult CutlassGemms::emit(raw_ostream &os,
                   .substr(0, 16);
           std::string launcher = "modc_cutlass_" + hash;
           std::string path = "kernels/cutlass_" + hash + ".cu";
-          body += launcherText(launcher, kind);
+          // A staged product's kernel is the plain f32 one (one file).
+          body += launcherText(launcher, kind == ProductKind::forwardStaged
+                                             ? ProductKind::forward
+                                             : kind);
           if (int(kernels.size()) - 1 == onlyKernel)
             os << body;
           if (paths.insert(path).second) {

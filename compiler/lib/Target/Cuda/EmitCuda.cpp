@@ -605,24 +605,42 @@ void CudaEmitter::emitOneGemm(modk::GemmOp op, int indent) {
     // scratch, which the kernel reads as it stores y. Only a variant marked
     // separateEpilogue ever declines (a static_assert of the tiles), so
     // only a plan with one needs the scratch.
-    fused.result = "const bool fused";
-    emitCall(fused, indent + 2);
-    os << pad << "  if (!fused) {\n";
+    //
+    // On CUTLASS (from its variants' rows) the kernel stores the f32
+    // product, staged the same way, and the epilogue's kernel runs after it.
+    std::string plan = cutlass.planOf(op);
     Value product = op.getFusedRows().front().getArgument(0);
     std::string staged = y;
     if (cast<MemRefType>(op.getOutput().getType()).getElementType() !=
         cast<MemRefType>(product.getType()).getElementType()) {
       modk::GemmConfigAttr config = op.getConfigAttr();
-      if (config &&
-          llvm::any_of(config.getVariants(), [](const modk::GemmVariant &v) {
-            return v.separateEpilogue;
-          }))
+      if (!plan.empty() ||
+          (config &&
+           llvm::any_of(config.getVariants(), [](const modk::GemmVariant &v) {
+             return v.separateEpilogue;
+           })))
         needScratch(
             fmt::format("sizeof(float) * size_t({}) * {}", rows.bound, n));
       staged = "(float *)scratch";
     }
+    if (!plan.empty()) {
+      os << fmt::format("{}  const bool onCutlass = "
+                        "modc_cutlass::linear_epilogue<{}, {}, {}>({}, {} + "
+                        "B, {}, {}, nullptr, {}, s);\n",
+                        pad, n, k, plan, a, rows.text,
+                        cutlassRows(op, rows, false), w, staged);
+      os << pad << "  bool fused = false;\n" << pad << "  if (!onCutlass)\n";
+      fused.result = "fused";
+      emitCall(fused, indent + 4);
+    } else {
+      fused.result = "const bool fused";
+      emitCall(fused, indent + 2);
+    }
+    os << pad << "  if (!fused) {\n";
+    if (!plan.empty())
+      os << pad << "    if (!onCutlass)\n";
     emitCall(withGemmPlan({"linear", shape, {a, rows, w, staged}}, op),
-             indent + 4);
+             indent + (plan.empty() ? 4 : 6));
     names[product] = staged;
     emitRowKernelLaunch(epilogue, separateKernelOf.lookup(epilogue));
     os << pad << "  }\n" << pad << "}\n";

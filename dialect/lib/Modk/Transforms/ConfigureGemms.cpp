@@ -416,6 +416,9 @@ private:
   ///    the emitter writes as a visitor node that finishes each element
   ///    with the epilogue's own loads and stores (`storeBytes` 0: no TMA
   ///    store);
+  ///  - on sm_90a, an epilogue over heads (RoPE): the kernel stores the
+  ///    f32 product (in y where y is f32, else in the entry's scratch), and
+  ///    the epilogue runs as its row kernel after it;
   ///  - on sm_80, a residual add in place (y += a W^T, f32: beta = 1),
   ///    whose kernel stops at the count (rowCountKernel).
   /// The sm_90a kernel computes every row up to the count it is given, so
@@ -471,7 +474,14 @@ private:
       return true;
     }
     modk::RowsOp rows = gemm.getEpilogueRows();
-    return known && rows && !rows.getHeadDim();
+    if (rows && rows.getHeadDim()) {
+      // RoPE pairs the columns of a head, which a tile's epilogue does not
+      // hold together: the kernel stores the f32 product, and the
+      // epilogue's row kernel finishes it (any rows).
+      storeBytes = 4;
+      return true;
+    }
+    return known && rows;
   }
 
   /// The part's CUTLASS tiles, smallest first, or the one that `tile=`

@@ -381,7 +381,8 @@ def ConfigureGemms : Pass<"modk-configure-gemms", "::modc::modk::EntryOp"> {
       GELU, a bf16 store; one that reads y in place only over rows the
       host knows) or, over rows the host knows, another `rows` epilogue
       without head pairs (the routed block's gated scatter, which the
-      kernel stores by itself) or, on sm_80, a residual add in place,
+      kernel stores by itself) or one over heads (RoPE, which runs after
+      the kernel's f32 store) or, on sm_80, a residual add in place,
       takes `cutlass`
       variants above the few-row kernel's rows: from the part's CUTLASS
       tiles, smallest first, each from the row count where it gives a
