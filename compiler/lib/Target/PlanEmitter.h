@@ -345,6 +345,10 @@ protected:
   /// The kernel of a modk.rows that scatter-adds into a table at the rows'
   /// ids (the embedding's gradient), in row order.
   mlir::LogicalResult emitScatterKernel(modk::RowsOp op, int index);
+  /// modc_rows_<index>'s grouped form (CUDA, a warp-per-row kernel):
+  /// modc_rows_<index>_grouped<M>, whose grid's y picks the member of a
+  /// group (modk-group-gemms) from a table of their buffers and row counts.
+  mlir::LogicalResult emitGroupedRowKernel(modk::RowsOp op, int index);
   /// The CUDA argument of a head_dim kernel's angle table (or nullptr).
   std::string ropeTableArg(modk::RowsOp op);
   /// Statements (one a line) that declare `epi`, the EpiArgs of `gemm`'s
@@ -355,10 +359,6 @@ protected:
 
   /// Launches row kernel `index` (modc_rows_<index>) for `op`.
   virtual void emitRowKernelLaunch(modk::RowsOp op, int index) = 0;
-  /// modc_rows_<index>'s grouped form (CUDA, a warp-per-row kernel):
-  /// modc_rows_<index>_grouped<M>, whose grid's y picks the member of a
-  /// group (modk-group-gemms) from a table of their buffers and row counts.
-  mlir::LogicalResult emitGroupedRowKernel(modk::RowsOp op, int index);
   /// Renders `call` for the target at `indent` spaces.
   virtual void emitCall(const KernelCall &call, int indent = 2) = 0;
   /// The kernels of the ops whose code differs per target, beyond a call's
