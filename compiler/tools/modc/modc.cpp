@@ -122,8 +122,8 @@ static cl::list<std::string> noFuse(
              "projections, each as one stacked product; CPU targets), copy "
              "(a whole buffer's copy, into the row kernel that wrote its "
              "source), group (independent products of one shape, such as "
-             "an MoE layer's experts, as one grouped launch; CUDA "
-             "targets), zero-fill (a weight gradient's zero fill, into its "
+             "an MoE layer's experts, and the experts' row kernels, each "
+             "as one grouped launch; CUDA targets), zero-fill (a weight gradient's zero fill, into its "
              "first product, which then writes it; CPU targets)"),
     cl::value_desc("FUSION,..."), cl::CommaSeparated, cl::sub(compileCommand),
     cl::cat(modcCategory));
