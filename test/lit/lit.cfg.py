@@ -50,6 +50,11 @@ try:
                   if l.startswith("MODC_CUTLASS_INCLUDE_DIR:")]
         if values and values[0] and not values[0].endswith("NOTFOUND"):
             config.available_features.add("cutlass")
+            # nvcc's include flags for a kernel file, as modc passes them.
+            config.substitutions.append(
+                ("%cutlass-includes",
+                 "-I" + values[0] + " -I" +
+                 os.path.join(values[0], "..", "tools", "util", "include")))
 except OSError:
     pass
 config.substitutions.append(("%prelude", os.path.join(config.modc_src_root, "compiler", "lib", "Target", "Cuda", "prelude")))

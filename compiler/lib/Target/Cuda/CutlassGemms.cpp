@@ -195,8 +195,11 @@ template <typename Out, typename Math, typename Source> struct EpilogueTree {
   using type = cutlass::epilogue::fusion::Sm90EVT<
       Compute, cutlass::epilogue::fusion::Sm90AccFetch,
       cutlass::epilogue::fusion::Sm90SrcFetch<Source>>;
-  /// The tree's arguments (src: the source, which the collective loads).
-  static typename type::Arguments arguments(const void *) { return {}; }
+  /// The tree's arguments, the collective's Args (src: the source, which
+  /// the collective loads): its nodes' defaults.
+  template <typename Args> static Args arguments(const void *) {
+    return Args{};
+  }
 };
 template <typename Out, typename Math> struct EpilogueTree<Out, Math, void> {
   using type = cutlass::epilogue::fusion::Sm90EVT<
@@ -204,13 +207,17 @@ template <typename Out, typename Math> struct EpilogueTree<Out, Math, void> {
           ComputeOf<Math>::template Fn, Out, float,
           cutlass::FloatRoundStyle::round_to_nearest>,
       cutlass::epilogue::fusion::Sm90AccFetch>;
-  static typename type::Arguments arguments(const void *) { return {}; }
+  template <typename Args> static Args arguments(const void *) {
+    return Args{};
+  }
 };
 template <typename Out> struct EpilogueTree<Out, void, void> {
   using type = cutlass::epilogue::fusion::LinearCombination<Out, float, void,
                                                              float>;
   /// alpha 1, beta 0.
-  static typename type::Arguments arguments(const void *) { return {}; }
+  template <typename Args> static Args arguments(const void *) {
+    return Args{};
+  }
 };
 
 /// A product's epilogue that finishes each element with its own loads and
@@ -321,8 +328,8 @@ struct EpilogueTree<Out, AtRows<Store>, void> {
   using type = cutlass::epilogue::fusion::Sm90EVT<
       Sm90StoreAtRows<Store>, cutlass::epilogue::fusion::Sm90AccFetch>;
   /// The tree's arguments: the epilogue's buffers (src: its Args).
-  static typename type::Arguments arguments(const void *src) {
-    return {{}, {*static_cast<const typename Store::Args *>(src)}};
+  template <typename Args> static Args arguments(const void *src) {
+    return Args{{}, {*static_cast<const typename Store::Args *>(src)}};
   }
 };
 
@@ -403,7 +410,8 @@ struct Sm90Gemm {
         cutlass::gemm::GemmUniversalMode::kGemm,
         {int(m), int(n), int(k), 1},
         {a, strideA, w, strideB},
-        {Tree::arguments(src),
+        {Tree::template arguments<
+             typename Epilogue::FusionCallbacks::Arguments>(src),
          kStoresAtRows ? nullptr : static_cast<const SourceElement *>(src),
          strideC,
          kStoresAtRows ? nullptr : reinterpret_cast<Out *>(y),
