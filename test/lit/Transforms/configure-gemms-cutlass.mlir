@@ -269,8 +269,8 @@ modk.entry @residual attributes {kind = #modk.entry_kind<forward>, model = #modk
 // gate (an f32 source beside a bf16 output: four stages of rows x 32 f32
 // for the source beside the store's two of bf16, 7 stages on the 64x128
 // tile instead of 8), and the bf16 store of values. The other `rows`
-// epilogues without head pairs store by themselves (no TMA store, so 7
-// stages on 128x128 instead of 6) over rows the host knows: one that
+// epilogues without head pairs store by themselves (no TMA store, but
+// the stages of an f32 store) over rows the host knows: one that
 // stores at the rows' tokens (the routed block's gated scatter) and one
 // that reads the column index. An epilogue over heads (RoPE) runs after
 // the kernel, which stores the f32 product (the stages of an f32 store).
@@ -282,9 +282,9 @@ modk.entry @residual attributes {kind = #modk.entry_kind<forward>, model = #modk
 // CHECK: modk.gemm %{{.*}} -> %{{.*}} {config = #modk.gemm_config<stream 8x4, from 65: cutlass 64x128x64 cluster 1x1 stages 7 pingpong raster along_n, from 4097: cutlass 128x128x64 cluster 2x1 stages 4 cooperative raster along_m, from 8321: cutlass 128x256x64 cluster 2x1 stages 3 cooperative raster along_m>, epilogue = #modk.epilogue<rows>}
 // CHECK: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 65: cutlass 64x128x64 cluster 1x1 stages 8 pingpong raster along_m, from 16769: cutlass 128x128x64 cluster 2x1 stages 6 cooperative raster along_m>, epilogue = #modk.epilogue<rows>}
 // CHECK: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 65: cutlass 64x128x64 cluster 1x1 stages 8 pingpong raster along_m, from 16769: cutlass 128x128x64 cluster 2x1 stages 6 cooperative raster along_m>, epilogue = #modk.epilogue<rows>}
-// CHECK: modk.gemm {{.*}} rows %[[ALL:[0-9]+]] -> {{.*}} {config = #modk.gemm_config<stream 8x4, from 65: cutlass 64x128x64 cluster 1x1 stages 8 pingpong raster along_m, from 16769: cutlass 128x128x64 cluster 2x1 stages 7 cooperative raster along_m>, epilogue = #modk.epilogue<rows>}
+// CHECK: modk.gemm {{.*}} rows %[[ALL:[0-9]+]] -> {{.*}} {config = #modk.gemm_config<stream 8x4, from 65: cutlass 64x128x64 cluster 1x1 stages 8 pingpong raster along_m, from 16769: cutlass 128x128x64 cluster 2x1 stages 6 cooperative raster along_m>, epilogue = #modk.epilogue<rows>}
 // CHECK: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 65: wgmma 128x64 tma 264, from 16769: wgmma 128x128 tma 132>, epilogue = #modk.epilogue<rows>}
-// CHECK: modk.gemm {{.*}} rows %[[ALL]] -> {{.*}} {config = #modk.gemm_config<stream 8x4, from 65: cutlass 64x128x64 cluster 1x1 stages 8 pingpong raster along_m, from 16769: cutlass 128x128x64 cluster 2x1 stages 7 cooperative raster along_m>, epilogue = #modk.epilogue<rows>}
+// CHECK: modk.gemm {{.*}} rows %[[ALL]] -> {{.*}} {config = #modk.gemm_config<stream 8x4, from 65: cutlass 64x128x64 cluster 1x1 stages 8 pingpong raster along_m, from 16769: cutlass 128x128x64 cluster 2x1 stages 6 cooperative raster along_m>, epilogue = #modk.epilogue<rows>}
 // A100-LABEL: modk.entry @elementwise
 // (No letter c in the variants: no cutlass.)
 // A100-COUNT-6: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 65: mma {{[^c]*}}>, epilogue = #modk.epilogue<rows>}

@@ -414,8 +414,8 @@ private:
   ///  - on sm_90a, another `rows` epilogue without head pairs (the routed
   ///    block's gated scatter into the stream at the rows' tokens), which
   ///    the emitter writes as a visitor node that finishes each element
-  ///    with the epilogue's own loads and stores (`storeBytes` 0: no TMA
-  ///    store);
+  ///    with the epilogue's own loads and stores (no TMA store; the
+  ///    stages count an f32 store's shared memory all the same);
   ///  - on sm_90a, an epilogue over heads (RoPE): the kernel stores the
   ///    f32 product (in y where y is f32, else in the entry's scratch), and
   ///    the epilogue runs as its row kernel after it;
@@ -481,6 +481,10 @@ private:
       storeBytes = 4;
       return true;
     }
+    // No TMA store, but the stages leave its shared memory all the same:
+    // seven 128x128 stages beside no epilogue overflow the kernel's
+    // shared storage (its alignment and barriers).
+    storeBytes = 4;
     return known && rows;
   }
 
