@@ -146,10 +146,11 @@ public:
         // stages.
         int64_t storeBytes = 0, sourceBytes = 0;
         bool cutlass = onCutlass(gemm, storeBytes, sourceBytes);
-        gemm.setConfigAttr(
-            cutlass && p.bf16 && p.tmaOperands
-                ? configureCutlass(ctx, p, storeBytes, sourceBytes)
-                : configure(ctx, p));
+        gemm.setConfigAttr(cutlass && p.bf16 && p.tmaOperands
+                               ? configureCutlass(ctx, p, storeBytes,
+                                                  sourceBytes,
+                                                  heavyEpilogue(gemm))
+                               : configure(ctx, p));
       } else if (auto dgrad = dyn_cast<modk::GemmDgradOp>(op)) {
         // dA [rows, K] = dY [rows, N] W [N, K].
         auto w = cast<MemRefType>(dgrad.getWeight().getType()).getShape();
@@ -209,6 +210,20 @@ public:
 private:
   static bool isBf16(Value v) {
     return cast<MemRefType>(v.getType()).getElementType().isBF16();
+  }
+
+  /// Whether `gemm`'s epilogue math calls erf (GELU): beside a 128x256
+  /// tile's accumulators (128 f32 a thread) its registers spill (20 bytes
+  /// with nvcc 13), so it keeps to the smaller CUTLASS tiles.
+  static bool heavyEpilogue(modk::GemmOp gemm) {
+    modk::RowsOp rows = gemm.getEpilogueRows();
+    if (!rows)
+      return false;
+    WalkResult walk = rows.walk([](Operation *o) {
+      return o->getName().getStringRef() == "math.erf" ? WalkResult::interrupt()
+                                                       : WalkResult::advance();
+    });
+    return walk.wasInterrupted();
   }
 
   /// Whether the rows of `segments` are always every row `buffer` can hold
@@ -526,10 +541,13 @@ private:
   /// a larger tile only where it pads no more columns than the one before
   /// it. `sourceBytes` (0: none): the epilogue reads a source of elements
   /// of that size (an accumulating input gradient's or a residual add's old
-  /// values, SwiGLU's gate), whose shared memory takes stages.
+  /// values, SwiGLU's gate), whose shared memory takes stages. `heavy`:
+  /// the epilogue's math keeps to tiles of at most 128x128
+  /// (heavyEpilogue).
   modk::GemmConfigAttr configureCutlass(MLIRContext *ctx, const Product &p,
                                         int64_t outputBytes,
-                                        int64_t sourceBytes = 0) const {
+                                        int64_t sourceBytes = 0,
+                                        bool heavy = false) const {
     const int64_t from = cutlassFrom > 0               ? cutlassFrom
                          : p.forward && streamRows > 0 ? streamRows + 1
                                                        : kWgmmaMinRows;
@@ -542,7 +560,7 @@ private:
     for (const cuda::CutlassTile &t : table) {
       int64_t stages =
           cuda::cutlassStages(*target, t, outputBytes, sourceBytes);
-      if (stages == 0)
+      if (stages == 0 || (heavy && t.rows * t.cols > 128 * 128))
         continue;
       int64_t start = from;
       if (previous) {
