@@ -1176,10 +1176,9 @@ LogicalResult CutlassGemms::emit(raw_ostream &os,
                kind == ProductKind::forwardStore ||
                kind == ProductKind::forwardStaged)
         hasEpilogue = true;
-      if (kind == ProductKind::forwardStore)
-        hasStore = true;
       else if (kind != ProductKind::forward)
         hasDgrad = true;
+      hasStore |= kind == ProductKind::forwardStore;
       std::vector<std::string> variants;
       for (const modk::GemmVariant &v : config.getVariants()) {
         if (v.path != modk::GemmPath::cutlass)
