@@ -28,16 +28,20 @@ std::string PlanEmitter::functionName(modk::EntryOp e) {
   return ("modc_" + modk::stringifyEntryKind(e.getKind())).str();
 }
 
-std::string PlanEmitter::cType(Type element) const {
+std::string modc::cElementType(Type element, StringRef kernelNamespace) {
   if (element.isF32())
     return "float";
   if (element.isBF16())
-    return std::string(kernelNamespace()) + "::bf16";
+    return kernelNamespace.str() + "::bf16";
   if (element.isInteger(32))
     return "int32_t";
   if (element.isInteger(8))
     return "uint8_t";
   return "int64_t";
+}
+
+std::string PlanEmitter::cType(Type element) const {
+  return cElementType(element, kernelNamespace());
 }
 
 int64_t PlanEmitter::width(Value v) {

@@ -30,6 +30,10 @@ inline constexpr char kExport[] = "__attribute__((visibility(\"default\")))";
 /// A double as a C++ float expression that rounds exactly as the CPU does.
 std::string floatLiteral(double v);
 
+/// The C++ type of a buffer's `element` in a kernel namespace's code
+/// (modk_cpu or modk_cuda: its bf16).
+std::string cElementType(mlir::Type element, llvm::StringRef kernelNamespace);
+
 /// The element math of `gemm`'s elementwise epilogue
 /// (GemmOp::isElementwiseEpilogue) as a CUDA struct `name` whose
 /// `static float apply(float acc[, float xJ])` returns y[i, c] from the

@@ -1425,7 +1425,8 @@ LogicalResult PlanEmitter::emitOptimizerNorm() {
   return success();
 }
 
-static void writeEpilogueOperands(modk::RowsOp op, llvm::raw_ostream &os);
+static LogicalResult writeEpilogueOperands(modk::RowsOp op,
+                                           llvm::raw_ostream &os);
 static LogicalResult writeEpilogueElement(RowStatements &stmts, Block &body,
                                           llvm::raw_ostream &os);
 
@@ -1435,10 +1436,6 @@ LogicalResult PlanEmitter::emitRowEpilogueDefinitions() {
   os << "namespace modk_cuda {\nnamespace detail {\n";
   for (auto [index, op] : llvm::enumerate(rowEpilogues)) {
     unsigned nIn = op.getInputs().size(), nOut = op.getOutputs().size();
-    if (nIn + nOut > kEpilogueOperands)
-      return op.emitOpError() << "as a GEMM epilogue takes at most "
-                              << kEpilogueOperands << " buffers",
-             failure();
     RowStatements stmts(op, /*cuda=*/true, /*epilogue=*/true);
     Block &body = op.getBody().front();
     stmts.nameArguments(body);
@@ -1462,7 +1459,8 @@ LogicalResult PlanEmitter::emitRowEpilogueDefinitions() {
             "EpiArgs epi,\n"
             "                                               int64_t i, "
             "int64_t c) {\n";
-    writeEpilogueOperands(op, os);
+    if (failed(writeEpilogueOperands(op, os)))
+      return failure();
     if (headDim) {
       // The angle from the package's table (ropeTableFor): the double
       // precision sin and cos would take the tile's registers.
@@ -1491,8 +1489,14 @@ LogicalResult PlanEmitter::emitRowEpilogueDefinitions() {
 /// `op` from `epi` (EpiArgs, or a CUTLASS kernel's StoreArgs: the same
 /// names): its segments and positions where it reads or writes at tokens,
 /// in<j> and out<k> from epi.operands, as modk_cuda's element types.
-static void writeEpilogueOperands(modk::RowsOp op, llvm::raw_ostream &os) {
+/// Fails where `op` names more buffers than epi's slots.
+static LogicalResult writeEpilogueOperands(modk::RowsOp op,
+                                           llvm::raw_ostream &os) {
   unsigned nIn = op.getInputs().size(), nOut = op.getOutputs().size();
+  if (nIn + nOut > PlanEmitter::kEpilogueOperands)
+    return op.emitOpError() << "as a GEMM epilogue takes at most "
+                            << PlanEmitter::kEpilogueOperands << " buffers",
+           failure();
   if (op.hasTokenOperands()) {
     os << "    const int64_t *seg = epi.seg;\n"
           "    const int64_t nseg = epi.nseg;\n";
@@ -1503,18 +1507,15 @@ static void writeEpilogueOperands(modk::RowsOp op, llvm::raw_ostream &os) {
     Value v = op.getInputOrOutput(j);
     if (isa<BlockArgument>(v))
       continue;
-    Type element = cast<MemRefType>(v.getType()).getElementType();
-    std::string type = element.isF32()         ? "float"
-                       : element.isBF16()      ? "modk_cuda::bf16"
-                       : element.isInteger(32) ? "int32_t"
-                       : element.isInteger(8)  ? "uint8_t"
-                                               : "int64_t";
+    std::string type = cElementType(
+        cast<MemRefType>(v.getType()).getElementType(), "modk_cuda");
     bool output = j >= nIn;
     os << fmt::format(
         "    {0}{1} *{2}{3} = static_cast<{0}{1} *>(epi.operands[{4}]);\n",
         output ? "" : "const ", type, output ? "out" : "in",
         output ? j - nIn : j, j);
   }
+  return success();
 }
 
 /// The statements of element (i, c) of a GEMM epilogue without head pairs:
@@ -1539,11 +1540,6 @@ FailureOr<std::string> modc::rowsEpilogueStore(Operation *product,
                                 "by rows (a `rows` epilogue without head "
                                 "pairs)"),
            failure();
-  unsigned operands = op.getInputs().size() + op.getOutputs().size();
-  if (operands > PlanEmitter::kEpilogueOperands)
-    return op.emitOpError() << "as a GEMM epilogue takes at most "
-                            << PlanEmitter::kEpilogueOperands << " buffers",
-           failure();
   RowStatements stmts(op, /*cuda=*/true, /*epilogue=*/true);
   Block &body = op.getBody().front();
   stmts.nameArguments(body);
@@ -1559,8 +1555,8 @@ FailureOr<std::string> modc::rowsEpilogueStore(Operation *product,
       "                                               int64_t i, int64_t c) "
       "{{\n",
       name.str());
-  writeEpilogueOperands(op, os);
-  if (failed(writeEpilogueElement(stmts, body, os)))
+  if (failed(writeEpilogueOperands(op, os)) ||
+      failed(writeEpilogueElement(stmts, body, os)))
     return failure();
   os << "  }\n};\n";
   return text;

@@ -573,7 +573,8 @@ void CudaEmitter::emitOneGemm(modk::GemmOp op, int indent) {
         // scatter) reads its buffers from a StoreArgs instead.
         Value source;
         std::string src = "nullptr";
-        if (!op.isElementwiseEpilogue(&source)) {
+        bool storesItself = !op.isElementwiseEpilogue(&source);
+        if (storesItself) {
           os << pad
              << "  const modc_cutlass::StoreArgs sa = "
                 "modc_cutlass::storeArgsOf(epi);\n";
@@ -584,7 +585,7 @@ void CudaEmitter::emitOneGemm(modk::GemmOp op, int indent) {
         // An epilogue that reads y in place or stores by itself computes
         // exactly the rows it is given: none where the count is the
         // device's (the tiles run).
-        bool exact = src == "&sa" || (source && source == op.getOutput());
+        bool exact = storesItself || (source && source == op.getOutput());
         os << fmt::format("{}  if (!modc_cutlass::linear_epilogue<{}, {}, "
                           "{}>({}, {} + B, {}, {}, {}, {}, s))\n",
                           pad, n, k, plan, a, rows.text,

@@ -462,6 +462,11 @@ private:
     }
     if (gemm.getEpilogue() != modk::Epilogue::rows)
       return false;
+    if (target->cutlass.generation !=
+        cuda::CutlassGeneration::collectiveBuilders) {
+      storeBytes = bytes;
+      return gemm.getAddedBuffer() && gemm.getAddedBuffer() == gemm.getOutput();
+    }
     // In `topk` mode a selection's count is B x k (the emitter passes it);
     // in `causal` mode the call declines at run time where it must not
     // pass the count (the tiles run).
@@ -469,11 +474,6 @@ private:
         modk::hostRowCount(gemm.getSegments(),
                            cast<MemRefType>(gemm.getInput().getType())) !=
         modk::HostRowCount::device;
-    if (target->cutlass.generation !=
-        cuda::CutlassGeneration::collectiveBuilders) {
-      storeBytes = bytes;
-      return gemm.getAddedBuffer() && gemm.getAddedBuffer() == gemm.getOutput();
-    }
     Value source;
     if (gemm.isElementwiseEpilogue(&source)) {
       if (source == gemm.getOutput() && !known)
@@ -488,19 +488,16 @@ private:
       storeBytes = bytes;
       return true;
     }
-    modk::RowsOp rows = gemm.getEpilogueRows();
-    if (rows && rows.getHeadDim()) {
-      // RoPE pairs the columns of a head, which a tile's epilogue does not
-      // hold together: the kernel stores the f32 product, and the
-      // epilogue's row kernel finishes it (any rows).
-      storeBytes = 4;
-      return true;
-    }
-    // No TMA store, but the stages leave its shared memory all the same:
-    // seven 128x128 stages beside no epilogue overflow the kernel's
-    // shared storage (its alignment and barriers).
+    // RoPE pairs the columns of a head, which a tile's epilogue does not
+    // hold together: the kernel stores the f32 product and the epilogue's
+    // row kernel finishes it (any rows). Another epilogue stores by itself
+    // (rows whose count the host knows): no TMA store, but the stages leave
+    // an f32 store's shared memory all the same (seven 128x128 stages
+    // beside none overflow the kernel's shared storage: its alignment and
+    // barriers).
     storeBytes = 4;
-    return known && rows;
+    modk::RowsOp rows = gemm.getEpilogueRows();
+    return rows && (rows.getHeadDim() || known);
   }
 
   /// The part's CUTLASS tiles, smallest first, or the one that `tile=`
