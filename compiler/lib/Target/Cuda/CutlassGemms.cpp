@@ -4,14 +4,15 @@
 // first such variant's rows on, a CUTLASS kernel: on sm_90a a TMA
 // warp-specialised kernel from CUTLASS 3.x's collective builders
 // (cooperative or pingpong, in clusters), on sm_80 a CUTLASS 2.x multistage
-// tensor-op kernel. Each distinct variant is one kernel type in model.cu,
-// its template arguments read from the variant and, for what the variant
-// leaves to the part (sm_80's warp tile, the shared memory a CTA may take),
-// from the same description modk-configure-gemms chose it from
-// (modc/Dialect/Modk/CudaTargets.h). Below that row count, and wherever a
-// CUTLASS kernel cannot run (no bf16 copy of the weight, an unaligned
-// operand, the CPU emulation of CUDA), the product runs the hand-written
-// tiles of the same configuration. docs/cuda.md, "CUTLASS".
+// tensor-op kernel; a generated elementwise epilogue is an epilogue
+// visitor tree on both, over the same generated math. Each distinct
+// variant is one kernel type in model.cu, its template arguments read from
+// the variant and, for what the variant leaves to the part (sm_80's warp tile,
+// the shared memory a CTA may take), from the same description
+// modk-configure-gemms chose it from (modc/Dialect/Modk/CudaTargets.h). Below
+// that row count, and wherever a CUTLASS kernel cannot run (no bf16 copy of the
+// weight, an unaligned operand, the CPU emulation of CUDA), the product runs
+// the hand-written tiles of the same configuration. docs/cuda.md, "CUTLASS".
 //
 //===----------------------------------------------------------------------===//
 
@@ -623,6 +624,17 @@ template <bool AlongN> struct Raster {
   }
 };
 
+/// The extent an epilogue visitor tree's nodes read and write within
+/// (GemmWithEpilogueVisitor's own copy of the rows): clipped with the
+/// problem's; nothing for the other kernels.
+template <typename Params>
+CUTLASS_DEVICE auto clipTreeRows(Params &params, int rows, int)
+    -> decltype(void(cute::get<0>(params.problem_shape) = rows)) {
+  cute::get<0>(params.problem_shape) = rows;
+}
+template <typename Params>
+CUTLASS_DEVICE void clipTreeRows(Params &, int, long) {}
+
 /// A CUTLASS 2.x GEMM kernel over the rows the device counts: a CTA whose
 /// rows all lie at or past *rows exits, and the others read and write no
 /// row past it (the row count stays on the device, docs/cuda.md).
@@ -635,8 +647,10 @@ __global__ __launch_bounds__(Kernel::kThreadCount) void rowCountKernel(
           params.swizzle_log_tile);
   if (int64_t(tile.m()) * Kernel::Mma::Shape::kM >= count)
     return;
-  if (count < params.problem_size.m())
+  if (count < params.problem_size.m()) {
     params.problem_size.m() = int(count);
+    clipTreeRows(params, int(count), 0);
+  }
   extern __shared__ int4 modcCutlassShared[];
   Kernel op;
   op(params,
@@ -645,19 +659,14 @@ __global__ __launch_bounds__(Kernel::kThreadCount) void rowCountKernel(
 
 /// y[M, N] = a[M, K] w[N, K]^T on sm_80: bf16 operands by cp.async (K
 /// major), f32 accumulation on mma.sync m16n8k16, a BM x BN x BK tile of
-/// WM x WN warp tiles, Stages stages, a plain epilogue storing TC;
-/// Accumulate (a residual add, TC f32): y[M, N] += ..., the epilogue
-/// adding y's old values (beta = 1, read in place).
+/// WM x WN warp tiles, Stages stages, a plain epilogue storing TC.
 template <int BM, int BN, int BK, int WM, int WN, int Stages, bool AlongN,
-          typename TC, int SharedBytes, bool Accumulate = false>
+          typename TC, int SharedBytes>
 struct Sm80Gemm {
   using Out = typename OutputOf<TC>::type;
-  static_assert(!Accumulate || std::is_same_v<TC, float>,
-                "a residual add accumulates into f32");
   using EpilogueOp = cutlass::epilogue::thread::LinearCombination<
       Out, 128 / cutlass::sizeof_bits<Out>::value, float, float,
-      Accumulate ? cutlass::epilogue::thread::ScaleType::Default
-                 : cutlass::epilogue::thread::ScaleType::Nothing>;
+      cutlass::epilogue::thread::ScaleType::Nothing>;
   using Kernel = typename cutlass::gemm::kernel::DefaultGemm<
       Bf16, cutlass::layout::RowMajor, 8, Bf16, cutlass::layout::ColumnMajor,
       8, Out, cutlass::layout::RowMajor, float, cutlass::arch::OpClassTensorOp,
@@ -676,8 +685,10 @@ struct Sm80Gemm {
   /// Enqueues the product over the *rows rows below the bound m; false
   /// where CUTLASS declines it.
   static bool run(const Bf16 *a, const int64_t *rows, const Bf16 *w,
-                  const void * /*src: y itself*/, TC *y, int64_t m, int64_t n,
-                  int64_t k, cudaStream_t s) {
+                  const void *src, TC *y, int64_t m, int64_t n, int64_t k,
+                  cudaStream_t s) {
+    if (src)
+      return false;
     // Braces: with parentheses this declares a function (int m, ...).
     cutlass::gemm::GemmCoord problem{int(m), int(n), int(k)};
     Out *out = reinterpret_cast<Out *>(y);
@@ -699,13 +710,163 @@ struct Sm80Gemm {
       return false;
     const cutlass::gemm::GemmCoord tiles =
         Raster<AlongN>::get_tiled_shape(problem, {BM, BN, BK}, 1);
-    // C is y itself: read only where the epilogue adds (beta = 1).
-    typename Kernel::Params params(
-        problem, tiles, refA, refB, refD, refD,
-        Accumulate ? typename EpilogueOp::Params(1.0f, 1.0f)
-                   : typename EpilogueOp::Params());
+    // C is y itself, never read (no beta).
+    typename Kernel::Params params(problem, tiles, refA, refB, refD, refD,
+                                   typename EpilogueOp::Params());
     kernel()<<<Raster<AlongN>::get_grid_shape(tiles), Kernel::kThreadCount,
                kShared, s>>>(params, rows);
+    return cudaPeekAtLastError() == cudaSuccess;
+  }
+};
+} // namespace modc_cutlass
+)cpp";
+
+// The kernel of a product with an elementwise `rows` epilogue on sm_80
+// (appended after kSm80 to those kernel files only, so that the plain
+// ones keep their text): CUTLASS 2.x's epilogue visitor tree, whose nodes
+// take the same compute functor as sm_90a's tree (ComputeOf over the
+// file's Math). CUTLASS 2.x's thread-level epilogue functors
+// (cutlass::epilogue::thread) see the source only as C, of the output's
+// element type, read where beta is not zero; the tree reads a source of
+// its own element type (SwiGLU's f32 gate beside a bf16 y) and computes
+// Math once an element with no alpha or beta around it.
+static const char kSm80Tree[] = R"cpp(
+#include <cutlass/epilogue/threadblock/fusion/visitors.hpp>
+#include <cutlass/gemm/kernel/default_gemm_universal_with_visitor.h>
+
+namespace modc_cutlass {
+
+/// A generated epilogue's compute node (VisitorCompute's ComputeFn):
+/// Math::apply (the product's modk.rows, element by element) on each
+/// element of a fragment of the accumulators and, where the tree reads
+/// one, of the source. The same functor as sm_90a's trees.
+template <typename Math> struct ComputeOf {
+  template <typename Fragment> struct Fn {
+    template <typename... Source>
+    CUTLASS_DEVICE Fragment operator()(Fragment const &acc,
+                                       Source const &...source) const {
+      Fragment out;
+      CUTLASS_PRAGMA_UNROLL
+      for (int e = 0; e < int(Fragment::kElements); ++e)
+        out[e] = Math::apply(acc[e], source[e]...);
+      return out;
+    }
+  };
+};
+
+/// The epilogue visitor tree of Sm80TreeGemm over the output tile's thread
+/// map Map: Math over the accumulators and, where Source (CUTLASS's
+/// element) is not void, the source's elements, which each thread loads
+/// from global memory at the elements it stores (in place where the
+/// source is y); y stored as Out, rounded to nearest. Rows and columns
+/// past the problem's extent are neither read nor written.
+template <typename Map, typename Out, typename Math, typename Source>
+struct Sm80Tree {
+  using Stride = cute::Stride<int64_t, cute::_1, int64_t>;
+  using Compute = cutlass::epilogue::threadblock::Sm80EVT<
+      cutlass::epilogue::threadblock::VisitorCompute<
+          ComputeOf<Math>::template Fn, Out, float,
+          cutlass::FloatRoundStyle::round_to_nearest>,
+      cutlass::epilogue::threadblock::VisitorAccFetch,
+      cutlass::epilogue::threadblock::VisitorAuxLoad<Map, Source, Stride>>;
+  using type = cutlass::epilogue::threadblock::Sm80EVT<
+      cutlass::epilogue::threadblock::VisitorAuxStore<
+          Map, Out, cutlass::FloatRoundStyle::round_to_nearest, Stride>,
+      Compute>;
+  /// The nodes' arguments: the source's and y's rows, n elements apart.
+  static typename type::Arguments arguments(const void *src, Out *y,
+                                            int64_t n) {
+    return {{{},
+             {static_cast<Source *>(const_cast<void *>(src)), Source(0),
+              {n, cute::_1{}, 0}},
+             {}},
+            {y, {n, cute::_1{}, 0}}};
+  }
+};
+template <typename Map, typename Out, typename Math>
+struct Sm80Tree<Map, Out, Math, void> {
+  using Stride = cute::Stride<int64_t, cute::_1, int64_t>;
+  using Compute = cutlass::epilogue::threadblock::Sm80EVT<
+      cutlass::epilogue::threadblock::VisitorCompute<
+          ComputeOf<Math>::template Fn, Out, float,
+          cutlass::FloatRoundStyle::round_to_nearest>,
+      cutlass::epilogue::threadblock::VisitorAccFetch>;
+  using type = cutlass::epilogue::threadblock::Sm80EVT<
+      cutlass::epilogue::threadblock::VisitorAuxStore<
+          Map, Out, cutlass::FloatRoundStyle::round_to_nearest, Stride>,
+      Compute>;
+  static typename type::Arguments arguments(const void *, Out *y,
+                                            int64_t n) {
+    return {{{}, {}}, {y, {n, cute::_1{}, 0}}};
+  }
+};
+
+/// y[M, N] = Math(a[M, K] w[N, K]^T[, src[M, N]]) on sm_80: Sm80Gemm's
+/// mainloop (the same tile, warps, stages and raster) and, as its
+/// epilogue, the product's generated epilogue as a visitor tree
+/// (Sm80Tree) in one step of the output tile at a time, reading the
+/// source src of elements Source (void: none; y itself in place), storing
+/// TC (f32 or bf16). Under rowCountKernel, so that rows past the count
+/// are neither read nor written.
+template <int BM, int BN, int BK, int WM, int WN, int Stages, bool AlongN,
+          typename TC, int SharedBytes, typename Math, typename Source = void>
+struct Sm80TreeGemm {
+  using Out = typename OutputOf<TC>::type;
+  using SourceElement = typename OutputOf<Source>::type;
+  using C = std::conditional_t<std::is_void_v<Source>, void, SourceElement>;
+  static constexpr int kAlign = 128 / cutlass::sizeof_bits<Out>::value;
+  using TileShape = cutlass::gemm::GemmShape<BM, BN, BK>;
+  using WarpShape = cutlass::gemm::GemmShape<WM, WN, BK>;
+  /// One epilogue stage: the accumulators' shared memory of the plain
+  /// kernel, within the mainloop's stages.
+  using Map = cutlass::epilogue::threadblock::OutputTileThreadLayout<
+      TileShape, WarpShape, Out, kAlign, 1>;
+  using Tree = Sm80Tree<Map, Out, Math, C>;
+  using Kernel = typename cutlass::gemm::kernel::DefaultGemmWithVisitor<
+      Bf16, cutlass::layout::RowMajor, cutlass::ComplexTransform::kNone, 8,
+      Bf16, cutlass::layout::ColumnMajor, cutlass::ComplexTransform::kNone, 8,
+      Out, cutlass::layout::RowMajor, kAlign, float, float,
+      cutlass::arch::OpClassTensorOp, cutlass::arch::Sm80, TileShape,
+      WarpShape, cutlass::gemm::GemmShape<16, 8, 16>, typename Tree::type,
+      Raster<AlongN>, Stages, cutlass::arch::OpMultiplyAdd, 1>::GemmKernel;
+  static constexpr int kShared = int(sizeof(typename Kernel::SharedStorage));
+  static_assert(kShared <= SharedBytes,
+                "the configured stages do not fit the part's shared memory "
+                "(modc/Dialect/Modk/CudaTargets.h)");
+
+  /// The kernel, instantiated (a build check takes its address).
+  static auto kernel() { return &rowCountKernel<Kernel>; }
+
+  /// Enqueues the product over the *rows rows below the bound m, its
+  /// epilogue reading src where it reads a source; false where CUTLASS
+  /// declines it.
+  static bool run(const Bf16 *a, const int64_t *rows, const Bf16 *w,
+                  const void *src, TC *y, int64_t m, int64_t n, int64_t k,
+                  cudaStream_t s) {
+    if (std::is_void_v<Source> != (src == nullptr))
+      return false;
+    cutlass::gemm::GemmCoord problem{int(m), int(n), int(k)};
+    // Rows of whole 16-byte units: y's and the source's.
+    if (Kernel::can_implement(problem) != cutlass::Status::kSuccess ||
+        (!std::is_void_v<Source> &&
+         n * int64_t(sizeof(SourceElement)) % 16 != 0))
+      return false;
+    static const bool sharedSet =
+        kShared < 48 * 1024 ||
+        cudaFuncSetAttribute(kernel(),
+                             cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             kShared) == cudaSuccess;
+    if (!sharedSet)
+      return false;
+    // The kernel reads A and W through their leading dimensions (k); C and
+    // D are the tree's (no pointers of the kernel's own).
+    typename Kernel::Arguments args(
+        cutlass::gemm::GemmUniversalMode::kGemm, problem, 1,
+        Tree::arguments(src, reinterpret_cast<Out *>(y), n), a, w, nullptr,
+        nullptr, 0, 0, 0, 0, k, k, 0, 0);
+    typename Kernel::Params params(args, 0, 0);
+    kernel()<<<Raster<AlongN>::get_grid_shape(params.grid_tiled_shape),
+               Kernel::kThreadCount, kShared, s>>>(params, rows);
     return cudaPeekAtLastError() == cudaSuccess;
   }
 };
@@ -925,11 +1086,11 @@ static bool bf16OutputOf(Operation *op) {
 }
 
 /// What a product's CUTLASS kernels compute: a forward product (y = a
-/// w^T), one with an elementwise `rows` epilogue (a residual add in place
-/// on sm_80), one whose `rows` epilogue stores by itself (sm_90a: the
-/// routed block's gated scatter), one whose `rows` epilogue runs after it
-/// over the f32 product it stores (over heads: RoPE), an input gradient
-/// (dA = dY w) that stores or adds, or a weight gradient (dW += dY^T A).
+/// w^T), one with an elementwise `rows` epilogue, one whose `rows` epilogue
+/// stores by itself (sm_90a: the routed block's gated scatter), one whose
+/// `rows` epilogue runs after it over the f32 product it stores (over heads:
+/// RoPE), an input gradient (dA = dY w) that stores or adds, or a weight
+/// gradient (dW += dY^T A).
 enum class ProductKind {
   forward,
   forwardEpilogue,
@@ -971,11 +1132,12 @@ static Value epilogueSource(Operation *op) {
   return source;
 }
 
-/// The math of a product's epilogue on sm_90a (a `rows` epilogue's: the
-/// struct Math of its kernel file, elementwiseEpilogueMath, or the struct
-/// Store of one that stores by itself, rowsEpilogueStore), else empty.
+/// The math of a product's epilogue (a `rows` epilogue's: the struct Math
+/// of its kernel file, elementwiseEpilogueMath, the same text on both
+/// parts, or on sm_90a the struct Store of one that stores by itself,
+/// rowsEpilogueStore), else empty.
 static FailureOr<std::string> epilogueMath(Operation *op, bool sm90) {
-  if (sm90 && kindOf(op) == ProductKind::forwardEpilogue)
+  if (kindOf(op) == ProductKind::forwardEpilogue)
     return elementwiseEpilogueMath(op, "Math");
   if (sm90 && kindOf(op) == ProductKind::forwardStore)
     return rowsEpilogueStore(op, "Store");
@@ -983,13 +1145,11 @@ static FailureOr<std::string> epilogueMath(Operation *op, bool sm90) {
 }
 
 /// The line after a variant that names what its kernel computes.
-static std::string kindText(Operation *op, bool sm90) {
+static std::string kindText(Operation *op) {
   switch (kindOf(op)) {
   case ProductKind::forward:
     return bf16OutputOf(op) ? " -> bf16" : " -> f32";
   case ProductKind::forwardEpilogue: {
-    if (!sm90)
-      return " += f32";
     Value source = epilogueSource(op);
     std::string reads =
         !source ? ""
@@ -1020,7 +1180,7 @@ static std::string planKey(Operation *op, bool sm90) {
   std::string key;
   llvm::raw_string_ostream os(key);
   FailureOr<std::string> math = epilogueMath(op, sm90);
-  os << config << kindText(op, sm90) << "\n"
+  os << config << kindText(op) << "\n"
      << (succeeded(math) ? *math : std::string("(no epilogue)"));
   return key;
 }
@@ -1056,15 +1216,14 @@ LogicalResult CutlassGemms::emitKernelType(raw_ostream &os,
   bool forward =
       kind == ProductKind::forward || kind == ProductKind::forwardEpilogue ||
       kind == ProductKind::forwardStore || kind == ProductKind::forwardStaged;
-  // A `rows` epilogue: on sm_90a the visitor tree of the file's Math (and
-  // the source's element type where it reads one), on sm_80 the residual
-  // add in place, whose kernel adds y's old values (f32 output).
+  // A `rows` epilogue: the visitor tree of the file's Math (and the
+  // source's element type where it reads one), CUTLASS 3.x's on sm_90a,
+  // 2.x's on sm_80 (Sm80TreeGemm).
   std::string epilogue;
   if (kind == ProductKind::forwardEpilogue) {
     Value source = epilogueSource(op);
-    epilogue = !sm90    ? std::string(", true")
-               : source ? fmt::format(", Math, {}", elementTypeOf(source))
-                        : std::string(", Math");
+    epilogue = source ? fmt::format(", Math, {}", elementTypeOf(source))
+                      : std::string(", Math");
   } else if (kind == ProductKind::forwardStore) {
     if (!sm90)
       return op->emitError("CUTLASS runs epilogues that store by "
@@ -1101,9 +1260,12 @@ LogicalResult CutlassGemms::emitKernelType(raw_ostream &os,
                       v.schedule == modk::CutlassSchedule::pingpong, alongN,
                       out, shared, epilogue);
   else
-    os << fmt::format("using {} = modc_cutlass::Sm80Gemm<{}, {}, {}, {}, {}, "
+    os << fmt::format("using {} = modc_cutlass::{}<{}, {}, {}, {}, {}, "
                       "{}, {}, {}, {}{}>;\n",
-                      name, v.tileRows, v.tileCols, v.tileDepth, tile->warpRows,
+                      name,
+                      kind == ProductKind::forwardEpilogue ? "Sm80TreeGemm"
+                                                           : "Sm80Gemm",
+                      v.tileRows, v.tileCols, v.tileDepth, tile->warpRows,
                       tile->warpCols, v.stages, alongN, out, shared, epilogue);
   return success();
 }
@@ -1189,7 +1351,7 @@ LogicalResult CutlassGemms::emit(raw_ostream &os,
         llvm::raw_string_ostream textOs(text);
         textOs << modk::GemmConfigAttr::get(op->getContext(), {shape}, 1, 0)
                << (kind == ProductKind::forwardStaged ? " -> f32"
-                                                      : kindText(op, sm90));
+                                                      : kindText(op));
         // Kernels of one text and one epilogue math are one.
         auto [it, added] = kernels.try_emplace(
             text + "\n" + *math,
@@ -1200,7 +1362,8 @@ LogicalResult CutlassGemms::emit(raw_ostream &os,
               "its own:\n// model.cu calls its launcher (docs/cuda.md, "
               "\"CUTLASS\").\n// " +
               text + "\n" + kKernelCommon + (sm90 ? kSm90 : kSm80) +
-              (kind == ProductKind::wgrad ? kSm90Wgrad
+              (!sm90 && kind == ProductKind::forwardEpilogue ? kSm80Tree
+               : kind == ProductKind::wgrad                  ? kSm90Wgrad
                : kind == ProductKind::dgrad ||
                        kind == ProductKind::dgradAccumulate
                    ? kSm90Dgrad
@@ -1253,7 +1416,7 @@ LogicalResult CutlassGemms::emit(raw_ostream &os,
               ? cutlassWgradPlan(op)
               : fmt::format("modc_cutlass_plan_{}", plans.size());
       plans[key] = name;
-      plansOs << "// " << config << kindText(op, sm90) << "\nusing " << name
+      plansOs << "// " << config << kindText(op) << "\nusing " << name
               << " = modc_cutlass::"
               << (kind == ProductKind::wgrad ? "WgradPlan<" : "Plan<");
       llvm::interleaveComma(variants, plansOs);

@@ -212,12 +212,15 @@ private:
     return cast<MemRefType>(v.getType()).getElementType().isBF16();
   }
 
-  /// Whether `gemm`'s epilogue math calls erf (GELU): beside a 128x256
-  /// tile's accumulators (128 f32 a thread) its registers spill (20 bytes
-  /// with nvcc 13), so it keeps to the smaller CUTLASS tiles.
-  static bool heavyEpilogue(modk::GemmOp gemm) {
+  /// Whether `gemm`'s epilogue math calls erf (GELU) on sm_90a: beside a
+  /// 128x256 tile's accumulators (128 f32 a thread) its registers spill
+  /// there (20 bytes with nvcc 13), so it keeps to the smaller CUTLASS
+  /// tiles. sm_80's tree finishes the tile a row step at a time: its
+  /// 128x256 kernel does not spill (docs/cuda.md, "CUTLASS").
+  bool heavyEpilogue(modk::GemmOp gemm) const {
     modk::RowsOp rows = gemm.getEpilogueRows();
-    if (!rows)
+    if (!rows || target->cutlass.generation !=
+                     cuda::CutlassGeneration::collectiveBuilders)
       return false;
     WalkResult walk = rows.walk([](Operation *o) {
       return o->getName().getStringRef() == "math.erf" ? WalkResult::interrupt()
@@ -420,12 +423,13 @@ private:
   /// Whether library=cutlass runs `gemm` on CUTLASS: output rows (f32 or
   /// bf16) whose pitch is whole 16-byte units, and
   ///  - a plain epilogue (a store by TMA of `storeBytes` an element);
-  ///  - on sm_90a, an elementwise `rows` epilogue (GemmOp::
-  ///    isElementwiseEpilogue: a residual add, SwiGLU's product with the
-  ///    gate, GELU, the bf16 store), which the emitter writes as an
-  ///    epilogue visitor tree over its math, storing y by TMA;
-  ///    `sourceBytes` is set to the bytes of its source's elements (0:
-  ///    none), which TMA loads too;
+  ///  - an elementwise `rows` epilogue (GemmOp::isElementwiseEpilogue: a
+  ///    residual add, SwiGLU's product with the gate, GELU, the bf16
+  ///    store), which the emitter writes as an epilogue visitor tree over
+  ///    its math: on sm_90a CUTLASS 3.x's, storing y by TMA, on sm_80
+  ///    CUTLASS 2.x's, reading the source from and storing y to global
+  ///    memory; `sourceBytes` is set to the bytes of its source's elements
+  ///    (0: none), which TMA loads too on sm_90a;
   ///  - on sm_90a, another `rows` epilogue without head pairs (the routed
   ///    block's gated scatter into the stream at the rows' tokens), which
   ///    the emitter writes as a visitor node that finishes each element
@@ -434,11 +438,10 @@ private:
   ///  - on sm_90a, an epilogue over heads (RoPE): the kernel stores the
   ///    f32 product (in y where y is f32, else in the entry's scratch), and
   ///    the epilogue runs as its row kernel after it;
-  ///  - on sm_80, a residual add in place (y += a W^T, f32: beta = 1),
-  ///    whose kernel stops at the count (rowCountKernel).
-  /// The sm_90a kernel computes every row up to the count it is given, so
-  /// an epilogue that reads y in place, or stores elsewhere than at its
-  /// row, runs only over rows whose count the host knows
+  /// sm_80's kernel stops at the count on the device (rowCountKernel): any
+  /// rows. The sm_90a kernel computes every row up to the count it is
+  /// given, so an epilogue that reads y in place, or stores elsewhere than
+  /// at its row, runs there only over rows whose count the host knows
   /// (modk::hostRowCount: always, or a selection's in `topk` mode): a row
   /// past the count must neither change y nor store at a token it does not
   /// have.
@@ -462,11 +465,8 @@ private:
     }
     if (gemm.getEpilogue() != modk::Epilogue::rows)
       return false;
-    if (target->cutlass.generation !=
-        cuda::CutlassGeneration::collectiveBuilders) {
-      storeBytes = bytes;
-      return gemm.getAddedBuffer() && gemm.getAddedBuffer() == gemm.getOutput();
-    }
+    bool sm90 = target->cutlass.generation ==
+                cuda::CutlassGeneration::collectiveBuilders;
     // In `topk` mode a selection's count is B x k (the emitter passes it);
     // in `causal` mode the call declines at run time where it must not
     // pass the count (the tiles run).
@@ -476,7 +476,7 @@ private:
         modk::HostRowCount::device;
     Value source;
     if (gemm.isElementwiseEpilogue(&source)) {
-      if (source == gemm.getOutput() && !known)
+      if (sm90 && source == gemm.getOutput() && !known)
         return false;
       if (source) {
         sourceBytes = bytesOf(source);
@@ -488,6 +488,8 @@ private:
       storeBytes = bytes;
       return true;
     }
+    if (!sm90)
+      return false;
     // RoPE pairs the columns of a head, which a tile's epilogue does not
     // hold together: the kernel stores the f32 product and the epilogue's
     // row kernel finishes it (any rows). Another epilogue stores by itself

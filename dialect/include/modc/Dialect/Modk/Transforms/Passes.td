@@ -376,14 +376,13 @@ def ConfigureGemms : Pass<"modk-configure-gemms", "::modc::modk::EntryOp"> {
       8 up to 128, else `simt`;
     - `library=cutlass`: a forward bf16 product whose input is stored
       bf16 and whose weight gets its bf16 copy (every entry but decode),
-      with a plain epilogue (`none`) or, on sm_90a, an elementwise `rows`
-      epilogue (GemmOp::isElementwiseEpilogue: a residual add, SwiGLU,
-      GELU, a bf16 store; one that reads y in place only over rows the
-      host knows) or, over rows the host knows, another `rows` epilogue
-      without head pairs (the routed block's gated scatter, which the
-      kernel stores by itself) or one over heads (RoPE, which runs after
-      the kernel's f32 store) or, on sm_80, a residual add in place,
-      takes `cutlass`
+      with a plain epilogue (`none`) or an elementwise `rows` epilogue
+      (GemmOp::isElementwiseEpilogue: a residual add, SwiGLU, GELU, a
+      bf16 store; on sm_90a one that reads y in place only over rows the
+      host knows) or, on sm_90a over rows the host knows, another `rows`
+      epilogue without head pairs (the routed block's gated scatter, which
+      the kernel stores by itself) or one over heads (RoPE, which runs
+      after the kernel's f32 store), takes `cutlass`
       variants above the few-row kernel's rows: from the part's CUTLASS
       tiles, smallest first, each from the row count where it gives a
       wave of CTAs; its cluster where the product has that many row
