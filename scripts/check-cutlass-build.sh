@@ -15,10 +15,14 @@
 # V's bf16 store, 8 to 10 SwiGLU's epilogue trees, 11 and 12 the routed
 # layers' gated scatters, 13 and 14 the training entry's residual adds
 # into another buffer, 15 to 20 the input gradients'). ARCH: sm_90a (the
-# default) or sm_80, whose
-# kernels in the bf16 example are 0 and 1: the residual adds' 64x128x32
-# and 128x128x32, 2: 64x128x32 along N, 3: 128x256x32, 4: 64x128x32 along
-# M, 5: 128x128x32. CUDA_GEMMS (default "cutlass") is
+# default) or sm_80, whose kernels in the bf16 example are CUTLASS 2.x
+# epilogue visitor trees in 0 and 1 (V's bf16 store, 64x128x32 and
+# 128x128x32), 2 and 3 (the residual adds in place), 6 and 7 (SwiGLU,
+# 64x128x32 along N and 128x256x32) and 10 and 11 (the training entry's
+# residual adds into another buffer), and plain f32 stores in 4
+# (64x128x32 along N), 5 (128x256x32), 8 (64x128x32) and 9 (128x128x32);
+# a GELU model's trees are its own (docs/cuda.md). CUDA_GEMMS (default
+# "cutlass") is
 # passed to --cuda-gemms: "cutlass sm-count=8" gives the example's weight gradients
 # CUTLASS kernels too (docs/cuda.md). Needs build/bin/modc and mod-translate, nvcc,
 # and CUTLASS's headers (scripts/install-deps.sh). cuobjdump: the CUDA
