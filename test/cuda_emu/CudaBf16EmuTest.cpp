@@ -24,6 +24,8 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <random>
+#include <type_traits>
 #include <vector>
 
 #include "EmuTestData.h"
@@ -503,6 +505,80 @@ TEST(CudaBf16, AttentionReadsBf16StorageTensorCores) {
 TEST(CudaBf16, AttentionReadsBf16StorageSimt) {
   checkBf16Storage<2, 16, 2, false>(3911);
   checkBf16Storage<4, 6, 2, false>(3912); // head dim not a multiple of 4
+}
+
+/// The wgmma attention kernel (causal_attention's mainloop 2:
+/// attentionWgmmaKernel, TMA and wgmma on bf16 q, k, v) against fp64 on
+/// fresh bf16 values: four segments, one longer than a query tile (128
+/// rows) and several key tiles, others ending inside a tile or on its edge,
+/// positions dense, every third, or with gaps; the rows past the last
+/// segment (which ends a row into its third key tile) hold NaN, as stale
+/// memory may, so a value row past a segment that reached O would show. P is
+/// rounded to bf16 for P V (a relative 2^-9 a probability), so the bound is
+/// looser than the f32 kernels' 2e-5, and the mean error is checked too. Out:
+/// float, or bf16 (rounded once more).
+template <int H, int HD, int KVH, typename Out = float>
+void checkAttentionWgmma(uint32_t seed) {
+  constexpr int LD = H * HD, LDK = KVH * HD;
+  const std::vector<int64_t> lens = {200, 37, 64, 129};
+  const int64_t maxSegRows = 200, nseg = int64_t(lens.size());
+  const int64_t bound = nseg * maxSegRows;
+  std::vector<int64_t> seg = {0};
+  std::vector<int32_t> pos;
+  std::mt19937 gen(seed);
+  for (size_t s = 0; s < lens.size(); ++s) {
+    int32_t p = 0;
+    for (int64_t i = 0; i < lens[s]; ++i) {
+      pos.push_back(p);
+      p += s == 1 ? 3 : s == 3 ? 1 + int32_t(gen() % 4) : 1;
+    }
+    seg.push_back(seg.back() + lens[s]);
+  }
+  const int64_t rows = seg.back();
+  auto values = [&](int64_t ld, uint32_t sd, float lo, float hi) {
+    auto x = randomFloats(size_t(bound * ld), sd, lo, hi);
+    for (float &e : x)
+      e = bf16Round(e);
+    return x;
+  };
+  const auto q = values(LD, seed + 1, -2, 2), k = values(LDK, seed + 2, -2, 2),
+             v = values(LDK, seed + 3, -1, 1);
+  auto stored = [&](const std::vector<float> &x, int64_t ld) {
+    std::vector<modk_cuda::bf16> y(x.begin(), x.end());
+    for (int64_t e = rows * ld; e < bound * ld; ++e)
+      y[e].bits = 0xffffu; // NaN
+    return y;
+  };
+  const auto qb = stored(q, LD), kb = stored(k, LDK), vb = stored(v, LDK);
+  std::vector<Out> out(bound * LD, Out(kSentinel));
+  const int64_t before = modk_cuda::detail::attentionWgmmaLaunches();
+  modk_cuda::causal_attention<H, HD, true, 2, KVH>(
+      qb.data(), kb.data(), vb.data(), nseg, seg.data(), pos.data(), maxSegRows,
+      out.data(), nullptr);
+  ASSERT_EQ(modk_cuda::detail::attentionWgmmaLaunches(), before + 1)
+      << "the wgmma kernel ran";
+  const Attention64 want = attention64(H, KVH, HD, q, k, v, seg, pos);
+  const std::string what = "wgmma attention, HD " + std::to_string(HD) +
+                           " KVH " + std::to_string(KVH);
+  std::vector<float> got(rows * LD);
+  for (int64_t e = 0; e < rows * LD; ++e)
+    got[e] = float(out[e]);
+  const double outRounding = std::is_same_v<Out, float> ? 0.0 : 0x1p-8;
+  expectClose(got, want.o, 2.5e-3 + outRounding, what.c_str());
+  double sum = 0.0;
+  for (int64_t e = 0; e < rows * LD; ++e)
+    sum += std::fabs(got[e] - want.o[e]);
+  EXPECT_LT(sum / double(rows * LD), 3e-4 + outRounding / 4) << what;
+  for (int64_t e = rows * LD; e < bound * LD; ++e)
+    ASSERT_EQ(float(out[e]), float(Out(kSentinel)))
+        << what << ": element " << e << " past the segments was written";
+}
+
+TEST(CudaBf16, AttentionWgmmaMatchesFp64) {
+  checkAttentionWgmma<2, 64, 2>(4101);
+  checkAttentionWgmma<1, 128, 1>(4102);
+  checkAttentionWgmma<4, 64, 2>(4103); // grouped-query
+  checkAttentionWgmma<2, 128, 1, modk_cuda::bf16>(4104);
 }
 
 /// got[i] is a bf16 value within one bf16 step of want[i] (an f32 sum on

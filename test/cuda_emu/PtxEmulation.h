@@ -299,6 +299,35 @@ __device__ __forceinline__ void wgmmaBf16(float (&d)[N / 8][4], uint64_t descA,
     }
 }
 
+/// wgmma with A from registers: each lane posts its four .bf16x2
+/// registers (wgmmaBf16RegA's fragment: A[16w + g + 8 (i % 2)][2t + 8 (i / 2)
+/// + e] in half e of register i, g = lane / 4, t = lane % 4) and reads its
+/// warp's after a __syncwarp; B through its descriptor as wgmmaBf16's.
+template <int N, bool TRANS_B = false>
+__device__ __forceinline__ void
+wgmmaBf16RegA(float (&d)[N / 8][4], const uint32_t (&a)[4], uint64_t descB,
+              const void *anchor) {
+  static_assert(N == 64 || N == 128, "the attention's wgmma widths");
+  const uint32_t regs[4] = {a[0], a[1], a[2], a[3]};
+  const auto slot = mmaPost(regs, 4);
+  __syncwarp();
+  const WgmmaOperandView b(descB, anchor, TRANS_B);
+  const int g = mmaLane() >> 2, t = mmaLane() & 3;
+  for (int j = 0; j < N / 8; ++j)
+    for (int x = 0; x < 4; ++x) { // x = 2h + e
+      const int row = g + 8 * (x / 2), col = 8 * j + 2 * t + x % 2;
+      float s = d[j][x];
+      for (int k = 0; k < 16; ++k) {
+        // Lane (row % 8) * 4 + (k % 8) / 2, register (row >= 8) + 2 (k >= 8).
+        const float av = bf16Half(
+            slot[(row % 8) * 4 + (k % 8) / 2][(row >= 8) + 2 * (k >= 8)],
+            k % 2);
+        s = fmaf(av, b.at(col, k), s);
+      }
+      d[j][x] = s;
+    }
+}
+
 template <int J>
 __device__ __forceinline__ void wgmmaPinAccumulators(float (&d)[J][4]) {
   (void)d;

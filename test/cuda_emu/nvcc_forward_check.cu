@@ -84,6 +84,12 @@ void instantiateBf16(cudaStream_t st) {
   // products read it.
   bf16 *b = nullptr;
   causal_attention<H, D / H, true>(cb, cb, cb, 8, rows, nullptr, 2048, b, st);
+  // sm_90a's wgmma attention (head dims 64 and 128; others take the mma
+  // kernel), with f32 and bf16 outputs, and grouped-query.
+  causal_attention<H, D / H, true, 2>(cb, cb, cb, 8, rows, nullptr, 2048, b, st);
+  causal_attention<H, D / H, true, 2>(cb, cb, cb, 8, rows, nullptr, 2048, f, st);
+  causal_attention<H, D / H, true, 2, H / 4>(cb, cb, cb, 8, rows, nullptr, 2048,
+                                              b, st);
   bf16 *cache = nullptr;
   cache_append<2048, D>(cf, cf, 8, rows, pos, pos, cache, cache, nullptr, st);
 }

@@ -48,9 +48,9 @@ void PlanEmitter::addKvHeads(KernelCall &call, int64_t heads, int64_t kvHeads,
   call.hostTemplateArgs.push_back(kvHeads);
   // Both flags, then n_kv_heads; no mainloop: the kernel's default, the
   // tensor cores.
-  call.deviceTemplateArgs = {
-      entry.isBf16() ? 1 : 0,
-      !mainloop || *mainloop == modk::GemmPath::mma ? 1 : 0, kvHeads};
+  call.deviceTemplateArgs = {entry.isBf16() ? 1 : 0,
+                             mainloop ? attentionMainloopArg(*mainloop) : 1,
+                             kvHeads};
 }
 
 KernelCall PlanEmitter::decodeAttentionCall(modk::DecodeAttentionOp op,

@@ -248,13 +248,25 @@ protected:
     return entry.isBf16();
   }
   /// The CUDA attention kernels' template arguments after H and HD: the
-  /// BF16 flag, then whether the configured mainloop (modk-configure-gemms)
-  /// is the tensor-core one; only the flag where none was configured.
+  /// BF16 flag, then the configured mainloop (modk-configure-gemms) as
+  /// causal_attention's `Mainloop`; only the flag where none was configured.
   std::vector<int64_t> attentionTemplateArgs(
       std::optional<modk::GemmPath> mainloop) {
     if (!mainloop)
       return withBf16Flag({});
-    return {entry.isBf16() ? 1 : 0, *mainloop == modk::GemmPath::mma ? 1 : 0};
+    return {entry.isBf16() ? 1 : 0, attentionMainloopArg(*mainloop)};
+  }
+  /// causal_attention's `Mainloop` (and the gradient's tensor-core flag):
+  /// 0 SIMT, 1 mma.sync, 2 wgmma (the forward only).
+  static int64_t attentionMainloopArg(modk::GemmPath mainloop) {
+    switch (mainloop) {
+    case modk::GemmPath::mma:
+      return 1;
+    case modk::GemmPath::wgmma:
+      return 2;
+    default:
+      return 0;
+    }
   }
   /// The template arguments of a product over an [n, k] weight.
   std::vector<int64_t> gemmShape(int64_t n, int64_t k,

@@ -355,6 +355,13 @@ LogicalResult CudaEmitter::emitGemmPlans() {
                       "modk-configure-gemms first");
         return WalkResult::interrupt();
       }
+      if (auto attn = dyn_cast<modk::AttentionOp>(op);
+          attn && attn.getMainloop() == modk::GemmPath::wgmma &&
+          arch != "sm_90a") {
+        op->emitError("the wgmma attention kernel needs sm_90a, not ")
+            << arch << ": run modk-configure-gemms{arch=" << arch << "}";
+        return WalkResult::interrupt();
+      }
       if (!isa<modk::GemmOp, modk::GemmDgradOp, modk::GemmWgradOp>(op))
         return WalkResult::advance();
       auto config = op->getAttrOfType<modk::GemmConfigAttr>("config");

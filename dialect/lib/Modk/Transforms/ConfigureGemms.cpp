@@ -120,6 +120,13 @@ public:
     if (forcedPath == int(GemmPath::wgmma) && !target->wgmma)
       return emitError(loc)
              << "modk-configure-gemms: " << arch << " has no wgmma";
+    if (attention != "auto" && attention != "wgmma")
+      return emitError(loc) << "modk-configure-gemms: attention '" << attention
+                            << "'; expected auto or wgmma";
+    if (attention == "wgmma" && !target->wgmma)
+      return emitError(loc) << "modk-configure-gemms: attention=wgmma needs "
+                               "sm_90a; "
+                            << arch << " has no wgmma";
     sms = smCount > 0 ? smCount : target->sms;
     return success();
   }
@@ -239,14 +246,30 @@ private:
   }
 
   /// Flash attention's mainloop: mma.sync where the head dim is a multiple
-  /// of 8 up to 128 (the tensor-core kernels' fragments), else SIMT.
-  modk::GemmPathAttr attentionMainloop(MLIRContext *ctx,
-                                       int64_t headDim) const {
+  /// of 8 up to 128 (the tensor-core kernels' fragments), else SIMT; with
+  /// attention=wgmma, the forward (`wgmmaForward`) whose q, k and v are
+  /// stored bf16 at head dim 64 or 128 takes the TMA and wgmma kernel
+  /// (sm_90a; P rounded to bf16, docs/cuda.md).
+  modk::GemmPathAttr attentionMainloop(MLIRContext *ctx, int64_t headDim,
+                                       bool wgmmaForward) const {
+    if (wgmmaForward && attention == "wgmma" &&
+        forcedPath != int(GemmPath::simt) && (headDim == 64 || headDim == 128))
+      return modk::GemmPathAttr::get(ctx, GemmPath::wgmma);
     bool tensorCores = forcedPath != int(GemmPath::simt) && headDim > 0 &&
                        headDim % 8 == 0 && headDim <= 128;
     return modk::GemmPathAttr::get(
         ctx, tensorCores ? GemmPath::mma : GemmPath::simt);
   }
+
+  /// Whether q, k and v are stored bf16 (modk-store-bf16), as the wgmma
+  /// kernel reads them.
+  static bool storedBf16(modk::AttentionOp op) {
+    return llvm::all_of(
+        ValueRange{op.getQ(), op.getK(), op.getV()}, [](Value v) {
+          return cast<MemRefType>(v.getType()).getElementType().isBF16();
+        });
+  }
+  static bool storedBf16(modk::AttentionGradOp) { return false; }
 
   /// Sets the mainloop of attention or its gradient, and refuses heads
   /// its kernels cannot hold on the part.
@@ -254,7 +277,8 @@ private:
   LogicalResult configureAttention(AttentionLikeOp op, bool backward) {
     int64_t headDim = cast<MemRefType>(op.getQ().getType()).getShape().back() /
                       op.getNHeads();
-    modk::GemmPathAttr mainloop = attentionMainloop(&getContext(), headDim);
+    modk::GemmPathAttr mainloop =
+        attentionMainloop(&getContext(), headDim, !backward && storedBf16(op));
     op.setMainloopAttr(mainloop);
     return checkAttentionShared(op, headDim, mainloop.getValue(), backward);
   }

@@ -619,22 +619,36 @@ inline void select_causal(const float *logits, int64_t B, int32_t *pos,
 /// 1/sqrt(HD), head h with key/value head h / (H / KVH) (grouped-query
 /// attention where KVH < H, docs/model-format.md section 3).
 /// `max_seg_rows` bounds the rows of one segment (S, or K for a top-k row
-/// set) and sizes the grid. Runs attentionTcKernel (tensor cores, 3xTF32)
-/// where TensorCores (the compiler's mainloop choice) and
-/// attentionTcHeadDim<HD> allow, else attentionKernel (SIMT f32). BF16: q, k, v
-/// hold bf16 values (a bf16 model); the result is the same, with fewer
+/// set) and sizes the grid. `Mainloop` is the compiler's choice
+/// (modk-configure-gemms): 2 (wgmma) runs attentionWgmmaKernel (sm_90a,
+/// TMA and wgmma on bf16 q, k, v; P rounded to bf16) where the head dim is
+/// 64 or 128, q, k and v are bf16 arrays and TMA can read them; 1 (mma), or
+/// 2 where wgmma cannot run, attentionTcKernel (tensor cores, 3xTF32) where
+/// attentionTcHeadDim<HD> allows; else attentionKernel (SIMT f32). BF16: q,
+/// k, v hold bf16 values (a bf16 model); the result is the same, with fewer
 /// tensor-core instructions. q, k, v: float, or bf16 (a bf16 model's,
 /// modk-store-bf16: widened as the tiles are loaded). out: float, or bf16
 /// (rounded) where only products read it.
-template <int H, int HD, bool BF16 = false, bool TensorCores = true,
-          int KVH = H, typename TQ, typename TK, typename TV, typename Out>
+template <int H, int HD, bool BF16 = false, int Mainloop = 1, int KVH = H,
+          typename TQ, typename TK, typename TV, typename Out>
 inline void causal_attention(const TQ *q, const TK *k, const TV *v,
                              int64_t nseg, const int64_t *seg,
                              const int32_t *pos, int64_t max_seg_rows,
                              Out *out, cudaStream_t stream) {
   static_assert(KVH >= 1 && H % KVH == 0, "n_kv_heads divides n_heads");
+  static_assert(Mainloop >= 0 && Mainloop <= 2, "simt, mma or wgmma");
   if (nseg <= 0 || max_seg_rows <= 0)
     return;
+  if constexpr (Mainloop == 2 && detail::attentionWgmmaHeadDim<HD> &&
+                std::is_same_v<TQ, bf16> && std::is_same_v<TK, bf16> &&
+                std::is_same_v<TV, bf16>) {
+    const dim3 tiles(unsigned(ceilDiv(max_seg_rows, detail::kAttnWgBQ)),
+                     unsigned(H), unsigned(nseg));
+    if (detail::launchAttentionWgmma<H, HD, KVH>(
+            tiles, q, k, v, nseg * max_seg_rows, seg, pos, out, stream))
+      return;
+  }
+  constexpr bool TensorCores = Mainloop >= 1;
   const dim3 grid(unsigned(ceilDiv(max_seg_rows, detail::kAttnBQ)), unsigned(H),
                   unsigned(nseg));
   if constexpr (TensorCores && detail::attentionTcHeadDim<HD>) {

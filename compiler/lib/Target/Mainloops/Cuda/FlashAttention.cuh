@@ -545,6 +545,367 @@ __global__ __launch_bounds__(kAttnTcThreads, attnTcMinBlocks(HD)) void attention
   }
 }
 
+//===----------------------------------------------------------------------===//
+// Causal attention on Hopper (sm_90a): wgmma fed by TMA, bf16 q, k, v
+//===----------------------------------------------------------------------===//
+
+/// d (64 x N, f32) += A (64 x 16) B (16 x N) with A from registers: the
+/// warpgroup's 64 x 16 bf16 fragment, each warp's 16 rows as the A fragment
+/// of mma.m16n8k16 (PTX ISA, "Register Fragments" of wgmma .m64nNk16, A
+/// .bf16), with g = lane >> 2, t = lane % 4 and the lower column of each
+/// pair in the low half:
+///   a[0] = A[16w + g][2t, 2t+1],     a[1] = A[16w + g + 8][2t, 2t+1],
+///   a[2] = A[16w + g][2t+8, 2t+9],   a[3] = A[16w + g + 8][2t+8, 2t+9].
+/// B bf16 in shared memory (wgmmaBf16's descriptor; MN-major where
+/// TRANS_B). Accumulators, fences and waits as wgmmaBf16's.
+#if defined(__CUDACC__)
+#define MODC_ATTN_ACC8(j)                                                      \
+  "+f"(d[j][0]), "+f"(d[j][1]), "+f"(d[j][2]), "+f"(d[j][3]),                  \
+      "+f"(d[j + 1][0]), "+f"(d[j + 1][1]), "+f"(d[j + 1][2]), "+f"(d[j + 1][3])
+template <int N, bool TRANS_B = false>
+__device__ __forceinline__ void wgmmaBf16RegA(float (&d)[N / 8][4],
+                                              const uint32_t (&a)[4],
+                                              uint64_t descB,
+                                              const void *anchor) {
+  static_assert(N == 64 || N == 128, "the attention's wgmma widths");
+  (void)anchor;
+  if constexpr (N == 64)
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, "
+        "%15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, "
+        "%29, %30, %31}, {%32, %33, %34, %35}, %36, p, 1, 1, %38;\n}\n"
+        : MODC_ATTN_ACC8(0), MODC_ATTN_ACC8(2), MODC_ATTN_ACC8(4),
+          MODC_ATTN_ACC8(6)
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(descB), "n"(1),
+          "n"(int(TRANS_B)));
+  else
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, "
+        "%15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, "
+        "%29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, "
+        "%43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, "
+        "%57, %58, %59, %60, %61, %62, %63}, {%64, %65, %66, %67}, %68, p, 1, "
+        "1, %70;\n}\n"
+        : MODC_ATTN_ACC8(0), MODC_ATTN_ACC8(2), MODC_ATTN_ACC8(4),
+          MODC_ATTN_ACC8(6), MODC_ATTN_ACC8(8), MODC_ATTN_ACC8(10),
+          MODC_ATTN_ACC8(12), MODC_ATTN_ACC8(14)
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(descB), "n"(1),
+          "n"(int(TRANS_B)));
+}
+#undef MODC_ATTN_ACC8
+#endif
+
+/// Zeroes a warpgroup's wgmma accumulators.
+template <int J>
+__device__ __forceinline__ void zeroAccumulators(float (&d)[J][4]) {
+#pragma unroll
+  for (int j = 0; j < J; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e)
+      d[j][e] = 0.0f;
+}
+
+/// Threads of attentionWgmmaKernel: a producer warpgroup (one thread issues
+/// the TMA loads) and two consumer warpgroups of 64 query rows each.
+constexpr int kAttnWgThreads = 384;
+constexpr int kAttnWgBQ = 128;  ///< queries per CTA
+constexpr int kAttnWgBKV = 64;  ///< keys per stage
+
+/// Head dims of the wgmma kernel: whole 64-column groups (a 128-byte
+/// swizzled row each) that one m64n64 or m64n128 wgmma covers.
+template <int HD> constexpr bool attentionWgmmaHeadDim = HD == 64 || HD == 128;
+
+/// Shared memory of attentionWgmmaKernel (bytes), every tile 1024-byte
+/// aligned for the 128-byte swizzle. A tile of R rows is HD / 64 groups of
+/// R rows x 128 bytes (64 columns), as TMA stores boxes of 64 columns x R
+/// rows: Q as two 64-row slabs (one a consumer warpgroup), then the stages,
+/// each a K tile and a V tile of kAttnWgBKV rows.
+template <int HD> struct AttnWgmmaSmem {
+  static constexpr int Groups = HD / 64;
+  static constexpr int GroupBytes = 64 * 128; ///< 64 rows of 128 bytes
+  static constexpr int QBytes = kAttnWgBQ / 64 * Groups * GroupBytes;
+  static constexpr int TileBytes = kAttnWgBKV / 64 * Groups * GroupBytes;
+  static constexpr int StageBytes = 2 * TileBytes; ///< K, then V
+  static constexpr int Stages = HD == 64 ? 4 : 3;
+  /// Plus room to align the tiles to 1024 bytes.
+  static constexpr size_t Bytes = size_t(QBytes + Stages * StageBytes) + 1024;
+};
+
+/// Causal flash attention for Hopper, on a bf16 model's bf16 q, k and v
+/// (modk-store-bf16): the same grid arguments, masking and result as
+/// attentionTcKernel's up to the rounding of P (below), over query tiles of
+/// 128 rows.
+///  - Warp specialised: thread 0 of warpgroup 0 loads the CTA's Q (two
+///    64-row slabs) once and streams its K and V tiles of 64 keys through
+///    `Stages` stages by TMA (128-byte swizzle), each completing on its
+///    `full` mbarrier; warpgroups 1 and 2 each own a 64-row slab of
+///    queries, and every consumer warp arrives on the stage's `empty`
+///    mbarrier once it is done with it.
+///  - S = Q K^T: one m64n64k16 wgmma per k16 step of the head dim, both
+///    operands K-major in shared memory; scaled by log2(e) / sqrt(HD) in f32
+///    so that the online softmax runs on exp2.
+///  - P is rounded to bf16 in the registers that held S and is wgmma's A
+///    operand for O += P V (m64nHDk16, one per 16 keys), V MN-major in
+///    shared memory: no shared round trip. That rounding (a relative 2^-9
+///    of each probability) is the one difference from attentionTcKernel,
+///    whose P stays f32; the row sums are of the f32 probabilities.
+///  - The two consumer warpgroups run apart, so that one's softmax overlaps
+///    the other's products.
+///  - Keys are visited while their positions can be seen by the CTA's last
+///    query (positions ascend within a segment), and a slab whose rows all
+///    precede a tile's first key skips its math. Within a tile that a
+///    slab's rows do not all see, keys past the segment or after a row's
+///    position are masked (-inf). The values past the segment are rows of
+///    the next segment or stale memory, whose NaN 0 * NaN would carry into
+///    O: a consumer warpgroup zeroes those rows of V in shared memory before
+///    its P V (after TMA's writes, fenced for the async proxy).
+/// KVH: the key/value heads (grouped-query attention, as attentionKernel's).
+template <int H, int HD, int KVH, typename Out>
+__global__ __launch_bounds__(kAttnWgThreads, 1) void attentionWgmmaKernel(
+    const __grid_constant__ CUtensorMap mapQ,
+    const __grid_constant__ CUtensorMap mapK,
+    const __grid_constant__ CUtensorMap mapV, const int64_t *seg,
+    const int32_t *pos, Out *__restrict__ out) {
+  static_assert(attentionWgmmaHeadDim<HD>, "head dim of the wgmma kernel");
+  using L = AttnWgmmaSmem<HD>;
+  constexpr int BQ = kAttnWgBQ, BKV = kAttnWgBKV, S = L::Stages;
+  constexpr int G = L::Groups, GB = L::GroupBytes;
+  constexpr int64_t LD = int64_t(H) * HD;
+  constexpr int32_t kNoPos = 0x7fffffff;
+  const int64_t s = blockIdx.z;
+  const int h = blockIdx.y;
+  const int64_t base = seg[s], n = seg[s + 1] - base;
+  const int64_t i0 = int64_t(gridDim.x - 1 - blockIdx.x) * BQ;
+  if (i0 >= n)
+    return; // the whole CTA, before any barrier
+  const int qn = int(minI64(BQ, n - i0));
+  const int32_t *ps = pos + base;
+  const int32_t lastPos = ps[i0 + qn - 1];
+  // The key tiles the CTA visits: a prefix (positions ascend).
+  int tiles = 1;
+  while (int64_t(tiles) * BKV < n && ps[int64_t(tiles) * BKV] <= lastPos)
+    ++tiles;
+
+  MODC_DYNAMIC_SHARED(unsigned char, smemRaw);
+  unsigned char *smem = reinterpret_cast<unsigned char *>(
+      (reinterpret_cast<uintptr_t>(smemRaw) + 1023) & ~uintptr_t(1023));
+  unsigned char *qTile = smem, *stages = smem + L::QBytes;
+  __shared__ __align__(8) uint64_t qFull, full[S], empty[S], zeroed[2];
+
+  const int tid = threadIdx.x, wg = tid / 128;
+  if (tid == 0) {
+    mbarrierInit(&qFull, 1);
+    for (int st = 0; st < S; ++st) {
+      mbarrierInit(&full[st], 1);
+      mbarrierInit(&empty[st], 8); // the consumer warps
+    }
+    for (int w = 0; w < 2; ++w)
+      mbarrierInit(&zeroed[w], 128);
+    fenceMbarrierInit();
+  }
+  __syncthreads(); // the only block barrier: the roles part here
+
+  const int hcol = h * HD, kvcol = (h / (H / KVH)) * HD;
+  if (wg == 0) {
+    if (tid != 0)
+      return;
+    mbarrierArriveExpectTx(&qFull, L::QBytes);
+    for (int slab = 0; slab < BQ / 64; ++slab)
+      for (int g = 0; g < G; ++g)
+        tmaLoad2d(qTile + (slab * G + g) * GB, &mapQ, hcol + 64 * g,
+                  int(base + i0) + 64 * slab, &qFull);
+    for (int t = 0; t < tiles; ++t) {
+      const int st = t % S;
+      mbarrierWait(&empty[st], (unsigned(t / S) & 1) ^ 1);
+      unsigned char *stage = stages + st * L::StageBytes;
+      mbarrierArriveExpectTx(&full[st], L::StageBytes);
+      const int row = int(base) + t * BKV;
+      for (int g = 0; g < G; ++g) {
+        tmaLoad2d(stage + g * GB, &mapK, kvcol + 64 * g, row, &full[st]);
+        tmaLoad2d(stage + L::TileBytes + g * GB, &mapV, kvcol + 64 * g, row,
+                  &full[st]);
+      }
+    }
+    return;
+  }
+
+  const int slab = wg - 1, lane = tid % kWarp, warp = (tid % 128) / kWarp;
+  const int gq = lane >> 2, tq = lane & 3;
+  const int sr = 64 * slab; // the slab's first query row
+  const bool slabRows = sr < qn;
+  const int slabEnd = qn < sr + 64 ? qn : sr + 64;
+  const int32_t slabFirstPos = slabRows ? ps[i0 + sr] : kNoPos;
+  const int32_t slabLastPos = slabRows ? ps[i0 + slabEnd - 1] : kNoPos;
+  int32_t qp[2]; // this lane's rows' positions (kNoPos past the segment)
+#pragma unroll
+  for (int hh = 0; hh < 2; ++hh) {
+    const int r = sr + 16 * warp + gq + 8 * hh;
+    qp[hh] = r < qn ? ps[i0 + r] : kNoPos;
+  }
+  const float scaleLog2 = 1.4426950408889634f / sqrtf(float(HD));
+  const unsigned char *qSlab = qTile + slab * G * GB;
+
+  float o[HD / 8][4], mrow[2] = {-INFINITY, -INFINITY}, lrow[2] = {0.0f, 0.0f};
+  zeroAccumulators(o);
+  unsigned zeroings = 0;
+  if (slabRows)
+    mbarrierWait(&qFull, 0);
+  for (int t = 0; t < tiles; ++t) {
+    const int st = t % S;
+    const int64_t k0 = int64_t(t) * BKV;
+    const int kc = int(minI64(BKV, n - k0));
+    mbarrierWait(&full[st], unsigned(t / S) & 1);
+    unsigned char *kTile = stages + st * L::StageBytes;
+    unsigned char *vTile = kTile + L::TileBytes;
+    if (slabRows && ps[k0] <= slabLastPos) {
+      // Rows kc .. BKV of V: zero, whole 128-byte rows of every group.
+      if (kc < BKV) {
+        for (int i = tid % 128; i < G * (BKV - kc) * 8; i += 128) {
+          const int chunk = i % 8, row = kc + i / 8 % (BKV - kc);
+          *reinterpret_cast<uint4 *>(vTile + (i / 8 / (BKV - kc)) * GB +
+                                     row * 128 + chunk * 16) =
+              make_uint4(0u, 0u, 0u, 0u);
+        }
+        fenceProxyAsync();
+        mbarrierArrive(&zeroed[slab]);
+        mbarrierWait(&zeroed[slab], zeroings & 1);
+        ++zeroings;
+      }
+      // The lanes may leave the waits apart; .aligned wgmma needs the warp
+      // converged.
+      __syncwarp();
+      float sc[BKV / 8][4];
+      zeroAccumulators(sc);
+      wgmmaFence(sc);
+#pragma unroll
+      for (int k = 0; k < HD / 16; ++k) // k16 step k of the head dim
+        wgmmaBf16<BKV>(sc,
+                       wgmmaDescriptorSw128(qSlab + (k / 4) * GB + 32 * (k % 4)),
+                       wgmmaDescriptorSw128(kTile + (k / 4) * GB + 32 * (k % 4)),
+                       smem);
+      wgmmaCommit();
+      wgmmaWait<0>(sc);
+
+      // Scores in the log2 domain; column 8j + 2t + (e & 1), row g + 8 (e >> 1)
+      // of the warp's 16. Masking only where some row of the slab does not
+      // see every key of the tile.
+      const bool seesAll = kc == BKV && ps[k0 + BKV - 1] <= slabFirstPos;
+#pragma unroll
+      for (int j = 0; j < BKV / 8; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          float x = sc[j][e] * scaleLog2;
+          if (!seesAll) {
+            const int c = 8 * j + 2 * tq + (e & 1);
+            if (c >= kc || ps[k0 + c] > qp[e >> 1])
+              x = -INFINITY;
+          }
+          sc[j][e] = x;
+        }
+      float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+      for (int j = 0; j < BKV / 8; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+          mx[e >> 1] = fmaxf(mx[e >> 1], sc[j][e]);
+      float msub[2], alpha[2], rs[2] = {0.0f, 0.0f};
+#pragma unroll
+      for (int hh = 0; hh < 2; ++hh) {
+        mx[hh] = fmaxf(mx[hh], __shfl_xor_sync(0xffffffffu, mx[hh], 1));
+        mx[hh] = fmaxf(mx[hh], __shfl_xor_sync(0xffffffffu, mx[hh], 2));
+        const float mnew = fmaxf(mrow[hh], mx[hh]);
+        msub[hh] = mnew == -INFINITY ? 0.0f : mnew;
+        alpha[hh] = exp2f(mrow[hh] - msub[hh]);
+        mrow[hh] = mnew;
+      }
+      uint32_t p[BKV / 16][4]; // P as wgmma's A fragments, a k16 step each
+#pragma unroll
+      for (int j = 0; j < BKV / 8; ++j) {
+        float pe[4];
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          pe[e] = exp2f(sc[j][e] - msub[e >> 1]);
+          rs[e >> 1] += pe[e];
+        }
+        p[j / 2][2 * (j % 2)] = packBf16x2(pe[0], pe[1]);     // row g
+        p[j / 2][2 * (j % 2) + 1] = packBf16x2(pe[2], pe[3]); // row g + 8
+      }
+#pragma unroll
+      for (int hh = 0; hh < 2; ++hh)
+        lrow[hh] = lrow[hh] * alpha[hh] + rs[hh];
+#pragma unroll
+      for (int j = 0; j < HD / 8; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+          o[j][e] *= alpha[e >> 1];
+
+      wgmmaFence(o);
+#pragma unroll
+      for (int kb = 0; kb < BKV / 16; ++kb) // keys 16 kb .. 16 kb + 15
+        wgmmaBf16RegA<HD, true>(
+            o, p[kb], wgmmaDescriptorMnSw128(vTile + 2048 * kb, BKV), smem);
+      wgmmaCommit();
+      wgmmaWait<0>(o);
+    }
+    __syncwarp();
+    if (lane == 0)
+      mbarrierArrive(&empty[st]);
+  }
+  if (!slabRows)
+    return;
+
+#pragma unroll
+  for (int hh = 0; hh < 2; ++hh) {
+    lrow[hh] += __shfl_xor_sync(0xffffffffu, lrow[hh], 1);
+    lrow[hh] += __shfl_xor_sync(0xffffffffu, lrow[hh], 2);
+  }
+#pragma unroll
+  for (int hh = 0; hh < 2; ++hh) {
+    const int r = sr + 16 * warp + gq + 8 * hh;
+    if (r >= qn)
+      continue;
+    const float inv = 1.0f / lrow[hh];
+    Out *dst = out + (base + i0 + r) * LD + hcol + 2 * tq;
+#pragma unroll
+    for (int j = 0; j < HD / 8; ++j) {
+      dst[8 * j] = Out(o[j][2 * hh] * inv);
+      dst[8 * j + 1] = Out(o[j][2 * hh + 1] * inv);
+    }
+  }
+}
+
+/// Launches attentionWgmmaKernel over q [rows, H * HD] and k, v [rows, KVH
+/// * HD] (rows: the bound of every segment's rows); false (nothing
+/// launched) where TMA cannot read them or the kernel cannot get its shared
+/// memory, so that the caller runs attentionTcKernel.
+template <int H, int HD, int KVH, typename Out>
+inline bool launchAttentionWgmma(dim3 grid, const bf16 *q, const bf16 *k,
+                                 const bf16 *v, int64_t rows,
+                                 const int64_t *seg, const int32_t *pos,
+                                 Out *out, cudaStream_t stream) {
+  alignas(64) CUtensorMap mapQ, mapK, mapV;
+  constexpr int64_t LD = int64_t(H) * HD, LDK = int64_t(KVH) * HD;
+  if (!encodeOperandMap(mapQ, q, rows, LD, LD, 64) ||
+      !encodeOperandMap(mapK, k, rows, LDK, LDK, kAttnWgBKV) ||
+      !encodeOperandMap(mapV, v, rows, LDK, LDK, kAttnWgBKV))
+    return false;
+  auto kernel = attentionWgmmaKernel<H, HD, KVH, Out>;
+  constexpr size_t bytes = AttnWgmmaSmem<HD>::Bytes;
+  static const bool sized =
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           int(bytes)) == cudaSuccess;
+  if (!sized)
+    return false;
+  MODC_LAUNCH(kernel, grid, kAttnWgThreads, bytes, stream, mapQ, mapK, mapV,
+              seg, pos, out);
+  MODC_TEST_COUNT(attentionWgmmaLaunches);
+  return true;
+}
+
 /// Launches the tensor-core attention kernel (TC; BF: on bf16 inputs) or
 /// the SIMT one; only the chosen kernel is instantiated.
 template <bool TC, int H, int HD, int KVH, bool BF, typename TQ, typename TK,
