@@ -156,6 +156,11 @@ for job in "${jobs[@]}"; do
         twin "$suffix" --cuda-gemms="$options"
       done
     fi
+    # run.sh's attention comparison, for the bf16 sm_90a 0-layer, MoD and
+    # dense models: the forward attention on TMA and wgmma.
+    if [[ "$dt" == bf16 && "$arch" == sm_90a && ( "$base" == gpu_none_* || "$base" == gpu_mod_* || "$base" == gpu_dense_* ) ]]; then
+      twin attnwg --cuda-gemms="tiles attention=wgmma"
+    fi
     # run.sh's fusion comparison, for the 0-layer and the MoD model of each
     # dtype: every epilogue fusion left out (modc --no-fuse).
     if [[ "$base" == gpu_none_* || "$base" == gpu_mod_* ]]; then

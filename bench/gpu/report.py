@@ -573,6 +573,29 @@ def cutlass_table(T):
                    "target", ""], rows)]
 
 
+def attention_table(T):
+    """The bf16 MoD and dense blocks with the forward attention on mma.sync
+    ("modc") and on TMA and wgmma ("modc_attnwg", --cuda-gemms='tiles
+    attention=wgmma'): [] without such lines, else the one section."""
+    rows = []
+    for d in T.ds:
+        for kind in ("mod", "dense"):
+            for w in WHATS:
+                ours = T.diff("modc", "bf16", kind, d, w)
+                twin = T.diff("modc_attnwg", "bf16", kind, d, w)
+                if ours is None or twin is None:
+                    continue
+                rows.append([str(d), kind, w, fmt(ours), fmt(twin),
+                             fmt(ratio(ours, twin), 2)])
+    if not rows:
+        return []
+    return ["### bf16 blocks on sm_90a: attention's forward on mma.sync "
+            "against TMA and wgmma (ms; --cuda-gemms='tiles attention=wgmma'; "
+            "> 1: wgmma faster)\n\n" +
+            table(["d_model", "block", "pass", "mma.sync", "wgmma",
+                   "mma.sync/wgmma"], rows)]
+
+
 def each_fusion_table(T):
     """The bf16 MoD model ("modc") against its twins compiled with one
     fusion left out ("modc_no-FUSION"): [] without such lines, else the one
@@ -746,6 +769,7 @@ def report(T, P=None):
         "kernels (ms; --cuda-gemms=cutlass; > 1: CUTLASS faster)",
         ["tiles", "CUTLASS", "tiles/CUTLASS"])
     parts += cutlass_table(T)
+    parts += attention_table(T)
 
     rows = []
     for d in T.ds:

@@ -132,6 +132,11 @@ if [[ -n "$bench" ]]; then
         # "modc_stream0"): the decode step.
         time_twin "$packages/gpu_${kind}_d${d}_bf16_stream0" stream0 decode
       done
+      # The forward attention on TMA and wgmma ('tiles attention=wgmma';
+      # "modc_attnwg"): the 0-layer, MoD and dense models.
+      for kind in none mod dense; do
+        time_twin "$packages/gpu_${kind}_d${d}_bf16_attnwg" attnwg
+      done
     done
   fi
   # Every fusion left out (compiled with --no-fuse=residual-add,

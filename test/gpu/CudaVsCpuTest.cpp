@@ -47,10 +47,11 @@ constexpr int64_t kSeqLen = 32;
 /// The test models' vocabulary: tokens are drawn below it.
 constexpr int64_t kVocab = 96;
 
-json model(const std::string &name, const char *router, const char *mlp) {
+json model(const std::string &name, const char *router, const char *mlp,
+           int heads) {
   return {{"name", name},         {"vocab_size", kVocab},
           {"d_model", 64},        {"n_layers", 4},
-          {"n_heads", 4},         {"d_ff", 160},
+          {"n_heads", heads},     {"d_ff", 160},
           {"seq_len", kSeqLen},   {"mlp", mlp},
           {"norm_eps", 1e-5},     {"rope_theta", 10000.0},
           {"tie_embeddings", false}, {"dtype", "f32"},
@@ -106,6 +107,9 @@ struct Variant {
   /// More of --cuda-gemms (e.g. "cutlass cutlass-from=1": the products on
   /// CUTLASS at every row count), or null.
   const char *gemms = nullptr;
+  /// Attention heads of d_model 64 (1: head dim 64, which sm_90a's wgmma
+  /// attention takes).
+  int heads = 4;
   bool emulated() const { return std::string(arch) == "emulated"; }
   /// `gemms` as a name: its words joined by '-', '=' dropped.
   std::string gemmsName() const {
@@ -176,8 +180,9 @@ protected:
         !std::filesystem::exists("/dev/nvidiactl"))
       GTEST_SKIP() << "no NVIDIA GPU on this machine (no /dev/nvidiactl)";
     json desc = model(std::string("gpu-") + v.router + "-" + v.mlp +
-                          (v.bf16 ? "-bf16" : ""),
-                      v.router, v.mlp);
+                          (v.bf16 ? "-bf16" : "") +
+                          (v.heads != 4 ? "-h" + std::to_string(v.heads) : ""),
+                      v.router, v.mlp, v.heads);
     if (v.bf16)
       desc["dtype"] = "bf16";
     // Prepared CPU packages must run on another x86-64 machine.
@@ -633,14 +638,20 @@ INSTANTIATE_TEST_SUITE_P(
                       Variant{"aux_loss", "gelu", "sm_90a", true, 0,
                               "cutlass cutlass-from=1 sm-count=1"},
                       Variant{"predictor", "swiglu", "sm_80", true, 0,
-                              "cutlass cutlass-from=1"}),
+                              "cutlass cutlass-from=1"},
+                      // sm_90a's TMA and wgmma attention forward, at head
+                      // dim 64 (one head of d_model 64).
+                      Variant{"predictor", "swiglu", "sm_90a", true, 0,
+                              "tiles attention=wgmma", 1}),
     [](const ::testing::TestParamInfo<Variant> &info) {
       return std::string(info.param.router) + "_" + info.param.mlp + "_" +
              info.param.arch + (info.param.bf16 ? "_bf16" : "") +
              (info.param.gatherBlocks
                   ? "_gather" + std::to_string(info.param.gatherBlocks)
                   : "") +
-             (info.param.gemms ? "_" + testName(info.param.gemmsName()) : "");
+             (info.param.gemms ? "_" + testName(info.param.gemmsName()) : "") +
+             (info.param.heads != 4 ? "_h" + std::to_string(info.param.heads)
+                                    : "");
     });
 
 } // namespace
