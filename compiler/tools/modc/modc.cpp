@@ -138,8 +138,9 @@ static cl::opt<std::string> cudaGemms(
              "static and whose output needs no split; not yet run on a "
              "GPU), then "
              "modk-configure-gemms' options that pin choices for tests and "
-             "benchmarks, e.g. 'cutlass tile=large' or 'path=mma tma=false' "
-             "(docs/cuda.md)"),
+             "benchmarks, e.g. 'cutlass tile=large', 'path=mma tma=false' "
+             "or 'tiles attention=wgmma' (sm_90a's TMA and wgmma attention "
+             "forward; not yet run on a GPU) (docs/cuda.md)"),
     cl::value_desc("tiles|cutlass [OPTIONS]"), cl::init(""),
     cl::sub(compileCommand), cl::cat(modcCategory));
 static cl::opt<std::string> tokenizerFile(
