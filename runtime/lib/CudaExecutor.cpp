@@ -37,6 +37,8 @@ CudaExecutor::CudaExecutor(void *handle, std::string dir,
   resolveSymbol(handle, this->dir, api.sync, "modc_cuda_sync");
   api.paramsVersion = reinterpret_cast<decltype(api.paramsVersion)>(
       ::dlsym(handle, "modc_cuda_params_version"));
+  api.trainStep = reinterpret_cast<decltype(api.trainStep)>(
+      ::dlsym(handle, "modc_train_step"));
 }
 
 CudaExecutor::~CudaExecutor() {
@@ -315,6 +317,44 @@ void CudaExecutor::adamw(const modc_adamw_args &h) {
   deliver("params", params, h.params);
   deliver("adam_m", m, h.m);
   deliver("adam_v", v, h.v);
+}
+
+void CudaExecutor::trainStep(const modc_grad_args &hg,
+                             const modc_adamw_args &ha,
+                             uint64_t workspaceBytes) {
+  ready();
+  const uint64_t B = static_cast<uint64_t>(hg.batch);
+  const uint64_t S = static_cast<uint64_t>(manifest.seqLen);
+  // The same device tables and slots as grad and adamw use, so that the
+  // pointers repeat from step to step and the package replays its graph.
+  const std::vector<float *> &params = uploadParams("params", hg.params);
+  const std::vector<float *> &grads = paramSlots("grads");
+  flushBefore("grads", key(hg.grads)); // the step overwrites them
+  const std::vector<float *> &m = uploadParams("adam_m", ha.m);
+  const std::vector<float *> &v = uploadParams("adam_v", ha.v);
+  modc_train_step_args d{};
+  d.grad = hg;
+  d.grad.params = params.data();
+  d.grad.grads = grads.data();
+  d.grad.tokens = static_cast<const int32_t *>(
+      upload("tokens", hg.tokens, B * (S + 1) * sizeof(int32_t)));
+  d.grad.losses = static_cast<float *>(slot("losses", 4 * sizeof(float)));
+  d.grad.workspace = slot("workspace", workspaceBytes);
+  d.adamw = ha;
+  d.adamw.params = params.data();
+  d.adamw.grads = grads.data();
+  d.adamw.m = m.data();
+  d.adamw.v = v.data();
+  d.adamw.grad_norm = static_cast<float *>(slot("grad_norm", sizeof(float)));
+  check(api.trainStep(&d), "train_step");
+  // Host reads only after the step: the copies wait for it.
+  download(hg.losses, d.grad.losses, 4 * sizeof(float));
+  download(ha.grad_norm, d.adamw.grad_norm, sizeof(float));
+  check(api.sync(), "train_step");
+  deliver("grads", grads, hg.grads);
+  deliver("params", params, ha.params);
+  deliver("adam_m", m, ha.m);
+  deliver("adam_v", v, ha.v);
 }
 
 void CudaExecutor::decode(const modc_decode_args &h, uint64_t workspaceBytes,

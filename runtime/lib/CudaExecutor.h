@@ -68,6 +68,13 @@ public:
   /// modc_eval, or modc_eval_causal when `causal`.
   void eval(const modc_eval_args &args, uint64_t workspaceBytes, bool causal);
   void adamw(const modc_adamw_args &args);
+  /// Whether the package exports modc_train_step (one CUDA graph a step).
+  bool hasTrainStep() const { return api.trainStep != nullptr; }
+  /// grad then adamw through modc_train_step: the losses and the norm are
+  /// read after the step. A non-finite loss or norm is reported in them,
+  /// not thrown: the package then updated nothing.
+  void trainStep(const modc_grad_args &grad, const modc_adamw_args &adamw,
+                 uint64_t workspaceBytes);
   void decode(const modc_decode_args &args, uint64_t workspaceBytes,
               uint64_t kvCacheBytes);
 
@@ -82,6 +89,7 @@ private:
     decltype(&::modc_cuda_sync) sync = nullptr;
     /// Optional (null in older packages).
     decltype(&::modc_cuda_params_version) paramsVersion = nullptr;
+    decltype(&::modc_train_step) trainStep = nullptr;
   };
   struct Slot {
     void *device = nullptr;

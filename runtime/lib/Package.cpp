@@ -766,15 +766,10 @@ Package::DeviceTraffic Package::deviceTraffic() const {
   return t;
 }
 
-double Package::adamwStep(TensorMap &weights, const TensorMap &grads,
-                          OptimizerState &state, double lr,
-                          const AdamWConfig &config) const {
-  const Manifest &m = impl->manifest;
-  if (!m.supportsTraining)
-    throw Error(fmt::format("{}: this package has no training entry points "
-                            "(modc_grad, modc_adamw); recompile with this "
-                            "modc",
-                            impl->dir));
+namespace {
+/// Throws Error naming the first AdamW hyperparameter out of range.
+void checkAdamwConfig(const OptimizerState &state, double lr,
+                      const AdamWConfig &config) {
   auto require = [](bool ok, const char *name, double value,
                     const char *range) {
     if (!ok)
@@ -795,6 +790,40 @@ double Package::adamwStep(TensorMap &weights, const TensorMap &grads,
   if (state.step < 0 || state.step == INT64_MAX)
     throw Error(
         fmt::format("adamw: optimizer step {} is out of range", state.step));
+}
+
+/// modc_adamw's arguments for the next step of `state`, but the pointer
+/// tables and grad_norm.
+modc_adamw_args adamwScalars(const OptimizerState &state, double lr,
+                             const AdamWConfig &config) {
+  modc_adamw_args args{};
+  args.step = state.step + 1;
+  args.lr = static_cast<float>(lr);
+  args.beta1 = static_cast<float>(config.beta1);
+  args.beta2 = static_cast<float>(config.beta2);
+  args.eps = static_cast<float>(config.eps);
+  args.weight_decay = static_cast<float>(config.weightDecay);
+  args.clip_norm =
+      std::isinf(config.clipNorm) ? 0.0f : static_cast<float>(config.clipNorm);
+  return args;
+}
+
+bool finite(const Losses &l) {
+  return std::isfinite(l.total) && std::isfinite(l.ce) &&
+         std::isfinite(l.aux) && std::isfinite(l.balance);
+}
+} // namespace
+
+double Package::adamwStep(TensorMap &weights, const TensorMap &grads,
+                          OptimizerState &state, double lr,
+                          const AdamWConfig &config) const {
+  const Manifest &m = impl->manifest;
+  if (!m.supportsTraining)
+    throw Error(fmt::format("{}: this package has no training entry points "
+                            "(modc_grad, modc_adamw); recompile with this "
+                            "modc",
+                            impl->dir));
+  checkAdamwConfig(state, lr, config);
   checkWeights(weights);
   checkParamTensors(m, grads, "grads");
   checkParamTensors(m, state.m, "optimizer state m");
@@ -805,19 +834,11 @@ double Package::adamwStep(TensorMap &weights, const TensorMap &grads,
   std::vector<float *> mPtrs = paramPointers(m, state.m);
   std::vector<float *> vPtrs = paramPointers(m, state.v);
   float gradNorm = 0;
-  modc_adamw_args args{};
+  modc_adamw_args args = adamwScalars(state, lr, config);
   args.params = params.data();
   args.grads = gradPtrs.data();
   args.m = mPtrs.data();
   args.v = vPtrs.data();
-  args.step = state.step + 1;
-  args.lr = static_cast<float>(lr);
-  args.beta1 = static_cast<float>(config.beta1);
-  args.beta2 = static_cast<float>(config.beta2);
-  args.eps = static_cast<float>(config.eps);
-  args.weight_decay = static_cast<float>(config.weightDecay);
-  args.clip_norm =
-      std::isinf(config.clipNorm) ? 0.0f : static_cast<float>(config.clipNorm);
   args.grad_norm = &gradNorm;
   // A non-finite gradient norm is reported, not failed: the package refuses
   // the update (nothing changed) and the caller decides (modrt::train stops
@@ -838,4 +859,71 @@ double Package::adamwStep(TensorMap &weights, const TensorMap &grads,
   }
   state.step += 1;
   return gradNorm;
+}
+
+TrainStepResult Package::trainStep(TensorMap &weights,
+                                   const std::vector<int32_t> &tokens,
+                                   int64_t batch, TensorMap &grads,
+                                   OptimizerState &state, double lr,
+                                   const AdamWConfig &config) const {
+  const Manifest &m = impl->manifest;
+  TrainStepResult result;
+  if (!impl->cuda || !impl->cuda->hasTrainStep() || !m.supportsTraining) {
+    // Two calls; the update only after finite losses, as modrt::train.
+    result.losses = grad(weights, tokens, batch, grads);
+    if (!finite(result.losses))
+      return result;
+    result.gradNorm = adamwStep(weights, grads, state, lr, config);
+    result.updated = std::isfinite(result.gradNorm);
+    return result;
+  }
+  checkTargetTokens(m, tokens, batch, "grad");
+  checkWeights(weights);
+  checkAdamwConfig(state, lr, config);
+  checkParamTensors(m, state.m, "optimizer state m");
+  checkParamTensors(m, state.v, "optimizer state v");
+  bool reuse = true;
+  try {
+    checkParamTensors(m, grads, "grads");
+  } catch (const Error &) {
+    reuse = false;
+  }
+  if (!reuse) {
+    grads = TensorMap();
+    for (const ParamInfo &param : m.params)
+      grads.insert(param.name, Tensor::zeros(DType::F32, param.shape));
+  }
+  std::vector<float *> params = paramPointers(m, weights);
+  std::vector<float *> gradPtrs = paramPointers(m, grads);
+  std::vector<float *> mPtrs = paramPointers(m, state.m);
+  std::vector<float *> vPtrs = paramPointers(m, state.v);
+
+  std::lock_guard<std::mutex> lock(impl->workspaceMutex);
+  const uint64_t wsBytes = impl->reserveWorkspace(
+      "grad", m.gradWorkspaceBytesPerSequence,
+      impl->abi.gradWorkspaceBytes(batch), batch);
+  float losses[4] = {0, 0, 0, 0};
+  float gradNorm = 0;
+  modc_grad_args g{};
+  g.batch = batch;
+  g.seq_len = m.seqLen;
+  g.tokens = tokens.data();
+  g.params = params.data();
+  g.grads = gradPtrs.data();
+  g.losses = losses;
+  g.workspace = impl->workspace.data();
+  modc_adamw_args a = adamwScalars(state, lr, config);
+  a.params = params.data();
+  a.grads = gradPtrs.data();
+  a.m = mPtrs.data();
+  a.v = vPtrs.data();
+  a.grad_norm = &gradNorm;
+  impl->cuda->trainStep(g, a, wsBytes);
+  result.losses = Losses{losses[0], losses[1], losses[2], losses[3]};
+  result.gradNorm = gradNorm;
+  // The package skipped the update where a loss or the norm is not finite.
+  result.updated = finite(result.losses) && std::isfinite(result.gradNorm);
+  if (result.updated)
+    state.step += 1;
+  return result;
 }

@@ -20,6 +20,7 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <optional>
 
 using namespace modrt;
 
@@ -737,9 +738,18 @@ void modrt::train(const Package &package, const Corpus &corpus,
     rec.ranks = ranks;
     auto start = std::chrono::steady_clock::now();
     uint64_t next = 0;
+    rec.lr = learningRate(step, config.steps, config.lr, config.warmup,
+                          config.minLrRatio);
+    std::optional<double> stepNorm; // the norm of a step run as one call
     if (!splitBatch) {
       next = corpus.trainBatch(state.dataPosition, tokens);
-      rec.losses = package.grad(state.weights, tokens, corpus.batch(), grads);
+      // One call: a CUDA package runs it as one CUDA graph (docs/cuda.md);
+      // the update happens only where the losses are finite, as below.
+      TrainStepResult r =
+          package.trainStep(state.weights, tokens, corpus.batch(), grads,
+                            state.optimizer, rec.lr, config.adamw);
+      rec.losses = r.losses;
+      stepNorm = r.gradNorm;
     } else {
       // The losses and gradients of the parts, combined in part order
       // (accumulatePart, docs/distributed.md): the same arithmetic whether
@@ -794,10 +804,10 @@ void modrt::train(const Package &package, const Corpus &corpus,
         !std::isfinite(rec.losses.aux) || !std::isfinite(rec.losses.balance))
       fail(step, fmt::format("loss is not finite ({})",
                              lossText(rec.losses, hasMoe)));
-    rec.lr = learningRate(step, config.steps, config.lr, config.warmup,
-                          config.minLrRatio);
-    rec.gradNorm = package.adamwStep(state.weights, grads, state.optimizer,
-                                     rec.lr, config.adamw);
+    rec.gradNorm = stepNorm ? *stepNorm
+                            : package.adamwStep(state.weights, grads,
+                                                state.optimizer, rec.lr,
+                                                config.adamw);
     if (!std::isfinite(rec.gradNorm))
       fail(step, fmt::format("gradient norm is not finite ({}; loss {})",
                              rec.gradNorm, lossText(rec.losses, hasMoe)));

@@ -273,8 +273,8 @@ constexpr auto decodeScatterLinear64 = rows_cuda::modc_rows_46;
 constexpr auto decodeScatterSigmoid64 = rows_cuda::modc_rows_47;
 constexpr auto decodeScatterOne64 = rows_cuda::modc_rows_48;
 constexpr auto decodeScatterSigmoid200 = rows_cuda::modc_rows_49;
-// As gen_cpu's, with the device state (AdamCtl) for grad_scale; launched
-// as modc_adamw launches it.
+// As gen_cpu's, with the device state (AdamCtl) for grad_scale and the
+// other scalars read from a device array; launched as modc_adamw launches it.
 constexpr auto adamwUpdate = rows_cuda::modc_optimizer_update;
 // A block's partial sum of the terms per kNormChunk elements: (g, n,
 // partial), launched by modk_cuda::adamw_norm.

@@ -1290,6 +1290,8 @@ LogicalResult PlanEmitter::emitOptimizerKernel() {
   // parameter's flag.
   KernelStatements stmts(cuda);
   std::vector<std::string> params;
+  std::string scalarLoads;
+  int scalarCount = 0;
   if (cuda)
     params = {"const modk_cuda::AdamTensor *tensors", "int count",
               "int64_t chunks"};
@@ -1307,11 +1309,19 @@ LogicalResult PlanEmitter::emitOptimizerKernel() {
     stmts.setName(arg, argName);
     if (cuda && argName == "grad_scale")
       params.push_back("const modk_cuda::AdamCtl *ctl");
-    else if (cuda && argName == "decay")
-      params.push_back("float decayed");
+    else if (cuda)
+      // The step's scalars are read from device memory, in argument order
+      // (`decay` as `decayed`), so that a captured training step replays
+      // with each step's learning rate and bias corrections (docs/cuda.md).
+      scalarLoads += fmt::format(
+          "  const float {} = scalars[{}];\n",
+          argName == "decay" ? std::string("decayed") : argName,
+          scalarCount++);
     else
       params.push_back("float " + argName);
   }
+  if (cuda)
+    params.push_back("const float *scalars");
   // On CUDA, `decay` is a parameter's: what reads it is computed per chunk.
   stmts.findInvariants(body, [&](BlockArgument arg) {
     return arg.getArgNumber() >= kElements &&
@@ -1328,8 +1338,8 @@ LogicalResult PlanEmitter::emitOptimizerKernel() {
         "modc_optimizer_update({}) {{\n"
         "  if (!ctl->finite)\n"
         "    return; // a non-finite gradient must not reach the weights\n"
-        "  const float grad_scale = ctl->scale;\n",
-        optimizer.getSymName(), fmt::join(params, ", "));
+        "  const float grad_scale = ctl->scale;\n{}",
+        optimizer.getSymName(), fmt::join(params, ", "), scalarLoads);
   } else {
     os << fmt::format("/// modk.optimizer @{}: one step's update of the n "
                       "elements of a parameter.\n"

@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -153,6 +154,16 @@ struct AdamWConfig {
   double beta1 = 0.9, beta2 = 0.95, eps = 1e-8, weightDecay = 0.1;
   /// Global gradient-norm clipping threshold; <= 0 disables clipping.
   double clipNorm = 1.0;
+};
+
+/// Outputs of Package::trainStep.
+struct TrainStepResult {
+  Losses losses;
+  /// The global gradient norm before clipping (NaN where no AdamW step ran).
+  double gradNorm = std::numeric_limits<double>::quiet_NaN();
+  /// Whether the weights, moments and step were updated: false where a loss
+  /// or the norm is not finite.
+  bool updated = false;
 };
 
 /// AdamW moments, one tensor per param under the param's name, and the
@@ -312,6 +323,18 @@ public:
   double adamwStep(TensorMap &weights, const TensorMap &grads,
                    OptimizerState &state, double lr,
                    const AdamWConfig &config) const;
+
+  /// One training step: grad, then, where its losses are finite, adamwStep
+  /// (modrt::train's step without a split batch). A CUDA package that
+  /// exports modc_train_step runs both as one CUDA graph, replayed while the
+  /// tensors and batch repeat, with the same results bit for bit
+  /// (docs/cuda.md); the losses and norm are read after it. Throws Error as
+  /// grad and adamwStep do; a non-finite loss or norm is reported in the
+  /// result (updated false: weights, moments and state.step unchanged).
+  TrainStepResult trainStep(TensorMap &weights,
+                            const std::vector<int32_t> &tokens, int64_t batch,
+                            TensorMap &grads, OptimizerState &state, double lr,
+                            const AdamWConfig &config) const;
 
 private:
   struct Impl;

@@ -137,6 +137,14 @@ typedef struct modc_adamw_args {
   float *grad_norm;            ///< out: global gradient norm before clipping
 } modc_adamw_args;
 
+/// Arguments of one training step (CUDA packages: modc_train_step): the
+/// gradient of `grad`, then the AdamW step of `adamw` (whose grads are
+/// normally grad.grads).
+typedef struct modc_train_step_args {
+  modc_grad_args grad;
+  modc_adamw_args adamw;
+} modc_train_step_args;
+
 /// MODC_ABI_VERSION of the compiler that wrote the package.
 uint32_t modc_abi_version(void);
 /// The manifest JSON embedded at compile time (same text as manifest.json).
@@ -209,6 +217,15 @@ int32_t modc_cuda_memset(void *device_pointer, int32_t value, uint64_t bytes);
 /// unknown: every call rounds them.
 /// Optional: packages before it lack the symbol.
 int32_t modc_cuda_params_version(uint64_t version);
+/// One training step: modc_grad(&args->grad), then modc_adamw(&args->adamw),
+/// whose update is also skipped (nothing changes on the device) where one
+/// of the four losses is not finite. Captured once into a CUDA graph and
+/// replayed while the arguments repeat (the pointers, the pointer tables'
+/// contents, the batch, clip_norm); the step, learning rate and other AdamW
+/// scalars may change from call to call. The losses and *grad_norm are read
+/// after it, as after the two calls. MODC_TRAIN_GRAPH=0 in the environment
+/// runs it uncaptured. Optional: packages before it lack the symbol.
+int32_t modc_train_step(const modc_train_step_args *args);
 /// Waits for the enqueued work. Reports a kernel fault, or a token outside
 /// the vocabulary or a decode position outside the context that the last
 /// entry found on the device (its outputs are then invalid).

@@ -86,12 +86,19 @@
 // The AdamW update, generated from modk.optimizer: one launch over every
 // parameter, a block a chunk, each chunk's parameter from the step's table;
 // grad_scale and whether the norm is finite come from the device state
-// adamw_norm left, decay from the parameter's flag. Without bf16_copies no
-// parameter has a copy (t.copy is null).
-// CHECK: __global__ __launch_bounds__(modk_cuda::detail::kThreads) void modc_optimizer_update(const modk_cuda::AdamTensor *tensors, int count, int64_t chunks, const modk_cuda::AdamCtl *ctl, float decayed, float beta1, float beta2, float eps, float step_size, float inv_sqrt_bc2) {
+// adamw_norm left, decay from the parameter's flag. The other scalars come
+// from device memory (a captured training step replays with each step's).
+// Without bf16_copies no parameter has a copy (t.copy is null).
+// CHECK: __global__ __launch_bounds__(modk_cuda::detail::kThreads) void modc_optimizer_update(const modk_cuda::AdamTensor *tensors, int count, int64_t chunks, const modk_cuda::AdamCtl *ctl, const float *scalars) {
 // CHECK-NEXT: if (!ctl->finite)
 // CHECK-NEXT: return;
 // CHECK-NEXT: const float grad_scale = ctl->scale;
+// CHECK-NEXT: const float decayed = scalars[0];
+// CHECK-NEXT: const float beta1 = scalars[1];
+// CHECK-NEXT: const float beta2 = scalars[2];
+// CHECK-NEXT: const float eps = scalars[3];
+// CHECK-NEXT: const float step_size = scalars[4];
+// CHECK-NEXT: const float inv_sqrt_bc2 = scalars[5];
 // CHECK: const modk_cuda::AdamTensor &t = modk_cuda::adamTensorOf(tensors, count, chunk);
 // CHECK: const float decay = t.decays ? decayed : 1.0f;
 // CHECK: const float {{t[0-9]+}} = sqrtf(
@@ -174,14 +181,30 @@
 // CHECK: if (profile) modcProfile(
 // CHECK: launching the kernels
 // CHECK: static size_t modc_forward_scratch_bytes(int64_t B)
-// CHECK: modc_adamw(const modc_adamw_args *args) {
-// CHECK: static const bool kBf16Copy[] = {false, false,
-// CHECK: const modk_cuda::AdamTensor *table = modk_cuda::adamw_tensors(tensors, s);
+// The AdamW step: its scalars written to the device by a kernel (in
+// modk.optimizer's order), then the norm and the update.
+// CHECK: const bool kBf16Copy[] = {false, false,
+// CHECK: return modk_cuda::adamw_tensors(tensors, s);
+// CHECK: modc_glue::AdamScalars values = {{[{][{]}}1.0f - args->lr * args->weight_decay, args->beta1, args->beta2, args->eps, step_size, inv_sqrt_bc2{{[}][}]}};
+// CHECK-NEXT: MODC_LAUNCH(modc_glue::set_adam_scalars_kernel, 1, 32, 0, s, modcAdamScalars,
+// CHECK: if (!scalarsWritten)
 // CHECK: modk_cuda::adamw_norm(
-// CHECK-NEXT: modc_rows::modc_optimizer_norm, table, kParams, chunks,
+// CHECK-NEXT: modc_rows::modc_optimizer_norm, tensors, kParams, chunks,
 // CHECK: MODC_LAUNCH(modc_rows::modc_optimizer_update,
 // CHECK-NEXT: unsigned(std::min<int64_t>(chunks, modk_cuda::detail::kMaxGrid)),
-// CHECK-NEXT: modk_cuda::detail::kThreads, 0, s, table, kParams, chunks, ctl, 1.0f - args->lr * args->weight_decay,
+// CHECK-NEXT: modk_cuda::detail::kThreads, 0, s, tensors, kParams, chunks, ctl,
+// CHECK-NEXT: modcAdamScalars);
+// CHECK: modc_adamw(const modc_adamw_args *args) {
+// CHECK-NEXT: return modc_adam::modcAdamwStep(args, /*scalarsWritten=*/false, /*gateLosses=*/nullptr);
+// The training step: one CUDA graph, replayed while its arguments repeat;
+// the scalars are written outside it before each replay.
+// CHECK: modc_train_step(const modc_train_step_args *args) {
+// CHECK: modc_adam::modcAdamwScalars(a, s);
+// CHECK-NEXT: cudaError_t e = cudaGraphLaunch(graph.exec, s);
+// CHECK: cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal)
+// CHECK: int32_t status = modc_grad(g);
+// CHECK: status = modc_adam::modcAdamwStep(a, /*scalarsWritten=*/true, g->losses);
+// CHECK: cudaStreamEndCapture(s, &captured);
 
 // SM80: // Target: CUDA sm_80.
 // SM80: "arch": "sm_80"

@@ -135,6 +135,8 @@ private:
   }
   void emitDeviceApi();
   void emitAdamW(modk::EntryOp grad) override;
+  /// modc_train_step: modc_grad and the AdamW step as one CUDA graph.
+  void emitTrainStep(modk::EntryOp grad);
 
   // PlanEmitter's hooks: row counts stay on the device (seg + B), so the host
   // sizes copies and grids by the most rows a row set can hold; every call
@@ -809,6 +811,9 @@ int64_t modcTokensPerSequence = 1;
 /// First active sequence whose decode position is outside the context
 /// (~0 when none).
 unsigned long long *modcBadPosition = nullptr;
+/// The scalars of the AdamW step in flight (modc_glue::AdamScalars), on
+/// the device so that a captured training step replays with each step's.
+float *modcAdamScalars = nullptr;
 
 /// Device scratch shared by the entries (one stream runs them in order);
 /// grows, never shrinks. Null when the allocation fails.
@@ -903,6 +908,9 @@ extern "C" {{
   if ((e = cudaMalloc(&modcBadPosition, sizeof(*modcBadPosition))) != cudaSuccess)
     return cudaFail("modc_cuda_init", "cudaMalloc", e);
   cudaMemset(modcBadPosition, 0xff, sizeof(*modcBadPosition));
+  if ((e = cudaMalloc(&modcAdamScalars, sizeof(modc_glue::AdamScalars))) !=
+      cudaSuccess)
+    return cudaFail("modc_cuda_init", "cudaMalloc", e);
 {7}  modcReady = true;
   return 0;
 }}
@@ -1102,6 +1110,25 @@ __global__ void decisions_kernel(int32_t *out, const float *logits, int64_t n) {
   if (i < n)
     out[i] = logits[i] > 0.0f;
 }
+/// The scalars of an AdamW step that modc_optimizer_update reads from
+/// device memory (modcAdamScalars), in modk.optimizer's order.
+struct AdamScalars {
+  float values[8];
+};
+__global__ void set_adam_scalars_kernel(float *dst, AdamScalars scalars) {
+  if (threadIdx.x < 8)
+    dst[threadIdx.x] = scalars.values[threadIdx.x];
+}
+/// modc_train_step's AdamW step is skipped where a loss is not finite, as
+/// modrt::train stops before the update then.
+__global__ void gate_on_losses_kernel(modk_cuda::AdamCtl *ctl,
+                                      const float *losses) {
+  if (threadIdx.x != 0)
+    return;
+  for (int i = 0; i < 4; ++i)
+    if (!(fabsf(losses[i]) <= 3.40282347e+38f)) // false for NaN
+      ctl->finite = 0;
+}
 /// out[i] = logits[i] > 0: the causal decision of every token.
 inline void decisions(int32_t *out, const float *logits, int64_t n,
                       cudaStream_t s) {
@@ -1269,13 +1296,24 @@ void CudaEmitter::emitAdamW(modk::EntryOp grad) {
   adamwTables(grad, sizes, decay);
   for (size_t i = 0, e = grad.getParams().size(); i < e; ++i)
     copies += optimizer.keepsBf16Copy(i) ? "true, " : "false, ";
-  os << fmt::format(R"cpp({0} int32_t
-modc_adamw(const modc_adamw_args *args) {{
-  static const int64_t kSizes[] = {{{1}}};
-  static const bool kDecay[] = {{{2}}};
-  // modk.optimizer's bf16_copies: the parameters kept on the device as bf16.
-  static const bool kBf16Copy[] = {{{3}}};
-  constexpr int kParams = {4};
+  // modc_optimizer_update reads the step's scalars but grad_scale from
+  // device memory (modcAdamScalars), in modk.optimizer's order.
+  std::vector<std::string> scalars;
+  for (const std::string &arg : optimizerScalarArgs(/*cuda=*/true))
+    if (arg != "ctl")
+      scalars.push_back(arg);
+  // The helpers have C++ linkage: the entries are emitted in extern "C".
+  os << fmt::format(R"cpp(}} // extern "C"
+namespace {{
+namespace modc_adam {{
+const int64_t kSizes[] = {{{0}}};
+const bool kDecay[] = {{{1}}};
+// modk.optimizer's bf16_copies: the parameters kept on the device as bf16.
+const bool kBf16Copy[] = {{{2}}};
+constexpr int kParams = {3};
+
+/// The refusals of modc_adamw's host-visible arguments (0: none).
+int32_t modcAdamwCheck(const modc_adamw_args *args) {{
   if (!args || !args->params || !args->grads || !args->m || !args->v ||
       !args->grad_norm)
     return fail(1, "modc_adamw: a required pointer is null");
@@ -1283,15 +1321,20 @@ modc_adamw(const modc_adamw_args *args) {{
     return fail(1, "modc_adamw: step must be >= 1, got " + std::to_string(args->step));
   if (!modcReady)
     return fail(3, "modc_adamw: call modc_cuda_init first");
-  cudaStream_t s = modcStream;
-  char *scratch = modcScratch(modk_cuda::adamw_scratch_bytes(kSizes, kParams));
-  if (!scratch)
-    return fail(3, "modc_adamw: cannot allocate device scratch");
-  // Every parameter in one table, so that the norm and the update are one
-  // launch each; the bf16 copies are written by the update itself.
+  return 0;
+}}
+
+/// Every parameter in one device table, so that the norm and the update are
+/// one launch each; `written` gets each parameter's bf16 copy (null where
+/// it keeps none), which the update writes with the master. Rounds the
+/// copies that are not current and uploads the table when it changed, so a
+/// second call with the same arguments enqueues nothing. Null where no
+/// device memory is left.
+const modk_cuda::AdamTensor *modcAdamwTable(const modc_adamw_args *args,
+                                   const modk_cuda::bf16 **written,
+                                   int64_t &chunks, cudaStream_t s) {{
   std::vector<modk_cuda::AdamTensor> tensors(kParams);
-  const modk_cuda::bf16 *written[kParams];
-  int64_t chunks = 0;
+  chunks = 0;
   for (int i = 0; i < kParams; ++i) {{
     modk_cuda::bf16 *copy =
         kBf16Copy[i] ? modk_cuda::detail::optimizerCopyOf(args->params[i],
@@ -1302,19 +1345,50 @@ modc_adamw(const modc_adamw_args *args) {{
     written[i] = copy;
     chunks += modk_cuda::adamChunks(kSizes[i]);
   }}
-  const modk_cuda::AdamTensor *table = modk_cuda::adamw_tensors(tensors, s);
-  if (!table)
+  return modk_cuda::adamw_tensors(tensors, s);
+}}
+
+/// Enqueues the write of the step's scalars into modcAdamScalars: a kernel
+/// with them as its arguments, so that nothing waits on the host.
+void modcAdamwScalars(const modc_adamw_args *args, cudaStream_t s) {{
+{4}  modc_glue::AdamScalars values = {{{{{5}}}}};
+  MODC_LAUNCH(modc_glue::set_adam_scalars_kernel, 1, 32, 0, s, modcAdamScalars,
+              values);
+}}
+
+/// The AdamW step. `scalarsWritten`: the caller wrote the step's scalars
+/// (a captured training step writes them before each replay, outside the
+/// graph). `gateLosses` (device, may be null): the update is skipped where
+/// one of these four losses is not finite, as where the norm is not.
+int32_t modcAdamwStep(const modc_adamw_args *args, bool scalarsWritten,
+             const float *gateLosses) {{
+  if (int32_t status = modcAdamwCheck(args))
+    return status;
+  cudaStream_t s = modcStream;
+  char *scratch = modcScratch(modk_cuda::adamw_scratch_bytes(kSizes, kParams));
+  if (!scratch)
+    return fail(3, "modc_adamw: cannot allocate device scratch");
+  const modk_cuda::bf16 *written[kParams];
+  int64_t chunks = 0;
+  const modk_cuda::AdamTensor *tensors = modcAdamwTable(args, written, chunks, s);
+  if (!tensors)
     return fail(3, "modc_adamw: cannot copy the parameter table to the device");
+  if (!scalarsWritten)
+    modcAdamwScalars(args, s);
   // The update kernel skips when the norm is not finite, so a bad gradient
   // never reaches the weights; the caller reads *grad_norm to know. Nothing
   // here waits for the device.
   const modk_cuda::AdamCtl *ctl = modk_cuda::adamw_norm(
-      modc_rows::modc_optimizer_norm, table, kParams, chunks, args->clip_norm,
+      modc_rows::modc_optimizer_norm, tensors, kParams, chunks, args->clip_norm,
       args->grad_norm, scratch, s);
-{5}  if (chunks > 0)
+  if (gateLosses)
+    MODC_LAUNCH(modc_glue::gate_on_losses_kernel, 1, 32, 0, s,
+                const_cast<modk_cuda::AdamCtl *>(ctl), gateLosses);
+  if (chunks > 0)
     MODC_LAUNCH(modc_rows::modc_optimizer_update,
                 unsigned(std::min<int64_t>(chunks, modk_cuda::detail::kMaxGrid)),
-                modk_cuda::detail::kThreads, 0, s, table, kParams, chunks, {6});
+                modk_cuda::detail::kThreads, 0, s, tensors, kParams, chunks, ctl,
+                modcAdamScalars);
   // The weights changed: the forward's bf16 copies of them are stale, but
   // for those the update wrote.
   modk_cuda::params_written(written, kParams);
@@ -1323,10 +1397,252 @@ modc_adamw(const modc_adamw_args *args) {{
     return cudaFail("modc_adamw", "launching the AdamW step", e);
   return 0;
 }}
+}} // namespace modc_adam
+}} // namespace
+extern "C" {{
+
+{6} int32_t
+modc_adamw(const modc_adamw_args *args) {{
+  return modc_adam::modcAdamwStep(args, /*scalarsWritten=*/false, /*gateLosses=*/nullptr);
+}}
 )cpp",
-                    kExport, sizes, decay, copies, grad.getParams().size(),
-                    optimizerStepScalars(),
-                    fmt::join(optimizerScalarArgs(/*cuda=*/true), ", "));
+                    sizes, decay, copies, grad.getParams().size(),
+                    optimizerStepScalars(), fmt::join(scalars, ", "), kExport);
+  emitTrainStep(grad);
+}
+
+void CudaEmitter::emitTrainStep(modk::EntryOp grad) {
+  int64_t tokensPerSequence = seqLen + 1;
+  os << fmt::format(R"cpp(}} // extern "C"
+namespace {{
+/// modc_train_step's CUDA graph and what it baked in (docs/cuda.md, "A
+/// training step is one CUDA graph").
+struct ModcTrainGraph {{
+  cudaGraphExec_t exec = nullptr;
+  /// The arguments with the pointer tables' contents beside them; the
+  /// scalars that modcAdamScalars carries are zeroed.
+  modc_grad_args grad{{}};
+  modc_adamw_args adamw{{}};
+  std::vector<const void *> tables;
+  char *scratch = nullptr;
+  const modk_cuda::AdamTensor *adamTable = nullptr;
+  /// The bf16 weight copies the graph reads or writes, with their weights.
+  std::vector<std::pair<const float *, const modk_cuda::bf16 *>> copies;
+  bool sameArguments(const ModcTrainGraph &o) const {{
+    return std::memcmp(&grad, &o.grad, sizeof(grad)) == 0 &&
+           std::memcmp(&adamw, &o.adamw, sizeof(adamw)) == 0 &&
+           tables == o.tables && scratch == o.scratch &&
+           adamTable == o.adamTable;
+  }}
+}};
+
+/// The key of a step: what a graph of it bakes in but the copies.
+ModcTrainGraph modcTrainKey(const modc_train_step_args *args, char *scratch,
+                            const modk_cuda::AdamTensor *adamTable) {{
+  ModcTrainGraph key;
+  key.grad = args->grad;
+  key.grad.params = nullptr;
+  key.grad.grads = nullptr;
+  key.adamw = args->adamw;
+  key.adamw.params = key.adamw.m = key.adamw.v = nullptr;
+  key.adamw.grads = nullptr;
+  // In device memory (modcAdamScalars), written before each replay.
+  key.adamw.step = 0;
+  key.adamw.lr = key.adamw.beta1 = key.adamw.beta2 = key.adamw.eps =
+      key.adamw.weight_decay = 0.0f;
+  const int n = modc_adam::kParams;
+  const void *const *tables[] = {{
+      (const void *const *)args->grad.params, (const void *const *)args->grad.grads,
+      (const void *const *)args->adamw.params, (const void *const *)args->adamw.grads,
+      (const void *const *)args->adamw.m, (const void *const *)args->adamw.v}};
+  for (const void *const *t : tables)
+    key.tables.insert(key.tables.end(), t, t + n);
+  key.scratch = scratch;
+  key.adamTable = adamTable;
+  return key;
+}}
+
+/// Whether weight `src`'s copy is still `copy` (a copy idle too long is
+/// freed, and its memory may go to another).
+bool modcCopyHeld(const std::pair<const float *, const modk_cuda::bf16 *> &c) {{
+  for (const modk_cuda::detail::WeightCopy &w :
+       modk_cuda::detail::weightCopies().copies)
+    if (w.src == c.first && w.copy == c.second)
+      return true;
+  return false;
+}}
+
+/// Marks the copies a graph uses as used by this call, so that none is
+/// freed as idle while the graph reads it.
+void modcTouchCopies(
+    const std::vector<std::pair<const float *, const modk_cuda::bf16 *>> &used) {{
+  modk_cuda::detail::WeightCopies &w = modk_cuda::detail::weightCopies();
+  for (modk_cuda::detail::WeightCopy &c : w.copies)
+    if (std::find(used.begin(), used.end(), std::make_pair(
+            static_cast<const float *>(c.src),
+            static_cast<const modk_cuda::bf16 *>(c.copy))) != used.end())
+      c.epoch = w.epoch;
+}}
+
+/// The step uncaptured: modc_grad, then the AdamW step, skipped where a
+/// loss is not finite.
+int32_t modcTrainStepUncaptured(const modc_train_step_args *args) {{
+  if (int32_t status = modc_grad(&args->grad))
+    return status;
+  return modc_adam::modcAdamwStep(&args->adamw, /*scalarsWritten=*/false,
+                         args->grad.losses);
+}}
+}} // namespace
+extern "C" {{
+
+/// One training step, modc_grad then modc_adamw, captured once into a CUDA
+/// graph and replayed while its arguments repeat (docs/cuda.md).
+{0} int32_t
+modc_train_step(const modc_train_step_args *args) {{
+  if (!args)
+    return fail(1, "modc_train_step: arguments are null");
+  if (!modcReady)
+    return fail(3, "modc_train_step: call modc_cuda_init first");
+  // MODC_TRAIN_GRAPH=0 turns the graph off, =trace prints what each call
+  // does; profiling times each kernel and the GEMM trace prints each call's
+  // launches, so both run uncaptured.
+  static const char *graphEnv = std::getenv("MODC_TRAIN_GRAPH");
+  static const bool graphs = !(graphEnv && std::strcmp(graphEnv, "0") == 0) &&
+                             std::getenv("MODC_PROFILE") == nullptr &&
+                             modk_cuda::detail::tracingGemms() == 0;
+  static const bool trace = graphEnv && std::strcmp(graphEnv, "trace") == 0;
+  auto note = [](const char *what) {{
+    if (trace)
+      std::fprintf(stderr, "modc_train_step: %s\n", what);
+  }};
+  const modc_grad_args *g = &args->grad;
+  const modc_adamw_args *a = &args->adamw;
+  // Arguments the entries refuse are refused by them, uncaptured.
+  if (!graphs || g->batch < 1 || g->batch > {1} / {2} || g->seq_len != {3} ||
+      !g->tokens || !g->params || !g->grads || !g->losses || !g->workspace ||
+      modc_adam::modcAdamwCheck(a) != 0) {{
+    note("uncaptured");
+    return modcTrainStepUncaptured(args);
+  }}
+  cudaStream_t s = modcStream;
+  // Everything the step allocates, rounds or uploads happens here, outside
+  // the graph: scratch for both entries (neither grows it then), the bf16
+  // copies made current, the AdamW table uploaded.
+  const size_t gradScratch =
+      (modc_grad_scratch_bytes(g->batch) + 255) / 256 * 256 +
+      sizeof(int32_t) * g->batch * {2};
+  char *scratch = modcScratch(std::max<size_t>(
+      gradScratch, modk_cuda::adamw_scratch_bytes(modc_adam::kSizes,
+                                                  modc_adam::kParams)));
+  if (!scratch)
+    return fail(3, "modc_train_step: cannot allocate device scratch");
+  const modk_cuda::bf16 *written[modc_adam::kParams];
+  int64_t chunks = 0;
+  const modk_cuda::AdamTensor *adamTable =
+      modc_adam::modcAdamwTable(a, written, chunks, s);
+  if (!adamTable)
+    return fail(3, "modc_train_step: cannot copy the parameter table to the device");
+  static ModcTrainGraph graph, warm;
+  static bool warmed = false;
+  ModcTrainGraph key = modcTrainKey(args, scratch, adamTable);
+  bool replay = graph.exec && key.sameArguments(graph);
+  for (const auto &c : graph.copies)
+    replay = replay && modcCopyHeld(c);
+  for (int i = 0; i < modc_adam::kParams; ++i)
+    replay = replay &&
+             (!written[i] ||
+              std::find(graph.copies.begin(), graph.copies.end(),
+                        std::make_pair(static_cast<const float *>(a->params[i]),
+                                       written[i])) != graph.copies.end());
+  if (replay) {{
+    // The host's side of what the captured calls did: modc_grad's token
+    // check and weight-copy call, modc_adamw's scalars and copies.
+    modcTokenEntry = "modc_grad";
+    modcTokensPerSequence = {2};
+    {{
+      modk_cuda::WeightCopyScope call;
+      modcTouchCopies(graph.copies);
+    }}
+    modc_adam::modcAdamwScalars(a, s);
+    cudaError_t e = cudaGraphLaunch(graph.exec, s);
+    if (e != cudaSuccess)
+      return cudaFail("modc_train_step", "cudaGraphLaunch", e);
+    modk_cuda::params_written(written, modc_adam::kParams);
+    note("replayed");
+    return 0;
+  }}
+  // New arguments: the first step with them runs uncaptured (it makes any
+  // weight copy the products ask for: no allocation may happen in a
+  // capture), the second is captured.
+  if (!warmed || !key.sameArguments(warm)) {{
+    warm = key;
+    warmed = true;
+    note("uncaptured (new arguments)");
+    return modcTrainStepUncaptured(args);
+  }}
+  if (graph.exec)
+    cudaGraphExecDestroy(graph.exec);
+  graph = ModcTrainGraph();
+  modk_cuda::detail::WeightCopies &copies = modk_cuda::detail::weightCopies();
+  // A copy that the AdamW step does not write is rounded in the graph (it
+  // is stale after every step), and none is freed as idle in the capture.
+  for (modk_cuda::detail::WeightCopy &c : copies.copies) {{
+    if (std::find(written, written + modc_adam::kParams, c.copy) ==
+        written + modc_adam::kParams)
+      c.generation = 0;
+    c.epoch = copies.epoch;
+  }}
+  const modk_cuda::detail::WeightCopies before = copies;
+  modc_adam::modcAdamwScalars(a, s);
+  if (cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal) != cudaSuccess)
+    return fail(3, "modc_train_step: cannot capture the training step");
+  int32_t status = modc_grad(g);
+  if (status == 0)
+    status = modc_adam::modcAdamwStep(a, /*scalarsWritten=*/true, g->losses);
+  cudaGraph_t captured = nullptr;
+  cudaError_t e = cudaStreamEndCapture(s, &captured);
+  if (e == cudaSuccess && status == 0)
+    e = cudaGraphInstantiate(&graph.exec, captured, 0);
+  if (captured)
+    cudaGraphDestroy(captured);
+  if (status != 0 || e != cudaSuccess) {{
+    // Nothing captured ran: the copies' state goes back to before it (a
+    // copy made in the capture, never rounded, is freed).
+    cudaGetLastError();
+    for (const modk_cuda::detail::WeightCopy &c : copies.copies)
+      if (std::none_of(before.copies.begin(), before.copies.end(),
+                       [&](const modk_cuda::detail::WeightCopy &b) {{
+                         return b.copy == c.copy;
+                       }}))
+        cudaFree(c.copy);
+    copies = before;
+    graph = ModcTrainGraph();
+    warmed = false;
+    if (status != 0)
+      return status;
+    note("uncaptured (the capture failed)");
+    return modcTrainStepUncaptured(args);
+  }}
+  ModcTrainGraph made = key;
+  made.exec = graph.exec;
+  for (const modk_cuda::detail::WeightCopy &c : copies.copies)
+    if (c.epoch == copies.epoch)
+      made.copies.push_back({{c.src, c.copy}});
+  for (int i = 0; i < modc_adam::kParams; ++i) {{
+    std::pair<const float *, const modk_cuda::bf16 *> c{{a->params[i], written[i]}};
+    if (written[i] &&
+        std::find(made.copies.begin(), made.copies.end(), c) == made.copies.end())
+      made.copies.push_back(c);
+  }}
+  graph = made;
+  e = cudaGraphLaunch(graph.exec, s);
+  if (e != cudaSuccess)
+    return cudaFail("modc_train_step", "cudaGraphLaunch", e);
+  note("captured");
+  return 0;
+}}
+)cpp",
+                    kExport, INT32_MAX, tokensPerSequence, seqLen);
 }
 
 LogicalResult modc::emitCuda(ModuleOp module, llvm::raw_ostream &os,
