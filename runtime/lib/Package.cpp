@@ -899,9 +899,9 @@ TrainStepResult Package::trainStep(TensorMap &weights,
   std::vector<float *> vPtrs = paramPointers(m, state.v);
 
   std::lock_guard<std::mutex> lock(impl->workspaceMutex);
-  const uint64_t wsBytes = impl->reserveWorkspace(
-      "grad", m.gradWorkspaceBytesPerSequence,
-      impl->abi.gradWorkspaceBytes(batch), batch);
+  const uint64_t wsBytes =
+      impl->reserveWorkspace("grad", m.gradWorkspaceBytesPerSequence,
+                             impl->abi.gradWorkspaceBytes(batch), batch);
   float losses[4] = {0, 0, 0, 0};
   float gradNorm = 0;
   modc_grad_args g{};

@@ -804,10 +804,10 @@ void modrt::train(const Package &package, const Corpus &corpus,
         !std::isfinite(rec.losses.aux) || !std::isfinite(rec.losses.balance))
       fail(step, fmt::format("loss is not finite ({})",
                              lossText(rec.losses, hasMoe)));
-    rec.gradNorm = stepNorm ? *stepNorm
-                            : package.adamwStep(state.weights, grads,
-                                                state.optimizer, rec.lr,
-                                                config.adamw);
+    rec.gradNorm =
+        stepNorm ? *stepNorm
+                 : package.adamwStep(state.weights, grads, state.optimizer,
+                                     rec.lr, config.adamw);
     if (!std::isfinite(rec.gradNorm))
       fail(step, fmt::format("gradient norm is not finite ({}; loss {})",
                              rec.gradNorm, lossText(rec.losses, hasMoe)));

@@ -1013,7 +1013,7 @@ void runCudaAdamw(AdamCase &c, const std::vector<int64_t> &sizes,
   const StepScalars k(step, lr, b1, b2, eps);
   // The step's scalars in device memory, in modk.optimizer's order after
   // grad_scale (decayed, beta1, beta2, eps, step_size, inv_sqrt_bc2).
-  const float scalars[] = {1.0f - lr * wd, k.beta1,     k.beta2,
+  const float scalars[] = {1.0f - lr * wd, k.beta1,    k.beta2,
                            k.eps,          k.stepSize, k.invSqrtBc2};
   // Fewer blocks than chunks, so that a block updates several chunks.
   MODC_LAUNCH(gen_cuda::adamwUpdate, unsigned(std::max<int64_t>(1, chunks / 2)),

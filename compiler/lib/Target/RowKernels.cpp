@@ -1315,8 +1315,7 @@ LogicalResult PlanEmitter::emitOptimizerKernel() {
       // with each step's learning rate and bias corrections (docs/cuda.md).
       scalarLoads += fmt::format(
           "  const float {} = scalars[{}];\n",
-          argName == "decay" ? std::string("decayed") : argName,
-          scalarCount++);
+          argName == "decay" ? std::string("decayed") : argName, scalarCount++);
     else
       params.push_back("float " + argName);
   }

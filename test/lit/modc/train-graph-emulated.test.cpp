@@ -133,7 +133,8 @@ int main(int argc, char **argv) {
                      RTLD_NOW | RTLD_LOCAL);
   if (!lib)
     die(dlerror());
-#define LOAD(name) pkg.name = reinterpret_cast<decltype(pkg.name)>(load(lib, #name))
+#define LOAD(name)                                                             \
+  pkg.name = reinterpret_cast<decltype(pkg.name)>(load(lib, #name))
   LOAD(modc_cuda_init);
   LOAD(modc_cuda_alloc);
   LOAD(modc_cuda_copy);
@@ -192,9 +193,9 @@ int main(int argc, char **argv) {
       // New buffers holding the same state.
       Buffers next = allocate(sizes, maxBatch, seqLen);
       for (size_t i = 0; i < sizes.size(); ++i)
-        for (auto [to, from] : {std::pair{next.p[i], b.p[i]},
-                                std::pair{next.m[i], b.m[i]},
-                                std::pair{next.v[i], b.v[i]}})
+        for (auto [to, from] :
+             {std::pair{next.p[i], b.p[i]}, std::pair{next.m[i], b.m[i]},
+              std::pair{next.v[i], b.v[i]}})
           check(pkg.modc_cuda_copy(to, from, sizes[i] * sizeof(float), 2),
                 "modc_cuda_copy");
       b = next;
@@ -278,8 +279,8 @@ int main(int argc, char **argv) {
     // The norm of a refused step is left out: the reference computes none.
     std::printf("step %d batch %ld losses %a %a %a %a norm %a params %016lx "
                 "m %016lx v %016lx\n",
-                step, batch, l[0], l[1], l[2], l[3],
-                updated ? norm : 0.0f, hp, hm, hv);
+                step, batch, l[0], l[1], l[2], l[3], updated ? norm : 0.0f, hp,
+                hm, hv);
     // The moments change at every step that updates, and at none other
     // (this test must see the steps happen).
     if ((hm == lastHash) == updated)
