@@ -533,6 +533,17 @@ inline Capture &capture() {
   static Capture c;
   return c;
 }
+/// Stops the program where `call` is made while a stream is being
+/// captured: a GPU refuses it there (cudaErrorStreamCaptureUnsupported),
+/// as it would allocate, free or wait, or read pageable host memory at the
+/// graph's launch instead of now.
+inline void refuseInCapture(const char *call) {
+  if (capture().active) {
+    const std::string what =
+        std::string(call) + " while a stream is being captured into a graph";
+    fatal(what.c_str());
+  }
+}
 /// Runs `work` now, or records it while a stream is being captured.
 inline void enqueue(std::function<void()> work) {
   if (capture().active)
@@ -651,18 +662,24 @@ inline cudaError_t cudaMemsetAsync(void *p, int value, size_t bytes,
   return cudaSuccess;
 }
 inline cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes,
-                                   cudaMemcpyKind, cudaStream_t = nullptr) {
+                                   cudaMemcpyKind kind,
+                                   cudaStream_t = nullptr) {
+  // Host memory here is pageable: a copy from or to it cannot be captured.
+  if (kind != cudaMemcpyDeviceToDevice)
+    modc_emu::refuseInCapture("cudaMemcpyAsync to or from host memory");
   if (bytes)
     modc_emu::enqueue([=] { std::memmove(dst, src, bytes); });
   return cudaSuccess;
 }
 inline cudaError_t cudaMemset(void *p, int value, size_t bytes) {
+  modc_emu::refuseInCapture("cudaMemset");
   if (bytes)
     std::memset(p, value, bytes);
   return cudaSuccess;
 }
 inline cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes,
                               cudaMemcpyKind) {
+  modc_emu::refuseInCapture("cudaMemcpy");
   if (bytes)
     std::memmove(dst, src, bytes);
   return cudaSuccess;
@@ -706,6 +723,7 @@ inline DeviceAllocations &deviceAllocations() {
 } // namespace modc_emu
 
 inline cudaError_t cudaMalloc(void **p, size_t bytes) {
+  modc_emu::refuseInCapture("cudaMalloc");
   const size_t rounded = ((bytes + 255) / 256) * 256;
   *p = std::aligned_alloc(256, rounded);
   if (!*p)
@@ -724,6 +742,7 @@ template <typename T> inline cudaError_t cudaMalloc(T **p, size_t bytes) {
 inline cudaError_t cudaFree(void *p) {
   if (!p)
     return cudaSuccess;
+  modc_emu::refuseInCapture("cudaFree");
   if (modc_emu::DeviceAllocations::ended())
     return cudaSuccess; // freed with the rest of the device memory
   modc_emu::DeviceAllocations &a = modc_emu::deviceAllocations();
@@ -760,14 +779,20 @@ inline cudaError_t cudaDeviceGetAttribute(int *value, cudaDeviceAttr,
   *value = cudaDeviceProp().multiProcessorCount;
   return cudaSuccess;
 }
-inline cudaError_t cudaDeviceSynchronize() { return cudaSuccess; }
+inline cudaError_t cudaDeviceSynchronize() {
+  modc_emu::refuseInCapture("cudaDeviceSynchronize");
+  return cudaSuccess;
+}
 constexpr unsigned cudaStreamNonBlocking = 1;
 inline cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned) {
   static int token;
   *s = &token;
   return cudaSuccess;
 }
-inline cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
+inline cudaError_t cudaStreamSynchronize(cudaStream_t) {
+  modc_emu::refuseInCapture("cudaStreamSynchronize");
+  return cudaSuccess;
+}
 /// Events: kernels run at their launch here, so an event records the host
 /// time at which it is recorded.
 struct CudaEmuEvent {
@@ -782,7 +807,10 @@ inline cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t) {
   e->at = std::chrono::steady_clock::now();
   return cudaSuccess;
 }
-inline cudaError_t cudaEventSynchronize(cudaEvent_t) { return cudaSuccess; }
+inline cudaError_t cudaEventSynchronize(cudaEvent_t) {
+  modc_emu::refuseInCapture("cudaEventSynchronize");
+  return cudaSuccess;
+}
 inline cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a,
                                         cudaEvent_t b) {
   *ms = std::chrono::duration<float, std::milli>(b->at - a->at).count();

@@ -236,4 +236,55 @@ TEST(CudaEmulationDeathTest, RefusesWhatAGpuRefuses) {
                "above 48 KiB needs cudaFuncSetAttribute");
 }
 
+// What a GPU refuses in a stream capture (a CUDA graph): allocations,
+// frees, waits and copies from or to pageable host memory. Kernels,
+// device-to-device copies and memsets are captured, and run at the launch.
+TEST(CudaEmulationDeathTest, RefusesWhatACaptureCannotHold) {
+  cudaStream_t s = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+  int *device = nullptr;
+  ASSERT_EQ(cudaMalloc(&device, 2 * sizeof(int)), cudaSuccess);
+  int host = 7;
+  auto inCapture = [&](auto call) {
+    cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal);
+    call();
+  };
+  EXPECT_DEATH(inCapture([] {
+                 void *p = nullptr;
+                 cudaMalloc(&p, 64);
+               }),
+               "cudaMalloc while a stream is being captured");
+  EXPECT_DEATH(inCapture([&] { cudaFree(device); }), "cudaFree while");
+  EXPECT_DEATH(inCapture([&] { cudaStreamSynchronize(s); }),
+               "cudaStreamSynchronize while");
+  EXPECT_DEATH(inCapture([&] {
+                 cudaMemcpyAsync(device, &host, sizeof(int),
+                                 cudaMemcpyHostToDevice, s);
+               }),
+               "cudaMemcpyAsync to or from host memory while");
+  EXPECT_DEATH(inCapture([&] {
+                 cudaMemcpy(&host, device, sizeof(int), cudaMemcpyDeviceToHost);
+               }),
+               "cudaMemcpy while");
+  // Captured work runs at each launch of the graph, not at its capture.
+  ASSERT_EQ(cudaMemset(device, 0, 2 * sizeof(int)), cudaSuccess);
+  ASSERT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal),
+            cudaSuccess);
+  ASSERT_EQ(cudaMemsetAsync(device, 1, sizeof(int), s), cudaSuccess);
+  ASSERT_EQ(cudaMemcpyAsync(device + 1, device, sizeof(int),
+                            cudaMemcpyDeviceToDevice, s),
+            cudaSuccess);
+  cudaGraph_t graph = nullptr;
+  ASSERT_EQ(cudaStreamEndCapture(s, &graph), cudaSuccess);
+  EXPECT_EQ(device[0], 0);
+  cudaGraphExec_t exec = nullptr;
+  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+  ASSERT_EQ(cudaGraphLaunch(exec, s), cudaSuccess);
+  EXPECT_EQ(device[0], 0x01010101);
+  EXPECT_EQ(device[1], 0x01010101);
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaFree(device);
+}
+
 } // namespace
