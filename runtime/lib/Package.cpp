@@ -414,6 +414,20 @@ void checkParamTensors(const Manifest &m, const TensorMap &map,
                                 m.model.value("name", std::string("?"))));
 }
 
+/// Makes `grads` hold exactly the params of `m` as F32 tensors of their
+/// shapes: kept where they already do (their buffers are reused), else
+/// replaced by zeros.
+void prepareGradTensors(const Manifest &m, TensorMap &grads) {
+  try {
+    checkParamTensors(m, grads, "grads");
+    return;
+  } catch (const Error &) {
+  }
+  grads = TensorMap();
+  for (const ParamInfo &param : m.params)
+    grads.insert(param.name, Tensor::zeros(DType::F32, param.shape));
+}
+
 /// Data pointers of `map`'s params in manifest order.
 template <typename Map> auto paramPointers(const Manifest &m, Map &map) {
   using Ptr = decltype(map.get("").f32());
@@ -643,17 +657,7 @@ Losses Package::grad(const TensorMap &weights,
                             impl->dir));
   checkTargetTokens(m, tokens, batch, "grad");
   checkWeights(weights);
-  bool reuse = true;
-  try {
-    checkParamTensors(m, grads, "grads");
-  } catch (const Error &) {
-    reuse = false;
-  }
-  if (!reuse) {
-    grads = TensorMap();
-    for (const ParamInfo &param : m.params)
-      grads.insert(param.name, Tensor::zeros(DType::F32, param.shape));
-  }
+  prepareGradTensors(m, grads);
   std::vector<const float *> params = paramPointers(m, weights);
   std::vector<float *> gradPtrs = paramPointers(m, grads);
 
@@ -882,17 +886,7 @@ TrainStepResult Package::trainStep(TensorMap &weights,
   checkAdamwConfig(state, lr, config);
   checkParamTensors(m, state.m, "optimizer state m");
   checkParamTensors(m, state.v, "optimizer state v");
-  bool reuse = true;
-  try {
-    checkParamTensors(m, grads, "grads");
-  } catch (const Error &) {
-    reuse = false;
-  }
-  if (!reuse) {
-    grads = TensorMap();
-    for (const ParamInfo &param : m.params)
-      grads.insert(param.name, Tensor::zeros(DType::F32, param.shape));
-  }
+  prepareGradTensors(m, grads);
   std::vector<float *> params = paramPointers(m, weights);
   std::vector<float *> gradPtrs = paramPointers(m, grads);
   std::vector<float *> mPtrs = paramPointers(m, state.m);

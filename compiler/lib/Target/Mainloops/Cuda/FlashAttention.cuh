@@ -261,6 +261,28 @@ __global__ __launch_bounds__(kThreads) void attentionKernel(
   }
 }
 
+/// One step of the online softmax's running max for a lane's two rows (g
+/// and g + 8 of its warp's 16, in the m16n8 accumulator layout): mx holds
+/// the max of this lane's scores of the tile and is reduced here over the
+/// quad (a row's four lanes); msub is the max to subtract from the tile's
+/// scores (0 while the row has seen no key), and alpha = exp(old max -
+/// msub), which rescales the running sums and outputs, through `exp`
+/// (expf, or exp2f on scores in the log2 domain).
+template <typename Exp>
+__device__ __forceinline__ void onlineRowMax(float (&mrow)[2], float (&mx)[2],
+                                             float (&msub)[2],
+                                             float (&alpha)[2], Exp exp) {
+#pragma unroll
+  for (int hh = 0; hh < 2; ++hh) {
+    mx[hh] = fmaxf(mx[hh], __shfl_xor_sync(0xffffffffu, mx[hh], 1));
+    mx[hh] = fmaxf(mx[hh], __shfl_xor_sync(0xffffffffu, mx[hh], 2));
+    const float mnew = fmaxf(mrow[hh], mx[hh]);
+    msub[hh] = mnew == -INFINITY ? 0.0f : mnew;
+    alpha[hh] = exp(mrow[hh] - msub[hh]);
+    mrow[hh] = mnew;
+  }
+}
+
 //===----------------------------------------------------------------------===//
 // Causal attention on tensor cores (3xTF32 mma.m16n8k8)
 //===----------------------------------------------------------------------===//
@@ -445,15 +467,7 @@ __global__ __launch_bounds__(kAttnTcThreads, attnTcMinBlocks(HD)) void attention
           mx[e >> 1] = fmaxf(mx[e >> 1], sc[0][j][e]);
         }
       float msub[2], alpha[2], rs[2] = {0.0f, 0.0f};
-#pragma unroll
-      for (int hh = 0; hh < 2; ++hh) {
-        mx[hh] = fmaxf(mx[hh], __shfl_xor_sync(0xffffffffu, mx[hh], 1));
-        mx[hh] = fmaxf(mx[hh], __shfl_xor_sync(0xffffffffu, mx[hh], 2));
-        const float mnew = fmaxf(mrow[hh], mx[hh]);
-        msub[hh] = mnew == -INFINITY ? 0.0f : mnew;
-        alpha[hh] = expf(mrow[hh] - msub[hh]);
-        mrow[hh] = mnew;
-      }
+      onlineRowMax(mrow, mx, msub, alpha, [](float x) { return expf(x); });
 #pragma unroll
       for (int j = 0; j < NT; ++j)
 #pragma unroll
@@ -813,15 +827,7 @@ __global__ __launch_bounds__(kAttnWgThreads, 1) void attentionWgmmaKernel(
         for (int e = 0; e < 4; ++e)
           mx[e >> 1] = fmaxf(mx[e >> 1], sc[j][e]);
       float msub[2], alpha[2], rs[2] = {0.0f, 0.0f};
-#pragma unroll
-      for (int hh = 0; hh < 2; ++hh) {
-        mx[hh] = fmaxf(mx[hh], __shfl_xor_sync(0xffffffffu, mx[hh], 1));
-        mx[hh] = fmaxf(mx[hh], __shfl_xor_sync(0xffffffffu, mx[hh], 2));
-        const float mnew = fmaxf(mrow[hh], mx[hh]);
-        msub[hh] = mnew == -INFINITY ? 0.0f : mnew;
-        alpha[hh] = exp2f(mrow[hh] - msub[hh]);
-        mrow[hh] = mnew;
-      }
+      onlineRowMax(mrow, mx, msub, alpha, [](float x) { return exp2f(x); });
       uint32_t p[BKV / 16][4]; // P as wgmma's A fragments, a k16 step each
 #pragma unroll
       for (int j = 0; j < BKV / 8; ++j) {

@@ -544,16 +544,12 @@ __global__ __launch_bounds__(kAgTcThreads) void attnGradQueryTc(
         sc[0][j][e] = x;
         mx[e >> 1] = fmaxf(mx[e >> 1], x);
       }
-    float msub[2], rs[2] = {0.0f, 0.0f};
+    float msub[2], alpha[2], rs[2] = {0.0f, 0.0f};
+    detail::onlineRowMax(mrow, mx, msub, alpha,
+                         [](float x) { return expf(x); });
 #pragma unroll
-    for (int hh = 0; hh < 2; ++hh) {
-      mx[hh] = fmaxf(mx[hh], __shfl_xor_sync(0xffffffffu, mx[hh], 1));
-      mx[hh] = fmaxf(mx[hh], __shfl_xor_sync(0xffffffffu, mx[hh], 2));
-      const float mnew = fmaxf(mrow[hh], mx[hh]);
-      msub[hh] = mnew == -INFINITY ? 0.0f : mnew;
-      lrow[hh] *= expf(mrow[hh] - msub[hh]);
-      mrow[hh] = mnew;
-    }
+    for (int hh = 0; hh < 2; ++hh)
+      lrow[hh] *= alpha[hh];
 #pragma unroll
     for (int j = 0; j < NT; ++j)
 #pragma unroll
