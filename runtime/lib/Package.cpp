@@ -428,6 +428,23 @@ void prepareGradTensors(const Manifest &m, TensorMap &grads) {
     grads.insert(param.name, Tensor::zeros(DType::F32, param.shape));
 }
 
+/// The grad entry's arguments: `batch` sequences of `tokens` and the
+/// caller's buffers.
+modc_grad_args gradArgs(const Manifest &m, int64_t batch,
+                        const std::vector<int32_t> &tokens,
+                        const float *const *params, float *const *grads,
+                        float *losses, void *workspace) {
+  modc_grad_args args{};
+  args.batch = batch;
+  args.seq_len = m.seqLen;
+  args.tokens = tokens.data();
+  args.params = params;
+  args.grads = grads;
+  args.losses = losses;
+  args.workspace = workspace;
+  return args;
+}
+
 /// Data pointers of `map`'s params in manifest order.
 template <typename Map> auto paramPointers(const Manifest &m, Map &map) {
   using Ptr = decltype(map.get("").f32());
@@ -668,14 +685,8 @@ Losses Package::grad(const TensorMap &weights,
   AlignedBytes &workspace = impl->workspace;
 
   float losses[4] = {0, 0, 0, 0};
-  modc_grad_args args{};
-  args.batch = batch;
-  args.seq_len = m.seqLen;
-  args.tokens = tokens.data();
-  args.params = params.data();
-  args.grads = gradPtrs.data();
-  args.losses = losses;
-  args.workspace = workspace.data();
+  modc_grad_args args = gradArgs(m, batch, tokens, params.data(),
+                                 gradPtrs.data(), losses, workspace.data());
   if (impl->cuda)
     impl->cuda->grad(args, wsBytes);
   else
@@ -898,14 +909,8 @@ TrainStepResult Package::trainStep(TensorMap &weights,
                              impl->abi.gradWorkspaceBytes(batch), batch);
   float losses[4] = {0, 0, 0, 0};
   float gradNorm = 0;
-  modc_grad_args g{};
-  g.batch = batch;
-  g.seq_len = m.seqLen;
-  g.tokens = tokens.data();
-  g.params = params.data();
-  g.grads = gradPtrs.data();
-  g.losses = losses;
-  g.workspace = impl->workspace.data();
+  modc_grad_args g = gradArgs(m, batch, tokens, params.data(), gradPtrs.data(),
+                              losses, impl->workspace.data());
   modc_adamw_args a = adamwScalars(state, lr, config);
   a.params = params.data();
   a.grads = gradPtrs.data();

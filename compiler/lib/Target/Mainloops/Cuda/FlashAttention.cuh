@@ -283,6 +283,17 @@ __device__ __forceinline__ void onlineRowMax(float (&mrow)[2], float (&mx)[2],
   }
 }
 
+/// Sums a lane's two rows' partial softmax sums (g and g + 8, as
+/// onlineRowMax's rows) over the quad, so that every lane of a row holds
+/// the row's sum.
+__device__ __forceinline__ void quadRowSums(float (&sum)[2]) {
+#pragma unroll
+  for (int hh = 0; hh < 2; ++hh) {
+    sum[hh] += __shfl_xor_sync(0xffffffffu, sum[hh], 1);
+    sum[hh] += __shfl_xor_sync(0xffffffffu, sum[hh], 2);
+  }
+}
+
 //===----------------------------------------------------------------------===//
 // Causal attention on tensor cores (3xTF32 mma.m16n8k8)
 //===----------------------------------------------------------------------===//
@@ -532,11 +543,7 @@ __global__ __launch_bounds__(kAttnTcThreads, attnTcMinBlocks(HD)) void attention
     k0 = k1;
   }
 
-#pragma unroll
-  for (int hh = 0; hh < 2; ++hh) {
-    lrow[hh] += __shfl_xor_sync(0xffffffffu, lrow[hh], 1);
-    lrow[hh] += __shfl_xor_sync(0xffffffffu, lrow[hh], 2);
-  }
+  quadRowSums(lrow);
 #pragma unroll
   for (int hh = 0; hh < 2; ++hh) {
     const int r = wr + g + 8 * hh;
@@ -864,11 +871,7 @@ __global__ __launch_bounds__(kAttnWgThreads, 1) void attentionWgmmaKernel(
   if (!slabRows)
     return;
 
-#pragma unroll
-  for (int hh = 0; hh < 2; ++hh) {
-    lrow[hh] += __shfl_xor_sync(0xffffffffu, lrow[hh], 1);
-    lrow[hh] += __shfl_xor_sync(0xffffffffu, lrow[hh], 2);
-  }
+  quadRowSums(lrow);
 #pragma unroll
   for (int hh = 0; hh < 2; ++hh) {
     const int r = sr + 16 * warp + gq + 8 * hh;

@@ -560,10 +560,9 @@ __global__ __launch_bounds__(kAgTcThreads) void attnGradQueryTc(
       lrow[hh] += rs[hh];
   }
   float lse[2];
+  detail::quadRowSums(lrow);
 #pragma unroll
   for (int hh = 0; hh < 2; ++hh) {
-    lrow[hh] += __shfl_xor_sync(0xffffffffu, lrow[hh], 1);
-    lrow[hh] += __shfl_xor_sync(0xffffffffu, lrow[hh], 2);
     lse[hh] = mrow[hh] + logf(lrow[hh]);
     const int r = wr + g + 8 * hh;
     if (tg == 0 && r < qn) {
