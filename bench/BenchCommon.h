@@ -11,6 +11,7 @@
 
 #include "modrt/Error.h"
 #include "modrt/Package.h"
+#include "modrt/Training.h"
 
 #include <nlohmann/json.hpp>
 
@@ -113,6 +114,12 @@ struct Options {
   std::string work;
   std::string torch;
   std::vector<std::string> only;
+  /// --weights DIR: each model runs on DIR/NAME.safetensors where that file
+  /// exists (a `modrun train` checkpoint), else on fresh weights of seed 1.
+  std::string weights;
+  /// --text FILE: the timed batch is FILE's bytes (byte-level models),
+  /// else random tokens.
+  std::string text;
   int64_t batch = 4;
   int iters = 5;
   int warmup = 2;
@@ -126,7 +133,8 @@ inline Options parseArgs(int argc, char **argv, const char *program,
   opt.work = work;
   parseOptions(argc, argv, program,
                "[--models DIR] [--work DIR] [--batch N] [--iters N] "
-               "[--warmup N] [--torch FILE] [--only NAME,...]",
+               "[--warmup N] [--torch FILE] [--only NAME,...] "
+               "[--weights DIR] [--text FILE]",
                [&](const std::string &a, auto &value) {
                  if (a == "--models")
                    opt.models = value();
@@ -134,6 +142,10 @@ inline Options parseArgs(int argc, char **argv, const char *program,
                    opt.work = value();
                  else if (a == "--torch")
                    opt.torch = value();
+                 else if (a == "--weights")
+                   opt.weights = value();
+                 else if (a == "--text")
+                   opt.text = value();
                  else if (a == "--batch")
                    opt.batch = std::stoll(value());
                  else if (a == "--iters")
@@ -165,6 +177,65 @@ inline std::vector<int32_t> randomTokens(size_t n, int64_t vocab) {
   for (int32_t &t : tokens)
     t = static_cast<int32_t>(gen() % vocab);
   return tokens;
+}
+
+/// The tokens of a timed batch: `n` bytes of opt.text from its last tenth
+/// on (the part `modrun train` holds out), wrapping around, as byte-level
+/// tokens; random tokens without --text. Throws Error for a vocabulary
+/// that does not hold bytes or an empty file.
+inline std::vector<int32_t> batchTokens(const Options &opt, size_t n,
+                                        int64_t vocab) {
+  if (opt.text.empty())
+    return randomTokens(n, vocab);
+  if (vocab < 256)
+    throw modrt::Error("--text needs a byte-level vocabulary (256 or more), "
+                       "the model has " +
+                       std::to_string(vocab));
+  std::ifstream in(opt.text, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)),
+                    std::istreambuf_iterator<char>());
+  if (!in.eof() && in.fail())
+    throw modrt::Error(opt.text + ": cannot read");
+  if (bytes.empty())
+    throw modrt::Error(opt.text + ": empty, no tokens to time");
+  std::vector<int32_t> tokens(n);
+  const size_t start = bytes.size() - bytes.size() / 10;
+  for (size_t i = 0; i < n; ++i)
+    tokens[i] = static_cast<unsigned char>(bytes[(start + i) % bytes.size()]);
+  return tokens;
+}
+
+/// The weights model `name` runs on: DIR/NAME.safetensors where `dir`
+/// (--weights) names a folder holding it, checked against the package; else
+/// fresh weights of seed 1. Says which on stderr.
+inline modrt::TensorMap modelWeights(const std::string &dir,
+                                     const modrt::Package &pkg,
+                                     const std::string &name) {
+  const std::string path = dir + "/" + name + ".safetensors";
+  if (dir.empty() || !fs::exists(path))
+    return pkg.initWeights(1);
+  modrt::TensorMap weights = modrt::loadWeights(path);
+  try {
+    pkg.checkWeights(weights);
+  } catch (const modrt::Error &e) {
+    throw modrt::Error(path + ": " + e.what());
+  }
+  weights.metadata.clear();
+  std::fprintf(stderr, "  %-14s weights from %s\n", name.c_str(), path.c_str());
+  return weights;
+}
+
+/// Prints how each MoE layer of model `name` decided a timed batch's
+/// tokens: the operating point its times hold for (docs/model-format.md
+/// section 7).
+inline void printMoeShares(const std::string &name,
+                           const std::vector<modrt::MoeShares> &shares) {
+  for (const modrt::MoeShares &s : shares)
+    std::fprintf(stderr,
+                 "  %-14s moe layer %d: kept %.1f %%, no-op %.1f %%, dropped "
+                 "%.1f %% of %lld tokens\n",
+                 name.c_str(), s.layer, s.percent(s.kept), s.percent(s.noop),
+                 s.percent(s.dropped), static_cast<long long>(s.reached()));
 }
 
 /// "%.2f" (or `f`) of `v`, "n/a" without one.

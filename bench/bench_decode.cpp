@@ -14,7 +14,10 @@
 // routed fraction actually seen in the timed runs is printed beside them.
 //
 // Usage: bench_decode [--models DIR] [--work DIR] [--prompt N] [--new N]
-//                     [--repeats N] [--corpus FILE]
+//                     [--repeats N] [--corpus FILE] [--weights DIR]
+//
+// --weights DIR: a model runs on DIR/model_dense.safetensors or
+// DIR/model_mod.safetensors where that file exists, else on fresh weights.
 //
 //===----------------------------------------------------------------------===//
 
@@ -35,6 +38,7 @@ struct Options {
   std::string models = BENCH_MODELS_DIR;
   std::string work = "bench-packages";
   std::string corpus = "/usr/share/games/fortunes/fortunes";
+  std::string weights; ///< --weights DIR: bench::modelWeights
   int64_t prompt = 256;
   int64_t newTokens = 64;
   int repeats = 3;
@@ -158,7 +162,7 @@ int run(const Options &opts) {
   std::vector<Row> rows;
   for (const std::string name : {"model_dense", "model_mod"}) {
     modrt::Package pkg = modrt::Package::open(compile(opts, name));
-    modrt::TensorMap w = pkg.initWeights(1);
+    modrt::TensorMap w = bench::modelWeights(opts.weights, pkg, name);
     if (!pkg.manifest().routedLayers.empty()) {
       std::vector<int32_t> prompt(text.begin(), text.begin() + opts.prompt);
       for (int32_t &tok : prompt)
@@ -196,7 +200,7 @@ int main(int argc, char **argv) {
   Options opts;
   bench::parseOptions(argc, argv, "bench_decode",
                       "[--models DIR] [--work DIR] [--prompt N] [--new N] "
-                      "[--repeats N] [--corpus FILE]",
+                      "[--repeats N] [--corpus FILE] [--weights DIR]",
                       [&](const std::string &a, auto &value) {
                         if (a == "--models")
                           opts.models = value();
@@ -204,6 +208,8 @@ int main(int argc, char **argv) {
                           opts.work = value();
                         else if (a == "--corpus")
                           opts.corpus = value();
+                        else if (a == "--weights")
+                          opts.weights = value();
                         else if (a == "--prompt")
                           opts.prompt = std::stoll(value());
                         else if (a == "--new")

@@ -16,6 +16,7 @@
 //
 // Usage: bench_forward [--models DIR] [--work DIR] [--batch N] [--iters N]
 //                      [--warmup N] [--torch FILE] [--only NAME,...]
+//                      [--weights DIR] [--text FILE]
 //
 //===----------------------------------------------------------------------===//
 
@@ -40,9 +41,12 @@ void timeForward(const bench::Options &opt, const modrt::Package &pkg,
                  Result &r, double compileS) {
   const modrt::Manifest &m = pkg.manifest();
   r.gflop = bench::forwardFlops(m, opt.batch) / 1e9;
-  modrt::TensorMap weights = pkg.initWeights(1);
+  modrt::TensorMap weights = bench::modelWeights(opt.weights, pkg, r.name);
   std::vector<int32_t> tokens =
-      bench::randomTokens(opt.batch * m.seqLen, m.vocabSize);
+      bench::batchTokens(opt, opt.batch * m.seqLen, m.vocabSize);
+  bench::printMoeShares(
+      r.name, modrt::countMoeShares(m, pkg.forward(weights, tokens, opt.batch,
+                                                   modrt::RouteMode::TopK)));
   for (int i = 0; i < opt.warmup; ++i)
     pkg.forward(weights, tokens, opt.batch, modrt::RouteMode::TopK);
   std::vector<double> times;

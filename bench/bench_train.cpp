@@ -23,6 +23,7 @@
 //
 // Usage: bench_train [--models DIR] [--work DIR] [--batch N] [--iters N]
 //                    [--warmup N] [--torch FILE] [--only NAME,...]
+//                    [--weights DIR] [--text FILE]
 //
 //===----------------------------------------------------------------------===//
 
@@ -57,11 +58,13 @@ void timeStep(const bench::Options &opt, const modrt::Package &pkg, Result &r,
     return;
   }
   r.gflop = 3.0 * bench::forwardFlops(m, opt.batch) / 1e9;
-  modrt::TensorMap weights = pkg.initWeights(1);
+  modrt::TensorMap weights = bench::modelWeights(opt.weights, pkg, r.name);
   modrt::OptimizerState state = modrt::OptimizerState::zeros(m);
   modrt::AdamWConfig cfg; // beta 0.9/0.95, wd 0.1, clip 1.0 (modrun train)
   std::vector<int32_t> tokens =
-      bench::randomTokens(opt.batch * (m.seqLen + 1), m.vocabSize);
+      bench::batchTokens(opt, opt.batch * (m.seqLen + 1), m.vocabSize);
+  bench::printMoeShares(
+      r.name, modrt::measureMoeShares(pkg, weights, tokens, opt.batch));
   modrt::TensorMap grads;
   // A small learning rate keeps the weights near their initial values
   // over the timed steps, so every step does the same work.
