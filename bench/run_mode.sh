@@ -257,6 +257,12 @@ if prof:
 rows = [json.loads(l) for l in open(f"{logs}/torch.jsonl") if l.startswith("{")]
 if rows:
     print("\n3. The sublayer against PyTorch (ms; best = the faster formulation)")
+    for m in ("mode_layer_mode", "mode_layer_moe"):
+        r0 = next((r for r in rows if r["model"] == m and "kept" in r), None)
+        if r0:
+            print(f"{m}: PyTorch's router (random inputs and weights) keeps "
+                  f"{100 * r0['kept']:.1f} %, no-op {100 * r0['noop']:.1f} %, "
+                  f"dropped {100 * r0['dropped']:.1f} %")
     print(f"{'model':16} {'measure':8} {'mode':8} {'loop':>8} {'padded':>8} {'best':>8} {'ours':>8} {'torch/ours':>10}  target")
     names = {"mode_layer_mode": 0, "mode_layer_moe": 1}
     kinds = {"fwd": "forward", "fwd+bwd": "fwd+bwd (grad)"}

@@ -10,6 +10,9 @@
 # (d_model, seq_len, norm_eps and the moe key) and times, in f32 on
 # torch.get_num_threads() threads:
 #
+# Each line also carries the router's shares of the batch's tokens (kept,
+# noop, dropped: the operating point). It times:
+#
 #   fwd      the sublayer's forward
 #   fwd+bwd  forward, a scalar loss sum(y * g) with a fixed random g, and
 #            backward to h and every weight
@@ -173,6 +176,13 @@ def main():
     h = torch.randn(args.batch, c["S"], c["d"], requires_grad=True)
     g = torch.randn(args.batch, c["S"], c["d"])
     params = list(P.values()) + [h]
+    # The operating point: how the router decided these tokens.
+    with torch.no_grad():
+        _, _, e, kept, _ = route(c, h, P)
+    n = e.numel()
+    shares = dict(kept=kept.sum().item() / n,
+                  noop=(e >= c["E"]).sum().item() / n,
+                  dropped=((e < c["E"]) & ~kept).sum().item() / n)
     for form, fn in (("loop", sublayer_loop), ("padded", sublayer_padded)):
         for mode in ("eager",) if args.no_compile else ("eager", "compile"):
             for measure in ("fwd", "fwd+bwd"):
@@ -195,7 +205,7 @@ def main():
                 print(json.dumps(dict(model=c["name"], form=form, mode=mode,
                                       measure=measure, ms=ms,
                                       threads=torch.get_num_threads(),
-                                      batch=args.batch)), flush=True)
+                                      batch=args.batch, **shares)), flush=True)
 
 
 if __name__ == "__main__":
