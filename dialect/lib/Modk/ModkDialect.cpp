@@ -40,9 +40,10 @@ void ModkDialect::initialize() {
 // <variant (, variant)* (, split N)? (, chunk N)?>, a variant being
 // (from ROWS:)? PATH ROWSxCOLS (tma CTAS)? (separate_epilogue)?, or for a
 // CUTLASS kernel (from ROWS:)? cutlass ROWSxCOLSxDEPTH cluster MxN stages N
-// SCHEDULE raster ORDER (split_k N)?
+// SCHEDULE raster ORDER (split_k N)? (grouped)?
 /// The fields of a `cutlass` variant after its tile (`depth`, the tile's
 /// third extent): cluster MxN stages N SCHEDULE raster ORDER (split_k N)?
+/// (grouped)?
 static LogicalResult parseCutlassVariant(AsmParser &parser, GemmVariant &v,
                                          int64_t depth) {
   v.tileDepth = depth;
@@ -78,6 +79,7 @@ static LogicalResult parseCutlassVariant(AsmParser &parser, GemmVariant &v,
   if (succeeded(parser.parseOptionalKeyword("split_k")) &&
       parser.parseInteger(v.splitK))
     return failure();
+  v.grouped = succeeded(parser.parseOptionalKeyword("grouped"));
   return success();
 }
 
@@ -158,6 +160,8 @@ void GemmConfigAttr::print(AsmPrinter &printer) const {
               << stringifyRasterOrder(v.raster);
       if (v.splitK != 1)
         printer << " split_k " << v.splitK;
+      if (v.grouped)
+        printer << " grouped";
       return;
     }
     if (v.tmaCtas)

@@ -53,6 +53,12 @@ bool modc::hasCutlassVariant(modk::GemmConfigAttr config) {
          });
 }
 
+bool modc::isCutlassGrouped(modk::GemmConfigAttr config) {
+  return config && llvm::any_of(config.getVariants(), [](const auto &v) {
+           return v.path == modk::GemmPath::cutlass && v.grouped;
+         });
+}
+
 bool modc::usesCutlass(ArrayRef<modk::EntryOp> entries) {
   for (modk::EntryOp e : entries) {
     WalkResult walk = e.walk([](Operation *op) {
@@ -588,6 +594,277 @@ struct Sm90Wgrad {
 } // namespace modc_cutlass
 )cpp";
 
+// A group's kernel on sm_90a (appended after kSm90 to the files of grouped
+// variants only, so that the other kernel files keep their text): CUTLASS's
+// grouped (ptr-array) GEMM over the members of a modk-group-gemms group,
+// whose problems and pointers a small kernel writes on the device from the
+// members' row counts before it runs (no host sync). docs/cuda.md,
+// "CUTLASS".
+static const char kSm90Group[] = R"cpp(
+#include <cutlass/gemm/group_array_problem_shape.hpp>
+
+namespace modc_cutlass {
+
+/// A generated epilogue that stores by itself (Store, as Sm90StoreAtRows)
+/// in a grouped launch: each member's buffers from a device table of the
+/// members' arguments, indexed by the tile's member (the L of its
+/// coordinates, the group in a ptr-array kernel).
+template <typename Store> struct Sm90StoreAtRowsGroup {
+  using Member = typename Sm90StoreAtRows<Store>::Params;
+  using ElementAux = float;
+  struct SharedStorage {};
+  struct Arguments {
+    const Member *table = nullptr;
+  };
+  using Params = Arguments;
+
+  template <class ProblemShape>
+  static constexpr Params to_underlying_arguments(ProblemShape const &,
+                                                  Arguments const &args,
+                                                  void *) {
+    return args;
+  }
+  template <class ProblemShape>
+  static bool can_implement(ProblemShape const &, Arguments const &args) {
+    return args.table != nullptr;
+  }
+  template <class ProblemShape>
+  static size_t get_workspace_size(ProblemShape const &, Arguments const &) {
+    return 0;
+  }
+  template <class ProblemShape>
+  static cutlass::Status
+  initialize_workspace(ProblemShape const &, Arguments const &, void *,
+                       cudaStream_t,
+                       cutlass::CudaHostAdapter * = nullptr) {
+    return cutlass::Status::kSuccess;
+  }
+
+  CUTLASS_HOST_DEVICE Sm90StoreAtRowsGroup() {}
+  CUTLASS_HOST_DEVICE Sm90StoreAtRowsGroup(Params const &params,
+                                           SharedStorage const &)
+      : params(params) {}
+
+  CUTLASS_DEVICE bool is_producer_load_needed() const { return false; }
+  CUTLASS_DEVICE bool is_C_load_needed() const { return false; }
+
+  template <class... Args>
+  CUTLASS_DEVICE auto get_producer_load_callbacks(
+      cutlass::epilogue::fusion::ProducerLoadArgs<Args...> const &) {
+    return cutlass::epilogue::fusion::EmptyProducerLoadCallbacks{};
+  }
+
+  /// Sm90StoreAtRows' callbacks over the tile's member's arguments.
+  template <bool ReferenceSrc, class... Args>
+  CUTLASS_DEVICE auto get_consumer_store_callbacks(
+      cutlass::epilogue::fusion::ConsumerStoreArgs<Args...> const &args) {
+    const int64_t m0 = int64_t(cute::get<0>(args.tile_coord_mnkl)) *
+                       cute::size<0>(args.tile_shape_mnk);
+    const int64_t n0 = int64_t(cute::get<1>(args.tile_coord_mnkl)) *
+                       cute::size<1>(args.tile_shape_mnk);
+    const int member = int(cute::get<3>(args.tile_coord_mnkl));
+    return typename Sm90StoreAtRows<Store>::template ConsumerStoreCallbacks<
+        decltype(args.tCcD), decltype(args.residue_tCcD)>(
+        args.tCcD, args.residue_tCcD, m0, n0, params.table[member]);
+  }
+
+  Params params;
+};
+
+/// A grouped kernel's epilogue: EpilogueTree's, but an epilogue that
+/// stores by itself reads its member's buffers (Sm90StoreAtRowsGroup).
+template <typename Out, typename Math, typename Source> struct GroupTree {
+  using type = typename EpilogueTree<Out, Math, Source>::type;
+  template <typename Args, typename Table> static Args arguments(Table *) {
+    return Args{};
+  }
+};
+template <typename Out, typename Store>
+struct GroupTree<Out, AtRows<Store>, void> {
+  using type = cutlass::epilogue::fusion::Sm90EVT<
+      Sm90StoreAtRowsGroup<Store>, cutlass::epilogue::fusion::Sm90AccFetch>;
+  template <typename Args, typename Table>
+  static Args arguments(Table *table) {
+    return Args{{}, {table}};
+  }
+};
+
+/// A member's arguments for an epilogue that stores by itself (the
+/// table Sm90StoreAtRowsGroup reads), or a stand-in for the others.
+template <typename Math> struct MemberArgs {
+  struct type {
+    StoreArgs epi;
+  };
+};
+template <typename Store> struct MemberArgs<AtRows<Store>> {
+  using type = typename Sm90StoreAtRows<Store>::Params;
+};
+
+/// The members of a grouped launch as the kernel reads them (G: its
+/// Sm90GroupGemm), written on the device by groupSetupKernel.
+template <typename G> struct GroupArrays {
+  typename G::Problem::UnderlyingProblemShape problems[kMaxGroup];
+  const Bf16 *a[kMaxGroup];
+  const Bf16 *w[kMaxGroup];
+  const typename G::NonVoidC *c[kMaxGroup];
+  typename G::NonVoidD *d[kMaxGroup];
+  typename G::Kernel::InternalStrideA strideA[kMaxGroup];
+  typename G::Kernel::InternalStrideB strideB[kMaxGroup];
+  typename G::Kernel::InternalStrideC strideC[kMaxGroup];
+  typename G::Kernel::InternalStrideD strideD[kMaxGroup];
+  typename G::Member store[kMaxGroup];
+};
+
+/// Writes member z's problem (its rows: the count on the device, 0 for an
+/// empty member), pointers, strides and epilogue arguments; a thread a
+/// member.
+template <typename G>
+__global__ void groupSetupKernel(const GroupTable table, int n, int k,
+                                 GroupArrays<G> *arrays) {
+  const int z = int(threadIdx.x);
+  if (z >= table.members)
+    return;
+  const GroupTable::Member &m = table.member[z];
+  const int64_t rows = *m.rows;
+  arrays->problems[z] = cute::make_shape(int(rows > 0 ? rows : 0), n, k);
+  arrays->a[z] = static_cast<const Bf16 *>(m.a);
+  arrays->w[z] = static_cast<const Bf16 *>(m.w);
+  arrays->c[z] = static_cast<const typename G::NonVoidC *>(m.src);
+  arrays->d[z] = static_cast<typename G::NonVoidD *>(m.y);
+  typename G::Kernel::InternalStrideA sa{};
+  typename G::Kernel::InternalStrideB sb{};
+  typename G::Kernel::InternalStrideC sc{};
+  typename G::Kernel::InternalStrideD sd{};
+  cute::get<0>(sa) = k;
+  cute::get<0>(sb) = k;
+  cute::get<0>(sc) = n;
+  cute::get<0>(sd) = n;
+  arrays->strideA[z] = sa;
+  arrays->strideB[z] = sb;
+  arrays->strideC[z] = sc;
+  arrays->strideD[z] = sd;
+  arrays->store[z] = typename G::Member{m.store};
+}
+
+/// Sm90Gemm's product over the members of a group, one launch: member z's
+/// y_z[M_z, N] = a_z[M_z, K] w_z[N, K]^T over the M_z rows the device
+/// counts, the same tile, cluster, stages, schedule, raster and epilogue
+/// (each member reading its own source, storing its own y, or storing by
+/// itself with its own buffers), CUTLASS's ptr-array kernel over a
+/// GroupProblemShape.
+template <int BM, int BN, int BK, int CM, int CN, int Stages, bool Pingpong,
+          bool AlongN, typename TC, int SharedBytes, typename Math = void,
+          typename Source = void>
+struct Sm90GroupGemm {
+  using Out = typename OutputOf<TC>::type;
+  using SourceElement = typename OutputOf<Source>::type;
+  using C = std::conditional_t<std::is_void_v<Source>, void, SourceElement>;
+  static constexpr bool kStoresAtRows = StoresAtRows<Math>::value;
+  using D = std::conditional_t<kStoresAtRows, void, Out>;
+  using Tree = GroupTree<Out, Math, C>;
+  static constexpr int kOutAlign = 16 / int(sizeof(Out));
+  static constexpr int kSourceAlign =
+      std::is_void_v<Source> ? kOutAlign : 16 / int(sizeof(SourceElement));
+  using Tile = cute::Shape<cute::Int<BM>, cute::Int<BN>, cute::Int<BK>>;
+  using Cluster = cute::Shape<cute::Int<CM>, cute::Int<CN>, cute::_1>;
+  using Problem = cutlass::gemm::GroupProblemShape<cute::Shape<int, int, int>>;
+  using KernelSchedule = std::conditional_t<
+      Pingpong, cutlass::gemm::KernelPtrArrayTmaWarpSpecializedPingpong,
+      cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperative>;
+  using EpilogueSchedule = std::conditional_t<
+      Pingpong, cutlass::epilogue::PtrArrayTmaWarpSpecializedPingpong,
+      cutlass::epilogue::PtrArrayTmaWarpSpecializedCooperative>;
+  using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, Tile, Cluster,
+      cutlass::epilogue::collective::EpilogueTileAuto, float, float, C,
+      cutlass::layout::RowMajor *, kSourceAlign, D,
+      cutlass::layout::RowMajor *, kOutAlign, EpilogueSchedule,
+      typename Tree::type>::CollectiveOp;
+  using Mainloop = typename cutlass::gemm::collective::CollectiveBuilder<
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, Bf16,
+      cutlass::layout::RowMajor *, 8, Bf16, cutlass::layout::ColumnMajor *, 8,
+      float, Tile, Cluster, cutlass::gemm::collective::StageCount<Stages>,
+      KernelSchedule>::CollectiveOp;
+  using Kernel =
+      cutlass::gemm::kernel::GemmUniversal<Problem, Mainloop, Epilogue>;
+  using Adapter = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
+  static_assert(sizeof(typename Kernel::SharedStorage) <= SharedBytes,
+                "the configured stages do not fit the part's shared memory "
+                "(modc/Dialect/Modk/CudaTargets.h)");
+  using NonVoidC = std::conditional_t<std::is_void_v<C>, Out, C>;
+  using NonVoidD = std::conditional_t<std::is_void_v<D>, Out, D>;
+  using Member = typename MemberArgs<Math>::type;
+  using Arrays = GroupArrays<Sm90GroupGemm>;
+
+  /// The kernel, instantiated (a build check takes its address).
+  static auto kernel() { return &cutlass::device_kernel<Kernel>; }
+
+  /// Enqueues the group's product (n columns, k reduction): the members'
+  /// problems written on the device, then one grouped launch; false where
+  /// CUTLASS declines it or its device memory cannot be had (not in a
+  /// stream capture: the first call outside one allocates it).
+  static bool run(const GroupTable &table, int64_t n, int64_t k,
+                  cudaStream_t s) {
+    if (table.members < 1 || table.members > kMaxGroup)
+      return false;
+    typename Adapter::Arguments args{
+        cutlass::gemm::GemmUniversalMode::kGrouped,
+        {table.members, nullptr, nullptr},
+        {},
+        {},
+        hardwareInfo()};
+    using Raster = typename Kernel::TileScheduler::RasterOrderOptions;
+    args.scheduler.raster_order = AlongN ? Raster::AlongN : Raster::AlongM;
+    // The members' arrays, then CUTLASS's workspace (its descriptors), in
+    // memory of this kernel's own, sized for the most members: launches on
+    // one stream take it in turn.
+    static char *memory = nullptr;
+    static size_t capacity = 0;
+    const size_t arraysBytes = (sizeof(Arrays) + 255) / 256 * 256;
+    args.problem_shape.num_groups = kMaxGroup;
+    const size_t bytes = arraysBytes + Adapter::get_workspace_size(args);
+    args.problem_shape.num_groups = table.members;
+    if (bytes > capacity) {
+      cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+      if (cudaStreamIsCapturing(s, &capture) != cudaSuccess ||
+          capture != cudaStreamCaptureStatusNone ||
+          cudaStreamSynchronize(s) != cudaSuccess)
+        return false;
+      cudaFree(memory);
+      memory = nullptr;
+      capacity = 0;
+      if (cudaMalloc(&memory, bytes) != cudaSuccess) {
+        memory = nullptr;
+        return false;
+      }
+      capacity = bytes;
+    }
+    Arrays *arrays = reinterpret_cast<Arrays *>(memory);
+    args.problem_shape.problem_shapes = arrays->problems;
+    args.mainloop = {arrays->a, arrays->strideA, arrays->w, arrays->strideB};
+    args.epilogue.thread =
+        Tree::template arguments<typename Epilogue::FusionCallbacks::Arguments>(
+            arrays->store);
+    if constexpr (!std::is_void_v<C>)
+      args.epilogue.ptr_C = arrays->c;
+    args.epilogue.dC = arrays->strideC;
+    if constexpr (!std::is_void_v<D>)
+      args.epilogue.ptr_D = arrays->d;
+    args.epilogue.dD = arrays->strideD;
+    groupSetupKernel<Sm90GroupGemm>
+        <<<1, 32, 0, s>>>(table, int(n), int(k), arrays);
+    if (cudaPeekAtLastError() != cudaSuccess)
+      return false;
+    Adapter gemm;
+    return gemm.can_implement(args) == cutlass::Status::kSuccess &&
+           gemm.initialize(args, memory + arraysBytes, s) ==
+               cutlass::Status::kSuccess &&
+           gemm.run(s) == cutlass::Status::kSuccess;
+  }
+};
+} // namespace modc_cutlass
+)cpp";
+
 static const char kSm80[] =
     R"cpp(#include <cutlass/epilogue/thread/linear_combination.h>
 #include <cutlass/gemm/kernel/default_gemm.h>
@@ -920,6 +1197,113 @@ inline StoreArgs storeArgsOf(const modk_cuda::detail::EpiArgs &epi) {
 } // namespace modc_cutlass
 )cpp";
 
+/// The members of a grouped launch (a group whose variants are `grouped`),
+/// for both sides of its launcher: model.cu fills it, the kernel file's
+/// groupSetupKernel reads it as a kernel parameter. Needs StoreArgs.
+static std::string groupTableText() {
+  return R"cpp(
+namespace modc_cutlass {
+/// The most members of a grouped launch (modk_cuda::detail::kMaxGemmGroup).
+constexpr int kMaxGroup = 16;
+/// A grouped launch's members: member z's input a, weight w (its bf16
+/// copy when launched), epilogue source src (null: none), output y, row
+/// count on the device (rows), and the buffers of an epilogue that stores
+/// by itself (store).
+struct GroupTable {
+  struct Member {
+    const void *a;
+    const void *w;
+    const void *src;
+    void *y;
+    const int64_t *rows;
+    StoreArgs store;
+  };
+  int members = 0;
+  Member member[kMaxGroup];
+};
+} // namespace modc_cutlass
+)cpp";
+}
+
+// The entry point of a grouped launch on CUTLASS (only where a group's
+// variants are `grouped`): the caller runs the tiles' grouped launch where
+// it returns false.
+static const char kGroupPlan[] = R"cpp(
+namespace modc_cutlass {
+static_assert(kMaxGroup == modk_cuda::detail::kMaxGemmGroup,
+              "a grouped launch's members");
+#if defined(__CUDACC__)
+/// The launcher of a grouped kernel file: the members of `table` (a
+/// GroupTable, the weights' bf16 copies), n columns, k reduction.
+using GroupLaunchFn = bool (*)(const void *table, int64_t n, int64_t k,
+                               cudaStream_t s);
+/// A grouped kernel type of model.cu: its kernel file's launcher.
+template <GroupLaunchFn Launch> struct GroupLauncher {
+  static bool run(const GroupTable &table, int64_t n, int64_t k,
+                  cudaStream_t s) {
+    return Launch(&table, n, k, s);
+  }
+};
+#endif
+
+/// A group's CUTLASS variants by ascending MinRows: run() enqueues the one
+/// of the members' row bound over every member (each member's weight on
+/// its bf16 copy), or returns false (below the first variant's rows, a
+/// weight without a copy, an unaligned operand, CUTLASS declining, the CPU
+/// emulation): nothing but perhaps weights' rounding was enqueued then.
+template <typename... V> struct GroupPlan {
+  static bool run(const GroupTable &table, int64_t maxRows, int64_t n,
+                  int64_t k, cudaStream_t s) {
+#if defined(__CUDACC__)
+    return pick<V...>(table, maxRows, n, k, s);
+#else
+    (void)table, (void)maxRows, (void)n, (void)k, (void)s;
+    return false;
+#endif
+  }
+
+#if defined(__CUDACC__)
+private:
+  template <typename First, typename... Rest>
+  static bool pick(const GroupTable &table, int64_t maxRows, int64_t n,
+                   int64_t k, cudaStream_t s) {
+    if constexpr (sizeof...(Rest) > 0) {
+      using Next = typename modk_cuda::detail::FirstOf<Rest...>::type;
+      static_assert(Next::minRows > First::minRows, "variants by rows");
+      if (maxRows >= Next::minRows)
+        return pick<Rest...>(table, maxRows, n, k, s);
+    }
+    if (maxRows < First::minRows)
+      return false;
+    GroupTable copy = table;
+    for (int z = 0; z < copy.members; ++z) {
+      GroupTable::Member &m = copy.member[z];
+      if (reinterpret_cast<uintptr_t>(m.a) % 16 != 0 ||
+          reinterpret_cast<uintptr_t>(m.src) % 16 != 0 ||
+          reinterpret_cast<uintptr_t>(m.y) % 16 != 0)
+        return false;
+      m.w = modk_cuda::detail::weightCopyFor(static_cast<const float *>(m.w),
+                                             n * k, s);
+      if (!m.w)
+        return false;
+    }
+    modk_cuda::detail::traceGemm("cutlass", maxRows, n, k, 0, 0, "group");
+    return First::Gemm::run(copy, n, k, s);
+  }
+#endif
+};
+
+/// The members of a group (GroupTable) over at most maxRows rows each, N
+/// columns, K reduction, as one CUTLASS grouped launch where it runs; false
+/// where it does not (the caller launches the tiles' group).
+template <int N, int K, typename CutlassPlan>
+inline bool linear_group(const GroupTable &table, int64_t maxRows,
+                         cudaStream_t s) {
+  return CutlassPlan::run(table, maxRows, N, K, s);
+}
+} // namespace modc_cutlass
+)cpp";
+
 // The rows' sequences (modk_small::segmentOf, the package's own, pasted
 // whole) for a kernel file whose Store reads at the rows' tokens.
 static const char kSegmentOf[] =
@@ -1234,6 +1618,11 @@ LogicalResult CutlassGemms::emitKernelType(raw_ostream &os,
   }
   int64_t shared = cuda::sharedBytesPerBlock(*part) / tile->ctasPerSm;
   bool alongN = v.raster == modk::RasterOrder::along_n;
+  if (v.grouped && (!sm90 || !forward || kind == ProductKind::forwardStaged))
+    return op->emitError("CUTLASS runs grouped launches of forward products "
+                         "on sm_90a only, not ")
+           << arch << ": run modk-configure-gemms{arch=" << arch
+           << " library=cutlass}";
   if (!forward && !sm90)
     return op->emitError("CUTLASS runs gradients on sm_90a only, not ")
            << arch << ": run modk-configure-gemms{arch=" << arch
@@ -1253,9 +1642,10 @@ LogicalResult CutlassGemms::emitKernelType(raw_ostream &os,
                       v.schedule == modk::CutlassSchedule::pingpong, alongN,
                       kind == ProductKind::dgradAccumulate, shared);
   else if (sm90)
-    os << fmt::format("using {} = modc_cutlass::Sm90Gemm<{}, {}, {}, {}, {}, "
+    os << fmt::format("using {} = modc_cutlass::{}<{}, {}, {}, {}, {}, "
                       "{}, {}, {}, {}, {}{}>;\n",
-                      name, v.tileRows, v.tileCols, v.tileDepth, v.clusterRows,
+                      name, v.grouped ? "Sm90GroupGemm" : "Sm90Gemm",
+                      v.tileRows, v.tileCols, v.tileDepth, v.clusterRows,
                       v.clusterCols, v.stages,
                       v.schedule == modk::CutlassSchedule::pingpong, alongN,
                       out, shared, epilogue);
@@ -1295,6 +1685,22 @@ extern "C" bool {0}(const void *a, const int64_t *rows, const void *w,
 }}
 )cpp",
                      name.str(), what);
+}
+
+/// The end of a grouped kernel file: its host launcher (kGroupPlan's
+/// GroupLaunchFn), named after the file.
+static std::string groupLauncherText(StringRef name) {
+  return fmt::format(R"cpp(
+/// The launcher model.cu calls: the members of a GroupTable as one grouped
+/// launch of this kernel, false where CUTLASS declines it (docs/cuda.md,
+/// "CUTLASS").
+extern "C" bool {0}(const void *table, int64_t n, int64_t k,
+                   cudaStream_t s) {{
+  return modc_cutlass::Gemm::run(
+      *static_cast<const modc_cutlass::GroupTable *>(table), n, k, s);
+}}
+)cpp",
+                     name.str());
 }
 
 LogicalResult CutlassGemms::emit(raw_ostream &os,
@@ -1341,6 +1747,8 @@ LogicalResult CutlassGemms::emit(raw_ostream &os,
       else if (kind != ProductKind::forward)
         hasDgrad = true;
       hasStore |= kind == ProductKind::forwardStore;
+      bool grouped = isCutlassGrouped(config);
+      hasGroup |= grouped;
       std::vector<std::string> variants;
       for (const modk::GemmVariant &v : config.getVariants()) {
         if (v.path != modk::GemmPath::cutlass)
@@ -1375,6 +1783,12 @@ LogicalResult CutlassGemms::emit(raw_ostream &os,
             body += kBf16Round;
           if (kind == ProductKind::forwardStore)
             body += storeArgsText() + kSegmentOf;
+          // A grouped launch's kernel: its members' table (which holds
+          // StoreArgs) and the ptr-array kernel's template.
+          if (v.grouped)
+            body += (kind == ProductKind::forwardStore ? std::string()
+                                                       : storeArgsText()) +
+                    groupTableText() + kSm90Group;
           body += "\nnamespace modc_cutlass {\n" + *math;
           llvm::raw_string_ostream bodyOs(body);
           if (failed(emitKernelType(bodyOs, v, bf16Output, "Gemm", op)))
@@ -1391,20 +1805,27 @@ LogicalResult CutlassGemms::emit(raw_ostream &os,
           std::string launcher = "modc_cutlass_" + hash;
           std::string path = "kernels/cutlass_" + hash + ".cu";
           // A staged product's kernel is the plain f32 one (one file).
-          body += launcherText(launcher, kind == ProductKind::forwardStaged
-                                             ? ProductKind::forward
-                                             : kind);
+          body += v.grouped ? groupLauncherText(launcher)
+                            : launcherText(launcher,
+                                           kind == ProductKind::forwardStaged
+                                               ? ProductKind::forward
+                                               : kind);
           if (int(kernels.size()) - 1 == onlyKernel)
             os << body;
           if (paths.insert(path).second) {
             files.push_back({path, body});
             launchersOs << "extern \"C\" bool " << launcher
-                        << "(const void *, const int64_t *, const void *, "
-                           "const void *, void *, int64_t, int64_t, int64_t, "
-                           "cudaStream_t);\n";
+                        << (v.grouped
+                                ? "(const void *, int64_t, int64_t, "
+                                  "cudaStream_t);\n"
+                                : "(const void *, const int64_t *, const "
+                                  "void *, const void *, void *, int64_t, "
+                                  "int64_t, int64_t, cudaStream_t);\n");
           }
           typesOs << "// " << text << ": " << path << "\nusing " << it->second
-                  << " = modc_cutlass::Launcher<" << launcher << ">;\n";
+                  << " = modc_cutlass::"
+                  << (v.grouped ? "GroupLauncher<" : "Launcher<") << launcher
+                  << ">;\n";
         }
         variants.push_back(fmt::format("modc_cutlass::Variant<{}, {}>",
                                        v.minRows, it->second));
@@ -1418,7 +1839,9 @@ LogicalResult CutlassGemms::emit(raw_ostream &os,
       plans[key] = name;
       plansOs << "// " << config << kindText(op) << "\nusing " << name
               << " = modc_cutlass::"
-              << (kind == ProductKind::wgrad ? "WgradPlan<" : "Plan<");
+              << (kind == ProductKind::wgrad ? "WgradPlan<"
+                  : grouped                  ? "GroupPlan<"
+                                             : "Plan<");
       llvm::interleaveComma(variants, plansOs);
       plansOs << ">;\n";
       return WalkResult::advance();
@@ -1434,7 +1857,9 @@ LogicalResult CutlassGemms::emit(raw_ostream &os,
     return success();
   }
   os << kModelSide << kPlan << (hasEpilogue ? kEpiloguePlan : "")
-     << (hasStore ? storeArgsText() + kStoreArgsOf : std::string())
+     << (hasStore || hasGroup ? storeArgsText() : std::string())
+     << (hasStore ? kStoreArgsOf : "")
+     << (hasGroup ? groupTableText() + kGroupPlan : std::string())
      << (hasDgrad ? kDgradPlan : "") << (hasWgrad ? kWgradPlan : "");
   // The kernel types: their files' launchers; under the emulation only
   // declared (no plan uses them there).
@@ -1458,6 +1883,18 @@ std::string modc::cutlassWgradPlan(Operation *op) {
 }
 
 std::string CutlassGemms::planOf(Operation *op) const {
+  if (isCutlassGrouped(op->getAttrOfType<modk::GemmConfigAttr>("config")))
+    return {};
+  return anyPlanOf(op);
+}
+
+std::string CutlassGemms::groupPlanOf(Operation *op) const {
+  if (!isCutlassGrouped(op->getAttrOfType<modk::GemmConfigAttr>("config")))
+    return {};
+  return anyPlanOf(op);
+}
+
+std::string CutlassGemms::anyPlanOf(Operation *op) const {
   if (!isa<modk::GemmOp, modk::GemmDgradOp, modk::GemmWgradOp>(op) ||
       !hasCutlassVariant(op->getAttrOfType<modk::GemmConfigAttr>("config")))
     return {};

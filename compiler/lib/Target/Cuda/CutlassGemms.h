@@ -27,6 +27,10 @@ namespace modc {
 /// Whether a configuration has a CUTLASS variant.
 bool hasCutlassVariant(modk::GemmConfigAttr config);
 
+/// Whether a configuration's CUTLASS variants are a group's grouped launch
+/// (`grouped`: modk-configure-gemms on a modk-group-gemms group, sm_90a).
+bool isCutlassGrouped(modk::GemmConfigAttr config);
+
 /// Whether any product of `entries` runs on CUTLASS (its package then
 /// compiles against CUTLASS's headers).
 bool usesCutlass(llvm::ArrayRef<modk::EntryOp> entries);
@@ -64,10 +68,16 @@ public:
                            int onlyKernel = -1);
 
   /// The plan of `op`'s configuration, or empty where it has no CUTLASS
-  /// variant.
+  /// variant or its variants are grouped (groupPlanOf).
   std::string planOf(mlir::Operation *op) const;
 
+  /// The grouped plan (modc_cutlass::GroupPlan) of a group member's
+  /// configuration, or empty where its variants are not grouped: the
+  /// group's one launch (modc_cutlass::linear_group).
+  std::string groupPlanOf(mlir::Operation *op) const;
+
 private:
+  std::string anyPlanOf(mlir::Operation *op) const;
   mlir::LogicalResult emitKernelType(llvm::raw_ostream &os,
                                      const modk::GemmVariant &v,
                                      bool bf16Output, const std::string &name,
@@ -84,6 +94,8 @@ private:
   bool hasDgrad = false;
   /// Whether a weight gradient (modk.gemm_wgrad) runs on CUTLASS.
   bool hasWgrad = false;
+  /// Whether a group runs as one CUTLASS grouped launch.
+  bool hasGroup = false;
 };
 
 } // namespace modc

@@ -477,8 +477,11 @@ void CudaEmitter::emitGemm(modk::GemmOp op, int indent) {
        g = dyn_cast_or_null<modk::GemmOp>(g->getNextNode()))
     members.push_back(g);
   // One kernel for all: the same plan and epilogue functor, and the tiles'
-  // library (a CUTLASS product launches on its own).
-  bool oneKernel = members.size() > 1 && cutlass.planOf(op).empty();
+  // library or CUTLASS's grouped launch (a CUTLASS product that is not
+  // grouped launches on its own).
+  bool grouped = !cutlass.groupPlanOf(op).empty();
+  bool oneKernel =
+      (members.size() > 1 && cutlass.planOf(op).empty()) || grouped;
   for (modk::GemmOp m : members)
     oneKernel = oneKernel && gemmPlanName(m) == gemmPlanName(op) &&
                 (op.getEpilogue() != modk::Epilogue::rows ||
@@ -499,6 +502,11 @@ void CudaEmitter::emitGemmGroup(ArrayRef<modk::GemmOp> members, int indent) {
   int64_t n = weightShape[0], k = weightShape[1];
   int64_t size = int64_t(members.size());
   bool epilogue = first.getEpilogue() == modk::Epilogue::rows;
+  // On sm_90a a group whose variants are `grouped` runs as one CUTLASS
+  // grouped launch from their rows on, over a table of the members'
+  // buffers of its own (docs/cuda.md, "CUTLASS"); the tiles' grouped
+  // launch below them and wherever it declines.
+  std::string groupPlan = cutlass.groupPlanOf(first);
   std::string pad(indent, ' ');
   auto element = [&](Value v) {
     return fmt::format("std::remove_cv_t<std::remove_pointer_t<decltype({})>>",
@@ -513,6 +521,8 @@ void CudaEmitter::emitGemmGroup(ArrayRef<modk::GemmOp> members, int indent) {
                     pad, size, element(first.getInput()),
                     epilogue ? std::string("float")
                              : element(first.getOutput()));
+  if (!groupPlan.empty())
+    os << pad << "  modc_cutlass::GroupTable cutlassGroup;\n";
   for (auto [z, member] : llvm::enumerate(members)) {
     modk::GemmOp m = member;
     os << pad << "  {\n";
@@ -525,6 +535,19 @@ void CudaEmitter::emitGemmGroup(ArrayRef<modk::GemmOp> members, int indent) {
       os << fmt::format("{}    group.c[{}] = {};\n", pad, z,
                         name(m.getOutput()));
     }
+    if (!groupPlan.empty()) {
+      // The member's source (an elementwise epilogue's; SwiGLU's gate) and
+      // output, or the buffers of an epilogue that stores by itself.
+      Value source;
+      bool storesItself = epilogue && !m.isElementwiseEpilogue(&source);
+      os << fmt::format("{}    cutlassGroup.member[{}] = {{{}, {}, {}, {}, "
+                        "{} + B, {}}};\n",
+                        pad, z, name(m.getInput()), name(m.getWeights()[0]),
+                        source ? name(source) : "nullptr",
+                        storesItself ? "nullptr" : name(m.getOutput()),
+                        name(m.getSegments()),
+                        storesItself ? "modc_cutlass::storeArgsOf(epi)" : "{}");
+    }
     os << fmt::format("{0}    group.a[{1}] = {2};\n{0}    group.b[{1}] = {3};\n"
                       "{0}    group.rows[{1}] = {4} + B;\n{0}  }}\n",
                       pad, z, name(m.getInput()), name(m.getWeights()[0]),
@@ -536,12 +559,18 @@ void CudaEmitter::emitGemmGroup(ArrayRef<modk::GemmOp> members, int indent) {
                                  rowKernelOf.lookup(first.getEpilogueRows()),
                                  size}
           : std::vector<int64_t>{n, k, size};
-  KernelCall call{
-      epilogue ? "linear_rows_epilogue_group" : "linear_group",
-      withBf16Flag(shape, first),
-      {"group",
-       KernelArg(rowsArg(first.getSegments(), first.getInput()).bound)}};
-  emitCall(withGemmPlan(std::move(call), first), indent + 2);
+  std::string bound = rowsArg(first.getSegments(), first.getInput()).bound;
+  KernelCall call{epilogue ? "linear_rows_epilogue_group" : "linear_group",
+                  withBf16Flag(shape, first),
+                  {"group", KernelArg(bound)}};
+  if (!groupPlan.empty()) {
+    os << fmt::format("{}  cutlassGroup.members = {};\n", pad, size);
+    os << fmt::format("{}  if (!modc_cutlass::linear_group<{}, {}, {}>("
+                      "cutlassGroup, {}, s))\n",
+                      pad, n, k, groupPlan, bound);
+  }
+  emitCall(withGemmPlan(std::move(call), first),
+           indent + (groupPlan.empty() ? 2 : 4));
   os << pad << "}\n";
 }
 

@@ -152,11 +152,18 @@ public:
         // gate) loads it on sm_90a into shared memory, which leaves fewer
         // stages.
         int64_t storeBytes = 0, sourceBytes = 0;
-        bool cutlass = onCutlass(gemm, storeBytes, sourceBytes);
+        // A group's member (modk-group-gemms) on sm_90a: the group is one
+        // CUTLASS grouped launch whose problems the device sizes from the
+        // members' row counts, so every member computes exactly its rows
+        // (docs/cuda.md, "CUTLASS").
+        bool grouped = gemm.getGroupAttr() &&
+                       target->cutlass.generation ==
+                           cuda::CutlassGeneration::collectiveBuilders;
+        bool cutlass = onCutlass(gemm, storeBytes, sourceBytes, grouped);
         gemm.setConfigAttr(cutlass && p.bf16 && p.tmaOperands
                                ? configureCutlass(ctx, p, storeBytes,
                                                   sourceBytes,
-                                                  heavyEpilogue(gemm))
+                                                  heavyEpilogue(gemm), grouped)
                                : configure(ctx, p));
       } else if (auto dgrad = dyn_cast<modk::GemmDgradOp>(op)) {
         // dA [rows, K] = dY [rows, N] W [N, K].
@@ -468,9 +475,10 @@ private:
   /// at its row, runs there only over rows whose count the host knows
   /// (modk::hostRowCount: always, or a selection's in `topk` mode): a row
   /// past the count must neither change y nor store at a token it does not
-  /// have.
-  bool onCutlass(modk::GemmOp gemm, int64_t &storeBytes,
-                 int64_t &sourceBytes) const {
+  /// have. A `grouped` member's launch computes exactly the rows the
+  /// device counts (its problem's rows): any rows.
+  bool onCutlass(modk::GemmOp gemm, int64_t &storeBytes, int64_t &sourceBytes,
+                 bool grouped = false) const {
     storeBytes = sourceBytes = 0;
     if (library != "cutlass" || forcedPath >= 0)
       return false;
@@ -494,10 +502,10 @@ private:
     // In `topk` mode a selection's count is B x k (the emitter passes it);
     // in `causal` mode the call declines at run time where it must not
     // pass the count (the tiles run).
-    bool known =
-        modk::hostRowCount(gemm.getSegments(),
-                           cast<MemRefType>(gemm.getInput().getType())) !=
-        modk::HostRowCount::device;
+    bool known = grouped || modk::hostRowCount(
+                                gemm.getSegments(),
+                                cast<MemRefType>(gemm.getInput().getType())) !=
+                                modk::HostRowCount::device;
     Value source;
     if (gemm.isElementwiseEpilogue(&source)) {
       if (sm90 && source == gemm.getOutput() && !known)
@@ -566,11 +574,13 @@ private:
   /// of that size (an accumulating input gradient's or a residual add's old
   /// values, SwiGLU's gate), whose shared memory takes stages. `heavy`:
   /// the epilogue's math keeps to tiles of at most 128x128
-  /// (heavyEpilogue).
+  /// (heavyEpilogue). `grouped`: the variants are a group's grouped
+  /// launch's (their stages leave its descriptors' shared memory).
   modk::GemmConfigAttr configureCutlass(MLIRContext *ctx, const Product &p,
                                         int64_t outputBytes,
                                         int64_t sourceBytes = 0,
-                                        bool heavy = false) const {
+                                        bool heavy = false,
+                                        bool grouped = false) const {
     const int64_t from = cutlassFrom > 0               ? cutlassFrom
                          : p.forward && streamRows > 0 ? streamRows + 1
                                                        : kWgmmaMinRows;
@@ -582,7 +592,7 @@ private:
     const cuda::CutlassTile *previous = nullptr;
     for (const cuda::CutlassTile &t : table) {
       int64_t stages =
-          cuda::cutlassStages(*target, t, outputBytes, sourceBytes);
+          cuda::cutlassStages(*target, t, outputBytes, sourceBytes, grouped);
       if (stages == 0 || (heavy && t.rows * t.cols > 128 * 128))
         continue;
       int64_t start = from;
@@ -596,6 +606,7 @@ private:
       }
       GemmVariant v =
           cutlassVariant(t, start, ceilDiv(start, t.rows), stages, p.cols);
+      v.grouped = grouped;
       while (!variants.empty() && variants.back().minRows >= start)
         variants.pop_back(); // the larger tile from the same rows on
       variants.push_back(v);

@@ -146,14 +146,21 @@ inline int64_t cutlassEpilogueBytes(const CudaPart &part, const CutlassTile &t,
 /// and the scheduler's barriers).
 inline constexpr int64_t kCutlassReservedSharedBytes = 1024;
 
+/// Bytes a grouped (ptr-array) kernel keeps besides: the TMA descriptors
+/// it rewrites for each member (the operands', the source's and the
+/// store's) live in shared memory.
+inline constexpr int64_t kCutlassGroupedSharedBytes = 1024;
+
 /// The stages of a tile on `part`: as many as its CTAs' shared memory
-/// holds beside the epilogue's, at most the tile's maximum (0: the tile
-/// does not fit at all).
+/// holds beside the epilogue's (and a grouped kernel's descriptors), at
+/// most the tile's maximum (0: the tile does not fit at all).
 inline int64_t cutlassStages(const CudaPart &part, const CutlassTile &t,
-                             int64_t outputBytes, int64_t sourceBytes = 0) {
+                             int64_t outputBytes, int64_t sourceBytes = 0,
+                             bool grouped = false) {
   int64_t budget = sharedBytesPerBlock(part) / t.ctasPerSm -
                    cutlassEpilogueBytes(part, t, outputBytes, sourceBytes) -
-                   kCutlassReservedSharedBytes;
+                   kCutlassReservedSharedBytes -
+                   (grouped ? kCutlassGroupedSharedBytes : 0);
   int64_t stages = budget / cutlassStageBytes(part, t);
   if (stages < 2)
     return 0;

@@ -41,6 +41,10 @@ struct GemmVariant {
   CutlassSchedule schedule = CutlassSchedule::cooperative;
   RasterOrder raster = RasterOrder::along_m;
   int64_t splitK = 1;
+  /// A `cutlass` variant of a group's members (modk-group-gemms): the
+  /// group is one CUTLASS grouped (ptr-array) launch (docs/cuda.md,
+  /// "CUTLASS").
+  bool grouped = false;
 
   bool operator==(const GemmVariant &o) const {
     return minRows == o.minRows && path == o.path && tileRows == o.tileRows &&
@@ -48,14 +52,14 @@ struct GemmVariant {
            separateEpilogue == o.separateEpilogue && tileDepth == o.tileDepth &&
            clusterRows == o.clusterRows && clusterCols == o.clusterCols &&
            stages == o.stages && schedule == o.schedule && raster == o.raster &&
-           splitK == o.splitK;
+           splitK == o.splitK && grouped == o.grouped;
   }
 };
 inline llvm::hash_code hash_value(const GemmVariant &v) {
   return llvm::hash_combine(v.minRows, v.path, v.tileRows, v.tileCols,
                             v.tmaCtas, v.separateEpilogue, v.tileDepth,
                             v.clusterRows, v.clusterCols, v.stages, v.schedule,
-                            v.raster, v.splitK);
+                            v.raster, v.splitK, v.grouped);
 }
 } // namespace modc::modk
 

@@ -391,7 +391,10 @@ def ConfigureGemms : Pass<"modk-configure-gemms", "::modc::modk::EntryOp"> {
       tiles, the stages its shared memory holds beside the epilogue's
       (which holds the source that an epilogue reads), and the raster
       order along the dimension with more tiles at the variant's first
-      row count. The input gradients and weight gradients: docs/cuda.md,
+      row count. A member of a group (modk-group-gemms) on sm_90a takes
+      them `grouped`: its group is one CUTLASS grouped launch whose
+      problems the device sizes from the row counts, so its rows count as
+      known. The input gradients and weight gradients: docs/cuda.md,
       "CUTLASS".
 
     The shipped CUDA code chooses nothing at run time: the emitter passes

@@ -1,0 +1,112 @@
+// RUN: mod-opt %s --pass-pipeline='builtin.module(modk.entry(modk-configure-gemms{library=cutlass}))' | mod-opt | FileCheck %s
+// RUN: mod-opt %s --pass-pipeline='builtin.module(modk.entry(modk-configure-gemms{arch=sm_80 library=cutlass}))' | FileCheck %s --check-prefix=A100
+
+// A group of MoE experts' products (modk-group-gemms' `group`) on sm_90a
+// with library=cutlass: the members' CUTLASS variants are `grouped`, one
+// CUTLASS grouped (ptr-array) launch over the members, whose problems the
+// device sizes from the members' row counts (docs/cuda.md, "CUTLASS").
+// Each member then computes exactly its rows, so the experts' rows, which
+// only the device counts, take CUTLASS there: the gate products (a plain
+// f32 store), the up products (SwiGLU over each member's own gate, a
+// bf16 store) and the down products (the gated scatter into the stream
+// at each member's tokens, which stores by itself). The variants are the
+// single product's (stages as the descriptors' shared memory leaves). The
+// same gated scatter outside a group keeps the tiles (its count is the
+// device's); sm_80 groups keep the tiles' grouped launch.
+// CHECK-LABEL: modk.entry @experts
+// CHECK-COUNT-2: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 65: cutlass 64x128x64 cluster 1x1 stages 8 pingpong raster along_m grouped, from 8321: cutlass 128x128x64 cluster 2x1 stages 6 cooperative raster along_m grouped, from 16769: cutlass 128x256x64 cluster 2x1 stages 4 cooperative raster along_m grouped>, epilogue = #modk.epilogue<none>, group = 0 : i64}
+// CHECK-COUNT-2: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 65: cutlass 64x128x64 cluster 1x1 stages 7 pingpong raster along_m grouped, from 8321: cutlass 128x128x64 cluster 2x1 stages 4 cooperative raster along_m grouped, from 16769: cutlass 128x256x64 cluster 2x1 stages 3 cooperative raster along_m grouped>, epilogue = #modk.epilogue<rows>, group = 1 : i64}
+// CHECK-COUNT-2: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 65: cutlass 64x128x64 cluster 1x1 stages 8 pingpong raster along_m grouped, from 16769: cutlass 128x128x64 cluster 2x1 stages 6 cooperative raster along_m grouped>, epilogue = #modk.epilogue<rows>, group = 2 : i64}
+// CHECK: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 65: wgmma 128x64 tma 264, from 16769: wgmma 128x128 tma 132>, epilogue = #modk.epilogue<rows>}
+// A100-LABEL: modk.entry @experts
+// A100-NOT: grouped
+// A100: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 65: cutlass 64x128x32 cluster 1x1 stages 6 multistage raster along_m, {{.*}}>, epilogue = #modk.epilogue<none>, group = 0 : i64}
+// A100-NOT: grouped
+modk.entry @experts attributes {kind = #modk.entry_kind<forward>, model = #modk.model<name = "t", vocab_size = 64, d_model = 128, n_layers = 1, n_heads = 4, d_ff = 512, seq_len = 256, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = bf16>, modes = [#modk.mode<topk>], params = [#modk.param<name = "wg0", shape = [256, 128], init = ones>, #modk.param<name = "wg1", shape = [256, 128], init = ones>, #modk.param<name = "wd0", shape = [128, 256], init = ones>, #modk.param<name = "wd1", shape = [128, 256], init = ones>]} {
+  %wg0 = modk.param "wg0" : memref<256x128xf32>
+  %wg1 = modk.param "wg1" : memref<256x128xf32>
+  %wd0 = modk.param "wd0" : memref<128x256xf32>
+  %wd1 = modk.param "wd1" : memref<128x256xf32>
+  %s0 = modk.alloc : memref<?x1xi64>
+  %s1 = modk.alloc : memref<?x1xi64>
+  %p0 = modk.alloc : memref<?x40xi32>
+  %p1 = modk.alloc : memref<?x40xi32>
+  %x0 = modk.alloc : memref<?x40x128xbf16>
+  %x1 = modk.alloc : memref<?x40x128xbf16>
+  %g0 = modk.alloc : memref<?x40x256xf32>
+  %g1 = modk.alloc : memref<?x40x256xf32>
+  modk.gemm %x0, [%wg0] rows %s0 -> %g0 {epilogue = #modk.epilogue<none>, group = 0 : i64} : memref<?x40x128xbf16>, memref<256x128xf32>, memref<?x1xi64>, memref<?x40x256xf32>
+  modk.gemm %x1, [%wg1] rows %s1 -> %g1 {epilogue = #modk.epilogue<none>, group = 0 : i64} : memref<?x40x128xbf16>, memref<256x128xf32>, memref<?x1xi64>, memref<?x40x256xf32>
+  %h0 = modk.alloc : memref<?x40x256xbf16>
+  %h1 = modk.alloc : memref<?x40x256xbf16>
+  modk.gemm %x0, [%wg0] rows %s0 -> %h0 {epilogue = #modk.epilogue<rows>, group = 1 : i64} : memref<?x40x128xbf16>, memref<256x128xf32>, memref<?x1xi64>, memref<?x40x256xbf16> epilogue {
+  ^bb0(%p: memref<?x40x256xf32>):
+    modk.rows ins(%g0, %p : memref<?x40x256xf32>, memref<?x40x256xf32>) rows %s0 : memref<?x1xi64> outs(%h0 : memref<?x40x256xbf16>) access(row, row -> row) reduce {
+    ^bb0(%g: f32, %u: f32):
+      modk.yield
+    } body {
+    ^bb0(%g: f32, %u: f32):
+      %one = arith.constant 1.000000e+00 : f32
+      %ng = arith.negf %g : f32
+      %e = math.exp %ng : f32
+      %d = arith.addf %e, %one : f32
+      %silu = arith.divf %g, %d : f32
+      %m = arith.mulf %silu, %u : f32
+      modk.yield %m : f32
+    }
+  }
+  modk.gemm %x1, [%wg1] rows %s1 -> %h1 {epilogue = #modk.epilogue<rows>, group = 1 : i64} : memref<?x40x128xbf16>, memref<256x128xf32>, memref<?x1xi64>, memref<?x40x256xbf16> epilogue {
+  ^bb0(%p: memref<?x40x256xf32>):
+    modk.rows ins(%g1, %p : memref<?x40x256xf32>, memref<?x40x256xf32>) rows %s1 : memref<?x1xi64> outs(%h1 : memref<?x40x256xbf16>) access(row, row -> row) reduce {
+    ^bb0(%g: f32, %u: f32):
+      modk.yield
+    } body {
+    ^bb0(%g: f32, %u: f32):
+      %one = arith.constant 1.000000e+00 : f32
+      %ng = arith.negf %g : f32
+      %e = math.exp %ng : f32
+      %d = arith.addf %e, %one : f32
+      %silu = arith.divf %g, %d : f32
+      %m = arith.mulf %silu, %u : f32
+      modk.yield %m : f32
+    }
+  }
+  %stream = modk.alloc : memref<?x256x128xf32>
+  %gates = modk.alloc : memref<?x256xf32>
+  modk.gemm %h0, [%wd0] rows %s0 -> %stream {epilogue = #modk.epilogue<rows>, group = 2 : i64} : memref<?x40x256xbf16>, memref<128x256xf32>, memref<?x1xi64>, memref<?x256x128xf32> epilogue {
+  ^bb0(%p: memref<?x40x128xf32>):
+    modk.rows ins(%p, %gates, %stream : memref<?x40x128xf32>, memref<?x256xf32>, memref<?x256x128xf32>) rows %s0 : memref<?x1xi64> tokens(%p0 : memref<?x40xi32>) outs(%stream : memref<?x256x128xf32>) access(row, token_value, token -> token) reduce {
+    ^bb0(%a: f32, %g: f32, %x: f32):
+      modk.yield
+    } body {
+    ^bb0(%a: f32, %g: f32, %x: f32):
+      %ga = arith.mulf %g, %a : f32
+      %s = arith.addf %x, %ga : f32
+      modk.yield %s : f32
+    }
+  }
+  modk.gemm %h1, [%wd1] rows %s1 -> %stream {epilogue = #modk.epilogue<rows>, group = 2 : i64} : memref<?x40x256xbf16>, memref<128x256xf32>, memref<?x1xi64>, memref<?x256x128xf32> epilogue {
+  ^bb0(%p: memref<?x40x128xf32>):
+    modk.rows ins(%p, %gates, %stream : memref<?x40x128xf32>, memref<?x256xf32>, memref<?x256x128xf32>) rows %s1 : memref<?x1xi64> tokens(%p1 : memref<?x40xi32>) outs(%stream : memref<?x256x128xf32>) access(row, token_value, token -> token) reduce {
+    ^bb0(%a: f32, %g: f32, %x: f32):
+      modk.yield
+    } body {
+    ^bb0(%a: f32, %g: f32, %x: f32):
+      %ga = arith.mulf %g, %a : f32
+      %s = arith.addf %x, %ga : f32
+      modk.yield %s : f32
+    }
+  }
+  modk.gemm %h0, [%wd0] rows %s0 -> %stream {epilogue = #modk.epilogue<rows>} : memref<?x40x256xbf16>, memref<128x256xf32>, memref<?x1xi64>, memref<?x256x128xf32> epilogue {
+  ^bb0(%p: memref<?x40x128xf32>):
+    modk.rows ins(%p, %gates, %stream : memref<?x40x128xf32>, memref<?x256xf32>, memref<?x256x128xf32>) rows %s0 : memref<?x1xi64> tokens(%p0 : memref<?x40xi32>) outs(%stream : memref<?x256x128xf32>) access(row, token_value, token -> token) reduce {
+    ^bb0(%a: f32, %g: f32, %x: f32):
+      modk.yield
+    } body {
+    ^bb0(%a: f32, %g: f32, %x: f32):
+      %ga = arith.mulf %g, %a : f32
+      %s = arith.addf %x, %ga : f32
+      modk.yield %s : f32
+    }
+  }
+}
