@@ -375,6 +375,10 @@ template <typename T> inline T exchange(T value, int srcLane, int width) {
   return out;
 }
 
+/// Run by each thread as its kernel returns, where set: the PTX emulation
+/// checks there that the thread left no asynchronous work behind.
+inline void (*threadExitCheck)() = nullptr;
+
 /// Fiber stacks, kept across launches (untouched pages cost nothing).
 constexpr size_t kFiberStack = 256 * 1024;
 inline char *fiberStack(int t) {
@@ -386,6 +390,8 @@ inline char *fiberStack(int t) {
 
 inline void fiberMain() {
   currentBlock->body();
+  if (threadExitCheck)
+    threadExitCheck();
   Fiber &f = currentBlock->fibers[linearThread];
   f.state = Fiber::Done;
 #if MODC_EMU_STACK_SWITCH

@@ -4,7 +4,7 @@
 // checked first: block sums, shuffles, barriers, dynamic shared memory,
 // threads that leave early, and the checks it adds: the reverse order that
 // exposes a missing barrier, the poisoned undefined memory, the refused
-// launches.
+// launches, wgmma run as late as a GPU may run it.
 //
 //===----------------------------------------------------------------------===//
 
@@ -207,6 +207,82 @@ TEST(CudaEmulation, UndefinedMemoryIsPoisoned) {
   for (int b = 0; b < 3; ++b)
     EXPECT_TRUE(std::isnan(out[b])) << "block " << b;
   cudaFree(device);
+}
+
+// wgmma runs when a wait retires its group (PtxEmulation.h): as late as a
+// GPU may run it. A and B: 64 x 16 and 64 x 16 bf16 ones, K-major core
+// matrices without swizzle (8 rows of 16 bytes; row blocks 128 bytes
+// apart, the two k halves 1 KB apart), so every product element is 16
+// times the value of B.
+constexpr int kWgOperandBytes = 2048;
+__device__ uint64_t onesOperand(unsigned char *at, float value) {
+  for (int i = threadIdx.x; i < kWgOperandBytes / 2; i += blockDim.x)
+    reinterpret_cast<uint16_t *>(at)[i] =
+        uint16_t(__float_as_uint(value) >> 16);
+  return uint64_t((reinterpret_cast<uintptr_t>(at) & 0x3ffffu) >> 4) |
+         uint64_t(1024 >> 4) << 16 | uint64_t(128 >> 4) << 32;
+}
+
+// Two groups into d1 and d2; records d1[0][0] and d2[0][0] after the
+// commit, after wait<1> and after wait<0>, and between the first wait and
+// the second overwrites B's shared memory with twos.
+__global__ void wgmmaAtTheWaitKernel(float *seen) {
+  __shared__ __align__(128) unsigned char smem[2 * kWgOperandBytes];
+  const uint64_t a = onesOperand(smem, 1.0f),
+                 b = onesOperand(smem + kWgOperandBytes, 1.0f);
+  __syncthreads();
+  float d1[8][4] = {}, d2[8][4] = {};
+  using namespace modk_cuda::detail;
+  wgmmaFence(d1);
+  wgmmaBf16<64>(d1, a, b, smem);
+  wgmmaCommit();
+  wgmmaBf16<64>(d2, a, b, smem);
+  wgmmaCommit();
+  float *mine = seen + 6 * threadIdx.x;
+  mine[0] = d1[0][0];
+  mine[1] = d2[0][0];
+  wgmmaWait<1>(d1);
+  mine[2] = d1[0][0];
+  mine[3] = d2[0][0];
+  __syncthreads();
+  onesOperand(smem + kWgOperandBytes, 2.0f);
+  __syncthreads();
+  wgmmaWait<0>(d2);
+  mine[4] = d1[0][0];
+  mine[5] = d2[0][0];
+}
+
+__global__ void wgmmaNeverWaitedKernel(int *) {
+  __shared__ __align__(128) unsigned char smem[2 * kWgOperandBytes];
+  const uint64_t a = onesOperand(smem, 1.0f),
+                 b = onesOperand(smem + kWgOperandBytes, 1.0f);
+  __syncthreads();
+  float d[8][4] = {};
+  modk_cuda::detail::wgmmaBf16<64>(d, a, b, smem);
+  modk_cuda::detail::wgmmaCommit();
+}
+
+TEST(CudaEmulation, WgmmaRunsWhenAWaitRetiresIt) {
+  std::vector<float> seen(6 * 128, -1.0f);
+  auto k = wgmmaAtTheWaitKernel;
+  MODC_LAUNCH(k, 1, 128, 0, nullptr, seen.data());
+  for (int t = 0; t < 128; ++t) {
+    const float *mine = seen.data() + 6 * t;
+    // Nothing before a wait; wait<1> retires the first group only; the
+    // second reads B as it is at wait<0>.
+    EXPECT_EQ(mine[0], 0.0f) << t;
+    EXPECT_EQ(mine[1], 0.0f) << t;
+    EXPECT_EQ(mine[2], 16.0f) << t;
+    EXPECT_EQ(mine[3], 0.0f) << t;
+    EXPECT_EQ(mine[4], 16.0f) << t;
+    EXPECT_EQ(mine[5], 32.0f) << t;
+  }
+}
+
+TEST(CudaEmulationDeathTest, RefusesAWgmmaNeverWaitedFor) {
+  auto k = wgmmaNeverWaitedKernel;
+  EXPECT_DEATH(MODC_LAUNCH(k, 1, 128, 0, nullptr, nullptr),
+               "ended with 1 wgmma\\(s\\) not waited for");
 }
 
 __global__ void noopKernel(int *) {}

@@ -20,6 +20,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <vector>
 
 namespace modk_cuda {
 namespace detail {
@@ -281,28 +282,97 @@ struct WgmmaOperandView {
   }
 };
 
+/// One issued wgmma, run when a wait retires its group: the hardware runs
+/// wgmma asynchronously, reading its shared-memory operands and the
+/// accumulators d at some time before the wgmma.wait_group that covers it,
+/// so the emulation runs it at the latest such time. A kernel that reads or
+/// writes d, or overwrites an operand's shared memory, before that wait
+/// sees here what a GPU may show it (docs/cuda.md, "The CUDA emulation").
+/// A from registers (wgmmaBf16RegA) is taken when issued: this lane's rows
+/// g and g + 8, the 16 values of the k16 step each.
+struct PendingWgmma {
+  float *d = nullptr; ///< the accumulators, float[n / 8][4]
+  int n = 0;
+  bool regA = false, transA = false, transB = false;
+  uint64_t descA = 0, descB = 0;
+  const void *anchor = nullptr;
+  float a[2][16] = {};
+};
+
+/// A thread's issued wgmmas in order, and where each committed group ends.
+struct WgmmaQueue {
+  std::vector<PendingWgmma> ops;
+  std::vector<size_t> groupEnds;
+};
+
+/// The running thread's queue (blocks run one at a time on an OS thread).
+inline WgmmaQueue &wgmmaQueue() {
+  static thread_local WgmmaQueue q[1024];
+  return q[threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)];
+}
+
+/// Runs one wgmma: this lane's elements of d += A B over a k16 step.
+inline void runWgmma(const PendingWgmma &op) {
+  const int tid =
+      int(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z));
+  const int w = (tid % 128) / kWarp, g = (tid % kWarp) >> 2, t = tid % 4;
+  // This lane's rows g and g + 8 of the warp's 16, as A values.
+  float a[2][16];
+  if (op.regA) {
+    std::memcpy(a, op.a, sizeof(a));
+  } else {
+    const WgmmaOperandView view(op.descA, op.anchor, op.transA);
+    for (int h = 0; h < 2; ++h)
+      for (int k = 0; k < 16; ++k)
+        a[h][k] = view.at(16 * w + g + 8 * h, k);
+  }
+  const WgmmaOperandView b(op.descB, op.anchor, op.transB);
+  for (int j = 0; j < op.n / 8; ++j)
+    for (int x = 0; x < 4; ++x) { // x = 2h + e
+      const int col = 8 * j + 2 * t + x % 2;
+      float s = op.d[4 * j + x];
+      for (int k = 0; k < 16; ++k)
+        s = fmaf(a[x / 2][k], b.at(col, k), s);
+      op.d[4 * j + x] = s;
+    }
+}
+
+/// A thread that ends with wgmmas it never waited for: on a GPU their
+/// results would be lost or land after the kernel read d.
+inline void wgmmaCheckDrained() {
+  const WgmmaQueue &q = wgmmaQueue();
+  if (!q.ops.empty()) {
+    std::fprintf(stderr,
+                 "emulated wgmma: thread (%u, %u, %u) of block (%u, %u, %u) "
+                 "ended with %zu wgmma(s) not waited for\n",
+                 threadIdx.x, threadIdx.y, threadIdx.z, blockIdx.x, blockIdx.y,
+                 blockIdx.z, q.ops.size());
+    std::abort();
+  }
+}
+inline const bool wgmmaDrainCheckInstalled =
+    (modc_emu::threadExitCheck = &wgmmaCheckDrained, true);
+
 template <int N, bool TRANS_A = false, bool TRANS_B = false>
 __device__ __forceinline__ void wgmmaBf16(float (&d)[N / 8][4], uint64_t descA,
                                           uint64_t descB, const void *anchor) {
   static_assert(N == 64 || N == 128, "wgmma widths of the GEMM tiles");
-  const WgmmaOperandView a(descA, anchor, TRANS_A), b(descB, anchor, TRANS_B);
-  const int tid =
-      int(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z));
-  const int w = (tid % 128) / kWarp, g = (tid % kWarp) >> 2, t = tid % 4;
-  for (int j = 0; j < N / 8; ++j)
-    for (int x = 0; x < 4; ++x) { // x = 2h + e
-      const int row = 16 * w + g + 8 * (x / 2), col = 8 * j + 2 * t + x % 2;
-      float s = d[j][x];
-      for (int k = 0; k < 16; ++k)
-        s = fmaf(a.at(row, k), b.at(col, k), s);
-      d[j][x] = s;
-    }
+  PendingWgmma op;
+  op.d = &d[0][0];
+  op.n = N;
+  op.transA = TRANS_A;
+  op.transB = TRANS_B;
+  op.descA = descA;
+  op.descB = descB;
+  op.anchor = anchor;
+  wgmmaQueue().ops.push_back(op);
 }
 
 /// wgmma with A from registers: each lane posts its four .bf16x2
 /// registers (wgmmaBf16RegA's fragment: A[16w + g + 8 (i % 2)][2t + 8 (i / 2)
 /// + e] in half e of register i, g = lane / 4, t = lane % 4) and reads its
-/// warp's after a __syncwarp; B through its descriptor as wgmmaBf16's.
+/// warp's after a __syncwarp, when the wgmma is issued; B through its
+/// descriptor as wgmmaBf16's, when a wait retires it.
 template <int N, bool TRANS_B = false>
 __device__ __forceinline__ void
 wgmmaBf16RegA(float (&d)[N / 8][4], const uint32_t (&a)[4], uint64_t descB,
@@ -311,21 +381,22 @@ wgmmaBf16RegA(float (&d)[N / 8][4], const uint32_t (&a)[4], uint64_t descB,
   const uint32_t regs[4] = {a[0], a[1], a[2], a[3]};
   const auto slot = mmaPost(regs, 4);
   __syncwarp();
-  const WgmmaOperandView b(descB, anchor, TRANS_B);
-  const int g = mmaLane() >> 2, t = mmaLane() & 3;
-  for (int j = 0; j < N / 8; ++j)
-    for (int x = 0; x < 4; ++x) { // x = 2h + e
-      const int row = g + 8 * (x / 2), col = 8 * j + 2 * t + x % 2;
-      float s = d[j][x];
-      for (int k = 0; k < 16; ++k) {
-        // Lane (row % 8) * 4 + (k % 8) / 2, register (row >= 8) + 2 (k >= 8).
-        const float av = bf16Half(
-            slot[(row % 8) * 4 + (k % 8) / 2][(row >= 8) + 2 * (k >= 8)],
-            k % 2);
-        s = fmaf(av, b.at(col, k), s);
-      }
-      d[j][x] = s;
+  PendingWgmma op;
+  op.d = &d[0][0];
+  op.n = N;
+  op.regA = true;
+  op.transB = TRANS_B;
+  op.descB = descB;
+  op.anchor = anchor;
+  const int g = mmaLane() >> 2;
+  for (int h = 0; h < 2; ++h)
+    for (int k = 0; k < 16; ++k) {
+      const int row = g + 8 * h;
+      // Lane (row % 8) * 4 + (k % 8) / 2, register (row >= 8) + 2 (k >= 8).
+      op.a[h][k] = bf16Half(
+          slot[(row % 8) * 4 + (k % 8) / 2][(row >= 8) + 2 * (k >= 8)], k % 2);
     }
+  wgmmaQueue().ops.push_back(op);
 }
 
 template <int J>
@@ -337,11 +408,27 @@ template <int J> __device__ __forceinline__ void wgmmaFence(float (&d)[J][4]) {
   wgmmaPinAccumulators(d);
 }
 
-__device__ __forceinline__ void wgmmaCommit() {}
+/// Closes the group of the wgmmas issued since the last commit.
+__device__ __forceinline__ void wgmmaCommit() {
+  WgmmaQueue &q = wgmmaQueue();
+  q.groupEnds.push_back(q.ops.size());
+}
 
+/// Runs the oldest committed groups until at most PENDING are left.
 template <int PENDING, int J>
 __device__ __forceinline__ void wgmmaWait(float (&d)[J][4]) {
   wgmmaPinAccumulators(d);
+  WgmmaQueue &q = wgmmaQueue();
+  if (q.groupEnds.size() <= size_t(PENDING))
+    return;
+  const size_t retire = q.groupEnds.size() - PENDING;
+  const size_t done = q.groupEnds[retire - 1];
+  for (size_t i = 0; i < done; ++i)
+    runWgmma(q.ops[i]);
+  q.ops.erase(q.ops.begin(), q.ops.begin() + done);
+  q.groupEnds.erase(q.groupEnds.begin(), q.groupEnds.begin() + retire);
+  for (size_t &end : q.groupEnds)
+    end -= done;
 }
 
 __device__ __forceinline__ void fenceProxyAsync() {}
