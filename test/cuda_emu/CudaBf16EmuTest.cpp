@@ -581,6 +581,145 @@ TEST(CudaBf16, AttentionWgmmaMatchesFp64) {
   checkAttentionWgmma<2, 128, 1, modk_cuda::bf16>(4104);
 }
 
+/// The largest |got - want| / max(1, |want|) over the elements.
+double maxScaledError(const std::vector<float> &got,
+                      const std::vector<double> &want) {
+  double worst = 0.0;
+  for (size_t i = 0; i < got.size(); ++i)
+    worst = std::max(worst, std::fabs(got[i] - want[i]) /
+                                std::max(1.0, std::fabs(want[i])));
+  return worst;
+}
+
+/// The attention gradient with the key side on wgmma
+/// (causal_attention_grad's mainloop 2: attnGradKeyWgmma, TMA and wgmma on
+/// bf16 q, k, v; the query side stays attnGradQueryTc) against fp64 and the
+/// mma.sync backward, on fresh bf16 q, k, v and f32 dout and o, over the
+/// segments of checkAttentionWgmma (longer than a key tile and several
+/// query tiles, ending inside a tile, positions with gaps) with every row
+/// past the last segment NaN in q, k, v, dout and o. dq comes from the same
+/// query-side kernel as on mainloop 1: bit for bit. dk and dv: P^T, dS^T and
+/// dO are rounded to bf16 for the products (a relative 2^-9 each), so the
+/// bound is 2e-2 of max(1, |want|) (dv rounded to bf16 as stored: half a
+/// bf16 step more) and the mean error under 1e-3; the f32 3xTF32 kernels
+/// stay within 1e-4. DV: dv's type.
+template <int H, int HD, int KVH, typename DV = modk_cuda::bf16>
+void checkAttentionGradWgmma(uint32_t seed) {
+  constexpr int LD = H * HD, LDK = KVH * HD;
+  const std::vector<int64_t> lens = {200, 37, 64, 129};
+  const int64_t maxSegRows = 200, nseg = int64_t(lens.size());
+  const int64_t bound = nseg * maxSegRows;
+  std::vector<int64_t> seg = {0};
+  std::vector<int32_t> pos;
+  std::mt19937 gen(seed);
+  for (size_t s = 0; s < lens.size(); ++s) {
+    int32_t p = 0;
+    for (int64_t i = 0; i < lens[s]; ++i) {
+      pos.push_back(p);
+      p += s == 1 ? 3 : s == 3 ? 1 + int32_t(gen() % 4) : 1;
+    }
+    seg.push_back(seg.back() + lens[s]);
+  }
+  const int64_t rows = seg.back();
+  auto values = [&](int64_t ld, uint32_t sd, float lo, float hi) {
+    auto x = randomFloats(size_t(bound * ld), sd, lo, hi);
+    for (float &e : x)
+      e = bf16Round(e);
+    return x;
+  };
+  const auto q = values(LD, seed + 1, -2, 2), k = values(LDK, seed + 2, -2, 2),
+             v = values(LDK, seed + 3, -1, 1);
+  auto stored = [&](const std::vector<float> &x, int64_t ld) {
+    std::vector<modk_cuda::bf16> y(x.begin(), x.end());
+    for (int64_t e = rows * ld; e < bound * ld; ++e)
+      y[e].bits = 0xffffu; // NaN
+    return y;
+  };
+  const auto qb = stored(q, LD), kb = stored(k, LDK), vb = stored(v, LDK);
+  const Attention64 fwd = attention64(H, KVH, HD, q, k, v, seg, pos);
+  std::vector<float> o(bound * LD, NAN), dout(bound * LD, NAN);
+  const auto fresh = randomFloats(size_t(rows * LD), seed + 4);
+  for (int64_t e = 0; e < rows * LD; ++e) {
+    o[e] = float(fwd.o[e]);
+    dout[e] = fresh[e];
+  }
+  const Attention64 want =
+      attention64(H, KVH, HD, q, k, v, seg, pos, &dout, &o);
+  const std::string what = "wgmma attention gradient, HD " +
+                           std::to_string(HD) + " KVH " + std::to_string(KVH);
+
+  std::vector<float> scratch(
+      modk_cuda::attention_grad_scratch_floats<H>(bound));
+  std::vector<float> dq[2], dk[2], dv[2];
+  for (int m = 0; m < 2; ++m) {
+    dq[m].assign(bound * LD, kSentinel);
+    dk[m].assign(bound * LDK, kSentinel);
+    std::vector<DV> dvOut(bound * LDK, DV(kSentinel));
+    const int64_t before = modk_cuda::detail::attentionGradWgmmaLaunches();
+    if (m == 0)
+      modk_cuda::causal_attention_grad<H, HD, true, 2, KVH>(
+          qb.data(), kb.data(), vb.data(), o.data(), dout.data(), nseg,
+          seg.data(), pos.data(), maxSegRows, dq[m].data(), dk[m].data(),
+          dvOut.data(), scratch.data(), nullptr);
+    else
+      modk_cuda::causal_attention_grad<H, HD, true, 1, KVH>(
+          qb.data(), kb.data(), vb.data(), o.data(), dout.data(), nseg,
+          seg.data(), pos.data(), maxSegRows, dq[m].data(), dk[m].data(),
+          dvOut.data(), scratch.data(), nullptr);
+    ASSERT_EQ(modk_cuda::detail::attentionGradWgmmaLaunches(),
+              before + (m == 0 ? 1 : 0))
+        << "the wgmma key side ran on mainloop 2 only, " << what;
+    for (int64_t e = rows * LD; e < bound * LD; ++e)
+      ASSERT_EQ(dq[m][e], kSentinel) << what << ": dq " << e << " written";
+    for (int64_t e = rows * LDK; e < bound * LDK; ++e) {
+      ASSERT_EQ(dk[m][e], kSentinel) << what << ": dk " << e << " written";
+      ASSERT_EQ(float(dvOut[e]), float(DV(kSentinel)))
+          << what << ": dv " << e << " written";
+    }
+    dq[m].resize(rows * LD);
+    dk[m].resize(rows * LDK);
+    dv[m].resize(rows * LDK);
+    for (int64_t e = 0; e < rows * LDK; ++e)
+      dv[m][e] = float(dvOut[e]);
+  }
+  const double dvRounding = std::is_same_v<DV, float> ? 0.0 : 0x1p-8;
+  // The mma.sync backward, as checked elsewhere.
+  expectClose(dq[1], want.dq, 1e-4, ("mma dq, " + what).c_str());
+  expectClose(dk[1], want.dk, 1e-4, ("mma dk, " + what).c_str());
+  expectClose(dv[1], want.dv, 1e-4 + dvRounding, ("mma dv, " + what).c_str());
+  // dq: the same kernel.
+  ASSERT_EQ(
+      0, std::memcmp(dq[0].data(), dq[1].data(), sizeof(float) * dq[0].size()))
+      << what << ": dq differs from mainloop 1's";
+  expectClose(dk[0], want.dk, 2e-2, ("dk, " + what).c_str());
+  expectClose(dv[0], want.dv, 2e-2 + dvRounding, ("dv, " + what).c_str());
+  const std::vector<double> dkMma(dk[1].begin(), dk[1].end()),
+      dvMma(dv[1].begin(), dv[1].end());
+  expectClose(dk[0], dkMma, 2e-2, ("dk against mma, " + what).c_str());
+  expectClose(dv[0], dvMma, 2e-2 + dvRounding,
+              ("dv against mma, " + what).c_str());
+  for (int i = 0; i < 2; ++i) {
+    const auto &got = i ? dv[0] : dk[0];
+    const auto &ref = i ? want.dv : want.dk;
+    double sum = 0.0;
+    for (size_t e = 0; e < got.size(); ++e)
+      sum += std::fabs(got[e] - ref[e]);
+    EXPECT_LT(sum / double(got.size()), 1e-3)
+        << (i ? "dv mean, " : "dk mean, ") << what;
+  }
+  std::printf("%s: max scaled error dk %.2e dv %.2e (mma: %.2e, %.2e)\n",
+              what.c_str(), maxScaledError(dk[0], want.dk),
+              maxScaledError(dv[0], want.dv), maxScaledError(dk[1], want.dk),
+              maxScaledError(dv[1], want.dv));
+}
+
+TEST(CudaBf16, AttentionGradWgmmaMatchesFp64) {
+  checkAttentionGradWgmma<2, 64, 2>(4201);
+  checkAttentionGradWgmma<1, 128, 1>(4202);
+  checkAttentionGradWgmma<4, 64, 2>(4203);         // grouped-query
+  checkAttentionGradWgmma<4, 128, 1, float>(4204); // grouped-query, f32 dv
+}
+
 /// got[i] is a bf16 value within one bf16 step of want[i] (an f32 sum on
 /// either side of a rounding boundary), and most are equal.
 void expectBf16Close(const std::vector<float> &got,

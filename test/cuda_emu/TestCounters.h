@@ -5,11 +5,12 @@
 // (MODC_TEST_COUNT, a no-op in a package): TMA GEMM launches, the weight
 // roundings for them, GEMMs that applied RoPE in their epilogue, and
 // launches of the few-row kernel, grouped launches and the wgmma attention
-// kernel's launches, so that a check can
+// kernel's launches and its gradient's, so that a check can
 // tell which path ran.
 // This header makes the counts real and offers them as
 // modk_cuda::detail::tmaStats(), fusedRopeLaunches(), streamLaunches(),
-// groupedLaunches() and attentionWgmmaLaunches().
+// groupedLaunches(), attentionWgmmaLaunches() and
+// attentionGradWgmmaLaunches().
 // It is included before the kernels: through CudaEmulation.h in every emulated
 // translation unit (so every unit agrees on the inline functions), and by
 // TensorCoreChecks.h for the GPU build of test/gpu/tensor_core_check.cu.
@@ -23,7 +24,7 @@
 namespace modc_test_counters {
 inline int64_t tmaLaunches = 0, tmaRoundings = 0, fusedRopeLaunches = 0,
                streamLaunches = 0, groupedLaunches = 0,
-               attentionWgmmaLaunches = 0;
+               attentionWgmmaLaunches = 0, attentionGradWgmmaLaunches = 0;
 } // namespace modc_test_counters
 
 #define MODC_TEST_COUNT(counter) (++::modc_test_counters::counter)
@@ -48,6 +49,10 @@ inline int64_t groupedLaunches() { return modc_test_counters::groupedLaunches; }
 /// Launches of the wgmma attention kernel (attentionWgmmaKernel) so far.
 inline int64_t attentionWgmmaLaunches() {
   return modc_test_counters::attentionWgmmaLaunches;
+}
+/// Launches of the attention gradient's wgmma key side (attnGradKeyWgmma).
+inline int64_t attentionGradWgmmaLaunches() {
+  return modc_test_counters::attentionGradWgmmaLaunches;
 }
 } // namespace detail
 } // namespace modk_cuda

@@ -7,6 +7,7 @@
 //        -c test/cuda_emu/nvcc_forward_check.cu -o /tmp/x.o
 #include "CudaCommon.cuh"
 #include "CudaKernels.cuh"
+#include "CudaKernelsTrain.cuh" // the wgmma attention gradient (sm_90a only)
 #include "GemmPlanHooks.h" // the plan of calls that name none
 
 namespace {
@@ -90,6 +91,15 @@ void instantiateBf16(cudaStream_t st) {
   causal_attention<H, D / H, true, 2>(cb, cb, cb, 8, rows, nullptr, 2048, f, st);
   causal_attention<H, D / H, true, 2, H / 4>(cb, cb, cb, 8, rows, nullptr, 2048,
                                               b, st);
+  // Its gradient with the key side on wgmma (attnGradKeyWgmma), dv bf16 and
+  // f32, and grouped-query (test/cuda_emu/nvcc_train_check.cu compiles for
+  // sm_80 too: the mma.sync gradient only).
+  causal_attention_grad<H, D / H, true, 2>(cb, cb, cb, cf, cf, 8, rows, pos,
+                                           2048, f, f, b, f, st);
+  causal_attention_grad<H, D / H, true, 2>(cb, cb, cb, cf, cf, 8, rows, pos,
+                                           2048, f, f, f, f, st);
+  causal_attention_grad<H, D / H, true, 2, H / 4>(
+      cb, cb, cb, cf, cf, 8, rows, pos, 2048, f, f, b, f, st);
   bf16 *cache = nullptr;
   cache_append<2048, D>(cf, cf, 8, rows, pos, pos, cache, cache, nullptr, st);
 }

@@ -256,8 +256,8 @@ protected:
       return withBf16Flag({});
     return {entry.isBf16() ? 1 : 0, attentionMainloopArg(*mainloop)};
   }
-  /// causal_attention's `Mainloop` (and the gradient's tensor-core flag):
-  /// 0 SIMT, 1 mma.sync, 2 wgmma (the forward only).
+  /// causal_attention's and causal_attention_grad's `Mainloop`: 0 SIMT, 1
+  /// mma.sync, 2 wgmma (the gradient's key side; its query side mma.sync).
   static int64_t attentionMainloopArg(modk::GemmPath mainloop) {
     switch (mainloop) {
     case modk::GemmPath::mma:

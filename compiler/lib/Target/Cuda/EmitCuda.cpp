@@ -357,11 +357,14 @@ LogicalResult CudaEmitter::emitGemmPlans() {
                       "modk-configure-gemms first");
         return WalkResult::interrupt();
       }
-      if (auto attn = dyn_cast<modk::AttentionOp>(op);
-          attn && attn.getMainloop() == modk::GemmPath::wgmma &&
+      if (isa<modk::AttentionOp, modk::AttentionGradOp>(op) &&
+          op->getAttrOfType<modk::GemmPathAttr>("mainloop").getValue() ==
+              modk::GemmPath::wgmma &&
           arch != "sm_90a") {
-        op->emitError("the wgmma attention kernel needs sm_90a, not ")
-            << arch << ": run modk-configure-gemms{arch=" << arch << "}";
+        op->emitError("the wgmma attention")
+            << (isa<modk::AttentionGradOp>(op) ? " gradient" : "")
+            << " kernel needs sm_90a, not " << arch
+            << ": run modk-configure-gemms{arch=" << arch << "}";
         return WalkResult::interrupt();
       }
       if (!isa<modk::GemmOp, modk::GemmDgradOp, modk::GemmWgradOp>(op))

@@ -254,12 +254,13 @@ private:
 
   /// Flash attention's mainloop: mma.sync where the head dim is a multiple
   /// of 8 up to 128 (the tensor-core kernels' fragments), else SIMT; with
-  /// attention=wgmma, the forward (`wgmmaForward`) whose q, k and v are
-  /// stored bf16 at head dim 64 or 128 takes the TMA and wgmma kernel
-  /// (sm_90a; P rounded to bf16, docs/cuda.md).
+  /// attention=wgmma, attention or its gradient whose q, k and v are stored
+  /// bf16 (`bf16Inputs`) at head dim 64 or 128 takes the TMA and wgmma
+  /// kernels (sm_90a; the forward's P, the gradient's key side's P^T, dS^T
+  /// and dO rounded to bf16; its query side stays mma.sync, docs/cuda.md).
   modk::GemmPathAttr attentionMainloop(MLIRContext *ctx, int64_t headDim,
-                                       bool wgmmaForward) const {
-    if (wgmmaForward && attention == "wgmma" &&
+                                       bool bf16Inputs) const {
+    if (bf16Inputs && attention == "wgmma" &&
         forcedPath != int(GemmPath::simt) && (headDim == 64 || headDim == 128))
       return modk::GemmPathAttr::get(ctx, GemmPath::wgmma);
     bool tensorCores = forcedPath != int(GemmPath::simt) && headDim > 0 &&
@@ -269,14 +270,14 @@ private:
   }
 
   /// Whether q, k and v are stored bf16 (modk-store-bf16), as the wgmma
-  /// kernel reads them.
-  static bool storedBf16(modk::AttentionOp op) {
+  /// kernels read them.
+  template <typename AttentionLikeOp>
+  static bool storedBf16(AttentionLikeOp op) {
     return llvm::all_of(
         ValueRange{op.getQ(), op.getK(), op.getV()}, [](Value v) {
           return cast<MemRefType>(v.getType()).getElementType().isBF16();
         });
   }
-  static bool storedBf16(modk::AttentionGradOp) { return false; }
 
   /// Sets the mainloop of attention or its gradient, and refuses heads
   /// its kernels cannot hold on the part.
@@ -285,7 +286,7 @@ private:
     int64_t headDim = cast<MemRefType>(op.getQ().getType()).getShape().back() /
                       op.getNHeads();
     modk::GemmPathAttr mainloop =
-        attentionMainloop(&getContext(), headDim, !backward && storedBf16(op));
+        attentionMainloop(&getContext(), headDim, storedBf16(op));
     op.setMainloopAttr(mainloop);
     return checkAttentionShared(op, headDim, mainloop.getValue(), backward);
   }

@@ -741,9 +741,326 @@ attnGradKeyTc(
     agStoreRows<KVH, HD, NC, DW>(dv, base + k0, khoff, wr, kc, acc, 1.0f);
 }
 
-/// Launches the tensor-core backward (TC; BF: on bf16 inputs) or the SIMT
-/// one; only the chosen kernels are instantiated.
-template <bool TC, int H, int HD, int KVH, bool BF, typename TQ, typename TK,
+//===----------------------------------------------------------------------===//
+// Causal attention backward on Hopper (sm_90a): the key side on wgmma
+//===----------------------------------------------------------------------===//
+
+/// Threads of attnGradKeyWgmma: two warpgroups of 64 keys each, both
+/// consumers (no producer warpgroup: dO is converted to bf16 by every
+/// thread as it is staged, and one thread issues the TMA loads).
+constexpr int kAgWgThreads = 256;
+constexpr int kAgWgBK = 128; ///< keys per CTA
+constexpr int kAgWgBQ = 64;  ///< queries per tile
+
+/// Shared memory of attnGradKeyWgmma (bytes), every tile 1024-byte aligned
+/// for the 128-byte swizzle and laid out as TMA stores boxes of 64 columns
+/// by 64 rows (HD / 64 groups of 64 rows x 128 bytes, AttnWgmmaSmem's
+/// layout): the CTA's K and V (two 64-row slabs each, one a warpgroup),
+/// then two buffers of a query tile's Q and of its dO, then two buffers of
+/// the tile's query positions, lse (log2 domain) and D.
+template <int HD> struct AttnGradWgmmaSmem {
+  static constexpr int Groups = HD / 64;
+  static constexpr int GroupBytes = 64 * 128; ///< 64 rows of 128 bytes
+  static constexpr int KBytes = kAgWgBK / 64 * Groups * GroupBytes;
+  static constexpr int QBytes = kAgWgBQ / 64 * Groups * GroupBytes;
+  static constexpr int K = 0, V = KBytes, Q = 2 * KBytes;
+  static constexpr int DO = Q + 2 * QBytes;
+  static constexpr int Vec = DO + 2 * QBytes; ///< [2][3][kAgWgBQ] words
+  /// Plus room to align the tiles to 1024 bytes.
+  static constexpr size_t Bytes = size_t(Vec + 2 * 3 * kAgWgBQ * 4) + 1024;
+};
+
+/// wgmma key side (attnGradKeyTc's grid and result up to the rounding of
+/// P^T, dS^T and dO to bf16): CTA (128 keys, key/value head, segment) of two
+/// warpgroups, warpgroup w owning keys 64 w .. 64 w + 63, over the H / KVH
+/// query heads of the key/value head in order and the 64-query tiles of
+/// each from the first that sees key k0 to the segment's end.
+///  - K and V of the CTA's keys come once by TMA; the query tiles' Q by TMA
+///    through two buffers (tile t + 1's load runs during tile t's math),
+///    completing on `qFull`. dO (f32 in memory) is loaded, rounded to bf16
+///    and stored into the same 128-byte swizzled layout by every thread, as
+///    are the tile's positions, lse (times log2 e) and D from the query
+///    side's stats. Q rows past the segment are zeroed once the tile has
+///    landed (they may hold NaN: 0 * NaN in dS^T Q would reach dK); dO's are
+///    staged as zeros.
+///  - Per tile a warpgroup whose keys some query of the tile sees forms
+///    S^T = K Q^T and dP^T = V dO^T (m64n64k16, both operands K-major in
+///    shared memory), P^T = exp2(S^T scale log2 e - lse) masked (pos[key] >
+///    pos[query]; keys past the segment and padded queries never visible)
+///    and dS^T = P^T (dP^T - D) in f32, then rounds both to bf16 in
+///    registers as wgmma's A operand: dV += P^T dO and dK += dS^T Q
+///    (m64nHDk16, B MN-major in shared memory); dk = dK scale.
+///  - Rows of V or K past the segment (NaN possible) reach only the rows of
+///    dS^T, dK and dV of keys past the segment, which are not stored.
+/// The sums run in a fixed order (heads, then tiles): no atomics.
+template <int H, int HD, int KVH, typename TV>
+__global__ __launch_bounds__(kAgWgThreads, 1) void attnGradKeyWgmma(
+    const __grid_constant__ CUtensorMap mapQ,
+    const __grid_constant__ CUtensorMap mapK,
+    const __grid_constant__ CUtensorMap mapV, const float *__restrict__ dout,
+    const int64_t *seg, const int32_t *pos, const float *__restrict__ stats,
+    float *__restrict__ dk, TV *__restrict__ dv) {
+  static_assert(detail::attentionWgmmaHeadDim<HD>,
+                "head dim of the wgmma kernel");
+  using L = AttnGradWgmmaSmem<HD>;
+  constexpr int BK = kAgWgBK, BQ = kAgWgBQ, T = kAgWgThreads;
+  constexpr int G = L::Groups, GB = L::GroupBytes;
+  constexpr int GH = H / KVH; // query heads of a key/value head
+  constexpr int64_t LD = int64_t(H) * HD, LDK = int64_t(KVH) * HD;
+  constexpr int32_t kNoPos = 0x7fffffff;
+  const int s = blockIdx.z, kvh = blockIdx.y;
+  const int64_t base = seg[s], n = seg[s + 1] - base;
+  const int64_t k0 = int64_t(blockIdx.x) * BK;
+  if (k0 >= n)
+    return; // the whole CTA, before any barrier
+  const int kc = int(detail::minI64(BK, n - k0));
+  const int32_t *ps = pos + base;
+  // First query that sees key k0: positions ascend, so only queries just
+  // before k0 with the same position can.
+  int64_t qs = k0;
+  while (qs > 0 && ps[qs - 1] >= ps[k0])
+    --qs;
+  const int64_t qFirst = qs / BQ * BQ;
+  const int headTiles = int((n - qFirst + BQ - 1) / BQ);
+  const int tiles = GH * headTiles;
+
+  MODC_DYNAMIC_SHARED(unsigned char, smemRaw);
+  unsigned char *smem = reinterpret_cast<unsigned char *>(
+      (reinterpret_cast<uintptr_t>(smemRaw) + 1023) & ~uintptr_t(1023));
+  unsigned char *kTile = smem + L::K, *vTile = smem + L::V;
+  int32_t *vec = reinterpret_cast<int32_t *>(smem + L::Vec);
+  __shared__ __align__(8) uint64_t kvFull, qFull[2];
+
+  const int tid = threadIdx.x, wg = tid / 128, lane = tid % kWarp;
+  const int warp = (tid % 128) / kWarp, gq = lane >> 2, tq = lane & 3;
+  const float scale = 1.0f / sqrtf(float(HD));
+  const float scaleLog2 = 1.4426950408889634f * scale;
+  const bool vecDout = detail::aligned16(dout);
+  if (tid == 0) {
+    detail::mbarrierInit(&kvFull, 1);
+    detail::mbarrierInit(&qFull[0], 1);
+    detail::mbarrierInit(&qFull[1], 1);
+    detail::fenceMbarrierInit();
+  }
+  __syncthreads();
+
+  // Tile t: query head kvh * GH + t / headTiles, rows from q0.
+  auto tileHead = [&](int t) { return kvh * GH + t / headTiles; };
+  auto tileRow = [&](int t) { return qFirst + int64_t(t % headTiles) * BQ; };
+  // Stages tile t into buffer b: Q by TMA, dO rounded to bf16, the vectors.
+  auto stage = [&](int t, int b) {
+    const int h = tileHead(t);
+    const int64_t q0 = tileRow(t);
+    const int qn = int(detail::minI64(BQ, n - q0));
+    unsigned char *qT = smem + L::Q + b * L::QBytes;
+    unsigned char *dOT = smem + L::DO + b * L::QBytes;
+    if (tid == 0) {
+      detail::mbarrierArriveExpectTx(&qFull[b], L::QBytes);
+      for (int g = 0; g < G; ++g)
+        detail::tmaLoad2d(qT + g * GB, &mapQ, h * HD + 64 * g,
+                          int(base + q0), &qFull[b]);
+    }
+    // 16-byte chunk c (8 columns) of row r goes to chunk c ^ (r % 8) of the
+    // row's 128 bytes in its 64-column group.
+    for (int i = tid; i < BQ * HD / 8; i += T) {
+      const int r = i / (HD / 8), c = i % (HD / 8);
+      uint4 val = make_uint4(0u, 0u, 0u, 0u);
+      if (r < qn) {
+        const float *src = dout + (base + q0 + r) * LD + int64_t(h) * HD + 8 * c;
+        float x[8];
+        if (vecDout) {
+          const float4 lo = *reinterpret_cast<const float4 *>(src);
+          const float4 hi = *reinterpret_cast<const float4 *>(src + 4);
+          x[0] = lo.x, x[1] = lo.y, x[2] = lo.z, x[3] = lo.w;
+          x[4] = hi.x, x[5] = hi.y, x[6] = hi.z, x[7] = hi.w;
+        } else {
+#pragma unroll
+          for (int e = 0; e < 8; ++e)
+            x[e] = src[e];
+        }
+        val = make_uint4(detail::packBf16x2(x[0], x[1]),
+                         detail::packBf16x2(x[2], x[3]),
+                         detail::packBf16x2(x[4], x[5]),
+                         detail::packBf16x2(x[6], x[7]));
+      }
+      *reinterpret_cast<uint4 *>(dOT + (c / 8) * GB + r * 128 +
+                                 ((c % 8) ^ (r % 8)) * 16) = val;
+    }
+    int32_t *qposS = vec + b * 3 * BQ;
+    float *lseS = reinterpret_cast<float *>(qposS + BQ), *DdS = lseS + BQ;
+    for (int e = tid; e < BQ; e += T) {
+      const bool ok = e < qn;
+      const int64_t st = ((base + q0 + e) * H + h) * 2;
+      qposS[e] = ok ? ps[q0 + e] : -1; // padded queries see no key
+      lseS[e] = ok ? stats[st] * 1.4426950408889634f : 0.0f;
+      DdS[e] = ok ? stats[st + 1] : 0.0f;
+    }
+    detail::fenceProxyAsync(); // dO's stores, for the wgmmas that read them
+  };
+
+  if (tid == 0) {
+    detail::mbarrierArriveExpectTx(&kvFull, 2 * L::KBytes);
+    for (int slab = 0; slab < BK / 64; ++slab)
+      for (int g = 0; g < G; ++g) {
+        const int row = int(base + k0) + 64 * slab;
+        detail::tmaLoad2d(kTile + (slab * G + g) * GB, &mapK,
+                          kvh * HD + 64 * g, row, &kvFull);
+        detail::tmaLoad2d(vTile + (slab * G + g) * GB, &mapV,
+                          kvh * HD + 64 * g, row, &kvFull);
+      }
+  }
+  stage(0, 0);
+
+  // This lane's keys: rows 64 wg + 16 warp + gq + 8 hh of the CTA's.
+  int32_t kp[2];
+#pragma unroll
+  for (int hh = 0; hh < 2; ++hh) {
+    const int r = 64 * wg + 16 * warp + gq + 8 * hh;
+    kp[hh] = r < kc ? ps[k0 + r] : kNoPos;
+  }
+  const int32_t wgFirstPos = 64 * wg < kc ? ps[k0 + 64 * wg] : kNoPos;
+  const unsigned char *kSlab = kTile + wg * G * GB, *vSlab = vTile + wg * G * GB;
+
+  float dV[HD / 8][4], dK[HD / 8][4];
+  detail::zeroAccumulators(dV);
+  detail::zeroAccumulators(dK);
+  detail::mbarrierWait(&kvFull, 0);
+  for (int t = 0; t < tiles; ++t) {
+    const int b = t & 1;
+    const int qn = int(detail::minI64(BQ, n - tileRow(t)));
+    unsigned char *qT = smem + L::Q + b * L::QBytes;
+    const unsigned char *dOT = smem + L::DO + b * L::QBytes;
+    detail::mbarrierWait(&qFull[b], unsigned(t >> 1) & 1);
+    if (qn < BQ) { // Q rows qn .. BQ: zero, whole 128-byte rows
+      for (int i = tid; i < G * (BQ - qn) * 8; i += T) {
+        const int chunk = i % 8, row = qn + i / 8 % (BQ - qn);
+        *reinterpret_cast<uint4 *>(qT + (i / 8 / (BQ - qn)) * GB + row * 128 +
+                                   chunk * 16) = make_uint4(0u, 0u, 0u, 0u);
+      }
+      detail::fenceProxyAsync();
+    }
+    // Tile t is staged and every warpgroup is done with tile t - 1's buffer.
+    __syncthreads();
+    if (t + 1 < tiles)
+      stage(t + 1, b ^ 1);
+    const int32_t *qposS = vec + b * 3 * BQ;
+    const float *lseS = reinterpret_cast<const float *>(qposS + BQ);
+    const float *DdS = lseS + BQ;
+    if (qposS[qn - 1] < wgFirstPos)
+      continue; // no query of the tile sees this warpgroup's keys
+    // The lanes may leave the waits apart; .aligned wgmma needs the warp
+    // converged.
+    __syncwarp();
+    float sc[BQ / 8][4], dp[BQ / 8][4];
+    detail::zeroAccumulators(sc);
+    detail::zeroAccumulators(dp);
+    detail::wgmmaFence(sc);
+    detail::wgmmaPinAccumulators(dp);
+#pragma unroll
+    for (int k = 0; k < HD / 16; ++k) { // k16 step k of the head dim
+      const int at = (k / 4) * GB + 32 * (k % 4);
+      detail::wgmmaBf16<BQ>(sc, detail::wgmmaDescriptorSw128(kSlab + at),
+                            detail::wgmmaDescriptorSw128(qT + at), smem);
+    }
+#pragma unroll
+    for (int k = 0; k < HD / 16; ++k) {
+      const int at = (k / 4) * GB + 32 * (k % 4);
+      detail::wgmmaBf16<BQ>(dp, detail::wgmmaDescriptorSw128(vSlab + at),
+                            detail::wgmmaDescriptorSw128(dOT + at), smem);
+    }
+    detail::wgmmaCommit();
+    detail::wgmmaWait<0>(sc);
+    detail::wgmmaPinAccumulators(dp);
+
+    // Key row gq + 8 (e >> 1) of the warp's 16, query column 8j + 2tq +
+    // (e & 1): P^T, then dS^T, each rounded to bf16 as A fragments.
+    uint32_t pa[BQ / 16][4], da[BQ / 16][4];
+#pragma unroll
+    for (int j = 0; j < BQ / 8; ++j) {
+      float pe[4], de[4];
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int qc = 8 * j + 2 * tq + (e & 1);
+        pe[e] = kp[e >> 1] > qposS[qc]
+                    ? 0.0f
+                    : exp2f(sc[j][e] * scaleLog2 - lseS[qc]);
+        de[e] = pe[e] * (dp[j][e] - DdS[qc]);
+      }
+      pa[j / 2][2 * (j % 2)] = detail::packBf16x2(pe[0], pe[1]);     // row g
+      pa[j / 2][2 * (j % 2) + 1] = detail::packBf16x2(pe[2], pe[3]); // g + 8
+      da[j / 2][2 * (j % 2)] = detail::packBf16x2(de[0], de[1]);
+      da[j / 2][2 * (j % 2) + 1] = detail::packBf16x2(de[2], de[3]);
+    }
+    detail::wgmmaFence(dV);
+    detail::wgmmaPinAccumulators(dK);
+#pragma unroll
+    for (int kb = 0; kb < BQ / 16; ++kb) // queries 16 kb .. 16 kb + 15
+      detail::wgmmaBf16RegA<HD, true>(
+          dV, pa[kb], detail::wgmmaDescriptorMnSw128(dOT + 2048 * kb, BQ),
+          smem);
+#pragma unroll
+    for (int kb = 0; kb < BQ / 16; ++kb)
+      detail::wgmmaBf16RegA<HD, true>(
+          dK, da[kb], detail::wgmmaDescriptorMnSw128(qT + 2048 * kb, BQ),
+          smem);
+    detail::wgmmaCommit();
+    detail::wgmmaWait<0>(dV);
+    detail::wgmmaPinAccumulators(dK);
+  }
+
+#pragma unroll
+  for (int hh = 0; hh < 2; ++hh) {
+    const int r = 64 * wg + 16 * warp + gq + 8 * hh;
+    if (r >= kc)
+      continue;
+    const int64_t at = (base + k0 + r) * LDK + int64_t(kvh) * HD + 2 * tq;
+#pragma unroll
+    for (int j = 0; j < HD / 8; ++j) {
+      dk[at + 8 * j] = dK[j][2 * hh] * scale;
+      dk[at + 8 * j + 1] = dK[j][2 * hh + 1] * scale;
+      dv[at + 8 * j] = TV(dV[j][2 * hh]);
+      dv[at + 8 * j + 1] = TV(dV[j][2 * hh + 1]);
+    }
+  }
+}
+
+/// Launches attnGradKeyWgmma over q [rows, H * HD] and k, v [rows, KVH *
+/// HD] (rows: the bound of every segment's rows) after the query side's
+/// stats; false (nothing launched) where TMA cannot read them or the kernel
+/// cannot get its shared memory, so that the caller runs attnGradKeyTc.
+template <int H, int HD, int KVH, typename TV>
+inline bool launchAttnGradKeyWgmma(int64_t nseg, int64_t max_seg_rows,
+                                   const bf16 *q, const bf16 *k, const bf16 *v,
+                                   const float *dout, const int64_t *seg,
+                                   const int32_t *pos, const float *stats,
+                                   float *dk, TV *dv, cudaStream_t stream) {
+  alignas(64) CUtensorMap mapQ, mapK, mapV;
+  constexpr int64_t LD = int64_t(H) * HD, LDK = int64_t(KVH) * HD;
+  const int64_t rows = nseg * max_seg_rows;
+  if (!detail::encodeOperandMap(mapQ, q, rows, LD, LD, kAgWgBQ) ||
+      !detail::encodeOperandMap(mapK, k, rows, LDK, LDK, 64) ||
+      !detail::encodeOperandMap(mapV, v, rows, LDK, LDK, 64))
+    return false;
+  auto kernel = attnGradKeyWgmma<H, HD, KVH, TV>;
+  constexpr size_t bytes = AttnGradWgmmaSmem<HD>::Bytes;
+  static const bool sized =
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           int(bytes)) == cudaSuccess;
+  if (!sized)
+    return false;
+  const dim3 grid(unsigned(ceilDiv(max_seg_rows, kAgWgBK)), unsigned(KVH),
+                  unsigned(nseg));
+  MODC_LAUNCH(kernel, grid, kAgWgThreads, bytes, stream, mapQ, mapK, mapV,
+              dout, seg, pos, stats, dk, dv);
+  MODC_TEST_COUNT(attentionGradWgmmaLaunches);
+  return true;
+}
+
+/// Launches the backward on mainloop ML (causal_attention_grad's) on
+/// tensor cores (ML 1, or 2: the key side on wgmma where it can run; BF: on
+/// bf16 inputs) or the SIMT one (ML 0); only the chosen kernels are
+/// instantiated.
+template <int ML, int H, int HD, int KVH, bool BF, typename TQ, typename TK,
           typename TVin, typename TV>
 inline void launchAttentionGrad(int64_t nseg, int64_t max_seg_rows,
                                 const TQ *q, const TK *k, const TVin *v,
@@ -751,22 +1068,33 @@ inline void launchAttentionGrad(int64_t nseg, int64_t max_seg_rows,
                                 const int64_t *seg, const int32_t *pos,
                                 float *dq, float *dk, TV *dv, float *stats,
                                 cudaStream_t stream) {
-  if constexpr (TC) {
+  if constexpr (ML >= 1) {
     constexpr int smemQ = AttnGradTcSmem<HD>::Bytes;
-    constexpr int smemK = AttnGradTcSmem<HD>::KeyBytes;
     auto kq = attnGradQueryTc<H, HD, KVH, BF, TQ, TK, TVin>;
-    auto kk = attnGradKeyTc<H, HD, KVH, BF, TQ, TK, TVin, TV>;
     static bool configured = false; // the attribute is per function
     if (!configured) {
       cudaFuncSetAttribute(kq, cudaFuncAttributeMaxDynamicSharedMemorySize,
                            smemQ);
-      cudaFuncSetAttribute(kk, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                           smemK);
       configured = true;
     }
     const dim3 gq((unsigned)ceilDiv(max_seg_rows, kAgTcOwn), H, (unsigned)nseg);
     MODC_LAUNCH(kq, gq, kAgTcThreads, smemQ, stream, q, k, v, o, dout, seg,
                 pos, dq, stats);
+    if constexpr (ML == 2 && detail::attentionWgmmaHeadDim<HD> &&
+                  std::is_same_v<TQ, bf16> && std::is_same_v<TK, bf16> &&
+                  std::is_same_v<TVin, bf16>) {
+      if (launchAttnGradKeyWgmma<H, HD, KVH>(nseg, max_seg_rows, q, k, v, dout,
+                                             seg, pos, stats, dk, dv, stream))
+        return;
+    }
+    constexpr int smemK = AttnGradTcSmem<HD>::KeyBytes;
+    auto kk = attnGradKeyTc<H, HD, KVH, BF, TQ, TK, TVin, TV>;
+    static bool configuredKey = false;
+    if (!configuredKey) {
+      cudaFuncSetAttribute(kk, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           smemK);
+      configuredKey = true;
+    }
     const dim3 gk((unsigned)ceilDiv(max_seg_rows, kAgTcOwn), KVH,
                   (unsigned)nseg);
     MODC_LAUNCH(kk, gk, kAgTcKeyThreads, smemK, stream, q, k, v, dout, seg, pos,
@@ -812,14 +1140,17 @@ inline int64_t attention_grad_scratch_floats(int64_t max_rows) {
 /// statistics, key side dk and dv); no atomics, deterministic. For head dims
 /// that are multiples of 8 up to 128 they run on tensor cores (3xTF32
 /// mma.m16n8k8, f32 accuracy: attnGradQueryTc, attnGradKeyTc) where
-/// TensorCores (the compiler's mainloop choice), else on the SIMT kernels
-/// (attnGradQuery, attnGradKey); same scratch either way.
+/// `Mainloop` (the compiler's choice, modk-configure-gemms; as
+/// causal_attention's) is 1, or 2 where the key side cannot run on wgmma;
+/// 2 runs the key side as attnGradKeyWgmma (sm_90a, TMA and wgmma; P^T, dS^T
+/// and dO rounded to bf16) where the head dim is 64 or 128, q, k and v are
+/// bf16 arrays and TMA can read them; 0 the SIMT kernels (attnGradQuery,
+/// attnGradKey); same scratch either way.
 /// BF16: q, k, v hold bf16 values (a bf16 model); the same result, with
 /// fewer tensor-core instructions. q, k and v may be bf16 (a bf16 model's,
 /// modk-store-bf16: widened as the tiles are loaded), and dv (rounded as
 /// stored: only products read it).
-template <int H, int HD, bool BF16 = false, bool TensorCores = true,
-          int KVH = H, typename TQ = float, typename TK = float,
+template <int H, int HD, bool BF16 = false, int Mainloop = 1, int KVH = H, typename TQ = float, typename TK = float,
           typename TVin = float, typename TV = float>
 inline void causal_attention_grad(const TQ *q, const TK *k,
                                   const TVin *v, const float *o,
@@ -830,16 +1161,17 @@ inline void causal_attention_grad(const TQ *q, const TK *k,
                                   cudaStream_t stream) {
   using namespace train_detail;
   static_assert(KVH >= 1 && H % KVH == 0, "n_kv_heads divides n_heads");
+  static_assert(Mainloop >= 0 && Mainloop <= 2, "simt, mma or wgmma");
   if (nseg <= 0 || max_seg_rows <= 0)
     return;
-  if constexpr (TensorCores && attentionGradTcHeadDim<HD>) {
-    launchAttentionGrad<true, H, HD, KVH, BF16>(nseg, max_seg_rows, q, k, v, o,
-                                                dout, seg, pos, dq, dk, dv,
-                                                scratch, stream);
+  if constexpr (Mainloop >= 1 && attentionGradTcHeadDim<HD>) {
+    launchAttentionGrad<Mainloop, H, HD, KVH, BF16>(
+        nseg, max_seg_rows, q, k, v, o, dout, seg, pos, dq, dk, dv, scratch,
+        stream);
   } else {
-    launchAttentionGrad<false, H, HD, KVH, false>(nseg, max_seg_rows, q, k, v,
-                                                  o, dout, seg, pos, dq, dk, dv,
-                                                  scratch, stream);
+    launchAttentionGrad<0, H, HD, KVH, false>(nseg, max_seg_rows, q, k, v, o,
+                                              dout, seg, pos, dq, dk, dv,
+                                              scratch, stream);
   }
 }
 

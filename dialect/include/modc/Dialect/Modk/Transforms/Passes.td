@@ -374,8 +374,10 @@ def ConfigureGemms : Pass<"modk-configure-gemms", "::modc::modk::EntryOp"> {
     - attention (`modk.attention`, `modk.attention_grad`): `mainloop` is
       `mma` (mma.sync flash attention) where the head dim is a multiple of
       8 up to 128, else `simt`; with `attention=wgmma` (sm_90a), the
-      forward whose q, k and v are stored bf16 at head dim 64 or 128 is
-      `wgmma` (TMA and wgmma, P rounded to bf16; not yet run on a GPU);
+      forward and the gradient whose q, k and v are stored bf16 at head
+      dim 64 or 128 are `wgmma` (TMA and wgmma, P rounded to bf16; the
+      gradient's key side on wgmma, its query side on mma.sync; not yet
+      run on a GPU);
     - `library=cutlass`: a forward bf16 product whose input is stored
       bf16 and whose weight gets its bf16 copy (every entry but decode),
       with a plain epilogue (`none`) or an elementwise `rows` epilogue
@@ -434,9 +436,9 @@ def ConfigureGemms : Pass<"modk-configure-gemms", "::modc::modk::EntryOp"> {
            "at small shapes)">,
     Option<"attention", "attention", "std::string", /*default=*/"\"auto\"",
            "auto (flash attention on mma.sync where the head dim allows, "
-           "else SIMT) or wgmma (sm_90a: the forward of bf16 q, k, v at "
-           "head dims 64 and 128 on the TMA and wgmma kernel; the rest as "
-           "auto)">,
+           "else SIMT) or wgmma (sm_90a: the forward and the gradient of "
+           "bf16 q, k, v at head dims 64 and 128 on the TMA and wgmma "
+           "kernels; the rest as auto)">,
     Option<"library", "library", "std::string", /*default=*/"\"tiles\"",
            "tiles (the hand-written kernels) or cutlass: forward bf16 "
            "products with a plain or (sm_90a) an elementwise epilogue "
