@@ -434,6 +434,9 @@ inline void resumeFiber(Fiber &f, BlockState &state) {
 #endif
 }
 
+/// Whether TMA loads of the running block have yet to land (tmaLoad2d).
+inline bool tmaLoadsPending();
+
 /// Runs one block in rounds. In the default order a round runs every fiber,
 /// ascending, until it parks or ends, then releases each warp whose live
 /// lanes all wait at a warp barrier; in reverse order (reverseOrder()) the
@@ -511,8 +514,13 @@ inline void runBlock(BlockState &state, dim3 block) {
       anyLive |= f.state != Fiber::Done;
       allAtBlock &= f.state == Fiber::Done || f.state == Fiber::AtBlockBarrier;
     }
-    if (!anyLive)
+    if (!anyLive) {
+      // On a GPU a block must not end with copies still landing in its
+      // shared memory.
+      if (tmaLoadsPending())
+        fatal("a block ended with a TMA load that no thread waited for");
       return;
+    }
     if (released)
       continue;
     if (spinning) {
@@ -992,8 +1000,42 @@ inline void mbarrierArriveExpectTx(uint64_t *bar, unsigned bytes) {
 }
 /// mbarrier.arrive (no transaction bytes).
 inline void mbarrierArrive(uint64_t *bar) { mbarrierArriveExpectTx(bar, 0); }
-/// mbarrier.try_wait.parity: whether the phase of that parity completed.
+/// A 2-D TMA load issued and not yet landed: TMA copies asynchronously,
+/// and the emulation lands a copy at the latest time a GPU may, when a
+/// thread waits on its mbarrier's phase (mbarrierTryWaitParity), so a
+/// thread that reads the destination before that wait sees what was there
+/// before the copy.
+struct PendingTmaLoad {
+  unsigned char *dst;
+  TensorMapFields map;
+  int c0, c1;
+  uint64_t *bar;
+};
+/// The running block's pending loads (blocks run one at a time on an OS
+/// thread), in issue order.
+inline std::vector<PendingTmaLoad> &pendingTmaLoads() {
+  static thread_local std::vector<PendingTmaLoad> loads;
+  return loads;
+}
+inline void landTmaLoad(const PendingTmaLoad &load);
+/// Lands the pending loads that complete on `bar`, in issue order.
+inline void landTmaLoads(uint64_t *bar) {
+  std::vector<PendingTmaLoad> &loads = pendingTmaLoads();
+  size_t kept = 0;
+  for (size_t i = 0; i < loads.size(); ++i) {
+    if (loads[i].bar == bar)
+      landTmaLoad(loads[i]);
+    else
+      loads[kept++] = loads[i];
+  }
+  loads.resize(kept);
+}
+inline bool tmaLoadsPending() { return !pendingTmaLoads().empty(); }
+/// mbarrier.try_wait.parity: whether the phase of that parity completed;
+/// the loads still in flight on the barrier land first.
 inline bool mbarrierTryWaitParity(uint64_t *bar, unsigned parity) {
+  if (mbarrier(bar).phase() == int(parity & 1))
+    landTmaLoads(bar);
   return mbarrier(bar).phase() != int(parity & 1);
 }
 
@@ -1002,8 +1044,8 @@ inline bool mbarrierTryWaitParity(uint64_t *bar, unsigned parity) {
 /// row, zero outside the tensor; with the 128-byte swizzle, the 16-byte
 /// chunk j of each 128 bytes lands at chunk j ^ (address bits 7..9), as the
 /// address it is stored at gives them (so dst must be 1024-byte aligned for
-/// the pattern to start at row 0). The copy completes at once: the barrier
-/// receives the box's bytes.
+/// the pattern to start at row 0). The copy lands when a thread waits on
+/// the barrier (PendingTmaLoad), which then receives the box's bytes.
 /// The 128-byte swizzle of a shared address: its 16-byte chunk index
 /// (bits 4..6) XORed with bits 7..9 (TMA's SWIZZLE_128B, and the wgmma
 /// descriptors' layout type 1 that read it).
@@ -1011,11 +1053,19 @@ inline uintptr_t swizzle128(uintptr_t at) { return at ^ ((at >> 7) & 7) << 4; }
 
 inline void tmaLoad2d(void *dst, const CUtensorMap *map, int c0, int c1,
                       uint64_t *bar) {
-  TensorMapFields f;
-  std::memcpy(&f, map, sizeof(f));
+  PendingTmaLoad load{static_cast<unsigned char *>(dst), {}, c0, c1, bar};
+  std::memcpy(&load.map, map, sizeof(load.map));
   const uintptr_t d = reinterpret_cast<uintptr_t>(dst);
-  if (f.rank != 2 || d % (f.swizzle == CU_TENSOR_MAP_SWIZZLE_128B ? 1024 : 128))
+  if (load.map.rank != 2 ||
+      d % (load.map.swizzle == CU_TENSOR_MAP_SWIZZLE_128B ? 1024 : 128))
     fatal("a 2-D TMA load needs a 2-D map and an aligned shared destination");
+  pendingTmaLoads().push_back(load);
+}
+
+inline void landTmaLoad(const PendingTmaLoad &load) {
+  const TensorMapFields &f = load.map;
+  const int c0 = load.c0, c1 = load.c1;
+  const uintptr_t d = reinterpret_cast<uintptr_t>(load.dst);
   const uint32_t eb = f.elementBytes;
   for (uint32_t i1 = 0; i1 < f.box[1]; ++i1)
     for (uint32_t i0 = 0; i0 < f.box[0]; ++i0) {
@@ -1030,7 +1080,7 @@ inline void tmaLoad2d(void *dst, const CUtensorMap *map, int c0, int c1,
       else
         std::memset(out, 0, eb);
     }
-  Mbarrier &b = mbarrier(bar);
+  Mbarrier &b = mbarrier(load.bar);
   b.set(b.tx() - int32_t(f.box[0] * f.box[1] * eb), b.phase());
   b.settle();
 }

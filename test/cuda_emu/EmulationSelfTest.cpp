@@ -4,7 +4,7 @@
 // checked first: block sums, shuffles, barriers, dynamic shared memory,
 // threads that leave early, and the checks it adds: the reverse order that
 // exposes a missing barrier, the poisoned undefined memory, the refused
-// launches, wgmma run as late as a GPU may run it.
+// launches, wgmma, TMA and cp.async run as late as a GPU may run them.
 //
 //===----------------------------------------------------------------------===//
 
@@ -282,7 +282,94 @@ TEST(CudaEmulation, WgmmaRunsWhenAWaitRetiresIt) {
 TEST(CudaEmulationDeathTest, RefusesAWgmmaNeverWaitedFor) {
   auto k = wgmmaNeverWaitedKernel;
   EXPECT_DEATH(MODC_LAUNCH(k, 1, 128, 0, nullptr, nullptr),
-               "ended with 1 wgmma\\(s\\) not waited for");
+               "ended with 1 wgmma\\(s\\) and 0 cp.async copies not "
+               "waited for");
+}
+
+// cp.async lands a copy when cp.async.wait_group retires its group
+// (PtxEmulation.h). Two groups of one copy each into a shared float.
+__global__ void copyAtTheWaitKernel(const float *src, float *seen) {
+  __shared__ float dst[2];
+  using namespace modk_cuda::detail;
+  dst[0] = dst[1] = -1.0f;
+  copyAsync4(&dst[0], &src[0], true);
+  copyAsyncCommit();
+  copyAsync4(&dst[1], &src[1], true);
+  copyAsyncCommit();
+  seen[0] = dst[0];
+  copyAsyncWait<1>();
+  seen[1] = dst[0];
+  seen[2] = dst[1];
+  copyAsyncWait<0>();
+  seen[3] = dst[1];
+}
+
+TEST(CudaEmulation, CopyAsyncLandsWhenAWaitRetiresIt) {
+  const std::vector<float> src = {5.0f, 7.0f};
+  std::vector<float> seen(4, 0.0f);
+  auto k = copyAtTheWaitKernel;
+  MODC_LAUNCH(k, 1, 1, 0, nullptr, src.data(), seen.data());
+  EXPECT_EQ(seen, (std::vector<float>{-1.0f, 5.0f, -1.0f, 7.0f}));
+}
+
+// TMA lands a copy when a thread waits on its mbarrier (CudaEmulation.h):
+// as late as a GPU may land it. One 8 x 8 bf16 box, no swizzle.
+CUtensorMap boxMap(modk_cuda::bf16 *tensor) {
+  CUtensorMap map;
+  const cuuint64_t dims[2] = {8, 8}, strides[1] = {16};
+  const cuuint32_t box[2] = {8, 8}, elementStrides[2] = {1, 1};
+  EXPECT_EQ(modc_emu::encodeTensorMapTiled(
+                &map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, tensor, dims,
+                strides, box, elementStrides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_NONE,
+                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
+            CUDA_SUCCESS);
+  return map;
+}
+
+// Thread 0 fills the box with 2, issues the load (ones) and records the
+// box's first element before and after waiting on the barrier.
+__global__ void tmaAtTheWaitKernel(const CUtensorMap *map, float *seen) {
+  __shared__ __align__(128) modk_cuda::bf16 box[64];
+  __shared__ uint64_t full;
+  using namespace modk_cuda::detail;
+  if (threadIdx.x != 0)
+    return;
+  for (int i = 0; i < 64; ++i)
+    box[i] = modk_cuda::bf16(2.0f);
+  mbarrierInit(&full, 1);
+  mbarrierArriveExpectTx(&full, 128);
+  tmaLoad2d(box, map, 0, 0, &full);
+  seen[0] = float(box[0]);
+  mbarrierWait(&full, 0);
+  seen[1] = float(box[0]);
+}
+
+__global__ void tmaNeverWaitedKernel(const CUtensorMap *map, float *) {
+  __shared__ __align__(128) modk_cuda::bf16 box[64];
+  __shared__ uint64_t full;
+  using namespace modk_cuda::detail;
+  mbarrierInit(&full, 1);
+  mbarrierArriveExpectTx(&full, 128);
+  tmaLoad2d(box, map, 0, 0, &full);
+}
+
+TEST(CudaEmulation, TmaLandsWhenItsBarrierIsWaitedOn) {
+  std::vector<modk_cuda::bf16> tensor(64, modk_cuda::bf16(1.0f));
+  const CUtensorMap map = boxMap(tensor.data());
+  std::vector<float> seen(2, -1.0f);
+  auto k = tmaAtTheWaitKernel;
+  MODC_LAUNCH(k, 1, 32, 0, nullptr, &map, seen.data());
+  EXPECT_EQ(seen[0], 2.0f) << "the box before the wait";
+  EXPECT_EQ(seen[1], 1.0f) << "the box after the wait";
+}
+
+TEST(CudaEmulationDeathTest, RefusesATmaLoadNeverWaitedFor) {
+  std::vector<modk_cuda::bf16> tensor(64, modk_cuda::bf16(1.0f));
+  const CUtensorMap map = boxMap(tensor.data());
+  auto k = tmaNeverWaitedKernel;
+  EXPECT_DEATH(MODC_LAUNCH(k, 1, 1, 0, nullptr, &map, nullptr),
+               "a block ended with a TMA load that no thread waited for");
 }
 
 __global__ void noopKernel(int *) {}

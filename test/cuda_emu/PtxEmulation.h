@@ -209,20 +209,63 @@ __device__ __forceinline__ uint32_t sharedAddress(const void *p) {
   return uint32_t(reinterpret_cast<uintptr_t>(p));
 }
 
+/// A cp.async copy issued and not yet landed: the hardware copies
+/// asynchronously, and the emulation lands each copy at the latest time a
+/// GPU may, when cp.async.wait_group retires its group (copyAsyncWait), so
+/// a thread that reads the destination, or lets another read it, before
+/// that wait sees what was there before the copy.
+struct PendingCopy {
+  float *dst;
+  const float *src;
+  int floats; ///< 1 or 4
+  bool in;    ///< false: zeros (cp.async's src-size 0)
+};
+
+/// A thread's issued copies in order, and where each committed group ends.
+struct CopyQueue {
+  std::vector<PendingCopy> copies;
+  std::vector<size_t> groupEnds;
+};
+
+/// The running thread's queue (blocks run one at a time on an OS thread).
+inline CopyQueue &copyQueue() {
+  static thread_local CopyQueue q[1024];
+  return q[threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)];
+}
+
 __device__ __forceinline__ void copyAsync4(float *dst, const float *src,
                                            bool in) {
-  *dst = in ? *src : 0.0f;
+  copyQueue().copies.push_back({dst, src, 1, in});
 }
 
 __device__ __forceinline__ void copyAsync16(float *dst, const float *src,
                                             bool in) {
-  for (int i = 0; i < 4; ++i)
-    dst[i] = in ? src[i] : 0.0f;
+  copyQueue().copies.push_back({dst, src, 4, in});
 }
 
-__device__ __forceinline__ void copyAsyncCommit() {}
+/// Closes the group of the copies issued since the last commit.
+__device__ __forceinline__ void copyAsyncCommit() {
+  CopyQueue &q = copyQueue();
+  q.groupEnds.push_back(q.copies.size());
+}
 
-template <int N> __device__ __forceinline__ void copyAsyncWait() {}
+/// Lands the oldest committed groups until at most N are left in flight.
+template <int N> __device__ __forceinline__ void copyAsyncWait() {
+  CopyQueue &q = copyQueue();
+  if (q.groupEnds.size() <= size_t(N))
+    return;
+  const size_t retire = q.groupEnds.size() - N;
+  const size_t done = q.groupEnds[retire - 1];
+  for (size_t i = 0; i < done; ++i) {
+    const PendingCopy &c = q.copies[i];
+    for (int k = 0; k < c.floats; ++k)
+      c.dst[k] = c.in ? c.src[k] : 0.0f;
+  }
+  q.copies.erase(q.copies.begin(), q.copies.begin() + done);
+  q.groupEnds.erase(q.groupEnds.begin(), q.groupEnds.begin() + retire);
+  for (size_t &end : q.groupEnds)
+    end -= done;
+}
 
 /// An operand of the emulated wgmma, read through its descriptor the way the
 /// hardware reads it: the address comes from the descriptor's 18 bits,
@@ -337,21 +380,24 @@ inline void runWgmma(const PendingWgmma &op) {
     }
 }
 
-/// A thread that ends with wgmmas it never waited for: on a GPU their
-/// results would be lost or land after the kernel read d.
-inline void wgmmaCheckDrained() {
-  const WgmmaQueue &q = wgmmaQueue();
-  if (!q.ops.empty()) {
-    std::fprintf(stderr,
-                 "emulated wgmma: thread (%u, %u, %u) of block (%u, %u, %u) "
-                 "ended with %zu wgmma(s) not waited for\n",
-                 threadIdx.x, threadIdx.y, threadIdx.z, blockIdx.x, blockIdx.y,
-                 blockIdx.z, q.ops.size());
-    std::abort();
-  }
+/// A thread that ends with wgmmas or cp.async copies it never waited for:
+/// on a GPU their results would be lost or land after the kernel read
+/// them, or in shared memory the block no longer owns.
+inline void asyncWorkCheckDrained() {
+  const size_t wgmmas = wgmmaQueue().ops.size(),
+               copies = copyQueue().copies.size();
+  if (wgmmas + copies == 0)
+    return;
+  std::fprintf(stderr,
+               "emulated async work: thread (%u, %u, %u) of block (%u, %u, "
+               "%u) ended with %zu wgmma(s) and %zu cp.async copies not "
+               "waited for\n",
+               threadIdx.x, threadIdx.y, threadIdx.z, blockIdx.x, blockIdx.y,
+               blockIdx.z, wgmmas, copies);
+  std::abort();
 }
-inline const bool wgmmaDrainCheckInstalled =
-    (modc_emu::threadExitCheck = &wgmmaCheckDrained, true);
+inline const bool asyncDrainCheckInstalled =
+    (modc_emu::threadExitCheck = &asyncWorkCheckDrained, true);
 
 template <int N, bool TRANS_A = false, bool TRANS_B = false>
 __device__ __forceinline__ void wgmmaBf16(float (&d)[N / 8][4], uint64_t descA,
