@@ -110,6 +110,9 @@ struct Variant {
   /// Attention heads of d_model 64 (1: head dim 64, which sm_90a's wgmma
   /// attention takes).
   int heads = 4;
+  /// MoE MLPs (docs/model-format.md section 7) on every layer: the
+  /// experts' products run grouped (docs/cuda.md, "Grouped products").
+  bool moe = false;
   bool emulated() const { return std::string(arch) == "emulated"; }
   /// `gemms` as a name: its words joined by '-', '=' dropped.
   std::string gemmsName() const {
@@ -181,10 +184,17 @@ protected:
       GTEST_SKIP() << "no NVIDIA GPU on this machine (no /dev/nvidiactl)";
     json desc = model(std::string("gpu-") + v.router + "-" + v.mlp +
                           (v.bf16 ? "-bf16" : "") +
-                          (v.heads != 4 ? "-h" + std::to_string(v.heads) : ""),
+                          (v.heads != 4 ? "-h" + std::to_string(v.heads) : "") +
+                          (v.moe ? "-moe" : ""),
                       v.router, v.mlp, v.heads);
     if (v.bf16)
       desc["dtype"] = "bf16";
+    if (v.moe)
+      desc["moe"] = {{"n_experts", 3},
+                     {"noop_experts", 1},
+                     {"d_expert", 128},
+                     {"capacity_factor", 1.25},
+                     {"balance_loss_weight", 0.01}};
     // Prepared CPU packages must run on another x86-64 machine.
     std::string cpuDir = packageFor(
         desc, prebuiltDir() ? "--target cpu --march=x86-64-v3" : "--target cpu",
@@ -194,13 +204,14 @@ protected:
     // fibers a CTA, meeting at every shuffle, made the default bound of 64
     // rows four times these tests' time. CudaKernels.LinearFewRows checks
     // it up to 64 rows against fp64, and GPU runs use the default.
+    // The library word, where `gemms` names one, leads.
     std::vector<std::string> options;
+    if (v.gemms)
+      options.push_back(v.gemms);
     if (v.emulated())
       options.push_back("stream-rows=8");
     if (v.gatherBlocks)
       options.push_back("gather-blocks=" + std::to_string(v.gatherBlocks));
-    if (v.gemms)
-      options.push_back(v.gemms);
     std::string gemms; // through the shell (compiledPackageDir): quoted
     for (const std::string &o : options)
       gemms += (gemms.empty() ? " --cuda-gemms='" : " ") + o;
@@ -599,6 +610,10 @@ TEST_P(CudaVsCpu, DeviceReportsAPositionOutsideTheContext) {
   args.kv_cache = static_cast<float *>(raw.upload(nullptr, cacheBytes(B)));
   args.kv_counts =
       static_cast<int32_t *>(raw.upload(nullptr, layers * B * 4));
+  // An MoE model's running expert counts ([n_moe_layers, B, E]).
+  if (!m.moeLayers.empty())
+    args.moe_counts = static_cast<int32_t *>(raw.upload(
+        nullptr, int64_t(m.moeLayers.size()) * B * m.moeExperts * 4));
   args.workspace = raw.upload(nullptr, wsBytes(B));
   ASSERT_EQ(decode(&args), 0) << raw.lastError();
   EXPECT_EQ(raw.sync(), MODC_ERR_INVALID_ARGUMENT);
@@ -639,6 +654,12 @@ INSTANTIATE_TEST_SUITE_P(
                               "cutlass cutlass-from=1 sm-count=1"},
                       Variant{"predictor", "swiglu", "sm_80", true, 0,
                               "cutlass cutlass-from=1"},
+                      // MoE experts on CUTLASS: each group of their
+                      // forward products as one grouped launch (on the
+                      // emulation the tiles' grouped launch runs instead:
+                      // cutlass-emulated.test).
+                      Variant{"aux_loss", "swiglu", "sm_90a", true, 0,
+                              "cutlass cutlass-from=1 sm-count=1", 4, true},
                       // sm_90a's TMA and wgmma attention forward, at head
                       // dim 64 (one head of d_model 64).
                       Variant{"predictor", "swiglu", "sm_90a", true, 0,
@@ -651,7 +672,8 @@ INSTANTIATE_TEST_SUITE_P(
                   : "") +
              (info.param.gemms ? "_" + testName(info.param.gemmsName()) : "") +
              (info.param.heads != 4 ? "_h" + std::to_string(info.param.heads)
-                                    : "");
+                                    : "") +
+             (info.param.moe ? "_moe" : "");
     });
 
 } // namespace
