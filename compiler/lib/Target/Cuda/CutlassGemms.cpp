@@ -5,7 +5,9 @@
 // warp-specialised kernel from CUTLASS 3.x's collective builders
 // (cooperative or pingpong, in clusters), on sm_80 a CUTLASS 2.x multistage
 // tensor-op kernel; a generated elementwise epilogue is an epilogue
-// visitor tree on both, over the same generated math. Each distinct
+// visitor tree on both, over the same generated math. On sm_90a the members
+// of a group whose variants are `grouped` (an MoE layer's experts) run as
+// one CUTLASS grouped (ptr-array) launch instead. Each distinct
 // variant is one kernel type in model.cu, its template arguments read from
 // the variant and, for what the variant leaves to the part (sm_80's warp tile,
 // the shared memory a CTA may take), from the same description

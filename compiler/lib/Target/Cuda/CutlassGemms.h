@@ -6,7 +6,9 @@
 // (kernels/cutlass_<hash>.cu, compiled once and cached by PackageWriter),
 // which the generated model.cu calls through a plain host launcher, and a
 // plan that picks one by the row bound; EmitCuda.cpp calls them from the
-// entries. docs/cuda.md, "CUTLASS".
+// entries. A group of products whose variants are `grouped` gets grouped
+// (ptr-array) kernels and one launch over its members. docs/cuda.md,
+// "CUTLASS".
 //
 //===----------------------------------------------------------------------===//
 
