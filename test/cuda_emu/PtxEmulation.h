@@ -209,11 +209,43 @@ __device__ __forceinline__ uint32_t sharedAddress(const void *p) {
   return uint32_t(reinterpret_cast<uintptr_t>(p));
 }
 
+/// Work a thread issued asynchronously (wgmmas, cp.async copies), in
+/// order, and where each committed group ends. The emulation runs a group
+/// at the latest time a GPU may: when a wait retires it.
+template <class Op> struct AsyncGroups {
+  std::vector<Op> ops;
+  std::vector<size_t> groupEnds;
+  void issue(const Op &op) { ops.push_back(op); }
+  /// Closes the group of the work issued since the last commit.
+  void commit() { groupEnds.push_back(ops.size()); }
+  /// Runs the oldest committed groups, in order, until at most `pending`
+  /// are left.
+  template <class Run> void retire(size_t pending, Run run) {
+    if (groupEnds.size() <= pending)
+      return;
+    const size_t groups = groupEnds.size() - pending;
+    const size_t done = groupEnds[groups - 1];
+    for (size_t i = 0; i < done; ++i)
+      run(ops[i]);
+    ops.erase(ops.begin(), ops.begin() + done);
+    groupEnds.erase(groupEnds.begin(), groupEnds.begin() + groups);
+    for (size_t &end : groupEnds)
+      end -= done;
+  }
+};
+
+/// The running thread's groups of Op (blocks run one at a time on an OS
+/// thread).
+template <class Op> inline AsyncGroups<Op> &threadAsyncGroups() {
+  static thread_local AsyncGroups<Op> q[1024];
+  return q[threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)];
+}
+
 /// A cp.async copy issued and not yet landed: the hardware copies
-/// asynchronously, and the emulation lands each copy at the latest time a
-/// GPU may, when cp.async.wait_group retires its group (copyAsyncWait), so
-/// a thread that reads the destination, or lets another read it, before
-/// that wait sees what was there before the copy.
+/// asynchronously, and the emulation lands each copy when
+/// cp.async.wait_group retires its group (copyAsyncWait), so a thread that
+/// reads the destination, or lets another read it, before that wait sees
+/// what was there before the copy.
 struct PendingCopy {
   float *dst;
   const float *src;
@@ -221,50 +253,26 @@ struct PendingCopy {
   bool in;    ///< false: zeros (cp.async's src-size 0)
 };
 
-/// A thread's issued copies in order, and where each committed group ends.
-struct CopyQueue {
-  std::vector<PendingCopy> copies;
-  std::vector<size_t> groupEnds;
-};
-
-/// The running thread's queue (blocks run one at a time on an OS thread).
-inline CopyQueue &copyQueue() {
-  static thread_local CopyQueue q[1024];
-  return q[threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)];
-}
-
 __device__ __forceinline__ void copyAsync4(float *dst, const float *src,
                                            bool in) {
-  copyQueue().copies.push_back({dst, src, 1, in});
+  threadAsyncGroups<PendingCopy>().issue({dst, src, 1, in});
 }
 
 __device__ __forceinline__ void copyAsync16(float *dst, const float *src,
                                             bool in) {
-  copyQueue().copies.push_back({dst, src, 4, in});
+  threadAsyncGroups<PendingCopy>().issue({dst, src, 4, in});
 }
 
-/// Closes the group of the copies issued since the last commit.
 __device__ __forceinline__ void copyAsyncCommit() {
-  CopyQueue &q = copyQueue();
-  q.groupEnds.push_back(q.copies.size());
+  threadAsyncGroups<PendingCopy>().commit();
 }
 
 /// Lands the oldest committed groups until at most N are left in flight.
 template <int N> __device__ __forceinline__ void copyAsyncWait() {
-  CopyQueue &q = copyQueue();
-  if (q.groupEnds.size() <= size_t(N))
-    return;
-  const size_t retire = q.groupEnds.size() - N;
-  const size_t done = q.groupEnds[retire - 1];
-  for (size_t i = 0; i < done; ++i) {
-    const PendingCopy &c = q.copies[i];
+  threadAsyncGroups<PendingCopy>().retire(N, [](const PendingCopy &c) {
     for (int k = 0; k < c.floats; ++k)
       c.dst[k] = c.in ? c.src[k] : 0.0f;
-  }
-  q.copies.erase(q.copies.begin(), q.copies.begin() + done);
-  q.groupEnds.erase(q.groupEnds.begin(), q.groupEnds.begin() + retire);
-  for (size_t &end : q.groupEnds)
-    end -= done;
+  });
 }
 
 /// An operand of the emulated wgmma, read through its descriptor the way the
@@ -342,18 +350,6 @@ struct PendingWgmma {
   float a[2][16] = {};
 };
 
-/// A thread's issued wgmmas in order, and where each committed group ends.
-struct WgmmaQueue {
-  std::vector<PendingWgmma> ops;
-  std::vector<size_t> groupEnds;
-};
-
-/// The running thread's queue (blocks run one at a time on an OS thread).
-inline WgmmaQueue &wgmmaQueue() {
-  static thread_local WgmmaQueue q[1024];
-  return q[threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)];
-}
-
 /// Runs one wgmma: this lane's elements of d += A B over a k16 step.
 inline void runWgmma(const PendingWgmma &op) {
   const int tid =
@@ -384,8 +380,8 @@ inline void runWgmma(const PendingWgmma &op) {
 /// on a GPU their results would be lost or land after the kernel read
 /// them, or in shared memory the block no longer owns.
 inline void asyncWorkCheckDrained() {
-  const size_t wgmmas = wgmmaQueue().ops.size(),
-               copies = copyQueue().copies.size();
+  const size_t wgmmas = threadAsyncGroups<PendingWgmma>().ops.size(),
+               copies = threadAsyncGroups<PendingCopy>().ops.size();
   if (wgmmas + copies == 0)
     return;
   std::fprintf(stderr,
@@ -411,7 +407,7 @@ __device__ __forceinline__ void wgmmaBf16(float (&d)[N / 8][4], uint64_t descA,
   op.descA = descA;
   op.descB = descB;
   op.anchor = anchor;
-  wgmmaQueue().ops.push_back(op);
+  threadAsyncGroups<PendingWgmma>().issue(op);
 }
 
 /// wgmma with A from registers: each lane posts its four .bf16x2
@@ -442,7 +438,7 @@ wgmmaBf16RegA(float (&d)[N / 8][4], const uint32_t (&a)[4], uint64_t descB,
       op.a[h][k] = bf16Half(
           slot[(row % 8) * 4 + (k % 8) / 2][(row >= 8) + 2 * (k >= 8)], k % 2);
     }
-  wgmmaQueue().ops.push_back(op);
+  threadAsyncGroups<PendingWgmma>().issue(op);
 }
 
 template <int J>
@@ -456,25 +452,14 @@ template <int J> __device__ __forceinline__ void wgmmaFence(float (&d)[J][4]) {
 
 /// Closes the group of the wgmmas issued since the last commit.
 __device__ __forceinline__ void wgmmaCommit() {
-  WgmmaQueue &q = wgmmaQueue();
-  q.groupEnds.push_back(q.ops.size());
+  threadAsyncGroups<PendingWgmma>().commit();
 }
 
 /// Runs the oldest committed groups until at most PENDING are left.
 template <int PENDING, int J>
 __device__ __forceinline__ void wgmmaWait(float (&d)[J][4]) {
   wgmmaPinAccumulators(d);
-  WgmmaQueue &q = wgmmaQueue();
-  if (q.groupEnds.size() <= size_t(PENDING))
-    return;
-  const size_t retire = q.groupEnds.size() - PENDING;
-  const size_t done = q.groupEnds[retire - 1];
-  for (size_t i = 0; i < done; ++i)
-    runWgmma(q.ops[i]);
-  q.ops.erase(q.ops.begin(), q.ops.begin() + done);
-  q.groupEnds.erase(q.groupEnds.begin(), q.groupEnds.begin() + retire);
-  for (size_t &end : q.groupEnds)
-    end -= done;
+  threadAsyncGroups<PendingWgmma>().retire(PENDING, runWgmma);
 }
 
 __device__ __forceinline__ void fenceProxyAsync() {}
