@@ -50,7 +50,8 @@ inline int64_t groupedLaunches() { return modc_test_counters::groupedLaunches; }
 inline int64_t attentionWgmmaLaunches() {
   return modc_test_counters::attentionWgmmaLaunches;
 }
-/// Launches of the attention gradient's wgmma key side (attnGradKeyWgmma).
+/// Launches of the attention gradient's wgmma kernels (attnGradQueryWgmma,
+/// attnGradKeyWgmma).
 inline int64_t attentionGradWgmmaLaunches() {
   return modc_test_counters::attentionGradWgmmaLaunches;
 }

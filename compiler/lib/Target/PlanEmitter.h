@@ -257,7 +257,7 @@ protected:
     return {entry.isBf16() ? 1 : 0, attentionMainloopArg(*mainloop)};
   }
   /// causal_attention's and causal_attention_grad's `Mainloop`: 0 SIMT, 1
-  /// mma.sync, 2 wgmma (the gradient's key side; its query side mma.sync).
+  /// mma.sync, 2 wgmma.
   static int64_t attentionMainloopArg(modk::GemmPath mainloop) {
     switch (mainloop) {
     case modk::GemmPath::mma:

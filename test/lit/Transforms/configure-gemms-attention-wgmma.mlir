@@ -7,10 +7,10 @@
 // RUN: not mod-translate --split-input-file --modk-to-cuda --cuda-arch=sm_80 %t.mlir 2>&1 | FileCheck %s --check-prefix=EMIT80
 //
 // attention=wgmma puts attention and its gradient whose q, k and v are
-// stored bf16 at head dims 64 and 128 on the TMA and wgmma kernels (sm_90a;
-// the gradient's key side, its query side stays mma.sync); f32 q/k/v,
-// other head dims and sm_80 keep mma.sync. The default stays mma.sync
-// until the kernels have run on a GPU (docs/cuda.md).
+// stored bf16 at head dims 64 and 128 on the TMA and wgmma kernels
+// (sm_90a); f32 q/k/v, other head dims and sm_80 keep mma.sync. The
+// default stays mma.sync until the kernels have run on a GPU
+// (docs/cuda.md).
 //
 // WGMMA-LABEL: modk.entry @bf16_hd64
 // WGMMA: modk.attention {{.*}}mainloop = #modk.gemm_path<wgmma>

@@ -256,8 +256,8 @@ private:
   /// of 8 up to 128 (the tensor-core kernels' fragments), else SIMT; with
   /// attention=wgmma, attention or its gradient whose q, k and v are stored
   /// bf16 (`bf16Inputs`) at head dim 64 or 128 takes the TMA and wgmma
-  /// kernels (sm_90a; the forward's P, the gradient's key side's P^T, dS^T
-  /// and dO rounded to bf16; its query side stays mma.sync, docs/cuda.md).
+  /// kernels (sm_90a; P, the gradient's dS and dO rounded to bf16,
+  /// docs/cuda.md).
   modk::GemmPathAttr attentionMainloop(MLIRContext *ctx, int64_t headDim,
                                        bool bf16Inputs) const {
     if (bf16Inputs && attention == "wgmma" &&

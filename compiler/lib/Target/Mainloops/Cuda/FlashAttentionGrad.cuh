@@ -770,6 +770,43 @@ template <int HD> struct AttnGradWgmmaSmem {
   static constexpr size_t Bytes = size_t(Vec + 2 * 3 * kAgWgBQ * 4) + 1024;
 };
 
+/// Stores rows [0, ROWS) of one head of dout ([rows, H * HD] f32, from row
+/// `row0`, head columns from `hoff`) to `dst` as bf16 in the 128-byte
+/// swizzled layout TMA gives the Q tiles (64-row slabs of HD / 64 groups of
+/// 64 rows x 128 bytes; the 16-byte chunk c of row r at chunk c ^ (r % 8)),
+/// rows from `valid` on as zeros; T threads, this one `tid`. `vec`: dout
+/// 16-byte aligned. The caller fences the stores for the wgmmas
+/// (fenceProxyAsync).
+template <int H, int HD, int ROWS, int T>
+__device__ __forceinline__ void
+stageDoutBf16(unsigned char *dst, const float *dout, int64_t row0, int64_t hoff,
+              int valid, bool vec, int tid) {
+  constexpr int64_t LD = int64_t(H) * HD;
+  for (int i = tid; i < ROWS * HD / 8; i += T) {
+    const int r = i / (HD / 8), c = i % (HD / 8);
+    uint4 val = make_uint4(0u, 0u, 0u, 0u);
+    if (r < valid) {
+      const float *src = dout + (row0 + r) * LD + hoff + 8 * c;
+      float x[8];
+      if (vec) {
+        const float4 lo = *reinterpret_cast<const float4 *>(src);
+        const float4 hi = *reinterpret_cast<const float4 *>(src + 4);
+        x[0] = lo.x, x[1] = lo.y, x[2] = lo.z, x[3] = lo.w;
+        x[4] = hi.x, x[5] = hi.y, x[6] = hi.z, x[7] = hi.w;
+      } else {
+#pragma unroll
+        for (int e = 0; e < 8; ++e)
+          x[e] = src[e];
+      }
+      val = make_uint4(
+          detail::packBf16x2(x[0], x[1]), detail::packBf16x2(x[2], x[3]),
+          detail::packBf16x2(x[4], x[5]), detail::packBf16x2(x[6], x[7]));
+    }
+    *reinterpret_cast<uint4 *>(dst + ((r / 64) * (HD / 64) + c / 8) * 8192 +
+                               (r % 64) * 128 + ((c % 8) ^ (r % 8)) * 16) = val;
+  }
+}
+
 /// wgmma key side (attnGradKeyTc's grid and result up to the rounding of
 /// P^T, dS^T and dO to bf16): CTA (128 keys, key/value head, segment) of two
 /// warpgroups, warpgroup w owning keys 64 w .. 64 w + 63, over the H / KVH
@@ -806,7 +843,7 @@ __global__ __launch_bounds__(kAgWgThreads, 1) void attnGradKeyWgmma(
   constexpr int BK = kAgWgBK, BQ = kAgWgBQ, T = kAgWgThreads;
   constexpr int G = L::Groups, GB = L::GroupBytes;
   constexpr int GH = H / KVH; // query heads of a key/value head
-  constexpr int64_t LD = int64_t(H) * HD, LDK = int64_t(KVH) * HD;
+  constexpr int64_t LDK = int64_t(KVH) * HD;
   constexpr int32_t kNoPos = 0x7fffffff;
   const int s = blockIdx.z, kvh = blockIdx.y;
   const int64_t base = seg[s], n = seg[s + 1] - base;
@@ -857,35 +894,11 @@ __global__ __launch_bounds__(kAgWgThreads, 1) void attnGradKeyWgmma(
     if (tid == 0) {
       detail::mbarrierArriveExpectTx(&qFull[b], L::QBytes);
       for (int g = 0; g < G; ++g)
-        detail::tmaLoad2d(qT + g * GB, &mapQ, h * HD + 64 * g,
-                          int(base + q0), &qFull[b]);
+        detail::tmaLoad2d(qT + g * GB, &mapQ, h * HD + 64 * g, int(base + q0),
+                          &qFull[b]);
     }
-    // 16-byte chunk c (8 columns) of row r goes to chunk c ^ (r % 8) of the
-    // row's 128 bytes in its 64-column group.
-    for (int i = tid; i < BQ * HD / 8; i += T) {
-      const int r = i / (HD / 8), c = i % (HD / 8);
-      uint4 val = make_uint4(0u, 0u, 0u, 0u);
-      if (r < qn) {
-        const float *src = dout + (base + q0 + r) * LD + int64_t(h) * HD + 8 * c;
-        float x[8];
-        if (vecDout) {
-          const float4 lo = *reinterpret_cast<const float4 *>(src);
-          const float4 hi = *reinterpret_cast<const float4 *>(src + 4);
-          x[0] = lo.x, x[1] = lo.y, x[2] = lo.z, x[3] = lo.w;
-          x[4] = hi.x, x[5] = hi.y, x[6] = hi.z, x[7] = hi.w;
-        } else {
-#pragma unroll
-          for (int e = 0; e < 8; ++e)
-            x[e] = src[e];
-        }
-        val = make_uint4(detail::packBf16x2(x[0], x[1]),
-                         detail::packBf16x2(x[2], x[3]),
-                         detail::packBf16x2(x[4], x[5]),
-                         detail::packBf16x2(x[6], x[7]));
-      }
-      *reinterpret_cast<uint4 *>(dOT + (c / 8) * GB + r * 128 +
-                                 ((c % 8) ^ (r % 8)) * 16) = val;
-    }
+    stageDoutBf16<H, HD, BQ, T>(dOT, dout, base + q0, int64_t(h) * HD, qn,
+                                vecDout, tid);
     int32_t *qposS = vec + b * 3 * BQ;
     float *lseS = reinterpret_cast<float *>(qposS + BQ), *DdS = lseS + BQ;
     for (int e = tid; e < BQ; e += T) {
@@ -903,10 +916,10 @@ __global__ __launch_bounds__(kAgWgThreads, 1) void attnGradKeyWgmma(
     for (int slab = 0; slab < BK / 64; ++slab)
       for (int g = 0; g < G; ++g) {
         const int row = int(base + k0) + 64 * slab;
-        detail::tmaLoad2d(kTile + (slab * G + g) * GB, &mapK,
-                          kvh * HD + 64 * g, row, &kvFull);
-        detail::tmaLoad2d(vTile + (slab * G + g) * GB, &mapV,
-                          kvh * HD + 64 * g, row, &kvFull);
+        detail::tmaLoad2d(kTile + (slab * G + g) * GB, &mapK, kvh * HD + 64 * g,
+                          row, &kvFull);
+        detail::tmaLoad2d(vTile + (slab * G + g) * GB, &mapV, kvh * HD + 64 * g,
+                          row, &kvFull);
       }
   }
   stage(0, 0);
@@ -919,7 +932,8 @@ __global__ __launch_bounds__(kAgWgThreads, 1) void attnGradKeyWgmma(
     kp[hh] = r < kc ? ps[k0 + r] : kNoPos;
   }
   const int32_t wgFirstPos = 64 * wg < kc ? ps[k0 + 64 * wg] : kNoPos;
-  const unsigned char *kSlab = kTile + wg * G * GB, *vSlab = vTile + wg * G * GB;
+  const unsigned char *kSlab = kTile + wg * G * GB,
+                      *vSlab = vTile + wg * G * GB;
 
   float dV[HD / 8][4], dK[HD / 8][4];
   detail::zeroAccumulators(dV);
@@ -981,9 +995,8 @@ __global__ __launch_bounds__(kAgWgThreads, 1) void attnGradKeyWgmma(
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int qc = 8 * j + 2 * tq + (e & 1);
-        pe[e] = kp[e >> 1] > qposS[qc]
-                    ? 0.0f
-                    : exp2f(sc[j][e] * scaleLog2 - lseS[qc]);
+        pe[e] = kp[e >> 1] > qposS[qc] ? 0.0f
+                                       : exp2f(sc[j][e] * scaleLog2 - lseS[qc]);
         de[e] = pe[e] * (dp[j][e] - DdS[qc]);
       }
       pa[j / 2][2 * (j % 2)] = detail::packBf16x2(pe[0], pe[1]);     // row g
@@ -1001,8 +1014,7 @@ __global__ __launch_bounds__(kAgWgThreads, 1) void attnGradKeyWgmma(
 #pragma unroll
     for (int kb = 0; kb < BQ / 16; ++kb)
       detail::wgmmaBf16RegA<HD, true>(
-          dK, da[kb], detail::wgmmaDescriptorMnSw128(qT + 2048 * kb, BQ),
-          smem);
+          dK, da[kb], detail::wgmmaDescriptorMnSw128(qT + 2048 * kb, BQ), smem);
     detail::wgmmaCommit();
     detail::wgmmaWait<0>(dV);
     detail::wgmmaPinAccumulators(dK);
@@ -1050,39 +1062,365 @@ inline bool launchAttnGradKeyWgmma(int64_t nseg, int64_t max_seg_rows,
     return false;
   const dim3 grid(unsigned(ceilDiv(max_seg_rows, kAgWgBK)), unsigned(KVH),
                   unsigned(nseg));
-  MODC_LAUNCH(kernel, grid, kAgWgThreads, bytes, stream, mapQ, mapK, mapV,
-              dout, seg, pos, stats, dk, dv);
+  MODC_LAUNCH(kernel, grid, kAgWgThreads, bytes, stream, mapQ, mapK, mapV, dout,
+              seg, pos, stats, dk, dv);
+  MODC_TEST_COUNT(attentionGradWgmmaLaunches);
+  return true;
+}
+
+/// Threads and queries of attnGradQueryWgmma: two warpgroups of 64 queries
+/// each over 64-key tiles.
+constexpr int kAgWgQueryRows = 128;
+
+/// Shared memory of attnGradQueryWgmma (bytes), as AttnGradWgmmaSmem: the
+/// CTA's Q and dO (two 64-row slabs each, one a warpgroup), then two
+/// buffers of a key tile's K and V, then two buffers of its key positions.
+template <int HD> struct AttnGradQueryWgmmaSmem {
+  static constexpr int Groups = HD / 64;
+  static constexpr int GroupBytes = 64 * 128;
+  static constexpr int QBytes = kAgWgQueryRows / 64 * Groups * GroupBytes;
+  static constexpr int TileBytes = Groups * GroupBytes; ///< 64 keys
+  static constexpr int Q = 0, DO = QBytes, KV = 2 * QBytes;
+  static constexpr int Kpos = KV + 4 * TileBytes; ///< [2][64] positions
+  static constexpr size_t Bytes = size_t(Kpos + 2 * 64 * 4) + 1024;
+};
+
+/// wgmma query side (attnGradQueryTc's grid, up to its 128-query CTAs, and
+/// result up to the rounding of dS and dO to bf16): CTA (128 queries, head,
+/// segment) of two warpgroups, warpgroup w owning queries 64 w .. 64 w + 63,
+/// over the 64-key tiles its last query sees, twice.
+///  - Q comes once by TMA; dO is rounded to bf16 and staged by every thread
+///    (stageDoutBf16); the key tiles by TMA through two buffers (tile u + 1's
+///    load runs during tile u's math; V only in pass 2), with their
+///    positions.
+///  - Pass 1: S = Q K^T (m64n64k16), masked (pos[key] > pos[query]; keys past
+///    the segment never visible), the online max and sum in f32 in the log2
+///    domain -> lse; D = rowsum(dO * O) in f32 from memory; both to stats
+///    (natural log) for the key side.
+///  - Pass 2: S again and dP = dO V^T, P = exp2(S scale log2 e - lse)
+///    masked, dS = P (dP - D) in f32, zero where masked (V rows past the
+///    segment may be NaN), rounded to bf16 in registers as the A operand of
+///    dQ += dS K (m64nHDk16, K read MN-major); dq = dQ scale. K rows past
+///    the segment are zeroed in shared memory once their tile has landed
+///    (0 x NaN would reach dQ).
+template <int H, int HD, int KVH>
+__global__ __launch_bounds__(kAgWgThreads, 1) void attnGradQueryWgmma(
+    const __grid_constant__ CUtensorMap mapQ,
+    const __grid_constant__ CUtensorMap mapK,
+    const __grid_constant__ CUtensorMap mapV, const float *__restrict__ o,
+    const float *__restrict__ dout, const int64_t *seg, const int32_t *pos,
+    float *__restrict__ dq, float *__restrict__ stats) {
+  static_assert(detail::attentionWgmmaHeadDim<HD>,
+                "head dim of the wgmma kernel");
+  using L = AttnGradQueryWgmmaSmem<HD>;
+  constexpr int BQ = kAgWgQueryRows, BK = 64, T = kAgWgThreads;
+  constexpr int G = L::Groups, GB = L::GroupBytes;
+  constexpr int64_t LD = int64_t(H) * HD;
+  constexpr int32_t kNoPos = 0x7fffffff;
+  const int s = blockIdx.z, h = blockIdx.y;
+  const int64_t base = seg[s], n = seg[s + 1] - base;
+  // Later query tiles see more keys: they get the lower block indices.
+  const int64_t i0 = int64_t(gridDim.x - 1 - blockIdx.x) * BQ;
+  if (i0 >= n)
+    return; // the whole CTA, before any barrier
+  const int qn = int(detail::minI64(BQ, n - i0));
+  const int32_t *ps = pos + base;
+  const int32_t lastPos = ps[i0 + qn - 1];
+  int tiles = 1; // the key tiles the CTA visits: a prefix
+  while (int64_t(tiles) * BK < n && ps[int64_t(tiles) * BK] <= lastPos)
+    ++tiles;
+
+  MODC_DYNAMIC_SHARED(unsigned char, smemRaw);
+  unsigned char *smem = reinterpret_cast<unsigned char *>(
+      (reinterpret_cast<uintptr_t>(smemRaw) + 1023) & ~uintptr_t(1023));
+  int32_t *kposAll = reinterpret_cast<int32_t *>(smem + L::Kpos);
+  __shared__ __align__(8) uint64_t qFull, kvFull[2];
+
+  const int tid = threadIdx.x, wg = tid / 128, lane = tid % kWarp;
+  const int warp = (tid % 128) / kWarp, gq = lane >> 2, tq = lane & 3;
+  const float scale = 1.0f / sqrtf(float(HD));
+  const float scaleLog2 = 1.4426950408889634f * scale;
+  const int hcol = h * HD, kvcol = (h / (H / KVH)) * HD;
+  if (tid == 0) {
+    detail::mbarrierInit(&qFull, 1);
+    detail::mbarrierInit(&kvFull[0], 1);
+    detail::mbarrierInit(&kvFull[1], 1);
+    detail::fenceMbarrierInit();
+  }
+  __syncthreads();
+
+  // Step u of the two passes: key tile u % tiles, with V in pass 2.
+  auto stage = [&](int u, int b) {
+    const int t = u % tiles;
+    const bool withV = u >= tiles;
+    unsigned char *kT = smem + L::KV + 2 * b * L::TileBytes;
+    if (tid == 0) {
+      detail::mbarrierArriveExpectTx(&kvFull[b],
+                                     (withV ? 2 : 1) * L::TileBytes);
+      const int row = int(base) + t * BK;
+      for (int g = 0; g < G; ++g) {
+        detail::tmaLoad2d(kT + g * GB, &mapK, kvcol + 64 * g, row, &kvFull[b]);
+        if (withV)
+          detail::tmaLoad2d(kT + L::TileBytes + g * GB, &mapV, kvcol + 64 * g,
+                            row, &kvFull[b]);
+      }
+    }
+    const int64_t k0 = int64_t(t) * BK;
+    for (int c = tid; c < BK; c += T)
+      kposAll[b * BK + c] = k0 + c < n ? ps[k0 + c] : kNoPos;
+  };
+
+  if (tid == 0) {
+    detail::mbarrierArriveExpectTx(&qFull, L::QBytes);
+    for (int slab = 0; slab < BQ / 64; ++slab)
+      for (int g = 0; g < G; ++g)
+        detail::tmaLoad2d(smem + L::Q + (slab * G + g) * GB, &mapQ,
+                          hcol + 64 * g, int(base + i0) + 64 * slab, &qFull);
+  }
+  stageDoutBf16<H, HD, BQ, T>(smem + L::DO, dout, base + i0, hcol, qn,
+                              detail::aligned16(dout), tid);
+  detail::fenceProxyAsync();
+  stage(0, 0);
+
+  const int sr = 64 * wg; // the warpgroup's first query row
+  const bool slabRows = sr < qn;
+  const int32_t slabLastPos =
+      slabRows ? ps[i0 + (qn < sr + 64 ? qn : sr + 64) - 1] : kNoPos;
+  int32_t qp[2]; // this lane's rows' positions (kNoPos past the segment)
+  float Dd[2];   // and D = rowsum(dO * O), each lane a quarter of the columns
+#pragma unroll
+  for (int hh = 0; hh < 2; ++hh) {
+    const int r = sr + 16 * warp + gq + 8 * hh;
+    qp[hh] = r < qn ? ps[i0 + r] : kNoPos;
+    float dd = 0.0f;
+    if (r < qn) {
+      const int64_t row = (base + i0 + r) * LD + hcol;
+      for (int d = tq; d < HD; d += 4)
+        dd += dout[row + d] * o[row + d];
+    }
+    dd += __shfl_xor_sync(0xffffffffu, dd, 1);
+    dd += __shfl_xor_sync(0xffffffffu, dd, 2);
+    Dd[hh] = dd;
+  }
+  const unsigned char *qSlab = smem + L::Q + wg * G * GB;
+  const unsigned char *dOSlab = smem + L::DO + wg * G * GB;
+
+  // Waits for step u's tile (K rows past the segment zeroed in pass 2),
+  // stages step u + 1's, and says whether the warpgroup's rows see the
+  // tile. Two loops (one a pass) keep each pass's wgmmas off divergent
+  // paths, which ptxas would serialize.
+  auto nextTile = [&](int u) {
+    const int b = u & 1;
+    const int64_t k0 = int64_t(u % tiles) * BK;
+    const int kc = int(detail::minI64(BK, n - k0));
+    unsigned char *kT = smem + L::KV + 2 * b * L::TileBytes;
+    detail::mbarrierWait(&kvFull[b], unsigned(u >> 1) & 1);
+    if (u >= tiles && kc < BK) { // K rows kc .. BK: zero, whole rows
+      for (int i = tid; i < G * (BK - kc) * 8; i += T) {
+        const int chunk = i % 8, row = kc + i / 8 % (BK - kc);
+        *reinterpret_cast<uint4 *>(kT + (i / 8 / (BK - kc)) * GB + row * 128 +
+                                   chunk * 16) = make_uint4(0u, 0u, 0u, 0u);
+      }
+      detail::fenceProxyAsync();
+    }
+    // Tile u is staged and every warpgroup is done with tile u - 1's buffer.
+    __syncthreads();
+    if (u + 1 < 2 * tiles)
+      stage(u + 1, b ^ 1);
+    return slabRows && kposAll[b * BK] <= slabLastPos;
+  };
+
+  // Pass 1: the online max and sum of the visible scaled scores.
+  float mrow[2] = {-INFINITY, -INFINITY}, lrow[2] = {0.0f, 0.0f}, lse2[2];
+  detail::mbarrierWait(&qFull, 0);
+  for (int u = 0; u < tiles; ++u) {
+    if (!nextTile(u))
+      continue; // the warpgroup's rows all precede the tile
+    const unsigned char *kT = smem + L::KV + 2 * (u & 1) * L::TileBytes;
+    const int32_t *kposS = kposAll + (u & 1) * BK;
+    // The lanes may leave the waits apart; .aligned wgmma needs the warp
+    // converged.
+    __syncwarp();
+    float sc[BK / 8][4];
+    detail::zeroAccumulators(sc);
+    detail::wgmmaFence(sc);
+#pragma unroll
+    for (int k = 0; k < HD / 16; ++k) { // k16 step k of the head dim
+      const int at = (k / 4) * GB + 32 * (k % 4);
+      detail::wgmmaBf16<BK>(sc, detail::wgmmaDescriptorSw128(qSlab + at),
+                            detail::wgmmaDescriptorSw128(kT + at), smem);
+    }
+    detail::wgmmaCommit();
+    detail::wgmmaWait<0>(sc);
+    // Row gq + 8 (e >> 1) of the warp's 16, key column 8j + 2tq + (e & 1).
+    float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+    for (int j = 0; j < BK / 8; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int c = 8 * j + 2 * tq + (e & 1);
+        const float x =
+            kposS[c] > qp[e >> 1] ? -INFINITY : sc[j][e] * scaleLog2;
+        sc[j][e] = x;
+        mx[e >> 1] = fmaxf(mx[e >> 1], x);
+      }
+    float msub[2], alpha[2], rs[2] = {0.0f, 0.0f};
+    detail::onlineRowMax(mrow, mx, msub, alpha,
+                         [](float x) { return exp2f(x); });
+#pragma unroll
+    for (int j = 0; j < BK / 8; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        rs[e >> 1] += exp2f(sc[j][e] - msub[e >> 1]);
+#pragma unroll
+    for (int hh = 0; hh < 2; ++hh)
+      lrow[hh] = lrow[hh] * alpha[hh] + rs[hh];
+  }
+  detail::quadRowSums(lrow);
+#pragma unroll
+  for (int hh = 0; hh < 2; ++hh) {
+    lse2[hh] = mrow[hh] + log2f(lrow[hh]);
+    const int r = sr + 16 * warp + gq + 8 * hh;
+    if (tq == 0 && r < qn) {
+      stats[((base + i0 + r) * H + h) * 2] = lse2[hh] * 0.6931471805599453f;
+      stats[((base + i0 + r) * H + h) * 2 + 1] = Dd[hh];
+    }
+  }
+
+  // Pass 2: dQ.
+  float dQ[HD / 8][4];
+  detail::zeroAccumulators(dQ);
+  for (int u = tiles; u < 2 * tiles; ++u) {
+    if (!nextTile(u))
+      continue;
+    const unsigned char *kT = smem + L::KV + 2 * (u & 1) * L::TileBytes;
+    const unsigned char *vT = kT + L::TileBytes;
+    const int32_t *kposS = kposAll + (u & 1) * BK;
+    __syncwarp();
+    float sc[BK / 8][4], dp[BK / 8][4];
+    detail::zeroAccumulators(sc);
+    detail::zeroAccumulators(dp);
+    detail::wgmmaFence(sc);
+    detail::wgmmaPinAccumulators(dp);
+#pragma unroll
+    for (int k = 0; k < HD / 16; ++k) {
+      const int at = (k / 4) * GB + 32 * (k % 4);
+      detail::wgmmaBf16<BK>(sc, detail::wgmmaDescriptorSw128(qSlab + at),
+                            detail::wgmmaDescriptorSw128(kT + at), smem);
+    }
+#pragma unroll
+    for (int k = 0; k < HD / 16; ++k) {
+      const int at = (k / 4) * GB + 32 * (k % 4);
+      detail::wgmmaBf16<BK>(dp, detail::wgmmaDescriptorSw128(dOSlab + at),
+                            detail::wgmmaDescriptorSw128(vT + at), smem);
+    }
+    detail::wgmmaCommit();
+    detail::wgmmaWait<0>(sc);
+    detail::wgmmaPinAccumulators(dp);
+    uint32_t da[BK / 16][4]; // dS as wgmma's A fragments, a k16 step each
+#pragma unroll
+    for (int j = 0; j < BK / 8; ++j) {
+      float de[4];
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int c = 8 * j + 2 * tq + (e & 1);
+        de[e] = kposS[c] > qp[e >> 1]
+                    ? 0.0f
+                    : exp2f(sc[j][e] * scaleLog2 - lse2[e >> 1]) *
+                          (dp[j][e] - Dd[e >> 1]);
+      }
+      da[j / 2][2 * (j % 2)] = detail::packBf16x2(de[0], de[1]);     // row g
+      da[j / 2][2 * (j % 2) + 1] = detail::packBf16x2(de[2], de[3]); // g + 8
+    }
+    detail::wgmmaFence(dQ);
+#pragma unroll
+    for (int kb = 0; kb < BK / 16; ++kb) // keys 16 kb .. 16 kb + 15
+      detail::wgmmaBf16RegA<HD, true>(
+          dQ, da[kb], detail::wgmmaDescriptorMnSw128(kT + 2048 * kb, BK), smem);
+    detail::wgmmaCommit();
+    detail::wgmmaWait<0>(dQ);
+  }
+
+#pragma unroll
+  for (int hh = 0; hh < 2; ++hh) {
+    const int r = sr + 16 * warp + gq + 8 * hh;
+    if (r >= qn)
+      continue;
+    float *dst = dq + (base + i0 + r) * LD + hcol + 2 * tq;
+#pragma unroll
+    for (int j = 0; j < HD / 8; ++j) {
+      dst[8 * j] = dQ[j][2 * hh] * scale;
+      dst[8 * j + 1] = dQ[j][2 * hh + 1] * scale;
+    }
+  }
+}
+
+/// Launches attnGradQueryWgmma (as launchAttnGradKeyWgmma); false (nothing
+/// launched) where it cannot run, so that the caller runs attnGradQueryTc.
+template <int H, int HD, int KVH>
+inline bool launchAttnGradQueryWgmma(int64_t nseg, int64_t max_seg_rows,
+                                     const bf16 *q, const bf16 *k,
+                                     const bf16 *v, const float *o,
+                                     const float *dout, const int64_t *seg,
+                                     const int32_t *pos, float *dq,
+                                     float *stats, cudaStream_t stream) {
+  alignas(64) CUtensorMap mapQ, mapK, mapV;
+  constexpr int64_t LD = int64_t(H) * HD, LDK = int64_t(KVH) * HD;
+  const int64_t rows = nseg * max_seg_rows;
+  if (!detail::encodeOperandMap(mapQ, q, rows, LD, LD, 64) ||
+      !detail::encodeOperandMap(mapK, k, rows, LDK, LDK, 64) ||
+      !detail::encodeOperandMap(mapV, v, rows, LDK, LDK, 64))
+    return false;
+  auto kernel = attnGradQueryWgmma<H, HD, KVH>;
+  constexpr size_t bytes = AttnGradQueryWgmmaSmem<HD>::Bytes;
+  static const bool sized =
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           int(bytes)) == cudaSuccess;
+  if (!sized)
+    return false;
+  const dim3 grid(unsigned(ceilDiv(max_seg_rows, kAgWgQueryRows)), unsigned(H),
+                  unsigned(nseg));
+  MODC_LAUNCH(kernel, grid, kAgWgThreads, bytes, stream, mapQ, mapK, mapV, o,
+              dout, seg, pos, dq, stats);
   MODC_TEST_COUNT(attentionGradWgmmaLaunches);
   return true;
 }
 
 /// Launches the backward on mainloop ML (causal_attention_grad's) on
-/// tensor cores (ML 1, or 2: the key side on wgmma where it can run; BF: on
+/// tensor cores (ML 1, or 2: the wgmma kernels where they can run; BF: on
 /// bf16 inputs) or the SIMT one (ML 0); only the chosen kernels are
 /// instantiated.
 template <int ML, int H, int HD, int KVH, bool BF, typename TQ, typename TK,
           typename TVin, typename TV>
-inline void launchAttentionGrad(int64_t nseg, int64_t max_seg_rows,
-                                const TQ *q, const TK *k, const TVin *v,
-                                const float *o, const float *dout,
-                                const int64_t *seg, const int32_t *pos,
-                                float *dq, float *dk, TV *dv, float *stats,
-                                cudaStream_t stream) {
+inline void launchAttentionGrad(int64_t nseg, int64_t max_seg_rows, const TQ *q,
+                                const TK *k, const TVin *v, const float *o,
+                                const float *dout, const int64_t *seg,
+                                const int32_t *pos, float *dq, float *dk,
+                                TV *dv, float *stats, cudaStream_t stream) {
   if constexpr (ML >= 1) {
-    constexpr int smemQ = AttnGradTcSmem<HD>::Bytes;
-    auto kq = attnGradQueryTc<H, HD, KVH, BF, TQ, TK, TVin>;
-    static bool configured = false; // the attribute is per function
-    if (!configured) {
-      cudaFuncSetAttribute(kq, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                           smemQ);
-      configured = true;
+    constexpr bool wgmma = ML == 2 && detail::attentionWgmmaHeadDim<HD> &&
+                           std::is_same_v<TQ, bf16> &&
+                           std::is_same_v<TK, bf16> &&
+                           std::is_same_v<TVin, bf16>;
+    bool queryDone = false;
+    if constexpr (wgmma)
+      queryDone = launchAttnGradQueryWgmma<H, HD, KVH>(
+          nseg, max_seg_rows, q, k, v, o, dout, seg, pos, dq, stats, stream);
+    if (!queryDone) {
+      constexpr int smemQ = AttnGradTcSmem<HD>::Bytes;
+      auto kq = attnGradQueryTc<H, HD, KVH, BF, TQ, TK, TVin>;
+      static bool configured = false; // the attribute is per function
+      if (!configured) {
+        cudaFuncSetAttribute(kq, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             smemQ);
+        configured = true;
+      }
+      const dim3 gq((unsigned)ceilDiv(max_seg_rows, kAgTcOwn), H,
+                    (unsigned)nseg);
+      MODC_LAUNCH(kq, gq, kAgTcThreads, smemQ, stream, q, k, v, o, dout, seg,
+                  pos, dq, stats);
     }
-    const dim3 gq((unsigned)ceilDiv(max_seg_rows, kAgTcOwn), H, (unsigned)nseg);
-    MODC_LAUNCH(kq, gq, kAgTcThreads, smemQ, stream, q, k, v, o, dout, seg,
-                pos, dq, stats);
-    if constexpr (ML == 2 && detail::attentionWgmmaHeadDim<HD> &&
-                  std::is_same_v<TQ, bf16> && std::is_same_v<TK, bf16> &&
-                  std::is_same_v<TVin, bf16>) {
+    if constexpr (wgmma) {
       if (launchAttnGradKeyWgmma<H, HD, KVH>(nseg, max_seg_rows, q, k, v, dout,
                                              seg, pos, stats, dk, dv, stream))
         return;
@@ -1136,38 +1474,38 @@ inline int64_t attention_grad_scratch_floats(int64_t max_rows) {
 /// max_seg_rows bounds every segment's length (S, or the routed capacity) and
 /// sizes the grid, as in causal_attention. `scratch`:
 /// attention_grad_scratch_floats<H>(max_rows) floats for any max_rows >=
-/// seg[nseg] (nseg * max_seg_rows will do). Two kernels (query side writes dq and the softmax
-/// statistics, key side dk and dv); no atomics, deterministic. For head dims
-/// that are multiples of 8 up to 128 they run on tensor cores (3xTF32
-/// mma.m16n8k8, f32 accuracy: attnGradQueryTc, attnGradKeyTc) where
+/// seg[nseg] (nseg * max_seg_rows will do). Two kernels (query side writes dq
+/// and the softmax statistics, key side dk and dv); no atomics, deterministic.
+/// For head dims that are multiples of 8 up to 128 they run on tensor cores
+/// (3xTF32 mma.m16n8k8, f32 accuracy: attnGradQueryTc, attnGradKeyTc) where
 /// `Mainloop` (the compiler's choice, modk-configure-gemms; as
-/// causal_attention's) is 1, or 2 where the key side cannot run on wgmma;
-/// 2 runs the key side as attnGradKeyWgmma (sm_90a, TMA and wgmma; P^T, dS^T
-/// and dO rounded to bf16) where the head dim is 64 or 128, q, k and v are
-/// bf16 arrays and TMA can read them; 0 the SIMT kernels (attnGradQuery,
-/// attnGradKey); same scratch either way.
+/// causal_attention's) is 1, or 2 where wgmma cannot run; 2 runs
+/// attnGradQueryWgmma and attnGradKeyWgmma (sm_90a, TMA and wgmma; P, dS and
+/// dO rounded to bf16) where the head dim is 64 or 128, q, k and v are bf16
+/// arrays and TMA can read them (each side falls back on its mma.sync kernel
+/// on its own); 0 the SIMT kernels (attnGradQuery, attnGradKey); same
+/// scratch either way.
 /// BF16: q, k, v hold bf16 values (a bf16 model); the same result, with
 /// fewer tensor-core instructions. q, k and v may be bf16 (a bf16 model's,
 /// modk-store-bf16: widened as the tiles are loaded), and dv (rounded as
 /// stored: only products read it).
-template <int H, int HD, bool BF16 = false, int Mainloop = 1, int KVH = H, typename TQ = float, typename TK = float,
-          typename TVin = float, typename TV = float>
-inline void causal_attention_grad(const TQ *q, const TK *k,
-                                  const TVin *v, const float *o,
-                                  const float *dout, int64_t nseg,
-                                  const int64_t *seg, const int32_t *pos,
-                                  int64_t max_seg_rows, float *dq, float *dk,
-                                  TV *dv, float *scratch,
-                                  cudaStream_t stream) {
+template <int H, int HD, bool BF16 = false, int Mainloop = 1, int KVH = H,
+          typename TQ = float, typename TK = float, typename TVin = float,
+          typename TV = float>
+inline void
+causal_attention_grad(const TQ *q, const TK *k, const TVin *v, const float *o,
+                      const float *dout, int64_t nseg, const int64_t *seg,
+                      const int32_t *pos, int64_t max_seg_rows, float *dq,
+                      float *dk, TV *dv, float *scratch, cudaStream_t stream) {
   using namespace train_detail;
   static_assert(KVH >= 1 && H % KVH == 0, "n_kv_heads divides n_heads");
   static_assert(Mainloop >= 0 && Mainloop <= 2, "simt, mma or wgmma");
   if (nseg <= 0 || max_seg_rows <= 0)
     return;
   if constexpr (Mainloop >= 1 && attentionGradTcHeadDim<HD>) {
-    launchAttentionGrad<Mainloop, H, HD, KVH, BF16>(
-        nseg, max_seg_rows, q, k, v, o, dout, seg, pos, dq, dk, dv, scratch,
-        stream);
+    launchAttentionGrad<Mainloop, H, HD, KVH, BF16>(nseg, max_seg_rows, q, k, v,
+                                                    o, dout, seg, pos, dq, dk,
+                                                    dv, scratch, stream);
   } else {
     launchAttentionGrad<0, H, HD, KVH, false>(nseg, max_seg_rows, q, k, v, o,
                                               dout, seg, pos, dq, dk, dv,

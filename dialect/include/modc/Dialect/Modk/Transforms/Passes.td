@@ -375,9 +375,8 @@ def ConfigureGemms : Pass<"modk-configure-gemms", "::modc::modk::EntryOp"> {
       `mma` (mma.sync flash attention) where the head dim is a multiple of
       8 up to 128, else `simt`; with `attention=wgmma` (sm_90a), the
       forward and the gradient whose q, k and v are stored bf16 at head
-      dim 64 or 128 are `wgmma` (TMA and wgmma, P rounded to bf16; the
-      gradient's key side on wgmma, its query side on mma.sync; not yet
-      run on a GPU);
+      dim 64 or 128 are `wgmma` (TMA and wgmma; P, the gradient's dS and
+      dO rounded to bf16; not yet run on a GPU);
     - `library=cutlass`: a forward bf16 product whose input is stored
       bf16 and whose weight gets its bf16 copy (every entry but decode),
       with a plain epilogue (`none`) or an elementwise `rows` epilogue
