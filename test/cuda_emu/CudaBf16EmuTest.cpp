@@ -600,9 +600,12 @@ double maxScaledError(const std::vector<float> &got,
 /// and dO are rounded to bf16 for the products (a relative 2^-9 each), so
 /// the bound on dq, dk and dv is 2e-2 of max(1, |want|) (dv rounded to bf16
 /// as stored: half a bf16 step more) and the mean error under 1e-3; the f32
-/// 3xTF32 kernels stay within 1e-4. DV: dv's type.
+/// 3xTF32 kernels stay within 1e-4. DV: dv's type. `at`: 1 puts dout one
+/// float past a 16-byte boundary (the staging loads it a value at a time),
+/// 2 puts q, k and v one bf16 past it, where TMA cannot read them: both
+/// sides run their mma.sync kernels, bit for bit mainloop 1's.
 template <int H, int HD, int KVH, typename DV = modk_cuda::bf16>
-void checkAttentionGradWgmma(uint32_t seed) {
+void checkAttentionGradWgmma(uint32_t seed, int at = 0) {
   constexpr int LD = H * HD, LDK = KVH * HD;
   const std::vector<int64_t> lens = {200, 37, 64, 129};
   const int64_t maxSegRows = 200, nseg = int64_t(lens.size());
@@ -633,7 +636,16 @@ void checkAttentionGradWgmma(uint32_t seed) {
       y[e].bits = 0xffffu; // NaN
     return y;
   };
-  const auto qb = stored(q, LD), kb = stored(k, LDK), vb = stored(v, LDK);
+  const auto qbs = stored(q, LD), kbs = stored(k, LDK), vbs = stored(v, LDK);
+  auto shifted = [&](const std::vector<modk_cuda::bf16> &x) {
+    std::vector<modk_cuda::bf16> y(x.size() + 1);
+    std::copy(x.begin(), x.end(), y.begin() + (at == 2 ? 1 : 0));
+    return y;
+  };
+  const auto qba = shifted(qbs), kba = shifted(kbs), vba = shifted(vbs);
+  const int qkvAt = at == 2 ? 1 : 0;
+  const modk_cuda::bf16 *qb = qba.data() + qkvAt, *kb = kba.data() + qkvAt,
+                        *vb = vba.data() + qkvAt;
   const Attention64 fwd = attention64(H, KVH, HD, q, k, v, seg, pos);
   std::vector<float> o(bound * LD, NAN), dout(bound * LD, NAN);
   const auto fresh = randomFloats(size_t(rows * LD), seed + 4);
@@ -643,6 +655,9 @@ void checkAttentionGradWgmma(uint32_t seed) {
   }
   const Attention64 want =
       attention64(H, KVH, HD, q, k, v, seg, pos, &dout, &o);
+  std::vector<float> doutAt(dout.size() + 1);
+  std::copy(dout.begin(), dout.end(), doutAt.begin() + (at == 1 ? 1 : 0));
+  const float *doutP = doutAt.data() + (at == 1 ? 1 : 0);
   const std::string what = "wgmma attention gradient, HD " +
                            std::to_string(HD) + " KVH " + std::to_string(KVH);
 
@@ -656,16 +671,14 @@ void checkAttentionGradWgmma(uint32_t seed) {
     const int64_t before = modk_cuda::detail::attentionGradWgmmaLaunches();
     if (m == 0)
       modk_cuda::causal_attention_grad<H, HD, true, 2, KVH>(
-          qb.data(), kb.data(), vb.data(), o.data(), dout.data(), nseg,
-          seg.data(), pos.data(), maxSegRows, dq[m].data(), dk[m].data(),
-          dvOut.data(), scratch.data(), nullptr);
+          qb, kb, vb, o.data(), doutP, nseg, seg.data(), pos.data(), maxSegRows,
+          dq[m].data(), dk[m].data(), dvOut.data(), scratch.data(), nullptr);
     else
       modk_cuda::causal_attention_grad<H, HD, true, 1, KVH>(
-          qb.data(), kb.data(), vb.data(), o.data(), dout.data(), nseg,
-          seg.data(), pos.data(), maxSegRows, dq[m].data(), dk[m].data(),
-          dvOut.data(), scratch.data(), nullptr);
+          qb, kb, vb, o.data(), doutP, nseg, seg.data(), pos.data(), maxSegRows,
+          dq[m].data(), dk[m].data(), dvOut.data(), scratch.data(), nullptr);
     ASSERT_EQ(modk_cuda::detail::attentionGradWgmmaLaunches(),
-              before + (m == 0 ? 2 : 0))
+              before + (m == 0 && at != 2 ? 2 : 0))
         << "both wgmma kernels ran on mainloop 2 only, " << what;
     for (int64_t e = rows * LD; e < bound * LD; ++e)
       ASSERT_EQ(dq[m][e], kSentinel) << what << ": dq " << e << " written";
@@ -681,6 +694,13 @@ void checkAttentionGradWgmma(uint32_t seed) {
       dv[m][e] = float(dvOut[e]);
   }
   const double dvRounding = std::is_same_v<DV, float> ? 0.0 : 0x1p-8;
+  if (at == 2)
+    for (int i = 0; i < 3; ++i) {
+      const std::vector<float> *g[3] = {dq, dk, dv};
+      ASSERT_EQ(0, std::memcmp(g[i][0].data(), g[i][1].data(),
+                               sizeof(float) * g[i][0].size()))
+          << what << ": mainloop 2 without TMA differs from mainloop 1";
+    }
   // The mma.sync backward, as checked elsewhere.
   expectClose(dq[1], want.dq, 1e-4, ("mma dq, " + what).c_str());
   expectClose(dk[1], want.dk, 1e-4, ("mma dk, " + what).c_str());
@@ -715,6 +735,8 @@ TEST(CudaBf16, AttentionGradWgmmaMatchesFp64) {
   checkAttentionGradWgmma<1, 128, 1>(4202);
   checkAttentionGradWgmma<4, 64, 2>(4203);         // grouped-query
   checkAttentionGradWgmma<4, 128, 1, float>(4204); // grouped-query, f32 dv
+  checkAttentionGradWgmma<2, 64, 2>(4205, 1);      // dout not aligned
+  checkAttentionGradWgmma<2, 128, 1>(4206, 2);     // no TMA: mma.sync
 }
 
 /// got[i] is a bf16 value within one bf16 step of want[i] (an f32 sum on
