@@ -1,5 +1,7 @@
 // RUN: mod-opt %s --pass-pipeline='builtin.module(modk.entry(modk-configure-gemms{library=cutlass}))' | mod-opt | FileCheck %s
 // RUN: mod-opt %s --pass-pipeline='builtin.module(modk.entry(modk-configure-gemms{arch=sm_80 library=cutlass}))' | FileCheck %s --check-prefix=A100
+// RUN: mod-opt %s --pass-pipeline='builtin.module(modk.entry(modk-configure-gemms{library=cutlass sm-count=8}))' | mod-opt | FileCheck %s --check-prefix=SM8
+// RUN: mod-opt %s --pass-pipeline='builtin.module(modk.entry(modk-configure-gemms{arch=sm_80 library=cutlass sm-count=8}))' | FileCheck %s --check-prefix=A100-GRAD
 
 // A group of MoE experts' products (modk-group-gemms' `group`) on sm_90a
 // with library=cutlass: the members' CUTLASS variants are `grouped`, one
@@ -109,4 +111,57 @@ modk.entry @experts attributes {kind = #modk.entry_kind<forward>, model = #modk.
       modk.yield %s : f32
     }
   }
+}
+
+// The experts' gradient groups (modk-group-gemms' `group` on
+// modk.gemm_dgrad and modk.gemm_wgrad) on sm_90a: an input gradients'
+// group whose members store dA and one whose members add to it (beta = 1,
+// fewer stages for the source) take the single input gradient's CUTLASS
+// variants, `grouped`. A weight gradients' group is one grouped launch
+// whose setup kernel reads each member's reduction, its row count, on the
+// device, so the experts' rows (counted on the device) take CUTLASS there
+// (a single weight gradient over them keeps the tiles), where the
+// members' outputs together fill the part without a split over the rows:
+// two 256 x 128 weights (16 tiles of 64 x 64) do not on 132 SMs (the tiles'
+// deterministic split stays) and do on 8 (sm-count=8). No split in the
+// grouped kernel: each member's output tile sums its rows in one CTA, in
+// order. sm_80 keeps the tiles.
+// CHECK-LABEL: modk.entry @expert_grads
+// CHECK-COUNT-2: modk.gemm_dgrad{{.*}} {accumulate = false, config = #modk.gemm_config<mma 64x64, from 64: cutlass 64x128x64 cluster 1x1 stages 8 pingpong raster along_m grouped, from 16769: cutlass 128x128x64 cluster 2x1 stages 6 cooperative raster along_m grouped>, group = 3 : i64}
+// CHECK-COUNT-2: modk.gemm_dgrad{{.*}} {accumulate = true, config = #modk.gemm_config<mma 64x64, from 64: cutlass 64x128x64 cluster 1x1 stages 8 pingpong raster along_m grouped, from 16769: cutlass 128x128x64 cluster 2x1 stages 5 cooperative raster along_m grouped>, group = 4 : i64}
+// CHECK-COUNT-2: modk.gemm_wgrad{{.*}} {config = #modk.gemm_config<wgmma 128x64 tma 264, split 33>, group = 5 : i64}
+// CHECK: modk.gemm_wgrad{{.*}} {config = #modk.gemm_config<wgmma 128x64 tma 264, split 33>}
+// SM8-LABEL: modk.entry @expert_grads
+// SM8-COUNT-2: modk.gemm_dgrad{{.*}} {accumulate = false, config = #modk.gemm_config<mma 64x64, from 64: cutlass 64x128x64 cluster 1x1 stages 8 pingpong raster along_m grouped, from 897: cutlass 128x128x64 cluster 2x1 stages 6 cooperative raster along_m grouped>, group = 3 : i64}
+// SM8-COUNT-2: modk.gemm_dgrad{{.*}} {accumulate = true, config = #modk.gemm_config<mma 64x64, from 64: cutlass 64x128x64 cluster 1x1 stages 8 pingpong raster along_m grouped, from 897: cutlass 128x128x64 cluster 2x1 stages 5 cooperative raster along_m grouped>, group = 4 : i64}
+// SM8-COUNT-2: modk.gemm_wgrad{{.*}} {config = #modk.gemm_config<wgmma 128x64 tma 16, from 64: cutlass 64x128x64 cluster 1x1 stages 8 pingpong raster along_m grouped>, group = 5 : i64}
+// SM8: modk.gemm_wgrad{{.*}} {config = #modk.gemm_config<wgmma 128x64 tma 16, split 2>}
+// A100-GRAD-LABEL: modk.entry @expert_grads
+// A100-GRAD-NOT: cutlass
+// A100-GRAD: modk.gemm_wgrad{{.*}} {config = #modk.gemm_config<mma 64x64, split 2>, group = 5 : i64}
+// A100-GRAD-NOT: cutlass
+modk.entry @expert_grads attributes {kind = #modk.entry_kind<grad>, model = #modk.model<name = "t", vocab_size = 64, d_model = 128, n_layers = 1, n_heads = 4, d_ff = 512, seq_len = 256, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = bf16>, modes = [#modk.mode<topk>], params = [#modk.param<name = "wg0", shape = [256, 128], init = ones>, #modk.param<name = "wg1", shape = [256, 128], init = ones>, #modk.param<name = "wu0", shape = [256, 128], init = ones>, #modk.param<name = "wu1", shape = [256, 128], init = ones>]} {
+  %wg0 = modk.param "wg0" : memref<256x128xf32>
+  %wg1 = modk.param "wg1" : memref<256x128xf32>
+  %wu0 = modk.param "wu0" : memref<256x128xf32>
+  %wu1 = modk.param "wu1" : memref<256x128xf32>
+  %s0 = modk.alloc : memref<?x1xi64>
+  %s1 = modk.alloc : memref<?x1xi64>
+  %x0 = modk.alloc : memref<?x40x128xbf16>
+  %x1 = modk.alloc : memref<?x40x128xbf16>
+  %dg0 = modk.alloc : memref<?x40x256xbf16>
+  %dg1 = modk.alloc : memref<?x40x256xbf16>
+  %du0 = modk.alloc : memref<?x40x256xbf16>
+  %du1 = modk.alloc : memref<?x40x256xbf16>
+  %dx0 = modk.alloc : memref<?x40x128xf32>
+  %dx1 = modk.alloc : memref<?x40x128xf32>
+  %gg0 = modk.output "grad.wg0" : memref<256x128xf32>
+  %gg1 = modk.output "grad.wg1" : memref<256x128xf32>
+  modk.gemm_dgrad(%dg0, %wg0, %s0, %dx0) {accumulate = false, group = 3 : i64} : memref<?x40x256xbf16>, memref<256x128xf32>, memref<?x1xi64>, memref<?x40x128xf32>
+  modk.gemm_dgrad(%dg1, %wg1, %s1, %dx1) {accumulate = false, group = 3 : i64} : memref<?x40x256xbf16>, memref<256x128xf32>, memref<?x1xi64>, memref<?x40x128xf32>
+  modk.gemm_dgrad(%du0, %wu0, %s0, %dx0) {accumulate = true, group = 4 : i64} : memref<?x40x256xbf16>, memref<256x128xf32>, memref<?x1xi64>, memref<?x40x128xf32>
+  modk.gemm_dgrad(%du1, %wu1, %s1, %dx1) {accumulate = true, group = 4 : i64} : memref<?x40x256xbf16>, memref<256x128xf32>, memref<?x1xi64>, memref<?x40x128xf32>
+  modk.gemm_wgrad(%dg0, %x0, %s0, %gg0) {group = 5 : i64} : memref<?x40x256xbf16>, memref<?x40x128xbf16>, memref<?x1xi64>, memref<256x128xf32>
+  modk.gemm_wgrad(%dg1, %x1, %s1, %gg1) {group = 5 : i64} : memref<?x40x256xbf16>, memref<?x40x128xbf16>, memref<?x1xi64>, memref<256x128xf32>
+  modk.gemm_wgrad(%dg0, %x0, %s0, %gg0) : memref<?x40x256xbf16>, memref<?x40x128xbf16>, memref<?x1xi64>, memref<256x128xf32>
 }

@@ -867,6 +867,167 @@ struct Sm90GroupGemm {
 } // namespace modc_cutlass
 )cpp";
 
+// A gradient group's kernel on sm_90a (appended after kSm90Group to the
+// files of grouped modk.gemm_dgrad and modk.gemm_wgrad variants only):
+// CUTLASS's grouped (ptr-array) GEMM over the members' input gradients or
+// weight gradients, with the single gradients' operand layouts and
+// epilogues (Sm90Dgrad, Sm90Wgrad). docs/cuda.md, "CUTLASS".
+static const char kSm90GradGroup[] = R"cpp(
+namespace modc_cutlass {
+
+/// Writes member z's problem, pointers and strides for Sm90GradGroup G: an
+/// input gradient's (M, N, K) = (its row count on the device, K, N), a
+/// weight gradient's (N, K, its row count on the device: the reduction); an
+/// empty member has no rows (M = 0: no tiles). A thread a member.
+template <typename G>
+__global__ void groupSetupKernelGrad(const GroupTable table, int n, int k,
+                                     GroupArrays<G> *arrays) {
+  const int z = int(threadIdx.x);
+  if (z >= table.members)
+    return;
+  const GroupTable::Member &m = table.member[z];
+  const int64_t rows = *m.rows;
+  const int count = int(rows > 0 ? rows : 0);
+  typename G::Kernel::InternalStrideA sa{};
+  typename G::Kernel::InternalStrideB sb{};
+  typename G::Kernel::InternalStrideC sc{};
+  typename G::Kernel::InternalStrideD sd{};
+  if constexpr (G::kWgrad) {
+    // dw[n, k] += dy[rows, n]^T a[rows, k]: both read MN-major.
+    arrays->problems[z] = cute::make_shape(count > 0 ? n : 0, k, count);
+    cute::get<1>(sa) = n; // dy's rows (the reduction): n apart
+    cute::get<1>(sb) = k; // a's rows: k apart
+  } else {
+    // da[rows, n] (+)= dy[rows, k] w[k, n]: w read N-major.
+    arrays->problems[z] = cute::make_shape(count, n, k);
+    cute::get<0>(sa) = k; // dy's rows: k apart
+    cute::get<1>(sb) = n; // w's rows (the reduction): n apart
+  }
+  cute::get<0>(sc) = n;
+  cute::get<0>(sd) = n;
+  arrays->a[z] = static_cast<const Bf16 *>(m.a);
+  arrays->w[z] = static_cast<const Bf16 *>(m.w);
+  arrays->c[z] = static_cast<const float *>(m.src);
+  arrays->d[z] = static_cast<float *>(m.y);
+  arrays->strideA[z] = sa;
+  arrays->strideB[z] = sb;
+  arrays->strideC[z] = sc;
+  arrays->strideD[z] = sd;
+}
+
+/// The gradients of a group's members, one launch: Wgrad, each member's
+/// dw[N, K] += dy[rows, N]^T a[rows, K] over the rows the device counts (its
+/// reduction; the launcher's (n, k) are (N, K)), dy and a bf16 MN-major,
+/// dw f32 added to in the epilogue (beta = 1), no split over the rows:
+/// every output tile of a member sums its rows in one CTA, in order
+/// (deterministic); else each member's da[rows, K] (+)= dy[rows, N] w[N, K]
+/// (Sm90Dgrad's layouts; the launcher's (n, k) are (K, N)), adding da's old
+/// values where Accumulate (beta = 1). The tile, cluster, stages, schedule
+/// and raster as in Sm90Gemm.
+template <int BM, int BN, int BK, int CM, int CN, int Stages, bool Pingpong,
+          bool AlongN, bool Wgrad, bool Accumulate, int SharedBytes>
+struct Sm90GradGroup {
+  static constexpr bool kWgrad = Wgrad;
+  static constexpr bool kAdds = Wgrad || Accumulate;
+  using C = std::conditional_t<kAdds, float, void>;
+  using Tile = cute::Shape<cute::Int<BM>, cute::Int<BN>, cute::Int<BK>>;
+  using Cluster = cute::Shape<cute::Int<CM>, cute::Int<CN>, cute::_1>;
+  using Problem = cutlass::gemm::GroupProblemShape<cute::Shape<int, int, int>>;
+  using KernelSchedule = std::conditional_t<
+      Pingpong, cutlass::gemm::KernelPtrArrayTmaWarpSpecializedPingpong,
+      cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperative>;
+  using EpilogueSchedule = std::conditional_t<
+      Pingpong, cutlass::epilogue::PtrArrayTmaWarpSpecializedPingpong,
+      cutlass::epilogue::PtrArrayTmaWarpSpecializedCooperative>;
+  using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, Tile, Cluster,
+      cutlass::epilogue::collective::EpilogueTileAuto, float, float, C,
+      cutlass::layout::RowMajor *, 4, float, cutlass::layout::RowMajor *, 4,
+      EpilogueSchedule>::CollectiveOp;
+  using LayoutA = std::conditional_t<Wgrad, cutlass::layout::ColumnMajor,
+                                     cutlass::layout::RowMajor>;
+  using Mainloop = typename cutlass::gemm::collective::CollectiveBuilder<
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, Bf16, LayoutA *, 8,
+      Bf16, cutlass::layout::RowMajor *, 8, float, Tile, Cluster,
+      cutlass::gemm::collective::StageCount<Stages>,
+      KernelSchedule>::CollectiveOp;
+  using Kernel =
+      cutlass::gemm::kernel::GemmUniversal<Problem, Mainloop, Epilogue>;
+  using Adapter = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
+  static_assert(sizeof(typename Kernel::SharedStorage) <= SharedBytes,
+                "the configured stages do not fit the part's shared memory "
+                "(modc/Dialect/Modk/CudaTargets.h)");
+  using NonVoidC = float;
+  using NonVoidD = float;
+  using Member = typename MemberArgs<void>::type;
+  using Arrays = GroupArrays<Sm90GradGroup>;
+
+  /// The kernel, instantiated (a build check takes its address).
+  static auto kernel() { return &cutlass::device_kernel<Kernel>; }
+
+  /// Enqueues the group's gradients: the members' problems written on the
+  /// device, then one grouped launch; false where CUTLASS declines it or
+  /// its device memory cannot be had (as Sm90GroupGemm::run).
+  static bool run(const GroupTable &table, int64_t n, int64_t k,
+                  cudaStream_t s) {
+    if (table.members < 1 || table.members > kMaxGroup)
+      return false;
+    for (int z = 0; z < table.members; ++z)
+      if ((table.member[z].src != nullptr) != kAdds)
+        return false;
+    typename Adapter::Arguments args{
+        cutlass::gemm::GemmUniversalMode::kGrouped,
+        {table.members, nullptr, nullptr},
+        {},
+        {},
+        hardwareInfo()};
+    using Raster = typename Kernel::TileScheduler::RasterOrderOptions;
+    args.scheduler.raster_order = AlongN ? Raster::AlongN : Raster::AlongM;
+    static char *memory = nullptr;
+    static size_t capacity = 0;
+    const size_t arraysBytes = (sizeof(Arrays) + 255) / 256 * 256;
+    args.problem_shape.num_groups = kMaxGroup;
+    const size_t bytes = arraysBytes + Adapter::get_workspace_size(args);
+    args.problem_shape.num_groups = table.members;
+    if (bytes > capacity) {
+      cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+      if (cudaStreamIsCapturing(s, &capture) != cudaSuccess ||
+          capture != cudaStreamCaptureStatusNone ||
+          cudaStreamSynchronize(s) != cudaSuccess)
+        return false;
+      cudaFree(memory);
+      memory = nullptr;
+      capacity = 0;
+      if (cudaMalloc(&memory, bytes) != cudaSuccess) {
+        memory = nullptr;
+        return false;
+      }
+      capacity = bytes;
+    }
+    Arrays *arrays = reinterpret_cast<Arrays *>(memory);
+    args.problem_shape.problem_shapes = arrays->problems;
+    args.mainloop = {arrays->a, arrays->strideA, arrays->w, arrays->strideB};
+    args.epilogue.thread.alpha = 1.0f;
+    args.epilogue.thread.beta = kAdds ? 1.0f : 0.0f;
+    if constexpr (kAdds)
+      args.epilogue.ptr_C = arrays->c;
+    args.epilogue.dC = arrays->strideC;
+    args.epilogue.ptr_D = arrays->d;
+    args.epilogue.dD = arrays->strideD;
+    groupSetupKernelGrad<Sm90GradGroup>
+        <<<1, 32, 0, s>>>(table, int(n), int(k), arrays);
+    if (cudaPeekAtLastError() != cudaSuccess)
+      return false;
+    Adapter gemm;
+    return gemm.can_implement(args) == cutlass::Status::kSuccess &&
+           gemm.initialize(args, memory + arraysBytes, s) ==
+               cutlass::Status::kSuccess &&
+           gemm.run(s) == cutlass::Status::kSuccess;
+  }
+};
+} // namespace modc_cutlass
+)cpp";
+
 static const char kSm80[] =
     R"cpp(#include <cutlass/epilogue/thread/linear_combination.h>
 #include <cutlass/gemm/kernel/default_gemm.h>
@@ -1250,16 +1411,17 @@ template <GroupLaunchFn Launch> struct GroupLauncher {
 
 /// A group's CUTLASS variants by ascending MinRows: run() enqueues the one
 /// of the members' row bound over every member (each member's weight on
-/// its bf16 copy), or returns false (below the first variant's rows, a
+/// its bf16 copy, unless weightCopies is false: a weight gradient's w is
+/// its bf16 input A), or returns false (below the first variant's rows, a
 /// weight without a copy, an unaligned operand, CUTLASS declining, the CPU
 /// emulation): nothing but perhaps weights' rounding was enqueued then.
 template <typename... V> struct GroupPlan {
   static bool run(const GroupTable &table, int64_t maxRows, int64_t n,
-                  int64_t k, cudaStream_t s) {
+                  int64_t k, cudaStream_t s, bool weightCopies = true) {
 #if defined(__CUDACC__)
-    return pick<V...>(table, maxRows, n, k, s);
+    return pick<V...>(table, maxRows, n, k, s, weightCopies);
 #else
-    (void)table, (void)maxRows, (void)n, (void)k, (void)s;
+    (void)table, (void)maxRows, (void)n, (void)k, (void)s, (void)weightCopies;
     return false;
 #endif
   }
@@ -1268,12 +1430,12 @@ template <typename... V> struct GroupPlan {
 private:
   template <typename First, typename... Rest>
   static bool pick(const GroupTable &table, int64_t maxRows, int64_t n,
-                   int64_t k, cudaStream_t s) {
+                   int64_t k, cudaStream_t s, bool weightCopies) {
     if constexpr (sizeof...(Rest) > 0) {
       using Next = typename modk_cuda::detail::FirstOf<Rest...>::type;
       static_assert(Next::minRows > First::minRows, "variants by rows");
       if (maxRows >= Next::minRows)
-        return pick<Rest...>(table, maxRows, n, k, s);
+        return pick<Rest...>(table, maxRows, n, k, s, weightCopies);
     }
     if (maxRows < First::minRows)
       return false;
@@ -1282,10 +1444,12 @@ private:
       GroupTable::Member &m = copy.member[z];
       if (reinterpret_cast<uintptr_t>(m.a) % 16 != 0 ||
           reinterpret_cast<uintptr_t>(m.src) % 16 != 0 ||
-          reinterpret_cast<uintptr_t>(m.y) % 16 != 0)
+          reinterpret_cast<uintptr_t>(m.y) % 16 != 0 ||
+          (!weightCopies && reinterpret_cast<uintptr_t>(m.w) % 16 != 0))
         return false;
-      m.w = modk_cuda::detail::weightCopyFor(static_cast<const float *>(m.w),
-                                             n * k, s);
+      if (weightCopies)
+        m.w = modk_cuda::detail::weightCopyFor(
+            static_cast<const float *>(m.w), n * k, s);
       if (!m.w)
         return false;
     }
@@ -1302,6 +1466,26 @@ template <int N, int K, typename CutlassPlan>
 inline bool linear_group(const GroupTable &table, int64_t maxRows,
                          cudaStream_t s) {
   return CutlassPlan::run(table, maxRows, N, K, s);
+}
+
+/// The input gradients of a group (da (+)= dy w, w [N, K] each member's
+/// weight) over at most maxRows rows each, as one CUTLASS grouped launch
+/// where it runs (its kernel adds where the members accumulate); false
+/// where it does not (the caller launches the tiles' group).
+template <int N, int K, typename CutlassPlan>
+inline bool linear_dgrad_group(const GroupTable &table, int64_t maxRows,
+                               cudaStream_t s) {
+  return CutlassPlan::run(table, maxRows, K, N, s);
+}
+
+/// The weight gradients of a group (dw [N, K] += dy^T a, w: each member's
+/// bf16 input a) over at most maxRows rows each, each member's reduction
+/// its row count on the device, as one CUTLASS grouped launch where it
+/// runs; false where it does not (the caller launches the tiles' group).
+template <int N, int K, typename CutlassPlan>
+inline bool linear_wgrad_group(const GroupTable &table, int64_t maxRows,
+                               cudaStream_t s) {
+  return CutlassPlan::run(table, maxRows, N, K, s, /*weightCopies=*/false);
 }
 } // namespace modc_cutlass
 )cpp";
@@ -1620,16 +1804,23 @@ LogicalResult CutlassGemms::emitKernelType(raw_ostream &os,
   }
   int64_t shared = cuda::sharedBytesPerBlock(*part) / tile->ctasPerSm;
   bool alongN = v.raster == modk::RasterOrder::along_n;
-  if (v.grouped && (!sm90 || !forward || kind == ProductKind::forwardStaged))
-    return op->emitError("CUTLASS runs grouped launches of forward products "
-                         "on sm_90a only, not ")
+  if (v.grouped && (!sm90 || kind == ProductKind::forwardStaged))
+    return op->emitError("CUTLASS runs grouped launches on sm_90a only, not ")
            << arch << ": run modk-configure-gemms{arch=" << arch
            << " library=cutlass}";
   if (!forward && !sm90)
     return op->emitError("CUTLASS runs gradients on sm_90a only, not ")
            << arch << ": run modk-configure-gemms{arch=" << arch
            << " library=cutlass}";
-  if (kind == ProductKind::wgrad)
+  if (!forward && v.grouped)
+    os << fmt::format("using {} = modc_cutlass::Sm90GradGroup<{}, {}, {}, {}, "
+                      "{}, {}, {}, {}, {}, {}, {}>;\n",
+                      name, v.tileRows, v.tileCols, v.tileDepth, v.clusterRows,
+                      v.clusterCols, v.stages,
+                      v.schedule == modk::CutlassSchedule::pingpong, alongN,
+                      kind == ProductKind::wgrad,
+                      kind == ProductKind::dgradAccumulate, shared);
+  else if (kind == ProductKind::wgrad)
     os << fmt::format("using {} = modc_cutlass::Sm90Wgrad<{}, {}, {}, {}, {}, "
                       "{}, {}, {}, {}>;\n",
                       name, v.tileRows, v.tileCols, v.tileDepth, v.clusterRows,
@@ -1740,16 +1931,20 @@ LogicalResult CutlassGemms::emit(raw_ostream &os,
       FailureOr<std::string> math = epilogueMath(op, sm90);
       if (failed(math))
         return WalkResult::interrupt();
+      bool grouped = isCutlassGrouped(config);
+      // A gradient group's plan is a GroupPlan (kGroupPlan's entry points).
       if (kind == ProductKind::wgrad)
-        hasWgrad = true;
+        hasWgrad |= !grouped;
       else if (kind == ProductKind::forwardEpilogue ||
                kind == ProductKind::forwardStore ||
                kind == ProductKind::forwardStaged)
         hasEpilogue = true;
       else if (kind != ProductKind::forward)
-        hasDgrad = true;
+        hasDgrad |= !grouped;
       hasStore |= kind == ProductKind::forwardStore;
-      bool grouped = isCutlassGrouped(config);
+      bool gradient = kind == ProductKind::wgrad ||
+                      kind == ProductKind::dgrad ||
+                      kind == ProductKind::dgradAccumulate;
       hasGroup |= grouped;
       std::vector<std::string> variants;
       for (const modk::GemmVariant &v : config.getVariants()) {
@@ -1773,6 +1968,7 @@ LogicalResult CutlassGemms::emit(raw_ostream &os,
               "\"CUTLASS\").\n// " +
               text + "\n" + kKernelCommon + (sm90 ? kSm90 : kSm80) +
               (!sm90 && kind == ProductKind::forwardEpilogue ? kSm80Tree
+               : v.grouped                                   ? ""
                : kind == ProductKind::wgrad                  ? kSm90Wgrad
                : kind == ProductKind::dgrad ||
                        kind == ProductKind::dgradAccumulate
@@ -1786,11 +1982,13 @@ LogicalResult CutlassGemms::emit(raw_ostream &os,
           if (kind == ProductKind::forwardStore)
             body += storeArgsText() + kSegmentOf;
           // A grouped launch's kernel: its members' table (which holds
-          // StoreArgs) and the ptr-array kernel's template.
+          // StoreArgs) and the ptr-array kernel's template, a gradient
+          // group's over its layouts (Sm90GradGroup).
           if (v.grouped)
             body += (kind == ProductKind::forwardStore ? std::string()
                                                        : storeArgsText()) +
-                    groupTableText() + kSm90Group;
+                    groupTableText() + kSm90Group +
+                    (gradient ? kSm90GradGroup : "");
           body += "\nnamespace modc_cutlass {\n" + *math;
           llvm::raw_string_ostream bodyOs(body);
           if (failed(emitKernelType(bodyOs, v, bf16Output, "Gemm", op)))
@@ -1835,15 +2033,15 @@ LogicalResult CutlassGemms::emit(raw_ostream &os,
       // A weight gradient's plan is named after its key: the call's
       // emitter (KernelCalls.cpp) names it without this object.
       std::string name =
-          kind == ProductKind::wgrad
+          kind == ProductKind::wgrad && !grouped
               ? cutlassWgradPlan(op)
               : fmt::format("modc_cutlass_plan_{}", plans.size());
       plans[key] = name;
       plansOs << "// " << config << kindText(op) << "\nusing " << name
               << " = modc_cutlass::"
-              << (kind == ProductKind::wgrad ? "WgradPlan<"
-                  : grouped                  ? "GroupPlan<"
-                                             : "Plan<");
+              << (grouped                      ? "GroupPlan<"
+                  : kind == ProductKind::wgrad ? "WgradPlan<"
+                                               : "Plan<");
       llvm::interleaveComma(variants, plansOs);
       plansOs << ">;\n";
       return WalkResult::advance();
@@ -1873,8 +2071,10 @@ LogicalResult CutlassGemms::emit(raw_ostream &os,
 }
 
 std::string modc::cutlassWgradPlan(Operation *op) {
-  if (!isa<modk::GemmWgradOp>(op) ||
-      !hasCutlassVariant(op->getAttrOfType<modk::GemmConfigAttr>("config")))
+  // A grouped one's plan is its group's (CutlassGemms::groupPlanOf).
+  auto config = op->getAttrOfType<modk::GemmConfigAttr>("config");
+  if (!isa<modk::GemmWgradOp>(op) || !hasCutlassVariant(config) ||
+      isCutlassGrouped(config))
     return {};
   // A weight gradient's key is the same on every part.
   std::string key = planKey(op, /*sm90=*/true);

@@ -760,18 +760,34 @@ bool CudaEmitter::emitGradGroup(Operation *op) {
   auto shape =
       cast<MemRefType>(operands(op)[dgrad ? 1 : 2].getType()).getShape();
   int64_t n = shape[0], k = shape[1], size = int64_t(members.size());
+  // On sm_90a a group whose variants are `grouped` runs as one CUTLASS
+  // grouped launch from their rows on, over a table of the members'
+  // buffers of its own; the tiles' grouped launch below them and wherever
+  // it declines (docs/cuda.md, "CUTLASS").
+  std::string groupPlan = cutlass.groupPlanOf(op);
   os << fmt::format("  {{ // group {}: {} {}\n", group.getInt(), size,
                     dgrad ? "input gradients" : "weight gradients");
   os << fmt::format("    modk_cuda::detail::GemmGroup<{}, {}, {}, float> "
                     "group;\n",
                     size, element(operands(op)[0]),
                     dgrad ? std::string("float") : element(operands(op)[1]));
+  if (!groupPlan.empty())
+    os << "    modc_cutlass::GroupTable cutlassGroup;\n";
   for (auto [z, m] : llvm::enumerate(members)) {
     auto [dy, b, c, rows] = operands(m);
     os << fmt::format("    {{\n      group.a[{0}] = {1};\n      group.b[{0}] "
                       "= {2};\n      group.c[{0}] = {3};\n      "
-                      "group.rows[{0}] = {4} + B;\n    }}\n",
+                      "group.rows[{0}] = {4} + B;\n",
                       z, name(dy), name(b), name(c), name(rows));
+    // The member's dY, W (its bf16 copy when launched) or A, the old values
+    // its epilogue adds (an accumulating dA, dW) and its output.
+    bool adds = !dgrad || cast<modk::GemmDgradOp>(m).getAccumulate();
+    if (!groupPlan.empty())
+      os << fmt::format("      cutlassGroup.member[{}] = {{{}, {}, {}, {}, {} "
+                        "+ B, {{}}}};\n",
+                        z, name(dy), name(b), adds ? name(c) : "nullptr",
+                        name(c), name(rows));
+    os << "    }\n";
   }
   std::string bound = rowsArg(operands(op)[3], operands(op)[0]).bound;
   KernelCall call{dgrad ? "linear_dgrad_group" : "linear_wgrad_group",
@@ -787,7 +803,14 @@ bool CudaEmitter::emitGradGroup(Operation *op) {
                     "modk_cuda::linear_wgrad_group_scratch_floats<{}, {}, {}, "
                     "{}>({})",
                     n, k, size, call.devicePlan, bound));
-  emitCall(call, 4);
+  if (!groupPlan.empty()) {
+    os << fmt::format("    cutlassGroup.members = {};\n", size);
+    os << fmt::format("    if (!modc_cutlass::{}<{}, {}, {}>(cutlassGroup, "
+                      "{}, s))\n",
+                      dgrad ? "linear_dgrad_group" : "linear_wgrad_group", n, k,
+                      groupPlan, bound);
+  }
+  emitCall(call, groupPlan.empty() ? 4 : 6);
   os << "  }\n";
   return true;
 }

@@ -175,13 +175,17 @@ public:
         // On CUTLASS where a forward product would be: bf16 operands that
         // TMA reads (dY stored bf16, W's bf16 copy), on sm_90a (docs/cuda.md,
         // "CUTLASS"); dA is f32, its old values added where it accumulates.
+        bool sm90 = target->cutlass.generation ==
+                    cuda::CutlassGeneration::collectiveBuilders;
         bool cutlass = library == "cutlass" && forcedPath < 0 && p.bf16 &&
-                       p.tmaOperands &&
-                       target->cutlass.generation ==
-                           cuda::CutlassGeneration::collectiveBuilders &&
+                       p.tmaOperands && sm90 &&
                        w[1] * 4 % target->cutlass.alignmentBytes == 0;
+        // A group's member (modk-group-gemms): its group is one CUTLASS
+        // grouped launch, each member's rows sized on the device
+        // (docs/cuda.md, "CUTLASS").
         dgrad.setConfigAttr(
-            cutlass ? configureCutlass(ctx, p, 4, dgrad.getAccumulate() ? 4 : 0)
+            cutlass ? configureCutlass(ctx, p, 4, dgrad.getAccumulate() ? 4 : 0,
+                                       false, bool(dgrad.getGroupAttr()))
                     : configure(ctx, p));
       } else if (auto wgrad = dyn_cast<modk::GemmWgradOp>(op)) {
         // dW [N, K] += dY^T A over the rows: N rows of output, static.
@@ -195,14 +199,21 @@ public:
         // on the host (rowsAreBound) and its output fills the part without
         // a split over the rows (the tiles' deterministic split stays where
         // it does not): dY and A stored bf16, read MN-major by TMA, dW f32
-        // added to in the epilogue (beta = 1). docs/cuda.md, "CUTLASS".
-        bool cutlass = library == "cutlass" && forcedPath < 0 && p.bf16 &&
-                       p.tmaOperands && split == 1 &&
-                       target->cutlass.generation ==
-                           cuda::CutlassGeneration::collectiveBuilders &&
-                       w[1] * 4 % target->cutlass.alignmentBytes == 0 &&
-                       rowsAreBound(wgrad.getSegments(), wgrad.getDy());
-        wgrad.setConfigAttr(cutlass ? configureCutlassWgrad(ctx, p)
+        // added to in the epilogue (beta = 1). A group's members
+        // (modk-group-gemms) are one CUTLASS grouped launch instead, whose
+        // setup kernel reads each member's reduction, its row count, on the
+        // device: any rows, where the members' outputs together fill the
+        // part. docs/cuda.md, "CUTLASS".
+        int64_t members = groupMembers(wgrad);
+        bool grouped = members > 1;
+        bool cutlass =
+            library == "cutlass" && forcedPath < 0 && p.bf16 && p.tmaOperands &&
+            (grouped ? wgradSplit(w[0] * members, w[1]) == 1 : split == 1) &&
+            target->cutlass.generation ==
+                cuda::CutlassGeneration::collectiveBuilders &&
+            w[1] * 4 % target->cutlass.alignmentBytes == 0 &&
+            (grouped || rowsAreBound(wgrad.getSegments(), wgrad.getDy()));
+        wgrad.setConfigAttr(cutlass ? configureCutlassWgrad(ctx, p, members)
                                     : configure(ctx, p, split));
       } else if (auto route = dyn_cast<modk::RouteSelectOp>(op)) {
         if (route.getGatherRows())
@@ -241,6 +252,25 @@ private:
                                                        : WalkResult::advance();
     });
     return walk.wasInterrupted();
+  }
+
+  /// The members of a weight gradient's group (modk-group-gemms: its
+  /// neighbours of the same `group`), 1 outside a group.
+  static int64_t groupMembers(modk::GemmWgradOp wgrad) {
+    IntegerAttr group = wgrad.getGroupAttr();
+    if (!group)
+      return 1;
+    auto same = [&](Operation *o) {
+      auto other = dyn_cast_or_null<modk::GemmWgradOp>(o);
+      return other && other.getGroupAttr() == group;
+    };
+    Operation *first = wgrad;
+    while (same(first->getPrevNode()))
+      first = first->getPrevNode();
+    int64_t members = 0;
+    for (Operation *o = first; same(o); o = o->getNextNode())
+      ++members;
+    return members;
   }
 
   /// Whether the rows of `segments` are always every row `buffer` can hold
@@ -623,29 +653,33 @@ private:
   /// (the rows; below, the tiles) one CUTLASS kernel over the static
   /// output, dW [N, K]: the largest tile of the part that still gives a
   /// wave of CTAs over its N rows and pads no more columns than the
-  /// smaller ones, its epilogue adding dW's old values.
-  modk::GemmConfigAttr configureCutlassWgrad(MLIRContext *ctx,
-                                             const Product &p) const {
+  /// smaller ones, its epilogue adding dW's old values. `members` > 1: a
+  /// group's members, one grouped launch over all their outputs (its
+  /// variant `grouped`, its stages leaving its descriptors' shared memory).
+  modk::GemmConfigAttr configureCutlassWgrad(MLIRContext *ctx, const Product &p,
+                                             int64_t members = 1) const {
+    const bool grouped = members > 1;
     SmallVector<GemmVariant> variants(configure(ctx, p).getVariants());
     ArrayRef<cuda::CutlassTile> table = cutlassTiles();
     std::optional<GemmVariant> chosen;
     const cuda::CutlassTile *previous = nullptr;
     for (const cuda::CutlassTile &t : table) {
-      int64_t stages = cuda::cutlassStages(*target, t, 4, 4);
+      int64_t stages = cuda::cutlassStages(*target, t, 4, 4, grouped);
       if (stages == 0)
         continue;
       if (previous) {
         if (ceilDiv(p.cols, t.cols) * t.cols >
             ceilDiv(p.cols, previous->cols) * previous->cols)
           continue;
-        // ceil(N / t.rows) * ceil(K / t.cols) >= CTAs an SM x SMs.
-        if (ceilDiv(p.staticRows, t.rows) * ceilDiv(p.cols, t.cols) <
+        // members x ceil(N / t.rows) x ceil(K / t.cols) >= CTAs an SM x SMs.
+        if (members * ceilDiv(p.staticRows, t.rows) * ceilDiv(p.cols, t.cols) <
                 t.ctasPerSm * sms &&
             forcedTile == 0)
           continue;
       }
       chosen = cutlassVariant(t, cutlassFrom > 0 ? cutlassFrom : kWgmmaMinRows,
                               ceilDiv(p.staticRows, t.rows), stages, p.cols);
+      chosen->grouped = grouped;
       previous = &t;
     }
     if (!chosen)

@@ -395,8 +395,10 @@ def ConfigureGemms : Pass<"modk-configure-gemms", "::modc::modk::EntryOp"> {
       row count. A member of a group (modk-group-gemms) on sm_90a takes
       them `grouped`: its group is one CUTLASS grouped launch whose
       problems the device sizes from the row counts, so its rows count as
-      known. The input gradients and weight gradients: docs/cuda.md,
-      "CUTLASS".
+      known; so do a group's input gradients, and its weight gradients
+      (whose reduction is the device's row count) where the members'
+      outputs together fill the part without a split over the rows. The
+      input gradients and weight gradients: docs/cuda.md, "CUTLASS".
 
     The shipped CUDA code chooses nothing at run time: the emitter passes
     each configuration to the kernel library as a template argument. The
