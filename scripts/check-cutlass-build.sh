@@ -24,7 +24,8 @@
 # a GELU model's trees are its own (docs/cuda.md). CUDA_GEMMS (default
 # "cutlass") is
 # passed to --cuda-gemms: "cutlass sm-count=8" gives the example's weight gradients
-# CUTLASS kernels too (docs/cuda.md). Needs build/bin/modc and mod-translate, nvcc,
+# CUTLASS kernels too (docs/cuda.md); with it the integrated MoDE example in
+# bf16 has its experts' gradient groups' grouped kernels in 17 to 24. Needs build/bin/modc and mod-translate, nvcc,
 # and CUTLASS's headers (scripts/install-deps.sh). cuobjdump: the CUDA
 # Toolkit's, on PATH, or the pinned copy of scripts/install-deps.sh.
 set -euo pipefail
