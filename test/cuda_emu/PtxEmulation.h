@@ -339,15 +339,16 @@ struct WgmmaOperandView {
 /// so the emulation runs it at the latest such time. A kernel that reads or
 /// writes d, or overwrites an operand's shared memory, before that wait
 /// sees here what a GPU may show it (docs/cuda.md, "The CUDA emulation").
-/// A from registers (wgmmaBf16RegA) is taken when issued: this lane's rows
-/// g and g + 8, the 16 values of the k16 step each.
+/// A from registers (wgmmaBf16RegA) is read there too, so a kernel that
+/// writes those registers before the wait, which the PTX ISA forbids,
+/// computes with the new values here.
 struct PendingWgmma {
   float *d = nullptr; ///< the accumulators, float[n / 8][4]
   int n = 0;
-  bool regA = false, transA = false, transB = false;
+  bool transA = false, transB = false;
   uint64_t descA = 0, descB = 0;
   const void *anchor = nullptr;
-  float a[2][16] = {};
+  const uint32_t *aRegs = nullptr; ///< A's four registers, or null: shared
 };
 
 /// Runs one wgmma: this lane's elements of d += A B over a k16 step.
@@ -357,8 +358,23 @@ inline void runWgmma(const PendingWgmma &op) {
   const int w = (tid % 128) / kWarp, g = (tid % kWarp) >> 2, t = tid % 4;
   // This lane's rows g and g + 8 of the warp's 16, as A values.
   float a[2][16];
-  if (op.regA) {
-    std::memcpy(a, op.a, sizeof(a));
+  if (op.aRegs) {
+    // Each lane posts its four .bf16x2 registers (wgmmaBf16RegA's
+    // fragment: A[16w + g + 8 (i % 2)][2t + 8 (i / 2) + e] in half e of
+    // register i) and reads its warp's after a __syncwarp: every lane of
+    // the warpgroup runs the same waits (.aligned).
+    const uint32_t regs[4] = {op.aRegs[0], op.aRegs[1], op.aRegs[2],
+                              op.aRegs[3]};
+    const auto slot = mmaPost(regs, 4);
+    __syncwarp();
+    for (int h = 0; h < 2; ++h)
+      for (int k = 0; k < 16; ++k) {
+        const int row = g + 8 * h;
+        // Lane (row % 8) * 4 + (k % 8) / 2, register (row >= 8) + 2 (k >= 8).
+        a[h][k] = bf16Half(
+            slot[(row % 8) * 4 + (k % 8) / 2][(row >= 8) + 2 * (k >= 8)],
+            k % 2);
+      }
   } else {
     const WgmmaOperandView view(op.descA, op.anchor, op.transA);
     for (int h = 0; h < 2; ++h)
@@ -410,34 +426,21 @@ __device__ __forceinline__ void wgmmaBf16(float (&d)[N / 8][4], uint64_t descA,
   threadAsyncGroups<PendingWgmma>().issue(op);
 }
 
-/// wgmma with A from registers: each lane posts its four .bf16x2
-/// registers (wgmmaBf16RegA's fragment: A[16w + g + 8 (i % 2)][2t + 8 (i / 2)
-/// + e] in half e of register i, g = lane / 4, t = lane % 4) and reads its
-/// warp's after a __syncwarp, when the wgmma is issued; B through its
-/// descriptor as wgmmaBf16's, when a wait retires it.
+/// wgmma with A from registers, read when a wait retires it (runWgmma): the
+/// registers `a` must hold their values until then, as on a GPU; B through
+/// its descriptor as wgmmaBf16's.
 template <int N, bool TRANS_B = false>
 __device__ __forceinline__ void
 wgmmaBf16RegA(float (&d)[N / 8][4], const uint32_t (&a)[4], uint64_t descB,
               const void *anchor) {
   static_assert(N == 64 || N == 128, "the attention's wgmma widths");
-  const uint32_t regs[4] = {a[0], a[1], a[2], a[3]};
-  const auto slot = mmaPost(regs, 4);
-  __syncwarp();
   PendingWgmma op;
   op.d = &d[0][0];
   op.n = N;
-  op.regA = true;
   op.transB = TRANS_B;
   op.descB = descB;
   op.anchor = anchor;
-  const int g = mmaLane() >> 2;
-  for (int h = 0; h < 2; ++h)
-    for (int k = 0; k < 16; ++k) {
-      const int row = g + 8 * h;
-      // Lane (row % 8) * 4 + (k % 8) / 2, register (row >= 8) + 2 (k >= 8).
-      op.a[h][k] = bf16Half(
-          slot[(row % 8) * 4 + (k % 8) / 2][(row >= 8) + 2 * (k >= 8)], k % 2);
-    }
+  op.aRegs = a;
   threadAsyncGroups<PendingWgmma>().issue(op);
 }
 
@@ -461,6 +464,10 @@ __device__ __forceinline__ void wgmmaWait(float (&d)[J][4]) {
   wgmmaPinAccumulators(d);
   threadAsyncGroups<PendingWgmma>().retire(PENDING, runWgmma);
 }
+
+/// setmaxnreg: a register budget, nothing to emulate.
+template <int N> __device__ __forceinline__ void setMaxRegistersInc() {}
+template <int N> __device__ __forceinline__ void setMaxRegistersDec() {}
 
 __device__ __forceinline__ void fenceProxyAsync() {}
 

@@ -620,6 +620,20 @@ __device__ __forceinline__ void wgmmaBf16RegA(float (&d)[N / 8][4],
 #undef MODC_ATTN_ACC8
 #endif
 
+/// setmaxnreg (sm_90a): the warpgroup's registers a thread, raised to or
+/// lowered to N, so that a warp-specialised kernel's producer gives its
+/// registers to the consumers. Every thread of the warpgroup runs it.
+#if defined(__CUDACC__)
+template <int N> __device__ __forceinline__ void setMaxRegistersInc() {
+  static_assert(N % 8 == 0 && N >= 24 && N <= 256, "setmaxnreg's range");
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(N));
+}
+template <int N> __device__ __forceinline__ void setMaxRegistersDec() {
+  static_assert(N % 8 == 0 && N >= 24 && N <= 256, "setmaxnreg's range");
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(N));
+}
+#endif
+
 /// Zeroes a warpgroup's wgmma accumulators.
 template <int J>
 __device__ __forceinline__ void zeroAccumulators(float (&d)[J][4]) {
@@ -633,6 +647,9 @@ __device__ __forceinline__ void zeroAccumulators(float (&d)[J][4]) {
 /// Threads of attentionWgmmaKernel: a producer warpgroup (one thread issues
 /// the TMA loads) and two consumer warpgroups of 64 query rows each.
 constexpr int kAttnWgThreads = 384;
+/// Registers a thread after setmaxnreg: the producer's warpgroup gives its
+/// registers to the consumers' (128 x 40 + 256 x 232 <= 64 K).
+constexpr int kAttnWgProducerRegs = 40, kAttnWgConsumerRegs = 232;
 constexpr int kAttnWgBQ = 128;  ///< queries per CTA
 constexpr int kAttnWgBKV = 64;  ///< keys per stage
 
@@ -674,8 +691,15 @@ template <int HD> struct AttnWgmmaSmem {
 ///    shared memory: no shared round trip. That rounding (a relative 2^-9
 ///    of each probability) is the one difference from attentionTcKernel,
 ///    whose P stays f32; the row sums are of the f32 probabilities.
-///  - The two consumer warpgroups run apart, so that one's softmax overlaps
-///    the other's products.
+///  - Each consumer warpgroup overlaps its own softmax with its products
+///    (FlashAttention-3's intra-warpgroup pipelining): it issues S for tile
+///    t, then O += P V for tile t - 1, waits for S alone and runs tile t's
+///    softmax in f32 while P V runs; once that product is waited for, O is
+///    rescaled and tile t's P is rounded into the registers P V reads
+///    (none of them is written while a wgmma reads it). The two consumer
+///    warpgroups also run apart, so that one's softmax overlaps the
+///    other's products. setmaxnreg moves registers from the producer's
+///    warpgroup to the consumers'.
 ///  - Keys are visited while their positions can be seen by the CTA's last
 ///    query (positions ascend within a segment), and a slab whose rows all
 ///    precede a tile's first key skips its math. Within a tile that a
@@ -732,6 +756,7 @@ __global__ __launch_bounds__(kAttnWgThreads, 1) void attentionWgmmaKernel(
 
   const int hcol = h * HD, kvcol = (h / (H / KVH)) * HD;
   if (wg == 0) {
+    setMaxRegistersDec<kAttnWgProducerRegs>();
     if (tid != 0)
       return;
     mbarrierArriveExpectTx(&qFull, L::QBytes);
@@ -754,6 +779,7 @@ __global__ __launch_bounds__(kAttnWgThreads, 1) void attentionWgmmaKernel(
     return;
   }
 
+  setMaxRegistersInc<kAttnWgConsumerRegs>();
   const int slab = wg - 1, lane = tid % kWarp, warp = (tid % 128) / kWarp;
   const int gq = lane >> 2, tq = lane & 3;
   const int sr = 64 * slab; // the slab's first query row
@@ -773,100 +799,158 @@ __global__ __launch_bounds__(kAttnWgThreads, 1) void attentionWgmmaKernel(
   float o[HD / 8][4], mrow[2] = {-INFINITY, -INFINITY}, lrow[2] = {0.0f, 0.0f};
   zeroAccumulators(o);
   unsigned zeroings = 0;
+  // The tiles the slab visits: a prefix of the CTA's (positions ascend),
+  // none where it has no rows. Every tile is waited for and released.
+  int visits = 0;
+  while (slabRows && visits < tiles && ps[int64_t(visits) * BKV] <= slabLastPos)
+    ++visits;
   if (slabRows)
     mbarrierWait(&qFull, 0);
-  for (int t = 0; t < tiles; ++t) {
-    const int st = t % S;
-    const int64_t k0 = int64_t(t) * BKV;
-    const int kc = int(minI64(BKV, n - k0));
-    mbarrierWait(&full[st], unsigned(t / S) & 1);
-    unsigned char *kTile = stages + st * L::StageBytes;
-    unsigned char *vTile = kTile + L::TileBytes;
-    if (slabRows && ps[k0] <= slabLastPos) {
-      // Rows kc .. BKV of V: zero, whole 128-byte rows of every group.
-      if (kc < BKV) {
-        for (int i = tid % 128; i < G * (BKV - kc) * 8; i += 128) {
-          const int chunk = i % 8, row = kc + i / 8 % (BKV - kc);
-          *reinterpret_cast<uint4 *>(vTile + (i / 8 / (BKV - kc)) * GB +
-                                     row * 128 + chunk * 16) =
-              make_uint4(0u, 0u, 0u, 0u);
-        }
-        fenceProxyAsync();
-        mbarrierArrive(&zeroed[slab]);
-        mbarrierWait(&zeroed[slab], zeroings & 1);
-        ++zeroings;
-      }
-      // The lanes may leave the waits apart; .aligned wgmma needs the warp
-      // converged.
-      __syncwarp();
-      float sc[BKV / 8][4];
-      zeroAccumulators(sc);
-      wgmmaFence(sc);
-#pragma unroll
-      for (int k = 0; k < HD / 16; ++k) // k16 step k of the head dim
-        wgmmaBf16<BKV>(sc,
-                       wgmmaDescriptorSw128(qSlab + (k / 4) * GB + 32 * (k % 4)),
-                       wgmmaDescriptorSw128(kTile + (k / 4) * GB + 32 * (k % 4)),
-                       smem);
-      wgmmaCommit();
-      wgmmaWait<0>(sc);
-
-      // Scores in the log2 domain; column 8j + 2t + (e & 1), row g + 8 (e >> 1)
-      // of the warp's 16. Masking only where some row of the slab does not
-      // see every key of the tile.
-      const bool seesAll = kc == BKV && ps[k0 + BKV - 1] <= slabFirstPos;
-#pragma unroll
-      for (int j = 0; j < BKV / 8; ++j)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          float x = sc[j][e] * scaleLog2;
-          if (!seesAll) {
-            const int c = 8 * j + 2 * tq + (e & 1);
-            if (c >= kc || ps[k0 + c] > qp[e >> 1])
-              x = -INFINITY;
-          }
-          sc[j][e] = x;
-        }
-      float mx[2] = {-INFINITY, -INFINITY};
-#pragma unroll
-      for (int j = 0; j < BKV / 8; ++j)
-#pragma unroll
-        for (int e = 0; e < 4; ++e)
-          mx[e >> 1] = fmaxf(mx[e >> 1], sc[j][e]);
-      float msub[2], alpha[2], rs[2] = {0.0f, 0.0f};
-      onlineRowMax(mrow, mx, msub, alpha, [](float x) { return exp2f(x); });
-      uint32_t p[BKV / 16][4]; // P as wgmma's A fragments, a k16 step each
-#pragma unroll
-      for (int j = 0; j < BKV / 8; ++j) {
-        float pe[4];
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          pe[e] = exp2f(sc[j][e] - msub[e >> 1]);
-          rs[e >> 1] += pe[e];
-        }
-        p[j / 2][2 * (j % 2)] = packBf16x2(pe[0], pe[1]);     // row g
-        p[j / 2][2 * (j % 2) + 1] = packBf16x2(pe[2], pe[3]); // row g + 8
-      }
-#pragma unroll
-      for (int hh = 0; hh < 2; ++hh)
-        lrow[hh] = lrow[hh] * alpha[hh] + rs[hh];
-#pragma unroll
-      for (int j = 0; j < HD / 8; ++j)
-#pragma unroll
-        for (int e = 0; e < 4; ++e)
-          o[j][e] *= alpha[e >> 1];
-
-      wgmmaFence(o);
-#pragma unroll
-      for (int kb = 0; kb < BKV / 16; ++kb) // keys 16 kb .. 16 kb + 15
-        wgmmaBf16RegA<HD, true>(
-            o, p[kb], wgmmaDescriptorMnSw128(vTile + 2048 * kb, BKV), smem);
-      wgmmaCommit();
-      wgmmaWait<0>(o);
-    }
+  auto release = [&](int st) {
     __syncwarp();
     if (lane == 0)
       mbarrierArrive(&empty[st]);
+  };
+  // Waits for tile t's stage and zeroes the rows of its V past the segment
+  // (whole 128-byte rows of every group); returns the stage.
+  auto acquire = [&](int t) {
+    const int st = t % S;
+    const int kc = int(minI64(BKV, n - int64_t(t) * BKV));
+    mbarrierWait(&full[st], unsigned(t / S) & 1);
+    if (kc < BKV) {
+      unsigned char *vTile = stages + st * L::StageBytes + L::TileBytes;
+      for (int i = tid % 128; i < G * (BKV - kc) * 8; i += 128) {
+        const int chunk = i % 8, row = kc + i / 8 % (BKV - kc);
+        *reinterpret_cast<uint4 *>(vTile + (i / 8 / (BKV - kc)) * GB +
+                                   row * 128 + chunk * 16) =
+            make_uint4(0u, 0u, 0u, 0u);
+      }
+      fenceProxyAsync();
+      mbarrierArrive(&zeroed[slab]);
+      mbarrierWait(&zeroed[slab], zeroings & 1);
+      ++zeroings;
+    }
+    // The lanes may leave the waits apart; .aligned wgmma needs the warp
+    // converged.
+    __syncwarp();
+    return st;
+  };
+  // S = Q K^T over stage st's K tile, committed as one group.
+  auto issueS = [&](float(&sc)[BKV / 8][4], int st) {
+    const unsigned char *kTile = stages + st * L::StageBytes;
+    zeroAccumulators(sc);
+    wgmmaFence(sc);
+#pragma unroll
+    for (int k = 0; k < HD / 16; ++k) // k16 step k of the head dim
+      wgmmaBf16<BKV>(
+          sc, wgmmaDescriptorSw128(qSlab + (k / 4) * GB + 32 * (k % 4)),
+          wgmmaDescriptorSw128(kTile + (k / 4) * GB + 32 * (k % 4)), smem);
+    wgmmaCommit();
+  };
+  // O += P V over stage st's V tile, P as wgmma's A fragments (a k16 step
+  // each), committed as one group.
+  auto issuePV = [&](const uint32_t(&p)[BKV / 16][4], int st) {
+    const unsigned char *vTile = stages + st * L::StageBytes + L::TileBytes;
+    wgmmaFence(o);
+#pragma unroll
+    for (int kb = 0; kb < BKV / 16; ++kb) // keys 16 kb .. 16 kb + 15
+      wgmmaBf16RegA<HD, true>(
+          o, p[kb], wgmmaDescriptorMnSw128(vTile + 2048 * kb, BKV), smem);
+    wgmmaCommit();
+  };
+  // Tile t's online softmax over its scores sc: the f32 probabilities into
+  // pf, the row maxima and sums updated, and the factor alpha that
+  // rescales O.
+  auto softmax = [&](const float(&sc)[BKV / 8][4], int t,
+                     float(&pf)[BKV / 8][4], float(&alpha)[2]) {
+    const int64_t k0 = int64_t(t) * BKV;
+    const int kc = int(minI64(BKV, n - k0));
+    // Scores in the log2 domain; column 8j + 2t + (e & 1), row g + 8 (e >>
+    // 1) of the warp's 16. Masking only where some row of the slab does
+    // not see every key of the tile.
+    const bool seesAll = kc == BKV && ps[k0 + BKV - 1] <= slabFirstPos;
+#pragma unroll
+    for (int j = 0; j < BKV / 8; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        pf[j][e] = sc[j][e] * scaleLog2;
+        if (!seesAll) {
+          const int c = 8 * j + 2 * tq + (e & 1);
+          if (c >= kc || ps[k0 + c] > qp[e >> 1])
+            pf[j][e] = -INFINITY;
+        }
+      }
+    float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+    for (int j = 0; j < BKV / 8; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        mx[e >> 1] = fmaxf(mx[e >> 1], pf[j][e]);
+    float msub[2], rs[2] = {0.0f, 0.0f};
+    onlineRowMax(mrow, mx, msub, alpha, [](float v) { return exp2f(v); });
+#pragma unroll
+    for (int j = 0; j < BKV / 8; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        pf[j][e] = exp2f(pf[j][e] - msub[e >> 1]);
+        rs[e >> 1] += pf[j][e];
+      }
+#pragma unroll
+    for (int hh = 0; hh < 2; ++hh)
+      lrow[hh] = lrow[hh] * alpha[hh] + rs[hh];
+  };
+  // O rescaled by alpha, and P rounded to bf16 as wgmma's A fragments:
+  // after the wait for the P V that read the previous P.
+  auto rescaleAndRound = [&](const float(&alpha)[2],
+                             const float(&pf)[BKV / 8][4],
+                             uint32_t(&p)[BKV / 16][4]) {
+#pragma unroll
+    for (int j = 0; j < HD / 8; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        o[j][e] *= alpha[e >> 1];
+#pragma unroll
+    for (int j = 0; j < BKV / 8; ++j) {
+      p[j / 2][2 * (j % 2)] = packBf16x2(pf[j][0], pf[j][1]);     // row g
+      p[j / 2][2 * (j % 2) + 1] = packBf16x2(pf[j][2], pf[j][3]); // row g + 8
+    }
+  };
+
+  if (visits > 0) {
+    // Tile 0's scores and softmax; its P V waits for tile 1's S.
+    uint32_t p[BKV / 16][4];
+    int prev = acquire(0);
+    {
+      float sc[BKV / 8][4], pf[BKV / 8][4], alpha[2];
+      issueS(sc, prev);
+      wgmmaWait<0>(sc);
+      softmax(sc, 0, pf, alpha);
+      rescaleAndRound(alpha, pf, p);
+    }
+    for (int t = 1; t < visits; ++t) {
+      // S of tile t, then P V of tile t - 1, which runs while tile t's
+      // softmax does (FlashAttention-3's intra-warpgroup overlap).
+      const int st = acquire(t);
+      float sc[BKV / 8][4], pf[BKV / 8][4], alpha[2];
+      issueS(sc, st);
+      issuePV(p, prev);
+      wgmmaWait<1>(sc); // S is in; P V may still run
+      softmax(sc, t, pf, alpha);
+      wgmmaWait<0>(o); // O holds tiles 0 .. t - 1; p is free
+      release(prev);
+      rescaleAndRound(alpha, pf, p);
+      prev = st;
+    }
+    issuePV(p, prev);
+    wgmmaWait<0>(o);
+    release(prev);
+  }
+  // The tiles the slab does not visit: waited for and released, as the
+  // producer streams them for the other slab.
+  for (int t = visits; t < tiles; ++t) {
+    const int st = t % S;
+    mbarrierWait(&full[st], unsigned(t / S) & 1);
+    release(st);
   }
   if (!slabRows)
     return;
