@@ -647,9 +647,6 @@ __device__ __forceinline__ void zeroAccumulators(float (&d)[J][4]) {
 /// Threads of attentionWgmmaKernel: a producer warpgroup (one thread issues
 /// the TMA loads) and two consumer warpgroups of 64 query rows each.
 constexpr int kAttnWgThreads = 384;
-/// Registers a thread after setmaxnreg: the producer's warpgroup gives its
-/// registers to the consumers' (128 x 40 + 256 x 232 <= 64 K).
-constexpr int kAttnWgProducerRegs = 40, kAttnWgConsumerRegs = 232;
 constexpr int kAttnWgBQ = 128;  ///< queries per CTA
 constexpr int kAttnWgBKV = 64;  ///< keys per stage
 
@@ -755,8 +752,11 @@ __global__ __launch_bounds__(kAttnWgThreads, 1) void attentionWgmmaKernel(
   __syncthreads(); // the only block barrier: the roles part here
 
   const int hcol = h * HD, kvcol = (h / (H / KVH)) * HD;
+  // Registers a thread after setmaxnreg: the producer's warpgroup gives its
+  // registers to the consumers' (128 x 40 + 256 x 232 <= 64 K).
+  constexpr int kProducerRegs = 40, kConsumerRegs = 232;
   if (wg == 0) {
-    setMaxRegistersDec<kAttnWgProducerRegs>();
+    setMaxRegistersDec<kProducerRegs>();
     if (tid != 0)
       return;
     mbarrierArriveExpectTx(&qFull, L::QBytes);
@@ -779,7 +779,7 @@ __global__ __launch_bounds__(kAttnWgThreads, 1) void attentionWgmmaKernel(
     return;
   }
 
-  setMaxRegistersInc<kAttnWgConsumerRegs>();
+  setMaxRegistersInc<kConsumerRegs>();
   const int slab = wg - 1, lane = tid % kWarp, warp = (tid % 128) / kWarp;
   const int gq = lane >> 2, tq = lane & 3;
   const int sr = 64 * slab; // the slab's first query row
