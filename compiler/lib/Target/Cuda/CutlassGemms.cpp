@@ -748,6 +748,31 @@ __global__ void groupSetupKernel(const GroupTable table, int n, int k,
   arrays->store[z] = typename G::Member{m.store};
 }
 
+/// At least `bytes` of a grouped kernel's own device memory in `memory`
+/// (`capacity` bytes so far): the members' arrays and CUTLASS's workspace.
+/// It grows only outside a stream capture, which cannot allocate: false
+/// where it would have to grow inside one, or cannot be had. Launches on
+/// one stream take it in turn.
+inline bool reserveGroupMemory(char *&memory, size_t &capacity, size_t bytes,
+                               cudaStream_t s) {
+  if (bytes <= capacity)
+    return true;
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(s, &capture) != cudaSuccess ||
+      capture != cudaStreamCaptureStatusNone ||
+      cudaStreamSynchronize(s) != cudaSuccess)
+    return false;
+  cudaFree(memory);
+  memory = nullptr;
+  capacity = 0;
+  if (cudaMalloc(&memory, bytes) != cudaSuccess) {
+    memory = nullptr;
+    return false;
+  }
+  capacity = bytes;
+  return true;
+}
+
 /// Sm90Gemm's product over the members of a group, one launch: member z's
 /// y_z[M_z, N] = a_z[M_z, K] w_z[N, K]^T over the M_z rows the device
 /// counts, the same tile, cluster, stages, schedule, raster and epilogue
@@ -826,21 +851,8 @@ struct Sm90GroupGemm {
     args.problem_shape.num_groups = kMaxGroup;
     const size_t bytes = arraysBytes + Adapter::get_workspace_size(args);
     args.problem_shape.num_groups = table.members;
-    if (bytes > capacity) {
-      cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-      if (cudaStreamIsCapturing(s, &capture) != cudaSuccess ||
-          capture != cudaStreamCaptureStatusNone ||
-          cudaStreamSynchronize(s) != cudaSuccess)
-        return false;
-      cudaFree(memory);
-      memory = nullptr;
-      capacity = 0;
-      if (cudaMalloc(&memory, bytes) != cudaSuccess) {
-        memory = nullptr;
-        return false;
-      }
-      capacity = bytes;
-    }
+    if (!reserveGroupMemory(memory, capacity, bytes, s))
+      return false;
     Arrays *arrays = reinterpret_cast<Arrays *>(memory);
     args.problem_shape.problem_shapes = arrays->problems;
     args.mainloop = {arrays->a, arrays->strideA, arrays->w, arrays->strideB};
@@ -989,21 +1001,8 @@ struct Sm90GradGroup {
     args.problem_shape.num_groups = kMaxGroup;
     const size_t bytes = arraysBytes + Adapter::get_workspace_size(args);
     args.problem_shape.num_groups = table.members;
-    if (bytes > capacity) {
-      cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-      if (cudaStreamIsCapturing(s, &capture) != cudaSuccess ||
-          capture != cudaStreamCaptureStatusNone ||
-          cudaStreamSynchronize(s) != cudaSuccess)
-        return false;
-      cudaFree(memory);
-      memory = nullptr;
-      capacity = 0;
-      if (cudaMalloc(&memory, bytes) != cudaSuccess) {
-        memory = nullptr;
-        return false;
-      }
-      capacity = bytes;
-    }
+    if (!reserveGroupMemory(memory, capacity, bytes, s))
+      return false;
     Arrays *arrays = reinterpret_cast<Arrays *>(memory);
     args.problem_shape.problem_shapes = arrays->problems;
     args.mainloop = {arrays->a, arrays->strideA, arrays->w, arrays->strideB};
