@@ -507,6 +507,58 @@ TEST(CudaBf16, AttentionReadsBf16StorageSimt) {
   checkBf16Storage<4, 6, 2, false>(3912); // head dim not a multiple of 4
 }
 
+/// The inputs of the wgmma attention checks, q [bound, LD] and k, v
+/// [bound, LDK] with bound = nseg * maxSegRows: four segments (one longer
+/// than a query tile, one ending inside a key tile, one on a tile's edge,
+/// two with position gaps), fresh values rounded to bf16 (q, k, v as f32
+/// for the fp64 references) and stored as bf16 (qb, kb, vb) with NaN in
+/// every row past the segments.
+struct WgmmaAttentionInputs {
+  static constexpr int64_t maxSegRows = 200, nseg = 4,
+                           bound = nseg * maxSegRows;
+  std::vector<int64_t> seg = {0};
+  std::vector<int32_t> pos;
+  int64_t rows = 0;
+  std::vector<float> q, k, v;
+  std::vector<modk_cuda::bf16> qb, kb, vb;
+
+  WgmmaAttentionInputs(uint32_t seed, int64_t LD, int64_t LDK) {
+    const int64_t lens[nseg] = {200, 37, 64, 129};
+    std::mt19937 gen(seed);
+    for (int64_t s = 0; s < nseg; ++s) {
+      int32_t p = 0;
+      for (int64_t i = 0; i < lens[s]; ++i) {
+        pos.push_back(p);
+        p += s == 1 ? 3 : s == 3 ? 1 + int32_t(gen() % 4) : 1;
+      }
+      seg.push_back(seg.back() + lens[s]);
+    }
+    rows = seg.back();
+    q = values(LD, seed + 1, -2, 2);
+    k = values(LDK, seed + 2, -2, 2);
+    v = values(LDK, seed + 3, -1, 1);
+    qb = stored(q, LD);
+    kb = stored(k, LDK);
+    vb = stored(v, LDK);
+  }
+
+private:
+  static std::vector<float> values(int64_t ld, uint32_t seed, float lo,
+                                   float hi) {
+    auto x = randomFloats(size_t(bound * ld), seed, lo, hi);
+    for (float &e : x)
+      e = bf16Round(e);
+    return x;
+  }
+  std::vector<modk_cuda::bf16> stored(const std::vector<float> &x,
+                                      int64_t ld) const {
+    std::vector<modk_cuda::bf16> y(x.begin(), x.end());
+    for (int64_t e = rows * ld; e < bound * ld; ++e)
+      y[e].bits = 0xffffu; // NaN
+    return y;
+  }
+};
+
 /// The wgmma attention kernel (causal_attention's mainloop 2:
 /// attentionWgmmaKernel, TMA and wgmma on bf16 q, k, v) against fp64 on
 /// fresh bf16 values: four segments, one longer than a query tile (128
@@ -520,36 +572,13 @@ TEST(CudaBf16, AttentionReadsBf16StorageSimt) {
 template <int H, int HD, int KVH, typename Out = float>
 void checkAttentionWgmma(uint32_t seed) {
   constexpr int LD = H * HD, LDK = KVH * HD;
-  const std::vector<int64_t> lens = {200, 37, 64, 129};
-  const int64_t maxSegRows = 200, nseg = int64_t(lens.size());
-  const int64_t bound = nseg * maxSegRows;
-  std::vector<int64_t> seg = {0};
-  std::vector<int32_t> pos;
-  std::mt19937 gen(seed);
-  for (size_t s = 0; s < lens.size(); ++s) {
-    int32_t p = 0;
-    for (int64_t i = 0; i < lens[s]; ++i) {
-      pos.push_back(p);
-      p += s == 1 ? 3 : s == 3 ? 1 + int32_t(gen() % 4) : 1;
-    }
-    seg.push_back(seg.back() + lens[s]);
-  }
-  const int64_t rows = seg.back();
-  auto values = [&](int64_t ld, uint32_t sd, float lo, float hi) {
-    auto x = randomFloats(size_t(bound * ld), sd, lo, hi);
-    for (float &e : x)
-      e = bf16Round(e);
-    return x;
-  };
-  const auto q = values(LD, seed + 1, -2, 2), k = values(LDK, seed + 2, -2, 2),
-             v = values(LDK, seed + 3, -1, 1);
-  auto stored = [&](const std::vector<float> &x, int64_t ld) {
-    std::vector<modk_cuda::bf16> y(x.begin(), x.end());
-    for (int64_t e = rows * ld; e < bound * ld; ++e)
-      y[e].bits = 0xffffu; // NaN
-    return y;
-  };
-  const auto qb = stored(q, LD), kb = stored(k, LDK), vb = stored(v, LDK);
+  const WgmmaAttentionInputs in(seed, LD, LDK);
+  const int64_t maxSegRows = in.maxSegRows, nseg = in.nseg, bound = in.bound,
+                rows = in.rows;
+  const std::vector<int64_t> &seg = in.seg;
+  const std::vector<int32_t> &pos = in.pos;
+  const std::vector<float> &q = in.q, &k = in.k, &v = in.v;
+  const std::vector<modk_cuda::bf16> &qb = in.qb, &kb = in.kb, &vb = in.vb;
   std::vector<Out> out(bound * LD, Out(kSentinel));
   const int64_t before = modk_cuda::detail::attentionWgmmaLaunches();
   modk_cuda::causal_attention<H, HD, true, 2, KVH>(
@@ -607,36 +636,13 @@ double maxScaledError(const std::vector<float> &got,
 template <int H, int HD, int KVH, typename DV = modk_cuda::bf16>
 void checkAttentionGradWgmma(uint32_t seed, int at = 0) {
   constexpr int LD = H * HD, LDK = KVH * HD;
-  const std::vector<int64_t> lens = {200, 37, 64, 129};
-  const int64_t maxSegRows = 200, nseg = int64_t(lens.size());
-  const int64_t bound = nseg * maxSegRows;
-  std::vector<int64_t> seg = {0};
-  std::vector<int32_t> pos;
-  std::mt19937 gen(seed);
-  for (size_t s = 0; s < lens.size(); ++s) {
-    int32_t p = 0;
-    for (int64_t i = 0; i < lens[s]; ++i) {
-      pos.push_back(p);
-      p += s == 1 ? 3 : s == 3 ? 1 + int32_t(gen() % 4) : 1;
-    }
-    seg.push_back(seg.back() + lens[s]);
-  }
-  const int64_t rows = seg.back();
-  auto values = [&](int64_t ld, uint32_t sd, float lo, float hi) {
-    auto x = randomFloats(size_t(bound * ld), sd, lo, hi);
-    for (float &e : x)
-      e = bf16Round(e);
-    return x;
-  };
-  const auto q = values(LD, seed + 1, -2, 2), k = values(LDK, seed + 2, -2, 2),
-             v = values(LDK, seed + 3, -1, 1);
-  auto stored = [&](const std::vector<float> &x, int64_t ld) {
-    std::vector<modk_cuda::bf16> y(x.begin(), x.end());
-    for (int64_t e = rows * ld; e < bound * ld; ++e)
-      y[e].bits = 0xffffu; // NaN
-    return y;
-  };
-  const auto qbs = stored(q, LD), kbs = stored(k, LDK), vbs = stored(v, LDK);
+  const WgmmaAttentionInputs in(seed, LD, LDK);
+  const int64_t maxSegRows = in.maxSegRows, nseg = in.nseg, bound = in.bound,
+                rows = in.rows;
+  const std::vector<int64_t> &seg = in.seg;
+  const std::vector<int32_t> &pos = in.pos;
+  const std::vector<float> &q = in.q, &k = in.k, &v = in.v;
+  const std::vector<modk_cuda::bf16> &qbs = in.qb, &kbs = in.kb, &vbs = in.vb;
   auto shifted = [&](const std::vector<modk_cuda::bf16> &x) {
     std::vector<modk_cuda::bf16> y(x.size() + 1);
     std::copy(x.begin(), x.end(), y.begin() + (at == 2 ? 1 : 0));
