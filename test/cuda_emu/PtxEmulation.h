@@ -415,15 +415,8 @@ template <int N, bool TRANS_A = false, bool TRANS_B = false>
 __device__ __forceinline__ void wgmmaBf16(float (&d)[N / 8][4], uint64_t descA,
                                           uint64_t descB, const void *anchor) {
   static_assert(N == 64 || N == 128, "wgmma widths of the GEMM tiles");
-  PendingWgmma op;
-  op.d = &d[0][0];
-  op.n = N;
-  op.transA = TRANS_A;
-  op.transB = TRANS_B;
-  op.descA = descA;
-  op.descB = descB;
-  op.anchor = anchor;
-  threadAsyncGroups<PendingWgmma>().issue(op);
+  threadAsyncGroups<PendingWgmma>().issue(
+      {&d[0][0], N, TRANS_A, TRANS_B, descA, descB, anchor, nullptr});
 }
 
 /// wgmma with A from registers, read when a wait retires it (runWgmma): the
@@ -434,14 +427,8 @@ __device__ __forceinline__ void
 wgmmaBf16RegA(float (&d)[N / 8][4], const uint32_t (&a)[4], uint64_t descB,
               const void *anchor) {
   static_assert(N == 64 || N == 128, "the attention's wgmma widths");
-  PendingWgmma op;
-  op.d = &d[0][0];
-  op.n = N;
-  op.transB = TRANS_B;
-  op.descB = descB;
-  op.anchor = anchor;
-  op.aRegs = a;
-  threadAsyncGroups<PendingWgmma>().issue(op);
+  threadAsyncGroups<PendingWgmma>().issue(
+      {&d[0][0], N, false, TRANS_B, 0, descB, anchor, a});
 }
 
 template <int J>
