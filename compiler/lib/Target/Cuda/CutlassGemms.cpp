@@ -229,15 +229,39 @@ template <typename Out> struct EpilogueTree<Out, void, void> {
   }
 };
 
+/// What a node that stores by itself (Sm90StoreAtRows and the grouped
+/// Sm90StoreAtRowsGroup) answers in CUTLASS's visitor interface beside its
+/// arguments and callbacks: no workspace, no producer loads, no C.
+struct StoreNodeBase {
+  /// The collective's element where it stores no D (its tile's layouts).
+  using ElementAux = float;
+  struct SharedStorage {};
+  template <class ProblemShape, class Arguments>
+  static size_t get_workspace_size(ProblemShape const &, Arguments const &) {
+    return 0;
+  }
+  template <class ProblemShape, class Arguments>
+  static cutlass::Status
+  initialize_workspace(ProblemShape const &, Arguments const &, void *,
+                       cudaStream_t,
+                       cutlass::CudaHostAdapter * = nullptr) {
+    return cutlass::Status::kSuccess;
+  }
+  CUTLASS_DEVICE bool is_producer_load_needed() const { return false; }
+  CUTLASS_DEVICE bool is_C_load_needed() const { return false; }
+  template <class... Args>
+  CUTLASS_DEVICE auto get_producer_load_callbacks(
+      cutlass::epilogue::fusion::ProducerLoadArgs<Args...> const &) {
+    return cutlass::epilogue::fusion::EmptyProducerLoadCallbacks{};
+  }
+};
+
 /// A product's epilogue that finishes each element with its own loads and
 /// stores (Store::apply at the element's row and column, a generated
 /// epilogue such as the routed block's gated scatter into the stream at the
 /// rows' tokens), as the tree's one node over the accumulators: the
 /// visitor interface of CUTLASS's epilogue nodes, storing nothing by TMA.
-template <typename Store> struct Sm90StoreAtRows {
-  /// The collective's element where it stores no D (its tile's layouts).
-  using ElementAux = float;
-  struct SharedStorage {};
+template <typename Store> struct Sm90StoreAtRows : StoreNodeBase {
   struct Arguments {
     typename Store::Args epi;
   };
@@ -253,31 +277,11 @@ template <typename Store> struct Sm90StoreAtRows {
   static bool can_implement(ProblemShape const &, Arguments const &) {
     return true;
   }
-  template <class ProblemShape>
-  static size_t get_workspace_size(ProblemShape const &, Arguments const &) {
-    return 0;
-  }
-  template <class ProblemShape>
-  static cutlass::Status
-  initialize_workspace(ProblemShape const &, Arguments const &, void *,
-                       cudaStream_t,
-                       cutlass::CudaHostAdapter * = nullptr) {
-    return cutlass::Status::kSuccess;
-  }
 
   CUTLASS_HOST_DEVICE Sm90StoreAtRows() {}
   CUTLASS_HOST_DEVICE Sm90StoreAtRows(Params const &params,
                                       SharedStorage const &)
       : params(params) {}
-
-  CUTLASS_DEVICE bool is_producer_load_needed() const { return false; }
-  CUTLASS_DEVICE bool is_C_load_needed() const { return false; }
-
-  template <class... Args>
-  CUTLASS_DEVICE auto get_producer_load_callbacks(
-      cutlass::epilogue::fusion::ProducerLoadArgs<Args...> const &) {
-    return cutlass::epilogue::fusion::EmptyProducerLoadCallbacks{};
-  }
 
   /// The thread's elements: tCcD their coordinates in the CTA's tile
   /// (relative), residue the tile's extent within the problem, (m0, n0)
@@ -611,10 +615,8 @@ namespace modc_cutlass {
 /// in a grouped launch: each member's buffers from a device table of the
 /// members' arguments, indexed by the tile's member (the L of its
 /// coordinates, the group in a ptr-array kernel).
-template <typename Store> struct Sm90StoreAtRowsGroup {
+template <typename Store> struct Sm90StoreAtRowsGroup : StoreNodeBase {
   using Member = typename Sm90StoreAtRows<Store>::Params;
-  using ElementAux = float;
-  struct SharedStorage {};
   struct Arguments {
     const Member *table = nullptr;
   };
@@ -630,31 +632,11 @@ template <typename Store> struct Sm90StoreAtRowsGroup {
   static bool can_implement(ProblemShape const &, Arguments const &args) {
     return args.table != nullptr;
   }
-  template <class ProblemShape>
-  static size_t get_workspace_size(ProblemShape const &, Arguments const &) {
-    return 0;
-  }
-  template <class ProblemShape>
-  static cutlass::Status
-  initialize_workspace(ProblemShape const &, Arguments const &, void *,
-                       cudaStream_t,
-                       cutlass::CudaHostAdapter * = nullptr) {
-    return cutlass::Status::kSuccess;
-  }
 
   CUTLASS_HOST_DEVICE Sm90StoreAtRowsGroup() {}
   CUTLASS_HOST_DEVICE Sm90StoreAtRowsGroup(Params const &params,
                                            SharedStorage const &)
       : params(params) {}
-
-  CUTLASS_DEVICE bool is_producer_load_needed() const { return false; }
-  CUTLASS_DEVICE bool is_C_load_needed() const { return false; }
-
-  template <class... Args>
-  CUTLASS_DEVICE auto get_producer_load_callbacks(
-      cutlass::epilogue::fusion::ProducerLoadArgs<Args...> const &) {
-    return cutlass::epilogue::fusion::EmptyProducerLoadCallbacks{};
-  }
 
   /// Sm90StoreAtRows' callbacks over the tile's member's arguments.
   template <bool ReferenceSrc, class... Args>
