@@ -21,6 +21,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <optional>
 #include <random>
 #include <sstream>
@@ -123,6 +124,11 @@ struct Options {
   int64_t batch = 4;
   int iters = 5;
   int warmup = 2;
+  /// --interleave: every model is loaded first, and each timed round runs
+  /// one call of every model (the first model of a round rotating), so
+  /// that a drift of the machine's speed falls on all models alike and
+  /// differences between models keep their sign.
+  bool interleave = false;
 };
 
 /// Parses the options of `program` (bench_forward or bench_train), with
@@ -134,7 +140,7 @@ inline Options parseArgs(int argc, char **argv, const char *program,
   parseOptions(argc, argv, program,
                "[--models DIR] [--work DIR] [--batch N] [--iters N] "
                "[--warmup N] [--torch FILE] [--only NAME,...] "
-               "[--weights DIR] [--text FILE]",
+               "[--weights DIR] [--text FILE] [--interleave]",
                [&](const std::string &a, auto &value) {
                  if (a == "--models")
                    opt.models = value();
@@ -152,6 +158,8 @@ inline Options parseArgs(int argc, char **argv, const char *program,
                    opt.iters = std::stoi(value());
                  else if (a == "--warmup")
                    opt.warmup = std::stoi(value());
+                 else if (a == "--interleave")
+                   opt.interleave = true;
                  else if (a == "--only") {
                    std::stringstream ss(value());
                    std::string n;
@@ -292,36 +300,93 @@ void readTorch(const std::string &path, const std::string &prefix,
   }
 }
 
+/// One model's timed work, from a benchmark's `prepare`: call(timed) runs
+/// one call (a forward, a training step), recording its times when `timed`;
+/// finish() turns the recorded times into the model's row.
+struct Timer {
+  std::function<void(bool timed)> call;
+  std::function<void()> finish;
+};
+
 /// Compiles every model of `opt` (opt.only, else the five of bench/models)
-/// into opt.work and times it with `time(opt, pkg, result, compileSeconds)`; a
+/// into opt.work and times it with the Timer of `prepare(opt, pkg, result,
+/// compileSeconds)`: opt.warmup untimed calls, then opt.iters timed ones,
+/// model after model, or in rounds of one call of each with --interleave
+/// (under MODC_PROFILE=1, each call is then preceded on stderr by "bench
+/// call NAME", so that the package's kernel profile can be told apart). A
 /// model that modc or the runtime fails on keeps why in its note. Then adds
 /// PyTorch's times from opt.torch (readTorch with `torchPrefix`).
-template <class R, class Time>
+template <class R, class Prepare>
 std::vector<R> runModels(const Options &opt, const std::string &torchPrefix,
-                         Time time) {
+                         Prepare prepare) {
   fs::create_directories(opt.work);
   std::vector<std::string> names = {"layer_dense", "layer_routed", "layer_none",
                                     "model_dense", "model_mod"};
   if (!opt.only.empty())
     names = opt.only;
-  std::vector<R> results;
-  for (const std::string &name : names) {
-    R &r = results.emplace_back();
-    r.name = name;
-    std::string dir = opt.work + "/" + name;
+  std::vector<R> results(names.size());
+  // Packages outlive their Timers, which call into them.
+  std::vector<std::optional<modrt::Package>> packages(names.size());
+  std::vector<std::pair<size_t, Timer>> timers;
+  // Runs `f` for model i, keeping a runtime error as its note.
+  auto guarded = [&](size_t i, auto &&f) {
+    try {
+      f();
+      return true;
+    } catch (const modrt::Error &e) {
+      results[i].note = std::string("runtime: ") + e.what();
+      return false;
+    }
+  };
+  auto measure = [&](size_t i, Timer &t) {
+    return guarded(i, [&] {
+      for (int w = 0; w < opt.warmup; ++w)
+        t.call(false);
+      for (int k = 0; k < opt.iters; ++k)
+        t.call(true);
+      t.finish();
+    });
+  };
+  for (size_t i = 0; i < names.size(); ++i) {
+    R &r = results[i];
+    r.name = names[i];
+    std::string dir = opt.work + "/" + r.name;
     auto t0 = Clock::now();
-    if (auto err = compile(opt.models + "/" + name + ".json", dir)) {
+    if (auto err = compile(opt.models + "/" + r.name + ".json", dir)) {
       r.note = *err;
       std::replace(r.note.begin(), r.note.end(), '\n', ' ');
       continue;
     }
     double compileS = msSince(t0) * 1e-3;
-    try {
-      time(opt, modrt::Package::open(dir), r, compileS);
-    } catch (const modrt::Error &e) {
-      r.note = std::string("runtime: ") + e.what();
+    Timer t;
+    if (!guarded(i, [&] {
+          packages[i].emplace(modrt::Package::open(dir));
+          t = prepare(opt, *packages[i], r, compileS);
+        }))
+      continue;
+    if (!opt.interleave) {
+      measure(i, t);
+      packages[i].reset();
+    } else {
+      timers.emplace_back(i, std::move(t));
     }
   }
+  const bool marked = std::getenv("MODC_PROFILE") != nullptr;
+  std::vector<bool> failed(timers.size(), false);
+  for (int k = 0; k < opt.warmup + opt.iters; ++k) {
+    for (size_t j = 0; j < timers.size(); ++j) {
+      size_t at = (j + size_t(k)) % timers.size();
+      auto &[i, t] = timers[at];
+      if (failed[at])
+        continue;
+      if (marked)
+        std::fprintf(stderr, "bench call %s\n", results[i].name.c_str());
+      failed[at] = !guarded(i, [&] { t.call(k >= opt.warmup); });
+    }
+  }
+  for (size_t j = 0; j < timers.size(); ++j)
+    if (!failed[j])
+      guarded(timers[j].first, [&] { timers[j].second.finish(); });
   if (!opt.torch.empty())
     readTorch(opt.torch, torchPrefix, results);
   return results;

@@ -16,13 +16,14 @@
 //
 // Usage: bench_forward [--models DIR] [--work DIR] [--batch N] [--iters N]
 //                      [--warmup N] [--torch FILE] [--only NAME,...]
-//                      [--weights DIR] [--text FILE]
+//                      [--weights DIR] [--text FILE] [--interleave]
 //
 //===----------------------------------------------------------------------===//
 
 #include "BenchCommon.h"
 
 #include <cstdio>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -36,28 +37,32 @@ struct Result : bench::ModelResult {
 
 using bench::fmt;
 
-/// Times the forward pass of `pkg` in top-k mode into `r`.
-void timeForward(const bench::Options &opt, const modrt::Package &pkg,
-                 Result &r, double compileS) {
+/// The timed forward pass of `pkg` in top-k mode, into `r`.
+bench::Timer prepareForward(const bench::Options &opt,
+                            const modrt::Package &pkg, Result &r,
+                            double compileS) {
   const modrt::Manifest &m = pkg.manifest();
   r.gflop = bench::forwardFlops(m, opt.batch) / 1e9;
-  modrt::TensorMap weights = bench::modelWeights(opt.weights, pkg, r.name);
-  std::vector<int32_t> tokens =
-      bench::batchTokens(opt, opt.batch * m.seqLen, m.vocabSize);
+  auto weights = std::make_shared<modrt::TensorMap>(
+      bench::modelWeights(opt.weights, pkg, r.name));
+  auto tokens = std::make_shared<std::vector<int32_t>>(
+      bench::batchTokens(opt, opt.batch * m.seqLen, m.vocabSize));
   bench::printMoeShares(
-      r.name, modrt::countMoeShares(m, pkg.forward(weights, tokens, opt.batch,
+      r.name, modrt::countMoeShares(m, pkg.forward(*weights, *tokens, opt.batch,
                                                    modrt::RouteMode::TopK)));
-  for (int i = 0; i < opt.warmup; ++i)
-    pkg.forward(weights, tokens, opt.batch, modrt::RouteMode::TopK);
-  std::vector<double> times;
-  for (int i = 0; i < opt.iters; ++i) {
+  auto times = std::make_shared<std::vector<double>>();
+  auto call = [&pkg, weights, tokens, times, batch = opt.batch](bool timed) {
     auto s = bench::Clock::now();
-    pkg.forward(weights, tokens, opt.batch, modrt::RouteMode::TopK);
-    times.push_back(bench::msSince(s));
-  }
-  r.ms = bench::median(times);
-  std::fprintf(stderr, "  %-14s compiled in %.1f s, median %.2f ms\n",
-               r.name.c_str(), compileS, *r.ms);
+    pkg.forward(*weights, *tokens, batch, modrt::RouteMode::TopK);
+    if (timed)
+      times->push_back(bench::msSince(s));
+  };
+  auto finish = [&r, times, compileS] {
+    r.ms = bench::median(*times);
+    std::fprintf(stderr, "  %-14s compiled in %.1f s, median %.2f ms\n",
+                 r.name.c_str(), compileS, *r.ms);
+  };
+  return {call, finish};
 }
 
 } // namespace
@@ -67,7 +72,8 @@ int main(int argc, char **argv) {
       bench::parseArgs(argc, argv, "bench_forward", "bench-packages");
   std::fprintf(stderr, "bench_forward: batch %lld, %d warm-up, %d timed\n",
                static_cast<long long>(opt.batch), opt.warmup, opt.iters);
-  std::vector<Result> results = bench::runModels<Result>(opt, "", timeForward);
+  std::vector<Result> results =
+      bench::runModels<Result>(opt, "", prepareForward);
 
   std::printf("\n%-14s %10s %9s %12s %12s %12s %9s %9s\n", "model", "ms",
               "GFLOP/s", "GFLOP", "torch eager", "torch comp", "x eager",

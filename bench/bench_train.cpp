@@ -23,13 +23,14 @@
 //
 // Usage: bench_train [--models DIR] [--work DIR] [--batch N] [--iters N]
 //                    [--warmup N] [--torch FILE] [--only NAME,...]
-//                    [--weights DIR] [--text FILE]
+//                    [--weights DIR] [--text FILE] [--interleave]
 //
 //===----------------------------------------------------------------------===//
 
 #include "BenchCommon.h"
 
 #include <cstdio>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -49,54 +50,58 @@ using bench::fmt;
 using bench::median;
 using bench::msSince;
 
-/// Times training steps of `pkg` (grad + adamw) into `r`.
-void timeStep(const bench::Options &opt, const modrt::Package &pkg, Result &r,
-              double compileS) {
+/// The timed training step of `pkg` (grad + adamw), into `r`.
+bench::Timer prepareStep(const bench::Options &opt, const modrt::Package &pkg,
+                         Result &r, double compileS) {
   const modrt::Manifest &m = pkg.manifest();
   if (!m.supportsTraining) {
     r.note = "package has no training entry points";
-    return;
+    return {[](bool) {}, [] {}};
   }
   r.gflop = 3.0 * bench::forwardFlops(m, opt.batch) / 1e9;
-  modrt::TensorMap weights = bench::modelWeights(opt.weights, pkg, r.name);
-  modrt::OptimizerState state = modrt::OptimizerState::zeros(m);
-  modrt::AdamWConfig cfg; // beta 0.9/0.95, wd 0.1, clip 1.0 (modrun train)
-  std::vector<int32_t> tokens =
-      bench::batchTokens(opt, opt.batch * (m.seqLen + 1), m.vocabSize);
+  // The state a step reads and writes, shared by the Timer's two calls.
+  struct State {
+    modrt::TensorMap weights, grads;
+    modrt::OptimizerState optimizer;
+    std::vector<int32_t> tokens;
+    std::vector<double> steps, gradMs, adamwMs;
+  };
+  auto st = std::make_shared<State>(
+      State{bench::modelWeights(opt.weights, pkg, r.name),
+            {},
+            modrt::OptimizerState::zeros(m),
+            bench::batchTokens(opt, opt.batch * (m.seqLen + 1), m.vocabSize)});
   bench::printMoeShares(
-      r.name, modrt::measureMoeShares(pkg, weights, tokens, opt.batch));
-  modrt::TensorMap grads;
+      r.name, modrt::measureMoeShares(pkg, st->weights, st->tokens, opt.batch));
+  modrt::AdamWConfig cfg; // beta 0.9/0.95, wd 0.1, clip 1.0 (modrun train)
   // A small learning rate keeps the weights near their initial values
   // over the timed steps, so every step does the same work.
   const double lr = 1e-4;
-  auto step = [&](double *gradMs, double *adamwMs) {
+  auto call = [&pkg, &r, st, cfg, lr, batch = opt.batch](bool timed) {
     auto s = Clock::now();
-    modrt::Losses loss = pkg.grad(weights, tokens, opt.batch, grads);
-    *gradMs = msSince(s);
+    modrt::Losses loss = pkg.grad(st->weights, st->tokens, batch, st->grads);
+    double g = msSince(s);
     auto a = Clock::now();
-    pkg.adamwStep(weights, grads, state, lr, cfg);
-    *adamwMs = msSince(a);
+    pkg.adamwStep(st->weights, st->grads, st->optimizer, lr, cfg);
+    double w = msSince(a);
     r.loss = loss.total;
+    if (timed) {
+      st->steps.push_back(msSince(s));
+      st->gradMs.push_back(g);
+      st->adamwMs.push_back(w);
+    }
   };
-  double g, a;
-  for (int i = 0; i < opt.warmup; ++i)
-    step(&g, &a);
-  std::vector<double> steps, gs, as;
-  for (int i = 0; i < opt.iters; ++i) {
-    auto s = Clock::now();
-    step(&g, &a);
-    steps.push_back(msSince(s));
-    gs.push_back(g);
-    as.push_back(a);
-  }
-  r.stepMs = median(steps);
-  r.gradMs = median(gs);
-  r.adamwMs = median(as);
-  std::fprintf(stderr,
-               "  %-14s compiled in %.1f s, median step %.2f ms "
-               "(grad %.2f, adamw %.2f), loss %.4f\n",
-               r.name.c_str(), compileS, *r.stepMs, *r.gradMs, *r.adamwMs,
-               r.loss);
+  auto finish = [&r, st, compileS] {
+    r.stepMs = median(st->steps);
+    r.gradMs = median(st->gradMs);
+    r.adamwMs = median(st->adamwMs);
+    std::fprintf(stderr,
+                 "  %-14s compiled in %.1f s, median step %.2f ms "
+                 "(grad %.2f, adamw %.2f), loss %.4f\n",
+                 r.name.c_str(), compileS, *r.stepMs, *r.gradMs, *r.adamwMs,
+                 r.loss);
+  };
+  return {call, finish};
 }
 
 } // namespace
@@ -109,7 +114,7 @@ int main(int argc, char **argv) {
                "(grad + adamw)\n",
                static_cast<long long>(opt.batch), opt.warmup, opt.iters);
   std::vector<Result> results =
-      bench::runModels<Result>(opt, "train_", timeStep);
+      bench::runModels<Result>(opt, "train_", prepareStep);
 
   std::printf("\n%-14s %10s %9s %9s %9s %9s %12s %12s %8s %8s\n", "model",
               "step ms", "grad ms", "adamw ms", "GFLOP", "GFLOP/s",

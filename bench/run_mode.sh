@@ -18,8 +18,11 @@
 #   2. the MoE MLP sublayer alone, as layer_X minus layer_stub (forward from
 #      bench_forward, forward+backward from bench_train's grad time), MoDE
 #      against N = 0 (target <= 0.6); and, for the forward, the MLP's own
-#      kernels summed from the package's profile (MODC_PROFILE=1), in rounds
-#      that alternate which model runs first;
+#      kernels summed from the package's profile (MODC_PROFILE=1).
+#      Every benchmark runs its models interleaved (--interleave: each timed
+#      round calls every model once), so that the machine's drift, which
+#      moved these differences by 0.2 between rounds run model after model,
+#      falls on all of them alike;
 #   3. bench/torch_mode.py's PyTorch baseline of the same sublayer (eager and
 #      torch.compile; the faster of its two formulations per mode), against
 #      ours (targets: >= 1.5x eager, >= 1.2x torch.compile).
@@ -89,24 +92,23 @@ layers=mode_layer_mode,mode_layer_moe,mode_layer_stub,mode_layer_none
 for r in $(seq 1 "$rounds"); do
   echo "== round $r: forward (bench_forward)" >&2
   "$build/bench/bench_forward" --models "$models" --work "$work/fwd" --batch "$batch" \
-    --iters "$iters" --warmup "$warmup" --only "$layers" "${data[@]}" \
+    --iters "$iters" --warmup "$warmup" --only "$layers" "${data[@]}" --interleave \
     2> >(tee "$logs/forward.$r.err" >&2) | tee "$logs/forward.$r.txt" >&2
   echo "== round $r: training step (bench_train)" >&2
   "$build/bench/bench_train" --models "$models" --work "$work/train" --batch "$batch" \
     --iters "$iters" --warmup "$warmup" \
-    --only "mode_dense,mode_moe,mode_mode,$layers" "${data[@]}" \
+    --only "mode_dense,mode_moe,mode_mode,$layers" "${data[@]}" --interleave \
     2> >(tee "$logs/train.$r.err" >&2) | tee "$logs/train.$r.txt" >&2
 done
 
-# The MoE MLP's own kernels, timed by the package (MODC_PROFILE=1), in
-# ROUNDS rounds that alternate which of the two models runs first: a check
-# of the subtraction above that carries no other layer's noise.
+# The MoE MLP's own kernels, timed by the package (MODC_PROFILE=1), the two
+# models interleaved, in ROUNDS rounds: a check of the subtraction above
+# that carries no other layer's noise.
 for r in $(seq 1 "$rounds"); do
-  order=mode_layer_mode,mode_layer_moe
-  (( r % 2 == 0 )) && order=mode_layer_moe,mode_layer_mode
-  echo "== round $r: MoE MLP kernel profile ($order)" >&2
+  echo "== round $r: MoE MLP kernel profile" >&2
   MODC_PROFILE=1 "$build/bench/bench_forward" --models "$models" --work "$work/fwd" --batch "$batch" \
-    --iters "$iters" --warmup "$warmup" --only "$order" "${data[@]}" > "$logs/profile.$r.txt" 2>&1
+    --iters "$iters" --warmup "$warmup" --only mode_layer_mode,mode_layer_moe "${data[@]}" \
+    --interleave > "$logs/profile.$r.txt" 2>&1
 done
 
 # bench_decode times the pair it calls model_dense and model_mod.
@@ -220,27 +222,24 @@ def mlp_profile(path):
     """Per model, the median over calls of the summed kernel times of the
     MoE MLP: its RMSNorm, the router product, the selection, the gathers,
     the experts' products and the scatter (kernels from two before
-    modk.moe_select up to the final norm and the LM head, the last two)."""
-    calls, current, out = [], [], {}
+    modk.moe_select up to the final norm and the LM head, the last two).
+    bench_forward --interleave marks each call with "bench call NAME"."""
+    calls = {}
+    current = None
     for line in open(path):
-        if line.startswith("modc profile: kernel"):
+        if line.startswith("bench call "):
+            current = calls.setdefault(line.split()[2], [])
+            current.append([])
+        elif line.startswith("modc profile: kernel") and current is not None:
             f = line.split()
-            index, ms = int(f[3]), float(f[-2])
-            if index == 0 and current:
-                calls.append(current)
-                current = []
-            current.append((" ".join(f[4:-2]), ms))
-        elif "compiled in" in line:  # the model's calls are done
-            if current:
-                calls.append(current)
-            current = []
-            name = line.split()[0]
-            sums = []
-            for c in calls:
-                select = next(i for i, (k, _) in enumerate(c) if k == "modk.moe_select")
-                sums.append(sum(ms for _, ms in c[select - 2:len(c) - 2]))
-            out[name] = statistics.median(sums)
-            calls = []
+            current[-1].append((" ".join(f[4:-2]), float(f[-2])))
+    out = {}
+    for name, cs in calls.items():
+        sums = []
+        for c in cs:
+            select = next(i for i, (k, _) in enumerate(c) if k == "modk.moe_select")
+            sums.append(sum(ms for _, ms in c[select - 2:len(c) - 2]))
+        out[name] = statistics.median(sums)
     return out
 
 prof = [mlp_profile(f"{logs}/profile.{r}.txt") for r in range(1, rounds + 1)]
