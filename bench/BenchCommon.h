@@ -125,9 +125,10 @@ struct Options {
   int iters = 5;
   int warmup = 2;
   /// --interleave: every model is loaded first, and each timed round runs
-  /// one call of every model (the first model of a round rotating), so
-  /// that a drift of the machine's speed falls on all models alike and
-  /// differences between models keep their sign.
+  /// every model (the first model of a round rotating) for an untimed
+  /// call and then a timed one, so that a drift of the machine's speed
+  /// falls on all models alike, while each timed call finds the caches as
+  /// a run of its own model leaves them.
   bool interleave = false;
 };
 
@@ -311,9 +312,11 @@ struct Timer {
 /// Compiles every model of `opt` (opt.only, else the five of bench/models)
 /// into opt.work and times it with the Timer of `prepare(opt, pkg, result,
 /// compileSeconds)`: opt.warmup untimed calls, then opt.iters timed ones,
-/// model after model, or in rounds of one call of each with --interleave
-/// (under MODC_PROFILE=1, each call is then preceded on stderr by "bench
-/// call NAME", so that the package's kernel profile can be told apart). A
+/// model after model, or with --interleave in opt.warmup rounds of an
+/// untimed call of each model and opt.iters rounds of an untimed and a
+/// timed call of each (under MODC_PROFILE=1, each call is then preceded on
+/// stderr by "bench call NAME", a timed one by "bench call NAME timed", so
+/// that the package's kernel profile can be told apart). A
 /// model that modc or the runtime fails on keeps why in its note. Then adds
 /// PyTorch's times from opt.torch (readTorch with `torchPrefix`).
 template <class R, class Prepare>
@@ -379,9 +382,13 @@ std::vector<R> runModels(const Options &opt, const std::string &torchPrefix,
       auto &[i, t] = timers[at];
       if (failed[at])
         continue;
-      if (marked)
-        std::fprintf(stderr, "bench call %s\n", results[i].name.c_str());
-      failed[at] = !guarded(i, [&] { t.call(k >= opt.warmup); });
+      const bool timed = k >= opt.warmup;
+      for (int c = 0; c < (timed ? 2 : 1) && !failed[at]; ++c) {
+        if (marked)
+          std::fprintf(stderr, "bench call %s%s\n", results[i].name.c_str(),
+                       timed && c == 1 ? " timed" : "");
+        failed[at] = !guarded(i, [&] { t.call(timed && c == 1); });
+      }
     }
   }
   for (size_t j = 0; j < timers.size(); ++j)

@@ -19,10 +19,11 @@
 #      bench_forward, forward+backward from bench_train's grad time), MoDE
 #      against N = 0 (target <= 0.6); and, for the forward, the MLP's own
 #      kernels summed from the package's profile (MODC_PROFILE=1).
-#      Every benchmark runs its models interleaved (--interleave: each timed
-#      round calls every model once), so that the machine's drift, which
-#      moved these differences by 0.2 between rounds run model after model,
-#      falls on all of them alike;
+#      Every benchmark runs its models interleaved (--interleave: each
+#      round calls every model twice, timing the second call, which finds
+#      the caches as its own model leaves them), so that the machine's
+#      drift, which moved these differences by 0.2 between rounds run model
+#      after model, falls on all of them alike;
 #   3. bench/torch_mode.py's PyTorch baseline of the same sublayer (eager and
 #      torch.compile; the faster of its two formulations per mode), against
 #      ours (targets: >= 1.5x eager, >= 1.2x torch.compile).
@@ -223,13 +224,17 @@ def mlp_profile(path):
     MoE MLP: its RMSNorm, the router product, the selection, the gathers,
     the experts' products and the scatter (kernels from two before
     modk.moe_select up to the final norm and the LM head, the last two).
-    bench_forward --interleave marks each call with "bench call NAME"."""
+    bench_forward --interleave marks each timed call with "bench call NAME
+    timed" (and an untimed one without "timed": not counted)."""
     calls = {}
     current = None
     for line in open(path):
         if line.startswith("bench call "):
-            current = calls.setdefault(line.split()[2], [])
-            current.append([])
+            f = line.split()
+            current = None
+            if f[-1] == "timed":
+                current = calls.setdefault(f[2], [])
+                current.append([])
         elif line.startswith("modc profile: kernel") and current is not None:
             f = line.split()
             current[-1].append((" ".join(f[4:-2]), float(f[-2])))
