@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-# ===- torch_mode.py - PyTorch CPU baseline of one MoE / MoDE MLP sublayer ===#
+# ===- torch_mode.py - PyTorch baseline of one MoE / MoDE MLP sublayer ----===#
 #
 # The MLP sublayer of an MoE layer as docs/model-format.md section 7 defines
 # it, in PyTorch, for benchmarking only: y = h + m with n = RMSNorm(h),
@@ -7,8 +7,10 @@
 # sequence and per real expert a capacity C = clamp(ceil(cf * S / (E+N)), 1, S)
 # filled in position order, and m_i = p_i[e_i] * SwiGLU_{e_i}(n_i) for kept
 # tokens (scatter-add), 0 otherwise. It reads the same model JSON as modc
-# (d_model, seq_len, norm_eps and the moe key) and times, in f32 on
-# torch.get_num_threads() threads:
+# (d_model, seq_len, norm_eps and the moe key) and times, on the CPU in f32
+# on torch.get_num_threads() threads (bench/run_mode.sh), or with --device
+# cuda in --dtype bf16 or f32 with CUDA events (bench/gpu/run.sh; weights
+# and activations of that dtype, PyTorch's usual bf16 practice):
 #
 # Each line also carries the router's shares of the batch's tokens (kept,
 # noop, dropped: the operating point). It times:
@@ -29,7 +31,8 @@
 #            carry weight 0. Wasted work on empty slots, no graph breaks.
 #
 # Usage: torch_mode.py MODEL.json [--batch 4] [--iters 20] [--warmup 3]
-#                      [--no-compile] [--selftest]
+#                      [--no-compile] [--selftest] [--threads N]
+#                      [--device cpu|cuda] [--dtype f32|bf16]
 #
 # ===-----------------------------------------------------------------------===#
 
@@ -56,15 +59,16 @@ def config(path):
                 eps=c.get("norm_eps", 1e-5), name=c.get("name", path))
 
 
-def make_params(c, seed=1):
+def make_params(c, seed=1, device="cpu", dtype=torch.float32):
     g = torch.Generator().manual_seed(seed)
     d, E, N, Fh = c["d"], c["E"], c["N"], c["F"]
 
     def rnd(*shape, std=0.02):
-        return (torch.randn(*shape, generator=g) * std).requires_grad_()
+        w = torch.randn(*shape, generator=g) * std
+        return w.to(device=device, dtype=dtype).requires_grad_()
 
     return dict(
-        norm=torch.ones(d, requires_grad=True),
+        norm=torch.ones(d, device=device, dtype=dtype, requires_grad=True),
         router=rnd(E + N, d),
         w_gate=rnd(E, Fh, d),
         w_up=rnd(E, Fh, d),
@@ -105,11 +109,12 @@ def sublayer_padded(c, h, P):
     B, S, d = h.shape
     E, C = c["E"], c["C"]
     n, p, e, kept, slot = route(c, h, P)
+    dev = h.device
     with torch.no_grad():
-        pos = torch.arange(B * S).view(B, S)
-        dest = (torch.arange(B).view(B, 1) * E + e.clamp(max=E - 1)) * C + slot
+        pos = torch.arange(B * S, device=dev).view(B, S)
+        dest = (torch.arange(B, device=dev).view(B, 1) * E + e.clamp(max=E - 1)) * C + slot
         dest = torch.where(kept, dest, torch.full_like(dest, B * E * C))
-        table = torch.full((B * E * C + 1,), B * S, dtype=torch.long)  # B*S: a zero row
+        table = torch.full((B * E * C + 1,), B * S, dtype=torch.long, device=dev)  # B*S: a zero row
         table.scatter_(0, dest.reshape(-1), pos.reshape(-1))
         table = table[:-1].view(B, E, C).permute(1, 0, 2).reshape(E, B * C)
     nf = torch.cat([n.reshape(B * S, d), n.new_zeros(1, d)])
@@ -118,13 +123,25 @@ def sublayer_padded(c, h, P):
     a = F.silu(torch.bmm(xs, P["w_gate"].transpose(1, 2))) * torch.bmm(
         xs, P["w_up"].transpose(1, 2))
     out = torch.bmm(a, P["w_down"].transpose(1, 2)) * pf[table].unsqueeze(-1)
-    m = torch.zeros(B * S + 1, d).index_add(0, table.reshape(-1), out.reshape(-1, d))
+    m = nf.new_zeros(B * S + 1, d).index_add(0, table.reshape(-1), out.reshape(-1, d))
     return h + m[:-1].view(B, S, d)
 
 
-def time_it(fn, iters, warmup):
+def time_it(fn, iters, warmup, cuda=False):
+    """Median ms of fn() over iters runs after warmup ones: the host clock,
+    or on CUDA an event pair around each run, read after one final wait."""
     for _ in range(warmup):
         fn()
+    if cuda:
+        torch.cuda.synchronize()
+        ev = [(torch.cuda.Event(enable_timing=True),
+               torch.cuda.Event(enable_timing=True)) for _ in range(iters)]
+        for start, stop in ev:
+            start.record()
+            fn()
+            stop.record()
+        torch.cuda.synchronize()
+        return statistics.median(start.elapsed_time(stop) for start, stop in ev)
     ts = []
     for _ in range(iters):
         t = time.perf_counter()
@@ -165,16 +182,21 @@ def main():
     ap.add_argument("--selftest", action="store_true")
     ap.add_argument("--threads", type=int, default=0,
                     help="torch.set_num_threads (default: PyTorch's own)")
+    ap.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
+    ap.add_argument("--dtype", default="f32", choices=("f32", "bf16"))
     args = ap.parse_args()
+    dev = torch.device(args.device)
+    dt = {"f32": torch.float32, "bf16": torch.bfloat16}[args.dtype]
+    cuda = dev.type == "cuda"
     if args.threads > 0:
         torch.set_num_threads(args.threads)
     c = config(args.model)
     if args.selftest:
         sys.exit(0 if selftest(c) else 1)
     torch.manual_seed(0)
-    P = make_params(c)
-    h = torch.randn(args.batch, c["S"], c["d"], requires_grad=True)
-    g = torch.randn(args.batch, c["S"], c["d"])
+    P = make_params(c, device=dev, dtype=dt)
+    h = torch.randn(args.batch, c["S"], c["d"]).to(dev, dt).requires_grad_()
+    g = torch.randn(args.batch, c["S"], c["d"]).to(dev, dt)
     params = list(P.values()) + [h]
     # The operating point: how the router decided these tokens.
     with torch.no_grad():
@@ -201,11 +223,13 @@ def main():
                     (f(c, h, P) * g).sum().backward()
 
                 step = fwd if measure == "fwd" else fwd_bwd
-                ms = time_it(step, args.iters, args.warmup)
-                print(json.dumps(dict(model=c["name"], form=form, mode=mode,
-                                      measure=measure, ms=ms,
+                ms = time_it(step, args.iters, args.warmup, cuda)
+                print(json.dumps(dict(impl="torch_mode", model=c["name"], form=form,
+                                      mode=mode, measure=measure, ms=ms,
                                       threads=torch.get_num_threads(),
-                                      batch=args.batch, **shares)), flush=True)
+                                      device=args.device, dtype=args.dtype,
+                                      d_model=c["d"], batch=args.batch,
+                                      **shares)), flush=True)
 
 
 if __name__ == "__main__":

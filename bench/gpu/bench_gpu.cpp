@@ -34,11 +34,17 @@
 // Usage: bench_gpu PKG_DIR [--batch 8] [--iters 20] [--warmup 3]
 //                  [--decode-iters 100] [--decode-warmup 10] [--prefill N]
 //                  [--only forward,fwd_bwd,decode] [--device N]
-//                  [--max-seconds 10] [--impl modc]
+//                  [--max-seconds 10] [--impl modc] [--kind KIND]
 //
 // --impl names the lines' implementation: run.sh times the packages that
 // prepare.sh compiled with --cuda-gemms='path=mma' as "modc_mma" and with
-// 'tma=false' as "modc_notma" (report.py's comparisons).
+// 'tma=false' as "modc_notma" (report.py's comparisons). --kind names the
+// lines' kind, else none, dense, mod, or for MoE models (docs/model-format.md
+// section 7) mode (with no-op experts) or moe; their lines also carry how
+// the MoE layers decided the batch (moe_kept, moe_noop, moe_dropped: shares
+// of the tokens, from one untimed forward), and their FLOPs count the
+// experts' products on the kept tokens. An MoE router gets the matrices'
+// initialisation, not the MoD router's.
 //
 // --max-seconds caps each measurement: when the warm-up runs say that
 // --iters iterations would take longer, fewer are timed (at least 3); the
@@ -86,17 +92,19 @@ struct Options {
   std::set<std::string> only = {"forward", "fwd_bwd", "decode"};
   int device = 0;
   std::string impl = "modc";
+  std::string kind; ///< --kind: the lines' kind, else from the manifest
 };
 
 [[noreturn]] void usage(int rc) {
-  std::fprintf(rc ? stderr : stdout,
-               "usage: bench_gpu PKG_DIR [--batch N] [--iters N] [--warmup N]\n"
-               "                 [--decode-iters N] [--decode-warmup N] "
-               "[--prefill N]\n"
-               "                 [--only forward,fwd_bwd,decode] [--device N]\n"
-               "                 [--max-seconds S] [--impl NAME]\n"
-               "Times a CUDA modc package with CUDA events; one JSON line per "
-               "measurement.\n");
+  std::fprintf(
+      rc ? stderr : stdout,
+      "usage: bench_gpu PKG_DIR [--batch N] [--iters N] [--warmup N]\n"
+      "                 [--decode-iters N] [--decode-warmup N] "
+      "[--prefill N]\n"
+      "                 [--only forward,fwd_bwd,decode] [--device N]\n"
+      "                 [--max-seconds S] [--impl NAME] [--kind KIND]\n"
+      "Times a CUDA modc package with CUDA events; one JSON line per "
+      "measurement.\n");
   std::exit(rc);
 }
 
@@ -131,6 +139,8 @@ Options parseArgs(int argc, char **argv) {
       o.device = std::stoi(next());
     else if (a == "--impl")
       o.impl = next();
+    else if (a == "--kind")
+      o.kind = next();
     else if (a == "--only") {
       o.only.clear();
       std::stringstream ss(next());
@@ -385,7 +395,19 @@ int main(int argc, char **argv) {
       ++nRouted;
       k = l.at("capacity").get<int64_t>();
     }
-  const std::string kind = L == 0 ? "none" : nRouted ? "mod" : "dense";
+  // MoE MLPs (docs/model-format.md section 7): E real experts and N no-op
+  // ones, the layers that have them, and each one's capacity a sequence.
+  const json moe = model.value("moe", json());
+  const int64_t moeE = moe.is_object() ? moe.at("n_experts").get<int64_t>() : 0;
+  const int64_t moeN =
+      moe.is_object() ? moe.value("noop_experts", int64_t(0)) : 0;
+  const int64_t moeLayers =
+      moe.is_object() ? static_cast<int64_t>(moe.at("layers").size()) : 0;
+  const std::string kind = !opt.kind.empty() ? opt.kind
+                           : moeLayers       ? (moeN ? "mode" : "moe")
+                           : L == 0          ? "none"
+                           : nRouted         ? "mod"
+                                             : "dense";
   bool causalMode = false;
   for (const json &m : entries.at("forward").value("modes", json::array()))
     causalMode |= m == "causal";
@@ -453,7 +475,8 @@ int main(int argc, char **argv) {
         x = rng.uniformStd(1.0f);
       for (int64_t t = 0; t < shape[0]; ++t)
         w[t * fanIn] = t % 8 == 0 ? 2.0f : -2.0f;
-    } else if (endsWith("router.weight")) {
+    } else if (endsWith("router.weight") &&
+               pname.find("moe") == std::string::npos) {
       for (float &x : w)
         x = rng.uniformStd(0.01f);
       w[0] = 1.0f;
@@ -487,14 +510,77 @@ int main(int argc, char **argv) {
   upload(dTokFwd, tokFwd.data(), tokFwd.size() * 4);
   upload(dTokGrad, tokGrad.data(), tokGrad.size() * 4);
 
-  // Useful FLOPs of one top-k forward (bench/BenchCommon.h's formula).
+  // How the MoE layers decide this batch (kept, no-op, dropped), from one
+  // untimed forward: the operating point the times hold for, since an
+  // expert's products run on the tokens it keeps.
+  std::vector<int64_t> moeKept(moeLayers, 0);
+  int64_t moeNoop = 0, moeDropped = 0, moeReached = 0;
+  if (moeLayers) {
+    void *ws = deviceAlloc(api.forwardWorkspace(B));
+    auto *logits = static_cast<float *>(deviceAlloc(B * S * V * 4));
+    auto *decisions =
+        static_cast<int32_t *>(deviceAlloc(moeLayers * B * S * 4));
+    modc_forward_args a{};
+    a.batch = B;
+    a.seq_len = S;
+    a.mode = MODC_MODE_TOPK;
+    a.tokens = dTokFwd;
+    a.params = paramTable.data();
+    a.logits = logits;
+    a.workspace = ws;
+    a.moe_decisions = decisions;
+    check(api.forward(&a), "modc_forward (MoE decisions)");
+    std::vector<int32_t> host(moeLayers * B * S);
+    check(api.copy(host.data(), decisions, host.size() * 4, 1),
+          "modc_cuda_copy");
+    // The encoding of modc_forward_args::moe_decisions (docs/runtime.md).
+    for (int64_t l = 0; l < moeLayers; ++l)
+      for (int64_t i = 0; i < B * S; ++i) {
+        int32_t e = host[l * B * S + i];
+        moeReached += e >= 0;
+        moeKept[l] += e >= 0 && e < moeE;
+        moeNoop += e >= moeE && e < moeE + moeN;
+        moeDropped += e >= moeE + moeN;
+      }
+    check(api.free(ws), "modc_cuda_free");
+    check(api.free(logits), "modc_cuda_free");
+    check(api.free(decisions), "modc_cuda_free");
+  }
+
+  // Useful FLOPs of one top-k forward (bench/BenchCommon.h's formula); an
+  // MoE layer's MLP counts its router over every token and its experts'
+  // SwiGLU over the tokens they kept.
   double flops = 0;
+  int64_t moeIndex = 0;
   for (const json &l : manifest.at("layers")) {
     double n = l.value("routed", false) ? double(k) : double(S);
-    flops += 2 * 4 * n * d * d + 2 * 2 * (n * (n + 1) / 2) * d +
-             2 * 3 * n * d * ff + (l.value("routed", false) ? 2.0 * S * d : 0);
+    double mlp = 2 * 3 * n * d * ff;
+    if (moeLayers && moe.at("layers").contains(l.at("index"))) {
+      const int64_t dExpert = moe.at("d_expert").get<int64_t>();
+      mlp = 2.0 * S * d * (moeE + moeN) +
+            2.0 * 3 * double(moeKept[moeIndex++]) * d * dExpert / double(B);
+    }
+    flops += 2 * 4 * n * d * d + 2 * 2 * (n * (n + 1) / 2) * d + mlp +
+             (l.value("routed", false) ? 2.0 * S * d : 0);
   }
   flops = (flops + 2.0 * S * d * V) * B;
+  json moeShares;
+  if (moeLayers) {
+    int64_t kept = 0;
+    for (int64_t c : moeKept)
+      kept += c;
+    auto share = [&](int64_t c) {
+      return moeReached ? double(c) / double(moeReached) : 0.0;
+    };
+    moeShares = {{"moe_kept", share(kept)},
+                 {"moe_noop", share(moeNoop)},
+                 {"moe_dropped", share(moeDropped)}};
+    std::fprintf(stderr,
+                 "bench_gpu: %s: MoE layers kept %.1f %%, no-op %.1f %%, "
+                 "dropped %.1f %% of %lld tokens\n",
+                 name.c_str(), 100 * share(kept), 100 * share(moeNoop),
+                 100 * share(moeDropped), (long long)moeReached);
+  }
 
   char date[32];
   std::time_t now = std::time(nullptr);
@@ -515,6 +601,9 @@ int main(int argc, char **argv) {
               {"timer", gHostTimer ? "host" : "cuda_events"}};
     for (auto &[key, v] : extra.items())
       j[key] = v;
+    if (moeShares.is_object())
+      for (auto &[key, v] : moeShares.items())
+        j[key] = v;
     std::printf("%s\n", j.dump().c_str());
     std::fflush(stdout);
   };

@@ -9,7 +9,9 @@
 # package NAME_bf16); the 0-layer and MoD models also with every epilogue
 # fusion left out (NAME_nofuse, NAME_bf16_nofuse), and the bf16 twin of the
 # MoD model FUSION_MODEL with each fusion of FUSIONS left out alone
-# (NAME_bf16_no-FUSION). Then
+# (NAME_bf16_no-FUSION). The MoE sublayer's models (gpu_moe_*: MoDE with
+# no-op experts, the same with none, and a width-1 dense stub) are built
+# in bf16 only. Then
 # builds bench_gpu (BUILD_DIR/bench/gpu/bench_gpu)
 # and copies the nlohmann/json headers beside the packages so that run.sh
 # can rebuild bench_gpu on the GPU machine if the carried binary does not
@@ -81,6 +83,9 @@ for n in "${names[@]}"; do
     failed=1
   elif [[ "$n" == *_bf16 ]]; then
     jobs+=("$base bf16")
+  elif [[ "$n" == gpu_moe_* ]]; then
+    # The MoE sublayer comparison (run.sh, "MoDE") runs in bf16 only.
+    [[ " ${dts[*]} " == *" bf16 "* ]] && jobs+=("$n bf16")
   else
     for dt in "${dts[@]}"; do jobs+=("$n $dt"); done
   fi

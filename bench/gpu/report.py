@@ -47,6 +47,14 @@
 #      with one fusion left out (impl "modc_no-FUSION": --no-fuse=FUSION),
 #      whole model, forward, forward+backward and decode: each fusion's
 #      effect alone.
+#  16. MoDE (MoE with no-op experts, docs/model-format.md section 7), bf16:
+#      the MoE MLP sublayer as bench_gpu's 1-layer model minus the same
+#      layer with a width-1 dense MLP (kinds "moe_mode", "moe_n0",
+#      "moe_stub"): MoDE's against the same layer's without no-op experts
+#      (target <= 0.6x), and against torch_mode.py's PyTorch sublayer (impl
+#      "torch_mode", the faster of its two formulations; targets >= 1.5x
+#      eager, >= 1.2x torch.compile), with the share of the tokens each
+#      router kept, sent to no-op experts and dropped (the operating point).
 #
 # 8 and 9 read the per-kernel profiles run.sh writes beside the JSON lines,
 # profile_mod_dN.txt (f32) and profile_mod_dN_bf16.txt: bench_gpu's stderr
@@ -111,6 +119,10 @@ def load(path):
 class Table:
     def __init__(self, rows):
         self.t = {}
+        # MoE routing shares of our MoE models' lines: (kind, d) -> dict.
+        self.moe_shares = {}
+        # torch_mode.py's lines (the PyTorch MoDE sublayer).
+        self.torch_mode = [r for r in rows if r.get("impl") == "torch_mode"]
         self.errors = [r for r in rows if "error" in r or "skipped" in r]
         # cuBLAS alone at our GEMM shapes: (dtype, d, M, N, K) -> ms.
         self.cublas = {}
@@ -123,6 +135,9 @@ class Table:
                 self.cublas[(r["dtype"], r["d_model"], r["M"], r["N"],
                              r["K"])] = r["median_ms"]
                 continue
+            if r["impl"] == "modc" and "moe_kept" in r:
+                self.moe_shares[(r["kind"], r["d_model"])] = {
+                    k: r[f"moe_{k}"] for k in ("kept", "noop", "dropped")}
             if (r["impl"] == "modc" and r["kind"] == "mod" and "batch" in r
                     and "capacity_tokens" in r):
                 self.mod_rows[(r["dtype"], r["d_model"])] = (
@@ -621,6 +636,66 @@ def each_fusion_table(T):
                    "without it", "every/without"], rows)]
 
 
+MODE_BOUND = 0.6  # MoDE MLP / the same MLP without no-op experts, at most
+MODE_TORCH_BOUNDS = {"eager": 1.5, "compile": 1.2}  # PyTorch / ours, at least
+
+
+def shares_cell(s):
+    if not s:
+        return "-"
+    return (f"{100 * s['kept']:.1f} / {100 * s['noop']:.1f} / "
+            f"{100 * s['dropped']:.1f} %")
+
+
+def mode_table(T):
+    """The MoDE sublayer (16. in the header); [] without its lines."""
+    ds = sorted({d for (kind, d) in T.moe_shares if kind == "moe_mode"} |
+                {r.get("d_model") for r in T.torch_mode})
+    rows, notes = [], []
+    for d in ds:
+        def mlp(kind, w):
+            a = T.get("modc", "bf16", "model", f"moe_{kind}", d, w)
+            stub = T.get("modc", "bf16", "model", "moe_stub", d, w)
+            return None if a is None or stub is None else positive(a - stub)
+        for w, tw in (("forward", "fwd"), ("fwd_bwd", "fwd+bwd")):
+            mode, n0 = mlp("mode", w), mlp("n0", w)
+            v = ratio(mode, n0)
+            rows.append([f"MoDE MLP / MoE MLP (N = 0), {PASS_NAME[w]}",
+                         str(d), fmt(mode), fmt(n0),
+                         "-" if v is None else f"{v:.3f}x",
+                         f"<= {MODE_BOUND}x", met_cell(
+                             None if v is None else v <= MODE_BOUND)])
+            for mode_name, bound in MODE_TORCH_BOUNDS.items():
+                times = [r["ms"] for r in T.torch_mode
+                         if r.get("d_model") == d and r.get("dtype") == "bf16"
+                         and r.get("mode") == mode_name
+                         and r.get("measure") == tw]
+                best = min(times) if times else None
+                x = ratio(best, mode)
+                rows.append([f"PyTorch {mode_name} / ours, MoDE MLP, "
+                             f"{PASS_NAME[w]}", str(d), fmt(mode), fmt(best),
+                             "-" if x is None else f"{x:.2f}x",
+                             f">= {bound}x",
+                             met_cell(None if x is None else x >= bound)])
+        theirs = next((r for r in T.torch_mode if r.get("d_model") == d
+                       and "kept" in r), None)
+        notes.append(f"d_model {d}: kept / no-op / dropped of the tokens: "
+                     f"ours MoDE {shares_cell(T.moe_shares.get(('moe_mode', d)))}, "
+                     f"ours N = 0 {shares_cell(T.moe_shares.get(('moe_n0', d)))}, "
+                     f"PyTorch's MoDE {shares_cell(theirs)}")
+    if not rows:
+        return []
+    return ["### MoDE: the MoE MLP with no-op experts (bf16; ours = the "
+            "1-layer model minus the same layer with a width-1 dense MLP, "
+            "ms; PyTorch = bench/torch_mode.py's sublayer, the faster of its "
+            "two formulations)\n\n" +
+            table(["measure", "d_model", "ours", "other", "ratio", "target",
+                   "met"], rows) +
+            "\n\nThe experts' products run on the tokens they keep, so the "
+            "times hold for these routing decisions (fresh weights, random "
+            "tokens):\n\n" + "\n".join(f"- {n}" for n in notes)]
+
+
 def report(T, P=None):
     P = P if P is not None else Profiles(None)
     all_ds = sorted(set(T.ds) | set(P.ds()) | {k[1] for k in T.cublas})
@@ -806,6 +881,7 @@ def report(T, P=None):
                      table(["d_model", "dtype", "pass", "fused", "unfused",
                             "fused/unfused"], rows))
     parts += each_fusion_table(T)
+    parts += mode_table(T)
 
     if T.errors:
         lines = []
@@ -829,7 +905,7 @@ def main():
     T = Table(load(a.results))
     P = Profiles(a.profiles if a.profiles is not None
                  else os.path.dirname(os.path.abspath(a.results)))
-    if not T.t and not T.cublas and not P.block:
+    if not T.t and not T.cublas and not P.block and not T.torch_mode:
         print("report.py: no measurements in " + a.results)
         return 1
     print(report(T, P))

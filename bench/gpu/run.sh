@@ -17,7 +17,9 @@
 #   WARMUP (2), DECODE_ITERS (100), MAX_SECONDS (8: cap of each of our
 #   measurements, fewer iterations when slower), DTYPES (bf16,f32: both
 #   ours and PyTorch's), D_MODELS (1024,2048), TORCH=0 to skip PyTorch,
-#   TORCH_COMPILE=0 to skip torch.compile, PROFILE=0 to skip the per-kernel profile of our MoD
+#   TORCH_COMPILE=0 to skip torch.compile, MODE_COMPARE=0 to skip the MoDE
+#   sublayer (gpu_moe_* packages and torch_mode.py), MODE_D_MODELS (1024:
+#   its widths), PROFILE=0 to skip the per-kernel profile of our MoD
 #   packages, FUSION_COMPARE=0 to skip timing the packages compiled with
 #   fusions left out (all of them, and each alone), WGMMA_COMPARE=0 to
 #   skip timing the bf16 sm_90a packages a
@@ -104,6 +106,26 @@ if [[ -n "$bench" ]]; then
       done
     done
   done
+  # MoDE (docs/model-format.md section 7): the 1-layer model whose MLP is
+  # an MoE with no-op experts (gpu_moe_mode), the same with none
+  # (gpu_moe_n0) and with a width-1 dense MLP (gpu_moe_stub), bf16, so that
+  # report.py can take each MoE sublayer as a model minus the stub.
+  if [[ "${MODE_COMPARE:-1}" != 0 && ",$dtypes," == *,bf16,* ]]; then
+    IFS=, read -ra mode_ds <<< "${MODE_D_MODELS:-1024}"
+    for d in "${mode_ds[@]}"; do
+      for kind in mode n0 stub; do
+        pkg="$packages/gpu_moe_${kind}_d${d}_bf16"
+        if [[ ! -f "$pkg/libmodel.so" ]]; then
+          say "missing package $pkg (prepare.sh)"; continue
+        fi
+        say "bench_gpu $(basename "$pkg")"
+        timeout 120 "$bench" "$pkg" --kind "moe_$kind" --batch "$batch" \
+          --iters "$iters" --warmup "$warmup" --max-seconds "$max_s" \
+          --only forward,fwd_bwd >> "$raw" 2>> "$logf" ||
+          say "bench_gpu failed on $pkg (rc $?): $(tail -1 "$logf")"
+      done
+    done
+  fi
   # A package compiled with other choices, timed forward and
   # forward+backward (or the passes in $3), its lines labelled
   # `modc_SUFFIX`.
@@ -195,6 +217,24 @@ elif [[ "$torch_device" == cpu ]] ||
    python3 -c "import torch; assert torch.cuda.is_available()" 2>> "$logf"; then
   compile_flag=()
   [[ "${TORCH_COMPILE:-1}" == 0 ]] && compile_flag=(--no-compile)
+  # The MoDE sublayer in PyTorch (bench/torch_mode.py: eager and
+  # torch.compile, two formulations), bf16, at most a quarter of what is
+  # left.
+  if [[ "${MODE_COMPARE:-1}" != 0 && ",$dtypes," == *,bf16,* ]]; then
+    IFS=, read -ra mode_ds <<< "${MODE_D_MODELS:-1024}"
+    for d in "${mode_ds[@]}"; do
+      model="$here/models/gpu_moe_mode_d${d}.json"
+      [[ -f "$model" ]] || model="$packages/models/gpu_moe_mode_d${d}_bf16.json"
+      [[ -f "$model" ]] || { say "no MoDE model for d $d"; continue; }
+      say "torch_mode.py $(basename "$model")"
+      PYTHONUNBUFFERED=1 timeout "$(( left / 4 > 30 ? left / 4 : 30 ))" \
+        python3 "$root/bench/torch_mode.py" "$model" --device "$torch_device" \
+        --dtype bf16 --batch "$batch" --iters "$iters" --warmup "$warmup" \
+        "${compile_flag[@]}" 2>> "$logf" | grep '^{' >> "$raw" ||
+        say "torch_mode.py stopped (rc $?); the tables show what it measured"
+    done
+    left=$(( budget - $(elapsed) - 20 ))
+  fi
   say "torch_gpu.py (${left}s left)"
   # shellcheck disable=SC2086
   PYTHONUNBUFFERED=1 timeout "$(( left > 30 ? left : 30 ))" \
