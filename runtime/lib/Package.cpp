@@ -147,6 +147,22 @@ uint64_t mix(uint64_t x) {
   x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
   return x ^ (x >> 31);
 }
+
+/// The bytes an entry (`entry`, for errors) needs for `batch` sequences:
+/// the larger of the manifest's `perSequence` times the batch and the
+/// library's own answer `fromLibrary` (the library is the authority; the
+/// larger of the two means a disagreement cannot overrun). Throws Error
+/// for a batch below 1 or one whose size overflows.
+uint64_t bytesForBatch(const char *entry, uint64_t perSequence,
+                       uint64_t fromLibrary, int64_t batch) {
+  if (batch < 1)
+    throw Error(fmt::format("{}: batch must be >= 1, got {}", entry, batch));
+  uint64_t fromManifest;
+  if (__builtin_mul_overflow(perSequence, static_cast<uint64_t>(batch),
+                             &fromManifest))
+    throw Error(fmt::format("{}: batch {} is too large", entry, batch));
+  return std::max(fromManifest, fromLibrary);
+}
 } // namespace
 
 struct Package::Impl {
@@ -172,11 +188,8 @@ struct Package::Impl {
   /// overrun. Call with workspaceMutex held.
   uint64_t reserveWorkspace(const char *entry, uint64_t perSequence,
                             uint64_t fromLibrary, int64_t batch) {
-    uint64_t wsManifest;
-    if (__builtin_mul_overflow(perSequence, static_cast<uint64_t>(batch),
-                               &wsManifest))
-      throw Error(fmt::format("{}: batch {} is too large", entry, batch));
-    const uint64_t wsBytes = std::max(wsManifest, fromLibrary);
+    const uint64_t wsBytes =
+        bytesForBatch(entry, perSequence, fromLibrary, batch);
     try {
       if (workspace.size() < std::max<uint64_t>(wsBytes, 64))
         workspace.resize(std::max<uint64_t>(wsBytes, 64));
@@ -585,33 +598,20 @@ void Package::requireDecode() const {
 
 uint64_t Package::kvCacheBytes(int64_t batch) const {
   requireDecode();
-  if (batch < 1)
-    throw Error(fmt::format("decode: batch must be >= 1, got {}", batch));
-  uint64_t fromManifest;
-  if (__builtin_mul_overflow(impl->manifest.kvCacheBytesPerSequence,
-                             static_cast<uint64_t>(batch), &fromManifest))
-    throw Error(fmt::format("decode: batch {} is too large", batch));
-  return std::max(fromManifest, impl->abi.kvCacheBytes(batch));
+  return bytesForBatch("decode", impl->manifest.kvCacheBytesPerSequence,
+                       batch < 1 ? 0 : impl->abi.kvCacheBytes(batch), batch);
 }
 
 uint64_t Package::decodeWorkspaceBytes(int64_t batch) const {
   requireDecode();
-  if (batch < 1)
-    throw Error(fmt::format("decode: batch must be >= 1, got {}", batch));
-  uint64_t fromManifest;
-  if (__builtin_mul_overflow(impl->manifest.decodeWorkspaceBytesPerSequence,
-                             static_cast<uint64_t>(batch), &fromManifest))
-    throw Error(fmt::format("decode: batch {} is too large", batch));
-  return std::max(fromManifest, impl->abi.decodeWorkspaceBytes(batch));
+  return bytesForBatch("decode", impl->manifest.decodeWorkspaceBytesPerSequence,
+                       batch < 1 ? 0 : impl->abi.decodeWorkspaceBytes(batch),
+                       batch);
 }
 
 uint64_t Package::forwardWorkspaceBytes(int64_t batch) const {
-  uint64_t fromManifest;
-  if (batch < 1 ||
-      __builtin_mul_overflow(impl->manifest.workspaceBytesPerSequence,
-                             static_cast<uint64_t>(batch), &fromManifest))
-    throw Error(fmt::format("forward: batch {} is out of range", batch));
-  return std::max(fromManifest, impl->abi.workspaceBytes(batch));
+  return bytesForBatch("forward", impl->manifest.workspaceBytesPerSequence,
+                       batch < 1 ? 0 : impl->abi.workspaceBytes(batch), batch);
 }
 
 void Package::forwardRaw(const modc_forward_args &args) const {
