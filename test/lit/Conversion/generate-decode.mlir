@@ -30,11 +30,12 @@
 // Routed layer 1: the predictor decides per sequence; only routed rows run
 // the block and append to the layer-1 cache.
 // CHECK: modk.predictor %[[X:[0-9]+]], {{.*}} -> %[[P:[0-9]+]] :
-// The router scores every sequence's token, active or not (an identity
-// row set of one token a sequence); the decision compacts the routed
-// sequences' rows, and the gather + RMSNorm reads each one's token.
-// CHECK: modk.identity_rows -> %{{.*}}, %[[ALL:[0-9]+]] : memref<?x1xi32>, memref<?x1xi64>
-// CHECK-NEXT: modk.rows ins(%[[X]], %{{.*}} : memref<?x1x32xf32>, memref<1x32xf32>) rows %[[ALL]] : memref<?x1xi64> outs(%[[R:[0-9]+]] : memref<?x1xf32>) access(row, column -> row_value)
+// The router scores every sequence's token, active or not: the step's
+// dense row set, which modk.decode_rows gives every sequence (no second
+// row set, no kernel more); the decision compacts the routed sequences'
+// rows, and the gather + RMSNorm reads each one's token.
+// CHECK-NOT: modk.identity_rows
+// CHECK: modk.rows ins(%[[X]], %{{.*}} : memref<?x1x32xf32>, memref<1x32xf32>) rows %[[DSEG]] : memref<?x1xi64> outs(%[[R:[0-9]+]] : memref<?x1xf32>) access(row, column -> row_value)
 // CHECK: %[[MASK:.*]] = modk.output "routed.1" : memref<?x1xi32>
 // CHECK-NEXT: modk.decode_select(%[[R]], %[[POS]], %[[ACT]], %[[RPOS:[0-9]+]], %[[RSEG:[0-9]+]], %[[MASK]], %[[P]]) {causal_router = #modk.causal_router<predictor>, layer = 1 : i64}
 // CHECK: modk.rows ins(%[[X]], %{{.*}} : memref<?x1x32xf32>, memref<32xf32>) rows %[[RSEG]] : memref<?x1xi64> outs({{.*}}) access(token, column -> row, row)

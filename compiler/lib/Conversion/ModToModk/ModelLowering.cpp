@@ -244,16 +244,9 @@ void ModelLowering::lowerMoe(mod::MoeOp op) {
 }
 
 Value ModelLowering::allTokenRows() {
-  if (!decoding())
-    return identityRows().segments;
-  // A decode step's rows are its active sequences; the router scores every
-  // sequence's token.
-  if (!everySequence) {
-    Value positions = alloc({1}, b.getI32Type());
-    everySequence = alloc({1}, b.getI64Type());
-    modk::IdentityRowsOp::create(b, model.getLoc(), positions, everySequence);
-  }
-  return everySequence;
+  // A decode step's dense row set (modk.decode_rows) already gives every
+  // sequence its row, active or not, in order: the router scores those.
+  return identityRows().segments;
 }
 
 Value ModelLowering::lowerRouter(Location loc, Value stream, int64_t layer) {

@@ -203,7 +203,6 @@ private:
   SmallVector<Attribute> params;
   llvm::StringMap<Value> paramValues;
   std::optional<RowSet> identity;
-  Value everySequence; // decoding: every sequence's token, active or not
   DenseMap<Value, Value> buffers;   // tensor -> buffer
   DenseMap<Value, RowSet> rowSets;  // tensor -> the rows its buffer holds
   SmallVector<modk::RoutingMode> modes;

@@ -93,16 +93,22 @@ struct RMSNormToRows : OpRewritePattern<modk::RMSNormOp> {
 
 /// The segments of the identity row set (every token of every sequence, in
 /// order) of `buffer`, a [B, T, ...] buffer of T tokens a sequence: the
-/// entry's modk.identity_rows of that shape that runs before `op`, or a new
-/// one right before `op`.
+/// entry's modk.identity_rows of that shape that runs before `op` (or a
+/// decode step's modk.decode_rows, whose segments are the same: a row for
+/// every sequence, active or not), or a new one right before `op`.
 Value identitySegments(PatternRewriter &rewriter, Operation *op, Value buffer) {
   int64_t tokens = cast<MemRefType>(buffer.getType()).getDimSize(1);
   Value found;
-  op->getParentOfType<modk::EntryOp>().walk([&](modk::IdentityRowsOp rows) {
-    auto positions = cast<MemRefType>(rows.getPositions().getType());
+  auto consider = [&](Operation *rows, Value positions, Value segments) {
     if (!found && rows->isBeforeInBlock(op) &&
-        positions.getDimSize(1) == tokens)
-      found = rows.getSegments();
+        cast<MemRefType>(positions.getType()).getDimSize(1) == tokens)
+      found = segments;
+  };
+  op->getParentOfType<modk::EntryOp>().walk([&](Operation *rows) {
+    if (auto identity = dyn_cast<modk::IdentityRowsOp>(rows))
+      consider(rows, identity.getPositions(), identity.getSegments());
+    else if (auto decode = dyn_cast<modk::DecodeRowsOp>(rows))
+      consider(rows, decode.getPositions(), decode.getSegments());
   });
   if (found)
     return found;
