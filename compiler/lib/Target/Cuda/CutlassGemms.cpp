@@ -891,14 +891,16 @@ __global__ void groupSetupKernelGrad(const GroupTable table, int n, int k,
     arrays->problems[z] = cute::make_shape(count > 0 ? n : 0, k, count);
     cute::get<1>(sa) = n; // dy's rows (the reduction): n apart
     cute::get<1>(sb) = k; // a's rows: k apart
+    cute::get<0>(sc) = k; // dw's rows: k apart
+    cute::get<0>(sd) = k;
   } else {
     // da[rows, n] (+)= dy[rows, k] w[k, n]: w read N-major.
     arrays->problems[z] = cute::make_shape(count, n, k);
     cute::get<0>(sa) = k; // dy's rows: k apart
     cute::get<1>(sb) = n; // w's rows (the reduction): n apart
+    cute::get<0>(sc) = n; // da's rows: n apart
+    cute::get<0>(sd) = n;
   }
-  cute::get<0>(sc) = n;
-  cute::get<0>(sd) = n;
   arrays->a[z] = static_cast<const Bf16 *>(m.a);
   arrays->w[z] = static_cast<const Bf16 *>(m.w);
   arrays->c[z] = static_cast<const float *>(m.src);
