@@ -62,9 +62,10 @@ cuobjdump=$(command -v cuobjdump || echo "$(dirname "$nvcc")/cuobjdump")
 if [ -n "$cuobjdump" ] && [ -x "$cuobjdump" ]; then
   "$cuobjdump" -sass "$work/kernel.o" > "$work/kernel.sass"
   # Every kernel of the file but a grouped kernel's setup kernel (it only
-  # writes the members' problems and pointers) holds the MMA.
+  # writes the members' problems and pointers) and a split group's sum of
+  # its partials holds the MMA.
   python3 "$root/scripts/check-sass.py" "$work/kernel.sass" \
-    --require "^(?!.*groupSetupKernel).*cutlass=$mma" || {
+    --require "^(?!.*(groupSetupKernel|splitSumKernelGroup)).*cutlass=$mma" || {
     echo "check-cutlass-build: FAILED: a kernel without $mma in the SASS" >&2; exit 1; }
 else
   echo "check-cutlass-build: no cuobjdump: SASS not checked"

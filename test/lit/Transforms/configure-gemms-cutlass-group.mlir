@@ -120,16 +120,21 @@ modk.entry @experts attributes {kind = #modk.entry_kind<forward>, model = #modk.
 // variants, `grouped`. A weight gradients' group is one grouped launch
 // whose setup kernel reads each member's reduction, its row count, on the
 // device, so the experts' rows (counted on the device) take CUTLASS there
-// (a single weight gradient over them keeps the tiles), where the
-// members' outputs together fill the part without a split over the rows:
-// two 256 x 128 weights (16 tiles of 64 x 64) do not on 132 SMs (the tiles'
-// deterministic split stays) and do on 8 (sm-count=8). No split in the
-// grouped kernel: each member's output tile sums its rows in one CTA, in
-// order. sm_80 keeps the tiles.
+// (a single weight gradient over them keeps the tiles). Where the
+// members' outputs together fill the part without a split over the rows
+// (two 256 x 128 weights, 16 tiles of 64 x 64, on 8 SMs: sm-count=8) no
+// split: each member's output tile sums its rows in one CTA, in order.
+// Where they do not (on 132 SMs) the grouped kernel splits each member's
+// rows into chunks, extra problems of the launch writing partials that a
+// kernel adds to each dW in chunk order (deterministic): the smallest
+// cooperative tile, as many chunks as give a wave (132 / 4 tiles of
+// 128 x 128), at most the part's 16 (split_k 16); the tiles' variant keeps
+// its own split (split 33) below 64 rows and where CUTLASS declines.
+// sm_80 keeps the tiles.
 // CHECK-LABEL: modk.entry @expert_grads
 // CHECK-COUNT-2: modk.gemm_dgrad{{.*}} {accumulate = false, config = #modk.gemm_config<mma 64x64, from 64: cutlass 64x128x64 cluster 1x1 stages 8 pingpong raster along_m grouped, from 16769: cutlass 128x128x64 cluster 2x1 stages 6 cooperative raster along_m grouped>, group = 3 : i64}
 // CHECK-COUNT-2: modk.gemm_dgrad{{.*}} {accumulate = true, config = #modk.gemm_config<mma 64x64, from 64: cutlass 64x128x64 cluster 1x1 stages 8 pingpong raster along_m grouped, from 16769: cutlass 128x128x64 cluster 2x1 stages 5 cooperative raster along_m grouped>, group = 4 : i64}
-// CHECK-COUNT-2: modk.gemm_wgrad{{.*}} {config = #modk.gemm_config<wgmma 128x64 tma 264, split 33>, group = 5 : i64}
+// CHECK-COUNT-2: modk.gemm_wgrad{{.*}} {config = #modk.gemm_config<wgmma 128x64 tma 264, from 64: cutlass 128x128x64 cluster 2x1 stages 5 cooperative raster along_m split_k 16 grouped, split 33>, group = 5 : i64}
 // CHECK: modk.gemm_wgrad{{.*}} {config = #modk.gemm_config<wgmma 128x64 tma 264, split 33>}
 // SM8-LABEL: modk.entry @expert_grads
 // SM8-COUNT-2: modk.gemm_dgrad{{.*}} {accumulate = false, config = #modk.gemm_config<mma 64x64, from 64: cutlass 64x128x64 cluster 1x1 stages 8 pingpong raster along_m grouped, from 897: cutlass 128x128x64 cluster 2x1 stages 6 cooperative raster along_m grouped>, group = 3 : i64}

@@ -5,6 +5,9 @@
 // RUN: not mod-opt %s -split-input-file --pass-pipeline='builtin.module(modk.entry(modk-configure-gemms{library=cublas}))' 2>&1 | FileCheck %s --check-prefix=BADLIB
 // RUN: mod-opt %s -split-input-file --pass-pipeline='builtin.module(modk.entry(modk-configure-gemms{library=cutlass cutlass-from=1}))' | FileCheck %s --check-prefix=FROM
 // RUN: not mod-opt %s -split-input-file --pass-pipeline='builtin.module(modk.entry(modk-configure-gemms{library=cutlass cutlass-from=-1}))' 2>&1 | FileCheck %s --check-prefix=BADFROM
+// RUN: mod-opt %s -split-input-file --pass-pipeline='builtin.module(modk.entry(modk-configure-gemms{library=cutlass sm-count=8}))' | FileCheck %s --check-prefix=SPLIT8
+// RUN: mod-opt %s -split-input-file --pass-pipeline='builtin.module(modk.entry(modk-configure-gemms{library=cutlass wgrad-chunk-rows=256}))' | FileCheck %s --check-prefix=CHUNK
+// RUN: mod-opt %s -split-input-file --pass-pipeline='builtin.module(modk.entry(modk-configure-gemms{library=cutlass tile=small}))' | FileCheck %s --check-prefix=SMALL
 
 // library=cutlass: forward bf16 products with a plain epilogue, whose input
 // is stored bf16 and whose weight gets a bf16 copy, run on CUTLASS above
@@ -141,21 +144,29 @@ modk.entry @grad attributes {kind = #modk.entry_kind<grad>, model = #modk.model<
 // a bf16 entry whose dY and A are stored bf16 run on CUTLASS on sm_90a
 // where the host knows their reduction, the row count (it is the bound,
 // B x the buffer's rows: a dense layer's modk.identity_rows, a top-k
-// selection of k rows), and where the output fills the part without a
-// split over the rows (more 64x64 tiles than SMs); the tiles' variant
-// stays below 64 rows of reduction and wherever CUTLASS declines. One
-// kernel over the static output: the largest tile that still gives a wave
-// of CTAs, its epilogue adding dW's old values (5 stages on 128x128).
+// selection of k rows); the tiles' variant stays below 64 rows of
+// reduction and wherever CUTLASS declines. Where the output fills the part
+// without a split over the rows (more 64x64 tiles than SMs): one kernel
+// over the static output, the largest tile that still gives a wave of
+// CTAs, its epilogue adding dW's old values (5 stages on 128x128).
 // - 4096 x 1024: 128x128 (32 x 8 = 256 CTAs; 128x256 would give 128);
 //   1024 x 1024: 64x128 (the smallest; 128x128 gives 64 CTAs).
 // - A top-k selection's rows (k = the buffer's 4 rows a sequence) too.
-// - The tiles keep: a small output (its deterministic split), an f32 dY,
-//   a causal selection's rows and rows of no known count (MoE experts').
+// - A small output (128 x 128: one 128x128 tile) splits its reduction on
+//   CUTLASS (split_k: stream-K's split-K mode, deterministic): the smallest
+//   cooperative tile (stream-K runs no pingpong kernel), as many splits as
+//   give a wave of CTAs, at most the part's 16 (132 / 1 tile); the tiles'
+//   variant keeps its own split (split 66) below and where CUTLASS
+//   declines. With 8 SMs, 8 splits; with a forced chunk size
+//   (wgrad-chunk-rows) or only the pingpong tile (tile=small) the tiles'
+//   split stays.
+// - The tiles keep: an f32 dY, a causal selection's rows and rows of no
+//   known count (MoE experts').
 // CHECK-LABEL: modk.entry @wgrad
 // CHECK: modk.gemm_wgrad{{.*}}{config = #modk.gemm_config<wgmma 128x128 tma 132, from 64: cutlass 128x128x64 cluster 2x1 stages 5 cooperative raster along_m>}
 // CHECK: modk.gemm_wgrad{{.*}}{config = #modk.gemm_config<wgmma 128x64 tma 264, from 64: cutlass 64x128x64 cluster 1x1 stages 8 pingpong raster along_m>}
 // CHECK: modk.gemm_wgrad{{.*}}{config = #modk.gemm_config<wgmma 128x128 tma 132, from 64: cutlass 128x128x64 cluster 2x1 stages 5 cooperative raster along_m>}
-// CHECK: modk.gemm_wgrad{{.*}}{config = #modk.gemm_config<wgmma 128x64 tma 264, split 66>}
+// CHECK: modk.gemm_wgrad{{.*}}{config = #modk.gemm_config<wgmma 128x64 tma 264, from 64: cutlass 128x128x64 cluster 1x1 stages 5 cooperative raster along_m split_k 16, split 66>}
 // CHECK: modk.gemm_wgrad{{.*}}{config = #modk.gemm_config<wgmma 128x128>}
 // CHECK: modk.gemm_wgrad{{.*}}{config = #modk.gemm_config<wgmma 128x128 tma 132>}
 // CHECK: modk.gemm_wgrad{{.*}}{config = #modk.gemm_config<wgmma 128x128 tma 132>}
@@ -163,6 +174,13 @@ modk.entry @grad attributes {kind = #modk.entry_kind<grad>, model = #modk.model<
 // A100-NOT: cutlass
 // PINNED-LABEL: modk.entry @wgrad
 // PINNED: modk.gemm_wgrad{{.*}}{config = #modk.gemm_config<wgmma 128x128 tma 132, from 64: cutlass 128x256x64 cluster 2x1 stages 3 cooperative raster along_m>}
+// PINNED: modk.gemm_wgrad{{.*}}{config = #modk.gemm_config<wgmma 128x128 tma 132, from 64: cutlass 128x256x64 cluster 1x1 stages 3 cooperative raster along_m split_k 16, split 66>} : memref<?x16x128xbf16>
+// SPLIT8-LABEL: modk.entry @wgrad
+// SPLIT8: modk.gemm_wgrad{{.*}}{config = #modk.gemm_config<wgmma 128x64 tma 16, from 64: cutlass 128x128x64 cluster 1x1 stages 5 cooperative raster along_m split_k 8, split 4>} : memref<?x16x128xbf16>
+// CHUNK-LABEL: modk.entry @wgrad
+// CHUNK: modk.gemm_wgrad{{.*}}{config = #modk.gemm_config<wgmma 128x64 tma 264, split 65535, chunk 256>} : memref<?x16x128xbf16>
+// SMALL-LABEL: modk.entry @wgrad
+// SMALL: modk.gemm_wgrad{{.*}}{config = #modk.gemm_config<wgmma 128x64 tma 264, split 66>} : memref<?x16x128xbf16>
 // TILES-LABEL: modk.entry @wgrad
 // TILES-NOT: cutlass
 modk.entry @wgrad attributes {kind = #modk.entry_kind<grad>, model = #modk.model<name = "t", vocab_size = 64, d_model = 64, n_layers = 1, n_heads = 1, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = bf16>, modes = [#modk.mode<topk>], params = []} {

@@ -1011,6 +1011,297 @@ struct Sm90GradGroup {
 } // namespace modc_cutlass
 )cpp";
 
+// A weight gradient's kernel on sm_90a whose reduction splits (appended
+// after kSm90 to the files of modk.gemm_wgrad's variants with split_k > 1
+// only, so that the other kernel files keep their text): Sm90Wgrad's
+// layouts and epilogue under CUTLASS's stream-K tile scheduler in its
+// split-K mode with the deterministic reduction. docs/cuda.md, "CUTLASS".
+static const char kSm90WgradSplit[] = R"cpp(
+namespace modc_cutlass {
+
+/// Rows of reduction a split takes at least (the tiles' kWgradMinChunk:
+/// four k tiles of 64).
+constexpr int64_t kMinSplitRows = 256;
+
+/// Sm90Wgrad with its reduction (the rows) split into at most SplitK
+/// chunks, as many as give every chunk kMinSplitRows rows: CUTLASS's
+/// stream-K scheduler (cutlass::gemm::StreamKScheduler) in its split-K
+/// mode, each output tile's splits on CTAs of their own, their partial
+/// sums reduced in a workspace in split order (ReductionMode::
+/// Deterministic: each split waits for the one before it), the last split
+/// adding the sum of the others to its own and running the epilogue (dw
+/// read by TMA and added to, beta = 1). Deterministic: the result depends
+/// on the rows and the split count, never on the run. The cooperative
+/// kernel only (CUTLASS's pingpong kernel takes no stream-K scheduler).
+template <int BM, int BN, int BK, int CM, int CN, int Stages, bool AlongN,
+          int SplitK, int SharedBytes>
+struct Sm90WgradSplit {
+  using Tile = cute::Shape<cute::Int<BM>, cute::Int<BN>, cute::Int<BK>>;
+  using Cluster = cute::Shape<cute::Int<CM>, cute::Int<CN>, cute::_1>;
+  using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, Tile, Cluster,
+      cutlass::epilogue::collective::EpilogueTileAuto, float, float, float,
+      cutlass::layout::RowMajor, 4, float, cutlass::layout::RowMajor, 4,
+      cutlass::epilogue::TmaWarpSpecializedCooperative>::CollectiveOp;
+  using Mainloop = typename cutlass::gemm::collective::CollectiveBuilder<
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, Bf16,
+      cutlass::layout::ColumnMajor, 8, Bf16, cutlass::layout::RowMajor, 8,
+      float, Tile, Cluster, cutlass::gemm::collective::StageCount<Stages>,
+      cutlass::gemm::KernelTmaWarpSpecializedCooperative>::CollectiveOp;
+  using Kernel = cutlass::gemm::kernel::GemmUniversal<
+      cute::Shape<int, int, int, int>, Mainloop, Epilogue,
+      cutlass::gemm::StreamKScheduler>;
+  using Adapter = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
+  static_assert(sizeof(typename Kernel::SharedStorage) <= SharedBytes,
+                "the configured stages do not fit the part's shared memory "
+                "(modc/Dialect/Modk/CudaTargets.h)");
+  static_assert(SplitK > 1, "a split kernel splits");
+
+  /// The kernel, instantiated (a build check takes its address).
+  static auto kernel() { return &cutlass::device_kernel<Kernel>; }
+
+  /// Enqueues dw += dy^T a over k rows (all of them: the count is the
+  /// bound), split where the workspace (the package's scratch, `bytes` of
+  /// it) holds CUTLASS's (one partial tile per output tile and the splits'
+  /// barriers), unsplit otherwise (no workspace); false where CUTLASS
+  /// declines it.
+  static bool run(const Bf16 *dy, const Bf16 *a, float *dw, int64_t m,
+                  int64_t n, int64_t k, void *workspace, size_t bytes,
+                  cudaStream_t s) {
+    typename Kernel::StrideA strideA{};
+    typename Kernel::StrideB strideB{};
+    typename Kernel::StrideC strideC{};
+    typename Kernel::StrideD strideD{};
+    cute::get<1>(strideA) = m; // dy's rows (the reduction): M apart
+    cute::get<1>(strideB) = n; // a's rows: N apart
+    cute::get<0>(strideC) = n;
+    cute::get<0>(strideD) = n;
+    typename Adapter::Arguments args{
+        cutlass::gemm::GemmUniversalMode::kGemm,
+        {int(m), int(n), int(k), 1},
+        {dy, strideA, a, strideB},
+        {{1.0f, 1.0f}, dw, strideC, dw, strideD},
+        hardwareInfo()};
+    using Scheduler = typename Kernel::TileScheduler;
+    using Raster = typename Scheduler::RasterOrderOptions;
+    args.scheduler.raster_order = AlongN ? Raster::AlongN : Raster::AlongM;
+    args.scheduler.reduction_mode = Scheduler::ReductionMode::Deterministic;
+    auto split = [&](int64_t splits) {
+      args.scheduler.splits = int(splits > 1 ? splits : 1);
+      args.scheduler.decomposition_mode =
+          splits > 1 ? Scheduler::DecompositionMode::SplitK
+                     : Scheduler::DecompositionMode::DataParallel;
+    };
+    const int64_t most = k / kMinSplitRows;
+    split(most < SplitK ? most : SplitK);
+    if (args.scheduler.splits > 1 &&
+        (workspace == nullptr || Adapter::get_workspace_size(args) > bytes))
+      split(1); // the scratch cannot hold the partials: no split
+    const size_t need = Adapter::get_workspace_size(args);
+    if (need > bytes || (need > 0 && workspace == nullptr))
+      return false;
+    Adapter gemm;
+    return gemm.can_implement(args) == cutlass::Status::kSuccess &&
+           gemm.initialize(args, need > 0 ? workspace : nullptr, s) ==
+               cutlass::Status::kSuccess &&
+           gemm.run(s) == cutlass::Status::kSuccess;
+  }
+};
+} // namespace modc_cutlass
+)cpp";
+
+// A weight gradients' group on sm_90a whose reductions split (appended
+// after kSm90GradGroup to the files of grouped modk.gemm_wgrad variants
+// with split_k > 1 only): the members' rows in chunks, each chunk an extra
+// problem of Sm90GradGroup's grouped launch storing its partial product,
+// then a kernel that adds each member's partials to its dW in chunk order.
+// docs/cuda.md, "CUTLASS".
+static const char kSm90WgradGroupSplit[] = R"cpp(
+namespace modc_cutlass {
+
+/// Rows of reduction a chunk takes at least (the tiles' kWgradMinChunk).
+constexpr int64_t kMinSplitRows = 256;
+
+/// A member's chunks: of `chunk` rows each (whole k tiles of 64, at least
+/// kMinSplitRows), the last taking the rows left, at most `splits` of
+/// them; `count` of them hold rows (0 for an empty member).
+struct MemberChunks {
+  int64_t chunk, count;
+};
+__host__ __device__ inline MemberChunks memberChunks(int64_t rows,
+                                                     int64_t splits) {
+  if (rows <= 0)
+    return {kMinSplitRows, 0};
+  int64_t chunk = (rows + splits - 1) / splits;
+  chunk = chunk < kMinSplitRows ? kMinSplitRows : (chunk + 63) / 64 * 64;
+  return {chunk, (rows + chunk - 1) / chunk};
+}
+
+/// The problems of a split weight gradients' group G (Sm90WgradGroupSplit):
+/// member z's chunk c is problem z * Splits + c.
+template <typename G, int Splits> struct SplitArrays {
+  static constexpr int kProblems = kMaxGroup * Splits;
+  typename G::Problem::UnderlyingProblemShape problems[kProblems];
+  const Bf16 *a[kProblems];
+  const Bf16 *w[kProblems];
+  const float *c[kProblems];
+  float *d[kProblems];
+  typename G::Kernel::InternalStrideA strideA[kProblems];
+  typename G::Kernel::InternalStrideB strideB[kProblems];
+  typename G::Kernel::InternalStrideC strideC[kProblems];
+  typename G::Kernel::InternalStrideD strideD[kProblems];
+};
+
+/// Writes the problems of member blockIdx.x's chunks (a thread a chunk, a
+/// thread for each of Splits slots): chunk c of dw[n, k] += dy[rows, n]^T
+/// a[rows, k] is dy's and a's rows from c * chunk, its partial product
+/// stored at part[(z * splits + c) n k] (beta 0); a slot past the member's
+/// chunks has no problem (M = 0).
+template <typename G, int Splits>
+__global__ void groupSetupKernelSplit(const GroupTable table, int n, int k,
+                                      int splits, float *part,
+                                      SplitArrays<G, Splits> *arrays) {
+  const int z = int(blockIdx.x);
+  const int c = int(threadIdx.x);
+  if (z >= table.members || c >= Splits)
+    return;
+  const GroupTable::Member &m = table.member[z];
+  const int64_t rows = *m.rows;
+  const MemberChunks ch = memberChunks(rows, splits);
+  const int64_t k0 = c < ch.count ? c * ch.chunk : 0;
+  int64_t len = c < ch.count ? rows - k0 : 0;
+  len = c + 1 < ch.count ? ch.chunk : len;
+  const int p = z * Splits + c;
+  typename G::Kernel::InternalStrideA sa{};
+  typename G::Kernel::InternalStrideB sb{};
+  typename G::Kernel::InternalStrideC sc{};
+  typename G::Kernel::InternalStrideD sd{};
+  arrays->problems[p] = cute::make_shape(len > 0 ? n : 0, k, int(len));
+  cute::get<1>(sa) = n; // dy's rows (the reduction): n apart
+  cute::get<1>(sb) = k; // a's rows: k apart
+  cute::get<0>(sc) = k;
+  cute::get<0>(sd) = k;
+  float *out = part + (int64_t(z) * splits + (len > 0 ? c : 0)) * n * k;
+  arrays->a[p] = static_cast<const Bf16 *>(m.a) + k0 * n;
+  arrays->w[p] = static_cast<const Bf16 *>(m.w) + k0 * k;
+  arrays->c[p] = out; // not read (beta 0)
+  arrays->d[p] = out;
+  arrays->strideA[p] = sa;
+  arrays->strideB[p] = sb;
+  arrays->strideC[p] = sc;
+  arrays->strideD[p] = sd;
+}
+
+/// dw_z[i] += the sum of member z's (blockIdx.y's) partials over its
+/// chunks that hold rows, in chunk order, for i < nk.
+__global__ void splitSumKernelGroup(const GroupTable table, int64_t nk,
+                                    int splits, const float *part) {
+  const int z = int(blockIdx.y);
+  if (z >= table.members)
+    return;
+  const GroupTable::Member &m = table.member[z];
+  const MemberChunks ch = memberChunks(*m.rows, splits);
+  const float *mine = part + int64_t(z) * splits * nk;
+  float *dw = static_cast<float *>(m.y);
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < nk;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    float sum = 0.0f;
+    for (int64_t c = 0; c < ch.count; ++c)
+      sum += mine[c * nk + i];
+    dw[i] += sum;
+  }
+}
+
+/// Sm90GradGroup's weight gradients (dw[N, K] += dy[rows, N]^T a[rows, K]
+/// each member, its reduction the member's row count on the device) with
+/// each member's rows split into at most SplitK chunks of at least
+/// kMinSplitRows rows (memberChunks, from the count on the device): every
+/// chunk a problem of one grouped launch storing its partial product in
+/// the package's scratch (member z's chunk c at (z * splits + c) N K), then
+/// splitSumKernelGroup adds each member's partials to its dW in chunk order
+/// (deterministic: the result depends on the rows and the split count,
+/// never on the run). `chunks`: the partials the scratch holds a member
+/// (splits = min(SplitK, chunks)); below 2, or without scratch, Sm90GradGroup
+/// adds every member's product to its dW in one problem (no split).
+template <int BM, int BN, int BK, int CM, int CN, int Stages, bool Pingpong,
+          bool AlongN, int SplitK, int SharedBytes>
+struct Sm90WgradGroupSplit {
+  using Base = Sm90GradGroup<BM, BN, BK, CM, CN, Stages, Pingpong, AlongN,
+                             true, false, SharedBytes>;
+  using Problem = typename Base::Problem;
+  using Kernel = typename Base::Kernel;
+  using Adapter = typename Base::Adapter;
+  using Arrays = SplitArrays<Sm90WgradGroupSplit, SplitK>;
+  static_assert(SplitK > 1 && SplitK <= 32,
+                "a split group's chunks: a warp of its setup kernel");
+
+  /// The kernel, instantiated (a build check takes its address).
+  static auto kernel() { return &cutlass::device_kernel<Kernel>; }
+
+  /// Enqueues the group's weight gradients: split where the scratch holds
+  /// two partials a member or more, else unsplit (Sm90GradGroup); false
+  /// where CUTLASS declines it or its device memory cannot be had (as
+  /// Sm90GroupGemm::run).
+  static bool run(const GroupTable &table, int64_t n, int64_t k,
+                  float *scratch, int64_t chunks, cudaStream_t s) {
+    const int splits = int(chunks < SplitK ? chunks : SplitK);
+    if (scratch == nullptr || splits < 2)
+      return Base::run(table, n, k, s);
+    if (table.members < 1 || table.members > kMaxGroup ||
+        reinterpret_cast<uintptr_t>(scratch) % 16 != 0)
+      return false;
+    const int problems = table.members * SplitK;
+    typename Adapter::Arguments args{
+        cutlass::gemm::GemmUniversalMode::kGrouped,
+        {problems, nullptr, nullptr},
+        {},
+        {},
+        hardwareInfo()};
+    using Raster = typename Kernel::TileScheduler::RasterOrderOptions;
+    args.scheduler.raster_order = AlongN ? Raster::AlongN : Raster::AlongM;
+    // The problems' arrays, then CUTLASS's workspace, in memory of this
+    // kernel's own (as Sm90GroupGemm's).
+    static char *memory = nullptr;
+    static size_t capacity = 0;
+    const size_t arraysBytes = (sizeof(Arrays) + 255) / 256 * 256;
+    args.problem_shape.num_groups = Arrays::kProblems;
+    const size_t bytes = arraysBytes + Adapter::get_workspace_size(args);
+    args.problem_shape.num_groups = problems;
+    if (!reserveGroupMemory(memory, capacity, bytes, s))
+      return false;
+    Arrays *arrays = reinterpret_cast<Arrays *>(memory);
+    args.problem_shape.problem_shapes = arrays->problems;
+    args.mainloop = {arrays->a, arrays->strideA, arrays->w, arrays->strideB};
+    args.epilogue.thread.alpha = 1.0f;
+    args.epilogue.thread.beta = 0.0f;
+    args.epilogue.ptr_C = arrays->c;
+    args.epilogue.dC = arrays->strideC;
+    args.epilogue.ptr_D = arrays->d;
+    args.epilogue.dD = arrays->strideD;
+    // Every problem slot of the members' chunks, written (those past
+    // `splits` chunks: none, M = 0).
+    groupSetupKernelSplit<Sm90WgradGroupSplit, SplitK>
+        <<<table.members, SplitK, 0, s>>>(table, int(n), int(k), splits,
+                                          scratch, arrays);
+    if (cudaPeekAtLastError() != cudaSuccess)
+      return false;
+    Adapter gemm;
+    if (gemm.can_implement(args) != cutlass::Status::kSuccess ||
+        gemm.initialize(args, memory + arraysBytes, s) !=
+            cutlass::Status::kSuccess ||
+        gemm.run(s) != cutlass::Status::kSuccess)
+      return false;
+    const int64_t nk = n * k;
+    int64_t blocks = (nk + 255) / 256;
+    blocks = blocks < 1 ? 1 : blocks > 4096 ? 4096 : blocks;
+    splitSumKernelGroup<<<dim3(unsigned(blocks), unsigned(table.members)),
+                          256, 0, s>>>(table, nk, splits, scratch);
+    return cudaPeekAtLastError() == cudaSuccess;
+  }
+};
+} // namespace modc_cutlass
+)cpp";
+
 static const char kSm80[] =
     R"cpp(#include <cutlass/epilogue/thread/linear_combination.h>
 #include <cutlass/gemm/kernel/default_gemm.h>
@@ -1386,8 +1677,20 @@ using GroupLaunchFn = bool (*)(const void *table, int64_t n, int64_t k,
 /// A grouped kernel type of model.cu: its kernel file's launcher.
 template <GroupLaunchFn Launch> struct GroupLauncher {
   static bool run(const GroupTable &table, int64_t n, int64_t k,
-                  cudaStream_t s) {
+                  float * /*scratch*/, int64_t /*chunks*/, cudaStream_t s) {
     return Launch(&table, n, k, s);
+  }
+};
+/// The launcher of a grouped kernel file whose weight gradients split their
+/// rows (split_k): as GroupLaunchFn, the members' partials in `scratch`,
+/// `chunks` of them a member at most (n k floats each; below 2: no split).
+using GroupSplitLaunchFn = bool (*)(const void *table, int64_t n, int64_t k,
+                                    float *scratch, int64_t chunks,
+                                    cudaStream_t s);
+template <GroupSplitLaunchFn Launch> struct GroupSplitLauncher {
+  static bool run(const GroupTable &table, int64_t n, int64_t k,
+                  float *scratch, int64_t chunks, cudaStream_t s) {
+    return Launch(&table, n, k, scratch, chunks, s);
   }
 };
 #endif
@@ -1400,11 +1703,13 @@ template <GroupLaunchFn Launch> struct GroupLauncher {
 /// emulation): nothing but perhaps weights' rounding was enqueued then.
 template <typename... V> struct GroupPlan {
   static bool run(const GroupTable &table, int64_t maxRows, int64_t n,
-                  int64_t k, cudaStream_t s, bool weightCopies = true) {
+                  int64_t k, cudaStream_t s, bool weightCopies = true,
+                  float *scratch = nullptr, int64_t chunks = 0) {
 #if defined(__CUDACC__)
-    return pick<V...>(table, maxRows, n, k, s, weightCopies);
+    return pick<V...>(table, maxRows, n, k, s, weightCopies, scratch, chunks);
 #else
-    (void)table, (void)maxRows, (void)n, (void)k, (void)s, (void)weightCopies;
+    (void)table, (void)maxRows, (void)n, (void)k, (void)s, (void)weightCopies,
+        (void)scratch, (void)chunks;
     return false;
 #endif
   }
@@ -1413,12 +1718,14 @@ template <typename... V> struct GroupPlan {
 private:
   template <typename First, typename... Rest>
   static bool pick(const GroupTable &table, int64_t maxRows, int64_t n,
-                   int64_t k, cudaStream_t s, bool weightCopies) {
+                   int64_t k, cudaStream_t s, bool weightCopies,
+                   float *scratch, int64_t chunks) {
     if constexpr (sizeof...(Rest) > 0) {
       using Next = typename modk_cuda::detail::FirstOf<Rest...>::type;
       static_assert(Next::minRows > First::minRows, "variants by rows");
       if (maxRows >= Next::minRows)
-        return pick<Rest...>(table, maxRows, n, k, s, weightCopies);
+        return pick<Rest...>(table, maxRows, n, k, s, weightCopies, scratch,
+                             chunks);
     }
     if (maxRows < First::minRows)
       return false;
@@ -1437,7 +1744,7 @@ private:
         return false;
     }
     modk_cuda::detail::traceGemm("cutlass", maxRows, n, k, 0, 0, "group");
-    return First::Gemm::run(copy, n, k, s);
+    return First::Gemm::run(copy, n, k, scratch, chunks, s);
   }
 #endif
 };
@@ -1464,11 +1771,17 @@ inline bool linear_dgrad_group(const GroupTable &table, int64_t maxRows,
 /// The weight gradients of a group (dw [N, K] += dy^T a, w: each member's
 /// bf16 input a) over at most maxRows rows each, each member's reduction
 /// its row count on the device, as one CUTLASS grouped launch where it
-/// runs; false where it does not (the caller launches the tiles' group).
-template <int N, int K, typename CutlassPlan>
+/// runs (a kernel that splits the rows keeps its partials in `scratch`, as
+/// many a member as the tiles' split of TilePlan takes); false where it
+/// does not (the caller launches the tiles' group).
+template <int N, int K, typename CutlassPlan, typename TilePlan>
 inline bool linear_wgrad_group(const GroupTable &table, int64_t maxRows,
-                               cudaStream_t s) {
-  return CutlassPlan::run(table, maxRows, N, K, s, /*weightCopies=*/false);
+                               float *scratch, cudaStream_t s) {
+  const int64_t chunks =
+      scratch ? modk_cuda::detail::wgradSplit<N, K, TilePlan>(maxRows).splits
+              : 0;
+  return CutlassPlan::run(table, maxRows, N, K, s, /*weightCopies=*/false,
+                          chunks > 1 ? scratch : nullptr, chunks);
 }
 } // namespace modc_cutlass
 )cpp";
@@ -1594,36 +1907,75 @@ inline void linear_dgrad(const modk_cuda::bf16 *dy, const int64_t *rows,
 // over the row count the host knows (the bound), else the tiles.
 static const char kWgradPlan[] = R"cpp(
 namespace modc_cutlass {
+#if defined(__CUDACC__)
+/// The launcher of a kernel file whose weight gradient splits its
+/// reduction (split_k): dw[m, n] += dy[k, m]^T a[k, n], its split's
+/// partials in `workspace` (`bytes` of it, the package's scratch; unsplit
+/// where they do not fit); false where CUTLASS declines the product.
+using WgradSplitLaunchFn = bool (*)(const void *dy, const void *a, float *dw,
+                                    int64_t m, int64_t n, int64_t k,
+                                    void *workspace, size_t bytes,
+                                    cudaStream_t s);
+/// A split weight gradient's kernel type of model.cu: its file's launcher.
+template <WgradSplitLaunchFn Launch> struct WgradSplitLauncher {
+  static bool run(const modk_cuda::bf16 *dy, const modk_cuda::bf16 *a,
+                  float *dw, int64_t m, int64_t n, int64_t k, void *workspace,
+                  size_t bytes, cudaStream_t s) {
+    return Launch(dy, a, dw, m, n, k, workspace, bytes, s);
+  }
+};
+template <typename G> struct IsWgradSplit : std::false_type {};
+template <WgradSplitLaunchFn Launch>
+struct IsWgradSplit<WgradSplitLauncher<Launch>> : std::true_type {};
+#endif
+
 /// A weight gradient's CUTLASS variant V: run() enqueues it over `rows`
 /// rows (every row of the set: modk-configure-gemms takes CUTLASS only
-/// where the count is the bound), or returns false (below V's rows, an
+/// where the count is the bound), a kernel that splits the rows with its
+/// partials in `workspace` (`bytes`), or returns false (below V's rows, an
 /// unaligned operand, CUTLASS declining, the CPU emulation).
 template <typename V> struct WgradPlan {
   static bool run(const modk_cuda::bf16 *dy, int64_t rows,
                   const modk_cuda::bf16 *a, float *dw, int64_t n, int64_t k,
-                  cudaStream_t s) {
+                  void *workspace, size_t bytes, cudaStream_t s) {
 #if defined(__CUDACC__)
     if (rows < V::minRows || reinterpret_cast<uintptr_t>(dy) % 16 != 0 ||
         reinterpret_cast<uintptr_t>(a) % 16 != 0 ||
         reinterpret_cast<uintptr_t>(dw) % 16 != 0)
       return false;
-    modk_cuda::detail::traceGemm("cutlass", n, k, rows, 0, 0, "wgrad add");
-    return V::Gemm::run(dy, nullptr, a, nullptr, dw, n, k, rows, s);
+    if constexpr (IsWgradSplit<typename V::Gemm>::value) {
+      modk_cuda::detail::traceGemm("cutlass", n, k, rows, 0, 0,
+                                   "wgrad add, split");
+      return V::Gemm::run(dy, a, dw, n, k, rows, workspace, bytes, s);
+    } else {
+      modk_cuda::detail::traceGemm("cutlass", n, k, rows, 0, 0, "wgrad add");
+      return V::Gemm::run(dy, nullptr, a, nullptr, dw, n, k, rows, s);
+    }
 #else
-    (void)dy, (void)rows, (void)a, (void)dw, (void)n, (void)k, (void)s;
+    (void)dy, (void)rows, (void)a, (void)dw, (void)n, (void)k,
+        (void)workspace, (void)bytes, (void)s;
     return false;
 #endif
   }
 };
 
 /// dw[n, k] += sum_m dy[m, n] a[m, k] over the maxRows rows: on the
-/// CUTLASS plan where it runs, else on the hand-written tiles of TilePlan
-/// (their split over the rows in `scratch`).
+/// CUTLASS plan where it runs (a kernel that splits the rows keeps its
+/// partials in `scratch`, the floats the tiles' split takes), else on the
+/// hand-written tiles of TilePlan (their split over the rows in
+/// `scratch`).
 template <int N, int K, typename TilePlan, typename CutlassPlan>
 inline void linear_wgrad(const modk_cuda::bf16 *dy, const int64_t *rows,
                          int64_t maxRows, const modk_cuda::bf16 *a, float *dw,
                          float *scratch, cudaStream_t s) {
-  if (maxRows > 0 && CutlassPlan::run(dy, maxRows, a, dw, N, K, s))
+  const size_t bytes =
+      scratch ? sizeof(float) *
+                    size_t(modk_cuda::linear_wgrad_scratch_floats<N, K,
+                                                                  TilePlan>(
+                        maxRows))
+              : 0;
+  if (maxRows > 0 &&
+      CutlassPlan::run(dy, maxRows, a, dw, N, K, scratch, bytes, s))
     return;
   modk_cuda::linear_wgrad<N, K, true, TilePlan>(dy, rows, maxRows, a, dw,
                                                 scratch, s);
@@ -1756,9 +2108,23 @@ LogicalResult CutlassGemms::emitKernelType(raw_ostream &os,
            << " library=cutlass}";
   bool sm90 =
       part->cutlass.generation == cuda::CutlassGeneration::collectiveBuilders;
-  if (v.splitK != 1)
-    return op->emitError("CUTLASS kernels split no reduction yet (split_k ")
-           << v.splitK << ")";
+  // A split reduction (split_k): a weight gradient's rows on sm_90a, by
+  // the stream-K scheduler (the cooperative kernel only) or, in a group, as
+  // chunks of each member's rows (at most a warp of them, its setup
+  // kernel's threads). docs/cuda.md, "CUTLASS".
+  if (v.splitK != 1 && (kind != ProductKind::wgrad || !sm90))
+    return op->emitError("CUTLASS splits the reduction of weight gradients ")
+           << "on sm_90a only (split_k " << v.splitK << ")";
+  if (v.splitK != 1 && !v.grouped &&
+      v.schedule != modk::CutlassSchedule::cooperative)
+    return op->emitError("CUTLASS's stream-K scheduler, which splits a "
+                         "weight gradient's rows, runs the cooperative "
+                         "kernel only, not ")
+           << modk::stringifyCutlassSchedule(v.schedule);
+  if (v.splitK > 32 && v.grouped)
+    return op->emitError("a grouped weight gradient splits each member's "
+                         "rows into at most 32 chunks, not ")
+           << v.splitK;
   if (sm90 == (v.schedule == modk::CutlassSchedule::multistage) ||
       (!sm90 && (v.clusterRows != 1 || v.clusterCols != 1)))
     return op->emitError("the CUTLASS schedule ")
@@ -1795,7 +2161,19 @@ LogicalResult CutlassGemms::emitKernelType(raw_ostream &os,
     return op->emitError("CUTLASS runs gradients on sm_90a only, not ")
            << arch << ": run modk-configure-gemms{arch=" << arch
            << " library=cutlass}";
-  if (!forward && v.grouped)
+  if (kind == ProductKind::wgrad && v.grouped && v.splitK > 1)
+    os << fmt::format("using {} = modc_cutlass::Sm90WgradGroupSplit<{}, {}, "
+                      "{}, {}, {}, {}, {}, {}, {}, {}>;\n",
+                      name, v.tileRows, v.tileCols, v.tileDepth, v.clusterRows,
+                      v.clusterCols, v.stages,
+                      v.schedule == modk::CutlassSchedule::pingpong, alongN,
+                      v.splitK, shared);
+  else if (kind == ProductKind::wgrad && v.splitK > 1)
+    os << fmt::format("using {} = modc_cutlass::Sm90WgradSplit<{}, {}, {}, {}, "
+                      "{}, {}, {}, {}, {}>;\n",
+                      name, v.tileRows, v.tileCols, v.tileDepth, v.clusterRows,
+                      v.clusterCols, v.stages, alongN, v.splitK, shared);
+  else if (!forward && v.grouped)
     os << fmt::format("using {} = modc_cutlass::Sm90GradGroup<{}, {}, {}, {}, "
                       "{}, {}, {}, {}, {}, {}, {}>;\n",
                       name, v.tileRows, v.tileCols, v.tileDepth, v.clusterRows,
@@ -1861,6 +2239,42 @@ extern "C" bool {0}(const void *a, const int64_t *rows, const void *w,
 }}
 )cpp",
                      name.str(), what);
+}
+
+/// The end of a kernel file whose weight gradient splits its rows: its
+/// host launcher (kWgradPlan's WgradSplitLaunchFn), named after the file.
+static std::string wgradSplitLauncherText(StringRef name) {
+  return fmt::format(R"cpp(
+/// The launcher model.cu calls: y[m, n] += a[k, m]^T w[k, n] on this kernel,
+/// its reduction split with the partials in `workspace` (`bytes` of it),
+/// false where CUTLASS declines the product (docs/cuda.md, "CUTLASS").
+extern "C" bool {0}(const void *dy, const void *a, float *dw, int64_t m,
+                   int64_t n, int64_t k, void *workspace, size_t bytes,
+                   cudaStream_t s) {{
+  return modc_cutlass::Gemm::run(static_cast<const modc_cutlass::Bf16 *>(dy),
+                                 static_cast<const modc_cutlass::Bf16 *>(a),
+                                 dw, m, n, k, workspace, bytes, s);
+}}
+)cpp",
+                     name.str());
+}
+
+/// The end of a grouped kernel file whose weight gradients split their
+/// rows: its host launcher (kGroupPlan's GroupSplitLaunchFn).
+static std::string groupSplitLauncherText(StringRef name) {
+  return fmt::format(R"cpp(
+/// The launcher model.cu calls: the members of a GroupTable as one grouped
+/// launch of this kernel, each member's rows split into chunks whose
+/// partials go to `scratch` (at most `chunks` a member), false where
+/// CUTLASS declines it (docs/cuda.md, "CUTLASS").
+extern "C" bool {0}(const void *table, int64_t n, int64_t k, float *scratch,
+                   int64_t chunks, cudaStream_t s) {{
+  return modc_cutlass::Gemm::run(
+      *static_cast<const modc_cutlass::GroupTable *>(table), n, k, scratch,
+      chunks, s);
+}}
+)cpp",
+                     name.str());
 }
 
 /// The end of a grouped kernel file: its host launcher (kGroupPlan's
@@ -1944,6 +2358,9 @@ LogicalResult CutlassGemms::emit(raw_ostream &os,
         auto [it, added] = kernels.try_emplace(
             text + "\n" + *math,
             fmt::format("modc_cutlass_gemm_{}", kernels.size()));
+        // A weight gradient whose rows split (split_k): a kernel of its
+        // own kind, with a launcher that takes the partials' memory.
+        bool split = kind == ProductKind::wgrad && v.splitK > 1;
         if (added) {
           std::string body =
               "// A CUTLASS kernel of a modc package, a translation unit of "
@@ -1952,6 +2369,7 @@ LogicalResult CutlassGemms::emit(raw_ostream &os,
               text + "\n" + kKernelCommon + (sm90 ? kSm90 : kSm80) +
               (!sm90 && kind == ProductKind::forwardEpilogue ? kSm80Tree
                : v.grouped                                   ? ""
+               : kind == ProductKind::wgrad && split         ? kSm90WgradSplit
                : kind == ProductKind::wgrad                  ? kSm90Wgrad
                : kind == ProductKind::dgrad ||
                        kind == ProductKind::dgradAccumulate
@@ -1971,7 +2389,8 @@ LogicalResult CutlassGemms::emit(raw_ostream &os,
             body += (kind == ProductKind::forwardStore ? std::string()
                                                        : storeArgsText()) +
                     groupTableText() + kSm90Group +
-                    (gradient ? kSm90GradGroup : "");
+                    (gradient ? kSm90GradGroup : "") +
+                    (split ? kSm90WgradGroupSplit : "");
           body += "\nnamespace modc_cutlass {\n" + *math;
           llvm::raw_string_ostream bodyOs(body);
           if (failed(emitKernelType(bodyOs, v, bf16Output, "Gemm", op)))
@@ -1988,18 +2407,26 @@ LogicalResult CutlassGemms::emit(raw_ostream &os,
           std::string launcher = "modc_cutlass_" + hash;
           std::string path = "kernels/cutlass_" + hash + ".cu";
           // A staged product's kernel is the plain f32 one (one file).
-          body += v.grouped ? groupLauncherText(launcher)
-                            : launcherText(launcher,
-                                           kind == ProductKind::forwardStaged
-                                               ? ProductKind::forward
-                                               : kind);
+          body += v.grouped && split ? groupSplitLauncherText(launcher)
+                  : v.grouped        ? groupLauncherText(launcher)
+                  : split            ? wgradSplitLauncherText(launcher)
+                                     : launcherText(launcher,
+                                         kind == ProductKind::forwardStaged
+                                                        ? ProductKind::forward
+                                                        : kind);
           if (int(kernels.size()) - 1 == onlyKernel)
             os << body;
           if (paths.insert(path).second) {
             files.push_back({path, body});
             launchersOs << "extern \"C\" bool " << launcher
-                        << (v.grouped
-                                ? "(const void *, int64_t, int64_t, "
+                        << (v.grouped && split
+                                ? "(const void *, int64_t, int64_t, float *, "
+                                  "int64_t, cudaStream_t);\n"
+                            : v.grouped ? "(const void *, int64_t, int64_t, "
+                                          "cudaStream_t);\n"
+                            : split
+                                ? "(const void *, const void *, float *, "
+                                  "int64_t, int64_t, int64_t, void *, size_t, "
                                   "cudaStream_t);\n"
                                 : "(const void *, const int64_t *, const "
                                   "void *, const void *, void *, int64_t, "
@@ -2007,8 +2434,11 @@ LogicalResult CutlassGemms::emit(raw_ostream &os,
           }
           typesOs << "// " << text << ": " << path << "\nusing " << it->second
                   << " = modc_cutlass::"
-                  << (v.grouped ? "GroupLauncher<" : "Launcher<") << launcher
-                  << ">;\n";
+                  << (v.grouped && split ? "GroupSplitLauncher<"
+                      : v.grouped        ? "GroupLauncher<"
+                      : split            ? "WgradSplitLauncher<"
+                                         : "Launcher<")
+                  << launcher << ">;\n";
         }
         variants.push_back(fmt::format("modc_cutlass::Variant<{}, {}>",
                                        v.minRows, it->second));

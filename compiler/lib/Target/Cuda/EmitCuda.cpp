@@ -805,10 +805,17 @@ bool CudaEmitter::emitGradGroup(Operation *op) {
                     n, k, size, call.devicePlan, bound));
   if (!groupPlan.empty()) {
     os << fmt::format("    cutlassGroup.members = {};\n", size);
-    os << fmt::format("    if (!modc_cutlass::{}<{}, {}, {}>(cutlassGroup, "
-                      "{}, s))\n",
-                      dgrad ? "linear_dgrad_group" : "linear_wgrad_group", n, k,
-                      groupPlan, bound);
+    // A weight gradients' group may split its rows (split_k): its partials
+    // go to the tiles' scratch, as many a member as the tiles' split takes
+    // (docs/cuda.md, "CUTLASS").
+    if (wgrad)
+      os << fmt::format("    if (!modc_cutlass::linear_wgrad_group<{}, {}, {}, "
+                        "{}>(cutlassGroup, {}, (float *)scratch, s))\n",
+                        n, k, groupPlan, call.devicePlan, bound);
+    else
+      os << fmt::format("    if (!modc_cutlass::linear_dgrad_group<{}, {}, "
+                        "{}>(cutlassGroup, {}, s))\n",
+                        n, k, groupPlan, bound);
   }
   emitCall(call, groupPlan.empty() ? 4 : 6);
   os << "  }\n";

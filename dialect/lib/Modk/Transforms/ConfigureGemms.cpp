@@ -196,25 +196,30 @@ public:
                   0};
         int64_t split = wgradSplit(w[0], w[1]);
         // On CUTLASS (sm_90a) where its reduction, the row count, is known
-        // on the host (rowsAreBound) and its output fills the part without
-        // a split over the rows (the tiles' deterministic split stays where
-        // it does not): dY and A stored bf16, read MN-major by TMA, dW f32
-        // added to in the epilogue (beta = 1). A group's members
+        // on the host (rowsAreBound): dY and A stored bf16, read MN-major by
+        // TMA, dW f32 added to in the epilogue (beta = 1). A group's members
         // (modk-group-gemms) are one CUTLASS grouped launch instead, whose
         // setup kernel reads each member's reduction, its row count, on the
-        // device: any rows, where the members' outputs together fill the
-        // part. docs/cuda.md, "CUTLASS".
+        // device: any rows. Where the output (the members' outputs together)
+        // does not fill the part, the CUTLASS kernel splits its reduction
+        // too, deterministically (split_k, configureCutlassWgrad); a forced
+        // chunk size (wgrad-chunk-rows) keeps the tiles' split. The tiles
+        // keep their split for the rows below CUTLASS's and wherever it
+        // declines. docs/cuda.md, "CUTLASS".
         int64_t members = groupMembers(wgrad);
         bool grouped = members > 1;
+        bool fills =
+            grouped ? wgradSplit(w[0] * members, w[1]) == 1 : split == 1;
         bool cutlass =
             library == "cutlass" && forcedPath < 0 && p.bf16 && p.tmaOperands &&
-            (grouped ? wgradSplit(w[0] * members, w[1]) == 1 : split == 1) &&
+            (fills || wgradChunkRows == 0) &&
             target->cutlass.generation ==
                 cuda::CutlassGeneration::collectiveBuilders &&
             w[1] * 4 % target->cutlass.alignmentBytes == 0 &&
             (grouped || rowsAreBound(wgrad.getSegments(), wgrad.getDy()));
-        wgrad.setConfigAttr(cutlass ? configureCutlassWgrad(ctx, p, members)
-                                    : configure(ctx, p, split));
+        wgrad.setConfigAttr(
+            cutlass ? configureCutlassWgrad(ctx, p, members, fills ? 1 : split)
+                    : configure(ctx, p, split));
       } else if (auto route = dyn_cast<modk::RouteSelectOp>(op)) {
         if (route.getGatherRows())
           route.setGatherBlocksAttr(IntegerAttr::get(
@@ -649,45 +654,86 @@ private:
   }
 
   /// The configuration of a weight gradient on CUTLASS: the tiles'
-  /// configuration (no split), then from kWgmmaMinRows rows of reduction
-  /// (the rows; below, the tiles) one CUTLASS kernel over the static
-  /// output, dW [N, K]: the largest tile of the part that still gives a
-  /// wave of CTAs over its N rows and pads no more columns than the
-  /// smaller ones, its epilogue adding dW's old values. `members` > 1: a
-  /// group's members, one grouped launch over all their outputs (its
-  /// variant `grouped`, its stages leaving its descriptors' shared memory).
+  /// configuration (`tileSplits`: their split over the rows, 1: none),
+  /// then from kWgmmaMinRows rows of reduction (the rows; below, the tiles)
+  /// one CUTLASS kernel over the static output, dW [N, K], its epilogue
+  /// adding dW's old values. `members` > 1: a group's members, one grouped
+  /// launch over all their outputs (its variant `grouped`, its stages
+  /// leaving its descriptors' shared memory). Where the output fills the
+  /// part (tileSplits 1): the largest tile of the part that still gives a
+  /// wave of CTAs over its N rows and pads no more columns than the smaller
+  /// ones, no split. Else the reduction splits (cutlassWgradSplit).
   modk::GemmConfigAttr configureCutlassWgrad(MLIRContext *ctx, const Product &p,
-                                             int64_t members = 1) const {
+                                             int64_t members = 1,
+                                             int64_t tileSplits = 1) const {
     const bool grouped = members > 1;
-    SmallVector<GemmVariant> variants(configure(ctx, p).getVariants());
+    SmallVector<GemmVariant> variants(
+        configure(ctx, p, tileSplits).getVariants());
     ArrayRef<cuda::CutlassTile> table = cutlassTiles();
     std::optional<GemmVariant> chosen;
-    const cuda::CutlassTile *previous = nullptr;
-    for (const cuda::CutlassTile &t : table) {
-      int64_t stages = cuda::cutlassStages(*target, t, 4, 4, grouped);
-      if (stages == 0)
-        continue;
-      if (previous) {
-        if (ceilDiv(p.cols, t.cols) * t.cols >
-            ceilDiv(p.cols, previous->cols) * previous->cols)
+    const int64_t from = cutlassFrom > 0 ? cutlassFrom : kWgmmaMinRows;
+    if (tileSplits > 1) {
+      chosen = cutlassWgradSplit(p, members);
+    } else {
+      const cuda::CutlassTile *previous = nullptr;
+      for (const cuda::CutlassTile &t : table) {
+        int64_t stages = cuda::cutlassStages(*target, t, 4, 4, grouped);
+        if (stages == 0)
           continue;
-        // members x ceil(N / t.rows) x ceil(K / t.cols) >= CTAs an SM x SMs.
-        if (members * ceilDiv(p.staticRows, t.rows) * ceilDiv(p.cols, t.cols) <
-                t.ctasPerSm * sms &&
-            forcedTile == 0)
-          continue;
+        if (previous) {
+          if (ceilDiv(p.cols, t.cols) * t.cols >
+              ceilDiv(p.cols, previous->cols) * previous->cols)
+            continue;
+          // members x ceil(N / t.rows) x ceil(K / t.cols) >= CTAs an SM x
+          // SMs.
+          if (members * ceilDiv(p.staticRows, t.rows) *
+                      ceilDiv(p.cols, t.cols) <
+                  t.ctasPerSm * sms &&
+              forcedTile == 0)
+            continue;
+        }
+        chosen = cutlassVariant(t, from, ceilDiv(p.staticRows, t.rows), stages,
+                                p.cols);
+        chosen->grouped = grouped;
+        previous = &t;
       }
-      chosen = cutlassVariant(t, cutlassFrom > 0 ? cutlassFrom : kWgmmaMinRows,
-                              ceilDiv(p.staticRows, t.rows), stages, p.cols);
-      chosen->grouped = grouped;
-      previous = &t;
     }
     if (!chosen)
-      return configure(ctx, p); // no CUTLASS tile fits the part
+      return configure(ctx, p, tileSplits); // no CUTLASS tile fits the part
+    chosen->minRows = from;
     while (!variants.empty() && variants.back().minRows >= chosen->minRows)
       variants.pop_back();
     variants.push_back(*chosen);
-    return modk::GemmConfigAttr::get(ctx, variants, 1, 0);
+    return modk::GemmConfigAttr::get(ctx, variants, tileSplits, 0);
+  }
+
+  /// The CUTLASS variant of a weight gradient whose output tiles (the
+  /// `members`' together) do not fill the part: the part's smallest
+  /// cooperative tile (CUTLASS's stream-K scheduler, which splits a single
+  /// product's reduction, runs the cooperative kernel only; a group splits
+  /// each member's rows into chunks, extra problems of its grouped launch),
+  /// whose reduction splits into as many chunks as bring its CTAs to a wave
+  /// (CTAs an SM x SMs), at most the part's maxSplitK (`split_k`; 1: the
+  /// tile's output alone fills the part). Unset where the part has no such
+  /// tile or splits nothing.
+  std::optional<GemmVariant> cutlassWgradSplit(const Product &p,
+                                               int64_t members) const {
+    if (target->cutlass.maxSplitK <= 1)
+      return std::nullopt;
+    for (const cuda::CutlassTile &t : cutlassTiles()) {
+      int64_t stages = cuda::cutlassStages(*target, t, 4, 4, members > 1);
+      if (stages == 0 || t.schedule != modk::CutlassSchedule::cooperative)
+        continue;
+      int64_t tiles =
+          members * ceilDiv(p.staticRows, t.rows) * ceilDiv(p.cols, t.cols);
+      GemmVariant v =
+          cutlassVariant(t, 0, ceilDiv(p.staticRows, t.rows), stages, p.cols);
+      v.splitK = std::clamp<int64_t>(ceilDiv(t.ctasPerSm * sms, tiles), 1,
+                                     target->cutlass.maxSplitK);
+      v.grouped = members > 1;
+      return v;
+    }
+    return std::nullopt;
   }
 
   /// `variants` with rows up to streamRows on the few-row kernel: the

@@ -57,6 +57,11 @@ struct CutlassTarget {
   int64_t epilogueBytesPerOutputByte;
   /// Bytes of alignment every operand's rows need (16: 8 bf16, 4 f32).
   int64_t alignmentBytes;
+  /// The most chunks a weight gradient's reduction (its rows) splits into
+  /// where its output tiles do not fill the part (1: no split): sm_90a's
+  /// stream-K scheduler in its split-K mode, or a group's members' chunks
+  /// (docs/cuda.md, "CUTLASS").
+  int64_t maxSplitK;
 
   llvm::ArrayRef<CutlassTile> tileList() const { return {tiles, tileCount}; }
 };
@@ -93,14 +98,14 @@ inline constexpr CudaPart kCudaParts[] = {
      227 * 1024,
      true,
      {CutlassGeneration::collectiveBuilders, kSm90CutlassTiles,
-      std::size(kSm90CutlassTiles), 2 * 32, 16}},
+      std::size(kSm90CutlassTiles), 2 * 32, 16, 16}},
     {"sm_80",
      "A100 SXM",
      108,
      163 * 1024,
      false,
      {CutlassGeneration::multistage, kSm80CutlassTiles,
-      std::size(kSm80CutlassTiles), 0, 16}},
+      std::size(kSm80CutlassTiles), 0, 16, 1}},
 };
 
 /// The part of `arch`, or null.
