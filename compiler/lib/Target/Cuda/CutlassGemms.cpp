@@ -1193,7 +1193,10 @@ __global__ void groupSetupKernelSplit(const GroupTable table, int n, int k,
 }
 
 /// dw_z[i] += the sum of member z's (blockIdx.y's) partials over its
-/// chunks that hold rows, in chunk order, for i < nk.
+/// chunks that hold rows, in chunk order, for i < nk. A template over the
+/// group's kernel G, as every kernel of a kernel file: the package links
+/// the files together, and each G is one file's.
+template <typename G>
 __global__ void splitSumKernelGroup(const GroupTable table, int64_t nk,
                                     int splits, const float *part) {
   const int z = int(blockIdx.y);
@@ -1294,8 +1297,9 @@ struct Sm90WgradGroupSplit {
     const int64_t nk = n * k;
     int64_t blocks = (nk + 255) / 256;
     blocks = blocks < 1 ? 1 : blocks > 4096 ? 4096 : blocks;
-    splitSumKernelGroup<<<dim3(unsigned(blocks), unsigned(table.members)),
-                          256, 0, s>>>(table, nk, splits, scratch);
+    splitSumKernelGroup<Sm90WgradGroupSplit>
+        <<<dim3(unsigned(blocks), unsigned(table.members)), 256, 0, s>>>(
+            table, nk, splits, scratch);
     return cudaPeekAtLastError() == cudaSuccess;
   }
 };
