@@ -424,7 +424,9 @@ template <int S, int H, int HD> struct CachePair {
     std::vector<int32_t> pos(rows + 1, 0);
     std::vector<float> outG((rows + 1) * LD, -4.0f), outC((rows + 1) * LD, -4.0f);
     if (nsplit > 0) {
-      std::vector<float> scratch(B * H * nsplit * (HD + 2) + 1, -8.0f);
+      std::vector<float> scratch(
+          modk_cuda::decode_detail::attnScratchFloats<HD>(B * H, nsplit) + 1,
+          -8.0f);
       modk_cuda::decode_detail::decodeAttentionLaunch<S, H, HD>(
           q.data(), k.data(), v.data(), B, seg.data(), active.data(),
           kG.data(), vG.data(), countsG.data(), outG.data(), nsplit,

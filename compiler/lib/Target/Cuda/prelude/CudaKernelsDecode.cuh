@@ -129,18 +129,21 @@ __global__ void __launch_bounds__(NT)
 // Attention against the KV cache
 //===----------------------------------------------------------------------===//
 //
-// Three kernels, ordered by the stream:
+// Two kernels, ordered by the stream:
 //  1. append (a block per sequence): reads counts[b], copies the K and V rows
 //     of its active rows into the cache, then writes counts[b]. Each row's
 //     number of keys n (0: inactive, -1: refused, full cache) and sequence b
 //     are left in the first two floats of each head's slice of out[j] (bit
 //     patterns); `out` is the op's own output, which the memory plan never
-//     overlaps with q, k or v (they are all live at this op).
+//     overlaps with q, k or v (they are all live at this op). With split-K
+//     it also zeroes its rows' arrival counters.
 //  2. attend (a block per (row, head, split)): reads its row's n and b from
 //     out, scores a range of keys a tile at a time with an online softmax.
 //     With one split it writes out directly; with several it writes the
-//     split's (max, sum, unnormalised accumulator) to the scratch.
-//  3. combine (split-K only; a block per row): rescales and sums the splits.
+//     split's (max, sum, unnormalised accumulator) to the scratch, and the
+//     split that arrives last at its (row, head) counter combines them:
+//     rescales and sums the splits in split order (the same arithmetic
+//     whichever split arrives last), so no third kernel runs.
 // The appends of kernel 1 are visible to kernel 2 because the kernels are
 // consecutive in one stream; counts is written only by kernel 1, after its own
 // block read it, and read by no later kernel of the step.
@@ -153,13 +156,47 @@ __device__ __forceinline__ int32_t getInt(const float *p) {
   return __float_as_int(*p);
 }
 
+/// The built-in split-K scratch of one head size: kAttnScratchPartials
+/// partial results of HD + 2 floats, then an arrival counter for each (row,
+/// head) (at most kAttnScratchPartials / 2 of them: two splits or more).
+template <int HD>
+__device__ float
+    attnScratch[kAttnScratchPartials * (HD + 2) + kAttnScratchPartials / 2];
+
+/// The partial results of a step: the caller's scratch, or the built-in one
+/// when that is null.
+template <int HD> __device__ __forceinline__ float *partialsOf(float *scratch) {
+  return scratch != nullptr ? scratch : attnScratch<HD>;
+}
+
+/// Floats of split-K scratch for `items` (row, head) pairs in `nsplit`
+/// splits: their partial results, then an int32 arrival counter each.
+template <int HD>
+MODC_HOST_DEVICE int64_t attnScratchFloats(int64_t items, int nsplit) {
+  return items * nsplit * (HD + 2) + items;
+}
+
+/// The arrival counters of a step of `items` (row, head) pairs in `nsplit`
+/// splits, after its partial results.
+template <int HD>
+__device__ __forceinline__ int32_t *arrivalsOf(float *scratch, int64_t items,
+                                               int nsplit) {
+  return reinterpret_cast<int32_t *>(partialsOf<HD>(scratch) +
+                                     items * nsplit * (HD + 2));
+}
+
 /// Appends k and v (KVH heads a row: grouped-query attention,
 /// docs/model-format.md section 3) and writes each query head's metadata.
+/// With split-K (nsplit > 1) it also zeroes the attend kernel's arrival
+/// counter of each (row, head) of its rows j < B in `scratch`.
 template <int S, int H, int HD, int KVH, typename TK, typename TV, typename C>
 __global__ void __launch_bounds__(kRowThreads)
-    decodeAppendKernel(const TK *k, const TV *v, int64_t B,
-                       const int64_t *seg, const uint8_t *active, C *cacheK,
-                       C *cacheV, int32_t *counts, float *out) {
+    decodeAppendKernel(const TK *k, const TV *v, int64_t B, const int64_t *seg,
+                       const uint8_t *active, C *cacheK, C *cacheV,
+                       int32_t *counts, float *out, int nsplit,
+                       float *scratch) {
+  int32_t *arrivals =
+      nsplit > 1 ? arrivalsOf<HD>(scratch, B * H, nsplit) : nullptr;
   constexpr int64_t LD = static_cast<int64_t>(H) * HD;
   constexpr int64_t LDK = static_cast<int64_t>(KVH) * HD;
   const int64_t b = blockIdx.x;
@@ -185,6 +222,8 @@ __global__ void __launch_bounds__(kRowThreads)
     for (int h = threadIdx.x; h < H; h += blockDim.x) {
       putInt(out + j * LD + h * HD, n);
       putInt(out + j * LD + h * HD + 1, static_cast<int32_t>(b));
+      if (arrivals != nullptr && j < B)
+        arrivals[j * H + h] = 0;
     }
   }
   __syncthreads(); // every thread has read counts[b]
@@ -194,22 +233,64 @@ __global__ void __launch_bounds__(kRowThreads)
   }
 }
 
-/// The built-in split-K scratch of one head size: kAttnScratchPartials
-/// partial results of HD + 2 floats.
-template <int HD>
-__device__ float attnScratch[kAttnScratchPartials * (HD + 2)];
-
-/// The partial results of a step: the caller's scratch, or the built-in one
-/// when that is null.
-template <int HD> __device__ __forceinline__ float *partialsOf(float *scratch) {
-  return scratch != nullptr ? scratch : attnScratch<HD>;
-}
-
 /// Keys of each split of n keys: whole tiles, so short caches use only the
 /// first splits (the others are empty).
 __device__ __forceinline__ int64_t splitKeys(int64_t n, int nsplit) {
   const int64_t per = (n + nsplit - 1) / nsplit;
   return (per + kAttnBK - 1) / kAttnBK * kAttnBK;
+}
+
+/// A value another block wrote in this kernel, read past this SM's L1
+/// (which may hold the line from an earlier step).
+__device__ __forceinline__ float loadCoherent(const float *p) {
+  return *static_cast<const volatile float *>(p);
+}
+
+/// Split-K: called by every thread of each split's block of (row j, head
+/// h) once its partial result is written; true in the block that arrives
+/// last, which may then read every split's (arrivals are counted past the
+/// partials: attnScratchFloats). `arrived` is the block's shared count.
+template <int HD>
+__device__ __forceinline__ bool arriveLast(float *partials, int64_t j, int h,
+                                           int ns, int32_t &arrived) {
+  __threadfence(); // this thread's writes, before its block arrives
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    int32_t *count =
+        arrivalsOf<HD>(partials, static_cast<int64_t>(gridDim.x) * gridDim.y,
+                       ns) +
+        j * gridDim.y + h;
+    arrived = atomicAdd(count, 1) + 1;
+  }
+  __syncthreads();
+  const bool last = arrived == ns;
+  if (last)
+    __threadfence(); // the other splits' writes, before this block reads
+  return last;
+}
+
+/// out[j]'s head h (o) from the ns splits' partial results: the splits
+/// rescaled to their common max and summed in split order.
+template <int H, int HD, int NT>
+__device__ void combineSplits(float *partials, int64_t j, int h, int ns,
+                              float *o) {
+  const float *part = partialsOf<HD>(partials) + (j * H + h) * ns * (HD + 2);
+  float mmax = negInf();
+  for (int s = 0; s < ns; ++s)
+    mmax = fmaxf(mmax, loadCoherent(part + s * (HD + 2)));
+  for (int d = threadIdx.x; d < HD; d += NT) {
+    float l = 0.0f, acc = 0.0f;
+    for (int s = 0; s < ns; ++s) {
+      const float *ps = part + s * (HD + 2);
+      const float sum = loadCoherent(ps + 1);
+      if (sum == 0.0f)
+        continue; // an empty split (its max is -inf)
+      const float wgt = expf(loadCoherent(ps) - mmax);
+      l += sum * wgt;
+      acc += loadCoherent(ps + 2 + d) * wgt;
+    }
+    o[d] = acc * (1.0f / l);
+  }
 }
 
 /// Query head h attends over the cache of key/value head h / (H / KVH).
@@ -230,6 +311,7 @@ __global__ void __launch_bounds__(kAttnThreads)
   __shared__ float sc[BK];
   __shared__ float red[kWarp];
   __shared__ float groupAcc[NG > 1 ? NG * HD : 1];
+  __shared__ int32_t arrived; // arriveLast's count
 
   // Rows beyond the grid (several rows a sequence, a prefill chunk) are
   // taken by the blocks in turn, unsplit: only rows j < gridDim.x (= B) have
@@ -248,9 +330,9 @@ __global__ void __launch_bounds__(kAttnThreads)
     if (ns == 1)
       __syncthreads(); // every thread has read n and b before o is written
     if (n <= 0) {
-      // Inactive (zero row) or refused (NaN row); the combine writes these
-      // rows when there are several splits.
-      if (ns == 1)
+      // Inactive (zero row) or refused (NaN row); with several splits the
+      // last to arrive writes it, once every split has read n and b.
+      if (ns == 1 || arriveLast<HD>(partials, j, h, ns, arrived))
         for (int d = tid; d < HD; d += NT)
           o[d] = n == 0 ? 0.0f : quietNaN();
       continue;
@@ -354,49 +436,11 @@ __global__ void __launch_bounds__(kAttnThreads)
         if (d < HD)
           part[2 + d] = acc[e];
       }
+      if (arriveLast<HD>(partials, j, h, ns, arrived))
+        combineSplits<H, HD, NT>(partials, j, h, ns, o);
     }
 
     __syncthreads(); // qs, sc and groupAcc are rewritten by the next row
-  }
-}
-
-/// Block j < min(seg[B], B): out[j] from the splits' partial results (rows
-/// past B were attended unsplit).
-template <int H, int HD>
-__global__ void __launch_bounds__(kRowThreads)
-    decodeCombineKernel(int64_t B, const int64_t *seg, int nsplit,
-                        const float *partials, float *out) {
-  constexpr int64_t LD = static_cast<int64_t>(H) * HD;
-  const int64_t j = blockIdx.x;
-  if (j >= seg[B])
-    return;
-  const int32_t n = getInt(out + j * LD); // the same for every head
-  __syncthreads(); // read before any thread writes out[j]
-  for (int64_t idx = threadIdx.x; idx < LD; idx += blockDim.x) {
-    const int64_t h = idx / HD, d = idx % HD;
-    float value;
-    if (n == 0) {
-      value = 0.0f;
-    } else if (n < 0) {
-      value = quietNaN();
-    } else {
-      const float *part = partialsOf<HD>(const_cast<float *>(partials)) +
-                          (j * H + h) * nsplit * (HD + 2);
-      float mmax = negInf();
-      for (int s = 0; s < nsplit; ++s)
-        mmax = fmaxf(mmax, part[s * (HD + 2)]);
-      float l = 0.0f, acc = 0.0f;
-      for (int s = 0; s < nsplit; ++s) {
-        const float *ps = part + s * (HD + 2);
-        if (ps[1] == 0.0f)
-          continue; // an empty split (its max is -inf)
-        const float wgt = expf(ps[0] - mmax);
-        l += ps[1] * wgt;
-        acc += ps[2 + d] * wgt;
-      }
-      value = acc * (1.0f / l);
-    }
-    out[j * LD + idx] = value;
   }
 }
 
@@ -415,8 +459,8 @@ inline int attnSplits(int64_t B, int64_t capacityPartials) {
   return n < 2 ? 1 : static_cast<int>(n);
 }
 
-/// Enqueues the append, the attention with `nsplit` splits and, when
-/// nsplit > 1, the combine; `scratch` holds B * H * nsplit * (HD + 2) floats,
+/// Enqueues the append and the attention with `nsplit` splits; with
+/// nsplit > 1, `scratch` holds attnScratchFloats<HD>(B * H, nsplit) floats,
 /// or is null for the built-in attnScratch<HD> (nsplit * B * H at most
 /// kAttnScratchPartials).
 template <int S, int H, int HD, int KVH = H, typename TQ, typename TK,
@@ -430,16 +474,11 @@ inline void decodeAttentionLaunch(const TQ *q, const TK *k, const TV *v,
     return;
   auto append = decodeAppendKernel<S, H, HD, KVH, TK, TV, C>;
   MODC_LAUNCH(append, dim3(unsigned(B)), dim3(kRowThreads), 0, stream, k, v, B,
-              seg, active, cacheK, cacheV, counts, out);
+              seg, active, cacheK, cacheV, counts, out, nsplit, scratch);
   auto attend = decodeAttendKernel<S, H, HD, KVH, TQ, C>;
   MODC_LAUNCH(attend, dim3(unsigned(B), H, nsplit), dim3(kAttnThreads), 0,
               stream, q, B, seg, static_cast<const C *>(cacheK),
               static_cast<const C *>(cacheV), nsplit, scratch, out);
-  if (nsplit > 1) {
-    auto combine = decodeCombineKernel<H, HD>;
-    MODC_LAUNCH(combine, dim3(unsigned(B)), dim3(kRowThreads), 0, stream, B,
-                seg, nsplit, static_cast<const float *>(scratch), out);
-  }
 }
 
 } // namespace decode_detail
@@ -489,7 +528,7 @@ inline void decode_select(int64_t B, const float *decision,
 template <int S, int H, int HD>
 inline int64_t decode_attention_scratch_floats(int64_t B) {
   const int nsplit = decode_detail::attnSplits<S, H>(B, INT64_MAX / 2);
-  return nsplit > 1 ? B * H * nsplit * (HD + 2) : 0;
+  return nsplit > 1 ? decode_detail::attnScratchFloats<HD>(B * H, nsplit) : 0;
 }
 
 /// Attention of one decode step against one layer's KV cache, with the CPU
