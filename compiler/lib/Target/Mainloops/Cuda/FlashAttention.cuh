@@ -634,6 +634,57 @@ template <int N> __device__ __forceinline__ void setMaxRegistersDec() {
 }
 #endif
 
+/// mbarrierWait without its hang trap, for the consumer warpgroups of a
+/// warp-specialised kernel whose consumers need more registers than the
+/// launch's own (168 a thread at 384 threads): ptxas 13 holds a region that
+/// may trap to that entry count whatever setmaxnreg raised it to, and
+/// serialises its wgmmas (C7512) and spills. A consumer waits only on
+/// phases that the producer completes after its own trapping waits
+/// (mbarrierWait), or whose loss stalls a trapping producer wait, so a lost
+/// TMA load still fails the launch instead of hanging it.
+#if defined(__CUDACC__)
+__device__ __forceinline__ void mbarrierWaitUntrapped(uint64_t *bar,
+                                                      unsigned parity) {
+  uint32_t done = 0;
+  while (!done)
+    asm volatile("{\n.reg .pred p;\n"
+                 "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+                 "selp.u32 %0, 1, 0, p;\n}\n"
+                 : "=r"(done)
+                 : "r"(sharedAddress(bar)), "r"(parity)
+                 : "memory");
+}
+#else
+__device__ __forceinline__ void mbarrierWaitUntrapped(uint64_t *bar,
+                                                      unsigned parity) {
+  mbarrierWait(bar, parity);
+}
+#endif
+
+/// Registers a thread after setmaxnreg in the warp-specialised attention
+/// kernels (attentionWgmmaKernel, attnGradKeyWgmma): the producer's
+/// warpgroup gives its registers to the two consumers' (128 x 40 + 256 x
+/// 232 <= 64 K registers an SM).
+struct AttnWgRegisters {
+  static constexpr int Producer = 40, Consumer = 232;
+};
+
+/// Zeroes rows [from, 64) of a 64-row tile in the 128-byte swizzled layout
+/// TMA gives it (G groups of 64 rows x 128 bytes), whole 128-byte rows, by
+/// T threads from `tid`: the rows that TMA loaded past a segment (the next
+/// segment's, or stale memory, which may hold NaN). The caller fences the
+/// stores for the async proxy before the wgmmas that read the tile.
+template <int G, int T>
+__device__ __forceinline__ void zeroSwizzledRows(unsigned char *tile, int from,
+                                                 int tid) {
+  const int rows = 64 - from;
+  for (int i = tid; i < G * rows * 8; i += T) {
+    const int chunk = i % 8, row = from + i / 8 % rows;
+    *reinterpret_cast<uint4 *>(tile + (i / 8 / rows) * 8192 + row * 128 +
+                               chunk * 16) = make_uint4(0u, 0u, 0u, 0u);
+  }
+}
+
 /// Zeroes a warpgroup's wgmma accumulators.
 template <int J>
 __device__ __forceinline__ void zeroAccumulators(float (&d)[J][4]) {
@@ -752,11 +803,8 @@ __global__ __launch_bounds__(kAttnWgThreads, 1) void attentionWgmmaKernel(
   __syncthreads(); // the only block barrier: the roles part here
 
   const int hcol = h * HD, kvcol = (h / (H / KVH)) * HD;
-  // Registers a thread after setmaxnreg: the producer's warpgroup gives its
-  // registers to the consumers' (128 x 40 + 256 x 232 <= 64 K).
-  constexpr int kProducerRegs = 40, kConsumerRegs = 232;
   if (wg == 0) {
-    setMaxRegistersDec<kProducerRegs>();
+    setMaxRegistersDec<AttnWgRegisters::Producer>();
     if (tid != 0)
       return;
     mbarrierArriveExpectTx(&qFull, L::QBytes);
@@ -779,7 +827,7 @@ __global__ __launch_bounds__(kAttnWgThreads, 1) void attentionWgmmaKernel(
     return;
   }
 
-  setMaxRegistersInc<kConsumerRegs>();
+  setMaxRegistersInc<AttnWgRegisters::Consumer>();
   const int slab = wg - 1, lane = tid % kWarp, warp = (tid % 128) / kWarp;
   const int gq = lane >> 2, tq = lane & 3;
   const int sr = 64 * slab; // the slab's first query row
@@ -818,13 +866,8 @@ __global__ __launch_bounds__(kAttnWgThreads, 1) void attentionWgmmaKernel(
     const int kc = int(minI64(BKV, n - int64_t(t) * BKV));
     mbarrierWait(&full[st], unsigned(t / S) & 1);
     if (kc < BKV) {
-      unsigned char *vTile = stages + st * L::StageBytes + L::TileBytes;
-      for (int i = tid % 128; i < G * (BKV - kc) * 8; i += 128) {
-        const int chunk = i % 8, row = kc + i / 8 % (BKV - kc);
-        *reinterpret_cast<uint4 *>(vTile + (i / 8 / (BKV - kc)) * GB +
-                                   row * 128 + chunk * 16) =
-            make_uint4(0u, 0u, 0u, 0u);
-      }
+      zeroSwizzledRows<G, 128>(stages + st * L::StageBytes + L::TileBytes, kc,
+                               tid % 128);
       fenceProxyAsync();
       mbarrierArrive(&zeroed[slab]);
       mbarrierWait(&zeroed[slab], zeroings & 1);

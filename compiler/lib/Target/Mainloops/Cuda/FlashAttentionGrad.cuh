@@ -745,20 +745,52 @@ attnGradKeyTc(
 // Causal attention backward on Hopper (sm_90a): the key side on wgmma
 //===----------------------------------------------------------------------===//
 
-/// Threads of attnGradKeyWgmma: two warpgroups of 64 keys each, both
-/// consumers (no producer warpgroup: dO is converted to bf16 by every
-/// thread as it is staged, and one thread issues the TMA loads).
+/// Threads of attnGradQueryWgmma, and of attnGradKeyWgmma at head dim 128:
+/// two warpgroups, both consumers.
 constexpr int kAgWgThreads = 256;
 constexpr int kAgWgBK = 128; ///< keys per CTA
 constexpr int kAgWgBQ = 64;  ///< queries per tile
 
-/// Shared memory of attnGradKeyWgmma (bytes), every tile 1024-byte aligned
+/// Whether attnGradKeyWgmma is warp specialised at head dim HD (a producer
+/// warpgroup and two consumers, attnGradKeyWgmmaRing): at head dim 64. At
+/// 128 a consumer's dK and dV take 128 registers a thread, and with S^T,
+/// dP^T and their bf16 fragments it needs more than the 232 that setmaxnreg
+/// gives it beside a producer (ptxas serialises its wgmmas and spills), so
+/// it runs attnGradKeyWgmmaPair: two warpgroups, up to 255 registers.
+template <int HD> constexpr bool agWgKeyProducer = HD == 64;
+/// Threads of attnGradKeyWgmma at head dim HD.
+template <int HD>
+constexpr int agWgKeyThreads =
+    agWgKeyProducer<HD> ? detail::kAttnWgThreads : kAgWgThreads;
+
+/// Shared memory of attnGradKeyWgmmaRing (bytes), every tile 1024-byte
+/// aligned for the 128-byte swizzle and laid out as TMA stores boxes of 64
+/// columns by 64 rows (HD / 64 groups of 64 rows x 128 bytes,
+/// AttnWgmmaSmem's layout): the CTA's K and V (two 64-row slabs each, one a
+/// consumer warpgroup), then the producer's ring of `Stages` stages, each a
+/// query tile's Q and dO and its query positions, lse (log2 domain) and D
+/// ([3][kAgWgBQ] words, padded to 1024 bytes).
+template <int HD> struct AttnGradWgmmaSmem {
+  static constexpr int Groups = HD / 64;
+  static constexpr int GroupBytes = 64 * 128; ///< 64 rows of 128 bytes
+  static constexpr int KBytes = kAgWgBK / 64 * Groups * GroupBytes;
+  static constexpr int QBytes = kAgWgBQ / 64 * Groups * GroupBytes;
+  static constexpr int K = 0, V = KBytes, Ring = 2 * KBytes;
+  static constexpr int DO = QBytes, Vec = 2 * QBytes; ///< within a stage
+  static_assert(3 * kAgWgBQ * 4 <= 1024, "a stage's vectors");
+  static constexpr int StageBytes = 2 * QBytes + 1024;
+  static constexpr int Stages = HD == 64 ? 4 : 3;
+  /// Plus room to align the tiles to 1024 bytes.
+  static constexpr size_t Bytes = size_t(Ring + Stages * StageBytes) + 1024;
+};
+
+/// Shared memory of attnGradKeyWgmmaPair (bytes), every tile 1024-byte aligned
 /// for the 128-byte swizzle and laid out as TMA stores boxes of 64 columns
 /// by 64 rows (HD / 64 groups of 64 rows x 128 bytes, AttnWgmmaSmem's
 /// layout): the CTA's K and V (two 64-row slabs each, one a warpgroup),
 /// then two buffers of a query tile's Q and of its dO, then two buffers of
 /// the tile's query positions, lse (log2 domain) and D.
-template <int HD> struct AttnGradWgmmaSmem {
+template <int HD> struct AttnGradWgmmaPairSmem {
   static constexpr int Groups = HD / 64;
   static constexpr int GroupBytes = 64 * 128; ///< 64 rows of 128 bytes
   static constexpr int KBytes = kAgWgBK / 64 * Groups * GroupBytes;
@@ -782,6 +814,7 @@ __device__ __forceinline__ void
 stageDoutBf16(unsigned char *dst, const float *dout, int64_t row0, int64_t hoff,
               int valid, bool vec, int tid) {
   constexpr int64_t LD = int64_t(H) * HD;
+#pragma unroll 1
   for (int i = tid; i < ROWS * HD / 8; i += T) {
     const int r = i / (HD / 8), c = i % (HD / 8);
     uint4 val = make_uint4(0u, 0u, 0u, 0u);
@@ -807,11 +840,360 @@ stageDoutBf16(unsigned char *dst, const float *dout, int64_t row0, int64_t hoff,
   }
 }
 
-/// wgmma key side (attnGradKeyTc's grid and result up to the rounding of
-/// P^T, dS^T and dO to bf16): CTA (128 keys, key/value head, segment) of two
-/// warpgroups, warpgroup w owning keys 64 w .. 64 w + 63, over the H / KVH
-/// query heads of the key/value head in order and the 64-query tiles of
-/// each from the first that sees key k0 to the segment's end.
+/// attnGradKeyWgmma at head dim 64 (agWgKeyProducer): CTA (128 keys,
+/// key/value head, segment) over
+/// the 64-query tiles from the first that sees key k0 to the segment's
+/// end, each for the H / KVH query heads of the key/value head in head
+/// order (tile t: query tile t / (H / KVH), head t % (H / KVH)).
+///  - Warp specialised, as attentionWgmmaKernel: warpgroup 0 produces. Its
+///    thread 0 loads the CTA's K and V once by TMA and each tile's Q into a
+///    ring of `Stages` stages; its 128 threads load the tile's dO (f32 in
+///    memory: TMA copies, it cannot convert), round it to bf16 and store it
+///    into the stage in the same 128-byte swizzled layout, with the tile's
+///    positions, lse (times log2 e) and D from the query side's stats;
+///    once Q has landed they zero its rows past the segment (they may hold
+///    NaN: 0 * NaN in dS^T Q would reach dK), fence their stores for the
+///    async proxy, and each producer warp arrives on the stage's `full`
+///    mbarrier. A stage is refilled once the eight consumer warps have
+///    arrived on its `empty` mbarrier. setmaxnreg moves registers from the
+///    producer's warpgroup to the consumers'.
+///  - Consumer warpgroup w (1 or 2) owns keys 64 (w - 1) .. + 63: per tile
+///    it forms S^T = K Q^T and dP^T = V dO^T (m64n64k16, both operands
+///    K-major in shared memory), P^T = exp2(S^T scale log2 e - lse) masked
+///    (pos[key] > pos[query]; keys past the segment and padded queries
+///    never visible) and dS^T = P^T (dP^T - D) in f32, rounded to bf16 in
+///    registers as wgmma's A operand of dV += P^T dO and dK += dS^T Q
+///    (m64nHDk16, B MN-major in shared memory); dk = dK scale.
+///  - Each consumer overlaps its elementwise work with its products, as the
+///    forward overlaps its softmax with P V: it issues S^T and dP^T for tile
+///    t, then dV and dK for tile t - 1, waits for the first group alone
+///    (wgmma.wait_group 1) and forms tile t's P^T and dS^T in f32 while dV
+///    and dK run; once those are waited for, tile t - 1's stage goes back
+///    to the producer and tile t's P^T and dS^T are rounded into the
+///    registers they read (none is written while a wgmma reads it).
+///    Issuing the next tile's S^T and dP^T ahead instead would hold a
+///    second pair of score accumulators (64 registers a thread).
+///  - The tiles whose queries all precede a consumer's first key (a prefix:
+///    positions ascend, and query tiles are the outer order) are waited for
+///    and released without math; every other tile runs the same uniform
+///    loop, masked.
+///  - Rows of V or K past the segment (NaN possible) reach only the rows of
+///    dS^T, dK and dV of keys past the segment, which are not stored.
+/// The sums run in a fixed order (query tiles, then heads): no atomics.
+template <int H, int HD, int KVH, typename TV>
+__device__ __forceinline__ void
+attnGradKeyWgmmaRing(const CUtensorMap &mapQ, const CUtensorMap &mapK,
+                     const CUtensorMap &mapV, const float *__restrict__ dout,
+                     const int64_t *seg, const int32_t *pos,
+                     const float *__restrict__ stats, float *__restrict__ dk,
+                     TV *__restrict__ dv) {
+  using L = AttnGradWgmmaSmem<HD>;
+  using Regs = detail::AttnWgRegisters;
+  constexpr int BK = kAgWgBK, BQ = kAgWgBQ, S = L::Stages;
+  constexpr int G = L::Groups, GB = L::GroupBytes;
+  constexpr int GH = H / KVH; // query heads of a key/value head
+  constexpr int64_t LDK = int64_t(KVH) * HD;
+  constexpr int32_t kNoPos = 0x7fffffff;
+  const int s = blockIdx.z, kvh = blockIdx.y;
+  const int64_t k0 = int64_t(blockIdx.x) * BK;
+  if (k0 >= seg[s + 1] - seg[s])
+    return; // the whole CTA, before any barrier
+  // The CTA's rows and query tiles, derived by each role after setmaxnreg
+  // (as is the lane): ptxas 13 spilled a value live across it.
+  struct Geometry {
+    int64_t base, n, qFirst;
+    const int32_t *ps;
+    int kc, queryTiles, tiles;
+  };
+  auto geometry = [&] {
+    Geometry g;
+    g.base = seg[s];
+    g.n = seg[s + 1] - g.base;
+    g.kc = int(detail::minI64(BK, g.n - k0));
+    g.ps = pos + g.base;
+    // First query that sees key k0: positions ascend, so only queries just
+    // before k0 with the same position can.
+    int64_t qs = k0;
+    while (qs > 0 && g.ps[qs - 1] >= g.ps[k0])
+      --qs;
+    g.qFirst = qs / BQ * BQ;
+    g.queryTiles = int((g.n - g.qFirst + BQ - 1) / BQ);
+    g.tiles = GH * g.queryTiles;
+    return g;
+  };
+
+  MODC_DYNAMIC_SHARED(unsigned char, smemRaw);
+  unsigned char *smem = reinterpret_cast<unsigned char *>(
+      (reinterpret_cast<uintptr_t>(smemRaw) + 1023) & ~uintptr_t(1023));
+  unsigned char *kTile = smem + L::K, *vTile = smem + L::V;
+  unsigned char *ring = smem + L::Ring;
+  __shared__ __align__(8) uint64_t kvFull, qLanded[S], full[S], empty[S];
+
+  // The warpgroup, warp-uniform where ptxas can see it (a shuffle from lane
+  // 0): the consumers' shared addresses and wgmma descriptors derived from
+  // it go to uniform registers.
+  const int tid = threadIdx.x;
+  const int wg = __shfl_sync(0xffffffffu, tid / 128, 0);
+  if (tid == 0) {
+    detail::mbarrierInit(&kvFull, 1);
+    for (int st = 0; st < S; ++st) {
+      detail::mbarrierInit(&qLanded[st], 1);
+      detail::mbarrierInit(&full[st], 4);  // the producer warps
+      detail::mbarrierInit(&empty[st], 8); // the consumer warps
+    }
+    detail::fenceMbarrierInit();
+  }
+  __syncthreads(); // the only block barrier: the roles part here
+
+  if (wg == 0) {
+    detail::setMaxRegistersDec<Regs::Producer>();
+    const Geometry geo = geometry();
+    const int lane = tid % kWarp;
+    const int64_t base = geo.base, n = geo.n;
+    const int32_t *ps = geo.ps;
+    const int tiles = geo.tiles;
+    if (tid == 0) {
+      detail::mbarrierArriveExpectTx(&kvFull, 2 * L::KBytes);
+      for (int slab = 0; slab < BK / 64; ++slab)
+        for (int g = 0; g < G; ++g) {
+          const int row = int(base + k0) + 64 * slab;
+          detail::tmaLoad2d(kTile + (slab * G + g) * GB, &mapK,
+                            kvh * HD + 64 * g, row, &kvFull);
+          detail::tmaLoad2d(vTile + (slab * G + g) * GB, &mapV,
+                            kvh * HD + 64 * g, row, &kvFull);
+        }
+    }
+    const bool vecDout = detail::aligned16(dout);
+#pragma unroll 1
+    for (int t = 0; t < tiles; ++t) {
+      const int st = t % S;
+      const unsigned use = unsigned(t / S) & 1; // the stage's use parity
+      const int h = kvh * GH + t % GH;
+      const int64_t q0 = geo.qFirst + int64_t(t / GH) * BQ; // head t % GH
+      const int qn = int(detail::minI64(BQ, n - q0));
+      unsigned char *stage = ring + st * L::StageBytes;
+      detail::mbarrierWait(&empty[st], use ^ 1);
+      if (tid == 0) {
+        detail::mbarrierArriveExpectTx(&qLanded[st], L::QBytes);
+        for (int g = 0; g < G; ++g)
+          detail::tmaLoad2d(stage + g * GB, &mapQ, h * HD + 64 * g,
+                            int(base + q0), &qLanded[st]);
+      }
+      stageDoutBf16<H, HD, BQ, 128>(stage + L::DO, dout, base + q0,
+                                    int64_t(h) * HD, qn, vecDout, tid);
+      int32_t *qposS = reinterpret_cast<int32_t *>(stage + L::Vec);
+      float *lseS = reinterpret_cast<float *>(qposS + BQ), *DdS = lseS + BQ;
+      for (int e = tid; e < BQ; e += 128) {
+        const bool ok = e < qn;
+        const int64_t at = ((base + q0 + e) * H + h) * 2;
+        qposS[e] = ok ? ps[q0 + e] : -1; // padded queries see no key
+        lseS[e] = ok ? stats[at] * 1.4426950408889634f : 0.0f;
+        DdS[e] = ok ? stats[at + 1] : 0.0f;
+      }
+      detail::mbarrierWait(&qLanded[st], use);
+      if (qn < BQ) // Q rows qn .. BQ: zero
+        detail::zeroSwizzledRows<G, 128>(stage, qn, tid);
+      detail::fenceProxyAsync(); // dO's stores and Q's zeros, for the wgmmas
+      __syncwarp();
+      if (lane == 0)
+        detail::mbarrierArrive(&full[st]);
+    }
+    // K and V are the consumers' (their waits do not trap): a lost load
+    // traps here.
+    if (tid == 0)
+      detail::mbarrierWait(&kvFull, 0);
+    return;
+  }
+
+  detail::setMaxRegistersInc<Regs::Consumer>();
+  const Geometry geo = geometry();
+  const int64_t base = geo.base, n = geo.n, qFirst = geo.qFirst;
+  const int32_t *ps = geo.ps;
+  const int kc = geo.kc, queryTiles = geo.queryTiles, tiles = geo.tiles;
+  const int cw = wg - 1; // the consumer warpgroup: keys 64 cw .. 64 cw + 63
+  const int lane = tid % kWarp, warp = (tid % 128) / kWarp;
+  const int gq = lane >> 2, tq = lane & 3;
+  const float scale = 1.0f / sqrtf(float(HD));
+  const float scaleLog2 = 1.4426950408889634f * scale;
+  // This lane's keys: rows 64 cw + 16 warp + gq + 8 hh of the CTA's.
+  int32_t kp[2];
+#pragma unroll
+  for (int hh = 0; hh < 2; ++hh) {
+    const int r = 64 * cw + 16 * warp + gq + 8 * hh;
+    kp[hh] = r < kc ? ps[k0 + r] : kNoPos;
+  }
+  const int32_t cwFirstPos = 64 * cw < kc ? ps[k0 + 64 * cw] : kNoPos;
+  const unsigned char *kSlab = kTile + cw * G * GB,
+                      *vSlab = vTile + cw * G * GB;
+  // The query tiles whose queries all precede this warpgroup's keys: a
+  // prefix, as positions ascend.
+  int skipped = 0;
+  while (skipped < queryTiles &&
+         ps[detail::minI64(qFirst + int64_t(skipped + 1) * BQ, n) - 1] <
+             cwFirstPos)
+    ++skipped;
+  const int first = skipped * GH;
+
+  auto release = [&](int st) {
+    __syncwarp();
+    if (lane == 0)
+      detail::mbarrierArrive(&empty[st]);
+  };
+  auto acquire = [&](int t) {
+    const int st = t % S;
+    detail::mbarrierWaitUntrapped(&full[st], unsigned(t / S) & 1);
+    // The lanes may leave the wait apart; .aligned wgmma needs the warp
+    // converged.
+    __syncwarp();
+    return st;
+  };
+  // The tiles this warpgroup does not see: waited for and released, as the
+  // producer streams them for the other one.
+  for (int t = 0; t < first; ++t)
+    release(acquire(t));
+
+  float dV[HD / 8][4], dK[HD / 8][4];
+  detail::zeroAccumulators(dV);
+  detail::zeroAccumulators(dK);
+  // S^T = K Q^T and dP^T = V dO^T over stage st, committed as one group.
+  auto issueScores = [&](float(&sc)[BQ / 8][4], float(&dp)[BQ / 8][4], int st) {
+    const unsigned char *qT = ring + st * L::StageBytes, *dOT = qT + L::DO;
+    detail::zeroAccumulators(sc);
+    detail::zeroAccumulators(dp);
+    detail::wgmmaFence(sc);
+    detail::wgmmaPinAccumulators(dp);
+#pragma unroll
+    for (int k = 0; k < HD / 16; ++k) { // k16 step k of the head dim
+      const int at = (k / 4) * GB + 32 * (k % 4);
+      detail::wgmmaBf16<BQ>(sc, detail::wgmmaDescriptorSw128(kSlab + at),
+                            detail::wgmmaDescriptorSw128(qT + at), smem);
+    }
+#pragma unroll
+    for (int k = 0; k < HD / 16; ++k) {
+      const int at = (k / 4) * GB + 32 * (k % 4);
+      detail::wgmmaBf16<BQ>(dp, detail::wgmmaDescriptorSw128(vSlab + at),
+                            detail::wgmmaDescriptorSw128(dOT + at), smem);
+    }
+    detail::wgmmaCommit();
+  };
+  // dV += P^T dO over stage st, P^T as wgmma's A fragments (a k16 step of
+  // queries each), committed as one group.
+  auto issueDv = [&](const uint32_t(&pa)[BQ / 16][4], int st) {
+    const unsigned char *dOT = ring + st * L::StageBytes + L::DO;
+    detail::wgmmaFence(dV);
+#pragma unroll
+    for (int kb = 0; kb < BQ / 16; ++kb) // queries 16 kb .. 16 kb + 15
+      detail::wgmmaBf16RegA<HD, true>(
+          dV, pa[kb], detail::wgmmaDescriptorMnSw128(dOT + 2048 * kb, BQ),
+          smem);
+    detail::wgmmaCommit();
+  };
+  // dK += dS^T Q over stage st, as issueDv.
+  auto issueDk = [&](const uint32_t(&da)[BQ / 16][4], int st) {
+    const unsigned char *qT = ring + st * L::StageBytes;
+    detail::wgmmaFence(dK);
+#pragma unroll
+    for (int kb = 0; kb < BQ / 16; ++kb)
+      detail::wgmmaBf16RegA<HD, true>(
+          dK, da[kb], detail::wgmmaDescriptorMnSw128(qT + 2048 * kb, BQ), smem);
+    detail::wgmmaCommit();
+  };
+  // Key row gq + 8 (e >> 1) of the warp's 16, query column 8j + 2tq + (e &
+  // 1) of stage st: P^T in f32 into sc, in place.
+  auto probabilities = [&](float(&sc)[BQ / 8][4], int st) {
+    const int32_t *qposS =
+        reinterpret_cast<const int32_t *>(ring + st * L::StageBytes + L::Vec);
+    const float *lseS = reinterpret_cast<const float *>(qposS + BQ);
+#pragma unroll
+    for (int j = 0; j < BQ / 8; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int qc = 8 * j + 2 * tq + (e & 1);
+        sc[j][e] = kp[e >> 1] > qposS[qc]
+                       ? 0.0f
+                       : exp2f(sc[j][e] * scaleLog2 - lseS[qc]);
+      }
+  };
+  // dS^T = P^T (dP^T - D) in f32 into dp, in place.
+  auto scoreGrads = [&](const float(&sc)[BQ / 8][4], float(&dp)[BQ / 8][4],
+                        int st) {
+    const float *DdS =
+        reinterpret_cast<const float *>(ring + st * L::StageBytes + L::Vec) +
+        2 * BQ;
+#pragma unroll
+    for (int j = 0; j < BQ / 8; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        dp[j][e] = sc[j][e] * (dp[j][e] - DdS[8 * j + 2 * tq + (e & 1)]);
+  };
+  // x rounded to bf16 as wgmma's A fragments (rows g and g + 8).
+  auto roundA = [](const float(&x)[BQ / 8][4], uint32_t(&a)[BQ / 16][4]) {
+#pragma unroll
+    for (int j = 0; j < BQ / 8; ++j) {
+      a[j / 2][2 * (j % 2)] = detail::packBf16x2(x[j][0], x[j][1]);
+      a[j / 2][2 * (j % 2) + 1] = detail::packBf16x2(x[j][2], x[j][3]);
+    }
+  };
+
+  detail::mbarrierWaitUntrapped(&kvFull, 0);
+  __syncwarp();
+  if (first < tiles) {
+    uint32_t pa[BQ / 16][4], da[BQ / 16][4];
+    float sc[BQ / 8][4], dp[BQ / 8][4];
+    int prev = acquire(first);
+    issueScores(sc, dp, prev);
+    detail::wgmmaWait<0>(sc);
+    detail::wgmmaPinAccumulators(dp);
+    // Tile t's S^T and dP^T, then tile t - 1's dV and dK, which run
+    // while tile t's elementwise work does.
+    probabilities(sc, prev);
+    scoreGrads(sc, dp, prev);
+    roundA(sc, pa);
+    roundA(dp, da);
+    for (int t = first + 1; t < tiles; ++t) {
+      const int st = acquire(t);
+      issueScores(sc, dp, st);
+      issueDv(pa, prev);
+      issueDk(da, prev);
+      detail::wgmmaWait<2>(sc); // S^T and dP^T are in; dV, dK may run
+      detail::wgmmaPinAccumulators(dp);
+      probabilities(sc, st);
+      scoreGrads(sc, dp, st);
+      detail::wgmmaWait<0>(dV); // tile t - 1 is summed; pa, da are free
+      detail::wgmmaPinAccumulators(dK);
+      release(prev);
+      roundA(sc, pa);
+      roundA(dp, da);
+      prev = st;
+    }
+    issueDv(pa, prev);
+    issueDk(da, prev);
+    detail::wgmmaWait<0>(dV);
+    detail::wgmmaPinAccumulators(dK);
+    release(prev);
+  }
+
+#pragma unroll
+  for (int hh = 0; hh < 2; ++hh) {
+    const int r = 64 * cw + 16 * warp + gq + 8 * hh;
+    if (r >= kc)
+      continue;
+    const int64_t at = (base + k0 + r) * LDK + int64_t(kvh) * HD + 2 * tq;
+#pragma unroll
+    for (int j = 0; j < HD / 8; ++j) {
+      dk[at + 8 * j] = dK[j][2 * hh] * scale;
+      dk[at + 8 * j + 1] = dK[j][2 * hh + 1] * scale;
+      dv[at + 8 * j] = TV(dV[j][2 * hh]);
+      dv[at + 8 * j + 1] = TV(dV[j][2 * hh + 1]);
+    }
+  }
+}
+
+/// attnGradKeyWgmma at head dim 128 (agWgKeyProducer): CTA (128 keys,
+/// key/value head, segment) of two warpgroups, both consumers, warpgroup w
+/// owning keys 64 w .. 64 w + 63, over the H / KVH query heads of the key/value
+/// head in order and the 64-query tiles of each from the first that sees key k0
+/// to the segment's end.
 ///  - K and V of the CTA's keys come once by TMA; the query tiles' Q by TMA
 ///    through two buffers (tile t + 1's load runs during tile t's math),
 ///    completing on `qFull`. dO (f32 in memory) is loaded, rounded to bf16
@@ -831,15 +1213,13 @@ stageDoutBf16(unsigned char *dst, const float *dout, int64_t row0, int64_t hoff,
 ///    dS^T, dK and dV of keys past the segment, which are not stored.
 /// The sums run in a fixed order (heads, then tiles): no atomics.
 template <int H, int HD, int KVH, typename TV>
-__global__ __launch_bounds__(kAgWgThreads, 1) void attnGradKeyWgmma(
-    const __grid_constant__ CUtensorMap mapQ,
-    const __grid_constant__ CUtensorMap mapK,
-    const __grid_constant__ CUtensorMap mapV, const float *__restrict__ dout,
-    const int64_t *seg, const int32_t *pos, const float *__restrict__ stats,
-    float *__restrict__ dk, TV *__restrict__ dv) {
-  static_assert(detail::attentionWgmmaHeadDim<HD>,
-                "head dim of the wgmma kernel");
-  using L = AttnGradWgmmaSmem<HD>;
+__device__ __forceinline__ void
+attnGradKeyWgmmaPair(const CUtensorMap &mapQ, const CUtensorMap &mapK,
+                     const CUtensorMap &mapV, const float *__restrict__ dout,
+                     const int64_t *seg, const int32_t *pos,
+                     const float *__restrict__ stats, float *__restrict__ dk,
+                     TV *__restrict__ dv) {
+  using L = AttnGradWgmmaPairSmem<HD>;
   constexpr int BK = kAgWgBK, BQ = kAgWgBQ, T = kAgWgThreads;
   constexpr int G = L::Groups, GB = L::GroupBytes;
   constexpr int GH = H / KVH; // query heads of a key/value head
@@ -945,12 +1325,8 @@ __global__ __launch_bounds__(kAgWgThreads, 1) void attnGradKeyWgmma(
     unsigned char *qT = smem + L::Q + b * L::QBytes;
     const unsigned char *dOT = smem + L::DO + b * L::QBytes;
     detail::mbarrierWait(&qFull[b], unsigned(t >> 1) & 1);
-    if (qn < BQ) { // Q rows qn .. BQ: zero, whole 128-byte rows
-      for (int i = tid; i < G * (BQ - qn) * 8; i += T) {
-        const int chunk = i % 8, row = qn + i / 8 % (BQ - qn);
-        *reinterpret_cast<uint4 *>(qT + (i / 8 / (BQ - qn)) * GB + row * 128 +
-                                   chunk * 16) = make_uint4(0u, 0u, 0u, 0u);
-      }
+    if (qn < BQ) { // Q rows qn .. BQ: zero
+      detail::zeroSwizzledRows<G, T>(qT, qn, tid);
       detail::fenceProxyAsync();
     }
     // Tile t is staged and every warpgroup is done with tile t - 1's buffer.
@@ -1036,6 +1412,26 @@ __global__ __launch_bounds__(kAgWgThreads, 1) void attnGradKeyWgmma(
   }
 }
 
+/// wgmma key side (attnGradKeyTc's grid and result up to the rounding of
+/// P^T, dS^T and dO to bf16): attnGradKeyWgmmaRing at head dim 64,
+/// attnGradKeyWgmmaPair at 128 (agWgKeyProducer).
+template <int H, int HD, int KVH, typename TV>
+__global__ __launch_bounds__(agWgKeyThreads<HD>, 1) void attnGradKeyWgmma(
+    const __grid_constant__ CUtensorMap mapQ,
+    const __grid_constant__ CUtensorMap mapK,
+    const __grid_constant__ CUtensorMap mapV, const float *__restrict__ dout,
+    const int64_t *seg, const int32_t *pos, const float *__restrict__ stats,
+    float *__restrict__ dk, TV *__restrict__ dv) {
+  static_assert(detail::attentionWgmmaHeadDim<HD>,
+                "head dim of the wgmma kernel");
+  if constexpr (agWgKeyProducer<HD>)
+    attnGradKeyWgmmaRing<H, HD, KVH>(mapQ, mapK, mapV, dout, seg, pos, stats,
+                                     dk, dv);
+  else
+    attnGradKeyWgmmaPair<H, HD, KVH>(mapQ, mapK, mapV, dout, seg, pos, stats,
+                                     dk, dv);
+}
+
 /// Launches attnGradKeyWgmma over q [rows, H * HD] and k, v [rows, KVH *
 /// HD] (rows: the bound of every segment's rows) after the query side's
 /// stats; false (nothing launched) where TMA cannot read them or the kernel
@@ -1054,7 +1450,9 @@ inline bool launchAttnGradKeyWgmma(int64_t nseg, int64_t max_seg_rows,
       !detail::encodeOperandMap(mapV, v, rows, LDK, LDK, 64))
     return false;
   auto kernel = attnGradKeyWgmma<H, HD, KVH, TV>;
-  constexpr size_t bytes = AttnGradWgmmaSmem<HD>::Bytes;
+  constexpr size_t bytes = agWgKeyProducer<HD>
+                               ? AttnGradWgmmaSmem<HD>::Bytes
+                               : AttnGradWgmmaPairSmem<HD>::Bytes;
   static const bool sized =
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                            int(bytes)) == cudaSuccess;
@@ -1062,8 +1460,8 @@ inline bool launchAttnGradKeyWgmma(int64_t nseg, int64_t max_seg_rows,
     return false;
   const dim3 grid(unsigned(ceilDiv(max_seg_rows, kAgWgBK)), unsigned(KVH),
                   unsigned(nseg));
-  MODC_LAUNCH(kernel, grid, kAgWgThreads, bytes, stream, mapQ, mapK, mapV, dout,
-              seg, pos, stats, dk, dv);
+  MODC_LAUNCH(kernel, grid, agWgKeyThreads<HD>, bytes, stream, mapQ, mapK, mapV,
+              dout, seg, pos, stats, dk, dv);
   MODC_TEST_COUNT(attentionGradWgmmaLaunches);
   return true;
 }
@@ -1215,12 +1613,8 @@ __global__ __launch_bounds__(kAgWgThreads, 1) void attnGradQueryWgmma(
     const int kc = int(detail::minI64(BK, n - k0));
     unsigned char *kT = smem + L::KV + 2 * b * L::TileBytes;
     detail::mbarrierWait(&kvFull[b], unsigned(u >> 1) & 1);
-    if (u >= tiles && kc < BK) { // K rows kc .. BK: zero, whole rows
-      for (int i = tid; i < G * (BK - kc) * 8; i += T) {
-        const int chunk = i % 8, row = kc + i / 8 % (BK - kc);
-        *reinterpret_cast<uint4 *>(kT + (i / 8 / (BK - kc)) * GB + row * 128 +
-                                   chunk * 16) = make_uint4(0u, 0u, 0u, 0u);
-      }
+    if (u >= tiles && kc < BK) { // K rows kc .. BK: zero
+      detail::zeroSwizzledRows<G, T>(kT, kc, tid);
       detail::fenceProxyAsync();
     }
     // Tile u is staged and every warpgroup is done with tile u - 1's buffer.
