@@ -461,6 +461,79 @@ TEST(CudaKernels, LinearGroup) {
   checkLinearGroup<24, 37, 2, true>(5, 84);
 }
 
+/// A sibling launch (modk.gemm's `siblings`): products of one input with
+/// their own weights, widths and outputs (f32 and bf16 stores) in one launch
+/// of the few-row kernel, each the same bits as its own launch; rows past
+/// the count stay unwritten. Off the few-row kernel it launches nothing
+/// and says so.
+template <bool BF16> void checkLinearSiblings(int64_t rows, uint32_t seed) {
+  constexpr int K = 72, N0 = 40, N1 = 24, N2 = 40;
+  const int64_t maxRows = rows + 3;
+  auto a = randomFloats(maxRows * K, seed);
+  auto w0 = randomFloats(N0 * K, seed + 1), w1 = randomFloats(N1 * K, seed + 2),
+       w2 = randomFloats(N2 * K, seed + 3);
+  std::vector<float> y0(maxRows * N0, kSentinel), y2(maxRows * N2, kSentinel);
+  std::vector<modk_cuda::bf16> y1(maxRows * N1, modk_cuda::bf16(kSentinel));
+  using modk_cuda::detail::EpiStore;
+  using modk_cuda::detail::GemmSibling;
+  const float *w[3] = {w0.data(), w1.data(), w2.data()};
+  void *c[3] = {y0.data(), y1.data(), y2.data()};
+  const modk_cuda::detail::EpiArgs epi[3] = {};
+  const int64_t siblings = modk_cuda::detail::siblingLaunches();
+  EXPECT_TRUE(
+      (modk_cuda::linear_siblings<K, BF16, modk_cuda::DefaultGemmPlan,
+                                  GemmSibling<N0, EpiStore, float>,
+                                  GemmSibling<N1, EpiStore, modk_cuda::bf16>,
+                                  GemmSibling<N2, EpiStore, float>>(
+          a.data(), &rows, maxRows, w, c, epi, nullptr)));
+  EXPECT_EQ(siblings + 1, modk_cuda::detail::siblingLaunches());
+  std::vector<float> r0(maxRows * N0, kSentinel), r2(maxRows * N2, kSentinel);
+  std::vector<modk_cuda::bf16> r1(maxRows * N1, modk_cuda::bf16(kSentinel));
+  modk_cuda::linear<N0, K, BF16>(a.data(), &rows, maxRows, w0.data(), r0.data(),
+                                 nullptr);
+  modk_cuda::linear<N1, K, BF16>(a.data(), &rows, maxRows, w1.data(), r1.data(),
+                                 nullptr);
+  modk_cuda::linear<N2, K, BF16>(a.data(), &rows, maxRows, w2.data(), r2.data(),
+                                 nullptr);
+  SCOPED_TRACE(testing::Message() << rows << " rows, bf16 " << BF16);
+  auto bitsOf = [](float f) {
+    uint32_t u;
+    std::memcpy(&u, &f, sizeof u);
+    return u;
+  };
+  for (size_t i = 0; i < y0.size(); ++i)
+    ASSERT_EQ(bitsOf(y0[i]), bitsOf(r0[i])) << "member 0 at " << i;
+  for (size_t i = 0; i < y1.size(); ++i)
+    ASSERT_EQ(bitsOf(float(y1[i])), bitsOf(float(r1[i])))
+        << "member 1 at " << i;
+  for (size_t i = 0; i < y2.size(); ++i)
+    ASSERT_EQ(bitsOf(y2[i]), bitsOf(r2[i])) << "member 2 at " << i;
+  expectSentinel(y0.data(), rows * N0, maxRows * N0, "sibling 0");
+}
+
+TEST(CudaKernels, LinearSiblings) {
+  {
+    StreamPathGuard guard;
+    checkLinearSiblings<false>(5, 91);
+    checkLinearSiblings<true>(13, 92);
+  }
+  // Off the few-row kernel: nothing launched, the caller runs each member.
+  auto a = randomFloats(8 * 16, 93), w = randomFloats(8 * 16, 94);
+  std::vector<float> y(8 * 8, kSentinel);
+  const float *ws[2] = {w.data(), w.data()};
+  void *c[2] = {y.data(), y.data()};
+  const modk_cuda::detail::EpiArgs epi[2] = {};
+  const int64_t rows = 8, launches = modk_cuda::detail::siblingLaunches();
+  using Store =
+      modk_cuda::detail::GemmSibling<8, modk_cuda::detail::EpiStore, float>;
+  EXPECT_FALSE(
+      (modk_cuda::linear_siblings<16, false, modk_cuda::DefaultGemmPlan, Store,
+                                  Store>(a.data(), &rows, rows, ws, c, epi,
+                                         nullptr)));
+  EXPECT_EQ(launches, modk_cuda::detail::siblingLaunches());
+  expectSentinel(y.data(), 0, 8 * 8, "declined siblings");
+}
+
 /// RoPE in the few-row kernel's epilogue (its CTAs hold rotation pairs),
 /// f32 and rounded to bf16, against the CPU product and rotation.
 TEST(CudaKernels, LinearRopeFewRows) {

@@ -23,7 +23,7 @@
 
 namespace modc_test_counters {
 inline int64_t tmaLaunches = 0, tmaRoundings = 0, fusedRopeLaunches = 0,
-               streamLaunches = 0, groupedLaunches = 0,
+               streamLaunches = 0, groupedLaunches = 0, siblingLaunches = 0,
                attentionWgmmaLaunches = 0, attentionGradWgmmaLaunches = 0;
 } // namespace modc_test_counters
 
@@ -46,6 +46,8 @@ inline int64_t fusedRopeLaunches() {
 inline int64_t streamLaunches() { return modc_test_counters::streamLaunches; }
 /// Grouped product launches (modk.gemm's `group`) so far.
 inline int64_t groupedLaunches() { return modc_test_counters::groupedLaunches; }
+/// Sibling product launches (modk.gemm's `siblings`) so far.
+inline int64_t siblingLaunches() { return modc_test_counters::siblingLaunches; }
 /// Launches of the wgmma attention kernel (attentionWgmmaKernel) so far.
 inline int64_t attentionWgmmaLaunches() {
   return modc_test_counters::attentionWgmmaLaunches;

@@ -74,6 +74,11 @@ LogicalResult modc::buildModToModkPipeline(OpPassManager &pm,
           })))
     return failure();
   entry.addPass(std::move(configure));
+  // A decode step's products of one input as one few-row launch, where
+  // their configurations take that kernel.
+  GroupSiblingsOptions siblings;
+  siblings.enabled = options.groupSiblings;
+  entry.addPass(createGroupSiblings(siblings));
   // The products' configurations say which weights they read as bf16.
   KeepBf16WeightsOptions weightCopies;
   weightCopies.enabled = options.bf16WeightCopies;

@@ -123,7 +123,10 @@ static cl::list<std::string> noFuse(
              "(a whole buffer's copy, into the row kernel that wrote its "
              "source), group (independent products of one shape, such as "
              "an MoE layer's experts, and the experts' row kernels, each "
-             "as one grouped launch; CUDA targets), zero-fill (a weight gradient's zero fill, into its "
+             "as one grouped launch; CUDA targets), siblings (a decode "
+             "step's products of one input, such as Q, K and V, as one "
+             "launch of the few-row kernel; CUDA targets), zero-fill (a "
+             "weight gradient's zero fill, into its "
              "first product, which then writes it; CPU targets)"),
     cl::value_desc("FUSION,..."), cl::CommaSeparated, cl::sub(compileCommand),
     cl::cat(modcCategory));
@@ -293,12 +296,14 @@ static int runCompile() {
       pipeline.fuseCopies = false;
     else if (fusion == "group")
       pipeline.groupGemms = false;
+    else if (fusion == "siblings")
+      pipeline.groupSiblings = false;
     else if (fusion == "zero-fill")
       pipeline.foldZeroFills = false;
     else
       return fail("--no-fuse takes routing, residual, residual-add, "
                   "activation, rows-epilogue, router-norm, select-gather, "
-                  "horizontal, copy, group and zero-fill, got '" +
+                  "horizontal, copy, group, siblings and zero-fill, got '" +
                   fusion + "'");
   }
   if (target == "cuda") {

@@ -35,6 +35,8 @@ struct PipelineOptions {
   bool foldZeroFills = true;
   /// modk-group-gemms (modc --no-fuse=group); CUDA targets only.
   bool groupGemms = true;
+  /// modk-group-siblings (modc --no-fuse=siblings); CUDA targets only.
+  bool groupSiblings = true;
   /// modk-keep-bf16-weights (CUDA targets; modc --f32-weights sets false).
   bool bf16WeightCopies = true;
   /// A CUDA target: modk-configure-gemms' options (arch=sm_90a and any

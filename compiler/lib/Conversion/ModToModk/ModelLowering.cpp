@@ -19,7 +19,8 @@ modk::GemmOp modc::lowering::createGemm(OpBuilder &b, Location loc, Value input,
                               epilogue, /*n_heads=*/nullptr,
                               /*rope_theta=*/nullptr, /*round_bf16=*/false,
                               /*config=*/nullptr, /*precision=*/nullptr,
-                              /*causal_only=*/false, /*group=*/nullptr);
+                              /*causal_only=*/false, /*group=*/nullptr,
+                              /*siblings=*/nullptr);
 }
 
 Value ModelLowering::param(StringRef name, ArrayRef<int64_t> shape,

@@ -271,6 +271,9 @@ private:
                           bool exact) const;
   /// The members of a group (modk-group-gemms) as one grouped launch.
   void emitGemmGroup(ArrayRef<modk::GemmOp> members, int indent);
+  /// Sibling products of one input (modk-group-siblings) as one launch of
+  /// the few-row kernel, each member its own launch where that declines.
+  void emitGemmSiblings(ArrayRef<modk::GemmOp> members, int indent);
   void emitGemmDgrad(modk::GemmDgradOp op, const KernelCall &call) override;
   void emitGemmWgrad(modk::GemmWgradOp op, const KernelCall &call) override;
   /// The members of a group of gradient products (modk.gemm_dgrad or
@@ -465,6 +468,19 @@ bool CudaEmitter::emitRowGroup(modk::RowsOp op) {
 }
 
 void CudaEmitter::emitGemm(modk::GemmOp op, int indent) {
+  if (IntegerAttr siblings = op.getSiblingsAttr()) {
+    // The first sibling launches its neighbours of the same number
+    // (modk-group-siblings); the others were launched with it.
+    auto previous = dyn_cast_or_null<modk::GemmOp>(op->getPrevNode());
+    if (previous && previous.getSiblingsAttr() == siblings)
+      return;
+    SmallVector<modk::GemmOp> members;
+    for (auto g = op; g && g.getSiblingsAttr() == siblings;
+         g = dyn_cast_or_null<modk::GemmOp>(g->getNextNode()))
+      members.push_back(g);
+    emitGemmSiblings(members, indent);
+    return;
+  }
   IntegerAttr group = op.getGroupAttr();
   if (!group) {
     emitOneGemm(op, indent);
@@ -575,6 +591,53 @@ void CudaEmitter::emitGemmGroup(ArrayRef<modk::GemmOp> members, int indent) {
   emitCall(withGemmPlan(std::move(call), first),
            indent + (groupPlan.empty() ? 2 : 4));
   os << pad << "}\n";
+}
+
+void CudaEmitter::emitGemmSiblings(ArrayRef<modk::GemmOp> members, int indent) {
+  modk::GemmOp first = members.front();
+  int64_t k = cast<MemRefType>(first.getWeights()[0].getType()).getDimSize(1);
+  int64_t size = int64_t(members.size());
+  std::string pad(indent, ' ');
+  // Each member's weight, and its output or its epilogue's arguments.
+  os << fmt::format("{}{{ // siblings {}: {} products of one input\n", pad,
+                    first.getSiblingsAttr().getInt(), size);
+  os << fmt::format("{}  modk_cuda::detail::EpiArgs sibEpi[{}];\n", pad, size);
+  os << fmt::format("{}  void *sibOut[{}] = {{}};\n", pad, size);
+  std::vector<std::string> kinds, weights;
+  for (auto [z, member] : llvm::enumerate(members)) {
+    modk::GemmOp m = member;
+    int64_t n = cast<MemRefType>(m.getWeights()[0].getType()).getDimSize(0);
+    weights.push_back(name(m.getWeights()[0]));
+    if (m.getEpilogue() == modk::Epilogue::rows) {
+      os << pad << "  {\n";
+      std::string args = rowEpilogueArgs(m);
+      for (StringRef line : llvm::split(StringRef(args).rtrim(), '\n'))
+        os << pad << "    " << line << "\n";
+      os << fmt::format("{}    sibEpi[{}] = epi;\n{}  }}\n", pad, z, pad);
+      kinds.push_back(fmt::format("modk_cuda::detail::GemmSibling<{}, "
+                                  "modk_cuda::detail::epiRows<{}>(), float>",
+                                  n, rowKernelOf.lookup(m.getEpilogueRows())));
+    } else {
+      os << fmt::format("{}  sibOut[{}] = {};\n", pad, z, name(m.getOutput()));
+      kinds.push_back(fmt::format(
+          "modk_cuda::detail::GemmSibling<{}, modk_cuda::detail::EpiStore, "
+          "std::remove_cv_t<std::remove_pointer_t<decltype({})>>>",
+          n, name(m.getOutput())));
+    }
+  }
+  os << fmt::format("{}  const float *sibW[] = {{{}}};\n", pad,
+                    llvm::join(weights, ", "));
+  // One launch of the few-row kernel where the plan takes it for the rows;
+  // otherwise each member as its own launch.
+  KernelArg rows = rowsArg(first.getSegments(), first.getInput());
+  os << fmt::format("{}  if (!modk_cuda::linear_siblings<{}, {}, {}, {}>({}, "
+                    "{} + B, {}, sibW, sibOut, sibEpi, s)) {{\n",
+                    pad, k, productsBf16(first) ? 1 : 0, gemmPlanName(first),
+                    llvm::join(kinds, ", "), name(first.getInput()), rows.text,
+                    rows.bound);
+  for (modk::GemmOp m : members)
+    emitOneGemm(m, indent + 4);
+  os << pad << "  }\n" << pad << "}\n";
 }
 
 void CudaEmitter::emitOneGemm(modk::GemmOp op, int indent) {

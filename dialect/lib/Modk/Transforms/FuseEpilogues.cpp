@@ -64,7 +64,7 @@ struct FuseResidualAdd : OpRewritePattern<modk::AddOp> {
           gemm.getSegments(), ValueRange{residual}, add.getOutput(),
           modk::Epilogue::residual_add, nullptr, nullptr, false, nullptr,
           gemm.getPrecisionAttr(), gemm.getCausalOnly(),
-          /*group=*/nullptr);
+          /*group=*/nullptr, /*siblings=*/nullptr);
       rewriter.eraseOp(add);
       rewriter.eraseOp(gemm);
       eraseIfDead(rewriter, product);
@@ -85,11 +85,11 @@ struct FuseActivation : OpRewritePattern<modk::ActivationOp> {
       return rewriter.notifyMatchFailure(act, "up rows have other readers");
     if (act.getKind() == modc::Activation::gelu) {
       rewriter.setInsertionPoint(act);
-      modk::GemmOp::create(rewriter, up.getLoc(), up.getInput(),
-                           up.getWeights(), up.getSegments(), ValueRange{},
-                           act.getOutput(), modk::Epilogue::gelu, nullptr,
-                           nullptr, false, nullptr, up.getPrecisionAttr(),
-                           up.getCausalOnly(), /*group=*/nullptr);
+      modk::GemmOp::create(
+          rewriter, up.getLoc(), up.getInput(), up.getWeights(),
+          up.getSegments(), ValueRange{}, act.getOutput(), modk::Epilogue::gelu,
+          nullptr, nullptr, false, nullptr, up.getPrecisionAttr(),
+          up.getCausalOnly(), /*group=*/nullptr, /*siblings=*/nullptr);
       Value upRows = act.getUp();
       rewriter.eraseOp(act);
       rewriter.eraseOp(up);
@@ -103,12 +103,12 @@ struct FuseActivation : OpRewritePattern<modk::ActivationOp> {
       return rewriter.notifyMatchFailure(act, "gate rows have other readers");
     // The swiglu epilogue keeps a W_gate^T in the gate's buffer (scratch).
     rewriter.setInsertionPoint(act);
-    modk::GemmOp::create(rewriter, up.getLoc(), up.getInput(),
-                         ValueRange{gate.getWeights()[0], up.getWeights()[0]},
-                         up.getSegments(), ValueRange{act.getGate()},
-                         act.getOutput(), modk::Epilogue::swiglu, nullptr,
-                         nullptr, false, nullptr, up.getPrecisionAttr(),
-                         up.getCausalOnly(), /*group=*/nullptr);
+    modk::GemmOp::create(
+        rewriter, up.getLoc(), up.getInput(),
+        ValueRange{gate.getWeights()[0], up.getWeights()[0]}, up.getSegments(),
+        ValueRange{act.getGate()}, act.getOutput(), modk::Epilogue::swiglu,
+        nullptr, nullptr, false, nullptr, up.getPrecisionAttr(),
+        up.getCausalOnly(), /*group=*/nullptr, /*siblings=*/nullptr);
     Value upRows = act.getUp();
     rewriter.eraseOp(act);
     rewriter.eraseOp(up);

@@ -143,7 +143,7 @@ void stack(ArrayRef<modk::GemmOp> group, RewriterBase &rewriter) {
                        first.getSegments(), ValueRange{}, stacked,
                        modk::Epilogue::none, nullptr, nullptr, false, nullptr,
                        first.getPrecisionAttr(), first.getCausalOnly(),
-                       /*group=*/nullptr);
+                       /*group=*/nullptr, /*siblings=*/nullptr);
   SmallVector<Value> windows;
   int64_t offset = 0;
   for (modk::GemmOp gemm : group) {

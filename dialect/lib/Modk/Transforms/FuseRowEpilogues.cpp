@@ -99,7 +99,7 @@ LogicalResult fuseRowsIntoGemm(modk::GemmOp gemm, bool ownRows,
         gemm.getSegments(), ValueRange{}, rows.getOutputs()[0],
         modk::Epilogue::rows, nullptr, nullptr, false, nullptr,
         gemm.getPrecisionAttr(), gemm.getCausalOnly(),
-        /*group=*/nullptr);
+        /*group=*/nullptr, /*siblings=*/nullptr);
     Block *block = rewriter.createBlock(&fused.getFusedRows(), {},
                                         {product.getType()}, {gemm.getLoc()});
     rewriter.moveOpBefore(rows, block, block->end());

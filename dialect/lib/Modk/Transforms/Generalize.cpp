@@ -218,7 +218,8 @@ struct NamedEpilogueToRows : OpRewritePattern<modk::GemmOp> {
                            op.getWeights()[0], op.getSegments(), ValueRange{},
                            extra[0], modk::Epilogue::none, nullptr, nullptr,
                            false, nullptr, op.getPrecisionAttr(),
-                           op.getCausalOnly(), /*group=*/nullptr);
+                           op.getCausalOnly(), /*group=*/nullptr,
+                           /*siblings=*/nullptr);
     }
     Value up = op.getWeights().back();
     rewriter.modifyOpInPlace(op, [&] {
@@ -514,7 +515,7 @@ modk::GemmOp createPredictorProduct(PatternRewriter &rewriter, Location loc,
       rewriter, loc, input, weight, all, ValueRange{}, output,
       modk::Epilogue::none, nullptr, nullptr, false, nullptr,
       modk::DTypeAttr::get(rewriter.getContext(), modc::DType::f32), causalOnly,
-      /*group=*/nullptr);
+      /*group=*/nullptr, /*siblings=*/nullptr);
 }
 
 /// The causal predictor p = fc2 . silu(fc1 x + b1) + b2

@@ -554,6 +554,23 @@ linear_rows_epilogue_group(const detail::GemmGroup<G, TA, float, float> &group,
                                                             stream);
 }
 
+/// A decode step's sibling products of one input (modk.gemm's `siblings`,
+/// modk-group-siblings: its queries', keys' and values'): member z of Sibs
+/// (detail::GemmSibling<N, EPI, TC>) is a w_z^T over the K-wide rows of a,
+/// finished by its epilogue (a store into c[z], or the generated epilogue
+/// from epi[z]), all in one launch of the few-row kernel where PLAN takes
+/// it for max_rows rows. False where it does not: nothing was enqueued,
+/// and the caller runs each member as its own launch.
+template <int K, bool BF16, typename PLAN, typename... Sibs, typename TA>
+inline bool linear_siblings(const TA *a, const int64_t *rows, int64_t max_rows,
+                            const float *const (&w)[sizeof...(Sibs)],
+                            void *const (&c)[sizeof...(Sibs)],
+                            const detail::EpiArgs (&epi)[sizeof...(Sibs)],
+                            cudaStream_t stream) {
+  return detail::launchGemmSiblings<PLAN, K, BF16, TA, Sibs...>(
+      a, rows, max_rows, w, c, epi, stream);
+}
+
 /// pos[b*S + i] = i, seg[b] = b*S (B + 1 entries).
 template <int S>
 inline void identity_segments(int64_t B, int32_t *pos, int64_t *seg,

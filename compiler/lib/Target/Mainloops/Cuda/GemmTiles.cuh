@@ -2153,6 +2153,66 @@ __global__ __launch_bounds__(kStreamThreads) void gemmStreamKernelGroup(
                                 group.rows[z]);
 }
 
+/// The most members of a sibling launch (modk-group-siblings); an
+/// enumerator, which nvcc does not report where no package uses it.
+enum : int { kMaxGemmSiblings = 4 };
+
+/// A member of a sibling launch (launchGemmSiblings): N output columns,
+/// finished by epilogue EPI (EpiStore: stored into its output, of element
+/// TC; a generated `rows` epilogue: by its functor, from its EpiArgs).
+template <int N, int EPI, typename TC> struct GemmSibling {
+  static constexpr int n = N, epi = EPI;
+  using C = TC;
+};
+
+/// The members' weights, outputs and epilogue arguments of a sibling
+/// launch.
+template <int G, typename TB> struct GemmSiblingTable {
+  using Weight = TB;
+  const TB *b[G];
+  void *c[G];
+  EpiArgs epi[G];
+};
+
+/// Member Z (Sib) of a sibling launch: gemmStreamKernel's body on its
+/// weight, epilogue and output; CTAs past its columns have nothing to do.
+template <bool BF, typename Sib, int Z, int G, typename TA, typename TB>
+__device__ __forceinline__ void
+gemmSiblingMember(const TA *A, int64_t lda, const GemmSiblingTable<G, TB> &t,
+                  int64_t M, int64_t L, const int64_t *dynRows) {
+  if (int64_t(blockIdx.x) * StreamTile::BN >= Sib::n)
+    return;
+  gemmStreamKernelBody<true, Sib::epi, BF, TA, TB, typename Sib::C>(
+      A, lda, t.b[Z], L, static_cast<typename Sib::C *>(t.c[Z]), Sib::n,
+      t.epi[Z], M, Sib::n, L, dynRows);
+}
+
+/// The member of blockIdx.z, each member's table entries at a constant
+/// index (no local copy of the table).
+template <bool BF, typename TA, typename TB, typename... Sibs, int... Z>
+__device__ __forceinline__ void
+gemmSiblingOfBlock(const TA *A, int64_t lda,
+                   const GemmSiblingTable<sizeof...(Sibs), TB> &t, int64_t M,
+                   int64_t L, const int64_t *dynRows,
+                   std::integer_sequence<int, Z...>) {
+  ((int(blockIdx.z) == Z
+        ? gemmSiblingMember<BF, Sibs, Z>(A, lda, t, M, L, dynRows)
+        : void()),
+   ...);
+}
+
+/// The few-row kernel on sibling products of one A [*dynRows, L] (member
+/// blockIdx.z of Sibs: modk-group-siblings' `siblings`).
+template <bool BF, typename TA, typename TB, typename... Sibs>
+__global__ __launch_bounds__(kStreamThreads) void gemmStreamKernelSiblings(
+    const TA *__restrict__ A, int64_t lda,
+    const GemmSiblingTable<sizeof...(Sibs), TB> t, int64_t M, int64_t L,
+    const int64_t *dynRows) {
+  gemmSiblingOfBlock<BF, TA, TB, Sibs...>(
+      A, lda, t, M, L, dynRows,
+      std::make_integer_sequence<int, int(sizeof...(Sibs))>{});
+}
+
 /// The GEMM kernel families: SIMT f32, mma.sync (3xTF32 or bf16) and wgmma
 /// (bf16 on sm_90a), as #modk.gemm_config names them.
 /// PathStream: few-row products (gemmStreamKernel).
@@ -2506,6 +2566,74 @@ inline bool linearEpi(const TA *a, const int64_t *rows, int64_t max_rows,
   return launchGemm<PLAN, true, true, 0, EPI, BF>(a, K, w, K, y, N, epi,
                                                   max_rows, N, K, nullptr,
                                                   stream);
+}
+
+/// Sibling products of one input a [*rows, K] (modk-group-siblings): member
+/// z's product a w_z^T finished by its epilogue (Sibs: GemmSibling), all in
+/// one launch of the few-row kernel, z the member, where PLAN takes that
+/// kernel for max_rows rows and either every member or none has a current
+/// bf16 weight copy to stream; false otherwise (nothing was enqueued: the
+/// caller runs each member as its own launch).
+template <typename PLAN, int K, bool BF, typename TA, typename... Sibs>
+inline bool
+launchGemmSiblings(const TA *a, const int64_t *rows, int64_t max_rows,
+                   const float *const (&w)[sizeof...(Sibs)],
+                   void *const (&c)[sizeof...(Sibs)],
+                   const EpiArgs (&epi)[sizeof...(Sibs)], cudaStream_t stream) {
+  constexpr int G = sizeof...(Sibs);
+  static_assert(G >= 2 && G <= kMaxGemmSiblings, "2 to kMaxGemmSiblings");
+  static_assert((gemmWidthsOk<Sibs::n, K>() && ...),
+                "GEMM widths must be in [1, 2^24)");
+  constexpr int64_t cols[G] = {Sibs::n...};
+  constexpr int64_t maxCols = std::max({int64_t(Sibs::n)...});
+  if (max_rows <= 0)
+    return true;
+  using Product = GemmProduct<EpiStore, BF, false, true>;
+  return PLAN::template dispatch<Product>(max_rows, maxCols, [&](auto variant) {
+    using V = decltype(variant);
+    if constexpr (V::path != PathStream) {
+      return false;
+    } else {
+      const dim3 grid(unsigned(ceilDiv(maxCols, StreamTile::BN)),
+                      unsigned(ceilDiv(max_rows, StreamTile::BM)), G);
+      auto launch = [&](const auto &table) {
+        using TB = typename std::decay_t<decltype(table)>::Weight;
+        MODC_TEST_COUNT(streamLaunches);
+        MODC_TEST_COUNT(siblingLaunches);
+        traceGemm(std::is_same<TB, bf16>::value ? "stream bf16-weight siblings"
+                                                : "stream siblings",
+                  max_rows, maxCols, K, StreamTile::BM, StreamTile::BN,
+                  "siblings");
+        MODC_LAUNCH((gemmStreamKernelSiblings<BF, TA, TB, Sibs...>), grid,
+                    kStreamThreads, 0, stream, a, int64_t(K), table, max_rows,
+                    int64_t(K), rows);
+        return true;
+      };
+      GemmSiblingTable<G, float> plain;
+      for (int z = 0; z < G; ++z) {
+        plain.b[z] = w[z];
+        plain.c[z] = c[z];
+        plain.epi[z] = epi[z];
+      }
+      if constexpr (BF) {
+        // A bf16 product streams its weight's current bf16 copy where
+        // there is one: every member's, or none's.
+        GemmSiblingTable<G, bf16> copies;
+        int copied = 0;
+        for (int z = 0; z < G; ++z) {
+          copies.b[z] = currentCopyOf(w[z], cols[z] * K);
+          copies.c[z] = c[z];
+          copies.epi[z] = epi[z];
+          copied += copies.b[z] != nullptr;
+        }
+        if (copied == G)
+          return launch(copies);
+        if (copied != 0)
+          return false;
+      }
+      return launch(plain);
+    }
+  });
 }
 
 //===----------------------------------------------------------------------===//

@@ -203,6 +203,11 @@ def Modk_GemmOp : Modk_Op<"gemm", [AttrSizedOperandSegments, NoTerminator,
     `group` (set by modk-group-gemms for a CUDA target): neighbouring
     products with the same number are independent products of one shape,
     epilogue and configuration that run as one grouped launch.
+    `siblings` (set by modk-group-siblings for a CUDA target): neighbouring
+    products with the same number read one input on one row set, each
+    with its own weight, epilogue and output (a decode step's queries,
+    keys and values), and run as one launch of the few-row kernel where
+    their configuration takes it.
   }];
   let arguments = (ins Modk_Read:$input, Modk_VariadicRead:$weights,
                    Modk_Read:$segments, Modk_VariadicReadWritten:$extra,
@@ -211,7 +216,8 @@ def Modk_GemmOp : Modk_Op<"gemm", [AttrSizedOperandSegments, NoTerminator,
                    OptionalAttr<F64Attr>:$rope_theta, UnitAttr:$round_bf16,
                    OptionalAttr<Modk_GemmConfigAttr>:$config,
                    OptionalAttr<Modk_DTypeAttr>:$precision,
-                   UnitAttr:$causal_only, OptionalAttr<I64Attr>:$group);
+                   UnitAttr:$causal_only, OptionalAttr<I64Attr>:$group,
+                   OptionalAttr<I64Attr>:$siblings);
   let regions = (region AnyRegion:$fused_rows);
   let assemblyFormat = [{
     $input `,` `[` $weights `]` `rows` $segments

@@ -615,6 +615,41 @@ def FoldZeroFills : Pass<"modk-fold-zero-fills", "::modc::modk::EntryOp"> {
   ];
 }
 
+def GroupSiblings : Pass<"modk-group-siblings", "::modc::modk::EntryOp"> {
+  let summary = "Mark a decode step's products of one input as one launch";
+  let description = [{
+    A decode step multiplies a few rows (one a sequence) by each weight, and
+    on a GPU each such product is a launch that reads its weight once: the
+    queries', keys' and values' products are three launches of one input,
+    where the step is bound by its launches. In a decode entry this pass
+    gives neighbouring `modk.gemm`s that can run as one launch of the
+    few-row kernel the same `siblings` number; the CUDA emitter then writes
+    one call that runs every member's columns in one grid (z the member),
+    each with its own weight, epilogue (RoPE and the bf16 store included)
+    and output, and each member's own launch where the configuration does
+    not take the few-row kernel for the step's rows.
+
+    Siblings have the same input, row set, reduction and bf16 rounding, one
+    weight each, no `group` and no `causal_only`, a configuration whose
+    first variant is the few-row kernel and none on CUTLASS, and none reads
+    or writes a buffer that another writes (SwiGLU's up projection reads
+    its gate's product: not siblings). Run after modk-configure-gemms.
+    `modc --no-fuse=siblings` turns it off.
+
+    Before:
+    ```mlir
+    modk.gemm %n, [%wq] rows %seg -> %q {config = #modk.gemm_config<stream 8x4, ...>, ...}
+    modk.gemm %n, [%wk] rows %seg -> %k {config = ...}
+    modk.gemm %n, [%wv] rows %seg -> %v {config = ...}
+    ```
+    After: the same with `siblings = 0` on each.
+  }];
+  let options = [
+    Option<"enabled", "enabled", "bool", /*default=*/"true",
+           "Mark sibling products of a decode step">,
+  ];
+}
+
 def PlanMemory : Pass<"modk-plan-memory", "::modc::modk::EntryOp"> {
   let summary = "Place every workspace buffer, reusing memory by liveness";
   let description = [{
