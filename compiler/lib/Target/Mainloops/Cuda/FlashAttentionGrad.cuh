@@ -1466,43 +1466,52 @@ inline bool launchAttnGradKeyWgmma(int64_t nseg, int64_t max_seg_rows,
   return true;
 }
 
-/// Threads and queries of attnGradQueryWgmma: two warpgroups of 64 queries
-/// each over 64-key tiles.
+/// Threads and queries of attnGradQueryWgmma: a producer warpgroup and two
+/// consumer warpgroups of 64 queries each, over 64-key tiles.
 constexpr int kAgWgQueryRows = 128;
 
 /// Shared memory of attnGradQueryWgmma (bytes), as AttnGradWgmmaSmem: the
-/// CTA's Q and dO (two 64-row slabs each, one a warpgroup), then two
-/// buffers of a key tile's K and V, then two buffers of its key positions.
+/// CTA's Q and dO (two 64-row slabs each, one a consumer warpgroup), then a
+/// ring of `Stages` stages, each a key tile's K and V and its key positions
+/// (padded to 1024 bytes).
 template <int HD> struct AttnGradQueryWgmmaSmem {
   static constexpr int Groups = HD / 64;
   static constexpr int GroupBytes = 64 * 128;
   static constexpr int QBytes = kAgWgQueryRows / 64 * Groups * GroupBytes;
   static constexpr int TileBytes = Groups * GroupBytes; ///< 64 keys
-  static constexpr int Q = 0, DO = QBytes, KV = 2 * QBytes;
-  static constexpr int Kpos = KV + 4 * TileBytes; ///< [2][64] positions
-  static constexpr size_t Bytes = size_t(Kpos + 2 * 64 * 4) + 1024;
+  static constexpr int Q = 0, DO = QBytes, Ring = 2 * QBytes;
+  static constexpr int V = TileBytes, Kpos = 2 * TileBytes; ///< in a stage
+  static constexpr int StageBytes = 2 * TileBytes + 1024;
+  static constexpr int Stages = HD == 64 ? 4 : 3;
+  static constexpr size_t Bytes = size_t(Ring + Stages * StageBytes) + 1024;
 };
 
 /// wgmma query side (attnGradQueryTc's grid, up to its 128-query CTAs, and
 /// result up to the rounding of dS and dO to bf16): CTA (128 queries, head,
-/// segment) of two warpgroups, warpgroup w owning queries 64 w .. 64 w + 63,
-/// over the 64-key tiles its last query sees, twice.
-///  - Q comes once by TMA; dO is rounded to bf16 and staged by every thread
-///    (stageDoutBf16); the key tiles by TMA through two buffers (tile u + 1's
-///    load runs during tile u's math; V only in pass 2), with their
-///    positions.
-///  - Pass 1: S = Q K^T (m64n64k16), masked (pos[key] > pos[query]; keys past
-///    the segment never visible), the online max and sum in f32 in the log2
-///    domain -> lse; D = rowsum(dO * O) in f32 from memory; both to stats
-///    (natural log) for the key side.
+/// segment), over the 64-key tiles its last query sees, twice (step u: tile
+/// u % tiles, pass u / tiles).
+///  - Warp specialised, as attnGradKeyWgmmaRing: warpgroup 0 produces. It
+///    loads Q by TMA and stages dO (rounded to bf16, stageDoutBf16) once,
+///    then streams each step's K tile (and in pass 2 its V tile) by TMA
+///    with the tile's key positions through a ring of `Stages` stages on
+///    full/empty mbarriers; in pass 2 it zeroes K's rows past the segment
+///    once they have landed (0 x NaN would reach dQ). setmaxnreg moves
+///    registers to the consumers.
+///  - Consumer warpgroup w (1 or 2) owns queries 64 (w - 1) .. + 63 and
+///    visits the prefix of the tiles its rows see (the others are waited
+///    for and released without math). Pass 1: S = Q K^T (m64n64k16),
+///    masked (pos[key] > pos[query]; keys past the segment never visible),
+///    the online max and sum in f32 in the log2 domain -> lse; D =
+///    rowsum(dO * O) in f32 from memory; both to stats (natural log) for
+///    the key side.
 ///  - Pass 2: S again and dP = dO V^T, P = exp2(S scale log2 e - lse)
 ///    masked, dS = P (dP - D) in f32, zero where masked (V rows past the
 ///    segment may be NaN), rounded to bf16 in registers as the A operand of
-///    dQ += dS K (m64nHDk16, K read MN-major); dq = dQ scale. K rows past
-///    the segment are zeroed in shared memory once their tile has landed
-///    (0 x NaN would reach dQ).
+///    dQ += dS K (m64nHDk16, K read MN-major); dq = dQ scale. A consumer
+///    issues tile u's S and dP, then tile u - 1's dQ, and forms tile u's dS
+///    while dQ runs (as attnGradKeyWgmmaRing).
 template <int H, int HD, int KVH>
-__global__ __launch_bounds__(kAgWgThreads, 1) void attnGradQueryWgmma(
+__global__ __launch_bounds__(detail::kAttnWgThreads, 1) void attnGradQueryWgmma(
     const __grid_constant__ CUtensorMap mapQ,
     const __grid_constant__ CUtensorMap mapK,
     const __grid_constant__ CUtensorMap mapV, const float *__restrict__ o,
@@ -1511,79 +1520,129 @@ __global__ __launch_bounds__(kAgWgThreads, 1) void attnGradQueryWgmma(
   static_assert(detail::attentionWgmmaHeadDim<HD>,
                 "head dim of the wgmma kernel");
   using L = AttnGradQueryWgmmaSmem<HD>;
-  constexpr int BQ = kAgWgQueryRows, BK = 64, T = kAgWgThreads;
+  using Regs = detail::AttnWgRegisters;
+  constexpr int BQ = kAgWgQueryRows, BK = 64, S = L::Stages;
   constexpr int G = L::Groups, GB = L::GroupBytes;
   constexpr int64_t LD = int64_t(H) * HD;
   constexpr int32_t kNoPos = 0x7fffffff;
   const int s = blockIdx.z, h = blockIdx.y;
-  const int64_t base = seg[s], n = seg[s + 1] - base;
   // Later query tiles see more keys: they get the lower block indices.
   const int64_t i0 = int64_t(gridDim.x - 1 - blockIdx.x) * BQ;
-  if (i0 >= n)
+  if (i0 >= seg[s + 1] - seg[s])
     return; // the whole CTA, before any barrier
-  const int qn = int(detail::minI64(BQ, n - i0));
-  const int32_t *ps = pos + base;
-  const int32_t lastPos = ps[i0 + qn - 1];
-  int tiles = 1; // the key tiles the CTA visits: a prefix
-  while (int64_t(tiles) * BK < n && ps[int64_t(tiles) * BK] <= lastPos)
-    ++tiles;
+  // The CTA's rows and key tiles, derived by each role after setmaxnreg
+  // (as attnGradKeyWgmmaRing's).
+  struct Geometry {
+    int64_t base, n;
+    const int32_t *ps;
+    int qn, tiles;
+  };
+  auto geometry = [&] {
+    Geometry g;
+    g.base = seg[s];
+    g.n = seg[s + 1] - g.base;
+    g.qn = int(detail::minI64(BQ, g.n - i0));
+    g.ps = pos + g.base;
+    const int32_t lastPos = g.ps[i0 + g.qn - 1];
+    g.tiles = 1; // the key tiles the CTA visits: a prefix
+    while (int64_t(g.tiles) * BK < g.n &&
+           g.ps[int64_t(g.tiles) * BK] <= lastPos)
+      ++g.tiles;
+    return g;
+  };
 
   MODC_DYNAMIC_SHARED(unsigned char, smemRaw);
   unsigned char *smem = reinterpret_cast<unsigned char *>(
       (reinterpret_cast<uintptr_t>(smemRaw) + 1023) & ~uintptr_t(1023));
-  int32_t *kposAll = reinterpret_cast<int32_t *>(smem + L::Kpos);
-  __shared__ __align__(8) uint64_t qFull, kvFull[2];
+  unsigned char *ring = smem + L::Ring;
+  __shared__ __align__(8) uint64_t qLanded, qFull, landed[S], full[S], empty[S];
 
-  const int tid = threadIdx.x, wg = tid / 128, lane = tid % kWarp;
-  const int warp = (tid % 128) / kWarp, gq = lane >> 2, tq = lane & 3;
-  const float scale = 1.0f / sqrtf(float(HD));
-  const float scaleLog2 = 1.4426950408889634f * scale;
+  const int tid = threadIdx.x;
+  const int wg = __shfl_sync(0xffffffffu, tid / 128, 0);
   const int hcol = h * HD, kvcol = (h / (H / KVH)) * HD;
   if (tid == 0) {
-    detail::mbarrierInit(&qFull, 1);
-    detail::mbarrierInit(&kvFull[0], 1);
-    detail::mbarrierInit(&kvFull[1], 1);
+    detail::mbarrierInit(&qLanded, 1);
+    detail::mbarrierInit(&qFull, 4); // the producer warps
+    for (int st = 0; st < S; ++st) {
+      detail::mbarrierInit(&landed[st], 1);
+      detail::mbarrierInit(&full[st], 4);  // the producer warps
+      detail::mbarrierInit(&empty[st], 8); // the consumer warps
+    }
     detail::fenceMbarrierInit();
   }
-  __syncthreads();
+  __syncthreads(); // the only block barrier: the roles part here
 
-  // Step u of the two passes: key tile u % tiles, with V in pass 2.
-  auto stage = [&](int u, int b) {
-    const int t = u % tiles;
-    const bool withV = u >= tiles;
-    unsigned char *kT = smem + L::KV + 2 * b * L::TileBytes;
+  if (wg == 0) {
+    detail::setMaxRegistersDec<Regs::Producer>();
+    const Geometry geo = geometry();
+    const int lane = tid % kWarp, tiles = geo.tiles;
+    const int64_t base = geo.base, n = geo.n;
     if (tid == 0) {
-      detail::mbarrierArriveExpectTx(&kvFull[b],
-                                     (withV ? 2 : 1) * L::TileBytes);
-      const int row = int(base) + t * BK;
-      for (int g = 0; g < G; ++g) {
-        detail::tmaLoad2d(kT + g * GB, &mapK, kvcol + 64 * g, row, &kvFull[b]);
-        if (withV)
-          detail::tmaLoad2d(kT + L::TileBytes + g * GB, &mapV, kvcol + 64 * g,
-                            row, &kvFull[b]);
-      }
+      detail::mbarrierArriveExpectTx(&qLanded, L::QBytes);
+      for (int slab = 0; slab < BQ / 64; ++slab)
+        for (int g = 0; g < G; ++g)
+          detail::tmaLoad2d(smem + L::Q + (slab * G + g) * GB, &mapQ,
+                            hcol + 64 * g, int(base + i0) + 64 * slab,
+                            &qLanded);
     }
-    const int64_t k0 = int64_t(t) * BK;
-    for (int c = tid; c < BK; c += T)
-      kposAll[b * BK + c] = k0 + c < n ? ps[k0 + c] : kNoPos;
-  };
-
-  if (tid == 0) {
-    detail::mbarrierArriveExpectTx(&qFull, L::QBytes);
-    for (int slab = 0; slab < BQ / 64; ++slab)
-      for (int g = 0; g < G; ++g)
-        detail::tmaLoad2d(smem + L::Q + (slab * G + g) * GB, &mapQ,
-                          hcol + 64 * g, int(base + i0) + 64 * slab, &qFull);
+    stageDoutBf16<H, HD, BQ, 128>(smem + L::DO, dout, base + i0, hcol, geo.qn,
+                                  detail::aligned16(dout), tid);
+    detail::mbarrierWait(&qLanded, 0);
+    detail::fenceProxyAsync(); // dO's stores, for the wgmmas
+    __syncwarp();
+    if (lane == 0)
+      detail::mbarrierArrive(&qFull);
+#pragma unroll 1
+    for (int u = 0; u < 2 * tiles; ++u) {
+      const int st = u % S;
+      const unsigned use = unsigned(u / S) & 1; // the stage's use parity
+      const bool withV = u >= tiles;
+      const int64_t k0 = int64_t(u % tiles) * BK;
+      const int kc = int(detail::minI64(BK, n - k0));
+      unsigned char *stage = ring + st * L::StageBytes;
+      detail::mbarrierWait(&empty[st], use ^ 1);
+      if (tid == 0) {
+        detail::mbarrierArriveExpectTx(&landed[st],
+                                       (withV ? 2 : 1) * L::TileBytes);
+        for (int g = 0; g < G; ++g) {
+          detail::tmaLoad2d(stage + g * GB, &mapK, kvcol + 64 * g,
+                            int(base + k0), &landed[st]);
+          if (withV)
+            detail::tmaLoad2d(stage + L::V + g * GB, &mapV, kvcol + 64 * g,
+                              int(base + k0), &landed[st]);
+        }
+      }
+      int32_t *kposS = reinterpret_cast<int32_t *>(stage + L::Kpos);
+      for (int c = tid; c < BK; c += 128)
+        kposS[c] = c < kc ? geo.ps[k0 + c] : kNoPos;
+      detail::mbarrierWait(&landed[st], use);
+      if (withV && kc < BK) // K rows kc .. BK: zero (pass 2 reads K for dQ)
+        detail::zeroSwizzledRows<G, 128>(stage, kc, tid);
+      detail::fenceProxyAsync();
+      __syncwarp();
+      if (lane == 0)
+        detail::mbarrierArrive(&full[st]);
+    }
+    return;
   }
-  stageDoutBf16<H, HD, BQ, T>(smem + L::DO, dout, base + i0, hcol, qn,
-                              detail::aligned16(dout), tid);
-  detail::fenceProxyAsync();
-  stage(0, 0);
 
-  const int sr = 64 * wg; // the warpgroup's first query row
+  detail::setMaxRegistersInc<Regs::Consumer>();
+  const Geometry geo = geometry();
+  const int64_t base = geo.base;
+  const int32_t *ps = geo.ps;
+  const int qn = geo.qn, tiles = geo.tiles;
+  const int slab = wg - 1, lane = tid % kWarp, warp = (tid % 128) / kWarp;
+  const int gq = lane >> 2, tq = lane & 3;
+  const float scale = 1.0f / sqrtf(float(HD));
+  const float scaleLog2 = 1.4426950408889634f * scale;
+  const int sr = 64 * slab; // the warpgroup's first query row
   const bool slabRows = sr < qn;
   const int32_t slabLastPos =
       slabRows ? ps[i0 + (qn < sr + 64 ? qn : sr + 64) - 1] : kNoPos;
+  // The tiles the slab visits in each pass: a prefix of the CTA's.
+  int visits = 0;
+  while (slabRows && visits < tiles && ps[int64_t(visits) * BK] <= slabLastPos)
+    ++visits;
   int32_t qp[2]; // this lane's rows' positions (kNoPos past the segment)
   float Dd[2];   // and D = rowsum(dO * O), each lane a quarter of the columns
 #pragma unroll
@@ -1600,52 +1659,64 @@ __global__ __launch_bounds__(kAgWgThreads, 1) void attnGradQueryWgmma(
     dd += __shfl_xor_sync(0xffffffffu, dd, 2);
     Dd[hh] = dd;
   }
-  const unsigned char *qSlab = smem + L::Q + wg * G * GB;
-  const unsigned char *dOSlab = smem + L::DO + wg * G * GB;
+  const unsigned char *qSlab = smem + L::Q + slab * G * GB;
+  const unsigned char *dOSlab = smem + L::DO + slab * G * GB;
 
-  // Waits for step u's tile (K rows past the segment zeroed in pass 2),
-  // stages step u + 1's, and says whether the warpgroup's rows see the
-  // tile. Two loops (one a pass) keep each pass's wgmmas off divergent
-  // paths, which ptxas would serialize.
-  auto nextTile = [&](int u) {
-    const int b = u & 1;
-    const int64_t k0 = int64_t(u % tiles) * BK;
-    const int kc = int(detail::minI64(BK, n - k0));
-    unsigned char *kT = smem + L::KV + 2 * b * L::TileBytes;
-    detail::mbarrierWait(&kvFull[b], unsigned(u >> 1) & 1);
-    if (u >= tiles && kc < BK) { // K rows kc .. BK: zero
-      detail::zeroSwizzledRows<G, T>(kT, kc, tid);
-      detail::fenceProxyAsync();
-    }
-    // Tile u is staged and every warpgroup is done with tile u - 1's buffer.
-    __syncthreads();
-    if (u + 1 < 2 * tiles)
-      stage(u + 1, b ^ 1);
-    return slabRows && kposAll[b * BK] <= slabLastPos;
-  };
-
-  // Pass 1: the online max and sum of the visible scaled scores.
-  float mrow[2] = {-INFINITY, -INFINITY}, lrow[2] = {0.0f, 0.0f}, lse2[2];
-  detail::mbarrierWait(&qFull, 0);
-  for (int u = 0; u < tiles; ++u) {
-    if (!nextTile(u))
-      continue; // the warpgroup's rows all precede the tile
-    const unsigned char *kT = smem + L::KV + 2 * (u & 1) * L::TileBytes;
-    const int32_t *kposS = kposAll + (u & 1) * BK;
-    // The lanes may leave the waits apart; .aligned wgmma needs the warp
-    // converged.
+  auto release = [&](int st) {
     __syncwarp();
-    float sc[BK / 8][4];
-    detail::zeroAccumulators(sc);
-    detail::wgmmaFence(sc);
+    if (lane == 0)
+      detail::mbarrierArrive(&empty[st]);
+  };
+  auto acquire = [&](int u) {
+    const int st = u % S;
+    detail::mbarrierWaitUntrapped(&full[st], unsigned(u / S) & 1);
+    __syncwarp(); // .aligned wgmma needs the warp converged
+    return st;
+  };
+  // The steps of a pass the slab does not see: waited for and released.
+  auto drain = [&](int from, int to) {
+    for (int u = from; u < to; ++u)
+      release(acquire(u));
+  };
+  // S = Q K^T over stage st's K tile (and, with dP, dP = dO V^T over its V
+  // tile), committed as one group.
+  auto issueS = [&](float(&sc)[BK / 8][4], int st) {
+    const unsigned char *kT = ring + st * L::StageBytes;
 #pragma unroll
     for (int k = 0; k < HD / 16; ++k) { // k16 step k of the head dim
       const int at = (k / 4) * GB + 32 * (k % 4);
       detail::wgmmaBf16<BK>(sc, detail::wgmmaDescriptorSw128(qSlab + at),
                             detail::wgmmaDescriptorSw128(kT + at), smem);
     }
+  };
+  auto issueDp = [&](float(&dp)[BK / 8][4], int st) {
+    const unsigned char *vT = ring + st * L::StageBytes + L::V;
+#pragma unroll
+    for (int k = 0; k < HD / 16; ++k) {
+      const int at = (k / 4) * GB + 32 * (k % 4);
+      detail::wgmmaBf16<BK>(dp, detail::wgmmaDescriptorSw128(dOSlab + at),
+                            detail::wgmmaDescriptorSw128(vT + at), smem);
+    }
+  };
+  auto kposOf = [&](int st) {
+    return reinterpret_cast<const int32_t *>(ring + st * L::StageBytes +
+                                             L::Kpos);
+  };
+
+  // Pass 1: the online max and sum of the visible scaled scores.
+  float mrow[2] = {-INFINITY, -INFINITY}, lrow[2] = {0.0f, 0.0f}, lse2[2];
+  detail::mbarrierWaitUntrapped(&qFull, 0);
+  __syncwarp();
+  for (int u = 0; u < visits; ++u) {
+    const int st = acquire(u);
+    const int32_t *kposS = kposOf(st);
+    float sc[BK / 8][4];
+    detail::zeroAccumulators(sc);
+    detail::wgmmaFence(sc);
+    issueS(sc, st);
     detail::wgmmaCommit();
     detail::wgmmaWait<0>(sc);
+    release(st);
     // Row gq + 8 (e >> 1) of the warp's 16, key column 8j + 2tq + (e & 1).
     float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
@@ -1670,6 +1741,7 @@ __global__ __launch_bounds__(kAgWgThreads, 1) void attnGradQueryWgmma(
     for (int hh = 0; hh < 2; ++hh)
       lrow[hh] = lrow[hh] * alpha[hh] + rs[hh];
   }
+  drain(visits, tiles);
   detail::quadRowSums(lrow);
 #pragma unroll
   for (int hh = 0; hh < 2; ++hh) {
@@ -1681,59 +1753,78 @@ __global__ __launch_bounds__(kAgWgThreads, 1) void attnGradQueryWgmma(
     }
   }
 
-  // Pass 2: dQ.
+  // Pass 2: dQ. Tile u's S and dP, then tile u - 1's dQ, which runs while
+  // tile u's dS is formed.
   float dQ[HD / 8][4];
   detail::zeroAccumulators(dQ);
-  for (int u = tiles; u < 2 * tiles; ++u) {
-    if (!nextTile(u))
-      continue;
-    const unsigned char *kT = smem + L::KV + 2 * (u & 1) * L::TileBytes;
-    const unsigned char *vT = kT + L::TileBytes;
-    const int32_t *kposS = kposAll + (u & 1) * BK;
-    __syncwarp();
-    float sc[BK / 8][4], dp[BK / 8][4];
+  // Stage st's dS = P (dP - D) into dp, in f32, zero where masked.
+  auto scoreGrads = [&](const float(&sc)[BK / 8][4], float(&dp)[BK / 8][4],
+                        int st) {
+    const int32_t *kposS = kposOf(st);
+#pragma unroll
+    for (int j = 0; j < BK / 8; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int c = 8 * j + 2 * tq + (e & 1);
+        dp[j][e] = kposS[c] > qp[e >> 1]
+                       ? 0.0f
+                       : exp2f(sc[j][e] * scaleLog2 - lse2[e >> 1]) *
+                             (dp[j][e] - Dd[e >> 1]);
+      }
+  };
+  auto roundA = [](const float(&x)[BK / 8][4], uint32_t(&a)[BK / 16][4]) {
+#pragma unroll
+    for (int j = 0; j < BK / 8; ++j) {
+      a[j / 2][2 * (j % 2)] = detail::packBf16x2(x[j][0], x[j][1]);
+      a[j / 2][2 * (j % 2) + 1] = detail::packBf16x2(x[j][2], x[j][3]);
+    }
+  };
+  auto issueScores = [&](float(&sc)[BK / 8][4], float(&dp)[BK / 8][4], int st) {
     detail::zeroAccumulators(sc);
     detail::zeroAccumulators(dp);
     detail::wgmmaFence(sc);
     detail::wgmmaPinAccumulators(dp);
-#pragma unroll
-    for (int k = 0; k < HD / 16; ++k) {
-      const int at = (k / 4) * GB + 32 * (k % 4);
-      detail::wgmmaBf16<BK>(sc, detail::wgmmaDescriptorSw128(qSlab + at),
-                            detail::wgmmaDescriptorSw128(kT + at), smem);
-    }
-#pragma unroll
-    for (int k = 0; k < HD / 16; ++k) {
-      const int at = (k / 4) * GB + 32 * (k % 4);
-      detail::wgmmaBf16<BK>(dp, detail::wgmmaDescriptorSw128(dOSlab + at),
-                            detail::wgmmaDescriptorSw128(vT + at), smem);
-    }
+    issueS(sc, st);
+    issueDp(dp, st);
     detail::wgmmaCommit();
-    detail::wgmmaWait<0>(sc);
-    detail::wgmmaPinAccumulators(dp);
-    uint32_t da[BK / 16][4]; // dS as wgmma's A fragments, a k16 step each
-#pragma unroll
-    for (int j = 0; j < BK / 8; ++j) {
-      float de[4];
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int c = 8 * j + 2 * tq + (e & 1);
-        de[e] = kposS[c] > qp[e >> 1]
-                    ? 0.0f
-                    : exp2f(sc[j][e] * scaleLog2 - lse2[e >> 1]) *
-                          (dp[j][e] - Dd[e >> 1]);
-      }
-      da[j / 2][2 * (j % 2)] = detail::packBf16x2(de[0], de[1]);     // row g
-      da[j / 2][2 * (j % 2) + 1] = detail::packBf16x2(de[2], de[3]); // g + 8
-    }
+  };
+  // dQ += dS K over stage st's K tile (read MN-major), dS as wgmma's A
+  // fragments (a k16 step of keys each), committed as one group.
+  auto issueDq = [&](const uint32_t(&da)[BK / 16][4], int st) {
+    const unsigned char *kT = ring + st * L::StageBytes;
     detail::wgmmaFence(dQ);
 #pragma unroll
     for (int kb = 0; kb < BK / 16; ++kb) // keys 16 kb .. 16 kb + 15
       detail::wgmmaBf16RegA<HD, true>(
           dQ, da[kb], detail::wgmmaDescriptorMnSw128(kT + 2048 * kb, BK), smem);
     detail::wgmmaCommit();
+  };
+  if (visits > 0) {
+    uint32_t da[BK / 16][4];
+    float sc[BK / 8][4], dp[BK / 8][4];
+    int prev = acquire(tiles);
+    issueScores(sc, dp, prev);
+    detail::wgmmaWait<0>(sc);
+    detail::wgmmaPinAccumulators(dp);
+    scoreGrads(sc, dp, prev);
+    roundA(dp, da);
+    for (int u = tiles + 1; u < tiles + visits; ++u) {
+      const int st = acquire(u);
+      issueScores(sc, dp, st);
+      issueDq(da, prev);
+      detail::wgmmaWait<1>(sc); // S and dP are in; dQ may still run
+      detail::wgmmaPinAccumulators(dp);
+      scoreGrads(sc, dp, st);
+      detail::wgmmaWait<0>(dQ); // tile u - 1 is summed; da is free
+      release(prev);
+      roundA(dp, da);
+      prev = st;
+    }
+    issueDq(da, prev);
     detail::wgmmaWait<0>(dQ);
+    release(prev);
   }
+  drain(tiles + visits, 2 * tiles);
 
 #pragma unroll
   for (int hh = 0; hh < 2; ++hh) {
@@ -1774,8 +1865,8 @@ inline bool launchAttnGradQueryWgmma(int64_t nseg, int64_t max_seg_rows,
     return false;
   const dim3 grid(unsigned(ceilDiv(max_seg_rows, kAgWgQueryRows)), unsigned(H),
                   unsigned(nseg));
-  MODC_LAUNCH(kernel, grid, kAgWgThreads, bytes, stream, mapQ, mapK, mapV, o,
-              dout, seg, pos, dq, stats);
+  MODC_LAUNCH(kernel, grid, detail::kAttnWgThreads, bytes, stream, mapQ, mapK,
+              mapV, o, dout, seg, pos, dq, stats);
   MODC_TEST_COUNT(attentionGradWgmmaLaunches);
   return true;
 }
