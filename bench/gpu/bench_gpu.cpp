@@ -510,6 +510,20 @@ int main(int argc, char **argv) {
   upload(dTokFwd, tokFwd.data(), tokFwd.size() * 4);
   upload(dTokGrad, tokGrad.data(), tokGrad.size() * 4);
 
+  // The arguments of a top-k forward over the timed tokens.
+  auto forwardArgs = [&](void *ws, float *logits, int32_t *routed) {
+    modc_forward_args a{};
+    a.batch = B;
+    a.seq_len = S;
+    a.mode = MODC_MODE_TOPK;
+    a.tokens = dTokFwd;
+    a.params = paramTable.data();
+    a.logits = logits;
+    a.routed = routed;
+    a.workspace = ws;
+    return a;
+  };
+
   // How the MoE layers decide this batch (kept, no-op, dropped), from one
   // untimed forward: the operating point the times hold for, since an
   // expert's products run on the tokens it keeps.
@@ -520,14 +534,7 @@ int main(int argc, char **argv) {
     auto *logits = static_cast<float *>(deviceAlloc(B * S * V * 4));
     auto *decisions =
         static_cast<int32_t *>(deviceAlloc(moeLayers * B * S * 4));
-    modc_forward_args a{};
-    a.batch = B;
-    a.seq_len = S;
-    a.mode = MODC_MODE_TOPK;
-    a.tokens = dTokFwd;
-    a.params = paramTable.data();
-    a.logits = logits;
-    a.workspace = ws;
+    modc_forward_args a = forwardArgs(ws, logits, nullptr);
     a.moe_decisions = decisions;
     check(api.forward(&a), "modc_forward (MoE decisions)");
     std::vector<int32_t> host(moeLayers * B * S);
@@ -613,15 +620,7 @@ int main(int argc, char **argv) {
     void *ws = deviceAlloc(api.forwardWorkspace(B));
     auto *logits = static_cast<float *>(deviceAlloc(B * S * V * 4));
     auto *routed = static_cast<int32_t *>(deviceAlloc(nRoutedRows * B * S * 4));
-    modc_forward_args a{};
-    a.batch = B;
-    a.seq_len = S;
-    a.mode = MODC_MODE_TOPK;
-    a.tokens = dTokFwd;
-    a.params = paramTable.data();
-    a.logits = logits;
-    a.routed = routed;
-    a.workspace = ws;
+    modc_forward_args a = forwardArgs(ws, logits, routed);
     int n = opt.iters;
     Stats st = timeEvents(stream, opt.warmup, n, [](int) {},
                           [&] { check(api.forward(&a), "modc_forward"); });
@@ -700,15 +699,8 @@ int main(int argc, char **argv) {
         std::vector<int32_t> lengths(B, static_cast<int32_t>(P));
         auto *dLengths = static_cast<int32_t *>(deviceAlloc(B * 4));
         upload(dLengths, lengths.data(), B * 4);
-        modc_forward_args a{};
-        a.batch = B;
-        a.seq_len = S;
+        modc_forward_args a = forwardArgs(ws, logits, routed);
         a.mode = causalMode ? MODC_MODE_CAUSAL : MODC_MODE_TOPK;
-        a.tokens = dTokFwd;
-        a.params = paramTable.data();
-        a.logits = logits;
-        a.routed = routed;
-        a.workspace = ws;
         a.prefill_lengths = dLengths;
         a.kv_cache = kv;
         a.kv_counts = kvCounts;

@@ -90,19 +90,24 @@ IFS=, read -ra dts <<< "$dtypes"
 pkg_suffix() {  # the package name's suffix for a dtype
   case "$1" in f32) echo "" ;; bf16) echo "_bf16" ;; *) return 1 ;; esac
 }
+# Times package $1 with bench_gpu and its further options.
+time_package() {
+  local pkg=$1
+  shift
+  if [[ ! -f "$pkg/libmodel.so" ]]; then
+    say "missing package $pkg (prepare.sh)"; return 0
+  fi
+  say "bench_gpu $(basename "$pkg")"
+  timeout 120 "$bench" "$pkg" --batch "$batch" --iters "$iters" \
+    --warmup "$warmup" --max-seconds "$max_s" "$@" >> "$raw" 2>> "$logf" ||
+    say "bench_gpu failed on $pkg (rc $?): $(tail -1 "$logf")"
+}
 if [[ -n "$bench" ]]; then
   for dt in "${dts[@]}"; do
     sfx="$(pkg_suffix "$dt")" || { say "no packages for dtype $dt (f32, bf16)"; continue; }
     for d in "${ds[@]}"; do
       for kind in none dense mod; do
-        pkg="$packages/gpu_${kind}_d${d}${sfx}"
-        if [[ ! -f "$pkg/libmodel.so" ]]; then
-          say "missing package $pkg (prepare.sh)"; continue
-        fi
-        say "bench_gpu $(basename "$pkg")"
-        timeout 120 "$bench" "$pkg" --batch "$batch" --iters "$iters" \
-          --warmup "$warmup" --decode-iters "$decode_iters" --max-seconds "$max_s" \
-          >> "$raw" 2>> "$logf" || say "bench_gpu failed on $pkg (rc $?): $(tail -1 "$logf")"
+        time_package "$packages/gpu_${kind}_d${d}${sfx}" --decode-iters "$decode_iters"
       done
     done
   done
@@ -114,15 +119,8 @@ if [[ -n "$bench" ]]; then
     IFS=, read -ra mode_ds <<< "${MODE_D_MODELS:-1024}"
     for d in "${mode_ds[@]}"; do
       for kind in mode n0 stub; do
-        pkg="$packages/gpu_moe_${kind}_d${d}_bf16"
-        if [[ ! -f "$pkg/libmodel.so" ]]; then
-          say "missing package $pkg (prepare.sh)"; continue
-        fi
-        say "bench_gpu $(basename "$pkg")"
-        timeout 120 "$bench" "$pkg" --kind "moe_$kind" --batch "$batch" \
-          --iters "$iters" --warmup "$warmup" --max-seconds "$max_s" \
-          --only forward,fwd_bwd >> "$raw" 2>> "$logf" ||
-          say "bench_gpu failed on $pkg (rc $?): $(tail -1 "$logf")"
+        time_package "$packages/gpu_moe_${kind}_d${d}_bf16" --kind "moe_$kind" \
+          --only forward,fwd_bwd
       done
     done
   fi
