@@ -177,6 +177,18 @@ inline cutlass::KernelHardwareInfo hardwareInfo() {
   return info;
 }
 
+/// Runs CUTLASS's device adapter Adapter on `args` with `workspace` on
+/// stream s: false where CUTLASS declines the problem or cannot initialise
+/// or launch it (nothing launched then but perhaps a setup kernel).
+template <class Adapter>
+inline bool runAdapter(const typename Adapter::Arguments &args,
+                       void *workspace, cudaStream_t s) {
+  Adapter gemm;
+  return gemm.can_implement(args) == cutlass::Status::kSuccess &&
+         gemm.initialize(args, workspace, s) == cutlass::Status::kSuccess &&
+         gemm.run(s) == cutlass::Status::kSuccess;
+}
+
 /// A generated epilogue's compute node: Math::apply (the product's
 /// modk.rows, element by element) on each element of a fragment of the
 /// accumulators and, where the tree reads one, of the source.
@@ -432,10 +444,7 @@ struct Sm90Gemm {
         hardwareInfo()};
     using Raster = typename Kernel::TileScheduler::RasterOrderOptions;
     args.scheduler.raster_order = AlongN ? Raster::AlongN : Raster::AlongM;
-    Adapter gemm;
-    return gemm.can_implement(args) == cutlass::Status::kSuccess &&
-           gemm.initialize(args, nullptr, s) == cutlass::Status::kSuccess &&
-           gemm.run(s) == cutlass::Status::kSuccess;
+    return runAdapter<Adapter>(args, nullptr, s);
   }
 };
 } // namespace modc_cutlass
@@ -513,10 +522,7 @@ struct Sm90Dgrad {
         hardwareInfo()};
     using Raster = typename Kernel::TileScheduler::RasterOrderOptions;
     args.scheduler.raster_order = AlongN ? Raster::AlongN : Raster::AlongM;
-    Adapter gemm;
-    return gemm.can_implement(args) == cutlass::Status::kSuccess &&
-           gemm.initialize(args, nullptr, s) == cutlass::Status::kSuccess &&
-           gemm.run(s) == cutlass::Status::kSuccess;
+    return runAdapter<Adapter>(args, nullptr, s);
   }
 };
 } // namespace modc_cutlass
@@ -591,10 +597,7 @@ struct Sm90Wgrad {
         hardwareInfo()};
     using Raster = typename Kernel::TileScheduler::RasterOrderOptions;
     args.scheduler.raster_order = AlongN ? Raster::AlongN : Raster::AlongM;
-    Adapter gemm;
-    return gemm.can_implement(args) == cutlass::Status::kSuccess &&
-           gemm.initialize(args, nullptr, s) == cutlass::Status::kSuccess &&
-           gemm.run(s) == cutlass::Status::kSuccess;
+    return runAdapter<Adapter>(args, nullptr, s);
   }
 };
 } // namespace modc_cutlass
@@ -851,11 +854,7 @@ struct Sm90GroupGemm {
         <<<1, 32, 0, s>>>(table, int(n), int(k), arrays);
     if (cudaPeekAtLastError() != cudaSuccess)
       return false;
-    Adapter gemm;
-    return gemm.can_implement(args) == cutlass::Status::kSuccess &&
-           gemm.initialize(args, memory + arraysBytes, s) ==
-               cutlass::Status::kSuccess &&
-           gemm.run(s) == cutlass::Status::kSuccess;
+    return runAdapter<Adapter>(args, memory + arraysBytes, s);
   }
 };
 } // namespace modc_cutlass
@@ -1001,11 +1000,7 @@ struct Sm90GradGroup {
         <<<1, 32, 0, s>>>(table, int(n), int(k), arrays);
     if (cudaPeekAtLastError() != cudaSuccess)
       return false;
-    Adapter gemm;
-    return gemm.can_implement(args) == cutlass::Status::kSuccess &&
-           gemm.initialize(args, memory + arraysBytes, s) ==
-               cutlass::Status::kSuccess &&
-           gemm.run(s) == cutlass::Status::kSuccess;
+    return runAdapter<Adapter>(args, memory + arraysBytes, s);
   }
 };
 } // namespace modc_cutlass
@@ -1100,11 +1095,7 @@ struct Sm90WgradSplit {
     const size_t need = Adapter::get_workspace_size(args);
     if (need > bytes || (need > 0 && workspace == nullptr))
       return false;
-    Adapter gemm;
-    return gemm.can_implement(args) == cutlass::Status::kSuccess &&
-           gemm.initialize(args, need > 0 ? workspace : nullptr, s) ==
-               cutlass::Status::kSuccess &&
-           gemm.run(s) == cutlass::Status::kSuccess;
+    return runAdapter<Adapter>(args, need > 0 ? workspace : nullptr, s);
   }
 };
 } // namespace modc_cutlass
@@ -1288,11 +1279,7 @@ struct Sm90WgradGroupSplit {
                                           scratch, arrays);
     if (cudaPeekAtLastError() != cudaSuccess)
       return false;
-    Adapter gemm;
-    if (gemm.can_implement(args) != cutlass::Status::kSuccess ||
-        gemm.initialize(args, memory + arraysBytes, s) !=
-            cutlass::Status::kSuccess ||
-        gemm.run(s) != cutlass::Status::kSuccess)
+    if (!runAdapter<Adapter>(args, memory + arraysBytes, s))
       return false;
     const int64_t nk = n * k;
     int64_t blocks = (nk + 255) / 256;
