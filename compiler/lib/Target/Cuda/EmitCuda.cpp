@@ -467,18 +467,31 @@ bool CudaEmitter::emitRowGroup(modk::RowsOp op) {
   return true;
 }
 
+/// The products that `op` launches with it: its neighbours from it on
+/// whose attribute `attr` (a group's or siblings' number) is `number`;
+/// none where the product before it has that number (it launched them).
+static SmallVector<modk::GemmOp>
+neighboursLaunchedBy(modk::GemmOp op, StringRef attr, IntegerAttr number) {
+  auto same = [&](Operation *other) {
+    return isa_and_nonnull<modk::GemmOp>(other) &&
+           other->getAttrOfType<IntegerAttr>(attr) == number;
+  };
+  SmallVector<modk::GemmOp> members;
+  if (same(op->getPrevNode()))
+    return members;
+  for (Operation *g = op; same(g); g = g->getNextNode())
+    members.push_back(cast<modk::GemmOp>(g));
+  return members;
+}
+
 void CudaEmitter::emitGemm(modk::GemmOp op, int indent) {
   if (IntegerAttr siblings = op.getSiblingsAttr()) {
     // The first sibling launches its neighbours of the same number
     // (modk-group-siblings); the others were launched with it.
-    auto previous = dyn_cast_or_null<modk::GemmOp>(op->getPrevNode());
-    if (previous && previous.getSiblingsAttr() == siblings)
-      return;
-    SmallVector<modk::GemmOp> members;
-    for (auto g = op; g && g.getSiblingsAttr() == siblings;
-         g = dyn_cast_or_null<modk::GemmOp>(g->getNextNode()))
-      members.push_back(g);
-    emitGemmSiblings(members, indent);
+    SmallVector<modk::GemmOp> members =
+        neighboursLaunchedBy(op, "siblings", siblings);
+    if (!members.empty())
+      emitGemmSiblings(members, indent);
     return;
   }
   IntegerAttr group = op.getGroupAttr();
@@ -488,13 +501,9 @@ void CudaEmitter::emitGemm(modk::GemmOp op, int indent) {
   }
   // The group's first product launches the neighbours of its group; the
   // others were launched with it.
-  auto previous = dyn_cast_or_null<modk::GemmOp>(op->getPrevNode());
-  if (previous && previous.getGroupAttr() == group)
+  SmallVector<modk::GemmOp> members = neighboursLaunchedBy(op, "group", group);
+  if (members.empty())
     return;
-  SmallVector<modk::GemmOp> members;
-  for (auto g = op; g && g.getGroupAttr() == group;
-       g = dyn_cast_or_null<modk::GemmOp>(g->getNextNode()))
-    members.push_back(g);
   // One kernel for all: the same plan and epilogue functor, and the tiles'
   // library or CUTLASS's grouped launch (a CUTLASS product that is not
   // grouped launches on its own).
