@@ -481,7 +481,7 @@ template <bool BF16> void checkLinearSiblings(int64_t rows, uint32_t seed) {
   const modk_cuda::detail::EpiArgs epi[3] = {};
   const int64_t siblings = modk_cuda::detail::siblingLaunches();
   EXPECT_TRUE(
-      (modk_cuda::linear_siblings<K, BF16, modk_cuda::DefaultGemmPlan,
+      (modk_cuda::linear_siblings<K, BF16, false, modk_cuda::DefaultGemmPlan,
                                   GemmSibling<N0, EpiStore, float>,
                                   GemmSibling<N1, EpiStore, modk_cuda::bf16>,
                                   GemmSibling<N2, EpiStore, float>>(
@@ -511,11 +511,48 @@ template <bool BF16> void checkLinearSiblings(int64_t rows, uint32_t seed) {
   expectSentinel(y0.data(), rows * N0, maxRows * N0, "sibling 0");
 }
 
+/// Siblings in order (`siblings_in_order`): each CTA runs member 0 (a
+/// plain store into y) and then member 1, whose epilogue reads y at its
+/// own elements (y = aux + product, aux = y): the bits of the two products'
+/// own launches one after the other.
+template <bool BF16>
+void checkLinearSiblingsInOrder(int64_t rows, uint32_t seed) {
+  constexpr int K = 40, N = 36;
+  const int64_t maxRows = rows + 2;
+  auto a = randomFloats(maxRows * K, seed);
+  auto w0 = randomFloats(N * K, seed + 1), w1 = randomFloats(N * K, seed + 2);
+  std::vector<float> y(maxRows * N, kSentinel), ref(maxRows * N, kSentinel);
+  using namespace modk_cuda::detail;
+  const float *w[2] = {w0.data(), w1.data()};
+  void *c[2] = {y.data(), y.data()};
+  EpiArgs epi[2] = {};
+  epi[1].aux = y.data();
+  const int64_t siblings = siblingLaunches();
+  EXPECT_TRUE(
+      (modk_cuda::linear_siblings<K, BF16, true, modk_cuda::DefaultGemmPlan,
+                                  GemmSibling<N, EpiStore, float>,
+                                  GemmSibling<N, EpiAdd, float>>(
+          a.data(), &rows, maxRows, w, c, epi, nullptr)));
+  EXPECT_EQ(siblings + 1, siblingLaunches());
+  EpiArgs addRef;
+  addRef.aux = ref.data();
+  linearEpi<N, K, EpiStore, BF16, modk_cuda::DefaultGemmPlan>(
+      a.data(), &rows, maxRows, w0.data(), EpiArgs{}, ref.data(), nullptr);
+  linearEpi<N, K, EpiAdd, BF16, modk_cuda::DefaultGemmPlan>(
+      a.data(), &rows, maxRows, w1.data(), addRef, ref.data(), nullptr);
+  SCOPED_TRACE(testing::Message() << rows << " rows in order, bf16 " << BF16);
+  for (size_t i = 0; i < y.size(); ++i)
+    ASSERT_EQ(std::memcmp(&y[i], &ref[i], sizeof(float)), 0)
+        << "element " << i << ": " << y[i] << " against " << ref[i];
+}
+
 TEST(CudaKernels, LinearSiblings) {
   {
     StreamPathGuard guard;
     checkLinearSiblings<false>(5, 91);
     checkLinearSiblings<true>(13, 92);
+    checkLinearSiblingsInOrder<false>(9, 95);
+    checkLinearSiblingsInOrder<true>(3, 96);
   }
   // Off the few-row kernel: nothing launched, the caller runs each member.
   auto a = randomFloats(8 * 16, 93), w = randomFloats(8 * 16, 94);
@@ -527,9 +564,9 @@ TEST(CudaKernels, LinearSiblings) {
   using Store =
       modk_cuda::detail::GemmSibling<8, modk_cuda::detail::EpiStore, float>;
   EXPECT_FALSE(
-      (modk_cuda::linear_siblings<16, false, modk_cuda::DefaultGemmPlan, Store,
-                                  Store>(a.data(), &rows, rows, ws, c, epi,
-                                         nullptr)));
+      (modk_cuda::linear_siblings<16, false, false, modk_cuda::DefaultGemmPlan,
+                                  Store, Store>(a.data(), &rows, rows, ws, c,
+                                                epi, nullptr)));
   EXPECT_EQ(launches, modk_cuda::detail::siblingLaunches());
   expectSentinel(y.data(), 0, 8 * 8, "declined siblings");
 }

@@ -20,7 +20,8 @@ modk::GemmOp modc::lowering::createGemm(OpBuilder &b, Location loc, Value input,
                               /*rope_theta=*/nullptr, /*round_bf16=*/false,
                               /*config=*/nullptr, /*precision=*/nullptr,
                               /*causal_only=*/false, /*group=*/nullptr,
-                              /*siblings=*/nullptr);
+                              /*siblings=*/nullptr,
+                              /*siblings_in_order=*/false);
 }
 
 Value ModelLowering::param(StringRef name, ArrayRef<int64_t> shape,

@@ -639,9 +639,10 @@ void CudaEmitter::emitGemmSiblings(ArrayRef<modk::GemmOp> members, int indent) {
   // One launch of the few-row kernel where the plan takes it for the rows;
   // otherwise each member as its own launch.
   KernelArg rows = rowsArg(first.getSegments(), first.getInput());
-  os << fmt::format("{}  if (!modk_cuda::linear_siblings<{}, {}, {}, {}>({}, "
-                    "{} + B, {}, sibW, sibOut, sibEpi, s)) {{\n",
-                    pad, k, productsBf16(first) ? 1 : 0, gemmPlanName(first),
+  os << fmt::format("{}  if (!modk_cuda::linear_siblings<{}, {}, {}, {}, "
+                    "{}>({}, {} + B, {}, sibW, sibOut, sibEpi, s)) {{\n",
+                    pad, k, productsBf16(first) ? 1 : 0,
+                    first.getSiblingsInOrder() ? 1 : 0, gemmPlanName(first),
                     llvm::join(kinds, ", "), name(first.getInput()), rows.text,
                     rows.bound);
   for (modk::GemmOp m : members)

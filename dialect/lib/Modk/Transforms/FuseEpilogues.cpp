@@ -64,7 +64,8 @@ struct FuseResidualAdd : OpRewritePattern<modk::AddOp> {
           gemm.getSegments(), ValueRange{residual}, add.getOutput(),
           modk::Epilogue::residual_add, nullptr, nullptr, false, nullptr,
           gemm.getPrecisionAttr(), gemm.getCausalOnly(),
-          /*group=*/nullptr, /*siblings=*/nullptr);
+          /*group=*/nullptr, /*siblings=*/nullptr,
+          /*siblings_in_order=*/false);
       rewriter.eraseOp(add);
       rewriter.eraseOp(gemm);
       eraseIfDead(rewriter, product);
@@ -89,7 +90,8 @@ struct FuseActivation : OpRewritePattern<modk::ActivationOp> {
           rewriter, up.getLoc(), up.getInput(), up.getWeights(),
           up.getSegments(), ValueRange{}, act.getOutput(), modk::Epilogue::gelu,
           nullptr, nullptr, false, nullptr, up.getPrecisionAttr(),
-          up.getCausalOnly(), /*group=*/nullptr, /*siblings=*/nullptr);
+          up.getCausalOnly(), /*group=*/nullptr, /*siblings=*/nullptr,
+          /*siblings_in_order=*/false);
       Value upRows = act.getUp();
       rewriter.eraseOp(act);
       rewriter.eraseOp(up);
@@ -108,7 +110,8 @@ struct FuseActivation : OpRewritePattern<modk::ActivationOp> {
         ValueRange{gate.getWeights()[0], up.getWeights()[0]}, up.getSegments(),
         ValueRange{act.getGate()}, act.getOutput(), modk::Epilogue::swiglu,
         nullptr, nullptr, false, nullptr, up.getPrecisionAttr(),
-        up.getCausalOnly(), /*group=*/nullptr, /*siblings=*/nullptr);
+        up.getCausalOnly(), /*group=*/nullptr, /*siblings=*/nullptr,
+        /*siblings_in_order=*/false);
     Value upRows = act.getUp();
     rewriter.eraseOp(act);
     rewriter.eraseOp(up);

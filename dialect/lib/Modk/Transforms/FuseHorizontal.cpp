@@ -143,7 +143,8 @@ void stack(ArrayRef<modk::GemmOp> group, RewriterBase &rewriter) {
                        first.getSegments(), ValueRange{}, stacked,
                        modk::Epilogue::none, nullptr, nullptr, false, nullptr,
                        first.getPrecisionAttr(), first.getCausalOnly(),
-                       /*group=*/nullptr, /*siblings=*/nullptr);
+                       /*group=*/nullptr, /*siblings=*/nullptr,
+                       /*siblings_in_order=*/false);
   SmallVector<Value> windows;
   int64_t offset = 0;
   for (modk::GemmOp gemm : group) {

@@ -99,7 +99,8 @@ LogicalResult fuseRowsIntoGemm(modk::GemmOp gemm, bool ownRows,
         gemm.getSegments(), ValueRange{}, rows.getOutputs()[0],
         modk::Epilogue::rows, nullptr, nullptr, false, nullptr,
         gemm.getPrecisionAttr(), gemm.getCausalOnly(),
-        /*group=*/nullptr, /*siblings=*/nullptr);
+        /*group=*/nullptr, /*siblings=*/nullptr,
+        /*siblings_in_order=*/false);
     Block *block = rewriter.createBlock(&fused.getFusedRows(), {},
                                         {product.getType()}, {gemm.getLoc()});
     rewriter.moveOpBefore(rows, block, block->end());

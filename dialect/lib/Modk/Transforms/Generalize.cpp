@@ -219,7 +219,8 @@ struct NamedEpilogueToRows : OpRewritePattern<modk::GemmOp> {
                            extra[0], modk::Epilogue::none, nullptr, nullptr,
                            false, nullptr, op.getPrecisionAttr(),
                            op.getCausalOnly(), /*group=*/nullptr,
-                           /*siblings=*/nullptr);
+                           /*siblings=*/nullptr,
+                           /*siblings_in_order=*/false);
     }
     Value up = op.getWeights().back();
     rewriter.modifyOpInPlace(op, [&] {
@@ -515,7 +516,8 @@ modk::GemmOp createPredictorProduct(PatternRewriter &rewriter, Location loc,
       rewriter, loc, input, weight, all, ValueRange{}, output,
       modk::Epilogue::none, nullptr, nullptr, false, nullptr,
       modk::DTypeAttr::get(rewriter.getContext(), modc::DType::f32), causalOnly,
-      /*group=*/nullptr, /*siblings=*/nullptr);
+      /*group=*/nullptr, /*siblings=*/nullptr,
+      /*siblings_in_order=*/false);
 }
 
 /// The causal predictor p = fc2 . silu(fc1 x + b1) + b2

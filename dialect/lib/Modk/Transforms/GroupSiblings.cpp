@@ -1,11 +1,12 @@
-//===- GroupSiblings.cpp - A decode step's products of one input -*- C++
-//-*-===//
+//===- GroupSiblings.cpp - A decode step's products, one launch -*- C++ -*-===//
 //
 // A decode step is bound by its launches: each product of its few rows
 // reads one weight once. The queries', keys' and values' products read one
 // input on one row set; marked as siblings they run as one launch of the
 // few-row kernel, z the member, each with its own weight, epilogue and
-// output (docs/compiler.md, stage 6''; docs/cuda.md). The pass
+// output. SwiGLU's gate and up projections are siblings in order: each CTA
+// runs the gate's columns, then the up projection's, whose epilogue reads
+// the gate's product (docs/compiler.md, stage 6''). The pass
 // decides; the CUDA emitter prints one call for the marked neighbours.
 //
 //===----------------------------------------------------------------------===//
@@ -88,6 +89,21 @@ bool writesWhatOtherTouches(Operation *a, Operation *b) {
   return conflict;
 }
 
+/// Whether `later`'s epilogue reads `earlier`'s product elementwise at the
+/// same element and nothing else of it, `earlier` storing it plainly over
+/// as many columns: then a CTA that runs `earlier`'s columns and then
+/// `later`'s may run both (SwiGLU's gate and up projections).
+bool readsInOrder(modk::GemmOp later, modk::GemmOp earlier) {
+  Value source;
+  auto columns = [](modk::GemmOp g) {
+    return cast<MemRefType>(g.getWeights()[0].getType()).getDimSize(0);
+  };
+  return earlier.getEpilogue() == modk::Epilogue::none &&
+         later.isElementwiseEpilogue(&source) && source &&
+         source == earlier.getOutput() && columns(later) == columns(earlier) &&
+         !writesWhatOtherTouches(later, earlier);
+}
+
 struct GroupSiblings : modc::impl::GroupSiblingsBase<GroupSiblings> {
   using GroupSiblingsBase::GroupSiblingsBase;
 
@@ -103,20 +119,43 @@ struct GroupSiblings : modc::impl::GroupSiblingsBase<GroupSiblings> {
       if (!first || !siblingCandidate(first))
         continue;
       SmallVector<modk::GemmOp> members{first};
+      bool inOrder = false;
       for (auto candidate = dyn_cast_or_null<modk::GemmOp>(op->getNextNode());
            candidate && members.size() < kMaxSiblings &&
-           siblingCandidate(candidate) && sameOperands(candidate, first) &&
-           llvm::none_of(members,
-                         [&](modk::GemmOp m) {
-                           return writesWhatOtherTouches(m, candidate) ||
-                                  writesWhatOtherTouches(candidate, m);
-                         });
-           candidate = dyn_cast_or_null<modk::GemmOp>(candidate->getNextNode()))
+           siblingCandidate(candidate) && sameOperands(candidate, first);
+           candidate =
+               dyn_cast_or_null<modk::GemmOp>(candidate->getNextNode())) {
+        // Independent of every member, or reading one elementwise at the
+        // same element (then every CTA runs the members in order).
+        bool independent = true, ordered = false;
+        for (modk::GemmOp m : members) {
+          if (!writesWhatOtherTouches(m, candidate) &&
+              !writesWhatOtherTouches(candidate, m))
+            continue;
+          independent = false;
+          ordered = readsInOrder(candidate, m);
+          if (!ordered)
+            break;
+        }
+        if (!independent && !ordered)
+          break;
+        inOrder = inOrder || ordered;
         members.push_back(candidate);
+      }
       if (members.size() < 2)
         continue;
-      for (modk::GemmOp m : members)
+      // In order, every member has as many columns (one grid for all).
+      auto columns = [](modk::GemmOp g) {
+        return cast<MemRefType>(g.getWeights()[0].getType()).getDimSize(0);
+      };
+      if (inOrder && llvm::any_of(members, [&](modk::GemmOp m) {
+            return columns(m) != columns(first);
+          }))
+        continue;
+      for (modk::GemmOp m : members) {
         m.setSiblingsAttr(b.getI64IntegerAttr(next));
+        m.setSiblingsInOrder(inOrder);
+      }
       ++next;
       op = members.back();
     }

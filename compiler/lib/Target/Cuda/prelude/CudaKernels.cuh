@@ -560,14 +560,18 @@ linear_rows_epilogue_group(const detail::GemmGroup<G, TA, float, float> &group,
 /// finished by its epilogue (a store into c[z], or the generated epilogue
 /// from epi[z]), all in one launch of the few-row kernel where PLAN takes
 /// it for max_rows rows. False where it does not: nothing was enqueued,
-/// and the caller runs each member as its own launch.
-template <int K, bool BF16, typename PLAN, typename... Sibs, typename TA>
+/// and the caller runs each member as its own launch. IN_ORDER
+/// (`siblings_in_order`): each CTA runs every member in turn, so that a
+/// member's epilogue may read an earlier member's output (SwiGLU's up
+/// projection, its gate's product).
+template <int K, bool BF16, bool IN_ORDER, typename PLAN, typename... Sibs,
+          typename TA>
 inline bool linear_siblings(const TA *a, const int64_t *rows, int64_t max_rows,
                             const float *const (&w)[sizeof...(Sibs)],
                             void *const (&c)[sizeof...(Sibs)],
                             const detail::EpiArgs (&epi)[sizeof...(Sibs)],
                             cudaStream_t stream) {
-  return detail::launchGemmSiblings<PLAN, K, BF16, TA, Sibs...>(
+  return detail::launchGemmSiblings<PLAN, K, BF16, IN_ORDER, TA, Sibs...>(
       a, rows, max_rows, w, c, epi, stream);
 }
 

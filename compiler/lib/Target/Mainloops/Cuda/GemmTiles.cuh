@@ -2201,16 +2201,32 @@ gemmSiblingOfBlock(const TA *A, int64_t lda,
    ...);
 }
 
-/// The few-row kernel on sibling products of one A [*dynRows, L] (member
-/// blockIdx.z of Sibs: modk-group-siblings' `siblings`).
-template <bool BF, typename TA, typename TB, typename... Sibs>
+/// Every member in turn in this CTA (`siblings_in_order`): a member's
+/// epilogue may read an earlier member's output at its own elements, which
+/// this CTA stored before the barriers of the later member's body.
+template <bool BF, typename TA, typename TB, typename... Sibs, int... Z>
+__device__ __forceinline__ void
+gemmSiblingsInOrder(const TA *A, int64_t lda,
+                    const GemmSiblingTable<sizeof...(Sibs), TB> &t, int64_t M,
+                    int64_t L, const int64_t *dynRows,
+                    std::integer_sequence<int, Z...>) {
+  (gemmSiblingMember<BF, Sibs, Z>(A, lda, t, M, L, dynRows), ...);
+}
+
+/// The few-row kernel on sibling products of one A [*dynRows, L]: member
+/// blockIdx.z of Sibs (modk-group-siblings' `siblings`), or with InOrder
+/// every member in each CTA, one after another.
+template <bool InOrder, bool BF, typename TA, typename TB, typename... Sibs>
 __global__ __launch_bounds__(kStreamThreads) void gemmStreamKernelSiblings(
     const TA *__restrict__ A, int64_t lda,
     const GemmSiblingTable<sizeof...(Sibs), TB> t, int64_t M, int64_t L,
     const int64_t *dynRows) {
-  gemmSiblingOfBlock<BF, TA, TB, Sibs...>(
-      A, lda, t, M, L, dynRows,
-      std::make_integer_sequence<int, int(sizeof...(Sibs))>{});
+  constexpr auto members =
+      std::make_integer_sequence<int, int(sizeof...(Sibs))>{};
+  if constexpr (InOrder)
+    gemmSiblingsInOrder<BF, TA, TB, Sibs...>(A, lda, t, M, L, dynRows, members);
+  else
+    gemmSiblingOfBlock<BF, TA, TB, Sibs...>(A, lda, t, M, L, dynRows, members);
 }
 
 /// The GEMM kernel families: SIMT f32, mma.sync (3xTF32 or bf16) and wgmma
@@ -2573,8 +2589,11 @@ inline bool linearEpi(const TA *a, const int64_t *rows, int64_t max_rows,
 /// one launch of the few-row kernel, z the member, where PLAN takes that
 /// kernel for max_rows rows and either every member or none has a current
 /// bf16 weight copy to stream; false otherwise (nothing was enqueued: the
-/// caller runs each member as its own launch).
-template <typename PLAN, int K, bool BF, typename TA, typename... Sibs>
+/// caller runs each member as its own launch). InOrder: each CTA runs
+/// every member's columns in turn (every member has as many), so that a
+/// member's epilogue may read an earlier one's output at its elements.
+template <typename PLAN, int K, bool BF, bool InOrder, typename TA,
+          typename... Sibs>
 inline bool
 launchGemmSiblings(const TA *a, const int64_t *rows, int64_t max_rows,
                    const float *const (&w)[sizeof...(Sibs)],
@@ -2594,8 +2613,11 @@ launchGemmSiblings(const TA *a, const int64_t *rows, int64_t max_rows,
     if constexpr (V::path != PathStream) {
       return false;
     } else {
+      static_assert(!InOrder || ((Sibs::n == maxCols) && ...),
+                    "siblings in order have as many columns");
       const dim3 grid(unsigned(ceilDiv(maxCols, StreamTile::BN)),
-                      unsigned(ceilDiv(max_rows, StreamTile::BM)), G);
+                      unsigned(ceilDiv(max_rows, StreamTile::BM)),
+                      InOrder ? 1 : G);
       auto launch = [&](const auto &table) {
         using TB = typename std::decay_t<decltype(table)>::Weight;
         MODC_TEST_COUNT(streamLaunches);
@@ -2604,9 +2626,9 @@ launchGemmSiblings(const TA *a, const int64_t *rows, int64_t max_rows,
                                                 : "stream siblings",
                   max_rows, maxCols, K, StreamTile::BM, StreamTile::BN,
                   "siblings");
-        MODC_LAUNCH((gemmStreamKernelSiblings<BF, TA, TB, Sibs...>), grid,
-                    kStreamThreads, 0, stream, a, int64_t(K), table, max_rows,
-                    int64_t(K), rows);
+        MODC_LAUNCH((gemmStreamKernelSiblings<InOrder, BF, TA, TB, Sibs...>),
+                    grid, kStreamThreads, 0, stream, a, int64_t(K), table,
+                    max_rows, int64_t(K), rows);
         return true;
       };
       GemmSiblingTable<G, float> plain;

@@ -207,7 +207,10 @@ def Modk_GemmOp : Modk_Op<"gemm", [AttrSizedOperandSegments, NoTerminator,
     products with the same number read one input on one row set, each
     with its own weight, epilogue and output (a decode step's queries,
     keys and values), and run as one launch of the few-row kernel where
-    their configuration takes it.
+    their configuration takes it. `siblings_in_order` (on every member):
+    each CTA runs the members' columns one after another, so that a later
+    member's elementwise epilogue may read an earlier member's output at
+    the same element (SwiGLU's up projection reading its gate's product).
   }];
   let arguments = (ins Modk_Read:$input, Modk_VariadicRead:$weights,
                    Modk_Read:$segments, Modk_VariadicReadWritten:$extra,
@@ -217,7 +220,8 @@ def Modk_GemmOp : Modk_Op<"gemm", [AttrSizedOperandSegments, NoTerminator,
                    OptionalAttr<Modk_GemmConfigAttr>:$config,
                    OptionalAttr<Modk_DTypeAttr>:$precision,
                    UnitAttr:$causal_only, OptionalAttr<I64Attr>:$group,
-                   OptionalAttr<I64Attr>:$siblings);
+                   OptionalAttr<I64Attr>:$siblings,
+                   UnitAttr:$siblings_in_order);
   let regions = (region AnyRegion:$fused_rows);
   let assemblyFormat = [{
     $input `,` `[` $weights `]` `rows` $segments

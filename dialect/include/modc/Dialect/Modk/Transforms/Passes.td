@@ -632,8 +632,10 @@ def GroupSiblings : Pass<"modk-group-siblings", "::modc::modk::EntryOp"> {
     Siblings have the same input, row set, reduction and bf16 rounding, one
     weight each, no `group` and no `causal_only`, a configuration whose
     first variant is the few-row kernel and none on CUTLASS, and none reads
-    or writes a buffer that another writes (SwiGLU's up projection reads
-    its gate's product: not siblings). Run after modk-configure-gemms.
+    or writes a buffer that another writes, except an elementwise epilogue
+    reading an earlier member's plain product at its own elements (SwiGLU's
+    up projection and its gate): those are also `siblings_in_order`, each
+    CTA running the members in turn. Run after modk-configure-gemms.
     `modc --no-fuse=siblings` turns it off.
 
     Before:
