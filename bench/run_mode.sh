@@ -17,8 +17,9 @@
 #      decode (bench_decode, batch 1 and 8), MoDE / MoE and MoDE / dense;
 #   2. the MoE MLP sublayer alone, as layer_X minus layer_stub (forward from
 #      bench_forward, forward+backward from bench_train's grad time), MoDE
-#      against N = 0 (target <= 0.6); and, for the forward, the MLP's own
-#      kernels summed from the package's profile (MODC_PROFILE=1).
+#      against N = 0 (target <= 0.6); and the MLP's own kernels summed
+#      from the package's profile (MODC_PROFILE=1), forward and in the
+#      gradient entry (forward + backward).
 #      Every benchmark runs its models interleaved (--interleave: each
 #      round calls every model twice, timing the second call, which finds
 #      the caches as its own model leaves them), so that the machine's
@@ -110,6 +111,9 @@ for r in $(seq 1 "$rounds"); do
   MODC_PROFILE=1 "$build/bench/bench_forward" --models "$models" --work "$work/fwd" --batch "$batch" \
     --iters "$iters" --warmup "$warmup" --only mode_layer_mode,mode_layer_moe "${data[@]}" \
     --interleave > "$logs/profile.$r.txt" 2>&1
+  MODC_PROFILE=1 "$build/bench/bench_train" --models "$models" --work "$work/train" --batch "$batch" \
+    --iters "$iters" --warmup "$warmup" --only mode_layer_mode,mode_layer_moe "${data[@]}" \
+    --interleave > "$logs/profile-grad.$r.txt" 2>&1
 done
 
 # bench_decode times the pair it calls model_dense and model_mod.
@@ -247,6 +251,42 @@ def mlp_profile(path):
         out[name] = statistics.median(sums)
     return out
 
+def grad_mlp_profile(path):
+    """Per model, the median over timed training steps of the summed
+    kernel times of the MoE MLP in the gradient entry (its first kernel
+    sequence after the step's mark; AdamW's follows): forward from two
+    before modk.moe_select to the final norm (two before the first
+    modk.zero after the selection), backward from the kernel after the
+    final norm's gradient (two after the first modk.gemm_wgrad, the LM
+    head's) through the MLP norm's gradient (three after modk.moe_balance:
+    the router's two products, then the norm)."""
+    calls, current = {}, None
+    for line in open(path):
+        if line.startswith("bench call "):
+            f = line.split()
+            current = calls.setdefault(f[2], []) if f[-1] == "timed" else None
+            if current is not None:
+                current.append([])
+        elif line.startswith("modc profile: kernel") and current is not None:
+            f = line.split()
+            if int(f[3]) == 0 and current[-1]:
+                current = None  # the step's next entry (AdamW)
+                continue
+            current[-1].append((" ".join(f[4:-2]), float(f[-2])))
+    out = {}
+    for name, cs in calls.items():
+        sums = []
+        for c in cs:
+            names = [k for k, _ in c]
+            select = names.index("modk.moe_select")
+            zero = names.index("modk.zero", select)
+            wgrad = names.index("modk.gemm_wgrad")
+            balance = names.index("modk.moe_balance")
+            idx = list(range(select - 2, zero - 2)) + list(range(wgrad + 2, balance + 4))
+            sums.append(sum(c[i][1] for i in idx))
+        out[name] = statistics.median(sums)
+    return out
+
 prof = [mlp_profile(f"{logs}/profile.{r}.txt") for r in range(1, rounds + 1)]
 prof = [p for p in prof if "mode_layer_mode" in p and "mode_layer_moe" in p]
 if prof:
@@ -256,6 +296,16 @@ if prof:
           f"MoDE {statistics.median(p['mode_layer_mode'] for p in prof):7.2f} ms  MoDE/MoE {r:.3f}   "
           f"target <= 0.6: {'MET' if r <= 0.6 else 'MISSED'}")
     print(f"{'':16} (the MLP's kernels summed, median of calls; per round: "
+          + ", ".join(f"{x:.3f}" for x in ratios) + ")")
+gprof = [grad_mlp_profile(f"{logs}/profile-grad.{r}.txt") for r in range(1, rounds + 1)]
+gprof = [p for p in gprof if "mode_layer_mode" in p and "mode_layer_moe" in p]
+if gprof:
+    ratios = [p["mode_layer_mode"] / p["mode_layer_moe"] for p in gprof]
+    r = statistics.median(ratios)
+    print(f"{'fwd+bwd, profile':16} MoE N=0 {statistics.median(p['mode_layer_moe'] for p in gprof):7.2f} ms  "
+          f"MoDE {statistics.median(p['mode_layer_mode'] for p in gprof):7.2f} ms  MoDE/MoE {r:.3f}   "
+          f"target <= 0.6: {'MET' if r <= 0.6 else 'MISSED'}")
+    print(f"{'':16} (the MLP's kernels in the gradient entry summed, median of steps; per round: "
           + ", ".join(f"{x:.3f}" for x in ratios) + ")")
 
 rows = [json.loads(l) for l in open(f"{logs}/torch.jsonl") if l.startswith("{")]
