@@ -76,11 +76,11 @@ CASES = {
     "`--arch must be sm_90a or sm_80, got 'X'`": [
         ("{modc} compile {tmp}/m.json --target cuda --arch sm_70 -o {tmp}/o", 1,
          "modc: error: --arch must be sm_90a or sm_80, got 'sm_70'")],
-    "`--no-fuse takes routing, residual, residual-add, activation, rows-epilogue, router-norm, select-gather, horizontal, copy, group and zero-fill, got 'X'`": [
+    "`--no-fuse takes routing, residual, residual-add, activation, rows-epilogue, router-norm, select-gather, horizontal, copy, group, siblings and zero-fill, got 'X'`": [
         ("{modc} compile {tmp}/m.json --no-fuse=routing,rope -o {tmp}/o",
          1, "modc: error: --no-fuse takes routing, residual, residual-add, "
          "activation, rows-epilogue, router-norm, select-gather, horizontal, "
-         "copy, group and zero-fill, got 'rope'")],
+         "copy, group, siblings and zero-fill, got 'rope'")],
     "`--arch is for --target cuda; the CPU target takes --march`": [
         ("{modc} compile {tmp}/m.json --arch sm_80 -o {tmp}/o", 1,
          "modc: error: --arch is for --target cuda; the CPU target takes --march")],
