@@ -287,26 +287,24 @@ def grad_mlp_profile(path):
         out[name] = statistics.median(sums)
     return out
 
-prof = [mlp_profile(f"{logs}/profile.{r}.txt") for r in range(1, rounds + 1)]
-prof = [p for p in prof if "mode_layer_mode" in p and "mode_layer_moe" in p]
-if prof:
+def report_profile(label, parse, stem, what):
+    """The MoDE / N = 0 ratio of the MLP's kernel sums (`parse` of each
+    round's `stem` file), with each round's."""
+    prof = [parse(f"{logs}/{stem}.{r}.txt") for r in range(1, rounds + 1)]
+    prof = [p for p in prof if "mode_layer_mode" in p and "mode_layer_moe" in p]
+    if not prof:
+        return
     ratios = [p["mode_layer_mode"] / p["mode_layer_moe"] for p in prof]
     r = statistics.median(ratios)
-    print(f"{'forward, profile':16} MoE N=0 {statistics.median(p['mode_layer_moe'] for p in prof):7.2f} ms  "
+    print(f"{label:16} MoE N=0 {statistics.median(p['mode_layer_moe'] for p in prof):7.2f} ms  "
           f"MoDE {statistics.median(p['mode_layer_mode'] for p in prof):7.2f} ms  MoDE/MoE {r:.3f}   "
           f"target <= 0.6: {'MET' if r <= 0.6 else 'MISSED'}")
-    print(f"{'':16} (the MLP's kernels summed, median of calls; per round: "
-          + ", ".join(f"{x:.3f}" for x in ratios) + ")")
-gprof = [grad_mlp_profile(f"{logs}/profile-grad.{r}.txt") for r in range(1, rounds + 1)]
-gprof = [p for p in gprof if "mode_layer_mode" in p and "mode_layer_moe" in p]
-if gprof:
-    ratios = [p["mode_layer_mode"] / p["mode_layer_moe"] for p in gprof]
-    r = statistics.median(ratios)
-    print(f"{'fwd+bwd, profile':16} MoE N=0 {statistics.median(p['mode_layer_moe'] for p in gprof):7.2f} ms  "
-          f"MoDE {statistics.median(p['mode_layer_mode'] for p in gprof):7.2f} ms  MoDE/MoE {r:.3f}   "
-          f"target <= 0.6: {'MET' if r <= 0.6 else 'MISSED'}")
-    print(f"{'':16} (the MLP's kernels in the gradient entry summed, median of steps; per round: "
-          + ", ".join(f"{x:.3f}" for x in ratios) + ")")
+    print(f"{'':16} ({what}; per round: " + ", ".join(f"{x:.3f}" for x in ratios) + ")")
+
+report_profile("forward, profile", mlp_profile, "profile",
+               "the MLP's kernels summed, median of calls")
+report_profile("fwd+bwd, profile", grad_mlp_profile, "profile-grad",
+               "the MLP's kernels in the gradient entry summed, median of steps")
 
 rows = [json.loads(l) for l in open(f"{logs}/torch.jsonl") if l.startswith("{")]
 if rows:
