@@ -645,14 +645,8 @@ template <int N> __device__ __forceinline__ void setMaxRegistersDec() {
 #if defined(__CUDACC__)
 __device__ __forceinline__ void mbarrierWaitUntrapped(uint64_t *bar,
                                                       unsigned parity) {
-  uint32_t done = 0;
-  while (!done)
-    asm volatile("{\n.reg .pred p;\n"
-                 "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-                 "selp.u32 %0, 1, 0, p;\n}\n"
-                 : "=r"(done)
-                 : "r"(sharedAddress(bar)), "r"(parity)
-                 : "memory");
+  while (!mbarrierTryWait(bar, parity)) {
+  }
 }
 #else
 __device__ __forceinline__ void mbarrierWaitUntrapped(uint64_t *bar,

@@ -1464,8 +1464,22 @@ __device__ __forceinline__ void mbarrierArriveExpectTx(uint64_t *bar,
 }
 #endif
 
-/// Waits until the phase of parity `parity` of the mbarrier has completed.
 #if defined(__CUDACC__)
+/// One try of the wait below: whether the phase of parity `parity` of the
+/// mbarrier has completed (mbarrier.try_wait, which may wait a while).
+__device__ __forceinline__ bool mbarrierTryWait(uint64_t *bar,
+                                                unsigned parity) {
+  uint32_t done;
+  asm volatile("{\n.reg .pred p;\n"
+               "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+               "selp.u32 %0, 1, 0, p;\n}\n"
+               : "=r"(done)
+               : "r"(sharedAddress(bar)), "r"(parity)
+               : "memory");
+  return done != 0;
+}
+
+/// Waits until the phase of parity `parity` of the mbarrier has completed.
 __device__ __forceinline__ void mbarrierWait(uint64_t *bar, unsigned parity) {
   // A phase that has not completed after ~2^34 cycles (seconds; a stage
   // takes microseconds) never will: a lost TMA load. Trap, so that the
@@ -1473,17 +1487,9 @@ __device__ __forceinline__ void mbarrierWait(uint64_t *bar, unsigned parity) {
   // a call here would make ptxas serialize the kernel's wgmmas.)
   constexpr long long kHangCycles = 1LL << 34;
   const long long start = clock64();
-  uint32_t done = 0;
-  while (!done) {
-    asm volatile("{\n.reg .pred p;\n"
-                 "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-                 "selp.u32 %0, 1, 0, p;\n}\n"
-                 : "=r"(done)
-                 : "r"(sharedAddress(bar)), "r"(parity)
-                 : "memory");
-    if (!done && clock64() - start > kHangCycles)
+  while (!mbarrierTryWait(bar, parity))
+    if (clock64() - start > kHangCycles)
       __trap();
-  }
 }
 #endif
 
