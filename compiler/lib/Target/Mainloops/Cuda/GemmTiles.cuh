@@ -2193,30 +2193,22 @@ gemmSiblingMember(const TA *A, int64_t lda, const GemmSiblingTable<G, TB> &t,
       t.epi[Z], M, Sib::n, L, dynRows);
 }
 
-/// The member of blockIdx.z, each member's table entries at a constant
-/// index (no local copy of the table).
-template <bool BF, typename TA, typename TB, typename... Sibs, int... Z>
+/// The members this CTA runs, each one's table entries at a constant index
+/// (no local copy of the table): the member of blockIdx.z, or with InOrder
+/// (`siblings_in_order`) every member in turn, so that a member's epilogue
+/// may read an earlier member's output at its own elements, which this CTA
+/// stored before the barriers of the later member's body.
+template <bool InOrder, bool BF, typename TA, typename TB, typename... Sibs,
+          int... Z>
 __device__ __forceinline__ void
-gemmSiblingOfBlock(const TA *A, int64_t lda,
-                   const GemmSiblingTable<sizeof...(Sibs), TB> &t, int64_t M,
-                   int64_t L, const int64_t *dynRows,
-                   std::integer_sequence<int, Z...>) {
-  ((int(blockIdx.z) == Z
-        ? gemmSiblingMember<BF, Sibs, Z>(A, lda, t, M, L, dynRows)
-        : void()),
-   ...);
-}
-
-/// Every member in turn in this CTA (`siblings_in_order`): a member's
-/// epilogue may read an earlier member's output at its own elements, which
-/// this CTA stored before the barriers of the later member's body.
-template <bool BF, typename TA, typename TB, typename... Sibs, int... Z>
-__device__ __forceinline__ void
-gemmSiblingsInOrder(const TA *A, int64_t lda,
+gemmSiblingsOfBlock(const TA *A, int64_t lda,
                     const GemmSiblingTable<sizeof...(Sibs), TB> &t, int64_t M,
                     int64_t L, const int64_t *dynRows,
                     std::integer_sequence<int, Z...>) {
-  (gemmSiblingMember<BF, Sibs, Z>(A, lda, t, M, L, dynRows), ...);
+  ((InOrder || int(blockIdx.z) == Z
+        ? gemmSiblingMember<BF, Sibs, Z>(A, lda, t, M, L, dynRows)
+        : void()),
+   ...);
 }
 
 /// The few-row kernel on sibling products of one A [*dynRows, L]: member
@@ -2227,12 +2219,9 @@ __global__ __launch_bounds__(kStreamThreads) void gemmStreamKernelSiblings(
     const TA *__restrict__ A, int64_t lda,
     const GemmSiblingTable<sizeof...(Sibs), TB> t, int64_t M, int64_t L,
     const int64_t *dynRows) {
-  constexpr auto members =
-      std::make_integer_sequence<int, int(sizeof...(Sibs))>{};
-  if constexpr (InOrder)
-    gemmSiblingsInOrder<BF, TA, TB, Sibs...>(A, lda, t, M, L, dynRows, members);
-  else
-    gemmSiblingOfBlock<BF, TA, TB, Sibs...>(A, lda, t, M, L, dynRows, members);
+  gemmSiblingsOfBlock<InOrder, BF, TA, TB, Sibs...>(
+      A, lda, t, M, L, dynRows,
+      std::make_integer_sequence<int, int(sizeof...(Sibs))>{});
 }
 
 /// The GEMM kernel families: SIMT f32, mma.sync (3xTF32 or bf16) and wgmma
