@@ -50,6 +50,11 @@ int64_t reductionOf(modk::GemmOp gemm) {
   return cast<MemRefType>(gemm.getWeights()[0].getType()).getDimSize(1);
 }
 
+/// The output columns (N) of `gemm`'s weight.
+int64_t columnsOf(modk::GemmOp gemm) {
+  return cast<MemRefType>(gemm.getWeights()[0].getType()).getDimSize(0);
+}
+
 /// The rows up to which `gemm`'s configuration takes the few-row kernel
 /// (its first variant): the next variant's first row, or none.
 int64_t fewRowsBound(modk::GemmOp gemm) {
@@ -95,12 +100,10 @@ bool writesWhatOtherTouches(Operation *a, Operation *b) {
 /// `later`'s may run both (SwiGLU's gate and up projections).
 bool readsInOrder(modk::GemmOp later, modk::GemmOp earlier) {
   Value source;
-  auto columns = [](modk::GemmOp g) {
-    return cast<MemRefType>(g.getWeights()[0].getType()).getDimSize(0);
-  };
   return earlier.getEpilogue() == modk::Epilogue::none &&
          later.isElementwiseEpilogue(&source) && source &&
-         source == earlier.getOutput() && columns(later) == columns(earlier) &&
+         source == earlier.getOutput() &&
+         columnsOf(later) == columnsOf(earlier) &&
          !writesWhatOtherTouches(later, earlier);
 }
 
@@ -145,11 +148,8 @@ struct GroupSiblings : modc::impl::GroupSiblingsBase<GroupSiblings> {
       if (members.size() < 2)
         continue;
       // In order, every member has as many columns (one grid for all).
-      auto columns = [](modk::GemmOp g) {
-        return cast<MemRefType>(g.getWeights()[0].getType()).getDimSize(0);
-      };
       if (inOrder && llvm::any_of(members, [&](modk::GemmOp m) {
-            return columns(m) != columns(first);
+            return columnsOf(m) != columnsOf(first);
           }))
         continue;
       for (modk::GemmOp m : members) {
