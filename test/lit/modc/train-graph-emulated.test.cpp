@@ -124,11 +124,16 @@ uint64_t hashTable(const std::vector<float *> &table,
 } // namespace
 
 int main(int argc, char **argv) {
-  if (argc != 4)
-    die("usage: driver PACKAGE_DIR SIZES_FILE calls|step");
+  if (argc != 4 && argc != 5)
+    die("usage: driver PACKAGE_DIR SIZES_FILE calls|step [STEPS]");
   const std::string mode = argv[3];
   if (mode != "calls" && mode != "step")
     die("mode must be calls or step");
+  // The first STEPS of the 16 (default all): a shorter run checks what the
+  // first steps already show (capture, then replay).
+  const int steps = argc == 5 ? std::atoi(argv[4]) : 16;
+  if (steps < 1 || steps > 16)
+    die("STEPS must be 1 to 16");
   void *lib = dlopen((std::string(argv[1]) + "/libmodel.so").c_str(),
                      RTLD_NOW | RTLD_LOCAL);
   if (!lib)
@@ -180,7 +185,7 @@ int main(int argc, char **argv) {
   int64_t adamStep = 0;
   uint64_t lastHash = 0;
   float saved = 0.0f;
-  for (int step = 1; step <= 16; ++step) {
+  for (int step = 1; step <= steps; ++step) {
     // What changes before this step (the graph's re-captures and replays
     // are in the .test file).
     if (step == 4)
