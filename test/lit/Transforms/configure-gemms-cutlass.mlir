@@ -91,15 +91,62 @@ modk.entry @forward attributes {kind = #modk.entry_kind<forward>, model = #modk.
 
 // -----
 
-// A decode step makes no bf16 weight copies: its products keep the tiles.
+// A decode step's bf16 products run on CUTLASS above the few-row kernel's
+// rows too, reading the weights' bf16 copies that the step makes current
+// before it runs: a plain store, and a residual add in place over the
+// step's dense rows (modk.decode_rows: one a sequence, so the host knows
+// the count, B). Not on CUTLASS on sm_90a: the add in place over rows that
+// the device counts (a routed layer's), and a group's member (a grouped
+// launch takes device memory of its own, which the step's graph capture
+// cannot allocate). sm_80's kernel stops at the count: the add over the
+// routed rows too.
 // CHECK-LABEL: modk.entry @decode
-// CHECK: config = #modk.gemm_config<stream 8x4, from 65: wgmma 128x64, from 16769: wgmma 128x128>
-modk.entry @decode attributes {kind = #modk.entry_kind<decode>, model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = bf16>, modes = [#modk.mode<causal>], params = [#modk.param<name = "wq", shape = [128, 64], init = ones>]} {
+// CHECK: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 65: cutlass 64x128x64 cluster 1x1 stages 8 pingpong raster along_m, from 16769: cutlass 128x128x64 cluster 2x1 stages 6 cooperative raster along_m>, epilogue = #modk.epilogue<none>}
+// CHECK: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 65: cutlass 64x128x64 cluster 1x1 stages 8 pingpong raster along_m, from 16769: cutlass 128x128x64 cluster 2x1 stages 5 cooperative raster along_m>, epilogue = #modk.epilogue<rows>}
+// CHECK: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 65: wgmma 128x64, from 16769: wgmma 128x128>, epilogue = #modk.epilogue<rows>}
+// CHECK: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 65: wgmma 128x64, from 16769: wgmma 128x128>, epilogue = #modk.epilogue<none>, group = 0 : i64}
+// A100-LABEL: modk.entry @decode
+// A100: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 65: cutlass 64x128x32 cluster 1x1 stages 6 multistage raster along_m, from 27521: cutlass 128x128x32 cluster 1x1 stages 5 multistage raster along_m>, epilogue = #modk.epilogue<none>}
+// A100: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 65: cutlass 64x128x32 cluster 1x1 stages 6 multistage raster along_m, from 27521: cutlass 128x128x32 cluster 1x1 stages 5 multistage raster along_m>, epilogue = #modk.epilogue<rows>}
+// A100: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 65: cutlass 64x128x32 cluster 1x1 stages 6 multistage raster along_m, from 27521: cutlass 128x128x32 cluster 1x1 stages 5 multistage raster along_m>, epilogue = #modk.epilogue<rows>}
+// A100: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 65: mma 64x64, from 27521: mma 128x128>, epilogue = #modk.epilogue<none>, group = 0 : i64}
+modk.entry @decode attributes {kind = #modk.entry_kind<decode>, model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = bf16>, modes = [#modk.mode<causal>], params = [#modk.param<name = "wq", shape = [128, 64], init = ones>, #modk.param<name = "wo", shape = [128, 128], init = ones>]} {
   %wq = modk.param "wq" : memref<128x64xf32>
+  %wo = modk.param "wo" : memref<128x128xf32>
+  %steps = modk.alloc : memref<?x1xi32>
+  %active = modk.alloc : memref<?x1xi8>
+  %pos = modk.alloc : memref<?x1xi32>
   %seg = modk.alloc : memref<?x1xi64>
-  %n = modk.alloc : memref<?x64xbf16>
-  %q = modk.alloc : memref<?x128xf32>
-  modk.gemm %n, [%wq] rows %seg -> %q {epilogue = #modk.epilogue<none>} : memref<?x64xbf16>, memref<128x64xf32>, memref<?x1xi64>, memref<?x128xf32>
+  modk.decode_rows(%steps, %active, %pos, %seg) : memref<?x1xi32>, memref<?x1xi8>, memref<?x1xi32>, memref<?x1xi64>
+  %n = modk.alloc : memref<?x1x64xbf16>
+  %q = modk.alloc : memref<?x1x128xf32>
+  modk.gemm %n, [%wq] rows %seg -> %q {epilogue = #modk.epilogue<none>} : memref<?x1x64xbf16>, memref<128x64xf32>, memref<?x1xi64>, memref<?x1x128xf32>
+  %a = modk.alloc : memref<?x1x128xbf16>
+  %x = modk.alloc : memref<?x1x128xf32>
+  modk.gemm %a, [%wo] rows %seg -> %x {epilogue = #modk.epilogue<rows>} : memref<?x1x128xbf16>, memref<128x128xf32>, memref<?x1xi64>, memref<?x1x128xf32> epilogue {
+  ^bb0(%p: memref<?x1x128xf32>):
+    modk.rows ins(%x, %p : memref<?x1x128xf32>, memref<?x1x128xf32>) rows %seg : memref<?x1xi64> outs(%x : memref<?x1x128xf32>) access(row, row -> row) reduce {
+    ^bb0(%u: f32, %v: f32):
+      modk.yield
+    } body {
+    ^bb0(%u: f32, %v: f32):
+      %s = arith.addf %u, %v : f32
+      modk.yield %s : f32
+    }
+  }
+  %routed = modk.alloc : memref<?x1xi64>
+  modk.gemm %a, [%wo] rows %routed -> %x {epilogue = #modk.epilogue<rows>} : memref<?x1x128xbf16>, memref<128x128xf32>, memref<?x1xi64>, memref<?x1x128xf32> epilogue {
+  ^bb0(%p: memref<?x1x128xf32>):
+    modk.rows ins(%x, %p : memref<?x1x128xf32>, memref<?x1x128xf32>) rows %routed : memref<?x1xi64> outs(%x : memref<?x1x128xf32>) access(row, row -> row) reduce {
+    ^bb0(%u: f32, %v: f32):
+      modk.yield
+    } body {
+    ^bb0(%u: f32, %v: f32):
+      %s = arith.addf %u, %v : f32
+      modk.yield %s : f32
+    }
+  }
+  modk.gemm %n, [%wq] rows %seg -> %q {epilogue = #modk.epilogue<none>, group = 0 : i64} : memref<?x1x64xbf16>, memref<128x64xf32>, memref<?x1xi64>, memref<?x1x128xf32>
 }
 
 // -----

@@ -1792,11 +1792,12 @@ using modk_small::segmentOf;
 static const char kPlan[] = R"cpp(
 namespace modc_cutlass {
 /// A product's CUTLASS variants by ascending MinRows: run() enqueues the
-/// one of the row bound on the weight's bf16 copy, its epilogue reading
-/// src where it reads a source, or returns false (below the first
-/// variant's rows, no copy of the weight, an unaligned operand, CUTLASS
-/// declining, the CPU emulation): nothing but perhaps the weight's
-/// rounding was enqueued then.
+/// one of the row bound on the weight's bf16 copy (in a decode step, one
+/// that holds the weight's current values), its epilogue reading src where
+/// it reads a source, or returns false (below the first variant's rows, no
+/// copy of the weight, an unaligned operand, CUTLASS declining, the CPU
+/// emulation): nothing but perhaps the weight's rounding was enqueued
+/// then.
 template <typename... V> struct Plan {
   template <typename TC>
   static bool run(const modk_cuda::bf16 *a, const int64_t *rows,
@@ -1828,8 +1829,12 @@ private:
         reinterpret_cast<uintptr_t>(src) % 16 != 0 ||
         reinterpret_cast<uintptr_t>(y) % 16 != 0)
       return false;
+    // Rounded in this call (a WeightCopyScope's), or outside one (a decode
+    // step) the copy the step made current before it ran.
     const modk_cuda::bf16 *wb =
         modk_cuda::detail::weightCopyFor(w, n * k, s);
+    if (!wb)
+      wb = modk_cuda::detail::currentCopyOf(w, n * k);
     if (!wb)
       return false;
     modk_cuda::detail::traceGemm("cutlass", maxRows, n, k, 0, 0,

@@ -88,8 +88,9 @@ public:
   }
   const char *kernelNamespace() const override { return "modk_cuda"; }
   /// The parameters (index, elements) that decode entry `e`'s few-row bf16
-  /// products stream from bf16 copies: those modk-keep-bf16-weights
-  /// flagged (modk.optimizer's bf16_copies) that such a product reads.
+  /// products stream from bf16 copies, and its CUTLASS products read: those
+  /// modk-keep-bf16-weights flagged (modk.optimizer's bf16_copies) that
+  /// such a product reads.
   std::vector<std::pair<size_t, int64_t>> decodeWeightCopies(modk::EntryOp e) {
     std::vector<std::pair<size_t, int64_t>> copied;
     if (!optimizer)
@@ -103,7 +104,8 @@ public:
       modk::GemmConfigAttr config = gemm.getConfigAttr();
       if (!gemm.productsBf16() || !config ||
           llvm::none_of(config.getVariants(), [](const modk::GemmVariant &v) {
-            return v.path == modk::GemmPath::stream;
+            return v.path == modk::GemmPath::stream ||
+                   v.path == modk::GemmPath::cutlass;
           }))
         return;
       for (Value w : gemm.getWeights())
@@ -1328,8 +1330,9 @@ LogicalResult CudaEmitter::emitEntry(modk::EntryOp e) {
   os << "  static const bool profile = std::getenv(\"MODC_PROFILE\") != nullptr;\n";
   os << "  ModcProfile tick;\n  if (profile)\n    modcProfileStart(tick, s);\n";
   if (isDecode) {
-    // The weights its few-row products stream from bf16 copies, made
-    // current before the step runs or replays (outside the capture).
+    // The weights its few-row products stream from bf16 copies, and its
+    // CUTLASS products read, made current before the step runs or replays
+    // (outside the capture).
     std::vector<std::pair<size_t, int64_t>> copied = decodeWeightCopies(e);
     std::string indices, counts;
     for (auto [index, count] : copied) {

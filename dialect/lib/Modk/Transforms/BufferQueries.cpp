@@ -57,6 +57,13 @@ modk::HostRowCount modk::hostRowCount(Value segments, MemRefType type,
     return HostRowCount::device;
   if (coversEveryRow(segments, type))
     return HostRowCount::bound;
+  // A decode step's dense rows: one a sequence (seg[b] = b), B in all.
+  if (type.getDimSize(1) == 1 &&
+      llvm::any_of(segments.getUsers(), [&](Operation *user) {
+        auto rows = dyn_cast<DecodeRowsOp>(user);
+        return rows && rows.getSegments() == segments;
+      }))
+    return HostRowCount::bound;
   for (Operation *user : segments.getUsers()) {
     auto route = dyn_cast<RouteSelectOp>(user);
     if (!route || route.getSegments() != segments)

@@ -135,7 +135,9 @@ public:
     modk::EntryOp entry = getOperation();
     bool bf16 = entry.isBf16();
     // A weight's bf16 copy for TMA is made within a call's WeightCopyScope,
-    // which every entry but decode opens.
+    // which every entry but decode opens. A decode step's CUTLASS products
+    // read instead the copies that the step makes current before it runs
+    // (modk-keep-bf16-weights flags their weights; docs/cuda.md, "CUTLASS").
     bool weightCopies = entry.getKind() != modk::EntryKind::decode;
     MLIRContext *ctx = &getContext();
     WalkResult walk = entry.walk([&](Operation *op) {
@@ -159,8 +161,13 @@ public:
         bool grouped = gemm.getGroupAttr() &&
                        target->cutlass.generation ==
                            cuda::CutlassGeneration::collectiveBuilders;
+        // A decode step's groups keep the tiles: a grouped launch takes
+        // device memory of its own, which the step's graph capture cannot
+        // allocate.
+        bool copied = isBf16(gemm.getInput()) && w[1] % 8 == 0 &&
+                      (weightCopies || !gemm.getGroupAttr());
         bool cutlass = onCutlass(gemm, storeBytes, sourceBytes, grouped);
-        gemm.setConfigAttr(cutlass && p.bf16 && p.tmaOperands
+        gemm.setConfigAttr(cutlass && p.bf16 && copied
                                ? configureCutlass(ctx, p, storeBytes,
                                                   sourceBytes,
                                                   heavyEpilogue(gemm), grouped)

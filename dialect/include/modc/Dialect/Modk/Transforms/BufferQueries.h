@@ -33,8 +33,9 @@ bool coversEveryRow(mlir::Value segments, mlir::MemRefType type);
 /// buffer of `type`: what a kernel that computes every row up to the count
 /// it is given (CUTLASS's on sm_90a) may take.
 enum class HostRowCount {
-  /// Always the bound, B x S: a dense layer's rows (coversEveryRow) or a
-  /// top-k selection of k = S rows a sequence without a causal router.
+  /// Always the bound, B x S: a dense layer's rows (coversEveryRow), a
+  /// decode step's dense rows (modk.decode_rows, S = 1) or a top-k
+  /// selection of k = S rows a sequence without a causal router.
   bound,
   /// B x k in `topk` mode (a top-k selection of k rows a sequence, which
   /// writes seg[b] = b k), the device's in `causal` mode (a causal
