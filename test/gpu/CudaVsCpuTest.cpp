@@ -660,6 +660,15 @@ INSTANTIATE_TEST_SUITE_P(
                       // cutlass-emulated.test).
                       Variant{"aux_loss", "swiglu", "sm_90a", true, 0,
                               "cutlass cutlass-from=1 sm-count=1", 4, true},
+                      // The same on the whole part (the device's SM
+                      // count): these small weight gradients do not fill
+                      // it, so CUTLASS splits their reduction (split_k:
+                      // stream-K's deterministic split for one product,
+                      // row chunks of a group's members and their sum).
+                      Variant{"predictor", "swiglu", "sm_90a", true, 0,
+                              "cutlass cutlass-from=1"},
+                      Variant{"aux_loss", "swiglu", "sm_90a", true, 0,
+                              "cutlass cutlass-from=1", 4, true},
                       // sm_90a's TMA and wgmma attention forward, at head
                       // dim 64 (one head of d_model 64).
                       Variant{"predictor", "swiglu", "sm_90a", true, 0,
