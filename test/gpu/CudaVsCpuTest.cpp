@@ -663,10 +663,9 @@ INSTANTIATE_TEST_SUITE_P(
                       // The same on the whole part (the device's SM
                       // count): these small weight gradients do not fill
                       // it, so CUTLASS splits their reduction (split_k:
-                      // stream-K's deterministic split for one product,
-                      // row chunks of a group's members and their sum).
-                      Variant{"predictor", "swiglu", "sm_90a", true, 0,
-                              "cutlass cutlass-from=1"},
+                      // stream-K's deterministic split for the attention's
+                      // and routers' products, row chunks of the experts'
+                      // groups and their sum).
                       Variant{"aux_loss", "swiglu", "sm_90a", true, 0,
                               "cutlass cutlass-from=1", 4, true},
                       // sm_90a's TMA and wgmma attention forward, at head
