@@ -239,12 +239,17 @@ inline modrt::TensorMap modelWeights(const std::string &dir,
 /// section 7).
 inline void printMoeShares(const std::string &name,
                            const std::vector<modrt::MoeShares> &shares) {
-  for (const modrt::MoeShares &s : shares)
+  for (const modrt::MoeShares &s : shares) {
+    std::string perExpert;
+    for (int64_t rows : s.keptByExpert)
+      perExpert += (perExpert.empty() ? "" : " ") + std::to_string(rows);
     std::fprintf(stderr,
                  "  %-14s moe layer %d: kept %.1f %%, no-op %.1f %%, dropped "
-                 "%.1f %% of %lld tokens\n",
+                 "%.1f %% of %lld tokens (rows by expert: %s)\n",
                  name.c_str(), s.layer, s.percent(s.kept), s.percent(s.noop),
-                 s.percent(s.dropped), static_cast<long long>(s.reached()));
+                 s.percent(s.dropped), static_cast<long long>(s.reached()),
+                 perExpert.c_str());
+  }
 }
 
 /// "%.2f" (or `f`) of `v`, "n/a" without one.

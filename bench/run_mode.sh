@@ -168,7 +168,7 @@ def over_rounds(stem, col):
     return out, spread
 
 # How each MoE layer decided the timed batch (bench_train's first round).
-print("MoE layers' decisions of the timed batch (kept, no-op, dropped):")
+print("MoE layers' decisions of the timed batch (kept, no-op, dropped; rows by expert):")
 for line in open(f"{logs}/train.1.err"):
     if " moe layer " in line:
         print("  " + line.strip())

@@ -447,13 +447,15 @@ std::vector<MoeShares> modrt::countMoeShares(const Manifest &m,
   for (size_t l = 0; l < m.moeLayers.size(); ++l) {
     MoeShares s;
     s.layer = m.moeLayers[l];
+    s.keptByExpert.assign(static_cast<size_t>(E), 0);
     // The encoding of modc_forward_args::moe_decisions (docs/runtime.md).
     for (int32_t d : result.moe[l]) {
       if (d == -1)
         ++s.skipped;
-      else if (d >= 0 && d < E)
+      else if (d >= 0 && d < E) {
         ++s.kept;
-      else if (d >= E && d < EN)
+        ++s.keptByExpert[static_cast<size_t>(d)];
+      } else if (d >= E && d < EN)
         ++s.noop;
       else if (d >= EN && d < EN + E)
         ++s.dropped;

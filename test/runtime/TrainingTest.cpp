@@ -672,6 +672,7 @@ TEST(MoeSharesTest, CountsTheEncoding) {
   EXPECT_EQ(s[0].noop, 1);
   EXPECT_EQ(s[0].dropped, 2);
   EXPECT_EQ(s[0].skipped, 2);
+  EXPECT_EQ(s[0].keptByExpert, (std::vector<int64_t>{1, 2}));
   EXPECT_EQ(s[0].reached(), 6);
   EXPECT_DOUBLE_EQ(s[0].percent(s[0].kept), 50.0);
   EXPECT_DOUBLE_EQ(MoeShares{}.percent(0), 0.0); // nothing reached the MLP

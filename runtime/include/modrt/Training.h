@@ -227,6 +227,8 @@ struct MoeShares {
   int64_t noop = 0;    ///< sent to a no-op expert (E <= e < E + N)
   int64_t dropped = 0; ///< over capacity (e + E + N)
   int64_t skipped = 0; ///< did not reach the MLP (-1)
+  /// Kept by each real expert (E entries): the rows its products run on.
+  std::vector<int64_t> keptByExpert;
   /// Tokens that reached the MLP: the shares' denominator.
   int64_t reached() const { return kept + noop + dropped; }
   /// `count` as a percentage of reached() (0 when none reached it).
