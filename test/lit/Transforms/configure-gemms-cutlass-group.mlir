@@ -13,15 +13,18 @@
 // bf16 store) and the down products (the gated scatter into the stream
 // at each member's tokens, which stores by itself). The variants are the
 // single product's (stages as the descriptors' shared memory leaves). The
-// same gated scatter outside a group keeps the tiles (its count is the
-// device's); sm_80 groups keep the tiles' grouped launch.
+// same gated scatter outside a group keeps the tiles in its `config` (its
+// count is the device's) and takes the same variants in its
+// device_rows_config: a grouped launch of itself alone, which the emitter
+// tries first. sm_80 keeps the tiles' grouped launch, and the tiles alone.
 // CHECK-LABEL: modk.entry @experts
 // CHECK-COUNT-2: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 65: cutlass 64x128x64 cluster 1x1 stages 8 pingpong raster along_m grouped, from 8321: cutlass 128x128x64 cluster 2x1 stages 6 cooperative raster along_m grouped, from 16769: cutlass 128x256x64 cluster 2x1 stages 4 cooperative raster along_m grouped>, epilogue = #modk.epilogue<none>, group = 0 : i64}
 // CHECK-COUNT-2: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 65: cutlass 64x128x64 cluster 1x1 stages 7 pingpong raster along_m grouped, from 8321: cutlass 128x128x64 cluster 2x1 stages 4 cooperative raster along_m grouped, from 16769: cutlass 128x256x64 cluster 2x1 stages 3 cooperative raster along_m grouped>, epilogue = #modk.epilogue<rows>, group = 1 : i64}
 // CHECK-COUNT-2: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 65: cutlass 64x128x64 cluster 1x1 stages 8 pingpong raster along_m grouped, from 16769: cutlass 128x128x64 cluster 2x1 stages 6 cooperative raster along_m grouped>, epilogue = #modk.epilogue<rows>, group = 2 : i64}
-// CHECK: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 65: wgmma 128x64 tma 264, from 16769: wgmma 128x128 tma 132>, epilogue = #modk.epilogue<rows>}
+// CHECK: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 65: wgmma 128x64 tma 264, from 16769: wgmma 128x128 tma 132>, device_rows_config = #modk.gemm_config<stream 8x4, from 65: cutlass 64x128x64 cluster 1x1 stages 8 pingpong raster along_m grouped, from 16769: cutlass 128x128x64 cluster 2x1 stages 6 cooperative raster along_m grouped>, epilogue = #modk.epilogue<rows>}
 // A100-LABEL: modk.entry @experts
 // A100-NOT: grouped
+// A100-NOT: device_rows_config
 // A100: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 65: cutlass 64x128x32 cluster 1x1 stages 6 multistage raster along_m, {{.*}}>, epilogue = #modk.epilogue<none>, group = 0 : i64}
 // A100-NOT: grouped
 modk.entry @experts attributes {kind = #modk.entry_kind<forward>, model = #modk.model<name = "t", vocab_size = 64, d_model = 128, n_layers = 1, n_heads = 4, d_ff = 512, seq_len = 256, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = bf16>, modes = [#modk.mode<topk>], params = [#modk.param<name = "wg0", shape = [256, 128], init = ones>, #modk.param<name = "wg1", shape = [256, 128], init = ones>, #modk.param<name = "wd0", shape = [128, 256], init = ones>, #modk.param<name = "wd1", shape = [128, 256], init = ones>]} {

@@ -96,14 +96,15 @@ modk.entry @forward attributes {kind = #modk.entry_kind<forward>, model = #modk.
 // before it runs: a plain store, and a residual add in place over the
 // step's dense rows (modk.decode_rows: one a sequence, so the host knows
 // the count, B). Not on CUTLASS on sm_90a: the add in place over rows that
-// the device counts (a routed layer's), and a group's member (a grouped
-// launch takes device memory of its own, which the step's graph capture
-// cannot allocate). sm_80's kernel stops at the count: the add over the
-// routed rows too.
+// the device counts (a routed layer's) in its `config`, whose
+// device_rows_config is a grouped launch of it alone (its problem sized on
+// the device; the step allocates its memory before its graph capture); and
+// a group's member (the groups of a step keep the tiles). sm_80's kernel
+// stops at the count: the add over the routed rows too.
 // CHECK-LABEL: modk.entry @decode
 // CHECK: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 65: cutlass 64x128x64 cluster 1x1 stages 8 pingpong raster along_m, from 16769: cutlass 128x128x64 cluster 2x1 stages 6 cooperative raster along_m>, epilogue = #modk.epilogue<none>}
 // CHECK: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 65: cutlass 64x128x64 cluster 1x1 stages 8 pingpong raster along_m, from 16769: cutlass 128x128x64 cluster 2x1 stages 5 cooperative raster along_m>, epilogue = #modk.epilogue<rows>}
-// CHECK: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 65: wgmma 128x64, from 16769: wgmma 128x128>, epilogue = #modk.epilogue<rows>}
+// CHECK: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 65: wgmma 128x64, from 16769: wgmma 128x128>, device_rows_config = #modk.gemm_config<stream 8x4, from 65: cutlass 64x128x64 cluster 1x1 stages 8 pingpong raster along_m grouped, from 16769: cutlass 128x128x64 cluster 2x1 stages 5 cooperative raster along_m grouped>, epilogue = #modk.epilogue<rows>}
 // CHECK: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 65: wgmma 128x64, from 16769: wgmma 128x128>, epilogue = #modk.epilogue<none>, group = 0 : i64}
 // A100-LABEL: modk.entry @decode
 // A100: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 65: cutlass 64x128x32 cluster 1x1 stages 6 multistage raster along_m, from 27521: cutlass 128x128x32 cluster 1x1 stages 5 multistage raster along_m>, epilogue = #modk.epilogue<none>}
@@ -272,14 +273,17 @@ modk.entry @wgrad attributes {kind = #modk.entry_kind<grad>, model = #modk.model
 // (the source: the 128x128 tile keeps 5 stages instead of 6), and so does
 // the same add into another buffer. Not on CUTLASS on sm_90a: the add in
 // place over rows counted on the device (its kernel computes every row up
-// to the bound, and a row past the count must keep its values). sm_80's
-// kernel stops at the count and its epilogue tree reads the source from
-// global memory: all three adds, with the store's stages.
+// to the bound, and a row past the count must keep its values); its
+// device_rows_config is a grouped launch of it alone, whose problem the
+// device sizes (the grouped kernel's stages). sm_80's kernel stops at the
+// count and its epilogue tree reads the source from global memory: all
+// three adds, with the store's stages, and no device_rows_config.
 // CHECK-LABEL: modk.entry @residual
 // CHECK: modk.gemm %{{.*}} -> %[[X:.*]] {config = #modk.gemm_config<stream 8x4, from 65: cutlass 64x128x64 cluster 1x1 stages 8 pingpong raster along_m, from 16769: cutlass 128x128x64 cluster 2x1 stages 5 cooperative raster along_m>, epilogue = #modk.epilogue<rows>}
 // CHECK: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 65: cutlass 64x128x64 cluster 1x1 stages 8 pingpong raster along_m, from 16769: cutlass 128x128x64 cluster 2x1 stages 5 cooperative raster along_m>, epilogue = #modk.epilogue<rows>}
-// CHECK: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 65: wgmma 128x64 tma 264, from 16769: wgmma 128x128 tma 132>, epilogue = #modk.epilogue<rows>}
+// CHECK: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 65: wgmma 128x64 tma 264, from 16769: wgmma 128x128 tma 132>, device_rows_config = #modk.gemm_config<stream 8x4, from 65: cutlass 64x128x64 cluster 1x1 stages 8 pingpong raster along_m grouped, from 16769: cutlass 128x128x64 cluster 2x1 stages 5 cooperative raster along_m grouped>, epilogue = #modk.epilogue<rows>}
 // A100-LABEL: modk.entry @residual
+// A100-NOT: device_rows_config
 // A100: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 65: cutlass 64x128x32 cluster 1x1 stages 6 multistage raster along_m, from 27521: cutlass 128x128x32 cluster 1x1 stages 5 multistage raster along_m>, epilogue = #modk.epilogue<rows>}
 // A100: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 65: cutlass 64x128x32 cluster 1x1 stages 6 multistage raster along_m, from 27521: cutlass 128x128x32 cluster 1x1 stages 5 multistage raster along_m>, epilogue = #modk.epilogue<rows>}
 // A100: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 65: cutlass 64x128x32 cluster 1x1 stages 6 multistage raster along_m, from 27521: cutlass 128x128x32 cluster 1x1 stages 5 multistage raster along_m>, epilogue = #modk.epilogue<rows>}
@@ -329,6 +333,63 @@ modk.entry @residual attributes {kind = #modk.entry_kind<forward>, model = #modk
 
 // -----
 
+// A residual add in place over a causal router's selection: in `topk` mode
+// the host knows the count (B k), in `causal` mode the device does. In an
+// entry that serves both, `config` runs it on CUTLASS where the host knows
+// the count, and device_rows_config is the grouped launch of it alone for
+// `causal` mode; an entry of `topk` mode only needs none.
+// CHECK-LABEL: modk.entry @selected
+// CHECK: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 65: cutlass 64x128x64 cluster 1x1 stages 8 pingpong raster along_m, from 16769: cutlass 128x128x64 cluster 2x1 stages 5 cooperative raster along_m>, device_rows_config = #modk.gemm_config<stream 8x4, from 65: cutlass 64x128x64 cluster 1x1 stages 8 pingpong raster along_m grouped, from 16769: cutlass 128x128x64 cluster 2x1 stages 5 cooperative raster along_m grouped>, epilogue = #modk.epilogue<rows>}
+// CHECK-LABEL: modk.entry @selected_topk
+// CHECK-NOT: device_rows_config
+// CHECK: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 65: cutlass 64x128x64 cluster 1x1 stages 8 pingpong raster along_m, from 16769: cutlass 128x128x64 cluster 2x1 stages 5 cooperative raster along_m>, epilogue = #modk.epilogue<rows>}
+modk.entry @selected attributes {kind = #modk.entry_kind<forward>, model = #modk.model<name = "t", vocab_size = 64, d_model = 128, n_layers = 1, n_heads = 1, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = bf16>, modes = [#modk.mode<topk>, #modk.mode<causal>], params = [#modk.param<name = "wo", shape = [128, 128], init = ones>]} {
+  %wo = modk.param "wo" : memref<128x128xf32>
+  %r = modk.alloc : memref<?x16xf32>
+  %cs = modk.alloc : memref<?x16xf32>
+  %cpos = modk.alloc : memref<?x16xi32>
+  %cseg = modk.alloc : memref<?x1xi64>
+  %mask = modk.alloc : memref<?x16xi32>
+  modk.route_select %r causal(%cs) -> %cpos, %cseg, %mask {causal_router = #modk.causal_router<predictor>, k = 4 : i64, layer = 1 : i64} : memref<?x16xf32>, memref<?x16xf32>, memref<?x16xi32>, memref<?x1xi64>, memref<?x16xi32>
+  %n = modk.alloc : memref<?x16x128xbf16>
+  %x = modk.alloc : memref<?x16x128xf32>
+  modk.gemm %n, [%wo] rows %cseg -> %x {epilogue = #modk.epilogue<rows>} : memref<?x16x128xbf16>, memref<128x128xf32>, memref<?x1xi64>, memref<?x16x128xf32> epilogue {
+  ^bb0(%p: memref<?x16x128xf32>):
+    modk.rows ins(%x, %p : memref<?x16x128xf32>, memref<?x16x128xf32>) rows %cseg : memref<?x1xi64> outs(%x : memref<?x16x128xf32>) access(row, row -> row) reduce {
+    ^bb0(%a: f32, %b: f32):
+      modk.yield
+    } body {
+    ^bb0(%a: f32, %b: f32):
+      %s = arith.addf %a, %b : f32
+      modk.yield %s : f32
+    }
+  }
+}
+modk.entry @selected_topk attributes {kind = #modk.entry_kind<forward>, model = #modk.model<name = "t", vocab_size = 64, d_model = 128, n_layers = 1, n_heads = 1, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = bf16>, modes = [#modk.mode<topk>], params = [#modk.param<name = "wo", shape = [128, 128], init = ones>]} {
+  %wo = modk.param "wo" : memref<128x128xf32>
+  %r = modk.alloc : memref<?x16xf32>
+  %cs = modk.alloc : memref<?x16xf32>
+  %cpos = modk.alloc : memref<?x16xi32>
+  %cseg = modk.alloc : memref<?x1xi64>
+  %mask = modk.alloc : memref<?x16xi32>
+  modk.route_select %r causal(%cs) -> %cpos, %cseg, %mask {causal_router = #modk.causal_router<predictor>, k = 4 : i64, layer = 1 : i64} : memref<?x16xf32>, memref<?x16xf32>, memref<?x16xi32>, memref<?x1xi64>, memref<?x16xi32>
+  %n = modk.alloc : memref<?x16x128xbf16>
+  %x = modk.alloc : memref<?x16x128xf32>
+  modk.gemm %n, [%wo] rows %cseg -> %x {epilogue = #modk.epilogue<rows>} : memref<?x16x128xbf16>, memref<128x128xf32>, memref<?x1xi64>, memref<?x16x128xf32> epilogue {
+  ^bb0(%p: memref<?x16x128xf32>):
+    modk.rows ins(%x, %p : memref<?x16x128xf32>, memref<?x16x128xf32>) rows %cseg : memref<?x1xi64> outs(%x : memref<?x16x128xf32>) access(row, row -> row) reduce {
+    ^bb0(%a: f32, %b: f32):
+      modk.yield
+    } body {
+    ^bb0(%a: f32, %b: f32):
+      %s = arith.addf %a, %b : f32
+      modk.yield %s : f32
+    }
+  }
+}
+
+// -----
+
 // Elementwise `rows` epilogues (GemmOp::isElementwiseEpilogue) run on
 // CUTLASS on sm_90a as epilogue visitor trees: SwiGLU's product with the
 // gate (an f32 source beside a bf16 output: four stages of rows x 32 f32
@@ -339,9 +400,11 @@ modk.entry @residual attributes {kind = #modk.entry_kind<forward>, model = #modk
 // stores at the rows' tokens (the routed block's gated scatter) and one
 // that reads the column index. An epilogue over heads (RoPE) runs after
 // the kernel, which stores the f32 product (the stages of an f32 store).
-// Not on CUTLASS: the gated scatter over rows counted on the device (the
-// kernel computes every row up to the count it is given: a row past the
-// count has no token to store at). sm_80 takes the elementwise ones, as
+// Not on CUTLASS in its `config`: the gated scatter over rows counted on
+// the device (the kernel computes every row up to the count it is given: a
+// row past the count has no token to store at); its device_rows_config is
+// a grouped launch of it alone, which computes exactly the rows the device
+// counts (its problem sized on the device). sm_80 takes the elementwise ones, as
 // CUTLASS 2.x epilogue visitor trees, with the store's stages (the source
 // is read from global memory: SwiGLU keeps 6 stages on 64x128 and takes
 // 128x256 too), and leaves the others to the tiles.
@@ -350,7 +413,7 @@ modk.entry @residual attributes {kind = #modk.entry_kind<forward>, model = #modk
 // CHECK: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 65: cutlass 64x128x64 cluster 1x1 stages 8 pingpong raster along_m, from 16769: cutlass 128x128x64 cluster 2x1 stages 6 cooperative raster along_m>, epilogue = #modk.epilogue<rows>}
 // CHECK: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 65: cutlass 64x128x64 cluster 1x1 stages 8 pingpong raster along_m, from 16769: cutlass 128x128x64 cluster 2x1 stages 6 cooperative raster along_m>, epilogue = #modk.epilogue<rows>}
 // CHECK: modk.gemm {{.*}} rows %[[ALL:[0-9]+]] -> {{.*}} {config = #modk.gemm_config<stream 8x4, from 65: cutlass 64x128x64 cluster 1x1 stages 8 pingpong raster along_m, from 16769: cutlass 128x128x64 cluster 2x1 stages 6 cooperative raster along_m>, epilogue = #modk.epilogue<rows>}
-// CHECK: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 65: wgmma 128x64 tma 264, from 16769: wgmma 128x128 tma 132>, epilogue = #modk.epilogue<rows>}
+// CHECK: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 65: wgmma 128x64 tma 264, from 16769: wgmma 128x128 tma 132>, device_rows_config = #modk.gemm_config<stream 8x4, from 65: cutlass 64x128x64 cluster 1x1 stages 8 pingpong raster along_m grouped, from 16769: cutlass 128x128x64 cluster 2x1 stages 6 cooperative raster along_m grouped>, epilogue = #modk.epilogue<rows>}
 // CHECK: modk.gemm {{.*}} rows %[[ALL]] -> {{.*}} {config = #modk.gemm_config<stream 8x4, from 65: cutlass 64x128x64 cluster 1x1 stages 8 pingpong raster along_m, from 16769: cutlass 128x128x64 cluster 2x1 stages 6 cooperative raster along_m>, epilogue = #modk.epilogue<rows>}
 // A100-LABEL: modk.entry @elementwise
 // A100: modk.gemm %{{.*}} -> %{{.*}} {config = #modk.gemm_config<stream 8x4, from 65: cutlass 64x128x32 cluster 1x1 stages 6 multistage raster along_n, from 6785: cutlass 128x256x32 cluster 1x1 stages 4 multistage raster along_m>, epilogue = #modk.epilogue<rows>}

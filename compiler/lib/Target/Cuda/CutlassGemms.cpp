@@ -65,7 +65,9 @@ bool modc::usesCutlass(ArrayRef<modk::EntryOp> entries) {
   for (modk::EntryOp e : entries) {
     WalkResult walk = e.walk([](Operation *op) {
       return hasCutlassVariant(
-                 op->getAttrOfType<modk::GemmConfigAttr>("config"))
+                 op->getAttrOfType<modk::GemmConfigAttr>("config")) ||
+                     hasCutlassVariant(op->getAttrOfType<modk::GemmConfigAttr>(
+                         cuda::kDeviceRowsConfig))
                  ? WalkResult::interrupt()
                  : WalkResult::advance();
     });
@@ -817,7 +819,7 @@ struct Sm90GroupGemm {
   /// stream capture: the first call outside one allocates it).
   static bool run(const GroupTable &table, int64_t n, int64_t k,
                   cudaStream_t s) {
-    if (table.members < 1 || table.members > kMaxGroup)
+    if (table.members < 0 || table.members > kMaxGroup)
       return false;
     typename Adapter::Arguments args{
         cutlass::gemm::GemmUniversalMode::kGrouped,
@@ -829,14 +831,15 @@ struct Sm90GroupGemm {
     args.scheduler.raster_order = AlongN ? Raster::AlongN : Raster::AlongM;
     // The members' arrays, then CUTLASS's workspace (its descriptors), in
     // memory of this kernel's own, sized for the most members: launches on
-    // one stream take it in turn.
+    // one stream take it in turn. A table of no members only allocates it
+    // (GroupPlan::reserve).
     static char *memory = nullptr;
     static size_t capacity = 0;
     const size_t arraysBytes = (sizeof(Arrays) + 255) / 256 * 256;
     args.problem_shape.num_groups = kMaxGroup;
     const size_t bytes = arraysBytes + Adapter::get_workspace_size(args);
     args.problem_shape.num_groups = table.members;
-    if (!reserveGroupMemory(memory, capacity, bytes, s))
+    if (!reserveGroupMemory(memory, capacity, bytes, s) || table.members == 0)
       return false;
     Arrays *arrays = reinterpret_cast<Arrays *>(memory);
     args.problem_shape.problem_shapes = arrays->problems;
@@ -1693,6 +1696,17 @@ template <GroupSplitLaunchFn Launch> struct GroupSplitLauncher {
 /// weight without a copy, an unaligned operand, CUTLASS declining, the CPU
 /// emulation): nothing but perhaps weights' rounding was enqueued then.
 template <typename... V> struct GroupPlan {
+  /// Allocates, outside a stream capture, every variant's device memory (a
+  /// launch from a captured graph, a decode step's, cannot allocate it).
+  static void reserve(cudaStream_t s) {
+#if defined(__CUDACC__)
+    const GroupTable none{};
+    (V::Gemm::run(none, 0, 0, nullptr, 0, s), ...);
+#else
+    (void)s;
+#endif
+  }
+
   static bool run(const GroupTable &table, int64_t maxRows, int64_t n,
                   int64_t k, cudaStream_t s, bool weightCopies = true,
                   float *scratch = nullptr, int64_t chunks = 0) {
@@ -1728,9 +1742,14 @@ private:
           reinterpret_cast<uintptr_t>(m.y) % 16 != 0 ||
           (!weightCopies && reinterpret_cast<uintptr_t>(m.w) % 16 != 0))
         return false;
-      if (weightCopies)
-        m.w = modk_cuda::detail::weightCopyFor(
-            static_cast<const float *>(m.w), n * k, s);
+      // Rounded in this call, or outside a WeightCopyScope (a decode step)
+      // the copy the step made current before it ran.
+      if (weightCopies) {
+        const float *w = static_cast<const float *>(m.w);
+        m.w = modk_cuda::detail::weightCopyFor(w, n * k, s);
+        if (!m.w)
+          m.w = modk_cuda::detail::currentCopyOf(w, n * k);
+      }
       if (!m.w)
         return false;
     }
@@ -2074,10 +2093,12 @@ static std::string kindText(Operation *op) {
   llvm_unreachable("unknown product kind");
 }
 
-/// The key of a product's CUTLASS plan: its configuration and what its
-/// kernels compute (kindText, epilogueMath).
-static std::string planKey(Operation *op, bool sm90) {
-  auto config = op->getAttrOfType<modk::GemmConfigAttr>("config");
+/// The key of a product's CUTLASS plan: its configuration (`config`, or
+/// another of its configuration attributes) and what its kernels compute
+/// (kindText, epilogueMath).
+static std::string planKey(Operation *op, bool sm90,
+                           StringRef attribute = "config") {
+  auto config = op->getAttrOfType<modk::GemmConfigAttr>(attribute);
   std::string key;
   llvm::raw_string_ostream os(key);
   FailureOr<std::string> math = epilogueMath(op, sm90);
@@ -2308,14 +2329,15 @@ LogicalResult CutlassGemms::emit(raw_ostream &os,
   std::string launchers, types, planText;
   llvm::raw_string_ostream launchersOs(launchers), typesOs(types),
       plansOs(planText);
-  for (modk::EntryOp e : entries) {
-    WalkResult walk = e.walk([&](Operation *op) {
-      if (!isa<modk::GemmOp, modk::GemmDgradOp, modk::GemmWgradOp>(op))
-        return WalkResult::advance();
-      auto config = op->getAttrOfType<modk::GemmConfigAttr>("config");
+  {
+    // The plan of one configuration attribute of a product: `config`, or
+    // a forward product's device_rows_config (its one-member grouped
+    // launch).
+    auto addPlan = [&](Operation *op, StringRef attribute) {
+      auto config = op->getAttrOfType<modk::GemmConfigAttr>(attribute);
       if (!hasCutlassVariant(config))
         return WalkResult::advance();
-      std::string key = planKey(op, sm90);
+      std::string key = planKey(op, sm90, attribute);
       if (plans.count(key))
         return WalkResult::advance();
       ProductKind kind = kindOf(op);
@@ -2454,9 +2476,20 @@ LogicalResult CutlassGemms::emit(raw_ostream &os,
       llvm::interleaveComma(variants, plansOs);
       plansOs << ">;\n";
       return WalkResult::advance();
-    });
-    if (walk.wasInterrupted())
-      return failure();
+    };
+    // The device_rows_config plans after every other: their kernels
+    // follow.
+    for (StringRef attribute :
+         {StringRef("config"), StringRef(cuda::kDeviceRowsConfig)})
+      for (modk::EntryOp e : entries) {
+        WalkResult walk = e.walk([&](Operation *op) {
+          if (!isa<modk::GemmOp, modk::GemmDgradOp, modk::GemmWgradOp>(op))
+            return WalkResult::advance();
+          return addPlan(op, attribute);
+        });
+        if (walk.wasInterrupted())
+          return failure();
+      }
   }
   if (onlyKernel >= 0) {
     // A build check: that kernel's file alone.
@@ -2505,13 +2538,19 @@ std::string CutlassGemms::groupPlanOf(Operation *op) const {
   return anyPlanOf(op);
 }
 
-std::string CutlassGemms::anyPlanOf(Operation *op) const {
+std::string CutlassGemms::deviceRowsPlanOf(Operation *op) const {
+  return anyPlanOf(op, cuda::kDeviceRowsConfig);
+}
+
+std::string CutlassGemms::anyPlanOf(Operation *op, StringRef attribute) const {
   if (!isa<modk::GemmOp, modk::GemmDgradOp, modk::GemmWgradOp>(op) ||
-      !hasCutlassVariant(op->getAttrOfType<modk::GemmConfigAttr>("config")))
+      !hasCutlassVariant(op->getAttrOfType<modk::GemmConfigAttr>(attribute)))
     return {};
   const cuda::CudaPart *part = cuda::findCudaPart(arch);
   auto it = plans.find(
-      planKey(op, part && part->cutlass.generation ==
-                              cuda::CutlassGeneration::collectiveBuilders));
+      planKey(op,
+              part && part->cutlass.generation ==
+                          cuda::CutlassGeneration::collectiveBuilders,
+              attribute));
   return it == plans.end() ? std::string() : it->second;
 }

@@ -78,8 +78,15 @@ public:
   /// group's one launch (modc_cutlass::linear_group).
   std::string groupPlanOf(mlir::Operation *op) const;
 
+  /// The grouped plan of a forward product's device_rows_config (a
+  /// one-member grouped launch over the rows the device counts, where its
+  /// epilogue must not touch a row past the count), or empty where it has
+  /// none.
+  std::string deviceRowsPlanOf(mlir::Operation *op) const;
+
 private:
-  std::string anyPlanOf(mlir::Operation *op) const;
+  std::string anyPlanOf(mlir::Operation *op,
+                        llvm::StringRef attribute = "config") const;
   mlir::LogicalResult emitKernelType(llvm::raw_ostream &os,
                                      const modk::GemmVariant &v,
                                      bool bf16Output, const std::string &name,

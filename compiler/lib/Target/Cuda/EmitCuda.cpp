@@ -100,13 +100,18 @@ public:
              optimizer.getParams().getAsRange<modk::ParamAttr>()))
       if (optimizer.keepsBf16Copy(i))
         flagged.insert(p.getName());
+    auto readsCopy = [](modk::GemmConfigAttr config) {
+      return config &&
+             llvm::any_of(config.getVariants(), [](const modk::GemmVariant &v) {
+               return v.path == modk::GemmPath::stream ||
+                      v.path == modk::GemmPath::cutlass;
+             });
+    };
     e.walk([&](modk::GemmOp gemm) {
-      modk::GemmConfigAttr config = gemm.getConfigAttr();
-      if (!gemm.productsBf16() || !config ||
-          llvm::none_of(config.getVariants(), [](const modk::GemmVariant &v) {
-            return v.path == modk::GemmPath::stream ||
-                   v.path == modk::GemmPath::cutlass;
-          }))
+      if (!gemm.productsBf16() ||
+          !(readsCopy(gemm.getConfigAttr()) ||
+            readsCopy(gemm->getAttrOfType<modk::GemmConfigAttr>(
+                cuda::kDeviceRowsConfig))))
         return;
       for (Value w : gemm.getWeights())
         if (auto param = w.getDefiningOp<modk::ParamOp>())
@@ -271,6 +276,10 @@ private:
   /// the bound (its kernel reads the count).
   std::string cutlassRows(modk::GemmOp op, const KernelArg &rows,
                           bool exact) const;
+  /// The row bound a one-member grouped launch of `op` (its
+  /// device_rows_config) is given, an expression: where the device counts
+  /// the rows (`causal` mode for a selection's), else 0 (it declines).
+  std::string deviceRows(modk::GemmOp op, const KernelArg &rows) const;
   /// The members of a group (modk-group-gemms) as one grouped launch.
   void emitGemmGroup(ArrayRef<modk::GemmOp> members, int indent);
   /// Sibling products of one input (modk-group-siblings) as one launch of
@@ -681,7 +690,9 @@ void CudaEmitter::emitOneGemm(modk::GemmOp op, int indent) {
          {a, rows, w, "epi"}},
         op);
     if (!epilogue.getHeadDim()) {
-      if (std::string plan = cutlass.planOf(op); !plan.empty()) {
+      std::string plan = cutlass.planOf(op);
+      std::string devicePlan = cutlass.deviceRowsPlanOf(op);
+      if (!plan.empty() || !devicePlan.empty()) {
         // On CUTLASS from its variants' rows, the epilogue in its kernel
         // (reading its source, if any: a residual add's y, SwiGLU's gate),
         // the tiles with the generated epilogue below them.
@@ -700,12 +711,31 @@ void CudaEmitter::emitOneGemm(modk::GemmOp op, int indent) {
         }
         // An epilogue that reads y in place or stores by itself computes
         // exactly the rows it is given: none where the count is the
-        // device's (the tiles run).
+        // device's. There a grouped launch of this one product
+        // (device_rows_config) computes the rows the device counts, its
+        // problem sized on the device; else the tiles run.
         bool exact = storesItself || (source && source == op.getOutput());
-        os << fmt::format("{}  if (!modc_cutlass::linear_epilogue<{}, {}, "
-                          "{}>({}, {} + B, {}, {}, {}, {}, s))\n",
-                          pad, n, k, plan, a, rows.text,
-                          cutlassRows(op, rows, exact), w, src, y);
+        std::vector<std::string> tries;
+        if (!plan.empty())
+          tries.push_back(fmt::format(
+              "modc_cutlass::linear_epilogue<{}, {}, {}>({}, {} + B, {}, {}, "
+              "{}, {}, s)",
+              n, k, plan, a, rows.text, cutlassRows(op, rows, exact), w, src,
+              y));
+        if (!devicePlan.empty()) {
+          os << pad << "  modc_cutlass::GroupTable cutlassRows;\n"
+             << pad << "  cutlassRows.members = 1;\n";
+          os << fmt::format("{}  cutlassRows.member[0] = {{{}, {}, {}, {}, "
+                            "{} + B, {}}};\n",
+                            pad, a, w, source ? name(source) : "nullptr",
+                            storesItself ? "nullptr" : y,
+                            name(op.getSegments()), storesItself ? "sa" : "{}");
+          tries.push_back(fmt::format(
+              "modc_cutlass::linear_group<{}, {}, {}>(cutlassRows, {}, s)", n,
+              k, devicePlan, deviceRows(op, rows)));
+        }
+        os << pad << "  if (!" << llvm::join(tries, " &&\n" + pad + "      !")
+           << ")\n";
         emitCall(fused, indent + 4);
       } else {
         emitCall(fused, indent + 2);
@@ -772,6 +802,17 @@ void CudaEmitter::emitOneGemm(modk::GemmOp op, int indent) {
     }
     call({"linear", shape, {a, rows, w, y}});
   }
+}
+
+std::string CudaEmitter::deviceRows(modk::GemmOp op,
+                                    const KernelArg &rows) const {
+  // A selection's count is the host's (B k) in `topk` mode, where the
+  // single kernel runs.
+  if (modk::hostRowCount(op.getSegments(),
+                         cast<MemRefType>(op.getInput().getType())) ==
+      modk::HostRowCount::topk)
+    return fmt::format("(causal ? {} : 0)", rows.bound);
+  return rows.bound;
 }
 
 std::string CudaEmitter::cutlassRows(modk::GemmOp op, const KernelArg &rows,
@@ -1339,6 +1380,14 @@ LogicalResult CudaEmitter::emitEntry(modk::EntryOp e) {
       indices += fmt::format("{}, ", index);
       counts += fmt::format("{}, ", count);
     }
+    // The one-member grouped launches' device memory (CUTLASS,
+    // device_rows_config), allocated outside the capture.
+    std::set<std::string> reserved;
+    e.walk([&](modk::GemmOp gemm) {
+      std::string plan = cutlass.deviceRowsPlanOf(gemm);
+      if (!plan.empty() && reserved.insert(plan).second)
+        os << "  " << plan << "::reserve(s);\n";
+    });
     os << fmt::format(R"cpp(  // The weights streamed from their bf16 copies (bf16_copies).
   constexpr int kCopies = {0};
   static const size_t kCopyParams[kCopies + 1] = {{{1}}};

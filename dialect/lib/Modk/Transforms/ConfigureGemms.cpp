@@ -172,6 +172,17 @@ public:
                                                   sourceBytes,
                                                   heavyEpilogue(gemm), grouped)
                                : configure(ctx, p));
+        // An epilogue that must not touch a row past the count, over rows
+        // the device counts (in `causal` mode, or always), outside a group:
+        // on sm_90a a grouped launch of this one member computes exactly
+        // them, its problem sized on the device (docs/cuda.md, "CUTLASS").
+        // Its variants are `device_rows_config`; `config` keeps what runs
+        // where the host knows the count (a selection's in `topk` mode).
+        if (!grouped && p.bf16 && copied && deviceCountedExact(gemm, entry) &&
+            onCutlass(gemm, storeBytes, sourceBytes, /*grouped=*/true))
+          gemm->setAttr(cuda::kDeviceRowsConfig,
+                        configureCutlass(ctx, p, storeBytes, sourceBytes,
+                                         heavyEpilogue(gemm), true));
       } else if (auto dgrad = dyn_cast<modk::GemmDgradOp>(op)) {
         // dA [rows, K] = dY [rows, N] W [N, K].
         auto w = cast<MemRefType>(dgrad.getWeight().getType()).getShape();
@@ -264,6 +275,34 @@ private:
                                                        : WalkResult::advance();
     });
     return walk.wasInterrupted();
+  }
+
+  /// Whether `gemm` runs on sm_90a (CUTLASS 3.x's grouped launches) an
+  /// epilogue that must not touch a row past the count (one that stores by
+  /// itself, at its rows' tokens: the gated scatter; or an elementwise one
+  /// that reads y in place) over rows whose count is the device's in a
+  /// mode of `entry` (modk::hostRowCount: the device's, or a selection's
+  /// in an entry that serves `causal` mode).
+  bool deviceCountedExact(modk::GemmOp gemm, modk::EntryOp entry) const {
+    if (library != "cutlass" || forcedPath >= 0 ||
+        target->cutlass.generation !=
+            cuda::CutlassGeneration::collectiveBuilders ||
+        gemm.getEpilogue() != modk::Epilogue::rows)
+      return false;
+    Value source;
+    bool exact = gemm.isElementwiseEpilogue(&source)
+                     ? source == gemm.getOutput()
+                     : !gemm.getEpilogueRows().getHeadDim();
+    switch (modk::hostRowCount(gemm.getSegments(),
+                               cast<MemRefType>(gemm.getInput().getType()))) {
+    case modk::HostRowCount::bound:
+      return false;
+    case modk::HostRowCount::topk:
+      return exact && entry.servesMode(modk::RoutingMode::causal);
+    case modk::HostRowCount::device:
+      return exact;
+    }
+    llvm_unreachable("unknown row count");
   }
 
   /// The members of a weight gradient's group (modk-group-gemms: its

@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "modc/Dialect/Modk/CudaTargets.h"
 #include "modc/Dialect/Modk/Transforms/BufferQueries.h"
 #include "modc/Dialect/Modk/Transforms/Passes.h"
 
@@ -59,8 +60,13 @@ struct KeepBf16WeightsPass
       bool decode = entry.getKind() == modk::EntryKind::decode;
       entry.walk([&](Operation *op) {
         if (auto gemm = dyn_cast<modk::GemmOp>(op)) {
+          // Its device_rows_config too: a grouped launch of it alone
+          // (docs/cuda.md, "CUTLASS").
           if (gemm.productsBf16() &&
-              readsWeightCopy(gemm.getConfigAttr(), decode))
+              (readsWeightCopy(gemm.getConfigAttr(), decode) ||
+               readsWeightCopy(gemm->getAttrOfType<modk::GemmConfigAttr>(
+                                   cuda::kDeviceRowsConfig),
+                               decode)))
             for (Value w : gemm.getWeights())
               streamed.insert(paramName(w));
         } else if (auto dgrad = dyn_cast<modk::GemmDgradOp>(op)) {
