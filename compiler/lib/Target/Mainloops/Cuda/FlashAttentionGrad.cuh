@@ -745,61 +745,37 @@ attnGradKeyTc(
 // Causal attention backward on Hopper (sm_90a): the key side on wgmma
 //===----------------------------------------------------------------------===//
 
-/// Threads of attnGradQueryWgmma, and of attnGradKeyWgmma at head dim 128:
-/// two warpgroups, both consumers.
-constexpr int kAgWgThreads = 256;
 constexpr int kAgWgBK = 128; ///< keys per CTA
 constexpr int kAgWgBQ = 64;  ///< queries per tile
-
-/// Whether attnGradKeyWgmma is warp specialised at head dim HD (a producer
-/// warpgroup and two consumers, attnGradKeyWgmmaRing): at head dim 64. At
-/// 128 a consumer's dK and dV take 128 registers a thread, and with S^T,
-/// dP^T and their bf16 fragments it needs more than the 232 that setmaxnreg
-/// gives it beside a producer (ptxas serialises its wgmmas and spills), so
-/// it runs attnGradKeyWgmmaPair: two warpgroups, up to 255 registers.
-template <int HD> constexpr bool agWgKeyProducer = HD == 64;
-/// Threads of attnGradKeyWgmma at head dim HD.
-template <int HD>
-constexpr int agWgKeyThreads =
-    agWgKeyProducer<HD> ? detail::kAttnWgThreads : kAgWgThreads;
 
 /// Shared memory of attnGradKeyWgmmaRing (bytes), every tile 1024-byte
 /// aligned for the 128-byte swizzle and laid out as TMA stores boxes of 64
 /// columns by 64 rows (HD / 64 groups of 64 rows x 128 bytes,
 /// AttnWgmmaSmem's layout): the CTA's K and V (two 64-row slabs each, one a
-/// consumer warpgroup), then the producer's ring of `Stages` stages, each a
-/// query tile's Q and dO and its query positions, lse (log2 domain) and D
-/// ([3][kAgWgBQ] words, padded to 1024 bytes).
+/// consumer warpgroup), at head dim 128 each consumer's P^T and dS^T, then
+/// the producer's ring of `Stages` stages, each a query tile's Q and dO and
+/// its query positions, lse (log2 domain) and D ([3][kAgWgBQ] words, padded
+/// to 1024 bytes).
 template <int HD> struct AttnGradWgmmaSmem {
   static constexpr int Groups = HD / 64;
   static constexpr int GroupBytes = 64 * 128; ///< 64 rows of 128 bytes
   static constexpr int KBytes = kAgWgBK / 64 * Groups * GroupBytes;
   static constexpr int QBytes = kAgWgBQ / 64 * Groups * GroupBytes;
-  static constexpr int K = 0, V = KBytes, Ring = 2 * KBytes;
+  /// At head dim 128 a consumer's P^T and dS^T (64 keys x 64 queries, bf16,
+  /// K-major: one 128-byte swizzled row a key) are the A operands of its dV
+  /// and dK from shared memory: in registers they would not fit beside dK,
+  /// dV and the next tile's S^T and dP^T.
+  static constexpr bool SmemA = HD == 128;
+  static constexpr int PdSBytes = 2 * 64 * 128; ///< a consumer's P^T, dS^T
+  static constexpr int K = 0, V = KBytes, PdS = 2 * KBytes;
+  static constexpr int Ring = PdS + (SmemA ? 2 * PdSBytes : 0);
   static constexpr int DO = QBytes, Vec = 2 * QBytes; ///< within a stage
   static_assert(3 * kAgWgBQ * 4 <= 1024, "a stage's vectors");
   static constexpr int StageBytes = 2 * QBytes + 1024;
   static constexpr int Stages = HD == 64 ? 4 : 3;
   /// Plus room to align the tiles to 1024 bytes.
   static constexpr size_t Bytes = size_t(Ring + Stages * StageBytes) + 1024;
-};
-
-/// Shared memory of attnGradKeyWgmmaPair (bytes), every tile 1024-byte aligned
-/// for the 128-byte swizzle and laid out as TMA stores boxes of 64 columns
-/// by 64 rows (HD / 64 groups of 64 rows x 128 bytes, AttnWgmmaSmem's
-/// layout): the CTA's K and V (two 64-row slabs each, one a warpgroup),
-/// then two buffers of a query tile's Q and of its dO, then two buffers of
-/// the tile's query positions, lse (log2 domain) and D.
-template <int HD> struct AttnGradWgmmaPairSmem {
-  static constexpr int Groups = HD / 64;
-  static constexpr int GroupBytes = 64 * 128; ///< 64 rows of 128 bytes
-  static constexpr int KBytes = kAgWgBK / 64 * Groups * GroupBytes;
-  static constexpr int QBytes = kAgWgBQ / 64 * Groups * GroupBytes;
-  static constexpr int K = 0, V = KBytes, Q = 2 * KBytes;
-  static constexpr int DO = Q + 2 * QBytes;
-  static constexpr int Vec = DO + 2 * QBytes; ///< [2][3][kAgWgBQ] words
-  /// Plus room to align the tiles to 1024 bytes.
-  static constexpr size_t Bytes = size_t(Vec + 2 * 3 * kAgWgBQ * 4) + 1024;
+  static_assert(Bytes <= 227 * 1024, "a block's shared memory on sm_90");
 };
 
 /// Stores rows [0, ROWS) of one head of dout ([rows, H * HD] f32, from row
@@ -840,11 +816,11 @@ stageDoutBf16(unsigned char *dst, const float *dout, int64_t row0, int64_t hoff,
   }
 }
 
-/// attnGradKeyWgmma at head dim 64 (agWgKeyProducer): CTA (128 keys,
-/// key/value head, segment) over
-/// the 64-query tiles from the first that sees key k0 to the segment's
-/// end, each for the H / KVH query heads of the key/value head in head
-/// order (tile t: query tile t / (H / KVH), head t % (H / KVH)).
+/// attnGradKeyWgmma at head dims 64 and 128: CTA (128 keys, key/value
+/// head, segment) over the 64-query tiles from the first that sees key k0
+/// to the segment's end, each for the H / KVH query heads of the key/value
+/// head in head order (tile t: query tile t / (H / KVH), head t % (H /
+/// KVH)).
 ///  - Warp specialised, as attentionWgmmaKernel: warpgroup 0 produces. Its
 ///    thread 0 loads the CTA's K and V once by TMA and each tile's Q into a
 ///    ring of `Stages` stages; its 128 threads load the tile's dO (f32 in
@@ -861,16 +837,22 @@ stageDoutBf16(unsigned char *dst, const float *dout, int64_t row0, int64_t hoff,
 ///    it forms S^T = K Q^T and dP^T = V dO^T (m64n64k16, both operands
 ///    K-major in shared memory), P^T = exp2(S^T scale log2 e - lse) masked
 ///    (pos[key] > pos[query]; keys past the segment and padded queries
-///    never visible) and dS^T = P^T (dP^T - D) in f32, rounded to bf16 in
-///    registers as wgmma's A operand of dV += P^T dO and dK += dS^T Q
-///    (m64nHDk16, B MN-major in shared memory); dk = dK scale.
+///    never visible) and dS^T = P^T (dP^T - D) in f32, rounded to bf16 as
+///    wgmma's A operand of dV += P^T dO and dK += dS^T Q (m64nHDk16, B
+///    MN-major in shared memory); dk = dK scale. At head dim 64 that A is in
+///    registers; at 128 (L::SmemA), where dK and dV alone take 128 registers
+///    a thread, in the consumer's own K-major tiles in shared memory, as
+///    FlashAttention-3 keeps P and dS there: its four warps meet (an
+///    mbarrier) once all their wgmmas of tile t - 1 have retired, store,
+///    fence for the async proxy and meet again before the wgmmas read it.
 ///  - Each consumer overlaps its elementwise work with its products, as the
 ///    forward overlaps its softmax with P V: it issues S^T and dP^T for tile
 ///    t, then dV and dK for tile t - 1, waits for the first group alone
-///    (wgmma.wait_group 1) and forms tile t's P^T and dS^T in f32 while dV
+///    (wgmma.wait_group 2) and forms tile t's P^T and dS^T in f32 while dV
 ///    and dK run; once those are waited for, tile t - 1's stage goes back
 ///    to the producer and tile t's P^T and dS^T are rounded into the
-///    registers they read (none is written while a wgmma reads it).
+///    registers or shared tiles they read (none is written while a wgmma
+///    reads it).
 ///    Issuing the next tile's S^T and dP^T ahead instead would hold a
 ///    second pair of score accumulators (64 registers a thread).
 ///  - The tiles whose queries all precede a consumer's first key (a prefix:
@@ -923,11 +905,14 @@ attnGradKeyWgmmaRing(const CUtensorMap &mapQ, const CUtensorMap &mapK,
   };
 
   MODC_DYNAMIC_SHARED(unsigned char, smemRaw);
-  unsigned char *smem = reinterpret_cast<unsigned char *>(
-      (reinterpret_cast<uintptr_t>(smemRaw) + 1023) & ~uintptr_t(1023));
+  // Aligned by an offset from the shared array, not through an integer, so
+  // that nvcc still knows the tiles' accesses as shared ones.
+  unsigned char *smem =
+      smemRaw + ((1024u - (detail::sharedAddress(smemRaw) & 1023u)) & 1023u);
   unsigned char *kTile = smem + L::K, *vTile = smem + L::V;
   unsigned char *ring = smem + L::Ring;
   __shared__ __align__(8) uint64_t kvFull, qLanded[S], full[S], empty[S];
+  __shared__ __align__(8) uint64_t written[2]; // a consumer's four warps
 
   // The warpgroup, warp-uniform where ptxas can see it (a shuffle from lane
   // 0): the consumers' shared addresses and wgmma descriptors derived from
@@ -941,6 +926,8 @@ attnGradKeyWgmmaRing(const CUtensorMap &mapQ, const CUtensorMap &mapK,
       detail::mbarrierInit(&full[st], 4);  // the producer warps
       detail::mbarrierInit(&empty[st], 8); // the consumer warps
     }
+    detail::mbarrierInit(&written[0], 4);
+    detail::mbarrierInit(&written[1], 4);
     detail::fenceMbarrierInit();
   }
   __syncthreads(); // the only block barrier: the roles part here
@@ -1025,6 +1012,8 @@ attnGradKeyWgmmaRing(const CUtensorMap &mapQ, const CUtensorMap &mapK,
   const int32_t cwFirstPos = 64 * cw < kc ? ps[k0 + 64 * cw] : kNoPos;
   const unsigned char *kSlab = kTile + cw * G * GB,
                       *vSlab = vTile + cw * G * GB;
+  unsigned char *pT = smem + L::PdS + cw * L::PdSBytes,
+                *dsT = pT + L::PdSBytes / 2;
   // The query tiles whose queries all precede this warpgroup's keys: a
   // prefix, as positions ascend.
   int skipped = 0;
@@ -1062,30 +1051,40 @@ attnGradKeyWgmmaRing(const CUtensorMap &mapQ, const CUtensorMap &mapK,
     detail::zeroAccumulators(dp);
     detail::wgmmaFence(sc);
     detail::wgmmaPinAccumulators(dp);
+    // Each step's descriptors as their tile's plus the step's offset in
+    // 16-byte units: shared addresses stay below 2^18, so the start address
+    // field does not carry.
+    const uint64_t kD = detail::wgmmaDescriptorSw128(kSlab),
+                   vD = detail::wgmmaDescriptorSw128(vSlab),
+                   qD = detail::wgmmaDescriptorSw128(qT),
+                   dOD = detail::wgmmaDescriptorSw128(dOT);
 #pragma unroll
     for (int k = 0; k < HD / 16; ++k) { // k16 step k of the head dim
-      const int at = (k / 4) * GB + 32 * (k % 4);
-      detail::wgmmaBf16<BQ>(sc, detail::wgmmaDescriptorSw128(kSlab + at),
-                            detail::wgmmaDescriptorSw128(qT + at), smem);
+      const int at = ((k / 4) * GB + 32 * (k % 4)) >> 4;
+      detail::wgmmaBf16<BQ>(sc, kD + at, qD + at, smem);
     }
 #pragma unroll
     for (int k = 0; k < HD / 16; ++k) {
-      const int at = (k / 4) * GB + 32 * (k % 4);
-      detail::wgmmaBf16<BQ>(dp, detail::wgmmaDescriptorSw128(vSlab + at),
-                            detail::wgmmaDescriptorSw128(dOT + at), smem);
+      const int at = ((k / 4) * GB + 32 * (k % 4)) >> 4;
+      detail::wgmmaBf16<BQ>(dp, vD + at, dOD + at, smem);
     }
     detail::wgmmaCommit();
   };
   // dV += P^T dO over stage st, P^T as wgmma's A fragments (a k16 step of
-  // queries each), committed as one group.
+  // queries each; at head dim 128, L::SmemA, this warpgroup's tile in shared
+  // memory instead), committed as one group.
   auto issueDv = [&](const uint32_t(&pa)[BQ / 16][4], int st) {
     const unsigned char *dOT = ring + st * L::StageBytes + L::DO;
     detail::wgmmaFence(dV);
 #pragma unroll
-    for (int kb = 0; kb < BQ / 16; ++kb) // queries 16 kb .. 16 kb + 15
-      detail::wgmmaBf16RegA<HD, true>(
-          dV, pa[kb], detail::wgmmaDescriptorMnSw128(dOT + 2048 * kb, BQ),
-          smem);
+    for (int kb = 0; kb < BQ / 16; ++kb) { // queries 16 kb .. 16 kb + 15
+      const uint64_t b = detail::wgmmaDescriptorMnSw128(dOT + 2048 * kb, BQ);
+      if constexpr (L::SmemA)
+        detail::wgmmaBf16<HD, false, true>(
+            dV, detail::wgmmaDescriptorSw128(pT + 32 * kb), b, smem);
+      else
+        detail::wgmmaBf16RegA<HD, true>(dV, pa[kb], b, smem);
+    }
     detail::wgmmaCommit();
   };
   // dK += dS^T Q over stage st, as issueDv.
@@ -1093,9 +1092,14 @@ attnGradKeyWgmmaRing(const CUtensorMap &mapQ, const CUtensorMap &mapK,
     const unsigned char *qT = ring + st * L::StageBytes;
     detail::wgmmaFence(dK);
 #pragma unroll
-    for (int kb = 0; kb < BQ / 16; ++kb)
-      detail::wgmmaBf16RegA<HD, true>(
-          dK, da[kb], detail::wgmmaDescriptorMnSw128(qT + 2048 * kb, BQ), smem);
+    for (int kb = 0; kb < BQ / 16; ++kb) {
+      const uint64_t b = detail::wgmmaDescriptorMnSw128(qT + 2048 * kb, BQ);
+      if constexpr (L::SmemA)
+        detail::wgmmaBf16<HD, false, true>(
+            dK, detail::wgmmaDescriptorSw128(dsT + 32 * kb), b, smem);
+      else
+        detail::wgmmaBf16RegA<HD, true>(dK, da[kb], b, smem);
+    }
     detail::wgmmaCommit();
   };
   // Key row gq + 8 (e >> 1) of the warp's 16, query column 8j + 2tq + (e &
@@ -1134,6 +1138,47 @@ attnGradKeyWgmmaRing(const CUtensorMap &mapQ, const CUtensorMap &mapK,
       a[j / 2][2 * (j % 2) + 1] = detail::packBf16x2(x[j][2], x[j][3]);
     }
   };
+  // The four warps of this warpgroup meet (on `written`, untrapped: they
+  // complete its phases themselves).
+  unsigned meetings = 0;
+  auto meet = [&] {
+    __syncwarp();
+    if (lane == 0)
+      detail::mbarrierArrive(&written[cw]);
+    detail::mbarrierWaitUntrapped(&written[cw], meetings & 1);
+    ++meetings;
+    __syncwarp();
+  };
+  // x rounded to bf16 into `tile` as wgmma's K-major A operand: key row r
+  // of the warpgroup's 64, 128 bytes, the 16-byte chunk j (8 queries) at
+  // chunk j ^ (r % 8), as TMA's 128-byte swizzle lays out K. This lane's
+  // rows have r % 8 = gq: chunk j's offset is chunk 0's xor 16 j.
+  const int aOffset = (16 * warp + gq) * 128 + 16 * gq + 4 * tq;
+  auto storeA = [&](const float(&x)[BQ / 8][4], unsigned char *tile) {
+#pragma unroll
+    for (int hh = 0; hh < 2; ++hh)
+#pragma unroll
+      for (int j = 0; j < BQ / 8; ++j)
+        *reinterpret_cast<uint32_t *>(tile + 1024 * hh + (aOffset ^ (16 * j))) =
+            detail::packBf16x2(x[j][2 * hh], x[j][2 * hh + 1]);
+  };
+  // Tile t's P^T and dS^T as the A operands of its dV and dK: rounded into
+  // registers, or at head dim 128 into shared memory once every warp's
+  // wgmmas of tile t - 1 have retired, then fenced and met on.
+  auto toOperands = [&](const float(&sc)[BQ / 8][4],
+                        const float(&dp)[BQ / 8][4], uint32_t(&pa)[BQ / 16][4],
+                        uint32_t(&da)[BQ / 16][4]) {
+    if constexpr (L::SmemA) {
+      meet();
+      storeA(sc, pT);
+      storeA(dp, dsT);
+      detail::fenceProxyAsync();
+      meet();
+    } else {
+      roundA(sc, pa);
+      roundA(dp, da);
+    }
+  };
 
   detail::mbarrierWaitUntrapped(&kvFull, 0);
   __syncwarp();
@@ -1148,8 +1193,7 @@ attnGradKeyWgmmaRing(const CUtensorMap &mapQ, const CUtensorMap &mapK,
     // while tile t's elementwise work does.
     probabilities(sc, prev);
     scoreGrads(sc, dp, prev);
-    roundA(sc, pa);
-    roundA(dp, da);
+    toOperands(sc, dp, pa, da);
     for (int t = first + 1; t < tiles; ++t) {
       const int st = acquire(t);
       issueScores(sc, dp, st);
@@ -1162,8 +1206,7 @@ attnGradKeyWgmmaRing(const CUtensorMap &mapQ, const CUtensorMap &mapK,
       detail::wgmmaWait<0>(dV); // tile t - 1 is summed; pa, da are free
       detail::wgmmaPinAccumulators(dK);
       release(prev);
-      roundA(sc, pa);
-      roundA(dp, da);
+      toOperands(sc, dp, pa, da);
       prev = st;
     }
     issueDv(pa, prev);
@@ -1189,234 +1232,10 @@ attnGradKeyWgmmaRing(const CUtensorMap &mapQ, const CUtensorMap &mapK,
   }
 }
 
-/// attnGradKeyWgmma at head dim 128 (agWgKeyProducer): CTA (128 keys,
-/// key/value head, segment) of two warpgroups, both consumers, warpgroup w
-/// owning keys 64 w .. 64 w + 63, over the H / KVH query heads of the key/value
-/// head in order and the 64-query tiles of each from the first that sees key k0
-/// to the segment's end.
-///  - K and V of the CTA's keys come once by TMA; the query tiles' Q by TMA
-///    through two buffers (tile t + 1's load runs during tile t's math),
-///    completing on `qFull`. dO (f32 in memory) is loaded, rounded to bf16
-///    and stored into the same 128-byte swizzled layout by every thread, as
-///    are the tile's positions, lse (times log2 e) and D from the query
-///    side's stats. Q rows past the segment are zeroed once the tile has
-///    landed (they may hold NaN: 0 * NaN in dS^T Q would reach dK); dO's are
-///    staged as zeros.
-///  - Per tile a warpgroup whose keys some query of the tile sees forms
-///    S^T = K Q^T and dP^T = V dO^T (m64n64k16, both operands K-major in
-///    shared memory), P^T = exp2(S^T scale log2 e - lse) masked (pos[key] >
-///    pos[query]; keys past the segment and padded queries never visible)
-///    and dS^T = P^T (dP^T - D) in f32, then rounds both to bf16 in
-///    registers as wgmma's A operand: dV += P^T dO and dK += dS^T Q
-///    (m64nHDk16, B MN-major in shared memory); dk = dK scale.
-///  - Rows of V or K past the segment (NaN possible) reach only the rows of
-///    dS^T, dK and dV of keys past the segment, which are not stored.
-/// The sums run in a fixed order (heads, then tiles): no atomics.
-template <int H, int HD, int KVH, typename TV>
-__device__ __forceinline__ void
-attnGradKeyWgmmaPair(const CUtensorMap &mapQ, const CUtensorMap &mapK,
-                     const CUtensorMap &mapV, const float *__restrict__ dout,
-                     const int64_t *seg, const int32_t *pos,
-                     const float *__restrict__ stats, float *__restrict__ dk,
-                     TV *__restrict__ dv) {
-  using L = AttnGradWgmmaPairSmem<HD>;
-  constexpr int BK = kAgWgBK, BQ = kAgWgBQ, T = kAgWgThreads;
-  constexpr int G = L::Groups, GB = L::GroupBytes;
-  constexpr int GH = H / KVH; // query heads of a key/value head
-  constexpr int64_t LDK = int64_t(KVH) * HD;
-  constexpr int32_t kNoPos = 0x7fffffff;
-  const int s = blockIdx.z, kvh = blockIdx.y;
-  const int64_t base = seg[s], n = seg[s + 1] - base;
-  const int64_t k0 = int64_t(blockIdx.x) * BK;
-  if (k0 >= n)
-    return; // the whole CTA, before any barrier
-  const int kc = int(detail::minI64(BK, n - k0));
-  const int32_t *ps = pos + base;
-  // First query that sees key k0: positions ascend, so only queries just
-  // before k0 with the same position can.
-  int64_t qs = k0;
-  while (qs > 0 && ps[qs - 1] >= ps[k0])
-    --qs;
-  const int64_t qFirst = qs / BQ * BQ;
-  const int headTiles = int((n - qFirst + BQ - 1) / BQ);
-  const int tiles = GH * headTiles;
-
-  MODC_DYNAMIC_SHARED(unsigned char, smemRaw);
-  unsigned char *smem = reinterpret_cast<unsigned char *>(
-      (reinterpret_cast<uintptr_t>(smemRaw) + 1023) & ~uintptr_t(1023));
-  unsigned char *kTile = smem + L::K, *vTile = smem + L::V;
-  int32_t *vec = reinterpret_cast<int32_t *>(smem + L::Vec);
-  __shared__ __align__(8) uint64_t kvFull, qFull[2];
-
-  const int tid = threadIdx.x, wg = tid / 128, lane = tid % kWarp;
-  const int warp = (tid % 128) / kWarp, gq = lane >> 2, tq = lane & 3;
-  const float scale = 1.0f / sqrtf(float(HD));
-  const float scaleLog2 = 1.4426950408889634f * scale;
-  const bool vecDout = detail::aligned16(dout);
-  if (tid == 0) {
-    detail::mbarrierInit(&kvFull, 1);
-    detail::mbarrierInit(&qFull[0], 1);
-    detail::mbarrierInit(&qFull[1], 1);
-    detail::fenceMbarrierInit();
-  }
-  __syncthreads();
-
-  // Tile t: query head kvh * GH + t / headTiles, rows from q0.
-  auto tileHead = [&](int t) { return kvh * GH + t / headTiles; };
-  auto tileRow = [&](int t) { return qFirst + int64_t(t % headTiles) * BQ; };
-  // Stages tile t into buffer b: Q by TMA, dO rounded to bf16, the vectors.
-  auto stage = [&](int t, int b) {
-    const int h = tileHead(t);
-    const int64_t q0 = tileRow(t);
-    const int qn = int(detail::minI64(BQ, n - q0));
-    unsigned char *qT = smem + L::Q + b * L::QBytes;
-    unsigned char *dOT = smem + L::DO + b * L::QBytes;
-    if (tid == 0) {
-      detail::mbarrierArriveExpectTx(&qFull[b], L::QBytes);
-      for (int g = 0; g < G; ++g)
-        detail::tmaLoad2d(qT + g * GB, &mapQ, h * HD + 64 * g, int(base + q0),
-                          &qFull[b]);
-    }
-    stageDoutBf16<H, HD, BQ, T>(dOT, dout, base + q0, int64_t(h) * HD, qn,
-                                vecDout, tid);
-    int32_t *qposS = vec + b * 3 * BQ;
-    float *lseS = reinterpret_cast<float *>(qposS + BQ), *DdS = lseS + BQ;
-    for (int e = tid; e < BQ; e += T) {
-      const bool ok = e < qn;
-      const int64_t st = ((base + q0 + e) * H + h) * 2;
-      qposS[e] = ok ? ps[q0 + e] : -1; // padded queries see no key
-      lseS[e] = ok ? stats[st] * 1.4426950408889634f : 0.0f;
-      DdS[e] = ok ? stats[st + 1] : 0.0f;
-    }
-    detail::fenceProxyAsync(); // dO's stores, for the wgmmas that read them
-  };
-
-  if (tid == 0) {
-    detail::mbarrierArriveExpectTx(&kvFull, 2 * L::KBytes);
-    for (int slab = 0; slab < BK / 64; ++slab)
-      for (int g = 0; g < G; ++g) {
-        const int row = int(base + k0) + 64 * slab;
-        detail::tmaLoad2d(kTile + (slab * G + g) * GB, &mapK, kvh * HD + 64 * g,
-                          row, &kvFull);
-        detail::tmaLoad2d(vTile + (slab * G + g) * GB, &mapV, kvh * HD + 64 * g,
-                          row, &kvFull);
-      }
-  }
-  stage(0, 0);
-
-  // This lane's keys: rows 64 wg + 16 warp + gq + 8 hh of the CTA's.
-  int32_t kp[2];
-#pragma unroll
-  for (int hh = 0; hh < 2; ++hh) {
-    const int r = 64 * wg + 16 * warp + gq + 8 * hh;
-    kp[hh] = r < kc ? ps[k0 + r] : kNoPos;
-  }
-  const int32_t wgFirstPos = 64 * wg < kc ? ps[k0 + 64 * wg] : kNoPos;
-  const unsigned char *kSlab = kTile + wg * G * GB,
-                      *vSlab = vTile + wg * G * GB;
-
-  float dV[HD / 8][4], dK[HD / 8][4];
-  detail::zeroAccumulators(dV);
-  detail::zeroAccumulators(dK);
-  detail::mbarrierWait(&kvFull, 0);
-  for (int t = 0; t < tiles; ++t) {
-    const int b = t & 1;
-    const int qn = int(detail::minI64(BQ, n - tileRow(t)));
-    unsigned char *qT = smem + L::Q + b * L::QBytes;
-    const unsigned char *dOT = smem + L::DO + b * L::QBytes;
-    detail::mbarrierWait(&qFull[b], unsigned(t >> 1) & 1);
-    if (qn < BQ) { // Q rows qn .. BQ: zero
-      detail::zeroSwizzledRows<G, T>(qT, qn, tid);
-      detail::fenceProxyAsync();
-    }
-    // Tile t is staged and every warpgroup is done with tile t - 1's buffer.
-    __syncthreads();
-    if (t + 1 < tiles)
-      stage(t + 1, b ^ 1);
-    const int32_t *qposS = vec + b * 3 * BQ;
-    const float *lseS = reinterpret_cast<const float *>(qposS + BQ);
-    const float *DdS = lseS + BQ;
-    if (qposS[qn - 1] < wgFirstPos)
-      continue; // no query of the tile sees this warpgroup's keys
-    // The lanes may leave the waits apart; .aligned wgmma needs the warp
-    // converged.
-    __syncwarp();
-    float sc[BQ / 8][4], dp[BQ / 8][4];
-    detail::zeroAccumulators(sc);
-    detail::zeroAccumulators(dp);
-    detail::wgmmaFence(sc);
-    detail::wgmmaPinAccumulators(dp);
-#pragma unroll
-    for (int k = 0; k < HD / 16; ++k) { // k16 step k of the head dim
-      const int at = (k / 4) * GB + 32 * (k % 4);
-      detail::wgmmaBf16<BQ>(sc, detail::wgmmaDescriptorSw128(kSlab + at),
-                            detail::wgmmaDescriptorSw128(qT + at), smem);
-    }
-#pragma unroll
-    for (int k = 0; k < HD / 16; ++k) {
-      const int at = (k / 4) * GB + 32 * (k % 4);
-      detail::wgmmaBf16<BQ>(dp, detail::wgmmaDescriptorSw128(vSlab + at),
-                            detail::wgmmaDescriptorSw128(dOT + at), smem);
-    }
-    detail::wgmmaCommit();
-    detail::wgmmaWait<0>(sc);
-    detail::wgmmaPinAccumulators(dp);
-
-    // Key row gq + 8 (e >> 1) of the warp's 16, query column 8j + 2tq +
-    // (e & 1): P^T, then dS^T, each rounded to bf16 as A fragments.
-    uint32_t pa[BQ / 16][4], da[BQ / 16][4];
-#pragma unroll
-    for (int j = 0; j < BQ / 8; ++j) {
-      float pe[4], de[4];
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int qc = 8 * j + 2 * tq + (e & 1);
-        pe[e] = kp[e >> 1] > qposS[qc] ? 0.0f
-                                       : exp2f(sc[j][e] * scaleLog2 - lseS[qc]);
-        de[e] = pe[e] * (dp[j][e] - DdS[qc]);
-      }
-      pa[j / 2][2 * (j % 2)] = detail::packBf16x2(pe[0], pe[1]);     // row g
-      pa[j / 2][2 * (j % 2) + 1] = detail::packBf16x2(pe[2], pe[3]); // g + 8
-      da[j / 2][2 * (j % 2)] = detail::packBf16x2(de[0], de[1]);
-      da[j / 2][2 * (j % 2) + 1] = detail::packBf16x2(de[2], de[3]);
-    }
-    detail::wgmmaFence(dV);
-    detail::wgmmaPinAccumulators(dK);
-#pragma unroll
-    for (int kb = 0; kb < BQ / 16; ++kb) // queries 16 kb .. 16 kb + 15
-      detail::wgmmaBf16RegA<HD, true>(
-          dV, pa[kb], detail::wgmmaDescriptorMnSw128(dOT + 2048 * kb, BQ),
-          smem);
-#pragma unroll
-    for (int kb = 0; kb < BQ / 16; ++kb)
-      detail::wgmmaBf16RegA<HD, true>(
-          dK, da[kb], detail::wgmmaDescriptorMnSw128(qT + 2048 * kb, BQ), smem);
-    detail::wgmmaCommit();
-    detail::wgmmaWait<0>(dV);
-    detail::wgmmaPinAccumulators(dK);
-  }
-
-#pragma unroll
-  for (int hh = 0; hh < 2; ++hh) {
-    const int r = 64 * wg + 16 * warp + gq + 8 * hh;
-    if (r >= kc)
-      continue;
-    const int64_t at = (base + k0 + r) * LDK + int64_t(kvh) * HD + 2 * tq;
-#pragma unroll
-    for (int j = 0; j < HD / 8; ++j) {
-      dk[at + 8 * j] = dK[j][2 * hh] * scale;
-      dk[at + 8 * j + 1] = dK[j][2 * hh + 1] * scale;
-      dv[at + 8 * j] = TV(dV[j][2 * hh]);
-      dv[at + 8 * j + 1] = TV(dV[j][2 * hh + 1]);
-    }
-  }
-}
-
 /// wgmma key side (attnGradKeyTc's grid and result up to the rounding of
-/// P^T, dS^T and dO to bf16): attnGradKeyWgmmaRing at head dim 64,
-/// attnGradKeyWgmmaPair at 128 (agWgKeyProducer).
+/// P^T, dS^T and dO to bf16): attnGradKeyWgmmaRing.
 template <int H, int HD, int KVH, typename TV>
-__global__ __launch_bounds__(agWgKeyThreads<HD>, 1) void attnGradKeyWgmma(
+__global__ __launch_bounds__(detail::kAttnWgThreads, 1) void attnGradKeyWgmma(
     const __grid_constant__ CUtensorMap mapQ,
     const __grid_constant__ CUtensorMap mapK,
     const __grid_constant__ CUtensorMap mapV, const float *__restrict__ dout,
@@ -1424,12 +1243,8 @@ __global__ __launch_bounds__(agWgKeyThreads<HD>, 1) void attnGradKeyWgmma(
     float *__restrict__ dk, TV *__restrict__ dv) {
   static_assert(detail::attentionWgmmaHeadDim<HD>,
                 "head dim of the wgmma kernel");
-  if constexpr (agWgKeyProducer<HD>)
-    attnGradKeyWgmmaRing<H, HD, KVH>(mapQ, mapK, mapV, dout, seg, pos, stats,
-                                     dk, dv);
-  else
-    attnGradKeyWgmmaPair<H, HD, KVH>(mapQ, mapK, mapV, dout, seg, pos, stats,
-                                     dk, dv);
+  attnGradKeyWgmmaRing<H, HD, KVH>(mapQ, mapK, mapV, dout, seg, pos, stats, dk,
+                                   dv);
 }
 
 /// Launches attnGradKeyWgmma over q [rows, H * HD] and k, v [rows, KVH *
@@ -1450,9 +1265,7 @@ inline bool launchAttnGradKeyWgmma(int64_t nseg, int64_t max_seg_rows,
       !detail::encodeOperandMap(mapV, v, rows, LDK, LDK, 64))
     return false;
   auto kernel = attnGradKeyWgmma<H, HD, KVH, TV>;
-  constexpr size_t bytes = agWgKeyProducer<HD>
-                               ? AttnGradWgmmaSmem<HD>::Bytes
-                               : AttnGradWgmmaPairSmem<HD>::Bytes;
+  constexpr size_t bytes = AttnGradWgmmaSmem<HD>::Bytes;
   static const bool sized =
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                            int(bytes)) == cudaSuccess;
@@ -1460,8 +1273,8 @@ inline bool launchAttnGradKeyWgmma(int64_t nseg, int64_t max_seg_rows,
     return false;
   const dim3 grid(unsigned(ceilDiv(max_seg_rows, kAgWgBK)), unsigned(KVH),
                   unsigned(nseg));
-  MODC_LAUNCH(kernel, grid, agWgKeyThreads<HD>, bytes, stream, mapQ, mapK, mapV,
-              dout, seg, pos, stats, dk, dv);
+  MODC_LAUNCH(kernel, grid, detail::kAttnWgThreads, bytes, stream, mapQ, mapK,
+              mapV, dout, seg, pos, stats, dk, dv);
   MODC_TEST_COUNT(attentionGradWgmmaLaunches);
   return true;
 }
