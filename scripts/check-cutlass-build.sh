@@ -16,11 +16,13 @@
 # layers' gated scatters, 13 and 14 the training entry's residual adds
 # into another buffer, 15 to 20 the input gradients'). ARCH: sm_90a (the
 # default) or sm_80, whose kernels in the bf16 example are CUTLASS 2.x
-# epilogue visitor trees in 0 and 1 (V's bf16 store, 64x128x32 and
-# 128x128x32), 2 and 3 (the residual adds in place), 6 and 7 (SwiGLU,
-# 64x128x32 along N and 128x256x32) and 10 and 11 (the training entry's
-# residual adds into another buffer), and plain f32 stores in 4
-# (64x128x32 along N), 5 (128x256x32), 8 (64x128x32) and 9 (128x128x32);
+# epilogue visitor trees in 2 and 3 (V's bf16 store, 64x128x32 and
+# 128x128x32), 4 and 5 (the residual adds in place), 8 and 9 (SwiGLU,
+# 64x128x32 along N and 128x256x32) and 14 and 15 (the training entry's
+# residual adds into another buffer), the gated scatters' trees in 10 to
+# 13 (the forward's, the decode step's), and plain f32 stores in 0
+# (64x128x32: the queries and keys, staged for RoPE), 1 (128x128x32), 6
+# (64x128x32 along N) and 7 (128x256x32);
 # a GELU model's trees are its own (docs/cuda.md). CUDA_GEMMS (default
 # "cutlass") is
 # passed to --cuda-gemms: "cutlass sm-count=8" gives the example's weight gradients

@@ -407,7 +407,11 @@ modk.entry @selected_topk attributes {kind = #modk.entry_kind<forward>, model = 
 // counts (its problem sized on the device). sm_80 takes the elementwise ones, as
 // CUTLASS 2.x epilogue visitor trees, with the store's stages (the source
 // is read from global memory: SwiGLU keeps 6 stages on 64x128 and takes
-// 128x256 too), and leaves the others to the tiles.
+// 128x256 too), RoPE (the plain f32 kernel, then the epilogue's row
+// kernel) and the epilogues that store by themselves, over any rows (its
+// kernel stops at the count on the device: no device_rows_config), as a
+// CUTLASS 2.x tree whose root finishes each element (the f32 store's
+// stages).
 // CHECK-LABEL: modk.entry @elementwise
 // CHECK: modk.gemm %{{.*}} -> %{{.*}} {config = #modk.gemm_config<stream 8x4, from 65: cutlass 64x128x64 cluster 1x1 stages 7 pingpong raster along_n, from 4097: cutlass 128x128x64 cluster 2x1 stages 4 cooperative raster along_m, from 8321: cutlass 128x256x64 cluster 2x1 stages 3 cooperative raster along_m>, epilogue = #modk.epilogue<rows>}
 // CHECK: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 65: cutlass 64x128x64 cluster 1x1 stages 8 pingpong raster along_m, from 16769: cutlass 128x128x64 cluster 2x1 stages 6 cooperative raster along_m>, epilogue = #modk.epilogue<rows>}
@@ -418,8 +422,8 @@ modk.entry @selected_topk attributes {kind = #modk.entry_kind<forward>, model = 
 // A100-LABEL: modk.entry @elementwise
 // A100: modk.gemm %{{.*}} -> %{{.*}} {config = #modk.gemm_config<stream 8x4, from 65: cutlass 64x128x32 cluster 1x1 stages 6 multistage raster along_n, from 6785: cutlass 128x256x32 cluster 1x1 stages 4 multistage raster along_m>, epilogue = #modk.epilogue<rows>}
 // A100: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 65: cutlass 64x128x32 cluster 1x1 stages 6 multistage raster along_m, from 27521: cutlass 128x128x32 cluster 1x1 stages 5 multistage raster along_m>, epilogue = #modk.epilogue<rows>}
-// (No letter c in the variants: no cutlass.)
-// A100-COUNT-4: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 65: mma {{[^c]*}}>, epilogue = #modk.epilogue<rows>}
+// A100-COUNT-4: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 65: cutlass 64x128x32 cluster 1x1 stages 6 multistage raster along_m, from 27521: cutlass 128x128x32 cluster 1x1 stages 5 multistage raster along_m>, epilogue = #modk.epilogue<rows>}
+// A100-NOT: device_rows_config
 // A100-LABEL: modk.entry @gelu
 modk.entry @elementwise attributes {kind = #modk.entry_kind<forward>, model = #modk.model<name = "t", vocab_size = 64, d_model = 128, n_layers = 1, n_heads = 4, d_ff = 512, seq_len = 256, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = bf16>, modes = [#modk.mode<topk>], params = [#modk.param<name = "wu", shape = [512, 128], init = ones>, #modk.param<name = "wv", shape = [128, 128], init = ones>]} {
   %wu = modk.param "wu" : memref<512x128xf32>

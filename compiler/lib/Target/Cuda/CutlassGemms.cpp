@@ -1509,13 +1509,126 @@ struct Sm80Tree<Map, Out, Math, void> {
   }
 };
 
+/// The epilogue of Store (Sm80StoreAtRows): Sm80TreeGemm's Math for a
+/// product whose epilogue stores by itself.
+template <typename Store> struct AtRows {};
+
+/// A product's epilogue that finishes each element with its own loads and
+/// stores (Store::apply at the element's row and column, a generated
+/// epilogue such as the routed block's gated scatter into the stream at the
+/// rows' tokens), as the tree's root over the accumulators: CUTLASS 2.x's
+/// visitor interface (VisitorAuxStore's partition of the output tile by
+/// Map), storing nothing of its own. Rows and columns past the problem's
+/// extent (its rows clipped to the count) are not finished.
+template <typename Map, typename Store> struct Sm80StoreAtRows {
+  struct Arguments {
+    typename Store::Args epi;
+  };
+  using Params = Arguments;
+  struct SharedStorage {};
+
+  template <class ProblemShape>
+  static constexpr Params to_underlying_arguments(ProblemShape const &,
+                                                  Arguments const &args,
+                                                  void *) {
+    return args;
+  }
+  template <class ProblemShape>
+  static size_t get_workspace_size(ProblemShape const &, Arguments const &) {
+    return 0;
+  }
+
+  CUTLASS_HOST_DEVICE Sm80StoreAtRows() {}
+  CUTLASS_HOST_DEVICE Sm80StoreAtRows(Params const &params,
+                                      SharedStorage const &)
+      : params_ptr(&params) {}
+  Params const *params_ptr;
+
+  /// tC_r: the thread's f32 values of one step of the output tile, tC_c:
+  /// their coordinates in the problem, a step a slice.
+  template <class RTensor, class CTensor, class ProblemShape>
+  struct Callbacks : cutlass::epilogue::threadblock::EmptyCallbacks {
+    CUTLASS_DEVICE Callbacks(RTensor &&tC_r, CTensor &&tC_c,
+                             ProblemShape problem_shape,
+                             Params const *params_ptr)
+        : tC_r(cute::forward<RTensor>(tC_r)),
+          tC_c(cute::forward<CTensor>(tC_c)), problem_shape(problem_shape),
+          params_ptr(params_ptr) {}
+    RTensor tC_r;
+    CTensor tC_c;
+    ProblemShape problem_shape;
+    Params const *params_ptr;
+
+    template <class ElementAccumulator, class ElementInput, int FragmentSize>
+    CUTLASS_DEVICE auto
+    visit(int, int, int, int frg_idx,
+          cutlass::Array<ElementAccumulator, FragmentSize> const &,
+          cutlass::Array<ElementInput, FragmentSize> const &frg_input) {
+      cutlass::NumericArrayConverter<float, ElementInput, FragmentSize>
+          convert{};
+      cute::Tensor frg =
+          cute::recast<cutlass::Array<float, FragmentSize>>(
+              cute::coalesce(tC_r));
+      frg(frg_idx) = convert(frg_input);
+      return frg_input;
+    }
+
+    CUTLASS_DEVICE void end_step(int step_idx) {
+      cute::Tensor coords = tC_c(cute::_, cute::_, cute::_, step_idx);
+      CUTLASS_PRAGMA_UNROLL
+      for (int e = 0; e < int(cute::size(tC_r)); ++e)
+        if (cute::elem_less(coords(e), problem_shape))
+          Store::apply(tC_r(e), params_ptr->epi,
+                       int64_t(cute::get<0>(coords(e))),
+                       int64_t(cute::get<1>(coords(e))));
+    }
+  };
+
+  template <class ProblemShape>
+  CUTLASS_DEVICE auto get_callbacks(cutlass::gemm::GemmCoord tile_offset,
+                                    int thread_idx,
+                                    ProblemShape problem_shape) {
+    // The layout of a row-major f32 output (never read or written), for the
+    // values' register tensor, and the coordinates' identity tensor.
+    cute::Tensor mOut = cute::make_tensor(
+        cute::make_gmem_ptr(static_cast<float *>(nullptr)), problem_shape,
+        cute::make_stride(int64_t(cute::get<1>(problem_shape)), cute::_1{},
+                          int64_t(0)));
+    cute::Tensor tC_g = cute::group_modes<3, 6>(
+        Map::partition(mOut, thread_idx, tile_offset));
+    cute::Tensor tC_r = cute::make_tensor_like(cute::take<0, 3>(tC_g));
+    cute::Tensor tC_c = cute::group_modes<3, 6>(Map::partition(
+        cute::make_identity_tensor(problem_shape), thread_idx, tile_offset));
+    return Callbacks<decltype(tC_r), decltype(tC_c), ProblemShape>(
+        cute::move(tC_r), cute::move(tC_c), problem_shape, params_ptr);
+  }
+};
+
+template <typename Map, typename Out, typename Store>
+struct Sm80Tree<Map, Out, AtRows<Store>, void> {
+  using type = cutlass::epilogue::threadblock::Sm80EVT<
+      Sm80StoreAtRows<Map, Store>,
+      cutlass::epilogue::threadblock::VisitorAccFetch>;
+  /// The node's arguments: the epilogue's buffers (src: its Args).
+  static typename type::Arguments arguments(const void *src, Out *,
+                                            int64_t) {
+    return {{}, {*static_cast<const typename Store::Args *>(src)}};
+  }
+};
+
+/// Whether Sm80TreeGemm's Math is an epilogue that stores by itself.
+template <typename Math> struct StoresAtRows : std::false_type {};
+template <typename Store>
+struct StoresAtRows<AtRows<Store>> : std::true_type {};
+
 /// y[M, N] = Math(a[M, K] w[N, K]^T[, src[M, N]]) on sm_80: Sm80Gemm's
 /// mainloop (the same tile, warps, stages and raster) and, as its
 /// epilogue, the product's generated epilogue as a visitor tree
 /// (Sm80Tree) in one step of the output tile at a time, reading the
 /// source src of elements Source (void: none; y itself in place), storing
-/// TC (f32 or bf16). Under rowCountKernel, so that rows past the count
-/// are neither read nor written.
+/// TC (f32 or bf16), or with AtRows<Store> Store's own loads and stores
+/// at each element (src: its StoreArgs). Under rowCountKernel, so that
+/// rows past the count are neither read nor written.
 template <int BM, int BN, int BK, int WM, int WN, int Stages, bool AlongN,
           typename TC, int SharedBytes, typename Math, typename Source = void>
 struct Sm80TreeGemm {
@@ -1551,7 +1664,8 @@ struct Sm80TreeGemm {
   static bool run(const Bf16 *a, const int64_t *rows, const Bf16 *w,
                   const void *src, TC *y, int64_t m, int64_t n, int64_t k,
                   cudaStream_t s) {
-    if (std::is_void_v<Source> != (src == nullptr))
+    if ((StoresAtRows<Math>::value || !std::is_void_v<Source>) !=
+        (src != nullptr))
       return false;
     cutlass::gemm::GemmCoord problem{int(m), int(n), int(k)};
     // Rows of whole 16-byte units: y's and the source's.
@@ -2053,13 +2167,13 @@ static Value epilogueSource(Operation *op) {
 }
 
 /// The math of a product's epilogue (a `rows` epilogue's: the struct Math
-/// of its kernel file, elementwiseEpilogueMath, the same text on both
-/// parts, or on sm_90a the struct Store of one that stores by itself,
-/// rowsEpilogueStore), else empty.
-static FailureOr<std::string> epilogueMath(Operation *op, bool sm90) {
+/// of its kernel file, elementwiseEpilogueMath, or the struct Store of one
+/// that stores by itself, rowsEpilogueStore; the same text on both parts),
+/// else empty.
+static FailureOr<std::string> epilogueMath(Operation *op, bool) {
   if (kindOf(op) == ProductKind::forwardEpilogue)
     return elementwiseEpilogueMath(op, "Math");
-  if (sm90 && kindOf(op) == ProductKind::forwardStore)
+  if (kindOf(op) == ProductKind::forwardStore)
     return rowsEpilogueStore(op, "Store");
   return std::string();
 }
@@ -2161,11 +2275,6 @@ LogicalResult CutlassGemms::emitKernelType(raw_ostream &os,
     epilogue = source ? fmt::format(", Math, {}", elementTypeOf(source))
                       : std::string(", Math");
   } else if (kind == ProductKind::forwardStore) {
-    if (!sm90)
-      return op->emitError("CUTLASS runs epilogues that store by "
-                           "themselves on sm_90a only, not ")
-             << arch << ": run modk-configure-gemms{arch=" << arch
-             << " library=cutlass}";
     epilogue = ", modc_cutlass::AtRows<Store>";
   }
   int64_t shared = cuda::sharedBytesPerBlock(*part) / tile->ctasPerSm;
@@ -2224,8 +2333,10 @@ LogicalResult CutlassGemms::emitKernelType(raw_ostream &os,
     os << fmt::format("using {} = modc_cutlass::{}<{}, {}, {}, {}, {}, "
                       "{}, {}, {}, {}{}>;\n",
                       name,
-                      kind == ProductKind::forwardEpilogue ? "Sm80TreeGemm"
-                                                           : "Sm80Gemm",
+                      kind == ProductKind::forwardEpilogue ||
+                              kind == ProductKind::forwardStore
+                          ? "Sm80TreeGemm"
+                          : "Sm80Gemm",
                       v.tileRows, v.tileCols, v.tileDepth, tile->warpRows,
                       tile->warpCols, v.stages, alongN, out, shared, epilogue);
   return success();
@@ -2385,10 +2496,12 @@ LogicalResult CutlassGemms::emit(raw_ostream &os,
               "its own:\n// model.cu calls its launcher (docs/cuda.md, "
               "\"CUTLASS\").\n// " +
               text + "\n" + kKernelCommon + (sm90 ? kSm90 : kSm80) +
-              (!sm90 && kind == ProductKind::forwardEpilogue ? kSm80Tree
-               : v.grouped                                   ? ""
-               : kind == ProductKind::wgrad && split         ? kSm90WgradSplit
-               : kind == ProductKind::wgrad                  ? kSm90Wgrad
+              (!sm90 && (kind == ProductKind::forwardEpilogue ||
+                         kind == ProductKind::forwardStore)
+                   ? kSm80Tree
+               : v.grouped                           ? ""
+               : kind == ProductKind::wgrad && split ? kSm90WgradSplit
+               : kind == ProductKind::wgrad          ? kSm90Wgrad
                : kind == ProductKind::dgrad ||
                        kind == ProductKind::dgradAccumulate
                    ? kSm90Dgrad

@@ -543,14 +543,14 @@ private:
   ///    CUTLASS 2.x's, reading the source from and storing y to global
   ///    memory; `sourceBytes` is set to the bytes of its source's elements
   ///    (0: none), which TMA loads too on sm_90a;
-  ///  - on sm_90a, another `rows` epilogue without head pairs (the routed
-  ///    block's gated scatter into the stream at the rows' tokens), which
-  ///    the emitter writes as a visitor node that finishes each element
-  ///    with the epilogue's own loads and stores (no TMA store; the
+  ///  - another `rows` epilogue without head pairs (the routed block's
+  ///    gated scatter into the stream at the rows' tokens), which the
+  ///    emitter writes as a visitor node that finishes each element with
+  ///    the epilogue's own loads and stores (on sm_90a no TMA store; the
   ///    stages count an f32 store's shared memory all the same);
-  ///  - on sm_90a, an epilogue over heads (RoPE): the kernel stores the
-  ///    f32 product (in y where y is f32, else in the entry's scratch), and
-  ///    the epilogue runs as its row kernel after it;
+  ///  - an epilogue over heads (RoPE): the kernel stores the f32 product
+  ///    (in y where y is f32, else in the entry's scratch), and the
+  ///    epilogue runs as its row kernel after it;
   /// sm_80's kernel stops at the count on the device (rowCountKernel): any
   /// rows. The sm_90a kernel computes every row up to the count it is
   /// given, so an epilogue that reads y in place, or stores elsewhere than
@@ -602,18 +602,20 @@ private:
       storeBytes = bytes;
       return true;
     }
-    if (!sm90)
-      return false;
     // RoPE pairs the columns of a head, which a tile's epilogue does not
-    // hold together: the kernel stores the f32 product and the epilogue's
-    // row kernel finishes it (any rows). Another epilogue stores by itself
-    // (rows whose count the host knows): no TMA store, but the stages leave
-    // an f32 store's shared memory all the same (seven 128x128 stages
-    // beside none overflow the kernel's shared storage: its alignment and
-    // barriers).
+    // hold together: on both parts the kernel stores the f32 product (the
+    // plain kernel) and the epilogue's row kernel finishes it (any rows).
+    // Another epilogue stores by itself: on sm_90a over rows whose count
+    // the host knows, with no TMA store, but the stages leave an f32
+    // store's shared memory all the same (seven 128x128 stages beside none
+    // overflow the kernel's shared storage: its alignment and barriers); on
+    // sm_80 over any rows (its kernel stops at the count), in the f32
+    // store's stages.
     storeBytes = 4;
     modk::RowsOp rows = gemm.getEpilogueRows();
-    return rows && (rows.getHeadDim() || known);
+    if (rows && rows.getHeadDim())
+      return true;
+    return rows && (known || !sm90);
   }
 
   /// The part's CUTLASS tiles, smallest first, or the one that `tile=`
