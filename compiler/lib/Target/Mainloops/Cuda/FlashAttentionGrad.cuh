@@ -1365,8 +1365,9 @@ __global__ __launch_bounds__(detail::kAttnWgThreads, 1) void attnGradQueryWgmma(
   };
 
   MODC_DYNAMIC_SHARED(unsigned char, smemRaw);
-  unsigned char *smem = reinterpret_cast<unsigned char *>(
-      (reinterpret_cast<uintptr_t>(smemRaw) + 1023) & ~uintptr_t(1023));
+  // Aligned as attnGradKeyWgmmaRing's: its accesses stay shared ones.
+  unsigned char *smem =
+      smemRaw + ((1024u - (detail::sharedAddress(smemRaw) & 1023u)) & 1023u);
   unsigned char *ring = smem + L::Ring;
   __shared__ __align__(8) uint64_t qLanded, qFull, landed[S], full[S], empty[S];
 
