@@ -16,7 +16,9 @@
 // same gated scatter outside a group keeps the tiles in its `config` (its
 // count is the device's) and takes the same variants in its
 // device_rows_config: a grouped launch of itself alone, which the emitter
-// tries first. sm_80 keeps the tiles' grouped launch, and the tiles alone.
+// tries first. sm_80 has no grouped variants: its members take the single
+// product's CUTLASS variants (launched one by one, each kernel stopping at
+// its member's count on the device).
 // CHECK-LABEL: modk.entry @experts
 // CHECK-COUNT-2: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 65: cutlass 64x128x64 cluster 1x1 stages 8 pingpong raster along_m grouped, from 8321: cutlass 128x128x64 cluster 2x1 stages 6 cooperative raster along_m grouped, from 16769: cutlass 128x256x64 cluster 2x1 stages 4 cooperative raster along_m grouped>, epilogue = #modk.epilogue<none>, group = 0 : i64}
 // CHECK-COUNT-2: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 65: cutlass 64x128x64 cluster 1x1 stages 7 pingpong raster along_m grouped, from 8321: cutlass 128x128x64 cluster 2x1 stages 4 cooperative raster along_m grouped, from 16769: cutlass 128x256x64 cluster 2x1 stages 3 cooperative raster along_m grouped>, epilogue = #modk.epilogue<rows>, group = 1 : i64}
