@@ -16,12 +16,8 @@ modk::GemmOp modc::lowering::createGemm(OpBuilder &b, Location loc, Value input,
                                ValueRange extra, Value output,
                                modk::Epilogue epilogue) {
   return modk::GemmOp::create(b, loc, input, weights, segments, extra, output,
-                              epilogue, /*n_heads=*/nullptr,
-                              /*rope_theta=*/nullptr, /*round_bf16=*/false,
-                              /*config=*/nullptr, /*precision=*/nullptr,
-                              /*causal_only=*/false, /*group=*/nullptr,
-                              /*siblings=*/nullptr,
-                              /*siblings_in_order=*/false);
+                              epilogue, /*precision=*/nullptr,
+                              /*causal_only=*/false);
 }
 
 Value ModelLowering::param(StringRef name, ArrayRef<int64_t> shape,

@@ -180,9 +180,8 @@ public:
         // where the host knows the count (a selection's in `topk` mode).
         if (!grouped && p.bf16 && copied && deviceCountedExact(gemm, entry) &&
             onCutlass(gemm, storeBytes, sourceBytes, /*grouped=*/true))
-          gemm->setAttr(cuda::kDeviceRowsConfig,
-                        configureCutlass(ctx, p, storeBytes, sourceBytes,
-                                         heavyEpilogue(gemm), true));
+          gemm.setDeviceRowsConfigAttr(configureCutlass(
+              ctx, p, storeBytes, sourceBytes, heavyEpilogue(gemm), true));
       } else if (auto dgrad = dyn_cast<modk::GemmDgradOp>(op)) {
         // dA [rows, K] = dY [rows, N] W [N, K].
         auto w = cast<MemRefType>(dgrad.getWeight().getType()).getShape();

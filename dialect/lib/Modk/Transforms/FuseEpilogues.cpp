@@ -59,13 +59,11 @@ struct FuseResidualAdd : OpRewritePattern<modk::AddOp> {
           residual == product)
         continue;
       rewriter.setInsertionPoint(add);
-      modk::GemmOp::create(
-          rewriter, gemm.getLoc(), gemm.getInput(), gemm.getWeights(),
-          gemm.getSegments(), ValueRange{residual}, add.getOutput(),
-          modk::Epilogue::residual_add, nullptr, nullptr, false, nullptr,
-          gemm.getPrecisionAttr(), gemm.getCausalOnly(),
-          /*group=*/nullptr, /*siblings=*/nullptr,
-          /*siblings_in_order=*/false);
+      modk::GemmOp::create(rewriter, gemm.getLoc(), gemm.getInput(),
+                           gemm.getWeights(), gemm.getSegments(),
+                           ValueRange{residual}, add.getOutput(),
+                           modk::Epilogue::residual_add,
+                           gemm.getPrecisionAttr(), gemm.getCausalOnly());
       rewriter.eraseOp(add);
       rewriter.eraseOp(gemm);
       eraseIfDead(rewriter, product);
@@ -86,12 +84,10 @@ struct FuseActivation : OpRewritePattern<modk::ActivationOp> {
       return rewriter.notifyMatchFailure(act, "up rows have other readers");
     if (act.getKind() == modc::Activation::gelu) {
       rewriter.setInsertionPoint(act);
-      modk::GemmOp::create(
-          rewriter, up.getLoc(), up.getInput(), up.getWeights(),
-          up.getSegments(), ValueRange{}, act.getOutput(), modk::Epilogue::gelu,
-          nullptr, nullptr, false, nullptr, up.getPrecisionAttr(),
-          up.getCausalOnly(), /*group=*/nullptr, /*siblings=*/nullptr,
-          /*siblings_in_order=*/false);
+      modk::GemmOp::create(rewriter, up.getLoc(), up.getInput(),
+                           up.getWeights(), up.getSegments(), ValueRange{},
+                           act.getOutput(), modk::Epilogue::gelu,
+                           up.getPrecisionAttr(), up.getCausalOnly());
       Value upRows = act.getUp();
       rewriter.eraseOp(act);
       rewriter.eraseOp(up);
@@ -105,13 +101,11 @@ struct FuseActivation : OpRewritePattern<modk::ActivationOp> {
       return rewriter.notifyMatchFailure(act, "gate rows have other readers");
     // The swiglu epilogue keeps a W_gate^T in the gate's buffer (scratch).
     rewriter.setInsertionPoint(act);
-    modk::GemmOp::create(
-        rewriter, up.getLoc(), up.getInput(),
-        ValueRange{gate.getWeights()[0], up.getWeights()[0]}, up.getSegments(),
-        ValueRange{act.getGate()}, act.getOutput(), modk::Epilogue::swiglu,
-        nullptr, nullptr, false, nullptr, up.getPrecisionAttr(),
-        up.getCausalOnly(), /*group=*/nullptr, /*siblings=*/nullptr,
-        /*siblings_in_order=*/false);
+    modk::GemmOp::create(rewriter, up.getLoc(), up.getInput(),
+                         ValueRange{gate.getWeights()[0], up.getWeights()[0]},
+                         up.getSegments(), ValueRange{act.getGate()},
+                         act.getOutput(), modk::Epilogue::swiglu,
+                         up.getPrecisionAttr(), up.getCausalOnly());
     Value upRows = act.getUp();
     rewriter.eraseOp(act);
     rewriter.eraseOp(up);

@@ -141,10 +141,8 @@ void stack(ArrayRef<modk::GemmOp> group, RewriterBase &rewriter) {
   Value stacked = modk::AllocOp::create(rewriter, loc, stackedType, nullptr);
   modk::GemmOp::create(rewriter, loc, first.getInput(), weights,
                        first.getSegments(), ValueRange{}, stacked,
-                       modk::Epilogue::none, nullptr, nullptr, false, nullptr,
-                       first.getPrecisionAttr(), first.getCausalOnly(),
-                       /*group=*/nullptr, /*siblings=*/nullptr,
-                       /*siblings_in_order=*/false);
+                       modk::Epilogue::none, first.getPrecisionAttr(),
+                       first.getCausalOnly());
   SmallVector<Value> windows;
   int64_t offset = 0;
   for (modk::GemmOp gemm : group) {

@@ -97,10 +97,7 @@ LogicalResult fuseRowsIntoGemm(modk::GemmOp gemm, bool ownRows,
     auto fused = modk::GemmOp::create(
         rewriter, gemm.getLoc(), gemm.getInput(), gemm.getWeights(),
         gemm.getSegments(), ValueRange{}, rows.getOutputs()[0],
-        modk::Epilogue::rows, nullptr, nullptr, false, nullptr,
-        gemm.getPrecisionAttr(), gemm.getCausalOnly(),
-        /*group=*/nullptr, /*siblings=*/nullptr,
-        /*siblings_in_order=*/false);
+        modk::Epilogue::rows, gemm.getPrecisionAttr(), gemm.getCausalOnly());
     Block *block = rewriter.createBlock(&fused.getFusedRows(), {},
                                         {product.getType()}, {gemm.getLoc()});
     rewriter.moveOpBefore(rows, block, block->end());

@@ -216,11 +216,8 @@ struct NamedEpilogueToRows : OpRewritePattern<modk::GemmOp> {
       rewriter.setInsertionPoint(op);
       modk::GemmOp::create(rewriter, op.getLoc(), op.getInput(),
                            op.getWeights()[0], op.getSegments(), ValueRange{},
-                           extra[0], modk::Epilogue::none, nullptr, nullptr,
-                           false, nullptr, op.getPrecisionAttr(),
-                           op.getCausalOnly(), /*group=*/nullptr,
-                           /*siblings=*/nullptr,
-                           /*siblings_in_order=*/false);
+                           extra[0], modk::Epilogue::none,
+                           op.getPrecisionAttr(), op.getCausalOnly());
     }
     Value up = op.getWeights().back();
     rewriter.modifyOpInPlace(op, [&] {
@@ -514,10 +511,9 @@ modk::GemmOp createPredictorProduct(PatternRewriter &rewriter, Location loc,
                                     Value output, bool causalOnly) {
   return modk::GemmOp::create(
       rewriter, loc, input, weight, all, ValueRange{}, output,
-      modk::Epilogue::none, nullptr, nullptr, false, nullptr,
-      modk::DTypeAttr::get(rewriter.getContext(), modc::DType::f32), causalOnly,
-      /*group=*/nullptr, /*siblings=*/nullptr,
-      /*siblings_in_order=*/false);
+      modk::Epilogue::none,
+      modk::DTypeAttr::get(rewriter.getContext(), modc::DType::f32),
+      causalOnly);
 }
 
 /// The causal predictor p = fc2 . silu(fc1 x + b1) + b2

@@ -64,9 +64,7 @@ struct KeepBf16WeightsPass
           // (docs/cuda.md, "CUTLASS").
           if (gemm.productsBf16() &&
               (readsWeightCopy(gemm.getConfigAttr(), decode) ||
-               readsWeightCopy(gemm->getAttrOfType<modk::GemmConfigAttr>(
-                                   cuda::kDeviceRowsConfig),
-                               decode)))
+               readsWeightCopy(gemm.getDeviceRowsConfigAttr(), decode)))
             for (Value w : gemm.getWeights())
               streamed.insert(paramName(w));
         } else if (auto dgrad = dyn_cast<modk::GemmDgradOp>(op)) {

@@ -182,10 +182,11 @@ inline const CutlassTile *findCutlassTile(const CudaPart &part, int64_t rows,
   return nullptr;
 }
 
-/// The attribute beside a modk.gemm's `config` that modk-configure-gemms
-/// sets where an epilogue that must not touch a row past the count runs
-/// over rows the device counts: the `grouped` CUTLASS variants of its
-/// one-member grouped launch (docs/cuda.md, "CUTLASS").
+/// The name of modk.gemm's `device_rows_config` (ModkOps.td), which
+/// modk-configure-gemms sets where an epilogue that must not touch a row
+/// past the count runs over rows the device counts: the `grouped` CUTLASS
+/// variants of its one-member grouped launch (docs/cuda.md, "CUTLASS").
+/// For the walks that read a configuration by name on any product op.
 inline constexpr llvm::StringLiteral kDeviceRowsConfig = "device_rows_config";
 
 } // namespace modc::cuda

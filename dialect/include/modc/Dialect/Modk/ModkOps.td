@@ -200,6 +200,12 @@ def Modk_GemmOp : Modk_Op<"gemm", [AttrSizedOperandSegments, NoTerminator,
     `causal_only`: the forward entry runs it only where causal decisions
     are read (the predictor's kernels). `config` (set by
     modk-configure-gemms for a CUDA target): the kernels that run it.
+    `device_rows_config` (set by the same pass, on sm_90a): the kernels
+    that run it where the device counts its rows and its epilogue must
+    not touch a row past the count (a gated scatter in `causal` mode, a
+    residual add in place): a CUTLASS grouped launch of it alone, whose
+    problem the device sizes; `config` then serves rows whose count the
+    host knows.
     `group` (set by modk-group-gemms for a CUDA target): neighbouring
     products with the same number are independent products of one shape,
     epilogue and configuration that run as one grouped launch.
@@ -218,11 +224,27 @@ def Modk_GemmOp : Modk_Op<"gemm", [AttrSizedOperandSegments, NoTerminator,
                    OptionalAttr<I64Attr>:$n_heads,
                    OptionalAttr<F64Attr>:$rope_theta, UnitAttr:$round_bf16,
                    OptionalAttr<Modk_GemmConfigAttr>:$config,
+                   OptionalAttr<Modk_GemmConfigAttr>:$device_rows_config,
                    OptionalAttr<Modk_DTypeAttr>:$precision,
                    UnitAttr:$causal_only, OptionalAttr<I64Attr>:$group,
                    OptionalAttr<I64Attr>:$siblings,
                    UnitAttr:$siblings_in_order);
   let regions = (region AnyRegion:$fused_rows);
+  let builders = [
+    // A product as lowering and the fusions make it: not yet configured,
+    // grouped or rounded (the later passes set those attributes).
+    OpBuilder<(ins "::mlir::Value":$input, "::mlir::ValueRange":$weights,
+                   "::mlir::Value":$segments, "::mlir::ValueRange":$extra,
+                   "::mlir::Value":$output, "Epilogue":$epilogue,
+                   "DTypeAttr":$precision, "bool":$causal_only), [{
+      build($_builder, $_state, input, weights, segments, extra, output,
+            epilogue, /*n_heads=*/nullptr, /*rope_theta=*/nullptr,
+            /*round_bf16=*/false, /*config=*/nullptr,
+            /*device_rows_config=*/nullptr, precision, causal_only,
+            /*group=*/nullptr, /*siblings=*/nullptr,
+            /*siblings_in_order=*/false);
+    }]>
+  ];
   let assemblyFormat = [{
     $input `,` `[` $weights `]` `rows` $segments
     (`extra` `(` $extra^ `)`)? `->` $output attr-dict `:` type(operands)
