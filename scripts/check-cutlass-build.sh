@@ -14,7 +14,11 @@
 # pingpong kernel, 0, 1, 6 and 7 the plain f32 products' kernels, 2 and 3
 # V's bf16 store, 8 to 10 SwiGLU's epilogue trees, 11 and 12 the routed
 # layers' gated scatters, 13 and 14 the training entry's residual adds
-# into another buffer, 15 to 20 the input gradients'). ARCH: sm_90a (the
+# into another buffer, 15 to 23 the training entry's gradients: the input
+# gradients' and, in 17, 20 and 23, the weight gradients' that split their
+# rows; 24 to 27 the one-member grouped launches over rows the device
+# counts, for epilogues that must not pass the count: the gated scatters
+# and residual adds in place in causal mode and in decode). ARCH: sm_90a (the
 # default) or sm_80, whose kernels in the bf16 example are CUTLASS 2.x
 # epilogue visitor trees in 2 and 3 (V's bf16 store, 64x128x32 and
 # 128x128x32), 4 and 5 (the residual adds in place), 8 and 9 (SwiGLU,
