@@ -16,8 +16,11 @@
 ///
 /// Wait loops give way (modc_emu::spin), so a thread waiting on an mbarrier
 /// lets the others run; a wait that nothing can end is reported as a
-/// deadlock. TMA loads and mbarriers are emulated here (they depend on the
-/// tensor map, which the emulated driver API encodes).
+/// deadlock. A thread may also give way once without waiting for anything
+/// (modc_emu::yield, as a wgmma wait does before it runs the wgmmas): it is
+/// runnable, never part of a deadlock. TMA loads and mbarriers are emulated
+/// here (they depend on the tensor map, which the emulated driver API
+/// encodes).
 ///
 /// Threads (and blocks) run in ascending order, every thread up to its next
 /// barrier or shuffle in turn; or, under MODC_EMU_ORDER=reverse, in
@@ -298,8 +301,16 @@ struct Fiber {
   ucontext_t context;
 #endif
   /// Spinning: gave way in a wait loop (an mbarrier wait); runs again on
-  /// the next round.
-  enum State { Ready, Spinning, AtBlockBarrier, AtWarpBarrier, Done } state = Ready;
+  /// the next round. Yielded: gave way once, waiting for nothing (yield);
+  /// runs on from there on the next round.
+  enum State {
+    Ready,
+    Spinning,
+    Yielded,
+    AtBlockBarrier,
+    AtWarpBarrier,
+    Done
+  } state = Ready;
   /// Its threadIdx, formed once a launch rather than at every resume.
   dim3 index;
   /// Warp exchanges (shuffles, votes) it has made in this block: their
@@ -442,7 +453,7 @@ inline bool tmaLoadsPending();
 /// lanes all wait at a warp barrier; in reverse order (reverseOrder()) the
 /// warps take turns descending and each runs ahead, its lanes descending
 /// and its warp barriers released at once, until its lanes wait at
-/// __syncthreads, spin or end. When no warp can move, the block is
+/// __syncthreads, spin, yield or end. When no warp can move, the block is
 /// released from __syncthreads. Threads that returned no longer count.
 inline void runBlock(BlockState &state, dim3 block) {
   const int threads = (int)state.fibers.size();
@@ -461,18 +472,20 @@ inline void runBlock(BlockState &state, dim3 block) {
   dim3 &runningIndex = threadIdx;
   const int warps = (threads + 31) / 32;
   // A round in which only spinning threads ran, and they spin still, can
-  // change nothing: that is a deadlock.
-  bool progress = false, spinning = false;
+  // change nothing: that is a deadlock. A thread that yielded waits for
+  // nothing: resumed, it moves on, which is progress.
+  bool progress = false, runnable = false;
   auto runThread = [&](int t) {
     Fiber &f = state.fibers[t];
-    if (f.state != Fiber::Ready && f.state != Fiber::Spinning)
+    if (f.state != Fiber::Ready && f.state != Fiber::Spinning &&
+        f.state != Fiber::Yielded)
       return;
     const bool wasSpinning = f.state == Fiber::Spinning;
     f.state = Fiber::Ready;
     runningThread = t;
     runningIndex = f.index;
     resumeFiber(f, state);
-    spinning |= f.state == Fiber::Spinning;
+    runnable |= f.state == Fiber::Spinning || f.state == Fiber::Yielded;
     progress |= !(wasSpinning && f.state == Fiber::Spinning);
   };
   // Releases warp w if all its live lanes wait at a warp barrier.
@@ -491,7 +504,7 @@ inline void runBlock(BlockState &state, dim3 block) {
     return true;
   };
   for (;;) {
-    progress = spinning = false;
+    progress = runnable = false;
     bool released = false;
     if (!reverseOrder()) {
       for (int t = 0; t < threads; ++t)
@@ -523,7 +536,7 @@ inline void runBlock(BlockState &state, dim3 block) {
     }
     if (released)
       continue;
-    if (spinning) {
+    if (runnable) {
       if (!progress)
         fatal("deadlock: threads wait for a condition that no thread can "
               "change");
@@ -1087,6 +1100,10 @@ inline void landTmaLoad(const PendingTmaLoad &load) {
 
 /// Gives way to the block's other threads (a wait loop's turn).
 inline void spin() { parkAt(Fiber::Spinning); }
+/// Gives way to the block's other threads once, waiting for nothing: they
+/// run up to their next barrier, spin or yield before this thread goes on
+/// (docs/cuda.md, "Testing without a GPU").
+inline void yield() { parkAt(Fiber::Yielded); }
 
 } // namespace modc_emu
 

@@ -252,6 +252,44 @@ __global__ void wgmmaAtTheWaitKernel(float *seen) {
   mine[5] = d2[0][0];
 }
 
+// A wgmma wait gives the other threads a turn before its wgmmas run
+// (docs/cuda.md, "Testing without a GPU"): warpgroup 0 issues a wgmma over
+// B, releases B on an mbarrier before its wait, as a consumer releasing a
+// stage too early would, and warpgroup 1 overwrites B with twos once
+// released. The wgmma reads the twos, in either thread order.
+__global__ void wgmmaWaitYieldsKernel(float *seen) {
+  __shared__ __align__(128) unsigned char smem[2 * kWgOperandBytes];
+  __shared__ __align__(8) uint64_t released;
+  using namespace modk_cuda::detail;
+  const int tid = threadIdx.x;
+  if (tid == 0)
+    mbarrierInit(&released, 128);
+  const uint64_t a = onesOperand(smem, 1.0f),
+                 b = onesOperand(smem + kWgOperandBytes, 1.0f);
+  __syncthreads();
+  if (tid >= 128) {
+    mbarrierWait(&released, 0);
+    const uint16_t two = uint16_t(__float_as_uint(2.0f) >> 16);
+    for (int i = tid - 128; i < kWgOperandBytes / 2; i += 128)
+      reinterpret_cast<uint16_t *>(smem + kWgOperandBytes)[i] = two;
+    return;
+  }
+  float d[8][4] = {};
+  wgmmaFence(d);
+  wgmmaBf16<64>(d, a, b, smem);
+  wgmmaCommit();
+  mbarrierArrive(&released);
+  wgmmaWait<0>(d);
+  seen[tid] = d[0][0];
+}
+
+TEST(CudaEmulation, WgmmaWaitLetsOtherThreadsRunFirst) {
+  std::vector<float> seen(128, -1.0f);
+  auto k = wgmmaWaitYieldsKernel;
+  MODC_LAUNCH(k, 1, 256, 0, nullptr, seen.data());
+  EXPECT_EQ(seen, std::vector<float>(128, 32.0f));
+}
+
 __global__ void wgmmaNeverWaitedKernel(int *) {
   __shared__ __align__(128) unsigned char smem[2 * kWgOperandBytes];
   const uint64_t a = onesOperand(smem, 1.0f),

@@ -445,11 +445,18 @@ __device__ __forceinline__ void wgmmaCommit() {
   threadAsyncGroups<PendingWgmma>().commit();
 }
 
-/// Runs the oldest committed groups until at most PENDING are left.
+/// Runs the oldest committed groups until at most PENDING are left. Where
+/// it runs any, the block's other threads get a turn first (yield): the
+/// wgmmas run at the end of the time a GPU may run them, so a kernel that
+/// lets their operands be overwritten before this wait (a stage released
+/// to the TMA producer) has them read the new contents here.
 template <int PENDING, int J>
 __device__ __forceinline__ void wgmmaWait(float (&d)[J][4]) {
   wgmmaPinAccumulators(d);
-  threadAsyncGroups<PendingWgmma>().retire(PENDING, runWgmma);
+  AsyncGroups<PendingWgmma> &groups = threadAsyncGroups<PendingWgmma>();
+  if (groups.groupEnds.size() > size_t(PENDING))
+    modc_emu::yield();
+  groups.retire(PENDING, runWgmma);
 }
 
 /// setmaxnreg: a register budget, nothing to emulate.
