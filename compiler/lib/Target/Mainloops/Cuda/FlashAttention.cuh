@@ -778,8 +778,10 @@ __global__ __launch_bounds__(kAttnWgThreads, 1) void attentionWgmmaKernel(
     ++tiles;
 
   MODC_DYNAMIC_SHARED(unsigned char, smemRaw);
-  unsigned char *smem = reinterpret_cast<unsigned char *>(
-      (reinterpret_cast<uintptr_t>(smemRaw) + 1023) & ~uintptr_t(1023));
+  // Aligned by an offset from the shared array, not through an integer, so
+  // that nvcc still knows the tiles' accesses as shared ones.
+  unsigned char *smem =
+      smemRaw + ((1024u - (sharedAddress(smemRaw) & 1023u)) & 1023u);
   unsigned char *qTile = smem, *stages = smem + L::QBytes;
   __shared__ __align__(8) uint64_t qFull, full[S], empty[S], zeroed[2];
 
