@@ -508,13 +508,14 @@ TEST(CudaBf16, AttentionReadsBf16StorageSimt) {
 }
 
 /// The inputs of the wgmma attention checks, q [bound, LD] and k, v
-/// [bound, LDK] with bound = nseg * maxSegRows: four segments (one longer
-/// than a query tile, one ending inside a key tile, one on a tile's edge,
-/// two with position gaps), fresh values rounded to bf16 (q, k, v as f32
+/// [bound, LDK] with bound = nseg * maxSegRows: four segments (one of six
+/// key tiles, more than the gradient kernels' rings have stages, so that a
+/// stage released early is refilled while it is read; one ending inside a
+/// key tile, one on a tile's edge, two with position gaps), fresh values rounded to bf16 (q, k, v as f32
 /// for the fp64 references) and stored as bf16 (qb, kb, vb) with NaN in
 /// every row past the segments.
 struct WgmmaAttentionInputs {
-  static constexpr int64_t maxSegRows = 200, nseg = 4,
+  static constexpr int64_t maxSegRows = 330, nseg = 4,
                            bound = nseg * maxSegRows;
   std::vector<int64_t> seg = {0};
   std::vector<int32_t> pos;
@@ -523,7 +524,7 @@ struct WgmmaAttentionInputs {
   std::vector<modk_cuda::bf16> qb, kb, vb;
 
   WgmmaAttentionInputs(uint32_t seed, int64_t LD, int64_t LDK) {
-    const int64_t lens[nseg] = {200, 37, 64, 129};
+    const int64_t lens[nseg] = {330, 37, 64, 129};
     std::mt19937 gen(seed);
     for (int64_t s = 0; s < nseg; ++s) {
       int32_t p = 0;
