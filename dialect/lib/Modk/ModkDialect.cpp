@@ -176,6 +176,14 @@ void GemmConfigAttr::print(AsmPrinter &printer) const {
   printer << ">";
 }
 
+bool GemmConfigAttr::readsWeightCopy(bool decode) const {
+  return llvm::any_of(getVariants(), [&](const GemmVariant &v) {
+    return v.path == GemmPath::cutlass ||
+           (v.path == GemmPath::wgmma && v.tmaCtas > 0) ||
+           (decode && v.path == GemmPath::stream);
+  });
+}
+
 LogicalResult
 GemmConfigAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                        ArrayRef<GemmVariant> variants, int64_t maxSplits,
@@ -604,6 +612,13 @@ LogicalResult PredictorOp::verify() {
 
 bool GemmOp::productsBf16() {
   return precisionIsBf16(*this, getPrecision());
+}
+
+bool GemmOp::readsWeightCopy(bool decode) {
+  for (GemmConfigAttr config : {getConfigAttr(), getDeviceRowsConfigAttr()})
+    if (config && config.readsWeightCopy(decode))
+      return true;
+  return false;
 }
 
 bool GemmWgradOp::productsBf16() {

@@ -100,18 +100,8 @@ public:
              optimizer.getParams().getAsRange<modk::ParamAttr>()))
       if (optimizer.keepsBf16Copy(i))
         flagged.insert(p.getName());
-    auto readsCopy = [](modk::GemmConfigAttr config) {
-      return config &&
-             llvm::any_of(config.getVariants(), [](const modk::GemmVariant &v) {
-               return v.path == modk::GemmPath::stream ||
-                      v.path == modk::GemmPath::cutlass;
-             });
-    };
     e.walk([&](modk::GemmOp gemm) {
-      if (!gemm.productsBf16() ||
-          !(readsCopy(gemm.getConfigAttr()) ||
-            readsCopy(gemm->getAttrOfType<modk::GemmConfigAttr>(
-                cuda::kDeviceRowsConfig))))
+      if (!gemm.productsBf16() || !gemm.readsWeightCopy(/*decode=*/true))
         return;
       for (Value w : gemm.getWeights())
         if (auto param = w.getDefiningOp<modk::ParamOp>())

@@ -143,9 +143,10 @@ public:
     WalkResult walk = entry.walk([&](Operation *op) {
       if (auto gemm = dyn_cast<modk::GemmOp>(op)) {
         auto w = cast<MemRefType>(gemm.getWeights()[0].getType()).getShape();
-        Product p{w[0], 0, gemm.productsBf16(),
-                  weightCopies && isBf16(gemm.getInput()) && w[1] % 8 == 0,
-                  0};
+        // Operands TMA (and CUTLASS) can read: the input stored bf16, whole
+        // 16-byte rows of the weight's bf16 copy.
+        bool aligned = isBf16(gemm.getInput()) && w[1] % 8 == 0;
+        Product p{w[0], 0, gemm.productsBf16(), weightCopies && aligned, 0};
         if (modk::RowsOp rows = gemm.getEpilogueRows())
           if (std::optional<uint64_t> hd = rows.getHeadDim())
             p.ropeHeadDim = *hd; // pairs of a head (RoPE)
@@ -164,8 +165,7 @@ public:
         // A decode step's groups keep the tiles: a grouped launch takes
         // device memory of its own, which the step's graph capture cannot
         // allocate.
-        bool copied = isBf16(gemm.getInput()) && w[1] % 8 == 0 &&
-                      (weightCopies || !gemm.getGroupAttr());
+        bool copied = aligned && (weightCopies || !gemm.getGroupAttr());
         bool cutlass = onCutlass(gemm, storeBytes, sourceBytes, grouped);
         gemm.setConfigAttr(cutlass && p.bf16 && copied
                                ? configureCutlass(ctx, p, storeBytes,

@@ -8,7 +8,6 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "modc/Dialect/Modk/CudaTargets.h"
 #include "modc/Dialect/Modk/Transforms/BufferQueries.h"
 #include "modc/Dialect/Modk/Transforms/Passes.h"
 
@@ -23,20 +22,6 @@ using namespace mlir;
 using namespace modc;
 
 namespace {
-/// Whether a product with this configuration reads its weight through a
-/// bf16 copy in global memory: a TMA-fed wgmma variant or a CUTLASS one,
-/// and in a decode step the few-row kernel (`stream`), which streams the
-/// copy instead of the f32 weight.
-bool readsWeightCopy(modk::GemmConfigAttr config, bool decode) {
-  if (!config)
-    return false;
-  return llvm::any_of(config.getVariants(), [&](const modk::GemmVariant &v) {
-    return v.path == modk::GemmPath::cutlass ||
-           (v.path == modk::GemmPath::wgmma && v.tmaCtas > 0) ||
-           (decode && v.path == modk::GemmPath::stream);
-  });
-}
-
 /// The parameter name behind `weight` (a modk.param, perhaps viewed), or
 /// an empty string.
 StringRef paramName(Value weight) {
@@ -62,13 +47,12 @@ struct KeepBf16WeightsPass
         if (auto gemm = dyn_cast<modk::GemmOp>(op)) {
           // Its device_rows_config too: a grouped launch of it alone
           // (docs/cuda.md, "CUTLASS").
-          if (gemm.productsBf16() &&
-              (readsWeightCopy(gemm.getConfigAttr(), decode) ||
-               readsWeightCopy(gemm.getDeviceRowsConfigAttr(), decode)))
+          if (gemm.productsBf16() && gemm.readsWeightCopy(decode))
             for (Value w : gemm.getWeights())
               streamed.insert(paramName(w));
         } else if (auto dgrad = dyn_cast<modk::GemmDgradOp>(op)) {
-          if (entry.isBf16() && readsWeightCopy(dgrad.getConfigAttr(), decode))
+          modk::GemmConfigAttr config = dgrad.getConfigAttr();
+          if (entry.isBf16() && config && config.readsWeightCopy(decode))
             streamed.insert(paramName(dgrad.getWeight()));
         }
       });

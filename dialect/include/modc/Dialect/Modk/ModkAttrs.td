@@ -57,6 +57,13 @@ def Modk_GemmConfigAttr : AttrDef<Modk_Dialect, "GemmConfig"> {
     DefaultValuedParameter<"int64_t", "0">:$chunkRows);
   let hasCustomAssemblyFormat = 1;
   let genVerifyDecl = 1;
+  let extraClassDeclaration = [{
+    /// Whether a product so configured reads its weight through a bf16
+    /// copy in global memory: a CUTLASS variant or a TMA-fed wgmma one, and
+    /// in a decode step the few-row kernel (`stream`), which streams the
+    /// copy instead of the f32 weight.
+    bool readsWeightCopy(bool decode) const;
+  }];
 }
 
 // A list of integers printed and parsed in brackets, so that it can stand

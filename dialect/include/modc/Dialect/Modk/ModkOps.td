@@ -272,6 +272,9 @@ def Modk_GemmOp : Modk_Op<"gemm", [AttrSizedOperandSegments, NoTerminator,
     /// Whether the products round their operands to bf16: `precision`
     /// where it is set, else the entry's dtype.
     bool productsBf16();
+    /// Whether `config` or `device_rows_config` reads the weight through a
+    /// bf16 copy (GemmConfigAttr::readsWeightCopy).
+    bool readsWeightCopy(bool decode);
   }];
 }
 
