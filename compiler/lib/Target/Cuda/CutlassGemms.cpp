@@ -1856,14 +1856,9 @@ private:
           reinterpret_cast<uintptr_t>(m.y) % 16 != 0 ||
           (!weightCopies && reinterpret_cast<uintptr_t>(m.w) % 16 != 0))
         return false;
-      // Rounded in this call, or outside a WeightCopyScope (a decode step)
-      // the copy the step made current before it ran.
-      if (weightCopies) {
-        const float *w = static_cast<const float *>(m.w);
-        m.w = modk_cuda::detail::weightCopyFor(w, n * k, s);
-        if (!m.w)
-          m.w = modk_cuda::detail::currentCopyOf(w, n * k);
-      }
+      if (weightCopies)
+        m.w = modk_cuda::detail::weightCopyToRead(
+            static_cast<const float *>(m.w), n * k, s);
       if (!m.w)
         return false;
     }
@@ -1962,12 +1957,8 @@ private:
         reinterpret_cast<uintptr_t>(src) % 16 != 0 ||
         reinterpret_cast<uintptr_t>(y) % 16 != 0)
       return false;
-    // Rounded in this call (a WeightCopyScope's), or outside one (a decode
-    // step) the copy the step made current before it ran.
     const modk_cuda::bf16 *wb =
-        modk_cuda::detail::weightCopyFor(w, n * k, s);
-    if (!wb)
-      wb = modk_cuda::detail::currentCopyOf(w, n * k);
+        modk_cuda::detail::weightCopyToRead(w, n * k, s);
     if (!wb)
       return false;
     modk_cuda::detail::traceGemm("cutlass", maxRows, n, k, 0, 0,
@@ -2170,7 +2161,7 @@ static Value epilogueSource(Operation *op) {
 /// of its kernel file, elementwiseEpilogueMath, or the struct Store of one
 /// that stores by itself, rowsEpilogueStore; the same text on both parts),
 /// else empty.
-static FailureOr<std::string> epilogueMath(Operation *op, bool) {
+static FailureOr<std::string> epilogueMath(Operation *op) {
   if (kindOf(op) == ProductKind::forwardEpilogue)
     return elementwiseEpilogueMath(op, "Math");
   if (kindOf(op) == ProductKind::forwardStore)
@@ -2210,12 +2201,11 @@ static std::string kindText(Operation *op) {
 /// The key of a product's CUTLASS plan: its configuration (`config`, or
 /// another of its configuration attributes) and what its kernels compute
 /// (kindText, epilogueMath).
-static std::string planKey(Operation *op, bool sm90,
-                           StringRef attribute = "config") {
+static std::string planKey(Operation *op, StringRef attribute = "config") {
   auto config = op->getAttrOfType<modk::GemmConfigAttr>(attribute);
   std::string key;
   llvm::raw_string_ostream os(key);
-  FailureOr<std::string> math = epilogueMath(op, sm90);
+  FailureOr<std::string> math = epilogueMath(op);
   os << config << kindText(op) << "\n"
      << (succeeded(math) ? *math : std::string("(no epilogue)"));
   return key;
@@ -2448,13 +2438,13 @@ LogicalResult CutlassGemms::emit(raw_ostream &os,
       auto config = op->getAttrOfType<modk::GemmConfigAttr>(attribute);
       if (!hasCutlassVariant(config))
         return WalkResult::advance();
-      std::string key = planKey(op, sm90, attribute);
+      std::string key = planKey(op, attribute);
       if (plans.count(key))
         return WalkResult::advance();
       ProductKind kind = kindOf(op);
       // A staged product is stored f32 whatever y's type.
       bool bf16Output = kind != ProductKind::forwardStaged && bf16OutputOf(op);
-      FailureOr<std::string> math = epilogueMath(op, sm90);
+      FailureOr<std::string> math = epilogueMath(op);
       if (failed(math))
         return WalkResult::interrupt();
       bool grouped = isCutlassGrouped(config);
@@ -2632,7 +2622,7 @@ std::string modc::cutlassWgradPlan(Operation *op) {
       isCutlassGrouped(config))
     return {};
   // A weight gradient's key is the same on every part.
-  std::string key = planKey(op, /*sm90=*/true);
+  std::string key = planKey(op);
   return "modc_cutlass_wgrad_" +
          llvm::toHex(llvm::SHA256::hash(llvm::arrayRefFromStringRef(key)),
                      /*LowerCase=*/true)
@@ -2659,11 +2649,6 @@ std::string CutlassGemms::anyPlanOf(Operation *op, StringRef attribute) const {
   if (!isa<modk::GemmOp, modk::GemmDgradOp, modk::GemmWgradOp>(op) ||
       !hasCutlassVariant(op->getAttrOfType<modk::GemmConfigAttr>(attribute)))
     return {};
-  const cuda::CudaPart *part = cuda::findCudaPart(arch);
-  auto it = plans.find(
-      planKey(op,
-              part && part->cutlass.generation ==
-                          cuda::CutlassGeneration::collectiveBuilders,
-              attribute));
+  auto it = plans.find(planKey(op, attribute));
   return it == plans.end() ? std::string() : it->second;
 }

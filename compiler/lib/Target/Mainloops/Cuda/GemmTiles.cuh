@@ -1918,6 +1918,17 @@ inline const bf16 *currentCopyOf(const float *w, int64_t count) {
   return nullptr;
 }
 
+/// The copy a CUTLASS product reads for the `count` floats at w: rounded in
+/// this call (weightCopyFor) or, outside a WeightCopyScope (a decode step),
+/// the copy the step made current before it ran (currentCopyOf); null
+/// where there is neither.
+inline const bf16 *weightCopyToRead(const float *w, int64_t count,
+                                    cudaStream_t stream) {
+  if (const bf16 *copy = weightCopyFor(w, count, stream))
+    return copy;
+  return currentCopyOf(w, count);
+}
+
 /// A decode step's weights that it streams from bf16 copies (modk.optimizer's
 /// bf16_copies, read by a few-row product of the decode entry): made
 /// current before the step runs (or its graph replays), by rounding those
