@@ -405,8 +405,10 @@ TEST(CudaKernels, LinearFewRows) {
   checkFewRows<64, 256, true, float>(13, 16, 66);
   checkFewRows<64, 256, true, modk_cuda::bf16>(7, 8, 67);
   checkFewRows<24, 37, true, modk_cuda::bf16>(2, 3, 68);
-  // Up to the pass's bound (64 rows: eight CTAs along the rows).
+  // Up to the pass's bound (64 rows: eight CTAs along the rows; in a bf16
+  // product one CTA on tensor cores, with a partial reduction step).
   checkFewRows<40, 130, true, float>(64, 64, 69);
+  checkFewRows<40, 136, true, modk_cuda::bf16>(33, 40, 71);
   checkFewRows<33, 64, false, float>(37, 40, 70);
 }
 
@@ -459,6 +461,8 @@ TEST(CudaKernels, LinearGroup) {
   StreamPathGuard guard;
   checkLinearGroup<40, 70, 3, false>(12, 83);
   checkLinearGroup<24, 37, 2, true>(5, 84);
+  // bf16 past 8 rows: the few-row kernel on tensor cores.
+  checkLinearGroup<24, 100, 3, true>(40, 85);
 }
 
 /// A sibling launch (modk.gemm's `siblings`): products of one input with
@@ -553,6 +557,7 @@ TEST(CudaKernels, LinearSiblings) {
     checkLinearSiblings<true>(13, 92);
     checkLinearSiblingsInOrder<false>(9, 95);
     checkLinearSiblingsInOrder<true>(3, 96);
+    checkLinearSiblingsInOrder<true>(21, 97); // on tensor cores
   }
   // Off the few-row kernel: nothing launched, the caller runs each member.
   auto a = randomFloats(8 * 16, 93), w = randomFloats(8 * 16, 94);

@@ -41,6 +41,9 @@ enum Path { Simt = 0, Mma = 1, Wgmma = 2, Stream = 3 };
 /// Stream: products (not weight gradients) of up to this many rows take
 /// the few-row kernel, the others mma.sync.
 constexpr int64_t kStreamMaxRows = 64;
+/// Stream: bf16 products of more rows than this take the few-row kernel on
+/// tensor cores (StreamMmaTile), as modk-configure-gemms chooses.
+constexpr int64_t kStreamSimtRows = 8;
 /// The family of bf16 products (f32 products take mma.sync unless Simt).
 constexpr int kDefaultPath =
 #if defined(__CUDACC__) && MODC_CUDA_WGMMA
@@ -106,9 +109,14 @@ struct modk_cuda::DefaultGemmPlan {
     namespace d = modk_cuda::detail;
     if constexpr (Product::streamOperands)
       if (gemm_hooks::path() == gemm_hooks::Stream &&
-          rows <= gemm_hooks::kStreamMaxRows)
+          rows <= gemm_hooks::kStreamMaxRows) {
+        if constexpr (Product::bf16)
+          if (rows > gemm_hooks::kStreamSimtRows)
+            return f(gemm_hooks::Variant<d::PathStream, d::StreamMmaTile::BM,
+                                         d::StreamMmaTile::BN, false, false>{});
         return f(gemm_hooks::Variant<d::PathStream, d::StreamTile::BM,
                                      d::StreamTile::BN, false, false>{});
+      }
     const bool wgmmaRows = rows >= 64 || gemm_hooks::tile() != 0;
     if constexpr (Product::bf16 && MODC_TEST_WGMMA_BUILT)
       if (gemm_hooks::path() == gemm_hooks::Wgmma && wgmmaRows) {

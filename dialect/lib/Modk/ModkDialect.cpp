@@ -218,11 +218,14 @@ GemmConfigAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                          << ": only CUTLASS kernels have a depth, a "
                             "cluster, stages and a split";
     if (v.path == GemmPath::stream &&
-        (v.tileRows != kStreamTileRows || v.tileCols != kStreamTileCols ||
+        (!((v.tileRows == kStreamTileRows && v.tileCols == kStreamTileCols) ||
+           (v.tileRows == kStreamMmaTileRows &&
+            v.tileCols == kStreamMmaTileCols)) ||
          v.separateEpilogue))
       return emitError() << "variant " << i << ": the stream kernel's tile is "
-                         << kStreamTileRows << "x" << kStreamTileCols
-                         << " and holds every epilogue";
+                         << kStreamTileRows << "x" << kStreamTileCols << " (or "
+                         << kStreamMmaTileRows << "x" << kStreamMmaTileCols
+                         << " on tensor cores) and holds every epilogue";
   }
   if (maxSplits < 1 || chunkRows < 0)
     return emitError() << "split must be at least 1 and chunk at least 0";

@@ -968,7 +968,7 @@ func.func @gather_blocks_large_k(%r: memref<?x10000xf32>, %pos: memref<?x9000xi3
 
 // The few-row kernel has one tile.
 func.func @stream_tile(%x: memref<?x32xf32>, %w: memref<64x32xf32>, %seg: memref<?x1xi64>, %y: memref<?x64xf32>) {
-  // expected-error @+1 {{variant 0: the stream kernel's tile is 8x4 and holds every epilogue}}
+  // expected-error @+1 {{variant 0: the stream kernel's tile is 8x4 (or 64x8 on tensor cores) and holds every epilogue}}
   modk.gemm %x, [%w] rows %seg -> %y {config = #modk.gemm_config<stream 16x4, from 17: mma 64x64>, epilogue = #modk.epilogue<none>} : memref<?x32xf32>, memref<64x32xf32>, memref<?x1xi64>, memref<?x64xf32>
   return
 }

@@ -29,11 +29,11 @@
 // - An f32-stored input, an f32 product (precision) and the weight
 //   gradients keep the tile kernels (input gradients: below).
 // CHECK-LABEL: modk.entry @forward
-// CHECK: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 65: cutlass 64x128x64 cluster 1x1 stages 8 pingpong raster along_n, from 513: cutlass 128x128x64 cluster 2x1 stages 6 cooperative raster along_n, from 1025: cutlass 128x256x64 cluster 2x1 stages 4 cooperative raster along_n>, epilogue = #modk.epilogue<none>}
-// CHECK: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 65: cutlass 64x128x64 cluster 1x1 stages 8 pingpong raster along_n, from 513: cutlass 128x128x64 cluster 2x1 stages 6 cooperative raster along_n, from 1025: cutlass 128x256x64 cluster 2x1 stages 4 cooperative raster along_n>, epilogue = #modk.epilogue<none>}
-// CHECK: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 65: cutlass 64x128x64 cluster 1x1 stages 8 pingpong raster along_m, from 16769: cutlass 128x128x64 cluster 2x1 stages 6 cooperative raster along_m>, epilogue = #modk.epilogue<none>}
-// CHECK: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 65: wgmma 128x64, from 513: wgmma 128x128>, epilogue = #modk.epilogue<none>}
-// CHECK: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 65: cutlass 64x128x64 cluster 1x1 stages 8 pingpong raster along_n, from 513: cutlass 128x128x64 cluster 2x1 stages 6 cooperative raster along_n, from 1025: cutlass 128x256x64 cluster 2x1 stages 4 cooperative raster along_n>, epilogue = #modk.epilogue<rows>}
+// CHECK: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 9: stream 64x8, from 65: cutlass 64x128x64 cluster 1x1 stages 8 pingpong raster along_n, from 513: cutlass 128x128x64 cluster 2x1 stages 6 cooperative raster along_n, from 1025: cutlass 128x256x64 cluster 2x1 stages 4 cooperative raster along_n>, epilogue = #modk.epilogue<none>}
+// CHECK: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 9: stream 64x8, from 65: cutlass 64x128x64 cluster 1x1 stages 8 pingpong raster along_n, from 513: cutlass 128x128x64 cluster 2x1 stages 6 cooperative raster along_n, from 1025: cutlass 128x256x64 cluster 2x1 stages 4 cooperative raster along_n>, epilogue = #modk.epilogue<none>}
+// CHECK: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 9: stream 64x8, from 65: cutlass 64x128x64 cluster 1x1 stages 8 pingpong raster along_m, from 16769: cutlass 128x128x64 cluster 2x1 stages 6 cooperative raster along_m>, epilogue = #modk.epilogue<none>}
+// CHECK: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 9: stream 64x8, from 65: wgmma 128x64, from 513: wgmma 128x128>, epilogue = #modk.epilogue<none>}
+// CHECK: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 9: stream 64x8, from 65: cutlass 64x128x64 cluster 1x1 stages 8 pingpong raster along_n, from 513: cutlass 128x128x64 cluster 2x1 stages 6 cooperative raster along_n, from 1025: cutlass 128x256x64 cluster 2x1 stages 4 cooperative raster along_n>, epilogue = #modk.epilogue<rows>}
 // CHECK: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 65: mma 64x64, from 33665: mma 128x128>, epilogue = #modk.epilogue<none>, precision = #modk.dtype<f32>}
 // sm_80 (108 SMs): the multistage tiles, two CTAs an SM on the smaller
 // ones (6 and 5 stages of 12 and 16 KiB), one on the 128x256 tile (4 of
@@ -41,9 +41,9 @@
 // ceil(216 / 32) = 7 row tiles (769 rows), 128x256 from ceil(108 / 16) = 7
 // row tiles (769 rows too: it replaces the 128x128 tile there).
 // A100-LABEL: modk.entry @forward
-// A100: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 65: cutlass 64x128x32 cluster 1x1 stages 6 multistage raster along_n, from 769: cutlass 128x256x32 cluster 1x1 stages 4 multistage raster along_n>, epilogue = #modk.epilogue<none>}
-// A100: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 65: cutlass 64x128x32 cluster 1x1 stages 6 multistage raster along_n, from 769: cutlass 128x256x32 cluster 1x1 stages 4 multistage raster along_n>, epilogue = #modk.epilogue<none>}
-// A100: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 65: cutlass 64x128x32 cluster 1x1 stages 6 multistage raster along_m, from 27521: cutlass 128x128x32 cluster 1x1 stages 5 multistage raster along_m>, epilogue = #modk.epilogue<none>}
+// A100: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 9: stream 64x8, from 65: cutlass 64x128x32 cluster 1x1 stages 6 multistage raster along_n, from 769: cutlass 128x256x32 cluster 1x1 stages 4 multistage raster along_n>, epilogue = #modk.epilogue<none>}
+// A100: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 9: stream 64x8, from 65: cutlass 64x128x32 cluster 1x1 stages 6 multistage raster along_n, from 769: cutlass 128x256x32 cluster 1x1 stages 4 multistage raster along_n>, epilogue = #modk.epilogue<none>}
+// A100: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 9: stream 64x8, from 65: cutlass 64x128x32 cluster 1x1 stages 6 multistage raster along_m, from 27521: cutlass 128x128x32 cluster 1x1 stages 5 multistage raster along_m>, epilogue = #modk.epilogue<none>}
 // Without the few-row kernel, the tiles below 64 rows (here pinned large:
 // wgmma's); a pinned large tile runs every row count from 64 on, without a
 // cluster where it has a single row tile.
@@ -51,7 +51,7 @@
 // PINNED: modk.gemm {{.*}} {config = #modk.gemm_config<wgmma 128x128 tma 132, from 64: cutlass 128x256x64 cluster 1x1 stages 4 cooperative raster along_n>, epilogue = #modk.epilogue<none>}
 // The default library: the hand-written tiles, TMA-fed.
 // TILES-LABEL: modk.entry @forward
-// TILES: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 65: wgmma 128x64 tma 264, from 513: wgmma 128x128 tma 132>, epilogue = #modk.epilogue<none>}
+// TILES: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 9: stream 64x8, from 65: wgmma 128x64 tma 264, from 513: wgmma 128x128 tma 132>, epilogue = #modk.epilogue<none>}
 // BADLIB: modk-configure-gemms: library 'cublas'; expected tiles or cutlass
 // cutlass-from=1 (tests on a GPU: every row count on CUTLASS): the first
 // CUTLASS variant from one row, the few-row kernel for none.
@@ -102,15 +102,15 @@ modk.entry @forward attributes {kind = #modk.entry_kind<forward>, model = #modk.
 // a group's member (the groups of a step keep the tiles). sm_80's kernel
 // stops at the count: the add over the routed rows too.
 // CHECK-LABEL: modk.entry @decode
-// CHECK: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 65: cutlass 64x128x64 cluster 1x1 stages 8 pingpong raster along_m, from 16769: cutlass 128x128x64 cluster 2x1 stages 6 cooperative raster along_m>, epilogue = #modk.epilogue<none>}
-// CHECK: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 65: cutlass 64x128x64 cluster 1x1 stages 8 pingpong raster along_m, from 16769: cutlass 128x128x64 cluster 2x1 stages 5 cooperative raster along_m>, epilogue = #modk.epilogue<rows>}
-// CHECK: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 65: wgmma 128x64, from 16769: wgmma 128x128>, device_rows_config = #modk.gemm_config<stream 8x4, from 65: cutlass 64x128x64 cluster 1x1 stages 8 pingpong raster along_m grouped, from 16769: cutlass 128x128x64 cluster 2x1 stages 5 cooperative raster along_m grouped>, epilogue = #modk.epilogue<rows>}
-// CHECK: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 65: wgmma 128x64, from 16769: wgmma 128x128>, epilogue = #modk.epilogue<none>, group = 0 : i64}
+// CHECK: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 9: stream 64x8, from 65: cutlass 64x128x64 cluster 1x1 stages 8 pingpong raster along_m, from 16769: cutlass 128x128x64 cluster 2x1 stages 6 cooperative raster along_m>, epilogue = #modk.epilogue<none>}
+// CHECK: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 9: stream 64x8, from 65: cutlass 64x128x64 cluster 1x1 stages 8 pingpong raster along_m, from 16769: cutlass 128x128x64 cluster 2x1 stages 5 cooperative raster along_m>, epilogue = #modk.epilogue<rows>}
+// CHECK: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 9: stream 64x8, from 65: wgmma 128x64, from 16769: wgmma 128x128>, device_rows_config = #modk.gemm_config<stream 8x4, from 9: stream 64x8, from 65: cutlass 64x128x64 cluster 1x1 stages 8 pingpong raster along_m grouped, from 16769: cutlass 128x128x64 cluster 2x1 stages 5 cooperative raster along_m grouped>, epilogue = #modk.epilogue<rows>}
+// CHECK: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 9: stream 64x8, from 65: wgmma 128x64, from 16769: wgmma 128x128>, epilogue = #modk.epilogue<none>, group = 0 : i64}
 // A100-LABEL: modk.entry @decode
-// A100: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 65: cutlass 64x128x32 cluster 1x1 stages 6 multistage raster along_m, from 27521: cutlass 128x128x32 cluster 1x1 stages 5 multistage raster along_m>, epilogue = #modk.epilogue<none>}
-// A100: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 65: cutlass 64x128x32 cluster 1x1 stages 6 multistage raster along_m, from 27521: cutlass 128x128x32 cluster 1x1 stages 5 multistage raster along_m>, epilogue = #modk.epilogue<rows>}
-// A100: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 65: cutlass 64x128x32 cluster 1x1 stages 6 multistage raster along_m, from 27521: cutlass 128x128x32 cluster 1x1 stages 5 multistage raster along_m>, epilogue = #modk.epilogue<rows>}
-// A100: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 65: mma 64x64, from 27521: mma 128x128>, epilogue = #modk.epilogue<none>, group = 0 : i64}
+// A100: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 9: stream 64x8, from 65: cutlass 64x128x32 cluster 1x1 stages 6 multistage raster along_m, from 27521: cutlass 128x128x32 cluster 1x1 stages 5 multistage raster along_m>, epilogue = #modk.epilogue<none>}
+// A100: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 9: stream 64x8, from 65: cutlass 64x128x32 cluster 1x1 stages 6 multistage raster along_m, from 27521: cutlass 128x128x32 cluster 1x1 stages 5 multistage raster along_m>, epilogue = #modk.epilogue<rows>}
+// A100: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 9: stream 64x8, from 65: cutlass 64x128x32 cluster 1x1 stages 6 multistage raster along_m, from 27521: cutlass 128x128x32 cluster 1x1 stages 5 multistage raster along_m>, epilogue = #modk.epilogue<rows>}
+// A100: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 9: stream 64x8, from 65: mma 64x64, from 27521: mma 128x128>, epilogue = #modk.epilogue<none>, group = 0 : i64}
 modk.entry @decode attributes {kind = #modk.entry_kind<decode>, model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = bf16>, modes = [#modk.mode<causal>], params = [#modk.param<name = "wq", shape = [128, 64], init = ones>, #modk.param<name = "wo", shape = [128, 128], init = ones>]} {
   %wq = modk.param "wq" : memref<128x64xf32>
   %wo = modk.param "wo" : memref<128x128xf32>
@@ -279,14 +279,14 @@ modk.entry @wgrad attributes {kind = #modk.entry_kind<grad>, model = #modk.model
 // count and its epilogue tree reads the source from global memory: all
 // three adds, with the store's stages, and no device_rows_config.
 // CHECK-LABEL: modk.entry @residual
-// CHECK: modk.gemm %{{.*}} -> %[[X:.*]] {config = #modk.gemm_config<stream 8x4, from 65: cutlass 64x128x64 cluster 1x1 stages 8 pingpong raster along_m, from 16769: cutlass 128x128x64 cluster 2x1 stages 5 cooperative raster along_m>, epilogue = #modk.epilogue<rows>}
-// CHECK: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 65: cutlass 64x128x64 cluster 1x1 stages 8 pingpong raster along_m, from 16769: cutlass 128x128x64 cluster 2x1 stages 5 cooperative raster along_m>, epilogue = #modk.epilogue<rows>}
-// CHECK: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 65: wgmma 128x64 tma 264, from 16769: wgmma 128x128 tma 132>, device_rows_config = #modk.gemm_config<stream 8x4, from 65: cutlass 64x128x64 cluster 1x1 stages 8 pingpong raster along_m grouped, from 16769: cutlass 128x128x64 cluster 2x1 stages 5 cooperative raster along_m grouped>, epilogue = #modk.epilogue<rows>}
+// CHECK: modk.gemm %{{.*}} -> %[[X:.*]] {config = #modk.gemm_config<stream 8x4, from 9: stream 64x8, from 65: cutlass 64x128x64 cluster 1x1 stages 8 pingpong raster along_m, from 16769: cutlass 128x128x64 cluster 2x1 stages 5 cooperative raster along_m>, epilogue = #modk.epilogue<rows>}
+// CHECK: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 9: stream 64x8, from 65: cutlass 64x128x64 cluster 1x1 stages 8 pingpong raster along_m, from 16769: cutlass 128x128x64 cluster 2x1 stages 5 cooperative raster along_m>, epilogue = #modk.epilogue<rows>}
+// CHECK: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 9: stream 64x8, from 65: wgmma 128x64 tma 264, from 16769: wgmma 128x128 tma 132>, device_rows_config = #modk.gemm_config<stream 8x4, from 9: stream 64x8, from 65: cutlass 64x128x64 cluster 1x1 stages 8 pingpong raster along_m grouped, from 16769: cutlass 128x128x64 cluster 2x1 stages 5 cooperative raster along_m grouped>, epilogue = #modk.epilogue<rows>}
 // A100-LABEL: modk.entry @residual
 // A100-NOT: device_rows_config
-// A100: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 65: cutlass 64x128x32 cluster 1x1 stages 6 multistage raster along_m, from 27521: cutlass 128x128x32 cluster 1x1 stages 5 multistage raster along_m>, epilogue = #modk.epilogue<rows>}
-// A100: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 65: cutlass 64x128x32 cluster 1x1 stages 6 multistage raster along_m, from 27521: cutlass 128x128x32 cluster 1x1 stages 5 multistage raster along_m>, epilogue = #modk.epilogue<rows>}
-// A100: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 65: cutlass 64x128x32 cluster 1x1 stages 6 multistage raster along_m, from 27521: cutlass 128x128x32 cluster 1x1 stages 5 multistage raster along_m>, epilogue = #modk.epilogue<rows>}
+// A100: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 9: stream 64x8, from 65: cutlass 64x128x32 cluster 1x1 stages 6 multistage raster along_m, from 27521: cutlass 128x128x32 cluster 1x1 stages 5 multistage raster along_m>, epilogue = #modk.epilogue<rows>}
+// A100: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 9: stream 64x8, from 65: cutlass 64x128x32 cluster 1x1 stages 6 multistage raster along_m, from 27521: cutlass 128x128x32 cluster 1x1 stages 5 multistage raster along_m>, epilogue = #modk.epilogue<rows>}
+// A100: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 9: stream 64x8, from 65: cutlass 64x128x32 cluster 1x1 stages 6 multistage raster along_m, from 27521: cutlass 128x128x32 cluster 1x1 stages 5 multistage raster along_m>, epilogue = #modk.epilogue<rows>}
 modk.entry @residual attributes {kind = #modk.entry_kind<forward>, model = #modk.model<name = "t", vocab_size = 64, d_model = 128, n_layers = 1, n_heads = 1, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = bf16>, modes = [#modk.mode<topk>], params = [#modk.param<name = "wo", shape = [128, 128], init = ones>]} {
   %wo = modk.param "wo" : memref<128x128xf32>
   %pos = modk.alloc : memref<?x16xi32>
@@ -339,10 +339,10 @@ modk.entry @residual attributes {kind = #modk.entry_kind<forward>, model = #modk
 // the count, and device_rows_config is the grouped launch of it alone for
 // `causal` mode; an entry of `topk` mode only needs none.
 // CHECK-LABEL: modk.entry @selected
-// CHECK: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 65: cutlass 64x128x64 cluster 1x1 stages 8 pingpong raster along_m, from 16769: cutlass 128x128x64 cluster 2x1 stages 5 cooperative raster along_m>, device_rows_config = #modk.gemm_config<stream 8x4, from 65: cutlass 64x128x64 cluster 1x1 stages 8 pingpong raster along_m grouped, from 16769: cutlass 128x128x64 cluster 2x1 stages 5 cooperative raster along_m grouped>, epilogue = #modk.epilogue<rows>}
+// CHECK: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 9: stream 64x8, from 65: cutlass 64x128x64 cluster 1x1 stages 8 pingpong raster along_m, from 16769: cutlass 128x128x64 cluster 2x1 stages 5 cooperative raster along_m>, device_rows_config = #modk.gemm_config<stream 8x4, from 9: stream 64x8, from 65: cutlass 64x128x64 cluster 1x1 stages 8 pingpong raster along_m grouped, from 16769: cutlass 128x128x64 cluster 2x1 stages 5 cooperative raster along_m grouped>, epilogue = #modk.epilogue<rows>}
 // CHECK-LABEL: modk.entry @selected_topk
 // CHECK-NOT: device_rows_config
-// CHECK: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 65: cutlass 64x128x64 cluster 1x1 stages 8 pingpong raster along_m, from 16769: cutlass 128x128x64 cluster 2x1 stages 5 cooperative raster along_m>, epilogue = #modk.epilogue<rows>}
+// CHECK: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 9: stream 64x8, from 65: cutlass 64x128x64 cluster 1x1 stages 8 pingpong raster along_m, from 16769: cutlass 128x128x64 cluster 2x1 stages 5 cooperative raster along_m>, epilogue = #modk.epilogue<rows>}
 modk.entry @selected attributes {kind = #modk.entry_kind<forward>, model = #modk.model<name = "t", vocab_size = 64, d_model = 128, n_layers = 1, n_heads = 1, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = bf16>, modes = [#modk.mode<topk>, #modk.mode<causal>], params = [#modk.param<name = "wo", shape = [128, 128], init = ones>]} {
   %wo = modk.param "wo" : memref<128x128xf32>
   %r = modk.alloc : memref<?x16xf32>
@@ -413,16 +413,16 @@ modk.entry @selected_topk attributes {kind = #modk.entry_kind<forward>, model = 
 // CUTLASS 2.x tree whose root finishes each element (the f32 store's
 // stages).
 // CHECK-LABEL: modk.entry @elementwise
-// CHECK: modk.gemm %{{.*}} -> %{{.*}} {config = #modk.gemm_config<stream 8x4, from 65: cutlass 64x128x64 cluster 1x1 stages 7 pingpong raster along_n, from 4097: cutlass 128x128x64 cluster 2x1 stages 4 cooperative raster along_m, from 8321: cutlass 128x256x64 cluster 2x1 stages 3 cooperative raster along_m>, epilogue = #modk.epilogue<rows>}
-// CHECK: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 65: cutlass 64x128x64 cluster 1x1 stages 8 pingpong raster along_m, from 16769: cutlass 128x128x64 cluster 2x1 stages 6 cooperative raster along_m>, epilogue = #modk.epilogue<rows>}
-// CHECK: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 65: cutlass 64x128x64 cluster 1x1 stages 8 pingpong raster along_m, from 16769: cutlass 128x128x64 cluster 2x1 stages 6 cooperative raster along_m>, epilogue = #modk.epilogue<rows>}
-// CHECK: modk.gemm {{.*}} rows %[[ALL:[0-9]+]] -> {{.*}} {config = #modk.gemm_config<stream 8x4, from 65: cutlass 64x128x64 cluster 1x1 stages 8 pingpong raster along_m, from 16769: cutlass 128x128x64 cluster 2x1 stages 6 cooperative raster along_m>, epilogue = #modk.epilogue<rows>}
-// CHECK: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 65: wgmma 128x64 tma 264, from 16769: wgmma 128x128 tma 132>, device_rows_config = #modk.gemm_config<stream 8x4, from 65: cutlass 64x128x64 cluster 1x1 stages 8 pingpong raster along_m grouped, from 16769: cutlass 128x128x64 cluster 2x1 stages 6 cooperative raster along_m grouped>, epilogue = #modk.epilogue<rows>}
-// CHECK: modk.gemm {{.*}} rows %[[ALL]] -> {{.*}} {config = #modk.gemm_config<stream 8x4, from 65: cutlass 64x128x64 cluster 1x1 stages 8 pingpong raster along_m, from 16769: cutlass 128x128x64 cluster 2x1 stages 6 cooperative raster along_m>, epilogue = #modk.epilogue<rows>}
+// CHECK: modk.gemm %{{.*}} -> %{{.*}} {config = #modk.gemm_config<stream 8x4, from 9: stream 64x8, from 65: cutlass 64x128x64 cluster 1x1 stages 7 pingpong raster along_n, from 4097: cutlass 128x128x64 cluster 2x1 stages 4 cooperative raster along_m, from 8321: cutlass 128x256x64 cluster 2x1 stages 3 cooperative raster along_m>, epilogue = #modk.epilogue<rows>}
+// CHECK: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 9: stream 64x8, from 65: cutlass 64x128x64 cluster 1x1 stages 8 pingpong raster along_m, from 16769: cutlass 128x128x64 cluster 2x1 stages 6 cooperative raster along_m>, epilogue = #modk.epilogue<rows>}
+// CHECK: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 9: stream 64x8, from 65: cutlass 64x128x64 cluster 1x1 stages 8 pingpong raster along_m, from 16769: cutlass 128x128x64 cluster 2x1 stages 6 cooperative raster along_m>, epilogue = #modk.epilogue<rows>}
+// CHECK: modk.gemm {{.*}} rows %[[ALL:[0-9]+]] -> {{.*}} {config = #modk.gemm_config<stream 8x4, from 9: stream 64x8, from 65: cutlass 64x128x64 cluster 1x1 stages 8 pingpong raster along_m, from 16769: cutlass 128x128x64 cluster 2x1 stages 6 cooperative raster along_m>, epilogue = #modk.epilogue<rows>}
+// CHECK: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 9: stream 64x8, from 65: wgmma 128x64 tma 264, from 16769: wgmma 128x128 tma 132>, device_rows_config = #modk.gemm_config<stream 8x4, from 9: stream 64x8, from 65: cutlass 64x128x64 cluster 1x1 stages 8 pingpong raster along_m grouped, from 16769: cutlass 128x128x64 cluster 2x1 stages 6 cooperative raster along_m grouped>, epilogue = #modk.epilogue<rows>}
+// CHECK: modk.gemm {{.*}} rows %[[ALL]] -> {{.*}} {config = #modk.gemm_config<stream 8x4, from 9: stream 64x8, from 65: cutlass 64x128x64 cluster 1x1 stages 8 pingpong raster along_m, from 16769: cutlass 128x128x64 cluster 2x1 stages 6 cooperative raster along_m>, epilogue = #modk.epilogue<rows>}
 // A100-LABEL: modk.entry @elementwise
-// A100: modk.gemm %{{.*}} -> %{{.*}} {config = #modk.gemm_config<stream 8x4, from 65: cutlass 64x128x32 cluster 1x1 stages 6 multistage raster along_n, from 6785: cutlass 128x256x32 cluster 1x1 stages 4 multistage raster along_m>, epilogue = #modk.epilogue<rows>}
-// A100: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 65: cutlass 64x128x32 cluster 1x1 stages 6 multistage raster along_m, from 27521: cutlass 128x128x32 cluster 1x1 stages 5 multistage raster along_m>, epilogue = #modk.epilogue<rows>}
-// A100-COUNT-4: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 65: cutlass 64x128x32 cluster 1x1 stages 6 multistage raster along_m, from 27521: cutlass 128x128x32 cluster 1x1 stages 5 multistage raster along_m>, epilogue = #modk.epilogue<rows>}
+// A100: modk.gemm %{{.*}} -> %{{.*}} {config = #modk.gemm_config<stream 8x4, from 9: stream 64x8, from 65: cutlass 64x128x32 cluster 1x1 stages 6 multistage raster along_n, from 6785: cutlass 128x256x32 cluster 1x1 stages 4 multistage raster along_m>, epilogue = #modk.epilogue<rows>}
+// A100: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 9: stream 64x8, from 65: cutlass 64x128x32 cluster 1x1 stages 6 multistage raster along_m, from 27521: cutlass 128x128x32 cluster 1x1 stages 5 multistage raster along_m>, epilogue = #modk.epilogue<rows>}
+// A100-COUNT-4: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 9: stream 64x8, from 65: cutlass 64x128x32 cluster 1x1 stages 6 multistage raster along_m, from 27521: cutlass 128x128x32 cluster 1x1 stages 5 multistage raster along_m>, epilogue = #modk.epilogue<rows>}
 // A100-NOT: device_rows_config
 // A100-LABEL: modk.entry @gelu
 modk.entry @elementwise attributes {kind = #modk.entry_kind<forward>, model = #modk.model<name = "t", vocab_size = 64, d_model = 128, n_layers = 1, n_heads = 4, d_ff = 512, seq_len = 256, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = bf16>, modes = [#modk.mode<topk>], params = [#modk.param<name = "wu", shape = [512, 128], init = ones>, #modk.param<name = "wv", shape = [128, 128], init = ones>]} {
@@ -529,10 +529,10 @@ modk.entry @elementwise attributes {kind = #modk.entry_kind<forward>, model = #m
 // takes the 128x256 tile from 8321 rows. sm_80's tree does not spill on
 // 128x256: GELU takes it as the plain store does.
 // CHECK-LABEL: modk.entry @gelu
-// CHECK: modk.gemm {{.*}} -> %{{.*}} {config = #modk.gemm_config<stream 8x4, from 65: cutlass 64x128x64 cluster 1x1 stages 8 pingpong raster along_n, from 4097: cutlass 128x128x64 cluster 2x1 stages 6 cooperative raster along_m>, epilogue = #modk.epilogue<rows>}
-// CHECK: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 65: cutlass 64x128x64 cluster 1x1 stages 8 pingpong raster along_n, from 4097: cutlass 128x128x64 cluster 2x1 stages 6 cooperative raster along_m, from 8321: cutlass 128x256x64 cluster 2x1 stages 4 cooperative raster along_m>, epilogue = #modk.epilogue<none>}
-// A100: modk.gemm {{.*}} -> %{{.*}} {config = #modk.gemm_config<stream 8x4, from 65: cutlass 64x128x32 cluster 1x1 stages 6 multistage raster along_n, from 6785: cutlass 128x256x32 cluster 1x1 stages 4 multistage raster along_m>, epilogue = #modk.epilogue<rows>}
-// A100: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 65: cutlass 64x128x32 cluster 1x1 stages 6 multistage raster along_n, from 6785: cutlass 128x256x32 cluster 1x1 stages 4 multistage raster along_m>, epilogue = #modk.epilogue<none>}
+// CHECK: modk.gemm {{.*}} -> %{{.*}} {config = #modk.gemm_config<stream 8x4, from 9: stream 64x8, from 65: cutlass 64x128x64 cluster 1x1 stages 8 pingpong raster along_n, from 4097: cutlass 128x128x64 cluster 2x1 stages 6 cooperative raster along_m>, epilogue = #modk.epilogue<rows>}
+// CHECK: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 9: stream 64x8, from 65: cutlass 64x128x64 cluster 1x1 stages 8 pingpong raster along_n, from 4097: cutlass 128x128x64 cluster 2x1 stages 6 cooperative raster along_m, from 8321: cutlass 128x256x64 cluster 2x1 stages 4 cooperative raster along_m>, epilogue = #modk.epilogue<none>}
+// A100: modk.gemm {{.*}} -> %{{.*}} {config = #modk.gemm_config<stream 8x4, from 9: stream 64x8, from 65: cutlass 64x128x32 cluster 1x1 stages 6 multistage raster along_n, from 6785: cutlass 128x256x32 cluster 1x1 stages 4 multistage raster along_m>, epilogue = #modk.epilogue<rows>}
+// A100: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 9: stream 64x8, from 65: cutlass 64x128x32 cluster 1x1 stages 6 multistage raster along_n, from 6785: cutlass 128x256x32 cluster 1x1 stages 4 multistage raster along_m>, epilogue = #modk.epilogue<none>}
 modk.entry @gelu attributes {kind = #modk.entry_kind<forward>, model = #modk.model<name = "t", vocab_size = 64, d_model = 128, n_layers = 1, n_heads = 4, d_ff = 512, seq_len = 256, mlp = gelu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = bf16>, modes = [#modk.mode<topk>], params = [#modk.param<name = "wu", shape = [512, 128], init = ones>]} {
   %wu = modk.param "wu" : memref<512x128xf32>
   %pos = modk.alloc : memref<?x256xi32>

@@ -10,6 +10,9 @@
 // RUN: mod-opt %s -split-input-file --pass-pipeline='builtin.module(modk.entry(modk-configure-gemms{stream-rows=16}))' | FileCheck %s --check-prefix=STREAM16
 // RUN: mod-opt %s -split-input-file --pass-pipeline='builtin.module(modk.entry(modk-configure-gemms{stream-rows=0}))' | FileCheck %s --check-prefix=NOSTREAM
 // RUN: not mod-opt %s -split-input-file --pass-pipeline='builtin.module(modk.entry(modk-configure-gemms{stream-rows=-2}))' 2>&1 | FileCheck %s --check-prefix=BADSTREAM
+// RUN: mod-opt %s -split-input-file --pass-pipeline='builtin.module(modk.entry(modk-configure-gemms{stream-simt-rows=0}))' | FileCheck %s --check-prefix=MMAONLY
+// RUN: mod-opt %s -split-input-file --pass-pipeline='builtin.module(modk.entry(modk-configure-gemms{stream-simt-rows=64}))' | FileCheck %s --check-prefix=SIMTONLY
+// RUN: not mod-opt %s -split-input-file --pass-pipeline='builtin.module(modk.entry(modk-configure-gemms{stream-simt-rows=-1}))' 2>&1 | FileCheck %s --check-prefix=BADSIMT
 
 // A bf16 training entry on sm_90a (132 SMs). The forward products of up to
 // 64 rows (decode-sized) take the few-row kernel (stream), whatever their
@@ -29,8 +32,8 @@
 //   modk-generalize): mma.sync, two waves of 64 x 64 CTAs, and its weight
 //   gradient on mma.sync where the entry's bf16 ones take wgmma.
 // CHECK-LABEL: modk.entry @grad
-// CHECK: modk.gemm %{{.*}} -> %[[Q:.*]] {config = #modk.gemm_config<stream 8x4, from 65: wgmma 128x64 tma 264, from 16769: wgmma 128x128 tma 132>, epilogue = #modk.epilogue<rows>
-// CHECK: modk.gemm %{{.*}} {config = #modk.gemm_config<stream 8x4, from 65: wgmma 128x64, from 16769: wgmma 128x128>, epilogue = #modk.epilogue<none>}
+// CHECK: modk.gemm %{{.*}} -> %[[Q:.*]] {config = #modk.gemm_config<stream 8x4, from 9: stream 64x8, from 65: wgmma 128x64 tma 264, from 16769: wgmma 128x128 tma 132>, epilogue = #modk.epilogue<rows>
+// CHECK: modk.gemm %{{.*}} {config = #modk.gemm_config<stream 8x4, from 9: stream 64x8, from 65: wgmma 128x64, from 16769: wgmma 128x128>, epilogue = #modk.epilogue<none>}
 // CHECK: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 65: mma 64x64, from 33665: mma 128x128>, epilogue = #modk.epilogue<none>, precision = #modk.dtype<f32>}
 // CHECK-NEXT: modk.gemm_wgrad{{.*}} {config = #modk.gemm_config<mma 64x64, split 264>, precision = #modk.dtype<f32>}
 // Attention: the mma.sync flash kernels for heads of 64; heads of 12 are
@@ -42,13 +45,13 @@
 // CHECK: modk.gemm_wgrad{{.*}} {config = #modk.gemm_config<wgmma 128x128 tma 132>}
 // An A100 (sm_80, 108 SMs): mma.sync for every product, two waves of 108.
 // A100-LABEL: modk.entry @grad
-// A100: config = #modk.gemm_config<stream 8x4, from 65: mma 64x64 separate_epilogue, from 27521: mma 128x128 separate_epilogue>
-// A100: config = #modk.gemm_config<stream 8x4, from 65: mma 64x64, from 27521: mma 128x128>
+// A100: config = #modk.gemm_config<stream 8x4, from 9: stream 64x8, from 65: mma 64x64 separate_epilogue, from 27521: mma 128x128 separate_epilogue>
+// A100: config = #modk.gemm_config<stream 8x4, from 9: stream 64x8, from 65: mma 64x64, from 27521: mma 128x128>
 // A100: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 65: mma 64x64, from 27521: mma 128x128>, epilogue = #modk.epilogue<none>, precision = #modk.dtype<f32>}
 // A100: modk.gemm_wgrad{{.*}} {config = #modk.gemm_config<mma 64x64, split 108>}
 // An sm_90a part of 114 SMs (sm-count): the waves and grids follow.
 // SMS-LABEL: modk.entry @grad
-// SMS: config = #modk.gemm_config<stream 8x4, from 65: wgmma 128x64 tma 228, from 14465: wgmma 128x128 tma 114>
+// SMS: config = #modk.gemm_config<stream 8x4, from 9: stream 64x8, from 65: wgmma 128x64 tma 228, from 14465: wgmma 128x128 tma 114>
 // Pinned choices (what tests and benchmarks compile with): every product
 // on one kernel at any rows; the RoPE epilogue fits no mma.sync tile; every
 // weight gradient in chunks of 64 rows.
@@ -63,15 +66,26 @@
 // SIMT: modk.attention {{.*}} {mainloop = #modk.gemm_path<simt>
 // stream-rows=16: the few-row kernel takes part of mma.sync's rows, which
 // keep 17 to 63 (RoPE apart there: no mma.sync tile's warps hold a head);
-// stream-rows=0: none.
+// a bf16 product's few rows past 8 on its tensor-core tile (64x8), an f32
+// product's all on the CUDA-core tile (8x4); stream-rows=0: none.
 // STREAM16-LABEL: modk.entry @grad
-// STREAM16: config = #modk.gemm_config<stream 8x4, from 17: mma 64x64 separate_epilogue, from 64: wgmma 128x64 tma 264, from 16769: wgmma 128x128 tma 132>, epilogue = #modk.epilogue<rows>
+// STREAM16: config = #modk.gemm_config<stream 8x4, from 9: stream 64x8, from 17: mma 64x64 separate_epilogue, from 64: wgmma 128x64 tma 264, from 16769: wgmma 128x128 tma 132>, epilogue = #modk.epilogue<rows>
 // STREAM16: config = #modk.gemm_config<stream 8x4, from 17: mma 64x64, from 33665: mma 128x128>, epilogue = #modk.epilogue<none>, precision
 // NOSTREAM-LABEL: modk.entry @grad
 // NOSTREAM: config = #modk.gemm_config<mma 64x64 separate_epilogue, from 64: wgmma 128x64 tma 264, from 16769: wgmma 128x128 tma 132>
 // NOSTREAM-NOT: stream
 // NOSTREAM-LABEL: modk.entry @decode
-// BADSTREAM: modk-configure-gemms: stream-rows -2; expected 0 (none) or more
+// BADSTREAM: modk-configure-gemms: stream-rows -2; expected 0 or more
+// stream-simt-rows=0: a bf16 product's few rows all on tensor cores;
+// stream-simt-rows=64: none of them (f32 products never).
+// MMAONLY-LABEL: modk.entry @grad
+// MMAONLY: config = #modk.gemm_config<stream 64x8, from 65: wgmma 128x64 tma 264, from 16769: wgmma 128x128 tma 132>, epilogue = #modk.epilogue<rows>
+// MMAONLY: config = #modk.gemm_config<stream 8x4, from 65: mma 64x64, from 33665: mma 128x128>, epilogue = #modk.epilogue<none>, precision
+// SIMTONLY-LABEL: modk.entry @grad
+// SIMTONLY: config = #modk.gemm_config<stream 8x4, from 65: wgmma 128x64 tma 264, from 16769: wgmma 128x128 tma 132>, epilogue = #modk.epilogue<rows>
+// SIMTONLY-NOT: stream 64x8
+// SIMTONLY-LABEL: modk.entry @decode
+// BADSIMT: modk-configure-gemms: stream-simt-rows -1; expected 0 or more
 // BADARCH: error: modk-configure-gemms: unknown arch 'sm_70'; expected sm_90a or sm_80
 // NOWGMMA: error: modk-configure-gemms: sm_80 has no wgmma
 modk.entry @grad attributes {kind = #modk.entry_kind<grad>, model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = bf16>, modes = [#modk.mode<topk>], params = [#modk.param<name = "wq", shape = [128, 64], init = ones>, #modk.param<name = "wo", shape = [128, 64], init = ones>, #modk.param<name = "w1", shape = [8, 64], init = ones>, #modk.param<name = "b1", shape = [8], init = ones>, #modk.param<name = "w2", shape = [1, 8], init = ones>, #modk.param<name = "b2", shape = [1], init = ones>, #modk.param<name = "wbig", shape = [2048, 2048], init = ones>]} {
@@ -133,8 +147,8 @@ modk.entry @grad attributes {kind = #modk.entry_kind<grad>, model = #modk.model<
 // to 64) take the few-row kernel. A wide product (32768 columns, 256 large
 // tiles across) fills a wave on the large wgmma tile at any row count.
 // CHECK-LABEL: modk.entry @decode
-// CHECK: config = #modk.gemm_config<stream 8x4, from 65: wgmma 128x64, from 16769: wgmma 128x128>
-// CHECK: config = #modk.gemm_config<stream 8x4, from 65: wgmma 128x128>, epilogue = #modk.epilogue<none>, round_bf16
+// CHECK: config = #modk.gemm_config<stream 8x4, from 9: stream 64x8, from 65: wgmma 128x64, from 16769: wgmma 128x128>
+// CHECK: config = #modk.gemm_config<stream 8x4, from 9: stream 64x8, from 65: wgmma 128x128>, epilogue = #modk.epilogue<none>, round_bf16
 modk.entry @decode attributes {kind = #modk.entry_kind<decode>, model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = bf16>, modes = [#modk.mode<causal>], params = [#modk.param<name = "wq", shape = [128, 64], init = ones>, #modk.param<name = "wv", shape = [32768, 64], init = ones>]} {
   %wq = modk.param "wq" : memref<128x64xf32>
   %wv = modk.param "wv" : memref<32768x64xf32>

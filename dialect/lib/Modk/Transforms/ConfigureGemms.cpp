@@ -110,10 +110,12 @@ public:
       if (value < 0)
         return emitError(loc) << "modk-configure-gemms: " << name << " "
                               << value << "; expected 0 (auto) or more";
-    if (streamRows < 0)
-      return emitError(loc) << "modk-configure-gemms: stream-rows "
-                            << streamRows.getValue()
-                            << "; expected 0 (none) or more";
+    for (auto [name, value] :
+         {std::pair<const char *, int64_t>{"stream-rows", streamRows},
+          {"stream-simt-rows", streamSimtRows}})
+      if (value < 0)
+        return emitError(loc) << "modk-configure-gemms: " << name << " "
+                              << value << "; expected 0 or more";
     if (library != "tiles" && library != "cutlass")
       return emitError(loc) << "modk-configure-gemms: library '" << library
                             << "'; expected tiles or cutlass";
@@ -527,7 +529,7 @@ private:
       addPathVariants(variants, tensorPath, 0, kAnyRows, p);
     }
     if (p.forward && streamRows > 0 && forcedPath < 0 && forcedTile == 0)
-      variants = withFewRowKernel(variants);
+      variants = withFewRowKernel(variants, p.bf16);
     return modk::GemmConfigAttr::get(ctx, variants, maxSplits,
                                      maxSplits > 1 ? wgradChunkRows : 0);
   }
@@ -783,15 +785,26 @@ private:
     return std::nullopt;
   }
 
-  /// `variants` with rows up to streamRows on the few-row kernel: the
-  /// variants from there on start after it, those it covers whole go.
-  SmallVector<GemmVariant>
-  withFewRowKernel(ArrayRef<GemmVariant> variants) const {
+  /// `variants` with rows up to streamRows on the few-row kernel (a bf16
+  /// product's above streamSimtRows on its tensor-core tile, which reads
+  /// the weight once for up to 64 rows, where the CUDA-core tile reads it
+  /// once for each 8): the variants from there on start after it, those it
+  /// covers whole go.
+  SmallVector<GemmVariant> withFewRowKernel(ArrayRef<GemmVariant> variants,
+                                            bool bf16) const {
     GemmVariant stream;
     stream.path = GemmPath::stream;
     stream.tileRows = modk::kStreamTileRows;
     stream.tileCols = modk::kStreamTileCols;
-    SmallVector<GemmVariant> out = {stream};
+    SmallVector<GemmVariant> out;
+    if (!bf16 || streamSimtRows > 0)
+      out.push_back(stream);
+    if (bf16 && streamSimtRows < streamRows) {
+      stream.tileRows = modk::kStreamMmaTileRows;
+      stream.tileCols = modk::kStreamMmaTileCols;
+      stream.minRows = out.empty() ? 0 : streamSimtRows + 1;
+      out.push_back(stream);
+    }
     const int64_t from = streamRows + 1;
     for (auto [i, v] : llvm::enumerate(variants)) {
       int64_t until = i + 1 < variants.size() ? variants[i + 1].minRows

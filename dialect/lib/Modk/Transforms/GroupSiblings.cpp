@@ -55,23 +55,32 @@ int64_t columnsOf(modk::GemmOp gemm) {
   return cast<MemRefType>(gemm.getWeights()[0].getType()).getDimSize(0);
 }
 
-/// The rows up to which `gemm`'s configuration takes the few-row kernel
-/// (its first variant): the next variant's first row, or none.
-int64_t fewRowsBound(modk::GemmOp gemm) {
-  ArrayRef<modk::GemmVariant> variants = gemm.getConfigAttr().getVariants();
-  return variants.size() > 1 ? variants[1].minRows : -1;
+/// `gemm`'s few-row kernel variants (its leading `stream` ones: the
+/// CUDA-core tile, the tensor-core tile or both) and the rows from which
+/// the next variant takes over (-1: none).
+std::pair<SmallVector<modk::GemmVariant>, int64_t>
+fewRowsPlan(modk::GemmOp gemm) {
+  std::pair<SmallVector<modk::GemmVariant>, int64_t> plan = {{}, -1};
+  for (const modk::GemmVariant &v : gemm.getConfigAttr().getVariants()) {
+    if (v.path != modk::GemmPath::stream) {
+      plan.second = v.minRows;
+      break;
+    }
+    plan.first.push_back(v);
+  }
+  return plan;
 }
 
 /// Whether `candidate` runs like `first` but for its weight, epilogue and
 /// output: the same input, row set, reduction and bf16 rounding, and the
-/// few-row kernel up to the same rows (so any member's plan decides for
-/// all).
+/// same few-row kernel tiles up to the same rows (so any member's plan
+/// decides for all).
 bool sameOperands(modk::GemmOp candidate, modk::GemmOp first) {
   return candidate.getInput() == first.getInput() &&
          candidate.getSegments() == first.getSegments() &&
          reductionOf(candidate) == reductionOf(first) &&
          candidate.productsBf16() == first.productsBf16() &&
-         fewRowsBound(candidate) == fewRowsBound(first);
+         fewRowsPlan(candidate) == fewRowsPlan(first);
 }
 
 /// Whether `a` may write a buffer that `b` reads or writes (they may not

@@ -2005,6 +2005,22 @@ constexpr bool tmaOperandsOk() {
 /// contiguous, rows from the host or the device): never a weight gradient.
 struct StreamTile {
   static constexpr int BM = 8, BN = 4;
+  static constexpr bool mma = false;
+};
+
+/// The few-row kernel on tensor cores, for bf16 products of more rows than
+/// StreamTile's 8, which it would read the weight again for: a CTA makes
+/// BN = 8 columns (one mma.m16n8k8 tile wide) for up to BM = 64 rows (four
+/// 16-row tiles), so that the weight is read once up to 64 rows. Its warps
+/// split the reduction in steps of 32: in a step each thread loads 8
+/// consecutive elements of its weight row and of its two rows of each
+/// 16-row tile, and four mma.m16n8k8 take them as pairs (8t + 2j, 8t + 2j +
+/// 1) of mma j, a permutation of the step's reduction that A and B share.
+/// The warps' sums meet in shared memory and the epilogue runs on the
+/// totals, as on StreamTile.
+struct StreamMmaTile {
+  static constexpr int BM = 64, BN = 8;
+  static constexpr bool mma = true;
 };
 constexpr int kStreamThreads = 128;
 
@@ -2067,21 +2083,64 @@ streamPartials(float (&acc)[BN][BM], const TA *A, int64_t lda, const TB *B,
   }
 }
 
-template <bool DYN, int EPI, bool BF, typename TA, typename TB, typename TC>
-__device__ __forceinline__ void gemmStreamKernelBody(
-    const TA *__restrict__ A, int64_t lda, const TB *__restrict__ B,
-    int64_t ldb, TC *C, int64_t ldc, const EpiArgs epi, int64_t M,
-    int64_t Ncols, int64_t L, const int64_t *dynRows) {
-  constexpr int BM = StreamTile::BM, BN = StreamTile::BN;
-  constexpr int kWarps = kStreamThreads / kWarp;
-  if (DYN)
-    M = *dynRows;
-  const int64_t m0 = int64_t(blockIdx.y) * BM;
-  if (m0 >= M)
-    return;
-  const int rows = int(minI64(BM, M - m0));
-  // The CTA's columns: BN in a row, or with RoPE BN / 2 pairs of a head.
-  int64_t cols[BN];
+/// 8 consecutive elements p[l .. l + 8) of an operand (those at or past L
+/// zero), rounded to bf16 and packed in pairs: v[j] holds elements 2j and
+/// 2j + 1. vec: p's runs of 4 may be loaded whole (loadStreamRun).
+template <typename T>
+__device__ __forceinline__ void loadMmaRun(const T *p, int64_t l, int64_t L,
+                                           bool vec, uint32_t (&v)[4]) {
+  float x[2][4];
+  if (vec && l + 8 <= L) {
+    loadStreamRun<4, false>(p + l, x[0]);
+    loadStreamRun<4, false>(p + l + 4, x[1]);
+  } else {
+#pragma unroll
+    for (int e = 0; e < 8; ++e)
+      x[e / 4][e % 4] = l + e < L ? float(p[l + e]) : 0.0f;
+  }
+#pragma unroll
+  for (int j = 0; j < 4; ++j)
+    v[j] = packBf16x2(x[j / 2][2 * (j % 2)], x[j / 2][2 * (j % 2) + 1]);
+}
+
+/// A thread's partial sums on tensor cores (StreamMmaTile) over the
+/// reduction steps of 32 from l0, `step` apart: acc[i] is the mma.m16n8k8
+/// accumulator of 16-row tile i (rows past `rows` read as zero; tiles past
+/// them skipped, warp-uniformly), its columns those of cols (-1: none).
+template <int MT, typename TA, typename TB>
+__device__ __forceinline__ void
+streamMmaPartials(float (&acc)[MT][4], const TA *A, int64_t lda, const TB *B,
+                  int64_t ldb, int64_t col, int rows, int64_t l0, int64_t L,
+                  int64_t step, bool vec) {
+  const int lane = int(threadIdx.x) % kWarp, g = lane >> 2, t = lane & 3;
+  for (int64_t k0 = l0; k0 < L; k0 += step) {
+    const int64_t l = k0 + 8 * t;
+    uint32_t b[4] = {0u, 0u, 0u, 0u};
+    if (col >= 0)
+      loadMmaRun(B + col * ldb, l, L, vec, b);
+#pragma unroll
+    for (int i = 0; i < MT; ++i) {
+      if (16 * i >= rows)
+        break;
+      uint32_t lo[4] = {0u, 0u, 0u, 0u}, hi[4] = {0u, 0u, 0u, 0u};
+      if (16 * i + g < rows)
+        loadMmaRun(A + (16 * i + g) * lda, l, L, vec, lo);
+      if (16 * i + g + 8 < rows)
+        loadMmaRun(A + (16 * i + g + 8) * lda, l, L, vec, hi);
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const uint32_t a[2] = {lo[j], hi[j]};
+        mma_bf16_m16n8k8(acc[i], a, b[j], acc[i]);
+      }
+    }
+  }
+}
+
+/// The output columns of a few-row CTA: BN in a row, or with RoPE BN / 2
+/// rotation pairs of a head (-1: past Ncols).
+template <int EPI, int BN>
+__device__ __forceinline__ void streamColumns(int64_t (&cols)[BN],
+                                              int64_t Ncols) {
 #pragma unroll
   for (int c = 0; c < BN; ++c) {
     int64_t n = int64_t(blockIdx.x) * BN + c;
@@ -2092,47 +2151,16 @@ __device__ __forceinline__ void gemmStreamKernelBody(
     }
     cols[c] = n < Ncols ? n : -1;
   }
-  A += m0 * lda;
-  float acc[BN][BM] = {};
-  // 4-element runs where every run starts 16-byte aligned (8 for bf16 A),
-  // then the remainder (or everything) one element at a time.
-  const bool vec = L % 4 == 0 && lda % 4 == 0 && ldb % 4 == 0 &&
-                   (reinterpret_cast<uintptr_t>(A) % (4 * sizeof(TA))) == 0 &&
-                   (reinterpret_cast<uintptr_t>(B) % (4 * sizeof(TB))) == 0;
-  const int tid = threadIdx.x;
-  if (vec)
-    streamPartials<4, BF>(acc, A, lda, B, ldb, cols, rows, 4 * tid, L,
-                          4 * kStreamThreads);
-  else
-    streamPartials<1, BF>(acc, A, lda, B, ldb, cols, rows, tid, L,
-                          kStreamThreads);
-  // The warp's sums, then the CTA's.
-  __shared__ float part[kWarps][BN * BM];
-  __shared__ float total[BN * BM];
-  const int lane = tid % kWarp, warp = tid / kWarp;
-#pragma unroll
-  for (int c = 0; c < BN; ++c)
-#pragma unroll
-    for (int r = 0; r < BM; ++r) {
-      float v = acc[c][r];
-#pragma unroll
-      for (int o = kWarp / 2; o > 0; o /= 2)
-        v += __shfl_xor_sync(0xffffffffu, v, o);
-      if (lane == 0)
-        part[warp][c * BM + r] = v;
-    }
-  __syncthreads();
-  if (tid < BN * BM) {
-    float s = 0.0f;
-#pragma unroll
-    for (int w = 0; w < kWarps; ++w)
-      s += part[w][tid];
-    total[tid] = s;
-  }
-  __syncthreads();
-  if (tid >= BN * BM)
-    return;
-  const int c = tid / BM, r = tid % BM;
+}
+
+/// The epilogue of a few-row CTA's output (row r, column c), from the
+/// totals total[c * BM + r]: with RoPE the even column of each pair stores
+/// both.
+template <int BM, int BN, int EPI, typename TC>
+__device__ __forceinline__ void streamStore(const float *total, int c, int r,
+                                            int rows, const int64_t (&cols)[BN],
+                                            int64_t m0, TC *C, int64_t ldc,
+                                            const EpiArgs &epi) {
   if (r >= rows || cols[c] < 0)
     return;
   const int64_t m = m0 + r, n = cols[c];
@@ -2142,32 +2170,110 @@ __device__ __forceinline__ void gemmStreamKernelBody(
     RowsEpilogue<EPI - EpiRowsFirst>::storePair(
         total[c * BM + r], total[(c + 1) * BM + r], epi, m, n);
   } else if constexpr (isEpiRows(EPI)) {
-    RowsEpilogue<EPI - EpiRowsFirst>::store(total[tid], epi, m, n);
+    RowsEpilogue<EPI - EpiRowsFirst>::store(total[c * BM + r], epi, m, n);
   } else {
     const int64_t idx = m * ldc + n;
-    C[idx] = TC(gemmEpilogue<EPI>(total[tid], epi, idx));
+    C[idx] = TC(gemmEpilogue<EPI>(total[c * BM + r], epi, idx));
   }
 }
 
-template <bool DYN, int EPI, bool BF, typename TA, typename TB, typename TC>
+template <typename T, bool DYN, int EPI, bool BF, typename TA, typename TB,
+          typename TC>
+__device__ __forceinline__ void
+gemmStreamKernelBody(const TA *__restrict__ A, int64_t lda,
+                     const TB *__restrict__ B, int64_t ldb, TC *C, int64_t ldc,
+                     const EpiArgs epi, int64_t M, int64_t Ncols, int64_t L,
+                     const int64_t *dynRows) {
+  constexpr int BM = T::BM, BN = T::BN;
+  constexpr int kWarps = kStreamThreads / kWarp;
+  static_assert(!T::mma || (BF && BN == 8 && BM % 16 == 0),
+                "the tensor-core few-row kernel runs bf16 products, one "
+                "mma tile wide");
+  if (DYN)
+    M = *dynRows;
+  const int64_t m0 = int64_t(blockIdx.y) * BM;
+  if (m0 >= M)
+    return;
+  const int rows = int(minI64(BM, M - m0));
+  int64_t cols[BN];
+  streamColumns<EPI>(cols, Ncols);
+  A += m0 * lda;
+  // 4-element runs where every run starts 16-byte aligned (8 for bf16 A),
+  // then the remainder (or everything) one element at a time.
+  const bool vec = L % 4 == 0 && lda % 4 == 0 && ldb % 4 == 0 &&
+                   (reinterpret_cast<uintptr_t>(A) % (4 * sizeof(TA))) == 0 &&
+                   (reinterpret_cast<uintptr_t>(B) % (4 * sizeof(TB))) == 0;
+  const int tid = threadIdx.x;
+  const int lane = tid % kWarp, warp = tid / kWarp;
+  __shared__ float part[kWarps][BN * BM];
+  __shared__ float total[BN * BM];
+  if constexpr (T::mma) {
+    // Each warp's sums of the whole tile over its steps, then the CTA's.
+    constexpr int MT = BM / 16;
+    float acc[MT][4] = {};
+    streamMmaPartials(acc, A, lda, B, ldb, cols[lane >> 2], rows, 32 * warp, L,
+                      32 * kWarps, vec);
+    const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+    for (int i = 0; i < MT; ++i)
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        part[warp][(2 * t + e % 2) * BM + 16 * i + g + 8 * (e / 2)] = acc[i][e];
+  } else {
+    float acc[BN][BM] = {};
+    if (vec)
+      streamPartials<4, BF>(acc, A, lda, B, ldb, cols, rows, 4 * tid, L,
+                            4 * kStreamThreads);
+    else
+      streamPartials<1, BF>(acc, A, lda, B, ldb, cols, rows, tid, L,
+                            kStreamThreads);
+      // The warp's sums, then the CTA's.
+#pragma unroll
+    for (int c = 0; c < BN; ++c)
+#pragma unroll
+      for (int r = 0; r < BM; ++r) {
+        float v = acc[c][r];
+#pragma unroll
+        for (int o = kWarp / 2; o > 0; o /= 2)
+          v += __shfl_xor_sync(0xffffffffu, v, o);
+        if (lane == 0)
+          part[warp][c * BM + r] = v;
+      }
+  }
+  __syncthreads();
+  for (int i = tid; i < BN * BM; i += kStreamThreads) {
+    float s = 0.0f;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w)
+      s += part[w][i];
+    total[i] = s;
+  }
+  __syncthreads();
+  for (int i = tid; i < BN * BM; i += kStreamThreads)
+    streamStore<BM, BN, EPI>(total, i / BM, i % BM, rows, cols, m0, C, ldc,
+                             epi);
+}
+
+template <typename T, bool DYN, int EPI, bool BF, typename TA, typename TB,
+          typename TC>
 __global__ __launch_bounds__(kStreamThreads) void gemmStreamKernel(
     const TA *__restrict__ A, int64_t lda, const TB *__restrict__ B,
     int64_t ldb, TC *C, int64_t ldc, const EpiArgs epi, int64_t M,
     int64_t Ncols, int64_t L, const int64_t *dynRows) {
-  gemmStreamKernelBody<DYN, EPI, BF, TA, TB, TC>(A, lda, B, ldb, C, ldc, epi, M, Ncols, L,
-                                dynRows);
+  gemmStreamKernelBody<T, DYN, EPI, BF, TA, TB, TC>(A, lda, B, ldb, C, ldc, epi,
+                                                    M, Ncols, L, dynRows);
 }
 
 /// gemmStreamKernel on member blockIdx.z of a group of G products.
-template <int G, bool DYN, int EPI, bool BF, typename TA, typename TB,
-          typename TC>
+template <typename T, int G, bool DYN, int EPI, bool BF, typename TA,
+          typename TB, typename TC>
 __global__ __launch_bounds__(kStreamThreads) void gemmStreamKernelGroup(
-    const GemmGroup<G, TA, TB, TC> group, int64_t lda, int64_t ldb,
-    int64_t ldc, int64_t M, int64_t Ncols, int64_t L) {
+    const GemmGroup<G, TA, TB, TC> group, int64_t lda, int64_t ldb, int64_t ldc,
+    int64_t M, int64_t Ncols, int64_t L) {
   const int z = blockIdx.z;
-  gemmStreamKernelBody<DYN, EPI, BF, TA, TB, TC>(group.a[z], lda, group.b[z], ldb,
-                                group.c[z], ldc, group.epi[z], M, Ncols, L,
-                                group.rows[z]);
+  gemmStreamKernelBody<T, DYN, EPI, BF, TA, TB, TC>(
+      group.a[z], lda, group.b[z], ldb, group.c[z], ldc, group.epi[z], M, Ncols,
+      L, group.rows[z]);
 }
 
 /// The most members of a sibling launch (modk-group-siblings); an
@@ -2193,13 +2299,14 @@ template <int G, typename TB> struct GemmSiblingTable {
 
 /// Member Z (Sib) of a sibling launch: gemmStreamKernel's body on its
 /// weight, epilogue and output; CTAs past its columns have nothing to do.
-template <bool BF, typename Sib, int Z, int G, typename TA, typename TB>
+template <typename T, bool BF, typename Sib, int Z, int G, typename TA,
+          typename TB>
 __device__ __forceinline__ void
 gemmSiblingMember(const TA *A, int64_t lda, const GemmSiblingTable<G, TB> &t,
                   int64_t M, int64_t L, const int64_t *dynRows) {
-  if (int64_t(blockIdx.x) * StreamTile::BN >= Sib::n)
+  if (int64_t(blockIdx.x) * T::BN >= Sib::n)
     return;
-  gemmStreamKernelBody<true, Sib::epi, BF, TA, TB, typename Sib::C>(
+  gemmStreamKernelBody<T, true, Sib::epi, BF, TA, TB, typename Sib::C>(
       A, lda, t.b[Z], L, static_cast<typename Sib::C *>(t.c[Z]), Sib::n,
       t.epi[Z], M, Sib::n, L, dynRows);
 }
@@ -2209,15 +2316,15 @@ gemmSiblingMember(const TA *A, int64_t lda, const GemmSiblingTable<G, TB> &t,
 /// (`siblings_in_order`) every member in turn, so that a member's epilogue
 /// may read an earlier member's output at its own elements, which this CTA
 /// stored before the barriers of the later member's body.
-template <bool InOrder, bool BF, typename TA, typename TB, typename... Sibs,
-          int... Z>
+template <typename T, bool InOrder, bool BF, typename TA, typename TB,
+          typename... Sibs, int... Z>
 __device__ __forceinline__ void
 gemmSiblingsOfBlock(const TA *A, int64_t lda,
                     const GemmSiblingTable<sizeof...(Sibs), TB> &t, int64_t M,
                     int64_t L, const int64_t *dynRows,
                     std::integer_sequence<int, Z...>) {
   ((InOrder || int(blockIdx.z) == Z
-        ? gemmSiblingMember<BF, Sibs, Z>(A, lda, t, M, L, dynRows)
+        ? gemmSiblingMember<T, BF, Sibs, Z>(A, lda, t, M, L, dynRows)
         : void()),
    ...);
 }
@@ -2225,12 +2332,13 @@ gemmSiblingsOfBlock(const TA *A, int64_t lda,
 /// The few-row kernel on sibling products of one A [*dynRows, L]: member
 /// blockIdx.z of Sibs (modk-group-siblings' `siblings`), or with InOrder
 /// every member in each CTA, one after another.
-template <bool InOrder, bool BF, typename TA, typename TB, typename... Sibs>
+template <typename T, bool InOrder, bool BF, typename TA, typename TB,
+          typename... Sibs>
 __global__ __launch_bounds__(kStreamThreads) void gemmStreamKernelSiblings(
     const TA *__restrict__ A, int64_t lda,
     const GemmSiblingTable<sizeof...(Sibs), TB> t, int64_t M, int64_t L,
     const int64_t *dynRows) {
-  gemmSiblingsOfBlock<InOrder, BF, TA, TB, Sibs...>(
+  gemmSiblingsOfBlock<T, InOrder, BF, TA, TB, Sibs...>(
       A, lda, t, M, L, dynRows,
       std::make_integer_sequence<int, int(sizeof...(Sibs))>{});
 }
@@ -2255,6 +2363,10 @@ template <> struct GemmTileFor<PathWgmma, true, 128, 64> { using T = TmaSmall; }
 template <> struct GemmTileFor<PathWgmma, true, 128, 128> { using T = TmaLarge; };
 template <> struct GemmTileFor<PathStream, false, StreamTile::BM, StreamTile::BN> {
   using T = StreamTile;
+};
+template <>
+struct GemmTileFor<PathStream, false, StreamMmaTile::BM, StreamMmaTile::BN> {
+  using T = StreamMmaTile;
 };
 
 /// The TMA path of a bf16 product with tmaOperandsOk on tile T: B's bf16
@@ -2400,14 +2512,14 @@ inline bool launchGemmVariant(const TA *A, int64_t lda, const TB *B,
       if (const bf16 *copy = currentCopyOf(B, Ncols * ldb)) {
         traceGemm("stream bf16-weight", M, Ncols, L, T::BM, T::BN,
                   epilogueName<EPI>());
-        MODC_LAUNCH((gemmStreamKernel<DYN == 1, EPI, BF, TA, bf16, TC>), grid,
-                    kStreamThreads, 0, stream, A, lda, copy, ldb, C, ldc, epi,
-                    M, Ncols, L, dynRows);
+        MODC_LAUNCH((gemmStreamKernel<T, DYN == 1, EPI, BF, TA, bf16, TC>),
+                    grid, kStreamThreads, 0, stream, A, lda, copy, ldb, C, ldc,
+                    epi, M, Ncols, L, dynRows);
         return true;
       }
     }
     traceGemm("stream", M, Ncols, L, T::BM, T::BN, epilogueName<EPI>());
-    MODC_LAUNCH((gemmStreamKernel<DYN == 1, EPI, BF, TA, TB, TC>), grid,
+    MODC_LAUNCH((gemmStreamKernel<T, DYN == 1, EPI, BF, TA, TB, TC>), grid,
                 kStreamThreads, 0, stream, A, lda, B, ldb, C, ldc, epi, M,
                 Ncols, L, dynRows);
     return true;
@@ -2531,17 +2643,17 @@ inline void launchGemmGroupOn(const GemmGroup<G, TA, TB, TC> &group,
         if (every) {
           traceGemm("stream bf16-weight group", M, Ncols, L, T::BM, T::BN,
                     epilogueName<EPI>());
-          MODC_LAUNCH((gemmStreamKernelGroup<G, true, EPI, BF, TA, bf16, TC>),
-                      grid, kStreamThreads, 0, stream, copies, lda, ldb, ldc,
-                      M, Ncols, L);
+          MODC_LAUNCH(
+              (gemmStreamKernelGroup<T, G, true, EPI, BF, TA, bf16, TC>), grid,
+              kStreamThreads, 0, stream, copies, lda, ldb, ldc, M, Ncols, L);
           return true;
         }
       }
       traceGemm("stream group", M, Ncols, L, T::BM, T::BN,
                 epilogueName<EPI>());
-      MODC_LAUNCH((gemmStreamKernelGroup<G, true, EPI, BF, TA, TB, TC>), grid,
-                  kStreamThreads, 0, stream, group, lda, ldb, ldc, M, Ncols,
-                  L);
+      MODC_LAUNCH((gemmStreamKernelGroup<T, G, true, EPI, BF, TA, TB, TC>),
+                  grid, kStreamThreads, 0, stream, group, lda, ldb, ldc, M,
+                  Ncols, L);
     } else {
       static_assert(epilogueFits<EPI, T>(),
                     "the configured tile cannot hold this epilogue");
@@ -2621,18 +2733,18 @@ launchGemmSiblings(const TA *a, const int64_t *rows, int64_t max_rows,
     } else {
       static_assert(!InOrder || ((Sibs::n == maxCols) && ...),
                     "siblings in order have as many columns");
-      const dim3 grid(unsigned(ceilDiv(maxCols, StreamTile::BN)),
-                      unsigned(ceilDiv(max_rows, StreamTile::BM)),
-                      InOrder ? 1 : G);
+      using T =
+          typename GemmTileFor<PathStream, false, V::tileRows, V::tileCols>::T;
+      const dim3 grid(unsigned(ceilDiv(maxCols, T::BN)),
+                      unsigned(ceilDiv(max_rows, T::BM)), InOrder ? 1 : G);
       auto launch = [&](const auto &table) {
         using TB = typename std::decay_t<decltype(table)>::Weight;
         MODC_TEST_COUNT(streamLaunches);
         MODC_TEST_COUNT(siblingLaunches);
         traceGemm(std::is_same<TB, bf16>::value ? "stream bf16-weight siblings"
                                                 : "stream siblings",
-                  max_rows, maxCols, K, StreamTile::BM, StreamTile::BN,
-                  "siblings");
-        MODC_LAUNCH((gemmStreamKernelSiblings<InOrder, BF, TA, TB, Sibs...>),
+                  max_rows, maxCols, K, T::BM, T::BN, "siblings");
+        MODC_LAUNCH((gemmStreamKernelSiblings<T, InOrder, BF, TA, TB, Sibs...>),
                     grid, kStreamThreads, 0, stream, a, int64_t(K), table,
                     max_rows, int64_t(K), rows);
         return true;

@@ -74,10 +74,12 @@ class RowsOp; // a GEMM's `rows` epilogue names it before it is declared
 /// memory (the CUDA select_topk).
 constexpr int64_t kMaxSplitGatherRows = 8192;
 
-/// The tile of the CUDA few-row product kernel (`stream` in a
-/// #modk.gemm_config): a CTA's rows and output columns (the library's
-/// StreamTile).
+/// The tiles of the CUDA few-row product kernel (`stream` in a
+/// #modk.gemm_config): a CTA's rows and output columns, on CUDA cores (the
+/// library's StreamTile) and, for bf16 products, on tensor cores
+/// (StreamMmaTile: one mma.m16n8k8 tile wide, four tall).
 constexpr int64_t kStreamTileRows = 8, kStreamTileCols = 4;
+constexpr int64_t kStreamMmaTileRows = 64, kStreamMmaTileCols = 8;
 
 /// The decode KV cache of a package (args->kv_cache): a causal prefill's
 /// attention writes it, a decode step's reads and appends to it.

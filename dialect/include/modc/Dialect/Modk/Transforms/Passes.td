@@ -430,6 +430,10 @@ def ConfigureGemms : Pass<"modk-configure-gemms", "::modc::modk::EntryOp"> {
            "Forward products of up to this many rows take the few-row "
            "kernel, which reads the weight once (0: none; a pinned path "
            "or tile puts every row count on it)">,
+    Option<"streamSimtRows", "stream-simt-rows", "int64_t", /*default=*/"8",
+           "bf16 products on the few-row kernel take its CUDA-core tile up "
+           "to this many rows (one CTA along the rows) and its tensor-core "
+           "tile above (0: tensor cores at any rows)">,
     Option<"cutlassFrom", "cutlass-from", "int64_t", /*default=*/"0",
            "library=cutlass: the row count from which products run on "
            "CUTLASS (0: by the part's tiles, above the few-row kernel's "
