@@ -2136,34 +2136,32 @@ streamMmaPartials(float (&acc)[MT][4], const TA *A, int64_t lda, const TB *B,
   }
 }
 
-/// The output columns of a few-row CTA: BN in a row, or with RoPE BN / 2
-/// rotation pairs of a head (-1: past Ncols).
+/// Output column c of a few-row CTA: its c-th of BN in a row, or with RoPE
+/// of its BN / 2 rotation pairs (x, x + HD / 2) of a head (-1: past Ncols).
+/// Computed where it is needed rather than kept in an array, which a
+/// run-time index would put in local memory.
 template <int EPI, int BN>
-__device__ __forceinline__ void streamColumns(int64_t (&cols)[BN],
-                                              int64_t Ncols) {
-#pragma unroll
-  for (int c = 0; c < BN; ++c) {
-    int64_t n = int64_t(blockIdx.x) * BN + c;
-    if constexpr (epiHeadDim<EPI>() > 0) {
-      constexpr int Half = epiHeadDim<EPI>() / 2;
-      const int64_t pair = int64_t(blockIdx.x) * (BN / 2) + c / 2;
-      n = (pair / Half) * 2 * Half + pair % Half + (c % 2) * Half;
-    }
-    cols[c] = n < Ncols ? n : -1;
+__device__ __forceinline__ int64_t streamColumn(int c, int64_t Ncols) {
+  int64_t n = int64_t(blockIdx.x) * BN + c;
+  if constexpr (epiHeadDim<EPI>() > 0) {
+    constexpr int Half = epiHeadDim<EPI>() / 2;
+    const int64_t pair = int64_t(blockIdx.x) * (BN / 2) + c / 2;
+    n = (pair / Half) * 2 * Half + pair % Half + (c % 2) * Half;
   }
+  return n < Ncols ? n : -1;
 }
 
 /// The epilogue of a few-row CTA's output (row r, column c), from the
 /// totals total[c * BM + r]: with RoPE the even column of each pair stores
 /// both.
 template <int BM, int BN, int EPI, typename TC>
-__device__ __forceinline__ void streamStore(const float *total, int c, int r,
-                                            int rows, const int64_t (&cols)[BN],
-                                            int64_t m0, TC *C, int64_t ldc,
-                                            const EpiArgs &epi) {
-  if (r >= rows || cols[c] < 0)
+__device__ __forceinline__ void
+streamStore(const float *total, int c, int r, int rows, int64_t Ncols,
+            int64_t m0, TC *C, int64_t ldc, const EpiArgs &epi) {
+  const int64_t n = streamColumn<EPI, BN>(c, Ncols);
+  if (r >= rows || n < 0)
     return;
-  const int64_t m = m0 + r, n = cols[c];
+  const int64_t m = m0 + r;
   if constexpr (epiHeadDim<EPI>() > 0) {
     if (c % 2 == 1)
       return; // finished with its pair's first column
@@ -2195,8 +2193,6 @@ gemmStreamKernelBody(const TA *__restrict__ A, int64_t lda,
   if (m0 >= M)
     return;
   const int rows = int(minI64(BM, M - m0));
-  int64_t cols[BN];
-  streamColumns<EPI>(cols, Ncols);
   A += m0 * lda;
   // 4-element runs where every run starts 16-byte aligned (8 for bf16 A),
   // then the remainder (or everything) one element at a time.
@@ -2211,8 +2207,9 @@ gemmStreamKernelBody(const TA *__restrict__ A, int64_t lda,
     // Each warp's sums of the whole tile over its steps, then the CTA's.
     constexpr int MT = BM / 16;
     float acc[MT][4] = {};
-    streamMmaPartials(acc, A, lda, B, ldb, cols[lane >> 2], rows, 32 * warp, L,
-                      32 * kWarps, vec);
+    streamMmaPartials(acc, A, lda, B, ldb,
+                      streamColumn<EPI, BN>(lane >> 2, Ncols), rows, 32 * warp,
+                      L, 32 * kWarps, vec);
     const int g = lane >> 2, t = lane & 3;
 #pragma unroll
     for (int i = 0; i < MT; ++i)
@@ -2220,6 +2217,10 @@ gemmStreamKernelBody(const TA *__restrict__ A, int64_t lda,
       for (int e = 0; e < 4; ++e)
         part[warp][(2 * t + e % 2) * BM + 16 * i + g + 8 * (e / 2)] = acc[i][e];
   } else {
+    int64_t cols[BN];
+#pragma unroll
+    for (int c = 0; c < BN; ++c)
+      cols[c] = streamColumn<EPI, BN>(c, Ncols);
     float acc[BN][BM] = {};
     if (vec)
       streamPartials<4, BF>(acc, A, lda, B, ldb, cols, rows, 4 * tid, L,
@@ -2249,9 +2250,21 @@ gemmStreamKernelBody(const TA *__restrict__ A, int64_t lda,
     total[i] = s;
   }
   __syncthreads();
-  for (int i = tid; i < BN * BM; i += kStreamThreads)
-    streamStore<BM, BN, EPI>(total, i / BM, i % BM, rows, cols, m0, C, ldc,
+  auto store = [&](int i) {
+    streamStore<BM, BN, EPI>(total, i / BM, i % BM, rows, Ncols, m0, C, ldc,
                              epi);
+  };
+  if constexpr (isEpiRows(EPI)) {
+    // Not unrolled: a generated epilogue inlined once for each output a
+    // thread stores made ptxas spill in sibling launches on sm_80 (a plain
+    // store spills the other way round).
+#pragma unroll 1
+    for (int i = tid; i < BN * BM; i += kStreamThreads)
+      store(i);
+  } else {
+    for (int i = tid; i < BN * BM; i += kStreamThreads)
+      store(i);
+  }
 }
 
 template <typename T, bool DYN, int EPI, bool BF, typename TA, typename TB,
