@@ -456,6 +456,71 @@ template <int S, int H, int HD> struct CachePair {
     for (int64_t i = rows * LD; i < (rows + 1) * LD; ++i)
       ASSERT_EQ(outG[i], -4.0f) << "out written past the rows";
   }
+
+  /// One step as `step`, with out stored as bf16 (modk-store-bf16, where
+  /// only wo's product reads it): the CPU's is its f32 output rounded, bit
+  /// for bit, and the GPU's (whose append leaves each head's metadata in
+  /// the first 8 bytes of its bf16 slice) within a bf16 rounding of it.
+  void stepBf16Out(const std::vector<int64_t> &seg,
+                   const std::vector<uint8_t> &active, uint32_t seed,
+                   int nsplit = 0) {
+    const int64_t rows = seg[B];
+    std::vector<float> q = randomFloats(rows * LD + 1, seed, -2.0f, 2.0f);
+    std::vector<float> k = randomFloats(rows * LD + 1, seed + 1, -2.0f, 2.0f);
+    std::vector<float> v = randomFloats(rows * LD + 1, seed + 2);
+    std::vector<int32_t> pos(rows + 1, 0);
+    const size_t n = size_t((rows + 1) * LD);
+    std::vector<modk_cuda::bf16> outG(n, modk_cuda::bf16(-4.0f));
+    std::vector<modk_cpu::bf16> outC(n, modk_cpu::bf16(-4.0f));
+    std::vector<float> outF(n, -4.0f);
+    if (nsplit > 0) {
+      std::vector<float> scratch(
+          modk_cuda::decode_detail::attnScratchFloats<HD>(B * H, nsplit) + 1,
+          -8.0f);
+      modk_cuda::decode_detail::decodeAttentionLaunch<S, H, HD>(
+          q.data(), k.data(), v.data(), B, seg.data(), active.data(), kG.data(),
+          vG.data(), countsG.data(), outG.data(), nsplit, scratch.data(),
+          nullptr);
+    } else {
+      modk_cuda::decode_attention<S, H, HD>(
+          q.data(), k.data(), v.data(), B, seg.data(), pos.data(),
+          active.data(), kG.data(), vG.data(), countsG.data(), outG.data(),
+          nullptr);
+    }
+    // The f32 output from a copy of the cache, then the bf16 one.
+    std::vector<float> kF = kC, vF = vC;
+    std::vector<int32_t> countsF = countsC;
+    modk_cpu::decode_attention<S, H, HD>(
+        q.data(), k.data(), v.data(), B, seg.data(), pos.data(), active.data(),
+        kF.data(), vF.data(), countsF.data(), outF.data());
+    modk_cpu::decode_attention<S, H, HD>(
+        q.data(), k.data(), v.data(), B, seg.data(), pos.data(), active.data(),
+        kC.data(), vC.data(), countsC.data(), outC.data());
+    expectEqualPrefix(countsG, countsC, B, "counts");
+    expectBitEqual(kG, kC, "cache K");
+    expectBitEqual(vG, vC, "cache V");
+    std::vector<float> gotG(n), gotC(n);
+    for (size_t i = 0; i < n; ++i) {
+      gotG[i] = float(outG[i]);
+      gotC[i] = float(outC[i]);
+      if (i < size_t(rows * LD) && !std::isnan(outF[i]))
+        ASSERT_EQ(outC[i].bits, modk_cpu::bf16(outF[i]).bits)
+            << "the CPU's bf16 out at " << i << " is not its f32 out rounded";
+    }
+    // Both round sums that agree to about 1e-5: at most a bf16 step apart.
+    int reported = 0;
+    for (size_t i = 0; i < size_t(rows * LD); ++i) {
+      const bool ok = std::isnan(gotC[i])
+                          ? std::isnan(gotG[i])
+                          : std::fabs(gotG[i] - gotC[i]) <=
+                                std::ldexp(std::fabs(gotC[i]), -7) + 1e-30f;
+      if (!ok && reported++ < 8)
+        ADD_FAILURE() << "bf16 out[" << i << "]: got " << gotG[i] << ", want "
+                      << gotC[i];
+    }
+    for (size_t i = size_t(rows * LD); i < n; ++i)
+      ASSERT_EQ(gotG[i], -4.0f) << "bf16 out written past the rows";
+  }
 };
 
 /// seg of a decode step: one row for each sequence with routed[b].
@@ -550,6 +615,25 @@ TEST(CudaDecodeKernels, DecodeAttentionHeadSizes) {
     CachePair<140, 2, 6> cache(3, {1, 135, 60}, 1401);
     cache.step(segOf({1, 1, 1}), {1, 1, 1}, 1410);
     cache.step(segOf({1, 1, 1}), {1, 0, 1}, 1420, 2);
+  }
+}
+
+/// Decode attention's output stored as bf16 (a bf16 model, where only wo's
+/// product reads it): zero rows of inactive sequences, NaN rows of a full
+/// cache, unsplit and split, and a head of 4 bf16 (the least that holds
+/// the append's 8 bytes of metadata).
+TEST(CudaDecodeKernels, DecodeAttentionBf16OutputMatchesCpu) {
+  {
+    CachePair<512, 2, 32> cache(4, {0, 130, 511, 60}, 1501);
+    for (int step = 0; step < 2; ++step)
+      cache.stepBf16Out(segOf({1, 1, 1, 1}), {1, 1, 1, uint8_t(step)},
+                        1510 + step);
+    cache.stepBf16Out(segOf({1, 1, 0, 1}), {1, 1, 1, 1}, 1520, 3);
+  }
+  {
+    CachePair<64, 3, 4> cache(2, {10, 40}, 1601);
+    cache.stepBf16Out(segOf({1, 1}), {1, 1}, 1610);
+    cache.stepBf16Out(segOf({1, 1}), {1, 1}, 1620, 2);
   }
 }
 

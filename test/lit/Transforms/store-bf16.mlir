@@ -298,7 +298,8 @@ modk.entry @forward attributes {kind = #modk.entry_kind<forward>, model = #modk.
 // -----
 
 // A decode step's queries, keys and values, read by decode_attention
-// (which appends the keys and values to the cache).
+// (which appends the keys and values to the cache). Its output, which an
+// add reads here, stays f32 (the next case has wo's product read it).
 // CHECK-LABEL: modk.entry @decode
 // CHECK-COUNT-3: modk.gemm {{.*}} round_bf16} : memref<?x1x32xbf16>, memref<32x32xf32>, memref<?x1xi64>, memref<?x1x32xbf16>
 // CHECK: modk.decode_attention({{.*}}) {{.*}} : memref<?x1x32xbf16>, memref<?x1x32xbf16>, memref<?x1x32xbf16>, memref<?x1xi32>, memref<?x1xi64>, memref<?x1xi8>, memref<?x1x32xf32>
@@ -325,4 +326,34 @@ modk.entry @decode attributes {kind = #modk.entry_kind<decode>, model = #modk.mo
   %o = modk.alloc : memref<?x1x32xf32>
   modk.decode_attention(%q, %k, %v, %pos, %seg, %active, %o) {layer = 0 : i64, n_heads = 2 : i64} : memref<?x1x32xf32>, memref<?x1x32xf32>, memref<?x1x32xf32>, memref<?x1xi32>, memref<?x1xi64>, memref<?x1xi8>, memref<?x1x32xf32>
   modk.add %x, %o rows %seg -> %x : memref<?x1x32xf32>, memref<?x1x32xf32>, memref<?x1xi64>, memref<?x1x32xf32>
+}
+
+// -----
+
+// Decode attention's output where only wo's product reads it: bf16, which
+// decode_attention rounds as it stores (as attention does in the forward).
+// CHECK-LABEL: modk.entry @decode_wo
+// CHECK: modk.decode_attention({{.*}}) {{.*}} : memref<?x1x32xbf16>, memref<?x1x32xbf16>, memref<?x1x32xbf16>, memref<?x1xi32>, memref<?x1xi64>, memref<?x1xi8>, memref<?x1x32xbf16>
+// CHECK: modk.gemm {{.*}} : memref<?x1x32xbf16>, memref<32x32xf32>, memref<?x1xi64>, memref<?x1x32xf32>
+// F32ACT-LABEL: modk.entry @decode_wo
+// F32ACT-NOT: xbf16>
+modk.entry @decode_wo attributes {kind = #modk.entry_kind<decode>, model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = bf16>, modes = [#modk.mode<causal>], params = [#modk.param<name = "wq", shape = [32, 32], init = ones>, #modk.param<name = "wk", shape = [32, 32], init = ones>, #modk.param<name = "wv", shape = [32, 32], init = ones>, #modk.param<name = "wo", shape = [32, 32], init = ones>]} {
+  %wq = modk.param "wq" : memref<32x32xf32>
+  %wk = modk.param "wk" : memref<32x32xf32>
+  %wv = modk.param "wv" : memref<32x32xf32>
+  %wo = modk.param "wo" : memref<32x32xf32>
+  %n = modk.alloc : memref<?x1x32xf32>
+  %x = modk.alloc : memref<?x1x32xf32>
+  %pos = modk.alloc : memref<?x1xi32>
+  %seg = modk.alloc : memref<?x1xi64>
+  %active = modk.alloc : memref<?x1xi8>
+  %q = modk.alloc : memref<?x1x32xf32>
+  modk.gemm %n, [%wq] rows %seg -> %q {epilogue = #modk.epilogue<none>} : memref<?x1x32xf32>, memref<32x32xf32>, memref<?x1xi64>, memref<?x1x32xf32>
+  %k = modk.alloc : memref<?x1x32xf32>
+  modk.gemm %n, [%wk] rows %seg -> %k {epilogue = #modk.epilogue<none>} : memref<?x1x32xf32>, memref<32x32xf32>, memref<?x1xi64>, memref<?x1x32xf32>
+  %v = modk.alloc : memref<?x1x32xf32>
+  modk.gemm %n, [%wv] rows %seg -> %v {epilogue = #modk.epilogue<none>} : memref<?x1x32xf32>, memref<32x32xf32>, memref<?x1xi64>, memref<?x1x32xf32>
+  %o = modk.alloc : memref<?x1x32xf32>
+  modk.decode_attention(%q, %k, %v, %pos, %seg, %active, %o) {layer = 0 : i64, n_heads = 2 : i64} : memref<?x1x32xf32>, memref<?x1x32xf32>, memref<?x1x32xf32>, memref<?x1xi32>, memref<?x1xi64>, memref<?x1xi8>, memref<?x1x32xf32>
+  modk.gemm %o, [%wo] rows %seg -> %x {epilogue = #modk.epilogue<none>} : memref<?x1x32xf32>, memref<32x32xf32>, memref<?x1xi64>, memref<?x1x32xf32>
 }

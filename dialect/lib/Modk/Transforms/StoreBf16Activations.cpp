@@ -75,8 +75,11 @@ Use classify(OpOperand &use) {
   if (auto attn = dyn_cast<modk::AttentionOp>(op))
     if (&use != &attn.getOutputMutable())
       return readsQkv(attn);
+  // Decode's attention rounds its output as it stores it, as attention
+  // does (wo's product reads it).
   if (auto decode = dyn_cast<modk::DecodeAttentionOp>(op))
-    return readsQkv(decode);
+    return &use == &decode.getOutputMutable() ? Use::RoundingWrite
+                                              : readsQkv(decode);
   if (auto append = dyn_cast<modk::CacheAppendOp>(op))
     return &use == &append.getKMutable() || &use == &append.getVMutable()
                ? Use::AttentionInput
@@ -89,7 +92,8 @@ Use classify(OpOperand &use) {
                ? Use::RoundingWrite
                : Use::Other;
   // Kernels that can round what they store into one output:
-  // - the norms, attention's output, training's out-of-place activation
+  // - the norms, attention's output (decode's above), training's
+  //   out-of-place activation
   //   (the GEMM keeps the pre-activation), the routed rows' normalised copy;
   // - the values' gradient, and the queries' and keys' once rope_grad has
   //   rotated them (attention_grad's dq and dk, which rope_grad reads, stay

@@ -139,10 +139,11 @@ inline void axpyRow(float *acc, float p, const C *x) {
 /// t of one head; key t is at kc + t * LD and value t at vc + t * LD, with
 /// LD = H * HD (H: the cache's heads, the key/value heads). Streams blocks of
 /// kDecodeBK keys with a max-subtracted online softmax, so no S-sized buffer is
-/// needed. As in causal_attention, q is scaled before the dot products.
-template <int H, int HD, typename TQ, typename C>
+/// needed. As in causal_attention, q is scaled before the dot products. Out:
+/// float, or bf16 (rounded as it is stored).
+template <int H, int HD, typename TQ, typename C, typename Out>
 inline void decodeAttendHead(const TQ *q, const C *kc, const C *vc, int64_t n,
-                             float *out) {
+                             Out *out) {
   constexpr int64_t LD = static_cast<int64_t>(H) * HD;
   constexpr int BK = kDecodeBK;
   static_assert(BK % kVW == 0, "key block must be whole vectors");
@@ -188,7 +189,7 @@ inline void decodeAttendHead(const TQ *q, const C *kc, const C *vc, int64_t n,
   }
   const float inv = 1.0f / lrun;
   for (int d = 0; d < HD; ++d)
-    out[d] = acc[d] * inv;
+    out[d] = Out(acc[d] * inv);
 }
 
 } // namespace detail
@@ -217,13 +218,15 @@ inline void decodeAttendHead(const TQ *q, const C *kc, const C *vc, int64_t n,
 /// Appends run serially (they are B row copies); the (row, head) pairs run in
 /// parallel when the step reads enough of the cache. The cache holds floats,
 /// or bf16 (C = bf16: a bf16 model, whose keys and values are bf16 values);
-/// q, k and v hold floats, or bf16 (modk-store-bf16), widened exactly.
+/// q, k and v hold floats, or bf16 (modk-store-bf16), widened exactly; out
+/// holds floats, or bf16 (modk-store-bf16, where only products read it:
+/// rounded as it is stored).
 template <int S, int H, int HD, int KVH = H, typename TQ, typename TK,
-          typename TV, typename C>
+          typename TV, typename C, typename Out>
 inline void decode_attention(const TQ *q, const TK *k, const TV *v, int64_t B,
                              const int64_t *seg, const int32_t *pos,
                              const uint8_t *active, C *cache_k, C *cache_v,
-                             int32_t *counts, float *out) {
+                             int32_t *counts, Out *out) {
   static_assert(S >= 1, "decode needs at least one position");
   static_assert(KVH >= 1 && H % KVH == 0, "n_kv_heads divides n_heads");
   (void)pos;
@@ -267,12 +270,12 @@ inline void decode_attention(const TQ *q, const TK *k, const TV *v, int64_t B,
   for (int64_t it = 0; it < items; ++it) {
     const int64_t j = it / H;
     const int64_t h = it % H;
-    float *o = out + j * LD + h * HD;
+    Out *o = out + j * LD + h * HD;
     const int64_t n = rk[j];
     if (n == 0) {
-      std::memset(o, 0, sizeof(float) * HD);
+      std::fill(o, o + HD, Out(0.0f));
     } else if (n < 0) {
-      std::fill(o, o + HD, std::numeric_limits<float>::quiet_NaN());
+      std::fill(o, o + HD, Out(std::numeric_limits<float>::quiet_NaN()));
     } else {
       const int64_t base = rs[j] * S * LDK + h / (H / KVH) * HD;
       detail::decodeAttendHead<KVH, HD>(q + j * LD + h * HD, cache_k + base,

@@ -156,6 +156,17 @@ __device__ __forceinline__ int32_t getInt(const float *p) {
   return __float_as_int(*p);
 }
 
+/// The first 8 bytes of a head's output slice o (elements TO: float, or
+/// bf16 where only products read the output, modk-store-bf16), where the
+/// append leaves the row's metadata for the attend kernel: two int32 bit
+/// patterns.
+template <int HD, typename TO> __device__ __forceinline__ float *metaOf(TO *o) {
+  static_assert(HD * sizeof(TO) >= 2 * sizeof(float) &&
+                    (HD * sizeof(TO)) % sizeof(float) == 0,
+                "a head's output holds its row's metadata, 4-byte aligned");
+  return reinterpret_cast<float *>(o);
+}
+
 /// The built-in split-K scratch of one head size: kAttnScratchPartials
 /// partial results of HD + 2 floats, then an arrival counter for each (row,
 /// head) (at most kAttnScratchPartials / 2 of them: two splits or more).
@@ -189,12 +200,12 @@ __device__ __forceinline__ int32_t *arrivalsOf(float *scratch, int64_t items,
 /// docs/model-format.md section 3) and writes each query head's metadata.
 /// With split-K (nsplit > 1) it also zeroes the attend kernel's arrival
 /// counter of each (row, head) of its rows j < B in `scratch`.
-template <int S, int H, int HD, int KVH, typename TK, typename TV, typename C>
+template <int S, int H, int HD, int KVH, typename TK, typename TV, typename C,
+          typename TO>
 __global__ void __launch_bounds__(kRowThreads)
     decodeAppendKernel(const TK *k, const TV *v, int64_t B, const int64_t *seg,
                        const uint8_t *active, C *cacheK, C *cacheV,
-                       int32_t *counts, float *out, int nsplit,
-                       float *scratch) {
+                       int32_t *counts, TO *out, int nsplit, float *scratch) {
   int32_t *arrivals =
       nsplit > 1 ? arrivalsOf<HD>(scratch, B * H, nsplit) : nullptr;
   constexpr int64_t LD = static_cast<int64_t>(H) * HD;
@@ -220,8 +231,9 @@ __global__ void __launch_bounds__(kRowThreads)
       }
     }
     for (int h = threadIdx.x; h < H; h += blockDim.x) {
-      putInt(out + j * LD + h * HD, n);
-      putInt(out + j * LD + h * HD + 1, static_cast<int32_t>(b));
+      float *meta = metaOf<HD>(out + j * LD + h * HD);
+      putInt(meta, n);
+      putInt(meta + 1, static_cast<int32_t>(b));
       if (arrivals != nullptr && j < B)
         arrivals[j * H + h] = 0;
     }
@@ -271,9 +283,9 @@ __device__ __forceinline__ bool arriveLast(float *partials, int64_t j, int h,
 
 /// out[j]'s head h (o) from the ns splits' partial results: the splits
 /// rescaled to their common max and summed in split order.
-template <int H, int HD, int NT>
+template <int H, int HD, int NT, typename TO>
 __device__ void combineSplits(float *partials, int64_t j, int h, int ns,
-                              float *o) {
+                              TO *o) {
   const float *part = partialsOf<HD>(partials) + (j * H + h) * ns * (HD + 2);
   float mmax = negInf();
   for (int s = 0; s < ns; ++s)
@@ -289,16 +301,16 @@ __device__ void combineSplits(float *partials, int64_t j, int h, int ns,
       l += sum * wgt;
       acc += loadCoherent(ps + 2 + d) * wgt;
     }
-    o[d] = acc * (1.0f / l);
+    o[d] = TO(acc * (1.0f / l));
   }
 }
 
 /// Query head h attends over the cache of key/value head h / (H / KVH).
-template <int S, int H, int HD, int KVH, typename TQ, typename C>
+template <int S, int H, int HD, int KVH, typename TQ, typename C, typename TO>
 __global__ void __launch_bounds__(kAttnThreads)
     decodeAttendKernel(const TQ *q, int64_t B, const int64_t *seg,
                        const C *cacheK, const C *cacheV, int nsplit,
-                       float *partials, float *out) {
+                       float *partials, TO *out) {
   constexpr int NT = kAttnThreads;
   constexpr int BK = kAttnBK;
   constexpr int64_t LD = static_cast<int64_t>(H) * HD;
@@ -324,9 +336,9 @@ __global__ void __launch_bounds__(kAttnThreads)
     if (split >= ns)
       continue; // uniform over the block
     const int tid = threadIdx.x;
-    float *o = out + j * LD + h * HD;
-    const int32_t n = getInt(o);
-    const int64_t b = getInt(o + 1);
+    TO *o = out + j * LD + h * HD;
+    const int32_t n = getInt(metaOf<HD>(o));
+    const int64_t b = getInt(metaOf<HD>(o) + 1);
     if (ns == 1)
       __syncthreads(); // every thread has read n and b before o is written
     if (n <= 0) {
@@ -334,7 +346,7 @@ __global__ void __launch_bounds__(kAttnThreads)
       // last to arrive writes it, once every split has read n and b.
       if (ns == 1 || arriveLast<HD>(partials, j, h, ns, arrived))
         for (int d = tid; d < HD; d += NT)
-          o[d] = n == 0 ? 0.0f : quietNaN();
+          o[d] = TO(n == 0 ? 0.0f : quietNaN());
       continue;
     }
     const int64_t per = splitKeys(n, ns);
@@ -421,7 +433,7 @@ __global__ void __launch_bounds__(kAttnThreads)
       for (int e = 0; e < DPT; ++e) {
         const int d = HD <= NT ? tid : tid + e * NT;
         if (d < HD)
-          o[d] = acc[e] * inv;
+          o[d] = TO(acc[e] * inv);
       }
     } else {
       // An empty split leaves max -inf, sum 0 and a zero accumulator.
@@ -464,18 +476,18 @@ inline int attnSplits(int64_t B, int64_t capacityPartials) {
 /// or is null for the built-in attnScratch<HD> (nsplit * B * H at most
 /// kAttnScratchPartials).
 template <int S, int H, int HD, int KVH = H, typename TQ, typename TK,
-          typename TV, typename C>
+          typename TV, typename C, typename TO>
 inline void decodeAttentionLaunch(const TQ *q, const TK *k, const TV *v,
                                   int64_t B, const int64_t *seg,
                                   const uint8_t *active, C *cacheK, C *cacheV,
-                                  int32_t *counts, float *out, int nsplit,
+                                  int32_t *counts, TO *out, int nsplit,
                                   float *scratch, cudaStream_t stream) {
   if (B <= 0)
     return;
-  auto append = decodeAppendKernel<S, H, HD, KVH, TK, TV, C>;
+  auto append = decodeAppendKernel<S, H, HD, KVH, TK, TV, C, TO>;
   MODC_LAUNCH(append, dim3(unsigned(B)), dim3(kRowThreads), 0, stream, k, v, B,
               seg, active, cacheK, cacheV, counts, out, nsplit, scratch);
-  auto attend = decodeAttendKernel<S, H, HD, KVH, TQ, C>;
+  auto attend = decodeAttendKernel<S, H, HD, KVH, TQ, C, TO>;
   MODC_LAUNCH(attend, dim3(unsigned(B), H, nsplit), dim3(kAttnThreads), 0,
               stream, q, B, seg, static_cast<const C *>(cacheK),
               static_cast<const C *>(cacheV), nsplit, scratch, out);
@@ -540,9 +552,11 @@ inline int64_t decode_attention_scratch_floats(int64_t B) {
 /// are [seg[B], H * HD], k and v [seg[B], KVH * HD] (query head h attends
 /// with key/value head h / (H / KVH): grouped-query attention,
 /// docs/model-format.md section 3), and `out` must not overlap q, k or v;
-/// cache_k and cache_v are [B, S, KVH * HD] of C (float, or bf16 in a bf16 model, whose
-/// keys and values are bf16 values); counts is [B]. q, k and v hold float,
-/// or bf16 (modk-store-bf16), widened exactly. `pos` is not read. Several
+/// cache_k and cache_v are [B, S, KVH * HD] of C (float, or bf16 in a bf16
+/// model, whose keys and values are bf16 values); counts is [B]. q, k and v
+/// hold float, or bf16 (modk-store-bf16), widened exactly; out holds float, or
+/// bf16 (modk-store-bf16, where only products read it: rounded as it is
+/// stored). `pos` is not read. Several
 /// rows of one sequence (a prefill chunk, in position order) are allowed as
 /// on the CPU; rows past B are attended without splits.
 ///
@@ -551,11 +565,11 @@ inline int64_t decode_attention_scratch_floats(int64_t B) {
 /// (one per head size), so decode steps of one model that run concurrently
 /// on different streams must use the overload below instead.
 template <int S, int H, int HD, int KVH = H, typename TQ, typename TK,
-          typename TV, typename C>
-inline void decode_attention(const TQ *q, const TK *k, const TV *v,
-                             int64_t B, const int64_t *seg, const int32_t *pos,
+          typename TV, typename C, typename TO>
+inline void decode_attention(const TQ *q, const TK *k, const TV *v, int64_t B,
+                             const int64_t *seg, const int32_t *pos,
                              const uint8_t *active, C *cache_k, C *cache_v,
-                             int32_t *counts, float *out, cudaStream_t stream) {
+                             int32_t *counts, TO *out, cudaStream_t stream) {
   using namespace decode_detail;
   static_assert(S >= 1, "decode needs at least one position");
   static_assert(HD >= 2, "the append's row metadata needs two floats a head");
@@ -570,11 +584,11 @@ inline void decode_attention(const TQ *q, const TK *k, const TV *v,
 /// decode_attention_scratch_floats<S, H, HD>(B) floats (null: the built-in
 /// scratch, as above).
 template <int S, int H, int HD, int KVH = H, typename TQ, typename TK,
-          typename TV, typename C>
-inline void decode_attention(const TQ *q, const TK *k, const TV *v,
-                             int64_t B, const int64_t *seg, const int32_t *pos,
+          typename TV, typename C, typename TO>
+inline void decode_attention(const TQ *q, const TK *k, const TV *v, int64_t B,
+                             const int64_t *seg, const int32_t *pos,
                              const uint8_t *active, C *cache_k, C *cache_v,
-                             int32_t *counts, float *out, float *scratch,
+                             int32_t *counts, TO *out, float *scratch,
                              cudaStream_t stream) {
   using namespace decode_detail;
   static_assert(S >= 1, "decode needs at least one position");
