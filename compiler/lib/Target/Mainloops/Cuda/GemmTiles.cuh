@@ -2106,7 +2106,8 @@ __device__ __forceinline__ void loadMmaRun(const T *p, int64_t l, int64_t L,
 /// A thread's partial sums on tensor cores (StreamMmaTile) over the
 /// reduction steps of 32 from l0, `step` apart: acc[i] is the mma.m16n8k8
 /// accumulator of 16-row tile i (rows past `rows` read as zero; tiles past
-/// them skipped, warp-uniformly), its columns those of cols (-1: none).
+/// them skipped, warp-uniformly); this thread's weight row is `col` (-1:
+/// past the columns, read as zero).
 template <int MT, typename TA, typename TB>
 __device__ __forceinline__ void
 streamMmaPartials(float (&acc)[MT][4], const TA *A, int64_t lda, const TB *B,
@@ -2222,13 +2223,14 @@ gemmStreamKernelBody(const TA *__restrict__ A, int64_t lda,
     for (int c = 0; c < BN; ++c)
       cols[c] = streamColumn<EPI, BN>(c, Ncols);
     float acc[BN][BM] = {};
-    if (vec)
+    if (vec) {
       streamPartials<4, BF>(acc, A, lda, B, ldb, cols, rows, 4 * tid, L,
                             4 * kStreamThreads);
-    else
+    } else {
       streamPartials<1, BF>(acc, A, lda, B, ldb, cols, rows, tid, L,
                             kStreamThreads);
-      // The warp's sums, then the CTA's.
+    }
+    // The warp's sums, then the CTA's.
 #pragma unroll
     for (int c = 0; c < BN; ++c)
 #pragma unroll
