@@ -75,7 +75,7 @@
 // NOSTREAM: config = #modk.gemm_config<mma 64x64 separate_epilogue, from 64: wgmma 128x64 tma 264, from 16769: wgmma 128x128 tma 132>
 // NOSTREAM-NOT: stream
 // NOSTREAM-LABEL: modk.entry @decode
-// BADSTREAM: modk-configure-gemms: stream-rows -2; expected 0 or more
+// BADSTREAM: modk-configure-gemms: stream-rows -2; expected 0 (none) or more
 // stream-simt-rows=0: a bf16 product's few rows all on tensor cores;
 // stream-simt-rows=64: none of them (f32 products never).
 // MMAONLY-LABEL: modk.entry @grad
@@ -85,7 +85,7 @@
 // SIMTONLY: config = #modk.gemm_config<stream 8x4, from 65: wgmma 128x64 tma 264, from 16769: wgmma 128x128 tma 132>, epilogue = #modk.epilogue<rows>
 // SIMTONLY-NOT: stream 64x8
 // SIMTONLY-LABEL: modk.entry @decode
-// BADSIMT: modk-configure-gemms: stream-simt-rows -1; expected 0 or more
+// BADSIMT: modk-configure-gemms: stream-simt-rows -1; expected 0 (tensor cores at any rows) or more
 // BADARCH: error: modk-configure-gemms: unknown arch 'sm_70'; expected sm_90a or sm_80
 // NOWGMMA: error: modk-configure-gemms: sm_80 has no wgmma
 modk.entry @grad attributes {kind = #modk.entry_kind<grad>, model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = bf16>, modes = [#modk.mode<topk>], params = [#modk.param<name = "wq", shape = [128, 64], init = ones>, #modk.param<name = "wo", shape = [128, 64], init = ones>, #modk.param<name = "w1", shape = [8, 64], init = ones>, #modk.param<name = "b1", shape = [8], init = ones>, #modk.param<name = "w2", shape = [1, 8], init = ones>, #modk.param<name = "b2", shape = [1], init = ones>, #modk.param<name = "wbig", shape = [2048, 2048], init = ones>]} {

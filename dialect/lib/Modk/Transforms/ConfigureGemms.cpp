@@ -101,21 +101,25 @@ public:
     if (forcedTile < 0)
       return emitError(loc) << "modk-configure-gemms: tile '" << tile
                             << "'; expected auto, small or large";
-    for (auto [name, value] :
-         {std::pair<const char *, int64_t>{"sm-count", smCount},
-          {"tma-ctas", tmaCtas},
-          {"wgrad-chunk-rows", wgradChunkRows},
-          {"gather-blocks", gatherBlocks},
-          {"cutlass-from", cutlassFrom}})
-      if (value < 0)
-        return emitError(loc) << "modk-configure-gemms: " << name << " "
-                              << value << "; expected 0 (auto) or more";
-    for (auto [name, value] :
-         {std::pair<const char *, int64_t>{"stream-rows", streamRows},
-          {"stream-simt-rows", streamSimtRows}})
-      if (value < 0)
-        return emitError(loc) << "modk-configure-gemms: " << name << " "
-                              << value << "; expected 0 or more";
+    // Each count option and what its 0 means.
+    struct CountOption {
+      const char *name;
+      int64_t value;
+      const char *zero;
+    };
+    for (const CountOption &option : {
+             CountOption{"sm-count", smCount, "auto"},
+             {"tma-ctas", tmaCtas, "auto"},
+             {"wgrad-chunk-rows", wgradChunkRows, "auto"},
+             {"gather-blocks", gatherBlocks, "auto"},
+             {"cutlass-from", cutlassFrom, "auto"},
+             {"stream-rows", streamRows, "none"},
+             {"stream-simt-rows", streamSimtRows, "tensor cores at any rows"},
+         })
+      if (option.value < 0)
+        return emitError(loc)
+               << "modk-configure-gemms: " << option.name << " " << option.value
+               << "; expected 0 (" << option.zero << ") or more";
     if (library != "tiles" && library != "cutlass")
       return emitError(loc) << "modk-configure-gemms: library '" << library
                             << "'; expected tiles or cutlass";
