@@ -55,6 +55,11 @@
 #      "torch_mode", the faster of its two formulations; targets >= 1.5x
 #      eager, >= 1.2x torch.compile), with the share of the tokens each
 #      router kept, sent to no-op experts and dropped (the operating point).
+#  17. bf16, the decode step at batch 1 and 64 (run.sh's DECODE_BATCHES),
+#      whole 1-layer models: ours against PyTorch's CUDA graph (target
+#      <= 0.8x at both batches) and the MoD model's speed-up over the dense
+#      one (target >= 1.5x at batch 1). The other tables take only the
+#      lines at the run's batch (--batch, default the most lines' batch).
 #
 # 8 and 9 read the per-kernel profiles run.sh writes beside the JSON lines,
 # profile_mod_dN.txt (f32) and profile_mod_dN_bf16.txt: bench_gpu's stderr
@@ -117,8 +122,20 @@ def load(path):
 
 
 class Table:
-    def __init__(self, rows):
+    def __init__(self, rows, batch=None):
         self.t = {}
+        # The run's batch (run.sh's BATCH): by default the one most lines
+        # have. Decode lines at other batches (run.sh's DECODE_BATCHES) go
+        # to self.decode_sweep, (impl, dtype, kind, d, batch) -> ms, and not
+        # into the tables at the run's batch.
+        if batch is None:
+            counts = {}
+            for r in rows:
+                if "median_ms" in r and "batch" in r:
+                    counts[r["batch"]] = counts.get(r["batch"], 0) + 1
+            batch = max(counts, key=counts.get) if counts else None
+        self.batch = batch
+        self.decode_sweep = {}
         # MoE routing shares of our MoE models' lines: (kind, d) -> dict.
         self.moe_shares = {}
         # torch_mode.py's lines (the PyTorch MoDE sublayer).
@@ -135,6 +152,12 @@ class Table:
                 self.cublas[(r["dtype"], r["d_model"], r["M"], r["N"],
                              r["K"])] = r["median_ms"]
                 continue
+            if (r["what"] == "decode" and r.get("scope", "model") == "model"
+                    and "batch" in r):
+                self.decode_sweep[(r["impl"], r["dtype"], r["kind"],
+                                   r["d_model"], r["batch"])] = r["median_ms"]
+            if r.get("batch", self.batch) != self.batch:
+                continue  # a decode line of the sweep
             if r["impl"] == "modc" and "moe_kept" in r:
                 self.moe_shares[(r["kind"], r["d_model"])] = {
                     k: r[f"moe_{k}"] for k in ("kept", "noop", "dropped")}
@@ -145,7 +168,8 @@ class Table:
             key = (r["impl"], r["dtype"], r.get("scope", "model"), r["kind"],
                    r["d_model"], r["what"])
             self.t[key] = r["median_ms"]
-        self.ds = sorted({k[4] for k in self.t})
+        self.ds = sorted({k[4] for k in self.t} |
+                         {k[3] for k in self.decode_sweep})
 
     def get(self, impl, dtype, scope, kind, d, what):
         return self.t.get((impl, dtype, scope, kind, d, what))
@@ -611,6 +635,63 @@ def attention_table(T):
                    "mma.sync/wgmma"], rows)]
 
 
+DECODE_GRAPH_BOUND = 0.8  # our decode step / PyTorch's CUDA graph, at most
+DECODE_MOD_BOUND = 1.5  # dense step / MoD step at batch 1, at least
+DECODE_TARGET_BATCHES = (1, 64)
+
+
+def decode_batch_table(T):
+    """The issue's decode targets, bf16 (17. in the header): at each batch of
+    the decode lines (run.sh's DECODE_BATCHES and BATCH), the whole model's
+    step, ours against PyTorch's CUDA graph, and the MoD model's speed-up
+    over the dense one; [] without decode lines at a batch of
+    DECODE_TARGET_BATCHES."""
+    batches = sorted({k[4] for k in T.decode_sweep
+                      if k[1] == "bf16" and k[0] == "modc"})
+    if not any(b in DECODE_TARGET_BATCHES for b in batches):
+        return []
+    rows = []
+    for d in T.ds:
+        for b in batches:
+            def step(impl, kind):
+                return T.decode_sweep.get((impl, "bf16", kind, d, b))
+            for kind in ("dense", "mod"):
+                ours, e = step("modc", kind), step("torch_eager", kind)
+                g = step("torch_cudagraph", kind)
+                if not any_measured(ours, e, g):
+                    continue
+                v = ratio(ours, g)
+                targeted = b in DECODE_TARGET_BATCHES
+                rows.append([str(d), str(b), f"{kind} model, ms",
+                             fmt(ours, 4), fmt(e, 4), fmt(g, 4),
+                             fmt(v, 2),
+                             f"<= {DECODE_GRAPH_BOUND}" if targeted else "",
+                             met_cell(None if v is None else
+                                      v <= DECODE_GRAPH_BOUND)
+                             if targeted else ""])
+            speedups = [ratio(step(impl, "dense"), step(impl, "mod"))
+                        for impl in ("modc", "torch_eager", "torch_cudagraph")]
+            if not any_measured(*speedups):
+                continue
+            targeted = b == DECODE_TARGET_BATCHES[0]
+            rows.append([str(d), str(b), "dense / MoD (speed-up)"] +
+                        [fmt(x, 2) for x in speedups] + [
+                        "",
+                        f">= {DECODE_MOD_BOUND}" if targeted else "",
+                        met_cell(None if speedups[0] is None else
+                                 speedups[0] >= DECODE_MOD_BOUND)
+                        if targeted else ""])
+    if not rows:
+        return []
+    return ["### bf16 decode step at the targets' batches (whole 1-layer "
+            "model, after a prefill of S/2; ours/graph <= "
+            f"{DECODE_GRAPH_BOUND} at batch 1 and 64, and our MoD model "
+            f">= {DECODE_MOD_BOUND}x faster than our dense one at batch 1)"
+            "\n\n" +
+            table(["d_model", "batch", "measure", "ours", "eager", "graph",
+                   "ours/graph", "target", "met"], rows)]
+
+
 def each_fusion_table(T):
     """The bf16 MoD model ("modc") against its twins compiled with one
     fusion left out ("modc_no-FUSION"): [] without such lines, else the one
@@ -882,6 +963,7 @@ def report(T, P=None):
                             "fused/unfused"], rows))
     parts += each_fusion_table(T)
     parts += mode_table(T)
+    parts += decode_batch_table(T)
 
     if T.errors:
         lines = []
@@ -901,8 +983,12 @@ def main():
     ap.add_argument("--profiles", metavar="DIR",
                     help="folder of profile_mod_d*.txt (default: the "
                          "results file's folder)")
+    ap.add_argument("--batch", type=int,
+                    help="the run's batch (default: the one most lines "
+                         "have); decode lines at other batches fill only "
+                         "the decode-targets table")
     a = ap.parse_args()
-    T = Table(load(a.results))
+    T = Table(load(a.results), a.batch)
     P = Profiles(a.profiles if a.profiles is not None
                  else os.path.dirname(os.path.abspath(a.results)))
     if not T.t and not T.cublas and not P.block and not T.torch_mode:

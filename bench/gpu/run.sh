@@ -18,7 +18,9 @@
 #   measurements, fewer iterations when slower), DTYPES (bf16,f32: both
 #   ours and PyTorch's), D_MODELS (1024,2048), TORCH=0 to skip PyTorch,
 #   TORCH_COMPILE=0 to skip torch.compile, MODE_COMPARE=0 to skip the MoDE
-#   sublayer (gpu_moe_* packages and torch_mode.py), MODE_D_MODELS (1024:
+#   sublayer (gpu_moe_* packages and torch_mode.py), DECODE_BATCHES (1,64:
+#   the bf16 decode step of the 0-layer, dense and MoD models at these
+#   batches too, ours and PyTorch's; empty to skip), MODE_D_MODELS (1024:
 #   its widths), PROFILE=0 to skip the per-kernel profile of our MoD
 #   packages, FUSION_COMPARE=0 to skip timing the packages compiled with
 #   fusions left out (all of them, and each alone), WGMMA_COMPARE=0 to
@@ -60,7 +62,7 @@ fi
 
 {
   echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
-  echo "command: bench/gpu/run.sh $*  (BATCH=$batch ITERS=$iters MAX_SECONDS=$max_s WARMUP=$warmup DECODE_ITERS=$decode_iters DTYPES=$dtypes D_MODELS=$d_models BUDGET_S=$budget)"
+  echo "command: bench/gpu/run.sh $*  (BATCH=$batch DECODE_BATCHES=${DECODE_BATCHES-1,64} ITERS=$iters MAX_SECONDS=$max_s WARMUP=$warmup DECODE_ITERS=$decode_iters DTYPES=$dtypes D_MODELS=$d_models BUDGET_S=$budget)"
   # The packages' commit, as prepare.sh recorded it (this tree's checkout
   # may be another commit's copy).
   echo "packages built from: $(cat "$packages/BUILT_FROM" 2>/dev/null || echo unknown)"
@@ -90,15 +92,18 @@ IFS=, read -ra dts <<< "$dtypes"
 pkg_suffix() {  # the package name's suffix for a dtype
   case "$1" in f32) echo "" ;; bf16) echo "_bf16" ;; *) return 1 ;; esac
 }
-# Times package $1 with bench_gpu and its further options.
+decode_batches="${DECODE_BATCHES-1,64}"
+# Times package $1 with bench_gpu and its further options, at batch
+# $pkg_batch (default: BATCH).
 time_package() {
   local pkg=$1
   shift
   if [[ ! -f "$pkg/libmodel.so" ]]; then
     say "missing package $pkg (prepare.sh)"; return 0
   fi
-  say "bench_gpu $(basename "$pkg")"
-  timeout 120 "$bench" "$pkg" --batch "$batch" --iters "$iters" \
+  local b="${pkg_batch:-$batch}"
+  say "bench_gpu $(basename "$pkg")$([[ $b == "$batch" ]] || echo " (batch $b)")"
+  timeout 120 "$bench" "$pkg" --batch "$b" --iters "$iters" \
     --warmup "$warmup" --max-seconds "$max_s" "$@" >> "$raw" 2>> "$logf" ||
     say "bench_gpu failed on $pkg (rc $?): $(tail -1 "$logf")"
 }
@@ -111,6 +116,20 @@ if [[ -n "$bench" ]]; then
       done
     done
   done
+  # The decode targets' batches (bf16): each model's decode step alone.
+  if [[ -n "$decode_batches" && ",$dtypes," == *,bf16,* ]]; then
+    IFS=, read -ra dbs <<< "$decode_batches"
+    for d in "${ds[@]}"; do
+      for pkg_batch in "${dbs[@]}"; do
+        [[ "$pkg_batch" == "$batch" ]] && continue
+        for kind in none dense mod; do
+          time_package "$packages/gpu_${kind}_d${d}_bf16" --only decode \
+            --decode-iters "$decode_iters"
+        done
+      done
+    done
+    pkg_batch=""
+  fi
   # MoDE (docs/model-format.md section 7): the 1-layer model whose MLP is
   # an MoE with no-op experts (gpu_moe_mode), the same with none
   # (gpu_moe_n0) and with a width-1 dense MLP (gpu_moe_stub), bf16, so that
@@ -239,6 +258,7 @@ elif [[ "$torch_device" == cpu ]] ||
     python3 "$here/torch_gpu.py" --device "$torch_device" --dtypes "$dtypes" \
     --d-models "$d_models" --batch "$batch" --iters "$iters" \
     --warmup "$warmup" --decode-iters "$decode_iters" \
+    --decode-batches "$decode_batches" \
     --deadline "$(( left > 60 ? left - 10 : 50 ))" "${compile_flag[@]}" \
     ${TORCH_ARGS:-} >> "$raw" 2> >(tee -a "$logf" >&2) ||
     say "torch_gpu.py stopped (rc $?); the tables show what it measured"
@@ -255,7 +275,7 @@ say "done; raw results in $raw"
   echo
   sed 's/^/    /' "$outdir/header.txt"
   echo
-  python3 "$here/report.py" "$raw" --profiles "$outdir"
+  python3 "$here/report.py" "$raw" --profiles "$outdir" --batch "$batch"
 } > "$outdir/report.md" 2>> "$logf"
 cat "$outdir/report.md"
 echo

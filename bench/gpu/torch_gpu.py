@@ -15,7 +15,9 @@
 #                to every parameter (no optimizer step), as modc_grad
 #       decode   one step for B sequences with a static KV cache (masked
 #                SDPA over a fixed window, as a CUDA graph needs), after a
-#                prefill of S/2 tokens; eager and replayed as a CUDA graph
+#                prefill of S/2 tokens; eager and replayed as a CUDA graph;
+#                in bf16 also at each batch of --decode-batches (the
+#                decode targets' batches 1 and 64), lines with that "batch"
 #   scope "block": the layer alone, x [B, S, d] -> y (fwd_bwd: backward of
 #     y and the aux loss to x and the weights), eager and torch.compile
 #     (default inductor mode); this is the "PyTorch eager / torch.compile MoD
@@ -50,6 +52,7 @@
 #          [--d-models 1024,2048] [--iters N] [--warmup N] [--decode-iters N]
 #          [--no-compile] [--compile-dense] [--deadline SECONDS]
 #          [--parts gemm,forward,fwd_bwd,decode] [--gemm-reps N]
+#          [--decode-batches 1,64]
 # --device cpu --tiny runs everything at toy shapes on the CPU (a check, not
 # a benchmark).
 #
@@ -78,7 +81,7 @@ def log(*a):
 class Cfg:
     def __init__(self, d, heads, ff, S, V, B, capacity):
         self.d, self.h, self.ff, self.S, self.V, self.B = d, heads, ff, S, V, B
-        self.hd = d // heads
+        self.hd, self.capacity = d // heads, capacity
         self.k = max(1, min(S, math.ceil(capacity * S)))
         self.eps, self.theta, self.aux_weight = 1e-5, 10000.0, 0.01
 
@@ -526,6 +529,21 @@ class Bench:
             except Exception as e:
                 self.fail(c, impl, dt_name, kind, "model", "decode", e)
 
+    def decode_batches(self, c, dt_name, batches):
+        """The decode step of the three models at each batch of batches
+        other than c.B (timed with the models)."""
+        for b in batches:
+            if b == c.B:
+                continue
+            cb = Cfg(c.d, c.h, c.ff, c.S, c.V, b, c.capacity)
+            mth = Math(cb, self.device, DTYPES[dt_name])
+            for kind in ("none", "dense", "mod"):
+                p = make_params(cb, kind, self.device, DTYPES[dt_name])
+                self.decode(cb, dt_name, mth, kind, p)
+                del p
+                if self.device.type == "cuda":
+                    torch.cuda.empty_cache()
+
     # -- the layer alone ------------------------------------------------------
     def blocks(self, c, dt_name, compiled):
         a, dt = self.args, DTYPES[dt_name]
@@ -665,6 +683,9 @@ def main():
     ap.add_argument("--parts", default="gemm,forward,fwd_bwd,decode")
     ap.add_argument("--gemm-reps", type=int, default=20,
                     help="cuBLAS calls per timed iteration of the gemm part")
+    ap.add_argument("--decode-batches", default="",
+                    help="comma-separated batches at which to time the bf16 "
+                         "decode step too (run.sh: 1,64)")
     ap.add_argument("--no-compile", action="store_true")
     ap.add_argument("--compile-dense", action="store_true",
                     help="also torch.compile the dense block")
@@ -694,6 +715,14 @@ def main():
         shapes = [Cfg(int(d), 16, 4 * int(d), a.seq_len, 256, a.batch, 0.125)
                   for d in a.d_models.split(",")]
     dtypes = a.dtypes.split(",")
+    try:
+        decode_batches = [int(b) for b in a.decode_batches.split(",") if b]
+    except ValueError:
+        ap.error(f"--decode-batches: expected comma-separated batches, got "
+                 f"{a.decode_batches!r}")
+    if any(b < 1 for b in decode_batches):
+        ap.error(f"--decode-batches: batches must be >= 1, got "
+                 f"{a.decode_batches!r}")
     log(f"torch {torch.__version__} on {bench.devname}")
     for dt in dtypes:
         for c in shapes:
@@ -704,6 +733,9 @@ def main():
             bench.models(c, dt)
             log(f"eager {dt} d={c.d}: blocks")
             bench.blocks(c, dt, compiled=False)
+            if dt == "bf16" and "decode" in a.parts and decode_batches:
+                log(f"decode {dt} d={c.d} at batches {a.decode_batches}")
+                bench.decode_batches(c, dt, decode_batches)
     if not a.no_compile:
         for dt in dtypes:
             for c in shapes:
