@@ -267,7 +267,8 @@ template <int H, int HD> void checkAttentionGradBf16(uint32_t seed) {
     auto run = [&](auto grad) {
       grad(in.q.data(), in.k.data(), in.v.data(), o.data(), dout.data(), 2,
            in.seg.data(), in.pos.data(), in.kMaxSegRows, grads[bf][0].data(),
-           grads[bf][1].data(), grads[bf][2].data(), scratch.data(), nullptr);
+           grads[bf][1].data(), grads[bf][2].data(), false, scratch.data(),
+           nullptr);
     };
     if (bf)
       run(modk_cuda::causal_attention_grad<H, HD, true>);
@@ -374,6 +375,70 @@ std::vector<T> storedAs(const std::vector<float> &x, int at = 0) {
   return y;
 }
 
+/// A bf16 model's attention gradient (round_o): D = rowsum(dout * o) reads
+/// o rounded to bf16, as the O projection's products read it, so that o may
+/// be stored as bf16 (modk-store-bf16). The CUDA kernels (TC or SIMT) and
+/// the CPU ones, on o as f32 and as bf16 (from element `at` on CUDA), against
+/// the fp64 gradients with that D; o's two storages give the same bits, and
+/// the rounding is visible (the fp64 gradients with the unrounded D, `exact`,
+/// differ by more than the tolerance).
+template <int H, int HD, int KVH, bool TC>
+void checkRoundedOutputGrad(
+    const std::vector<float> &q, const std::vector<float> &k,
+    const std::vector<float> &v, const std::vector<float> &o,
+    const std::vector<float> &dout, const Bf16AttentionInputs &layout,
+    const Attention64 &exact, const std::string &what, int at) {
+  constexpr int LD = H * HD, LDK = KVH * HD;
+  const int64_t rows = layout.rows(), nseg = int64_t(layout.seg.size()) - 1;
+  std::vector<float> oRounded(o.size());
+  for (size_t e = 0; e < o.size(); ++e)
+    oRounded[e] = bf16Round(o[e]);
+  const Attention64 want = attention64(H, KVH, HD, q, k, v, layout.seg,
+                                       layout.pos, &dout, &oRounded);
+  double moved = 0.0;
+  for (int64_t e = 0; e < rows * LD; ++e)
+    moved = std::max(moved, std::fabs(want.dq[e] - exact.dq[e]) /
+                                std::max(1.0, std::fabs(exact.dq[e])));
+  EXPECT_GT(moved, 1e-4) << "rounding o moves dq, " << what;
+  const auto obs = storedAs<modk_cuda::bf16>(o, at);
+  const auto oc = storedAs<modk_cpu::bf16>(o);
+  std::vector<float> scratch(modk_cuda::attention_grad_scratch_floats<H>(rows));
+  std::vector<float> dq[4], dk[4], dv[4];
+  for (int i = 0; i < 4; ++i) {
+    dq[i].assign(rows * LD, kSentinel);
+    dk[i].assign(rows * LDK, kSentinel);
+    dv[i].assign(rows * LDK, kSentinel);
+  }
+  auto cuda = [&](int i, auto *oIn) {
+    modk_cuda::causal_attention_grad<H, HD, true, TC, KVH>(
+        q.data(), k.data(), v.data(), oIn, dout.data(), nseg, layout.seg.data(),
+        layout.pos.data(), layout.kMaxSegRows, dq[i].data(), dk[i].data(),
+        dv[i].data(), true, scratch.data(), nullptr);
+  };
+  auto cpu = [&](int i, auto *oIn) {
+    modk_cpu::causal_attention_grad<H, HD, LD, LDK, LDK, KVH>(
+        q.data(), k.data(), v.data(), oIn, dout.data(), nseg, layout.seg.data(),
+        layout.pos.data(), dq[i].data(), dk[i].data(), dv[i].data(), true);
+  };
+  cuda(0, o.data());
+  cuda(1, obs.data() + at);
+  cpu(2, o.data());
+  cpu(3, oc.data());
+  const char *kernels[4] = {"CUDA", "CUDA, o bf16", "CPU", "CPU, o bf16"};
+  for (int i = 0; i < 4; ++i) {
+    const std::string w =
+        std::string(kernels[i]) + " gradients, rounded o, " + what;
+    expectClose(dq[i], want.dq, 1e-4, ("dq, " + w).c_str());
+    expectClose(dk[i], want.dk, 1e-4, ("dk, " + w).c_str());
+    expectClose(dv[i], want.dv, 1e-4, ("dv, " + w).c_str());
+  }
+  for (int i = 0; i < 4; i += 2)
+    for (const auto *g : {dq, dk, dv})
+      ASSERT_EQ(0, std::memcmp(g[i].data(), g[i + 1].data(),
+                               sizeof(float) * g[i].size()))
+          << kernels[i + 1] << " against f32 o, " << what;
+}
+
 /// Attention reading q, k and v stored as bf16 (modk-store-bf16): the
 /// CUDA kernels (the tensor-core ones, TC, or the SIMT ones) widen the bf16
 /// tiles as they load them, the CPU ones as they pack them. On fresh bf16
@@ -457,17 +522,17 @@ void checkBf16Storage(uint32_t seed, int at = 0) {
   modk_cuda::causal_attention_grad<H, HD, true, TC, KVH>(
       q.data(), k.data(), v.data(), o.data(), dout.data(), nseg, seg.data(),
       pos.data(), layout.kMaxSegRows, dq[0].data(), dk[0].data(), dvG[0].data(),
-      scratch.data(), nullptr);
+      false, scratch.data(), nullptr);
   modk_cuda::causal_attention_grad<H, HD, true, TC, KVH>(
       qb, kb, vb, o.data(), dout.data(), nseg, seg.data(), pos.data(),
-      layout.kMaxSegRows, dq[1].data(), dk[1].data(), dvG[1].data(),
+      layout.kMaxSegRows, dq[1].data(), dk[1].data(), dvG[1].data(), false,
       scratch.data(), nullptr);
   modk_cpu::causal_attention_grad<H, HD, LD, LDK, LDK, KVH>(
       q.data(), k.data(), v.data(), o.data(), dout.data(), nseg, seg.data(),
-      pos.data(), dq[2].data(), dk[2].data(), dvC[0].data());
+      pos.data(), dq[2].data(), dk[2].data(), dvC[0].data(), false);
   modk_cpu::causal_attention_grad<H, HD, LD, LDK, LDK, KVH>(
       qc.data(), kc.data(), vc.data(), o.data(), dout.data(), nseg, seg.data(),
-      pos.data(), dq[3].data(), dk[3].data(), dvC[1].data());
+      pos.data(), dq[3].data(), dk[3].data(), dvC[1].data(), false);
   const char *kernels[4] = {"CUDA", "CUDA bf16", "CPU", "CPU bf16"};
   for (int i = 0; i < 4; ++i) {
     const std::string w = std::string(kernels[i]) + " gradients, " + what;
@@ -492,6 +557,8 @@ void checkBf16Storage(uint32_t seed, int at = 0) {
         << "CUDA dv " << e << ", " << what;
     ASSERT_EQ(dvC[0][e].bits, dvC[1][e].bits) << "CPU dv " << e << ", " << what;
   }
+  checkRoundedOutputGrad<H, HD, KVH, TC>(q, k, v, o, dout, layout, bwd, what,
+                                         at);
 }
 
 TEST(CudaBf16, AttentionReadsBf16StorageTensorCores) {
@@ -623,8 +690,9 @@ double maxScaledError(const std::vector<float> &got,
 
 /// The attention gradient on wgmma (causal_attention_grad's mainloop 2:
 /// attnGradQueryWgmma and attnGradKeyWgmma, TMA and wgmma on bf16 q, k, v)
-/// against fp64 and the mma.sync backward, on fresh bf16 q, k, v and f32
-/// dout and o, over the segments of checkAttentionWgmma (longer than a key
+/// against fp64 and the mma.sync backward, on fresh bf16 q, k, v, f32 dout
+/// and o (bf16 in the wgmma run; D reads it rounded, as a bf16 model's
+/// does), over the segments of checkAttentionWgmma (longer than a key
 /// tile and several query tiles, ending inside a tile, positions with gaps)
 /// with every row past the last segment NaN in q, k, v, dout and o. P, dS
 /// and dO are rounded to bf16 for the products (a relative 2^-9 each), so
@@ -660,8 +728,14 @@ void checkAttentionGradWgmma(uint32_t seed, int at = 0) {
     o[e] = float(fwd.o[e]);
     dout[e] = fresh[e];
   }
+  // A bf16 model's D reads o rounded (round_o): the wgmma run reads o
+  // stored as bf16, the mma.sync run the f32 o, which it rounds.
+  std::vector<float> oRounded(o.size());
+  for (size_t e = 0; e < o.size(); ++e)
+    oRounded[e] = bf16Round(o[e]);
+  const std::vector<modk_cuda::bf16> ob(o.begin(), o.end());
   const Attention64 want =
-      attention64(H, KVH, HD, q, k, v, seg, pos, &dout, &o);
+      attention64(H, KVH, HD, q, k, v, seg, pos, &dout, &oRounded);
   std::vector<float> doutAt(dout.size() + 1);
   std::copy(dout.begin(), dout.end(), doutAt.begin() + (at == 1 ? 1 : 0));
   const float *doutP = doutAt.data() + (at == 1 ? 1 : 0);
@@ -678,12 +752,14 @@ void checkAttentionGradWgmma(uint32_t seed, int at = 0) {
     const int64_t before = modk_cuda::detail::attentionGradWgmmaLaunches();
     if (m == 0)
       modk_cuda::causal_attention_grad<H, HD, true, 2, KVH>(
-          qb, kb, vb, o.data(), doutP, nseg, seg.data(), pos.data(), maxSegRows,
-          dq[m].data(), dk[m].data(), dvOut.data(), scratch.data(), nullptr);
+          qb, kb, vb, ob.data(), doutP, nseg, seg.data(), pos.data(),
+          maxSegRows, dq[m].data(), dk[m].data(), dvOut.data(), true,
+          scratch.data(), nullptr);
     else
       modk_cuda::causal_attention_grad<H, HD, true, 1, KVH>(
           qb, kb, vb, o.data(), doutP, nseg, seg.data(), pos.data(), maxSegRows,
-          dq[m].data(), dk[m].data(), dvOut.data(), scratch.data(), nullptr);
+          dq[m].data(), dk[m].data(), dvOut.data(), true, scratch.data(),
+          nullptr);
     ASSERT_EQ(modk_cuda::detail::attentionGradWgmmaLaunches(),
               before + (m == 0 && at != 2 ? 2 : 0))
         << "both wgmma kernels ran on mainloop 2 only, " << what;

@@ -721,9 +721,9 @@ void checkAttentionGrad(const std::vector<int64_t> &lens, int S, unsigned seed,
               *vp = v.data() + offset, *op = o.data() + offset,
               *dop = dout.data() + offset;
   std::vector<float> wq(rows * LD), wk(rows * LD), wv(rows * LD);
-  modk_cpu::causal_attention_grad<H, HD>(qp, kp, vp, op, dop, B,
-                                         rt.seg.data(), rt.pos.data(),
-                                         wq.data(), wk.data(), wv.data());
+  modk_cpu::causal_attention_grad<H, HD>(qp, kp, vp, op, dop, B, rt.seg.data(),
+                                         rt.pos.data(), wq.data(), wk.data(),
+                                         wv.data(), false);
   // Both paths where the head dim has a tensor-core kernel.
   constexpr bool hasTc = modk_cuda::train_detail::attentionGradTcHeadDim<HD>;
   for (int tc = 0; tc <= (hasTc ? 1 : 0); ++tc) {
@@ -732,9 +732,9 @@ void checkAttentionGrad(const std::vector<int64_t> &lens, int S, unsigned seed,
         gk(maxRows * LD, kSentinel), gv(maxRows * LD, kSentinel);
     std::vector<float> scratch(
         modk_cuda::attention_grad_scratch_floats<H>(maxRows));
-    attentionGradOn<H, HD>(tc,
-        qp, kp, vp, op, dop, B, rt.seg.data(), rt.pos.data(), int64_t(S),
-        gq.data(), gk.data(), gv.data(), scratch.data(), nullptr);
+    attentionGradOn<H, HD>(tc, qp, kp, vp, op, dop, B, rt.seg.data(),
+                           rt.pos.data(), int64_t(S), gq.data(), gk.data(),
+                           gv.data(), false, scratch.data(), nullptr);
     expectClose(gq.data(), wq.data(), rows * LD, 1e-4, "dq");
     expectClose(gk.data(), wk.data(), rows * LD, 1e-4, "dk");
     expectClose(gv.data(), wv.data(), rows * LD, 1e-4, "dv");
@@ -746,9 +746,9 @@ void checkAttentionGrad(const std::vector<int64_t> &lens, int S, unsigned seed,
     const modk_cuda::bf16 unset(kSentinel);
     std::vector<modk_cuda::bf16> bv(maxRows * LD, unset);
     std::vector<float> gq2(maxRows * LD, kSentinel), gk2(maxRows * LD, kSentinel);
-    attentionGradOn<H, HD>(tc,
-        qp, kp, vp, op, dop, B, rt.seg.data(), rt.pos.data(), int64_t(S),
-        gq2.data(), gk2.data(), bv.data(), scratch.data(), nullptr);
+    attentionGradOn<H, HD>(tc, qp, kp, vp, op, dop, B, rt.seg.data(),
+                           rt.pos.data(), int64_t(S), gq2.data(), gk2.data(),
+                           bv.data(), false, scratch.data(), nullptr);
     expectBf16Of(bv, gv.data(), rows * LD, unset, "dv into bf16");
     EXPECT_EQ(0, std::memcmp(gq2.data(), gq.data(), sizeof(float) * gq.size()));
     EXPECT_EQ(0, std::memcmp(gk2.data(), gk.data(), sizeof(float) * gk.size()));
@@ -780,7 +780,7 @@ void checkGroupedQueryAttentionGrad(const std::vector<int64_t> &lens, int S,
   std::vector<float> wq(rows * LD), wk(rows * LDK), wv(rows * LDK);
   modk_cpu::causal_attention_grad<H, HD, LD, LDK, LDK, KVH>(
       q.data(), k.data(), v.data(), o.data(), dout.data(), B, rt.seg.data(),
-      rt.pos.data(), wq.data(), wk.data(), wv.data());
+      rt.pos.data(), wq.data(), wk.data(), wv.data(), false);
   constexpr bool hasTc = modk_cuda::train_detail::attentionGradTcHeadDim<HD>;
   for (int tc = 0; tc <= (hasTc ? 1 : 0); ++tc) {
     SCOPED_TRACE(tc ? "tensor cores" : "SIMT");
@@ -791,12 +791,12 @@ void checkGroupedQueryAttentionGrad(const std::vector<int64_t> &lens, int S,
     if (tc)
       modk_cuda::causal_attention_grad<H, HD, false, true, KVH>(
           q.data(), k.data(), v.data(), o.data(), dout.data(), B, rt.seg.data(),
-          rt.pos.data(), int64_t(S), gq.data(), gk.data(), gv.data(),
+          rt.pos.data(), int64_t(S), gq.data(), gk.data(), gv.data(), false,
           scratch.data(), nullptr);
     else
       modk_cuda::causal_attention_grad<H, HD, false, false, KVH>(
           q.data(), k.data(), v.data(), o.data(), dout.data(), B, rt.seg.data(),
-          rt.pos.data(), int64_t(S), gq.data(), gk.data(), gv.data(),
+          rt.pos.data(), int64_t(S), gq.data(), gk.data(), gv.data(), false,
           scratch.data(), nullptr);
     expectClose(gq.data(), wq.data(), rows * LD, 1e-4, "dq");
     expectClose(gk.data(), wk.data(), rows * LDK, 1e-4, "dk");
@@ -912,10 +912,10 @@ TEST(CudaTrainKernels, ReductionsAreBitwiseRepeatable) {
     for (auto &run : out) {
       for (auto &t : run)
         t.assign(n * LD, 0.0f);
-      attentionGradOn<H, HD>(tc,
-          q.data(), k.data(), v.data(), o.data(), dout.data(), 2,
-          rt.seg.data(), rt.pos.data(), 64, run[0].data(), run[1].data(),
-          run[2].data(), as.data(), nullptr);
+      attentionGradOn<H, HD>(tc, q.data(), k.data(), v.data(), o.data(),
+                             dout.data(), 2, rt.seg.data(), rt.pos.data(), 64,
+                             run[0].data(), run[1].data(), run[2].data(), false,
+                             as.data(), nullptr);
     }
     for (int t = 0; t < 3; ++t)
       EXPECT_EQ(out[0][t], out[1][t]) << "output " << t << " path " << tc;

@@ -92,14 +92,15 @@ void instantiateBf16(cudaStream_t st) {
   causal_attention<H, D / H, true, 2, H / 4>(cb, cb, cb, 8, rows, nullptr, 2048,
                                               b, st);
   // Its gradient with the key side on wgmma (attnGradKeyWgmma), dv bf16 and
-  // f32, and grouped-query (test/cuda_emu/nvcc_train_check.cu compiles for
-  // sm_80 too: the mma.sync gradient only).
+  // f32, o bf16 (D reads it rounded) and f32, and grouped-query
+  // (test/cuda_emu/nvcc_train_check.cu compiles for sm_80 too: the mma.sync
+  // gradient only).
+  causal_attention_grad<H, D / H, true, 2>(cb, cb, cb, cb, cf, 8, rows, pos,
+                                           2048, f, f, b, true, f, st);
   causal_attention_grad<H, D / H, true, 2>(cb, cb, cb, cf, cf, 8, rows, pos,
-                                           2048, f, f, b, f, st);
-  causal_attention_grad<H, D / H, true, 2>(cb, cb, cb, cf, cf, 8, rows, pos,
-                                           2048, f, f, f, f, st);
+                                           2048, f, f, f, false, f, st);
   causal_attention_grad<H, D / H, true, 2, H / 4>(
-      cb, cb, cb, cf, cf, 8, rows, pos, 2048, f, f, b, f, st);
+      cb, cb, cb, cf, cf, 8, rows, pos, 2048, f, f, b, false, f, st);
   bf16 *cache = nullptr;
   cache_append<2048, D>(cf, cf, 8, rows, pos, pos, cache, cache, nullptr, st);
 }

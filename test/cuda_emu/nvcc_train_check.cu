@@ -33,15 +33,17 @@ void instantiate(cudaStream_t st) {
   int64_t *seg = nullptr;
   const int64_t B = 2, maxRows = B * S;
   split_tokens<S>(i32, B, i32, i32, st);
-  causal_attention_grad<H, HD>(f, f, f, f, f, B, seg, i32, S, f, f, f, f, st);
+  causal_attention_grad<H, HD>(f, f, f, f, f, B, seg, i32, S, f, f, f, false, f,
+                               st);
   // A bf16 model's (q, k, v bf16: fewer mmas).
-  causal_attention_grad<H, HD, true>(f, f, f, f, f, B, seg, i32, S, f, f, f, f,
-                                     st);
-  // Its q, k and v stored as bf16 (modk-store-bf16), and dv.
+  causal_attention_grad<H, HD, true>(f, f, f, f, f, B, seg, i32, S, f, f, f,
+                                     false, f, st);
+  // Its q, k, v and o stored as bf16 (modk-store-bf16; D reads o rounded),
+  // and dv.
   const bf16 *cb = nullptr;
   bf16 *b = nullptr;
-  causal_attention_grad<H, HD, true>(cb, cb, cb, f, f, B, seg, i32, S, f, f, b,
-                                     f, st);
+  causal_attention_grad<H, HD, true>(cb, cb, cb, cb, f, B, seg, i32, S, f, f, b,
+                                     true, f, st);
   const std::vector<AdamTensor> tensors = {
       {f, f, f, f, nullptr, D, 0, 1}};
   adamw_norm(normTerms, adamw_tensors(tensors, st), 1, adamChunks(D), 1.0f, f,
@@ -59,13 +61,13 @@ void modc_nvcc_train_check(cudaStream_t st) {
   int32_t *i32 = nullptr;
   int64_t *seg = nullptr;
   modk_cuda::causal_attention_grad<2, 8>(f, f, f, f, f, 2, seg, i32, 256, f, f,
-                                         f, f, st);
-  modk_cuda::causal_attention_grad<4, 72>(f, f, f, f, f, 2, seg, i32, 256, f,
-                                          f, f, f, st);
+                                         f, false, f, st);
+  modk_cuda::causal_attention_grad<4, 72>(f, f, f, f, f, 2, seg, i32, 256, f, f,
+                                          f, false, f, st);
   // The SIMT kernels: head dim 12 (no tensor-core kernel), and 10, whose
   // columns are padded to 12.
-  modk_cuda::causal_attention_grad<3, 12>(f, f, f, f, f, 2, seg, i32, 256, f,
-                                          f, f, f, st);
-  modk_cuda::causal_attention_grad<2, 10>(f, f, f, f, f, 2, seg, i32, 256, f,
-                                          f, f, f, st);
+  modk_cuda::causal_attention_grad<3, 12>(f, f, f, f, f, 2, seg, i32, 256, f, f,
+                                          f, false, f, st);
+  modk_cuda::causal_attention_grad<2, 10>(f, f, f, f, f, 2, seg, i32, 256, f, f,
+                                          f, false, f, st);
 }

@@ -643,9 +643,13 @@ Vec attnForward(int H, int HD, const Vec &q, const Vec &k, const Vec &v,
 
 /// Analytic fp64 gradients of L = sum(dout * attn(q, k, v)) written
 /// directly from softmax calculus (explicit P and dP, no recomputation trick).
+/// With roundedO (a bf16 model's rule, docs/model-format.md): the softmax
+/// gradient's sum_l P_l dP_l = dout_i . o_i is taken as dout_i . roundedO_i,
+/// the attention output as the O projection reads it.
 void attnGradRef(int H, int HD, const Vec &q, const Vec &k, const Vec &v,
                  const Vec &dout, const std::vector<int64_t> &seg,
-                 const std::vector<int32_t> &pos, Vec &dq, Vec &dk, Vec &dv) {
+                 const std::vector<int32_t> &pos, Vec &dq, Vec &dk, Vec &dv,
+                 const Vec *roundedO = nullptr) {
   const int64_t LD = int64_t(H) * HD;
   const double sc = 1.0 / std::sqrt(double(HD));
   dq.assign(q.size(), 0.0);
@@ -680,6 +684,11 @@ void attnGradRef(int H, int HD, const Vec &q, const Vec &k, const Vec &v,
             d += dout[i * LD + h * HD + e] * v[js[t] * LD + h * HD + e];
           dP[t] = d;
           avg += p[t] * d;
+        }
+        if (roundedO) {
+          avg = 0.0;
+          for (int e = 0; e < HD; ++e)
+            avg += dout[i * LD + h * HD + e] * (*roundedO)[i * LD + h * HD + e];
         }
         for (size_t t = 0; t < js.size(); ++t) {
           const double dS = p[t] * (dP[t] - avg) * sc;
@@ -732,7 +741,7 @@ void checkAttentionGrad(const std::vector<int64_t> &seg,
   std::vector<float> dq(n, NAN), dk(n, NAN), dv(n, NAN);
   modk_cpu::causal_attention_grad<H, HD>(
       q.data(), k.data(), v.data(), o.data(), dout.data(), nseg, seg.data(),
-      pos.data(), dq.data(), dk.data(), dv.data());
+      pos.data(), dq.data(), dk.data(), dv.data(), false);
   Vec rq, rk, rv;
   attnGradRef(H, HD, toD(q), toD(k), toD(v), toD(dout), seg, pos, rq, rk, rv);
   EXPECT_LE(relErr(dq, rq), kTol) << "dq H=" << H << " HD=" << HD;
@@ -744,8 +753,32 @@ void checkAttentionGrad(const std::vector<int64_t> &seg,
   std::vector<float> dq2(n, NAN), dk2(n, NAN);
   modk_cpu::causal_attention_grad<H, HD>(
       q.data(), k.data(), v.data(), o.data(), dout.data(), nseg, seg.data(),
-      pos.data(), dq2.data(), dk2.data(), dvBf16.data());
+      pos.data(), dq2.data(), dk2.data(), dvBf16.data(), false);
   expectRoundedCopy(dvBf16, dv, "dv into bf16");
+  // A bf16 model (round_o): D reads o rounded to bf16. Against the fp64
+  // reference with that D (which the unrounded D misses), dv untouched; o
+  // stored as bf16 (modk-store-bf16) gives the same bits.
+  Vec oRounded(n);
+  for (size_t i = 0; i < n; ++i)
+    oRounded[i] = modk_cpu::bf16_round(o[i]);
+  Vec bq, bk, bv;
+  attnGradRef(H, HD, toD(q), toD(k), toD(v), toD(dout), seg, pos, bq, bk, bv,
+              &oRounded);
+  std::vector<float> dq3(n, NAN), dk3(n, NAN), dv3(n, NAN);
+  modk_cpu::causal_attention_grad<H, HD>(
+      q.data(), k.data(), v.data(), o.data(), dout.data(), nseg, seg.data(),
+      pos.data(), dq3.data(), dk3.data(), dv3.data(), true);
+  EXPECT_LE(relErr(dq3, bq), kTol) << "dq, rounded o, H=" << H;
+  EXPECT_LE(relErr(dk3, bk), kTol) << "dk, rounded o, H=" << H;
+  EXPECT_GT(relErr(dq, bq), kTol) << "the rounding of o is visible in dq";
+  EXPECT_EQ(0, std::memcmp(dv3.data(), dv.data(), sizeof(float) * n));
+  std::vector<modk_cpu::bf16> oBf16(o.begin(), o.end());
+  std::vector<float> dq4(n, NAN), dk4(n, NAN), dv4(n, NAN);
+  modk_cpu::causal_attention_grad<H, HD>(
+      q.data(), k.data(), v.data(), oBf16.data(), dout.data(), nseg, seg.data(),
+      pos.data(), dq4.data(), dk4.data(), dv4.data(), true);
+  EXPECT_EQ(0, std::memcmp(dq4.data(), dq3.data(), sizeof(float) * n));
+  EXPECT_EQ(0, std::memcmp(dk4.data(), dk3.data(), sizeof(float) * n));
 }
 
 TEST(CpuKernelsTrain, AttentionGradGatheredSegments) {
@@ -810,11 +843,11 @@ void checkGroupedQueryAttention(const std::vector<int64_t> &seg,
   std::vector<float> dq(n, NAN), dk(nk, NAN), dv(nk, NAN);
   modk_cpu::causal_attention_grad<H, HD, D, DK, DK, KVH>(
       q.data(), k.data(), v.data(), o.data(), dout.data(), nseg, seg.data(),
-      pos.data(), dq.data(), dk.data(), dv.data());
+      pos.data(), dq.data(), dk.data(), dv.data(), false);
   std::vector<float> dqr(n, NAN), dkr(n, NAN), dvr(n, NAN);
   modk_cpu::causal_attention_grad<H, HD>(
       q.data(), kr.data(), vr.data(), oRef.data(), dout.data(), nseg,
-      seg.data(), pos.data(), dqr.data(), dkr.data(), dvr.data());
+      seg.data(), pos.data(), dqr.data(), dkr.data(), dvr.data(), false);
   EXPECT_EQ(0, std::memcmp(dq.data(), dqr.data(), sizeof(float) * n))
       << "dq H=" << H << " KVH=" << KVH;
   std::vector<float> dkSum(nk, 0.0f), dvSum(nk, 0.0f);
@@ -877,10 +910,10 @@ void checkAttentionWindows(const std::vector<int64_t> &seg,
   std::vector<float> dqw(n, NAN), dkw(n, NAN), dvw(n, NAN);
   modk_cpu::causal_attention_grad<H, HD>(
       q.data(), k.data(), v.data(), o.data(), dout.data(), nseg, seg.data(),
-      pos.data(), dq.data(), dk.data(), dv.data());
+      pos.data(), dq.data(), dk.data(), dv.data(), false);
   modk_cpu::causal_attention_grad<H, HD, QKS, QKS, VS>(
       qk.data(), qk.data() + D, vs.data() + VOff, o.data(), dout.data(), nseg,
-      seg.data(), pos.data(), dqw.data(), dkw.data(), dvw.data());
+      seg.data(), pos.data(), dqw.data(), dkw.data(), dvw.data(), false);
   EXPECT_EQ(0, std::memcmp(dq.data(), dqw.data(), sizeof(float) * n)) << "dq";
   EXPECT_EQ(0, std::memcmp(dk.data(), dkw.data(), sizeof(float) * n)) << "dk";
   EXPECT_EQ(0, std::memcmp(dv.data(), dvw.data(), sizeof(float) * n)) << "dv";
@@ -928,7 +961,7 @@ TEST(CpuKernelsTrain, DISABLED_AttentionGradBenchmark) {
   const double tb = time([&] {
     modk_cpu::causal_attention_grad<H, HD>(
         q.data(), k.data(), v.data(), o.data(), dout.data(), B, seg.data(),
-        pos.data(), dq.data(), dk.data(), dv.data());
+        pos.data(), dq.data(), dk.data(), dv.data(), false);
   });
   // Causal flops: forward 2 matmuls, backward 5 matmuls of S*S/2*HD each.
   const double mm = double(B) * H * S * double(S) / 2 * HD * 2;

@@ -333,7 +333,10 @@ LogicalResult PlanEmitter::emitKernel(Operation *op) {
              name(attn.getSegments()), name(attn.getPositions()),
              KernelArg::deviceOnly(fmt::format(
                  "{}", cast<MemRefType>(attn.getQ().getType()).getDimSize(1))),
-             name(attn.getDq()), name(attn.getDk()), name(attn.getDv())}}
+             name(attn.getDq()), name(attn.getDk()), name(attn.getDv()),
+             // A bf16 model's D reads o rounded, as wo's products read it
+             // (docs/model-format.md, "bf16 models").
+             boolLiteral(entry.isBf16())}}
             .withScratch("float",
                          fmt::format("sizeof(float) * modk_cuda::"
                                      "attention_grad_scratch_floats<{}>({})",

@@ -89,17 +89,18 @@ modk.entry @forward attributes {kind = #modk.entry_kind<forward>, model = #modk.
 // by gemm_wgrad) and the swiglu output (written by the out-of-place
 // activation) become bf16. So do the gradients of the pre-activations, of
 // the values and the rotated gradient of the queries (rope_grad's output),
-// which their writers round and only the backward products read, and the
-// queries (rounded by their product, read by attention and attention_grad).
-// Attention's output stays f32 (attention_grad reads it), and so do the
-// pre-activations (activation_grad reads them), the output
+// which their writers round and only the backward products read, the
+// queries (rounded by their product, read by attention and attention_grad)
+// and attention's output (attention_grad's D reads it rounded, as the
+// products do). The pre-activations stay f32 (activation_grad reads them),
+// and so do the output
 // gradient (attention_grad and activation_grad read it), the queries'
 // gradient before the rotation (rope_grad reads it) and a gradient that
 // rope_grad rotates in place (the keys'), and the logits.
 // CHECK-LABEL: modk.entry @grad
 // CHECK: %[[N:.*]] = modk.alloc {{.*}} : memref<?x16x32xbf16>
 // CHECK: %[[Q:.*]] = modk.alloc {{.*}} : memref<?x16x32xbf16>
-// CHECK: %[[O:.*]] = modk.alloc {{.*}} : memref<?x16x32xf32>
+// CHECK: %[[O:.*]] = modk.alloc {{.*}} : memref<?x16x32xbf16>
 // CHECK: %[[G:.*]] = modk.alloc {{.*}} : memref<?x16x64xf32>
 // CHECK: %[[U:.*]] = modk.alloc {{.*}} : memref<?x16x64xf32>
 // CHECK: %[[H:.*]] = modk.alloc {{.*}} : memref<?x16x64xbf16>
@@ -116,8 +117,8 @@ modk.entry @forward attributes {kind = #modk.entry_kind<forward>, model = #modk.
 // CHECK: %[[DQ:.*]] = modk.alloc {{.*}} : memref<?x16x32xf32>
 // CHECK: %[[DK:.*]] = modk.alloc {{.*}} : memref<?x16x32xf32>
 // CHECK: %[[DV:.*]] = modk.alloc {{.*}} : memref<?x16x32xbf16>
-// CHECK: modk.attention_grad(%[[Q]], %[[Q]], %[[Q]], %[[O]], %[[DD]], {{.*}} : memref<?x16x32xbf16>, memref<?x16x32xbf16>, memref<?x16x32xbf16>, memref<?x16x32xf32>, memref<?x16x32xf32>, memref<?x16xi32>, memref<?x1xi64>, memref<?x16x32xf32>, memref<?x16x32xf32>, memref<?x16x32xbf16>
-// CHECK: modk.gemm_wgrad(%[[DD]], %[[O]], %{{.*}}, %{{.*}}) : memref<?x16x32xf32>, memref<?x16x32xf32>
+// CHECK: modk.attention_grad(%[[Q]], %[[Q]], %[[Q]], %[[O]], %[[DD]], {{.*}} : memref<?x16x32xbf16>, memref<?x16x32xbf16>, memref<?x16x32xbf16>, memref<?x16x32xbf16>, memref<?x16x32xf32>, memref<?x16xi32>, memref<?x1xi64>, memref<?x16x32xf32>, memref<?x16x32xf32>, memref<?x16x32xbf16>
+// CHECK: modk.gemm_wgrad(%[[DD]], %[[O]], %{{.*}}, %{{.*}}) : memref<?x16x32xf32>, memref<?x16x32xbf16>
 // CHECK: %[[DQR:.*]] = modk.alloc {{.*}} : memref<?x16x32xbf16>
 // CHECK: modk.rope_grad(%[[DQ]], %{{.*}}, %{{.*}}, %[[DQR]]) {{.*}} : memref<?x16x32xf32>, memref<?x16xi32>, memref<?x1xi64>, memref<?x16x32xbf16>
 // CHECK: modk.gemm_wgrad(%[[DQR]], %[[N]], {{.*}} : memref<?x16x32xbf16>, memref<?x16x32xbf16>

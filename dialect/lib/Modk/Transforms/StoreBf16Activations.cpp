@@ -118,6 +118,11 @@ Use classify(OpOperand &use) {
                    : Use::Other;
       })
       .Case([&](modk::AttentionGradOp grad) {
+        // In a bf16 model D = rowsum(dout * o) reads attention's output
+        // rounded to bf16, as the O projection's products read it
+        // (docs/model-format.md, "bf16 models").
+        if (&use == &grad.getOMutable())
+          return Use::ProductInput;
         Use input = readsQkv(grad);
         return input == Use::Other ? writes(grad.getDvMutable()) : input;
       })
@@ -159,9 +164,10 @@ struct StoreBf16ActivationsPass
         gemm.setRoundBf16(true);
     if (!activations)
       return;
-    // In @grad, a buffer that a backward kernel reads (attention's output,
-    // which attention_grad reads; the pre-activations; the gradients that
-    // flow on through the residual stream) has another use and stays f32.
+    // In @grad, a buffer that a backward kernel reads unrounded (the
+    // pre-activations; the gradients that flow on through the residual
+    // stream) has another use and stays f32. Attention's output is not one:
+    // attention_grad reads it rounded, as the O projection does.
     // A buffer that attention reads is bf16 only if every write stores
     // bf16 values: attention does not round what it reads.
     Block &body = entry.getBody().front();

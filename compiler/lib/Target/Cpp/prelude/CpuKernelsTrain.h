@@ -191,13 +191,15 @@ inline void mm(int rows, const float *A, int64_t ars, int64_t aks,
 /// blocks keeps that block's dK, dV in cache while the query blocks that
 /// see it stream past; dQ accumulates in a per-segment buffer. The softmax
 /// statistics are recomputed first. QS, KS, VS: the row strides of q, k
-/// and v, which hold TQ, TK, TVin (float, or bf16: widened exactly).
+/// and v, which hold TQ, TK, TVin (float, or bf16: widened exactly); o holds
+/// TO, and D reads it rounded to bf16 where roundO (causal_attention_grad).
 template <int H, int KVH, int HD, int QS, int KS, int VS, typename TQ,
-          typename TK, typename TVin, typename TV>
+          typename TK, typename TVin, typename TO, typename TV>
 inline void attentionGradItem(const TQ *q, const TK *k, const TVin *v,
-                              const float *o, const float *dout,
+                              const TO *o, const float *dout,
                               const int64_t *seg, const int32_t *pos, int64_t s,
-                              int kvh, float *dq, float *dk, TV *dv) {
+                              int kvh, float *dq, float *dk, TV *dv,
+                              bool roundO) {
   constexpr int BQ = kAgBQ, BK = kAgBK;
   constexpr int NB = BK / kVW;             // vectors per score row
   constexpr int DV = (HD + kVW - 1) / kVW; // vectors per head row
@@ -285,7 +287,10 @@ inline void attentionGradItem(const TQ *q, const TK *k, const TVin *v,
       for (int d = 0; d < HD; ++d) {
         Qs[i * HDP + d] = static_cast<float>(qi[d]) * scale;
         dOs[i * HDP + d] = dout[row + d];
-        dd += dout[row + d] * o[row + d];
+        // An explicit fma: the same bits whatever o's type (a contraction
+        // the compiler chose could differ between the two).
+        const float od = static_cast<float>(o[row + d]);
+        dd = std::fma(dout[row + d], roundO ? bf16_round(od) : od, dd);
       }
       Dd[i] = dd;
     }
@@ -395,13 +400,17 @@ inline void attentionGradItem(const TQ *q, const TK *k, const TVin *v,
 /// dv may be bf16 (rounded as stored: modk-store-bf16, only products read it).
 /// q, k and v rows are QS, KS and VS elements apart (columns of one stacked
 /// product: modk-fuse-horizontal, docs/compiler.md); they hold float, or
-/// bf16 (a bf16 model's, modk-store-bf16: widened exactly).
+/// bf16 (a bf16 model's, modk-store-bf16: widened exactly). round_o (a bf16
+/// model): D reads o rounded to bf16, as the O projection's products read it
+/// (docs/model-format.md, "bf16 models"), so that o may be stored as bf16
+/// (modk-store-bf16) with the same result.
 template <int H, int HD, int QS = H *HD, int KS = H *HD, int VS = H *HD,
-          int KVH = H, typename TQ, typename TK, typename TVin, typename TV>
-inline void
-causal_attention_grad(const TQ *q, const TK *k, const TVin *v, const float *o,
-                      const float *dout, int64_t nseg, const int64_t *seg,
-                      const int32_t *pos, float *dq, float *dk, TV *dv) {
+          int KVH = H, typename TQ, typename TK, typename TVin, typename TO,
+          typename TV>
+inline void causal_attention_grad(const TQ *q, const TK *k, const TVin *v,
+                                  const TO *o, const float *dout, int64_t nseg,
+                                  const int64_t *seg, const int32_t *pos,
+                                  float *dq, float *dk, TV *dv, bool round_o) {
   struct Item {
     int64_t seg, len;
   };
@@ -422,7 +431,7 @@ causal_attention_grad(const TQ *q, const TK *k, const TVin *v, const float *o,
   for (int64_t t = 0; t < nitems; ++t)
     detail::attentionGradItem<H, KVH, HD, QS, KS, VS>(
         q, k, v, o, dout, seg, pos, it[t / KVH].seg, static_cast<int>(t % KVH),
-        dq, dk, dv);
+        dq, dk, dv, round_o);
 }
 
 } // namespace modk_cpu

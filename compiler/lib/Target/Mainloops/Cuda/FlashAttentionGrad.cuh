@@ -29,6 +29,17 @@ namespace modk_cuda {
 
 namespace train_detail {
 
+/// Attention's output as the backward's D = rowsum(dout * o) reads it:
+/// widened exactly from bf16, and rounded to bf16 where roundO (a bf16
+/// model, causal_attention_grad's round_o). D's sums use explicit fmas, so
+/// that o's two storages give the same bits whatever the compiler
+/// contracts.
+template <typename TO>
+__device__ __forceinline__ float outputValue(TO x, bool roundO) {
+  const float f = static_cast<float>(x);
+  return roundO ? detail::bf16Round(f) : f;
+}
+
 /// Query rows and keys per tile, threads per block. Thread t works on row
 /// t / 4 of its tile and on every fourth key (or head column) from t % 4.
 constexpr int kAgBQ = 32, kAgBK = 32, kAgThreads = 128;
@@ -52,12 +63,14 @@ template <int HD> constexpr int attnGradSmemFloats() {
 /// dq = scale * sum_keys dS K with dS = P (dP - D), P = exp(S - lse).
 /// k and v have KVH heads: head h reads key/value head h / (H / KVH)
 /// (grouped-query attention, docs/model-format.md section 3). q, k, v: TQ,
-/// TK, TVin (float, or bf16: widened as loaded).
-template <int H, int HD, int KVH, typename TQ, typename TK, typename TVin>
+/// TK, TVin (float, or bf16: widened as loaded); o: TO, which D reads as
+/// outputValue gives it (rounded to bf16 where roundO).
+template <int H, int HD, int KVH, typename TQ, typename TK, typename TVin,
+          typename TO>
 __global__ void __launch_bounds__(kAgThreads)
-    attnGradQuery(const TQ *q, const TK *k, const TVin *v,
-                  const float *o, const float *dout, const int64_t *seg,
-                  const int32_t *pos, float *dq, float *stats) {
+    attnGradQuery(const TQ *q, const TK *k, const TVin *v, const TO *o,
+                  const float *dout, const int64_t *seg, const int32_t *pos,
+                  float *dq, float *stats, bool roundO) {
   constexpr int HDP = agPaddedHeadDim<HD>();
   constexpr int BQ = kAgBQ, BK = kAgBK, P = HDP + 1, NI = BK / 4, ND = HDP / 4;
   constexpr int64_t LD = int64_t(H) * HD, LDK = int64_t(KVH) * HD;
@@ -95,7 +108,7 @@ __global__ void __launch_bounds__(kAgThreads)
     for (int c = 0; c < ND; ++c) {
       const int64_t src = (base + qi) * LD + hoff + g + 4 * c;
       if (inHead(g + 4 * c))
-        dd += dout[src] * o[src];
+        dd = fmaf(dout[src], outputValue(o[src], roundO), dd);
     }
   }
   dd += __shfl_xor_sync(0xffffffffu, dd, 1);
@@ -449,14 +462,14 @@ __device__ __forceinline__ void agStoreRows(TD *dst, int64_t r0,
 /// BF: q, k, v hold bf16 values (a bf16 model): the mmas of their zero tf32
 /// lo parts are skipped, with the same result.
 /// KVH: the key/value heads, as attnGradQuery's; TQ, TK, TVin: q's, k's
-/// and v's elements, float or bf16.
+/// and v's elements, float or bf16; TO and roundO: o's, as attnGradQuery's.
 template <int H, int HD, int KVH, bool BF, typename TQ, typename TK,
-          typename TVin>
+          typename TVin, typename TO>
 __global__ __launch_bounds__(kAgTcThreads) void attnGradQueryTc(
     const TQ *__restrict__ q, const TK *__restrict__ k,
-    const TVin *__restrict__ v, const float *__restrict__ o,
+    const TVin *__restrict__ v, const TO *__restrict__ o,
     const float *__restrict__ dout, const int64_t *seg, const int32_t *pos,
-    float *__restrict__ dq, float *__restrict__ stats) {
+    float *__restrict__ dq, float *__restrict__ stats, bool roundO) {
   static_assert(attentionGradTcHeadDim<HD>, "head dim of the tensor-core kernel");
   using L = AttnGradTcSmem<HD>;
   constexpr int BQ = kAgTcOwn, BK = kAgTcTile, LDS = L::LD;
@@ -501,7 +514,7 @@ __global__ __launch_bounds__(kAgTcThreads) void attnGradQueryTc(
     if (r < qn) {
       const int64_t row = (base + i0 + r) * LDG + hoff;
       for (int d = tg; d < HD; d += 4)
-        dd += dout[row + d] * o[row + d];
+        dd = fmaf(dout[row + d], outputValue(o[row + d], roundO), dd);
     }
     dd += __shfl_xor_sync(0xffffffffu, dd, 1);
     dd += __shfl_xor_sync(0xffffffffu, dd, 2);
@@ -1323,13 +1336,13 @@ template <int HD> struct AttnGradQueryWgmmaSmem {
 ///    dQ += dS K (m64nHDk16, K read MN-major); dq = dQ scale. A consumer
 ///    issues tile u's S and dP, then tile u - 1's dQ, and forms tile u's dS
 ///    while dQ runs (as attnGradKeyWgmmaRing).
-template <int H, int HD, int KVH>
+template <int H, int HD, int KVH, typename TO>
 __global__ __launch_bounds__(detail::kAttnWgThreads, 1) void attnGradQueryWgmma(
     const __grid_constant__ CUtensorMap mapQ,
     const __grid_constant__ CUtensorMap mapK,
-    const __grid_constant__ CUtensorMap mapV, const float *__restrict__ o,
+    const __grid_constant__ CUtensorMap mapV, const TO *__restrict__ o,
     const float *__restrict__ dout, const int64_t *seg, const int32_t *pos,
-    float *__restrict__ dq, float *__restrict__ stats) {
+    float *__restrict__ dq, float *__restrict__ stats, bool roundO) {
   static_assert(detail::attentionWgmmaHeadDim<HD>,
                 "head dim of the wgmma kernel");
   using L = AttnGradQueryWgmmaSmem<HD>;
@@ -1467,7 +1480,7 @@ __global__ __launch_bounds__(detail::kAttnWgThreads, 1) void attnGradQueryWgmma(
     if (r < qn) {
       const int64_t row = (base + i0 + r) * LD + hcol;
       for (int d = tq; d < HD; d += 4)
-        dd += dout[row + d] * o[row + d];
+        dd = fmaf(dout[row + d], outputValue(o[row + d], roundO), dd);
     }
     dd += __shfl_xor_sync(0xffffffffu, dd, 1);
     dd += __shfl_xor_sync(0xffffffffu, dd, 2);
@@ -1656,10 +1669,10 @@ __global__ __launch_bounds__(detail::kAttnWgThreads, 1) void attnGradQueryWgmma(
 
 /// Launches attnGradQueryWgmma (as launchAttnGradKeyWgmma); false (nothing
 /// launched) where it cannot run, so that the caller runs attnGradQueryTc.
-template <int H, int HD, int KVH>
+template <int H, int HD, int KVH, typename TO>
 inline bool launchAttnGradQueryWgmma(int64_t nseg, int64_t max_seg_rows,
                                      const bf16 *q, const bf16 *k,
-                                     const bf16 *v, const float *o,
+                                     const bf16 *v, const TO *o, bool roundO,
                                      const float *dout, const int64_t *seg,
                                      const int32_t *pos, float *dq,
                                      float *stats, cudaStream_t stream) {
@@ -1670,7 +1683,7 @@ inline bool launchAttnGradQueryWgmma(int64_t nseg, int64_t max_seg_rows,
       !detail::encodeOperandMap(mapK, k, rows, LDK, LDK, 64) ||
       !detail::encodeOperandMap(mapV, v, rows, LDK, LDK, 64))
     return false;
-  auto kernel = attnGradQueryWgmma<H, HD, KVH>;
+  auto kernel = attnGradQueryWgmma<H, HD, KVH, TO>;
   constexpr size_t bytes = AttnGradQueryWgmmaSmem<HD>::Bytes;
   static const bool sized =
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -1680,7 +1693,7 @@ inline bool launchAttnGradQueryWgmma(int64_t nseg, int64_t max_seg_rows,
   const dim3 grid(unsigned(ceilDiv(max_seg_rows, kAgWgQueryRows)), unsigned(H),
                   unsigned(nseg));
   MODC_LAUNCH(kernel, grid, detail::kAttnWgThreads, bytes, stream, mapQ, mapK,
-              mapV, o, dout, seg, pos, dq, stats);
+              mapV, o, dout, seg, pos, dq, stats, roundO);
   MODC_TEST_COUNT(attentionGradWgmmaLaunches);
   return true;
 }
@@ -1690,12 +1703,13 @@ inline bool launchAttnGradQueryWgmma(int64_t nseg, int64_t max_seg_rows,
 /// bf16 inputs) or the SIMT one (ML 0); only the chosen kernels are
 /// instantiated.
 template <int ML, int H, int HD, int KVH, bool BF, typename TQ, typename TK,
-          typename TVin, typename TV>
+          typename TVin, typename TO, typename TV>
 inline void launchAttentionGrad(int64_t nseg, int64_t max_seg_rows, const TQ *q,
-                                const TK *k, const TVin *v, const float *o,
-                                const float *dout, const int64_t *seg,
-                                const int32_t *pos, float *dq, float *dk,
-                                TV *dv, float *stats, cudaStream_t stream) {
+                                const TK *k, const TVin *v, const TO *o,
+                                bool roundO, const float *dout,
+                                const int64_t *seg, const int32_t *pos,
+                                float *dq, float *dk, TV *dv, float *stats,
+                                cudaStream_t stream) {
   if constexpr (ML >= 1) {
     constexpr bool wgmma = ML == 2 && detail::attentionWgmmaHeadDim<HD> &&
                            std::is_same_v<TQ, bf16> &&
@@ -1703,11 +1717,12 @@ inline void launchAttentionGrad(int64_t nseg, int64_t max_seg_rows, const TQ *q,
                            std::is_same_v<TVin, bf16>;
     bool queryDone = false;
     if constexpr (wgmma)
-      queryDone = launchAttnGradQueryWgmma<H, HD, KVH>(
-          nseg, max_seg_rows, q, k, v, o, dout, seg, pos, dq, stats, stream);
+      queryDone = launchAttnGradQueryWgmma<H, HD, KVH>(nseg, max_seg_rows, q, k,
+                                                       v, o, roundO, dout, seg,
+                                                       pos, dq, stats, stream);
     if (!queryDone) {
       constexpr int smemQ = AttnGradTcSmem<HD>::Bytes;
-      auto kq = attnGradQueryTc<H, HD, KVH, BF, TQ, TK, TVin>;
+      auto kq = attnGradQueryTc<H, HD, KVH, BF, TQ, TK, TVin, TO>;
       static bool configured = false; // the attribute is per function
       if (!configured) {
         cudaFuncSetAttribute(kq, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -1717,7 +1732,7 @@ inline void launchAttentionGrad(int64_t nseg, int64_t max_seg_rows, const TQ *q,
       const dim3 gq((unsigned)ceilDiv(max_seg_rows, kAgTcOwn), H,
                     (unsigned)nseg);
       MODC_LAUNCH(kq, gq, kAgTcThreads, smemQ, stream, q, k, v, o, dout, seg,
-                  pos, dq, stats);
+                  pos, dq, stats, roundO);
     }
     if constexpr (wgmma) {
       if (launchAttnGradKeyWgmma<H, HD, KVH>(nseg, max_seg_rows, q, k, v, dout,
@@ -1738,7 +1753,7 @@ inline void launchAttentionGrad(int64_t nseg, int64_t max_seg_rows, const TQ *q,
                 static_cast<const float *>(stats), dk, dv);
   } else {
     constexpr int smem = attnGradSmemFloats<HD>() * int(sizeof(float));
-    auto kq = attnGradQuery<H, HD, KVH, TQ, TK, TVin>;
+    auto kq = attnGradQuery<H, HD, KVH, TQ, TK, TVin, TO>;
     auto kk = attnGradKey<H, HD, KVH, TQ, TK, TVin, TV>;
     if (smem > 48 * 1024) {
       cudaFuncSetAttribute(kq, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -1748,7 +1763,7 @@ inline void launchAttentionGrad(int64_t nseg, int64_t max_seg_rows, const TQ *q,
     }
     const dim3 gq((unsigned)ceilDiv(max_seg_rows, kAgBQ), H, (unsigned)nseg);
     MODC_LAUNCH(kq, gq, kAgThreads, smem, stream, q, k, v, o, dout, seg, pos,
-                dq, stats);
+                dq, stats, roundO);
     const dim3 gk((unsigned)ceilDiv(max_seg_rows, kAgBK), KVH, (unsigned)nseg);
     MODC_LAUNCH(kk, gk, kAgThreads, smem, stream, q, k, v, dout, seg, pos,
                 static_cast<const float *>(stats), dk, dv);
@@ -1788,27 +1803,31 @@ inline int64_t attention_grad_scratch_floats(int64_t max_rows) {
 /// fewer tensor-core instructions. q, k and v may be bf16 (a bf16 model's,
 /// modk-store-bf16: widened as the tiles are loaded), and dv (rounded as
 /// stored: only products read it).
+/// round_o (a bf16 model): D reads o rounded to bf16, as the O projection's
+/// products read it (docs/model-format.md, "bf16 models"); o may then be
+/// bf16 (modk-store-bf16), with the same result.
 template <int H, int HD, bool BF16 = false, int Mainloop = 1, int KVH = H,
           typename TQ = float, typename TK = float, typename TVin = float,
-          typename TV = float>
-inline void
-causal_attention_grad(const TQ *q, const TK *k, const TVin *v, const float *o,
-                      const float *dout, int64_t nseg, const int64_t *seg,
-                      const int32_t *pos, int64_t max_seg_rows, float *dq,
-                      float *dk, TV *dv, float *scratch, cudaStream_t stream) {
+          typename TO = float, typename TV = float>
+inline void causal_attention_grad(const TQ *q, const TK *k, const TVin *v,
+                                  const TO *o, const float *dout, int64_t nseg,
+                                  const int64_t *seg, const int32_t *pos,
+                                  int64_t max_seg_rows, float *dq, float *dk,
+                                  TV *dv, bool round_o, float *scratch,
+                                  cudaStream_t stream) {
   using namespace train_detail;
   static_assert(KVH >= 1 && H % KVH == 0, "n_kv_heads divides n_heads");
   static_assert(Mainloop >= 0 && Mainloop <= 2, "simt, mma or wgmma");
   if (nseg <= 0 || max_seg_rows <= 0)
     return;
   if constexpr (Mainloop >= 1 && attentionGradTcHeadDim<HD>) {
-    launchAttentionGrad<Mainloop, H, HD, KVH, BF16>(nseg, max_seg_rows, q, k, v,
-                                                    o, dout, seg, pos, dq, dk,
-                                                    dv, scratch, stream);
+    launchAttentionGrad<Mainloop, H, HD, KVH, BF16>(
+        nseg, max_seg_rows, q, k, v, o, round_o, dout, seg, pos, dq, dk, dv,
+        scratch, stream);
   } else {
     launchAttentionGrad<0, H, HD, KVH, false>(nseg, max_seg_rows, q, k, v, o,
-                                              dout, seg, pos, dq, dk, dv,
-                                              scratch, stream);
+                                              round_o, dout, seg, pos, dq, dk,
+                                              dv, scratch, stream);
   }
 }
 

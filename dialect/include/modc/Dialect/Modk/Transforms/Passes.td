@@ -13,11 +13,12 @@ def StoreBf16Activations : Pass<"modk-store-bf16", "::modc::modk::EntryOp"> {
     entries of a bf16 model, such a buffer becomes `memref<...xbf16>` (half
     the bytes, the same values) when every use reads it as a product operand
     (a `modk.gemm` input, the output gradient of a `modk.gemm_dgrad`, either
-    operand of a `modk.gemm_wgrad`) and every write can round as it stores:
-    `modk.rmsnorm`, a `modk.rows`' output at its rows (the routed rows'
-    normalised copy), a `modk.gemm` with epilogue `none`, `gelu` or
-    `swiglu`, the output of `modk.attention` (not of
-    `modk.decode_attention`, whose CUDA kernel keeps per-row data in it),
+    operand of a `modk.gemm_wgrad`, and attention's output as
+    `modk.attention_grad` reads it: a bf16 model's D = rowsum(dout * o)
+    rounds o, as the O projection does) and every write can round as it
+    stores: `modk.rmsnorm`, a `modk.rows`' output at its rows (the routed
+    rows' normalised copy), a `modk.gemm` with epilogue `none`, `gelu` or
+    `swiglu`, the output of `modk.attention` and `modk.decode_attention`,
     of `modk.activation`, `modk.add` and `modk.copy`, and in training the
     gradients that products read (of `modk.activation_grad`,
     `modk.rope_grad`, `modk.attention_grad`'s values and
