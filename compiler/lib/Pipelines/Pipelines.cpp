@@ -29,6 +29,9 @@ LogicalResult modc::buildModToModkPipeline(OpPassManager &pm,
   entry.addPass(createFuseEpilogues(fuse));
   StoreBf16ActivationsOptions bf16;
   bf16.activations = options.bf16Storage;
+  // CUDA's backward products read bf16 operands through TMA: worth a copy
+  // of a gradient that other kernels also update.
+  bf16.productCopies = options.bf16Storage && !options.cudaGemms.empty();
   entry.addPass(createStoreBf16Activations(bf16));
   FuseRouterNormOptions routerNorm;
   routerNorm.enabled = options.fuseRouterNorm;

@@ -11,6 +11,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "modc/Dialect/Modk/Transforms/BufferQueries.h"
 #include "modc/Dialect/Modk/Transforms/Passes.h"
 
 #include "mlir/IR/BuiltinTypes.h"
@@ -151,6 +152,63 @@ bool roundsAttentionInput(modk::GemmOp gemm) {
   });
 }
 
+/// Whether `use` is a backward product's operand that the product rounds to
+/// bf16: a modk.gemm_dgrad's output gradient, either operand of a
+/// modk.gemm_wgrad (of the entry's precision).
+bool isRoundedBackwardOperand(OpOperand &use) {
+  Operation *op = use.getOwner();
+  if (auto precision = op->getAttrOfType<modk::DTypeAttr>("precision"))
+    if (precision.getValue() != DType::bf16)
+      return false;
+  if (auto dgrad = dyn_cast<modk::GemmDgradOp>(op))
+    return &use == &dgrad.getDyMutable();
+  if (auto wgrad = dyn_cast<modk::GemmWgradOp>(op))
+    return &use == &wgrad.getDyMutable() || &use == &wgrad.getInputMutable();
+  return false;
+}
+
+/// product-copies: each f32 buffer that backward products read (and other
+/// kernels too, or it would be bf16 already) gets a bf16 copy before the
+/// first of them after each write, and those products read the copy until
+/// the next write.
+void copyBackwardOperands(Block &body, MLIRContext *ctx) {
+  Type bf16 = BFloat16Type::get(ctx);
+  SmallVector<modk::AllocOp> allocs(body.getOps<modk::AllocOp>());
+  for (modk::AllocOp alloc : allocs) {
+    Value buffer = alloc.getResult();
+    auto type = cast<MemRefType>(buffer.getType());
+    if (!type.getElementType().isF32())
+      continue;
+    SmallVector<OpOperand *> reads;
+    for (OpOperand &use : buffer.getUses())
+      if (isRoundedBackwardOperand(use) && use.getOwner()->getBlock() == &body)
+        reads.push_back(&use);
+    llvm::sort(reads, [](OpOperand *a, OpOperand *b) {
+      return a->getOwner()->isBeforeInBlock(b->getOwner());
+    });
+    Operation *copiedAfter = nullptr; // the write the current copy holds
+    Value copy;
+    for (OpOperand *read : reads) {
+      Operation *product = read->getOwner();
+      Operation *writer = nullptr;
+      for (Operation *op = product->getPrevNode(); op && !writer;
+           op = op->getPrevNode())
+        if (modk::mayWrite(op, buffer))
+          writer = op;
+      if (!writer)
+        continue; // read before any write: leave it as it is
+      if (writer != copiedAfter) {
+        OpBuilder b(product);
+        copy = modk::AllocOp::create(
+            b, alloc.getLoc(), MemRefType::get(type.getShape(), bf16), nullptr);
+        modk::CopyOp::create(b, product->getLoc(), buffer, copy);
+        copiedAfter = writer;
+      }
+      read->set(copy);
+    }
+  }
+}
+
 struct StoreBf16ActivationsPass
     : public modc::impl::StoreBf16ActivationsBase<StoreBf16ActivationsPass> {
   using StoreBf16ActivationsBase::StoreBf16ActivationsBase;
@@ -218,6 +276,8 @@ struct StoreBf16ActivationsPass
       auto type = cast<MemRefType>(buffer.getType());
       buffer.setType(MemRefType::get(type.getShape(), bf16));
     }
+    if (productCopies)
+      copyBackwardOperands(body, &getContext());
   }
 };
 } // namespace

@@ -43,12 +43,32 @@ def StoreBf16Activations : Pass<"modk-store-bf16", "::modc::modk::EntryOp"> {
     semantics, not a storage choice: it is made with `activations=false`
     too. modk-generalize then spells the rounding in the product's `rows`
     epilogue, RoPE's included.
+
+    With `product-copies` (CUDA targets), a backward product (the output
+    gradient of a `modk.gemm_dgrad`, either operand of a `modk.gemm_wgrad`)
+    whose f32 operand other kernels also read or update gets a bf16 copy of
+    it, made right before the first such product after the buffer's last
+    write and read by every product until the next write: a routed block's
+    branch gradient, which the down projection's products read and the
+    attention path's gradient then accumulates on. The copy rounds what the
+    products round anyway, so the results are the same bits; on CUDA the
+    products then read bf16 through TMA. modk-generalize writes the copy as
+    a row kernel, which modk-fuse-copies folds into the writer where it
+    can.
+
+    Before: `modk.gemm_wgrad(%df, %h, ...)` with %df f32, also read by
+    `modk.rmsnorm_grad`
+    After: `%c = modk.alloc : memref<...xbf16>`, `modk.copy(%df, %c)`,
+    `modk.gemm_wgrad(%c, %h, ...)`
   }];
   let options = [
     Option<"activations", "activations", "bool", /*default=*/"true",
            "Store the buffers only products read as bf16 (modc's "
            "--f32-activations sets false: every buffer stays f32, with the "
-           "same values)">
+           "same values)">,
+    Option<"productCopies", "product-copies", "bool", /*default=*/"false",
+           "Give the backward products a bf16 copy of an f32 operand that "
+           "other kernels also read or update (the CUDA pipeline sets it)">
   ];
 }
 
