@@ -7,7 +7,7 @@
 # BUILD/test/gpu/prebuilt, with the shared libraries the CPU packages load
 # (OpenBLAS and its runtime) and tensor_core_check (the tensor-core checks
 # of test/cuda_emu/TensorCoreChecks.h on the GPU itself, built by nvcc),
-# archives them (BUILD/test/gpu/prebuilt.tar.gz) and prints the command to
+# archives them (BUILD/test/gpu/prebuilt.tar.xz) and prints the command to
 # run there.
 #
 # Usage: test/gpu/prepare.sh [BUILD_DIR]     (default: build)
@@ -51,11 +51,13 @@ else
   exit 1
 fi
 # One archive to carry: OpenBLAS alone is 36 MB, and a copy of the working
-# tree to the GPU machine holds 64 MiB in all.
-archive="$build/test/gpu/prebuilt.tar.gz"
-tar -czf "$archive" -C "$(dirname "$out")" "$(basename "$out")"
+# tree to the GPU machine holds 64 MiB in all. xz, whose window spans the
+# many packages' alike kernels, makes it less than half of gzip's.
+archive="$build/test/gpu/prebuilt.tar.xz"
+rm -f "$build/test/gpu/prebuilt.tar.gz"
+tar -cf - -C "$(dirname "$out")" "$(basename "$out")" | xz -T0 -6 > "$archive"
 echo "prepare.sh: packages in $out ($(du -sh "$out" | cut -f1)), archived as $archive ($(du -sh "$archive" | cut -f1)):"
 ls "$out"
 echo "On the GPU machine, carrying $archive and $tests:"
 # Time limits, so that a kernel that hangs costs minutes, not the session.
-echo "  tar -xzf $archive -C $(dirname "$out") && timeout 180 $out/tensor_core_check; LD_LIBRARY_PATH=$out/lib MODC_GPU_TEST_PACKAGES=$out timeout 420 $tests"
+echo "  tar -xJf $archive -C $(dirname "$out") && timeout 180 $out/tensor_core_check; LD_LIBRARY_PATH=$out/lib MODC_GPU_TEST_PACKAGES=$out timeout 420 $tests"
