@@ -153,18 +153,15 @@ bool roundsAttentionInput(modk::GemmOp gemm) {
 }
 
 /// Whether `use` is a backward product's operand that the product rounds to
-/// bf16: a modk.gemm_dgrad's output gradient, either operand of a
-/// modk.gemm_wgrad (of the entry's precision).
+/// bf16: what classify() calls a product input of a modk.gemm_dgrad or
+/// modk.gemm_wgrad of the entry's precision.
 bool isRoundedBackwardOperand(OpOperand &use) {
   Operation *op = use.getOwner();
-  if (auto precision = op->getAttrOfType<modk::DTypeAttr>("precision"))
-    if (precision.getValue() != DType::bf16)
-      return false;
-  if (auto dgrad = dyn_cast<modk::GemmDgradOp>(op))
-    return &use == &dgrad.getDyMutable();
-  if (auto wgrad = dyn_cast<modk::GemmWgradOp>(op))
-    return &use == &wgrad.getDyMutable() || &use == &wgrad.getInputMutable();
-  return false;
+  if (!isa<modk::GemmDgradOp, modk::GemmWgradOp>(op) ||
+      classify(use) != Use::ProductInput)
+    return false;
+  auto precision = op->getAttrOfType<modk::DTypeAttr>("precision");
+  return !precision || precision.getValue() == DType::bf16;
 }
 
 /// product-copies: each f32 buffer that backward products read (and other
