@@ -32,6 +32,8 @@
 #include <functional>
 #include <numeric>
 #include <random>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -321,6 +323,142 @@ TEST(CpuKernelsTrain, LinearGrads) {
   checkLinearGrads<48, 80>(1, 11);
   checkLinearGrads<48, 80>(37, 12);
   checkLinearGrads<7, 3>(300, 13);
+}
+
+//===----------------------------------------------------------------------===//
+// Groups of products (modk-group-gemms): slices run by run_group
+//===----------------------------------------------------------------------===//
+
+/// A grouped product's tiles (run_group over members of 0, 5 and 37 rows,
+/// four slices each) compute what the member's whole product computes and
+/// the fp64 reference (not always bit for bit: OpenBLAS picks its kernels
+/// by shape, and a slice is a smaller product): the forward product of a
+/// stacked weight whose parts (24 and 56 rows) the slices cross, read in place;
+/// the input gradient's slices of K, plain and accumulating; the weight
+/// gradient's slices of N, whose member of no rows zeroes its gradient or
+/// leaves it. Then the same in bf16 (operands rounded, dy stored as bf16).
+template <bool BF16> void checkGroupSlices(unsigned seed) {
+  // Against the whole product: f32 rounding of other partial sums only.
+  constexpr double kSameTol = 1e-6;
+  constexpr int N1 = 24, N2 = 56, N = N1 + N2, K = 40, Members = 3;
+  constexpr int Slices = 4;
+  const int64_t rows[Members] = {5, 0, 37};
+  using TD = std::conditional_t<BF16, modk_cpu::bf16, float>;
+  std::vector<float> w1 = randn(N1 * K, seed), w2 = randn(N2 * K, seed + 1);
+  std::vector<float> stackedW(w1);
+  stackedW.insert(stackedW.end(), w2.begin(), w2.end());
+  std::vector<std::vector<float>> a(Members), y(Members), dyF(Members);
+  std::vector<std::vector<TD>> dy(Members);
+  for (int m = 0; m < Members; ++m) {
+    a[m] = randn(std::max<int64_t>(rows[m], 1) * K, seed + 10 + m);
+    y[m].assign(std::max<int64_t>(rows[m], 1) * N, NAN);
+    dyF[m] = randn(std::max<int64_t>(rows[m], 1) * N, seed + 20 + m);
+    for (float v : dyF[m])
+      dy[m].push_back(TD(v));
+  }
+  // Every tile runs once.
+  std::vector<int> runs(Members * Slices, 0);
+  modk_cpu::run_group<Members, Slices>(rows, [&](int m, int slice) {
+#pragma omp atomic
+    ++runs[m * Slices + slice];
+    modk_cpu::linear_slice<Slices, K, BF16, K, N1, N2>(
+        slice, a[m].data(), rows[m], y[m].data(), w1.data(), w2.data());
+  });
+  EXPECT_EQ(runs, std::vector<int>(Members * Slices, 1));
+  auto round = [](float v) { return BF16 ? modk_cpu::bf16_round(v) : v; };
+  for (int m = 0; m < Members; ++m) {
+    if (rows[m] == 0)
+      continue;
+    std::vector<float> whole(rows[m] * N, NAN);
+    modk_cpu::linear<N, K, BF16>(a[m].data(), rows[m], stackedW.data(),
+                                 whole.data());
+    EXPECT_LE(relErr(y[m], Vec(whole.begin(), whole.end())), kSameTol)
+        << "member " << m;
+    Vec ref(rows[m] * N);
+    for (int64_t i = 0; i < rows[m]; ++i)
+      for (int n = 0; n < N; ++n) {
+        double s = 0.0;
+        for (int k = 0; k < K; ++k)
+          s += double(round(a[m][i * K + k])) * round(stackedW[n * K + k]);
+        ref[i * N + n] = s;
+      }
+    EXPECT_LE(relErr(y[m], ref), kTol) << "member " << m;
+  }
+  for (bool acc : {false, true}) {
+    std::vector<std::vector<float>> da(Members), dw(Members);
+    std::vector<std::vector<float>> preA(Members), preW(Members);
+    for (int m = 0; m < Members; ++m) {
+      preA[m] = randn(std::max<int64_t>(rows[m], 1) * K, seed + 30 + m);
+      preW[m] = randn(N * K, seed + 40 + m);
+      da[m] = acc ? preA[m] : std::vector<float>(preA[m].size(), NAN);
+      dw[m] = acc ? preW[m] : std::vector<float>(N * K, NAN);
+    }
+    modk_cpu::run_group<Members, Slices>(rows, [&](int m, int slice) {
+      modk_cpu::linear_dgrad_slice<Slices, N, K, BF16>(
+          slice, dy[m].data(), rows[m], stackedW.data(), da[m].data(), acc);
+    });
+    modk_cpu::run_group<Members, Slices>(rows, [&](int m, int slice) {
+      modk_cpu::linear_wgrad_slice<Slices, N, K, BF16>(
+          slice, dy[m].data(), rows[m], a[m].data(), dw[m].data(), acc);
+    });
+    for (int m = 0; m < Members; ++m) {
+      std::vector<float> wantA = acc ? preA[m] : da[m];
+      std::vector<float> wantW = acc ? preW[m] : std::vector<float>(N * K, NAN);
+      modk_cpu::linear_dgrad<N, K, BF16>(dy[m].data(), rows[m], stackedW.data(),
+                                         wantA.data(), acc);
+      modk_cpu::linear_wgrad<N, K, BF16>(dy[m].data(), rows[m], a[m].data(),
+                                         wantW.data(), acc);
+      if (rows[m] > 0) {
+        EXPECT_LE(relErr(da[m], Vec(wantA.begin(), wantA.end())), kSameTol)
+            << "member " << m << " acc " << acc;
+        EXPECT_LE(relErr(dw[m], Vec(wantW.begin(), wantW.end())), kSameTol)
+            << "member " << m << " acc " << acc;
+      }
+      Vec refW(N * K);
+      for (int n = 0; n < N; ++n)
+        for (int k = 0; k < K; ++k) {
+          double s = acc ? preW[m][n * K + k] : 0.0;
+          for (int64_t i = 0; i < rows[m]; ++i)
+            s += double(round(dyF[m][i * N + n])) * round(a[m][i * K + k]);
+          refW[n * K + k] = s;
+        }
+      if (rows[m] == 0) {
+        // The empty sum: zero, or the gradient as it was.
+        for (size_t i = 0; i < refW.size(); ++i)
+          ASSERT_EQ(double(dw[m][i]), refW[i]) << "acc " << acc;
+        continue;
+      }
+      EXPECT_LE(relErr(dw[m], refW), kTol) << "member " << m;
+      Vec refA(rows[m] * K);
+      for (int64_t i = 0; i < rows[m]; ++i)
+        for (int k = 0; k < K; ++k) {
+          double s = acc ? preA[m][i * K + k] : 0.0;
+          for (int n = 0; n < N; ++n)
+            s += double(round(dyF[m][i * N + n])) * round(stackedW[n * K + k]);
+          refA[i * K + k] = s;
+        }
+      EXPECT_LE(relErr(da[m], refA), kTol) << "member " << m;
+    }
+  }
+}
+
+TEST(CpuKernelsTrain, GroupSlicesF32) { checkGroupSlices<false>(70); }
+TEST(CpuKernelsTrain, GroupSlicesBf16) { checkGroupSlices<true>(80); }
+
+/// run_group starts the members with the most rows first (ties in member
+/// order); run with one thread, the tiles run in that order.
+TEST(CpuKernelsTrain, GroupRunsLargestMembersFirst) {
+  const int64_t rows[5] = {3, 40, 0, 40, 7};
+  std::vector<std::pair<int, int>> seen;
+  const int threads = omp_get_max_threads();
+  omp_set_num_threads(1);
+  modk_cpu::run_group<5, 2>(
+      rows, [&](int m, int slice) { seen.emplace_back(m, slice); });
+  omp_set_num_threads(threads);
+  const std::vector<std::pair<int, int>> want = {{1, 0}, {1, 1}, {3, 0}, {3, 1},
+                                                 {4, 0}, {4, 1}, {0, 0}, {0, 1},
+                                                 {2, 0}, {2, 1}};
+  EXPECT_EQ(seen, want);
 }
 
 //===----------------------------------------------------------------------===//

@@ -53,13 +53,12 @@ LogicalResult modc::buildModToModkPipeline(OpPassManager &pm,
   FuseCopiesOptions copies;
   copies.enabled = options.fuseCopies;
   entry.addPass(createFuseCopies(copies));
-  // One launch for independent products of one shape (the MoE experts):
-  // before memory planning, which sees the products where they now run.
-  if (!options.cudaGemms.empty()) {
-    GroupGemmsOptions group;
-    group.enabled = options.groupGemms;
-    entry.addPass(createGroupGemms(group));
-  }
+  // One launch (CUDA) or parallel region (CPU) for independent products of
+  // one shape, the MoE experts: before memory planning, which sees the
+  // products where they now run.
+  GroupGemmsOptions group;
+  group.enabled = options.groupGemms;
+  entry.addPass(createGroupGemms(group));
   // The CUDA weight gradient kernels always add: CPU targets only.
   if (options.cudaGemms.empty()) {
     FoldZeroFillsOptions zeroFills;

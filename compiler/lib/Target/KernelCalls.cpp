@@ -108,26 +108,34 @@ std::vector<int64_t> PlanEmitter::windowStrides(ValueRange buffers) {
   return window ? strides : std::vector<int64_t>();
 }
 
+LogicalResult PlanEmitter::checkGemmEmittable(modk::GemmOp gemm) {
+  modk::Epilogue e = gemm.getEpilogue();
+  if (e != modk::Epilogue::none && e != modk::Epilogue::rows)
+    return gemm.emitOpError("with a ")
+           << modk::stringifyEpilogue(e)
+           << " epilogue is generated from its math: run modk-generalize "
+              "before emitting";
+  if (gemm.getRoundBf16() ||
+      (e == modk::Epilogue::none && holdsBf16(gemm.getOutput())))
+    return gemm.emitOpError("rounds its output to bf16: modk-generalize "
+                            "writes that rounding as a `rows` epilogue; run "
+                            "it before emitting");
+  size_t stacked = gemm.getWeights().size();
+  if (stacked > 1 && targetIsCuda())
+    return gemm.emitOpError("stacks ")
+           << stacked
+           << " weights (modk-fuse-horizontal), which the CUDA "
+              "emitter does not; the pass is for CPU targets";
+  return success();
+}
+
 LogicalResult PlanEmitter::emitKernel(Operation *op) {
   if (failed(checkColumnWindows(op)))
     return failure();
   if (auto gemm = dyn_cast<modk::GemmOp>(op)) {
-    modk::Epilogue e = gemm.getEpilogue();
-    if (e != modk::Epilogue::none && e != modk::Epilogue::rows)
-      return op->emitOpError("with a ")
-             << modk::stringifyEpilogue(e)
-             << " epilogue is generated from its math: run modk-generalize "
-                "before emitting";
-    if (gemm.getRoundBf16() ||
-        (e == modk::Epilogue::none && holdsBf16(gemm.getOutput())))
-      return op->emitOpError("rounds its output to bf16: modk-generalize "
-                             "writes that rounding as a `rows` epilogue; run "
-                             "it before emitting");
+    if (failed(checkGemmEmittable(gemm)))
+      return failure();
     size_t stacked = gemm.getWeights().size();
-    if (stacked > 1 && targetIsCuda())
-      return op->emitOpError("stacks ")
-             << stacked << " weights (modk-fuse-horizontal), which the CUDA "
-                           "emitter does not; the pass is for CPU targets";
     int64_t n = gemm.getStackedN();
     int64_t k = cast<MemRefType>(gemm.getWeights()[0].getType()).getDimSize(1);
     int indent = openGroup(fmt::format(

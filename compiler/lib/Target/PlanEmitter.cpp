@@ -362,7 +362,7 @@ LogicalResult PlanEmitter::emitKernels(modk::EntryOp e, StringRef profileArgs) {
                  ? "  if (causal || args->causal_decisions) { // causal_only\n"
                  : "  }\n");
     guarded = causalOnly;
-    if (failed(emitKernel(&op)))
+    if (failed(emitPlannedKernel(&op)))
       return failure();
     std::string what = op.getName().getStringRef().str();
     if (auto gemm = dyn_cast<modk::GemmOp>(op)) {

@@ -220,6 +220,15 @@ protected:
   /// Writes the kernel calls of `op`: here the ops whose calls both targets
   /// share, through emitCall and the hooks below; emitTargetKernel the rest.
   mlir::LogicalResult emitKernel(mlir::Operation *op);
+  /// Fails where `gemm` is not in the form the emitters print: an epilogue
+  /// modk-generalize has not written out, a bf16 output it has not rounded,
+  /// or stacked weights on CUDA.
+  mlir::LogicalResult checkGemmEmittable(modk::GemmOp gemm);
+  /// What emitKernels writes for kernel `op` of the plan: emitKernel's
+  /// calls, unless the target runs `op` with others (the CPU's groups).
+  virtual mlir::LogicalResult emitPlannedKernel(mlir::Operation *op) {
+    return emitKernel(op);
+  }
   /// The row count of the row set `segments` over `buffer`, as a Rows
   /// argument.
   KernelArg rowsArg(mlir::Value segments, mlir::Value buffer) {

@@ -33,7 +33,7 @@ struct PipelineOptions {
   bool fuseCopies = true;
   /// modk-fold-zero-fills (modc --no-fuse=zero-fill); CPU targets only.
   bool foldZeroFills = true;
-  /// modk-group-gemms (modc --no-fuse=group); CUDA targets only.
+  /// modk-group-gemms (modc --no-fuse=group).
   bool groupGemms = true;
   /// modk-group-siblings (modc --no-fuse=siblings); CUDA targets only.
   bool groupSiblings = true;

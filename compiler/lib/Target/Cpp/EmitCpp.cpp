@@ -79,6 +79,12 @@ private:
                       name(op.getSegments()), fmt::join(args, ", "));
   }
   LogicalResult emitTargetKernel(Operation *op) override;
+  /// A group of kernels (modk-group-gemms) runs as the tiles of one
+  /// parallel region (modk_cpu::run_group), written at its first member.
+  LogicalResult emitPlannedKernel(Operation *op) override;
+  /// Member `op`'s tile `slice` of a group whose members run in slices
+  /// (slicedWidth).
+  void emitGroupSlice(Operation *op, int indent);
   bool epilogueNeedsNoKernel(modk::RowsOp op) override;
   void emitGemm(modk::GemmOp op, int indent) override;
   std::string hostRows(Value segments, Value) override {
@@ -194,6 +200,128 @@ void CppEmitter::emitGemm(modk::GemmOp op, int indent) {
   // A plain f32 product: the other epilogues, and the rounding store of a
   // bf16 output, are `rows` epilogues by now (modk-generalize).
   emitCall({"linear", shape, {a, "rows", w, y}}, indent);
+}
+
+/// Whether `op` follows `previous` in one group: modk-group-gemms' `group`,
+/// the same number on neighbouring kernels of one kind.
+static bool inGroupAfter(Operation *previous, Operation *op) {
+  auto group = op ? op->getAttrOfType<IntegerAttr>("group") : nullptr;
+  return group && previous && previous->getName() == op->getName() &&
+         previous->getAttrOfType<IntegerAttr>("group") == group;
+}
+
+/// The output columns that a grouped kernel's tiles slice: a product's N
+/// (without an epilogue), an input gradient's K, a weight gradient's rows;
+/// 0 where each member is one tile (a product with an epilogue, a row
+/// kernel).
+static int64_t slicedWidth(Operation *op) {
+  if (auto gemm = dyn_cast<modk::GemmOp>(op))
+    return gemm.getEpilogue() == modk::Epilogue::none ? gemm.getStackedN() : 0;
+  if (auto dgrad = dyn_cast<modk::GemmDgradOp>(op))
+    return cast<MemRefType>(dgrad.getWeight().getType()).getDimSize(1);
+  if (auto wgrad = dyn_cast<modk::GemmWgradOp>(op))
+    return cast<MemRefType>(wgrad.getDw().getType()).getDimSize(0);
+  return 0;
+}
+
+static const char *boolLiteral(bool b) { return b ? "true" : "false"; }
+
+/// The row set of a kernel that may be a member of a group.
+static Value groupMemberSegments(Operation *op) {
+  if (auto gemm = dyn_cast<modk::GemmOp>(op))
+    return gemm.getSegments();
+  if (auto dgrad = dyn_cast<modk::GemmDgradOp>(op))
+    return dgrad.getSegments();
+  if (auto wgrad = dyn_cast<modk::GemmWgradOp>(op))
+    return wgrad.getSegments();
+  return cast<modk::RowsOp>(op).getSegments();
+}
+
+LogicalResult CppEmitter::emitPlannedKernel(Operation *op) {
+  auto group = op->getAttrOfType<IntegerAttr>("group");
+  if (!group)
+    return emitKernel(op);
+  // A later member ran in the tiles of the group's first.
+  if (inGroupAfter(op->getPrevNode(), op))
+    return success();
+  SmallVector<Operation *> members{op};
+  while (inGroupAfter(members.back(), members.back()->getNextNode()))
+    members.push_back(members.back()->getNextNode());
+  if (members.size() < 2)
+    return emitKernel(op);
+  // Each member's row count orders the tiles; the kernel library picks the
+  // slices of a member whose output it can slice.
+  SmallVector<std::string> rows;
+  for (Operation *m : members)
+    rows.push_back(name(groupMemberSegments(m)) + "[B]");
+  int64_t width = slicedWidth(op);
+  os << fmt::format("  {{ // group {}: {} x {}\n", group.getInt(),
+                    members.size(), op->getName().getStringRef().str());
+  os << fmt::format("    const int64_t groupRows[{}] = {{{}}};\n",
+                    members.size(), fmt::join(rows, ", "));
+  os << fmt::format("    constexpr int slices = {};\n",
+                    width ? fmt::format("modk_cpu::group_slices({})", width)
+                          : std::string("1"));
+  os << fmt::format("    modk_cpu::run_group<{}, slices>(groupRows, "
+                    "[&](int member, int slice) {{\n",
+                    members.size());
+  os << "      (void)slice;\n      switch (member) {\n";
+  for (auto [z, m] : llvm::enumerate(members)) {
+    os << fmt::format("      case {}: {{\n", z);
+    if (!width) {
+      if (failed(emitKernel(m)))
+        return failure();
+    } else {
+      auto gemm = dyn_cast<modk::GemmOp>(m);
+      if (failed(checkColumnWindows(m)) ||
+          (gemm && failed(checkGemmEmittable(gemm))))
+        return failure();
+      emitGroupSlice(m, 8);
+    }
+    os << "        break;\n      }\n";
+  }
+  os << "      }\n    });\n  }\n";
+  return success();
+}
+
+void CppEmitter::emitGroupSlice(Operation *op, int indent) {
+  std::string pad(indent, ' ');
+  if (auto gemm = dyn_cast<modk::GemmOp>(op)) {
+    // Slices of N: the weights read in place, stacked or not.
+    int64_t k = cast<MemRefType>(gemm.getWeights()[0].getType()).getDimSize(1);
+    std::vector<int64_t> lda = windowStrides(gemm.getInput());
+    SmallVector<std::string> counts, weights;
+    for (Value weight : gemm.getWeights()) {
+      counts.push_back(
+          std::to_string(cast<MemRefType>(weight.getType()).getDimSize(0)));
+      weights.push_back(name(weight));
+    }
+    os << fmt::format("{}modk_cpu::linear_slice<slices, {}, {}, {}, {}>(slice, "
+                      "{}, {}[B], {}, {});\n",
+                      pad, k, gemm.productsBf16() ? 1 : 0,
+                      lda.empty() ? k : lda.front(), fmt::join(counts, ", "),
+                      name(gemm.getInput()), name(gemm.getSegments()),
+                      name(gemm.getOutput()), fmt::join(weights, ", "));
+    return;
+  }
+  if (auto dgrad = dyn_cast<modk::GemmDgradOp>(op)) {
+    auto w = cast<MemRefType>(dgrad.getWeight().getType()).getShape();
+    os << fmt::format("{}modk_cpu::linear_dgrad_slice<slices, {}>(slice, {}, "
+                      "{}[B], {}, {}, {});\n",
+                      pad, fmt::join(gemmShape(w[0], w[1]), ", "),
+                      name(dgrad.getDy()), name(dgrad.getSegments()),
+                      name(dgrad.getWeight()), name(dgrad.getDa()),
+                      boolLiteral(dgrad.getAccumulate()));
+    return;
+  }
+  auto wgrad = cast<modk::GemmWgradOp>(op);
+  auto w = cast<MemRefType>(wgrad.getDw().getType()).getShape();
+  os << fmt::format("{}modk_cpu::linear_wgrad_slice<slices, {}>(slice, {}, "
+                    "{}[B], {}, {}, {});\n",
+                    pad, fmt::join(gemmShape(w[0], w[1], wgrad), ", "),
+                    name(wgrad.getDy()), name(wgrad.getSegments()),
+                    name(wgrad.getInput()), name(wgrad.getDw()),
+                    boolLiteral(!wgrad.getOverwrite()));
 }
 
 LogicalResult CppEmitter::emitTargetKernel(Operation *op) {

@@ -16,8 +16,10 @@
 ///  - `rows` is a runtime row count.
 ///  - Segments: rows [seg[s], seg[s+1]) are sequence s, in ascending original
 ///    position; pos[i] is the original position of row i.
-///  - cblas is only ever called outside OpenMP parallel regions, because the
-///    default Debian OpenBLAS is the pthreads build and does not nest.
+///  - cblas is called outside OpenMP parallel regions, because the default
+///    Debian OpenBLAS is the pthreads build and does not nest; only the
+///    tiles of a group of products (run_group) call it inside one, and only
+///    with the OpenMP build, which then runs each call on its own thread.
 ///
 /// The header is self-contained: only standard headers, <cblas.h>, <omp.h>
 /// and the small kernels both targets share (Shared/prelude/SmallKernels.h,
@@ -331,53 +333,74 @@ inline const float *bf16Copy(const T *x, int64_t n, int slot) {
   return buf;
 }
 
+/// A [rows, cols] block of x whose rows are `ld` elements apart, rounded
+/// to bf16 (or widened) into scratch slot `slot`, its rows contiguous: the
+/// operand of a grouped product's slice (run_group).
+template <typename T>
+inline const float *bf16CopyBlock(const T *x, int64_t rows, int64_t cols,
+                                  int64_t ld, int slot) {
+  float *buf = scratchFloats(rows * cols, slot);
+  for (int64_t r = 0; r < rows; ++r)
+    roundBf16(buf + r * cols, x + r * ld, cols);
+  return buf;
+}
+
 /// Rows up to which a bf16 product rounds the weight in cache-sized blocks.
 constexpr int64_t kBf16FewRows = 16;
 
-/// y[M, N] = bf16(a) bf16(w)^T + beta * y for M <= kBf16FewRows (decode
-/// steps): the weight is rounded a block of rows at a time (128 KB, which
-/// stays in cache for the product), so it is read from memory once; a
-/// rounded copy of all of it would cost more than the product at so few
-/// rows.
-template <int N, int K, typename TA>
-inline void linearBf16FewRows(const TA *a, int64_t M, const float *w,
-                              float beta, float *y) {
-  constexpr int64_t kBlockFloats = int64_t(1) << 15;
-  constexpr int64_t kRows = kBlockFloats / K > 0 ? kBlockFloats / K : 1;
-  const float *ar = bf16Copy(a, M * K, 0);
-  for (int64_t n0 = 0; n0 < N; n0 += kRows) {
-    const int64_t rows = N - n0 < kRows ? N - n0 : kRows;
-    const float *wr = bf16Copy(w + n0 * K, rows * K, 1);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(M),
-                static_cast<int>(rows), K, 1.0f, ar, K, wr, K, beta, y + n0,
-                N);
-  }
-}
-
-/// y[M, N] = a[M, K] * w^T + beta * y, the operands rounded to bf16 first
-/// when BF16 (a may then hold bf16: TA). a's rows are LDA floats apart (a
-/// column window of a stacked product: modk-fuse-horizontal), f32 only.
-template <int N, int K, bool BF16, int LDA, typename TA>
-inline void linearBeta(const TA *a, int64_t M, const float *w, float beta,
-                       float *y) {
+/// y[M, count] = a[M, K] * w[count, K]^T + beta * y, y's rows LDC floats
+/// apart: `count` output columns of a product (all N of them, or a slice of
+/// a grouped product's, run_group), w the weight's first row of them. The
+/// operands are rounded to bf16 first when BF16 (a may then hold bf16:
+/// TA). a's rows are LDA floats apart (a column window of a stacked
+/// product: modk-fuse-horizontal), f32 only. At most kBf16FewRows rows
+/// (decode steps), a bf16 product rounds the weight a block of rows at a
+/// time (128 KB, which stays in cache for the product), so it is read from
+/// memory once; a rounded copy of all of it would cost more than the
+/// product at so few rows.
+template <int K, bool BF16, int LDA, int LDC, typename TA>
+inline void linearColumns(const TA *a, int64_t M, const float *w, int64_t count,
+                          float beta, float *y) {
   static_assert(BF16 || std::is_same_v<TA, float>,
                 "bf16 operands are for bf16 products");
   static_assert(LDA == K || !BF16, "a bf16 product reads contiguous rows");
-  if (M <= 0)
+  if (M <= 0 || count <= 0)
     return;
   if constexpr (BF16) {
+    const float *ar = bf16Copy(a, M * K, 0);
     if (M <= kBf16FewRows) {
-      linearBf16FewRows<N, K>(a, M, w, beta, y);
+      constexpr int64_t kBlockFloats = int64_t(1) << 15;
+      constexpr int64_t kRows = kBlockFloats / K > 0 ? kBlockFloats / K : 1;
+      for (int64_t n0 = 0; n0 < count; n0 += kRows) {
+        const int64_t rows = count - n0 < kRows ? count - n0 : kRows;
+        const float *wr = bf16Copy(w + n0 * K, rows * K, 1);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans,
+                    static_cast<int>(M), static_cast<int>(rows), K, 1.0f, ar, K,
+                    wr, K, beta, y + n0, LDC);
+      }
       return;
     }
-    const float *ar = bf16Copy(a, M * K, 0);
-    const float *wr = bf16Copy(w, int64_t(N) * K, 1);
+    const float *wr = bf16Copy(w, count * K, 1);
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(M),
-                N, K, 1.0f, ar, K, wr, K, beta, y, N);
+                static_cast<int>(count), K, 1.0f, ar, K, wr, K, beta, y, LDC);
   } else {
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(M),
-                N, K, 1.0f, a, LDA, w, K, beta, y, N);
+                static_cast<int>(count), K, 1.0f, a, LDA, w, K, beta, y, LDC);
   }
+}
+
+/// y[M, N] = a[M, K] * w^T + beta * y: every column of the product.
+template <int N, int K, bool BF16, int LDA, typename TA>
+inline void linearBeta(const TA *a, int64_t M, const float *w, float beta,
+                       float *y) {
+  linearColumns<K, BF16, LDA, N>(a, M, w, N, beta, y);
+}
+
+/// Slice `slice` of `slices` of `width` columns: [first, end).
+inline void sliceRange(int64_t width, int slice, int slices, int64_t &first,
+                       int64_t &end) {
+  first = width * slice / slices;
+  end = width * (slice + 1) / slices;
 }
 } // namespace detail
 
@@ -408,6 +431,90 @@ inline const float *stack_weights(const W *...w) {
   ((std::memcpy(at, w, sizeof(float) * int64_t(N) * K), at += int64_t(N) * K),
    ...);
   return stacked;
+}
+
+//===----------------------------------------------------------------------===//
+// Groups of products (modk-group-gemms)
+//===----------------------------------------------------------------------===//
+
+/// The slices into which run_group splits each member of a group whose
+/// output has `width` columns (a product's N, an input gradient's K, a
+/// weight gradient's rows): slices of at least 128 columns, at most 4, so
+/// that the threads share even one member's work, and each slice still
+/// packs a whole panel of the weight.
+constexpr int group_slices(int64_t width) {
+  return width >= 512 ? 4 : width >= 256 ? 2 : 1;
+}
+
+namespace detail {
+/// order[0 .. members): the members by decreasing row count, ties in
+/// member order (an insertion sort: a group has at most 16 members).
+inline void groupOrder(const int64_t *rows, int members, int *order) {
+  for (int m = 0; m < members; ++m) {
+    int at = m;
+    for (; at > 0 && rows[order[at - 1]] < rows[m]; --at)
+      order[at] = order[at - 1];
+    order[at] = m;
+  }
+}
+
+/// run_group's loop, compiled once for every group: tile(context, member,
+/// slice) over the tiles, the members in groupOrder.
+inline void runGroupTiles(const int64_t *rows, int members, int slices,
+                          void (*tile)(void *, int, int), void *context) {
+  // sgemm runs inside a parallel region, on its caller's thread, with
+  // OpenBLAS's OpenMP build (openblas_get_parallel() 2) only.
+  static const bool nests = openblas_get_parallel() == 2;
+  int order[16];
+  groupOrder(rows, members, order);
+#pragma omp parallel for schedule(dynamic, 1) if (nests)
+  for (int t = 0; t < members * slices; ++t)
+    tile(context, order[t / slices], t % slices);
+}
+} // namespace detail
+
+/// The kernels of a group (modk-group-gemms: an MoE layer's experts, which
+/// touch no buffer another member writes) as the tiles of one parallel
+/// region: tile(member, slice) for every member and each of its Slices,
+/// the members with the most rows first, so that the smallest fill in at
+/// the end. Waking the threads once for the group, and giving each tile one
+/// thread, is what a group saves over a product a member, each of which
+/// spreads its few rows over every thread. A tile's sgemm runs on its own
+/// thread only with OpenBLAS's OpenMP build; with another, the tiles run
+/// one after another, each sgemm on OpenBLAS's threads.
+template <int Members, int Slices, typename Tile>
+inline void run_group(const int64_t (&rows)[Members], Tile &&tile) {
+  static_assert(Members <= 16, "modk-group-gemms groups at most 16 members");
+  detail::runGroupTiles(
+      rows, Members, Slices,
+      [](void *context, int member, int slice) {
+        (*static_cast<std::remove_reference_t<Tile> *>(context))(member, slice);
+      },
+      &tile);
+}
+
+/// Slice `slice` of Slices of y[M, N] = a[M, K] * [w_1; ...; w_g]^T, N =
+/// N_1 + ... + N_g: a grouped product's tile (run_group). One weight, or
+/// the weights of a stacked product (modk-fuse-horizontal), which a slice
+/// reads in place where linear reads stack_weights' copy.
+template <int Slices, int K, bool BF16, int LDA, int... N, typename TA,
+          typename... W>
+inline void linear_slice(int slice, const TA *a, int64_t M, float *y,
+                         const W *...w) {
+  static_assert(sizeof...(N) == sizeof...(W), "a row count per weight");
+  constexpr int64_t kN = (int64_t(N) + ...);
+  int64_t first, end;
+  detail::sliceRange(kN, slice, Slices, first, end);
+  const float *weights[] = {w...};
+  const int64_t counts[] = {N...};
+  int64_t part = 0;
+  for (size_t p = 0; p < sizeof...(N); part += counts[p], ++p) {
+    const int64_t lo = std::max(first, part);
+    const int64_t hi = std::min(end, part + counts[p]);
+    if (lo < hi)
+      detail::linearColumns<K, BF16, LDA, kN>(
+          a, M, weights[p] + (lo - part) * K, hi - lo, 0.0f, y + lo);
+  }
 }
 
 /// An f32 staging buffer for a [rows, N] GEMM product that its generated

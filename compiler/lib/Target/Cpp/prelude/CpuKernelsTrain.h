@@ -97,6 +97,69 @@ inline void linear_wgrad(const TD *dy, int64_t M, const TA *a, float *dw,
               accumulate ? 1.0f : 0.0f, dw, K);
 }
 
+/// Slice `slice` of Slices of linear_dgrad: da's columns [first, end)
+/// (detail::sliceRange over K), a grouped product's tile (run_group).
+template <int Slices, int N, int K, bool BF16 = false, typename TD = float>
+inline void linear_dgrad_slice(int slice, const TD *dy, int64_t M,
+                               const float *w, float *da, bool accumulate) {
+  static_assert(BF16 || std::is_same_v<TD, float>,
+                "bf16 operands are for bf16 products");
+  int64_t first, end;
+  detail::sliceRange(K, slice, Slices, first, end);
+  if (M <= 0 || first == end)
+    return;
+  const int64_t count = end - first;
+  const float *dyf, *wr;
+  int64_t ldw;
+  if constexpr (BF16) {
+    dyf = detail::bf16Copy(dy, M * N, 0);
+    wr = detail::bf16CopyBlock(w + first, N, count, K, 1);
+    ldw = count;
+  } else {
+    dyf = dy;
+    wr = w + first;
+    ldw = K;
+  }
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(M),
+              static_cast<int>(count), N, 1.0f, dyf, N, wr,
+              static_cast<int>(ldw), accumulate ? 1.0f : 0.0f, da + first, K);
+}
+
+/// Slice `slice` of Slices of linear_wgrad: dw's rows [first, end)
+/// (detail::sliceRange over N), a grouped product's tile (run_group).
+template <int Slices, int N, int K, bool BF16 = false, typename TA = float,
+          typename TD = float>
+inline void linear_wgrad_slice(int slice, const TD *dy, int64_t M, const TA *a,
+                               float *dw, bool accumulate) {
+  static_assert(BF16 ||
+                    (std::is_same_v<TA, float> && std::is_same_v<TD, float>),
+                "bf16 operands are for bf16 products");
+  int64_t first, end;
+  detail::sliceRange(N, slice, Slices, first, end);
+  if (first == end)
+    return;
+  const int64_t count = end - first;
+  if (M <= 0) {
+    if (!accumulate)
+      std::memset(dw + first * K, 0, sizeof(float) * count * K);
+    return;
+  }
+  const float *af, *dyf;
+  int64_t ldd;
+  if constexpr (BF16) {
+    dyf = detail::bf16CopyBlock(dy + first, M, count, N, 0);
+    af = detail::bf16Copy(a, M * K, 1);
+    ldd = count;
+  } else {
+    dyf = dy + first;
+    af = a;
+    ldd = N;
+  }
+  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, static_cast<int>(count),
+              K, static_cast<int>(M), 1.0f, dyf, static_cast<int>(ldd), af, K,
+              accumulate ? 1.0f : 0.0f, dw + first * K, K);
+}
+
 //===----------------------------------------------------------------------===//
 // Causal attention backward
 //===----------------------------------------------------------------------===//

@@ -537,7 +537,8 @@ def GroupGemms : Pass<"modk-group-gemms", "::modc::modk::EntryOp"> {
     member up next to the earlier ones where nothing in between reads or
     writes what it touches. The CUDA emitter then writes one grouped call:
     the members' tiles in one grid, z the member, each with its own input,
-    weight, row set, output and epilogue buffers.
+    weight, row set, output and epilogue buffers. The C++ emitter runs the
+    members as the tiles of one parallel region (modk_cpu::run_group).
 
     Members of a group have:
     - row sets of their own (products of one row set are stacked instead,
