@@ -32,6 +32,7 @@
 #include <functional>
 #include <numeric>
 #include <random>
+#include <tuple>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -356,15 +357,21 @@ template <bool BF16> void checkGroupSlices(unsigned seed) {
     for (float v : dyF[m])
       dy[m].push_back(TD(v));
   }
-  // Every tile runs once.
+  // Every tile runs once: the members hold 42 rows, enough for parallel
+  // tiles (kGroupParallelRows) where OpenBLAS is the OpenMP build.
+  static_assert(modk_cpu::detail::kGroupParallelRows <= 42);
+  const bool parallel = openblas_get_parallel() == 2;
   std::vector<int> runs(Members * Slices, 0);
-  modk_cpu::run_group<Members, Slices>(rows, [&](int m, int slice) {
+  modk_cpu::run_group<Members>(rows, Slices, [&](int m, int slice, int n) {
+    EXPECT_EQ(n, parallel ? Slices : 1);
 #pragma omp atomic
     ++runs[m * Slices + slice];
-    modk_cpu::linear_slice<Slices, K, BF16, K, N1, N2>(
-        slice, a[m].data(), rows[m], y[m].data(), w1.data(), w2.data());
+    modk_cpu::linear_slice<K, BF16, K, N1, N2>(
+        slice, n, a[m].data(), rows[m], y[m].data(), w1.data(), w2.data());
   });
-  EXPECT_EQ(runs, std::vector<int>(Members * Slices, 1));
+  for (int m = 0; m < Members; ++m)
+    for (int slice = 0; slice < Slices; ++slice)
+      EXPECT_EQ(runs[m * Slices + slice], parallel || slice == 0 ? 1 : 0);
   auto round = [](float v) { return BF16 ? modk_cpu::bf16_round(v) : v; };
   for (int m = 0; m < Members; ++m) {
     if (rows[m] == 0)
@@ -393,13 +400,13 @@ template <bool BF16> void checkGroupSlices(unsigned seed) {
       da[m] = acc ? preA[m] : std::vector<float>(preA[m].size(), NAN);
       dw[m] = acc ? preW[m] : std::vector<float>(N * K, NAN);
     }
-    modk_cpu::run_group<Members, Slices>(rows, [&](int m, int slice) {
-      modk_cpu::linear_dgrad_slice<Slices, N, K, BF16>(
-          slice, dy[m].data(), rows[m], stackedW.data(), da[m].data(), acc);
+    modk_cpu::run_group<Members>(rows, Slices, [&](int m, int slice, int n) {
+      modk_cpu::linear_dgrad_slice<N, K, BF16>(
+          slice, n, dy[m].data(), rows[m], stackedW.data(), da[m].data(), acc);
     });
-    modk_cpu::run_group<Members, Slices>(rows, [&](int m, int slice) {
-      modk_cpu::linear_wgrad_slice<Slices, N, K, BF16>(
-          slice, dy[m].data(), rows[m], a[m].data(), dw[m].data(), acc);
+    modk_cpu::run_group<Members>(rows, Slices, [&](int m, int slice, int n) {
+      modk_cpu::linear_wgrad_slice<N, K, BF16>(slice, n, dy[m].data(), rows[m],
+                                               a[m].data(), dw[m].data(), acc);
     });
     for (int m = 0; m < Members; ++m) {
       std::vector<float> wantA = acc ? preA[m] : da[m];
@@ -446,19 +453,32 @@ TEST(CpuKernelsTrain, GroupSlicesF32) { checkGroupSlices<false>(70); }
 TEST(CpuKernelsTrain, GroupSlicesBf16) { checkGroupSlices<true>(80); }
 
 /// run_group starts the members with the most rows first (ties in member
-/// order); run with one thread, the tiles run in that order.
+/// order); run with one thread, the tiles run in that order. Members with
+/// fewer rows together than kGroupParallelRows (a decode step's) run whole,
+/// one slice each, in member order.
 TEST(CpuKernelsTrain, GroupRunsLargestMembersFirst) {
+  if (openblas_get_parallel() != 2)
+    GTEST_SKIP() << "OpenBLAS is not the OpenMP build: groups run serially";
   const int64_t rows[5] = {3, 40, 0, 40, 7};
-  std::vector<std::pair<int, int>> seen;
+  std::vector<std::tuple<int, int, int>> seen;
   const int threads = omp_get_max_threads();
   omp_set_num_threads(1);
-  modk_cpu::run_group<5, 2>(
-      rows, [&](int m, int slice) { seen.emplace_back(m, slice); });
-  omp_set_num_threads(threads);
-  const std::vector<std::pair<int, int>> want = {{1, 0}, {1, 1}, {3, 0}, {3, 1},
-                                                 {4, 0}, {4, 1}, {0, 0}, {0, 1},
-                                                 {2, 0}, {2, 1}};
+  modk_cpu::run_group<5>(rows, 2, [&](int m, int slice, int slices) {
+    seen.emplace_back(m, slice, slices);
+  });
+  const std::vector<std::tuple<int, int, int>> want = {
+      {1, 0, 2}, {1, 1, 2}, {3, 0, 2}, {3, 1, 2}, {4, 0, 2},
+      {4, 1, 2}, {0, 0, 2}, {0, 1, 2}, {2, 0, 2}, {2, 1, 2}};
   EXPECT_EQ(seen, want);
+  seen.clear();
+  const int64_t few[3] = {0, 5, 2};
+  modk_cpu::run_group<3>(few, 4, [&](int m, int slice, int slices) {
+    seen.emplace_back(m, slice, slices);
+  });
+  omp_set_num_threads(threads);
+  const std::vector<std::tuple<int, int, int>> whole = {
+      {0, 0, 1}, {1, 0, 1}, {2, 0, 1}};
+  EXPECT_EQ(seen, whole);
 }
 
 //===----------------------------------------------------------------------===//

@@ -259,13 +259,12 @@ LogicalResult CppEmitter::emitPlannedKernel(Operation *op) {
                     members.size(), op->getName().getStringRef().str());
   os << fmt::format("    const int64_t groupRows[{}] = {{{}}};\n",
                     members.size(), fmt::join(rows, ", "));
-  os << fmt::format("    constexpr int slices = {};\n",
+  os << fmt::format("    modk_cpu::run_group<{}>(groupRows, {}, "
+                    "[&](int member, int slice, int slices) {{\n",
+                    members.size(),
                     width ? fmt::format("modk_cpu::group_slices({})", width)
                           : std::string("1"));
-  os << fmt::format("    modk_cpu::run_group<{}, slices>(groupRows, "
-                    "[&](int member, int slice) {{\n",
-                    members.size());
-  os << "      (void)slice;\n      switch (member) {\n";
+  os << "      (void)slice, (void)slices;\n      switch (member) {\n";
   for (auto [z, m] : llvm::enumerate(members)) {
     os << fmt::format("      case {}: {{\n", z);
     if (!width) {
@@ -296,8 +295,8 @@ void CppEmitter::emitGroupSlice(Operation *op, int indent) {
           std::to_string(cast<MemRefType>(weight.getType()).getDimSize(0)));
       weights.push_back(name(weight));
     }
-    os << fmt::format("{}modk_cpu::linear_slice<slices, {}, {}, {}, {}>(slice, "
-                      "{}, {}[B], {}, {});\n",
+    os << fmt::format("{}modk_cpu::linear_slice<{}, {}, {}, {}>(slice, "
+                      "slices, {}, {}[B], {}, {});\n",
                       pad, k, gemm.productsBf16() ? 1 : 0,
                       lda.empty() ? k : lda.front(), fmt::join(counts, ", "),
                       name(gemm.getInput()), name(gemm.getSegments()),
@@ -306,8 +305,8 @@ void CppEmitter::emitGroupSlice(Operation *op, int indent) {
   }
   if (auto dgrad = dyn_cast<modk::GemmDgradOp>(op)) {
     auto w = cast<MemRefType>(dgrad.getWeight().getType()).getShape();
-    os << fmt::format("{}modk_cpu::linear_dgrad_slice<slices, {}>(slice, {}, "
-                      "{}[B], {}, {}, {});\n",
+    os << fmt::format("{}modk_cpu::linear_dgrad_slice<{}>(slice, slices, "
+                      "{}, {}[B], {}, {}, {});\n",
                       pad, fmt::join(gemmShape(w[0], w[1]), ", "),
                       name(dgrad.getDy()), name(dgrad.getSegments()),
                       name(dgrad.getWeight()), name(dgrad.getDa()),
@@ -316,8 +315,8 @@ void CppEmitter::emitGroupSlice(Operation *op, int indent) {
   }
   auto wgrad = cast<modk::GemmWgradOp>(op);
   auto w = cast<MemRefType>(wgrad.getDw().getType()).getShape();
-  os << fmt::format("{}modk_cpu::linear_wgrad_slice<slices, {}>(slice, {}, "
-                    "{}[B], {}, {}, {});\n",
+  os << fmt::format("{}modk_cpu::linear_wgrad_slice<{}>(slice, slices, "
+                    "{}, {}[B], {}, {}, {});\n",
                     pad, fmt::join(gemmShape(w[0], w[1], wgrad), ", "),
                     name(wgrad.getDy()), name(wgrad.getSegments()),
                     name(wgrad.getInput()), name(wgrad.getDw()),

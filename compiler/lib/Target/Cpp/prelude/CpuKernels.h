@@ -437,16 +437,21 @@ inline const float *stack_weights(const W *...w) {
 // Groups of products (modk-group-gemms)
 //===----------------------------------------------------------------------===//
 
-/// The slices into which run_group splits each member of a group whose
-/// output has `width` columns (a product's N, an input gradient's K, a
-/// weight gradient's rows): slices of at least 128 columns, at most 4, so
-/// that the threads share even one member's work, and each slice still
+/// The most slices into which run_group splits each member of a group
+/// whose output has `width` columns (a product's N, an input gradient's K,
+/// a weight gradient's rows): slices of at least 128 columns, at most 4,
+/// so that the threads share even one member's work, and each slice still
 /// packs a whole panel of the weight.
 constexpr int group_slices(int64_t width) {
   return width >= 512 ? 4 : width >= 256 ? 2 : 1;
 }
 
 namespace detail {
+/// Rows of all members below which a group runs on the calling thread: a
+/// decode step's experts hold a few rows, whose products cost less than
+/// waking the threads.
+constexpr int64_t kGroupParallelRows = 32;
+
 /// order[0 .. members): the members by decreasing row count, ties in
 /// member order (an insertion sort: a group has at most 16 members).
 inline void groupOrder(const int64_t *rows, int members, int *order) {
@@ -459,52 +464,63 @@ inline void groupOrder(const int64_t *rows, int members, int *order) {
 }
 
 /// run_group's loop, compiled once for every group: tile(context, member,
-/// slice) over the tiles, the members in groupOrder.
-inline void runGroupTiles(const int64_t *rows, int members, int slices,
-                          void (*tile)(void *, int, int), void *context) {
+/// slice, slices) over the tiles, the members in groupOrder.
+inline void runGroupTiles(const int64_t *rows, int members, int maxSlices,
+                          void (*tile)(void *, int, int, int), void *context) {
   // sgemm runs inside a parallel region, on its caller's thread, with
   // OpenBLAS's OpenMP build (openblas_get_parallel() 2) only.
   static const bool nests = openblas_get_parallel() == 2;
+  int64_t total = 0;
+  for (int m = 0; m < members; ++m)
+    total += rows[m];
+  if (!nests || total < kGroupParallelRows) {
+    // One whole member at a time, each sgemm on OpenBLAS's threads.
+    for (int m = 0; m < members; ++m)
+      tile(context, m, 0, 1);
+    return;
+  }
   int order[16];
   groupOrder(rows, members, order);
-#pragma omp parallel for schedule(dynamic, 1) if (nests)
-  for (int t = 0; t < members * slices; ++t)
-    tile(context, order[t / slices], t % slices);
+#pragma omp parallel for schedule(dynamic, 1)
+  for (int t = 0; t < members * maxSlices; ++t)
+    tile(context, order[t / maxSlices], t % maxSlices, maxSlices);
 }
 } // namespace detail
 
 /// The kernels of a group (modk-group-gemms: an MoE layer's experts, which
 /// touch no buffer another member writes) as the tiles of one parallel
-/// region: tile(member, slice) for every member and each of its Slices,
-/// the members with the most rows first, so that the smallest fill in at
-/// the end. Waking the threads once for the group, and giving each tile one
-/// thread, is what a group saves over a product a member, each of which
-/// spreads its few rows over every thread. A tile's sgemm runs on its own
-/// thread only with OpenBLAS's OpenMP build; with another, the tiles run
-/// one after another, each sgemm on OpenBLAS's threads.
-template <int Members, int Slices, typename Tile>
-inline void run_group(const int64_t (&rows)[Members], Tile &&tile) {
+/// region: tile(member, slice, slices) for every member and each of its
+/// `maxSlices` slices, the members with the most rows first, so that the
+/// smallest fill in at the end. Waking the threads once for the group, and
+/// giving each tile one thread, is what a group saves over a product a
+/// member, each of which spreads its few rows over every thread. A tile's
+/// sgemm runs on its own thread only with OpenBLAS's OpenMP build; with
+/// another, and where the members hold fewer than kGroupParallelRows rows
+/// together, each member runs whole (one slice), one after another.
+template <int Members, typename Tile>
+inline void run_group(const int64_t (&rows)[Members], int maxSlices,
+                      Tile &&tile) {
   static_assert(Members <= 16, "modk-group-gemms groups at most 16 members");
   detail::runGroupTiles(
-      rows, Members, Slices,
-      [](void *context, int member, int slice) {
-        (*static_cast<std::remove_reference_t<Tile> *>(context))(member, slice);
+      rows, Members, maxSlices,
+      [](void *context, int member, int slice, int slices) {
+        (*static_cast<std::remove_reference_t<Tile> *>(context))(member, slice,
+                                                                 slices);
       },
       &tile);
 }
 
-/// Slice `slice` of Slices of y[M, N] = a[M, K] * [w_1; ...; w_g]^T, N =
+/// Slice `slice` of `slices` of y[M, N] = a[M, K] * [w_1; ...; w_g]^T, N =
 /// N_1 + ... + N_g: a grouped product's tile (run_group). One weight, or
 /// the weights of a stacked product (modk-fuse-horizontal), which a slice
 /// reads in place where linear reads stack_weights' copy.
-template <int Slices, int K, bool BF16, int LDA, int... N, typename TA,
-          typename... W>
-inline void linear_slice(int slice, const TA *a, int64_t M, float *y,
-                         const W *...w) {
+template <int K, bool BF16, int LDA, int... N, typename TA, typename... W>
+inline void linear_slice(int slice, int slices, const TA *a, int64_t M,
+                         float *y, const W *...w) {
   static_assert(sizeof...(N) == sizeof...(W), "a row count per weight");
   constexpr int64_t kN = (int64_t(N) + ...);
   int64_t first, end;
-  detail::sliceRange(kN, slice, Slices, first, end);
+  detail::sliceRange(kN, slice, slices, first, end);
   const float *weights[] = {w...};
   const int64_t counts[] = {N...};
   int64_t part = 0;

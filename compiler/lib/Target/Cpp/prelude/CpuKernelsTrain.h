@@ -97,15 +97,15 @@ inline void linear_wgrad(const TD *dy, int64_t M, const TA *a, float *dw,
               accumulate ? 1.0f : 0.0f, dw, K);
 }
 
-/// Slice `slice` of Slices of linear_dgrad: da's columns [first, end)
+/// Slice `slice` of `slices` of linear_dgrad: da's columns [first, end)
 /// (detail::sliceRange over K), a grouped product's tile (run_group).
-template <int Slices, int N, int K, bool BF16 = false, typename TD = float>
-inline void linear_dgrad_slice(int slice, const TD *dy, int64_t M,
+template <int N, int K, bool BF16 = false, typename TD = float>
+inline void linear_dgrad_slice(int slice, int slices, const TD *dy, int64_t M,
                                const float *w, float *da, bool accumulate) {
   static_assert(BF16 || std::is_same_v<TD, float>,
                 "bf16 operands are for bf16 products");
   int64_t first, end;
-  detail::sliceRange(K, slice, Slices, first, end);
+  detail::sliceRange(K, slice, slices, first, end);
   if (M <= 0 || first == end)
     return;
   const int64_t count = end - first;
@@ -125,17 +125,17 @@ inline void linear_dgrad_slice(int slice, const TD *dy, int64_t M,
               static_cast<int>(ldw), accumulate ? 1.0f : 0.0f, da + first, K);
 }
 
-/// Slice `slice` of Slices of linear_wgrad: dw's rows [first, end)
+/// Slice `slice` of `slices` of linear_wgrad: dw's rows [first, end)
 /// (detail::sliceRange over N), a grouped product's tile (run_group).
-template <int Slices, int N, int K, bool BF16 = false, typename TA = float,
+template <int N, int K, bool BF16 = false, typename TA = float,
           typename TD = float>
-inline void linear_wgrad_slice(int slice, const TD *dy, int64_t M, const TA *a,
-                               float *dw, bool accumulate) {
+inline void linear_wgrad_slice(int slice, int slices, const TD *dy, int64_t M,
+                               const TA *a, float *dw, bool accumulate) {
   static_assert(BF16 ||
                     (std::is_same_v<TA, float> && std::is_same_v<TD, float>),
                 "bf16 operands are for bf16 products");
   int64_t first, end;
-  detail::sliceRange(N, slice, Slices, first, end);
+  detail::sliceRange(N, slice, slices, first, end);
   if (first == end)
     return;
   const int64_t count = end - first;
