@@ -7,6 +7,11 @@
 //   forward  modc_forward, top-k mode, tokens [B, S] -> logits [B, S, V]
 //   fwd_bwd  modc_grad: top-k forward, cross-entropy, the causal-router
 //            loss and the gradient of every parameter
+//   train    one modc_train_step: modc_grad, then AdamW over every
+//            parameter (lr 1e-4, clipping at 1), replayed as the package's
+//            CUDA graph of the step; the line carries tokens_per_s (B S
+//            over the median) for the whole-model training target. The
+//            weights it updates are a copy: the other measures keep theirs
 //   decode   one modc_decode step for B sequences, after a prefill of
 //            --prefill tokens per sequence through the forward's KV-cache
 //            prefill (causal mode for MoD models, top-k for dense ones);
@@ -33,7 +38,7 @@
 //
 // Usage: bench_gpu PKG_DIR [--batch 8] [--iters 20] [--warmup 3]
 //                  [--decode-iters 100] [--decode-warmup 10] [--prefill N]
-//                  [--only forward,fwd_bwd,decode] [--device N]
+//                  [--only forward,fwd_bwd,train,decode] [--device N]
 //                  [--max-seconds 10] [--impl modc] [--kind KIND]
 //
 // --impl names the lines' implementation: run.sh times the packages that
@@ -89,7 +94,7 @@ struct Options {
   int decodeIters = 100, decodeWarmup = 10;
   int64_t prefill = -1; // default: seq_len / 2
   double maxSeconds = 10; // per measurement: fewer iterations when slower
-  std::set<std::string> only = {"forward", "fwd_bwd", "decode"};
+  std::set<std::string> only = {"forward", "fwd_bwd", "train", "decode"};
   int device = 0;
   std::string impl = "modc";
   std::string kind; ///< --kind: the lines' kind, else from the manifest
@@ -101,7 +106,7 @@ struct Options {
       "usage: bench_gpu PKG_DIR [--batch N] [--iters N] [--warmup N]\n"
       "                 [--decode-iters N] [--decode-warmup N] "
       "[--prefill N]\n"
-      "                 [--only forward,fwd_bwd,decode] [--device N]\n"
+      "                 [--only forward,fwd_bwd,train,decode] [--device N]\n"
       "                 [--max-seconds S] [--impl NAME] [--kind KIND]\n"
       "Times a CUDA modc package with CUDA events; one JSON line per "
       "measurement.\n");
@@ -185,6 +190,7 @@ struct Api {
   int32_t (*memset)(void *, int32_t, uint64_t);
   int32_t (*sync)();
   int32_t (*paramsVersion)(uint64_t); ///< optional: null in older packages
+  int32_t (*trainStep)(const modc_train_step_args *); ///< optional, too
 };
 
 Api *gApi = nullptr;
@@ -361,6 +367,8 @@ int main(int argc, char **argv) {
   resolve(h, api.sync, "modc_cuda_sync");
   api.paramsVersion = reinterpret_cast<decltype(api.paramsVersion)>(
       dlsym(h, "modc_cuda_params_version"));
+  api.trainStep = reinterpret_cast<decltype(api.trainStep)>(
+      dlsym(h, "modc_train_step"));
   if (api.abiVersion() != MODC_ABI_VERSION)
     die("package ABI " + std::to_string(api.abiVersion()) +
         ", bench_gpu was built for " + std::to_string(MODC_ABI_VERSION) +
@@ -671,6 +679,76 @@ int main(int argc, char **argv) {
       for (float *g : grads)
         check(api.free(g), "modc_cuda_free");
       check(api.free(losses), "modc_cuda_free");
+    }
+  }
+
+  if (opt.only.count("train")) {
+    if (!api.grad || !api.trainStep) {
+      std::fprintf(stderr,
+                   "bench_gpu: %s has no modc_train_step; train skipped\n",
+                   name.c_str());
+    } else {
+      // A copy of the weights for AdamW to update, zeroed moments and the
+      // gradients it reads, one table each.
+      const size_t nParams = paramTable.size();
+      std::vector<float *> weights, grads, m, v;
+      for (size_t i = 0; i < nParams; ++i) {
+        int64_t n = 1;
+        for (int64_t e :
+             manifest.at("params")[i].at("shape").get<std::vector<int64_t>>())
+          n *= e;
+        for (auto *table : {&weights, &grads, &m, &v}) {
+          table->push_back(static_cast<float *>(deviceAlloc(n * 4)));
+          check(api.memset(table->back(), 0, n * 4), "modc_cuda_memset");
+        }
+        check(api.copy(weights.back(), paramTable[i], n * 4, 2),
+              "modc_cuda_copy");
+      }
+      std::vector<const float *> readTable(weights.begin(), weights.end());
+      void *ws = deviceAlloc(api.gradWorkspace(B));
+      auto *losses = static_cast<float *>(deviceAlloc(4 * 4));
+      auto *gradNorm = static_cast<float *>(deviceAlloc(4));
+      modc_train_step_args a{};
+      a.grad.batch = B;
+      a.grad.seq_len = S;
+      a.grad.tokens = dTokGrad;
+      a.grad.params = readTable.data();
+      a.grad.grads = grads.data();
+      a.grad.losses = losses;
+      a.grad.workspace = ws;
+      a.adamw.params = weights.data();
+      a.adamw.grads = grads.data();
+      a.adamw.m = m.data();
+      a.adamw.v = v.data();
+      a.adamw.lr = 1e-4f;
+      a.adamw.beta1 = 0.9f;
+      a.adamw.beta2 = 0.95f;
+      a.adamw.eps = 1e-8f;
+      a.adamw.weight_decay = 0.1f;
+      a.adamw.clip_norm = 1.0f;
+      a.adamw.grad_norm = gradNorm;
+      int n = opt.iters;
+      int64_t step = 0;
+      Stats st = timeEvents(
+          stream, opt.warmup, n, [&](int) { a.adamw.step = ++step; },
+          [&] { check(api.trainStep(&a), "modc_train_step"); });
+      std::vector<float> host(4);
+      check(api.copy(host.data(), losses, 12, 1), "modc_cuda_copy");
+      check(api.copy(host.data() + 3, gradNorm, 4, 1), "modc_cuda_copy");
+      emit("train", st, n,
+           {{"gflop", 3 * flops / 1e9},
+            {"tflops", 3 * flops / (st.median * 1e-3) / 1e12},
+            {"tokens_per_s", double(B * S) / (st.median * 1e-3)},
+            {"steps", step},
+            {"loss", host[0]},
+            {"grad_norm", host[3]},
+            {"finite", allFinite(host)}});
+      check(api.free(ws), "modc_cuda_free");
+      check(api.free(losses), "modc_cuda_free");
+      check(api.free(gradNorm), "modc_cuda_free");
+      for (auto *table : {&weights, &grads, &m, &v})
+        for (float *t : *table)
+          check(api.free(t), "modc_cuda_free");
     }
   }
 

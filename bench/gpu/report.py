@@ -60,6 +60,12 @@
 #      <= 0.8x at both batches) and the MoD model's speed-up over the dense
 #      one (target >= 1.5x at batch 1). The other tables take only the
 #      lines at the run's batch (--batch, default the most lines' batch).
+#  18. The whole model's training step (forward, backward and AdamW; what
+#      "train": bench_gpu's modc_train_step, torch_gpu.py's loss, backward
+#      and fused AdamW step), per dtype, width and kind: ours beside PyTorch
+#      eager and the torch.compile'd model, and the speed-up over
+#      torch.compile at the same global batch (tokens/s; target >= 1.5x for
+#      the bf16 MoD model).
 #
 # 8 and 9 read the per-kernel profiles run.sh writes beside the JSON lines,
 # profile_mod_dN.txt (f32) and profile_mod_dN_bf16.txt: bench_gpu's stderr
@@ -692,6 +698,41 @@ def decode_batch_table(T):
                    "ours/graph", "target", "met"], rows)]
 
 
+TRAIN_COMPILE_SPEEDUP = 1.5  # torch.compile's step / ours (bf16 MoD model)
+
+
+def train_table(T):
+    """The whole model's training step (18. in the header): [] without
+    "train" lines. Both sides run the same global batch, so the ratio of
+    times is the ratio of tokens per second."""
+    rows = []
+    for dt in ("bf16", "f32"):
+        for d in T.ds:
+            for kind in ("dense", "mod"):
+                def step(impl):
+                    return T.get(impl, dt, "model", kind, d, "train")
+                ours, e, c = step("modc"), step("torch_eager"), \
+                    step("torch_compile")
+                if not any_measured(ours, e, c):
+                    continue
+                speedup = ratio(c, ours)
+                targeted = dt == "bf16" and kind == "mod"
+                rows.append([str(d), dt, kind, fmt(ours), fmt(e), fmt(c),
+                             fmt(ratio(e, ours), 2), fmt(speedup, 2),
+                             f">= {TRAIN_COMPILE_SPEEDUP}" if targeted else "",
+                             met_cell(None if speedup is None else
+                                      speedup >= TRAIN_COMPILE_SPEEDUP)
+                             if targeted else ""])
+    if not rows:
+        return []
+    return ["### Whole 1-layer model, one training step (forward, backward "
+            "and AdamW; ms; speed-up = PyTorch's time / ours, the same global "
+            f"batch; target: the bf16 MoD model >= {TRAIN_COMPILE_SPEEDUP}x "
+            "torch.compile's tokens/s)\n\n" +
+            table(["d_model", "dtype", "model", "ours", "eager", "compile",
+                   "eager/ours", "compile/ours", "target", "met"], rows)]
+
+
 def each_fusion_table(T):
     """The bf16 MoD model ("modc") against its twins compiled with one
     fusion left out ("modc_no-FUSION"): [] without such lines, else the one
@@ -964,6 +1005,7 @@ def report(T, P=None):
     parts += each_fusion_table(T)
     parts += mode_table(T)
     parts += decode_batch_table(T)
+    parts += train_table(T)
 
     if T.errors:
         lines = []

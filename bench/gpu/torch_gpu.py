@@ -13,6 +13,12 @@
 #       fwd_bwd  top-k forward, cross-entropy (f32) + 0.01 x the aux loss
 #                (BCE of the router logits against the top-k mask), backward
 #                to every parameter (no optimizer step), as modc_grad
+#       train    one training step of the dense and MoD models: the loss of
+#                fwd_bwd, backward, gradient clipping at 1 and AdamW (fused
+#                on CUDA) over every parameter, the parameters in the run's
+#                dtype; eager, and (bf16, within --deadline) the loss
+#                under torch.compile with the same optimizer step: the
+#                whole-model training target's baseline
 #       decode   one step for B sequences with a static KV cache (masked
 #                SDPA over a fixed window, as a CUDA graph needs), after a
 #                prefill of S/2 tokens; eager and replayed as a CUDA graph;
@@ -51,7 +57,7 @@
 # Usage: torch_gpu.py [--device cuda|cpu] [--tiny] [--dtypes bf16,f32]
 #          [--d-models 1024,2048] [--iters N] [--warmup N] [--decode-iters N]
 #          [--no-compile] [--compile-dense] [--deadline SECONDS]
-#          [--parts gemm,forward,fwd_bwd,decode] [--gemm-reps N]
+#          [--parts gemm,forward,fwd_bwd,train,decode] [--gemm-reps N]
 #          [--decode-batches 1,64]
 # --device cpu --tiny runs everything at toy shapes on the CPU (a check, not
 # a benchmark).
@@ -334,8 +340,8 @@ class Bench:
              "median_ms": res[0], "min_ms": res[1], "mean_ms": res[2],
              "iters": iters, "device": self.devname,
              "torch": torch.__version__, "date": self.date}
-        if what in ("forward", "fwd_bwd"):
-            gf = forward_gflop(c, kind, scope) * (3 if what == "fwd_bwd" else 1)
+        if what in ("forward", "fwd_bwd", "train"):
+            gf = forward_gflop(c, kind, scope) * (1 if what == "forward" else 3)
             j["gflop"] = gf
             j["tflops"] = gf / res[0] if res[0] > 0 else None
         j.update(extra)
@@ -462,6 +468,8 @@ class Bench:
                 except Exception as e:
                     self.fail(c, "torch_eager", dt_name, kind, "model",
                               "fwd_bwd", e)
+            if "train" in a.parts and kind != "none":
+                self.train(c, dt_name, mth, kind, p, tokens, compiled=False)
             if "decode" in a.parts:
                 self.decode(c, dt_name, mth, kind, p)
             del p
@@ -543,6 +551,70 @@ class Bench:
                 del p
                 if self.device.type == "cuda":
                     torch.cuda.empty_cache()
+
+    # -- a whole model's training step ----------------------------------------
+    def train(self, c, dt_name, mth, kind, p, tokens, compiled):
+        """One training step of the whole model (what "train"): the loss of
+        fwd_bwd, backward, clipping the gradient norm at 1 and AdamW over
+        every parameter, as modc_train_step does. compiled: the loss under
+        torch.compile, the optimizer step as in eager."""
+        a = self.args
+        impl = "torch_compile" if compiled else "torch_eager"
+        cuda = self.device.type == "cuda"
+        try:
+            leaves = {n: t.clone().requires_grad_(True) for n, t in p.items()}
+            params = list(leaves.values())
+            opt = torch.optim.AdamW(params, lr=1e-4, betas=(0.9, 0.95),
+                                    eps=1e-8, weight_decay=0.1, fused=cuda)
+            loss_fn = lambda ps: mth.loss(kind, ps, tokens)
+            if compiled:
+                torch._dynamo.reset()
+                loss_fn = torch.compile(loss_fn)
+
+            def step():
+                opt.zero_grad(set_to_none=True)
+                loss_fn(leaves).backward()
+                torch.nn.utils.clip_grad_norm_(params, 1.0, foreach=cuda)
+                opt.step()
+
+            t0 = time.time()
+            step()  # compiles when compiled
+            self.timer.sync()
+            first_s = time.time() - t0
+            res = self.timer.run(step, a.warmup, a.iters)
+            with torch.no_grad():
+                loss = float(mth.loss(kind, leaves, tokens))
+            self.emit(c, impl, dt_name, kind, "model", "train", res, a.iters,
+                      loss=loss, finite=math.isfinite(loss),
+                      first_call_s=round(first_s, 2),
+                      tokens_per_s=c.B * c.S / (res[0] * 1e-3))
+            log(f"{impl} {dt_name} {kind} model train d={c.d}: "
+                f"{res[0]:.3f} ms (first call {first_s:.1f} s)")
+        except Exception as e:
+            self.fail(c, impl, dt_name, kind, "model", "train", e)
+        finally:
+            leaves = params = opt = loss_fn = None
+            if cuda:
+                torch.cuda.empty_cache()
+
+    def train_compiled(self, c, dt_name):
+        """The torch.compile'd training step of the MoD model (and the dense
+        one with --compile-dense), while --deadline leaves time."""
+        a, dt = self.args, DTYPES[dt_name]
+        mth = Math(c, self.device, dt)
+        tokens = torch.randint(0, c.V, (c.B, c.S + 1), device=self.device)
+        for kind in ["mod"] + (["dense"] if a.compile_dense else []):
+            if self.time_left() < a.compile_reserve:
+                log(f"skipping torch_compile {dt_name} {kind} train d={c.d}: "
+                    f"{self.time_left():.0f} s left of --deadline")
+                print(json.dumps({"impl": "torch_compile", "dtype": dt_name,
+                                  "scope": "model", "kind": kind,
+                                  "d_model": c.d, "what": "train",
+                                  "skipped": "time budget"}), flush=True)
+                continue
+            p = make_params(c, kind, self.device, dt)
+            self.train(c, dt_name, mth, kind, p, tokens, compiled=True)
+            del p
 
     # -- the layer alone ------------------------------------------------------
     def blocks(self, c, dt_name, compiled):
@@ -680,7 +752,7 @@ def main():
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--decode-iters", type=int, default=100)
     ap.add_argument("--decode-warmup", type=int, default=10)
-    ap.add_argument("--parts", default="gemm,forward,fwd_bwd,decode")
+    ap.add_argument("--parts", default="gemm,forward,fwd_bwd,train,decode")
     ap.add_argument("--gemm-reps", type=int, default=20,
                     help="cuBLAS calls per timed iteration of the gemm part")
     ap.add_argument("--decode-batches", default="",
@@ -741,6 +813,12 @@ def main():
             for c in shapes:
                 log(f"torch.compile {dt} d={c.d}: blocks")
                 bench.blocks(c, dt, compiled=True)
+        # The whole-model training target is in bf16: its compiled baseline
+        # after the blocks', inside what is left.
+        if "bf16" in dtypes and "train" in a.parts:
+            for c in shapes:
+                log(f"torch.compile bf16 d={c.d}: the training step")
+                bench.train_compiled(c, "bf16")
     log("done")
     return 0
 
