@@ -65,7 +65,8 @@
 #      and fused AdamW step), per dtype, width and kind: ours beside PyTorch
 #      eager and the torch.compile'd model, and the speed-up over
 #      torch.compile at the same global batch (tokens/s; target >= 1.5x for
-#      the bf16 MoD model).
+#      the bf16 MoD model), the MoD model's CUTLASS twin (impl
+#      "modc_cutlass") in a row of its own.
 #
 # 8 and 9 read the per-kernel profiles run.sh writes beside the JSON lines,
 # profile_mod_dN.txt (f32) and profile_mod_dN_bf16.txt: bench_gpu's stderr
@@ -708,16 +709,20 @@ def train_table(T):
     rows = []
     for dt in ("bf16", "f32"):
         for d in T.ds:
-            for kind in ("dense", "mod"):
+            for kind, impl in (("dense", "modc"), ("mod", "modc"),
+                               ("mod", "modc_cutlass")):
                 def step(impl):
                     return T.get(impl, dt, "model", kind, d, "train")
-                ours, e, c = step("modc"), step("torch_eager"), \
+                ours, e, c = step(impl), step("torch_eager"), \
                     step("torch_compile")
+                if impl != "modc" and ours is None:
+                    continue  # no --cuda-gemms=cutlass twin
                 if not any_measured(ours, e, c):
                     continue
                 speedup = ratio(c, ours)
                 targeted = dt == "bf16" and kind == "mod"
-                rows.append([str(d), dt, kind, fmt(ours), fmt(e), fmt(c),
+                label = kind + (", CUTLASS" if impl == "modc_cutlass" else "")
+                rows.append([str(d), dt, label, fmt(ours), fmt(e), fmt(c),
                              fmt(ratio(e, ours), 2), fmt(speedup, 2),
                              f">= {TRAIN_COMPILE_SPEEDUP}" if targeted else "",
                              met_cell(None if speedup is None else
