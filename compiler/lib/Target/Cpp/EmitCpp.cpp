@@ -70,8 +70,11 @@ private:
   // PlanEmitter's hooks: row counts are host values here (seg[B]).
   void emitCall(const KernelCall &call, int indent = 2) override;
   void emitRowKernelLaunch(modk::RowsOp op, int index) override {
-    writeRowKernelCall(op, index, 2);
+    writeRowKernelCall(op, index, 2 + tileIndent);
   }
+  /// Extra indentation of a kernel's code inside a group's tile (a whole
+  /// member: emitPlannedKernel), so that the switch over members reads.
+  int tileIndent = 0;
   /// The call of row kernel `index` for `op`, at `indent` spaces.
   void writeRowKernelCall(modk::RowsOp op, int index, int indent) {
     std::vector<std::string> args = rowKernelArgs(op);
@@ -99,10 +102,12 @@ private:
   }
   // A block of its own, so that a GEMM can name its row count.
   int openGroup(StringRef comment) override {
-    os << "  { // " << comment << "\n";
-    return 4;
+    os << std::string(2 + tileIndent, ' ') << "{ // " << comment << "\n";
+    return 4 + tileIndent;
   }
-  void closeGroup() override { os << "  }\n"; }
+  void closeGroup() override {
+    os << std::string(2 + tileIndent, ' ') << "}\n";
+  }
   void emitCausalDecisions(int index, StringRef logits, int indent) override;
 };
 } // namespace
@@ -268,7 +273,10 @@ LogicalResult CppEmitter::emitPlannedKernel(Operation *op) {
   for (auto [z, m] : llvm::enumerate(members)) {
     os << fmt::format("      case {}: {{\n", z);
     if (!width) {
-      if (failed(emitKernel(m)))
+      tileIndent = 6;
+      LogicalResult emitted = emitKernel(m);
+      tileIndent = 0;
+      if (failed(emitted))
         return failure();
     } else {
       auto gemm = dyn_cast<modk::GemmOp>(m);
