@@ -335,10 +335,13 @@ inline const float *bf16Copy(const T *x, int64_t n, int slot) {
 
 /// A [rows, cols] block of x whose rows are `ld` elements apart, rounded
 /// to bf16 (or widened) into scratch slot `slot`, its rows contiguous: the
-/// operand of a grouped product's slice (run_group).
+/// operand of a grouped product's slice (run_group), or of a whole product
+/// (ld == cols: bf16Copy).
 template <typename T>
 inline const float *bf16CopyBlock(const T *x, int64_t rows, int64_t cols,
                                   int64_t ld, int slot) {
+  if (ld == cols)
+    return bf16Copy(x, rows * cols, slot);
   float *buf = scratchFloats(rows * cols, slot);
   for (int64_t r = 0; r < rows; ++r)
     roundBf16(buf + r * cols, x + r * ld, cols);

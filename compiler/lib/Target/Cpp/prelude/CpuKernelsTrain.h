@@ -47,58 +47,9 @@ namespace modk_cpu {
 // Linear, norm and elementwise gradients
 //===----------------------------------------------------------------------===//
 
-/// da[M, K] (+)= dy[M, N] * w[N, K] (w in nn.Linear layout). M may be 0.
-/// BF16: both operands rounded to bf16 (a bf16 model; da stays f32; dy may
-/// then hold bf16: TD). Must not be called from inside an OpenMP parallel
-/// region.
-template <int N, int K, bool BF16 = false, typename TD = float>
-inline void linear_dgrad(const TD *dy, int64_t M, const float *w, float *da,
-                         bool accumulate) {
-  static_assert(BF16 || std::is_same_v<TD, float>,
-                "bf16 operands are for bf16 products");
-  if (M <= 0)
-    return;
-  const float *dyf;
-  if constexpr (BF16) {
-    dyf = detail::bf16Copy(dy, M * N, 0);
-    w = detail::bf16Copy(w, int64_t(N) * K, 1);
-  } else {
-    dyf = dy;
-  }
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(M), K,
-              N, 1.0f, dyf, N, w, K, accumulate ? 1.0f : 0.0f, da, K);
-}
-
-/// dw[N, K] (+)= dy[M, N]^T * a[M, K]. M may be 0 (then dw is zeroed unless
-/// accumulating). BF16: both operands rounded to bf16 (dy and a may then
-/// hold bf16: TD, TA). Must not be called from inside an OpenMP parallel
-/// region.
-template <int N, int K, bool BF16 = false, typename TA = float,
-          typename TD = float>
-inline void linear_wgrad(const TD *dy, int64_t M, const TA *a, float *dw,
-                         bool accumulate) {
-  static_assert(BF16 || (std::is_same_v<TA, float> && std::is_same_v<TD, float>),
-                "bf16 operands are for bf16 products");
-  if (M <= 0) {
-    if (!accumulate)
-      std::memset(dw, 0, sizeof(float) * N * K);
-    return;
-  }
-  const float *af, *dyf;
-  if constexpr (BF16) {
-    dyf = detail::bf16Copy(dy, M * N, 0);
-    af = detail::bf16Copy(a, M * K, 1);
-  } else {
-    dyf = dy;
-    af = a;
-  }
-  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, N, K,
-              static_cast<int>(M), 1.0f, dyf, N, af, K,
-              accumulate ? 1.0f : 0.0f, dw, K);
-}
-
 /// Slice `slice` of `slices` of linear_dgrad: da's columns [first, end)
-/// (detail::sliceRange over K), a grouped product's tile (run_group).
+/// (detail::sliceRange over K), a grouped product's tile (run_group); one
+/// slice of one is the whole product.
 template <int N, int K, bool BF16 = false, typename TD = float>
 inline void linear_dgrad_slice(int slice, int slices, const TD *dy, int64_t M,
                                const float *w, float *da, bool accumulate) {
@@ -126,7 +77,8 @@ inline void linear_dgrad_slice(int slice, int slices, const TD *dy, int64_t M,
 }
 
 /// Slice `slice` of `slices` of linear_wgrad: dw's rows [first, end)
-/// (detail::sliceRange over N), a grouped product's tile (run_group).
+/// (detail::sliceRange over N), a grouped product's tile (run_group); one
+/// slice of one is the whole product.
 template <int N, int K, bool BF16 = false, typename TA = float,
           typename TD = float>
 inline void linear_wgrad_slice(int slice, int slices, const TD *dy, int64_t M,
@@ -158,6 +110,27 @@ inline void linear_wgrad_slice(int slice, int slices, const TD *dy, int64_t M,
   cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, static_cast<int>(count),
               K, static_cast<int>(M), 1.0f, dyf, static_cast<int>(ldd), af, K,
               accumulate ? 1.0f : 0.0f, dw + first * K, K);
+}
+
+/// da[M, K] (+)= dy[M, N] * w[N, K] (w in nn.Linear layout). M may be 0.
+/// BF16: both operands rounded to bf16 (a bf16 model; da stays f32; dy may
+/// then hold bf16: TD). Must not be called from inside an OpenMP parallel
+/// region.
+template <int N, int K, bool BF16 = false, typename TD = float>
+inline void linear_dgrad(const TD *dy, int64_t M, const float *w, float *da,
+                         bool accumulate) {
+  linear_dgrad_slice<N, K, BF16>(0, 1, dy, M, w, da, accumulate);
+}
+
+/// dw[N, K] (+)= dy[M, N]^T * a[M, K]. M may be 0 (then dw is zeroed unless
+/// accumulating). BF16: both operands rounded to bf16 (dy and a may then
+/// hold bf16: TD, TA). Must not be called from inside an OpenMP parallel
+/// region.
+template <int N, int K, bool BF16 = false, typename TA = float,
+          typename TD = float>
+inline void linear_wgrad(const TD *dy, int64_t M, const TA *a, float *dw,
+                         bool accumulate) {
+  linear_wgrad_slice<N, K, BF16>(0, 1, dy, M, a, dw, accumulate);
 }
 
 //===----------------------------------------------------------------------===//
