@@ -9,6 +9,8 @@
 
 #include "../PlanEmitter.h"
 
+#include "modc/Dialect/Modk/Transforms/BufferQueries.h"
+
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Tools/mlir-translate/Translation.h"
 
@@ -231,17 +233,6 @@ static int64_t slicedWidth(Operation *op) {
 
 static const char *boolLiteral(bool b) { return b ? "true" : "false"; }
 
-/// The row set of a kernel that may be a member of a group.
-static Value groupMemberSegments(Operation *op) {
-  if (auto gemm = dyn_cast<modk::GemmOp>(op))
-    return gemm.getSegments();
-  if (auto dgrad = dyn_cast<modk::GemmDgradOp>(op))
-    return dgrad.getSegments();
-  if (auto wgrad = dyn_cast<modk::GemmWgradOp>(op))
-    return wgrad.getSegments();
-  return cast<modk::RowsOp>(op).getSegments();
-}
-
 LogicalResult CppEmitter::emitPlannedKernel(Operation *op) {
   auto group = op->getAttrOfType<IntegerAttr>("group");
   if (!group)
@@ -258,7 +249,7 @@ LogicalResult CppEmitter::emitPlannedKernel(Operation *op) {
   // slices of a member whose output it can slice.
   SmallVector<std::string> rows;
   for (Operation *m : members)
-    rows.push_back(name(groupMemberSegments(m)) + "[B]");
+    rows.push_back(name(modk::groupMemberSegments(m)) + "[B]");
   int64_t width = slicedWidth(op);
   os << fmt::format("  {{ // group {}: {} x {}\n", group.getInt(),
                     members.size(), op->getName().getStringRef().str());

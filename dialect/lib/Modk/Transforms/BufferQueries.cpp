@@ -88,3 +88,13 @@ bool modk::coversEveryRow(Value segments, MemRefType type) {
                           .getDimSize(1) == type.getDimSize(1);
          });
 }
+
+Value modk::groupMemberSegments(Operation *op) {
+  if (auto rows = dyn_cast<RowsOp>(op))
+    return rows.getSegments();
+  if (auto gemm = dyn_cast<GemmOp>(op))
+    return gemm.getSegments();
+  if (auto dgrad = dyn_cast<GemmDgradOp>(op))
+    return dgrad.getSegments();
+  return cast<GemmWgradOp>(op).getSegments();
+}

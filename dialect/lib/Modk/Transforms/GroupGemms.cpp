@@ -50,16 +50,6 @@ IntegerAttr groupOf(Operation *op) {
   return op->getAttrOfType<IntegerAttr>("group");
 }
 
-Value segmentsOf(Operation *op) {
-  if (auto rows = dyn_cast<modk::RowsOp>(op))
-    return rows.getSegments();
-  if (auto gemm = dyn_cast<modk::GemmOp>(op))
-    return gemm.getSegments();
-  if (auto dgrad = dyn_cast<modk::GemmDgradOp>(op))
-    return dgrad.getSegments();
-  return cast<modk::GemmWgradOp>(op).getSegments();
-}
-
 /// Whether product `op` may be a member of a group at all.
 bool groupable(Operation *op) {
   if (groupOf(op))
@@ -397,7 +387,8 @@ struct GroupGemms : modc::impl::GroupGemmsBase<GroupGemms> {
         if (mayGroup(candidate, rows) && sameKernel(candidate, first) &&
             llvm::all_of(members,
                          [&](Operation *m) {
-                           return segmentsOf(m) != segmentsOf(candidate) &&
+                           return modk::groupMemberSegments(m) !=
+                                      modk::groupMemberSegments(candidate) &&
                                   independent(m, candidate, uses);
                          }) &&
             canMoveUpTo(candidate, first, last, uses, move)) {

@@ -47,6 +47,10 @@ enum class HostRowCount {
 HostRowCount hostRowCount(mlir::Value segments, mlir::MemRefType type,
                           int64_t *k = nullptr);
 
+/// The row set of a kernel that modk-group-gemms may put in a group: a
+/// modk.gemm, modk.gemm_dgrad, modk.gemm_wgrad or modk.rows.
+mlir::Value groupMemberSegments(mlir::Operation *op);
+
 } // namespace modc::modk
 
 #endif // MODC_DIALECT_MODK_TRANSFORMS_BUFFERQUERIES_H
