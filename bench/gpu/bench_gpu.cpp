@@ -461,12 +461,14 @@ int main(int argc, char **argv) {
   // Weights, random on the host, uploaded once.
   Rng rng(1234);
   std::vector<void *> params;
+  std::vector<int64_t> paramElements; // each parameter's, as the manifest says
   for (const json &p : manifest.at("params")) {
     std::string pname = p.at("name").get<std::string>();
     std::vector<int64_t> shape = p.at("shape").get<std::vector<int64_t>>();
     int64_t n = 1;
     for (int64_t s : shape)
       n *= s;
+    paramElements.push_back(n);
     std::vector<float> w(static_cast<size_t>(n));
     int64_t fanIn = shape.back();
     auto endsWith = [&](const char *suffix) {
@@ -650,12 +652,8 @@ int main(int argc, char **argv) {
     } else {
       void *ws = deviceAlloc(api.gradWorkspace(B));
       std::vector<float *> grads;
-      for (const json &p : manifest.at("params")) {
-        int64_t n = 1;
-        for (int64_t s : p.at("shape").get<std::vector<int64_t>>())
-          n *= s;
+      for (int64_t n : paramElements)
         grads.push_back(static_cast<float *>(deviceAlloc(n * 4)));
-      }
       auto *losses = static_cast<float *>(deviceAlloc(4 * 4));
       modc_grad_args a{};
       a.batch = B;
@@ -693,10 +691,7 @@ int main(int argc, char **argv) {
       const size_t nParams = paramTable.size();
       std::vector<float *> weights, grads, m, v;
       for (size_t i = 0; i < nParams; ++i) {
-        int64_t n = 1;
-        for (int64_t e :
-             manifest.at("params")[i].at("shape").get<std::vector<int64_t>>())
-          n *= e;
+        const int64_t n = paramElements[i];
         for (auto *table : {&weights, &grads, &m, &v}) {
           table->push_back(static_cast<float *>(deviceAlloc(n * 4)));
           check(api.memset(table->back(), 0, n * 4), "modc_cuda_memset");
