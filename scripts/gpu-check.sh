@@ -31,15 +31,15 @@ cd "$root"
 case "${1:-}" in
 pack)
   set -e
-  [[ -d build/test/gpu/prebuilt ]] ||
+  [[ -f build/test/gpu/prebuilt.tar.xz ]] ||
     { echo "gpu-check.sh: run test/gpu/prepare.sh build first" >&2; exit 1; }
   [[ -x build/bench/gpu/bench_gpu ]] ||
     { echo "gpu-check.sh: run bench/gpu/prepare.sh build first" >&2; exit 1; }
   rm -rf "$carry"
   mkdir -p "$carry"
-  # xz: its window spans the packages' alike kernels (the twins differ in a
-  # few), so the carry is a third of gzip's.
-  tar -cf - -C build/test/gpu prebuilt | xz -T0 -6 > "$carry/test-prebuilt.tar.xz"
+  # prepare.sh's archive (xz: its window spans the packages' alike kernels,
+  # so the carry is a third of gzip's).
+  cp build/test/gpu/prebuilt.tar.xz "$carry/test-prebuilt.tar.xz"
   cp build/test/gpu/gpu_tests "$carry/"
   # The packages' sources and reports are not needed to run them, nor is
   # what a stopped compile left.
