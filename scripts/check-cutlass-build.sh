@@ -24,13 +24,14 @@
 # 128x128x32), 4 and 5 (the residual adds in place), 8 and 9 (SwiGLU,
 # 64x128x32 along N and 128x256x32) and 14 and 15 (the training entry's
 # residual adds into another buffer), the gated scatters' trees in 10 to
-# 13 (the forward's, the decode step's), and plain f32 stores in 0
+# 13 (the forward's, the decode step's), plain f32 stores in 0
 # (64x128x32: the queries and keys, staged for RoPE), 1 (128x128x32), 6
-# (64x128x32 along N) and 7 (128x256x32);
+# (64x128x32 along N) and 7 (128x256x32), and the input gradients' kernels
+# in 16 to 21 (20 and 21 add to dA);
 # a GELU model's trees are its own (docs/cuda.md). CUDA_GEMMS (default
 # "cutlass") is
 # passed to --cuda-gemms: "cutlass sm-count=8" gives the example's weight gradients
-# CUTLASS kernels too (docs/cuda.md); with it the integrated MoDE example in
+# CUTLASS kernels too (docs/cuda.md; on sm_80 the MLP's, 20 and 21); with it the integrated MoDE example in
 # bf16 has its experts' gradient groups' grouped kernels in 17 to 24. Needs build/bin/modc and mod-translate, nvcc,
 # and CUTLASS's headers (scripts/install-deps.sh). cuobjdump: the CUDA
 # Toolkit's, on PATH, or the pinned copy of scripts/install-deps.sh.

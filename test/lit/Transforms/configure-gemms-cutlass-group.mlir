@@ -135,7 +135,8 @@ modk.entry @experts attributes {kind = #modk.entry_kind<forward>, model = #modk.
 // cooperative tile, as many chunks as give a wave (132 / 4 tiles of
 // 128 x 128), at most the part's 16 (split_k 16); the tiles' variant keeps
 // its own split (split 33) below 64 rows and where CUTLASS declines.
-// sm_80 keeps the tiles.
+// sm_80 keeps the tiles: it has no grouped launch, and its groups run the
+// tiles' one launch over every member.
 // CHECK-LABEL: modk.entry @expert_grads
 // CHECK-COUNT-2: modk.gemm_dgrad{{.*}} {accumulate = false, config = #modk.gemm_config<mma 64x64, from 64: cutlass 64x128x64 cluster 1x1 stages 8 pingpong raster along_m grouped, from 16769: cutlass 128x128x64 cluster 2x1 stages 6 cooperative raster along_m grouped>, group = 3 : i64}
 // CHECK-COUNT-2: modk.gemm_dgrad{{.*}} {accumulate = true, config = #modk.gemm_config<mma 64x64, from 64: cutlass 64x128x64 cluster 1x1 stages 8 pingpong raster along_m grouped, from 16769: cutlass 128x128x64 cluster 2x1 stages 5 cooperative raster along_m grouped>, group = 4 : i64}

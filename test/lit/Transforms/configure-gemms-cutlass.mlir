@@ -159,16 +159,20 @@ modk.entry @decode attributes {kind = #modk.entry_kind<decode>, model = #modk.mo
 // 4096 columns. dA is f32. An accumulating gradient's epilogue reads dA
 // (beta = 1): four stages of rows x 32 f32 beside the mainloop's instead
 // of two, so 5 stages on 128x128 (6 where it stores) and 3 on 128x256 (4).
-// An f32-stored dY keeps the tiles; so does sm_80 (its CUTLASS kernels
-// run forward products only), and the default library.
+// An f32-stored dY keeps the tiles, and so does the default library. sm_80
+// (108 SMs) takes them too, on its multistage tiles by the same rules: the
+// 64x128 one from 64 rows, the 128x256 one from 769 (7 row tiles of 16
+// column tiles: a wave of 108 CTAs, one an SM; the 128x128 tile would start
+// there too, two CTAs an SM over 32 column tiles), its epilogue adding dA's
+// old values from global memory (no stages taken).
 // CHECK-LABEL: modk.entry @grad
 // CHECK: modk.gemm_dgrad{{.*}}{accumulate = false, config = #modk.gemm_config<mma 64x64, from 64: cutlass 64x128x64 cluster 1x1 stages 8 pingpong raster along_n, from 513: cutlass 128x128x64 cluster 2x1 stages 6 cooperative raster along_n, from 1025: cutlass 128x256x64 cluster 2x1 stages 4 cooperative raster along_n>}
 // CHECK: modk.gemm_dgrad{{.*}}{accumulate = true, config = #modk.gemm_config<mma 64x64, from 64: cutlass 64x128x64 cluster 1x1 stages 8 pingpong raster along_n, from 513: cutlass 128x128x64 cluster 2x1 stages 5 cooperative raster along_n, from 1025: cutlass 128x256x64 cluster 2x1 stages 3 cooperative raster along_n>}
 // CHECK: modk.gemm_dgrad{{.*}}{accumulate = false, config = #modk.gemm_config<mma 64x64, from 64: wgmma 128x64, from 513: wgmma 128x128>}
 // A100-LABEL: modk.entry @grad
+// A100: modk.gemm_dgrad{{.*}}{accumulate = false, config = #modk.gemm_config<mma 64x64, from 64: cutlass 64x128x32 cluster 1x1 stages 6 multistage raster along_n, from 769: cutlass 128x256x32 cluster 1x1 stages 4 multistage raster along_n>}
+// A100: modk.gemm_dgrad{{.*}}{accumulate = true, config = #modk.gemm_config<mma 64x64, from 64: cutlass 64x128x32 cluster 1x1 stages 6 multistage raster along_n, from 769: cutlass 128x256x32 cluster 1x1 stages 4 multistage raster along_n>}
 // A100: modk.gemm_dgrad{{.*}}{accumulate = false, config = #modk.gemm_config<mma 64x64, from 769: mma 128x128>}
-// A100: modk.gemm_dgrad{{.*}}{accumulate = true, config = #modk.gemm_config<mma 64x64, from 769: mma 128x128>}
-// A100-NOT: cutlass
 // PINNED-LABEL: modk.entry @grad
 // PINNED: modk.gemm_dgrad{{.*}}{accumulate = false, config = #modk.gemm_config<wgmma 128x128 tma 132, from 64: cutlass 128x256x64 cluster 1x1 stages 4 cooperative raster along_n>}
 // PINNED: modk.gemm_dgrad{{.*}}{accumulate = true, config = #modk.gemm_config<wgmma 128x128 tma 132, from 64: cutlass 128x256x64 cluster 1x1 stages 3 cooperative raster along_n>}
@@ -210,6 +214,11 @@ modk.entry @grad attributes {kind = #modk.entry_kind<grad>, model = #modk.model<
 //   split stays.
 // - The tiles keep: an f32 dY, a causal selection's rows and rows of no
 //   known count (MoE experts').
+// sm_80 (108 SMs) takes the same products on its multistage tiles by the
+// same rules (4096 x 1024: 128x256, 32 x 4 = 128 CTAs of one an SM; 1024 x
+// 1024: 64x128), but none whose output does not fill the part: CUTLASS
+// 2.x's kernels here split no reduction (the part's maxSplitK is 1), so the
+// small output keeps the tiles' split.
 // CHECK-LABEL: modk.entry @wgrad
 // CHECK: modk.gemm_wgrad{{.*}}{config = #modk.gemm_config<wgmma 128x128 tma 132, from 64: cutlass 128x128x64 cluster 2x1 stages 5 cooperative raster along_m>}
 // CHECK: modk.gemm_wgrad{{.*}}{config = #modk.gemm_config<wgmma 128x64 tma 264, from 64: cutlass 64x128x64 cluster 1x1 stages 8 pingpong raster along_m>}
@@ -219,6 +228,10 @@ modk.entry @grad attributes {kind = #modk.entry_kind<grad>, model = #modk.model<
 // CHECK: modk.gemm_wgrad{{.*}}{config = #modk.gemm_config<wgmma 128x128 tma 132>}
 // CHECK: modk.gemm_wgrad{{.*}}{config = #modk.gemm_config<wgmma 128x128 tma 132>}
 // A100-LABEL: modk.entry @wgrad
+// A100: modk.gemm_wgrad{{.*}}{config = #modk.gemm_config<mma 128x128, from 64: cutlass 128x256x32 cluster 1x1 stages 4 multistage raster along_m>}
+// A100: modk.gemm_wgrad{{.*}}{config = #modk.gemm_config<mma 64x64, from 64: cutlass 64x128x32 cluster 1x1 stages 6 multistage raster along_m>}
+// A100: modk.gemm_wgrad{{.*}}{config = #modk.gemm_config<mma 128x128, from 64: cutlass 128x256x32 cluster 1x1 stages 4 multistage raster along_m>}
+// A100: modk.gemm_wgrad{{.*}}{config = #modk.gemm_config<mma 64x64, split 54>}
 // A100-NOT: cutlass
 // PINNED-LABEL: modk.entry @wgrad
 // PINNED: modk.gemm_wgrad{{.*}}{config = #modk.gemm_config<wgmma 128x128 tma 132, from 64: cutlass 128x256x64 cluster 2x1 stages 3 cooperative raster along_m>}

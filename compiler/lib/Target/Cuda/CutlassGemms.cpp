@@ -1365,20 +1365,20 @@ __global__ __launch_bounds__(Kernel::kThreadCount) void rowCountKernel(
      *reinterpret_cast<typename Kernel::SharedStorage *>(modcCutlassShared));
 }
 
-/// y[M, N] = a[M, K] w[N, K]^T on sm_80: bf16 operands by cp.async (K
-/// major), f32 accumulation on mma.sync m16n8k16, a BM x BN x BK tile of
-/// WM x WN warp tiles, Stages stages, a plain epilogue storing TC.
+/// A CUTLASS 2.x multistage GEMM on sm_80 under rowCountKernel: bf16
+/// operands A and B of layouts LayoutA and LayoutB by cp.async, f32
+/// accumulation on mma.sync m16n8k16, a BM x BN x BK tile of WM x WN warp
+/// tiles, Stages stages, the thread-level epilogue EpilogueOp storing (or
+/// adding to) a row-major output of its element type.
 template <int BM, int BN, int BK, int WM, int WN, int Stages, bool AlongN,
-          typename TC, int SharedBytes>
-struct Sm80Gemm {
-  using Out = typename OutputOf<TC>::type;
-  using EpilogueOp = cutlass::epilogue::thread::LinearCombination<
-      Out, 128 / cutlass::sizeof_bits<Out>::value, float, float,
-      cutlass::epilogue::thread::ScaleType::Nothing>;
+          typename LayoutA, typename LayoutB, typename EpilogueOp,
+          int SharedBytes>
+struct Sm80Multistage {
+  using Out = typename EpilogueOp::ElementOutput;
   using Kernel = typename cutlass::gemm::kernel::DefaultGemm<
-      Bf16, cutlass::layout::RowMajor, 8, Bf16, cutlass::layout::ColumnMajor,
-      8, Out, cutlass::layout::RowMajor, float, cutlass::arch::OpClassTensorOp,
-      cutlass::arch::Sm80, cutlass::gemm::GemmShape<BM, BN, BK>,
+      Bf16, LayoutA, 8, Bf16, LayoutB, 8, Out, cutlass::layout::RowMajor,
+      float, cutlass::arch::OpClassTensorOp, cutlass::arch::Sm80,
+      cutlass::gemm::GemmShape<BM, BN, BK>,
       cutlass::gemm::GemmShape<WM, WN, BK>, cutlass::gemm::GemmShape<16, 8, 16>,
       EpilogueOp, Raster<AlongN>, Stages, false,
       cutlass::arch::OpMultiplyAdd>::GemmKernel;
@@ -1390,23 +1390,23 @@ struct Sm80Gemm {
   /// The kernel, instantiated (a build check takes its address).
   static auto kernel() { return &rowCountKernel<Kernel>; }
 
-  /// Enqueues the product over the *rows rows below the bound m; false
-  /// where CUTLASS declines it.
-  static bool run(const Bf16 *a, const int64_t *rows, const Bf16 *w,
-                  const void *src, TC *y, int64_t m, int64_t n, int64_t k,
+  /// Enqueues d = EpilogueOp(a b[, c]) over the *rows rows below
+  /// problem.m() (rows null: all of them), a and b of leading dimensions
+  /// lda and ldb, c (the old values the epilogue reads, if any) and d of
+  /// rows problem.n() apart; false where CUTLASS declines it.
+  static bool run(cutlass::gemm::GemmCoord problem, const Bf16 *a,
+                  int64_t lda, const Bf16 *b, int64_t ldb, Out *c, Out *d,
+                  typename EpilogueOp::Params epilogue, const int64_t *rows,
                   cudaStream_t s) {
-    if (src)
-      return false;
-    // Braces: with parentheses this declares a function (int m, ...).
-    cutlass::gemm::GemmCoord problem{int(m), int(n), int(k)};
-    Out *out = reinterpret_cast<Out *>(y);
-    typename Kernel::Mma::IteratorA::TensorRef refA(
-        const_cast<Bf16 *>(a), cutlass::layout::RowMajor(int(k)));
-    typename Kernel::Mma::IteratorB::TensorRef refB(
-        const_cast<Bf16 *>(w), cutlass::layout::ColumnMajor(int(k)));
+    typename Kernel::Mma::IteratorA::TensorRef refA(const_cast<Bf16 *>(a),
+                                                     LayoutA(int(lda)));
+    typename Kernel::Mma::IteratorB::TensorRef refB(const_cast<Bf16 *>(b),
+                                                     LayoutB(int(ldb)));
+    typename Kernel::Epilogue::OutputTileIterator::TensorRef refC(
+        c, cutlass::layout::RowMajor(problem.n()));
     typename Kernel::Epilogue::OutputTileIterator::TensorRef refD(
-        out, cutlass::layout::RowMajor(int(n)));
-    if (Kernel::can_implement(problem, refA, refB, refD, refD) !=
+        d, cutlass::layout::RowMajor(problem.n()));
+    if (Kernel::can_implement(problem, refA, refB, refC, refD) !=
         cutlass::Status::kSuccess)
       return false;
     static const bool sharedSet =
@@ -1418,12 +1418,119 @@ struct Sm80Gemm {
       return false;
     const cutlass::gemm::GemmCoord tiles =
         Raster<AlongN>::get_tiled_shape(problem, {BM, BN, BK}, 1);
-    // C is y itself, never read (no beta).
-    typename Kernel::Params params(problem, tiles, refA, refB, refD, refD,
-                                   typename EpilogueOp::Params());
+    typename Kernel::Params params(problem, tiles, refA, refB, refC, refD,
+                                   epilogue);
     kernel()<<<Raster<AlongN>::get_grid_shape(tiles), Kernel::kThreadCount,
                kShared, s>>>(params, rows);
     return cudaPeekAtLastError() == cudaSuccess;
+  }
+};
+
+/// y[M, N] = a[M, K] w[N, K]^T on sm_80: Sm80Multistage over a (K major)
+/// and w (K major), a plain epilogue storing TC.
+template <int BM, int BN, int BK, int WM, int WN, int Stages, bool AlongN,
+          typename TC, int SharedBytes>
+struct Sm80Gemm {
+  using Out = typename OutputOf<TC>::type;
+  using EpilogueOp = cutlass::epilogue::thread::LinearCombination<
+      Out, 128 / cutlass::sizeof_bits<Out>::value, float, float,
+      cutlass::epilogue::thread::ScaleType::Nothing>;
+  using Product =
+      Sm80Multistage<BM, BN, BK, WM, WN, Stages, AlongN,
+                     cutlass::layout::RowMajor, cutlass::layout::ColumnMajor,
+                     EpilogueOp, SharedBytes>;
+
+  /// The kernel, instantiated (a build check takes its address).
+  static auto kernel() { return Product::kernel(); }
+
+  /// Enqueues the product over the *rows rows below the bound m; false
+  /// where CUTLASS declines it.
+  static bool run(const Bf16 *a, const int64_t *rows, const Bf16 *w,
+                  const void *src, TC *y, int64_t m, int64_t n, int64_t k,
+                  cudaStream_t s) {
+    if (src)
+      return false;
+    Out *out = reinterpret_cast<Out *>(y);
+    // C is y itself, never read (no beta).
+    return Product::run({int(m), int(n), int(k)}, a, k, w, k, out, out, {},
+                        rows, s);
+  }
+};
+} // namespace modc_cutlass
+)cpp";
+
+// An input gradient's kernel on sm_80 (appended after kSm80 to those
+// kernel files only, so that the other kernel files keep their text).
+static const char kSm80Dgrad[] = R"cpp(
+namespace modc_cutlass {
+
+/// da[M, K] (+)= dy[M, N] w[N, K] on sm_80: the launcher's (m, n, k) are
+/// (M, K, N). dy bf16 row-major (K major for the product), w bf16 [N, K]
+/// row-major (the reduction runs along its rows), da f32. Accumulate: the
+/// epilogue adds da's old values (D = acc + C), else it stores. Over the
+/// *rows rows the device counts (rowCountKernel); the tile, warp tile,
+/// stages and raster as in Sm80Gemm.
+template <int BM, int BN, int BK, int WM, int WN, int Stages, bool AlongN,
+          bool Accumulate, int SharedBytes>
+struct Sm80Dgrad {
+  using EpilogueOp = cutlass::epilogue::thread::LinearCombination<
+      float, 4, float, float,
+      Accumulate ? cutlass::epilogue::thread::ScaleType::NoBetaScaling
+                 : cutlass::epilogue::thread::ScaleType::Nothing>;
+  using Product =
+      Sm80Multistage<BM, BN, BK, WM, WN, Stages, AlongN,
+                     cutlass::layout::RowMajor, cutlass::layout::RowMajor,
+                     EpilogueOp, SharedBytes>;
+
+  /// The kernel, instantiated (a build check takes its address).
+  static auto kernel() { return Product::kernel(); }
+
+  /// Enqueues the product over the *rows rows below the bound m; false
+  /// where CUTLASS declines it.
+  static bool run(const Bf16 *dy, const int64_t *rows, const Bf16 *w,
+                  const void * /*src*/, float *da, int64_t m, int64_t n,
+                  int64_t k, cudaStream_t s) {
+    return Product::run({int(m), int(n), int(k)}, dy, k, w, n, da, da, {},
+                        rows, s);
+  }
+};
+} // namespace modc_cutlass
+)cpp";
+
+// A weight gradient's kernel on sm_80 (appended after kSm80 to those kernel
+// files only): the reduction runs along the rows of both operands.
+static const char kSm80Wgrad[] = R"cpp(
+namespace modc_cutlass {
+
+/// dw[M, N] += dy[K, M]^T a[K, N] on sm_80, a weight gradient: the
+/// launcher's (m, n, k) are (N, K, rows) of dW [N, K] and its K = rows
+/// reduction, a count the host knows (modk-configure-gemms takes CUTLASS
+/// only there). dy [rows, N] bf16 row-major (column-major as the product's
+/// A), a [rows, K] bf16 row-major, dw f32 added to in the epilogue (D = acc
+/// + C). No split over the rows: every output tile sums its rows in one
+/// CTA, in order (deterministic). The tile, warp tile, stages and raster
+/// as in Sm80Gemm.
+template <int BM, int BN, int BK, int WM, int WN, int Stages, bool AlongN,
+          int SharedBytes>
+struct Sm80Wgrad {
+  using EpilogueOp = cutlass::epilogue::thread::LinearCombination<
+      float, 4, float, float,
+      cutlass::epilogue::thread::ScaleType::NoBetaScaling>;
+  using Product =
+      Sm80Multistage<BM, BN, BK, WM, WN, Stages, AlongN,
+                     cutlass::layout::ColumnMajor, cutlass::layout::RowMajor,
+                     EpilogueOp, SharedBytes>;
+
+  /// The kernel, instantiated (a build check takes its address).
+  static auto kernel() { return Product::kernel(); }
+
+  /// Enqueues dw += dy^T a over k rows (all of them: the count is the
+  /// bound); false where CUTLASS declines it.
+  static bool run(const Bf16 *dy, const int64_t * /*rows*/, const Bf16 *a,
+                  const void * /*src*/, float *dw, int64_t m, int64_t n,
+                  int64_t k, cudaStream_t s) {
+    return Product::run({int(m), int(n), int(k)}, dy, m, a, n, dw, dw, {},
+                        nullptr, s);
   }
 };
 } // namespace modc_cutlass
@@ -2273,11 +2380,18 @@ LogicalResult CutlassGemms::emitKernelType(raw_ostream &os,
     return op->emitError("CUTLASS runs grouped launches on sm_90a only, not ")
            << arch << ": run modk-configure-gemms{arch=" << arch
            << " library=cutlass}";
-  if (!forward && !sm90)
-    return op->emitError("CUTLASS runs gradients on sm_90a only, not ")
-           << arch << ": run modk-configure-gemms{arch=" << arch
-           << " library=cutlass}";
-  if (kind == ProductKind::wgrad && v.grouped && v.splitK > 1)
+  if (kind == ProductKind::wgrad && !sm90)
+    os << fmt::format("using {} = modc_cutlass::Sm80Wgrad<{}, {}, {}, {}, {}, "
+                      "{}, {}, {}>;\n",
+                      name, v.tileRows, v.tileCols, v.tileDepth, tile->warpRows,
+                      tile->warpCols, v.stages, alongN, shared);
+  else if (!forward && !sm90)
+    os << fmt::format("using {} = modc_cutlass::Sm80Dgrad<{}, {}, {}, {}, {}, "
+                      "{}, {}, {}, {}>;\n",
+                      name, v.tileRows, v.tileCols, v.tileDepth, tile->warpRows,
+                      tile->warpCols, v.stages, alongN,
+                      kind == ProductKind::dgradAccumulate, shared);
+  else if (kind == ProductKind::wgrad && v.grouped && v.splitK > 1)
     os << fmt::format("using {} = modc_cutlass::Sm90WgradGroupSplit<{}, {}, "
                       "{}, {}, {}, {}, {}, {}, {}, {}>;\n",
                       name, v.tileRows, v.tileCols, v.tileDepth, v.clusterRows,
@@ -2491,10 +2605,10 @@ LogicalResult CutlassGemms::emit(raw_ostream &os,
                    ? kSm80Tree
                : v.grouped                           ? ""
                : kind == ProductKind::wgrad && split ? kSm90WgradSplit
-               : kind == ProductKind::wgrad          ? kSm90Wgrad
+               : kind == ProductKind::wgrad ? (sm90 ? kSm90Wgrad : kSm80Wgrad)
                : kind == ProductKind::dgrad ||
                        kind == ProductKind::dgradAccumulate
-                   ? kSm90Dgrad
+                   ? (sm90 ? kSm90Dgrad : kSm80Dgrad)
                    : "");
           // The epilogue's math may round to bf16 as the package does; an
           // epilogue that stores by itself reads its buffers from a

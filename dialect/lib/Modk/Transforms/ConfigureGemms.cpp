@@ -196,19 +196,21 @@ public:
                       w[1] % 8 == 0,
                   0};
         // On CUTLASS where a forward product would be: bf16 operands that
-        // TMA reads (dY stored bf16, W's bf16 copy), on sm_90a (docs/cuda.md,
-        // "CUTLASS"); dA is f32, its old values added where it accumulates.
+        // TMA (sm_90a) or cp.async (sm_80) reads, dY stored bf16 and W's
+        // bf16 copy (docs/cuda.md, "CUTLASS"); dA is f32, its old values
+        // added where it accumulates. A group's member (modk-group-gemms):
+        // on sm_90a its group is one CUTLASS grouped launch, each member's
+        // rows sized on the device; sm_80 has no grouped launch, and its
+        // groups keep the tiles' one launch over every member.
         bool sm90 = target->cutlass.generation ==
                     cuda::CutlassGeneration::collectiveBuilders;
+        bool grouped = bool(dgrad.getGroupAttr());
         bool cutlass = library == "cutlass" && forcedPath < 0 && p.bf16 &&
-                       p.tmaOperands && sm90 &&
+                       p.tmaOperands && (sm90 || !grouped) &&
                        w[1] * 4 % target->cutlass.alignmentBytes == 0;
-        // A group's member (modk-group-gemms): its group is one CUTLASS
-        // grouped launch, each member's rows sized on the device
-        // (docs/cuda.md, "CUTLASS").
         dgrad.setConfigAttr(
             cutlass ? configureCutlass(ctx, p, 4, dgrad.getAccumulate() ? 4 : 0,
-                                       false, bool(dgrad.getGroupAttr()))
+                                       false, grouped)
                     : configure(ctx, p));
       } else if (auto wgrad = dyn_cast<modk::GemmWgradOp>(op)) {
         // dW [N, K] += dY^T A over the rows: N rows of output, static.
@@ -218,26 +220,28 @@ public:
                       w[0] % 8 == 0 && w[1] % 8 == 0,
                   0};
         int64_t split = wgradSplit(w[0], w[1]);
-        // On CUTLASS (sm_90a) where its reduction, the row count, is known
-        // on the host (rowsAreBound): dY and A stored bf16, read MN-major by
-        // TMA, dW f32 added to in the epilogue (beta = 1). A group's members
-        // (modk-group-gemms) are one CUTLASS grouped launch instead, whose
-        // setup kernel reads each member's reduction, its row count, on the
-        // device: any rows. Where the output (the members' outputs together)
-        // does not fill the part, the CUTLASS kernel splits its reduction
-        // too, deterministically (split_k, configureCutlassWgrad); a forced
-        // chunk size (wgrad-chunk-rows) keeps the tiles' split. The tiles
-        // keep their split for the rows below CUTLASS's and wherever it
-        // declines. docs/cuda.md, "CUTLASS".
+        // On CUTLASS where its reduction, the row count, is known on the
+        // host (rowsAreBound): dY and A stored bf16, read MN-major (by TMA
+        // on sm_90a, cp.async on sm_80), dW f32 added to in the epilogue.
+        // On sm_90a a group's members (modk-group-gemms) are one CUTLASS
+        // grouped launch instead, whose setup kernel reads each member's
+        // reduction, its row count, on the device: any rows; sm_80's groups
+        // keep the tiles. Where the output (the members' outputs together)
+        // does not fill the part, sm_90a's CUTLASS kernel splits its
+        // reduction too, deterministically (split_k, configureCutlassWgrad);
+        // sm_80's CUTLASS splits none, so the tiles keep such a product
+        // (configureCutlassWgrad). A forced chunk size (wgrad-chunk-rows)
+        // keeps the tiles' split. The tiles keep their split for the rows
+        // below CUTLASS's and wherever it declines. docs/cuda.md, "CUTLASS".
         int64_t members = groupMembers(wgrad);
         bool grouped = members > 1;
+        bool sm90 = target->cutlass.generation ==
+                    cuda::CutlassGeneration::collectiveBuilders;
         bool fills =
             grouped ? wgradSplit(w[0] * members, w[1]) == 1 : split == 1;
         bool cutlass =
             library == "cutlass" && forcedPath < 0 && p.bf16 && p.tmaOperands &&
-            (fills || wgradChunkRows == 0) &&
-            target->cutlass.generation ==
-                cuda::CutlassGeneration::collectiveBuilders &&
+            (fills || wgradChunkRows == 0) && (sm90 || !grouped) &&
             w[1] * 4 % target->cutlass.alignmentBytes == 0 &&
             (grouped || rowsAreBound(wgrad.getSegments(), wgrad.getDy()));
         wgrad.setConfigAttr(
