@@ -11,13 +11,14 @@
 # `run` unpacks what was carried (test-prebuilt.tar.xz with gpu_tests,
 # bench-packages.tar.xz: both, or either where pack said they take two
 # calls), prints the device, runs the CUDA-vs-CPU package tests
-# (test/gpu/CudaVsCpuTest.cpp; on a crash again under cuda-gdb, for the
-# backtrace), the tensor-core checks (test/gpu/tensor_core_check.cu) and
+# (test/gpu/CudaVsCpuTest.cpp, a process for each package variant; on a
+# crash that variant again under cuda-gdb, for the backtrace), the tensor-core checks (test/gpu/tensor_core_check.cu) and
 # then the benchmark (bench/gpu/run.sh),
 # each under a time limit, and leaves in $OUT: tests.log, the benchmark's
 # report.md and everything else as gpu-check.tar.gz.
 # Environment (run): TESTS=0 to skip the tests (gpu_tests and the
-#   tensor-core checks), TEST_TIMEOUT_S (200), GTEST_FILTER (gpu_tests),
+#   tensor-core checks), TEST_TIMEOUT_S (200, gpu_tests' variants in all),
+#   GTEST_FILTER (gpu_tests),
 #   TC_FILTER (a regex of tensor-core tests), TC_TIMEOUT_S (60 a test),
 #   BENCH=0 to skip the benchmark; the benchmark's own variables (BUDGET_S, D_MODELS, DTYPES, ...)
 #   pass through (bench/gpu/README.md).
@@ -84,24 +85,45 @@ run)
     pre=build/test/gpu/prebuilt
     echo "== gpu_tests" | tee -a "$log"
     export LD_LIBRARY_PATH="$pre/lib" MODC_GPU_TEST_PACKAGES="$pre"
-    timeout "${TEST_TIMEOUT_S:-200}" build/test/gpu/gpu_tests \
-      --gtest_filter="${GTEST_FILTER:-*}" > "$work/gpu_tests.log" 2>&1
-    rc=$?
-    cat "$work/gpu_tests.log" >> "$log"
-    grep -E '^\[ *(FAILED|PASSED|SKIPPED) |Failure|error|Expected|Which is|differ' \
-      "$work/gpu_tests.log" | head -60
-    tail -3 "$work/gpu_tests.log"
-    echo "gpu_tests rc $rc" | tee -a "$log"
-    # A crash: where, from the same run under cuda-gdb (it debugs host code
-    # too; the driver's JIT cache makes the second run quicker).
-    if [[ $rc -ge 128 && $rc != 137 ]] && command -v cuda-gdb > /dev/null; then
-      echo "== gpu_tests under cuda-gdb" | tee -a "$log"
-      timeout "${TEST_TIMEOUT_S:-200}" cuda-gdb -batch -ex run -ex bt \
-        -ex 'info sharedlibrary' --args build/test/gpu/gpu_tests \
-        --gtest_filter="${GTEST_FILTER:-*}" > "$work/gdb.log" 2>&1
-      cat "$work/gdb.log" >> "$log"
-      grep -vE '^\[New Thread|^\[Thread .* exited|^\[ ' "$work/gdb.log" | tail -70
-    fi
+    # One process a package variant (the tests' parameter: the variant's
+    # name ends each test's name), so that a kernel fault, which breaks the
+    # CUDA context for the rest of its process, costs that variant alone;
+    # all of them within TEST_TIMEOUT_S, the GPU's before the CPU
+    # emulation's (CI runs those).
+    build/test/gpu/gpu_tests --gtest_list_tests --gtest_filter="${GTEST_FILTER:-*}" |
+      awk '/^[^ ]/ {suite = $1} /^  / {print suite $1}' > "$work/gpu_tests.list"
+    deadline=$((SECONDS + ${TEST_TIMEOUT_S:-200}))
+    for variant in $(awk -F/ '{print $NF}' "$work/gpu_tests.list" | sort -u |
+                     awk '/emulated/ {e = e $0 "\n"; next} {print} END {printf "%s", e}'); do
+      left=$((deadline - SECONDS))
+      if ((left < 5)); then
+        echo "gpu_tests $variant: not run, out of time" | tee -a "$log"
+        continue
+      fi
+      filter=$(grep "/$variant\$" "$work/gpu_tests.list" | paste -sd: -)
+      timeout "$left" build/test/gpu/gpu_tests --gtest_filter="$filter" \
+        > "$work/gpu_tests.log" 2>&1
+      rc=$?
+      cat "$work/gpu_tests.log" >> "$log"
+      echo "gpu_tests $variant: rc $rc," \
+        "$(grep -cE '^\[       OK \]' "$work/gpu_tests.log") passed," \
+        "$(grep -cE '^\[  FAILED  \] .*\(' "$work/gpu_tests.log") failed," \
+        "$(grep -cE '^\[  SKIPPED \] .*\(' "$work/gpu_tests.log") skipped" | tee -a "$log"
+      grep -E '^\[ *(FAILED|SKIPPED) |Failure|error|Expected|Which is|differ' \
+        "$work/gpu_tests.log" | head -20
+      # A crash: where, from the same variant under cuda-gdb (it debugs host
+      # code too; the driver's JIT cache makes the second run quicker).
+      left=$((deadline - SECONDS))
+      if [[ $rc -ge 128 && $rc != 137 ]] && ((left >= 10)) &&
+         command -v cuda-gdb > /dev/null; then
+        echo "== gpu_tests $variant under cuda-gdb" | tee -a "$log"
+        timeout "$left" cuda-gdb -batch -ex run -ex bt \
+          -ex 'info sharedlibrary' --args build/test/gpu/gpu_tests \
+          --gtest_filter="$filter" > "$work/gdb.log" 2>&1
+        cat "$work/gdb.log" >> "$log"
+        grep -vE '^\[New Thread|^\[Thread .* exited|^\[ ' "$work/gdb.log" | tail -70
+      fi
+    done
     # Each tensor-core test in a process of its own, so that a kernel that
     # hangs or breaks the context costs that test alone.
     echo "== tensor_core_check" | tee -a "$log"
