@@ -92,6 +92,11 @@ static cl::opt<std::string> cudaEmulation(
     cl::desc("Tests only: build --target cuda with the host C++ compiler "
              "against the CPU emulation of CUDA in DIR"),
     cl::value_desc("DIR"), cl::init(""), cl::Hidden, cl::sub(compileCommand), cl::cat(modcCategory));
+static cl::opt<std::string> cudaEmulationOpt(
+    "cuda-emulation-opt",
+    cl::desc("Tests only: --cuda-emulation's optimisation level (-O<LEVEL>)"),
+    cl::value_desc("LEVEL"), cl::init("g"), cl::Hidden,
+    cl::sub(compileCommand), cl::cat(modcCategory));
 static cl::opt<bool> f32Activations(
     "f32-activations",
     cl::desc("Tests only: keep a bf16 model's activation buffers f32 arrays "
@@ -368,6 +373,7 @@ static int runCompile() {
                  : std::getenv("NVCC") ? std::string(std::getenv("NVCC"))
                                        : std::string("nvcc");
   options.cudaEmulationDir = cudaEmulation;
+  options.cudaEmulationOpt = cudaEmulationOpt;
   options.verbose = verbose;
   if (!tokenizerFile.empty()) {
     // Read and checked against the model's vocabulary before the long
