@@ -418,7 +418,7 @@ LogicalResult PlanEmitter::emitKernel(Operation *op) {
     emitCall(
         KernelCall{"moe_select",
                    {rows, select.getRouterWidth(), experts,
-                    select.getCapacity(), seqLen},
+                    int64_t(select.getCapacity()), seqLen},
                    {name(select.getLogits()), "B", name(select.getSegments()),
                     nameOrNull(select.getPositions()), name(select.getProbs()),
                     name(select.getChoice()), name(select.getGate()),

@@ -181,7 +181,8 @@ void ModelLowering::lowerMoe(mod::MoeOp op) {
   }
   Value decisions;
   if (kind == EntryKind::forward)
-    decisions = output(("moe." + Twine(layer)).str(), {model.getSeqLen()}, i32);
+    decisions = output(("moe." + Twine(layer)).str(),
+                       {int64_t(model.getSeqLen())}, i32);
   // A decode step continues each sequence's running counts.
   modk::MoeSelectOp::create(
       b, loc, logits, rows.segments, decisions ? rows.positions : Value(),
@@ -249,7 +250,8 @@ Value ModelLowering::allTokenRows() {
 
 Value ModelLowering::lowerRouter(Location loc, Value stream, int64_t layer) {
   Value scores = alloc({stepRows()}, b.getF32Type());
-  Value weight = blockParam(layer, "router.weight", {1, model.getDModel()});
+  Value weight =
+      blockParam(layer, "router.weight", {1, int64_t(model.getDModel())});
   modk::createRouterRows(b, loc, buffers[stream], weight, allTokenRows(),
                          scores);
   return scores;
@@ -293,9 +295,10 @@ std::pair<Value, Value> ModelLowering::lowerGather(Location loc, Value stream,
                                                    float eps) {
   // As many rows a sequence as the selection has room for.
   int64_t maxRows = cast<MemRefType>(rows.positions.getType()).getDimSize(1);
-  Value gathered = alloc({maxRows, model.getDModel()}, b.getF32Type());
+  Value gathered =
+      alloc({maxRows, int64_t(model.getDModel())}, b.getF32Type());
   Value normed = normWeight
-                     ? alloc({maxRows, model.getDModel()}, b.getF32Type())
+                     ? alloc({maxRows, int64_t(model.getDModel())}, b.getF32Type())
                      : Value();
   // A decode step's stream holds one token a sequence: no positions.
   modk::createGatherRows(b, loc, buffers[stream], rows.segments,
