@@ -220,7 +220,8 @@ protected:
     std::string cudaDir = packageFor(
         desc,
         // The emulated packages train for several steps: built at -O1,
-        // which runs them in about half the time of -Og's default.
+        // which runs them faster than the default -Og (docs/testing.md,
+        // "Time").
         (v.emulated() ? std::string("--target cuda --cuda-emulation-opt=1 "
                                     "--cuda-emulation=") +
                             CUDA_EMULATION_DIR

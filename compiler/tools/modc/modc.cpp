@@ -251,6 +251,10 @@ static int runCompile() {
                 "(CUTLASS kernels)");
   if (kernelCache.getNumOccurrences() && noKernelCache)
     return fail("give --kernel-cache DIR or --no-kernel-cache, not both");
+  if (!llvm::is_contained({"0", "1", "2", "3", "g", "s"},
+                          llvm::StringRef(cudaEmulationOpt)))
+    return fail("--cuda-emulation-opt=" + cudaEmulationOpt +
+                ": expected 0, 1, 2, 3, g or s");
   if (emitStage == EmitStage::Package && outputDir.empty())
     return fail("missing -o PKG (the package directory to write)");
 

@@ -118,7 +118,8 @@ struct PackageOptions {
   /// against the CPU emulation of CUDA found in this directory
   /// (test/cuda_emu), so the whole package runs where no GPU exists.
   std::string cudaEmulationDir;
-  /// Tests only: the emulated build's optimisation level, -O<this>.
+  /// Tests only: the emulated build's optimisation level, -O<this> (0, 1,
+  /// 2, 3, g or s: modc checks --cuda-emulation-opt).
   std::string cudaEmulationOpt = "g";
   /// A tokenizer.json (checked by the caller) that the package holds as
   /// tokenizer.json, named by its manifest's "tokenizer" key
