@@ -165,9 +165,7 @@ public:
         // CUTLASS grouped launch whose problems the device sizes from the
         // members' row counts, so every member computes exactly its rows
         // (docs/cuda.md, "CUTLASS").
-        bool grouped = gemm.getGroupAttr() &&
-                       target->cutlass.generation ==
-                           cuda::CutlassGeneration::collectiveBuilders;
+        bool grouped = gemm.getGroupAttr() && cutlassBuilders();
         // A decode step's groups keep the tiles: a grouped launch takes
         // device memory of its own, which the step's graph capture cannot
         // allocate.
@@ -202,8 +200,7 @@ public:
         // on sm_90a its group is one CUTLASS grouped launch, each member's
         // rows sized on the device; sm_80 has no grouped launch, and its
         // groups keep the tiles' one launch over every member.
-        bool sm90 = target->cutlass.generation ==
-                    cuda::CutlassGeneration::collectiveBuilders;
+        bool sm90 = cutlassBuilders();
         bool grouped = bool(dgrad.getGroupAttr());
         bool cutlass = library == "cutlass" && forcedPath < 0 && p.bf16 &&
                        p.tmaOperands && (sm90 || !grouped) &&
@@ -235,8 +232,7 @@ public:
         // below CUTLASS's and wherever it declines. docs/cuda.md, "CUTLASS".
         int64_t members = groupMembers(wgrad);
         bool grouped = members > 1;
-        bool sm90 = target->cutlass.generation ==
-                    cuda::CutlassGeneration::collectiveBuilders;
+        bool sm90 = cutlassBuilders();
         bool fills =
             grouped ? wgradSplit(w[0] * members, w[1]) == 1 : split == 1;
         bool cutlass =
@@ -265,6 +261,14 @@ public:
   }
 
 private:
+  /// Whether the part's CUTLASS kernels are 3.x's collective builders
+  /// (sm_90a: TMA, clusters, grouped launches, split reductions) rather
+  /// than 2.x's multistage ones (sm_80).
+  bool cutlassBuilders() const {
+    return target->cutlass.generation ==
+           cuda::CutlassGeneration::collectiveBuilders;
+  }
+
   static bool isBf16(Value v) {
     return cast<MemRefType>(v.getType()).getElementType().isBF16();
   }
@@ -276,8 +280,7 @@ private:
   /// 128x256 kernel does not spill (docs/cuda.md, "CUTLASS").
   bool heavyEpilogue(modk::GemmOp gemm) const {
     modk::RowsOp rows = gemm.getEpilogueRows();
-    if (!rows || target->cutlass.generation !=
-                     cuda::CutlassGeneration::collectiveBuilders)
+    if (!rows || !cutlassBuilders())
       return false;
     WalkResult walk = rows.walk([](Operation *o) {
       return o->getName().getStringRef() == "math.erf" ? WalkResult::interrupt()
@@ -293,9 +296,7 @@ private:
   /// mode of `entry` (modk::hostRowCount: the device's, or a selection's
   /// in an entry that serves `causal` mode).
   bool deviceCountedExact(modk::GemmOp gemm, modk::EntryOp entry) const {
-    if (library != "cutlass" || forcedPath >= 0 ||
-        target->cutlass.generation !=
-            cuda::CutlassGeneration::collectiveBuilders ||
+    if (library != "cutlass" || forcedPath >= 0 || !cutlassBuilders() ||
         gemm.getEpilogue() != modk::Epilogue::rows)
       return false;
     Value source;
@@ -588,8 +589,7 @@ private:
     }
     if (gemm.getEpilogue() != modk::Epilogue::rows)
       return false;
-    bool sm90 = target->cutlass.generation ==
-                cuda::CutlassGeneration::collectiveBuilders;
+    bool sm90 = cutlassBuilders();
     // In `topk` mode a selection's count is B x k (the emitter passes it);
     // in `causal` mode the call declines at run time where it must not
     // pass the count (the tiles run).
