@@ -216,9 +216,11 @@ modk.entry @grad attributes {kind = #modk.entry_kind<grad>, model = #modk.model<
 //   known count (MoE experts').
 // sm_80 (108 SMs) takes the same products on its multistage tiles by the
 // same rules (4096 x 1024: 128x256, 32 x 4 = 128 CTAs of one an SM; 1024 x
-// 1024: 64x128), but none whose output does not fill the part: CUTLASS
-// 2.x's kernels here split no reduction (the part's maxSplitK is 1), so the
-// small output keeps the tiles' split.
+// 1024: 64x128). The small output splits its reduction on CUTLASS 2.x's
+// serial split-K: the smallest tile (64x128, 2 output tiles), as many
+// splits as give a wave (2 CTAs an SM x 108 / 2 tiles), at most 16. Its
+// kernel reads the row count on the device, so the causal selection's rows
+// and the experts' take CUTLASS too; an f32 dY keeps the tiles.
 // CHECK-LABEL: modk.entry @wgrad
 // CHECK: modk.gemm_wgrad{{.*}}{config = #modk.gemm_config<wgmma 128x128 tma 132, from 64: cutlass 128x128x64 cluster 2x1 stages 5 cooperative raster along_m>}
 // CHECK: modk.gemm_wgrad{{.*}}{config = #modk.gemm_config<wgmma 128x64 tma 264, from 64: cutlass 64x128x64 cluster 1x1 stages 8 pingpong raster along_m>}
@@ -231,8 +233,10 @@ modk.entry @grad attributes {kind = #modk.entry_kind<grad>, model = #modk.model<
 // A100: modk.gemm_wgrad{{.*}}{config = #modk.gemm_config<mma 128x128, from 64: cutlass 128x256x32 cluster 1x1 stages 4 multistage raster along_m>}
 // A100: modk.gemm_wgrad{{.*}}{config = #modk.gemm_config<mma 64x64, from 64: cutlass 64x128x32 cluster 1x1 stages 6 multistage raster along_m>}
 // A100: modk.gemm_wgrad{{.*}}{config = #modk.gemm_config<mma 128x128, from 64: cutlass 128x256x32 cluster 1x1 stages 4 multistage raster along_m>}
-// A100: modk.gemm_wgrad{{.*}}{config = #modk.gemm_config<mma 64x64, split 54>}
-// A100-NOT: cutlass
+// A100: modk.gemm_wgrad{{.*}}{config = #modk.gemm_config<mma 64x64, from 64: cutlass 64x128x32 cluster 1x1 stages 6 multistage raster along_m split_k 16, split 54>}
+// A100: modk.gemm_wgrad{{.*}}{config = #modk.gemm_config<mma 128x128>}
+// A100: modk.gemm_wgrad(%{{.*}}, %{{.*}}, %[[CSEG:.*]], %{{.*}}) {config = #modk.gemm_config<mma 128x128, from 64: cutlass 128x256x32 cluster 1x1 stages 4 multistage raster along_m>}
+// A100: modk.gemm_wgrad(%{{.*}}, %{{.*}}, %[[ESEG:.*]], %{{.*}}) {config = #modk.gemm_config<mma 128x128, from 64: cutlass 128x256x32 cluster 1x1 stages 4 multistage raster along_m>}
 // PINNED-LABEL: modk.entry @wgrad
 // PINNED: modk.gemm_wgrad{{.*}}{config = #modk.gemm_config<wgmma 128x128 tma 132, from 64: cutlass 128x256x64 cluster 2x1 stages 3 cooperative raster along_m>}
 // PINNED: modk.gemm_wgrad{{.*}}{config = #modk.gemm_config<wgmma 128x128 tma 132, from 64: cutlass 128x256x64 cluster 1x1 stages 3 cooperative raster along_m split_k 16, split 66>} : memref<?x16x128xbf16>

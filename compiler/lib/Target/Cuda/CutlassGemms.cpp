@@ -1063,9 +1063,9 @@ struct Sm90WgradSplit {
   /// it) holds CUTLASS's (one partial tile per output tile and the splits'
   /// barriers), unsplit otherwise (no workspace); false where CUTLASS
   /// declines it.
-  static bool run(const Bf16 *dy, const Bf16 *a, float *dw, int64_t m,
-                  int64_t n, int64_t k, void *workspace, size_t bytes,
-                  cudaStream_t s) {
+  static bool run(const Bf16 *dy, const int64_t * /*rows*/, const Bf16 *a,
+                  float *dw, int64_t m, int64_t n, int64_t k, void *workspace,
+                  size_t bytes, cudaStream_t s) {
     typename Kernel::StrideA strideA{};
     typename Kernel::StrideB strideB{};
     typename Kernel::StrideC strideC{};
@@ -1343,21 +1343,30 @@ CUTLASS_DEVICE auto clipTreeRows(Params &params, int rows, int)
 template <typename Params>
 CUTLASS_DEVICE void clipTreeRows(Params &, int, long) {}
 
-/// A CUTLASS 2.x GEMM kernel over the rows the device counts: a CTA whose
-/// rows all lie at or past *rows exits, and the others read and write no
-/// row past it (the row count stays on the device, docs/cuda.md).
-template <typename Kernel>
+/// A CUTLASS 2.x GEMM kernel over the rows the device counts (the row
+/// count stays on the device, docs/cuda.md). Where they are the output's
+/// rows, a CTA whose rows all lie at or past *rows exits, and the others
+/// read and write no row past it. Where they are the reduction
+/// (CountsReduction: a weight gradient's), every CTA runs and reads no row
+/// past *rows: a split of the reduction past them adds nothing, and still
+/// takes its turn in a serial split's order.
+template <typename Kernel, bool CountsReduction>
 __global__ __launch_bounds__(Kernel::kThreadCount) void rowCountKernel(
     typename Kernel::Params params, const int64_t *rows) {
-  const int64_t count = rows ? *rows : int64_t(params.problem_size.m());
-  const cutlass::gemm::GemmCoord tile =
-      typename Kernel::ThreadblockSwizzle{}.get_tile_offset(
-          params.swizzle_log_tile);
-  if (int64_t(tile.m()) * Kernel::Mma::Shape::kM >= count)
-    return;
-  if (count < params.problem_size.m()) {
-    params.problem_size.m() = int(count);
-    clipTreeRows(params, int(count), 0);
+  if constexpr (CountsReduction) {
+    if (rows && *rows < params.problem_size.k())
+      params.problem_size.k() = int(*rows > 0 ? *rows : 0);
+  } else {
+    const int64_t count = rows ? *rows : int64_t(params.problem_size.m());
+    const cutlass::gemm::GemmCoord tile =
+        typename Kernel::ThreadblockSwizzle{}.get_tile_offset(
+            params.swizzle_log_tile);
+    if (int64_t(tile.m()) * Kernel::Mma::Shape::kM >= count)
+      return;
+    if (count < params.problem_size.m()) {
+      params.problem_size.m() = int(count);
+      clipTreeRows(params, int(count), 0);
+    }
   }
   extern __shared__ int4 modcCutlassShared[];
   Kernel op;
@@ -1369,10 +1378,15 @@ __global__ __launch_bounds__(Kernel::kThreadCount) void rowCountKernel(
 /// operands A and B of layouts LayoutA and LayoutB by cp.async, f32
 /// accumulation on mma.sync m16n8k16, a BM x BN x BK tile of WM x WN warp
 /// tiles, Stages stages, the thread-level epilogue EpilogueOp storing (or
-/// adding to) a row-major output of its element type.
+/// adding to) a row-major output of its element type. CountsReduction: the
+/// device's row count is the reduction's (a weight gradient's), not the
+/// output's. SplitKSerial: the reduction may split into slices whose CTAs
+/// add to the output one after the other, in slice order, each waiting on
+/// its output tile's semaphore (CUTLASS 2.x's serial split-K).
 template <int BM, int BN, int BK, int WM, int WN, int Stages, bool AlongN,
           typename LayoutA, typename LayoutB, typename EpilogueOp,
-          int SharedBytes>
+          int SharedBytes, bool CountsReduction = false,
+          bool SplitKSerial = false>
 struct Sm80Multistage {
   using Out = typename EpilogueOp::ElementOutput;
   using Kernel = typename cutlass::gemm::kernel::DefaultGemm<
@@ -1380,7 +1394,7 @@ struct Sm80Multistage {
       float, cutlass::arch::OpClassTensorOp, cutlass::arch::Sm80,
       cutlass::gemm::GemmShape<BM, BN, BK>,
       cutlass::gemm::GemmShape<WM, WN, BK>, cutlass::gemm::GemmShape<16, 8, 16>,
-      EpilogueOp, Raster<AlongN>, Stages, false,
+      EpilogueOp, Raster<AlongN>, Stages, SplitKSerial,
       cutlass::arch::OpMultiplyAdd>::GemmKernel;
   static constexpr int kShared = int(sizeof(typename Kernel::SharedStorage));
   static_assert(kShared <= SharedBytes,
@@ -1388,16 +1402,25 @@ struct Sm80Multistage {
                 "(modc/Dialect/Modk/CudaTargets.h)");
 
   /// The kernel, instantiated (a build check takes its address).
-  static auto kernel() { return &rowCountKernel<Kernel>; }
+  static auto kernel() { return &rowCountKernel<Kernel, CountsReduction>; }
+
+  /// Output tiles of `problem`: a serial split's semaphores, one each.
+  static int64_t outputTiles(cutlass::gemm::GemmCoord problem) {
+    return int64_t((problem.m() + BM - 1) / BM) * ((problem.n() + BN - 1) / BN);
+  }
 
   /// Enqueues d = EpilogueOp(a b[, c]) over the *rows rows below
-  /// problem.m() (rows null: all of them), a and b of leading dimensions
-  /// lda and ldb, c (the old values the epilogue reads, if any) and d of
-  /// rows problem.n() apart; false where CUTLASS declines it.
+  /// problem.m(), or of problem.k() where CountsReduction (rows null: all
+  /// of them), a and b of leading dimensions lda and ldb, c (the old values
+  /// the epilogue reads, if any) and d of rows problem.n() apart, the
+  /// reduction in `slices` (SplitKSerial; outputTiles semaphores, which
+  /// the stream zeroes first); false where CUTLASS declines it.
   static bool run(cutlass::gemm::GemmCoord problem, const Bf16 *a,
                   int64_t lda, const Bf16 *b, int64_t ldb, Out *c, Out *d,
                   typename EpilogueOp::Params epilogue, const int64_t *rows,
-                  cudaStream_t s) {
+                  cudaStream_t s, int slices = 1, int *semaphores = nullptr) {
+    if (slices > 1 && (!SplitKSerial || semaphores == nullptr))
+      return false;
     typename Kernel::Mma::IteratorA::TensorRef refA(const_cast<Bf16 *>(a),
                                                      LayoutA(int(lda)));
     typename Kernel::Mma::IteratorB::TensorRef refB(const_cast<Bf16 *>(b),
@@ -1416,10 +1439,14 @@ struct Sm80Multistage {
                              kShared) == cudaSuccess;
     if (!sharedSet)
       return false;
+    if (slices > 1 &&
+        cudaMemsetAsync(semaphores, 0, sizeof(int) * outputTiles(problem),
+                        s) != cudaSuccess)
+      return false;
     const cutlass::gemm::GemmCoord tiles =
-        Raster<AlongN>::get_tiled_shape(problem, {BM, BN, BK}, 1);
+        Raster<AlongN>::get_tiled_shape(problem, {BM, BN, BK}, slices);
     typename Kernel::Params params(problem, tiles, refA, refB, refC, refD,
-                                   epilogue);
+                                   epilogue, slices > 1 ? semaphores : nullptr);
     kernel()<<<Raster<AlongN>::get_grid_shape(tiles), Kernel::kThreadCount,
                kShared, s>>>(params, rows);
     return cudaPeekAtLastError() == cudaSuccess;
@@ -1498,20 +1525,31 @@ struct Sm80Dgrad {
 )cpp";
 
 // A weight gradient's kernel on sm_80 (appended after kSm80 to those kernel
-// files only): the reduction runs along the rows of both operands.
+// files only): the reduction runs along the rows of both operands, which
+// the device counts, and may split (serial split-K). docs/cuda.md,
+// "CUTLASS".
 static const char kSm80Wgrad[] = R"cpp(
 namespace modc_cutlass {
 
+/// Rows of reduction a split takes at least (the tiles' kWgradMinChunk:
+/// eight k tiles of 32).
+constexpr int64_t kMinSplitRows = 256;
+
 /// dw[M, N] += dy[K, M]^T a[K, N] on sm_80, a weight gradient: the
 /// launcher's (m, n, k) are (N, K, rows) of dW [N, K] and its K = rows
-/// reduction, a count the host knows (modk-configure-gemms takes CUTLASS
-/// only there). dy [rows, N] bf16 row-major (column-major as the product's
-/// A), a [rows, K] bf16 row-major, dw f32 added to in the epilogue (D = acc
-/// + C). No split over the rows: every output tile sums its rows in one
-/// CTA, in order (deterministic). The tile, warp tile, stages and raster
-/// as in Sm80Gemm.
+/// reduction, at most k rows, *rows of them where the device counts them
+/// (rowCountKernel clips the reduction). dy [rows, N] bf16 row-major
+/// (column-major as the product's A), a [rows, K] bf16 row-major, dw f32
+/// added to in the epilogue (D = acc + C). SplitK 1: every output tile
+/// sums its rows in one CTA, in order. SplitK > 1: the bound's rows split
+/// into at most SplitK slices of at least kMinSplitRows rows (CUTLASS
+/// 2.x's serial split-K), each slice's CTA adding its partial sum to dW
+/// after the slice before it has (a semaphore an output tile, in the
+/// package's scratch). Deterministic either way: the order of the
+/// additions follows the rows and the slices, never the run. The tile,
+/// warp tile, stages and raster as in Sm80Gemm.
 template <int BM, int BN, int BK, int WM, int WN, int Stages, bool AlongN,
-          int SharedBytes>
+          int SplitK, int SharedBytes>
 struct Sm80Wgrad {
   using EpilogueOp = cutlass::epilogue::thread::LinearCombination<
       float, 4, float, float,
@@ -1519,18 +1557,43 @@ struct Sm80Wgrad {
   using Product =
       Sm80Multistage<BM, BN, BK, WM, WN, Stages, AlongN,
                      cutlass::layout::ColumnMajor, cutlass::layout::RowMajor,
-                     EpilogueOp, SharedBytes>;
+                     EpilogueOp, SharedBytes, true, (SplitK > 1)>;
+  static_assert(SplitK >= 1, "a split count");
 
   /// The kernel, instantiated (a build check takes its address).
   static auto kernel() { return Product::kernel(); }
 
-  /// Enqueues dw += dy^T a over k rows (all of them: the count is the
-  /// bound); false where CUTLASS declines it.
-  static bool run(const Bf16 *dy, const int64_t * /*rows*/, const Bf16 *a,
+  /// Enqueues dw += dy^T a over the *rows rows below k, unsplit; false
+  /// where CUTLASS declines it.
+  static bool run(const Bf16 *dy, const int64_t *rows, const Bf16 *a,
                   const void * /*src*/, float *dw, int64_t m, int64_t n,
                   int64_t k, cudaStream_t s) {
     return Product::run({int(m), int(n), int(k)}, dy, m, a, n, dw, dw, {},
-                        nullptr, s);
+                        rows, s);
+  }
+
+  /// Enqueues dw += dy^T a over the *rows rows below k, split where k
+  /// gives two slices of kMinSplitRows rows or more and the workspace (the
+  /// package's scratch, `bytes` of it) holds the semaphores, unsplit
+  /// otherwise; false where CUTLASS declines it.
+  static bool run(const Bf16 *dy, const int64_t *rows, const Bf16 *a,
+                  float *dw, int64_t m, int64_t n, int64_t k, void *workspace,
+                  size_t bytes, cudaStream_t s) {
+    const cutlass::gemm::GemmCoord problem{int(m), int(n), int(k)};
+    int64_t slices = k / kMinSplitRows;
+    slices = slices < SplitK ? slices : SplitK;
+    if (slices > 1 && (workspace == nullptr ||
+                       sizeof(int) * size_t(Product::outputTiles(problem)) >
+                           bytes))
+      slices = 1; // the scratch cannot hold the semaphores: no split
+    if (slices > 1) {
+      // Whole k tiles a slice, none of them empty at the bound.
+      const int64_t steps = (k + BK - 1) / BK;
+      const int64_t per = (steps + slices - 1) / slices;
+      slices = (steps + per - 1) / per;
+    }
+    return Product::run(problem, dy, m, a, n, dw, dw, {}, rows, s,
+                        int(slices), static_cast<int *>(workspace));
   }
 };
 } // namespace modc_cutlass
@@ -1763,7 +1826,7 @@ struct Sm80TreeGemm {
                 "(modc/Dialect/Modk/CudaTargets.h)");
 
   /// The kernel, instantiated (a build check takes its address).
-  static auto kernel() { return &rowCountKernel<Kernel>; }
+  static auto kernel() { return &rowCountKernel<Kernel, false>; }
 
   /// Enqueues the product over the *rows rows below the bound m, its
   /// epilogue reading src where it reads a source; false where CUTLASS
@@ -2136,19 +2199,21 @@ static const char kWgradPlan[] = R"cpp(
 namespace modc_cutlass {
 #if defined(__CUDACC__)
 /// The launcher of a kernel file whose weight gradient splits its
-/// reduction (split_k): dw[m, n] += dy[k, m]^T a[k, n], its split's
-/// partials in `workspace` (`bytes` of it, the package's scratch; unsplit
-/// where they do not fit); false where CUTLASS declines the product.
-using WgradSplitLaunchFn = bool (*)(const void *dy, const void *a, float *dw,
-                                    int64_t m, int64_t n, int64_t k,
-                                    void *workspace, size_t bytes,
-                                    cudaStream_t s);
+/// reduction (split_k): dw[m, n] += dy[k, m]^T a[k, n] over at most k rows
+/// (*rows where the kernel reads the device's count: sm_80's), its split's
+/// partials or semaphores in `workspace` (`bytes` of it, the package's
+/// scratch; unsplit where they do not fit); false where CUTLASS declines
+/// the product.
+using WgradSplitLaunchFn = bool (*)(const void *dy, const int64_t *rows,
+                                    const void *a, float *dw, int64_t m,
+                                    int64_t n, int64_t k, void *workspace,
+                                    size_t bytes, cudaStream_t s);
 /// A split weight gradient's kernel type of model.cu: its file's launcher.
 template <WgradSplitLaunchFn Launch> struct WgradSplitLauncher {
-  static bool run(const modk_cuda::bf16 *dy, const modk_cuda::bf16 *a,
-                  float *dw, int64_t m, int64_t n, int64_t k, void *workspace,
-                  size_t bytes, cudaStream_t s) {
-    return Launch(dy, a, dw, m, n, k, workspace, bytes, s);
+  static bool run(const modk_cuda::bf16 *dy, const int64_t *rows,
+                  const modk_cuda::bf16 *a, float *dw, int64_t m, int64_t n,
+                  int64_t k, void *workspace, size_t bytes, cudaStream_t s) {
+    return Launch(dy, rows, a, dw, m, n, k, workspace, bytes, s);
   }
 };
 template <typename G> struct IsWgradSplit : std::false_type {};
@@ -2156,30 +2221,35 @@ template <WgradSplitLaunchFn Launch>
 struct IsWgradSplit<WgradSplitLauncher<Launch>> : std::true_type {};
 #endif
 
-/// A weight gradient's CUTLASS variant V: run() enqueues it over `rows`
-/// rows (every row of the set: modk-configure-gemms takes CUTLASS only
-/// where the count is the bound), a kernel that splits the rows with its
-/// partials in `workspace` (`bytes`), or returns false (below V's rows, an
-/// unaligned operand, CUTLASS declining, the CPU emulation).
+/// A weight gradient's CUTLASS variant V: run() enqueues it over at most
+/// maxRows rows (sm_90a's kernels: every row of the set, as
+/// modk-configure-gemms takes them only where the count is the bound;
+/// sm_80's: the *rows rows the device counts), a kernel that splits the
+/// rows with its partials or semaphores in `workspace` (`bytes`), or
+/// returns false (below V's rows, an unaligned operand, CUTLASS declining,
+/// the CPU emulation).
 template <typename V> struct WgradPlan {
-  static bool run(const modk_cuda::bf16 *dy, int64_t rows,
-                  const modk_cuda::bf16 *a, float *dw, int64_t n, int64_t k,
-                  void *workspace, size_t bytes, cudaStream_t s) {
+  static bool run(const modk_cuda::bf16 *dy, const int64_t *rows,
+                  int64_t maxRows, const modk_cuda::bf16 *a, float *dw,
+                  int64_t n, int64_t k, void *workspace, size_t bytes,
+                  cudaStream_t s) {
 #if defined(__CUDACC__)
-    if (rows < V::minRows || reinterpret_cast<uintptr_t>(dy) % 16 != 0 ||
+    if (maxRows < V::minRows || reinterpret_cast<uintptr_t>(dy) % 16 != 0 ||
         reinterpret_cast<uintptr_t>(a) % 16 != 0 ||
         reinterpret_cast<uintptr_t>(dw) % 16 != 0)
       return false;
     if constexpr (IsWgradSplit<typename V::Gemm>::value) {
-      modk_cuda::detail::traceGemm("cutlass", n, k, rows, 0, 0,
+      modk_cuda::detail::traceGemm("cutlass", n, k, maxRows, 0, 0,
                                    "wgrad add, split");
-      return V::Gemm::run(dy, a, dw, n, k, rows, workspace, bytes, s);
+      return V::Gemm::run(dy, rows, a, dw, n, k, maxRows, workspace, bytes,
+                          s);
     } else {
-      modk_cuda::detail::traceGemm("cutlass", n, k, rows, 0, 0, "wgrad add");
-      return V::Gemm::run(dy, nullptr, a, nullptr, dw, n, k, rows, s);
+      modk_cuda::detail::traceGemm("cutlass", n, k, maxRows, 0, 0,
+                                   "wgrad add");
+      return V::Gemm::run(dy, rows, a, nullptr, dw, n, k, maxRows, s);
     }
 #else
-    (void)dy, (void)rows, (void)a, (void)dw, (void)n, (void)k,
+    (void)dy, (void)rows, (void)maxRows, (void)a, (void)dw, (void)n, (void)k,
         (void)workspace, (void)bytes, (void)s;
     return false;
 #endif
@@ -2202,7 +2272,7 @@ inline void linear_wgrad(const modk_cuda::bf16 *dy, const int64_t *rows,
                         maxRows))
               : 0;
   if (maxRows > 0 &&
-      CutlassPlan::run(dy, maxRows, a, dw, N, K, scratch, bytes, s))
+      CutlassPlan::run(dy, rows, maxRows, a, dw, N, K, scratch, bytes, s))
     return;
   modk_cuda::linear_wgrad<N, K, true, TilePlan>(dy, rows, maxRows, a, dw,
                                                 scratch, s);
@@ -2340,10 +2410,11 @@ LogicalResult CutlassGemms::emitKernelType(raw_ostream &os,
   // the stream-K scheduler (the cooperative kernel only) or, in a group, as
   // chunks of each member's rows (at most a warp of them, its setup
   // kernel's threads). docs/cuda.md, "CUTLASS".
-  if (v.splitK != 1 && (kind != ProductKind::wgrad || !sm90))
+  if (v.splitK != 1 && (kind != ProductKind::wgrad || (!sm90 && v.grouped)))
     return op->emitError("CUTLASS splits the reduction of weight gradients ")
-           << "on sm_90a only (split_k " << v.splitK << ")";
-  if (v.splitK != 1 && !v.grouped &&
+           << "only, and of grouped ones on sm_90a only (split_k " << v.splitK
+           << ")";
+  if (v.splitK != 1 && !v.grouped && sm90 &&
       v.schedule != modk::CutlassSchedule::cooperative)
     return op->emitError("CUTLASS's stream-K scheduler, which splits a "
                          "weight gradient's rows, runs the cooperative "
@@ -2382,9 +2453,9 @@ LogicalResult CutlassGemms::emitKernelType(raw_ostream &os,
            << " library=cutlass}";
   if (kind == ProductKind::wgrad && !sm90)
     os << fmt::format("using {} = modc_cutlass::Sm80Wgrad<{}, {}, {}, {}, {}, "
-                      "{}, {}, {}>;\n",
+                      "{}, {}, {}, {}>;\n",
                       name, v.tileRows, v.tileCols, v.tileDepth, tile->warpRows,
-                      tile->warpCols, v.stages, alongN, shared);
+                      tile->warpCols, v.stages, alongN, v.splitK, shared);
   else if (!forward && !sm90)
     os << fmt::format("using {} = modc_cutlass::Sm80Dgrad<{}, {}, {}, {}, {}, "
                       "{}, {}, {}, {}>;\n",
@@ -2477,13 +2548,16 @@ extern "C" bool {0}(const void *a, const int64_t *rows, const void *w,
 /// host launcher (kWgradPlan's WgradSplitLaunchFn), named after the file.
 static std::string wgradSplitLauncherText(StringRef name) {
   return fmt::format(R"cpp(
-/// The launcher model.cu calls: y[m, n] += a[k, m]^T w[k, n] on this kernel,
-/// its reduction split with the partials in `workspace` (`bytes` of it),
-/// false where CUTLASS declines the product (docs/cuda.md, "CUTLASS").
-extern "C" bool {0}(const void *dy, const void *a, float *dw, int64_t m,
-                   int64_t n, int64_t k, void *workspace, size_t bytes,
-                   cudaStream_t s) {{
+/// The launcher model.cu calls: y[m, n] += a[k, m]^T w[k, n] on this kernel
+/// over at most k rows (*rows on sm_80, which reads the device's count),
+/// its reduction split with its partials or semaphores in `workspace`
+/// (`bytes` of it), false where CUTLASS declines the product (docs/cuda.md,
+/// "CUTLASS").
+extern "C" bool {0}(const void *dy, const int64_t *rows, const void *a,
+                   float *dw, int64_t m, int64_t n, int64_t k,
+                   void *workspace, size_t bytes, cudaStream_t s) {{
   return modc_cutlass::Gemm::run(static_cast<const modc_cutlass::Bf16 *>(dy),
+                                 rows,
                                  static_cast<const modc_cutlass::Bf16 *>(a),
                                  dw, m, n, k, workspace, bytes, s);
 }}
@@ -2603,8 +2677,8 @@ LogicalResult CutlassGemms::emit(raw_ostream &os,
               (!sm90 && (kind == ProductKind::forwardEpilogue ||
                          kind == ProductKind::forwardStore)
                    ? kSm80Tree
-               : v.grouped                           ? ""
-               : kind == ProductKind::wgrad && split ? kSm90WgradSplit
+               : v.grouped                                   ? ""
+               : kind == ProductKind::wgrad && split && sm90 ? kSm90WgradSplit
                : kind == ProductKind::wgrad ? (sm90 ? kSm90Wgrad : kSm80Wgrad)
                : kind == ProductKind::dgrad ||
                        kind == ProductKind::dgradAccumulate
@@ -2660,9 +2734,9 @@ LogicalResult CutlassGemms::emit(raw_ostream &os,
                             : v.grouped ? "(const void *, int64_t, int64_t, "
                                           "cudaStream_t);\n"
                             : split
-                                ? "(const void *, const void *, float *, "
-                                  "int64_t, int64_t, int64_t, void *, size_t, "
-                                  "cudaStream_t);\n"
+                                ? "(const void *, const int64_t *, const "
+                                  "void *, float *, int64_t, int64_t, "
+                                  "int64_t, void *, size_t, cudaStream_t);\n"
                                 : "(const void *, const int64_t *, const "
                                   "void *, const void *, void *, int64_t, "
                                   "int64_t, int64_t, cudaStream_t);\n");

@@ -217,29 +217,31 @@ public:
                       w[0] % 8 == 0 && w[1] % 8 == 0,
                   0};
         int64_t split = wgradSplit(w[0], w[1]);
-        // On CUTLASS where its reduction, the row count, is known on the
-        // host (rowsAreBound): dY and A stored bf16, read MN-major (by TMA
-        // on sm_90a, cp.async on sm_80), dW f32 added to in the epilogue.
-        // On sm_90a a group's members (modk-group-gemms) are one CUTLASS
-        // grouped launch instead, whose setup kernel reads each member's
-        // reduction, its row count, on the device: any rows; sm_80's groups
-        // keep the tiles. Where the output (the members' outputs together)
-        // does not fill the part, sm_90a's CUTLASS kernel splits its
-        // reduction too, deterministically (split_k, configureCutlassWgrad);
-        // sm_80's CUTLASS splits none, so the tiles keep such a product
-        // (configureCutlassWgrad). A forced chunk size (wgrad-chunk-rows)
-        // keeps the tiles' split. The tiles keep their split for the rows
-        // below CUTLASS's and wherever it declines. docs/cuda.md, "CUTLASS".
+        // On CUTLASS: dY and A stored bf16, read MN-major (by TMA on
+        // sm_90a, cp.async on sm_80), dW f32 added to in the epilogue.
+        // sm_90a's kernel fixes its reduction, the row count, on the host:
+        // a single product takes it where the host knows the count
+        // (rowsAreBound); a group's members (modk-group-gemms) are one
+        // grouped launch whose setup kernel reads each member's count on
+        // the device: any rows. sm_80's kernel reads the count on the
+        // device: any rows, but its groups keep the tiles' one launch.
+        // Where the output (the members' outputs together) does not fill
+        // the part, CUTLASS's kernel splits its reduction too,
+        // deterministically (split_k, configureCutlassWgrad). A forced
+        // chunk size (wgrad-chunk-rows) keeps the tiles' split. The tiles
+        // keep their split for the rows below CUTLASS's and wherever it
+        // declines. docs/cuda.md, "CUTLASS".
         int64_t members = groupMembers(wgrad);
         bool grouped = members > 1;
         bool sm90 = cutlassBuilders();
         bool fills =
             grouped ? wgradSplit(w[0] * members, w[1]) == 1 : split == 1;
-        bool cutlass =
-            library == "cutlass" && forcedPath < 0 && p.bf16 && p.tmaOperands &&
-            (fills || wgradChunkRows == 0) && (sm90 || !grouped) &&
-            w[1] * 4 % target->cutlass.alignmentBytes == 0 &&
-            (grouped || rowsAreBound(wgrad.getSegments(), wgrad.getDy()));
+        bool cutlass = library == "cutlass" && forcedPath < 0 && p.bf16 &&
+                       p.tmaOperands && (fills || wgradChunkRows == 0) &&
+                       (sm90 || !grouped) &&
+                       w[1] * 4 % target->cutlass.alignmentBytes == 0 &&
+                       (grouped || !sm90 ||
+                        rowsAreBound(wgrad.getSegments(), wgrad.getDy()));
         wgrad.setConfigAttr(
             cutlass ? configureCutlassWgrad(ctx, p, members, fills ? 1 : split)
                     : configure(ctx, p, split));
@@ -765,21 +767,23 @@ private:
   }
 
   /// The CUTLASS variant of a weight gradient whose output tiles (the
-  /// `members`' together) do not fill the part: the part's smallest
-  /// cooperative tile (CUTLASS's stream-K scheduler, which splits a single
-  /// product's reduction, runs the cooperative kernel only; a group splits
-  /// each member's rows into chunks, extra problems of its grouped launch),
-  /// whose reduction splits into as many chunks as bring its CTAs to a wave
-  /// (CTAs an SM x SMs), at most the part's maxSplitK (`split_k`; 1: the
-  /// tile's output alone fills the part). Unset where the part has no such
-  /// tile or splits nothing.
+  /// `members`' together) do not fill the part: the part's smallest tile
+  /// that splits (sm_90a: a cooperative one, as CUTLASS's stream-K
+  /// scheduler, which splits a single product's reduction, runs the
+  /// cooperative kernel only, and a group splits each member's rows into
+  /// chunks, extra problems of its grouped launch; sm_80: any, CUTLASS
+  /// 2.x's serial split-K), whose reduction splits into as many chunks as
+  /// bring its CTAs to a wave (CTAs an SM x SMs), at most the part's
+  /// maxSplitK (`split_k`; 1: the tile's output alone fills the part).
+  /// Unset where the part has no such tile or splits nothing.
   std::optional<GemmVariant> cutlassWgradSplit(const Product &p,
                                                int64_t members) const {
     if (target->cutlass.maxSplitK <= 1)
       return std::nullopt;
     for (const cuda::CutlassTile &t : cutlassTiles()) {
       int64_t stages = cuda::cutlassStages(*target, t, 4, 4, members > 1);
-      if (stages == 0 || t.schedule != modk::CutlassSchedule::cooperative)
+      if (stages == 0 || (cutlassBuilders() &&
+                          t.schedule != modk::CutlassSchedule::cooperative))
         continue;
       int64_t tiles =
           members * ceilDiv(p.staticRows, t.rows) * ceilDiv(p.cols, t.cols);

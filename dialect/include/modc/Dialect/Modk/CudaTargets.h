@@ -59,8 +59,8 @@ struct CutlassTarget {
   int64_t alignmentBytes;
   /// The most chunks a weight gradient's reduction (its rows) splits into
   /// where its output tiles do not fill the part (1: no split): sm_90a's
-  /// stream-K scheduler in its split-K mode, or a group's members' chunks
-  /// (docs/cuda.md, "CUTLASS").
+  /// stream-K scheduler in its split-K mode, or a group's members' chunks;
+  /// sm_80's serial split-K (docs/cuda.md, "CUTLASS").
   int64_t maxSplitK;
 
   llvm::ArrayRef<CutlassTile> tileList() const { return {tiles, tileCount}; }
@@ -105,7 +105,7 @@ inline constexpr CudaPart kCudaParts[] = {
      163 * 1024,
      false,
      {CutlassGeneration::multistage, kSm80CutlassTiles,
-      std::size(kSm80CutlassTiles), 0, 16, 1}},
+      std::size(kSm80CutlassTiles), 0, 16, 16}},
 };
 
 /// The part of `arch`, or null.
