@@ -26,12 +26,14 @@
 # residual adds into another buffer), the gated scatters' trees in 10 to
 # 13 (the forward's, the decode step's), plain f32 stores in 0
 # (64x128x32: the queries and keys, staged for RoPE), 1 (128x128x32), 6
-# (64x128x32 along N) and 7 (128x256x32), and the input gradients' kernels
-# in 16 to 21 (20 and 21 add to dA);
+# (64x128x32 along N) and 7 (128x256x32), the input gradients' kernels
+# in 16, 17, 19, 20, 22 and 23 (22 and 23 add to dA), and the weight
+# gradients' split kernels (serial split-K) in 18 and 21;
 # a GELU model's trees are its own (docs/cuda.md). CUDA_GEMMS (default
 # "cutlass") is
 # passed to --cuda-gemms: "cutlass sm-count=8" gives the example's weight gradients
-# CUTLASS kernels too (docs/cuda.md; on sm_80 the MLP's, 20 and 21); with it the integrated MoDE example in
+# CUTLASS kernels too (docs/cuda.md; on sm_80 the MLP's unsplit ones, 21
+# and 22); with it the integrated MoDE example in
 # bf16 has its experts' gradient groups' grouped kernels in 17 to 24. Needs build/bin/modc and mod-translate, nvcc,
 # and CUTLASS's headers (scripts/install-deps.sh). cuobjdump: the CUDA
 # Toolkit's, on PATH, or the pinned copy of scripts/install-deps.sh.
