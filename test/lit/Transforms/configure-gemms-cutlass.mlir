@@ -98,19 +98,21 @@ modk.entry @forward attributes {kind = #modk.entry_kind<forward>, model = #modk.
 // the count, B). Not on CUTLASS on sm_90a: the add in place over rows that
 // the device counts (a routed layer's) in its `config`, whose
 // device_rows_config is a grouped launch of it alone (its problem sized on
-// the device; the step allocates its memory before its graph capture); and
-// a group's member (the groups of a step keep the tiles). sm_80's kernel
-// stops at the count: the add over the routed rows too.
+// the device; the step allocates its memory before its graph capture). A
+// group's member takes the group's grouped launch (`grouped`), whose
+// memory the step allocates before its capture too. sm_80's kernel stops
+// at the count: the add over the routed rows too; its group's members
+// launch one by one (sm_80 has no grouped launch).
 // CHECK-LABEL: modk.entry @decode
 // CHECK: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 9: stream 64x8, from 65: cutlass 64x128x64 cluster 1x1 stages 8 pingpong raster along_m, from 16769: cutlass 128x128x64 cluster 2x1 stages 6 cooperative raster along_m>, epilogue = #modk.epilogue<none>}
 // CHECK: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 9: stream 64x8, from 65: cutlass 64x128x64 cluster 1x1 stages 8 pingpong raster along_m, from 16769: cutlass 128x128x64 cluster 2x1 stages 5 cooperative raster along_m>, epilogue = #modk.epilogue<rows>}
 // CHECK: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 9: stream 64x8, from 65: wgmma 128x64, from 16769: wgmma 128x128>, device_rows_config = #modk.gemm_config<stream 8x4, from 9: stream 64x8, from 65: cutlass 64x128x64 cluster 1x1 stages 8 pingpong raster along_m grouped, from 16769: cutlass 128x128x64 cluster 2x1 stages 5 cooperative raster along_m grouped>, epilogue = #modk.epilogue<rows>}
-// CHECK: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 9: stream 64x8, from 65: wgmma 128x64, from 16769: wgmma 128x128>, epilogue = #modk.epilogue<none>, group = 0 : i64}
+// CHECK: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 9: stream 64x8, from 65: cutlass 64x128x64 cluster 1x1 stages 8 pingpong raster along_m grouped, from 16769: cutlass 128x128x64 cluster 2x1 stages 6 cooperative raster along_m grouped>, epilogue = #modk.epilogue<none>, group = 0 : i64}
 // A100-LABEL: modk.entry @decode
 // A100: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 9: stream 64x8, from 65: cutlass 64x128x32 cluster 1x1 stages 6 multistage raster along_m, from 27521: cutlass 128x128x32 cluster 1x1 stages 5 multistage raster along_m>, epilogue = #modk.epilogue<none>}
 // A100: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 9: stream 64x8, from 65: cutlass 64x128x32 cluster 1x1 stages 6 multistage raster along_m, from 27521: cutlass 128x128x32 cluster 1x1 stages 5 multistage raster along_m>, epilogue = #modk.epilogue<rows>}
 // A100: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 9: stream 64x8, from 65: cutlass 64x128x32 cluster 1x1 stages 6 multistage raster along_m, from 27521: cutlass 128x128x32 cluster 1x1 stages 5 multistage raster along_m>, epilogue = #modk.epilogue<rows>}
-// A100: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 9: stream 64x8, from 65: mma 64x64, from 27521: mma 128x128>, epilogue = #modk.epilogue<none>, group = 0 : i64}
+// A100: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 9: stream 64x8, from 65: cutlass 64x128x32 cluster 1x1 stages 6 multistage raster along_m, from 27521: cutlass 128x128x32 cluster 1x1 stages 5 multistage raster along_m>, epilogue = #modk.epilogue<none>, group = 0 : i64}
 modk.entry @decode attributes {kind = #modk.entry_kind<decode>, model = #modk.model<name = "t", vocab_size = 64, d_model = 32, n_layers = 1, n_heads = 2, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = bf16>, modes = [#modk.mode<causal>], params = [#modk.param<name = "wq", shape = [128, 64], init = ones>, #modk.param<name = "wo", shape = [128, 128], init = ones>]} {
   %wq = modk.param "wq" : memref<128x64xf32>
   %wo = modk.param "wo" : memref<128x128xf32>

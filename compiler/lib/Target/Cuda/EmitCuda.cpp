@@ -1370,13 +1370,15 @@ LogicalResult CudaEmitter::emitEntry(modk::EntryOp e) {
       indices += fmt::format("{}, ", index);
       counts += fmt::format("{}, ", count);
     }
-    // The one-member grouped launches' device memory (CUTLASS,
-    // device_rows_config), allocated outside the capture.
+    // The grouped launches' device memory (CUTLASS: the groups', and the
+    // one-member launches of device_rows_config), allocated outside the
+    // capture.
     std::set<std::string> reserved;
     e.walk([&](modk::GemmOp gemm) {
-      std::string plan = cutlass.deviceRowsPlanOf(gemm);
-      if (!plan.empty() && reserved.insert(plan).second)
-        os << "  " << plan << "::reserve(s);\n";
+      for (const std::string &plan :
+           {cutlass.groupPlanOf(gemm), cutlass.deviceRowsPlanOf(gemm)})
+        if (!plan.empty() && reserved.insert(plan).second)
+          os << "  " << plan << "::reserve(s);\n";
     });
     os << fmt::format(R"cpp(  // The weights streamed from their bf16 copies (bf16_copies).
   constexpr int kCopies = {0};

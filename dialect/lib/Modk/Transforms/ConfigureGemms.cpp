@@ -166,10 +166,10 @@ public:
         // members' row counts, so every member computes exactly its rows
         // (docs/cuda.md, "CUTLASS").
         bool grouped = gemm.getGroupAttr() && cutlassBuilders();
-        // A decode step's groups keep the tiles: a grouped launch takes
-        // device memory of its own, which the step's graph capture cannot
-        // allocate.
-        bool copied = aligned && (weightCopies || !gemm.getGroupAttr());
+        // A decode step's CUTLASS products read the copies the step makes
+        // current, its groups too: their grouped launches' device memory
+        // is reserved before the step's graph capture (docs/cuda.md).
+        bool copied = aligned;
         bool cutlass = onCutlass(gemm, storeBytes, sourceBytes, grouped);
         gemm.setConfigAttr(cutlass && p.bf16 && copied
                                ? configureCutlass(ctx, p, storeBytes,
