@@ -34,7 +34,8 @@
 # passed to --cuda-gemms: "cutlass sm-count=8" gives the example's weight gradients
 # CUTLASS kernels too (docs/cuda.md; on sm_80 the MLP's unsplit ones, 21
 # and 22); with it the integrated MoDE example in
-# bf16 has its experts' gradient groups' grouped kernels in 17 to 24. Needs build/bin/modc and mod-translate, nvcc,
+# bf16 has its experts' gradient groups' grouped kernels in 22 to 29 (on
+# sm_80 CUTLASS 2.x's grouped GEMM: 18 to 23). Needs build/bin/modc and mod-translate, nvcc,
 # and CUTLASS's headers (scripts/install-deps.sh). cuobjdump: the CUDA
 # Toolkit's, on PATH, or the pinned copy of scripts/install-deps.sh.
 set -euo pipefail
@@ -58,9 +59,12 @@ trap 'rm -rf "$work"' EXIT
 "$bin/mod-translate" --modk-cutlass-kernel-to-cuda --cuda-arch="$arch" --cutlass-kernel="$kernel" "$work/model.mlir" > "$work/kernel.cu"
 grep '^// #modk.gemm_config' "$work/kernel.cu"
 start=$(date +%s)
-"$nvcc" -std=c++17 -O3 -DNDEBUG -gencode=$gencode --expt-relaxed-constexpr \
+if ! "$nvcc" -std=c++17 -O3 -DNDEBUG -gencode=$gencode --expt-relaxed-constexpr \
   -I"$cutlass" -I"$cutlass/../tools/util/include" -Xptxas -v -c "$work/kernel.cu" -o "$work/kernel.o" \
-  2> "$work/ptxas.txt"
+  2> "$work/ptxas.txt"; then
+  grep -v '^ptxas info' "$work/ptxas.txt" >&2
+  echo "check-cutlass-build: FAILED: nvcc did not build the kernel" >&2; exit 1
+fi
 echo "check-cutlass-build: nvcc took $(( $(date +%s) - start )) s"
 grep -E 'Used [0-9]+ registers|spill' "$work/ptxas.txt" | grep -v 'Compile time'
 if grep -E 'spill (stores|loads)' "$work/ptxas.txt" | grep -vq ' 0 bytes spill stores, 0 bytes spill loads'; then

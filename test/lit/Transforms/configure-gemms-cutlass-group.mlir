@@ -29,6 +29,7 @@
 // A100-NOT: device_rows_config
 // A100: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 9: stream 64x8, from 65: cutlass 64x128x32 cluster 1x1 stages 6 multistage raster along_m, {{.*}}>, epilogue = #modk.epilogue<none>, group = 0 : i64}
 // A100-NOT: grouped
+// A100-LABEL: modk.entry @expert_grads
 modk.entry @experts attributes {kind = #modk.entry_kind<forward>, model = #modk.model<name = "t", vocab_size = 64, d_model = 128, n_layers = 1, n_heads = 4, d_ff = 512, seq_len = 256, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = bf16>, modes = [#modk.mode<topk>], params = [#modk.param<name = "wg0", shape = [256, 128], init = ones>, #modk.param<name = "wg1", shape = [256, 128], init = ones>, #modk.param<name = "wd0", shape = [128, 256], init = ones>, #modk.param<name = "wd1", shape = [128, 256], init = ones>]} {
   %wg0 = modk.param "wg0" : memref<256x128xf32>
   %wg1 = modk.param "wg1" : memref<256x128xf32>
@@ -135,11 +136,15 @@ modk.entry @experts attributes {kind = #modk.entry_kind<forward>, model = #modk.
 // cooperative tile, as many chunks as give a wave (132 / 4 tiles of
 // 128 x 128), at most the part's 16 (split_k 16); the tiles' variant keeps
 // its own split (split 33) below 64 rows and where CUTLASS declines.
-// sm_80 keeps the tiles for the groups: it has no grouped launch, and its
-// groups run the tiles' one launch over every member. Its single weight
-// gradient reads the row count on the device, so the one outside a group
-// takes CUTLASS, its reduction split (serial split-K: 4 output tiles of
-// 64x128 on 8 SMs of 2 CTAs, 4 splits).
+// sm_80 runs the gradient groups on CUTLASS 2.x's grouped GEMM, which
+// reads each member's row count on the device too (the multistage tiles,
+// `grouped`, along N: the order that kernel walks a member's tiles), but
+// for a weight gradients' group whose outputs do not fill
+// the part: that grouped GEMM splits no reduction, so it keeps the tiles'
+// split (on 108 SMs; with 8 the two 256 x 128 outputs fill it). Its single
+// weight gradient reads the row count on the device, so the one outside a
+// group takes CUTLASS, its reduction split (serial split-K: 4 output tiles
+// of 64x128 on 8 SMs of 2 CTAs, 4 splits).
 // CHECK-LABEL: modk.entry @expert_grads
 // CHECK-COUNT-2: modk.gemm_dgrad{{.*}} {accumulate = false, config = #modk.gemm_config<mma 64x64, from 64: cutlass 64x128x64 cluster 1x1 stages 8 pingpong raster along_m grouped, from 16769: cutlass 128x128x64 cluster 2x1 stages 6 cooperative raster along_m grouped>, group = 3 : i64}
 // CHECK-COUNT-2: modk.gemm_dgrad{{.*}} {accumulate = true, config = #modk.gemm_config<mma 64x64, from 64: cutlass 64x128x64 cluster 1x1 stages 8 pingpong raster along_m grouped, from 16769: cutlass 128x128x64 cluster 2x1 stages 5 cooperative raster along_m grouped>, group = 4 : i64}
@@ -151,8 +156,13 @@ modk.entry @experts attributes {kind = #modk.entry_kind<forward>, model = #modk.
 // SM8-COUNT-2: modk.gemm_wgrad{{.*}} {config = #modk.gemm_config<wgmma 128x64 tma 16, from 64: cutlass 64x128x64 cluster 1x1 stages 8 pingpong raster along_m grouped>, group = 5 : i64}
 // SM8: modk.gemm_wgrad{{.*}} {config = #modk.gemm_config<wgmma 128x64 tma 16, split 2>}
 // A100-GRAD-LABEL: modk.entry @expert_grads
-// A100-GRAD-NOT: cutlass
-// A100-GRAD-COUNT-2: modk.gemm_wgrad{{.*}} {config = #modk.gemm_config<mma 64x64, split 2>, group = 5 : i64}
+// A100-COUNT-2: modk.gemm_dgrad{{.*}} {accumulate = false, config = #modk.gemm_config<mma 64x64, from 64: cutlass 64x128x32 cluster 1x1 stages 6 multistage raster along_n grouped, {{.*}}>, group = 3 : i64}
+// A100-COUNT-2: modk.gemm_dgrad{{.*}} {accumulate = true, config = #modk.gemm_config<mma 64x64, from 64: cutlass 64x128x32 cluster 1x1 stages 6 multistage raster along_n grouped, {{.*}}>, group = 4 : i64}
+// A100-COUNT-2: modk.gemm_wgrad{{.*}} {config = #modk.gemm_config<mma 64x64, split 27>, group = 5 : i64}
+// A100: modk.gemm_wgrad{{.*}} {config = #modk.gemm_config<mma 64x64, from 64: cutlass 64x128x32 cluster 1x1 stages 6 multistage raster along_m split_k 16, split 27>}
+// A100-GRAD-COUNT-2: modk.gemm_dgrad{{.*}} {accumulate = false, config = #modk.gemm_config<mma 64x64, from 64: cutlass 64x128x32 cluster 1x1 stages 6 multistage raster along_n grouped, from 1921: cutlass 128x128x32 cluster 1x1 stages 4 multistage raster along_n grouped>, group = 3 : i64}
+// A100-GRAD-COUNT-2: modk.gemm_dgrad{{.*}} {accumulate = true, config = #modk.gemm_config<mma 64x64, from 64: cutlass 64x128x32 cluster 1x1 stages 6 multistage raster along_n grouped, from 1921: cutlass 128x128x32 cluster 1x1 stages 4 multistage raster along_n grouped>, group = 4 : i64}
+// A100-GRAD-COUNT-2: modk.gemm_wgrad{{.*}} {config = #modk.gemm_config<mma 64x64, from 64: cutlass 64x128x32 cluster 1x1 stages 6 multistage raster along_n grouped>, group = 5 : i64}
 // A100-GRAD: modk.gemm_wgrad{{.*}} {config = #modk.gemm_config<mma 64x64, from 64: cutlass 64x128x32 cluster 1x1 stages 6 multistage raster along_m split_k 4, split 2>}
 modk.entry @expert_grads attributes {kind = #modk.entry_kind<grad>, model = #modk.model<name = "t", vocab_size = 64, d_model = 128, n_layers = 1, n_heads = 4, d_ff = 512, seq_len = 256, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = bf16>, modes = [#modk.mode<topk>], params = [#modk.param<name = "wg0", shape = [256, 128], init = ones>, #modk.param<name = "wg1", shape = [256, 128], init = ones>, #modk.param<name = "wu0", shape = [256, 128], init = ones>, #modk.param<name = "wu1", shape = [256, 128], init = ones>]} {
   %wg0 = modk.param "wg0" : memref<256x128xf32>

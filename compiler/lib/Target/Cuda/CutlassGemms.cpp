@@ -605,6 +605,37 @@ struct Sm90Wgrad {
 } // namespace modc_cutlass
 )cpp";
 
+// A grouped kernel's own device memory (appended before the kernel of
+// every grouped kernel file, on either part).
+static const char kGroupMemory[] = R"cpp(
+namespace modc_cutlass {
+/// At least `bytes` of a grouped kernel's own device memory in `memory`
+/// (`capacity` bytes so far): the members' arrays and CUTLASS's workspace.
+/// It grows only outside a stream capture, which cannot allocate: false
+/// where it would have to grow inside one, or cannot be had. Launches on
+/// one stream take it in turn.
+inline bool reserveGroupMemory(char *&memory, size_t &capacity, size_t bytes,
+                               cudaStream_t s) {
+  if (bytes <= capacity)
+    return true;
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(s, &capture) != cudaSuccess ||
+      capture != cudaStreamCaptureStatusNone ||
+      cudaStreamSynchronize(s) != cudaSuccess)
+    return false;
+  cudaFree(memory);
+  memory = nullptr;
+  capacity = 0;
+  if (cudaMalloc(&memory, bytes) != cudaSuccess) {
+    memory = nullptr;
+    return false;
+  }
+  capacity = bytes;
+  return true;
+}
+} // namespace modc_cutlass
+)cpp";
+
 // A group's kernel on sm_90a (appended after kSm90 to the files of grouped
 // variants only, so that the other kernel files keep their text): CUTLASS's
 // grouped (ptr-array) GEMM over the members of a modk-group-gemms group,
@@ -733,31 +764,6 @@ __global__ void groupSetupKernel(const GroupTable table, int n, int k,
   arrays->strideC[z] = sc;
   arrays->strideD[z] = sd;
   arrays->store[z] = typename G::Member{m.store};
-}
-
-/// At least `bytes` of a grouped kernel's own device memory in `memory`
-/// (`capacity` bytes so far): the members' arrays and CUTLASS's workspace.
-/// It grows only outside a stream capture, which cannot allocate: false
-/// where it would have to grow inside one, or cannot be had. Launches on
-/// one stream take it in turn.
-inline bool reserveGroupMemory(char *&memory, size_t &capacity, size_t bytes,
-                               cudaStream_t s) {
-  if (bytes <= capacity)
-    return true;
-  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-  if (cudaStreamIsCapturing(s, &capture) != cudaSuccess ||
-      capture != cudaStreamCaptureStatusNone ||
-      cudaStreamSynchronize(s) != cudaSuccess)
-    return false;
-  cudaFree(memory);
-  memory = nullptr;
-  capacity = 0;
-  if (cudaMalloc(&memory, bytes) != cudaSuccess) {
-    memory = nullptr;
-    return false;
-  }
-  capacity = bytes;
-  return true;
 }
 
 /// Sm90Gemm's product over the members of a group, one launch: member z's
@@ -1594,6 +1600,149 @@ struct Sm80Wgrad {
     }
     return Product::run(problem, dy, m, a, n, dw, dw, {}, rows, s,
                         int(slices), static_cast<int *>(workspace));
+  }
+};
+} // namespace modc_cutlass
+)cpp";
+
+// A gradient group's kernel on sm_80 (appended after kSm80 to the files of
+// grouped modk.gemm_dgrad and modk.gemm_wgrad variants only): CUTLASS
+// 2.x's grouped GEMM over the members' input or weight gradients, with the
+// single gradients' layouts and epilogues (Sm80Dgrad, Sm80Wgrad), its
+// problems read on the device. docs/cuda.md, "CUTLASS".
+static const char kSm80GradGroup[] = R"cpp(#include <cutlass/device_kernel.h>
+#include <cutlass/gemm/kernel/default_gemm_grouped.h>
+
+namespace modc_cutlass {
+
+/// The members of Sm80GradGroup G's launch as its kernel reads them, written
+/// on the device by groupSetupKernel80.
+template <typename G> struct Sm80GroupArrays {
+  cutlass::gemm::GemmCoord problems[kMaxGroup];
+  Bf16 *a[kMaxGroup];
+  Bf16 *b[kMaxGroup];
+  float *c[kMaxGroup];
+  float *d[kMaxGroup];
+  int64_t lda[kMaxGroup], ldb[kMaxGroup], ldc[kMaxGroup], ldd[kMaxGroup];
+};
+
+/// Writes member z's problem, pointers and leading dimensions for
+/// Sm80GradGroup G: a weight gradient's (M, N, K) = (N, K, its row count on
+/// the device: the reduction), dy column-major as A; an input gradient's
+/// (its row count on the device, K, N); an empty member has no tiles (M =
+/// 0). A thread a member.
+template <typename G>
+__global__ void groupSetupKernel80(const GroupTable table, int n, int k,
+                                   Sm80GroupArrays<G> *arrays) {
+  const int z = int(threadIdx.x);
+  if (z >= table.members)
+    return;
+  const GroupTable::Member &m = table.member[z];
+  const int64_t rows = *m.rows;
+  const int count = int(rows > 0 ? rows : 0);
+  if constexpr (G::kWgrad) {
+    // dw[n, k] += dy[rows, n]^T a[rows, k].
+    arrays->problems[z] = cutlass::gemm::GemmCoord(count > 0 ? n : 0, k, count);
+    arrays->lda[z] = n; // dy's rows (the reduction): n apart
+    arrays->ldb[z] = k; // a's rows: k apart
+  } else {
+    // da[rows, n] (+)= dy[rows, k] w[k, n].
+    arrays->problems[z] = cutlass::gemm::GemmCoord(count, n, k);
+    arrays->lda[z] = k; // dy's rows: k apart
+    arrays->ldb[z] = n; // w's rows (the reduction): n apart
+  }
+  arrays->ldc[z] = G::kWgrad ? k : n;
+  arrays->ldd[z] = G::kWgrad ? k : n;
+  arrays->a[z] = static_cast<Bf16 *>(const_cast<void *>(m.a));
+  arrays->b[z] = static_cast<Bf16 *>(const_cast<void *>(m.w));
+  // C is read only where the members add (dw, an accumulating da).
+  arrays->c[z] = static_cast<float *>(m.src ? const_cast<void *>(m.src) : m.y);
+  arrays->d[z] = static_cast<float *>(m.y);
+}
+
+/// The gradients of a group's members on sm_80, one launch of CUTLASS
+/// 2.x's grouped GEMM (its problems, pointers and leading dimensions in
+/// device memory of its own, the rows counted on the device, a persistent
+/// grid whose CTAs walk every member's tiles in turn): Wgrad, each member's
+/// dw[N, K] += dy[rows, N]^T a[rows, K] over the rows the device counts (its
+/// reduction; the launcher's (n, k) are (N, K)), every output tile summing
+/// its rows in one CTA, in order (deterministic); else each member's
+/// da[rows, K] (+)= dy[rows, N] w[N, K] (the launcher's (n, k) are (K,
+/// N)), adding da's old values where Accumulate. The epilogue adds with
+/// D = acc + C. The tile, warp tile and stages as in Sm80Gemm.
+template <int BM, int BN, int BK, int WM, int WN, int Stages, bool Wgrad,
+          bool Accumulate, int SharedBytes>
+struct Sm80GradGroup {
+  static constexpr bool kWgrad = Wgrad;
+  static constexpr bool kAdds = Wgrad || Accumulate;
+  using EpilogueOp = cutlass::epilogue::thread::LinearCombination<
+      float, 4, float, float,
+      kAdds ? cutlass::epilogue::thread::ScaleType::NoBetaScaling
+            : cutlass::epilogue::thread::ScaleType::Nothing>;
+  using LayoutA = std::conditional_t<Wgrad, cutlass::layout::ColumnMajor,
+                                     cutlass::layout::RowMajor>;
+  using Kernel = typename cutlass::gemm::kernel::DefaultGemmGrouped<
+      Bf16, LayoutA, cutlass::ComplexTransform::kNone, 8, Bf16,
+      cutlass::layout::RowMajor, cutlass::ComplexTransform::kNone, 8, float,
+      cutlass::layout::RowMajor, float, cutlass::arch::OpClassTensorOp,
+      cutlass::arch::Sm80, cutlass::gemm::GemmShape<BM, BN, BK>,
+      cutlass::gemm::GemmShape<WM, WN, BK>, cutlass::gemm::GemmShape<16, 8, 16>,
+      EpilogueOp,
+      cutlass::gemm::threadblock::GemmBatchedIdentityThreadblockSwizzle,
+      Stages>::GemmKernel;
+  static constexpr int kShared = int(sizeof(typename Kernel::SharedStorage));
+  static_assert(kShared <= SharedBytes,
+                "the configured stages do not fit the part's shared memory "
+                "(modc/Dialect/Modk/CudaTargets.h)");
+  using Arrays = Sm80GroupArrays<Sm80GradGroup>;
+
+  /// The kernel, instantiated (a build check takes its address).
+  static auto kernel() { return &cutlass::Kernel<Kernel>; }
+
+  /// Enqueues the group's gradients: the members' problems written on the
+  /// device, then one grouped launch of as many CTAs as the device holds at
+  /// once; false where its device memory cannot be had (as
+  /// reserveGroupMemory: not in a stream capture) or the launch fails. A
+  /// table of no members only allocates the memory (GroupPlan::reserve).
+  static bool run(const GroupTable &table, int64_t n, int64_t k,
+                  cudaStream_t s) {
+    if (table.members < 0 || table.members > kMaxGroup)
+      return false;
+    for (int z = 0; z < table.members; ++z)
+      if ((table.member[z].src != nullptr) != kAdds)
+        return false;
+    static char *memory = nullptr;
+    static size_t capacity = 0;
+    if (!reserveGroupMemory(memory, capacity, sizeof(Arrays), s) ||
+        table.members == 0)
+      return false;
+    static const int ctas = [] {
+      int device = 0, sms = 0, perSm = 0;
+      cudaGetDevice(&device);
+      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+      if (kShared >= 48 * 1024 &&
+          cudaFuncSetAttribute(kernel(),
+                               cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               kShared) != cudaSuccess)
+        return 0;
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+          &perSm, kernel(), Kernel::kThreadCount, kShared);
+      return sms * perSm;
+    }();
+    if (ctas <= 0)
+      return false;
+    Arrays *arrays = reinterpret_cast<Arrays *>(memory);
+    groupSetupKernel80<Sm80GradGroup>
+        <<<1, 32, 0, s>>>(table, int(n), int(k), arrays);
+    if (cudaPeekAtLastError() != cudaSuccess)
+      return false;
+    typename Kernel::Arguments args(
+        arrays->problems, table.members, ctas, {}, arrays->a, arrays->b,
+        arrays->c, arrays->d, arrays->lda, arrays->ldb, arrays->ldc,
+        arrays->ldd);
+    typename Kernel::Params params(args);
+    kernel()<<<ctas, Kernel::kThreadCount, kShared, s>>>(params);
+    return cudaPeekAtLastError() == cudaSuccess;
   }
 };
 } // namespace modc_cutlass
@@ -2447,11 +2596,19 @@ LogicalResult CutlassGemms::emitKernelType(raw_ostream &os,
   }
   int64_t shared = cuda::sharedBytesPerBlock(*part) / tile->ctasPerSm;
   bool alongN = v.raster == modk::RasterOrder::along_n;
-  if (v.grouped && (!sm90 || kind == ProductKind::forwardStaged))
-    return op->emitError("CUTLASS runs grouped launches on sm_90a only, not ")
-           << arch << ": run modk-configure-gemms{arch=" << arch
-           << " library=cutlass}";
-  if (kind == ProductKind::wgrad && !sm90)
+  bool gradient = kind == ProductKind::wgrad || kind == ProductKind::dgrad ||
+                  kind == ProductKind::dgradAccumulate;
+  if (v.grouped && ((!sm90 && !gradient) || kind == ProductKind::forwardStaged))
+    return op->emitError("CUTLASS runs grouped forward products on sm_90a ")
+           << "only, not on " << arch
+           << ": run modk-configure-gemms{arch=" << arch << " library=cutlass}";
+  if (gradient && v.grouped && !sm90)
+    os << fmt::format("using {} = modc_cutlass::Sm80GradGroup<{}, {}, {}, {}, "
+                      "{}, {}, {}, {}, {}>;\n",
+                      name, v.tileRows, v.tileCols, v.tileDepth, tile->warpRows,
+                      tile->warpCols, v.stages, kind == ProductKind::wgrad,
+                      kind == ProductKind::dgradAccumulate, shared);
+  else if (kind == ProductKind::wgrad && !sm90)
     os << fmt::format("using {} = modc_cutlass::Sm80Wgrad<{}, {}, {}, {}, {}, "
                       "{}, {}, {}, {}>;\n",
                       name, v.tileRows, v.tileCols, v.tileDepth, tile->warpRows,
@@ -2694,12 +2851,17 @@ LogicalResult CutlassGemms::emit(raw_ostream &os,
           // A grouped launch's kernel: its members' table (which holds
           // StoreArgs) and the ptr-array kernel's template, a gradient
           // group's over its layouts (Sm90GradGroup).
-          if (v.grouped)
+          // sm_80's: CUTLASS 2.x's grouped GEMM over the gradients'
+          // layouts (Sm80GradGroup).
+          if (v.grouped && sm90)
             body += (kind == ProductKind::forwardStore ? std::string()
                                                        : storeArgsText()) +
-                    groupTableText() + kSm90Group +
+                    groupTableText() + kGroupMemory + kSm90Group +
                     (gradient ? kSm90GradGroup : "") +
                     (split ? kSm90WgradGroupSplit : "");
+          else if (v.grouped)
+            body += storeArgsText() + groupTableText() + kGroupMemory +
+                    kSm80GradGroup;
           body += "\nnamespace modc_cutlass {\n" + *math;
           llvm::raw_string_ostream bodyOs(body);
           if (failed(emitKernelType(bodyOs, v, bf16Output, "Gemm", op)))

@@ -197,13 +197,11 @@ public:
         // TMA (sm_90a) or cp.async (sm_80) reads, dY stored bf16 and W's
         // bf16 copy (docs/cuda.md, "CUTLASS"); dA is f32, its old values
         // added where it accumulates. A group's member (modk-group-gemms):
-        // on sm_90a its group is one CUTLASS grouped launch, each member's
-        // rows sized on the device; sm_80 has no grouped launch, and its
-        // groups keep the tiles' one launch over every member.
-        bool sm90 = cutlassBuilders();
+        // its group is one CUTLASS grouped launch, each member's rows sized
+        // on the device (sm_80: CUTLASS 2.x's grouped GEMM).
         bool grouped = bool(dgrad.getGroupAttr());
         bool cutlass = library == "cutlass" && forcedPath < 0 && p.bf16 &&
-                       p.tmaOperands && (sm90 || !grouped) &&
+                       p.tmaOperands &&
                        w[1] * 4 % target->cutlass.alignmentBytes == 0;
         dgrad.setConfigAttr(
             cutlass ? configureCutlass(ctx, p, 4, dgrad.getAccumulate() ? 4 : 0,
@@ -224,10 +222,12 @@ public:
         // (rowsAreBound); a group's members (modk-group-gemms) are one
         // grouped launch whose setup kernel reads each member's count on
         // the device: any rows. sm_80's kernel reads the count on the
-        // device: any rows, but its groups keep the tiles' one launch.
+        // device: any rows, its groups too (CUTLASS 2.x's grouped GEMM).
         // Where the output (the members' outputs together) does not fill
         // the part, CUTLASS's kernel splits its reduction too,
-        // deterministically (split_k, configureCutlassWgrad). A forced
+        // deterministically (split_k, configureCutlassWgrad), but for
+        // sm_80's groups, whose grouped GEMM splits none: they keep the
+        // tiles' split. A forced
         // chunk size (wgrad-chunk-rows) keeps the tiles' split. The tiles
         // keep their split for the rows below CUTLASS's and wherever it
         // declines. docs/cuda.md, "CUTLASS".
@@ -238,7 +238,7 @@ public:
             grouped ? wgradSplit(w[0] * members, w[1]) == 1 : split == 1;
         bool cutlass = library == "cutlass" && forcedPath < 0 && p.bf16 &&
                        p.tmaOperands && (fills || wgradChunkRows == 0) &&
-                       (sm90 || !grouped) &&
+                       (sm90 || !grouped || fills) &&
                        w[1] * 4 % target->cutlass.alignmentBytes == 0 &&
                        (grouped || !sm90 ||
                         rowsAreBound(wgrad.getSegments(), wgrad.getDy()));
@@ -660,6 +660,16 @@ private:
     return v;
   }
 
+  /// Marks `v` as a group's grouped launch's variant where `grouped`. On
+  /// sm_80 that is CUTLASS 2.x's grouped GEMM, whose CTAs walk each
+  /// member's tiles along N (a row of tiles after another): the raster it
+  /// runs, whatever the member's shape.
+  void markGrouped(GemmVariant &v, bool grouped) const {
+    v.grouped = grouped;
+    if (grouped && !cutlassBuilders())
+      v.raster = modk::RasterOrder::along_n;
+  }
+
   /// The configuration of a product on CUTLASS: the tile kernels'
   /// variants below `from` rows (a forward product's few-row kernel's, or
   /// mma.sync's below 64 without it), then the part's CUTLASS tiles,
@@ -701,7 +711,7 @@ private:
       }
       GemmVariant v =
           cutlassVariant(t, start, ceilDiv(start, t.rows), stages, p.cols);
-      v.grouped = grouped;
+      markGrouped(v, grouped);
       while (!variants.empty() && variants.back().minRows >= start)
         variants.pop_back(); // the larger tile from the same rows on
       variants.push_back(v);
@@ -753,7 +763,7 @@ private:
         }
         chosen = cutlassVariant(t, from, ceilDiv(p.staticRows, t.rows), stages,
                                 p.cols);
-        chosen->grouped = grouped;
+        markGrouped(*chosen, grouped);
         previous = &t;
       }
     }
@@ -791,7 +801,7 @@ private:
           cutlassVariant(t, 0, ceilDiv(p.staticRows, t.rows), stages, p.cols);
       v.splitK = std::clamp<int64_t>(ceilDiv(t.ctasPerSm * sms, tiles), 1,
                                      target->cutlass.maxSplitK);
-      v.grouped = members > 1;
+      markGrouped(v, members > 1);
       return v;
     }
     return std::nullopt;
