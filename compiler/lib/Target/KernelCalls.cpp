@@ -316,10 +316,11 @@ LogicalResult PlanEmitter::emitKernel(Operation *op) {
         fmt::format("sizeof(float) * "
                     "modk_cuda::linear_wgrad_scratch_floats<{}, {}{}>({})",
                     w[0], w[1], plan, maxRows(wgrad.getDy())));
-    // On CUDA, a configuration with a CUTLASS variant (its rows proven to
-    // be the bound, modk-configure-gemms) calls the CUTLASS plan's entry
-    // point, which falls back on the tiles' plan and their scratch
-    // (docs/cuda.md, "CUTLASS").
+    // On CUDA, a configuration with a single CUTLASS variant (sm_90a's:
+    // its rows proven to be the bound, modk-configure-gemms; sm_80's: any
+    // rows) calls the CUTLASS plan's entry point, which falls back on the
+    // tiles' plan and their scratch; a `grouped` one is emitted by the
+    // target (docs/cuda.md, "CUTLASS").
     if (std::string cutlass = cutlassWgradPlan(wgrad);
         !cutlass.empty() && !call.devicePlan.empty()) {
       call.ns = "modc_cutlass";

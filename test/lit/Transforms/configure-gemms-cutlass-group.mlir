@@ -125,8 +125,11 @@ modk.entry @experts attributes {kind = #modk.entry_kind<forward>, model = #modk.
 // fewer stages for the source) take the single input gradient's CUTLASS
 // variants, `grouped`. A weight gradients' group is one grouped launch
 // whose setup kernel reads each member's reduction, its row count, on the
-// device, so the experts' rows (counted on the device) take CUTLASS there
-// (a single weight gradient over them keeps the tiles). Where the
+// device, so the experts' rows (counted on the device) take CUTLASS there;
+// a single weight gradient over them outside a group (the last) is a
+// grouped launch of itself alone (`grouped`, no `group`: a member's split
+// into chunks as a group's where its output does not fill the part). Where
+// the
 // members' outputs together fill the part without a split over the rows
 // (two 256 x 128 weights, 16 tiles of 64 x 64, on 8 SMs: sm-count=8) no
 // split: each member's output tile sums its rows in one CTA, in order.
@@ -149,12 +152,12 @@ modk.entry @experts attributes {kind = #modk.entry_kind<forward>, model = #modk.
 // CHECK-COUNT-2: modk.gemm_dgrad{{.*}} {accumulate = false, config = #modk.gemm_config<mma 64x64, from 64: cutlass 64x128x64 cluster 1x1 stages 8 pingpong raster along_m grouped, from 16769: cutlass 128x128x64 cluster 2x1 stages 6 cooperative raster along_m grouped>, group = 3 : i64}
 // CHECK-COUNT-2: modk.gemm_dgrad{{.*}} {accumulate = true, config = #modk.gemm_config<mma 64x64, from 64: cutlass 64x128x64 cluster 1x1 stages 8 pingpong raster along_m grouped, from 16769: cutlass 128x128x64 cluster 2x1 stages 5 cooperative raster along_m grouped>, group = 4 : i64}
 // CHECK-COUNT-2: modk.gemm_wgrad{{.*}} {config = #modk.gemm_config<wgmma 128x64 tma 264, from 64: cutlass 128x128x64 cluster 2x1 stages 5 cooperative raster along_m split_k 16 grouped, split 33>, group = 5 : i64}
-// CHECK: modk.gemm_wgrad{{.*}} {config = #modk.gemm_config<wgmma 128x64 tma 264, split 33>}
+// CHECK: modk.gemm_wgrad{{.*}} {config = #modk.gemm_config<wgmma 128x64 tma 264, from 64: cutlass 128x128x64 cluster 2x1 stages 5 cooperative raster along_m split_k 16 grouped, split 33>} :
 // SM8-LABEL: modk.entry @expert_grads
 // SM8-COUNT-2: modk.gemm_dgrad{{.*}} {accumulate = false, config = #modk.gemm_config<mma 64x64, from 64: cutlass 64x128x64 cluster 1x1 stages 8 pingpong raster along_m grouped, from 897: cutlass 128x128x64 cluster 2x1 stages 6 cooperative raster along_m grouped>, group = 3 : i64}
 // SM8-COUNT-2: modk.gemm_dgrad{{.*}} {accumulate = true, config = #modk.gemm_config<mma 64x64, from 64: cutlass 64x128x64 cluster 1x1 stages 8 pingpong raster along_m grouped, from 897: cutlass 128x128x64 cluster 2x1 stages 5 cooperative raster along_m grouped>, group = 4 : i64}
 // SM8-COUNT-2: modk.gemm_wgrad{{.*}} {config = #modk.gemm_config<wgmma 128x64 tma 16, from 64: cutlass 64x128x64 cluster 1x1 stages 8 pingpong raster along_m grouped>, group = 5 : i64}
-// SM8: modk.gemm_wgrad{{.*}} {config = #modk.gemm_config<wgmma 128x64 tma 16, split 2>}
+// SM8: modk.gemm_wgrad{{.*}} {config = #modk.gemm_config<wgmma 128x64 tma 16, from 64: cutlass 128x128x64 cluster 2x1 stages 5 cooperative raster along_m split_k 4 grouped, split 2>} :
 // A100-GRAD-LABEL: modk.entry @expert_grads
 // A100-COUNT-2: modk.gemm_dgrad{{.*}} {accumulate = false, config = #modk.gemm_config<mma 64x64, from 64: cutlass 64x128x32 cluster 1x1 stages 6 multistage raster along_n grouped, {{.*}}>, group = 3 : i64}
 // A100-COUNT-2: modk.gemm_dgrad{{.*}} {accumulate = true, config = #modk.gemm_config<mma 64x64, from 64: cutlass 64x128x32 cluster 1x1 stages 6 multistage raster along_n grouped, {{.*}}>, group = 4 : i64}

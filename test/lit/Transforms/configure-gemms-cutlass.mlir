@@ -214,8 +214,10 @@ modk.entry @grad attributes {kind = #modk.entry_kind<grad>, model = #modk.model<
 //   declines. With 8 SMs, 8 splits; with a forced chunk size
 //   (wgrad-chunk-rows) or only the pingpong tile (tile=small) the tiles'
 //   split stays.
-// - The tiles keep: an f32 dY, a causal selection's rows and rows of no
-//   known count (MoE experts').
+// - A causal selection's rows and rows of no known count (MoE experts')
+//   run as a grouped launch of the product alone (`grouped`, no `group`),
+//   whose setup kernel reads the row count, its reduction, on the device.
+// - The tiles keep an f32 dY.
 // sm_80 (108 SMs) takes the same products on its multistage tiles by the
 // same rules (4096 x 1024: 128x256, 32 x 4 = 128 CTAs of one an SM; 1024 x
 // 1024: 64x128). The small output splits its reduction on CUTLASS 2.x's
@@ -229,8 +231,8 @@ modk.entry @grad attributes {kind = #modk.entry_kind<grad>, model = #modk.model<
 // CHECK: modk.gemm_wgrad{{.*}}{config = #modk.gemm_config<wgmma 128x128 tma 132, from 64: cutlass 128x128x64 cluster 2x1 stages 5 cooperative raster along_m>}
 // CHECK: modk.gemm_wgrad{{.*}}{config = #modk.gemm_config<wgmma 128x64 tma 264, from 64: cutlass 128x128x64 cluster 1x1 stages 5 cooperative raster along_m split_k 16, split 66>}
 // CHECK: modk.gemm_wgrad{{.*}}{config = #modk.gemm_config<wgmma 128x128>}
-// CHECK: modk.gemm_wgrad{{.*}}{config = #modk.gemm_config<wgmma 128x128 tma 132>}
-// CHECK: modk.gemm_wgrad{{.*}}{config = #modk.gemm_config<wgmma 128x128 tma 132>}
+// CHECK: modk.gemm_wgrad(%{{.*}}, %{{.*}}, %[[CSEG:.*]], %{{.*}}) {config = #modk.gemm_config<wgmma 128x128 tma 132, from 64: cutlass 128x128x64 cluster 2x1 stages 5 cooperative raster along_m grouped>}
+// CHECK: modk.gemm_wgrad(%{{.*}}, %{{.*}}, %[[ESEG:.*]], %{{.*}}) {config = #modk.gemm_config<wgmma 128x128 tma 132, from 64: cutlass 128x128x64 cluster 2x1 stages 5 cooperative raster along_m grouped>}
 // A100-LABEL: modk.entry @wgrad
 // A100: modk.gemm_wgrad{{.*}}{config = #modk.gemm_config<mma 128x128, from 64: cutlass 128x256x32 cluster 1x1 stages 4 multistage raster along_m>}
 // A100: modk.gemm_wgrad{{.*}}{config = #modk.gemm_config<mma 64x64, from 64: cutlass 64x128x32 cluster 1x1 stages 6 multistage raster along_m>}

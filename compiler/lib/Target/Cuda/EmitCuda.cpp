@@ -929,8 +929,31 @@ bool CudaEmitter::emitGradGroup(Operation *op) {
 }
 
 void CudaEmitter::emitGemmWgrad(modk::GemmWgradOp op, const KernelCall &call) {
-  if (!emitGradGroup(op))
+  if (emitGradGroup(op))
+    return;
+  // A weight gradient over rows the device counts, outside a group, whose
+  // CUTLASS variants are `grouped` (sm_90a): a grouped launch of it alone,
+  // whose setup kernel reads its reduction, the row count, on the device;
+  // its split's partials in the tiles' scratch, as a group's. The tiles
+  // below its rows and wherever it declines (docs/cuda.md, "CUTLASS").
+  std::string groupPlan = cutlass.groupPlanOf(op);
+  if (groupPlan.empty() || call.devicePlan.empty()) {
     emitCall(call);
+    return;
+  }
+  auto w = cast<MemRefType>(op.getDw().getType()).getShape();
+  os << "  {\n    modc_cutlass::GroupTable cutlassRows;\n"
+     << "    cutlassRows.members = 1;\n";
+  os << fmt::format("    cutlassRows.member[0] = {{{}, {}, {}, {}, {} + B, "
+                    "{{}}}};\n",
+                    name(op.getDy()), name(op.getInput()), name(op.getDw()),
+                    name(op.getDw()), name(op.getSegments()));
+  os << fmt::format("    if (!modc_cutlass::linear_wgrad_group<{}, {}, {}, "
+                    "{}>(cutlassRows, {}, (float *)scratch, s))\n",
+                    w[0], w[1], groupPlan, call.devicePlan,
+                    rowsArg(op.getSegments(), op.getDy()).bound);
+  emitCall(call, 6);
+  os << "  }\n";
 }
 
 void CudaEmitter::emitGemmDgrad(modk::GemmDgradOp op, const KernelCall &call) {

@@ -221,7 +221,9 @@ public:
         // a single product takes it where the host knows the count
         // (rowsAreBound); a group's members (modk-group-gemms) are one
         // grouped launch whose setup kernel reads each member's count on
-        // the device: any rows. sm_80's kernel reads the count on the
+        // the device: any rows, and so is a single product over rows the
+        // device counts (a grouped launch of it alone, `grouped` with no
+        // `group`). sm_80's kernel reads the count on the
         // device: any rows, its groups too (CUTLASS 2.x's grouped GEMM).
         // Where the output (the members' outputs together) does not fill
         // the part, CUTLASS's kernel splits its reduction too,
@@ -236,15 +238,16 @@ public:
         bool sm90 = cutlassBuilders();
         bool fills =
             grouped ? wgradSplit(w[0] * members, w[1]) == 1 : split == 1;
+        bool alone = sm90 && !grouped &&
+                     !rowsAreBound(wgrad.getSegments(), wgrad.getDy());
         bool cutlass = library == "cutlass" && forcedPath < 0 && p.bf16 &&
                        p.tmaOperands && (fills || wgradChunkRows == 0) &&
                        (sm90 || !grouped || fills) &&
-                       w[1] * 4 % target->cutlass.alignmentBytes == 0 &&
-                       (grouped || !sm90 ||
-                        rowsAreBound(wgrad.getSegments(), wgrad.getDy()));
-        wgrad.setConfigAttr(
-            cutlass ? configureCutlassWgrad(ctx, p, members, fills ? 1 : split)
-                    : configure(ctx, p, split));
+                       w[1] * 4 % target->cutlass.alignmentBytes == 0;
+        wgrad.setConfigAttr(cutlass ? configureCutlassWgrad(ctx, p, members,
+                                                            grouped || alone,
+                                                            fills ? 1 : split)
+                                    : configure(ctx, p, split));
       } else if (auto route = dyn_cast<modk::RouteSelectOp>(op)) {
         if (route.getGatherRows())
           route.setGatherBlocksAttr(IntegerAttr::get(
@@ -726,23 +729,23 @@ private:
   /// configuration (`tileSplits`: their split over the rows, 1: none),
   /// then from kWgmmaMinRows rows of reduction (the rows; below, the tiles)
   /// one CUTLASS kernel over the static output, dW [N, K], its epilogue
-  /// adding dW's old values. `members` > 1: a group's members, one grouped
-  /// launch over all their outputs (its variant `grouped`, its stages
+  /// adding dW's old values. `grouped` (set where `members` > 1: a group's
+  /// members): one grouped launch over all their outputs, each member's
+  /// reduction read on the device (its variant `grouped`, its stages
   /// leaving its descriptors' shared memory). Where the output fills the
   /// part (tileSplits 1): the largest tile of the part that still gives a
   /// wave of CTAs over its N rows and pads no more columns than the smaller
   /// ones, no split. Else the reduction splits (cutlassWgradSplit).
   modk::GemmConfigAttr configureCutlassWgrad(MLIRContext *ctx, const Product &p,
-                                             int64_t members = 1,
-                                             int64_t tileSplits = 1) const {
-    const bool grouped = members > 1;
+                                             int64_t members, bool grouped,
+                                             int64_t tileSplits) const {
     SmallVector<GemmVariant> variants(
         configure(ctx, p, tileSplits).getVariants());
     ArrayRef<cuda::CutlassTile> table = cutlassTiles();
     std::optional<GemmVariant> chosen;
     const int64_t from = cutlassFrom > 0 ? cutlassFrom : kWgmmaMinRows;
     if (tileSplits > 1) {
-      chosen = cutlassWgradSplit(p, members);
+      chosen = cutlassWgradSplit(p, members, grouped);
     } else {
       const cuda::CutlassTile *previous = nullptr;
       for (const cuda::CutlassTile &t : table) {
@@ -786,12 +789,12 @@ private:
   /// bring its CTAs to a wave (CTAs an SM x SMs), at most the part's
   /// maxSplitK (`split_k`; 1: the tile's output alone fills the part).
   /// Unset where the part has no such tile or splits nothing.
-  std::optional<GemmVariant> cutlassWgradSplit(const Product &p,
-                                               int64_t members) const {
+  std::optional<GemmVariant>
+  cutlassWgradSplit(const Product &p, int64_t members, bool grouped) const {
     if (target->cutlass.maxSplitK <= 1)
       return std::nullopt;
     for (const cuda::CutlassTile &t : cutlassTiles()) {
-      int64_t stages = cuda::cutlassStages(*target, t, 4, 4, members > 1);
+      int64_t stages = cuda::cutlassStages(*target, t, 4, 4, grouped);
       if (stages == 0 || (cutlassBuilders() &&
                           t.schedule != modk::CutlassSchedule::cooperative))
         continue;
@@ -801,7 +804,7 @@ private:
           cutlassVariant(t, 0, ceilDiv(p.staticRows, t.rows), stages, p.cols);
       v.splitK = std::clamp<int64_t>(ceilDiv(t.ctasPerSm * sms, tiles), 1,
                                      target->cutlass.maxSplitK);
-      markGrouped(v, members > 1);
+      markGrouped(v, grouped);
       return v;
     }
     return std::nullopt;
