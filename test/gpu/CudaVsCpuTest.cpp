@@ -647,11 +647,12 @@ INSTANTIATE_TEST_SUITE_P(
                       // kernels: docs/cuda.md, "CUTLASS"): forward products
                       // and their epilogue trees (SwiGLU, GELU, residual
                       // adds, bf16 stores, the gated scatter in topk mode),
-                      // and on sm_90a the input gradients and, on a part
-                      // of one SM, the weight gradients (no split). One SM
-                      // also keeps to the smaller tiles, which these few
-                      // rows take, so that prepare.sh compiles fewer
-                      // kernels.
+                      // the input gradients and the weight gradients: on
+                      // sm_90a on a part of one SM (no split), on sm_80 on
+                      // the whole part (its small weight gradients split,
+                      // serial split-K). One SM also keeps to the smaller
+                      // tiles, which these few rows take, so that
+                      // prepare.sh compiles fewer kernels.
                       Variant{"predictor", "swiglu", "sm_90a", true, 0,
                               "cutlass cutlass-from=1 sm-count=1"},
                       Variant{"aux_loss", "gelu", "sm_90a", true, 0,
@@ -672,6 +673,12 @@ INSTANTIATE_TEST_SUITE_P(
                       // groups and their sum).
                       Variant{"aux_loss", "swiglu", "sm_90a", true, 0,
                               "cutlass cutlass-from=1", 4, true},
+                      // sm_80's gradient groups on CUTLASS 2.x's grouped
+                      // GEMM (one SM: the weight gradients' groups fill
+                      // it, so none keeps the tiles' split); its forward
+                      // groups launch their members one by one.
+                      Variant{"aux_loss", "swiglu", "sm_80", true, 0,
+                              "cutlass cutlass-from=1 sm-count=1", 4, true},
                       // sm_90a's TMA and wgmma attention forward, at head
                       // dim 64 (one head of d_model 64).
                       Variant{"predictor", "swiglu", "sm_90a", true, 0,
