@@ -223,13 +223,12 @@ public:
         // grouped launch whose setup kernel reads each member's count on
         // the device: any rows, and so is a single product over rows the
         // device counts (a grouped launch of it alone, `grouped` with no
-        // `group`). sm_80's kernel reads the count on the
-        // device: any rows, its groups too (CUTLASS 2.x's grouped GEMM).
-        // Where the output (the members' outputs together) does not fill
-        // the part, CUTLASS's kernel splits its reduction too,
-        // deterministically (split_k, configureCutlassWgrad), but for
-        // sm_80's groups, whose grouped GEMM splits none: they keep the
-        // tiles' split. A forced
+        // `group`). sm_80's kernel reads the count on the device: any
+        // rows, its groups too (CUTLASS 2.x's grouped GEMM). Where the
+        // output (the members' outputs together) does not fill the part,
+        // CUTLASS's kernel splits its reduction too, deterministically
+        // (split_k, configureCutlassWgrad), but for sm_80's groups, whose
+        // grouped GEMM splits none: they keep the tiles' split. A forced
         // chunk size (wgrad-chunk-rows) keeps the tiles' split. The tiles
         // keep their split for the rows below CUTLASS's and wherever it
         // declines. docs/cuda.md, "CUTLASS".
