@@ -974,11 +974,9 @@ struct Sm90GradGroup {
   /// its device memory cannot be had (as Sm90GroupGemm::run).
   static bool run(const GroupTable &table, int64_t n, int64_t k,
                   cudaStream_t s) {
-    if (table.members < 1 || table.members > kMaxGroup)
+    if (table.members < 1 || table.members > kMaxGroup ||
+        !table.sourcesWhere(kAdds))
       return false;
-    for (int z = 0; z < table.members; ++z)
-      if ((table.member[z].src != nullptr) != kAdds)
-        return false;
     typename Adapter::Arguments args{
         cutlass::gemm::GemmUniversalMode::kGrouped,
         {table.members, nullptr, nullptr},
@@ -1706,11 +1704,9 @@ struct Sm80GradGroup {
   /// table of no members only allocates the memory (GroupPlan::reserve).
   static bool run(const GroupTable &table, int64_t n, int64_t k,
                   cudaStream_t s) {
-    if (table.members < 0 || table.members > kMaxGroup)
+    if (table.members < 0 || table.members > kMaxGroup ||
+        !table.sourcesWhere(kAdds))
       return false;
-    for (int z = 0; z < table.members; ++z)
-      if ((table.member[z].src != nullptr) != kAdds)
-        return false;
     static char *memory = nullptr;
     static size_t capacity = 0;
     if (!reserveGroupMemory(memory, capacity, sizeof(Arrays), s) ||
@@ -2084,6 +2080,15 @@ struct GroupTable {
   };
   int members = 0;
   Member member[kMaxGroup];
+
+  /// Whether every member has an epilogue source exactly where `adds` (a
+  /// gradient group whose epilogue adds to the old values, its source).
+  bool sourcesWhere(bool adds) const {
+    for (int z = 0; z < members; ++z)
+      if ((member[z].src != nullptr) != adds)
+        return false;
+    return true;
+  }
 };
 } // namespace modc_cutlass
 )cpp";
