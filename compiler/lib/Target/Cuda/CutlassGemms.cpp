@@ -154,6 +154,9 @@ template <typename TC> struct OutputOf {
 template <> struct OutputOf<modk_cuda::bf16> {
   using type = cutlass::bfloat16_t;
 };
+/// Rows of reduction a weight gradient's split (or a chunk of a group's
+/// member) takes at least: the tiles' kWgradMinChunk.
+constexpr int64_t kMinSplitRows = 256;
 } // namespace modc_cutlass
 )cpp";
 
@@ -1021,10 +1024,6 @@ struct Sm90GradGroup {
 static const char kSm90WgradSplit[] = R"cpp(
 namespace modc_cutlass {
 
-/// Rows of reduction a split takes at least (the tiles' kWgradMinChunk:
-/// four k tiles of 64).
-constexpr int64_t kMinSplitRows = 256;
-
 /// Sm90Wgrad with its reduction (the rows) split into at most SplitK
 /// chunks, as many as give every chunk kMinSplitRows rows: CUTLASS's
 /// stream-K scheduler (cutlass::gemm::StreamKScheduler) in its split-K
@@ -1116,9 +1115,6 @@ struct Sm90WgradSplit {
 // docs/cuda.md, "CUTLASS".
 static const char kSm90WgradGroupSplit[] = R"cpp(
 namespace modc_cutlass {
-
-/// Rows of reduction a chunk takes at least (the tiles' kWgradMinChunk).
-constexpr int64_t kMinSplitRows = 256;
 
 /// A member's chunks: of `chunk` rows each (whole k tiles of 64, at least
 /// kMinSplitRows), the last taking the rows left, at most `splits` of
@@ -1347,6 +1343,16 @@ CUTLASS_DEVICE auto clipTreeRows(Params &params, int rows, int)
 template <typename Params>
 CUTLASS_DEVICE void clipTreeRows(Params &, int, long) {}
 
+/// Whether `kernel` may take `bytes` of dynamic shared memory: past 48 KiB
+/// it must ask the device first.
+template <typename KernelFn>
+inline bool allowShared(KernelFn kernel, int bytes) {
+  return bytes < 48 * 1024 ||
+         cudaFuncSetAttribute(kernel,
+                              cudaFuncAttributeMaxDynamicSharedMemorySize,
+                              bytes) == cudaSuccess;
+}
+
 /// A CUTLASS 2.x GEMM kernel over the rows the device counts (the row
 /// count stays on the device, docs/cuda.md). Where they are the output's
 /// rows, a CTA whose rows all lie at or past *rows exits, and the others
@@ -1436,11 +1442,7 @@ struct Sm80Multistage {
     if (Kernel::can_implement(problem, refA, refB, refC, refD) !=
         cutlass::Status::kSuccess)
       return false;
-    static const bool sharedSet =
-        kShared < 48 * 1024 ||
-        cudaFuncSetAttribute(kernel(),
-                             cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             kShared) == cudaSuccess;
+    static const bool sharedSet = allowShared(kernel(), kShared);
     if (!sharedSet)
       return false;
     if (slices > 1 &&
@@ -1534,10 +1536,6 @@ struct Sm80Dgrad {
 // "CUTLASS".
 static const char kSm80Wgrad[] = R"cpp(
 namespace modc_cutlass {
-
-/// Rows of reduction a split takes at least (the tiles' kWgradMinChunk:
-/// eight k tiles of 32).
-constexpr int64_t kMinSplitRows = 256;
 
 /// dw[M, N] += dy[K, M]^T a[K, N] on sm_80, a weight gradient: the
 /// launcher's (m, n, k) are (N, K, rows) of dW [N, K] and its K = rows
@@ -1716,10 +1714,7 @@ struct Sm80GradGroup {
       int device = 0, sms = 0, perSm = 0;
       cudaGetDevice(&device);
       cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
-      if (kShared >= 48 * 1024 &&
-          cudaFuncSetAttribute(kernel(),
-                               cudaFuncAttributeMaxDynamicSharedMemorySize,
-                               kShared) != cudaSuccess)
+      if (!allowShared(kernel(), kShared))
         return 0;
       cudaOccupancyMaxActiveBlocksPerMultiprocessor(
           &perSm, kernel(), Kernel::kThreadCount, kShared);
@@ -1988,11 +1983,7 @@ struct Sm80TreeGemm {
         (!std::is_void_v<Source> &&
          n * int64_t(sizeof(SourceElement)) % 16 != 0))
       return false;
-    static const bool sharedSet =
-        kShared < 48 * 1024 ||
-        cudaFuncSetAttribute(kernel(),
-                             cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             kShared) == cudaSuccess;
+    static const bool sharedSet = allowShared(kernel(), kShared);
     if (!sharedSet)
       return false;
     // The kernel reads A and W through their leading dimensions (k); C and
