@@ -29,7 +29,11 @@
 # (64x128x32 along N) and 7 (128x256x32), the input gradients' kernels
 # in 16, 17, 19, 20, 22 and 23 (22 and 23 add to dA), and the weight
 # gradients' split kernels (serial split-K) in 18 and 21;
-# a GELU model's trees are its own (docs/cuda.md). CUDA_GEMMS (default
+# a GELU model's trees are its own (docs/cuda.md). An f32 model's kernels
+# (examples/tiny-mod.json) are CUTLASS 2.x's tf32x3 ones on both parts: 0
+# and 1 its plain stores (64x128x16, 128x128x16), 2 and 3 residual adds in
+# place, 7 to 10 the gated scatters, 13 and 14 input gradients, 15 a weight
+# gradient's split. CUDA_GEMMS (default
 # "cutlass") is
 # passed to --cuda-gemms: "cutlass sm-count=8" gives the example's weight gradients
 # CUTLASS kernels too (docs/cuda.md; on sm_80 the MLP's unsplit ones, 21
@@ -58,6 +62,8 @@ trap 'rm -rf "$work"' EXIT
 "$bin/modc" compile "$model" --target cuda --arch "$arch" --cuda-gemms="${CUDA_GEMMS:-cutlass}" --emit=modk > "$work/model.mlir"
 "$bin/mod-translate" --modk-cutlass-kernel-to-cuda --cuda-arch="$arch" --cutlass-kernel="$kernel" "$work/model.mlir" > "$work/kernel.cu"
 grep '^// #modk.gemm_config' "$work/kernel.cu"
+# An f32 product's kernel (tf32x3) is CUTLASS 2.x's on either part: mma.sync.
+if grep -q '^// #modk.gemm_config.* tf32x3 ' "$work/kernel.cu"; then mma=HMMA; fi
 start=$(date +%s)
 if ! "$nvcc" -std=c++17 -O3 -DNDEBUG -gencode=$gencode --expt-relaxed-constexpr \
   -I"$cutlass" -I"$cutlass/../tools/util/include" -Xptxas -v -c "$work/kernel.cu" -o "$work/kernel.o" \

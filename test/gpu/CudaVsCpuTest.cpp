@@ -659,6 +659,11 @@ INSTANTIATE_TEST_SUITE_P(
                               "cutlass cutlass-from=1 sm-count=1"},
                       Variant{"predictor", "swiglu", "sm_80", true, 0,
                               "cutlass cutlass-from=1"},
+                      // An f32 model's products on CUTLASS 2.x's tf32x3
+                      // kernels (sm_80's, run on sm_90a: three TF32
+                      // products each), held to the f32 bounds.
+                      Variant{"predictor", "swiglu", "sm_90a", false, 0,
+                              "cutlass cutlass-from=1 sm-count=1"},
                       // MoE experts on CUTLASS: each group of their
                       // forward products as one grouped launch (on the
                       // emulation the tiles' grouped launch runs instead:

@@ -40,10 +40,10 @@ void ModkDialect::initialize() {
 // <variant (, variant)* (, split N)? (, chunk N)?>, a variant being
 // (from ROWS:)? PATH ROWSxCOLS (tma CTAS)? (separate_epilogue)?, or for a
 // CUTLASS kernel (from ROWS:)? cutlass ROWSxCOLSxDEPTH cluster MxN stages N
-// SCHEDULE raster ORDER (split_k N)? (grouped)?
+// SCHEDULE (tf32x3)? raster ORDER (split_k N)? (grouped)?
 /// The fields of a `cutlass` variant after its tile (`depth`, the tile's
-/// third extent): cluster MxN stages N SCHEDULE raster ORDER (split_k N)?
-/// (grouped)?
+/// third extent): cluster MxN stages N SCHEDULE (tf32x3)? raster ORDER
+/// (split_k N)? (grouped)?
 static LogicalResult parseCutlassVariant(AsmParser &parser, GemmVariant &v,
                                          int64_t depth) {
   v.tileDepth = depth;
@@ -68,6 +68,7 @@ static LogicalResult parseCutlassVariant(AsmParser &parser, GemmVariant &v,
     return parser.emitError(loc, "unknown CUTLASS schedule '")
            << name << "'; expected cooperative, pingpong or multistage";
   v.schedule = *schedule;
+  v.tf32x3 = succeeded(parser.parseOptionalKeyword("tf32x3"));
   loc = parser.getCurrentLocation();
   if (parser.parseKeyword("raster") || parser.parseKeywordOrString(&name))
     return failure();
@@ -156,7 +157,8 @@ void GemmConfigAttr::print(AsmPrinter &printer) const {
     if (v.path == GemmPath::cutlass) {
       printer << "x" << v.tileDepth << " cluster " << v.clusterRows << "x"
               << v.clusterCols << " stages " << v.stages << " "
-              << stringifyCutlassSchedule(v.schedule) << " raster "
+              << stringifyCutlassSchedule(v.schedule)
+              << (v.tf32x3 ? " tf32x3" : "") << " raster "
               << stringifyRasterOrder(v.raster);
       if (v.splitK != 1)
         printer << " split_k " << v.splitK;
@@ -178,7 +180,7 @@ void GemmConfigAttr::print(AsmPrinter &printer) const {
 
 bool GemmConfigAttr::readsWeightCopy(bool decode) const {
   return llvm::any_of(getVariants(), [&](const GemmVariant &v) {
-    return v.path == GemmPath::cutlass ||
+    return (v.path == GemmPath::cutlass && !v.tf32x3) ||
            (v.path == GemmPath::wgmma && v.tmaCtas > 0) ||
            (decode && v.path == GemmPath::stream);
   });
@@ -211,6 +213,11 @@ GemmConfigAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                          << ": a CUTLASS kernel needs a tile depth, a "
                             "cluster, at least 2 stages and a split of 1 or "
                             "more, and keeps its epilogue";
+    if (v.tf32x3 && (v.path != GemmPath::cutlass ||
+                     v.schedule != CutlassSchedule::multistage))
+      return emitError() << "variant " << i
+                         << ": tf32x3 (f32 products on CUTLASS) runs "
+                            "CUTLASS 2.x's multistage kernels only";
     if (v.path != GemmPath::cutlass &&
         (v.tileDepth != 0 || v.clusterRows != 1 || v.clusterCols != 1 ||
          v.stages != 0 || v.splitK != 1))

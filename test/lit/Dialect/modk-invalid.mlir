@@ -975,6 +975,15 @@ func.func @stream_tile(%x: memref<?x32xf32>, %w: memref<64x32xf32>, %seg: memref
 
 // -----
 
+// tf32x3 (an f32 product on CUTLASS) names CUTLASS 2.x's multistage kernels.
+func.func @tf32x3_on_wgmma(%x: memref<?x32xf32>, %w: memref<64x32xf32>, %seg: memref<?x1xi64>, %y: memref<?x64xf32>) {
+  // expected-error @+1 {{variant 1: tf32x3 (f32 products on CUTLASS) runs CUTLASS 2.x's multistage kernels only}}
+  modk.gemm %x, [%w] rows %seg -> %y {config = #modk.gemm_config<mma 64x64, from 65: cutlass 64x128x16 cluster 1x1 stages 6 cooperative tf32x3 raster along_m>, epilogue = #modk.epilogue<none>} : memref<?x32xf32>, memref<64x32xf32>, memref<?x1xi64>, memref<?x64xf32>
+  return
+}
+
+// -----
+
 // It reads A and W with the reduction contiguous: forward products only.
 func.func @stream_dgrad(%dy: memref<?x64xf32>, %w: memref<64x32xf32>, %seg: memref<?x1xi64>, %dx: memref<?x32xf32>) {
   // expected-error @+1 {{the stream kernel runs forward products (modk.gemm) only}}

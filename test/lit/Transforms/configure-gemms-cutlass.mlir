@@ -26,8 +26,10 @@
 //   131 * 128 + 1 rows.
 // - An elementwise `rows` epilogue (here y = product^2) runs there too, as
 //   an epilogue visitor tree of the same stages (it reads no source).
-// - An f32-stored input, an f32 product (precision) and the weight
-//   gradients keep the tile kernels (input gradients: below).
+// - An f32-stored input of a bf16 product, an f32 product (precision) over
+//   a bf16-stored input (CUTLASS's f32 kernels read f32 operands: @f32
+//   below) and the weight gradients keep the tile kernels (input
+//   gradients: below).
 // CHECK-LABEL: modk.entry @forward
 // CHECK: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 9: stream 64x8, from 65: cutlass 64x128x64 cluster 1x1 stages 8 pingpong raster along_n, from 513: cutlass 128x128x64 cluster 2x1 stages 6 cooperative raster along_n, from 1025: cutlass 128x256x64 cluster 2x1 stages 4 cooperative raster along_n>, epilogue = #modk.epilogue<none>}
 // CHECK: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 9: stream 64x8, from 65: cutlass 64x128x64 cluster 1x1 stages 8 pingpong raster along_n, from 513: cutlass 128x128x64 cluster 2x1 stages 6 cooperative raster along_n, from 1025: cutlass 128x256x64 cluster 2x1 stages 4 cooperative raster along_n>, epilogue = #modk.epilogue<none>}
@@ -577,4 +579,67 @@ modk.entry @gelu attributes {kind = #modk.entry_kind<forward>, model = #modk.mod
   }
   %y = modk.alloc : memref<?x256x512xbf16>
   modk.gemm %n, [%wu] rows %all -> %y {epilogue = #modk.epilogue<none>} : memref<?x256x128xbf16>, memref<512x128xf32>, memref<?x1xi64>, memref<?x256x512xbf16>
+}
+
+// -----
+
+// An f32 model's products (and a bf16 model's f32 ones: the causal
+// predictor's) run CUTLASS 2.x's multistage kernels on both parts, as three
+// TF32 products each (tf32x3: the f32 precision the tiles' 3xTF32 mma.sync
+// keeps; CUTLASS has no wgmma mainloop that does). Their tiles are the f32
+// ones of the part's description, 16 deep (a stage of 64x128x16 f32 is 12
+// KiB: 6 stages, two CTAs an SM), on sm_90a as on sm_80; they read the f32
+// input and weight themselves (no bf16 copy), whole 16-byte rows, and the
+// row count on the device, so they take rows the device counts too (the
+// causal selection's weight gradient, with no grouped launch). The
+// 4096 x 1024 weight gradient keeps the 64x128 tile on sm_90a (128x128
+// would give 256 CTAs, less than two an SM), 128x128 on sm_80 (216). The
+// small output's weight gradient splits on CUTLASS 2.x's serial split-K. A
+// weight whose rows are not whole 16-byte units (K = 30) keeps the tiles.
+// CHECK-LABEL: modk.entry @f32
+// CHECK: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 65: cutlass 64x128x16 cluster 1x1 stages 6 multistage tf32x3 raster along_n, from 1025: cutlass 128x128x16 cluster 1x1 stages 5 multistage tf32x3 raster along_n>, epilogue = #modk.epilogue<none>}
+// CHECK: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 65: mma 64x64, from 33665: mma 128x128>, epilogue = #modk.epilogue<none>}
+// CHECK: modk.gemm_dgrad{{.*}}{accumulate = true, config = #modk.gemm_config<mma 64x64, from 64: cutlass 64x128x16 cluster 1x1 stages 6 multistage tf32x3 raster along_m, from 33665: cutlass 128x128x16 cluster 1x1 stages 5 multistage tf32x3 raster along_m>}
+// CHECK: modk.gemm_wgrad{{.*}}{config = #modk.gemm_config<mma 64x64, from 64: cutlass 64x128x16 cluster 1x1 stages 6 multistage tf32x3 raster along_m>}
+// CHECK: modk.gemm_wgrad{{.*}}{config = #modk.gemm_config<mma 64x64, from 64: cutlass 64x128x16 cluster 1x1 stages 6 multistage tf32x3 raster along_m split_k 16, split 66>}
+// CHECK: modk.gemm_wgrad{{.*}}{config = #modk.gemm_config<mma 64x64, from 64: cutlass 64x128x16 cluster 1x1 stages 6 multistage tf32x3 raster along_m>}
+// A100-LABEL: modk.entry @f32
+// A100: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 65: cutlass 64x128x16 cluster 1x1 stages 6 multistage tf32x3 raster along_n, from 769: cutlass 128x128x16 cluster 1x1 stages 5 multistage tf32x3 raster along_n>, epilogue = #modk.epilogue<none>}
+// A100: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 65: mma 64x64, from 27521: mma 128x128>, epilogue = #modk.epilogue<none>}
+// A100: modk.gemm_dgrad{{.*}}{accumulate = true, config = #modk.gemm_config<mma 64x64, from 64: cutlass 64x128x16 cluster 1x1 stages 6 multistage tf32x3 raster along_m, from 27521: cutlass 128x128x16 cluster 1x1 stages 5 multistage tf32x3 raster along_m>}
+// A100: modk.gemm_wgrad{{.*}}{config = #modk.gemm_config<mma 128x128, from 64: cutlass 128x128x16 cluster 1x1 stages 5 multistage tf32x3 raster along_m>}
+// A100: modk.gemm_wgrad{{.*}}{config = #modk.gemm_config<mma 64x64, from 64: cutlass 64x128x16 cluster 1x1 stages 6 multistage tf32x3 raster along_m split_k 16, split 54>}
+// A100: modk.gemm_wgrad{{.*}}{config = #modk.gemm_config<mma 128x128, from 64: cutlass 128x128x16 cluster 1x1 stages 5 multistage tf32x3 raster along_m>}
+// TILES-LABEL: modk.entry @f32
+// TILES-NOT: cutlass
+modk.entry @f32 attributes {kind = #modk.entry_kind<grad>, model = #modk.model<name = "t", vocab_size = 64, d_model = 64, n_layers = 1, n_heads = 1, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = [#modk.mode<topk>], params = [#modk.param<name = "w", shape = [4096, 64], init = ones>, #modk.param<name = "odd", shape = [128, 30], init = ones>]} {
+  %w = modk.param "w" : memref<4096x64xf32>
+  %odd = modk.param "odd" : memref<128x30xf32>
+  %pos = modk.alloc : memref<?x16xi32>
+  %seg = modk.alloc : memref<?x1xi64>
+  modk.identity_rows -> %pos, %seg : memref<?x16xi32>, memref<?x1xi64>
+  %x = modk.alloc : memref<?x16x64xf32>
+  %y = modk.alloc : memref<?x16x4096xf32>
+  modk.gemm %x, [%w] rows %seg -> %y {epilogue = #modk.epilogue<none>} : memref<?x16x64xf32>, memref<4096x64xf32>, memref<?x1xi64>, memref<?x16x4096xf32>
+  %xo = modk.alloc : memref<?x16x30xf32>
+  %yo = modk.alloc : memref<?x16x128xf32>
+  modk.gemm %xo, [%odd] rows %seg -> %yo {epilogue = #modk.epilogue<none>} : memref<?x16x30xf32>, memref<128x30xf32>, memref<?x1xi64>, memref<?x16x128xf32>
+  %dy = modk.alloc : memref<?x16x64xf32>
+  %da = modk.alloc : memref<?x16x4096xf32>
+  modk.gemm_dgrad(%dy, %w, %seg, %da) {accumulate = true} : memref<?x16x64xf32>, memref<4096x64xf32>, memref<?x1xi64>, memref<?x16x4096xf32>
+  %gdy = modk.alloc : memref<?x16x4096xf32>
+  %ga = modk.alloc : memref<?x16x1024xf32>
+  %dw = modk.output "grad.w" : memref<4096x1024xf32>
+  modk.gemm_wgrad(%gdy, %ga, %seg, %dw) : memref<?x16x4096xf32>, memref<?x16x1024xf32>, memref<?x1xi64>, memref<4096x1024xf32>
+  %sdy = modk.alloc : memref<?x16x128xf32>
+  %sa = modk.alloc : memref<?x16x128xf32>
+  %sdw = modk.output "grad.s" : memref<128x128xf32>
+  modk.gemm_wgrad(%sdy, %sa, %seg, %sdw) : memref<?x16x128xf32>, memref<?x16x128xf32>, memref<?x1xi64>, memref<128x128xf32>
+  %r = modk.alloc : memref<?x16xf32>
+  %cs = modk.alloc : memref<?x16xf32>
+  %cpos = modk.alloc : memref<?x16xi32>
+  %cseg = modk.alloc : memref<?x1xi64>
+  %mask = modk.alloc : memref<?x16xi32>
+  modk.route_select %r causal(%cs) -> %cpos, %cseg, %mask {causal_router = #modk.causal_router<predictor>, k = 16 : i64, layer = 1 : i64} : memref<?x16xf32>, memref<?x16xf32>, memref<?x16xi32>, memref<?x1xi64>, memref<?x16xi32>
+  modk.gemm_wgrad(%gdy, %ga, %cseg, %dw) : memref<?x16x4096xf32>, memref<?x16x1024xf32>, memref<?x1xi64>, memref<4096x1024xf32>
 }

@@ -3,8 +3,9 @@
 // A product whose #modk.gemm_config has `cutlass` variants runs, from the
 // first such variant's rows on, a CUTLASS kernel: on sm_90a a TMA
 // warp-specialised kernel from CUTLASS 3.x's collective builders
-// (cooperative or pingpong, in clusters), on sm_80 a CUTLASS 2.x multistage
-// tensor-op kernel; a generated elementwise epilogue is an epilogue
+// (cooperative or pingpong, in clusters), on sm_80, and for an f32
+// product (`tf32x3`) on both parts, a CUTLASS 2.x multistage tensor-op
+// kernel; a generated elementwise epilogue is an epilogue
 // visitor tree on both, over the same generated math. On sm_90a the members
 // of a group whose variants are `grouped` (an MoE layer's experts) run as
 // one CUTLASS grouped (ptr-array) launch instead. Each distinct
@@ -61,6 +62,12 @@ bool modc::isCutlassGrouped(modk::GemmConfigAttr config) {
          });
 }
 
+bool modc::isCutlassTf32x3(modk::GemmConfigAttr config) {
+  return config && llvm::any_of(config.getVariants(), [](const auto &v) {
+           return v.path == modk::GemmPath::cutlass && v.tf32x3;
+         });
+}
+
 bool modc::usesCutlass(ArrayRef<modk::EntryOp> entries) {
   for (modk::EntryOp e : entries) {
     WalkResult walk = e.walk([](Operation *op) {
@@ -101,26 +108,46 @@ template <int64_t MinRows, typename G> struct Variant {
   static constexpr int64_t minRows = MinRows;
   using Gemm = G;
 };
+/// Whether operands of type T are the package's bf16: the hand-written
+/// tiles' BF16 flag for a product that runs CUTLASS where it can (a bf16
+/// product's operands are stored bf16 there, an f32 product's f32).
+template <typename T>
+constexpr bool kBf16Operands = std::is_same<T, modk_cuda::bf16>::value;
 } // namespace modc_cutlass
 #if defined(__CUDACC__)
 namespace modc_cutlass {
 /// The launcher of a kernel file: y[m, n] = a[m, k] w[n, k]^T for the rows
-/// below *rows (sm_80) or the bound m (sm_90a), bf16 a and w, y of the
-/// kernel's output type, finished by the kernel's epilogue, which may read
-/// `src` (the same shape as y; null where it reads none); false where
-/// CUTLASS declines the product.
+/// below *rows (CUTLASS 2.x's kernels) or the bound m (sm_90a's 3.x ones),
+/// a and w of the kernel's operand type (bf16, or f32 for tf32x3), y of its
+/// output type, finished by the kernel's epilogue, which may read `src`
+/// (the same shape as y; null where it reads none); false where CUTLASS
+/// declines the product.
 using LaunchFn = bool (*)(const void *a, const int64_t *rows, const void *w,
                           const void *src, void *y, int64_t m, int64_t n,
                           int64_t k, cudaStream_t s);
-/// A kernel type of model.cu: its kernel file's launcher.
-template <LaunchFn Launch> struct Launcher {
+/// A kernel type of model.cu: its kernel file's launcher, over operands In.
+template <LaunchFn Launch, typename In = modk_cuda::bf16> struct Launcher {
+  using Operand = In;
   template <typename TC>
-  static bool run(const modk_cuda::bf16 *a, const int64_t *rows,
-                  const modk_cuda::bf16 *w, const void *src, TC *y, int64_t m,
-                  int64_t n, int64_t k, cudaStream_t s) {
+  static bool run(const In *a, const int64_t *rows, const In *w,
+                  const void *src, TC *y, int64_t m, int64_t n, int64_t k,
+                  cudaStream_t s) {
     return Launch(a, rows, w, src, y, m, n, k, s);
   }
 };
+
+/// The weight a kernel over operands In reads: a bf16 kernel the weight's
+/// bf16 copy (null where it cannot be had), an f32 (tf32x3) one the f32
+/// weight itself.
+inline const modk_cuda::bf16 *weightOperand(const modk_cuda::bf16 *,
+                                            const float *w, int64_t count,
+                                            cudaStream_t s) {
+  return modk_cuda::detail::weightCopyToRead(w, count, s);
+}
+inline const float *weightOperand(const float *, const float *w, int64_t,
+                                  cudaStream_t) {
+  return w;
+}
 } // namespace modc_cutlass
 #endif // __CUDACC__
 )cpp";
@@ -1296,6 +1323,8 @@ struct Sm90WgradGroupSplit {
 } // namespace modc_cutlass
 )cpp";
 
+// The kernel templates of CUTLASS 2.x (after kKernelCommon): sm_80's, and
+// an f32 product's on either part (tf32x3), over the operand element In.
 static const char kSm80[] =
     R"cpp(#include <cutlass/epilogue/thread/linear_combination.h>
 #include <cutlass/gemm/kernel/default_gemm.h>
@@ -1343,6 +1372,22 @@ CUTLASS_DEVICE auto clipTreeRows(Params &params, int rows, int)
 template <typename Params>
 CUTLASS_DEVICE void clipTreeRows(Params &, int, long) {}
 
+/// The tensor-core math of CUTLASS 2.x's kernels over operands In: bf16 on
+/// mma.sync m16n8k16, or f32 (tf32x3) on m16n8k8 as three TF32 products
+/// (OpMultiplyAddFastF32: each operand split into a big and a small TF32
+/// half, all products but the small halves' summed), which keeps f32
+/// precision. kAlign: operands of a 16-byte access.
+template <typename In> struct Sm80Math {
+  using Instruction = cutlass::gemm::GemmShape<16, 8, 16>;
+  using Operator = cutlass::arch::OpMultiplyAdd;
+  static constexpr int kAlign = 8;
+};
+template <> struct Sm80Math<float> {
+  using Instruction = cutlass::gemm::GemmShape<16, 8, 8>;
+  using Operator = cutlass::arch::OpMultiplyAddFastF32;
+  static constexpr int kAlign = 4;
+};
+
 /// Whether `kernel` may take `bytes` of dynamic shared memory: past 48 KiB
 /// it must ask the device first.
 template <typename KernelFn>
@@ -1384,28 +1429,30 @@ __global__ __launch_bounds__(Kernel::kThreadCount) void rowCountKernel(
      *reinterpret_cast<typename Kernel::SharedStorage *>(modcCutlassShared));
 }
 
-/// A CUTLASS 2.x multistage GEMM on sm_80 under rowCountKernel: bf16
-/// operands A and B of layouts LayoutA and LayoutB by cp.async, f32
-/// accumulation on mma.sync m16n8k16, a BM x BN x BK tile of WM x WN warp
+/// A CUTLASS 2.x multistage GEMM under rowCountKernel: operands A and B of
+/// element In (Sm80Math: bf16, or f32 as tf32x3) and layouts LayoutA and
+/// LayoutB by cp.async, f32 accumulation on mma.sync, a BM x BN x BK tile
+/// of WM x WN warp
 /// tiles, Stages stages, the thread-level epilogue EpilogueOp storing (or
 /// adding to) a row-major output of its element type. CountsReduction: the
 /// device's row count is the reduction's (a weight gradient's), not the
 /// output's. SplitKSerial: the reduction may split into slices whose CTAs
 /// add to the output one after the other, in slice order, each waiting on
 /// its output tile's semaphore (CUTLASS 2.x's serial split-K).
-template <int BM, int BN, int BK, int WM, int WN, int Stages, bool AlongN,
-          typename LayoutA, typename LayoutB, typename EpilogueOp,
+template <typename In, int BM, int BN, int BK, int WM, int WN, int Stages,
+          bool AlongN, typename LayoutA, typename LayoutB, typename EpilogueOp,
           int SharedBytes, bool CountsReduction = false,
           bool SplitKSerial = false>
 struct Sm80Multistage {
   using Out = typename EpilogueOp::ElementOutput;
+  using Math = Sm80Math<In>;
   using Kernel = typename cutlass::gemm::kernel::DefaultGemm<
-      Bf16, LayoutA, 8, Bf16, LayoutB, 8, Out, cutlass::layout::RowMajor,
-      float, cutlass::arch::OpClassTensorOp, cutlass::arch::Sm80,
-      cutlass::gemm::GemmShape<BM, BN, BK>,
-      cutlass::gemm::GemmShape<WM, WN, BK>, cutlass::gemm::GemmShape<16, 8, 16>,
+      In, LayoutA, Math::kAlign, In, LayoutB, Math::kAlign, Out,
+      cutlass::layout::RowMajor, float, cutlass::arch::OpClassTensorOp,
+      cutlass::arch::Sm80, cutlass::gemm::GemmShape<BM, BN, BK>,
+      cutlass::gemm::GemmShape<WM, WN, BK>, typename Math::Instruction,
       EpilogueOp, Raster<AlongN>, Stages, SplitKSerial,
-      cutlass::arch::OpMultiplyAdd>::GemmKernel;
+      typename Math::Operator>::GemmKernel;
   static constexpr int kShared = int(sizeof(typename Kernel::SharedStorage));
   static_assert(kShared <= SharedBytes,
                 "the configured stages do not fit the part's shared memory "
@@ -1425,15 +1472,15 @@ struct Sm80Multistage {
   /// the epilogue reads, if any) and d of rows problem.n() apart, the
   /// reduction in `slices` (SplitKSerial; outputTiles semaphores, which
   /// the stream zeroes first); false where CUTLASS declines it.
-  static bool run(cutlass::gemm::GemmCoord problem, const Bf16 *a,
-                  int64_t lda, const Bf16 *b, int64_t ldb, Out *c, Out *d,
+  static bool run(cutlass::gemm::GemmCoord problem, const In *a, int64_t lda,
+                  const In *b, int64_t ldb, Out *c, Out *d,
                   typename EpilogueOp::Params epilogue, const int64_t *rows,
                   cudaStream_t s, int slices = 1, int *semaphores = nullptr) {
     if (slices > 1 && (!SplitKSerial || semaphores == nullptr))
       return false;
-    typename Kernel::Mma::IteratorA::TensorRef refA(const_cast<Bf16 *>(a),
+    typename Kernel::Mma::IteratorA::TensorRef refA(const_cast<In *>(a),
                                                      LayoutA(int(lda)));
-    typename Kernel::Mma::IteratorB::TensorRef refB(const_cast<Bf16 *>(b),
+    typename Kernel::Mma::IteratorB::TensorRef refB(const_cast<In *>(b),
                                                      LayoutB(int(ldb)));
     typename Kernel::Epilogue::OutputTileIterator::TensorRef refC(
         c, cutlass::layout::RowMajor(problem.n()));
@@ -1459,17 +1506,17 @@ struct Sm80Multistage {
   }
 };
 
-/// y[M, N] = a[M, K] w[N, K]^T on sm_80: Sm80Multistage over a (K major)
-/// and w (K major), a plain epilogue storing TC.
-template <int BM, int BN, int BK, int WM, int WN, int Stages, bool AlongN,
-          typename TC, int SharedBytes>
+/// y[M, N] = a[M, K] w[N, K]^T on CUTLASS 2.x: Sm80Multistage over a (K
+/// major) and w (K major) of element In, a plain epilogue storing TC.
+template <typename In, int BM, int BN, int BK, int WM, int WN, int Stages,
+          bool AlongN, typename TC, int SharedBytes>
 struct Sm80Gemm {
   using Out = typename OutputOf<TC>::type;
   using EpilogueOp = cutlass::epilogue::thread::LinearCombination<
       Out, 128 / cutlass::sizeof_bits<Out>::value, float, float,
       cutlass::epilogue::thread::ScaleType::Nothing>;
   using Product =
-      Sm80Multistage<BM, BN, BK, WM, WN, Stages, AlongN,
+      Sm80Multistage<In, BM, BN, BK, WM, WN, Stages, AlongN,
                      cutlass::layout::RowMajor, cutlass::layout::ColumnMajor,
                      EpilogueOp, SharedBytes>;
 
@@ -1478,7 +1525,7 @@ struct Sm80Gemm {
 
   /// Enqueues the product over the *rows rows below the bound m; false
   /// where CUTLASS declines it.
-  static bool run(const Bf16 *a, const int64_t *rows, const Bf16 *w,
+  static bool run(const In *a, const int64_t *rows, const In *w,
                   const void *src, TC *y, int64_t m, int64_t n, int64_t k,
                   cudaStream_t s) {
     if (src)
@@ -1497,21 +1544,22 @@ struct Sm80Gemm {
 static const char kSm80Dgrad[] = R"cpp(
 namespace modc_cutlass {
 
-/// da[M, K] (+)= dy[M, N] w[N, K] on sm_80: the launcher's (m, n, k) are
-/// (M, K, N). dy bf16 row-major (K major for the product), w bf16 [N, K]
-/// row-major (the reduction runs along its rows), da f32. Accumulate: the
+/// da[M, K] (+)= dy[M, N] w[N, K] on CUTLASS 2.x: the launcher's (m, n, k)
+/// are (M, K, N). dy row-major (K major for the product) and w [N, K]
+/// row-major (the reduction runs along its rows) of element In, da f32.
+/// Accumulate: the
 /// epilogue adds da's old values (D = acc + C), else it stores. Over the
 /// *rows rows the device counts (rowCountKernel); the tile, warp tile,
 /// stages and raster as in Sm80Gemm.
-template <int BM, int BN, int BK, int WM, int WN, int Stages, bool AlongN,
-          bool Accumulate, int SharedBytes>
+template <typename In, int BM, int BN, int BK, int WM, int WN, int Stages,
+          bool AlongN, bool Accumulate, int SharedBytes>
 struct Sm80Dgrad {
   using EpilogueOp = cutlass::epilogue::thread::LinearCombination<
       float, 4, float, float,
       Accumulate ? cutlass::epilogue::thread::ScaleType::NoBetaScaling
                  : cutlass::epilogue::thread::ScaleType::Nothing>;
   using Product =
-      Sm80Multistage<BM, BN, BK, WM, WN, Stages, AlongN,
+      Sm80Multistage<In, BM, BN, BK, WM, WN, Stages, AlongN,
                      cutlass::layout::RowMajor, cutlass::layout::RowMajor,
                      EpilogueOp, SharedBytes>;
 
@@ -1520,7 +1568,7 @@ struct Sm80Dgrad {
 
   /// Enqueues the product over the *rows rows below the bound m; false
   /// where CUTLASS declines it.
-  static bool run(const Bf16 *dy, const int64_t *rows, const Bf16 *w,
+  static bool run(const In *dy, const int64_t *rows, const In *w,
                   const void * /*src*/, float *da, int64_t m, int64_t n,
                   int64_t k, cudaStream_t s) {
     return Product::run({int(m), int(n), int(k)}, dy, k, w, n, da, da, {},
@@ -1537,11 +1585,12 @@ struct Sm80Dgrad {
 static const char kSm80Wgrad[] = R"cpp(
 namespace modc_cutlass {
 
-/// dw[M, N] += dy[K, M]^T a[K, N] on sm_80, a weight gradient: the
+/// dw[M, N] += dy[K, M]^T a[K, N] on CUTLASS 2.x, a weight gradient: the
 /// launcher's (m, n, k) are (N, K, rows) of dW [N, K] and its K = rows
 /// reduction, at most k rows, *rows of them where the device counts them
-/// (rowCountKernel clips the reduction). dy [rows, N] bf16 row-major
-/// (column-major as the product's A), a [rows, K] bf16 row-major, dw f32
+/// (rowCountKernel clips the reduction). dy [rows, N] row-major
+/// (column-major as the product's A) and a [rows, K] row-major of element
+/// In, dw f32
 /// added to in the epilogue (D = acc + C). SplitK 1: every output tile
 /// sums its rows in one CTA, in order. SplitK > 1: the bound's rows split
 /// into at most SplitK slices of at least kMinSplitRows rows (CUTLASS
@@ -1550,14 +1599,14 @@ namespace modc_cutlass {
 /// package's scratch). Deterministic either way: the order of the
 /// additions follows the rows and the slices, never the run. The tile,
 /// warp tile, stages and raster as in Sm80Gemm.
-template <int BM, int BN, int BK, int WM, int WN, int Stages, bool AlongN,
-          int SplitK, int SharedBytes>
+template <typename In, int BM, int BN, int BK, int WM, int WN, int Stages,
+          bool AlongN, int SplitK, int SharedBytes>
 struct Sm80Wgrad {
   using EpilogueOp = cutlass::epilogue::thread::LinearCombination<
       float, 4, float, float,
       cutlass::epilogue::thread::ScaleType::NoBetaScaling>;
   using Product =
-      Sm80Multistage<BM, BN, BK, WM, WN, Stages, AlongN,
+      Sm80Multistage<In, BM, BN, BK, WM, WN, Stages, AlongN,
                      cutlass::layout::ColumnMajor, cutlass::layout::RowMajor,
                      EpilogueOp, SharedBytes, true, (SplitK > 1)>;
   static_assert(SplitK >= 1, "a split count");
@@ -1567,7 +1616,7 @@ struct Sm80Wgrad {
 
   /// Enqueues dw += dy^T a over the *rows rows below k, unsplit; false
   /// where CUTLASS declines it.
-  static bool run(const Bf16 *dy, const int64_t *rows, const Bf16 *a,
+  static bool run(const In *dy, const int64_t *rows, const In *a,
                   const void * /*src*/, float *dw, int64_t m, int64_t n,
                   int64_t k, cudaStream_t s) {
     return Product::run({int(m), int(n), int(k)}, dy, m, a, n, dw, dw, {},
@@ -1578,8 +1627,8 @@ struct Sm80Wgrad {
   /// gives two slices of kMinSplitRows rows or more and the workspace (the
   /// package's scratch, `bytes` of it) holds the semaphores, unsplit
   /// otherwise; false where CUTLASS declines it.
-  static bool run(const Bf16 *dy, const int64_t *rows, const Bf16 *a,
-                  float *dw, int64_t m, int64_t n, int64_t k, void *workspace,
+  static bool run(const In *dy, const int64_t *rows, const In *a, float *dw,
+                  int64_t m, int64_t n, int64_t k, void *workspace,
                   size_t bytes, cudaStream_t s) {
     const cutlass::gemm::GemmCoord problem{int(m), int(n), int(k)};
     int64_t slices = k / kMinSplitRows;
@@ -1615,8 +1664,8 @@ namespace modc_cutlass {
 /// on the device by groupSetupKernel80.
 template <typename G> struct Sm80GroupArrays {
   cutlass::gemm::GemmCoord problems[kMaxGroup];
-  Bf16 *a[kMaxGroup];
-  Bf16 *b[kMaxGroup];
+  typename G::Operand *a[kMaxGroup];
+  typename G::Operand *b[kMaxGroup];
   float *c[kMaxGroup];
   float *d[kMaxGroup];
   int64_t lda[kMaxGroup], ldb[kMaxGroup], ldc[kMaxGroup], ldd[kMaxGroup];
@@ -1649,15 +1698,16 @@ __global__ void groupSetupKernel80(const GroupTable table, int n, int k,
   }
   arrays->ldc[z] = G::kWgrad ? k : n;
   arrays->ldd[z] = G::kWgrad ? k : n;
-  arrays->a[z] = static_cast<Bf16 *>(const_cast<void *>(m.a));
-  arrays->b[z] = static_cast<Bf16 *>(const_cast<void *>(m.w));
+  using In = typename G::Operand;
+  arrays->a[z] = static_cast<In *>(const_cast<void *>(m.a));
+  arrays->b[z] = static_cast<In *>(const_cast<void *>(m.w));
   // C is read only where the members add (dw, an accumulating da).
   arrays->c[z] = static_cast<float *>(m.src ? const_cast<void *>(m.src) : m.y);
   arrays->d[z] = static_cast<float *>(m.y);
 }
 
-/// The gradients of a group's members on sm_80, one launch of CUTLASS
-/// 2.x's grouped GEMM (its problems, pointers and leading dimensions in
+/// The gradients of a group's members over operands In (bf16, or f32 as
+/// tf32x3), one launch of CUTLASS 2.x's grouped GEMM (its problems, pointers and leading dimensions in
 /// device memory of its own, the rows counted on the device, a persistent
 /// grid whose CTAs walk every member's tiles in turn): Wgrad, each member's
 /// dw[N, K] += dy[rows, N]^T a[rows, K] over the rows the device counts (its
@@ -1666,9 +1716,11 @@ __global__ void groupSetupKernel80(const GroupTable table, int n, int k,
 /// da[rows, K] (+)= dy[rows, N] w[N, K] (the launcher's (n, k) are (K,
 /// N)), adding da's old values where Accumulate. The epilogue adds with
 /// D = acc + C. The tile, warp tile and stages as in Sm80Gemm.
-template <int BM, int BN, int BK, int WM, int WN, int Stages, bool Wgrad,
-          bool Accumulate, int SharedBytes>
+template <typename In, int BM, int BN, int BK, int WM, int WN, int Stages,
+          bool Wgrad, bool Accumulate, int SharedBytes>
 struct Sm80GradGroup {
+  using Operand = In;
+  using Math = Sm80Math<In>;
   static constexpr bool kWgrad = Wgrad;
   static constexpr bool kAdds = Wgrad || Accumulate;
   using EpilogueOp = cutlass::epilogue::thread::LinearCombination<
@@ -1678,14 +1730,16 @@ struct Sm80GradGroup {
   using LayoutA = std::conditional_t<Wgrad, cutlass::layout::ColumnMajor,
                                      cutlass::layout::RowMajor>;
   using Kernel = typename cutlass::gemm::kernel::DefaultGemmGrouped<
-      Bf16, LayoutA, cutlass::ComplexTransform::kNone, 8, Bf16,
-      cutlass::layout::RowMajor, cutlass::ComplexTransform::kNone, 8, float,
-      cutlass::layout::RowMajor, float, cutlass::arch::OpClassTensorOp,
-      cutlass::arch::Sm80, cutlass::gemm::GemmShape<BM, BN, BK>,
-      cutlass::gemm::GemmShape<WM, WN, BK>, cutlass::gemm::GemmShape<16, 8, 16>,
+      In, LayoutA, cutlass::ComplexTransform::kNone, Math::kAlign, In,
+      cutlass::layout::RowMajor, cutlass::ComplexTransform::kNone,
+      Math::kAlign, float, cutlass::layout::RowMajor, float,
+      cutlass::arch::OpClassTensorOp, cutlass::arch::Sm80,
+      cutlass::gemm::GemmShape<BM, BN, BK>,
+      cutlass::gemm::GemmShape<WM, WN, BK>, typename Math::Instruction,
       EpilogueOp,
       cutlass::gemm::threadblock::GemmBatchedIdentityThreadblockSwizzle,
-      Stages>::GemmKernel;
+      Stages, cutlass::gemm::kernel::GroupScheduleMode::kDeviceOnly,
+      typename Math::Operator>::GemmKernel;
   static constexpr int kShared = int(sizeof(typename Kernel::SharedStorage));
   static_assert(kShared <= SharedBytes,
                 "the configured stages do not fit the part's shared memory "
@@ -1931,7 +1985,7 @@ template <typename Math> struct StoresAtRows : std::false_type {};
 template <typename Store>
 struct StoresAtRows<AtRows<Store>> : std::true_type {};
 
-/// y[M, N] = Math(a[M, K] w[N, K]^T[, src[M, N]]) on sm_80: Sm80Gemm's
+/// y[M, N] = Math(a[M, K] w[N, K]^T[, src[M, N]]) on CUTLASS 2.x: Sm80Gemm's
 /// mainloop (the same tile, warps, stages and raster) and, as its
 /// epilogue, the product's generated epilogue as a visitor tree
 /// (Sm80Tree) in one step of the output tile at a time, reading the
@@ -1939,8 +1993,9 @@ struct StoresAtRows<AtRows<Store>> : std::true_type {};
 /// TC (f32 or bf16), or with AtRows<Store> Store's own loads and stores
 /// at each element (src: its StoreArgs). Under rowCountKernel, so that
 /// rows past the count are neither read nor written.
-template <int BM, int BN, int BK, int WM, int WN, int Stages, bool AlongN,
-          typename TC, int SharedBytes, typename Math, typename Source = void>
+template <typename In, int BM, int BN, int BK, int WM, int WN, int Stages,
+          bool AlongN, typename TC, int SharedBytes, typename Math,
+          typename Source = void>
 struct Sm80TreeGemm {
   using Out = typename OutputOf<TC>::type;
   using SourceElement = typename OutputOf<Source>::type;
@@ -1953,13 +2008,15 @@ struct Sm80TreeGemm {
   using Map = cutlass::epilogue::threadblock::OutputTileThreadLayout<
       TileShape, WarpShape, Out, kAlign, 1>;
   using Tree = Sm80Tree<Map, Out, Math, C>;
+  using Mma = Sm80Math<In>;
   using Kernel = typename cutlass::gemm::kernel::DefaultGemmWithVisitor<
-      Bf16, cutlass::layout::RowMajor, cutlass::ComplexTransform::kNone, 8,
-      Bf16, cutlass::layout::ColumnMajor, cutlass::ComplexTransform::kNone, 8,
-      Out, cutlass::layout::RowMajor, kAlign, float, float,
+      In, cutlass::layout::RowMajor, cutlass::ComplexTransform::kNone,
+      Mma::kAlign, In, cutlass::layout::ColumnMajor,
+      cutlass::ComplexTransform::kNone, Mma::kAlign, Out,
+      cutlass::layout::RowMajor, kAlign, float, float,
       cutlass::arch::OpClassTensorOp, cutlass::arch::Sm80, TileShape,
-      WarpShape, cutlass::gemm::GemmShape<16, 8, 16>, typename Tree::type,
-      Raster<AlongN>, Stages, cutlass::arch::OpMultiplyAdd, 1>::GemmKernel;
+      WarpShape, typename Mma::Instruction, typename Tree::type,
+      Raster<AlongN>, Stages, typename Mma::Operator, 1>::GemmKernel;
   static constexpr int kShared = int(sizeof(typename Kernel::SharedStorage));
   static_assert(kShared <= SharedBytes,
                 "the configured stages do not fit the part's shared memory "
@@ -1971,7 +2028,7 @@ struct Sm80TreeGemm {
   /// Enqueues the product over the *rows rows below the bound m, its
   /// epilogue reading src where it reads a source; false where CUTLASS
   /// declines it.
-  static bool run(const Bf16 *a, const int64_t *rows, const Bf16 *w,
+  static bool run(const In *a, const int64_t *rows, const In *w,
                   const void *src, TC *y, int64_t m, int64_t n, int64_t k,
                   cudaStream_t s) {
     if ((StoresAtRows<Math>::value || !std::is_void_v<Source>) !=
@@ -2097,8 +2154,11 @@ static_assert(kMaxGroup == modk_cuda::detail::kMaxGemmGroup,
 /// GroupTable, the weights' bf16 copies), n columns, k reduction.
 using GroupLaunchFn = bool (*)(const void *table, int64_t n, int64_t k,
                                cudaStream_t s);
-/// A grouped kernel type of model.cu: its kernel file's launcher.
-template <GroupLaunchFn Launch> struct GroupLauncher {
+/// A grouped kernel type of model.cu: its kernel file's launcher, over
+/// operands In.
+template <GroupLaunchFn Launch, typename In = modk_cuda::bf16>
+struct GroupLauncher {
+  using Operand = In;
   static bool run(const GroupTable &table, int64_t n, int64_t k,
                   float * /*scratch*/, int64_t /*chunks*/, cudaStream_t s) {
     return Launch(&table, n, k, s);
@@ -2111,6 +2171,7 @@ using GroupSplitLaunchFn = bool (*)(const void *table, int64_t n, int64_t k,
                                     float *scratch, int64_t chunks,
                                     cudaStream_t s);
 template <GroupSplitLaunchFn Launch> struct GroupSplitLauncher {
+  using Operand = modk_cuda::bf16;
   static bool run(const GroupTable &table, int64_t n, int64_t k,
                   float *scratch, int64_t chunks, cudaStream_t s) {
     return Launch(&table, n, k, scratch, chunks, s);
@@ -2120,8 +2181,9 @@ template <GroupSplitLaunchFn Launch> struct GroupSplitLauncher {
 
 /// A group's CUTLASS variants by ascending MinRows: run() enqueues the one
 /// of the members' row bound over every member (each member's weight on
-/// its bf16 copy, unless weightCopies is false: a weight gradient's w is
-/// its bf16 input A), or returns false (below the first variant's rows, a
+/// its bf16 copy, unless weightCopies is false, a weight gradient's w being
+/// its input A, or the kernels are f32 ones, which read the weight
+/// itself), or returns false (below the first variant's rows, a
 /// weight without a copy, an unaligned operand, CUTLASS declining, the CPU
 /// emulation): nothing but perhaps weights' rounding was enqueued then.
 template <typename... V> struct GroupPlan {
@@ -2164,6 +2226,7 @@ private:
     if (maxRows < First::minRows)
       return false;
     GroupTable copy = table;
+    weightCopies &= kBf16Operands<typename First::Gemm::Operand>;
     for (int z = 0; z < copy.members; ++z) {
       GroupTable::Member &m = copy.member[z];
       if (reinterpret_cast<uintptr_t>(m.a) % 16 != 0 ||
@@ -2236,16 +2299,16 @@ static const char kPlan[] = R"cpp(
 namespace modc_cutlass {
 /// A product's CUTLASS variants by ascending MinRows: run() enqueues the
 /// one of the row bound on the weight's bf16 copy (in a decode step, one
-/// that holds the weight's current values), its epilogue reading src where
-/// it reads a source, or returns false (below the first variant's rows, no
-/// copy of the weight, an unaligned operand, CUTLASS declining, the CPU
-/// emulation): nothing but perhaps the weight's rounding was enqueued
-/// then.
+/// that holds the weight's current values; an f32 product's kernels read
+/// the weight itself), its epilogue reading src where it reads a source,
+/// or returns false (below the first variant's rows, no copy of the
+/// weight, an unaligned operand, CUTLASS declining, the CPU emulation):
+/// nothing but perhaps the weight's rounding was enqueued then.
 template <typename... V> struct Plan {
-  template <typename TC>
-  static bool run(const modk_cuda::bf16 *a, const int64_t *rows,
-                  int64_t maxRows, const float *w, const void *src, TC *y,
-                  int64_t n, int64_t k, cudaStream_t s) {
+  template <typename TA, typename TC>
+  static bool run(const TA *a, const int64_t *rows, int64_t maxRows,
+                  const float *w, const void *src, TC *y, int64_t n,
+                  int64_t k, cudaStream_t s) {
 #if defined(__CUDACC__)
     return pick<V...>(a, rows, maxRows, w, src, y, n, k, s);
 #else
@@ -2257,10 +2320,12 @@ template <typename... V> struct Plan {
 
 #if defined(__CUDACC__)
 private:
-  template <typename First, typename... Rest, typename TC>
-  static bool pick(const modk_cuda::bf16 *a, const int64_t *rows,
-                   int64_t maxRows, const float *w, const void *src, TC *y,
-                   int64_t n, int64_t k, cudaStream_t s) {
+  template <typename First, typename... Rest, typename TA, typename TC>
+  static bool pick(const TA *a, const int64_t *rows, int64_t maxRows,
+                   const float *w, const void *src, TC *y, int64_t n,
+                   int64_t k, cudaStream_t s) {
+    static_assert(std::is_same<TA, typename First::Gemm::Operand>::value,
+                  "a plan's kernels read the product's operand type");
     if constexpr (sizeof...(Rest) > 0) {
       using Next = typename modk_cuda::detail::FirstOf<Rest...>::type;
       static_assert(Next::minRows > First::minRows, "variants by rows");
@@ -2272,8 +2337,7 @@ private:
         reinterpret_cast<uintptr_t>(src) % 16 != 0 ||
         reinterpret_cast<uintptr_t>(y) % 16 != 0)
       return false;
-    const modk_cuda::bf16 *wb =
-        modk_cuda::detail::weightCopyToRead(w, n * k, s);
+    const TA *wb = weightOperand(a, w, n * k, s);
     if (!wb)
       return false;
     modk_cuda::detail::traceGemm("cutlass", maxRows, n, k, 0, 0,
@@ -2286,14 +2350,16 @@ private:
 /// y[m, n] = sum_k a[m, k] w[n, k] for m < *rows: on the CUTLASS plan
 /// where it runs, over cutlassRows rows (the count where the host knows it,
 /// else the bound), else on the hand-written tiles of TilePlan.
-template <int N, int K, typename TilePlan, typename CutlassPlan, typename TC>
-inline void linear(const modk_cuda::bf16 *a, const int64_t *rows,
-                   int64_t maxRows, int64_t cutlassRows, const float *w,
-                   TC *y, cudaStream_t s) {
+template <int N, int K, typename TilePlan, typename CutlassPlan,
+          typename TA, typename TC>
+inline void linear(const TA *a, const int64_t *rows, int64_t maxRows,
+                   int64_t cutlassRows, const float *w, TC *y,
+                   cudaStream_t s) {
   if (cutlassRows > 0 &&
       CutlassPlan::run(a, rows, cutlassRows, w, nullptr, y, N, K, s))
     return;
-  modk_cuda::linear<N, K, true, TilePlan>(a, rows, maxRows, w, y, s);
+  modk_cuda::linear<N, K, kBf16Operands<TA>, TilePlan>(a, rows, maxRows, w, y,
+                                                      s);
 }
 } // namespace modc_cutlass
 )cpp";
@@ -2308,8 +2374,8 @@ namespace modc_cutlass {
 /// not here), whose kernels' epilogue is the product's f (a residual add:
 /// y += ..., src being y); false where it does not run (nothing but
 /// perhaps the weight's rounding was enqueued then).
-template <int N, int K, typename CutlassPlan, typename TC>
-inline bool linear_epilogue(const modk_cuda::bf16 *a, const int64_t *rows,
+template <int N, int K, typename CutlassPlan, typename TA, typename TC>
+inline bool linear_epilogue(const TA *a, const int64_t *rows,
                             int64_t maxRows, const float *w, const void *src,
                             TC *y, cudaStream_t s) {
   return maxRows > 0 && CutlassPlan::run(a, rows, maxRows, w, src, y, N, K, s);
@@ -2324,15 +2390,16 @@ namespace modc_cutlass {
 /// da[m, k] (+)= sum_n dy[m, n] w[n, k] for m < *rows: on the CUTLASS plan
 /// where it runs (its kernels add when the product accumulates), else on
 /// the hand-written tiles of TilePlan.
-template <int N, int K, typename TilePlan, typename CutlassPlan>
-inline void linear_dgrad(const modk_cuda::bf16 *dy, const int64_t *rows,
-                         int64_t maxRows, const float *w, float *da,
-                         bool accumulate, cudaStream_t s) {
+template <int N, int K, typename TilePlan, typename CutlassPlan,
+          typename TD>
+inline void linear_dgrad(const TD *dy, const int64_t *rows, int64_t maxRows,
+                         const float *w, float *da, bool accumulate,
+                         cudaStream_t s) {
   if (maxRows > 0 &&
       CutlassPlan::run(dy, rows, maxRows, w, nullptr, da, K, N, s))
     return;
-  modk_cuda::linear_dgrad<N, K, true, TilePlan>(dy, rows, maxRows, w, da,
-                                                accumulate, s);
+  modk_cuda::linear_dgrad<N, K, kBf16Operands<TD>, TilePlan>(
+      dy, rows, maxRows, w, da, accumulate, s);
 }
 } // namespace modc_cutlass
 )cpp";
@@ -2353,17 +2420,20 @@ using WgradSplitLaunchFn = bool (*)(const void *dy, const int64_t *rows,
                                     const void *a, float *dw, int64_t m,
                                     int64_t n, int64_t k, void *workspace,
                                     size_t bytes, cudaStream_t s);
-/// A split weight gradient's kernel type of model.cu: its file's launcher.
-template <WgradSplitLaunchFn Launch> struct WgradSplitLauncher {
-  static bool run(const modk_cuda::bf16 *dy, const int64_t *rows,
-                  const modk_cuda::bf16 *a, float *dw, int64_t m, int64_t n,
-                  int64_t k, void *workspace, size_t bytes, cudaStream_t s) {
+/// A split weight gradient's kernel type of model.cu: its file's launcher,
+/// over operands In.
+template <WgradSplitLaunchFn Launch, typename In = modk_cuda::bf16>
+struct WgradSplitLauncher {
+  using Operand = In;
+  static bool run(const In *dy, const int64_t *rows, const In *a, float *dw,
+                  int64_t m, int64_t n, int64_t k, void *workspace,
+                  size_t bytes, cudaStream_t s) {
     return Launch(dy, rows, a, dw, m, n, k, workspace, bytes, s);
   }
 };
 template <typename G> struct IsWgradSplit : std::false_type {};
-template <WgradSplitLaunchFn Launch>
-struct IsWgradSplit<WgradSplitLauncher<Launch>> : std::true_type {};
+template <WgradSplitLaunchFn Launch, typename In>
+struct IsWgradSplit<WgradSplitLauncher<Launch, In>> : std::true_type {};
 #endif
 
 /// A weight gradient's CUTLASS variant V: run() enqueues it over at most
@@ -2374,11 +2444,13 @@ struct IsWgradSplit<WgradSplitLauncher<Launch>> : std::true_type {};
 /// returns false (below V's rows, an unaligned operand, CUTLASS declining,
 /// the CPU emulation).
 template <typename V> struct WgradPlan {
-  static bool run(const modk_cuda::bf16 *dy, const int64_t *rows,
-                  int64_t maxRows, const modk_cuda::bf16 *a, float *dw,
-                  int64_t n, int64_t k, void *workspace, size_t bytes,
-                  cudaStream_t s) {
+  template <typename TA>
+  static bool run(const TA *dy, const int64_t *rows, int64_t maxRows,
+                  const TA *a, float *dw, int64_t n, int64_t k,
+                  void *workspace, size_t bytes, cudaStream_t s) {
 #if defined(__CUDACC__)
+    static_assert(std::is_same<TA, typename V::Gemm::Operand>::value,
+                  "a plan's kernels read the product's operand type");
     if (maxRows < V::minRows || reinterpret_cast<uintptr_t>(dy) % 16 != 0 ||
         reinterpret_cast<uintptr_t>(a) % 16 != 0 ||
         reinterpret_cast<uintptr_t>(dw) % 16 != 0)
@@ -2406,10 +2478,11 @@ template <typename V> struct WgradPlan {
 /// partials in `scratch`, the floats the tiles' split takes), else on the
 /// hand-written tiles of TilePlan (their split over the rows in
 /// `scratch`).
-template <int N, int K, typename TilePlan, typename CutlassPlan>
-inline void linear_wgrad(const modk_cuda::bf16 *dy, const int64_t *rows,
-                         int64_t maxRows, const modk_cuda::bf16 *a, float *dw,
-                         float *scratch, cudaStream_t s) {
+template <int N, int K, typename TilePlan, typename CutlassPlan,
+          typename TA>
+inline void linear_wgrad(const TA *dy, const int64_t *rows, int64_t maxRows,
+                         const TA *a, float *dw, float *scratch,
+                         cudaStream_t s) {
   const size_t bytes =
       scratch ? sizeof(float) *
                     size_t(modk_cuda::linear_wgrad_scratch_floats<N, K,
@@ -2419,8 +2492,8 @@ inline void linear_wgrad(const modk_cuda::bf16 *dy, const int64_t *rows,
   if (maxRows > 0 &&
       CutlassPlan::run(dy, rows, maxRows, a, dw, N, K, scratch, bytes, s))
     return;
-  modk_cuda::linear_wgrad<N, K, true, TilePlan>(dy, rows, maxRows, a, dw,
-                                                scratch, s);
+  modk_cuda::linear_wgrad<N, K, kBf16Operands<TA>, TilePlan>(
+      dy, rows, maxRows, a, dw, scratch, s);
 }
 } // namespace modc_cutlass
 )cpp";
@@ -2460,6 +2533,16 @@ static ProductKind kindOf(Operation *op) {
            : gemm.getEpilogueRows().getHeadDim() ? ProductKind::forwardStaged
                                                  : ProductKind::forwardStore;
   return ProductKind::forward;
+}
+
+/// Whether a product's operands (a forward product's input, a gradient's
+/// dY) are stored f32, as a tf32x3 kernel reads them.
+static bool operandsF32(Operation *op) {
+  Value operand = isa<modk::GemmOp>(op) ? cast<modk::GemmOp>(op).getInput()
+                  : isa<modk::GemmDgradOp>(op)
+                      ? cast<modk::GemmDgradOp>(op).getDy()
+                      : cast<modk::GemmWgradOp>(op).getDy();
+  return cast<MemRefType>(operand.getType()).getElementType().isF32();
 }
 
 /// The C++ element type of a buffer: float or the package's bf16.
@@ -2540,17 +2623,29 @@ LogicalResult CutlassGemms::emitKernelType(raw_ostream &os,
                                            Operation *op) {
   ProductKind kind = kindOf(op);
   const cuda::CudaPart *part = cuda::findCudaPart(arch);
+  // bf16 products on the part's kernels, f32 ones on CUTLASS 2.x's tf32x3
+  // kernels (on both parts).
+  const cuda::CutlassTarget *lib =
+      part ? &cuda::cutlassTarget(*part, v.tf32x3) : nullptr;
   const cuda::CutlassTile *tile =
-      part ? cuda::findCutlassTile(*part, v.tileRows, v.tileCols, v.tileDepth)
-           : nullptr;
+      lib ? cuda::findCutlassTile(*lib, v.tileRows, v.tileCols, v.tileDepth)
+          : nullptr;
   if (!tile)
     return op->emitError("CUTLASS tile ")
            << v.tileRows << "x" << v.tileCols << "x" << v.tileDepth
-           << " is not in " << arch
-           << "'s description: run modk-configure-gemms{arch=" << arch
+           << " is not in " << arch << "'s description of "
+           << (v.tf32x3 ? "f32" : "bf16")
+           << " products: run modk-configure-gemms{arch=" << arch
            << " library=cutlass}";
-  bool sm90 =
-      part->cutlass.generation == cuda::CutlassGeneration::collectiveBuilders;
+  if (bool f32 = operandsF32(op); f32 != v.tf32x3)
+    return op->emitError("a CUTLASS variant ")
+           << (v.tf32x3 ? "marked" : "not marked")
+           << " tf32x3 on a product whose operands are stored "
+           << (f32 ? "f32" : "bf16")
+           << ": run modk-configure-gemms{arch=" << arch << " library=cutlass}";
+  bool sm90 = lib->collectiveBuilders();
+  // The operand element of CUTLASS 2.x's kernel templates.
+  const char *in = v.tf32x3 ? "float" : "Bf16";
   // A split reduction (split_k): a weight gradient's rows on sm_90a, by
   // the stream-K scheduler (the cooperative kernel only) or, in a group, as
   // chunks of each member's rows (at most a warp of them, its setup
@@ -2600,20 +2695,22 @@ LogicalResult CutlassGemms::emitKernelType(raw_ostream &os,
            << ": run modk-configure-gemms{arch=" << arch << " library=cutlass}";
   if (gradient && v.grouped && !sm90)
     os << fmt::format("using {} = modc_cutlass::Sm80GradGroup<{}, {}, {}, {}, "
-                      "{}, {}, {}, {}, {}>;\n",
-                      name, v.tileRows, v.tileCols, v.tileDepth, tile->warpRows,
-                      tile->warpCols, v.stages, kind == ProductKind::wgrad,
+                      "{}, {}, {}, {}, {}, {}>;\n",
+                      name, in, v.tileRows, v.tileCols, v.tileDepth,
+                      tile->warpRows, tile->warpCols, v.stages,
+                      kind == ProductKind::wgrad,
                       kind == ProductKind::dgradAccumulate, shared);
   else if (kind == ProductKind::wgrad && !sm90)
     os << fmt::format("using {} = modc_cutlass::Sm80Wgrad<{}, {}, {}, {}, {}, "
-                      "{}, {}, {}, {}>;\n",
-                      name, v.tileRows, v.tileCols, v.tileDepth, tile->warpRows,
-                      tile->warpCols, v.stages, alongN, v.splitK, shared);
+                      "{}, {}, {}, {}, {}>;\n",
+                      name, in, v.tileRows, v.tileCols, v.tileDepth,
+                      tile->warpRows, tile->warpCols, v.stages, alongN,
+                      v.splitK, shared);
   else if (!forward && !sm90)
     os << fmt::format("using {} = modc_cutlass::Sm80Dgrad<{}, {}, {}, {}, {}, "
-                      "{}, {}, {}, {}>;\n",
-                      name, v.tileRows, v.tileCols, v.tileDepth, tile->warpRows,
-                      tile->warpCols, v.stages, alongN,
+                      "{}, {}, {}, {}, {}>;\n",
+                      name, in, v.tileRows, v.tileCols, v.tileDepth,
+                      tile->warpRows, tile->warpCols, v.stages, alongN,
                       kind == ProductKind::dgradAccumulate, shared);
   else if (kind == ProductKind::wgrad && v.grouped && v.splitK > 1)
     os << fmt::format("using {} = modc_cutlass::Sm90WgradGroupSplit<{}, {}, "
@@ -2658,21 +2755,22 @@ LogicalResult CutlassGemms::emitKernelType(raw_ostream &os,
                       v.schedule == modk::CutlassSchedule::pingpong, alongN,
                       out, shared, epilogue);
   else
-    os << fmt::format("using {} = modc_cutlass::{}<{}, {}, {}, {}, {}, "
+    os << fmt::format("using {} = modc_cutlass::{}<{}, {}, {}, {}, {}, {}, "
                       "{}, {}, {}, {}{}>;\n",
                       name,
                       kind == ProductKind::forwardEpilogue ||
                               kind == ProductKind::forwardStore
                           ? "Sm80TreeGemm"
                           : "Sm80Gemm",
-                      v.tileRows, v.tileCols, v.tileDepth, tile->warpRows,
+                      in, v.tileRows, v.tileCols, v.tileDepth, tile->warpRows,
                       tile->warpCols, v.stages, alongN, out, shared, epilogue);
   return success();
 }
 
 /// The end of a kernel file: the plain host launcher model.cu declares
 /// and calls (kModelSide's LaunchFn), named after the file.
-static std::string launcherText(StringRef name, ProductKind kind) {
+static std::string launcherText(StringRef name, ProductKind kind,
+                                StringRef operand) {
   const char *what =
       kind == ProductKind::forward ? "y[m, n] = a[m, k] w[n, k]^T"
       : kind == ProductKind::forwardEpilogue
@@ -2687,19 +2785,18 @@ static std::string launcherText(StringRef name, ProductKind kind) {
 extern "C" bool {0}(const void *a, const int64_t *rows, const void *w,
                    const void *src, void *y, int64_t m, int64_t n, int64_t k,
                    cudaStream_t s) {{
-  return modc_cutlass::Gemm::run(static_cast<const modc_cutlass::Bf16 *>(a),
-                                 rows,
-                                 static_cast<const modc_cutlass::Bf16 *>(w),
-                                 src, static_cast<modc_cutlass::Output *>(y),
-                                 m, n, k, s);
+  return modc_cutlass::Gemm::run(static_cast<const {2} *>(a), rows,
+                                 static_cast<const {2} *>(w), src,
+                                 static_cast<modc_cutlass::Output *>(y), m, n,
+                                 k, s);
 }}
 )cpp",
-                     name.str(), what);
+                     name.str(), what, operand.str());
 }
 
 /// The end of a kernel file whose weight gradient splits its rows: its
 /// host launcher (kWgradPlan's WgradSplitLaunchFn), named after the file.
-static std::string wgradSplitLauncherText(StringRef name) {
+static std::string wgradSplitLauncherText(StringRef name, StringRef operand) {
   return fmt::format(R"cpp(
 /// The launcher model.cu calls: y[m, n] += a[k, m]^T w[k, n] on this kernel
 /// over at most k rows (*rows on sm_80, which reads the device's count),
@@ -2709,13 +2806,12 @@ static std::string wgradSplitLauncherText(StringRef name) {
 extern "C" bool {0}(const void *dy, const int64_t *rows, const void *a,
                    float *dw, int64_t m, int64_t n, int64_t k,
                    void *workspace, size_t bytes, cudaStream_t s) {{
-  return modc_cutlass::Gemm::run(static_cast<const modc_cutlass::Bf16 *>(dy),
-                                 rows,
-                                 static_cast<const modc_cutlass::Bf16 *>(a),
-                                 dw, m, n, k, workspace, bytes, s);
+  return modc_cutlass::Gemm::run(static_cast<const {1} *>(dy), rows,
+                                 static_cast<const {1} *>(a), dw, m, n, k,
+                                 workspace, bytes, s);
 }}
 )cpp",
-                     name.str());
+                     name.str(), operand.str());
 }
 
 /// The end of a grouped kernel file whose weight gradients split their
@@ -2761,8 +2857,6 @@ LogicalResult CutlassGemms::emit(raw_ostream &os,
   if (!part)
     return modk::EntryOp(entries.front()).emitError("no CUDA part '")
            << arch << "'";
-  bool sm90 =
-      part->cutlass.generation == cuda::CutlassGeneration::collectiveBuilders;
   // One kernel type per distinct variant and output type (printed with the
   // variant beside it), each a kernel file named after its text (identical
   // files are one), one plan per distinct configuration.
@@ -2821,6 +2915,10 @@ LogicalResult CutlassGemms::emit(raw_ostream &os,
         // A weight gradient whose rows split (split_k): a kernel of its
         // own kind, with a launcher that takes the partials' memory.
         bool split = kind == ProductKind::wgrad && v.splitK > 1;
+        // CUTLASS 3.x's kernels (sm_90a's bf16 ones) or 2.x's (sm_80's,
+        // and every f32 product's, tf32x3), over bf16 or f32 operands.
+        bool sm90 = cuda::cutlassTarget(*part, v.tf32x3).collectiveBuilders();
+        const char *operand = v.tf32x3 ? "float" : "modc_cutlass::Bf16";
         if (added) {
           std::string body =
               "// A CUTLASS kernel of a modc package, a translation unit of "
@@ -2876,11 +2974,12 @@ LogicalResult CutlassGemms::emit(raw_ostream &os,
           // A staged product's kernel is the plain f32 one (one file).
           body += v.grouped && split ? groupSplitLauncherText(launcher)
                   : v.grouped        ? groupLauncherText(launcher)
-                  : split            ? wgradSplitLauncherText(launcher)
+                  : split            ? wgradSplitLauncherText(launcher, operand)
                                      : launcherText(launcher,
                                          kind == ProductKind::forwardStaged
                                                         ? ProductKind::forward
-                                                        : kind);
+                                                        : kind,
+                                                    operand);
           if (int(kernels.size()) - 1 == onlyKernel)
             os << body;
           if (paths.insert(path).second) {
@@ -2905,7 +3004,7 @@ LogicalResult CutlassGemms::emit(raw_ostream &os,
                       : v.grouped        ? "GroupLauncher<"
                       : split            ? "WgradSplitLauncher<"
                                          : "Launcher<")
-                  << launcher << ">;\n";
+                  << launcher << (v.tf32x3 ? ", float" : "") << ">;\n";
         }
         variants.push_back(fmt::format("modc_cutlass::Variant<{}, {}>",
                                        v.minRows, it->second));

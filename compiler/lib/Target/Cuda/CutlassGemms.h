@@ -33,6 +33,11 @@ bool hasCutlassVariant(modk::GemmConfigAttr config);
 /// (`grouped`: modk-configure-gemms on a modk-group-gemms group, sm_90a).
 bool isCutlassGrouped(modk::GemmConfigAttr config);
 
+/// Whether a configuration's CUTLASS variants are an f32 product's
+/// (`tf32x3`: CUTLASS 2.x's kernels, which read the row count on the
+/// device, on every part).
+bool isCutlassTf32x3(modk::GemmConfigAttr config);
+
 /// Whether any product of `entries` runs on CUTLASS (its package then
 /// compiles against CUTLASS's headers).
 bool usesCutlass(llvm::ArrayRef<modk::EntryOp> entries);

@@ -807,10 +807,11 @@ std::string CudaEmitter::deviceRows(modk::GemmOp op,
 
 std::string CudaEmitter::cutlassRows(modk::GemmOp op, const KernelArg &rows,
                                      bool exact) const {
-  // sm_80's kernel reads the count on the device: the bound sizes it.
+  // CUTLASS 2.x's kernels (sm_80's, and every f32 product's, tf32x3) read
+  // the count on the device: the bound sizes them.
   const cuda::CudaPart *part = cuda::findCudaPart(arch);
-  if (!part ||
-      part->cutlass.generation != cuda::CutlassGeneration::collectiveBuilders)
+  if (!part || !part->cutlass.collectiveBuilders() ||
+      isCutlassTf32x3(op.getConfigAttr()))
     return rows.bound;
   int64_t k = 0;
   std::string device = exact ? "0" : rows.bound;

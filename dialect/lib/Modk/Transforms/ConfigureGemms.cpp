@@ -72,6 +72,10 @@ struct Product {
   bool tmaOperands;      ///< operands TMA can read (stored bf16, aligned)
   int64_t ropeHeadDim;   ///< a RoPE epilogue's head width (0: none)
   bool forward = false;  ///< a modk.gemm (the few-row kernel may run it)
+  /// What CUTLASS offers the product on the part: the bf16 kernels, or
+  /// for an f32 product the tf32x3 ones (cuda::cutlassTarget).
+  const cuda::CutlassTarget *cutlass = nullptr;
+  const cuda::CutlassTarget &lib() const { return *cutlass; }
 };
 
 class ConfigureGemmsPass
@@ -153,6 +157,10 @@ public:
         // 16-byte rows of the weight's bf16 copy.
         bool aligned = isBf16(gemm.getInput()) && w[1] % 8 == 0;
         Product p{w[0], 0, gemm.productsBf16(), weightCopies && aligned, 0};
+        p.cutlass = &cuda::cutlassTarget(*target, !p.bf16);
+        // An f32 product's CUTLASS kernel (tf32x3) reads the f32 input and
+        // weight themselves: whole 16-byte rows of both.
+        bool f32Operands = isF32(gemm.getInput()) && w[1] % 4 == 0;
         if (modk::RowsOp rows = gemm.getEpilogueRows())
           if (std::optional<uint64_t> hd = rows.getHeadDim())
             p.ropeHeadDim = *hd; // pairs of a head (RoPE)
@@ -165,27 +173,30 @@ public:
         // CUTLASS grouped launch whose problems the device sizes from the
         // members' row counts, so every member computes exactly its rows
         // (docs/cuda.md, "CUTLASS").
-        bool grouped = gemm.getGroupAttr() && cutlassBuilders();
+        bool grouped = gemm.getGroupAttr() && p.lib().collectiveBuilders();
         // A decode step's CUTLASS products read the copies the step makes
         // current, its groups too: their grouped launches' device memory
         // is reserved before the step's graph capture (docs/cuda.md).
-        bool copied = aligned;
-        bool cutlass = onCutlass(gemm, storeBytes, sourceBytes, grouped);
-        gemm.setConfigAttr(cutlass && p.bf16 && copied
-                               ? configureCutlass(ctx, p, storeBytes,
-                                                  sourceBytes,
-                                                  heavyEpilogue(gemm), grouped)
-                               : configure(ctx, p));
+        bool copied = p.bf16 ? aligned : f32Operands;
+        bool cutlass =
+            onCutlass(gemm, p.lib(), storeBytes, sourceBytes, grouped);
+        gemm.setConfigAttr(
+            cutlass && copied
+                ? configureCutlass(ctx, p, storeBytes, sourceBytes,
+                                   heavyEpilogue(gemm, p.lib()), grouped)
+                : configure(ctx, p));
         // An epilogue that must not touch a row past the count, over rows
         // the device counts (in `causal` mode, or always), outside a group:
         // on sm_90a a grouped launch of this one member computes exactly
         // them, its problem sized on the device (docs/cuda.md, "CUTLASS").
         // Its variants are `device_rows_config`; `config` keeps what runs
         // where the host knows the count (a selection's in `topk` mode).
-        if (!grouped && p.bf16 && copied && deviceCountedExact(gemm, entry) &&
-            onCutlass(gemm, storeBytes, sourceBytes, /*grouped=*/true))
-          gemm.setDeviceRowsConfigAttr(configureCutlass(
-              ctx, p, storeBytes, sourceBytes, heavyEpilogue(gemm), true));
+        if (!grouped && copied && deviceCountedExact(gemm, entry, p.lib()) &&
+            onCutlass(gemm, p.lib(), storeBytes, sourceBytes,
+                      /*grouped=*/true))
+          gemm.setDeviceRowsConfigAttr(
+              configureCutlass(ctx, p, storeBytes, sourceBytes,
+                               heavyEpilogue(gemm, p.lib()), true));
       } else if (auto dgrad = dyn_cast<modk::GemmDgradOp>(op)) {
         // dA [rows, K] = dY [rows, N] W [N, K].
         auto w = cast<MemRefType>(dgrad.getWeight().getType()).getShape();
@@ -193,16 +204,21 @@ public:
                   weightCopies && isBf16(dgrad.getDy()) && w[0] % 8 == 0 &&
                       w[1] % 8 == 0,
                   0};
+        p.cutlass = &cuda::cutlassTarget(*target, !p.bf16);
         // On CUTLASS where a forward product would be: bf16 operands that
         // TMA (sm_90a) or cp.async (sm_80) reads, dY stored bf16 and W's
-        // bf16 copy (docs/cuda.md, "CUTLASS"); dA is f32, its old values
-        // added where it accumulates. A group's member (modk-group-gemms):
-        // its group is one CUTLASS grouped launch, each member's rows sized
-        // on the device (sm_80: CUTLASS 2.x's grouped GEMM).
+        // bf16 copy, or in an f32 product (tf32x3) dY and W themselves,
+        // whole 16-byte rows (docs/cuda.md, "CUTLASS"); dA is f32, its old
+        // values added where it accumulates. A group's member
+        // (modk-group-gemms): its group is one CUTLASS grouped launch, each
+        // member's rows sized on the device (CUTLASS 2.x's grouped GEMM on
+        // sm_80 and for f32 products).
         bool grouped = bool(dgrad.getGroupAttr());
-        bool cutlass = library == "cutlass" && forcedPath < 0 && p.bf16 &&
-                       p.tmaOperands &&
-                       w[1] * 4 % target->cutlass.alignmentBytes == 0;
+        bool operands =
+            p.bf16 ? p.tmaOperands
+                   : isF32(dgrad.getDy()) && w[0] % 4 == 0 && w[1] % 4 == 0;
+        bool cutlass = library == "cutlass" && forcedPath < 0 && operands &&
+                       w[1] * 4 % p.lib().alignmentBytes == 0;
         dgrad.setConfigAttr(
             cutlass ? configureCutlass(ctx, p, 4, dgrad.getAccumulate() ? 4 : 0,
                                        false, grouped)
@@ -214,9 +230,15 @@ public:
                   isBf16(wgrad.getDy()) && isBf16(wgrad.getInput()) &&
                       w[0] % 8 == 0 && w[1] % 8 == 0,
                   0};
+        p.cutlass = &cuda::cutlassTarget(*target, !p.bf16);
+        bool operands = p.bf16
+                            ? p.tmaOperands
+                            : isF32(wgrad.getDy()) && isF32(wgrad.getInput()) &&
+                                  w[0] % 4 == 0 && w[1] % 4 == 0;
         int64_t split = wgradSplit(w[0], w[1]);
-        // On CUTLASS: dY and A stored bf16, read MN-major (by TMA on
-        // sm_90a, cp.async on sm_80), dW f32 added to in the epilogue.
+        // On CUTLASS: dY and A stored bf16 (f32 in an f32 product, tf32x3),
+        // read MN-major (by TMA on sm_90a, cp.async on sm_80), dW f32 added
+        // to in the epilogue.
         // sm_90a's kernel fixes its reduction, the row count, on the host:
         // a single product takes it where the host knows the count
         // (rowsAreBound); a group's members (modk-group-gemms) are one
@@ -234,15 +256,15 @@ public:
         // declines. docs/cuda.md, "CUTLASS".
         int64_t members = groupMembers(wgrad);
         bool grouped = members > 1;
-        bool sm90 = cutlassBuilders();
+        bool sm90 = p.lib().collectiveBuilders();
         bool fills =
             grouped ? wgradSplit(w[0] * members, w[1]) == 1 : split == 1;
         bool alone = sm90 && !grouped &&
                      !rowsAreBound(wgrad.getSegments(), wgrad.getDy());
-        bool cutlass = library == "cutlass" && forcedPath < 0 && p.bf16 &&
-                       p.tmaOperands && (fills || wgradChunkRows == 0) &&
+        bool cutlass = library == "cutlass" && forcedPath < 0 && operands &&
+                       (fills || wgradChunkRows == 0) &&
                        (sm90 || !grouped || fills) &&
-                       w[1] * 4 % target->cutlass.alignmentBytes == 0;
+                       w[1] * 4 % p.lib().alignmentBytes == 0;
         wgrad.setConfigAttr(cutlass ? configureCutlassWgrad(ctx, p, members,
                                                             grouped || alone,
                                                             fills ? 1 : split)
@@ -265,26 +287,22 @@ public:
   }
 
 private:
-  /// Whether the part's CUTLASS kernels are 3.x's collective builders
-  /// (sm_90a: TMA, clusters, grouped launches, split reductions) rather
-  /// than 2.x's multistage ones (sm_80).
-  bool cutlassBuilders() const {
-    return target->cutlass.generation ==
-           cuda::CutlassGeneration::collectiveBuilders;
-  }
-
   static bool isBf16(Value v) {
     return cast<MemRefType>(v.getType()).getElementType().isBF16();
   }
+  static bool isF32(Value v) {
+    return cast<MemRefType>(v.getType()).getElementType().isF32();
+  }
 
-  /// Whether `gemm`'s epilogue math calls erf (GELU) on sm_90a: beside a
-  /// 128x256 tile's accumulators (128 f32 a thread) its registers spill
-  /// there (20 bytes with nvcc 13), so it keeps to the smaller CUTLASS
-  /// tiles. sm_80's tree finishes the tile a row step at a time: its
-  /// 128x256 kernel does not spill (docs/cuda.md, "CUTLASS").
-  bool heavyEpilogue(modk::GemmOp gemm) const {
+  /// Whether `gemm`'s epilogue math calls erf (GELU) on sm_90a's kernels
+  /// (`lib`): beside a 128x256 tile's accumulators (128 f32 a thread) its
+  /// registers spill there (20 bytes with nvcc 13), so it keeps to the
+  /// smaller CUTLASS tiles. CUTLASS 2.x's tree finishes the tile a row step
+  /// at a time: its 128x256 kernel does not spill (docs/cuda.md,
+  /// "CUTLASS").
+  static bool heavyEpilogue(modk::GemmOp gemm, const cuda::CutlassTarget &lib) {
     modk::RowsOp rows = gemm.getEpilogueRows();
-    if (!rows || !cutlassBuilders())
+    if (!rows || !lib.collectiveBuilders())
       return false;
     WalkResult walk = rows.walk([](Operation *o) {
       return o->getName().getStringRef() == "math.erf" ? WalkResult::interrupt()
@@ -293,14 +311,16 @@ private:
     return walk.wasInterrupted();
   }
 
-  /// Whether `gemm` runs on sm_90a (CUTLASS 3.x's grouped launches) an
+  /// Whether `gemm` runs on sm_90a's kernels (`lib`: CUTLASS 3.x's grouped
+  /// launches) an
   /// epilogue that must not touch a row past the count (one that stores by
   /// itself, at its rows' tokens: the gated scatter; or an elementwise one
   /// that reads y in place) over rows whose count is the device's in a
   /// mode of `entry` (modk::hostRowCount: the device's, or a selection's
   /// in an entry that serves `causal` mode).
-  bool deviceCountedExact(modk::GemmOp gemm, modk::EntryOp entry) const {
-    if (library != "cutlass" || forcedPath >= 0 || !cutlassBuilders() ||
+  bool deviceCountedExact(modk::GemmOp gemm, modk::EntryOp entry,
+                          const cuda::CutlassTarget &lib) const {
+    if (library != "cutlass" || forcedPath >= 0 || !lib.collectiveBuilders() ||
         gemm.getEpilogue() != modk::Epilogue::rows)
       return false;
     Value source;
@@ -572,8 +592,11 @@ private:
   /// (modk::hostRowCount: always, or a selection's in `topk` mode): a row
   /// past the count must neither change y nor store at a token it does not
   /// have. A `grouped` member's launch computes exactly the rows the
-  /// device counts (its problem's rows): any rows.
-  bool onCutlass(modk::GemmOp gemm, int64_t &storeBytes, int64_t &sourceBytes,
+  /// device counts (its problem's rows): any rows. `lib`: the kernels the
+  /// product's precision takes (sm_80's are CUTLASS 2.x's, and so are
+  /// every f32 product's).
+  bool onCutlass(modk::GemmOp gemm, const cuda::CutlassTarget &lib,
+                 int64_t &storeBytes, int64_t &sourceBytes,
                  bool grouped = false) const {
     storeBytes = sourceBytes = 0;
     if (library != "cutlass" || forcedPath >= 0)
@@ -584,8 +607,7 @@ private:
     };
     auto out = cast<MemRefType>(gemm.getOutput().getType());
     int64_t bytes = bytesOf(gemm.getOutput());
-    if (bytes == 0 ||
-        out.getShape().back() * bytes % target->cutlass.alignmentBytes != 0)
+    if (bytes == 0 || out.getShape().back() * bytes % lib.alignmentBytes != 0)
       return false;
     if (gemm.getEpilogue() == modk::Epilogue::none) {
       storeBytes = bytes;
@@ -593,7 +615,7 @@ private:
     }
     if (gemm.getEpilogue() != modk::Epilogue::rows)
       return false;
-    bool sm90 = cutlassBuilders();
+    bool sm90 = lib.collectiveBuilders();
     // In `topk` mode a selection's count is B x k (the emitter passes it);
     // in `causal` mode the call declines at run time where it must not
     // pass the count (the tiles run).
@@ -608,7 +630,7 @@ private:
       if (source) {
         sourceBytes = bytesOf(source);
         if (cast<MemRefType>(source.getType()).getShape().back() * sourceBytes %
-                target->cutlass.alignmentBytes !=
+                lib.alignmentBytes !=
             0)
           return false;
       }
@@ -631,10 +653,11 @@ private:
     return rows && (known || !sm90);
   }
 
-  /// The part's CUTLASS tiles, smallest first, or the one that `tile=`
+  /// `lib`'s CUTLASS tiles, smallest first, or the one that `tile=`
   /// forces.
-  ArrayRef<cuda::CutlassTile> cutlassTiles() const {
-    ArrayRef<cuda::CutlassTile> table = target->cutlass.tileList();
+  ArrayRef<cuda::CutlassTile>
+  cutlassTiles(const cuda::CutlassTarget &lib) const {
+    ArrayRef<cuda::CutlassTile> table = lib.tileList();
     if (forcedTile == 1)
       return table.take_front();
     if (forcedTile == 2)
@@ -643,12 +666,15 @@ private:
   }
 
   /// Tile t's CUTLASS variant from minRows rows on, for `rowTiles` tiles of
-  /// output rows and `cols` columns: clusters along the rows where there
-  /// are rows for them, rasters along the longer side.
+  /// output rows and p's columns: clusters along the rows where there are
+  /// rows for them, rasters along the longer side; tf32x3 where the
+  /// product is f32.
   static GemmVariant cutlassVariant(const cuda::CutlassTile &t, int64_t minRows,
                                     int64_t rowTiles, int64_t stages,
-                                    int64_t cols) {
+                                    const Product &p) {
+    const int64_t cols = p.cols;
     GemmVariant v;
+    v.tf32x3 = !p.bf16;
     v.minRows = minRows;
     v.path = GemmPath::cutlass;
     v.tileRows = t.rows;
@@ -663,12 +689,13 @@ private:
   }
 
   /// Marks `v` as a group's grouped launch's variant where `grouped`. On
-  /// sm_80 that is CUTLASS 2.x's grouped GEMM, whose CTAs walk each
+  /// CUTLASS 2.x (`lib`) that is its grouped GEMM, whose CTAs walk each
   /// member's tiles along N (a row of tiles after another): the raster it
   /// runs, whatever the member's shape.
-  void markGrouped(GemmVariant &v, bool grouped) const {
+  static void markGrouped(GemmVariant &v, bool grouped,
+                          const cuda::CutlassTarget &lib) {
     v.grouped = grouped;
-    if (grouped && !cutlassBuilders())
+    if (grouped && !lib.collectiveBuilders())
       v.raster = modk::RasterOrder::along_n;
   }
 
@@ -695,11 +722,11 @@ private:
     for (const GemmVariant &v : configure(ctx, p).getVariants())
       if (v.minRows < from)
         variants.push_back(v);
-    ArrayRef<cuda::CutlassTile> table = cutlassTiles();
+    ArrayRef<cuda::CutlassTile> table = cutlassTiles(p.lib());
     const cuda::CutlassTile *previous = nullptr;
     for (const cuda::CutlassTile &t : table) {
-      int64_t stages =
-          cuda::cutlassStages(*target, t, outputBytes, sourceBytes, grouped);
+      int64_t stages = cuda::cutlassStages(*target, p.lib(), t, outputBytes,
+                                           sourceBytes, grouped);
       if (stages == 0 || (heavy && t.rows * t.cols > 128 * 128))
         continue;
       int64_t start = from;
@@ -712,8 +739,8 @@ private:
         start = std::max(from, need <= 1 ? 0 : (need - 1) * t.rows + 1);
       }
       GemmVariant v =
-          cutlassVariant(t, start, ceilDiv(start, t.rows), stages, p.cols);
-      markGrouped(v, grouped);
+          cutlassVariant(t, start, ceilDiv(start, t.rows), stages, p);
+      markGrouped(v, grouped, p.lib());
       while (!variants.empty() && variants.back().minRows >= start)
         variants.pop_back(); // the larger tile from the same rows on
       variants.push_back(v);
@@ -740,7 +767,7 @@ private:
                                              int64_t tileSplits) const {
     SmallVector<GemmVariant> variants(
         configure(ctx, p, tileSplits).getVariants());
-    ArrayRef<cuda::CutlassTile> table = cutlassTiles();
+    ArrayRef<cuda::CutlassTile> table = cutlassTiles(p.lib());
     std::optional<GemmVariant> chosen;
     const int64_t from = cutlassFrom > 0 ? cutlassFrom : kWgmmaMinRows;
     if (tileSplits > 1) {
@@ -748,7 +775,8 @@ private:
     } else {
       const cuda::CutlassTile *previous = nullptr;
       for (const cuda::CutlassTile &t : table) {
-        int64_t stages = cuda::cutlassStages(*target, t, 4, 4, grouped);
+        int64_t stages =
+            cuda::cutlassStages(*target, p.lib(), t, 4, 4, grouped);
         if (stages == 0)
           continue;
         if (previous) {
@@ -763,9 +791,9 @@ private:
               forcedTile == 0)
             continue;
         }
-        chosen = cutlassVariant(t, from, ceilDiv(p.staticRows, t.rows), stages,
-                                p.cols);
-        markGrouped(*chosen, grouped);
+        chosen =
+            cutlassVariant(t, from, ceilDiv(p.staticRows, t.rows), stages, p);
+        markGrouped(*chosen, grouped, p.lib());
         previous = &t;
       }
     }
@@ -790,20 +818,21 @@ private:
   /// Unset where the part has no such tile or splits nothing.
   std::optional<GemmVariant>
   cutlassWgradSplit(const Product &p, int64_t members, bool grouped) const {
-    if (target->cutlass.maxSplitK <= 1)
+    const cuda::CutlassTarget &lib = p.lib();
+    if (lib.maxSplitK <= 1)
       return std::nullopt;
-    for (const cuda::CutlassTile &t : cutlassTiles()) {
-      int64_t stages = cuda::cutlassStages(*target, t, 4, 4, grouped);
-      if (stages == 0 || (cutlassBuilders() &&
+    for (const cuda::CutlassTile &t : cutlassTiles(lib)) {
+      int64_t stages = cuda::cutlassStages(*target, lib, t, 4, 4, grouped);
+      if (stages == 0 || (lib.collectiveBuilders() &&
                           t.schedule != modk::CutlassSchedule::cooperative))
         continue;
       int64_t tiles =
           members * ceilDiv(p.staticRows, t.rows) * ceilDiv(p.cols, t.cols);
       GemmVariant v =
-          cutlassVariant(t, 0, ceilDiv(p.staticRows, t.rows), stages, p.cols);
+          cutlassVariant(t, 0, ceilDiv(p.staticRows, t.rows), stages, p);
       v.splitK = std::clamp<int64_t>(ceilDiv(t.ctasPerSm * sms, tiles), 1,
-                                     target->cutlass.maxSplitK);
-      markGrouped(v, grouped);
+                                     lib.maxSplitK);
+      markGrouped(v, grouped, lib);
       return v;
     }
     return std::nullopt;

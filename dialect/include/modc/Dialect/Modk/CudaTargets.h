@@ -1,8 +1,9 @@
 //===- CudaTargets.h - The parts a CUDA package is compiled for -*- C++ -*-===//
 //
 // One description per `--arch`: the part's SMs and shared memory, whether it
-// has wgmma and TMA, and what CUTLASS offers on it (the tiles, their
-// schedules and clusters, and the rules for stages and raster order).
+// has wgmma and TMA, and what CUTLASS offers on it for bf16 products and for
+// f32 ones (the tiles, their schedules and clusters, and the rules for
+// stages and raster order).
 // modk-configure-gemms chooses each product's kernels from it and records
 // the choice in #modk.gemm_config; the CUDA emitter reads the same
 // description where a configuration leaves something to the part (sm_80's
@@ -46,7 +47,7 @@ struct CutlassTile {
   int64_t maxStages;
 };
 
-/// What CUTLASS offers on a part.
+/// What CUTLASS offers on a part for products of one precision.
 struct CutlassTarget {
   CutlassGeneration generation;
   const CutlassTile *tiles;
@@ -62,8 +63,15 @@ struct CutlassTarget {
   /// stream-K scheduler in its split-K mode, or a group's members' chunks;
   /// sm_80's serial split-K (docs/cuda.md, "CUTLASS").
   int64_t maxSplitK;
+  /// Bytes of an operand element in the stages: 2 for bf16 products, 4
+  /// for f32 ones, whose kernels keep the f32 operands and split each into
+  /// TF32 halves in registers (tf32x3).
+  int64_t operandBytes;
 
   llvm::ArrayRef<CutlassTile> tileList() const { return {tiles, tileCount}; }
+  bool collectiveBuilders() const {
+    return generation == CutlassGeneration::collectiveBuilders;
+  }
 };
 
 /// A part a CUDA package is compiled for (docs/cuda.md).
@@ -72,7 +80,12 @@ struct CudaPart {
   int64_t sms;
   int64_t sharedBytesPerSm; ///< what the CTAs on one SM can share
   bool wgmma;               ///< wgmma and TMA (sm_90a)
-  CutlassTarget cutlass;
+  CutlassTarget cutlass;    ///< bf16 products
+  /// f32 products: CUTLASS 2.x's multistage kernels on both parts, as
+  /// three TF32 mma.sync products each (OpMultiplyAddFastF32), which keep
+  /// the f32 precision the package promises. CUTLASS has no wgmma mainloop
+  /// that does so on sm_90a.
+  CutlassTarget cutlassF32;
 };
 
 // sm_90a: a pingpong tile for products with few row tiles, cooperative
@@ -91,6 +104,21 @@ inline constexpr CutlassTile kSm80CutlassTiles[] = {
     {128, 256, 32, 64, 64, modk::CutlassSchedule::multistage, 1, 1, 4},
 };
 
+// f32 products on both parts (tf32x3): the f32 stages of a 16-deep tile
+// take the bytes of a 32-deep bf16 one; warp tiles of 64 accumulators a
+// thread leave registers for the operands' big and small halves.
+inline constexpr CutlassTile kTf32x3CutlassTiles[] = {
+    {64, 128, 16, 32, 64, modk::CutlassSchedule::multistage, 1, 2, 6},
+    {128, 128, 16, 64, 32, modk::CutlassSchedule::multistage, 1, 2, 5},
+};
+inline constexpr CutlassTarget kTf32x3Cutlass = {CutlassGeneration::multistage,
+                                                 kTf32x3CutlassTiles,
+                                                 std::size(kTf32x3CutlassTiles),
+                                                 0,
+                                                 16,
+                                                 16,
+                                                 4};
+
 inline constexpr CudaPart kCudaParts[] = {
     {"sm_90a",
      "H100 SXM",
@@ -98,14 +126,16 @@ inline constexpr CudaPart kCudaParts[] = {
      227 * 1024,
      true,
      {CutlassGeneration::collectiveBuilders, kSm90CutlassTiles,
-      std::size(kSm90CutlassTiles), 2 * 32, 16, 16}},
+      std::size(kSm90CutlassTiles), 2 * 32, 16, 16, 2},
+     kTf32x3Cutlass},
     {"sm_80",
      "A100 SXM",
      108,
      163 * 1024,
      false,
      {CutlassGeneration::multistage, kSm80CutlassTiles,
-      std::size(kSm80CutlassTiles), 0, 16, 16}},
+      std::size(kSm80CutlassTiles), 0, 16, 16, 2},
+     kTf32x3Cutlass},
 };
 
 /// The part of `arch`, or null.
@@ -121,12 +151,18 @@ inline int64_t sharedBytesPerBlock(const CudaPart &part) {
   return part.sharedBytesPerSm;
 }
 
-/// Shared memory one stage of bf16 operand tiles takes, with its two
-/// mbarriers (sm_90a) or none (sm_80).
-inline int64_t cutlassStageBytes(const CudaPart &part, const CutlassTile &t) {
-  int64_t barriers =
-      part.cutlass.generation == CutlassGeneration::collectiveBuilders ? 16 : 0;
-  return (t.rows + t.cols) * t.depth * 2 + barriers;
+/// The CUTLASS description of `part` for bf16 products, or for f32 ones
+/// (`tf32x3`).
+inline const CutlassTarget &cutlassTarget(const CudaPart &part, bool tf32x3) {
+  return tf32x3 ? part.cutlassF32 : part.cutlass;
+}
+
+/// Shared memory one stage of operand tiles takes, with its two mbarriers
+/// (CUTLASS 3.x's pipelines) or none (2.x's).
+inline int64_t cutlassStageBytes(const CutlassTarget &lib,
+                                 const CutlassTile &t) {
+  int64_t barriers = lib.collectiveBuilders() ? 16 : 0;
+  return (t.rows + t.cols) * t.depth * lib.operandBytes + barriers;
 }
 
 /// Shared memory the epilogue of a tile keeps beside the stages, for output
@@ -136,10 +172,10 @@ inline int64_t cutlassStageBytes(const CudaPart &part, const CutlassTile &t) {
 /// accumulating input gradient's old values, SwiGLU's gate), which TMA
 /// loads into four stages of subtiles (every tile of the table has four
 /// subtiles or more); the store reuses them where the elements are as wide.
-inline int64_t cutlassEpilogueBytes(const CudaPart &part, const CutlassTile &t,
-                                    int64_t outputBytes,
+inline int64_t cutlassEpilogueBytes(const CutlassTarget &lib,
+                                    const CutlassTile &t, int64_t outputBytes,
                                     int64_t sourceBytes = 0) {
-  int64_t twoStages = t.rows * part.cutlass.epilogueBytesPerOutputByte;
+  int64_t twoStages = t.rows * lib.epilogueBytesPerOutputByte;
   if (sourceBytes == 0)
     return twoStages * outputBytes;
   if (sourceBytes == outputBytes)
@@ -156,27 +192,29 @@ inline constexpr int64_t kCutlassReservedSharedBytes = 1024;
 /// store's) live in shared memory.
 inline constexpr int64_t kCutlassGroupedSharedBytes = 1024;
 
-/// The stages of a tile on `part`: as many as its CTAs' shared memory
-/// holds beside the epilogue's (and a grouped kernel's descriptors), at
-/// most the tile's maximum (0: the tile does not fit at all).
-inline int64_t cutlassStages(const CudaPart &part, const CutlassTile &t,
-                             int64_t outputBytes, int64_t sourceBytes = 0,
-                             bool grouped = false) {
+/// The stages of a tile of `lib` on `part`: as many as its CTAs' shared
+/// memory holds beside the epilogue's (and a grouped kernel's
+/// descriptors), at most the tile's maximum (0: the tile does not fit at
+/// all).
+inline int64_t cutlassStages(const CudaPart &part, const CutlassTarget &lib,
+                             const CutlassTile &t, int64_t outputBytes,
+                             int64_t sourceBytes = 0, bool grouped = false) {
   int64_t budget = sharedBytesPerBlock(part) / t.ctasPerSm -
-                   cutlassEpilogueBytes(part, t, outputBytes, sourceBytes) -
+                   cutlassEpilogueBytes(lib, t, outputBytes, sourceBytes) -
                    kCutlassReservedSharedBytes -
                    (grouped ? kCutlassGroupedSharedBytes : 0);
-  int64_t stages = budget / cutlassStageBytes(part, t);
+  int64_t stages = budget / cutlassStageBytes(lib, t);
   if (stages < 2)
     return 0;
   return std::min(stages, t.maxStages);
 }
 
-/// The tile of `part`'s CUTLASS table with this shape, or null: the
-/// emitter's way back from a #modk.gemm_config to the warp tile.
-inline const CutlassTile *findCutlassTile(const CudaPart &part, int64_t rows,
-                                          int64_t cols, int64_t depth) {
-  for (const CutlassTile &t : part.cutlass.tileList())
+/// The tile of `lib`'s table with this shape, or null: the emitter's way
+/// back from a #modk.gemm_config to the warp tile.
+inline const CutlassTile *findCutlassTile(const CutlassTarget &lib,
+                                          int64_t rows, int64_t cols,
+                                          int64_t depth) {
+  for (const CutlassTile &t : lib.tileList())
     if (t.rows == rows && t.cols == cols && t.depth == depth)
       return &t;
   return nullptr;

@@ -59,7 +59,8 @@ def Modk_GemmConfigAttr : AttrDef<Modk_Dialect, "GemmConfig"> {
   let genVerifyDecl = 1;
   let extraClassDeclaration = [{
     /// Whether a product so configured reads its weight through a bf16
-    /// copy in global memory: a CUTLASS variant or a TMA-fed wgmma one, and
+    /// copy in global memory: a CUTLASS variant (but a tf32x3 one, which
+    /// reads the f32 weight) or a TMA-fed wgmma one, and
     /// in a decode step the few-row kernel (`stream`), which streams the
     /// copy instead of the f32 weight.
     bool readsWeightCopy(bool decode) const;

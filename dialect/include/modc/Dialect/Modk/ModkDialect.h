@@ -45,6 +45,11 @@ struct GemmVariant {
   /// group is one CUTLASS grouped (ptr-array) launch (docs/cuda.md,
   /// "CUTLASS").
   bool grouped = false;
+  /// A `cutlass` variant of an f32 product: CUTLASS 2.x's multistage
+  /// kernel on f32 operands, each product three TF32 products of their big
+  /// and small halves (OpMultiplyAddFastF32), which keeps f32 precision
+  /// (docs/cuda.md, "CUTLASS").
+  bool tf32x3 = false;
 
   bool operator==(const GemmVariant &o) const {
     return minRows == o.minRows && path == o.path && tileRows == o.tileRows &&
@@ -52,14 +57,14 @@ struct GemmVariant {
            separateEpilogue == o.separateEpilogue && tileDepth == o.tileDepth &&
            clusterRows == o.clusterRows && clusterCols == o.clusterCols &&
            stages == o.stages && schedule == o.schedule && raster == o.raster &&
-           splitK == o.splitK && grouped == o.grouped;
+           splitK == o.splitK && grouped == o.grouped && tf32x3 == o.tf32x3;
   }
 };
 inline llvm::hash_code hash_value(const GemmVariant &v) {
   return llvm::hash_combine(v.minRows, v.path, v.tileRows, v.tileCols,
                             v.tmaCtas, v.separateEpilogue, v.tileDepth,
                             v.clusterRows, v.clusterCols, v.stages, v.schedule,
-                            v.raster, v.splitK, v.grouped);
+                            v.raster, v.splitK, v.grouped, v.tf32x3);
 }
 } // namespace modc::modk
 
