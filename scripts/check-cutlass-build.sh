@@ -12,37 +12,38 @@
 # bf16 example's 128x128x64 cooperative kernel of a residual add, in
 # clusters of 2x1, its epilogue tree reading y; 4 is its 64x128x64
 # pingpong kernel, 0, 1, 6 and 7 the plain f32 products' kernels, 2 and 3
-# V's bf16 store, 8 to 10 SwiGLU's epilogue trees, 11 and 12 the causal
-# predictor's f32 products (tf32x3: CUTLASS 2.x's kernel on sm_90a too),
-# 13 and 14 the routed layers' gated scatters, 15 and 16 the training
-# entry's residual adds into another buffer, 17 to 25 the training
-# entry's gradients: the input gradients' and, in 19, 22 and 25, the
-# weight gradients' that split their rows; 26 the predictor's weight
-# gradient; 27 to 30 the one-member grouped launches over rows the device
+# V's bf16 store, 8 to 10 SwiGLU's epilogue trees, 11 the causal
+# predictor's f32 product (tf32x3: CUTLASS 2.x's kernel on sm_90a too),
+# 12 and 13 the routed layers' gated scatters, 14 and 15 the training
+# entry's residual adds into another buffer, 16 to 24 the training
+# entry's gradients: the input gradients' and, in 18, 21 and 24, the
+# weight gradients' that split their rows; 25 the predictor's weight
+# gradient; 26 to 29 the one-member grouped launches over rows the device
 # counts, for epilogues that must not pass the count: the gated scatters
 # and residual adds in place in causal mode and in decode). ARCH: sm_90a
 # (the default) or sm_80, whose kernels in the bf16 example are CUTLASS
 # 2.x epilogue visitor trees in 2 and 3 (V's bf16 store, 64x128x32 and
 # 128x128x32), 4 and 5 (the residual adds in place), 8 and 9 (SwiGLU,
-# 64x128x32 along N and 128x256x32) and 16 and 17 (the training entry's
-# residual adds into another buffer), the predictor's tf32x3 kernels in
-# 10 and 11, the gated scatters' trees in 12 to 15 (the forward's, the
-# decode step's), plain f32 stores in 0 (64x128x32: the queries and
-# keys, staged for RoPE), 1 (128x128x32), 6 (64x128x32 along N) and 7
-# (128x256x32), the input gradients' kernels in 18, 19, 21, 22, 24 and
-# 25 (24 and 25 add to dA), the weight gradients' split kernels (serial
-# split-K) in 20 and 23, and the predictor's in 26; a GELU model's trees
-# are its own (docs/cuda.md). An f32 model's kernels
-# (examples/tiny-mod.json) are CUTLASS 2.x's tf32x3 ones on both parts: 0
-# and 1 its plain stores (64x128x16, 128x128x16), 2 and 3 residual adds in
-# place, 7 to 10 the gated scatters, 13 and 14 input gradients, 15 a weight
-# gradient's split. CUDA_GEMMS (default "cutlass") is passed to
+# 64x128x32 along N and 128x256x32) and 15 and 16 (the training entry's
+# residual adds into another buffer), the predictor's tf32x3 kernel in
+# 10, the gated scatters' trees in 11 to 14 (the forward's, the decode
+# step's), plain f32 stores in 0 (64x128x32: the queries and keys, staged
+# for RoPE), 1 (128x128x32), 6 (64x128x32 along N) and 7 (128x256x32),
+# the input gradients' kernels in 17, 18, 20, 21, 23 and 24 (23 and 24
+# add to dA), the weight gradients' split kernels (serial split-K) in 19
+# and 22, and the predictor's in 25; a GELU model's trees are its own
+# (docs/cuda.md). An f32 model's kernels (examples/tiny-mod.json) are
+# CUTLASS 2.x's tf32x3 ones on both parts, all on the 64x128x16 tile: 0
+# and 2 its plain stores, 1 a residual add in place, 3 SwiGLU's tree, 4
+# and 5 the gated scatters, 7, 9 and 12 input gradients, 8, 10 and 11
+# weight gradients' splits. CUDA_GEMMS (default "cutlass") is passed to
 # --cuda-gemms: "cutlass sm-count=8" gives the example's weight gradients
-# CUTLASS kernels too (docs/cuda.md; on sm_80 the MLP's unsplit ones, 23
-# and 24); with it the integrated MoDE example in bf16 has its experts'
-# gradient groups' grouped kernels in 24 to 31 (on sm_80 CUTLASS 2.x's
-# grouped GEMM: 20 to 25). Needs build/bin/modc and mod-translate, nvcc,
-# and CUTLASS's headers (scripts/install-deps.sh). cuobjdump: the CUDA
+# CUTLASS kernels too (docs/cuda.md; on sm_80 the MLP's unsplit ones, 22
+# and 23); with it the integrated MoDE example in bf16 has its experts'
+# gradient groups' grouped kernels in 23 to 30 (on sm_80 CUTLASS 2.x's
+# grouped GEMM: 19 to 24; without it sm_80's weight gradients' group
+# splits, in 21). Needs build/bin/modc and mod-translate, nvcc, and
+# CUTLASS's headers (scripts/install-deps.sh). cuobjdump: the CUDA
 # Toolkit's, on PATH, or the pinned copy of scripts/install-deps.sh.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)

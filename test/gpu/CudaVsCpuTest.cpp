@@ -684,6 +684,12 @@ INSTANTIATE_TEST_SUITE_P(
                       // groups launch their members one by one.
                       Variant{"aux_loss", "swiglu", "sm_80", true, 0,
                               "cutlass cutlass-from=1 sm-count=1", 4, true},
+                      // The same on the whole part: the weight gradients'
+                      // groups split their members' rows into chunks,
+                      // extra problems of that grouped GEMM, summed in
+                      // chunk order (Sm80WgradGroupSplit).
+                      Variant{"aux_loss", "swiglu", "sm_80", true, 0,
+                              "cutlass cutlass-from=1", 4, true},
                       // sm_90a's TMA and wgmma attention forward, at head
                       // dim 64 (one head of d_model 64).
                       Variant{"predictor", "swiglu", "sm_90a", true, 0,

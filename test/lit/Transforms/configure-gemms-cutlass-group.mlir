@@ -141,10 +141,12 @@ modk.entry @experts attributes {kind = #modk.entry_kind<forward>, model = #modk.
 // its own split (split 33) below 64 rows and where CUTLASS declines.
 // sm_80 runs the gradient groups on CUTLASS 2.x's grouped GEMM, which
 // reads each member's row count on the device too (the multistage tiles,
-// `grouped`, along N: the order that kernel walks a member's tiles), but
-// for a weight gradients' group whose outputs do not fill
-// the part: that grouped GEMM splits no reduction, so it keeps the tiles'
-// split (on 108 SMs; with 8 the two 256 x 128 outputs fill it). Its single
+// `grouped`, along N: the order that kernel walks a member's tiles). A
+// weight gradients' group whose outputs do not fill the part (on 108 SMs;
+// with 8 the two 256 x 128 outputs fill it) splits each member's rows
+// into chunks, extra problems of that grouped GEMM, as on sm_90a
+// (split_k 16: 2 members of 4 output tiles of 64x128 on 108 SMs of 2
+// CTAs, at most 16). Its single
 // weight gradient reads the row count on the device, so the one outside a
 // group takes CUTLASS, its reduction split (serial split-K: 4 output tiles
 // of 64x128 on 8 SMs of 2 CTAs, 4 splits).
@@ -161,7 +163,7 @@ modk.entry @experts attributes {kind = #modk.entry_kind<forward>, model = #modk.
 // A100-GRAD-LABEL: modk.entry @expert_grads
 // A100-COUNT-2: modk.gemm_dgrad{{.*}} {accumulate = false, config = #modk.gemm_config<mma 64x64, from 64: cutlass 64x128x32 cluster 1x1 stages 6 multistage raster along_n grouped, {{.*}}>, group = 3 : i64}
 // A100-COUNT-2: modk.gemm_dgrad{{.*}} {accumulate = true, config = #modk.gemm_config<mma 64x64, from 64: cutlass 64x128x32 cluster 1x1 stages 6 multistage raster along_n grouped, {{.*}}>, group = 4 : i64}
-// A100-COUNT-2: modk.gemm_wgrad{{.*}} {config = #modk.gemm_config<mma 64x64, split 27>, group = 5 : i64}
+// A100-COUNT-2: modk.gemm_wgrad{{.*}} {config = #modk.gemm_config<mma 64x64, from 64: cutlass 64x128x32 cluster 1x1 stages 6 multistage raster along_n split_k 16 grouped, split 27>, group = 5 : i64}
 // A100: modk.gemm_wgrad{{.*}} {config = #modk.gemm_config<mma 64x64, from 64: cutlass 64x128x32 cluster 1x1 stages 6 multistage raster along_m split_k 16, split 27>}
 // A100-GRAD-COUNT-2: modk.gemm_dgrad{{.*}} {accumulate = false, config = #modk.gemm_config<mma 64x64, from 64: cutlass 64x128x32 cluster 1x1 stages 6 multistage raster along_n grouped, from 1921: cutlass 128x128x32 cluster 1x1 stages 4 multistage raster along_n grouped>, group = 3 : i64}
 // A100-GRAD-COUNT-2: modk.gemm_dgrad{{.*}} {accumulate = true, config = #modk.gemm_config<mma 64x64, from 64: cutlass 64x128x32 cluster 1x1 stages 6 multistage raster along_n grouped, from 1921: cutlass 128x128x32 cluster 1x1 stages 4 multistage raster along_n grouped>, group = 4 : i64}

@@ -586,30 +586,29 @@ modk.entry @gelu attributes {kind = #modk.entry_kind<forward>, model = #modk.mod
 // An f32 model's products (and a bf16 model's f32 ones: the causal
 // predictor's) run CUTLASS 2.x's multistage kernels on both parts, as three
 // TF32 products each (tf32x3: the f32 precision the tiles' 3xTF32 mma.sync
-// keeps; CUTLASS has no wgmma mainloop that does). Their tiles are the f32
-// ones of the part's description, 16 deep (a stage of 64x128x16 f32 is 12
-// KiB: 6 stages, two CTAs an SM), on sm_90a as on sm_80; they read the f32
-// input and weight themselves (no bf16 copy), whole 16-byte rows, and the
-// row count on the device, so they take rows the device counts too (the
-// causal selection's weight gradient, with no grouped launch). The
-// 4096 x 1024 weight gradient keeps the 64x128 tile on sm_90a (128x128
-// would give 256 CTAs, less than two an SM), 128x128 on sm_80 (216). The
-// small output's weight gradient splits on CUTLASS 2.x's serial split-K. A
-// weight whose rows are not whole 16-byte units (K = 30) keeps the tiles.
+// keeps; CUTLASS has no wgmma mainloop that does). Their tile is the part's
+// f32 one, 64x128x16 in eight warps of 32x32, one CTA an SM (a stage of
+// 12 KiB: 6 stages), on sm_90a as on sm_80; they read the f32 input and
+// weight themselves (no bf16 copy), whole 16-byte rows, and the row count
+// on the device, so they take rows the device counts too (the causal
+// selection's weight gradient, with no grouped launch). The small
+// output's weight gradient splits on CUTLASS 2.x's serial split-K (as many
+// splits as give 132 or 108 CTAs, at most 16). A weight whose rows are
+// not whole 16-byte units (K = 30) keeps the tiles.
 // CHECK-LABEL: modk.entry @f32
-// CHECK: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 65: cutlass 64x128x16 cluster 1x1 stages 6 multistage tf32x3 raster along_n, from 1025: cutlass 128x128x16 cluster 1x1 stages 5 multistage tf32x3 raster along_n>, epilogue = #modk.epilogue<none>}
+// CHECK: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 65: cutlass 64x128x16 cluster 1x1 stages 6 multistage tf32x3 raster along_n>, epilogue = #modk.epilogue<none>}
 // CHECK: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 65: mma 64x64, from 33665: mma 128x128>, epilogue = #modk.epilogue<none>}
-// CHECK: modk.gemm_dgrad{{.*}}{accumulate = true, config = #modk.gemm_config<mma 64x64, from 64: cutlass 64x128x16 cluster 1x1 stages 6 multistage tf32x3 raster along_m, from 33665: cutlass 128x128x16 cluster 1x1 stages 5 multistage tf32x3 raster along_m>}
+// CHECK: modk.gemm_dgrad{{.*}}{accumulate = true, config = #modk.gemm_config<mma 64x64, from 64: cutlass 64x128x16 cluster 1x1 stages 6 multistage tf32x3 raster along_m>}
 // CHECK: modk.gemm_wgrad{{.*}}{config = #modk.gemm_config<mma 64x64, from 64: cutlass 64x128x16 cluster 1x1 stages 6 multistage tf32x3 raster along_m>}
 // CHECK: modk.gemm_wgrad{{.*}}{config = #modk.gemm_config<mma 64x64, from 64: cutlass 64x128x16 cluster 1x1 stages 6 multistage tf32x3 raster along_m split_k 16, split 66>}
 // CHECK: modk.gemm_wgrad{{.*}}{config = #modk.gemm_config<mma 64x64, from 64: cutlass 64x128x16 cluster 1x1 stages 6 multistage tf32x3 raster along_m>}
 // A100-LABEL: modk.entry @f32
-// A100: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 65: cutlass 64x128x16 cluster 1x1 stages 6 multistage tf32x3 raster along_n, from 769: cutlass 128x128x16 cluster 1x1 stages 5 multistage tf32x3 raster along_n>, epilogue = #modk.epilogue<none>}
+// A100: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 65: cutlass 64x128x16 cluster 1x1 stages 6 multistage tf32x3 raster along_n>, epilogue = #modk.epilogue<none>}
 // A100: modk.gemm {{.*}} {config = #modk.gemm_config<stream 8x4, from 65: mma 64x64, from 27521: mma 128x128>, epilogue = #modk.epilogue<none>}
-// A100: modk.gemm_dgrad{{.*}}{accumulate = true, config = #modk.gemm_config<mma 64x64, from 64: cutlass 64x128x16 cluster 1x1 stages 6 multistage tf32x3 raster along_m, from 27521: cutlass 128x128x16 cluster 1x1 stages 5 multistage tf32x3 raster along_m>}
-// A100: modk.gemm_wgrad{{.*}}{config = #modk.gemm_config<mma 128x128, from 64: cutlass 128x128x16 cluster 1x1 stages 5 multistage tf32x3 raster along_m>}
+// A100: modk.gemm_dgrad{{.*}}{accumulate = true, config = #modk.gemm_config<mma 64x64, from 64: cutlass 64x128x16 cluster 1x1 stages 6 multistage tf32x3 raster along_m>}
+// A100: modk.gemm_wgrad{{.*}}{config = #modk.gemm_config<mma 128x128, from 64: cutlass 64x128x16 cluster 1x1 stages 6 multistage tf32x3 raster along_m>}
 // A100: modk.gemm_wgrad{{.*}}{config = #modk.gemm_config<mma 64x64, from 64: cutlass 64x128x16 cluster 1x1 stages 6 multistage tf32x3 raster along_m split_k 16, split 54>}
-// A100: modk.gemm_wgrad{{.*}}{config = #modk.gemm_config<mma 128x128, from 64: cutlass 128x128x16 cluster 1x1 stages 5 multistage tf32x3 raster along_m>}
+// A100: modk.gemm_wgrad{{.*}}{config = #modk.gemm_config<mma 128x128, from 64: cutlass 64x128x16 cluster 1x1 stages 6 multistage tf32x3 raster along_m>}
 // TILES-LABEL: modk.entry @f32
 // TILES-NOT: cutlass
 modk.entry @f32 attributes {kind = #modk.entry_kind<grad>, model = #modk.model<name = "t", vocab_size = 64, d_model = 64, n_layers = 1, n_heads = 1, d_ff = 64, seq_len = 16, mlp = swiglu, norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_embeddings = true, dtype = f32>, modes = [#modk.mode<topk>], params = [#modk.param<name = "w", shape = [4096, 64], init = ones>, #modk.param<name = "odd", shape = [128, 30], init = ones>]} {

@@ -1134,13 +1134,12 @@ struct Sm90WgradSplit {
 } // namespace modc_cutlass
 )cpp";
 
-// A weight gradients' group on sm_90a whose reductions split (appended
-// after kSm90GradGroup to the files of grouped modk.gemm_wgrad variants
-// with split_k > 1 only): the members' rows in chunks, each chunk an extra
-// problem of Sm90GradGroup's grouped launch storing its partial product,
-// then a kernel that adds each member's partials to its dW in chunk order.
-// docs/cuda.md, "CUTLASS".
-static const char kSm90WgradGroupSplit[] = R"cpp(
+// The chunks of a weight gradients' group whose reductions split (appended
+// before the split kernel of such a group's kernel file, on either
+// generation): each member's rows in chunks, each chunk an extra problem of
+// the grouped launch storing its partial product, and the kernel that adds
+// each member's partials to its dW in chunk order. docs/cuda.md, "CUTLASS".
+static const char kGroupSplit[] = R"cpp(
 namespace modc_cutlass {
 
 /// A member's chunks: of `chunk` rows each (whole k tiles of 64, at least
@@ -1157,6 +1156,72 @@ __host__ __device__ inline MemberChunks memberChunks(int64_t rows,
   chunk = chunk < kMinSplitRows ? kMinSplitRows : (chunk + 63) / 64 * 64;
   return {chunk, (rows + chunk - 1) / chunk};
 }
+
+/// Member z's chunk c of `splits` (c < Splits, the chunks the kernel may
+/// take): `first`, its first row, and `rows`, its rows (0 for a chunk past
+/// the member's: no problem); `part`, where its partial product of n k
+/// floats goes (member z's chunk c at (z * splits + c) n k of the
+/// package's scratch).
+struct ChunkOf {
+  int64_t first, rows;
+  float *part;
+};
+__device__ inline ChunkOf chunkOf(const GroupTable &table, int z, int c,
+                                  int splits, int64_t nk, float *scratch) {
+  const int64_t rows = *table.member[z].rows;
+  const MemberChunks ch = memberChunks(rows, splits);
+  const int64_t first = c < ch.count ? c * ch.chunk : 0;
+  int64_t len = c < ch.count ? rows - first : 0;
+  len = c + 1 < ch.count ? ch.chunk : len;
+  return {first, len,
+          scratch + (int64_t(z) * splits + (len > 0 ? c : 0)) * nk};
+}
+
+/// dw_z[i] += the sum of member z's (blockIdx.y's) partials over its
+/// chunks that hold rows, in chunk order, for i < nk. A template over the
+/// group's kernel G, as every kernel of a kernel file: the package links
+/// the files together, and each G is one file's.
+template <typename G>
+__global__ void splitSumKernelGroup(const GroupTable table, int64_t nk,
+                                    int splits, const float *part) {
+  const int z = int(blockIdx.y);
+  if (z >= table.members)
+    return;
+  const GroupTable::Member &m = table.member[z];
+  const MemberChunks ch = memberChunks(*m.rows, splits);
+  const float *mine = part + int64_t(z) * splits * nk;
+  float *dw = static_cast<float *>(m.y);
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < nk;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    float sum = 0.0f;
+    for (int64_t c = 0; c < ch.count; ++c)
+      sum += mine[c * nk + i];
+    dw[i] += sum;
+  }
+}
+
+/// Enqueues splitSumKernelGroup<G> over the members' nk outputs.
+template <typename G>
+inline bool sumSplits(const GroupTable &table, int64_t nk, int splits,
+                      const float *scratch, cudaStream_t s) {
+  int64_t blocks = (nk + 255) / 256;
+  blocks = blocks < 1 ? 1 : blocks > 4096 ? 4096 : blocks;
+  splitSumKernelGroup<G>
+      <<<dim3(unsigned(blocks), unsigned(table.members)), 256, 0, s>>>(
+          table, nk, splits, scratch);
+  return cudaPeekAtLastError() == cudaSuccess;
+}
+} // namespace modc_cutlass
+)cpp";
+
+// A weight gradients' group on sm_90a whose reductions split (appended
+// after kSm90GradGroup to the files of grouped modk.gemm_wgrad variants
+// with split_k > 1 only): the members' rows in chunks, each chunk an extra
+// problem of Sm90GradGroup's grouped launch storing its partial product,
+// then a kernel that adds each member's partials to its dW in chunk order.
+// docs/cuda.md, "CUTLASS".
+static const char kSm90WgradGroupSplit[] = R"cpp(
+namespace modc_cutlass {
 
 /// The problems of a split weight gradients' group G (Sm90WgradGroupSplit):
 /// member z's chunk c is problem z * Splits + c.
@@ -1187,11 +1252,8 @@ __global__ void groupSetupKernelSplit(const GroupTable table, int n, int k,
   if (z >= table.members || c >= Splits)
     return;
   const GroupTable::Member &m = table.member[z];
-  const int64_t rows = *m.rows;
-  const MemberChunks ch = memberChunks(rows, splits);
-  const int64_t k0 = c < ch.count ? c * ch.chunk : 0;
-  int64_t len = c < ch.count ? rows - k0 : 0;
-  len = c + 1 < ch.count ? ch.chunk : len;
+  const ChunkOf chunk = chunkOf(table, z, c, splits, int64_t(n) * k, part);
+  const int64_t k0 = chunk.first, len = chunk.rows;
   const int p = z * Splits + c;
   typename G::Kernel::InternalStrideA sa{};
   typename G::Kernel::InternalStrideB sb{};
@@ -1202,38 +1264,14 @@ __global__ void groupSetupKernelSplit(const GroupTable table, int n, int k,
   cute::get<1>(sb) = k; // a's rows: k apart
   cute::get<0>(sc) = k;
   cute::get<0>(sd) = k;
-  float *out = part + (int64_t(z) * splits + (len > 0 ? c : 0)) * n * k;
   arrays->a[p] = static_cast<const Bf16 *>(m.a) + k0 * n;
   arrays->w[p] = static_cast<const Bf16 *>(m.w) + k0 * k;
-  arrays->c[p] = out; // not read (beta 0)
-  arrays->d[p] = out;
+  arrays->c[p] = chunk.part; // not read (beta 0)
+  arrays->d[p] = chunk.part;
   arrays->strideA[p] = sa;
   arrays->strideB[p] = sb;
   arrays->strideC[p] = sc;
   arrays->strideD[p] = sd;
-}
-
-/// dw_z[i] += the sum of member z's (blockIdx.y's) partials over its
-/// chunks that hold rows, in chunk order, for i < nk. A template over the
-/// group's kernel G, as every kernel of a kernel file: the package links
-/// the files together, and each G is one file's.
-template <typename G>
-__global__ void splitSumKernelGroup(const GroupTable table, int64_t nk,
-                                    int splits, const float *part) {
-  const int z = int(blockIdx.y);
-  if (z >= table.members)
-    return;
-  const GroupTable::Member &m = table.member[z];
-  const MemberChunks ch = memberChunks(*m.rows, splits);
-  const float *mine = part + int64_t(z) * splits * nk;
-  float *dw = static_cast<float *>(m.y);
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < nk;
-       i += int64_t(gridDim.x) * blockDim.x) {
-    float sum = 0.0f;
-    for (int64_t c = 0; c < ch.count; ++c)
-      sum += mine[c * nk + i];
-    dw[i] += sum;
-  }
 }
 
 /// Sm90GradGroup's weight gradients (dw[N, K] += dy[rows, N]^T a[rows, K]
@@ -1311,13 +1349,7 @@ struct Sm90WgradGroupSplit {
       return false;
     if (!runAdapter<Adapter>(args, memory + arraysBytes, s))
       return false;
-    const int64_t nk = n * k;
-    int64_t blocks = (nk + 255) / 256;
-    blocks = blocks < 1 ? 1 : blocks > 4096 ? 4096 : blocks;
-    splitSumKernelGroup<Sm90WgradGroupSplit>
-        <<<dim3(unsigned(blocks), unsigned(table.members)), 256, 0, s>>>(
-            table, nk, splits, scratch);
-    return cudaPeekAtLastError() == cudaSuccess;
+    return sumSplits<Sm90WgradGroupSplit>(table, n * k, splits, scratch, s);
   }
 };
 } // namespace modc_cutlass
@@ -1660,15 +1692,17 @@ static const char kSm80GradGroup[] = R"cpp(#include <cutlass/device_kernel.h>
 
 namespace modc_cutlass {
 
-/// The members of Sm80GradGroup G's launch as its kernel reads them, written
-/// on the device by groupSetupKernel80.
-template <typename G> struct Sm80GroupArrays {
-  cutlass::gemm::GemmCoord problems[kMaxGroup];
-  typename G::Operand *a[kMaxGroup];
-  typename G::Operand *b[kMaxGroup];
-  float *c[kMaxGroup];
-  float *d[kMaxGroup];
-  int64_t lda[kMaxGroup], ldb[kMaxGroup], ldc[kMaxGroup], ldd[kMaxGroup];
+/// The problems of an Sm80GradGroup launch over operands In as its kernel
+/// reads them (at most Problems of them), written on the device by a setup
+/// kernel: groupSetupKernel80 (a problem a member) or
+/// groupSetupKernelSplit80 (a problem a member's chunk).
+template <typename In, int Problems> struct Sm80GroupArrays {
+  cutlass::gemm::GemmCoord problems[Problems];
+  In *a[Problems];
+  In *b[Problems];
+  float *c[Problems];
+  float *d[Problems];
+  int64_t lda[Problems], ldb[Problems], ldc[Problems], ldd[Problems];
 };
 
 /// Writes member z's problem, pointers and leading dimensions for
@@ -1678,7 +1712,7 @@ template <typename G> struct Sm80GroupArrays {
 /// 0). A thread a member.
 template <typename G>
 __global__ void groupSetupKernel80(const GroupTable table, int n, int k,
-                                   Sm80GroupArrays<G> *arrays) {
+                                   typename G::Arrays *arrays) {
   const int z = int(threadIdx.x);
   if (z >= table.members)
     return;
@@ -1715,7 +1749,9 @@ __global__ void groupSetupKernel80(const GroupTable table, int n, int k,
 /// its rows in one CTA, in order (deterministic); else each member's
 /// da[rows, K] (+)= dy[rows, N] w[N, K] (the launcher's (n, k) are (K,
 /// N)), adding da's old values where Accumulate. The epilogue adds with
-/// D = acc + C. The tile, warp tile and stages as in Sm80Gemm.
+/// D = acc + C (alpha 1, beta 1; beta 0 reads no C and stores, as a split
+/// group's chunks do: Sm80WgradGroupSplit). The tile, warp tile and
+/// stages as in Sm80Gemm.
 template <typename In, int BM, int BN, int BK, int WM, int WN, int Stages,
           bool Wgrad, bool Accumulate, int SharedBytes>
 struct Sm80GradGroup {
@@ -1723,10 +1759,8 @@ struct Sm80GradGroup {
   using Math = Sm80Math<In>;
   static constexpr bool kWgrad = Wgrad;
   static constexpr bool kAdds = Wgrad || Accumulate;
-  using EpilogueOp = cutlass::epilogue::thread::LinearCombination<
-      float, 4, float, float,
-      kAdds ? cutlass::epilogue::thread::ScaleType::NoBetaScaling
-            : cutlass::epilogue::thread::ScaleType::Nothing>;
+  using EpilogueOp =
+      cutlass::epilogue::thread::LinearCombination<float, 4, float, float>;
   using LayoutA = std::conditional_t<Wgrad, cutlass::layout::ColumnMajor,
                                      cutlass::layout::RowMajor>;
   using Kernel = typename cutlass::gemm::kernel::DefaultGemmGrouped<
@@ -1744,10 +1778,37 @@ struct Sm80GradGroup {
   static_assert(kShared <= SharedBytes,
                 "the configured stages do not fit the part's shared memory "
                 "(modc/Dialect/Modk/CudaTargets.h)");
-  using Arrays = Sm80GroupArrays<Sm80GradGroup>;
+  using Arrays = Sm80GroupArrays<In, kMaxGroup>;
 
   /// The kernel, instantiated (a build check takes its address).
   static auto kernel() { return &cutlass::Kernel<Kernel>; }
+
+  /// Enqueues the kernel over the first `problems` problems of `arrays`
+  /// (written on the stream before it), D = acc + beta C, on a persistent
+  /// grid of as many CTAs as the device holds at once; false where it
+  /// cannot launch.
+  template <typename A>
+  static bool launch(A *arrays, int problems, float beta, cudaStream_t s) {
+    static const int ctas = [] {
+      int device = 0, sms = 0, perSm = 0;
+      cudaGetDevice(&device);
+      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+      if (!allowShared(kernel(), kShared))
+        return 0;
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+          &perSm, kernel(), Kernel::kThreadCount, kShared);
+      return sms * perSm;
+    }();
+    if (ctas <= 0)
+      return false;
+    typename Kernel::Arguments args(
+        arrays->problems, problems, ctas, {1.0f, beta}, arrays->a, arrays->b,
+        arrays->c, arrays->d, arrays->lda, arrays->ldb, arrays->ldc,
+        arrays->ldd);
+    typename Kernel::Params params(args);
+    kernel()<<<ctas, Kernel::kThreadCount, kShared, s>>>(params);
+    return cudaPeekAtLastError() == cudaSuccess;
+  }
 
   /// Enqueues the group's gradients: the members' problems written on the
   /// device, then one grouped launch of as many CTAs as the device holds at
@@ -1764,30 +1825,103 @@ struct Sm80GradGroup {
     if (!reserveGroupMemory(memory, capacity, sizeof(Arrays), s) ||
         table.members == 0)
       return false;
-    static const int ctas = [] {
-      int device = 0, sms = 0, perSm = 0;
-      cudaGetDevice(&device);
-      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
-      if (!allowShared(kernel(), kShared))
-        return 0;
-      cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-          &perSm, kernel(), Kernel::kThreadCount, kShared);
-      return sms * perSm;
-    }();
-    if (ctas <= 0)
-      return false;
     Arrays *arrays = reinterpret_cast<Arrays *>(memory);
     groupSetupKernel80<Sm80GradGroup>
         <<<1, 32, 0, s>>>(table, int(n), int(k), arrays);
     if (cudaPeekAtLastError() != cudaSuccess)
       return false;
-    typename Kernel::Arguments args(
-        arrays->problems, table.members, ctas, {}, arrays->a, arrays->b,
-        arrays->c, arrays->d, arrays->lda, arrays->ldb, arrays->ldc,
-        arrays->ldd);
-    typename Kernel::Params params(args);
-    kernel()<<<ctas, Kernel::kThreadCount, kShared, s>>>(params);
-    return cudaPeekAtLastError() == cudaSuccess;
+    return launch(arrays, table.members, kAdds ? 1.0f : 0.0f, s);
+  }
+};
+} // namespace modc_cutlass
+)cpp";
+
+// A weight gradients' group on CUTLASS 2.x whose reductions split
+// (appended after kSm80GradGroup and kGroupSplit to the files of grouped
+// modk.gemm_wgrad variants with split_k > 1 only): CUTLASS 2.x's grouped
+// GEMM splits no reduction, so each member's chunks are extra problems of
+// the launch, as on sm_90a (Sm90WgradGroupSplit). docs/cuda.md, "CUTLASS".
+static const char kSm80WgradGroupSplit[] = R"cpp(
+namespace modc_cutlass {
+
+/// Writes the problems of member blockIdx.x's chunks for Sm80WgradGroupSplit
+/// G (a thread a chunk, a thread for each of Splits slots): chunk c of
+/// dw[n, k] += dy[rows, n]^T a[rows, k] is dy's and a's rows from the
+/// chunk's first, (M, N, K) = (n, k, its rows), its partial product stored
+/// in the scratch (beta 0); a slot past the member's chunks has no tiles
+/// (M = 0).
+template <typename G, int Splits>
+__global__ void groupSetupKernelSplit80(const GroupTable table, int n, int k,
+                                   int splits, float *part,
+                                   typename G::Arrays *arrays) {
+  const int z = int(blockIdx.x);
+  const int c = int(threadIdx.x);
+  if (z >= table.members || c >= Splits)
+    return;
+  const GroupTable::Member &m = table.member[z];
+  const ChunkOf chunk = chunkOf(table, z, c, splits, int64_t(n) * k, part);
+  const int p = z * Splits + c;
+  using In = typename G::Operand;
+  arrays->problems[p] =
+      cutlass::gemm::GemmCoord(chunk.rows > 0 ? n : 0, k, int(chunk.rows));
+  arrays->lda[p] = n; // dy's rows (the reduction): n apart
+  arrays->ldb[p] = k; // a's rows: k apart
+  arrays->ldc[p] = k;
+  arrays->ldd[p] = k;
+  arrays->a[p] = static_cast<In *>(const_cast<void *>(m.a)) + chunk.first * n;
+  arrays->b[p] = static_cast<In *>(const_cast<void *>(m.w)) + chunk.first * k;
+  arrays->c[p] = chunk.part; // not read (beta 0)
+  arrays->d[p] = chunk.part;
+}
+
+/// Sm80GradGroup's weight gradients with each member's rows split into at
+/// most SplitK chunks of at least kMinSplitRows rows (memberChunks, from
+/// the count on the device): every chunk a problem of one grouped launch
+/// storing its partial product in the package's scratch (member z's chunk
+/// c at (z * splits + c) N K), then splitSumKernelGroup adds each member's
+/// partials to its dW in chunk order (deterministic: the result depends on
+/// the rows and the split count, never on the run). `chunks`: the partials
+/// the scratch holds a member (splits = min(SplitK, chunks)); below 2, or
+/// without scratch, Sm80GradGroup adds every member's product to its dW in
+/// one problem (no split).
+template <typename In, int BM, int BN, int BK, int WM, int WN, int Stages,
+          int SplitK, int SharedBytes>
+struct Sm80WgradGroupSplit {
+  using Base = Sm80GradGroup<In, BM, BN, BK, WM, WN, Stages, true, false,
+                             SharedBytes>;
+  using Operand = In;
+  using Arrays = Sm80GroupArrays<In, kMaxGroup * SplitK>;
+  static_assert(SplitK > 1 && SplitK <= 32,
+                "a split group's chunks: a warp of its setup kernel");
+
+  /// The kernel, instantiated (a build check takes its address).
+  static auto kernel() { return Base::kernel(); }
+
+  /// Enqueues the group's weight gradients: split where the scratch holds
+  /// two partials a member or more, else unsplit (Sm80GradGroup); false
+  /// where its device memory cannot be had (as reserveGroupMemory) or a
+  /// launch fails.
+  static bool run(const GroupTable &table, int64_t n, int64_t k,
+                  float *scratch, int64_t chunks, cudaStream_t s) {
+    const int splits = int(chunks < SplitK ? chunks : SplitK);
+    if (scratch == nullptr || splits < 2)
+      return Base::run(table, n, k, s);
+    if (table.members < 1 || table.members > kMaxGroup ||
+        !table.sourcesWhere(true) ||
+        reinterpret_cast<uintptr_t>(scratch) % 16 != 0)
+      return false;
+    static char *memory = nullptr;
+    static size_t capacity = 0;
+    if (!reserveGroupMemory(memory, capacity, sizeof(Arrays), s))
+      return false;
+    Arrays *arrays = reinterpret_cast<Arrays *>(memory);
+    groupSetupKernelSplit80<Sm80WgradGroupSplit, SplitK>
+        <<<table.members, SplitK, 0, s>>>(table, int(n), int(k), splits,
+                                          scratch, arrays);
+    if (cudaPeekAtLastError() != cudaSuccess ||
+        !Base::launch(arrays, table.members * SplitK, 0.0f, s))
+      return false;
+    return sumSplits<Sm80WgradGroupSplit>(table, n * k, splits, scratch, s);
   }
 };
 } // namespace modc_cutlass
@@ -2170,8 +2304,9 @@ struct GroupLauncher {
 using GroupSplitLaunchFn = bool (*)(const void *table, int64_t n, int64_t k,
                                     float *scratch, int64_t chunks,
                                     cudaStream_t s);
-template <GroupSplitLaunchFn Launch> struct GroupSplitLauncher {
-  using Operand = modk_cuda::bf16;
+template <GroupSplitLaunchFn Launch, typename In = modk_cuda::bf16>
+struct GroupSplitLauncher {
+  using Operand = In;
   static bool run(const GroupTable &table, int64_t n, int64_t k,
                   float *scratch, int64_t chunks, cudaStream_t s) {
     return Launch(&table, n, k, scratch, chunks, s);
@@ -2650,10 +2785,9 @@ LogicalResult CutlassGemms::emitKernelType(raw_ostream &os,
   // the stream-K scheduler (the cooperative kernel only) or, in a group, as
   // chunks of each member's rows (at most a warp of them, its setup
   // kernel's threads). docs/cuda.md, "CUTLASS".
-  if (v.splitK != 1 && (kind != ProductKind::wgrad || (!sm90 && v.grouped)))
+  if (v.splitK != 1 && kind != ProductKind::wgrad)
     return op->emitError("CUTLASS splits the reduction of weight gradients ")
-           << "only, and of grouped ones on sm_90a only (split_k " << v.splitK
-           << ")";
+           << "only (split_k " << v.splitK << ")";
   if (v.splitK != 1 && !v.grouped && sm90 &&
       v.schedule != modk::CutlassSchedule::cooperative)
     return op->emitError("CUTLASS's stream-K scheduler, which splits a "
@@ -2693,7 +2827,13 @@ LogicalResult CutlassGemms::emitKernelType(raw_ostream &os,
     return op->emitError("CUTLASS runs grouped forward products on sm_90a ")
            << "only, not on " << arch
            << ": run modk-configure-gemms{arch=" << arch << " library=cutlass}";
-  if (gradient && v.grouped && !sm90)
+  if (kind == ProductKind::wgrad && v.grouped && v.splitK > 1 && !sm90)
+    os << fmt::format("using {} = modc_cutlass::Sm80WgradGroupSplit<{}, {}, "
+                      "{}, {}, {}, {}, {}, {}, {}>;\n",
+                      name, in, v.tileRows, v.tileCols, v.tileDepth,
+                      tile->warpRows, tile->warpCols, v.stages, v.splitK,
+                      shared);
+  else if (gradient && v.grouped && !sm90)
     os << fmt::format("using {} = modc_cutlass::Sm80GradGroup<{}, {}, {}, {}, "
                       "{}, {}, {}, {}, {}, {}>;\n",
                       name, in, v.tileRows, v.tileCols, v.tileDepth,
@@ -2948,14 +3088,17 @@ LogicalResult CutlassGemms::emit(raw_ostream &os,
           // sm_80's: CUTLASS 2.x's grouped GEMM over the gradients'
           // layouts (Sm80GradGroup).
           if (v.grouped && sm90)
-            body += (kind == ProductKind::forwardStore ? std::string()
-                                                       : storeArgsText()) +
-                    groupTableText() + kGroupMemory + kSm90Group +
-                    (gradient ? kSm90GradGroup : "") +
-                    (split ? kSm90WgradGroupSplit : "");
+            body +=
+                (kind == ProductKind::forwardStore ? std::string()
+                                                   : storeArgsText()) +
+                groupTableText() + kGroupMemory + kSm90Group +
+                (gradient ? kSm90GradGroup : "") +
+                (split ? std::string(kGroupSplit) + kSm90WgradGroupSplit : "");
           else if (v.grouped)
-            body += storeArgsText() + groupTableText() + kGroupMemory +
-                    kSm80GradGroup;
+            body +=
+                storeArgsText() + groupTableText() + kGroupMemory +
+                kSm80GradGroup +
+                (split ? std::string(kGroupSplit) + kSm80WgradGroupSplit : "");
           body += "\nnamespace modc_cutlass {\n" + *math;
           llvm::raw_string_ostream bodyOs(body);
           if (failed(emitKernelType(bodyOs, v, bf16Output, "Gemm", op)))

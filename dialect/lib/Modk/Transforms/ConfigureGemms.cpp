@@ -245,13 +245,14 @@ public:
         // grouped launch whose setup kernel reads each member's count on
         // the device: any rows, and so is a single product over rows the
         // device counts (a grouped launch of it alone, `grouped` with no
-        // `group`). sm_80's kernel reads the count on the device: any
-        // rows, its groups too (CUTLASS 2.x's grouped GEMM). Where the
-        // output (the members' outputs together) does not fill the part,
-        // CUTLASS's kernel splits its reduction too, deterministically
-        // (split_k, configureCutlassWgrad), but for sm_80's groups, whose
-        // grouped GEMM splits none: they keep the tiles' split. A forced
-        // chunk size (wgrad-chunk-rows) keeps the tiles' split. The tiles
+        // `group`). CUTLASS 2.x's kernel (sm_80's, an f32 product's)
+        // reads the count on the device: any rows, its groups too (its
+        // grouped GEMM). Where the output (the members' outputs together)
+        // does not fill the part, CUTLASS's kernel splits its reduction
+        // too, deterministically (split_k, configureCutlassWgrad): a
+        // group's members' rows in chunks, extra problems of its grouped
+        // launch, on either generation. A forced chunk size
+        // (wgrad-chunk-rows) keeps the tiles' split. The tiles
         // keep their split for the rows below CUTLASS's and wherever it
         // declines. docs/cuda.md, "CUTLASS".
         int64_t members = groupMembers(wgrad);
@@ -263,7 +264,6 @@ public:
                      !rowsAreBound(wgrad.getSegments(), wgrad.getDy());
         bool cutlass = library == "cutlass" && forcedPath < 0 && operands &&
                        (fills || wgradChunkRows == 0) &&
-                       (sm90 || !grouped || fills) &&
                        w[1] * 4 % p.lib().alignmentBytes == 0;
         wgrad.setConfigAttr(cutlass ? configureCutlassWgrad(ctx, p, members,
                                                             grouped || alone,
@@ -810,9 +810,10 @@ private:
   /// `members`' together) do not fill the part: the part's smallest tile
   /// that splits (sm_90a: a cooperative one, as CUTLASS's stream-K
   /// scheduler, which splits a single product's reduction, runs the
-  /// cooperative kernel only, and a group splits each member's rows into
-  /// chunks, extra problems of its grouped launch; sm_80: any, CUTLASS
-  /// 2.x's serial split-K), whose reduction splits into as many chunks as
+  /// cooperative kernel only; CUTLASS 2.x: any, its serial split-K; a
+  /// group on either splits each member's rows into chunks, extra
+  /// problems of its grouped launch), whose reduction splits into as many
+  /// chunks as
   /// bring its CTAs to a wave (CTAs an SM x SMs), at most the part's
   /// maxSplitK (`split_k`; 1: the tile's output alone fills the part).
   /// Unset where the part has no such tile or splits nothing.

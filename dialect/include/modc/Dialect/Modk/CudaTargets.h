@@ -104,12 +104,13 @@ inline constexpr CutlassTile kSm80CutlassTiles[] = {
     {128, 256, 32, 64, 64, modk::CutlassSchedule::multistage, 1, 1, 4},
 };
 
-// f32 products on both parts (tf32x3): the f32 stages of a 16-deep tile
-// take the bytes of a 32-deep bf16 one; warp tiles of 64 accumulators a
-// thread leave registers for the operands' big and small halves.
+// f32 products on both parts (tf32x3): one tile, whose f32 stages 16 deep
+// take the bytes of a bf16 tile's 32 deep. Its eight warps of 32x32 keep
+// 32 accumulators a thread beside the operands' big and small TF32 halves:
+// with 64 (warps of 32x64, or a 128x128 tile's 64x32) the grouped kernels
+// spilled on sm_80 (nvcc 13). About 180 registers a thread: one CTA an SM.
 inline constexpr CutlassTile kTf32x3CutlassTiles[] = {
-    {64, 128, 16, 32, 64, modk::CutlassSchedule::multistage, 1, 2, 6},
-    {128, 128, 16, 64, 32, modk::CutlassSchedule::multistage, 1, 2, 5},
+    {64, 128, 16, 32, 32, modk::CutlassSchedule::multistage, 1, 1, 6},
 };
 inline constexpr CutlassTarget kTf32x3Cutlass = {CutlassGeneration::multistage,
                                                  kTf32x3CutlassTiles,
