@@ -1157,24 +1157,38 @@ __host__ __device__ inline MemberChunks memberChunks(int64_t rows,
   return {chunk, (rows + chunk - 1) / chunk};
 }
 
-/// Member z's chunk c of `splits` (c < Splits, the chunks the kernel may
-/// take): `first`, its first row, and `rows`, its rows (0 for a chunk past
-/// the member's: no problem); `part`, where its partial product of n k
-/// floats goes (member z's chunk c at (z * splits + c) n k of the
-/// package's scratch).
+/// A chunk of a member's rows: the member, `first`, its first row, and
+/// `rows`, its rows (0 for a chunk past the member's: no problem); `part`,
+/// where its partial product of n k floats goes (member z's chunk c at
+/// (z * splits + c) n k of the package's scratch).
 struct ChunkOf {
+  const GroupTable::Member *member;
   int64_t first, rows;
   float *part;
 };
-__device__ inline ChunkOf chunkOf(const GroupTable &table, int z, int c,
-                                  int splits, int64_t nk, float *scratch) {
-  const int64_t rows = *table.member[z].rows;
+
+/// The chunk of this thread of a split group's setup kernel (blockIdx.x the
+/// member, threadIdx.x the chunk, of Splits slots, `splits` of them in
+/// use) and its problem's index, z * Splits + c; false for a thread past
+/// the members or the slots.
+template <int Splits>
+__device__ inline bool chunkSlot(const GroupTable &table, int splits,
+                                 int64_t nk, float *scratch, int &problem,
+                                 ChunkOf &chunk) {
+  const int z = int(blockIdx.x);
+  const int c = int(threadIdx.x);
+  if (z >= table.members || c >= Splits)
+    return false;
+  const GroupTable::Member &m = table.member[z];
+  const int64_t rows = *m.rows;
   const MemberChunks ch = memberChunks(rows, splits);
   const int64_t first = c < ch.count ? c * ch.chunk : 0;
   int64_t len = c < ch.count ? rows - first : 0;
   len = c + 1 < ch.count ? ch.chunk : len;
-  return {first, len,
-          scratch + (int64_t(z) * splits + (len > 0 ? c : 0)) * nk};
+  problem = z * Splits + c;
+  chunk = {&m, first, len,
+           scratch + (int64_t(z) * splits + (len > 0 ? c : 0)) * nk};
+  return true;
 }
 
 /// dw_z[i] += the sum of member z's (blockIdx.y's) partials over its
@@ -1198,6 +1212,22 @@ __global__ void splitSumKernelGroup(const GroupTable table, int64_t nk,
       sum += mine[c * nk + i];
     dw[i] += sum;
   }
+}
+
+/// The chunks a member that a split group's launch of at most SplitK takes
+/// where the scratch holds `chunks` partials a member (below 2: none, the
+/// group runs unsplit).
+template <int SplitK>
+inline int groupSplits(const float *scratch, int64_t chunks) {
+  return scratch ? int(chunks < SplitK ? chunks : SplitK) : 0;
+}
+
+/// Whether a split launch takes `table` (its weight gradients add to their
+/// dW, their source) and `scratch` (16-byte aligned).
+inline bool splitTakes(const GroupTable &table, const float *scratch) {
+  return table.members >= 1 && table.members <= kMaxGroup &&
+         table.sourcesWhere(true) &&
+         reinterpret_cast<uintptr_t>(scratch) % 16 == 0;
 }
 
 /// Enqueues splitSumKernelGroup<G> over the members' nk outputs.
@@ -1247,14 +1277,11 @@ template <typename G, int Splits>
 __global__ void groupSetupKernelSplit(const GroupTable table, int n, int k,
                                       int splits, float *part,
                                       SplitArrays<G, Splits> *arrays) {
-  const int z = int(blockIdx.x);
-  const int c = int(threadIdx.x);
-  if (z >= table.members || c >= Splits)
+  int p;
+  ChunkOf chunk;
+  if (!chunkSlot<Splits>(table, splits, int64_t(n) * k, part, p, chunk))
     return;
-  const GroupTable::Member &m = table.member[z];
-  const ChunkOf chunk = chunkOf(table, z, c, splits, int64_t(n) * k, part);
   const int64_t k0 = chunk.first, len = chunk.rows;
-  const int p = z * Splits + c;
   typename G::Kernel::InternalStrideA sa{};
   typename G::Kernel::InternalStrideB sb{};
   typename G::Kernel::InternalStrideC sc{};
@@ -1264,8 +1291,8 @@ __global__ void groupSetupKernelSplit(const GroupTable table, int n, int k,
   cute::get<1>(sb) = k; // a's rows: k apart
   cute::get<0>(sc) = k;
   cute::get<0>(sd) = k;
-  arrays->a[p] = static_cast<const Bf16 *>(m.a) + k0 * n;
-  arrays->w[p] = static_cast<const Bf16 *>(m.w) + k0 * k;
+  arrays->a[p] = static_cast<const Bf16 *>(chunk.member->a) + k0 * n;
+  arrays->w[p] = static_cast<const Bf16 *>(chunk.member->w) + k0 * k;
   arrays->c[p] = chunk.part; // not read (beta 0)
   arrays->d[p] = chunk.part;
   arrays->strideA[p] = sa;
@@ -1306,11 +1333,10 @@ struct Sm90WgradGroupSplit {
   /// Sm90GroupGemm::run).
   static bool run(const GroupTable &table, int64_t n, int64_t k,
                   float *scratch, int64_t chunks, cudaStream_t s) {
-    const int splits = int(chunks < SplitK ? chunks : SplitK);
-    if (scratch == nullptr || splits < 2)
+    const int splits = groupSplits<SplitK>(scratch, chunks);
+    if (splits < 2)
       return Base::run(table, n, k, s);
-    if (table.members < 1 || table.members > kMaxGroup ||
-        reinterpret_cast<uintptr_t>(scratch) % 16 != 0)
+    if (!splitTakes(table, scratch))
       return false;
     const int problems = table.members * SplitK;
     typename Adapter::Arguments args{
@@ -1854,13 +1880,11 @@ template <typename G, int Splits>
 __global__ void groupSetupKernelSplit80(const GroupTable table, int n, int k,
                                    int splits, float *part,
                                    typename G::Arrays *arrays) {
-  const int z = int(blockIdx.x);
-  const int c = int(threadIdx.x);
-  if (z >= table.members || c >= Splits)
+  int p;
+  ChunkOf chunk;
+  if (!chunkSlot<Splits>(table, splits, int64_t(n) * k, part, p, chunk))
     return;
-  const GroupTable::Member &m = table.member[z];
-  const ChunkOf chunk = chunkOf(table, z, c, splits, int64_t(n) * k, part);
-  const int p = z * Splits + c;
+  const GroupTable::Member &m = *chunk.member;
   using In = typename G::Operand;
   arrays->problems[p] =
       cutlass::gemm::GemmCoord(chunk.rows > 0 ? n : 0, k, int(chunk.rows));
@@ -1903,12 +1927,10 @@ struct Sm80WgradGroupSplit {
   /// launch fails.
   static bool run(const GroupTable &table, int64_t n, int64_t k,
                   float *scratch, int64_t chunks, cudaStream_t s) {
-    const int splits = int(chunks < SplitK ? chunks : SplitK);
-    if (scratch == nullptr || splits < 2)
+    const int splits = groupSplits<SplitK>(scratch, chunks);
+    if (splits < 2)
       return Base::run(table, n, k, s);
-    if (table.members < 1 || table.members > kMaxGroup ||
-        !table.sourcesWhere(true) ||
-        reinterpret_cast<uintptr_t>(scratch) % 16 != 0)
+    if (!splitTakes(table, scratch))
       return false;
     static char *memory = nullptr;
     static size_t capacity = 0;
