@@ -62,9 +62,10 @@ bool modc::isCutlassGrouped(modk::GemmConfigAttr config) {
          });
 }
 
-bool modc::isCutlassTf32x3(modk::GemmConfigAttr config) {
+bool modc::isCutlassMultistage(modk::GemmConfigAttr config) {
   return config && llvm::any_of(config.getVariants(), [](const auto &v) {
-           return v.path == modk::GemmPath::cutlass && v.tf32x3;
+           return v.path == modk::GemmPath::cutlass &&
+                  v.schedule == modk::CutlassSchedule::multistage;
          });
 }
 
@@ -1490,9 +1491,9 @@ __global__ __launch_bounds__(Kernel::kThreadCount) void rowCountKernel(
 /// A CUTLASS 2.x multistage GEMM under rowCountKernel: operands A and B of
 /// element In (Sm80Math: bf16, or f32 as tf32x3) and layouts LayoutA and
 /// LayoutB by cp.async, f32 accumulation on mma.sync, a BM x BN x BK tile
-/// of WM x WN warp
-/// tiles, Stages stages, the thread-level epilogue EpilogueOp storing (or
-/// adding to) a row-major output of its element type. CountsReduction: the
+/// of WM x WN warp tiles, Stages stages, the thread-level epilogue
+/// EpilogueOp storing (or adding to) a row-major output of its element
+/// type. CountsReduction: the
 /// device's row count is the reduction's (a weight gradient's), not the
 /// output's. SplitKSerial: the reduction may split into slices whose CTAs
 /// add to the output one after the other, in slice order, each waiting on
@@ -1605,10 +1606,9 @@ namespace modc_cutlass {
 /// da[M, K] (+)= dy[M, N] w[N, K] on CUTLASS 2.x: the launcher's (m, n, k)
 /// are (M, K, N). dy row-major (K major for the product) and w [N, K]
 /// row-major (the reduction runs along its rows) of element In, da f32.
-/// Accumulate: the
-/// epilogue adds da's old values (D = acc + C), else it stores. Over the
-/// *rows rows the device counts (rowCountKernel); the tile, warp tile,
-/// stages and raster as in Sm80Gemm.
+/// Accumulate: the epilogue adds da's old values (D = acc + C), else it
+/// stores. Over the *rows rows the device counts (rowCountKernel); the
+/// tile, warp tile, stages and raster as in Sm80Gemm.
 template <typename In, int BM, int BN, int BK, int WM, int WN, int Stages,
           bool AlongN, bool Accumulate, int SharedBytes>
 struct Sm80Dgrad {
@@ -1648,12 +1648,11 @@ namespace modc_cutlass {
 /// reduction, at most k rows, *rows of them where the device counts them
 /// (rowCountKernel clips the reduction). dy [rows, N] row-major
 /// (column-major as the product's A) and a [rows, K] row-major of element
-/// In, dw f32
-/// added to in the epilogue (D = acc + C). SplitK 1: every output tile
-/// sums its rows in one CTA, in order. SplitK > 1: the bound's rows split
-/// into at most SplitK slices of at least kMinSplitRows rows (CUTLASS
-/// 2.x's serial split-K), each slice's CTA adding its partial sum to dW
-/// after the slice before it has (a semaphore an output tile, in the
+/// In, dw f32 added to in the epilogue (D = acc + C). SplitK 1: every
+/// output tile sums its rows in one CTA, in order. SplitK > 1: the bound's
+/// rows split into at most SplitK slices of at least kMinSplitRows rows
+/// (CUTLASS 2.x's serial split-K), each slice's CTA adding its partial sum
+/// to dW after the slice before it has (a semaphore an output tile, in the
 /// package's scratch). Deterministic either way: the order of the
 /// additions follows the rows and the slices, never the run. The tile,
 /// warp tile, stages and raster as in Sm80Gemm.
@@ -1767,9 +1766,10 @@ __global__ void groupSetupKernel80(const GroupTable table, int n, int k,
 }
 
 /// The gradients of a group's members over operands In (bf16, or f32 as
-/// tf32x3), one launch of CUTLASS 2.x's grouped GEMM (its problems, pointers and leading dimensions in
-/// device memory of its own, the rows counted on the device, a persistent
-/// grid whose CTAs walk every member's tiles in turn): Wgrad, each member's
+/// tf32x3), one launch of CUTLASS 2.x's grouped GEMM (its problems,
+/// pointers and leading dimensions in device memory of its own, the rows
+/// counted on the device, a persistent grid whose CTAs walk every member's
+/// tiles in turn): Wgrad, each member's
 /// dw[N, K] += dy[rows, N]^T a[rows, K] over the rows the device counts (its
 /// reduction; the launcher's (n, k) are (N, K)), every output tile summing
 /// its rows in one CTA, in order (deterministic); else each member's
@@ -1878,8 +1878,8 @@ namespace modc_cutlass {
 /// (M = 0).
 template <typename G, int Splits>
 __global__ void groupSetupKernelSplit80(const GroupTable table, int n, int k,
-                                   int splits, float *part,
-                                   typename G::Arrays *arrays) {
+                                        int splits, float *part,
+                                        typename G::Arrays *arrays) {
   int p;
   ChunkOf chunk;
   if (!chunkSlot<Splits>(table, splits, int64_t(n) * k, part, p, chunk))
@@ -3077,9 +3077,10 @@ LogicalResult CutlassGemms::emit(raw_ostream &os,
         // A weight gradient whose rows split (split_k): a kernel of its
         // own kind, with a launcher that takes the partials' memory.
         bool split = kind == ProductKind::wgrad && v.splitK > 1;
-        // CUTLASS 3.x's kernels (sm_90a's bf16 ones) or 2.x's (sm_80's,
-        // and every f32 product's, tf32x3), over bf16 or f32 operands.
-        bool sm90 = cuda::cutlassTarget(*part, v.tf32x3).collectiveBuilders();
+        // CUTLASS 3.x's kernels (sm_90a's bf16 ones) or 2.x's (`multistage`:
+        // sm_80's, and every f32 product's, tf32x3), over bf16 or f32
+        // operands; emitKernelType checks the schedule against the part.
+        bool sm90 = v.schedule != modk::CutlassSchedule::multistage;
         const char *operand = v.tf32x3 ? "float" : "modc_cutlass::Bf16";
         if (added) {
           std::string body =

@@ -33,10 +33,10 @@ bool hasCutlassVariant(modk::GemmConfigAttr config);
 /// (`grouped`: modk-configure-gemms on a modk-group-gemms group, sm_90a).
 bool isCutlassGrouped(modk::GemmConfigAttr config);
 
-/// Whether a configuration's CUTLASS variants are an f32 product's
-/// (`tf32x3`: CUTLASS 2.x's kernels, which read the row count on the
-/// device, on every part).
-bool isCutlassTf32x3(modk::GemmConfigAttr config);
+/// Whether a configuration's CUTLASS variants are CUTLASS 2.x's multistage
+/// kernels (sm_80's, and an f32 product's, `tf32x3`, on every part), which
+/// read the row count on the device.
+bool isCutlassMultistage(modk::GemmConfigAttr config);
 
 /// Whether any product of `entries` runs on CUTLASS (its package then
 /// compiles against CUTLASS's headers).

@@ -13,7 +13,6 @@
 #include "../PlanEmitter.h"
 #include "CutlassGemms.h"
 
-#include "modc/Dialect/Modk/CudaTargets.h"
 #include "modc/Dialect/Modk/Transforms/BufferQueries.h"
 
 #include "mlir/IR/BuiltinOps.h"
@@ -809,9 +808,7 @@ std::string CudaEmitter::cutlassRows(modk::GemmOp op, const KernelArg &rows,
                                      bool exact) const {
   // CUTLASS 2.x's kernels (sm_80's, and every f32 product's, tf32x3) read
   // the count on the device: the bound sizes them.
-  const cuda::CudaPart *part = cuda::findCudaPart(arch);
-  if (!part || !part->cutlass.collectiveBuilders() ||
-      isCutlassTf32x3(op.getConfigAttr()))
+  if (isCutlassMultistage(op.getConfigAttr()))
     return rows.bound;
   int64_t k = 0;
   std::string device = exact ? "0" : rows.bound;

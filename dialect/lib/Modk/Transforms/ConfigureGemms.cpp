@@ -72,10 +72,6 @@ struct Product {
   bool tmaOperands;      ///< operands TMA can read (stored bf16, aligned)
   int64_t ropeHeadDim;   ///< a RoPE epilogue's head width (0: none)
   bool forward = false;  ///< a modk.gemm (the few-row kernel may run it)
-  /// What CUTLASS offers the product on the part: the bf16 kernels, or
-  /// for an f32 product the tf32x3 ones (cuda::cutlassTarget).
-  const cuda::CutlassTarget *cutlass = nullptr;
-  const cuda::CutlassTarget &lib() const { return *cutlass; }
 };
 
 class ConfigureGemmsPass
@@ -157,7 +153,6 @@ public:
         // 16-byte rows of the weight's bf16 copy.
         bool aligned = isBf16(gemm.getInput()) && w[1] % 8 == 0;
         Product p{w[0], 0, gemm.productsBf16(), weightCopies && aligned, 0};
-        p.cutlass = &cuda::cutlassTarget(*target, !p.bf16);
         // An f32 product's CUTLASS kernel (tf32x3) reads the f32 input and
         // weight themselves: whole 16-byte rows of both.
         bool f32Operands = isF32(gemm.getInput()) && w[1] % 4 == 0;
@@ -173,17 +168,17 @@ public:
         // CUTLASS grouped launch whose problems the device sizes from the
         // members' row counts, so every member computes exactly its rows
         // (docs/cuda.md, "CUTLASS").
-        bool grouped = gemm.getGroupAttr() && p.lib().collectiveBuilders();
+        bool grouped = gemm.getGroupAttr() && libOf(p).collectiveBuilders();
         // A decode step's CUTLASS products read the copies the step makes
         // current, its groups too: their grouped launches' device memory
         // is reserved before the step's graph capture (docs/cuda.md).
         bool copied = p.bf16 ? aligned : f32Operands;
         bool cutlass =
-            onCutlass(gemm, p.lib(), storeBytes, sourceBytes, grouped);
+            onCutlass(gemm, libOf(p), storeBytes, sourceBytes, grouped);
         gemm.setConfigAttr(
             cutlass && copied
                 ? configureCutlass(ctx, p, storeBytes, sourceBytes,
-                                   heavyEpilogue(gemm, p.lib()), grouped)
+                                   heavyEpilogue(gemm, libOf(p)), grouped)
                 : configure(ctx, p));
         // An epilogue that must not touch a row past the count, over rows
         // the device counts (in `causal` mode, or always), outside a group:
@@ -191,12 +186,12 @@ public:
         // them, its problem sized on the device (docs/cuda.md, "CUTLASS").
         // Its variants are `device_rows_config`; `config` keeps what runs
         // where the host knows the count (a selection's in `topk` mode).
-        if (!grouped && copied && deviceCountedExact(gemm, entry, p.lib()) &&
-            onCutlass(gemm, p.lib(), storeBytes, sourceBytes,
+        if (!grouped && copied && deviceCountedExact(gemm, entry, libOf(p)) &&
+            onCutlass(gemm, libOf(p), storeBytes, sourceBytes,
                       /*grouped=*/true))
           gemm.setDeviceRowsConfigAttr(
               configureCutlass(ctx, p, storeBytes, sourceBytes,
-                               heavyEpilogue(gemm, p.lib()), true));
+                               heavyEpilogue(gemm, libOf(p)), true));
       } else if (auto dgrad = dyn_cast<modk::GemmDgradOp>(op)) {
         // dA [rows, K] = dY [rows, N] W [N, K].
         auto w = cast<MemRefType>(dgrad.getWeight().getType()).getShape();
@@ -204,7 +199,6 @@ public:
                   weightCopies && isBf16(dgrad.getDy()) && w[0] % 8 == 0 &&
                       w[1] % 8 == 0,
                   0};
-        p.cutlass = &cuda::cutlassTarget(*target, !p.bf16);
         // On CUTLASS where a forward product would be: bf16 operands that
         // TMA (sm_90a) or cp.async (sm_80) reads, dY stored bf16 and W's
         // bf16 copy, or in an f32 product (tf32x3) dY and W themselves,
@@ -218,7 +212,7 @@ public:
             p.bf16 ? p.tmaOperands
                    : isF32(dgrad.getDy()) && w[0] % 4 == 0 && w[1] % 4 == 0;
         bool cutlass = library == "cutlass" && forcedPath < 0 && operands &&
-                       w[1] * 4 % p.lib().alignmentBytes == 0;
+                       w[1] * 4 % libOf(p).alignmentBytes == 0;
         dgrad.setConfigAttr(
             cutlass ? configureCutlass(ctx, p, 4, dgrad.getAccumulate() ? 4 : 0,
                                        false, grouped)
@@ -230,7 +224,6 @@ public:
                   isBf16(wgrad.getDy()) && isBf16(wgrad.getInput()) &&
                       w[0] % 8 == 0 && w[1] % 8 == 0,
                   0};
-        p.cutlass = &cuda::cutlassTarget(*target, !p.bf16);
         bool operands = p.bf16
                             ? p.tmaOperands
                             : isF32(wgrad.getDy()) && isF32(wgrad.getInput()) &&
@@ -257,14 +250,14 @@ public:
         // declines. docs/cuda.md, "CUTLASS".
         int64_t members = groupMembers(wgrad);
         bool grouped = members > 1;
-        bool sm90 = p.lib().collectiveBuilders();
+        bool sm90 = libOf(p).collectiveBuilders();
         bool fills =
             grouped ? wgradSplit(w[0] * members, w[1]) == 1 : split == 1;
         bool alone = sm90 && !grouped &&
                      !rowsAreBound(wgrad.getSegments(), wgrad.getDy());
         bool cutlass = library == "cutlass" && forcedPath < 0 && operands &&
                        (fills || wgradChunkRows == 0) &&
-                       w[1] * 4 % p.lib().alignmentBytes == 0;
+                       w[1] * 4 % libOf(p).alignmentBytes == 0;
         wgrad.setConfigAttr(cutlass ? configureCutlassWgrad(ctx, p, members,
                                                             grouped || alone,
                                                             fills ? 1 : split)
@@ -287,6 +280,12 @@ public:
   }
 
 private:
+  /// What CUTLASS offers product p on the part: the bf16 kernels, or for
+  /// an f32 product the tf32x3 ones (cuda::cutlassTarget).
+  const cuda::CutlassTarget &libOf(const Product &p) const {
+    return cuda::cutlassTarget(*target, !p.bf16);
+  }
+
   static bool isBf16(Value v) {
     return cast<MemRefType>(v.getType()).getElementType().isBF16();
   }
@@ -722,10 +721,10 @@ private:
     for (const GemmVariant &v : configure(ctx, p).getVariants())
       if (v.minRows < from)
         variants.push_back(v);
-    ArrayRef<cuda::CutlassTile> table = cutlassTiles(p.lib());
+    ArrayRef<cuda::CutlassTile> table = cutlassTiles(libOf(p));
     const cuda::CutlassTile *previous = nullptr;
     for (const cuda::CutlassTile &t : table) {
-      int64_t stages = cuda::cutlassStages(*target, p.lib(), t, outputBytes,
+      int64_t stages = cuda::cutlassStages(*target, libOf(p), t, outputBytes,
                                            sourceBytes, grouped);
       if (stages == 0 || (heavy && t.rows * t.cols > 128 * 128))
         continue;
@@ -740,7 +739,7 @@ private:
       }
       GemmVariant v =
           cutlassVariant(t, start, ceilDiv(start, t.rows), stages, p);
-      markGrouped(v, grouped, p.lib());
+      markGrouped(v, grouped, libOf(p));
       while (!variants.empty() && variants.back().minRows >= start)
         variants.pop_back(); // the larger tile from the same rows on
       variants.push_back(v);
@@ -767,7 +766,7 @@ private:
                                              int64_t tileSplits) const {
     SmallVector<GemmVariant> variants(
         configure(ctx, p, tileSplits).getVariants());
-    ArrayRef<cuda::CutlassTile> table = cutlassTiles(p.lib());
+    ArrayRef<cuda::CutlassTile> table = cutlassTiles(libOf(p));
     std::optional<GemmVariant> chosen;
     const int64_t from = cutlassFrom > 0 ? cutlassFrom : kWgmmaMinRows;
     if (tileSplits > 1) {
@@ -776,7 +775,7 @@ private:
       const cuda::CutlassTile *previous = nullptr;
       for (const cuda::CutlassTile &t : table) {
         int64_t stages =
-            cuda::cutlassStages(*target, p.lib(), t, 4, 4, grouped);
+            cuda::cutlassStages(*target, libOf(p), t, 4, 4, grouped);
         if (stages == 0)
           continue;
         if (previous) {
@@ -793,7 +792,7 @@ private:
         }
         chosen =
             cutlassVariant(t, from, ceilDiv(p.staticRows, t.rows), stages, p);
-        markGrouped(*chosen, grouped, p.lib());
+        markGrouped(*chosen, grouped, libOf(p));
         previous = &t;
       }
     }
@@ -819,7 +818,7 @@ private:
   /// Unset where the part has no such tile or splits nothing.
   std::optional<GemmVariant>
   cutlassWgradSplit(const Product &p, int64_t members, bool grouped) const {
-    const cuda::CutlassTarget &lib = p.lib();
+    const cuda::CutlassTarget &lib = libOf(p);
     if (lib.maxSplitK <= 1)
       return std::nullopt;
     for (const cuda::CutlassTile &t : cutlassTiles(lib)) {
